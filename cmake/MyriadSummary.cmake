@@ -1,0 +1,18 @@
+# Prints the ✓/✗ feature summary at the end of configure.
+function(myriad_feature label flag detail)
+  if(${flag})
+    message(STATUS "  ✓ ${label} ${detail}")
+  else()
+    message(STATUS "  ✗ ${label}")
+  endif()
+endfunction()
+
+message(STATUS "")
+message(STATUS "myriad ${PROJECT_VERSION} — features (${CMAKE_BUILD_TYPE})")
+myriad_feature("CUDA    " MYRIAD_HAVE_CUDA "${CUDAToolkit_VERSION} (${CMAKE_CUDA_COMPILER})")
+myriad_feature("NCCL    " MYRIAD_HAVE_NCCL "${NCCL_LIBRARY}")
+myriad_feature("MPI     " MYRIAD_HAVE_MPI "${MPI_C_VERSION}")
+myriad_feature("OpenBLAS" MYRIAD_HAVE_OPENBLAS "${OPENBLAS_LIBRARY}")
+myriad_feature("Python  " MYRIAD_HAVE_PYTHON "${Python3_VERSION} + pybind11 ${pybind11_VERSION}")
+myriad_feature("GTest   " MYRIAD_HAVE_GTEST "")
+message(STATUS "")

@@ -1,0 +1,54 @@
+// myriad::Error — the one error channel of the library.
+//
+// Every failure is thrown as myriad::Error carrying the process rank (read from the launcher's
+// environment: OMPI_COMM_WORLD_RANK, PMI_RANK, SLURM_PROCID or RANK; -1 when launched alone),
+// the source file and line. Library code never calls exit(); drivers catch, log and abort the
+// communicators. Check macros take a stream expression so messages can name shapes and values:
+//
+//   MYRIAD_CHECK(a.dim() == 2, "matmul: a must be 2-D, got shape " << a.shape_string());
+#pragma once
+
+#include <sstream>
+#include <stdexcept>
+#include <string>
+
+namespace myriad {
+
+// Rank of this process as told by the MPI launcher's environment, or -1 if none is set.
+int launcher_rank();
+
+class Error : public std::runtime_error {
+ public:
+  Error(const std::string& message, const char* file, int line);
+
+  const std::string& message() const { return message_; }  // the bare message, no location
+  const std::string& file() const { return file_; }
+  int line() const { return line_; }
+  int rank() const { return rank_; }
+
+ private:
+  std::string message_;
+  std::string file_;
+  int line_;
+  int rank_;
+};
+
+namespace detail {
+[[noreturn]] void throw_error(const std::string& message, const char* file, int line);
+}  // namespace detail
+
+}  // namespace myriad
+
+#define MYRIAD_THROW(msg_stream)                                          \
+  do {                                                                    \
+    std::ostringstream myriad_error_stream_;                              \
+    myriad_error_stream_ << msg_stream;                                   \
+    ::myriad::detail::throw_error(myriad_error_stream_.str(), __FILE__, __LINE__); \
+  } while (0)
+
+#define MYRIAD_CHECK(cond, msg_stream)                                    \
+  do {                                                                    \
+    if (!(cond)) [[unlikely]] {                                           \
+      MYRIAD_THROW(msg_stream);                                           \
+    }                                                                     \
+  } while (0)

@@ -1,0 +1,19 @@
+// Per-rank loggers built on spdlog.
+//
+// Every line carries "[rank N]" so interleaved output of many ranks stays readable. Loggers are
+// objects owned by whoever logs (the engine, a tool, a benchmark) and are not registered in
+// spdlog's global registry. Level comes from the argument ("trace".."critical", "off").
+#pragma once
+
+#include <memory>
+#include <string>
+
+#include <spdlog/spdlog.h>
+
+namespace myriad {
+
+// Console logger (stderr) for `rank`; when `file_path` is non-empty, also appends to that file.
+std::shared_ptr<spdlog::logger> make_rank_logger(int rank, const std::string& level = "info",
+                                                 const std::string& file_path = "");
+
+}  // namespace myriad

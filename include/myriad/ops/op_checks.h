@@ -1,0 +1,26 @@
+// Argument checks shared by every op's dispatch point.
+//
+// Each check throws myriad::Error naming the op, the argument and the offending shape / dtype /
+// device, e.g. "layernorm_forward: weight has shape [5], expected [4] (C of input f32[2, 4] cpu)".
+#pragma once
+
+#include <initializer_list>
+#include <string>
+#include <utility>
+
+#include "myriad/core/tensor.h"
+
+namespace myriad::ops {
+
+using NamedTensor = std::pair<const char*, const Tensor*>;
+
+void check_defined(const char* op, const char* name, const Tensor& t);
+void check_dtype(const char* op, const char* name, const Tensor& t, DType expected);
+void check_rank(const char* op, const char* name, const Tensor& t, int expected_rank);
+void check_shape(const char* op, const char* name, const Tensor& t, const Shape& expected);
+void check_contiguous(const char* op, const char* name, const Tensor& t);
+// All defined tensors in `tensors` live on one device; returns it.
+Device check_same_device(const char* op, std::initializer_list<NamedTensor> tensors);
+[[noreturn]] void throw_unsupported_device(const char* op, const Device& device);
+
+}  // namespace myriad::ops

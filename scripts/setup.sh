@@ -1,0 +1,52 @@
+#!/usr/bin/env bash
+# Installs what myriad needs to build and test, and only what is missing.
+# Idempotent: a second run installs nothing. Used by both README commands and .ci/run.
+# Debian packages: compiler, CMake, OpenMPI, OpenBLAS (OpenMP flavour), spdlog, yaml-cpp,
+# GoogleTest. Python packages (for the bindings and pytest): numpy, pytest, pybind11.
+set -euo pipefail
+
+log() { echo "[setup] $*"; }
+
+DEBIAN_PACKAGES=(
+  build-essential cmake ninja-build pkg-config
+  openmpi-bin libopenmpi-dev
+  libopenblas-openmp-dev
+  libspdlog-dev libfmt-dev libyaml-cpp-dev
+  libgtest-dev
+  python3 python3-dev python3-pip
+)
+
+missing=()
+for pkg in "${DEBIAN_PACKAGES[@]}"; do
+  if ! dpkg-query -W -f='${Status}' "$pkg" 2>/dev/null | grep -q "install ok installed"; then
+    missing+=("$pkg")
+  fi
+done
+
+SUDO=""
+if [ "$(id -u)" -ne 0 ]; then SUDO="sudo"; fi
+
+if [ ${#missing[@]} -gt 0 ]; then
+  log "installing Debian packages: ${missing[*]}"
+  $SUDO apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}"
+else
+  log "Debian packages: all present"
+fi
+
+PYTHON="${PYTHON:-python3}"
+py_missing=()
+for mod in numpy pytest pybind11; do
+  if ! "$PYTHON" -c "import $mod" 2>/dev/null; then py_missing+=("$mod"); fi
+done
+if [ ${#py_missing[@]} -gt 0 ]; then
+  log "installing Python packages: ${py_missing[*]}"
+  # Debian's system Python refuses pip installs (PEP 668) unless told otherwise; a pyenv or
+  # virtualenv Python accepts them directly.
+  if ! "$PYTHON" -m pip install -q "${py_missing[@]}" 2>/dev/null; then
+    "$PYTHON" -m pip install -q --break-system-packages "${py_missing[@]}"
+  fi
+else
+  log "Python packages: all present"
+fi
+log "done"

@@ -1,0 +1,30 @@
+// Rank-prefixed spdlog loggers (stderr sink, optional file sink).
+#include "myriad/core/logging.h"
+
+#include <spdlog/sinks/basic_file_sink.h>
+#include <spdlog/sinks/stdout_color_sinks.h>
+
+#include "myriad/core/error.h"
+
+namespace myriad {
+
+std::shared_ptr<spdlog::logger> make_rank_logger(int rank, const std::string& level, const std::string& file_path) {
+  std::vector<spdlog::sink_ptr> sinks;
+  sinks.push_back(std::make_shared<spdlog::sinks::stderr_color_sink_mt>());
+  if (!file_path.empty()) {
+    try {
+      sinks.push_back(std::make_shared<spdlog::sinks::basic_file_sink_mt>(file_path, false));
+    } catch (const spdlog::spdlog_ex& e) {
+      MYRIAD_THROW("cannot open log file '" << file_path << "': " << e.what());
+    }
+  }
+  auto logger = std::make_shared<spdlog::logger>("rank" + std::to_string(rank), sinks.begin(), sinks.end());
+  logger->set_pattern("[%Y-%m-%d %H:%M:%S.%e] [rank " + std::to_string(rank) + "] [%^%l%$] %v");
+  spdlog::level::level_enum parsed = spdlog::level::from_str(level);
+  MYRIAD_CHECK(parsed != spdlog::level::off || level == "off",
+               "unknown log level '" << level << "'; allowed: trace, debug, info, warn, error, critical, off");
+  logger->set_level(parsed);
+  return logger;
+}
+
+}  // namespace myriad

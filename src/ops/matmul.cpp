@@ -1,0 +1,78 @@
+// Matmul dispatch point: validates shapes / dtypes / devices, then picks the backend.
+#include "myriad/ops/matmul.h"
+
+#include "myriad/ops/op_checks.h"
+
+namespace myriad {
+
+namespace {
+
+struct MatmulDims {
+  std::int64_t m, k, n;
+  Shape batch;  // leading dims of a (and of out)
+};
+
+MatmulDims check_matmul(const char* op, const MatmulArgs& args, const Tensor& a, const Tensor& b) {
+  ops::check_dtype(op, "a", a, DType::f32);
+  ops::check_dtype(op, "b", b, DType::f32);
+  MYRIAD_CHECK(a.dim() >= 2 && b.dim() >= 2, op << ": a " << a.describe() << " and b " << b.describe()
+                                                << " must have at least 2 dimensions");
+  MatmulDims dims;
+  dims.m = args.transpose_a ? a.size(-1) : a.size(-2);
+  std::int64_t k_a = args.transpose_a ? a.size(-2) : a.size(-1);
+  std::int64_t k_b = args.transpose_b ? b.size(-1) : b.size(-2);
+  dims.n = args.transpose_b ? b.size(-2) : b.size(-1);
+  MYRIAD_CHECK(k_a == k_b, op << ": inner dimensions differ: a " << shape_string(a.shape())
+                              << (args.transpose_a ? " (transposed)" : "") << " gives K=" << k_a << ", b "
+                              << shape_string(b.shape()) << (args.transpose_b ? " (transposed)" : "")
+                              << " gives K=" << k_b);
+  dims.k = k_a;
+  dims.batch.assign(a.shape().begin(), a.shape().end() - 2);
+  if (b.dim() > 2) {
+    Shape b_batch(b.shape().begin(), b.shape().end() - 2);
+    MYRIAD_CHECK(b_batch == dims.batch, op << ": batch dims of a " << shape_string(a.shape()) << " and b "
+                                           << shape_string(b.shape()) << " differ (b may also be 2-D)");
+  }
+  return dims;
+}
+
+Shape out_shape(const MatmulDims& dims) {
+  Shape shape = dims.batch;
+  shape.push_back(dims.m);
+  shape.push_back(dims.n);
+  return shape;
+}
+
+}  // namespace
+
+void matmul_forward(const MatmulArgs& args, const Tensor& a, const Tensor& b, Tensor& out) {
+  const char* op = "matmul_forward";
+  MatmulDims dims = check_matmul(op, args, a, b);
+  ops::check_dtype(op, "out", out, DType::f32);
+  ops::check_shape(op, "out", out, out_shape(dims));
+  Device device = ops::check_same_device(op, {{"a", &a}, {"b", &b}, {"out", &out}});
+  if (device.is_cpu()) return cpu::matmul_forward(args, a, b, out);
+  ops::throw_unsupported_device(op, device);
+}
+
+void matmul_backward(const MatmulArgs& args, const Tensor& a, const Tensor& b, const Tensor& grad_out,
+                     Tensor& grad_a, Tensor& grad_b) {
+  const char* op = "matmul_backward";
+  MatmulDims dims = check_matmul(op, args, a, b);
+  ops::check_dtype(op, "grad_out", grad_out, DType::f32);
+  ops::check_shape(op, "grad_out", grad_out, out_shape(dims));
+  if (grad_a.defined()) {
+    ops::check_dtype(op, "grad_a", grad_a, DType::f32);
+    ops::check_shape(op, "grad_a", grad_a, a.shape());
+  }
+  if (grad_b.defined()) {
+    ops::check_dtype(op, "grad_b", grad_b, DType::f32);
+    ops::check_shape(op, "grad_b", grad_b, b.shape());
+  }
+  Device device = ops::check_same_device(
+      op, {{"a", &a}, {"b", &b}, {"grad_out", &grad_out}, {"grad_a", &grad_a}, {"grad_b", &grad_b}});
+  if (device.is_cpu()) return cpu::matmul_backward(args, a, b, grad_out, grad_a, grad_b);
+  ops::throw_unsupported_device(op, device);
+}
+
+}  // namespace myriad

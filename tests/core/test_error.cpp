@@ -1,0 +1,57 @@
+// myriad::Error carries rank, file and line; device and dtype parsing name what is allowed.
+#include <gtest/gtest.h>
+
+#include <cstdlib>
+
+#include "myriad/core/device.h"
+#include "myriad/core/dtype.h"
+#include "myriad/core/error.h"
+#include "myriad/core/logging.h"
+
+namespace myriad {
+namespace {
+
+TEST(Error, MessageCarriesRankFileAndLine) {
+  setenv("OMPI_COMM_WORLD_RANK", "3", 1);
+  try {
+    MYRIAD_CHECK(1 + 1 == 3, "arithmetic is broken: " << 42);
+    FAIL() << "check did not throw";
+  } catch (const Error& e) {
+    std::string what = e.what();
+    EXPECT_EQ(e.rank(), 3);
+    EXPECT_NE(what.find("[rank 3]"), std::string::npos) << what;
+    EXPECT_NE(what.find("test_error.cpp:"), std::string::npos) << what;
+    EXPECT_NE(what.find("arithmetic is broken: 42"), std::string::npos) << what;
+    EXPECT_GT(e.line(), 0);
+  }
+  unsetenv("OMPI_COMM_WORLD_RANK");
+}
+
+TEST(Device, ParsesAndRejects) {
+  EXPECT_EQ(Device::parse("cpu"), Device::cpu());
+  EXPECT_EQ(Device::parse("cuda:3"), Device::cuda(3));
+  EXPECT_EQ(Device::parse("cuda:3").str(), "cuda:3");
+  EXPECT_THROW(Device::parse("cuda:-1"), Error);
+  EXPECT_THROW(Device::parse("tpu"), Error);
+}
+
+TEST(DType, SizesNamesAndParse) {
+  EXPECT_EQ(dtype_size(DType::bf16), 2u);
+  EXPECT_EQ(dtype_size(DType::i64), 8u);
+  EXPECT_EQ(parse_dtype("f16"), DType::f16);
+  try {
+    parse_dtype("f64");
+    FAIL();
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("allowed: f32, bf16"), std::string::npos);
+  }
+}
+
+TEST(Logging, RankLoggerRejectsUnknownLevel) {
+  auto logger = make_rank_logger(5, "warn");
+  EXPECT_EQ(logger->level(), spdlog::level::warn);
+  EXPECT_THROW(make_rank_logger(0, "loud"), Error);
+}
+
+}  // namespace
+}  // namespace myriad
