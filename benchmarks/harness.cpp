@@ -1,1 +1,163 @@
+// Implementation of the benchmark harness (see harness.h).
+#include "harness.h"
 
+#include <omp.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <ctime>
+#include <fstream>
+#include <iostream>
+#include <sstream>
+#include <thread>
+
+extern "C" char* openblas_get_config(void);
+
+namespace myriad::bench {
+
+Timing time_it(const std::function<void()>& fn, int warmup, int min_repeats, double min_total_s, int max_repeats) {
+  for (int i = 0; i < warmup; ++i) fn();
+  std::vector<double> samples;
+  double total = 0;
+  while (static_cast<int>(samples.size()) < max_repeats &&
+         (static_cast<int>(samples.size()) < min_repeats || total < min_total_s)) {
+    auto start = std::chrono::steady_clock::now();
+    fn();
+    double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    samples.push_back(s);
+    total += s;
+  }
+  std::sort(samples.begin(), samples.end());
+  Timing t;
+  t.repeats = static_cast<int>(samples.size());
+  t.min_s = samples.front();
+  std::size_t n = samples.size();
+  t.median_s = n % 2 ? samples[n / 2] : 0.5 * (samples[n / 2 - 1] + samples[n / 2]);
+  return t;
+}
+
+std::string describe_machine() {
+  std::string model = "unknown CPU";
+  std::ifstream cpuinfo("/proc/cpuinfo");
+  for (std::string line; std::getline(cpuinfo, line);) {
+    if (line.rfind("model name", 0) == 0) {
+      model = line.substr(line.find(':') + 2);
+      break;
+    }
+  }
+  std::ostringstream out;
+  out << model << ", " << std::thread::hardware_concurrency() << " logical CPUs, OMP threads "
+      << omp_get_max_threads() << ", OpenBLAS " << openblas_get_config();
+  return out.str();
+}
+
+std::string command_line(int argc, char** argv) {
+  std::string cmd;
+  for (int i = 0; i < argc; ++i) cmd += (i ? " " : "") + std::string(argv[i]);
+  return cmd;
+}
+
+void print_header(const std::string& title, int argc, char** argv) {
+  std::time_t now = std::time(nullptr);
+  char date[32];
+  std::strftime(date, sizeof date, "%Y-%m-%d %H:%M UTC", std::gmtime(&now));
+  std::cout << "# " << title << "\n\n"
+            << "- machine: " << describe_machine() << "\n"
+            << "- command: `" << command_line(argc, argv) << "`\n"
+            << "- date: " << date << "\n\n";
+}
+
+static std::size_t status_field_kib(const char* field) {
+  std::ifstream status("/proc/self/status");
+  std::string key(field);
+  for (std::string line; std::getline(status, line);) {
+    if (line.rfind(key, 0) == 0) return std::stoull(line.substr(key.size() + 1)) * 1024;
+  }
+  return 0;
+}
+
+std::size_t current_rss_bytes() { return status_field_kib("VmRSS:"); }
+std::size_t peak_rss_bytes() { return status_field_kib("VmHWM:"); }
+
+bool reset_peak_rss() {
+  std::ofstream clear("/proc/self/clear_refs");
+  if (!clear) return false;
+  clear << "5";
+  return static_cast<bool>(clear);
+}
+
+typedef float vec8 __attribute__((vector_size(32)));
+
+double measure_fp32_peak_gflops(double seconds) {
+  const long inner = 1 << 20;
+  double total_flops = 0;
+  double elapsed = 0;
+#pragma omp parallel reduction(+ : total_flops)
+  {
+    vec8 acc[12];
+    for (int i = 0; i < 12; ++i) acc[i] = vec8{} + 0.5f + 0.01f * i;
+    const vec8 mul = vec8{} + 0.999999f, add = vec8{} + 1e-7f;
+    long rounds = 0;
+    auto start = std::chrono::steady_clock::now();
+    double t = 0;
+    do {
+      for (long it = 0; it < inner; ++it) {
+        for (int i = 0; i < 12; ++i) acc[i] = acc[i] * mul + add;  // one FMA per lane
+      }
+      ++rounds;
+      t = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    } while (t < seconds);
+    vec8 sum = vec8{};
+    for (int i = 0; i < 12; ++i) sum += acc[i];
+    do_not_optimize(&sum);
+    total_flops += static_cast<double>(rounds) * inner * 12 * 8 * 2;
+#pragma omp critical
+    elapsed = std::max(elapsed, t);
+  }
+  return total_flops / elapsed / 1e9;
+}
+
+void Table::print() const {
+  std::vector<std::size_t> width(headers_.size());
+  for (std::size_t c = 0; c < headers_.size(); ++c) {
+    width[c] = headers_[c].size();
+    for (const auto& row : rows_) width[c] = std::max(width[c], c < row.size() ? row[c].size() : 0);
+  }
+  auto line = [&](const std::vector<std::string>& cells) {
+    std::cout << "|";
+    for (std::size_t c = 0; c < headers_.size(); ++c) {
+      std::string cell = c < cells.size() ? cells[c] : "";
+      std::cout << " " << cell << std::string(width[c] - cell.size(), ' ') << " |";
+    }
+    std::cout << "\n";
+  };
+  line(headers_);
+  std::cout << "|";
+  for (std::size_t c = 0; c < headers_.size(); ++c) std::cout << std::string(width[c] + 2, '-') << "|";
+  std::cout << "\n";
+  for (const auto& row : rows_) line(row);
+  std::cout << std::flush;
+}
+
+std::string fmt(double value, int decimals) {
+  char buffer[64];
+  std::snprintf(buffer, sizeof buffer, "%.*f", decimals, value);
+  return buffer;
+}
+
+std::string percent(double ratio, int decimals) { return fmt(100.0 * ratio, decimals) + "%"; }
+
+std::string bytes_human(double bytes) {
+  const char* units[] = {"B", "KiB", "MiB", "GiB", "TiB"};
+  int u = 0;
+  while (bytes >= 1024.0 && u < 4) {
+    bytes /= 1024.0;
+    ++u;
+  }
+  return fmt(bytes, u == 0 ? 0 : 1) + " " + units[u];
+}
+
+void do_not_optimize(const void* p) { asm volatile("" : : "g"(p) : "memory"); }
+
+}  // namespace myriad::bench

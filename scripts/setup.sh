@@ -28,8 +28,14 @@ if [ "$(id -u)" -ne 0 ]; then SUDO="sudo"; fi
 
 if [ ${#missing[@]} -gt 0 ]; then
   log "installing Debian packages: ${missing[*]}"
-  $SUDO apt-get update -qq
-  DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}"
+  apt_log="$(mktemp)"
+  if ! { $SUDO apt-get update -qq && DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq \
+         --no-install-recommends "${missing[@]}"; } >"$apt_log" 2>&1; then
+    cat "$apt_log" >&2
+    log "apt-get failed (log above)"
+    exit 1
+  fi
+  rm -f "$apt_log"
 else
   log "Debian packages: all present"
 fi

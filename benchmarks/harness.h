@@ -1,0 +1,62 @@
+// Shared benchmark harness: timing (warm-up + median of repeats), Markdown tables, process
+// memory (current / peak RSS with a resettable peak), the machine description printed at the
+// top of every benchmark, and a measured fp32 FMA peak used as a roofline.
+//
+// Benchmarks check correctness before timing and print ratios against a baseline measured in
+// the same run; numbers go to docs/performance.md with the printed machine line and command.
+#pragma once
+
+#include <cstddef>
+#include <functional>
+#include <string>
+#include <vector>
+
+namespace myriad::bench {
+
+struct Timing {
+  double median_s = 0;
+  double min_s = 0;
+  int repeats = 0;
+};
+
+// Runs fn `warmup` times, then at least `min_repeats` times and until `min_total_s` seconds of
+// measured time have passed (at most `max_repeats`); returns median and minimum.
+Timing time_it(const std::function<void()>& fn, int warmup = 1, int min_repeats = 3, double min_total_s = 0.3,
+               int max_repeats = 1000);
+
+// One line: CPU model, logical CPUs, OpenMP threads, OpenBLAS build config.
+std::string describe_machine();
+// The command line as typed, for the record.
+std::string command_line(int argc, char** argv);
+// Prints "# <title>", machine, command and date.
+void print_header(const std::string& title, int argc, char** argv);
+
+// Process memory from /proc/self/status (bytes). reset_peak_rss() writes "5" to
+// /proc/self/clear_refs so VmHWM restarts from the current RSS.
+std::size_t current_rss_bytes();
+std::size_t peak_rss_bytes();
+bool reset_peak_rss();
+
+// fp32 peak of this machine, measured: every OpenMP thread runs independent FMA chains on
+// 8-wide vectors held in registers for `seconds`. GFLOP/s over all threads.
+double measure_fp32_peak_gflops(double seconds = 0.5);
+
+class Table {
+ public:
+  explicit Table(std::vector<std::string> headers) : headers_(std::move(headers)) {}
+  void add_row(std::vector<std::string> cells) { rows_.push_back(std::move(cells)); }
+  void print() const;  // Markdown table on stdout
+
+ private:
+  std::vector<std::string> headers_;
+  std::vector<std::vector<std::string>> rows_;
+};
+
+std::string fmt(double value, int decimals = 1);
+std::string percent(double ratio, int decimals = 1);  // 0.953 -> "95.3%"
+std::string bytes_human(double bytes);                // "12.3 MiB"
+
+// Keeps the compiler from discarding a computed value.
+void do_not_optimize(const void* p);
+
+}  // namespace myriad::bench

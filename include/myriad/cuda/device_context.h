@@ -1,0 +1,59 @@
+// DeviceContext — what one rank needs to run work on one GPU: the device index, a stream of its
+// own (non-blocking with respect to the legacy default stream), a cuBLASLt handle and the
+// workspace buffer cuBLASLt may use for its faster algorithms.
+//
+// RAII and not global: whoever drives a device owns one context and passes it by reference.
+// Not copyable or movable (handles are bound to the object's lifetime). Construction leaves the
+// caller's current device unchanged and throws myriad::Error on a bad index or a CUDA failure;
+// destruction waits for the stream, releases everything and never throws.
+#pragma once
+
+#include <cublasLt.h>
+#include <cuda_runtime_api.h>
+
+#include <cstddef>
+#include <memory>
+#include <type_traits>
+
+#include "myriad/cuda/device_buffer.h"
+
+namespace myriad::cuda {
+
+// Number of visible CUDA devices; 0 when there is no driver, no device, or any other error
+// (never throws). Tests use it to skip; production code checks the index it is given.
+int cuda_device_count_or_zero() noexcept;
+
+class DeviceContext {
+ public:
+  // 32 MiB: the cuBLAS(Lt) recommendation for Hopper; smaller GPUs need less, never more.
+  static constexpr std::size_t kDefaultWorkspaceBytes = std::size_t{32} << 20;
+
+  explicit DeviceContext(int device, std::size_t workspace_bytes = kDefaultWorkspaceBytes);
+  ~DeviceContext();
+  DeviceContext(const DeviceContext&) = delete;
+  DeviceContext& operator=(const DeviceContext&) = delete;
+
+  int device() const { return device_; }
+  cudaStream_t stream() const { return stream_.get(); }
+  cublasLtHandle_t cublaslt() const { return cublaslt_.get(); }
+  void* workspace() const { return workspace_.data(); }
+  std::size_t workspace_bytes() const { return workspace_.bytes(); }
+
+  // Blocks until all work queued on stream() is done; throws myriad::Error on a device fault.
+  void synchronize() const;
+
+ private:
+  struct StreamDeleter {
+    void operator()(std::remove_pointer_t<cudaStream_t>* stream) const noexcept;
+  };
+  struct CublasLtDeleter {
+    void operator()(std::remove_pointer_t<cublasLtHandle_t>* handle) const noexcept;
+  };
+
+  int device_;
+  std::unique_ptr<std::remove_pointer_t<cudaStream_t>, StreamDeleter> stream_;
+  std::unique_ptr<std::remove_pointer_t<cublasLtHandle_t>, CublasLtDeleter> cublaslt_;
+  DeviceBuffer workspace_;
+};
+
+}  // namespace myriad::cuda

@@ -1,0 +1,58 @@
+// Host launchers of the CUDA kernels in kernels/<family>/. They take device pointers, element
+// counts and a stream, never Tensor: the ops layer unpacks tensors and calls these.
+//
+// Every launcher validates its arguments before touching the GPU and throws myriad::Error
+// naming the launcher, the argument and the value (negative or oversized counts, null or
+// misaligned pointers, forbidden overlaps, short scratch space), then enqueues the work on
+// `stream` and checks the launch with MYRIAD_CUDA_CHECK. Work is asynchronous: faults inside a
+// kernel surface at the next synchronising call. Empty inputs enqueue nothing. All pointers are
+// device memory of the current device. Results are deterministic (no atomics, fixed reduction
+// orders that depend on the sizes only, not on the GPU).
+//
+// bf16 data is __nv_bfloat16 (bit-identical to the uint16 patterns of core/half.h); the math is
+// done in f32 and rounded to nearest even on store.
+#pragma once
+
+#include <cuda_bf16.h>
+#include <cuda_runtime_api.h>
+
+#include <cstdint>
+
+namespace myriad::cuda {
+
+// ---- GELU, GPT-2 tanh approximation (kernels/activations/gelu.cu) --------------------------
+//   out = 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3)))   elementwise over n values
+// Backward writes grad_x = gelu'(x) * grad_out (`=`, an activation gradient).
+// In place is allowed (out == x; grad_x == grad_out); any other overlap is rejected. Buffers
+// that are all 16-byte aligned are processed in 16-byte packets, others element by element.
+void gelu_forward_f32(const float* x, float* out, std::int64_t n, cudaStream_t stream);  // (n) -> (n)
+void gelu_forward_bf16(const __nv_bfloat16* x, __nv_bfloat16* out, std::int64_t n, cudaStream_t stream);
+void gelu_backward_f32(const float* x, const float* grad_out, float* grad_x, std::int64_t n,
+                       cudaStream_t stream);
+void gelu_backward_bf16(const __nv_bfloat16* x, const __nv_bfloat16* grad_out, __nv_bfloat16* grad_x,
+                        std::int64_t n, cudaStream_t stream);
+
+// ---- LayerNorm over the last dim, f32, one warp per row (kernels/norms/layernorm.cu) ----------
+//   mean = sum_c x / C,  var = sum_c (x - mean)^2 / C,  rstd = 1 / sqrt(var + eps)
+//   out  = (x - mean) * rstd * weight + bias
+// x, out: (N, C) row-major contiguous; weight, bias: (C); mean, rstd: (N), saved for backward.
+// bias, mean and rstd may be null (no bias; nothing saved). out must not overlap x.
+void layernorm_forward_f32(const float* x, const float* weight, const float* bias, float* out, float* mean,
+                           float* rstd, std::int64_t rows, std::int64_t channels, float eps,
+                           cudaStream_t stream);
+
+// Backward with xhat = (x - mean) * rstd and g = grad_out * weight:
+//   grad_x      = rstd * (g - mean_c(g) - xhat * mean_c(g * xhat))   written (`=`)
+//   grad_weight += sum_n grad_out * xhat                              accumulated (`+=`)
+//   grad_bias   += sum_n grad_out                                     accumulated (`+=`)
+// grad_out, x, grad_x: (N, C); weight, grad_weight, grad_bias: (C); mean, rstd: (N) from forward.
+// Any of grad_x, grad_weight, grad_bias may be null to skip it. grad_x must not overlap the inputs.
+// The parameter gradients are reduced over row groups into `scratch`, which must hold at least
+// layernorm_backward_scratch_floats(N, C) floats (0 for N <= 256: scratch may then be null).
+std::int64_t layernorm_backward_scratch_floats(std::int64_t rows, std::int64_t channels);
+void layernorm_backward_f32(const float* grad_out, const float* x, const float* weight, const float* mean,
+                            const float* rstd, float* grad_x, float* grad_weight, float* grad_bias,
+                            float* scratch, std::int64_t scratch_floats, std::int64_t rows,
+                            std::int64_t channels, cudaStream_t stream);
+
+}  // namespace myriad::cuda

@@ -1,0 +1,33 @@
+// Embedding: a table lookup, out[..., :] = table[ids[...], :].
+//
+// Shapes:
+//   ids        (ids...)      i32, any shape (typically (B, T)); every id must lie in [0, V)
+//   table      (V, C)        f32
+//   out        (ids..., C)   f32, contiguous
+//   grad_out   (ids..., C)   f32
+//   grad_table (V, C)        f32, contiguous
+// An id outside [0, V) throws myriad::Error naming the op, the id, its position in ids and V
+// (checked before anything is written). Vocab-parallel sharding (masking ids that belong to
+// another rank's shard) is the nn layer's job, not this op's.
+//
+// Gradient contract: the table is a parameter, so embedding_backward accumulates
+// grad_table[ids[i], :] += grad_out[i, :] (`+=`); zero it once per optimizer step. The sum for
+// each table element runs over the ids in row-major order, whatever the thread count, so the
+// result is bit-for-bit deterministic. ids get no gradient.
+#pragma once
+
+#include "myriad/core/tensor.h"
+
+namespace myriad {
+
+struct EmbeddingArgs {};  // no options; kept so every op has the same (args, tensors...) signature
+
+void embedding_forward(const EmbeddingArgs& args, const Tensor& ids, const Tensor& table, Tensor& out);
+void embedding_backward(const EmbeddingArgs& args, const Tensor& ids, const Tensor& grad_out, Tensor& grad_table);
+
+namespace cpu {
+void embedding_forward(const EmbeddingArgs& args, const Tensor& ids, const Tensor& table, Tensor& out);
+void embedding_backward(const EmbeddingArgs& args, const Tensor& ids, const Tensor& grad_out, Tensor& grad_table);
+}  // namespace cpu
+
+}  // namespace myriad

@@ -1,0 +1,65 @@
+// Argument checks shared by the host launchers in kernels/. Each throws myriad::Error whose
+// message starts with the launcher's name and names the offending argument and value. Pure host
+// code: nothing here touches the GPU, so a bad call fails before anything is enqueued.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <limits>
+
+#include "myriad/core/error.h"
+
+namespace myriad::cuda::detail {
+
+inline bool is_aligned(const void* ptr, std::size_t alignment) {
+  return reinterpret_cast<std::uintptr_t>(ptr) % alignment == 0;
+}
+
+inline void check_count(const char* op, const char* name, std::int64_t value) {
+  MYRIAD_CHECK(value >= 0, op << ": " << name << " must be >= 0, got " << value);
+}
+
+// `ptr` must be non-null and aligned for its element type.
+inline void check_pointer(const char* op, const char* name, const void* ptr, std::size_t alignment) {
+  MYRIAD_CHECK(ptr != nullptr, op << ": " << name << " is null");
+  MYRIAD_CHECK(is_aligned(ptr, alignment),
+               op << ": " << name << " = " << ptr << " is not " << alignment << "-byte aligned");
+}
+
+// Like check_pointer, but null is allowed (an optional argument).
+inline void check_optional_pointer(const char* op, const char* name, const void* ptr, std::size_t alignment) {
+  if (ptr != nullptr) check_pointer(op, name, ptr, alignment);
+}
+
+inline bool ranges_overlap(const void* a, std::size_t a_bytes, const void* b, std::size_t b_bytes) {
+  auto pa = reinterpret_cast<std::uintptr_t>(a), pb = reinterpret_cast<std::uintptr_t>(b);
+  return a != nullptr && b != nullptr && a_bytes > 0 && b_bytes > 0 && pa < pb + b_bytes && pb < pa + a_bytes;
+}
+
+// The output range must not overlap the input range at all.
+inline void check_disjoint(const char* op, const char* out_name, const void* out, std::size_t out_bytes,
+                           const char* in_name, const void* in, std::size_t in_bytes) {
+  MYRIAD_CHECK(!ranges_overlap(out, out_bytes, in, in_bytes),
+               op << ": " << out_name << " [" << out << ", +" << out_bytes << " bytes) overlaps " << in_name
+                  << " [" << in << ", +" << in_bytes << " bytes)");
+}
+
+// Elementwise ops may run in place (same start) but not on shifted, overlapping ranges.
+inline void check_same_or_disjoint(const char* op, const char* out_name, const void* out, const char* in_name,
+                                   const void* in, std::size_t bytes) {
+  if (out == in) return;
+  check_disjoint(op, out_name, out, bytes, in_name, in, bytes);
+}
+
+// ceil(a / b) for a >= 0, b > 0, without overflow near INT64_MAX.
+inline std::int64_t ceil_div(std::int64_t a, std::int64_t b) { return a / b + (a % b != 0 ? 1 : 0); }
+
+// Blocks needed for `items` work items of `per_block` each; throws past CUDA's grid.x limit.
+inline unsigned grid_blocks(const char* op, std::int64_t items, std::int64_t per_block) {
+  const std::int64_t blocks = ceil_div(items, per_block);
+  MYRIAD_CHECK(blocks <= std::numeric_limits<std::int32_t>::max(),
+               op << ": " << items << " work items need " << blocks << " blocks, more than a grid holds");
+  return static_cast<unsigned>(blocks);
+}
+
+}  // namespace myriad::cuda::detail

@@ -1,0 +1,13 @@
+// The myriad._myriad extension module: core types, ops, and the myriad.Error exception.
+// Each part binds itself from its own file; this one only wires them together.
+#include <pybind11/pybind11.h>
+
+#include "bindings.h"
+
+PYBIND11_MODULE(_myriad, m) {
+  m.doc() = "myriad: distributed LLM training runtime (C++ engine bindings)";
+  myriad::python::bind_errors(m);
+  myriad::python::bind_tensor(m);
+  pybind11::module_ ops = m.def_submodule("ops", "Reference ops: <op>_forward / <op>_backward pairs");
+  myriad::python::bind_ops(ops);
+}

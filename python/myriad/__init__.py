@@ -1,0 +1,14 @@
+"""myriad — distributed LLM training runtime.
+
+The heavy lifting is in C++ (the `_myriad` extension built by CMake into this folder); this
+package re-exports it. Tensors convert to and from NumPy without copies on the CPU:
+
+    import numpy as np, myriad
+    t = myriad.from_numpy(np.ones((2, 3), np.float32))   # shares memory
+    t.numpy()[0, 0] = 5                                  # visible through t
+"""
+from . import _myriad
+from ._myriad import Error, Tensor, empty, from_numpy, full, ops, philox4x32, randn, zeros
+
+__all__ = ["Error", "Tensor", "empty", "from_numpy", "full", "ops", "philox4x32", "randn", "zeros"]
+__version__ = "0.1.0"

@@ -1,0 +1,62 @@
+// GELU / SwiGLU dispatch points: validate shapes / dtypes / devices, then pick the backend.
+#include "myriad/ops/activations.h"
+
+#include "myriad/ops/op_checks.h"
+
+namespace myriad {
+
+namespace {
+
+// A contiguous f32 tensor; with `like`, also of like's shape.
+void check_elementwise(const char* op, const char* name, const Tensor& t, const Tensor* like = nullptr) {
+  ops::check_dtype(op, name, t, DType::f32);
+  if (like != nullptr) ops::check_shape(op, name, t, like->shape());
+  ops::check_contiguous(op, name, t);
+}
+
+}  // namespace
+
+void gelu_forward(const GeluArgs& args, const Tensor& x, Tensor& out) {
+  const char* op = "gelu_forward";
+  check_elementwise(op, "x", x);
+  check_elementwise(op, "out", out, &x);
+  Device device = ops::check_same_device(op, {{"x", &x}, {"out", &out}});
+  if (device.is_cpu()) return cpu::gelu_forward(args, x, out);
+  ops::throw_unsupported_device(op, device);
+}
+
+void gelu_backward(const GeluArgs& args, const Tensor& x, const Tensor& grad_out, Tensor& grad_x) {
+  const char* op = "gelu_backward";
+  check_elementwise(op, "x", x);
+  check_elementwise(op, "grad_out", grad_out, &x);
+  check_elementwise(op, "grad_x", grad_x, &x);
+  Device device = ops::check_same_device(op, {{"x", &x}, {"grad_out", &grad_out}, {"grad_x", &grad_x}});
+  if (device.is_cpu()) return cpu::gelu_backward(args, x, grad_out, grad_x);
+  ops::throw_unsupported_device(op, device);
+}
+
+void swiglu_forward(const SwigluArgs& args, const Tensor& gate, const Tensor& up, Tensor& out) {
+  const char* op = "swiglu_forward";
+  check_elementwise(op, "gate", gate);
+  check_elementwise(op, "up", up, &gate);
+  check_elementwise(op, "out", out, &gate);
+  Device device = ops::check_same_device(op, {{"gate", &gate}, {"up", &up}, {"out", &out}});
+  if (device.is_cpu()) return cpu::swiglu_forward(args, gate, up, out);
+  ops::throw_unsupported_device(op, device);
+}
+
+void swiglu_backward(const SwigluArgs& args, const Tensor& gate, const Tensor& up, const Tensor& grad_out,
+                     Tensor& grad_gate, Tensor& grad_up) {
+  const char* op = "swiglu_backward";
+  check_elementwise(op, "gate", gate);
+  check_elementwise(op, "up", up, &gate);
+  check_elementwise(op, "grad_out", grad_out, &gate);
+  if (grad_gate.defined()) check_elementwise(op, "grad_gate", grad_gate, &gate);
+  if (grad_up.defined()) check_elementwise(op, "grad_up", grad_up, &gate);
+  Device device = ops::check_same_device(
+      op, {{"gate", &gate}, {"up", &up}, {"grad_out", &grad_out}, {"grad_gate", &grad_gate}, {"grad_up", &grad_up}});
+  if (device.is_cpu()) return cpu::swiglu_backward(args, gate, up, grad_out, grad_gate, grad_up);
+  ops::throw_unsupported_device(op, device);
+}
+
+}  // namespace myriad

@@ -1,0 +1,54 @@
+// AdamW dispatch point: validates hyper-parameters, dtypes / shapes / devices, then picks the
+// backend.
+#include "myriad/ops/adamw.h"
+
+#include <cmath>
+
+#include "myriad/ops/op_checks.h"
+
+namespace myriad {
+
+namespace {
+
+void check_hyper_parameters(const char* op, const AdamWArgs& args) {
+  MYRIAD_CHECK(args.step >= 1, op << ": step is " << args.step << ", expected >= 1 (1-based, for bias correction)");
+  MYRIAD_CHECK(std::isfinite(args.lr) && args.lr >= 0.0f, op << ": lr is " << args.lr << ", expected finite and >= 0");
+  MYRIAD_CHECK(args.beta1 >= 0.0f && args.beta1 < 1.0f, op << ": beta1 is " << args.beta1 << ", expected in [0, 1)");
+  MYRIAD_CHECK(args.beta2 >= 0.0f && args.beta2 < 1.0f, op << ": beta2 is " << args.beta2 << ", expected in [0, 1)");
+  MYRIAD_CHECK(std::isfinite(args.eps) && args.eps > 0.0f, op << ": eps is " << args.eps << ", expected finite and > 0");
+  MYRIAD_CHECK(std::isfinite(args.weight_decay) && args.weight_decay >= 0.0f,
+               op << ": weight_decay is " << args.weight_decay << ", expected finite and >= 0");
+  MYRIAD_CHECK(std::isfinite(args.grad_scale),
+               op << ": grad_scale is " << args.grad_scale << ", expected finite (skip the step on overflow instead)");
+}
+
+void check_state(const char* op, const char* name, const Tensor& t, const Tensor& param) {
+  ops::check_dtype(op, name, t, DType::f32);
+  ops::check_shape(op, name, t, param.shape());
+  ops::check_contiguous(op, name, t);
+}
+
+}  // namespace
+
+void adamw_update(const AdamWArgs& args, Tensor& param, const Tensor& grad, Tensor& m, Tensor& v) {
+  const char* op = "adamw_update";
+  check_hyper_parameters(op, args);
+  ops::check_dtype(op, "param", param, DType::f32);
+  ops::check_contiguous(op, "param", param);
+  check_state(op, "grad", grad, param);
+  check_state(op, "m", m, param);
+  check_state(op, "v", v, param);
+  Device device = ops::check_same_device(op, {{"param", &param}, {"grad", &grad}, {"m", &m}, {"v", &v}});
+  if (device.is_cpu()) return cpu::adamw_update(args, param, grad, m, v);
+  ops::throw_unsupported_device(op, device);
+}
+
+double grad_norm_squared(const Tensor& grad) {
+  const char* op = "grad_norm_squared";
+  ops::check_dtype(op, "grad", grad, DType::f32);
+  Device device = grad.device();
+  if (device.is_cpu()) return cpu::grad_norm_squared(grad);
+  ops::throw_unsupported_device(op, device);
+}
+
+}  // namespace myriad

@@ -1,0 +1,102 @@
+// Attention dispatch point: validates shapes / strides / dtypes / devices, then picks the backend.
+#include "myriad/ops/attention.h"
+
+#include <cmath>
+
+#include "myriad/ops/op_checks.h"
+
+namespace myriad {
+
+namespace {
+
+// Only D needs unit stride; rows must not overlap so that a (T, D) head is a BLAS matrix.
+void check_head_layout(const char* op, const char* name, const Tensor& t) {
+  const std::int64_t T = t.size(2), D = t.size(3);
+  MYRIAD_CHECK(D <= 1 || t.stride(3) == 1, op << ": '" << name << "' must have unit stride in D (its last dim), has shape "
+                                              << shape_string(t.shape()) << " strides " << shape_string(t.strides()));
+  MYRIAD_CHECK(T <= 1 || t.stride(2) >= D, op << ": '" << name << "' rows overlap (T stride " << t.stride(2)
+                                              << " < D " << D << "), shape " << shape_string(t.shape()) << " strides "
+                                              << shape_string(t.strides()));
+}
+
+// Checks q, k, v (and the shapes derived from them) and returns the expected lse shape.
+Shape check_qkv(const char* op, const AttentionArgs& args, const Tensor& q, const Tensor& k, const Tensor& v) {
+  ops::check_dtype(op, "q", q, DType::f32);
+  ops::check_dtype(op, "k", k, DType::f32);
+  ops::check_dtype(op, "v", v, DType::f32);
+  ops::check_rank(op, "q", q, 4);
+  ops::check_rank(op, "k", k, 4);
+  ops::check_rank(op, "v", v, 4);
+  const std::int64_t B = q.size(0), Hq = q.size(1), T = q.size(2), D = q.size(3), Hkv = k.size(1);
+  MYRIAD_CHECK(k.size(0) == B && k.size(2) == T && k.size(3) == D,
+               op << ": 'k' has shape " << shape_string(k.shape()) << ", expected [B, Hkv, T, D] = [" << B << ", Hkv, "
+                  << T << ", " << D << "] to match q " << shape_string(q.shape()));
+  ops::check_shape(op, "v", v, k.shape());
+  MYRIAD_CHECK(Hkv >= 1 && Hq % Hkv == 0, op << ": q heads Hq=" << Hq << " are not a multiple of kv heads Hkv=" << Hkv
+                                             << " (q " << shape_string(q.shape()) << ", k " << shape_string(k.shape())
+                                             << ")");
+  MYRIAD_CHECK(D >= 1, op << ": head dim D must be positive, q has shape " << shape_string(q.shape()));
+  check_head_layout(op, "q", q);
+  check_head_layout(op, "k", k);
+  check_head_layout(op, "v", v);
+  MYRIAD_CHECK(args.block_q >= 1 && args.block_k >= 1,
+               op << ": block sizes must be positive, got block_q=" << args.block_q << " block_k=" << args.block_k);
+  MYRIAD_CHECK(std::isfinite(args.scale), op << ": scale must be finite, got " << args.scale);
+  return Shape{B, Hq, T};
+}
+
+void check_lse(const char* op, const Tensor& lse, const Shape& expected) {
+  ops::check_dtype(op, "lse", lse, DType::f32);
+  ops::check_shape(op, "lse", lse, expected);
+  ops::check_contiguous(op, "lse", lse);
+}
+
+void check_like(const char* op, const char* name, const Tensor& t, const Tensor& like) {
+  ops::check_dtype(op, name, t, DType::f32);
+  ops::check_shape(op, name, t, like.shape());
+  check_head_layout(op, name, t);
+}
+
+}  // namespace
+
+float attention_scale(const AttentionArgs& args, std::int64_t head_dim) {
+  if (args.scale != 0.0f) return args.scale;
+  return head_dim > 0 ? static_cast<float>(1.0 / std::sqrt(static_cast<double>(head_dim))) : 1.0f;
+}
+
+void attention_forward(const AttentionArgs& args, const Tensor& q, const Tensor& k, const Tensor& v, Tensor& out,
+                       Tensor& lse) {
+  const char* op = "attention_forward";
+  Shape lse_shape = check_qkv(op, args, q, k, v);
+  check_like(op, "out", out, q);
+  check_lse(op, lse, lse_shape);
+  Device device = ops::check_same_device(op, {{"q", &q}, {"k", &k}, {"v", &v}, {"out", &out}, {"lse", &lse}});
+  if (device.is_cpu()) return cpu::attention_forward(args, q, k, v, out, lse);
+  ops::throw_unsupported_device(op, device);
+}
+
+void attention_backward(const AttentionArgs& args, const Tensor& q, const Tensor& k, const Tensor& v,
+                        const Tensor& out, const Tensor& lse, const Tensor& grad_out, Tensor& grad_q,
+                        Tensor& grad_k, Tensor& grad_v) {
+  const char* op = "attention_backward";
+  Shape lse_shape = check_qkv(op, args, q, k, v);
+  check_like(op, "out", out, q);
+  check_lse(op, lse, lse_shape);
+  check_like(op, "grad_out", grad_out, q);
+  if (grad_q.defined()) check_like(op, "grad_q", grad_q, q);
+  if (grad_k.defined()) check_like(op, "grad_k", grad_k, k);
+  if (grad_v.defined()) check_like(op, "grad_v", grad_v, v);
+  Device device = ops::check_same_device(op, {{"q", &q},
+                                              {"k", &k},
+                                              {"v", &v},
+                                              {"out", &out},
+                                              {"lse", &lse},
+                                              {"grad_out", &grad_out},
+                                              {"grad_q", &grad_q},
+                                              {"grad_k", &grad_k},
+                                              {"grad_v", &grad_v}});
+  if (device.is_cpu()) return cpu::attention_backward(args, q, k, v, out, lse, grad_out, grad_q, grad_k, grad_v);
+  ops::throw_unsupported_device(op, device);
+}
+
+}  // namespace myriad

@@ -1,0 +1,78 @@
+// CPU GELU / SwiGLU (float32, OpenMP over elements, static schedule: purely elementwise, so
+// the result never depends on the thread count). Each element's inputs are read before its
+// outputs are written, which makes in-place calls (an output aliasing an input) safe.
+#include <cmath>
+
+#include "myriad/ops/activations.h"
+
+namespace myriad::cpu {
+
+namespace {
+
+constexpr std::int64_t kParallelMinElements = 1 << 15;  // below this, threads cost more than they save
+constexpr float kGeluScale = 0.7978845608028654f;       // sqrt(2 / pi)
+constexpr float kGeluCubic = 0.044715f;
+
+float sigmoid(float v) { return 1.0f / (1.0f + std::exp(-v)); }  // exp overflow gives 0, never NaN
+
+}  // namespace
+
+void gelu_forward(const GeluArgs&, const Tensor& x, Tensor& out) {
+  const std::int64_t count = x.numel();
+  const float* xp = x.data<float>();
+  float* yp = out.data<float>();
+#pragma omp parallel for schedule(static) if (count >= kParallelMinElements)
+  for (std::int64_t i = 0; i < count; ++i) {
+    const float v = xp[i];
+    yp[i] = 0.5f * v * (1.0f + std::tanh(kGeluScale * (v + kGeluCubic * v * v * v)));
+  }
+}
+
+void gelu_backward(const GeluArgs&, const Tensor& x, const Tensor& grad_out, Tensor& grad_x) {
+  const std::int64_t count = x.numel();
+  const float* xp = x.data<float>();
+  const float* dyp = grad_out.data<float>();
+  float* dxp = grad_x.data<float>();
+#pragma omp parallel for schedule(static) if (count >= kParallelMinElements)
+  for (std::int64_t i = 0; i < count; ++i) {
+    const float v = xp[i];
+    const float th = std::tanh(kGeluScale * (v + kGeluCubic * v * v * v));
+    const float dinner = kGeluScale * (1.0f + 3.0f * kGeluCubic * v * v);
+    const float local = 0.5f * (1.0f + th) + 0.5f * v * (1.0f - th * th) * dinner;
+    dxp[i] = local * dyp[i];
+  }
+}
+
+void swiglu_forward(const SwigluArgs&, const Tensor& gate, const Tensor& up, Tensor& out) {
+  const std::int64_t count = gate.numel();
+  const float* gp = gate.data<float>();
+  const float* up_p = up.data<float>();
+  float* yp = out.data<float>();
+#pragma omp parallel for schedule(static) if (count >= kParallelMinElements)
+  for (std::int64_t i = 0; i < count; ++i) {
+    const float g = gp[i];
+    yp[i] = g * sigmoid(g) * up_p[i];
+  }
+}
+
+void swiglu_backward(const SwigluArgs&, const Tensor& gate, const Tensor& up, const Tensor& grad_out,
+                     Tensor& grad_gate, Tensor& grad_up) {
+  const std::int64_t count = gate.numel();
+  const float* gp = gate.data<float>();
+  const float* up_p = up.data<float>();
+  const float* dyp = grad_out.data<float>();
+  float* dgp = grad_gate.defined() ? grad_gate.data<float>() : nullptr;
+  float* dup = grad_up.defined() ? grad_up.data<float>() : nullptr;
+#pragma omp parallel for schedule(static) if (count >= kParallelMinElements)
+  for (std::int64_t i = 0; i < count; ++i) {
+    const float g = gp[i], u = up_p[i], dy = dyp[i];
+    const float s = sigmoid(g);
+    // d silu / dg = s + g s (1 - s) = s (1 + g (1 - s))
+    const float dgate = dy * u * s * (1.0f + g * (1.0f - s));
+    const float dup_value = dy * g * s;
+    if (dgp != nullptr) dgp[i] = dgate;
+    if (dup != nullptr) dup[i] = dup_value;
+  }
+}
+
+}  // namespace myriad::cpu

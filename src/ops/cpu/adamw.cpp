@@ -1,0 +1,77 @@
+// CPU AdamW: one elementwise pass (parallel over elements, so trivially deterministic) with
+// the bias corrections folded into two per-step scalars computed in float64:
+//   p -= (lr / (1 - beta1^t)) * m / (sqrt(v) / sqrt(1 - beta2^t) + eps)
+// which equals lr * m_hat / (sqrt(v_hat) + eps). grad_norm_squared sums fixed blocks of
+// kNormBlock elements in float64 (8 independent lanes per block, combined in a fixed order),
+// then the block sums in block order: the value does not depend on the thread count.
+#include <algorithm>
+#include <cmath>
+#include <vector>
+
+#include "myriad/ops/adamw.h"
+
+namespace myriad::cpu {
+
+namespace {
+
+constexpr std::int64_t kParallelMinElements = 1 << 15;
+constexpr std::int64_t kNormBlock = 1 << 14;  // elements per partial sum (fixed: thread-count independent)
+constexpr int kNormLanes = 8;
+
+double block_sum_of_squares(const float* x, std::int64_t count) {
+  double lane[kNormLanes] = {};
+  std::int64_t i = 0;
+  for (; i + kNormLanes <= count; i += kNormLanes) {
+    for (int l = 0; l < kNormLanes; ++l) lane[l] += static_cast<double>(x[i + l]) * static_cast<double>(x[i + l]);
+  }
+  for (int l = 0; i < count; ++i, ++l) lane[l] += static_cast<double>(x[i]) * static_cast<double>(x[i]);
+  double sum = 0.0;
+  for (int l = 0; l < kNormLanes; ++l) sum += lane[l];
+  return sum;
+}
+
+}  // namespace
+
+void adamw_update(const AdamWArgs& args, Tensor& param, const Tensor& grad, Tensor& m, Tensor& v) {
+  const std::int64_t n = param.numel();
+  const double t = static_cast<double>(args.step);
+  const double bias1 = 1.0 - std::pow(static_cast<double>(args.beta1), t);
+  const double bias2 = 1.0 - std::pow(static_cast<double>(args.beta2), t);
+  const float step_size = static_cast<float>(static_cast<double>(args.lr) / bias1);
+  const float inv_sqrt_bias2 = static_cast<float>(1.0 / std::sqrt(bias2));
+  const float lr_wd = static_cast<float>(static_cast<double>(args.lr) * static_cast<double>(args.weight_decay));
+  const float b1 = args.beta1, b2 = args.beta2, one_minus_b1 = 1.0f - b1, one_minus_b2 = 1.0f - b2;
+  const float eps = args.eps, scale = args.grad_scale;
+  float* p = param.data<float>();
+  const float* g_in = grad.data<float>();
+  float* m1 = m.data<float>();
+  float* m2 = v.data<float>();
+#pragma omp parallel for simd schedule(static) if (n >= kParallelMinElements)
+  for (std::int64_t i = 0; i < n; ++i) {
+    const float g = g_in[i] * scale;
+    const float decayed = p[i] - lr_wd * p[i];
+    const float mi = b1 * m1[i] + one_minus_b1 * g;
+    const float vi = b2 * m2[i] + one_minus_b2 * (g * g);
+    m1[i] = mi;
+    m2[i] = vi;
+    p[i] = decayed - step_size * mi / (std::sqrt(vi) * inv_sqrt_bias2 + eps);
+  }
+}
+
+double grad_norm_squared(const Tensor& grad_in) {
+  const Tensor grad = grad_in.contiguous();
+  const float* x = grad.data<float>();
+  const std::int64_t n = grad.numel();
+  const std::int64_t blocks = (n + kNormBlock - 1) / kNormBlock;
+  std::vector<double> partial(static_cast<std::size_t>(blocks));
+#pragma omp parallel for schedule(static) if (blocks > 1)
+  for (std::int64_t b = 0; b < blocks; ++b) {
+    const std::int64_t begin = b * kNormBlock;
+    partial[static_cast<std::size_t>(b)] = block_sum_of_squares(x + begin, std::min(kNormBlock, n - begin));
+  }
+  double sum = 0.0;
+  for (double s : partial) sum += s;
+  return sum;
+}
+
+}  // namespace myriad::cpu

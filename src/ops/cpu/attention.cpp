@@ -1,0 +1,326 @@
+// CPU attention: blocked online-softmax forward and flash-style backward on OpenBLAS sgemm.
+//
+// Forward, per (b, q head, query block) — one OpenMP task each, heaviest (last) causal blocks
+// first: for each key block, S = scale Q_blk K_blk^T (sgemm), the causal mask only truncates rows
+// of blocks that cross the diagonal (blocks above it are skipped), then the running row max m and
+// sum l are updated, the accumulator is rescaled by exp(m_old - m_new) and O += P V_blk (sgemm).
+// Backward, per (b, kv head) — the task owns grad_k / grad_v of that head and the grad_q rows of
+// every q head that reads it, so there are no races: for each key block and each query block at or
+// below the diagonal, P is recomputed from lse, dV += P^T dO, dP = dO V^T, dS = P (dP - delta),
+// dQ += scale dS K, dK += scale dS^T Q, with delta = rowsum(dO * O).
+//
+// Invariants: no T x T buffer (scratch is block_q x block_k per thread plus one delta row per q
+// head of a group); each output element is produced by one task in a fixed order, so results do
+// not depend on the number of threads; OpenBLAS (OpenMP build) runs single-threaded inside our
+// parallel region; row reductions use fixed 16-lane partial sums so they vectorise deterministically.
+#include <cblas.h>
+#include <omp.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <limits>
+#include <vector>
+
+#include "fast_exp.h"
+#include "myriad/ops/attention.h"
+
+namespace myriad::cpu {
+
+namespace {
+
+using std::int64_t;
+constexpr int kLanes = 16;
+
+// A (B, H, T, D) tensor seen as B * H row-major (T, D) BLAS matrices.
+struct Heads {
+  float* base = nullptr;
+  int64_t stride_b = 0, stride_h = 0;
+  blasint ld = 1;
+
+  Heads() = default;
+  explicit Heads(const Tensor& t)
+      : base(t.data<float>()),
+        stride_b(t.stride(0)),
+        stride_h(t.stride(1)),
+        ld(static_cast<blasint>(t.size(2) <= 1 ? std::max<int64_t>(t.size(3), 1) : t.stride(2))) {}
+  float* head(int64_t b, int64_t h) const { return base + b * stride_b + h * stride_h; }
+};
+
+struct Problem {
+  int64_t B, Hq, Hkv, T, D, group, block_q, block_k;
+  float scale;
+  bool causal;
+};
+
+Problem make_problem(const AttentionArgs& args, const Tensor& q, const Tensor& k) {
+  Problem p{};
+  p.B = q.size(0);
+  p.Hq = q.size(1);
+  p.Hkv = k.size(1);
+  p.T = q.size(2);
+  p.D = q.size(3);
+  p.group = p.Hq / p.Hkv;
+  p.block_q = std::min<int64_t>(args.block_q, std::max<int64_t>(p.T, 1));
+  p.block_k = std::min<int64_t>(args.block_k, std::max<int64_t>(p.T, 1));
+  p.scale = attention_scale(args, p.D);
+  p.causal = args.causal;
+  return p;
+}
+
+void sgemm(CBLAS_TRANSPOSE ta, CBLAS_TRANSPOSE tb, int64_t m, int64_t n, int64_t k, float alpha, const float* a,
+           blasint lda, const float* b, blasint ldb, float beta, float* c, blasint ldc) {
+  cblas_sgemm(CblasRowMajor, ta, tb, static_cast<blasint>(m), static_cast<blasint>(n), static_cast<blasint>(k), alpha,
+              a, lda, b, ldb, beta, c, ldc);
+}
+
+// Keys of a block [j0, j0 + bk) that query row i may see: a prefix of length in [0, bk].
+int64_t visible_keys(const Problem& p, int64_t i, int64_t j0, int64_t bk) {
+  if (!p.causal) return bk;
+  return std::clamp<int64_t>(i - j0 + 1, 0, bk);
+}
+
+float row_max(const float* x, int64_t n) {
+  float lanes[kLanes];
+  for (float& lane : lanes) lane = -std::numeric_limits<float>::infinity();
+  int64_t c = 0;
+  for (; c + kLanes <= n; c += kLanes) {
+    for (int l = 0; l < kLanes; ++l) lanes[l] = x[c + l] > lanes[l] ? x[c + l] : lanes[l];
+  }
+  float m = -std::numeric_limits<float>::infinity();
+  for (; c < n; ++c) m = x[c] > m ? x[c] : m;
+  for (float lane : lanes) m = lane > m ? lane : m;
+  return m;
+}
+
+// x[c] = exp(x[c] - shift) for c < n; returns their sum (fixed lane order).
+float exp_shift_sum(float* x, int64_t n, float shift) {
+  float lanes[kLanes] = {};
+  int64_t c = 0;
+  for (; c + kLanes <= n; c += kLanes) {
+    for (int l = 0; l < kLanes; ++l) {
+      const float e = fast_exp(x[c + l] - shift);
+      x[c + l] = e;
+      lanes[l] += e;
+    }
+  }
+  float sum = 0.0f;
+  for (; c < n; ++c) {
+    x[c] = fast_exp(x[c] - shift);
+    sum += x[c];
+  }
+  for (float lane : lanes) sum += lane;
+  return sum;
+}
+
+void exp_shift(float* x, int64_t n, float shift) {
+  for (int64_t c = 0; c < n; ++c) x[c] = fast_exp(x[c] - shift);
+}
+
+float dot(const float* a, const float* b, int64_t n) {
+  float lanes[kLanes] = {};
+  int64_t c = 0;
+  for (; c + kLanes <= n; c += kLanes) {
+    for (int l = 0; l < kLanes; ++l) lanes[l] += a[c + l] * b[c + l];
+  }
+  float sum = 0.0f;
+  for (; c < n; ++c) sum += a[c] * b[c];
+  for (float lane : lanes) sum += lane;
+  return sum;
+}
+
+void zero_rows(float* x, blasint ld, int64_t rows, int64_t cols) {
+  for (int64_t r = 0; r < rows; ++r) std::fill(x + r * ld, x + r * ld + cols, 0.0f);
+}
+
+// --- forward ---------------------------------------------------------------------------------
+
+struct ForwardScratch {
+  std::vector<float> scores, acc, row_max, row_sum;
+  explicit ForwardScratch(const Problem& p)
+      : scores(p.block_q * p.block_k), acc(p.block_q * p.D), row_max(p.block_q), row_sum(p.block_q) {}
+};
+
+// Rows [i0, i0 + bq) of one head: o and lse for those rows.
+void forward_query_block(const Problem& p, const float* q, blasint ldq, const float* k, blasint ldk, const float* v,
+                         blasint ldv, float* o, blasint ldo, float* lse, int64_t i0, int64_t bq, ForwardScratch& s) {
+  const int64_t D = p.D;
+  const int64_t kv_end = p.causal ? std::min(p.T, i0 + bq) : p.T;
+  float* scores = s.scores.data();
+  float* acc = s.acc.data();
+  float* m = s.row_max.data();
+  float* l = s.row_sum.data();
+  for (int64_t j0 = 0; j0 < kv_end; j0 += p.block_k) {
+    const int64_t bk = std::min(p.block_k, kv_end - j0);
+    const bool first = j0 == 0;
+    sgemm(CblasNoTrans, CblasTrans, bq, bk, D, p.scale, q + i0 * ldq, ldq, k + j0 * ldk, ldk, 0.0f, scores,
+          static_cast<blasint>(bk));
+    for (int64_t r = 0; r < bq; ++r) {
+      float* row = scores + r * bk;
+      const int64_t n = visible_keys(p, i0 + r, j0, bk);
+      std::fill(row + n, row + bk, 0.0f);
+      if (n == 0) continue;  // row entirely masked here (never the first block): state unchanged
+      const float block_max = row_max(row, n);
+      const float m_new = first ? block_max : std::max(m[r], block_max);
+      const float sum = exp_shift_sum(row, n, m_new);
+      if (first) {
+        l[r] = sum;
+      } else {
+        if (m_new != m[r]) {
+          const float alpha = fast_exp(m[r] - m_new);
+          l[r] *= alpha;
+          float* acc_row = acc + r * D;
+          for (int64_t d = 0; d < D; ++d) acc_row[d] *= alpha;
+        }
+        l[r] += sum;
+      }
+      m[r] = m_new;
+    }
+    sgemm(CblasNoTrans, CblasNoTrans, bq, D, bk, 1.0f, scores, static_cast<blasint>(bk), v + j0 * ldv, ldv,
+          first ? 0.0f : 1.0f, acc, static_cast<blasint>(D));
+  }
+  for (int64_t r = 0; r < bq; ++r) {
+    const float inv = 1.0f / l[r];
+    const float* acc_row = acc + r * D;
+    float* out_row = o + (i0 + r) * ldo;
+    for (int64_t d = 0; d < D; ++d) out_row[d] = acc_row[d] * inv;
+    lse[i0 + r] = m[r] + std::log(l[r]);
+  }
+}
+
+// --- backward --------------------------------------------------------------------------------
+
+struct BackwardScratch {
+  std::vector<float> probs, dprobs, delta;
+  explicit BackwardScratch(const Problem& p)
+      : probs(p.block_q * p.block_k), dprobs(p.block_q * p.block_k), delta(p.group * p.T) {}
+};
+
+struct BackwardTensors {
+  Heads q, k, v, o, grad_out, grad_q, grad_k, grad_v;
+  const float* lse;
+  bool want_q, want_k, want_v;
+};
+
+// Everything that kv head g of batch entry b contributes to: grad_k / grad_v of (b, g) and
+// grad_q of the q heads g * group + [0, group).
+void backward_kv_head(const Problem& p, const BackwardTensors& t, int64_t b, int64_t g, BackwardScratch& s) {
+  const int64_t T = p.T, D = p.D;
+  const float* k = t.k.head(b, g);
+  const float* v = t.v.head(b, g);
+  float* gk = t.want_k ? t.grad_k.head(b, g) : nullptr;
+  float* gv = t.want_v ? t.grad_v.head(b, g) : nullptr;
+  const bool want_ds = t.want_q || t.want_k;
+  if (gk != nullptr) zero_rows(gk, t.grad_k.ld, T, D);
+  if (gv != nullptr) zero_rows(gv, t.grad_v.ld, T, D);
+  for (int64_t hl = 0; hl < p.group; ++hl) {
+    const int64_t h = g * p.group + hl;
+    if (t.want_q) zero_rows(t.grad_q.head(b, h), t.grad_q.ld, T, D);
+    const float* dout = t.grad_out.head(b, h);
+    const float* o = t.o.head(b, h);
+    float* delta = s.delta.data() + hl * T;
+    for (int64_t i = 0; i < T; ++i) delta[i] = dot(dout + i * t.grad_out.ld, o + i * t.o.ld, D);
+  }
+  float* probs = s.probs.data();
+  float* dprobs = s.dprobs.data();
+  for (int64_t j0 = 0; j0 < T; j0 += p.block_k) {
+    const int64_t bk = std::min(p.block_k, T - j0);
+    const blasint ldp = static_cast<blasint>(bk);
+    for (int64_t hl = 0; hl < p.group; ++hl) {
+      const int64_t h = g * p.group + hl;
+      const float* q = t.q.head(b, h);
+      const float* dout = t.grad_out.head(b, h);
+      const float* lse = t.lse + (b * p.Hq + h) * T;
+      const float* delta = s.delta.data() + hl * T;
+      const int64_t i_first = p.causal ? (j0 / p.block_q) * p.block_q : 0;
+      for (int64_t i0 = i_first; i0 < T; i0 += p.block_q) {
+        const int64_t bq = std::min(p.block_q, T - i0);
+        sgemm(CblasNoTrans, CblasTrans, bq, bk, D, p.scale, q + i0 * t.q.ld, t.q.ld, k + j0 * t.k.ld, t.k.ld, 0.0f,
+              probs, ldp);
+        for (int64_t r = 0; r < bq; ++r) {
+          float* row = probs + r * bk;
+          const int64_t n = visible_keys(p, i0 + r, j0, bk);
+          exp_shift(row, n, lse[i0 + r]);
+          std::fill(row + n, row + bk, 0.0f);
+        }
+        if (gv != nullptr) {
+          sgemm(CblasTrans, CblasNoTrans, bk, D, bq, 1.0f, probs, ldp, dout + i0 * t.grad_out.ld, t.grad_out.ld, 1.0f,
+                gv + j0 * t.grad_v.ld, t.grad_v.ld);
+        }
+        if (!want_ds) continue;
+        sgemm(CblasNoTrans, CblasTrans, bq, bk, D, 1.0f, dout + i0 * t.grad_out.ld, t.grad_out.ld, v + j0 * t.v.ld,
+              t.v.ld, 0.0f, dprobs, ldp);
+        for (int64_t r = 0; r < bq; ++r) {
+          const float* prow = probs + r * bk;
+          float* drow = dprobs + r * bk;
+          const float d_i = delta[i0 + r];
+          for (int64_t c = 0; c < bk; ++c) drow[c] = prow[c] * (drow[c] - d_i);
+        }
+        if (t.want_q) {
+          float* gq = t.grad_q.head(b, h);
+          sgemm(CblasNoTrans, CblasNoTrans, bq, D, bk, p.scale, dprobs, ldp, k + j0 * t.k.ld, t.k.ld, 1.0f,
+                gq + i0 * t.grad_q.ld, t.grad_q.ld);
+        }
+        if (gk != nullptr) {
+          sgemm(CblasTrans, CblasNoTrans, bk, D, bq, p.scale, dprobs, ldp, q + i0 * t.q.ld, t.q.ld, 1.0f,
+                gk + j0 * t.grad_k.ld, t.grad_k.ld);
+        }
+      }
+    }
+  }
+}
+
+}  // namespace
+
+void attention_forward(const AttentionArgs& args, const Tensor& q, const Tensor& k, const Tensor& v, Tensor& out,
+                       Tensor& lse) {
+  const Problem p = make_problem(args, q, k);
+  if (p.B == 0 || p.Hq == 0 || p.T == 0) return;
+  const Heads hq(q), hk(k), hv(v), ho(out);
+  float* lse_base = lse.data<float>();
+  const int64_t blocks = (p.T + p.block_q - 1) / p.block_q;
+  const int64_t heads = p.B * p.Hq;
+  const int64_t tasks = heads * blocks;
+#pragma omp parallel
+  {
+    ForwardScratch scratch(p);
+    // Task n: head n % heads, query block counted from the last (the most work when causal).
+#pragma omp for schedule(dynamic, 1)
+    for (int64_t n = 0; n < tasks; ++n) {
+      const int64_t bh = n % heads, b = bh / p.Hq, h = bh % p.Hq, g = h / p.group;
+      const int64_t i0 = (blocks - 1 - n / heads) * p.block_q;
+      const int64_t bq = std::min(p.block_q, p.T - i0);
+      forward_query_block(p, hq.head(b, h), hq.ld, hk.head(b, g), hk.ld, hv.head(b, g), hv.ld, ho.head(b, h), ho.ld,
+                          lse_base + bh * p.T, i0, bq, scratch);
+    }
+  }
+}
+
+void attention_backward(const AttentionArgs& args, const Tensor& q, const Tensor& k, const Tensor& v,
+                        const Tensor& out, const Tensor& lse, const Tensor& grad_out, Tensor& grad_q,
+                        Tensor& grad_k, Tensor& grad_v) {
+  const Problem p = make_problem(args, q, k);
+  BackwardTensors t;
+  t.want_q = grad_q.defined();
+  t.want_k = grad_k.defined();
+  t.want_v = grad_v.defined();
+  if (p.B == 0 || p.Hkv == 0 || p.T == 0 || !(t.want_q || t.want_k || t.want_v)) return;
+  t.q = Heads(q);
+  t.k = Heads(k);
+  t.v = Heads(v);
+  t.o = Heads(out);
+  t.grad_out = Heads(grad_out);
+  if (t.want_q) t.grad_q = Heads(grad_q);
+  if (t.want_k) t.grad_k = Heads(grad_k);
+  if (t.want_v) t.grad_v = Heads(grad_v);
+  t.lse = lse.data<float>();
+  const int64_t tasks = p.B * p.Hkv;
+#pragma omp parallel
+  {
+    BackwardScratch scratch(p);
+#pragma omp for schedule(dynamic, 1)
+    for (int64_t n = 0; n < tasks; ++n) backward_kv_head(p, t, n / p.Hkv, n % p.Hkv, scratch);
+  }
+}
+
+}  // namespace myriad::cpu

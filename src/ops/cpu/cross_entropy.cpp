@@ -1,0 +1,86 @@
+// CPU cross-entropy, parallel over rows (each row is independent, so results do not depend on
+// the thread count). Targets are validated in one serial pass before anything is written.
+// Forward per row: max, then sum of exp(x - max) accumulated in float64 in index order,
+// lse = max + log(sum) and loss = (max - x[target]) + log(sum) (kept apart so a large max does
+// not round the loss away). Backward writes exp(x - lse) * g, then subtracts g at the target.
+#include <algorithm>
+#include <cmath>
+
+#include "myriad/ops/cross_entropy.h"
+
+namespace myriad::cpu {
+
+namespace {
+
+constexpr std::int64_t kParallelMinWork = 1 << 14;  // logits per call before threads pay off
+
+// Throws on the first row whose target is neither in [0, vocab) nor the ignore index.
+void check_targets(const char* op, const std::int32_t* target, std::int64_t rows, std::int64_t vocab,
+                   std::int32_t ignore_index) {
+  for (std::int64_t n = 0; n < rows; ++n) {
+    const std::int32_t t = target[n];
+    MYRIAD_CHECK(t == ignore_index || (t >= 0 && t < vocab),
+                 op << ": target " << t << " in row " << n << " of " << rows << " is outside [0, V) with V = " << vocab
+                    << " and is not the ignore index " << ignore_index);
+  }
+}
+
+}  // namespace
+
+void cross_entropy_forward(const CrossEntropyArgs& args, const Tensor& logits_in, const Tensor& targets_in,
+                           Tensor& losses, Tensor& lse) {
+  const Tensor logits = logits_in.contiguous(), targets = targets_in.contiguous();
+  const std::int64_t rows = logits.size(0), vocab = logits.size(1);
+  const std::int32_t* target = targets.data<std::int32_t>();
+  check_targets("cross_entropy_forward", target, rows, vocab, args.ignore_index);
+  const float* x_all = logits.data<float>();
+  float* loss_out = losses.data<float>();
+  float* lse_out = lse.data<float>();
+#pragma omp parallel for schedule(static) if (rows * vocab >= kParallelMinWork)
+  for (std::int64_t n = 0; n < rows; ++n) {
+    const float* x = x_all + n * vocab;
+    float max = x[0];
+    for (std::int64_t v = 1; v < vocab; ++v) max = std::max(max, x[v]);
+    double sum = 0.0;
+    for (std::int64_t v = 0; v < vocab; ++v) sum += static_cast<double>(std::exp(x[v] - max));
+    const double log_sum = std::log(sum);  // sum >= 1: the max term is exp(0)
+    lse_out[n] = static_cast<float>(static_cast<double>(max) + log_sum);
+    const bool ignored = target[n] == args.ignore_index;
+    loss_out[n] = ignored ? 0.0f : static_cast<float>(static_cast<double>(max - x[target[n]]) + log_sum);
+  }
+}
+
+void cross_entropy_backward(const CrossEntropyArgs& args, const Tensor& logits_in, const Tensor& targets_in,
+                            const Tensor& lse_in, const Tensor& grad_losses_in, Tensor& grad_logits) {
+  const Tensor logits = logits_in.contiguous(), targets = targets_in.contiguous();
+  const Tensor lse = lse_in.contiguous(), grad_losses = grad_losses_in.contiguous();
+  const std::int64_t rows = logits.size(0), vocab = logits.size(1);
+  const std::int32_t* target = targets.data<std::int32_t>();
+  check_targets("cross_entropy_backward", target, rows, vocab, args.ignore_index);
+  const float* x_all = logits.data<float>();
+  const float* lse_row = lse.data<float>();
+  const float* g_row = grad_losses.data<float>();
+  float* dx_all = grad_logits.data<float>();
+#pragma omp parallel for schedule(static) if (rows * vocab >= kParallelMinWork)
+  for (std::int64_t n = 0; n < rows; ++n) {
+    float* dx = dx_all + n * vocab;
+    if (target[n] == args.ignore_index) {
+      std::fill(dx, dx + vocab, 0.0f);
+      continue;
+    }
+    const float* x = x_all + n * vocab;
+    const float l = lse_row[n], g = g_row[n];
+    for (std::int64_t v = 0; v < vocab; ++v) dx[v] = std::exp(x[v] - l) * g;
+    dx[target[n]] -= g;
+  }
+}
+
+std::int64_t count_valid_targets(const Tensor& targets_in, std::int32_t ignore_index) {
+  const Tensor targets = targets_in.contiguous();
+  const std::int32_t* target = targets.data<std::int32_t>();
+  std::int64_t count = 0;
+  for (std::int64_t i = 0; i < targets.numel(); ++i) count += target[i] != ignore_index;
+  return count;
+}
+
+}  // namespace myriad::cpu

@@ -1,0 +1,194 @@
+// CPU LayerNorm / RMSNorm (float32, OpenMP over rows).
+//
+// Forward is one independent pass per row (two-pass mean / variance for stability). Backward
+// writes grad_x per row and reduces the parameter gradients over rows deterministically: the
+// rows are cut into chunks whose size depends only on N (never on the thread count); each
+// chunk sums its rows, in row order, into its own slice of a partial buffer; the partials are
+// then added chunk by chunk in index order (in double) into grad_weight / grad_bias. The
+// result is therefore bit-identical for any number of threads and any schedule.
+#include <algorithm>
+#include <cmath>
+#include <vector>
+
+#include "myriad/ops/norms.h"
+
+namespace myriad::cpu {
+
+namespace {
+
+constexpr std::int64_t kMaxChunks = 64;           // bounds the partial buffer to 64 * width floats
+constexpr std::int64_t kMinRowsPerChunk = 8;      // keeps chunks worth a thread's time
+constexpr std::int64_t kParallelMinElements = 1 << 15;  // below this, threads cost more than they save
+
+struct RowChunks {
+  std::int64_t rows_per_chunk;
+  std::int64_t count;
+};
+
+// A chunking of `rows` rows that is a function of `rows` only.
+RowChunks row_chunks(std::int64_t rows) {
+  std::int64_t per = std::max(kMinRowsPerChunk, (rows + kMaxChunks - 1) / kMaxChunks);
+  return RowChunks{per, (rows + per - 1) / per};
+}
+
+// Calls row_fn(n, partial) for every row n, where `partial` is the `width` floats owned by n's
+// chunk (zeroed at the start); returns the partials, one row of `width` per chunk.
+template <typename RowFn>
+std::vector<float> for_rows_chunked(std::int64_t rows, std::int64_t width, bool parallel, RowFn&& row_fn) {
+  RowChunks chunks = row_chunks(rows);
+  std::vector<float> partials(static_cast<std::size_t>(chunks.count * width), 0.0f);
+#pragma omp parallel for schedule(static) if (parallel)
+  for (std::int64_t k = 0; k < chunks.count; ++k) {
+    float* partial = partials.data() + k * width;
+    std::int64_t end = std::min(rows, (k + 1) * chunks.rows_per_chunk);
+    for (std::int64_t n = k * chunks.rows_per_chunk; n < end; ++n) row_fn(n, partial);
+  }
+  return partials;
+}
+
+// dst[c] += sum over chunks (in chunk order) of partials[k * width + offset + c], c < channels.
+void add_chunk_sums(const std::vector<float>& partials, std::int64_t width, std::int64_t offset,
+                    std::int64_t channels, float* dst) {
+  const std::int64_t count = static_cast<std::int64_t>(partials.size()) / std::max<std::int64_t>(width, 1);
+  for (std::int64_t c = 0; c < channels; ++c) {
+    double sum = 0.0;
+    for (std::int64_t k = 0; k < count; ++k) sum += partials[k * width + offset + c];
+    dst[c] += static_cast<float>(sum);
+  }
+}
+
+}  // namespace
+
+void layernorm_forward(const LayernormArgs& args, const Tensor& x, const Tensor& weight, const Tensor& bias,
+                       Tensor& out, Tensor& mean, Tensor& rstd) {
+  const std::int64_t channels = x.size(-1), rows = x.numel() / channels;
+  const float* xp = x.data<float>();
+  const float* w = weight.data<float>();
+  const float* b = bias.defined() ? bias.data<float>() : nullptr;
+  float* yp = out.data<float>();
+  float* mean_p = mean.defined() ? mean.data<float>() : nullptr;
+  float* rstd_p = rstd.defined() ? rstd.data<float>() : nullptr;
+  const float inv_c = 1.0f / static_cast<float>(channels);
+#pragma omp parallel for schedule(static) if (rows * channels >= kParallelMinElements)
+  for (std::int64_t n = 0; n < rows; ++n) {
+    const float* xr = xp + n * channels;
+    float* yr = yp + n * channels;
+    float sum = 0.0f;
+#pragma omp simd reduction(+ : sum)
+    for (std::int64_t c = 0; c < channels; ++c) sum += xr[c];
+    const float m = sum * inv_c;
+    float sq = 0.0f;
+#pragma omp simd reduction(+ : sq)
+    for (std::int64_t c = 0; c < channels; ++c) sq += (xr[c] - m) * (xr[c] - m);
+    const float r = 1.0f / std::sqrt(sq * inv_c + args.eps);
+    if (b != nullptr) {
+      for (std::int64_t c = 0; c < channels; ++c) yr[c] = (xr[c] - m) * r * w[c] + b[c];
+    } else {
+      for (std::int64_t c = 0; c < channels; ++c) yr[c] = (xr[c] - m) * r * w[c];
+    }
+    if (mean_p != nullptr) mean_p[n] = m;
+    if (rstd_p != nullptr) rstd_p[n] = r;
+  }
+}
+
+void layernorm_backward(const LayernormArgs&, const Tensor& x, const Tensor& weight, const Tensor& mean,
+                        const Tensor& rstd, const Tensor& grad_out, Tensor& grad_x, Tensor& grad_weight,
+                        Tensor& grad_bias) {
+  const std::int64_t channels = x.size(-1), rows = x.numel() / channels;
+  const float* xp = x.data<float>();
+  const float* w = weight.data<float>();
+  const float* mean_p = mean.data<float>();
+  const float* rstd_p = rstd.data<float>();
+  const float* dyp = grad_out.data<float>();
+  float* dxp = grad_x.defined() ? grad_x.data<float>() : nullptr;
+  const bool want_w = grad_weight.defined(), want_b = grad_bias.defined();
+  const std::int64_t width = (want_w || want_b) ? 2 * channels : 0;  // [dweight | dbias] per chunk
+  const float inv_c = 1.0f / static_cast<float>(channels);
+
+  auto row = [&](std::int64_t n, float* partial) {
+    const float* xr = xp + n * channels;
+    const float* dyr = dyp + n * channels;
+    const float m = mean_p[n], r = rstd_p[n];
+    if (dxp != nullptr) {
+      // dx = r * (dnorm - mean(dnorm) - xhat * mean(dnorm * xhat)), dnorm = dy * w.
+      float dnorm_sum = 0.0f, dnorm_xhat_sum = 0.0f;
+#pragma omp simd reduction(+ : dnorm_sum, dnorm_xhat_sum)
+      for (std::int64_t c = 0; c < channels; ++c) {
+        float dnorm = dyr[c] * w[c];
+        dnorm_sum += dnorm;
+        dnorm_xhat_sum += dnorm * (xr[c] - m) * r;
+      }
+      const float dnorm_mean = dnorm_sum * inv_c, dnorm_xhat_mean = dnorm_xhat_sum * inv_c;
+      float* dxr = dxp + n * channels;
+      for (std::int64_t c = 0; c < channels; ++c) {
+        float xhat = (xr[c] - m) * r;
+        dxr[c] = (dyr[c] * w[c] - dnorm_mean - xhat * dnorm_xhat_mean) * r;
+      }
+    }
+    if (width > 0) {
+      float* pw = partial;
+      float* pb = partial + channels;
+      for (std::int64_t c = 0; c < channels; ++c) {
+        pw[c] += dyr[c] * (xr[c] - m) * r;
+        pb[c] += dyr[c];
+      }
+    }
+  };
+  std::vector<float> partials = for_rows_chunked(rows, width, rows * channels >= kParallelMinElements, row);
+  if (want_w) add_chunk_sums(partials, width, 0, channels, grad_weight.data<float>());
+  if (want_b) add_chunk_sums(partials, width, channels, channels, grad_bias.data<float>());
+}
+
+void rmsnorm_forward(const RmsnormArgs& args, const Tensor& x, const Tensor& weight, Tensor& out, Tensor& rstd) {
+  const std::int64_t channels = x.size(-1), rows = x.numel() / channels;
+  const float* xp = x.data<float>();
+  const float* w = weight.data<float>();
+  float* yp = out.data<float>();
+  float* rstd_p = rstd.defined() ? rstd.data<float>() : nullptr;
+  const float inv_c = 1.0f / static_cast<float>(channels);
+#pragma omp parallel for schedule(static) if (rows * channels >= kParallelMinElements)
+  for (std::int64_t n = 0; n < rows; ++n) {
+    const float* xr = xp + n * channels;
+    float* yr = yp + n * channels;
+    float sq = 0.0f;
+#pragma omp simd reduction(+ : sq)
+    for (std::int64_t c = 0; c < channels; ++c) sq += xr[c] * xr[c];
+    const float r = 1.0f / std::sqrt(sq * inv_c + args.eps);
+    for (std::int64_t c = 0; c < channels; ++c) yr[c] = xr[c] * r * w[c];
+    if (rstd_p != nullptr) rstd_p[n] = r;
+  }
+}
+
+void rmsnorm_backward(const RmsnormArgs&, const Tensor& x, const Tensor& weight, const Tensor& rstd,
+                      const Tensor& grad_out, Tensor& grad_x, Tensor& grad_weight) {
+  const std::int64_t channels = x.size(-1), rows = x.numel() / channels;
+  const float* xp = x.data<float>();
+  const float* w = weight.data<float>();
+  const float* rstd_p = rstd.data<float>();
+  const float* dyp = grad_out.data<float>();
+  float* dxp = grad_x.defined() ? grad_x.data<float>() : nullptr;
+  const std::int64_t width = grad_weight.defined() ? channels : 0;
+  const float inv_c = 1.0f / static_cast<float>(channels);
+
+  auto row = [&](std::int64_t n, float* partial) {
+    const float* xr = xp + n * channels;
+    const float* dyr = dyp + n * channels;
+    const float r = rstd_p[n];
+    if (dxp != nullptr) {
+      // dx = r * (dnorm - xhat * mean(dnorm * xhat)), xhat = x * r, dnorm = dy * w.
+      float dnorm_xhat_sum = 0.0f;
+#pragma omp simd reduction(+ : dnorm_xhat_sum)
+      for (std::int64_t c = 0; c < channels; ++c) dnorm_xhat_sum += dyr[c] * w[c] * xr[c] * r;
+      const float dnorm_xhat_mean = dnorm_xhat_sum * inv_c;
+      float* dxr = dxp + n * channels;
+      for (std::int64_t c = 0; c < channels; ++c) dxr[c] = (dyr[c] * w[c] - xr[c] * r * dnorm_xhat_mean) * r;
+    }
+    if (width > 0) {
+      for (std::int64_t c = 0; c < channels; ++c) partial[c] += dyr[c] * xr[c] * r;
+    }
+  };
+  std::vector<float> partials = for_rows_chunked(rows, width, rows * channels >= kParallelMinElements, row);
+  if (width > 0) add_chunk_sums(partials, width, 0, channels, grad_weight.data<float>());
+}
+
+}  // namespace myriad::cpu

@@ -1,0 +1,120 @@
+// LayerNorm / RMSNorm dispatch points: validate shapes / dtypes / devices, then pick the backend.
+#include "myriad/ops/norms.h"
+
+#include "myriad/ops/op_checks.h"
+
+namespace myriad {
+
+namespace {
+
+// x is a contiguous f32 tensor of at least one dim with C = x.size(-1) >= 1; returns C.
+std::int64_t check_rows_input(const char* op, const char* name, const Tensor& x) {
+  ops::check_dtype(op, name, x, DType::f32);
+  MYRIAD_CHECK(x.dim() >= 1 && x.size(-1) >= 1, op << ": '" << name << "' has shape " << shape_string(x.shape())
+                                                   << ", expected (N, C) or (..., C) with C >= 1");
+  ops::check_contiguous(op, name, x);
+  return x.size(-1);
+}
+
+// A tensor shaped like x (the output or a gradient of the same size as x).
+void check_like(const char* op, const char* name, const Tensor& t, const Tensor& x) {
+  ops::check_dtype(op, name, t, DType::f32);
+  ops::check_shape(op, name, t, x.shape());
+  ops::check_contiguous(op, name, t);
+}
+
+// A per-channel parameter (or its gradient) of shape (C).
+void check_channel(const char* op, const char* name, const Tensor& t, std::int64_t channels) {
+  ops::check_dtype(op, name, t, DType::f32);
+  ops::check_shape(op, name, t, {channels});
+  ops::check_contiguous(op, name, t);
+}
+
+// A per-row statistic: shape (N) or the leading dims of x.
+void check_row_stat(const char* op, const char* name, const Tensor& t, const Tensor& x) {
+  ops::check_dtype(op, name, t, DType::f32);
+  Shape leading(x.shape().begin(), x.shape().end() - 1);
+  std::int64_t rows = shape_numel(leading);
+  MYRIAD_CHECK(t.shape() == leading || t.shape() == Shape{rows},
+               op << ": '" << name << "' has shape " << shape_string(t.shape()) << ", expected "
+                  << shape_string(leading) << " or [" << rows << "] (one value per row of x "
+                  << shape_string(x.shape()) << ")");
+  ops::check_contiguous(op, name, t);
+}
+
+}  // namespace
+
+void layernorm_forward(const LayernormArgs& args, const Tensor& x, const Tensor& weight, const Tensor& bias,
+                       Tensor& out, Tensor& mean, Tensor& rstd) {
+  const char* op = "layernorm_forward";
+  std::int64_t channels = check_rows_input(op, "x", x);
+  check_channel(op, "weight", weight, channels);
+  if (bias.defined()) check_channel(op, "bias", bias, channels);
+  check_like(op, "out", out, x);
+  if (mean.defined()) check_row_stat(op, "mean", mean, x);
+  if (rstd.defined()) check_row_stat(op, "rstd", rstd, x);
+  MYRIAD_CHECK(args.eps >= 0.0f, op << ": eps must be >= 0, got " << args.eps);
+  Device device = ops::check_same_device(
+      op, {{"x", &x}, {"weight", &weight}, {"bias", &bias}, {"out", &out}, {"mean", &mean}, {"rstd", &rstd}});
+  if (device.is_cpu()) return cpu::layernorm_forward(args, x, weight, bias, out, mean, rstd);
+  ops::throw_unsupported_device(op, device);
+}
+
+void layernorm_backward(const LayernormArgs& args, const Tensor& x, const Tensor& weight, const Tensor& mean,
+                        const Tensor& rstd, const Tensor& grad_out, Tensor& grad_x, Tensor& grad_weight,
+                        Tensor& grad_bias) {
+  const char* op = "layernorm_backward";
+  std::int64_t channels = check_rows_input(op, "x", x);
+  check_channel(op, "weight", weight, channels);
+  check_row_stat(op, "mean", mean, x);
+  check_row_stat(op, "rstd", rstd, x);
+  check_like(op, "grad_out", grad_out, x);
+  if (grad_x.defined()) check_like(op, "grad_x", grad_x, x);
+  if (grad_weight.defined()) check_channel(op, "grad_weight", grad_weight, channels);
+  if (grad_bias.defined()) check_channel(op, "grad_bias", grad_bias, channels);
+  Device device = ops::check_same_device(op, {{"x", &x},
+                                              {"weight", &weight},
+                                              {"mean", &mean},
+                                              {"rstd", &rstd},
+                                              {"grad_out", &grad_out},
+                                              {"grad_x", &grad_x},
+                                              {"grad_weight", &grad_weight},
+                                              {"grad_bias", &grad_bias}});
+  if (device.is_cpu()) {
+    return cpu::layernorm_backward(args, x, weight, mean, rstd, grad_out, grad_x, grad_weight, grad_bias);
+  }
+  ops::throw_unsupported_device(op, device);
+}
+
+void rmsnorm_forward(const RmsnormArgs& args, const Tensor& x, const Tensor& weight, Tensor& out, Tensor& rstd) {
+  const char* op = "rmsnorm_forward";
+  std::int64_t channels = check_rows_input(op, "x", x);
+  check_channel(op, "weight", weight, channels);
+  check_like(op, "out", out, x);
+  if (rstd.defined()) check_row_stat(op, "rstd", rstd, x);
+  MYRIAD_CHECK(args.eps >= 0.0f, op << ": eps must be >= 0, got " << args.eps);
+  Device device = ops::check_same_device(op, {{"x", &x}, {"weight", &weight}, {"out", &out}, {"rstd", &rstd}});
+  if (device.is_cpu()) return cpu::rmsnorm_forward(args, x, weight, out, rstd);
+  ops::throw_unsupported_device(op, device);
+}
+
+void rmsnorm_backward(const RmsnormArgs& args, const Tensor& x, const Tensor& weight, const Tensor& rstd,
+                      const Tensor& grad_out, Tensor& grad_x, Tensor& grad_weight) {
+  const char* op = "rmsnorm_backward";
+  std::int64_t channels = check_rows_input(op, "x", x);
+  check_channel(op, "weight", weight, channels);
+  check_row_stat(op, "rstd", rstd, x);
+  check_like(op, "grad_out", grad_out, x);
+  if (grad_x.defined()) check_like(op, "grad_x", grad_x, x);
+  if (grad_weight.defined()) check_channel(op, "grad_weight", grad_weight, channels);
+  Device device = ops::check_same_device(op, {{"x", &x},
+                                              {"weight", &weight},
+                                              {"rstd", &rstd},
+                                              {"grad_out", &grad_out},
+                                              {"grad_x", &grad_x},
+                                              {"grad_weight", &grad_weight}});
+  if (device.is_cpu()) return cpu::rmsnorm_backward(args, x, weight, rstd, grad_out, grad_x, grad_weight);
+  ops::throw_unsupported_device(op, device);
+}
+
+}  // namespace myriad

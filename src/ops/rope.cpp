@@ -1,0 +1,46 @@
+// RoPE dispatch point: validates shapes / strides / dtypes / devices, then picks the backend.
+#include "myriad/ops/rope.h"
+
+#include <cmath>
+
+#include "myriad/ops/op_checks.h"
+
+namespace myriad {
+
+namespace {
+
+void check_rope(const char* op, const RopeArgs& args, const char* in_name, const Tensor& in, const char* out_name,
+                const Tensor& out) {
+  ops::check_dtype(op, in_name, in, DType::f32);
+  ops::check_rank(op, in_name, in, 4);
+  const std::int64_t D = in.size(3);
+  MYRIAD_CHECK(D % 2 == 0, op << ": head dim D must be even, '" << in_name << "' has shape " << shape_string(in.shape()));
+  ops::check_dtype(op, out_name, out, DType::f32);
+  ops::check_shape(op, out_name, out, in.shape());
+  for (const auto& [name, t] : {ops::NamedTensor{in_name, &in}, ops::NamedTensor{out_name, &out}}) {
+    MYRIAD_CHECK(D <= 1 || t->stride(3) == 1, op << ": '" << name << "' must have unit stride in D (its last dim), has shape "
+                                                 << shape_string(t->shape()) << " strides "
+                                                 << shape_string(t->strides()));
+  }
+  MYRIAD_CHECK(std::isfinite(args.theta) && args.theta > 0.0, op << ": theta must be positive, got " << args.theta);
+}
+
+}  // namespace
+
+void rope_forward(const RopeArgs& args, const Tensor& x, Tensor& out) {
+  const char* op = "rope_forward";
+  check_rope(op, args, "x", x, "out", out);
+  Device device = ops::check_same_device(op, {{"x", &x}, {"out", &out}});
+  if (device.is_cpu()) return cpu::rope_forward(args, x, out);
+  ops::throw_unsupported_device(op, device);
+}
+
+void rope_backward(const RopeArgs& args, const Tensor& grad_out, Tensor& grad_x) {
+  const char* op = "rope_backward";
+  check_rope(op, args, "grad_out", grad_out, "grad_x", grad_x);
+  Device device = ops::check_same_device(op, {{"grad_out", &grad_out}, {"grad_x", &grad_x}});
+  if (device.is_cpu()) return cpu::rope_backward(args, grad_out, grad_x);
+  ops::throw_unsupported_device(op, device);
+}
+
+}  // namespace myriad
