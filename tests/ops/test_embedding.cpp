@@ -6,6 +6,7 @@
 
 #include <cstring>
 #include <initializer_list>
+#include <ostream>
 #include <string>
 
 #include "myriad/ops/embedding.h"
@@ -52,6 +53,10 @@ struct EmbeddingCase {
   Shape ids_shape;
   std::int64_t vocab, channels;
 };
+
+void PrintTo(const EmbeddingCase& c, std::ostream* os) {
+  *os << "ids " << shape_string(c.ids_shape) << " V=" << c.vocab << " C=" << c.channels;
+}
 
 class EmbeddingReference : public ::testing::TestWithParam<EmbeddingCase> {};
 

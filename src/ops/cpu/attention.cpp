@@ -12,7 +12,7 @@
 // Invariants: no T x T buffer (scratch is block_q x block_k per thread plus one delta row per q
 // head of a group); each output element is produced by one task in a fixed order, so results do
 // not depend on the number of threads; OpenBLAS (OpenMP build) runs single-threaded inside our
-// parallel region; row reductions use fixed 16-lane partial sums so they vectorise deterministically.
+// parallel region; row sums use fixed 16-lane partial sums so they vectorise deterministically.
 #include <cblas.h>
 #include <omp.h>
 
@@ -80,16 +80,11 @@ int64_t visible_keys(const Problem& p, int64_t i, int64_t j0, int64_t bk) {
   return std::clamp<int64_t>(i - j0 + 1, 0, bk);
 }
 
+// max is exact, so the order in which lanes combine cannot change the result.
 float row_max(const float* x, int64_t n) {
-  float lanes[kLanes];
-  for (float& lane : lanes) lane = -std::numeric_limits<float>::infinity();
-  int64_t c = 0;
-  for (; c + kLanes <= n; c += kLanes) {
-    for (int l = 0; l < kLanes; ++l) lanes[l] = x[c + l] > lanes[l] ? x[c + l] : lanes[l];
-  }
   float m = -std::numeric_limits<float>::infinity();
-  for (; c < n; ++c) m = x[c] > m ? x[c] : m;
-  for (float lane : lanes) m = lane > m ? lane : m;
+#pragma omp simd reduction(max : m)
+  for (int64_t c = 0; c < n; ++c) m = x[c] > m ? x[c] : m;
   return m;
 }
 
@@ -281,9 +276,11 @@ void attention_forward(const AttentionArgs& args, const Tensor& q, const Tensor&
   const int64_t blocks = (p.T + p.block_q - 1) / p.block_q;
   const int64_t heads = p.B * p.Hq;
   const int64_t tasks = heads * blocks;
+  // Scratch is allocated here, not inside the parallel region, so that a failed allocation throws.
+  std::vector<ForwardScratch> scratch(static_cast<std::size_t>(omp_get_max_threads()), ForwardScratch(p));
 #pragma omp parallel
   {
-    ForwardScratch scratch(p);
+    ForwardScratch& mine = scratch[static_cast<std::size_t>(omp_get_thread_num())];
     // Task n: head n % heads, query block counted from the last (the most work when causal).
 #pragma omp for schedule(dynamic, 1)
     for (int64_t n = 0; n < tasks; ++n) {
@@ -291,7 +288,7 @@ void attention_forward(const AttentionArgs& args, const Tensor& q, const Tensor&
       const int64_t i0 = (blocks - 1 - n / heads) * p.block_q;
       const int64_t bq = std::min(p.block_q, p.T - i0);
       forward_query_block(p, hq.head(b, h), hq.ld, hk.head(b, g), hk.ld, hv.head(b, g), hv.ld, ho.head(b, h), ho.ld,
-                          lse_base + bh * p.T, i0, bq, scratch);
+                          lse_base + bh * p.T, i0, bq, mine);
     }
   }
 }
@@ -315,11 +312,12 @@ void attention_backward(const AttentionArgs& args, const Tensor& q, const Tensor
   if (t.want_v) t.grad_v = Heads(grad_v);
   t.lse = lse.data<float>();
   const int64_t tasks = p.B * p.Hkv;
+  std::vector<BackwardScratch> scratch(static_cast<std::size_t>(omp_get_max_threads()), BackwardScratch(p));
 #pragma omp parallel
   {
-    BackwardScratch scratch(p);
+    BackwardScratch& mine = scratch[static_cast<std::size_t>(omp_get_thread_num())];
 #pragma omp for schedule(dynamic, 1)
-    for (int64_t n = 0; n < tasks; ++n) backward_kv_head(p, t, n / p.Hkv, n % p.Hkv, scratch);
+    for (int64_t n = 0; n < tasks; ++n) backward_kv_head(p, t, n / p.Hkv, n % p.Hkv, mine);
   }
 }
 

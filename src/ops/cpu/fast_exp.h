@@ -7,7 +7,7 @@
 // below -87.3 (including -inf) give exactly 0, so masked scores vanish (the true value there is
 // below the smallest normal float anyway). NaN inputs give NaN through the polynomial.
 //
-// Only selects, multiplies and integer bit moves: no calls, no branches, so `for (i) y[i] =
+// Only multiplies, adds and integer bit operations: no calls, no branches, so `for (i) y[i] =
 // fast_exp(x[i])` vectorises at -O3 without -ffast-math, and results are the same on every thread.
 #pragma once
 
@@ -23,9 +23,13 @@ inline float fast_exp(float x) {
   constexpr float kRoundMagic = 12582912.0f;           // 1.5 * 2^23: adding it rounds to an integer
   constexpr float kLow = -87.3f;                       // exp(kLow) ~ 1.2e-38, the smallest normal
   constexpr float kHigh = 88.0f;
-  const bool underflow = x < kLow;
-  float xc = x > kHigh ? kHigh : x;
-  xc = xc < kLow ? kLow : xc;
+  // Clamp and underflow with integer masks rather than float selects: under the default
+  // -ftrapping-math GCC turns float selects into branches and then refuses to vectorise.
+  const std::int32_t below = -static_cast<std::int32_t>(x < kLow);  // all ones when x < kLow
+  const std::int32_t above = -static_cast<std::int32_t>(x > kHigh);
+  const float xc = std::bit_cast<float>((std::bit_cast<std::int32_t>(x) & ~(below | above)) |
+                                        (std::bit_cast<std::int32_t>(kLow) & below) |
+                                        (std::bit_cast<std::int32_t>(kHigh) & above));
   const float shifted = xc * kLog2e + kRoundMagic;
   const float n = shifted - kRoundMagic;  // round-to-nearest integer in [-126, 127]
   const float r = (xc - n * kLn2Hi) - n * kLn2Lo;
@@ -40,8 +44,7 @@ inline float fast_exp(float x) {
   // 2^n: the low mantissa bits of `shifted` hold n (two's complement); move them into the exponent.
   const std::int32_t n_int = std::bit_cast<std::int32_t>(shifted) - std::bit_cast<std::int32_t>(kRoundMagic);
   const float scale = std::bit_cast<float>((n_int + 127) << 23);
-  const float result = p * scale;
-  return underflow ? 0.0f : result;
+  return std::bit_cast<float>(std::bit_cast<std::int32_t>(p * scale) & ~below);
 }
 
 }  // namespace myriad::cpu

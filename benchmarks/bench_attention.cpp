@@ -1,0 +1,244 @@
+// bench_attention: blocked causal attention (forward, forward + backward) against OpenBLAS sgemm
+// measured in the same run, with the peak extra memory of each call.
+//
+// Sweeps T = 256 .. 8192 at B = 1, H = 12, D = 64 (GPT-2 small heads), f32, causal. q, k, v are
+// strided views of one (B, T, 3 * H * D) QKV activation and out / grads are (B, T, H, D) permuted,
+// as the model lays them out, so the kernels read them in place. Before timing, forward (all
+// heads) and backward (two heads) at T = 256 are checked against an unblocked float64 attention
+// (full T x T scores). Peak memory: /proc/self/clear_refs resets VmHWM, then the call (which
+// allocates its outputs) runs once and VmHWM minus the RSS before the call is reported; a T x T
+// score matrix per head would add B * H * T^2 * 4 bytes.
+// Usage: OMP_NUM_THREADS=2 bench_attention [--quick] [--min-t T] [--max-t T] [--block-q N] [--block-k N]
+#include <cblas.h>
+#include <malloc.h>
+
+#include <cmath>
+#include <cstring>
+#include <iostream>
+#include <limits>
+
+#include "harness.h"
+#include "myriad/core/philox.h"
+#include "myriad/ops/attention.h"
+
+using namespace myriad;
+using namespace myriad::bench;
+
+namespace {
+
+constexpr std::int64_t kB = 1, kH = 12, kD = 64;
+
+// q, k, v views of a (B, T, 3 * H * D) activation, each (B, H, T, D) with row stride 3 * H * D.
+struct Qkv {
+  Tensor qkv, q, k, v;
+  explicit Qkv(std::int64_t T, std::uint64_t seed) : qkv(Tensor::empty({kB, T, 3 * kH * kD})) {
+    fill_uniform(qkv, -1, 1, seed, 0);
+    Tensor split = qkv.view({kB, T, 3, kH, kD});
+    q = split.select(2, 0).permute({0, 2, 1, 3});
+    k = split.select(2, 1).permute({0, 2, 1, 3});
+    v = split.select(2, 2).permute({0, 2, 1, 3});
+  }
+};
+
+// A (B, H, T, D) view of a fresh (B, T, H, D) tensor.
+Tensor heads_tensor(std::int64_t T) { return Tensor::empty({kB, T, kH, kD}).permute({0, 2, 1, 3}); }
+
+// A contiguous copy of a (1, H, T, D) tensor for the reference.
+struct Dense {
+  Tensor t;
+  const float* p;
+  std::int64_t T;
+  explicit Dense(const Tensor& x) : t(x.contiguous()), p(t.data<float>()), T(x.size(2)) {}
+  double at(std::int64_t h, std::int64_t i, std::int64_t d) const { return p[(h * T + i) * kD + d]; }
+};
+
+// Unblocked float64 causal attention of head h: probabilities (T x T), out, and if grad_out is
+// given the gradients of sum(out * grad_out). Returns the max |difference| against the op's tensors.
+struct HeadCheck {
+  double out = 0, lse = 0, grad_q = 0, grad_k = 0, grad_v = 0;
+};
+
+HeadCheck check_head(const Dense& q, const Dense& k, const Dense& v, std::int64_t h, const Dense& out,
+                     const Tensor& lse, const Dense* grad_out, const Dense& gq, const Dense& gk, const Dense& gv) {
+  const std::int64_t T = q.T;
+  const double scale = 1.0 / std::sqrt(static_cast<double>(kD));
+  std::vector<double> p(T * T, 0.0);
+  HeadCheck diff;
+  for (std::int64_t i = 0; i < T; ++i) {
+    double mx = -std::numeric_limits<double>::infinity();
+    for (std::int64_t j = 0; j <= i; ++j) {
+      double s = 0;
+      for (std::int64_t d = 0; d < kD; ++d) s += q.at(h, i, d) * k.at(h, j, d);
+      p[i * T + j] = scale * s;
+      mx = std::max(mx, scale * s);
+    }
+    double sum = 0;
+    for (std::int64_t j = 0; j <= i; ++j) sum += std::exp(p[i * T + j] - mx);
+    for (std::int64_t j = 0; j <= i; ++j) p[i * T + j] = std::exp(p[i * T + j] - mx) / sum;
+    diff.lse = std::max(diff.lse, std::fabs(mx + std::log(sum) - lse.data<float>()[h * T + i]));
+    for (std::int64_t d = 0; d < kD; ++d) {
+      double o = 0;
+      for (std::int64_t j = 0; j <= i; ++j) o += p[i * T + j] * v.at(h, j, d);
+      diff.out = std::max(diff.out, std::fabs(o - out.at(h, i, d)));
+    }
+  }
+  if (grad_out == nullptr) return diff;
+  std::vector<double> dq(T * kD, 0.0), dk(T * kD, 0.0), dv(T * kD, 0.0), dp(T);
+  for (std::int64_t i = 0; i < T; ++i) {
+    double row = 0;
+    for (std::int64_t j = 0; j <= i; ++j) {
+      double s = 0;
+      for (std::int64_t d = 0; d < kD; ++d) s += grad_out->at(h, i, d) * v.at(h, j, d);
+      dp[j] = s;
+      row += p[i * T + j] * s;
+    }
+    for (std::int64_t j = 0; j <= i; ++j) {
+      const double ds = p[i * T + j] * (dp[j] - row);
+      for (std::int64_t d = 0; d < kD; ++d) {
+        dv[j * kD + d] += p[i * T + j] * grad_out->at(h, i, d);
+        dq[i * kD + d] += scale * ds * k.at(h, j, d);
+        dk[j * kD + d] += scale * ds * q.at(h, i, d);
+      }
+    }
+  }
+  for (std::int64_t i = 0; i < T; ++i)
+    for (std::int64_t d = 0; d < kD; ++d) {
+      diff.grad_q = std::max(diff.grad_q, std::fabs(dq[i * kD + d] - gq.at(h, i, d)));
+      diff.grad_k = std::max(diff.grad_k, std::fabs(dk[i * kD + d] - gk.at(h, i, d)));
+      diff.grad_v = std::max(diff.grad_v, std::fabs(dv[i * kD + d] - gv.at(h, i, d)));
+    }
+  return diff;
+}
+
+bool check_correctness(const AttentionArgs& args) {
+  const std::int64_t T = 256;
+  Qkv x(T, 7);
+  Tensor out = heads_tensor(T), lse = Tensor::empty({kB, kH, T});
+  attention_forward(args, x.q, x.k, x.v, out, lse);
+  Tensor grad_out = heads_tensor(T);
+  fill_uniform(grad_out, -1, 1, 7, 1);
+  Tensor gq = heads_tensor(T), gk = heads_tensor(T), gv = heads_tensor(T);
+  attention_backward(args, x.q, x.k, x.v, out, lse, grad_out, gq, gk, gv);
+  const Dense dq(x.q), dk(x.k), dv(x.v), dout(out), dgrad_out(grad_out), dgq(gq), dgk(gk), dgv(gv);
+  HeadCheck worst;
+  for (std::int64_t h = 0; h < kH; ++h) {
+    const bool with_backward = h == 0 || h == kH - 1;
+    HeadCheck c = check_head(dq, dk, dv, h, dout, lse, with_backward ? &dgrad_out : nullptr, dgq, dgk, dgv);
+    worst.out = std::max(worst.out, c.out);
+    worst.lse = std::max(worst.lse, c.lse);
+    worst.grad_q = std::max(worst.grad_q, c.grad_q);
+    worst.grad_k = std::max(worst.grad_k, c.grad_k);
+    worst.grad_v = std::max(worst.grad_v, c.grad_v);
+  }
+  const double tolerance = 2e-5;
+  const bool ok = worst.out < tolerance && worst.lse < tolerance && worst.grad_q < tolerance &&
+                  worst.grad_k < tolerance && worst.grad_v < tolerance;
+  std::cout << "- correctness at T=256 vs unblocked float64 (max abs diff, tolerance " << tolerance
+            << "): out " << worst.out << ", lse " << worst.lse << " (12 heads); grad_q " << worst.grad_q
+            << ", grad_k " << worst.grad_k << ", grad_v " << worst.grad_v << " (heads 0 and 11) -> "
+            << (ok ? "OK" : "MISMATCH") << "\n";
+  return ok;
+}
+
+// GFLOP/s of a square n x n x n OpenBLAS sgemm (all OpenMP threads).
+double sgemm_gflops(std::int64_t n) {
+  Tensor a = Tensor::empty({n, n}), b = Tensor::empty({n, n}), c = Tensor::empty({n, n});
+  fill_uniform(a, -1, 1, 3, 0);
+  fill_uniform(b, -1, 1, 3, 1);
+  const int ni = static_cast<int>(n);
+  Timing t = time_it([&] {
+    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, ni, ni, ni, 1.0f, a.data<float>(), ni, b.data<float>(), ni,
+                0.0f, c.data<float>(), ni);
+  }, 2, 5, 0.5);
+  return 2.0 * n * n * n / t.median_s / 1e9;
+}
+
+// Peak RSS above the RSS before fn, in bytes (fn's own allocations included).
+double peak_extra_bytes(const std::function<void()>& fn) {
+  const bool reset = reset_peak_rss();
+  const double before = static_cast<double>(current_rss_bytes());
+  fn();
+  if (!reset) return std::nan("");
+  return static_cast<double>(peak_rss_bytes()) - before;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  // Fixed threshold: every buffer of 1 MiB or more is its own mapping, returned to the system when
+  // freed, so each call's peak RSS counts its own allocations (glibc otherwise raises the
+  // threshold after the first free and serves later buffers from already-resident heap).
+  mallopt(M_MMAP_THRESHOLD, 1 << 20);
+  bool quick = false;
+  std::int64_t min_t = 256, max_t = 8192;
+  AttentionArgs args;
+  for (int i = 1; i < argc; ++i) {
+    if (std::strcmp(argv[i], "--quick") == 0) quick = true;
+    else if (std::strcmp(argv[i], "--min-t") == 0 && i + 1 < argc) min_t = std::atoll(argv[++i]);
+    else if (std::strcmp(argv[i], "--max-t") == 0 && i + 1 < argc) max_t = std::atoll(argv[++i]);
+    else if (std::strcmp(argv[i], "--block-q") == 0 && i + 1 < argc) args.block_q = std::atoi(argv[++i]);
+    else if (std::strcmp(argv[i], "--block-k") == 0 && i + 1 < argc) args.block_k = std::atoi(argv[++i]);
+    else {
+      std::cerr << "usage: bench_attention [--quick] [--min-t T] [--max-t T] [--block-q N] [--block-k N]\n";
+      return 2;
+    }
+  }
+  if (quick) max_t = std::min<std::int64_t>(max_t, 2048);
+  print_header("bench_attention: blocked causal attention vs OpenBLAS sgemm (fp32)", argc, argv);
+  std::cout << "- shape: B=" << kB << " H=" << kH << " D=" << kD << ", causal, block_q=" << args.block_q
+            << " block_k=" << args.block_k << ", q/k/v strided views of a (B, T, 3*H*D) activation\n";
+  const bool ok = check_correctness(args);
+
+  Table table({"T", "sgemm GFLOP/s", "fwd ms", "fwd GFLOP/s", "fwd / sgemm", "fwd+bwd ms", "fwd+bwd GFLOP/s", "fwd+bwd / sgemm",
+               "fwd peak extra", "bwd peak extra", "T x T scores would be"});
+  struct Row {
+    std::int64_t T;
+    double sgemm_rate, fwd_s, both_s, fwd_mem, bwd_mem;
+  };
+  std::vector<Row> rows;
+  for (std::int64_t T = min_t; T <= max_t; T *= 2) {
+    Qkv x(T, 11);
+    Tensor out = heads_tensor(T), lse = Tensor::empty({kB, kH, T});
+    Tensor grad_out = heads_tensor(T);
+    fill_uniform(grad_out, -1, 1, 11, 1);
+    Tensor gq = heads_tensor(T), gk = heads_tensor(T), gv = heads_tensor(T);
+    auto forward = [&] { attention_forward(args, x.q, x.k, x.v, out, lse); };
+    auto both = [&] {
+      forward();
+      attention_backward(args, x.q, x.k, x.v, out, lse, grad_out, gq, gk, gv);
+    };
+    // The machine may be shared: sgemm is measured next to each row, and the row uses the better
+    // of the two sgemm rates around it (a conservative ratio).
+    const int min_repeats = T >= 4096 ? 3 : 5;
+    const double sgemm_before = sgemm_gflops(1024);
+    Timing tf = time_it(forward, 1, min_repeats, 0.5);
+    Timing tb = time_it(both, 1, min_repeats, 0.5);
+    const double sgemm = std::max(sgemm_before, sgemm_gflops(1024));
+    // Memory: each call allocates what it writes, as a layer would.
+    const double fwd_mem = peak_extra_bytes([&] {
+      Tensor o = heads_tensor(T), l = Tensor::empty({kB, kH, T});
+      attention_forward(args, x.q, x.k, x.v, o, l);
+    });
+    const double bwd_mem = peak_extra_bytes([&] {
+      Tensor a = heads_tensor(T), b = heads_tensor(T), c = heads_tensor(T);
+      attention_backward(args, x.q, x.k, x.v, out, lse, grad_out, a, b, c);
+    });
+    rows.push_back({T, sgemm, tf.median_s, tb.median_s, fwd_mem, bwd_mem});
+  }
+  for (const Row& r : rows) {
+    const double fwd_flops = 2.0 * kB * kH * static_cast<double>(r.T) * r.T * kD;
+    const double both_flops = 3.5 * fwd_flops;
+    const double gf = fwd_flops / r.fwd_s / 1e9, gb = both_flops / r.both_s / 1e9;
+    table.add_row({std::to_string(r.T), fmt(r.sgemm_rate), fmt(1e3 * r.fwd_s, 2), fmt(gf), percent(gf / r.sgemm_rate),
+                   fmt(1e3 * r.both_s, 2), fmt(gb), percent(gb / r.sgemm_rate), bytes_human(r.fwd_mem), bytes_human(r.bwd_mem),
+                   bytes_human(4.0 * kB * kH * static_cast<double>(r.T) * r.T)});
+  }
+  std::cout << "\n";
+  table.print();
+  std::cout << "\nFLOPs (causal half of the scores): forward = 2 matmuls * 2*B*H*T^2*D * 1/2 = 2*B*H*T^2*D;\n"
+               "backward = 2.5 * forward (5 matmuls); fwd+bwd = 3.5 * forward. Times are medians of >= 3 repeats.\n"
+               "sgemm = OpenBLAS 1024x1024x1024 on all threads, the better of two runs just before and after the row.\n"
+               "Peak extra = VmHWM after the call minus RSS before it (the call allocates its outputs: out + lse,\n"
+               "or grad_q + grad_k + grad_v; buffers >= 1 MiB are mmapped), after /proc/self/clear_refs reset the peak.\n";
+  return ok ? 0 : 1;
+}

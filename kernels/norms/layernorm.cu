@@ -1,0 +1,252 @@
+// LayerNorm over the last dim of a row-major (N, C) f32 matrix, forward and backward.
+//
+//   forward:  mean = sum_c x / C;  var = sum_c (x - mean)^2 / C (second pass, biased);
+//             rstd = 1 / sqrt(var + eps);  out = (x - mean) * rstd * weight + bias
+//   backward: xhat = (x - mean) * rstd,  g = grad_out * weight
+//             grad_x = rstd * (g - mean_c(g) - xhat * mean_c(g * xhat))        written (`=`)
+//             grad_weight += sum_n grad_out * xhat;  grad_bias += sum_n grad_out  accumulated (`+=`)
+//
+// Row kernels use one warp per row: lane l handles columns l, l + 32, ... (coalesced), row sums
+// come from a butterfly warp_sum, so a row never needs shared memory or __syncthreads and every
+// lane holds the same mean/rstd. 1 / sqrtf (IEEE) is used rather than rsqrtf (approximate).
+// The parameter gradients are column reductions over rows. Without atomics, and in an order
+// fixed by (N, C) only: rows are cut into groups of >= 256; a (32 columns x 8 row-lanes) block
+// reduces one column tile of one group, then, when there is more than one group, a second
+// kernel adds the per-group partials (from `scratch`) in group order. Bit-identical run to run.
+#include <cuda_runtime.h>
+
+#include <cstdint>
+#include <limits>
+
+#include "common/launch_checks.h"
+#include "common/warp_reduce.cuh"
+#include "myriad/cuda/check.h"
+#include "myriad/cuda/kernels.h"
+
+namespace myriad::cuda {
+namespace {
+
+using detail::kWarpSize;
+using detail::warp_sum;
+
+constexpr int kRowThreads = 256;  // 8 warps = 8 rows per block
+constexpr int kRowsPerBlock = kRowThreads / kWarpSize;
+constexpr int kTileColumns = 32;  // parameter-gradient tile: 32 columns x 8 row lanes
+constexpr int kTileRowLanes = 8;
+constexpr std::int64_t kMinRowsPerGroup = 256;
+constexpr std::int64_t kMaxRowGroups = 128;
+constexpr int kSumThreads = 256;
+
+__device__ __forceinline__ std::int64_t warp_row() {
+  return static_cast<std::int64_t>(blockIdx.x) * kRowsPerBlock + threadIdx.x / kWarpSize;
+}
+
+__global__ void layernorm_forward_warp_per_row(const float* x, const float* weight, const float* bias, float* out,
+                                               float* mean_out, float* rstd_out, std::int64_t rows, int channels,
+                                               float eps) {
+  const std::int64_t row = warp_row();
+  if (row >= rows) return;  // warp-uniform: the whole warp leaves together
+  const int lane = threadIdx.x % kWarpSize;
+  const float* xr = x + row * channels;
+  float sum = 0.0f;
+  for (int c = lane; c < channels; c += kWarpSize) sum += xr[c];
+  const float mean = warp_sum(sum) / static_cast<float>(channels);
+  float squares = 0.0f;
+  for (int c = lane; c < channels; c += kWarpSize) {
+    const float d = xr[c] - mean;
+    squares += d * d;
+  }
+  const float rstd = 1.0f / sqrtf(warp_sum(squares) / static_cast<float>(channels) + eps);
+  float* outr = out + row * channels;
+  for (int c = lane; c < channels; c += kWarpSize) {
+    const float normed = (xr[c] - mean) * rstd;
+    outr[c] = normed * weight[c] + (bias != nullptr ? bias[c] : 0.0f);
+  }
+  if (lane == 0) {
+    if (mean_out != nullptr) mean_out[row] = mean;
+    if (rstd_out != nullptr) rstd_out[row] = rstd;
+  }
+}
+
+__global__ void layernorm_backward_input_warp_per_row(const float* grad_out, const float* x, const float* weight,
+                                                      const float* mean, const float* rstd, float* grad_x,
+                                                      std::int64_t rows, int channels) {
+  const std::int64_t row = warp_row();
+  if (row >= rows) return;
+  const int lane = threadIdx.x % kWarpSize;
+  const float* gor = grad_out + row * channels;
+  const float* xr = x + row * channels;
+  const float m = mean[row], s = rstd[row];
+  float sum_g = 0.0f, sum_g_xhat = 0.0f;
+  for (int c = lane; c < channels; c += kWarpSize) {
+    const float g = gor[c] * weight[c];
+    sum_g += g;
+    sum_g_xhat += g * ((xr[c] - m) * s);
+  }
+  const float mean_g = warp_sum(sum_g) / static_cast<float>(channels);
+  const float mean_g_xhat = warp_sum(sum_g_xhat) / static_cast<float>(channels);
+  float* gxr = grad_x + row * channels;
+  for (int c = lane; c < channels; c += kWarpSize) {
+    const float g = gor[c] * weight[c];
+    const float xhat = (xr[c] - m) * s;
+    gxr[c] = s * (g - mean_g - xhat * mean_g_xhat);
+  }
+}
+
+// Block (kTileColumns, kTileRowLanes) reduces columns [blockIdx.x * 32, +32) over the rows of
+// group blockIdx.y. With one group it adds straight into the gradients, otherwise it writes
+// partials: partial[g * C + c] (weight) and partial[(groups + g) * C + c] (bias).
+__global__ void layernorm_backward_params_column_tiles(const float* grad_out, const float* x, const float* mean,
+                                                       const float* rstd, float* grad_weight, float* grad_bias,
+                                                       float* partial, std::int64_t rows, int channels,
+                                                       std::int64_t rows_per_group, int groups) {
+  __shared__ float weight_lanes[kTileRowLanes][kTileColumns];
+  __shared__ float bias_lanes[kTileRowLanes][kTileColumns];
+  const int c = blockIdx.x * kTileColumns + threadIdx.x;
+  const int group = blockIdx.y;
+  const std::int64_t row_begin = group * rows_per_group;
+  const std::int64_t row_end = row_begin + rows_per_group < rows ? row_begin + rows_per_group : rows;
+  float dw = 0.0f, db = 0.0f;
+  if (c < channels) {
+    for (std::int64_t r = row_begin + threadIdx.y; r < row_end; r += kTileRowLanes) {
+      const float go = grad_out[r * channels + c];
+      dw += go * ((x[r * channels + c] - mean[r]) * rstd[r]);
+      db += go;
+    }
+  }
+  weight_lanes[threadIdx.y][threadIdx.x] = dw;
+  bias_lanes[threadIdx.y][threadIdx.x] = db;
+  __syncthreads();
+  if (threadIdx.y != 0 || c >= channels) return;
+  float w = 0.0f, b = 0.0f;
+#pragma unroll
+  for (int lane = 0; lane < kTileRowLanes; ++lane) {
+    w += weight_lanes[lane][threadIdx.x];
+    b += bias_lanes[lane][threadIdx.x];
+  }
+  if (groups == 1) {
+    if (grad_weight != nullptr) grad_weight[c] += w;
+    if (grad_bias != nullptr) grad_bias[c] += b;
+  } else {
+    partial[static_cast<std::int64_t>(group) * channels + c] = w;
+    partial[static_cast<std::int64_t>(groups + group) * channels + c] = b;
+  }
+}
+
+__global__ void layernorm_backward_params_sum_groups(const float* partial, float* grad_weight, float* grad_bias,
+                                                     int channels, int groups) {
+  const int c = blockIdx.x * blockDim.x + threadIdx.x;
+  if (c >= channels) return;
+  float w = 0.0f, b = 0.0f;
+  for (int g = 0; g < groups; ++g) {
+    w += partial[static_cast<std::int64_t>(g) * channels + c];
+    b += partial[static_cast<std::int64_t>(groups + g) * channels + c];
+  }
+  if (grad_weight != nullptr) grad_weight[c] += w;
+  if (grad_bias != nullptr) grad_bias[c] += b;
+}
+
+// Validates (rows, channels) and returns rows * channels.
+std::int64_t checked_elements(const char* op, std::int64_t rows, std::int64_t channels) {
+  detail::check_count(op, "rows", rows);
+  detail::check_count(op, "channels", channels);
+  MYRIAD_CHECK(rows == 0 || channels > 0, op << ": channels must be > 0 when rows = " << rows << " > 0");
+  MYRIAD_CHECK(channels <= std::numeric_limits<int>::max(),
+               op << ": channels = " << channels << " exceeds " << std::numeric_limits<int>::max());
+  MYRIAD_CHECK(channels == 0 || rows <= std::numeric_limits<std::int64_t>::max() / 4 / channels,
+               op << ": rows * channels = " << rows << " * " << channels << " overflows");
+  return rows * channels;
+}
+
+std::int64_t rows_per_group(std::int64_t rows) {
+  const std::int64_t spread = detail::ceil_div(rows, kMaxRowGroups);
+  return spread > kMinRowsPerGroup ? spread : kMinRowsPerGroup;
+}
+
+}  // namespace
+
+void layernorm_forward_f32(const float* x, const float* weight, const float* bias, float* out, float* mean,
+                           float* rstd, std::int64_t rows, std::int64_t channels, float eps, cudaStream_t stream) {
+  const char* op = "layernorm_forward_f32";
+  const std::int64_t elements = checked_elements(op, rows, channels);
+  MYRIAD_CHECK(eps >= 0.0f, op << ": eps must be >= 0, got " << eps);
+  if (rows == 0) return;
+  detail::check_pointer(op, "x", x, alignof(float));
+  detail::check_pointer(op, "weight", weight, alignof(float));
+  detail::check_optional_pointer(op, "bias", bias, alignof(float));
+  detail::check_pointer(op, "out", out, alignof(float));
+  detail::check_optional_pointer(op, "mean", mean, alignof(float));
+  detail::check_optional_pointer(op, "rstd", rstd, alignof(float));
+  const std::size_t matrix_bytes = static_cast<std::size_t>(elements) * sizeof(float);
+  const std::size_t vector_bytes = static_cast<std::size_t>(channels) * sizeof(float);
+  detail::check_disjoint(op, "out", out, matrix_bytes, "x", x, matrix_bytes);
+  detail::check_disjoint(op, "out", out, matrix_bytes, "weight", weight, vector_bytes);
+  detail::check_disjoint(op, "out", out, matrix_bytes, "bias", bias, vector_bytes);
+  const unsigned blocks = detail::grid_blocks(op, rows, kRowsPerBlock);
+  layernorm_forward_warp_per_row<<<blocks, kRowThreads, 0, stream>>>(x, weight, bias, out, mean, rstd, rows,
+                                                                     static_cast<int>(channels), eps);
+  MYRIAD_CUDA_CHECK(cudaGetLastError());
+}
+
+std::int64_t layernorm_backward_scratch_floats(std::int64_t rows, std::int64_t channels) {
+  checked_elements("layernorm_backward_scratch_floats", rows, channels);
+  const std::int64_t groups = detail::ceil_div(rows, rows_per_group(rows));
+  return groups > 1 ? 2 * groups * channels : 0;
+}
+
+void layernorm_backward_f32(const float* grad_out, const float* x, const float* weight, const float* mean,
+                            const float* rstd, float* grad_x, float* grad_weight, float* grad_bias, float* scratch,
+                            std::int64_t scratch_floats, std::int64_t rows, std::int64_t channels,
+                            cudaStream_t stream) {
+  const char* op = "layernorm_backward_f32";
+  const std::int64_t elements = checked_elements(op, rows, channels);
+  const bool params = grad_weight != nullptr || grad_bias != nullptr;
+  if (rows == 0 || (grad_x == nullptr && !params)) return;
+  detail::check_pointer(op, "grad_out", grad_out, alignof(float));
+  detail::check_pointer(op, "x", x, alignof(float));
+  detail::check_pointer(op, "mean", mean, alignof(float));
+  detail::check_pointer(op, "rstd", rstd, alignof(float));
+  detail::check_optional_pointer(op, "grad_x", grad_x, alignof(float));
+  detail::check_optional_pointer(op, "grad_weight", grad_weight, alignof(float));
+  detail::check_optional_pointer(op, "grad_bias", grad_bias, alignof(float));
+  const std::size_t matrix_bytes = static_cast<std::size_t>(elements) * sizeof(float);
+  const unsigned row_blocks = detail::grid_blocks(op, rows, kRowsPerBlock);
+  if (grad_x != nullptr) {
+    detail::check_pointer(op, "weight", weight, alignof(float));
+    detail::check_disjoint(op, "grad_x", grad_x, matrix_bytes, "grad_out", grad_out, matrix_bytes);
+    detail::check_disjoint(op, "grad_x", grad_x, matrix_bytes, "x", x, matrix_bytes);
+    detail::check_disjoint(op, "grad_x", grad_x, matrix_bytes, "weight", weight,
+                           static_cast<std::size_t>(channels) * sizeof(float));
+  }
+  const std::int64_t group_rows = rows_per_group(rows);
+  const int groups = static_cast<int>(detail::ceil_div(rows, group_rows));
+  const std::int64_t needed = groups > 1 ? 2 * static_cast<std::int64_t>(groups) * channels : 0;
+  if (params && needed > 0) {
+    detail::check_pointer(op, "scratch", scratch, alignof(float));
+    MYRIAD_CHECK(scratch_floats >= needed, op << ": scratch holds " << scratch_floats << " floats, (N, C) = ("
+                                              << rows << ", " << channels << ") needs " << needed
+                                              << " (layernorm_backward_scratch_floats)");
+  }
+
+  if (grad_x != nullptr) {
+    layernorm_backward_input_warp_per_row<<<row_blocks, kRowThreads, 0, stream>>>(
+        grad_out, x, weight, mean, rstd, grad_x, rows, static_cast<int>(channels));
+    MYRIAD_CUDA_CHECK(cudaGetLastError());
+  }
+  if (params) {
+    const dim3 tiles(detail::grid_blocks(op, channels, kTileColumns), static_cast<unsigned>(groups));
+    const dim3 tile_threads(kTileColumns, kTileRowLanes);
+    layernorm_backward_params_column_tiles<<<tiles, tile_threads, 0, stream>>>(
+        grad_out, x, mean, rstd, grad_weight, grad_bias, scratch, rows, static_cast<int>(channels), group_rows,
+        groups);
+    MYRIAD_CUDA_CHECK(cudaGetLastError());
+    if (groups > 1) {
+      layernorm_backward_params_sum_groups<<<detail::grid_blocks(op, channels, kSumThreads), kSumThreads, 0,
+                                             stream>>>(scratch, grad_weight, grad_bias, static_cast<int>(channels),
+                                                       groups);
+      MYRIAD_CUDA_CHECK(cudaGetLastError());
+    }
+  }
+}
+
+}  // namespace myriad::cuda

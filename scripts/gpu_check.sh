@@ -1,0 +1,115 @@
+#!/usr/bin/env bash
+# One-shot check for a GPU window: record the machine (nvidia-smi, toolchain), configure and
+# build only what the GPU tests need (myriad_gpu_tests: no Python module, no benchmarks), run
+# `ctest -L gpu --output-on-failure`, and fail if a visible GPU still made tests skip.
+#
+# Usage: scripts/gpu_check.sh [build-dir]            (default: build-gpu in the repository)
+# Env:   OUT                 folder for logs (default: <build-dir>/logs); every step has its log
+#        MYRIAD_DEPS_PREFIX  colon-separated install prefixes of carried dependencies (spdlog,
+#                            fmt, yaml-cpp, OpenBLAS, GoogleTest), added to CMAKE_PREFIX_PATH
+#        MYRIAD_CMAKE_ARGS   extra configure arguments, space-separated
+#        JOBS                build parallelism (default: all cores)
+# Exit:  0 all GPU tests passed; 1 a step failed; 2 no GPU visible (tests skipped);
+#        3 dependencies missing (only the CUDA kernels were compiled, with nvcc directly).
+set -euo pipefail
+
+ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+BUILD="${1:-$ROOT/build-gpu}"
+LOGS="${OUT:-$BUILD/logs}"
+JOBS="${JOBS:-$(nproc)}"
+mkdir -p "$LOGS"
+SUMMARY="$LOGS/gpu_check.log"
+: >"$SUMMARY"
+
+log() { echo "[gpu_check $(date -u +%H:%M:%S)] $*" | tee -a "$SUMMARY"; }
+
+# step NAME CMD...: runs CMD with its output in $LOGS/NAME.log; on failure shows the log's tail.
+step() {
+  local name="$1" start="$SECONDS"
+  shift
+  log "start $name: $*"
+  if "$@" >"$LOGS/$name.log" 2>&1; then
+    log "ok    $name ($((SECONDS - start)) s)"
+  else
+    local rc=$?
+    log "FAIL  $name (exit $rc, $((SECONDS - start)) s); last lines of $LOGS/$name.log:"
+    tail -n 60 "$LOGS/$name.log" | tee -a "$SUMMARY"
+    return "$rc"
+  fi
+}
+
+# Names the dependencies a failed configure could not find.
+missing_dependencies() {
+  local configure_log="$1"
+  {
+    grep -o 'provided by "[^"]*"' "$configure_log" | sed 's/provided by "\(.*\)"/\1/'
+    grep -o 'find_package for module [^ ]*' "$configure_log" | sed 's/.* //'
+    grep -q 'OpenBLAS not found' "$configure_log" && echo OpenBLAS
+    grep -q 'Could NOT find OpenMP' "$configure_log" && echo OpenMP
+    grep -qE '✗ GTest|GTest::gtest.*not found' "$configure_log" && echo GTest
+  } | sort -u | tr '\n' ' ' || true
+}
+
+# Fallback when the project cannot be configured: compile every kernel with nvcc and the same
+# code-generation flags as kernels/CMakeLists.txt, which proves at least the sm_90a build.
+compile_kernels_only() {
+  local nvcc="${CUDACXX:-$(command -v nvcc || echo /usr/local/cuda/bin/nvcc)}" out="$BUILD/kernels-only"
+  mkdir -p "$out"
+  local source
+  for source in "$ROOT"/kernels/*/*.cu; do
+    "$nvcc" -std=c++20 -O3 -lineinfo -gencode=arch=compute_90a,code=sm_90a -gencode=arch=compute_80,code=compute_80 \
+      -Xptxas -v -I"$ROOT/include" -I"$ROOT/kernels" -c "$source" -o "$out/$(basename "$source").o"
+  done
+}
+
+log "repository $ROOT, build $BUILD, logs $LOGS, jobs $JOBS"
+gpu_count=0
+if command -v nvidia-smi >/dev/null 2>&1; then
+  step nvidia-smi nvidia-smi || true
+  gpu_count="$(nvidia-smi -L 2>/dev/null | grep -c '^GPU' || true)"
+  nvidia-smi -L 2>/dev/null | tee -a "$SUMMARY" || true
+else
+  log "nvidia-smi not found"
+fi
+log "GPUs listed by nvidia-smi: $gpu_count"
+step toolchain bash -c 'nvcc --version; cmake --version; (ninja --version || true); (g++ --version || true);
+  (git -C "$0" rev-parse HEAD || true); (git -C "$0" status --short || true)' "$ROOT" || true
+
+configure_args=(-S "$ROOT" -B "$BUILD" -DCMAKE_BUILD_TYPE=Release -DMYRIAD_BUILD_PYTHON=OFF
+                -DMYRIAD_BUILD_BENCHMARKS=OFF -DMYRIAD_BUILD_TESTS=ON)
+command -v ninja >/dev/null 2>&1 && configure_args+=(-G Ninja)
+[[ -n "${MYRIAD_DEPS_PREFIX:-}" ]] && configure_args+=("-DCMAKE_PREFIX_PATH=${MYRIAD_DEPS_PREFIX//:/;}")
+read -r -a extra_args <<<"${MYRIAD_CMAKE_ARGS:-}"
+[[ ${#extra_args[@]} -gt 0 ]] && configure_args+=("${extra_args[@]}")
+
+if ! step configure cmake "${configure_args[@]}"; then
+  missing="$(missing_dependencies "$LOGS/configure.log")"
+  log "configure failed; missing dependencies: ${missing:-unknown (see $LOGS/configure.log)}"
+  log "to fix: install them (scripts/setup.sh) or carry an install prefix and set MYRIAD_DEPS_PREFIX"
+  if step kernels-only compile_kernels_only; then
+    log "the CUDA kernels compile for sm_90a + compute_80 PTX; GPU tests NOT run"
+  fi
+  exit 3
+fi
+grep -E '✓|✗' "$LOGS/configure.log" | tee -a "$SUMMARY" || true
+grep -q '✓ CUDA' "$LOGS/configure.log" || { log "configure found no CUDA toolkit: nothing to test"; exit 1; }
+
+step build cmake --build "$BUILD" --target myriad_gpu_tests -j "$JOBS" || exit 1
+ctest_args=(--test-dir "$BUILD" -L gpu --output-on-failure --timeout 300)
+[[ "$(ctest --help 2>/dev/null)" == *--output-junit* ]] && ctest_args+=(--output-junit "$LOGS/ctest-gpu.xml")
+ctest_status=0
+step ctest ctest "${ctest_args[@]}" || ctest_status=$?
+grep -E 'tests passed|tests failed|\*\*\*Failed|\(Failed\)|Timeout' "$LOGS/ctest.log" | tail -n 50 | tee -a "$SUMMARY" || true
+skipped="$(grep -c '\*\*\*Skipped' "$LOGS/ctest.log" || true)"
+
+if [[ "$ctest_status" -ne 0 ]]; then
+  log "RESULT: GPU tests FAILED (ctest exit $ctest_status)"
+  exit 1
+elif [[ "$gpu_count" -gt 0 && "$skipped" -gt 0 ]]; then
+  log "RESULT: $gpu_count GPU(s) listed but $skipped test(s) skipped: the runtime sees no device"
+  exit 1
+elif [[ "$gpu_count" -eq 0 ]]; then
+  log "RESULT: no GPU visible; $skipped test(s) skipped, the rest passed"
+  exit 2
+fi
+log "RESULT: all GPU tests passed on $gpu_count GPU(s)"

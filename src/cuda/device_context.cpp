@@ -1,0 +1,57 @@
+// DeviceContext: creates the stream, cuBLASLt handle and workspace on its device (under a
+// DeviceGuard, so the caller's current device is unchanged) and releases them in reverse order.
+#include "myriad/cuda/device_context.h"
+
+#include "myriad/cuda/check.h"
+#include "myriad/cuda/device_guard.h"
+
+namespace myriad::cuda {
+
+int cuda_device_count_or_zero() noexcept {
+  int count = 0;
+  if (cudaGetDeviceCount(&count) != cudaSuccess) {
+    (void)cudaGetLastError();
+    return 0;
+  }
+  return count;
+}
+
+void DeviceContext::StreamDeleter::operator()(std::remove_pointer_t<cudaStream_t>* stream) const noexcept {
+  (void)cudaStreamDestroy(stream);
+}
+
+void DeviceContext::CublasLtDeleter::operator()(std::remove_pointer_t<cublasLtHandle_t>* handle) const noexcept {
+  (void)cublasLtDestroy(handle);
+}
+
+DeviceContext::DeviceContext(int device, std::size_t workspace_bytes) : device_(device) {
+  const int count = cuda_device_count_or_zero();
+  MYRIAD_CHECK(device >= 0 && device < count,
+               "DeviceContext: no CUDA device " << device << " (" << count << " visible)");
+  DeviceGuard guard(device);
+  cudaStream_t stream = nullptr;
+  MYRIAD_CUDA_CHECK(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
+  stream_.reset(stream);
+  cublasLtHandle_t handle = nullptr;
+  MYRIAD_CUBLAS_CHECK(cublasLtCreate(&handle));
+  cublaslt_.reset(handle);
+  workspace_ = DeviceBuffer(workspace_bytes, device);
+}
+
+DeviceContext::~DeviceContext() {
+  int previous = -1;
+  const bool known = cudaGetDevice(&previous) == cudaSuccess;
+  (void)cudaSetDevice(device_);
+  if (stream_) (void)cudaStreamSynchronize(stream_.get());  // the workspace may still be in use
+  workspace_ = DeviceBuffer();
+  cublaslt_.reset();
+  stream_.reset();
+  if (known) (void)cudaSetDevice(previous);
+  (void)cudaGetLastError();
+}
+
+void DeviceContext::synchronize() const {
+  MYRIAD_CUDA_CHECK(cudaStreamSynchronize(stream_.get()));
+}
+
+}  // namespace myriad::cuda
