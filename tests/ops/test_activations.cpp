@@ -8,10 +8,12 @@
 
 #include "myriad/ops/activations.h"
 #include "reference.h"
+#include "test_helpers.h"
 
 namespace myriad {
 namespace {
 
+using testing::expect_error_naming;
 using testing::to_f64;
 
 std::vector<double> reference_gelu(const std::vector<double>& x) {
@@ -140,18 +142,6 @@ TEST(Activations, SaturatedInputsStayFinite) {
   }
   testing::expect_close(dg, expected_dsilu, 1e-6, 1e-6, "silu' saturated");
   testing::expect_close(du, expected_silu, 1e-6, 1e-6, "swiglu grad_up saturated");
-}
-
-// Runs `call`, expects a myriad::Error whose message contains every string in `needles`.
-template <typename Call>
-void expect_error_naming(Call&& call, std::initializer_list<const char*> needles) {
-  try {
-    call();
-    ADD_FAILURE() << "expected myriad::Error";
-  } catch (const Error& e) {
-    std::string what = e.what();
-    for (const char* needle : needles) EXPECT_NE(what.find(needle), std::string::npos) << "'" << needle << "' not in: " << what;
-  }
 }
 
 TEST(Activations, MismatchesNameTheOpAndShapes) {

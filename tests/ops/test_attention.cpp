@@ -14,6 +14,7 @@
 #include "../../src/ops/cpu/fast_exp.h"  // the attention kernels' exp, checked directly below
 #include "myriad/ops/attention.h"
 #include "reference.h"
+#include "test_helpers.h"
 
 namespace myriad {
 namespace {
@@ -167,19 +168,20 @@ TEST_P(AttentionReference, ForwardAndBackwardMatchFloat64) {
 
 INSTANTIATE_TEST_SUITE_P(
     Shapes, AttentionReference,
-    ::testing::Values(AttnCase{{1, 1, 1, 1, 8, true}, 128, 128, false, 0.0f},    // a single position
-                      AttnCase{{2, 2, 2, 20, 16, true}, 128, 128, false, 0.0f},  // T < block
-                      AttnCase{{2, 2, 2, 37, 16, true}, 16, 16, false, 0.0f},    // T off the block grid
-                      AttnCase{{1, 2, 2, 45, 8, true}, 16, 12, false, 0.0f},     // block_q != block_k
-                      AttnCase{{1, 2, 2, 45, 8, true}, 8, 20, false, 0.7f},      // block_k > block_q, scale
-                      AttnCase{{1, 2, 2, 150, 64, true}, 128, 128, false, 0.0f},  // D = 64, two blocks
-                      AttnCase{{2, 4, 2, 33, 16, true}, 16, 16, false, 0.0f},    // GQA 4:2
-                      AttnCase{{1, 4, 1, 40, 8, true}, 16, 8, false, 0.0f},      // multi-query 4:1
-                      AttnCase{{2, 2, 2, 37, 16, false}, 16, 16, false, 0.0f},   // non-causal
-                      AttnCase{{1, 4, 2, 29, 8, false}, 8, 8, false, 0.0f},      // non-causal GQA
-                      AttnCase{{2, 3, 3, 41, 16, true}, 16, 16, true, 0.0f},     // permuted (B, T, H, D)
-                      AttnCase{{1, 4, 2, 70, 64, true}, 32, 64, true, 0.0f},     // permuted GQA, D = 64
-                      AttnCase{{1, 2, 1, 23, 8, false}, 8, 8, true, 0.0f}));     // permuted non-causal MQA
+    ::testing::Values(AttnCase{{1, 1, 1, 1, 8, true}, 0, 0, false, 0.0f},         // a single position
+                      AttnCase{{2, 2, 2, 20, 16, true}, 0, 0, false, 0.0f},       // T < block
+                      AttnCase{{2, 2, 2, 37, 16, true}, 16, 16, false, 0.0f},     // T off the block grid
+                      AttnCase{{1, 2, 2, 45, 8, true}, 16, 12, false, 0.0f},      // block_q != block_k
+                      AttnCase{{1, 2, 2, 45, 8, true}, 8, 20, false, 0.7f},       // block_k > block_q, scale
+                      AttnCase{{1, 2, 2, 150, 64, true}, 0, 0, false, 0.0f},      // D = 64, two 128-blocks
+                      AttnCase{{1, 1, 1, 300, 16, true}, 256, 256, false, 0.0f},  // the large-T blocks
+                      AttnCase{{2, 4, 2, 33, 16, true}, 16, 16, false, 0.0f},     // GQA 4:2
+                      AttnCase{{1, 4, 1, 40, 8, true}, 16, 8, false, 0.0f},       // multi-query 4:1
+                      AttnCase{{2, 2, 2, 37, 16, false}, 16, 16, false, 0.0f},    // non-causal
+                      AttnCase{{1, 4, 2, 29, 8, false}, 8, 8, false, 0.0f},       // non-causal GQA
+                      AttnCase{{2, 3, 3, 41, 16, true}, 16, 16, true, 0.0f},      // permuted (B, T, H, D)
+                      AttnCase{{1, 4, 2, 70, 64, true}, 32, 64, true, 0.0f},      // permuted GQA, D = 64
+                      AttnCase{{1, 2, 1, 23, 8, false}, 8, 8, true, 0.0f}));      // permuted non-causal MQA
 
 // The backward of the blocked op against finite differences of the float64 forward itself.
 class AttentionFiniteDifferences : public ::testing::TestWithParam<AttnDims> {};
@@ -248,7 +250,7 @@ TEST(Attention, ResultsAreBitwiseIndependentOfThreadCount) {
   Tensor v = testing::random_tensor({B, Hkv, T, D}, seed, 2), r = testing::random_tensor({B, Hq, T, D}, seed, 3);
   AttentionArgs args{.block_q = 64, .block_k = 32};
   std::vector<Tensor> results[2];
-  const int saved_threads = omp_get_max_threads();
+  testing::ThreadCountGuard restore_threads;
   for (int threads = 1; threads <= 2; ++threads) {
     omp_set_num_threads(threads);
     Tensor out = Tensor::empty(q.shape()), lse = Tensor::empty({B, Hq, T});
@@ -257,7 +259,6 @@ TEST(Attention, ResultsAreBitwiseIndependentOfThreadCount) {
     attention_backward(args, q, k, v, out, lse, r, gq, gk, gv);
     results[threads - 1] = {out, lse, gq, gk, gv};
   }
-  omp_set_num_threads(saved_threads);
   const char* names[] = {"out", "lse", "grad_q", "grad_k", "grad_v"};
   for (int i = 0; i < 5; ++i) {
     const Tensor& one = results[0][i];
@@ -283,50 +284,39 @@ TEST(FastExp, RelativeErrorAndLimits) {
   EXPECT_TRUE(std::isnan(cpu::fast_exp(std::numeric_limits<float>::quiet_NaN())));
 }
 
-std::string error_of(const std::function<void()>& call) {
-  try {
-    call();
-  } catch (const Error& e) {
-    return e.what();
-  }
-  return "(no error thrown)";
-}
-
-void expect_mentions(const std::string& what, std::initializer_list<const char*> parts) {
-  for (const char* part : parts) EXPECT_NE(what.find(part), std::string::npos) << "missing '" << part << "' in: " << what;
-}
-
 TEST(Attention, BadArgumentsNameTheOpAndShapes) {
   AttentionArgs args;
   Tensor q = Tensor::zeros({1, 3, 8, 4}), k2 = Tensor::zeros({1, 2, 8, 4}), out = Tensor::zeros({1, 3, 8, 4});
   Tensor lse = Tensor::zeros({1, 3, 8});
-  expect_mentions(error_of([&] { attention_forward(args, q, k2, k2, out, lse); }),
-                  {"attention_forward", "Hq=3", "Hkv=2", "[1, 3, 8, 4]", "[1, 2, 8, 4]"});
+  testing::expect_error_naming([&] { attention_forward(args, q, k2, k2, out, lse); },
+                               {"attention_forward", "Hq=3", "Hkv=2", "[1, 3, 8, 4]", "[1, 2, 8, 4]"});
 
   Tensor k = Tensor::zeros({1, 1, 8, 4}), v_short = Tensor::zeros({1, 1, 7, 4});
-  expect_mentions(error_of([&] { attention_forward(args, q, k, v_short, out, lse); }),
-                  {"attention_forward", "'v'", "[1, 1, 7, 4]", "[1, 1, 8, 4]"});
+  testing::expect_error_naming([&] { attention_forward(args, q, k, v_short, out, lse); },
+                               {"attention_forward", "'v'", "[1, 1, 7, 4]", "[1, 1, 8, 4]"});
   Tensor k_wrong_d = Tensor::zeros({1, 1, 8, 5});
-  expect_mentions(error_of([&] { attention_forward(args, q, k_wrong_d, k_wrong_d, out, lse); }),
-                  {"attention_forward", "'k'", "[1, 1, 8, 5]", "[1, 3, 8, 4]"});
+  testing::expect_error_naming([&] { attention_forward(args, q, k_wrong_d, k_wrong_d, out, lse); },
+                               {"attention_forward", "'k'", "[1, 1, 8, 5]", "[1, 3, 8, 4]"});
   Tensor bad_lse = Tensor::zeros({1, 3, 7});
-  expect_mentions(error_of([&] { attention_forward(args, q, k, k, out, bad_lse); }),
-                  {"attention_forward", "'lse'", "[1, 3, 7]", "[1, 3, 8]"});
+  testing::expect_error_naming([&] { attention_forward(args, q, k, k, out, bad_lse); },
+                               {"attention_forward", "'lse'", "[1, 3, 7]", "[1, 3, 8]"});
 
   // D with stride 2 (every other element of a wider tensor).
   Tensor wide = Tensor::zeros({1, 3, 8, 8});
   Tensor q_strided = Tensor::from_storage(wide.storage(), {1, 3, 8, 4}, {192, 64, 8, 2}, 0, DType::f32);
-  expect_mentions(error_of([&] { attention_forward(args, q_strided, k, k, out, lse); }),
-                  {"attention_forward", "'q'", "unit stride", "[1, 3, 8, 4]", "[192, 64, 8, 2]"});
+  testing::expect_error_naming([&] { attention_forward(args, q_strided, k, k, out, lse); },
+                               {"attention_forward", "'q'", "unit stride", "[1, 3, 8, 4]", "[192, 64, 8, 2]"});
 
   Tensor q_int = Tensor::zeros({1, 3, 8, 4}, DType::i32);
-  expect_mentions(error_of([&] { attention_forward(args, q_int, k, k, out, lse); }), {"attention_forward", "'q'", "i32"});
+  testing::expect_error_naming([&] { attention_forward(args, q_int, k, k, out, lse); },
+                               {"attention_forward", "'q'", "i32"});
 
   Tensor grad_k_bad = Tensor::zeros({1, 2, 8, 4}), none;
-  expect_mentions(error_of([&] { attention_backward(args, q, k, k, out, lse, out, none, grad_k_bad, none); }),
-                  {"attention_backward", "'grad_k'", "[1, 2, 8, 4]", "[1, 1, 8, 4]"});
-  AttentionArgs zero_block{.block_q = 0};
-  expect_mentions(error_of([&] { attention_forward(zero_block, q, k, k, out, lse); }), {"attention_forward", "block_q=0"});
+  testing::expect_error_naming([&] { attention_backward(args, q, k, k, out, lse, out, none, grad_k_bad, none); },
+                               {"attention_backward", "'grad_k'", "[1, 2, 8, 4]", "[1, 1, 8, 4]"});
+  AttentionArgs negative_block{.block_q = -1};
+  testing::expect_error_naming([&] { attention_forward(negative_block, q, k, k, out, lse); },
+                               {"attention_forward", "block_q=-1"});
 }
 
 }  // namespace

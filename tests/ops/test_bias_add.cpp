@@ -8,10 +8,13 @@
 
 #include "myriad/ops/bias_add.h"
 #include "reference.h"
+#include "test_helpers.h"
 
 namespace myriad {
 namespace {
 
+using testing::expect_error_naming;
+using testing::ThreadCountGuard;
 using testing::to_f64;
 
 std::vector<double> reference_bias_add(const std::vector<double>& x, const std::vector<double>& bias) {
@@ -79,16 +82,6 @@ TEST(BiasAdd, InPlaceAndAliasedCalls) {
   testing::expect_close(gb_only, colsum, kTol, kTol, "grad_bias alone");
 }
 
-// Restores the OpenMP thread count a test changed.
-class ThreadCountGuard {
- public:
-  ThreadCountGuard() : saved_(omp_get_max_threads()) {}
-  ~ThreadCountGuard() { omp_set_num_threads(saved_); }
-
- private:
-  int saved_;
-};
-
 TEST(BiasAdd, BiasGradientIsIndependentOfThreadCount) {
   std::uint64_t seed = testing::fresh_seed();
   MYRIAD_SEED_TRACE(seed);
@@ -104,18 +97,6 @@ TEST(BiasAdd, BiasGradientIsIndependentOfThreadCount) {
   }
   EXPECT_EQ(runs[0], runs[1]) << "1 vs 2 threads";
   EXPECT_EQ(runs[0], runs[2]) << "1 vs 3 threads";
-}
-
-// Runs `call`, expects a myriad::Error whose message contains every string in `needles`.
-template <typename Call>
-void expect_error_naming(Call&& call, std::initializer_list<const char*> needles) {
-  try {
-    call();
-    ADD_FAILURE() << "expected myriad::Error";
-  } catch (const Error& e) {
-    std::string what = e.what();
-    for (const char* needle : needles) EXPECT_NE(what.find(needle), std::string::npos) << "'" << needle << "' not in: " << what;
-  }
 }
 
 TEST(BiasAdd, MismatchesNameTheOpAndShapes) {

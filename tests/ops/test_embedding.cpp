@@ -11,10 +11,13 @@
 
 #include "myriad/ops/embedding.h"
 #include "reference.h"
+#include "test_helpers.h"
 
 namespace myriad {
 namespace {
 
+using testing::expect_error_naming;
+using testing::ThreadCountGuard;
 using testing::to_f64;
 
 // out[i, c] = table[ids[i], c] for flat ids (n entries) and a row-major (V, C) table.
@@ -35,18 +38,6 @@ std::vector<std::int32_t> ids_vector(const Tensor& ids) {
 Shape with_channels(Shape shape, std::int64_t channels) {
   shape.push_back(channels);
   return shape;
-}
-
-// Runs fn, expects a myriad::Error whose message contains every string in `needles`.
-template <typename Fn>
-void expect_error(Fn&& fn, std::initializer_list<std::string> needles) {
-  try {
-    fn();
-    ADD_FAILURE() << "expected myriad::Error containing '" << *needles.begin() << "'";
-  } catch (const Error& e) {
-    const std::string what = e.what();
-    for (const std::string& needle : needles) EXPECT_NE(what.find(needle), std::string::npos) << what;
-  }
 }
 
 struct EmbeddingCase {
@@ -122,7 +113,7 @@ TEST(Embedding, LargeBackwardIsThreadCountIndependentAndMatchesFloat64) {
   for (std::int64_t i = 0; i < tokens; ++i)
     for (std::int64_t c = 0; c < channels; ++c) expected[idv[i] * channels + c] += go[i * channels + c];
 
-  const int saved_threads = omp_get_max_threads();
+  ThreadCountGuard guard;
   Tensor first;
   for (int threads : {1, 2, 3}) {
     SCOPED_TRACE("threads " + std::to_string(threads));
@@ -138,7 +129,6 @@ TEST(Embedding, LargeBackwardIsThreadCountIndependentAndMatchesFloat64) {
           << "grad_table differs bitwise from the 1-thread result";
     }
   }
-  omp_set_num_threads(saved_threads);
 }
 
 TEST(Embedding, OutOfRangeIdNamesOpIdPositionAndVocab) {
@@ -146,38 +136,38 @@ TEST(Embedding, OutOfRangeIdNamesOpIdPositionAndVocab) {
   Tensor ids = Tensor::zeros({2, 5}, DType::i32);
   Tensor out = Tensor::full({2, 5, 4}, 7.0);
   ids.set({1, 2}, 11.0);
-  expect_error([&] { embedding_forward(EmbeddingArgs{}, ids, table, out); },
-               {"embedding_forward", "id 11", "[1, 2]", "flat index 7", "V = 11"});
+  expect_error_naming([&] { embedding_forward(EmbeddingArgs{}, ids, table, out); },
+                      {"embedding_forward", "id 11", "[1, 2]", "flat index 7", "V = 11"});
   testing::expect_close(out, std::vector<double>(40, 7.0), 0, 0, "out untouched after a bad id");
   ids.set({1, 2}, 0.0);
   ids.set({0, 3}, -1.0);
-  expect_error([&] { embedding_forward(EmbeddingArgs{}, ids, table, out); }, {"id -1", "[0, 3]", "V = 11"});
+  expect_error_naming([&] { embedding_forward(EmbeddingArgs{}, ids, table, out); }, {"id -1", "[0, 3]", "V = 11"});
   Tensor grad_out = Tensor::zeros({2, 5, 4}), grad_table = Tensor::zeros({11, 4});
-  expect_error([&] { embedding_backward(EmbeddingArgs{}, ids, grad_out, grad_table); },
-               {"embedding_backward", "id -1", "[0, 3]", "V = 11"});
+  expect_error_naming([&] { embedding_backward(EmbeddingArgs{}, ids, grad_out, grad_table); },
+                      {"embedding_backward", "id -1", "[0, 3]", "V = 11"});
 }
 
 TEST(Embedding, MismatchesNameTheOpAndShapes) {
   Tensor ids = Tensor::zeros({2, 5}, DType::i32), table = Tensor::zeros({11, 4});
   Tensor bad_out = Tensor::zeros({2, 5, 3});
-  expect_error([&] { embedding_forward(EmbeddingArgs{}, ids, table, bad_out); },
-               {"embedding_forward", "out", "[2, 5, 3]", "[2, 5, 4]"});
+  expect_error_naming([&] { embedding_forward(EmbeddingArgs{}, ids, table, bad_out); },
+                      {"embedding_forward", "out", "[2, 5, 3]", "[2, 5, 4]"});
   Tensor out = Tensor::zeros({2, 5, 4});
   Tensor float_ids = Tensor::zeros({2, 5});
-  expect_error([&] { embedding_forward(EmbeddingArgs{}, float_ids, table, out); },
-               {"embedding_forward", "ids", "f32", "i32", "[2, 5]"});
+  expect_error_naming([&] { embedding_forward(EmbeddingArgs{}, float_ids, table, out); },
+                      {"embedding_forward", "ids", "f32", "i32", "[2, 5]"});
   Tensor flat_table = Tensor::zeros({44});
-  expect_error([&] { embedding_forward(EmbeddingArgs{}, ids, flat_table, out); },
-               {"embedding_forward", "table", "[44]"});
+  expect_error_naming([&] { embedding_forward(EmbeddingArgs{}, ids, flat_table, out); },
+                      {"embedding_forward", "table", "[44]"});
   Tensor grad_table = Tensor::zeros({11, 4}), bad_grad_out = Tensor::zeros({5, 2, 4});
-  expect_error([&] { embedding_backward(EmbeddingArgs{}, ids, bad_grad_out, grad_table); },
-               {"embedding_backward", "grad_out", "[5, 2, 4]", "[2, 5, 4]"});
+  expect_error_naming([&] { embedding_backward(EmbeddingArgs{}, ids, bad_grad_out, grad_table); },
+                      {"embedding_backward", "grad_out", "[5, 2, 4]", "[2, 5, 4]"});
   Tensor int_grad_table = Tensor::zeros({11, 4}, DType::i32);
-  expect_error([&] { embedding_backward(EmbeddingArgs{}, ids, out, int_grad_table); },
-               {"embedding_backward", "grad_table", "i32", "[11, 4]"});
+  expect_error_naming([&] { embedding_backward(EmbeddingArgs{}, ids, out, int_grad_table); },
+                      {"embedding_backward", "grad_table", "i32", "[11, 4]"});
   Tensor strided_grad_table = Tensor::zeros({4, 11}).transpose(0, 1);
-  expect_error([&] { embedding_backward(EmbeddingArgs{}, ids, out, strided_grad_table); },
-               {"embedding_backward", "grad_table", "contiguous", "[11, 4]"});
+  expect_error_naming([&] { embedding_backward(EmbeddingArgs{}, ids, out, strided_grad_table); },
+                      {"embedding_backward", "grad_table", "contiguous", "[11, 4]"});
 }
 
 }  // namespace

@@ -12,10 +12,13 @@
 
 #include "myriad/ops/norms.h"
 #include "reference.h"
+#include "test_helpers.h"
 
 namespace myriad {
 namespace {
 
+using testing::expect_error_naming;
+using testing::ThreadCountGuard;
 using testing::to_f64;
 
 struct NormRef {
@@ -190,16 +193,6 @@ INSTANTIATE_TEST_SUITE_P(Shapes, RmsnormReference,
                          ::testing::Values(Shape{3, 5}, Shape{2, 3, 7}, Shape{1, 16}, Shape{17, 3}, Shape{4, 1},
                                            Shape{6}));
 
-// Restores the OpenMP thread count a test changed.
-class ThreadCountGuard {
- public:
-  ThreadCountGuard() : saved_(omp_get_max_threads()) {}
-  ~ThreadCountGuard() { omp_set_num_threads(saved_); }
-
- private:
-  int saved_;
-};
-
 TEST(Norms, ParameterGradientsAreIndependentOfThreadCount) {
   // Large enough to take the parallel path and span many chunks; odd sizes on purpose.
   std::uint64_t seed = testing::fresh_seed();
@@ -246,18 +239,6 @@ TEST(Norms, OptionalOutputsMaySkip) {
   std::vector<double> dyv = to_f64(dy), colsum(6, 0.0);
   for (int i = 0; i < 24; ++i) colsum[i % 6] += dyv[i];
   testing::expect_close(gb, colsum, kTol, kTol, "layernorm grad_bias alone");
-}
-
-// Runs `call`, expects a myriad::Error whose message contains every string in `needles`.
-template <typename Call>
-void expect_error_naming(Call&& call, std::initializer_list<const char*> needles) {
-  try {
-    call();
-    ADD_FAILURE() << "expected myriad::Error";
-  } catch (const Error& e) {
-    std::string what = e.what();
-    for (const char* needle : needles) EXPECT_NE(what.find(needle), std::string::npos) << "'" << needle << "' not in: " << what;
-  }
 }
 
 TEST(Norms, MismatchesNameTheOpAndShapes) {

@@ -8,6 +8,7 @@
 
 #include "myriad/ops/rope.h"
 #include "reference.h"
+#include "test_helpers.h"
 
 namespace myriad {
 namespace {
@@ -73,12 +74,11 @@ TEST_P(RopeReference, ForwardAndBackwardMatchFloat64) {
   testing::expect_close(r, to_f64(grad_x), 0, 0, "rope backward in place");
 }
 
-INSTANTIATE_TEST_SUITE_P(Shapes, RopeReference,
-                         ::testing::Values(RopeCase{1, 1, 1, 2, 10000.0, 0, false}, RopeCase{2, 5, 3, 8, 10000.0, 0, false},
-                                           RopeCase{1, 7, 2, 6, 500000.0, 3, false},
-                                           RopeCase{2, 4, 3, 16, 10000.0, 4093, false},
-                                           RopeCase{2, 5, 3, 8, 10000.0, 1, true},
-                                           RopeCase{1, 3, 4, 64, 10000.0, 0, true}));
+INSTANTIATE_TEST_SUITE_P(
+    Shapes, RopeReference,
+    ::testing::Values(RopeCase{1, 1, 1, 2, 10000.0, 0, false}, RopeCase{2, 5, 3, 8, 10000.0, 0, false},
+                      RopeCase{1, 7, 2, 6, 500000.0, 3, false}, RopeCase{2, 4, 3, 16, 10000.0, 4093, false},
+                      RopeCase{2, 5, 3, 8, 10000.0, 1, true}, RopeCase{1, 3, 4, 64, 10000.0, 0, true}));
 
 TEST(Rope, BackwardInvertsForwardAtLargePositions) {
   std::uint64_t seed = testing::fresh_seed();
@@ -91,36 +91,26 @@ TEST(Rope, BackwardInvertsForwardAtLargePositions) {
   testing::expect_close(back, to_f64(x), 1e-6, 1e-6, "rotate back");
 }
 
-std::string error_of(const std::function<void()>& call) {
-  try {
-    call();
-  } catch (const Error& e) {
-    return e.what();
-  }
-  return "(no error thrown)";
-}
-
-void expect_mentions(const std::string& what, std::initializer_list<const char*> parts) {
-  for (const char* part : parts) EXPECT_NE(what.find(part), std::string::npos) << "missing '" << part << "' in: " << what;
-}
-
 TEST(Rope, BadArgumentsNameTheOpAndShapes) {
   RopeArgs args;
   Tensor odd = Tensor::zeros({1, 2, 3, 5});
-  expect_mentions(error_of([&] { rope_forward(args, odd, odd); }), {"rope_forward", "even", "[1, 2, 3, 5]"});
+  testing::expect_error_naming([&] { rope_forward(args, odd, odd); }, {"rope_forward", "even", "[1, 2, 3, 5]"});
   Tensor x = Tensor::zeros({1, 2, 3, 4}), other = Tensor::zeros({1, 2, 4, 4});
-  expect_mentions(error_of([&] { rope_forward(args, x, other); }), {"rope_forward", "'out'", "[1, 2, 4, 4]", "[1, 2, 3, 4]"});
-  expect_mentions(error_of([&] { rope_backward(args, x, other); }),
-                  {"rope_backward", "'grad_x'", "[1, 2, 4, 4]", "[1, 2, 3, 4]"});
+  testing::expect_error_naming([&] { rope_forward(args, x, other); },
+                               {"rope_forward", "'out'", "[1, 2, 4, 4]", "[1, 2, 3, 4]"});
+  testing::expect_error_naming([&] { rope_backward(args, x, other); },
+                               {"rope_backward", "'grad_x'", "[1, 2, 4, 4]", "[1, 2, 3, 4]"});
   Tensor wide = Tensor::zeros({1, 2, 3, 8});
   Tensor strided = Tensor::from_storage(wide.storage(), {1, 2, 3, 4}, {48, 24, 8, 2}, 0, DType::f32);
-  expect_mentions(error_of([&] { rope_forward(args, strided, x); }), {"rope_forward", "'x'", "unit stride", "[48, 24, 8, 2]"});
+  testing::expect_error_naming([&] { rope_forward(args, strided, x); },
+                               {"rope_forward", "'x'", "unit stride", "[48, 24, 8, 2]"});
   Tensor ints = Tensor::zeros({1, 2, 3, 4}, DType::i32);
-  expect_mentions(error_of([&] { rope_forward(args, ints, x); }), {"rope_forward", "'x'", "i32"});
+  testing::expect_error_naming([&] { rope_forward(args, ints, x); }, {"rope_forward", "'x'", "i32"});
   Tensor three_d = Tensor::zeros({2, 3, 4});
-  expect_mentions(error_of([&] { rope_forward(args, three_d, three_d); }), {"rope_forward", "[2, 3, 4]", "4 dimensions"});
+  testing::expect_error_naming([&] { rope_forward(args, three_d, three_d); },
+                               {"rope_forward", "[2, 3, 4]", "4 dimensions"});
   RopeArgs bad_theta{.theta = 0.0};
-  expect_mentions(error_of([&] { rope_forward(bad_theta, x, x); }), {"rope_forward", "theta"});
+  testing::expect_error_naming([&] { rope_forward(bad_theta, x, x); }, {"rope_forward", "theta"});
 }
 
 }  // namespace

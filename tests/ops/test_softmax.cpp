@@ -9,10 +9,12 @@
 
 #include "myriad/ops/softmax.h"
 #include "reference.h"
+#include "test_helpers.h"
 
 namespace myriad {
 namespace {
 
+using testing::expect_error_naming;
 using testing::to_f64;
 
 std::vector<double> reference_softmax(const std::vector<double>& x, std::int64_t length) {
@@ -92,18 +94,6 @@ TEST(Softmax, InPlaceCallsMatchOutOfPlace) {
   softmax_backward(SoftmaxArgs{}, y, g, g);
   testing::expect_close(y, to_f64(out), 0, 0, "softmax in place");
   testing::expect_close(g, to_f64(dx), 0, 0, "softmax backward in place");
-}
-
-// Runs `call`, expects a myriad::Error whose message contains every string in `needles`.
-template <typename Call>
-void expect_error_naming(Call&& call, std::initializer_list<const char*> needles) {
-  try {
-    call();
-    ADD_FAILURE() << "expected myriad::Error";
-  } catch (const Error& e) {
-    std::string what = e.what();
-    for (const char* needle : needles) EXPECT_NE(what.find(needle), std::string::npos) << "'" << needle << "' not in: " << what;
-  }
 }
 
 TEST(Softmax, MismatchesNameTheOpAndShapes) {

@@ -1,21 +1,18 @@
 // CPU bias add (float32, OpenMP over rows).
 //
-// The bias gradient (column sums of grad_out) is reduced deterministically: rows are cut into
-// chunks whose size depends only on N (never on the thread count); each chunk sums its rows in
-// row order into its own slice of a partial buffer, and the partials are added chunk by chunk
-// in index order (in double) into grad_bias. Bit-identical for any number of threads.
-#include <algorithm>
+// The bias gradient (column sums of grad_out) is reduced with the deterministic chunked
+// reduction of row_chunks.h (chunk sizes depend only on N; partials added in chunk order, in
+// double) into grad_bias. Bit-identical for any number of threads.
 #include <cstring>
 #include <vector>
 
 #include "myriad/ops/bias_add.h"
+#include "row_chunks.h"
 
 namespace myriad::cpu {
 
 namespace {
 
-constexpr std::int64_t kMaxChunks = 64;                 // bounds the partial buffer to 64 * C floats
-constexpr std::int64_t kMinRowsPerChunk = 8;            // keeps chunks worth a thread's time
 constexpr std::int64_t kParallelMinElements = 1 << 15;  // below this, threads cost more than they save
 
 }  // namespace
@@ -47,25 +44,13 @@ void bias_add_backward(const BiasAddArgs&, const Tensor& grad_out, Tensor& grad_
   }
   if (!grad_bias.defined() || rows == 0) return;
 
-  const std::int64_t per_chunk = std::max(kMinRowsPerChunk, (rows + kMaxChunks - 1) / kMaxChunks);
-  const std::int64_t chunks = (rows + per_chunk - 1) / per_chunk;
-  std::vector<float> partials(static_cast<std::size_t>(chunks * channels), 0.0f);
-#pragma omp parallel for schedule(static) if (parallel)
-  for (std::int64_t k = 0; k < chunks; ++k) {
-    float* partial = partials.data() + k * channels;
-    const std::int64_t end = std::min(rows, (k + 1) * per_chunk);
-    for (std::int64_t n = k * per_chunk; n < end; ++n) {
-      const float* dyr = dyp + n * channels;
+  auto row = [&](std::int64_t n, float* partial) {
+    const float* dyr = dyp + n * channels;
 #pragma omp simd
-      for (std::int64_t c = 0; c < channels; ++c) partial[c] += dyr[c];
-    }
-  }
-  float* db = grad_bias.data<float>();
-  for (std::int64_t c = 0; c < channels; ++c) {
-    double sum = 0.0;
-    for (std::int64_t k = 0; k < chunks; ++k) sum += partials[k * channels + c];
-    db[c] += static_cast<float>(sum);
-  }
+    for (std::int64_t c = 0; c < channels; ++c) partial[c] += dyr[c];
+  };
+  const std::vector<float> partials = for_rows_chunked(rows, channels, parallel, row);
+  add_chunk_sums(partials, channels, 0, channels, grad_bias.data<float>());
 }
 
 }  // namespace myriad::cpu

@@ -1,61 +1,21 @@
 // CPU LayerNorm / RMSNorm (float32, OpenMP over rows).
 //
 // Forward is one independent pass per row (two-pass mean / variance for stability). Backward
-// writes grad_x per row and reduces the parameter gradients over rows deterministically: the
-// rows are cut into chunks whose size depends only on N (never on the thread count); each
-// chunk sums its rows, in row order, into its own slice of a partial buffer; the partials are
-// then added chunk by chunk in index order (in double) into grad_weight / grad_bias. The
-// result is therefore bit-identical for any number of threads and any schedule.
-#include <algorithm>
+// writes grad_x per row and reduces the parameter gradients over rows with the deterministic
+// chunked reduction of row_chunks.h (chunk sizes depend only on N; partials added in chunk
+// order, in double) into grad_weight / grad_bias, so the result is bit-identical for any
+// number of threads and any schedule.
 #include <cmath>
 #include <vector>
 
 #include "myriad/ops/norms.h"
+#include "row_chunks.h"
 
 namespace myriad::cpu {
 
 namespace {
 
-constexpr std::int64_t kMaxChunks = 64;           // bounds the partial buffer to 64 * width floats
-constexpr std::int64_t kMinRowsPerChunk = 8;      // keeps chunks worth a thread's time
 constexpr std::int64_t kParallelMinElements = 1 << 15;  // below this, threads cost more than they save
-
-struct RowChunks {
-  std::int64_t rows_per_chunk;
-  std::int64_t count;
-};
-
-// A chunking of `rows` rows that is a function of `rows` only.
-RowChunks row_chunks(std::int64_t rows) {
-  std::int64_t per = std::max(kMinRowsPerChunk, (rows + kMaxChunks - 1) / kMaxChunks);
-  return RowChunks{per, (rows + per - 1) / per};
-}
-
-// Calls row_fn(n, partial) for every row n, where `partial` is the `width` floats owned by n's
-// chunk (zeroed at the start); returns the partials, one row of `width` per chunk.
-template <typename RowFn>
-std::vector<float> for_rows_chunked(std::int64_t rows, std::int64_t width, bool parallel, RowFn&& row_fn) {
-  RowChunks chunks = row_chunks(rows);
-  std::vector<float> partials(static_cast<std::size_t>(chunks.count * width), 0.0f);
-#pragma omp parallel for schedule(static) if (parallel)
-  for (std::int64_t k = 0; k < chunks.count; ++k) {
-    float* partial = partials.data() + k * width;
-    std::int64_t end = std::min(rows, (k + 1) * chunks.rows_per_chunk);
-    for (std::int64_t n = k * chunks.rows_per_chunk; n < end; ++n) row_fn(n, partial);
-  }
-  return partials;
-}
-
-// dst[c] += sum over chunks (in chunk order) of partials[k * width + offset + c], c < channels.
-void add_chunk_sums(const std::vector<float>& partials, std::int64_t width, std::int64_t offset,
-                    std::int64_t channels, float* dst) {
-  const std::int64_t count = static_cast<std::int64_t>(partials.size()) / std::max<std::int64_t>(width, 1);
-  for (std::int64_t c = 0; c < channels; ++c) {
-    double sum = 0.0;
-    for (std::int64_t k = 0; k < count; ++k) sum += partials[k * width + offset + c];
-    dst[c] += static_cast<float>(sum);
-  }
-}
 
 }  // namespace
 

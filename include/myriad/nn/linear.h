@@ -1,0 +1,21 @@
+// Linear layer math: y = x @ W^T + b with W stored (out, in) as in GPT-2 / PyTorch.
+//
+//   x (N, K) or (B, T, K); W (M, K); b (M) or undefined; y (..., M)
+// Gradient contract: dx is written (`=`) unless accumulate_dx; dW and db accumulate (`+=`).
+// dx, db may be undefined to skip them.
+#pragma once
+
+#include "myriad/core/tensor.h"
+
+namespace myriad::nn {
+
+void linear_forward(const Tensor& x, const Tensor& weight, const Tensor& bias, Tensor& y);
+void linear_backward(const Tensor& x, const Tensor& weight, const Tensor& grad_y, Tensor& grad_x, bool accumulate_dx,
+                     Tensor& grad_weight, Tensor& grad_bias);
+
+// dst += src (same shape, contiguous f32).
+void add_into(Tensor& dst, const Tensor& src);
+// out = a + b (same shape, contiguous f32; out may alias a or b).
+void add(const Tensor& a, const Tensor& b, Tensor& out);
+
+}  // namespace myriad::nn

@@ -1,0 +1,64 @@
+// ParameterStore — every parameter of a model and its gradient, in two flat f32 buffers.
+//
+// Parameters are registered by name and shape, then allocate() lays them out back to back in
+// one value buffer and one gradient buffer (each parameter's value/grad is a view), which makes
+// zeroing, clipping, optimizer sweeps, checkpoints and bucketed gradient reduction simple loops.
+// initialize(seed) fills each parameter from Philox with stream = FNV-1a hash of its name and
+// element index = its row-major index within that parameter, so a shard of a parameter held by
+// another layout is initialised to exactly the same values.
+// Gradient contract: gradients accumulate (`+=`) until zero_grads().
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "myriad/core/tensor.h"
+
+namespace myriad::nn {
+
+enum class ParamKind { weight, bias, norm, embedding };
+enum class ParamInit { normal, zeros, ones };
+
+const char* param_kind_name(ParamKind kind);
+
+struct Parameter {
+  std::string name;
+  Shape shape;
+  ParamKind kind = ParamKind::weight;
+  ParamInit init = ParamInit::normal;
+  float init_std = 0.0f;
+  std::int64_t offset = 0;  // element offset in the flat buffers
+  Tensor value;             // view into flat_values()
+  Tensor grad;              // view into flat_grads()
+};
+
+class ParameterStore {
+ public:
+  // Registers a parameter; returns its index. Only before allocate().
+  std::size_t add(const std::string& name, const Shape& shape, ParamKind kind, ParamInit init, float init_std = 0.0f);
+  void allocate();
+  void initialize(std::uint64_t seed);
+  void zero_grads();
+
+  bool allocated() const { return values_.defined(); }
+  std::size_t size() const { return params_.size(); }
+  Parameter& operator[](std::size_t i) { return params_[i]; }
+  const Parameter& operator[](std::size_t i) const { return params_[i]; }
+  std::vector<Parameter>& all() { return params_; }
+  const std::vector<Parameter>& all() const { return params_; }
+  const Parameter& find(const std::string& name) const;  // throws naming the parameter
+  Tensor& flat_values() { return values_; }
+  Tensor& flat_grads() { return grads_; }
+  std::int64_t numel() const { return total_; }
+
+ private:
+  std::vector<Parameter> params_;
+  Tensor values_;
+  Tensor grads_;
+  std::int64_t total_ = 0;
+};
+
+std::uint64_t stable_name_hash(const std::string& name);  // FNV-1a 64
+
+}  // namespace myriad::nn

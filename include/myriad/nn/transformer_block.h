@@ -1,0 +1,86 @@
+// TransformerBlock — one pre-norm decoder block with explicit forward and backward:
+//
+//   x_mid = x + proj(attention(qkv(norm1(x))))           (RoPE on q, k for LLaMA style)
+//   y     = x_mid + mlp(norm2(x_mid))                      (GELU: proj(gelu(fc(.)));
+//                                                          SwiGLU: down(silu(gate(.)) * up(.)))
+//
+// Shapes: x, y (B, T, C); qkv (B, T, (Hq + 2 Hkv) D) with q | k | v column blocks; attention
+// reads q, k, v as strided (B, H, T, D) views of qkv (or of the RoPE outputs), no copies.
+// BlockActivations holds what backward needs; which of its tensors are private to the block and
+// which are shared scratch (rebuilt by recompute()) is decided by the Recompute mode when the
+// model allocates them. Gradient contract: parameter grads accumulate (`+=`); backward turns
+// `grad` (dL/dy on entry) into dL/dx in place.
+#pragma once
+
+#include <vector>
+
+#include "myriad/nn/kv_cache.h"
+#include "myriad/nn/parameter_store.h"
+#include "myriad/nn/transformer_config.h"
+
+namespace myriad::nn {
+
+struct BlockActivations {
+  Tensor ln1_mean, ln1_rstd;  // (B, T)        layernorm: mean unused for rmsnorm
+  Tensor h1;                  // (B, T, C)     norm1 output
+  Tensor qkv;                 // (B, T, QKV)
+  Tensor q_rot, k_rot;        // (B, T, Hq, D), (B, T, Hkv, D): RoPE only
+  Tensor att;                 // (B, T, C)     attention output, heads concatenated
+  Tensor lse;                 // (B, Hq, T)
+  Tensor x_mid;               // (B, T, C)     residual after attention
+  Tensor ln2_mean, ln2_rstd;  // (B, T)
+  Tensor h2;                  // (B, T, C)     norm2 output
+  Tensor fc;                  // (B, T, F)     GELU input, or SwiGLU gate
+  Tensor up;                  // (B, T, F)     SwiGLU only
+  Tensor act;                 // (B, T, F)     MLP activation
+};
+
+// Scratch shared by every block during backward (and full recompute).
+struct BlockScratch {
+  Tensor d_h, d_tmp, d_att, y_discard;  // (B, T, C)
+  Tensor d_qkv;                         // (B, T, QKV)
+  Tensor d_fc, d_up, d_act;             // (B, T, F)
+};
+
+// One entry per BlockActivations member: its shape and whether selective recompute keeps it.
+struct ActivationSlot {
+  Tensor BlockActivations::*member;
+  Shape shape;
+  bool kept_by_selective;
+};
+std::vector<ActivationSlot> block_activation_slots(const TransformerConfig& config, std::int64_t B, std::int64_t T);
+BlockScratch make_block_scratch(const TransformerConfig& config, std::int64_t B, std::int64_t T);
+
+class TransformerBlock {
+ public:
+  // Registers this block's parameters (names "blocks.<layer>.…") in `store`.
+  TransformerBlock(const TransformerConfig& config, int layer, ParameterStore& store);
+
+  void forward(const ParameterStore& store, const Tensor& x, Tensor& y, BlockActivations& acts) const;
+  // Rebuilds the activations that `mode` did not keep (none: nothing; selective: norm outputs and
+  // MLP activation; full: everything, by re-running forward).
+  void recompute(const ParameterStore& store, const Tensor& x, BlockActivations& acts, BlockScratch& scratch,
+                 Recompute mode) const;
+  void backward(ParameterStore& store, const Tensor& x, const BlockActivations& acts, BlockScratch& scratch,
+                Tensor& grad) const;
+  // One decoding position: x (1, 1, C) at `position`; appends this position's k, v to
+  // cache.k/v[layer] (row `position`) and writes the block output to y (1, 1, C).
+  void decode(const ParameterStore& store, const Tensor& x, std::int64_t position, KvCache& cache, Tensor& y) const;
+
+ private:
+  TransformerConfig config_;
+  int layer_;
+  // Indices into the ParameterStore; npos when absent (no bias, no RoPE-specific params, ...).
+  static constexpr std::size_t npos = static_cast<std::size_t>(-1);
+  std::size_t norm1_w_ = npos, norm1_b_ = npos, qkv_w_ = npos, qkv_b_ = npos, proj_w_ = npos, proj_b_ = npos;
+  std::size_t norm2_w_ = npos, norm2_b_ = npos, fc_w_ = npos, fc_b_ = npos, up_w_ = npos, out_w_ = npos,
+              out_b_ = npos;
+
+  void norm_forward(const ParameterStore& store, std::size_t w, std::size_t b, const Tensor& x, Tensor& out,
+                    Tensor& mean, Tensor& rstd) const;
+  void norm_backward(ParameterStore& store, std::size_t w, std::size_t b, const Tensor& x, const Tensor& mean,
+                     const Tensor& rstd, const Tensor& grad_out, Tensor& grad_x) const;
+  void mlp_activation(const BlockActivations& acts, Tensor& act) const;
+};
+
+}  // namespace myriad::nn

@@ -1,0 +1,54 @@
+// TransformerConfig — the shape of a decoder-only transformer, GPT-2 or LLaMA style.
+//
+// GPT-2: learned positions, LayerNorm, GELU MLP (F = 4C), biases, tied input/output embeddings.
+// LLaMA: RoPE, RMSNorm, SwiGLU MLP, grouped-query attention, no biases, untied head.
+// The vocabulary is padded up to a multiple of 64 (padded_vocab_size): the embedding table has
+// padded rows so GEMMs and later tensor-parallel splits see aligned sizes; padded rows are never
+// looked up and never produce logits, so they stay at their initial values with zero gradient.
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+namespace myriad::nn {
+
+enum class NormKind { layernorm, rmsnorm };
+enum class MlpKind { gelu, swiglu };
+enum class PositionKind { learned, rope };
+// Activation recompute per block: none keeps every saved tensor; selective drops the tensors
+// that are cheap to rebuild without a GEMM (norm outputs, MLP activation) and rebuilds them in
+// backward; full keeps only each block's input and re-runs the block's forward in backward.
+enum class Recompute { none, selective, full };
+
+Recompute parse_recompute(const std::string& name);
+const char* recompute_name(Recompute mode);
+
+struct TransformerConfig {
+  std::int64_t vocab_size = 50257;
+  std::int64_t n_layer = 12;
+  std::int64_t n_head = 12;
+  std::int64_t n_kv_head = 12;   // == n_head: multi-head; fewer: grouped-query attention
+  std::int64_t n_embd = 768;     // C
+  std::int64_t block_size = 1024;  // longest sequence (learned position table size)
+  std::int64_t ffn_hidden = 3072;  // F
+  NormKind norm = NormKind::layernorm;
+  MlpKind mlp = MlpKind::gelu;
+  PositionKind positions = PositionKind::learned;
+  bool tie_embeddings = true;
+  bool bias = true;
+  float norm_eps = 1e-5f;
+  double rope_theta = 10000.0;
+  float init_std = 0.02f;
+
+  static TransformerConfig gpt2(std::int64_t vocab, std::int64_t layers, std::int64_t heads, std::int64_t embd,
+                                std::int64_t block);
+  static TransformerConfig llama(std::int64_t vocab, std::int64_t layers, std::int64_t heads, std::int64_t kv_heads,
+                                 std::int64_t embd, std::int64_t block);
+
+  std::int64_t padded_vocab_size() const { return (vocab_size + 63) / 64 * 64; }
+  std::int64_t head_dim() const { return n_embd / n_head; }
+  std::int64_t qkv_width() const { return (n_head + 2 * n_kv_head) * head_dim(); }
+  void validate() const;  // throws naming the offending numbers
+};
+
+}  // namespace myriad::nn

@@ -1,0 +1,44 @@
+// GptModel::decode — one position of incremental inference through every block's KV cache.
+#include "myriad/nn/gpt_model.h"
+#include "myriad/nn/linear.h"
+#include "myriad/ops/embedding.h"
+#include "myriad/ops/norms.h"
+
+namespace myriad::nn {
+
+KvCache GptModel::make_kv_cache() const {
+  return KvCache(config_.n_layer, config_.n_kv_head, config_.block_size, config_.head_dim());
+}
+
+Tensor GptModel::decode(std::int32_t token, std::int64_t position, KvCache& cache) const {
+  MYRIAD_CHECK(token >= 0 && token < config_.vocab_size,
+               "decode: token id " << token << " outside the vocabulary [0, " << config_.vocab_size << ")");
+  MYRIAD_CHECK(position == cache.length, "decode: position " << position << " but the cache holds " << cache.length);
+  const std::int64_t C = config_.n_embd;
+  Tensor id = Tensor::full({1, 1}, token, DType::i32);
+  Tensor x = Tensor::empty({1, 1, C}), y = Tensor::empty({1, 1, C});
+  embedding_forward(EmbeddingArgs{}, id, store_[wte_].value, x);
+  if (wpe_ != static_cast<std::size_t>(-1)) {
+    Tensor pos = Tensor::full({1, 1}, static_cast<double>(position), DType::i32), pe = Tensor::empty({1, 1, C});
+    embedding_forward(EmbeddingArgs{}, pos, store_[wpe_].value, pe);
+    add_into(x, pe);
+  }
+  for (const TransformerBlock& block : blocks_) {
+    block.decode(store_, x, position, cache, y);
+    std::swap(x, y);
+  }
+  cache.length = position + 1;
+  Tensor h = Tensor::empty({1, C}), mean = Tensor::empty({1}), rstd = Tensor::empty({1});
+  Tensor x2 = x.view({1, C});
+  if (config_.norm == NormKind::layernorm) {
+    layernorm_forward(LayernormArgs{.eps = config_.norm_eps}, x2, store_[norm_w_].value, store_[norm_b_].value, h,
+                      mean, rstd);
+  } else {
+    rmsnorm_forward(RmsnormArgs{.eps = config_.norm_eps}, x2, store_[norm_w_].value, h, rstd);
+  }
+  Tensor logits = Tensor::empty({1, config_.vocab_size});
+  linear_forward(h, head_weight(false), Tensor(), logits);
+  return logits.view({config_.vocab_size});
+}
+
+}  // namespace myriad::nn

@@ -1,0 +1,78 @@
+// ParameterStore: registration, flat layout, Philox initialisation by name and index.
+#include "myriad/nn/parameter_store.h"
+
+#include <cstring>
+
+#include "myriad/core/philox.h"
+
+namespace myriad::nn {
+
+const char* param_kind_name(ParamKind kind) {
+  switch (kind) {
+    case ParamKind::weight: return "weight";
+    case ParamKind::bias: return "bias";
+    case ParamKind::norm: return "norm";
+    case ParamKind::embedding: return "embedding";
+  }
+  return "?";
+}
+
+std::uint64_t stable_name_hash(const std::string& name) {
+  std::uint64_t hash = 1469598103934665603ull;
+  for (unsigned char c : name) {
+    hash ^= c;
+    hash *= 1099511628211ull;
+  }
+  return hash;
+}
+
+std::size_t ParameterStore::add(const std::string& name, const Shape& shape, ParamKind kind, ParamInit init,
+                                float init_std) {
+  MYRIAD_CHECK(!allocated(), "parameter '" << name << "' registered after allocate()");
+  for (const Parameter& p : params_) MYRIAD_CHECK(p.name != name, "parameter '" << name << "' registered twice");
+  Parameter p;
+  p.name = name;
+  p.shape = shape;
+  p.kind = kind;
+  p.init = init;
+  p.init_std = init_std;
+  p.offset = total_;
+  // Keep every parameter 16-element (64-byte) aligned inside the flat buffers.
+  total_ += (shape_numel(shape) + 15) / 16 * 16;
+  params_.push_back(std::move(p));
+  return params_.size() - 1;
+}
+
+void ParameterStore::allocate() {
+  MYRIAD_CHECK(!allocated(), "ParameterStore::allocate called twice");
+  values_ = Tensor::zeros({total_});
+  grads_ = Tensor::zeros({total_});
+  for (Parameter& p : params_) {
+    p.value = Tensor::from_storage(values_.storage(), p.shape, contiguous_strides(p.shape), p.offset, DType::f32);
+    p.grad = Tensor::from_storage(grads_.storage(), p.shape, contiguous_strides(p.shape), p.offset, DType::f32);
+  }
+}
+
+void ParameterStore::initialize(std::uint64_t seed) {
+  MYRIAD_CHECK(allocated(), "ParameterStore::initialize before allocate()");
+  for (Parameter& p : params_) {
+    switch (p.init) {
+      case ParamInit::zeros: p.value.fill(0.0); break;
+      case ParamInit::ones: p.value.fill(1.0); break;
+      case ParamInit::normal: fill_normal(p.value, 0.0f, p.init_std, seed, stable_name_hash(p.name)); break;
+    }
+  }
+}
+
+void ParameterStore::zero_grads() {
+  if (allocated()) std::memset(grads_.raw_data(), 0, grads_.nbytes());
+}
+
+const Parameter& ParameterStore::find(const std::string& name) const {
+  for (const Parameter& p : params_) {
+    if (p.name == name) return p;
+  }
+  MYRIAD_THROW("no parameter named '" << name << "'");
+}
+
+}  // namespace myriad::nn

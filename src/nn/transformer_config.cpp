@@ -1,0 +1,64 @@
+// TransformerConfig presets and validation.
+#include "myriad/nn/transformer_config.h"
+
+#include "myriad/core/error.h"
+
+namespace myriad::nn {
+
+Recompute parse_recompute(const std::string& name) {
+  if (name == "none") return Recompute::none;
+  if (name == "selective") return Recompute::selective;
+  if (name == "full") return Recompute::full;
+  MYRIAD_THROW("recompute '" << name << "' unknown; allowed: none, selective, full");
+}
+
+const char* recompute_name(Recompute mode) {
+  switch (mode) {
+    case Recompute::none: return "none";
+    case Recompute::selective: return "selective";
+    case Recompute::full: return "full";
+  }
+  return "?";
+}
+
+TransformerConfig TransformerConfig::gpt2(std::int64_t vocab, std::int64_t layers, std::int64_t heads,
+                                          std::int64_t embd, std::int64_t block) {
+  TransformerConfig c;
+  c.vocab_size = vocab;
+  c.n_layer = layers;
+  c.n_head = heads;
+  c.n_kv_head = heads;
+  c.n_embd = embd;
+  c.block_size = block;
+  c.ffn_hidden = 4 * embd;
+  return c;
+}
+
+TransformerConfig TransformerConfig::llama(std::int64_t vocab, std::int64_t layers, std::int64_t heads,
+                                           std::int64_t kv_heads, std::int64_t embd, std::int64_t block) {
+  TransformerConfig c = gpt2(vocab, layers, heads, embd, block);
+  c.n_kv_head = kv_heads;
+  c.ffn_hidden = (8 * embd / 3 + 63) / 64 * 64;
+  c.norm = NormKind::rmsnorm;
+  c.mlp = MlpKind::swiglu;
+  c.positions = PositionKind::rope;
+  c.tie_embeddings = false;
+  c.bias = false;
+  return c;
+}
+
+void TransformerConfig::validate() const {
+  MYRIAD_CHECK(vocab_size > 0 && n_layer > 0 && n_head > 0 && n_kv_head > 0 && n_embd > 0 && block_size > 0 &&
+                   ffn_hidden > 0,
+               "model: sizes must be positive (vocab_size " << vocab_size << ", n_layer " << n_layer << ", n_head "
+                                                            << n_head << ", n_kv_head " << n_kv_head << ", n_embd "
+                                                            << n_embd << ", block_size " << block_size
+                                                            << ", ffn_hidden " << ffn_hidden << ")");
+  MYRIAD_CHECK(n_embd % n_head == 0, "model: n_embd " << n_embd << " is not divisible by n_head " << n_head);
+  MYRIAD_CHECK(n_head % n_kv_head == 0,
+               "model: n_head " << n_head << " is not a multiple of n_kv_head " << n_kv_head);
+  MYRIAD_CHECK(positions != PositionKind::rope || head_dim() % 2 == 0,
+               "model: RoPE needs an even head dim, got n_embd / n_head = " << head_dim());
+}
+
+}  // namespace myriad::nn

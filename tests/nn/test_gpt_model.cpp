@@ -1,0 +1,178 @@
+// GptModel wiring: directional finite-difference checks of every parameter's gradient (GPT-2
+// and LLaMA styles), bit-identical gradients under every recompute mode, exact gradient
+// accumulation over uneven micro-batches, and input errors.
+#include <gtest/gtest.h>
+
+#include <cmath>
+
+#include "myriad/core/philox.h"
+#include "myriad/nn/gpt_model.h"
+#include "reference.h"
+
+namespace myriad::nn {
+namespace {
+
+TransformerConfig tiny_gpt2() { return TransformerConfig::gpt2(13, 2, 2, 8, 8); }
+TransformerConfig tiny_llama() { return TransformerConfig::llama(13, 2, 4, 2, 16, 8); }
+
+struct Batch {
+  Tensor ids, targets;
+};
+
+Batch random_batch(std::int64_t B, std::int64_t T, std::int32_t V, std::uint64_t seed, std::uint64_t stream) {
+  Batch b{testing::random_ids({B, T}, V, seed, stream), testing::random_ids({B, T}, V, seed, stream + 1)};
+  b.targets.data<std::int32_t>()[1] = GptModel::kIgnoreIndex;  // one ignored position
+  return b;
+}
+
+double mean_loss(GptModel& model, const Batch& b) {
+  LossSum l = model.forward_loss(b.ids, b.targets);
+  return l.sum / static_cast<double>(l.tokens);
+}
+
+// For each parameter p: d/de L(p + e u) at e = 0 for a random direction u, by central
+// differences, against grad . u. Float32 forward: e = 1e-3 gives ~1e-3 relative agreement.
+void check_gradients(const TransformerConfig& config) {
+  std::uint64_t seed = testing::fresh_seed();
+  MYRIAD_SEED_TRACE(seed);
+  GptModel model(config);
+  model.initialize(seed);
+  // Larger weights than the 0.02 init make every path contribute visibly to the loss.
+  for (Parameter& p : model.parameters().all()) {
+    if (p.init == ParamInit::normal) fill_normal(p.value, 0.0f, 0.3f, seed, stable_name_hash(p.name) + 1);
+  }
+  Batch batch = random_batch(2, 5, static_cast<std::int32_t>(config.vocab_size), seed, 100);
+  LossSum total = model.forward_loss(batch.ids, batch.targets);
+  model.parameters().zero_grads();
+  model.forward_backward(batch.ids, batch.targets, 1.0f / static_cast<float>(total.tokens), Recompute::none);
+  for (std::size_t i = 0; i < model.parameters().size(); ++i) {
+    Parameter& p = model.parameters()[i];
+    SCOPED_TRACE(p.name);
+    Tensor direction = Tensor::empty(p.shape);
+    fill_normal(direction, 0.0f, 1.0f, seed, 1000 + i);
+    if (p.name == "wte" || p.name == "lm_head.weight") {
+      // Padded vocabulary rows are unused: no gradient, and no loss change along them.
+      Tensor padded = direction.slice(0, config.vocab_size, config.padded_vocab_size());
+      padded.fill(0.0);
+      std::vector<double> pad_grad = testing::to_f64(p.grad.slice(0, config.vocab_size, config.padded_vocab_size()));
+      for (double g : pad_grad) ASSERT_EQ(g, 0.0);
+    }
+    std::vector<double> u = testing::to_f64(direction), g = testing::to_f64(p.grad);
+    double analytic = testing::dot(g, u);
+    Tensor saved = p.value.clone();
+    const double eps = 1e-3;
+    auto shifted_loss = [&](double sign) {
+      float* w = p.value.data<float>();
+      const float* s = saved.data<float>();
+      for (std::int64_t k = 0; k < p.value.numel(); ++k) w[k] = s[k] + static_cast<float>(sign * eps * u[k]);
+      return mean_loss(model, batch);
+    };
+    double numeric = (shifted_loss(1) - shifted_loss(-1)) / (2 * eps);
+    p.value.copy_from(saved);
+    EXPECT_NEAR(analytic, numeric, 2e-3 + 2e-2 * std::fabs(numeric)) << "analytic " << analytic << " numeric " << numeric;
+  }
+}
+
+TEST(GptModel, Gpt2GradientsMatchFiniteDifferences) { check_gradients(tiny_gpt2()); }
+TEST(GptModel, LlamaGradientsMatchFiniteDifferences) { check_gradients(tiny_llama()); }
+
+std::vector<double> gradients_with(const TransformerConfig& config, Recompute mode, std::uint64_t seed) {
+  GptModel model(config);
+  model.initialize(seed);
+  Batch batch = random_batch(3, 7, static_cast<std::int32_t>(config.vocab_size), seed, 7);
+  model.parameters().zero_grads();
+  model.forward_backward(batch.ids, batch.targets, 0.05f, mode);
+  return testing::to_f64(model.parameters().flat_grads());
+}
+
+TEST(GptModel, RecomputeModesGiveIdenticalGradients) {
+  std::uint64_t seed = testing::fresh_seed();
+  MYRIAD_SEED_TRACE(seed);
+  for (const TransformerConfig& config : {tiny_gpt2(), tiny_llama()}) {
+    std::vector<double> none = gradients_with(config, Recompute::none, seed);
+    EXPECT_EQ(gradients_with(config, Recompute::selective, seed), none);
+    EXPECT_EQ(gradients_with(config, Recompute::full, seed), none);
+  }
+  GptModel model(tiny_gpt2());
+  ActivationMemory none = model.activation_memory(4, 8, Recompute::none);
+  ActivationMemory selective = model.activation_memory(4, 8, Recompute::selective);
+  ActivationMemory full = model.activation_memory(4, 8, Recompute::full);
+  EXPECT_GT(none.saved_bytes, selective.saved_bytes);
+  EXPECT_GT(selective.saved_bytes, full.saved_bytes);
+}
+
+TEST(GptModel, AccumulationOverUnevenMicroBatchesEqualsOneBatch) {
+  std::uint64_t seed = testing::fresh_seed();
+  MYRIAD_SEED_TRACE(seed);
+  TransformerConfig config = tiny_gpt2();
+  Batch whole = random_batch(4, 6, 13, seed, 3);
+  // Mark many positions of the first two rows ignored: micro-batches have different token counts.
+  for (int i = 0; i < 9; ++i) whole.targets.data<std::int32_t>()[i] = GptModel::kIgnoreIndex;
+  GptModel a(config), b(config);
+  a.initialize(seed);
+  b.initialize(seed);
+  LossSum total = a.forward_loss(whole.ids, whole.targets);
+  const float scale = 1.0f / static_cast<float>(total.tokens);
+  a.parameters().zero_grads();
+  a.forward_backward(whole.ids, whole.targets, scale, Recompute::none);
+  b.parameters().zero_grads();
+  LossSum first = b.forward_backward(whole.ids.slice(0, 0, 2), whole.targets.slice(0, 0, 2), scale, Recompute::none);
+  LossSum second = b.forward_backward(whole.ids.slice(0, 2, 4), whole.targets.slice(0, 2, 4), scale, Recompute::none);
+  EXPECT_EQ(first.tokens + second.tokens, total.tokens);
+  EXPECT_NEAR(first.sum + second.sum, total.sum, 1e-5 * total.sum);
+  testing::expect_close(b.parameters().flat_grads(), testing::to_f64(a.parameters().flat_grads()), 1e-6, 1e-4,
+                        "accumulated gradients");
+}
+
+TEST(GptModel, InitialisationDependsOnNameAndSeedOnly) {
+  GptModel a(tiny_gpt2()), b(tiny_gpt2());
+  a.initialize(5);
+  b.initialize(5);
+  EXPECT_EQ(testing::to_f64(a.parameters().flat_values()), testing::to_f64(b.parameters().flat_values()));
+  b.initialize(6);
+  EXPECT_NE(testing::to_f64(a.parameters().flat_values()), testing::to_f64(b.parameters().flat_values()));
+  // Vocabulary padded to a multiple of 64.
+  EXPECT_EQ(a.parameters().find("wte").shape, (Shape{64, 8}));
+}
+
+TEST(GptModel, BadInputsNameTheProblem) {
+  GptModel model(tiny_gpt2());
+  model.initialize(1);
+  Tensor long_ids = Tensor::zeros({1, 9}, DType::i32);
+  try {
+    model.forward_loss(long_ids, Tensor::zeros({1, 9}, DType::i32));
+    FAIL() << "T > block_size accepted";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("block_size 8"), std::string::npos) << e.what();
+  }
+  Tensor bad = Tensor::full({1, 4}, 13, DType::i32);
+  EXPECT_THROW(model.forward_loss(bad, Tensor::zeros({1, 4}, DType::i32)), Error);
+  EXPECT_THROW(TransformerConfig::gpt2(13, 2, 3, 8, 8).validate(), Error);
+}
+
+}  // namespace
+}  // namespace myriad::nn
+
+namespace myriad::nn {
+namespace {
+
+// The KV-cache decode path must give the logits of the full forward at every position.
+TEST(GptModelDecode, KvCacheLogitsMatchFullForward) {
+  std::uint64_t seed = testing::fresh_seed();
+  MYRIAD_SEED_TRACE(seed);
+  for (const TransformerConfig& config : {tiny_gpt2(), tiny_llama()}) {
+    GptModel model(config);
+    model.initialize(seed);
+    Tensor ids = testing::random_ids({1, 8}, 13, seed, 4);
+    Tensor full = model.forward_logits(ids);  // (1, 8, V)
+    KvCache cache = model.make_kv_cache();
+    for (std::int64_t t = 0; t < 8; ++t) {
+      Tensor step = model.decode(ids.data<std::int32_t>()[t], t, cache);
+      testing::expect_close(step, testing::to_f64(full.select(0, 0).select(0, t)), 1e-5, 1e-4,
+                            "decode logits at position " + std::to_string(t));
+    }
+  }
+}
+
+}  // namespace
+}  // namespace myriad::nn
