@@ -133,10 +133,10 @@ bool check_correctness(const AttentionArgs& args) {
   const double tolerance = 2e-5;
   const bool ok = worst.out < tolerance && worst.lse < tolerance && worst.grad_q < tolerance &&
                   worst.grad_k < tolerance && worst.grad_v < tolerance;
-  std::cout << "- correctness at T=256 vs unblocked float64 (max abs diff, tolerance " << tolerance
-            << "): out " << worst.out << ", lse " << worst.lse << " (12 heads); grad_q " << worst.grad_q
-            << ", grad_k " << worst.grad_k << ", grad_v " << worst.grad_v << " (heads 0 and 11) -> "
-            << (ok ? "OK" : "MISMATCH") << "\n";
+  std::cout << "- correctness at T=256 vs unblocked float64 (max abs diff, tolerance " << tolerance << "): out "
+            << worst.out << ", lse " << worst.lse << " (12 heads); grad_q " << worst.grad_q << ", grad_k "
+            << worst.grad_k << ", grad_v " << worst.grad_v << " (heads 0 and 11) -> " << (ok ? "OK" : "MISMATCH")
+            << "\n";
   return ok;
 }
 
@@ -146,10 +146,12 @@ double sgemm_gflops(std::int64_t n) {
   fill_uniform(a, -1, 1, 3, 0);
   fill_uniform(b, -1, 1, 3, 1);
   const int ni = static_cast<int>(n);
-  Timing t = time_it([&] {
-    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, ni, ni, ni, 1.0f, a.data<float>(), ni, b.data<float>(), ni,
-                0.0f, c.data<float>(), ni);
-  }, 2, 5, 0.5);
+  Timing t = time_it(
+      [&] {
+        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, ni, ni, ni, 1.0f, a.data<float>(), ni, b.data<float>(),
+                    ni, 0.0f, c.data<float>(), ni);
+      },
+      2, 5, 0.5);
   return 2.0 * n * n * n / t.median_s / 1e9;
 }
 
@@ -173,11 +175,16 @@ int main(int argc, char** argv) {
   std::int64_t min_t = 256, max_t = 8192;
   AttentionArgs args;
   for (int i = 1; i < argc; ++i) {
-    if (std::strcmp(argv[i], "--quick") == 0) quick = true;
-    else if (std::strcmp(argv[i], "--min-t") == 0 && i + 1 < argc) min_t = std::atoll(argv[++i]);
-    else if (std::strcmp(argv[i], "--max-t") == 0 && i + 1 < argc) max_t = std::atoll(argv[++i]);
-    else if (std::strcmp(argv[i], "--block-q") == 0 && i + 1 < argc) args.block_q = std::atoi(argv[++i]);
-    else if (std::strcmp(argv[i], "--block-k") == 0 && i + 1 < argc) args.block_k = std::atoi(argv[++i]);
+    if (std::strcmp(argv[i], "--quick") == 0)
+      quick = true;
+    else if (std::strcmp(argv[i], "--min-t") == 0 && i + 1 < argc)
+      min_t = std::atoll(argv[++i]);
+    else if (std::strcmp(argv[i], "--max-t") == 0 && i + 1 < argc)
+      max_t = std::atoll(argv[++i]);
+    else if (std::strcmp(argv[i], "--block-q") == 0 && i + 1 < argc)
+      args.block_q = std::atoi(argv[++i]);
+    else if (std::strcmp(argv[i], "--block-k") == 0 && i + 1 < argc)
+      args.block_k = std::atoi(argv[++i]);
     else {
       std::cerr << "usage: bench_attention [--quick] [--min-t T] [--max-t T] [--block-q N] [--block-k N]\n";
       return 2;
@@ -185,12 +192,14 @@ int main(int argc, char** argv) {
   }
   if (quick) max_t = std::min<std::int64_t>(max_t, 2048);
   print_header("bench_attention: blocked causal attention vs OpenBLAS sgemm (fp32)", argc, argv);
-  std::cout << "- shape: B=" << kB << " H=" << kH << " D=" << kD << ", causal, block_q=" << args.block_q
-            << " block_k=" << args.block_k << ", q/k/v strided views of a (B, T, 3*H*D) activation\n";
+  auto block = [](int b) { return b > 0 ? std::to_string(b) : std::string("auto"); };
+  std::cout << "- shape: B=" << kB << " H=" << kH << " D=" << kD << ", causal, block_q=" << block(args.block_q)
+            << " block_k=" << block(args.block_k)
+            << " (auto: 128 below T=2048, 256 from there), q/k/v strided views of a (B, T, 3*H*D) activation\n";
   const bool ok = check_correctness(args);
 
-  Table table({"T", "sgemm GFLOP/s", "fwd ms", "fwd GFLOP/s", "fwd / sgemm", "fwd+bwd ms", "fwd+bwd GFLOP/s", "fwd+bwd / sgemm",
-               "fwd peak extra", "bwd peak extra", "T x T scores would be"});
+  Table table({"T", "sgemm GFLOP/s", "fwd ms", "fwd GFLOP/s", "fwd / sgemm", "fwd+bwd ms", "fwd+bwd GFLOP/s",
+               "fwd+bwd / sgemm", "fwd peak extra", "bwd peak extra", "T x T scores would be"});
   struct Row {
     std::int64_t T;
     double sgemm_rate, fwd_s, both_s, fwd_mem, bwd_mem;
@@ -230,15 +239,16 @@ int main(int argc, char** argv) {
     const double both_flops = 3.5 * fwd_flops;
     const double gf = fwd_flops / r.fwd_s / 1e9, gb = both_flops / r.both_s / 1e9;
     table.add_row({std::to_string(r.T), fmt(r.sgemm_rate), fmt(1e3 * r.fwd_s, 2), fmt(gf), percent(gf / r.sgemm_rate),
-                   fmt(1e3 * r.both_s, 2), fmt(gb), percent(gb / r.sgemm_rate), bytes_human(r.fwd_mem), bytes_human(r.bwd_mem),
-                   bytes_human(4.0 * kB * kH * static_cast<double>(r.T) * r.T)});
+                   fmt(1e3 * r.both_s, 2), fmt(gb), percent(gb / r.sgemm_rate), bytes_human(r.fwd_mem),
+                   bytes_human(r.bwd_mem), bytes_human(4.0 * kB * kH * static_cast<double>(r.T) * r.T)});
   }
   std::cout << "\n";
   table.print();
-  std::cout << "\nFLOPs (causal half of the scores): forward = 2 matmuls * 2*B*H*T^2*D * 1/2 = 2*B*H*T^2*D;\n"
-               "backward = 2.5 * forward (5 matmuls); fwd+bwd = 3.5 * forward. Times are medians of >= 3 repeats.\n"
-               "sgemm = OpenBLAS 1024x1024x1024 on all threads, the better of two runs just before and after the row.\n"
-               "Peak extra = VmHWM after the call minus RSS before it (the call allocates its outputs: out + lse,\n"
-               "or grad_q + grad_k + grad_v; buffers >= 1 MiB are mmapped), after /proc/self/clear_refs reset the peak.\n";
+  std::cout
+      << "\nFLOPs (causal half of the scores): forward = 2 matmuls * 2*B*H*T^2*D * 1/2 = 2*B*H*T^2*D;\n"
+         "backward = 2.5 * forward (5 matmuls); fwd+bwd = 3.5 * forward. Times are medians of >= 3 repeats.\n"
+         "sgemm = OpenBLAS 1024x1024x1024 on all threads, the better of two runs just before and after the row.\n"
+         "Peak extra = VmHWM after the call minus RSS before it (the call allocates its outputs: out + lse,\n"
+         "or grad_q + grad_k + grad_v; buffers >= 1 MiB are mmapped), after /proc/self/clear_refs reset the peak.\n";
   return ok ? 0 : 1;
 }

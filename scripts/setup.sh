@@ -13,6 +13,7 @@ DEBIAN_PACKAGES=(
   libopenblas-openmp-dev
   libspdlog-dev libfmt-dev libyaml-cpp-dev
   libgtest-dev
+  nlohmann-json3-dev libicu-dev
   python3 python3-dev python3-pip
 )
 

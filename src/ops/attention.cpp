@@ -12,10 +12,11 @@ namespace {
 // Only D needs unit stride; rows must not overlap so that a (T, D) head is a BLAS matrix.
 void check_head_layout(const char* op, const char* name, const Tensor& t) {
   const std::int64_t T = t.size(2), D = t.size(3);
-  MYRIAD_CHECK(D <= 1 || t.stride(3) == 1, op << ": '" << name << "' must have unit stride in D (its last dim), has shape "
+  MYRIAD_CHECK(D <= 1 || t.stride(3) == 1, op << ": '" << name
+                                              << "' must have unit stride in D (its last dim), has shape "
                                               << shape_string(t.shape()) << " strides " << shape_string(t.strides()));
-  MYRIAD_CHECK(T <= 1 || t.stride(2) >= D, op << ": '" << name << "' rows overlap (T stride " << t.stride(2)
-                                              << " < D " << D << "), shape " << shape_string(t.shape()) << " strides "
+  MYRIAD_CHECK(T <= 1 || t.stride(2) >= D, op << ": '" << name << "' rows overlap (T stride " << t.stride(2) << " < D "
+                                              << D << "), shape " << shape_string(t.shape()) << " strides "
                                               << shape_string(t.strides()));
 }
 
@@ -39,8 +40,9 @@ Shape check_qkv(const char* op, const AttentionArgs& args, const Tensor& q, cons
   check_head_layout(op, "q", q);
   check_head_layout(op, "k", k);
   check_head_layout(op, "v", v);
-  MYRIAD_CHECK(args.block_q >= 1 && args.block_k >= 1,
-               op << ": block sizes must be positive, got block_q=" << args.block_q << " block_k=" << args.block_k);
+  MYRIAD_CHECK(args.block_q >= 0 && args.block_k >= 0,
+               op << ": block sizes must be positive (or 0: automatic), got block_q=" << args.block_q
+                  << " block_k=" << args.block_k);
   MYRIAD_CHECK(std::isfinite(args.scale), op << ": scale must be finite, got " << args.scale);
   return Shape{B, Hq, T};
 }
@@ -75,9 +77,8 @@ void attention_forward(const AttentionArgs& args, const Tensor& q, const Tensor&
   ops::throw_unsupported_device(op, device);
 }
 
-void attention_backward(const AttentionArgs& args, const Tensor& q, const Tensor& k, const Tensor& v,
-                        const Tensor& out, const Tensor& lse, const Tensor& grad_out, Tensor& grad_q,
-                        Tensor& grad_k, Tensor& grad_v) {
+void attention_backward(const AttentionArgs& args, const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& out,
+                        const Tensor& lse, const Tensor& grad_out, Tensor& grad_q, Tensor& grad_k, Tensor& grad_v) {
   const char* op = "attention_backward";
   Shape lse_shape = check_qkv(op, args, q, k, v);
   check_like(op, "out", out, q);

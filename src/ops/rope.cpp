@@ -14,13 +14,14 @@ void check_rope(const char* op, const RopeArgs& args, const char* in_name, const
   ops::check_dtype(op, in_name, in, DType::f32);
   ops::check_rank(op, in_name, in, 4);
   const std::int64_t D = in.size(3);
-  MYRIAD_CHECK(D % 2 == 0, op << ": head dim D must be even, '" << in_name << "' has shape " << shape_string(in.shape()));
+  MYRIAD_CHECK(D % 2 == 0,
+               op << ": head dim D must be even, '" << in_name << "' has shape " << shape_string(in.shape()));
   ops::check_dtype(op, out_name, out, DType::f32);
   ops::check_shape(op, out_name, out, in.shape());
   for (const auto& [name, t] : {ops::NamedTensor{in_name, &in}, ops::NamedTensor{out_name, &out}}) {
-    MYRIAD_CHECK(D <= 1 || t->stride(3) == 1, op << ": '" << name << "' must have unit stride in D (its last dim), has shape "
-                                                 << shape_string(t->shape()) << " strides "
-                                                 << shape_string(t->strides()));
+    MYRIAD_CHECK(D <= 1 || t->stride(3) == 1,
+                 op << ": '" << name << "' must have unit stride in D (its last dim), has shape "
+                    << shape_string(t->shape()) << " strides " << shape_string(t->strides()));
   }
   MYRIAD_CHECK(std::isfinite(args.theta) && args.theta > 0.0, op << ": theta must be positive, got " << args.theta);
 }

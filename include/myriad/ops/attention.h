@@ -27,10 +27,10 @@
 namespace myriad {
 
 struct AttentionArgs {
-  float scale = 0.0f;   // multiplies q . k; 0 means 1 / sqrt(D)
-  bool causal = true;   // query i attends to keys j <= i only
-  int block_q = 128;    // query rows per block (tuning only; results barely depend on it)
-  int block_k = 128;    // key rows per block
+  float scale = 0.0f;  // multiplies q . k; 0 means 1 / sqrt(D)
+  bool causal = true;  // query i attends to keys j <= i only
+  int block_q = 0;     // query rows per block; 0 picks by T (128, or 256 from T = 2048: measured)
+  int block_k = 0;     // key rows per block; 0 as block_q. Tuning only: results barely depend on it
 };
 
 // Effective scale: args.scale, or 1 / sqrt(head_dim) when it is 0.
@@ -56,9 +56,8 @@ void attention_backward(const AttentionArgs& args,
 namespace cpu {
 void attention_forward(const AttentionArgs& args, const Tensor& q, const Tensor& k, const Tensor& v, Tensor& out,
                        Tensor& lse);
-void attention_backward(const AttentionArgs& args, const Tensor& q, const Tensor& k, const Tensor& v,
-                        const Tensor& out, const Tensor& lse, const Tensor& grad_out, Tensor& grad_q,
-                        Tensor& grad_k, Tensor& grad_v);
+void attention_backward(const AttentionArgs& args, const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& out,
+                        const Tensor& lse, const Tensor& grad_out, Tensor& grad_q, Tensor& grad_k, Tensor& grad_v);
 }  // namespace cpu
 
 }  // namespace myriad

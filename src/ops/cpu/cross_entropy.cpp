@@ -1,11 +1,13 @@
 // CPU cross-entropy, parallel over rows (each row is independent, so results do not depend on
 // the thread count). Targets are validated in one serial pass before anything is written.
-// Forward per row: max, then sum of exp(x - max) accumulated in float64 in index order,
-// lse = max + log(sum) and loss = (max - x[target]) + log(sum) (kept apart so a large max does
-// not round the loss away). Backward writes exp(x - lse) * g, then subtracts g at the target.
+// Forward per row: max, then sum of exp(x - max) with the vectorised fast_exp (~2e-7 relative),
+// accumulated in float64 over 8 fixed lanes (element v goes to lane v % 8, lanes summed in
+// order: deterministic and vectorisable), lse = max + log(sum) and loss = (max - x[target]) + log(sum) (kept apart so a large max does
+// not round the loss away). Backward writes fast_exp(x - lse) * g, then subtracts g at the target.
 #include <algorithm>
 #include <cmath>
 
+#include "fast_exp.h"
 #include "myriad/ops/cross_entropy.h"
 
 namespace myriad::cpu {
@@ -41,8 +43,14 @@ void cross_entropy_forward(const CrossEntropyArgs& args, const Tensor& logits_in
     const float* x = x_all + n * vocab;
     float max = x[0];
     for (std::int64_t v = 1; v < vocab; ++v) max = std::max(max, x[v]);
+    double lanes[8] = {0, 0, 0, 0, 0, 0, 0, 0};
+    std::int64_t v = 0;
+    for (; v + 8 <= vocab; v += 8) {
+      for (int j = 0; j < 8; ++j) lanes[j] += static_cast<double>(fast_exp(x[v + j] - max));
+    }
+    for (int j = 0; v < vocab; ++v, ++j) lanes[j] += static_cast<double>(fast_exp(x[v] - max));
     double sum = 0.0;
-    for (std::int64_t v = 0; v < vocab; ++v) sum += static_cast<double>(std::exp(x[v] - max));
+    for (double lane : lanes) sum += lane;
     const double log_sum = std::log(sum);  // sum >= 1: the max term is exp(0)
     lse_out[n] = static_cast<float>(static_cast<double>(max) + log_sum);
     const bool ignored = target[n] == args.ignore_index;
@@ -70,7 +78,7 @@ void cross_entropy_backward(const CrossEntropyArgs& args, const Tensor& logits_i
     }
     const float* x = x_all + n * vocab;
     const float l = lse_row[n], g = g_row[n];
-    for (std::int64_t v = 0; v < vocab; ++v) dx[v] = std::exp(x[v] - l) * g;
+    for (std::int64_t v = 0; v < vocab; ++v) dx[v] = fast_exp(x[v] - l) * g;
     dx[target[n]] -= g;
   }
 }

@@ -27,9 +27,9 @@ inline float fast_exp(float x) {
   // -ftrapping-math GCC turns float selects into branches and then refuses to vectorise.
   const std::int32_t below = -static_cast<std::int32_t>(x < kLow);  // all ones when x < kLow
   const std::int32_t above = -static_cast<std::int32_t>(x > kHigh);
-  const float xc = std::bit_cast<float>((std::bit_cast<std::int32_t>(x) & ~(below | above)) |
-                                        (std::bit_cast<std::int32_t>(kLow) & below) |
-                                        (std::bit_cast<std::int32_t>(kHigh) & above));
+  const float xc =
+      std::bit_cast<float>((std::bit_cast<std::int32_t>(x) & ~(below | above)) |
+                           (std::bit_cast<std::int32_t>(kLow) & below) | (std::bit_cast<std::int32_t>(kHigh) & above));
   const float shifted = xc * kLog2e + kRoundMagic;
   const float n = shifted - kRoundMagic;  // round-to-nearest integer in [-126, 127]
   const float r = (xc - n * kLn2Hi) - n * kLn2Lo;

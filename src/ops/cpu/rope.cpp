@@ -3,13 +3,12 @@
 // Forward rotates each pair (i, i + D/2) by +angle, backward by -angle (same code, sin negated).
 // Each output pair is computed from the two inputs of that pair only, loaded before either is
 // stored, so out may be the input itself. Parallel over (b, t) rows; deterministic (no reductions).
-#include <omp.h>
+
+#include "myriad/ops/rope.h"
 
 #include <cmath>
 #include <cstdint>
 #include <vector>
-
-#include "myriad/ops/rope.h"
 
 namespace myriad::cpu {
 

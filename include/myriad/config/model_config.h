@@ -1,0 +1,61 @@
+// ModelConfig — the `model:` section: the transformer's architecture and sizes.
+//
+// Two families: gpt2 (LayerNorm, GELU MLP, learned positions, biases, tied embeddings) and llama
+// (RMSNorm, SwiGLU MLP, RoPE, no biases, untied embeddings, optional grouped-query attention).
+// Keys that default to "derived" hold 0 / auto; the helper methods return the value in use and are
+// what the model code reads. MoE keys are reserved: 0 means a dense model.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string_view>
+#include <vector>
+
+#include "myriad/config/choices.h"
+#include "myriad/config/field.h"
+
+namespace myriad {
+
+struct ModelConfig {
+  static constexpr std::string_view kSection = "model";
+  static constexpr std::string_view kSectionMeaning = "the transformer's architecture and sizes";
+
+  Architecture architecture = Architecture::gpt2;  // model family: gpt2 | llama
+  std::int64_t vocab_size = 50257;                 // tokenizer vocabulary (V before padding)
+  int n_layer = 12;                                // transformer blocks (L)
+  int n_head = 12;                                 // attention (query) heads (H)
+  int n_kv_head = 0;                               // key/value heads for GQA; 0 = n_head
+  int n_embd = 768;                                // channels (C)
+  int block_size = 1024;                           // maximum sequence length
+  int ffn_hidden = 0;                              // MLP hidden width; 0 = derived (ffn_hidden_size())
+  double norm_eps = 1e-5;                          // epsilon of LayerNorm / RMSNorm
+  double rope_theta = 10000.0;                     // RoPE base (llama only)
+  std::optional<bool> tie_embeddings;              // share wte with the LM head; unset = true for gpt2, false for llama
+  std::optional<bool> bias;                        // biases in linear layers and norms; unset = true for gpt2, false for llama
+  double init_std = 0.02;                          // std of the normal weight initialisation
+  int num_experts = 0;                             // MoE experts per layer (reserved; 0 = dense MLP)
+  int top_k = 0;                                   // experts per token (reserved; 0 when dense)
+  double expert_capacity = 0.0;                    // MoE capacity factor (reserved; 0 = no token dropping)
+
+  // Vocabulary rounded up to a multiple of 64 (embedding and LM-head rows).
+  std::int64_t padded_vocab_size() const;
+  // Channels per head (D = n_embd / n_head).
+  int head_dim() const;
+  // Key/value heads in use: n_kv_head, or n_head when 0.
+  int kv_heads() const;
+  // MLP hidden width in use: ffn_hidden, or 4*n_embd (gpt2), or round_up(8*n_embd/3, 64) (llama).
+  int ffn_hidden_size() const;
+  // Whether the LM head reuses the token embedding (tie_embeddings, or the family's default).
+  bool ties_embeddings() const;
+  // Whether linear layers and norms carry biases (bias, or the family's default).
+  bool uses_bias() const;
+
+  // Per-key checks plus: n_embd % n_head, n_head % kv_heads, even head_dim for RoPE, MoE keys
+  // consistent (all 0, or 1 <= top_k <= num_experts). Throws myriad::Error naming the keys.
+  void validate() const;
+
+  static const std::vector<Field<ModelConfig>>& fields();
+  bool operator==(const ModelConfig&) const = default;
+};
+
+}  // namespace myriad

@@ -1,0 +1,57 @@
+// What a run writes: the `checkpoint:`, `logging:` and `sample:` sections.
+//
+// Paths default relative to logging.dir (checkpoint.dir "" = <logging.dir>/checkpoints, filled in
+// by RunConfig::resolved()).
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "myriad/config/field.h"
+
+namespace myriad {
+
+struct CheckpointConfig {
+  static constexpr std::string_view kSection = "checkpoint";
+  static constexpr std::string_view kSectionMeaning = "when and where checkpoints are written, and resuming";
+
+  std::string dir;          // checkpoint directory; "" = <logging.dir>/checkpoints
+  std::int64_t every = 0;   // steps between checkpoints; 0 = only at the end
+  int keep = 3;             // newest checkpoints kept on disk (>= 1)
+  std::string resume;       // "" = fresh start, "auto" = latest checkpoint in dir if any, else a checkpoint path
+
+  void validate() const;  // per-key checks
+  static const std::vector<Field<CheckpointConfig>>& fields();
+  bool operator==(const CheckpointConfig&) const = default;
+};
+
+struct LoggingConfig {
+  static constexpr std::string_view kSection = "logging";
+  static constexpr std::string_view kSectionMeaning = "run directory, metrics and log verbosity";
+
+  std::string dir = "runs/default";  // run directory: logs, metrics, resolved config (and defaults of other dirs)
+  std::int64_t every = 10;           // steps between metric lines (>= 1)
+  std::string level = "info";        // spdlog level: trace | debug | info | warn | error | critical | off
+
+  void validate() const;  // per-key checks
+  static const std::vector<Field<LoggingConfig>>& fields();
+  bool operator==(const LoggingConfig&) const = default;
+};
+
+struct SampleConfig {
+  static constexpr std::string_view kSection = "sample";
+  static constexpr std::string_view kSectionMeaning = "text generated from the trained model";
+
+  int tokens = 200;           // tokens to generate; 0 = no sample
+  double temperature = 0.8;   // softmax temperature (> 0)
+  int top_k = 40;             // sample among the k most likely tokens; 0 = the whole vocabulary
+  std::string prompt;         // text the sample continues; "" = start from the end-of-text token
+
+  void validate() const;  // per-key checks
+  static const std::vector<Field<SampleConfig>>& fields();
+  bool operator==(const SampleConfig&) const = default;
+};
+
+}  // namespace myriad

@@ -1,0 +1,41 @@
+// ParallelConfig — the `parallel:` section: how the world of ranks is split.
+//
+// The world is dp * tp * pp * cp * ep ranks (grid axes tp fastest, pp slowest: see dist/RankGrid).
+// validate(world_size) checks the degrees against the number of launched processes; checks that
+// also need the model or batch (heads % tp, layers % pp, ...) are in RunConfig::validate.
+#pragma once
+
+#include <string_view>
+#include <vector>
+
+#include "myriad/config/choices.h"
+#include "myriad/config/field.h"
+
+namespace myriad {
+
+struct ParallelConfig {
+  static constexpr std::string_view kSection = "parallel";
+  static constexpr std::string_view kSectionMeaning = "how the ranks are split into parallel groups";
+
+  int dp = 1;                       // data-parallel replicas
+  int tp = 1;                       // tensor-parallel ranks (split heads, MLP width, vocabulary)
+  int pp = 1;                       // pipeline stages
+  int cp = 1;                       // context-parallel ranks (split the sequence in attention)
+  int ep = 1;                       // expert-parallel ranks (split MoE experts)
+  int zero_stage = 0;               // ZeRO over dp: 0 off, 1 optimizer states, 2 + gradients, 3 + parameters
+  bool sequence_parallel = false;   // shard norms/dropout activations over tp along the sequence (no effect at tp 1)
+  int virtual_stages = 1;           // model chunks per pipeline rank (> 1 only with the interleaved schedule)
+  PipelineSchedule pp_schedule = PipelineSchedule::one_f_one_b;  // 1f1b | gpipe | interleaved
+
+  // dp * tp * pp * cp * ep.
+  long long degree_product() const;
+
+  // Per-key checks; the product of the degrees equals `world_size` (the message names every
+  // factor); interleaved <=> virtual_stages > 1 (and then pp > 1); ZeRO 2/3 not with pp > 1.
+  void validate(int world_size) const;
+
+  static const std::vector<Field<ParallelConfig>>& fields();
+  bool operator==(const ParallelConfig&) const = default;
+};
+
+}  // namespace myriad

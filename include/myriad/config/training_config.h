@@ -1,0 +1,53 @@
+// TrainingConfig — the `training:` section: batch, schedule, optimizer, precision, evaluation.
+//
+// Batch arithmetic: global_batch_size = micro_batch * gradient_accumulation * parallel.dp
+// sequences per optimizer step. Give any two of global_batch_size / gradient_accumulation (0 =
+// derived) and the third follows; giving both must agree (RunConfig::validate). Values that depend
+// on other sections (seq_len from model.block_size, the batch from parallel.dp) are filled in by
+// RunConfig::resolved().
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "myriad/config/choices.h"
+#include "myriad/config/field.h"
+
+namespace myriad {
+
+struct TrainingConfig {
+  static constexpr std::string_view kSection = "training";
+  static constexpr std::string_view kSectionMeaning = "batch, learning-rate schedule, optimizer, precision, evaluation";
+
+  std::int64_t global_batch_size = 0;  // sequences per optimizer step; 0 = micro_batch * gradient_accumulation * dp
+  int micro_batch = 8;                 // sequences per micro-batch per dp rank
+  int gradient_accumulation = 0;       // micro-batches per step per dp rank; 0 = derived from global_batch_size (or 1)
+  int seq_len = 0;                     // tokens per sequence (T); 0 = model.block_size; at most block_size
+  std::int64_t steps = 1000;           // optimizer steps
+  double lr = 6e-4;                    // peak learning rate (after warmup)
+  std::optional<double> min_lr;        // floor the schedule decays to; unset = 0.1 * lr
+  std::int64_t warmup_steps = 0;       // linear warmup from 0 to lr over these steps
+  LrSchedule schedule = LrSchedule::cosine;  // decay from lr to min_lr after warmup: cosine | linear | constant
+  double weight_decay = 0.1;           // AdamW decoupled weight decay
+  std::vector<std::string> no_decay = {"norm", "bias"};  // parameter kinds without weight decay (norm, bias, embedding)
+  double beta1 = 0.9;                  // AdamW first-moment decay
+  double beta2 = 0.95;                 // AdamW second-moment decay
+  double adam_eps = 1e-8;              // AdamW denominator epsilon
+  double grad_clip = 1.0;              // clip the global gradient norm to this; 0 = off
+  Precision precision = Precision::fp32;     // compute precision: fp32 | bf16 | fp16 (fp16 uses loss scaling)
+  Recompute recompute = Recompute::none;     // activation recompute: none | selective (attention) | full (whole block)
+  std::uint64_t seed = 1337;           // seed of initialisation, data order and dropout
+  std::int64_t eval_every = 100;       // steps between validation-loss evaluations; 0 = never
+  int eval_batches = 8;                // micro-batches per evaluation
+
+  // Per-key checks plus min_lr <= lr and warmup_steps <= steps (the batch is checked by RunConfig).
+  void validate() const;
+
+  static const std::vector<Field<TrainingConfig>>& fields();
+  bool operator==(const TrainingConfig&) const = default;
+};
+
+}  // namespace myriad

@@ -1,0 +1,80 @@
+// Engine — one rank's training state and the step loop (single process for now).
+//
+// Built from a resolved RunConfig: prepares the data (prepared_data.h), builds the model
+// (GPT-2 or LLaMA style) with parameters initialised from training.seed, the AdamW optimizer and
+// the LR schedule, and the samplers. step() runs one optimizer step over the global batch:
+// gradient accumulation over micro-batches with the loss normalised by the valid tokens of the
+// whole global batch, global-norm clipping, AdamW, metrics. Batch of step s = f(seed, s), so a
+// resumed run continues bit-identically. save()/load() write and read checkpoint directories.
+#pragma once
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include <spdlog/logger.h>
+
+#include "myriad/config/run_config.h"
+#include "myriad/data/sampler.h"
+#include "myriad/data/token_shard.h"
+#include "myriad/nn/gpt_model.h"
+#include "myriad/optim/adamw_optimizer.h"
+#include "myriad/optim/lr_schedule.h"
+#include "myriad/train/prepared_data.h"
+
+namespace myriad::train {
+
+struct StepMetrics {
+  std::int64_t step = 0;        // optimizer steps completed after this one
+  double loss = 0.0;            // mean loss over the valid tokens of the global batch
+  float lr = 0.0f;
+  double grad_norm = 0.0;       // before clipping
+  bool skipped = false;         // non-finite gradients: update skipped
+  std::int64_t tokens = 0;      // tokens processed (B * T summed over micro-batches)
+  double seconds = 0.0;         // wall time of the step
+};
+
+struct MemoryReport {
+  std::int64_t parameter_bytes = 0, gradient_bytes = 0, optimizer_bytes = 0;
+  std::int64_t activation_bytes = 0;  // saved between forward and backward (one micro-batch)
+  std::int64_t scratch_bytes = 0;     // shared buffers
+};
+
+nn::TransformerConfig transformer_config(const ModelConfig& model, std::int64_t vocab_size);
+
+class Engine {
+ public:
+  Engine(const RunConfig& config, std::shared_ptr<spdlog::logger> log);
+
+  StepMetrics step();
+  double evaluate();  // mean validation loss over training.eval_batches micro-batches
+  std::string save();  // checkpoint at the current step into checkpoint.dir; returns its path
+  void load(const std::string& checkpoint_dir);  // "auto" = newest in checkpoint.dir
+  std::string generate(const std::string& prompt, std::int64_t max_new_tokens, float temperature,
+                       std::int64_t top_k, std::uint64_t seed);
+
+  std::int64_t step_count() const { return step_; }
+  const RunConfig& config() const { return config_; }
+  nn::GptModel& model() { return *model_; }
+  optim::AdamWOptimizer& optimizer() { return *optimizer_; }
+  const data::BpeTokenizer* tokenizer() const { return data_.tokenizer.get(); }
+  MemoryReport memory_report() const;
+  std::int64_t tokens_per_step() const;
+  double flops_per_token() const;  // model FLOPs for forward + backward (6N + attention)
+
+ private:
+  RunConfig config_;
+  std::shared_ptr<spdlog::logger> log_;
+  PreparedData data_;
+  std::unique_ptr<data::ShardSet> train_shards_, val_shards_;
+  std::unique_ptr<data::TrainSampler> train_sampler_;
+  std::unique_ptr<data::EvalSampler> eval_sampler_;
+  std::unique_ptr<nn::GptModel> model_;
+  std::unique_ptr<optim::AdamWOptimizer> optimizer_;
+  optim::LrSchedule schedule_;
+  nn::Recompute recompute_ = nn::Recompute::none;
+  std::int64_t step_ = 0;
+  std::vector<Tensor> micro_ids_, micro_targets_;
+};
+
+}  // namespace myriad::train

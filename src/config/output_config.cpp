@@ -1,0 +1,48 @@
+// Key tables of the checkpoint, logging and sample sections.
+#include "myriad/config/output_config.h"
+
+namespace myriad {
+
+const std::vector<Field<CheckpointConfig>>& CheckpointConfig::fields() {
+  using C = CheckpointConfig;
+  static const std::vector<Field<C>> table = {
+      make_field("dir", &C::dir, "checkpoint directory; \"\" = <logging.dir>/checkpoints"),
+      make_field("every", &C::every, "steps between checkpoints; 0 = only at the end", {.check = at_least(0)}),
+      make_field("keep", &C::keep, "newest checkpoints kept on disk", {.check = at_least(1)}),
+      make_field("resume", &C::resume,
+                 "\"\" = fresh start; auto = the latest checkpoint in dir if there is one; else a checkpoint path"),
+  };
+  return table;
+}
+
+void CheckpointConfig::validate() const { validate_fields(*this); }
+
+const std::vector<Field<LoggingConfig>>& LoggingConfig::fields() {
+  using L = LoggingConfig;
+  static const std::vector<Field<L>> table = {
+      make_field("dir", &L::dir, "run directory: logs, metrics, the resolved config, default data/checkpoint dirs",
+                 {.check = non_empty()}),
+      make_field("every", &L::every, "steps between metric lines", {.check = at_least(1)}),
+      make_field("level", &L::level, "log verbosity (spdlog level)",
+                 {.allowed = {"trace", "debug", "info", "warn", "error", "critical", "off"}}),
+  };
+  return table;
+}
+
+void LoggingConfig::validate() const { validate_fields(*this); }
+
+const std::vector<Field<SampleConfig>>& SampleConfig::fields() {
+  using S = SampleConfig;
+  static const std::vector<Field<S>> table = {
+      make_field("tokens", &S::tokens, "tokens to generate after training; 0 = no sample", {.check = at_least(0)}),
+      make_field("temperature", &S::temperature, "softmax temperature", {.check = greater_than(0)}),
+      make_field("top_k", &S::top_k, "sample among the k most likely tokens; 0 = the whole vocabulary",
+                 {.check = at_least(0)}),
+      make_field("prompt", &S::prompt, "text the sample continues; \"\" = start from the end-of-text token"),
+  };
+  return table;
+}
+
+void SampleConfig::validate() const { validate_fields(*this); }
+
+}  // namespace myriad

@@ -1,0 +1,55 @@
+// ParallelConfig: its key table and the checks of the degrees against the world size.
+#include "myriad/config/parallel_config.h"
+
+#include "myriad/core/error.h"
+
+namespace myriad {
+
+const std::vector<Field<ParallelConfig>>& ParallelConfig::fields() {
+  using P = ParallelConfig;
+  static const std::vector<Field<P>> table = {
+      make_field("dp", &P::dp, "data-parallel replicas", {.check = at_least(1)}),
+      make_field("tp", &P::tp, "tensor-parallel ranks (split heads, MLP width and vocabulary)", {.check = at_least(1)}),
+      make_field("pp", &P::pp, "pipeline stages (split the layers)", {.check = at_least(1)}),
+      make_field("cp", &P::cp, "context-parallel ranks (split the sequence in attention)", {.check = at_least(1)}),
+      make_field("ep", &P::ep, "expert-parallel ranks (split the MoE experts)", {.check = at_least(1)}),
+      make_field("zero_stage", &P::zero_stage,
+                 "ZeRO over dp: 0 off, 1 optimizer states, 2 + gradients, 3 + parameters",
+                 {.check = in_range(0, 3, true, true)}),
+      make_field("sequence_parallel", &P::sequence_parallel,
+                 "shard norm/dropout activations over tp along the sequence (no effect at tp 1)"),
+      make_field("virtual_stages", &P::virtual_stages,
+                 "model chunks per pipeline rank; > 1 only with pp_schedule interleaved", {.check = at_least(1)}),
+      make_field("pp_schedule", &P::pp_schedule, "pipeline schedule"),
+  };
+  return table;
+}
+
+long long ParallelConfig::degree_product() const {
+  return static_cast<long long>(dp) * tp * pp * cp * ep;
+}
+
+void ParallelConfig::validate(int world_size) const {
+  validate_fields(*this);
+  MYRIAD_CHECK(world_size >= 1, "parallel: the world size must be >= 1, got " << world_size);
+  MYRIAD_CHECK(degree_product() == world_size,
+               "parallel: dp * tp * pp * cp * ep = " << dp << " * " << tp << " * " << pp << " * " << cp << " * " << ep
+                                                     << " = " << degree_product() << ", but the world size is "
+                                                     << world_size
+                                                     << " (launch that many processes or change the degrees)");
+  if (pp_schedule == PipelineSchedule::interleaved) {
+    MYRIAD_CHECK(virtual_stages >= 2 && pp >= 2,
+                 "parallel.pp_schedule interleaved needs parallel.virtual_stages >= 2 and parallel.pp >= 2, got "
+                 "virtual_stages "
+                     << virtual_stages << " and pp " << pp);
+  } else {
+    MYRIAD_CHECK(virtual_stages == 1, "parallel.virtual_stages (" << virtual_stages
+                                                                  << ") > 1 needs parallel.pp_schedule interleaved, got "
+                                                                  << choice_name(pp_schedule));
+  }
+  MYRIAD_CHECK(zero_stage <= 1 || pp == 1,
+               "parallel.zero_stage " << zero_stage << " shards gradients, which pipeline parallelism (pp " << pp
+                                      << ") accumulates across micro-batches; use zero_stage 0 or 1 with pp > 1");
+}
+
+}  // namespace myriad

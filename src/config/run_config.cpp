@@ -1,0 +1,153 @@
+// RunConfig: cross-section validation and resolution of derived values.
+//
+// validate() runs every section's own checks first, so the cross-section checks below may rely on
+// positive degrees, heads and batch sizes.
+#include "myriad/config/run_config.h"
+
+#include <filesystem>
+
+#include "myriad/core/error.h"
+
+namespace myriad {
+
+namespace {
+
+constexpr std::int64_t kGpt2VocabSize = 50257;
+
+std::string under(const std::string& dir, const char* leaf) {
+  return (std::filesystem::path(dir) / leaf).lexically_normal().string();
+}
+
+void validate_tensor_parallel(const ModelConfig& model, const ParallelConfig& parallel) {
+  const int tp = parallel.tp;
+  MYRIAD_CHECK(model.n_head % tp == 0,
+               "model.n_head (" << model.n_head << ") must be divisible by parallel.tp (" << tp << ")");
+  MYRIAD_CHECK(model.kv_heads() % tp == 0, "model.n_kv_head (" << model.kv_heads()
+                                                               << " key/value heads) must be divisible by parallel.tp ("
+                                                               << tp << ")");
+  MYRIAD_CHECK(model.ffn_hidden_size() % tp == 0, "model.ffn_hidden (" << model.ffn_hidden_size()
+                                                                       << ") must be divisible by parallel.tp (" << tp
+                                                                       << ")");
+  MYRIAD_CHECK(model.padded_vocab_size() % tp == 0, "the padded vocabulary (model.vocab_size "
+                                                        << model.vocab_size << " -> " << model.padded_vocab_size()
+                                                        << ") must be divisible by parallel.tp (" << tp << ")");
+}
+
+void validate_pipeline_and_experts(const ModelConfig& model, const ParallelConfig& parallel) {
+  const int chunks = parallel.pp * parallel.virtual_stages;
+  MYRIAD_CHECK(model.n_layer % chunks == 0, "model.n_layer (" << model.n_layer << ") must be divisible by parallel.pp ("
+                                                              << parallel.pp << ") * parallel.virtual_stages ("
+                                                              << parallel.virtual_stages << ") = " << chunks);
+  if (parallel.ep > 1) {
+    MYRIAD_CHECK(model.num_experts > 0 && model.num_experts % parallel.ep == 0,
+                 "parallel.ep (" << parallel.ep << ") needs model.num_experts (" << model.num_experts
+                                 << ") > 0 and divisible by it");
+  }
+}
+
+void validate_sequence(const RunConfig& c) {
+  const int seq_len = c.training.seq_len == 0 ? c.model.block_size : c.training.seq_len;
+  MYRIAD_CHECK(seq_len <= c.model.block_size, "training.seq_len (" << seq_len << ") must be <= model.block_size ("
+                                                                   << c.model.block_size << ")");
+  if (c.parallel.cp > 1) {
+    MYRIAD_CHECK(seq_len % (2 * c.parallel.cp) == 0,
+                 "training.seq_len (" << seq_len << ") must be divisible by 2 * parallel.cp (" << 2 * c.parallel.cp
+                                      << ") for load-balanced context parallelism");
+  }
+  if (c.parallel.sequence_parallel && c.parallel.tp > 1) {
+    MYRIAD_CHECK(seq_len % c.parallel.tp == 0, "training.seq_len (" << seq_len
+                                                                    << ") must be divisible by parallel.tp ("
+                                                                    << c.parallel.tp << ") with sequence_parallel");
+  }
+}
+
+void validate_batch(const TrainingConfig& t, const ParallelConfig& p) {
+  const std::int64_t per_step = static_cast<std::int64_t>(t.micro_batch) * p.dp;  // sequences per accumulation step
+  if (t.global_batch_size > 0 && t.gradient_accumulation > 0) {
+    MYRIAD_CHECK(t.global_batch_size == per_step * t.gradient_accumulation,
+                 "training.global_batch_size (" << t.global_batch_size << ") must equal training.micro_batch ("
+                                                << t.micro_batch << ") * training.gradient_accumulation ("
+                                                << t.gradient_accumulation << ") * parallel.dp (" << p.dp
+                                                << ") = " << per_step * t.gradient_accumulation);
+  } else if (t.global_batch_size > 0) {
+    MYRIAD_CHECK(t.global_batch_size % per_step == 0,
+                 "training.global_batch_size (" << t.global_batch_size << ") must be a multiple of training.micro_batch ("
+                                                << t.micro_batch << ") * parallel.dp (" << p.dp << ") = " << per_step
+                                                << " (training.gradient_accumulation is 0, derived as the quotient)");
+  }
+  if (p.pp_schedule == PipelineSchedule::interleaved) {
+    const std::int64_t accumulation =
+        t.gradient_accumulation > 0 ? t.gradient_accumulation : std::max<std::int64_t>(1, t.global_batch_size / per_step);
+    MYRIAD_CHECK(accumulation % p.pp == 0, "the interleaved schedule needs the micro-batches per step ("
+                                               << accumulation << ", training.gradient_accumulation) divisible by "
+                                               << "parallel.pp (" << p.pp << ")");
+  }
+}
+
+void validate_tokenizer(const DataConfig& data, const ModelConfig& model) {
+  if (data.tokenizer.empty()) return;
+  TokenizerSpec spec = parse_tokenizer_spec(data.tokenizer);
+  if (spec.kind == "train") {
+    std::int64_t size = std::stoll(spec.argument);
+    MYRIAD_CHECK(size <= model.vocab_size, "data.tokenizer (" << data.tokenizer << ") trains " << size
+                                                              << " tokens, more than model.vocab_size ("
+                                                              << model.vocab_size << ")");
+  } else if (spec.kind == "gpt2") {
+    MYRIAD_CHECK(model.vocab_size >= kGpt2VocabSize, "data.tokenizer gpt2 has " << kGpt2VocabSize
+                                                                                << " tokens, more than model.vocab_size ("
+                                                                                << model.vocab_size << ")");
+  }
+}
+
+}  // namespace
+
+void RunConfig::validate(int world_size) const {
+  model.validate();
+  parallel.validate(world_size);
+  training.validate();
+  data.validate();
+  checkpoint.validate();
+  logging.validate();
+  sample.validate();
+  validate_tensor_parallel(model, parallel);
+  validate_pipeline_and_experts(model, parallel);
+  validate_sequence(*this);
+  validate_batch(training, parallel);
+  validate_tokenizer(data, model);
+}
+
+RunConfig RunConfig::resolved() const {
+  RunConfig r = *this;
+  r.model.n_kv_head = model.kv_heads();
+  r.model.ffn_hidden = model.ffn_hidden_size();
+  r.model.tie_embeddings = model.ties_embeddings();
+  r.model.bias = model.uses_bias();
+
+  TrainingConfig& t = r.training;
+  if (t.seq_len == 0) t.seq_len = model.block_size;
+  const std::int64_t per_step = static_cast<std::int64_t>(t.micro_batch) * parallel.dp;
+  if (t.global_batch_size == 0 && t.gradient_accumulation == 0) t.gradient_accumulation = 1;
+  if (t.global_batch_size == 0) {
+    t.global_batch_size = per_step * t.gradient_accumulation;
+  } else if (t.gradient_accumulation == 0 && per_step > 0 && t.global_batch_size % per_step == 0) {
+    t.gradient_accumulation = static_cast<int>(t.global_batch_size / per_step);
+  }
+  if (!t.min_lr) t.min_lr = 0.1 * t.lr;
+
+  if (r.data.tokenizer.empty()) r.data.tokenizer = "train:" + std::to_string(model.vocab_size);
+  if (r.data.cache_dir.empty()) r.data.cache_dir = under(logging.dir, "data");
+  if (r.checkpoint.dir.empty()) r.checkpoint.dir = under(logging.dir, "checkpoints");
+  return r;
+}
+
+std::string describe_sections() {
+  std::string names;
+  RunConfig defaults;
+  for_each_section(defaults, [&](const auto& section) {
+    if (!names.empty()) names += ", ";
+    names += section.kSection;
+  });
+  return names;
+}
+
+}  // namespace myriad

@@ -1,0 +1,53 @@
+// TrainingConfig: its key table and the checks that need only this section.
+#include "myriad/config/training_config.h"
+
+#include "myriad/core/error.h"
+
+namespace myriad {
+
+const std::vector<Field<TrainingConfig>>& TrainingConfig::fields() {
+  using T = TrainingConfig;
+  static const std::vector<Field<T>> table = {
+      make_field("global_batch_size", &T::global_batch_size,
+                 "sequences per optimizer step; 0 = micro_batch * gradient_accumulation * parallel.dp",
+                 {.aliases = {"batch_size"}, .check = at_least(0)}),
+      make_field("micro_batch", &T::micro_batch, "sequences per micro-batch per dp rank", {.check = at_least(1)}),
+      make_field("gradient_accumulation", &T::gradient_accumulation,
+                 "micro-batches per step per dp rank; 0 = global_batch_size / (micro_batch * dp), or 1",
+                 {.check = at_least(0)}),
+      make_field("seq_len", &T::seq_len, "tokens per sequence T; 0 = model.block_size; at most model.block_size",
+                 {.check = at_least(0)}),
+      make_field("steps", &T::steps, "optimizer steps", {.check = at_least(1)}),
+      make_field("lr", &T::lr, "peak learning rate, reached after warmup", {.check = greater_than(0)}),
+      make_field("min_lr", &T::min_lr, "learning rate at the end of the decay; auto = 0.1 * lr; at most lr",
+                 {.check = at_least(0)}),
+      make_field("warmup_steps", &T::warmup_steps, "linear warmup from 0 to lr over these steps; at most steps",
+                 {.aliases = {"warmup"}, .check = at_least(0)}),
+      make_field("schedule", &T::schedule, "decay from lr to min_lr between warmup_steps and steps"),
+      make_field("weight_decay", &T::weight_decay, "AdamW decoupled weight decay", {.check = at_least(0)}),
+      make_field("no_decay", &T::no_decay, "parameter kinds excluded from weight decay",
+                 {.allowed = {"norm", "bias", "embedding"}}),
+      make_field("beta1", &T::beta1, "AdamW first-moment decay", {.check = in_range(0, 1, true, false)}),
+      make_field("beta2", &T::beta2, "AdamW second-moment decay", {.check = in_range(0, 1, true, false)}),
+      make_field("adam_eps", &T::adam_eps, "AdamW denominator epsilon", {.check = greater_than(0)}),
+      make_field("grad_clip", &T::grad_clip, "clip the global gradient norm to this; 0 = off", {.check = at_least(0)}),
+      make_field("precision", &T::precision, "compute precision; master weights and optimizer states stay fp32"),
+      make_field("recompute", &T::recompute,
+                 "activation recompute in backward: none, selective (attention core) or full (whole block)"),
+      make_field("seed", &T::seed, "seed of initialisation, data order and dropout", {.check = at_least(0)}),
+      make_field("eval_every", &T::eval_every, "steps between validation-loss evaluations; 0 = never",
+                 {.check = at_least(0)}),
+      make_field("eval_batches", &T::eval_batches, "micro-batches per evaluation", {.check = at_least(1)}),
+  };
+  return table;
+}
+
+void TrainingConfig::validate() const {
+  validate_fields(*this);
+  MYRIAD_CHECK(!min_lr || *min_lr <= lr,
+               "training.min_lr (" << min_lr.value_or(0.0) << ") must be <= training.lr (" << lr << ")");
+  MYRIAD_CHECK(warmup_steps <= steps,
+               "training.warmup_steps (" << warmup_steps << ") must be <= training.steps (" << steps << ")");
+}
+
+}  // namespace myriad

@@ -1,0 +1,194 @@
+// Reading a RunConfig: YAML files/text and "section.key=value" overrides, both through the field
+// registries. Every error is a myriad::Error of the form "<source>:<line>: <section>.<key>: <what>"
+// (the line is the key's, 1-based, when yaml-cpp knows it) that lists what would be accepted.
+// Values are type-checked and per-key checked (range, choice) here; cross-key checks wait for
+// RunConfig::validate() because later overrides may still change the other keys.
+#include <algorithm>
+#include <fstream>
+#include <map>
+#include <sstream>
+
+#include <yaml-cpp/yaml.h>
+
+#include "myriad/config/run_config.h"
+#include "myriad/core/error.h"
+
+namespace myriad {
+
+namespace {
+
+// Where a problem is: "<source>:<line>" or just "<source>".
+std::string where(const std::string& source, const YAML::Mark& mark) {
+  if (mark.is_null() || mark.line < 0) return source;
+  return source + ":" + std::to_string(mark.line + 1);
+}
+
+std::string node_kind(const YAML::Node& node) {
+  switch (node.Type()) {
+    case YAML::NodeType::Sequence: return "a list";
+    case YAML::NodeType::Map: return "a map";
+    case YAML::NodeType::Null: return "an empty value";
+    default: return "'" + node.Scalar() + "'";
+  }
+}
+
+std::string suggestion(const std::string& closest) {
+  return closest.empty() ? "" : " (did you mean '" + closest + "'?)";
+}
+
+// The value of `node` as the field's type, or throws naming `at` and `path`.
+FieldValue read_value(const FieldInfo& info, const YAML::Node& node, const std::string& at, const std::string& path) {
+  std::string problem;
+  std::optional<FieldValue> value;
+  if (node.IsScalar()) {
+    value = parse_field_text(info, node.Scalar(), &problem);
+  } else if (node.IsNull()) {
+    switch (info.type) {
+      case FieldType::text: value = FieldValue(std::string()); break;
+      case FieldType::text_list: value = FieldValue(std::vector<std::string>()); break;
+      case FieldType::auto_boolean:
+      case FieldType::auto_number: value = FieldValue(std::monostate{}); break;
+      default: problem = "expected a value of type " + std::string(field_type_name(info.type)) + ", got an empty value";
+    }
+  } else if (node.IsSequence() && info.type == FieldType::text_list) {
+    std::vector<std::string> items;
+    for (const auto& item : node) {
+      if (!item.IsScalar()) {
+        problem = "expected a list of strings, got a member that is " + node_kind(item);
+        break;
+      }
+      items.push_back(item.Scalar());
+    }
+    if (problem.empty()) value = FieldValue(items);
+  } else {
+    problem = "expected a value of type " + std::string(field_type_name(info.type)) + ", got " + node_kind(node);
+  }
+  if (value && problem.empty()) problem = field_value_problem(info, *value);
+  MYRIAD_CHECK(problem.empty(), at << ": " << path << ": " << problem);
+  return *value;
+}
+
+// Reads one section map into `section`. Unknown keys, repeated keys and a key given under two of
+// its spellings are errors.
+template <typename S>
+void read_section(S& section, const YAML::Node& node, const std::string& source) {
+  const std::string name(S::kSection);
+  if (node.IsNull()) return;  // "sample:" with nothing under it
+  MYRIAD_CHECK(node.IsMap(), where(source, node.Mark()) << ": " << name << ": expected a map of keys, got "
+                                                        << node_kind(node));
+  std::map<std::string, std::pair<std::string, int>> seen;  // canonical name -> (spelling, line)
+  for (auto it = node.begin(); it != node.end(); ++it) {
+    const YAML::Node key_node = it->first;  // copies: `it->` hands out a temporary proxy
+    const YAML::Node value_node = it->second;
+    const std::string at = where(source, key_node.Mark());
+    MYRIAD_CHECK(key_node.IsScalar(), at << ": " << name << ": keys must be plain names, got " << node_kind(key_node));
+    const std::string key = key_node.Scalar();
+    const Field<S>* field = find_field(S::fields(), key);
+    if (!field) {
+      auto infos = field_infos(S::fields());
+      MYRIAD_THROW(at << ": unknown key '" << name << "." << key << "'" << suggestion(closest_key(infos, key))
+                      << "; keys of section '" << name << "': " << describe_keys(infos));
+    }
+    auto [previous, inserted] = seen.emplace(field->name, std::make_pair(key, key_node.Mark().line + 1));
+    if (!inserted) {
+      const auto& [spelling, line] = previous->second;
+      if (spelling == key) {
+        MYRIAD_THROW(at << ": " << name << "." << key << " is given twice (also on line " << line << ")");
+      }
+      MYRIAD_THROW(at << ": " << name << "." << key << " and " << name << "." << spelling << " (line " << line
+                      << ") are the same key (" << describe_keys({field}) << "); give only one");
+    }
+    field->set(section, read_value(*field, value_node, at, name + "." + key));
+  }
+}
+
+RunConfig read_root(const YAML::Node& root, const std::string& source) {
+  RunConfig config;
+  if (root.IsNull()) return config;
+  MYRIAD_CHECK(root.IsMap(), where(source, root.Mark()) << ": a config is a map of sections (" << describe_sections()
+                                                        << "), got " << node_kind(root));
+  std::map<std::string, int> seen;  // section -> line
+  std::vector<std::string> names;
+  for_each_section(config, [&](const auto& section) { names.emplace_back(section.kSection); });
+  for (auto it = root.begin(); it != root.end(); ++it) {
+    const YAML::Node key_node = it->first;  // copies: `it->` hands out a temporary proxy
+    const YAML::Node value_node = it->second;
+    const std::string at = where(source, key_node.Mark());
+    MYRIAD_CHECK(key_node.IsScalar(), at << ": section names must be plain names, got " << node_kind(key_node));
+    const std::string key = key_node.Scalar();
+    MYRIAD_CHECK(std::find(names.begin(), names.end(), key) != names.end(),
+                 at << ": unknown section '" << key << "'" << suggestion(closest_name(names, key))
+                    << "; sections: " << describe_sections());
+    auto [previous, inserted] = seen.emplace(key, key_node.Mark().line + 1);
+    MYRIAD_CHECK(inserted, at << ": section '" << key << "' is given twice (also on line " << previous->second << ")");
+    for_each_section(config, [&](auto& section) {
+      if (section.kSection == key) read_section(section, value_node, source);
+    });
+  }
+  return config;
+}
+
+std::string trimmed(const std::string& s) {
+  std::size_t begin = s.find_first_not_of(" \t\r\n");
+  if (begin == std::string::npos) return "";
+  return s.substr(begin, s.find_last_not_of(" \t\r\n") - begin + 1);
+}
+
+}  // namespace
+
+RunConfig RunConfig::from_yaml_string(const std::string& text, const std::string& source_name) {
+  YAML::Node root;
+  try {
+    root = YAML::Load(text);
+  } catch (const YAML::Exception& e) {
+    MYRIAD_THROW(where(source_name, e.mark) << ": invalid YAML: " << e.msg);
+  }
+  return read_root(root, source_name);
+}
+
+RunConfig RunConfig::from_yaml_file(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  MYRIAD_CHECK(in.good(), "cannot open config file '" << path << "'");
+  std::ostringstream text;
+  text << in.rdbuf();
+  MYRIAD_CHECK(!in.bad(), "cannot read config file '" << path << "'");
+  return from_yaml_string(text.str(), path);
+}
+
+void RunConfig::apply_override(const std::string& key_equals_value) {
+  const std::string at = "override '" + key_equals_value + "'";
+  const std::size_t equals = key_equals_value.find('=');
+  MYRIAD_CHECK(equals != std::string::npos, at << ": expected section.key=value, e.g. training.lr=3e-4");
+  const std::string path = trimmed(key_equals_value.substr(0, equals));
+  const std::string text = trimmed(key_equals_value.substr(equals + 1));
+  const std::size_t dot = path.find('.');
+  MYRIAD_CHECK(dot != std::string::npos && path.find('.', dot + 1) == std::string::npos,
+               at << ": the key must be section.key (sections: " << describe_sections() << "), got '" << path << "'");
+  const std::string section_name = path.substr(0, dot);
+  const std::string key = path.substr(dot + 1);
+  bool known = false;
+  for_each_section(*this, [&](auto& section) {
+    using S = std::decay_t<decltype(section)>;
+    if (S::kSection != section_name) return;
+    known = true;
+    const Field<S>* field = find_field(S::fields(), key);
+    if (!field) {
+      auto infos = field_infos(S::fields());
+      MYRIAD_THROW(at << ": unknown key '" << path << "'" << suggestion(closest_key(infos, key)) << "; keys of section '"
+                      << section_name << "': " << describe_keys(infos));
+    }
+    std::string problem;
+    std::optional<FieldValue> value = parse_field_text(*field, text, &problem);
+    if (value) problem = field_value_problem(*field, *value);
+    MYRIAD_CHECK(problem.empty(), at << ": " << path << ": " << problem);
+    field->set(section, *value);
+  });
+  if (!known) {
+    std::vector<std::string> names;
+    for_each_section(*this, [&](const auto& section) { names.emplace_back(section.kSection); });
+    MYRIAD_THROW(at << ": unknown section '" << section_name << "'" << suggestion(closest_name(names, section_name))
+                    << "; sections: " << describe_sections());
+  }
+}
+
+}  // namespace myriad

@@ -1,0 +1,288 @@
+// Token shard reader: header encoding, CRC-32, the validating memory-mapped TokenShard and the
+// concatenated ShardSet. Every failure names the file and what is wrong.
+#include "myriad/data/token_shard.h"
+
+#include <fcntl.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <array>
+#include <bit>
+#include <cerrno>
+#include <cstring>
+#include <filesystem>
+#include <limits>
+#include <sstream>
+#include <utility>
+
+#include "id_range_check.h"
+#include "myriad/core/error.h"
+
+static_assert(std::endian::native == std::endian::little,
+              "token shards are little-endian and mapped in place; big-endian hosts are not supported");
+
+namespace myriad::data {
+
+namespace {
+
+// Slice-by-8 tables: kCrcTables[0] is the classic byte table, kCrcTables[k][b] advances the
+// CRC of byte b followed by k zero bytes.
+constexpr std::array<std::array<std::uint32_t, 256>, 8> make_crc_tables() {
+  std::array<std::array<std::uint32_t, 256>, 8> tables{};
+  for (std::uint32_t b = 0; b < 256; ++b) {
+    std::uint32_t c = b;
+    for (int bit = 0; bit < 8; ++bit) c = (c & 1u) ? (c >> 1) ^ 0xEDB88320u : c >> 1;
+    tables[0][b] = c;
+  }
+  for (int k = 1; k < 8; ++k)
+    for (std::uint32_t b = 0; b < 256; ++b)
+      tables[k][b] = (tables[k - 1][b] >> 8) ^ tables[0][tables[k - 1][b] & 0xFFu];
+  return tables;
+}
+
+constexpr auto kCrcTables = make_crc_tables();
+
+std::uint32_t load_u32(const unsigned char* p) {
+  return static_cast<std::uint32_t>(p[0]) | static_cast<std::uint32_t>(p[1]) << 8 |
+         static_cast<std::uint32_t>(p[2]) << 16 | static_cast<std::uint32_t>(p[3]) << 24;
+}
+
+std::uint64_t load_u64(const unsigned char* p) {
+  return static_cast<std::uint64_t>(load_u32(p)) | static_cast<std::uint64_t>(load_u32(p + 4)) << 32;
+}
+
+void store_u32(unsigned char* p, std::uint32_t v) {
+  for (int i = 0; i < 4; ++i) p[i] = static_cast<unsigned char>(v >> (8 * i));
+}
+
+void store_u64(unsigned char* p, std::uint64_t v) {
+  for (int i = 0; i < 8; ++i) p[i] = static_cast<unsigned char>(v >> (8 * i));
+}
+
+std::string system_error_text(int error) { return std::strerror(error); }
+
+}  // namespace
+
+std::size_t shard_dtype_size(ShardDType dtype) { return dtype == ShardDType::u16 ? 2 : 4; }
+
+ShardDType shard_dtype_for_vocab(std::uint32_t vocab_size) {
+  return vocab_size <= 65536u ? ShardDType::u16 : ShardDType::i32;
+}
+
+void encode_shard_header(const ShardHeader& header, unsigned char (&bytes)[kShardHeaderBytes]) {
+  std::memset(bytes, 0, kShardHeaderBytes);
+  std::memcpy(bytes, kShardMagic, sizeof(kShardMagic));
+  store_u32(bytes + 8, header.version);
+  store_u32(bytes + 12, static_cast<std::uint32_t>(header.dtype));
+  store_u32(bytes + 16, header.vocab_size);
+  store_u32(bytes + 20, header.checksum);
+  store_u64(bytes + 24, header.token_count);
+}
+
+std::uint32_t crc32(const void* data, std::size_t size, std::uint32_t crc) {
+  const auto& t = kCrcTables;
+  const auto* p = static_cast<const unsigned char*>(data);
+  std::uint32_t c = ~crc;
+  for (; size >= 8; size -= 8, p += 8) {
+    std::uint32_t lo = c ^ load_u32(p), hi = load_u32(p + 4);
+    c = t[7][lo & 0xFF] ^ t[6][(lo >> 8) & 0xFF] ^ t[5][(lo >> 16) & 0xFF] ^ t[4][lo >> 24] ^
+        t[3][hi & 0xFF] ^ t[2][(hi >> 8) & 0xFF] ^ t[1][(hi >> 16) & 0xFF] ^ t[0][hi >> 24];
+  }
+  for (; size > 0; --size, ++p) c = (c >> 8) ^ t[0][(c ^ *p) & 0xFF];
+  return ~c;
+}
+
+// ---- TokenShard ----
+
+TokenShard TokenShard::open(const std::string& path, bool verify) {
+  TokenShard shard;
+  shard.path_ = path;
+  const std::string where = "token shard '" + path + "'";
+
+  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  MYRIAD_CHECK(fd >= 0, "cannot open " << where << ": " << system_error_text(errno));
+  struct stat info {};
+  if (::fstat(fd, &info) != 0) {
+    int error = errno;
+    ::close(fd);
+    MYRIAD_THROW("cannot stat " << where << ": " << system_error_text(error));
+  }
+  const auto file_bytes = static_cast<std::uint64_t>(info.st_size);
+  if (file_bytes < kShardHeaderBytes) {
+    ::close(fd);
+    MYRIAD_THROW(where << ": short header: the file has " << file_bytes << " bytes, a header needs "
+                       << kShardHeaderBytes);
+  }
+  void* mapping = ::mmap(nullptr, file_bytes, PROT_READ, MAP_SHARED, fd, 0);
+  int map_error = errno;
+  ::close(fd);  // the mapping keeps the file alive
+  MYRIAD_CHECK(mapping != MAP_FAILED, "cannot mmap " << where << ": " << system_error_text(map_error));
+  shard.mapping_ = mapping;
+  shard.mapping_bytes_ = file_bytes;
+
+  // From here on `shard` owns the mapping and unmaps it if a check throws.
+  const auto* bytes = static_cast<const unsigned char*>(mapping);
+  MYRIAD_CHECK(std::memcmp(bytes, kShardMagic, sizeof(kShardMagic)) == 0,
+               where << ": wrong magic (not a myriad token shard): expected \"MYRTOK\\0\\0\"");
+  ShardHeader& header = shard.header_;
+  header.version = load_u32(bytes + 8);
+  MYRIAD_CHECK(header.version <= kShardFormatVersion,
+               where << ": format version " << header.version << " is newer than this reader supports (version "
+                     << kShardFormatVersion << "); upgrade myriad");
+  MYRIAD_CHECK(header.version >= 1, where << ": invalid format version " << header.version);
+  std::uint32_t dtype = load_u32(bytes + 12);
+  MYRIAD_CHECK(dtype <= 1, where << ": unknown dtype code " << dtype << " (0 = u16, 1 = i32)");
+  header.dtype = static_cast<ShardDType>(dtype);
+  header.vocab_size = load_u32(bytes + 16);
+  MYRIAD_CHECK(header.vocab_size > 0, where << ": vocab_size is 0");
+  MYRIAD_CHECK(header.vocab_size <= static_cast<std::uint32_t>(std::numeric_limits<std::int32_t>::max()),
+               where << ": vocab_size " << header.vocab_size << " does not fit int32 ids");
+  header.checksum = load_u32(bytes + 20);
+  header.token_count = load_u64(bytes + 24);
+
+  const std::uint64_t payload_bytes = file_bytes - kShardHeaderBytes;
+  const std::uint64_t token_bytes = shard_dtype_size(header.dtype);
+  MYRIAD_CHECK(header.token_count <= payload_bytes / token_bytes && header.token_count * token_bytes == payload_bytes,
+               where << ": payload size mismatch ("
+                     << (header.token_count > payload_bytes / token_bytes ? "truncated" : "trailing bytes")
+                     << "): the header says " << header.token_count << " tokens of " << token_bytes
+                     << " bytes, but the file holds " << payload_bytes << " payload bytes");
+  shard.payload_ = bytes + kShardHeaderBytes;
+
+  if (verify) {
+    std::uint32_t actual = crc32(shard.payload_, payload_bytes);
+    MYRIAD_CHECK(actual == header.checksum, where << ": checksum mismatch (corrupted payload): header CRC-32 0x"
+                                                  << std::hex << header.checksum << ", payload CRC-32 0x" << actual);
+    const auto count = static_cast<std::int64_t>(header.token_count);
+    std::int64_t bad = header.dtype == ShardDType::u16
+                           ? detail::first_id_out_of_range(reinterpret_cast<const std::uint16_t*>(shard.payload_),
+                                                           count, header.vocab_size)
+                           : detail::first_id_out_of_range(reinterpret_cast<const std::int32_t*>(shard.payload_),
+                                                           count, header.vocab_size);
+    MYRIAD_CHECK(bad < 0, where << ": token id " << shard.token(bad) << " at position " << bad
+                                << " is out of range for vocab_size " << header.vocab_size);
+  }
+  return shard;
+}
+
+TokenShard::TokenShard(TokenShard&& other) noexcept
+    : path_(std::move(other.path_)),
+      header_(other.header_),
+      mapping_(std::exchange(other.mapping_, nullptr)),
+      mapping_bytes_(std::exchange(other.mapping_bytes_, 0)),
+      payload_(std::exchange(other.payload_, nullptr)) {}
+
+TokenShard& TokenShard::operator=(TokenShard&& other) noexcept {
+  if (this != &other) {
+    unmap();
+    path_ = std::move(other.path_);
+    header_ = other.header_;
+    mapping_ = std::exchange(other.mapping_, nullptr);
+    mapping_bytes_ = std::exchange(other.mapping_bytes_, 0);
+    payload_ = std::exchange(other.payload_, nullptr);
+  }
+  return *this;
+}
+
+TokenShard::~TokenShard() { unmap(); }
+
+void TokenShard::unmap() noexcept {
+  if (mapping_ != nullptr) ::munmap(mapping_, mapping_bytes_);
+  mapping_ = nullptr;
+  mapping_bytes_ = 0;
+  payload_ = nullptr;
+}
+
+std::int32_t TokenShard::token(std::int64_t index) const {
+  MYRIAD_CHECK(index >= 0 && index < size(),
+               "token shard '" << path_ << "': index " << index << " out of range [0, " << size() << ")");
+  if (header_.dtype == ShardDType::u16) return reinterpret_cast<const std::uint16_t*>(payload_)[index];
+  return reinterpret_cast<const std::int32_t*>(payload_)[index];
+}
+
+void TokenShard::read(std::int64_t begin, std::int64_t count, std::int32_t* out) const {
+  MYRIAD_CHECK(begin >= 0 && count >= 0 && begin <= size() - count,
+               "token shard '" << path_ << "': read of " << count << " tokens at " << begin
+                               << " outside [0, " << size() << ")");
+  if (header_.dtype == ShardDType::u16) {
+    const auto* src = reinterpret_cast<const std::uint16_t*>(payload_) + begin;
+    for (std::int64_t i = 0; i < count; ++i) out[i] = src[i];
+  } else {
+    std::memcpy(out, reinterpret_cast<const std::int32_t*>(payload_) + begin,
+                static_cast<std::size_t>(count) * sizeof(std::int32_t));
+  }
+}
+
+// ---- ShardSet ----
+
+ShardSet ShardSet::open_split(const std::string& directory, const std::string& split, bool verify) {
+  namespace fs = std::filesystem;
+  const std::string prefix = split + "_";
+  std::error_code error;
+  fs::directory_iterator it(directory, error);
+  MYRIAD_CHECK(!error, "cannot list token shards in '" << directory << "': " << error.message());
+  std::vector<std::string> names;
+  for (const fs::directory_entry& entry : it) {
+    std::string name = entry.path().filename().string();
+    if (name.size() > prefix.size() + 4 && name.starts_with(prefix) && name.ends_with(".bin") &&
+        entry.is_regular_file(error))
+      names.push_back(name);
+  }
+  MYRIAD_CHECK(!names.empty(), "no token shards '" << prefix << "*.bin' in '" << directory << "'");
+  std::sort(names.begin(), names.end());
+  std::vector<std::string> paths;
+  for (const std::string& name : names) paths.push_back((fs::path(directory) / name).string());
+  return ShardSet(paths, verify);
+}
+
+ShardSet::ShardSet(const std::vector<std::string>& paths, bool verify) {
+  MYRIAD_CHECK(!paths.empty(), "ShardSet needs at least one shard path");
+  for (const std::string& path : paths) {
+    TokenShard shard = TokenShard::open(path, verify);
+    if (!shards_.empty()) {
+      MYRIAD_CHECK(shard.vocab_size() == shards_.front().vocab_size(),
+                   "token shards disagree on vocab_size: '" << shards_.front().path() << "' has "
+                                                            << shards_.front().vocab_size() << ", '" << path
+                                                            << "' has " << shard.vocab_size());
+    }
+    starts_.push_back(total_);
+    total_ += shard.size();
+    shards_.push_back(std::move(shard));
+  }
+}
+
+std::uint32_t ShardSet::vocab_size() const { return shards_.front().vocab_size(); }
+
+void ShardSet::read(std::int64_t begin, std::int64_t count, std::int32_t* out) const {
+  MYRIAD_CHECK(begin >= 0 && count >= 0 && begin <= total_ - count,
+               "token stream read of " << count << " tokens at " << begin << " outside [0, " << total_
+                                       << ") of " << describe());
+  // Last shard whose start is <= begin (empty shards are skipped by the loop below).
+  auto index = static_cast<std::size_t>(std::upper_bound(starts_.begin(), starts_.end(), begin) - starts_.begin() - 1);
+  while (count > 0) {
+    const TokenShard& shard = shards_[index];
+    std::int64_t local = begin - starts_[index];
+    std::int64_t take = std::min(count, shard.size() - local);
+    if (take > 0) {
+      shard.read(local, take, out);
+      out += take;
+      begin += take;
+      count -= take;
+    }
+    ++index;
+  }
+}
+
+std::string ShardSet::describe() const {
+  std::ostringstream text;
+  text << shards_.size() << (shards_.size() == 1 ? " shard, " : " shards, ") << total_ << " tokens: ";
+  constexpr std::size_t kListed = 8;
+  for (std::size_t i = 0; i < shards_.size() && i < kListed; ++i)
+    text << (i ? ", " : "") << shards_[i].path() << " (" << shards_[i].size() << " tokens)";
+  if (shards_.size() > kListed) text << ", ... " << shards_.size() - kListed << " more";
+  return text.str();
+}
+
+}  // namespace myriad::data

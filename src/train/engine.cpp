@@ -1,0 +1,246 @@
+// Engine: construction from the config, the step loop, evaluation, checkpoints, generation.
+#include "myriad/train/engine.h"
+
+#include <chrono>
+
+#include "myriad/nn/generate.h"
+#include "myriad/ops/cross_entropy.h"
+#include "myriad/train/checkpoint.h"
+
+namespace myriad::train {
+
+namespace {
+
+nn::ParamKind parse_param_kind(const std::string& name) {
+  if (name == "norm") return nn::ParamKind::norm;
+  if (name == "bias") return nn::ParamKind::bias;
+  if (name == "embedding") return nn::ParamKind::embedding;
+  if (name == "weight") return nn::ParamKind::weight;
+  MYRIAD_THROW("training.no_decay: unknown parameter kind '" << name << "'; allowed: norm, bias, embedding, weight");
+}
+
+nn::Recompute to_nn(Recompute mode) {
+  switch (mode) {
+    case Recompute::none: return nn::Recompute::none;
+    case Recompute::selective: return nn::Recompute::selective;
+    case Recompute::full: return nn::Recompute::full;
+  }
+  return nn::Recompute::none;
+}
+
+optim::ScheduleKind to_optim(LrSchedule kind) {
+  switch (kind) {
+    case LrSchedule::cosine: return optim::ScheduleKind::cosine;
+    case LrSchedule::linear: return optim::ScheduleKind::linear;
+    case LrSchedule::constant: return optim::ScheduleKind::constant;
+  }
+  return optim::ScheduleKind::cosine;
+}
+
+std::string model_section_yaml(const RunConfig& config) {
+  // The model section of the resolved YAML (from "model:" to the next top-level key).
+  const std::string yaml = config.to_yaml();
+  std::size_t begin = yaml.find("model:");
+  std::size_t end = yaml.find("\nparallel:", begin);
+  return yaml.substr(begin, end == std::string::npos ? std::string::npos : end - begin + 1);
+}
+
+}  // namespace
+
+nn::TransformerConfig transformer_config(const ModelConfig& m, std::int64_t vocab_size) {
+  nn::TransformerConfig c;
+  c.vocab_size = vocab_size;
+  c.n_layer = m.n_layer;
+  c.n_head = m.n_head;
+  c.n_kv_head = m.kv_heads();
+  c.n_embd = m.n_embd;
+  c.block_size = m.block_size;
+  c.ffn_hidden = m.ffn_hidden_size();
+  const bool llama = m.architecture == Architecture::llama;
+  c.norm = llama ? nn::NormKind::rmsnorm : nn::NormKind::layernorm;
+  c.mlp = llama ? nn::MlpKind::swiglu : nn::MlpKind::gelu;
+  c.positions = llama ? nn::PositionKind::rope : nn::PositionKind::learned;
+  c.tie_embeddings = m.ties_embeddings();
+  c.bias = m.uses_bias();
+  c.norm_eps = static_cast<float>(m.norm_eps);
+  c.rope_theta = m.rope_theta;
+  c.init_std = static_cast<float>(m.init_std);
+  return c;
+}
+
+Engine::Engine(const RunConfig& config, std::shared_ptr<spdlog::logger> log)
+    : config_(config.resolved()), log_(std::move(log)) {
+  config_.validate(1);
+  MYRIAD_CHECK(config_.training.precision == Precision::fp32,
+               "training.precision: only fp32 runs on the CPU engine today (bf16/fp16 arrive with the CUDA backend)");
+  data_ = prepare_data(config_, *log_);
+  MYRIAD_CHECK(config_.model.vocab_size >= data_.vocab_size,
+               "model.vocab_size " << config_.model.vocab_size << " is smaller than the vocabulary of the data ("
+                                   << data_.vocab_size << " in " << data_.shard_dir << ")");
+  train_shards_ = std::make_unique<data::ShardSet>(data::ShardSet::open_split(data_.shard_dir, "train"));
+  val_shards_ = std::make_unique<data::ShardSet>(data::ShardSet::open_split(data_.shard_dir, "val"));
+  const std::int64_t T = config_.training.seq_len;
+  train_sampler_ = std::make_unique<data::TrainSampler>(*train_shards_, T, config_.training.seed);
+  eval_sampler_ = std::make_unique<data::EvalSampler>(*val_shards_, T);
+  model_ = std::make_unique<nn::GptModel>(transformer_config(config_.model, config_.model.vocab_size));
+  model_->initialize(config_.training.seed);
+  optim::AdamWConfig adam;
+  adam.beta1 = static_cast<float>(config_.training.beta1);
+  adam.beta2 = static_cast<float>(config_.training.beta2);
+  adam.eps = static_cast<float>(config_.training.adam_eps);
+  adam.weight_decay = static_cast<float>(config_.training.weight_decay);
+  adam.grad_clip = static_cast<float>(config_.training.grad_clip);
+  adam.no_decay.clear();
+  for (const std::string& kind : config_.training.no_decay) adam.no_decay.push_back(parse_param_kind(kind));
+  optimizer_ = std::make_unique<optim::AdamWOptimizer>(model_->parameters(), adam);
+  schedule_.lr = static_cast<float>(config_.training.lr);
+  schedule_.min_lr = static_cast<float>(config_.training.min_lr.value_or(0.1 * config_.training.lr));
+  schedule_.warmup_steps = config_.training.warmup_steps;
+  schedule_.total_steps = config_.training.steps;
+  schedule_.kind = to_optim(config_.training.schedule);
+  recompute_ = to_nn(config_.training.recompute);
+  for (int i = 0; i < config_.training.gradient_accumulation; ++i) {
+    micro_ids_.push_back(Tensor::empty({config_.training.micro_batch, T}, DType::i32));
+    micro_targets_.push_back(Tensor::empty({config_.training.micro_batch, T}, DType::i32));
+  }
+  MemoryReport mem = memory_report();
+  log_->info("model: {} parameters ({} layers, C={}, heads {}/{}, V={} padded to {}); memory: params {:.1f} MiB, "
+             "grads {:.1f} MiB, optimizer {:.1f} MiB, activations {:.1f} MiB saved + {:.1f} MiB scratch ({})",
+             model_->parameters().numel(), config_.model.n_layer, config_.model.n_embd, config_.model.n_head,
+             config_.model.kv_heads(), config_.model.vocab_size, config_.model.padded_vocab_size(),
+             mem.parameter_bytes / 1048576.0, mem.gradient_bytes / 1048576.0, mem.optimizer_bytes / 1048576.0,
+             mem.activation_bytes / 1048576.0, mem.scratch_bytes / 1048576.0, nn::recompute_name(recompute_));
+}
+
+std::int64_t Engine::tokens_per_step() const {
+  return static_cast<std::int64_t>(config_.training.micro_batch) * config_.training.gradient_accumulation *
+         config_.training.seq_len;
+}
+
+double Engine::flops_per_token() const {
+  // 6 FLOPs per parameter per token (forward 2, backward 4) for the matmul parameters, plus
+  // attention scores and values: 6 * L * T * C (causal: half of 12 * L * T * C).
+  const nn::TransformerConfig& c = model_->config();
+  double matmul_params = 0;
+  for (const nn::Parameter& p : model_->parameters().all()) {
+    if (p.kind == nn::ParamKind::weight) matmul_params += static_cast<double>(shape_numel(p.shape));
+  }
+  if (c.tie_embeddings) matmul_params += static_cast<double>(c.vocab_size * c.n_embd);  // the LM head
+  return 6.0 * matmul_params + 6.0 * c.n_layer * config_.training.seq_len * c.n_embd;
+}
+
+MemoryReport Engine::memory_report() const {
+  MemoryReport r;
+  const std::int64_t n = model_->parameters().numel();
+  r.parameter_bytes = n * 4;
+  r.gradient_bytes = n * 4;
+  r.optimizer_bytes = 2 * n * 4;
+  nn::ActivationMemory a = model_->activation_memory(config_.training.micro_batch, config_.training.seq_len, recompute_);
+  r.activation_bytes = a.saved_bytes;
+  r.scratch_bytes = a.scratch_bytes;
+  return r;
+}
+
+StepMetrics Engine::step() {
+  const auto start = std::chrono::steady_clock::now();
+  const std::int64_t B = config_.training.micro_batch;
+  const int micro_batches = config_.training.gradient_accumulation;
+  // Load every micro-batch first: the loss is normalised by the valid tokens of the global batch.
+  std::int64_t valid = 0;
+  for (int m = 0; m < micro_batches; ++m) {
+    train_sampler_->fill_batch(step_, m * B, B, micro_ids_[m], micro_targets_[m]);
+    valid += count_valid_targets(micro_targets_[m], nn::GptModel::kIgnoreIndex);
+  }
+  MYRIAD_CHECK(valid > 0, "step " << step_ << ": the global batch has no valid target tokens");
+  const float loss_scale = 1.0f / static_cast<float>(valid);
+  model_->parameters().zero_grads();
+  double loss_sum = 0.0;
+  for (int m = 0; m < micro_batches; ++m) {
+    loss_sum += model_->forward_backward(micro_ids_[m], micro_targets_[m], loss_scale, recompute_).sum;
+  }
+  StepMetrics metrics;
+  metrics.lr = schedule_.lr_at(step_);
+  optim::OptimizerStepStats stats = optimizer_->step(metrics.lr);
+  if (stats.skipped) log_->warn("step {}: non-finite gradient norm, update skipped", step_ + 1);
+  ++step_;
+  metrics.step = step_;
+  metrics.loss = loss_sum / static_cast<double>(valid);
+  metrics.grad_norm = stats.grad_norm;
+  metrics.skipped = stats.skipped;
+  metrics.tokens = micro_batches * B * config_.training.seq_len;
+  metrics.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  return metrics;
+}
+
+double Engine::evaluate() {
+  const std::int64_t B = config_.training.micro_batch;
+  const std::int64_t windows = eval_sampler_->num_windows();
+  MYRIAD_CHECK(windows > 0, "evaluate: the validation split is shorter than one sequence of "
+                                << config_.training.seq_len + 1 << " tokens");
+  Tensor ids = Tensor::empty({B, config_.training.seq_len}, DType::i32);
+  Tensor targets = Tensor::empty({B, config_.training.seq_len}, DType::i32);
+  double sum = 0.0;
+  std::int64_t tokens = 0;
+  std::int64_t next = 0;
+  for (int batch = 0; batch < config_.training.eval_batches && next < windows; ++batch) {
+    const std::int64_t count = std::min<std::int64_t>(B, windows - next);
+    Tensor batch_ids = ids.slice(0, 0, count), batch_targets = targets.slice(0, 0, count);
+    eval_sampler_->fill_batch(next, count, batch_ids, batch_targets);
+    nn::LossSum loss = model_->forward_loss(batch_ids, batch_targets);
+    sum += loss.sum;
+    tokens += loss.tokens;
+    next += count;
+  }
+  return sum / static_cast<double>(std::max<std::int64_t>(tokens, 1));
+}
+
+static CheckpointContents contents_of(const RunConfig& config, nn::GptModel& model, optim::AdamWOptimizer& opt,
+                                      std::int64_t step) {
+  CheckpointContents c;
+  c.step = step;
+  c.config_yaml = config.to_yaml();
+  c.model_yaml = model_section_yaml(config);
+  c.tensors.push_back({"model.parameters", model.parameters().flat_values()});
+  c.tensors.push_back({"optimizer.adamw.m", opt.m()});
+  c.tensors.push_back({"optimizer.adamw.v", opt.v()});
+  return c;
+}
+
+std::string Engine::save() {
+  CheckpointContents c = contents_of(config_, *model_, *optimizer_, step_);
+  std::string path = save_checkpoint(config_.checkpoint.dir, c, config_.checkpoint.keep);
+  log_->info("checkpoint: step {} saved to {}", step_, path);
+  return path;
+}
+
+void Engine::load(const std::string& checkpoint_dir) {
+  std::string path = checkpoint_dir;
+  if (path == "auto") {
+    path = latest_checkpoint(config_.checkpoint.dir);
+    if (path.empty()) {
+      log_->info("resume auto: no checkpoint in {}, starting fresh", config_.checkpoint.dir);
+      return;
+    }
+  }
+  CheckpointContents c = contents_of(config_, *model_, *optimizer_, step_);
+  load_checkpoint(path, c);
+  step_ = c.step;
+  optimizer_->set_steps_taken(c.step);
+  log_->info("checkpoint: resumed from {} at step {}", path, step_);
+}
+
+std::string Engine::generate(const std::string& prompt, std::int64_t max_new_tokens, float temperature,
+                             std::int64_t top_k, std::uint64_t seed) {
+  MYRIAD_CHECK(data_.tokenizer != nullptr, "generate: this run has no tokenizer (data given as shards only); "
+                                           "set data.tokenizer to gpt2:<dir> or bpe:<file>");
+  const data::BpeTokenizer& tok = *data_.tokenizer;
+  std::vector<std::int32_t> ids = tok.encode(prompt);
+  ids.insert(ids.begin(), tok.eot_id());
+  nn::GenerateArgs args{.max_new_tokens = max_new_tokens, .temperature = temperature, .top_k = top_k, .seed = seed,
+                        .stop_token = tok.eot_id()};
+  std::vector<std::int32_t> out = nn::generate(*model_, ids, args);
+  if (!out.empty() && out.back() == tok.eot_id()) out.pop_back();
+  return prompt + tok.decode(out);
+}
+
+}  // namespace myriad::train

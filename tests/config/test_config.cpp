@@ -1,0 +1,477 @@
+// RunConfig: defaults, a full YAML, aliases, derived values, overrides of every value type, the
+// to_yaml round trip, the shipped configs and the generated reference in docs/config.md.
+// Error paths are in test_config_errors.cpp.
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <fstream>
+#include <set>
+#include <sstream>
+
+#include "myriad/config/run_config.h"
+#include "myriad/core/error.h"
+
+namespace myriad {
+namespace {
+
+std::filesystem::path repository_root() {
+  return std::filesystem::path(__FILE__).parent_path().parent_path().parent_path();
+}
+
+std::string read_text(const std::filesystem::path& path) {
+  std::ifstream in(path);
+  std::ostringstream text;
+  text << in.rdbuf();
+  return text.str();
+}
+
+// Every key differs from its default; consistent for a world of 2*2*2*2*2 = 32 ranks.
+constexpr const char* kFullYaml = R"(
+model:
+  architecture: llama
+  vocab_size: 32000
+  n_layer: 8
+  n_head: 16
+  n_kv_head: 4
+  n_embd: 1024
+  block_size: 2048
+  ffn_hidden: 2816
+  norm_eps: 1.0e-6
+  rope_theta: 500000
+  tie_embeddings: true
+  bias: true
+  init_std: 0.01
+  num_experts: 8
+  top_k: 2
+  expert_capacity: 1.25
+parallel:
+  dp: 2
+  tp: 2
+  pp: 2
+  cp: 2
+  ep: 2
+  zero_stage: 1
+  sequence_parallel: true
+  virtual_stages: 2
+  pp_schedule: interleaved
+training:
+  global_batch_size: 64
+  micro_batch: 4
+  gradient_accumulation: 8
+  seq_len: 1024
+  steps: 5000
+  lr: 3e-4
+  min_lr: 3.0e-5
+  warmup_steps: 200
+  schedule: linear
+  weight_decay: 0.05
+  no_decay: [norm, bias, embedding]
+  beta1: 0.85
+  beta2: 0.99
+  adam_eps: 1e-6
+  grad_clip: 0.5
+  precision: bf16
+  recompute: selective
+  seed: 42
+  eval_every: 250
+  eval_batches: 16
+data:
+  path: /data/corpus.txt
+  tokenizer: "train:8000"
+  val_fraction: 0.1
+  cache_dir: /tmp/cache
+checkpoint:
+  dir: /ckpt
+  every: 500
+  keep: 5
+  resume: auto
+logging:
+  dir: runs/llama
+  every: 20
+  level: debug
+sample:
+  tokens: 64
+  temperature: 1.2
+  top_k: 0
+  prompt: "Once upon a time: #1"
+)";
+
+TEST(ConfigDefaults, MatchTheDocumentedValues) {
+  RunConfig c;
+  EXPECT_EQ(c.model.architecture, Architecture::gpt2);
+  EXPECT_EQ(c.model.vocab_size, 50257);
+  EXPECT_EQ(c.model.n_layer, 12);
+  EXPECT_EQ(c.model.n_head, 12);
+  EXPECT_EQ(c.model.n_kv_head, 0);
+  EXPECT_EQ(c.model.n_embd, 768);
+  EXPECT_EQ(c.model.block_size, 1024);
+  EXPECT_EQ(c.model.ffn_hidden, 0);
+  EXPECT_EQ(c.model.norm_eps, 1e-5);
+  EXPECT_EQ(c.model.rope_theta, 10000.0);
+  EXPECT_FALSE(c.model.tie_embeddings.has_value());
+  EXPECT_FALSE(c.model.bias.has_value());
+  EXPECT_EQ(c.model.init_std, 0.02);
+  EXPECT_EQ(c.model.num_experts, 0);
+  EXPECT_EQ(c.model.top_k, 0);
+  EXPECT_EQ(c.model.expert_capacity, 0.0);
+  for (int degree : {c.parallel.dp, c.parallel.tp, c.parallel.pp, c.parallel.cp, c.parallel.ep}) EXPECT_EQ(degree, 1);
+  EXPECT_EQ(c.parallel.zero_stage, 0);
+  EXPECT_FALSE(c.parallel.sequence_parallel);
+  EXPECT_EQ(c.parallel.virtual_stages, 1);
+  EXPECT_EQ(c.parallel.pp_schedule, PipelineSchedule::one_f_one_b);
+  EXPECT_EQ(c.training.global_batch_size, 0);
+  EXPECT_EQ(c.training.micro_batch, 8);
+  EXPECT_EQ(c.training.gradient_accumulation, 0);
+  EXPECT_EQ(c.training.seq_len, 0);
+  EXPECT_EQ(c.training.steps, 1000);
+  EXPECT_EQ(c.training.lr, 6e-4);
+  EXPECT_FALSE(c.training.min_lr.has_value());
+  EXPECT_EQ(c.training.warmup_steps, 0);
+  EXPECT_EQ(c.training.schedule, LrSchedule::cosine);
+  EXPECT_EQ(c.training.weight_decay, 0.1);
+  EXPECT_EQ(c.training.no_decay, (std::vector<std::string>{"norm", "bias"}));
+  EXPECT_EQ(c.training.beta1, 0.9);
+  EXPECT_EQ(c.training.beta2, 0.95);
+  EXPECT_EQ(c.training.adam_eps, 1e-8);
+  EXPECT_EQ(c.training.grad_clip, 1.0);
+  EXPECT_EQ(c.training.precision, Precision::fp32);
+  EXPECT_EQ(c.training.recompute, Recompute::none);
+  EXPECT_EQ(c.training.seed, 1337u);
+  EXPECT_EQ(c.training.eval_every, 100);
+  EXPECT_EQ(c.training.eval_batches, 8);
+  EXPECT_EQ(c.data.path, "");
+  EXPECT_EQ(c.data.tokenizer, "");
+  EXPECT_EQ(c.data.val_fraction, 0.05);
+  EXPECT_EQ(c.data.cache_dir, "");
+  EXPECT_EQ(c.checkpoint.dir, "");
+  EXPECT_EQ(c.checkpoint.every, 0);
+  EXPECT_EQ(c.checkpoint.keep, 3);
+  EXPECT_EQ(c.checkpoint.resume, "");
+  EXPECT_EQ(c.logging.dir, "runs/default");
+  EXPECT_EQ(c.logging.every, 10);
+  EXPECT_EQ(c.logging.level, "info");
+  EXPECT_EQ(c.sample.tokens, 200);
+  EXPECT_EQ(c.sample.temperature, 0.8);
+  EXPECT_EQ(c.sample.top_k, 40);
+  EXPECT_EQ(c.sample.prompt, "");
+  EXPECT_NO_THROW(c.validate(1));
+}
+
+TEST(ConfigDefaults, EmptyDocumentsAndEmptySectionsAreTheDefaults) {
+  EXPECT_EQ(RunConfig::from_yaml_string("", "empty.yaml"), RunConfig{});
+  EXPECT_EQ(RunConfig::from_yaml_string("# only a comment\n", "c.yaml"), RunConfig{});
+  EXPECT_EQ(RunConfig::from_yaml_string("model:\nsample:\n", "s.yaml"), RunConfig{});
+}
+
+TEST(ConfigYaml, FullFileSetsEveryKey) {
+  RunConfig c = RunConfig::from_yaml_string(kFullYaml, "full.yaml");
+  EXPECT_EQ(c.model.architecture, Architecture::llama);
+  EXPECT_EQ(c.model.vocab_size, 32000);
+  EXPECT_EQ(c.model.n_layer, 8);
+  EXPECT_EQ(c.model.n_head, 16);
+  EXPECT_EQ(c.model.n_kv_head, 4);
+  EXPECT_EQ(c.model.n_embd, 1024);
+  EXPECT_EQ(c.model.block_size, 2048);
+  EXPECT_EQ(c.model.ffn_hidden, 2816);
+  EXPECT_EQ(c.model.norm_eps, 1e-6);
+  EXPECT_EQ(c.model.rope_theta, 500000.0);
+  EXPECT_EQ(c.model.tie_embeddings, std::optional<bool>(true));
+  EXPECT_EQ(c.model.bias, std::optional<bool>(true));
+  EXPECT_EQ(c.model.init_std, 0.01);
+  EXPECT_EQ(c.model.num_experts, 8);
+  EXPECT_EQ(c.model.top_k, 2);
+  EXPECT_EQ(c.model.expert_capacity, 1.25);
+  EXPECT_EQ(c.parallel.degree_product(), 32);
+  EXPECT_EQ(c.parallel.zero_stage, 1);
+  EXPECT_TRUE(c.parallel.sequence_parallel);
+  EXPECT_EQ(c.parallel.virtual_stages, 2);
+  EXPECT_EQ(c.parallel.pp_schedule, PipelineSchedule::interleaved);
+  EXPECT_EQ(c.training.global_batch_size, 64);
+  EXPECT_EQ(c.training.micro_batch, 4);
+  EXPECT_EQ(c.training.gradient_accumulation, 8);
+  EXPECT_EQ(c.training.seq_len, 1024);
+  EXPECT_EQ(c.training.steps, 5000);
+  EXPECT_EQ(c.training.lr, 3e-4);
+  EXPECT_EQ(c.training.min_lr, std::optional<double>(3e-5));
+  EXPECT_EQ(c.training.warmup_steps, 200);
+  EXPECT_EQ(c.training.schedule, LrSchedule::linear);
+  EXPECT_EQ(c.training.weight_decay, 0.05);
+  EXPECT_EQ(c.training.no_decay, (std::vector<std::string>{"norm", "bias", "embedding"}));
+  EXPECT_EQ(c.training.beta1, 0.85);
+  EXPECT_EQ(c.training.beta2, 0.99);
+  EXPECT_EQ(c.training.adam_eps, 1e-6);
+  EXPECT_EQ(c.training.grad_clip, 0.5);
+  EXPECT_EQ(c.training.precision, Precision::bf16);
+  EXPECT_EQ(c.training.recompute, Recompute::selective);
+  EXPECT_EQ(c.training.seed, 42u);
+  EXPECT_EQ(c.training.eval_every, 250);
+  EXPECT_EQ(c.training.eval_batches, 16);
+  EXPECT_EQ(c.data.path, "/data/corpus.txt");
+  EXPECT_EQ(c.data.tokenizer, "train:8000");
+  EXPECT_EQ(c.data.val_fraction, 0.1);
+  EXPECT_EQ(c.data.cache_dir, "/tmp/cache");
+  EXPECT_EQ(c.checkpoint.dir, "/ckpt");
+  EXPECT_EQ(c.checkpoint.every, 500);
+  EXPECT_EQ(c.checkpoint.keep, 5);
+  EXPECT_EQ(c.checkpoint.resume, "auto");
+  EXPECT_EQ(c.logging.dir, "runs/llama");
+  EXPECT_EQ(c.logging.every, 20);
+  EXPECT_EQ(c.logging.level, "debug");
+  EXPECT_EQ(c.sample.tokens, 64);
+  EXPECT_EQ(c.sample.temperature, 1.2);
+  EXPECT_EQ(c.sample.top_k, 0);
+  EXPECT_EQ(c.sample.prompt, "Once upon a time: #1");
+  EXPECT_NO_THROW(c.validate(32));
+
+  // The file above really covers the registry: every key differs from its default.
+  const RunConfig defaults;
+  for_each_section(c, [&](const auto& section) {
+    using S = std::decay_t<decltype(section)>;
+    for (const auto& field : S::fields()) {
+      EXPECT_NE(field.get(section), field.get(section_of<S>(defaults))) << S::kSection << "." << field.name;
+    }
+  });
+}
+
+TEST(ConfigYaml, EveryAliasSetsItsKey) {
+  const RunConfig full = RunConfig::from_yaml_string(kFullYaml, "full.yaml");
+  int aliases_seen = 0;
+  for_each_section(full, [&](const auto& section) {
+    using S = std::decay_t<decltype(section)>;
+    for (const auto& field : S::fields()) {
+      const std::string value = format_field_value(field.get(section));
+      for (const auto& alias : field.aliases) {
+        ++aliases_seen;
+        std::string yaml = std::string(S::kSection) + ":\n  " + alias + ": " + value + "\n";
+        RunConfig parsed = RunConfig::from_yaml_string(yaml, "alias.yaml");
+        EXPECT_EQ(field.get(section_of<S>(parsed)), field.get(section)) << yaml;
+        RunConfig overridden;
+        overridden.apply_override(std::string(S::kSection) + "." + alias + "=" + value);
+        EXPECT_EQ(field.get(section_of<S>(overridden)), field.get(section)) << alias;
+      }
+    }
+  });
+  EXPECT_EQ(aliases_seen, 2);  // training.batch_size, training.warmup
+  RunConfig c = RunConfig::from_yaml_string("training:\n  batch_size: 48\n  warmup: 7\n", "a.yaml");
+  EXPECT_EQ(c.training.global_batch_size, 48);
+  EXPECT_EQ(c.training.warmup_steps, 7);
+}
+
+TEST(ConfigYaml, ShippedConfigsParseAndValidate) {
+  int count = 0;
+  for (const auto& entry : std::filesystem::directory_iterator(repository_root() / "configs")) {
+    if (entry.path().extension() != ".yaml") continue;
+    ++count;
+    SCOPED_TRACE(entry.path().string());
+    RunConfig c = RunConfig::from_yaml_file(entry.path().string());
+    EXPECT_NO_THROW(c.validate(static_cast<int>(c.parallel.degree_product())));
+    EXPECT_EQ(RunConfig::from_yaml_string(c.to_yaml(), "round trip"), c);
+  }
+  EXPECT_GE(count, 1);
+  RunConfig tiny = RunConfig::from_yaml_file((repository_root() / "configs" / "gpt2_tiny.yaml").string());
+  EXPECT_EQ(tiny.model.n_layer, 4);
+  EXPECT_EQ(tiny.parallel.dp, 2);
+  EXPECT_EQ(tiny.training.global_batch_size, 16);
+  EXPECT_EQ(tiny.training.warmup_steps, 50);
+  EXPECT_EQ(tiny.resolved().training.gradient_accumulation, 1);
+}
+
+TEST(ConfigDerived, ModelSizesPerArchitecture) {
+  ModelConfig gpt2;
+  EXPECT_EQ(gpt2.ffn_hidden_size(), 4 * 768);
+  EXPECT_EQ(gpt2.padded_vocab_size(), 50304);
+  EXPECT_EQ(gpt2.head_dim(), 64);
+  EXPECT_EQ(gpt2.kv_heads(), 12);
+  EXPECT_TRUE(gpt2.ties_embeddings());
+  EXPECT_TRUE(gpt2.uses_bias());
+
+  ModelConfig llama;
+  llama.architecture = Architecture::llama;
+  llama.n_embd = 4096;
+  llama.n_head = 32;
+  llama.n_kv_head = 8;
+  EXPECT_EQ(llama.ffn_hidden_size(), 10944);  // round_up(8*4096/3 = 10922, 64); LLaMA-7B rounds to 256: 11008
+  llama.n_embd = 768;
+  EXPECT_EQ(llama.ffn_hidden_size(), 2048);   // 8*768/3 = 2048 is already a multiple of 64
+  llama.n_embd = 100;
+  EXPECT_EQ(llama.ffn_hidden_size(), 320);    // 8*100/3 = 266 -> 320
+  EXPECT_EQ(llama.kv_heads(), 8);
+  EXPECT_FALSE(llama.ties_embeddings());
+  EXPECT_FALSE(llama.uses_bias());
+
+  llama.ffn_hidden = 1000;  // an explicit value wins in both families
+  EXPECT_EQ(llama.ffn_hidden_size(), 1000);
+  llama.tie_embeddings = true;
+  llama.bias = true;
+  EXPECT_TRUE(llama.ties_embeddings());
+  EXPECT_TRUE(llama.uses_bias());
+  gpt2.tie_embeddings = false;
+  gpt2.bias = false;
+  EXPECT_FALSE(gpt2.ties_embeddings());
+  EXPECT_FALSE(gpt2.uses_bias());
+
+  for (auto [vocab, padded] : std::vector<std::pair<std::int64_t, std::int64_t>>{{1, 64}, {64, 64}, {65, 128}, {32000, 32000}}) {
+    ModelConfig m;
+    m.vocab_size = vocab;
+    EXPECT_EQ(m.padded_vocab_size(), padded) << vocab;
+  }
+}
+
+TEST(ConfigDerived, ResolvedFillsEveryDerivedValue) {
+  RunConfig c = RunConfig::from_yaml_file((repository_root() / "configs" / "gpt2_tiny.yaml").string());
+  RunConfig r = c.resolved();
+  EXPECT_EQ(r.model.n_kv_head, 4);
+  EXPECT_EQ(r.model.ffn_hidden, 512);
+  EXPECT_EQ(r.model.tie_embeddings, std::optional<bool>(true));
+  EXPECT_EQ(r.model.bias, std::optional<bool>(true));
+  EXPECT_EQ(r.training.seq_len, 128);
+  EXPECT_EQ(r.training.global_batch_size, 16);
+  EXPECT_EQ(r.training.gradient_accumulation, 1);  // 16 / (micro_batch 8 * dp 2)
+  ASSERT_TRUE(r.training.min_lr.has_value());
+  EXPECT_DOUBLE_EQ(*r.training.min_lr, 6e-5);  // 0.1 * lr
+  EXPECT_EQ(r.data.tokenizer, "train:50257");
+  EXPECT_EQ(r.data.cache_dir, "runs/default/data");
+  EXPECT_EQ(r.checkpoint.dir, "runs/default/checkpoints");
+  EXPECT_EQ(r.resolved(), r);  // idempotent
+  EXPECT_NO_THROW(r.validate(2));
+
+  RunConfig nothing_given;  // neither batch nor accumulation: one micro-batch per rank per step
+  nothing_given.parallel.dp = 3;
+  EXPECT_EQ(nothing_given.resolved().training.gradient_accumulation, 1);
+  EXPECT_EQ(nothing_given.resolved().training.global_batch_size, 24);
+  RunConfig accumulation_given;
+  accumulation_given.training.gradient_accumulation = 5;
+  EXPECT_EQ(accumulation_given.resolved().training.global_batch_size, 40);
+
+  RunConfig llama;
+  llama.model.architecture = Architecture::llama;
+  llama.logging.dir = "runs/x/";
+  RunConfig rl = llama.resolved();
+  EXPECT_EQ(rl.model.tie_embeddings, std::optional<bool>(false));
+  EXPECT_EQ(rl.model.bias, std::optional<bool>(false));
+  EXPECT_EQ(rl.model.ffn_hidden, 2048);
+  EXPECT_EQ(rl.checkpoint.dir, "runs/x/checkpoints");
+}
+
+TEST(ConfigOverride, EachValueType) {
+  RunConfig c;
+  c.apply_override("model.n_layer=2");
+  EXPECT_EQ(c.model.n_layer, 2);
+  c.apply_override("model.vocab_size=+1000");
+  EXPECT_EQ(c.model.vocab_size, 1000);
+  c.apply_override("training.lr=3e-4");
+  EXPECT_EQ(c.training.lr, 3e-4);
+  c.apply_override(" training.grad_clip = 2 ");  // an integer is a valid float; whitespace ignored
+  EXPECT_EQ(c.training.grad_clip, 2.0);
+  c.apply_override("parallel.sequence_parallel=true");
+  EXPECT_TRUE(c.parallel.sequence_parallel);
+  c.apply_override("parallel.sequence_parallel=False");
+  EXPECT_FALSE(c.parallel.sequence_parallel);
+  c.apply_override("model.architecture=llama");
+  EXPECT_EQ(c.model.architecture, Architecture::llama);
+  c.apply_override("parallel.pp_schedule=gpipe");
+  EXPECT_EQ(c.parallel.pp_schedule, PipelineSchedule::gpipe);
+  c.apply_override("logging.level=warn");
+  EXPECT_EQ(c.logging.level, "warn");
+  c.apply_override("data.path=/corpora/tiny shakespeare.txt");
+  EXPECT_EQ(c.data.path, "/corpora/tiny shakespeare.txt");
+  c.apply_override("sample.prompt=a: b #not a comment=1");  // text is taken verbatim
+  EXPECT_EQ(c.sample.prompt, "a: b #not a comment=1");
+  c.apply_override("data.tokenizer=");
+  EXPECT_EQ(c.data.tokenizer, "");
+  c.apply_override("training.no_decay=[norm]");
+  EXPECT_EQ(c.training.no_decay, (std::vector<std::string>{"norm"}));
+  c.apply_override("training.no_decay=bias, embedding");
+  EXPECT_EQ(c.training.no_decay, (std::vector<std::string>{"bias", "embedding"}));
+  c.apply_override("training.no_decay=[]");
+  EXPECT_TRUE(c.training.no_decay.empty());
+  c.apply_override("training.no_decay=['norm', \"bias\"]");
+  EXPECT_EQ(c.training.no_decay, (std::vector<std::string>{"norm", "bias"}));
+  c.apply_override("model.bias=false");
+  EXPECT_EQ(c.model.bias, std::optional<bool>(false));
+  c.apply_override("model.bias=auto");
+  EXPECT_FALSE(c.model.bias.has_value());
+  c.apply_override("training.min_lr=1e-5");
+  EXPECT_EQ(c.training.min_lr, std::optional<double>(1e-5));
+  c.apply_override("training.min_lr=auto");
+  EXPECT_FALSE(c.training.min_lr.has_value());
+  c.apply_override("training.seed=18446744073");
+  EXPECT_EQ(c.training.seed, 18446744073u);
+}
+
+TEST(ConfigToYaml, RoundTripsToAnEqualConfig) {
+  RunConfig tricky;
+  tricky.sample.prompt = "  She said: \"hi\" # not a comment\n\tnext line — ünïcödé  ";
+  tricky.data.path = "true";       // text that looks like a bool
+  tricky.data.cache_dir = "123";   // ... like a number
+  tricky.checkpoint.resume = "auto";
+  tricky.training.no_decay = {};
+  tricky.training.lr = 1.0 / 3.0;  // needs all 17 digits
+  tricky.training.min_lr = 0.0;
+  tricky.model.bias = false;
+  tricky.training.seed = 9223372036854775807ull;
+  tricky.model.init_std = 1e-300;
+  for (const RunConfig& c : {RunConfig{}, RunConfig::from_yaml_string(kFullYaml, "full.yaml"),
+                             RunConfig::from_yaml_string(kFullYaml, "full.yaml").resolved(), tricky}) {
+    std::string yaml = c.to_yaml();
+    EXPECT_EQ(RunConfig::from_yaml_string(yaml, "to_yaml"), c) << yaml;
+  }
+}
+
+TEST(ConfigToYaml, WritesEveryKeyAndResolvedComments) {
+  RunConfig c;
+  std::string yaml = c.to_yaml();
+  for_each_section(c, [&](const auto& section) {
+    using S = std::decay_t<decltype(section)>;
+    EXPECT_NE(yaml.find("\n" + std::string(S::kSection) + ":\n"), std::string::npos) << S::kSection;
+    for (const auto& field : S::fields()) EXPECT_NE(yaml.find("  " + field.name + ": "), std::string::npos) << field.name;
+  });
+  EXPECT_NE(yaml.find("ffn_hidden: 0  # resolved: 3072"), std::string::npos) << yaml;
+  EXPECT_NE(yaml.find("tie_embeddings: auto  # resolved: true"), std::string::npos) << yaml;
+  EXPECT_NE(yaml.find("lr: 6.0e-04\n"), std::string::npos) << yaml;  // shortest text, PyYAML-readable float
+  EXPECT_EQ(c.resolved().to_yaml().find("# resolved:"), std::string::npos);  // nothing left to resolve
+}
+
+TEST(ConfigRegistry, KeysAreUniqueDocumentedAndDefaultsPassTheirChecks) {
+  RunConfig defaults;
+  for_each_section(defaults, [&](const auto& section) {
+    using S = std::decay_t<decltype(section)>;
+    std::set<std::string> spellings;
+    for (const auto& field : S::fields()) {
+      EXPECT_FALSE(field.meaning.empty()) << field.name;
+      EXPECT_TRUE(spellings.insert(field.name).second) << S::kSection << "." << field.name << " twice";
+      for (const auto& alias : field.aliases) EXPECT_TRUE(spellings.insert(alias).second) << alias << " twice";
+      EXPECT_EQ(field_value_problem(field, field.get(section)), "") << field.name;
+    }
+  });
+}
+
+TEST(ConfigDocs, ReferenceInDocsMatchesTheRegistries) {
+  const std::string begin = "<!-- BEGIN GENERATED: config_reference_markdown() -->\n";
+  const std::string end = "<!-- END GENERATED -->";
+  const std::string doc = read_text(repository_root() / "docs" / "config.md");
+  const std::size_t from = doc.find(begin);
+  const std::size_t to = doc.find(end);
+  ASSERT_NE(from, std::string::npos) << "docs/config.md lacks the marker " << begin;
+  ASSERT_NE(to, std::string::npos) << "docs/config.md lacks the marker " << end;
+  const std::string in_doc = doc.substr(from + begin.size(), to - from - begin.size());
+  const std::string expected = "\n" + config_reference_markdown();
+  if (in_doc != expected) {
+    const std::string path = ::testing::TempDir() + "config_reference.md";
+    std::ofstream(path) << expected;
+    ADD_FAILURE() << "docs/config.md is out of date with the field registries; the generated text is in " << path;
+  }
+}
+
+TEST(ConfigDocs, ExampleInDocsParses) {
+  const std::string doc = read_text(repository_root() / "docs" / "config.md");
+  const std::string fence = "```yaml\n";
+  const std::size_t from = doc.find(fence);
+  ASSERT_NE(from, std::string::npos);
+  const std::size_t to = doc.find("```", from + fence.size());
+  RunConfig c = RunConfig::from_yaml_string(doc.substr(from + fence.size(), to - from - fence.size()), "docs example");
+  EXPECT_NO_THROW(c.validate(static_cast<int>(c.parallel.degree_product())));
+}
+
+}  // namespace
+}  // namespace myriad

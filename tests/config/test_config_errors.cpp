@@ -1,0 +1,259 @@
+// RunConfig errors: unknown sections and keys, wrong types, bad choices, out-of-range values,
+// repeated keys and aliases, YAML syntax, overrides, and the cross-key checks of validate().
+// Each error must name the source and line (when parsing), the full key path and what is allowed.
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <fstream>
+#include <functional>
+
+#include "myriad/config/run_config.h"
+#include "myriad/core/error.h"
+
+namespace myriad {
+namespace {
+
+// Runs `fn`; it must throw myriad::Error whose bare message contains every string of `parts`.
+void expect_error(const std::function<void()>& fn, const std::vector<std::string>& parts) {
+  try {
+    fn();
+    ADD_FAILURE() << "no myriad::Error thrown; expected one naming '" << parts.front() << "'";
+  } catch (const Error& e) {
+    for (const auto& part : parts) {
+      EXPECT_NE(e.message().find(part), std::string::npos) << "message lacks '" << part << "':\n  " << e.message();
+    }
+  }
+}
+
+void expect_yaml_error(const std::string& yaml, const std::vector<std::string>& parts) {
+  SCOPED_TRACE(yaml);
+  expect_error([&] { RunConfig::from_yaml_string(yaml, "t.yaml"); }, parts);
+}
+
+void expect_invalid(const std::function<void(RunConfig&)>& edit, const std::vector<std::string>& parts,
+                    int world_size = 1) {
+  RunConfig c;
+  edit(c);
+  expect_error([&] { c.validate(world_size); }, parts);
+}
+
+TEST(ConfigErrors, UnknownSectionNamesFileLineAndTheSections) {
+  expect_yaml_error("model:\n  n_layer: 2\ntrainig:\n  lr: 1e-3\n",
+                    {"t.yaml:3", "unknown section 'trainig'", "did you mean 'training'", "model, parallel, training, data, "
+                     "checkpoint, logging, sample"});
+  expect_yaml_error("optimizer:\n  lr: 1\n", {"t.yaml:1", "unknown section 'optimizer'"});
+}
+
+TEST(ConfigErrors, UnknownKeyInEverySectionListsThatSectionsKeys) {
+  RunConfig defaults;
+  for_each_section(defaults, [&](const auto& section) {
+    using S = std::decay_t<decltype(section)>;
+    std::vector<std::string> parts = {"t.yaml:3", "unknown key '" + std::string(S::kSection) + ".bogus_key'",
+                                      "keys of section '" + std::string(S::kSection) + "'"};
+    for (const auto& field : S::fields()) parts.push_back(field.name);
+    expect_yaml_error(std::string(S::kSection) + ":\n\n  bogus_key: 1\n", parts);
+  });
+  expect_yaml_error("model:\n  n_layer: 2\n  attention:\n    heads: 4\n",
+                    {"t.yaml:3", "unknown key 'model.attention'"});
+  expect_yaml_error("training:\n  n_layers: 2\n", {"unknown key 'training.n_layers'"});
+  expect_yaml_error("model:\n  n_layers: 2\n", {"unknown key 'model.n_layers'", "did you mean 'n_layer'"});
+  expect_yaml_error("training:\n  batchsize: 2\n", {"did you mean 'batch_size'", "global_batch_size (alias batch_size)"});
+}
+
+TEST(ConfigErrors, WrongTypesNameKeyLineAndValue) {
+  expect_yaml_error("training:\n  lr: fast\n", {"t.yaml:2", "training.lr: expected a number, got 'fast'"});
+  expect_yaml_error("training:\n  micro_batch: 16.5\n", {"training.micro_batch: expected an integer, got '16.5'"});
+  expect_yaml_error("training:\n  steps: 1e3\n", {"training.steps: expected an integer, got '1e3'"});
+  expect_yaml_error("model:\n  n_layer: 99999999999999999999\n", {"model.n_layer: expected an integer"});
+  expect_yaml_error("parallel:\n  sequence_parallel: 1\n",
+                    {"parallel.sequence_parallel: expected a boolean (true or false), got '1'"});
+  expect_yaml_error("model:\n  bias: maybe\n", {"model.bias: expected true, false or auto, got 'maybe'"});
+  expect_yaml_error("training:\n  min_lr: low\n", {"training.min_lr: expected a number or auto, got 'low'"});
+  expect_yaml_error("training:\n  lr: .inf\n", {"training.lr: expected a number"});
+  expect_yaml_error("model:\n  n_layer: [2, 3]\n", {"model.n_layer: expected a value of type int, got a list"});
+  expect_yaml_error("data:\n  path: {a: 1}\n", {"data.path: expected a value of type string, got a map"});
+  expect_yaml_error("model:\n  n_layer:\n", {"model.n_layer: expected a value of type int, got an empty value"});
+  expect_yaml_error("training:\n  no_decay: [[norm]]\n", {"training.no_decay: expected a list of strings"});
+  expect_yaml_error("training:\n  no_decay: {norm: 1}\n", {"training.no_decay: expected a value of type list"});
+  expect_yaml_error("model: 4\n", {"t.yaml:1", "model: expected a map of keys, got '4'"});
+  expect_yaml_error("[model, training]\n", {"a config is a map of sections", "got a list"});
+}
+
+TEST(ConfigErrors, OutOfRangeValuesNameTheRange) {
+  expect_yaml_error("model:\n  n_layer: 0\n", {"t.yaml:2", "model.n_layer: must be >= 1, got 0"});
+  expect_yaml_error("model:\n  n_head: -4\n", {"model.n_head: must be >= 1, got -4"});
+  expect_yaml_error("model:\n  n_layer: 3000000000\n", {"model.n_layer: must be between", "2147483647", "3000000000"});
+  expect_yaml_error("model:\n  norm_eps: 0\n", {"model.norm_eps: must be > 0, got 0.0"});
+  expect_yaml_error("data:\n  val_fraction: 0\n", {"data.val_fraction: must be in (0, 0.5], got 0"});
+  expect_yaml_error("data:\n  val_fraction: 0.6\n", {"data.val_fraction: must be in (0, 0.5], got 0.6"});
+  expect_yaml_error("training:\n  beta2: 1.0\n", {"training.beta2: must be in [0, 1), got 1.0"});
+  expect_yaml_error("training:\n  seed: -1\n", {"training.seed: must be between 0 and"});
+  expect_yaml_error("training:\n  min_lr: -1e-5\n", {"training.min_lr: must be >= 0"});
+  expect_yaml_error("parallel:\n  zero_stage: 4\n", {"parallel.zero_stage: must be in [0, 3], got 4"});
+  expect_yaml_error("parallel:\n  tp: 0\n", {"parallel.tp: must be >= 1, got 0"});
+  expect_yaml_error("checkpoint:\n  keep: 0\n", {"checkpoint.keep: must be >= 1, got 0"});
+  expect_yaml_error("logging:\n  every: 0\n", {"logging.every: must be >= 1"});
+  expect_yaml_error("logging:\n  dir: \"\"\n", {"logging.dir: must be non-empty"});
+  expect_yaml_error("sample:\n  temperature: 0\n", {"sample.temperature: must be > 0"});
+  expect_yaml_error("sample:\n  top_k: -1\n", {"sample.top_k: must be >= 0, got -1"});
+  expect_yaml_error("training:\n  no_decay: [norm, weights]\n",
+                    {"training.no_decay: members must be among norm, bias, embedding, got 'weights'"});
+  expect_yaml_error("training:\n  no_decay: [norm, norm]\n", {"training.no_decay: lists 'norm' twice"});
+  for (const char* bad : {"sentencepiece:x.model", "gpt2", "gpt2:", "train:abc", "train:100", "train:-5"}) {
+    expect_yaml_error(std::string("data:\n  tokenizer: \"") + bad + "\"\n",
+                      {"t.yaml:2", "data.tokenizer: must be of the form gpt2:<dir", "bpe:<file>", "train:<vocab size"});
+  }
+}
+
+TEST(ConfigErrors, EveryChoiceKeyListsItsAllowedValues) {
+  RunConfig defaults;
+  int choices = 0;
+  for_each_section(defaults, [&](const auto& section) {
+    using S = std::decay_t<decltype(section)>;
+    for (const auto& field : S::fields()) {
+      if (field.type != FieldType::choice) continue;
+      ++choices;
+      std::string allowed;
+      for (const auto& value : field.allowed) allowed += (allowed.empty() ? "" : ", ") + value;
+      const std::string path = std::string(S::kSection) + "." + field.name;
+      expect_yaml_error(std::string(S::kSection) + ":\n  " + field.name + ": nonsense\n",
+                        {"t.yaml:2", path + ": must be one of " + allowed + ", got 'nonsense'"});
+      expect_error([&] { RunConfig().apply_override(path + "=nonsense"); }, {path, "must be one of " + allowed});
+    }
+  });
+  EXPECT_EQ(choices, 6);  // architecture, pp_schedule, schedule, precision, recompute, level
+}
+
+TEST(ConfigErrors, RepeatedKeysAndBothSpellingsOfAnAlias) {
+  expect_yaml_error("training:\n  batch_size: 16\n  global_batch_size: 16\n",
+                    {"t.yaml:3", "training.global_batch_size and training.batch_size (line 2) are the same key",
+                     "give only one"});
+  expect_yaml_error("training:\n  warmup: 1\n  warmup_steps: 2\n", {"training.warmup_steps and training.warmup"});
+  expect_yaml_error("model:\n  n_layer: 2\n  n_layer: 3\n", {"t.yaml:3", "model.n_layer is given twice (also on line 2)"});
+  expect_yaml_error("model:\n  n_layer: 2\nmodel:\n  n_head: 2\n", {"t.yaml:3", "section 'model' is given twice"});
+}
+
+TEST(ConfigErrors, SyntaxAndFileErrors) {
+  expect_yaml_error("model:\n  n_layer: [2,\n  n_head: 3\n", {"t.yaml:", "invalid YAML"});
+  expect_error([] { RunConfig::from_yaml_file("/nonexistent/run.yaml"); },
+               {"cannot open config file '/nonexistent/run.yaml'"});
+  const std::string path = ::testing::TempDir() + "myriad_bad_config.yaml";
+  std::ofstream(path) << "# a comment\nmodel:\n  n_layer: 2\n\ntraining:\n  lr: fast\n";
+  expect_error([&] { RunConfig::from_yaml_file(path); }, {path + ":6", "training.lr: expected a number, got 'fast'"});
+  std::filesystem::remove(path);
+}
+
+TEST(ConfigErrors, OverridesNameTheOverrideAndTheKeys) {
+  RunConfig c;
+  expect_error([&] { c.apply_override("training.lrate=1e-3"); },
+               {"override 'training.lrate=1e-3'", "unknown key 'training.lrate'", "keys of section 'training'",
+                "global_batch_size (alias batch_size)", "micro_batch", "eval_batches"});
+  expect_error([&] { c.apply_override("optim.lr=1e-3"); }, {"unknown section 'optim'", "sections: model, parallel"});
+  expect_error([&] { c.apply_override("modle.n_layer=2"); }, {"did you mean 'model'"});
+  expect_error([&] { c.apply_override("training.lr"); }, {"expected section.key=value"});
+  expect_error([&] { c.apply_override("lr=1e-3"); }, {"the key must be section.key", "got 'lr'"});
+  expect_error([&] { c.apply_override("model.n_layer.x=2"); }, {"the key must be section.key"});
+  expect_error([&] { c.apply_override("training.lr=fast"); }, {"training.lr: expected a number, got 'fast'"});
+  expect_error([&] { c.apply_override("model.n_layer=0"); }, {"model.n_layer: must be >= 1, got 0"});
+  expect_error([&] { c.apply_override("model.n_layer="); }, {"model.n_layer: expected an integer, got ''"});
+  expect_error([&] { c.apply_override("parallel.sequence_parallel=yes please"); }, {"expected a boolean"});
+  expect_error([&] { c.apply_override("training.no_decay=[norm,,bias]"); }, {"expected a list of strings"});
+  expect_error([&] { c.apply_override("training.no_decay=norm,gain"); }, {"members must be among", "got 'gain'"});
+  EXPECT_EQ(c, RunConfig{});  // failed overrides change nothing
+}
+
+TEST(ConfigValidate, BatchIdentityNamesAllFourNumbers) {
+  expect_invalid(
+      [](RunConfig& c) {
+        c.training.global_batch_size = 20;
+        c.training.micro_batch = 4;
+        c.training.gradient_accumulation = 2;
+        c.parallel.dp = 2;
+      },
+      {"training.global_batch_size (20) must equal training.micro_batch (4) * training.gradient_accumulation (2) * "
+       "parallel.dp (2) = 16"},
+      2);
+  expect_invalid(
+      [](RunConfig& c) {
+        c.training.global_batch_size = 20;
+        c.training.micro_batch = 8;
+      },
+      {"training.global_batch_size (20) must be a multiple of training.micro_batch (8) * parallel.dp (1) = 8"});
+}
+
+TEST(ConfigValidate, WorldSizeNamesEveryFactor) {
+  expect_invalid([](RunConfig& c) { c.parallel.dp = 2; c.parallel.tp = 3; },
+                 {"dp * tp * pp * cp * ep = 2 * 3 * 1 * 1 * 1 = 6", "the world size is 4"}, 4);
+  RunConfig tiny = RunConfig::from_yaml_string("parallel:\n  dp: 2\n", "t.yaml");
+  expect_error([&] { tiny.validate(); }, {"= 2, but the world size is 1"});
+  EXPECT_NO_THROW(tiny.validate(2));
+  expect_invalid([](RunConfig&) {}, {"world size must be >= 1"}, 0);
+}
+
+TEST(ConfigValidate, CrossKeyChecks) {
+  expect_invalid([](RunConfig& c) { c.model.n_head = 5; }, {"model.n_embd (768) must be divisible by model.n_head (5)"});
+  expect_invalid([](RunConfig& c) { c.model.n_kv_head = 5; }, {"model.n_kv_head (5) must divide model.n_head (12)"});
+  expect_invalid([](RunConfig& c) { c.model.n_kv_head = 24; }, {"model.n_kv_head (24) must divide"});
+  expect_invalid([](RunConfig& c) { c.parallel.tp = 8; c.model.n_head = 16; c.model.n_embd = 1024; c.model.n_kv_head = 4; },
+                 {"model.n_kv_head (4 key/value heads) must be divisible by parallel.tp (8)"}, 8);
+  expect_invalid([](RunConfig& c) { c.parallel.tp = 5; c.model.n_head = 10; c.model.n_embd = 640; },
+                 {"the padded vocabulary (model.vocab_size 50257 -> 50304) must be divisible by parallel.tp (5)"}, 5);
+  expect_invalid([](RunConfig& c) { c.parallel.tp = 8; }, {"model.n_head (12) must be divisible by parallel.tp (8)"}, 8);
+  expect_invalid([](RunConfig& c) { c.parallel.tp = 3; c.model.ffn_hidden = 1000; },
+                 {"model.ffn_hidden (1000) must be divisible by parallel.tp (3)"}, 3);
+  expect_invalid([](RunConfig& c) { c.parallel.pp = 5; },
+                 {"model.n_layer (12) must be divisible by parallel.pp (5) * parallel.virtual_stages (1) = 5"}, 5);
+  expect_invalid([](RunConfig& c) { c.parallel.virtual_stages = 2; }, {"parallel.virtual_stages (2) > 1 needs", "interleaved"});
+  expect_invalid([](RunConfig& c) { c.parallel.pp_schedule = PipelineSchedule::interleaved; },
+                 {"interleaved needs parallel.virtual_stages >= 2 and parallel.pp >= 2"});
+  expect_invalid(
+      [](RunConfig& c) {
+        c.parallel.pp = 2;
+        c.parallel.virtual_stages = 2;
+        c.parallel.pp_schedule = PipelineSchedule::interleaved;
+        c.training.gradient_accumulation = 3;
+      },
+      {"micro-batches per step (3", "divisible by parallel.pp (2)"}, 2);
+  expect_invalid([](RunConfig& c) { c.parallel.pp = 2; c.parallel.zero_stage = 2; }, {"parallel.zero_stage 2"}, 2);
+  expect_invalid([](RunConfig& c) { c.parallel.ep = 2; }, {"parallel.ep (2) needs model.num_experts (0) > 0"}, 2);
+  expect_invalid([](RunConfig& c) { c.model.top_k = 2; }, {"model.top_k (2) and model.expert_capacity (0) must be 0"});
+  expect_invalid([](RunConfig& c) { c.model.num_experts = 4; c.model.top_k = 5; },
+                 {"model.top_k (5) must be in [1, model.num_experts = 4]"});
+  expect_invalid([](RunConfig& c) { c.model.num_experts = 4; }, {"model.top_k (0) must be in [1"});
+  expect_invalid([](RunConfig& c) { c.model.architecture = Architecture::llama; c.model.n_embd = 36; c.model.n_head = 12; },
+                 {"n_embd / n_head (36 / 12 = 3) must be even"});
+  expect_invalid([](RunConfig& c) { c.training.seq_len = 2048; }, {"training.seq_len (2048) must be <= model.block_size (1024)"});
+  expect_invalid([](RunConfig& c) { c.parallel.cp = 2; c.training.seq_len = 1022; },
+                 {"training.seq_len (1022) must be divisible by 2 * parallel.cp (4)"}, 2);
+  expect_invalid([](RunConfig& c) { c.parallel.tp = 4; c.parallel.sequence_parallel = true; c.training.seq_len = 1022; },
+                 {"training.seq_len (1022) must be divisible by parallel.tp (4) with sequence_parallel"}, 4);
+  expect_invalid([](RunConfig& c) { c.training.min_lr = 1e-3; }, {"training.min_lr (0.001) must be <= training.lr (0.0006)"});
+  expect_invalid([](RunConfig& c) { c.training.warmup_steps = 2000; }, {"training.warmup_steps (2000) must be <= training.steps (1000)"});
+  expect_invalid([](RunConfig& c) { c.data.tokenizer = "train:60000"; },
+                 {"data.tokenizer (train:60000) trains 60000 tokens, more than model.vocab_size (50257)"});
+  expect_invalid([](RunConfig& c) { c.data.tokenizer = "gpt2:/gpt2"; c.model.vocab_size = 1000; },
+                 {"gpt2 has 50257 tokens, more than model.vocab_size (1000)"});
+}
+
+TEST(ConfigValidate, PerKeyChecksAlsoCatchValuesSetInCode) {
+  expect_invalid([](RunConfig& c) { c.model.n_layer = 0; }, {"model.n_layer: must be >= 1, got 0"});
+  expect_invalid([](RunConfig& c) { c.logging.level = "loud"; }, {"logging.level: must be one of trace, debug"});
+  expect_invalid([](RunConfig& c) { c.training.no_decay = {"gain"}; }, {"training.no_decay: members must be among"});
+  expect_invalid([](RunConfig& c) { c.data.tokenizer = "spm:x"; }, {"data.tokenizer: must be of the form"});
+  expect_invalid([](RunConfig& c) { c.sample.temperature = -1; }, {"sample.temperature: must be > 0, got -1.0"});
+}
+
+TEST(ConfigValidate, TokenizerSpecParts) {
+  TokenizerSpec gpt2 = parse_tokenizer_spec("gpt2:/data/gpt2");
+  EXPECT_EQ(gpt2.kind, "gpt2");
+  EXPECT_EQ(gpt2.argument, "/data/gpt2");
+  TokenizerSpec trained = parse_tokenizer_spec("train:4096");
+  EXPECT_EQ(trained.kind, "train");
+  EXPECT_EQ(trained.argument, "4096");
+  EXPECT_EQ(parse_tokenizer_spec("bpe:c:/x.json").argument, "c:/x.json");
+  expect_error([] { parse_tokenizer_spec("wordpiece:x"); }, {"data.tokenizer", "not of the form"});
+  expect_error([] { parse_tokenizer_spec(""); }, {"data.tokenizer", "resolve it first"});
+}
+
+}  // namespace
+}  // namespace myriad

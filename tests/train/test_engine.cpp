@@ -1,0 +1,177 @@
+// Engine end to end on small corpora: resume is bit-identical, validation loss falls on
+// tinyshakespeare with GPT-2's tokenizer, checkpoint and data errors are clear.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <map>
+
+#include "myriad/core/logging.h"
+#include "myriad/data/token_shard.h"
+#include "myriad/train/checkpoint.h"
+#include "myriad/train/engine.h"
+#include "reference.h"
+
+namespace fs = std::filesystem;
+
+namespace myriad::train {
+namespace {
+
+std::string shared_data_dir() {
+  if (const char* env = std::getenv("MYRIAD_SHARED_DATA")) return env;
+  return std::string(MYRIAD_SOURCE_DIR) + "/../shared/data";
+}
+
+fs::path fresh_dir(const std::string& name) {
+  fs::path dir = fs::temp_directory_path() / ("myriad_test_" + name + "_" + std::to_string(::getpid()));
+  fs::remove_all(dir);
+  fs::create_directories(dir);
+  return dir;
+}
+
+// A small corpus of repeated, structured sentences written to `dir`/corpus.txt.
+std::string write_corpus(const fs::path& dir) {
+  std::ofstream out(dir / "corpus.txt");
+  const char* subjects[] = {"the cat", "a dog", "my friend", "the old king", "every child"};
+  const char* verbs[] = {"sees", "likes", "follows", "remembers", "calls"};
+  const char* objects[] = {"the moon.", "a red ball.", "the quiet river.", "its shadow.", "the baker."};
+  for (int i = 0; i < 3000; ++i) out << subjects[i % 5] << " " << verbs[(i / 5) % 5] << " " << objects[(i / 25) % 5] << "\n";
+  return (dir / "corpus.txt").string();
+}
+
+RunConfig tiny_config(const fs::path& dir, const std::string& corpus) {
+  RunConfig c = RunConfig::from_yaml_string(R"(
+model: {architecture: gpt2, vocab_size: 320, n_layer: 2, n_head: 2, n_embd: 32, block_size: 32}
+training: {micro_batch: 4, gradient_accumulation: 2, seq_len: 32, steps: 20, lr: 3.0e-3, warmup_steps: 2, eval_batches: 2}
+data: {tokenizer: "train:320", val_fraction: 0.1}
+)", "tiny_config");
+  c.data.path = corpus;
+  c.logging.dir = dir.string();
+  c.checkpoint.dir = (dir / "checkpoints").string();
+  return c;
+}
+
+std::shared_ptr<spdlog::logger> quiet_logger() { return make_rank_logger(0, "warn"); }
+
+TEST(Engine, ResumeIsBitIdentical) {
+  fs::path dir = fresh_dir("resume");
+  std::string corpus = write_corpus(dir);
+  RunConfig config = tiny_config(dir, corpus);
+  std::vector<double> straight_losses;
+  Engine straight(config, quiet_logger());
+  for (int i = 0; i < 20; ++i) straight_losses.push_back(straight.step().loss);
+
+  std::vector<double> resumed_losses;
+  {
+    Engine first(config, quiet_logger());
+    for (int i = 0; i < 10; ++i) resumed_losses.push_back(first.step().loss);
+    first.save();
+  }
+  Engine second(config, quiet_logger());
+  second.load("auto");
+  EXPECT_EQ(second.step_count(), 10);
+  for (int i = 0; i < 10; ++i) resumed_losses.push_back(second.step().loss);
+  EXPECT_EQ(resumed_losses, straight_losses);
+  EXPECT_EQ(testing::to_f64(second.model().parameters().flat_values()),
+            testing::to_f64(straight.model().parameters().flat_values()));
+  EXPECT_LT(straight_losses.back(), straight_losses.front() - 1.0) << "loss did not fall";
+  fs::remove_all(dir);
+}
+
+TEST(Engine, CheckpointErrorsNameFileAndTensorAndLoadNothing) {
+  fs::path dir = fresh_dir("ckpt_errors");
+  std::string corpus = write_corpus(dir);
+  RunConfig config = tiny_config(dir, corpus);
+  Engine engine(config, quiet_logger());
+  engine.step();
+  std::string path = engine.save();
+  std::vector<double> before = testing::to_f64(engine.model().parameters().flat_values());
+  // Flip one byte of the state file.
+  {
+    std::fstream f(fs::path(path) / "state.bin", std::ios::in | std::ios::out | std::ios::binary);
+    f.seekp(100);
+    char c = 0;
+    f.read(&c, 1);
+    f.seekp(100);
+    c = static_cast<char>(c ^ 0x40);
+    f.write(&c, 1);
+  }
+  try {
+    engine.load(path);
+    FAIL() << "corrupt checkpoint loaded";
+  } catch (const Error& e) {
+    std::string what = e.what();
+    EXPECT_NE(what.find("model.parameters"), std::string::npos) << what;
+    EXPECT_NE(what.find("state.bin"), std::string::npos) << what;
+  }
+  EXPECT_EQ(testing::to_f64(engine.model().parameters().flat_values()), before);
+  // A checkpoint of another model shape is refused, naming the difference.
+  RunConfig wider = config;
+  wider.model.n_embd = 64;
+  wider.checkpoint.dir = config.checkpoint.dir;
+  Engine other(wider, quiet_logger());
+  EXPECT_THROW(other.load(path), Error);
+  fs::remove_all(dir);
+}
+
+TEST(Engine, MissingCorpusIsAClearError) {
+  fs::path dir = fresh_dir("missing");
+  RunConfig config = tiny_config(dir, (dir / "nope.txt").string());
+  try {
+    Engine engine(config, quiet_logger());
+    FAIL() << "missing corpus accepted";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("nope.txt"), std::string::npos) << e.what();
+  }
+  fs::remove_all(dir);
+}
+
+// Cross-entropy (nats) of the validation tokens under the unigram distribution of the training
+// tokens (add-one smoothed): the best loss a model that ignores context can reach.
+double unigram_baseline(const std::string& shard_dir, std::int64_t vocab) {
+  data::ShardSet train = data::ShardSet::open_split(shard_dir, "train");
+  data::ShardSet val = data::ShardSet::open_split(shard_dir, "val");
+  std::vector<double> counts(vocab, 1.0);
+  std::vector<std::int32_t> tokens(train.size());
+  train.read(0, train.size(), tokens.data());
+  for (std::int32_t t : tokens) counts[t] += 1.0;
+  double total = static_cast<double>(train.size()) + static_cast<double>(vocab);
+  tokens.resize(val.size());
+  val.read(0, val.size(), tokens.data());
+  double nll = 0.0;
+  for (std::int32_t t : tokens) nll -= std::log(counts[t] / total);
+  return nll / static_cast<double>(tokens.size());
+}
+
+TEST(Engine, TinyShakespeareValidationLossBeatsUnigram) {
+  const std::string data = shared_data_dir();
+  if (!fs::exists(data + "/tinyshakespeare.txt") || !fs::exists(data + "/gpt2/encoder.json")) {
+    GTEST_SKIP() << "shared data not found under " << data << " (set MYRIAD_SHARED_DATA)";
+  }
+  fs::path dir = fresh_dir("shakespeare");
+  RunConfig config = RunConfig::from_yaml_string(R"(
+model: {architecture: gpt2, vocab_size: 50257, n_layer: 2, n_head: 4, n_embd: 64, block_size: 64}
+training: {micro_batch: 8, gradient_accumulation: 1, seq_len: 64, steps: 120, lr: 4.0e-3, warmup_steps: 10, eval_batches: 8}
+data: {val_fraction: 0.1}
+)", "shakespeare_config");
+  config.data.path = data + "/tinyshakespeare.txt";
+  config.data.tokenizer = "gpt2:" + data + "/gpt2";
+  config.logging.dir = dir.string();
+  Engine engine(config, quiet_logger());
+  const double initial = engine.evaluate();
+  EXPECT_NEAR(initial, std::log(50257.0), 0.5);  // near-uniform at initialisation
+  for (int i = 0; i < 120; ++i) engine.step();
+  const double final_loss = engine.evaluate();
+  // Threshold: the unigram baseline measured on these very shards. Beating it means the model
+  // has learned to use context, not just token frequencies.
+  const double baseline = unigram_baseline((dir / "data").string(), 50257);
+  EXPECT_LT(final_loss, baseline) << "initial " << initial;
+  std::cout << "tinyshakespeare val loss: " << initial << " -> " << final_loss << " after 120 steps (unigram baseline "
+            << baseline << ")\n";
+  fs::remove_all(dir);
+}
+
+}  // namespace
+}  // namespace myriad::train
