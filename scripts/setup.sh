@@ -2,7 +2,7 @@
 # Installs what myriad needs to build and test, and only what is missing.
 # Idempotent: a second run installs nothing. Used by both README commands and .ci/run.
 # Debian packages: compiler, CMake, OpenMPI, OpenBLAS (OpenMP flavour), spdlog, yaml-cpp,
-# GoogleTest. Python packages (for the bindings and pytest): numpy, pytest, pybind11.
+# GoogleTest, nlohmann-json, ICU, and the default corpus (fortunes). Python packages (for the bindings and pytest): numpy, pytest, pybind11.
 set -euo pipefail
 
 log() { echo "[setup] $*"; }
@@ -15,6 +15,7 @@ DEBIAN_PACKAGES=(
   libgtest-dev
   nlohmann-json3-dev libicu-dev
   python3 python3-dev python3-pip
+  fortunes  # the default training corpus (English fortune files, /usr/share/games/fortunes)
 )
 
 missing=()

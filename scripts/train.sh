@@ -1,12 +1,12 @@
 #!/usr/bin/env bash
 # The README's main-job command: installs what is missing, builds, and launches the training
 # driver under mpirun. Arguments after the script are passed to python/train.py.
-#   NP: number of ranks (default 2). CONFIG: YAML config (default configs/gpt2_tiny.yaml).
+#   NP: number of ranks (default 1 until data parallelism lands). CONFIG: YAML config (default configs/gpt2_tiny.yaml).
 set -euo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 "$ROOT/scripts/setup.sh"
 "$ROOT/scripts/build.sh"
-NP="${NP:-2}"
+NP="${NP:-1}"
 CONFIG="${CONFIG:-$ROOT/configs/gpt2_tiny.yaml}"
 MPI_FLAGS=(--oversubscribe --mca mpi_yield_when_idle 1 -x OMP_NUM_THREADS=1 -x PYTHONPATH="$ROOT/python")
 if [ "$(id -u)" -eq 0 ]; then MPI_FLAGS+=(--allow-run-as-root); fi

@@ -236,11 +236,20 @@ std::string Engine::generate(const std::string& prompt, std::int64_t max_new_tok
   const data::BpeTokenizer& tok = *data_.tokenizer;
   std::vector<std::int32_t> ids = tok.encode(prompt);
   ids.insert(ids.begin(), tok.eot_id());
-  nn::GenerateArgs args{.max_new_tokens = max_new_tokens, .temperature = temperature, .top_k = top_k, .seed = seed,
-                        .stop_token = tok.eot_id()};
+  nn::GenerateArgs args{.max_new_tokens = max_new_tokens, .temperature = temperature, .top_k = top_k, .seed = seed};
   std::vector<std::int32_t> out = nn::generate(*model_, ids, args);
-  if (!out.empty() && out.back() == tok.eot_id()) out.pop_back();
-  return prompt + tok.decode(out);
+  // Document boundaries (end-of-text tokens) are shown as a separator line.
+  std::string text = prompt;
+  std::vector<std::int32_t> piece;
+  for (std::int32_t id : out) {
+    if (id == tok.eot_id()) {
+      text += tok.decode(piece) + "\n---\n";
+      piece.clear();
+    } else {
+      piece.push_back(id);
+    }
+  }
+  return text + tok.decode(piece);
 }
 
 }  // namespace myriad::train

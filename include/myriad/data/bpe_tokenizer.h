@@ -36,7 +36,8 @@
 //       <M lines: "<left id> <right id>", in rank order>
 //     Trailing '\n' after the last line. The result of each merge is found from the bytes.
 //   Every reading error (missing file, malformed JSON or line, unknown token, duplicate) throws
-//   myriad::Error whose message starts with "<path>:<line>:" (or "<path>:" when no line applies).
+//   myriad::Error whose message() starts with "<path>:<line>:" (or "<path>:" when no line
+//   applies); what() adds the usual "[rank N] source:line:" prefix in front.
 //
 // train(text, vocab_size): classic BPE training on the pre-tokenised `text`: start from the 256
 // byte tokens (id = byte value), repeatedly merge the most frequent adjacent pair inside

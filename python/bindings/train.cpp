@@ -1,0 +1,127 @@
+// Python bindings of the run config, the training engine and the tokenizer.
+//
+// Config: from a YAML file plus "--set key=value" overrides, validated, printable as YAML.
+// Engine: step / evaluate / save / load / generate; parameters and gradients as NumPy views
+// (no copies: the arrays share the engine's flat buffers and keep them alive). The engine runs
+// with the GIL released so other Python threads (progress bars) keep running.
+#include <pybind11/numpy.h>
+#include <pybind11/pybind11.h>
+#include <pybind11/stl.h>
+
+#include "bindings.h"
+#include "myriad/config/run_config.h"
+#include "myriad/core/logging.h"
+#include "myriad/data/bpe_tokenizer.h"
+#include "myriad/train/engine.h"
+
+namespace py = pybind11;
+
+namespace myriad::python {
+
+namespace {
+
+py::dict metrics_dict(const train::StepMetrics& m) {
+  py::dict d;
+  d["step"] = m.step;
+  d["loss"] = m.loss;
+  d["lr"] = m.lr;
+  d["grad_norm"] = m.grad_norm;
+  d["skipped"] = m.skipped;
+  d["tokens"] = m.tokens;
+  d["seconds"] = m.seconds;
+  return d;
+}
+
+}  // namespace
+
+void bind_train(py::module_& m) {
+  py::class_<RunConfig>(m, "Config", "Run configuration (see docs/config.md)")
+      .def_static("from_file", &RunConfig::from_yaml_file, py::arg("path"))
+      .def_static("from_string", &RunConfig::from_yaml_string, py::arg("text"), py::arg("source_name") = "<string>")
+      .def("set", &RunConfig::apply_override, py::arg("key_equals_value"), "apply one 'section.key=value' override")
+      .def("validate", &RunConfig::validate, py::arg("world_size") = 1)
+      .def("resolved", &RunConfig::resolved)
+      .def("to_yaml", &RunConfig::to_yaml)
+      .def_property_readonly("logging_dir", [](const RunConfig& c) { return c.logging.dir; })
+      .def_property_readonly("logging_every", [](const RunConfig& c) { return c.logging.every; })
+      .def_property_readonly("logging_level", [](const RunConfig& c) { return c.logging.level; })
+      .def_property_readonly("steps", [](const RunConfig& c) { return c.training.steps; })
+      .def_property_readonly("eval_every", [](const RunConfig& c) { return c.training.eval_every; })
+      .def_property_readonly("checkpoint_every", [](const RunConfig& c) { return c.checkpoint.every; })
+      .def_property_readonly("resume", [](const RunConfig& c) { return c.checkpoint.resume; })
+      .def_property_readonly("sample", [](const RunConfig& c) {
+        py::dict d;
+        d["tokens"] = c.sample.tokens;
+        d["temperature"] = c.sample.temperature;
+        d["top_k"] = c.sample.top_k;
+        d["prompt"] = c.sample.prompt;
+        return d;
+      })
+      .def_property_readonly("seed", [](const RunConfig& c) { return c.training.seed; });
+
+  py::class_<train::Engine>(m, "Engine", "One rank's model, optimizer, data and step loop")
+      .def(py::init([](const RunConfig& config, int rank, const std::string& log_file) {
+             return std::make_unique<train::Engine>(config, make_rank_logger(rank, config.logging.level, log_file));
+           }),
+           py::arg("config"), py::arg("rank") = 0, py::arg("log_file") = "")
+      .def("step", [](train::Engine& e) {
+             train::StepMetrics metrics;
+             {
+               py::gil_scoped_release release;
+               metrics = e.step();
+             }
+             return metrics_dict(metrics);
+           }, "one optimizer step over the global batch; returns its metrics")
+      .def("evaluate", [](train::Engine& e) {
+             py::gil_scoped_release release;
+             return e.evaluate();
+           }, "mean validation loss")
+      .def("save", &train::Engine::save, py::call_guard<py::gil_scoped_release>())
+      .def("load", &train::Engine::load, py::arg("checkpoint_dir"), py::call_guard<py::gil_scoped_release>())
+      .def("generate", &train::Engine::generate, py::arg("prompt"), py::arg("max_new_tokens"),
+           py::arg("temperature") = 0.8f, py::arg("top_k") = 40, py::arg("seed") = 0,
+           py::call_guard<py::gil_scoped_release>())
+      .def_property_readonly("step_count", &train::Engine::step_count)
+      .def_property_readonly("tokens_per_step", &train::Engine::tokens_per_step)
+      .def_property_readonly("flops_per_token", &train::Engine::flops_per_token)
+      .def("memory_report", [](const train::Engine& e) {
+             train::MemoryReport r = e.memory_report();
+             py::dict d;
+             d["parameters"] = r.parameter_bytes;
+             d["gradients"] = r.gradient_bytes;
+             d["optimizer"] = r.optimizer_bytes;
+             d["activations"] = r.activation_bytes;
+             d["scratch"] = r.scratch_bytes;
+             return d;
+           })
+      .def("parameters", [](train::Engine& e) {
+             py::dict d;
+             for (nn::Parameter& p : e.model().parameters().all()) d[py::str(p.name)] = p.value;
+             return d;
+           }, "name -> Tensor view of each parameter (Tensor.numpy() gives a NumPy view)")
+      .def("gradients", [](train::Engine& e) {
+             py::dict d;
+             for (nn::Parameter& p : e.model().parameters().all()) d[py::str(p.name)] = p.grad;
+             return d;
+           }, "name -> Tensor view of each gradient (as left by the last step)")
+      .def("tokenizer", [](const train::Engine& e) -> py::object {
+             if (e.tokenizer() == nullptr) return py::none();
+             return py::cast(*e.tokenizer());
+           });
+
+  py::class_<data::BpeTokenizer>(m, "BpeTokenizer", "Byte-level BPE (GPT-2 compatible)")
+      .def_static("load_gpt2", &data::BpeTokenizer::load_gpt2, py::arg("encoder_json"), py::arg("vocab_bpe"))
+      .def_static("load", &data::BpeTokenizer::load, py::arg("path"))
+      .def_static("train", [](const std::string& text, std::int32_t vocab) { return data::BpeTokenizer::train(text, vocab); },
+                  py::arg("text"), py::arg("vocab_size"))
+      .def("save", &data::BpeTokenizer::save)
+      .def("encode", [](const data::BpeTokenizer& t, const std::string& text) { return t.encode(text); })
+      .def("decode", [](const data::BpeTokenizer& t, const std::vector<std::int32_t>& ids) {
+             std::string bytes = t.decode(ids);
+             return py::bytes(bytes).attr("decode")("utf-8", "replace");
+           })
+      .def_property_readonly("vocab_size", &data::BpeTokenizer::vocab_size)
+      .def_property_readonly("eot_id", &data::BpeTokenizer::eot_id);
+}
+
+}  // namespace myriad::python
