@@ -37,6 +37,31 @@ Timing time_it(const std::function<void()>& fn, int warmup, int min_repeats, dou
   return t;
 }
 
+static double median_of(std::vector<double> samples) {
+  std::sort(samples.begin(), samples.end());
+  std::size_t n = samples.size();
+  return n % 2 ? samples[n / 2] : 0.5 * (samples[n / 2 - 1] + samples[n / 2]);
+}
+
+PairedTiming time_paired(const std::function<void()>& first, const std::function<void()>& second, int min_pairs,
+                         double min_total_s, int max_pairs) {
+  first();
+  second();
+  std::vector<double> a, b;
+  double total = 0;
+  auto timed = [](const std::function<void()>& fn) {
+    auto start = std::chrono::steady_clock::now();
+    fn();
+    return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  };
+  while (static_cast<int>(a.size()) < max_pairs && (static_cast<int>(a.size()) < min_pairs || total < min_total_s)) {
+    a.push_back(timed(first));
+    b.push_back(timed(second));
+    total += a.back() + b.back();
+  }
+  return PairedTiming{median_of(a), median_of(b), static_cast<int>(a.size())};
+}
+
 std::string describe_machine() {
   std::string model = "unknown CPU";
   std::ifstream cpuinfo("/proc/cpuinfo");

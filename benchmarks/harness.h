@@ -24,6 +24,17 @@ struct Timing {
 Timing time_it(const std::function<void()>& fn, int warmup = 1, int min_repeats = 3, double min_total_s = 0.3,
                int max_repeats = 1000);
 
+// Times two functions call by call in alternation (a, b, a, b, ...) after one warm-up each,
+// at least `min_pairs` pairs and until `min_total_s` seconds; returns both medians. Use it for
+// ratios on a noisy machine: load drift hits both sides of every pair alike.
+struct PairedTiming {
+  double first_median_s = 0;
+  double second_median_s = 0;
+  int pairs = 0;
+};
+PairedTiming time_paired(const std::function<void()>& first, const std::function<void()>& second, int min_pairs = 10,
+                         double min_total_s = 1.0, int max_pairs = 1000);
+
 // One line: CPU model, logical CPUs, OpenMP threads, OpenBLAS build config.
 std::string describe_machine();
 // The command line as typed, for the record.
