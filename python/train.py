@@ -95,19 +95,20 @@ def main(argv):
               f"optimizer {mem['optimizer'] / 2**20:.1f} MiB, activations {mem['activations'] / 2**20:.1f} MiB",
               flush=True)
     progress = Progress(steps, rank == 0)
-    window_tokens, window_time = 0, 0.0
+    window_tokens, window_time, window_steps = 0, 0.0, 0
     while engine.step_count < steps:
         m = engine.step()
         window_tokens += m["tokens"]
         window_time += m["seconds"]
+        window_steps += 1
         step = m["step"]
         if rank == 0 and (step % every == 0 or step == steps or step == 1):
             progress.clear()
             print(f"step {step:5d}/{steps} | loss {m['loss']:.4f} | lr {m['lr']:.2e} | grad_norm {m['grad_norm']:.3f} | "
                   f"tok/s {human(window_tokens / max(window_time, 1e-9))} | "
-                  f"{1000 * window_time / max(1, every if step > 1 else 1):.0f} ms/step"
+                  f"{1000 * window_time / max(1, window_steps):.0f} ms/step"
                   + (" | SKIPPED (non-finite grads)" if m["skipped"] else ""), flush=True)
-            window_tokens, window_time = 0, 0.0
+            window_tokens, window_time, window_steps = 0, 0.0, 0
         if config.eval_every and step % config.eval_every == 0 and rank == 0:
             progress.clear()
             print(f"step {step:5d}/{steps} | val loss {engine.evaluate():.4f}", flush=True)

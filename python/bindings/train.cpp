@@ -12,6 +12,7 @@
 #include "myriad/config/run_config.h"
 #include "myriad/core/logging.h"
 #include "myriad/data/bpe_tokenizer.h"
+#include "myriad/data/tokenize_corpus.h"
 #include "myriad/train/engine.h"
 
 namespace py = pybind11;
@@ -78,9 +79,19 @@ void bind_train(py::module_& m) {
            }, "mean validation loss")
       .def("save", &train::Engine::save, py::call_guard<py::gil_scoped_release>())
       .def("load", &train::Engine::load, py::arg("checkpoint_dir"), py::call_guard<py::gil_scoped_release>())
-      .def("generate", &train::Engine::generate, py::arg("prompt"), py::arg("max_new_tokens"),
-           py::arg("temperature") = 0.8f, py::arg("top_k") = 40, py::arg("seed") = 0,
-           py::call_guard<py::gil_scoped_release>())
+      .def("generate", [](train::Engine& e, const std::string& prompt, std::int64_t max_new_tokens, float temperature,
+                          std::int64_t top_k, std::uint64_t seed) {
+             std::string text;
+             {
+               py::gil_scoped_release release;
+               text = e.generate(prompt, max_new_tokens, temperature, top_k, seed);
+             }
+             // Sampled byte-level tokens need not form valid UTF-8 (a multi-byte character cut
+             // in the middle): decode with replacement, as BpeTokenizer.decode does.
+             return py::bytes(text).attr("decode")("utf-8", "replace");
+           },
+           py::arg("prompt"), py::arg("max_new_tokens"), py::arg("temperature") = 0.8f, py::arg("top_k") = 40,
+           py::arg("seed") = 0, "prompt followed by the sampled continuation (invalid UTF-8 shown as U+FFFD)")
       .def_property_readonly("step_count", &train::Engine::step_count)
       .def_property_readonly("tokens_per_step", &train::Engine::tokens_per_step)
       .def_property_readonly("flops_per_token", &train::Engine::flops_per_token)
@@ -122,6 +133,41 @@ void bind_train(py::module_& m) {
            })
       .def_property_readonly("vocab_size", &data::BpeTokenizer::vocab_size)
       .def_property_readonly("eot_id", &data::BpeTokenizer::eot_id);
+
+  m.def(
+      "tokenize_corpus",
+      [](const std::vector<std::string>& inputs, const std::string& output_dir, const data::BpeTokenizer& tokenizer,
+         const std::string& separator, double val_fraction, const std::string& val_split,
+         const std::vector<std::string>& extensions, std::int64_t shard_tokens) {
+        data::TokenizeOptions options;
+        options.inputs = inputs;
+        options.output_dir = output_dir;
+        options.separator = separator;
+        options.val_fraction = val_fraction;
+        options.val_split = data::parse_val_split(val_split);
+        options.extensions = extensions;
+        options.shard_tokens = shard_tokens;
+        data::TokenizeSummary summary;
+        {
+          py::gil_scoped_release release;
+          summary = data::tokenize_corpus(
+              options, [&tokenizer](std::string_view text) { return tokenizer.encode(text); }, tokenizer.eot_id(),
+              static_cast<std::uint32_t>(tokenizer.vocab_size()));
+        }
+        py::dict d;
+        d["files"] = summary.files;
+        d["documents"] = summary.documents;
+        d["bytes"] = summary.bytes;
+        d["train_tokens"] = summary.train_tokens;
+        d["val_tokens"] = summary.val_tokens;
+        d["train_shards"] = summary.train_shards;
+        d["val_shards"] = summary.val_shards;
+        return d;
+      },
+      py::arg("inputs"), py::arg("output_dir"), py::arg("tokenizer"), py::arg("separator") = "",
+      py::arg("val_fraction") = 0.05, py::arg("val_split") = "documents",
+      py::arg("extensions") = std::vector<std::string>{}, py::arg("shard_tokens") = 100'000'000,
+      "Text files / folders -> train_*.bin and val_*.bin token shards (parallel, deterministic); returns a summary");
 }
 
 }  // namespace myriad::python

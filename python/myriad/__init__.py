@@ -8,7 +8,7 @@ package re-exports it. Tensors convert to and from NumPy without copies on the C
     t.numpy()[0, 0] = 5                                  # visible through t
 """
 from . import _myriad
-from ._myriad import BpeTokenizer, Config, Engine, Error, Tensor, empty, from_numpy, full, ops, philox4x32, randn, zeros
+from ._myriad import BpeTokenizer, Config, Engine, Error, Tensor, empty, from_numpy, full, ops, philox4x32, randn, tokenize_corpus, zeros
 
-__all__ = ["BpeTokenizer", "Config", "Engine", "Error", "Tensor", "empty", "from_numpy", "full", "ops", "philox4x32", "randn", "zeros"]
+__all__ = ["BpeTokenizer", "Config", "Engine", "Error", "Tensor", "empty", "from_numpy", "full", "ops", "philox4x32", "randn", "tokenize_corpus", "zeros"]
 __version__ = "0.1.0"

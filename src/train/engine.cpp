@@ -71,6 +71,7 @@ nn::TransformerConfig transformer_config(const ModelConfig& m, std::int64_t voca
 Engine::Engine(const RunConfig& config, std::shared_ptr<spdlog::logger> log)
     : config_(config.resolved()), log_(std::move(log)) {
   config_.validate(1);
+  log_->info("resolved config:\n{}", config_.to_yaml());
   MYRIAD_CHECK(config_.training.precision == Precision::fp32,
                "training.precision: only fp32 runs on the CPU engine today (bf16/fp16 arrive with the CUDA backend)");
   data_ = prepare_data(config_, *log_);
