@@ -2,7 +2,8 @@
 # Installs what myriad needs to build and test, and only what is missing.
 # Idempotent: a second run installs nothing. Used by both README commands and .ci/run.
 # Debian packages: compiler, CMake, OpenMPI, OpenBLAS (OpenMP flavour), spdlog, yaml-cpp,
-# GoogleTest, nlohmann-json, ICU, and the default corpus (fortunes). Python packages (for the bindings and pytest): numpy, pytest, pybind11.
+# GoogleTest, nlohmann-json, ICU, and the default corpus (fortunes). Python packages (for the
+# bindings and tests): numpy, pytest, pybind11, regex (reference pre-tokenizer in tokenizer tests).
 set -euo pipefail
 
 log() { echo "[setup] $*"; }
@@ -44,7 +45,7 @@ fi
 
 PYTHON="${PYTHON:-python3}"
 py_missing=()
-for mod in numpy pytest pybind11; do
+for mod in numpy pytest pybind11 regex; do
   if ! "$PYTHON" -c "import $mod" 2>/dev/null; then py_missing+=("$mod"); fi
 done
 if [ ${#py_missing[@]} -gt 0 ]; then
