@@ -1,0 +1,254 @@
+// bench_train_step: one whole training step of nn::GptModel (zero_grads + forward_backward +
+// AdamW step) against OpenBLAS sgemm measured in the same run, plus the step's memory.
+//
+// Configs: GPT-2 124M (V 50257, L 12, H 12, C 768, block 1024) at B=4 x T=64 and B=4 x T=256,
+// and the tiny model of configs/gpt2_tiny.yaml (V 1024, L 4, H 4, C 128, B=8 x T=128). No data
+// pipeline: ids and targets are Philox words modulo V. Model FLOPs per token use the Engine's
+// formula (6 * matmul parameters, the tied LM head counted, + 6 * L * T * C for attention).
+// Before timing, the warm-up step's loss must be finite and near ln V (random targets, near-uniform
+// predictions at initialisation). Memory: the Engine's accounting (parameters, gradients, AdamW
+// m and v, saved activations, scratch) against the process's peak RSS over the timed steps.
+// Usage: OMP_NUM_THREADS=2 bench_train_step [--quick] [--recompute none|selective|full]
+#include <cblas.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstring>
+#include <iostream>
+#include <optional>
+
+#include "harness.h"
+#include "myriad/core/philox.h"
+#include "myriad/core/tensor.h"
+#include "myriad/nn/gpt_model.h"
+#include "myriad/optim/adamw_optimizer.h"
+
+using namespace myriad;
+using namespace myriad::bench;
+
+namespace {
+
+struct StepCase {
+  std::string name;
+  nn::TransformerConfig model;
+  std::int64_t B, T;
+};
+
+struct CaseResult {
+  Timing timing;
+  double zero_s = 0, forward_backward_s = 0, optimizer_s = 0;  // medians of each phase over the timed steps
+  double flops_per_step = 0;
+  double initial_loss = 0, final_loss = 0;
+  std::int64_t params = 0;
+  nn::ActivationMemory activations;
+  std::size_t rss_before_model = 0, rss_after_warmup = 0, peak_rss = 0;
+  bool peak_valid = false;
+};
+
+// Engine::flops_per_token(): 6 per matmul parameter (forward 2, backward 4), the tied LM head
+// counted as V*C more, plus causal attention scores and values 6 * L * T * C.
+double median(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  return v.empty() ? 0.0 : v[v.size() / 2];
+}
+
+double flops_per_token(const nn::GptModel& model, std::int64_t T) {
+  const nn::TransformerConfig& c = model.config();
+  double matmul_params = 0;
+  for (const nn::Parameter& p : model.parameters().all()) {
+    if (p.kind == nn::ParamKind::weight) matmul_params += static_cast<double>(shape_numel(p.shape));
+  }
+  if (c.tie_embeddings) matmul_params += static_cast<double>(c.vocab_size * c.n_embd);
+  return 6.0 * matmul_params + 6.0 * static_cast<double>(c.n_layer * T * c.n_embd);
+}
+
+Tensor random_ids(std::int64_t B, std::int64_t T, std::int64_t vocab, std::uint64_t stream) {
+  Tensor ids = Tensor::empty({B, T}, DType::i32);
+  std::int32_t* p = ids.data<std::int32_t>();
+  for (std::int64_t i = 0; i < B * T; ++i) {
+    p[i] = static_cast<std::int32_t>(philox4x32(2024, stream, static_cast<std::uint64_t>(i))[0] % vocab);
+  }
+  return ids;
+}
+
+// 1024^3 sgemm through OpenBLAS directly; the buffers live only inside this call.
+double sgemm_gflops() {
+  const int n = 1024;
+  Tensor a = Tensor::empty({n, n}), b = Tensor::empty({n, n}), c = Tensor::empty({n, n});
+  fill_uniform(a, -1, 1, 7, 0);
+  fill_uniform(b, -1, 1, 7, 1);
+  Timing t = time_it(
+      [&] {
+        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, n, n, n, 1.0f, a.data<float>(), n, b.data<float>(), n,
+                    0.0f, c.data<float>(), n);
+        do_not_optimize(c.data<float>());
+      },
+      2, 10, 1.0);
+  return 2.0 * n * n * n / t.median_s / 1e9;
+}
+
+// Builds the model and optimizer, runs one warm-up step (checked), then times >= 3 steps with
+// the peak RSS reset just before the first timed one.
+CaseResult run_case(const StepCase& c, nn::Recompute mode) {
+  CaseResult r;
+  r.rss_before_model = current_rss_bytes();
+  nn::GptModel model(c.model);
+  model.initialize(1337);
+  optim::AdamWOptimizer optimizer(model.parameters(), optim::AdamWConfig{});
+  const Tensor ids = random_ids(c.B, c.T, c.model.vocab_size, 1);
+  const Tensor targets = random_ids(c.B, c.T, c.model.vocab_size, 2);
+  const float loss_scale = 1.0f / static_cast<float>(c.B * c.T);
+  double last_loss = 0;
+  std::vector<double> zero_s, forward_backward_s, optimizer_s;
+  auto step = [&] {
+    using clock = std::chrono::steady_clock;
+    auto seconds = [](clock::time_point a, clock::time_point b) {
+      return std::chrono::duration<double>(b - a).count();
+    };
+    const clock::time_point t0 = clock::now();
+    model.parameters().zero_grads();
+    const clock::time_point t1 = clock::now();
+    last_loss = model.forward_backward(ids, targets, loss_scale, mode).sum / static_cast<double>(c.B * c.T);
+    const clock::time_point t2 = clock::now();
+    optim::OptimizerStepStats stats = optimizer.step(6e-4f);
+    const clock::time_point t3 = clock::now();
+    MYRIAD_CHECK(!stats.skipped, c.name << ": non-finite gradient norm " << stats.grad_norm);
+    zero_s.push_back(seconds(t0, t1));
+    forward_backward_s.push_back(seconds(t1, t2));
+    optimizer_s.push_back(seconds(t2, t3));
+  };
+  step();
+  r.initial_loss = last_loss;
+  zero_s.clear();
+  forward_backward_s.clear();
+  optimizer_s.clear();
+  // Logits at initialisation have std ~ init_std * sqrt(C) (<= 0.6 here): loss within 0.5 of ln V.
+  const double uniform = std::log(static_cast<double>(c.model.vocab_size));
+  MYRIAD_CHECK(std::isfinite(r.initial_loss) && std::fabs(r.initial_loss - uniform) < 0.5,
+               c.name << ": warm-up loss " << r.initial_loss << " is not near ln V = " << uniform);
+  r.rss_after_warmup = current_rss_bytes();
+  r.peak_valid = reset_peak_rss();
+  r.timing = time_it(step, 0, 3, 1.0, 50);
+  r.peak_rss = peak_rss_bytes();
+  r.final_loss = last_loss;
+  r.zero_s = median(zero_s);
+  r.forward_backward_s = median(forward_backward_s);
+  r.optimizer_s = median(optimizer_s);
+  MYRIAD_CHECK(std::isfinite(r.final_loss), c.name << ": loss became " << r.final_loss);
+  r.flops_per_step = flops_per_token(model, c.T) * static_cast<double>(c.B * c.T);
+  r.params = model.parameters().numel();
+  r.activations = model.activation_memory(c.B, c.T, mode);
+  return r;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  bool quick = false;
+  nn::Recompute mode = nn::Recompute::none;
+  for (int i = 1; i < argc; ++i) {
+    if (std::strcmp(argv[i], "--quick") == 0) {
+      quick = true;
+    } else if (std::strcmp(argv[i], "--recompute") == 0 && i + 1 < argc) {
+      try {
+        mode = nn::parse_recompute(argv[++i]);
+      } catch (const Error& e) {
+        std::cerr << e.what() << "\n";
+        return 2;
+      }
+    } else {
+      std::cerr << "usage: bench_train_step [--quick] [--recompute none|selective|full]\n";
+      return 2;
+    }
+  }
+  print_header("bench_train_step: GPT training step (zero_grads + forward/backward + AdamW) vs OpenBLAS sgemm", argc,
+               argv);
+
+  std::vector<StepCase> cases;
+  cases.push_back({"gpt2_tiny", nn::TransformerConfig::gpt2(1024, 4, 4, 128, 128), 8, 128});
+  if (!quick) {
+    nn::TransformerConfig gpt2_small = nn::TransformerConfig::gpt2(50257, 12, 12, 768, 1024);
+    cases.push_back({"GPT-2 124M", gpt2_small, 4, 64});
+    cases.push_back({"GPT-2 124M", gpt2_small, 4, 256});
+  }
+
+  const double sgemm_before = sgemm_gflops();
+  std::cout << "- OpenBLAS sgemm 1024x1024x1024 before the steps: " << fmt(sgemm_before) << " GFLOP/s\n";
+  std::cout << "- recompute: " << nn::recompute_name(mode) << "\n\n" << std::flush;
+
+  std::vector<CaseResult> results;
+  for (const StepCase& c : cases) results.push_back(run_case(c, mode));
+
+  const double sgemm_after = sgemm_gflops();
+  const double sgemm = 0.5 * (sgemm_before + sgemm_after);
+  const double sgemm_best = std::max(sgemm_before, sgemm_after);
+
+  Table speed({"config", "B", "T", "params", "GFLOP/step", "ms/step (median)", "ms/step (min)", "steps", "tokens/s",
+               "model GFLOP/s", "model / sgemm", "model / best sgemm", "zero_grads ms", "fwd+bwd ms", "AdamW ms",
+               "loss first -> last"});
+  for (std::size_t i = 0; i < cases.size(); ++i) {
+    const StepCase& c = cases[i];
+    const CaseResult& r = results[i];
+    const double tokens = static_cast<double>(c.B * c.T);
+    const double gflops = r.flops_per_step / r.timing.median_s / 1e9;
+    speed.add_row({c.name, std::to_string(c.B), std::to_string(c.T), fmt(r.params / 1e6, 2) + "M",
+                   fmt(r.flops_per_step / 1e9, 1), fmt(r.timing.median_s * 1e3, 1), fmt(r.timing.min_s * 1e3, 1),
+                   std::to_string(r.timing.repeats), fmt(tokens / r.timing.median_s, 0), fmt(gflops, 1),
+                   percent(gflops / sgemm), percent(gflops / sgemm_best), fmt(r.zero_s * 1e3, 1),
+                   fmt(r.forward_backward_s * 1e3, 1), fmt(r.optimizer_s * 1e3, 1),
+                   fmt(r.initial_loss, 3) + " -> " + fmt(r.final_loss, 3)});
+  }
+  speed.print();
+  std::cout << "\n- OpenBLAS sgemm 1024x1024x1024 after the steps: " << fmt(sgemm_after)
+            << " GFLOP/s; 'model / sgemm' uses the mean " << fmt(sgemm) << " GFLOP/s, 'model / best sgemm' the higher "
+            << fmt(sgemm_best) << " GFLOP/s\n"
+            << "- phase columns: medians of each phase over the timed steps (fwd+bwd includes the LM head and loss)\n"
+            << "- model FLOPs/step = B*T * (6 * matmul weights (+ V*C for the tied LM head) + 6*L*T*C) "
+               "(Engine::flops_per_token); time = median over >= 3 steps after 1 warm-up step\n\n";
+
+  Table memory({"config", "B", "T", "params", "grads", "AdamW m+v", "activations saved", "scratch", "accounted",
+                "RSS before model", "peak RSS (steps)", "peak / accounted", "(peak - before) / accounted"});
+  for (std::size_t i = 0; i < cases.size(); ++i) {
+    const StepCase& c = cases[i];
+    const CaseResult& r = results[i];
+    const double p = static_cast<double>(r.params) * 4;
+    const double accounted = 4 * p + static_cast<double>(r.activations.saved_bytes + r.activations.scratch_bytes);
+    const bool valid = r.peak_valid && r.peak_rss > 0;
+    memory.add_row(
+        {c.name, std::to_string(c.B), std::to_string(c.T), bytes_human(p), bytes_human(p), bytes_human(2 * p),
+         bytes_human(static_cast<double>(r.activations.saved_bytes)),
+         bytes_human(static_cast<double>(r.activations.scratch_bytes)), bytes_human(accounted),
+         bytes_human(static_cast<double>(r.rss_before_model)),
+         valid ? bytes_human(static_cast<double>(r.peak_rss)) : "n/a",
+         valid ? fmt(static_cast<double>(r.peak_rss) / accounted, 2) + "x" : "n/a",
+         valid ? fmt((static_cast<double>(r.peak_rss) - static_cast<double>(r.rss_before_model)) / accounted, 2) + "x"
+               : "n/a"});
+  }
+  memory.print();
+  std::cout << "\n- accounted = 4 x 4 bytes x params (values, grads, AdamW m, v) + activation_memory(B, T, "
+            << nn::recompute_name(mode)
+            << ").saved_bytes + scratch_bytes; peak RSS = VmHWM of the whole process (including memory an earlier row\n"
+               "  freed but the allocator kept: 'RSS before model'), reset after the warm-up step"
+            << (results.empty() || results[0].peak_valid ? "" : " (reset failed: /proc/self/clear_refs not writable)")
+            << "\n";
+
+  if (!quick) {
+    const CaseResult& r = results[1];  // GPT-2 124M, B=4, T=64
+    const double gflops = r.flops_per_step / r.timing.median_s / 1e9;
+    const double ratio = gflops / sgemm, ratio_best = gflops / sgemm_best;
+    const double accounted = 16.0 * static_cast<double>(r.params) +
+                             static_cast<double>(r.activations.saved_bytes + r.activations.scratch_bytes);
+    std::cout << "- bar (GPT-2 124M, B=4, T=64): step >= 50% of sgemm (goal 65%): " << percent(ratio)
+              << " of the mean, " << percent(ratio_best) << " of the best -> "
+              << (ratio_best >= 0.5 ? "met"
+                  : ratio >= 0.5    ? "met on the mean only"
+                                    : "MISSED")
+              << "; peak RSS <= 1.3x accounted: "
+              << (r.peak_valid ? fmt(static_cast<double>(r.peak_rss) / accounted, 2) + "x -> " +
+                                     (static_cast<double>(r.peak_rss) <= 1.3 * accounted ? "met" : "MISSED")
+                               : std::string("n/a"))
+              << "\n";
+  }
+  return 0;
+}
