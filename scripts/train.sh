@@ -8,8 +8,9 @@ ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 "$ROOT/scripts/build.sh"
 NP="${NP:-1}"
 CONFIG="${CONFIG:-$ROOT/configs/gpt2_tiny.yaml}"
-# Threads per rank: the cores shared out between the ranks (at least 1), unless set by the caller.
+# Threads per rank: the cores shared out between the ranks (at least 1), unless set by the caller;
+# --bind-to none lets a rank's OpenMP threads use more than the one core OpenMPI would bind it to.
 THREADS="${OMP_NUM_THREADS:-$(( $(nproc) / NP > 0 ? $(nproc) / NP : 1 ))}"
-MPI_FLAGS=(--oversubscribe --mca mpi_yield_when_idle 1 -x OMP_NUM_THREADS="$THREADS" -x PYTHONPATH="$ROOT/python")
+MPI_FLAGS=(--oversubscribe --bind-to none --mca mpi_yield_when_idle 1 -x OMP_NUM_THREADS="$THREADS" -x PYTHONPATH="$ROOT/python")
 if [ "$(id -u)" -eq 0 ]; then MPI_FLAGS+=(--allow-run-as-root); fi
 exec mpirun -np "$NP" "${MPI_FLAGS[@]}" python3 "$ROOT/python/train.py" --config "$CONFIG" "$@"
