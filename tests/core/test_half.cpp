@@ -12,12 +12,13 @@
 namespace myriad {
 namespace {
 
-// The f16 value nearest to x (ties to even), computed by brute force over all 65536 patterns
-// of one sign is too slow per value; instead decode every pattern once and bisect.
+// The f16 value nearest to x (ties to even): every finite positive pattern is decoded once and
+// the neighbours of |x| are found by bisection.
 double nearest_f16_reference(double x, const std::vector<double>& sorted_positive) {
   double magnitude = std::fabs(x);
   if (magnitude >= 65520.0) return std::copysign(INFINITY, x);  // 65504 + half ulp rounds to inf
   auto it = std::lower_bound(sorted_positive.begin(), sorted_positive.end(), magnitude);
+  if (it == sorted_positive.end()) return std::copysign(sorted_positive.back(), x);  // (65504, 65520): the max
   double upper = *it;
   double lower = it == sorted_positive.begin() ? upper : *(it - 1);
   double chosen;
