@@ -1,0 +1,65 @@
+// RankGrid — pure arithmetic from a world of ranks to coordinates on the parallel axes.
+//
+// Axes, fastest-varying first: tp, cp, ep, dp, pp (Megatron's tp-cp-ep-dp-pp order), so
+//   rank = tp + TP * (cp + CP * (ep + EP * (dp + DP * pp))).
+// Tensor-parallel peers are neighbouring ranks (they share a node); pipeline stages are the
+// farthest apart. A group along an axis is the set of ranks that differ only in that coordinate,
+// listed by that coordinate. No MPI here: communicators are built from these groups elsewhere.
+#pragma once
+
+#include <array>
+#include <string>
+#include <vector>
+
+namespace myriad::dist {
+
+enum class Axis { tp = 0, cp = 1, ep = 2, dp = 3, pp = 4 };
+inline constexpr std::array<Axis, 5> kAxes = {Axis::tp, Axis::cp, Axis::ep, Axis::dp, Axis::pp};
+const char* axis_name(Axis axis);
+
+struct GridShape {
+  int tp = 1, cp = 1, ep = 1, dp = 1, pp = 1;
+  int size(Axis axis) const;
+  int product() const { return tp * cp * ep * dp * pp; }
+};
+
+struct GridCoord {
+  std::array<int, 5> index{};  // by Axis
+  int operator[](Axis axis) const { return index[static_cast<int>(axis)]; }
+  int& operator[](Axis axis) { return index[static_cast<int>(axis)]; }
+  bool operator==(const GridCoord&) const = default;
+};
+
+class RankGrid {
+ public:
+  // Throws naming every factor when the product of the degrees is not world_size.
+  RankGrid(const GridShape& shape, int world_size);
+
+  int world_size() const { return world_; }
+  const GridShape& shape() const { return shape_; }
+  int size(Axis axis) const { return shape_.size(axis); }
+
+  GridCoord coords(int rank) const;
+  int rank_of(const GridCoord& coord) const;
+  // Ranks that differ from `rank` only along `axis`, ordered by that coordinate (includes rank).
+  std::vector<int> group(Axis axis, int rank) const;
+  // Which group of `axis` the rank belongs to: equal for all members, distinct across groups,
+  // in [0, world / size(axis)) — usable as an MPI_Comm_split colour.
+  int group_id(Axis axis, int rank) const;
+  // Previous / next pipeline stage of `rank` (same tp, cp, ep, dp); -1 past the ends.
+  int pipeline_prev(int rank) const;
+  int pipeline_next(int rank) const;
+  // Neighbours on the ring of `axis` (wrapping around).
+  int ring_prev(Axis axis, int rank) const;
+  int ring_next(Axis axis, int rank) const;
+  // "rank 5 (tp 1, cp 0, ep 0, dp 2, pp 0)"
+  std::string describe(int rank) const;
+
+ private:
+  void check_rank(int rank) const;
+  int stride(Axis axis) const;
+  GridShape shape_;
+  int world_;
+};
+
+}  // namespace myriad::dist
