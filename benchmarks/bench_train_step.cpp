@@ -46,22 +46,6 @@ struct CaseResult {
   bool peak_valid = false;
 };
 
-// Engine::flops_per_token(): 6 per matmul parameter (forward 2, backward 4), the tied LM head
-// counted as V*C more, plus causal attention scores and values 6 * L * T * C.
-double median(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  return v.empty() ? 0.0 : v[v.size() / 2];
-}
-
-double flops_per_token(const nn::GptModel& model, std::int64_t T) {
-  const nn::TransformerConfig& c = model.config();
-  double matmul_params = 0;
-  for (const nn::Parameter& p : model.parameters().all()) {
-    if (p.kind == nn::ParamKind::weight) matmul_params += static_cast<double>(shape_numel(p.shape));
-  }
-  if (c.tie_embeddings) matmul_params += static_cast<double>(c.vocab_size * c.n_embd);
-  return 6.0 * matmul_params + 6.0 * static_cast<double>(c.n_layer * T * c.n_embd);
-}
 
 Tensor random_ids(std::int64_t B, std::int64_t T, std::int64_t vocab, std::uint64_t stream) {
   Tensor ids = Tensor::empty({B, T}, DType::i32);
@@ -136,7 +120,7 @@ CaseResult run_case(const StepCase& c, nn::Recompute mode) {
   r.forward_backward_s = median(forward_backward_s);
   r.optimizer_s = median(optimizer_s);
   MYRIAD_CHECK(std::isfinite(r.final_loss), c.name << ": loss became " << r.final_loss);
-  r.flops_per_step = flops_per_token(model, c.T) * static_cast<double>(c.B * c.T);
+  r.flops_per_step = model.flops_per_token(c.T) * static_cast<double>(c.B * c.T);
   r.params = model.parameters().numel();
   r.activations = model.activation_memory(c.B, c.T, mode);
   return r;
@@ -205,7 +189,7 @@ int main(int argc, char** argv) {
             << fmt(sgemm_best) << " GFLOP/s\n"
             << "- phase columns: medians of each phase over the timed steps (fwd+bwd includes the LM head and loss)\n"
             << "- model FLOPs/step = B*T * (6 * matmul weights (+ V*C for the tied LM head) + 6*L*T*C) "
-               "(Engine::flops_per_token); time = median over >= 3 steps after 1 warm-up step\n\n";
+               "(GptModel::flops_per_token); time = median over >= 3 steps after 1 warm-up step\n\n";
 
   Table memory({"config", "B", "T", "params", "grads", "AdamW m+v", "activations saved", "scratch", "accounted",
                 "RSS before model", "peak RSS (steps)", "peak / accounted", "(peak - before) / accounted"});

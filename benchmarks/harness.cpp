@@ -28,16 +28,15 @@ Timing time_it(const std::function<void()>& fn, int warmup, int min_repeats, dou
     samples.push_back(s);
     total += s;
   }
-  std::sort(samples.begin(), samples.end());
   Timing t;
   t.repeats = static_cast<int>(samples.size());
-  t.min_s = samples.front();
-  std::size_t n = samples.size();
-  t.median_s = n % 2 ? samples[n / 2] : 0.5 * (samples[n / 2 - 1] + samples[n / 2]);
+  t.min_s = *std::min_element(samples.begin(), samples.end());
+  t.median_s = median(std::move(samples));
   return t;
 }
 
-static double median_of(std::vector<double> samples) {
+double median(std::vector<double> samples) {
+  if (samples.empty()) return 0.0;
   std::sort(samples.begin(), samples.end());
   std::size_t n = samples.size();
   return n % 2 ? samples[n / 2] : 0.5 * (samples[n / 2 - 1] + samples[n / 2]);
@@ -59,7 +58,7 @@ PairedTiming time_paired(const std::function<void()>& first, const std::function
     b.push_back(timed(second));
     total += a.back() + b.back();
   }
-  return PairedTiming{median_of(a), median_of(b), static_cast<int>(a.size())};
+  return PairedTiming{median(a), median(b), static_cast<int>(a.size())};
 }
 
 std::string describe_machine() {

@@ -24,6 +24,9 @@ struct Timing {
 Timing time_it(const std::function<void()>& fn, int warmup = 1, int min_repeats = 3, double min_total_s = 0.3,
                int max_repeats = 1000);
 
+// Median of samples (mean of the middle two for an even count); 0 for none.
+double median(std::vector<double> samples);
+
 // Times two functions call by call in alternation (a, b, a, b, ...) after one warm-up each,
 // at least `min_pairs` pairs and until `min_total_s` seconds; returns both medians. Use it for
 // ratios on a noisy machine: load drift hits both sides of every pair alike.

@@ -131,11 +131,8 @@ Encoding make_encoding(const ToolArgs& args, spdlog::logger& log) {
   MYRIAD_CHECK(colon != std::string::npos, "--tokenizer '" << spec << "': expected gpt2:<dir>, bpe:<file>, "
                                                            << "train:<vocab size> or bytes");
   std::string kind = spec.substr(0, colon), value = spec.substr(colon + 1);
-  if (kind == "gpt2") {
-    encoding.bpe = std::make_shared<BpeTokenizer>(BpeTokenizer::load_gpt2(
-        (fs::path(value) / "encoder.json").string(), (fs::path(value) / "vocab.bpe").string()));
-  } else if (kind == "bpe") {
-    encoding.bpe = std::make_shared<BpeTokenizer>(BpeTokenizer::load(value));
+  if (kind == "gpt2" || kind == "bpe") {
+    encoding.bpe = std::make_shared<BpeTokenizer>(myriad::data::load_tokenizer(kind, value));
   } else if (kind == "train") {
     auto vocab = static_cast<std::int32_t>(parse_int("--tokenizer train:", value));
     std::string corpus;

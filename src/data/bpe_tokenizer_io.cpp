@@ -2,6 +2,7 @@
 // text format (read and write); see bpe_tokenizer.h for the layouts. Every reading error
 // throws myriad::Error starting with "<path>:<line>:" (or "<path>:" when no line applies).
 #include <charconv>
+#include <filesystem>
 #include <fstream>
 #include <iterator>
 #include <sstream>
@@ -316,6 +317,15 @@ BpeTokenizer BpeTokenizer::load(const std::string& path) {
   }
   Origin origin{path, path, static_cast<std::int64_t>(kFirstToken) + 1, static_cast<std::int64_t>(kFirstToken + n) + 1};
   return BpeTokenizer(std::move(tokens), std::move(merges), static_cast<std::int32_t>(eot), origin);
+}
+
+BpeTokenizer load_tokenizer(std::string_view kind, const std::string& argument) {
+  if (kind == "gpt2") {
+    const std::filesystem::path dir(argument);
+    return BpeTokenizer::load_gpt2((dir / "encoder.json").string(), (dir / "vocab.bpe").string());
+  }
+  if (kind == "bpe") return BpeTokenizer::load(argument);
+  MYRIAD_THROW("tokenizer kind '" << kind << "' names no saved tokenizer; allowed: gpt2:<dir>, bpe:<file>");
 }
 
 }  // namespace myriad::data

@@ -86,6 +86,15 @@ ActivationMemory GptModel::activation_memory(std::int64_t B, std::int64_t T, Rec
   return m;
 }
 
+double GptModel::flops_per_token(std::int64_t T) const {
+  double matmul_params = 0;
+  for (const Parameter& p : store_.all()) {
+    if (p.kind == ParamKind::weight) matmul_params += static_cast<double>(shape_numel(p.shape));
+  }
+  if (config_.tie_embeddings) matmul_params += static_cast<double>(config_.vocab_size * config_.n_embd);
+  return 6.0 * matmul_params + 6.0 * static_cast<double>(config_.n_layer * T * config_.n_embd);
+}
+
 void GptModel::check_inputs(const Tensor& ids, const Tensor& targets) const {
   MYRIAD_CHECK(ids.dim() == 2 && ids.dtype() == DType::i32,
                "model: ids must be (B, T) i32, got " << ids.describe());
@@ -140,14 +149,14 @@ LossSum GptModel::loss(const Tensor& targets_in) {
 
 LossSum GptModel::forward_loss(const Tensor& ids, const Tensor& targets) {
   check_inputs(ids, targets);
-  ensure_buffers(ids.size(0), ids.size(1), buffers_.residual.empty() ? Recompute::none : buffers_.mode);
+  ensure_buffers(ids.size(0), ids.size(1), buffers_.mode);  // forward only: any mode's buffers serve
   forward(ids);
   return loss(targets);
 }
 
 Tensor GptModel::forward_logits(const Tensor& ids) {
   check_inputs(ids, Tensor());
-  ensure_buffers(ids.size(0), ids.size(1), buffers_.residual.empty() ? Recompute::none : buffers_.mode);
+  ensure_buffers(ids.size(0), ids.size(1), buffers_.mode);  // forward only: any mode's buffers serve
   forward(ids);
   return buffers_.logits.view({ids.size(0), ids.size(1), config_.vocab_size}).clone();
 }

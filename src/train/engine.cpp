@@ -118,17 +118,7 @@ std::int64_t Engine::tokens_per_step() const {
          config_.training.seq_len;
 }
 
-double Engine::flops_per_token() const {
-  // 6 FLOPs per parameter per token (forward 2, backward 4) for the matmul parameters, plus
-  // attention scores and values: 6 * L * T * C (causal: half of 12 * L * T * C).
-  const nn::TransformerConfig& c = model_->config();
-  double matmul_params = 0;
-  for (const nn::Parameter& p : model_->parameters().all()) {
-    if (p.kind == nn::ParamKind::weight) matmul_params += static_cast<double>(shape_numel(p.shape));
-  }
-  if (c.tie_embeddings) matmul_params += static_cast<double>(c.vocab_size * c.n_embd);  // the LM head
-  return 6.0 * matmul_params + 6.0 * c.n_layer * config_.training.seq_len * c.n_embd;
-}
+double Engine::flops_per_token() const { return model_->flops_per_token(config_.training.seq_len); }
 
 MemoryReport Engine::memory_report() const {
   MemoryReport r;

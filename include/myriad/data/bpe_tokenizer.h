@@ -116,4 +116,9 @@ class BpeTokenizer {
   std::vector<WholeSlot> whole_slots_;
 };
 
+// A saved tokenizer named by a spec's kind and argument: "gpt2" + a directory holding
+// encoder.json and vocab.bpe, or "bpe" + a file written by save(). Other kinds throw naming them
+// ("train" needs a corpus: call BpeTokenizer::train).
+BpeTokenizer load_tokenizer(std::string_view kind, const std::string& argument);
+
 }  // namespace myriad::data

@@ -51,6 +51,11 @@ class GptModel {
   Tensor decode(std::int32_t token, std::int64_t position, KvCache& cache) const;
   KvCache make_kv_cache() const;
 
+  // Model FLOPs per trained token at sequence length T (forward + backward): 6 per matmul weight
+  // (forward 2, backward 4), the tied LM head counted as V*C more, plus causal attention scores
+  // and values, 6 * L * T * C (half of 12 * L * T * C).
+  double flops_per_token(std::int64_t T) const;
+
   ActivationMemory activation_memory(std::int64_t B, std::int64_t T, Recompute mode) const;
 
  private:

@@ -60,7 +60,7 @@ class Engine {
   const data::BpeTokenizer* tokenizer() const { return data_.tokenizer.get(); }
   MemoryReport memory_report() const;
   std::int64_t tokens_per_step() const;
-  double flops_per_token() const;  // model FLOPs for forward + backward (6N + attention)
+  double flops_per_token() const;  // GptModel::flops_per_token at training.seq_len
 
  private:
   RunConfig config_;
