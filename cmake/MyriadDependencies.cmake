@@ -20,7 +20,8 @@ endif()
 
 find_package(spdlog REQUIRED)
 find_package(yaml-cpp REQUIRED)
-find_package(MPI COMPONENTS C)
+# MPI (C bindings only): MpiCommunicator, MpiRuntime and the dist tests launched with mpiexec.
+find_package(MPI REQUIRED COMPONENTS C)
 set(MYRIAD_HAVE_MPI ${MPI_C_FOUND})
 
 find_package(GTest)

@@ -1,12 +1,17 @@
 #!/usr/bin/env python3
 """myriad training driver, launched under mpirun (one process per rank).
 
-    mpirun -np 1 python3 python/train.py --config configs/gpt2_tiny.yaml [--set training.lr=3e-4 ...]
+    mpirun -np 2 python3 python/train.py --config configs/gpt2_tiny.yaml --set parallel.dp=2 [--set ...]
 
-Thin by design: it parses the config and overrides, builds the C++ Engine and walks the steps,
-printing one line per logging step (step, loss, lr, grad norm, tokens/s, ms/step), the
-validation loss every training.eval_every steps, checkpoints every checkpoint.every steps and at
-the end, and a text sample from the trained model. Everything heavy runs in C++.
+Thin by design: it starts MPI (when launched by mpirun with more than one rank), parses the
+config and overrides, builds the process groups and the C++ Engine and walks the steps, printing
+on rank 0 one line per logging step (step, loss, lr, grad norm, tokens/s, ms/step, exposed
+communication share), the validation loss every training.eval_every steps, checkpoints every
+checkpoint.every steps and at the end, and a text sample from the trained model. Everything
+heavy runs in C++; evaluation, checkpoints and sampling are collective over the ranks.
+
+An error on any rank (bad config, unreadable data, a failure inside a step) prints the message
+with the rank and ends every rank of the job (MPI_Abort) instead of leaving the others waiting.
 """
 import argparse
 import os
@@ -62,10 +67,8 @@ class Progress:
             sys.stderr.write("\r" + " " * 100 + "\r")
 
 
-def main(argv):
-    args = parse_args(argv)
-    rank, world = launcher_rank_and_size()
-    import myriad  # noqa: E402  (after argument parsing so --help works without a build)
+def run(args, rank, world, runtime):
+    import myriad
 
     try:
         config = myriad.Config.from_file(args.config)
@@ -74,13 +77,12 @@ def main(argv):
         if args.resume is not None:
             config.set(f"checkpoint.resume={args.resume}")
         config.validate(world)
-        if world > 1:
-            raise myriad.Error(f"world size {world}: data parallelism arrives with the data-parallel issue; "
-                               f"launch with mpirun -np 1 for now")
         os.makedirs(config.logging_dir, exist_ok=True)
-        with open(os.path.join(config.logging_dir, "config.yaml"), "w") as f:
-            f.write(config.resolved().to_yaml())
-        engine = myriad.Engine(config, rank, os.path.join(config.logging_dir, f"rank{rank}.log"))
+        if rank == 0:
+            with open(os.path.join(config.logging_dir, "config.yaml"), "w") as f:
+                f.write(config.resolved().to_yaml())
+        groups = myriad.ProcessGroups(config, runtime)
+        engine = myriad.Engine(config, rank, os.path.join(config.logging_dir, f"rank{rank}.log"), groups)
         if config.resume:
             engine.load(config.resume)
     except myriad.Error as e:
@@ -90,44 +92,69 @@ def main(argv):
     steps, every = config.steps, config.logging_every
     mem = engine.memory_report()
     if rank == 0:
-        print(f"[rank 0] training {steps} steps, {engine.tokens_per_step} tokens/step; memory: "
-              f"params {mem['parameters'] / 2**20:.1f} MiB, grads {mem['gradients'] / 2**20:.1f} MiB, "
+        print(f"[rank 0] training {steps} steps on {world} rank(s), {engine.tokens_per_step} tokens/step; memory per "
+              f"rank: params {mem['parameters'] / 2**20:.1f} MiB, grads {mem['gradients'] / 2**20:.1f} MiB, "
               f"optimizer {mem['optimizer'] / 2**20:.1f} MiB, activations {mem['activations'] / 2**20:.1f} MiB",
               flush=True)
     progress = Progress(steps, rank == 0)
-    window_tokens, window_time, window_steps = 0, 0.0, 0
+    window_tokens, window_time, window_comm, window_steps = 0, 0.0, 0.0, 0
     while engine.step_count < steps:
         m = engine.step()
         window_tokens += m["tokens"]
         window_time += m["seconds"]
+        window_comm += m["comm_seconds"]
         window_steps += 1
         step = m["step"]
         if rank == 0 and (step % every == 0 or step == steps or step == 1):
             progress.clear()
             print(f"step {step:5d}/{steps} | loss {m['loss']:.4f} | lr {m['lr']:.2e} | grad_norm {m['grad_norm']:.3f} | "
                   f"tok/s {human(window_tokens / max(window_time, 1e-9))} | "
-                  f"{1000 * window_time / max(1, window_steps):.0f} ms/step"
+                  f"{1000 * window_time / max(1, window_steps):.0f} ms/step | "
+                  f"comm {100 * window_comm / max(window_time, 1e-9):.0f}%"
                   + (" | SKIPPED (non-finite grads)" if m["skipped"] else ""), flush=True)
-            window_tokens, window_time, window_steps = 0, 0.0, 0
-        if config.eval_every and step % config.eval_every == 0 and rank == 0:
-            progress.clear()
-            print(f"step {step:5d}/{steps} | val loss {engine.evaluate():.4f}", flush=True)
+            window_tokens, window_time, window_comm, window_steps = 0, 0.0, 0.0, 0
+        if config.eval_every and step % config.eval_every == 0:
+            val = engine.evaluate()
+            if rank == 0:
+                progress.clear()
+                print(f"step {step:5d}/{steps} | val loss {val:.4f}", flush=True)
         if config.checkpoint_every and step % config.checkpoint_every == 0 and step < steps:
             engine.save()
         progress.update(step, f"loss {m['loss']:.3f}")
     progress.clear()
+    val = engine.evaluate()
     if rank == 0:
-        print(f"final | val loss {engine.evaluate():.4f}", flush=True)
+        print(f"final | val loss {val:.4f}", flush=True)
     path = engine.save()
     if rank == 0:
         print(f"[rank 0] checkpoint: {path}", flush=True)
     sample = config.sample
-    if rank == 0 and sample["tokens"] > 0:
+    if sample["tokens"] > 0:
         text = engine.generate(sample["prompt"], sample["tokens"], sample["temperature"], sample["top_k"], config.seed)
-        print("---- sample ----")
-        print(text)
-        print("----------------", flush=True)
+        if rank == 0:
+            print("---- sample ----")
+            print(text)
+            print("----------------", flush=True)
+    del engine, groups
     return 0
+
+
+def main(argv):
+    args = parse_args(argv)
+    rank, world = launcher_rank_and_size()
+    import myriad  # noqa: E402  (after argument parsing so --help works without a build)
+
+    # MPI first: from here on, a failure on any rank can end all of them.
+    runtime = myriad.MpiRuntime() if world > 1 else None
+    try:
+        code = run(args, rank, world, runtime)
+    except BaseException as e:  # noqa: BLE001 — any failure on one rank must not leave the others waiting
+        if runtime is None:
+            raise
+        myriad.MpiRuntime.abort(3, f"{type(e).__name__}: {e}")
+    if code != 0 and runtime is not None:
+        myriad.MpiRuntime.abort(code, "this rank failed (message above); ending the job")
+    return code
 
 
 if __name__ == "__main__":

@@ -11,6 +11,7 @@ void bind_errors(pybind11::module_& m);
 void bind_tensor(pybind11::module_& m);
 void bind_ops(pybind11::module_& ops);
 void bind_train(pybind11::module_& m);
+void bind_dist(pybind11::module_& m);
 
 // An output argument: the given tensor, or a new f32 CPU tensor of `shape` when None.
 Tensor output_or_new(const pybind11::object& given, const Shape& shape, DType dtype = DType::f32);

@@ -30,6 +30,8 @@ py::dict metrics_dict(const train::StepMetrics& m) {
   d["skipped"] = m.skipped;
   d["tokens"] = m.tokens;
   d["seconds"] = m.seconds;
+  d["comm_seconds"] = m.comm_seconds;
+  d["comm_bytes"] = m.comm_bytes;
   return d;
 }
 
@@ -61,10 +63,13 @@ void bind_train(py::module_& m) {
       .def_property_readonly("seed", [](const RunConfig& c) { return c.training.seed; });
 
   py::class_<train::Engine>(m, "Engine", "One rank's model, optimizer, data and step loop")
-      .def(py::init([](const RunConfig& config, int rank, const std::string& log_file) {
-             return std::make_unique<train::Engine>(config, make_rank_logger(rank, config.logging.level, log_file));
+      .def(py::init([](const RunConfig& config, int rank, const std::string& log_file, dist::ProcessGroups* groups) {
+             py::gil_scoped_release release;  // construction is collective over the groups
+             return std::make_unique<train::Engine>(config, make_rank_logger(rank, config.logging.level, log_file),
+                                                    groups);
            }),
-           py::arg("config"), py::arg("rank") = 0, py::arg("log_file") = "")
+           py::arg("config"), py::arg("rank") = 0, py::arg("log_file") = "", py::arg("groups") = nullptr,
+           py::keep_alive<1, 5>())
       .def("step", [](train::Engine& e) {
              train::StepMetrics metrics;
              {
@@ -103,6 +108,7 @@ void bind_train(py::module_& m) {
              d["optimizer"] = r.optimizer_bytes;
              d["activations"] = r.activation_bytes;
              d["scratch"] = r.scratch_bytes;
+             d["comm_buffers"] = r.comm_buffer_bytes;
              return d;
            })
       .def("parameters", [](train::Engine& e) {

@@ -7,8 +7,20 @@ package re-exports it. Tensors convert to and from NumPy without copies on the C
     t = myriad.from_numpy(np.ones((2, 3), np.float32))   # shares memory
     t.numpy()[0, 0] = 5                                  # visible through t
 """
-from . import _myriad
-from ._myriad import BpeTokenizer, Config, Engine, Error, Tensor, empty, from_numpy, full, ops, philox4x32, randn, tokenize_corpus, zeros
+import os as _os
+import sys as _sys
 
-__all__ = ["BpeTokenizer", "Config", "Engine", "Error", "Tensor", "empty", "from_numpy", "full", "ops", "philox4x32", "randn", "tokenize_corpus", "zeros"]
+# Open MPI loads its transport plugins with dlopen and resolves them against libmpi's symbols:
+# the extension (which links libmpi) must be loaded with RTLD_GLOBAL, as mpi4py does.
+_flags = _sys.getdlopenflags()
+_sys.setdlopenflags(_flags | _os.RTLD_GLOBAL)
+try:
+    from . import _myriad
+finally:
+    _sys.setdlopenflags(_flags)
+from ._myriad import (BpeTokenizer, Config, Engine, Error, MpiRuntime, ProcessGroups, Tensor, empty, from_numpy, full,
+                      ops, philox4x32, randn, tokenize_corpus, zeros)
+
+__all__ = ["BpeTokenizer", "Config", "Engine", "Error", "MpiRuntime", "ProcessGroups", "Tensor", "empty", "from_numpy",
+           "full", "ops", "philox4x32", "randn", "tokenize_corpus", "zeros"]
 __version__ = "0.1.0"

@@ -21,6 +21,10 @@ const std::vector<Field<ParallelConfig>>& ParallelConfig::fields() {
       make_field("virtual_stages", &P::virtual_stages,
                  "model chunks per pipeline rank; > 1 only with pp_schedule interleaved", {.check = at_least(1)}),
       make_field("pp_schedule", &P::pp_schedule, "pipeline schedule"),
+      make_field("bucket_mb", &P::bucket_mb,
+                 "data-parallel gradient bucket in MiB, each reduced as soon as its gradients are final (overlapping "
+                 "backward); 0 = one reduction after the whole backward (ZeRO 0/1; stages 2/3 reduce per layer)",
+                 {.check = at_least(0)}),
   };
   return table;
 }

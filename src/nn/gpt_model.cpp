@@ -26,6 +26,22 @@ GptModel::GptModel(const TransformerConfig& config) : config_(config) {
     head_ = store_.add("lm_head.weight", {Vp, C}, ParamKind::weight, ParamInit::normal, config.init_std);
   }
   store_.allocate();
+  build_units();
+}
+
+void GptModel::build_units() {
+  // Parameters were registered embeddings, blocks, final norm/head: each unit is the span from its
+  // first parameter's offset to the next unit's first offset (the last one to the buffer's end).
+  std::vector<std::pair<std::string, std::int64_t>> starts;
+  starts.emplace_back("embeddings", store_[wte_].offset);
+  for (int l = 0; l < config_.n_layer; ++l) {
+    starts.emplace_back("blocks." + std::to_string(l), store_.find("blocks." + std::to_string(l) + ".norm1.weight").offset);
+  }
+  starts.emplace_back("head", store_[norm_w_].offset);
+  for (std::size_t u = 0; u < starts.size(); ++u) {
+    std::int64_t end = u + 1 < starts.size() ? starts[u + 1].second : store_.numel();
+    units_.push_back(ParamUnit{starts[u].first, starts[u].second, end});
+  }
 }
 
 Tensor GptModel::head_weight(bool grad) const {
@@ -116,14 +132,20 @@ void GptModel::check_inputs(const Tensor& ids, const Tensor& targets) const {
 void GptModel::forward(const Tensor& ids_in) {
   Buffers& b = buffers_;
   const Tensor ids = ids_in.contiguous();
+  const int head_unit = config_.n_layer + 1;
+  acquire(0, Pass::forward);
   embedding_forward(EmbeddingArgs{}, ids, store_[wte_].value, b.residual[0]);
   if (wpe_ != npos) {
     embedding_forward(EmbeddingArgs{}, b.positions, store_[wpe_].value, b.pos_emb);
     add_into(b.residual[0], b.pos_emb);
   }
+  if (!config_.tie_embeddings) release(0, Pass::forward);
   for (std::size_t l = 0; l < blocks_.size(); ++l) {
+    acquire(static_cast<int>(l) + 1, Pass::forward);
     blocks_[l].forward(store_, b.residual[l], b.residual[l + 1], b.blocks[l]);
+    release(static_cast<int>(l) + 1, Pass::forward);
   }
+  acquire(head_unit, Pass::forward);
   const Tensor& last = b.residual.back();
   if (config_.norm == NormKind::layernorm) {
     Tensor bias = store_[norm_b_].value;
@@ -134,6 +156,8 @@ void GptModel::forward(const Tensor& ids_in) {
   }
   Tensor logits = b.logits;
   linear_forward(b.hf.view({b.B * b.T, config_.n_embd}), head_weight(false), Tensor(), logits);
+  release(head_unit, Pass::forward);
+  if (config_.tie_embeddings) release(0, Pass::forward);
 }
 
 LossSum GptModel::loss(const Tensor& targets_in) {
@@ -169,6 +193,9 @@ LossSum GptModel::forward_backward(const Tensor& ids_in, const Tensor& targets, 
   forward(ids);
   LossSum result = loss(targets);
   // Loss head backward: dlogits overwrite the logits buffer (the op reads each element first).
+  const int head_unit = config_.n_layer + 1;
+  acquire(head_unit, Pass::backward);
+  if (config_.tie_embeddings) acquire(0, Pass::backward);
   b.grad_losses.fill(loss_scale);
   const Tensor flat_targets = targets.contiguous().view({b.B * b.T});
   cross_entropy_backward(CrossEntropyArgs{.ignore_index = kIgnoreIndex}, b.logits, flat_targets, b.lse,
@@ -186,12 +213,22 @@ LossSum GptModel::forward_backward(const Tensor& ids_in, const Tensor& targets, 
     rmsnorm_backward(RmsnormArgs{.eps = config_.norm_eps}, last, store_[norm_w_].value, b.hf_rstd, b.d_hf, b.grad,
                      store_[norm_w_].grad);
   }
+  release(head_unit, Pass::backward);
+  grads_ready(head_unit);
   for (std::size_t l = blocks_.size(); l-- > 0;) {
+    const int unit = static_cast<int>(l) + 1;
+    acquire(unit, Pass::backward);
     blocks_[l].recompute(store_, b.residual[l], b.blocks[l], b.scratch, mode);
     blocks_[l].backward(store_, b.residual[l], b.blocks[l], b.scratch, b.grad);
+    release(unit, Pass::backward);
+    grads_ready(unit);
   }
+  const Pass embedding_pass = config_.tie_embeddings ? Pass::backward : Pass::backward_grads;
+  if (!config_.tie_embeddings) acquire(0, embedding_pass);
   embedding_backward(EmbeddingArgs{}, ids, b.grad, store_[wte_].grad);
   if (wpe_ != npos) embedding_backward(EmbeddingArgs{}, b.positions, b.grad, store_[wpe_].grad);
+  release(0, embedding_pass);
+  grads_ready(0);
   return result;
 }
 

@@ -47,6 +47,7 @@ void ParameterStore::allocate() {
   MYRIAD_CHECK(!allocated(), "ParameterStore::allocate called twice");
   values_ = Tensor::zeros({total_});
   grads_ = Tensor::zeros({total_});
+  allocated_ = true;
   for (Parameter& p : params_) {
     p.value = Tensor::from_storage(values_.storage(), p.shape, contiguous_strides(p.shape), p.offset, DType::f32);
     p.grad = Tensor::from_storage(grads_.storage(), p.shape, contiguous_strides(p.shape), p.offset, DType::f32);
@@ -65,7 +66,42 @@ void ParameterStore::initialize(std::uint64_t seed) {
 }
 
 void ParameterStore::zero_grads() {
-  if (allocated()) std::memset(grads_.raw_data(), 0, grads_.nbytes());
+  if (grads_.defined()) std::memset(grads_.raw_data(), 0, grads_.nbytes());
+}
+
+void ParameterStore::rebind(std::int64_t begin, std::int64_t end, const Tensor& values, const Tensor& grads) {
+  for (Parameter& p : params_) {
+    if (p.offset < begin || p.offset >= end) continue;
+    const std::int64_t local = p.offset - begin;
+    for (const Tensor* buffer : {&values, &grads}) {
+      if (!buffer->defined()) continue;
+      MYRIAD_CHECK(local + shape_numel(p.shape) <= buffer->numel(),
+                   "ParameterStore::rebind: parameter '" << p.name << "' does not fit the " << buffer->numel()
+                                                         << "-element buffer of range [" << begin << ", " << end
+                                                         << ")");
+      Tensor view = Tensor::from_storage(buffer->storage(), p.shape, contiguous_strides(p.shape),
+                                         buffer->offset() + local, DType::f32);
+      (buffer == &values ? p.value : p.grad) = view;
+    }
+  }
+}
+
+void ParameterStore::unbind(std::int64_t begin, std::int64_t end, bool values, bool grads) {
+  for (Parameter& p : params_) {
+    if (p.offset < begin || p.offset >= end) continue;
+    if (values) p.value = Tensor();
+    if (grads) p.grad = Tensor();
+  }
+}
+
+void ParameterStore::drop_flat_values() {
+  values_ = Tensor();
+  for (Parameter& p : params_) p.value = Tensor();
+}
+
+void ParameterStore::drop_flat_grads() {
+  grads_ = Tensor();
+  for (Parameter& p : params_) p.grad = Tensor();
 }
 
 const Parameter& ParameterStore::find(const std::string& name) const {

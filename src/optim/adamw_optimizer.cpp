@@ -8,22 +8,42 @@
 
 namespace myriad::optim {
 
-AdamWOptimizer::AdamWOptimizer(nn::ParameterStore& store, const AdamWConfig& config)
-    : store_(store), config_(config) {
+std::vector<OptimizerSegment> whole_parameter_segments(nn::ParameterStore& store) {
   MYRIAD_CHECK(store.allocated(), "AdamWOptimizer: parameters must be allocated first");
-  m_ = Tensor::zeros(store.flat_values().shape());
-  v_ = Tensor::zeros(store.flat_values().shape());
+  std::vector<OptimizerSegment> segments;
+  for (nn::Parameter& p : store.all()) segments.push_back({p.value, p.grad, p.kind});
+  return segments;
 }
 
-bool AdamWOptimizer::decays(const nn::Parameter& p) const {
-  return std::find(config_.no_decay.begin(), config_.no_decay.end(), p.kind) == config_.no_decay.end();
+AdamWOptimizer::AdamWOptimizer(nn::ParameterStore& store, const AdamWConfig& config)
+    : AdamWOptimizer(whole_parameter_segments(store), config) {}
+
+AdamWOptimizer::AdamWOptimizer(std::vector<OptimizerSegment> segments, const AdamWConfig& config)
+    : segments_(std::move(segments)), config_(config) {
+  std::int64_t total = 0;
+  for (const OptimizerSegment& s : segments_) {
+    MYRIAD_CHECK(s.value.defined() && s.grad.defined() && s.value.shape() == s.grad.shape(),
+                 "AdamWOptimizer: segment value " << s.value.describe() << " and grad " << s.grad.describe()
+                                                  << " must be defined with equal shapes");
+    total += s.value.numel();
+  }
+  m_ = Tensor::zeros({total});
+  v_ = Tensor::zeros({total});
 }
 
-OptimizerStepStats AdamWOptimizer::step(float lr) {
-  OptimizerStepStats stats;
+bool AdamWOptimizer::decays(nn::ParamKind kind) const {
+  return std::find(config_.no_decay.begin(), config_.no_decay.end(), kind) == config_.no_decay.end();
+}
+
+double AdamWOptimizer::grad_sum_squares() const {
   double sum_squares = 0.0;
-  for (const nn::Parameter& p : store_.all()) sum_squares += grad_norm_squared(p.grad);
-  stats.grad_norm = std::sqrt(sum_squares);
+  for (const OptimizerSegment& s : segments_) sum_squares += grad_norm_squared(s.grad);
+  return sum_squares;
+}
+
+OptimizerStepStats AdamWOptimizer::step(float lr, double global_sum_squares) {
+  OptimizerStepStats stats;
+  stats.grad_norm = std::sqrt(global_sum_squares);
   if (!std::isfinite(stats.grad_norm)) {
     stats.skipped = true;
     return stats;
@@ -32,13 +52,16 @@ OptimizerStepStats AdamWOptimizer::step(float lr) {
     stats.clip_scale = static_cast<float>(config_.grad_clip / stats.grad_norm);
   }
   ++steps_;
-  for (nn::Parameter& p : store_.all()) {
+  std::int64_t offset = 0;
+  for (OptimizerSegment& s : segments_) {
     AdamWArgs args{.lr = lr, .beta1 = config_.beta1, .beta2 = config_.beta2, .eps = config_.eps,
-                   .weight_decay = decays(p) ? config_.weight_decay : 0.0f, .step = steps_,
+                   .weight_decay = decays(s.kind) ? config_.weight_decay : 0.0f, .step = steps_,
                    .grad_scale = stats.clip_scale};
-    Tensor m = Tensor::from_storage(m_.storage(), p.shape, contiguous_strides(p.shape), p.offset, DType::f32);
-    Tensor v = Tensor::from_storage(v_.storage(), p.shape, contiguous_strides(p.shape), p.offset, DType::f32);
-    adamw_update(args, p.value, p.grad, m, v);
+    const Shape& shape = s.value.shape();
+    Tensor m = Tensor::from_storage(m_.storage(), shape, contiguous_strides(shape), offset, DType::f32);
+    Tensor v = Tensor::from_storage(v_.storage(), shape, contiguous_strides(shape), offset, DType::f32);
+    adamw_update(args, s.value, s.grad, m, v);
+    offset += s.value.numel();
   }
   return stats;
 }

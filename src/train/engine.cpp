@@ -3,6 +3,7 @@
 
 #include <chrono>
 
+#include "myriad/dist/scalar_reduce.h"
 #include "myriad/nn/generate.h"
 #include "myriad/ops/cross_entropy.h"
 #include "myriad/train/checkpoint.h"
@@ -68,13 +69,22 @@ nn::TransformerConfig transformer_config(const ModelConfig& m, std::int64_t voca
   return c;
 }
 
-Engine::Engine(const RunConfig& config, std::shared_ptr<spdlog::logger> log)
+Engine::Engine(const RunConfig& config, std::shared_ptr<spdlog::logger> log, dist::ProcessGroups* groups)
     : config_(config.resolved()), log_(std::move(log)) {
-  config_.validate(1);
+  if (groups == nullptr) {
+    owned_groups_ = std::make_unique<dist::ProcessGroups>(dist::ProcessGroups::single());
+    groups = owned_groups_.get();
+  }
+  groups_ = groups;
+  config_.validate(groups_->grid().world_size());
+  check_supported_layout();
   log_->info("resolved config:\n{}", config_.to_yaml());
   MYRIAD_CHECK(config_.training.precision == Precision::fp32,
                "training.precision: only fp32 runs on the CPU engine today (bf16/fp16 arrive with the CUDA backend)");
-  data_ = prepare_data(config_, *log_);
+  // Rank 0 tokenizes (or validates the cache); the others then find the cache complete.
+  dist::Communicator& world = groups_->world();
+  dist::run_on_rank0(world, "data preparation", [&] { data_ = prepare_data(config_, *log_); });
+  if (world.rank() != 0) data_ = prepare_data(config_, *log_);
   MYRIAD_CHECK(config_.model.vocab_size >= data_.vocab_size,
                "model.vocab_size " << config_.model.vocab_size << " is smaller than the vocabulary of the data ("
                                    << data_.vocab_size << " in " << data_.shard_dir << ")");
@@ -93,7 +103,10 @@ Engine::Engine(const RunConfig& config, std::shared_ptr<spdlog::logger> log)
   adam.grad_clip = static_cast<float>(config_.training.grad_clip);
   adam.no_decay.clear();
   for (const std::string& kind : config_.training.no_decay) adam.no_decay.push_back(parse_param_kind(kind));
-  optimizer_ = std::make_unique<optim::AdamWOptimizer>(model_->parameters(), adam);
+  DataParallelOptions dp_options;
+  dp_options.zero_stage = config_.parallel.zero_stage;
+  dp_options.bucket_elements = static_cast<std::int64_t>(config_.parallel.bucket_mb * 1048576.0 / 4.0);
+  data_parallel_ = std::make_unique<DataParallel>(*model_, dp(), dp_options, adam);
   schedule_.lr = static_cast<float>(config_.training.lr);
   schedule_.min_lr = static_cast<float>(config_.training.min_lr.value_or(0.1 * config_.training.lr));
   schedule_.warmup_steps = config_.training.warmup_steps;
@@ -105,27 +118,42 @@ Engine::Engine(const RunConfig& config, std::shared_ptr<spdlog::logger> log)
     micro_targets_.push_back(Tensor::empty({config_.training.micro_batch, T}, DType::i32));
   }
   MemoryReport mem = memory_report();
-  log_->info("model: {} parameters ({} layers, C={}, heads {}/{}, V={} padded to {}); memory: params {:.1f} MiB, "
-             "grads {:.1f} MiB, optimizer {:.1f} MiB, activations {:.1f} MiB saved + {:.1f} MiB scratch ({})",
+  log_->info("model: {} parameters ({} layers, C={}, heads {}/{}, V={} padded to {}); {}; dp {} ZeRO {} ({} buckets); "
+             "memory per rank: params {:.2f} MiB, grads {:.2f} MiB, optimizer {:.2f} MiB, activations {:.2f} MiB "
+             "saved + {:.2f} MiB scratch ({})",
              model_->parameters().numel(), config_.model.n_layer, config_.model.n_embd, config_.model.n_head,
              config_.model.kv_heads(), config_.model.vocab_size, config_.model.padded_vocab_size(),
-             mem.parameter_bytes / 1048576.0, mem.gradient_bytes / 1048576.0, mem.optimizer_bytes / 1048576.0,
-             mem.activation_bytes / 1048576.0, mem.scratch_bytes / 1048576.0, nn::recompute_name(recompute_));
+             groups_->grid().describe(world.rank()), dp().size(), config_.parallel.zero_stage,
+             data_parallel_->layout().buckets().size(), mem.parameter_bytes / 1048576.0,
+             mem.gradient_bytes / 1048576.0, mem.optimizer_bytes / 1048576.0, mem.activation_bytes / 1048576.0,
+             mem.scratch_bytes / 1048576.0, nn::recompute_name(recompute_));
+}
+
+Engine::~Engine() = default;
+
+void Engine::check_supported_layout() const {
+  const ParallelConfig& p = config_.parallel;
+  for (auto [name, degree] : {std::pair{"tp", p.tp}, std::pair{"pp", p.pp}, std::pair{"cp", p.cp}, std::pair{"ep", p.ep}}) {
+    MYRIAD_CHECK(degree == 1, "parallel." << name << " = " << degree
+                                          << ": only data parallelism (parallel.dp) runs today; tensor, pipeline, "
+                                             "context and expert parallelism are not implemented yet");
+  }
 }
 
 std::int64_t Engine::tokens_per_step() const {
   return static_cast<std::int64_t>(config_.training.micro_batch) * config_.training.gradient_accumulation *
-         config_.training.seq_len;
+         config_.parallel.dp * config_.training.seq_len;
 }
 
 double Engine::flops_per_token() const { return model_->flops_per_token(config_.training.seq_len); }
 
 MemoryReport Engine::memory_report() const {
   MemoryReport r;
-  const std::int64_t n = model_->parameters().numel();
-  r.parameter_bytes = n * 4;
-  r.gradient_bytes = n * 4;
-  r.optimizer_bytes = 2 * n * 4;
+  ShardedMemory sharded = data_parallel_->memory();
+  r.parameter_bytes = sharded.parameter_bytes;
+  r.gradient_bytes = sharded.gradient_bytes;
+  r.optimizer_bytes = sharded.optimizer_bytes;
+  r.comm_buffer_bytes = sharded.buffer_peak_bytes;
   nn::ActivationMemory a = model_->activation_memory(config_.training.micro_batch, config_.training.seq_len, recompute_);
   r.activation_bytes = a.saved_bytes;
   r.scratch_bytes = a.scratch_bytes;
@@ -134,73 +162,97 @@ MemoryReport Engine::memory_report() const {
 
 StepMetrics Engine::step() {
   const auto start = std::chrono::steady_clock::now();
+  const dist::CommStats comm_before = dp().stats();
   const std::int64_t B = config_.training.micro_batch;
   const int micro_batches = config_.training.gradient_accumulation;
+  const int ranks = dp().size(), rank = dp().rank();
   // Load every micro-batch first: the loss is normalised by the valid tokens of the global batch.
   std::int64_t valid = 0;
   for (int m = 0; m < micro_batches; ++m) {
-    train_sampler_->fill_batch(step_, m * B, B, micro_ids_[m], micro_targets_[m]);
+    train_sampler_->fill_batch(step_, (static_cast<std::int64_t>(m) * ranks + rank) * B, B, micro_ids_[m],
+                               micro_targets_[m]);
     valid += count_valid_targets(micro_targets_[m], nn::GptModel::kIgnoreIndex);
   }
+  valid = dist::sum_over_ranks(dp(), valid);
   MYRIAD_CHECK(valid > 0, "step " << step_ << ": the global batch has no valid target tokens");
   const float loss_scale = 1.0f / static_cast<float>(valid);
-  model_->parameters().zero_grads();
+  data_parallel_->zero_grads();
   double loss_sum = 0.0;
   for (int m = 0; m < micro_batches; ++m) {
+    data_parallel_->begin_micro_batch(m == micro_batches - 1);
     loss_sum += model_->forward_backward(micro_ids_[m], micro_targets_[m], loss_scale, recompute_).sum;
   }
+  data_parallel_->finish_backward();
+  loss_sum = dist::sum_over_ranks(dp(), loss_sum);
   StepMetrics metrics;
   metrics.lr = schedule_.lr_at(step_);
-  optim::OptimizerStepStats stats = optimizer_->step(metrics.lr);
+  optim::OptimizerStepStats stats = data_parallel_->optimizer_step(metrics.lr);
   if (stats.skipped) log_->warn("step {}: non-finite gradient norm, update skipped", step_ + 1);
   ++step_;
   metrics.step = step_;
   metrics.loss = loss_sum / static_cast<double>(valid);
   metrics.grad_norm = stats.grad_norm;
   metrics.skipped = stats.skipped;
-  metrics.tokens = micro_batches * B * config_.training.seq_len;
+  metrics.tokens = tokens_per_step();
+  const dist::CommOpStats comm = dp().stats().total();
+  const dist::CommOpStats before = comm_before.total();
+  metrics.comm_seconds = comm.wait_seconds - before.wait_seconds;
+  metrics.comm_bytes = comm.bytes_sent - before.bytes_sent;
   metrics.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   return metrics;
 }
 
 double Engine::evaluate() {
+  // Batches are dealt round-robin over dp ranks; every rank runs the same number of forward
+  // passes (a rank without a batch left repeats batch 0 and discards it), which ZeRO-3's
+  // collective gathers require.
   const std::int64_t B = config_.training.micro_batch;
   const std::int64_t windows = eval_sampler_->num_windows();
   MYRIAD_CHECK(windows > 0, "evaluate: the validation split is shorter than one sequence of "
                                 << config_.training.seq_len + 1 << " tokens");
+  const std::int64_t batches = std::min<std::int64_t>(config_.training.eval_batches, (windows + B - 1) / B);
+  const int ranks = dp().size(), rank = dp().rank();
   Tensor ids = Tensor::empty({B, config_.training.seq_len}, DType::i32);
   Tensor targets = Tensor::empty({B, config_.training.seq_len}, DType::i32);
   double sum = 0.0;
   std::int64_t tokens = 0;
-  std::int64_t next = 0;
-  for (int batch = 0; batch < config_.training.eval_batches && next < windows; ++batch) {
-    const std::int64_t count = std::min<std::int64_t>(B, windows - next);
+  for (std::int64_t round = 0; round * ranks < batches; ++round) {
+    const std::int64_t batch = round * ranks + rank;
+    const bool counted = batch < batches;
+    const std::int64_t first = counted ? batch * B : 0;
+    const std::int64_t count = std::min<std::int64_t>(B, windows - first);
     Tensor batch_ids = ids.slice(0, 0, count), batch_targets = targets.slice(0, 0, count);
-    eval_sampler_->fill_batch(next, count, batch_ids, batch_targets);
+    eval_sampler_->fill_batch(first, count, batch_ids, batch_targets);
     nn::LossSum loss = model_->forward_loss(batch_ids, batch_targets);
+    if (!counted) continue;
     sum += loss.sum;
     tokens += loss.tokens;
-    next += count;
   }
+  data_parallel_->finish_backward();  // drops any prefetched ZeRO-3 unit
+  sum = dist::sum_over_ranks(dp(), sum);
+  tokens = dist::sum_over_ranks(dp(), tokens);
   return sum / static_cast<double>(std::max<std::int64_t>(tokens, 1));
 }
 
-static CheckpointContents contents_of(const RunConfig& config, nn::GptModel& model, optim::AdamWOptimizer& opt,
-                                      std::int64_t step) {
+static CheckpointContents contents_of(const RunConfig& config, std::int64_t step, Tensor values, Tensor m, Tensor v) {
   CheckpointContents c;
   c.step = step;
   c.config_yaml = config.to_yaml();
   c.model_yaml = model_section_yaml(config);
-  c.tensors.push_back({"model.parameters", model.parameters().flat_values()});
-  c.tensors.push_back({"optimizer.adamw.m", opt.m()});
-  c.tensors.push_back({"optimizer.adamw.v", opt.v()});
+  c.tensors.push_back({"model.parameters", std::move(values)});
+  c.tensors.push_back({"optimizer.adamw.m", std::move(m)});
+  c.tensors.push_back({"optimizer.adamw.v", std::move(v)});
   return c;
 }
 
 std::string Engine::save() {
-  CheckpointContents c = contents_of(config_, *model_, *optimizer_, step_);
-  std::string path = save_checkpoint(config_.checkpoint.dir, c, config_.checkpoint.keep);
-  log_->info("checkpoint: step {} saved to {}", step_, path);
+  // Full tensors on every dp rank (gathered shards), written once by world rank 0.
+  CheckpointContents c = contents_of(config_, step_, data_parallel_->full_values(), data_parallel_->full_m(),
+                                     data_parallel_->full_v());
+  std::string path;
+  dist::run_on_rank0(groups_->world(), "checkpoint save",
+                     [&] { path = save_checkpoint(config_.checkpoint.dir, c, config_.checkpoint.keep); });
+  if (groups_->world().rank() == 0) log_->info("checkpoint: step {} saved to {}", step_, path);
   return path;
 }
 
@@ -213,10 +265,12 @@ void Engine::load(const std::string& checkpoint_dir) {
       return;
     }
   }
-  CheckpointContents c = contents_of(config_, *model_, *optimizer_, step_);
+  const std::int64_t n = model_->parameters().numel();
+  CheckpointContents c = contents_of(config_, step_, Tensor::empty({n}), Tensor::empty({n}), Tensor::empty({n}));
   load_checkpoint(path, c);
+  data_parallel_->load_full(c.tensors[0].tensor, c.tensors[1].tensor, c.tensors[2].tensor);
   step_ = c.step;
-  optimizer_->set_steps_taken(c.step);
+  optimizer().set_steps_taken(c.step);
   log_->info("checkpoint: resumed from {} at step {}", path, step_);
 }
 
@@ -228,7 +282,15 @@ std::string Engine::generate(const std::string& prompt, std::int64_t max_new_tok
   std::vector<std::int32_t> ids = tok.encode(prompt);
   ids.insert(ids.begin(), tok.eot_id());
   nn::GenerateArgs args{.max_new_tokens = max_new_tokens, .temperature = temperature, .top_k = top_k, .seed = seed};
-  std::vector<std::int32_t> out = nn::generate(*model_, ids, args);
+  data_parallel_->gather_all();  // ZeRO-3: decoding reads every parameter
+  std::vector<std::int32_t> out;
+  try {
+    out = nn::generate(*model_, ids, args);
+  } catch (...) {
+    data_parallel_->release_all();
+    throw;
+  }
+  data_parallel_->release_all();
   // Document boundaries (end-of-text tokens) are shown as a separator line.
   std::string text = prompt;
   std::vector<std::int32_t> piece;

@@ -54,6 +54,7 @@ parallel:
   sequence_parallel: true
   virtual_stages: 2
   pp_schedule: interleaved
+  bucket_mb: 2.5
 training:
   global_batch_size: 64
   micro_batch: 4

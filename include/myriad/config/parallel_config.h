@@ -26,6 +26,7 @@ struct ParallelConfig {
   bool sequence_parallel = false;   // shard norms/dropout activations over tp along the sequence (no effect at tp 1)
   int virtual_stages = 1;           // model chunks per pipeline rank (> 1 only with the interleaved schedule)
   PipelineSchedule pp_schedule = PipelineSchedule::one_f_one_b;  // 1f1b | gpipe | interleaved
+  double bucket_mb = 8.0;           // dp gradient bucket (MiB), reduced as soon as its gradients are final; 0 = one reduction after backward
 
   // dp * tp * pp * cp * ep.
   long long degree_product() const;

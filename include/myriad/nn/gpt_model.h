@@ -16,6 +16,7 @@
 #include "myriad/nn/parameter_store.h"
 #include "myriad/nn/transformer_block.h"
 #include "myriad/nn/transformer_config.h"
+#include "myriad/nn/unit_hooks.h"
 
 namespace myriad::nn {
 
@@ -39,6 +40,11 @@ class GptModel {
   ParameterStore& parameters() { return store_; }
   const ParameterStore& parameters() const { return store_; }
   void initialize(std::uint64_t seed) { store_.initialize(seed); }
+
+  // Units of the flat layout (unit_hooks.h): 0 embeddings, 1..L blocks, L+1 final norm + head.
+  const std::vector<ParamUnit>& units() const { return units_; }
+  // Hooks called around every unit in forward/backward passes (nullptr = none); not owned.
+  void set_hooks(UnitHooks* hooks) { hooks_ = hooks; }
 
   // Forward and backward of one micro-batch; accumulates parameter gradients.
   LossSum forward_backward(const Tensor& ids, const Tensor& targets, float loss_scale, Recompute mode);
@@ -79,6 +85,10 @@ class GptModel {
   void forward(const Tensor& ids);
   LossSum loss(const Tensor& targets);
   Tensor head_weight(bool grad) const;
+  void acquire(int unit, Pass pass) { if (hooks_) hooks_->acquire(unit, pass); }
+  void release(int unit, Pass pass) { if (hooks_) hooks_->release(unit, pass); }
+  void grads_ready(int unit) { if (hooks_) hooks_->grads_ready(unit); }
+  void build_units();
 
   TransformerConfig config_;
   ParameterStore store_;
@@ -86,6 +96,8 @@ class GptModel {
   std::size_t wte_ = 0, wpe_ = static_cast<std::size_t>(-1), norm_w_ = 0, norm_b_ = static_cast<std::size_t>(-1);
   std::size_t head_ = static_cast<std::size_t>(-1);
   Buffers buffers_;
+  std::vector<ParamUnit> units_;
+  UnitHooks* hooks_ = nullptr;
 };
 
 }  // namespace myriad::nn

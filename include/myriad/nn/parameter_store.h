@@ -41,7 +41,7 @@ class ParameterStore {
   void initialize(std::uint64_t seed);
   void zero_grads();
 
-  bool allocated() const { return values_.defined(); }
+  bool allocated() const { return allocated_; }
   std::size_t size() const { return params_.size(); }
   Parameter& operator[](std::size_t i) { return params_[i]; }
   const Parameter& operator[](std::size_t i) const { return params_[i]; }
@@ -50,6 +50,15 @@ class ParameterStore {
   const Parameter& find(const std::string& name) const;  // throws naming the parameter
   Tensor& flat_values() { return values_; }
   Tensor& flat_grads() { return grads_; }
+
+  // Sharded layouts (ZeRO 2/3): point the value and/or gradient views of every parameter inside
+  // [begin, end) into `values` / `grads` (element 0 = flat element `begin`); an undefined tensor
+  // leaves that side alone. unbind() makes those views undefined (any use is then an error).
+  // drop_flat_values() / drop_flat_grads() free the full buffers (views into them go undefined).
+  void rebind(std::int64_t begin, std::int64_t end, const Tensor& values, const Tensor& grads);
+  void unbind(std::int64_t begin, std::int64_t end, bool values, bool grads);
+  void drop_flat_values();
+  void drop_flat_grads();
   std::int64_t numel() const { return total_; }
 
  private:
@@ -57,6 +66,7 @@ class ParameterStore {
   Tensor values_;
   Tensor grads_;
   std::int64_t total_ = 0;
+  bool allocated_ = false;
 };
 
 std::uint64_t stable_name_hash(const std::string& name);  // FNV-1a 64

@@ -1,8 +1,11 @@
-// AdamWOptimizer — AdamW over every parameter of a ParameterStore, with global-norm clipping.
+// AdamWOptimizer — AdamW over a list of segments (value/gradient pairs), with global-norm clipping.
 //
-// Moments m and v are flat f32 buffers laid out like the store's flat value buffer. Weight decay
+// A segment is a contiguous piece of one parameter: the whole parameter in a single process, or
+// the part of it inside this rank's ZeRO shard. Moments m and v are flat f32 buffers holding the
+// segments back to back (so they are exactly as large as the state this rank owns). Weight decay
 // is decoupled and skipped for the parameter kinds listed in `no_decay` (norm, bias, embedding).
-// step(lr): global gradient norm over all parameters (each counted once, float64, fixed order);
+// step(lr, global_sum_squares): the caller supplies the squared global gradient norm (the sum of
+// grad_sum_squares() over the ranks that share the model; step(lr) uses this rank's own);
 // clip scale = min(1, grad_clip / norm) (grad_clip 0 = off) folded into the update's grad_scale;
 // a non-finite norm skips the update and is reported. The caller zeroes gradients afterwards.
 #pragma once
@@ -28,19 +31,31 @@ struct OptimizerStepStats {
   bool skipped = false;     // non-finite gradient norm: parameters untouched
 };
 
+struct OptimizerSegment {
+  Tensor value, grad;  // same shape, contiguous f32
+  nn::ParamKind kind = nn::ParamKind::weight;
+};
+
+// One segment per parameter of the store.
+std::vector<OptimizerSegment> whole_parameter_segments(nn::ParameterStore& store);
+
 class AdamWOptimizer {
  public:
   AdamWOptimizer(nn::ParameterStore& store, const AdamWConfig& config);
+  AdamWOptimizer(std::vector<OptimizerSegment> segments, const AdamWConfig& config);
 
-  OptimizerStepStats step(float lr);
+  double grad_sum_squares() const;  // over this optimizer's segments, float64, fixed order
+  OptimizerStepStats step(float lr) { return step(lr, grad_sum_squares()); }
+  OptimizerStepStats step(float lr, double global_sum_squares);
   std::int64_t steps_taken() const { return steps_; }
   void set_steps_taken(std::int64_t steps) { steps_ = steps; }
   Tensor& m() { return m_; }
   Tensor& v() { return v_; }
-  bool decays(const nn::Parameter& p) const;
+  bool decays(nn::ParamKind kind) const;
+  std::int64_t state_elements() const { return m_.numel(); }
 
  private:
-  nn::ParameterStore& store_;
+  std::vector<OptimizerSegment> segments_;
   AdamWConfig config_;
   Tensor m_, v_;
   std::int64_t steps_ = 0;

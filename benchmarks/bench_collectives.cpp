@@ -1,0 +1,350 @@
+// bench_collectives — nccl-tests-style sweep of the Communicator collectives.
+//
+//   mpirun -np N build/benchmarks/bench_collectives [--min-bytes 8] [--max-bytes 256M] [--factor 2]
+//          [--iters 20] [--warmup 5] [--op all|all_reduce|all_gather|reduce_scatter|all_to_all|
+//          broadcast|send_recv[,...]] [--transport mpi]
+//
+// For every op and every size (the total buffer size in bytes, f32 elements, as in nccl-tests)
+// it first checks the result against values known in closed form (aborting the job on a
+// mismatch), then times `iters` back-to-back blocking calls after a barrier and reports the
+// largest mean time over the ranks, algbw = size / time and busbw = algbw x nccl-tests' factor
+// (all_reduce 2(n-1)/n; all_gather, reduce_scatter, all_to_all (n-1)/n; broadcast, send_recv 1).
+// It also reports the bytes rank 0 handed to the transport per call (from the communicator's
+// statistics) next to the analytic volume of the algorithm; "bytes ok" means every rank matched.
+// The number of iterations falls for big sizes so that a full sweep stays short.
+#include <algorithm>
+#include <chrono>
+#include <cstdint>
+#include <cstdio>
+#include <functional>
+#include <iostream>
+#include <memory>
+#include <sstream>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "harness.h"
+#include "myriad/core/error.h"
+#include "myriad/core/tensor.h"
+#include "myriad/dist/communicator.h"
+#include "myriad/dist/mpi_runtime.h"
+
+namespace {
+
+using myriad::DType;
+using myriad::Tensor;
+using myriad::dist::Communicator;
+using myriad::dist::CommOp;
+
+struct Args {
+  std::int64_t min_bytes = 8;
+  std::int64_t max_bytes = std::int64_t{256} << 20;
+  double factor = 2.0;
+  int iters = 20;
+  int warmup = 5;
+  std::vector<std::string> ops;
+  std::string transport = "mpi";
+};
+
+const std::vector<std::string> kAllOps = {"all_reduce", "all_gather", "reduce_scatter", "all_to_all", "broadcast",
+                                          "send_recv"};
+
+std::int64_t parse_bytes(const std::string& text) {
+  std::size_t end = 0;
+  double value = std::stod(text, &end);
+  const std::string suffix = text.substr(end);
+  if (suffix == "K" || suffix == "k") value *= 1024.0;
+  else if (suffix == "M" || suffix == "m") value *= 1024.0 * 1024.0;
+  else if (suffix == "G" || suffix == "g") value *= 1024.0 * 1024.0 * 1024.0;
+  else MYRIAD_CHECK(suffix.empty(), "size '" << text << "': suffix must be K, M or G");
+  return static_cast<std::int64_t>(value);
+}
+
+Args parse_args(int argc, char** argv) {
+  Args args;
+  std::string ops = "all";
+  for (int i = 1; i < argc; ++i) {
+    const std::string key = argv[i];
+    MYRIAD_CHECK(i + 1 < argc, "option " << key << " needs a value");
+    const std::string value = argv[++i];
+    if (key == "--min-bytes") args.min_bytes = parse_bytes(value);
+    else if (key == "--max-bytes") args.max_bytes = parse_bytes(value);
+    else if (key == "--factor") args.factor = std::stod(value);
+    else if (key == "--iters") args.iters = std::stoi(value);
+    else if (key == "--warmup") args.warmup = std::stoi(value);
+    else if (key == "--op") ops = value;
+    else if (key == "--transport") args.transport = value;
+    else MYRIAD_THROW("unknown option " << key << "; allowed: --min-bytes --max-bytes --factor --iters --warmup --op"
+                                           " --transport");
+  }
+  MYRIAD_CHECK(args.min_bytes >= 4 && args.max_bytes >= args.min_bytes, "need 4 <= --min-bytes <= --max-bytes");
+  MYRIAD_CHECK(args.factor > 1.0, "--factor must be > 1");
+  MYRIAD_CHECK(args.iters >= 1 && args.warmup >= 0, "--iters must be >= 1 and --warmup >= 0");
+  // Only the MPI host transport exists so far; `--transport nccl` will select NcclCommunicator
+  // (device buffers) once it is built — the sweep below does not depend on the transport.
+  MYRIAD_CHECK(args.transport == "mpi", "--transport " << args.transport << ": only 'mpi' is available");
+  std::stringstream list(ops);
+  for (std::string op; std::getline(list, op, ',');) {
+    if (op == "all") {
+      args.ops.insert(args.ops.end(), kAllOps.begin(), kAllOps.end());
+      continue;
+    }
+    MYRIAD_CHECK(std::find(kAllOps.begin(), kAllOps.end(), op) != kAllOps.end(),
+                 "--op " << op << ": allowed: all, all_reduce, all_gather, reduce_scatter, all_to_all, broadcast,"
+                                  " send_recv");
+    args.ops.push_back(op);
+  }
+  return args;
+}
+
+std::int64_t chunk_elements(std::int64_t n, int parts, int i) {
+  i = ((i % parts) + parts) % parts;
+  return n * (i + 1) / parts - n * i / parts;
+}
+
+// Children of relative rank v in the binomial broadcast tree over n ranks.
+int binomial_children(int v, int n) {
+  int children = 0;
+  for (int step = 1; step < n; step <<= 1) {
+    if (v != 0 && step >= (v & -v)) break;
+    if (v + step < n) ++children;
+  }
+  return children;
+}
+
+// One op at one size: buffers, the call, the closed-form check and the analytic volume.
+struct Case {
+  std::int64_t count = 0;               // elements of the total buffer
+  double bus_factor = 1.0;
+  std::int64_t analytic_sent = 0;       // bytes this rank sends per call
+  std::function<void()> prepare;        // fills inputs with the check pattern
+  std::function<void()> run;
+  std::function<std::int64_t()> check;  // mismatching elements
+  std::function<void()> quiet;          // refills inputs so repeated calls stay finite
+};
+
+float pattern(int rank, std::int64_t i) { return static_cast<float>(rank * 1000 + i % 97); }
+
+Case make_case(const std::string& op, std::int64_t bytes, Communicator& comm) {
+  const int n = comm.size(), r = comm.rank();
+  const int next = (r + 1) % n, prev = (r + n - 1) % n;
+  Case c;
+  c.count = bytes / 4;
+  if (op == "all_gather" || op == "reduce_scatter" || op == "all_to_all") c.count = c.count / n * n;
+  const std::int64_t count = c.count;
+  const std::int64_t S = count * 4;
+  if (op == "all_reduce") {
+    Tensor t = Tensor::empty({count});
+    c.bus_factor = 2.0 * (n - 1) / n;
+    c.analytic_sent = 4 * (2 * count - chunk_elements(count, n, r) - chunk_elements(count, n, r + 1));
+    c.prepare = [=] {
+      float* p = t.data<float>();
+      for (std::int64_t i = 0; i < count; ++i) p[i] = static_cast<float>((r + 1) * (i % 13 + 1));
+    };
+    c.run = [&comm, t] { comm.all_reduce(t); };
+    c.check = [=] {
+      const float* p = t.data<float>();
+      std::int64_t bad = 0;
+      for (std::int64_t i = 0; i < count; ++i) bad += p[i] != static_cast<float>(n * (n + 1) / 2 * (i % 13 + 1));
+      return bad;
+    };
+    c.quiet = [=]() mutable { t.zero(); };
+  } else if (op == "reduce_scatter") {
+    const std::int64_t begin = count * r / n, own = chunk_elements(count, n, r);
+    Tensor in = Tensor::empty({count}), out = Tensor::empty({own});
+    c.bus_factor = static_cast<double>(n - 1) / n;
+    c.analytic_sent = 4 * (count - own);
+    c.prepare = [=] {
+      float* p = in.data<float>();
+      for (std::int64_t i = 0; i < count; ++i) p[i] = static_cast<float>((r + 1) * (i % 13 + 1));
+    };
+    c.run = [&comm, in, out] { comm.reduce_scatter(in, out); };
+    c.check = [=] {
+      const float* p = out.data<float>();
+      std::int64_t bad = 0;
+      for (std::int64_t i = 0; i < own; ++i) bad += p[i] != static_cast<float>(n * (n + 1) / 2 * ((begin + i) % 13 + 1));
+      return bad;
+    };
+    c.quiet = [] {};
+  } else if (op == "all_gather") {
+    const std::int64_t begin = count * r / n, own = chunk_elements(count, n, r);
+    Tensor in = Tensor::empty({own}), out = Tensor::empty({count});
+    c.bus_factor = static_cast<double>(n - 1) / n;
+    c.analytic_sent = 4 * (count - chunk_elements(count, n, r + 1));
+    c.prepare = [=] {
+      float* p = in.data<float>();
+      for (std::int64_t i = 0; i < own; ++i) p[i] = pattern(r, begin + i);
+    };
+    c.run = [&comm, in, out] { comm.all_gather(in, out); };
+    c.check = [=] {
+      const float* p = out.data<float>();
+      std::int64_t bad = 0;
+      for (int q = 0; q < n; ++q) {
+        for (std::int64_t i = count * q / n; i < count * (q + 1) / n; ++i) bad += p[i] != pattern(q, i);
+      }
+      return bad;
+    };
+    c.quiet = [] {};
+  } else if (op == "all_to_all") {
+    const std::int64_t k = count / n;
+    Tensor in = Tensor::empty({count}), out = Tensor::empty({count});
+    c.bus_factor = static_cast<double>(n - 1) / n;
+    c.analytic_sent = 4 * (n - 1) * k;
+    c.prepare = [=] {
+      float* p = in.data<float>();
+      for (std::int64_t i = 0; i < count; ++i) p[i] = pattern(r, i);
+    };
+    c.run = [&comm, in, out] { comm.all_to_all(in, out); };
+    c.check = [=] {  // chunk q of the output is chunk r of rank q's input
+      const float* p = out.data<float>();
+      std::int64_t bad = 0;
+      for (int q = 0; q < n; ++q) {
+        for (std::int64_t j = 0; j < k; ++j) bad += p[q * k + j] != pattern(q, r * k + j);
+      }
+      return bad;
+    };
+    c.quiet = [] {};
+  } else if (op == "broadcast") {
+    Tensor t = Tensor::empty({count});
+    c.bus_factor = 1.0;
+    c.analytic_sent = S * binomial_children(r, n);  // root 0
+    c.prepare = [=] {
+      float* p = t.data<float>();
+      for (std::int64_t i = 0; i < count; ++i) p[i] = r == 0 ? pattern(0, i) : -1.0f;
+    };
+    c.run = [&comm, t] { comm.broadcast(t, 0); };
+    c.check = [=] {
+      const float* p = t.data<float>();
+      std::int64_t bad = 0;
+      for (std::int64_t i = 0; i < count; ++i) bad += p[i] != pattern(0, i);
+      return bad;
+    };
+    c.quiet = [] {};
+  } else {  // send_recv: every rank sends to the next and receives from the previous one
+    Tensor out = Tensor::empty({count}), in = Tensor::empty({count});
+    c.bus_factor = 1.0;
+    c.analytic_sent = S;
+    c.prepare = [=]() mutable {
+      float* p = out.data<float>();
+      for (std::int64_t i = 0; i < count; ++i) p[i] = pattern(r, i);
+      in.fill(-1.0);
+    };
+    c.run = [&comm, out, in, next, prev] {
+      auto sent = comm.send_async(out, next);
+      comm.recv(in, prev);
+      sent->wait();
+    };
+    c.check = [=] {
+      const float* p = in.data<float>();
+      std::int64_t bad = 0;
+      for (std::int64_t i = 0; i < count; ++i) bad += p[i] != pattern(prev, i);
+      return bad;
+    };
+    c.quiet = [] {};
+  }
+  return c;
+}
+
+// Fewer iterations for big sizes: about 256 MiB moved per timed block, at least 2 calls.
+int iterations_for(std::int64_t bytes, int iters) {
+  const std::int64_t budget = std::int64_t{256} << 20;
+  return static_cast<int>(std::max<std::int64_t>(2, std::min<std::int64_t>(iters, budget / std::max<std::int64_t>(bytes, 1))));
+}
+
+std::int64_t max_over_ranks(Communicator& control, std::int64_t value) {
+  Tensor t = Tensor::full({1}, 0.0, DType::i64);
+  t.data<std::int64_t>()[0] = value;
+  control.all_reduce(t, myriad::dist::ReduceOp::max);
+  return t.data<std::int64_t>()[0];
+}
+
+std::string cpu_model() {
+  std::string line = myriad::bench::describe_machine();
+  return line.substr(0, line.find(','));
+}
+
+void run_op(const std::string& op, const Args& args, Communicator& comm, Communicator& control) {
+  const int rank = comm.rank();
+  const CommOp stat_op = op == "all_reduce"       ? CommOp::all_reduce
+                         : op == "all_gather"     ? CommOp::all_gather
+                         : op == "reduce_scatter" ? CommOp::reduce_scatter
+                         : op == "all_to_all"     ? CommOp::all_to_all
+                         : op == "broadcast"      ? CommOp::broadcast
+                                                  : CommOp::send;
+  myriad::bench::Table table({"size (B)", "count", "type", "iters", "time (us)", "algbw (GB/s)", "busbw (GB/s)",
+                              "sent/rank (B)", "analytic (B)", "bytes", "check"});
+  for (double size = static_cast<double>(args.min_bytes); size <= static_cast<double>(args.max_bytes) * 1.0000001;
+       size *= args.factor) {
+    const auto bytes = static_cast<std::int64_t>(size);
+    Case c = make_case(op, bytes, comm);
+    if (c.count == 0) continue;
+    // Correctness first.
+    c.prepare();
+    c.run();
+    const std::int64_t bad = max_over_ranks(control, c.check());
+    if (bad != 0) {
+      std::ostringstream reason;
+      reason << "bench_collectives: " << op << " of " << c.count * 4 << " bytes: " << bad
+             << " elements differ from the expected values on some rank";
+      comm.abort(1, reason.str());
+    }
+    // Timing.
+    c.quiet();
+    const int iters = iterations_for(c.count * 4, args.iters);
+    for (int i = 0; i < std::min(args.warmup, iters); ++i) c.run();
+    control.barrier();
+    comm.reset_stats();
+    const auto start = std::chrono::steady_clock::now();
+    for (int i = 0; i < iters; ++i) c.run();
+    const auto ns = std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now() - start).count();
+    const std::int64_t slowest_ns = max_over_ranks(control, ns);
+    const myriad::dist::CommStats stats = comm.stats();
+    const std::int64_t sent = stats[stat_op].bytes_sent / iters;
+    const bool bytes_ok = stats[stat_op].bytes_sent == c.analytic_sent * iters;
+    const bool all_bytes_ok = max_over_ranks(control, bytes_ok ? 0 : 1) == 0;
+    if (rank == 0) {
+      const double seconds = static_cast<double>(slowest_ns) * 1e-9 / iters;
+      const double total = static_cast<double>(c.count) * 4.0;
+      const double algbw = total / seconds * 1e-9;
+      table.add_row({std::to_string(c.count * 4), std::to_string(c.count), "f32", std::to_string(iters),
+                     myriad::bench::fmt(seconds * 1e6, 1), myriad::bench::fmt(algbw, 3),
+                     myriad::bench::fmt(algbw * c.bus_factor, 3), std::to_string(sent), std::to_string(c.analytic_sent),
+                     all_bytes_ok ? "ok" : "MISMATCH", "ok"});
+    }
+  }
+  if (rank == 0) {
+    std::cout << "## " << op << "\n\n";
+    table.print();
+    std::cout << "\ncheck: ok (every size, every rank)\n\n" << std::flush;
+  }
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  myriad::dist::MpiRuntime runtime(&argc, &argv);
+  Args args;
+  try {
+    args = parse_args(argc, argv);
+  } catch (const myriad::Error& e) {
+    if (runtime.world_rank() == 0) std::cerr << "bench_collectives: " << e.message() << "\n";
+    return 2;
+  }
+  {
+    // The communicator under test, and a second one for the bookkeeping (barriers, maxima over
+    // ranks) so that its statistics hold only the measured calls.
+    std::unique_ptr<Communicator> comm = runtime.world();
+    std::unique_ptr<Communicator> control = runtime.world();
+    if (runtime.world_rank() == 0) {
+      myriad::bench::print_header("bench_collectives", argc, argv);
+      std::cout << "- nproc: " << std::thread::hardware_concurrency() << ", CPU: " << cpu_model() << "\n"
+                << "- ranks: " << comm->size() << "\n"
+                << "- transport: MPI (host)\n"
+                << "- sizes: total buffer bytes (f32), as in nccl-tests; time = max over ranks of the mean per call\n\n"
+                << std::flush;
+    }
+    for (const std::string& op : args.ops) run_op(op, args, *comm, *control);
+  }
+  return 0;
+}

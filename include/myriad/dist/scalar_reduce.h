@@ -1,0 +1,23 @@
+// Exact, rank-order reductions of host scalars over a communicator.
+//
+// sum_over_ranks(double) all-gathers the float64 bit patterns and adds them in rank order, so
+// every rank obtains the same bits (communicators reduce f32/i32/i64 only) — used for the global
+// gradient norm and loss sums. The i64 form is an all-reduce.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <string>
+
+#include "myriad/dist/communicator.h"
+
+namespace myriad::dist {
+
+double sum_over_ranks(Communicator& comm, double value);
+std::int64_t sum_over_ranks(Communicator& comm, std::int64_t value);
+
+// Runs `work` on rank 0 of `comm` while the others wait; if it throws, every rank throws a
+// myriad::Error with rank 0's message (prefixed by `what`), so no rank is left waiting.
+void run_on_rank0(Communicator& comm, const std::string& what, const std::function<void()>& work);
+
+}  // namespace myriad::dist

@@ -1,0 +1,112 @@
+// DataParallel — gradient reduction and ZeRO sharding of one model replica over the dp group.
+//
+// Attaches to the model as its UnitHooks. Per stage (Ψ = flat parameter elements, N = dp size):
+//   0  full values, full gradients; each bucket of gradients is all-reduced (ring) the moment its
+//      last unit's gradients are final in the LAST micro-batch of the step (no communication on
+//      earlier micro-batches); AdamW updates everything (redundantly, identically on every rank).
+//   1  as 0, but buckets are reduce-scattered into this rank's shard of the gradients, AdamW
+//      state covers only the shard (8Ψ/N bytes), and updated shards are all-gathered back.
+//   2  gradients are never held in full: a unit's gradient buffer exists from its backward until
+//      its reduce-scatter has been added into the shard (every micro-batch communicates — the
+//      price of not keeping full gradients); values are full and all-gathered after the update.
+//   3  as 2, and values are sharded too: a unit's values are all-gathered when the model
+//      acquires it, freed when it releases it, and the next unit in pass order is prefetched.
+// Global gradient norm (clipping): one float64 all-reduce of the shards' sums of squares (each
+// element counted once); stage 0 computes it locally from the identical reduced gradients.
+// Ring collectives give every rank bitwise identical reduced values, so replicas never drift.
+// full_values/full_m/full_v and load_full convert between this layout and the flat full layout
+// (layout-independent checkpoints); they are collective over the dp group.
+#pragma once
+
+#include <deque>
+#include <memory>
+#include <vector>
+
+#include "myriad/dist/communicator.h"
+#include "myriad/dist/zero_layout.h"
+#include "myriad/nn/gpt_model.h"
+#include "myriad/optim/adamw_optimizer.h"
+
+namespace myriad::train {
+
+struct DataParallelOptions {
+  int zero_stage = 0;
+  std::int64_t bucket_elements = 0;  // stages 0/1; 0 = one bucket after the whole backward
+};
+
+struct ShardedMemory {
+  std::int64_t parameter_bytes = 0;  // resident parameter values (full, or the shard at stage 3)
+  std::int64_t gradient_bytes = 0;   // resident gradients (full and/or shard)
+  std::int64_t optimizer_bytes = 0;  // AdamW m and v of the owned elements
+  std::int64_t buffer_peak_bytes = 0;  // peak of transient gathered values / unit gradient buffers
+};
+
+class DataParallel final : public nn::UnitHooks {
+ public:
+  DataParallel(nn::GptModel& model, dist::Communicator& dp, const DataParallelOptions& options,
+               const optim::AdamWConfig& adam);
+  ~DataParallel() override;
+  DataParallel(const DataParallel&) = delete;
+  DataParallel& operator=(const DataParallel&) = delete;
+
+  void zero_grads();
+  void begin_micro_batch(bool last_of_step);  // before each forward_backward of the step
+  void finish_backward();                     // after the last one: waits for the reductions
+  optim::OptimizerStepStats optimizer_step(float lr);
+
+  Tensor full_values();
+  Tensor full_m();
+  Tensor full_v();
+  void load_full(const Tensor& values, const Tensor& m, const Tensor& v);
+  // Stage 3: gather every unit and keep all parameters bound (generation); release_all undoes it.
+  void gather_all();
+  void release_all();
+
+  int zero_stage() const { return stage_; }
+  const dist::ZeroLayout& layout() const { return layout_; }
+  optim::AdamWOptimizer& optimizer() { return *optimizer_; }
+  ShardedMemory memory() const;
+  // The accounting of memory() from the ZeRO formulas alone (for the start-up report and tests).
+  static ShardedMemory formula(std::int64_t psi, std::int64_t shard, int stage);
+
+  void acquire(int unit, nn::Pass pass) override;
+  void release(int unit, nn::Pass pass) override;
+  void grads_ready(int unit) override;
+
+ private:
+  struct Pending {
+    dist::WorkHandle work;
+    int bucket = 0;
+    Tensor unit_grads;  // stages 2/3: the unit's gradient buffer being reduce-scattered
+    Tensor reduced;     // stages 2/3: this rank's reduced chunk, added into the shard when done
+  };
+  Tensor flat_view(Tensor& buffer, std::int64_t begin, std::int64_t end) const;
+  Tensor gather_from_shard(const Tensor& shard);  // shard layout -> full flat layout
+  void launch_bucket(int bucket);
+  void retire(Pending& pending);
+  void retire_completed(std::size_t keep_in_flight);
+  void ensure_values(int unit);
+  void prefetch_values(int unit);
+  void track(std::int64_t delta_bytes);
+
+  nn::GptModel& model_;
+  nn::ParameterStore& store_;
+  dist::Communicator& dp_;
+  int stage_;
+  dist::ZeroLayout layout_;
+  std::vector<dist::ZeroSegment> segments_;
+  std::unique_ptr<optim::AdamWOptimizer> optimizer_;
+  Tensor shard_grads_, shard_values_;
+  bool communicate_ = true;
+  std::vector<int> units_left_;  // per bucket, units whose gradients are not final yet
+  std::deque<Pending> pending_;
+  // Stages 2/3, per unit: gradient buffer while its backward runs; stage 3: gathered values,
+  // their acquire count and an in-flight prefetch.
+  std::vector<Tensor> unit_grads_, unit_values_;
+  std::vector<int> value_refs_;
+  std::vector<dist::WorkHandle> value_gathers_;
+  bool all_gathered_ = false;
+  std::int64_t buffer_bytes_ = 0, buffer_peak_ = 0;
+};
+
+}  // namespace myriad::train

@@ -1,0 +1,84 @@
+// Python bindings of the distributed runtime: MPI start-up, process groups, abort, statistics.
+//
+// MpiRuntime initialises MPI (once per process, before anything else that may fail, so that a
+// failure on one rank can still end every rank through abort()). ProcessGroups is built from the
+// config's parallel section over the runtime's world (collective), or over a world of one.
+// Engine keeps its ProcessGroups alive, and ProcessGroups keeps the runtime alive, so MPI is
+// finalised only after the last communicator is gone.
+#include <mpi.h>
+#include <pybind11/pybind11.h>
+#include <pybind11/stl.h>
+
+#include <cstdio>
+
+#include "bindings.h"
+#include "myriad/config/run_config.h"
+#include "myriad/dist/mpi_runtime.h"
+#include "myriad/dist/process_groups.h"
+
+namespace py = pybind11;
+
+namespace myriad::python {
+
+namespace {
+
+dist::GridShape grid_shape(const RunConfig& config) {
+  const ParallelConfig& p = config.parallel;
+  return dist::GridShape{.tp = p.tp, .cp = p.cp, .ep = p.ep, .dp = p.dp, .pp = p.pp};
+}
+
+py::dict stats_dict(const dist::ProcessGroups& groups) {
+  py::dict out;
+  for (const auto& [name, stats] : groups.stats()) {
+    py::dict ops;
+    for (int i = 0; i < dist::kCommOpCount; ++i) {
+      const dist::CommOpStats& s = stats.ops[static_cast<std::size_t>(i)];
+      if (s.calls == 0) continue;
+      py::dict d;
+      d["calls"] = s.calls;
+      d["bytes_sent"] = s.bytes_sent;
+      d["bytes_received"] = s.bytes_received;
+      d["seconds"] = s.seconds;
+      d["wait_seconds"] = s.wait_seconds;
+      ops[py::str(dist::comm_op_name(static_cast<dist::CommOp>(i)))] = d;
+    }
+    out[py::str(name)] = ops;
+  }
+  return out;
+}
+
+}  // namespace
+
+void bind_dist(py::module_& m) {
+  py::class_<dist::MpiRuntime>(m, "MpiRuntime", "MPI for this process (initialised on construction)")
+      .def(py::init<>())
+      .def_property_readonly("rank", &dist::MpiRuntime::world_rank)
+      .def_property_readonly("size", &dist::MpiRuntime::world_size)
+      .def_static("launched_by_mpi", &dist::MpiRuntime::launched_by_mpi)
+      .def_static("abort", [](int code, const std::string& reason) {
+             int rank = 0;
+             MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+             std::fprintf(stderr, "[rank %d] fatal: %s\n", rank, reason.c_str());
+             std::fflush(stderr);
+             MPI_Abort(MPI_COMM_WORLD, code);
+           },
+           py::arg("exit_code"), py::arg("reason"), "print the reason and end every rank of the job");
+
+  py::class_<dist::ProcessGroups>(m, "ProcessGroups", "Communicators of every parallel axis (see docs/parallelism.md)")
+      .def(py::init([](const RunConfig& config, dist::MpiRuntime* runtime) {
+             if (runtime == nullptr) return std::make_unique<dist::ProcessGroups>(dist::ProcessGroups::single());
+             return std::make_unique<dist::ProcessGroups>(grid_shape(config), runtime->world());
+           }),
+           py::arg("config"), py::arg("runtime") = nullptr, py::keep_alive<1, 3>(),
+           "collective over the world when a runtime is given; a world of one otherwise")
+      .def_property_readonly("rank", &dist::ProcessGroups::rank)
+      .def_property_readonly("world_size", [](const dist::ProcessGroups& g) { return g.grid().world_size(); })
+      .def("describe", [](const dist::ProcessGroups& g) { return g.grid().describe(g.rank()); })
+      .def("stats", &stats_dict, "per group and op: calls, bytes_sent, bytes_received, seconds, wait_seconds")
+      .def("barrier", [](dist::ProcessGroups& g) {
+             py::gil_scoped_release release;
+             g.world().barrier();
+           });
+}
+
+}  // namespace myriad::python

@@ -1,0 +1,318 @@
+// DataParallel: bucket launches from the unit hooks, shard bookkeeping, ZeRO-3 gathers, the
+// sharded optimizer step and conversions to and from the full flat layout.
+#include "myriad/train/data_parallel.h"
+
+#include <algorithm>
+#include <cstring>
+
+#include "myriad/dist/scalar_reduce.h"
+
+namespace myriad::train {
+
+namespace {
+// Stages 2/3: reductions allowed in flight before the backward waits for the oldest (bounds the
+// transient gradient buffers to a few units).
+constexpr std::size_t kMaxInFlight = 2;
+
+void add_into(Tensor& destination, const Tensor& source) {
+  float* d = destination.data<float>();
+  const float* s = source.data<float>();
+  const std::int64_t n = destination.numel();
+#pragma omp parallel for schedule(static) if (n > (1 << 16))
+  for (std::int64_t i = 0; i < n; ++i) d[i] += s[i];
+}
+}  // namespace
+
+DataParallel::DataParallel(nn::GptModel& model, dist::Communicator& dp, const DataParallelOptions& options,
+                           const optim::AdamWConfig& adam)
+    : model_(model),
+      store_(model.parameters()),
+      dp_(dp),
+      stage_(options.zero_stage),
+      layout_(model.units(), options.zero_stage >= 2 ? 1 : options.bucket_elements,
+              options.zero_stage >= 1 ? dp.size() : 1, options.zero_stage >= 1 ? dp.rank() : 0) {
+  MYRIAD_CHECK(stage_ >= 0 && stage_ <= 3, "parallel.zero_stage " << stage_ << " is not one of 0, 1, 2, 3");
+  std::vector<dist::ParamSpan> spans;
+  for (const nn::Parameter& p : store_.all()) spans.push_back({p.offset, shape_numel(p.shape)});
+  segments_ = layout_.segments(spans);
+  const std::size_t units = model.units().size();
+  if (stage_ >= 1) shard_grads_ = Tensor::zeros({layout_.shard_elements()});
+  if (stage_ == 3) {
+    shard_values_ = Tensor::empty({layout_.shard_elements()});
+    for (const dist::ZeroBucket& b : layout_.buckets()) {
+      Tensor mine = flat_view(shard_values_, b.shard_offset, b.shard_offset + b.owned.size());
+      mine.copy_from(flat_view(store_.flat_values(), b.owned.begin, b.owned.end));
+    }
+    store_.drop_flat_values();
+  }
+  if (stage_ >= 2) store_.drop_flat_grads();
+  std::vector<optim::OptimizerSegment> optimizer_segments;
+  for (const dist::ZeroSegment& s : segments_) {
+    const std::int64_t n = s.end - s.begin;
+    Tensor value = stage_ == 3 ? flat_view(shard_values_, s.shard_position, s.shard_position + n)
+                               : flat_view(store_.flat_values(), s.begin, s.end);
+    Tensor grad = stage_ == 0 ? flat_view(store_.flat_grads(), s.begin, s.end)
+                              : flat_view(shard_grads_, s.shard_position, s.shard_position + n);
+    optimizer_segments.push_back({value, grad, store_[s.param].kind});
+  }
+  optimizer_ = std::make_unique<optim::AdamWOptimizer>(std::move(optimizer_segments), adam);
+  unit_grads_.resize(units);
+  unit_values_.resize(units);
+  value_refs_.assign(units, 0);
+  value_gathers_.resize(units);
+  units_left_.assign(layout_.buckets().size(), 0);
+  model_.set_hooks(this);
+}
+
+DataParallel::~DataParallel() {
+  model_.set_hooks(nullptr);
+  for (Pending& p : pending_) {
+    try {
+      p.work->wait();
+    } catch (...) {  // destructor: the error was or will be reported by the failing rank
+    }
+  }
+}
+
+Tensor DataParallel::flat_view(Tensor& buffer, std::int64_t begin, std::int64_t end) const {
+  return Tensor::from_storage(buffer.storage(), {end - begin}, {1}, buffer.offset() + begin, DType::f32);
+}
+
+void DataParallel::track(std::int64_t delta_bytes) {
+  buffer_bytes_ += delta_bytes;
+  buffer_peak_ = std::max(buffer_peak_, buffer_bytes_);
+}
+
+void DataParallel::zero_grads() {
+  if (stage_ <= 1) store_.zero_grads();
+  if (shard_grads_.defined()) std::memset(shard_grads_.raw_data(), 0, shard_grads_.nbytes());
+}
+
+void DataParallel::begin_micro_batch(bool last_of_step) {
+  communicate_ = stage_ >= 2 || last_of_step;
+  for (std::size_t b = 0; b < units_left_.size(); ++b) {
+    const dist::ZeroBucket& bucket = layout_.buckets()[b];
+    units_left_[b] = bucket.last_unit - bucket.first_unit + 1;
+  }
+}
+
+void DataParallel::grads_ready(int unit) {
+  if (!communicate_) return;  // stages 0/1, not the last micro-batch: keep accumulating locally
+  const int bucket = layout_.bucket_of_unit(unit);
+  if (--units_left_[static_cast<std::size_t>(bucket)] == 0) launch_bucket(bucket);
+}
+
+void DataParallel::launch_bucket(int bucket) {
+  const dist::ZeroBucket& b = layout_.buckets()[static_cast<std::size_t>(bucket)];
+  Pending p;
+  p.bucket = bucket;
+  if (stage_ == 0) {
+    p.work = dp_.all_reduce_async(flat_view(store_.flat_grads(), b.begin, b.end));
+  } else if (stage_ == 1) {
+    p.work = dp_.reduce_scatter_async(flat_view(store_.flat_grads(), b.begin, b.end),
+                                      flat_view(shard_grads_, b.shard_offset, b.shard_offset + b.owned.size()));
+  } else {
+    const auto u = static_cast<std::size_t>(b.first_unit);  // one unit per bucket at stages 2/3
+    const nn::ParamUnit& unit = model_.units()[u];
+    MYRIAD_CHECK(unit_grads_[u].defined(), "DataParallel: unit '" << unit.name << "' reported final gradients "
+                                                                  << "without a gradient buffer");
+    p.unit_grads = unit_grads_[u];
+    unit_grads_[u] = Tensor();
+    store_.unbind(unit.begin, unit.end, false, true);
+    p.reduced = Tensor::empty({b.owned.size()});
+    track(static_cast<std::int64_t>(p.reduced.nbytes()));
+    p.work = dp_.reduce_scatter_async(p.unit_grads, p.reduced);
+  }
+  pending_.push_back(std::move(p));
+  if (stage_ >= 2) retire_completed(kMaxInFlight);
+}
+
+void DataParallel::retire(Pending& p) {
+  p.work->wait();
+  if (!p.reduced.defined()) return;
+  const dist::ZeroBucket& b = layout_.buckets()[static_cast<std::size_t>(p.bucket)];
+  Tensor shard = flat_view(shard_grads_, b.shard_offset, b.shard_offset + b.owned.size());
+  add_into(shard, p.reduced);
+  track(-static_cast<std::int64_t>(p.reduced.nbytes() + p.unit_grads.nbytes()));
+  p.reduced = Tensor();
+  p.unit_grads = Tensor();
+}
+
+void DataParallel::retire_completed(std::size_t keep_in_flight) {
+  while (!pending_.empty() && (pending_.size() > keep_in_flight || pending_.front().work->completed())) {
+    retire(pending_.front());
+    pending_.pop_front();
+  }
+}
+
+void DataParallel::finish_backward() {
+  retire_completed(0);
+  // Stage 3: a prefetched unit that the pass never acquired is dropped here.
+  for (std::size_t u = 0; u < unit_values_.size(); ++u) {
+    if (value_refs_[u] != 0 || !unit_values_[u].defined() || all_gathered_) continue;
+    if (value_gathers_[u]) value_gathers_[u]->wait();
+    value_gathers_[u].reset();
+    store_.unbind(model_.units()[u].begin, model_.units()[u].end, true, false);
+    track(-static_cast<std::int64_t>(unit_values_[u].nbytes()));
+    unit_values_[u] = Tensor();
+  }
+}
+
+void DataParallel::acquire(int unit, nn::Pass pass) {
+  const auto u = static_cast<std::size_t>(unit);
+  const nn::ParamUnit& range = model_.units()[u];
+  if (stage_ >= 2 && pass != nn::Pass::forward && !unit_grads_[u].defined()) {
+    unit_grads_[u] = Tensor::zeros({range.size()});
+    track(static_cast<std::int64_t>(unit_grads_[u].nbytes()));
+    store_.rebind(range.begin, range.end, Tensor(), unit_grads_[u]);
+  }
+  if (stage_ == 3 && pass != nn::Pass::backward_grads && !all_gathered_) {
+    if (value_refs_[u]++ == 0) ensure_values(unit);
+    const int next = pass == nn::Pass::forward ? unit + 1 : unit - 1;
+    const bool next_reads_values = next != 0 || model_.config().tie_embeddings;
+    if (next >= 0 && next < static_cast<int>(model_.units().size()) && next_reads_values) prefetch_values(next);
+  }
+  if (stage_ >= 2) retire_completed(kMaxInFlight);
+}
+
+void DataParallel::release(int unit, nn::Pass pass) {
+  if (stage_ != 3 || pass == nn::Pass::backward_grads || all_gathered_) return;
+  const auto u = static_cast<std::size_t>(unit);
+  if (--value_refs_[u] > 0) return;
+  store_.unbind(model_.units()[u].begin, model_.units()[u].end, true, false);
+  track(-static_cast<std::int64_t>(unit_values_[u].nbytes()));
+  unit_values_[u] = Tensor();
+}
+
+void DataParallel::prefetch_values(int unit) {
+  const auto u = static_cast<std::size_t>(unit);
+  if (unit_values_[u].defined()) return;
+  const nn::ParamUnit& range = model_.units()[u];
+  const dist::ZeroBucket& b = layout_.buckets()[static_cast<std::size_t>(layout_.bucket_of_unit(unit))];
+  unit_values_[u] = Tensor::empty({range.size()});
+  track(static_cast<std::int64_t>(unit_values_[u].nbytes()));
+  value_gathers_[u] = dp_.all_gather_async(flat_view(shard_values_, b.shard_offset, b.shard_offset + b.owned.size()),
+                                           unit_values_[u]);
+  store_.rebind(range.begin, range.end, unit_values_[u], Tensor());
+}
+
+void DataParallel::ensure_values(int unit) {
+  const auto u = static_cast<std::size_t>(unit);
+  prefetch_values(unit);  // no-op when already gathered or in flight
+  if (value_gathers_[u]) {
+    value_gathers_[u]->wait();
+    value_gathers_[u].reset();
+  }
+}
+
+optim::OptimizerStepStats DataParallel::optimizer_step(float lr) {
+  double sum_squares = optimizer_->grad_sum_squares();
+  if (stage_ >= 1) sum_squares = dist::sum_over_ranks(dp_, sum_squares);
+  optim::OptimizerStepStats stats = optimizer_->step(lr, sum_squares);
+  if (!stats.skipped && (stage_ == 1 || stage_ == 2)) {
+    std::vector<dist::WorkHandle> gathers;
+    for (const dist::ZeroBucket& b : layout_.buckets()) {
+      gathers.push_back(dp_.all_gather_async(flat_view(store_.flat_values(), b.owned.begin, b.owned.end),
+                                             flat_view(store_.flat_values(), b.begin, b.end)));
+    }
+    for (dist::WorkHandle& g : gathers) g->wait();
+  }
+  return stats;
+}
+
+Tensor DataParallel::gather_from_shard(const Tensor& shard_in) {
+  Tensor shard = shard_in;
+  Tensor full = Tensor::zeros({store_.numel()});
+  std::vector<dist::WorkHandle> gathers;
+  for (const dist::ZeroBucket& b : layout_.buckets()) {
+    Tensor mine = flat_view(shard, b.shard_offset, b.shard_offset + b.owned.size());
+    Tensor whole = flat_view(full, b.begin, b.end);
+    if (layout_.parts() == 1) {
+      whole.copy_from(mine);
+    } else {
+      gathers.push_back(dp_.all_gather_async(mine, whole));
+    }
+  }
+  for (dist::WorkHandle& g : gathers) g->wait();
+  return full;
+}
+
+static Tensor packed_to_shard(const std::vector<dist::ZeroSegment>& segments, const Tensor& packed,
+                              std::int64_t shard_elements) {
+  Tensor shard = Tensor::zeros({shard_elements});
+  std::int64_t position = 0;
+  for (const dist::ZeroSegment& s : segments) {
+    const std::int64_t n = s.end - s.begin;
+    std::memcpy(shard.data<float>() + s.shard_position, packed.data<float>() + position, n * sizeof(float));
+    position += n;
+  }
+  return shard;
+}
+
+Tensor DataParallel::full_values() {
+  return stage_ == 3 ? gather_from_shard(shard_values_) : store_.flat_values();
+}
+
+Tensor DataParallel::full_m() {
+  return gather_from_shard(packed_to_shard(segments_, optimizer_->m(), layout_.shard_elements()));
+}
+
+Tensor DataParallel::full_v() {
+  return gather_from_shard(packed_to_shard(segments_, optimizer_->v(), layout_.shard_elements()));
+}
+
+void DataParallel::load_full(const Tensor& values, const Tensor& m, const Tensor& v) {
+  for (const Tensor* t : {&values, &m, &v}) {
+    MYRIAD_CHECK(t->numel() == store_.numel() && t->is_contiguous(),
+                 "DataParallel::load_full: expected " << store_.numel() << " contiguous elements, got "
+                                                      << t->describe());
+  }
+  if (stage_ == 3) {
+    for (const dist::ZeroBucket& b : layout_.buckets()) {
+      std::memcpy(shard_values_.data<float>() + b.shard_offset, values.data<float>() + b.owned.begin,
+                  b.owned.size() * sizeof(float));
+    }
+  } else {
+    store_.flat_values().copy_from(values);
+  }
+  std::int64_t position = 0;
+  for (const dist::ZeroSegment& s : segments_) {
+    const std::int64_t n = s.end - s.begin;
+    std::memcpy(optimizer_->m().data<float>() + position, m.data<float>() + s.begin, n * sizeof(float));
+    std::memcpy(optimizer_->v().data<float>() + position, v.data<float>() + s.begin, n * sizeof(float));
+    position += n;
+  }
+}
+
+void DataParallel::gather_all() {
+  if (stage_ != 3 || all_gathered_) return;
+  Tensor full = gather_from_shard(shard_values_);
+  track(static_cast<std::int64_t>(full.nbytes()));
+  store_.rebind(0, store_.numel(), full, Tensor());
+  all_gathered_ = true;
+}
+
+void DataParallel::release_all() {
+  if (!all_gathered_) return;
+  store_.unbind(0, store_.numel(), true, false);
+  track(-store_.numel() * static_cast<std::int64_t>(sizeof(float)));
+  all_gathered_ = false;
+}
+
+ShardedMemory DataParallel::formula(std::int64_t psi, std::int64_t shard, int stage) {
+  ShardedMemory m;
+  constexpr std::int64_t f32 = 4;
+  m.parameter_bytes = f32 * (stage == 3 ? shard : psi);
+  m.gradient_bytes = f32 * (stage == 0 ? psi : stage == 1 ? psi + shard : shard);
+  m.optimizer_bytes = 2 * f32 * (stage == 0 ? psi : shard);
+  return m;
+}
+
+ShardedMemory DataParallel::memory() const {
+  ShardedMemory m = formula(store_.numel(), layout_.shard_elements(), stage_);
+  m.optimizer_bytes = 2 * 4 * optimizer_->state_elements();
+  m.buffer_peak_bytes = buffer_peak_;
+  return m;
+}
+
+}  // namespace myriad::train

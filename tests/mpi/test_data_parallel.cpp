@@ -1,0 +1,278 @@
+// Data parallelism equals serial (run under mpiexec with N ranks): for every ZeRO stage, dp = N
+// reproduces the loss curve of one process on the same global batch over 20 steps; the bytes each
+// rank sends per step equal the analytic volume of the ring algorithms; optimizer state and the
+// memory report follow the ZeRO formulas; a checkpoint saved under dp = N resumes in one process.
+//
+// Tolerance: the only difference between the runs is the float32 summation order of gradients
+// (N partial sums added in ring order instead of one accumulation), ~1e-7 relative per element.
+// AdamW divides by sqrt(v), so such a perturbation moves each update by about the same relative
+// amount; over 20 steps the loss curves measured here agree to < 1e-7 (printed by the test; 2 and
+// 4 ranks, every stage). We allow 1e-4 absolute: room for other BLAS builds and thread counts,
+// still far below the difference a wrong batch or initialisation produces (checked: a run on
+// another seed differs by > 1e-2 at some step, so the comparison can fail).
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <cmath>
+#include <filesystem>
+#include <fstream>
+
+#include "myriad/core/logging.h"
+#include "myriad/dist/mpi_runtime.h"
+#include "myriad/dist/process_groups.h"
+#include "myriad/dist/scalar_reduce.h"
+#include "myriad/train/engine.h"
+#include "myriad/train/prepared_data.h"
+
+namespace fs = std::filesystem;
+
+namespace myriad::train {
+namespace {
+
+constexpr int kSteps = 20;
+constexpr int kMicroBatch = 2;
+constexpr int kAccumulation = 2;  // per dp rank
+constexpr double kLossTolerance = 1e-4;
+
+// MPI is initialised by the test main; this runtime only borrows it (and never finalises).
+// Communicators are created per test and destroyed before the main finalises MPI.
+struct World {
+  dist::MpiRuntime runtime;
+  std::unique_ptr<dist::Communicator> comm = runtime.world();
+};
+
+// A directory shared by all ranks (rank 0's pid names it), created fresh.
+fs::path shared_dir(dist::Communicator& comm, const std::string& name) {
+  std::int64_t pid = comm.rank() == 0 ? ::getpid() : 0;
+  pid = dist::sum_over_ranks(comm, pid);
+  fs::path dir = fs::temp_directory_path() / ("myriad_dp_" + name + "_" + std::to_string(pid));
+  dist::run_on_rank0(comm, "test directory", [&] {
+    fs::remove_all(dir);
+    fs::create_directories(dir);
+    std::ofstream out(dir / "corpus.txt");
+    const char* subjects[] = {"the cat", "a dog", "my friend", "the old king", "every child"};
+    const char* verbs[] = {"sees", "likes", "follows", "remembers", "calls"};
+    const char* objects[] = {"the moon.", "a red ball.", "the quiet river.", "its shadow.", "the baker."};
+    for (int i = 0; i < 3000; ++i) out << subjects[i % 5] << " " << verbs[(i / 5) % 5] << " " << objects[(i / 25) % 5] << "\n";
+  });
+  return dir;
+}
+
+RunConfig config_for(int rank, const fs::path& dir, const std::string& architecture, int dp, int zero_stage, int accumulation) {
+  RunConfig c = RunConfig::from_yaml_string(R"(
+model: {vocab_size: 320, n_layer: 2, n_head: 2, n_embd: 32, block_size: 32}
+training: {seq_len: 32, lr: 3.0e-3, warmup_steps: 2, eval_batches: 3, eval_every: 0}
+data: {tokenizer: "train:320", val_fraction: 0.1}
+)", "dp_test_config");
+  c.apply_override("model.architecture=" + architecture);
+  c.training.steps = kSteps;
+  c.training.micro_batch = kMicroBatch;
+  c.training.gradient_accumulation = accumulation;
+  c.parallel.dp = dp;
+  c.parallel.zero_stage = zero_stage;
+  c.parallel.bucket_mb = 0.01;  // ~2.6k elements: several buckets even for this tiny model
+  c.data.path = (dir / "corpus.txt").string();
+  c.data.cache_dir = (dir / "data").string();
+  c.logging.dir = (dir / ("rank" + std::to_string(rank))).string();
+  c.checkpoint.dir = (dir / "checkpoints").string();
+  return c;
+}
+
+// Rank 0 tokenizes once; afterwards every engine (serial or parallel) finds the cache.
+void prepare_shared_data(dist::Communicator& comm, const RunConfig& config) {
+  dist::run_on_rank0(comm, "data preparation", [&] {
+    auto log = make_rank_logger(0, "warn");
+    prepare_data(config.resolved(), *log);
+  });
+}
+
+struct Curve {
+  std::vector<double> loss, grad_norm;
+  std::vector<std::int64_t> comm_bytes;
+  double val_loss = 0.0;
+};
+
+Curve run(Engine& engine) {
+  Curve c;
+  for (int s = 0; s < kSteps; ++s) {
+    StepMetrics m = engine.step();
+    c.loss.push_back(m.loss);
+    c.grad_norm.push_back(m.grad_norm);
+    c.comm_bytes.push_back(m.comm_bytes);
+  }
+  c.val_loss = engine.evaluate();
+  return c;
+}
+
+// The serial reference: one process (a world of one), the same global batch.
+Curve serial_curve(dist::Communicator& comm, const fs::path& dir, const std::string& architecture,
+                   std::uint64_t seed = 1337) {
+  RunConfig config = config_for(comm.rank(), dir, architecture, 1, 0, kAccumulation * comm.size());
+  config.training.seed = seed;
+  Engine engine(config, make_rank_logger(0, "warn"));
+  return run(engine);
+}
+
+dist::GridShape dp_grid(int n) { return dist::GridShape{.dp = n}; }
+
+double max_abs_difference(const std::vector<double>& a, const std::vector<double>& b) {
+  double worst = 0.0;
+  for (std::size_t i = 0; i < a.size(); ++i) worst = std::max(worst, std::abs(a[i] - b[i]));
+  return worst;
+}
+
+// Bytes one rank sends per step: ring all-reduce 2(N-1)/N, reduce-scatter and all-gather (N-1)/N
+// of the buffer, for the collectives each stage issues (f32, 4 bytes per element).
+double analytic_step_bytes(Engine& engine, int stage, int n) {
+  const double psi = static_cast<double>(engine.model().parameters().numel()) * 4.0;
+  const double ring = (n - 1.0) / n;
+  const auto& units = engine.model().units();
+  switch (stage) {
+    case 0: return 2.0 * ring * psi;                        // all-reduce once, last micro-batch only
+    case 1: return ring * psi + ring * psi;                 // reduce-scatter once + all-gather values
+    case 2: return kAccumulation * ring * psi + ring * psi;  // reduce-scatter every micro-batch + all-gather
+    default: {
+      // Per micro-batch: forward gathers every unit; backward gathers every unit again except the
+      // embeddings when untied (their backward only writes gradients); reduce-scatter everything.
+      double unit0 = static_cast<double>(units[0].size()) * 4.0;
+      double backward = engine.model().config().tie_embeddings ? psi : psi - unit0;
+      return kAccumulation * ring * (psi + backward + psi);
+    }
+  }
+}
+
+class DataParallelStages : public ::testing::TestWithParam<std::tuple<std::string, int>> {};
+
+TEST_P(DataParallelStages, ReproducesTheSerialLossCurveWithAnalyticTraffic) {
+  const auto& [architecture, stage] = GetParam();
+  World world;
+  dist::Communicator& comm = *world.comm;
+  const int n = comm.size();
+  fs::path dir = shared_dir(comm, architecture + "_zero" + std::to_string(stage));
+  prepare_shared_data(comm, config_for(comm.rank(), dir, architecture, n, stage, kAccumulation));
+  Curve serial = serial_curve(comm, dir, architecture);
+
+  dist::ProcessGroups groups(dp_grid(n), world.runtime.world());
+  Engine engine(config_for(comm.rank(), dir, architecture, n, stage, kAccumulation),
+                make_rank_logger(comm.rank(), "warn"), &groups);
+  Curve parallel = run(engine);
+
+  const double loss_gap = max_abs_difference(serial.loss, parallel.loss);
+  if (comm.rank() == 0) {
+    std::cout << architecture << " dp " << n << " ZeRO " << stage << ": loss " << serial.loss.front() << " -> "
+              << serial.loss.back() << ", max |serial - parallel| = " << loss_gap << ", val " << serial.val_loss
+              << " vs " << parallel.val_loss << std::endl;
+  }
+  EXPECT_LT(loss_gap, kLossTolerance);
+  for (int s = 0; s < kSteps; ++s) {
+    EXPECT_NEAR(parallel.grad_norm[s], serial.grad_norm[s], 1e-4 * serial.grad_norm[s] + 1e-6) << "step " << s + 1;
+  }
+  EXPECT_NEAR(parallel.val_loss, serial.val_loss, kLossTolerance);
+  EXPECT_LT(serial.loss.back(), serial.loss.front() - 0.5) << "the run must actually learn for the curve to mean something";
+
+  // Traffic: every step sends the analytic volume (scalars for the token count, loss and norm
+  // add a few dozen bytes, far inside 1 %).
+  const double expected = analytic_step_bytes(engine, stage, n);
+  for (int s = 0; s < kSteps; ++s) {
+    EXPECT_NEAR(static_cast<double>(parallel.comm_bytes[s]), expected, 0.01 * expected)
+        << "step " << s + 1 << " on rank " << comm.rank();
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Stages, DataParallelStages,
+                         ::testing::Values(std::tuple{std::string("gpt2"), 0}, std::tuple{std::string("gpt2"), 1},
+                                           std::tuple{std::string("gpt2"), 2}, std::tuple{std::string("gpt2"), 3},
+                                           std::tuple{std::string("llama"), 2}, std::tuple{std::string("llama"), 3}),
+                         [](const auto& info) {
+                           return std::get<0>(info.param) + "_zero" + std::to_string(std::get<1>(info.param));
+                         });
+
+TEST(DataParallel, TheComparisonCanFail) {
+  // Another seed gives another batch and initialisation: the curves must differ by far more than
+  // the tolerance, otherwise the equivalence test above would prove nothing.
+  World world;
+  dist::Communicator& comm = *world.comm;
+  fs::path dir = shared_dir(comm, "can_fail");
+  prepare_shared_data(comm, config_for(comm.rank(), dir, "gpt2", comm.size(), 0, kAccumulation));
+  Curve a = serial_curve(comm, dir, "gpt2", 1337), b = serial_curve(comm, dir, "gpt2", 1338);
+  EXPECT_GT(max_abs_difference(a.loss, b.loss), 100 * kLossTolerance);
+}
+
+TEST(DataParallel, OptimizerStateAndMemoryFollowTheZeroFormulas) {
+  World world;
+  dist::Communicator& comm = *world.comm;
+  const int n = comm.size();
+  fs::path dir = shared_dir(comm, "memory");
+  auto deep = [&](int dp, int stage, int accumulation) {
+    RunConfig c = config_for(comm.rank(), dir, "gpt2", dp, stage, accumulation);
+    c.model.n_layer = 16;  // many units, so that a few transient units are much less than the model
+    return c;
+  };
+  prepare_shared_data(comm, deep(n, 0, kAccumulation));
+  Engine serial(deep(1, 0, kAccumulation * n), make_rank_logger(0, "warn"));
+  const MemoryReport one = serial.memory_report();
+  const std::int64_t psi = serial.model().parameters().numel();
+  std::int64_t largest_unit = 0;
+  for (const nn::ParamUnit& u : serial.model().units()) largest_unit = std::max(largest_unit, u.size());
+  for (int stage = 0; stage <= 3; ++stage) {
+    dist::ProcessGroups groups(dp_grid(n), world.runtime.world());
+    Engine engine(deep(n, stage, kAccumulation), make_rank_logger(comm.rank(), "warn"), &groups);
+    const std::int64_t shard = engine.data_parallel().layout().shard_elements();
+    // The shards of all ranks partition the flat buffer.
+    if (stage >= 1) EXPECT_EQ(dist::sum_over_ranks(comm, shard), psi);
+    const MemoryReport r = engine.memory_report();
+    ShardedMemory f = DataParallel::formula(psi, shard, stage);
+    EXPECT_EQ(r.parameter_bytes, f.parameter_bytes) << "stage " << stage;
+    EXPECT_EQ(r.gradient_bytes, f.gradient_bytes) << "stage " << stage;
+    // Optimizer state covers the owned elements minus the alignment padding between parameters.
+    EXPECT_LE(r.optimizer_bytes, f.optimizer_bytes);
+    EXPECT_GT(r.optimizer_bytes, 0.97 * f.optimizer_bytes);
+    if (stage >= 1) {
+      const double ratio = static_cast<double>(r.optimizer_bytes) / static_cast<double>(one.optimizer_bytes);
+      EXPECT_NEAR(ratio, 1.0 / n, 0.03) << "stage " << stage << " optimizer state per rank vs serial";
+    } else {
+      EXPECT_EQ(r.optimizer_bytes, one.optimizer_bytes);
+    }
+    if (stage == 3) {
+      EXPECT_NEAR(static_cast<double>(r.parameter_bytes) / static_cast<double>(one.parameter_bytes), 1.0 / n, 0.01);
+    }
+    // Transient buffers after a step: stage 2 holds at most 2 reductions in flight plus the unit
+    // being differentiated and the tied embeddings (each with its reduced chunk); stage 3 adds
+    // gathered values of the current, the prefetched and the embedding unit.
+    engine.step();
+    const std::int64_t peak = engine.memory_report().comm_buffer_bytes;
+    const double unit_bytes = 4.0 * static_cast<double>(largest_unit) * (1.0 + 1.0 / n);
+    if (stage == 2) EXPECT_LE(static_cast<double>(peak), 4 * unit_bytes);
+    if (stage == 3) EXPECT_LE(static_cast<double>(peak), 7 * unit_bytes);
+    if (stage >= 2) {
+      EXPECT_LT(peak, psi * 4) << "stage " << stage << ": transient buffers must stay below one full gradient";
+      std::cout << "stage " << stage << " transient peak " << peak << " B vs full gradients " << psi * 4 << " B"
+                << std::endl;
+    }
+  }
+}
+
+TEST(DataParallel, CheckpointFromZero3ResumesInOneProcess) {
+  World world;
+  dist::Communicator& comm = *world.comm;
+  const int n = comm.size();
+  fs::path dir = shared_dir(comm, "resume");
+  prepare_shared_data(comm, config_for(comm.rank(), dir, "gpt2", n, 3, kAccumulation));
+  dist::ProcessGroups groups(dp_grid(n), world.runtime.world());
+  Engine parallel(config_for(comm.rank(), dir, "gpt2", n, 3, kAccumulation), make_rank_logger(comm.rank(), "warn"),
+                  &groups);
+  for (int s = 0; s < 5; ++s) parallel.step();
+  parallel.save();
+  std::vector<double> continued;
+  for (int s = 0; s < 3; ++s) continued.push_back(parallel.step().loss);
+  comm.barrier();
+  RunConfig serial_config = config_for(comm.rank(), dir, "gpt2", 1, 0, kAccumulation * n);
+  serial_config.checkpoint.dir = (dir / "checkpoints").string();
+  Engine serial(serial_config, make_rank_logger(0, "warn"));
+  serial.load("auto");
+  EXPECT_EQ(serial.step_count(), 5);
+  for (int s = 0; s < 3; ++s) EXPECT_NEAR(serial.step().loss, continued[static_cast<std::size_t>(s)], kLossTolerance);
+}
+
+}  // namespace
+}  // namespace myriad::train
