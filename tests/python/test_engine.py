@@ -296,7 +296,8 @@ def test_generate_returns_str_for_invalid_utf8(engine):
 
 def test_memory_report(engine):
     report = engine.memory_report()
-    assert set(report) == {"parameters", "gradients", "optimizer", "activations", "scratch"}
+    assert set(report) == {"parameters", "gradients", "optimizer", "activations", "scratch", "comm_buffers"}
+    assert report.pop("comm_buffers") == 0  # one process, ZeRO 0: no transient gathers
     assert all(isinstance(v, int) and v > 0 for v in report.values()), report
     n = sum(p.numpy().size for p in engine.parameters().values())
     assert report["parameters"] == 4 * n and report["gradients"] == 4 * n and report["optimizer"] == 8 * n

@@ -76,7 +76,7 @@ def check_throughput(stdout):
     """tok/s * ms/step must equal the tokens of one step: ms/step is the mean over the steps
     since the previous metric line (whatever their number), tok/s their token rate. Both are
     printed rounded; the check allows exactly that rounding plus 1%."""
-    tokens_per_step = int(re.search(r"training \d+ steps, (\d+) tokens/step", stdout).group(1))
+    tokens_per_step = int(re.search(r"training \d+ steps on \d+ rank\(s\), (\d+) tokens/step", stdout).group(1))
     scale = {"": 1.0, "k": 1e3, "M": 1e6, "G": 1e9, "T": 1e12}
     for m in step_lines(stdout):
         rate, unit, ms = float(m.group(4)), scale[m.group(5)], int(m.group(6))
