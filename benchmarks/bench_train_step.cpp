@@ -9,6 +9,12 @@
 // predictions at initialisation). Memory: the Engine's accounting (parameters, gradients, AdamW
 // m and v, saved activations, scratch) against the process's peak RSS over the timed steps.
 // Usage: OMP_NUM_THREADS=2 bench_train_step [--quick] [--recompute none|selective|full]
+//
+// Under mpirun with N > 1 ranks it measures data parallelism instead (data_parallel_table):
+// every rank trains one replica (DataParallel, ZeRO 0) and the table compares gradient bucket
+// sizes — 0 = one all-reduce after the whole backward (no overlap) against buckets reduced
+// while backward runs — by step time and the communication time the step waited for (exposed):
+//   mpirun -np 2 --oversubscribe --mca mpi_yield_when_idle 1 -x OMP_NUM_THREADS=1 bench_train_step
 #include <cblas.h>
 
 #include <algorithm>
@@ -22,7 +28,10 @@
 #include "myriad/core/philox.h"
 #include "myriad/core/tensor.h"
 #include "myriad/nn/gpt_model.h"
+#include "myriad/dist/mpi_runtime.h"
+#include "myriad/dist/scalar_reduce.h"
 #include "myriad/optim/adamw_optimizer.h"
+#include "myriad/train/data_parallel.h"
 
 using namespace myriad;
 using namespace myriad::bench;
@@ -128,7 +137,91 @@ CaseResult run_case(const StepCase& c, nn::Recompute mode) {
 
 }  // namespace
 
+struct DataParallelResult {
+  double step_s = 0, exposed_s = 0, busy_s = 0;
+  std::int64_t bytes = 0;
+  std::size_t buckets = 0;
+};
+
+// One replica per rank; medians over the timed steps, then the mean over ranks.
+DataParallelResult run_data_parallel(dist::Communicator& world, const StepCase& c, double bucket_mb, int steps) {
+  nn::GptModel model(c.model);
+  model.initialize(1337);
+  train::DataParallelOptions options;
+  options.bucket_elements = static_cast<std::int64_t>(bucket_mb * 1048576.0 / 4.0);
+  train::DataParallel dp(model, world, options, optim::AdamWConfig{});
+  Tensor ids = random_ids(c.B, c.T, c.model.vocab_size, 2 * world.rank());
+  Tensor targets = random_ids(c.B, c.T, c.model.vocab_size, 2 * world.rank() + 1);
+  std::vector<double> step_s, exposed_s, busy_s;
+  std::int64_t bytes = 0;
+  for (int s = -1; s < steps; ++s) {  // s = -1: warm-up
+    world.barrier();
+    const dist::CommOpStats before = world.stats().total();
+    const auto start = std::chrono::steady_clock::now();
+    dp.zero_grads();
+    dp.begin_micro_batch(true);
+    model.forward_backward(ids, targets, 1.0f / static_cast<float>(c.B * c.T * world.size()), nn::Recompute::none);
+    dp.finish_backward();
+    dp.optimizer_step(1e-4f);
+    const double elapsed = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    const dist::CommOpStats after = world.stats().total();
+    if (s < 0) continue;
+    step_s.push_back(elapsed);
+    exposed_s.push_back(after.wait_seconds - before.wait_seconds);
+    busy_s.push_back(after.seconds - before.seconds);
+    bytes = after.bytes_sent - before.bytes_sent;
+  }
+  DataParallelResult r;
+  const double n = world.size();
+  r.step_s = dist::sum_over_ranks(world, median(step_s)) / n;
+  r.exposed_s = dist::sum_over_ranks(world, median(exposed_s)) / n;
+  r.busy_s = dist::sum_over_ranks(world, median(busy_s)) / n;
+  r.bytes = bytes;
+  r.buckets = dp.layout().buckets().size();
+  return r;
+}
+
+int data_parallel_table(dist::MpiRuntime& runtime, bool quick, int argc, char** argv) {
+  std::unique_ptr<dist::Communicator> world = runtime.world();
+  const bool root = world->rank() == 0;
+  if (root) {
+    print_header("bench_train_step (data parallel): exposed gradient communication, bucketed vs one reduction", argc,
+                 argv);
+  }
+  StepCase c{"gpt2 L6 C256", nn::TransformerConfig::gpt2(4096, 6, 8, 256, 128), 4, 128};
+  const int steps = quick ? 3 : 7;
+  std::vector<double> buckets_mb = {0.0, 1.0, 4.0, 16.0};
+  Table table({"bucket", "buckets", "ms/step", "exposed comm ms", "exposed / step", "comm busy ms (issue->done)",
+               "MB sent/rank/step", "analytic MB"});
+  double psi_bytes = 0;
+  {
+    nn::GptModel probe(c.model);
+    psi_bytes = 4.0 * static_cast<double>(probe.parameters().numel());
+  }
+  const double n = world->size();
+  for (double mb : buckets_mb) {
+    DataParallelResult r = run_data_parallel(*world, c, mb, steps);
+    table.add_row({mb == 0 ? "off (one after backward)" : fmt(mb, 0) + " MiB", std::to_string(r.buckets),
+                   fmt(r.step_s * 1e3, 1), fmt(r.exposed_s * 1e3, 1), percent(r.exposed_s / r.step_s),
+                   fmt(r.busy_s * 1e3, 1), fmt(r.bytes / 1e6, 2), fmt(2.0 * (n - 1) / n * psi_bytes / 1e6, 2)});
+  }
+  if (root) {
+    std::cout << "- model " << c.name << " (" << fmt(psi_bytes / 4e6, 2) << "M parameters), B=" << c.B << " T=" << c.T
+              << " per rank, " << world->size() << " ranks (dp), ZeRO 0, ring all-reduce on a communication thread\n"
+              << "- medians over " << steps << " steps, mean over ranks; exposed = time the step waited for "
+                 "communication (wait()), including the small scalar reductions of the optimizer step\n\n";
+    table.print();
+  }
+  return 0;
+}
+
 int main(int argc, char** argv) {
+  std::optional<dist::MpiRuntime> runtime;
+  if (dist::MpiRuntime::launched_by_mpi()) runtime.emplace();
+  if (runtime && runtime->world_size() > 1) {
+    const bool quick_dp = argc > 1 && std::strcmp(argv[1], "--quick") == 0;
+    return data_parallel_table(*runtime, quick_dp, argc, argv);
+  }
   bool quick = false;
   nn::Recompute mode = nn::Recompute::none;
   for (int i = 1; i < argc; ++i) {
