@@ -113,12 +113,22 @@ void bind_train(py::module_& m) {
            })
       .def("parameters", [](train::Engine& e) {
              py::dict d;
-             for (nn::Parameter& p : e.model().parameters().all()) d[py::str(p.name)] = p.value;
+             for (nn::Parameter& p : e.model().parameters().all()) {
+               MYRIAD_CHECK(p.value.defined(), "Engine.parameters(): parameter '"
+                                                   << p.name << "' is sharded (ZeRO stage 3) and not resident on "
+                                                   << "this rank; save a checkpoint for the full tensors");
+               d[py::str(p.name)] = p.value;
+             }
              return d;
            }, "name -> Tensor view of each parameter (Tensor.numpy() gives a NumPy view)")
       .def("gradients", [](train::Engine& e) {
              py::dict d;
-             for (nn::Parameter& p : e.model().parameters().all()) d[py::str(p.name)] = p.grad;
+             for (nn::Parameter& p : e.model().parameters().all()) {
+               MYRIAD_CHECK(p.grad.defined(), "Engine.gradients(): the gradient of '"
+                                                  << p.name << "' is sharded (ZeRO stage 2/3) and not resident on "
+                                                  << "this rank");
+               d[py::str(p.name)] = p.grad;
+             }
              return d;
            }, "name -> Tensor view of each gradient (as left by the last step)")
       .def("tokenizer", [](const train::Engine& e) -> py::object {

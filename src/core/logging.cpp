@@ -1,5 +1,9 @@
-// Rank-prefixed spdlog loggers (stderr sink, optional file sink).
+// Rank-prefixed spdlog loggers (stderr sink, optional file sink). Only rank 0 writes info-level
+// lines to the console; other ranks write warnings and errors there and everything to their file,
+// so a job of many ranks prints one start-up report, not one per rank.
 #include "myriad/core/logging.h"
+
+#include <algorithm>
 
 #include <spdlog/sinks/basic_file_sink.h>
 #include <spdlog/sinks/stdout_color_sinks.h>
@@ -24,6 +28,7 @@ std::shared_ptr<spdlog::logger> make_rank_logger(int rank, const std::string& le
   MYRIAD_CHECK(parsed != spdlog::level::off || level == "off",
                "unknown log level '" << level << "'; allowed: trace, debug, info, warn, error, critical, off");
   logger->set_level(parsed);
+  if (rank != 0) sinks.front()->set_level(std::max(parsed, spdlog::level::warn));
   return logger;
 }
 

@@ -74,26 +74,19 @@ def test_two_ranks_reproduce_the_single_process_losses(tiny):
         assert "checkpoint:" in result.stdout
 
 
-def test_bad_config_on_one_rank_ends_every_rank(tiny):
+@pytest.mark.parametrize("name,bad_override,needles", [
+    ("bad_config", "training.lr=-1", ["training.lr", "rank 1"]),   # refused by the config check
+    ("missing_corpus", "data.path={root}/nope.txt", ["nope.txt", "rank 1"]),  # fails in data preparation
+])
+def test_an_error_on_one_rank_ends_every_rank(tiny, name, bad_override, needles):
     config, root = tiny
-    extra = "--set parallel.dp=2 --set logging.dir=" + str(root / "bad")
-    command = (f'if [ "$OMPI_COMM_WORLD_RANK" = 1 ]; then X="--set training.lr=-1"; else X=""; fi; '
+    extra = f"--set parallel.dp=2 --set logging.dir={root / name}"
+    bad = bad_override.format(root=root)
+    command = (f'if [ "$OMPI_COMM_WORLD_RANK" = 1 ]; then X="--set {bad}"; else X=""; fi; '
                f"exec {driver(config, extra)} $X")
     result, seconds = mpirun(2, command)
     output = result.stdout + result.stderr
     assert result.returncode != 0
-    assert "training.lr" in output
-    assert seconds < TIMEOUT / 2, f"took {seconds:.0f} s: the healthy rank was left waiting"
-
-
-def test_missing_corpus_on_one_rank_ends_every_rank(tiny):
-    config, root = tiny
-    extra = "--set parallel.dp=2 --set logging.dir=" + str(root / "missing")
-    command = (f'if [ "$OMPI_COMM_WORLD_RANK" = 1 ]; then X="--set data.path={root}/nope.txt"; else X=""; fi; '
-               f"exec {driver(config, extra)} $X")
-    result, seconds = mpirun(2, command)
-    output = result.stdout + result.stderr
-    assert result.returncode != 0
-    assert "nope.txt" in output
-    assert "rank 1" in output
+    for needle in needles:
+        assert needle in output, output
     assert seconds < TIMEOUT / 2, f"took {seconds:.0f} s: the healthy rank was left waiting"
