@@ -16,12 +16,14 @@
 // while backward runs — by step time and the communication time the step waited for (exposed):
 //   mpirun -np 2 --oversubscribe --mca mpi_yield_when_idle 1 -x OMP_NUM_THREADS=1 bench_train_step
 #include <cblas.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <cstring>
 #include <iostream>
+#include <filesystem>
 #include <optional>
 
 #include "harness.h"
@@ -32,6 +34,7 @@
 #include "myriad/dist/scalar_reduce.h"
 #include "myriad/optim/adamw_optimizer.h"
 #include "myriad/train/data_parallel.h"
+#include "myriad/train/metrics_writer.h"
 
 using namespace myriad;
 using namespace myriad::bench;
@@ -136,6 +139,31 @@ CaseResult run_case(const StepCase& c, nn::Recompute mode) {
 }
 
 }  // namespace
+
+// The per-step logging work of the engine: reading the process memory, serialising every
+// metric to a JSONL line, writing the TensorBoard scalars, flushing; median seconds per step.
+double logging_seconds_per_step() {
+  const std::filesystem::path dir =
+      std::filesystem::temp_directory_path() / ("myriad_bench_logging_" + std::to_string(::getpid()));
+  std::vector<double> samples;
+  {
+    train::MetricsWriter writer(dir.string(), true, true);
+    train::StepMetrics m;
+    m.loss = 3.5;
+    m.seconds = 0.1;
+    m.stragglers.clear();
+    for (int i = 0; i < 300; ++i) {
+      const auto start = std::chrono::steady_clock::now();
+      m.step = i + 1;
+      m.memory.rss_current = static_cast<std::int64_t>(current_rss_bytes());
+      m.memory.rss_peak = static_cast<std::int64_t>(peak_rss_bytes());
+      writer.write(m);
+      samples.push_back(std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
+    }
+  }
+  std::filesystem::remove_all(dir);
+  return median(samples);
+}
 
 struct DataParallelResult {
   double step_s = 0, exposed_s = 0, busy_s = 0;
@@ -309,6 +337,15 @@ int main(int argc, char** argv) {
                "  freed but the allocator kept: 'RSS before model'), reset after the warm-up step"
             << (results.empty() || results[0].peak_valid ? "" : " (reset failed: /proc/self/clear_refs not writable)")
             << "\n";
+
+  const double logging_s = logging_seconds_per_step();
+  std::cout << "\n- logging per step (RSS reads + metrics.jsonl line + TensorBoard scalars, flushed; median of 300): "
+            << fmt(logging_s * 1e6, 1) << " us = ";
+  for (std::size_t i = 0; i < cases.size(); ++i) {
+    std::cout << (i ? ", " : "") << percent(logging_s / results[i].timing.median_s, 3) << " of the " << cases[i].name
+              << " B=" << cases[i].B << " T=" << cases[i].T << " step";
+  }
+  std::cout << " (bar < 2%: " << (logging_s < 0.02 * results[0].timing.median_s ? "met" : "MISSED") << ")\n";
 
   if (!quick) {
     const CaseResult& r = results[1];  // GPT-2 124M, B=4, T=64

@@ -92,25 +92,6 @@ void print_header(const std::string& title, int argc, char** argv) {
             << "- date: " << date << "\n\n";
 }
 
-static std::size_t status_field_kib(const char* field) {
-  std::ifstream status("/proc/self/status");
-  std::string key(field);
-  for (std::string line; std::getline(status, line);) {
-    if (line.rfind(key, 0) == 0) return std::stoull(line.substr(key.size() + 1)) * 1024;
-  }
-  return 0;
-}
-
-std::size_t current_rss_bytes() { return status_field_kib("VmRSS:"); }
-std::size_t peak_rss_bytes() { return status_field_kib("VmHWM:"); }
-
-bool reset_peak_rss() {
-  std::ofstream clear("/proc/self/clear_refs");
-  if (!clear) return false;
-  clear << "5";
-  return static_cast<bool>(clear);
-}
-
 typedef float vec8 __attribute__((vector_size(32)));
 
 double measure_fp32_peak_gflops(double seconds) {

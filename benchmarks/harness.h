@@ -6,6 +6,8 @@
 // the same run; numbers go to docs/performance.md with the printed machine line and command.
 #pragma once
 
+#include "myriad/core/process_memory.h"
+
 #include <cstddef>
 #include <functional>
 #include <string>
@@ -45,11 +47,10 @@ std::string command_line(int argc, char** argv);
 // Prints "# <title>", machine, command and date.
 void print_header(const std::string& title, int argc, char** argv);
 
-// Process memory from /proc/self/status (bytes). reset_peak_rss() writes "5" to
-// /proc/self/clear_refs so VmHWM restarts from the current RSS.
-std::size_t current_rss_bytes();
-std::size_t peak_rss_bytes();
-bool reset_peak_rss();
+// Process memory (current / peak RSS, resettable peak): myriad/core/process_memory.h.
+using myriad::current_rss_bytes;
+using myriad::peak_rss_bytes;
+using myriad::reset_peak_rss;
 
 // fp32 peak of this machine, measured: every OpenMP thread runs independent FMA chains on
 // 8-wide vectors held in registers for `seconds`. GFLOP/s over all threads.

@@ -97,11 +97,13 @@ def run(args, rank, world, runtime):
               f"optimizer {mem['optimizer'] / 2**20:.1f} MiB, activations {mem['activations'] / 2**20:.1f} MiB",
               flush=True)
     progress = Progress(steps, rank == 0)
-    window_tokens, window_time, window_comm, window_steps = 0, 0.0, 0.0, 0
+    peak = engine.peak_flops["measured"] or engine.peak_flops["datasheet"]
+    window_tokens, window_time, window_comm, window_flops, window_steps = 0, 0.0, 0.0, 0.0, 0
     while engine.step_count < steps:
         m = engine.step()
         window_tokens += m["tokens"]
-        window_time += m["seconds"]
+        window_time += m["step_seconds"]
+        window_flops += m["model_flops"]
         window_comm += m["comm_seconds"]
         window_steps += 1
         step = m["step"]
@@ -110,9 +112,16 @@ def run(args, rank, world, runtime):
             print(f"step {step:5d}/{steps} | loss {m['loss']:.4f} | lr {m['lr']:.2e} | grad_norm {m['grad_norm']:.3f} | "
                   f"tok/s {human(window_tokens / max(window_time, 1e-9))} | "
                   f"{1000 * window_time / max(1, window_steps):.0f} ms/step | "
-                  f"comm {100 * window_comm / max(window_time, 1e-9):.0f}%"
+                  f"MFU {100 * window_flops / max(window_time, 1e-9) / (world * peak):.1f}% | "
+                  f"comm {100 * window_comm / max(window_time, 1e-9):.0f}% | "
+                  f"mem {m['memory']['rss_current'] / 2**30:.2f} GiB"
                   + (" | SKIPPED (non-finite grads)" if m["skipped"] else ""), flush=True)
-            window_tokens, window_time, window_comm, window_steps = 0, 0.0, 0.0, 0
+            window_tokens, window_time, window_comm, window_flops, window_steps = 0, 0.0, 0.0, 0.0, 0
+        for s in m["stragglers"]:
+            if rank == 0:
+                print(f"step {step:5d}/{steps} | straggler: rank {s['rank']} ({s['coords']}) on {s['host']}: compute "
+                      f"{1000 * s['compute_seconds']:.1f} ms/step vs median {1000 * s['median_seconds']:.1f} ms",
+                      flush=True)
         if config.eval_every and step % config.eval_every == 0:
             val = engine.evaluate()
             if rank == 0:

@@ -45,7 +45,7 @@ fi
 
 PYTHON="${PYTHON:-python3}"
 py_missing=()
-for mod in numpy pytest pybind11 regex; do
+for mod in numpy pytest pybind11 regex matplotlib; do
   if ! "$PYTHON" -c "import $mod" 2>/dev/null; then py_missing+=("$mod"); fi
 done
 if [ ${#py_missing[@]} -gt 0 ]; then

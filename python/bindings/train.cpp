@@ -21,18 +21,9 @@ namespace myriad::python {
 
 namespace {
 
-py::dict metrics_dict(const train::StepMetrics& m) {
-  py::dict d;
-  d["step"] = m.step;
-  d["loss"] = m.loss;
-  d["lr"] = m.lr;
-  d["grad_norm"] = m.grad_norm;
-  d["skipped"] = m.skipped;
-  d["tokens"] = m.tokens;
-  d["seconds"] = m.seconds;
-  d["comm_seconds"] = m.comm_seconds;
-  d["comm_bytes"] = m.comm_bytes;
-  return d;
+// The step's metrics as a dict with exactly the metrics.jsonl schema (docs/metrics.md).
+py::object metrics_dict(const train::StepMetrics& m) {
+  return py::module_::import("json").attr("loads")(train::step_metrics_json(m));
 }
 
 }  // namespace
@@ -100,6 +91,16 @@ void bind_train(py::module_& m) {
       .def_property_readonly("step_count", &train::Engine::step_count)
       .def_property_readonly("tokens_per_step", &train::Engine::tokens_per_step)
       .def_property_readonly("flops_per_token", &train::Engine::flops_per_token)
+      .def_property_readonly("peak_flops", [](const train::Engine& e) {
+             py::dict d;
+             d["measured"] = e.peak_flops().measured;
+             d["datasheet"] = e.peak_flops().datasheet;
+             d["datasheet_source"] = e.peak_flops().datasheet_source;
+             return d;
+           }, "per-rank peak FLOP/s behind MFU: measured (GEMM at start-up) and datasheet")
+      .def_property_readonly("metrics_path", &train::Engine::metrics_path, "metrics.jsonl ('' off rank 0)")
+      .def("set_compute_delay_for_testing", &train::Engine::set_compute_delay_for_testing, py::arg("seconds"),
+           "sleep this long in every step's compute phase (simulates a slow rank)")
       .def("memory_report", [](const train::Engine& e) {
              train::MemoryReport r = e.memory_report();
              py::dict d;

@@ -25,6 +25,20 @@ const std::vector<Field<LoggingConfig>>& LoggingConfig::fields() {
       make_field("every", &L::every, "steps between metric lines", {.check = at_least(1)}),
       make_field("level", &L::level, "log verbosity (spdlog level)",
                  {.allowed = {"trace", "debug", "info", "warn", "error", "critical", "off"}}),
+      make_field("jsonl", &L::jsonl, "rank 0 appends every step's metrics to <dir>/metrics.jsonl (docs/metrics.md)"),
+      make_field("tensorboard", &L::tensorboard, "rank 0 writes TensorBoard event files under <dir>/tensorboard"),
+      make_field("measure_peak", &L::measure_peak,
+                 "measure each rank's peak FLOP/s at start-up with a short GEMM (the MFU denominator)"),
+      make_field("peak_tflops", &L::peak_tflops,
+                 "datasheet peak FLOP/s per rank in TFLOP/s (MFU fallback); 0 = estimate from the CPU "
+                 "(threads x clock x FMA width)",
+                 {.check = at_least(0)}),
+      make_field("straggler_every", &L::straggler_every,
+                 "steps between straggler checks (one small all-gather of per-rank compute time); 0 = off",
+                 {.check = at_least(0)}),
+      make_field("straggler_margin", &L::straggler_margin,
+                 "report a rank whose compute time exceeds the median by more than this fraction",
+                 {.check = greater_than(0)}),
   };
   return table;
 }

@@ -242,16 +242,23 @@ TokenizeSummary tokenize_corpus(const TokenizeOptions& options, const TextEncode
     batch_bytes = 0;
   };
 
+  std::int64_t files_read = 0;
+  const auto total_files = static_cast<std::int64_t>(files.size());
   for (const std::string& file : files) {
     texts.push_back(read_text_file(file));
+    ++files_read;
     for (std::string_view document : split_documents(texts.back(), options.separator)) {
       batch.push_back({document, summary.documents++, &file});
       batch_bytes += static_cast<std::int64_t>(document.size());
       summary.bytes += static_cast<std::int64_t>(document.size());
     }
-    if (batch_bytes >= options.batch_bytes) encode_batch();
+    if (batch_bytes >= options.batch_bytes) {
+      encode_batch();
+      if (options.progress) options.progress(files_read, total_files);
+    }
   }
   encode_batch();
+  if (options.progress) options.progress(total_files, total_files);
   train.finish();
   summary.train_shards = train.paths();
   if (tail) {

@@ -8,18 +8,20 @@
 
 namespace myriad::dist {
 
-double sum_over_ranks(Communicator& comm, double value) {
-  if (comm.size() == 1) return value;
+std::vector<double> gather_over_ranks(Communicator& comm, double value) {
+  if (comm.size() == 1) return {value};
   Tensor mine = Tensor::empty({1}, DType::i64);
   std::memcpy(mine.raw_data(), &value, sizeof value);
   Tensor all = Tensor::empty({comm.size()}, DType::i64);
   comm.all_gather(mine, all);
+  std::vector<double> values(static_cast<std::size_t>(comm.size()));
+  std::memcpy(values.data(), all.raw_data(), values.size() * sizeof(double));
+  return values;
+}
+
+double sum_over_ranks(Communicator& comm, double value) {
   double sum = 0.0;
-  for (int r = 0; r < comm.size(); ++r) {
-    double v;
-    std::memcpy(&v, all.data<std::int64_t>() + r, sizeof v);
-    sum += v;
-  }
+  for (double v : gather_over_ranks(comm, value)) sum += v;  // rank order: the same bits everywhere
   return sum;
 }
 

@@ -11,6 +11,7 @@
 #include <nlohmann/json.hpp>
 #include <sstream>
 
+#include "myriad/core/progress_bar.h"
 #include "myriad/data/token_shard.h"
 
 namespace fs = std::filesystem;
@@ -62,6 +63,9 @@ std::string save_checkpoint(const std::string& dir, const CheckpointContents& co
     std::ofstream state(tmp / "state.bin", std::ios::binary);
     MYRIAD_CHECK(state, "checkpoint: cannot write " << (tmp / "state.bin").string());
     std::uint64_t offset = 0;
+    std::int64_t total_bytes = 0;
+    for (const CheckpointTensor& t : contents.tensors) total_bytes += static_cast<std::int64_t>(t.tensor.nbytes());
+    ProgressBar bar("saving " + final_dir.string(), total_bytes, true);
     for (const CheckpointTensor& t : contents.tensors) {
       MYRIAD_CHECK(t.tensor.is_contiguous() && t.tensor.dtype() == DType::f32 && t.tensor.device().is_cpu(),
                    "checkpoint: tensor '" << t.name << "' must be a contiguous f32 CPU tensor, is "
@@ -75,7 +79,9 @@ std::string save_checkpoint(const std::string& dir, const CheckpointContents& co
                          {"bytes", bytes},
                          {"crc32", data::crc32(t.tensor.raw_data(), bytes)}});
       offset += bytes;
+      bar.update(static_cast<std::int64_t>(offset));
     }
+    bar.finish();
     state.close();
     MYRIAD_CHECK(state, "checkpoint: write to " << (tmp / "state.bin").string() << " failed (disk full?)");
   }

@@ -2,7 +2,9 @@
 #include "myriad/train/engine.h"
 
 #include <chrono>
+#include <thread>
 
+#include "myriad/core/process_memory.h"
 #include "myriad/dist/scalar_reduce.h"
 #include "myriad/nn/generate.h"
 #include "myriad/ops/cross_entropy.h"
@@ -117,6 +119,14 @@ Engine::Engine(const RunConfig& config, std::shared_ptr<spdlog::logger> log, dis
     micro_ids_.push_back(Tensor::empty({config_.training.micro_batch, T}, DType::i32));
     micro_targets_.push_back(Tensor::empty({config_.training.micro_batch, T}, DType::i32));
   }
+  peak_ = find_peak_flops(config_.logging.measure_peak, config_.logging.peak_tflops);
+  log_->info("peak per rank: measured {:.1f} GFLOP/s (1024^3 GEMM), datasheet {:.1f} GFLOP/s ({})", peak_.measured / 1e9,
+             peak_.datasheet / 1e9, peak_.datasheet_source);
+  stragglers_ = std::make_unique<StragglerDetector>(world, groups_->grid(), config_.logging.straggler_every,
+                                                    config_.logging.straggler_margin);
+  if (world.rank() == 0 && (config_.logging.jsonl || config_.logging.tensorboard)) {
+    writer_ = std::make_unique<MetricsWriter>(config_.logging.dir, config_.logging.jsonl, config_.logging.tensorboard);
+  }
   MemoryReport mem = memory_report();
   log_->info("model: {} parameters ({} layers, C={}, heads {}/{}, V={} padded to {}); {}; dp {} ZeRO {} ({} buckets); "
              "memory per rank: params {:.2f} MiB, grads {:.2f} MiB, optimizer {:.2f} MiB, activations {:.2f} MiB "
@@ -160,9 +170,19 @@ MemoryReport Engine::memory_report() const {
   return r;
 }
 
+std::array<double, 6> Engine::comm_wait_seconds() {
+  std::array<double, 6> waits{};
+  for (std::size_t a = 0; a < dist::kAxes.size(); ++a) {
+    waits[a] = groups_->group(dist::kAxes[a]).stats().total().wait_seconds;
+  }
+  waits[5] = groups_->world().stats().total().wait_seconds;
+  return waits;
+}
+
 StepMetrics Engine::step() {
   const auto start = std::chrono::steady_clock::now();
-  const dist::CommStats comm_before = dp().stats();
+  const std::array<double, 6> comm_before = comm_wait_seconds();
+  const std::int64_t sent_before = dp().stats().total().bytes_sent;
   const std::int64_t B = config_.training.micro_batch;
   const int micro_batches = config_.training.gradient_accumulation;
   const int ranks = dp().size(), rank = dp().rank();
@@ -173,6 +193,7 @@ StepMetrics Engine::step() {
                                micro_targets_[m]);
     valid += count_valid_targets(micro_targets_[m], nn::GptModel::kIgnoreIndex);
   }
+  const double data_wait = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   valid = dist::sum_over_ranks(dp(), valid);
   MYRIAD_CHECK(valid > 0, "step " << step_ << ": the global batch has no valid target tokens");
   const float loss_scale = 1.0f / static_cast<float>(valid);
@@ -182,6 +203,7 @@ StepMetrics Engine::step() {
     data_parallel_->begin_micro_batch(m == micro_batches - 1);
     loss_sum += model_->forward_backward(micro_ids_[m], micro_targets_[m], loss_scale, recompute_).sum;
   }
+  if (compute_delay_ > 0) std::this_thread::sleep_for(std::chrono::duration<double>(compute_delay_));
   data_parallel_->finish_backward();
   loss_sum = dist::sum_over_ranks(dp(), loss_sum);
   StepMetrics metrics;
@@ -193,13 +215,50 @@ StepMetrics Engine::step() {
   metrics.loss = loss_sum / static_cast<double>(valid);
   metrics.grad_norm = stats.grad_norm;
   metrics.skipped = stats.skipped;
-  metrics.tokens = tokens_per_step();
-  const dist::CommOpStats comm = dp().stats().total();
-  const dist::CommOpStats before = comm_before.total();
-  metrics.comm_seconds = comm.wait_seconds - before.wait_seconds;
-  metrics.comm_bytes = comm.bytes_sent - before.bytes_sent;
+  metrics.comm_bytes = dp().stats().total().bytes_sent - sent_before;
   metrics.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  fill_step_metrics(metrics, data_wait, comm_before);
   return metrics;
+}
+
+void Engine::fill_step_metrics(StepMetrics& m, double data_wait, const std::array<double, 6>& comm_before) {
+  const std::array<double, 6> comm_after = comm_wait_seconds();
+  m.comm_seconds = 0.0;
+  for (std::size_t i = 0; i < comm_after.size(); ++i) {
+    const double exposed = comm_after[i] - comm_before[i];
+    if (i < m.comm_axis_seconds.size()) m.comm_axis_seconds[i] = exposed;
+    m.comm_seconds += exposed;  // the axes plus world-wide collectives (none on the step path today)
+  }
+  m.tokens = tokens_per_step();
+  m.samples = static_cast<std::int64_t>(config_.training.micro_batch) * config_.training.gradient_accumulation *
+              config_.parallel.dp;
+  m.data_wait_seconds = data_wait;
+  m.bubble_seconds = 0.0;  // no pipeline parallelism yet
+  m.compute_seconds = std::max(0.0, m.seconds - m.data_wait_seconds - m.comm_seconds - m.bubble_seconds);
+  m.tokens_per_second = static_cast<double>(m.tokens) / m.seconds;
+  m.samples_per_second = static_cast<double>(m.samples) / m.seconds;
+  m.model_flops = flops_per_token() * static_cast<double>(m.tokens);
+  const double world = groups_->grid().world_size();
+  if (peak_.measured > 0) m.mfu = m.model_flops / m.seconds / (world * peak_.measured);
+  if (peak_.datasheet > 0) m.mfu_datasheet = m.model_flops / m.seconds / (world * peak_.datasheet);
+  const MemoryReport mem = memory_report();
+  m.memory.parameters = mem.parameter_bytes;
+  m.memory.gradients = mem.gradient_bytes;
+  m.memory.optimizer = mem.optimizer_bytes;
+  m.memory.activations = mem.activation_bytes;
+  m.memory.workspace = mem.scratch_bytes + mem.comm_buffer_bytes;
+  m.memory.rss_current = static_cast<std::int64_t>(current_rss_bytes());
+  m.memory.rss_peak = static_cast<std::int64_t>(peak_rss_bytes());
+  if (stragglers_->record(m.compute_seconds, m.rank_compute_seconds, m.stragglers)) {
+    for (const Straggler& s : m.stragglers) {
+      if (groups_->world().rank() == 0) {
+        log_->warn("straggler: rank {} ({}) on {}: compute {:.1f} ms/step vs median {:.1f} ms over the last {} steps",
+                   s.rank, s.coords, s.host, s.compute_seconds * 1e3, s.median_seconds * 1e3,
+                   config_.logging.straggler_every);
+      }
+    }
+  }
+  if (writer_) writer_->write(m);
 }
 
 double Engine::evaluate() {
@@ -231,7 +290,9 @@ double Engine::evaluate() {
   data_parallel_->finish_backward();  // drops any prefetched ZeRO-3 unit
   sum = dist::sum_over_ranks(dp(), sum);
   tokens = dist::sum_over_ranks(dp(), tokens);
-  return sum / static_cast<double>(std::max<std::int64_t>(tokens, 1));
+  const double val_loss = sum / static_cast<double>(std::max<std::int64_t>(tokens, 1));
+  if (writer_) writer_->write_eval(step_, val_loss);
+  return val_loss;
 }
 
 static CheckpointContents contents_of(const RunConfig& config, std::int64_t step, Tensor values, Tensor m, Tensor v) {

@@ -7,6 +7,7 @@
 
 #include "myriad/data/tokenize_corpus.h"
 #include "myriad/core/error.h"
+#include "myriad/core/progress_bar.h"
 #include "myriad/data/token_shard.h"
 
 namespace fs = std::filesystem;
@@ -86,9 +87,12 @@ void tokenize_into(const Corpus& corpus, const std::vector<std::string>& files, 
   // One undivided file is one document: hold out its tail instead of whole documents.
   const bool single_document = corpus.separator.empty() && files.size() == 1;
   options.val_split = single_document ? data::ValSplit::tail : data::ValSplit::documents;
+  ProgressBar bar("tokenizing " + corpus.path, static_cast<std::int64_t>(files.size()), true);
+  options.progress = [&bar](std::int64_t done, std::int64_t) { bar.update(done); };
   data::TokenizeSummary summary = data::tokenize_corpus(
       options, [&tok](std::string_view text) { return tok.encode(text); }, tok.eot_id(),
       static_cast<std::uint32_t>(tok.vocab_size()));
+  bar.finish();
   log.info("data: {} documents, {} bytes -> {} train + {} val tokens in {}", summary.documents, summary.bytes,
            summary.train_tokens, summary.val_tokens, cache);
 }

@@ -90,6 +90,12 @@ logging:
   dir: runs/llama
   every: 20
   level: debug
+  jsonl: false
+  tensorboard: false
+  measure_peak: false
+  peak_tflops: 1.5
+  straggler_every: 5
+  straggler_margin: 0.5
 sample:
   tokens: 64
   temperature: 1.2

@@ -1,7 +1,9 @@
 """python/train.py under mpirun with two ranks: data parallelism reproduces the single-process
-losses printed by the driver, and an error on one rank (a bad config key, a missing corpus) ends
-every rank promptly with the message instead of leaving the other rank waiting in a collective
-(each launch runs under a timeout far above its normal duration)."""
+losses printed by the driver, every metric reaches metrics.jsonl (and the plot command renders
+it), and an error on one rank (a bad config key, a missing corpus) ends every rank promptly with
+the message instead of leaving the other rank waiting in a collective (each launch runs under a
+timeout far above its normal duration)."""
+import json
 import os
 import re
 import shutil
@@ -11,6 +13,7 @@ import time
 
 import pytest
 
+from test_metrics import check_train_record, render
 from tiny_corpus import write_corpus
 
 REPO = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
@@ -24,7 +27,7 @@ TINY_YAML = """\
 model: {{architecture: gpt2, vocab_size: 320, n_layer: 2, n_head: 2, n_embd: 32, block_size: 32}}
 training: {{micro_batch: 2, gradient_accumulation: 2, seq_len: 32, steps: 8, lr: 3.0e-3, eval_batches: 2, eval_every: 0}}
 data: {{path: {corpus}, tokenizer: "train:320"}}
-logging: {{dir: {run}, every: 1}}
+logging: {{dir: {run}, every: 1, straggler_every: 4}}
 sample: {{tokens: 0}}
 """
 
@@ -72,6 +75,19 @@ def test_two_ranks_reproduce_the_single_process_losses(tiny):
         assert max(abs(a - b) for a, b in zip(one, two)) <= 2e-4, (one, two)
         assert "on 2 rank(s)" in result.stdout
         assert "checkpoint:" in result.stdout
+        # Every metric is in the JSONL of the dp = 2 run, with exposed dp communication.
+        records = [json.loads(line) for line in open(root / ("two" + str(stage)) / "metrics.jsonl")]
+        train = [r for r in records if r["kind"] == "train"]
+        assert len(train) == 8
+        for record in train:
+            check_train_record(record)
+            assert record["comm_axis_share"]["tp"] == 0.0
+        assert all(r["comm_axis_seconds"]["dp"] > 0 for r in train)
+        assert all(r["comm_bytes"] > 0 for r in train)
+        if stage == 0:
+            pytest.importorskip("matplotlib")
+            written = render(root / "two0")
+            assert len(written) == 6
 
 
 @pytest.mark.parametrize("name,bad_override,needles", [

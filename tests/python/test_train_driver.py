@@ -43,7 +43,7 @@ FIRST_RUN = ["--set", "training.steps=12", "--set", "logging.every=4", "--set", 
              "--set", "checkpoint.every=6"]
 
 STEP_LINE = re.compile(r"^step +(\d+)/(\d+) \| loss ([0-9.]+) \| lr \S+ \| grad_norm \S+ \| tok/s ([0-9.]+)([kMGT]?) \| "
-                       r"(\d+) ms/step \| comm (\d+)%$")
+                       r"(\d+) ms/step \| MFU ([0-9.]+)% \| comm (\d+)% \| mem ([0-9.]+) GiB$")
 
 
 def run_driver(config_path, *args):

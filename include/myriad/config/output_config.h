@@ -34,6 +34,12 @@ struct LoggingConfig {
   std::string dir = "runs/default";  // run directory: logs, metrics, resolved config (and defaults of other dirs)
   std::int64_t every = 10;           // steps between metric lines (>= 1)
   std::string level = "info";        // spdlog level: trace | debug | info | warn | error | critical | off
+  bool jsonl = true;                 // rank 0 appends every step's metrics to <dir>/metrics.jsonl
+  bool tensorboard = true;           // rank 0 writes TensorBoard event files under <dir>/tensorboard
+  bool measure_peak = true;          // measure this rank's peak FLOP/s at start-up (short GEMM) for MFU
+  double peak_tflops = 0.0;          // datasheet peak per rank (TFLOP/s) for MFU; 0 = estimate from the CPU
+  std::int64_t straggler_every = 10; // steps between straggler checks (one small all-gather); 0 = off
+  double straggler_margin = 0.2;     // report ranks slower than the median compute time by more than this fraction
 
   void validate() const;  // per-key checks
   static const std::vector<Field<LoggingConfig>>& fields();

@@ -45,6 +45,8 @@ struct TokenizeOptions {
   ValSplit val_split = ValSplit::documents;
   std::int64_t shard_tokens = 100'000'000;  // most tokens per shard, > 0
   std::int64_t batch_bytes = 64 << 20;      // text encoded per parallel batch
+  // Called after each encoded batch with (files read so far, total files); may be empty.
+  std::function<void(std::int64_t, std::int64_t)> progress;
 };
 
 struct TokenizeSummary {

@@ -8,12 +8,15 @@
 #include <cstdint>
 #include <functional>
 #include <string>
+#include <vector>
 
 #include "myriad/dist/communicator.h"
 
 namespace myriad::dist {
 
 double sum_over_ranks(Communicator& comm, double value);
+// Every rank's value, in rank order (an all-gather of the float64 bit patterns).
+std::vector<double> gather_over_ranks(Communicator& comm, double value);
 std::int64_t sum_over_ranks(Communicator& comm, std::int64_t value);
 
 // Runs `work` on rank 0 of `comm` while the others wait; if it throws, every rank throws a

@@ -27,21 +27,13 @@
 #include "myriad/optim/adamw_optimizer.h"
 #include "myriad/optim/lr_schedule.h"
 #include "myriad/train/data_parallel.h"
+#include "myriad/train/metrics_writer.h"
+#include "myriad/train/peak_flops.h"
+#include "myriad/train/step_metrics.h"
+#include "myriad/train/straggler_detector.h"
 #include "myriad/train/prepared_data.h"
 
 namespace myriad::train {
-
-struct StepMetrics {
-  std::int64_t step = 0;        // optimizer steps completed after this one
-  double loss = 0.0;            // mean loss over the valid tokens of the global batch
-  float lr = 0.0f;
-  double grad_norm = 0.0;       // before clipping
-  bool skipped = false;         // non-finite gradients: update skipped
-  std::int64_t tokens = 0;      // tokens of the global batch (all dp ranks)
-  double seconds = 0.0;         // wall time of the step
-  double comm_seconds = 0.0;    // time this rank waited on communication (not hidden by compute)
-  std::int64_t comm_bytes = 0;  // bytes this rank sent during the step
-};
 
 struct MemoryReport {
   std::int64_t parameter_bytes = 0, gradient_bytes = 0, optimizer_bytes = 0;
@@ -75,10 +67,16 @@ class Engine {
   MemoryReport memory_report() const;
   std::int64_t tokens_per_step() const;
   double flops_per_token() const;  // GptModel::flops_per_token at training.seq_len
+  const PeakFlops& peak_flops() const { return peak_; }
+  std::string metrics_path() const { return writer_ ? writer_->jsonl_path() : std::string(); }
+  // Testing aid: sleep this long inside every step's compute phase (a simulated slow rank).
+  void set_compute_delay_for_testing(double seconds) { compute_delay_ = seconds; }
 
  private:
   void check_supported_layout() const;
   dist::Communicator& dp() { return groups_->group(dist::Axis::dp); }
+  std::array<double, 6> comm_wait_seconds();  // cumulative wait per axis (kCommAxes order), then world
+  void fill_step_metrics(StepMetrics& m, double data_wait, const std::array<double, 6>& comm_before);
 
   RunConfig config_;
   std::shared_ptr<spdlog::logger> log_;
@@ -94,6 +92,10 @@ class Engine {
   nn::Recompute recompute_ = nn::Recompute::none;
   std::int64_t step_ = 0;
   std::vector<Tensor> micro_ids_, micro_targets_;
+  PeakFlops peak_;
+  std::unique_ptr<StragglerDetector> stragglers_;
+  std::unique_ptr<MetricsWriter> writer_;  // world rank 0 only
+  double compute_delay_ = 0.0;
 };
 
 }  // namespace myriad::train

@@ -1,0 +1,61 @@
+// StepMetrics — everything measured about one optimizer step (docs/metrics.md defines each).
+//
+// Times are this rank's wall seconds. seconds = data_wait + compute + comm (exposed) + bubble,
+// where comm is the time the step was blocked waiting on communication, split by axis, and
+// compute is the rest. Throughput and MFU count the global batch over this rank's step time
+// (ranks run in lock-step), MFU against the per-rank peak times the world size. Memory is this
+// rank's: the engine's accounting by category plus the process's resident set (current, peak).
+#pragma once
+
+#include <array>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace myriad::train {
+
+inline constexpr std::array<const char*, 5> kCommAxes = {"tp", "cp", "ep", "dp", "pp"};
+
+struct Straggler {
+  int rank = 0;
+  std::string coords;  // "tp 0, cp 0, ep 0, dp 1, pp 0"
+  std::string host;
+  double compute_seconds = 0.0;  // mean per step over the window
+  double median_seconds = 0.0;   // median over ranks of the same
+};
+
+struct MemoryBreakdown {
+  std::int64_t parameters = 0, gradients = 0, optimizer = 0, activations = 0, workspace = 0;
+  std::int64_t rss_current = 0, rss_peak = 0;  // resident set of this process (bytes)
+};
+
+struct StepMetrics {
+  std::int64_t step = 0;        // optimizer steps completed after this one
+  double loss = 0.0;            // mean loss over the valid tokens of the global batch
+  float lr = 0.0f;
+  double grad_norm = 0.0;       // before clipping
+  bool skipped = false;         // non-finite gradients: update skipped
+  std::int64_t tokens = 0;      // tokens of the global batch (all dp ranks)
+  std::int64_t samples = 0;     // sequences of the global batch
+  double seconds = 0.0;         // wall time of the step on this rank
+  double tokens_per_second = 0.0, samples_per_second = 0.0;
+  double model_flops = 0.0;     // model FLOPs of the global batch (6N + attention, docs/metrics.md)
+  double mfu = 0.0;             // model FLOP/s / (world size * measured per-rank peak)
+  double mfu_datasheet = 0.0;   // the same over the datasheet / configured peak
+  double data_wait_seconds = 0.0;   // filling the batch (sampler + shard reads)
+  double compute_seconds = 0.0;     // seconds - data wait - exposed comm - bubble
+  double comm_seconds = 0.0;        // exposed communication, all axes
+  std::array<double, 5> comm_axis_seconds{};  // exposed, by axis in kCommAxes order
+  double bubble_seconds = 0.0;      // pipeline bubble (0 without pipeline parallelism)
+  std::int64_t comm_bytes = 0;      // bytes this rank sent during the step
+  MemoryBreakdown memory;
+  std::vector<double> rank_compute_seconds;  // every rank's mean compute time (straggler-check steps only)
+  std::vector<Straggler> stragglers;         // ranks reported at this step
+};
+
+// One JSON object (one line, no newline) with every field; the schema is in docs/metrics.md.
+std::string step_metrics_json(const StepMetrics& m);
+// {"kind": "eval", "step": N, "val_loss": x}
+std::string eval_metrics_json(std::int64_t step, double val_loss);
+
+}  // namespace myriad::train
