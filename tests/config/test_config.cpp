@@ -95,7 +95,7 @@ logging:
   measure_peak: false
   peak_tflops: 1.5
   straggler_every: 5
-  straggler_margin: 0.5
+  straggler_margin: 0.75
 sample:
   tokens: 64
   temperature: 1.2

@@ -39,7 +39,7 @@ struct LoggingConfig {
   bool measure_peak = true;          // measure this rank's peak FLOP/s at start-up (short GEMM) for MFU
   double peak_tflops = 0.0;          // datasheet peak per rank (TFLOP/s) for MFU; 0 = estimate from the CPU
   std::int64_t straggler_every = 10; // steps between straggler checks (one small all-gather); 0 = off
-  double straggler_margin = 0.2;     // report ranks slower than the median compute time by more than this fraction
+  double straggler_margin = 0.5;     // report ranks slower than the median compute time by more than this fraction
 
   void validate() const;  // per-key checks
   static const std::vector<Field<LoggingConfig>>& fields();
