@@ -1,0 +1,139 @@
+// Tensor-parallel building blocks under mpiexec (tp = world size), each against the serial op on
+// the full tensors (regenerated identically on every rank from one seed): vocabulary-parallel
+// cross-entropy and embedding with a vocabulary not divisible by tp (padding columns get no
+// probability and no gradient), the last-dimension gather/slice, and a column-parallel then
+// row-parallel MLP whose outputs and every gradient equal the serial MLP's.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+
+#include "mpi_test_support.h"
+#include "myriad/core/philox.h"
+#include "myriad/dist/tensor_parallel_region.h"
+#include "myriad/dist/vocab_parallel.h"
+#include "myriad/nn/linear.h"
+#include "myriad/ops/activations.h"
+#include "myriad/ops/cross_entropy.h"
+#include "myriad/ops/embedding.h"
+
+namespace myriad::dist {
+namespace {
+
+Tensor random(const Shape& shape, std::uint64_t stream, float scale = 1.0f) {
+  Tensor t = Tensor::empty(shape);
+  fill_uniform(t, -scale, scale, 2024, stream);
+  return t;
+}
+
+Tensor columns(const Tensor& full, std::int64_t begin, std::int64_t end) {
+  return full.slice(1, begin, end).contiguous();
+}
+
+void expect_close(const Tensor& actual, const Tensor& expected, double tol, const std::string& what) {
+  ASSERT_EQ(actual.shape(), expected.shape()) << what;
+  const Tensor a = actual.contiguous(), e = expected.contiguous();
+  double worst = 0.0;
+  for (std::int64_t i = 0; i < a.numel(); ++i) {
+    const double diff = std::abs(static_cast<double>(a.data<float>()[i]) - e.data<float>()[i]);
+    worst = std::max(worst, diff / (1.0 + std::abs(static_cast<double>(e.data<float>()[i]))));
+  }
+  EXPECT_LT(worst, tol) << what << " on rank " << myriad::testing::world_rank();
+}
+
+TEST(TensorParallel, VocabParallelCrossEntropyEqualsSerial) {
+  auto tp = myriad::testing::make_world("tp");
+  const int parts = tp->size(), rank = tp->rank();
+  const std::int64_t n = 37, vocab = 101;
+  const std::int64_t local = (vocab + parts - 1) / parts, padded = local * parts;
+  Tensor full = random({n, padded}, 1, 4.0f);
+  Tensor targets = Tensor::empty({n}, DType::i32);
+  for (std::int64_t i = 0; i < n; ++i) targets.data<std::int32_t>()[i] = i % 7 == 3 ? -100 : static_cast<std::int32_t>((i * 37) % vocab);
+  // Serial reference on the real vocabulary.
+  Tensor real = columns(full, 0, vocab);
+  Tensor losses = Tensor::empty({n}), lse = Tensor::empty({n}), grad = Tensor::empty({n, vocab});
+  Tensor grad_losses = random({n}, 2);
+  cross_entropy_forward(CrossEntropyArgs{}, real, targets, losses, lse);
+  cross_entropy_backward(CrossEntropyArgs{}, real, targets, lse, grad_losses, grad);
+  // Parallel.
+  VocabShard shard{rank * local, vocab};
+  Tensor mine = columns(full, rank * local, (rank + 1) * local);
+  Tensor p_losses = Tensor::empty({n}), p_lse = Tensor::empty({n}), p_grad = Tensor::empty({n, local});
+  vocab_parallel_cross_entropy_forward(*tp, shard, mine, targets, -100, p_losses, p_lse);
+  vocab_parallel_cross_entropy_backward(shard, mine, targets, -100, p_lse, grad_losses, p_grad);
+  expect_close(p_losses, losses, 1e-5, "losses");
+  expect_close(p_lse, lse, 1e-5, "lse");
+  Tensor expected_grad = Tensor::zeros({n, local});
+  const std::int64_t real_here = std::clamp<std::int64_t>(vocab - rank * local, 0, local);
+  if (real_here > 0) expected_grad.slice(1, 0, real_here).copy_from(grad.slice(1, rank * local, rank * local + real_here));
+  expect_close(p_grad, expected_grad, 1e-5, "grad_logits (padding columns 0)");
+}
+
+TEST(TensorParallel, VocabParallelEmbeddingEqualsSerial) {
+  auto tp = myriad::testing::make_world("tp");
+  const int parts = tp->size(), rank = tp->rank();
+  const std::int64_t n = 29, vocab = 53, c = 12;
+  const std::int64_t local = (vocab + parts - 1) / parts;
+  Tensor table = random({local * parts, c}, 3);
+  Tensor ids = Tensor::empty({n}, DType::i32);
+  for (std::int64_t i = 0; i < n; ++i) ids.data<std::int32_t>()[i] = static_cast<std::int32_t>((i * 11 + 5) % vocab);
+  Tensor out = Tensor::empty({n, c}), grad_out = random({n, c}, 4), grad_table = Tensor::zeros({local * parts, c});
+  embedding_forward(EmbeddingArgs{}, ids, table, out);
+  embedding_backward(EmbeddingArgs{}, ids, grad_out, grad_table);
+  VocabShard shard{rank * local, vocab};
+  Tensor mine = table.slice(0, rank * local, (rank + 1) * local).contiguous();
+  Tensor p_out = Tensor::empty({n, c}), p_grad = Tensor::zeros({local, c});
+  vocab_parallel_embedding_forward(*tp, shard, ids, mine, p_out);
+  vocab_parallel_embedding_backward(shard, ids, grad_out, p_grad);
+  expect_close(p_out, out, 0.0 + 1e-7, "embedding output");
+  expect_close(p_grad, grad_table.slice(0, rank * local, (rank + 1) * local), 1e-6, "embedding grad rows");
+}
+
+TEST(TensorParallel, GatherAndSliceLastDimAreInverse) {
+  auto tp = myriad::testing::make_world("tp");
+  const int parts = tp->size(), rank = tp->rank();
+  Tensor full = random({5, 3 * parts}, 5);
+  Tensor mine = Tensor::empty({5, 3});
+  slice_last_dim(full, rank, mine);
+  Tensor gathered = Tensor::empty({5, 3 * parts});
+  gather_last_dim(*tp, mine, gathered);
+  expect_close(gathered, full, 0.0 + 1e-12, "gather(slice(x))");
+}
+
+TEST(TensorParallel, ColumnThenRowParallelMlpEqualsSerial) {
+  auto tp = myriad::testing::make_world("tp");
+  const int parts = tp->size(), rank = tp->rank();
+  const std::int64_t n = 24, c = 16, f = 8 * parts, fl = 8;
+  Tensor x = random({n, c}, 6), w1 = random({f, c}, 7, 0.3f), w2 = random({c, f}, 8, 0.3f), dy = random({n, c}, 9);
+  // Serial: y = gelu(x W1^T) W2^T.
+  Tensor h = Tensor::empty({n, f}), a = Tensor::empty({n, f}), y = Tensor::empty({n, c});
+  nn::linear_forward(x, w1, Tensor(), h);
+  gelu_forward(GeluArgs{}, h, a);
+  nn::linear_forward(a, w2, Tensor(), y);
+  Tensor da = Tensor::empty({n, f}), dh = Tensor::empty({n, f}), dx = Tensor::empty({n, c});
+  Tensor dw1 = Tensor::zeros({f, c}), dw2 = Tensor::zeros({c, f}), none;
+  nn::linear_backward(a, w2, dy, da, false, dw2, none);
+  gelu_backward(GeluArgs{}, h, da, dh);
+  nn::linear_backward(x, w1, dh, dx, false, dw1, none);
+  // Tensor parallel: W1 split by output rows (column-parallel), W2 by input columns (row-parallel).
+  Tensor w1_local = w1.slice(0, rank * fl, (rank + 1) * fl).contiguous();
+  Tensor w2_local = columns(w2, rank * fl, (rank + 1) * fl);
+  Tensor h_l = Tensor::empty({n, fl}), a_l = Tensor::empty({n, fl}), y_p = Tensor::empty({n, c});
+  nn::linear_forward(x, w1_local, Tensor(), h_l);           // copy_to_tp_region(x): identity forward
+  gelu_forward(GeluArgs{}, h_l, a_l);
+  nn::linear_forward(a_l, w2_local, Tensor(), y_p);
+  reduce_from_tp_region_forward(*tp, y_p);
+  expect_close(y_p, y, 1e-5, "MLP output");
+  Tensor da_l = Tensor::empty({n, fl}), dh_l = Tensor::empty({n, fl}), dx_p = Tensor::empty({n, c});
+  Tensor dw1_l = Tensor::zeros({fl, c}), dw2_l = Tensor::zeros({c, fl});
+  nn::linear_backward(a_l, w2_local, dy, da_l, false, dw2_l, none);  // reduce_from: identity backward
+  gelu_backward(GeluArgs{}, h_l, da_l, dh_l);
+  nn::linear_backward(x, w1_local, dh_l, dx_p, false, dw1_l, none);
+  copy_to_tp_region_backward(*tp, dx_p);
+  expect_close(dx_p, dx, 1e-5, "grad x");
+  expect_close(dw1_l, dw1.slice(0, rank * fl, (rank + 1) * fl), 1e-5, "grad W1 rows");
+  expect_close(dw2_l, columns(dw2, rank * fl, (rank + 1) * fl), 1e-5, "grad W2 columns");
+}
+
+}  // namespace
+}  // namespace myriad::dist
