@@ -75,6 +75,12 @@ void bind_dist(py::module_& m) {
       .def_property_readonly("world_size", [](const dist::ProcessGroups& g) { return g.grid().world_size(); })
       .def("describe", [](const dist::ProcessGroups& g) { return g.grid().describe(g.rank()); })
       .def("stats", &stats_dict, "per group and op: calls, bytes_sent, bytes_received, seconds, wait_seconds")
+      .def("any", [](dist::ProcessGroups& g, bool flag) {
+             py::gil_scoped_release release;
+             Tensor t = Tensor::full({1}, flag ? 1.0 : 0.0, DType::i32);
+             g.world().all_reduce(t, dist::ReduceOp::max);
+             return t.data<std::int32_t>()[0] != 0;
+           }, py::arg("flag"), "collective: true when the flag is set on any rank")
       .def("barrier", [](dist::ProcessGroups& g) {
              py::gil_scoped_release release;
              g.world().barrier();

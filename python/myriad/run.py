@@ -1,0 +1,120 @@
+"""Supervised launch: ``python -m myriad.run [options] -- mpirun ... python3 python/train.py ...``.
+
+Runs the command; when it fails (a rank died, a node was lost, an error), logs the attempt with
+its cause (exit code or signal, and the last lines the job printed to stderr) and starts it
+again from the newest complete checkpoint — `--resume auto` is added to a train.py command that
+does not choose a resume point itself — up to --max-restarts times, waiting --backoff seconds
+doubled after each failure. Each attempt sees MYRIAD_ATTEMPT=<n> (0 first). A job that exits 0
+(finished, or preempted with its checkpoint written) ends the supervision. Exit status: the
+last attempt's. Progress lines go to stderr prefixed with "[myriad.run]" and to --log if given.
+Because the data order and the sampling are functions of (seed, step, index), a restarted run
+trains on exactly the batches the failed one would have: no step's data is skipped or repeated.
+"""
+import argparse
+import collections
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+
+
+def parse_args(argv):
+    parser = argparse.ArgumentParser(prog="python -m myriad.run", description=__doc__.split("\n\n")[0])
+    parser.add_argument("--max-restarts", type=int, default=3, help="restarts after failures (default 3)")
+    parser.add_argument("--backoff", type=float, default=10.0, help="seconds before the first restart, doubled after each (default 10)")
+    parser.add_argument("--log", default=None, help="also append the supervisor's lines to this file")
+    parser.add_argument("command", nargs=argparse.REMAINDER, help="-- then the job's command line")
+    args = parser.parse_args(argv)
+    if args.command and args.command[0] == "--":
+        args.command = args.command[1:]
+    if not args.command:
+        parser.error("no command given (put it after --)")
+    if args.max_restarts < 0 or args.backoff < 0:
+        parser.error("--max-restarts and --backoff must be >= 0")
+    return args
+
+
+def with_resume(command):
+    """The command with `--resume auto` appended when it runs train.py without a resume choice."""
+    runs_driver = any(part.endswith("train.py") for part in command)
+    chooses = any(part == "--resume" or part.startswith("--resume=") or part.startswith("checkpoint.resume=")
+                  for part in command)
+    return command + ["--resume", "auto"] if runs_driver and not chooses else command
+
+
+def describe_exit(code):
+    if code < 0:
+        return f"killed by signal {signal.Signals(-code).name}"
+    if code > 128 and code - 128 in signal.valid_signals():
+        return f"exit code {code} (a process ended by {signal.Signals(code - 128).name})"
+    return f"exit code {code}"
+
+
+def run_attempt(command, attempt, preempted, tail_lines=20):
+    """Runs one attempt, streaming its output through; returns (exit code, last stderr lines).
+    SIGTERM / SIGUSR1 sent to the supervisor are passed on to the job (which checkpoints and
+    exits) and recorded in `preempted`, so that the supervisor does not restart it."""
+    env = dict(os.environ, MYRIAD_ATTEMPT=str(attempt))
+    process = subprocess.Popen(command, env=env, stderr=subprocess.PIPE, text=True, errors="replace")
+
+    def forward(signum, _frame):
+        preempted.append(signal.Signals(signum).name)
+        process.send_signal(signum)
+
+    for sig in (signal.SIGTERM, signal.SIGUSR1):
+        signal.signal(sig, forward)
+    tail = collections.deque(maxlen=tail_lines)
+
+    def pump():
+        for line in process.stderr:
+            sys.stderr.write(line)
+            tail.append(line.rstrip("\n"))
+
+    reader = threading.Thread(target=pump, daemon=True)
+    reader.start()
+    try:
+        code = process.wait()
+    except KeyboardInterrupt:
+        process.send_signal(signal.SIGTERM)
+        code = process.wait()
+    reader.join(timeout=5)
+    return code, list(tail)
+
+
+def main(argv=None):
+    args = parse_args(sys.argv[1:] if argv is None else argv)
+
+    def say(text):
+        line = f"[myriad.run] {time.strftime('%Y-%m-%d %H:%M:%S')} {text}"
+        print(line, file=sys.stderr, flush=True)
+        if args.log:
+            with open(args.log, "a") as f:
+                f.write(line + "\n")
+
+    command = args.command
+    preempted = []
+    for attempt in range(args.max_restarts + 1):
+        say(f"attempt {attempt + 1}/{args.max_restarts + 1}: {' '.join(command)}")
+        code, tail = run_attempt(command, attempt, preempted)
+        if code == 0:
+            say(f"attempt {attempt + 1} finished (exit code 0)")
+            return 0
+        if preempted:
+            say(f"attempt {attempt + 1} ended after {preempted[0]} ({describe_exit(code)}): preempted, not restarting")
+            return code
+        cause = "\n".join("    " + line for line in tail[-8:]) or "    (no stderr output)"
+        say(f"attempt {attempt + 1} failed: {describe_exit(code)}; last stderr lines:\n{cause}")
+        if attempt == args.max_restarts:
+            say(f"giving up after {attempt + 1} attempts")
+            return code if code > 0 else 128 - code
+        delay = args.backoff * (2 ** attempt)
+        say(f"restarting from the newest checkpoint in {delay:.1f} s")
+        time.sleep(delay)
+        command = with_resume(args.command)
+    return 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,83 @@
+"""Preemption and supervised recovery of python/train.py: SIGTERM makes a run checkpoint at the
+next step boundary and exit 0, and `--resume auto` continues from that step; under
+`python -m myriad.run`, a data-parallel job whose rank 1 is killed with SIGKILL mid-run is
+restarted from its newest checkpoint and ends with exactly the final loss of an unfaulted run
+(the data order is a function of the step, so no step's data is skipped or repeated)."""
+import os
+import re
+import shutil
+import signal
+import subprocess
+import sys
+
+import pytest
+
+from tiny_corpus import write_corpus
+
+REPO = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
+DRIVER = os.path.join(REPO, "python", "train.py")
+MPIRUN = shutil.which("mpirun")
+ENV = dict(os.environ, PYTHONPATH=os.path.join(REPO, "python"), OMP_NUM_THREADS="1")
+
+YAML = """\
+model: {{architecture: gpt2, vocab_size: 320, n_layer: 2, n_head: 2, n_embd: 32, block_size: 32}}
+training: {{micro_batch: 2, gradient_accumulation: 2, seq_len: 32, steps: 10, lr: 3.0e-3, eval_batches: 2, eval_every: 0}}
+data: {{path: {corpus}, tokenizer: "train:320"}}
+checkpoint: {{every: 2}}
+logging: {{dir: {run}, every: 1}}
+sample: {{tokens: 0}}
+"""
+
+FINAL = re.compile(r"^step +10/10 \| loss ([0-9.]+) ", re.M)
+
+
+@pytest.fixture
+def config(tmp_path):
+    corpus = write_corpus(tmp_path / "corpus.txt")
+    path = tmp_path / "run.yaml"
+    path.write_text(YAML.format(corpus=corpus, run=tmp_path / "run"))
+    return path
+
+
+def test_sigterm_checkpoints_at_the_step_boundary_and_resume_continues(config, tmp_path):
+    command = [sys.executable, DRIVER, "--config", str(config), "--set", "training.steps=100000",
+               "--set", "checkpoint.every=0"]
+    process = subprocess.Popen(command, cwd=REPO, env=ENV, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                               text=True)
+    lines = []
+    for line in process.stdout:
+        lines.append(line)
+        if line.startswith("step     3/"):
+            process.send_signal(signal.SIGTERM)
+    assert process.wait(timeout=120) == 0, "".join(lines)
+    message = [l for l in lines if l.startswith("preempted by SIGTERM at step ")]
+    assert len(message) == 1, "".join(lines)
+    step = int(re.search(r"at step (\d+)", message[0]).group(1))
+    assert (tmp_path / "run" / "checkpoints" / f"step_{step:08d}" / "manifest.json").exists()
+    resumed = subprocess.run([sys.executable, DRIVER, "--config", str(config), "--resume", "auto",
+                              "--set", f"training.steps={step + 2}"], cwd=REPO, env=ENV, capture_output=True,
+                             text=True, timeout=120)
+    assert resumed.returncode == 0, resumed.stderr
+    assert f"at step {step}" in resumed.stderr + resumed.stdout
+    assert re.search(rf"^step +{step + 1}/{step + 2} ", resumed.stdout, re.M), resumed.stdout
+
+
+@pytest.mark.skipif(MPIRUN is None, reason="mpirun not found")
+def test_supervisor_restarts_a_killed_rank_and_reaches_the_same_final_loss(config, tmp_path):
+    root = ["--allow-run-as-root"] if os.geteuid() == 0 else []
+    launch = [MPIRUN, "-np", "2", *root, "--oversubscribe", "--mca", "mpi_yield_when_idle", "1",
+              "-x", "PYTHONPATH", "-x", "OMP_NUM_THREADS", "-x", "MYRIAD_FAULT", "-x", "MYRIAD_ATTEMPT",
+              sys.executable, DRIVER, "--config", str(config), "--set", "parallel.dp=2"]
+    clean = subprocess.run(launch + ["--set", f"logging.dir={tmp_path / 'clean'}"], cwd=REPO, env=ENV,
+                           capture_output=True, text=True, timeout=180)
+    assert clean.returncode == 0, clean.stderr
+    env = dict(ENV, MYRIAD_FAULT="kill:rank=1:step=5")
+    supervised = subprocess.run([sys.executable, "-m", "myriad.run", "--max-restarts", "2", "--backoff", "0.2", "--",
+                                 *launch, "--set", f"logging.dir={tmp_path / 'faulted'}"], cwd=REPO, env=env,
+                                capture_output=True, text=True, timeout=300)
+    assert supervised.returncode == 0, supervised.stderr
+    log = supervised.stderr
+    assert "attempt 1 failed" in log and "MYRIAD_FAULT: killing this rank after step 5" in log
+    assert "--resume auto" in log and "attempt 2 finished (exit code 0)" in log
+    assert "resumed from" in log and "step_00000004 at step 4" in log
+    assert FINAL.search(supervised.stdout).group(1) == FINAL.search(clean.stdout).group(1)
