@@ -161,7 +161,7 @@ def run(args, rank, world, runtime):
                 progress.clear()
                 print(f"step {step:5d}/{steps} | val loss {val:.4f}", flush=True)
         if config.checkpoint_every and step % config.checkpoint_every == 0 and step < steps:
-            engine.save()
+            engine.save(background=config.checkpoint_async)
         if kill_after is not None and step == kill_after:
             print(f"[rank {rank}] MYRIAD_FAULT: killing this rank after step {step}", file=sys.stderr, flush=True)
             os.kill(os.getpid(), signal.SIGKILL)

@@ -42,6 +42,7 @@ void bind_train(py::module_& m) {
       .def_property_readonly("steps", [](const RunConfig& c) { return c.training.steps; })
       .def_property_readonly("eval_every", [](const RunConfig& c) { return c.training.eval_every; })
       .def_property_readonly("checkpoint_every", [](const RunConfig& c) { return c.checkpoint.every; })
+      .def_property_readonly("checkpoint_async", [](const RunConfig& c) { return c.checkpoint.async; })
       .def_property_readonly("resume", [](const RunConfig& c) { return c.checkpoint.resume; })
       .def_property_readonly("sample", [](const RunConfig& c) {
         py::dict d;
@@ -73,7 +74,10 @@ void bind_train(py::module_& m) {
              py::gil_scoped_release release;
              return e.evaluate();
            }, "mean validation loss")
-      .def("save", &train::Engine::save, py::call_guard<py::gil_scoped_release>())
+      .def("save", &train::Engine::save, py::arg("background") = false, py::call_guard<py::gil_scoped_release>(),
+           "collective checkpoint at the current step; background: write a snapshot in a thread (rank 0)")
+      .def("wait_for_save", &train::Engine::wait_for_save, py::call_guard<py::gil_scoped_release>(),
+           "wait for a background checkpoint write; returns its path and rethrows its error")
       .def("load", &train::Engine::load, py::arg("checkpoint_dir"), py::call_guard<py::gil_scoped_release>())
       .def("generate", [](train::Engine& e, const std::string& prompt, std::int64_t max_new_tokens, float temperature,
                           std::int64_t top_k, std::uint64_t seed) {

@@ -11,6 +11,9 @@ const std::vector<Field<CheckpointConfig>>& CheckpointConfig::fields() {
       make_field("keep", &C::keep, "newest checkpoints kept on disk", {.check = at_least(1)}),
       make_field("resume", &C::resume,
                  "\"\" = fresh start; auto = the latest checkpoint in dir if there is one; else a checkpoint path"),
+      make_field("async", &C::async,
+                 "periodic saves snapshot the state to host memory and write it in a background thread while "
+                 "training continues (the final and preemption saves wait)"),
   };
   return table;
 }

@@ -107,6 +107,10 @@ std::string save_checkpoint(const std::string& dir, const CheckpointContents& co
   return final_dir.string();
 }
 
+std::string checkpoint_path(const std::string& dir, std::int64_t step) {
+  return (fs::path(dir) / step_name(step)).string();
+}
+
 std::string latest_checkpoint(const std::string& dir) {
   const fs::path pointer = fs::path(dir) / "latest";
   if (!fs::exists(pointer)) return "";

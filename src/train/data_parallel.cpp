@@ -14,6 +14,17 @@ namespace {
 // transient gradient buffers to a few units).
 constexpr std::size_t kMaxInFlight = 2;
 
+// memcpy of n floats split over the OpenMP threads (large snapshots are bandwidth-bound).
+void parallel_copy(float* destination, const float* source, std::int64_t n) {
+  constexpr std::int64_t kChunk = 1 << 18;
+  const std::int64_t chunks = (n + kChunk - 1) / kChunk;
+#pragma omp parallel for schedule(static) if (chunks > 1)
+  for (std::int64_t c = 0; c < chunks; ++c) {
+    const std::int64_t begin = c * kChunk, count = std::min(kChunk, n - begin);
+    std::memcpy(destination + begin, source + begin, static_cast<std::size_t>(count) * sizeof(float));
+  }
+}
+
 void add_into(Tensor& destination, const Tensor& source) {
   float* d = destination.data<float>();
   const float* s = source.data<float>();
@@ -220,45 +231,46 @@ optim::OptimizerStepStats DataParallel::optimizer_step(float lr) {
   return stats;
 }
 
-Tensor DataParallel::gather_from_shard(const Tensor& shard_in) {
+void DataParallel::gather_from_shard(const Tensor& shard_in, Tensor& full) {
   Tensor shard = shard_in;
-  Tensor full = Tensor::zeros({store_.numel()});
   std::vector<dist::WorkHandle> gathers;
   for (const dist::ZeroBucket& b : layout_.buckets()) {
     Tensor mine = flat_view(shard, b.shard_offset, b.shard_offset + b.owned.size());
     Tensor whole = flat_view(full, b.begin, b.end);
     if (layout_.parts() == 1) {
-      whole.copy_from(mine);
+      parallel_copy(whole.data<float>(), mine.data<float>(), b.owned.size());
     } else {
       gathers.push_back(dp_.all_gather_async(mine, whole));
     }
   }
   for (dist::WorkHandle& g : gathers) g->wait();
-  return full;
 }
 
-static Tensor packed_to_shard(const std::vector<dist::ZeroSegment>& segments, const Tensor& packed,
-                              std::int64_t shard_elements) {
-  Tensor shard = Tensor::zeros({shard_elements});
+void DataParallel::moments_to_full(const Tensor& packed, Tensor& full) {
+  const bool sharded = layout_.parts() > 1;
+  if (sharded && !moment_shard_.defined()) moment_shard_ = Tensor::zeros({layout_.shard_elements()});
+  float* target = sharded ? moment_shard_.data<float>() : full.data<float>();
   std::int64_t position = 0;
-  for (const dist::ZeroSegment& s : segments) {
+  for (const dist::ZeroSegment& s : segments_) {
     const std::int64_t n = s.end - s.begin;
-    std::memcpy(shard.data<float>() + s.shard_position, packed.data<float>() + position, n * sizeof(float));
+    parallel_copy(target + (sharded ? s.shard_position : s.begin), packed.data<float>() + position, n);
     position += n;
   }
-  return shard;
+  if (sharded) gather_from_shard(moment_shard_, full);
 }
 
-Tensor DataParallel::full_values() {
-  return stage_ == 3 ? gather_from_shard(shard_values_) : store_.flat_values();
-}
-
-Tensor DataParallel::full_m() {
-  return gather_from_shard(packed_to_shard(segments_, optimizer_->m(), layout_.shard_elements()));
-}
-
-Tensor DataParallel::full_v() {
-  return gather_from_shard(packed_to_shard(segments_, optimizer_->v(), layout_.shard_elements()));
+void DataParallel::snapshot_full(FullState& out) {
+  const std::int64_t n = store_.numel();
+  for (Tensor* t : {&out.values, &out.m, &out.v}) {
+    if (!t->defined() || t->numel() != n) *t = Tensor::zeros({n});
+  }
+  if (stage_ == 3) {
+    gather_from_shard(shard_values_, out.values);
+  } else {
+    parallel_copy(out.values.data<float>(), store_.flat_values().data<float>(), n);
+  }
+  moments_to_full(optimizer_->m(), out.m);
+  moments_to_full(optimizer_->v(), out.v);
 }
 
 void DataParallel::load_full(const Tensor& values, const Tensor& m, const Tensor& v) {
@@ -286,7 +298,8 @@ void DataParallel::load_full(const Tensor& values, const Tensor& m, const Tensor
 
 void DataParallel::gather_all() {
   if (stage_ != 3 || all_gathered_) return;
-  Tensor full = gather_from_shard(shard_values_);
+  Tensor full = Tensor::zeros({store_.numel()});
+  gather_from_shard(shard_values_, full);
   track(static_cast<std::int64_t>(full.nbytes()));
   store_.rebind(0, store_.numel(), full, Tensor());
   all_gathered_ = true;

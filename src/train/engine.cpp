@@ -122,6 +122,9 @@ Engine::Engine(const RunConfig& config, std::shared_ptr<spdlog::logger> log, dis
   peak_ = find_peak_flops(config_.logging.measure_peak, config_.logging.peak_tflops);
   log_->info("peak per rank: measured {:.1f} GFLOP/s (1024^3 GEMM), datasheet {:.1f} GFLOP/s ({})", peak_.measured / 1e9,
              peak_.datasheet / 1e9, peak_.datasheet_source);
+  // Background saves reuse one host snapshot: take it once now so that the first periodic save
+  // does not stall training on the page faults of a fresh multi-GiB buffer.
+  if (config_.checkpoint.async && config_.checkpoint.every > 0) data_parallel_->snapshot_full(snapshot_);
   stragglers_ = std::make_unique<StragglerDetector>(world, groups_->grid(), config_.logging.straggler_every,
                                                     config_.logging.straggler_margin);
   if (world.rank() == 0 && (config_.logging.jsonl || config_.logging.tensorboard)) {
@@ -306,14 +309,29 @@ static CheckpointContents contents_of(const RunConfig& config, std::int64_t step
   return c;
 }
 
-std::string Engine::save() {
-  // Full tensors on every dp rank (gathered shards), written once by world rank 0.
-  CheckpointContents c = contents_of(config_, step_, data_parallel_->full_values(), data_parallel_->full_m(),
-                                     data_parallel_->full_v());
+std::string Engine::save(bool background) {
+  // Full tensors on every dp rank (gathered shards) in a host snapshot that training does not
+  // touch, written once by world rank 0 — now, or by a background thread while training goes on.
+  // The snapshot buffers are reused, so a write still reading them must finish first.
+  dist::run_on_rank0(groups_->world(), "previous background checkpoint write", [&] { async_writer_.wait(); });
+  data_parallel_->snapshot_full(snapshot_);
+  CheckpointContents c = contents_of(config_, step_, snapshot_.values, snapshot_.m, snapshot_.v);
   std::string path;
-  dist::run_on_rank0(groups_->world(), "checkpoint save",
-                     [&] { path = save_checkpoint(config_.checkpoint.dir, c, config_.checkpoint.keep); });
-  if (groups_->world().rank() == 0) log_->info("checkpoint: step {} saved to {}", step_, path);
+  dist::run_on_rank0(groups_->world(), "checkpoint save", [&] {
+    if (background) {
+      path = async_writer_.submit(std::move(c), config_.checkpoint.dir, config_.checkpoint.keep);
+      log_->info("checkpoint: step {} snapshot taken, writing {} in the background", step_, path);
+    } else {
+      path = save_checkpoint(config_.checkpoint.dir, c, config_.checkpoint.keep);
+      log_->info("checkpoint: step {} saved to {}", step_, path);
+    }
+  });
+  return path;
+}
+
+std::string Engine::wait_for_save() {
+  std::string path;
+  dist::run_on_rank0(groups_->world(), "background checkpoint write", [&] { path = async_writer_.wait(); });
   return path;
 }
 

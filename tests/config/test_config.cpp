@@ -86,6 +86,7 @@ checkpoint:
   every: 500
   keep: 5
   resume: auto
+  async: false
 logging:
   dir: runs/llama
   every: 20

@@ -21,6 +21,7 @@ struct CheckpointConfig {
   std::int64_t every = 0;   // steps between checkpoints; 0 = only at the end
   int keep = 3;             // newest checkpoints kept on disk (>= 1)
   std::string resume;       // "" = fresh start, "auto" = latest checkpoint in dir if any, else a checkpoint path
+  bool async = true;        // periodic saves: snapshot to host memory, write in a background thread
 
   void validate() const;  // per-key checks
   static const std::vector<Field<CheckpointConfig>>& fields();

@@ -36,6 +36,8 @@ struct CheckpointContents {
 
 // Writes the checkpoint of `contents.step` under `dir`; returns its directory.
 std::string save_checkpoint(const std::string& dir, const CheckpointContents& contents, int keep);
+// "<dir>/step_00000042": where save_checkpoint puts the checkpoint of `step`.
+std::string checkpoint_path(const std::string& dir, std::int64_t step);
 // Newest complete checkpoint directory under `dir` ("" when none).
 std::string latest_checkpoint(const std::string& dir);
 // Reads `checkpoint_dir` into contents.tensors (names must match, shapes must match) and sets

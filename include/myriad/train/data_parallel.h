@@ -14,7 +14,7 @@
 // Global gradient norm (clipping): one float64 all-reduce of the shards' sums of squares (each
 // element counted once); stage 0 computes it locally from the identical reduced gradients.
 // Ring collectives give every rank bitwise identical reduced values, so replicas never drift.
-// full_values/full_m/full_v and load_full convert between this layout and the flat full layout
+// snapshot_full and load_full convert between this layout and the flat full layout
 // (layout-independent checkpoints); they are collective over the dp group.
 #pragma once
 
@@ -32,6 +32,11 @@ namespace myriad::train {
 struct DataParallelOptions {
   int zero_stage = 0;
   std::int64_t bucket_elements = 0;  // stages 0/1; 0 = one bucket after the whole backward
+};
+
+// Parameters and AdamW moments in the flat full layout (padding between parameters is 0).
+struct FullState {
+  Tensor values, m, v;
 };
 
 struct ShardedMemory {
@@ -54,9 +59,9 @@ class DataParallel final : public nn::UnitHooks {
   void finish_backward();                     // after the last one: waits for the reductions
   optim::OptimizerStepStats optimizer_step(float lr);
 
-  Tensor full_values();
-  Tensor full_m();
-  Tensor full_v();
+  // Writes the full state into `out`: allocated (zeroed) on first use and reused afterwards, so a
+  // later snapshot is a parallel copy into memory whose pages are already resident.
+  void snapshot_full(FullState& out);
   void load_full(const Tensor& values, const Tensor& m, const Tensor& v);
   // Stage 3: gather every unit and keep all parameters bound (generation); release_all undoes it.
   void gather_all();
@@ -81,7 +86,8 @@ class DataParallel final : public nn::UnitHooks {
     Tensor reduced;     // stages 2/3: this rank's reduced chunk, added into the shard when done
   };
   Tensor flat_view(Tensor& buffer, std::int64_t begin, std::int64_t end) const;
-  Tensor gather_from_shard(const Tensor& shard);  // shard layout -> full flat layout
+  void gather_from_shard(const Tensor& shard, Tensor& full);  // shard layout -> full flat layout
+  void moments_to_full(const Tensor& packed, Tensor& full);   // optimizer's packed segments -> full
   void launch_bucket(int bucket);
   void retire(Pending& pending);
   void retire_completed(std::size_t keep_in_flight);
@@ -97,6 +103,7 @@ class DataParallel final : public nn::UnitHooks {
   std::vector<dist::ZeroSegment> segments_;
   std::unique_ptr<optim::AdamWOptimizer> optimizer_;
   Tensor shard_grads_, shard_values_;
+  Tensor moment_shard_;  // scratch for moments_to_full when sharded
   bool communicate_ = true;
   std::vector<int> units_left_;  // per bucket, units whose gradients are not final yet
   std::deque<Pending> pending_;

@@ -26,6 +26,7 @@
 #include "myriad/nn/gpt_model.h"
 #include "myriad/optim/adamw_optimizer.h"
 #include "myriad/optim/lr_schedule.h"
+#include "myriad/train/async_checkpoint.h"
 #include "myriad/train/data_parallel.h"
 #include "myriad/train/metrics_writer.h"
 #include "myriad/train/peak_flops.h"
@@ -52,7 +53,11 @@ class Engine {
 
   StepMetrics step();
   double evaluate();  // mean validation loss over training.eval_batches micro-batches
-  std::string save();  // checkpoint at the current step into checkpoint.dir; returns its path
+  // Checkpoint at the current step into checkpoint.dir; returns its path. Collective. With
+  // `background`, rank 0 writes a host snapshot in a thread while training continues (the
+  // checkpoint appears when complete); wait_for_save() waits for it (and rethrows its error).
+  std::string save(bool background = false);
+  std::string wait_for_save();
   void load(const std::string& checkpoint_dir);  // "auto" = newest in checkpoint.dir
   std::string generate(const std::string& prompt, std::int64_t max_new_tokens, float temperature,
                        std::int64_t top_k, std::uint64_t seed);
@@ -95,6 +100,8 @@ class Engine {
   PeakFlops peak_;
   std::unique_ptr<StragglerDetector> stragglers_;
   std::unique_ptr<MetricsWriter> writer_;  // world rank 0 only
+  AsyncCheckpointWriter async_writer_;      // world rank 0 only
+  FullState snapshot_;                      // host snapshot of the full state, reused by every save
   double compute_delay_ = 0.0;
 };
 
