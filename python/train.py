@@ -16,8 +16,10 @@ with the rank and ends every rank of the job (MPI_Abort) instead of leaving the 
 Preemption: SIGTERM or SIGUSR1 on any rank makes every rank stop at the next step boundary (the
 ranks agree with one tiny all-reduce per step), write a checkpoint and exit 0; `--resume auto`
 continues from it. `python -m myriad.run` restarts a failed job from its newest checkpoint.
-Testing aid: MYRIAD_FAULT="kill:rank=R:step=S" makes rank R kill itself (SIGKILL) after step S
-on the first attempt of a supervised run (MYRIAD_ATTEMPT unset or 0).
+Testing aids (first attempt of a supervised run only, MYRIAD_ATTEMPT unset or 0):
+MYRIAD_FAULT="kill:rank=R:step=S" makes rank R kill itself (SIGKILL) after step S;
+MYRIAD_FAULT="kill_in_save:rank=R:step=S" does so right after the checkpoint of step S was
+handed to the background writer (a crash in the middle of a save).
 """
 import argparse
 import os
@@ -87,21 +89,27 @@ def install_stop_signals():
 
 
 def injected_fault(rank):
-    """The step after which this rank kills itself (MYRIAD_FAULT, first attempt only), else None."""
+    """(kind, step) of the fault this rank injects (MYRIAD_FAULT, first attempt only), else None."""
     spec = os.environ.get("MYRIAD_FAULT", "")
     if not spec or os.environ.get("MYRIAD_ATTEMPT", "0") != "0":
         return None
-    fields = dict(part.split("=", 1) for part in spec.split(":")[1:])
-    if not spec.startswith("kill:") or int(fields.get("rank", -1)) != rank:
+    kind, *parts = spec.split(":")
+    fields = dict(part.split("=", 1) for part in parts)
+    if kind not in ("kill", "kill_in_save") or int(fields.get("rank", -1)) != rank:
         return None
-    return int(fields["step"])
+    return kind, int(fields["step"])
+
+
+def die(rank, why):
+    print(f"[rank {rank}] MYRIAD_FAULT: killing this rank {why}", file=sys.stderr, flush=True)
+    os.kill(os.getpid(), signal.SIGKILL)
 
 
 def run(args, rank, world, runtime):
     import myriad
 
     stop_signals = install_stop_signals()
-    kill_after = injected_fault(rank)
+    fault = injected_fault(rank)
 
     try:
         config = myriad.Config.from_file(args.config)
@@ -162,9 +170,10 @@ def run(args, rank, world, runtime):
                 print(f"step {step:5d}/{steps} | val loss {val:.4f}", flush=True)
         if config.checkpoint_every and step % config.checkpoint_every == 0 and step < steps:
             engine.save(background=config.checkpoint_async)
-        if kill_after is not None and step == kill_after:
-            print(f"[rank {rank}] MYRIAD_FAULT: killing this rank after step {step}", file=sys.stderr, flush=True)
-            os.kill(os.getpid(), signal.SIGKILL)
+            if fault == ("kill_in_save", step):
+                die(rank, f"while the checkpoint of step {step} is being written")
+        if fault == ("kill", step):
+            die(rank, f"after step {step}")
         if groups.any(bool(stop_signals)) and step < steps:
             path = engine.save()
             if rank == 0:

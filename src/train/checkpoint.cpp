@@ -51,7 +51,12 @@ std::string save_checkpoint(const std::string& dir, const CheckpointContents& co
   const std::string name = step_name(contents.step);
   const fs::path tmp = fs::path(dir) / (".tmp-" + name);
   const fs::path final_dir = fs::path(dir) / name;
-  fs::remove_all(tmp);
+  // Temporary directories left by a save that was killed midway are never complete: remove them.
+  for (const auto& entry : fs::directory_iterator(dir)) {
+    if (entry.is_directory() && entry.path().filename().string().rfind(".tmp-step_", 0) == 0) {
+      fs::remove_all(entry.path());
+    }
+  }
   fs::create_directories(tmp);
   json manifest;
   manifest["format_version"] = kCheckpointFormatVersion;

@@ -1,5 +1,7 @@
-"""Preemption and supervised recovery of python/train.py: SIGTERM makes a run checkpoint at the
-next step boundary and exit 0, and `--resume auto` continues from that step; under
+"""Preemption and recovery of python/train.py: SIGTERM makes a run checkpoint at the next step
+boundary and exit 0, and `--resume auto` continues from that step; a kill in the middle of a
+background checkpoint write leaves the previous checkpoint intact and the resumed run reaches
+the unfaulted final loss; under
 `python -m myriad.run`, a data-parallel job whose rank 1 is killed with SIGKILL mid-run is
 restarted from its newest checkpoint and ends with exactly the final loss of an unfaulted run
 (the data order is a function of the step, so no step's data is skipped or repeated)."""
@@ -29,6 +31,7 @@ sample: {{tokens: 0}}
 """
 
 FINAL = re.compile(r"^step +10/10 \| loss ([0-9.]+) ", re.M)
+FINAL_8 = re.compile(r"^step +8/8 \| loss ([0-9.]+) ", re.M)
 
 
 @pytest.fixture
@@ -84,3 +87,31 @@ def test_supervisor_restarts_a_killed_rank_and_reaches_the_same_final_loss(confi
     resumed = re.search(r"resumed from \S+step_0*(\d+) at step (\d+)", log)
     assert resumed and resumed.group(1) == resumed.group(2) and int(resumed.group(1)) in (2, 4), log
     assert FINAL.search(supervised.stdout).group(1) == FINAL.search(clean.stdout).group(1)
+
+
+def test_a_kill_during_a_background_save_never_damages_the_previous_checkpoint(tmp_path):
+    corpus = write_corpus(tmp_path / "corpus.txt")
+    config = tmp_path / "big.yaml"
+    # C 256, 4 layers: a ~40 MB checkpoint, so the background write is still running when the
+    # process dies right after handing it over.
+    config.write_text(YAML.format(corpus=corpus, run=tmp_path / "run").replace(
+        "n_layer: 2, n_head: 2, n_embd: 32", "n_layer: 4, n_head: 4, n_embd: 256"))
+    base = [sys.executable, DRIVER, "--config", str(config), "--set", "training.steps=8"]
+    clean = subprocess.run(base + ["--set", f"logging.dir={tmp_path / 'clean'}"], cwd=REPO, env=ENV,
+                           capture_output=True, text=True, timeout=300)
+    assert clean.returncode == 0, clean.stderr
+    run_dir = tmp_path / "faulted"
+    killed = subprocess.run(base + ["--set", f"logging.dir={run_dir}"], cwd=REPO,
+                            env=dict(ENV, MYRIAD_FAULT="kill_in_save:rank=0:step=4"), capture_output=True, text=True,
+                            timeout=300)
+    assert killed.returncode == -signal.SIGKILL, killed.stderr
+    checkpoints = run_dir / "checkpoints"
+    assert (checkpoints / ".tmp-step_00000004").is_dir(), sorted(os.listdir(checkpoints))  # died mid-write
+    assert not (checkpoints / "step_00000004").exists()
+    assert (checkpoints / "latest").read_text().strip() == "step_00000002"
+    resumed = subprocess.run(base + ["--set", f"logging.dir={run_dir}", "--resume", "auto"], cwd=REPO, env=ENV,
+                             capture_output=True, text=True, timeout=300)
+    assert resumed.returncode == 0, resumed.stderr
+    assert "step_00000002 at step 2" in resumed.stderr
+    assert not (checkpoints / ".tmp-step_00000004").exists()  # removed by the next save
+    assert FINAL_8.search(resumed.stdout).group(1) == FINAL_8.search(clean.stdout).group(1)
