@@ -14,6 +14,7 @@
 #include "myriad/data/bpe_tokenizer.h"
 #include "myriad/data/tokenize_corpus.h"
 #include "myriad/train/engine.h"
+#include "myriad/train/interchange.h"
 
 namespace py = pybind11;
 
@@ -154,6 +155,13 @@ void bind_train(py::module_& m) {
            })
       .def_property_readonly("vocab_size", &data::BpeTokenizer::vocab_size)
       .def_property_readonly("eot_id", &data::BpeTokenizer::eot_id);
+
+  m.def("export_safetensors", &train::export_safetensors, py::arg("checkpoint_dir"), py::arg("output"),
+        py::call_guard<py::gil_scoped_release>(),
+        "checkpoint -> one safetensors file of full parameters (+ the config beside it); returns the config path");
+  m.def("import_safetensors", &train::import_safetensors, py::arg("input"), py::arg("config"),
+        py::arg("checkpoint_root"), py::call_guard<py::gil_scoped_release>(),
+        "safetensors + run config -> a step-0 checkpoint under checkpoint_root; returns its path");
 
   m.def(
       "tokenize_corpus",

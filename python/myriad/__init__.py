@@ -18,9 +18,10 @@ try:
     from . import _myriad
 finally:
     _sys.setdlopenflags(_flags)
-from ._myriad import (BpeTokenizer, Config, Engine, Error, MpiRuntime, ProcessGroups, Tensor, empty, from_numpy, full,
-                      ops, philox4x32, randn, tokenize_corpus, zeros)
+from ._myriad import (BpeTokenizer, Config, Engine, Error, MpiRuntime, ProcessGroups, Tensor, empty, export_safetensors,
+                      from_numpy, full, import_safetensors, ops, philox4x32, randn, tokenize_corpus, zeros)
 
-__all__ = ["BpeTokenizer", "Config", "Engine", "Error", "MpiRuntime", "ProcessGroups", "Tensor", "empty", "from_numpy",
-           "full", "ops", "philox4x32", "randn", "tokenize_corpus", "zeros"]
+__all__ = ["BpeTokenizer", "Config", "Engine", "Error", "MpiRuntime", "ProcessGroups", "Tensor", "empty",
+           "export_safetensors", "from_numpy", "full", "import_safetensors", "ops", "philox4x32", "randn",
+           "tokenize_corpus", "zeros"]
 __version__ = "0.1.0"

@@ -116,6 +116,17 @@ std::string checkpoint_path(const std::string& dir, std::int64_t step) {
   return (fs::path(dir) / step_name(step)).string();
 }
 
+std::string read_checkpoint_config(const std::string& checkpoint_dir) {
+  const fs::path manifest_path = fs::path(checkpoint_dir) / "manifest.json";
+  MYRIAD_CHECK(fs::exists(manifest_path), "checkpoint: " << manifest_path.string() << " not found");
+  try {
+    std::ifstream in(manifest_path);
+    return json::parse(in).at("config").get<std::string>();
+  } catch (const json::exception& e) {
+    MYRIAD_THROW("checkpoint: " << manifest_path.string() << " has no readable config: " << e.what());
+  }
+}
+
 std::string latest_checkpoint(const std::string& dir) {
   const fs::path pointer = fs::path(dir) / "latest";
   if (!fs::exists(pointer)) return "";

@@ -40,6 +40,9 @@ optim::ScheduleKind to_optim(LrSchedule kind) {
   return optim::ScheduleKind::cosine;
 }
 
+
+}  // namespace
+
 std::string model_section_yaml(const RunConfig& config) {
   // The model section of the resolved YAML (from "model:" to the next top-level key).
   const std::string yaml = config.to_yaml();
@@ -47,8 +50,6 @@ std::string model_section_yaml(const RunConfig& config) {
   std::size_t end = yaml.find("\nparallel:", begin);
   return yaml.substr(begin, end == std::string::npos ? std::string::npos : end - begin + 1);
 }
-
-}  // namespace
 
 nn::TransformerConfig transformer_config(const ModelConfig& m, std::int64_t vocab_size) {
   nn::TransformerConfig c;

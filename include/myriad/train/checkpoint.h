@@ -38,6 +38,8 @@ struct CheckpointContents {
 std::string save_checkpoint(const std::string& dir, const CheckpointContents& contents, int keep);
 // "<dir>/step_00000042": where save_checkpoint puts the checkpoint of `step`.
 std::string checkpoint_path(const std::string& dir, std::int64_t step);
+// The resolved config (YAML) recorded in a checkpoint's manifest.
+std::string read_checkpoint_config(const std::string& checkpoint_dir);
 // Newest complete checkpoint directory under `dir` ("" when none).
 std::string latest_checkpoint(const std::string& dir);
 // Reads `checkpoint_dir` into contents.tensors (names must match, shapes must match) and sets

@@ -44,6 +44,8 @@ struct MemoryReport {
 };
 
 nn::TransformerConfig transformer_config(const ModelConfig& model, std::int64_t vocab_size);
+// The model section of the resolved YAML: what a checkpoint must match to be loaded.
+std::string model_section_yaml(const RunConfig& config);
 
 class Engine {
  public:

@@ -1,0 +1,23 @@
+// Moving models in and out of myriad: checkpoint <-> one safetensors file of full tensors.
+//
+// export: the parameters of a checkpoint directory, one tensor per parameter under myriad's names
+// ("wte", "wpe", "blocks.0.qkv.weight", ..., shapes as the model holds them: the embedding
+// padded to the padded vocabulary), into `output` (.safetensors) with the run's resolved config
+// written beside it (`output` with the extension .yaml) and in the metadata.
+// import: a safetensors file with exactly those names and shapes (as an export writes) plus a
+// run config -> a step-0 checkpoint (fresh AdamW state) under `checkpoint_root`, loadable with
+// `--resume <path>`. Missing, extra or mis-shaped tensors are errors naming them; nothing is
+// written then.
+#pragma once
+
+#include <string>
+
+namespace myriad::train {
+
+// Returns the path of the config written beside the output.
+std::string export_safetensors(const std::string& checkpoint_dir, const std::string& output);
+// Returns the checkpoint directory written.
+std::string import_safetensors(const std::string& input, const std::string& config_yaml_path,
+                               const std::string& checkpoint_root);
+
+}  // namespace myriad::train

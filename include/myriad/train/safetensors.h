@@ -1,0 +1,28 @@
+// safetensors files: the interchange format of full tensors (no executable content).
+//
+// Layout: u64 little-endian N, then N bytes of JSON {"name": {"dtype", "shape", "data_offsets":
+// [begin, end]}, ..., "__metadata__": {string: string}}, then the data (offsets relative to the
+// end of the header, row-major, little-endian). Written tensors are F32; reading accepts F32,
+// F16 and BF16 (converted to f32). Reading checks everything before returning: header length
+// within the file, valid JSON, known dtype, offsets inside the data, sizes equal to the shapes,
+// no overlaps — errors name the file and the tensor.
+#pragma once
+
+#include <map>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "myriad/core/tensor.h"
+
+namespace myriad::train {
+
+struct SafetensorsFile {
+  std::vector<std::pair<std::string, Tensor>> tensors;  // in file order
+  std::map<std::string, std::string> metadata;
+};
+
+void write_safetensors(const std::string& path, const SafetensorsFile& file);
+SafetensorsFile read_safetensors(const std::string& path);
+
+}  // namespace myriad::train

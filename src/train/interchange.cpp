@@ -1,0 +1,87 @@
+// Checkpoint <-> safetensors: the model built from the config names and places every parameter.
+#include "myriad/train/interchange.h"
+
+#include <filesystem>
+#include <fstream>
+#include <set>
+
+#include "myriad/core/error.h"
+#include "myriad/train/checkpoint.h"
+#include "myriad/train/engine.h"
+#include "myriad/train/safetensors.h"
+
+namespace fs = std::filesystem;
+
+namespace myriad::train {
+
+namespace {
+
+// A model with the parameters of `config` (values are filled by the caller).
+nn::GptModel model_of(const RunConfig& config) {
+  return nn::GptModel(transformer_config(config.model, config.model.vocab_size));
+}
+
+Tensor flat_slice(Tensor& flat, const nn::Parameter& p) {
+  return Tensor::from_storage(flat.storage(), p.shape, contiguous_strides(p.shape), p.offset, DType::f32);
+}
+
+}  // namespace
+
+std::string export_safetensors(const std::string& checkpoint_dir, const std::string& output) {
+  const std::string config_yaml = read_checkpoint_config(checkpoint_dir);
+  const RunConfig config = RunConfig::from_yaml_string(config_yaml, checkpoint_dir + "/manifest.json config");
+  nn::GptModel model = model_of(config);
+  CheckpointContents contents;
+  contents.tensors.push_back({"model.parameters", model.parameters().flat_values()});
+  load_checkpoint(checkpoint_dir, contents);
+  SafetensorsFile file;
+  for (nn::Parameter& p : model.parameters().all()) file.tensors.emplace_back(p.name, p.value);
+  file.metadata["format"] = "pt";
+  file.metadata["producer"] = "myriad";
+  file.metadata["step"] = std::to_string(contents.step);
+  file.metadata["config"] = config_yaml;
+  fs::path config_path = fs::path(output).replace_extension(".yaml");
+  write_safetensors(output, file);
+  std::ofstream(config_path) << config_yaml;
+  return config_path.string();
+}
+
+std::string import_safetensors(const std::string& input, const std::string& config_yaml_path,
+                               const std::string& checkpoint_root) {
+  const RunConfig config = RunConfig::from_yaml_file(config_yaml_path).resolved();
+  nn::GptModel model = model_of(config);
+  SafetensorsFile file = read_safetensors(input);
+  std::set<std::string> seen;
+  Tensor& flat = model.parameters().flat_values();
+  flat.fill(0.0);
+  for (auto& [name, tensor] : file.tensors) {
+    const nn::Parameter* found = nullptr;
+    for (const nn::Parameter& p : model.parameters().all()) {
+      if (p.name == name) found = &p;
+    }
+    MYRIAD_CHECK(found != nullptr, "import: " << input << " holds tensor '" << name << "', which the model of "
+                                              << config_yaml_path << " does not have");
+    MYRIAD_CHECK(tensor.shape() == found->shape, "import: tensor '" << name << "' in " << input << " has shape "
+                                                                    << shape_string(tensor.shape())
+                                                                    << ", the model expects "
+                                                                    << shape_string(found->shape));
+    seen.insert(name);
+  }
+  for (const nn::Parameter& p : model.parameters().all()) {
+    MYRIAD_CHECK(seen.count(p.name) == 1, "import: " << input << " lacks parameter '" << p.name << "' "
+                                                     << shape_string(p.shape) << " of the model of "
+                                                     << config_yaml_path);
+  }
+  for (auto& [name, tensor] : file.tensors) flat_slice(flat, model.parameters().find(name)).copy_from(tensor);
+  CheckpointContents contents;
+  contents.step = 0;
+  contents.config_yaml = config.to_yaml();
+  contents.model_yaml = model_section_yaml(config);
+  const std::int64_t n = model.parameters().numel();
+  contents.tensors.push_back({"model.parameters", flat});
+  contents.tensors.push_back({"optimizer.adamw.m", Tensor::zeros({n})});
+  contents.tensors.push_back({"optimizer.adamw.v", Tensor::zeros({n})});
+  return save_checkpoint(checkpoint_root, contents, 1);
+}
+
+}  // namespace myriad::train
