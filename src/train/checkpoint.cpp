@@ -162,6 +162,9 @@ void load_checkpoint(const std::string& checkpoint_dir, CheckpointContents& cont
   std::ifstream state(state_path, std::ios::binary);
   // Read and verify everything into staging buffers first; copy only when all is well.
   std::vector<Tensor> staged;
+  std::int64_t total_bytes = 0, read_bytes = 0;
+  for (const CheckpointTensor& t : contents.tensors) total_bytes += static_cast<std::int64_t>(t.tensor.nbytes());
+  ProgressBar bar("loading " + checkpoint_dir, total_bytes, true);
   for (const CheckpointTensor& t : contents.tensors) {
     const json* entry = nullptr;
     for (const json& e : manifest.at("tensors")) {
@@ -187,7 +190,10 @@ void load_checkpoint(const std::string& checkpoint_dir, CheckpointContents& cont
                  "checkpoint: tensor '" << t.name << "' in " << state_path.string()
                                         << " fails its checksum (file corrupt)");
     staged.push_back(buffer);
+    read_bytes += static_cast<std::int64_t>(bytes);
+    bar.update(read_bytes);
   }
+  bar.finish();
   for (std::size_t i = 0; i < staged.size(); ++i) contents.tensors[i].tensor.copy_from(staged[i]);
   contents.step = manifest.at("step");
 }
