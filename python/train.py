@@ -171,6 +171,12 @@ def run(args, rank, world, runtime):
         if config.checkpoint_every and step % config.checkpoint_every == 0 and step < steps:
             engine.save(background=config.checkpoint_async)
             if fault == ("kill_in_save", step):
+                # Wait until the writer has started (its temporary directory exists), so that the
+                # kill lands in the middle of the write rather than before it.
+                partial = os.path.join(config.checkpoint_dir, f".tmp-step_{step:08d}")
+                deadline = time.time() + 10
+                while rank == 0 and not os.path.isdir(partial) and time.time() < deadline:
+                    time.sleep(0.0005)
                 die(rank, f"while the checkpoint of step {step} is being written")
         if fault == ("kill", step):
             die(rank, f"after step {step}")

@@ -44,6 +44,7 @@ void bind_train(py::module_& m) {
       .def_property_readonly("eval_every", [](const RunConfig& c) { return c.training.eval_every; })
       .def_property_readonly("checkpoint_every", [](const RunConfig& c) { return c.checkpoint.every; })
       .def_property_readonly("checkpoint_async", [](const RunConfig& c) { return c.checkpoint.async; })
+      .def_property_readonly("checkpoint_dir", [](const RunConfig& c) { return c.resolved().checkpoint.dir; })
       .def_property_readonly("resume", [](const RunConfig& c) { return c.checkpoint.resume; })
       .def_property_readonly("sample", [](const RunConfig& c) {
         py::dict d;
