@@ -32,13 +32,7 @@ double seconds_since(std::chrono::steady_clock::time_point start) {
 }
 
 train::CheckpointContents contents(std::int64_t step, const train::FullState& state) {
-  train::CheckpointContents c;
-  c.step = step;
-  c.config_yaml = "bench";
-  c.tensors.push_back({"model.parameters", state.values});
-  c.tensors.push_back({"optimizer.adamw.m", state.m});
-  c.tensors.push_back({"optimizer.adamw.v", state.v});
-  return c;
+  return train::training_state(step, "bench", "", state.values, state.m, state.v);
 }
 
 }  // namespace

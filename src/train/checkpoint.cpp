@@ -46,6 +46,18 @@ void write_file(const fs::path& path, const std::string& bytes) {
 
 }  // namespace
 
+CheckpointContents training_state(std::int64_t step, std::string config_yaml, std::string model_yaml, Tensor values,
+                                  Tensor m, Tensor v) {
+  CheckpointContents c;
+  c.step = step;
+  c.config_yaml = std::move(config_yaml);
+  c.model_yaml = std::move(model_yaml);
+  c.tensors.push_back({kParametersTensor, std::move(values)});
+  c.tensors.push_back({kAdamMTensor, std::move(m)});
+  c.tensors.push_back({kAdamVTensor, std::move(v)});
+  return c;
+}
+
 std::string save_checkpoint(const std::string& dir, const CheckpointContents& contents, int keep) {
   fs::create_directories(dir);
   const std::string name = step_name(contents.step);

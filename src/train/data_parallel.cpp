@@ -6,6 +6,7 @@
 #include <cstring>
 
 #include "myriad/dist/scalar_reduce.h"
+#include "myriad/nn/linear.h"
 
 namespace myriad::train {
 
@@ -23,14 +24,6 @@ void parallel_copy(float* destination, const float* source, std::int64_t n) {
     const std::int64_t begin = c * kChunk, count = std::min(kChunk, n - begin);
     std::memcpy(destination + begin, source + begin, static_cast<std::size_t>(count) * sizeof(float));
   }
-}
-
-void add_into(Tensor& destination, const Tensor& source) {
-  float* d = destination.data<float>();
-  const float* s = source.data<float>();
-  const std::int64_t n = destination.numel();
-#pragma omp parallel for schedule(static) if (n > (1 << 16))
-  for (std::int64_t i = 0; i < n; ++i) d[i] += s[i];
 }
 }  // namespace
 
@@ -143,7 +136,7 @@ void DataParallel::retire(Pending& p) {
   if (!p.reduced.defined()) return;
   const dist::ZeroBucket& b = layout_.buckets()[static_cast<std::size_t>(p.bucket)];
   Tensor shard = flat_view(shard_grads_, b.shard_offset, b.shard_offset + b.owned.size());
-  add_into(shard, p.reduced);
+  nn::add_into(shard, p.reduced);
   track(-static_cast<std::int64_t>(p.reduced.nbytes() + p.unit_grads.nbytes()));
   p.reduced = Tensor();
   p.unit_grads = Tensor();
@@ -163,10 +156,15 @@ void DataParallel::finish_backward() {
     if (value_refs_[u] != 0 || !unit_values_[u].defined() || all_gathered_) continue;
     if (value_gathers_[u]) value_gathers_[u]->wait();
     value_gathers_[u].reset();
-    store_.unbind(model_.units()[u].begin, model_.units()[u].end, true, false);
-    track(-static_cast<std::int64_t>(unit_values_[u].nbytes()));
-    unit_values_[u] = Tensor();
+    free_values(static_cast<int>(u));
   }
+}
+
+void DataParallel::free_values(int unit) {
+  const auto u = static_cast<std::size_t>(unit);
+  store_.unbind(model_.units()[u].begin, model_.units()[u].end, true, false);
+  track(-static_cast<std::int64_t>(unit_values_[u].nbytes()));
+  unit_values_[u] = Tensor();
 }
 
 void DataParallel::acquire(int unit, nn::Pass pass) {
@@ -189,10 +187,7 @@ void DataParallel::acquire(int unit, nn::Pass pass) {
 void DataParallel::release(int unit, nn::Pass pass) {
   if (stage_ != 3 || pass == nn::Pass::backward_grads || all_gathered_) return;
   const auto u = static_cast<std::size_t>(unit);
-  if (--value_refs_[u] > 0) return;
-  store_.unbind(model_.units()[u].begin, model_.units()[u].end, true, false);
-  track(-static_cast<std::int64_t>(unit_values_[u].nbytes()));
-  unit_values_[u] = Tensor();
+  if (--value_refs_[u] == 0) free_values(unit);
 }
 
 void DataParallel::prefetch_values(int unit) {

@@ -116,6 +116,9 @@ Engine::Engine(const RunConfig& config, std::shared_ptr<spdlog::logger> log, dis
   schedule_.total_steps = config_.training.steps;
   schedule_.kind = to_optim(config_.training.schedule);
   recompute_ = to_nn(config_.training.recompute);
+  // Fixed for the run (model, B, T, recompute): computed once, read by every step's metrics.
+  flops_per_token_ = model_->flops_per_token(config_.training.seq_len);
+  activations_ = model_->activation_memory(config_.training.micro_batch, config_.training.seq_len, recompute_);
   for (int i = 0; i < config_.training.gradient_accumulation; ++i) {
     micro_ids_.push_back(Tensor::empty({config_.training.micro_batch, T}, DType::i32));
     micro_targets_.push_back(Tensor::empty({config_.training.micro_batch, T}, DType::i32));
@@ -125,7 +128,10 @@ Engine::Engine(const RunConfig& config, std::shared_ptr<spdlog::logger> log, dis
              peak_.datasheet / 1e9, peak_.datasheet_source);
   // Background saves reuse one host snapshot: take it once now so that the first periodic save
   // does not stall training on the page faults of a fresh multi-GiB buffer.
-  if (config_.checkpoint.async && config_.checkpoint.every > 0) data_parallel_->snapshot_full(snapshot_);
+  if (config_.checkpoint.async && config_.checkpoint.every > 0 &&
+      (world.rank() == 0 || data_parallel_->snapshot_is_collective())) {
+    data_parallel_->snapshot_full(snapshot_);
+  }
   stragglers_ = std::make_unique<StragglerDetector>(world, groups_->grid(), config_.logging.straggler_every,
                                                     config_.logging.straggler_margin);
   if (world.rank() == 0 && (config_.logging.jsonl || config_.logging.tensorboard)) {
@@ -159,8 +165,6 @@ std::int64_t Engine::tokens_per_step() const {
          config_.parallel.dp * config_.training.seq_len;
 }
 
-double Engine::flops_per_token() const { return model_->flops_per_token(config_.training.seq_len); }
-
 MemoryReport Engine::memory_report() const {
   MemoryReport r;
   ShardedMemory sharded = data_parallel_->memory();
@@ -168,9 +172,8 @@ MemoryReport Engine::memory_report() const {
   r.gradient_bytes = sharded.gradient_bytes;
   r.optimizer_bytes = sharded.optimizer_bytes;
   r.comm_buffer_bytes = sharded.buffer_peak_bytes;
-  nn::ActivationMemory a = model_->activation_memory(config_.training.micro_batch, config_.training.seq_len, recompute_);
-  r.activation_bytes = a.saved_bytes;
-  r.scratch_bytes = a.scratch_bytes;
+  r.activation_bytes = activations_.saved_bytes;
+  r.scratch_bytes = activations_.scratch_bytes;
   return r;
 }
 
@@ -300,25 +303,21 @@ double Engine::evaluate() {
 }
 
 static CheckpointContents contents_of(const RunConfig& config, std::int64_t step, Tensor values, Tensor m, Tensor v) {
-  CheckpointContents c;
-  c.step = step;
-  c.config_yaml = config.to_yaml();
-  c.model_yaml = model_section_yaml(config);
-  c.tensors.push_back({"model.parameters", std::move(values)});
-  c.tensors.push_back({"optimizer.adamw.m", std::move(m)});
-  c.tensors.push_back({"optimizer.adamw.v", std::move(v)});
-  return c;
+  return training_state(step, config.to_yaml(), model_section_yaml(config), std::move(values), std::move(m),
+                        std::move(v));
 }
 
 std::string Engine::save(bool background) {
-  // Full tensors on every dp rank (gathered shards) in a host snapshot that training does not
-  // touch, written once by world rank 0 — now, or by a background thread while training goes on.
-  // The snapshot buffers are reused, so a write still reading them must finish first.
+  // Full tensors in a host snapshot that training does not touch, written once by world rank 0 —
+  // now, or by a background thread while training goes on. The snapshot buffers are reused, so a
+  // write still reading them must finish first. Gathering shards is collective (every dp rank
+  // takes part); at ZeRO 0 every rank holds the full state and only rank 0 copies it.
+  const bool writer = groups_->world().rank() == 0;
   dist::run_on_rank0(groups_->world(), "previous background checkpoint write", [&] { async_writer_.wait(); });
-  data_parallel_->snapshot_full(snapshot_);
-  CheckpointContents c = contents_of(config_, step_, snapshot_.values, snapshot_.m, snapshot_.v);
+  if (writer || data_parallel_->snapshot_is_collective()) data_parallel_->snapshot_full(snapshot_);
   std::string path;
   dist::run_on_rank0(groups_->world(), "checkpoint save", [&] {
+    CheckpointContents c = contents_of(config_, step_, snapshot_.values, snapshot_.m, snapshot_.v);
     if (background) {
       path = async_writer_.submit(std::move(c), config_.checkpoint.dir, config_.checkpoint.keep);
       log_->info("checkpoint: step {} snapshot taken, writing {} in the background", step_, path);

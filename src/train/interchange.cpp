@@ -32,7 +32,7 @@ std::string export_safetensors(const std::string& checkpoint_dir, const std::str
   const RunConfig config = RunConfig::from_yaml_string(config_yaml, checkpoint_dir + "/manifest.json config");
   nn::GptModel model = model_of(config);
   CheckpointContents contents;
-  contents.tensors.push_back({"model.parameters", model.parameters().flat_values()});
+  contents.tensors.push_back({kParametersTensor, model.parameters().flat_values()});
   load_checkpoint(checkpoint_dir, contents);
   SafetensorsFile file;
   for (nn::Parameter& p : model.parameters().all()) file.tensors.emplace_back(p.name, p.value);
@@ -73,15 +73,11 @@ std::string import_safetensors(const std::string& input, const std::string& conf
                                                      << config_yaml_path);
   }
   for (auto& [name, tensor] : file.tensors) flat_slice(flat, model.parameters().find(name)).copy_from(tensor);
-  CheckpointContents contents;
-  contents.step = 0;
-  contents.config_yaml = config.to_yaml();
-  contents.model_yaml = model_section_yaml(config);
   const std::int64_t n = model.parameters().numel();
-  contents.tensors.push_back({"model.parameters", flat});
-  contents.tensors.push_back({"optimizer.adamw.m", Tensor::zeros({n})});
-  contents.tensors.push_back({"optimizer.adamw.v", Tensor::zeros({n})});
-  return save_checkpoint(checkpoint_root, contents, 1);
+  return save_checkpoint(checkpoint_root,
+                         training_state(0, config.to_yaml(), model_section_yaml(config), flat, Tensor::zeros({n}),
+                                        Tensor::zeros({n})),
+                         1);
 }
 
 }  // namespace myriad::train

@@ -34,6 +34,14 @@ struct CheckpointContents {
   std::vector<CheckpointTensor> tensors;
 };
 
+// The training state of a run: the flat parameter buffer and AdamW's m and v in the same flat
+// layout, under these names (the format's contract; `model_yaml` is what a load must match).
+inline constexpr const char* kParametersTensor = "model.parameters";
+inline constexpr const char* kAdamMTensor = "optimizer.adamw.m";
+inline constexpr const char* kAdamVTensor = "optimizer.adamw.v";
+CheckpointContents training_state(std::int64_t step, std::string config_yaml, std::string model_yaml, Tensor values,
+                                  Tensor m, Tensor v);
+
 // Writes the checkpoint of `contents.step` under `dir`; returns its directory.
 std::string save_checkpoint(const std::string& dir, const CheckpointContents& contents, int keep);
 // "<dir>/step_00000042": where save_checkpoint puts the checkpoint of `step`.

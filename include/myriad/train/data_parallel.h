@@ -60,8 +60,10 @@ class DataParallel final : public nn::UnitHooks {
   optim::OptimizerStepStats optimizer_step(float lr);
 
   // Writes the full state into `out`: allocated (zeroed) on first use and reused afterwards, so a
-  // later snapshot is a parallel copy into memory whose pages are already resident.
+  // later snapshot is a parallel copy into memory whose pages are already resident. Collective
+  // when sharded (stage >= 1); at stage 0 every rank holds the full state and may skip it.
   void snapshot_full(FullState& out);
+  bool snapshot_is_collective() const { return stage_ >= 1; }
   void load_full(const Tensor& values, const Tensor& m, const Tensor& v);
   // Stage 3: gather every unit and keep all parameters bound (generation); release_all undoes it.
   void gather_all();
@@ -93,6 +95,7 @@ class DataParallel final : public nn::UnitHooks {
   void retire_completed(std::size_t keep_in_flight);
   void ensure_values(int unit);
   void prefetch_values(int unit);
+  void free_values(int unit);  // stage 3: drop a gathered unit and unbind its value views
   void track(std::int64_t delta_bytes);
 
   nn::GptModel& model_;

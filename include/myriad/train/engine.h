@@ -73,7 +73,7 @@ class Engine {
   const data::BpeTokenizer* tokenizer() const { return data_.tokenizer.get(); }
   MemoryReport memory_report() const;
   std::int64_t tokens_per_step() const;
-  double flops_per_token() const;  // GptModel::flops_per_token at training.seq_len
+  double flops_per_token() const { return flops_per_token_; }  // GptModel::flops_per_token at training.seq_len
   const PeakFlops& peak_flops() const { return peak_; }
   std::string metrics_path() const { return writer_ ? writer_->jsonl_path() : std::string(); }
   // Testing aid: sleep this long inside every step's compute phase (a simulated slow rank).
@@ -97,6 +97,8 @@ class Engine {
   std::unique_ptr<DataParallel> data_parallel_;
   optim::LrSchedule schedule_;
   nn::Recompute recompute_ = nn::Recompute::none;
+  double flops_per_token_ = 0.0;
+  nn::ActivationMemory activations_;
   std::int64_t step_ = 0;
   std::vector<Tensor> micro_ids_, micro_targets_;
   PeakFlops peak_;
