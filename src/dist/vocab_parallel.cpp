@@ -34,6 +34,11 @@ std::int64_t valid_columns(const VocabShard& shard, std::int64_t local) {
 
 void vocab_parallel_embedding_forward(Communicator& tp, const VocabShard& shard, const Tensor& ids,
                                       const Tensor& table, Tensor& out) {
+  vocab_parallel_embedding_lookup(shard, ids, table, out);
+  tp.all_reduce(out);
+}
+
+void vocab_parallel_embedding_lookup(const VocabShard& shard, const Tensor& ids, const Tensor& table, Tensor& out) {
   const std::int64_t n = ids.numel(), local = table.size(0), c = table.size(1);
   check_vector("vocab_parallel_embedding_forward", "ids", ids, n, DType::i32);
   check_rows("vocab_parallel_embedding_forward", table, local, c, DType::f32);
@@ -50,7 +55,6 @@ void vocab_parallel_embedding_forward(Communicator& tp, const VocabShard& shard,
       std::memset(o + i * c, 0, static_cast<std::size_t>(c) * sizeof(float));
     }
   }
-  tp.all_reduce(out);
 }
 
 void vocab_parallel_embedding_backward(const VocabShard& shard, const Tensor& ids, const Tensor& grad_out,

@@ -11,6 +11,9 @@ KvCache GptModel::make_kv_cache() const {
 }
 
 Tensor GptModel::decode(std::int32_t token, std::int64_t position, KvCache& cache) const {
+  require_whole_model("decode");
+  MYRIAD_CHECK(split_.tp_size() == 1, "decode: the model is split over tp " << split_.tp_size()
+                                                                            << "; generate on a serial copy");
   MYRIAD_CHECK(token >= 0 && token < config_.vocab_size,
                "decode: token id " << token << " outside the vocabulary [0, " << config_.vocab_size << ")");
   MYRIAD_CHECK(position == cache.length, "decode: position " << position << " but the cache holds " << cache.length);

@@ -36,6 +36,21 @@ void add_into(Tensor& dst, const Tensor& src) {
   for (std::int64_t i = 0; i < n; ++i) d[i] += s[i];
 }
 
+void add_row_bias(Tensor& out, const Tensor& bias) {
+  const std::int64_t m = bias.numel();
+  MYRIAD_CHECK(out.is_contiguous() && bias.is_contiguous() && out.dtype() == DType::f32 &&
+                   bias.dtype() == DType::f32 && m > 0 && out.size(out.dim() - 1) == m,
+               "add_row_bias: out " << out.describe() << " must be contiguous f32 ending in the bias size "
+                                    << bias.describe());
+  float* o = out.data<float>();
+  const float* b = bias.data<float>();
+  const std::int64_t rows = out.numel() / m;
+#pragma omp parallel for schedule(static) if (rows * m > (1 << 16))
+  for (std::int64_t r = 0; r < rows; ++r) {
+    for (std::int64_t j = 0; j < m; ++j) o[r * m + j] += b[j];
+  }
+}
+
 void add(const Tensor& a, const Tensor& b, Tensor& out) {
   check_same("add", a, b);
   check_same("add", a, out);

@@ -33,6 +33,7 @@ std::size_t ParameterStore::add(const std::string& name, const Shape& shape, Par
   Parameter p;
   p.name = name;
   p.shape = shape;
+  p.global_shape = shape;
   p.kind = kind;
   p.init = init;
   p.init_std = init_std;
@@ -41,6 +42,29 @@ std::size_t ParameterStore::add(const std::string& name, const Shape& shape, Par
   total_ += (shape_numel(shape) + 15) / 16 * 16;
   params_.push_back(std::move(p));
   return params_.size() - 1;
+}
+
+std::size_t ParameterStore::add_shard(const std::string& name, const Shape& global_shape, int dim,
+                                     std::vector<IndexRange> ranges, ParamKind kind, ParamInit init, float init_std) {
+  MYRIAD_CHECK(dim >= 0 && dim < static_cast<int>(global_shape.size()),
+               "parameter '" << name << "': shard dimension " << dim << " is outside its " << global_shape.size()
+                             << " dimensions");
+  Shape local = global_shape;
+  local[static_cast<std::size_t>(dim)] = 0;
+  for (const IndexRange& r : ranges) {
+    MYRIAD_CHECK(r.begin >= 0 && r.begin < r.end && r.end <= global_shape[static_cast<std::size_t>(dim)],
+                 "parameter '" << name << "': shard range [" << r.begin << ", " << r.end << ") is outside [0, "
+                               << global_shape[static_cast<std::size_t>(dim)] << ")");
+    local[static_cast<std::size_t>(dim)] += r.size();
+  }
+  const std::size_t index = add(name, local, kind, init, init_std);
+  Parameter& p = params_[index];
+  p.global_shape = global_shape;
+  if (local != global_shape) {
+    p.shard_dim = dim;
+    p.shard_ranges = std::move(ranges);
+  }
+  return index;
 }
 
 void ParameterStore::allocate() {
@@ -60,7 +84,15 @@ void ParameterStore::initialize(std::uint64_t seed) {
     switch (p.init) {
       case ParamInit::zeros: p.value.fill(0.0); break;
       case ParamInit::ones: p.value.fill(1.0); break;
-      case ParamInit::normal: fill_normal(p.value, 0.0f, p.init_std, seed, stable_name_hash(p.name)); break;
+      case ParamInit::normal:
+        if (p.shard_dim < 0) {
+          fill_normal(p.value, 0.0f, p.init_std, seed, stable_name_hash(p.name));
+        } else {  // draw the whole parameter, keep this rank's ranges (split-invariant)
+          Tensor whole = Tensor::empty(p.global_shape);
+          fill_normal(whole, 0.0f, p.init_std, seed, stable_name_hash(p.name));
+          for_each_shard_piece(p, whole, p.value, [](const Tensor& g, Tensor l) { l.copy_from(g); });
+        }
+        break;
     }
   }
 }

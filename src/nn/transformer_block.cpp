@@ -1,7 +1,9 @@
-// TransformerBlock forward / recompute / backward over the reference ops.
+// TransformerBlock forward / recompute / backward over the reference ops, with the tensor- and
+// sequence-parallel communication of model_split.h (all of it a no-op at tp 1).
 #include "myriad/nn/transformer_block.h"
 
 #include <cmath>
+#include <cstring>
 
 #include "myriad/nn/linear.h"
 #include "myriad/ops/activations.h"
@@ -28,67 +30,110 @@ Tensor optional(const ParameterStore& store, std::size_t index, bool grad) {
   return grad ? store[index].grad : store[index].value;
 }
 
+// Rows [r * n / tp, (r + 1) * n / tp) of n: the column-parallel output rows of rank r.
+IndexRange block_of(std::int64_t n, int tp, int r) { return {n * r / tp, n * (r + 1) / tp}; }
+
 }  // namespace
 
-std::vector<ActivationSlot> block_activation_slots(const TransformerConfig& c, std::int64_t B, std::int64_t T) {
-  const std::int64_t C = c.n_embd, F = c.ffn_hidden, D = c.head_dim();
+Shape residual_shape(const TransformerConfig& c, const ModelSplit& split, std::int64_t B, std::int64_t T) {
+  if (split.sharded_sequence()) return {1, B * T / split.tp_size(), c.n_embd};
+  return {B, T, c.n_embd};
+}
+
+std::vector<ActivationSlot> block_activation_slots(const TransformerConfig& c, const ModelSplit& split,
+                                                   std::int64_t B, std::int64_t T) {
+  const int tp = split.tp_size();
+  const std::int64_t C = c.n_embd, F = c.local_ffn(tp), D = c.head_dim(), Hq = c.local_heads(tp);
+  const Shape rows = residual_shape(c, split, B, T);
+  const Shape stats = {rows[0], rows[1]};
   std::vector<ActivationSlot> slots = {
-      {&BlockActivations::ln1_mean, {B, T}, true}, {&BlockActivations::ln1_rstd, {B, T}, true},
-      {&BlockActivations::h1, {B, T, C}, false},   {&BlockActivations::qkv, {B, T, c.qkv_width()}, true},
-      {&BlockActivations::att, {B, T, C}, true},   {&BlockActivations::lse, {B, c.n_head, T}, true},
-      {&BlockActivations::x_mid, {B, T, C}, true}, {&BlockActivations::ln2_mean, {B, T}, true},
-      {&BlockActivations::ln2_rstd, {B, T}, true}, {&BlockActivations::h2, {B, T, C}, false},
+      {&BlockActivations::ln1_mean, stats, true},  {&BlockActivations::ln1_rstd, stats, true},
+      {&BlockActivations::h1, {B, T, C}, false},   {&BlockActivations::qkv, {B, T, c.local_qkv_width(tp)}, true},
+      {&BlockActivations::att, {B, T, Hq * D}, true}, {&BlockActivations::lse, {B, Hq, T}, true},
+      {&BlockActivations::x_mid, rows, true},      {&BlockActivations::ln2_mean, stats, true},
+      {&BlockActivations::ln2_rstd, stats, true},  {&BlockActivations::h2, {B, T, C}, false},
       {&BlockActivations::fc, {B, T, F}, true},    {&BlockActivations::act, {B, T, F}, false},
   };
+  if (split.sharded_sequence()) {
+    slots.push_back({&BlockActivations::h1s, rows, false});
+    slots.push_back({&BlockActivations::h2s, rows, false});
+  }
   if (c.positions == PositionKind::rope) {
-    slots.push_back({&BlockActivations::q_rot, {B, T, c.n_head, D}, true});
-    slots.push_back({&BlockActivations::k_rot, {B, T, c.n_kv_head, D}, true});
+    slots.push_back({&BlockActivations::q_rot, {B, T, Hq, D}, true});
+    slots.push_back({&BlockActivations::k_rot, {B, T, c.local_kv_heads(tp), D}, true});
   }
   if (c.mlp == MlpKind::swiglu) slots.push_back({&BlockActivations::up, {B, T, F}, true});
   return slots;
 }
 
-BlockScratch make_block_scratch(const TransformerConfig& c, std::int64_t B, std::int64_t T) {
-  const std::int64_t C = c.n_embd, F = c.ffn_hidden;
+BlockScratch make_block_scratch(const TransformerConfig& c, const ModelSplit& split, std::int64_t B, std::int64_t T) {
+  const int tp = split.tp_size();
+  const std::int64_t C = c.n_embd, F = c.local_ffn(tp);
+  const Shape rows = residual_shape(c, split, B, T);
   BlockScratch s;
   s.d_h = Tensor::empty({B, T, C});
-  s.d_tmp = Tensor::empty({B, T, C});
-  s.d_att = Tensor::empty({B, T, C});
-  s.y_discard = Tensor::empty({B, T, C});
-  s.d_qkv = Tensor::empty({B, T, c.qkv_width()});
+  s.d_att = Tensor::empty({B, T, c.local_heads(tp) * c.head_dim()});
+  s.d_tmp = Tensor::empty(rows);
+  s.y_discard = Tensor::empty(rows);
+  s.d_qkv = Tensor::empty({B, T, c.local_qkv_width(tp)});
   s.d_fc = Tensor::empty({B, T, F});
   s.d_act = Tensor::empty({B, T, F});
   if (c.mlp == MlpKind::swiglu) s.d_up = Tensor::empty({B, T, F});
+  if (split.sharded_sequence()) {
+    s.d_full = Tensor::empty({B, T, C});
+    s.d_hs = Tensor::empty(rows);
+    s.norm_grads = Tensor::empty({4 * C});
+  }
   return s;
 }
 
-TransformerBlock::TransformerBlock(const TransformerConfig& config, int layer, ParameterStore& store)
-    : config_(config), layer_(layer) {
-  const std::int64_t C = config.n_embd, F = config.ffn_hidden;
+TransformerBlock::TransformerBlock(const TransformerConfig& config, const ModelSplit& split, int layer,
+                                   ParameterStore& store)
+    : config_(config), split_(split), layer_(layer) {
+  const std::int64_t C = config.n_embd, F = config.ffn_hidden, D = config.head_dim();
+  const std::int64_t Hq = config.n_head, Hkv = config.n_kv_head;
+  const int tp = split.tp_size(), r = split.tp_rank();
   const std::string prefix = "blocks." + std::to_string(layer) + ".";
   const float std = config.init_std;
   // GPT-2 scales the init of projections that write into the residual stream by 1/sqrt(2L).
   const float residual_std = std / std::sqrt(2.0f * static_cast<float>(config.n_layer));
   const bool layernorm = config.norm == NormKind::layernorm;
-  norm1_w_ = store.add(prefix + "norm1.weight", {C}, ParamKind::norm, ParamInit::ones);
-  if (layernorm) norm1_b_ = store.add(prefix + "norm1.bias", {C}, ParamKind::bias, ParamInit::zeros);
-  qkv_w_ = store.add(prefix + "attn.qkv.weight", {config.qkv_width(), C}, ParamKind::weight, ParamInit::normal, std);
-  if (config.bias) qkv_b_ = store.add(prefix + "attn.qkv.bias", {config.qkv_width()}, ParamKind::bias, ParamInit::zeros);
-  proj_w_ = store.add(prefix + "attn.proj.weight", {C, C}, ParamKind::weight, ParamInit::normal, residual_std);
-  if (config.bias) proj_b_ = store.add(prefix + "attn.proj.bias", {C}, ParamKind::bias, ParamInit::zeros);
-  norm2_w_ = store.add(prefix + "norm2.weight", {C}, ParamKind::norm, ParamInit::ones);
-  if (layernorm) norm2_b_ = store.add(prefix + "norm2.bias", {C}, ParamKind::bias, ParamInit::zeros);
-  if (config.mlp == MlpKind::gelu) {
-    fc_w_ = store.add(prefix + "mlp.fc.weight", {F, C}, ParamKind::weight, ParamInit::normal, std);
-    if (config.bias) fc_b_ = store.add(prefix + "mlp.fc.bias", {F}, ParamKind::bias, ParamInit::zeros);
-    out_w_ = store.add(prefix + "mlp.proj.weight", {C, F}, ParamKind::weight, ParamInit::normal, residual_std);
-  } else {
-    fc_w_ = store.add(prefix + "mlp.gate.weight", {F, C}, ParamKind::weight, ParamInit::normal, std);
-    if (config.bias) fc_b_ = store.add(prefix + "mlp.gate.bias", {F}, ParamKind::bias, ParamInit::zeros);
-    up_w_ = store.add(prefix + "mlp.up.weight", {F, C}, ParamKind::weight, ParamInit::normal, std);
-    out_w_ = store.add(prefix + "mlp.down.weight", {C, F}, ParamKind::weight, ParamInit::normal, residual_std);
+  // Replicated over tp: counted once (tp rank 0) in the gradient norm and checkpoints.
+  auto replicated = [&](const std::string& name, ParamKind kind, ParamInit init) {
+    std::size_t index = store.add(prefix + name, {C}, kind, init);
+    store.set_primary(index, r == 0);
+    return index;
+  };
+  // qkv rows: this rank's q heads, then its k heads, then its v heads (local layout q | k | v).
+  const IndexRange q = block_of(Hq, tp, r), kv = block_of(Hkv, tp, r);
+  const std::vector<IndexRange> qkv_rows = {{q.begin * D, q.end * D},
+                                            {(Hq + kv.begin) * D, (Hq + kv.end) * D},
+                                            {(Hq + Hkv + kv.begin) * D, (Hq + Hkv + kv.end) * D}};
+  const IndexRange ffn = block_of(F, tp, r), features = block_of(C, tp, r);
+  norm1_w_ = replicated("norm1.weight", ParamKind::norm, ParamInit::ones);
+  if (layernorm) norm1_b_ = replicated("norm1.bias", ParamKind::bias, ParamInit::zeros);
+  qkv_w_ = store.add_shard(prefix + "attn.qkv.weight", {config.qkv_width(), C}, 0, qkv_rows, ParamKind::weight,
+                           ParamInit::normal, std);
+  if (config.bias) {
+    qkv_b_ = store.add_shard(prefix + "attn.qkv.bias", {config.qkv_width()}, 0, qkv_rows, ParamKind::bias,
+                             ParamInit::zeros);
   }
-  if (config.bias) out_b_ = store.add(prefix + "mlp.proj.bias", {C}, ParamKind::bias, ParamInit::zeros);
+  proj_w_ = store.add_shard(prefix + "attn.proj.weight", {C, C}, 1, {features}, ParamKind::weight, ParamInit::normal,
+                            residual_std);
+  if (config.bias) proj_b_ = replicated("attn.proj.bias", ParamKind::bias, ParamInit::zeros);
+  norm2_w_ = replicated("norm2.weight", ParamKind::norm, ParamInit::ones);
+  if (layernorm) norm2_b_ = replicated("norm2.bias", ParamKind::bias, ParamInit::zeros);
+  const std::string out_name = config.mlp == MlpKind::gelu ? "mlp.proj.weight" : "mlp.down.weight";
+  const std::string fc_name = config.mlp == MlpKind::gelu ? "mlp.fc" : "mlp.gate";
+  fc_w_ = store.add_shard(prefix + fc_name + ".weight", {F, C}, 0, {ffn}, ParamKind::weight, ParamInit::normal, std);
+  if (config.bias) {
+    fc_b_ = store.add_shard(prefix + fc_name + ".bias", {F}, 0, {ffn}, ParamKind::bias, ParamInit::zeros);
+  }
+  if (config.mlp == MlpKind::swiglu) {
+    up_w_ = store.add_shard(prefix + "mlp.up.weight", {F, C}, 0, {ffn}, ParamKind::weight, ParamInit::normal, std);
+  }
+  out_w_ = store.add_shard(prefix + out_name, {C, F}, 1, {ffn}, ParamKind::weight, ParamInit::normal, residual_std);
+  if (config.bias) out_b_ = replicated("mlp.proj.bias", ParamKind::bias, ParamInit::zeros);
 }
 
 void TransformerBlock::norm_forward(const ParameterStore& store, std::size_t w, std::size_t b, const Tensor& x,
@@ -101,16 +146,24 @@ void TransformerBlock::norm_forward(const ParameterStore& store, std::size_t w, 
   }
 }
 
-void TransformerBlock::norm_backward(ParameterStore& store, std::size_t w, std::size_t b, const Tensor& x,
-                                     const Tensor& mean, const Tensor& rstd, const Tensor& grad_out,
-                                     Tensor& grad_x) const {
+void TransformerBlock::norm_backward(const ParameterStore& store, std::size_t w, const Tensor& x, const Tensor& mean,
+                                     const Tensor& rstd, const Tensor& grad_out, Tensor& grad_x, Tensor& grad_w,
+                                     Tensor& grad_b) const {
   if (config_.norm == NormKind::layernorm) {
-    Tensor grad_b = optional(store, b, true);
     layernorm_backward(LayernormArgs{.eps = config_.norm_eps}, x, store[w].value, mean, rstd, grad_out, grad_x,
-                       store[w].grad, grad_b);
+                       grad_w, grad_b);
   } else {
-    rmsnorm_backward(RmsnormArgs{.eps = config_.norm_eps}, x, store[w].value, rstd, grad_out, grad_x, store[w].grad);
+    rmsnorm_backward(RmsnormArgs{.eps = config_.norm_eps}, x, store[w].value, rstd, grad_out, grad_x, grad_w);
   }
+}
+
+// Where a norm parameter's gradient goes: the store, or (sequence parallel: a partial sum over
+// this rank's tokens) one of four C-sized slots of scratch.norm_grads, all-reduced at the end.
+Tensor TransformerBlock::norm_grad_target(ParameterStore& store, std::size_t index, BlockScratch& s, int slot) const {
+  if (index == npos) return Tensor();
+  if (!split_.sharded_sequence()) return store[index].grad;
+  const std::int64_t C = config_.n_embd;
+  return s.norm_grads.slice(0, slot * C, (slot + 1) * C);
 }
 
 void TransformerBlock::mlp_activation(const BlockActivations& acts, Tensor& act) const {
@@ -121,9 +174,41 @@ void TransformerBlock::mlp_activation(const BlockActivations& acts, Tensor& act)
   }
 }
 
-void TransformerBlock::forward(const ParameterStore& store, const Tensor& x, Tensor& y, BlockActivations& a) const {
-  const std::int64_t Hq = config_.n_head, Hkv = config_.n_kv_head, D = config_.head_dim();
-  norm_forward(store, norm1_w_, norm1_b_, x, a.h1, a.ln1_mean, a.ln1_rstd);
+// full <- norm(x): directly, or (sequence parallel) norm of this rank's rows, then all-gathered.
+void TransformerBlock::norm_and_gather(const ParameterStore& store, std::size_t w, std::size_t b, const Tensor& x,
+                                       Tensor& shard, Tensor& full, Tensor& mean, Tensor& rstd) const {
+  if (!split_.sharded_sequence()) {
+    norm_forward(store, w, b, x, full, mean, rstd);
+    return;
+  }
+  norm_forward(store, w, b, x, shard, mean, rstd);
+  split_.tp->all_gather(shard, full);
+}
+
+// out = residual + reduce_over_tp(in @ weight^T) + bias: all-reduce, or reduce-scatter to this
+// rank's rows (sequence parallel). `partial` is (B, T, C) scratch used when tp > 1.
+void TransformerBlock::row_parallel_output(const Tensor& in, const Tensor& weight, const Tensor& bias,
+                                           const Tensor& residual, Tensor& partial, Tensor& out) const {
+  if (split_.tp_size() == 1) {
+    linear_forward(in, weight, bias, out);
+  } else if (split_.sharded_sequence()) {
+    linear_forward(in, weight, Tensor(), partial);
+    split_.tp->reduce_scatter(partial, out);
+    if (bias.defined()) add_row_bias(out, bias);
+  } else {
+    linear_forward(in, weight, Tensor(), out);
+    split_.tp->all_reduce(out);
+    if (bias.defined()) add_row_bias(out, bias);
+  }
+  add_into(out, residual);
+}
+
+void TransformerBlock::forward(const ParameterStore& store, const Tensor& x, Tensor& y, BlockActivations& a,
+                               BlockScratch& s) const {
+  const int tp = split_.tp_size();
+  const std::int64_t Hq = config_.local_heads(tp), Hkv = config_.local_kv_heads(tp), D = config_.head_dim();
+  const std::int64_t B = a.h1.size(0), T = a.h1.size(1);
+  norm_and_gather(store, norm1_w_, norm1_b_, x, a.h1s, a.h1, a.ln1_mean, a.ln1_rstd);
   linear_forward(a.h1, store[qkv_w_].value, optional(store, qkv_b_, false), a.qkv);
   Tensor q = head_view(a.qkv, 0, Hq, D), k = head_view(a.qkv, Hq * D, Hkv, D);
   Tensor v = head_view(a.qkv, (Hq + Hkv) * D, Hkv, D);
@@ -134,37 +219,57 @@ void TransformerBlock::forward(const ParameterStore& store, const Tensor& x, Ten
     q = a.q_rot;
     k = a.k_rot;
   }
-  Tensor att_heads = bhtd(a.att.view({x.size(0), x.size(1), Hq, D}));
+  Tensor att_heads = bhtd(a.att.view({B, T, Hq, D}));
   attention_forward(AttentionArgs{}, bhtd(q), bhtd(k), bhtd(v), att_heads, a.lse);
-  linear_forward(a.att, store[proj_w_].value, optional(store, proj_b_, false), a.x_mid);
-  add_into(a.x_mid, x);
-  norm_forward(store, norm2_w_, norm2_b_, a.x_mid, a.h2, a.ln2_mean, a.ln2_rstd);
+  row_parallel_output(a.att, store[proj_w_].value, optional(store, proj_b_, false), x, s.d_h, a.x_mid);
+  norm_and_gather(store, norm2_w_, norm2_b_, a.x_mid, a.h2s, a.h2, a.ln2_mean, a.ln2_rstd);
   linear_forward(a.h2, store[fc_w_].value, optional(store, fc_b_, false), a.fc);
   if (config_.mlp == MlpKind::swiglu) linear_forward(a.h2, store[up_w_].value, Tensor(), a.up);
   mlp_activation(a, a.act);
-  linear_forward(a.act, store[out_w_].value, optional(store, out_b_, false), y);
-  add_into(y, a.x_mid);
+  row_parallel_output(a.act, store[out_w_].value, optional(store, out_b_, false), a.x_mid, s.d_h, y);
 }
 
 void TransformerBlock::recompute(const ParameterStore& store, const Tensor& x, BlockActivations& a,
                                  BlockScratch& scratch, Recompute mode) const {
   if (mode == Recompute::none) return;
   if (mode == Recompute::full) {
-    forward(store, x, scratch.y_discard, a);
+    forward(store, x, scratch.y_discard, a, scratch);
     return;
   }
-  norm_forward(store, norm1_w_, norm1_b_, x, a.h1, a.ln1_mean, a.ln1_rstd);
-  norm_forward(store, norm2_w_, norm2_b_, a.x_mid, a.h2, a.ln2_mean, a.ln2_rstd);
+  norm_and_gather(store, norm1_w_, norm1_b_, x, a.h1s, a.h1, a.ln1_mean, a.ln1_rstd);
+  norm_and_gather(store, norm2_w_, norm2_b_, a.x_mid, a.h2s, a.h2, a.ln2_mean, a.ln2_rstd);
   mlp_activation(a, a.act);
+}
+
+// The full (B, T, C) gradient of a row-parallel output: `grad` itself, or (sequence parallel) the
+// all-gather of every rank's rows (the backward of the forward's reduce-scatter).
+const Tensor& TransformerBlock::gathered_grad(const Tensor& grad, BlockScratch& s) const {
+  if (!split_.sharded_sequence()) return grad;
+  split_.tp->all_gather(grad, s.d_full);
+  return s.d_full;
+}
+
+// s.d_h holds this rank's partial gradient of a column-parallel input: sum it over tp (all-reduce,
+// or reduce-scatter to this rank's rows: the backward of the forward's all-gather).
+const Tensor& TransformerBlock::reduced_input_grad(BlockScratch& s) const {
+  if (split_.tp_size() == 1) return s.d_h;
+  if (!split_.sharded_sequence()) {
+    split_.tp->all_reduce(s.d_h);
+    return s.d_h;
+  }
+  split_.tp->reduce_scatter(s.d_h, s.d_hs);
+  return s.d_hs;
 }
 
 void TransformerBlock::backward(ParameterStore& store, const Tensor& x, const BlockActivations& a,
                                 BlockScratch& s, Tensor& grad) const {
-  const std::int64_t B = x.size(0), T = x.size(1);
-  const std::int64_t Hq = config_.n_head, Hkv = config_.n_kv_head, D = config_.head_dim();
+  const int tp = split_.tp_size();
+  const std::int64_t B = a.h1.size(0), T = a.h1.size(1);
+  const std::int64_t Hq = config_.local_heads(tp), Hkv = config_.local_kv_heads(tp), D = config_.head_dim();
+  if (split_.sharded_sequence()) std::memset(s.norm_grads.raw_data(), 0, s.norm_grads.nbytes());
   // MLP.
   Tensor out_b = optional(store, out_b_, true), fc_b = optional(store, fc_b_, true), none;
-  linear_backward(a.act, store[out_w_].value, grad, s.d_act, false, store[out_w_].grad, out_b);
+  linear_backward(a.act, store[out_w_].value, gathered_grad(grad, s), s.d_act, false, store[out_w_].grad, out_b);
   if (config_.mlp == MlpKind::gelu) {
     gelu_backward(GeluArgs{}, a.fc, s.d_act, s.d_fc);
     linear_backward(a.h2, store[fc_w_].value, s.d_fc, s.d_h, false, store[fc_w_].grad, fc_b);
@@ -173,11 +278,12 @@ void TransformerBlock::backward(ParameterStore& store, const Tensor& x, const Bl
     linear_backward(a.h2, store[fc_w_].value, s.d_fc, s.d_h, false, store[fc_w_].grad, fc_b);
     linear_backward(a.h2, store[up_w_].value, s.d_up, s.d_h, true, store[up_w_].grad, none);
   }
-  norm_backward(store, norm2_w_, norm2_b_, a.x_mid, a.ln2_mean, a.ln2_rstd, s.d_h, s.d_tmp);
+  Tensor n2w = norm_grad_target(store, norm2_w_, s, 2), n2b = norm_grad_target(store, norm2_b_, s, 3);
+  norm_backward(store, norm2_w_, a.x_mid, a.ln2_mean, a.ln2_rstd, reduced_input_grad(s), s.d_tmp, n2w, n2b);
   add_into(grad, s.d_tmp);  // grad = dL/dx_mid
   // Attention.
   Tensor proj_b = optional(store, proj_b_, true);
-  linear_backward(a.att, store[proj_w_].value, grad, s.d_att, false, store[proj_w_].grad, proj_b);
+  linear_backward(a.att, store[proj_w_].value, gathered_grad(grad, s), s.d_att, false, store[proj_w_].grad, proj_b);
   Tensor q = head_view(a.qkv, 0, Hq, D), k = head_view(a.qkv, Hq * D, Hkv, D);
   Tensor v = head_view(a.qkv, (Hq + Hkv) * D, Hkv, D);
   if (config_.positions == PositionKind::rope) {
@@ -196,8 +302,18 @@ void TransformerBlock::backward(ParameterStore& store, const Tensor& x, const Bl
   }
   Tensor qkv_b = optional(store, qkv_b_, true);
   linear_backward(a.h1, store[qkv_w_].value, s.d_qkv, s.d_h, false, store[qkv_w_].grad, qkv_b);
-  norm_backward(store, norm1_w_, norm1_b_, x, a.ln1_mean, a.ln1_rstd, s.d_h, s.d_tmp);
+  Tensor n1w = norm_grad_target(store, norm1_w_, s, 0), n1b = norm_grad_target(store, norm1_b_, s, 1);
+  norm_backward(store, norm1_w_, x, a.ln1_mean, a.ln1_rstd, reduced_input_grad(s), s.d_tmp, n1w, n1b);
   add_into(grad, s.d_tmp);  // grad = dL/dx
+  if (split_.sharded_sequence()) {  // the norms' partial gradients, summed over every rank's tokens
+    split_.tp->all_reduce(s.norm_grads);
+    const std::int64_t C = config_.n_embd;
+    const std::size_t norms[4] = {norm1_w_, norm1_b_, norm2_w_, norm2_b_};
+    for (int slot = 0; slot < 4; ++slot) {
+      if (norms[slot] == npos) continue;
+      add_into(store[norms[slot]].grad, s.norm_grads.slice(0, slot * C, (slot + 1) * C));
+    }
+  }
 }
 
 }  // namespace myriad::nn

@@ -17,6 +17,8 @@ void TransformerBlock::decode(const ParameterStore& store, const Tensor& x, std:
                               Tensor& y) const {
   const std::int64_t C = config_.n_embd, F = config_.ffn_hidden, Hq = config_.n_head, Hkv = config_.n_kv_head;
   const std::int64_t D = config_.head_dim(), group = Hq / Hkv;
+  MYRIAD_CHECK(split_.tp_size() == 1, "decode: layer " << layer_ << " is split over tp " << split_.tp_size()
+                                                        << "; generation runs on a serial copy of the model");
   MYRIAD_CHECK(position < cache.capacity(), "decode: position " << position << " beyond the KV cache capacity "
                                                                 << cache.capacity() << " (block_size)");
   auto value = [&](std::size_t index) { return index == npos ? Tensor() : store[index].value; };

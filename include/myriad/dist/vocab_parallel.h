@@ -28,7 +28,9 @@ struct VocabShard {
   std::int64_t vocab_size = 0;   // the real vocabulary V (columns >= V are padding)
 };
 
-// ids (N) i32 in [0, V); table (V_local, C); out (N, C) written.
+// The local part: out[i] = table row of ids[i] when this rank holds it, else zeros (no communication).
+void vocab_parallel_embedding_lookup(const VocabShard& shard, const Tensor& ids, const Tensor& table, Tensor& out);
+// ids (N) i32 in [0, V); table (V_local, C); out (N, C) written: the lookup, then all-reduce over tp.
 void vocab_parallel_embedding_forward(Communicator& tp, const VocabShard& shard, const Tensor& ids,
                                       const Tensor& table, Tensor& out);
 // grad_table (V_local, C) accumulated (`+=`).

@@ -1,18 +1,27 @@
 // GptModel — token (+ learned position) embedding, L transformer blocks, final norm, LM head and
-// fused cross-entropy, with explicit forward and backward.
+// fused cross-entropy, with explicit forward and backward; one rank's part of it under a
+// ModelSplit (tensor/sequence parallel share, pipeline chunks: model_split.h).
 //
 // Inputs: ids, targets (B, T) i32, targets may hold the ignore index (-100). The LM head only
-// produces the real vocabulary's logits (N, V): padded embedding rows never get probability.
-// Loss normalisation is the caller's: forward_backward() seeds every valid token's loss
-// gradient with `loss_scale` (pass 1 / valid tokens of the whole global batch) and returns the
-// un-normalised loss sum, so gradient accumulation over uneven micro-batches is exact.
-// Buffers for a (B, T, recompute) combination are allocated once and reused.
+// produces the real vocabulary's logits (N, V): padded embedding rows never get probability
+// (under tp each rank holds V_padded/tp vocabulary rows and the cross-entropy is vocab-parallel,
+// never gathering the logits). Loss normalisation is the caller's: the backward seeds every valid
+// token's loss gradient with `loss_scale` (pass 1 / valid tokens of the whole global batch) and the
+// forward returns the un-normalised loss sum, so accumulation over uneven micro-batches is exact.
+//
+// Pipeline interface: the rank's layers form num_chunks() chunks (virtual stages). For micro-batch
+// buffers `slot` (0..slots-1, each a full set of activations): forward_chunk(c) reads ids (first
+// global stage) or chunk_input(c), writes chunk_output(c) and, on the last global stage, returns
+// the loss; backward_chunk(c) reads chunk_grad(c) = dL/d output (or starts from the loss) and
+// leaves dL/d input there. forward_backward() = chunk 0 forward and backward in slot 0 of a model
+// that holds every layer. Buffers for a (B, T, recompute, slots) combination are allocated once.
 // Gradient contract: parameter gradients accumulate (`+=`) across calls until zero_grads().
 #pragma once
 
 #include <memory>
 #include <vector>
 
+#include "myriad/nn/model_split.h"
 #include "myriad/nn/parameter_store.h"
 #include "myriad/nn/transformer_block.h"
 #include "myriad/nn/transformer_config.h"
@@ -34,67 +43,96 @@ class GptModel {
  public:
   static constexpr std::int32_t kIgnoreIndex = -100;
 
-  explicit GptModel(const TransformerConfig& config);
+  // `allocate` false registers the parameters only (a layout: names, shapes, offsets).
+  explicit GptModel(const TransformerConfig& config, const ModelSplit& split = {}, bool allocate = true);
 
   const TransformerConfig& config() const { return config_; }
+  const ModelSplit& split() const { return split_; }
   ParameterStore& parameters() { return store_; }
   const ParameterStore& parameters() const { return store_; }
   void initialize(std::uint64_t seed) { store_.initialize(seed); }
 
-  // Units of the flat layout (unit_hooks.h): 0 embeddings, 1..L blocks, L+1 final norm + head.
+  // Units of the flat layout (unit_hooks.h): embeddings (first stage), one per local block, final
+  // norm + head (last stage), in that order.
   const std::vector<ParamUnit>& units() const { return units_; }
   // Hooks called around every unit in forward/backward passes (nullptr = none); not owned.
   void set_hooks(UnitHooks* hooks) { hooks_ = hooks; }
 
-  // Forward and backward of one micro-batch; accumulates parameter gradients.
+  // Forward and backward of one micro-batch (a model holding every layer); accumulates gradients.
   LossSum forward_backward(const Tensor& ids, const Tensor& targets, float loss_scale, Recompute mode);
-  // Forward only (evaluation).
+  // Forward only (evaluation; a model holding every layer).
   LossSum forward_loss(const Tensor& ids, const Tensor& targets);
-  // Logits (B, T, V) of a forward pass (no loss); for tests and simple generation.
+  // Logits (B, T, V) of a forward pass (no loss); serial models only, for tests.
   Tensor forward_logits(const Tensor& ids);
+
+  // Pipeline pieces (see the file comment).
+  int num_chunks() const { return static_cast<int>(chunk_blocks_.size()); }
+  bool chunk_is_first(int chunk) const { return chunk == 0 && split_.first_stage; }
+  bool chunk_is_last(int chunk) const { return chunk == num_chunks() - 1 && split_.last_stage; }
+  // Allocates buffers for `slots` micro-batches of (B, T) under `mode` (kept when unchanged).
+  void prepare(std::int64_t B, std::int64_t T, Recompute mode, int slots);
+  Tensor chunk_input(int chunk, int slot);
+  Tensor chunk_output(int chunk, int slot);
+  Tensor chunk_grad(int chunk, int slot);
+  LossSum forward_chunk(int chunk, int slot, const Tensor& ids, const Tensor& targets);
+  void backward_chunk(int chunk, int slot, const Tensor& ids, const Tensor& targets, float loss_scale);
 
   // Logits (V) of the next token after `token` at `position`, using and extending the cache.
   Tensor decode(std::int32_t token, std::int64_t position, KvCache& cache) const;
   KvCache make_kv_cache() const;
 
-  // Model FLOPs per trained token at sequence length T (forward + backward): 6 per matmul weight
-  // (forward 2, backward 4), the tied LM head counted as V*C more, plus causal attention scores
-  // and values, 6 * L * T * C (half of 12 * L * T * C).
+  // Model FLOPs per trained token at sequence length T (forward + backward) of the WHOLE model,
+  // whatever this rank holds: 6 per matmul weight (forward 2, backward 4), the tied LM head counted
+  // as V*C more, plus causal attention scores and values, 6 * L * T * C (half of 12 * L * T * C).
   double flops_per_token(std::int64_t T) const;
 
+  // What this rank keeps per micro-batch in flight, and its shared buffers.
   ActivationMemory activation_memory(std::int64_t B, std::int64_t T, Recompute mode) const;
 
  private:
+  struct Slot {
+    std::vector<Tensor> residual;  // chunk c's blocks [b0, b1) read residual[b0 + c] .. write residual[b1 + c]
+    std::vector<BlockActivations> blocks;  // per local block
+    std::vector<Tensor> grad;      // per chunk, residual shape
+    Tensor hf, hf_full, hf_mean, hf_rstd;  // final norm output (rows; gathered (B, T, C)) and stats
+    Tensor logits;                 // (N, V) or (N, V_local); holds dlogits after backward
+    Tensor losses, lse;            // (N)
+  };
   struct Buffers {
     std::int64_t B = 0, T = 0;
     Recompute mode = Recompute::none;
-    std::vector<Tensor> residual;  // L + 1 tensors (B, T, C): input of each block and the last output
-    std::vector<BlockActivations> blocks;
+    std::vector<Slot> slots;
     BlockScratch scratch;
-    Tensor positions;              // (B, T) i32
-    Tensor pos_emb;                // (B, T, C)
-    Tensor hf, hf_mean, hf_rstd;   // final norm output and stats
-    Tensor logits;                 // (B*T, V); holds dlogits after backward
-    Tensor losses, lse, grad_losses;  // (B*T)
-    Tensor d_hf;                   // (B, T, C)
-    Tensor grad;                   // (B, T, C) residual-stream gradient
+    Tensor positions;              // (B, T) i32: t
+    Tensor row_positions;          // the positions of this rank's residual rows (sequence parallel)
+    Tensor pos_emb;                // residual shape
+    Tensor grad_losses;            // (N)
+    Tensor d_hf;                   // (B, T, C) head input gradient
+    Tensor norm_grads;             // sequence parallel: final-norm partial gradients (2 C)
   };
 
-  void ensure_buffers(std::int64_t B, std::int64_t T, Recompute mode);
+  Slot make_slot() const;
   void check_inputs(const Tensor& ids, const Tensor& targets) const;
-  void forward(const Tensor& ids);
-  LossSum loss(const Tensor& targets);
+  void embed(const Tensor& ids, Tensor& out);
+  void embed_backward(const Tensor& ids, const Tensor& grad);
+  LossSum head_forward(Slot& slot, const Tensor& targets);
+  void head_backward(Slot& slot, const Tensor& targets, float loss_scale, Tensor& grad);
+  std::int64_t vocab_start() const;
   Tensor head_weight(bool grad) const;
-  void acquire(int unit, Pass pass) { if (hooks_) hooks_->acquire(unit, pass); }
-  void release(int unit, Pass pass) { if (hooks_) hooks_->release(unit, pass); }
-  void grads_ready(int unit) { if (hooks_) hooks_->grads_ready(unit); }
+  void acquire(int unit, Pass pass) { if (hooks_ && unit >= 0) hooks_->acquire(unit, pass); }
+  void release(int unit, Pass pass) { if (hooks_ && unit >= 0) hooks_->release(unit, pass); }
+  void grads_ready(int unit) { if (hooks_ && unit >= 0) hooks_->grads_ready(unit); }
   void build_units();
+  void require_whole_model(const char* what) const;
 
   TransformerConfig config_;
+  ModelSplit split_;
   ParameterStore store_;
-  std::vector<TransformerBlock> blocks_;
-  std::size_t wte_ = 0, wpe_ = static_cast<std::size_t>(-1), norm_w_ = 0, norm_b_ = static_cast<std::size_t>(-1);
-  std::size_t head_ = static_cast<std::size_t>(-1);
+  std::vector<TransformerBlock> blocks_;      // local blocks, chunk by chunk
+  std::vector<std::pair<int, int>> chunk_blocks_;  // per chunk: [first, last) local block
+  static constexpr std::size_t npos = static_cast<std::size_t>(-1);
+  std::size_t wte_ = npos, wpe_ = npos, norm_w_ = npos, norm_b_ = npos, head_ = npos;
+  int embedding_unit_ = -1, head_unit_ = -1;  // -1: not on this rank
   Buffers buffers_;
   std::vector<ParamUnit> units_;
   UnitHooks* hooks_ = nullptr;

@@ -15,6 +15,8 @@ void linear_backward(const Tensor& x, const Tensor& weight, const Tensor& grad_y
 
 // dst += src (same shape, contiguous f32).
 void add_into(Tensor& dst, const Tensor& src);
+// out[..., j] += bias[j] (out contiguous f32 (..., M), bias (M)).
+void add_row_bias(Tensor& out, const Tensor& bias);
 // out = a + b (same shape, contiguous f32; out may alias a or b).
 void add(const Tensor& a, const Tensor& b, Tensor& out);
 

@@ -6,6 +6,12 @@
 // initialize(seed) fills each parameter from Philox with stream = FNV-1a hash of its name and
 // element index = its row-major index within that parameter, so a shard of a parameter held by
 // another layout is initialised to exactly the same values.
+// Tensor-parallel shards: add_shard() registers the part of a global parameter that one rank holds
+// (ranges of global indices along one dimension, held back to back); initialize() draws the whole
+// parameter and keeps the ranges, so every layout starts from the values of the serial model.
+// A parameter that is not `primary` is a copy whose gradient and values another rank also holds
+// (tp-replicated norms and biases on tp ranks > 0, the tied embedding's copy on the last pipeline
+// stage): it is left out of the global gradient norm and of checkpoints, so each counts once.
 // Gradient contract: gradients accumulate (`+=`) until zero_grads().
 #pragma once
 
@@ -22,9 +28,18 @@ enum class ParamInit { normal, zeros, ones };
 
 const char* param_kind_name(ParamKind kind);
 
+struct IndexRange {
+  std::int64_t begin = 0, end = 0;
+  std::int64_t size() const { return end - begin; }
+};
+
 struct Parameter {
   std::string name;
-  Shape shape;
+  Shape shape;               // what this rank holds
+  Shape global_shape;        // the whole parameter (== shape unless sharded)
+  int shard_dim = -1;        // dimension split over tensor-parallel ranks; -1 = whole
+  std::vector<IndexRange> shard_ranges;  // global indices along shard_dim, held back to back
+  bool primary = true;       // false: a copy another rank also holds (see the file comment)
   ParamKind kind = ParamKind::weight;
   ParamInit init = ParamInit::normal;
   float init_std = 0.0f;
@@ -37,6 +52,10 @@ class ParameterStore {
  public:
   // Registers a parameter; returns its index. Only before allocate().
   std::size_t add(const std::string& name, const Shape& shape, ParamKind kind, ParamInit init, float init_std = 0.0f);
+  // Registers the ranges [r.begin, r.end) along `dim` of a parameter of `global_shape`.
+  std::size_t add_shard(const std::string& name, const Shape& global_shape, int dim, std::vector<IndexRange> ranges,
+                        ParamKind kind, ParamInit init, float init_std = 0.0f);
+  void set_primary(std::size_t index, bool primary) { params_[index].primary = primary; }
   void allocate();
   void initialize(std::uint64_t seed);
   void zero_grads();
@@ -70,5 +89,20 @@ class ParameterStore {
 };
 
 std::uint64_t stable_name_hash(const std::string& name);  // FNV-1a 64
+
+// Calls fn(global_piece, local_piece) for each shard range of `p`: views of `global` (the whole
+// parameter, p.global_shape) and of `local` (p.shape) that hold the same elements.
+template <typename Fn>
+void for_each_shard_piece(const Parameter& p, const Tensor& global, const Tensor& local, Fn&& fn) {
+  if (p.shard_dim < 0) {
+    fn(global, local);
+    return;
+  }
+  std::int64_t at = 0;
+  for (const IndexRange& r : p.shard_ranges) {
+    fn(global.slice(p.shard_dim, r.begin, r.end), local.slice(p.shard_dim, at, at + r.size()));
+    at += r.size();
+  }
+}
 
 }  // namespace myriad::nn

@@ -10,11 +10,18 @@
 // which are shared scratch (rebuilt by recompute()) is decided by the Recompute mode when the
 // model allocates them. Gradient contract: parameter grads accumulate (`+=`); backward turns
 // `grad` (dL/dy on entry) into dL/dx in place.
+//
+// Under a ModelSplit with tp > 1 (model_split.h) the block holds its rank's heads and MLP columns;
+// the qkv width, attention output width and MLP width of the tensors below are the local ones
+// (TransformerConfig::local_*). With sequence parallelism the residual-stream tensors (x, y,
+// x_mid, grad, norm statistics) hold this rank's N/tp token rows, shaped (1, N/tp, C); h1 and h2
+// are the all-gathered full (B, T, C) norm outputs that the column-parallel layers read.
 #pragma once
 
 #include <vector>
 
 #include "myriad/nn/kv_cache.h"
+#include "myriad/nn/model_split.h"
 #include "myriad/nn/parameter_store.h"
 #include "myriad/nn/transformer_config.h"
 
@@ -22,6 +29,7 @@ namespace myriad::nn {
 
 struct BlockActivations {
   Tensor ln1_mean, ln1_rstd;  // (B, T)        layernorm: mean unused for rmsnorm
+  Tensor h1s, h2s;            // (1, N/tp, C)  norm outputs of this rank's tokens (sequence parallel)
   Tensor h1;                  // (B, T, C)     norm1 output
   Tensor qkv;                 // (B, T, QKV)
   Tensor q_rot, k_rot;        // (B, T, Hq, D), (B, T, Hkv, D): RoPE only
@@ -37,7 +45,10 @@ struct BlockActivations {
 
 // Scratch shared by every block during backward (and full recompute).
 struct BlockScratch {
-  Tensor d_h, d_tmp, d_att, y_discard;  // (B, T, C)
+  Tensor d_h, d_att;                    // (B, T, C) (d_att: local heads)
+  Tensor d_tmp, y_discard;              // residual-stream shape
+  Tensor d_full, d_hs;                  // sequence parallel: gathered (B, T, C) grad, (1, N/tp, C) shard
+  Tensor norm_grads;                    // sequence parallel: partial norm gradients (4 C), all-reduced
   Tensor d_qkv;                         // (B, T, QKV)
   Tensor d_fc, d_up, d_act;             // (B, T, F)
 };
@@ -48,15 +59,22 @@ struct ActivationSlot {
   Shape shape;
   bool kept_by_selective;
 };
-std::vector<ActivationSlot> block_activation_slots(const TransformerConfig& config, std::int64_t B, std::int64_t T);
-BlockScratch make_block_scratch(const TransformerConfig& config, std::int64_t B, std::int64_t T);
+std::vector<ActivationSlot> block_activation_slots(const TransformerConfig& config, const ModelSplit& split,
+                                                   std::int64_t B, std::int64_t T);
+BlockScratch make_block_scratch(const TransformerConfig& config, const ModelSplit& split, std::int64_t B,
+                                std::int64_t T);
+// Shape of the residual stream of a (B, T) micro-batch: (B, T, C), or (1, B T / tp, C) sequence parallel.
+Shape residual_shape(const TransformerConfig& config, const ModelSplit& split, std::int64_t B, std::int64_t T);
 
 class TransformerBlock {
  public:
-  // Registers this block's parameters (names "blocks.<layer>.…") in `store`.
-  TransformerBlock(const TransformerConfig& config, int layer, ParameterStore& store);
+  // Parameter names are "blocks.<layer>.…" whatever the split.
+  // Registers this block's parameters (its tp share under `split`) in `store`.
+  TransformerBlock(const TransformerConfig& config, const ModelSplit& split, int layer, ParameterStore& store);
 
-  void forward(const ParameterStore& store, const Tensor& x, Tensor& y, BlockActivations& acts) const;
+  int layer() const { return layer_; }
+  void forward(const ParameterStore& store, const Tensor& x, Tensor& y, BlockActivations& acts,
+               BlockScratch& scratch) const;
   // Rebuilds the activations that `mode` did not keep (none: nothing; selective: norm outputs and
   // MLP activation; full: everything, by re-running forward).
   void recompute(const ParameterStore& store, const Tensor& x, BlockActivations& acts, BlockScratch& scratch,
@@ -69,6 +87,7 @@ class TransformerBlock {
 
  private:
   TransformerConfig config_;
+  ModelSplit split_;
   int layer_;
   // Indices into the ParameterStore; npos when absent (no bias, no RoPE-specific params, ...).
   static constexpr std::size_t npos = static_cast<std::size_t>(-1);
@@ -78,9 +97,16 @@ class TransformerBlock {
 
   void norm_forward(const ParameterStore& store, std::size_t w, std::size_t b, const Tensor& x, Tensor& out,
                     Tensor& mean, Tensor& rstd) const;
-  void norm_backward(ParameterStore& store, std::size_t w, std::size_t b, const Tensor& x, const Tensor& mean,
-                     const Tensor& rstd, const Tensor& grad_out, Tensor& grad_x) const;
+  void norm_backward(const ParameterStore& store, std::size_t w, const Tensor& x, const Tensor& mean,
+                     const Tensor& rstd, const Tensor& grad_out, Tensor& grad_x, Tensor& grad_w, Tensor& grad_b) const;
   void mlp_activation(const BlockActivations& acts, Tensor& act) const;
+  void norm_and_gather(const ParameterStore& store, std::size_t w, std::size_t b, const Tensor& x, Tensor& shard,
+                       Tensor& full, Tensor& mean, Tensor& rstd) const;
+  void row_parallel_output(const Tensor& in, const Tensor& weight, const Tensor& bias, const Tensor& residual,
+                           Tensor& partial, Tensor& out) const;
+  const Tensor& gathered_grad(const Tensor& grad, BlockScratch& s) const;
+  const Tensor& reduced_input_grad(BlockScratch& s) const;
+  Tensor norm_grad_target(ParameterStore& store, std::size_t index, BlockScratch& s, int slot) const;
 };
 
 }  // namespace myriad::nn

@@ -1,0 +1,39 @@
+// ModelSplit — which part of the model one rank holds: its tensor-parallel share and its
+// pipeline layers.
+//
+// Tensor parallel (tp ranks, Megatron style): attention heads (and key/value heads) and the MLP
+// width are split in contiguous blocks — rank r holds heads [r Hq/tp, (r+1) Hq/tp) — the
+// qkv and MLP-in weights by output rows (column-parallel), the attention and MLP output
+// projections by input columns (row-parallel, followed by an all-reduce), the vocabulary of the
+// embedding and LM head by rows (vocab-parallel). Norms, position embeddings and the biases of
+// row-parallel layers are replicated: every tp rank computes identical gradients for them
+// (without sequence parallelism), so they need no communication.
+// Sequence parallel (`sequence_parallel`, tp > 1): the residual stream, norms and their inputs are
+// sharded over tp by rows of the flattened (B*T, C) token matrix — rank r holds tokens
+// [r N/tp, (r+1) N/tp); the column-parallel input is all-gathered and the row-parallel output
+// reduce-scattered instead of all-reduced; the replicated parameters' gradients are then partial
+// sums over each rank's tokens and are all-reduced over tp.
+// Pipeline: `chunks` lists, per model chunk (virtual stage) this rank runs, its global layer
+// indices in order; `first_stage` (holds the embeddings: its chunk 0 is global stage 0) and
+// `last_stage` (holds the final norm and head: its last chunk is the last global stage).
+#pragma once
+
+#include <vector>
+
+#include "myriad/dist/communicator.h"
+
+namespace myriad::nn {
+
+struct ModelSplit {
+  dist::Communicator* tp = nullptr;  // not owned; nullptr = no tensor parallelism
+  bool sequence_parallel = false;
+  std::vector<std::vector<int>> chunks;  // empty = one chunk with every layer
+  bool first_stage = true;
+  bool last_stage = true;
+
+  int tp_size() const { return tp ? tp->size() : 1; }
+  int tp_rank() const { return tp ? tp->rank() : 0; }
+  bool sharded_sequence() const { return sequence_parallel && tp_size() > 1; }
+};
+
+}  // namespace myriad::nn
