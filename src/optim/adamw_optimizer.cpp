@@ -11,7 +11,7 @@ namespace myriad::optim {
 std::vector<OptimizerSegment> whole_parameter_segments(nn::ParameterStore& store) {
   MYRIAD_CHECK(store.allocated(), "AdamWOptimizer: parameters must be allocated first");
   std::vector<OptimizerSegment> segments;
-  for (nn::Parameter& p : store.all()) segments.push_back({p.value, p.grad, p.kind});
+  for (nn::Parameter& p : store.all()) segments.push_back({p.value, p.grad, p.kind, p.primary});
   return segments;
 }
 
@@ -37,7 +37,9 @@ bool AdamWOptimizer::decays(nn::ParamKind kind) const {
 
 double AdamWOptimizer::grad_sum_squares() const {
   double sum_squares = 0.0;
-  for (const OptimizerSegment& s : segments_) sum_squares += grad_norm_squared(s.grad);
+  for (const OptimizerSegment& s : segments_) {
+    if (s.counted) sum_squares += grad_norm_squared(s.grad);
+  }
   return sum_squares;
 }
 

@@ -33,9 +33,13 @@ DataParallel::DataParallel(nn::GptModel& model, dist::Communicator& dp, const Da
       store_(model.parameters()),
       dp_(dp),
       stage_(options.zero_stage),
+      options_(options),
       layout_(model.units(), options.zero_stage >= 2 ? 1 : options.bucket_elements,
               options.zero_stage >= 1 ? dp.size() : 1, options.zero_stage >= 1 ? dp.rank() : 0) {
   MYRIAD_CHECK(stage_ >= 0 && stage_ <= 3, "parallel.zero_stage " << stage_ << " is not one of 0, 1, 2, 3");
+  MYRIAD_CHECK(!options.reduce_after_backward || stage_ <= 1,
+               "parallel.zero_stage " << stage_ << " reduces gradients during the backward; with pipeline "
+                                      << "parallelism use zero_stage 0 or 1");
   std::vector<dist::ParamSpan> spans;
   for (const nn::Parameter& p : store_.all()) spans.push_back({p.offset, shape_numel(p.shape)});
   segments_ = layout_.segments(spans);
@@ -57,7 +61,7 @@ DataParallel::DataParallel(nn::GptModel& model, dist::Communicator& dp, const Da
                                : flat_view(store_.flat_values(), s.begin, s.end);
     Tensor grad = stage_ == 0 ? flat_view(store_.flat_grads(), s.begin, s.end)
                               : flat_view(shard_grads_, s.shard_position, s.shard_position + n);
-    optimizer_segments.push_back({value, grad, store_[s.param].kind});
+    optimizer_segments.push_back({value, grad, store_[s.param].kind, store_[s.param].primary});
   }
   optimizer_ = std::make_unique<optim::AdamWOptimizer>(std::move(optimizer_segments), adam);
   unit_grads_.resize(units);
@@ -93,7 +97,7 @@ void DataParallel::zero_grads() {
 }
 
 void DataParallel::begin_micro_batch(bool last_of_step) {
-  communicate_ = stage_ >= 2 || last_of_step;
+  communicate_ = !options_.reduce_after_backward && (stage_ >= 2 || last_of_step);
   for (std::size_t b = 0; b < units_left_.size(); ++b) {
     const dist::ZeroBucket& bucket = layout_.buckets()[b];
     units_left_[b] = bucket.last_unit - bucket.first_unit + 1;
@@ -101,7 +105,7 @@ void DataParallel::begin_micro_batch(bool last_of_step) {
 }
 
 void DataParallel::grads_ready(int unit) {
-  if (!communicate_) return;  // stages 0/1, not the last micro-batch: keep accumulating locally
+  if (!communicate_ || options_.reduce_after_backward) return;  // stages 0/1, not the last micro-batch: keep accumulating locally
   const int bucket = layout_.bucket_of_unit(unit);
   if (--units_left_[static_cast<std::size_t>(bucket)] == 0) launch_bucket(bucket);
 }
@@ -147,6 +151,12 @@ void DataParallel::retire_completed(std::size_t keep_in_flight) {
     retire(pending_.front());
     pending_.pop_front();
   }
+}
+
+void DataParallel::reduce_gradients() {
+  MYRIAD_CHECK(options_.reduce_after_backward, "DataParallel::reduce_gradients needs reduce_after_backward");
+  for (std::size_t b = 0; b < layout_.buckets().size(); ++b) launch_bucket(static_cast<int>(b));
+  retire_completed(0);
 }
 
 void DataParallel::finish_backward() {
@@ -214,6 +224,9 @@ void DataParallel::ensure_values(int unit) {
 optim::OptimizerStepStats DataParallel::optimizer_step(float lr) {
   double sum_squares = optimizer_->grad_sum_squares();
   if (stage_ >= 1) sum_squares = dist::sum_over_ranks(dp_, sum_squares);
+  for (dist::Communicator* group : options_.model_parallel) {
+    if (group->size() > 1) sum_squares = dist::sum_over_ranks(*group, sum_squares);
+  }
   optim::OptimizerStepStats stats = optimizer_->step(lr, sum_squares);
   if (!stats.skipped && (stage_ == 1 || stage_ == 2)) {
     std::vector<dist::WorkHandle> gathers;

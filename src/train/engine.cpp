@@ -2,11 +2,13 @@
 #include "myriad/train/engine.h"
 
 #include <chrono>
+#include <cstring>
 #include <thread>
 
 #include "myriad/core/process_memory.h"
 #include "myriad/dist/scalar_reduce.h"
 #include "myriad/nn/generate.h"
+#include "myriad/nn/linear.h"
 #include "myriad/ops/cross_entropy.h"
 #include "myriad/train/checkpoint.h"
 
@@ -29,6 +31,15 @@ nn::Recompute to_nn(Recompute mode) {
     case Recompute::full: return nn::Recompute::full;
   }
   return nn::Recompute::none;
+}
+
+dist::ScheduleKind to_schedule_kind(PipelineSchedule kind) {
+  switch (kind) {
+    case PipelineSchedule::gpipe: return dist::ScheduleKind::gpipe;
+    case PipelineSchedule::one_f_one_b: return dist::ScheduleKind::one_f_one_b;
+    case PipelineSchedule::interleaved: return dist::ScheduleKind::interleaved;
+  }
+  return dist::ScheduleKind::one_f_one_b;
 }
 
 optim::ScheduleKind to_optim(LrSchedule kind) {
@@ -96,8 +107,9 @@ Engine::Engine(const RunConfig& config, std::shared_ptr<spdlog::logger> log, dis
   const std::int64_t T = config_.training.seq_len;
   train_sampler_ = std::make_unique<data::TrainSampler>(*train_shards_, T, config_.training.seed);
   eval_sampler_ = std::make_unique<data::EvalSampler>(*val_shards_, T);
-  model_ = std::make_unique<nn::GptModel>(transformer_config(config_.model, config_.model.vocab_size));
+  model_ = std::make_unique<nn::GptModel>(transformer_config(config_.model, config_.model.vocab_size), model_split());
   model_->initialize(config_.training.seed);
+  if (model_parallel()) serial_layout_ = std::make_unique<SerialLayout>(*model_);
   optim::AdamWConfig adam;
   adam.beta1 = static_cast<float>(config_.training.beta1);
   adam.beta2 = static_cast<float>(config_.training.beta2);
@@ -109,7 +121,14 @@ Engine::Engine(const RunConfig& config, std::shared_ptr<spdlog::logger> log, dis
   DataParallelOptions dp_options;
   dp_options.zero_stage = config_.parallel.zero_stage;
   dp_options.bucket_elements = static_cast<std::int64_t>(config_.parallel.bucket_mb * 1048576.0 / 4.0);
+  dp_options.model_parallel = {&tp(), &pp()};
+  dp_options.reduce_after_backward = config_.parallel.pp > 1;
   data_parallel_ = std::make_unique<DataParallel>(*model_, dp(), dp_options, adam);
+  if (config_.parallel.pp > 1) {
+    pipeline_ = std::make_unique<PipelineExecutor>(*model_, pp(), to_schedule_kind(config_.parallel.pp_schedule),
+                                                   config_.training.gradient_accumulation,
+                                                   config_.parallel.virtual_stages);
+  }
   schedule_.lr = static_cast<float>(config_.training.lr);
   schedule_.min_lr = static_cast<float>(config_.training.min_lr.value_or(0.1 * config_.training.lr));
   schedule_.warmup_steps = config_.training.warmup_steps;
@@ -128,7 +147,7 @@ Engine::Engine(const RunConfig& config, std::shared_ptr<spdlog::logger> log, dis
              peak_.datasheet / 1e9, peak_.datasheet_source);
   // Background saves reuse one host snapshot: take it once now so that the first periodic save
   // does not stall training on the page faults of a fresh multi-GiB buffer.
-  if (config_.checkpoint.async && config_.checkpoint.every > 0 &&
+  if (config_.checkpoint.async && config_.checkpoint.every > 0 && !model_parallel() &&
       (world.rank() == 0 || data_parallel_->snapshot_is_collective())) {
     data_parallel_->snapshot_full(snapshot_);
   }
@@ -153,11 +172,50 @@ Engine::~Engine() = default;
 
 void Engine::check_supported_layout() const {
   const ParallelConfig& p = config_.parallel;
-  for (auto [name, degree] : {std::pair{"tp", p.tp}, std::pair{"pp", p.pp}, std::pair{"cp", p.cp}, std::pair{"ep", p.ep}}) {
+  for (auto [name, degree] : {std::pair{"cp", p.cp}, std::pair{"ep", p.ep}}) {
     MYRIAD_CHECK(degree == 1, "parallel." << name << " = " << degree
-                                          << ": only data parallelism (parallel.dp) runs today; tensor, pipeline, "
-                                             "context and expert parallelism are not implemented yet");
+                                          << ": context and expert parallelism are not implemented yet (dp, tp and "
+                                             "pp are)");
   }
+}
+
+nn::ModelSplit Engine::model_split() {
+  const ParallelConfig& p = config_.parallel;
+  nn::ModelSplit split;
+  if (p.tp > 1) split.tp = &tp();
+  split.sequence_parallel = p.sequence_parallel;
+  const int stage = pp().rank(), stages = p.pp * p.virtual_stages;
+  for (int chunk = 0; chunk < p.virtual_stages; ++chunk) {
+    const int global_stage = chunk * p.pp + stage;  // interleaving: rank r holds stages r, r + pp, ...
+    std::vector<int> layers;
+    for (int l = config_.model.n_layer * global_stage / stages; l < config_.model.n_layer * (global_stage + 1) / stages;
+         ++l) {
+      layers.push_back(l);
+    }
+    split.chunks.push_back(std::move(layers));
+  }
+  split.first_stage = stage == 0;
+  split.last_stage = stage == p.pp - 1;
+  return split;
+}
+
+nn::LossSum Engine::forward_loss(const Tensor& ids, const Tensor& targets) {
+  return pipeline_ ? pipeline_->forward_only(ids, targets) : model_->forward_loss(ids, targets);
+}
+
+void Engine::sync_tied_embedding() {
+  // The first and last pipeline stages each hold the tied embedding; each adds the other's
+  // gradient (a + b == b + a exactly), so both apply the same update and stay identical.
+  if (!config_.model.ties_embeddings() || config_.parallel.pp == 1) return;
+  const nn::ModelSplit& split = model_->split();
+  if (!split.first_stage && !split.last_stage) return;
+  Tensor grad = model_->parameters().find("wte").grad;
+  Tensor other = Tensor::empty(grad.shape());
+  const int peer = split.first_stage ? config_.parallel.pp - 1 : 0;
+  dist::WorkHandle send = pp().send_async(grad, peer, 2);
+  pp().recv(other, peer, 2);
+  send->wait();
+  nn::add_into(grad, other);
 }
 
 std::int64_t Engine::tokens_per_step() const {
@@ -206,12 +264,22 @@ StepMetrics Engine::step() {
   const float loss_scale = 1.0f / static_cast<float>(valid);
   data_parallel_->zero_grads();
   double loss_sum = 0.0;
-  for (int m = 0; m < micro_batches; ++m) {
-    data_parallel_->begin_micro_batch(m == micro_batches - 1);
-    loss_sum += model_->forward_backward(micro_ids_[m], micro_targets_[m], loss_scale, recompute_).sum;
+  bubble_seconds_ = 0.0;
+  if (pipeline_) {
+    PipelineStepResult run = pipeline_->run(micro_ids_, micro_targets_, loss_scale, recompute_);
+    bubble_seconds_ = run.bubble_seconds;
+    if (compute_delay_ > 0) std::this_thread::sleep_for(std::chrono::duration<double>(compute_delay_));
+    sync_tied_embedding();
+    data_parallel_->reduce_gradients();
+    loss_sum = dist::sum_over_ranks(pp(), run.loss_sum);  // computed on the last stage only
+  } else {
+    for (int m = 0; m < micro_batches; ++m) {
+      data_parallel_->begin_micro_batch(m == micro_batches - 1);
+      loss_sum += model_->forward_backward(micro_ids_[m], micro_targets_[m], loss_scale, recompute_).sum;
+    }
+    if (compute_delay_ > 0) std::this_thread::sleep_for(std::chrono::duration<double>(compute_delay_));
+    data_parallel_->finish_backward();
   }
-  if (compute_delay_ > 0) std::this_thread::sleep_for(std::chrono::duration<double>(compute_delay_));
-  data_parallel_->finish_backward();
   loss_sum = dist::sum_over_ranks(dp(), loss_sum);
   StepMetrics metrics;
   metrics.lr = schedule_.lr_at(step_);
@@ -236,11 +304,16 @@ void Engine::fill_step_metrics(StepMetrics& m, double data_wait, const std::arra
     if (i < m.comm_axis_seconds.size()) m.comm_axis_seconds[i] = exposed;
     m.comm_seconds += exposed;  // the axes plus world-wide collectives (none on the step path today)
   }
+  // The pipeline's receive waits are its bubble, not communication: moved out of the pp axis.
+  const auto pp_axis = static_cast<std::size_t>(dist::Axis::pp);
+  const double bubble = std::min(bubble_seconds_, m.comm_axis_seconds[pp_axis]);
+  m.comm_axis_seconds[pp_axis] -= bubble;
+  m.comm_seconds -= bubble;
   m.tokens = tokens_per_step();
   m.samples = static_cast<std::int64_t>(config_.training.micro_batch) * config_.training.gradient_accumulation *
               config_.parallel.dp;
   m.data_wait_seconds = data_wait;
-  m.bubble_seconds = 0.0;  // no pipeline parallelism yet
+  m.bubble_seconds = bubble;
   m.compute_seconds = std::max(0.0, m.seconds - m.data_wait_seconds - m.comm_seconds - m.bubble_seconds);
   m.tokens_per_second = static_cast<double>(m.tokens) / m.seconds;
   m.samples_per_second = static_cast<double>(m.samples) / m.seconds;
@@ -289,12 +362,16 @@ double Engine::evaluate() {
     const std::int64_t count = std::min<std::int64_t>(B, windows - first);
     Tensor batch_ids = ids.slice(0, 0, count), batch_targets = targets.slice(0, 0, count);
     eval_sampler_->fill_batch(first, count, batch_ids, batch_targets);
-    nn::LossSum loss = model_->forward_loss(batch_ids, batch_targets);
+    nn::LossSum loss = forward_loss(batch_ids, batch_targets);
     if (!counted) continue;
     sum += loss.sum;
     tokens += loss.tokens;
   }
   data_parallel_->finish_backward();  // drops any prefetched ZeRO-3 unit
+  if (pipeline_) {  // the loss is computed on the last stage
+    sum = dist::sum_over_ranks(pp(), sum);
+    tokens = dist::sum_over_ranks(pp(), tokens);
+  }
   sum = dist::sum_over_ranks(dp(), sum);
   tokens = dist::sum_over_ranks(dp(), tokens);
   const double val_loss = sum / static_cast<double>(std::max<std::int64_t>(tokens, 1));
@@ -314,7 +391,11 @@ std::string Engine::save(bool background) {
   // takes part); at ZeRO 0 every rank holds the full state and only rank 0 copies it.
   const bool writer = groups_->world().rank() == 0;
   dist::run_on_rank0(groups_->world(), "previous background checkpoint write", [&] { async_writer_.wait(); });
-  if (writer || data_parallel_->snapshot_is_collective()) data_parallel_->snapshot_full(snapshot_);
+  if (model_parallel()) {
+    snapshot_serial(snapshot_, false);
+  } else if (writer || data_parallel_->snapshot_is_collective()) {
+    data_parallel_->snapshot_full(snapshot_);
+  }
   std::string path;
   dist::run_on_rank0(groups_->world(), "checkpoint save", [&] {
     CheckpointContents c = contents_of(config_, step_, snapshot_.values, snapshot_.m, snapshot_.v);
@@ -335,6 +416,22 @@ std::string Engine::wait_for_save() {
   return path;
 }
 
+void Engine::snapshot_serial(FullState& out, bool values_only) {
+  data_parallel_->snapshot_full(local_snapshot_);  // every rank: the tp/pp sums below need all
+  const std::int64_t n = serial_layout_->serial_numel();
+  std::array<std::pair<Tensor*, Tensor*>, 3> parts = {std::pair{&local_snapshot_.values, &out.values},
+                                                       std::pair{&local_snapshot_.m, &out.m},
+                                                       std::pair{&local_snapshot_.v, &out.v}};
+  for (auto [local, serial] : parts) {
+    if (values_only && serial != &out.values) continue;
+    if (!serial->defined() || serial->numel() != n) *serial = Tensor::zeros({n});
+    std::memset(serial->raw_data(), 0, serial->nbytes());
+    serial_layout_->to_serial(*local, *serial);
+    if (tp().size() > 1) tp().all_reduce(*serial);
+    if (pp().size() > 1) pp().all_reduce(*serial);
+  }
+}
+
 void Engine::load(const std::string& checkpoint_dir) {
   std::string path = checkpoint_dir;
   if (path == "auto") {
@@ -344,10 +441,17 @@ void Engine::load(const std::string& checkpoint_dir) {
       return;
     }
   }
-  const std::int64_t n = model_->parameters().numel();
+  const std::int64_t n = serial_layout_ ? serial_layout_->serial_numel() : model_->parameters().numel();
   CheckpointContents c = contents_of(config_, step_, Tensor::empty({n}), Tensor::empty({n}), Tensor::empty({n}));
   load_checkpoint(path, c);
-  data_parallel_->load_full(c.tensors[0].tensor, c.tensors[1].tensor, c.tensors[2].tensor);
+  if (serial_layout_) {  // this rank's pieces of the serial tensors
+    const std::int64_t local = model_->parameters().numel();
+    std::array<Tensor, 3> mine = {Tensor::zeros({local}), Tensor::zeros({local}), Tensor::zeros({local})};
+    for (int i = 0; i < 3; ++i) serial_layout_->from_serial(c.tensors[i].tensor, mine[i]);
+    data_parallel_->load_full(mine[0], mine[1], mine[2]);
+  } else {
+    data_parallel_->load_full(c.tensors[0].tensor, c.tensors[1].tensor, c.tensors[2].tensor);
+  }
   step_ = c.step;
   optimizer().set_steps_taken(c.step);
   log_->info("checkpoint: resumed from {} at step {}", path, step_);
@@ -361,15 +465,23 @@ std::string Engine::generate(const std::string& prompt, std::int64_t max_new_tok
   std::vector<std::int32_t> ids = tok.encode(prompt);
   ids.insert(ids.begin(), tok.eot_id());
   nn::GenerateArgs args{.max_new_tokens = max_new_tokens, .temperature = temperature, .top_k = top_k, .seed = seed};
-  data_parallel_->gather_all();  // ZeRO-3: decoding reads every parameter
   std::vector<std::int32_t> out;
-  try {
-    out = nn::generate(*model_, ids, args);
-  } catch (...) {
+  if (model_parallel()) {  // decode on a serial copy assembled from every rank's part
+    FullState serial;
+    snapshot_serial(serial, true);
+    nn::GptModel copy(model_->config());
+    copy.parameters().flat_values().copy_from(serial.values);
+    out = nn::generate(copy, ids, args);
+  } else {
+    data_parallel_->gather_all();  // ZeRO-3: decoding reads every parameter
+    try {
+      out = nn::generate(*model_, ids, args);
+    } catch (...) {
+      data_parallel_->release_all();
+      throw;
+    }
     data_parallel_->release_all();
-    throw;
   }
-  data_parallel_->release_all();
   // Document boundaries (end-of-text tokens) are shown as a separator line.
   std::string text = prompt;
   std::vector<std::int32_t> piece;

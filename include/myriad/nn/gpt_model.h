@@ -71,6 +71,7 @@ class GptModel {
   bool chunk_is_last(int chunk) const { return chunk == num_chunks() - 1 && split_.last_stage; }
   // Allocates buffers for `slots` micro-batches of (B, T) under `mode` (kept when unchanged).
   void prepare(std::int64_t B, std::int64_t T, Recompute mode, int slots);
+  Recompute buffer_mode() const { return buffers_.mode; }
   Tensor chunk_input(int chunk, int slot);
   Tensor chunk_output(int chunk, int slot);
   Tensor chunk_grad(int chunk, int slot);

@@ -34,6 +34,7 @@ struct OptimizerStepStats {
 struct OptimizerSegment {
   Tensor value, grad;  // same shape, contiguous f32
   nn::ParamKind kind = nn::ParamKind::weight;
+  bool counted = true;  // in grad_sum_squares (false for a copy another rank counts: Parameter::primary)
 };
 
 // One segment per parameter of the store.

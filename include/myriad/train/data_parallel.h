@@ -32,6 +32,12 @@ namespace myriad::train {
 struct DataParallelOptions {
   int zero_stage = 0;
   std::int64_t bucket_elements = 0;  // stages 0/1; 0 = one bucket after the whole backward
+  // Groups holding the other parts of the model (tp, pp): the squared gradient norm is summed over
+  // them too (each parameter counted once: Parameter::primary). Not owned.
+  std::vector<dist::Communicator*> model_parallel;
+  // Pipeline parallel: no reduction from the hooks; the caller runs reduce_gradients() after the
+  // whole schedule (stages 0/1 only).
+  bool reduce_after_backward = false;
 };
 
 // Parameters and AdamW moments in the flat full layout (padding between parameters is 0).
@@ -57,6 +63,7 @@ class DataParallel final : public nn::UnitHooks {
   void zero_grads();
   void begin_micro_batch(bool last_of_step);  // before each forward_backward of the step
   void finish_backward();                     // after the last one: waits for the reductions
+  void reduce_gradients();  // reduce_after_backward: every bucket now, then waits
   optim::OptimizerStepStats optimizer_step(float lr);
 
   // Writes the full state into `out`: allocated (zeroed) on first use and reused afterwards, so a
@@ -102,6 +109,7 @@ class DataParallel final : public nn::UnitHooks {
   nn::ParameterStore& store_;
   dist::Communicator& dp_;
   int stage_;
+  DataParallelOptions options_;
   dist::ZeroLayout layout_;
   std::vector<dist::ZeroSegment> segments_;
   std::unique_ptr<optim::AdamWOptimizer> optimizer_;

@@ -1,4 +1,4 @@
-// Engine — one rank's training state and the step loop, data parallel over the dp group.
+// Engine — one rank's training state and the step loop over the 3D layout (dp x tp x pp).
 //
 // Built from a resolved RunConfig and the ProcessGroups of the job (a world of one when none is
 // given): rank 0 prepares the data while the others wait (a failure there fails every rank),
@@ -11,6 +11,12 @@
 // so a resumed run continues bit-identically. evaluate(), save(), load() and generate() are
 // collective over the dp group; checkpoints hold full (layout-independent) tensors, written by
 // rank 0.
+// Tensor parallel: the model holds this tp rank's share (model_split.h); the tp ranks of a dp
+// replica see the same batch. Pipeline parallel: the ranks of a pipeline run the schedule of
+// parallel.pp_schedule over the step's micro-batches (PipelineExecutor); the tied embedding's
+// gradients are summed between the first and last stage, then gradients are reduced over dp
+// (ZeRO 0/1) and the clipping norm is summed over dp, tp and pp with each parameter counted once.
+// Checkpoints and generation go through the serial layout (SerialLayout).
 #pragma once
 
 #include <memory>
@@ -30,6 +36,8 @@
 #include "myriad/train/data_parallel.h"
 #include "myriad/train/metrics_writer.h"
 #include "myriad/train/peak_flops.h"
+#include "myriad/train/pipeline_executor.h"
+#include "myriad/train/serial_layout.h"
 #include "myriad/train/step_metrics.h"
 #include "myriad/train/straggler_detector.h"
 #include "myriad/train/prepared_data.h"
@@ -81,7 +89,15 @@ class Engine {
 
  private:
   void check_supported_layout() const;
+  nn::ModelSplit model_split();
   dist::Communicator& dp() { return groups_->group(dist::Axis::dp); }
+  dist::Communicator& tp() { return groups_->group(dist::Axis::tp); }
+  dist::Communicator& pp() { return groups_->group(dist::Axis::pp); }
+  bool model_parallel() const { return config_.parallel.tp * config_.parallel.pp > 1; }
+  nn::LossSum forward_loss(const Tensor& ids, const Tensor& targets);
+  void sync_tied_embedding();
+  // The full state in the serial (checkpoint) layout, complete on every rank. Collective.
+  void snapshot_serial(FullState& out, bool values_only);
   std::array<double, 6> comm_wait_seconds();  // cumulative wait per axis (kCommAxes order), then world
   void fill_step_metrics(StepMetrics& m, double data_wait, const std::array<double, 6>& comm_before);
 
@@ -95,6 +111,10 @@ class Engine {
   std::unique_ptr<data::EvalSampler> eval_sampler_;
   std::unique_ptr<nn::GptModel> model_;
   std::unique_ptr<DataParallel> data_parallel_;
+  std::unique_ptr<PipelineExecutor> pipeline_;  // pp > 1
+  std::unique_ptr<SerialLayout> serial_layout_;  // tp * pp > 1
+  FullState local_snapshot_;                     // tp * pp > 1: this rank's layout before mapping
+  double bubble_seconds_ = 0.0;                  // of the last step
   optim::LrSchedule schedule_;
   nn::Recompute recompute_ = nn::Recompute::none;
   double flops_per_token_ = 0.0;

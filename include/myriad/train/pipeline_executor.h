@@ -1,0 +1,59 @@
+// PipelineExecutor — runs one rank's pipeline schedule (dist/pipeline_schedule.h) on its model
+// chunks: forward and backward of micro-batches with activations and gradients exchanged with the
+// neighbouring stages over the pp communicator.
+//
+// Sends are asynchronous (the buffer stays untouched until the send completes: a micro-batch's
+// buffers are reused only after its sends have finished); receives block, and the time blocked in
+// them is the rank's pipeline bubble (waiting for a neighbour, transfer included). Activations go
+// with tag 0, gradients with tag 1; each (peer, tag) channel is FIFO and the schedule checker
+// proves that every rank receives in the order its peer sends. Each micro-batch in flight on this
+// rank holds one set of model buffers (a slot): slots are taken at a micro-batch's first action
+// here and given back after its last backward, so their number is the peak of micro-batches in
+// flight (GPipe: m; 1F1B: about p - rank). No collective runs on the pp communicator during a
+// schedule (it would queue behind the sends).
+#pragma once
+
+#include <vector>
+
+#include "myriad/dist/communicator.h"
+#include "myriad/dist/pipeline_schedule.h"
+#include "myriad/nn/gpt_model.h"
+
+namespace myriad::train {
+
+struct PipelineStepResult {
+  double loss_sum = 0.0;        // over the micro-batches whose loss this rank computed (last stage)
+  std::int64_t loss_tokens = 0;
+  double bubble_seconds = 0.0;  // blocked in receives
+  int slots_in_use_peak = 0;    // micro-batches in flight at once on this rank
+};
+
+class PipelineExecutor {
+ public:
+  PipelineExecutor(nn::GptModel& model, dist::Communicator& pp, dist::ScheduleKind kind, int micro_batches,
+                   int virtual_stages);
+
+  // One step: micro-batch i is (ids[i], targets[i]), each (B, T); gradients accumulate in the model.
+  PipelineStepResult run(const std::vector<Tensor>& ids, const std::vector<Tensor>& targets, float loss_scale,
+                         nn::Recompute mode);
+  // Forward only (evaluation): the micro-batch passes every global stage in turn; the loss is
+  // returned on the rank of the last stage (zero elsewhere).
+  nn::LossSum forward_only(const Tensor& ids, const Tensor& targets);
+
+  const std::vector<dist::PipelineAction>& actions() const { return actions_; }
+
+ private:
+  int take_slot(int micro_batch);
+  void wait_sends_of(int slot);
+
+  nn::GptModel& model_;
+  dist::Communicator& pp_;
+  int micro_batches_;
+  int virtual_stages_;
+  std::vector<dist::PipelineAction> actions_;
+  std::vector<int> slot_of_;          // per micro-batch: its slot, or -1
+  std::vector<bool> slot_busy_;
+  std::vector<std::vector<dist::WorkHandle>> sends_;  // per slot: sends still reading its buffers
+};
+
+}  // namespace myriad::train

@@ -1,0 +1,52 @@
+// SerialLayout: per parameter, views of the two flat buffers and the shard pieces between them.
+#include "myriad/train/serial_layout.h"
+
+#include "myriad/nn/linear.h"
+
+namespace myriad::train {
+
+namespace {
+
+Tensor param_view(const Tensor& flat, const nn::Parameter& p, const Shape& shape) {
+  return Tensor::from_storage(flat.storage(), shape, contiguous_strides(shape), flat.offset() + p.offset, DType::f32);
+}
+
+}  // namespace
+
+SerialLayout::SerialLayout(const nn::GptModel& local)
+    : local_(local.parameters()), serial_(local.config(), nn::ModelSplit{}, /*allocate=*/false) {
+  for (const nn::Parameter& p : local_.all()) {
+    const nn::Parameter& s = serial_.parameters().find(p.name);
+    MYRIAD_CHECK(s.shape == p.global_shape, "serial layout: parameter '" << p.name << "' is "
+                                                                         << shape_string(p.global_shape)
+                                                                         << " here but " << shape_string(s.shape)
+                                                                         << " in the serial model");
+  }
+}
+
+void SerialLayout::to_serial(const Tensor& local_flat, Tensor& serial) const {
+  MYRIAD_CHECK(serial.numel() == serial_numel() && local_flat.numel() == local_.numel(),
+               "SerialLayout::to_serial: buffers of " << local_flat.numel() << " and " << serial.numel()
+                                                      << " elements, expected " << local_.numel() << " and "
+                                                      << serial_numel());
+  for (const nn::Parameter& p : local_.all()) {
+    if (!p.primary) continue;
+    const nn::Parameter& s = serial_.parameters().find(p.name);
+    nn::for_each_shard_piece(p, param_view(serial, s, s.shape), param_view(local_flat, p, p.shape),
+                             [](Tensor global, const Tensor& piece) { global.copy_from(piece); });
+  }
+}
+
+void SerialLayout::from_serial(const Tensor& serial, Tensor& local_flat) const {
+  MYRIAD_CHECK(serial.numel() == serial_numel() && local_flat.numel() == local_.numel(),
+               "SerialLayout::from_serial: buffers of " << serial.numel() << " and " << local_flat.numel()
+                                                        << " elements, expected " << serial_numel() << " and "
+                                                        << local_.numel());
+  for (const nn::Parameter& p : local_.all()) {
+    const nn::Parameter& s = serial_.parameters().find(p.name);
+    nn::for_each_shard_piece(p, param_view(serial, s, s.shape), param_view(local_flat, p, p.shape),
+                             [](const Tensor& global, Tensor piece) { piece.copy_from(global); });
+  }
+}
+
+}  // namespace myriad::train

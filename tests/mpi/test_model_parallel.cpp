@@ -1,0 +1,172 @@
+// Tensor, sequence and pipeline parallelism equal serial (run under mpiexec): each layout below
+// reproduces the loss curve, gradient norms and validation loss of one process on the same global
+// batch over 20 steps, and a checkpoint it saves resumes in one process (serial layout).
+//
+// Layouts (the test skips unless the world has the size the layout needs):
+//   2 ranks: tp 2 (GPT-2; LLaMA with GQA), tp 2 + sequence parallel (GPT-2; LLaMA, selective
+//            recompute), pp 2 GPipe, pp 2 1F1B (GPT-2 tied embeddings; LLaMA, full recompute)
+//   4 ranks: pp 4 interleaved with 2 virtual stages; dp 2 x pp 2 with ZeRO-1; tp 2 x pp 2
+//   8 ranks: dp 2 x tp 2 x pp 2; the same with sequence parallelism and ZeRO-1
+// The vocabulary (321, padded to 384) is not divisible by tp: the real vocabulary ends inside the
+// last tp rank's rows. Tolerance as in test_data_parallel.cpp (1e-4 absolute on the loss): the
+// runs differ only in float32 summation order (tp partial products summed by all-reduce,
+// gradients of replicated parameters, pipeline stage boundaries are exact copies); the measured
+// gaps are printed. The comparison can fail: test_data_parallel.cpp checks that another seed
+// moves the curve by > 1e-2.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <filesystem>
+
+#include "myriad/core/logging.h"
+#include "myriad/dist/process_groups.h"
+#include "myriad/train/engine.h"
+#include "engine_test_support.h"
+
+namespace fs = std::filesystem;
+
+namespace myriad::train {
+namespace {
+
+using namespace testing;
+
+constexpr int kSteps = 20;
+constexpr double kLossTolerance = 1e-4;
+
+struct Layout {
+  std::string name;
+  std::string architecture = "gpt2";
+  dist::GridShape grid;
+  PipelineSchedule schedule = PipelineSchedule::one_f_one_b;
+  int virtual_stages = 1;
+  bool sequence_parallel = false;
+  int zero_stage = 0;
+  int accumulation = 4;  // micro-batches per dp rank per step
+  int layers = 4;
+  int kv_heads = 0;      // 0 = n_head
+  std::string recompute = "none";
+};
+
+struct Curve {
+  std::vector<double> loss, grad_norm, bubble;
+  double val_loss = 0.0;
+};
+
+Curve run(Engine& engine, int steps, bool evaluate = true) {
+  Curve c;
+  for (int s = 0; s < steps; ++s) {
+    StepMetrics m = engine.step();
+    c.loss.push_back(m.loss);
+    c.grad_norm.push_back(m.grad_norm);
+    c.bubble.push_back(m.bubble_seconds);
+  }
+  if (evaluate) c.val_loss = engine.evaluate();
+  return c;
+}
+
+RunConfig layout_config(int rank, const fs::path& dir, const Layout& l, bool serial) {
+  RunConfig c = config_for(rank, dir, l.architecture, serial ? 1 : l.grid.dp, serial ? 0 : l.zero_stage,
+                           serial ? l.accumulation * l.grid.dp : l.accumulation);
+  c.model.vocab_size = 321;  // padded to 384: not a multiple of tp's share of the real vocabulary
+  c.model.n_layer = l.layers;
+  c.model.n_head = 4;
+  c.model.n_embd = 32;
+  if (l.kv_heads > 0) c.model.n_kv_head = l.kv_heads;
+  c.training.steps = kSteps;
+  c.apply_override("training.recompute=" + l.recompute);
+  if (!serial) {
+    c.parallel.tp = l.grid.tp;
+    c.parallel.pp = l.grid.pp;
+    c.parallel.pp_schedule = l.schedule;
+    c.parallel.virtual_stages = l.virtual_stages;
+    c.parallel.sequence_parallel = l.sequence_parallel;
+  }
+  return c;
+}
+
+double max_abs_difference(const std::vector<double>& a, const std::vector<double>& b) {
+  double worst = 0.0;
+  for (std::size_t i = 0; i < std::min(a.size(), b.size()); ++i) worst = std::max(worst, std::abs(a[i] - b[i]));
+  return worst;
+}
+
+class ModelParallel : public ::testing::TestWithParam<Layout> {};
+
+TEST_P(ModelParallel, ReproducesTheSerialLossCurveAndResumesSerially) {
+  const Layout& layout = GetParam();
+  World world;
+  dist::Communicator& comm = *world.comm;
+  if (comm.size() != layout.grid.product()) GTEST_SKIP() << layout.name << " needs " << layout.grid.product() << " ranks";
+  fs::path dir = shared_dir(comm, "mp_" + layout.name);
+  prepare_shared_data(comm, layout_config(comm.rank(), dir, layout, true));
+  RunConfig serial_config = layout_config(comm.rank(), dir, layout, true);
+  Curve serial;
+  Curve resumed;
+  {
+    Engine engine(serial_config, make_rank_logger(0, "warn"));
+    serial = run(engine, kSteps);
+  }
+  Curve parallel;
+  {
+    dist::ProcessGroups groups(layout.grid, world.runtime.world());
+    Engine engine(layout_config(comm.rank(), dir, layout, false), make_rank_logger(comm.rank(), "warn"), &groups);
+    Curve first = run(engine, kSteps / 2, false);
+    engine.save();  // serial layout: resumed below by one process
+    Curve second = run(engine, kSteps - kSteps / 2);
+    parallel = first;
+    parallel.loss.insert(parallel.loss.end(), second.loss.begin(), second.loss.end());
+    parallel.grad_norm.insert(parallel.grad_norm.end(), second.grad_norm.begin(), second.grad_norm.end());
+    parallel.bubble.insert(parallel.bubble.end(), second.bubble.begin(), second.bubble.end());
+    parallel.val_loss = second.val_loss;
+  }
+  {
+    serial_config.checkpoint.dir = (dir / "checkpoints").string();
+    Engine engine(serial_config, make_rank_logger(0, "warn"));
+    engine.load("auto");
+    EXPECT_EQ(engine.step_count(), kSteps / 2);
+    resumed = run(engine, kSteps - kSteps / 2, false);
+  }
+  const double loss_gap = max_abs_difference(serial.loss, parallel.loss);
+  const std::vector<double> tail(parallel.loss.begin() + kSteps / 2, parallel.loss.end());
+  const double resume_gap = max_abs_difference(tail, resumed.loss);
+  if (comm.rank() == 0) {
+    std::cout << layout.name << ": loss " << serial.loss.front() << " -> " << serial.loss.back()
+              << ", max |serial - parallel| = " << loss_gap << ", val " << serial.val_loss << " vs "
+              << parallel.val_loss << ", resumed serially: max gap " << resume_gap << std::endl;
+  }
+  EXPECT_LT(loss_gap, kLossTolerance);
+  for (int s = 0; s < kSteps; ++s) {
+    EXPECT_NEAR(parallel.grad_norm[s], serial.grad_norm[s], 1e-4 * serial.grad_norm[s] + 1e-6) << "step " << s + 1;
+  }
+  EXPECT_NEAR(parallel.val_loss, serial.val_loss, kLossTolerance);
+  EXPECT_LT(resume_gap, kLossTolerance);
+  EXPECT_LT(serial.loss.back(), serial.loss.front() - 0.5) << "the run must learn for the curve to mean something";
+  dist::run_on_rank0(comm, "cleanup", [&] { fs::remove_all(dir); });
+}
+
+std::vector<Layout> layouts() {
+  std::vector<Layout> all;
+  all.push_back({.name = "tp2", .grid = {.tp = 2}});
+  all.push_back({.name = "tp2_llama_gqa", .architecture = "llama", .grid = {.tp = 2}, .kv_heads = 2});
+  all.push_back({.name = "tp2_sequence_parallel", .grid = {.tp = 2}, .sequence_parallel = true});
+  all.push_back({.name = "tp2_sp_llama_selective", .architecture = "llama", .grid = {.tp = 2},
+                 .sequence_parallel = true, .kv_heads = 2, .recompute = "selective"});
+  all.push_back({.name = "pp2_gpipe", .grid = {.pp = 2}, .schedule = PipelineSchedule::gpipe});
+  all.push_back({.name = "pp2_1f1b", .grid = {.pp = 2}});
+  all.push_back({.name = "pp2_1f1b_llama_full_recompute", .architecture = "llama", .grid = {.pp = 2},
+                 .recompute = "full"});
+  all.push_back({.name = "pp4_interleaved_v2", .grid = {.pp = 4}, .schedule = PipelineSchedule::interleaved,
+                 .virtual_stages = 2, .layers = 8});
+  all.push_back({.name = "dp2_pp2_zero1", .grid = {.dp = 2, .pp = 2}, .zero_stage = 1});
+  all.push_back({.name = "tp2_pp2", .grid = {.tp = 2, .pp = 2}});
+  all.push_back({.name = "dp2_tp2_pp2", .grid = {.tp = 2, .dp = 2, .pp = 2}, .accumulation = 2});
+  all.push_back({.name = "dp2_tp2sp_pp2_zero1", .grid = {.tp = 2, .dp = 2, .pp = 2}, .sequence_parallel = true,
+                 .zero_stage = 1, .accumulation = 2});
+  return all;
+}
+
+INSTANTIATE_TEST_SUITE_P(Layouts, ModelParallel, ::testing::ValuesIn(layouts()),
+                         [](const ::testing::TestParamInfo<Layout>& info) { return info.param.name; });
+
+}  // namespace
+}  // namespace myriad::train
