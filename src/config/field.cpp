@@ -241,7 +241,7 @@ std::string field_value_problem(const FieldInfo& info, const FieldValue& value) 
       if (!info.allowed.empty() && std::find(info.allowed.begin(), info.allowed.end(), item) == info.allowed.end()) {
         return "members must be among " + join(info.allowed, ", ") + ", got '" + item + "'";
       }
-      if (!seen.insert(item).second) return "lists '" + item + "' twice";
+      if (!info.repeats && !seen.insert(item).second) return "lists '" + item + "' twice";
     }
   }
   if (!info.check.description.empty() && !std::holds_alternative<std::monostate>(value) && !info.check.accepts(value)) {

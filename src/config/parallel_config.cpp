@@ -21,12 +21,51 @@ const std::vector<Field<ParallelConfig>>& ParallelConfig::fields() {
       make_field("virtual_stages", &P::virtual_stages,
                  "model chunks per pipeline rank; > 1 only with pp_schedule interleaved", {.check = at_least(1)}),
       make_field("pp_schedule", &P::pp_schedule, "pipeline schedule"),
+      make_field("pp_layers", &P::pp_layers,
+                 "layers per pipeline stage, one entry per global stage (pp * virtual_stages, stage g = chunk * pp "
+                 "+ rank), e.g. [3, 5]; empty = an even split",
+                 {.repeats = true}),
       make_field("bucket_mb", &P::bucket_mb,
                  "data-parallel gradient bucket in MiB, each reduced as soon as its gradients are final (overlapping "
                  "backward); 0 = one reduction after the whole backward (ZeRO 0/1; stages 2/3 reduce per layer)",
                  {.check = at_least(0)}),
   };
   return table;
+}
+
+std::vector<int> ParallelConfig::stage_layers(int n_layer) const {
+  const int stages = pp * virtual_stages;
+  std::vector<int> layers;
+  if (pp_layers.empty()) {
+    MYRIAD_CHECK(n_layer % stages == 0, "model.n_layer (" << n_layer << ") must be divisible by parallel.pp (" << pp
+                                                          << ") * parallel.virtual_stages (" << virtual_stages
+                                                          << ") = " << stages
+                                                          << " for an even split; or list the layers per stage in "
+                                                             "parallel.pp_layers");
+    layers.assign(static_cast<std::size_t>(stages), n_layer / stages);
+    return layers;
+  }
+  MYRIAD_CHECK(static_cast<int>(pp_layers.size()) == stages,
+               "parallel.pp_layers has " << pp_layers.size() << " entries; it needs one per pipeline stage: pp ("
+                                         << pp << ") * virtual_stages (" << virtual_stages << ") = " << stages);
+  int total = 0;
+  for (std::size_t g = 0; g < pp_layers.size(); ++g) {
+    std::size_t used = 0;
+    int count = 0;
+    try {
+      count = std::stoi(pp_layers[g], &used);
+    } catch (const std::exception&) {
+      used = 0;
+    }
+    MYRIAD_CHECK(used == pp_layers[g].size() && !pp_layers[g].empty(),
+                 "parallel.pp_layers[" << g << "] = '" << pp_layers[g] << "' is not a whole number of layers");
+    MYRIAD_CHECK(count >= 1, "parallel.pp_layers[" << g << "] = " << count << ": every stage needs at least one layer");
+    layers.push_back(count);
+    total += count;
+  }
+  MYRIAD_CHECK(total == n_layer, "parallel.pp_layers sums to " << total << " layers but model.n_layer is " << n_layer
+                                                               << " (a split must neither drop nor duplicate a layer)");
+  return layers;
 }
 
 long long ParallelConfig::degree_product() const {

@@ -34,10 +34,7 @@ void validate_tensor_parallel(const ModelConfig& model, const ParallelConfig& pa
 }
 
 void validate_pipeline_and_experts(const ModelConfig& model, const ParallelConfig& parallel) {
-  const int chunks = parallel.pp * parallel.virtual_stages;
-  MYRIAD_CHECK(model.n_layer % chunks == 0, "model.n_layer (" << model.n_layer << ") must be divisible by parallel.pp ("
-                                                              << parallel.pp << ") * parallel.virtual_stages ("
-                                                              << parallel.virtual_stages << ") = " << chunks);
+  (void)parallel.stage_layers(model.n_layer);  // throws naming the numbers
   if (parallel.ep > 1) {
     MYRIAD_CHECK(model.num_experts > 0 && model.num_experts % parallel.ep == 0,
                  "parallel.ep (" << parallel.ep << ") needs model.num_experts (" << model.num_experts

@@ -114,15 +114,13 @@ GptModel::Slot GptModel::make_slot() const {
   for (std::size_t l = 0; l < blocks_.size(); ++l) {
     BlockActivations acts;
     for (const ActivationSlot& slot : slots) {
-      bool own = b.mode == Recompute::none || (b.mode == Recompute::selective && slot.kept_by_selective);
-      acts.*(slot.member) = own ? Tensor::empty(slot.shape) : shared.*(slot.member);
+      acts.*(slot.member) = slot.kept(b.mode) ? Tensor::empty(slot.shape) : shared.*(slot.member);
     }
     s.blocks.push_back(std::move(acts));
   }
   for (std::size_t c = 0; c < chunk_blocks_.size(); ++c) s.grad.push_back(Tensor::empty(rows));
   if (split_.last_stage) {
     s.hf = Tensor::empty(rows);
-    s.hf_full = split_.sharded_sequence() ? Tensor::empty({B, T, C}) : s.hf;
     s.hf_mean = Tensor::empty({rows[0] * rows[1]});
     s.hf_rstd = Tensor::empty({rows[0] * rows[1]});
     const std::int64_t V = split_.tp_size() > 1 ? config_.padded_vocab_size() / split_.tp_size() : config_.vocab_size;
@@ -153,6 +151,7 @@ void GptModel::prepare(std::int64_t B, std::int64_t T, Recompute mode, int slots
       const std::int64_t first = rows[1] * split_.tp_rank();
       b.row_positions = b.positions.view({N}).slice(0, first, first + rows[1]).view({1, rows[1]});
       b.norm_grads = Tensor::empty({2 * C});
+      if (split_.last_stage) b.hf_gathered = Tensor::empty({B, T, C});
     }
     if (config_.positions == PositionKind::learned && split_.first_stage) b.pos_emb = Tensor::empty(rows);
     if (split_.last_stage) {
@@ -172,8 +171,7 @@ ActivationMemory GptModel::activation_memory(std::int64_t B, std::int64_t T, Rec
   std::int64_t own_per_block = 0, shared = 0;
   for (const ActivationSlot& slot : slots) {
     std::int64_t bytes = shape_numel(slot.shape) * 4;
-    bool own = mode == Recompute::none || (mode == Recompute::selective && slot.kept_by_selective);
-    (own ? own_per_block : shared) += bytes;
+    (slot.kept(mode) ? own_per_block : shared) += bytes;
   }
   const auto local_blocks = static_cast<std::int64_t>(blocks_.size());
   const auto chunks = static_cast<std::int64_t>(chunk_blocks_.size());
@@ -183,7 +181,7 @@ ActivationMemory GptModel::activation_memory(std::int64_t B, std::int64_t T, Rec
   std::int64_t scratch_elements = 2 * N * C /*d_h, d_att upper bound*/ + 2 * row_count * C +
                                   N * config_.local_qkv_width(static_cast<int>(tp)) +
                                   (config_.mlp == MlpKind::swiglu ? 3 : 2) * N * F;
-  if (split_.sharded_sequence()) scratch_elements += N * C + row_count * C;
+  if (split_.sharded_sequence()) scratch_elements += N * C + 2 * row_count * C + (split_.last_stage ? N * C : 0);
   m.scratch_bytes = shared + scratch_elements * 4;
   if (split_.last_stage) {
     const std::int64_t V = tp > 1 ? config_.padded_vocab_size() / tp : config_.vocab_size;
@@ -280,6 +278,13 @@ void GptModel::embed_backward(const Tensor& ids_in, const Tensor& grad) {
   grads_ready(embedding_unit_);
 }
 
+Tensor GptModel::head_input(Slot& s) {
+  const std::int64_t N = buffers_.B * buffers_.T, C = config_.n_embd;
+  if (!split_.sharded_sequence()) return s.hf.view({N, C});
+  split_.tp->all_gather(s.hf, buffers_.hf_gathered);
+  return buffers_.hf_gathered.view({N, C});
+}
+
 LossSum GptModel::head_forward(Slot& s, const Tensor& targets_in) {
   Buffers& b = buffers_;
   const std::int64_t N = b.B * b.T, C = config_.n_embd;
@@ -291,8 +296,7 @@ LossSum GptModel::head_forward(Slot& s, const Tensor& targets_in) {
   } else {
     rmsnorm_forward(RmsnormArgs{.eps = config_.norm_eps}, last, store_[norm_w_].value, s.hf, s.hf_rstd);
   }
-  if (split_.sharded_sequence()) split_.tp->all_gather(s.hf, s.hf_full);
-  linear_forward(s.hf_full.view({N, C}), head_weight(false), Tensor(), s.logits);
+  linear_forward(head_input(s), head_weight(false), Tensor(), s.logits);
   release(head_unit_, Pass::forward);
   if (head_ == wte_) release(embedding_unit_, Pass::forward);
   LossSum result;
@@ -327,7 +331,7 @@ void GptModel::head_backward(Slot& s, const Tensor& targets_in, float loss_scale
   }
   Tensor head_grad = head_weight(true), no_bias;
   Tensor d_hf = b.d_hf.view({N, C});
-  linear_backward(s.hf_full.view({N, C}), head_weight(false), s.logits, d_hf, false, head_grad, no_bias);
+  linear_backward(head_input(s), head_weight(false), s.logits, d_hf, false, head_grad, no_bias);
   Tensor d_rows = b.d_hf;  // sum the vocabulary shards' contributions over tp
   if (split_.sharded_sequence()) {
     d_rows = b.scratch.d_hs;

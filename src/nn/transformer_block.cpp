@@ -48,16 +48,12 @@ std::vector<ActivationSlot> block_activation_slots(const TransformerConfig& c, c
   const Shape stats = {rows[0], rows[1]};
   std::vector<ActivationSlot> slots = {
       {&BlockActivations::ln1_mean, stats, true},  {&BlockActivations::ln1_rstd, stats, true},
-      {&BlockActivations::h1, {B, T, C}, false},   {&BlockActivations::qkv, {B, T, c.local_qkv_width(tp)}, true},
+      {&BlockActivations::h1, {B, T, C}, false, !split.sharded_sequence()},   {&BlockActivations::qkv, {B, T, c.local_qkv_width(tp)}, true},
       {&BlockActivations::att, {B, T, Hq * D}, true}, {&BlockActivations::lse, {B, Hq, T}, true},
       {&BlockActivations::x_mid, rows, true},      {&BlockActivations::ln2_mean, stats, true},
-      {&BlockActivations::ln2_rstd, stats, true},  {&BlockActivations::h2, {B, T, C}, false},
+      {&BlockActivations::ln2_rstd, stats, true},  {&BlockActivations::h2, {B, T, C}, false, !split.sharded_sequence()},
       {&BlockActivations::fc, {B, T, F}, true},    {&BlockActivations::act, {B, T, F}, false},
   };
-  if (split.sharded_sequence()) {
-    slots.push_back({&BlockActivations::h1s, rows, false});
-    slots.push_back({&BlockActivations::h2s, rows, false});
-  }
   if (c.positions == PositionKind::rope) {
     slots.push_back({&BlockActivations::q_rot, {B, T, Hq, D}, true});
     slots.push_back({&BlockActivations::k_rot, {B, T, c.local_kv_heads(tp), D}, true});
@@ -83,6 +79,7 @@ BlockScratch make_block_scratch(const TransformerConfig& c, const ModelSplit& sp
     s.d_full = Tensor::empty({B, T, C});
     s.d_hs = Tensor::empty(rows);
     s.norm_grads = Tensor::empty({4 * C});
+    s.h_rows = Tensor::empty(rows);
   }
   return s;
 }
@@ -176,13 +173,13 @@ void TransformerBlock::mlp_activation(const BlockActivations& acts, Tensor& act)
 
 // full <- norm(x): directly, or (sequence parallel) norm of this rank's rows, then all-gathered.
 void TransformerBlock::norm_and_gather(const ParameterStore& store, std::size_t w, std::size_t b, const Tensor& x,
-                                       Tensor& shard, Tensor& full, Tensor& mean, Tensor& rstd) const {
+                                       Tensor& rows, Tensor& full, Tensor& mean, Tensor& rstd) const {
   if (!split_.sharded_sequence()) {
     norm_forward(store, w, b, x, full, mean, rstd);
     return;
   }
-  norm_forward(store, w, b, x, shard, mean, rstd);
-  split_.tp->all_gather(shard, full);
+  norm_forward(store, w, b, x, rows, mean, rstd);
+  split_.tp->all_gather(rows, full);
 }
 
 // out = residual + reduce_over_tp(in @ weight^T) + bias: all-reduce, or reduce-scatter to this
@@ -208,7 +205,7 @@ void TransformerBlock::forward(const ParameterStore& store, const Tensor& x, Ten
   const int tp = split_.tp_size();
   const std::int64_t Hq = config_.local_heads(tp), Hkv = config_.local_kv_heads(tp), D = config_.head_dim();
   const std::int64_t B = a.h1.size(0), T = a.h1.size(1);
-  norm_and_gather(store, norm1_w_, norm1_b_, x, a.h1s, a.h1, a.ln1_mean, a.ln1_rstd);
+  norm_and_gather(store, norm1_w_, norm1_b_, x, s.h_rows, a.h1, a.ln1_mean, a.ln1_rstd);
   linear_forward(a.h1, store[qkv_w_].value, optional(store, qkv_b_, false), a.qkv);
   Tensor q = head_view(a.qkv, 0, Hq, D), k = head_view(a.qkv, Hq * D, Hkv, D);
   Tensor v = head_view(a.qkv, (Hq + Hkv) * D, Hkv, D);
@@ -222,7 +219,7 @@ void TransformerBlock::forward(const ParameterStore& store, const Tensor& x, Ten
   Tensor att_heads = bhtd(a.att.view({B, T, Hq, D}));
   attention_forward(AttentionArgs{}, bhtd(q), bhtd(k), bhtd(v), att_heads, a.lse);
   row_parallel_output(a.att, store[proj_w_].value, optional(store, proj_b_, false), x, s.d_h, a.x_mid);
-  norm_and_gather(store, norm2_w_, norm2_b_, a.x_mid, a.h2s, a.h2, a.ln2_mean, a.ln2_rstd);
+  norm_and_gather(store, norm2_w_, norm2_b_, a.x_mid, s.h_rows, a.h2, a.ln2_mean, a.ln2_rstd);
   linear_forward(a.h2, store[fc_w_].value, optional(store, fc_b_, false), a.fc);
   if (config_.mlp == MlpKind::swiglu) linear_forward(a.h2, store[up_w_].value, Tensor(), a.up);
   mlp_activation(a, a.act);
@@ -231,14 +228,14 @@ void TransformerBlock::forward(const ParameterStore& store, const Tensor& x, Ten
 
 void TransformerBlock::recompute(const ParameterStore& store, const Tensor& x, BlockActivations& a,
                                  BlockScratch& scratch, Recompute mode) const {
-  if (mode == Recompute::none) return;
+  if (mode == Recompute::none && !split_.sharded_sequence()) return;
   if (mode == Recompute::full) {
     forward(store, x, scratch.y_discard, a, scratch);
     return;
   }
-  norm_and_gather(store, norm1_w_, norm1_b_, x, a.h1s, a.h1, a.ln1_mean, a.ln1_rstd);
-  norm_and_gather(store, norm2_w_, norm2_b_, a.x_mid, a.h2s, a.h2, a.ln2_mean, a.ln2_rstd);
-  mlp_activation(a, a.act);
+  norm_and_gather(store, norm1_w_, norm1_b_, x, scratch.h_rows, a.h1, a.ln1_mean, a.ln1_rstd);
+  norm_and_gather(store, norm2_w_, norm2_b_, a.x_mid, scratch.h_rows, a.h2, a.ln2_mean, a.ln2_rstd);
+  if (mode == Recompute::selective) mlp_activation(a, a.act);
 }
 
 // The full (B, T, C) gradient of a row-parallel output: `grad` itself, or (sequence parallel) the

@@ -184,14 +184,14 @@ nn::ModelSplit Engine::model_split() {
   nn::ModelSplit split;
   if (p.tp > 1) split.tp = &tp();
   split.sequence_parallel = p.sequence_parallel;
-  const int stage = pp().rank(), stages = p.pp * p.virtual_stages;
+  const int stage = pp().rank();
+  const std::vector<int> per_stage = p.stage_layers(config_.model.n_layer);
+  std::vector<int> first_layer = {0};
+  for (int count : per_stage) first_layer.push_back(first_layer.back() + count);
   for (int chunk = 0; chunk < p.virtual_stages; ++chunk) {
     const int global_stage = chunk * p.pp + stage;  // interleaving: rank r holds stages r, r + pp, ...
     std::vector<int> layers;
-    for (int l = config_.model.n_layer * global_stage / stages; l < config_.model.n_layer * (global_stage + 1) / stages;
-         ++l) {
-      layers.push_back(l);
-    }
+    for (int l = first_layer[global_stage]; l < first_layer[global_stage + 1]; ++l) layers.push_back(l);
     split.chunks.push_back(std::move(layers));
   }
   split.first_stage = stage == 0;

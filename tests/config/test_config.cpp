@@ -54,6 +54,7 @@ parallel:
   sequence_parallel: true
   virtual_stages: 2
   pp_schedule: interleaved
+  pp_layers: [1, 3, 2, 2]
   bucket_mb: 2.5
 training:
   global_batch_size: 64
@@ -193,6 +194,7 @@ TEST(ConfigYaml, FullFileSetsEveryKey) {
   EXPECT_EQ(c.parallel.zero_stage, 1);
   EXPECT_TRUE(c.parallel.sequence_parallel);
   EXPECT_EQ(c.parallel.virtual_stages, 2);
+  EXPECT_EQ(c.parallel.stage_layers(8), (std::vector<int>{1, 3, 2, 2}));
   EXPECT_EQ(c.parallel.pp_schedule, PipelineSchedule::interleaved);
   EXPECT_EQ(c.training.global_batch_size, 64);
   EXPECT_EQ(c.training.micro_batch, 4);

@@ -202,7 +202,22 @@ TEST(ConfigValidate, CrossKeyChecks) {
   expect_invalid([](RunConfig& c) { c.parallel.tp = 3; c.model.ffn_hidden = 1000; },
                  {"model.ffn_hidden (1000) must be divisible by parallel.tp (3)"}, 3);
   expect_invalid([](RunConfig& c) { c.parallel.pp = 5; },
-                 {"model.n_layer (12) must be divisible by parallel.pp (5) * parallel.virtual_stages (1) = 5"}, 5);
+                 {"model.n_layer (12) must be divisible by parallel.pp (5) * parallel.virtual_stages (1) = 5",
+                  "parallel.pp_layers"}, 5);
+  expect_invalid([](RunConfig& c) { c.parallel.pp = 2; c.parallel.pp_layers = {"5", "6"}; },
+                 {"parallel.pp_layers sums to 11 layers but model.n_layer is 12", "neither drop nor duplicate"}, 2);
+  expect_invalid([](RunConfig& c) { c.parallel.pp = 2; c.parallel.pp_layers = {"12", "0"}; },
+                 {"parallel.pp_layers[1] = 0: every stage needs at least one layer"}, 2);
+  expect_invalid([](RunConfig& c) { c.parallel.pp = 2; c.parallel.pp_layers = {"4", "4", "4"}; },
+                 {"parallel.pp_layers has 3 entries; it needs one per pipeline stage: pp (2) * virtual_stages (1) = 2"},
+                 2);
+  expect_invalid([](RunConfig& c) { c.parallel.pp = 2; c.parallel.pp_layers = {"4", "x8"}; },
+                 {"parallel.pp_layers[1] = 'x8' is not a whole number of layers"}, 2);
+  {
+    RunConfig uneven = RunConfig::from_yaml_string("parallel: {pp: 5, pp_layers: [2, 3, 3, 2, 2]}\n", "u.yaml");
+    EXPECT_NO_THROW(uneven.validate(5));
+    EXPECT_EQ(uneven.parallel.stage_layers(12), (std::vector<int>{2, 3, 3, 2, 2}));
+  }
   expect_invalid([](RunConfig& c) { c.parallel.virtual_stages = 2; }, {"parallel.virtual_stages (2) > 1 needs", "interleaved"});
   expect_invalid([](RunConfig& c) { c.parallel.pp_schedule = PipelineSchedule::interleaved; },
                  {"interleaved needs parallel.virtual_stages >= 2 and parallel.pp >= 2"});

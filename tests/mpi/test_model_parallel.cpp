@@ -45,6 +45,7 @@ struct Layout {
   int layers = 4;
   int kv_heads = 0;      // 0 = n_head
   std::string recompute = "none";
+  std::vector<std::string> pp_layers = {};  // explicit layers per stage; empty = even
 };
 
 struct Curve {
@@ -80,6 +81,7 @@ RunConfig layout_config(int rank, const fs::path& dir, const Layout& l, bool ser
     c.parallel.pp_schedule = l.schedule;
     c.parallel.virtual_stages = l.virtual_stages;
     c.parallel.sequence_parallel = l.sequence_parallel;
+    c.parallel.pp_layers = l.pp_layers;
   }
   return c;
 }
@@ -153,6 +155,7 @@ std::vector<Layout> layouts() {
                  .sequence_parallel = true, .kv_heads = 2, .recompute = "selective"});
   all.push_back({.name = "pp2_gpipe", .grid = {.pp = 2}, .schedule = PipelineSchedule::gpipe});
   all.push_back({.name = "pp2_1f1b", .grid = {.pp = 2}});
+  all.push_back({.name = "pp2_uneven_1_3", .grid = {.pp = 2}, .pp_layers = {"1", "3"}});
   all.push_back({.name = "pp2_1f1b_llama_full_recompute", .architecture = "llama", .grid = {.pp = 2},
                  .recompute = "full"});
   all.push_back({.name = "pp4_interleaved_v2", .grid = {.pp = 4}, .schedule = PipelineSchedule::interleaved,
@@ -167,6 +170,84 @@ std::vector<Layout> layouts() {
 
 INSTANTIATE_TEST_SUITE_P(Layouts, ModelParallel, ::testing::ValuesIn(layouts()),
                          [](const ::testing::TestParamInfo<Layout>& info) { return info.param.name; });
+
+// Resharding (4 ranks): a checkpoint saved at dp 2 x tp 2 after 10 steps resumes at the same
+// layout bit for bit, and at pp 2 x dp 2 and in one process within the equivalence tolerance of
+// the uninterrupted run's next 10 steps.
+TEST(Resharding, Dp2Tp2CheckpointResumesAtPp2Dp2AndInOneProcess) {
+  World world;
+  dist::Communicator& comm = *world.comm;
+  if (comm.size() != 4) GTEST_SKIP() << "needs 4 ranks";
+  const Layout saved{.name = "dp2_tp2", .grid = {.tp = 2, .dp = 2}, .accumulation = 2};
+  const Layout other{.name = "pp2_dp2", .grid = {.dp = 2, .pp = 2}, .accumulation = 2};
+  fs::path dir = shared_dir(comm, "reshard");
+  prepare_shared_data(comm, layout_config(comm.rank(), dir, saved, true));
+  constexpr int kHalf = kSteps / 2;
+  std::vector<double> uninterrupted;
+  {
+    dist::ProcessGroups groups(saved.grid, world.runtime.world());
+    Engine engine(layout_config(comm.rank(), dir, saved, false), make_rank_logger(comm.rank(), "warn"), &groups);
+    run(engine, kHalf, false);
+    engine.save();
+    uninterrupted = run(engine, kHalf, false).loss;
+  }
+  auto resume = [&](const Layout& layout, bool serial) {
+    RunConfig config = layout_config(comm.rank(), dir, layout, serial);
+    if (serial) {
+      Engine engine(config, make_rank_logger(0, "warn"));
+      engine.load("auto");
+      return run(engine, kHalf, false).loss;
+    }
+    dist::ProcessGroups groups(layout.grid, world.runtime.world());
+    Engine engine(config, make_rank_logger(comm.rank(), "warn"), &groups);
+    engine.load("auto");
+    EXPECT_EQ(engine.step_count(), kHalf);
+    return run(engine, kHalf, false).loss;
+  };
+  const std::vector<double> same = resume(saved, false);
+  const std::vector<double> pipelined = resume(other, false);
+  const std::vector<double> single = resume(saved, true);
+  if (comm.rank() == 0) {
+    std::cout << "resharding dp2 x tp2 -> same layout max gap " << max_abs_difference(same, uninterrupted)
+              << ", pp2 x dp2 " << max_abs_difference(pipelined, uninterrupted) << ", one process "
+              << max_abs_difference(single, uninterrupted) << std::endl;
+  }
+  EXPECT_EQ(same, uninterrupted) << "the same layout resumes bit for bit";
+  EXPECT_LT(max_abs_difference(pipelined, uninterrupted), kLossTolerance);
+  EXPECT_LT(max_abs_difference(single, uninterrupted), kLossTolerance);
+  dist::run_on_rank0(comm, "cleanup", [&] { fs::remove_all(dir); });
+}
+
+// Sequence parallelism keeps 1/tp of the residual stream, norm statistics and (with selective
+// recompute) norm outputs per rank: the saved activations must shrink, and by the amount the
+// shapes say.
+TEST(ModelParallelMemory, SequenceParallelShrinksSavedActivations) {
+  World world;
+  dist::Communicator& comm = *world.comm;
+  if (comm.size() != 2) GTEST_SKIP() << "needs 2 ranks";
+  nn::TransformerConfig config = nn::TransformerConfig::gpt2(320, 4, 4, 64, 64);
+  const std::int64_t B = 4, T = 64, C = config.n_embd, N = B * T;
+  nn::ModelSplit plain{.tp = &comm}, sequence{.tp = &comm, .sequence_parallel = true};
+  nn::GptModel tp_only(config, plain, false), tp_sp(config, sequence, false), serial(config, {}, false);
+  for (nn::Recompute mode : {nn::Recompute::none, nn::Recompute::selective}) {
+    const std::int64_t whole = serial.activation_memory(B, T, mode).saved_bytes;
+    const std::int64_t tp = tp_only.activation_memory(B, T, mode).saved_bytes;
+    const std::int64_t sp = tp_sp.activation_memory(B, T, mode).saved_bytes;
+    if (comm.rank() == 0) {
+      std::cout << nn::recompute_name(mode) << ": saved activations per rank serial " << whole << " B, tp 2 " << tp
+                << " B, tp 2 + sequence parallel " << sp << " B" << std::endl;
+    }
+    EXPECT_LT(tp, whole);
+    EXPECT_LT(sp, tp);
+    // Saved by sequence parallelism, in floats: per block x_mid (N C / 2) and the 4 norm
+    // statistics (4 N / 2), plus, without recompute, the gathered norm outputs h1 and h2 (2 N C,
+    // re-gathered in backward); the L + 1 residual-stream tensors (N C / 2 each); the final norm's
+    // output and statistics (N C / 2 + 2 N / 2).
+    const std::int64_t L = config.n_layer;
+    const std::int64_t per_block = (mode == nn::Recompute::none ? 2 * N * C : 0) + N * C / 2 + 2 * N;
+    EXPECT_EQ(tp - sp, 4 * (L * per_block + (L + 1) * N * C / 2 + N * C / 2 + N)) << nn::recompute_name(mode);
+  }
+}
 
 }  // namespace
 }  // namespace myriad::train

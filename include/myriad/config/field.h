@@ -63,6 +63,7 @@ struct FieldInfo {
   std::vector<std::string> aliases;  // accepted alternative spellings, e.g. {"batch_size"}
   FieldType type = FieldType::text;
   std::vector<std::string> allowed;  // choice: the values; text_list: the allowed members
+  bool repeats = false;              // text_list: members may repeat (a sequence, not a set)
   FieldCheck check;                  // extra constraint (range, form)
   std::string meaning;               // one line for docs/config.md
   std::int64_t min_integer = std::numeric_limits<std::int64_t>::min();  // integer: what the member can hold
@@ -98,6 +99,7 @@ struct Field : FieldInfo {
 struct FieldOptions {
   std::vector<std::string> aliases = {};
   std::vector<std::string> allowed = {};  // std::string member: makes it a choice; list member: allowed members
+  bool repeats = false;                   // list member: a sequence whose members may repeat
   FieldCheck check = {};
 };
 
@@ -115,6 +117,7 @@ Field<S> make_field(std::string name, T S::*member, std::string meaning, FieldOp
   field.name = std::move(name);
   field.aliases = std::move(options.aliases);
   field.allowed = std::move(options.allowed);
+  field.repeats = options.repeats;
   field.check = std::move(options.check);
   field.meaning = std::move(meaning);
   if constexpr (std::is_same_v<T, bool>) {

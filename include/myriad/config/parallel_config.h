@@ -5,6 +5,7 @@
 // also need the model or batch (heads % tp, layers % pp, ...) are in RunConfig::validate.
 #pragma once
 
+#include <string>
 #include <string_view>
 #include <vector>
 
@@ -26,10 +27,15 @@ struct ParallelConfig {
   bool sequence_parallel = false;   // shard norms/dropout activations over tp along the sequence (no effect at tp 1)
   int virtual_stages = 1;           // model chunks per pipeline rank (> 1 only with the interleaved schedule)
   PipelineSchedule pp_schedule = PipelineSchedule::one_f_one_b;  // 1f1b | gpipe | interleaved
+  std::vector<std::string> pp_layers;  // layers per global pipeline stage (pp * virtual_stages entries); empty = even
   double bucket_mb = 8.0;           // dp gradient bucket (MiB), reduced as soon as its gradients are final; 0 = one reduction after backward
 
   // dp * tp * pp * cp * ep.
   long long degree_product() const;
+  // Layers of each global pipeline stage (stage g = chunk * pp + pipeline rank): pp_layers, or an
+  // even split. Throws naming the numbers unless every stage has >= 1 layer and the counts sum to
+  // n_layer (no layer dropped or duplicated).
+  std::vector<int> stage_layers(int n_layer) const;
 
   // Per-key checks; the product of the degrees equals `world_size` (the message names every
   // factor); interleaved <=> virtual_stages > 1 (and then pp > 1); ZeRO 2/3 not with pp > 1.

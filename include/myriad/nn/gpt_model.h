@@ -95,7 +95,7 @@ class GptModel {
     std::vector<Tensor> residual;  // chunk c's blocks [b0, b1) read residual[b0 + c] .. write residual[b1 + c]
     std::vector<BlockActivations> blocks;  // per local block
     std::vector<Tensor> grad;      // per chunk, residual shape
-    Tensor hf, hf_full, hf_mean, hf_rstd;  // final norm output (rows; gathered (B, T, C)) and stats
+    Tensor hf, hf_mean, hf_rstd;   // final norm output (residual rows) and stats
     Tensor logits;                 // (N, V) or (N, V_local); holds dlogits after backward
     Tensor losses, lse;            // (N)
   };
@@ -110,6 +110,7 @@ class GptModel {
     Tensor grad_losses;            // (N)
     Tensor d_hf;                   // (B, T, C) head input gradient
     Tensor norm_grads;             // sequence parallel: final-norm partial gradients (2 C)
+    Tensor hf_gathered;            // sequence parallel: every rank's hf rows (B, T, C), gathered when used
   };
 
   Slot make_slot() const;
@@ -117,6 +118,7 @@ class GptModel {
   void embed(const Tensor& ids, Tensor& out);
   void embed_backward(const Tensor& ids, const Tensor& grad);
   LossSum head_forward(Slot& slot, const Tensor& targets);
+  Tensor head_input(Slot& slot);  // (N, C): hf, or (sequence parallel) all-gathered into hf_gathered
   void head_backward(Slot& slot, const Tensor& targets, float loss_scale, Tensor& grad);
   std::int64_t vocab_start() const;
   Tensor head_weight(bool grad) const;

@@ -29,7 +29,6 @@ namespace myriad::nn {
 
 struct BlockActivations {
   Tensor ln1_mean, ln1_rstd;  // (B, T)        layernorm: mean unused for rmsnorm
-  Tensor h1s, h2s;            // (1, N/tp, C)  norm outputs of this rank's tokens (sequence parallel)
   Tensor h1;                  // (B, T, C)     norm1 output
   Tensor qkv;                 // (B, T, QKV)
   Tensor q_rot, k_rot;        // (B, T, Hq, D), (B, T, Hkv, D): RoPE only
@@ -48,16 +47,23 @@ struct BlockScratch {
   Tensor d_h, d_att;                    // (B, T, C) (d_att: local heads)
   Tensor d_tmp, y_discard;              // residual-stream shape
   Tensor d_full, d_hs;                  // sequence parallel: gathered (B, T, C) grad, (1, N/tp, C) shard
+  Tensor h_rows;                        // sequence parallel: a norm's output rows before the all-gather
   Tensor norm_grads;                    // sequence parallel: partial norm gradients (4 C), all-reduced
   Tensor d_qkv;                         // (B, T, QKV)
   Tensor d_fc, d_up, d_act;             // (B, T, F)
 };
 
-// One entry per BlockActivations member: its shape and whether selective recompute keeps it.
+// One entry per BlockActivations member: its shape and which recompute modes keep it. Under
+// sequence parallelism the gathered norm outputs h1, h2 are never kept: backward re-runs the norm
+// on the saved rows and all-gathers again (Megatron's choice: keep 1/tp, pay one all-gather).
 struct ActivationSlot {
   Tensor BlockActivations::*member;
   Shape shape;
   bool kept_by_selective;
+  bool kept_by_none = true;
+  bool kept(Recompute mode) const {
+    return mode == Recompute::none ? kept_by_none : mode == Recompute::selective && kept_by_selective;
+  }
 };
 std::vector<ActivationSlot> block_activation_slots(const TransformerConfig& config, const ModelSplit& split,
                                                    std::int64_t B, std::int64_t T);
@@ -75,8 +81,9 @@ class TransformerBlock {
   int layer() const { return layer_; }
   void forward(const ParameterStore& store, const Tensor& x, Tensor& y, BlockActivations& acts,
                BlockScratch& scratch) const;
-  // Rebuilds the activations that `mode` did not keep (none: nothing; selective: norm outputs and
-  // MLP activation; full: everything, by re-running forward).
+  // Rebuilds the activations that `mode` did not keep (none: nothing, or under sequence parallelism
+  // the gathered norm outputs; selective: norm outputs and MLP activation; full: everything, by
+  // re-running forward).
   void recompute(const ParameterStore& store, const Tensor& x, BlockActivations& acts, BlockScratch& scratch,
                  Recompute mode) const;
   void backward(ParameterStore& store, const Tensor& x, const BlockActivations& acts, BlockScratch& scratch,
@@ -100,7 +107,7 @@ class TransformerBlock {
   void norm_backward(const ParameterStore& store, std::size_t w, const Tensor& x, const Tensor& mean,
                      const Tensor& rstd, const Tensor& grad_out, Tensor& grad_x, Tensor& grad_w, Tensor& grad_b) const;
   void mlp_activation(const BlockActivations& acts, Tensor& act) const;
-  void norm_and_gather(const ParameterStore& store, std::size_t w, std::size_t b, const Tensor& x, Tensor& shard,
+  void norm_and_gather(const ParameterStore& store, std::size_t w, std::size_t b, const Tensor& x, Tensor& rows,
                        Tensor& full, Tensor& mean, Tensor& rstd) const;
   void row_parallel_output(const Tensor& in, const Tensor& weight, const Tensor& bias, const Tensor& residual,
                            Tensor& partial, Tensor& out) const;
