@@ -139,13 +139,14 @@ def run(args, rank, world, runtime):
               flush=True)
     progress = Progress(steps, rank == 0)
     peak = engine.peak_flops["measured"] or engine.peak_flops["datasheet"]
-    window_tokens, window_time, window_comm, window_flops, window_steps = 0, 0.0, 0.0, 0.0, 0
+    window_tokens, window_time, window_comm, window_bubble, window_flops, window_steps = 0, 0.0, 0.0, 0.0, 0.0, 0
     while engine.step_count < steps:
         m = engine.step()
         window_tokens += m["tokens"]
         window_time += m["step_seconds"]
         window_flops += m["model_flops"]
         window_comm += m["comm_seconds"]
+        window_bubble += m["bubble_seconds"]
         window_steps += 1
         step = m["step"]
         if rank == 0 and (step % every == 0 or step == steps or step == 1):
@@ -155,9 +156,10 @@ def run(args, rank, world, runtime):
                   f"{1000 * window_time / max(1, window_steps):.0f} ms/step | "
                   f"MFU {100 * window_flops / max(window_time, 1e-9) / (world * peak):.1f}% | "
                   f"comm {100 * window_comm / max(window_time, 1e-9):.0f}% | "
+                  + (f"bubble {100 * window_bubble / max(window_time, 1e-9):.0f}% | " if window_bubble > 0 else "") +
                   f"mem {m['memory']['rss_current'] / 2**30:.2f} GiB"
                   + (" | SKIPPED (non-finite grads)" if m["skipped"] else ""), flush=True)
-            window_tokens, window_time, window_comm, window_flops, window_steps = 0, 0.0, 0.0, 0.0, 0
+            window_tokens, window_time, window_comm, window_bubble, window_flops, window_steps = 0, 0.0, 0.0, 0.0, 0.0, 0
         for s in m["stragglers"]:
             if rank == 0:
                 print(f"step {step:5d}/{steps} | straggler: rank {s['rank']} ({s['coords']}) on {s['host']}: compute "
