@@ -4,6 +4,7 @@
 
 #include <cstring>
 
+#include "myriad/dist/tensor_parallel_region.h"
 #include "myriad/dist/vocab_parallel.h"
 #include "myriad/nn/linear.h"
 #include "myriad/ops/cross_entropy.h"
@@ -241,7 +242,7 @@ void GptModel::embed(const Tensor& ids_in, Tensor& out) {
     if (split_.sharded_sequence()) {  // every rank's partial lookup, summed into each rank's rows
       Tensor partial = b.scratch.d_h.view({N, C});
       dist::vocab_parallel_embedding_lookup(shard, ids.view({N}), store_[wte_].value, partial);
-      split_.tp->reduce_scatter(partial, out);
+      dist::reduce_scatter_to_sequence_region_forward(*split_.tp, partial, out);
     } else {
       Tensor flat = out.view({N, C});
       dist::vocab_parallel_embedding_forward(*split_.tp, shard, ids.view({N}), store_[wte_].value, flat);
@@ -264,7 +265,7 @@ void GptModel::embed_backward(const Tensor& ids_in, const Tensor& grad) {
   // replicated position table's gradients are complete on every rank without a reduction.
   Tensor full = grad;
   if (split_.sharded_sequence()) {
-    split_.tp->all_gather(grad, b.scratch.d_full);
+    dist::reduce_scatter_to_sequence_region_backward(*split_.tp, grad, b.scratch.d_full);
     full = b.scratch.d_full;
   }
   if (split_.tp_size() == 1) {
@@ -281,7 +282,7 @@ void GptModel::embed_backward(const Tensor& ids_in, const Tensor& grad) {
 Tensor GptModel::head_input(Slot& s) {
   const std::int64_t N = buffers_.B * buffers_.T, C = config_.n_embd;
   if (!split_.sharded_sequence()) return s.hf.view({N, C});
-  split_.tp->all_gather(s.hf, buffers_.hf_gathered);
+  dist::gather_from_sequence_region_forward(*split_.tp, s.hf, buffers_.hf_gathered);
   return buffers_.hf_gathered.view({N, C});
 }
 
@@ -335,9 +336,9 @@ void GptModel::head_backward(Slot& s, const Tensor& targets_in, float loss_scale
   Tensor d_rows = b.d_hf;  // sum the vocabulary shards' contributions over tp
   if (split_.sharded_sequence()) {
     d_rows = b.scratch.d_hs;
-    split_.tp->reduce_scatter(b.d_hf, d_rows);
+    dist::gather_from_sequence_region_backward(*split_.tp, b.d_hf, d_rows);
   } else if (split_.tp_size() > 1) {
-    split_.tp->all_reduce(b.d_hf);
+    dist::copy_to_tp_region_backward(*split_.tp, b.d_hf);
   }
   // Sequence parallel: the final norm's gradients are partial sums over this rank's rows.
   const bool partial = split_.sharded_sequence();

@@ -5,6 +5,7 @@
 #include <cmath>
 #include <cstring>
 
+#include "myriad/dist/tensor_parallel_region.h"
 #include "myriad/nn/linear.h"
 #include "myriad/ops/activations.h"
 #include "myriad/ops/attention.h"
@@ -179,7 +180,7 @@ void TransformerBlock::norm_and_gather(const ParameterStore& store, std::size_t 
     return;
   }
   norm_forward(store, w, b, x, rows, mean, rstd);
-  split_.tp->all_gather(rows, full);
+  dist::gather_from_sequence_region_forward(*split_.tp, rows, full);
 }
 
 // out = residual + reduce_over_tp(in @ weight^T) + bias: all-reduce, or reduce-scatter to this
@@ -190,11 +191,11 @@ void TransformerBlock::row_parallel_output(const Tensor& in, const Tensor& weigh
     linear_forward(in, weight, bias, out);
   } else if (split_.sharded_sequence()) {
     linear_forward(in, weight, Tensor(), partial);
-    split_.tp->reduce_scatter(partial, out);
+    dist::reduce_scatter_to_sequence_region_forward(*split_.tp, partial, out);
     if (bias.defined()) add_row_bias(out, bias);
   } else {
     linear_forward(in, weight, Tensor(), out);
-    split_.tp->all_reduce(out);
+    dist::reduce_from_tp_region_forward(*split_.tp, out);
     if (bias.defined()) add_row_bias(out, bias);
   }
   add_into(out, residual);
@@ -242,7 +243,7 @@ void TransformerBlock::recompute(const ParameterStore& store, const Tensor& x, B
 // all-gather of every rank's rows (the backward of the forward's reduce-scatter).
 const Tensor& TransformerBlock::gathered_grad(const Tensor& grad, BlockScratch& s) const {
   if (!split_.sharded_sequence()) return grad;
-  split_.tp->all_gather(grad, s.d_full);
+  dist::reduce_scatter_to_sequence_region_backward(*split_.tp, grad, s.d_full);
   return s.d_full;
 }
 
@@ -251,10 +252,10 @@ const Tensor& TransformerBlock::gathered_grad(const Tensor& grad, BlockScratch& 
 const Tensor& TransformerBlock::reduced_input_grad(BlockScratch& s) const {
   if (split_.tp_size() == 1) return s.d_h;
   if (!split_.sharded_sequence()) {
-    split_.tp->all_reduce(s.d_h);
+    dist::copy_to_tp_region_backward(*split_.tp, s.d_h);
     return s.d_h;
   }
-  split_.tp->reduce_scatter(s.d_h, s.d_hs);
+  dist::gather_from_sequence_region_backward(*split_.tp, s.d_h, s.d_hs);
   return s.d_hs;
 }
 

@@ -156,6 +156,7 @@ Engine::Engine(const RunConfig& config, std::shared_ptr<spdlog::logger> log, dis
   if (world.rank() == 0 && (config_.logging.jsonl || config_.logging.tensorboard)) {
     writer_ = std::make_unique<MetricsWriter>(config_.logging.dir, config_.logging.jsonl, config_.logging.tensorboard);
   }
+  if (model_parallel()) log_layout();
   MemoryReport mem = memory_report();
   log_->info("model: {} parameters ({} layers, C={}, heads {}/{}, V={} padded to {}); {}; dp {} ZeRO {} ({} buckets); "
              "memory per rank: params {:.2f} MiB, grads {:.2f} MiB, optimizer {:.2f} MiB, activations {:.2f} MiB "
@@ -169,6 +170,31 @@ Engine::Engine(const RunConfig& config, std::shared_ptr<spdlog::logger> log, dis
 }
 
 Engine::~Engine() = default;
+
+void Engine::log_layout() {
+  const ParallelConfig& p = config_.parallel;
+  std::string layers;
+  for (const std::vector<int>& chunk : model_->split().chunks) {
+    if (!layers.empty()) layers += ", ";
+    layers += chunk.empty() ? std::string("none")
+                            : std::to_string(chunk.front()) + "-" + std::to_string(chunk.back());
+  }
+  std::string pipeline = "pp 1";
+  if (p.pp > 1) {
+    const dist::ScheduleKind kind = to_schedule_kind(p.pp_schedule);
+    const int m = config_.training.gradient_accumulation;
+    dist::ScheduleCheck check =
+        dist::simulate_schedule(dist::build_schedule(kind, p.pp, m, p.virtual_stages), p.pp, m, p.virtual_stages);
+    pipeline = "pp " + std::to_string(p.pp) + " (" + dist::schedule_name(kind) + ", " + std::to_string(m) +
+               " micro-batches, " + std::to_string(p.virtual_stages) + " chunk(s) per rank; modelled bubble " +
+               std::to_string(static_cast<int>(100 * check.idle_fraction + 0.5)) + "%, up to " +
+               std::to_string(check.peak_in_flight.at(pp().rank())) + " chunk forwards in flight on this rank)";
+  }
+  log_->info("layout: tp {}{} x {}; this rank holds layers {}{}{}; {} of the model's {} parameter elements",
+             p.tp, p.sequence_parallel && p.tp > 1 ? " (sequence parallel)" : "", pipeline, layers,
+             model_->split().first_stage ? " + embeddings" : "", model_->split().last_stage ? " + head" : "",
+             model_->parameters().numel(), serial_layout_->serial_numel());
+}
 
 void Engine::check_supported_layout() const {
   const ParallelConfig& p = config_.parallel;

@@ -90,6 +90,37 @@ def test_two_ranks_reproduce_the_single_process_losses(tiny):
             assert len(written) == 6
 
 
+@pytest.mark.parametrize("layout,axis", [("parallel.tp=2", "tp"), ("parallel.pp=2", "pp"),
+                                         ("parallel.tp=2 --set parallel.sequence_parallel=true", "tp")])
+def test_tensor_and_pipeline_parallel_driver_runs_reproduce_the_single_process_losses(tiny, layout, axis):
+    config, root = tiny
+    serial = subprocess.run([sys.executable, DRIVER, "--config", str(config), "--set", "logging.dir=" + str(root / "one"),
+                             "--set", "training.gradient_accumulation=4"],
+                            cwd=REPO, env=dict(os.environ, PYTHONPATH=os.path.join(REPO, "python")),
+                            capture_output=True, text=True, timeout=TIMEOUT)
+    assert serial.returncode == 0, serial.stderr
+    run = root / axis
+    result, _ = mpirun(2, driver(config, f"--set {layout} --set training.gradient_accumulation=4 "
+                                         f"--set logging.dir={run}"))
+    assert result.returncode == 0, result.stdout + result.stderr
+    one = [float(loss) for _, loss in LOSS.findall(serial.stdout)]
+    two = [float(loss) for _, loss in LOSS.findall(result.stdout)]
+    assert len(one) == len(two) == 8
+    assert max(abs(a - b) for a, b in zip(one, two)) <= 2e-4, (one, two)
+    records = [json.loads(line) for line in open(run / "metrics.jsonl")]
+    train = [r for r in records if r["kind"] == "train"]
+    assert len(train) == 8
+    for record in train:
+        check_train_record(record)
+        assert record["comm_axis_seconds"]["dp"] == 0.0
+    if axis == "tp":
+        assert all(r["comm_axis_seconds"]["tp"] > 0 for r in train)
+        assert all(r["bubble_seconds"] == 0.0 for r in train)
+    else:  # the pipeline: rank 0 (the first stage) waits for the last stage's gradients
+        assert all(r["bubble_seconds"] > 0 for r in train)
+        assert "bubble" in result.stdout
+
+
 @pytest.mark.parametrize("name,bad_override,needles", [
     ("bad_config", "training.lr=-1", ["training.lr", "rank 1"]),   # refused by the config check
     ("missing_corpus", "data.path={root}/nope.txt", ["nope.txt", "rank 1"]),  # fails in data preparation

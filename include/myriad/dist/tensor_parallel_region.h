@@ -10,6 +10,11 @@
 // (weight columns = input features split) consumes that slice and ends with
 // reduce_from_tp_region. The split is contiguous: rank r holds features [r*F/tp, (r+1)*F/tp).
 // All tensors are contiguous CPU f32, rows first: (N, F_local) and (N, F_local * tp).
+//
+// Sequence parallelism replaces the first pair at the region boundaries (Megatron's g / g-bar):
+//   gather_from_sequence_region      forward: all_gather(rows)       backward: reduce_scatter(grad)
+//   reduce_scatter_to_sequence_region forward: reduce_scatter(x)     backward: all_gather(grad rows)
+// where `rows` are this rank's [r N/tp, (r+1) N/tp) token rows of the (N, C) activation.
 #pragma once
 
 #include "myriad/core/tensor.h"
@@ -24,5 +29,18 @@ void slice_last_dim(const Tensor& full, int rank, Tensor& local);
 
 inline void copy_to_tp_region_backward(Communicator& tp, Tensor& grad) { tp.all_reduce(grad); }
 inline void reduce_from_tp_region_forward(Communicator& tp, Tensor& x) { tp.all_reduce(x); }
+
+inline void gather_from_sequence_region_forward(Communicator& tp, const Tensor& rows, Tensor& full) {
+  tp.all_gather(rows, full);
+}
+inline void gather_from_sequence_region_backward(Communicator& tp, const Tensor& grad_full, Tensor& grad_rows) {
+  tp.reduce_scatter(grad_full, grad_rows);
+}
+inline void reduce_scatter_to_sequence_region_forward(Communicator& tp, const Tensor& partial, Tensor& rows) {
+  tp.reduce_scatter(partial, rows);
+}
+inline void reduce_scatter_to_sequence_region_backward(Communicator& tp, const Tensor& grad_rows, Tensor& grad_full) {
+  tp.all_gather(grad_rows, grad_full);
+}
 
 }  // namespace myriad::dist

@@ -89,6 +89,7 @@ class Engine {
 
  private:
   void check_supported_layout() const;
+  void log_layout();
   nn::ModelSplit model_split();
   dist::Communicator& dp() { return groups_->group(dist::Axis::dp); }
   dist::Communicator& tp() { return groups_->group(dist::Axis::tp); }
