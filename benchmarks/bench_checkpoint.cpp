@@ -1,5 +1,6 @@
 // bench_checkpoint: how long a checkpoint stalls training, synchronous vs asynchronous, at the
-// GPT-2 124M shape (the engine's checkpoint: flat parameters + AdamW m and v, f32, ZeRO 0).
+// GPT-2 124M shape (the engine's checkpoint: every parameter + AdamW m and v, f32, ZeRO 0, one
+// process: one data file).
 //
 // The engine's path: DataParallel::snapshot_full copies parameters and moments into a reused
 // host snapshot (the first save allocates it; later ones are parallel copies), then either
@@ -20,6 +21,7 @@
 #include "myriad/nn/gpt_model.h"
 #include "myriad/dist/loopback_communicator.h"
 #include "myriad/train/async_checkpoint.h"
+#include "myriad/train/checkpoint.h"
 #include "myriad/train/data_parallel.h"
 
 using namespace myriad;
@@ -31,8 +33,22 @@ double seconds_since(std::chrono::steady_clock::time_point start) {
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
 }
 
-train::CheckpointContents contents(std::int64_t step, const train::FullState& state) {
-  return train::training_state(step, "bench", "", state.values, state.m, state.v);
+// The pieces and header the engine writes for one process.
+std::vector<train::CheckpointPiece> pieces(const nn::ParameterStore& store, const train::FullState& state) {
+  std::vector<train::CheckpointPiece> all = train::parameter_pieces(store, state.values, "");
+  for (auto [flat, prefix] : {std::pair{&state.m, train::kAdamMPrefix}, std::pair{&state.v, train::kAdamVPrefix}}) {
+    std::vector<train::CheckpointPiece> more = train::parameter_pieces(store, *flat, prefix);
+    all.insert(all.end(), more.begin(), more.end());
+  }
+  return all;
+}
+
+train::CheckpointHeader header(std::int64_t step) {
+  train::CheckpointHeader h;
+  h.step = step;
+  h.config_yaml = "bench";
+  h.layout = "dp 1 x tp 1 x pp 1, zero_stage 0";
+  return h;
 }
 
 }  // namespace
@@ -69,13 +85,16 @@ int main(int argc, char** argv) {
   for (int r = 0; r <= repeats; ++r) {
     auto start = std::chrono::steady_clock::now();
     dp.snapshot_full(sync_state);
-    train::save_checkpoint(dir.string(), contents(2 * r + 1, sync_state), 1);
+    train::save_checkpoint(dir.string(), header(2 * r + 1), pieces(model.parameters(), sync_state), 1);
     sync_s.push_back(seconds_since(start));
 
     writer.wait();  // the engine waits for the previous write before reusing the snapshot
     start = std::chrono::steady_clock::now();
     dp.snapshot_full(async_state);
-    writer.submit(contents(2 * r + 2, async_state), dir.string(), 1);
+    writer.submit(train::checkpoint_path(dir.string(), 2 * r + 2),
+                  [&, step = 2 * r + 2, snapshot = pieces(model.parameters(), async_state)] {
+                    train::save_checkpoint(dir.string(), header(step), snapshot, 1);
+                  });
     stall_s.push_back(seconds_since(start));
     writer.wait();
     done_s.push_back(seconds_since(start));

@@ -62,4 +62,67 @@ void run_on_rank0(Communicator& comm, const std::string& what, const std::functi
                     << std::string(static_cast<const char*>(text.raw_data()), static_cast<std::size_t>(n)));
 }
 
+namespace {
+
+std::vector<std::int64_t> all_lengths(Communicator& comm, std::int64_t mine) {
+  Tensor one = Tensor::full({1}, 0.0, DType::i64), all = Tensor::zeros({comm.size()}, DType::i64);
+  one.data<std::int64_t>()[0] = mine;
+  comm.all_gather(one, all);
+  return std::vector<std::int64_t>(all.data<std::int64_t>(), all.data<std::int64_t>() + comm.size());
+}
+
+}  // namespace
+
+void run_on_every_rank(Communicator& comm, const std::string& what, const std::function<void()>& work) {
+  std::string failure;
+  std::exception_ptr error;
+  try {
+    work();
+  } catch (const std::exception& e) {
+    error = std::current_exception();
+    failure = e.what();
+    if (failure.empty()) failure = "unknown error";
+  }
+  if (comm.size() == 1) {
+    if (error) std::rethrow_exception(error);
+    return;
+  }
+  const std::vector<std::int64_t> lengths = all_lengths(comm, static_cast<std::int64_t>(failure.size()));
+  int first = -1;
+  for (int r = 0; r < comm.size() && first < 0; ++r) {
+    if (lengths[static_cast<std::size_t>(r)] > 0) first = r;
+  }
+  if (first < 0) return;
+  Tensor text = Tensor::zeros({lengths[static_cast<std::size_t>(first)]}, DType::i8);
+  if (comm.rank() == first) std::memcpy(text.raw_data(), failure.data(), failure.size());
+  comm.broadcast(text, first);
+  if (error) std::rethrow_exception(error);
+  MYRIAD_THROW(what << " failed on rank " << first << ": "
+                    << std::string(static_cast<const char*>(text.raw_data()), static_cast<std::size_t>(text.numel())));
+}
+
+std::vector<std::string> gather_strings_to_rank0(Communicator& comm, const std::string& text) {
+  const std::vector<std::int64_t> lengths = all_lengths(comm, static_cast<std::int64_t>(text.size()));
+  if (comm.rank() != 0) {
+    if (!text.empty()) {
+      Tensor bytes = Tensor::zeros({static_cast<std::int64_t>(text.size())}, DType::i8);
+      std::memcpy(bytes.raw_data(), text.data(), text.size());
+      comm.send(bytes, 0, 7);
+    }
+    return {};
+  }
+  std::vector<std::string> all = {text};
+  for (int r = 1; r < comm.size(); ++r) {
+    const std::int64_t n = lengths[static_cast<std::size_t>(r)];
+    if (n == 0) {
+      all.emplace_back();
+      continue;
+    }
+    Tensor bytes = Tensor::zeros({n}, DType::i8);
+    comm.recv(bytes, r, 7);
+    all.emplace_back(static_cast<const char*>(bytes.raw_data()), static_cast<std::size_t>(n));
+  }
+  return all;
+}
+
 }  // namespace myriad::dist

@@ -13,17 +13,16 @@ AsyncCheckpointWriter::~AsyncCheckpointWriter() {
   }
 }
 
-std::string AsyncCheckpointWriter::submit(CheckpointContents snapshot, const std::string& dir, int keep) {
+void AsyncCheckpointWriter::submit(std::string path, std::function<void()> job) {
   wait();
-  path_ = checkpoint_path(dir, snapshot.step);
-  thread_ = std::thread([this, snapshot = std::move(snapshot), dir, keep]() {
+  path_ = std::move(path);
+  thread_ = std::thread([this, job = std::move(job)]() {
     try {
-      save_checkpoint(dir, snapshot, keep);
+      job();
     } catch (...) {
       error_ = std::current_exception();
     }
   });
-  return path_;
 }
 
 std::string AsyncCheckpointWriter::wait() {

@@ -1,4 +1,5 @@
-// Checkpoint directories: manifest.json + state.bin, atomic rename, latest pointer, retention.
+// Sharded checkpoint writing: pieces of parameters, per-rank data files, the manifest, atomic
+// rename, the `latest` pointer and retention.
 #include "myriad/train/checkpoint.h"
 
 #include <fcntl.h>
@@ -9,7 +10,6 @@
 #include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
-#include <sstream>
 
 #include "myriad/core/progress_bar.h"
 #include "myriad/data/token_shard.h"
@@ -44,65 +44,106 @@ void write_file(const fs::path& path, const std::string& bytes) {
   fsync_path(path);
 }
 
-}  // namespace
-
-CheckpointContents training_state(std::int64_t step, std::string config_yaml, std::string model_yaml, Tensor values,
-                                  Tensor m, Tensor v) {
-  CheckpointContents c;
-  c.step = step;
-  c.config_yaml = std::move(config_yaml);
-  c.model_yaml = std::move(model_yaml);
-  c.tensors.push_back({kParametersTensor, std::move(values)});
-  c.tensors.push_back({kAdamMTensor, std::move(m)});
-  c.tensors.push_back({kAdamVTensor, std::move(v)});
-  return c;
+json box_json(const std::vector<nn::IndexRange>& box) {
+  json out = json::array();
+  for (const nn::IndexRange& r : box) out.push_back({r.begin, r.end});
+  return out;
 }
 
-std::string save_checkpoint(const std::string& dir, const CheckpointContents& contents, int keep) {
+}  // namespace
+
+std::vector<CheckpointPiece> parameter_pieces(const nn::ParameterStore& store, const Tensor& flat,
+                                              const std::string& prefix) {
+  std::vector<CheckpointPiece> pieces;
+  for (const nn::Parameter& p : store.all()) {
+    if (!p.primary) continue;
+    nn::for_each_held_box(p, nn::parameter_view(flat, p), [&](const std::vector<nn::IndexRange>& box, const Tensor& piece) {
+      pieces.push_back({prefix + p.name, p.global_shape, box, piece});
+    });
+  }
+  return pieces;
+}
+
+std::string checkpoint_path(const std::string& dir, std::int64_t step) {
+  return (fs::path(dir) / step_name(step)).string();
+}
+
+std::string begin_checkpoint(const std::string& dir, std::int64_t step) {
   fs::create_directories(dir);
-  const std::string name = step_name(contents.step);
-  const fs::path tmp = fs::path(dir) / (".tmp-" + name);
-  const fs::path final_dir = fs::path(dir) / name;
   // Temporary directories left by a save that was killed midway are never complete: remove them.
   for (const auto& entry : fs::directory_iterator(dir)) {
     if (entry.is_directory() && entry.path().filename().string().rfind(".tmp-step_", 0) == 0) {
       fs::remove_all(entry.path());
     }
   }
+  const fs::path tmp = fs::path(dir) / (".tmp-" + step_name(step));
   fs::create_directories(tmp);
+  return tmp.string();
+}
+
+std::string write_checkpoint_file(const std::string& tmp_dir, const std::string& file_name,
+                                  const std::vector<CheckpointPiece>& pieces) {
+  const fs::path path = fs::path(tmp_dir) / file_name;
+  json entries = json::array();
+  std::ofstream out(path, std::ios::binary | std::ios::trunc);
+  MYRIAD_CHECK(out, "checkpoint: cannot write " << path.string());
+  std::int64_t total = 0;
+  for (const CheckpointPiece& p : pieces) total += static_cast<std::int64_t>(p.data.nbytes());
+  ProgressBar bar("saving " + path.string(), total, true);
+  std::uint64_t offset = 0;
+  for (const CheckpointPiece& p : pieces) {
+    MYRIAD_CHECK(p.data.dtype() == DType::f32 && p.data.device().is_cpu() && p.box.size() == p.global_shape.size(),
+                 "checkpoint: piece of '" << p.tensor << "' must be an f32 CPU tensor with one range per dimension, is "
+                                          << p.data.describe());
+    const Tensor bytes = p.data.contiguous();
+    const std::size_t size = bytes.nbytes();
+    out.write(static_cast<const char*>(bytes.raw_data()), static_cast<std::streamsize>(size));
+    entries.push_back({{"tensor", p.tensor},
+                       {"shape", p.global_shape},
+                       {"file", file_name},
+                       {"box", box_json(p.box)},
+                       {"offset", offset},
+                       {"bytes", size},
+                       {"crc32", data::crc32(bytes.raw_data(), size)}});
+    offset += size;
+    bar.update(static_cast<std::int64_t>(offset));
+  }
+  bar.finish();
+  out.close();
+  MYRIAD_CHECK(out, "checkpoint: write to " << path.string() << " failed (disk full?)");
+  fsync_path(path);
+  return json{{"file", file_name}, {"bytes", offset}, {"pieces", entries}}.dump();
+}
+
+std::string finish_checkpoint(const std::string& dir, const std::string& tmp_dir, const CheckpointHeader& header,
+                              const std::vector<std::string>& file_entries, int keep) {
+  const std::string name = step_name(header.step);
+  const fs::path tmp = tmp_dir, final_dir = fs::path(dir) / name;
   json manifest;
   manifest["format_version"] = kCheckpointFormatVersion;
-  manifest["step"] = contents.step;
-  manifest["config"] = contents.config_yaml;
-  manifest["model"] = contents.model_yaml;
-  json tensors = json::array();
-  {
-    std::ofstream state(tmp / "state.bin", std::ios::binary);
-    MYRIAD_CHECK(state, "checkpoint: cannot write " << (tmp / "state.bin").string());
-    std::uint64_t offset = 0;
-    std::int64_t total_bytes = 0;
-    for (const CheckpointTensor& t : contents.tensors) total_bytes += static_cast<std::int64_t>(t.tensor.nbytes());
-    ProgressBar bar("saving " + final_dir.string(), total_bytes, true);
-    for (const CheckpointTensor& t : contents.tensors) {
-      MYRIAD_CHECK(t.tensor.is_contiguous() && t.tensor.dtype() == DType::f32 && t.tensor.device().is_cpu(),
-                   "checkpoint: tensor '" << t.name << "' must be a contiguous f32 CPU tensor, is "
-                                          << t.tensor.describe());
-      const std::size_t bytes = t.tensor.nbytes();
-      state.write(static_cast<const char*>(t.tensor.raw_data()), static_cast<std::streamsize>(bytes));
-      tensors.push_back({{"name", t.name},
-                         {"shape", t.tensor.shape()},
-                         {"dtype", "f32"},
-                         {"offset", offset},
-                         {"bytes", bytes},
-                         {"crc32", data::crc32(t.tensor.raw_data(), bytes)}});
-      offset += bytes;
-      bar.update(static_cast<std::int64_t>(offset));
+  manifest["step"] = header.step;
+  manifest["config"] = header.config_yaml;
+  manifest["model"] = header.model_yaml;
+  manifest["layout"] = header.layout;
+  manifest["data_cursor"] = {{"step", header.step}, {"samples_consumed", header.samples_consumed}};
+  manifest["rng"] = {{"generator", "philox4x32-10"}, {"seed", header.seed}, {"counter", "f(seed, step, index)"}};
+  json files = json::array(), tensors = json::object();
+  for (const std::string& text : file_entries) {
+    const json entry = json::parse(text);
+    files.push_back({{"name", entry.at("file")}, {"bytes", entry.at("bytes")}});
+    for (const json& piece : entry.at("pieces")) {
+      json& t = tensors[piece.at("tensor").get<std::string>()];
+      if (t.is_null()) t = {{"shape", piece.at("shape")}, {"dtype", "f32"}, {"pieces", json::array()}};
+      MYRIAD_CHECK(t.at("shape") == piece.at("shape"), "checkpoint: tensor '" << piece.at("tensor").get<std::string>()
+                                                                              << "' written with two global shapes");
+      t.at("pieces").push_back({{"file", piece.at("file")},
+                                {"box", piece.at("box")},
+                                {"offset", piece.at("offset")},
+                                {"bytes", piece.at("bytes")},
+                                {"crc32", piece.at("crc32")}});
     }
-    bar.finish();
-    state.close();
-    MYRIAD_CHECK(state, "checkpoint: write to " << (tmp / "state.bin").string() << " failed (disk full?)");
   }
-  fsync_path(tmp / "state.bin");
+  manifest["files"] = files;
   manifest["tensors"] = tensors;
   write_file(tmp / "manifest.json", manifest.dump(1));
   fsync_path(tmp);
@@ -124,8 +165,11 @@ std::string save_checkpoint(const std::string& dir, const CheckpointContents& co
   return final_dir.string();
 }
 
-std::string checkpoint_path(const std::string& dir, std::int64_t step) {
-  return (fs::path(dir) / step_name(step)).string();
+std::string save_checkpoint(const std::string& dir, const CheckpointHeader& header,
+                            const std::vector<CheckpointPiece>& pieces, int keep) {
+  const std::string tmp = begin_checkpoint(dir, header.step);
+  const std::string entries = write_checkpoint_file(tmp, "rank_0.bin", pieces);
+  return finish_checkpoint(dir, tmp, header, {entries}, keep);
 }
 
 std::string read_checkpoint_config(const std::string& checkpoint_dir) {
@@ -147,67 +191,6 @@ std::string latest_checkpoint(const std::string& dir) {
   std::getline(in, name);
   const fs::path candidate = fs::path(dir) / name;
   return fs::exists(candidate / "manifest.json") ? candidate.string() : "";
-}
-
-void load_checkpoint(const std::string& checkpoint_dir, CheckpointContents& contents) {
-  const fs::path manifest_path = fs::path(checkpoint_dir) / "manifest.json";
-  const fs::path state_path = fs::path(checkpoint_dir) / "state.bin";
-  MYRIAD_CHECK(fs::exists(manifest_path), "checkpoint: " << manifest_path.string() << " not found");
-  json manifest;
-  try {
-    std::ifstream in(manifest_path);
-    manifest = json::parse(in);
-  } catch (const json::exception& e) {
-    MYRIAD_THROW("checkpoint: " << manifest_path.string() << " is not valid JSON: " << e.what());
-  }
-  const int version = manifest.value("format_version", -1);
-  MYRIAD_CHECK(version == kCheckpointFormatVersion,
-               "checkpoint: " << manifest_path.string() << " has format_version " << version << ", this build reads "
-                              << kCheckpointFormatVersion);
-  const std::string model_yaml = manifest.value("model", "");
-  MYRIAD_CHECK(contents.model_yaml.empty() || model_yaml == contents.model_yaml,
-               "checkpoint: " << manifest_path.string() << " was saved for a different model:\n"
-                              << model_yaml << "this run's model is:\n"
-                              << contents.model_yaml);
-  MYRIAD_CHECK(fs::exists(state_path), "checkpoint: " << state_path.string() << " not found");
-  const std::uint64_t state_size = fs::file_size(state_path);
-  std::ifstream state(state_path, std::ios::binary);
-  // Read and verify everything into staging buffers first; copy only when all is well.
-  std::vector<Tensor> staged;
-  std::int64_t total_bytes = 0, read_bytes = 0;
-  for (const CheckpointTensor& t : contents.tensors) total_bytes += static_cast<std::int64_t>(t.tensor.nbytes());
-  ProgressBar bar("loading " + checkpoint_dir, total_bytes, true);
-  for (const CheckpointTensor& t : contents.tensors) {
-    const json* entry = nullptr;
-    for (const json& e : manifest.at("tensors")) {
-      if (e.at("name") == t.name) entry = &e;
-    }
-    MYRIAD_CHECK(entry != nullptr, "checkpoint: " << manifest_path.string() << " has no tensor '" << t.name << "'");
-    const Shape shape = (*entry).at("shape").get<Shape>();
-    MYRIAD_CHECK(shape == t.tensor.shape(), "checkpoint: tensor '" << t.name << "' in " << manifest_path.string()
-                                                                   << " has shape " << shape_string(shape)
-                                                                   << ", this run expects "
-                                                                   << shape_string(t.tensor.shape()));
-    const std::uint64_t offset = (*entry).at("offset"), bytes = (*entry).at("bytes");
-    MYRIAD_CHECK(bytes == t.tensor.nbytes() && offset + bytes <= state_size,
-                 "checkpoint: tensor '" << t.name << "' at bytes [" << offset << ", " << offset + bytes << ") of "
-                                        << state_path.string() << " (size " << state_size
-                                        << ") is out of bounds or of the wrong size; the file is truncated or corrupt");
-    Tensor buffer = Tensor::empty(shape);
-    state.seekg(static_cast<std::streamoff>(offset));
-    state.read(static_cast<char*>(buffer.raw_data()), static_cast<std::streamsize>(bytes));
-    MYRIAD_CHECK(state, "checkpoint: reading tensor '" << t.name << "' from " << state_path.string() << " failed");
-    const std::uint32_t crc = data::crc32(buffer.raw_data(), bytes);
-    MYRIAD_CHECK(crc == (*entry).at("crc32").get<std::uint32_t>(),
-                 "checkpoint: tensor '" << t.name << "' in " << state_path.string()
-                                        << " fails its checksum (file corrupt)");
-    staged.push_back(buffer);
-    read_bytes += static_cast<std::int64_t>(bytes);
-    bar.update(read_bytes);
-  }
-  bar.finish();
-  for (std::size_t i = 0; i < staged.size(); ++i) contents.tensors[i].tensor.copy_from(staged[i]);
-  contents.step = manifest.at("step");
 }
 
 }  // namespace myriad::train

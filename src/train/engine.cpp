@@ -11,6 +11,8 @@
 #include "myriad/nn/linear.h"
 #include "myriad/ops/cross_entropy.h"
 #include "myriad/train/checkpoint.h"
+#include "myriad/train/checkpoint_reader.h"
+#include "myriad/train/distributed_checkpoint.h"
 
 namespace myriad::train {
 
@@ -147,10 +149,11 @@ Engine::Engine(const RunConfig& config, std::shared_ptr<spdlog::logger> log, dis
              peak_.datasheet / 1e9, peak_.datasheet_source);
   // Background saves reuse one host snapshot: take it once now so that the first periodic save
   // does not stall training on the page faults of a fresh multi-GiB buffer.
-  if (config_.checkpoint.async && config_.checkpoint.every > 0 && !model_parallel() &&
-      (world.rank() == 0 || data_parallel_->snapshot_is_collective())) {
+  if (config_.checkpoint.async && config_.checkpoint.every > 0 &&
+      (dp().rank() == 0 || data_parallel_->snapshot_is_collective())) {
     data_parallel_->snapshot_full(snapshot_);
   }
+  checkpoint_comm_ = world.split(0, world.rank(), "checkpoint");  // background writes talk only here
   stragglers_ = std::make_unique<StragglerDetector>(world, groups_->grid(), config_.logging.straggler_every,
                                                     config_.logging.straggler_margin);
   if (world.rank() == 0 && (config_.logging.jsonl || config_.logging.tensorboard)) {
@@ -405,57 +408,67 @@ double Engine::evaluate() {
   return val_loss;
 }
 
-static CheckpointContents contents_of(const RunConfig& config, std::int64_t step, Tensor values, Tensor m, Tensor v) {
-  return training_state(step, config.to_yaml(), model_section_yaml(config), std::move(values), std::move(m),
-                        std::move(v));
-}
-
 std::string Engine::save(bool background) {
-  // Full tensors in a host snapshot that training does not touch, written once by world rank 0 —
-  // now, or by a background thread while training goes on. The snapshot buffers are reused, so a
-  // write still reading them must finish first. Gathering shards is collective (every dp rank
-  // takes part); at ZeRO 0 every rank holds the full state and only rank 0 copies it.
-  const bool writer = groups_->world().rank() == 0;
-  dist::run_on_rank0(groups_->world(), "previous background checkpoint write", [&] { async_writer_.wait(); });
-  if (model_parallel()) {
-    snapshot_serial(snapshot_, false);
-  } else if (writer || data_parallel_->snapshot_is_collective()) {
-    data_parallel_->snapshot_full(snapshot_);
-  }
-  std::string path;
-  dist::run_on_rank0(groups_->world(), "checkpoint save", [&] {
-    CheckpointContents c = contents_of(config_, step_, snapshot_.values, snapshot_.m, snapshot_.v);
-    if (background) {
-      path = async_writer_.submit(std::move(c), config_.checkpoint.dir, config_.checkpoint.keep);
-      log_->info("checkpoint: step {} snapshot taken, writing {} in the background", step_, path);
-    } else {
-      path = save_checkpoint(config_.checkpoint.dir, c, config_.checkpoint.keep);
-      log_->info("checkpoint: step {} saved to {}", step_, path);
+  // Each (tp, pp) part of the state is written by its dp rank 0 into its own file, from a host
+  // snapshot that training does not touch (ZeRO shards gathered over dp first); rank 0 writes the
+  // manifest once every file is complete — now, or in background threads (one per rank, on the
+  // checkpoint communicator) while training goes on. The snapshot buffers are reused, so a write
+  // still reading them must finish first.
+  dist::Communicator& world = groups_->world();
+  dist::run_on_every_rank(world, "previous background checkpoint write", [&] { async_writer_.wait(); });
+  const bool writer = dp().rank() == 0;
+  if (writer || data_parallel_->snapshot_is_collective()) data_parallel_->snapshot_full(snapshot_);
+  auto pieces = std::make_shared<std::vector<CheckpointPiece>>();
+  if (writer) {
+    const nn::ParameterStore& store = model_->parameters();
+    *pieces = parameter_pieces(store, snapshot_.values, "");
+    for (auto [flat, prefix] : {std::pair{&snapshot_.m, kAdamMPrefix}, std::pair{&snapshot_.v, kAdamVPrefix}}) {
+      std::vector<CheckpointPiece> more = parameter_pieces(store, *flat, prefix);
+      pieces->insert(pieces->end(), more.begin(), more.end());
     }
-  });
+  }
+  CheckpointHeader header;
+  header.step = step_;
+  header.config_yaml = config_.to_yaml();
+  header.model_yaml = model_section_yaml(config_);
+  const ParallelConfig& p = config_.parallel;
+  header.layout = "dp " + std::to_string(p.dp) + " x tp " + std::to_string(p.tp) + " x pp " + std::to_string(p.pp) +
+                  (p.sequence_parallel && p.tp > 1 ? " (sequence parallel)" : "") + ", zero_stage " +
+                  std::to_string(p.zero_stage);
+  header.seed = config_.training.seed;
+  header.samples_consumed = step_ * config_.training.micro_batch * config_.training.gradient_accumulation *
+                            config_.parallel.dp;
+  const std::string dir = config_.checkpoint.dir;
+  const int keep = config_.checkpoint.keep;
+  dist::run_on_rank0(world, "checkpoint directory", [&] { begin_checkpoint(dir, step_); });
+  const std::string path = checkpoint_path(dir, step_);
+  auto job = [this, dir, keep, header, pieces, writer] {
+    write_checkpoint_collectively(*checkpoint_comm_, dir, header, writer ? pieces.get() : nullptr, keep);
+  };
+  if (background) {
+    async_writer_.submit(path, job);
+    log_->info("checkpoint: step {} snapshot taken, writing {} in the background", step_, path);
+  } else {
+    job();
+    log_->info("checkpoint: step {} saved to {}", step_, path);
+  }
   return path;
 }
 
 std::string Engine::wait_for_save() {
   std::string path;
-  dist::run_on_rank0(groups_->world(), "background checkpoint write", [&] { path = async_writer_.wait(); });
+  dist::run_on_every_rank(groups_->world(), "background checkpoint write", [&] { path = async_writer_.wait(); });
   return path;
 }
 
-void Engine::snapshot_serial(FullState& out, bool values_only) {
-  data_parallel_->snapshot_full(local_snapshot_);  // every rank: the tp/pp sums below need all
+void Engine::snapshot_serial(FullState& out) {
+  data_parallel_->snapshot_full(snapshot_);  // every rank: the tp/pp sums below need all
   const std::int64_t n = serial_layout_->serial_numel();
-  std::array<std::pair<Tensor*, Tensor*>, 3> parts = {std::pair{&local_snapshot_.values, &out.values},
-                                                       std::pair{&local_snapshot_.m, &out.m},
-                                                       std::pair{&local_snapshot_.v, &out.v}};
-  for (auto [local, serial] : parts) {
-    if (values_only && serial != &out.values) continue;
-    if (!serial->defined() || serial->numel() != n) *serial = Tensor::zeros({n});
-    std::memset(serial->raw_data(), 0, serial->nbytes());
-    serial_layout_->to_serial(*local, *serial);
-    if (tp().size() > 1) tp().all_reduce(*serial);
-    if (pp().size() > 1) pp().all_reduce(*serial);
-  }
+  if (!out.values.defined() || out.values.numel() != n) out.values = Tensor::zeros({n});
+  std::memset(out.values.raw_data(), 0, out.values.nbytes());
+  serial_layout_->to_serial(snapshot_.values, out.values);
+  if (tp().size() > 1) tp().all_reduce(out.values);
+  if (pp().size() > 1) pp().all_reduce(out.values);
 }
 
 void Engine::load(const std::string& checkpoint_dir) {
@@ -467,19 +480,19 @@ void Engine::load(const std::string& checkpoint_dir) {
       return;
     }
   }
-  const std::int64_t n = serial_layout_ ? serial_layout_->serial_numel() : model_->parameters().numel();
-  CheckpointContents c = contents_of(config_, step_, Tensor::empty({n}), Tensor::empty({n}), Tensor::empty({n}));
-  load_checkpoint(path, c);
-  if (serial_layout_) {  // this rank's pieces of the serial tensors
-    const std::int64_t local = model_->parameters().numel();
-    std::array<Tensor, 3> mine = {Tensor::zeros({local}), Tensor::zeros({local}), Tensor::zeros({local})};
-    for (int i = 0; i < 3; ++i) serial_layout_->from_serial(c.tensors[i].tensor, mine[i]);
-    data_parallel_->load_full(mine[0], mine[1], mine[2]);
-  } else {
-    data_parallel_->load_full(c.tensors[0].tensor, c.tensors[1].tensor, c.tensors[2].tensor);
-  }
-  step_ = c.step;
-  optimizer().set_steps_taken(c.step);
+  // Every rank reads its own part into staging buffers; only when every rank succeeded does any
+  // rank touch its training state (nothing is half-loaded, on any rank).
+  const std::int64_t n = model_->parameters().numel();
+  FullState staged{Tensor::zeros({n}), Tensor::zeros({n}), Tensor::zeros({n})};
+  std::int64_t step = 0;
+  dist::run_on_every_rank(groups_->world(), "checkpoint load", [&] {
+    CheckpointReader reader(path, model_section_yaml(config_));
+    read_parameter_state(reader, model_->parameters(), staged.values, &staged.m, &staged.v);
+    step = reader.header().step;
+  });
+  data_parallel_->load_full(staged.values, staged.m, staged.v);
+  step_ = step;
+  optimizer().set_steps_taken(step);
   log_->info("checkpoint: resumed from {} at step {}", path, step_);
 }
 
@@ -494,7 +507,7 @@ std::string Engine::generate(const std::string& prompt, std::int64_t max_new_tok
   std::vector<std::int32_t> out;
   if (model_parallel()) {  // decode on a serial copy assembled from every rank's part
     FullState serial;
-    snapshot_serial(serial, true);
+    snapshot_serial(serial);
     nn::GptModel copy(model_->config());
     copy.parameters().flat_values().copy_from(serial.values);
     out = nn::generate(copy, ids, args);

@@ -7,6 +7,7 @@
 
 #include "myriad/core/error.h"
 #include "myriad/train/checkpoint.h"
+#include "myriad/train/checkpoint_reader.h"
 #include "myriad/train/engine.h"
 #include "myriad/train/safetensors.h"
 
@@ -21,9 +22,6 @@ nn::GptModel model_of(const RunConfig& config) {
   return nn::GptModel(transformer_config(config.model, config.model.vocab_size));
 }
 
-Tensor flat_slice(Tensor& flat, const nn::Parameter& p) {
-  return Tensor::from_storage(flat.storage(), p.shape, contiguous_strides(p.shape), p.offset, DType::f32);
-}
 
 }  // namespace
 
@@ -31,14 +29,13 @@ std::string export_safetensors(const std::string& checkpoint_dir, const std::str
   const std::string config_yaml = read_checkpoint_config(checkpoint_dir);
   const RunConfig config = RunConfig::from_yaml_string(config_yaml, checkpoint_dir + "/manifest.json config");
   nn::GptModel model = model_of(config);
-  CheckpointContents contents;
-  contents.tensors.push_back({kParametersTensor, model.parameters().flat_values()});
-  load_checkpoint(checkpoint_dir, contents);
+  CheckpointReader reader(checkpoint_dir, "");
+  read_parameter_state(reader, model.parameters(), model.parameters().flat_values(), nullptr, nullptr);
   SafetensorsFile file;
   for (nn::Parameter& p : model.parameters().all()) file.tensors.emplace_back(p.name, p.value);
   file.metadata["format"] = "pt";
   file.metadata["producer"] = "myriad";
-  file.metadata["step"] = std::to_string(contents.step);
+  file.metadata["step"] = std::to_string(reader.header().step);
   file.metadata["config"] = config_yaml;
   fs::path config_path = fs::path(output).replace_extension(".yaml");
   write_safetensors(output, file);
@@ -72,12 +69,20 @@ std::string import_safetensors(const std::string& input, const std::string& conf
                                                      << shape_string(p.shape) << " of the model of "
                                                      << config_yaml_path);
   }
-  for (auto& [name, tensor] : file.tensors) flat_slice(flat, model.parameters().find(name)).copy_from(tensor);
+  for (auto& [name, tensor] : file.tensors) nn::parameter_view(flat, model.parameters().find(name)).copy_from(tensor);
   const std::int64_t n = model.parameters().numel();
-  return save_checkpoint(checkpoint_root,
-                         training_state(0, config.to_yaml(), model_section_yaml(config), flat, Tensor::zeros({n}),
-                                        Tensor::zeros({n})),
-                         1);
+  const Tensor zeros = Tensor::zeros({n});  // fresh AdamW moments
+  std::vector<CheckpointPiece> pieces = parameter_pieces(model.parameters(), flat, "");
+  for (const char* prefix : {kAdamMPrefix, kAdamVPrefix}) {
+    std::vector<CheckpointPiece> moments = parameter_pieces(model.parameters(), zeros, prefix);
+    pieces.insert(pieces.end(), moments.begin(), moments.end());
+  }
+  CheckpointHeader header;
+  header.config_yaml = config.to_yaml();
+  header.model_yaml = model_section_yaml(config);
+  header.layout = "imported from " + input;
+  header.seed = config.training.seed;
+  return save_checkpoint(checkpoint_root, header, pieces, 1);
 }
 
 }  // namespace myriad::train

@@ -1,17 +1,7 @@
 // SerialLayout: per parameter, views of the two flat buffers and the shard pieces between them.
 #include "myriad/train/serial_layout.h"
 
-#include "myriad/nn/linear.h"
-
 namespace myriad::train {
-
-namespace {
-
-Tensor param_view(const Tensor& flat, const nn::Parameter& p, const Shape& shape) {
-  return Tensor::from_storage(flat.storage(), shape, contiguous_strides(shape), flat.offset() + p.offset, DType::f32);
-}
-
-}  // namespace
 
 SerialLayout::SerialLayout(const nn::GptModel& local)
     : local_(local.parameters()), serial_(local.config(), nn::ModelSplit{}, /*allocate=*/false) {
@@ -32,7 +22,7 @@ void SerialLayout::to_serial(const Tensor& local_flat, Tensor& serial) const {
   for (const nn::Parameter& p : local_.all()) {
     if (!p.primary) continue;
     const nn::Parameter& s = serial_.parameters().find(p.name);
-    nn::for_each_shard_piece(p, param_view(serial, s, s.shape), param_view(local_flat, p, p.shape),
+    nn::for_each_shard_piece(p, nn::parameter_view(serial, s), nn::parameter_view(local_flat, p),
                              [](Tensor global, const Tensor& piece) { global.copy_from(piece); });
   }
 }
@@ -44,7 +34,7 @@ void SerialLayout::from_serial(const Tensor& serial, Tensor& local_flat) const {
                                                         << local_.numel());
   for (const nn::Parameter& p : local_.all()) {
     const nn::Parameter& s = serial_.parameters().find(p.name);
-    nn::for_each_shard_piece(p, param_view(serial, s, s.shape), param_view(local_flat, p, p.shape),
+    nn::for_each_shard_piece(p, nn::parameter_view(serial, s), nn::parameter_view(local_flat, p),
                              [](const Tensor& global, Tensor piece) { piece.copy_from(global); });
   }
 }

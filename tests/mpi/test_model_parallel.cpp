@@ -17,9 +17,11 @@
 
 #include <cmath>
 #include <filesystem>
+#include <fstream>
 
 #include "myriad/core/logging.h"
 #include "myriad/dist/process_groups.h"
+#include "myriad/train/checkpoint_reader.h"
 #include "myriad/train/engine.h"
 #include "engine_test_support.h"
 
@@ -171,9 +173,9 @@ std::vector<Layout> layouts() {
 INSTANTIATE_TEST_SUITE_P(Layouts, ModelParallel, ::testing::ValuesIn(layouts()),
                          [](const ::testing::TestParamInfo<Layout>& info) { return info.param.name; });
 
-// Resharding (4 ranks): a checkpoint saved at dp 2 x tp 2 after 10 steps resumes at the same
-// layout bit for bit, and at pp 2 x dp 2 and in one process within the equivalence tolerance of
-// the uninterrupted run's next 10 steps.
+// Resharding (4 ranks): a checkpoint saved at dp 2 x tp 2 after 10 steps (in the background,
+// one file per tp rank) resumes at the same layout bit for bit, and at pp 2 x dp 2 and in one
+// process within the equivalence tolerance of the uninterrupted run's next 10 steps.
 TEST(Resharding, Dp2Tp2CheckpointResumesAtPp2Dp2AndInOneProcess) {
   World world;
   dist::Communicator& comm = *world.comm;
@@ -188,8 +190,23 @@ TEST(Resharding, Dp2Tp2CheckpointResumesAtPp2Dp2AndInOneProcess) {
     dist::ProcessGroups groups(saved.grid, world.runtime.world());
     Engine engine(layout_config(comm.rank(), dir, saved, false), make_rank_logger(comm.rank(), "warn"), &groups);
     run(engine, kHalf, false);
-    engine.save();
+    engine.save(/*background=*/true);  // written by threads while the next steps train
     uninterrupted = run(engine, kHalf, false).loss;
+    const fs::path written = engine.wait_for_save();
+    // One data file per (tp, pp) part, written by its dp rank 0 (world ranks 0 and 1: tp is the
+    // fastest axis); the qkv weight is held as 3 row ranges by each of the 2 tp ranks.
+    EXPECT_TRUE(fs::exists(written / "rank_0.bin"));
+    EXPECT_TRUE(fs::exists(written / "rank_1.bin"));
+    EXPECT_FALSE(fs::exists(written / "rank_2.bin"));
+    EXPECT_FALSE(fs::exists(written / "rank_3.bin"));
+    std::ifstream manifest(written / "manifest.json");
+    const std::string text((std::istreambuf_iterator<char>(manifest)), std::istreambuf_iterator<char>());
+    EXPECT_NE(text.find("\"layout\": \"dp 2 x tp 2 x pp 1, zero_stage 0\""), std::string::npos);
+  }
+  {
+    CheckpointReader reader(checkpoint_path((dir / "checkpoints").string(), kHalf), "");
+    EXPECT_EQ(reader.header().step, kHalf);
+    EXPECT_TRUE(reader.has("blocks.0.attn.qkv.weight") && reader.has("adamw.m/blocks.0.attn.qkv.weight"));
   }
   auto resume = [&](const Layout& layout, bool serial) {
     RunConfig config = layout_config(comm.rank(), dir, layout, serial);

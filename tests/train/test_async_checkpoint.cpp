@@ -10,6 +10,7 @@
 
 #include "myriad/core/philox.h"
 #include "myriad/train/async_checkpoint.h"
+#include "myriad/train/checkpoint_reader.h"
 #include "test_helpers.h"
 
 namespace fs = std::filesystem;
@@ -17,13 +18,16 @@ namespace fs = std::filesystem;
 namespace myriad::train {
 namespace {
 
-CheckpointContents contents(std::int64_t step, Tensor a, Tensor b) {
-  CheckpointContents c;
-  c.step = step;
-  c.config_yaml = "config";
-  c.tensors.push_back({"a", std::move(a)});
-  c.tensors.push_back({"b", std::move(b)});
-  return c;
+CheckpointPiece whole(const std::string& name, const Tensor& t) {
+  return {name, t.shape(), {{0, t.size(0)}}, t};
+}
+
+// A background save of tensors a and b at `step`.
+void submit(AsyncCheckpointWriter& writer, const std::string& dir, std::int64_t step, Tensor a, Tensor b) {
+  CheckpointHeader header;
+  header.step = step;
+  header.config_yaml = "config";
+  writer.submit(checkpoint_path(dir, step), [=] { save_checkpoint(dir, header, {whole("a", a), whole("b", b)}, 2); });
 }
 
 TEST(AsyncCheckpoint, BackgroundWriteLoadsBackTheSnapshot) {
@@ -34,20 +38,22 @@ TEST(AsyncCheckpoint, BackgroundWriteLoadsBackTheSnapshot) {
   Tensor other = Tensor::full({17}, 2.5);
   const Tensor expected = live.clone();
   AsyncCheckpointWriter writer;
-  const std::string path = writer.submit(contents(7, live.clone(), other.clone()), dir.string(), 2);
+  submit(writer, dir.string(), 7, live.clone(), other.clone());
   live.fill(0.0);  // training goes on: the snapshot must not see it
-  EXPECT_EQ(path, checkpoint_path(dir.string(), 7));
+  const std::string path = checkpoint_path(dir.string(), 7);
   EXPECT_EQ(writer.wait(), path);
   EXPECT_FALSE(writer.busy());
   EXPECT_EQ(latest_checkpoint(dir.string()), path);
-  CheckpointContents back = contents(0, Tensor::zeros({1000}), Tensor::zeros({17}));
-  load_checkpoint(path, back);
-  EXPECT_EQ(back.step, 7);
-  EXPECT_EQ(std::memcmp(back.tensors[0].tensor.raw_data(), expected.raw_data(), expected.nbytes()), 0);
-  EXPECT_EQ(back.tensors[1].tensor.data<float>()[16], 2.5f);
+  CheckpointReader reader(path, "");
+  EXPECT_EQ(reader.header().step, 7);
+  Tensor a = Tensor::zeros({1000}), b = Tensor::zeros({17});
+  reader.read_whole("a", a);
+  reader.read_whole("b", b);
+  EXPECT_EQ(std::memcmp(a.raw_data(), expected.raw_data(), expected.nbytes()), 0);
+  EXPECT_EQ(b.data<float>()[16], 2.5f);
   // Two submits in a row: the second waits for the first; retention keeps the newest 2.
-  writer.submit(contents(8, expected.clone(), other.clone()), dir.string(), 2);
-  writer.submit(contents(9, expected.clone(), other.clone()), dir.string(), 2);
+  submit(writer, dir.string(), 8, expected.clone(), other.clone());
+  submit(writer, dir.string(), 9, expected.clone(), other.clone());
   writer.wait();
   EXPECT_EQ(latest_checkpoint(dir.string()), checkpoint_path(dir.string(), 9));
   EXPECT_FALSE(fs::exists(checkpoint_path(dir.string(), 7)));
@@ -58,7 +64,7 @@ TEST(AsyncCheckpoint, FailureIsReportedByTheNextWait) {
   const fs::path blocker = fs::temp_directory_path() / ("myriad_async_blocker_" + std::to_string(::getpid()));
   std::ofstream(blocker) << "a file where the checkpoint directory should be";
   AsyncCheckpointWriter writer;
-  writer.submit(contents(3, Tensor::zeros({4}), Tensor::zeros({4})), (blocker / "sub").string(), 1);
+  submit(writer, (blocker / "sub").string(), 3, Tensor::zeros({4}), Tensor::zeros({4}));
   EXPECT_THROW(writer.wait(), std::exception);
   EXPECT_EQ(writer.wait(), "");  // reported once, then the writer is usable again
   fs::remove(blocker);

@@ -2,6 +2,8 @@
 // tinyshakespeare with GPT-2's tokenizer, checkpoint and data errors are clear.
 #include <gtest/gtest.h>
 
+#include <functional>
+
 #include <cmath>
 #include <cstdlib>
 #include <filesystem>
@@ -80,39 +82,78 @@ TEST(Engine, ResumeIsBitIdentical) {
   fs::remove_all(dir);
 }
 
+// Every kind of bad checkpoint is an error naming the file (and the tensor where one is at fault),
+// and leaves the engine's state untouched.
 TEST(Engine, CheckpointErrorsNameFileAndTensorAndLoadNothing) {
   fs::path dir = fresh_dir("ckpt_errors");
   std::string corpus = write_corpus(dir);
   RunConfig config = tiny_config(dir, corpus);
   Engine engine(config, quiet_logger());
   engine.step();
-  std::string path = engine.save();
-  std::vector<double> before = testing::to_f64(engine.model().parameters().flat_values());
-  // Flip one byte of the state file.
-  {
-    std::fstream f(fs::path(path) / "state.bin", std::ios::in | std::ios::out | std::ios::binary);
-    f.seekp(100);
-    char c = 0;
-    f.read(&c, 1);
-    f.seekp(100);
-    c = static_cast<char>(c ^ 0x40);
-    f.write(&c, 1);
-  }
-  try {
-    engine.load(path);
-    FAIL() << "corrupt checkpoint loaded";
-  } catch (const Error& e) {
-    std::string what = e.what();
-    EXPECT_NE(what.find("model.parameters"), std::string::npos) << what;
-    EXPECT_NE(what.find("state.bin"), std::string::npos) << what;
-  }
-  EXPECT_EQ(testing::to_f64(engine.model().parameters().flat_values()), before);
+  const fs::path good = engine.save();
+  engine.step();  // the live state now differs from the checkpoint
+  const std::vector<double> before = testing::to_f64(engine.model().parameters().flat_values());
+  const std::int64_t step_before = engine.step_count();
+  int variant = 0;
+  auto expect_refused = [&](const std::function<void(const fs::path&)>& damage, std::vector<std::string> needles) {
+    const fs::path copy = dir / ("bad_" + std::to_string(variant++));
+    fs::copy(good, copy, fs::copy_options::recursive);
+    damage(copy);
+    try {
+      engine.load(copy.string());
+      ADD_FAILURE() << "a damaged checkpoint loaded (variant " << variant - 1 << ")";
+    } catch (const Error& e) {
+      const std::string what = e.what();
+      for (const std::string& needle : needles) EXPECT_NE(what.find(needle), std::string::npos) << what;
+    }
+    EXPECT_EQ(testing::to_f64(engine.model().parameters().flat_values()), before) << "variant " << variant - 1;
+    EXPECT_EQ(engine.step_count(), step_before);
+  };
+  // A flipped bit in the data file: the first piece is the token embedding's values.
+  expect_refused(
+      [](const fs::path& c) {
+        std::fstream f(c / "rank_0.bin", std::ios::in | std::ios::out | std::ios::binary);
+        f.seekp(100);
+        char byte = 0;
+        f.read(&byte, 1);
+        f.seekp(100);
+        byte = static_cast<char>(byte ^ 0x40);
+        f.write(&byte, 1);
+      },
+      {"'wte'", "rank_0.bin", "checksum"});
+  // A truncated data file.
+  expect_refused([](const fs::path& c) { fs::resize_file(c / "rank_0.bin", fs::file_size(c / "rank_0.bin") / 2); },
+                 {"rank_0.bin", "truncated"});
+  // A missing rank file.
+  expect_refused([](const fs::path& c) { fs::remove(c / "rank_0.bin"); }, {"rank_0.bin", "missing"});
+  // A manifest of a newer format.
+  expect_refused(
+      [](const fs::path& c) {
+        std::ifstream in(c / "manifest.json");
+        std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+        const std::string key = "\"format_version\": 2";
+        ASSERT_NE(text.find(key), std::string::npos);
+        text.replace(text.find(key), key.size(), "\"format_version\": 3");
+        std::ofstream(c / "manifest.json") << text;
+      },
+      {"manifest.json", "format_version 3", "newer"});
+  // A manifest that is not JSON.
+  expect_refused([](const fs::path& c) { std::ofstream(c / "manifest.json") << "{ not json"; },
+                 {"manifest.json", "not valid JSON"});
   // A checkpoint of another model shape is refused, naming the difference.
   RunConfig wider = config;
   wider.model.n_embd = 64;
   wider.checkpoint.dir = config.checkpoint.dir;
   Engine other(wider, quiet_logger());
-  EXPECT_THROW(other.load(path), Error);
+  try {
+    other.load(good.string());
+    ADD_FAILURE() << "a checkpoint of another model loaded";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("different model"), std::string::npos) << e.what();
+  }
+  // The good checkpoint still loads, and resumes the saved step.
+  engine.load(good.string());
+  EXPECT_EQ(engine.step_count(), 1);
   fs::remove_all(dir);
 }
 

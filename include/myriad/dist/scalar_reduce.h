@@ -22,5 +22,11 @@ std::int64_t sum_over_ranks(Communicator& comm, std::int64_t value);
 // Runs `work` on rank 0 of `comm` while the others wait; if it throws, every rank throws a
 // myriad::Error with rank 0's message (prefixed by `what`), so no rank is left waiting.
 void run_on_rank0(Communicator& comm, const std::string& what, const std::function<void()>& work);
+// Runs `work` on every rank, then all agree: if it threw on any rank, every rank throws — the
+// failing ranks their own error, the others a myriad::Error with the lowest failing rank's
+// message (prefixed by `what`). Nothing after it runs on one rank only.
+void run_on_every_rank(Communicator& comm, const std::string& what, const std::function<void()>& work);
+// Rank 0 receives every rank's string (in rank order; its own first); the others get {}.
+std::vector<std::string> gather_strings_to_rank0(Communicator& comm, const std::string& text);
 
 }  // namespace myriad::dist

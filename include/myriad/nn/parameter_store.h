@@ -90,19 +90,38 @@ class ParameterStore {
 
 std::uint64_t stable_name_hash(const std::string& name);  // FNV-1a 64
 
-// Calls fn(global_piece, local_piece) for each shard range of `p`: views of `global` (the whole
-// parameter, p.global_shape) and of `local` (p.shape) that hold the same elements.
+// Calls fn(box, local_piece) for each piece of the global parameter that `p` holds: `box` has one
+// range per dimension of p.global_shape (the whole parameter, or one shard range along
+// p.shard_dim), `local_piece` is the matching view of `local` (a tensor of p.shape).
 template <typename Fn>
-void for_each_shard_piece(const Parameter& p, const Tensor& global, const Tensor& local, Fn&& fn) {
+void for_each_held_box(const Parameter& p, const Tensor& local, Fn&& fn) {
+  std::vector<IndexRange> box;
+  for (std::int64_t extent : p.global_shape) box.push_back({0, extent});
   if (p.shard_dim < 0) {
-    fn(global, local);
+    fn(box, local);
     return;
   }
   std::int64_t at = 0;
   for (const IndexRange& r : p.shard_ranges) {
-    fn(global.slice(p.shard_dim, r.begin, r.end), local.slice(p.shard_dim, at, at + r.size()));
+    box[static_cast<std::size_t>(p.shard_dim)] = r;
+    fn(box, local.slice(p.shard_dim, at, at + r.size()));
     at += r.size();
   }
+}
+
+// Calls fn(global_piece, local_piece): views of `global` (the whole parameter, p.global_shape)
+// and of `local` (p.shape) that hold the same elements.
+template <typename Fn>
+void for_each_shard_piece(const Parameter& p, const Tensor& global, const Tensor& local, Fn&& fn) {
+  for_each_held_box(p, local, [&](const std::vector<IndexRange>& box, const Tensor& piece) {
+    fn(p.shard_dim < 0 ? global : global.slice(p.shard_dim, box[p.shard_dim].begin, box[p.shard_dim].end), piece);
+  });
+}
+
+// The view of parameter `p` inside a flat buffer laid out like its store.
+inline Tensor parameter_view(const Tensor& flat, const Parameter& p) {
+  return Tensor::from_storage(flat.storage(), p.shape, contiguous_strides(p.shape), flat.offset() + p.offset,
+                              DType::f32);
 }
 
 }  // namespace myriad::nn

@@ -1,15 +1,21 @@
-// Single-process checkpoints: a directory per step, complete or absent.
+// Sharded checkpoints: a directory per step, complete or absent.
 //
-// Layout: <dir>/step_<00000042>/ { manifest.json, state.bin } and <dir>/latest (name of the
-// newest complete checkpoint). manifest.json: format_version, step, the resolved config (YAML
-// text), and for every tensor its name, shape, dtype, byte offset and size inside state.bin and
-// the CRC-32 of its bytes. state.bin: raw little-endian f32 tensors (model parameters, then
-// AdamW m and v, flat). Saving writes everything into "<dir>/.tmp-step_…", fsyncs, renames it,
-// then replaces `latest` atomically (write + rename) and deletes all but the newest `keep`.
-// Loading checks the version, every tensor's presence, shape, size and checksum, and the
-// model section of the config, before it touches the destination: nothing is half-loaded.
-// The data cursor and RNG state are the step (data order and sampling are functions of
-// (seed, step, index)), so step + tensors resume bit-identically.
+// Layout: <dir>/step_<00000042>/ { manifest.json, rank_<R>.bin ... } and <dir>/latest (name of the
+// newest complete checkpoint). Each data file holds raw little-endian f32 pieces written by one
+// rank; a piece is a box of a global tensor (per dimension [begin, end)) — a tensor-parallel
+// shard of a parameter, or the whole tensor. manifest.json (format_version 2): step, the resolved
+// config (YAML), the model section compared on load, the layout that wrote it (grid, ZeRO
+// stage), the data cursor and RNG state (both functions of (seed, step): batches and sampling
+// are deterministic in them), the data files with their sizes, and for every tensor its name,
+// global shape, dtype and pieces (file, box, byte offset, size, CRC-32). No executable content:
+// loading parses JSON and reads bounds-checked byte ranges.
+//
+// Writing (any number of ranks): rank 0 calls begin_checkpoint (a fresh "<dir>/.tmp-step_…",
+// stale temporary directories of killed saves removed); each writing rank write_checkpoint_file
+// into it (fsynced) and hands the returned piece entries to rank 0; rank 0 finish_checkpoint:
+// manifest, fsync, rename to step_…, `latest` replaced atomically (write + rename), all but the
+// newest `keep` removed. A crash at any point leaves the previous checkpoint and `latest` intact.
+// save_checkpoint does all three in one process.
 #pragma once
 
 #include <cstdint>
@@ -17,41 +23,57 @@
 #include <vector>
 
 #include "myriad/core/tensor.h"
+#include "myriad/nn/parameter_store.h"
 
 namespace myriad::train {
 
-inline constexpr int kCheckpointFormatVersion = 1;
+inline constexpr int kCheckpointFormatVersion = 2;
 
-struct CheckpointTensor {
-  std::string name;
-  Tensor tensor;  // contiguous f32 CPU tensor (saved from / loaded into)
+// Tensor names of the training state: a parameter's values are stored under its own name,
+// AdamW's moments under these prefixes ("adamw.m/blocks.0.attn.qkv.weight").
+inline constexpr const char* kAdamMPrefix = "adamw.m/";
+inline constexpr const char* kAdamVPrefix = "adamw.v/";
+
+struct CheckpointPiece {
+  std::string tensor;
+  Shape global_shape;
+  std::vector<nn::IndexRange> box;  // one range per dimension of global_shape
+  Tensor data;                      // f32, shape = the box's extents (any strides)
 };
 
-struct CheckpointContents {
+// What the manifest records besides the tensors.
+struct CheckpointHeader {
   std::int64_t step = 0;
   std::string config_yaml;
-  std::string model_yaml;  // the model section alone, compared on load
-  std::vector<CheckpointTensor> tensors;
+  std::string model_yaml;   // the model section alone, compared on load
+  std::string layout;       // e.g. "dp 2 x tp 2 x pp 1, zero_stage 1" (informative)
+  std::uint64_t seed = 0;   // the data order / sampling seed (RNG state = (seed, step))
+  std::int64_t samples_consumed = 0;  // data cursor: training sequences consumed so far
 };
 
-// The training state of a run: the flat parameter buffer and AdamW's m and v in the same flat
-// layout, under these names (the format's contract; `model_yaml` is what a load must match).
-inline constexpr const char* kParametersTensor = "model.parameters";
-inline constexpr const char* kAdamMTensor = "optimizer.adamw.m";
-inline constexpr const char* kAdamVTensor = "optimizer.adamw.v";
-CheckpointContents training_state(std::int64_t step, std::string config_yaml, std::string model_yaml, Tensor values,
-                                  Tensor m, Tensor v);
+// The pieces of every `primary` parameter of `store` held in `flat` (that store's flat layout),
+// named prefix + parameter name: one piece per tensor-parallel range, or the whole parameter.
+std::vector<CheckpointPiece> parameter_pieces(const nn::ParameterStore& store, const Tensor& flat,
+                                              const std::string& prefix);
 
-// Writes the checkpoint of `contents.step` under `dir`; returns its directory.
-std::string save_checkpoint(const std::string& dir, const CheckpointContents& contents, int keep);
-// "<dir>/step_00000042": where save_checkpoint puts the checkpoint of `step`.
+// "<dir>/step_00000042": where the checkpoint of `step` ends up.
 std::string checkpoint_path(const std::string& dir, std::int64_t step);
+// Rank 0, before any file is written: returns the temporary directory of this save.
+std::string begin_checkpoint(const std::string& dir, std::int64_t step);
+// Writes `pieces` to <tmp_dir>/<file_name> (fsynced); returns their manifest entries (JSON text).
+std::string write_checkpoint_file(const std::string& tmp_dir, const std::string& file_name,
+                                  const std::vector<CheckpointPiece>& pieces);
+// Rank 0, after every file is written: `file_entries` = what write_checkpoint_file returned on
+// each writing rank. Returns the final directory.
+std::string finish_checkpoint(const std::string& dir, const std::string& tmp_dir, const CheckpointHeader& header,
+                              const std::vector<std::string>& file_entries, int keep);
+// One process: begin, one file "rank_0.bin", finish.
+std::string save_checkpoint(const std::string& dir, const CheckpointHeader& header,
+                            const std::vector<CheckpointPiece>& pieces, int keep);
+
 // The resolved config (YAML) recorded in a checkpoint's manifest.
 std::string read_checkpoint_config(const std::string& checkpoint_dir);
 // Newest complete checkpoint directory under `dir` ("" when none).
 std::string latest_checkpoint(const std::string& dir);
-// Reads `checkpoint_dir` into contents.tensors (names must match, shapes must match) and sets
-// contents.step; throws naming the file and tensor on any mismatch, before modifying anything.
-void load_checkpoint(const std::string& checkpoint_dir, CheckpointContents& contents);
 
 }  // namespace myriad::train

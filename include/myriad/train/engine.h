@@ -9,8 +9,8 @@
 // the valid tokens of the whole global batch (summed over dp), gradients are reduced in buckets
 // during the last backward, clipped by the global norm and applied. Batch of step s = f(seed, s),
 // so a resumed run continues bit-identically. evaluate(), save(), load() and generate() are
-// collective over the dp group; checkpoints hold full (layout-independent) tensors, written by
-// rank 0.
+// collective; checkpoints are sharded (checkpoint.h): each part of the state is written by one
+// rank, with its global slices in the manifest, so they load under any layout.
 // Tensor parallel: the model holds this tp rank's share (model_split.h); the tp ranks of a dp
 // replica see the same batch. Pipeline parallel: the ranks of a pipeline run the schedule of
 // parallel.pp_schedule over the step's micro-batches (PipelineExecutor); the tied embedding's
@@ -97,8 +97,8 @@ class Engine {
   bool model_parallel() const { return config_.parallel.tp * config_.parallel.pp > 1; }
   nn::LossSum forward_loss(const Tensor& ids, const Tensor& targets);
   void sync_tied_embedding();
-  // The full state in the serial (checkpoint) layout, complete on every rank. Collective.
-  void snapshot_serial(FullState& out, bool values_only);
+  // The parameter values in the serial layout, complete on every rank (generation). Collective.
+  void snapshot_serial(FullState& out);
   std::array<double, 6> comm_wait_seconds();  // cumulative wait per axis (kCommAxes order), then world
   void fill_step_metrics(StepMetrics& m, double data_wait, const std::array<double, 6>& comm_before);
 
@@ -114,7 +114,6 @@ class Engine {
   std::unique_ptr<DataParallel> data_parallel_;
   std::unique_ptr<PipelineExecutor> pipeline_;  // pp > 1
   std::unique_ptr<SerialLayout> serial_layout_;  // tp * pp > 1
-  FullState local_snapshot_;                     // tp * pp > 1: this rank's layout before mapping
   double bubble_seconds_ = 0.0;                  // of the last step
   optim::LrSchedule schedule_;
   nn::Recompute recompute_ = nn::Recompute::none;
@@ -125,8 +124,9 @@ class Engine {
   PeakFlops peak_;
   std::unique_ptr<StragglerDetector> stragglers_;
   std::unique_ptr<MetricsWriter> writer_;  // world rank 0 only
-  AsyncCheckpointWriter async_writer_;      // world rank 0 only
-  FullState snapshot_;                      // host snapshot of the full state, reused by every save
+  std::unique_ptr<dist::Communicator> checkpoint_comm_;  // used only by checkpoint writes
+  AsyncCheckpointWriter async_writer_;
+  FullState snapshot_;  // host snapshot of this rank's full state (its layout), reused by every save
   double compute_delay_ = 0.0;
 };
 

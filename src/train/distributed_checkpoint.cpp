@@ -1,0 +1,31 @@
+// write_checkpoint_collectively: per-rank files, agreement on failure, manifest on rank 0.
+#include "myriad/train/distributed_checkpoint.h"
+
+#include <filesystem>
+
+#include "myriad/dist/scalar_reduce.h"
+
+namespace myriad::train {
+
+std::string write_checkpoint_collectively(dist::Communicator& comm, const std::string& dir,
+                                          const CheckpointHeader& header, const std::vector<CheckpointPiece>* pieces,
+                                          int keep) {
+  const std::string final_path = checkpoint_path(dir, header.step);
+  const std::string tmp =
+      (std::filesystem::path(dir) / (".tmp-" + std::filesystem::path(final_path).filename().string())).string();
+  std::string entries;
+  dist::run_on_every_rank(comm, "checkpoint data file write", [&] {
+    if (pieces != nullptr) entries = write_checkpoint_file(tmp, "rank_" + std::to_string(comm.rank()) + ".bin", *pieces);
+  });
+  const std::vector<std::string> all = dist::gather_strings_to_rank0(comm, entries);
+  dist::run_on_rank0(comm, "checkpoint manifest", [&] {
+    std::vector<std::string> files;
+    for (const std::string& e : all) {
+      if (!e.empty()) files.push_back(e);
+    }
+    finish_checkpoint(dir, tmp, header, files, keep);
+  });
+  return final_path;
+}
+
+}  // namespace myriad::train
