@@ -18,8 +18,10 @@ ranks agree with one tiny all-reduce per step), write a checkpoint and exit 0; `
 continues from it. `python -m myriad.run` restarts a failed job from its newest checkpoint.
 Testing aids (first attempt of a supervised run only, MYRIAD_ATTEMPT unset or 0):
 MYRIAD_FAULT="kill:rank=R:step=S" makes rank R kill itself (SIGKILL) after step S;
-MYRIAD_FAULT="kill_in_save:rank=R:step=S" does so right after the checkpoint of step S was
-handed to the background writer (a crash in the middle of a save).
+MYRIAD_FAULT="kill_in_save:rank=R:step=S" does so once the background write of the checkpoint of
+step S has started its data file (a crash in the middle of a save);
+MYRIAD_FAULT="stall:rank=R:step=S:seconds=N" makes rank R sleep N seconds after step S (a hung
+rank: the others' collective watchdog reports it and aborts the job).
 """
 import argparse
 import os
@@ -95,8 +97,10 @@ def injected_fault(rank):
         return None
     kind, *parts = spec.split(":")
     fields = dict(part.split("=", 1) for part in parts)
-    if kind not in ("kill", "kill_in_save") or int(fields.get("rank", -1)) != rank:
+    if kind not in ("kill", "kill_in_save", "stall") or int(fields.get("rank", -1)) != rank:
         return None
+    if kind == "stall":
+        return kind, int(fields["step"]), float(fields.get("seconds", 60))
     return kind, int(fields["step"])
 
 
@@ -175,13 +179,17 @@ def run(args, rank, world, runtime):
             if fault == ("kill_in_save", step):
                 # Wait until the writer has started (its temporary directory exists), so that the
                 # kill lands in the middle of the write rather than before it.
-                partial = os.path.join(config.checkpoint_dir, f".tmp-step_{step:08d}")
+                partial = os.path.join(config.checkpoint_dir, f".tmp-step_{step:08d}", f"rank_{rank}.bin")
                 deadline = time.time() + 10
-                while rank == 0 and not os.path.isdir(partial) and time.time() < deadline:
+                while not os.path.exists(partial) and time.time() < deadline:
                     time.sleep(0.0005)
                 die(rank, f"while the checkpoint of step {step} is being written")
         if fault == ("kill", step):
             die(rank, f"after step {step}")
+        if fault is not None and fault[:2] == ("stall", step):
+            print(f"[rank {rank}] MYRIAD_FAULT: stalling this rank for {fault[2]:.0f} s after step {step}",
+                  file=sys.stderr, flush=True)
+            time.sleep(fault[2])
         if groups.any(bool(stop_signals)) and step < steps:
             path = engine.save()
             if rank == 0:

@@ -29,6 +29,10 @@ const std::vector<Field<ParallelConfig>>& ParallelConfig::fields() {
                  "data-parallel gradient bucket in MiB, each reduced as soon as its gradients are final (overlapping "
                  "backward); 0 = one reduction after the whole backward (ZeRO 0/1; stages 2/3 reduce per layer)",
                  {.check = at_least(0)}),
+      make_field("collective_timeout", &P::collective_timeout,
+                 "seconds a collective may run before the watchdog names the ranks that never arrived and aborts the "
+                 "job; 0 = off",
+                 {.check = at_least(0)}),
   };
   return table;
 }

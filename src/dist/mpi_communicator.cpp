@@ -16,6 +16,8 @@ namespace myriad::dist {
 // A queued op: a collective body run to completion, or one send/recv to post.
 struct MpiCommunicator::QueuedOp {
   std::shared_ptr<MpiWork> work;
+  CommOp op = CommOp::barrier;
+  std::int64_t number = 0;  // collectives: #n in this group's issue order
   std::function<ByteCounts()> collective;  // empty for send/recv
   bool is_send = false;
   Tensor tensor;  // send/recv buffer
@@ -65,6 +67,20 @@ MpiCommunicator::MpiCommunicator(MPI_Comm comm, std::string name, Options option
   int found = 0;
   check_mpi(MPI_Comm_get_attr(comm, MPI_TAG_UB, &tag_ub, &found), link, "create", "MPI_Comm_get_attr(MPI_TAG_UB)");
   if (found && tag_ub) max_tag_ = *static_cast<int*>(tag_ub);
+  progress_ = std::make_shared<GroupProgress>();
+  progress_->name = name_;
+  progress_->rank = link.rank;
+  MPI_Group group = MPI_GROUP_NULL, world_group = MPI_GROUP_NULL;
+  check_mpi(MPI_Comm_group(comm, &group), link, "create", "MPI_Comm_group");
+  check_mpi(MPI_Comm_group(MPI_COMM_WORLD, &world_group), link, "create", "MPI_Comm_group(world)");
+  std::vector<int> local(static_cast<std::size_t>(link.size));
+  for (int r = 0; r < link.size; ++r) local[static_cast<std::size_t>(r)] = r;
+  progress_->world_ranks.resize(local.size());
+  check_mpi(MPI_Group_translate_ranks(group, link.size, local.data(), world_group, progress_->world_ranks.data()), link,
+            "create", "MPI_Group_translate_ranks");
+  MPI_Group_free(&group);
+  MPI_Group_free(&world_group);
+  progress_->key = group_key(name_, progress_->world_ranks);
   worker_ = std::thread([this] { worker_loop(); });
 }
 
@@ -82,6 +98,7 @@ MpiCommunicator::~MpiCommunicator() {
   }
   queue_cv_.notify_all();
   worker_.join();
+  progress_->closed = true;
   int finalized = 0;
   MPI_Finalized(&finalized);
   if (finalized) return;  // too late to free (the header asks to destroy before MPI_Finalize)
@@ -97,10 +114,12 @@ int MpiCommunicator::size() const { return collective_link_->size; }
 WorkHandle MpiCommunicator::enqueue_collective(CommOp op, bool counted, std::function<ByteCounts()> run) {
   auto queued = std::make_unique<QueuedOp>();
   queued->work = std::make_shared<MpiWork>(op, counted, stats_);
+  queued->op = op;
   queued->collective = std::move(run);
   WorkHandle handle = queued->work;
   {
     std::lock_guard<std::mutex> lock(queue_mutex_);
+    queued->number = ++progress_->issued;  // under the queue lock: numbers follow queue order
     queue_.push_back(std::move(queued));
   }
   queue_cv_.notify_one();
@@ -211,6 +230,15 @@ std::unique_ptr<Communicator> MpiCommunicator::split(int color, int key, const s
   return std::make_unique<MpiCommunicator>(*result, name, options_);
 }
 
+MPI_Comm MpiCommunicator::duplicate_handle() {
+  auto result = std::make_shared<MPI_Comm>(MPI_COMM_NULL);
+  enqueue_collective(CommOp::barrier, false, [this, result] {
+    check_mpi(MPI_Comm_dup(collective_link_->comm, result.get()), *collective_link_, "duplicate", "MPI_Comm_dup");
+    return ByteCounts{};
+  })->wait();
+  return *result;
+}
+
 CommStats MpiCommunicator::stats() const {
   std::lock_guard<std::mutex> lock(stats_->mutex);
   return stats_->stats;
@@ -261,7 +289,17 @@ void MpiCommunicator::fail(const std::exception_ptr& error) {
 }
 
 void MpiCommunicator::execute(QueuedOp& op) {
-  if (op.collective) drain_in_flight();
+  if (op.collective) {
+    progress_->start(op.number, op.op);  // waiting for earlier send/recv counts as running
+    drain_in_flight();
+  }
+  struct Finish {
+    GroupProgress* progress;
+    bool active;
+    ~Finish() {
+      if (active) progress->finish();
+    }
+  } finish{progress_.get(), static_cast<bool>(op.collective)};
   if (broken_) {
     try {
       std::rethrow_exception(broken_);

@@ -1,6 +1,8 @@
 // ProcessGroups: one split of the world per parallel axis (see process_groups.h).
 #include "myriad/dist/process_groups.h"
 
+#include "myriad/dist/mpi_communicator.h"
+
 #include "myriad/core/error.h"
 #include "myriad/dist/loopback_communicator.h"
 
@@ -48,6 +50,13 @@ std::vector<std::pair<std::string, CommStats>> ProcessGroups::stats() const {
     out.emplace_back(group->name(), group->stats());
   }
   return out;
+}
+
+void ProcessGroups::watch_with(CollectiveWatchdog& watchdog) {
+  if (auto* mpi = dynamic_cast<MpiCommunicator*>(world_.get())) watchdog.watch(mpi->progress());
+  for (const std::unique_ptr<Communicator>& group : groups_) {
+    if (auto* mpi = dynamic_cast<MpiCommunicator*>(group.get())) watchdog.watch(mpi->progress());
+  }
 }
 
 }  // namespace myriad::dist

@@ -6,6 +6,7 @@
 #include <thread>
 
 #include "myriad/core/process_memory.h"
+#include "myriad/dist/mpi_communicator.h"
 #include "myriad/dist/scalar_reduce.h"
 #include "myriad/nn/generate.h"
 #include "myriad/nn/linear.h"
@@ -160,6 +161,12 @@ Engine::Engine(const RunConfig& config, std::shared_ptr<spdlog::logger> log, dis
     writer_ = std::make_unique<MetricsWriter>(config_.logging.dir, config_.logging.jsonl, config_.logging.tensorboard);
   }
   if (model_parallel()) log_layout();
+  // Armed only now: data preparation on rank 0 may legitimately keep the others waiting longer.
+  if (auto* mpi_world = dynamic_cast<dist::MpiCommunicator*>(&world);
+      mpi_world != nullptr && config_.parallel.collective_timeout > 0) {
+    watchdog_ = std::make_unique<dist::CollectiveWatchdog>(*mpi_world, config_.parallel.collective_timeout);
+    groups_->watch_with(*watchdog_);
+  }
   MemoryReport mem = memory_report();
   log_->info("model: {} parameters ({} layers, C={}, heads {}/{}, V={} padded to {}); {}; dp {} ZeRO {} ({} buckets); "
              "memory per rank: params {:.2f} MiB, grads {:.2f} MiB, optimizer {:.2f} MiB, activations {:.2f} MiB "

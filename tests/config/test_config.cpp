@@ -56,6 +56,7 @@ parallel:
   pp_schedule: interleaved
   pp_layers: [1, 3, 2, 2]
   bucket_mb: 2.5
+  collective_timeout: 120
 training:
   global_batch_size: 64
   micro_batch: 4
@@ -195,6 +196,7 @@ TEST(ConfigYaml, FullFileSetsEveryKey) {
   EXPECT_TRUE(c.parallel.sequence_parallel);
   EXPECT_EQ(c.parallel.virtual_stages, 2);
   EXPECT_EQ(c.parallel.stage_layers(8), (std::vector<int>{1, 3, 2, 2}));
+  EXPECT_EQ(c.parallel.collective_timeout, 120.0);
   EXPECT_EQ(c.parallel.pp_schedule, PipelineSchedule::interleaved);
   EXPECT_EQ(c.training.global_batch_size, 64);
   EXPECT_EQ(c.training.micro_batch, 4);

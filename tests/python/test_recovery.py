@@ -107,6 +107,8 @@ def test_a_kill_during_a_background_save_never_damages_the_previous_checkpoint(t
     assert killed.returncode == -signal.SIGKILL, killed.stderr
     checkpoints = run_dir / "checkpoints"
     assert (checkpoints / ".tmp-step_00000004").is_dir(), sorted(os.listdir(checkpoints))  # died mid-write
+    assert (checkpoints / ".tmp-step_00000004" / "rank_0.bin").exists()  # its data file was being written
+    assert not (checkpoints / ".tmp-step_00000004" / "manifest.json").exists()
     assert not (checkpoints / "step_00000004").exists()
     assert (checkpoints / "latest").read_text().strip() == "step_00000002"
     resumed = subprocess.run(base + ["--set", f"logging.dir={run_dir}", "--resume", "auto"], cwd=REPO, env=ENV,

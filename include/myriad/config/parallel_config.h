@@ -28,7 +28,8 @@ struct ParallelConfig {
   int virtual_stages = 1;           // model chunks per pipeline rank (> 1 only with the interleaved schedule)
   PipelineSchedule pp_schedule = PipelineSchedule::one_f_one_b;  // 1f1b | gpipe | interleaved
   std::vector<std::string> pp_layers;  // layers per global pipeline stage (pp * virtual_stages entries); empty = even
-  double bucket_mb = 8.0;           // dp gradient bucket (MiB), reduced as soon as its gradients are final; 0 = one reduction after backward
+  double bucket_mb = 8.0;
+  double collective_timeout = 600.0;  // seconds a collective may run before the watchdog reports and aborts; 0 = off           // dp gradient bucket (MiB), reduced as soon as its gradients are final; 0 = one reduction after backward
 
   // dp * tp * pp * cp * ep.
   long long degree_product() const;

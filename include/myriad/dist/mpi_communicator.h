@@ -24,6 +24,10 @@
 // MPI_Barrier (0 bytes). Reductions: f32, i32, i64; sum and max. Every rank ends an all_reduce
 // with bitwise identical values.
 //
+// Progress: collectives are numbered #1, #2, … in issue order (the same on every rank) and the
+// number, op and start time of the one the worker runs are published in progress() for the
+// CollectiveWatchdog (collective_watchdog.h).
+//
 // Lifetime: destroy every MpiCommunicator before MPI_Finalize (before the MpiRuntime that
 // initialised MPI). The destructor drains the queue (waits for every issued op, including
 // send/recv whose peer must still match them) and joins the worker.
@@ -42,6 +46,7 @@
 #include <thread>
 #include <vector>
 
+#include "myriad/dist/collective_watchdog.h"
 #include "myriad/dist/communicator.h"
 
 namespace myriad::dist {
@@ -94,6 +99,10 @@ class MpiCommunicator final : public Communicator {
   void reset_stats() override;
 
   const Options& options() const { return options_; }
+  std::shared_ptr<GroupProgress> progress() const { return progress_; }
+  // A duplicate of the underlying MPI communicator, made on the worker in issue order; the caller
+  // owns it (MPI_Comm_free). Collective.
+  MPI_Comm duplicate_handle();
   int max_tag() const { return max_tag_; }  // largest tag send/recv accept (MPI_TAG_UB)
 
  private:
@@ -114,6 +123,7 @@ class MpiCommunicator final : public Communicator {
   std::unique_ptr<MpiLink> p2p_link_;         // over the send/recv communicator
   int max_tag_ = 32767;
   std::shared_ptr<StatsBlock> stats_;
+  std::shared_ptr<GroupProgress> progress_;
 
   // Worker-only state.
   std::unique_ptr<ScratchBuffer> scratch_;

@@ -15,6 +15,7 @@
 #include <utility>
 #include <vector>
 
+#include "myriad/dist/collective_watchdog.h"
 #include "myriad/dist/communicator.h"
 #include "myriad/dist/rank_grid.h"
 
@@ -40,6 +41,10 @@ class ProcessGroups {
 
   // ("world", ...), then one entry per axis in tp, cp, ep, dp, pp order (loopback axes included).
   std::vector<std::pair<std::string, CommStats>> stats() const;
+
+  // Puts the world and every axis group that runs over MPI under `watchdog` (not owned; it must
+  // outlive the watching, and every rank must attach the same groups).
+  void watch_with(CollectiveWatchdog& watchdog);
 
  private:
   RankGrid grid_;

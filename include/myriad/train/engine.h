@@ -128,6 +128,7 @@ class Engine {
   AsyncCheckpointWriter async_writer_;
   FullState snapshot_;  // host snapshot of this rank's full state (its layout), reused by every save
   double compute_delay_ = 0.0;
+  std::unique_ptr<dist::CollectiveWatchdog> watchdog_;  // last: stops before anything it watches
 };
 
 }  // namespace myriad::train
