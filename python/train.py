@@ -162,6 +162,7 @@ def run(args, rank, world, runtime):
                   f"comm {100 * window_comm / max(window_time, 1e-9):.0f}% | "
                   + (f"bubble {100 * window_bubble / max(window_time, 1e-9):.0f}% | " if window_bubble > 0 else "") +
                   f"mem {m['memory']['rss_current'] / 2**30:.2f} GiB"
+                  + (f" | loss scale {m['loss_scale']:g}" if m["loss_scale"] != 1.0 else "")
                   + (" | SKIPPED (non-finite grads)" if m["skipped"] else ""), flush=True)
             window_tokens, window_time, window_comm, window_bubble, window_flops, window_steps = 0, 0.0, 0.0, 0.0, 0.0, 0
         for s in m["stragglers"]:

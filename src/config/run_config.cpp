@@ -81,6 +81,12 @@ void validate_batch(const TrainingConfig& t, const ParallelConfig& p) {
   }
 }
 
+void validate_precision(const TrainingConfig& t) {
+  MYRIAD_CHECK(t.initial_loss_scale >= t.min_loss_scale,
+               "training.initial_loss_scale (" << t.initial_loss_scale << ") must be >= training.min_loss_scale ("
+                                               << t.min_loss_scale << ")");
+}
+
 void validate_tokenizer(const DataConfig& data, const ModelConfig& model) {
   if (data.tokenizer.empty()) return;
   TokenizerSpec spec = parse_tokenizer_spec(data.tokenizer);
@@ -108,6 +114,7 @@ void RunConfig::validate(int world_size) const {
   sample.validate();
   validate_tensor_parallel(model, parallel);
   validate_pipeline_and_experts(model, parallel);
+  validate_precision(training);
   validate_sequence(*this);
   validate_batch(training, parallel);
   validate_tokenizer(data, model);

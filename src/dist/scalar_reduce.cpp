@@ -33,18 +33,31 @@ std::int64_t sum_over_ranks(Communicator& comm, std::int64_t value) {
   return t.data<std::int64_t>()[0];
 }
 
-void run_on_rank0(Communicator& comm, const std::string& what, const std::function<void()>& work) {
-  std::string failure;
+namespace {
+
+// Runs `work`; a std::exception it throws is kept (to rethrow) with its message ("" = success).
+struct Outcome {
   std::exception_ptr error;
-  if (comm.rank() == 0) {
-    try {
-      work();
-    } catch (const std::exception& e) {
-      error = std::current_exception();
-      failure = e.what();
-      if (failure.empty()) failure = "unknown error";
-    }
+  std::string message;
+};
+Outcome run_capturing(const std::function<void()>& work) {
+  Outcome outcome;
+  try {
+    work();
+  } catch (const std::exception& e) {
+    outcome.error = std::current_exception();
+    outcome.message = e.what();
+    if (outcome.message.empty()) outcome.message = "unknown error";
   }
+  return outcome;
+}
+
+}  // namespace
+
+void run_on_rank0(Communicator& comm, const std::string& what, const std::function<void()>& work) {
+  const Outcome outcome = comm.rank() == 0 ? run_capturing(work) : Outcome{};
+  const std::exception_ptr& error = outcome.error;
+  const std::string& failure = outcome.message;
   if (comm.size() == 1) {
     if (error) std::rethrow_exception(error);
     return;
@@ -74,15 +87,9 @@ std::vector<std::int64_t> all_lengths(Communicator& comm, std::int64_t mine) {
 }  // namespace
 
 void run_on_every_rank(Communicator& comm, const std::string& what, const std::function<void()>& work) {
-  std::string failure;
-  std::exception_ptr error;
-  try {
-    work();
-  } catch (const std::exception& e) {
-    error = std::current_exception();
-    failure = e.what();
-    if (failure.empty()) failure = "unknown error";
-  }
+  const Outcome outcome = run_capturing(work);
+  const std::exception_ptr& error = outcome.error;
+  const std::string& failure = outcome.message;
   if (comm.size() == 1) {
     if (error) std::rethrow_exception(error);
     return;

@@ -4,6 +4,7 @@
 
 #include <cstring>
 
+#include "myriad/core/precision.h"
 #include "myriad/dist/tensor_parallel_region.h"
 #include "myriad/dist/vocab_parallel.h"
 #include "myriad/nn/linear.h"
@@ -105,7 +106,7 @@ Tensor GptModel::head_weight(bool grad) const {
 
 GptModel::Slot GptModel::make_slot() const {
   const Buffers& b = buffers_;
-  const std::int64_t B = b.B, T = b.T, N = B * T, C = config_.n_embd;
+  const std::int64_t B = b.B, T = b.T, N = B * T;
   const Shape rows = residual_shape(config_, split_, B, T);
   Slot s;
   for (std::size_t i = 0; i < blocks_.size() + chunk_blocks_.size(); ++i) s.residual.push_back(Tensor::empty(rows));
@@ -288,7 +289,7 @@ Tensor GptModel::head_input(Slot& s) {
 
 LossSum GptModel::head_forward(Slot& s, const Tensor& targets_in) {
   Buffers& b = buffers_;
-  const std::int64_t N = b.B * b.T, C = config_.n_embd;
+  const std::int64_t N = b.B * b.T;
   acquire(head_unit_, Pass::forward);
   const Tensor& last = s.residual.back();
   if (config_.norm == NormKind::layernorm) {
@@ -366,12 +367,16 @@ LossSum GptModel::forward_chunk(int chunk, int slot_index, const Tensor& ids, co
   Buffers& b = buffers_;
   Slot& s = b.slots.at(slot_index);
   const auto [first, last] = chunk_blocks_.at(chunk);
-  if (chunk_is_first(chunk)) embed(ids, s.residual[static_cast<std::size_t>(first + chunk)]);
+  if (chunk_is_first(chunk)) {
+    embed(ids, s.residual[static_cast<std::size_t>(first + chunk)]);
+    round_to_precision(s.residual[static_cast<std::size_t>(first + chunk)], activation_precision_);
+  }
   const int block_unit0 = embedding_unit_ >= 0 ? 1 : 0;
   for (int i = first; i < last; ++i) {
     const auto r = static_cast<std::size_t>(i + chunk);
     acquire(block_unit0 + i, Pass::forward);
     blocks_[i].forward(store_, s.residual[r], s.residual[r + 1], s.blocks[i], b.scratch);
+    round_to_precision(s.residual[r + 1], activation_precision_);
     release(block_unit0 + i, Pass::forward);
   }
   return chunk_is_last(chunk) ? head_forward(s, targets) : LossSum{};
@@ -381,7 +386,10 @@ void GptModel::backward_chunk(int chunk, int slot_index, const Tensor& ids, cons
   Buffers& b = buffers_;
   Slot& s = b.slots.at(slot_index);
   Tensor& grad = s.grad.at(chunk);
-  if (chunk_is_last(chunk)) head_backward(s, targets, loss_scale, grad);
+  if (chunk_is_last(chunk)) {
+    head_backward(s, targets, loss_scale, grad);
+    round_to_precision(grad, activation_precision_);
+  }
   const auto [first, last] = chunk_blocks_.at(chunk);
   const int block_unit0 = embedding_unit_ >= 0 ? 1 : 0;
   for (int i = last; i-- > first;) {
@@ -389,6 +397,7 @@ void GptModel::backward_chunk(int chunk, int slot_index, const Tensor& ids, cons
     acquire(block_unit0 + i, Pass::backward);
     blocks_[i].recompute(store_, s.residual[r], s.blocks[i], b.scratch, b.mode);
     blocks_[i].backward(store_, s.residual[r], s.blocks[i], b.scratch, grad);
+    round_to_precision(grad, activation_precision_);
     release(block_unit0 + i, Pass::backward);
     grads_ready(block_unit0 + i);
   }

@@ -43,9 +43,9 @@ double AdamWOptimizer::grad_sum_squares() const {
   return sum_squares;
 }
 
-OptimizerStepStats AdamWOptimizer::step(float lr, double global_sum_squares) {
+OptimizerStepStats AdamWOptimizer::step(float lr, double global_sum_squares, float unscale) {
   OptimizerStepStats stats;
-  stats.grad_norm = std::sqrt(global_sum_squares);
+  stats.grad_norm = std::sqrt(global_sum_squares) * static_cast<double>(unscale);
   if (!std::isfinite(stats.grad_norm)) {
     stats.skipped = true;
     return stats;
@@ -58,7 +58,7 @@ OptimizerStepStats AdamWOptimizer::step(float lr, double global_sum_squares) {
   for (OptimizerSegment& s : segments_) {
     AdamWArgs args{.lr = lr, .beta1 = config_.beta1, .beta2 = config_.beta2, .eps = config_.eps,
                    .weight_decay = decays(s.kind) ? config_.weight_decay : 0.0f, .step = steps_,
-                   .grad_scale = stats.clip_scale};
+                   .grad_scale = stats.clip_scale * unscale};
     const Shape& shape = s.value.shape();
     Tensor m = Tensor::from_storage(m_.storage(), shape, contiguous_strides(shape), offset, DType::f32);
     Tensor v = Tensor::from_storage(v_.storage(), shape, contiguous_strides(shape), offset, DType::f32);

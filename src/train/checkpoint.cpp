@@ -127,6 +127,10 @@ std::string finish_checkpoint(const std::string& dir, const std::string& tmp_dir
   manifest["layout"] = header.layout;
   manifest["data_cursor"] = {{"step", header.step}, {"samples_consumed", header.samples_consumed}};
   manifest["rng"] = {{"generator", "philox4x32-10"}, {"seed", header.seed}, {"counter", "f(seed, step, index)"}};
+  manifest["optimizer"] = {{"adamw_steps", header.optimizer_steps < 0 ? header.step : header.optimizer_steps}};
+  if (header.loss_scale > 0) {
+    manifest["loss_scaler"] = {{"scale", header.loss_scale}, {"finite_steps", header.loss_scale_finite_steps}};
+  }
   json files = json::array(), tensors = json::object();
   for (const std::string& text : file_entries) {
     const json entry = json::parse(text);

@@ -50,6 +50,11 @@ CheckpointReader::CheckpointReader(const std::string& checkpoint_dir, const std:
     header_.layout = manifest.value("layout", "");
     header_.seed = manifest.at("rng").at("seed");
     header_.samples_consumed = manifest.at("data_cursor").at("samples_consumed");
+    header_.optimizer_steps = manifest.at("optimizer").at("adamw_steps");
+    if (manifest.contains("loss_scaler")) {
+      header_.loss_scale = manifest.at("loss_scaler").at("scale");
+      header_.loss_scale_finite_steps = manifest.at("loss_scaler").at("finite_steps");
+    }
     for (const json& f : manifest.at("files")) {
       const fs::path path = fs::path(dir_) / f.at("name").get<std::string>();
       MYRIAD_CHECK(fs::exists(path), "checkpoint: data file " << path.string() << " listed in " << manifest_path_

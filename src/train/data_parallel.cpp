@@ -221,13 +221,13 @@ void DataParallel::ensure_values(int unit) {
   }
 }
 
-optim::OptimizerStepStats DataParallel::optimizer_step(float lr) {
+optim::OptimizerStepStats DataParallel::optimizer_step(float lr, float unscale) {
   double sum_squares = optimizer_->grad_sum_squares();
   if (stage_ >= 1) sum_squares = dist::sum_over_ranks(dp_, sum_squares);
   for (dist::Communicator* group : options_.model_parallel) {
     if (group->size() > 1) sum_squares = dist::sum_over_ranks(*group, sum_squares);
   }
-  optim::OptimizerStepStats stats = optimizer_->step(lr, sum_squares);
+  optim::OptimizerStepStats stats = optimizer_->step(lr, sum_squares, unscale);
   if (!stats.skipped && (stage_ == 1 || stage_ == 2)) {
     std::vector<dist::WorkHandle> gathers;
     for (const dist::ZeroBucket& b : layout_.buckets()) {

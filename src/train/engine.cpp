@@ -5,6 +5,7 @@
 #include <cstring>
 #include <thread>
 
+#include "myriad/core/precision.h"
 #include "myriad/core/process_memory.h"
 #include "myriad/dist/mpi_communicator.h"
 #include "myriad/dist/scalar_reduce.h"
@@ -96,8 +97,6 @@ Engine::Engine(const RunConfig& config, std::shared_ptr<spdlog::logger> log, dis
   config_.validate(groups_->grid().world_size());
   check_supported_layout();
   log_->info("resolved config:\n{}", config_.to_yaml());
-  MYRIAD_CHECK(config_.training.precision == Precision::fp32,
-               "training.precision: only fp32 runs on the CPU engine today (bf16/fp16 arrive with the CUDA backend)");
   // Rank 0 tokenizes (or validates the cache); the others then find the cache complete.
   dist::Communicator& world = groups_->world();
   dist::run_on_rank0(world, "data preparation", [&] { data_ = prepare_data(config_, *log_); });
@@ -127,6 +126,7 @@ Engine::Engine(const RunConfig& config, std::shared_ptr<spdlog::logger> log, dis
   dp_options.model_parallel = {&tp(), &pp()};
   dp_options.reduce_after_backward = config_.parallel.pp > 1;
   data_parallel_ = std::make_unique<DataParallel>(*model_, dp(), dp_options, adam);
+  setup_precision();
   if (config_.parallel.pp > 1) {
     pipeline_ = std::make_unique<PipelineExecutor>(*model_, pp(), to_schedule_kind(config_.parallel.pp_schedule),
                                                    config_.training.gradient_accumulation,
@@ -204,6 +204,36 @@ void Engine::log_layout() {
              p.tp, p.sequence_parallel && p.tp > 1 ? " (sequence parallel)" : "", pipeline, layers,
              model_->split().first_stage ? " + embeddings" : "", model_->split().last_stage ? " + head" : "",
              model_->parameters().numel(), serial_layout_->serial_numel());
+}
+
+void Engine::setup_precision() {
+  const Precision precision = config_.training.precision;
+  compute_format_ = precision == Precision::bf16 ? DType::bf16 : precision == Precision::fp16 ? DType::f16 : DType::f32;
+  if (compute_format_ == DType::f32) return;
+  MYRIAD_CHECK(config_.parallel.zero_stage <= 2,
+               "training.precision " << choice_name(precision) << " with parallel.zero_stage 3: ZeRO-3 gathers the "
+                                     << "fp32 parameter shards per layer, which the compute copy does not follow yet; "
+                                     << "use zero_stage 0, 1 or 2");
+  // The store's flat values stay the fp32 master weights (optimizer, ZeRO, checkpoints); the
+  // parameters the model reads point at a copy rounded to the compute format after every update.
+  nn::ParameterStore& store = model_->parameters();
+  compute_values_ = Tensor::zeros({store.numel()});
+  store.rebind(0, store.numel(), compute_values_, Tensor());
+  refresh_compute_weights();
+  model_->set_activation_precision(compute_format_);
+  if (precision == Precision::fp16) {
+    LossScalerConfig scaler;
+    scaler.initial = config_.training.initial_loss_scale;
+    scaler.window = config_.training.loss_scale_window;
+    scaler.min_scale = config_.training.min_loss_scale;
+    loss_scaler_ = std::make_unique<DynamicLossScaler>(scaler);
+  }
+}
+
+void Engine::refresh_compute_weights() {
+  if (!compute_values_.defined()) return;
+  compute_values_.copy_from(model_->parameters().flat_values());
+  round_to_precision(compute_values_, compute_format_);
 }
 
 void Engine::check_supported_layout() const {
@@ -297,7 +327,8 @@ StepMetrics Engine::step() {
   const double data_wait = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   valid = dist::sum_over_ranks(dp(), valid);
   MYRIAD_CHECK(valid > 0, "step " << step_ << ": the global batch has no valid target tokens");
-  const float loss_scale = 1.0f / static_cast<float>(valid);
+  const double scale = loss_scaler_ ? loss_scaler_->scale() : 1.0;  // fp16: the dynamic loss scale
+  const auto loss_scale = static_cast<float>(scale / static_cast<double>(valid));
   data_parallel_->zero_grads();
   double loss_sum = 0.0;
   bubble_seconds_ = 0.0;
@@ -319,8 +350,18 @@ StepMetrics Engine::step() {
   loss_sum = dist::sum_over_ranks(dp(), loss_sum);
   StepMetrics metrics;
   metrics.lr = schedule_.lr_at(step_);
-  optim::OptimizerStepStats stats = data_parallel_->optimizer_step(metrics.lr);
-  if (stats.skipped) log_->warn("step {}: non-finite gradient norm, update skipped", step_ + 1);
+  optim::OptimizerStepStats stats = data_parallel_->optimizer_step(metrics.lr, static_cast<float>(1.0 / scale));
+  metrics.loss_scale = scale;
+  if (loss_scaler_) {
+    loss_scaler_->update(!stats.skipped);
+    if (stats.skipped) {
+      log_->warn("step {}: gradient overflow at loss scale {:g}: update skipped, scale now {:g}", step_ + 1, scale,
+                 loss_scaler_->scale());
+    }
+  } else if (stats.skipped) {
+    log_->warn("step {}: non-finite gradient norm, update skipped", step_ + 1);
+  }
+  if (!stats.skipped) refresh_compute_weights();
   ++step_;
   metrics.step = step_;
   metrics.loss = loss_sum / static_cast<double>(valid);
@@ -445,6 +486,11 @@ std::string Engine::save(bool background) {
   header.seed = config_.training.seed;
   header.samples_consumed = step_ * config_.training.micro_batch * config_.training.gradient_accumulation *
                             config_.parallel.dp;
+  header.optimizer_steps = optimizer().steps_taken();
+  if (loss_scaler_) {
+    header.loss_scale = loss_scaler_->scale();
+    header.loss_scale_finite_steps = loss_scaler_->finite_steps();
+  }
   const std::string dir = config_.checkpoint.dir;
   const int keep = config_.checkpoint.keep;
   dist::run_on_rank0(world, "checkpoint directory", [&] { begin_checkpoint(dir, step_); });
@@ -491,15 +537,17 @@ void Engine::load(const std::string& checkpoint_dir) {
   // rank touch its training state (nothing is half-loaded, on any rank).
   const std::int64_t n = model_->parameters().numel();
   FullState staged{Tensor::zeros({n}), Tensor::zeros({n}), Tensor::zeros({n})};
-  std::int64_t step = 0;
+  CheckpointHeader header;
   dist::run_on_every_rank(groups_->world(), "checkpoint load", [&] {
     CheckpointReader reader(path, model_section_yaml(config_));
     read_parameter_state(reader, model_->parameters(), staged.values, &staged.m, &staged.v);
-    step = reader.header().step;
+    header = reader.header();
   });
   data_parallel_->load_full(staged.values, staged.m, staged.v);
-  step_ = step;
-  optimizer().set_steps_taken(step);
+  refresh_compute_weights();
+  step_ = header.step;
+  optimizer().set_steps_taken(header.optimizer_steps >= 0 ? header.optimizer_steps : header.step);
+  if (loss_scaler_ && header.loss_scale > 0) loss_scaler_->restore(header.loss_scale, header.loss_scale_finite_steps);
   log_->info("checkpoint: resumed from {} at step {}", path, step_);
 }
 

@@ -13,6 +13,7 @@ std::string step_metrics_json(const StepMetrics& m) {
   j["lr"] = m.lr;
   j["grad_norm"] = m.grad_norm;
   j["skipped"] = m.skipped;
+  j["loss_scale"] = m.loss_scale;
   j["tokens"] = m.tokens;
   j["samples"] = m.samples;
   j["step_seconds"] = m.seconds;

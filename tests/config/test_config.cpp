@@ -74,6 +74,9 @@ training:
   adam_eps: 1e-6
   grad_clip: 0.5
   precision: bf16
+  initial_loss_scale: 1024
+  loss_scale_window: 50
+  min_loss_scale: 2
   recompute: selective
   seed: 42
   eval_every: 250
@@ -214,6 +217,9 @@ TEST(ConfigYaml, FullFileSetsEveryKey) {
   EXPECT_EQ(c.training.adam_eps, 1e-6);
   EXPECT_EQ(c.training.grad_clip, 0.5);
   EXPECT_EQ(c.training.precision, Precision::bf16);
+  EXPECT_EQ(c.training.initial_loss_scale, 1024.0);
+  EXPECT_EQ(c.training.loss_scale_window, 50);
+  EXPECT_EQ(c.training.min_loss_scale, 2.0);
   EXPECT_EQ(c.training.recompute, Recompute::selective);
   EXPECT_EQ(c.training.seed, 42u);
   EXPECT_EQ(c.training.eval_every, 250);

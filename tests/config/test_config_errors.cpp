@@ -218,6 +218,8 @@ TEST(ConfigValidate, CrossKeyChecks) {
     EXPECT_NO_THROW(uneven.validate(5));
     EXPECT_EQ(uneven.parallel.stage_layers(12), (std::vector<int>{2, 3, 3, 2, 2}));
   }
+  expect_invalid([](RunConfig& c) { c.training.initial_loss_scale = 1; c.training.min_loss_scale = 4; },
+                 {"training.initial_loss_scale (1) must be >= training.min_loss_scale (4)"});
   expect_invalid([](RunConfig& c) { c.parallel.virtual_stages = 2; }, {"parallel.virtual_stages (2) > 1 needs", "interleaved"});
   expect_invalid([](RunConfig& c) { c.parallel.pp_schedule = PipelineSchedule::interleaved; },
                  {"interleaved needs parallel.virtual_stages >= 2 and parallel.pp >= 2"});

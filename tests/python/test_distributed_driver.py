@@ -53,17 +53,23 @@ def tiny(tmp_path):
     return config, tmp_path
 
 
+def serial_run(config, root):
+    """One process on the global batch of the two-rank runs (4 micro-batches)."""
+    serial = subprocess.run([sys.executable, DRIVER, "--config", str(config), "--set", "logging.dir=" + str(root / "one"),
+                             "--set", "training.gradient_accumulation=4"],
+                            cwd=REPO, env=dict(os.environ, PYTHONPATH=os.path.join(REPO, "python")),
+                            capture_output=True, text=True, timeout=TIMEOUT)
+    assert serial.returncode == 0, serial.stderr
+    return serial
+
+
 def driver(config, extra=""):
     return f"{sys.executable} {DRIVER} --config {config} {extra}"
 
 
 def test_two_ranks_reproduce_the_single_process_losses(tiny):
     config, root = tiny
-    serial = subprocess.run([sys.executable, DRIVER, "--config", str(config), "--set", "logging.dir=" + str(root / "one"),
-                             "--set", "training.gradient_accumulation=4"],
-                            cwd=REPO, env=dict(os.environ, PYTHONPATH=os.path.join(REPO, "python")),
-                            capture_output=True, text=True, timeout=TIMEOUT)
-    assert serial.returncode == 0, serial.stderr
+    serial = serial_run(config, root)
     for stage in (0, 3):
         result, _ = mpirun(2, driver(config, f"--set parallel.dp=2 --set parallel.zero_stage={stage} "
                                              f"--set logging.dir={root / ('two' + str(stage))}"))
@@ -94,11 +100,7 @@ def test_two_ranks_reproduce_the_single_process_losses(tiny):
                                          ("parallel.tp=2 --set parallel.sequence_parallel=true", "tp")])
 def test_tensor_and_pipeline_parallel_driver_runs_reproduce_the_single_process_losses(tiny, layout, axis):
     config, root = tiny
-    serial = subprocess.run([sys.executable, DRIVER, "--config", str(config), "--set", "logging.dir=" + str(root / "one"),
-                             "--set", "training.gradient_accumulation=4"],
-                            cwd=REPO, env=dict(os.environ, PYTHONPATH=os.path.join(REPO, "python")),
-                            capture_output=True, text=True, timeout=TIMEOUT)
-    assert serial.returncode == 0, serial.stderr
+    serial = serial_run(config, root)
     run = root / axis
     result, _ = mpirun(2, driver(config, f"--set {layout} --set training.gradient_accumulation=4 "
                                          f"--set logging.dir={run}"))

@@ -21,7 +21,7 @@ logging: {{dir: {run}, level: warn, measure_peak: false, peak_tflops: 0.001, str
 """
 
 TRAIN_KEYS = {
-    "kind", "step", "loss", "lr", "grad_norm", "skipped", "tokens", "samples", "step_seconds", "tokens_per_second",
+    "kind", "step", "loss", "lr", "grad_norm", "skipped", "loss_scale", "tokens", "samples", "step_seconds", "tokens_per_second",
     "samples_per_second", "model_flops", "mfu", "mfu_datasheet", "data_wait_seconds", "compute_seconds",
     "comm_seconds", "comm_share", "comm_axis_seconds", "comm_axis_share", "bubble_seconds", "bubble_share",
     "data_wait_share", "comm_bytes", "memory", "stragglers",

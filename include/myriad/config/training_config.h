@@ -38,6 +38,9 @@ struct TrainingConfig {
   double adam_eps = 1e-8;              // AdamW denominator epsilon
   double grad_clip = 1.0;              // clip the global gradient norm to this; 0 = off
   Precision precision = Precision::fp32;     // compute precision: fp32 | bf16 | fp16 (fp16 uses loss scaling)
+  double initial_loss_scale = 65536.0;  // fp16: the dynamic loss scale to start from
+  std::int64_t loss_scale_window = 1000;  // fp16: finite steps in a row before the scale doubles
+  double min_loss_scale = 1.0;          // fp16: the scale never halves below this
   Recompute recompute = Recompute::none;     // activation recompute: none | selective (attention) | full (whole block)
   std::uint64_t seed = 1337;           // seed of initialisation, data order and dropout
   std::int64_t eval_every = 100;       // steps between validation-loss evaluations; 0 = never

@@ -65,6 +65,12 @@ class GptModel {
   // Logits (B, T, V) of a forward pass (no loss); serial models only, for tests.
   Tensor forward_logits(const Tensor& ids);
 
+  // Mixed precision: the residual stream between blocks (activations forward, their gradients
+  // backward) is rounded to `format` (bf16 / f16: the values a low-precision run passes on; f16
+  // overflow becomes inf, which the loss scaler catches); f32 = none. Weights are the caller's.
+  void set_activation_precision(DType format) { activation_precision_ = format; }
+  DType activation_precision() const { return activation_precision_; }
+
   // Pipeline pieces (see the file comment).
   int num_chunks() const { return static_cast<int>(chunk_blocks_.size()); }
   bool chunk_is_first(int chunk) const { return chunk == 0 && split_.first_stage; }
@@ -139,6 +145,7 @@ class GptModel {
   Buffers buffers_;
   std::vector<ParamUnit> units_;
   UnitHooks* hooks_ = nullptr;
+  DType activation_precision_ = DType::f32;
 };
 
 }  // namespace myriad::nn

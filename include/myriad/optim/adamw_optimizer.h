@@ -47,7 +47,9 @@ class AdamWOptimizer {
 
   double grad_sum_squares() const;  // over this optimizer's segments, float64, fixed order
   OptimizerStepStats step(float lr) { return step(lr, grad_sum_squares()); }
-  OptimizerStepStats step(float lr, double global_sum_squares);
+  // `unscale` multiplies every gradient first (1 / loss scale under fp16 loss scaling); the norm
+  // reported and clipped is that of the unscaled gradients.
+  OptimizerStepStats step(float lr, double global_sum_squares, float unscale = 1.0f);
   std::int64_t steps_taken() const { return steps_; }
   void set_steps_taken(std::int64_t steps) { steps_ = steps; }
   Tensor& m() { return m_; }

@@ -64,7 +64,8 @@ class DataParallel final : public nn::UnitHooks {
   void begin_micro_batch(bool last_of_step);  // before each forward_backward of the step
   void finish_backward();                     // after the last one: waits for the reductions
   void reduce_gradients();  // reduce_after_backward: every bucket now, then waits
-  optim::OptimizerStepStats optimizer_step(float lr);
+  // `unscale`: 1 / loss scale (fp16), applied to the gradients inside the update.
+  optim::OptimizerStepStats optimizer_step(float lr, float unscale = 1.0f);
 
   // Writes the full state into `out`: allocated (zeroed) on first use and reused afterwards, so a
   // later snapshot is a parallel copy into memory whose pages are already resident. Collective

@@ -34,6 +34,7 @@
 #include "myriad/optim/lr_schedule.h"
 #include "myriad/train/async_checkpoint.h"
 #include "myriad/train/data_parallel.h"
+#include "myriad/train/loss_scaler.h"
 #include "myriad/train/metrics_writer.h"
 #include "myriad/train/peak_flops.h"
 #include "myriad/train/pipeline_executor.h"
@@ -90,6 +91,8 @@ class Engine {
  private:
   void check_supported_layout() const;
   void log_layout();
+  void setup_precision();
+  void refresh_compute_weights();  // compute copy <- master weights rounded to the compute format
   nn::ModelSplit model_split();
   dist::Communicator& dp() { return groups_->group(dist::Axis::dp); }
   dist::Communicator& tp() { return groups_->group(dist::Axis::tp); }
@@ -125,6 +128,9 @@ class Engine {
   std::unique_ptr<StragglerDetector> stragglers_;
   std::unique_ptr<MetricsWriter> writer_;  // world rank 0 only
   std::unique_ptr<dist::Communicator> checkpoint_comm_;  // used only by checkpoint writes
+  DType compute_format_ = DType::f32;                 // training.precision
+  Tensor compute_values_;                             // bf16/fp16: the weights the model reads
+  std::unique_ptr<DynamicLossScaler> loss_scaler_;    // fp16
   AsyncCheckpointWriter async_writer_;
   FullState snapshot_;  // host snapshot of this rank's full state (its layout), reused by every save
   double compute_delay_ = 0.0;

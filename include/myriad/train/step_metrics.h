@@ -35,6 +35,7 @@ struct StepMetrics {
   float lr = 0.0f;
   double grad_norm = 0.0;       // before clipping
   bool skipped = false;         // non-finite gradients: update skipped
+  double loss_scale = 1.0;      // the loss scale of this step (fp16; 1 otherwise)
   std::int64_t tokens = 0;      // tokens of the global batch (all dp ranks)
   std::int64_t samples = 0;     // sequences of the global batch
   double seconds = 0.0;         // wall time of the step on this rank
