@@ -24,7 +24,7 @@ void DeviceContext::CublasLtDeleter::operator()(std::remove_pointer_t<cublasLtHa
   (void)cublasLtDestroy(handle);
 }
 
-DeviceContext::DeviceContext(int device, std::size_t workspace_bytes) : device_(device) {
+DeviceContext::DeviceContext(int device, std::size_t workspace_bytes) : device_(device), raw_allocator_(device) {
   const int count = cuda_device_count_or_zero();
   MYRIAD_CHECK(device >= 0 && device < count,
                "DeviceContext: no CUDA device " << device << " (" << count << " visible)");
@@ -36,6 +36,7 @@ DeviceContext::DeviceContext(int device, std::size_t workspace_bytes) : device_(
   MYRIAD_CUBLAS_CHECK(cublasLtCreate(&handle));
   cublaslt_.reset(handle);
   workspace_ = DeviceBuffer(workspace_bytes, device);
+  allocator_ = std::make_unique<CachingAllocator>(raw_allocator_);
 }
 
 DeviceContext::~DeviceContext() {
@@ -44,6 +45,7 @@ DeviceContext::~DeviceContext() {
   (void)cudaSetDevice(device_);
   if (stream_) (void)cudaStreamSynchronize(stream_.get());  // the workspace may still be in use
   workspace_ = DeviceBuffer();
+  allocator_.reset();  // cached segments back to cudaFree (the stream is idle)
   cublaslt_.reset();
   stream_.reset();
   if (known) (void)cudaSetDevice(previous);

@@ -101,3 +101,36 @@ TEST(DeviceBuffer, AllocatesMovesAndReleases) {
 
 }  // namespace
 }  // namespace myriad
+
+namespace myriad {
+namespace {
+
+// The context's caching allocator over cudaMalloc: memory is usable on the device, a freed block
+// is reused on its stream, and asking for more than the device has is a clear error after the
+// cache was released (CachingAllocator's logic itself is tested without a GPU in
+// tests/core/test_caching_allocator.cpp).
+TEST(DeviceAllocator, CachesDeviceMemoryAndReportsOutOfMemory) {
+  MYRIAD_REQUIRE_GPU();
+  cuda::DeviceContext context(0);
+  CachingAllocator& cache = context.allocator();
+  const auto stream = reinterpret_cast<StreamId>(context.stream());
+  void* a = cache.allocate(3 << 20, stream);
+  ASSERT_NE(a, nullptr);
+  MYRIAD_CUDA_CHECK(cudaMemsetAsync(a, 0x5a, 3 << 20, context.stream()));
+  unsigned char byte = 0;
+  MYRIAD_CUDA_CHECK(cudaMemcpyAsync(&byte, static_cast<unsigned char*>(a) + 12345, 1, cudaMemcpyDeviceToHost,
+                                    context.stream()));
+  context.synchronize();
+  EXPECT_EQ(byte, 0x5a);
+  cache.free(a);
+  EXPECT_EQ(cache.allocate(3 << 20, stream), a);
+  EXPECT_EQ(cache.stats().raw_allocations, 1);
+  size_t free_bytes = 0, total_bytes = 0;
+  MYRIAD_CUDA_CHECK(cudaMemGetInfo(&free_bytes, &total_bytes));
+  testing::expect_error_mentions([&] { cache.allocate(total_bytes * 2, stream); },
+                                 {"out of memory on cuda:0", "in use 4.0 MiB"});
+  cache.free(a);
+}
+
+}  // namespace
+}  // namespace myriad

@@ -1,6 +1,7 @@
 // DeviceContext — what one rank needs to run work on one GPU: the device index, a stream of its
 // own (non-blocking with respect to the legacy default stream), a cuBLASLt handle and the
-// workspace buffer cuBLASLt may use for its faster algorithms.
+// workspace buffer cuBLASLt may use for its faster algorithms, and the caching allocator device
+// tensors draw memory from (allocator(): stream-aware, statistics in stats()).
 //
 // RAII and not global: whoever drives a device owns one context and passes it by reference.
 // Not copyable or movable (handles are bound to the object's lifetime). Construction leaves the
@@ -15,6 +16,8 @@
 #include <memory>
 #include <type_traits>
 
+#include "myriad/core/caching_allocator.h"
+#include "myriad/cuda/device_allocator.h"
 #include "myriad/cuda/device_buffer.h"
 
 namespace myriad::cuda {
@@ -38,6 +41,7 @@ class DeviceContext {
   cublasLtHandle_t cublaslt() const { return cublaslt_.get(); }
   void* workspace() const { return workspace_.data(); }
   std::size_t workspace_bytes() const { return workspace_.bytes(); }
+  CachingAllocator& allocator() { return *allocator_; }
 
   // Blocks until all work queued on stream() is done; throws myriad::Error on a device fault.
   void synchronize() const;
@@ -54,6 +58,8 @@ class DeviceContext {
   std::unique_ptr<std::remove_pointer_t<cudaStream_t>, StreamDeleter> stream_;
   std::unique_ptr<std::remove_pointer_t<cublasLtHandle_t>, CublasLtDeleter> cublaslt_;
   DeviceBuffer workspace_;
+  DeviceRawAllocator raw_allocator_;
+  std::unique_ptr<CachingAllocator> allocator_;  // destroyed first: returns its segments while raw_ lives
 };
 
 }  // namespace myriad::cuda
