@@ -55,4 +55,33 @@ void layernorm_backward_f32(const float* grad_out, const float* x, const float* 
                             float* scratch, std::int64_t scratch_floats, std::int64_t rows,
                             std::int64_t channels, cudaStream_t stream);
 
+// ---- AdamW over fp32 master weights (kernels/optim/adamw.cu) ---------------------------------
+// The update of ops/adamw.h elementwise over n values: param, m, v updated in place from grad
+// (scaled by grad_scale first: clipping, loss-scale unscaling). All four must be disjoint.
+struct AdamWStep {
+  float lr = 0.0f, beta1 = 0.9f, beta2 = 0.95f, eps = 1e-8f, weight_decay = 0.0f, grad_scale = 1.0f;
+  std::int64_t step = 0;  // 1-based count including this update (bias correction)
+};
+void adamw_update_f32(float* param, const float* grad, float* m, float* v, std::int64_t n, const AdamWStep& step,
+                      cudaStream_t stream);
+
+// *out (device double) = sum of grad[i]^2 in float64, in an order fixed by n (bit-identical run
+// to run). scratch: at least grad_norm_scratch_doubles(n) doubles of device memory.
+std::int64_t grad_norm_scratch_doubles(std::int64_t n);
+void grad_norm_squared_f32(const float* grad, std::int64_t n, double* scratch, std::int64_t scratch_doubles,
+                           double* out, cudaStream_t stream);
+
+// ---- Fused softmax cross-entropy, f32 logits (N, V) (kernels/loss/cross_entropy.cu) ----------
+// The contract of ops/cross_entropy.h: losses, lse (N) written; backward writes grad_logits
+// (may be the logits buffer itself: no probability matrix is stored) scaled per row by
+// grad_losses. A target outside [0, V) that is not ignore_index: the forward writes NaN for that
+// row and atomically lowers *bad_row (device long long; initialise it to LLONG_MAX) to the row,
+// which the caller checks after synchronising; the backward gives such rows zero gradient.
+void cross_entropy_forward_f32(const float* logits, const std::int32_t* targets, float* losses, float* lse,
+                               long long* bad_row, std::int64_t rows, std::int64_t vocab, std::int32_t ignore_index,
+                               cudaStream_t stream);
+void cross_entropy_backward_f32(const float* logits, const std::int32_t* targets, const float* lse,
+                                const float* grad_losses, float* grad_logits, std::int64_t rows, std::int64_t vocab,
+                                std::int32_t ignore_index, cudaStream_t stream);
+
 }  // namespace myriad::cuda

@@ -1,0 +1,137 @@
+// Fused softmax cross-entropy over f32 logits (N, V), one block per row, no probability matrix.
+//
+//   forward:  lse = max + log(sum_v exp(x_v - max)),  loss = lse - x[target]  (0 for ignored rows)
+//   backward: grad[v] = (exp(x_v - lse) - [v == target]) * grad_loss  (0 for ignored rows),
+//             written over the logits when grad_logits == logits (the probabilities never exist
+//             as a tensor of their own).
+// A row's max and sum are block reductions (each thread strides the row, then a fixed-order
+// shared-memory tree), so results depend on (N, V) only. Targets are validated on the device:
+// a target outside [0, V) that is not ignore_index sets *bad_row to its row (the lowest such row
+// wins) and leaves that row's loss NaN; the host launcher reads nothing back (asynchronous), the
+// caller checks bad_row after synchronising.
+#include <cuda_runtime.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <utility>
+
+#include "common/launch_checks.h"
+#include "myriad/cuda/check.h"
+#include "myriad/cuda/kernels.h"
+
+namespace myriad::cuda {
+namespace {
+
+constexpr int kThreads = 256;
+
+__device__ float block_max(float value, float* shared) {
+  shared[threadIdx.x] = value;
+  __syncthreads();
+  for (int half = kThreads / 2; half > 0; half /= 2) {
+    if (threadIdx.x < half) shared[threadIdx.x] = fmaxf(shared[threadIdx.x], shared[threadIdx.x + half]);
+    __syncthreads();
+  }
+  const float result = shared[0];
+  __syncthreads();  // the shared buffer is reused by the next reduction
+  return result;
+}
+
+__device__ float block_sum(float value, float* shared) {
+  shared[threadIdx.x] = value;
+  __syncthreads();
+  for (int half = kThreads / 2; half > 0; half /= 2) {
+    if (threadIdx.x < half) shared[threadIdx.x] += shared[threadIdx.x + half];
+    __syncthreads();
+  }
+  const float result = shared[0];
+  __syncthreads();
+  return result;
+}
+
+__global__ void cross_entropy_forward_rows(const float* logits, const std::int32_t* targets, float* losses,
+                                           float* lse_out, std::int64_t vocab, std::int32_t ignore_index,
+                                           long long* bad_row) {
+  __shared__ float shared[kThreads];
+  const std::int64_t row = blockIdx.x;
+  const float* x = logits + row * vocab;
+  float max_value = -INFINITY;
+  for (std::int64_t v = threadIdx.x; v < vocab; v += kThreads) max_value = fmaxf(max_value, x[v]);
+  max_value = block_max(max_value, shared);
+  float sum = 0.0f;
+  for (std::int64_t v = threadIdx.x; v < vocab; v += kThreads) sum += expf(x[v] - max_value);
+  sum = block_sum(sum, shared);
+  if (threadIdx.x != 0) return;
+  const float lse = max_value + logf(sum);
+  lse_out[row] = lse;
+  const std::int32_t target = targets[row];
+  if (target == ignore_index) {
+    losses[row] = 0.0f;
+  } else if (target < 0 || target >= vocab) {
+    losses[row] = NAN;
+    atomicMin(bad_row, static_cast<long long>(row));  // only the lowest bad row is reported
+  } else {
+    losses[row] = lse - x[target];
+  }
+}
+
+__global__ void cross_entropy_backward_rows(const float* logits, const std::int32_t* targets, const float* lse,
+                                            const float* grad_losses, float* grad_logits, std::int64_t vocab,
+                                            std::int32_t ignore_index) {
+  const std::int64_t row = blockIdx.x;
+  const std::int32_t target = targets[row];
+  const bool ignored = target == ignore_index || target < 0 || target >= vocab;
+  const float scale = ignored ? 0.0f : grad_losses[row], row_lse = lse[row];
+  const float* x = logits + row * vocab;
+  float* g = grad_logits + row * vocab;
+  for (std::int64_t v = threadIdx.x; v < vocab; v += kThreads) {
+    const float p = expf(x[v] - row_lse);  // read before the (possibly aliased) write
+    g[v] = (p - (v == target ? 1.0f : 0.0f)) * scale;
+  }
+}
+
+void check_rows(const char* op, std::int64_t rows, std::int64_t vocab) {
+  detail::check_count(op, "rows", rows);
+  MYRIAD_CHECK(vocab >= 1, op << ": vocab must be >= 1, got " << vocab);
+  MYRIAD_CHECK(rows <= 0x7fffffff, op << ": " << rows << " rows exceed the grid (one block per row)");
+}
+
+}  // namespace
+
+void cross_entropy_forward_f32(const float* logits, const std::int32_t* targets, float* losses, float* lse,
+                               long long* bad_row, std::int64_t rows, std::int64_t vocab, std::int32_t ignore_index,
+                               cudaStream_t stream) {
+  const char* op = "cross_entropy_forward_f32";
+  check_rows(op, rows, vocab);
+  if (rows == 0) return;
+  detail::check_pointer(op, "logits", logits, alignof(float));
+  detail::check_pointer(op, "targets", targets, alignof(std::int32_t));
+  detail::check_pointer(op, "losses", losses, alignof(float));
+  detail::check_pointer(op, "lse", lse, alignof(float));
+  detail::check_pointer(op, "bad_row", bad_row, alignof(long long));
+  const std::size_t row_bytes = static_cast<std::size_t>(rows) * sizeof(float);
+  detail::check_disjoint(op, "losses", losses, row_bytes, "lse", lse, row_bytes);
+  cross_entropy_forward_rows<<<static_cast<unsigned>(rows), kThreads, 0, stream>>>(logits, targets, losses, lse, vocab,
+                                                                                   ignore_index, bad_row);
+  MYRIAD_CUDA_CHECK(cudaGetLastError());
+}
+
+void cross_entropy_backward_f32(const float* logits, const std::int32_t* targets, const float* lse,
+                                const float* grad_losses, float* grad_logits, std::int64_t rows, std::int64_t vocab,
+                                std::int32_t ignore_index, cudaStream_t stream) {
+  const char* op = "cross_entropy_backward_f32";
+  check_rows(op, rows, vocab);
+  if (rows == 0) return;
+  for (auto [name, ptr] : {std::pair<const char*, const void*>{"logits", logits}, {"lse", lse},
+                           {"grad_losses", grad_losses}, {"grad_logits", grad_logits}}) {
+    detail::check_pointer(op, name, ptr, alignof(float));
+  }
+  detail::check_pointer(op, "targets", targets, alignof(std::int32_t));
+  detail::check_same_or_disjoint(op, "grad_logits", grad_logits, "logits", logits,
+                                 static_cast<std::size_t>(rows) * static_cast<std::size_t>(vocab) * sizeof(float));
+  cross_entropy_backward_rows<<<static_cast<unsigned>(rows), kThreads, 0, stream>>>(logits, targets, lse, grad_losses,
+                                                                                    grad_logits, vocab, ignore_index);
+  MYRIAD_CUDA_CHECK(cudaGetLastError());
+}
+
+}  // namespace myriad::cuda

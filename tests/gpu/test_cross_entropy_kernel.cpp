@@ -1,0 +1,94 @@
+// The fused cross-entropy kernels (kernels/loss/cross_entropy.cu) against the CPU op
+// (ops/cross_entropy.h) on fresh random logits: losses and lse (rtol 2e-6: both reduce in f32,
+// in different orders) and the gradient written over the logits in place (atol 1e-7: softmax
+// values of at most 1, scaled by grad_losses), with ignored rows (zero loss and gradient), a
+// vocabulary that is not a multiple of the block size, large logits (the max subtraction), and
+// a bad target reported through bad_row. Argument errors name the launcher and argument.
+#include <gtest/gtest.h>
+
+#include <climits>
+#include <vector>
+
+#include "gpu_test_support.h"
+#include "myriad/core/philox.h"
+#include "myriad/cuda/kernels.h"
+#include "myriad/ops/cross_entropy.h"
+#include "reference.h"
+
+namespace myriad {
+namespace {
+
+using testing::DeviceArray;
+using testing::expect_error_mentions;
+
+std::vector<double> as_f64(const std::vector<float>& v) { return std::vector<double>(v.begin(), v.end()); }
+
+TEST(CrossEntropyKernel, MatchesTheCpuOpForwardAndInPlaceBackward) {
+  MYRIAD_REQUIRE_GPU();
+  const std::uint64_t seed = testing::fresh_seed();
+  MYRIAD_SEED_TRACE(seed);
+  cuda::DeviceContext context(0);
+  constexpr std::int32_t kIgnore = -100;
+  struct Shape {
+    std::int64_t rows, vocab;
+    float spread;
+  };
+  for (const Shape& shape : {Shape{1, 1, 1}, Shape{7, 300, 4}, Shape{64, 50257, 8}, Shape{33, 1000, 400}}) {
+    const std::int64_t n = shape.rows, vocab = shape.vocab;
+    Tensor logits = Tensor::empty({n, vocab});
+    fill_uniform(logits, -shape.spread, shape.spread, seed, static_cast<std::uint64_t>(vocab));
+    Tensor targets = Tensor::empty({n}, DType::i32), grad_losses = Tensor::empty({n});
+    fill_uniform(grad_losses, 0.1f, 1.0f, seed, 7);
+    for (std::int64_t r = 0; r < n; ++r) {
+      targets.data<std::int32_t>()[r] = r % 5 == 3 ? kIgnore : static_cast<std::int32_t>((r * 7919) % vocab);
+    }
+    Tensor losses = Tensor::empty({n}), lse = Tensor::empty({n}), grad = Tensor::empty({n, vocab});
+    cross_entropy_forward(CrossEntropyArgs{.ignore_index = kIgnore}, logits, targets, losses, lse);
+    cross_entropy_backward(CrossEntropyArgs{.ignore_index = kIgnore}, logits, targets, lse, grad_losses, grad);
+
+    const std::vector<float> host_logits(logits.data<float>(), logits.data<float>() + n * vocab);
+    DeviceArray<float> dlogits(context, host_logits), dlosses(context, n), dlse(context, n);
+    DeviceArray<std::int32_t> dtargets(context, std::vector<std::int32_t>(targets.data<std::int32_t>(),
+                                                                          targets.data<std::int32_t>() + n));
+    DeviceArray<float> dgrad_losses(context, std::vector<float>(grad_losses.data<float>(), grad_losses.data<float>() + n));
+    DeviceArray<long long> bad(context, std::vector<long long>{LLONG_MAX});
+    cuda::cross_entropy_forward_f32(dlogits.get(), dtargets.get(), dlosses.get(), dlse.get(), bad.get(), n, vocab,
+                                    kIgnore, context.stream());
+    cuda::cross_entropy_backward_f32(dlogits.get(), dtargets.get(), dlse.get(), dgrad_losses.get(), dlogits.get(), n,
+                                     vocab, kIgnore, context.stream());
+    const std::string what = "rows " + std::to_string(n) + ", vocab " + std::to_string(vocab);
+    EXPECT_EQ(bad.download()[0], LLONG_MAX) << what;
+    testing::expect_close(as_f64(dlosses.download()), testing::to_f64(losses), 1e-6, 2e-6, "losses " + what);
+    testing::expect_close(as_f64(dlse.download()), testing::to_f64(lse), 1e-6, 2e-6, "lse " + what);
+    testing::expect_close(as_f64(dlogits.download()), testing::to_f64(grad), 1e-7, 1e-5, "grad (in place) " + what);
+  }
+}
+
+TEST(CrossEntropyKernel, ABadTargetIsReportedByRow) {
+  MYRIAD_REQUIRE_GPU();
+  cuda::DeviceContext context(0);
+  DeviceArray<float> logits(context, std::vector<float>(4 * 10, 0.5f)), losses(context, 4), lse(context, 4);
+  DeviceArray<std::int32_t> targets(context, std::vector<std::int32_t>{1, 12, -3, 2});
+  DeviceArray<long long> bad(context, std::vector<long long>{LLONG_MAX});
+  cuda::cross_entropy_forward_f32(logits.get(), targets.get(), losses.get(), lse.get(), bad.get(), 4, 10, -100,
+                                  context.stream());
+  EXPECT_EQ(bad.download()[0], 1) << "the lowest bad row";
+}
+
+TEST(CrossEntropyKernel, BadArgumentsNameTheLauncherAndArgument) {
+  float* fake = reinterpret_cast<float*>(std::uintptr_t{256});
+  std::int32_t* ids = reinterpret_cast<std::int32_t*>(std::uintptr_t{1024});
+  long long* bad = reinterpret_cast<long long*>(std::uintptr_t{2048});
+  expect_error_mentions([&] { cuda::cross_entropy_forward_f32(fake, ids, fake + 64, fake + 128, bad, 4, 0, -100, nullptr); },
+                        {"cross_entropy_forward_f32", "vocab must be >= 1"});
+  expect_error_mentions([&] { cuda::cross_entropy_forward_f32(nullptr, ids, fake, fake + 64, bad, 4, 8, -100, nullptr); },
+                        {"cross_entropy_forward_f32", "logits is null"});
+  expect_error_mentions([&] { cuda::cross_entropy_forward_f32(fake, ids, fake, fake + 1, bad, 4, 8, -100, nullptr); },
+                        {"cross_entropy_forward_f32", "overlaps"});
+  expect_error_mentions(
+      [&] { cuda::cross_entropy_backward_f32(fake, ids, fake, fake, fake + 1, 4, 8, -100, nullptr); },
+      {"cross_entropy_backward_f32", "overlaps"});
+}
+
+}  // namespace
+}  // namespace myriad
