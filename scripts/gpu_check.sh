@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # One-shot check for a GPU window: record the machine (nvidia-smi, toolchain), configure and
-# build only what the GPU tests need (myriad_gpu_tests: no Python module, no benchmarks), run
-# `ctest -L gpu --output-on-failure`, and fail if a visible GPU still made tests skip.
+# build only what the GPU tests and benchmarks need (myriad_gpu_tests, bench_gemm_gpu: no Python
+# module), run `ctest -L gpu --output-on-failure`, fail if a visible GPU still made tests skip,
+# then run the GPU benchmarks and print their tables last.
 #
 # Usage: scripts/gpu_check.sh [build-dir]            (default: build-gpu in the repository)
 # Env:   OUT                 folder for logs (default: <build-dir>/logs); every step has its log
@@ -76,7 +77,7 @@ step toolchain bash -c 'nvcc --version; cmake --version; (ninja --version || tru
   (git -C "$0" rev-parse HEAD || true); (git -C "$0" status --short || true)' "$ROOT" || true
 
 configure_args=(-S "$ROOT" -B "$BUILD" -DCMAKE_BUILD_TYPE=Release -DMYRIAD_BUILD_PYTHON=OFF
-                -DMYRIAD_BUILD_BENCHMARKS=OFF -DMYRIAD_BUILD_TESTS=ON)
+                -DMYRIAD_BUILD_BENCHMARKS=ON -DMYRIAD_BUILD_TESTS=ON)
 command -v ninja >/dev/null 2>&1 && configure_args+=(-G Ninja)
 [[ -n "${MYRIAD_DEPS_PREFIX:-}" ]] && configure_args+=("-DCMAKE_PREFIX_PATH=${MYRIAD_DEPS_PREFIX//:/;}")
 read -r -a extra_args <<<"${MYRIAD_CMAKE_ARGS:-}"
@@ -94,13 +95,17 @@ fi
 grep -E '✓|✗' "$LOGS/configure.log" | tee -a "$SUMMARY" || true
 grep -q '✓ CUDA' "$LOGS/configure.log" || { log "configure found no CUDA toolkit: nothing to test"; exit 1; }
 
-step build cmake --build "$BUILD" --target myriad_gpu_tests -j "$JOBS" || exit 1
+step build cmake --build "$BUILD" --target myriad_gpu_tests bench_gemm_gpu -j "$JOBS" || exit 1
 ctest_args=(--test-dir "$BUILD" -L gpu --output-on-failure --timeout 300)
 [[ "$(ctest --help 2>/dev/null)" == *--output-junit* ]] && ctest_args+=(--output-junit "$LOGS/ctest-gpu.xml")
 ctest_status=0
 step ctest ctest "${ctest_args[@]}" || ctest_status=$?
 grep -E 'tests passed|tests failed|\*\*\*Failed|\(Failed\)|Timeout' "$LOGS/ctest.log" | tail -n 50 | tee -a "$SUMMARY" || true
 skipped="$(grep -c '\*\*\*Skipped' "$LOGS/ctest.log" || true)"
+# The benchmarks run whatever the tests said (a GPU window is rare); their tables go last.
+if [[ "$gpu_count" -gt 0 ]] && step bench_gemm_gpu "$BUILD/benchmarks/bench_gemm_gpu"; then
+  tee -a "$SUMMARY" <"$LOGS/bench_gemm_gpu.log"
+fi
 
 if [[ "$ctest_status" -ne 0 ]]; then
   log "RESULT: GPU tests FAILED (ctest exit $ctest_status)"

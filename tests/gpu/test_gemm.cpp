@@ -1,0 +1,120 @@
+// cuBLASLt linear GEMM (src/cuda/gemm.cpp) against a float64 reference on fresh random inputs:
+// y = x W^T (+ bias) (then tanh-GELU) for f32, bf16 and f16, with and without accumulation into
+// y, on odd and GPT-2 shapes. The reference uses the inputs as the GPU sees them (rounded to the
+// type). Tolerance: f32 accumulation over K terms of magnitude <= 1 gives ~K * 6e-8 worst case,
+// so atol 1e-5 * sqrt(K) + rtol 1e-5 for f32 outputs; 16-bit outputs add their own rounding
+// (half an ulp: 2^-9 bf16, 2^-12 f16, relative), so rtol 4e-3 / 1e-3. Argument errors name the
+// argument without touching the GPU.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <vector>
+
+#include "gpu_test_support.h"
+#include "myriad/core/half.h"
+#include "myriad/core/philox.h"
+#include "myriad/cuda/gemm.h"
+#include "reference.h"
+
+namespace myriad {
+namespace {
+
+using testing::DeviceArray;
+using testing::expect_error_mentions;
+
+double gelu(double x) { return 0.5 * x * (1.0 + std::tanh(std::sqrt(2.0 / M_PI) * (x + 0.044715 * x * x * x))); }
+
+// Host values of `type` as 16-bit patterns or floats, and their float64 values.
+struct Operand {
+  std::vector<std::uint16_t> half;
+  std::vector<float> single;
+  std::vector<double> value;
+};
+
+Operand make_operand(std::int64_t count, cudaDataType_t type, std::uint64_t seed, std::uint64_t stream, float scale) {
+  Tensor t = Tensor::empty({count});
+  fill_uniform(t, -scale, scale, seed, stream);
+  Operand o;
+  for (std::int64_t i = 0; i < count; ++i) {
+    const float v = t.data<float>()[i];
+    if (type == CUDA_R_32F) {
+      o.single.push_back(v);
+      o.value.push_back(v);
+    } else if (type == CUDA_R_16BF) {
+      o.half.push_back(float_to_bf16(v));
+      o.value.push_back(bf16_to_float(o.half.back()));
+    } else {
+      o.half.push_back(float_to_f16(v));
+      o.value.push_back(f16_to_float(o.half.back()));
+    }
+  }
+  return o;
+}
+
+TEST(Gemm, LinearMatchesFloat64ForEveryTypeAndEpilogue) {
+  MYRIAD_REQUIRE_GPU();
+  const std::uint64_t seed = testing::fresh_seed();
+  MYRIAD_SEED_TRACE(seed);
+  cuda::DeviceContext context(0);
+  struct Shape {
+    std::int64_t m, n, k;
+  };
+  for (cudaDataType_t type : {CUDA_R_32F, CUDA_R_16BF, CUDA_R_16F}) {
+    for (const Shape& sh : {Shape{1, 8, 8}, Shape{37, 48, 64}, Shape{256, 768, 768}, Shape{128, 2304, 768}}) {
+      for (cuda::GemmEpilogue epilogue : {cuda::GemmEpilogue::none, cuda::GemmEpilogue::bias, cuda::GemmEpilogue::bias_gelu}) {
+        for (bool accumulate : {false, true}) {
+          if (accumulate && epilogue != cuda::GemmEpilogue::none) continue;
+          const Operand x = make_operand(sh.m * sh.k, type, seed, 1, 1.0f);
+          const Operand w = make_operand(sh.n * sh.k, type, seed, 2, 1.0f / std::sqrt(static_cast<float>(sh.k)));
+          const Operand b = make_operand(sh.n, type, seed, 3, 0.5f);
+          const Operand y0 = make_operand(sh.m * sh.n, type, seed, 4, 1.0f);
+          std::vector<double> expected(static_cast<std::size_t>(sh.m * sh.n));
+          for (std::int64_t i = 0; i < sh.m; ++i) {
+            for (std::int64_t j = 0; j < sh.n; ++j) {
+              double acc = 0.0;
+              for (std::int64_t p = 0; p < sh.k; ++p) acc += x.value[i * sh.k + p] * w.value[j * sh.k + p];
+              if (epilogue != cuda::GemmEpilogue::none) acc += b.value[j];
+              if (epilogue == cuda::GemmEpilogue::bias_gelu) acc = gelu(acc);
+              if (accumulate) acc += y0.value[i * sh.n + j];
+              expected[i * sh.n + j] = acc;
+            }
+          }
+          const cuda::LinearGemm gemm{sh.m, sh.n, sh.k, type, epilogue, accumulate};
+          const bool bias = epilogue != cuda::GemmEpilogue::none;
+          std::vector<double> got;
+          if (type == CUDA_R_32F) {
+            DeviceArray<float> dx(context, x.single), dw(context, w.single), db(context, b.single), dy(context, y0.single);
+            cuda::linear_gemm(context, gemm, dx.get(), dw.get(), bias ? db.get() : nullptr, dy.get());
+            for (float v : dy.download()) got.push_back(v);
+          } else {
+            DeviceArray<std::uint16_t> dx(context, x.half), dw(context, w.half), db(context, b.half), dy(context, y0.half);
+            cuda::linear_gemm(context, gemm, dx.get(), dw.get(), bias ? db.get() : nullptr, dy.get());
+            for (std::uint16_t v : dy.download()) got.push_back(type == CUDA_R_16BF ? bf16_to_float(v) : f16_to_float(v));
+          }
+          const double rtol = type == CUDA_R_32F ? 1e-5 : type == CUDA_R_16BF ? 4e-3 : 1e-3;
+          testing::expect_close(got, expected, 1e-5 * std::sqrt(static_cast<double>(sh.k)) + (type == CUDA_R_32F ? 0 : 1e-3),
+                                rtol,
+                                "type " + std::to_string(static_cast<int>(type)) + " M " + std::to_string(sh.m) + " N " +
+                                    std::to_string(sh.n) + " K " + std::to_string(sh.k) + " epilogue " +
+                                    std::to_string(static_cast<int>(epilogue)) + (accumulate ? " accumulate" : ""));
+        }
+      }
+    }
+  }
+}
+
+TEST(Gemm, BadArgumentsAreNamed) {
+  MYRIAD_REQUIRE_GPU();
+  cuda::DeviceContext context(0);
+  DeviceArray<float> a(context, 64);
+  expect_error_mentions([&] { cuda::linear_gemm(context, {4, 4, -1, CUDA_R_32F}, a.get(), a.get(), nullptr, a.get()); },
+                        {"linear_gemm", "K -1"});
+  expect_error_mentions(
+      [&] { cuda::linear_gemm(context, {4, 4, 4, CUDA_R_32F, cuda::GemmEpilogue::bias}, a.get(), a.get(), nullptr, a.get()); },
+      {"linear_gemm", "bias epilogue needs a bias"});
+  expect_error_mentions([&] { cuda::linear_gemm(context, {4, 4, 4, CUDA_R_8I}, a.get(), a.get(), nullptr, a.get()); },
+                        {"linear_gemm", "not f32, bf16 or f16"});
+}
+
+}  // namespace
+}  // namespace myriad
