@@ -4,8 +4,8 @@
 //   backward: grad[v] = (exp(x_v - lse) - [v == target]) * grad_loss  (0 for ignored rows),
 //             written over the logits when grad_logits == logits (the probabilities never exist
 //             as a tensor of their own).
-// A row's max and sum are block reductions (each thread strides the row, then a fixed-order
-// shared-memory tree), so results depend on (N, V) only. Targets are validated on the device:
+// A row's max and sum are block reductions (each thread strides the row, then the fixed-order
+// shared-memory tree of common/block_reduce.cuh), so results depend on (N, V) only. Targets are validated on the device:
 // a target outside [0, V) that is not ignore_index sets *bad_row to its row (the lowest such row
 // wins) and leaves that row's loss NaN; the host launcher reads nothing back (asynchronous), the
 // caller checks bad_row after synchronising.
@@ -16,6 +16,7 @@
 #include <cstdint>
 #include <utility>
 
+#include "common/block_reduce.cuh"
 #include "common/launch_checks.h"
 #include "myriad/cuda/check.h"
 #include "myriad/cuda/kernels.h"
@@ -25,30 +26,6 @@ namespace {
 
 constexpr int kThreads = 256;
 
-__device__ float block_max(float value, float* shared) {
-  shared[threadIdx.x] = value;
-  __syncthreads();
-  for (int half = kThreads / 2; half > 0; half /= 2) {
-    if (threadIdx.x < half) shared[threadIdx.x] = fmaxf(shared[threadIdx.x], shared[threadIdx.x + half]);
-    __syncthreads();
-  }
-  const float result = shared[0];
-  __syncthreads();  // the shared buffer is reused by the next reduction
-  return result;
-}
-
-__device__ float block_sum(float value, float* shared) {
-  shared[threadIdx.x] = value;
-  __syncthreads();
-  for (int half = kThreads / 2; half > 0; half /= 2) {
-    if (threadIdx.x < half) shared[threadIdx.x] += shared[threadIdx.x + half];
-    __syncthreads();
-  }
-  const float result = shared[0];
-  __syncthreads();
-  return result;
-}
-
 __global__ void cross_entropy_forward_rows(const float* logits, const std::int32_t* targets, float* losses,
                                            float* lse_out, std::int64_t vocab, std::int32_t ignore_index,
                                            long long* bad_row) {
@@ -57,10 +34,10 @@ __global__ void cross_entropy_forward_rows(const float* logits, const std::int32
   const float* x = logits + row * vocab;
   float max_value = -INFINITY;
   for (std::int64_t v = threadIdx.x; v < vocab; v += kThreads) max_value = fmaxf(max_value, x[v]);
-  max_value = block_max(max_value, shared);
+  max_value = detail::block_reduce<kThreads>(max_value, shared, detail::Max{});
   float sum = 0.0f;
   for (std::int64_t v = threadIdx.x; v < vocab; v += kThreads) sum += expf(x[v] - max_value);
-  sum = block_sum(sum, shared);
+  sum = detail::block_reduce<kThreads>(sum, shared, detail::Add{});
   if (threadIdx.x != 0) return;
   const float lse = max_value + logf(sum);
   lse_out[row] = lse;

@@ -16,6 +16,7 @@
 #include <cstdint>
 #include <utility>
 
+#include "common/block_reduce.cuh"
 #include "common/launch_checks.h"
 #include "myriad/cuda/check.h"
 #include "myriad/cuda/kernels.h"
@@ -45,17 +46,6 @@ __global__ void adamw_kernel(float* param, const float* grad, float* m, float* v
   }
 }
 
-// Fixed-order tree over the block's `kThreads` values in shared memory; thread 0 gets the total.
-__device__ double block_sum(double value, double* shared) {
-  shared[threadIdx.x] = value;
-  __syncthreads();
-  for (int half = kThreads / 2; half > 0; half /= 2) {
-    if (threadIdx.x < half) shared[threadIdx.x] += shared[threadIdx.x + half];
-    __syncthreads();
-  }
-  return shared[0];
-}
-
 __global__ void norm_partials(const float* grad, std::int64_t n, double* partials) {
   __shared__ double shared[kThreads];
   const std::int64_t begin = static_cast<std::int64_t>(blockIdx.x) * kNormBlock;
@@ -65,7 +55,7 @@ __global__ void norm_partials(const float* grad, std::int64_t n, double* partial
     const double g = grad[i];
     sum += g * g;
   }
-  const double total = block_sum(sum, shared);
+  const double total = detail::block_reduce<kThreads>(sum, shared, detail::Add{});
   if (threadIdx.x == 0) partials[blockIdx.x] = total;
 }
 
@@ -73,7 +63,7 @@ __global__ void norm_total(const double* partials, std::int64_t count, double* o
   __shared__ double shared[kThreads];
   double sum = 0.0;
   for (std::int64_t i = threadIdx.x; i < count; i += kThreads) sum += partials[i];
-  const double total = block_sum(sum, shared);
+  const double total = detail::block_reduce<kThreads>(sum, shared, detail::Add{});
   if (threadIdx.x == 0) *out = total;
 }
 

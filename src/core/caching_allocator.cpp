@@ -132,23 +132,22 @@ void CachingAllocator::free(void* ptr) {
   Block* block = found->second.get();
   block->in_use = false;
   stats_.in_use -= block->size;
-  // Coalesce with free neighbours of the same segment.
-  if (Block* next = block->next; next != nullptr && !next->in_use) {
-    erase_free(next);
-    block->size += next->size;
-    block->next = next->next;
-    if (next->next != nullptr) next->next->prev = block;
-    blocks_.erase(next->address);
-  }
-  if (Block* prev = block->prev; prev != nullptr && !prev->in_use) {
-    erase_free(prev);
-    prev->size += block->size;
-    prev->next = block->next;
-    if (block->next != nullptr) block->next->prev = prev;
-    blocks_.erase(block->address);
-    block = prev;
-  }
+  // Cache it, coalesced with free neighbours of the same segment.
   insert_free(block);
+  if (block->next != nullptr && !block->next->in_use) absorb_next(block);
+  if (block->prev != nullptr && !block->prev->in_use) absorb_next(block->prev);
+}
+
+// `left` and its next neighbour are both free and cached: `left` takes over the neighbour's bytes.
+void CachingAllocator::absorb_next(Block* left) {
+  Block* right = left->next;
+  erase_free(left);
+  erase_free(right);
+  left->size += right->size;
+  left->next = right->next;
+  if (right->next != nullptr) right->next->prev = left;
+  blocks_.erase(right->address);
+  insert_free(left);
 }
 
 void CachingAllocator::release_cached() {

@@ -83,6 +83,7 @@ class CachingAllocator {
   Block* new_segment(std::size_t size, StreamId stream, bool small);
   void insert_free(Block* block);
   void erase_free(Block* block);
+  void absorb_next(Block* left);
 
   RawAllocator& raw_;
   std::map<std::pair<StreamId, bool>, Pool> pools_;
