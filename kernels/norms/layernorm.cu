@@ -1,4 +1,9 @@
-// LayerNorm over the last dim of a row-major (N, C) f32 matrix, forward and backward.
+// LayerNorm and RMSNorm over the last dim of a row-major (N, C) f32 matrix, forward and backward.
+// RMSNorm is the uncentred case of the same kernels (template flag kCentered = false): mean = 0,
+// no bias, and the mean_c(g) term of grad_x drops out:
+//   rms forward:  rstd = 1 / sqrt(sum_c x^2 / C + eps);  out = x * rstd * weight
+//   rms backward: xhat = x * rstd, g = grad_out * weight, grad_x = rstd * (g - xhat * mean_c(g * xhat)),
+//                 grad_weight += sum_n grad_out * xhat
 //
 //   forward:  mean = sum_c x / C;  var = sum_c (x - mean)^2 / C (second pass, biased);
 //             rstd = 1 / sqrt(var + eps);  out = (x - mean) * rstd * weight + bias
@@ -41,16 +46,20 @@ __device__ __forceinline__ std::int64_t warp_row() {
   return static_cast<std::int64_t>(blockIdx.x) * kRowsPerBlock + threadIdx.x / kWarpSize;
 }
 
-__global__ void layernorm_forward_warp_per_row(const float* x, const float* weight, const float* bias, float* out,
-                                               float* mean_out, float* rstd_out, std::int64_t rows, int channels,
-                                               float eps) {
+template <bool kCentered>
+__global__ void norm_forward_warp_per_row(const float* x, const float* weight, const float* bias, float* out,
+                                          float* mean_out, float* rstd_out, std::int64_t rows, int channels,
+                                          float eps) {
   const std::int64_t row = warp_row();
   if (row >= rows) return;  // warp-uniform: the whole warp leaves together
   const int lane = threadIdx.x % kWarpSize;
   const float* xr = x + row * channels;
-  float sum = 0.0f;
-  for (int c = lane; c < channels; c += kWarpSize) sum += xr[c];
-  const float mean = warp_sum(sum) / static_cast<float>(channels);
+  float mean = 0.0f;
+  if constexpr (kCentered) {
+    float sum = 0.0f;
+    for (int c = lane; c < channels; c += kWarpSize) sum += xr[c];
+    mean = warp_sum(sum) / static_cast<float>(channels);
+  }
   float squares = 0.0f;
   for (int c = lane; c < channels; c += kWarpSize) {
     const float d = xr[c] - mean;
@@ -68,22 +77,23 @@ __global__ void layernorm_forward_warp_per_row(const float* x, const float* weig
   }
 }
 
-__global__ void layernorm_backward_input_warp_per_row(const float* grad_out, const float* x, const float* weight,
-                                                      const float* mean, const float* rstd, float* grad_x,
-                                                      std::int64_t rows, int channels) {
+template <bool kCentered>
+__global__ void norm_backward_input_warp_per_row(const float* grad_out, const float* x, const float* weight,
+                                                 const float* mean, const float* rstd, float* grad_x,
+                                                 std::int64_t rows, int channels) {
   const std::int64_t row = warp_row();
   if (row >= rows) return;
   const int lane = threadIdx.x % kWarpSize;
   const float* gor = grad_out + row * channels;
   const float* xr = x + row * channels;
-  const float m = mean[row], s = rstd[row];
+  const float m = kCentered ? mean[row] : 0.0f, s = rstd[row];
   float sum_g = 0.0f, sum_g_xhat = 0.0f;
   for (int c = lane; c < channels; c += kWarpSize) {
     const float g = gor[c] * weight[c];
     sum_g += g;
     sum_g_xhat += g * ((xr[c] - m) * s);
   }
-  const float mean_g = warp_sum(sum_g) / static_cast<float>(channels);
+  const float mean_g = kCentered ? warp_sum(sum_g) / static_cast<float>(channels) : 0.0f;
   const float mean_g_xhat = warp_sum(sum_g_xhat) / static_cast<float>(channels);
   float* gxr = grad_x + row * channels;
   for (int c = lane; c < channels; c += kWarpSize) {
@@ -94,7 +104,7 @@ __global__ void layernorm_backward_input_warp_per_row(const float* grad_out, con
 }
 
 // Block (kTileColumns, kTileRowLanes) reduces columns [blockIdx.x * 32, +32) over the rows of
-// group blockIdx.y. With one group it adds straight into the gradients, otherwise it writes
+// group blockIdx.y (mean null: RMSNorm). With one group it adds straight into the gradients, otherwise it writes
 // partials: partial[g * C + c] (weight) and partial[(groups + g) * C + c] (bias).
 __global__ void layernorm_backward_params_column_tiles(const float* grad_out, const float* x, const float* mean,
                                                        const float* rstd, float* grad_weight, float* grad_bias,
@@ -110,7 +120,7 @@ __global__ void layernorm_backward_params_column_tiles(const float* grad_out, co
   if (c < channels) {
     for (std::int64_t r = row_begin + threadIdx.y; r < row_end; r += kTileRowLanes) {
       const float go = grad_out[r * channels + c];
-      dw += go * ((x[r * channels + c] - mean[r]) * rstd[r]);
+      dw += go * ((x[r * channels + c] - (mean != nullptr ? mean[r] : 0.0f)) * rstd[r]);
       db += go;
     }
   }
@@ -165,9 +175,12 @@ std::int64_t rows_per_group(std::int64_t rows) {
 
 }  // namespace
 
-void layernorm_forward_f32(const float* x, const float* weight, const float* bias, float* out, float* mean,
-                           float* rstd, std::int64_t rows, std::int64_t channels, float eps, cudaStream_t stream) {
-  const char* op = "layernorm_forward_f32";
+namespace {
+
+template <bool kCentered>
+void launch_norm_forward(const char* op, const float* x, const float* weight, const float* bias, float* out,
+                         float* mean, float* rstd, std::int64_t rows, std::int64_t channels, float eps,
+                         cudaStream_t stream) {
   const std::int64_t elements = checked_elements(op, rows, channels);
   MYRIAD_CHECK(eps >= 0.0f, op << ": eps must be >= 0, got " << eps);
   if (rows == 0) return;
@@ -183,9 +196,22 @@ void layernorm_forward_f32(const float* x, const float* weight, const float* bia
   detail::check_disjoint(op, "out", out, matrix_bytes, "weight", weight, vector_bytes);
   detail::check_disjoint(op, "out", out, matrix_bytes, "bias", bias, vector_bytes);
   const unsigned blocks = detail::grid_blocks(op, rows, kRowsPerBlock);
-  layernorm_forward_warp_per_row<<<blocks, kRowThreads, 0, stream>>>(x, weight, bias, out, mean, rstd, rows,
-                                                                     static_cast<int>(channels), eps);
+  norm_forward_warp_per_row<kCentered><<<blocks, kRowThreads, 0, stream>>>(x, weight, bias, out, mean, rstd, rows,
+                                                                           static_cast<int>(channels), eps);
   MYRIAD_CUDA_CHECK(cudaGetLastError());
+}
+
+}  // namespace
+
+void layernorm_forward_f32(const float* x, const float* weight, const float* bias, float* out, float* mean,
+                           float* rstd, std::int64_t rows, std::int64_t channels, float eps, cudaStream_t stream) {
+  launch_norm_forward<true>("layernorm_forward_f32", x, weight, bias, out, mean, rstd, rows, channels, eps, stream);
+}
+
+void rmsnorm_forward_f32(const float* x, const float* weight, float* out, float* rstd, std::int64_t rows,
+                         std::int64_t channels, float eps, cudaStream_t stream) {
+  launch_norm_forward<false>("rmsnorm_forward_f32", x, weight, nullptr, out, nullptr, rstd, rows, channels, eps,
+                             stream);
 }
 
 std::int64_t layernorm_backward_scratch_floats(std::int64_t rows, std::int64_t channels) {
@@ -194,17 +220,19 @@ std::int64_t layernorm_backward_scratch_floats(std::int64_t rows, std::int64_t c
   return groups > 1 ? 2 * groups * channels : 0;
 }
 
-void layernorm_backward_f32(const float* grad_out, const float* x, const float* weight, const float* mean,
-                            const float* rstd, float* grad_x, float* grad_weight, float* grad_bias, float* scratch,
-                            std::int64_t scratch_floats, std::int64_t rows, std::int64_t channels,
-                            cudaStream_t stream) {
-  const char* op = "layernorm_backward_f32";
+namespace {
+
+template <bool kCentered>
+void launch_norm_backward(const char* op, const float* grad_out, const float* x, const float* weight,
+                          const float* mean, const float* rstd, float* grad_x, float* grad_weight, float* grad_bias,
+                          float* scratch, std::int64_t scratch_floats, std::int64_t rows, std::int64_t channels,
+                          cudaStream_t stream) {
   const std::int64_t elements = checked_elements(op, rows, channels);
   const bool params = grad_weight != nullptr || grad_bias != nullptr;
   if (rows == 0 || (grad_x == nullptr && !params)) return;
   detail::check_pointer(op, "grad_out", grad_out, alignof(float));
   detail::check_pointer(op, "x", x, alignof(float));
-  detail::check_pointer(op, "mean", mean, alignof(float));
+  if (kCentered) detail::check_pointer(op, "mean", mean, alignof(float));
   detail::check_pointer(op, "rstd", rstd, alignof(float));
   detail::check_optional_pointer(op, "grad_x", grad_x, alignof(float));
   detail::check_optional_pointer(op, "grad_weight", grad_weight, alignof(float));
@@ -225,11 +253,11 @@ void layernorm_backward_f32(const float* grad_out, const float* x, const float* 
     detail::check_pointer(op, "scratch", scratch, alignof(float));
     MYRIAD_CHECK(scratch_floats >= needed, op << ": scratch holds " << scratch_floats << " floats, (N, C) = ("
                                               << rows << ", " << channels << ") needs " << needed
-                                              << " (layernorm_backward_scratch_floats)");
+                                              << " (" << (kCentered ? "layernorm" : "rmsnorm") << "_backward_scratch_floats)");
   }
 
   if (grad_x != nullptr) {
-    layernorm_backward_input_warp_per_row<<<row_blocks, kRowThreads, 0, stream>>>(
+    norm_backward_input_warp_per_row<kCentered><<<row_blocks, kRowThreads, 0, stream>>>(
         grad_out, x, weight, mean, rstd, grad_x, rows, static_cast<int>(channels));
     MYRIAD_CUDA_CHECK(cudaGetLastError());
   }
@@ -247,6 +275,23 @@ void layernorm_backward_f32(const float* grad_out, const float* x, const float* 
       MYRIAD_CUDA_CHECK(cudaGetLastError());
     }
   }
+}
+
+}  // namespace
+
+void layernorm_backward_f32(const float* grad_out, const float* x, const float* weight, const float* mean,
+                            const float* rstd, float* grad_x, float* grad_weight, float* grad_bias, float* scratch,
+                            std::int64_t scratch_floats, std::int64_t rows, std::int64_t channels,
+                            cudaStream_t stream) {
+  launch_norm_backward<true>("layernorm_backward_f32", grad_out, x, weight, mean, rstd, grad_x, grad_weight,
+                             grad_bias, scratch, scratch_floats, rows, channels, stream);
+}
+
+void rmsnorm_backward_f32(const float* grad_out, const float* x, const float* weight, const float* rstd,
+                          float* grad_x, float* grad_weight, float* scratch, std::int64_t scratch_floats,
+                          std::int64_t rows, std::int64_t channels, cudaStream_t stream) {
+  launch_norm_backward<false>("rmsnorm_backward_f32", grad_out, x, weight, nullptr, rstd, grad_x, grad_weight,
+                              nullptr, scratch, scratch_floats, rows, channels, stream);
 }
 
 }  // namespace myriad::cuda

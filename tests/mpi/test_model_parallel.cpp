@@ -5,7 +5,8 @@
 // Layouts (the test skips unless the world has the size the layout needs):
 //   2 ranks: tp 2 (GPT-2; LLaMA with GQA), tp 2 + sequence parallel (GPT-2; LLaMA, selective
 //            recompute), pp 2 GPipe, pp 2 1F1B (GPT-2 tied embeddings; LLaMA, full recompute)
-//   4 ranks: pp 4 interleaved with 2 virtual stages; dp 2 x pp 2 with ZeRO-1; tp 2 x pp 2
+//   4 ranks: pp 4 interleaved with 2 virtual stages; dp 2 x pp 2 with ZeRO-1; tp 2 x pp 2;
+//            dp 2 x tp 2 with ZeRO-3 (GPT-2, tied embeddings) and with sequence parallel + ZeRO-2 (LLaMA)
 //   8 ranks: dp 2 x tp 2 x pp 2; the same with sequence parallelism and ZeRO-1
 // The vocabulary (321, padded to 384) is not divisible by tp: the real vocabulary ends inside the
 // last tp rank's rows. Tolerance as in test_data_parallel.cpp (1e-4 absolute on the loss): the
@@ -164,6 +165,9 @@ std::vector<Layout> layouts() {
                  .virtual_stages = 2, .layers = 8});
   all.push_back({.name = "dp2_pp2_zero1", .grid = {.dp = 2, .pp = 2}, .zero_stage = 1});
   all.push_back({.name = "tp2_pp2", .grid = {.tp = 2, .pp = 2}});
+  all.push_back({.name = "dp2_tp2_zero3", .grid = {.tp = 2, .dp = 2}, .zero_stage = 3, .accumulation = 2});
+  all.push_back({.name = "dp2_tp2sp_zero2_llama", .architecture = "llama", .grid = {.tp = 2, .dp = 2},
+                 .sequence_parallel = true, .zero_stage = 2, .accumulation = 2, .kv_heads = 2});
   all.push_back({.name = "dp2_tp2_pp2", .grid = {.tp = 2, .dp = 2, .pp = 2}, .accumulation = 2});
   all.push_back({.name = "dp2_tp2sp_pp2_zero1", .grid = {.tp = 2, .dp = 2, .pp = 2}, .sequence_parallel = true,
                  .zero_stage = 1, .accumulation = 2});

@@ -55,6 +55,18 @@ void layernorm_backward_f32(const float* grad_out, const float* x, const float* 
                             float* scratch, std::int64_t scratch_floats, std::int64_t rows,
                             std::int64_t channels, cudaStream_t stream);
 
+// ---- RMSNorm over the last dim, f32 (kernels/norms/layernorm.cu, the uncentred LayerNorm) ------
+//   rstd = 1 / sqrt(sum_c x^2 / C + eps);  out = x * rstd * weight
+// x, out: (N, C); weight: (C); rstd: (N) saved for backward (may be null). out must not overlap x.
+void rmsnorm_forward_f32(const float* x, const float* weight, float* out, float* rstd, std::int64_t rows,
+                         std::int64_t channels, float eps, cudaStream_t stream);
+// xhat = x * rstd, g = grad_out * weight:
+//   grad_x = rstd * (g - xhat * mean_c(g * xhat)) written; grad_weight += sum_n grad_out * xhat.
+// grad_x or grad_weight may be null; scratch as for layernorm (layernorm_backward_scratch_floats).
+void rmsnorm_backward_f32(const float* grad_out, const float* x, const float* weight, const float* rstd,
+                          float* grad_x, float* grad_weight, float* scratch, std::int64_t scratch_floats,
+                          std::int64_t rows, std::int64_t channels, cudaStream_t stream);
+
 // ---- AdamW over fp32 master weights (kernels/optim/adamw.cu) ---------------------------------
 // The update of ops/adamw.h elementwise over n values: param, m, v updated in place from grad
 // (scaled by grad_scale first: clipping, loss-scale unscaling). All four must be disjoint.
