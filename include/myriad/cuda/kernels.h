@@ -67,6 +67,23 @@ void rmsnorm_backward_f32(const float* grad_out, const float* x, const float* we
                           float* grad_x, float* grad_weight, float* scratch, std::int64_t scratch_floats,
                           std::int64_t rows, std::int64_t channels, cudaStream_t stream);
 
+// ---- SwiGLU, f32 (kernels/activations/swiglu.cu) ---------------------------------------------
+//   out = silu(gate) * up elementwise over n; backward writes grad_gate, grad_up (`=`, either may
+// be null). Outputs may be the buffer of an input (in place); other overlaps are rejected.
+void swiglu_forward_f32(const float* gate, const float* up, float* out, std::int64_t n, cudaStream_t stream);
+void swiglu_backward_f32(const float* gate, const float* up, const float* grad_out, float* grad_gate, float* grad_up,
+                         std::int64_t n, cudaStream_t stream);
+
+// ---- RoPE, f32, rotate-half convention of ops/rope.h (kernels/position/rope.cu) --------------
+// rope_table_f32 fills cos/sin tables (seq, head_dim / 2) on the device from float64 angles
+// (position_offset + t) * theta^(-2i / head_dim) (it synchronises the stream). rope_f32 rotates
+// contiguous (batch, seq, heads, head_dim) x into out (may be x) by +angle, or by -angle when
+// `backward` (the gradient: grad_x from grad_out).
+void rope_table_f32(float* cos_table, float* sin_table, std::int64_t seq, std::int64_t head_dim, double theta,
+                    std::int64_t position_offset, cudaStream_t stream);
+void rope_f32(const float* x, float* out, const float* cos_table, const float* sin_table, std::int64_t batch,
+              std::int64_t seq, std::int64_t heads, std::int64_t head_dim, bool backward, cudaStream_t stream);
+
 // ---- AdamW over fp32 master weights (kernels/optim/adamw.cu) ---------------------------------
 // The update of ops/adamw.h elementwise over n values: param, m, v updated in place from grad
 // (scaled by grad_scale first: clipping, loss-scale unscaling). All four must be disjoint.

@@ -1,0 +1,83 @@
+// SwiGLU, f32, elementwise over n values (the op of ops/activations.h):
+//   out = silu(g) * u,  silu(g) = g / (1 + exp(-g))
+//   backward: grad_g = grad_out * u * s * (1 + g (1 - s)) with s = sigmoid(g);  grad_u = grad_out * silu(g)
+// Grid-stride loop; an output may be the buffer of an input of the same position (in place);
+// grad_gate or grad_up may be null to skip it.
+#include <cuda_runtime.h>
+
+#include <algorithm>
+#include <cstdint>
+#include <utility>
+
+#include "common/launch_checks.h"
+#include "myriad/cuda/check.h"
+#include "myriad/cuda/kernels.h"
+
+namespace myriad::cuda {
+namespace {
+
+constexpr int kThreads = 256;
+constexpr std::int64_t kMaxBlocks = 65536;
+
+__global__ void swiglu_forward_kernel(const float* gate, const float* up, float* out, std::int64_t n) {
+  const std::int64_t stride = static_cast<std::int64_t>(gridDim.x) * blockDim.x;
+  for (std::int64_t i = static_cast<std::int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < n; i += stride) {
+    const float g = gate[i];
+    out[i] = g / (1.0f + expf(-g)) * up[i];
+  }
+}
+
+__global__ void swiglu_backward_kernel(const float* gate, const float* up, const float* grad_out, float* grad_gate,
+                                       float* grad_up, std::int64_t n) {
+  const std::int64_t stride = static_cast<std::int64_t>(gridDim.x) * blockDim.x;
+  for (std::int64_t i = static_cast<std::int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < n; i += stride) {
+    const float g = gate[i], u = up[i], go = grad_out[i];
+    const float s = 1.0f / (1.0f + expf(-g));
+    if (grad_gate != nullptr) grad_gate[i] = go * u * s * (1.0f + g * (1.0f - s));
+    if (grad_up != nullptr) grad_up[i] = go * g * s;
+  }
+}
+
+unsigned blocks_for(const char* op, std::int64_t n) {
+  return static_cast<unsigned>(std::min<std::int64_t>(detail::grid_blocks(op, n, kThreads), kMaxBlocks));
+}
+
+}  // namespace
+
+void swiglu_forward_f32(const float* gate, const float* up, float* out, std::int64_t n, cudaStream_t stream) {
+  const char* op = "swiglu_forward_f32";
+  detail::check_count(op, "n", n);
+  if (n == 0) return;
+  detail::check_pointer(op, "gate", gate, alignof(float));
+  detail::check_pointer(op, "up", up, alignof(float));
+  detail::check_pointer(op, "out", out, alignof(float));
+  const std::size_t bytes = static_cast<std::size_t>(n) * sizeof(float);
+  detail::check_same_or_disjoint(op, "out", out, "gate", gate, bytes);
+  detail::check_same_or_disjoint(op, "out", out, "up", up, bytes);
+  swiglu_forward_kernel<<<blocks_for(op, n), kThreads, 0, stream>>>(gate, up, out, n);
+  MYRIAD_CUDA_CHECK(cudaGetLastError());
+}
+
+void swiglu_backward_f32(const float* gate, const float* up, const float* grad_out, float* grad_gate, float* grad_up,
+                         std::int64_t n, cudaStream_t stream) {
+  const char* op = "swiglu_backward_f32";
+  detail::check_count(op, "n", n);
+  if (n == 0 || (grad_gate == nullptr && grad_up == nullptr)) return;
+  detail::check_pointer(op, "gate", gate, alignof(float));
+  detail::check_pointer(op, "up", up, alignof(float));
+  detail::check_pointer(op, "grad_out", grad_out, alignof(float));
+  detail::check_optional_pointer(op, "grad_gate", grad_gate, alignof(float));
+  detail::check_optional_pointer(op, "grad_up", grad_up, alignof(float));
+  const std::size_t bytes = static_cast<std::size_t>(n) * sizeof(float);
+  for (float* grad : {grad_gate, grad_up}) {
+    if (grad == nullptr) continue;
+    detail::check_same_or_disjoint(op, "a gradient", grad, "gate", gate, bytes);
+    detail::check_same_or_disjoint(op, "a gradient", grad, "up", up, bytes);
+    detail::check_same_or_disjoint(op, "a gradient", grad, "grad_out", grad_out, bytes);
+  }
+  MYRIAD_CHECK(grad_gate == nullptr || grad_gate != grad_up, op << ": grad_gate and grad_up are the same buffer");
+  swiglu_backward_kernel<<<blocks_for(op, n), kThreads, 0, stream>>>(gate, up, grad_out, grad_gate, grad_up, n);
+  MYRIAD_CUDA_CHECK(cudaGetLastError());
+}
+
+}  // namespace myriad::cuda

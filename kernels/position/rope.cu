@@ -1,0 +1,88 @@
+// Rotary position embedding, f32, "rotate half" (the op of ops/rope.h), on contiguous
+// (B, T, H, D) tensors: element i < D/2 of each head vector pairs with i + D/2 and the pair turns
+// by angle(t, i) = (position_offset + t) * theta^(-2i / D) (backward: by -angle). The cos / sin
+// table (T, D/2) is computed on the host in float64 and rounded to float, as the CPU op does, and
+// passed in device memory (rope_table_f32 fills it), so large positions keep their accuracy and
+// the GPU matches the CPU bit for bit up to the rotation's two products. out may be x (in place).
+#include <cuda_runtime.h>
+
+#include <cmath>
+#include <algorithm>
+#include <cstdint>
+#include <utility>
+#include <vector>
+
+#include "common/launch_checks.h"
+#include "myriad/cuda/check.h"
+#include "myriad/cuda/kernels.h"
+
+namespace myriad::cuda {
+namespace {
+
+constexpr int kThreads = 256;
+constexpr std::int64_t kMaxBlocks = 65536;
+
+// One thread per (b, t, h, i < D/2) pair.
+__global__ void rope_kernel(const float* x, float* out, const float* cos_table, const float* sin_table,
+                            std::int64_t pairs, std::int64_t seq, std::int64_t heads, std::int64_t half, float sign) {
+  const std::int64_t stride = static_cast<std::int64_t>(gridDim.x) * blockDim.x;
+  for (std::int64_t p = static_cast<std::int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; p < pairs; p += stride) {
+    const std::int64_t i = p % half, vector = p / half;  // vector = (b * T + t) * H + h
+    const std::int64_t t = (vector / heads) % seq;
+    const float c = cos_table[t * half + i], s = sign * sin_table[t * half + i];
+    const std::int64_t base = vector * 2 * half;
+    const float a = x[base + i], b = x[base + i + half];
+    out[base + i] = a * c - b * s;
+    out[base + i + half] = b * c + a * s;
+  }
+}
+
+}  // namespace
+
+void rope_table_f32(float* cos_table, float* sin_table, std::int64_t seq, std::int64_t head_dim, double theta,
+                    std::int64_t position_offset, cudaStream_t stream) {
+  const char* op = "rope_table_f32";
+  detail::check_count(op, "seq", seq);
+  MYRIAD_CHECK(head_dim > 0 && head_dim % 2 == 0, op << ": head_dim must be even and > 0, got " << head_dim);
+  MYRIAD_CHECK(theta > 0 && position_offset >= 0,
+               op << ": need theta > 0 and position_offset >= 0, got " << theta << " and " << position_offset);
+  if (seq == 0) return;
+  detail::check_pointer(op, "cos_table", cos_table, alignof(float));
+  detail::check_pointer(op, "sin_table", sin_table, alignof(float));
+  const std::int64_t half = head_dim / 2;
+  std::vector<float> cos_host(static_cast<std::size_t>(seq * half)), sin_host(cos_host.size());
+  for (std::int64_t t = 0; t < seq; ++t) {
+    for (std::int64_t i = 0; i < half; ++i) {
+      const double angle = static_cast<double>(position_offset + t) *
+                           std::pow(theta, -2.0 * static_cast<double>(i) / static_cast<double>(head_dim));
+      cos_host[static_cast<std::size_t>(t * half + i)] = static_cast<float>(std::cos(angle));
+      sin_host[static_cast<std::size_t>(t * half + i)] = static_cast<float>(std::sin(angle));
+    }
+  }
+  const std::size_t bytes = cos_host.size() * sizeof(float);
+  MYRIAD_CUDA_CHECK(cudaMemcpyAsync(cos_table, cos_host.data(), bytes, cudaMemcpyHostToDevice, stream));
+  MYRIAD_CUDA_CHECK(cudaMemcpyAsync(sin_table, sin_host.data(), bytes, cudaMemcpyHostToDevice, stream));
+  MYRIAD_CUDA_CHECK(cudaStreamSynchronize(stream));  // the host vectors go out of scope
+}
+
+void rope_f32(const float* x, float* out, const float* cos_table, const float* sin_table, std::int64_t batch,
+              std::int64_t seq, std::int64_t heads, std::int64_t head_dim, bool backward, cudaStream_t stream) {
+  const char* op = backward ? "rope_backward_f32" : "rope_forward_f32";
+  for (auto [name, value] : {std::pair<const char*, std::int64_t>{"batch", batch}, {"seq", seq}, {"heads", heads}}) {
+    detail::check_count(op, name, value);
+  }
+  MYRIAD_CHECK(head_dim > 0 && head_dim % 2 == 0, op << ": head_dim must be even and > 0, got " << head_dim);
+  const std::int64_t half = head_dim / 2, pairs = batch * seq * heads * half;
+  if (pairs == 0) return;
+  for (auto [name, ptr] : {std::pair<const char*, const void*>{"x", x}, {"out", out}, {"cos_table", cos_table},
+                           {"sin_table", sin_table}}) {
+    detail::check_pointer(op, name, ptr, alignof(float));
+  }
+  detail::check_same_or_disjoint(op, "out", out, "x", x, static_cast<std::size_t>(pairs) * 2 * sizeof(float));
+  const auto blocks = static_cast<unsigned>(std::min<std::int64_t>(detail::grid_blocks(op, pairs, kThreads), kMaxBlocks));
+  rope_kernel<<<blocks, kThreads, 0, stream>>>(x, out, cos_table, sin_table, pairs, seq, heads, half,
+                                               backward ? -1.0f : 1.0f);
+  MYRIAD_CUDA_CHECK(cudaGetLastError());
+}
+
+}  // namespace myriad::cuda
