@@ -84,6 +84,15 @@ void rope_table_f32(float* cos_table, float* sin_table, std::int64_t seq, std::i
 void rope_f32(const float* x, float* out, const float* cos_table, const float* sin_table, std::int64_t batch,
               std::int64_t seq, std::int64_t heads, std::int64_t head_dim, bool backward, cudaStream_t stream);
 
+// ---- Embedding, f32 table (V, C), i32 ids (N) (kernels/embedding/embedding.cu) ---------------
+// forward: out (N, C) = table rows (zeros for a bad id); backward: grad_table (V, C) += grad_out
+// rows, deterministic (each column summed in token order, as on the CPU). A bad id (outside
+// [0, V)) lowers *bad_index (device long long, initialised to LLONG_MAX) to its position.
+void embedding_forward_f32(const std::int32_t* ids, const float* table, float* out, long long* bad_index,
+                           std::int64_t tokens, std::int64_t vocab, std::int64_t channels, cudaStream_t stream);
+void embedding_backward_f32(const std::int32_t* ids, const float* grad_out, float* grad_table, long long* bad_index,
+                            std::int64_t tokens, std::int64_t vocab, std::int64_t channels, cudaStream_t stream);
+
 // ---- AdamW over fp32 master weights (kernels/optim/adamw.cu) ---------------------------------
 // The update of ops/adamw.h elementwise over n values: param, m, v updated in place from grad
 // (scaled by grad_scale first: clipping, loss-scale unscaling). All four must be disjoint.
