@@ -93,6 +93,30 @@ void embedding_forward_f32(const std::int32_t* ids, const float* table, float* o
 void embedding_backward_f32(const std::int32_t* ids, const float* grad_out, float* grad_table, long long* bad_index,
                             std::int64_t tokens, std::int64_t vocab, std::int64_t channels, cudaStream_t stream);
 
+// ---- Flash attention, causal or not, GQA, head dim 64 / 128 (kernels/attention/flash_attention.cu)
+// q, out, grad_out, grad_q: (batch, q_heads, seq, head_dim) contiguous; k, v, grad_k, grad_v:
+// (batch, kv_heads, seq, head_dim); lse: (batch, q_heads, seq) f32, written by the forward and
+// read by the backward. The math of ops/attention.h (scale 0 = 1 / sqrt(head_dim)); f32 math for
+// bf16 tensors. No T x T matrix is stored. The backward writes grad_q, grad_k, grad_v (`=`) and
+// uses `delta` (batch * q_heads * seq floats of device scratch). Gradients must not overlap inputs.
+struct FlashAttentionShape {
+  std::int64_t batch = 0, q_heads = 0, kv_heads = 0, seq = 0, head_dim = 0;
+  float scale = 0.0f;
+  bool causal = true;
+};
+void flash_attention_forward_f32(const float* q, const float* k, const float* v, float* out, float* lse,
+                                 const FlashAttentionShape& shape, cudaStream_t stream);
+void flash_attention_forward_bf16(const __nv_bfloat16* q, const __nv_bfloat16* k, const __nv_bfloat16* v,
+                                  __nv_bfloat16* out, float* lse, const FlashAttentionShape& shape,
+                                  cudaStream_t stream);
+void flash_attention_backward_f32(const float* q, const float* k, const float* v, const float* out, const float* lse,
+                                  const float* grad_out, float* grad_q, float* grad_k, float* grad_v, float* delta,
+                                  std::int64_t delta_floats, const FlashAttentionShape& shape, cudaStream_t stream);
+void flash_attention_backward_bf16(const __nv_bfloat16* q, const __nv_bfloat16* k, const __nv_bfloat16* v,
+                                   const __nv_bfloat16* out, const float* lse, const __nv_bfloat16* grad_out,
+                                   __nv_bfloat16* grad_q, __nv_bfloat16* grad_k, __nv_bfloat16* grad_v, float* delta,
+                                   std::int64_t delta_floats, const FlashAttentionShape& shape, cudaStream_t stream);
+
 // ---- AdamW over fp32 master weights (kernels/optim/adamw.cu) ---------------------------------
 // The update of ops/adamw.h elementwise over n values: param, m, v updated in place from grad
 // (scaled by grad_scale first: clipping, loss-scale unscaling). All four must be disjoint.

@@ -1,0 +1,140 @@
+// Flash attention kernels (kernels/attention/flash_attention.cu) against the CPU attention op
+// (ops/attention.h, itself checked against float64 and finite differences in tests/ops) on fresh
+// random inputs: out, lse and grad_q / grad_k / grad_v, causal and not, multi-head and grouped
+// (Hq 4 / Hkv 2 and 1), head dims 64 and 128, sequence lengths that are not multiples of the 32-row
+// tiles. f32: both sides sum in f32 in different orders: atol 2e-5, rtol 1e-4. bf16: the inputs
+// are rounded to bf16 and the CPU reference computes on those rounded values in f32; the GPU's
+// outputs are rounded to bf16 once more (half an ulp, 2^-9 relative) on top of f32 math, so the
+// tolerance is 2x the error of that rounding: rtol 2^-8, atol 2^-8 times the output scale.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <vector>
+
+#include "gpu_test_support.h"
+#include "myriad/core/half.h"
+#include "myriad/core/philox.h"
+#include "myriad/cuda/kernels.h"
+#include "myriad/ops/attention.h"
+#include "reference.h"
+
+namespace myriad {
+namespace {
+
+using testing::DeviceArray;
+using testing::expect_error_mentions;
+
+struct Case {
+  std::int64_t b, hq, hkv, t, d;
+  bool causal;
+};
+
+std::vector<float> host(const Tensor& t) { return std::vector<float>(t.data<float>(), t.data<float>() + t.numel()); }
+std::vector<double> as_f64(const std::vector<float>& v) { return std::vector<double>(v.begin(), v.end()); }
+std::vector<std::uint16_t> to_bf16(const Tensor& t) {
+  std::vector<std::uint16_t> out;
+  for (std::int64_t i = 0; i < t.numel(); ++i) out.push_back(float_to_bf16(t.data<float>()[i]));
+  return out;
+}
+std::vector<double> from_bf16(const std::vector<std::uint16_t>& v) {
+  std::vector<double> out;
+  for (std::uint16_t x : v) out.push_back(bf16_to_float(x));
+  return out;
+}
+void round_bf16(Tensor& t) {
+  for (std::int64_t i = 0; i < t.numel(); ++i) t.data<float>()[i] = bf16_to_float(float_to_bf16(t.data<float>()[i]));
+}
+
+class FlashAttentionKernel : public ::testing::TestWithParam<Case> {};
+
+TEST_P(FlashAttentionKernel, MatchesTheCpuOpInF32AndBf16) {
+  MYRIAD_REQUIRE_GPU();
+  const Case c = GetParam();
+  const std::uint64_t seed = testing::fresh_seed();
+  MYRIAD_SEED_TRACE(seed);
+  cuda::DeviceContext context(0);
+  for (bool bf16 : {false, true}) {
+    Tensor q = Tensor::empty({c.b, c.hq, c.t, c.d}), k = Tensor::empty({c.b, c.hkv, c.t, c.d});
+    Tensor v = Tensor::empty({c.b, c.hkv, c.t, c.d}), go = Tensor::empty({c.b, c.hq, c.t, c.d});
+    fill_uniform(q, -1, 1, seed, 1);
+    fill_uniform(k, -1, 1, seed, 2);
+    fill_uniform(v, -1, 1, seed, 3);
+    fill_uniform(go, -1, 1, seed, 4);
+    if (bf16) {
+      for (Tensor* t : {&q, &k, &v, &go}) round_bf16(*t);
+    }
+    Tensor out = Tensor::empty(q.shape()), lse = Tensor::empty({c.b, c.hq, c.t});
+    Tensor gq = Tensor::empty(q.shape()), gk = Tensor::empty(k.shape()), gv = Tensor::empty(v.shape());
+    const AttentionArgs args{.causal = c.causal};
+    attention_forward(args, q, k, v, out, lse);
+    attention_backward(args, q, k, v, out, lse, go, gq, gk, gv);
+    const cuda::FlashAttentionShape shape{c.b, c.hq, c.hkv, c.t, c.d, 0.0f, c.causal};
+    const std::int64_t rows = c.b * c.hq * c.t;
+    DeviceArray<float> dlse(context, rows), delta(context, rows);
+    std::vector<double> got_out, got_gq, got_gk, got_gv;
+    if (!bf16) {
+      DeviceArray<float> dq(context, host(q)), dk(context, host(k)), dv(context, host(v)), dgo(context, host(go));
+      DeviceArray<float> dout(context, q.numel()), dgq(context, q.numel()), dgk(context, k.numel()), dgv(context, v.numel());
+      cuda::flash_attention_forward_f32(dq.get(), dk.get(), dv.get(), dout.get(), dlse.get(), shape, context.stream());
+      cuda::flash_attention_backward_f32(dq.get(), dk.get(), dv.get(), dout.get(), dlse.get(), dgo.get(), dgq.get(),
+                                         dgk.get(), dgv.get(), delta.get(), rows, shape, context.stream());
+      got_out = as_f64(dout.download());
+      got_gq = as_f64(dgq.download());
+      got_gk = as_f64(dgk.download());
+      got_gv = as_f64(dgv.download());
+    } else {
+      using B16 = __nv_bfloat16;
+      DeviceArray<std::uint16_t> dq(context, to_bf16(q)), dk(context, to_bf16(k)), dv(context, to_bf16(v)),
+          dgo(context, to_bf16(go));
+      DeviceArray<std::uint16_t> dout(context, q.numel()), dgq(context, q.numel()), dgk(context, k.numel()),
+          dgv(context, v.numel());
+      auto p = [](const DeviceArray<std::uint16_t>& a) { return reinterpret_cast<B16*>(a.get()); };
+      cuda::flash_attention_forward_bf16(p(dq), p(dk), p(dv), p(dout), dlse.get(), shape, context.stream());
+      cuda::flash_attention_backward_bf16(p(dq), p(dk), p(dv), p(dout), dlse.get(), p(dgo), p(dgq), p(dgk), p(dgv),
+                                          delta.get(), rows, shape, context.stream());
+      got_out = from_bf16(dout.download());
+      got_gq = from_bf16(dgq.download());
+      got_gk = from_bf16(dgk.download());
+      got_gv = from_bf16(dgv.download());
+    }
+    const double atol = bf16 ? std::ldexp(1.0, -8) : 2e-5, rtol = bf16 ? std::ldexp(1.0, -8) : 1e-4;
+    const std::string what = std::string(bf16 ? "bf16" : "f32") + " T " + std::to_string(c.t) + " D " +
+                             std::to_string(c.d) + " Hq/Hkv " + std::to_string(c.hq) + "/" + std::to_string(c.hkv) +
+                             (c.causal ? " causal" : "");
+    testing::expect_close(got_out, testing::to_f64(out), atol, rtol, "out " + what);
+    testing::expect_close(as_f64(dlse.download()), testing::to_f64(lse), 2e-5, 1e-5, "lse " + what);
+    // Gradients sum T terms: scale the absolute tolerance with sqrt(T).
+    const double grad_atol = atol * std::sqrt(static_cast<double>(c.t));
+    testing::expect_close(got_gq, testing::to_f64(gq), grad_atol, rtol, "grad_q " + what);
+    testing::expect_close(got_gk, testing::to_f64(gk), grad_atol, rtol, "grad_k " + what);
+    testing::expect_close(got_gv, testing::to_f64(gv), grad_atol, rtol, "grad_v " + what);
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Shapes, FlashAttentionKernel,
+                         ::testing::Values(Case{1, 1, 1, 1, 64, true}, Case{2, 4, 2, 37, 64, true},
+                                           Case{1, 4, 1, 100, 128, true}, Case{2, 2, 2, 65, 128, false},
+                                           Case{1, 4, 4, 300, 64, false}),
+                         [](const ::testing::TestParamInfo<Case>& info) {
+                           const Case& c = info.param;
+                           return "T" + std::to_string(c.t) + "_D" + std::to_string(c.d) + "_Hq" +
+                                  std::to_string(c.hq) + "_Hkv" + std::to_string(c.hkv) +
+                                  (c.causal ? "_causal" : "_full");
+                         });
+
+TEST(FlashAttentionKernelValidation, BadShapesAreRejected) {
+  float* fake = reinterpret_cast<float*>(std::uintptr_t{256});
+  expect_error_mentions(
+      [&] {
+        cuda::flash_attention_forward_f32(fake, fake, fake, fake, fake, {1, 4, 3, 8, 64, 0.0f, true}, nullptr);
+      },
+      {"flash_attention_forward_f32", "q_heads (4) must be a positive multiple of kv_heads (3)"});
+  expect_error_mentions(
+      [&] {
+        cuda::flash_attention_forward_f32(fake, fake, fake, fake, fake, {1, 4, 4, 8, 96, 0.0f, true}, nullptr);
+      },
+      {"flash_attention_forward_f32", "head_dim 96 is not 64 or 128"});
+}
+
+}  // namespace
+}  // namespace myriad
