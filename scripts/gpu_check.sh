@@ -2,7 +2,8 @@
 # One-shot check for a GPU window: record the machine (nvidia-smi, toolchain), configure and
 # build only what the GPU tests and benchmarks need (myriad_gpu_tests, bench_gemm_gpu: no Python
 # module), run `ctest -L gpu --output-on-failure`, fail if a visible GPU still made tests skip,
-# then run the GPU benchmarks and print their tables last.
+# then run the GPU benchmarks (GEMM vs cuBLAS; flash attention vs PyTorch SDPA when PyTorch is
+# there) and print their tables last.
 #
 # Usage: scripts/gpu_check.sh [build-dir]            (default: build-gpu in the repository)
 # Env:   OUT                 folder for logs (default: <build-dir>/logs); every step has its log
@@ -95,7 +96,7 @@ fi
 grep -E '✓|✗' "$LOGS/configure.log" | tee -a "$SUMMARY" || true
 grep -q '✓ CUDA' "$LOGS/configure.log" || { log "configure found no CUDA toolkit: nothing to test"; exit 1; }
 
-step build cmake --build "$BUILD" --target myriad_gpu_tests bench_gemm_gpu -j "$JOBS" || exit 1
+step build cmake --build "$BUILD" --target myriad_gpu_tests bench_gemm_gpu bench_attention_gpu -j "$JOBS" || exit 1
 ctest_args=(--test-dir "$BUILD" -L gpu --output-on-failure --timeout 300)
 [[ "$(ctest --help 2>/dev/null)" == *--output-junit* ]] && ctest_args+=(--output-junit "$LOGS/ctest-gpu.xml")
 ctest_status=0
@@ -103,8 +104,15 @@ step ctest ctest "${ctest_args[@]}" || ctest_status=$?
 grep -E 'tests passed|tests failed|\*\*\*Failed|\(Failed\)|Timeout' "$LOGS/ctest.log" | tail -n 50 | tee -a "$SUMMARY" || true
 skipped="$(grep -c '\*\*\*Skipped' "$LOGS/ctest.log" || true)"
 # The benchmarks run whatever the tests said (a GPU window is rare); their tables go last.
-if [[ "$gpu_count" -gt 0 ]] && step bench_gemm_gpu "$BUILD/benchmarks/bench_gemm_gpu"; then
-  tee -a "$SUMMARY" <"$LOGS/bench_gemm_gpu.log"
+if [[ "$gpu_count" -gt 0 ]]; then
+  step bench_gemm_gpu "$BUILD/benchmarks/bench_gemm_gpu" || true
+  step sdpa_reference python3 "$ROOT/benchmarks/gpu/sdpa_reference.py" "$LOGS/sdpa.txt" || true
+  sdpa_args=()
+  [[ -s "$LOGS/sdpa.txt" ]] && sdpa_args=(--sdpa "$LOGS/sdpa.txt")
+  step bench_attention_gpu "$BUILD/benchmarks/bench_attention_gpu" "${sdpa_args[@]}" || true
+  for table in bench_gemm_gpu bench_attention_gpu; do
+    [[ -f "$LOGS/$table.log" ]] && tee -a "$SUMMARY" <"$LOGS/$table.log"
+  done
 fi
 
 if [[ "$ctest_status" -ne 0 ]]; then

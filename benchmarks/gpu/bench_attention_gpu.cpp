@@ -1,0 +1,133 @@
+// bench_attention_gpu: myriad's flash attention kernels (bf16, f32 math) in TFLOP/s, forward and
+// forward + backward, at T = 1k, 2k, 4k (--long: up to 16k), head dim 64 and 128, causal and not (batch * heads chosen
+// so every shape does about the same work). FLOPs counted as FlashAttention's benchmarks do:
+// forward 4 B H T^2 D (halved when causal), backward 2.5x the forward. With `--sdpa FILE` it
+// reads PyTorch SDPA timings for the same shapes (written by benchmarks/gpu/sdpa_reference.py on
+// the same GPU) and prints the ratio — the bar is >= 80 % of SDPA for forward + backward
+// at T >= 2048, D 128. Time = best of 2 rounds of 3 calls (CUDA events). Exits 0 without a GPU.
+// Usage: bench_attention_gpu [--sdpa sdpa.txt] [--long]
+#include <cuda_bf16.h>
+#include <cuda_runtime_api.h>
+
+#include <algorithm>
+#include <cstdio>
+#include <cstring>
+#include <fstream>
+#include <map>
+#include <sstream>
+#include <string>
+#include <tuple>
+
+#include "myriad/cuda/check.h"
+#include "myriad/cuda/device_buffer.h"
+#include "myriad/cuda/device_context.h"
+#include "myriad/cuda/kernels.h"
+
+using namespace myriad;
+
+namespace {
+
+using Key = std::tuple<long, long, int>;  // T, D, causal
+
+template <typename Fn>
+double best_seconds(cudaStream_t stream, Fn&& fn) {
+  cudaEvent_t start, stop;
+  MYRIAD_CUDA_CHECK(cudaEventCreate(&start));
+  MYRIAD_CUDA_CHECK(cudaEventCreate(&stop));
+  double best = 1e30;
+  fn();  // warm-up
+  for (int round = 0; round < 2; ++round) {
+    MYRIAD_CUDA_CHECK(cudaEventRecord(start, stream));
+    for (int i = 0; i < 3; ++i) fn();
+    MYRIAD_CUDA_CHECK(cudaEventRecord(stop, stream));
+    MYRIAD_CUDA_CHECK(cudaEventSynchronize(stop));
+    float ms = 0;
+    MYRIAD_CUDA_CHECK(cudaEventElapsedTime(&ms, start, stop));
+    best = std::min(best, ms / 1e3 / 3);
+  }
+  (void)cudaEventDestroy(start);
+  (void)cudaEventDestroy(stop);
+  return best;
+}
+
+// Lines "T D causal forward_seconds forward_backward_seconds" from sdpa_reference.py.
+std::map<Key, std::pair<double, double>> read_sdpa(const char* path) {
+  std::map<Key, std::pair<double, double>> table;
+  std::ifstream in(path);
+  std::string line;
+  while (std::getline(in, line)) {
+    std::istringstream fields(line);
+    long t, d;
+    int causal;
+    double fwd, both;
+    if (fields >> t >> d >> causal >> fwd >> both) table[{t, d, causal}] = {fwd, both};
+  }
+  return table;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  if (cuda::cuda_device_count_or_zero() == 0) {
+    std::printf("bench_attention_gpu: no CUDA device\n");
+    return 0;
+  }
+  std::map<Key, std::pair<double, double>> sdpa;
+  bool long_sequences = false;
+  for (int i = 1; i < argc; ++i) {
+    if (std::strcmp(argv[i], "--sdpa") == 0 && i + 1 < argc) {
+      sdpa = read_sdpa(argv[++i]);
+    } else if (std::strcmp(argv[i], "--long") == 0) {
+      long_sequences = true;
+    } else {
+      std::fprintf(stderr, "usage: bench_attention_gpu [--sdpa FILE] [--long]\n");
+      return 2;
+    }
+  }
+  cuda::DeviceContext context(0);
+  cudaDeviceProp prop{};
+  MYRIAD_CUDA_CHECK(cudaGetDeviceProperties(&prop, 0));
+  std::printf("# bench_attention_gpu\n\n- device: %s; bf16 q, k, v, out; batch x heads x T = 16k x 16 rows of work\n\n",
+              prop.name);
+  std::printf("| T | D | causal | fwd TFLOP/s | fwd+bwd TFLOP/s | SDPA fwd+bwd TFLOP/s | fwd+bwd vs SDPA |\n"
+              "|---|---|---|---|---|---|---|\n");
+  for (long t : {1024L, 2048L, 4096L, 8192L, 16384L}) {
+    if (t > 4096 && !long_sequences) break;
+    for (long d : {64L, 128L}) {
+      for (int causal : {1, 0}) {
+        const long heads = 16, batch = std::max(1L, 16384L / t);
+        const std::size_t elements = static_cast<std::size_t>(batch * heads * t * d);
+        cuda::DeviceBuffer q(elements * 2, 0), k(elements * 2, 0), v(elements * 2, 0), out(elements * 2, 0),
+            go(elements * 2, 0), gq(elements * 2, 0), gk(elements * 2, 0), gv(elements * 2, 0);
+        cuda::DeviceBuffer lse(static_cast<std::size_t>(batch * heads * t) * 4, 0), delta(lse.bytes(), 0);
+        for (cuda::DeviceBuffer* b : {&q, &k, &v, &go}) {
+          MYRIAD_CUDA_CHECK(cudaMemsetAsync(b->data(), 0x3c, b->bytes(), context.stream()));
+        }
+        const cuda::FlashAttentionShape shape{batch, heads, heads, t, d, 0.0f, causal == 1};
+        auto bf = [](const cuda::DeviceBuffer& b) { return b.as<__nv_bfloat16>(); };
+        auto forward = [&] {
+          cuda::flash_attention_forward_bf16(bf(q), bf(k), bf(v), bf(out), lse.as<float>(), shape, context.stream());
+        };
+        auto both = [&] {
+          forward();
+          cuda::flash_attention_backward_bf16(bf(q), bf(k), bf(v), bf(out), lse.as<float>(), bf(go), bf(gq), bf(gk),
+                                              bf(gv), delta.as<float>(), batch * heads * t, shape, context.stream());
+        };
+        const double fwd_flops = 4.0 * batch * heads * static_cast<double>(t) * t * d / (causal ? 2.0 : 1.0);
+        const double fwd_s = best_seconds(context.stream(), forward), both_s = best_seconds(context.stream(), both);
+        const double both_tflops = 3.5 * fwd_flops / both_s / 1e12;
+        auto found = sdpa.find({t, d, causal});
+        if (found == sdpa.end()) {
+          std::printf("| %ld | %ld | %s | %.1f | %.1f | - | - |\n", t, d, causal ? "yes" : "no",
+                      fwd_flops / fwd_s / 1e12, both_tflops);
+        } else {
+          const double sdpa_tflops = 3.5 * fwd_flops / found->second.second / 1e12;
+          std::printf("| %ld | %ld | %s | %.1f | %.1f | %.1f | %.0f%% |\n", t, d, causal ? "yes" : "no",
+                      fwd_flops / fwd_s / 1e12, both_tflops, sdpa_tflops, 100.0 * both_tflops / sdpa_tflops);
+        }
+        std::fflush(stdout);
+      }
+    }
+  }
+  return 0;
+}
