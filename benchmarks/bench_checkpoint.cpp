@@ -2,7 +2,7 @@
 // GPT-2 124M shape (the engine's checkpoint: every parameter + AdamW m and v, f32, ZeRO 0, one
 // process: one data file).
 //
-// The engine's path: DataParallel::snapshot_full copies parameters and moments into a reused
+// The engine's path: DataParallel::snapshot_owned copies parameters and moments into a reused
 // host snapshot (the first save allocates it; later ones are parallel copies), then either
 // save_checkpoint runs now (synchronous stall = snapshot + write + fsync + rename) or the
 // AsyncCheckpointWriter writes it in a thread (asynchronous stall = snapshot + hand-over; the
@@ -33,12 +33,18 @@ double seconds_since(std::chrono::steady_clock::time_point start) {
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
 }
 
-// The pieces and header the engine writes for one process.
-std::vector<train::CheckpointPiece> pieces(const nn::ParameterStore& store, const train::FullState& state) {
-  std::vector<train::CheckpointPiece> all = train::parameter_pieces(store, state.values, "");
-  for (auto [flat, prefix] : {std::pair{&state.m, train::kAdamMPrefix}, std::pair{&state.v, train::kAdamVPrefix}}) {
-    std::vector<train::CheckpointPiece> more = train::parameter_pieces(store, *flat, prefix);
-    all.insert(all.end(), more.begin(), more.end());
+// The pieces the engine writes from its owned snapshot (one process: everything).
+std::vector<train::CheckpointPiece> pieces(const nn::ParameterStore& store, const train::OwnedState& state) {
+  std::vector<train::CheckpointPiece> all;
+  for (const dist::ZeroSegment& segment : state.segments) {
+    const nn::Parameter& p = store[segment.param];
+    for (auto [packed, prefix] : {std::pair{&state.values, ""}, std::pair{&state.m, train::kAdamMPrefix},
+                                  std::pair{&state.v, train::kAdamVPrefix}}) {
+      std::vector<train::CheckpointPiece> more =
+          train::segment_pieces(p, segment.begin - p.offset, segment.end - p.offset, *packed, segment.shard_position,
+                                prefix);
+      all.insert(all.end(), more.begin(), more.end());
+    }
   }
   return all;
 }
@@ -79,18 +85,18 @@ int main(int argc, char** argv) {
   const double gib = 3.0 * static_cast<double>(model.parameters().flat_values().nbytes()) / (1u << 30);
 
   // One snapshot per mode, as the engine keeps one: the first save of each pays its page faults.
-  train::FullState sync_state, async_state;
+  train::OwnedState sync_state, async_state;
   train::AsyncCheckpointWriter writer;
   std::vector<double> sync_s, stall_s, done_s;
   for (int r = 0; r <= repeats; ++r) {
     auto start = std::chrono::steady_clock::now();
-    dp.snapshot_full(sync_state);
+    dp.snapshot_owned(sync_state);
     train::save_checkpoint(dir.string(), header(2 * r + 1), pieces(model.parameters(), sync_state), 1);
     sync_s.push_back(seconds_since(start));
 
     writer.wait();  // the engine waits for the previous write before reusing the snapshot
     start = std::chrono::steady_clock::now();
-    dp.snapshot_full(async_state);
+    dp.snapshot_owned(async_state);
     writer.submit(train::checkpoint_path(dir.string(), 2 * r + 2),
                   [&, step = 2 * r + 2, snapshot = pieces(model.parameters(), async_state)] {
                     train::save_checkpoint(dir.string(), header(step), snapshot, 1);

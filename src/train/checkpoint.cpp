@@ -64,6 +64,95 @@ std::vector<CheckpointPiece> parameter_pieces(const nn::ParameterStore& store, c
   return pieces;
 }
 
+namespace {
+
+// Boxes (local coordinates) covering the flat range [begin, end) of a row-major tensor of
+// `shape`, each a contiguous run of that flat order; second = the box's first flat index.
+void flat_range_boxes(const Shape& shape, std::size_t dim, std::int64_t begin, std::int64_t end,
+                      std::vector<nn::IndexRange>& prefix, std::int64_t base,
+                      std::vector<std::pair<std::vector<nn::IndexRange>, std::int64_t>>& out) {
+  if (begin >= end) return;
+  if (dim + 1 == shape.size()) {
+    std::vector<nn::IndexRange> box = prefix;
+    box.push_back({begin, end});
+    out.emplace_back(std::move(box), base + begin);
+    return;
+  }
+  std::int64_t inner = 1;
+  for (std::size_t d = dim + 1; d < shape.size(); ++d) inner *= shape[d];
+  auto rows = [&](std::int64_t first_row, std::int64_t last_row, std::int64_t from, std::int64_t to) {
+    prefix.push_back({first_row, last_row});
+    if (last_row - first_row > 1 || (from == 0 && to == inner)) {  // whole rows: one box
+      std::vector<nn::IndexRange> box = prefix;
+      for (std::size_t d = dim + 1; d < shape.size(); ++d) box.push_back({0, shape[d]});
+      out.emplace_back(std::move(box), base + first_row * inner);
+    } else {
+      flat_range_boxes(shape, dim + 1, from, to, prefix, base + first_row * inner, out);
+    }
+    prefix.pop_back();
+  };
+  std::int64_t row = begin / inner;
+  const std::int64_t last_row = end / inner, tail = end % inner;
+  if (begin % inner != 0) {  // partial leading row
+    rows(row, row + 1, begin % inner, row == last_row ? tail : inner);
+    if (row == last_row) return;
+    ++row;
+  }
+  if (last_row > row) rows(row, last_row, 0, inner);
+  if (tail != 0) rows(last_row, last_row + 1, 0, tail);
+}
+
+}  // namespace
+
+std::vector<CheckpointPiece> segment_pieces(const nn::Parameter& p, std::int64_t first, std::int64_t last,
+                                            const Tensor& packed, std::int64_t packed_offset,
+                                            const std::string& prefix) {
+  MYRIAD_CHECK(first >= 0 && first <= last && last <= shape_numel(p.shape),
+               "checkpoint: segment [" << first << ", " << last << ") outside parameter '" << p.name << "'");
+  std::vector<std::pair<std::vector<nn::IndexRange>, std::int64_t>> boxes;
+  std::vector<nn::IndexRange> scratch;
+  flat_range_boxes(p.shape, 0, first, last, scratch, 0, boxes);
+  std::vector<CheckpointPiece> pieces;
+  for (auto& [box, flat_start] : boxes) {
+    // Along the shard dimension the local box may span several tensor-parallel ranges: one piece each.
+    const std::size_t d = p.shard_dim < 0 ? 0 : static_cast<std::size_t>(p.shard_dim);
+    std::vector<std::pair<nn::IndexRange, nn::IndexRange>> spans;  // (local, global) along d
+    if (p.shard_dim < 0) {
+      spans.push_back({box[d], box[d]});
+    } else {
+      std::int64_t at = 0;
+      for (const nn::IndexRange& r : p.shard_ranges) {
+        const std::int64_t lo = std::max(box[d].begin, at), hi = std::min(box[d].end, at + r.size());
+        if (lo < hi) spans.push_back({{lo, hi}, {r.begin + lo - at, r.begin + hi - at}});
+        at += r.size();
+      }
+    }
+    for (std::size_t e = 0; e < d && spans.size() > 1; ++e) {
+      MYRIAD_CHECK(box[e].size() == 1, "checkpoint: a piece of '" << p.name << "' spans several shard ranges "
+                                                                  << "non-contiguously");
+    }
+    std::int64_t inner = 1;  // elements per step along d inside the box
+    for (std::size_t e = d + 1; e < box.size(); ++e) inner *= box[e].size();
+    for (const auto& [local, global] : spans) {
+      std::vector<nn::IndexRange> global_box = box;
+      global_box[d] = global;
+      Shape extents;
+      std::int64_t count = 1;
+      for (const nn::IndexRange& r : global_box) {
+        extents.push_back(r.size());
+        count *= r.size();
+      }
+      const std::int64_t start = packed_offset + (flat_start - first) + (local.begin - box[d].begin) * inner;
+      Tensor data = Tensor::from_storage(packed.storage(), extents, contiguous_strides(extents), packed.offset() + start,
+                                         DType::f32);
+      MYRIAD_CHECK(start >= 0 && start + count <= packed.numel(),
+                   "checkpoint: piece of '" << p.name << "' outside its packed buffer");
+      pieces.push_back({prefix + p.name, p.global_shape, std::move(global_box), std::move(data)});
+    }
+  }
+  return pieces;
+}
+
 std::string checkpoint_path(const std::string& dir, std::int64_t step) {
   return (fs::path(dir) / step_name(step)).string();
 }

@@ -281,6 +281,27 @@ void DataParallel::snapshot_full(FullState& out) {
   moments_to_full(optimizer_->v(), out.v);
 }
 
+void DataParallel::snapshot_owned(OwnedState& out) {
+  const std::int64_t n = optimizer_->state_elements();  // the owned elements, packed in segment order
+  for (Tensor* t : {&out.values, &out.m, &out.v}) {
+    if (!t->defined() || t->numel() != n) *t = Tensor::zeros({std::max<std::int64_t>(n, 1)});
+  }
+  out.segments.clear();
+  std::int64_t packed = 0;
+  for (const dist::ZeroSegment& s : segments_) {
+    const std::int64_t count = s.end - s.begin;
+    const float* source = stage_ == 3 ? shard_values_.data<float>() + s.shard_position
+                                      : store_.flat_values().data<float>() + s.begin;
+    parallel_copy(out.values.data<float>() + packed, source, count);
+    dist::ZeroSegment owned = s;
+    owned.shard_position = packed;
+    out.segments.push_back(owned);
+    packed += count;
+  }
+  parallel_copy(out.m.data<float>(), optimizer_->m().data<float>(), n);
+  parallel_copy(out.v.data<float>(), optimizer_->v().data<float>(), n);
+}
+
 void DataParallel::load_full(const Tensor& values, const Tensor& m, const Tensor& v) {
   for (const Tensor* t : {&values, &m, &v}) {
     MYRIAD_CHECK(t->numel() == store_.numel() && t->is_contiguous(),

@@ -152,7 +152,7 @@ Engine::Engine(const RunConfig& config, std::shared_ptr<spdlog::logger> log, dis
   // does not stall training on the page faults of a fresh multi-GiB buffer.
   if (config_.checkpoint.async && config_.checkpoint.every > 0 &&
       (dp().rank() == 0 || data_parallel_->snapshot_is_collective())) {
-    data_parallel_->snapshot_full(snapshot_);
+    data_parallel_->snapshot_owned(snapshot_);
   }
   checkpoint_comm_ = world.split(0, world.rank(), "checkpoint");  // background writes talk only here
   stragglers_ = std::make_unique<StragglerDetector>(world, groups_->grid(), config_.logging.straggler_every,
@@ -457,22 +457,28 @@ double Engine::evaluate() {
 }
 
 std::string Engine::save(bool background) {
-  // Each (tp, pp) part of the state is written by its dp rank 0 into its own file, from a host
-  // snapshot that training does not touch (ZeRO shards gathered over dp first); rank 0 writes the
+  // Every rank that owns a distinct part of the state writes it to its own file: at ZeRO >= 1
+  // each dp rank its shard (nothing is gathered), at ZeRO 0 the dp rank 0 of each (tp, pp) part.
+  // The part is first copied into a host snapshot training does not touch; rank 0 writes the
   // manifest once every file is complete — now, or in background threads (one per rank, on the
   // checkpoint communicator) while training goes on. The snapshot buffers are reused, so a write
   // still reading them must finish first.
   dist::Communicator& world = groups_->world();
   dist::run_on_every_rank(world, "previous background checkpoint write", [&] { async_writer_.wait(); });
-  const bool writer = dp().rank() == 0;
-  if (writer || data_parallel_->snapshot_is_collective()) data_parallel_->snapshot_full(snapshot_);
+  const bool writer = dp().rank() == 0 || data_parallel_->snapshot_is_collective();
   auto pieces = std::make_shared<std::vector<CheckpointPiece>>();
   if (writer) {
+    data_parallel_->snapshot_owned(snapshot_);
     const nn::ParameterStore& store = model_->parameters();
-    *pieces = parameter_pieces(store, snapshot_.values, "");
-    for (auto [flat, prefix] : {std::pair{&snapshot_.m, kAdamMPrefix}, std::pair{&snapshot_.v, kAdamVPrefix}}) {
-      std::vector<CheckpointPiece> more = parameter_pieces(store, *flat, prefix);
-      pieces->insert(pieces->end(), more.begin(), more.end());
+    for (const dist::ZeroSegment& segment : snapshot_.segments) {
+      const nn::Parameter& p = store[segment.param];
+      if (!p.primary) continue;
+      for (auto [packed, prefix] : {std::pair{&snapshot_.values, ""}, std::pair{&snapshot_.m, kAdamMPrefix},
+                                    std::pair{&snapshot_.v, kAdamVPrefix}}) {
+        std::vector<CheckpointPiece> more = segment_pieces(p, segment.begin - p.offset, segment.end - p.offset, *packed,
+                                                           segment.shard_position, prefix);
+        pieces->insert(pieces->end(), more.begin(), more.end());
+      }
     }
   }
   CheckpointHeader header;
@@ -515,11 +521,12 @@ std::string Engine::wait_for_save() {
 }
 
 void Engine::snapshot_serial(FullState& out) {
-  data_parallel_->snapshot_full(snapshot_);  // every rank: the tp/pp sums below need all
+  FullState local;
+  data_parallel_->snapshot_full(local);  // every rank: the tp/pp sums below need all
   const std::int64_t n = serial_layout_->serial_numel();
   if (!out.values.defined() || out.values.numel() != n) out.values = Tensor::zeros({n});
   std::memset(out.values.raw_data(), 0, out.values.nbytes());
-  serial_layout_->to_serial(snapshot_.values, out.values);
+  serial_layout_->to_serial(local.values, out.values);
   if (tp().size() > 1) tp().all_reduce(out.values);
   if (pp().size() > 1) pp().all_reduce(out.values);
 }

@@ -212,7 +212,9 @@ TEST(DataParallel, CheckpointFromZero3ResumesInOneProcess) {
   Engine parallel(config_for(comm.rank(), dir, "gpt2", n, 3, kAccumulation), make_rank_logger(comm.rank(), "warn"),
                   &groups);
   for (int s = 0; s < 5; ++s) parallel.step();
-  parallel.save();
+  const fs::path written = parallel.save();
+  // ZeRO-3: every dp rank writes its own shard (values and AdamW moments) — nothing is gathered.
+  for (int r = 0; r < n; ++r) EXPECT_TRUE(fs::exists(written / ("rank_" + std::to_string(r) + ".bin"))) << r;
   std::vector<double> continued;
   for (int s = 0; s < 3; ++s) continued.push_back(parallel.step().loss);
   comm.barrier();

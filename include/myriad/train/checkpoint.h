@@ -58,6 +58,13 @@ struct CheckpointHeader {
 // named prefix + parameter name: one piece per tensor-parallel range, or the whole parameter.
 std::vector<CheckpointPiece> parameter_pieces(const nn::ParameterStore& store, const Tensor& flat,
                                               const std::string& prefix);
+// The pieces of elements [first, last) of parameter `p`'s local tensor (row-major flat order),
+// whose values lie contiguously in `packed` from `packed_offset` on (a ZeRO shard's segment): a
+// flat range is cut into boxes (a partial leading row, whole rows, a partial trailing row, and so
+// on down the dimensions), each mapped to the global tensor through p's tensor-parallel ranges.
+std::vector<CheckpointPiece> segment_pieces(const nn::Parameter& p, std::int64_t first, std::int64_t last,
+                                            const Tensor& packed, std::int64_t packed_offset,
+                                            const std::string& prefix);
 
 // "<dir>/step_00000042": where the checkpoint of `step` ends up.
 std::string checkpoint_path(const std::string& dir, std::int64_t step);

@@ -45,6 +45,13 @@ struct FullState {
   Tensor values, m, v;
 };
 
+// The part of the state this rank owns (its ZeRO shard; everything at ZeRO 0), packed: segment
+// after segment (flat ranges of whole or partial parameters), values and AdamW moments alike.
+struct OwnedState {
+  Tensor values, m, v;
+  std::vector<dist::ZeroSegment> segments;  // shard_position = where the segment starts in the packed buffers
+};
+
 struct ShardedMemory {
   std::int64_t parameter_bytes = 0;  // resident parameter values (full, or the shard at stage 3)
   std::int64_t gradient_bytes = 0;   // resident gradients (full and/or shard)
@@ -72,6 +79,10 @@ class DataParallel final : public nn::UnitHooks {
   // when sharded (stage >= 1); at stage 0 every rank holds the full state and may skip it.
   void snapshot_full(FullState& out);
   bool snapshot_is_collective() const { return stage_ >= 1; }
+  // Copies the owned part into `out` (buffers allocated on first use, reused after). Not
+  // collective: at ZeRO >= 1 every dp rank owns a distinct shard; at ZeRO 0 every rank owns
+  // everything (and one of them suffices to write it).
+  void snapshot_owned(OwnedState& out);
   void load_full(const Tensor& values, const Tensor& m, const Tensor& v);
   // Stage 3: gather every unit and keep all parameters bound (generation); release_all undoes it.
   void gather_all();

@@ -132,7 +132,7 @@ class Engine {
   Tensor compute_values_;                             // bf16/fp16: the weights the model reads
   std::unique_ptr<DynamicLossScaler> loss_scaler_;    // fp16
   AsyncCheckpointWriter async_writer_;
-  FullState snapshot_;  // host snapshot of this rank's full state (its layout), reused by every save
+  OwnedState snapshot_;  // host snapshot of the part of the state this rank writes, reused by every save
   double compute_delay_ = 0.0;
   std::unique_ptr<dist::CollectiveWatchdog> watchdog_;  // last: stops before anything it watches
 };
