@@ -1,0 +1,154 @@
+// Engine: checkpoints (sharded save, background save, load under any layout) and generation.
+#include <cstring>
+
+#include "myriad/dist/scalar_reduce.h"
+#include "myriad/nn/generate.h"
+#include "myriad/train/checkpoint.h"
+#include "myriad/train/checkpoint_reader.h"
+#include "myriad/train/distributed_checkpoint.h"
+#include "myriad/train/engine.h"
+
+namespace myriad::train {
+
+std::string Engine::save(bool background) {
+  // Every rank that owns a distinct part of the state writes it to its own file: at ZeRO >= 1
+  // each dp rank its shard (nothing is gathered), at ZeRO 0 the dp rank 0 of each (tp, pp) part.
+  // The part is first copied into a host snapshot training does not touch; rank 0 writes the
+  // manifest once every file is complete — now, or in background threads (one per rank, on the
+  // checkpoint communicator) while training goes on. The snapshot buffers are reused, so a write
+  // still reading them must finish first.
+  dist::Communicator& world = groups_->world();
+  dist::run_on_every_rank(world, "previous background checkpoint write", [&] { async_writer_.wait(); });
+  const bool writer = dp().rank() == 0 || data_parallel_->snapshot_is_collective();
+  auto pieces = std::make_shared<std::vector<CheckpointPiece>>();
+  if (writer) {
+    data_parallel_->snapshot_owned(snapshot_);
+    const nn::ParameterStore& store = model_->parameters();
+    for (const dist::ZeroSegment& segment : snapshot_.segments) {
+      const nn::Parameter& p = store[segment.param];
+      if (!p.primary) continue;
+      for (auto [packed, prefix] : {std::pair{&snapshot_.values, ""}, std::pair{&snapshot_.m, kAdamMPrefix},
+                                    std::pair{&snapshot_.v, kAdamVPrefix}}) {
+        std::vector<CheckpointPiece> more = segment_pieces(p, segment.begin - p.offset, segment.end - p.offset, *packed,
+                                                           segment.shard_position, prefix);
+        pieces->insert(pieces->end(), more.begin(), more.end());
+      }
+    }
+  }
+  CheckpointHeader header;
+  header.step = step_;
+  header.config_yaml = config_.to_yaml();
+  header.model_yaml = model_section_yaml(config_);
+  const ParallelConfig& p = config_.parallel;
+  header.layout = "dp " + std::to_string(p.dp) + " x tp " + std::to_string(p.tp) + " x pp " + std::to_string(p.pp) +
+                  (p.sequence_parallel && p.tp > 1 ? " (sequence parallel)" : "") + ", zero_stage " +
+                  std::to_string(p.zero_stage);
+  header.seed = config_.training.seed;
+  header.samples_consumed = step_ * config_.training.micro_batch * config_.training.gradient_accumulation *
+                            config_.parallel.dp;
+  header.optimizer_steps = optimizer().steps_taken();
+  if (loss_scaler_) {
+    header.loss_scale = loss_scaler_->scale();
+    header.loss_scale_finite_steps = loss_scaler_->finite_steps();
+  }
+  const std::string dir = config_.checkpoint.dir;
+  const int keep = config_.checkpoint.keep;
+  dist::run_on_rank0(world, "checkpoint directory", [&] { begin_checkpoint(dir, step_); });
+  const std::string path = checkpoint_path(dir, step_);
+  auto job = [this, dir, keep, header, pieces, writer] {
+    write_checkpoint_collectively(*checkpoint_comm_, dir, header, writer ? pieces.get() : nullptr, keep);
+  };
+  if (background) {
+    async_writer_.submit(path, job);
+    log_->info("checkpoint: step {} snapshot taken, writing {} in the background", step_, path);
+  } else {
+    job();
+    log_->info("checkpoint: step {} saved to {}", step_, path);
+  }
+  return path;
+}
+
+std::string Engine::wait_for_save() {
+  std::string path;
+  dist::run_on_every_rank(groups_->world(), "background checkpoint write", [&] { path = async_writer_.wait(); });
+  return path;
+}
+
+void Engine::snapshot_serial(FullState& out) {
+  FullState local;
+  data_parallel_->snapshot_full(local);  // every rank: the tp/pp sums below need all
+  const std::int64_t n = serial_layout_->serial_numel();
+  if (!out.values.defined() || out.values.numel() != n) out.values = Tensor::zeros({n});
+  std::memset(out.values.raw_data(), 0, out.values.nbytes());
+  serial_layout_->to_serial(local.values, out.values);
+  if (tp().size() > 1) tp().all_reduce(out.values);
+  if (pp().size() > 1) pp().all_reduce(out.values);
+}
+
+void Engine::load(const std::string& checkpoint_dir) {
+  std::string path = checkpoint_dir;
+  if (path == "auto") {
+    path = latest_checkpoint(config_.checkpoint.dir);
+    if (path.empty()) {
+      log_->info("resume auto: no checkpoint in {}, starting fresh", config_.checkpoint.dir);
+      return;
+    }
+  }
+  // Every rank reads its own part into staging buffers; only when every rank succeeded does any
+  // rank touch its training state (nothing is half-loaded, on any rank).
+  const std::int64_t n = model_->parameters().numel();
+  FullState staged{Tensor::zeros({n}), Tensor::zeros({n}), Tensor::zeros({n})};
+  CheckpointHeader header;
+  dist::run_on_every_rank(groups_->world(), "checkpoint load", [&] {
+    CheckpointReader reader(path, model_section_yaml(config_));
+    read_parameter_state(reader, model_->parameters(), staged.values, &staged.m, &staged.v);
+    header = reader.header();
+  });
+  data_parallel_->load_full(staged.values, staged.m, staged.v);
+  refresh_compute_weights();
+  step_ = header.step;
+  optimizer().set_steps_taken(header.optimizer_steps >= 0 ? header.optimizer_steps : header.step);
+  if (loss_scaler_ && header.loss_scale > 0) loss_scaler_->restore(header.loss_scale, header.loss_scale_finite_steps);
+  log_->info("checkpoint: resumed from {} at step {}", path, step_);
+}
+
+std::string Engine::generate(const std::string& prompt, std::int64_t max_new_tokens, float temperature,
+                             std::int64_t top_k, std::uint64_t seed) {
+  MYRIAD_CHECK(data_.tokenizer != nullptr, "generate: this run has no tokenizer (data given as shards only); "
+                                           "set data.tokenizer to gpt2:<dir> or bpe:<file>");
+  const data::BpeTokenizer& tok = *data_.tokenizer;
+  std::vector<std::int32_t> ids = tok.encode(prompt);
+  ids.insert(ids.begin(), tok.eot_id());
+  nn::GenerateArgs args{.max_new_tokens = max_new_tokens, .temperature = temperature, .top_k = top_k, .seed = seed};
+  std::vector<std::int32_t> out;
+  if (model_parallel()) {  // decode on a serial copy assembled from every rank's part
+    FullState serial;
+    snapshot_serial(serial);
+    nn::GptModel copy(model_->config());
+    copy.parameters().flat_values().copy_from(serial.values);
+    out = nn::generate(copy, ids, args);
+  } else {
+    data_parallel_->gather_all();  // ZeRO-3: decoding reads every parameter
+    try {
+      out = nn::generate(*model_, ids, args);
+    } catch (...) {
+      data_parallel_->release_all();
+      throw;
+    }
+    data_parallel_->release_all();
+  }
+  // Document boundaries (end-of-text tokens) are shown as a separator line.
+  std::string text = prompt;
+  std::vector<std::int32_t> piece;
+  for (std::int32_t id : out) {
+    if (id == tok.eot_id()) {
+      text += tok.decode(piece) + "\n---\n";
+      piece.clear();
+    } else {
+      piece.push_back(id);
+    }
+  }
+  return text + tok.decode(piece);
+}
+
+}  // namespace myriad::train
