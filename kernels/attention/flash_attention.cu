@@ -51,6 +51,20 @@ __device__ __forceinline__ float row_sum(float x) {
   return x;
 }
 
+// The two row dot products of the backward kernels: (x . x_tile_row, y . y_tile_row) over the
+// row's lanes, each lane holding dims lane, lane + 4, ...
+template <int P>
+__device__ __forceinline__ float2 row_dots(const float* x, const float* x_tile_row, const float* y,
+                                           const float* y_tile_row, int lane) {
+  float sx = 0.0f, sy = 0.0f;
+#pragma unroll
+  for (int p = 0; p < P; ++p) {
+    sx += x[p] * x_tile_row[p * kLanes + lane];
+    sy += y[p] * y_tile_row[p * kLanes + lane];
+  }
+  return make_float2(row_sum(sx), row_sum(sy));
+}
+
 template <typename T, int D>
 __device__ void load_tile(float (*tile)[D], const T* base, int first, int seq) {
   for (int e = threadIdx.x; e < kTile * D; e += kThreads) {
@@ -59,19 +73,42 @@ __device__ void load_tile(float (*tile)[D], const T* base, int first, int seq) {
   }
 }
 
+// Where this thread's query row is, for the kernels that own query rows (forward, dQ): block
+// (x: row block, y: batch * q_heads), the row's 4 lanes, and the kv head its q head reads.
+struct QueryRow {
+  int bh, kv, row, lane, i;
+  bool valid;
+  std::int64_t offset;   // of the row in q / out / grad_out / grad_q
+  std::int64_t kv_base;  // of the kv head in k / v
+};
+
+template <int D>
+__device__ QueryRow query_row(int seq, int q_heads, int group) {
+  QueryRow r;
+  r.bh = blockIdx.y;
+  const int b = r.bh / q_heads, h = r.bh % q_heads;
+  r.kv = b * (q_heads / group) + h / group;
+  r.row = threadIdx.x / kLanes;
+  r.lane = threadIdx.x % kLanes;
+  r.i = blockIdx.x * kRows + r.row;
+  r.valid = r.i < seq;
+  r.offset = (static_cast<std::int64_t>(r.bh) * seq + (r.valid ? r.i : 0)) * D;
+  r.kv_base = static_cast<std::int64_t>(r.kv) * seq * D;
+  return r;
+}
+
 template <typename T, int D, bool kCausal>
 __global__ void __launch_bounds__(kThreads) flash_forward(const T* q, const T* k, const T* v, T* out, float* lse,
                                                           int seq, int q_heads, int group, float scale) {
   constexpr int P = D / kLanes;
   __shared__ float ks[kTile][D];
   __shared__ float vs[kTile][D];
-  const int bh = blockIdx.y, b = bh / q_heads, h = bh % q_heads, kv = b * (q_heads / group) + h / group;
-  const int row = threadIdx.x / kLanes, lane = threadIdx.x % kLanes;
-  const int i = blockIdx.x * kRows + row;
-  const bool valid = i < seq;
-  const std::int64_t q_row = (static_cast<std::int64_t>(bh) * seq + (valid ? i : 0)) * D;
-  const T* k_base = k + static_cast<std::int64_t>(kv) * seq * D;
-  const T* v_base = v + static_cast<std::int64_t>(kv) * seq * D;
+  const QueryRow qr = query_row<D>(seq, q_heads, group);
+  const int bh = qr.bh, lane = qr.lane, i = qr.i;
+  const bool valid = qr.valid;
+  const std::int64_t q_row = qr.offset;
+  const T* k_base = k + qr.kv_base;
+  const T* v_base = v + qr.kv_base;
   float qv[P], acc[P];
 #pragma unroll
   for (int p = 0; p < P; ++p) {
@@ -123,13 +160,12 @@ __global__ void __launch_bounds__(kThreads) flash_backward_dq(const T* q, const 
   constexpr int P = D / kLanes;
   __shared__ float ks[kTile][D];
   __shared__ float vs[kTile][D];
-  const int bh = blockIdx.y, b = bh / q_heads, h = bh % q_heads, kv = b * (q_heads / group) + h / group;
-  const int row = threadIdx.x / kLanes, lane = threadIdx.x % kLanes;
-  const int i = blockIdx.x * kRows + row;
-  const bool valid = i < seq;
-  const std::int64_t q_row = (static_cast<std::int64_t>(bh) * seq + (valid ? i : 0)) * D;
-  const T* k_base = k + static_cast<std::int64_t>(kv) * seq * D;
-  const T* v_base = v + static_cast<std::int64_t>(kv) * seq * D;
+  const QueryRow qr = query_row<D>(seq, q_heads, group);
+  const int bh = qr.bh, lane = qr.lane, i = qr.i;
+  const bool valid = qr.valid;
+  const std::int64_t q_row = qr.offset;
+  const T* k_base = k + qr.kv_base;
+  const T* v_base = v + qr.kv_base;
   float qv[P], go[P], dq[P];
 #pragma unroll
   for (int p = 0; p < P; ++p) {
@@ -148,13 +184,8 @@ __global__ void __launch_bounds__(kThreads) flash_backward_dq(const T* q, const 
     __syncthreads();
     const int tile_end = min(kTile, key_end - j0);
     for (int jj = 0; jj < tile_end; ++jj) {
-      float s_part = 0.0f, dp_part = 0.0f;
-#pragma unroll
-      for (int p = 0; p < P; ++p) {
-        s_part += qv[p] * ks[jj][p * kLanes + lane];
-        dp_part += go[p] * vs[jj][p * kLanes + lane];
-      }
-      const float s = row_sum(s_part), dp = row_sum(dp_part);
+      const float2 dots = row_dots<P>(qv, ks[jj], go, vs[jj], lane);
+      const float s = dots.x, dp = dots.y;
       if (!valid || (kCausal && j0 + jj > i)) continue;
       const float ds = expf(s - row_lse) * (dp - row_delta);
 #pragma unroll
@@ -207,13 +238,8 @@ __global__ void __launch_bounds__(kThreads) flash_backward_dkdv(const T* q, cons
       __syncthreads();
       const int tile_end = min(kTile, seq - i0);
       for (int ii = 0; ii < tile_end; ++ii) {
-        float s_part = 0.0f, dp_part = 0.0f;
-#pragma unroll
-        for (int p = 0; p < P; ++p) {
-          s_part += kv_k[p] * qs[ii][p * kLanes + lane];
-          dp_part += kv_v[p] * gos[ii][p * kLanes + lane];
-        }
-        const float s = row_sum(s_part), dp = row_sum(dp_part);
+        const float2 dots = row_dots<P>(kv_k, qs[ii], kv_v, gos[ii], lane);
+        const float s = dots.x, dp = dots.y;
         if (!valid || (kCausal && i0 + ii < j)) continue;
         const float pij = expf(s - lses[ii]), ds = pij * (dp - deltas[ii]);
 #pragma unroll

@@ -60,6 +60,24 @@ void check_sizes(const char* op, std::int64_t tokens, std::int64_t vocab, std::i
                                                << channels);
 }
 
+// Pointer checks of both launchers: ids, the (tokens, C) rows, the (V, C) table, bad_index, and
+// that the written one does not overlap the read one.
+void check_buffers(const char* op, const std::int32_t* ids, const char* rows_name, const float* rows,
+                   const char* table_name, const float* table, bool rows_written, const long long* bad_index,
+                   std::int64_t tokens, std::int64_t vocab, std::int64_t channels) {
+  detail::check_pointer(op, "ids", ids, alignof(std::int32_t));
+  detail::check_pointer(op, rows_name, rows, alignof(float));
+  detail::check_pointer(op, table_name, table, alignof(float));
+  detail::check_pointer(op, "bad_index", bad_index, alignof(long long));
+  const std::size_t row_bytes = static_cast<std::size_t>(tokens * channels) * sizeof(float);
+  const std::size_t table_bytes = static_cast<std::size_t>(vocab * channels) * sizeof(float);
+  if (rows_written) {
+    detail::check_disjoint(op, rows_name, rows, row_bytes, table_name, table, table_bytes);
+  } else {
+    detail::check_disjoint(op, table_name, table, table_bytes, rows_name, rows, row_bytes);
+  }
+}
+
 }  // namespace
 
 void embedding_forward_f32(const std::int32_t* ids, const float* table, float* out, long long* bad_index,
@@ -67,12 +85,7 @@ void embedding_forward_f32(const std::int32_t* ids, const float* table, float* o
   const char* op = "embedding_forward_f32";
   check_sizes(op, tokens, vocab, channels);
   if (tokens == 0) return;
-  detail::check_pointer(op, "ids", ids, alignof(std::int32_t));
-  detail::check_pointer(op, "table", table, alignof(float));
-  detail::check_pointer(op, "out", out, alignof(float));
-  detail::check_pointer(op, "bad_index", bad_index, alignof(long long));
-  detail::check_disjoint(op, "out", out, static_cast<std::size_t>(tokens * channels) * sizeof(float), "table", table,
-                         static_cast<std::size_t>(vocab * channels) * sizeof(float));
+  check_buffers(op, ids, "out", out, "table", table, true, bad_index, tokens, vocab, channels);
   const auto blocks = static_cast<unsigned>(
       std::min<std::int64_t>(detail::grid_blocks(op, tokens * channels, kThreads), kMaxBlocks));
   embedding_forward_kernel<<<blocks, kThreads, 0, stream>>>(ids, table, out, tokens, vocab, channels, bad_index);
@@ -84,12 +97,7 @@ void embedding_backward_f32(const std::int32_t* ids, const float* grad_out, floa
   const char* op = "embedding_backward_f32";
   check_sizes(op, tokens, vocab, channels);
   if (tokens == 0) return;
-  detail::check_pointer(op, "ids", ids, alignof(std::int32_t));
-  detail::check_pointer(op, "grad_out", grad_out, alignof(float));
-  detail::check_pointer(op, "grad_table", grad_table, alignof(float));
-  detail::check_pointer(op, "bad_index", bad_index, alignof(long long));
-  detail::check_disjoint(op, "grad_table", grad_table, static_cast<std::size_t>(vocab * channels) * sizeof(float),
-                         "grad_out", grad_out, static_cast<std::size_t>(tokens * channels) * sizeof(float));
+  check_buffers(op, ids, "grad_out", grad_out, "grad_table", grad_table, false, bad_index, tokens, vocab, channels);
   embedding_backward_kernel<<<detail::grid_blocks(op, channels, kThreads), kThreads, 0, stream>>>(
       ids, grad_out, grad_table, tokens, vocab, channels, bad_index);
   MYRIAD_CUDA_CHECK(cudaGetLastError());

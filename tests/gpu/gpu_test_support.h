@@ -7,12 +7,15 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cstdint>
 #include <functional>
 #include <string>
 #include <vector>
 
 #include "myriad/core/error.h"
+#include "myriad/core/philox.h"
+#include "myriad/core/tensor.h"
 #include "myriad/cuda/check.h"
 #include "myriad/cuda/device_buffer.h"
 #include "myriad/cuda/device_context.h"
@@ -25,6 +28,16 @@
   } while (0)
 
 namespace myriad::testing {
+
+// n floats uniform in [low, high) from Philox (seed, stream): fresh inputs for a kernel test.
+inline std::vector<float> random_floats(std::int64_t n, float low, float high, std::uint64_t seed,
+                                        std::uint64_t stream) {
+  Tensor t = Tensor::empty({std::max<std::int64_t>(n, 1)});
+  fill_uniform(t, low, high, seed, stream);
+  return std::vector<float>(t.data<float>(), t.data<float>() + n);
+}
+
+inline std::vector<double> as_f64(const std::vector<float>& v) { return std::vector<double>(v.begin(), v.end()); }
 
 // `call` must throw myriad::Error whose message contains every needle.
 inline void expect_error_mentions(const std::function<void()>& call, const std::vector<std::string>& needles) {

@@ -19,16 +19,9 @@
 namespace myriad {
 namespace {
 
+using testing::as_f64;
 using testing::DeviceArray;
 using testing::expect_error_mentions;
-
-std::vector<float> random_vector(std::int64_t n, float low, float high, std::uint64_t seed, std::uint64_t stream) {
-  Tensor t = Tensor::empty({n});
-  fill_uniform(t, low, high, seed, stream);
-  return std::vector<float>(t.data<float>(), t.data<float>() + n);
-}
-
-std::vector<double> as_f64(const std::vector<float>& v) { return std::vector<double>(v.begin(), v.end()); }
 
 TEST(AdamWKernel, MatchesTheCpuUpdateOverSeveralSteps) {
   MYRIAD_REQUIRE_GPU();
@@ -36,12 +29,12 @@ TEST(AdamWKernel, MatchesTheCpuUpdateOverSeveralSteps) {
   MYRIAD_SEED_TRACE(seed);
   cuda::DeviceContext context(0);
   for (std::int64_t n : {1, 1000, 65537, 3000001}) {
-    std::vector<float> param = random_vector(n, -1, 1, seed, 1), m(n, 0.0f), v(n, 0.0f);
+    std::vector<float> param = testing::random_floats(n, -1, 1, seed, 1), m(n, 0.0f), v(n, 0.0f);
     Tensor cpu_param = Tensor::empty({n}), cpu_m = Tensor::zeros({n}), cpu_v = Tensor::zeros({n});
     std::copy(param.begin(), param.end(), cpu_param.data<float>());
     DeviceArray<float> dparam(context, param), dm(context, m), dv(context, v), dgrad(context, n);
     for (std::int64_t step = 1; step <= 3; ++step) {
-      const std::vector<float> grad = random_vector(n, -0.01f, 0.01f, seed, 10 + static_cast<std::uint64_t>(step));
+      const std::vector<float> grad = testing::random_floats(n, -0.01f, 0.01f, seed, 10 + static_cast<std::uint64_t>(step));
       dgrad.upload(grad);
       Tensor cpu_grad = Tensor::empty({n});
       std::copy(grad.begin(), grad.end(), cpu_grad.data<float>());
@@ -67,7 +60,7 @@ TEST(AdamWKernel, GradNormIsTheFloat64SumOfSquaresAndDeterministic) {
   MYRIAD_SEED_TRACE(seed);
   cuda::DeviceContext context(0);
   for (std::int64_t n : {0, 1, 16383, 16385, 5000000}) {
-    const std::vector<float> grad = random_vector(std::max<std::int64_t>(n, 1), -3, 3, seed, 2);
+    const std::vector<float> grad = testing::random_floats(std::max<std::int64_t>(n, 1), -3, 3, seed, 2);
     std::vector<float> used(grad.begin(), grad.begin() + n);
     double expected = 0.0;
     for (float g : used) expected += static_cast<double>(g) * g;

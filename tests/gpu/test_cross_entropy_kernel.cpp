@@ -18,10 +18,9 @@
 namespace myriad {
 namespace {
 
+using testing::as_f64;
 using testing::DeviceArray;
 using testing::expect_error_mentions;
-
-std::vector<double> as_f64(const std::vector<float>& v) { return std::vector<double>(v.begin(), v.end()); }
 
 TEST(CrossEntropyKernel, MatchesTheCpuOpForwardAndInPlaceBackward) {
   MYRIAD_REQUIRE_GPU();

@@ -21,6 +21,7 @@
 namespace myriad {
 namespace {
 
+using testing::as_f64;
 using testing::DeviceArray;
 using testing::expect_error_mentions;
 
@@ -30,7 +31,6 @@ struct Case {
 };
 
 std::vector<float> host(const Tensor& t) { return std::vector<float>(t.data<float>(), t.data<float>() + t.numel()); }
-std::vector<double> as_f64(const std::vector<float>& v) { return std::vector<double>(v.begin(), v.end()); }
 std::vector<std::uint16_t> to_bf16(const Tensor& t) {
   std::vector<std::uint16_t> out;
   for (std::int64_t i = 0; i < t.numel(); ++i) out.push_back(float_to_bf16(t.data<float>()[i]));

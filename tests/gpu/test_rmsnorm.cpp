@@ -19,18 +19,11 @@
 namespace myriad {
 namespace {
 
+using testing::as_f64;
 using testing::DeviceArray;
 using testing::expect_error_mentions;
 
 constexpr float kEps = 1e-5f;
-
-std::vector<float> random_values(std::int64_t n, float low, float high, std::uint64_t seed, std::uint64_t stream) {
-  Tensor t = Tensor::empty({n});
-  fill_uniform(t, low, high, seed, stream);
-  return std::vector<float>(t.data<float>(), t.data<float>() + n);
-}
-
-std::vector<double> as_f64(const std::vector<float>& v) { return std::vector<double>(v.begin(), v.end()); }
 
 TEST(RmsnormKernel, ForwardAndBackwardMatchFloat64) {
   MYRIAD_REQUIRE_GPU();
@@ -38,12 +31,12 @@ TEST(RmsnormKernel, ForwardAndBackwardMatchFloat64) {
   MYRIAD_SEED_TRACE(seed);
   cuda::DeviceContext context(0);
   for (auto [rows, channels] : {std::pair<std::int64_t, std::int64_t>{1, 7}, {5, 33}, {17, 1031}, {3000, 96}}) {
-    std::vector<float> x = random_values(rows * channels, 0.5f, 1.5f, seed, 1);
-    const std::vector<float> signs = random_values(rows * channels, -1, 1, seed, 2);
+    std::vector<float> x = testing::random_floats(rows * channels, 0.5f, 1.5f, seed, 1);
+    const std::vector<float> signs = testing::random_floats(rows * channels, -1, 1, seed, 2);
     for (std::size_t i = 0; i < x.size(); ++i) x[i] *= signs[i] < 0 ? -1.0f : 1.0f;
-    const std::vector<float> w = random_values(channels, 0.5f, 1.5f, seed, 3);
-    const std::vector<float> go = random_values(rows * channels, -1, 1, seed, 4);
-    const std::vector<float> gw0 = random_values(channels, -1, 1, seed, 5);
+    const std::vector<float> w = testing::random_floats(channels, 0.5f, 1.5f, seed, 3);
+    const std::vector<float> go = testing::random_floats(rows * channels, -1, 1, seed, 4);
+    const std::vector<float> gw0 = testing::random_floats(channels, -1, 1, seed, 5);
     std::vector<double> out(x.size()), rstd(rows), gx(x.size()), gw(gw0.begin(), gw0.end());
     for (std::int64_t n = 0; n < rows; ++n) {
       double squares = 0.0;

@@ -17,6 +17,7 @@
 namespace myriad {
 namespace {
 
+using testing::as_f64;
 using testing::DeviceArray;
 using testing::expect_error_mentions;
 
@@ -27,8 +28,6 @@ Tensor random_tensor(const Shape& shape, float low, float high, std::uint64_t se
 }
 
 std::vector<float> host(const Tensor& t) { return std::vector<float>(t.data<float>(), t.data<float>() + t.numel()); }
-std::vector<double> as_f64(const std::vector<float>& v) { return std::vector<double>(v.begin(), v.end()); }
-
 TEST(SwigluKernel, MatchesTheCpuOp) {
   MYRIAD_REQUIRE_GPU();
   const std::uint64_t seed = testing::fresh_seed();
