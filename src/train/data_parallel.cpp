@@ -69,6 +69,7 @@ DataParallel::DataParallel(nn::GptModel& model, dist::Communicator& dp, const Da
   value_refs_.assign(units, 0);
   value_gathers_.resize(units);
   units_left_.assign(layout_.buckets().size(), 0);
+  communicate_ = !options.reduce_after_backward;  // a pipeline never calls begin_micro_batch
   model_.set_hooks(this);
 }
 
@@ -97,7 +98,7 @@ void DataParallel::zero_grads() {
 }
 
 void DataParallel::begin_micro_batch(bool last_of_step) {
-  communicate_ = !options_.reduce_after_backward && (stage_ >= 2 || last_of_step);
+  communicate_ = !options_.reduce_after_backward && (stage_ >= 2 || last_of_step);  // pipeline: never
   for (std::size_t b = 0; b < units_left_.size(); ++b) {
     const dist::ZeroBucket& bucket = layout_.buckets()[b];
     units_left_[b] = bucket.last_unit - bucket.first_unit + 1;
@@ -105,7 +106,7 @@ void DataParallel::begin_micro_batch(bool last_of_step) {
 }
 
 void DataParallel::grads_ready(int unit) {
-  if (!communicate_ || options_.reduce_after_backward) return;  // stages 0/1, not the last micro-batch: keep accumulating locally
+  if (!communicate_) return;  // stages 0/1, not the last micro-batch (or pipeline): keep accumulating locally
   const int bucket = layout_.bucket_of_unit(unit);
   if (--units_left_[static_cast<std::size_t>(bucket)] == 0) launch_bucket(bucket);
 }

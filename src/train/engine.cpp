@@ -148,8 +148,7 @@ Engine::Engine(const RunConfig& config, std::shared_ptr<spdlog::logger> log, dis
              peak_.datasheet / 1e9, peak_.datasheet_source);
   // Background saves reuse one host snapshot: take it once now so that the first periodic save
   // does not stall training on the page faults of a fresh multi-GiB buffer.
-  if (config_.checkpoint.async && config_.checkpoint.every > 0 &&
-      (dp().rank() == 0 || data_parallel_->snapshot_is_collective())) {
+  if (config_.checkpoint.async && config_.checkpoint.every > 0 && writes_checkpoint()) {
     data_parallel_->snapshot_owned(snapshot_);
   }
   checkpoint_comm_ = world.split(0, world.rank(), "checkpoint");  // background writes talk only here
@@ -274,12 +273,12 @@ void Engine::sync_tied_embedding() {
   const nn::ModelSplit& split = model_->split();
   if (!split.first_stage && !split.last_stage) return;
   Tensor grad = model_->parameters().find("wte").grad;
-  Tensor other = Tensor::empty(grad.shape());
+  if (!peer_embedding_grad_.defined()) peer_embedding_grad_ = Tensor::empty(grad.shape());  // once, reused
   const int peer = split.first_stage ? config_.parallel.pp - 1 : 0;
   dist::WorkHandle send = pp().send_async(grad, peer, 2);
-  pp().recv(other, peer, 2);
+  pp().recv(peer_embedding_grad_, peer, 2);
   send->wait();
-  nn::add_into(grad, other);
+  nn::add_into(grad, peer_embedding_grad_);
 }
 
 std::int64_t Engine::tokens_per_step() const {

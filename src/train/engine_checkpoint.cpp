@@ -19,7 +19,7 @@ std::string Engine::save(bool background) {
   // still reading them must finish first.
   dist::Communicator& world = groups_->world();
   dist::run_on_every_rank(world, "previous background checkpoint write", [&] { async_writer_.wait(); });
-  const bool writer = dp().rank() == 0 || data_parallel_->snapshot_is_collective();
+  const bool writer = writes_checkpoint();
   auto pieces = std::make_shared<std::vector<CheckpointPiece>>();
   if (writer) {
     data_parallel_->snapshot_owned(snapshot_);

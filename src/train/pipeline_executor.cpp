@@ -46,14 +46,13 @@ PipelineStepResult PipelineExecutor::run(const std::vector<Tensor>& ids, const s
   slot_of_.assign(micro_batches_, -1);
   std::fill(slot_busy_.begin(), slot_busy_.end(), false);
   int in_use = 0;
-  // Buffers for as many slots as the last step needed (grown on demand inside the walk).
-  model_.prepare(ids[0].size(0), ids[0].size(1), mode, std::max<int>(1, static_cast<int>(slot_busy_.size())));
   for (const dist::PipelineAction& a : actions_) {
     const int mb = a.micro_batch;
     const bool first_touch = slot_of_[mb] < 0;
     const int slot = take_slot(mb);
     if (first_touch) {
       result.slots_in_use_peak = std::max(result.slots_in_use_peak, ++in_use);
+      // Buffers for every slot taken so far (kept when B, T and mode are unchanged).
       model_.prepare(ids[mb].size(0), ids[mb].size(1), mode, static_cast<int>(slot_busy_.size()));
     }
     switch (a.type) {

@@ -27,16 +27,4 @@ void SerialLayout::to_serial(const Tensor& local_flat, Tensor& serial) const {
   }
 }
 
-void SerialLayout::from_serial(const Tensor& serial, Tensor& local_flat) const {
-  MYRIAD_CHECK(serial.numel() == serial_numel() && local_flat.numel() == local_.numel(),
-               "SerialLayout::from_serial: buffers of " << serial.numel() << " and " << local_flat.numel()
-                                                        << " elements, expected " << serial_numel() << " and "
-                                                        << local_.numel());
-  for (const nn::Parameter& p : local_.all()) {
-    const nn::Parameter& s = serial_.parameters().find(p.name);
-    nn::for_each_shard_piece(p, nn::parameter_view(serial, s), nn::parameter_view(local_flat, p),
-                             [](const Tensor& global, Tensor piece) { piece.copy_from(global); });
-  }
-}
-
 }  // namespace myriad::train

@@ -78,7 +78,6 @@ class DataParallel final : public nn::UnitHooks {
   // later snapshot is a parallel copy into memory whose pages are already resident. Collective
   // when sharded (stage >= 1); at stage 0 every rank holds the full state and may skip it.
   void snapshot_full(FullState& out);
-  bool snapshot_is_collective() const { return stage_ >= 1; }
   // Copies the owned part into `out` (buffers allocated on first use, reused after). Not
   // collective: at ZeRO >= 1 every dp rank owns a distinct shard; at ZeRO 0 every rank owns
   // everything (and one of them suffices to write it).

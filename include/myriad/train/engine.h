@@ -100,6 +100,9 @@ class Engine {
   bool model_parallel() const { return config_.parallel.tp * config_.parallel.pp > 1; }
   nn::LossSum forward_loss(const Tensor& ids, const Tensor& targets);
   void sync_tied_embedding();
+  // Whether this rank owns a distinct part of the state and writes it in checkpoints: every dp
+  // rank at ZeRO >= 1 (its shard), the dp rank 0 of each (tp, pp) part at ZeRO 0.
+  bool writes_checkpoint() { return dp().rank() == 0 || data_parallel_->zero_stage() >= 1; }
   // The parameter values in the serial layout, complete on every rank (generation). Collective.
   void snapshot_serial(FullState& out);
   std::array<double, 6> comm_wait_seconds();  // cumulative wait per axis (kCommAxes order), then world
@@ -118,6 +121,7 @@ class Engine {
   std::unique_ptr<PipelineExecutor> pipeline_;  // pp > 1
   std::unique_ptr<SerialLayout> serial_layout_;  // tp * pp > 1
   double bubble_seconds_ = 0.0;                  // of the last step
+  Tensor peer_embedding_grad_;                   // pp > 1, tied: the other end's embedding gradient
   optim::LrSchedule schedule_;
   nn::Recompute recompute_ = nn::Recompute::none;
   double flops_per_token_ = 0.0;
