@@ -1,6 +1,11 @@
 # Finds every dependency from the system (never vendored) and records MYRIAD_HAVE_<X> flags
 # for the configure-time summary. Required: OpenMP, OpenBLAS, spdlog, yaml-cpp, MPI.
 # Optional: CUDA toolkit (+ cuBLAS, cuBLASLt, NCCL), Python + pybind11, GoogleTest.
+#
+# MYRIAD_GPU_ONLY (the GPU window's reduced build, scripts/gpu_check.sh): only what core, ops,
+# the CUDA backend, its tests and the GPU benchmarks need — OpenMP, OpenBLAS, spdlog + fmt used
+# header-only (no compiled library to carry), GoogleTest from an installed package or built from
+# its source (MYRIAD_GTEST_SOURCE_DIR); no MPI, yaml-cpp, ICU, nlohmann-json or Python.
 
 find_package(OpenMP REQUIRED COMPONENTS CXX)
 
@@ -8,7 +13,7 @@ find_package(OpenMP REQUIRED COMPONENTS CXX)
 # header directly so the OpenMP flavour (one thread pool with ours) is used when installed.
 find_path(OPENBLAS_INCLUDE_DIR NAMES cblas.h PATH_SUFFIXES openblas openblas-openmp x86_64-linux-gnu/openblas-openmp
           PATHS /usr/include /usr/include/x86_64-linux-gnu/openblas-openmp)
-find_library(OPENBLAS_LIBRARY NAMES openblas PATHS /usr/lib/x86_64-linux-gnu/openblas-openmp /usr/lib/x86_64-linux-gnu)
+find_library(OPENBLAS_LIBRARY NAMES openblas PATH_SUFFIXES openblas-openmp PATHS /usr/lib/x86_64-linux-gnu/openblas-openmp /usr/lib/x86_64-linux-gnu)
 if(OPENBLAS_INCLUDE_DIR AND OPENBLAS_LIBRARY)
   set(MYRIAD_HAVE_OPENBLAS ON)
   add_library(myriad_openblas INTERFACE)
@@ -18,19 +23,51 @@ else()
   message(FATAL_ERROR "OpenBLAS not found (cblas.h / libopenblas); run scripts/setup.sh")
 endif()
 
-find_package(spdlog REQUIRED)
-find_package(yaml-cpp REQUIRED)
-# MPI (C bindings only): MpiCommunicator, MpiRuntime and the dist tests launched with mpiexec.
-find_package(MPI REQUIRED COMPONENTS C)
-set(MYRIAD_HAVE_MPI ${MPI_C_FOUND})
+# myriad_spdlog: the logging dependency of myriad_base. The full build links the compiled
+# spdlog; the GPU-only build includes spdlog and fmt as headers (nothing to load at run time).
+add_library(myriad_spdlog INTERFACE)
+if(MYRIAD_GPU_ONLY)
+  find_path(MYRIAD_SPDLOG_INCLUDE_DIR spdlog/spdlog.h)
+  find_path(MYRIAD_FMT_INCLUDE_DIR fmt/format.h)
+  if(NOT MYRIAD_SPDLOG_INCLUDE_DIR OR NOT MYRIAD_FMT_INCLUDE_DIR)
+    message(FATAL_ERROR "spdlog/fmt headers not found (spdlog/spdlog.h, fmt/format.h): add their prefix to "
+                        "CMAKE_PREFIX_PATH (scripts/pack_gpu_deps.sh packs one)")
+  endif()
+  find_package(Threads REQUIRED)
+  target_include_directories(myriad_spdlog INTERFACE ${MYRIAD_SPDLOG_INCLUDE_DIR} ${MYRIAD_FMT_INCLUDE_DIR})
+  target_compile_definitions(myriad_spdlog INTERFACE SPDLOG_FMT_EXTERNAL FMT_HEADER_ONLY)
+  target_link_libraries(myriad_spdlog INTERFACE Threads::Threads)
+else()
+  find_package(spdlog REQUIRED)
+  target_link_libraries(myriad_spdlog INTERFACE spdlog::spdlog)
+endif()
+
+set(MYRIAD_HAVE_MPI OFF)
+if(NOT MYRIAD_GPU_ONLY)
+  find_package(yaml-cpp REQUIRED)
+  # MPI (C bindings only): MpiCommunicator, MpiRuntime and the dist tests launched with mpiexec.
+  find_package(MPI REQUIRED COMPONENTS C)
+  set(MYRIAD_HAVE_MPI ${MPI_C_FOUND})
+endif()
 
 find_package(GTest)
 set(MYRIAD_HAVE_GTEST ${GTest_FOUND})
+if(NOT GTest_FOUND AND MYRIAD_GTEST_SOURCE_DIR)
+  # GoogleTest from its source tree (Debian's /usr/src/googletest, carried to a GPU window).
+  set(INSTALL_GTEST OFF CACHE BOOL "" FORCE)
+  set(BUILD_GMOCK OFF CACHE BOOL "" FORCE)
+  add_subdirectory(${MYRIAD_GTEST_SOURCE_DIR} ${CMAKE_BINARY_DIR}/googletest EXCLUDE_FROM_ALL)
+  add_library(GTest::gtest ALIAS gtest)
+  add_library(GTest::gtest_main ALIAS gtest_main)
+  set(MYRIAD_HAVE_GTEST ON)
+endif()
 
 # Python + pybind11: pybind11's CMake config is located through the interpreter when it was
 # installed with pip.
-find_package(Python3 COMPONENTS Interpreter Development.Module)
 set(MYRIAD_HAVE_PYTHON OFF)
+if(NOT MYRIAD_GPU_ONLY)
+  find_package(Python3 COMPONENTS Interpreter Development.Module)
+endif()
 if(Python3_FOUND)
   execute_process(COMMAND ${Python3_EXECUTABLE} -m pybind11 --cmakedir
                   OUTPUT_VARIABLE MYRIAD_PYBIND11_DIR OUTPUT_STRIP_TRAILING_WHITESPACE ERROR_QUIET)
@@ -59,9 +96,13 @@ if(MYRIAD_ENABLE_CUDA)
     find_package(CUDAToolkit)
     if(CUDAToolkit_FOUND)
       set(MYRIAD_HAVE_CUDA ON)
-      find_path(NCCL_INCLUDE_DIR nccl.h HINTS ${CUDAToolkit_INCLUDE_DIRS} ${CUDAToolkit_LIBRARY_ROOT}/include)
-      find_library(NCCL_LIBRARY nccl HINTS ${CUDAToolkit_LIBRARY_ROOT}/lib ${CUDAToolkit_LIBRARY_DIR}
-                   ${CUDAToolkit_LIBRARY_ROOT}/lib64)
+      # MYRIAD_NCCL_ROOT / $NCCL_HOME: an NCCL outside the toolkit, e.g. the nvidia-nccl wheel's
+      # folder (which ships only libnccl.so.2, hence the second name).
+      set(MYRIAD_NCCL_ROOT "$ENV{NCCL_HOME}" CACHE PATH "NCCL install folder when not in the CUDA toolkit")
+      find_path(NCCL_INCLUDE_DIR nccl.h HINTS ${MYRIAD_NCCL_ROOT}/include ${CUDAToolkit_INCLUDE_DIRS}
+                ${CUDAToolkit_LIBRARY_ROOT}/include)
+      find_library(NCCL_LIBRARY NAMES nccl libnccl.so.2 HINTS ${MYRIAD_NCCL_ROOT}/lib ${CUDAToolkit_LIBRARY_ROOT}/lib
+                   ${CUDAToolkit_LIBRARY_DIR} ${CUDAToolkit_LIBRARY_ROOT}/lib64)
       if(NCCL_INCLUDE_DIR AND NCCL_LIBRARY)
         set(MYRIAD_HAVE_NCCL ON)
       endif()

@@ -1,14 +1,20 @@
 #!/usr/bin/env bash
-# One-shot check for a GPU window: record the machine (nvidia-smi, toolchain), configure and
-# build only what the GPU tests and benchmarks need (myriad_gpu_tests, bench_gemm_gpu: no Python
-# module), run `ctest -L gpu --output-on-failure`, fail if a visible GPU still made tests skip,
-# then run the GPU benchmarks (GEMM vs cuBLAS; flash attention vs PyTorch SDPA when PyTorch is
-# there) and print their tables last.
+# One-shot check for a GPU window: record the machine (nvidia-smi, toolchain), configure the
+# reduced build (-DMYRIAD_GPU_ONLY=ON: myriad_base, the CUDA backend, GPU tests and benchmarks;
+# no MPI, yaml-cpp, ICU or Python needed), build it, run `ctest -L gpu --output-on-failure`, fail
+# if a visible GPU still made tests skip, then run the GPU benchmarks (GEMM vs cuBLAS; flash
+# attention vs PyTorch SDPA when PyTorch is there) and print their tables last.
+#
+# Dependencies the GPU machine lacks travel as one archive made here by scripts/pack_gpu_deps.sh
+# (.gpu-deps/myriad-gpu-deps.tar.xz, ~6 MB: spdlog/fmt headers, OpenBLAS, GoogleTest source);
+# this script unpacks it into <build-dir>/deps when present. A window's call:
+#   run(command="scripts/gpu_check.sh", carry=[".gpu-deps"])    (OUT is set there: logs come back)
 #
 # Usage: scripts/gpu_check.sh [build-dir]            (default: build-gpu in the repository)
 # Env:   OUT                 folder for logs (default: <build-dir>/logs); every step has its log
-#        MYRIAD_DEPS_PREFIX  colon-separated install prefixes of carried dependencies (spdlog,
-#                            fmt, yaml-cpp, OpenBLAS, GoogleTest), added to CMAKE_PREFIX_PATH
+#        MYRIAD_DEPS_ARCHIVE the packed dependencies (default: .gpu-deps/myriad-gpu-deps.tar.xz)
+#        MYRIAD_DEPS_PREFIX  colon-separated install prefixes of other carried dependencies,
+#                            added to CMAKE_PREFIX_PATH
 #        MYRIAD_CMAKE_ARGS   extra configure arguments, space-separated
 #        JOBS                build parallelism (default: all cores)
 # Exit:  0 all GPU tests passed; 1 a step failed; 2 no GPU visible (tests skipped);
@@ -77,10 +83,26 @@ log "GPUs listed by nvidia-smi: $gpu_count"
 step toolchain bash -c 'nvcc --version; cmake --version; (ninja --version || true); (g++ --version || true);
   (git -C "$0" rev-parse HEAD || true); (git -C "$0" status --short || true)' "$ROOT" || true
 
-configure_args=(-S "$ROOT" -B "$BUILD" -DCMAKE_BUILD_TYPE=Release -DMYRIAD_BUILD_PYTHON=OFF
+configure_args=(-S "$ROOT" -B "$BUILD" -DCMAKE_BUILD_TYPE=Release -DMYRIAD_GPU_ONLY=ON
                 -DMYRIAD_BUILD_BENCHMARKS=ON -DMYRIAD_BUILD_TESTS=ON)
 command -v ninja >/dev/null 2>&1 && configure_args+=(-G Ninja)
-[[ -n "${MYRIAD_DEPS_PREFIX:-}" ]] && configure_args+=("-DCMAKE_PREFIX_PATH=${MYRIAD_DEPS_PREFIX//:/;}")
+prefixes="${MYRIAD_DEPS_PREFIX:-}"
+archive="${MYRIAD_DEPS_ARCHIVE:-$ROOT/.gpu-deps/myriad-gpu-deps.tar.xz}"
+if [[ -f "$archive" ]]; then
+  step unpack-deps bash -c 'rm -rf "$1" && mkdir -p "$1" && tar -C "$1" -xJf "$2" && cat "$1/prefix/PACKED"' \
+    _ "$BUILD/deps" "$archive" || exit 1
+  deps="$BUILD/deps/prefix"
+  prefixes="$deps${prefixes:+:$prefixes}"
+  configure_args+=("-DMYRIAD_GTEST_SOURCE_DIR=$deps/src/googletest")
+  # libopenblas loads the carried libgfortran/libquadmath: the loader must see that folder.
+  export LD_LIBRARY_PATH="$deps/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+else
+  log "no packed dependencies at $archive (scripts/pack_gpu_deps.sh makes them); using the system's"
+fi
+[[ -n "$prefixes" ]] && configure_args+=("-DCMAKE_PREFIX_PATH=${prefixes//:/;}")
+# NCCL: the toolkit's, else the one PyTorch's nvidia-nccl wheel brings (NcclCommunicator tests).
+nccl_wheel="$(python3 -c 'import nvidia.nccl, os; print(list(nvidia.nccl.__path__)[0])' 2>/dev/null || true)"
+[[ -n "$nccl_wheel" && -f "$nccl_wheel/include/nccl.h" ]] && configure_args+=("-DMYRIAD_NCCL_ROOT=$nccl_wheel")
 read -r -a extra_args <<<"${MYRIAD_CMAKE_ARGS:-}"
 [[ ${#extra_args[@]} -gt 0 ]] && configure_args+=("${extra_args[@]}")
 

@@ -28,10 +28,12 @@ void check_tensor(const char* op, const Communicator& comm, const Tensor& tensor
                                                               << " must be contiguous");
 }
 
-void check_reducible(const char* op, const Communicator& comm, const Tensor& tensor) {
-  MYRIAD_CHECK(host_reducible(tensor.dtype()), comm_context(op, comm) << ": cannot reduce dtype "
-                                                                      << dtype_name(tensor.dtype()) << " (tensor "
-                                                                      << tensor.describe() << "); allowed: f32, i32, i64");
+void check_reducible(const char* op, const Communicator& comm, const Tensor& tensor, DeviceType device) {
+  const bool on_host = device == DeviceType::cpu;
+  MYRIAD_CHECK(on_host ? host_reducible(tensor.dtype()) : device_reducible(tensor.dtype()),
+               comm_context(op, comm) << ": cannot reduce dtype " << dtype_name(tensor.dtype()) << " (tensor "
+                                      << tensor.describe() << "); allowed: "
+                                      << (on_host ? "f32, i32, i64" : "f32, bf16, f16, i32, i64"));
 }
 
 void check_same_dtype(const char* op, const Communicator& comm, const Tensor& input, const Tensor& output) {
@@ -59,16 +61,18 @@ void check_counts(const char* op, const Communicator& comm, const std::vector<st
 
 bool host_reducible(DType dtype) { return dtype == DType::f32 || dtype == DType::i32 || dtype == DType::i64; }
 
+bool device_reducible(DType dtype) { return host_reducible(dtype) || dtype == DType::bf16 || dtype == DType::f16; }
+
 void check_all_reduce_args(const Communicator& comm, const Tensor& tensor, DeviceType device) {
   check_tensor("all_reduce", comm, tensor, "the", device);
-  check_reducible("all_reduce", comm, tensor);
+  check_reducible("all_reduce", comm, tensor, device);
 }
 
 void check_reduce_scatter_args(const Communicator& comm, const Tensor& input, const Tensor& output, DeviceType device) {
   const char* op = "reduce_scatter";
   check_tensor(op, comm, input, "input", device);
   check_tensor(op, comm, output, "output", device);
-  check_reducible(op, comm, input);
+  check_reducible(op, comm, input, device);
   check_same_dtype(op, comm, input, output);
   const ChunkRange chunk = chunk_range(input.numel(), comm.size(), comm.rank());
   MYRIAD_CHECK(output.numel() == chunk.size(),

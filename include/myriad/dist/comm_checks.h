@@ -42,7 +42,8 @@ void check_all_to_all_v_args(const Communicator& comm, const Tensor& input, cons
                              const Tensor& output, const std::vector<std::int64_t>& recv_counts,
                              DeviceType device = DeviceType::cpu);
 
-// Whether `op` can reduce `dtype` on the host (f32, i32, i64).
+// Whether reductions handle `dtype` on the host (f32, i32, i64) and on a GPU (also bf16, f16).
 bool host_reducible(DType dtype);
+bool device_reducible(DType dtype);
 
 }  // namespace myriad::dist

@@ -1,0 +1,135 @@
+// NcclCommunicator across ranks, one GPU per rank (built only with NCCL; skips unless every rank
+// of the node has a GPU of its own, which CI and the one-GPU window do not have). Each operation
+// runs over NCCL on device tensors and over MpiCommunicator on host copies of the same inputs;
+// the results must agree — exactly for i64, within f32 rounding of a different summation order
+// for f32 — including unequal chunks, tagged point-to-point crossing in both directions (the
+// pipeline's pattern) and all_to_all_v.
+#include <gtest/gtest.h>
+
+#include <cmath>
+
+#include "mpi_test_support.h"
+#include "myriad/core/local_device.h"
+#include "myriad/cuda/device_context.h"
+#include "myriad/cuda/device_tensor.h"
+#include "myriad/cuda/nccl_communicator.h"
+
+namespace myriad {
+namespace {
+
+using testing::fill_input;
+using testing::make_world;
+
+// Whether every rank has a GPU of its own; the same answer on every rank (so all skip together).
+bool every_rank_has_a_gpu() {
+  const int devices = cuda::cuda_device_count_or_zero();
+  int ok = 1;
+  try {
+    select_local_device(local_rank_from_environment(), devices);
+  } catch (const Error&) {
+    ok = 0;
+  }
+  int all = 0;
+  MPI_Allreduce(&ok, &all, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD);
+  return all == 1;
+}
+
+void expect_close(const Tensor& actual, const Tensor& expected, double tolerance, const char* what) {
+  ASSERT_EQ(actual.numel(), expected.numel()) << what;
+  for (std::int64_t i = 0; i < actual.numel(); ++i) {
+    ASSERT_NEAR(testing::element(actual, i), testing::element(expected, i), tolerance) << what << " element " << i;
+  }
+}
+
+class NcclAcrossRanks : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    if (!every_rank_has_a_gpu()) GTEST_SKIP() << "needs one GPU per rank on every node";
+    const int device = select_local_device(local_rank_from_environment(), cuda::cuda_device_count_or_zero());
+    context_ = std::make_unique<cuda::DeviceContext>(device);
+    host_ = make_world("world");
+    reference_ = make_world("reference");
+    nccl_ = std::make_unique<cuda::NcclCommunicator>(*host_, *context_);
+  }
+
+  std::unique_ptr<cuda::DeviceContext> context_;
+  std::unique_ptr<dist::MpiCommunicator> host_, reference_;
+  std::unique_ptr<cuda::NcclCommunicator> nccl_;
+};
+
+TEST_F(NcclAcrossRanks, CollectivesMatchMpi) {
+  const int rank = nccl_->rank(), size = nccl_->size();
+  for (DType dtype : {DType::f32, DType::i64}) {
+    const double tolerance = dtype == DType::f32 ? 1e-5 * size : 0.0;
+    for (std::int64_t n : {std::int64_t{1}, std::int64_t{1000}, std::int64_t{4096} * size + 3}) {
+      Tensor input = Tensor::empty({n}, dtype);
+      fill_input(input, 11 + n, rank);
+      Tensor expected = input.clone();
+      reference_->all_reduce(expected);
+      Tensor device = cuda::to_device(*context_, input);
+      nccl_->all_reduce(device);
+      expect_close(cuda::to_host(*context_, device), expected, tolerance, "all_reduce");
+
+      const std::int64_t chunk = dist::chunk_range(n, size, rank).size();
+      Tensor scattered_expected = Tensor::empty({chunk}, dtype);
+      reference_->reduce_scatter(input, scattered_expected);
+      Tensor scattered = cuda::device_empty(*context_, {chunk}, dtype);
+      nccl_->reduce_scatter(cuda::to_device(*context_, input), scattered);
+      expect_close(cuda::to_host(*context_, scattered), scattered_expected, tolerance, "reduce_scatter");
+
+      Tensor gathered_expected = Tensor::empty({n}, dtype);
+      reference_->all_gather(scattered_expected, gathered_expected);
+      Tensor gathered = cuda::device_empty(*context_, {n}, dtype);
+      nccl_->all_gather(cuda::to_device(*context_, scattered_expected), gathered);
+      expect_close(cuda::to_host(*context_, gathered), gathered_expected, 0.0, "all_gather");
+
+      Tensor broadcast = cuda::to_device(*context_, input);
+      nccl_->broadcast(broadcast, size - 1);
+      Tensor broadcast_expected = input.clone();
+      reference_->broadcast(broadcast_expected, size - 1);
+      expect_close(cuda::to_host(*context_, broadcast), broadcast_expected, 0.0, "broadcast");
+    }
+  }
+}
+
+TEST_F(NcclAcrossRanks, TaggedSendRecvCrossInBothDirections) {
+  const int rank = nccl_->rank(), size = nccl_->size();
+  const int next = (rank + 1) % size, previous = (rank + size - 1) % size;
+  Tensor forward = Tensor::empty({777}), backward = Tensor::empty({555});
+  fill_input(forward, 5, rank);
+  fill_input(backward, 6, rank);
+  Tensor got_forward = cuda::device_empty(*context_, {777});
+  Tensor got_backward = cuda::device_empty(*context_, {555});
+  // Receives posted before sends, tags in opposite orders on the two sides of each pair.
+  auto r1 = nccl_->recv_async(got_backward, next, 1);
+  auto r0 = nccl_->recv_async(got_forward, previous, 0);
+  auto s0 = nccl_->send_async(cuda::to_device(*context_, forward), next, 0);
+  auto s1 = nccl_->send_async(cuda::to_device(*context_, backward), previous, 1);
+  for (auto& work : {r1, r0, s0, s1}) work->wait();
+  Tensor expected_forward = Tensor::empty({777}), expected_backward = Tensor::empty({555});
+  fill_input(expected_forward, 5, previous);
+  fill_input(expected_backward, 6, next);
+  expect_close(cuda::to_host(*context_, got_forward), expected_forward, 0.0, "send tag 0");
+  expect_close(cuda::to_host(*context_, got_backward), expected_backward, 0.0, "send tag 1");
+}
+
+TEST_F(NcclAcrossRanks, AllToAllVMatchesMpi) {
+  const int rank = nccl_->rank(), size = nccl_->size();
+  std::vector<std::int64_t> send_counts(size), recv_counts(size);
+  for (int p = 0; p < size; ++p) {
+    send_counts[p] = 3 + (rank * 7 + p * 5) % 11;  // what `rank` sends to p
+    recv_counts[p] = 3 + (p * 7 + rank * 5) % 11;  // what p sends to `rank`
+  }
+  std::int64_t sent = 0, received = 0;
+  for (int p = 0; p < size; ++p) sent += send_counts[p], received += recv_counts[p];
+  Tensor input = Tensor::empty({sent}, DType::i64);
+  fill_input(input, 9, rank);
+  Tensor expected = Tensor::empty({received}, DType::i64);
+  reference_->all_to_all_v(input, send_counts, expected, recv_counts);
+  Tensor output = cuda::device_empty(*context_, {received}, DType::i64);
+  nccl_->all_to_all_v(cuda::to_device(*context_, input), send_counts, output, recv_counts);
+  expect_close(cuda::to_host(*context_, output), expected, 0.0, "all_to_all_v");
+}
+
+}  // namespace
+}  // namespace myriad
