@@ -3,7 +3,8 @@
 # reduced build (-DMYRIAD_GPU_ONLY=ON: myriad_base, the CUDA backend, GPU tests and benchmarks;
 # no MPI, yaml-cpp, ICU or Python needed), build it, run `ctest -L gpu --output-on-failure`, fail
 # if a visible GPU still made tests skip, then run the GPU benchmarks (GEMM vs cuBLAS; flash
-# attention vs PyTorch SDPA when PyTorch is there) and print their tables last.
+# attention vs PyTorch SDPA when PyTorch is there; PyTorch's GPT-2 124M training step, the
+# baseline of the step bar) and print their tables last.
 #
 # Dependencies the GPU machine lacks travel as one archive made here by scripts/pack_gpu_deps.sh
 # (.gpu-deps/myriad-gpu-deps.tar.xz, ~6 MB: spdlog/fmt headers, OpenBLAS, GoogleTest source);
@@ -118,7 +119,8 @@ fi
 grep -E '✓|✗' "$LOGS/configure.log" | tee -a "$SUMMARY" || true
 grep -q '✓ CUDA' "$LOGS/configure.log" || { log "configure found no CUDA toolkit: nothing to test"; exit 1; }
 
-step build cmake --build "$BUILD" --target myriad_gpu_tests bench_gemm_gpu bench_attention_gpu -j "$JOBS" || exit 1
+step build cmake --build "$BUILD" --target myriad_gpu_tests bench_gemm_gpu bench_attention_gpu bench_gpt2_step_gpu \
+  -j "$JOBS" || exit 1
 ctest_args=(--test-dir "$BUILD" -L gpu --output-on-failure --timeout 300)
 [[ "$(ctest --help 2>/dev/null)" == *--output-junit* ]] && ctest_args+=(--output-junit "$LOGS/ctest-gpu.xml")
 ctest_status=0
@@ -132,7 +134,12 @@ if [[ "$gpu_count" -gt 0 ]]; then
   sdpa_args=()
   [[ -s "$LOGS/sdpa.txt" ]] && sdpa_args=(--sdpa "$LOGS/sdpa.txt")
   step bench_attention_gpu "$BUILD/benchmarks/bench_attention_gpu" "${sdpa_args[@]}" || true
-  for table in bench_gemm_gpu bench_attention_gpu; do
+  # The PyTorch GPT-2 124M step (B 16, T 1024, bf16): the baseline of the training-step bar.
+  step gpt2_step_reference python3 "$ROOT/benchmarks/gpu/gpt2_step_reference.py" "$LOGS/gpt2_reference.txt" || true
+  reference_args=()
+  [[ -s "$LOGS/gpt2_reference.txt" ]] && reference_args=(--reference "$LOGS/gpt2_reference.txt")
+  step bench_gpt2_step_gpu "$BUILD/benchmarks/bench_gpt2_step_gpu" "${reference_args[@]}" || true
+  for table in bench_gemm_gpu bench_attention_gpu gpt2_step_reference bench_gpt2_step_gpu; do
     [[ -f "$LOGS/$table.log" ]] && tee -a "$SUMMARY" <"$LOGS/$table.log"
   done
 fi

@@ -51,6 +51,51 @@ Operand make_operand(std::int64_t count, cudaDataType_t type, std::uint64_t seed
   return o;
 }
 
+// The three products of a linear layer's forward and backward through gemm(): every
+// transposition pair, with and without accumulation, f32 exact and TF32 (10-bit mantissa
+// products: relative error ~1e-3 per term, so atol 2e-3 * sqrt(K)).
+TEST(Gemm, GeneralTranspositionsAndAccumulationMatchFloat64) {
+  MYRIAD_REQUIRE_GPU();
+  const std::uint64_t seed = testing::fresh_seed();
+  MYRIAD_SEED_TRACE(seed);
+  cuda::DeviceContext context(0);
+  const std::int64_t m = 45, n = 72, k = 96;
+  for (bool transpose_a : {false, true}) {
+    for (bool transpose_b : {false, true}) {
+      for (bool accumulate : {false, true}) {
+        for (bool tf32 : {false, true}) {
+          const Operand a = make_operand(m * k, CUDA_R_32F, seed, 11, 1.0f);
+          const Operand b = make_operand(k * n, CUDA_R_32F, seed, 12, 1.0f);
+          const Operand c0 = make_operand(m * n, CUDA_R_32F, seed, 13, 1.0f);
+          std::vector<double> expected(static_cast<std::size_t>(m * n));
+          for (std::int64_t i = 0; i < m; ++i) {
+            for (std::int64_t j = 0; j < n; ++j) {
+              double acc = accumulate ? c0.value[i * n + j] : 0.0;
+              for (std::int64_t p = 0; p < k; ++p) {
+                const double av = transpose_a ? a.value[p * m + i] : a.value[i * k + p];
+                const double bv = transpose_b ? b.value[j * k + p] : b.value[p * n + j];
+                acc += av * bv;
+              }
+              expected[i * n + j] = acc;
+            }
+          }
+          DeviceArray<float> da(context, a.single), db(context, b.single), dc(context, c0.single);
+          cuda::gemm(context,
+                     cuda::Gemm{.m = m, .n = n, .k = k, .transpose_a = transpose_a, .transpose_b = transpose_b,
+                                .accumulate = accumulate, .tf32 = tf32},
+                     da.get(), db.get(), nullptr, dc.get());
+          std::vector<double> got;
+          for (float v : dc.download()) got.push_back(v);
+          const double atol = (tf32 ? 2e-3 : 1e-5) * std::sqrt(static_cast<double>(k));
+          testing::expect_close(got, expected, atol, tf32 ? 2e-3 : 1e-5,
+                                std::string("transpose_a ") + (transpose_a ? "1" : "0") + " transpose_b " +
+                                    (transpose_b ? "1" : "0") + (accumulate ? " accumulate" : "") + (tf32 ? " tf32" : ""));
+        }
+      }
+    }
+  }
+}
+
 TEST(Gemm, LinearMatchesFloat64ForEveryTypeAndEpilogue) {
   MYRIAD_REQUIRE_GPU();
   const std::uint64_t seed = testing::fresh_seed();

@@ -1,4 +1,15 @@
-// cuBLASLt GEMM for linear layers: y = x @ W^T (+ bias) (then GELU), row-major like the CPU ops.
+// cuBLASLt GEMMs, row-major like the CPU ops.
+//
+// gemm: C (M, N) = op(A) op(B) (+ C when `accumulate`) (+ bias, then GELU, by epilogue), where
+// op(A) is A (M, K), or A stored (K, M) and transposed when transpose_a; op(B) is B (K, N), or B
+// stored (N, K) and transposed when transpose_b. A linear layer's three products are
+//   forward  y  = x W^T      gemm{M=rows, N=out, K=in, transpose_b}
+//   backward dx = dy W       gemm{M=rows, N=in,  K=out}
+//            dW += dy^T x    gemm{M=out,  N=in,  K=rows, transpose_a, accumulate}
+// `tf32` lets f32 inputs use TF32 tensor cores (CUBLAS_COMPUTE_32F_FAST_TF32: 10-bit mantissa
+// products, f32 sums); off, f32 GEMMs are exact f32 FMA math.
+//
+// linear_gemm: y = x @ W^T (+ bias) (then GELU), the forward above:
 //
 //   x (M, K), W (N, K) [out features, in features], bias (N) or null, y (M, N); all row-major
 //   contiguous device memory of the context's device. Inputs in f32, bf16 or f16 (x, W and y of
@@ -31,5 +42,16 @@ struct LinearGemm {
 
 void linear_gemm(const DeviceContext& context, const LinearGemm& shape, const void* x, const void* weight,
                  const void* bias, void* y);
+
+struct Gemm {
+  std::int64_t m = 0, n = 0, k = 0;
+  bool transpose_a = false, transpose_b = false;
+  cudaDataType_t type = CUDA_R_32F;  // A, B, C (and bias) type
+  GemmEpilogue epilogue = GemmEpilogue::none;
+  bool accumulate = false;  // C += (no epilogue then)
+  bool tf32 = false;        // f32 only: TF32 tensor-core products
+};
+
+void gemm(const DeviceContext& context, const Gemm& shape, const void* a, const void* b, const void* bias, void* c);
 
 }  // namespace myriad::cuda

@@ -146,4 +146,21 @@ void cross_entropy_backward_f32(const float* logits, const std::int32_t* targets
                                 const float* grad_losses, float* grad_logits, std::int64_t rows, std::int64_t vocab,
                                 std::int32_t ignore_index, cudaStream_t stream);
 
+// ---- Tensor plumbing for the device model, f32 (kernels/tensor/layout.cu) --------------------
+// add_f32: out = a + b over n (out may be a or b). add_broadcast_rows_f32: x (rows, width) +=
+// row (width) on every row (row must not overlap x). column_sums_accumulate_f32: out (cols) +=
+// the column sums of x (rows, cols) — bias gradients, position-table gradients; rows are summed
+// in an order fixed by the sizes. split_heads_f32: dst (batch, heads, seq, head_dim) contiguous
+// from rows of src whose row r = b * seq + t holds heads x head_dim values at stride
+// src_row_stride (a q, k or v slice of the fused qkv rows); merge_heads_f32 is its inverse
+// into rows of stride dst_row_stride. Sources and destinations must not overlap.
+void add_f32(const float* a, const float* b, float* out, std::int64_t n, cudaStream_t stream);
+void add_broadcast_rows_f32(float* x, const float* row, std::int64_t rows, std::int64_t width, cudaStream_t stream);
+void column_sums_accumulate_f32(const float* x, float* out, std::int64_t rows, std::int64_t cols,
+                                cudaStream_t stream);
+void split_heads_f32(const float* src, std::int64_t src_row_stride, float* dst, std::int64_t batch, std::int64_t seq,
+                     std::int64_t heads, std::int64_t head_dim, cudaStream_t stream);
+void merge_heads_f32(const float* src, float* dst, std::int64_t dst_row_stride, std::int64_t batch, std::int64_t seq,
+                     std::int64_t heads, std::int64_t head_dim, cudaStream_t stream);
+
 }  // namespace myriad::cuda

@@ -1,0 +1,67 @@
+// DeviceGpt — the GPT-2 model of nn::GptModel trained on one GPU: parameters, gradients and
+// AdamW moments in device memory (f32 masters), forward and backward through the kernels of
+// kernels/ and cuBLASLt, the optimizer step on the device. One rank, no tensor/pipeline split.
+//
+// Scope (checked at construction, errors name the setting): the GPT-2 architecture — LayerNorm,
+// GELU MLP, learned positions, biases, tied embeddings, n_kv_head == n_head, head dim 64 or 128.
+// Activations are f32 and every one the backward needs is kept (no recompute); memory for
+// `batch` x `seq` tokens is allocated once, here.
+//
+// Invariants: the parameter layout is nn::ParameterStore's for the same config (same names,
+// shapes and flat offsets), so load_values / values_to_host / grads_to_host exchange the store's
+// flat buffers as they are, and a test compares every tensor with nn::GptModel. Gradients
+// accumulate (`+=`) across forward_backward calls until zero_grads(), as on the CPU; step()
+// applies optim::AdamWConfig's decay exclusions and clipping like optim::AdamWOptimizer.
+// All work is queued on the context's stream; forward_backward returns after the loss has been
+// read back (it synchronises once per call).
+#pragma once
+
+#include <memory>
+
+#include "myriad/core/tensor.h"
+#include "myriad/cuda/device_context.h"
+#include "myriad/nn/gpt_model.h"
+#include "myriad/nn/transformer_config.h"
+#include "myriad/optim/adamw_optimizer.h"
+
+namespace myriad::cuda {
+
+struct DeviceGptOptions {
+  bool tf32 = false;  // f32 GEMMs on TF32 tensor cores (faster, ~1e-3 relative products)
+};
+
+class DeviceGpt {
+ public:
+  DeviceGpt(DeviceContext& context, const nn::TransformerConfig& config, std::int64_t batch, std::int64_t seq,
+            DeviceGptOptions options = {});
+  ~DeviceGpt();
+  DeviceGpt(const DeviceGpt&) = delete;
+  DeviceGpt& operator=(const DeviceGpt&) = delete;
+
+  const nn::TransformerConfig& config() const;
+  // Names, shapes and flat offsets of the parameters (values are not allocated in it).
+  const nn::ParameterStore& layout() const;
+  std::int64_t parameter_floats() const;  // length of the flat buffers
+
+  void load_values(const Tensor& flat_values);  // host f32 (parameter_floats())
+  Tensor values_to_host() const;
+  Tensor grads_to_host() const;
+  void zero_grads();
+
+  // ids, targets: host (batch, seq) i32; targets may hold nn::GptModel::kIgnoreIndex. Adds
+  // d(loss_scale x sum of token losses) to the gradients; returns the sum and valid count.
+  nn::LossSum forward_backward(const Tensor& ids, const Tensor& targets, float loss_scale);
+  // Global-norm clipping + AdamW over every parameter; returns what AdamWOptimizer::step does.
+  optim::OptimizerStepStats step(float lr, const optim::AdamWConfig& config);
+  std::int64_t steps_taken() const;
+
+  // Bytes of device memory held for activations and scratch (besides the 4 parameter buffers).
+  std::size_t activation_bytes() const;
+
+  struct State;  // buffers and the forward/backward passes (device_gpt*.cpp)
+
+ private:
+  std::unique_ptr<State> state_;
+};
+
+}  // namespace myriad::cuda

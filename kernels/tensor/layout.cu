@@ -1,0 +1,163 @@
+// Elementwise sums and head layouts for the device model (kernels.h, "Tensor plumbing"), f32:
+//   add_f32                      out = a + b
+//   add_broadcast_rows_f32       x[r, j] += row[j] for every row r of x (r < rows, j < width)
+//   column_sums_accumulate_f32   out[c] += sum_r x[r, c], rows summed in a fixed order
+//   split_heads_f32              (B, T, H, D) rows with a row stride -> (B, H, T, D) contiguous
+//   merge_heads_f32              (B, H, T, D) contiguous -> (B, T, H, D) rows with a row stride
+// Grid-stride loops, one thread per output element; no atomics (deterministic).
+#include <cuda_runtime.h>
+
+#include <algorithm>
+#include <cstdint>
+#include <utility>
+
+#include "common/launch_checks.h"
+#include "myriad/cuda/check.h"
+#include "myriad/cuda/kernels.h"
+
+namespace myriad::cuda {
+namespace {
+
+constexpr int kThreads = 256;
+constexpr std::int64_t kMaxBlocks = 65536;
+
+unsigned blocks_for(const char* op, std::int64_t n) {
+  return static_cast<unsigned>(std::min<std::int64_t>(detail::grid_blocks(op, n, kThreads), kMaxBlocks));
+}
+
+__global__ void add_kernel(const float* a, const float* b, float* out, std::int64_t n) {
+  const std::int64_t stride = static_cast<std::int64_t>(gridDim.x) * blockDim.x;
+  for (std::int64_t i = static_cast<std::int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < n; i += stride) {
+    out[i] = a[i] + b[i];
+  }
+}
+
+__global__ void add_broadcast_rows_kernel(float* x, const float* row, std::int64_t rows, std::int64_t width) {
+  const std::int64_t n = rows * width, stride = static_cast<std::int64_t>(gridDim.x) * blockDim.x;
+  for (std::int64_t i = static_cast<std::int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < n; i += stride) {
+    x[i] += row[i % width];
+  }
+}
+
+// Block: 32 columns x 8 row lanes. Lane l sums rows l, l + 8, ... in order; lanes are then added
+// in lane order, so the result depends on the sizes only.
+constexpr int kColumnsPerBlock = 32, kRowLanes = 8;
+
+__global__ void column_sums_kernel(const float* x, float* out, std::int64_t rows, std::int64_t cols) {
+  __shared__ float partial[kRowLanes][kColumnsPerBlock];
+  const int column_in_block = static_cast<int>(threadIdx.x) % kColumnsPerBlock;
+  const int lane = static_cast<int>(threadIdx.x) / kColumnsPerBlock;
+  const std::int64_t column = static_cast<std::int64_t>(blockIdx.x) * kColumnsPerBlock + column_in_block;
+  float sum = 0.0f;
+  if (column < cols) {
+    for (std::int64_t r = lane; r < rows; r += kRowLanes) sum += x[r * cols + column];
+  }
+  partial[lane][column_in_block] = sum;
+  __syncthreads();
+  if (lane == 0 && column < cols) {
+    float total = 0.0f;
+    for (int l = 0; l < kRowLanes; ++l) total += partial[l][column_in_block];
+    out[column] += total;
+  }
+}
+
+__global__ void split_heads_kernel(const float* src, std::int64_t src_row_stride, float* dst, std::int64_t B,
+                                   std::int64_t T, std::int64_t H, std::int64_t D) {
+  const std::int64_t n = B * H * T * D, stride = static_cast<std::int64_t>(gridDim.x) * blockDim.x;
+  for (std::int64_t i = static_cast<std::int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < n; i += stride) {
+    const std::int64_t d = i % D, t = (i / D) % T, h = (i / (D * T)) % H, b = i / (D * T * H);
+    dst[i] = src[(b * T + t) * src_row_stride + h * D + d];
+  }
+}
+
+__global__ void merge_heads_kernel(const float* src, float* dst, std::int64_t dst_row_stride, std::int64_t B,
+                                   std::int64_t T, std::int64_t H, std::int64_t D) {
+  const std::int64_t n = B * T * H * D, stride = static_cast<std::int64_t>(gridDim.x) * blockDim.x;
+  for (std::int64_t i = static_cast<std::int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < n; i += stride) {
+    const std::int64_t d = i % D, h = (i / D) % H, t = (i / (D * H)) % T, b = i / (D * H * T);
+    dst[(b * T + t) * dst_row_stride + h * D + d] = src[((b * H + h) * T + t) * D + d];
+  }
+}
+
+void check_heads(const char* op, std::int64_t B, std::int64_t T, std::int64_t H, std::int64_t D,
+                 std::int64_t row_stride) {
+  for (auto [name, value] : {std::pair<const char*, std::int64_t>{"batch", B}, {"seq", T}, {"heads", H}, {"head_dim", D}}) {
+    detail::check_count(op, name, value);
+  }
+  MYRIAD_CHECK(row_stride >= H * D, op << ": row stride " << row_stride << " is shorter than heads x head_dim = "
+                                       << H * D);
+}
+
+}  // namespace
+
+void add_f32(const float* a, const float* b, float* out, std::int64_t n, cudaStream_t stream) {
+  const char* op = "add_f32";
+  detail::check_count(op, "n", n);
+  if (n == 0) return;
+  detail::check_pointer(op, "a", a, alignof(float));
+  detail::check_pointer(op, "b", b, alignof(float));
+  detail::check_pointer(op, "out", out, alignof(float));
+  const std::size_t bytes = static_cast<std::size_t>(n) * sizeof(float);
+  detail::check_same_or_disjoint(op, "out", out, "a", a, bytes);
+  detail::check_same_or_disjoint(op, "out", out, "b", b, bytes);
+  add_kernel<<<blocks_for(op, n), kThreads, 0, stream>>>(a, b, out, n);
+  MYRIAD_CUDA_CHECK(cudaGetLastError());
+}
+
+void add_broadcast_rows_f32(float* x, const float* row, std::int64_t rows, std::int64_t width, cudaStream_t stream) {
+  const char* op = "add_broadcast_rows_f32";
+  detail::check_count(op, "rows", rows);
+  detail::check_count(op, "width", width);
+  if (rows == 0 || width == 0) return;
+  detail::check_pointer(op, "x", x, alignof(float));
+  detail::check_pointer(op, "row", row, alignof(float));
+  detail::check_disjoint(op, "x", x, static_cast<std::size_t>(rows * width) * sizeof(float), "row", row,
+                         static_cast<std::size_t>(width) * sizeof(float));
+  add_broadcast_rows_kernel<<<blocks_for(op, rows * width), kThreads, 0, stream>>>(x, row, rows, width);
+  MYRIAD_CUDA_CHECK(cudaGetLastError());
+}
+
+void column_sums_accumulate_f32(const float* x, float* out, std::int64_t rows, std::int64_t cols,
+                                cudaStream_t stream) {
+  const char* op = "column_sums_accumulate_f32";
+  detail::check_count(op, "rows", rows);
+  detail::check_count(op, "cols", cols);
+  if (rows == 0 || cols == 0) return;
+  detail::check_pointer(op, "x", x, alignof(float));
+  detail::check_pointer(op, "out", out, alignof(float));
+  detail::check_disjoint(op, "out", out, static_cast<std::size_t>(cols) * sizeof(float), "x", x,
+                         static_cast<std::size_t>(rows * cols) * sizeof(float));
+  const unsigned blocks = detail::grid_blocks(op, cols, kColumnsPerBlock);
+  column_sums_kernel<<<blocks, kColumnsPerBlock * kRowLanes, 0, stream>>>(x, out, rows, cols);
+  MYRIAD_CUDA_CHECK(cudaGetLastError());
+}
+
+void split_heads_f32(const float* src, std::int64_t src_row_stride, float* dst, std::int64_t batch, std::int64_t seq,
+                     std::int64_t heads, std::int64_t head_dim, cudaStream_t stream) {
+  const char* op = "split_heads_f32";
+  check_heads(op, batch, seq, heads, head_dim, src_row_stride);
+  const std::int64_t n = batch * seq * heads * head_dim;
+  if (n == 0) return;
+  detail::check_pointer(op, "src", src, alignof(float));
+  detail::check_pointer(op, "dst", dst, alignof(float));
+  detail::check_disjoint(op, "dst", dst, static_cast<std::size_t>(n) * sizeof(float), "src", src,
+                         static_cast<std::size_t>(batch * seq * src_row_stride) * sizeof(float));
+  split_heads_kernel<<<blocks_for(op, n), kThreads, 0, stream>>>(src, src_row_stride, dst, batch, seq, heads, head_dim);
+  MYRIAD_CUDA_CHECK(cudaGetLastError());
+}
+
+void merge_heads_f32(const float* src, float* dst, std::int64_t dst_row_stride, std::int64_t batch, std::int64_t seq,
+                     std::int64_t heads, std::int64_t head_dim, cudaStream_t stream) {
+  const char* op = "merge_heads_f32";
+  check_heads(op, batch, seq, heads, head_dim, dst_row_stride);
+  const std::int64_t n = batch * seq * heads * head_dim;
+  if (n == 0) return;
+  detail::check_pointer(op, "src", src, alignof(float));
+  detail::check_pointer(op, "dst", dst, alignof(float));
+  detail::check_disjoint(op, "dst", dst, static_cast<std::size_t>(batch * seq * dst_row_stride) * sizeof(float),
+                         "src", src, static_cast<std::size_t>(n) * sizeof(float));
+  merge_heads_kernel<<<blocks_for(op, n), kThreads, 0, stream>>>(src, dst, dst_row_stride, batch, seq, heads, head_dim);
+  MYRIAD_CUDA_CHECK(cudaGetLastError());
+}
+
+}  // namespace myriad::cuda

@@ -1,0 +1,264 @@
+// DeviceGpt: scope checks, buffer allocation, host <-> device parameter copies and the AdamW step
+// (the passes are in device_gpt_passes.cpp). See device_gpt.h.
+#include "myriad/cuda/device_gpt.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <limits>
+#include <utility>
+#include <vector>
+
+#include "device_gpt_state.h"
+#include "myriad/cuda/check.h"
+#include "myriad/cuda/device_guard.h"
+#include "myriad/cuda/kernels.h"
+
+namespace myriad::cuda {
+
+namespace {
+
+void check_scope(const nn::TransformerConfig& c, std::int64_t batch, std::int64_t seq) {
+  c.validate();
+  MYRIAD_CHECK(c.norm == nn::NormKind::layernorm, "DeviceGpt: model.norm must be layernorm (GPT-2)");
+  MYRIAD_CHECK(c.mlp == nn::MlpKind::gelu, "DeviceGpt: model.mlp must be gelu (GPT-2)");
+  MYRIAD_CHECK(c.positions == nn::PositionKind::learned, "DeviceGpt: model.positions must be learned (GPT-2)");
+  MYRIAD_CHECK(c.tie_embeddings && c.bias, "DeviceGpt: GPT-2 needs tied embeddings and biases");
+  MYRIAD_CHECK(c.n_kv_head == c.n_head, "DeviceGpt: n_kv_head " << c.n_kv_head << " != n_head " << c.n_head
+                                                                << " (grouped-query attention is not wired here)");
+  MYRIAD_CHECK(c.head_dim() == 64 || c.head_dim() == 128,
+               "DeviceGpt: head dim " << c.head_dim() << " (n_embd / n_head); flash attention has 64 and 128");
+  MYRIAD_CHECK(batch > 0 && seq > 0 && seq <= c.block_size,
+               "DeviceGpt: batch " << batch << " x seq " << seq << " (seq must be in [1, block_size " << c.block_size
+                                   << "])");
+}
+
+DeviceBuffer floats(std::int64_t count, int device) {
+  return DeviceBuffer(static_cast<std::size_t>(count) * sizeof(float), device);
+}
+
+}  // namespace
+
+DeviceGpt::State::State(DeviceContext& ctx, const nn::TransformerConfig& cfg, std::int64_t batch, std::int64_t seq,
+                        DeviceGptOptions opts)
+    : context(ctx), config(cfg), options(opts), layout_model(cfg, nn::ModelSplit{}, /*allocate=*/false) {
+  B = batch;
+  T = seq;
+  N = batch * seq;
+  C = cfg.n_embd;
+  H = cfg.n_head;
+  D = cfg.head_dim();
+  F = cfg.ffn_hidden;
+  V = cfg.vocab_size;
+  L = cfg.n_layer;
+  const int dev = ctx.device();
+  const std::int64_t total = layout_model.parameters().numel();
+  values = floats(total, dev);
+  grads = floats(total, dev);
+  m = floats(total, dev);
+  v = floats(total, dev);
+  DeviceGuard guard(dev);
+  for (DeviceBuffer* b : {&values, &grads, &m, &v}) {
+    MYRIAD_CUDA_CHECK(cudaMemsetAsync(b->data(), 0, b->bytes(), ctx.stream()));
+  }
+
+  // Per block: ln1 C, stats 2+2, qkv 3C, q k v att 4C, lse H (per token), merged C, res_mid C,
+  // ln2 C, fc F, gelu F  (per token row). Each piece is rounded up to 16 floats (64 bytes).
+  auto round16 = [](std::int64_t n) { return (n + 15) / 16 * 16; };
+  const std::int64_t pieces[] = {N * C, N, N, N * 3 * C, N * C, N * C, N * C, N * C, N * H, N * C,
+                                 N * C, N * C, N, N, N * F, N * F};
+  std::int64_t per_block = 0;
+  for (std::int64_t p : pieces) per_block += round16(p);
+  for (std::int64_t l = 0; l <= L; ++l) residual.push_back(floats(N * C, dev));
+  for (std::int64_t l = 0; l < L; ++l) {
+    block_buffers.push_back(floats(per_block, dev));
+    float* base = block_buffers.back().as<float>();
+    std::int64_t at = 0;
+    auto take = [&](std::int64_t n) {
+      float* p = base + at;
+      at += round16(n);
+      return p;
+    };
+    BlockActivations a{};
+    a.ln1 = take(N * C);
+    a.ln1_mean = take(N);
+    a.ln1_rstd = take(N);
+    a.qkv = take(N * 3 * C);
+    a.q = take(N * C);
+    a.k = take(N * C);
+    a.v = take(N * C);
+    a.att = take(N * C);
+    a.lse = take(N * H);
+    a.merged = take(N * C);
+    a.res_mid = take(N * C);
+    a.ln2 = take(N * C);
+    a.ln2_mean = take(N);
+    a.ln2_rstd = take(N);
+    a.fc = take(N * F);
+    a.gelu = take(N * F);
+    blocks.push_back(a);
+  }
+  lnf = floats(N * C, dev);
+  lnf_mean = floats(N, dev);
+  lnf_rstd = floats(N, dev);
+  logits = floats(N * V, dev);
+  losses = floats(N, dev);
+  ce_lse = floats(N, dev);
+  grad_losses = floats(N, dev);
+  ids = DeviceBuffer(static_cast<std::size_t>(N) * sizeof(std::int32_t), dev);
+  targets = DeviceBuffer(static_cast<std::size_t>(N) * sizeof(std::int32_t), dev);
+  bad_index = DeviceBuffer(sizeof(long long), dev);
+  for (DeviceBuffer* b : {&d_res, &d_res_mid, &d_tmp, &d_merged, &d_att, &d_q, &d_k, &d_v}) *b = floats(N * C, dev);
+  d_qkv = floats(N * 3 * C, dev);
+  d_fc = floats(N * F, dev);
+  delta = floats(N * H, dev);
+  norm_scratch_floats = std::max<std::int64_t>(layernorm_backward_scratch_floats(N, C), 1);
+  norm_scratch = floats(norm_scratch_floats, dev);
+  grad_norm_scratch_doubles = std::max<std::int64_t>(cuda::grad_norm_scratch_doubles(total), 1);
+  grad_norm_scratch = DeviceBuffer(static_cast<std::size_t>(grad_norm_scratch_doubles) * sizeof(double), dev);
+  grad_norm_out = DeviceBuffer(sizeof(double), dev);
+
+  activation_bytes = 0;
+  for (const auto* list : {&residual, &block_buffers}) {
+    for (const DeviceBuffer& b : *list) activation_bytes += b.bytes();
+  }
+  for (const DeviceBuffer* b : {&lnf, &lnf_mean, &lnf_rstd, &logits, &losses, &ce_lse, &grad_losses, &ids, &targets,
+                                &d_res, &d_res_mid, &d_tmp, &d_merged, &d_att, &d_q, &d_k, &d_v, &d_qkv, &d_fc, &delta,
+                                &norm_scratch}) {
+    activation_bytes += b->bytes();
+  }
+}
+
+float* DeviceGpt::State::value(const std::string& name) const {
+  return values.as<float>() + layout_model.parameters().find(name).offset;
+}
+
+float* DeviceGpt::State::grad(const std::string& name) const {
+  return grads.as<float>() + layout_model.parameters().find(name).offset;
+}
+
+DeviceGpt::DeviceGpt(DeviceContext& context, const nn::TransformerConfig& config, std::int64_t batch, std::int64_t seq,
+                     DeviceGptOptions options) {
+  check_scope(config, batch, seq);
+  state_ = std::make_unique<State>(context, config, batch, seq, options);
+  context.synchronize();
+}
+
+DeviceGpt::~DeviceGpt() {
+  if (state_) (void)cudaStreamSynchronize(state_->context.stream());  // buffers may still be in use
+}
+
+const nn::TransformerConfig& DeviceGpt::config() const { return state_->config; }
+const nn::ParameterStore& DeviceGpt::layout() const { return state_->layout_model.parameters(); }
+std::int64_t DeviceGpt::parameter_floats() const { return layout().numel(); }
+std::int64_t DeviceGpt::steps_taken() const { return state_->adamw_steps; }
+std::size_t DeviceGpt::activation_bytes() const { return state_->activation_bytes; }
+
+void DeviceGpt::load_values(const Tensor& flat_values) {
+  MYRIAD_CHECK(flat_values.defined() && flat_values.device().is_cpu() && flat_values.dtype() == DType::f32 &&
+                   flat_values.is_contiguous() && flat_values.numel() == parameter_floats(),
+               "DeviceGpt::load_values: expected a contiguous host f32[" << parameter_floats() << "] (the flat "
+                                                                         << "values of nn::ParameterStore), got "
+                                                                         << (flat_values.defined() ? flat_values.describe()
+                                                                                                   : "undefined"));
+  DeviceGuard guard(state_->context.device());
+  MYRIAD_CUDA_CHECK(cudaMemcpyAsync(state_->values.data(), flat_values.raw_data(), flat_values.nbytes(),
+                                    cudaMemcpyHostToDevice, state_->context.stream()));
+  state_->context.synchronize();
+}
+
+namespace {
+
+Tensor download(const DeviceContext& context, const DeviceBuffer& buffer, std::int64_t count) {
+  Tensor host = Tensor::empty({count});
+  DeviceGuard guard(context.device());
+  MYRIAD_CUDA_CHECK(cudaMemcpyAsync(host.raw_data(), buffer.data(), host.nbytes(), cudaMemcpyDeviceToHost,
+                                    context.stream()));
+  context.synchronize();
+  return host;
+}
+
+}  // namespace
+
+Tensor DeviceGpt::values_to_host() const { return download(state_->context, state_->values, parameter_floats()); }
+Tensor DeviceGpt::grads_to_host() const { return download(state_->context, state_->grads, parameter_floats()); }
+
+void DeviceGpt::zero_grads() {
+  DeviceGuard guard(state_->context.device());
+  MYRIAD_CUDA_CHECK(cudaMemsetAsync(state_->grads.data(), 0, state_->grads.bytes(), state_->context.stream()));
+}
+
+nn::LossSum DeviceGpt::forward_backward(const Tensor& ids, const Tensor& targets, float loss_scale) {
+  State& s = *state_;
+  for (auto [name, t] : {std::pair<const char*, const Tensor*>{"ids", &ids}, {"targets", &targets}}) {
+    MYRIAD_CHECK(t->defined() && t->device().is_cpu() && t->dtype() == DType::i32 && t->dim() == 2 &&
+                     t->size(0) == s.B && t->size(1) == s.T,
+                 "DeviceGpt::forward_backward: " << name << " must be host i32 [" << s.B << ", " << s.T << "], got "
+                                                 << (t->defined() ? t->describe() : "undefined"));
+  }
+  const Tensor ids_c = ids.contiguous(), targets_c = targets.contiguous();
+  DeviceGuard guard(s.context.device());
+  cudaStream_t stream = s.context.stream();
+  MYRIAD_CUDA_CHECK(cudaMemcpyAsync(s.ids.data(), ids_c.raw_data(), ids_c.nbytes(), cudaMemcpyHostToDevice, stream));
+  MYRIAD_CUDA_CHECK(
+      cudaMemcpyAsync(s.targets.data(), targets_c.raw_data(), targets_c.nbytes(), cudaMemcpyHostToDevice, stream));
+  const long long no_bad_index = std::numeric_limits<long long>::max();
+  MYRIAD_CUDA_CHECK(cudaMemcpyAsync(s.bad_index.data(), &no_bad_index, sizeof no_bad_index, cudaMemcpyHostToDevice,
+                                    stream));
+  s.forward(s.L);
+  s.backward(loss_scale);
+
+  // One synchronisation: the per-token losses (summed in token order in float64, as on the CPU)
+  // and the first bad id / target position.
+  std::vector<float> losses(static_cast<std::size_t>(s.N));
+  long long bad = 0;
+  MYRIAD_CUDA_CHECK(cudaMemcpyAsync(losses.data(), s.losses.data(), losses.size() * sizeof(float),
+                                    cudaMemcpyDeviceToHost, stream));
+  MYRIAD_CUDA_CHECK(cudaMemcpyAsync(&bad, s.bad_index.data(), sizeof bad, cudaMemcpyDeviceToHost, stream));
+  s.context.synchronize();
+  MYRIAD_CHECK(bad == no_bad_index, "DeviceGpt::forward_backward: token or target at flat position "
+                                        << bad << " is outside the vocabulary [0, " << s.V << ")");
+  nn::LossSum result;
+  const std::int32_t* target_values = targets_c.data<std::int32_t>();
+  for (std::int64_t i = 0; i < s.N; ++i) {
+    if (target_values[i] == nn::GptModel::kIgnoreIndex) continue;
+    result.sum += losses[static_cast<std::size_t>(i)];
+    result.tokens += 1;
+  }
+  return result;
+}
+
+optim::OptimizerStepStats DeviceGpt::step(float lr, const optim::AdamWConfig& config) {
+  State& s = *state_;
+  const nn::ParameterStore& store = layout();
+  DeviceGuard guard(s.context.device());
+  cudaStream_t stream = s.context.stream();
+  grad_norm_squared_f32(s.grads.as<float>(), store.numel(), s.grad_norm_scratch.as<double>(),
+                        s.grad_norm_scratch_doubles, s.grad_norm_out.as<double>(), stream);
+  double sum_squares = 0.0;
+  MYRIAD_CUDA_CHECK(
+      cudaMemcpyAsync(&sum_squares, s.grad_norm_out.data(), sizeof sum_squares, cudaMemcpyDeviceToHost, stream));
+  s.context.synchronize();
+  optim::OptimizerStepStats stats;
+  stats.grad_norm = std::sqrt(sum_squares);
+  if (!std::isfinite(stats.grad_norm)) {
+    stats.skipped = true;
+    return stats;
+  }
+  if (config.grad_clip > 0.0f && stats.grad_norm > config.grad_clip) {
+    stats.clip_scale = static_cast<float>(config.grad_clip / stats.grad_norm);
+  }
+  ++s.adamw_steps;
+  for (const nn::Parameter& p : store.all()) {
+    const bool decays =
+        std::find(config.no_decay.begin(), config.no_decay.end(), p.kind) == config.no_decay.end();
+    const AdamWStep step{.lr = lr, .beta1 = config.beta1, .beta2 = config.beta2, .eps = config.eps,
+                         .weight_decay = decays ? config.weight_decay : 0.0f, .grad_scale = stats.clip_scale,
+                         .step = s.adamw_steps};
+    adamw_update_f32(s.values.as<float>() + p.offset, s.grads.as<float>() + p.offset, s.m.as<float>() + p.offset,
+                     s.v.as<float>() + p.offset, shape_numel(p.shape), step, stream);
+  }
+  return stats;
+}
+
+}  // namespace myriad::cuda

@@ -1,0 +1,65 @@
+// DeviceGpt::State — the device buffers of a DeviceGpt and the parameter lookup by name.
+// Internal to src/cuda (device_gpt.cpp: construction, copies, optimizer; device_gpt_passes.cpp:
+// forward and backward). Buffers are f32 unless named otherwise; N = batch x seq token rows.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "myriad/cuda/device_buffer.h"
+#include "myriad/cuda/device_gpt.h"
+
+namespace myriad::cuda {
+
+// Saved activations of one transformer block (views into the block's buffer).
+struct BlockActivations {
+  float *ln1, *ln1_mean, *ln1_rstd;  // (N, C), (N), (N)
+  float *qkv;                        // (N, 3C)
+  float *q, *k, *v, *att;            // (B, H, T, D) each
+  float *lse;                        // (B, H, T)
+  float *merged;                     // (N, C) attention output, heads merged
+  float *res_mid;                    // (N, C) residual after attention
+  float *ln2, *ln2_mean, *ln2_rstd;  // (N, C), (N), (N)
+  float *fc, *gelu;                  // (N, F) before and after GELU
+};
+
+struct DeviceGpt::State {
+  DeviceContext& context;
+  nn::TransformerConfig config;
+  DeviceGptOptions options;
+  nn::GptModel layout_model;  // parameter layout only (allocate = false)
+  std::int64_t B, T, N, C, H, D, F, V, L;
+
+  DeviceBuffer values, grads, m, v;  // parameter_floats() each
+  std::vector<DeviceBuffer> residual;  // L + 1 buffers of (N, C): residual[l] is block l's input
+  std::vector<DeviceBuffer> block_buffers;
+  std::vector<BlockActivations> blocks;
+  DeviceBuffer lnf, lnf_mean, lnf_rstd;        // final norm
+  DeviceBuffer logits;                         // (N, V), becomes its own gradient in backward
+  DeviceBuffer losses, ce_lse, grad_losses;    // (N)
+  DeviceBuffer ids, targets;                   // (N) i32
+  DeviceBuffer bad_index;                      // one long long (embedding / cross-entropy checks)
+  // Backward scratch shared by the blocks.
+  DeviceBuffer d_res, d_res_mid, d_tmp, d_merged, d_att, d_q, d_k, d_v, d_qkv, d_fc, delta, norm_scratch;
+  std::int64_t norm_scratch_floats = 0;
+  DeviceBuffer grad_norm_scratch, grad_norm_out;  // doubles
+  std::int64_t grad_norm_scratch_doubles = 0;
+  std::int64_t adamw_steps = 0;
+  std::size_t activation_bytes = 0;
+
+  State(DeviceContext& context, const nn::TransformerConfig& config, std::int64_t batch, std::int64_t seq,
+        DeviceGptOptions options);
+
+  // Device pointers of a parameter's value / gradient by name ("blocks.3.attn.qkv.weight").
+  float* value(const std::string& name) const;
+  float* grad(const std::string& name) const;
+  std::string block_name(std::int64_t layer, const char* suffix) const {
+    return "blocks." + std::to_string(layer) + "." + suffix;
+  }
+
+  void forward(std::int64_t layer_count);  // embeddings, blocks, final norm, logits, losses
+  void backward(float loss_scale);         // from the losses back to the embeddings
+};
+
+}  // namespace myriad::cuda

@@ -1,0 +1,148 @@
+// DeviceGpt (the GPT-2 training step on one GPU) against nn::GptModel and optim::AdamWOptimizer
+// on the CPU, from the same initial parameters and the same fresh random batch:
+//  - loss, and every parameter's gradient after one forward/backward (f32 on both sides, only
+//    summation orders differ: |gpu - cpu| <= 1e-4 x max|cpu grad of that tensor| + 1e-7);
+//  - the loss curve over 4 AdamW steps with clipping (relative 1e-4; TF32 GEMMs 2e-2);
+//  - ignored targets, and a token outside the vocabulary reported with its position.
+// Skips without a device (DeviceGpt allocates on construction, after its scope checks).
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+
+#include "gpu_test_support.h"
+#include "myriad/core/philox.h"
+#include "myriad/cuda/device_gpt.h"
+#include "myriad/nn/gpt_model.h"
+#include "myriad/optim/adamw_optimizer.h"
+#include "reference.h"
+
+namespace myriad {
+namespace {
+
+using testing::expect_error_mentions;
+
+nn::TransformerConfig tiny_gpt2() {
+  // Vocabulary 200 (padded to 256), 2 layers, 2 heads of 64, block 64.
+  return nn::TransformerConfig::gpt2(200, 2, 2, 128, 64);
+}
+
+struct Batch {
+  Tensor ids, targets;
+  float loss_scale = 0.0f;
+};
+
+Batch random_batch(std::int64_t B, std::int64_t T, std::int64_t vocab, std::uint64_t seed, std::uint64_t stream) {
+  Batch batch{Tensor::empty({B, T}, DType::i32), Tensor::empty({B, T}, DType::i32)};
+  Tensor u = Tensor::empty({2 * B * T});
+  fill_uniform(u, 0.0f, 1.0f, seed, stream);
+  std::int64_t valid = 0;
+  for (std::int64_t i = 0; i < B * T; ++i) {
+    batch.ids.data<std::int32_t>()[i] = static_cast<std::int32_t>(u.data<float>()[i] * static_cast<float>(vocab)) %
+                                        static_cast<std::int32_t>(vocab);
+    const float r = u.data<float>()[B * T + i];
+    const bool ignored = i % 13 == 5;  // a few ignored targets
+    batch.targets.data<std::int32_t>()[i] =
+        ignored ? nn::GptModel::kIgnoreIndex : static_cast<std::int32_t>(r * static_cast<float>(vocab)) % vocab;
+    valid += ignored ? 0 : 1;
+  }
+  batch.loss_scale = 1.0f / static_cast<float>(valid);
+  return batch;
+}
+
+void expect_gradients_match(const nn::ParameterStore& cpu, const Tensor& device_grads) {
+  for (const nn::Parameter& p : cpu.all()) {
+    const Tensor expected = p.grad.contiguous();
+    const float* want = expected.data<float>();
+    const float* got = device_grads.data<float>() + p.offset;
+    double largest = 0.0;
+    for (std::int64_t i = 0; i < expected.numel(); ++i) largest = std::max(largest, std::fabs(double{want[i]}));
+    const double tolerance = 1e-4 * largest + 1e-7;
+    for (std::int64_t i = 0; i < expected.numel(); ++i) {
+      ASSERT_NEAR(got[i], want[i], tolerance) << p.name << " element " << i << " (max |grad| " << largest << ")";
+    }
+  }
+}
+
+TEST(DeviceGpt, GradientsMatchTheCpuModel) {
+  MYRIAD_REQUIRE_GPU();
+  const std::uint64_t seed = testing::fresh_seed();
+  MYRIAD_SEED_TRACE(seed);
+  const nn::TransformerConfig config = tiny_gpt2();
+  const std::int64_t B = 2, T = 48;
+  nn::GptModel cpu(config);
+  cpu.initialize(seed);
+  cuda::DeviceContext context(0);
+  cuda::DeviceGpt gpu(context, config, B, T);
+  ASSERT_EQ(gpu.parameter_floats(), cpu.parameters().numel());
+  gpu.load_values(cpu.parameters().flat_values());
+
+  const Batch batch = random_batch(B, T, config.vocab_size, seed, 1);
+  cpu.parameters().zero_grads();
+  const nn::LossSum want = cpu.forward_backward(batch.ids, batch.targets, batch.loss_scale, nn::Recompute::none);
+  gpu.zero_grads();
+  const nn::LossSum got = gpu.forward_backward(batch.ids, batch.targets, batch.loss_scale);
+  EXPECT_EQ(got.tokens, want.tokens);
+  EXPECT_NEAR(got.sum, want.sum, 1e-5 * std::fabs(want.sum));
+  expect_gradients_match(cpu.parameters(), gpu.grads_to_host());
+}
+
+void expect_same_loss_curve(bool tf32, double tolerance) {
+  const std::uint64_t seed = testing::fresh_seed();
+  MYRIAD_SEED_TRACE(seed);
+  const nn::TransformerConfig config = tiny_gpt2();
+  const std::int64_t B = 4, T = 64;
+  nn::GptModel cpu(config);
+  cpu.initialize(seed);
+  cuda::DeviceContext context(0);
+  cuda::DeviceGpt gpu(context, config, B, T, cuda::DeviceGptOptions{.tf32 = tf32});
+  gpu.load_values(cpu.parameters().flat_values());
+  const optim::AdamWConfig adamw{.grad_clip = 0.5f};
+  optim::AdamWOptimizer optimizer(cpu.parameters(), adamw);
+  for (int step = 0; step < 4; ++step) {
+    const Batch batch = random_batch(B, T, config.vocab_size, seed, 10 + static_cast<std::uint64_t>(step));
+    cpu.parameters().zero_grads();
+    const nn::LossSum want = cpu.forward_backward(batch.ids, batch.targets, batch.loss_scale, nn::Recompute::none);
+    gpu.zero_grads();
+    const nn::LossSum got = gpu.forward_backward(batch.ids, batch.targets, batch.loss_scale);
+    EXPECT_NEAR(got.sum / got.tokens, want.sum / want.tokens, tolerance * want.sum / want.tokens) << "step " << step;
+    const optim::OptimizerStepStats cpu_step = optimizer.step(3e-3f);
+    const optim::OptimizerStepStats gpu_step = gpu.step(3e-3f, adamw);
+    EXPECT_NEAR(gpu_step.grad_norm, cpu_step.grad_norm, tolerance * cpu_step.grad_norm) << "step " << step;
+    EXPECT_EQ(gpu.steps_taken(), optimizer.steps_taken());
+  }
+}
+
+TEST(DeviceGpt, LossCurveMatchesTheCpuOverAdamWSteps) {
+  MYRIAD_REQUIRE_GPU();
+  expect_same_loss_curve(false, 1e-4);
+}
+
+TEST(DeviceGpt, Tf32LossCurveStaysClose) {
+  MYRIAD_REQUIRE_GPU();
+  expect_same_loss_curve(true, 2e-2);
+}
+
+TEST(DeviceGpt, BadTokenIsReportedWithItsPosition) {
+  MYRIAD_REQUIRE_GPU();
+  const nn::TransformerConfig config = tiny_gpt2();
+  cuda::DeviceContext context(0);
+  cuda::DeviceGpt gpu(context, config, 1, 8);
+  Batch batch = random_batch(1, 8, config.vocab_size, 5, 2);
+  batch.ids.data<std::int32_t>()[6] = 200;  // == vocab_size: outside
+  expect_error_mentions([&] { gpu.forward_backward(batch.ids, batch.targets, batch.loss_scale); },
+                        {"flat position 6", "outside the vocabulary [0, 200)"});
+}
+
+TEST(DeviceGpt, ScopeErrorsNameTheSetting) {
+  MYRIAD_REQUIRE_GPU();
+  cuda::DeviceContext context(0);
+  nn::TransformerConfig llama = nn::TransformerConfig::llama(200, 2, 2, 1, 128, 64);
+  expect_error_mentions([&] { cuda::DeviceGpt(context, llama, 1, 8); }, {"DeviceGpt", "layernorm"});
+  nn::TransformerConfig odd_heads = nn::TransformerConfig::gpt2(200, 2, 4, 128, 64);  // head dim 32
+  expect_error_mentions([&] { cuda::DeviceGpt(context, odd_heads, 1, 8); }, {"head dim 32"});
+  expect_error_mentions([&] { cuda::DeviceGpt(context, tiny_gpt2(), 1, 65); }, {"seq must be in [1, block_size 64]"});
+}
+
+}  // namespace
+}  // namespace myriad

@@ -1,0 +1,98 @@
+// The device model's plumbing kernels (kernels/tensor/layout.cu) against host loops on fresh
+// random inputs: sums are exact-order f32 (add, broadcast add: bit-exact), column sums within f32
+// summation error of a float64 reference, head split/merge are permutations (bit-exact and
+// inverse of each other on q/k/v slices of fused rows). Argument errors run everywhere.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <vector>
+
+#include "gpu_test_support.h"
+#include "myriad/cuda/kernels.h"
+#include "reference.h"
+
+namespace myriad {
+namespace {
+
+using testing::DeviceArray;
+using testing::expect_error_mentions;
+using testing::random_floats;
+
+TEST(LayoutKernels, AddAndBroadcastAddAreExact) {
+  MYRIAD_REQUIRE_GPU();
+  const std::uint64_t seed = testing::fresh_seed();
+  MYRIAD_SEED_TRACE(seed);
+  cuda::DeviceContext context(0);
+  const std::int64_t rows = 37, width = 129;
+  const auto a = random_floats(rows * width, -2, 2, seed, 1), b = random_floats(rows * width, -2, 2, seed, 2);
+  const auto row = random_floats(width, -1, 1, seed, 3);
+  DeviceArray<float> da(context, a), db(context, b), out(context, rows * width), drow(context, row);
+  cuda::add_f32(da.get(), db.get(), out.get(), rows * width, context.stream());
+  cuda::add_broadcast_rows_f32(da.get(), drow.get(), rows, width, context.stream());
+  const auto sum = out.download(), broadcast = da.download();
+  for (std::int64_t i = 0; i < rows * width; ++i) {
+    ASSERT_EQ(sum[i], a[i] + b[i]) << i;
+    ASSERT_EQ(broadcast[i], a[i] + row[i % width]) << i;
+  }
+}
+
+TEST(LayoutKernels, ColumnSumsAccumulateMatchFloat64) {
+  MYRIAD_REQUIRE_GPU();
+  const std::uint64_t seed = testing::fresh_seed();
+  MYRIAD_SEED_TRACE(seed);
+  cuda::DeviceContext context(0);
+  for (auto [rows, cols] : {std::pair<std::int64_t, std::int64_t>{1, 1}, {7, 33}, {4096, 768}, {16, 50304}}) {
+    const auto x = random_floats(rows * cols, -1, 1, seed, 4);
+    const auto start = random_floats(cols, -1, 1, seed, 5);
+    DeviceArray<float> dx(context, x), dout(context, start);
+    cuda::column_sums_accumulate_f32(dx.get(), dout.get(), rows, cols, context.stream());
+    std::vector<double> expected(cols), got;
+    for (std::int64_t c = 0; c < cols; ++c) {
+      double s = start[c];
+      for (std::int64_t r = 0; r < rows; ++r) s += x[r * cols + c];
+      expected[c] = s;
+    }
+    for (float v : dout.download()) got.push_back(v);
+    testing::expect_close(got, expected, 1e-6 * static_cast<double>(rows), 1e-6,
+                          "rows " + std::to_string(rows) + " cols " + std::to_string(cols));
+    // Run to run identical (fixed summation order).
+    DeviceArray<float> again(context, start);
+    cuda::column_sums_accumulate_f32(dx.get(), again.get(), rows, cols, context.stream());
+    EXPECT_EQ(again.download(), dout.download());
+  }
+}
+
+TEST(LayoutKernels, SplitAndMergeHeadsArePermutationsOfFusedRows) {
+  MYRIAD_REQUIRE_GPU();
+  const std::uint64_t seed = testing::fresh_seed();
+  MYRIAD_SEED_TRACE(seed);
+  cuda::DeviceContext context(0);
+  const std::int64_t B = 2, T = 5, H = 3, D = 64, C = H * D, stride = 3 * C;
+  const auto qkv = random_floats(B * T * stride, -1, 1, seed, 6);
+  DeviceArray<float> dqkv(context, qkv), heads(context, B * H * T * D), merged(context, B * T * stride);
+  for (int part = 0; part < 3; ++part) {
+    cuda::split_heads_f32(dqkv.get() + part * C, stride, heads.get(), B, T, H, D, context.stream());
+    const auto got = heads.download();
+    for (std::int64_t b = 0; b < B; ++b)
+      for (std::int64_t h = 0; h < H; ++h)
+        for (std::int64_t t = 0; t < T; ++t)
+          for (std::int64_t d = 0; d < D; ++d)
+            ASSERT_EQ(got[((b * H + h) * T + t) * D + d], qkv[(b * T + t) * stride + part * C + h * D + d]);
+    cuda::merge_heads_f32(heads.get(), merged.get() + part * C, stride, B, T, H, D, context.stream());
+  }
+  EXPECT_EQ(merged.download(), qkv);  // every slice written back: the inverse permutation
+}
+
+TEST(LayoutKernels, ArgumentErrorsNameTheLauncher) {
+  float* fake = reinterpret_cast<float*>(std::uintptr_t{256});
+  expect_error_mentions([&] { cuda::add_f32(fake, fake, fake, -1, nullptr); }, {"add_f32", "n must be >= 0"});
+  expect_error_mentions([&] { cuda::split_heads_f32(fake, 10, fake + 4096, 1, 2, 3, 4, nullptr); },
+                        {"split_heads_f32", "row stride 10", "12"});
+  expect_error_mentions([&] { cuda::column_sums_accumulate_f32(fake, fake, 4, 4, nullptr); },
+                        {"column_sums_accumulate_f32", "overlaps"});
+  expect_error_mentions([&] { cuda::add_broadcast_rows_f32(nullptr, fake, 2, 2, nullptr); },
+                        {"add_broadcast_rows_f32", "x is null"});
+}
+
+}  // namespace
+}  // namespace myriad
