@@ -1,0 +1,148 @@
+// The CUDA layer of DeviceGpt emulated on the host, so DeviceGpt's own code — the order of its
+// launches, the pointers, shapes and strides it passes, and which calls overwrite or accumulate —
+// is checked in every CI run on machines without a GPU. Linked only into
+// myriad_emulated_device_tests (label cpu), never into the library.
+//
+// What is replaced: the CUDA runtime calls DeviceGpt makes (copies and memsets become memcpy /
+// memset on host memory; streams, devices and synchronisation are no-ops), DeviceBuffer (aligned
+// host memory, filled with 0xFF bytes like the GPU tests' buffers so unwritten data shows up as
+// NaN), DeviceContext, and every kernel launcher and gemm() — each by the CPU reference op that
+// defines the launcher's documented contract (ops/*.h), or a plain loop for the layout kernels.
+// What is not checked here: the kernels themselves (tests/gpu does that on a device).
+#include <cuda_runtime_api.h>
+#include <cublasLt.h>
+#include <cstring>
+#include <cstdlib>
+#include <cmath>
+#include <climits>
+#include "myriad/core/tensor.h"
+#include "myriad/cuda/device_buffer.h"
+#include "myriad/cuda/device_context.h"
+#include "myriad/cuda/device_guard.h"
+#include "myriad/cuda/device_allocator.h"
+#include "myriad/cuda/gemm.h"
+#include "myriad/cuda/kernels.h"
+#include "myriad/ops/norms.h"
+#include "myriad/ops/activations.h"
+#include "myriad/ops/attention.h"
+#include "myriad/ops/cross_entropy.h"
+#include "myriad/ops/embedding.h"
+#include "myriad/ops/adamw.h"
+#include "myriad/ops/matmul.h"
+
+extern "C" {
+cudaError_t cudaMemcpyAsync(void* d, const void* s, size_t n, cudaMemcpyKind, cudaStream_t) { std::memcpy(d, s, n); return cudaSuccess; }
+cudaError_t cudaMemsetAsync(void* d, int v, size_t n, cudaStream_t) { std::memset(d, v, n); return cudaSuccess; }
+cudaError_t cudaStreamSynchronize(cudaStream_t) { return cudaSuccess; }
+cudaError_t cudaGetLastError(void) { return cudaSuccess; }
+const char* cudaGetErrorName(cudaError_t) { return "emu"; }
+const char* cudaGetErrorString(cudaError_t) { return "emu"; }
+cudaError_t cudaGetDevice(int* d) { *d = 0; return cudaSuccess; }
+cudaError_t cudaSetDevice(int) { return cudaSuccess; }
+cudaError_t cudaGetDeviceCount(int* c) { *c = 1; return cudaSuccess; }
+cudaError_t cudaStreamDestroy(cudaStream_t) { return cudaSuccess; }
+cudaError_t cudaDeviceSynchronize(void) { return cudaSuccess; }
+cudaError_t cudaMemcpy(void* d, const void* s, size_t n, cudaMemcpyKind) { std::memcpy(d, s, n); return cudaSuccess; }
+}
+
+namespace myriad::cuda {
+int cuda_device_count_or_zero() noexcept { return 1; }
+DeviceBuffer::DeviceBuffer(std::size_t bytes, int device) : bytes_(bytes), device_(device) {
+  if (bytes) { data_ = std::aligned_alloc(64, (bytes + 63) / 64 * 64); std::memset(data_, 0xff, bytes); }
+}
+DeviceBuffer::~DeviceBuffer() { release(); }
+DeviceBuffer::DeviceBuffer(DeviceBuffer&& o) noexcept : data_(o.data_), bytes_(o.bytes_), device_(o.device_) { o.data_ = nullptr; o.bytes_ = 0; }
+DeviceBuffer& DeviceBuffer::operator=(DeviceBuffer&& o) noexcept { if (this != &o) { release(); data_ = o.data_; bytes_ = o.bytes_; device_ = o.device_; o.data_ = nullptr; o.bytes_ = 0; } return *this; }
+void DeviceBuffer::release() noexcept { std::free(data_); data_ = nullptr; bytes_ = 0; }
+DeviceGuard::DeviceGuard(int) {}
+DeviceGuard::~DeviceGuard() {}
+void* DeviceRawAllocator::allocate(std::size_t b) { return std::aligned_alloc(64, (b + 63) / 64 * 64); }
+void DeviceRawAllocator::release(void* p, std::size_t) { std::free(p); }
+void DeviceContext::StreamDeleter::operator()(std::remove_pointer_t<cudaStream_t>*) const noexcept {}
+void DeviceContext::CublasLtDeleter::operator()(std::remove_pointer_t<cublasLtHandle_t>*) const noexcept {}
+DeviceContext::DeviceContext(int device, std::size_t) : device_(device), raw_allocator_(device) {
+  allocator_ = std::make_unique<CachingAllocator>(raw_allocator_);
+}
+DeviceContext::~DeviceContext() {}
+void DeviceContext::synchronize() const {}
+
+static Tensor W(const void* p, const Shape& s, DType t = DType::f32) {
+  std::size_t bytes = shape_numel(s) * dtype_size(t);
+  return Tensor::from_storage(Storage::wrap(const_cast<void*>(p), bytes, Device::cpu(), [](void*) {}), s, contiguous_strides(s), 0, t);
+}
+
+void gemm(const DeviceContext&, const Gemm& g, const void* a, const void* b, const void* bias, void* c) {
+  MYRIAD_CHECK(!g.accumulate || g.epilogue == GemmEpilogue::none, "emu gemm");
+  Tensor A = W(a, g.transpose_a ? Shape{g.k, g.m} : Shape{g.m, g.k});
+  Tensor B = W(b, g.transpose_b ? Shape{g.n, g.k} : Shape{g.k, g.n});
+  Tensor Cm = W(c, {g.m, g.n});
+  matmul_forward(MatmulArgs{.transpose_a = g.transpose_a, .transpose_b = g.transpose_b, .accumulate = g.accumulate}, A, B, Cm);
+  if (g.epilogue != GemmEpilogue::none) {
+    float* cp = static_cast<float*>(c); const float* bp = static_cast<const float*>(bias);
+    for (std::int64_t i = 0; i < g.m; ++i) for (std::int64_t j = 0; j < g.n; ++j) cp[i * g.n + j] += bp[j];
+    if (g.epilogue == GemmEpilogue::bias_gelu) gelu_forward(GeluArgs{}, Cm, Cm);
+  }
+}
+
+void gelu_forward_f32(const float* x, float* out, std::int64_t n, cudaStream_t) { Tensor o = W(out, {n}); gelu_forward(GeluArgs{}, W(x, {n}), o); }
+void gelu_backward_f32(const float* x, const float* go, float* gx, std::int64_t n, cudaStream_t) {
+  Tensor tmp = Tensor::empty({n}); gelu_backward(GeluArgs{}, W(x, {n}), W(go, {n}), tmp); std::memcpy(gx, tmp.raw_data(), n * 4);
+}
+void layernorm_forward_f32(const float* x, const float* w, const float* b, float* out, float* mean, float* rstd, std::int64_t N, std::int64_t C, float eps, cudaStream_t) {
+  Tensor o = W(out, {N, C}), m = W(mean, {N}), r = W(rstd, {N});
+  layernorm_forward(LayernormArgs{.eps = eps}, W(x, {N, C}), W(w, {C}), W(b, {C}), o, m, r);
+}
+std::int64_t layernorm_backward_scratch_floats(std::int64_t, std::int64_t) { return 0; }
+void layernorm_backward_f32(const float* go, const float* x, const float* w, const float* mean, const float* rstd, float* gx, float* gw, float* gb, float*, std::int64_t, std::int64_t N, std::int64_t C, cudaStream_t) {
+  Tensor tx = W(gx, {N, C}), tw = W(gw, {C}), tb = W(gb, {C});
+  layernorm_backward(LayernormArgs{}, W(x, {N, C}), W(w, {C}), W(mean, {N}), W(rstd, {N}), W(go, {N, C}), tx, tw, tb);
+}
+void embedding_forward_f32(const std::int32_t* ids, const float* table, float* out, long long* bad, std::int64_t n, std::int64_t V, std::int64_t C, cudaStream_t) {
+  for (std::int64_t i = 0; i < n; ++i) {
+    if (ids[i] < 0 || ids[i] >= V) { if (i < *bad) *bad = i; std::memset(out + i * C, 0, C * 4); continue; }
+    std::memcpy(out + i * C, table + ids[i] * C, C * 4);
+  }
+}
+void embedding_backward_f32(const std::int32_t* ids, const float* go, float* gt, long long*, std::int64_t n, std::int64_t V, std::int64_t C, cudaStream_t) {
+  for (std::int64_t i = 0; i < n; ++i) { if (ids[i] < 0 || ids[i] >= V) continue; for (std::int64_t c = 0; c < C; ++c) gt[ids[i] * C + c] += go[i * C + c]; }
+}
+void flash_attention_forward_f32(const float* q, const float* k, const float* v, float* out, float* lse, const FlashAttentionShape& s, cudaStream_t) {
+  Shape sq{s.batch, s.q_heads, s.seq, s.head_dim}, sk{s.batch, s.kv_heads, s.seq, s.head_dim};
+  Tensor o = W(out, sq), l = W(lse, {s.batch, s.q_heads, s.seq});
+  attention_forward(AttentionArgs{.scale = s.scale, .causal = s.causal}, W(q, sq), W(k, sk), W(v, sk), o, l);
+}
+void flash_attention_backward_f32(const float* q, const float* k, const float* v, const float* out, const float* lse, const float* go, float* gq, float* gk, float* gv, float*, std::int64_t, const FlashAttentionShape& s, cudaStream_t) {
+  Shape sq{s.batch, s.q_heads, s.seq, s.head_dim}, sk{s.batch, s.kv_heads, s.seq, s.head_dim};
+  Tensor a = W(gq, sq), b = W(gk, sk), c = W(gv, sk);
+  attention_backward(AttentionArgs{.scale = s.scale, .causal = s.causal}, W(q, sq), W(k, sk), W(v, sk), W(out, sq), W(lse, {s.batch, s.q_heads, s.seq}), W(go, sq), a, b, c);
+}
+void cross_entropy_forward_f32(const float* logits, const std::int32_t* t, float* losses, float* lse, long long* bad, std::int64_t N, std::int64_t V, std::int32_t ig, cudaStream_t) {
+  for (std::int64_t i = 0; i < N; ++i) if (t[i] != ig && (t[i] < 0 || t[i] >= V) && i < *bad) *bad = i;
+  Tensor l = W(losses, {N}), s = W(lse, {N});
+  cross_entropy_forward(CrossEntropyArgs{.ignore_index = ig}, W(logits, {N, V}), W(t, {N}, DType::i32), l, s);
+}
+void cross_entropy_backward_f32(const float* logits, const std::int32_t* t, const float* lse, const float* gl, float* glog, std::int64_t N, std::int64_t V, std::int32_t ig, cudaStream_t) {
+  Tensor tmp = Tensor::empty({N, V});
+  cross_entropy_backward(CrossEntropyArgs{.ignore_index = ig}, W(logits, {N, V}), W(t, {N}, DType::i32), W(lse, {N}), W(gl, {N}), tmp);
+  std::memcpy(glog, tmp.raw_data(), N * V * 4);
+}
+void adamw_update_f32(float* p, const float* g, float* m, float* v, std::int64_t n, const AdamWStep& s, cudaStream_t) {
+  Tensor tp = W(p, {n}), tm = W(m, {n}), tv = W(v, {n});
+  adamw_update(AdamWArgs{.lr = s.lr, .beta1 = s.beta1, .beta2 = s.beta2, .eps = s.eps, .weight_decay = s.weight_decay, .step = s.step, .grad_scale = s.grad_scale}, tp, W(g, {n}), tm, tv);
+}
+std::int64_t grad_norm_scratch_doubles(std::int64_t) { return 1; }
+void grad_norm_squared_f32(const float* g, std::int64_t n, double*, std::int64_t, double* out, cudaStream_t) { *out = grad_norm_squared(W(g, {n})); }
+void add_f32(const float* a, const float* b, float* out, std::int64_t n, cudaStream_t) { for (std::int64_t i = 0; i < n; ++i) out[i] = a[i] + b[i]; }
+void add_broadcast_rows_f32(float* x, const float* row, std::int64_t rows, std::int64_t w, cudaStream_t) { for (std::int64_t i = 0; i < rows * w; ++i) x[i] += row[i % w]; }
+void column_sums_accumulate_f32(const float* x, float* out, std::int64_t rows, std::int64_t cols, cudaStream_t) {
+  for (std::int64_t c = 0; c < cols; ++c) { float s = 0; for (std::int64_t r = 0; r < rows; ++r) s += x[r * cols + c]; out[c] += s; }
+}
+void split_heads_f32(const float* src, std::int64_t st, float* dst, std::int64_t B, std::int64_t T, std::int64_t H, std::int64_t D, cudaStream_t) {
+  for (std::int64_t b = 0; b < B; ++b) for (std::int64_t h = 0; h < H; ++h) for (std::int64_t t = 0; t < T; ++t) for (std::int64_t d = 0; d < D; ++d)
+    dst[((b * H + h) * T + t) * D + d] = src[(b * T + t) * st + h * D + d];
+}
+void merge_heads_f32(const float* src, float* dst, std::int64_t st, std::int64_t B, std::int64_t T, std::int64_t H, std::int64_t D, cudaStream_t) {
+  for (std::int64_t b = 0; b < B; ++b) for (std::int64_t h = 0; h < H; ++h) for (std::int64_t t = 0; t < T; ++t) for (std::int64_t d = 0; d < D; ++d)
+    dst[(b * T + t) * st + h * D + d] = src[((b * H + h) * T + t) * D + d];
+}
+}  // namespace myriad::cuda
