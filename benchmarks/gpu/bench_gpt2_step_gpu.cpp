@@ -1,7 +1,7 @@
 // bench_gpt2_step_gpu: one GPT-2 training step (forward, backward, clipping, AdamW) of
 // cuda::DeviceGpt on one GPU, in tokens/s and MFU, against PyTorch's step on the same GPU.
 // Model: GPT-2 124M (12 layers, 12 heads, C 768, vocabulary 50257, block 1024), random tokens;
-// f32 activations and masters, GEMMs in f32 and in TF32 (two rows). FLOPs per token from
+// f32 activations and masters; GEMMs in f32, TF32 and bf16 (three rows: DeviceGptOptions). FLOPs per token from
 // nn::GptModel::flops_per_token (6 x matrix parameters + 6 L T C); MFU over the bf16 dense
 // datasheet peak (--peak-tflops, default 989 for H100/H200 SXM), as the issue's bar defines it.
 // With `--reference FILE` (written by benchmarks/gpu/gpt2_step_reference.py: "tokens/s mfu
@@ -16,6 +16,7 @@
 #include <cstring>
 #include <fstream>
 #include <string>
+#include <utility>
 
 #include "myriad/core/philox.h"
 #include "myriad/cuda/device_context.h"
@@ -92,9 +93,11 @@ int main(int argc, char** argv) {
               static_cast<long long>(o.seq), o.steps, o.peak_tflops);
   std::printf("| GEMMs | step (ms) | tokens/s | MFU | loss | activations (GiB) | vs PyTorch |\n");
   std::printf("|---|---|---|---|---|---|---|\n");
-  for (bool tf32 : {false, true}) {
+  const std::pair<const char*, cuda::DeviceGptOptions> modes[] = {
+      {"f32", {}}, {"TF32", {.tf32 = true}}, {"bf16", {.bf16 = true}}};
+  for (const auto& [mode, options] : modes) {
     cuda::DeviceContext context(0);
-    cuda::DeviceGpt model(context, config, o.batch, o.seq, cuda::DeviceGptOptions{.tf32 = tf32});
+    cuda::DeviceGpt model(context, config, o.batch, o.seq, options);
     model.load_values(host.parameters().flat_values());
     const optim::AdamWConfig adamw{};
     double mean_loss = 0.0;
@@ -115,7 +118,7 @@ int main(int argc, char** argv) {
     const double mfu = flops_per_token * tokens_per_second / (o.peak_tflops * 1e12);
     char ratio[32] = "-";
     if (reference_tokens > 0.0) std::snprintf(ratio, sizeof ratio, "%.2fx", tokens_per_second / reference_tokens);
-    std::printf("| %s | %.1f | %.0f | %.1f%% | %.3f | %.1f | %s |\n", tf32 ? "TF32" : "f32", seconds * 1e3,
+    std::printf("| %s | %.1f | %.0f | %.1f%% | %.3f | %.1f | %s |\n", mode, seconds * 1e3,
                 tokens_per_second, 100.0 * mfu, mean_loss, static_cast<double>(model.activation_bytes()) / (1 << 30),
                 ratio);
   }

@@ -4,7 +4,9 @@
 //   column_sums_accumulate_f32   out[c] += sum_r x[r, c], rows summed in a fixed order
 //   split_heads_f32              (B, T, H, D) rows with a row stride -> (B, H, T, D) contiguous
 //   merge_heads_f32              (B, H, T, D) contiguous -> (B, T, H, D) rows with a row stride
+//   convert_f32_to_bf16          out = x rounded to nearest even
 // Grid-stride loops, one thread per output element; no atomics (deterministic).
+#include <cuda_bf16.h>
 #include <cuda_runtime.h>
 
 #include <algorithm>
@@ -29,6 +31,13 @@ __global__ void add_kernel(const float* a, const float* b, float* out, std::int6
   const std::int64_t stride = static_cast<std::int64_t>(gridDim.x) * blockDim.x;
   for (std::int64_t i = static_cast<std::int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < n; i += stride) {
     out[i] = a[i] + b[i];
+  }
+}
+
+__global__ void convert_f32_to_bf16_kernel(const float* x, __nv_bfloat16* out, std::int64_t n) {
+  const std::int64_t stride = static_cast<std::int64_t>(gridDim.x) * blockDim.x;
+  for (std::int64_t i = static_cast<std::int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < n; i += stride) {
+    out[i] = __float2bfloat16_rn(x[i]);
   }
 }
 
@@ -157,6 +166,18 @@ void merge_heads_f32(const float* src, float* dst, std::int64_t dst_row_stride, 
   detail::check_disjoint(op, "dst", dst, static_cast<std::size_t>(batch * seq * dst_row_stride) * sizeof(float),
                          "src", src, static_cast<std::size_t>(n) * sizeof(float));
   merge_heads_kernel<<<blocks_for(op, n), kThreads, 0, stream>>>(src, dst, dst_row_stride, batch, seq, heads, head_dim);
+  MYRIAD_CUDA_CHECK(cudaGetLastError());
+}
+
+void convert_f32_to_bf16(const float* x, __nv_bfloat16* out, std::int64_t n, cudaStream_t stream) {
+  const char* op = "convert_f32_to_bf16";
+  detail::check_count(op, "n", n);
+  if (n == 0) return;
+  detail::check_pointer(op, "x", x, alignof(float));
+  detail::check_pointer(op, "out", out, alignof(__nv_bfloat16));
+  detail::check_disjoint(op, "out", out, static_cast<std::size_t>(n) * sizeof(__nv_bfloat16), "x", x,
+                         static_cast<std::size_t>(n) * sizeof(float));
+  convert_f32_to_bf16_kernel<<<blocks_for(op, n), kThreads, 0, stream>>>(x, out, n);
   MYRIAD_CUDA_CHECK(cudaGetLastError());
 }
 

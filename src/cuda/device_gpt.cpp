@@ -96,7 +96,23 @@ DeviceGpt::State::State(DeviceContext& ctx, const nn::TransformerConfig& cfg, st
     a.ln2_rstd = take(N);
     a.fc = take(N * F);
     a.gelu = take(N * F);
+    a.ln1_h = a.merged_h = a.ln2_h = a.gelu_h = nullptr;
+    if (opts.bf16) {
+      const std::int64_t halves = 3 * round16(N * C) + round16(N * F);
+      block_half_buffers.push_back(DeviceBuffer(static_cast<std::size_t>(halves) * sizeof(__nv_bfloat16), dev));
+      auto* h = block_half_buffers.back().as<__nv_bfloat16>();
+      a.ln1_h = h;
+      a.merged_h = h + round16(N * C);
+      a.ln2_h = h + 2 * round16(N * C);
+      a.gelu_h = h + 3 * round16(N * C);
+    }
     blocks.push_back(a);
+  }
+  if (opts.bf16) {
+    auto halves = [&](std::int64_t n) { return DeviceBuffer(static_cast<std::size_t>(n) * sizeof(__nv_bfloat16), dev); };
+    values_h = halves(total);
+    lnf_h = halves(N * C);
+    grad_h = halves(std::max(N * V, N * F));
   }
   lnf = floats(N * C, dev);
   lnf_mean = floats(N, dev);
@@ -119,12 +135,12 @@ DeviceGpt::State::State(DeviceContext& ctx, const nn::TransformerConfig& cfg, st
   grad_norm_out = DeviceBuffer(sizeof(double), dev);
 
   activation_bytes = 0;
-  for (const auto* list : {&residual, &block_buffers}) {
+  for (const auto* list : {&residual, &block_buffers, &block_half_buffers}) {
     for (const DeviceBuffer& b : *list) activation_bytes += b.bytes();
   }
   for (const DeviceBuffer* b : {&lnf, &lnf_mean, &lnf_rstd, &logits, &losses, &ce_lse, &grad_losses, &ids, &targets,
                                 &d_res, &d_res_mid, &d_tmp, &d_merged, &d_att, &d_q, &d_k, &d_v, &d_qkv, &d_fc, &delta,
-                                &norm_scratch}) {
+                                &norm_scratch, &lnf_h, &grad_h}) {
     activation_bytes += b->bytes();
   }
 }
@@ -135,6 +151,16 @@ float* DeviceGpt::State::value(const std::string& name) const {
 
 float* DeviceGpt::State::grad(const std::string& name) const {
   return grads.as<float>() + layout_model.parameters().find(name).offset;
+}
+
+const __nv_bfloat16* DeviceGpt::State::value_h(const std::string& name) const {
+  return values_h.as<__nv_bfloat16>() + layout_model.parameters().find(name).offset;
+}
+
+void DeviceGpt::State::refresh_bf16_weights() {
+  if (!options.bf16) return;
+  convert_f32_to_bf16(values.as<float>(), values_h.as<__nv_bfloat16>(), layout_model.parameters().numel(),
+                      context.stream());
 }
 
 DeviceGpt::DeviceGpt(DeviceContext& context, const nn::TransformerConfig& config, std::int64_t batch, std::int64_t seq,
@@ -164,6 +190,7 @@ void DeviceGpt::load_values(const Tensor& flat_values) {
   DeviceGuard guard(state_->context.device());
   MYRIAD_CUDA_CHECK(cudaMemcpyAsync(state_->values.data(), flat_values.raw_data(), flat_values.nbytes(),
                                     cudaMemcpyHostToDevice, state_->context.stream()));
+  state_->refresh_bf16_weights();
   state_->context.synchronize();
 }
 
@@ -258,6 +285,7 @@ optim::OptimizerStepStats DeviceGpt::step(float lr, const optim::AdamWConfig& co
     adamw_update_f32(s.values.as<float>() + p.offset, s.grads.as<float>() + p.offset, s.m.as<float>() + p.offset,
                      s.v.as<float>() + p.offset, shape_numel(p.shape), step, stream);
   }
+  s.refresh_bf16_weights();
   return stats;
 }
 

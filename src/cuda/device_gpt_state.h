@@ -3,6 +3,8 @@
 // forward and backward). Buffers are f32 unless named otherwise; N = batch x seq token rows.
 #pragma once
 
+#include <cuda_bf16.h>
+
 #include <cstdint>
 #include <string>
 #include <vector>
@@ -22,6 +24,8 @@ struct BlockActivations {
   float *res_mid;                    // (N, C) residual after attention
   float *ln2, *ln2_mean, *ln2_rstd;  // (N, C), (N), (N)
   float *fc, *gelu;                  // (N, F) before and after GELU
+  // bf16 mode: the GEMM inputs above rounded to bf16 (null in f32 mode).
+  __nv_bfloat16 *ln1_h, *merged_h, *ln2_h, *gelu_h;
 };
 
 struct DeviceGpt::State {
@@ -32,10 +36,15 @@ struct DeviceGpt::State {
   std::int64_t B, T, N, C, H, D, F, V, L;
 
   DeviceBuffer values, grads, m, v;  // parameter_floats() each
+  DeviceBuffer values_h;             // bf16 mode: the masters rounded to bf16 (GEMM weights)
   std::vector<DeviceBuffer> residual;  // L + 1 buffers of (N, C): residual[l] is block l's input
   std::vector<DeviceBuffer> block_buffers;
+  std::vector<DeviceBuffer> block_half_buffers;  // bf16 mode: the blocks' bf16 GEMM inputs
   std::vector<BlockActivations> blocks;
   DeviceBuffer lnf, lnf_mean, lnf_rstd;        // final norm
+  DeviceBuffer lnf_h;                          // bf16 mode: lnf rounded
+  // bf16 mode: output gradients rounded for the backward GEMMs (sized for the widest: N x V).
+  DeviceBuffer grad_h;
   DeviceBuffer logits;                         // (N, V), becomes its own gradient in backward
   DeviceBuffer losses, ce_lse, grad_losses;    // (N)
   DeviceBuffer ids, targets;                   // (N) i32
@@ -54,6 +63,8 @@ struct DeviceGpt::State {
   // Device pointers of a parameter's value / gradient by name ("blocks.3.attn.qkv.weight").
   float* value(const std::string& name) const;
   float* grad(const std::string& name) const;
+  const __nv_bfloat16* value_h(const std::string& name) const;  // bf16 mode only
+  void refresh_bf16_weights();  // values_h <- values (bf16 mode; no-op otherwise)
   std::string block_name(std::int64_t layer, const char* suffix) const {
     return "blocks." + std::to_string(layer) + "." + suffix;
   }

@@ -35,6 +35,10 @@ void gemm(const DeviceContext& context, const Gemm& s, const void* a, const void
   MYRIAD_CHECK(s.m >= 0 && s.n >= 0 && s.k >= 0,
                "gemm: sizes must be >= 0, got M " << s.m << ", N " << s.n << ", K " << s.k);
   (void)element_bytes(s.type);  // validates the type
+  const cudaDataType_t output_type = s.output_type.value_or(s.type);
+  (void)element_bytes(output_type);
+  MYRIAD_CHECK(output_type == s.type || output_type == CUDA_R_32F,
+               "gemm: the output type must be the inputs' type or f32");
   MYRIAD_CHECK(!s.tf32 || s.type == CUDA_R_32F, "gemm: tf32 applies to f32 inputs only");
   if (s.m == 0 || s.n == 0) return;
   MYRIAD_CHECK(a != nullptr && b != nullptr && c != nullptr, "gemm: A, B and C must not be null");
@@ -62,7 +66,7 @@ void gemm(const DeviceContext& context, const Gemm& s, const void* a, const void
         s.epilogue == GemmEpilogue::bias_gelu ? CUBLASLT_EPILOGUE_GELU_BIAS : CUBLASLT_EPILOGUE_BIAS;
     MYRIAD_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(op.handle, CUBLASLT_MATMUL_DESC_EPILOGUE, &epilogue, sizeof epilogue));
     MYRIAD_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(op.handle, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &bias, sizeof bias));
-    const cudaDataType_t bias_type = s.type;
+    const cudaDataType_t bias_type = output_type;
     MYRIAD_CUBLAS_CHECK(
         cublasLtMatmulDescSetAttribute(op.handle, CUBLASLT_MATMUL_DESC_BIAS_DATA_TYPE, &bias_type, sizeof bias_type));
   }
@@ -80,7 +84,7 @@ void gemm(const DeviceContext& context, const Gemm& s, const void* a, const void
   } else {
     MYRIAD_CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&second.handle, s.type, u(s.k), u(s.m), s.k));
   }
-  MYRIAD_CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&out.handle, s.type, u(s.n), u(s.m), s.n));
+  MYRIAD_CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&out.handle, output_type, u(s.n), u(s.m), s.n));
   LtHandle<cublasLtMatmulPreference_t, cublasLtMatmulPreferenceDestroy> preference;
   MYRIAD_CUBLAS_CHECK(cublasLtMatmulPreferenceCreate(&preference.handle));
   const std::size_t workspace = context.workspace_bytes();

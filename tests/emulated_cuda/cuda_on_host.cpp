@@ -71,10 +71,17 @@ static Tensor W(const void* p, const Shape& s, DType t = DType::f32) {
   return Tensor::from_storage(Storage::wrap(const_cast<void*>(p), bytes, Device::cpu(), [](void*) {}), s, contiguous_strides(s), 0, t);
 }
 
+// An operand as f32: itself, or its bf16 values widened (exactly) into a new tensor.
+static Tensor operand(const void* p, const Shape& s, cudaDataType_t type) {
+  MYRIAD_CHECK(type == CUDA_R_32F || type == CUDA_R_16BF, "emulated gemm: f32 or bf16 inputs only");
+  return type == CUDA_R_32F ? W(p, s) : W(p, s, DType::bf16).to(DType::f32);
+}
+
 void gemm(const DeviceContext&, const Gemm& g, const void* a, const void* b, const void* bias, void* c) {
   MYRIAD_CHECK(!g.accumulate || g.epilogue == GemmEpilogue::none, "emu gemm");
-  Tensor A = W(a, g.transpose_a ? Shape{g.k, g.m} : Shape{g.m, g.k});
-  Tensor B = W(b, g.transpose_b ? Shape{g.n, g.k} : Shape{g.k, g.n});
+  MYRIAD_CHECK(g.output_type.value_or(g.type) == CUDA_R_32F, "emulated gemm: f32 outputs only");
+  Tensor A = operand(a, g.transpose_a ? Shape{g.k, g.m} : Shape{g.m, g.k}, g.type);
+  Tensor B = operand(b, g.transpose_b ? Shape{g.n, g.k} : Shape{g.k, g.n}, g.type);
   Tensor Cm = W(c, {g.m, g.n});
   matmul_forward(MatmulArgs{.transpose_a = g.transpose_a, .transpose_b = g.transpose_b, .accumulate = g.accumulate}, A, B, Cm);
   if (g.epilogue != GemmEpilogue::none) {
@@ -132,6 +139,10 @@ void adamw_update_f32(float* p, const float* g, float* m, float* v, std::int64_t
 }
 std::int64_t grad_norm_scratch_doubles(std::int64_t) { return 1; }
 void grad_norm_squared_f32(const float* g, std::int64_t n, double*, std::int64_t, double* out, cudaStream_t) { *out = grad_norm_squared(W(g, {n})); }
+void convert_f32_to_bf16(const float* x, __nv_bfloat16* out, std::int64_t n, cudaStream_t) {
+  Tensor widened = W(x, {n}).to(DType::bf16);  // round to nearest even (core/half.h)
+  std::memcpy(out, widened.raw_data(), static_cast<std::size_t>(n) * 2);
+}
 void add_f32(const float* a, const float* b, float* out, std::int64_t n, cudaStream_t) { for (std::int64_t i = 0; i < n; ++i) out[i] = a[i] + b[i]; }
 void add_broadcast_rows_f32(float* x, const float* row, std::int64_t rows, std::int64_t w, cudaStream_t) { for (std::int64_t i = 0; i < rows * w; ++i) x[i] += row[i % w]; }
 void column_sums_accumulate_f32(const float* x, float* out, std::int64_t rows, std::int64_t cols, cudaStream_t) {

@@ -2,7 +2,8 @@
 // on the CPU, from the same initial parameters and the same fresh random batch:
 //  - loss, and every parameter's gradient after one forward/backward (f32 on both sides, only
 //    summation orders differ: |gpu - cpu| <= 1e-4 x max|cpu grad of that tensor| + 1e-7);
-//  - the loss curve over 4 AdamW steps with clipping (relative 1e-4; TF32 GEMMs 2e-2);
+//  - the loss curve over 4 AdamW steps with clipping (relative 1e-4; TF32 GEMMs 2e-2; bf16
+//    GEMM operands 3e-2);
 //  - ignored targets, and a token outside the vocabulary reported with its position.
 // Skips without a device (DeviceGpt allocates on construction, after its scope checks).
 #include <gtest/gtest.h>
@@ -87,7 +88,7 @@ TEST(DeviceGpt, GradientsMatchTheCpuModel) {
   expect_gradients_match(cpu.parameters(), gpu.grads_to_host());
 }
 
-void expect_same_loss_curve(bool tf32, double tolerance) {
+void expect_same_loss_curve(cuda::DeviceGptOptions options, double tolerance) {
   const std::uint64_t seed = testing::fresh_seed();
   MYRIAD_SEED_TRACE(seed);
   const nn::TransformerConfig config = tiny_gpt2();
@@ -95,7 +96,7 @@ void expect_same_loss_curve(bool tf32, double tolerance) {
   nn::GptModel cpu(config);
   cpu.initialize(seed);
   cuda::DeviceContext context(0);
-  cuda::DeviceGpt gpu(context, config, B, T, cuda::DeviceGptOptions{.tf32 = tf32});
+  cuda::DeviceGpt gpu(context, config, B, T, options);
   gpu.load_values(cpu.parameters().flat_values());
   const optim::AdamWConfig adamw{.grad_clip = 0.5f};
   optim::AdamWOptimizer optimizer(cpu.parameters(), adamw);
@@ -115,12 +116,18 @@ void expect_same_loss_curve(bool tf32, double tolerance) {
 
 TEST(DeviceGpt, LossCurveMatchesTheCpuOverAdamWSteps) {
   MYRIAD_REQUIRE_GPU();
-  expect_same_loss_curve(false, 1e-4);
+  expect_same_loss_curve({}, 1e-4);
 }
 
 TEST(DeviceGpt, Tf32LossCurveStaysClose) {
   MYRIAD_REQUIRE_GPU();
-  expect_same_loss_curve(true, 2e-2);
+  expect_same_loss_curve({.tf32 = true}, 2e-2);
+}
+
+// bf16 GEMM operands (8-bit mantissas) against the f32 CPU model: the curves stay within 3e-2.
+TEST(DeviceGpt, Bf16LossCurveStaysClose) {
+  MYRIAD_REQUIRE_GPU();
+  expect_same_loss_curve({.bf16 = true}, 3e-2);
 }
 
 TEST(DeviceGpt, BadTokenIsReportedWithItsPosition) {

@@ -4,8 +4,8 @@
 //
 // Scope (checked at construction, errors name the setting): the GPT-2 architecture — LayerNorm,
 // GELU MLP, learned positions, biases, tied embeddings, n_kv_head == n_head, head dim 64 or 128.
-// Activations are f32 and every one the backward needs is kept (no recompute); memory for
-// `batch` x `seq` tokens is allocated once, here.
+// Activations are f32 (plus bf16 copies of the GEMM inputs in bf16 mode) and every one the
+// backward needs is kept (no recompute); memory for `batch` x `seq` tokens is allocated once, here.
 //
 // Invariants: the parameter layout is nn::ParameterStore's for the same config (same names,
 // shapes and flat offsets), so load_values / values_to_host / grads_to_host exchange the store's
@@ -28,6 +28,11 @@ namespace myriad::cuda {
 
 struct DeviceGptOptions {
   bool tf32 = false;  // f32 GEMMs on TF32 tensor cores (faster, ~1e-3 relative products)
+  // bf16 GEMMs (tensor cores) with f32 outputs: every GEMM operand — the weights (a bf16 copy of
+  // the f32 masters, refreshed after each update), the normalised / GELU / attention outputs and
+  // the output gradients — is rounded to bf16; residual stream, norms, softmax, losses, gradient
+  // sums and the optimizer stay f32 (training.precision: bf16).
+  bool bf16 = false;
 };
 
 class DeviceGpt {

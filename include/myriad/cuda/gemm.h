@@ -26,12 +26,14 @@
 #include <library_types.h>
 
 #include <cstdint>
+#include <optional>
 
 #include "myriad/cuda/device_context.h"
 
 namespace myriad::cuda {
 
 enum class GemmEpilogue { none, bias, bias_gelu };
+
 
 struct LinearGemm {
   std::int64_t m = 0, n = 0, k = 0;
@@ -46,7 +48,10 @@ void linear_gemm(const DeviceContext& context, const LinearGemm& shape, const vo
 struct Gemm {
   std::int64_t m = 0, n = 0, k = 0;
   bool transpose_a = false, transpose_b = false;
-  cudaDataType_t type = CUDA_R_32F;  // A, B, C (and bias) type
+  cudaDataType_t type = CUDA_R_32F;  // A and B type
+  // C (and bias) type; CUDA_R_32F with 16-bit A/B keeps f32 outputs and f32 gradient sums.
+  // Unset: `type`.
+  std::optional<cudaDataType_t> output_type{};
   GemmEpilogue epilogue = GemmEpilogue::none;
   bool accumulate = false;  // C += (no epilogue then)
   bool tf32 = false;        // f32 only: TF32 tensor-core products
