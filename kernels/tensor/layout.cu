@@ -141,32 +141,38 @@ void column_sums_accumulate_f32(const float* x, float* out, std::int64_t rows, s
   MYRIAD_CUDA_CHECK(cudaGetLastError());
 }
 
-void split_heads_f32(const float* src, std::int64_t src_row_stride, float* dst, std::int64_t batch, std::int64_t seq,
-                     std::int64_t heads, std::int64_t head_dim, cudaStream_t stream) {
-  const char* op = "split_heads_f32";
-  check_heads(op, batch, seq, heads, head_dim, src_row_stride);
+namespace {
+
+// The shared launcher of split_heads_f32 (merge = false) and merge_heads_f32 (merge = true): the
+// strided side is src for a split and dst for a merge.
+void launch_heads(const char* op, const float* src, float* dst, std::int64_t row_stride, std::int64_t batch,
+                  std::int64_t seq, std::int64_t heads, std::int64_t head_dim, bool merge, cudaStream_t stream) {
+  check_heads(op, batch, seq, heads, head_dim, row_stride);
   const std::int64_t n = batch * seq * heads * head_dim;
   if (n == 0) return;
   detail::check_pointer(op, "src", src, alignof(float));
   detail::check_pointer(op, "dst", dst, alignof(float));
-  detail::check_disjoint(op, "dst", dst, static_cast<std::size_t>(n) * sizeof(float), "src", src,
-                         static_cast<std::size_t>(batch * seq * src_row_stride) * sizeof(float));
-  split_heads_kernel<<<blocks_for(op, n), kThreads, 0, stream>>>(src, src_row_stride, dst, batch, seq, heads, head_dim);
+  const auto strided = static_cast<std::size_t>(batch * seq * row_stride) * sizeof(float);
+  const auto packed = static_cast<std::size_t>(n) * sizeof(float);
+  detail::check_disjoint(op, "dst", dst, merge ? strided : packed, "src", src, merge ? packed : strided);
+  if (merge) {
+    merge_heads_kernel<<<blocks_for(op, n), kThreads, 0, stream>>>(src, dst, row_stride, batch, seq, heads, head_dim);
+  } else {
+    split_heads_kernel<<<blocks_for(op, n), kThreads, 0, stream>>>(src, row_stride, dst, batch, seq, heads, head_dim);
+  }
   MYRIAD_CUDA_CHECK(cudaGetLastError());
+}
+
+}  // namespace
+
+void split_heads_f32(const float* src, std::int64_t src_row_stride, float* dst, std::int64_t batch, std::int64_t seq,
+                     std::int64_t heads, std::int64_t head_dim, cudaStream_t stream) {
+  launch_heads("split_heads_f32", src, dst, src_row_stride, batch, seq, heads, head_dim, false, stream);
 }
 
 void merge_heads_f32(const float* src, float* dst, std::int64_t dst_row_stride, std::int64_t batch, std::int64_t seq,
                      std::int64_t heads, std::int64_t head_dim, cudaStream_t stream) {
-  const char* op = "merge_heads_f32";
-  check_heads(op, batch, seq, heads, head_dim, dst_row_stride);
-  const std::int64_t n = batch * seq * heads * head_dim;
-  if (n == 0) return;
-  detail::check_pointer(op, "src", src, alignof(float));
-  detail::check_pointer(op, "dst", dst, alignof(float));
-  detail::check_disjoint(op, "dst", dst, static_cast<std::size_t>(batch * seq * dst_row_stride) * sizeof(float),
-                         "src", src, static_cast<std::size_t>(n) * sizeof(float));
-  merge_heads_kernel<<<blocks_for(op, n), kThreads, 0, stream>>>(src, dst, dst_row_stride, batch, seq, heads, head_dim);
-  MYRIAD_CUDA_CHECK(cudaGetLastError());
+  launch_heads("merge_heads_f32", src, dst, dst_row_stride, batch, seq, heads, head_dim, true, stream);
 }
 
 void convert_f32_to_bf16(const float* x, __nv_bfloat16* out, std::int64_t n, cudaStream_t stream) {
