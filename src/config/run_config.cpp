@@ -87,6 +87,22 @@ void validate_precision(const TrainingConfig& t) {
                                                << t.min_loss_scale << ")");
 }
 
+// training.device: cuda trains with cuda::DeviceGpt, which models one GPU running GPT-2.
+void validate_device(const RunConfig& c) {
+  if (c.training.device != ComputeDevice::cuda) return;
+  const char* why = "training.device cuda";
+  const ParallelConfig& p = c.parallel;
+  MYRIAD_CHECK(p.dp * p.tp * p.pp * p.cp * p.ep == 1,
+               why << " runs one rank for now (parallel.dp " << p.dp << ", tp " << p.tp << ", pp " << p.pp
+                   << "): launch a single process, or use training.device cpu for the parallel layouts");
+  MYRIAD_CHECK(c.model.architecture == Architecture::gpt2, why << " needs model.architecture gpt2");
+  MYRIAD_CHECK(c.training.precision != Precision::fp16,
+               why << " supports training.precision fp32 or bf16 (fp16 loss scaling is CPU-only for now)");
+  MYRIAD_CHECK(c.training.recompute == Recompute::none,
+               why << " keeps every activation: training.recompute must be none (got "
+                   << choice_name(c.training.recompute) << ")");
+}
+
 void validate_tokenizer(const DataConfig& data, const ModelConfig& model) {
   if (data.tokenizer.empty()) return;
   TokenizerSpec spec = parse_tokenizer_spec(data.tokenizer);
@@ -115,6 +131,7 @@ void RunConfig::validate(int world_size) const {
   validate_tensor_parallel(model, parallel);
   validate_pipeline_and_experts(model, parallel);
   validate_precision(training);
+  validate_device(*this);
   validate_sequence(*this);
   validate_batch(training, parallel);
   validate_tokenizer(data, model);

@@ -3,6 +3,7 @@
 #include "myriad/cuda/device_gpt.h"
 
 #include <algorithm>
+#include <functional>
 #include <cmath>
 #include <cstring>
 #include <limits>
@@ -163,6 +164,34 @@ void DeviceGpt::State::refresh_bf16_weights() {
                       context.stream());
 }
 
+nn::LossSum DeviceGpt::State::read_losses(const Tensor& host_targets, const std::function<void()>& passes) {
+  DeviceGuard guard(context.device());
+  cudaStream_t stream = context.stream();
+  const long long no_bad_index = std::numeric_limits<long long>::max();
+  MYRIAD_CUDA_CHECK(cudaMemcpyAsync(bad_index.data(), &no_bad_index, sizeof no_bad_index, cudaMemcpyHostToDevice,
+                                    stream));
+  passes();
+  // One synchronisation: the per-token losses (summed in token order in float64, as on the CPU)
+  // and the first bad id / target position.
+  std::vector<float> host_losses(static_cast<std::size_t>(N));
+  long long bad = 0;
+  MYRIAD_CUDA_CHECK(cudaMemcpyAsync(host_losses.data(), losses.data(), host_losses.size() * sizeof(float),
+                                    cudaMemcpyDeviceToHost, stream));
+  MYRIAD_CUDA_CHECK(cudaMemcpyAsync(&bad, bad_index.data(), sizeof bad, cudaMemcpyDeviceToHost, stream));
+  context.synchronize();
+  MYRIAD_CHECK(bad == no_bad_index, "DeviceGpt: token or target at flat position " << bad
+                                                                                  << " is outside the vocabulary [0, "
+                                                                                  << V << ")");
+  nn::LossSum result;
+  const std::int32_t* target_values = host_targets.data<std::int32_t>();
+  for (std::int64_t i = 0; i < N; ++i) {
+    if (target_values[i] == nn::GptModel::kIgnoreIndex) continue;
+    result.sum += host_losses[static_cast<std::size_t>(i)];
+    result.tokens += 1;
+  }
+  return result;
+}
+
 DeviceGpt::DeviceGpt(DeviceContext& context, const nn::TransformerConfig& config, std::int64_t batch, std::int64_t seq,
                      DeviceGptOptions options) {
   check_scope(config, batch, seq);
@@ -215,44 +244,53 @@ void DeviceGpt::zero_grads() {
   MYRIAD_CUDA_CHECK(cudaMemsetAsync(state_->grads.data(), 0, state_->grads.bytes(), state_->context.stream()));
 }
 
-nn::LossSum DeviceGpt::forward_backward(const Tensor& ids, const Tensor& targets, float loss_scale) {
-  State& s = *state_;
+namespace {
+
+// ids / targets of a call: host i32 (rows, seq) with rows == batch, or 1..batch when `fewer_rows`.
+void check_batch(const DeviceGpt::State& s, const Tensor& ids, const Tensor& targets, const char* what,
+                 bool fewer_rows) {
   for (auto [name, t] : {std::pair<const char*, const Tensor*>{"ids", &ids}, {"targets", &targets}}) {
-    MYRIAD_CHECK(t->defined() && t->device().is_cpu() && t->dtype() == DType::i32 && t->dim() == 2 &&
-                     t->size(0) == s.B && t->size(1) == s.T,
-                 "DeviceGpt::forward_backward: " << name << " must be host i32 [" << s.B << ", " << s.T << "], got "
-                                                 << (t->defined() ? t->describe() : "undefined"));
+    const bool rows_ok = t->defined() && t->dim() == 2 &&
+                         (fewer_rows ? t->size(0) >= 1 && t->size(0) <= s.B : t->size(0) == s.B);
+    MYRIAD_CHECK(rows_ok && t->device().is_cpu() && t->dtype() == DType::i32 && t->size(1) == s.T,
+                 "DeviceGpt::" << what << ": " << name << " must be host i32 [" << (fewer_rows ? "1.." : "") << s.B
+                               << ", " << s.T << "], got " << (t->defined() ? t->describe() : "undefined"));
   }
-  const Tensor ids_c = ids.contiguous(), targets_c = targets.contiguous();
+  MYRIAD_CHECK(ids.size(0) == targets.size(0), "DeviceGpt::" << what << ": ids " << ids.describe() << " and targets "
+                                                             << targets.describe() << " differ in rows");
+}
+
+void upload_batch(DeviceGpt::State& s, const Tensor& ids, const Tensor& targets) {
   DeviceGuard guard(s.context.device());
   cudaStream_t stream = s.context.stream();
-  MYRIAD_CUDA_CHECK(cudaMemcpyAsync(s.ids.data(), ids_c.raw_data(), ids_c.nbytes(), cudaMemcpyHostToDevice, stream));
+  MYRIAD_CUDA_CHECK(cudaMemcpyAsync(s.ids.data(), ids.raw_data(), ids.nbytes(), cudaMemcpyHostToDevice, stream));
   MYRIAD_CUDA_CHECK(
-      cudaMemcpyAsync(s.targets.data(), targets_c.raw_data(), targets_c.nbytes(), cudaMemcpyHostToDevice, stream));
-  const long long no_bad_index = std::numeric_limits<long long>::max();
-  MYRIAD_CUDA_CHECK(cudaMemcpyAsync(s.bad_index.data(), &no_bad_index, sizeof no_bad_index, cudaMemcpyHostToDevice,
-                                    stream));
-  s.forward(s.L);
-  s.backward(loss_scale);
+      cudaMemcpyAsync(s.targets.data(), targets.raw_data(), targets.nbytes(), cudaMemcpyHostToDevice, stream));
+}
 
-  // One synchronisation: the per-token losses (summed in token order in float64, as on the CPU)
-  // and the first bad id / target position.
-  std::vector<float> losses(static_cast<std::size_t>(s.N));
-  long long bad = 0;
-  MYRIAD_CUDA_CHECK(cudaMemcpyAsync(losses.data(), s.losses.data(), losses.size() * sizeof(float),
-                                    cudaMemcpyDeviceToHost, stream));
-  MYRIAD_CUDA_CHECK(cudaMemcpyAsync(&bad, s.bad_index.data(), sizeof bad, cudaMemcpyDeviceToHost, stream));
-  s.context.synchronize();
-  MYRIAD_CHECK(bad == no_bad_index, "DeviceGpt::forward_backward: token or target at flat position "
-                                        << bad << " is outside the vocabulary [0, " << s.V << ")");
-  nn::LossSum result;
-  const std::int32_t* target_values = targets_c.data<std::int32_t>();
-  for (std::int64_t i = 0; i < s.N; ++i) {
-    if (target_values[i] == nn::GptModel::kIgnoreIndex) continue;
-    result.sum += losses[static_cast<std::size_t>(i)];
-    result.tokens += 1;
-  }
-  return result;
+}  // namespace
+
+nn::LossSum DeviceGpt::forward_backward(const Tensor& ids, const Tensor& targets, float loss_scale) {
+  State& s = *state_;
+  check_batch(s, ids, targets, "forward_backward", false);
+  const Tensor ids_c = ids.contiguous(), targets_c = targets.contiguous();
+  upload_batch(s, ids_c, targets_c);
+  return s.read_losses(targets_c, [&] {
+    s.forward(s.L);
+    s.backward(loss_scale);
+  });
+}
+
+nn::LossSum DeviceGpt::forward_loss(const Tensor& ids, const Tensor& targets) {
+  State& s = *state_;
+  check_batch(s, ids, targets, "forward_loss", true);
+  // Rows past the given ones: token 0 with ignored targets (no loss, no effect on the others).
+  Tensor padded_ids = Tensor::zeros({s.B, s.T}, DType::i32);
+  Tensor padded_targets = Tensor::full({s.B, s.T}, nn::GptModel::kIgnoreIndex, DType::i32);
+  padded_ids.slice(0, 0, ids.size(0)).copy_from(ids);
+  padded_targets.slice(0, 0, targets.size(0)).copy_from(targets);
+  upload_batch(s, padded_ids, padded_targets);
+  return s.read_losses(padded_targets, [&] { s.forward(s.L); });
 }
 
 optim::OptimizerStepStats DeviceGpt::step(float lr, const optim::AdamWConfig& config) {
@@ -287,6 +325,56 @@ optim::OptimizerStepStats DeviceGpt::step(float lr, const optim::AdamWConfig& co
   }
   s.refresh_bf16_weights();
   return stats;
+}
+
+namespace {
+
+// Packed (AdamWOptimizer: parameters back to back) <-> padded (ParameterStore offsets) layouts.
+void check_packed(const nn::ParameterStore& store, const Tensor& t, const char* what) {
+  std::int64_t packed = 0;
+  for (const nn::Parameter& p : store.all()) packed += shape_numel(p.shape);
+  MYRIAD_CHECK(t.defined() && t.device().is_cpu() && t.dtype() == DType::f32 && t.is_contiguous() &&
+                   t.numel() == packed,
+               "DeviceGpt optimizer state: " << what << " must be a contiguous host f32[" << packed << "], got "
+                                             << (t.defined() ? t.describe() : "undefined"));
+}
+
+}  // namespace
+
+void DeviceGpt::load_optimizer_state(const Tensor& m, const Tensor& v, std::int64_t steps_taken) {
+  const nn::ParameterStore& store = layout();
+  check_packed(store, m, "m");
+  check_packed(store, v, "v");
+  MYRIAD_CHECK(steps_taken >= 0, "DeviceGpt::load_optimizer_state: steps_taken " << steps_taken << " < 0");
+  for (auto [packed, device] : {std::pair<const Tensor*, DeviceBuffer*>{&m, &state_->m}, {&v, &state_->v}}) {
+    Tensor padded = Tensor::zeros({store.numel()});
+    std::int64_t at = 0;
+    for (const nn::Parameter& p : store.all()) {
+      const std::int64_t n = shape_numel(p.shape);
+      std::memcpy(padded.data<float>() + p.offset, packed->data<float>() + at, static_cast<std::size_t>(n) * 4);
+      at += n;
+    }
+    DeviceGuard guard(state_->context.device());
+    MYRIAD_CUDA_CHECK(cudaMemcpyAsync(device->data(), padded.raw_data(), padded.nbytes(), cudaMemcpyHostToDevice,
+                                      state_->context.stream()));
+    state_->context.synchronize();
+  }
+  state_->adamw_steps = steps_taken;
+}
+
+void DeviceGpt::optimizer_state_to_host(Tensor& m, Tensor& v) const {
+  const nn::ParameterStore& store = layout();
+  check_packed(store, m, "m");
+  check_packed(store, v, "v");
+  for (auto [packed, device] : {std::pair<Tensor*, const DeviceBuffer*>{&m, &state_->m}, {&v, &state_->v}}) {
+    const Tensor padded = download(state_->context, *device, store.numel());
+    std::int64_t at = 0;
+    for (const nn::Parameter& p : store.all()) {
+      const std::int64_t n = shape_numel(p.shape);
+      std::memcpy(packed->data<float>() + at, padded.data<float>() + p.offset, static_cast<std::size_t>(n) * 4);
+      at += n;
+    }
+  }
 }
 
 }  // namespace myriad::cuda

@@ -6,6 +6,7 @@
 #include <cuda_bf16.h>
 
 #include <cstdint>
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -70,6 +71,9 @@ struct DeviceGpt::State {
   }
 
   void forward(std::int64_t layer_count);  // embeddings, blocks, final norm, logits, losses
+  // Resets the bad-index flag, runs `passes`, then reads the losses back (one synchronisation):
+  // their float64 sum in token order over targets that are not ignored, and the valid count.
+  nn::LossSum read_losses(const Tensor& host_targets, const std::function<void()>& passes);
   void backward(float loss_scale);         // from the losses back to the embeddings
 };
 

@@ -137,6 +137,55 @@ TEST(DeviceGpt, Bf16LossCurveStaysClose) {
   expect_same_loss_curve({.bf16 = true}, 3e-2, 1e-6);
 }
 
+TEST(DeviceGpt, ForwardLossOfFewerRowsMatchesTheCpuAndLeavesGradients) {
+  MYRIAD_REQUIRE_GPU();
+  const std::uint64_t seed = testing::fresh_seed();
+  MYRIAD_SEED_TRACE(seed);
+  Twins twins(seed, 4, 32);
+  const Batch batch = random_batch(3, 32, tiny_gpt2().vocab_size, seed, 3);
+  twins.gpu.zero_grads();
+  const nn::LossSum want = twins.cpu.forward_loss(batch.ids, batch.targets);
+  const nn::LossSum got = twins.gpu.forward_loss(batch.ids, batch.targets);
+  EXPECT_EQ(got.tokens, want.tokens);
+  EXPECT_NEAR(got.sum, want.sum, 1e-5 * std::fabs(want.sum));
+  const Tensor grads = twins.gpu.grads_to_host();
+  for (std::int64_t i = 0; i < grads.numel(); ++i) ASSERT_EQ(grads.data<float>()[i], 0.0f) << i;
+}
+
+TEST(DeviceGpt, OptimizerStateRoundTripsInTheCpuOptimizersLayout) {
+  MYRIAD_REQUIRE_GPU();
+  const std::uint64_t seed = testing::fresh_seed();
+  MYRIAD_SEED_TRACE(seed);
+  Twins twins(seed, 2, 16);
+  optim::AdamWOptimizer optimizer(twins.cpu.parameters(), optim::AdamWConfig{});
+  for (int step = 0; step < 2; ++step) {
+    twins.forward_backward(random_batch(2, 16, tiny_gpt2().vocab_size, seed, 20 + static_cast<std::uint64_t>(step)));
+    optimizer.step(1e-3f);
+  }
+  twins.gpu.load_values(twins.cpu.parameters().flat_values());
+  twins.gpu.load_optimizer_state(optimizer.m(), optimizer.v(), optimizer.steps_taken());
+  EXPECT_EQ(twins.gpu.steps_taken(), 2);
+  Tensor m = Tensor::zeros(optimizer.m().shape()), v = Tensor::zeros(optimizer.v().shape());
+  twins.gpu.optimizer_state_to_host(m, v);
+  for (std::int64_t i = 0; i < m.numel(); ++i) {
+    ASSERT_EQ(m.data<float>()[i], optimizer.m().data<float>()[i]) << i;
+    ASSERT_EQ(v.data<float>()[i], optimizer.v().data<float>()[i]) << i;
+  }
+  // The next step continues the CPU run: same update on both sides.
+  twins.forward_backward(random_batch(2, 16, tiny_gpt2().vocab_size, seed, 30));
+  optimizer.step(1e-3f);
+  twins.gpu.step(1e-3f, optim::AdamWConfig{});
+  const Tensor values = twins.gpu.values_to_host();
+  for (const nn::Parameter& p : twins.cpu.parameters().all()) {
+    const Tensor want = p.value.contiguous();
+    for (std::int64_t i = 0; i < want.numel(); ++i) {
+      ASSERT_NEAR(values.data<float>()[p.offset + i], want.data<float>()[i], 2e-5) << p.name << " " << i;
+    }
+  }
+  expect_error_mentions([&] { twins.gpu.load_optimizer_state(Tensor::zeros({3}), v, 1); },
+                        {"optimizer state: m must be a contiguous host f32"});
+}
+
 TEST(DeviceGpt, BadTokenIsReportedWithItsPosition) {
   MYRIAD_REQUIRE_GPU();
   const nn::TransformerConfig config = tiny_gpt2();

@@ -17,6 +17,7 @@ enum class PipelineSchedule { one_f_one_b, gpipe, interleaved };
 enum class LrSchedule { cosine, linear, constant };       // decay after warmup
 enum class Precision { fp32, bf16, fp16 };                // compute precision (master weights stay fp32)
 enum class Recompute { none, selective, full };           // activation recomputation in backward
+enum class ComputeDevice { cpu, cuda };                    // where the model computes (training.device)
 
 template <typename E> struct ChoiceTraits;
 template <> struct ChoiceTraits<Architecture> {
@@ -33,6 +34,9 @@ template <> struct ChoiceTraits<Precision> {
 };
 template <> struct ChoiceTraits<Recompute> {
   static constexpr std::array<std::string_view, 3> names{"none", "selective", "full"};
+};
+template <> struct ChoiceTraits<ComputeDevice> {
+  static constexpr std::array<std::string_view, 2> names{"cpu", "cuda"};
 };
 
 template <typename E>

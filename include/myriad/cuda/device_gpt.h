@@ -56,9 +56,17 @@ class DeviceGpt {
   // ids, targets: host (batch, seq) i32; targets may hold nn::GptModel::kIgnoreIndex. Adds
   // d(loss_scale x sum of token losses) to the gradients; returns the sum and valid count.
   nn::LossSum forward_backward(const Tensor& ids, const Tensor& targets, float loss_scale);
+  // Forward only (evaluation): the loss sum and valid count of (rows <= batch, seq) host i32
+  // ids/targets; gradients untouched.
+  nn::LossSum forward_loss(const Tensor& ids, const Tensor& targets);
   // Global-norm clipping + AdamW over every parameter; returns what AdamWOptimizer::step does.
   optim::OptimizerStepStats step(float lr, const optim::AdamWConfig& config);
   std::int64_t steps_taken() const;
+
+  // AdamW state in optim::AdamWOptimizer's layout (whole parameters back to back in store order,
+  // no padding), for checkpoints and for continuing a CPU run on the GPU or back.
+  void load_optimizer_state(const Tensor& m, const Tensor& v, std::int64_t steps_taken);
+  void optimizer_state_to_host(Tensor& m, Tensor& v) const;
 
   // Bytes of device memory held for activations and scratch (besides the 4 parameter buffers).
   std::size_t activation_bytes() const;
