@@ -129,6 +129,8 @@ void bind_train(py::module_& m) {
              return d;
            }, "name -> Tensor view of each parameter (Tensor.numpy() gives a NumPy view)")
       .def("gradients", [](train::Engine& e) {
+             MYRIAD_CHECK(!e.trains_on_device(), "Engine.gradients(): with training.device cuda the gradients "
+                                                 "live on the GPU (only parameters are copied back)");
              py::dict d;
              for (nn::Parameter& p : e.model().parameters().all()) {
                MYRIAD_CHECK(p.grad.defined(), "Engine.gradients(): the gradient of '"

@@ -110,7 +110,7 @@ Engine::Engine(const RunConfig& config, std::shared_ptr<spdlog::logger> log, dis
   model_ = std::make_unique<nn::GptModel>(transformer_config(config_.model, config_.model.vocab_size), model_split());
   model_->initialize(config_.training.seed);
   if (model_parallel()) serial_layout_ = std::make_unique<SerialLayout>(*model_);
-  optim::AdamWConfig adam;
+  optim::AdamWConfig& adam = adam_;
   adam.beta1 = static_cast<float>(config_.training.beta1);
   adam.beta2 = static_cast<float>(config_.training.beta2);
   adam.eps = static_cast<float>(config_.training.adam_eps);
@@ -124,7 +124,16 @@ Engine::Engine(const RunConfig& config, std::shared_ptr<spdlog::logger> log, dis
   dp_options.model_parallel = {&tp(), &pp()};
   dp_options.reduce_after_backward = config_.parallel.pp > 1;
   data_parallel_ = std::make_unique<DataParallel>(*model_, dp(), dp_options, adam);
-  setup_precision();
+  if (config_.training.device == ComputeDevice::cuda) {
+    // The GPU holds the working state; the host model stays the master copy for checkpoints and
+    // generation (its precision is the device's business: no host compute copy).
+    device_ = make_device_trainer(model_->config(), config_.training.micro_batch, T,
+                                  config_.training.precision == Precision::bf16);
+    device_->upload(model_->parameters(), data_parallel_->optimizer());
+    log_->info("device: {}", device_->describe());
+  } else {
+    setup_precision();
+  }
   if (config_.parallel.pp > 1) {
     pipeline_ = std::make_unique<PipelineExecutor>(*model_, pp(), to_schedule_kind(config_.parallel.pp_schedule),
                                                    config_.training.gradient_accumulation,
@@ -263,7 +272,14 @@ nn::ModelSplit Engine::model_split() {
 }
 
 nn::LossSum Engine::forward_loss(const Tensor& ids, const Tensor& targets) {
+  if (device_) return device_->forward_loss(ids, targets);
   return pipeline_ ? pipeline_->forward_only(ids, targets) : model_->forward_loss(ids, targets);
+}
+
+void Engine::sync_host_from_device() {
+  if (!device_ || !host_stale_) return;
+  device_->download(model_->parameters(), data_parallel_->optimizer());
+  host_stale_ = false;
 }
 
 void Engine::sync_tied_embedding() {
@@ -336,6 +352,11 @@ StepMetrics Engine::step() {
     sync_tied_embedding();
     data_parallel_->reduce_gradients();
     loss_sum = dist::sum_over_ranks(pp(), run.loss_sum);  // computed on the last stage only
+  } else if (device_) {
+    device_->zero_grads();
+    for (int m = 0; m < micro_batches; ++m) {
+      loss_sum += device_->forward_backward(micro_ids_[m], micro_targets_[m], loss_scale).sum;
+    }
   } else {
     for (int m = 0; m < micro_batches; ++m) {
       data_parallel_->begin_micro_batch(m == micro_batches - 1);
@@ -347,7 +368,9 @@ StepMetrics Engine::step() {
   loss_sum = dist::sum_over_ranks(dp(), loss_sum);
   StepMetrics metrics;
   metrics.lr = schedule_.lr_at(step_);
-  optim::OptimizerStepStats stats = data_parallel_->optimizer_step(metrics.lr, static_cast<float>(1.0 / scale));
+  optim::OptimizerStepStats stats = device_ ? device_->step(metrics.lr, adam_)
+                                            : data_parallel_->optimizer_step(metrics.lr, static_cast<float>(1.0 / scale));
+  host_stale_ = host_stale_ || (device_ && !stats.skipped);
   metrics.loss_scale = scale;
   if (loss_scaler_) {
     loss_scaler_->update(!stats.skipped);

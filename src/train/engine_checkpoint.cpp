@@ -19,6 +19,7 @@ std::string Engine::save(bool background) {
   // still reading them must finish first.
   dist::Communicator& world = groups_->world();
   dist::run_on_every_rank(world, "previous background checkpoint write", [&] { async_writer_.wait(); });
+  sync_host_from_device();
   const bool writer = writes_checkpoint();
   auto pieces = std::make_shared<std::vector<CheckpointPiece>>();
   if (writer) {
@@ -46,7 +47,7 @@ std::string Engine::save(bool background) {
   header.seed = config_.training.seed;
   header.samples_consumed = step_ * config_.training.micro_batch * config_.training.gradient_accumulation *
                             config_.parallel.dp;
-  header.optimizer_steps = optimizer().steps_taken();
+  header.optimizer_steps = data_parallel_->optimizer().steps_taken();
   if (loss_scaler_) {
     header.loss_scale = loss_scaler_->scale();
     header.loss_scale_finite_steps = loss_scaler_->finite_steps();
@@ -107,7 +108,11 @@ void Engine::load(const std::string& checkpoint_dir) {
   data_parallel_->load_full(staged.values, staged.m, staged.v);
   refresh_compute_weights();
   step_ = header.step;
-  optimizer().set_steps_taken(header.optimizer_steps >= 0 ? header.optimizer_steps : header.step);
+  data_parallel_->optimizer().set_steps_taken(header.optimizer_steps >= 0 ? header.optimizer_steps : header.step);
+  if (device_) {
+    device_->upload(model_->parameters(), data_parallel_->optimizer());
+    host_stale_ = false;
+  }
   if (loss_scaler_ && header.loss_scale > 0) loss_scaler_->restore(header.loss_scale, header.loss_scale_finite_steps);
   log_->info("checkpoint: resumed from {} at step {}", path, step_);
 }
@@ -120,6 +125,7 @@ std::string Engine::generate(const std::string& prompt, std::int64_t max_new_tok
   std::vector<std::int32_t> ids = tok.encode(prompt);
   ids.insert(ids.begin(), tok.eot_id());
   nn::GenerateArgs args{.max_new_tokens = max_new_tokens, .temperature = temperature, .top_k = top_k, .seed = seed};
+  sync_host_from_device();  // training.device cuda: decode on the host copy of the trained weights
   std::vector<std::int32_t> out;
   if (model_parallel()) {  // decode on a serial copy assembled from every rank's part
     FullState serial;

@@ -73,6 +73,7 @@ training:
   beta2: 0.99
   adam_eps: 1e-6
   grad_clip: 0.5
+  device: cuda
   precision: bf16
   initial_loss_scale: 1024
   loss_scale_window: 50
@@ -239,7 +240,11 @@ TEST(ConfigYaml, FullFileSetsEveryKey) {
   EXPECT_EQ(c.sample.temperature, 1.2);
   EXPECT_EQ(c.sample.top_k, 0);
   EXPECT_EQ(c.sample.prompt, "Once upon a time: #1");
-  EXPECT_NO_THROW(c.validate(32));
+  EXPECT_EQ(c.training.device, ComputeDevice::cuda);
+  // training.device cuda is single-rank: the 32-rank layout above validates on the CPU.
+  RunConfig on_cpu = c;
+  on_cpu.training.device = ComputeDevice::cpu;
+  EXPECT_NO_THROW(on_cpu.validate(32));
 
   // The file above really covers the registry: every key differs from its default.
   const RunConfig defaults;

@@ -121,7 +121,7 @@ TEST(ConfigErrors, EveryChoiceKeyListsItsAllowedValues) {
       expect_error([&] { RunConfig().apply_override(path + "=nonsense"); }, {path, "must be one of " + allowed});
     }
   });
-  EXPECT_EQ(choices, 6);  // architecture, pp_schedule, schedule, precision, recompute, level
+  EXPECT_EQ(choices, 7);  // architecture, pp_schedule, schedule, device, precision, recompute, level
 }
 
 TEST(ConfigErrors, RepeatedKeysAndBothSpellingsOfAnAlias) {
@@ -191,6 +191,15 @@ TEST(ConfigValidate, WorldSizeNamesEveryFactor) {
 }
 
 TEST(ConfigValidate, CrossKeyChecks) {
+  auto on_cuda = [](RunConfig& c) { c.training.device = ComputeDevice::cuda; };
+  expect_invalid([&](RunConfig& c) { on_cuda(c); c.parallel.dp = 2; },
+                 {"training.device cuda runs one rank for now (parallel.dp 2, tp 1, pp 1)"}, 2);
+  expect_invalid([&](RunConfig& c) { on_cuda(c); c.training.precision = Precision::fp16; },
+                 {"training.device cuda supports training.precision fp32 or bf16"});
+  expect_invalid([&](RunConfig& c) { on_cuda(c); c.training.recompute = Recompute::selective; },
+                 {"training.recompute must be none (got selective)"});
+  expect_invalid([&](RunConfig& c) { on_cuda(c); c.model.architecture = Architecture::llama; },
+                 {"training.device cuda needs model.architecture gpt2"});
   expect_invalid([](RunConfig& c) { c.model.n_head = 5; }, {"model.n_embd (768) must be divisible by model.n_head (5)"});
   expect_invalid([](RunConfig& c) { c.model.n_kv_head = 5; }, {"model.n_kv_head (5) must divide model.n_head (12)"});
   expect_invalid([](RunConfig& c) { c.model.n_kv_head = 24; }, {"model.n_kv_head (24) must divide"});

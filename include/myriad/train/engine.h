@@ -34,6 +34,7 @@
 #include "myriad/optim/lr_schedule.h"
 #include "myriad/train/async_checkpoint.h"
 #include "myriad/train/data_parallel.h"
+#include "myriad/train/device_trainer.h"
 #include "myriad/train/loss_scaler.h"
 #include "myriad/train/metrics_writer.h"
 #include "myriad/train/peak_flops.h"
@@ -75,8 +76,16 @@ class Engine {
 
   std::int64_t step_count() const { return step_; }
   const RunConfig& config() const { return config_; }
-  nn::GptModel& model() { return *model_; }
-  optim::AdamWOptimizer& optimizer() { return data_parallel_->optimizer(); }
+  // The host model; with training.device cuda brought up to date from the GPU first.
+  nn::GptModel& model() {
+    sync_host_from_device();
+    return *model_;
+  }
+  bool trains_on_device() const { return device_ != nullptr; }
+  optim::AdamWOptimizer& optimizer() {  // host state; synced from the GPU like model()
+    sync_host_from_device();
+    return data_parallel_->optimizer();
+  }
   DataParallel& data_parallel() { return *data_parallel_; }
   dist::ProcessGroups& groups() { return *groups_; }
   const data::BpeTokenizer* tokenizer() const { return data_.tokenizer.get(); }
@@ -93,6 +102,8 @@ class Engine {
   void log_layout();
   void setup_precision();
   void refresh_compute_weights();  // compute copy <- master weights rounded to the compute format
+  // training.device cuda: the host model and optimizer <- the device's state, when it changed.
+  void sync_host_from_device();
   nn::ModelSplit model_split();
   dist::Communicator& dp() { return groups_->group(dist::Axis::dp); }
   dist::Communicator& tp() { return groups_->group(dist::Axis::tp); }
@@ -118,6 +129,9 @@ class Engine {
   std::unique_ptr<data::EvalSampler> eval_sampler_;
   std::unique_ptr<nn::GptModel> model_;
   std::unique_ptr<DataParallel> data_parallel_;
+  optim::AdamWConfig adam_;
+  std::unique_ptr<DeviceTrainer> device_;  // training.device cuda
+  bool host_stale_ = false;                // the device has updates the host copy lacks
   std::unique_ptr<PipelineExecutor> pipeline_;  // pp > 1
   std::unique_ptr<SerialLayout> serial_layout_;  // tp * pp > 1
   double bubble_seconds_ = 0.0;                  // of the last step

@@ -1,0 +1,42 @@
+// DeviceTrainer — the GPU half of the Engine when training.device is cuda: the model's working
+// state (parameters, gradients, AdamW moments) lives on the rank's GPU in a cuda::DeviceGpt, and
+// the Engine's step, evaluation and optimizer update run there. The host nn::GptModel and
+// optim::AdamWOptimizer stay the master copy for everything else (checkpoints, generation,
+// export): the Engine uploads them at start and after a load, and downloads before it reads them.
+//
+// make_device_trainer picks the GPU from the local rank (core/local_device.h) and throws
+// myriad::Error naming training.device when this build has no CUDA backend, no GPU is visible,
+// or the model is outside DeviceGpt's scope (the message names the model.* key).
+#pragma once
+
+#include <memory>
+#include <string>
+
+#include "myriad/core/tensor.h"
+#include "myriad/nn/gpt_model.h"
+#include "myriad/nn/transformer_config.h"
+#include "myriad/optim/adamw_optimizer.h"
+
+namespace myriad::train {
+
+class DeviceTrainer {
+ public:
+  virtual ~DeviceTrainer() = default;
+
+  virtual std::string describe() const = 0;  // "cuda:0 (NVIDIA H200), bf16 GEMMs, 1.2 GiB activations"
+  // Host -> device: parameter values and the optimizer's moments and update count.
+  virtual void upload(nn::ParameterStore& store, optim::AdamWOptimizer& optimizer) = 0;
+  // Device -> host, the same state.
+  virtual void download(nn::ParameterStore& store, optim::AdamWOptimizer& optimizer) = 0;
+  virtual void zero_grads() = 0;
+  // (micro_batch, seq_len) host i32 ids/targets; gradients accumulate until zero_grads().
+  virtual nn::LossSum forward_backward(const Tensor& ids, const Tensor& targets, float loss_scale) = 0;
+  // Up to micro_batch rows; gradients untouched.
+  virtual nn::LossSum forward_loss(const Tensor& ids, const Tensor& targets) = 0;
+  virtual optim::OptimizerStepStats step(float lr, const optim::AdamWConfig& config) = 0;
+};
+
+std::unique_ptr<DeviceTrainer> make_device_trainer(const nn::TransformerConfig& model, std::int64_t micro_batch,
+                                                   std::int64_t seq_len, bool bf16);
+
+}  // namespace myriad::train

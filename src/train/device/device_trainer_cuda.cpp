@@ -1,0 +1,73 @@
+// make_device_trainer with the CUDA backend: a DeviceContext on the local rank's GPU and a
+// cuda::DeviceGpt (see train/device_trainer.h).
+#include <cuda_runtime_api.h>
+
+#include <sstream>
+
+#include "myriad/core/local_device.h"
+#include "myriad/cuda/device_context.h"
+#include "myriad/cuda/device_gpt.h"
+#include "myriad/train/device_trainer.h"
+
+namespace myriad::train {
+
+namespace {
+
+class CudaDeviceTrainer final : public DeviceTrainer {
+ public:
+  CudaDeviceTrainer(int device, const nn::TransformerConfig& model, std::int64_t batch, std::int64_t seq, bool bf16)
+      : context_(device), model_(context_, model, batch, seq, cuda::DeviceGptOptions{.bf16 = bf16}), bf16_(bf16) {}
+
+  std::string describe() const override {
+    cudaDeviceProp prop{};
+    const bool named = cudaGetDeviceProperties(&prop, context_.device()) == cudaSuccess;
+    std::ostringstream out;
+    out << "cuda:" << context_.device() << " (" << (named ? prop.name : "unknown GPU") << "), "
+        << (bf16_ ? "bf16" : "f32") << " GEMMs, " << static_cast<double>(model_.activation_bytes()) / (1 << 30)
+        << " GiB activations + " << 16.0 * static_cast<double>(model_.parameter_floats()) / (1 << 30)
+        << " GiB parameters, gradients and AdamW moments";
+    return out.str();
+  }
+
+  void upload(nn::ParameterStore& store, optim::AdamWOptimizer& optimizer) override {
+    model_.load_values(store.flat_values());
+    model_.load_optimizer_state(optimizer.m(), optimizer.v(), optimizer.steps_taken());
+  }
+
+  void download(nn::ParameterStore& store, optim::AdamWOptimizer& optimizer) override {
+    store.flat_values().copy_from(model_.values_to_host());
+    model_.optimizer_state_to_host(optimizer.m(), optimizer.v());
+    optimizer.set_steps_taken(model_.steps_taken());
+  }
+
+  void zero_grads() override { model_.zero_grads(); }
+  nn::LossSum forward_backward(const Tensor& ids, const Tensor& targets, float loss_scale) override {
+    return model_.forward_backward(ids, targets, loss_scale);
+  }
+  nn::LossSum forward_loss(const Tensor& ids, const Tensor& targets) override {
+    return model_.forward_loss(ids, targets);
+  }
+  optim::OptimizerStepStats step(float lr, const optim::AdamWConfig& config) override {
+    return model_.step(lr, config);
+  }
+
+ private:
+  cuda::DeviceContext context_;
+  cuda::DeviceGpt model_;
+  bool bf16_;
+};
+
+}  // namespace
+
+std::unique_ptr<DeviceTrainer> make_device_trainer(const nn::TransformerConfig& model, std::int64_t micro_batch,
+                                                   std::int64_t seq_len, bool bf16) {
+  int device = 0;
+  try {
+    device = select_local_device(local_rank_from_environment(), cuda::cuda_device_count_or_zero());
+  } catch (const Error& e) {
+    MYRIAD_THROW("training.device cuda: " << e.what());
+  }
+  return std::make_unique<CudaDeviceTrainer>(device, model, micro_batch, seq_len, bf16);
+}
+
+}  // namespace myriad::train

@@ -1,0 +1,88 @@
+// training.device cuda through the Engine (train/device_trainer.h): the same run on the device
+// and on the CPU engine gives the same losses, gradient norms and validation loss (1e-4
+// relative), and a checkpoint written by the device run resumes in a CPU engine with the same
+// parameters and AdamW state, bit for bit, continuing the same curve. In myriad_tests it needs a
+// GPU (skips otherwise); myriad_emulated_device_tests runs it everywhere with the CUDA layer
+// emulated by the CPU ops (tests/emulated_cuda). Without a GPU, device cuda is a clear error.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstring>
+
+#include "engine_fixtures.h"
+#include "myriad/core/error.h"
+#include "myriad/train/engine.h"
+#if MYRIAD_TESTS_HAVE_CUDA
+#include "myriad/cuda/device_context.h"
+#endif
+
+namespace myriad::train {
+namespace {
+
+using namespace fixtures;
+
+bool gpu_visible() {
+#if MYRIAD_TESTS_HAVE_CUDA
+  return cuda::cuda_device_count_or_zero() > 0;
+#else
+  return false;
+#endif
+}
+
+// The tiny fixture model with a head dimension DeviceGpt has (C 128, 2 heads of 64).
+RunConfig device_config(const fs::path& dir, const std::string& corpus, ComputeDevice device) {
+  RunConfig c = tiny_config(dir, corpus);
+  c.model.n_embd = 128;
+  c.model.n_head = 2;
+  c.training.steps = 8;
+  c.training.device = device;
+  c.checkpoint.dir = (dir / (device == ComputeDevice::cuda ? "checkpoints_cuda" : "checkpoints_cpu")).string();
+  return c;
+}
+
+bool same_bytes(const Tensor& a, const Tensor& b) {
+  return a.nbytes() == b.nbytes() && std::memcmp(a.raw_data(), b.raw_data(), a.nbytes()) == 0;
+}
+
+TEST(DeviceTraining, MatchesTheCpuEngineAndItsCheckpointResumesOnTheCpu) {
+  if (!gpu_visible()) GTEST_SKIP() << "no CUDA device";
+  const fs::path dir = fresh_dir("device_training");
+  const std::string corpus = write_corpus(dir);
+  Engine cpu(device_config(dir, corpus, ComputeDevice::cpu), quiet_logger());
+  Engine gpu(device_config(dir, corpus, ComputeDevice::cuda), quiet_logger());
+  for (int step = 0; step < 4; ++step) {
+    const StepMetrics want = cpu.step(), got = gpu.step();
+    EXPECT_NEAR(got.loss, want.loss, 1e-4 * want.loss) << "step " << step;
+    EXPECT_NEAR(got.grad_norm, want.grad_norm, 1e-4 * want.grad_norm) << "step " << step;
+  }
+  const double val_cpu = cpu.evaluate(), val_gpu = gpu.evaluate();
+  EXPECT_NEAR(val_gpu, val_cpu, 1e-4 * val_cpu);
+
+  const std::string path = gpu.save();
+  Engine resumed(device_config(dir, corpus, ComputeDevice::cpu), quiet_logger());
+  resumed.load(path);
+  EXPECT_EQ(resumed.step_count(), 4);
+  EXPECT_TRUE(same_bytes(resumed.model().parameters().flat_values(), gpu.model().parameters().flat_values()));
+  EXPECT_TRUE(same_bytes(resumed.optimizer().m(), gpu.optimizer().m()));
+  EXPECT_TRUE(same_bytes(resumed.optimizer().v(), gpu.optimizer().v()));
+  EXPECT_EQ(resumed.optimizer().steps_taken(), 4);
+  for (int step = 0; step < 2; ++step) {
+    const StepMetrics want = resumed.step(), got = gpu.step();
+    EXPECT_NEAR(got.loss, want.loss, 1e-4 * want.loss) << "resumed step " << step;
+  }
+}
+
+TEST(DeviceTraining, WithoutAGpuTheErrorNamesTheKey) {
+  if (gpu_visible()) GTEST_SKIP() << "a CUDA device is visible";
+  const fs::path dir = fresh_dir("device_training_error");
+  const std::string corpus = write_corpus(dir);
+  try {
+    Engine engine(device_config(dir, corpus, ComputeDevice::cuda), quiet_logger());
+    FAIL() << "training.device cuda accepted without a GPU";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("training.device cuda"), std::string::npos) << e.what();
+  }
+}
+
+}  // namespace
+}  // namespace myriad::train
