@@ -87,7 +87,7 @@ void validate_precision(const TrainingConfig& t) {
                                                << t.min_loss_scale << ")");
 }
 
-// training.device: cuda trains with cuda::DeviceGpt, which models one GPU running GPT-2.
+// training.device: cuda trains with cuda::DeviceGpt on one GPU (GPT-2 and LLaMA-style dense models).
 void validate_device(const RunConfig& c) {
   if (c.training.device != ComputeDevice::cuda) return;
   const char* why = "training.device cuda";
@@ -95,7 +95,8 @@ void validate_device(const RunConfig& c) {
   MYRIAD_CHECK(p.dp * p.tp * p.pp * p.cp * p.ep == 1,
                why << " runs one rank for now (parallel.dp " << p.dp << ", tp " << p.tp << ", pp " << p.pp
                    << "): launch a single process, or use training.device cpu for the parallel layouts");
-  MYRIAD_CHECK(c.model.architecture == Architecture::gpt2, why << " needs model.architecture gpt2");
+  MYRIAD_CHECK(c.model.num_experts == 0, why << " has no mixture-of-experts layers (model.num_experts "
+                                            << c.model.num_experts << ")");
   MYRIAD_CHECK(c.training.precision != Precision::fp16,
                why << " supports training.precision fp32 or bf16 (fp16 loss scaling is CPU-only for now)");
   MYRIAD_CHECK(c.training.recompute == Recompute::none,

@@ -21,14 +21,8 @@ namespace {
 
 void check_scope(const nn::TransformerConfig& c, std::int64_t batch, std::int64_t seq) {
   c.validate();
-  MYRIAD_CHECK(c.norm == nn::NormKind::layernorm, "DeviceGpt: model.norm must be layernorm (GPT-2)");
-  MYRIAD_CHECK(c.mlp == nn::MlpKind::gelu, "DeviceGpt: model.mlp must be gelu (GPT-2)");
-  MYRIAD_CHECK(c.positions == nn::PositionKind::learned, "DeviceGpt: model.positions must be learned (GPT-2)");
-  MYRIAD_CHECK(c.tie_embeddings && c.bias, "DeviceGpt: GPT-2 needs tied embeddings and biases");
-  MYRIAD_CHECK(c.n_kv_head == c.n_head, "DeviceGpt: n_kv_head " << c.n_kv_head << " != n_head " << c.n_head
-                                                                << " (grouped-query attention is not wired here)");
   MYRIAD_CHECK(c.head_dim() == 64 || c.head_dim() == 128,
-               "DeviceGpt: head dim " << c.head_dim() << " (n_embd / n_head); flash attention has 64 and 128");
+               "DeviceGpt: head dim " << c.head_dim() << " (model.n_embd / model.n_head); flash attention has 64 and 128");
   MYRIAD_CHECK(batch > 0 && seq > 0 && seq <= c.block_size,
                "DeviceGpt: batch " << batch << " x seq " << seq << " (seq must be in [1, block_size " << c.block_size
                                    << "])");
@@ -47,11 +41,18 @@ DeviceGpt::State::State(DeviceContext& ctx, const nn::TransformerConfig& cfg, st
   T = seq;
   N = batch * seq;
   C = cfg.n_embd;
-  H = cfg.n_head;
+  Hq = cfg.n_head;
+  Hkv = cfg.n_kv_head;
   D = cfg.head_dim();
+  W = cfg.qkv_width();
   F = cfg.ffn_hidden;
   V = cfg.vocab_size;
   L = cfg.n_layer;
+  layernorm = cfg.norm == nn::NormKind::layernorm;
+  swiglu = cfg.mlp == nn::MlpKind::swiglu;
+  rope = cfg.positions == nn::PositionKind::rope;
+  bias = cfg.bias;
+  head_weight = cfg.tie_embeddings ? "wte" : "lm_head.weight";
   const int dev = ctx.device();
   const std::int64_t total = layout_model.parameters().numel();
   values = floats(total, dev);
@@ -63,41 +64,44 @@ DeviceGpt::State::State(DeviceContext& ctx, const nn::TransformerConfig& cfg, st
     MYRIAD_CUDA_CHECK(cudaMemsetAsync(b->data(), 0, b->bytes(), ctx.stream()));
   }
 
-  // Per block: ln1 C, stats 2+2, qkv 3C, q k v att 4C, lse H (per token), merged C, res_mid C,
-  // ln2 C, fc F, gelu F  (per token row). Each piece is rounded up to 16 floats (64 bytes).
+  // One buffer per block, carved into 64-byte aligned pieces: `carve` runs once to size the
+  // buffer (base null) and once to hand out the pointers.
   auto round16 = [](std::int64_t n) { return (n + 15) / 16 * 16; };
-  const std::int64_t pieces[] = {N * C, N, N, N * 3 * C, N * C, N * C, N * C, N * C, N * H, N * C,
-                                 N * C, N * C, N, N, N * F, N * F};
-  std::int64_t per_block = 0;
-  for (std::int64_t p : pieces) per_block += round16(p);
-  for (std::int64_t l = 0; l <= L; ++l) residual.push_back(floats(N * C, dev));
-  for (std::int64_t l = 0; l < L; ++l) {
-    block_buffers.push_back(floats(per_block, dev));
-    float* base = block_buffers.back().as<float>();
+  const std::int64_t kv = N * Hkv * D;
+  auto carve = [&](float* base, BlockActivations& a) {
     std::int64_t at = 0;
     auto take = [&](std::int64_t n) {
-      float* p = base + at;
+      float* p = base == nullptr ? nullptr : base + at;
       at += round16(n);
       return p;
     };
-    BlockActivations a{};
     a.ln1 = take(N * C);
     a.ln1_mean = take(N);
     a.ln1_rstd = take(N);
-    a.qkv = take(N * 3 * C);
+    a.qkv = take(N * W);
     a.q = take(N * C);
-    a.k = take(N * C);
-    a.v = take(N * C);
+    a.k = take(kv);
+    a.v = take(kv);
     a.att = take(N * C);
-    a.lse = take(N * H);
+    a.lse = take(N * Hq);
     a.merged = take(N * C);
     a.res_mid = take(N * C);
     a.ln2 = take(N * C);
     a.ln2_mean = take(N);
     a.ln2_rstd = take(N);
     a.fc = take(N * F);
-    a.gelu = take(N * F);
-    a.ln1_h = a.merged_h = a.ln2_h = a.gelu_h = nullptr;
+    a.up = swiglu ? take(N * F) : nullptr;
+    a.act = take(N * F);
+    return at;
+  };
+  BlockActivations sizing{};
+  const std::int64_t per_block = carve(nullptr, sizing);
+  for (std::int64_t l = 0; l <= L; ++l) residual.push_back(floats(N * C, dev));
+  for (std::int64_t l = 0; l < L; ++l) {
+    block_buffers.push_back(floats(per_block, dev));
+    BlockActivations a{};
+    carve(block_buffers.back().as<float>(), a);
+    a.ln1_h = a.merged_h = a.ln2_h = a.act_h = nullptr;
     if (opts.bf16) {
       const std::int64_t halves = 3 * round16(N * C) + round16(N * F);
       block_half_buffers.push_back(DeviceBuffer(static_cast<std::size_t>(halves) * sizeof(__nv_bfloat16), dev));
@@ -105,7 +109,7 @@ DeviceGpt::State::State(DeviceContext& ctx, const nn::TransformerConfig& cfg, st
       a.ln1_h = h;
       a.merged_h = h + round16(N * C);
       a.ln2_h = h + 2 * round16(N * C);
-      a.gelu_h = h + 3 * round16(N * C);
+      a.act_h = h + 3 * round16(N * C);
     }
     blocks.push_back(a);
   }
@@ -113,7 +117,12 @@ DeviceGpt::State::State(DeviceContext& ctx, const nn::TransformerConfig& cfg, st
     auto halves = [&](std::int64_t n) { return DeviceBuffer(static_cast<std::size_t>(n) * sizeof(__nv_bfloat16), dev); };
     values_h = halves(total);
     lnf_h = halves(N * C);
-    grad_h = halves(std::max(N * V, N * F));
+    grad_h = halves(std::max({N * V, N * F, N * W}));
+  }
+  if (rope) {
+    rope_cos = floats(T * D / 2, dev);
+    rope_sin = floats(T * D / 2, dev);
+    rope_table_f32(rope_cos.as<float>(), rope_sin.as<float>(), T, D, cfg.rope_theta, 0, ctx.stream());
   }
   lnf = floats(N * C, dev);
   lnf_mean = floats(N, dev);
@@ -126,9 +135,10 @@ DeviceGpt::State::State(DeviceContext& ctx, const nn::TransformerConfig& cfg, st
   targets = DeviceBuffer(static_cast<std::size_t>(N) * sizeof(std::int32_t), dev);
   bad_index = DeviceBuffer(sizeof(long long), dev);
   for (DeviceBuffer* b : {&d_res, &d_res_mid, &d_tmp, &d_merged, &d_att, &d_q, &d_k, &d_v}) *b = floats(N * C, dev);
-  d_qkv = floats(N * 3 * C, dev);
+  d_qkv = floats(N * W, dev);
   d_fc = floats(N * F, dev);
-  delta = floats(N * H, dev);
+  if (swiglu) d_up = floats(N * F, dev);
+  delta = floats(N * Hq, dev);
   norm_scratch_floats = std::max<std::int64_t>(layernorm_backward_scratch_floats(N, C), 1);
   norm_scratch = floats(norm_scratch_floats, dev);
   grad_norm_scratch_doubles = std::max<std::int64_t>(cuda::grad_norm_scratch_doubles(total), 1);
@@ -140,8 +150,8 @@ DeviceGpt::State::State(DeviceContext& ctx, const nn::TransformerConfig& cfg, st
     for (const DeviceBuffer& b : *list) activation_bytes += b.bytes();
   }
   for (const DeviceBuffer* b : {&lnf, &lnf_mean, &lnf_rstd, &logits, &losses, &ce_lse, &grad_losses, &ids, &targets,
-                                &d_res, &d_res_mid, &d_tmp, &d_merged, &d_att, &d_q, &d_k, &d_v, &d_qkv, &d_fc, &delta,
-                                &norm_scratch, &lnf_h, &grad_h}) {
+                                &d_res, &d_res_mid, &d_tmp, &d_merged, &d_att, &d_q, &d_k, &d_v, &d_qkv, &d_fc, &d_up,
+                                &delta, &norm_scratch, &lnf_h, &grad_h, &rope_cos, &rope_sin}) {
     activation_bytes += b->bytes();
   }
 }
@@ -152,6 +162,20 @@ float* DeviceGpt::State::value(const std::string& name) const {
 
 float* DeviceGpt::State::grad(const std::string& name) const {
   return grads.as<float>() + layout_model.parameters().find(name).offset;
+}
+
+float* DeviceGpt::State::optional_value(const std::string& name) const {
+  for (const nn::Parameter& p : layout_model.parameters().all()) {
+    if (p.name == name) return values.as<float>() + p.offset;
+  }
+  return nullptr;
+}
+
+float* DeviceGpt::State::optional_grad(const std::string& name) const {
+  for (const nn::Parameter& p : layout_model.parameters().all()) {
+    if (p.name == name) return grads.as<float>() + p.offset;
+  }
+  return nullptr;
 }
 
 const __nv_bfloat16* DeviceGpt::State::value_h(const std::string& name) const {

@@ -1,6 +1,7 @@
 // DeviceGpt::State — the device buffers of a DeviceGpt and the parameter lookup by name.
 // Internal to src/cuda (device_gpt.cpp: construction, copies, optimizer; device_gpt_passes.cpp:
-// forward and backward). Buffers are f32 unless named otherwise; N = batch x seq token rows.
+// forward and backward). Buffers are f32 unless named otherwise; N = batch x seq token rows,
+// Hq / Hkv query / key-value heads of D, W = (Hq + 2 Hkv) D the fused qkv width, F the MLP width.
 #pragma once
 
 #include <cuda_bf16.h>
@@ -15,18 +16,20 @@
 
 namespace myriad::cuda {
 
-// Saved activations of one transformer block (views into the block's buffer).
+// Saved activations of one transformer block (views into the block's buffers).
 struct BlockActivations {
-  float *ln1, *ln1_mean, *ln1_rstd;  // (N, C), (N), (N)
-  float *qkv;                        // (N, 3C)
-  float *q, *k, *v, *att;            // (B, H, T, D) each
-  float *lse;                        // (B, H, T)
+  float *ln1, *ln1_mean, *ln1_rstd;  // (N, C), (N), (N): norm 1 output and statistics (mean unused by RMSNorm)
+  float *qkv;                        // (N, W)
+  float *q, *k, *v, *att;            // (B, Hq, T, D), (B, Hkv, T, D) x 2, (B, Hq, T, D); q and k after RoPE
+  float *lse;                        // (B, Hq, T)
   float *merged;                     // (N, C) attention output, heads merged
   float *res_mid;                    // (N, C) residual after attention
   float *ln2, *ln2_mean, *ln2_rstd;  // (N, C), (N), (N)
-  float *fc, *gelu;                  // (N, F) before and after GELU
+  float *fc;                         // (N, F) GELU input, or SwiGLU's gate
+  float *up;                         // (N, F) SwiGLU's up projection (null for GELU)
+  float *act;                        // (N, F) the MLP activation: gelu(fc) or silu(fc) * up
   // bf16 mode: the GEMM inputs above rounded to bf16 (null in f32 mode).
-  __nv_bfloat16 *ln1_h, *merged_h, *ln2_h, *gelu_h;
+  __nv_bfloat16 *ln1_h, *merged_h, *ln2_h, *act_h;
 };
 
 struct DeviceGpt::State {
@@ -34,7 +37,9 @@ struct DeviceGpt::State {
   nn::TransformerConfig config;
   DeviceGptOptions options;
   nn::GptModel layout_model;  // parameter layout only (allocate = false)
-  std::int64_t B, T, N, C, H, D, F, V, L;
+  std::int64_t B, T, N, C, Hq, Hkv, D, W, F, V, L;
+  bool layernorm, swiglu, rope, bias;
+  std::string head_weight;  // "wte" (tied) or "lm_head.weight"
 
   DeviceBuffer values, grads, m, v;  // parameter_floats() each
   DeviceBuffer values_h;             // bf16 mode: the masters rounded to bf16 (GEMM weights)
@@ -42,6 +47,7 @@ struct DeviceGpt::State {
   std::vector<DeviceBuffer> block_buffers;
   std::vector<DeviceBuffer> block_half_buffers;  // bf16 mode: the blocks' bf16 GEMM inputs
   std::vector<BlockActivations> blocks;
+  DeviceBuffer rope_cos, rope_sin;             // RoPE: (T, D / 2) tables
   DeviceBuffer lnf, lnf_mean, lnf_rstd;        // final norm
   DeviceBuffer lnf_h;                          // bf16 mode: lnf rounded
   // bf16 mode: output gradients rounded for the backward GEMMs (sized for the widest: N x V).
@@ -51,7 +57,7 @@ struct DeviceGpt::State {
   DeviceBuffer ids, targets;                   // (N) i32
   DeviceBuffer bad_index;                      // one long long (embedding / cross-entropy checks)
   // Backward scratch shared by the blocks.
-  DeviceBuffer d_res, d_res_mid, d_tmp, d_merged, d_att, d_q, d_k, d_v, d_qkv, d_fc, delta, norm_scratch;
+  DeviceBuffer d_res, d_res_mid, d_tmp, d_merged, d_att, d_q, d_k, d_v, d_qkv, d_fc, d_up, delta, norm_scratch;
   std::int64_t norm_scratch_floats = 0;
   DeviceBuffer grad_norm_scratch, grad_norm_out;  // doubles
   std::int64_t grad_norm_scratch_doubles = 0;
@@ -61,9 +67,12 @@ struct DeviceGpt::State {
   State(DeviceContext& context, const nn::TransformerConfig& config, std::int64_t batch, std::int64_t seq,
         DeviceGptOptions options);
 
-  // Device pointers of a parameter's value / gradient by name ("blocks.3.attn.qkv.weight").
+  // Device pointers of a parameter's value / gradient by name ("blocks.3.attn.qkv.weight");
+  // optional_* give null for a parameter the configuration does not have (biases).
   float* value(const std::string& name) const;
   float* grad(const std::string& name) const;
+  float* optional_value(const std::string& name) const;
+  float* optional_grad(const std::string& name) const;
   const __nv_bfloat16* value_h(const std::string& name) const;  // bf16 mode only
   void refresh_bf16_weights();  // values_h <- values (bf16 mode; no-op otherwise)
   std::string block_name(std::int64_t layer, const char* suffix) const {

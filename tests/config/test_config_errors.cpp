@@ -198,8 +198,8 @@ TEST(ConfigValidate, CrossKeyChecks) {
                  {"training.device cuda supports training.precision fp32 or bf16"});
   expect_invalid([&](RunConfig& c) { on_cuda(c); c.training.recompute = Recompute::selective; },
                  {"training.recompute must be none (got selective)"});
-  expect_invalid([&](RunConfig& c) { on_cuda(c); c.model.architecture = Architecture::llama; },
-                 {"training.device cuda needs model.architecture gpt2"});
+  expect_invalid([&](RunConfig& c) { on_cuda(c); c.model.num_experts = 4; c.model.top_k = 2; },
+                 {"training.device cuda has no mixture-of-experts layers (model.num_experts 4)"});
   expect_invalid([](RunConfig& c) { c.model.n_head = 5; }, {"model.n_embd (768) must be divisible by model.n_head (5)"});
   expect_invalid([](RunConfig& c) { c.model.n_kv_head = 5; }, {"model.n_kv_head (5) must divide model.n_head (12)"});
   expect_invalid([](RunConfig& c) { c.model.n_kv_head = 24; }, {"model.n_kv_head (24) must divide"});

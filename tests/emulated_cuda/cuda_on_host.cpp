@@ -104,6 +104,49 @@ void layernorm_backward_f32(const float* go, const float* x, const float* w, con
   Tensor tx = W(gx, {N, C}), tw = W(gw, {C}), tb = W(gb, {C});
   layernorm_backward(LayernormArgs{}, W(x, {N, C}), W(w, {C}), W(mean, {N}), W(rstd, {N}), W(go, {N, C}), tx, tw, tb);
 }
+void rmsnorm_forward_f32(const float* x, const float* w, float* out, float* rstd, std::int64_t N, std::int64_t C, float eps, cudaStream_t) {
+  Tensor o = W(out, {N, C}), r = W(rstd, {N});
+  rmsnorm_forward(RmsnormArgs{.eps = eps}, W(x, {N, C}), W(w, {C}), o, r);
+}
+void rmsnorm_backward_f32(const float* go, const float* x, const float* w, const float* rstd, float* gx, float* gw, float*, std::int64_t, std::int64_t N, std::int64_t C, cudaStream_t) {
+  Tensor tx = W(gx, {N, C}), tw = W(gw, {C});
+  rmsnorm_backward(RmsnormArgs{}, W(x, {N, C}), W(w, {C}), W(rstd, {N}), W(go, {N, C}), tx, tw);
+}
+void swiglu_forward_f32(const float* gate, const float* up, float* out, std::int64_t n, cudaStream_t) {
+  Tensor tmp = Tensor::empty({n});
+  swiglu_forward(SwigluArgs{}, W(gate, {n}), W(up, {n}), tmp);
+  std::memcpy(out, tmp.raw_data(), static_cast<std::size_t>(n) * 4);
+}
+void swiglu_backward_f32(const float* gate, const float* up, const float* go, float* gg, float* gu, std::int64_t n, cudaStream_t) {
+  Tensor tg = Tensor::empty({n}), tu = Tensor::empty({n});
+  swiglu_backward(SwigluArgs{}, W(gate, {n}), W(up, {n}), W(go, {n}), tg, tu);
+  if (gg != nullptr) std::memcpy(gg, tg.raw_data(), static_cast<std::size_t>(n) * 4);
+  if (gu != nullptr) std::memcpy(gu, tu.raw_data(), static_cast<std::size_t>(n) * 4);
+}
+// The tables and rotation of the kernels' contract (kernels.h): float64 angles, pairs (i, i + D/2).
+void rope_table_f32(float* cos_table, float* sin_table, std::int64_t seq, std::int64_t D, double theta, std::int64_t offset, cudaStream_t) {
+  const std::int64_t half = D / 2;
+  for (std::int64_t t = 0; t < seq; ++t) {
+    for (std::int64_t i = 0; i < half; ++i) {
+      const double angle = static_cast<double>(offset + t) * std::pow(theta, -2.0 * static_cast<double>(i) / static_cast<double>(D));
+      cos_table[t * half + i] = static_cast<float>(std::cos(angle));
+      sin_table[t * half + i] = static_cast<float>(std::sin(angle));
+    }
+  }
+}
+void rope_f32(const float* x, float* out, const float* cos_table, const float* sin_table, std::int64_t batch, std::int64_t seq, std::int64_t heads, std::int64_t D, bool backward, cudaStream_t) {
+  const std::int64_t half = D / 2;
+  for (std::int64_t b = 0; b < batch; ++b) for (std::int64_t t = 0; t < seq; ++t) for (std::int64_t h = 0; h < heads; ++h) {
+    const float* xr = x + ((b * seq + t) * heads + h) * D;
+    float* yr = out + ((b * seq + t) * heads + h) * D;
+    for (std::int64_t i = 0; i < half; ++i) {
+      const float c = cos_table[t * half + i], s = backward ? -sin_table[t * half + i] : sin_table[t * half + i];
+      const float x1 = xr[i], x2 = xr[i + half];
+      yr[i] = x1 * c - x2 * s;
+      yr[i + half] = x2 * c + x1 * s;
+    }
+  }
+}
 void embedding_forward_f32(const std::int32_t* ids, const float* table, float* out, long long* bad, std::int64_t n, std::int64_t V, std::int64_t C, cudaStream_t) {
   for (std::int64_t i = 0; i < n; ++i) {
     if (ids[i] < 0 || ids[i] >= V) { if (i < *bad) *bad = i; std::memset(out + i * C, 0, C * 4); continue; }

@@ -72,6 +72,24 @@ TEST(DeviceTraining, MatchesTheCpuEngineAndItsCheckpointResumesOnTheCpu) {
   }
 }
 
+TEST(DeviceTraining, LlamaStyleModelMatchesTheCpuEngine) {
+  if (!gpu_visible()) GTEST_SKIP() << "no CUDA device";
+  const fs::path dir = fresh_dir("device_training_llama");
+  const std::string corpus = write_corpus(dir);
+  auto llama = [&](ComputeDevice device) {
+    RunConfig c = device_config(dir, corpus, device);
+    c.model.architecture = Architecture::llama;
+    c.model.n_kv_head = 1;  // grouped-query attention: 2 query heads share one key/value head
+    return c;
+  };
+  Engine cpu(llama(ComputeDevice::cpu), quiet_logger());
+  Engine gpu(llama(ComputeDevice::cuda), quiet_logger());
+  for (int step = 0; step < 3; ++step) {
+    const StepMetrics want = cpu.step(), got = gpu.step();
+    EXPECT_NEAR(got.loss, want.loss, 1e-4 * want.loss) << "step " << step;
+  }
+}
+
 TEST(DeviceTraining, WithoutAGpuTheErrorNamesTheKey) {
   if (gpu_visible()) GTEST_SKIP() << "a CUDA device is visible";
   const fs::path dir = fresh_dir("device_training_error");

@@ -1,11 +1,13 @@
-// DeviceGpt — the GPT-2 model of nn::GptModel trained on one GPU: parameters, gradients and
-// AdamW moments in device memory (f32 masters), forward and backward through the kernels of
-// kernels/ and cuBLASLt, the optimizer step on the device. One rank, no tensor/pipeline split.
+// DeviceGpt — the model of nn::GptModel trained on one GPU: parameters, gradients and AdamW
+// moments in device memory (f32 masters), forward and backward through the kernels of kernels/
+// and cuBLASLt, the optimizer step on the device. One rank, no tensor/pipeline split.
 //
-// Scope (checked at construction, errors name the setting): the GPT-2 architecture — LayerNorm,
-// GELU MLP, learned positions, biases, tied embeddings, n_kv_head == n_head, head dim 64 or 128.
-// Activations are f32 (plus bf16 copies of the GEMM inputs in bf16 mode) and every one the
-// backward needs is kept (no recompute); memory for `batch` x `seq` tokens is allocated once, here.
+// Scope: both model families of nn::TransformerConfig — LayerNorm or RMSNorm, GELU or SwiGLU MLP,
+// learned positions or RoPE, tied or untied head, with or without biases, multi-head or
+// grouped-query attention — with head dim 64 or 128 (flash attention's), checked at construction
+// with errors naming the key. Activations are f32 (plus bf16 copies of the GEMM inputs in bf16
+// mode) and every one the backward needs is kept (no recompute); memory for `batch` x `seq`
+// tokens is allocated once, here.
 //
 // Invariants: the parameter layout is nn::ParameterStore's for the same config (same names,
 // shapes and flat offsets), so load_values / values_to_host / grads_to_host exchange the store's
