@@ -26,6 +26,7 @@
 #include <tuple>
 #include <utility>
 
+#include "attention/attention_shape.h"
 #include "common/launch_checks.h"
 #include "myriad/cuda/check.h"
 #include "myriad/cuda/kernels.h"
@@ -258,28 +259,12 @@ __global__ void __launch_bounds__(kThreads) flash_backward_dkdv(const T* q, cons
   }
 }
 
-int checked_group(const char* op, const FlashAttentionShape& s) {
-  for (auto [name, value] : {std::pair<const char*, std::int64_t>{"batch", s.batch}, {"seq", s.seq}}) {
-    detail::check_count(op, name, value);
-  }
-  MYRIAD_CHECK(s.q_heads >= 1 && s.kv_heads >= 1 && s.q_heads % s.kv_heads == 0,
-               op << ": q_heads (" << s.q_heads << ") must be a positive multiple of kv_heads (" << s.kv_heads << ")");
-  MYRIAD_CHECK(s.head_dim == 64 || s.head_dim == 128, op << ": head_dim " << s.head_dim << " is not 64 or 128");
-  MYRIAD_CHECK(s.seq <= 0x7fffffff && s.batch * s.q_heads <= 65535,
-               op << ": seq " << s.seq << " or batch * q_heads " << s.batch * s.q_heads << " exceeds the grid");
-  return static_cast<int>(s.q_heads / s.kv_heads);
-}
-
-float effective_scale(const FlashAttentionShape& s) {
-  return s.scale != 0.0f ? s.scale : 1.0f / std::sqrt(static_cast<float>(s.head_dim));
-}
-
 template <typename T, int D, bool kCausal>
 void forward_for(const T* q, const T* k, const T* v, T* out, float* lse, const FlashAttentionShape& s, int group,
                  cudaStream_t stream) {
   const dim3 grid(static_cast<unsigned>(detail::ceil_div(s.seq, kRows)), static_cast<unsigned>(s.batch * s.q_heads));
   flash_forward<T, D, kCausal><<<grid, kThreads, 0, stream>>>(q, k, v, out, lse, static_cast<int>(s.seq),
-                                                              static_cast<int>(s.q_heads), group, effective_scale(s));
+                                                              static_cast<int>(s.q_heads), group, detail::effective_scale(s));
 }
 
 template <typename T, int D, bool kCausal>
@@ -287,7 +272,7 @@ void backward_for(const T* q, const T* k, const T* v, const T* out, const float*
                   T* grad_k, T* grad_v, float* delta, const FlashAttentionShape& s, int group, cudaStream_t stream) {
   const std::int64_t rows = s.batch * s.q_heads * s.seq;
   flash_delta<T, D><<<static_cast<unsigned>(detail::ceil_div(rows, 256)), 256, 0, stream>>>(out, grad_out, delta, rows);
-  const float scale = effective_scale(s);
+  const float scale = detail::effective_scale(s);
   const dim3 q_grid(static_cast<unsigned>(detail::ceil_div(s.seq, kRows)), static_cast<unsigned>(s.batch * s.q_heads));
   flash_backward_dq<T, D, kCausal><<<q_grid, kThreads, 0, stream>>>(q, k, v, grad_out, lse, delta, grad_q,
                                                                     static_cast<int>(s.seq), static_cast<int>(s.q_heads),
@@ -301,7 +286,7 @@ void backward_for(const T* q, const T* k, const T* v, const T* out, const float*
 template <typename T>
 void forward_dispatch(const char* op, const T* q, const T* k, const T* v, T* out, float* lse,
                       const FlashAttentionShape& s, cudaStream_t stream) {
-  const int group = checked_group(op, s);
+  const int group = detail::checked_group(op, s);
   if (s.batch == 0 || s.seq == 0) return;
   for (auto [name, ptr] : {std::pair<const char*, const void*>{"q", q}, {"k", k}, {"v", v}, {"out", out}}) {
     detail::check_pointer(op, name, ptr, alignof(T));
@@ -326,7 +311,7 @@ template <typename T>
 void backward_dispatch(const char* op, const T* q, const T* k, const T* v, const T* out, const float* lse,
                        const T* grad_out, T* grad_q, T* grad_k, T* grad_v, float* delta, std::int64_t delta_floats,
                        const FlashAttentionShape& s, cudaStream_t stream) {
-  const int group = checked_group(op, s);
+  const int group = detail::checked_group(op, s);
   if (s.batch == 0 || s.seq == 0) return;
   for (auto [name, ptr] : {std::pair<const char*, const void*>{"q", q}, {"k", k}, {"v", v}, {"out", out},
                            {"grad_out", grad_out}, {"grad_q", grad_q}, {"grad_k", grad_k}, {"grad_v", grad_v}}) {

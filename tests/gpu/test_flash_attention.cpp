@@ -5,7 +5,8 @@
 // tiles. f32: both sides sum in f32 in different orders: atol 2e-5, rtol 1e-4. bf16: the inputs
 // are rounded to bf16 and the CPU reference computes on those rounded values in f32; the GPU's
 // outputs are rounded to bf16 once more (half an ulp, 2^-9 relative) on top of f32 math, so the
-// tolerance is 2x the error of that rounding: rtol 2^-8, atol 2^-8 times the output scale.
+// tolerance is 2x the error of that rounding: rtol 2^-8, atol 2^-8 times the output scale. The
+// tensor-core forward (flash_attention_forward_tc_bf16) is held to the same bf16 bars.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -93,6 +94,16 @@ TEST_P(FlashAttentionKernel, MatchesTheCpuOpInF32AndBf16) {
       cuda::flash_attention_backward_bf16(p(dq), p(dk), p(dv), p(dout), dlse.get(), p(dgo), p(dgq), p(dgk), p(dgv),
                                           delta.get(), rows, shape, context.stream());
       got_out = from_bf16(dout.download());
+      // The tensor-core forward: the same contract on the same inputs (its probabilities are
+      // rounded to bf16 before P V, well inside the tolerance below).
+      DeviceArray<std::uint16_t> tc_out(context, q.numel());
+      DeviceArray<float> tc_lse(context, rows);
+      cuda::flash_attention_forward_tc_bf16(p(dq), p(dk), p(dv), p(tc_out), tc_lse.get(), shape, context.stream());
+      const std::string tc_what = "tensor-core T " + std::to_string(c.t) + " D " + std::to_string(c.d) +
+                                  (c.causal ? " causal" : "");
+      testing::expect_close(from_bf16(tc_out.download()), testing::to_f64(out), std::ldexp(1.0, -8),
+                            std::ldexp(1.0, -8), "out " + tc_what);
+      testing::expect_close(as_f64(tc_lse.download()), testing::to_f64(lse), 2e-5, 1e-5, "lse " + tc_what);
       got_gq = from_bf16(dgq.download());
       got_gk = from_bf16(dgk.download());
       got_gv = from_bf16(dgv.download());
@@ -114,7 +125,7 @@ TEST_P(FlashAttentionKernel, MatchesTheCpuOpInF32AndBf16) {
 INSTANTIATE_TEST_SUITE_P(Shapes, FlashAttentionKernel,
                          ::testing::Values(Case{1, 1, 1, 1, 64, true}, Case{2, 4, 2, 37, 64, true},
                                            Case{1, 4, 1, 100, 128, true}, Case{2, 2, 2, 65, 128, false},
-                                           Case{1, 4, 4, 300, 64, false}),
+                                           Case{1, 4, 4, 300, 64, false}, Case{1, 2, 1, 200, 128, true}),
                          [](const ::testing::TestParamInfo<Case>& info) {
                            const Case& c = info.param;
                            return "T" + std::to_string(c.t) + "_D" + std::to_string(c.d) + "_Hq" +

@@ -109,6 +109,12 @@ void flash_attention_forward_f32(const float* q, const float* k, const float* v,
 void flash_attention_forward_bf16(const __nv_bfloat16* q, const __nv_bfloat16* k, const __nv_bfloat16* v,
                                   __nv_bfloat16* out, float* lse, const FlashAttentionShape& shape,
                                   cudaStream_t stream);
+// The same forward on tensor cores (kernels/attention/flash_attention_tc.cu: WMMA bf16 products,
+// f32 accumulation and softmax, probabilities rounded to bf16 before P V as FlashAttention does):
+// same out and lse contract; q, k, v, out 16-byte aligned.
+void flash_attention_forward_tc_bf16(const __nv_bfloat16* q, const __nv_bfloat16* k, const __nv_bfloat16* v,
+                                     __nv_bfloat16* out, float* lse, const FlashAttentionShape& shape,
+                                     cudaStream_t stream);
 void flash_attention_backward_f32(const float* q, const float* k, const float* v, const float* out, const float* lse,
                                   const float* grad_out, float* grad_q, float* grad_k, float* grad_v, float* delta,
                                   std::int64_t delta_floats, const FlashAttentionShape& shape, cudaStream_t stream);

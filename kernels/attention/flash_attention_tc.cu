@@ -1,0 +1,210 @@
+// Flash attention forward on tensor cores (bf16 in and out, f32 accumulation and softmax), the
+// math and contract of flash_attention_forward_bf16 (kernels.h): same out and lse, so the
+// backward kernels take its results.
+//
+// Work split: a block owns 64 query rows of one (batch, query head) with 4 warps of 16 rows; key
+// and value tiles of 64 rows stream through shared memory. Per tile, each warp computes its
+// 16 x 64 scores S = Q K^T with WMMA (16x16x16 bf16 -> f32) into shared memory, runs the online
+// softmax there (2 lanes per row, 32 columns each; base-2 exponentials with scale * log2(e)
+// folded in), writes P rounded to bf16, rescales its f32 output accumulator rows (kept in shared
+// memory, since WMMA fragments hide which row an element belongs to) and adds P V with WMMA.
+// Causal blocks stop at the diagonal tile. Rows past `seq` are computed on zero padding and
+// never stored. No T x T matrix exists; the order of every sum is fixed by the shape.
+#include <cuda_bf16.h>
+#include <cuda_runtime.h>
+#include <mma.h>
+
+#include <cstdint>
+
+#include "attention/attention_shape.h"
+#include "common/launch_checks.h"
+#include "myriad/cuda/check.h"
+#include "myriad/cuda/kernels.h"
+
+namespace myriad::cuda {
+namespace {
+
+namespace wmma = nvcuda::wmma;
+using bf16 = __nv_bfloat16;
+
+constexpr int kBlockRows = 64;  // query rows per block
+constexpr int kWarps = 4;       // 16 query rows each
+constexpr int kTileKeys = 64;   // key / value rows per shared-memory tile
+constexpr int kThreads = kWarps * 32;
+constexpr float kLog2e = 1.4426950408889634f;
+constexpr float kLn2 = 0.6931471805599453f;
+
+// Leading dimensions (elements), padded against bank conflicts; each a multiple of 8 (bf16) or 4
+// (f32) as WMMA requires, and every fragment pointer lands on a 32-byte boundary.
+template <int D> struct Layout {
+  static constexpr int kQkv = D + 8;           // sQ, sK, sV rows (bf16)
+  static constexpr int kScores = kTileKeys + 4;  // sS rows (f32)
+  static constexpr int kProbs = kTileKeys + 8;   // sP rows (bf16)
+  static constexpr int kOut = D + 4;             // sO rows (f32)
+  static constexpr int kTileBytes = kBlockRows * kQkv * 2;
+  static constexpr int kScoresBytes = kWarps * 16 * kScores * 4;
+  static constexpr int kProbsBytes = kWarps * 16 * kProbs * 2;
+  static constexpr int kOutBytes = kWarps * 16 * kOut * 4;
+  static constexpr int kBytes = 3 * kTileBytes + kScoresBytes + kProbsBytes + kOutBytes;
+};
+
+// rows x D bf16 from global rows [first, first + rows) (zero past `seq`) into shared rows of ld.
+template <int D>
+__device__ __forceinline__ void load_tile(const bf16* src, int first, int seq, bf16* dst, int tid) {
+  constexpr int kChunks = D / 8;  // 16-byte chunks per row
+  for (int i = tid; i < kBlockRows * kChunks; i += kThreads) {
+    const int row = i / kChunks, chunk = i % kChunks;
+    uint4 value = make_uint4(0, 0, 0, 0);
+    if (first + row < seq) value = *reinterpret_cast<const uint4*>(src + static_cast<std::int64_t>(first + row) * D + chunk * 8);
+    *reinterpret_cast<uint4*>(dst + row * Layout<D>::kQkv + chunk * 8) = value;
+  }
+}
+
+template <int D, bool kCausal>
+__global__ void __launch_bounds__(kThreads) flash_forward_tc(const bf16* q, const bf16* k, const bf16* v, bf16* out,
+                                                           float* lse, int seq, int q_heads, int group,
+                                                           float scale_log2) {
+  using L = Layout<D>;
+  extern __shared__ __align__(128) unsigned char shared[];
+  bf16* sQ = reinterpret_cast<bf16*>(shared);
+  bf16* sK = reinterpret_cast<bf16*>(shared + L::kTileBytes);
+  bf16* sV = reinterpret_cast<bf16*>(shared + 2 * L::kTileBytes);
+  const int tid = static_cast<int>(threadIdx.x), warp = tid / 32, lane = tid % 32;
+  float* sS = reinterpret_cast<float*>(shared + 3 * L::kTileBytes) + warp * 16 * L::kScores;
+  bf16* sP = reinterpret_cast<bf16*>(shared + 3 * L::kTileBytes + L::kScoresBytes) + warp * 16 * L::kProbs;
+  float* sO = reinterpret_cast<float*>(shared + 3 * L::kTileBytes + L::kScoresBytes + L::kProbsBytes) +
+              warp * 16 * L::kOut;
+
+  const int q0 = static_cast<int>(blockIdx.x) * kBlockRows;
+  const int bh = static_cast<int>(blockIdx.y), b = bh / q_heads, h = bh % q_heads;
+  const std::int64_t kv_head = static_cast<std::int64_t>(b) * (q_heads / group) + h / group;
+  const bf16* q_base = q + static_cast<std::int64_t>(bh) * seq * D;
+  const bf16* k_base = k + kv_head * seq * D;
+  const bf16* v_base = v + kv_head * seq * D;
+
+  load_tile<D>(q_base, q0, seq, sQ, tid);
+  // This lane's row of the warp's 16 and its half of the columns.
+  const int r = lane >> 1, half = lane & 1;
+  const int query = q0 + warp * 16 + r;
+  for (int c = half * (D / 2); c < (half + 1) * (D / 2); ++c) sO[r * L::kOut + c] = 0.0f;
+  float m = -INFINITY, l = 0.0f;  // running max (base-2 units) and sum of this row
+
+  const int key_end = kCausal ? min(seq, q0 + kBlockRows) : seq;
+  for (int k0 = 0; k0 < key_end; k0 += kTileKeys) {
+    __syncthreads();  // every warp is done with the previous K / V tile
+    load_tile<D>(k_base, k0, seq, sK, tid);
+    load_tile<D>(v_base, k0, seq, sV, tid);
+    __syncthreads();
+
+    // S = Q_w K^T: 16 x 64 per warp, four 16-column fragments.
+#pragma unroll
+    for (int n = 0; n < kTileKeys / 16; ++n) {
+      wmma::fragment<wmma::accumulator, 16, 16, 16, float> scores;
+      wmma::fill_fragment(scores, 0.0f);
+#pragma unroll
+      for (int kk = 0; kk < D; kk += 16) {
+        wmma::fragment<wmma::matrix_a, 16, 16, 16, bf16, wmma::row_major> a;
+        wmma::fragment<wmma::matrix_b, 16, 16, 16, bf16, wmma::col_major> bt;  // K^T: column n is key n
+        wmma::load_matrix_sync(a, sQ + warp * 16 * L::kQkv + kk, L::kQkv);
+        wmma::load_matrix_sync(bt, sK + n * 16 * L::kQkv + kk, L::kQkv);
+        wmma::mma_sync(scores, a, bt, scores);
+      }
+      wmma::store_matrix_sync(sS + n * 16, scores, L::kScores, wmma::mem_row_major);
+    }
+    __syncwarp();
+
+    // Online softmax of this lane's 32 scores of row r.
+    float* row = sS + r * L::kScores + half * 32;
+    float tile_max = -INFINITY;
+#pragma unroll 8
+    for (int c = 0; c < 32; ++c) {
+      const int key = k0 + half * 32 + c;
+      const bool valid = key < seq && (!kCausal || key <= query);
+      const float s = valid ? row[c] * scale_log2 : -INFINITY;
+      row[c] = s;
+      tile_max = fmaxf(tile_max, s);
+    }
+    tile_max = fmaxf(tile_max, __shfl_xor_sync(0xffffffffu, tile_max, 1));
+    const float m_new = fmaxf(m, tile_max);
+    const float m_use = m_new == -INFINITY ? 0.0f : m_new;  // a row with nothing valid yet
+    const float alpha = exp2f(m - m_use);                   // 0 on the first tile (m = -inf)
+    float sum = 0.0f;
+    bf16* probs = sP + r * L::kProbs + half * 32;
+#pragma unroll 8
+    for (int c = 0; c < 32; ++c) {
+      const float p = exp2f(row[c] - m_use);
+      sum += p;
+      probs[c] = __float2bfloat16_rn(p);
+    }
+    sum += __shfl_xor_sync(0xffffffffu, sum, 1);
+    l = l * alpha + sum;
+    m = m_new;
+    for (int c = half * (D / 2); c < (half + 1) * (D / 2); ++c) sO[r * L::kOut + c] *= alpha;
+    __syncwarp();
+
+    // O_w += P_w V: D / 16 output fragments, each over the tile's 64 keys.
+#pragma unroll
+    for (int d = 0; d < D / 16; ++d) {
+      wmma::fragment<wmma::accumulator, 16, 16, 16, float> acc;
+      wmma::load_matrix_sync(acc, sO + d * 16, L::kOut, wmma::mem_row_major);
+#pragma unroll
+      for (int kk = 0; kk < kTileKeys; kk += 16) {
+        wmma::fragment<wmma::matrix_a, 16, 16, 16, bf16, wmma::row_major> p;
+        wmma::fragment<wmma::matrix_b, 16, 16, 16, bf16, wmma::row_major> vt;
+        wmma::load_matrix_sync(p, sP + kk, L::kProbs);
+        wmma::load_matrix_sync(vt, sV + kk * L::kQkv + d * 16, L::kQkv);
+        wmma::mma_sync(acc, p, vt, acc);
+      }
+      wmma::store_matrix_sync(sO + d * 16, acc, L::kOut, wmma::mem_row_major);
+    }
+    __syncwarp();
+  }
+
+  if (query < seq) {
+    const float inverse = 1.0f / l;
+    bf16* out_row = out + (static_cast<std::int64_t>(bh) * seq + query) * D;
+    for (int c = half * (D / 2); c < (half + 1) * (D / 2); ++c) {
+      out_row[c] = __float2bfloat16_rn(sO[r * L::kOut + c] * inverse);
+    }
+    if (half == 0) lse[static_cast<std::int64_t>(bh) * seq + query] = m * kLn2 + logf(l);
+  }
+}
+
+template <int D, bool kCausal>
+void launch(const bf16* q, const bf16* k, const bf16* v, bf16* out, float* lse, const FlashAttentionShape& s,
+            int group, cudaStream_t stream) {
+  constexpr int kBytes = Layout<D>::kBytes;
+  MYRIAD_CUDA_CHECK(cudaFuncSetAttribute(flash_forward_tc<D, kCausal>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                         kBytes));
+  const dim3 grid(static_cast<unsigned>(detail::ceil_div(s.seq, kBlockRows)), static_cast<unsigned>(s.batch * s.q_heads));
+  flash_forward_tc<D, kCausal><<<grid, kThreads, kBytes, stream>>>(
+      q, k, v, out, lse, static_cast<int>(s.seq), static_cast<int>(s.q_heads), group,
+      detail::effective_scale(s) * kLog2e);
+}
+
+}  // namespace
+
+void flash_attention_forward_tc_bf16(const bf16* q, const bf16* k, const bf16* v, bf16* out, float* lse,
+                                     const FlashAttentionShape& s, cudaStream_t stream) {
+  const char* op = "flash_attention_forward_tc_bf16";
+  const int group = detail::checked_group(op, s);
+  if (s.batch == 0 || s.seq == 0) return;
+  for (auto [name, ptr] : {std::pair<const char*, const void*>{"q", q}, {"k", k}, {"v", v}, {"out", out}}) {
+    detail::check_pointer(op, name, ptr, 16);  // rows are read in 16-byte chunks
+  }
+  detail::check_pointer(op, "lse", lse, alignof(float));
+  const std::size_t q_bytes = static_cast<std::size_t>(s.batch * s.q_heads * s.seq * s.head_dim) * sizeof(bf16);
+  const std::size_t kv_bytes = static_cast<std::size_t>(s.batch * s.kv_heads * s.seq * s.head_dim) * sizeof(bf16);
+  detail::check_disjoint(op, "out", out, q_bytes, "q", q, q_bytes);
+  detail::check_disjoint(op, "out", out, q_bytes, "k", k, kv_bytes);
+  detail::check_disjoint(op, "out", out, q_bytes, "v", v, kv_bytes);
+  if (s.head_dim == 64) {
+    s.causal ? launch<64, true>(q, k, v, out, lse, s, group, stream) : launch<64, false>(q, k, v, out, lse, s, group, stream);
+  } else {
+    s.causal ? launch<128, true>(q, k, v, out, lse, s, group, stream)
+             : launch<128, false>(q, k, v, out, lse, s, group, stream);
+  }
+  MYRIAD_CUDA_CHECK(cudaGetLastError());
+}
+
+}  // namespace myriad::cuda
