@@ -4,7 +4,7 @@
 //   column_sums_accumulate_f32   out[c] += sum_r x[r, c], rows summed in a fixed order
 //   split_heads_f32              (B, T, H, D) rows with a row stride -> (B, H, T, D) contiguous
 //   merge_heads_f32              (B, H, T, D) contiguous -> (B, T, H, D) rows with a row stride
-//   convert_f32_to_bf16          out = x rounded to nearest even
+//   convert_f32_to_bf16          out = x rounded to nearest even; convert_bf16_to_f32 widens (exact)
 // Grid-stride loops, one thread per output element; no atomics (deterministic).
 #include <cuda_bf16.h>
 #include <cuda_runtime.h>
@@ -38,6 +38,13 @@ __global__ void convert_f32_to_bf16_kernel(const float* x, __nv_bfloat16* out, s
   const std::int64_t stride = static_cast<std::int64_t>(gridDim.x) * blockDim.x;
   for (std::int64_t i = static_cast<std::int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < n; i += stride) {
     out[i] = __float2bfloat16_rn(x[i]);
+  }
+}
+
+__global__ void convert_bf16_to_f32_kernel(const __nv_bfloat16* x, float* out, std::int64_t n) {
+  const std::int64_t stride = static_cast<std::int64_t>(gridDim.x) * blockDim.x;
+  for (std::int64_t i = static_cast<std::int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < n; i += stride) {
+    out[i] = __bfloat162float(x[i]);
   }
 }
 
@@ -184,6 +191,18 @@ void convert_f32_to_bf16(const float* x, __nv_bfloat16* out, std::int64_t n, cud
   detail::check_disjoint(op, "out", out, static_cast<std::size_t>(n) * sizeof(__nv_bfloat16), "x", x,
                          static_cast<std::size_t>(n) * sizeof(float));
   convert_f32_to_bf16_kernel<<<blocks_for(op, n), kThreads, 0, stream>>>(x, out, n);
+  MYRIAD_CUDA_CHECK(cudaGetLastError());
+}
+
+void convert_bf16_to_f32(const __nv_bfloat16* x, float* out, std::int64_t n, cudaStream_t stream) {
+  const char* op = "convert_bf16_to_f32";
+  detail::check_count(op, "n", n);
+  if (n == 0) return;
+  detail::check_pointer(op, "x", x, alignof(__nv_bfloat16));
+  detail::check_pointer(op, "out", out, alignof(float));
+  detail::check_disjoint(op, "out", out, static_cast<std::size_t>(n) * sizeof(float), "x", x,
+                         static_cast<std::size_t>(n) * sizeof(__nv_bfloat16));
+  convert_bf16_to_f32_kernel<<<blocks_for(op, n), kThreads, 0, stream>>>(x, out, n);
   MYRIAD_CUDA_CHECK(cudaGetLastError());
 }
 

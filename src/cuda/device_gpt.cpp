@@ -101,15 +101,25 @@ DeviceGpt::State::State(DeviceContext& ctx, const nn::TransformerConfig& cfg, st
     block_buffers.push_back(floats(per_block, dev));
     BlockActivations a{};
     carve(block_buffers.back().as<float>(), a);
-    a.ln1_h = a.merged_h = a.ln2_h = a.act_h = nullptr;
+    a.ln1_h = a.merged_h = a.ln2_h = a.act_h = a.q_h = a.k_h = a.v_h = a.att_h = nullptr;
     if (opts.bf16) {
-      const std::int64_t halves = 3 * round16(N * C) + round16(N * F);
+      const std::int64_t halves = 5 * round16(N * C) + round16(N * F) + 2 * round16(kv);
       block_half_buffers.push_back(DeviceBuffer(static_cast<std::size_t>(halves) * sizeof(__nv_bfloat16), dev));
       auto* h = block_half_buffers.back().as<__nv_bfloat16>();
-      a.ln1_h = h;
-      a.merged_h = h + round16(N * C);
-      a.ln2_h = h + 2 * round16(N * C);
-      a.act_h = h + 3 * round16(N * C);
+      std::int64_t at = 0;
+      auto take_half = [&](std::int64_t n) {
+        __nv_bfloat16* p = h + at;
+        at += round16(n);
+        return p;
+      };
+      a.ln1_h = take_half(N * C);
+      a.merged_h = take_half(N * C);
+      a.ln2_h = take_half(N * C);
+      a.act_h = take_half(N * F);
+      a.q_h = take_half(N * C);
+      a.k_h = take_half(kv);
+      a.v_h = take_half(kv);
+      a.att_h = take_half(N * C);
     }
     blocks.push_back(a);
   }
@@ -118,6 +128,10 @@ DeviceGpt::State::State(DeviceContext& ctx, const nn::TransformerConfig& cfg, st
     values_h = halves(total);
     lnf_h = halves(N * C);
     grad_h = halves(std::max({N * V, N * F, N * W}));
+    d_att_h = halves(N * C);
+    d_q_h = halves(N * C);
+    d_k_h = halves(kv);
+    d_v_h = halves(kv);
   }
   if (rope) {
     rope_cos = floats(T * D / 2, dev);
@@ -151,7 +165,8 @@ DeviceGpt::State::State(DeviceContext& ctx, const nn::TransformerConfig& cfg, st
   }
   for (const DeviceBuffer* b : {&lnf, &lnf_mean, &lnf_rstd, &logits, &losses, &ce_lse, &grad_losses, &ids, &targets,
                                 &d_res, &d_res_mid, &d_tmp, &d_merged, &d_att, &d_q, &d_k, &d_v, &d_qkv, &d_fc, &d_up,
-                                &delta, &norm_scratch, &lnf_h, &grad_h, &rope_cos, &rope_sin}) {
+                                &delta, &norm_scratch, &lnf_h, &grad_h, &rope_cos, &rope_sin, &d_att_h, &d_q_h,
+                                &d_k_h, &d_v_h}) {
     activation_bytes += b->bytes();
   }
 }

@@ -7,7 +7,8 @@
 // cross-entropy. Norms are LayerNorm or RMSNorm. The backward walks the same list in reverse;
 // weight gradients accumulate through GEMMs with beta = 1, bias gradients through column sums,
 // norm and embedding gradients through their kernels' `+=` outputs. In bf16 mode each GEMM reads
-// bf16 copies of its operands (linear_forward / linear_backward make them) and writes f32.
+// bf16 copies of its operands (linear_forward / linear_backward make them) and writes f32, and
+// attention runs on bf16 q, k, v: the tensor-core forward and the bf16 backward kernel.
 #include <limits>
 
 #include "device_gpt_state.h"
@@ -137,7 +138,15 @@ void DeviceGpt::State::forward(std::int64_t layer_count) {
       rotate(*this, a.q, Hq, false);
       rotate(*this, a.k, Hkv, false);
     }
-    flash_attention_forward_f32(a.q, a.k, a.v, a.att, a.lse, attention_shape(*this), stream);
+    if (options.bf16) {  // tensor-core attention on bf16 operands; f32 output for the merge
+      convert_f32_to_bf16(a.q, a.q_h, N * C, stream);
+      convert_f32_to_bf16(a.k, a.k_h, N * Hkv * D, stream);
+      convert_f32_to_bf16(a.v, a.v_h, N * Hkv * D, stream);
+      flash_attention_forward_tc_bf16(a.q_h, a.k_h, a.v_h, a.att_h, a.lse, attention_shape(*this), stream);
+      convert_bf16_to_f32(a.att_h, a.att, N * C, stream);
+    } else {
+      flash_attention_forward_f32(a.q, a.k, a.v, a.att, a.lse, attention_shape(*this), stream);
+    }
     merge_heads_f32(a.att, a.merged, C, B, T, Hq, D, stream);
     float* branch = d_tmp.as<float>();  // free during the forward
     prepare_operand(*this, {a.merged, a.merged_h}, N * C);
@@ -217,8 +226,19 @@ void DeviceGpt::State::backward(float loss_scale) {
     linear_backward(*this, g_mid, {a.merged, a.merged_h}, name("attn.proj.weight"), d_merged.as<float>(),
                     g("attn.proj.weight"), maybe_g("attn.proj.bias"), N, C, C);
     split_heads_f32(d_merged.as<float>(), C, d_att.as<float>(), B, T, Hq, D, stream);
-    flash_attention_backward_f32(a.q, a.k, a.v, a.att, a.lse, d_att.as<float>(), d_q.as<float>(), d_k.as<float>(),
-                                 d_v.as<float>(), delta.as<float>(), N * Hq, attention_shape(*this), stream);
+    if (options.bf16) {  // the bf16 backward on the forward's bf16 operands, gradients widened to f32
+      auto* g_att_h = d_att_h.as<__nv_bfloat16>();
+      convert_f32_to_bf16(d_att.as<float>(), g_att_h, N * C, stream);
+      flash_attention_backward_bf16(a.q_h, a.k_h, a.v_h, a.att_h, a.lse, g_att_h, d_q_h.as<__nv_bfloat16>(),
+                                    d_k_h.as<__nv_bfloat16>(), d_v_h.as<__nv_bfloat16>(), delta.as<float>(), N * Hq,
+                                    attention_shape(*this), stream);
+      convert_bf16_to_f32(d_q_h.as<__nv_bfloat16>(), d_q.as<float>(), N * C, stream);
+      convert_bf16_to_f32(d_k_h.as<__nv_bfloat16>(), d_k.as<float>(), N * Hkv * D, stream);
+      convert_bf16_to_f32(d_v_h.as<__nv_bfloat16>(), d_v.as<float>(), N * Hkv * D, stream);
+    } else {
+      flash_attention_backward_f32(a.q, a.k, a.v, a.att, a.lse, d_att.as<float>(), d_q.as<float>(), d_k.as<float>(),
+                                   d_v.as<float>(), delta.as<float>(), N * Hq, attention_shape(*this), stream);
+    }
     if (rope) {
       rotate(*this, d_q.as<float>(), Hq, true);
       rotate(*this, d_k.as<float>(), Hkv, true);

@@ -28,8 +28,10 @@ struct BlockActivations {
   float *fc;                         // (N, F) GELU input, or SwiGLU's gate
   float *up;                         // (N, F) SwiGLU's up projection (null for GELU)
   float *act;                        // (N, F) the MLP activation: gelu(fc) or silu(fc) * up
-  // bf16 mode: the GEMM inputs above rounded to bf16 (null in f32 mode).
+  // bf16 mode: the GEMM inputs above rounded to bf16, and attention's bf16 operands and output
+  // (q, k after RoPE; the tensor-core forward reads them, the backward kernel too). Null in f32 mode.
   __nv_bfloat16 *ln1_h, *merged_h, *ln2_h, *act_h;
+  __nv_bfloat16 *q_h, *k_h, *v_h, *att_h;
 };
 
 struct DeviceGpt::State {
@@ -58,6 +60,7 @@ struct DeviceGpt::State {
   DeviceBuffer bad_index;                      // one long long (embedding / cross-entropy checks)
   // Backward scratch shared by the blocks.
   DeviceBuffer d_res, d_res_mid, d_tmp, d_merged, d_att, d_q, d_k, d_v, d_qkv, d_fc, d_up, delta, norm_scratch;
+  DeviceBuffer d_att_h, d_q_h, d_k_h, d_v_h;  // bf16 mode: attention gradients in bf16
   std::int64_t norm_scratch_floats = 0;
   DeviceBuffer grad_norm_scratch, grad_norm_out;  // doubles
   std::int64_t grad_norm_scratch_doubles = 0;

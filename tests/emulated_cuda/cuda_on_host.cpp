@@ -166,6 +166,30 @@ void flash_attention_backward_f32(const float* q, const float* k, const float* v
   Tensor a = W(gq, sq), b = W(gk, sk), c = W(gv, sk);
   attention_backward(AttentionArgs{.scale = s.scale, .causal = s.causal}, W(q, sq), W(k, sk), W(v, sk), W(out, sq), W(lse, {s.batch, s.q_heads, s.seq}), W(go, sq), a, b, c);
 }
+// bf16 attention: the CPU op on the widened bf16 inputs, outputs rounded to bf16.
+static Tensor widen(const __nv_bfloat16* p, const Shape& s) { return W(p, s, DType::bf16).to(DType::f32); }
+static void narrow(const Tensor& t, __nv_bfloat16* out) {
+  Tensor h = t.to(DType::bf16);
+  std::memcpy(out, h.raw_data(), h.nbytes());
+}
+void flash_attention_forward_tc_bf16(const __nv_bfloat16* q, const __nv_bfloat16* k, const __nv_bfloat16* v, __nv_bfloat16* out, float* lse, const FlashAttentionShape& s, cudaStream_t) {
+  Shape sq{s.batch, s.q_heads, s.seq, s.head_dim}, sk{s.batch, s.kv_heads, s.seq, s.head_dim};
+  Tensor o = Tensor::empty(sq), l = W(lse, {s.batch, s.q_heads, s.seq});
+  attention_forward(AttentionArgs{.scale = s.scale, .causal = s.causal}, widen(q, sq), widen(k, sk), widen(v, sk), o, l);
+  narrow(o, out);
+}
+void flash_attention_backward_bf16(const __nv_bfloat16* q, const __nv_bfloat16* k, const __nv_bfloat16* v, const __nv_bfloat16* out, const float* lse, const __nv_bfloat16* go, __nv_bfloat16* gq, __nv_bfloat16* gk, __nv_bfloat16* gv, float*, std::int64_t, const FlashAttentionShape& s, cudaStream_t) {
+  Shape sq{s.batch, s.q_heads, s.seq, s.head_dim}, sk{s.batch, s.kv_heads, s.seq, s.head_dim};
+  Tensor a = Tensor::empty(sq), b = Tensor::empty(sk), c = Tensor::empty(sk);
+  attention_backward(AttentionArgs{.scale = s.scale, .causal = s.causal}, widen(q, sq), widen(k, sk), widen(v, sk), widen(out, sq), W(lse, {s.batch, s.q_heads, s.seq}), widen(go, sq), a, b, c);
+  narrow(a, gq);
+  narrow(b, gk);
+  narrow(c, gv);
+}
+void convert_bf16_to_f32(const __nv_bfloat16* x, float* out, std::int64_t n, cudaStream_t) {
+  Tensor wide = widen(x, {n});
+  std::memcpy(out, wide.raw_data(), static_cast<std::size_t>(n) * 4);
+}
 void cross_entropy_forward_f32(const float* logits, const std::int32_t* t, float* losses, float* lse, long long* bad, std::int64_t N, std::int64_t V, std::int32_t ig, cudaStream_t) {
   for (std::int64_t i = 0; i < N; ++i) if (t[i] != ig && (t[i] < 0 || t[i] >= V) && i < *bad) *bad = i;
   Tensor l = W(losses, {N}), s = W(lse, {N});

@@ -1,13 +1,15 @@
 // The device model's plumbing kernels (kernels/tensor/layout.cu) against host loops on fresh
 // random inputs: sums are exact-order f32 (add, broadcast add: bit-exact), column sums within f32
 // summation error of a float64 reference, head split/merge are permutations (bit-exact and
-// inverse of each other on q/k/v slices of fused rows). Argument errors run everywhere.
+// inverse of each other on q/k/v slices of fused rows), bf16 conversions match core/half.h bit
+// for bit. Argument errors run everywhere.
 #include <gtest/gtest.h>
 
 #include <cmath>
 #include <vector>
 
 #include "gpu_test_support.h"
+#include "myriad/core/half.h"
 #include "myriad/cuda/kernels.h"
 #include "reference.h"
 
@@ -81,6 +83,26 @@ TEST(LayoutKernels, SplitAndMergeHeadsArePermutationsOfFusedRows) {
     cuda::merge_heads_f32(heads.get(), merged.get() + part * C, stride, B, T, H, D, context.stream());
   }
   EXPECT_EQ(merged.download(), qkv);  // every slice written back: the inverse permutation
+}
+
+TEST(LayoutKernels, Bf16ConversionsRoundToNearestEvenAndWidenExactly) {
+  MYRIAD_REQUIRE_GPU();
+  const std::uint64_t seed = testing::fresh_seed();
+  MYRIAD_SEED_TRACE(seed);
+  cuda::DeviceContext context(0);
+  const std::int64_t n = 4099;
+  const auto x = random_floats(n, -300, 300, seed, 7);
+  DeviceArray<float> dx(context, x), back(context, n);
+  DeviceArray<std::uint16_t> half(context, n);
+  auto* h = reinterpret_cast<__nv_bfloat16*>(half.get());
+  cuda::convert_f32_to_bf16(dx.get(), h, n, context.stream());
+  cuda::convert_bf16_to_f32(h, back.get(), n, context.stream());
+  const auto bits = half.download();
+  const auto widened = back.download();
+  for (std::int64_t i = 0; i < n; ++i) {
+    ASSERT_EQ(bits[i], float_to_bf16(x[i])) << i;  // core/half.h: round to nearest even
+    ASSERT_EQ(widened[i], bf16_to_float(bits[i])) << i;
+  }
 }
 
 TEST(LayoutKernels, ArgumentErrorsNameTheLauncher) {

@@ -170,5 +170,7 @@ void merge_heads_f32(const float* src, float* dst, std::int64_t dst_row_stride, 
                      std::int64_t heads, std::int64_t head_dim, cudaStream_t stream);
 // out = x rounded to bf16 (nearest even, as core/half.h) over n values; x and out disjoint.
 void convert_f32_to_bf16(const float* x, __nv_bfloat16* out, std::int64_t n, cudaStream_t stream);
+// out = x widened to f32 (exact) over n values; x and out disjoint.
+void convert_bf16_to_f32(const __nv_bfloat16* x, float* out, std::int64_t n, cudaStream_t stream);
 
 }  // namespace myriad::cuda
