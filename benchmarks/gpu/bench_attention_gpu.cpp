@@ -1,11 +1,12 @@
-// bench_attention_gpu: myriad's flash attention kernels (bf16, f32 math) in TFLOP/s, forward (CUDA
-// cores, and flash_attention_forward_tc_bf16 on tensor cores) and
-// forward + backward, at T = 1k, 2k, 4k (--long: up to 16k), head dim 64 and 128, causal and not (batch * heads chosen
-// so every shape does about the same work). FLOPs counted as FlashAttention's benchmarks do:
-// forward 4 B H T^2 D (halved when causal), backward 2.5x the forward. With `--sdpa FILE` it
-// reads PyTorch SDPA timings for the same shapes (written by benchmarks/gpu/sdpa_reference.py on
-// the same GPU) and prints the ratio — the bar is >= 80 % of SDPA for forward + backward
-// at T >= 2048, D 128. Time = best of 2 rounds of 3 calls (CUDA events). Exits 0 without a GPU.
+// bench_attention_gpu: myriad's flash attention kernels (bf16 tensors, f32 softmax) in TFLOP/s,
+// forward and forward + backward, for the CUDA-core kernels (flash_attention_*_bf16) and the
+// tensor-core ones (flash_attention_*_tc_bf16, WMMA), at T = 1k, 2k, 4k (--long: up to 16k), head
+// dim 64 and 128, causal and not (batch * heads chosen so every shape does about the same work).
+// FLOPs counted as FlashAttention's benchmarks do: forward 4 B H T^2 D (halved when causal),
+// backward 2.5x the forward. With `--sdpa FILE` it reads PyTorch SDPA timings for the same shapes
+// (written by benchmarks/gpu/sdpa_reference.py on the same GPU) and prints the tensor-core ratios
+// — the bar is >= 80 % of SDPA for forward + backward at T >= 2048, D 128. Time = best of
+// 2 rounds of 3 calls (CUDA events). Exits 0 without a GPU.
 // Usage: bench_attention_gpu [--sdpa sdpa.txt] [--long]
 #include <cuda_bf16.h>
 #include <cuda_runtime_api.h>
@@ -90,8 +91,9 @@ int main(int argc, char** argv) {
   MYRIAD_CUDA_CHECK(cudaGetDeviceProperties(&prop, 0));
   std::printf("# bench_attention_gpu\n\n- device: %s; bf16 q, k, v, out; batch x heads x T = 16k x 16 rows of work\n\n",
               prop.name);
-  std::printf("| T | D | causal | fwd TFLOP/s | tensor-core fwd TFLOP/s | fwd+bwd TFLOP/s | SDPA fwd | SDPA fwd+bwd "
-              "| tensor-core fwd vs SDPA | fwd+bwd vs SDPA |\n|---|---|---|---|---|---|---|---|---|---|\n");
+  std::printf("| T | D | causal | fwd | fwd+bwd | tensor-core fwd | tensor-core fwd+bwd | SDPA fwd | SDPA fwd+bwd "
+              "| tensor-core fwd vs SDPA | tensor-core fwd+bwd vs SDPA |\n"
+              "|---|---|---|---|---|---|---|---|---|---|---|\n");
   for (long t : {1024L, 2048L, 4096L, 8192L, 16384L}) {
     if (t > 4096 && !long_sequences) break;
     for (long d : {64L, 128L}) {
@@ -120,19 +122,26 @@ int main(int argc, char** argv) {
         };
         const double fwd_flops = 4.0 * batch * heads * static_cast<double>(t) * t * d / (causal ? 2.0 : 1.0);
         const double fwd_s = best_seconds(context.stream(), forward), both_s = best_seconds(context.stream(), both);
+        auto tc_both = [&] {
+          tc_forward();
+          cuda::flash_attention_backward_tc_bf16(bf(q), bf(k), bf(v), bf(out), lse.as<float>(), bf(go), bf(gq),
+                                                 bf(gk), bf(gv), delta.as<float>(), batch * heads * t, shape,
+                                                 context.stream());
+        };
         const double tc_s = best_seconds(context.stream(), tc_forward);
+        const double tc_both_s = best_seconds(context.stream(), tc_both);
         const double fwd_tflops = fwd_flops / fwd_s / 1e12, tc_tflops = fwd_flops / tc_s / 1e12;
-        const double both_tflops = 3.5 * fwd_flops / both_s / 1e12;
+        const double both_tflops = 3.5 * fwd_flops / both_s / 1e12, tc_both_tflops = 3.5 * fwd_flops / tc_both_s / 1e12;
         auto found = sdpa.find({t, d, causal});
         if (found == sdpa.end()) {
-          std::printf("| %ld | %ld | %s | %.1f | %.1f | %.1f | - | - | - | - |\n", t, d, causal ? "yes" : "no",
-                      fwd_tflops, tc_tflops, both_tflops);
+          std::printf("| %ld | %ld | %s | %.1f | %.1f | %.1f | %.1f | - | - | - | - |\n", t, d,
+                      causal ? "yes" : "no", fwd_tflops, both_tflops, tc_tflops, tc_both_tflops);
         } else {
           const double sdpa_fwd = fwd_flops / found->second.first / 1e12;
           const double sdpa_both = 3.5 * fwd_flops / found->second.second / 1e12;
-          std::printf("| %ld | %ld | %s | %.1f | %.1f | %.1f | %.1f | %.1f | %.0f%% | %.0f%% |\n", t, d,
-                      causal ? "yes" : "no", fwd_tflops, tc_tflops, both_tflops, sdpa_fwd, sdpa_both,
-                      100.0 * tc_tflops / sdpa_fwd, 100.0 * both_tflops / sdpa_both);
+          std::printf("| %ld | %ld | %s | %.1f | %.1f | %.1f | %.1f | %.1f | %.1f | %.0f%% | %.0f%% |\n", t, d,
+                      causal ? "yes" : "no", fwd_tflops, both_tflops, tc_tflops, tc_both_tflops, sdpa_fwd, sdpa_both,
+                      100.0 * tc_tflops / sdpa_fwd, 100.0 * tc_both_tflops / sdpa_both);
         }
         std::fflush(stdout);
       }

@@ -17,6 +17,7 @@
 #include <cstdint>
 
 #include "attention/attention_shape.h"
+#include "attention/tc_tiles.cuh"
 #include "common/launch_checks.h"
 #include "myriad/cuda/check.h"
 #include "myriad/cuda/kernels.h"
@@ -25,40 +26,18 @@ namespace myriad::cuda {
 namespace {
 
 namespace wmma = nvcuda::wmma;
-using bf16 = __nv_bfloat16;
+using namespace tc;  // bf16, kTileRows, kWarps, kThreads, kLog2e, kLn2, Tiles, load_tile
 
-constexpr int kBlockRows = 64;  // query rows per block
-constexpr int kWarps = 4;       // 16 query rows each
-constexpr int kTileKeys = 64;   // key / value rows per shared-memory tile
-constexpr int kThreads = kWarps * 32;
-constexpr float kLog2e = 1.4426950408889634f;
-constexpr float kLn2 = 0.6931471805599453f;
+constexpr int kBlockRows = kTileRows;  // query rows per block
+constexpr int kTileKeys = kTileRows;   // key / value rows per shared-memory tile
 
-// Leading dimensions (elements), padded against bank conflicts; each a multiple of 8 (bf16) or 4
-// (f32) as WMMA requires, and every fragment pointer lands on a 32-byte boundary.
-template <int D> struct Layout {
-  static constexpr int kQkv = D + 8;           // sQ, sK, sV rows (bf16)
-  static constexpr int kScores = kTileKeys + 4;  // sS rows (f32)
-  static constexpr int kProbs = kTileKeys + 8;   // sP rows (bf16)
-  static constexpr int kOut = D + 4;             // sO rows (f32)
-  static constexpr int kTileBytes = kBlockRows * kQkv * 2;
-  static constexpr int kScoresBytes = kWarps * 16 * kScores * 4;
-  static constexpr int kProbsBytes = kWarps * 16 * kProbs * 2;
-  static constexpr int kOutBytes = kWarps * 16 * kOut * 4;
-  static constexpr int kBytes = 3 * kTileBytes + kScoresBytes + kProbsBytes + kOutBytes;
+// The forward's shared memory: q, k, v tiles, then per warp scores (f32), probabilities (bf16)
+// and the output accumulator (f32).
+template <int D> struct Layout : Tiles<D> {
+  static constexpr int kQkv = Tiles<D>::kRow;
+  static constexpr int kTileBytes = Tiles<D>::kBytes;
+  static constexpr int kBytes = 3 * kTileBytes + Tiles<D>::kScoresBytes + Tiles<D>::kProbsBytes + Tiles<D>::kOutBytes;
 };
-
-// rows x D bf16 from global rows [first, first + rows) (zero past `seq`) into shared rows of ld.
-template <int D>
-__device__ __forceinline__ void load_tile(const bf16* src, int first, int seq, bf16* dst, int tid) {
-  constexpr int kChunks = D / 8;  // 16-byte chunks per row
-  for (int i = tid; i < kBlockRows * kChunks; i += kThreads) {
-    const int row = i / kChunks, chunk = i % kChunks;
-    uint4 value = make_uint4(0, 0, 0, 0);
-    if (first + row < seq) value = *reinterpret_cast<const uint4*>(src + static_cast<std::int64_t>(first + row) * D + chunk * 8);
-    *reinterpret_cast<uint4*>(dst + row * Layout<D>::kQkv + chunk * 8) = value;
-  }
-}
 
 template <int D, bool kCausal>
 __global__ void __launch_bounds__(kThreads) flash_forward_tc(const bf16* q, const bf16* k, const bf16* v, bf16* out,

@@ -8,7 +8,7 @@
 // weight gradients accumulate through GEMMs with beta = 1, bias gradients through column sums,
 // norm and embedding gradients through their kernels' `+=` outputs. In bf16 mode each GEMM reads
 // bf16 copies of its operands (linear_forward / linear_backward make them) and writes f32, and
-// attention runs on bf16 q, k, v: the tensor-core forward and the bf16 backward kernel.
+// attention runs on bf16 q, k, v through the tensor-core forward and backward kernels.
 #include <limits>
 
 #include "device_gpt_state.h"
@@ -226,12 +226,12 @@ void DeviceGpt::State::backward(float loss_scale) {
     linear_backward(*this, g_mid, {a.merged, a.merged_h}, name("attn.proj.weight"), d_merged.as<float>(),
                     g("attn.proj.weight"), maybe_g("attn.proj.bias"), N, C, C);
     split_heads_f32(d_merged.as<float>(), C, d_att.as<float>(), B, T, Hq, D, stream);
-    if (options.bf16) {  // the bf16 backward on the forward's bf16 operands, gradients widened to f32
+    if (options.bf16) {  // the tensor-core backward on the forward's bf16 operands, gradients widened
       auto* g_att_h = d_att_h.as<__nv_bfloat16>();
       convert_f32_to_bf16(d_att.as<float>(), g_att_h, N * C, stream);
-      flash_attention_backward_bf16(a.q_h, a.k_h, a.v_h, a.att_h, a.lse, g_att_h, d_q_h.as<__nv_bfloat16>(),
-                                    d_k_h.as<__nv_bfloat16>(), d_v_h.as<__nv_bfloat16>(), delta.as<float>(), N * Hq,
-                                    attention_shape(*this), stream);
+      flash_attention_backward_tc_bf16(a.q_h, a.k_h, a.v_h, a.att_h, a.lse, g_att_h, d_q_h.as<__nv_bfloat16>(),
+                                       d_k_h.as<__nv_bfloat16>(), d_v_h.as<__nv_bfloat16>(), delta.as<float>(),
+                                       N * Hq, attention_shape(*this), stream);
       convert_bf16_to_f32(d_q_h.as<__nv_bfloat16>(), d_q.as<float>(), N * C, stream);
       convert_bf16_to_f32(d_k_h.as<__nv_bfloat16>(), d_k.as<float>(), N * Hkv * D, stream);
       convert_bf16_to_f32(d_v_h.as<__nv_bfloat16>(), d_v.as<float>(), N * Hkv * D, stream);

@@ -186,6 +186,9 @@ void flash_attention_backward_bf16(const __nv_bfloat16* q, const __nv_bfloat16* 
   narrow(b, gk);
   narrow(c, gv);
 }
+void flash_attention_backward_tc_bf16(const __nv_bfloat16* q, const __nv_bfloat16* k, const __nv_bfloat16* v, const __nv_bfloat16* out, const float* lse, const __nv_bfloat16* go, __nv_bfloat16* gq, __nv_bfloat16* gk, __nv_bfloat16* gv, float* delta, std::int64_t delta_floats, const FlashAttentionShape& s, cudaStream_t stream) {
+  flash_attention_backward_bf16(q, k, v, out, lse, go, gq, gk, gv, delta, delta_floats, s, stream);
+}
 void convert_bf16_to_f32(const __nv_bfloat16* x, float* out, std::int64_t n, cudaStream_t) {
   Tensor wide = widen(x, {n});
   std::memcpy(out, wide.raw_data(), static_cast<std::size_t>(n) * 4);

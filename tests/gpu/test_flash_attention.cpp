@@ -6,7 +6,7 @@
 // are rounded to bf16 and the CPU reference computes on those rounded values in f32; the GPU's
 // outputs are rounded to bf16 once more (half an ulp, 2^-9 relative) on top of f32 math, so the
 // tolerance is 2x the error of that rounding: rtol 2^-8, atol 2^-8 times the output scale. The
-// tensor-core forward (flash_attention_forward_tc_bf16) is held to the same bf16 bars.
+// tensor-core forward and backward (flash_attention_*_tc_bf16) are held to the same bf16 bars.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -104,6 +104,18 @@ TEST_P(FlashAttentionKernel, MatchesTheCpuOpInF32AndBf16) {
       testing::expect_close(from_bf16(tc_out.download()), testing::to_f64(out), std::ldexp(1.0, -8),
                             std::ldexp(1.0, -8), "out " + tc_what);
       testing::expect_close(as_f64(tc_lse.download()), testing::to_f64(lse), 2e-5, 1e-5, "lse " + tc_what);
+      // The tensor-core backward on the tensor-core forward's out and lse (as DeviceGpt pairs them).
+      DeviceArray<std::uint16_t> tc_gq(context, q.numel()), tc_gk(context, k.numel()), tc_gv(context, v.numel());
+      DeviceArray<float> tc_delta(context, rows);
+      cuda::flash_attention_backward_tc_bf16(p(dq), p(dk), p(dv), p(tc_out), tc_lse.get(), p(dgo), p(tc_gq), p(tc_gk),
+                                             p(tc_gv), tc_delta.get(), rows, shape, context.stream());
+      const double tc_grad_atol = std::ldexp(1.0, -8) * std::sqrt(static_cast<double>(c.t));
+      testing::expect_close(from_bf16(tc_gq.download()), testing::to_f64(gq), tc_grad_atol, std::ldexp(1.0, -8),
+                            "grad_q " + tc_what);
+      testing::expect_close(from_bf16(tc_gk.download()), testing::to_f64(gk), tc_grad_atol, std::ldexp(1.0, -8),
+                            "grad_k " + tc_what);
+      testing::expect_close(from_bf16(tc_gv.download()), testing::to_f64(gv), tc_grad_atol, std::ldexp(1.0, -8),
+                            "grad_v " + tc_what);
       got_gq = from_bf16(dgq.download());
       got_gk = from_bf16(dgk.download());
       got_gv = from_bf16(dgv.download());

@@ -33,7 +33,7 @@ struct DeviceGptOptions {
   // bf16 GEMMs (tensor cores) with f32 outputs: every GEMM operand — the weights (a bf16 copy of
   // the f32 masters, refreshed after each update), the normalised / GELU / attention outputs and
   // the output gradients — is rounded to bf16, and attention reads bf16 q, k, v (tensor-core
-  // forward, bf16 backward kernel; f32 softmax inside); residual stream, norms, losses, gradient
+  // forward and backward; f32 softmax inside); residual stream, norms, losses, gradient
   // sums and the optimizer stay f32 (training.precision: bf16).
   bool bf16 = false;
 };

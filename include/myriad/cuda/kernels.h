@@ -115,6 +115,14 @@ void flash_attention_forward_bf16(const __nv_bfloat16* q, const __nv_bfloat16* k
 void flash_attention_forward_tc_bf16(const __nv_bfloat16* q, const __nv_bfloat16* k, const __nv_bfloat16* v,
                                      __nv_bfloat16* out, float* lse, const FlashAttentionShape& shape,
                                      cudaStream_t stream);
+// The backward on tensor cores (kernels/attention/flash_attention_tc_backward.cu: WMMA bf16
+// products, f32 accumulation; P and dS rounded to bf16 before their products): the contract of
+// flash_attention_backward_bf16; all tensors 16-byte aligned.
+void flash_attention_backward_tc_bf16(const __nv_bfloat16* q, const __nv_bfloat16* k, const __nv_bfloat16* v,
+                                      const __nv_bfloat16* out, const float* lse, const __nv_bfloat16* grad_out,
+                                      __nv_bfloat16* grad_q, __nv_bfloat16* grad_k, __nv_bfloat16* grad_v,
+                                      float* delta, std::int64_t delta_floats, const FlashAttentionShape& shape,
+                                      cudaStream_t stream);
 void flash_attention_backward_f32(const float* q, const float* k, const float* v, const float* out, const float* lse,
                                   const float* grad_out, float* grad_q, float* grad_k, float* grad_v, float* delta,
                                   std::int64_t delta_floats, const FlashAttentionShape& shape, cudaStream_t stream);

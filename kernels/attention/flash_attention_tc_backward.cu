@@ -1,0 +1,302 @@
+// Flash attention backward on tensor cores (bf16 in and out, f32 accumulation), the contract of
+// flash_attention_backward_bf16 (kernels.h): from q, k, v, out, lse and dO it writes dQ, dK, dV.
+//
+//   delta_i = dO_i . O_i                                  (one thread per query row)
+//   dQ kernel, a block per 64 queries of a head, key tiles of 64 through shared memory; per warp
+//     (16 queries): S = Q K^T, dP = dO V^T (WMMA into f32 scratch), P = exp(S scale - lse),
+//     dS = P (dP - delta) rounded to bf16, dQ += dS K in register fragments; dQ = scale dQ.
+//   dK/dV kernel, a block per 64 keys of a key/value head; over the group's query heads in order
+//     and their query tiles (causal: from the block's first key); per warp (16 keys):
+//     S^T = K Q^T, dP^T = V dO^T, P^T and dS^T as above (bf16), dV += P^T dO, dK += dS^T Q in
+//     register fragments; dK = scale dK.
+// Masked entries (causal, or past `seq`) get P = 0. Every sum runs in an order fixed by the
+// shape: bit-identical run to run, no atomics.
+#include <cuda_bf16.h>
+#include <cuda_runtime.h>
+#include <mma.h>
+
+#include <cstdint>
+#include <tuple>
+#include <utility>
+
+#include "attention/attention_shape.h"
+#include "attention/tc_tiles.cuh"
+#include "common/launch_checks.h"
+#include "myriad/cuda/check.h"
+#include "myriad/cuda/kernels.h"
+
+namespace myriad::cuda {
+namespace {
+
+namespace wmma = nvcuda::wmma;
+using namespace tc;  // bf16, kTileRows, kWarps, kThreads, kLog2e, Tiles, load_tile
+
+using Accumulator = wmma::fragment<wmma::accumulator, 16, 16, 16, float>;
+
+// The backward kernels' shared memory: four tiles (the block's own rows of two operands, and the
+// streamed tiles of the other two), then per warp two f32 score blocks (S, dP), two bf16 blocks
+// (P, dS), one f32 16 x D staging block for the result, and the streamed rows' lse and delta.
+template <int D> struct BackwardLayout : Tiles<D> {
+  using T = Tiles<D>;
+  static constexpr int kScoresOffset = 4 * T::kBytes;
+  static constexpr int kProbsOffset = kScoresOffset + 2 * T::kScoresBytes;
+  static constexpr int kOutOffset = kProbsOffset + 2 * T::kProbsBytes;
+  static constexpr int kRowStatsOffset = kOutOffset + T::kOutBytes;
+  static constexpr int kBytes = kRowStatsOffset + 2 * kTileRows * 4;
+};
+
+// Per warp views of the scratch of BackwardLayout.
+template <int D> struct WarpScratch {
+  float* s;    // 16 x 64 scores (or their transpose), ld Tiles<D>::kScores
+  float* dp;   // 16 x 64
+  bf16* p;     // 16 x 64 probabilities, ld Tiles<D>::kProbs
+  bf16* ds;    // 16 x 64
+  float* out;  // 16 x D staging, ld Tiles<D>::kOut
+  __device__ WarpScratch(unsigned char* shared, int warp) {
+    using L = BackwardLayout<D>;
+    s = reinterpret_cast<float*>(shared + L::kScoresOffset) + warp * 16 * L::kScores;
+    dp = reinterpret_cast<float*>(shared + L::kScoresOffset + L::kScoresBytes) + warp * 16 * L::kScores;
+    p = reinterpret_cast<bf16*>(shared + L::kProbsOffset) + warp * 16 * L::kProbs;
+    ds = reinterpret_cast<bf16*>(shared + L::kProbsOffset + L::kProbsBytes) + warp * 16 * L::kProbs;
+    out = reinterpret_cast<float*>(shared + L::kOutOffset) + warp * 16 * L::kOut;
+  }
+};
+
+// dst (16 x 64, f32, ld kScores) = A_w (16 rows of `a` from row a_row, row-major tile) times the
+// transpose of the 64-row tile `b` (each of its rows one output column).
+template <int D>
+__device__ __forceinline__ void times_transposed(const bf16* a, int a_row, const bf16* b, float* dst) {
+  constexpr int kRow = Tiles<D>::kRow;
+#pragma unroll
+  for (int n = 0; n < kTileRows / 16; ++n) {
+    Accumulator acc;
+    wmma::fill_fragment(acc, 0.0f);
+#pragma unroll
+    for (int kk = 0; kk < D; kk += 16) {
+      wmma::fragment<wmma::matrix_a, 16, 16, 16, bf16, wmma::row_major> x;
+      wmma::fragment<wmma::matrix_b, 16, 16, 16, bf16, wmma::col_major> yt;
+      wmma::load_matrix_sync(x, a + a_row * kRow + kk, kRow);
+      wmma::load_matrix_sync(yt, b + n * 16 * kRow + kk, kRow);
+      wmma::mma_sync(acc, x, yt, acc);
+    }
+    wmma::store_matrix_sync(dst + n * 16, acc, Tiles<D>::kScores, wmma::mem_row_major);
+  }
+}
+
+// acc[d] += lhs (16 x 64 bf16, ld kProbs) times the 64-row tile `rhs` (64 x D).
+template <int D>
+__device__ __forceinline__ void accumulate_product(Accumulator (&acc)[D / 16], const bf16* lhs, const bf16* rhs) {
+  constexpr int kRow = Tiles<D>::kRow;
+#pragma unroll
+  for (int d = 0; d < D / 16; ++d) {
+#pragma unroll
+    for (int kk = 0; kk < kTileRows; kk += 16) {
+      wmma::fragment<wmma::matrix_a, 16, 16, 16, bf16, wmma::row_major> x;
+      wmma::fragment<wmma::matrix_b, 16, 16, 16, bf16, wmma::row_major> y;
+      wmma::load_matrix_sync(x, lhs + kk, Tiles<D>::kProbs);
+      wmma::load_matrix_sync(y, rhs + kk * kRow + d * 16, kRow);
+      wmma::mma_sync(acc[d], x, y, acc[d]);
+    }
+  }
+}
+
+// Writes scale * acc (16 x D) as bf16 to rows [row0, row0 + 16) of a (seq, D) matrix, rows past
+// seq dropped; through the warp's f32 staging block. Lane pairs split a row's columns.
+template <int D>
+__device__ __forceinline__ void store_rows(Accumulator (&acc)[D / 16], float scale, float* staging, bf16* dst,
+                                           int row0, int seq, int lane) {
+#pragma unroll
+  for (int d = 0; d < D / 16; ++d) {
+    for (int i = 0; i < acc[d].num_elements; ++i) acc[d].x[i] *= scale;
+    wmma::store_matrix_sync(staging + d * 16, acc[d], Tiles<D>::kOut, wmma::mem_row_major);
+  }
+  __syncwarp();
+  const int r = lane >> 1, half = lane & 1;
+  if (row0 + r < seq) {
+    bf16* out_row = dst + static_cast<std::int64_t>(row0 + r) * D;
+    for (int c = half * (D / 2); c < (half + 1) * (D / 2); ++c) {
+      out_row[c] = __float2bfloat16_rn(staging[r * Tiles<D>::kOut + c]);
+    }
+  }
+  __syncwarp();
+}
+
+template <int D>
+__global__ void delta_tc(const bf16* out, const bf16* grad_out, float* delta, std::int64_t rows) {
+  const std::int64_t r = static_cast<std::int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
+  if (r >= rows) return;
+  float sum = 0.0f;
+  for (int d = 0; d < D; ++d) sum += __bfloat162float(out[r * D + d]) * __bfloat162float(grad_out[r * D + d]);
+  delta[r] = sum;
+}
+
+template <int D, bool kCausal>
+__global__ void __launch_bounds__(kThreads) backward_dq_tc(const bf16* q, const bf16* k, const bf16* v,
+                                                         const bf16* grad_out, const float* lse, const float* delta,
+                                                         bf16* grad_q, int seq, int q_heads, int group,
+                                                         float scale_log2, float scale) {
+  using L = BackwardLayout<D>;
+  extern __shared__ __align__(128) unsigned char shared[];
+  bf16* sQ = reinterpret_cast<bf16*>(shared);
+  bf16* sdO = reinterpret_cast<bf16*>(shared + Tiles<D>::kBytes);
+  bf16* sK = reinterpret_cast<bf16*>(shared + 2 * Tiles<D>::kBytes);
+  bf16* sV = reinterpret_cast<bf16*>(shared + 3 * Tiles<D>::kBytes);
+  const int tid = static_cast<int>(threadIdx.x), warp = tid / 32, lane = tid % 32;
+  WarpScratch<D> w(shared, warp);
+
+  const int q0 = static_cast<int>(blockIdx.x) * kTileRows;
+  const int bh = static_cast<int>(blockIdx.y), b = bh / q_heads, h = bh % q_heads;
+  const std::int64_t kv_head = static_cast<std::int64_t>(b) * (q_heads / group) + h / group;
+  const std::int64_t q_offset = static_cast<std::int64_t>(bh) * seq;
+  load_tile<D>(q + q_offset * D, q0, seq, sQ, tid);
+  load_tile<D>(grad_out + q_offset * D, q0, seq, sdO, tid);
+  const int r = lane >> 1, half = lane & 1;
+  const int query = q0 + warp * 16 + r;
+  const bool real_row = query < seq;
+  const float lse2 = real_row ? lse[q_offset + query] * kLog2e : 0.0f;
+  const float delta_q = real_row ? delta[q_offset + query] : 0.0f;
+  Accumulator dq[D / 16];
+#pragma unroll
+  for (int d = 0; d < D / 16; ++d) wmma::fill_fragment(dq[d], 0.0f);
+
+  const int key_end = kCausal ? min(seq, q0 + kTileRows) : seq;
+  for (int k0 = 0; k0 < key_end; k0 += kTileRows) {
+    __syncthreads();
+    load_tile<D>(k + kv_head * seq * D, k0, seq, sK, tid);
+    load_tile<D>(v + kv_head * seq * D, k0, seq, sV, tid);
+    __syncthreads();
+    times_transposed<D>(sQ, warp * 16, sK, w.s);    // S = Q K^T
+    times_transposed<D>(sdO, warp * 16, sV, w.dp);  // dP = dO V^T
+    __syncwarp();
+    for (int c = half * 32; c < half * 32 + 32; ++c) {
+      const int key = k0 + c;
+      const bool valid = real_row && key < seq && (!kCausal || key <= query);
+      const float p = valid ? exp2f(w.s[r * L::kScores + c] * scale_log2 - lse2) : 0.0f;
+      w.ds[r * L::kProbs + c] = __float2bfloat16_rn(p * (w.dp[r * L::kScores + c] - delta_q));
+    }
+    __syncwarp();
+    accumulate_product<D>(dq, w.ds, sK);  // dQ += dS K
+  }
+  store_rows<D>(dq, scale, w.out, grad_q + q_offset * D, q0 + warp * 16, seq, lane);
+}
+
+template <int D, bool kCausal>
+__global__ void __launch_bounds__(kThreads) backward_dkdv_tc(const bf16* q, const bf16* k, const bf16* v,
+                                                           const bf16* grad_out, const float* lse,
+                                                           const float* delta, bf16* grad_k, bf16* grad_v, int seq,
+                                                           int q_heads, int group, float scale_log2, float scale) {
+  using L = BackwardLayout<D>;
+  extern __shared__ __align__(128) unsigned char shared[];
+  bf16* sK = reinterpret_cast<bf16*>(shared);
+  bf16* sV = reinterpret_cast<bf16*>(shared + Tiles<D>::kBytes);
+  bf16* sQ = reinterpret_cast<bf16*>(shared + 2 * Tiles<D>::kBytes);
+  bf16* sdO = reinterpret_cast<bf16*>(shared + 3 * Tiles<D>::kBytes);
+  float* s_lse = reinterpret_cast<float*>(shared + L::kRowStatsOffset);
+  float* s_delta = s_lse + kTileRows;
+  const int tid = static_cast<int>(threadIdx.x), warp = tid / 32, lane = tid % 32;
+  WarpScratch<D> w(shared, warp);
+
+  const int k0 = static_cast<int>(blockIdx.x) * kTileRows;
+  const int kv_heads = q_heads / group;
+  const int bg = static_cast<int>(blockIdx.y), b = bg / kv_heads, g = bg % kv_heads;
+  const std::int64_t kv_offset = static_cast<std::int64_t>(bg) * seq;
+  load_tile<D>(k + kv_offset * D, k0, seq, sK, tid);
+  load_tile<D>(v + kv_offset * D, k0, seq, sV, tid);
+  const int r = lane >> 1, half = lane & 1;
+  const int key = k0 + warp * 16 + r;
+  Accumulator dk[D / 16], dv[D / 16];
+#pragma unroll
+  for (int d = 0; d < D / 16; ++d) {
+    wmma::fill_fragment(dk[d], 0.0f);
+    wmma::fill_fragment(dv[d], 0.0f);
+  }
+
+  for (int hh = 0; hh < group; ++hh) {
+    const std::int64_t q_offset = (static_cast<std::int64_t>(b) * q_heads + g * group + hh) * seq;
+    for (int q0 = kCausal ? k0 : 0; q0 < seq; q0 += kTileRows) {
+      __syncthreads();
+      load_tile<D>(q + q_offset * D, q0, seq, sQ, tid);
+      load_tile<D>(grad_out + q_offset * D, q0, seq, sdO, tid);
+      for (int i = tid; i < kTileRows; i += kThreads) {
+        const bool real = q0 + i < seq;
+        s_lse[i] = real ? lse[q_offset + q0 + i] * kLog2e : 0.0f;
+        s_delta[i] = real ? delta[q_offset + q0 + i] : 0.0f;
+      }
+      __syncthreads();
+      times_transposed<D>(sK, warp * 16, sQ, w.s);   // S^T = K Q^T
+      times_transposed<D>(sV, warp * 16, sdO, w.dp);  // dP^T = V dO^T
+      __syncwarp();
+      for (int c = half * 32; c < half * 32 + 32; ++c) {
+        const int query = q0 + c;
+        const bool valid = key < seq && query < seq && (!kCausal || query >= key);
+        const float p = valid ? exp2f(w.s[r * L::kScores + c] * scale_log2 - s_lse[c]) : 0.0f;
+        w.p[r * L::kProbs + c] = __float2bfloat16_rn(p);
+        w.ds[r * L::kProbs + c] = __float2bfloat16_rn(p * (w.dp[r * L::kScores + c] - s_delta[c]));
+      }
+      __syncwarp();
+      accumulate_product<D>(dv, w.p, sdO);  // dV += P^T dO
+      accumulate_product<D>(dk, w.ds, sQ);  // dK += dS^T Q
+    }
+  }
+  store_rows<D>(dk, scale, w.out, grad_k + kv_offset * D, k0 + warp * 16, seq, lane);
+  store_rows<D>(dv, 1.0f, w.out, grad_v + kv_offset * D, k0 + warp * 16, seq, lane);
+}
+
+template <int D, bool kCausal>
+void launch(const bf16* q, const bf16* k, const bf16* v, const bf16* out, const float* lse, const bf16* grad_out,
+            bf16* grad_q, bf16* grad_k, bf16* grad_v, float* delta, const FlashAttentionShape& s, int group,
+            cudaStream_t stream) {
+  constexpr int kBytes = BackwardLayout<D>::kBytes;
+  const std::int64_t rows = s.batch * s.q_heads * s.seq;
+  delta_tc<D><<<static_cast<unsigned>(detail::ceil_div(rows, 256)), 256, 0, stream>>>(out, grad_out, delta, rows);
+  const float scale = detail::effective_scale(s);
+  const int seq = static_cast<int>(s.seq), heads = static_cast<int>(s.q_heads);
+  const unsigned tiles = static_cast<unsigned>(detail::ceil_div(s.seq, kTileRows));
+  MYRIAD_CUDA_CHECK(
+      cudaFuncSetAttribute(backward_dq_tc<D, kCausal>, cudaFuncAttributeMaxDynamicSharedMemorySize, kBytes));
+  backward_dq_tc<D, kCausal><<<dim3(tiles, static_cast<unsigned>(s.batch * s.q_heads)), kThreads, kBytes, stream>>>(
+      q, k, v, grad_out, lse, delta, grad_q, seq, heads, group, scale * kLog2e, scale);
+  MYRIAD_CUDA_CHECK(
+      cudaFuncSetAttribute(backward_dkdv_tc<D, kCausal>, cudaFuncAttributeMaxDynamicSharedMemorySize, kBytes));
+  backward_dkdv_tc<D, kCausal><<<dim3(tiles, static_cast<unsigned>(s.batch * s.kv_heads)), kThreads, kBytes, stream>>>(
+      q, k, v, grad_out, lse, delta, grad_k, grad_v, seq, heads, group, scale * kLog2e, scale);
+}
+
+}  // namespace
+
+void flash_attention_backward_tc_bf16(const bf16* q, const bf16* k, const bf16* v, const bf16* out, const float* lse,
+                                      const bf16* grad_out, bf16* grad_q, bf16* grad_k, bf16* grad_v, float* delta,
+                                      std::int64_t delta_floats, const FlashAttentionShape& s, cudaStream_t stream) {
+  const char* op = "flash_attention_backward_tc_bf16";
+  const int group = detail::checked_group(op, s);
+  if (s.batch == 0 || s.seq == 0) return;
+  for (auto [name, ptr] : {std::pair<const char*, const void*>{"q", q}, {"k", k}, {"v", v}, {"out", out},
+                           {"grad_out", grad_out}, {"grad_q", grad_q}, {"grad_k", grad_k}, {"grad_v", grad_v}}) {
+    detail::check_pointer(op, name, ptr, 16);  // rows are read in 16-byte chunks
+  }
+  detail::check_pointer(op, "lse", lse, alignof(float));
+  detail::check_pointer(op, "delta", delta, alignof(float));
+  const std::int64_t rows = s.batch * s.q_heads * s.seq;
+  MYRIAD_CHECK(delta_floats >= rows, op << ": delta holds " << delta_floats << " floats, needs " << rows
+                                        << " (batch * q_heads * seq)");
+  const std::size_t q_bytes = static_cast<std::size_t>(rows * s.head_dim) * sizeof(bf16);
+  const std::size_t kv_bytes = static_cast<std::size_t>(s.batch * s.kv_heads * s.seq * s.head_dim) * sizeof(bf16);
+  for (auto [name, grad, bytes] : {std::tuple<const char*, const void*, std::size_t>{"grad_q", grad_q, q_bytes},
+                                   {"grad_k", grad_k, kv_bytes}, {"grad_v", grad_v, kv_bytes}}) {
+    for (auto [input, ptr, input_bytes] :
+         {std::tuple<const char*, const void*, std::size_t>{"q", q, q_bytes}, {"k", k, kv_bytes}, {"v", v, kv_bytes},
+          {"out", out, q_bytes}, {"grad_out", grad_out, q_bytes}}) {
+      detail::check_disjoint(op, name, grad, bytes, input, ptr, input_bytes);
+    }
+  }
+  if (s.head_dim == 64) {
+    s.causal ? launch<64, true>(q, k, v, out, lse, grad_out, grad_q, grad_k, grad_v, delta, s, group, stream)
+             : launch<64, false>(q, k, v, out, lse, grad_out, grad_q, grad_k, grad_v, delta, s, group, stream);
+  } else {
+    s.causal ? launch<128, true>(q, k, v, out, lse, grad_out, grad_q, grad_k, grad_v, delta, s, group, stream)
+             : launch<128, false>(q, k, v, out, lse, grad_out, grad_q, grad_k, grad_v, delta, s, group, stream);
+  }
+  MYRIAD_CUDA_CHECK(cudaGetLastError());
+}
+
+}  // namespace myriad::cuda
