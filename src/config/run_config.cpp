@@ -92,9 +92,11 @@ void validate_device(const RunConfig& c) {
   if (c.training.device != ComputeDevice::cuda) return;
   const char* why = "training.device cuda";
   const ParallelConfig& p = c.parallel;
-  MYRIAD_CHECK(p.dp * p.tp * p.pp * p.cp * p.ep == 1,
-               why << " runs one rank for now (parallel.dp " << p.dp << ", tp " << p.tp << ", pp " << p.pp
-                   << "): launch a single process, or use training.device cpu for the parallel layouts");
+  MYRIAD_CHECK(p.tp * p.pp * p.cp * p.ep == 1,
+               why << " supports data parallelism only for now (parallel.tp " << p.tp << ", pp " << p.pp << ", cp "
+                   << p.cp << ", ep " << p.ep << "): use training.device cpu for the model-parallel layouts");
+  MYRIAD_CHECK(p.zero_stage == 0, why << " replicates the optimizer state: parallel.zero_stage must be 0 (got "
+                                      << p.zero_stage << ")");
   MYRIAD_CHECK(c.model.num_experts == 0, why << " has no mixture-of-experts layers (model.num_experts "
                                             << c.model.num_experts << ")");
   MYRIAD_CHECK(c.training.precision != Precision::fp16,

@@ -278,6 +278,13 @@ Tensor download(const DeviceContext& context, const DeviceBuffer& buffer, std::i
 Tensor DeviceGpt::values_to_host() const { return download(state_->context, state_->values, parameter_floats()); }
 Tensor DeviceGpt::grads_to_host() const { return download(state_->context, state_->grads, parameter_floats()); }
 
+Tensor DeviceGpt::gradients() {
+  const std::int64_t n = parameter_floats();
+  auto storage = Storage::wrap(state_->grads.data(), state_->grads.bytes(), Device::cuda(state_->context.device()),
+                               [](void*) {});  // owned by the DeviceBuffer, not the view
+  return Tensor::from_storage(std::move(storage), {n}, {1}, 0, DType::f32);
+}
+
 void DeviceGpt::zero_grads() {
   DeviceGuard guard(state_->context.device());
   MYRIAD_CUDA_CHECK(cudaMemsetAsync(state_->grads.data(), 0, state_->grads.bytes(), state_->context.stream()));

@@ -128,7 +128,7 @@ Engine::Engine(const RunConfig& config, std::shared_ptr<spdlog::logger> log, dis
     // The GPU holds the working state; the host model stays the master copy for checkpoints and
     // generation (its precision is the device's business: no host compute copy).
     device_ = make_device_trainer(model_->config(), config_.training.micro_batch, T,
-                                  config_.training.precision == Precision::bf16);
+                                  config_.training.precision == Precision::bf16, dp());
     device_->upload(model_->parameters(), data_parallel_->optimizer());
     log_->info("device: {}", device_->describe());
   } else {
@@ -357,6 +357,7 @@ StepMetrics Engine::step() {
     for (int m = 0; m < micro_batches; ++m) {
       loss_sum += device_->forward_backward(micro_ids_[m], micro_targets_[m], loss_scale).sum;
     }
+    device_->reduce_gradients();
   } else {
     for (int m = 0; m < micro_batches; ++m) {
       data_parallel_->begin_micro_batch(m == micro_batches - 1);

@@ -192,8 +192,10 @@ TEST(ConfigValidate, WorldSizeNamesEveryFactor) {
 
 TEST(ConfigValidate, CrossKeyChecks) {
   auto on_cuda = [](RunConfig& c) { c.training.device = ComputeDevice::cuda; };
-  expect_invalid([&](RunConfig& c) { on_cuda(c); c.parallel.dp = 2; },
-                 {"training.device cuda runs one rank for now (parallel.dp 2, tp 1, pp 1)"}, 2);
+  expect_invalid([&](RunConfig& c) { on_cuda(c); c.parallel.tp = 2; },
+                 {"training.device cuda supports data parallelism only for now (parallel.tp 2, pp 1"}, 2);
+  expect_invalid([&](RunConfig& c) { on_cuda(c); c.parallel.dp = 2; c.parallel.zero_stage = 1; },
+                 {"parallel.zero_stage must be 0 (got 1)"}, 2);
   expect_invalid([&](RunConfig& c) { on_cuda(c); c.training.precision = Precision::fp16; },
                  {"training.device cuda supports training.precision fp32 or bf16"});
   expect_invalid([&](RunConfig& c) { on_cuda(c); c.training.recompute = Recompute::selective; },

@@ -37,7 +37,7 @@ struct TrainingConfig {
   double beta2 = 0.95;                 // AdamW second-moment decay
   double adam_eps = 1e-8;              // AdamW denominator epsilon
   double grad_clip = 1.0;              // clip the global gradient norm to this; 0 = off
-  ComputeDevice device = ComputeDevice::cpu;  // cpu | cuda (one GPU, one rank, dense models)
+  ComputeDevice device = ComputeDevice::cpu;  // cpu | cuda (a GPU per rank, data parallel, dense models)
   Precision precision = Precision::fp32;     // compute precision: fp32 | bf16 | fp16 (fp16 uses loss scaling)
   double initial_loss_scale = 65536.0;  // fp16: the dynamic loss scale to start from
   std::int64_t loss_scale_window = 1000;  // fp16: finite steps in a row before the scale doubles

@@ -54,6 +54,9 @@ class DeviceGpt {
   void load_values(const Tensor& flat_values);  // host f32 (parameter_floats())
   Tensor values_to_host() const;
   Tensor grads_to_host() const;
+  // The flat gradients as a device tensor (f32 [parameter_floats()], a view: no copy), for the
+  // data-parallel all-reduce over NCCL.
+  Tensor gradients();
   void zero_grads();
 
   // ids, targets: host (batch, seq) i32; targets may hold nn::GptModel::kIgnoreIndex. Adds

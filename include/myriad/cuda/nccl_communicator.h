@@ -13,6 +13,9 @@
 // transfer. wait() blocks the host until the event has fired (polling ncclCommGetAsyncError, so a
 // failed peer ends in an error, not a hang), then makes the compute stream wait for it too.
 //
+// Work handles hold their operation's tensors until they are destroyed, so device memory passed
+// as a temporary cannot be reused by compute while NCCL may still read or write it.
+//
 // Semantics are the interface's, including its chunk rule (chunk_range): unequal chunks — which
 // ncclReduceScatter / ncclAllGather cannot express — run as a group of ncclReduce / ncclBroadcast
 // calls, one per chunk. send/recv issued back to back form one NCCL group (launched when another

@@ -4,6 +4,10 @@
 // optim::AdamWOptimizer stay the master copy for everything else (checkpoints, generation,
 // export): the Engine uploads them at start and after a load, and downloads before it reads them.
 //
+// Data parallelism over NCCL: every dp rank runs its micro-batches on its GPU, the gradients are
+// summed over the dp group with one all-reduce after the last micro-batch (the loss is already
+// normalised by the global token count), and every replica applies the same update.
+//
 // make_device_trainer picks the GPU from the local rank (core/local_device.h) and throws
 // myriad::Error naming training.device when this build has no CUDA backend, no GPU is visible,
 // or the model is outside DeviceGpt's scope (the message names the model.* key).
@@ -13,6 +17,7 @@
 #include <string>
 
 #include "myriad/core/tensor.h"
+#include "myriad/dist/communicator.h"
 #include "myriad/nn/gpt_model.h"
 #include "myriad/nn/transformer_config.h"
 #include "myriad/optim/adamw_optimizer.h"
@@ -33,10 +38,14 @@ class DeviceTrainer {
   virtual nn::LossSum forward_backward(const Tensor& ids, const Tensor& targets, float loss_scale) = 0;
   // Up to micro_batch rows; gradients untouched.
   virtual nn::LossSum forward_loss(const Tensor& ids, const Tensor& targets) = 0;
+  // Data parallelism: sums the gradients over the dp group (NCCL); nothing for one replica.
+  virtual void reduce_gradients() = 0;
   virtual optim::OptimizerStepStats step(float lr, const optim::AdamWConfig& config) = 0;
 };
 
+// `dp`: the host communicator of this rank's data-parallel group; with more than one rank the
+// trainer builds an NcclCommunicator over the same ranks (the host one shares its unique id).
 std::unique_ptr<DeviceTrainer> make_device_trainer(const nn::TransformerConfig& model, std::int64_t micro_batch,
-                                                   std::int64_t seq_len, bool bf16);
+                                                   std::int64_t seq_len, bool bf16, dist::Communicator& dp);
 
 }  // namespace myriad::train

@@ -76,7 +76,7 @@ struct NcclCommunicator::Impl {
 
   struct PendingP2p {
     bool send = false;
-    void* data = nullptr;
+    void* data = nullptr;  // tensor's first byte (the tensor itself is kept alive by `work`)
     std::size_t bytes = 0;
     int peer = 0;
     int tag = 0;
@@ -97,11 +97,14 @@ struct NcclCommunicator::Impl {
   }
 };
 
-// One operation (or one member of a point-to-point group).
+// One operation (or one member of a point-to-point group). It holds the operation's tensors, so
+// their memory cannot return to the caching allocator (and be reused by compute) while NCCL may
+// still use it: a caller may pass temporaries and keep only the handle.
 struct NcclWork final : public dist::CommWork {
   NcclCommunicator::Impl* impl = nullptr;
   CommOp op = CommOp::all_reduce;
   std::shared_ptr<Completion> completion;  // null while a point-to-point group is pending
+  std::vector<Tensor> tensors;
   bool counted = false;
 
   void wait() override;
@@ -307,11 +310,13 @@ NcclCommunicator::~NcclCommunicator() {
 
 namespace {
 
-dist::WorkHandle make_work(NcclCommunicator::Impl& impl, CommOp op, std::shared_ptr<Completion> completion) {
+dist::WorkHandle make_work(NcclCommunicator::Impl& impl, CommOp op, std::shared_ptr<Completion> completion,
+                           std::vector<Tensor> tensors) {
   auto work = std::make_shared<NcclWork>();
   work->impl = &impl;
   work->op = op;
   work->completion = std::move(completion);
+  work->tensors = std::move(tensors);
   return work;
 }
 
@@ -328,7 +333,7 @@ dist::WorkHandle NcclCommunicator::all_reduce_async(Tensor tensor, dist::ReduceO
                                                      static_cast<std::size_t>(tensor.numel()),
                                                      reduction_type(tensor.dtype()), reduction_op(op), impl_->comm,
                                                      stream_));
-                   }));
+                   }), {tensor});
 }
 
 dist::WorkHandle NcclCommunicator::reduce_scatter_async(Tensor input, Tensor output, dist::ReduceOp op) {
@@ -356,7 +361,7 @@ dist::WorkHandle NcclCommunicator::reduce_scatter_async(Tensor input, Tensor out
                                                     r, impl_->comm, stream_));
                      }
                      MYRIAD_NCCL_CHECK(ncclGroupEnd());
-                   }));
+                   }), {input, output});
 }
 
 dist::WorkHandle NcclCommunicator::all_gather_async(Tensor input, Tensor output) {
@@ -384,7 +389,7 @@ dist::WorkHandle NcclCommunicator::all_gather_async(Tensor input, Tensor output)
                                                        impl_->comm, stream_));
                      }
                      MYRIAD_NCCL_CHECK(ncclGroupEnd());
-                   }));
+                   }), {input, output});
 }
 
 dist::WorkHandle NcclCommunicator::broadcast_async(Tensor tensor, int root) {
@@ -396,7 +401,7 @@ dist::WorkHandle NcclCommunicator::broadcast_async(Tensor tensor, int root) {
   return make_work(*impl_, CommOp::broadcast, launch(*impl_, context_, stream_, CommOp::broadcast, [&] {
                      MYRIAD_NCCL_CHECK(ncclBroadcast(tensor.raw_data(), tensor.raw_data(), tensor.nbytes(), ncclUint8,
                                                      root, impl_->comm, stream_));
-                   }));
+                   }), {tensor});
 }
 
 namespace {
@@ -408,6 +413,7 @@ dist::WorkHandle queue_point_to_point(NcclCommunicator::Impl& impl, bool send, c
   auto work = std::make_shared<NcclWork>();
   work->impl = &impl;
   work->op = op;
+  work->tensors = {tensor};
   const auto bytes = static_cast<std::int64_t>(tensor.nbytes());
   count_bytes(impl, op, send ? bytes : 0, send ? 0 : bytes);
   std::lock_guard<std::mutex> lock(impl.mutex);
@@ -462,7 +468,7 @@ dist::WorkHandle NcclCommunicator::all_to_all_v_async(Tensor input, std::vector<
                        recv_offset += recv_count;
                      }
                      MYRIAD_NCCL_CHECK(ncclGroupEnd());
-                   }));
+                   }), {input, output});
 }
 
 dist::WorkHandle NcclCommunicator::barrier_async() {
@@ -475,7 +481,7 @@ dist::WorkHandle NcclCommunicator::barrier_async() {
                           MYRIAD_CUDA_CHECK(cudaMemsetAsync(token->data(), 0, sizeof(float), stream_));
                           MYRIAD_NCCL_CHECK(ncclAllReduce(token->data(), token->data(), 1, ncclFloat32, ncclSum,
                                                           impl_->comm, stream_));
-                        }));
+                        }), {});
   // The token must live until the all-reduce ran: synchronise here (a barrier is rare).
   work->wait();
   return work;

@@ -7,6 +7,9 @@
 #include "myriad/core/local_device.h"
 #include "myriad/cuda/device_context.h"
 #include "myriad/cuda/device_gpt.h"
+#if MYRIAD_HAVE_NCCL
+#include "myriad/cuda/nccl_communicator.h"
+#endif
 #include "myriad/train/device_trainer.h"
 
 namespace myriad::train {
@@ -15,8 +18,17 @@ namespace {
 
 class CudaDeviceTrainer final : public DeviceTrainer {
  public:
-  CudaDeviceTrainer(int device, const nn::TransformerConfig& model, std::int64_t batch, std::int64_t seq, bool bf16)
-      : context_(device), model_(context_, model, batch, seq, cuda::DeviceGptOptions{.bf16 = bf16}), bf16_(bf16) {}
+  CudaDeviceTrainer(int device, const nn::TransformerConfig& model, std::int64_t batch, std::int64_t seq, bool bf16,
+                    dist::Communicator& dp)
+      : context_(device), model_(context_, model, batch, seq, cuda::DeviceGptOptions{.bf16 = bf16}), bf16_(bf16) {
+    if (dp.size() > 1) {
+#if MYRIAD_HAVE_NCCL
+      dp_ = std::make_unique<cuda::NcclCommunicator>(dp, context_);
+#else
+      MYRIAD_THROW("training.device cuda with parallel.dp " << dp.size() << ": this build has no NCCL");
+#endif
+    }
+  }
 
   std::string describe() const override {
     cudaDeviceProp prop{};
@@ -47,6 +59,9 @@ class CudaDeviceTrainer final : public DeviceTrainer {
   nn::LossSum forward_loss(const Tensor& ids, const Tensor& targets) override {
     return model_.forward_loss(ids, targets);
   }
+  void reduce_gradients() override {
+    if (dp_) dp_->all_reduce(model_.gradients());
+  }
   optim::OptimizerStepStats step(float lr, const optim::AdamWConfig& config) override {
     return model_.step(lr, config);
   }
@@ -55,19 +70,20 @@ class CudaDeviceTrainer final : public DeviceTrainer {
   cuda::DeviceContext context_;
   cuda::DeviceGpt model_;
   bool bf16_;
+  std::unique_ptr<dist::Communicator> dp_;  // NCCL over the dp group (dp > 1)
 };
 
 }  // namespace
 
 std::unique_ptr<DeviceTrainer> make_device_trainer(const nn::TransformerConfig& model, std::int64_t micro_batch,
-                                                   std::int64_t seq_len, bool bf16) {
+                                                   std::int64_t seq_len, bool bf16, dist::Communicator& dp) {
   int device = 0;
   try {
     device = select_local_device(local_rank_from_environment(), cuda::cuda_device_count_or_zero());
   } catch (const Error& e) {
     MYRIAD_THROW("training.device cuda: " << e.what());
   }
-  return std::make_unique<CudaDeviceTrainer>(device, model, micro_batch, seq_len, bf16);
+  return std::make_unique<CudaDeviceTrainer>(device, model, micro_batch, seq_len, bf16, dp);
 }
 
 }  // namespace myriad::train

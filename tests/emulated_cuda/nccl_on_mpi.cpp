@@ -1,0 +1,181 @@
+// NCCL emulated over MPI for the emulated device tests (see cuda_on_host.cpp): "device" memory is
+// host memory there, so each NCCL call becomes the MPI call with the same meaning on the same
+// buffers, and NcclCommunicator's own code (unique-id exchange, groups, per-tag communicators,
+// unequal-chunk paths, statistics) runs unchanged against it. Linked only into the emulated test
+// binaries, never into the library.
+//
+// Model: a communicator is an MPI communicator. ncclCommInitRank splits MPI_COMM_WORLD by the
+// unique id, which ncclGetUniqueId fills with the creating world rank (every world rank must be
+// creating a communicator at the same time, as the engine's groups do). Inside
+// ncclGroupStart/End, send/recv are MPI_Isend/Irecv completed at the outermost ncclGroupEnd;
+// collectives are blocking MPI calls (all ranks issue them in the same order). Streams are
+// ignored: every call completes before it returns. Reductions: f32, i32, i64.
+#include <mpi.h>
+#include <nccl.h>
+
+#include <cstring>
+#include <vector>
+
+struct ncclComm {
+  MPI_Comm comm = MPI_COMM_NULL;
+};
+
+namespace {
+
+MPI_Datatype mpi_type(ncclDataType_t type) {
+  switch (type) {
+    case ncclFloat32: return MPI_FLOAT;
+    case ncclInt32: return MPI_INT32_T;
+    case ncclInt64: return MPI_INT64_T;
+    case ncclUint8: return MPI_BYTE;
+    default: return MPI_DATATYPE_NULL;  // bf16 / f16: not emulated
+  }
+}
+
+std::size_t type_bytes(ncclDataType_t type) {
+  switch (type) {
+    case ncclFloat32: case ncclInt32: return 4;
+    case ncclInt64: return 8;
+    case ncclUint8: return 1;
+    default: return 0;
+  }
+}
+
+MPI_Op mpi_op(ncclRedOp_t op) { return op == ncclMax ? MPI_MAX : MPI_SUM; }
+
+// The calling thread's open group: its depth and the point-to-point requests to complete.
+struct GroupState {
+  int depth = 0;
+  std::vector<MPI_Request> requests;
+};
+GroupState& group_state() {
+  thread_local GroupState state;  // NCCL's group state is per thread as well
+  return state;
+}
+
+ncclResult_t checked(int mpi_status) { return mpi_status == MPI_SUCCESS ? ncclSuccess : ncclSystemError; }
+
+}  // namespace
+
+extern "C" {
+
+const char* ncclGetErrorString(ncclResult_t) { return "emulated NCCL error"; }
+
+ncclResult_t ncclGetUniqueId(ncclUniqueId* id) {
+  int world_rank = 0;
+  MPI_Comm_rank(MPI_COMM_WORLD, &world_rank);
+  std::memset(id, 0, sizeof(*id));
+  std::memcpy(id->internal, &world_rank, sizeof(world_rank));
+  return ncclSuccess;
+}
+
+ncclResult_t ncclCommInitRank(ncclComm_t* comm, int nranks, ncclUniqueId id, int rank) {
+  int creator = 0;
+  std::memcpy(&creator, id.internal, sizeof(creator));
+  auto* c = new ncclComm;
+  if (MPI_Comm_split(MPI_COMM_WORLD, creator, rank, &c->comm) != MPI_SUCCESS) return ncclSystemError;
+  int size = 0;
+  MPI_Comm_size(c->comm, &size);
+  if (size != nranks) return ncclInvalidUsage;
+  *comm = c;
+  return ncclSuccess;
+}
+
+ncclResult_t ncclCommSplit(ncclComm_t comm, int color, int key, ncclComm_t* newcomm, ncclConfig_t*) {
+  auto* c = new ncclComm;
+  const ncclResult_t status = checked(MPI_Comm_split(comm->comm, color, key, &c->comm));
+  *newcomm = c;
+  return status;
+}
+
+ncclResult_t ncclCommDestroy(ncclComm_t comm) {
+  if (comm->comm != MPI_COMM_NULL) MPI_Comm_free(&comm->comm);
+  delete comm;
+  return ncclSuccess;
+}
+
+ncclResult_t ncclCommAbort(ncclComm_t comm) { return ncclCommDestroy(comm); }
+
+ncclResult_t ncclCommGetAsyncError(ncclComm_t, ncclResult_t* error) {
+  *error = ncclSuccess;
+  return ncclSuccess;
+}
+
+ncclResult_t ncclGroupStart() {
+  ++group_state().depth;
+  return ncclSuccess;
+}
+
+ncclResult_t ncclGroupEnd() {
+  GroupState& g = group_state();
+  if (--g.depth > 0 || g.requests.empty()) return ncclSuccess;
+  const int status = MPI_Waitall(static_cast<int>(g.requests.size()), g.requests.data(), MPI_STATUSES_IGNORE);
+  g.requests.clear();
+  return checked(status);
+}
+
+ncclResult_t ncclAllReduce(const void* send, void* recv, size_t count, ncclDataType_t type, ncclRedOp_t op,
+                           ncclComm_t comm, cudaStream_t) {
+  if (mpi_type(type) == MPI_DATATYPE_NULL) return ncclInvalidArgument;
+  return checked(MPI_Allreduce(send == recv ? MPI_IN_PLACE : send, recv, static_cast<int>(count), mpi_type(type),
+                               mpi_op(op), comm->comm));
+}
+
+ncclResult_t ncclReduceScatter(const void* send, void* recv, size_t count, ncclDataType_t type, ncclRedOp_t op,
+                               ncclComm_t comm, cudaStream_t) {
+  if (mpi_type(type) == MPI_DATATYPE_NULL) return ncclInvalidArgument;
+  return checked(MPI_Reduce_scatter_block(send, recv, static_cast<int>(count), mpi_type(type), mpi_op(op), comm->comm));
+}
+
+ncclResult_t ncclAllGather(const void* send, void* recv, size_t count, ncclDataType_t type, ncclComm_t comm,
+                           cudaStream_t) {
+  return checked(MPI_Allgather(send, static_cast<int>(count), mpi_type(type), recv, static_cast<int>(count),
+                               mpi_type(type), comm->comm));
+}
+
+ncclResult_t ncclBroadcast(const void* send, void* recv, size_t count, ncclDataType_t type, int root, ncclComm_t comm,
+                           cudaStream_t) {
+  int rank = 0;
+  MPI_Comm_rank(comm->comm, &rank);
+  if (rank == root && send != recv && count > 0) std::memmove(recv, send, count * type_bytes(type));
+  return checked(MPI_Bcast(recv, static_cast<int>(count), mpi_type(type), root, comm->comm));
+}
+
+ncclResult_t ncclReduce(const void* send, void* recv, size_t count, ncclDataType_t type, ncclRedOp_t op, int root,
+                        ncclComm_t comm, cudaStream_t) {
+  if (mpi_type(type) == MPI_DATATYPE_NULL) return ncclInvalidArgument;
+  int rank = 0;
+  MPI_Comm_rank(comm->comm, &rank);
+  const void* source = rank == root && send == recv ? MPI_IN_PLACE : send;
+  return checked(MPI_Reduce(source, recv, static_cast<int>(count), mpi_type(type), mpi_op(op), root, comm->comm));
+}
+
+namespace {
+
+// A send or receive joins the open group, or completes at once outside one.
+ncclResult_t point_to_point(int status, const MPI_Request& request) {  // read after the call (a reference)
+  if (status != MPI_SUCCESS) return ncclSystemError;
+  GroupState& g = group_state();
+  if (g.depth > 0) {
+    g.requests.push_back(request);
+    return ncclSuccess;
+  }
+  MPI_Request pending = request;
+  return checked(MPI_Wait(&pending, MPI_STATUS_IGNORE));
+}
+
+}  // namespace
+
+ncclResult_t ncclSend(const void* send, size_t count, ncclDataType_t type, int peer, ncclComm_t comm, cudaStream_t) {
+  MPI_Request request;
+  return point_to_point(MPI_Isend(send, static_cast<int>(count), mpi_type(type), peer, 0, comm->comm, &request),
+                        request);
+}
+
+ncclResult_t ncclRecv(void* recv, size_t count, ncclDataType_t type, int peer, ncclComm_t comm, cudaStream_t) {
+  MPI_Request request;
+  return point_to_point(MPI_Irecv(recv, static_cast<int>(count), mpi_type(type), peer, 0, comm->comm, &request),
+                        request);
+}
+
+}  // extern "C"
