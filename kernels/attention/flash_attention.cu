@@ -288,15 +288,7 @@ void forward_dispatch(const char* op, const T* q, const T* k, const T* v, T* out
                       const FlashAttentionShape& s, cudaStream_t stream) {
   const int group = detail::checked_group(op, s);
   if (s.batch == 0 || s.seq == 0) return;
-  for (auto [name, ptr] : {std::pair<const char*, const void*>{"q", q}, {"k", k}, {"v", v}, {"out", out}}) {
-    detail::check_pointer(op, name, ptr, alignof(T));
-  }
-  detail::check_pointer(op, "lse", lse, alignof(float));
-  const std::size_t q_bytes = static_cast<std::size_t>(s.batch * s.q_heads * s.seq * s.head_dim) * sizeof(T);
-  const std::size_t kv_bytes = static_cast<std::size_t>(s.batch * s.kv_heads * s.seq * s.head_dim) * sizeof(T);
-  detail::check_disjoint(op, "out", out, q_bytes, "q", q, q_bytes);
-  detail::check_disjoint(op, "out", out, q_bytes, "k", k, kv_bytes);
-  detail::check_disjoint(op, "out", out, q_bytes, "v", v, kv_bytes);
+  detail::check_forward_buffers(op, q, k, v, out, lse, s, sizeof(T), alignof(T));
   if (s.head_dim == 64) {
     s.causal ? forward_for<T, 64, true>(q, k, v, out, lse, s, group, stream)
              : forward_for<T, 64, false>(q, k, v, out, lse, s, group, stream);
@@ -313,24 +305,8 @@ void backward_dispatch(const char* op, const T* q, const T* k, const T* v, const
                        const FlashAttentionShape& s, cudaStream_t stream) {
   const int group = detail::checked_group(op, s);
   if (s.batch == 0 || s.seq == 0) return;
-  for (auto [name, ptr] : {std::pair<const char*, const void*>{"q", q}, {"k", k}, {"v", v}, {"out", out},
-                           {"grad_out", grad_out}, {"grad_q", grad_q}, {"grad_k", grad_k}, {"grad_v", grad_v}}) {
-    detail::check_pointer(op, name, ptr, alignof(T));
-  }
-  detail::check_pointer(op, "lse", lse, alignof(float));
-  detail::check_pointer(op, "delta", delta, alignof(float));
-  const std::int64_t rows = s.batch * s.q_heads * s.seq;
-  MYRIAD_CHECK(delta_floats >= rows, op << ": delta holds " << delta_floats << " floats, needs " << rows
-                                        << " (batch * q_heads * seq)");
-  const std::size_t q_bytes = static_cast<std::size_t>(rows * s.head_dim) * sizeof(T);
-  const std::size_t kv_bytes = static_cast<std::size_t>(s.batch * s.kv_heads * s.seq * s.head_dim) * sizeof(T);
-  for (auto [name, grad, bytes] : {std::tuple<const char*, const void*, std::size_t>{"grad_q", grad_q, q_bytes},
-                                   {"grad_k", grad_k, kv_bytes}, {"grad_v", grad_v, kv_bytes}}) {
-    for (auto [in_name, in, in_bytes] : {std::tuple<const char*, const void*, std::size_t>{"q", q, q_bytes},
-                                         {"k", k, kv_bytes}, {"v", v, kv_bytes}, {"grad_out", grad_out, q_bytes}}) {
-      detail::check_disjoint(op, name, grad, bytes, in_name, in, in_bytes);
-    }
-  }
+  detail::check_backward_buffers(op, q, k, v, out, lse, grad_out, grad_q, grad_k, grad_v, delta, delta_floats, s,
+                                 sizeof(T), alignof(T));
   if (s.head_dim == 64) {
     s.causal ? backward_for<T, 64, true>(q, k, v, out, lse, grad_out, grad_q, grad_k, grad_v, delta, s, group, stream)
              : backward_for<T, 64, false>(q, k, v, out, lse, grad_out, grad_q, grad_k, grad_v, delta, s, group, stream);

@@ -168,15 +168,7 @@ void flash_attention_forward_tc_bf16(const bf16* q, const bf16* k, const bf16* v
   const char* op = "flash_attention_forward_tc_bf16";
   const int group = detail::checked_group(op, s);
   if (s.batch == 0 || s.seq == 0) return;
-  for (auto [name, ptr] : {std::pair<const char*, const void*>{"q", q}, {"k", k}, {"v", v}, {"out", out}}) {
-    detail::check_pointer(op, name, ptr, 16);  // rows are read in 16-byte chunks
-  }
-  detail::check_pointer(op, "lse", lse, alignof(float));
-  const std::size_t q_bytes = static_cast<std::size_t>(s.batch * s.q_heads * s.seq * s.head_dim) * sizeof(bf16);
-  const std::size_t kv_bytes = static_cast<std::size_t>(s.batch * s.kv_heads * s.seq * s.head_dim) * sizeof(bf16);
-  detail::check_disjoint(op, "out", out, q_bytes, "q", q, q_bytes);
-  detail::check_disjoint(op, "out", out, q_bytes, "k", k, kv_bytes);
-  detail::check_disjoint(op, "out", out, q_bytes, "v", v, kv_bytes);
+  detail::check_forward_buffers(op, q, k, v, out, lse, s, sizeof(bf16), 16);  // rows read in 16-byte chunks
   if (s.head_dim == 64) {
     s.causal ? launch<64, true>(q, k, v, out, lse, s, group, stream) : launch<64, false>(q, k, v, out, lse, s, group, stream);
   } else {

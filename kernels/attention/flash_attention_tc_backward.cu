@@ -270,25 +270,8 @@ void flash_attention_backward_tc_bf16(const bf16* q, const bf16* k, const bf16* 
   const char* op = "flash_attention_backward_tc_bf16";
   const int group = detail::checked_group(op, s);
   if (s.batch == 0 || s.seq == 0) return;
-  for (auto [name, ptr] : {std::pair<const char*, const void*>{"q", q}, {"k", k}, {"v", v}, {"out", out},
-                           {"grad_out", grad_out}, {"grad_q", grad_q}, {"grad_k", grad_k}, {"grad_v", grad_v}}) {
-    detail::check_pointer(op, name, ptr, 16);  // rows are read in 16-byte chunks
-  }
-  detail::check_pointer(op, "lse", lse, alignof(float));
-  detail::check_pointer(op, "delta", delta, alignof(float));
-  const std::int64_t rows = s.batch * s.q_heads * s.seq;
-  MYRIAD_CHECK(delta_floats >= rows, op << ": delta holds " << delta_floats << " floats, needs " << rows
-                                        << " (batch * q_heads * seq)");
-  const std::size_t q_bytes = static_cast<std::size_t>(rows * s.head_dim) * sizeof(bf16);
-  const std::size_t kv_bytes = static_cast<std::size_t>(s.batch * s.kv_heads * s.seq * s.head_dim) * sizeof(bf16);
-  for (auto [name, grad, bytes] : {std::tuple<const char*, const void*, std::size_t>{"grad_q", grad_q, q_bytes},
-                                   {"grad_k", grad_k, kv_bytes}, {"grad_v", grad_v, kv_bytes}}) {
-    for (auto [input, ptr, input_bytes] :
-         {std::tuple<const char*, const void*, std::size_t>{"q", q, q_bytes}, {"k", k, kv_bytes}, {"v", v, kv_bytes},
-          {"out", out, q_bytes}, {"grad_out", grad_out, q_bytes}}) {
-      detail::check_disjoint(op, name, grad, bytes, input, ptr, input_bytes);
-    }
-  }
+  detail::check_backward_buffers(op, q, k, v, out, lse, grad_out, grad_q, grad_k, grad_v, delta, delta_floats, s,
+                                 sizeof(bf16), 16);  // rows are read in 16-byte chunks
   if (s.head_dim == 64) {
     s.causal ? launch<64, true>(q, k, v, out, lse, grad_out, grad_q, grad_k, grad_v, delta, s, group, stream)
              : launch<64, false>(q, k, v, out, lse, grad_out, grad_q, grad_k, grad_v, delta, s, group, stream);
