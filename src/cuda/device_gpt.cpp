@@ -133,6 +133,19 @@ DeviceGpt::State::State(DeviceContext& ctx, const nn::TransformerConfig& cfg, st
     d_k_h = halves(kv);
     d_v_h = halves(kv);
   }
+  for (std::int64_t l = 0; l < L; ++l) {
+    DeviceGpt::FlatRange range{std::numeric_limits<std::int64_t>::max(), 0};
+    const std::string prefix = block_name(l, "");
+    for (const nn::Parameter& p : layout_model.parameters().all()) {
+      if (p.name.rfind(prefix, 0) != 0) continue;
+      range.begin = std::min(range.begin, p.offset);
+      range.end = std::max(range.end, p.offset + shape_numel(p.shape));
+    }
+    // Up to the next 16-float boundary (the store's alignment): consecutive blocks then tile the
+    // buffer without gaps of padding between them.
+    range.end = std::min((range.end + 15) / 16 * 16, total);
+    block_ranges.push_back(range);
+  }
   if (rope) {
     rope_cos = floats(T * D / 2, dev);
     rope_sin = floats(T * D / 2, dev);
@@ -277,6 +290,12 @@ Tensor download(const DeviceContext& context, const DeviceBuffer& buffer, std::i
 
 Tensor DeviceGpt::values_to_host() const { return download(state_->context, state_->values, parameter_floats()); }
 Tensor DeviceGpt::grads_to_host() const { return download(state_->context, state_->grads, parameter_floats()); }
+
+const std::vector<DeviceGpt::FlatRange>& DeviceGpt::block_ranges() const { return state_->block_ranges; }
+
+void DeviceGpt::set_block_gradients_ready(std::function<void(std::int64_t, FlatRange)> callback) {
+  state_->block_gradients_ready = std::move(callback);
+}
 
 Tensor DeviceGpt::gradients() {
   const std::int64_t n = parameter_floats();

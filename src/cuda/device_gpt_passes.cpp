@@ -252,6 +252,7 @@ void DeviceGpt::State::backward(float loss_scale) {
     norm_backward(*this, g_tmp, x, w("norm1.weight"), a.ln1_mean, a.ln1_rstd, g_res, g("norm1.weight"),
                   maybe_g("norm1.bias"));
     add_f32(g_res, g_mid, g_res, N * C, stream);
+    if (block_gradients_ready) block_gradients_ready(l, block_ranges[static_cast<std::size_t>(l)]);
   }
 
   auto* bad = reinterpret_cast<long long*>(bad_index.data());

@@ -65,6 +65,8 @@ struct DeviceGpt::State {
   DeviceBuffer grad_norm_scratch, grad_norm_out;  // doubles
   std::int64_t grad_norm_scratch_doubles = 0;
   std::int64_t adamw_steps = 0;
+  std::vector<DeviceGpt::FlatRange> block_ranges;  // per layer
+  std::function<void(std::int64_t, DeviceGpt::FlatRange)> block_gradients_ready;
   std::size_t activation_bytes = 0;
 
   State(DeviceContext& context, const nn::TransformerConfig& config, std::int64_t batch, std::int64_t seq,

@@ -355,6 +355,7 @@ StepMetrics Engine::step() {
   } else if (device_) {
     device_->zero_grads();
     for (int m = 0; m < micro_batches; ++m) {
+      device_->begin_micro_batch(m == micro_batches - 1);
       loss_sum += device_->forward_backward(micro_ids_[m], micro_targets_[m], loss_scale).sum;
     }
     device_->reduce_gradients();

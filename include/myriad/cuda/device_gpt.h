@@ -18,7 +18,9 @@
 // read back (it synchronises once per call).
 #pragma once
 
+#include <functional>
 #include <memory>
+#include <vector>
 
 #include "myriad/core/tensor.h"
 #include "myriad/cuda/device_context.h"
@@ -57,6 +59,14 @@ class DeviceGpt {
   // The flat gradients as a device tensor (f32 [parameter_floats()], a view: no copy), for the
   // data-parallel all-reduce over NCCL.
   Tensor gradients();
+  // Flat ranges [begin, end) of each transformer block's parameters (contiguous in the layout).
+  struct FlatRange {
+    std::int64_t begin = 0, end = 0;
+  };
+  const std::vector<FlatRange>& block_ranges() const;
+  // Called by backward once block `layer`'s gradients are final (its last gradient kernel is
+  // queued on the context's stream), with that block's flat range; empty function: none.
+  void set_block_gradients_ready(std::function<void(std::int64_t layer, FlatRange range)> callback);
   void zero_grads();
 
   // ids, targets: host (batch, seq) i32; targets may hold nn::GptModel::kIgnoreIndex. Adds

@@ -4,9 +4,11 @@
 // optim::AdamWOptimizer stay the master copy for everything else (checkpoints, generation,
 // export): the Engine uploads them at start and after a load, and downloads before it reads them.
 //
-// Data parallelism over NCCL: every dp rank runs its micro-batches on its GPU, the gradients are
-// summed over the dp group with one all-reduce after the last micro-batch (the loss is already
-// normalised by the global token count), and every replica applies the same update.
+// Data parallelism over NCCL: every dp rank runs its micro-batches on its GPU; during the last
+// micro-batch's backward each transformer block's gradients are all-reduced over the dp group as
+// soon as they are final (on NCCL's stream, overlapping the remaining backward), the rest after
+// it (the loss is already normalised by the global token count); every replica applies the same
+// update.
 //
 // make_device_trainer picks the GPU from the local rank (core/local_device.h) and throws
 // myriad::Error naming training.device when this build has no CUDA backend, no GPU is visible,
@@ -34,11 +36,16 @@ class DeviceTrainer {
   // Device -> host, the same state.
   virtual void download(nn::ParameterStore& store, optim::AdamWOptimizer& optimizer) = 0;
   virtual void zero_grads() = 0;
+  // Before each micro-batch's forward_backward: `last` lets data parallelism start each block's
+  // gradient all-reduce during the last micro-batch's backward (earlier ones only accumulate).
+  virtual void begin_micro_batch(bool last) = 0;
   // (micro_batch, seq_len) host i32 ids/targets; gradients accumulate until zero_grads().
   virtual nn::LossSum forward_backward(const Tensor& ids, const Tensor& targets, float loss_scale) = 0;
   // Up to micro_batch rows; gradients untouched.
   virtual nn::LossSum forward_loss(const Tensor& ids, const Tensor& targets) = 0;
-  // Data parallelism: sums the gradients over the dp group (NCCL); nothing for one replica.
+  // Data parallelism: completes the sum of the gradients over the dp group (NCCL) — the blocks'
+  // all-reduces started during the last backward, the rest (embeddings, final norm, head) now;
+  // nothing for one replica.
   virtual void reduce_gradients() = 0;
   virtual optim::OptimizerStepStats step(float lr, const optim::AdamWConfig& config) = 0;
 };

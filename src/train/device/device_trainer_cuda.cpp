@@ -2,7 +2,9 @@
 // cuda::DeviceGpt (see train/device_trainer.h).
 #include <cuda_runtime_api.h>
 
+#include <algorithm>
 #include <sstream>
+#include <vector>
 
 #include "myriad/core/local_device.h"
 #include "myriad/cuda/device_context.h"
@@ -24,6 +26,9 @@ class CudaDeviceTrainer final : public DeviceTrainer {
     if (dp.size() > 1) {
 #if MYRIAD_HAVE_NCCL
       dp_ = std::make_unique<cuda::NcclCommunicator>(dp, context_);
+      model_.set_block_gradients_ready([this](std::int64_t, cuda::DeviceGpt::FlatRange range) {
+        if (reducing_) pending_.push_back(dp_->all_reduce_async(model_.gradients().slice(0, range.begin, range.end)));
+      });
 #else
       MYRIAD_THROW("training.device cuda with parallel.dp " << dp.size() << ": this build has no NCCL");
 #endif
@@ -53,6 +58,7 @@ class CudaDeviceTrainer final : public DeviceTrainer {
   }
 
   void zero_grads() override { model_.zero_grads(); }
+  void begin_micro_batch(bool last) override { reducing_ = dp_ != nullptr && last; }
   nn::LossSum forward_backward(const Tensor& ids, const Tensor& targets, float loss_scale) override {
     return model_.forward_backward(ids, targets, loss_scale);
   }
@@ -60,7 +66,18 @@ class CudaDeviceTrainer final : public DeviceTrainer {
     return model_.forward_loss(ids, targets);
   }
   void reduce_gradients() override {
-    if (dp_) dp_->all_reduce(model_.gradients());
+    if (!dp_) return;
+    // The flat ranges outside the blocks (embeddings, final norm, head), in order.
+    Tensor all = model_.gradients();
+    std::int64_t at = 0;
+    for (const cuda::DeviceGpt::FlatRange& block : model_.block_ranges()) {
+      if (block.begin > at) pending_.push_back(dp_->all_reduce_async(all.slice(0, at, block.begin)));
+      at = std::max(at, block.end);
+    }
+    if (at < all.numel()) pending_.push_back(dp_->all_reduce_async(all.slice(0, at, all.numel())));
+    for (dist::WorkHandle& work : pending_) work->wait();
+    pending_.clear();
+    reducing_ = false;
   }
   optim::OptimizerStepStats step(float lr, const optim::AdamWConfig& config) override {
     return model_.step(lr, config);
@@ -71,6 +88,8 @@ class CudaDeviceTrainer final : public DeviceTrainer {
   cuda::DeviceGpt model_;
   bool bf16_;
   std::unique_ptr<dist::Communicator> dp_;  // NCCL over the dp group (dp > 1)
+  bool reducing_ = false;                   // this backward starts the blocks' all-reduces
+  std::vector<dist::WorkHandle> pending_;
 };
 
 }  // namespace
