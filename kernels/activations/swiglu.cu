@@ -48,12 +48,7 @@ void swiglu_forward_f32(const float* gate, const float* up, float* out, std::int
   const char* op = "swiglu_forward_f32";
   detail::check_count(op, "n", n);
   if (n == 0) return;
-  detail::check_pointer(op, "gate", gate, alignof(float));
-  detail::check_pointer(op, "up", up, alignof(float));
-  detail::check_pointer(op, "out", out, alignof(float));
-  const std::size_t bytes = static_cast<std::size_t>(n) * sizeof(float);
-  detail::check_same_or_disjoint(op, "out", out, "gate", gate, bytes);
-  detail::check_same_or_disjoint(op, "out", out, "up", up, bytes);
+  detail::check_elementwise<float>(op, {{"gate", gate}, {"up", up}}, "out", out, n);
   swiglu_forward_kernel<<<blocks_for(op, n), kThreads, 0, stream>>>(gate, up, out, n);
   MYRIAD_CUDA_CHECK(cudaGetLastError());
 }

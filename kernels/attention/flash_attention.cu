@@ -26,6 +26,7 @@
 #include <tuple>
 #include <utility>
 
+#include "attention/attention_delta.cuh"
 #include "attention/attention_shape.h"
 #include "common/launch_checks.h"
 #include "myriad/cuda/check.h"
@@ -40,10 +41,6 @@ constexpr int kThreads = kRows * kLanes;
 constexpr int kTile = 32;   // rows of the streamed operand per shared-memory tile
 constexpr unsigned kFull = 0xffffffffu;
 
-__device__ __forceinline__ float to_float(float x) { return x; }
-__device__ __forceinline__ float to_float(__nv_bfloat16 x) { return __bfloat162float(x); }
-__device__ __forceinline__ void store(float* p, float x) { *p = x; }
-__device__ __forceinline__ void store(__nv_bfloat16* p, float x) { *p = __float2bfloat16_rn(x); }
 
 // Sum over the 4 lanes of a row (lanes 4r .. 4r+3 of the warp); every lane gets the total.
 __device__ __forceinline__ float row_sum(float x) {
@@ -143,15 +140,6 @@ __global__ void __launch_bounds__(kThreads) flash_forward(const T* q, const T* k
 #pragma unroll
   for (int p = 0; p < P; ++p) store(out + q_row + p * kLanes + lane, acc[p] * inv);
   if (lane == 0) lse[static_cast<std::int64_t>(bh) * seq + i] = m + logf(l);
-}
-
-template <typename T, int D>
-__global__ void flash_delta(const T* out, const T* grad_out, float* delta, std::int64_t rows) {
-  const std::int64_t r = static_cast<std::int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
-  if (r >= rows) return;
-  float sum = 0.0f;
-  for (int d = 0; d < D; ++d) sum += to_float(out[r * D + d]) * to_float(grad_out[r * D + d]);
-  delta[r] = sum;
 }
 
 template <typename T, int D, bool kCausal>
@@ -271,7 +259,7 @@ template <typename T, int D, bool kCausal>
 void backward_for(const T* q, const T* k, const T* v, const T* out, const float* lse, const T* grad_out, T* grad_q,
                   T* grad_k, T* grad_v, float* delta, const FlashAttentionShape& s, int group, cudaStream_t stream) {
   const std::int64_t rows = s.batch * s.q_heads * s.seq;
-  flash_delta<T, D><<<static_cast<unsigned>(detail::ceil_div(rows, 256)), 256, 0, stream>>>(out, grad_out, delta, rows);
+  launch_delta<T, D>(out, grad_out, delta, rows, stream);
   const float scale = detail::effective_scale(s);
   const dim3 q_grid(static_cast<unsigned>(detail::ceil_div(s.seq, kRows)), static_cast<unsigned>(s.batch * s.q_heads));
   flash_backward_dq<T, D, kCausal><<<q_grid, kThreads, 0, stream>>>(q, k, v, grad_out, lse, delta, grad_q,

@@ -1,7 +1,7 @@
 // Flash attention backward on tensor cores (bf16 in and out, f32 accumulation), the contract of
 // flash_attention_backward_bf16 (kernels.h): from q, k, v, out, lse and dO it writes dQ, dK, dV.
 //
-//   delta_i = dO_i . O_i                                  (one thread per query row)
+//   delta_i = dO_i . O_i                                  (attention_delta.cuh, shared with the CUDA-core path)
 //   dQ kernel, a block per 64 queries of a head, key tiles of 64 through shared memory; per warp
 //     (16 queries): S = Q K^T, dP = dO V^T (WMMA into f32 scratch), P = exp(S scale - lse),
 //     dS = P (dP - delta) rounded to bf16, dQ += dS K in register fragments; dQ = scale dQ.
@@ -19,6 +19,7 @@
 #include <tuple>
 #include <utility>
 
+#include "attention/attention_delta.cuh"
 #include "attention/attention_shape.h"
 #include "attention/tc_tiles.cuh"
 #include "common/launch_checks.h"
@@ -119,15 +120,6 @@ __device__ __forceinline__ void store_rows(Accumulator (&acc)[D / 16], float sca
     }
   }
   __syncwarp();
-}
-
-template <int D>
-__global__ void delta_tc(const bf16* out, const bf16* grad_out, float* delta, std::int64_t rows) {
-  const std::int64_t r = static_cast<std::int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
-  if (r >= rows) return;
-  float sum = 0.0f;
-  for (int d = 0; d < D; ++d) sum += __bfloat162float(out[r * D + d]) * __bfloat162float(grad_out[r * D + d]);
-  delta[r] = sum;
 }
 
 template <int D, bool kCausal>
@@ -248,7 +240,7 @@ void launch(const bf16* q, const bf16* k, const bf16* v, const bf16* out, const 
             cudaStream_t stream) {
   constexpr int kBytes = BackwardLayout<D>::kBytes;
   const std::int64_t rows = s.batch * s.q_heads * s.seq;
-  delta_tc<D><<<static_cast<unsigned>(detail::ceil_div(rows, 256)), 256, 0, stream>>>(out, grad_out, delta, rows);
+  launch_delta<bf16, D>(out, grad_out, delta, rows, stream);
   const float scale = detail::effective_scale(s);
   const int seq = static_cast<int>(s.seq), heads = static_cast<int>(s.q_heads);
   const unsigned tiles = static_cast<unsigned>(detail::ceil_div(s.seq, kTileRows));

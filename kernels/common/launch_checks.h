@@ -5,7 +5,9 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <initializer_list>
 #include <limits>
+#include <utility>
 
 #include "myriad/core/error.h"
 
@@ -49,6 +51,18 @@ inline void check_same_or_disjoint(const char* op, const char* out_name, const v
                                    const void* in, std::size_t bytes) {
   if (out == in) return;
   check_disjoint(op, out_name, out, bytes, in_name, in, bytes);
+}
+
+// An elementwise launcher's checks over n elements (after check_count and the n == 0 return):
+// the inputs' then the output's pointer non-null and aligned for T, and the output the same
+// buffer as each input or disjoint from it.
+template <typename T>
+void check_elementwise(const char* op, std::initializer_list<std::pair<const char*, const T*>> inputs,
+                       const char* out_name, const T* out, std::int64_t n) {
+  for (const auto& [name, input] : inputs) check_pointer(op, name, input, alignof(T));
+  check_pointer(op, out_name, out, alignof(T));
+  const std::size_t bytes = static_cast<std::size_t>(n) * sizeof(T);
+  for (const auto& [name, input] : inputs) check_same_or_disjoint(op, out_name, out, name, input, bytes);
 }
 
 // ceil(a / b) for a >= 0, b > 0, without overflow near INT64_MAX.

@@ -110,12 +110,7 @@ void add_f32(const float* a, const float* b, float* out, std::int64_t n, cudaStr
   const char* op = "add_f32";
   detail::check_count(op, "n", n);
   if (n == 0) return;
-  detail::check_pointer(op, "a", a, alignof(float));
-  detail::check_pointer(op, "b", b, alignof(float));
-  detail::check_pointer(op, "out", out, alignof(float));
-  const std::size_t bytes = static_cast<std::size_t>(n) * sizeof(float);
-  detail::check_same_or_disjoint(op, "out", out, "a", a, bytes);
-  detail::check_same_or_disjoint(op, "out", out, "b", b, bytes);
+  detail::check_elementwise<float>(op, {{"a", a}, {"b", b}}, "out", out, n);
   add_kernel<<<blocks_for(op, n), kThreads, 0, stream>>>(a, b, out, n);
   MYRIAD_CUDA_CHECK(cudaGetLastError());
 }

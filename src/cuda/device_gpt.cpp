@@ -28,6 +28,19 @@ void check_scope(const nn::TransformerConfig& c, std::int64_t batch, std::int64_
                                    << "])");
 }
 
+// Hands out consecutive pieces of one buffer, each rounded up to 16 elements (64 bytes of f32,
+// 32 of bf16: the alignment the kernels and GEMMs want); without a base it only counts.
+template <typename T>
+struct Carver {
+  T* base = nullptr;
+  std::int64_t used = 0;
+  T* take(std::int64_t n) {
+    T* piece = base == nullptr ? nullptr : base + used;
+    used += (n + 15) / 16 * 16;
+    return piece;
+  }
+};
+
 DeviceBuffer floats(std::int64_t count, int device) {
   return DeviceBuffer(static_cast<std::size_t>(count) * sizeof(float), device);
 }
@@ -64,63 +77,52 @@ DeviceGpt::State::State(DeviceContext& ctx, const nn::TransformerConfig& cfg, st
     MYRIAD_CUDA_CHECK(cudaMemsetAsync(b->data(), 0, b->bytes(), ctx.stream()));
   }
 
-  // One buffer per block, carved into 64-byte aligned pieces: `carve` runs once to size the
-  // buffer (base null) and once to hand out the pointers.
-  auto round16 = [](std::int64_t n) { return (n + 15) / 16 * 16; };
+  // One f32 (and in bf16 mode one bf16) buffer per block, carved into pieces: the same carving
+  // runs once without a buffer to size it and once per block to hand out the pointers.
   const std::int64_t kv = N * Hkv * D;
-  auto carve = [&](float* base, BlockActivations& a) {
-    std::int64_t at = 0;
-    auto take = [&](std::int64_t n) {
-      float* p = base == nullptr ? nullptr : base + at;
-      at += round16(n);
-      return p;
-    };
-    a.ln1 = take(N * C);
-    a.ln1_mean = take(N);
-    a.ln1_rstd = take(N);
-    a.qkv = take(N * W);
-    a.q = take(N * C);
-    a.k = take(kv);
-    a.v = take(kv);
-    a.att = take(N * C);
-    a.lse = take(N * Hq);
-    a.merged = take(N * C);
-    a.res_mid = take(N * C);
-    a.ln2 = take(N * C);
-    a.ln2_mean = take(N);
-    a.ln2_rstd = take(N);
-    a.fc = take(N * F);
-    a.up = swiglu ? take(N * F) : nullptr;
-    a.act = take(N * F);
-    return at;
+  auto carve = [&](Carver<float>& f, Carver<__nv_bfloat16>& h, BlockActivations& a) {
+    a.ln1 = f.take(N * C);
+    a.ln1_mean = f.take(N);
+    a.ln1_rstd = f.take(N);
+    a.qkv = f.take(N * W);
+    a.q = f.take(N * C);
+    a.k = f.take(kv);
+    a.v = f.take(kv);
+    a.att = f.take(N * C);
+    a.lse = f.take(N * Hq);
+    a.merged = f.take(N * C);
+    a.res_mid = f.take(N * C);
+    a.ln2 = f.take(N * C);
+    a.ln2_mean = f.take(N);
+    a.ln2_rstd = f.take(N);
+    a.fc = f.take(N * F);
+    a.up = swiglu ? f.take(N * F) : nullptr;
+    a.act = f.take(N * F);
+    const bool half = opts.bf16;  // bf16 copies only in bf16 mode
+    a.ln1_h = half ? h.take(N * C) : nullptr;
+    a.merged_h = half ? h.take(N * C) : nullptr;
+    a.ln2_h = half ? h.take(N * C) : nullptr;
+    a.act_h = half ? h.take(N * F) : nullptr;
+    a.q_h = half ? h.take(N * C) : nullptr;
+    a.k_h = half ? h.take(kv) : nullptr;
+    a.v_h = half ? h.take(kv) : nullptr;
+    a.att_h = half ? h.take(N * C) : nullptr;
   };
+  Carver<float> float_size;
+  Carver<__nv_bfloat16> half_size;
   BlockActivations sizing{};
-  const std::int64_t per_block = carve(nullptr, sizing);
+  carve(float_size, half_size, sizing);
   for (std::int64_t l = 0; l <= L; ++l) residual.push_back(floats(N * C, dev));
   for (std::int64_t l = 0; l < L; ++l) {
-    block_buffers.push_back(floats(per_block, dev));
-    BlockActivations a{};
-    carve(block_buffers.back().as<float>(), a);
-    a.ln1_h = a.merged_h = a.ln2_h = a.act_h = a.q_h = a.k_h = a.v_h = a.att_h = nullptr;
+    block_buffers.push_back(floats(float_size.used, dev));
+    Carver<float> f{block_buffers.back().as<float>()};
+    Carver<__nv_bfloat16> h;
     if (opts.bf16) {
-      const std::int64_t halves = 5 * round16(N * C) + round16(N * F) + 2 * round16(kv);
-      block_half_buffers.push_back(DeviceBuffer(static_cast<std::size_t>(halves) * sizeof(__nv_bfloat16), dev));
-      auto* h = block_half_buffers.back().as<__nv_bfloat16>();
-      std::int64_t at = 0;
-      auto take_half = [&](std::int64_t n) {
-        __nv_bfloat16* p = h + at;
-        at += round16(n);
-        return p;
-      };
-      a.ln1_h = take_half(N * C);
-      a.merged_h = take_half(N * C);
-      a.ln2_h = take_half(N * C);
-      a.act_h = take_half(N * F);
-      a.q_h = take_half(N * C);
-      a.k_h = take_half(kv);
-      a.v_h = take_half(kv);
-      a.att_h = take_half(N * C);
+      block_half_buffers.push_back(DeviceBuffer(static_cast<std::size_t>(half_size.used) * sizeof(__nv_bfloat16), dev));
+      h.base = block_half_buffers.back().as<__nv_bfloat16>();
     }
+    BlockActivations a{};
+    carve(f, h, a);
     blocks.push_back(a);
   }
   if (opts.bf16) {
