@@ -4,9 +4,10 @@
 //   column_sums_accumulate_f32   out[c] += sum_r x[r, c], rows summed in a fixed order
 //   split_heads_f32              (B, T, H, D) rows with a row stride -> (B, H, T, D) contiguous
 //   merge_heads_f32              (B, H, T, D) contiguous -> (B, T, H, D) rows with a row stride
-//   convert_f32_to_bf16          out = x rounded to nearest even; convert_bf16_to_f32 widens (exact)
+//   convert_f32_to_{bf16,f16}    out = x rounded to nearest even; convert_{bf16,f16}_to_f32 widen (exact)
 // Grid-stride loops, one thread per output element; no atomics (deterministic).
 #include <cuda_bf16.h>
+#include <cuda_fp16.h>
 #include <cuda_runtime.h>
 
 #include <algorithm>
@@ -34,17 +35,24 @@ __global__ void add_kernel(const float* a, const float* b, float* out, std::int6
   }
 }
 
-__global__ void convert_f32_to_bf16_kernel(const float* x, __nv_bfloat16* out, std::int64_t n) {
+__device__ __forceinline__ void round_into(__nv_bfloat16* out, float x) { *out = __float2bfloat16_rn(x); }
+__device__ __forceinline__ void round_into(__half* out, float x) { *out = __float2half_rn(x); }
+__device__ __forceinline__ float widen(__nv_bfloat16 x) { return __bfloat162float(x); }
+__device__ __forceinline__ float widen(__half x) { return __half2float(x); }
+
+template <typename H>
+__global__ void convert_to_half_kernel(const float* x, H* out, std::int64_t n) {
   const std::int64_t stride = static_cast<std::int64_t>(gridDim.x) * blockDim.x;
   for (std::int64_t i = static_cast<std::int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < n; i += stride) {
-    out[i] = __float2bfloat16_rn(x[i]);
+    round_into(out + i, x[i]);
   }
 }
 
-__global__ void convert_bf16_to_f32_kernel(const __nv_bfloat16* x, float* out, std::int64_t n) {
+template <typename H>
+__global__ void convert_from_half_kernel(const H* x, float* out, std::int64_t n) {
   const std::int64_t stride = static_cast<std::int64_t>(gridDim.x) * blockDim.x;
   for (std::int64_t i = static_cast<std::int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < n; i += stride) {
-    out[i] = __bfloat162float(x[i]);
+    out[i] = widen(x[i]);
   }
 }
 
@@ -177,28 +185,44 @@ void merge_heads_f32(const float* src, float* dst, std::int64_t dst_row_stride, 
   launch_heads("merge_heads_f32", src, dst, dst_row_stride, batch, seq, heads, head_dim, true, stream);
 }
 
-void convert_f32_to_bf16(const float* x, __nv_bfloat16* out, std::int64_t n, cudaStream_t stream) {
-  const char* op = "convert_f32_to_bf16";
+namespace {
+
+// f32 -> 16-bit H (`to_half`) or back, with the launcher checks; `op` names the public function.
+template <typename H>
+void launch_conversion(const char* op, const void* x, void* out, std::int64_t n, bool to_half, cudaStream_t stream) {
   detail::check_count(op, "n", n);
   if (n == 0) return;
-  detail::check_pointer(op, "x", x, alignof(float));
-  detail::check_pointer(op, "out", out, alignof(__nv_bfloat16));
-  detail::check_disjoint(op, "out", out, static_cast<std::size_t>(n) * sizeof(__nv_bfloat16), "x", x,
-                         static_cast<std::size_t>(n) * sizeof(float));
-  convert_f32_to_bf16_kernel<<<blocks_for(op, n), kThreads, 0, stream>>>(x, out, n);
+  const std::size_t in_size = to_half ? sizeof(float) : sizeof(H), out_size = to_half ? sizeof(H) : sizeof(float);
+  detail::check_pointer(op, "x", x, in_size);
+  detail::check_pointer(op, "out", out, out_size);
+  detail::check_disjoint(op, "out", out, static_cast<std::size_t>(n) * out_size, "x", x,
+                         static_cast<std::size_t>(n) * in_size);
+  if (to_half) {
+    convert_to_half_kernel<H><<<blocks_for(op, n), kThreads, 0, stream>>>(static_cast<const float*>(x),
+                                                                         static_cast<H*>(out), n);
+  } else {
+    convert_from_half_kernel<H><<<blocks_for(op, n), kThreads, 0, stream>>>(static_cast<const H*>(x),
+                                                                           static_cast<float*>(out), n);
+  }
   MYRIAD_CUDA_CHECK(cudaGetLastError());
 }
 
+}  // namespace
+
+void convert_f32_to_bf16(const float* x, __nv_bfloat16* out, std::int64_t n, cudaStream_t stream) {
+  launch_conversion<__nv_bfloat16>("convert_f32_to_bf16", x, out, n, true, stream);
+}
+
 void convert_bf16_to_f32(const __nv_bfloat16* x, float* out, std::int64_t n, cudaStream_t stream) {
-  const char* op = "convert_bf16_to_f32";
-  detail::check_count(op, "n", n);
-  if (n == 0) return;
-  detail::check_pointer(op, "x", x, alignof(__nv_bfloat16));
-  detail::check_pointer(op, "out", out, alignof(float));
-  detail::check_disjoint(op, "out", out, static_cast<std::size_t>(n) * sizeof(float), "x", x,
-                         static_cast<std::size_t>(n) * sizeof(__nv_bfloat16));
-  convert_bf16_to_f32_kernel<<<blocks_for(op, n), kThreads, 0, stream>>>(x, out, n);
-  MYRIAD_CUDA_CHECK(cudaGetLastError());
+  launch_conversion<__nv_bfloat16>("convert_bf16_to_f32", x, out, n, false, stream);
+}
+
+void convert_f32_to_f16(const float* x, __half* out, std::int64_t n, cudaStream_t stream) {
+  launch_conversion<__half>("convert_f32_to_f16", x, out, n, true, stream);
+}
+
+void convert_f16_to_f32(const __half* x, float* out, std::int64_t n, cudaStream_t stream) {
+  launch_conversion<__half>("convert_f16_to_f32", x, out, n, false, stream);
 }
 
 }  // namespace myriad::cuda

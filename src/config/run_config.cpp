@@ -99,8 +99,6 @@ void validate_device(const RunConfig& c) {
                                       << p.zero_stage << ")");
   MYRIAD_CHECK(c.model.num_experts == 0, why << " has no mixture-of-experts layers (model.num_experts "
                                             << c.model.num_experts << ")");
-  MYRIAD_CHECK(c.training.precision != Precision::fp16,
-               why << " supports training.precision fp32 or bf16 (fp16 loss scaling is CPU-only for now)");
   MYRIAD_CHECK(c.training.recompute == Recompute::none,
                why << " keeps every activation: training.recompute must be none (got "
                    << choice_name(c.training.recompute) << ")");

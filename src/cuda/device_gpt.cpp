@@ -19,8 +19,12 @@ namespace myriad::cuda {
 
 namespace {
 
-void check_scope(const nn::TransformerConfig& c, std::int64_t batch, std::int64_t seq) {
+void check_scope(const nn::TransformerConfig& c, std::int64_t batch, std::int64_t seq, const DeviceGptOptions& o) {
   c.validate();
+  MYRIAD_CHECK(o.operands == DType::f32 || o.operands == DType::bf16 || o.operands == DType::f16,
+               "DeviceGpt: GEMM operands " << dtype_name(o.operands) << " (f32, bf16 or f16)");
+  MYRIAD_CHECK(!o.tf32 || o.operands == DType::f32, "DeviceGpt: tf32 applies to f32 operands, not "
+                                                        << dtype_name(o.operands));
   MYRIAD_CHECK(c.head_dim() == 64 || c.head_dim() == 128,
                "DeviceGpt: head dim " << c.head_dim() << " (model.n_embd / model.n_head); flash attention has 64 and 128");
   MYRIAD_CHECK(batch > 0 && seq > 0 && seq <= c.block_size,
@@ -29,7 +33,7 @@ void check_scope(const nn::TransformerConfig& c, std::int64_t batch, std::int64_
 }
 
 // Hands out consecutive pieces of one buffer, each rounded up to 16 elements (64 bytes of f32,
-// 32 of bf16: the alignment the kernels and GEMMs want); without a base it only counts.
+// 32 of 16-bit values: the alignment the kernels and GEMMs want); without a base it only counts.
 template <typename T>
 struct Carver {
   T* base = nullptr;
@@ -77,10 +81,10 @@ DeviceGpt::State::State(DeviceContext& ctx, const nn::TransformerConfig& cfg, st
     MYRIAD_CUDA_CHECK(cudaMemsetAsync(b->data(), 0, b->bytes(), ctx.stream()));
   }
 
-  // One f32 (and in bf16 mode one bf16) buffer per block, carved into pieces: the same carving
+  // One f32 (and in 16-bit mode one 16-bit) buffer per block, carved into pieces: the same carving
   // runs once without a buffer to size it and once per block to hand out the pointers.
   const std::int64_t kv = N * Hkv * D;
-  auto carve = [&](Carver<float>& f, Carver<__nv_bfloat16>& h, BlockActivations& a) {
+  auto carve = [&](Carver<float>& f, Carver<Half16>& h, BlockActivations& a) {
     a.ln1 = f.take(N * C);
     a.ln1_mean = f.take(N);
     a.ln1_rstd = f.take(N);
@@ -98,7 +102,7 @@ DeviceGpt::State::State(DeviceContext& ctx, const nn::TransformerConfig& cfg, st
     a.fc = f.take(N * F);
     a.up = swiglu ? f.take(N * F) : nullptr;
     a.act = f.take(N * F);
-    const bool half = opts.bf16;  // bf16 copies only in bf16 mode
+    const bool half = half_operands();  // 16-bit copies only in 16-bit mode
     a.ln1_h = half ? h.take(N * C) : nullptr;
     a.merged_h = half ? h.take(N * C) : nullptr;
     a.ln2_h = half ? h.take(N * C) : nullptr;
@@ -109,24 +113,24 @@ DeviceGpt::State::State(DeviceContext& ctx, const nn::TransformerConfig& cfg, st
     a.att_h = half ? h.take(N * C) : nullptr;
   };
   Carver<float> float_size;
-  Carver<__nv_bfloat16> half_size;
+  Carver<Half16> half_size;
   BlockActivations sizing{};
   carve(float_size, half_size, sizing);
   for (std::int64_t l = 0; l <= L; ++l) residual.push_back(floats(N * C, dev));
   for (std::int64_t l = 0; l < L; ++l) {
     block_buffers.push_back(floats(float_size.used, dev));
     Carver<float> f{block_buffers.back().as<float>()};
-    Carver<__nv_bfloat16> h;
-    if (opts.bf16) {
-      block_half_buffers.push_back(DeviceBuffer(static_cast<std::size_t>(half_size.used) * sizeof(__nv_bfloat16), dev));
-      h.base = block_half_buffers.back().as<__nv_bfloat16>();
+    Carver<Half16> h;
+    if (half_operands()) {
+      block_half_buffers.push_back(DeviceBuffer(static_cast<std::size_t>(half_size.used) * sizeof(Half16), dev));
+      h.base = block_half_buffers.back().as<Half16>();
     }
     BlockActivations a{};
     carve(f, h, a);
     blocks.push_back(a);
   }
-  if (opts.bf16) {
-    auto halves = [&](std::int64_t n) { return DeviceBuffer(static_cast<std::size_t>(n) * sizeof(__nv_bfloat16), dev); };
+  if (half_operands()) {
+    auto halves = [&](std::int64_t n) { return DeviceBuffer(static_cast<std::size_t>(n) * sizeof(Half16), dev); };
     values_h = halves(total);
     lnf_h = halves(N * C);
     grad_h = halves(std::max({N * V, N * F, N * W}));
@@ -208,14 +212,28 @@ float* DeviceGpt::State::optional_grad(const std::string& name) const {
   return nullptr;
 }
 
-const __nv_bfloat16* DeviceGpt::State::value_h(const std::string& name) const {
-  return values_h.as<__nv_bfloat16>() + layout_model.parameters().find(name).offset;
+const Half16* DeviceGpt::State::value_h(const std::string& name) const {
+  return values_h.as<Half16>() + layout_model.parameters().find(name).offset;
 }
 
-void DeviceGpt::State::refresh_bf16_weights() {
-  if (!options.bf16) return;
-  convert_f32_to_bf16(values.as<float>(), values_h.as<__nv_bfloat16>(), layout_model.parameters().numel(),
-                      context.stream());
+void DeviceGpt::State::refresh_half_weights() {
+  if (half_operands()) to_half(values.as<float>(), values_h.as<Half16>(), layout_model.parameters().numel());
+}
+
+void DeviceGpt::State::to_half(const float* x, Half16* out, std::int64_t n) const {
+  if (options.operands == DType::f16) {
+    convert_f32_to_f16(x, reinterpret_cast<__half*>(out), n, context.stream());
+  } else {
+    convert_f32_to_bf16(x, reinterpret_cast<__nv_bfloat16*>(out), n, context.stream());
+  }
+}
+
+void DeviceGpt::State::from_half(const Half16* x, float* out, std::int64_t n) const {
+  if (options.operands == DType::f16) {
+    convert_f16_to_f32(reinterpret_cast<const __half*>(x), out, n, context.stream());
+  } else {
+    convert_bf16_to_f32(reinterpret_cast<const __nv_bfloat16*>(x), out, n, context.stream());
+  }
 }
 
 nn::LossSum DeviceGpt::State::read_losses(const Tensor& host_targets, const std::function<void()>& passes) {
@@ -248,7 +266,7 @@ nn::LossSum DeviceGpt::State::read_losses(const Tensor& host_targets, const std:
 
 DeviceGpt::DeviceGpt(DeviceContext& context, const nn::TransformerConfig& config, std::int64_t batch, std::int64_t seq,
                      DeviceGptOptions options) {
-  check_scope(config, batch, seq);
+  check_scope(config, batch, seq, options);
   state_ = std::make_unique<State>(context, config, batch, seq, options);
   context.synchronize();
 }
@@ -273,7 +291,7 @@ void DeviceGpt::load_values(const Tensor& flat_values) {
   DeviceGuard guard(state_->context.device());
   MYRIAD_CUDA_CHECK(cudaMemcpyAsync(state_->values.data(), flat_values.raw_data(), flat_values.nbytes(),
                                     cudaMemcpyHostToDevice, state_->context.stream()));
-  state_->refresh_bf16_weights();
+  state_->refresh_half_weights();
   state_->context.synchronize();
 }
 
@@ -360,7 +378,7 @@ nn::LossSum DeviceGpt::forward_loss(const Tensor& ids, const Tensor& targets) {
   return s.read_losses(padded_targets, [&] { s.forward(s.L); });
 }
 
-optim::OptimizerStepStats DeviceGpt::step(float lr, const optim::AdamWConfig& config) {
+optim::OptimizerStepStats DeviceGpt::step(float lr, const optim::AdamWConfig& config, float unscale) {
   State& s = *state_;
   const nn::ParameterStore& store = layout();
   DeviceGuard guard(s.context.device());
@@ -372,7 +390,7 @@ optim::OptimizerStepStats DeviceGpt::step(float lr, const optim::AdamWConfig& co
       cudaMemcpyAsync(&sum_squares, s.grad_norm_out.data(), sizeof sum_squares, cudaMemcpyDeviceToHost, stream));
   s.context.synchronize();
   optim::OptimizerStepStats stats;
-  stats.grad_norm = std::sqrt(sum_squares);
+  stats.grad_norm = std::sqrt(sum_squares) * static_cast<double>(unscale);  // of the unscaled gradients
   if (!std::isfinite(stats.grad_norm)) {
     stats.skipped = true;
     return stats;
@@ -385,12 +403,12 @@ optim::OptimizerStepStats DeviceGpt::step(float lr, const optim::AdamWConfig& co
     const bool decays =
         std::find(config.no_decay.begin(), config.no_decay.end(), p.kind) == config.no_decay.end();
     const AdamWStep step{.lr = lr, .beta1 = config.beta1, .beta2 = config.beta2, .eps = config.eps,
-                         .weight_decay = decays ? config.weight_decay : 0.0f, .grad_scale = stats.clip_scale,
+                         .weight_decay = decays ? config.weight_decay : 0.0f, .grad_scale = stats.clip_scale * unscale,
                          .step = s.adamw_steps};
     adamw_update_f32(s.values.as<float>() + p.offset, s.grads.as<float>() + p.offset, s.m.as<float>() + p.offset,
                      s.v.as<float>() + p.offset, shape_numel(p.shape), step, stream);
   }
-  s.refresh_bf16_weights();
+  s.refresh_half_weights();
   return stats;
 }
 

@@ -6,9 +6,10 @@
 // then lnf = norm_f(x_L), logits = lnf Whead[:V]^T (the tied wte or lm_head), losses =
 // cross-entropy. Norms are LayerNorm or RMSNorm. The backward walks the same list in reverse;
 // weight gradients accumulate through GEMMs with beta = 1, bias gradients through column sums,
-// norm and embedding gradients through their kernels' `+=` outputs. In bf16 mode each GEMM reads
-// bf16 copies of its operands (linear_forward / linear_backward make them) and writes f32, and
-// attention runs on bf16 q, k, v through the tensor-core forward and backward kernels.
+// norm and embedding gradients through their kernels' `+=` outputs. In 16-bit mode (bf16 or f16
+// operands) each GEMM reads 16-bit copies of its operands (linear_forward / linear_backward make
+// them) and writes f32, and attention runs on 16-bit q, k, v through the tensor-core forward and
+// backward kernels.
 #include <limits>
 
 #include "device_gpt_state.h"
@@ -20,17 +21,17 @@ namespace myriad::cuda {
 
 namespace {
 
-// A GEMM input: the f32 activation, and in bf16 mode the buffer that holds (or receives) its
-// bf16 copy.
+// A GEMM input: the f32 activation, and in 16-bit mode the buffer that holds (or receives) its
+// 16-bit copy.
 struct Operand {
   const float* f32 = nullptr;
-  __nv_bfloat16* half = nullptr;
+  Half16* half = nullptr;
 };
 
-// The GEMM shape for the model's precision: f32 (optionally TF32) or bf16 inputs with f32 outputs.
+// The GEMM shape for the model's precision: f32 (optionally TF32) or 16-bit inputs with f32 outputs.
 Gemm product(const DeviceGpt::State& s, Gemm g) {
-  if (s.options.bf16) {
-    g.type = CUDA_R_16BF;
+  if (s.half_operands()) {
+    g.type = s.half_type();
     g.output_type = CUDA_R_32F;
   } else {
     g.tf32 = s.options.tf32;
@@ -38,9 +39,9 @@ Gemm product(const DeviceGpt::State& s, Gemm g) {
   return g;
 }
 
-// Rounds x.f32 into x.half (bf16 mode) so that the forward GEMM and the weight gradient read it.
+// Rounds x.f32 into x.half (16-bit mode) so that the forward GEMM and the weight gradient read it.
 void prepare_operand(const DeviceGpt::State& s, Operand x, std::int64_t count) {
-  if (s.options.bf16) convert_f32_to_bf16(x.f32, x.half, count, s.context.stream());
+  if (s.half_operands()) s.to_half(x.f32, x.half, count);
 }
 
 // Row-major linear forward: y (rows, out) = x (rows, in) W^T + bias; x already prepared.
@@ -48,7 +49,7 @@ void linear_forward(const DeviceGpt::State& s, Operand x, const std::string& wei
                     std::int64_t rows, std::int64_t in, std::int64_t out) {
   const Gemm g = product(s, Gemm{.m = rows, .n = out, .k = in, .transpose_b = true,
                                  .epilogue = bias != nullptr ? GemmEpilogue::bias : GemmEpilogue::none});
-  if (s.options.bf16) {
+  if (s.half_operands()) {
     gemm(s.context, g, x.half, s.value_h(weight), bias, y);
   } else {
     gemm(s.context, g, x.f32, s.value(weight), bias, y);
@@ -56,16 +57,16 @@ void linear_forward(const DeviceGpt::State& s, Operand x, const std::string& wei
 }
 
 // Row-major linear backward: dx (rows, in) = dy W, written or (accumulate_dx) added; dW (out, in)
-// += dy^T x; dbias (if any) += column sums of dy. x is the forward's prepared operand; in bf16
+// += dy^T x; dbias (if any) += column sums of dy. x is the forward's prepared operand; in 16-bit
 // mode dy is rounded into the shared scratch s.grad_h for the two products.
 void linear_backward(const DeviceGpt::State& s, const float* dy, Operand x, const std::string& weight, float* dx,
                      float* d_weight, float* d_bias, std::int64_t rows, std::int64_t in, std::int64_t out,
                      bool accumulate_dx = false) {
   const Gemm input_grad = product(s, Gemm{.m = rows, .n = in, .k = out, .accumulate = accumulate_dx});
   const Gemm weight_grad = product(s, Gemm{.m = out, .n = in, .k = rows, .transpose_a = true, .accumulate = true});
-  if (s.options.bf16) {
-    auto* dy_h = s.grad_h.as<__nv_bfloat16>();
-    convert_f32_to_bf16(dy, dy_h, rows * out, s.context.stream());
+  if (s.half_operands()) {
+    auto* dy_h = s.grad_h.as<Half16>();
+    s.to_half(dy, dy_h, rows * out);
     gemm(s.context, input_grad, dy_h, s.value_h(weight), nullptr, dx);
     gemm(s.context, weight_grad, dy_h, x.half, nullptr, d_weight);
   } else {
@@ -109,6 +110,35 @@ FlashAttentionShape attention_shape(const DeviceGpt::State& s) {
                              .scale = 0.0f, .causal = true};
 }
 
+// The tensor-core attention of the operand format (16-bit mode) on block a's 16-bit q, k, v:
+// forward into a.att_h and a.lse.
+void attention_forward_half(const DeviceGpt::State& s, const BlockActivations& a) {
+  const FlashAttentionShape shape = attention_shape(s);
+  if (s.options.operands == DType::f16) {
+    auto h = [](Half16* p) { return reinterpret_cast<__half*>(p); };
+    flash_attention_forward_tc_f16(h(a.q_h), h(a.k_h), h(a.v_h), h(a.att_h), a.lse, shape, s.context.stream());
+  } else {
+    auto h = [](Half16* p) { return reinterpret_cast<__nv_bfloat16*>(p); };
+    flash_attention_forward_tc_bf16(h(a.q_h), h(a.k_h), h(a.v_h), h(a.att_h), a.lse, shape, s.context.stream());
+  }
+}
+
+// Its backward from the 16-bit output gradient in s.d_att_h into s.d_q_h, d_k_h, d_v_h.
+void attention_backward_half(const DeviceGpt::State& s, const BlockActivations& a) {
+  const FlashAttentionShape shape = attention_shape(s);
+  Half16 *g_att = s.d_att_h.as<Half16>(), *g_q = s.d_q_h.as<Half16>(), *g_k = s.d_k_h.as<Half16>(),
+         *g_v = s.d_v_h.as<Half16>();
+  if (s.options.operands == DType::f16) {
+    auto h = [](Half16* p) { return reinterpret_cast<__half*>(p); };
+    flash_attention_backward_tc_f16(h(a.q_h), h(a.k_h), h(a.v_h), h(a.att_h), a.lse, h(g_att), h(g_q), h(g_k), h(g_v),
+                                    s.delta.as<float>(), s.N * s.Hq, shape, s.context.stream());
+  } else {
+    auto h = [](Half16* p) { return reinterpret_cast<__nv_bfloat16*>(p); };
+    flash_attention_backward_tc_bf16(h(a.q_h), h(a.k_h), h(a.v_h), h(a.att_h), a.lse, h(g_att), h(g_q), h(g_k),
+                                     h(g_v), s.delta.as<float>(), s.N * s.Hq, shape, s.context.stream());
+  }
+}
+
 }  // namespace
 
 void DeviceGpt::State::forward(std::int64_t layer_count) {
@@ -138,12 +168,12 @@ void DeviceGpt::State::forward(std::int64_t layer_count) {
       rotate(*this, a.q, Hq, false);
       rotate(*this, a.k, Hkv, false);
     }
-    if (options.bf16) {  // tensor-core attention on bf16 operands; f32 output for the merge
-      convert_f32_to_bf16(a.q, a.q_h, N * C, stream);
-      convert_f32_to_bf16(a.k, a.k_h, N * Hkv * D, stream);
-      convert_f32_to_bf16(a.v, a.v_h, N * Hkv * D, stream);
-      flash_attention_forward_tc_bf16(a.q_h, a.k_h, a.v_h, a.att_h, a.lse, attention_shape(*this), stream);
-      convert_bf16_to_f32(a.att_h, a.att, N * C, stream);
+    if (half_operands()) {  // tensor-core attention on 16-bit operands; f32 output for the merge
+      to_half(a.q, a.q_h, N * C);
+      to_half(a.k, a.k_h, N * Hkv * D);
+      to_half(a.v, a.v_h, N * Hkv * D);
+      attention_forward_half(*this, a);
+      from_half(a.att_h, a.att, N * C);
     } else {
       flash_attention_forward_f32(a.q, a.k, a.v, a.att, a.lse, attention_shape(*this), stream);
     }
@@ -171,7 +201,7 @@ void DeviceGpt::State::forward(std::int64_t layer_count) {
 
   norm_forward(*this, residual[static_cast<std::size_t>(layer_count)].as<float>(), value("norm_f.weight"),
                optional_value("norm_f.bias"), lnf.as<float>(), lnf_mean.as<float>(), lnf_rstd.as<float>());
-  const Operand final_norm{lnf.as<float>(), lnf_h.as<__nv_bfloat16>()};
+  const Operand final_norm{lnf.as<float>(), lnf_h.as<Half16>()};
   prepare_operand(*this, final_norm, N * C);
   linear_forward(*this, final_norm, head_weight, nullptr, logits.as<float>(), N, C, V);
   cross_entropy_forward_f32(logits.as<float>(), targets.as<std::int32_t>(), losses.as<float>(), ce_lse.as<float>(), bad,
@@ -191,7 +221,7 @@ void DeviceGpt::State::backward(float loss_scale) {
   float* g_res = d_res.as<float>();
   float* g_tmp = d_tmp.as<float>();
   float* g_mid = d_res_mid.as<float>();
-  linear_backward(*this, dlogits, {lnf.as<float>(), lnf_h.as<__nv_bfloat16>()}, head_weight, g_tmp, grad(head_weight),
+  linear_backward(*this, dlogits, {lnf.as<float>(), lnf_h.as<Half16>()}, head_weight, g_tmp, grad(head_weight),
                   nullptr, N, C, V);
   norm_backward(*this, g_tmp, residual[static_cast<std::size_t>(L)].as<float>(), value("norm_f.weight"),
                 lnf_mean.as<float>(), lnf_rstd.as<float>(), g_res, grad("norm_f.weight"), optional_grad("norm_f.bias"));
@@ -226,15 +256,12 @@ void DeviceGpt::State::backward(float loss_scale) {
     linear_backward(*this, g_mid, {a.merged, a.merged_h}, name("attn.proj.weight"), d_merged.as<float>(),
                     g("attn.proj.weight"), maybe_g("attn.proj.bias"), N, C, C);
     split_heads_f32(d_merged.as<float>(), C, d_att.as<float>(), B, T, Hq, D, stream);
-    if (options.bf16) {  // the tensor-core backward on the forward's bf16 operands, gradients widened
-      auto* g_att_h = d_att_h.as<__nv_bfloat16>();
-      convert_f32_to_bf16(d_att.as<float>(), g_att_h, N * C, stream);
-      flash_attention_backward_tc_bf16(a.q_h, a.k_h, a.v_h, a.att_h, a.lse, g_att_h, d_q_h.as<__nv_bfloat16>(),
-                                       d_k_h.as<__nv_bfloat16>(), d_v_h.as<__nv_bfloat16>(), delta.as<float>(),
-                                       N * Hq, attention_shape(*this), stream);
-      convert_bf16_to_f32(d_q_h.as<__nv_bfloat16>(), d_q.as<float>(), N * C, stream);
-      convert_bf16_to_f32(d_k_h.as<__nv_bfloat16>(), d_k.as<float>(), N * Hkv * D, stream);
-      convert_bf16_to_f32(d_v_h.as<__nv_bfloat16>(), d_v.as<float>(), N * Hkv * D, stream);
+    if (half_operands()) {  // the tensor-core backward on the forward's 16-bit operands, gradients widened
+      to_half(d_att.as<float>(), d_att_h.as<Half16>(), N * C);
+      attention_backward_half(*this, a);
+      from_half(d_q_h.as<Half16>(), d_q.as<float>(), N * C);
+      from_half(d_k_h.as<Half16>(), d_k.as<float>(), N * Hkv * D);
+      from_half(d_v_h.as<Half16>(), d_v.as<float>(), N * Hkv * D);
     } else {
       flash_attention_backward_f32(a.q, a.k, a.v, a.att, a.lse, d_att.as<float>(), d_q.as<float>(), d_k.as<float>(),
                                    d_v.as<float>(), delta.as<float>(), N * Hq, attention_shape(*this), stream);

@@ -4,7 +4,7 @@
 // Hq / Hkv query / key-value heads of D, W = (Hq + 2 Hkv) D the fused qkv width, F the MLP width.
 #pragma once
 
-#include <cuda_bf16.h>
+#include <library_types.h>
 
 #include <cstdint>
 #include <functional>
@@ -15,6 +15,9 @@
 #include "myriad/cuda/device_gpt.h"
 
 namespace myriad::cuda {
+
+// Storage of one 16-bit GEMM operand value: bf16 or f16 bits, as DeviceGptOptions::operands says.
+using Half16 = std::uint16_t;
 
 // Saved activations of one transformer block (views into the block's buffers).
 struct BlockActivations {
@@ -28,10 +31,11 @@ struct BlockActivations {
   float *fc;                         // (N, F) GELU input, or SwiGLU's gate
   float *up;                         // (N, F) SwiGLU's up projection (null for GELU)
   float *act;                        // (N, F) the MLP activation: gelu(fc) or silu(fc) * up
-  // bf16 mode: the GEMM inputs above rounded to bf16, and attention's bf16 operands and output
-  // (q, k after RoPE; the tensor-core forward reads them, the backward kernel too). Null in f32 mode.
-  __nv_bfloat16 *ln1_h, *merged_h, *ln2_h, *act_h;
-  __nv_bfloat16 *q_h, *k_h, *v_h, *att_h;
+  // 16-bit mode: the GEMM inputs above rounded to the operand format, and attention's 16-bit
+  // operands and output (q, k after RoPE; the tensor-core forward reads them, the backward kernel
+  // too). Null in f32 mode.
+  Half16 *ln1_h, *merged_h, *ln2_h, *act_h;
+  Half16 *q_h, *k_h, *v_h, *att_h;
 };
 
 struct DeviceGpt::State {
@@ -44,15 +48,15 @@ struct DeviceGpt::State {
   std::string head_weight;  // "wte" (tied) or "lm_head.weight"
 
   DeviceBuffer values, grads, m, v;  // parameter_floats() each
-  DeviceBuffer values_h;             // bf16 mode: the masters rounded to bf16 (GEMM weights)
+  DeviceBuffer values_h;             // 16-bit mode: the masters rounded (GEMM weights)
   std::vector<DeviceBuffer> residual;  // L + 1 buffers of (N, C): residual[l] is block l's input
   std::vector<DeviceBuffer> block_buffers;
-  std::vector<DeviceBuffer> block_half_buffers;  // bf16 mode: the blocks' bf16 GEMM inputs
+  std::vector<DeviceBuffer> block_half_buffers;  // 16-bit mode: the blocks' 16-bit GEMM inputs
   std::vector<BlockActivations> blocks;
   DeviceBuffer rope_cos, rope_sin;             // RoPE: (T, D / 2) tables
   DeviceBuffer lnf, lnf_mean, lnf_rstd;        // final norm
-  DeviceBuffer lnf_h;                          // bf16 mode: lnf rounded
-  // bf16 mode: output gradients rounded for the backward GEMMs (sized for the widest: N x V).
+  DeviceBuffer lnf_h;                          // 16-bit mode: lnf rounded
+  // 16-bit mode: output gradients rounded for the backward GEMMs (sized for the widest: N x V).
   DeviceBuffer grad_h;
   DeviceBuffer logits;                         // (N, V), becomes its own gradient in backward
   DeviceBuffer losses, ce_lse, grad_losses;    // (N)
@@ -60,7 +64,7 @@ struct DeviceGpt::State {
   DeviceBuffer bad_index;                      // one long long (embedding / cross-entropy checks)
   // Backward scratch shared by the blocks.
   DeviceBuffer d_res, d_res_mid, d_tmp, d_merged, d_att, d_q, d_k, d_v, d_qkv, d_fc, d_up, delta, norm_scratch;
-  DeviceBuffer d_att_h, d_q_h, d_k_h, d_v_h;  // bf16 mode: attention gradients in bf16
+  DeviceBuffer d_att_h, d_q_h, d_k_h, d_v_h;  // 16-bit mode: attention gradients
   std::int64_t norm_scratch_floats = 0;
   DeviceBuffer grad_norm_scratch, grad_norm_out;  // doubles
   std::int64_t grad_norm_scratch_doubles = 0;
@@ -78,8 +82,14 @@ struct DeviceGpt::State {
   float* grad(const std::string& name) const;
   float* optional_value(const std::string& name) const;
   float* optional_grad(const std::string& name) const;
-  const __nv_bfloat16* value_h(const std::string& name) const;  // bf16 mode only
-  void refresh_bf16_weights();  // values_h <- values (bf16 mode; no-op otherwise)
+  const Half16* value_h(const std::string& name) const;  // 16-bit mode only
+  void refresh_half_weights();  // values_h <- values (16-bit mode; no-op otherwise)
+  // 16-bit operands (options.operands bf16 or f16) or f32 ones.
+  bool half_operands() const { return options.operands != DType::f32; }
+  cudaDataType_t half_type() const { return options.operands == DType::f16 ? CUDA_R_16F : CUDA_R_16BF; }
+  // f32 <-> the 16-bit operand format over n values (round to nearest even; widening is exact).
+  void to_half(const float* x, Half16* out, std::int64_t n) const;
+  void from_half(const Half16* x, float* out, std::int64_t n) const;
   std::string block_name(std::int64_t layer, const char* suffix) const {
     return "blocks." + std::to_string(layer) + "." + suffix;
   }

@@ -44,6 +44,16 @@ dist::ScheduleKind to_schedule_kind(PipelineSchedule kind) {
   return dist::ScheduleKind::one_f_one_b;
 }
 
+// training.precision as the format the model computes in (the weights' and GEMM operands' copy).
+DType compute_format(Precision precision) {
+  switch (precision) {
+    case Precision::bf16: return DType::bf16;
+    case Precision::fp16: return DType::f16;
+    case Precision::fp32: break;
+  }
+  return DType::f32;
+}
+
 optim::ScheduleKind to_optim(LrSchedule kind) {
   switch (kind) {
     case LrSchedule::cosine: return optim::ScheduleKind::cosine;
@@ -128,12 +138,13 @@ Engine::Engine(const RunConfig& config, std::shared_ptr<spdlog::logger> log, dis
     // The GPU holds the working state; the host model stays the master copy for checkpoints and
     // generation (its precision is the device's business: no host compute copy).
     device_ = make_device_trainer(model_->config(), config_.training.micro_batch, T,
-                                  config_.training.precision == Precision::bf16, dp());
+                                  compute_format(config_.training.precision), dp());
     device_->upload(model_->parameters(), data_parallel_->optimizer());
     log_->info("device: {}", device_->describe());
   } else {
     setup_precision();
   }
+  if (config_.training.precision == Precision::fp16) setup_loss_scaler();
   if (config_.parallel.pp > 1) {
     pipeline_ = std::make_unique<PipelineExecutor>(*model_, pp(), to_schedule_kind(config_.parallel.pp_schedule),
                                                    config_.training.gradient_accumulation,
@@ -214,7 +225,7 @@ void Engine::log_layout() {
 
 void Engine::setup_precision() {
   const Precision precision = config_.training.precision;
-  compute_format_ = precision == Precision::bf16 ? DType::bf16 : precision == Precision::fp16 ? DType::f16 : DType::f32;
+  compute_format_ = compute_format(precision);
   if (compute_format_ == DType::f32) return;
   MYRIAD_CHECK(config_.parallel.zero_stage <= 2,
                "training.precision " << choice_name(precision) << " with parallel.zero_stage 3: ZeRO-3 gathers the "
@@ -227,13 +238,14 @@ void Engine::setup_precision() {
   store.rebind(0, store.numel(), compute_values_, Tensor());
   refresh_compute_weights();
   model_->set_activation_precision(compute_format_);
-  if (precision == Precision::fp16) {
-    LossScalerConfig scaler;
-    scaler.initial = config_.training.initial_loss_scale;
-    scaler.window = config_.training.loss_scale_window;
-    scaler.min_scale = config_.training.min_loss_scale;
-    loss_scaler_ = std::make_unique<DynamicLossScaler>(scaler);
-  }
+}
+
+void Engine::setup_loss_scaler() {
+  LossScalerConfig scaler;
+  scaler.initial = config_.training.initial_loss_scale;
+  scaler.window = config_.training.loss_scale_window;
+  scaler.min_scale = config_.training.min_loss_scale;
+  loss_scaler_ = std::make_unique<DynamicLossScaler>(scaler);
 }
 
 void Engine::refresh_compute_weights() {
@@ -370,8 +382,9 @@ StepMetrics Engine::step() {
   loss_sum = dist::sum_over_ranks(dp(), loss_sum);
   StepMetrics metrics;
   metrics.lr = schedule_.lr_at(step_);
-  optim::OptimizerStepStats stats = device_ ? device_->step(metrics.lr, adam_)
-                                            : data_parallel_->optimizer_step(metrics.lr, static_cast<float>(1.0 / scale));
+  const auto unscale = static_cast<float>(1.0 / scale);
+  optim::OptimizerStepStats stats = device_ ? device_->step(metrics.lr, adam_, unscale)
+                                            : data_parallel_->optimizer_step(metrics.lr, unscale);
   host_stale_ = host_stale_ || (device_ && !stats.skipped);
   metrics.loss_scale = scale;
   if (loss_scaler_) {

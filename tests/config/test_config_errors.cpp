@@ -196,8 +196,6 @@ TEST(ConfigValidate, CrossKeyChecks) {
                  {"training.device cuda supports data parallelism only for now (parallel.tp 2, pp 1"}, 2);
   expect_invalid([&](RunConfig& c) { on_cuda(c); c.parallel.dp = 2; c.parallel.zero_stage = 1; },
                  {"parallel.zero_stage must be 0 (got 1)"}, 2);
-  expect_invalid([&](RunConfig& c) { on_cuda(c); c.training.precision = Precision::fp16; },
-                 {"training.device cuda supports training.precision fp32 or bf16"});
   expect_invalid([&](RunConfig& c) { on_cuda(c); c.training.recompute = Recompute::selective; },
                  {"training.recompute must be none (got selective)"});
   expect_invalid([&](RunConfig& c) { on_cuda(c); c.model.num_experts = 4; c.model.top_k = 2; },

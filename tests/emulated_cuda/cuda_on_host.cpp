@@ -15,6 +15,7 @@
 #include <cstdlib>
 #include <cmath>
 #include <climits>
+#include <type_traits>
 #include "myriad/core/tensor.h"
 #include "myriad/cuda/device_buffer.h"
 #include "myriad/cuda/device_context.h"
@@ -80,10 +81,11 @@ static Tensor W(const void* p, const Shape& s, DType t = DType::f32) {
   return Tensor::from_storage(Storage::wrap(const_cast<void*>(p), bytes, Device::cpu(), [](void*) {}), s, contiguous_strides(s), 0, t);
 }
 
-// An operand as f32: itself, or its bf16 values widened (exactly) into a new tensor.
+// An operand as f32: itself, or its bf16 / f16 values widened (exactly) into a new tensor.
 static Tensor operand(const void* p, const Shape& s, cudaDataType_t type) {
-  MYRIAD_CHECK(type == CUDA_R_32F || type == CUDA_R_16BF, "emulated gemm: f32 or bf16 inputs only");
-  return type == CUDA_R_32F ? W(p, s) : W(p, s, DType::bf16).to(DType::f32);
+  MYRIAD_CHECK(type == CUDA_R_32F || type == CUDA_R_16BF || type == CUDA_R_16F, "emulated gemm: f32, bf16 or f16 inputs only");
+  if (type == CUDA_R_32F) return W(p, s);
+  return W(p, s, type == CUDA_R_16F ? DType::f16 : DType::bf16).to(DType::f32);
 }
 
 void gemm(const DeviceContext&, const Gemm& g, const void* a, const void* b, const void* bias, void* c) {
@@ -175,19 +177,20 @@ void flash_attention_backward_f32(const float* q, const float* k, const float* v
   Tensor a = W(gq, sq), b = W(gk, sk), c = W(gv, sk);
   attention_backward(AttentionArgs{.scale = s.scale, .causal = s.causal}, W(q, sq), W(k, sk), W(v, sk), W(out, sq), W(lse, {s.batch, s.q_heads, s.seq}), W(go, sq), a, b, c);
 }
-// bf16 attention: the CPU op on the widened bf16 inputs, outputs rounded to bf16.
-static Tensor widen(const __nv_bfloat16* p, const Shape& s) { return W(p, s, DType::bf16).to(DType::f32); }
-static void narrow(const Tensor& t, __nv_bfloat16* out) {
-  Tensor h = t.to(DType::bf16);
+// 16-bit attention: the CPU op on the widened bf16 / f16 inputs, outputs rounded to the same type.
+template <typename H> constexpr DType kHalf = std::is_same_v<H, __half> ? DType::f16 : DType::bf16;
+template <typename H> static Tensor widen(const H* p, const Shape& s) { return W(p, s, kHalf<H>).to(DType::f32); }
+template <typename H> static void narrow(const Tensor& t, H* out) {
+  Tensor h = t.to(kHalf<H>);  // round to nearest even (core/half.h); f16 past 65504 -> inf
   std::memcpy(out, h.raw_data(), h.nbytes());
 }
-void flash_attention_forward_tc_bf16(const __nv_bfloat16* q, const __nv_bfloat16* k, const __nv_bfloat16* v, __nv_bfloat16* out, float* lse, const FlashAttentionShape& s, cudaStream_t) {
+template <typename H> static void attention_forward_half(const H* q, const H* k, const H* v, H* out, float* lse, const FlashAttentionShape& s) {
   Shape sq{s.batch, s.q_heads, s.seq, s.head_dim}, sk{s.batch, s.kv_heads, s.seq, s.head_dim};
   Tensor o = Tensor::empty(sq), l = W(lse, {s.batch, s.q_heads, s.seq});
   attention_forward(AttentionArgs{.scale = s.scale, .causal = s.causal}, widen(q, sq), widen(k, sk), widen(v, sk), o, l);
   narrow(o, out);
 }
-void flash_attention_backward_bf16(const __nv_bfloat16* q, const __nv_bfloat16* k, const __nv_bfloat16* v, const __nv_bfloat16* out, const float* lse, const __nv_bfloat16* go, __nv_bfloat16* gq, __nv_bfloat16* gk, __nv_bfloat16* gv, float*, std::int64_t, const FlashAttentionShape& s, cudaStream_t) {
+template <typename H> static void attention_backward_half(const H* q, const H* k, const H* v, const H* out, const float* lse, const H* go, H* gq, H* gk, H* gv, const FlashAttentionShape& s) {
   Shape sq{s.batch, s.q_heads, s.seq, s.head_dim}, sk{s.batch, s.kv_heads, s.seq, s.head_dim};
   Tensor a = Tensor::empty(sq), b = Tensor::empty(sk), c = Tensor::empty(sk);
   attention_backward(AttentionArgs{.scale = s.scale, .causal = s.causal}, widen(q, sq), widen(k, sk), widen(v, sk), widen(out, sq), W(lse, {s.batch, s.q_heads, s.seq}), widen(go, sq), a, b, c);
@@ -195,13 +198,27 @@ void flash_attention_backward_bf16(const __nv_bfloat16* q, const __nv_bfloat16* 
   narrow(b, gk);
   narrow(c, gv);
 }
-void flash_attention_backward_tc_bf16(const __nv_bfloat16* q, const __nv_bfloat16* k, const __nv_bfloat16* v, const __nv_bfloat16* out, const float* lse, const __nv_bfloat16* go, __nv_bfloat16* gq, __nv_bfloat16* gk, __nv_bfloat16* gv, float* delta, std::int64_t delta_floats, const FlashAttentionShape& s, cudaStream_t stream) {
-  flash_attention_backward_bf16(q, k, v, out, lse, go, gq, gk, gv, delta, delta_floats, s, stream);
+void flash_attention_forward_tc_bf16(const __nv_bfloat16* q, const __nv_bfloat16* k, const __nv_bfloat16* v, __nv_bfloat16* out, float* lse, const FlashAttentionShape& s, cudaStream_t) {
+  attention_forward_half(q, k, v, out, lse, s);
 }
-void convert_bf16_to_f32(const __nv_bfloat16* x, float* out, std::int64_t n, cudaStream_t) {
+void flash_attention_forward_tc_f16(const __half* q, const __half* k, const __half* v, __half* out, float* lse, const FlashAttentionShape& s, cudaStream_t) {
+  attention_forward_half(q, k, v, out, lse, s);
+}
+void flash_attention_backward_bf16(const __nv_bfloat16* q, const __nv_bfloat16* k, const __nv_bfloat16* v, const __nv_bfloat16* out, const float* lse, const __nv_bfloat16* go, __nv_bfloat16* gq, __nv_bfloat16* gk, __nv_bfloat16* gv, float*, std::int64_t, const FlashAttentionShape& s, cudaStream_t) {
+  attention_backward_half(q, k, v, out, lse, go, gq, gk, gv, s);
+}
+void flash_attention_backward_tc_bf16(const __nv_bfloat16* q, const __nv_bfloat16* k, const __nv_bfloat16* v, const __nv_bfloat16* out, const float* lse, const __nv_bfloat16* go, __nv_bfloat16* gq, __nv_bfloat16* gk, __nv_bfloat16* gv, float*, std::int64_t, const FlashAttentionShape& s, cudaStream_t) {
+  attention_backward_half(q, k, v, out, lse, go, gq, gk, gv, s);
+}
+void flash_attention_backward_tc_f16(const __half* q, const __half* k, const __half* v, const __half* out, const float* lse, const __half* go, __half* gq, __half* gk, __half* gv, float*, std::int64_t, const FlashAttentionShape& s, cudaStream_t) {
+  attention_backward_half(q, k, v, out, lse, go, gq, gk, gv, s);
+}
+template <typename H> static void widen_into(const H* x, float* out, std::int64_t n) {
   Tensor wide = widen(x, {n});
   std::memcpy(out, wide.raw_data(), static_cast<std::size_t>(n) * 4);
 }
+void convert_bf16_to_f32(const __nv_bfloat16* x, float* out, std::int64_t n, cudaStream_t) { widen_into(x, out, n); }
+void convert_f16_to_f32(const __half* x, float* out, std::int64_t n, cudaStream_t) { widen_into(x, out, n); }
 void cross_entropy_forward_f32(const float* logits, const std::int32_t* t, float* losses, float* lse, long long* bad, std::int64_t N, std::int64_t V, std::int32_t ig, cudaStream_t) {
   for (std::int64_t i = 0; i < N; ++i) if (t[i] != ig && (t[i] < 0 || t[i] >= V) && i < *bad) *bad = i;
   Tensor l = W(losses, {N}), s = W(lse, {N});
@@ -218,10 +235,8 @@ void adamw_update_f32(float* p, const float* g, float* m, float* v, std::int64_t
 }
 std::int64_t grad_norm_scratch_doubles(std::int64_t) { return 1; }
 void grad_norm_squared_f32(const float* g, std::int64_t n, double*, std::int64_t, double* out, cudaStream_t) { *out = grad_norm_squared(W(g, {n})); }
-void convert_f32_to_bf16(const float* x, __nv_bfloat16* out, std::int64_t n, cudaStream_t) {
-  Tensor widened = W(x, {n}).to(DType::bf16);  // round to nearest even (core/half.h)
-  std::memcpy(out, widened.raw_data(), static_cast<std::size_t>(n) * 2);
-}
+void convert_f32_to_bf16(const float* x, __nv_bfloat16* out, std::int64_t n, cudaStream_t) { narrow(W(x, {n}), out); }
+void convert_f32_to_f16(const float* x, __half* out, std::int64_t n, cudaStream_t) { narrow(W(x, {n}), out); }
 void add_f32(const float* a, const float* b, float* out, std::int64_t n, cudaStream_t) { for (std::int64_t i = 0; i < n; ++i) out[i] = a[i] + b[i]; }
 void add_broadcast_rows_f32(float* x, const float* row, std::int64_t rows, std::int64_t w, cudaStream_t) { for (std::int64_t i = 0; i < rows * w; ++i) x[i] += row[i % w]; }
 void column_sums_accumulate_f32(const float* x, float* out, std::int64_t rows, std::int64_t cols, cudaStream_t) {

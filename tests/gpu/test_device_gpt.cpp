@@ -4,7 +4,9 @@
 //  - loss, and every parameter's gradient after one forward/backward (f32 on both sides, only
 //    summation orders differ: |gpu - cpu| <= 1e-4 x max|cpu grad of that tensor| + 1e-7);
 //  - the loss curve over 4 AdamW steps with clipping (relative 1e-4; TF32 GEMMs 2e-2; bf16
-//    GEMM operands (8-bit mantissas) 3e-2, and the bf16 gap must be visible: > 1e-6);
+//    GEMM operands (8-bit mantissas) 3e-2, and the bf16 gap must be visible: > 1e-6; f16
+//    operands (11-bit mantissas) with a loss scale of 1024 unscaled by step(): 1e-2, gap > 1e-7);
+//  - f16 with a loss scale that overflows: the step is skipped and changes nothing;
 //  - ignored targets, and a token outside the vocabulary reported with its position.
 // Skips without a device (DeviceGpt allocates on construction, after its scope checks).
 #include <gtest/gtest.h>
@@ -85,12 +87,13 @@ struct Twins {
     gpu.load_values(cpu.parameters().flat_values());
   }
 
-  // One forward/backward of `batch` on both, from zeroed gradients: {cpu, gpu}.
-  std::pair<nn::LossSum, nn::LossSum> forward_backward(const Batch& batch) {
+  // One forward/backward of `batch` on both, from zeroed gradients: {cpu, gpu}. The GPU's loss
+  // gradient is multiplied by `gpu_loss_scale` (fp16 loss scaling; its step() unscales).
+  std::pair<nn::LossSum, nn::LossSum> forward_backward(const Batch& batch, float gpu_loss_scale = 1.0f) {
     cpu.parameters().zero_grads();
     gpu.zero_grads();
     return {cpu.forward_backward(batch.ids, batch.targets, batch.loss_scale, nn::Recompute::none),
-            gpu.forward_backward(batch.ids, batch.targets, batch.loss_scale)};
+            gpu.forward_backward(batch.ids, batch.targets, batch.loss_scale * gpu_loss_scale)};
   }
 };
 
@@ -111,8 +114,9 @@ TEST_P(DeviceGptModels, GradientsMatchTheCpuModel) {
 }
 
 // `least_gap`: the largest relative loss gap over the steps must reach it (bf16 rounding must show).
+// `loss_scale`: the GPU's gradients are computed scaled by it and unscaled by its step().
 void expect_same_loss_curve(cuda::DeviceGptOptions options, double tolerance, double least_gap = 0.0,
-                            const nn::TransformerConfig& config = tiny_gpt2()) {
+                            const nn::TransformerConfig& config = tiny_gpt2(), float loss_scale = 1.0f) {
   const std::uint64_t seed = testing::fresh_seed();
   MYRIAD_SEED_TRACE(seed);
   const std::int64_t B = 4, T = 64;
@@ -121,12 +125,13 @@ void expect_same_loss_curve(cuda::DeviceGptOptions options, double tolerance, do
   optim::AdamWOptimizer optimizer(twins.cpu.parameters(), adamw);
   double largest_gap = 0.0;
   for (int step = 0; step < 4; ++step) {
-    const auto [want, got] =
-        twins.forward_backward(random_batch(B, T, config.vocab_size, seed, 10 + static_cast<std::uint64_t>(step)));
+    const auto [want, got] = twins.forward_backward(
+        random_batch(B, T, config.vocab_size, seed, 10 + static_cast<std::uint64_t>(step)), loss_scale);
     EXPECT_NEAR(got.sum / got.tokens, want.sum / want.tokens, tolerance * want.sum / want.tokens) << "step " << step;
     largest_gap = std::max(largest_gap, std::fabs(got.sum / got.tokens - want.sum / want.tokens) / (want.sum / want.tokens));
     const optim::OptimizerStepStats cpu_step = optimizer.step(3e-3f);
-    const optim::OptimizerStepStats gpu_step = twins.gpu.step(3e-3f, adamw);
+    const optim::OptimizerStepStats gpu_step = twins.gpu.step(3e-3f, adamw, 1.0f / loss_scale);
+    EXPECT_FALSE(gpu_step.skipped) << "step " << step;
     EXPECT_NEAR(gpu_step.grad_norm, cpu_step.grad_norm, tolerance * cpu_step.grad_norm) << "step " << step;
     EXPECT_EQ(twins.gpu.steps_taken(), optimizer.steps_taken());
   }
@@ -140,7 +145,12 @@ TEST_P(DeviceGptModels, LossCurveMatchesTheCpuOverAdamWSteps) {
 
 TEST_P(DeviceGptModels, Bf16LossCurveStaysClose) {
   MYRIAD_REQUIRE_GPU();
-  expect_same_loss_curve({.bf16 = true}, 3e-2, 1e-6, config());
+  expect_same_loss_curve({.operands = DType::bf16}, 3e-2, 1e-6, config());
+}
+
+TEST_P(DeviceGptModels, Fp16LossCurveWithLossScalingStaysClose) {
+  MYRIAD_REQUIRE_GPU();
+  expect_same_loss_curve({.operands = DType::f16}, 1e-2, 1e-7, config(), 1024.0f);
 }
 
 INSTANTIATE_TEST_SUITE_P(Families, DeviceGptModels, ::testing::Values("gpt2", "llama"));
@@ -151,6 +161,26 @@ TEST(DeviceGpt, Tf32LossCurveStaysClose) {
 }
 
 
+
+// A loss scale of 2^40 overflows f16 (the scaled loss gradients exceed 65504): the gradients hold
+// inf, the norm is not finite, and step() skips: parameters, moments and the step count stay.
+TEST(DeviceGpt, Fp16OverflowSkipsTheStepAndChangesNothing) {
+  MYRIAD_REQUIRE_GPU();
+  const std::uint64_t seed = testing::fresh_seed();
+  MYRIAD_SEED_TRACE(seed);
+  Twins twins(seed, 2, 32, {.operands = DType::f16});
+  const Tensor before = twins.gpu.values_to_host();
+  twins.forward_backward(random_batch(2, 32, 200, seed, 1), std::ldexp(1.0f, 40));
+  const optim::OptimizerStepStats stats = twins.gpu.step(3e-3f, optim::AdamWConfig{}, std::ldexp(1.0f, -40));
+  EXPECT_TRUE(stats.skipped);
+  EXPECT_FALSE(std::isfinite(stats.grad_norm));
+  EXPECT_EQ(twins.gpu.steps_taken(), 0);
+  EXPECT_EQ(testing::to_f64(twins.gpu.values_to_host()), testing::to_f64(before));
+  // A scale that fits trains: the next step is taken.
+  twins.forward_backward(random_batch(2, 32, 200, seed, 2), 1024.0f);
+  EXPECT_FALSE(twins.gpu.step(3e-3f, optim::AdamWConfig{}, 1.0f / 1024.0f).skipped);
+  EXPECT_EQ(twins.gpu.steps_taken(), 1);
+}
 
 TEST(DeviceGpt, ForwardLossOfFewerRowsMatchesTheCpuAndLeavesGradients) {
   MYRIAD_REQUIRE_GPU();
@@ -218,6 +248,10 @@ TEST(DeviceGpt, ScopeErrorsNameTheSetting) {
   nn::TransformerConfig odd_heads = nn::TransformerConfig::gpt2(200, 2, 4, 128, 64);  // head dim 32
   expect_error_mentions([&] { cuda::DeviceGpt(context, odd_heads, 1, 8); }, {"head dim 32"});
   expect_error_mentions([&] { cuda::DeviceGpt(context, tiny_gpt2(), 1, 65); }, {"seq must be in [1, block_size 64]"});
+  expect_error_mentions([&] { cuda::DeviceGpt(context, tiny_gpt2(), 1, 8, {.operands = DType::i32}); },
+                        {"GEMM operands i32", "f32, bf16 or f16"});
+  expect_error_mentions([&] { cuda::DeviceGpt(context, tiny_gpt2(), 1, 8, {.tf32 = true, .operands = DType::bf16}); },
+                        {"tf32 applies to f32 operands"});
 }
 
 }  // namespace

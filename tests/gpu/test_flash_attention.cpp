@@ -6,7 +6,8 @@
 // are rounded to bf16 and the CPU reference computes on those rounded values in f32; the GPU's
 // outputs are rounded to bf16 once more (half an ulp, 2^-9 relative) on top of f32 math, so the
 // tolerance is 2x the error of that rounding: rtol 2^-8, atol 2^-8 times the output scale. The
-// tensor-core forward and backward (flash_attention_*_tc_bf16) are held to the same bf16 bars.
+// tensor-core forward and backward (flash_attention_*_tc_bf16) are held to the same bf16 bars;
+// their f16 instances (flash_attention_*_tc_f16, 11-bit mantissas: half an ulp is 2^-12) to 2^-10.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -132,6 +133,60 @@ TEST_P(FlashAttentionKernel, MatchesTheCpuOpInF32AndBf16) {
     testing::expect_close(got_gk, testing::to_f64(gk), grad_atol, rtol, "grad_k " + what);
     testing::expect_close(got_gv, testing::to_f64(gv), grad_atol, rtol, "grad_v " + what);
   }
+}
+
+std::vector<std::uint16_t> to_f16(const Tensor& t) {
+  std::vector<std::uint16_t> out;
+  for (std::int64_t i = 0; i < t.numel(); ++i) out.push_back(float_to_f16(t.data<float>()[i]));
+  return out;
+}
+std::vector<double> from_f16(const std::vector<std::uint16_t>& v) {
+  std::vector<double> out;
+  for (std::uint16_t x : v) out.push_back(f16_to_float(x));
+  return out;
+}
+
+// The tensor-core kernels on f16 (training.precision fp16): forward, then the backward on its out
+// and lse, against the CPU op on the f16-rounded inputs.
+TEST_P(FlashAttentionKernel, TensorCoreF16MatchesTheCpuOp) {
+  MYRIAD_REQUIRE_GPU();
+  const Case c = GetParam();
+  const std::uint64_t seed = testing::fresh_seed();
+  MYRIAD_SEED_TRACE(seed);
+  cuda::DeviceContext context(0);
+  Tensor q = Tensor::empty({c.b, c.hq, c.t, c.d}), k = Tensor::empty({c.b, c.hkv, c.t, c.d});
+  Tensor v = Tensor::empty({c.b, c.hkv, c.t, c.d}), go = Tensor::empty({c.b, c.hq, c.t, c.d});
+  fill_uniform(q, -1, 1, seed, 1);
+  fill_uniform(k, -1, 1, seed, 2);
+  fill_uniform(v, -1, 1, seed, 3);
+  fill_uniform(go, -1, 1, seed, 4);
+  for (Tensor* t : {&q, &k, &v, &go}) {
+    for (std::int64_t i = 0; i < t->numel(); ++i) t->data<float>()[i] = f16_to_float(float_to_f16(t->data<float>()[i]));
+  }
+  Tensor out = Tensor::empty(q.shape()), lse = Tensor::empty({c.b, c.hq, c.t});
+  Tensor gq = Tensor::empty(q.shape()), gk = Tensor::empty(k.shape()), gv = Tensor::empty(v.shape());
+  const AttentionArgs args{.causal = c.causal};
+  attention_forward(args, q, k, v, out, lse);
+  attention_backward(args, q, k, v, out, lse, go, gq, gk, gv);
+  const cuda::FlashAttentionShape shape{c.b, c.hq, c.hkv, c.t, c.d, 0.0f, c.causal};
+  const std::int64_t rows = c.b * c.hq * c.t;
+  DeviceArray<std::uint16_t> dq(context, to_f16(q)), dk(context, to_f16(k)), dv(context, to_f16(v)),
+      dgo(context, to_f16(go));
+  DeviceArray<std::uint16_t> dout(context, q.numel()), dgq(context, q.numel()), dgk(context, k.numel()),
+      dgv(context, v.numel());
+  DeviceArray<float> dlse(context, rows), delta(context, rows);
+  auto p = [](const DeviceArray<std::uint16_t>& a) { return reinterpret_cast<__half*>(a.get()); };
+  cuda::flash_attention_forward_tc_f16(p(dq), p(dk), p(dv), p(dout), dlse.get(), shape, context.stream());
+  cuda::flash_attention_backward_tc_f16(p(dq), p(dk), p(dv), p(dout), dlse.get(), p(dgo), p(dgq), p(dgk), p(dgv),
+                                        delta.get(), rows, shape, context.stream());
+  const double tol = std::ldexp(1.0, -10), grad_atol = tol * std::sqrt(static_cast<double>(c.t));
+  const std::string what = "f16 tensor-core T " + std::to_string(c.t) + " D " + std::to_string(c.d) +
+                           (c.causal ? " causal" : "");
+  testing::expect_close(from_f16(dout.download()), testing::to_f64(out), tol, tol, "out " + what);
+  testing::expect_close(as_f64(dlse.download()), testing::to_f64(lse), 2e-5, 1e-5, "lse " + what);
+  testing::expect_close(from_f16(dgq.download()), testing::to_f64(gq), grad_atol, tol, "grad_q " + what);
+  testing::expect_close(from_f16(dgk.download()), testing::to_f64(gk), grad_atol, tol, "grad_k " + what);
+  testing::expect_close(from_f16(dgv.download()), testing::to_f64(gv), grad_atol, tol, "grad_v " + what);
 }
 
 INSTANTIATE_TEST_SUITE_P(Shapes, FlashAttentionKernel,

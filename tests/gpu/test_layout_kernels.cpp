@@ -105,6 +105,34 @@ TEST(LayoutKernels, Bf16ConversionsRoundToNearestEvenAndWidenExactly) {
   }
 }
 
+// f16: nearest even with subnormals; beyond 65504 (rounding past 65520) the value becomes inf,
+// which fp16 loss scaling relies on to detect overflow.
+TEST(LayoutKernels, F16ConversionsRoundToNearestEvenOverflowToInfAndWidenExactly) {
+  MYRIAD_REQUIRE_GPU();
+  const std::uint64_t seed = testing::fresh_seed();
+  MYRIAD_SEED_TRACE(seed);
+  cuda::DeviceContext context(0);
+  const std::int64_t n = 4099;
+  auto x = random_floats(n, -300, 300, seed, 8);
+  x[0] = 70000.0f;   // inf
+  x[1] = -65519.0f;  // rounds to -65504
+  x[2] = 3e-7f;      // subnormal
+  x[3] = 1e-9f;      // rounds to zero
+  DeviceArray<float> dx(context, x), back(context, n);
+  DeviceArray<std::uint16_t> half(context, n);
+  auto* h = reinterpret_cast<__half*>(half.get());
+  cuda::convert_f32_to_f16(dx.get(), h, n, context.stream());
+  cuda::convert_f16_to_f32(h, back.get(), n, context.stream());
+  const auto bits = half.download();
+  const auto widened = back.download();
+  EXPECT_TRUE(std::isinf(widened[0]));
+  EXPECT_EQ(widened[1], -65504.0f);
+  for (std::int64_t i = 0; i < n; ++i) {
+    ASSERT_EQ(bits[i], float_to_f16(x[i])) << i;  // core/half.h
+    ASSERT_EQ(widened[i], f16_to_float(bits[i])) << i;
+  }
+}
+
 TEST(LayoutKernels, ArgumentErrorsNameTheLauncher) {
   float* fake = reinterpret_cast<float*>(std::uintptr_t{256});
   expect_error_mentions([&] { cuda::add_f32(fake, fake, fake, -1, nullptr); }, {"add_f32", "n must be >= 0"});

@@ -8,6 +8,8 @@
 
 #include <cmath>
 #include <cstring>
+#include <iostream>
+#include <vector>
 
 #include "engine_fixtures.h"
 #include "myriad/core/error.h"
@@ -87,6 +89,70 @@ TEST(DeviceTraining, LlamaStyleModelMatchesTheCpuEngine) {
   for (int step = 0; step < 3; ++step) {
     const StepMetrics want = cpu.step(), got = gpu.step();
     EXPECT_NEAR(got.loss, want.loss, 1e-4 * want.loss) << "step " << step;
+  }
+}
+
+// training.precision fp16 on the device: the run config with dynamic loss scaling from `scale`.
+RunConfig fp16_config(const fs::path& dir, const std::string& corpus, ComputeDevice device, double scale) {
+  RunConfig c = device_config(dir, corpus, device);
+  c.training.precision = Precision::fp16;
+  c.training.initial_loss_scale = scale;
+  c.training.loss_scale_window = 1000;  // no regrowth within the test
+  return c;
+}
+
+// From a scale of 2^32 the scaled gradients overflow f16, so the first steps are skipped — the
+// scale halves each time, the weights stay — until the scale fits; then every step trains. The
+// CPU fp16 engine settles within one halving of the device (they round different tensors to f16:
+// the CPU its activations, the device its GEMM operands).
+TEST(DeviceTraining, Fp16OverflowSkipsStepsAndHalvesTheScale) {
+  if (!gpu_visible()) GTEST_SKIP() << "no CUDA device";
+  const fs::path dir = fresh_dir("device_training_fp16_overflow");
+  const std::string corpus = write_corpus(dir);
+  Engine cpu(fp16_config(dir, corpus, ComputeDevice::cpu, std::ldexp(1.0, 32)), quiet_logger());
+  Engine gpu(fp16_config(dir, corpus, ComputeDevice::cuda, std::ldexp(1.0, 32)), quiet_logger());
+  const Tensor start = gpu.model().parameters().flat_values().clone();
+  std::vector<StepMetrics> steps;
+  int skipped_cpu = 0;
+  for (int step = 0; step < 14; ++step) {
+    steps.push_back(gpu.step());
+    if (step == 0) {
+      ASSERT_TRUE(steps[0].skipped);
+      EXPECT_TRUE(same_bytes(gpu.model().parameters().flat_values(), start)) << "a skipped step changed weights";
+    }
+    if (cpu.step().skipped && skipped_cpu == step) ++skipped_cpu;
+  }
+  int skipped = 0;
+  while (skipped < static_cast<int>(steps.size()) && steps[static_cast<std::size_t>(skipped)].skipped) {
+    EXPECT_EQ(steps[static_cast<std::size_t>(skipped)].loss_scale, std::ldexp(1.0, 32 - skipped)) << skipped;
+    ++skipped;
+  }
+  std::cout << "fp16 from scale 2^32: device skipped " << skipped << " steps, the CPU engine " << skipped_cpu
+            << std::endl;
+  ASSERT_GT(skipped, 0);
+  ASSERT_LT(skipped, 12) << "the scale never came down far enough";
+  EXPECT_LE(std::abs(skipped - skipped_cpu), 1);
+  for (std::size_t s = static_cast<std::size_t>(skipped); s < steps.size(); ++s) {
+    EXPECT_FALSE(steps[s].skipped) << "step " << s + 1 << " overflowed after the scale had settled";
+  }
+  EXPECT_EQ(gpu.optimizer().steps_taken(), 14 - skipped);
+  EXPECT_LT(steps.back().loss, steps[static_cast<std::size_t>(skipped)].loss) << "fp16 training must learn";
+}
+
+// At a scale that fits, the device's fp16 run follows the CPU fp16 engine (1e-2: f16 GEMM
+// operands on the device, f16 activations on the CPU) with the scale unscaled in the update.
+TEST(DeviceTraining, Fp16MatchesTheCpuEngineAtAFittingScale) {
+  if (!gpu_visible()) GTEST_SKIP() << "no CUDA device";
+  const fs::path dir = fresh_dir("device_training_fp16");
+  const std::string corpus = write_corpus(dir);
+  Engine cpu(fp16_config(dir, corpus, ComputeDevice::cpu, 1024.0), quiet_logger());
+  Engine gpu(fp16_config(dir, corpus, ComputeDevice::cuda, 1024.0), quiet_logger());
+  for (int step = 0; step < 4; ++step) {
+    const StepMetrics want = cpu.step(), got = gpu.step();
+    ASSERT_FALSE(want.skipped || got.skipped) << "step " << step;
+    EXPECT_EQ(got.loss_scale, 1024.0);
+    EXPECT_NEAR(got.loss, want.loss, 1e-2 * want.loss) << "step " << step;
+    EXPECT_NEAR(got.grad_norm, want.grad_norm, 5e-2 * want.grad_norm) << "step " << step;
   }
 }
 

@@ -32,12 +32,15 @@ namespace myriad::cuda {
 
 struct DeviceGptOptions {
   bool tf32 = false;  // f32 GEMMs on TF32 tensor cores (faster, ~1e-3 relative products)
-  // bf16 GEMMs (tensor cores) with f32 outputs: every GEMM operand — the weights (a bf16 copy of
-  // the f32 masters, refreshed after each update), the normalised / GELU / attention outputs and
-  // the output gradients — is rounded to bf16, and attention reads bf16 q, k, v (tensor-core
-  // forward and backward; f32 softmax inside); residual stream, norms, losses, gradient
-  // sums and the optimizer stay f32 (training.precision: bf16).
-  bool bf16 = false;
+  // The GEMM operand format: f32, or a 16-bit format (DType::bf16 or DType::f16, training.precision
+  // bf16 / fp16) for tensor-core GEMMs with f32 outputs: every GEMM operand — the weights (a
+  // 16-bit copy of the f32 masters, refreshed after each update), the normalised / GELU /
+  // attention outputs and the output gradients — is rounded to it, and attention reads 16-bit
+  // q, k, v (tensor-core forward and backward; f32 softmax inside); residual stream, norms,
+  // losses, gradient sums and the optimizer stay f32. f16 overflows to inf past 65504: with a
+  // loss scale the step() that sees a non-finite norm skips the update (the caller's scaler
+  // lowers the scale).
+  DType operands = DType::f32;
 };
 
 class DeviceGpt {
@@ -76,7 +79,10 @@ class DeviceGpt {
   // ids/targets; gradients untouched.
   nn::LossSum forward_loss(const Tensor& ids, const Tensor& targets);
   // Global-norm clipping + AdamW over every parameter; returns what AdamWOptimizer::step does.
-  optim::OptimizerStepStats step(float lr, const optim::AdamWConfig& config);
+  // `unscale` multiplies the gradients first (1 / loss scale with fp16's loss scaling: the norm
+  // reported and clipped is the unscaled one). A non-finite norm skips the update (stats.skipped;
+  // parameters, moments and the step count untouched).
+  optim::OptimizerStepStats step(float lr, const optim::AdamWConfig& config, float unscale = 1.0f);
   std::int64_t steps_taken() const;
 
   // AdamW state in optim::AdamWOptimizer's layout (whole parameters back to back in store order,

@@ -9,11 +9,12 @@
 // device memory of the current device. Results are deterministic (no atomics, fixed reduction
 // orders that depend on the sizes only, not on the GPU).
 //
-// bf16 data is __nv_bfloat16 (bit-identical to the uint16 patterns of core/half.h); the math is
-// done in f32 and rounded to nearest even on store.
+// bf16 data is __nv_bfloat16 and f16 data __half (bit-identical to the uint16 patterns of
+// core/half.h); the math is done in f32 and rounded to nearest even on store.
 #pragma once
 
 #include <cuda_bf16.h>
+#include <cuda_fp16.h>
 #include <cuda_runtime_api.h>
 
 #include <cstdint>
@@ -109,20 +110,29 @@ void flash_attention_forward_f32(const float* q, const float* k, const float* v,
 void flash_attention_forward_bf16(const __nv_bfloat16* q, const __nv_bfloat16* k, const __nv_bfloat16* v,
                                   __nv_bfloat16* out, float* lse, const FlashAttentionShape& shape,
                                   cudaStream_t stream);
-// The same forward on tensor cores (kernels/attention/flash_attention_tc.cu: WMMA bf16 products,
-// f32 accumulation and softmax, probabilities rounded to bf16 before P V as FlashAttention does):
-// same out and lse contract; q, k, v, out 16-byte aligned.
+// The same forward on tensor cores (kernels/attention/flash_attention_tc_forward.cuh, instances
+// per type in flash_attention_tc_{bf16,f16}.cu: WMMA 16-bit products, f32 accumulation and
+// softmax, probabilities rounded to the input type before P V as FlashAttention does): same out
+// and lse contract; q, k, v, out 16-byte aligned. The f16 variant is the same math on IEEE half
+// (training.precision fp16): 5 exponent bits, so out-of-range values become inf, which the loss
+// scaler detects.
 void flash_attention_forward_tc_bf16(const __nv_bfloat16* q, const __nv_bfloat16* k, const __nv_bfloat16* v,
                                      __nv_bfloat16* out, float* lse, const FlashAttentionShape& shape,
                                      cudaStream_t stream);
-// The backward on tensor cores (kernels/attention/flash_attention_tc_backward.cu: WMMA bf16
-// products, f32 accumulation; P and dS rounded to bf16 before their products): the contract of
-// flash_attention_backward_bf16; all tensors 16-byte aligned.
+void flash_attention_forward_tc_f16(const __half* q, const __half* k, const __half* v, __half* out, float* lse,
+                                    const FlashAttentionShape& shape, cudaStream_t stream);
+// The backward on tensor cores (kernels/attention/flash_attention_tc_backward.cuh: WMMA 16-bit
+// products, f32 accumulation; P and dS rounded to the input type before their products): the
+// contract of flash_attention_backward_bf16; all tensors 16-byte aligned.
 void flash_attention_backward_tc_bf16(const __nv_bfloat16* q, const __nv_bfloat16* k, const __nv_bfloat16* v,
                                       const __nv_bfloat16* out, const float* lse, const __nv_bfloat16* grad_out,
                                       __nv_bfloat16* grad_q, __nv_bfloat16* grad_k, __nv_bfloat16* grad_v,
                                       float* delta, std::int64_t delta_floats, const FlashAttentionShape& shape,
                                       cudaStream_t stream);
+void flash_attention_backward_tc_f16(const __half* q, const __half* k, const __half* v, const __half* out,
+                                     const float* lse, const __half* grad_out, __half* grad_q, __half* grad_k,
+                                     __half* grad_v, float* delta, std::int64_t delta_floats,
+                                     const FlashAttentionShape& shape, cudaStream_t stream);
 void flash_attention_backward_f32(const float* q, const float* k, const float* v, const float* out, const float* lse,
                                   const float* grad_out, float* grad_q, float* grad_k, float* grad_v, float* delta,
                                   std::int64_t delta_floats, const FlashAttentionShape& shape, cudaStream_t stream);
@@ -180,5 +190,8 @@ void merge_heads_f32(const float* src, float* dst, std::int64_t dst_row_stride, 
 void convert_f32_to_bf16(const float* x, __nv_bfloat16* out, std::int64_t n, cudaStream_t stream);
 // out = x widened to f32 (exact) over n values; x and out disjoint.
 void convert_bf16_to_f32(const __nv_bfloat16* x, float* out, std::int64_t n, cudaStream_t stream);
+// The same two for IEEE half (f16): values beyond its range (65504) round to inf.
+void convert_f32_to_f16(const float* x, __half* out, std::int64_t n, cudaStream_t stream);
+void convert_f16_to_f32(const __half* x, float* out, std::int64_t n, cudaStream_t stream);
 
 }  // namespace myriad::cuda

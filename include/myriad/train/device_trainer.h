@@ -47,12 +47,14 @@ class DeviceTrainer {
   // all-reduces started during the last backward, the rest (embeddings, final norm, head) now;
   // nothing for one replica.
   virtual void reduce_gradients() = 0;
-  virtual optim::OptimizerStepStats step(float lr, const optim::AdamWConfig& config) = 0;
+  // `unscale` = 1 / the loss scale (fp16); a non-finite gradient norm skips the update.
+  virtual optim::OptimizerStepStats step(float lr, const optim::AdamWConfig& config, float unscale) = 0;
 };
 
-// `dp`: the host communicator of this rank's data-parallel group; with more than one rank the
-// trainer builds an NcclCommunicator over the same ranks (the host one shares its unique id).
+// `operands`: the GEMM operand format (f32, bf16 or f16: training.precision). `dp`: the host
+// communicator of this rank's data-parallel group; with more than one rank the trainer builds an
+// NcclCommunicator over the same ranks (the host one shares its unique id).
 std::unique_ptr<DeviceTrainer> make_device_trainer(const nn::TransformerConfig& model, std::int64_t micro_batch,
-                                                   std::int64_t seq_len, bool bf16, dist::Communicator& dp);
+                                                   std::int64_t seq_len, DType operands, dist::Communicator& dp);
 
 }  // namespace myriad::train

@@ -100,7 +100,8 @@ class Engine {
  private:
   void check_supported_layout() const;
   void log_layout();
-  void setup_precision();
+  void setup_precision();    // training.precision on the CPU path: the compute copy of the weights
+  void setup_loss_scaler();  // fp16 (either device)
   void refresh_compute_weights();  // compute copy <- master weights rounded to the compute format
   // training.device cuda: the host model and optimizer <- the device's state, when it changed.
   void sync_host_from_device();

@@ -20,9 +20,11 @@ namespace {
 
 class CudaDeviceTrainer final : public DeviceTrainer {
  public:
-  CudaDeviceTrainer(int device, const nn::TransformerConfig& model, std::int64_t batch, std::int64_t seq, bool bf16,
-                    dist::Communicator& dp)
-      : context_(device), model_(context_, model, batch, seq, cuda::DeviceGptOptions{.bf16 = bf16}), bf16_(bf16) {
+  CudaDeviceTrainer(int device, const nn::TransformerConfig& model, std::int64_t batch, std::int64_t seq,
+                    DType operands, dist::Communicator& dp)
+      : context_(device),
+        model_(context_, model, batch, seq, cuda::DeviceGptOptions{.operands = operands}),
+        operands_(operands) {
     if (dp.size() > 1) {
 #if MYRIAD_HAVE_NCCL
       dp_ = std::make_unique<cuda::NcclCommunicator>(dp, context_);
@@ -40,7 +42,7 @@ class CudaDeviceTrainer final : public DeviceTrainer {
     const bool named = cudaGetDeviceProperties(&prop, context_.device()) == cudaSuccess;
     std::ostringstream out;
     out << "cuda:" << context_.device() << " (" << (named ? prop.name : "unknown GPU") << "), "
-        << (bf16_ ? "bf16" : "f32") << " GEMMs, " << static_cast<double>(model_.activation_bytes()) / (1 << 30)
+        << dtype_name(operands_) << " GEMM operands, " << static_cast<double>(model_.activation_bytes()) / (1 << 30)
         << " GiB activations + " << 16.0 * static_cast<double>(model_.parameter_floats()) / (1 << 30)
         << " GiB parameters, gradients and AdamW moments";
     return out.str();
@@ -79,14 +81,14 @@ class CudaDeviceTrainer final : public DeviceTrainer {
     pending_.clear();
     reducing_ = false;
   }
-  optim::OptimizerStepStats step(float lr, const optim::AdamWConfig& config) override {
-    return model_.step(lr, config);
+  optim::OptimizerStepStats step(float lr, const optim::AdamWConfig& config, float unscale) override {
+    return model_.step(lr, config, unscale);
   }
 
  private:
   cuda::DeviceContext context_;
   cuda::DeviceGpt model_;
-  bool bf16_;
+  DType operands_;
   std::unique_ptr<dist::Communicator> dp_;  // NCCL over the dp group (dp > 1)
   bool reducing_ = false;                   // this backward starts the blocks' all-reduces
   std::vector<dist::WorkHandle> pending_;
@@ -95,14 +97,14 @@ class CudaDeviceTrainer final : public DeviceTrainer {
 }  // namespace
 
 std::unique_ptr<DeviceTrainer> make_device_trainer(const nn::TransformerConfig& model, std::int64_t micro_batch,
-                                                   std::int64_t seq_len, bool bf16, dist::Communicator& dp) {
+                                                   std::int64_t seq_len, DType operands, dist::Communicator& dp) {
   int device = 0;
   try {
     device = select_local_device(local_rank_from_environment(), cuda::cuda_device_count_or_zero());
   } catch (const Error& e) {
     MYRIAD_THROW("training.device cuda: " << e.what());
   }
-  return std::make_unique<CudaDeviceTrainer>(device, model, micro_batch, seq_len, bf16, dp);
+  return std::make_unique<CudaDeviceTrainer>(device, model, micro_batch, seq_len, operands, dp);
 }
 
 }  // namespace myriad::train

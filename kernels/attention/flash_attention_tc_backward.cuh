@@ -1,17 +1,19 @@
-// Flash attention backward on tensor cores (bf16 in and out, f32 accumulation), the contract of
-// flash_attention_backward_bf16 (kernels.h): from q, k, v, out, lse and dO it writes dQ, dK, dV.
+// Flash attention backward on tensor cores (16-bit E = bf16 or f16 in and out, f32 accumulation),
+// the contract of flash_attention_backward_bf16 (kernels.h): from q, k, v, out, lse and dO it
+// writes dQ, dK, dV. Included by the per-type instance files through backward_tc<E>.
 //
 //   delta_i = dO_i . O_i                                  (attention_delta.cuh, shared with the CUDA-core path)
 //   dQ kernel, a block per 64 queries of a head, key tiles of 64 through shared memory; per warp
 //     (16 queries): S = Q K^T, dP = dO V^T (WMMA into f32 scratch), P = exp(S scale - lse),
-//     dS = P (dP - delta) rounded to bf16, dQ += dS K in register fragments; dQ = scale dQ.
+//     dS = P (dP - delta) rounded to E, dQ += dS K in register fragments; dQ = scale dQ.
 //   dK/dV kernel, a block per 64 keys of a key/value head; over the group's query heads in order
 //     and their query tiles (causal: from the block's first key); per warp (16 keys):
-//     S^T = K Q^T, dP^T = V dO^T, P^T and dS^T as above (bf16), dV += P^T dO, dK += dS^T Q in
+//     S^T = K Q^T, dP^T = V dO^T, P^T and dS^T as above (E), dV += P^T dO, dK += dS^T Q in
 //     register fragments; dK = scale dK.
 // Masked entries (causal, or past `seq`) get P = 0. Every sum runs in an order fixed by the
 // shape: bit-identical run to run, no atomics.
-#include <cuda_bf16.h>
+#pragma once
+
 #include <cuda_runtime.h>
 #include <mma.h>
 
@@ -30,12 +32,12 @@ namespace myriad::cuda {
 namespace {
 
 namespace wmma = nvcuda::wmma;
-using namespace tc;  // bf16, kTileRows, kWarps, kThreads, kLog2e, Tiles, load_tile
+using namespace tc;  // kTileRows, kWarps, kThreads, kLog2e, Tiles, load_tile
 
 using Accumulator = wmma::fragment<wmma::accumulator, 16, 16, 16, float>;
 
 // The backward kernels' shared memory: four tiles (the block's own rows of two operands, and the
-// streamed tiles of the other two), then per warp two f32 score blocks (S, dP), two bf16 blocks
+// streamed tiles of the other two), then per warp two f32 score blocks (S, dP), two 16-bit blocks
 // (P, dS), one f32 16 x D staging block for the result, and the streamed rows' lse and delta.
 template <int D> struct BackwardLayout : Tiles<D> {
   using T = Tiles<D>;
@@ -47,26 +49,26 @@ template <int D> struct BackwardLayout : Tiles<D> {
 };
 
 // Per warp views of the scratch of BackwardLayout.
-template <int D> struct WarpScratch {
+template <typename E, int D> struct WarpScratch {
   float* s;    // 16 x 64 scores (or their transpose), ld Tiles<D>::kScores
   float* dp;   // 16 x 64
-  bf16* p;     // 16 x 64 probabilities, ld Tiles<D>::kProbs
-  bf16* ds;    // 16 x 64
+  E* p;     // 16 x 64 probabilities, ld Tiles<D>::kProbs
+  E* ds;    // 16 x 64
   float* out;  // 16 x D staging, ld Tiles<D>::kOut
   __device__ WarpScratch(unsigned char* shared, int warp) {
     using L = BackwardLayout<D>;
     s = reinterpret_cast<float*>(shared + L::kScoresOffset) + warp * 16 * L::kScores;
     dp = reinterpret_cast<float*>(shared + L::kScoresOffset + L::kScoresBytes) + warp * 16 * L::kScores;
-    p = reinterpret_cast<bf16*>(shared + L::kProbsOffset) + warp * 16 * L::kProbs;
-    ds = reinterpret_cast<bf16*>(shared + L::kProbsOffset + L::kProbsBytes) + warp * 16 * L::kProbs;
+    p = reinterpret_cast<E*>(shared + L::kProbsOffset) + warp * 16 * L::kProbs;
+    ds = reinterpret_cast<E*>(shared + L::kProbsOffset + L::kProbsBytes) + warp * 16 * L::kProbs;
     out = reinterpret_cast<float*>(shared + L::kOutOffset) + warp * 16 * L::kOut;
   }
 };
 
 // dst (16 x 64, f32, ld kScores) = A_w (16 rows of `a` from row a_row, row-major tile) times the
 // transpose of the 64-row tile `b` (each of its rows one output column).
-template <int D>
-__device__ __forceinline__ void times_transposed(const bf16* a, int a_row, const bf16* b, float* dst) {
+template <int D, typename E>
+__device__ __forceinline__ void times_transposed(const E* a, int a_row, const E* b, float* dst) {
   constexpr int kRow = Tiles<D>::kRow;
 #pragma unroll
   for (int n = 0; n < kTileRows / 16; ++n) {
@@ -74,8 +76,8 @@ __device__ __forceinline__ void times_transposed(const bf16* a, int a_row, const
     wmma::fill_fragment(acc, 0.0f);
 #pragma unroll
     for (int kk = 0; kk < D; kk += 16) {
-      wmma::fragment<wmma::matrix_a, 16, 16, 16, bf16, wmma::row_major> x;
-      wmma::fragment<wmma::matrix_b, 16, 16, 16, bf16, wmma::col_major> yt;
+      wmma::fragment<wmma::matrix_a, 16, 16, 16, E, wmma::row_major> x;
+      wmma::fragment<wmma::matrix_b, 16, 16, 16, E, wmma::col_major> yt;
       wmma::load_matrix_sync(x, a + a_row * kRow + kk, kRow);
       wmma::load_matrix_sync(yt, b + n * 16 * kRow + kk, kRow);
       wmma::mma_sync(acc, x, yt, acc);
@@ -84,16 +86,16 @@ __device__ __forceinline__ void times_transposed(const bf16* a, int a_row, const
   }
 }
 
-// acc[d] += lhs (16 x 64 bf16, ld kProbs) times the 64-row tile `rhs` (64 x D).
-template <int D>
-__device__ __forceinline__ void accumulate_product(Accumulator (&acc)[D / 16], const bf16* lhs, const bf16* rhs) {
+// acc[d] += lhs (16 x 64 E, ld kProbs) times the 64-row tile `rhs` (64 x D).
+template <int D, typename E>
+__device__ __forceinline__ void accumulate_product(Accumulator (&acc)[D / 16], const E* lhs, const E* rhs) {
   constexpr int kRow = Tiles<D>::kRow;
 #pragma unroll
   for (int d = 0; d < D / 16; ++d) {
 #pragma unroll
     for (int kk = 0; kk < kTileRows; kk += 16) {
-      wmma::fragment<wmma::matrix_a, 16, 16, 16, bf16, wmma::row_major> x;
-      wmma::fragment<wmma::matrix_b, 16, 16, 16, bf16, wmma::row_major> y;
+      wmma::fragment<wmma::matrix_a, 16, 16, 16, E, wmma::row_major> x;
+      wmma::fragment<wmma::matrix_b, 16, 16, 16, E, wmma::row_major> y;
       wmma::load_matrix_sync(x, lhs + kk, Tiles<D>::kProbs);
       wmma::load_matrix_sync(y, rhs + kk * kRow + d * 16, kRow);
       wmma::mma_sync(acc[d], x, y, acc[d]);
@@ -101,10 +103,10 @@ __device__ __forceinline__ void accumulate_product(Accumulator (&acc)[D / 16], c
   }
 }
 
-// Writes scale * acc (16 x D) as bf16 to rows [row0, row0 + 16) of a (seq, D) matrix, rows past
+// Writes scale * acc (16 x D) as E to rows [row0, row0 + 16) of a (seq, D) matrix, rows past
 // seq dropped; through the warp's f32 staging block. Lane pairs split a row's columns.
-template <int D>
-__device__ __forceinline__ void store_rows(Accumulator (&acc)[D / 16], float scale, float* staging, bf16* dst,
+template <int D, typename E>
+__device__ __forceinline__ void store_rows(Accumulator (&acc)[D / 16], float scale, float* staging, E* dst,
                                            int row0, int seq, int lane) {
 #pragma unroll
   for (int d = 0; d < D / 16; ++d) {
@@ -114,27 +116,27 @@ __device__ __forceinline__ void store_rows(Accumulator (&acc)[D / 16], float sca
   __syncwarp();
   const int r = lane >> 1, half = lane & 1;
   if (row0 + r < seq) {
-    bf16* out_row = dst + static_cast<std::int64_t>(row0 + r) * D;
+    E* out_row = dst + static_cast<std::int64_t>(row0 + r) * D;
     for (int c = half * (D / 2); c < (half + 1) * (D / 2); ++c) {
-      out_row[c] = __float2bfloat16_rn(staging[r * Tiles<D>::kOut + c]);
+      store(&out_row[c], staging[r * Tiles<D>::kOut + c]);
     }
   }
   __syncwarp();
 }
 
-template <int D, bool kCausal>
-__global__ void __launch_bounds__(kThreads) backward_dq_tc(const bf16* q, const bf16* k, const bf16* v,
-                                                         const bf16* grad_out, const float* lse, const float* delta,
-                                                         bf16* grad_q, int seq, int q_heads, int group,
+template <typename E, int D, bool kCausal>
+__global__ void __launch_bounds__(kThreads) backward_dq_tc(const E* q, const E* k, const E* v,
+                                                         const E* grad_out, const float* lse, const float* delta,
+                                                         E* grad_q, int seq, int q_heads, int group,
                                                          float scale_log2, float scale) {
   using L = BackwardLayout<D>;
   extern __shared__ __align__(128) unsigned char shared[];
-  bf16* sQ = reinterpret_cast<bf16*>(shared);
-  bf16* sdO = reinterpret_cast<bf16*>(shared + Tiles<D>::kBytes);
-  bf16* sK = reinterpret_cast<bf16*>(shared + 2 * Tiles<D>::kBytes);
-  bf16* sV = reinterpret_cast<bf16*>(shared + 3 * Tiles<D>::kBytes);
+  E* sQ = reinterpret_cast<E*>(shared);
+  E* sdO = reinterpret_cast<E*>(shared + Tiles<D>::kBytes);
+  E* sK = reinterpret_cast<E*>(shared + 2 * Tiles<D>::kBytes);
+  E* sV = reinterpret_cast<E*>(shared + 3 * Tiles<D>::kBytes);
   const int tid = static_cast<int>(threadIdx.x), warp = tid / 32, lane = tid % 32;
-  WarpScratch<D> w(shared, warp);
+  WarpScratch<E, D> w(shared, warp);
 
   const int q0 = static_cast<int>(blockIdx.x) * kTileRows;
   const int bh = static_cast<int>(blockIdx.y), b = bh / q_heads, h = bh % q_heads;
@@ -164,7 +166,7 @@ __global__ void __launch_bounds__(kThreads) backward_dq_tc(const bf16* q, const 
       const int key = k0 + c;
       const bool valid = real_row && key < seq && (!kCausal || key <= query);
       const float p = valid ? exp2f(w.s[r * L::kScores + c] * scale_log2 - lse2) : 0.0f;
-      w.ds[r * L::kProbs + c] = __float2bfloat16_rn(p * (w.dp[r * L::kScores + c] - delta_q));
+      store(&w.ds[r * L::kProbs + c], p * (w.dp[r * L::kScores + c] - delta_q));
     }
     __syncwarp();
     accumulate_product<D>(dq, w.ds, sK);  // dQ += dS K
@@ -172,21 +174,21 @@ __global__ void __launch_bounds__(kThreads) backward_dq_tc(const bf16* q, const 
   store_rows<D>(dq, scale, w.out, grad_q + q_offset * D, q0 + warp * 16, seq, lane);
 }
 
-template <int D, bool kCausal>
-__global__ void __launch_bounds__(kThreads) backward_dkdv_tc(const bf16* q, const bf16* k, const bf16* v,
-                                                           const bf16* grad_out, const float* lse,
-                                                           const float* delta, bf16* grad_k, bf16* grad_v, int seq,
+template <typename E, int D, bool kCausal>
+__global__ void __launch_bounds__(kThreads) backward_dkdv_tc(const E* q, const E* k, const E* v,
+                                                           const E* grad_out, const float* lse,
+                                                           const float* delta, E* grad_k, E* grad_v, int seq,
                                                            int q_heads, int group, float scale_log2, float scale) {
   using L = BackwardLayout<D>;
   extern __shared__ __align__(128) unsigned char shared[];
-  bf16* sK = reinterpret_cast<bf16*>(shared);
-  bf16* sV = reinterpret_cast<bf16*>(shared + Tiles<D>::kBytes);
-  bf16* sQ = reinterpret_cast<bf16*>(shared + 2 * Tiles<D>::kBytes);
-  bf16* sdO = reinterpret_cast<bf16*>(shared + 3 * Tiles<D>::kBytes);
+  E* sK = reinterpret_cast<E*>(shared);
+  E* sV = reinterpret_cast<E*>(shared + Tiles<D>::kBytes);
+  E* sQ = reinterpret_cast<E*>(shared + 2 * Tiles<D>::kBytes);
+  E* sdO = reinterpret_cast<E*>(shared + 3 * Tiles<D>::kBytes);
   float* s_lse = reinterpret_cast<float*>(shared + L::kRowStatsOffset);
   float* s_delta = s_lse + kTileRows;
   const int tid = static_cast<int>(threadIdx.x), warp = tid / 32, lane = tid % 32;
-  WarpScratch<D> w(shared, warp);
+  WarpScratch<E, D> w(shared, warp);
 
   const int k0 = static_cast<int>(blockIdx.x) * kTileRows;
   const int kv_heads = q_heads / group;
@@ -222,8 +224,8 @@ __global__ void __launch_bounds__(kThreads) backward_dkdv_tc(const bf16* q, cons
         const int query = q0 + c;
         const bool valid = key < seq && query < seq && (!kCausal || query >= key);
         const float p = valid ? exp2f(w.s[r * L::kScores + c] * scale_log2 - s_lse[c]) : 0.0f;
-        w.p[r * L::kProbs + c] = __float2bfloat16_rn(p);
-        w.ds[r * L::kProbs + c] = __float2bfloat16_rn(p * (w.dp[r * L::kScores + c] - s_delta[c]));
+        store(&w.p[r * L::kProbs + c], p);
+        store(&w.ds[r * L::kProbs + c], p * (w.dp[r * L::kScores + c] - s_delta[c]));
       }
       __syncwarp();
       accumulate_product<D>(dv, w.p, sdO);  // dV += P^T dO
@@ -234,44 +236,45 @@ __global__ void __launch_bounds__(kThreads) backward_dkdv_tc(const bf16* q, cons
   store_rows<D>(dv, 1.0f, w.out, grad_v + kv_offset * D, k0 + warp * 16, seq, lane);
 }
 
-template <int D, bool kCausal>
-void launch(const bf16* q, const bf16* k, const bf16* v, const bf16* out, const float* lse, const bf16* grad_out,
-            bf16* grad_q, bf16* grad_k, bf16* grad_v, float* delta, const FlashAttentionShape& s, int group,
+template <typename E, int D, bool kCausal>
+void launch_backward(const E* q, const E* k, const E* v, const E* out, const float* lse, const E* grad_out,
+            E* grad_q, E* grad_k, E* grad_v, float* delta, const FlashAttentionShape& s, int group,
             cudaStream_t stream) {
   constexpr int kBytes = BackwardLayout<D>::kBytes;
   const std::int64_t rows = s.batch * s.q_heads * s.seq;
-  launch_delta<bf16, D>(out, grad_out, delta, rows, stream);
+  launch_delta<E, D>(out, grad_out, delta, rows, stream);
   const float scale = detail::effective_scale(s);
   const int seq = static_cast<int>(s.seq), heads = static_cast<int>(s.q_heads);
   const unsigned tiles = static_cast<unsigned>(detail::ceil_div(s.seq, kTileRows));
   MYRIAD_CUDA_CHECK(
-      cudaFuncSetAttribute(backward_dq_tc<D, kCausal>, cudaFuncAttributeMaxDynamicSharedMemorySize, kBytes));
-  backward_dq_tc<D, kCausal><<<dim3(tiles, static_cast<unsigned>(s.batch * s.q_heads)), kThreads, kBytes, stream>>>(
+      cudaFuncSetAttribute(backward_dq_tc<E, D, kCausal>, cudaFuncAttributeMaxDynamicSharedMemorySize, kBytes));
+  backward_dq_tc<E, D, kCausal><<<dim3(tiles, static_cast<unsigned>(s.batch * s.q_heads)), kThreads, kBytes, stream>>>(
       q, k, v, grad_out, lse, delta, grad_q, seq, heads, group, scale * kLog2e, scale);
   MYRIAD_CUDA_CHECK(
-      cudaFuncSetAttribute(backward_dkdv_tc<D, kCausal>, cudaFuncAttributeMaxDynamicSharedMemorySize, kBytes));
-  backward_dkdv_tc<D, kCausal><<<dim3(tiles, static_cast<unsigned>(s.batch * s.kv_heads)), kThreads, kBytes, stream>>>(
+      cudaFuncSetAttribute(backward_dkdv_tc<E, D, kCausal>, cudaFuncAttributeMaxDynamicSharedMemorySize, kBytes));
+  backward_dkdv_tc<E, D, kCausal><<<dim3(tiles, static_cast<unsigned>(s.batch * s.kv_heads)), kThreads, kBytes, stream>>>(
       q, k, v, grad_out, lse, delta, grad_k, grad_v, seq, heads, group, scale * kLog2e, scale);
 }
 
-}  // namespace
-
-void flash_attention_backward_tc_bf16(const bf16* q, const bf16* k, const bf16* v, const bf16* out, const float* lse,
-                                      const bf16* grad_out, bf16* grad_q, bf16* grad_k, bf16* grad_v, float* delta,
-                                      std::int64_t delta_floats, const FlashAttentionShape& s, cudaStream_t stream) {
-  const char* op = "flash_attention_backward_tc_bf16";
+// The body of flash_attention_backward_tc_<type> (kernels.h) for element type E; `op` names it in errors.
+template <typename E>
+void backward_tc(const char* op, const E* q, const E* k, const E* v, const E* out, const float* lse,
+                 const E* grad_out, E* grad_q, E* grad_k, E* grad_v, float* delta, std::int64_t delta_floats,
+                 const FlashAttentionShape& s, cudaStream_t stream) {
   const int group = detail::checked_group(op, s);
   if (s.batch == 0 || s.seq == 0) return;
   detail::check_backward_buffers(op, q, k, v, out, lse, grad_out, grad_q, grad_k, grad_v, delta, delta_floats, s,
-                                 sizeof(bf16), 16);  // rows are read in 16-byte chunks
+                                 sizeof(E), 16);  // rows are read in 16-byte chunks
   if (s.head_dim == 64) {
-    s.causal ? launch<64, true>(q, k, v, out, lse, grad_out, grad_q, grad_k, grad_v, delta, s, group, stream)
-             : launch<64, false>(q, k, v, out, lse, grad_out, grad_q, grad_k, grad_v, delta, s, group, stream);
+    s.causal ? launch_backward<E, 64, true>(q, k, v, out, lse, grad_out, grad_q, grad_k, grad_v, delta, s, group, stream)
+             : launch_backward<E, 64, false>(q, k, v, out, lse, grad_out, grad_q, grad_k, grad_v, delta, s, group, stream);
   } else {
-    s.causal ? launch<128, true>(q, k, v, out, lse, grad_out, grad_q, grad_k, grad_v, delta, s, group, stream)
-             : launch<128, false>(q, k, v, out, lse, grad_out, grad_q, grad_k, grad_v, delta, s, group, stream);
+    s.causal ? launch_backward<E, 128, true>(q, k, v, out, lse, grad_out, grad_q, grad_k, grad_v, delta, s, group, stream)
+             : launch_backward<E, 128, false>(q, k, v, out, lse, grad_out, grad_q, grad_k, grad_v, delta, s, group,
+                                               stream);
   }
   MYRIAD_CUDA_CHECK(cudaGetLastError());
 }
 
+}  // namespace
 }  // namespace myriad::cuda

@@ -1,21 +1,24 @@
-// Flash attention forward on tensor cores (bf16 in and out, f32 accumulation and softmax), the
-// math and contract of flash_attention_forward_bf16 (kernels.h): same out and lse, so the
-// backward kernels take its results.
+// Flash attention forward on tensor cores (16-bit E = bf16 or f16 in and out, f32 accumulation
+// and softmax), the math and contract of flash_attention_forward_bf16 (kernels.h): same out and
+// lse, so the backward kernels take its results. Included by the per-type instance files
+// (flash_attention_tc_bf16.cu, flash_attention_tc_f16.cu) through forward_tc<E>.
 //
 // Work split: a block owns 64 query rows of one (batch, query head) with 4 warps of 16 rows; key
 // and value tiles of 64 rows stream through shared memory. Per tile, each warp computes its
-// 16 x 64 scores S = Q K^T with WMMA (16x16x16 bf16 -> f32) into shared memory, runs the online
+// 16 x 64 scores S = Q K^T with WMMA (16x16x16 E -> f32) into shared memory, runs the online
 // softmax there (2 lanes per row, 32 columns each; base-2 exponentials with scale * log2(e)
-// folded in), writes P rounded to bf16, rescales its f32 output accumulator rows (kept in shared
+// folded in), writes P rounded to E, rescales its f32 output accumulator rows (kept in shared
 // memory, since WMMA fragments hide which row an element belongs to) and adds P V with WMMA.
 // Causal blocks stop at the diagonal tile. Rows past `seq` are computed on zero padding and
 // never stored. No T x T matrix exists; the order of every sum is fixed by the shape.
-#include <cuda_bf16.h>
+#pragma once
+
 #include <cuda_runtime.h>
 #include <mma.h>
 
 #include <cstdint>
 
+#include "attention/attention_delta.cuh"
 #include "attention/attention_shape.h"
 #include "attention/tc_tiles.cuh"
 #include "common/launch_checks.h"
@@ -26,12 +29,12 @@ namespace myriad::cuda {
 namespace {
 
 namespace wmma = nvcuda::wmma;
-using namespace tc;  // bf16, kTileRows, kWarps, kThreads, kLog2e, kLn2, Tiles, load_tile
+using namespace tc;  // kTileRows, kWarps, kThreads, kLog2e, kLn2, Tiles, load_tile
 
 constexpr int kBlockRows = kTileRows;  // query rows per block
 constexpr int kTileKeys = kTileRows;   // key / value rows per shared-memory tile
 
-// The forward's shared memory: q, k, v tiles, then per warp scores (f32), probabilities (bf16)
+// The forward's shared memory: q, k, v tiles, then per warp scores (f32), probabilities (E)
 // and the output accumulator (f32).
 template <int D> struct Layout : Tiles<D> {
   static constexpr int kQkv = Tiles<D>::kRow;
@@ -39,27 +42,26 @@ template <int D> struct Layout : Tiles<D> {
   static constexpr int kBytes = 3 * kTileBytes + Tiles<D>::kScoresBytes + Tiles<D>::kProbsBytes + Tiles<D>::kOutBytes;
 };
 
-template <int D, bool kCausal>
-__global__ void __launch_bounds__(kThreads) flash_forward_tc(const bf16* q, const bf16* k, const bf16* v, bf16* out,
-                                                           float* lse, int seq, int q_heads, int group,
-                                                           float scale_log2) {
+template <typename E, int D, bool kCausal>
+__global__ void __launch_bounds__(kThreads) flash_forward_tc(const E* q, const E* k, const E* v, E* out, float* lse,
+                                                           int seq, int q_heads, int group, float scale_log2) {
   using L = Layout<D>;
   extern __shared__ __align__(128) unsigned char shared[];
-  bf16* sQ = reinterpret_cast<bf16*>(shared);
-  bf16* sK = reinterpret_cast<bf16*>(shared + L::kTileBytes);
-  bf16* sV = reinterpret_cast<bf16*>(shared + 2 * L::kTileBytes);
+  E* sQ = reinterpret_cast<E*>(shared);
+  E* sK = reinterpret_cast<E*>(shared + L::kTileBytes);
+  E* sV = reinterpret_cast<E*>(shared + 2 * L::kTileBytes);
   const int tid = static_cast<int>(threadIdx.x), warp = tid / 32, lane = tid % 32;
   float* sS = reinterpret_cast<float*>(shared + 3 * L::kTileBytes) + warp * 16 * L::kScores;
-  bf16* sP = reinterpret_cast<bf16*>(shared + 3 * L::kTileBytes + L::kScoresBytes) + warp * 16 * L::kProbs;
+  E* sP = reinterpret_cast<E*>(shared + 3 * L::kTileBytes + L::kScoresBytes) + warp * 16 * L::kProbs;
   float* sO = reinterpret_cast<float*>(shared + 3 * L::kTileBytes + L::kScoresBytes + L::kProbsBytes) +
               warp * 16 * L::kOut;
 
   const int q0 = static_cast<int>(blockIdx.x) * kBlockRows;
   const int bh = static_cast<int>(blockIdx.y), b = bh / q_heads, h = bh % q_heads;
   const std::int64_t kv_head = static_cast<std::int64_t>(b) * (q_heads / group) + h / group;
-  const bf16* q_base = q + static_cast<std::int64_t>(bh) * seq * D;
-  const bf16* k_base = k + kv_head * seq * D;
-  const bf16* v_base = v + kv_head * seq * D;
+  const E* q_base = q + static_cast<std::int64_t>(bh) * seq * D;
+  const E* k_base = k + kv_head * seq * D;
+  const E* v_base = v + kv_head * seq * D;
 
   load_tile<D>(q_base, q0, seq, sQ, tid);
   // This lane's row of the warp's 16 and its half of the columns.
@@ -82,8 +84,8 @@ __global__ void __launch_bounds__(kThreads) flash_forward_tc(const bf16* q, cons
       wmma::fill_fragment(scores, 0.0f);
 #pragma unroll
       for (int kk = 0; kk < D; kk += 16) {
-        wmma::fragment<wmma::matrix_a, 16, 16, 16, bf16, wmma::row_major> a;
-        wmma::fragment<wmma::matrix_b, 16, 16, 16, bf16, wmma::col_major> bt;  // K^T: column n is key n
+        wmma::fragment<wmma::matrix_a, 16, 16, 16, E, wmma::row_major> a;
+        wmma::fragment<wmma::matrix_b, 16, 16, 16, E, wmma::col_major> bt;  // K^T: column n is key n
         wmma::load_matrix_sync(a, sQ + warp * 16 * L::kQkv + kk, L::kQkv);
         wmma::load_matrix_sync(bt, sK + n * 16 * L::kQkv + kk, L::kQkv);
         wmma::mma_sync(scores, a, bt, scores);
@@ -108,12 +110,12 @@ __global__ void __launch_bounds__(kThreads) flash_forward_tc(const bf16* q, cons
     const float m_use = m_new == -INFINITY ? 0.0f : m_new;  // a row with nothing valid yet
     const float alpha = exp2f(m - m_use);                   // 0 on the first tile (m = -inf)
     float sum = 0.0f;
-    bf16* probs = sP + r * L::kProbs + half * 32;
+    E* probs = sP + r * L::kProbs + half * 32;
 #pragma unroll 8
     for (int c = 0; c < 32; ++c) {
       const float p = exp2f(row[c] - m_use);
       sum += p;
-      probs[c] = __float2bfloat16_rn(p);
+      store(&probs[c], p);
     }
     sum += __shfl_xor_sync(0xffffffffu, sum, 1);
     l = l * alpha + sum;
@@ -128,8 +130,8 @@ __global__ void __launch_bounds__(kThreads) flash_forward_tc(const bf16* q, cons
       wmma::load_matrix_sync(acc, sO + d * 16, L::kOut, wmma::mem_row_major);
 #pragma unroll
       for (int kk = 0; kk < kTileKeys; kk += 16) {
-        wmma::fragment<wmma::matrix_a, 16, 16, 16, bf16, wmma::row_major> p;
-        wmma::fragment<wmma::matrix_b, 16, 16, 16, bf16, wmma::row_major> vt;
+        wmma::fragment<wmma::matrix_a, 16, 16, 16, E, wmma::row_major> p;
+        wmma::fragment<wmma::matrix_b, 16, 16, 16, E, wmma::row_major> vt;
         wmma::load_matrix_sync(p, sP + kk, L::kProbs);
         wmma::load_matrix_sync(vt, sV + kk * L::kQkv + d * 16, L::kQkv);
         wmma::mma_sync(acc, p, vt, acc);
@@ -141,41 +143,42 @@ __global__ void __launch_bounds__(kThreads) flash_forward_tc(const bf16* q, cons
 
   if (query < seq) {
     const float inverse = 1.0f / l;
-    bf16* out_row = out + (static_cast<std::int64_t>(bh) * seq + query) * D;
+    E* out_row = out + (static_cast<std::int64_t>(bh) * seq + query) * D;
     for (int c = half * (D / 2); c < (half + 1) * (D / 2); ++c) {
-      out_row[c] = __float2bfloat16_rn(sO[r * L::kOut + c] * inverse);
+      store(&out_row[c], sO[r * L::kOut + c] * inverse);
     }
     if (half == 0) lse[static_cast<std::int64_t>(bh) * seq + query] = m * kLn2 + logf(l);
   }
 }
 
-template <int D, bool kCausal>
-void launch(const bf16* q, const bf16* k, const bf16* v, bf16* out, float* lse, const FlashAttentionShape& s,
-            int group, cudaStream_t stream) {
+template <typename E, int D, bool kCausal>
+void launch_forward(const E* q, const E* k, const E* v, E* out, float* lse, const FlashAttentionShape& s, int group,
+                    cudaStream_t stream) {
   constexpr int kBytes = Layout<D>::kBytes;
-  MYRIAD_CUDA_CHECK(cudaFuncSetAttribute(flash_forward_tc<D, kCausal>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+  MYRIAD_CUDA_CHECK(cudaFuncSetAttribute(flash_forward_tc<E, D, kCausal>, cudaFuncAttributeMaxDynamicSharedMemorySize,
                                          kBytes));
   const dim3 grid(static_cast<unsigned>(detail::ceil_div(s.seq, kBlockRows)), static_cast<unsigned>(s.batch * s.q_heads));
-  flash_forward_tc<D, kCausal><<<grid, kThreads, kBytes, stream>>>(
+  flash_forward_tc<E, D, kCausal><<<grid, kThreads, kBytes, stream>>>(
       q, k, v, out, lse, static_cast<int>(s.seq), static_cast<int>(s.q_heads), group,
       detail::effective_scale(s) * kLog2e);
 }
 
-}  // namespace
-
-void flash_attention_forward_tc_bf16(const bf16* q, const bf16* k, const bf16* v, bf16* out, float* lse,
-                                     const FlashAttentionShape& s, cudaStream_t stream) {
-  const char* op = "flash_attention_forward_tc_bf16";
+// The body of flash_attention_forward_tc_<type> (kernels.h) for element type E; `op` names it in errors.
+template <typename E>
+void forward_tc(const char* op, const E* q, const E* k, const E* v, E* out, float* lse, const FlashAttentionShape& s,
+                cudaStream_t stream) {
   const int group = detail::checked_group(op, s);
   if (s.batch == 0 || s.seq == 0) return;
-  detail::check_forward_buffers(op, q, k, v, out, lse, s, sizeof(bf16), 16);  // rows read in 16-byte chunks
+  detail::check_forward_buffers(op, q, k, v, out, lse, s, sizeof(E), 16);  // rows read in 16-byte chunks
   if (s.head_dim == 64) {
-    s.causal ? launch<64, true>(q, k, v, out, lse, s, group, stream) : launch<64, false>(q, k, v, out, lse, s, group, stream);
+    s.causal ? launch_forward<E, 64, true>(q, k, v, out, lse, s, group, stream)
+             : launch_forward<E, 64, false>(q, k, v, out, lse, s, group, stream);
   } else {
-    s.causal ? launch<128, true>(q, k, v, out, lse, s, group, stream)
-             : launch<128, false>(q, k, v, out, lse, s, group, stream);
+    s.causal ? launch_forward<E, 128, true>(q, k, v, out, lse, s, group, stream)
+             : launch_forward<E, 128, false>(q, k, v, out, lse, s, group, stream);
   }
   MYRIAD_CUDA_CHECK(cudaGetLastError());
 }
 
+}  // namespace
 }  // namespace myriad::cuda
