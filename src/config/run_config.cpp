@@ -95,8 +95,8 @@ void validate_device(const RunConfig& c) {
   MYRIAD_CHECK(p.tp * p.pp * p.cp * p.ep == 1,
                why << " supports data parallelism only for now (parallel.tp " << p.tp << ", pp " << p.pp << ", cp "
                    << p.cp << ", ep " << p.ep << "): use training.device cpu for the model-parallel layouts");
-  MYRIAD_CHECK(p.zero_stage == 0, why << " replicates the optimizer state: parallel.zero_stage must be 0 (got "
-                                      << p.zero_stage << ")");
+  MYRIAD_CHECK(p.zero_stage <= 1, why << " shards the optimizer state (ZeRO-1) but keeps full gradients and values: "
+                                      << "parallel.zero_stage must be 0 or 1 (got " << p.zero_stage << ")");
   MYRIAD_CHECK(c.model.num_experts == 0, why << " has no mixture-of-experts layers (model.num_experts "
                                             << c.model.num_experts << ")");
   MYRIAD_CHECK(c.training.recompute == Recompute::none,

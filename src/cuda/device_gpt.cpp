@@ -74,11 +74,15 @@ DeviceGpt::State::State(DeviceContext& ctx, const nn::TransformerConfig& cfg, st
   const std::int64_t total = layout_model.parameters().numel();
   values = floats(total, dev);
   grads = floats(total, dev);
-  m = floats(total, dev);
-  v = floats(total, dev);
   DeviceGuard guard(dev);
-  for (DeviceBuffer* b : {&values, &grads, &m, &v}) {
-    MYRIAD_CUDA_CHECK(cudaMemsetAsync(b->data(), 0, b->bytes(), ctx.stream()));
+  for (DeviceBuffer* b : {&values, &grads}) MYRIAD_CUDA_CHECK(cudaMemsetAsync(b->data(), 0, b->bytes(), ctx.stream()));
+  if (opts.optimizer) {
+    std::vector<DeviceAdamWSegment> segments;  // whole parameters in store order: AdamWOptimizer's layout
+    for (const nn::Parameter& p : layout_model.parameters().all()) {
+      segments.push_back({.value_offset = p.offset, .grad_offset = p.offset, .numel = shape_numel(p.shape),
+                          .kind = p.kind});
+    }
+    optimizer = std::make_unique<DeviceAdamW>(ctx, std::move(segments), total);
   }
 
   // One f32 (and in 16-bit mode one 16-bit) buffer per block, carved into pieces: the same carving
@@ -174,9 +178,6 @@ DeviceGpt::State::State(DeviceContext& ctx, const nn::TransformerConfig& cfg, st
   delta = floats(N * Hq, dev);
   norm_scratch_floats = std::max<std::int64_t>(layernorm_backward_scratch_floats(N, C), 1);
   norm_scratch = floats(norm_scratch_floats, dev);
-  grad_norm_scratch_doubles = std::max<std::int64_t>(cuda::grad_norm_scratch_doubles(total), 1);
-  grad_norm_scratch = DeviceBuffer(static_cast<std::size_t>(grad_norm_scratch_doubles) * sizeof(double), dev);
-  grad_norm_out = DeviceBuffer(sizeof(double), dev);
 
   activation_bytes = 0;
   for (const auto* list : {&residual, &block_buffers, &block_half_buffers}) {
@@ -278,7 +279,7 @@ DeviceGpt::~DeviceGpt() {
 const nn::TransformerConfig& DeviceGpt::config() const { return state_->config; }
 const nn::ParameterStore& DeviceGpt::layout() const { return state_->layout_model.parameters(); }
 std::int64_t DeviceGpt::parameter_floats() const { return layout().numel(); }
-std::int64_t DeviceGpt::steps_taken() const { return state_->adamw_steps; }
+std::int64_t DeviceGpt::steps_taken() const { return state_->optimizer ? state_->optimizer->steps_taken() : 0; }
 std::size_t DeviceGpt::activation_bytes() const { return state_->activation_bytes; }
 
 void DeviceGpt::load_values(const Tensor& flat_values) {
@@ -317,12 +318,19 @@ void DeviceGpt::set_block_gradients_ready(std::function<void(std::int64_t, FlatR
   state_->block_gradients_ready = std::move(callback);
 }
 
-Tensor DeviceGpt::gradients() {
-  const std::int64_t n = parameter_floats();
-  auto storage = Storage::wrap(state_->grads.data(), state_->grads.bytes(), Device::cuda(state_->context.device()),
-                               [](void*) {});  // owned by the DeviceBuffer, not the view
+namespace {
+
+// A device tensor viewing a DeviceBuffer's first `n` floats (the buffer keeps ownership).
+Tensor flat_view(const DeviceGpt::State& s, const DeviceBuffer& buffer, std::int64_t n) {
+  auto storage = Storage::wrap(buffer.data(), buffer.bytes(), Device::cuda(s.context.device()), [](void*) {});
   return Tensor::from_storage(std::move(storage), {n}, {1}, 0, DType::f32);
 }
+
+}  // namespace
+
+Tensor DeviceGpt::gradients() { return flat_view(*state_, state_->grads, parameter_floats()); }
+Tensor DeviceGpt::values() { return flat_view(*state_, state_->values, parameter_floats()); }
+void DeviceGpt::values_changed() { state_->refresh_half_weights(); }
 
 void DeviceGpt::zero_grads() {
   DeviceGuard guard(state_->context.device());
@@ -380,86 +388,22 @@ nn::LossSum DeviceGpt::forward_loss(const Tensor& ids, const Tensor& targets) {
 
 optim::OptimizerStepStats DeviceGpt::step(float lr, const optim::AdamWConfig& config, float unscale) {
   State& s = *state_;
-  const nn::ParameterStore& store = layout();
-  DeviceGuard guard(s.context.device());
-  cudaStream_t stream = s.context.stream();
-  grad_norm_squared_f32(s.grads.as<float>(), store.numel(), s.grad_norm_scratch.as<double>(),
-                        s.grad_norm_scratch_doubles, s.grad_norm_out.as<double>(), stream);
-  double sum_squares = 0.0;
-  MYRIAD_CUDA_CHECK(
-      cudaMemcpyAsync(&sum_squares, s.grad_norm_out.data(), sizeof sum_squares, cudaMemcpyDeviceToHost, stream));
-  s.context.synchronize();
-  optim::OptimizerStepStats stats;
-  stats.grad_norm = std::sqrt(sum_squares) * static_cast<double>(unscale);  // of the unscaled gradients
-  if (!std::isfinite(stats.grad_norm)) {
-    stats.skipped = true;
-    return stats;
-  }
-  if (config.grad_clip > 0.0f && stats.grad_norm > config.grad_clip) {
-    stats.clip_scale = static_cast<float>(config.grad_clip / stats.grad_norm);
-  }
-  ++s.adamw_steps;
-  for (const nn::Parameter& p : store.all()) {
-    const bool decays =
-        std::find(config.no_decay.begin(), config.no_decay.end(), p.kind) == config.no_decay.end();
-    const AdamWStep step{.lr = lr, .beta1 = config.beta1, .beta2 = config.beta2, .eps = config.eps,
-                         .weight_decay = decays ? config.weight_decay : 0.0f, .grad_scale = stats.clip_scale * unscale,
-                         .step = s.adamw_steps};
-    adamw_update_f32(s.values.as<float>() + p.offset, s.grads.as<float>() + p.offset, s.m.as<float>() + p.offset,
-                     s.v.as<float>() + p.offset, shape_numel(p.shape), step, stream);
-  }
-  s.refresh_half_weights();
+  MYRIAD_CHECK(s.optimizer, "DeviceGpt::step: built without its optimizer (DeviceGptOptions::optimizer false)");
+  const double sum_squares = s.optimizer->grad_sum_squares(s.grads.as<float>());
+  const optim::OptimizerStepStats stats =
+      s.optimizer->step(s.values.as<float>(), s.grads.as<float>(), lr, config, sum_squares, unscale);
+  if (!stats.skipped) s.refresh_half_weights();
   return stats;
 }
 
-namespace {
-
-// Packed (AdamWOptimizer: parameters back to back) <-> padded (ParameterStore offsets) layouts.
-void check_packed(const nn::ParameterStore& store, const Tensor& t, const char* what) {
-  std::int64_t packed = 0;
-  for (const nn::Parameter& p : store.all()) packed += shape_numel(p.shape);
-  MYRIAD_CHECK(t.defined() && t.device().is_cpu() && t.dtype() == DType::f32 && t.is_contiguous() &&
-                   t.numel() == packed,
-               "DeviceGpt optimizer state: " << what << " must be a contiguous host f32[" << packed << "], got "
-                                             << (t.defined() ? t.describe() : "undefined"));
-}
-
-}  // namespace
-
 void DeviceGpt::load_optimizer_state(const Tensor& m, const Tensor& v, std::int64_t steps_taken) {
-  const nn::ParameterStore& store = layout();
-  check_packed(store, m, "m");
-  check_packed(store, v, "v");
-  MYRIAD_CHECK(steps_taken >= 0, "DeviceGpt::load_optimizer_state: steps_taken " << steps_taken << " < 0");
-  for (auto [packed, device] : {std::pair<const Tensor*, DeviceBuffer*>{&m, &state_->m}, {&v, &state_->v}}) {
-    Tensor padded = Tensor::zeros({store.numel()});
-    std::int64_t at = 0;
-    for (const nn::Parameter& p : store.all()) {
-      const std::int64_t n = shape_numel(p.shape);
-      std::memcpy(padded.data<float>() + p.offset, packed->data<float>() + at, static_cast<std::size_t>(n) * 4);
-      at += n;
-    }
-    DeviceGuard guard(state_->context.device());
-    MYRIAD_CUDA_CHECK(cudaMemcpyAsync(device->data(), padded.raw_data(), padded.nbytes(), cudaMemcpyHostToDevice,
-                                      state_->context.stream()));
-    state_->context.synchronize();
-  }
-  state_->adamw_steps = steps_taken;
+  MYRIAD_CHECK(state_->optimizer, "DeviceGpt::load_optimizer_state: built without its optimizer");
+  state_->optimizer->load_state(m, v, steps_taken);
 }
 
 void DeviceGpt::optimizer_state_to_host(Tensor& m, Tensor& v) const {
-  const nn::ParameterStore& store = layout();
-  check_packed(store, m, "m");
-  check_packed(store, v, "v");
-  for (auto [packed, device] : {std::pair<Tensor*, const DeviceBuffer*>{&m, &state_->m}, {&v, &state_->v}}) {
-    const Tensor padded = download(state_->context, *device, store.numel());
-    std::int64_t at = 0;
-    for (const nn::Parameter& p : store.all()) {
-      const std::int64_t n = shape_numel(p.shape);
-      std::memcpy(packed->data<float>() + at, padded.data<float>() + p.offset, static_cast<std::size_t>(n) * 4);
-      at += n;
-    }
-  }
+  MYRIAD_CHECK(state_->optimizer, "DeviceGpt::optimizer_state_to_host: built without its optimizer");
+  state_->optimizer->state_to_host(m, v);
 }
 
 }  // namespace myriad::cuda

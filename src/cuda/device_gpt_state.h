@@ -8,9 +8,11 @@
 
 #include <cstdint>
 #include <functional>
+#include <memory>
 #include <string>
 #include <vector>
 
+#include "myriad/cuda/device_adamw.h"
 #include "myriad/cuda/device_buffer.h"
 #include "myriad/cuda/device_gpt.h"
 
@@ -47,7 +49,8 @@ struct DeviceGpt::State {
   bool layernorm, swiglu, rope, bias;
   std::string head_weight;  // "wte" (tied) or "lm_head.weight"
 
-  DeviceBuffer values, grads, m, v;  // parameter_floats() each
+  DeviceBuffer values, grads;        // parameter_floats() each
+  std::unique_ptr<DeviceAdamW> optimizer;  // whole parameters (options.optimizer), else null
   DeviceBuffer values_h;             // 16-bit mode: the masters rounded (GEMM weights)
   std::vector<DeviceBuffer> residual;  // L + 1 buffers of (N, C): residual[l] is block l's input
   std::vector<DeviceBuffer> block_buffers;
@@ -66,9 +69,6 @@ struct DeviceGpt::State {
   DeviceBuffer d_res, d_res_mid, d_tmp, d_merged, d_att, d_q, d_k, d_v, d_qkv, d_fc, d_up, delta, norm_scratch;
   DeviceBuffer d_att_h, d_q_h, d_k_h, d_v_h;  // 16-bit mode: attention gradients
   std::int64_t norm_scratch_floats = 0;
-  DeviceBuffer grad_norm_scratch, grad_norm_out;  // doubles
-  std::int64_t grad_norm_scratch_doubles = 0;
-  std::int64_t adamw_steps = 0;
   std::vector<DeviceGpt::FlatRange> block_ranges;  // per layer
   std::function<void(std::int64_t, DeviceGpt::FlatRange)> block_gradients_ready;
   std::size_t activation_bytes = 0;

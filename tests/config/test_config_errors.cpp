@@ -194,8 +194,8 @@ TEST(ConfigValidate, CrossKeyChecks) {
   auto on_cuda = [](RunConfig& c) { c.training.device = ComputeDevice::cuda; };
   expect_invalid([&](RunConfig& c) { on_cuda(c); c.parallel.tp = 2; },
                  {"training.device cuda supports data parallelism only for now (parallel.tp 2, pp 1"}, 2);
-  expect_invalid([&](RunConfig& c) { on_cuda(c); c.parallel.dp = 2; c.parallel.zero_stage = 1; },
-                 {"parallel.zero_stage must be 0 (got 1)"}, 2);
+  expect_invalid([&](RunConfig& c) { on_cuda(c); c.parallel.dp = 2; c.parallel.zero_stage = 2; },
+                 {"parallel.zero_stage must be 0 or 1 (got 2)"}, 2);
   expect_invalid([&](RunConfig& c) { on_cuda(c); c.training.recompute = Recompute::selective; },
                  {"training.recompute must be none (got selective)"});
   expect_invalid([&](RunConfig& c) { on_cuda(c); c.model.num_experts = 4; c.model.top_k = 2; },

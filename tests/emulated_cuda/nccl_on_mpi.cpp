@@ -129,8 +129,12 @@ ncclResult_t ncclReduceScatter(const void* send, void* recv, size_t count, ncclD
 
 ncclResult_t ncclAllGather(const void* send, void* recv, size_t count, ncclDataType_t type, ncclComm_t comm,
                            cudaStream_t) {
-  return checked(MPI_Allgather(send, static_cast<int>(count), mpi_type(type), recv, static_cast<int>(count),
-                               mpi_type(type), comm->comm));
+  int rank = 0;
+  MPI_Comm_rank(comm->comm, &rank);
+  // In place (NCCL's rule): send is this rank's chunk of recv.
+  const bool in_place = send == static_cast<const char*>(recv) + static_cast<std::size_t>(rank) * count * type_bytes(type);
+  return checked(MPI_Allgather(in_place ? MPI_IN_PLACE : send, static_cast<int>(count), mpi_type(type), recv,
+                               static_cast<int>(count), mpi_type(type), comm->comm));
 }
 
 ncclResult_t ncclBroadcast(const void* send, void* recv, size_t count, ncclDataType_t type, int root, ncclComm_t comm,

@@ -228,7 +228,7 @@ TEST(DeviceGpt, OptimizerStateRoundTripsInTheCpuOptimizersLayout) {
     }
   }
   expect_error_mentions([&] { twins.gpu.load_optimizer_state(Tensor::zeros({3}), v, 1); },
-                        {"optimizer state: m must be a contiguous host f32"});
+                        {"m must be a contiguous host f32", "(packed moments)"});
 }
 
 TEST(DeviceGpt, BadTokenIsReportedWithItsPosition) {

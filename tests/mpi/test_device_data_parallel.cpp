@@ -1,9 +1,15 @@
 // training.device cuda with data parallelism (train/device_trainer.h): each rank trains on its
-// GPU and the gradients are summed over NCCL; the loss curve and gradient norms must equal the
-// CPU data-parallel engine's on the same global batch (1e-4 relative). In myriad_mpi_tests it
+// GPU and the gradients are summed over NCCL — all-reduced at ZeRO 0, reduce-scattered into
+// shards with sharded AdamW moments and all-gathered values at ZeRO 1; the loss curve and
+// gradient norms must equal the CPU data-parallel engine's (same ZeRO stage, same global batch,
+// 1e-4 relative). A ZeRO-1 checkpoint written by the device run resumes in the CPU engine with
+// bit-identical parameters and moment shards and the same next losses. In myriad_mpi_tests it
 // needs a GPU per rank (skips otherwise); myriad_emulated_mpi_tests runs it everywhere, with the
 // CUDA layer emulated by the CPU ops and NCCL by MPI (tests/emulated_cuda).
 #include <gtest/gtest.h>
+
+#include <cstring>
+#include <string>
 
 #include "engine_test_support.h"
 #include "myriad/core/local_device.h"
@@ -26,29 +32,76 @@ bool every_rank_has_a_gpu(dist::Communicator& comm) {
   return dist::sum_over_ranks(comm, ok) == comm.size();
 }
 
-TEST(DeviceDataParallel, MatchesTheCpuDataParallelEngine) {
+// The CPU and device engines of one dp layout (gradient accumulation 2, the tiny model with head
+// dim 64), sharing the dataset.
+struct EnginePair {
+  RunConfig cpu_config, gpu_config;
+  dist::ProcessGroups cpu_groups, gpu_groups;
+  Engine cpu, gpu;
+  EnginePair(World& world, const fs::path& dir, int zero_stage)
+      : cpu_config(make_config(world, dir, zero_stage, ComputeDevice::cpu)),
+        gpu_config(make_config(world, dir, zero_stage, ComputeDevice::cuda)),
+        cpu_groups(dist::GridShape{.dp = world.comm->size()}, world.runtime.world()),
+        gpu_groups(dist::GridShape{.dp = world.comm->size()}, world.runtime.world()),
+        cpu(cpu_config, make_rank_logger(world.comm->rank(), "warn"), &cpu_groups),
+        gpu(gpu_config, make_rank_logger(world.comm->rank(), "warn"), &gpu_groups) {}
+
+  static RunConfig make_config(World& world, const fs::path& dir, int zero_stage, ComputeDevice device) {
+    dist::Communicator& comm = *world.comm;
+    RunConfig c = config_for(comm.rank(), dir, "gpt2", comm.size(), zero_stage, 2);
+    c.model.n_embd = 128;  // head dim 64 (DeviceGpt's flash attention)
+    c.model.n_head = 2;
+    c.training.device = device;
+    c.checkpoint.dir = (dir / (device == ComputeDevice::cuda ? "checkpoints_cuda" : "checkpoints_cpu")).string();
+    if (device == ComputeDevice::cpu) prepare_shared_data(comm, c);
+    return c;
+  }
+};
+
+bool same_bytes(const Tensor& a, const Tensor& b) {
+  return a.nbytes() == b.nbytes() && std::memcmp(a.raw_data(), b.raw_data(), a.nbytes()) == 0;
+}
+
+class DeviceDataParallel : public ::testing::TestWithParam<int> {};  // the ZeRO stage
+
+TEST_P(DeviceDataParallel, MatchesTheCpuDataParallelEngine) {
   World world;
   dist::Communicator& comm = *world.comm;
   if (!every_rank_has_a_gpu(comm)) GTEST_SKIP() << "needs one GPU per rank";
-  const int n = comm.size();
-  const fs::path dir = shared_dir(comm, "device_dp");
-  RunConfig cpu_config = config_for(comm.rank(), dir, "gpt2", n, 0, 2);
-  cpu_config.model.n_embd = 128;  // head dim 64 (DeviceGpt's flash attention)
-  cpu_config.model.n_head = 2;
-  prepare_shared_data(comm, cpu_config);
-  RunConfig gpu_config = cpu_config;
-  gpu_config.training.device = ComputeDevice::cuda;
-
-  dist::ProcessGroups cpu_groups(dist::GridShape{.dp = n}, world.runtime.world());
-  Engine cpu(cpu_config, make_rank_logger(comm.rank(), "warn"), &cpu_groups);
-  dist::ProcessGroups gpu_groups(dist::GridShape{.dp = n}, world.runtime.world());
-  Engine gpu(gpu_config, make_rank_logger(comm.rank(), "warn"), &gpu_groups);
+  const fs::path dir = shared_dir(comm, "device_dp_zero" + std::to_string(GetParam()));
+  EnginePair engines(world, dir, GetParam());
   for (int step = 0; step < 4; ++step) {
-    const StepMetrics want = cpu.step(), got = gpu.step();
+    const StepMetrics want = engines.cpu.step(), got = engines.gpu.step();
     EXPECT_NEAR(got.loss, want.loss, 1e-4 * want.loss) << "step " << step;
     EXPECT_NEAR(got.grad_norm, want.grad_norm, 1e-4 * want.grad_norm) << "step " << step;
   }
-  EXPECT_NEAR(gpu.evaluate(), cpu.evaluate(), 1e-4 * cpu.evaluate());
+  EXPECT_NEAR(engines.gpu.evaluate(), engines.cpu.evaluate(), 1e-4 * engines.cpu.evaluate());
+}
+
+INSTANTIATE_TEST_SUITE_P(Zero, DeviceDataParallel, ::testing::Values(0, 1),
+                         [](const ::testing::TestParamInfo<int>& info) { return "Stage" + std::to_string(info.param); });
+
+TEST(DeviceDataParallelZero1, CheckpointResumesInTheCpuEngineBitForBit) {
+  World world;
+  dist::Communicator& comm = *world.comm;
+  if (!every_rank_has_a_gpu(comm)) GTEST_SKIP() << "needs one GPU per rank";
+  const fs::path dir = shared_dir(comm, "device_dp_zero1_checkpoint");
+  EnginePair engines(world, dir, 1);
+  for (int step = 0; step < 3; ++step) engines.gpu.step();
+  const std::string path = engines.gpu.save();
+  dist::ProcessGroups groups(dist::GridShape{.dp = comm.size()}, world.runtime.world());
+  Engine resumed(engines.cpu_config, make_rank_logger(comm.rank(), "warn"), &groups);
+  resumed.load(path);
+  EXPECT_EQ(resumed.step_count(), 3);
+  EXPECT_TRUE(same_bytes(resumed.model().parameters().flat_values(), engines.gpu.model().parameters().flat_values()));
+  // This rank's moment shard (the ZeRO-1 optimizer's packed segments).
+  EXPECT_TRUE(same_bytes(resumed.optimizer().m(), engines.gpu.optimizer().m()));
+  EXPECT_TRUE(same_bytes(resumed.optimizer().v(), engines.gpu.optimizer().v()));
+  EXPECT_EQ(resumed.optimizer().steps_taken(), 3);
+  for (int step = 0; step < 2; ++step) {
+    const StepMetrics want = resumed.step(), got = engines.gpu.step();
+    EXPECT_NEAR(got.loss, want.loss, 1e-4 * want.loss) << "resumed step " << step;
+  }
 }
 
 }  // namespace

@@ -41,6 +41,11 @@ struct DeviceGptOptions {
   // loss scale the step() that sees a non-finite norm skips the update (the caller's scaler
   // lowers the scale).
   DType operands = DType::f32;
+  // AdamW moments for every parameter and step() (16 bytes per parameter with the values and
+  // gradients). Off when the caller runs its own optimizer over gradients() — ZeRO data
+  // parallelism shards the moments over the dp ranks (train/device_trainer.h): step() and the
+  // optimizer-state calls then throw.
+  bool optimizer = true;
 };
 
 class DeviceGpt {
@@ -62,6 +67,11 @@ class DeviceGpt {
   // The flat gradients as a device tensor (f32 [parameter_floats()], a view: no copy), for the
   // data-parallel all-reduce over NCCL.
   Tensor gradients();
+  // The flat f32 master values as a device tensor (a view), for an optimizer outside the model
+  // and the ZeRO all-gather; after changing them call values_changed() (refreshes the 16-bit
+  // weight copy).
+  Tensor values();
+  void values_changed();
   // Flat ranges [begin, end) of each transformer block's parameters (contiguous in the layout).
   struct FlatRange {
     std::int64_t begin = 0, end = 0;

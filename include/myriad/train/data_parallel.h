@@ -89,6 +89,9 @@ class DataParallel final : public nn::UnitHooks {
 
   int zero_stage() const { return stage_; }
   const dist::ZeroLayout& layout() const { return layout_; }
+  // The optimizer's segments: this rank's owned flat ranges cut at parameter boundaries, in the
+  // order its packed moments hold them.
+  const std::vector<dist::ZeroSegment>& segments() const { return segments_; }
   optim::AdamWOptimizer& optimizer() { return *optimizer_; }
   ShardedMemory memory() const;
   // The accounting of memory() from the ZeRO formulas alone (for the start-up report and tests).

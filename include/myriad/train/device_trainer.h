@@ -23,6 +23,7 @@
 #include "myriad/nn/gpt_model.h"
 #include "myriad/nn/transformer_config.h"
 #include "myriad/optim/adamw_optimizer.h"
+#include "myriad/train/data_parallel.h"
 
 namespace myriad::train {
 
@@ -53,8 +54,11 @@ class DeviceTrainer {
 
 // `operands`: the GEMM operand format (f32, bf16 or f16: training.precision). `dp`: the host
 // communicator of this rank's data-parallel group; with more than one rank the trainer builds an
-// NcclCommunicator over the same ranks (the host one shares its unique id).
+// NcclCommunicator over the same ranks (the host one shares its unique id). `host`: the Engine's
+// DataParallel over the host model — its ZeRO stage (0 or 1), bucket layout and optimizer
+// segments are the device's, so the host optimizer's packed moments are the device's too.
 std::unique_ptr<DeviceTrainer> make_device_trainer(const nn::TransformerConfig& model, std::int64_t micro_batch,
-                                                   std::int64_t seq_len, DType operands, dist::Communicator& dp);
+                                                   std::int64_t seq_len, DType operands, dist::Communicator& dp,
+                                                   const DataParallel& host);
 
 }  // namespace myriad::train

@@ -1,5 +1,15 @@
-// make_device_trainer with the CUDA backend: a DeviceContext on the local rank's GPU and a
-// cuda::DeviceGpt (see train/device_trainer.h).
+// make_device_trainer with the CUDA backend: a DeviceContext on the local rank's GPU, a
+// cuda::DeviceGpt for the passes and a cuda::DeviceAdamW over the host DataParallel's optimizer
+// segments (see train/device_trainer.h).
+//
+// The optimizer mirrors the host DataParallel exactly — the same segments in the same order — so
+// the packed moments move between host and device as they are, and checkpoints written from the
+// host side are the ones a CPU run writes. ZeRO 0: the gradients are all-reduced (per block during
+// the last backward, the rest after it) and every rank updates everything. ZeRO 1: each bucket
+// of the host layout is reduce-scattered into this rank's shard of the gradients as soon as its
+// elements are final, the squared norm is summed over the dp ranks (float64, rank order), the
+// rank updates its shard (moments for the shard only: 8 bytes per parameter / dp) and the buckets'
+// updated chunks are all-gathered back into every rank's full values.
 #include <cuda_runtime_api.h>
 
 #include <algorithm>
@@ -7,8 +17,12 @@
 #include <vector>
 
 #include "myriad/core/local_device.h"
+#include "myriad/cuda/check.h"
+#include "myriad/cuda/device_adamw.h"
+#include "myriad/cuda/device_buffer.h"
 #include "myriad/cuda/device_context.h"
 #include "myriad/cuda/device_gpt.h"
+#include "myriad/dist/scalar_reduce.h"
 #if MYRIAD_HAVE_NCCL
 #include "myriad/cuda/nccl_communicator.h"
 #endif
@@ -18,19 +32,45 @@ namespace myriad::train {
 
 namespace {
 
+Tensor device_view(const cuda::DeviceContext& context, const cuda::DeviceBuffer& buffer, std::int64_t n) {
+  auto storage = Storage::wrap(buffer.data(), buffer.bytes(), Device::cuda(context.device()), [](void*) {});
+  return Tensor::from_storage(std::move(storage), {n}, {1}, 0, DType::f32);
+}
+
+// The host optimizer's segments with this model's parameter kinds; gradient offsets into the full
+// gradients (ZeRO 0) or the shard (ZeRO 1).
+std::vector<cuda::DeviceAdamWSegment> optimizer_segments(const DataParallel& host, const nn::ParameterStore& layout) {
+  std::vector<cuda::DeviceAdamWSegment> segments;
+  for (const dist::ZeroSegment& s : host.segments()) {
+    segments.push_back({.value_offset = s.begin,
+                        .grad_offset = host.zero_stage() == 0 ? s.begin : s.shard_position,
+                        .numel = s.end - s.begin,
+                        .kind = layout[s.param].kind});
+  }
+  return segments;
+}
+
 class CudaDeviceTrainer final : public DeviceTrainer {
  public:
   CudaDeviceTrainer(int device, const nn::TransformerConfig& model, std::int64_t batch, std::int64_t seq,
-                    DType operands, dist::Communicator& dp)
+                    DType operands, dist::Communicator& dp, const DataParallel& host)
       : context_(device),
-        model_(context_, model, batch, seq, cuda::DeviceGptOptions{.operands = operands}),
-        operands_(operands) {
+        model_(context_, model, batch, seq, cuda::DeviceGptOptions{.operands = operands, .optimizer = false}),
+        operands_(operands),
+        dp_host_(dp),
+        zero_stage_(host.zero_stage()),
+        layout_(host.layout()) {
+    MYRIAD_CHECK(zero_stage_ <= 1, "training.device cuda: parallel.zero_stage " << zero_stage_
+                                                                               << " is not supported (0 or 1)");
+    const std::int64_t grad_elements = zero_stage_ == 0 ? model_.parameter_floats() : layout_.shard_elements();
+    if (zero_stage_ == 1) shard_grads_ = cuda::DeviceBuffer(static_cast<std::size_t>(grad_elements) * 4, device);
+    optimizer_ = std::make_unique<cuda::DeviceAdamW>(context_, optimizer_segments(host, model_.layout()),
+                                                     grad_elements);
     if (dp.size() > 1) {
 #if MYRIAD_HAVE_NCCL
       dp_ = std::make_unique<cuda::NcclCommunicator>(dp, context_);
-      model_.set_block_gradients_ready([this](std::int64_t, cuda::DeviceGpt::FlatRange range) {
-        if (reducing_) pending_.push_back(dp_->all_reduce_async(model_.gradients().slice(0, range.begin, range.end)));
-      });
+      model_.set_block_gradients_ready(
+          [this](std::int64_t, cuda::DeviceGpt::FlatRange range) { block_ready(range); });
 #else
       MYRIAD_THROW("training.device cuda with parallel.dp " << dp.size() << ": this build has no NCCL");
 #endif
@@ -40,71 +80,148 @@ class CudaDeviceTrainer final : public DeviceTrainer {
   std::string describe() const override {
     cudaDeviceProp prop{};
     const bool named = cudaGetDeviceProperties(&prop, context_.device()) == cudaSuccess;
+    const double gib = 1 << 30;
     std::ostringstream out;
     out << "cuda:" << context_.device() << " (" << (named ? prop.name : "unknown GPU") << "), "
-        << dtype_name(operands_) << " GEMM operands, " << static_cast<double>(model_.activation_bytes()) / (1 << 30)
-        << " GiB activations + " << 16.0 * static_cast<double>(model_.parameter_floats()) / (1 << 30)
-        << " GiB parameters, gradients and AdamW moments";
+        << dtype_name(operands_) << " GEMM operands, " << static_cast<double>(model_.activation_bytes()) / gib
+        << " GiB activations + " << 8.0 * static_cast<double>(model_.parameter_floats()) / gib
+        << " GiB parameters and gradients + " << 8.0 * static_cast<double>(optimizer_->state_elements()) / gib
+        << " GiB AdamW moments" << (zero_stage_ == 1 ? " (ZeRO-1 shard)" : "");
     return out.str();
   }
 
   void upload(nn::ParameterStore& store, optim::AdamWOptimizer& optimizer) override {
     model_.load_values(store.flat_values());
-    model_.load_optimizer_state(optimizer.m(), optimizer.v(), optimizer.steps_taken());
+    optimizer_->load_state(optimizer.m(), optimizer.v(), optimizer.steps_taken());
   }
 
   void download(nn::ParameterStore& store, optim::AdamWOptimizer& optimizer) override {
     store.flat_values().copy_from(model_.values_to_host());
-    model_.optimizer_state_to_host(optimizer.m(), optimizer.v());
-    optimizer.set_steps_taken(model_.steps_taken());
+    optimizer_->state_to_host(optimizer.m(), optimizer.v());
+    optimizer.set_steps_taken(optimizer_->steps_taken());
   }
 
   void zero_grads() override { model_.zero_grads(); }
-  void begin_micro_batch(bool last) override { reducing_ = dp_ != nullptr && last; }
+
+  void begin_micro_batch(bool last) override {
+    reducing_ = dp_ != nullptr && last;
+    launched_.assign(layout_.buckets().size(), false);
+    pending_elements_.clear();
+    for (const dist::ZeroBucket& b : layout_.buckets()) pending_elements_.push_back(b.size());
+  }
+
   nn::LossSum forward_backward(const Tensor& ids, const Tensor& targets, float loss_scale) override {
     return model_.forward_backward(ids, targets, loss_scale);
   }
   nn::LossSum forward_loss(const Tensor& ids, const Tensor& targets) override {
     return model_.forward_loss(ids, targets);
   }
+
   void reduce_gradients() override {
-    if (!dp_) return;
-    // The flat ranges outside the blocks (embeddings, final norm, head), in order.
-    Tensor all = model_.gradients();
-    std::int64_t at = 0;
-    for (const cuda::DeviceGpt::FlatRange& block : model_.block_ranges()) {
-      if (block.begin > at) pending_.push_back(dp_->all_reduce_async(all.slice(0, at, block.begin)));
-      at = std::max(at, block.end);
+    if (!dp_ && zero_stage_ == 0) return;
+    if (zero_stage_ == 0) {
+      // The flat ranges outside the blocks (embeddings, final norm, head), in order.
+      Tensor all = model_.gradients();
+      std::int64_t at = 0;
+      for (const cuda::DeviceGpt::FlatRange& block : model_.block_ranges()) {
+        if (block.begin > at) pending_.push_back(dp_->all_reduce_async(all.slice(0, at, block.begin)));
+        at = std::max(at, block.end);
+      }
+      if (at < all.numel()) pending_.push_back(dp_->all_reduce_async(all.slice(0, at, all.numel())));
+    } else {
+      for (std::size_t b = 0; b < launched_.size(); ++b) {
+        if (!launched_[b]) launch_bucket(b);
+      }
     }
-    if (at < all.numel()) pending_.push_back(dp_->all_reduce_async(all.slice(0, at, all.numel())));
-    for (dist::WorkHandle& work : pending_) work->wait();
-    pending_.clear();
+    wait_pending();
     reducing_ = false;
   }
+
   optim::OptimizerStepStats step(float lr, const optim::AdamWConfig& config, float unscale) override {
-    return model_.step(lr, config, unscale);
+    float* values = model_.values().data<float>();
+    const float* grads = zero_stage_ == 0 ? model_.gradients().data<float>() : shard_grads_.as<float>();
+    double sum_squares = optimizer_->grad_sum_squares(grads);
+    // ZeRO 1: each rank holds a distinct shard; ZeRO 0: the reduced gradients are identical.
+    if (zero_stage_ == 1 && dp_host_.size() > 1) sum_squares = dist::sum_over_ranks(dp_host_, sum_squares);
+    const optim::OptimizerStepStats stats = optimizer_->step(values, grads, lr, config, sum_squares, unscale);
+    if (stats.skipped) return stats;
+    if (zero_stage_ == 1 && dp_) {
+      Tensor all = model_.values();
+      for (const dist::ZeroBucket& b : layout_.buckets()) {
+        pending_.push_back(
+            dp_->all_gather_async(all.slice(0, b.owned.begin, b.owned.end), all.slice(0, b.begin, b.end)));
+      }
+      wait_pending();
+    }
+    model_.values_changed();
+    return stats;
   }
 
  private:
+  // ZeRO 0: all-reduce the block's gradients now. ZeRO 1: count the block's elements off the
+  // buckets it overlaps and reduce-scatter every bucket that is complete.
+  void block_ready(cuda::DeviceGpt::FlatRange range) {
+    if (!reducing_) return;
+    if (zero_stage_ == 0) {
+      pending_.push_back(dp_->all_reduce_async(model_.gradients().slice(0, range.begin, range.end)));
+      return;
+    }
+    for (std::size_t b = 0; b < launched_.size(); ++b) {
+      const dist::ZeroBucket& bucket = layout_.buckets()[b];
+      const std::int64_t overlap = std::min(bucket.end, range.end) - std::max(bucket.begin, range.begin);
+      if (overlap <= 0 || launched_[b]) continue;
+      pending_elements_[b] -= overlap;
+      if (pending_elements_[b] == 0) launch_bucket(b);
+    }
+  }
+
+  // Reduce-scatters bucket b into its place in the shard (one dp rank: copies it there).
+  void launch_bucket(std::size_t b) {
+    const dist::ZeroBucket& bucket = layout_.buckets()[b];
+    Tensor shard = device_view(context_, shard_grads_, layout_.shard_elements());
+    Tensor mine = shard.slice(0, bucket.shard_offset, bucket.shard_offset + bucket.owned.size());
+    Tensor whole = model_.gradients().slice(0, bucket.begin, bucket.end);
+    if (dp_) {
+      pending_.push_back(dp_->reduce_scatter_async(whole, mine));
+    } else {
+      MYRIAD_CUDA_CHECK(cudaMemcpyAsync(mine.raw_data(), whole.raw_data(), mine.nbytes(), cudaMemcpyDeviceToDevice,
+                                        context_.stream()));
+    }
+    launched_[b] = true;
+  }
+
+  void wait_pending() {
+    for (dist::WorkHandle& work : pending_) work->wait();
+    pending_.clear();
+  }
+
   cuda::DeviceContext context_;
   cuda::DeviceGpt model_;
   DType operands_;
+  dist::Communicator& dp_host_;
+  int zero_stage_;
+  dist::ZeroLayout layout_;                 // the host DataParallel's buckets and shard
+  cuda::DeviceBuffer shard_grads_;          // ZeRO 1: this rank's reduced gradient shard
+  std::unique_ptr<cuda::DeviceAdamW> optimizer_;
   std::unique_ptr<dist::Communicator> dp_;  // NCCL over the dp group (dp > 1)
-  bool reducing_ = false;                   // this backward starts the blocks' all-reduces
+  bool reducing_ = false;                   // this backward starts the reductions
+  std::vector<bool> launched_;              // ZeRO 1, per bucket: reduce-scatter started
+  std::vector<std::int64_t> pending_elements_;  // ZeRO 1, per bucket: elements not final yet
   std::vector<dist::WorkHandle> pending_;
 };
 
 }  // namespace
 
 std::unique_ptr<DeviceTrainer> make_device_trainer(const nn::TransformerConfig& model, std::int64_t micro_batch,
-                                                   std::int64_t seq_len, DType operands, dist::Communicator& dp) {
+                                                   std::int64_t seq_len, DType operands, dist::Communicator& dp,
+                                                   const DataParallel& host) {
   int device = 0;
   try {
     device = select_local_device(local_rank_from_environment(), cuda::cuda_device_count_or_zero());
   } catch (const Error& e) {
     MYRIAD_THROW("training.device cuda: " << e.what());
   }
-  return std::make_unique<CudaDeviceTrainer>(device, model, micro_batch, seq_len, operands, dp);
+  return std::make_unique<CudaDeviceTrainer>(device, model, micro_batch, seq_len, operands, dp, host);
 }
 
 }  // namespace myriad::train
