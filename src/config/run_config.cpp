@@ -99,9 +99,6 @@ void validate_device(const RunConfig& c) {
                                       << "parallel.zero_stage must be 0 or 1 (got " << p.zero_stage << ")");
   MYRIAD_CHECK(c.model.num_experts == 0, why << " has no mixture-of-experts layers (model.num_experts "
                                             << c.model.num_experts << ")");
-  MYRIAD_CHECK(c.training.recompute == Recompute::none,
-               why << " keeps every activation: training.recompute must be none (got "
-                   << choice_name(c.training.recompute) << ")");
 }
 
 void validate_tokenizer(const DataConfig& data, const ModelConfig& model) {

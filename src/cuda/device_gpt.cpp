@@ -85,56 +85,77 @@ DeviceGpt::State::State(DeviceContext& ctx, const nn::TransformerConfig& cfg, st
     optimizer = std::make_unique<DeviceAdamW>(ctx, std::move(segments), total);
   }
 
-  // One f32 (and in 16-bit mode one 16-bit) buffer per block, carved into pieces: the same carving
-  // runs once without a buffer to size it and once per block to hand out the pointers.
+  // Each block's activations are carved out of buffers: the ones the block keeps out of its own
+  // f32 (and in 16-bit mode 16-bit) buffer, the ones recompute rebuilds in backward out of one
+  // shared set that every block reuses — none: everything kept; selective: all but the norm
+  // outputs and the MLP activation (cheap: no GEMM); full: nothing (the block input, residual[l],
+  // is always kept). The same carving runs once without buffers to size them, then per block.
   const std::int64_t kv = N * Hkv * D;
-  auto carve = [&](Carver<float>& f, Carver<Half16>& h, BlockActivations& a) {
-    a.ln1 = f.take(N * C);
-    a.ln1_mean = f.take(N);
-    a.ln1_rstd = f.take(N);
-    a.qkv = f.take(N * W);
-    a.q = f.take(N * C);
-    a.k = f.take(kv);
-    a.v = f.take(kv);
-    a.att = f.take(N * C);
-    a.lse = f.take(N * Hq);
-    a.merged = f.take(N * C);
-    a.res_mid = f.take(N * C);
-    a.ln2 = f.take(N * C);
-    a.ln2_mean = f.take(N);
-    a.ln2_rstd = f.take(N);
-    a.fc = f.take(N * F);
-    a.up = swiglu ? f.take(N * F) : nullptr;
-    a.act = f.take(N * F);
-    const bool half = half_operands();  // 16-bit copies only in 16-bit mode
-    a.ln1_h = half ? h.take(N * C) : nullptr;
-    a.merged_h = half ? h.take(N * C) : nullptr;
-    a.ln2_h = half ? h.take(N * C) : nullptr;
-    a.act_h = half ? h.take(N * F) : nullptr;
-    a.q_h = half ? h.take(N * C) : nullptr;
-    a.k_h = half ? h.take(kv) : nullptr;
-    a.v_h = half ? h.take(kv) : nullptr;
-    a.att_h = half ? h.take(N * C) : nullptr;
+  const nn::Recompute mode = opts.recompute;
+  struct Carvers {
+    Carver<float> f;
+    Carver<Half16> h;
   };
-  Carver<float> float_size;
-  Carver<Half16> half_size;
+  auto carve = [&](Carvers& own, Carvers& shared, BlockActivations& a) {
+    auto kept = [&](bool cheap) { return mode == nn::Recompute::none || (mode == nn::Recompute::selective && !cheap); };
+    auto f = [&](std::int64_t n, bool cheap = false) { return (kept(cheap) ? own.f : shared.f).take(n); };
+    const bool half = half_operands();  // 16-bit copies only in 16-bit mode
+    auto h = [&](std::int64_t n, bool cheap = false) {
+      return half ? (kept(cheap) ? own.h : shared.h).take(n) : nullptr;
+    };
+    a.ln1 = f(N * C, true);
+    a.ln1_mean = f(N);
+    a.ln1_rstd = f(N);
+    a.qkv = f(N * W);
+    a.q = f(N * C);
+    a.k = f(kv);
+    a.v = f(kv);
+    a.att = f(N * C);
+    a.lse = f(N * Hq);
+    a.merged = f(N * C);
+    a.res_mid = f(N * C);
+    a.ln2 = f(N * C, true);
+    a.ln2_mean = f(N);
+    a.ln2_rstd = f(N);
+    a.fc = f(N * F);
+    a.up = swiglu ? f(N * F) : nullptr;
+    a.act = f(N * F, true);
+    a.ln1_h = h(N * C, true);
+    a.merged_h = h(N * C);
+    a.ln2_h = h(N * C, true);
+    a.act_h = h(N * F, true);
+    a.q_h = h(N * C);
+    a.k_h = h(kv);
+    a.v_h = h(kv);
+    a.att_h = h(N * C);
+  };
+  Carvers own_size, shared_size;
   BlockActivations sizing{};
-  carve(float_size, half_size, sizing);
+  carve(own_size, shared_size, sizing);
+  auto halves = [&](std::int64_t n) { return DeviceBuffer(static_cast<std::size_t>(n) * sizeof(Half16), dev); };
+  // Buffers of zero elements are not allocated (a mode that keeps nothing, or no 16-bit copies).
+  auto buffers = [&](const Carvers& size, std::vector<DeviceBuffer>& f32, std::vector<DeviceBuffer>& h16) {
+    Carvers c;
+    if (size.f.used > 0) {
+      f32.push_back(floats(size.f.used, dev));
+      c.f.base = f32.back().as<float>();
+    }
+    if (size.h.used > 0) {
+      h16.push_back(halves(size.h.used));
+      c.h.base = h16.back().as<Half16>();
+    }
+    return c;
+  };
+  const Carvers shared_base = buffers(shared_size, shared_buffers, shared_buffers);
   for (std::int64_t l = 0; l <= L; ++l) residual.push_back(floats(N * C, dev));
   for (std::int64_t l = 0; l < L; ++l) {
-    block_buffers.push_back(floats(float_size.used, dev));
-    Carver<float> f{block_buffers.back().as<float>()};
-    Carver<Half16> h;
-    if (half_operands()) {
-      block_half_buffers.push_back(DeviceBuffer(static_cast<std::size_t>(half_size.used) * sizeof(Half16), dev));
-      h.base = block_half_buffers.back().as<Half16>();
-    }
+    Carvers own = buffers(own_size, block_buffers, block_half_buffers);
+    Carvers shared = shared_base;  // every block starts at the same shared pointers
     BlockActivations a{};
-    carve(f, h, a);
+    carve(own, shared, a);
     blocks.push_back(a);
   }
   if (half_operands()) {
-    auto halves = [&](std::int64_t n) { return DeviceBuffer(static_cast<std::size_t>(n) * sizeof(Half16), dev); };
     values_h = halves(total);
     lnf_h = halves(N * C);
     grad_h = halves(std::max({N * V, N * F, N * W}));
@@ -180,7 +201,7 @@ DeviceGpt::State::State(DeviceContext& ctx, const nn::TransformerConfig& cfg, st
   norm_scratch = floats(norm_scratch_floats, dev);
 
   activation_bytes = 0;
-  for (const auto* list : {&residual, &block_buffers, &block_half_buffers}) {
+  for (const auto* list : {&residual, &block_buffers, &block_half_buffers, &shared_buffers}) {
     for (const DeviceBuffer& b : *list) activation_bytes += b.bytes();
   }
   for (const DeviceBuffer* b : {&lnf, &lnf_mean, &lnf_rstd, &logits, &losses, &ce_lse, &grad_losses, &ids, &targets,

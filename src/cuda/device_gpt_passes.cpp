@@ -150,54 +150,7 @@ void DeviceGpt::State::forward(std::int64_t layer_count) {
   embedding_forward_f32(ids_ptr, value("wte"), residual[0].as<float>(), bad, N, V, C, stream);
   if (!rope) add_broadcast_rows_f32(residual[0].as<float>(), value("wpe"), B, T * C, stream);
 
-  for (std::int64_t l = 0; l < layer_count; ++l) {
-    const BlockActivations& a = blocks[static_cast<std::size_t>(l)];
-    const float* x = residual[static_cast<std::size_t>(l)].as<float>();
-    float* out = residual[static_cast<std::size_t>(l + 1)].as<float>();
-    auto w = [&](const char* suffix) { return value(block_name(l, suffix)); };
-    auto maybe = [&](const char* suffix) { return optional_value(block_name(l, suffix)); };
-    auto name = [&](const char* suffix) { return block_name(l, suffix); };
-    // Attention.
-    norm_forward(*this, x, w("norm1.weight"), maybe("norm1.bias"), a.ln1, a.ln1_mean, a.ln1_rstd);
-    prepare_operand(*this, {a.ln1, a.ln1_h}, N * C);
-    linear_forward(*this, {a.ln1, a.ln1_h}, name("attn.qkv.weight"), maybe("attn.qkv.bias"), a.qkv, N, C, W);
-    split_heads_f32(a.qkv, W, a.q, B, T, Hq, D, stream);
-    split_heads_f32(a.qkv + Hq * D, W, a.k, B, T, Hkv, D, stream);
-    split_heads_f32(a.qkv + (Hq + Hkv) * D, W, a.v, B, T, Hkv, D, stream);
-    if (rope) {
-      rotate(*this, a.q, Hq, false);
-      rotate(*this, a.k, Hkv, false);
-    }
-    if (half_operands()) {  // tensor-core attention on 16-bit operands; f32 output for the merge
-      to_half(a.q, a.q_h, N * C);
-      to_half(a.k, a.k_h, N * Hkv * D);
-      to_half(a.v, a.v_h, N * Hkv * D);
-      attention_forward_half(*this, a);
-      from_half(a.att_h, a.att, N * C);
-    } else {
-      flash_attention_forward_f32(a.q, a.k, a.v, a.att, a.lse, attention_shape(*this), stream);
-    }
-    merge_heads_f32(a.att, a.merged, C, B, T, Hq, D, stream);
-    float* branch = d_tmp.as<float>();  // free during the forward
-    prepare_operand(*this, {a.merged, a.merged_h}, N * C);
-    linear_forward(*this, {a.merged, a.merged_h}, name("attn.proj.weight"), maybe("attn.proj.bias"), branch, N, C, C);
-    add_f32(x, branch, a.res_mid, N * C, stream);
-    // MLP.
-    norm_forward(*this, a.res_mid, w("norm2.weight"), maybe("norm2.bias"), a.ln2, a.ln2_mean, a.ln2_rstd);
-    prepare_operand(*this, {a.ln2, a.ln2_h}, N * C);
-    if (swiglu) {
-      linear_forward(*this, {a.ln2, a.ln2_h}, name("mlp.gate.weight"), maybe("mlp.gate.bias"), a.fc, N, C, F);
-      linear_forward(*this, {a.ln2, a.ln2_h}, name("mlp.up.weight"), nullptr, a.up, N, C, F);
-      swiglu_forward_f32(a.fc, a.up, a.act, N * F, stream);
-    } else {
-      linear_forward(*this, {a.ln2, a.ln2_h}, name("mlp.fc.weight"), maybe("mlp.fc.bias"), a.fc, N, C, F);
-      gelu_forward_f32(a.fc, a.act, N * F, stream);
-    }
-    prepare_operand(*this, {a.act, a.act_h}, N * F);
-    linear_forward(*this, {a.act, a.act_h}, name(swiglu ? "mlp.down.weight" : "mlp.proj.weight"),
-                   maybe("mlp.proj.bias"), branch, N, F, C);
-    add_f32(a.res_mid, branch, out, N * C, stream);
-  }
+  for (std::int64_t l = 0; l < layer_count; ++l) forward_block(l);
 
   norm_forward(*this, residual[static_cast<std::size_t>(layer_count)].as<float>(), value("norm_f.weight"),
                optional_value("norm_f.bias"), lnf.as<float>(), lnf_mean.as<float>(), lnf_rstd.as<float>());
@@ -206,6 +159,77 @@ void DeviceGpt::State::forward(std::int64_t layer_count) {
   linear_forward(*this, final_norm, head_weight, nullptr, logits.as<float>(), N, C, V);
   cross_entropy_forward_f32(logits.as<float>(), targets.as<std::int32_t>(), losses.as<float>(), ce_lse.as<float>(), bad,
                             N, V, nn::GptModel::kIgnoreIndex, stream);
+}
+
+void DeviceGpt::State::forward_block(std::int64_t l) {
+  cudaStream_t stream = context.stream();
+  const BlockActivations& a = blocks[static_cast<std::size_t>(l)];
+  const float* x = residual[static_cast<std::size_t>(l)].as<float>();
+  float* out = residual[static_cast<std::size_t>(l + 1)].as<float>();
+  auto w = [&](const char* suffix) { return value(block_name(l, suffix)); };
+  auto maybe = [&](const char* suffix) { return optional_value(block_name(l, suffix)); };
+  auto name = [&](const char* suffix) { return block_name(l, suffix); };
+  // Attention.
+  norm_forward(*this, x, w("norm1.weight"), maybe("norm1.bias"), a.ln1, a.ln1_mean, a.ln1_rstd);
+  prepare_operand(*this, {a.ln1, a.ln1_h}, N * C);
+  linear_forward(*this, {a.ln1, a.ln1_h}, name("attn.qkv.weight"), maybe("attn.qkv.bias"), a.qkv, N, C, W);
+  split_heads_f32(a.qkv, W, a.q, B, T, Hq, D, stream);
+  split_heads_f32(a.qkv + Hq * D, W, a.k, B, T, Hkv, D, stream);
+  split_heads_f32(a.qkv + (Hq + Hkv) * D, W, a.v, B, T, Hkv, D, stream);
+  if (rope) {
+    rotate(*this, a.q, Hq, false);
+    rotate(*this, a.k, Hkv, false);
+  }
+  if (half_operands()) {  // tensor-core attention on 16-bit operands; f32 output for the merge
+    to_half(a.q, a.q_h, N * C);
+    to_half(a.k, a.k_h, N * Hkv * D);
+    to_half(a.v, a.v_h, N * Hkv * D);
+    attention_forward_half(*this, a);
+    from_half(a.att_h, a.att, N * C);
+  } else {
+    flash_attention_forward_f32(a.q, a.k, a.v, a.att, a.lse, attention_shape(*this), stream);
+  }
+  merge_heads_f32(a.att, a.merged, C, B, T, Hq, D, stream);
+  float* branch = d_tmp.as<float>();  // free during the forward
+  prepare_operand(*this, {a.merged, a.merged_h}, N * C);
+  linear_forward(*this, {a.merged, a.merged_h}, name("attn.proj.weight"), maybe("attn.proj.bias"), branch, N, C, C);
+  add_f32(x, branch, a.res_mid, N * C, stream);
+  // MLP.
+  norm_forward(*this, a.res_mid, w("norm2.weight"), maybe("norm2.bias"), a.ln2, a.ln2_mean, a.ln2_rstd);
+  prepare_operand(*this, {a.ln2, a.ln2_h}, N * C);
+  if (swiglu) {
+    linear_forward(*this, {a.ln2, a.ln2_h}, name("mlp.gate.weight"), maybe("mlp.gate.bias"), a.fc, N, C, F);
+    linear_forward(*this, {a.ln2, a.ln2_h}, name("mlp.up.weight"), nullptr, a.up, N, C, F);
+    swiglu_forward_f32(a.fc, a.up, a.act, N * F, stream);
+  } else {
+    linear_forward(*this, {a.ln2, a.ln2_h}, name("mlp.fc.weight"), maybe("mlp.fc.bias"), a.fc, N, C, F);
+    gelu_forward_f32(a.fc, a.act, N * F, stream);
+  }
+  prepare_operand(*this, {a.act, a.act_h}, N * F);
+  linear_forward(*this, {a.act, a.act_h}, name(swiglu ? "mlp.down.weight" : "mlp.proj.weight"),
+                 maybe("mlp.proj.bias"), branch, N, F, C);
+  add_f32(a.res_mid, branch, out, N * C, stream);
+}
+
+// Selective recompute: the activations rebuilt without a GEMM — both norm outputs (and their
+// 16-bit copies) from the block input and mid residual, and the MLP activation from fc (and up).
+// The statistics are recomputed too (bit-identical to the kept ones: same kernels, same inputs).
+void DeviceGpt::State::rebuild_cheap_activations(std::int64_t l) {
+  cudaStream_t stream = context.stream();
+  const BlockActivations& a = blocks[static_cast<std::size_t>(l)];
+  const float* x = residual[static_cast<std::size_t>(l)].as<float>();
+  auto w = [&](const char* suffix) { return value(block_name(l, suffix)); };
+  auto maybe = [&](const char* suffix) { return optional_value(block_name(l, suffix)); };
+  norm_forward(*this, x, w("norm1.weight"), maybe("norm1.bias"), a.ln1, a.ln1_mean, a.ln1_rstd);
+  prepare_operand(*this, {a.ln1, a.ln1_h}, N * C);
+  norm_forward(*this, a.res_mid, w("norm2.weight"), maybe("norm2.bias"), a.ln2, a.ln2_mean, a.ln2_rstd);
+  prepare_operand(*this, {a.ln2, a.ln2_h}, N * C);
+  if (swiglu) {
+    swiglu_forward_f32(a.fc, a.up, a.act, N * F, stream);
+  } else {
+    gelu_forward_f32(a.fc, a.act, N * F, stream);
+  }
+  prepare_operand(*this, {a.act, a.act_h}, N * F);
 }
 
 void DeviceGpt::State::backward(float loss_scale) {
@@ -227,6 +251,8 @@ void DeviceGpt::State::backward(float loss_scale) {
                 lnf_mean.as<float>(), lnf_rstd.as<float>(), g_res, grad("norm_f.weight"), optional_grad("norm_f.bias"));
 
   for (std::int64_t l = L - 1; l >= 0; --l) {
+    if (options.recompute == nn::Recompute::full) forward_block(l);  // into the shared activations
+    if (options.recompute == nn::Recompute::selective) rebuild_cheap_activations(l);
     const BlockActivations& a = blocks[static_cast<std::size_t>(l)];
     const float* x = residual[static_cast<std::size_t>(l)].as<float>();
     auto w = [&](const char* suffix) { return value(block_name(l, suffix)); };

@@ -21,7 +21,8 @@ namespace myriad::cuda {
 // Storage of one 16-bit GEMM operand value: bf16 or f16 bits, as DeviceGptOptions::operands says.
 using Half16 = std::uint16_t;
 
-// Saved activations of one transformer block (views into the block's buffers).
+// Saved activations of one transformer block (views into the block's buffers, or into the shared
+// set that recompute rebuilds in backward: DeviceGptOptions::recompute).
 struct BlockActivations {
   float *ln1, *ln1_mean, *ln1_rstd;  // (N, C), (N), (N): norm 1 output and statistics (mean unused by RMSNorm)
   float *qkv;                        // (N, W)
@@ -55,6 +56,7 @@ struct DeviceGpt::State {
   std::vector<DeviceBuffer> residual;  // L + 1 buffers of (N, C): residual[l] is block l's input
   std::vector<DeviceBuffer> block_buffers;
   std::vector<DeviceBuffer> block_half_buffers;  // 16-bit mode: the blocks' 16-bit GEMM inputs
+  std::vector<DeviceBuffer> shared_buffers;      // recompute: the activations every block rebuilds (f32, 16-bit)
   std::vector<BlockActivations> blocks;
   DeviceBuffer rope_cos, rope_sin;             // RoPE: (T, D / 2) tables
   DeviceBuffer lnf, lnf_mean, lnf_rstd;        // final norm
@@ -95,6 +97,8 @@ struct DeviceGpt::State {
   }
 
   void forward(std::int64_t layer_count);  // embeddings, blocks, final norm, logits, losses
+  void forward_block(std::int64_t layer);  // block `layer` from residual[layer] into residual[layer + 1]
+  void rebuild_cheap_activations(std::int64_t layer);  // selective recompute: norm outputs, MLP activation
   // Resets the bad-index flag, runs `passes`, then reads the losses back (one synchronisation):
   // their float64 sum in token order over targets that are not ignored, and the valid count.
   nn::LossSum read_losses(const Tensor& host_targets, const std::function<void()>& passes);

@@ -137,8 +137,10 @@ Engine::Engine(const RunConfig& config, std::shared_ptr<spdlog::logger> log, dis
   if (config_.training.device == ComputeDevice::cuda) {
     // The GPU holds the working state; the host model stays the master copy for checkpoints and
     // generation (its precision is the device's business: no host compute copy).
-    device_ = make_device_trainer(model_->config(), config_.training.micro_batch, T,
-                                  compute_format(config_.training.precision), dp(), *data_parallel_);
+    const DeviceTrainerOptions options{.micro_batch = config_.training.micro_batch, .seq_len = T,
+                                       .operands = compute_format(config_.training.precision),
+                                       .recompute = to_nn(config_.training.recompute)};
+    device_ = make_device_trainer(model_->config(), options, dp(), *data_parallel_);
     device_->upload(model_->parameters(), data_parallel_->optimizer());
     log_->info("device: {}", device_->describe());
   } else {

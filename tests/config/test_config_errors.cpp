@@ -196,8 +196,6 @@ TEST(ConfigValidate, CrossKeyChecks) {
                  {"training.device cuda supports data parallelism only for now (parallel.tp 2, pp 1"}, 2);
   expect_invalid([&](RunConfig& c) { on_cuda(c); c.parallel.dp = 2; c.parallel.zero_stage = 2; },
                  {"parallel.zero_stage must be 0 or 1 (got 2)"}, 2);
-  expect_invalid([&](RunConfig& c) { on_cuda(c); c.training.recompute = Recompute::selective; },
-                 {"training.recompute must be none (got selective)"});
   expect_invalid([&](RunConfig& c) { on_cuda(c); c.model.num_experts = 4; c.model.top_k = 2; },
                  {"training.device cuda has no mixture-of-experts layers (model.num_experts 4)"});
   expect_invalid([](RunConfig& c) { c.model.n_head = 5; }, {"model.n_embd (768) must be divisible by model.n_head (5)"});

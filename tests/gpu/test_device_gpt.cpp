@@ -7,6 +7,8 @@
 //    GEMM operands (8-bit mantissas) 3e-2, and the bf16 gap must be visible: > 1e-6; f16
 //    operands (11-bit mantissas) with a loss scale of 1024 unscaled by step(): 1e-2, gap > 1e-7);
 //  - f16 with a loss scale that overflows: the step is skipped and changes nothing;
+//  - activation recompute (selective, full): gradients bit-identical to keeping everything (the
+//    same kernels on the same inputs), in f32 and bf16, with fewer activation bytes;
 //  - ignored targets, and a token outside the vocabulary reported with its position.
 // Skips without a device (DeviceGpt allocates on construction, after its scope checks).
 #include <gtest/gtest.h>
@@ -111,6 +113,27 @@ TEST_P(DeviceGptModels, GradientsMatchTheCpuModel) {
   EXPECT_EQ(got.tokens, want.tokens);
   EXPECT_NEAR(got.sum, want.sum, 1e-5 * std::fabs(want.sum));
   expect_gradients_match(twins.cpu.parameters(), twins.gpu.grads_to_host());
+}
+
+TEST_P(DeviceGptModels, RecomputeGivesBitIdenticalGradientsWithLessMemory) {
+  MYRIAD_REQUIRE_GPU();
+  const std::uint64_t seed = testing::fresh_seed();
+  MYRIAD_SEED_TRACE(seed);
+  const Batch batch = random_batch(2, 48, config().vocab_size, seed, 1);
+  for (DType operands : {DType::f32, DType::bf16}) {
+    std::vector<Tensor> grads;
+    std::vector<std::size_t> bytes;
+    for (nn::Recompute mode : {nn::Recompute::none, nn::Recompute::selective, nn::Recompute::full}) {
+      Twins twins(seed, 2, 48, {.operands = operands, .recompute = mode}, config());
+      const auto [want, got] = twins.forward_backward(batch);
+      grads.push_back(twins.gpu.grads_to_host());
+      bytes.push_back(twins.gpu.activation_bytes());
+      const std::string what = std::string(dtype_name(operands)) + " recompute " + nn::recompute_name(mode);
+      EXPECT_EQ(testing::to_f64(grads.back()), testing::to_f64(grads.front())) << what;
+    }
+    EXPECT_LT(bytes[1], bytes[0]) << "selective must keep fewer activations";
+    EXPECT_LT(bytes[2], bytes[1]) << "full must keep fewer activations than selective";
+  }
 }
 
 // `least_gap`: the largest relative loss gap over the steps must reach it (bf16 rounding must show).

@@ -92,6 +92,25 @@ TEST(DeviceTraining, LlamaStyleModelMatchesTheCpuEngine) {
   }
 }
 
+// training.recompute full on the device: the same curve as the CPU engine with the same setting.
+TEST(DeviceTraining, FullRecomputeMatchesTheCpuEngine) {
+  if (!gpu_visible()) GTEST_SKIP() << "no CUDA device";
+  const fs::path dir = fresh_dir("device_training_recompute");
+  const std::string corpus = write_corpus(dir);
+  auto recompute = [&](ComputeDevice device) {
+    RunConfig c = device_config(dir, corpus, device);
+    c.training.recompute = Recompute::full;
+    return c;
+  };
+  Engine cpu(recompute(ComputeDevice::cpu), quiet_logger());
+  Engine gpu(recompute(ComputeDevice::cuda), quiet_logger());
+  for (int step = 0; step < 3; ++step) {
+    const StepMetrics want = cpu.step(), got = gpu.step();
+    EXPECT_NEAR(got.loss, want.loss, 1e-4 * want.loss) << "step " << step;
+    EXPECT_NEAR(got.grad_norm, want.grad_norm, 1e-4 * want.grad_norm) << "step " << step;
+  }
+}
+
 // training.precision fp16 on the device: the run config with dynamic loss scaling from `scale`.
 RunConfig fp16_config(const fs::path& dir, const std::string& corpus, ComputeDevice device, double scale) {
   RunConfig c = device_config(dir, corpus, device);

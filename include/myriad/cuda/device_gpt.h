@@ -5,9 +5,9 @@
 // Scope: both model families of nn::TransformerConfig — LayerNorm or RMSNorm, GELU or SwiGLU MLP,
 // learned positions or RoPE, tied or untied head, with or without biases, multi-head or
 // grouped-query attention — with head dim 64 or 128 (flash attention's), checked at construction
-// with errors naming the key. Activations are f32 (plus bf16 copies of the GEMM inputs in bf16
-// mode) and every one the backward needs is kept (no recompute); memory for `batch` x `seq`
-// tokens is allocated once, here.
+// with errors naming the key. Activations are f32 (plus 16-bit copies of the GEMM inputs in
+// bf16 / f16 mode), kept for the backward or recomputed (DeviceGptOptions::recompute); memory for
+// `batch` x `seq` tokens is allocated once, here.
 //
 // Invariants: the parameter layout is nn::ParameterStore's for the same config (same names,
 // shapes and flat offsets), so load_values / values_to_host / grads_to_host exchange the store's
@@ -46,6 +46,11 @@ struct DeviceGptOptions {
   // parallelism shards the moments over the dp ranks (train/device_trainer.h): step() and the
   // optimizer-state calls then throw.
   bool optimizer = true;
+  // Activation recompute (training.recompute), as nn::GptModel: none keeps every activation;
+  // selective keeps all but the norm outputs and the MLP activation, rebuilt in backward without
+  // a GEMM; full keeps only each block's input and re-runs the block's forward in backward. What
+  // is not kept lives in one set shared by all blocks (activation_bytes() shows the saving).
+  nn::Recompute recompute = nn::Recompute::none;
 };
 
 class DeviceGpt {

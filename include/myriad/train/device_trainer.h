@@ -52,13 +52,19 @@ class DeviceTrainer {
   virtual optim::OptimizerStepStats step(float lr, const optim::AdamWConfig& config, float unscale) = 0;
 };
 
-// `operands`: the GEMM operand format (f32, bf16 or f16: training.precision). `dp`: the host
+struct DeviceTrainerOptions {
+  std::int64_t micro_batch = 1, seq_len = 1;
+  DType operands = DType::f32;                    // GEMM operands: f32, bf16 or f16 (training.precision)
+  nn::Recompute recompute = nn::Recompute::none;  // training.recompute
+};
+
+// `dp`: the host
 // communicator of this rank's data-parallel group; with more than one rank the trainer builds an
 // NcclCommunicator over the same ranks (the host one shares its unique id). `host`: the Engine's
 // DataParallel over the host model — its ZeRO stage (0 or 1), bucket layout and optimizer
 // segments are the device's, so the host optimizer's packed moments are the device's too.
-std::unique_ptr<DeviceTrainer> make_device_trainer(const nn::TransformerConfig& model, std::int64_t micro_batch,
-                                                   std::int64_t seq_len, DType operands, dist::Communicator& dp,
+std::unique_ptr<DeviceTrainer> make_device_trainer(const nn::TransformerConfig& model,
+                                                   const DeviceTrainerOptions& options, dist::Communicator& dp,
                                                    const DataParallel& host);
 
 }  // namespace myriad::train

@@ -52,11 +52,13 @@ std::vector<cuda::DeviceAdamWSegment> optimizer_segments(const DataParallel& hos
 
 class CudaDeviceTrainer final : public DeviceTrainer {
  public:
-  CudaDeviceTrainer(int device, const nn::TransformerConfig& model, std::int64_t batch, std::int64_t seq,
-                    DType operands, dist::Communicator& dp, const DataParallel& host)
+  CudaDeviceTrainer(int device, const nn::TransformerConfig& model, const DeviceTrainerOptions& options,
+                    dist::Communicator& dp, const DataParallel& host)
       : context_(device),
-        model_(context_, model, batch, seq, cuda::DeviceGptOptions{.operands = operands, .optimizer = false}),
-        operands_(operands),
+        model_(context_, model, options.micro_batch, options.seq_len,
+               cuda::DeviceGptOptions{.operands = options.operands, .optimizer = false, .recompute = options.recompute}),
+        operands_(options.operands),
+        recompute_(options.recompute),
         dp_host_(dp),
         zero_stage_(host.zero_stage()),
         layout_(host.layout()) {
@@ -84,7 +86,7 @@ class CudaDeviceTrainer final : public DeviceTrainer {
     std::ostringstream out;
     out << "cuda:" << context_.device() << " (" << (named ? prop.name : "unknown GPU") << "), "
         << dtype_name(operands_) << " GEMM operands, " << static_cast<double>(model_.activation_bytes()) / gib
-        << " GiB activations + " << 8.0 * static_cast<double>(model_.parameter_floats()) / gib
+        << " GiB activations (recompute " << nn::recompute_name(recompute_) << ") + " << 8.0 * static_cast<double>(model_.parameter_floats()) / gib
         << " GiB parameters and gradients + " << 8.0 * static_cast<double>(optimizer_->state_elements()) / gib
         << " GiB AdamW moments" << (zero_stage_ == 1 ? " (ZeRO-1 shard)" : "");
     return out.str();
@@ -198,6 +200,7 @@ class CudaDeviceTrainer final : public DeviceTrainer {
   cuda::DeviceContext context_;
   cuda::DeviceGpt model_;
   DType operands_;
+  nn::Recompute recompute_;
   dist::Communicator& dp_host_;
   int zero_stage_;
   dist::ZeroLayout layout_;                 // the host DataParallel's buckets and shard
@@ -212,8 +215,8 @@ class CudaDeviceTrainer final : public DeviceTrainer {
 
 }  // namespace
 
-std::unique_ptr<DeviceTrainer> make_device_trainer(const nn::TransformerConfig& model, std::int64_t micro_batch,
-                                                   std::int64_t seq_len, DType operands, dist::Communicator& dp,
+std::unique_ptr<DeviceTrainer> make_device_trainer(const nn::TransformerConfig& model,
+                                                   const DeviceTrainerOptions& options, dist::Communicator& dp,
                                                    const DataParallel& host) {
   int device = 0;
   try {
@@ -221,7 +224,7 @@ std::unique_ptr<DeviceTrainer> make_device_trainer(const nn::TransformerConfig& 
   } catch (const Error& e) {
     MYRIAD_THROW("training.device cuda: " << e.what());
   }
-  return std::make_unique<CudaDeviceTrainer>(device, model, micro_batch, seq_len, operands, dp, host);
+  return std::make_unique<CudaDeviceTrainer>(device, model, options, dp, host);
 }
 
 }  // namespace myriad::train
