@@ -46,6 +46,7 @@ DeviceContext::~DeviceContext() {
   if (stream_) (void)cudaStreamSynchronize(stream_.get());  // the workspace may still be in use
   workspace_ = DeviceBuffer();
   allocator_.reset();  // cached segments back to cudaFree (the stream is idle)
+  gemm_plans_.reset();
   cublaslt_.reset();
   stream_.reset();
   if (known) (void)cudaSetDevice(previous);

@@ -1,9 +1,19 @@
-// linear_gemm: cuBLASLt descriptors for the row-major linear layer, heuristic, matmul.
+// gemm / linear_gemm: cuBLASLt descriptors for row-major products, the algorithm cuBLASLt's
+// heuristic picks first, and the per-context cache of both (GemmPlans).
+//
+// A plan is made once per distinct shape — sizes, transpositions, types, epilogue, TF32 and the
+// alignment class (16..256 bytes) of A, B and C — and reused: a GPT-2 step runs ~150 GEMMs of
+// a dozen shapes, so after the first step no descriptor is created and no heuristic is queried.
+// The bias pointer is the only per-call descriptor attribute. The heuristic is told each
+// pointer's real alignment: cuBLASLt otherwise assumes 256 bytes and may choose a kernel that
+// the offsets of a flat parameter buffer (64-byte steps) do not allow.
 #include "myriad/cuda/gemm.h"
 
 #include <cublasLt.h>
 
+#include <map>
 #include <memory>
+#include <tuple>
 
 #include "myriad/cuda/check.h"
 #include "myriad/cuda/device_guard.h"
@@ -15,6 +25,9 @@ namespace {
 template <typename T, cublasStatus_t (*Destroy)(T)>
 struct LtHandle {
   T handle = nullptr;
+  LtHandle() = default;
+  LtHandle(const LtHandle&) = delete;
+  LtHandle& operator=(const LtHandle&) = delete;
   ~LtHandle() {
     if (handle != nullptr) (void)Destroy(handle);
   }
@@ -27,6 +40,102 @@ std::size_t element_bytes(cudaDataType_t type) {
     case CUDA_R_16F: return 2;
     default: MYRIAD_THROW("gemm: element type " << static_cast<int>(type) << " is not f32, bf16 or f16");
   }
+}
+
+// The largest power of two (at most 256) dividing the address.
+std::uint32_t alignment_of(const void* pointer) {
+  const auto address = reinterpret_cast<std::uintptr_t>(pointer);
+  std::uint32_t alignment = 256;
+  while (alignment > 1 && address % alignment != 0) alignment /= 2;
+  return alignment;
+}
+
+// Everything a plan depends on.
+using PlanKey = std::tuple<std::int64_t, std::int64_t, std::int64_t, bool, bool, int, int, int, bool,
+                           std::uint32_t, std::uint32_t, std::uint32_t>;
+
+}  // namespace
+
+struct GemmPlan {
+  LtHandle<cublasLtMatmulDesc_t, cublasLtMatmulDescDestroy> op;
+  LtHandle<cublasLtMatrixLayout_t, cublasLtMatrixLayoutDestroy> first, second, out;
+  cublasLtMatmulAlgo_t algo{};
+};
+
+class GemmPlans {
+ public:
+  std::map<PlanKey, std::unique_ptr<GemmPlan>> plans;
+};
+
+void DeviceContext::GemmPlansDeleter::operator()(GemmPlans* plans) const noexcept { delete plans; }
+
+GemmPlans& DeviceContext::gemm_plans() const {
+  if (!gemm_plans_) gemm_plans_.reset(new GemmPlans());
+  return *gemm_plans_;
+}
+
+namespace {
+
+// Descriptors for `s` and the heuristic's first algorithm under the given alignments.
+std::unique_ptr<GemmPlan> make_plan(const DeviceContext& context, const Gemm& s, cudaDataType_t output_type,
+                                    std::uint32_t align_a, std::uint32_t align_b, std::uint32_t align_c) {
+  auto plan = std::make_unique<GemmPlan>();
+  const cublasComputeType_t compute = s.tf32 ? CUBLAS_COMPUTE_32F_FAST_TF32 : CUBLAS_COMPUTE_32F;
+  MYRIAD_CUBLAS_CHECK(cublasLtMatmulDescCreate(&plan->op.handle, compute, CUDA_R_32F));
+  // Row-major C = op(A) op(B) is column-major C^T = op(B)^T op(A)^T. A row-major (r, c) matrix is
+  // a column-major (c, r) one, so cuBLAS's first operand is our B and its second our A, each
+  // transposed exactly when ours is.
+  const cublasOperation_t op_b = s.transpose_b ? CUBLAS_OP_T : CUBLAS_OP_N;
+  const cublasOperation_t op_a = s.transpose_a ? CUBLAS_OP_T : CUBLAS_OP_N;
+  MYRIAD_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(plan->op.handle, CUBLASLT_MATMUL_DESC_TRANSA, &op_b, sizeof op_b));
+  MYRIAD_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(plan->op.handle, CUBLASLT_MATMUL_DESC_TRANSB, &op_a, sizeof op_a));
+  if (s.epilogue != GemmEpilogue::none) {
+    const cublasLtEpilogue_t epilogue =
+        s.epilogue == GemmEpilogue::bias_gelu ? CUBLASLT_EPILOGUE_GELU_BIAS : CUBLASLT_EPILOGUE_BIAS;
+    MYRIAD_CUBLAS_CHECK(
+        cublasLtMatmulDescSetAttribute(plan->op.handle, CUBLASLT_MATMUL_DESC_EPILOGUE, &epilogue, sizeof epilogue));
+    const cudaDataType_t bias_type = output_type;
+    MYRIAD_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(plan->op.handle, CUBLASLT_MATMUL_DESC_BIAS_DATA_TYPE,
+                                                       &bias_type, sizeof bias_type));
+  }
+  const auto u = [](std::int64_t v) { return static_cast<std::uint64_t>(v); };
+  // cuBLAS A = our B: stored (N, K) row-major when transposed -> column-major (K, N), ld K;
+  // else (K, N) row-major -> column-major (N, K), ld N. cuBLAS B = our A likewise; C^T (N, M), ld N.
+  if (s.transpose_b) {
+    MYRIAD_CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&plan->first.handle, s.type, u(s.k), u(s.n), s.k));
+  } else {
+    MYRIAD_CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&plan->first.handle, s.type, u(s.n), u(s.k), s.n));
+  }
+  if (s.transpose_a) {
+    MYRIAD_CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&plan->second.handle, s.type, u(s.m), u(s.k), s.m));
+  } else {
+    MYRIAD_CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&plan->second.handle, s.type, u(s.k), u(s.m), s.k));
+  }
+  MYRIAD_CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&plan->out.handle, output_type, u(s.n), u(s.m), s.n));
+
+  LtHandle<cublasLtMatmulPreference_t, cublasLtMatmulPreferenceDestroy> preference;
+  MYRIAD_CUBLAS_CHECK(cublasLtMatmulPreferenceCreate(&preference.handle));
+  const std::size_t workspace = context.workspace_bytes();
+  MYRIAD_CUBLAS_CHECK(cublasLtMatmulPreferenceSetAttribute(preference.handle, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES,
+                                                          &workspace, sizeof workspace));
+  // cuBLAS's A is our B and its B our A; C and D are both our C.
+  const std::pair<cublasLtMatmulPreferenceAttributes_t, std::uint32_t> alignments[] = {
+      {CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES, align_b},
+      {CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES, align_a},
+      {CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, align_c},
+      {CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES, align_c}};
+  for (const auto& [attribute, bytes] : alignments) {
+    MYRIAD_CUBLAS_CHECK(cublasLtMatmulPreferenceSetAttribute(preference.handle, attribute, &bytes, sizeof bytes));
+  }
+  cublasLtMatmulHeuristicResult_t heuristic{};
+  int found = 0;
+  MYRIAD_CUBLAS_CHECK(cublasLtMatmulAlgoGetHeuristic(context.cublaslt(), plan->op.handle, plan->first.handle,
+                                                     plan->second.handle, plan->out.handle, plan->out.handle,
+                                                     preference.handle, 1, &heuristic, &found));
+  MYRIAD_CHECK(found > 0, "gemm: cuBLASLt has no algorithm for M " << s.m << ", N " << s.n << ", K " << s.k
+                                                                   << " of this type, transposition and epilogue");
+  plan->algo = heuristic.algo;
+  return plan;
 }
 
 }  // namespace
@@ -51,55 +160,20 @@ void gemm(const DeviceContext& context, const Gemm& s, const void* a, const void
                  "gemm: " << name << " = " << ptr << " is not 16-byte aligned (cuBLASLt's fast paths need it)");
   }
   DeviceGuard guard(context.device());
-  LtHandle<cublasLtMatmulDesc_t, cublasLtMatmulDescDestroy> op;
-  const cublasComputeType_t compute = s.tf32 ? CUBLAS_COMPUTE_32F_FAST_TF32 : CUBLAS_COMPUTE_32F;
-  MYRIAD_CUBLAS_CHECK(cublasLtMatmulDescCreate(&op.handle, compute, CUDA_R_32F));
-  // Row-major C = op(A) op(B) is column-major C^T = op(B)^T op(A)^T. A row-major (r, c) matrix is
-  // a column-major (c, r) one, so cuBLAS's first operand is our B and its second our A, each
-  // transposed exactly when ours is.
-  const cublasOperation_t op_b = s.transpose_b ? CUBLAS_OP_T : CUBLAS_OP_N;
-  const cublasOperation_t op_a = s.transpose_a ? CUBLAS_OP_T : CUBLAS_OP_N;
-  MYRIAD_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(op.handle, CUBLASLT_MATMUL_DESC_TRANSA, &op_b, sizeof op_b));
-  MYRIAD_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(op.handle, CUBLASLT_MATMUL_DESC_TRANSB, &op_a, sizeof op_a));
+  const PlanKey key{s.m, s.n, s.k, s.transpose_a, s.transpose_b, static_cast<int>(s.type), static_cast<int>(output_type),
+                    static_cast<int>(s.epilogue), s.tf32, alignment_of(a), alignment_of(b), alignment_of(c)};
+  std::unique_ptr<GemmPlan>& plan = context.gemm_plans().plans[key];
+  if (!plan) {
+    plan = make_plan(context, s, output_type, std::get<9>(key), std::get<10>(key), std::get<11>(key));
+  }
   if (wants_bias) {
-    const cublasLtEpilogue_t epilogue =
-        s.epilogue == GemmEpilogue::bias_gelu ? CUBLASLT_EPILOGUE_GELU_BIAS : CUBLASLT_EPILOGUE_BIAS;
-    MYRIAD_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(op.handle, CUBLASLT_MATMUL_DESC_EPILOGUE, &epilogue, sizeof epilogue));
-    MYRIAD_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(op.handle, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &bias, sizeof bias));
-    const cudaDataType_t bias_type = output_type;
     MYRIAD_CUBLAS_CHECK(
-        cublasLtMatmulDescSetAttribute(op.handle, CUBLASLT_MATMUL_DESC_BIAS_DATA_TYPE, &bias_type, sizeof bias_type));
+        cublasLtMatmulDescSetAttribute(plan->op.handle, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &bias, sizeof bias));
   }
-  const auto u = [](std::int64_t v) { return static_cast<std::uint64_t>(v); };
-  // cuBLAS A = our B: stored (N, K) row-major when transposed -> column-major (K, N), ld K;
-  // else (K, N) row-major -> column-major (N, K), ld N. cuBLAS B = our A likewise; C^T (N, M), ld N.
-  LtHandle<cublasLtMatrixLayout_t, cublasLtMatrixLayoutDestroy> first, second, out;
-  if (s.transpose_b) {
-    MYRIAD_CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&first.handle, s.type, u(s.k), u(s.n), s.k));
-  } else {
-    MYRIAD_CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&first.handle, s.type, u(s.n), u(s.k), s.n));
-  }
-  if (s.transpose_a) {
-    MYRIAD_CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&second.handle, s.type, u(s.m), u(s.k), s.m));
-  } else {
-    MYRIAD_CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&second.handle, s.type, u(s.k), u(s.m), s.k));
-  }
-  MYRIAD_CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&out.handle, output_type, u(s.n), u(s.m), s.n));
-  LtHandle<cublasLtMatmulPreference_t, cublasLtMatmulPreferenceDestroy> preference;
-  MYRIAD_CUBLAS_CHECK(cublasLtMatmulPreferenceCreate(&preference.handle));
-  const std::size_t workspace = context.workspace_bytes();
-  MYRIAD_CUBLAS_CHECK(cublasLtMatmulPreferenceSetAttribute(preference.handle, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES,
-                                                          &workspace, sizeof workspace));
-  cublasLtMatmulHeuristicResult_t heuristic{};
-  int found = 0;
-  MYRIAD_CUBLAS_CHECK(cublasLtMatmulAlgoGetHeuristic(context.cublaslt(), op.handle, first.handle, second.handle,
-                                                     out.handle, out.handle, preference.handle, 1, &heuristic, &found));
-  MYRIAD_CHECK(found > 0, "gemm: cuBLASLt has no algorithm for M " << s.m << ", N " << s.n << ", K " << s.k
-                                                                   << " of this type, transposition and epilogue");
   const float alpha = 1.0f, beta = s.accumulate ? 1.0f : 0.0f;
-  MYRIAD_CUBLAS_CHECK(cublasLtMatmul(context.cublaslt(), op.handle, &alpha, b, first.handle, a, second.handle, &beta, c,
-                                     out.handle, c, out.handle, &heuristic.algo, context.workspace(), workspace,
-                                     context.stream()));
+  MYRIAD_CUBLAS_CHECK(cublasLtMatmul(context.cublaslt(), plan->op.handle, &alpha, b, plan->first.handle, a,
+                                     plan->second.handle, &beta, c, plan->out.handle, c, plan->out.handle,
+                                     &plan->algo, context.workspace(), context.workspace_bytes(), context.stream()));
 }
 
 void linear_gemm(const DeviceContext& context, const LinearGemm& s, const void* x, const void* weight,

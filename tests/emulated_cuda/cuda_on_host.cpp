@@ -74,6 +74,7 @@ DeviceContext::DeviceContext(int device, std::size_t) : device_(device), raw_all
   allocator_ = std::make_unique<CachingAllocator>(raw_allocator_);
 }
 DeviceContext::~DeviceContext() {}
+void DeviceContext::GemmPlansDeleter::operator()(GemmPlans*) const noexcept {}  // gemm() is emulated: no plans
 void DeviceContext::synchronize() const {}
 
 static Tensor W(const void* p, const Shape& s, DType t = DType::f32) {

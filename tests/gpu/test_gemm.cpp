@@ -96,6 +96,48 @@ TEST(Gemm, GeneralTranspositionsAndAccumulationMatchFloat64) {
   }
 }
 
+// The plan cache (DeviceContext::gemm_plans): one shape on operands placed at every alignment
+// from 16 to 256 bytes, each twice (the second call reuses the plan), with a bias epilogue whose
+// pointer changes between calls. cuBLASLt is told the real alignment, so no call may fail or
+// read wrongly; every result matches float64.
+TEST(Gemm, PlansFollowPointerAlignmentAndBiasChanges) {
+  MYRIAD_REQUIRE_GPU();
+  const std::uint64_t seed = testing::fresh_seed();
+  MYRIAD_SEED_TRACE(seed);
+  cuda::DeviceContext context(0);
+  const std::int64_t m = 64, n = 128, k = 256, slack = 128;  // 128 bf16 = 256 bytes of room for offsets
+  const Operand x = make_operand(m * k, CUDA_R_16BF, seed, 21, 1.0f);
+  const Operand w = make_operand(n * k, CUDA_R_16BF, seed, 22, 1.0f);
+  const Operand bias_a = make_operand(n, CUDA_R_32F, seed, 23, 1.0f), bias_b = make_operand(n, CUDA_R_32F, seed, 24, 1.0f);
+  for (std::int64_t offset : {8, 16, 32, 64, 128}) {  // bf16 elements: 16 .. 256 bytes
+    std::vector<std::uint16_t> x_host(static_cast<std::size_t>(m * k + slack)), w_host(static_cast<std::size_t>(n * k + slack));
+    std::copy(x.half.begin(), x.half.end(), x_host.begin() + offset);
+    std::copy(w.half.begin(), w.half.end(), w_host.begin() + offset);
+    DeviceArray<std::uint16_t> dx(context, x_host), dw(context, w_host);
+    DeviceArray<float> dy(context, m * n + 64), db_a(context, bias_a.single), db_b(context, bias_b.single);
+    for (const Operand* bias : {&bias_a, &bias_b, &bias_a}) {
+      const float* bias_ptr = bias == &bias_b ? db_b.get() : db_a.get();
+      float* y = dy.get() + (offset % 64);  // f32 output at 16 .. 256-byte alignment too
+      cuda::gemm(context,
+                 cuda::Gemm{.m = m, .n = n, .k = k, .transpose_b = true, .type = CUDA_R_16BF,
+                            .output_type = CUDA_R_32F, .epilogue = cuda::GemmEpilogue::bias},
+                 dx.get() + offset, dw.get() + offset, bias_ptr, y);
+      std::vector<double> expected(static_cast<std::size_t>(m * n)), got;
+      for (std::int64_t i = 0; i < m; ++i) {
+        for (std::int64_t j = 0; j < n; ++j) {
+          double acc = bias->value[j];
+          for (std::int64_t p = 0; p < k; ++p) acc += x.value[i * k + p] * w.value[j * k + p];
+          expected[i * n + j] = acc;
+        }
+      }
+      const std::vector<float> all = dy.download();
+      for (std::int64_t i = 0; i < m * n; ++i) got.push_back(all[static_cast<std::size_t>(offset % 64 + i)]);
+      testing::expect_close(got, expected, 1e-5 * std::sqrt(static_cast<double>(k)), 1e-5,
+                            "offset " + std::to_string(offset) + (bias == &bias_b ? " bias b" : " bias a"));
+    }
+  }
+}
+
 TEST(Gemm, LinearMatchesFloat64ForEveryTypeAndEpilogue) {
   MYRIAD_REQUIRE_GPU();
   const std::uint64_t seed = testing::fresh_seed();

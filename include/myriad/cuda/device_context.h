@@ -1,7 +1,8 @@
 // DeviceContext — what one rank needs to run work on one GPU: the device index, a stream of its
 // own (non-blocking with respect to the legacy default stream), a cuBLASLt handle and the
-// workspace buffer cuBLASLt may use for its faster algorithms, and the caching allocator device
-// tensors draw memory from (allocator(): stream-aware, statistics in stats()).
+// workspace buffer cuBLASLt may use for its faster algorithms, the caching allocator device
+// tensors draw memory from (allocator(): stream-aware, statistics in stats()), and the cuBLASLt
+// plans gemm() made so far (descriptors and the chosen algorithm per GEMM shape, gemm.h).
 //
 // RAII and not global: whoever drives a device owns one context and passes it by reference.
 // Not copyable or movable (handles are bound to the object's lifetime). Construction leaves the
@@ -26,6 +27,8 @@ namespace myriad::cuda {
 // (never throws). Tests use it to skip; production code checks the index it is given.
 int cuda_device_count_or_zero() noexcept;
 
+class GemmPlans;  // src/cuda/gemm.cpp
+
 class DeviceContext {
  public:
   // 32 MiB: the cuBLAS(Lt) recommendation for Hopper; smaller GPUs need less, never more.
@@ -46,12 +49,18 @@ class DeviceContext {
   // Blocks until all work queued on stream() is done; throws myriad::Error on a device fault.
   void synchronize() const;
 
+  // gemm()'s plan cache, made on first use (a context is driven by one thread at a time).
+  GemmPlans& gemm_plans() const;
+
  private:
   struct StreamDeleter {
     void operator()(std::remove_pointer_t<cudaStream_t>* stream) const noexcept;
   };
   struct CublasLtDeleter {
     void operator()(std::remove_pointer_t<cublasLtHandle_t>* handle) const noexcept;
+  };
+  struct GemmPlansDeleter {
+    void operator()(GemmPlans* plans) const noexcept;  // gemm.cpp
   };
 
   int device_;
@@ -60,6 +69,7 @@ class DeviceContext {
   DeviceBuffer workspace_;
   DeviceRawAllocator raw_allocator_;
   std::unique_ptr<CachingAllocator> allocator_;  // destroyed first: returns its segments while raw_ lives
+  mutable std::unique_ptr<GemmPlans, GemmPlansDeleter> gemm_plans_;  // before the handle goes
 };
 
 }  // namespace myriad::cuda

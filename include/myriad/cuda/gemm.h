@@ -18,8 +18,10 @@
 //   add and the tanh-GELU of GPT-2 into the GEMM. `accumulate` adds into y (beta = 1) instead of
 //   overwriting it (no epilogue allowed then).
 // Row-major y = x W^T is computed as the column-major y^T = W x^T: A = W (transposed), B = x.
-// The algorithm is cuBLASLt's first heuristic choice for the shape with the context's
-// workspace; shape and type errors throw myriad::Error naming the argument before any GPU work.
+// The algorithm is cuBLASLt's first heuristic choice for the shape, the context's workspace and
+// the actual alignment of A, B and C (16 bytes required, up to 256 used); descriptors and
+// algorithm are made once per such shape and kept in the context (DeviceContext::gemm_plans).
+// Shape and type errors throw myriad::Error naming the argument before any GPU work.
 #pragma once
 
 #include <cuda_runtime_api.h>
