@@ -4,6 +4,9 @@
 //   backward: grad[v] = (exp(x_v - lse) - [v == target]) * grad_loss  (0 for ignored rows),
 //             written over the logits when grad_logits == logits (the probabilities never exist
 //             as a tensor of their own).
+//   backward, vocabulary shard: the logits are columns [vocab_start, vocab_start + vocab) of the
+//             full row and lse is the full row's; the one-hot term applies only when the (global)
+//             target falls in this shard; every non-ignored row gets its probabilities' gradient.
 // A row's max and sum are block reductions (each thread strides the row, then the fixed-order
 // shared-memory tree of common/block_reduce.cuh), so results depend on (N, V) only. Targets are validated on the device:
 // a target outside [0, V) that is not ignore_index sets *bad_row to its row (the lowest such row
@@ -52,18 +55,21 @@ __global__ void cross_entropy_forward_rows(const float* logits, const std::int32
   }
 }
 
+// `sharded`: the row is columns [vocab_start, vocab_start + vocab) of a wider one (targets are
+// global); otherwise vocab_start is 0 and a target outside [0, vocab) zeroes the row.
 __global__ void cross_entropy_backward_rows(const float* logits, const std::int32_t* targets, const float* lse,
                                             const float* grad_losses, float* grad_logits, std::int64_t vocab,
-                                            std::int32_t ignore_index) {
+                                            std::int64_t vocab_start, bool sharded, std::int32_t ignore_index) {
   const std::int64_t row = blockIdx.x;
   const std::int32_t target = targets[row];
-  const bool ignored = target == ignore_index || target < 0 || target >= vocab;
+  const bool ignored = target == ignore_index || (!sharded && (target < 0 || target >= vocab));
   const float scale = ignored ? 0.0f : grad_losses[row], row_lse = lse[row];
+  const std::int64_t local_target = static_cast<std::int64_t>(target) - vocab_start;  // may be outside the row
   const float* x = logits + row * vocab;
   float* g = grad_logits + row * vocab;
   for (std::int64_t v = threadIdx.x; v < vocab; v += kThreads) {
     const float p = expf(x[v] - row_lse);  // read before the (possibly aliased) write
-    g[v] = (p - (v == target ? 1.0f : 0.0f)) * scale;
+    g[v] = (p - (v == local_target ? 1.0f : 0.0f)) * scale;
   }
 }
 
@@ -93,10 +99,11 @@ void cross_entropy_forward_f32(const float* logits, const std::int32_t* targets,
   MYRIAD_CUDA_CHECK(cudaGetLastError());
 }
 
-void cross_entropy_backward_f32(const float* logits, const std::int32_t* targets, const float* lse,
-                                const float* grad_losses, float* grad_logits, std::int64_t rows, std::int64_t vocab,
-                                std::int32_t ignore_index, cudaStream_t stream) {
-  const char* op = "cross_entropy_backward_f32";
+namespace {
+
+void launch_backward(const char* op, const float* logits, const std::int32_t* targets, const float* lse,
+                     const float* grad_losses, float* grad_logits, std::int64_t rows, std::int64_t vocab,
+                     std::int64_t vocab_start, bool sharded, std::int32_t ignore_index, cudaStream_t stream) {
   check_rows(op, rows, vocab);
   if (rows == 0) return;
   for (auto [name, ptr] : {std::pair<const char*, const void*>{"logits", logits}, {"lse", lse},
@@ -106,9 +113,28 @@ void cross_entropy_backward_f32(const float* logits, const std::int32_t* targets
   detail::check_pointer(op, "targets", targets, alignof(std::int32_t));
   detail::check_same_or_disjoint(op, "grad_logits", grad_logits, "logits", logits,
                                  static_cast<std::size_t>(rows) * static_cast<std::size_t>(vocab) * sizeof(float));
-  cross_entropy_backward_rows<<<static_cast<unsigned>(rows), kThreads, 0, stream>>>(logits, targets, lse, grad_losses,
-                                                                                    grad_logits, vocab, ignore_index);
+  cross_entropy_backward_rows<<<static_cast<unsigned>(rows), kThreads, 0, stream>>>(
+      logits, targets, lse, grad_losses, grad_logits, vocab, vocab_start, sharded, ignore_index);
   MYRIAD_CUDA_CHECK(cudaGetLastError());
+}
+
+}  // namespace
+
+void cross_entropy_backward_f32(const float* logits, const std::int32_t* targets, const float* lse,
+                                const float* grad_losses, float* grad_logits, std::int64_t rows, std::int64_t vocab,
+                                std::int32_t ignore_index, cudaStream_t stream) {
+  launch_backward("cross_entropy_backward_f32", logits, targets, lse, grad_losses, grad_logits, rows, vocab, 0, false,
+                  ignore_index, stream);
+}
+
+void cross_entropy_backward_shard_f32(const float* logits, const std::int32_t* targets, const float* lse,
+                                      const float* grad_losses, float* grad_logits, std::int64_t rows,
+                                      std::int64_t vocab, std::int64_t vocab_start, std::int32_t ignore_index,
+                                      cudaStream_t stream) {
+  const char* op = "cross_entropy_backward_shard_f32";
+  MYRIAD_CHECK(vocab_start >= 0, op << ": vocab_start must be >= 0, got " << vocab_start);
+  launch_backward(op, logits, targets, lse, grad_losses, grad_logits, rows, vocab, vocab_start, true, ignore_index,
+                  stream);
 }
 
 }  // namespace myriad::cuda

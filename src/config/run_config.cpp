@@ -92,9 +92,12 @@ void validate_device(const RunConfig& c) {
   if (c.training.device != ComputeDevice::cuda) return;
   const char* why = "training.device cuda";
   const ParallelConfig& p = c.parallel;
-  MYRIAD_CHECK(p.tp * p.pp * p.cp * p.ep == 1,
-               why << " supports data parallelism only for now (parallel.tp " << p.tp << ", pp " << p.pp << ", cp "
-                   << p.cp << ", ep " << p.ep << "): use training.device cpu for the model-parallel layouts");
+  MYRIAD_CHECK(p.pp * p.cp * p.ep == 1,
+               why << " supports data and tensor parallelism (parallel.pp " << p.pp << ", cp " << p.cp << ", ep "
+                   << p.ep << "): use training.device cpu for the pipeline, context and expert layouts");
+  MYRIAD_CHECK(p.tp == 1 || !p.sequence_parallel,
+               why << " has no sequence parallelism yet: parallel.sequence_parallel must be false with parallel.tp "
+                   << p.tp);
   MYRIAD_CHECK(p.zero_stage <= 1, why << " shards the optimizer state (ZeRO-1) but keeps full gradients and values: "
                                       << "parallel.zero_stage must be 0 or 1 (got " << p.zero_stage << ")");
   MYRIAD_CHECK(c.model.num_experts == 0, why << " has no mixture-of-experts layers (model.num_experts "

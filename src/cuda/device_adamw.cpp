@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <vector>
 
 #include "myriad/core/error.h"
 #include "myriad/cuda/check.h"
@@ -39,25 +40,41 @@ DeviceAdamW::DeviceAdamW(const DeviceContext& context, std::vector<DeviceAdamWSe
                                                   << s.numel << " elements is outside the gradient buffer of "
                                                   << grad_elements_);
     state_elements_ += s.numel;
+    all_counted_ = all_counted_ && s.counted;
   }
   DeviceGuard guard(context_.device());
   m_ = zeroed_floats(context_, state_elements_);
   v_ = zeroed_floats(context_, state_elements_);
   norm_scratch_doubles_ = std::max<std::int64_t>(grad_norm_scratch_doubles(grad_elements_), 1);
   norm_scratch_ = DeviceBuffer(static_cast<std::size_t>(norm_scratch_doubles_) * sizeof(double), context_.device());
-  norm_out_ = DeviceBuffer(sizeof(double), context_.device());
+  norm_out_ = DeviceBuffer(std::max<std::size_t>(segments_.size(), 1) * sizeof(double), context_.device());
 }
 
 double DeviceAdamW::grad_sum_squares(const float* grads) {
   DeviceGuard guard(context_.device());
-  double sum_squares = 0.0;
-  if (grad_elements_ > 0) {
-    grad_norm_squared_f32(grads, grad_elements_, norm_scratch_.as<double>(), norm_scratch_doubles_,
-                          norm_out_.as<double>(), context_.stream());
-    MYRIAD_CUDA_CHECK(cudaMemcpyAsync(&sum_squares, norm_out_.data(), sizeof sum_squares, cudaMemcpyDeviceToHost,
+  if (all_counted_) {
+    double sum_squares = 0.0;
+    if (grad_elements_ > 0) {
+      grad_norm_squared_f32(grads, grad_elements_, norm_scratch_.as<double>(), norm_scratch_doubles_,
+                            norm_out_.as<double>(), context_.stream());
+      MYRIAD_CUDA_CHECK(cudaMemcpyAsync(&sum_squares, norm_out_.data(), sizeof sum_squares, cudaMemcpyDeviceToHost,
+                                        context_.stream()));
+    }
+    context_.synchronize();
+    return sum_squares;
+  }
+  std::vector<double> sums(segments_.size(), 0.0);
+  for (std::size_t i = 0; i < segments_.size(); ++i) {
+    const DeviceAdamWSegment& s = segments_[i];
+    if (!s.counted || s.numel == 0) continue;
+    grad_norm_squared_f32(grads + s.grad_offset, s.numel, norm_scratch_.as<double>(), norm_scratch_doubles_,
+                          norm_out_.as<double>() + i, context_.stream());
+    MYRIAD_CUDA_CHECK(cudaMemcpyAsync(&sums[i], norm_out_.as<double>() + i, sizeof(double), cudaMemcpyDeviceToHost,
                                       context_.stream()));
   }
   context_.synchronize();
+  double sum_squares = 0.0;
+  for (double s : sums) sum_squares += s;
   return sum_squares;
 }
 

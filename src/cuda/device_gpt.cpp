@@ -53,18 +53,35 @@ DeviceBuffer floats(std::int64_t count, int device) {
 
 DeviceGpt::State::State(DeviceContext& ctx, const nn::TransformerConfig& cfg, std::int64_t batch, std::int64_t seq,
                         DeviceGptOptions opts)
-    : context(ctx), config(cfg), options(opts), layout_model(cfg, nn::ModelSplit{}, /*allocate=*/false) {
+    : context(ctx),
+      config(cfg),
+      options(opts),
+      layout_model(cfg, nn::ModelSplit{.tp = opts.tp != nullptr && opts.tp->size() > 1 ? opts.tp : nullptr},
+                   /*allocate=*/false) {
+  const int tp_size = opts.tp != nullptr ? opts.tp->size() : 1;
+  if (tp_size > 1) {
+    MYRIAD_CHECK(opts.tp_device != nullptr && opts.tp_device->size() == tp_size &&
+                     opts.tp_device->rank() == opts.tp->rank(),
+                 "DeviceGpt: tensor parallelism over " << tp_size << " ranks needs the same group on the device "
+                                                       << "(DeviceGptOptions::tp_device)");
+    tp = opts.tp;
+    tp_device = opts.tp_device;
+  }
   B = batch;
   T = seq;
   N = batch * seq;
   C = cfg.n_embd;
-  Hq = cfg.n_head;
-  Hkv = cfg.n_kv_head;
+  Hq = cfg.local_heads(tp_size);
+  Hkv = cfg.local_kv_heads(tp_size);
   D = cfg.head_dim();
-  W = cfg.qkv_width();
-  F = cfg.ffn_hidden;
+  A = Hq * D;
+  W = cfg.local_qkv_width(tp_size);
+  F = cfg.local_ffn(tp_size);
   V = cfg.vocab_size;
   L = cfg.n_layer;
+  Vl = cfg.padded_vocab_size() / tp_size;
+  vocab_start = Vl * (tp_size > 1 ? opts.tp->rank() : 0);
+  Vr = tp_size > 1 ? std::clamp<std::int64_t>(V - vocab_start, 0, Vl) : V;
   layernorm = cfg.norm == nn::NormKind::layernorm;
   swiglu = cfg.mlp == nn::MlpKind::swiglu;
   rope = cfg.positions == nn::PositionKind::rope;
@@ -107,12 +124,12 @@ DeviceGpt::State::State(DeviceContext& ctx, const nn::TransformerConfig& cfg, st
     a.ln1_mean = f(N);
     a.ln1_rstd = f(N);
     a.qkv = f(N * W);
-    a.q = f(N * C);
+    a.q = f(N * A);
     a.k = f(kv);
     a.v = f(kv);
-    a.att = f(N * C);
+    a.att = f(N * A);
     a.lse = f(N * Hq);
-    a.merged = f(N * C);
+    a.merged = f(N * A);
     a.res_mid = f(N * C);
     a.ln2 = f(N * C, true);
     a.ln2_mean = f(N);
@@ -121,13 +138,13 @@ DeviceGpt::State::State(DeviceContext& ctx, const nn::TransformerConfig& cfg, st
     a.up = swiglu ? f(N * F) : nullptr;
     a.act = f(N * F, true);
     a.ln1_h = h(N * C, true);
-    a.merged_h = h(N * C);
+    a.merged_h = h(N * A);
     a.ln2_h = h(N * C, true);
     a.act_h = h(N * F, true);
-    a.q_h = h(N * C);
+    a.q_h = h(N * A);
     a.k_h = h(kv);
     a.v_h = h(kv);
-    a.att_h = h(N * C);
+    a.att_h = h(N * A);
   };
   Carvers own_size, shared_size;
   BlockActivations sizing{};
@@ -158,9 +175,9 @@ DeviceGpt::State::State(DeviceContext& ctx, const nn::TransformerConfig& cfg, st
   if (half_operands()) {
     values_h = halves(total);
     lnf_h = halves(N * C);
-    grad_h = halves(std::max({N * V, N * F, N * W}));
-    d_att_h = halves(N * C);
-    d_q_h = halves(N * C);
+    grad_h = halves(std::max({N * Vr, N * F, N * W, N * C}));
+    d_att_h = halves(N * A);
+    d_q_h = halves(N * A);
     d_k_h = halves(kv);
     d_v_h = halves(kv);
   }
@@ -185,14 +202,21 @@ DeviceGpt::State::State(DeviceContext& ctx, const nn::TransformerConfig& cfg, st
   lnf = floats(N * C, dev);
   lnf_mean = floats(N, dev);
   lnf_rstd = floats(N, dev);
-  logits = floats(N * V, dev);
+  logits = floats(std::max<std::int64_t>(N * Vr, 1), dev);
   losses = floats(N, dev);
   ce_lse = floats(N, dev);
   grad_losses = floats(N, dev);
   ids = DeviceBuffer(static_cast<std::size_t>(N) * sizeof(std::int32_t), dev);
   targets = DeviceBuffer(static_cast<std::size_t>(N) * sizeof(std::int32_t), dev);
   bad_index = DeviceBuffer(sizeof(long long), dev);
-  for (DeviceBuffer* b : {&d_res, &d_res_mid, &d_tmp, &d_merged, &d_att, &d_q, &d_k, &d_v}) *b = floats(N * C, dev);
+  if (tensor_parallel()) {
+    shard_ids = DeviceBuffer(static_cast<std::size_t>(N) * sizeof(std::int32_t), dev);
+    shard_targets = DeviceBuffer(static_cast<std::size_t>(N) * sizeof(std::int32_t), dev);
+    shard_bad_index = DeviceBuffer(sizeof(long long), dev);
+  }
+  for (DeviceBuffer* b : {&d_res, &d_res_mid, &d_tmp}) *b = floats(N * C, dev);
+  for (DeviceBuffer* b : {&d_merged, &d_att, &d_q}) *b = floats(N * A, dev);
+  for (DeviceBuffer* b : {&d_k, &d_v}) *b = floats(kv, dev);
   d_qkv = floats(N * W, dev);
   d_fc = floats(N * F, dev);
   if (swiglu) d_up = floats(N * F, dev);
@@ -374,12 +398,41 @@ void check_batch(const DeviceGpt::State& s, const Tensor& ids, const Tensor& tar
                                                              << targets.describe() << " differ in rows");
 }
 
+// tp > 1: the ids and loss targets relative to this rank's vocabulary shard (see State), after
+// checking every id and target on the host (the shard kernels cannot tell a bad id from one
+// another rank holds).
+void upload_shard_batch(DeviceGpt::State& s, const Tensor& ids, const Tensor& targets) {
+  const std::int64_t n = ids.numel();
+  const std::int32_t ignore = nn::GptModel::kIgnoreIndex;
+  std::vector<std::int32_t> shard_ids(static_cast<std::size_t>(n)), shard_targets(static_cast<std::size_t>(n));
+  auto local = [&](std::int32_t global, std::int32_t elsewhere) {
+    const std::int64_t column = static_cast<std::int64_t>(global) - s.vocab_start;
+    return column >= 0 && column < s.Vr ? static_cast<std::int32_t>(column) : elsewhere;
+  };
+  for (std::int64_t i = 0; i < n; ++i) {
+    const std::int32_t id = ids.data<std::int32_t>()[i], target = targets.data<std::int32_t>()[i];
+    MYRIAD_CHECK(id >= 0 && id < s.V && (target == ignore || (target >= 0 && target < s.V)),
+                 "DeviceGpt: token or target at flat position " << i << " is outside the vocabulary [0, " << s.V
+                                                                << ")");
+    shard_ids[static_cast<std::size_t>(i)] = local(id, -1);
+    shard_targets[static_cast<std::size_t>(i)] = target == ignore ? ignore : local(target, ignore);
+  }
+  s.batch_targets = targets;
+  cudaStream_t stream = s.context.stream();
+  MYRIAD_CUDA_CHECK(cudaMemcpyAsync(s.shard_ids.data(), shard_ids.data(), shard_ids.size() * sizeof(std::int32_t),
+                                    cudaMemcpyHostToDevice, stream));
+  MYRIAD_CUDA_CHECK(cudaMemcpyAsync(s.shard_targets.data(), shard_targets.data(),
+                                    shard_targets.size() * sizeof(std::int32_t), cudaMemcpyHostToDevice, stream));
+  s.context.synchronize();  // the host vectors go out of scope
+}
+
 void upload_batch(DeviceGpt::State& s, const Tensor& ids, const Tensor& targets) {
   DeviceGuard guard(s.context.device());
   cudaStream_t stream = s.context.stream();
   MYRIAD_CUDA_CHECK(cudaMemcpyAsync(s.ids.data(), ids.raw_data(), ids.nbytes(), cudaMemcpyHostToDevice, stream));
   MYRIAD_CUDA_CHECK(
       cudaMemcpyAsync(s.targets.data(), targets.raw_data(), targets.nbytes(), cudaMemcpyHostToDevice, stream));
+  if (s.tensor_parallel()) upload_shard_batch(s, ids, targets);
 }
 
 }  // namespace

@@ -4,13 +4,20 @@
 //   att = flash(q, k, v) (GQA: Hkv key/value heads); r = x + merge(att) Wo^T (+ bo)
 //   h2 = norm2(r); a = gelu(h2 Wfc^T + bfc) or silu(h2 Wg^T) * (h2 Wu^T); x' = r + a Wd^T (+ bd)
 // then lnf = norm_f(x_L), logits = lnf Whead[:V]^T (the tied wte or lm_head), losses =
-// cross-entropy. Norms are LayerNorm or RMSNorm. The backward walks the same list in reverse;
+// cross-entropy. Norms are LayerNorm or RMSNorm. Under tensor parallelism (Megatron's f / g):
+// q, k, v heads and the MLP columns are this rank's, the two row-parallel outputs (attention
+// projection, MLP down projection) are all-reduced before their bias and residual, the
+// column-parallel input gradients (qkv, fc / gate + up, head) after their GEMMs, the embedding
+// lookup of the rank's vocabulary rows too; the loss combines the shards' log-sum-exp per token.
+// The backward walks the same list in reverse;
 // weight gradients accumulate through GEMMs with beta = 1, bias gradients through column sums,
 // norm and embedding gradients through their kernels' `+=` outputs. In 16-bit mode (bf16 or f16
 // operands) each GEMM reads 16-bit copies of its operands (linear_forward / linear_backward make
 // them) and writes f32, and attention runs on 16-bit q, k, v through the tensor-core forward and
 // backward kernels.
+#include <cmath>
 #include <limits>
+#include <vector>
 
 #include "device_gpt_state.h"
 #include "myriad/cuda/check.h"
@@ -110,6 +117,19 @@ FlashAttentionShape attention_shape(const DeviceGpt::State& s) {
                              .scale = 0.0f, .causal = true};
 }
 
+// y (rows, out) = x W^T, all-reduced over tp, + bias: a row-parallel output (at tp 1 the bias
+// rides the GEMM's epilogue).
+void row_parallel_forward(const DeviceGpt::State& s, Operand x, const std::string& weight, const float* bias,
+                          float* y, std::int64_t rows, std::int64_t in, std::int64_t out) {
+  if (!s.tensor_parallel()) {
+    linear_forward(s, x, weight, bias, y, rows, in, out);
+    return;
+  }
+  linear_forward(s, x, weight, nullptr, y, rows, in, out);
+  s.reduce_over_tp(y, rows * out);
+  if (bias != nullptr) add_broadcast_rows_f32(y, bias, rows, out, s.context.stream());
+}
+
 // The tensor-core attention of the operand format (16-bit mode) on block a's 16-bit q, k, v:
 // forward into a.att_h and a.lse.
 void attention_forward_half(const DeviceGpt::State& s, const BlockActivations& a) {
@@ -147,7 +167,13 @@ void DeviceGpt::State::forward(std::int64_t layer_count) {
   auto* bad = reinterpret_cast<long long*>(bad_index.data());
   // Token rows of the embedding table (real vocabulary), plus the first T rows of the position
   // table for learned positions.
-  embedding_forward_f32(ids_ptr, value("wte"), residual[0].as<float>(), bad, N, V, C, stream);
+  if (tensor_parallel()) {  // this rank's vocabulary rows, zeros elsewhere, summed over tp
+    embedding_forward_f32(shard_ids.as<std::int32_t>(), value("wte"), residual[0].as<float>(),
+                          reinterpret_cast<long long*>(shard_bad_index.data()), N, Vl, C, stream);
+    reduce_over_tp(residual[0].as<float>(), N * C);
+  } else {
+    embedding_forward_f32(ids_ptr, value("wte"), residual[0].as<float>(), bad, N, V, C, stream);
+  }
   if (!rope) add_broadcast_rows_f32(residual[0].as<float>(), value("wpe"), B, T * C, stream);
 
   for (std::int64_t l = 0; l < layer_count; ++l) forward_block(l);
@@ -156,9 +182,71 @@ void DeviceGpt::State::forward(std::int64_t layer_count) {
                optional_value("norm_f.bias"), lnf.as<float>(), lnf_mean.as<float>(), lnf_rstd.as<float>());
   const Operand final_norm{lnf.as<float>(), lnf_h.as<Half16>()};
   prepare_operand(*this, final_norm, N * C);
-  linear_forward(*this, final_norm, head_weight, nullptr, logits.as<float>(), N, C, V);
-  cross_entropy_forward_f32(logits.as<float>(), targets.as<std::int32_t>(), losses.as<float>(), ce_lse.as<float>(), bad,
-                            N, V, nn::GptModel::kIgnoreIndex, stream);
+  if (!tensor_parallel()) {
+    linear_forward(*this, final_norm, head_weight, nullptr, logits.as<float>(), N, C, V);
+    cross_entropy_forward_f32(logits.as<float>(), targets.as<std::int32_t>(), losses.as<float>(), ce_lse.as<float>(),
+                              bad, N, V, nn::GptModel::kIgnoreIndex, stream);
+    return;
+  }
+  // The shard's real vocabulary columns (the first Vr rows of its head rows; padding never exists
+  // as logits), its cross-entropy with the targets it holds, then the whole vocabulary's.
+  if (Vr > 0) {
+    linear_forward(*this, final_norm, head_weight, nullptr, logits.as<float>(), N, C, Vr);
+    cross_entropy_forward_f32(logits.as<float>(), shard_targets.as<std::int32_t>(), losses.as<float>(),
+                              ce_lse.as<float>(), reinterpret_cast<long long*>(shard_bad_index.data()), N, Vr,
+                              nn::GptModel::kIgnoreIndex, stream);
+  }
+  combine_vocab_parallel_losses();
+}
+
+void DeviceGpt::State::reduce_over_tp(float* x, std::int64_t n) const {
+  if (!tensor_parallel()) return;
+  auto storage = Storage::wrap(x, static_cast<std::size_t>(n) * sizeof(float), Device::cuda(context.device()),
+                               [](void*) {});
+  tp_device->all_reduce_async(Tensor::from_storage(std::move(storage), {n}, {1}, 0, DType::f32))->wait();
+}
+
+// Per token: every shard's lse_r (log-sum-exp over its columns; -inf for a shard without real
+// columns) and, on the shard holding the target, its logit x_t = lse_r - loss_r. The whole row's
+// lse = M + log sum_r exp(lse_r - M) (float64, M the largest), loss = lse - x_t (0 when ignored).
+void DeviceGpt::State::combine_vocab_parallel_losses() {
+  cudaStream_t stream = context.stream();
+  Tensor local_lse = Tensor::full({N}, -INFINITY), local_loss = Tensor::zeros({N});
+  if (Vr > 0) {
+    MYRIAD_CUDA_CHECK(cudaMemcpyAsync(local_lse.raw_data(), ce_lse.data(), local_lse.nbytes(), cudaMemcpyDeviceToHost,
+                                      stream));
+    MYRIAD_CUDA_CHECK(cudaMemcpyAsync(local_loss.raw_data(), losses.data(), local_loss.nbytes(),
+                                      cudaMemcpyDeviceToHost, stream));
+  }
+  context.synchronize();
+  const std::int32_t* target = batch_targets.data<std::int32_t>();
+  Tensor target_logit = Tensor::zeros({N});
+  for (std::int64_t i = 0; i < N; ++i) {
+    const std::int64_t column = static_cast<std::int64_t>(target[i]) - vocab_start;
+    if (target[i] != nn::GptModel::kIgnoreIndex && column >= 0 && column < Vr) {
+      target_logit.data<float>()[i] = local_lse.data<float>()[i] - local_loss.data<float>()[i];
+    }
+  }
+  const int ranks = tp->size();
+  Tensor every_lse = Tensor::empty({ranks * N});
+  tp->all_gather(local_lse, every_lse);
+  tp->all_reduce(target_logit);
+  Tensor whole_lse = Tensor::empty({N}), whole_loss = Tensor::empty({N});
+  for (std::int64_t i = 0; i < N; ++i) {
+    double top = -INFINITY;
+    for (int r = 0; r < ranks; ++r) top = std::max(top, static_cast<double>(every_lse.data<float>()[r * N + i]));
+    double sum = 0.0;
+    for (int r = 0; r < ranks; ++r) sum += std::exp(static_cast<double>(every_lse.data<float>()[r * N + i]) - top);
+    const double lse = top + std::log(sum);
+    whole_lse.data<float>()[i] = static_cast<float>(lse);
+    whole_loss.data<float>()[i] =
+        target[i] == nn::GptModel::kIgnoreIndex ? 0.0f : static_cast<float>(lse - target_logit.data<float>()[i]);
+  }
+  MYRIAD_CUDA_CHECK(cudaMemcpyAsync(ce_lse.data(), whole_lse.raw_data(), whole_lse.nbytes(), cudaMemcpyHostToDevice,
+                                    stream));
+  MYRIAD_CUDA_CHECK(cudaMemcpyAsync(losses.data(), whole_loss.raw_data(), whole_loss.nbytes(), cudaMemcpyHostToDevice,
+                                    stream));
+  context.synchronize();  // the host tensors go out of scope
 }
 
 void DeviceGpt::State::forward_block(std::int64_t l) {
@@ -181,18 +269,19 @@ void DeviceGpt::State::forward_block(std::int64_t l) {
     rotate(*this, a.k, Hkv, false);
   }
   if (half_operands()) {  // tensor-core attention on 16-bit operands; f32 output for the merge
-    to_half(a.q, a.q_h, N * C);
+    to_half(a.q, a.q_h, N * A);
     to_half(a.k, a.k_h, N * Hkv * D);
     to_half(a.v, a.v_h, N * Hkv * D);
     attention_forward_half(*this, a);
-    from_half(a.att_h, a.att, N * C);
+    from_half(a.att_h, a.att, N * A);
   } else {
     flash_attention_forward_f32(a.q, a.k, a.v, a.att, a.lse, attention_shape(*this), stream);
   }
-  merge_heads_f32(a.att, a.merged, C, B, T, Hq, D, stream);
+  merge_heads_f32(a.att, a.merged, A, B, T, Hq, D, stream);
   float* branch = d_tmp.as<float>();  // free during the forward
-  prepare_operand(*this, {a.merged, a.merged_h}, N * C);
-  linear_forward(*this, {a.merged, a.merged_h}, name("attn.proj.weight"), maybe("attn.proj.bias"), branch, N, C, C);
+  prepare_operand(*this, {a.merged, a.merged_h}, N * A);
+  row_parallel_forward(*this, {a.merged, a.merged_h}, name("attn.proj.weight"), maybe("attn.proj.bias"), branch, N, A,
+                       C);
   add_f32(x, branch, a.res_mid, N * C, stream);
   // MLP.
   norm_forward(*this, a.res_mid, w("norm2.weight"), maybe("norm2.bias"), a.ln2, a.ln2_mean, a.ln2_rstd);
@@ -206,8 +295,8 @@ void DeviceGpt::State::forward_block(std::int64_t l) {
     gelu_forward_f32(a.fc, a.act, N * F, stream);
   }
   prepare_operand(*this, {a.act, a.act_h}, N * F);
-  linear_forward(*this, {a.act, a.act_h}, name(swiglu ? "mlp.down.weight" : "mlp.proj.weight"),
-                 maybe("mlp.proj.bias"), branch, N, F, C);
+  row_parallel_forward(*this, {a.act, a.act_h}, name(swiglu ? "mlp.down.weight" : "mlp.proj.weight"),
+                       maybe("mlp.proj.bias"), branch, N, F, C);
   add_f32(a.res_mid, branch, out, N * C, stream);
 }
 
@@ -238,15 +327,27 @@ void DeviceGpt::State::backward(float loss_scale) {
   MYRIAD_CUDA_CHECK(cudaMemcpyAsync(grad_losses.data(), scale.data(), scale.size() * sizeof(float),
                                     cudaMemcpyHostToDevice, stream));
   float* dlogits = logits.as<float>();  // the gradient overwrites the logits in place
-  cross_entropy_backward_f32(logits.as<float>(), targets.as<std::int32_t>(), ce_lse.as<float>(),
-                             grad_losses.as<float>(), dlogits, N, V, nn::GptModel::kIgnoreIndex, stream);
+  if (!tensor_parallel()) {
+    cross_entropy_backward_f32(logits.as<float>(), targets.as<std::int32_t>(), ce_lse.as<float>(),
+                               grad_losses.as<float>(), dlogits, N, V, nn::GptModel::kIgnoreIndex, stream);
+  } else if (Vr > 0) {  // the shard's columns with the whole row's lse
+    cross_entropy_backward_shard_f32(logits.as<float>(), targets.as<std::int32_t>(), ce_lse.as<float>(),
+                                     grad_losses.as<float>(), dlogits, N, Vr, vocab_start, nn::GptModel::kIgnoreIndex,
+                                     stream);
+  }
   // Scratch roles: d_res = gradient of the residual stream entering from above; d_tmp = a norm's
   // output gradient; d_res_mid = gradient at the block's mid residual.
   float* g_res = d_res.as<float>();
   float* g_tmp = d_tmp.as<float>();
   float* g_mid = d_res_mid.as<float>();
-  linear_backward(*this, dlogits, {lnf.as<float>(), lnf_h.as<Half16>()}, head_weight, g_tmp, grad(head_weight),
-                  nullptr, N, C, V);
+  const std::int64_t head_columns = tensor_parallel() ? Vr : V;
+  if (head_columns > 0) {
+    linear_backward(*this, dlogits, {lnf.as<float>(), lnf_h.as<Half16>()}, head_weight, g_tmp, grad(head_weight),
+                    nullptr, N, C, head_columns);
+  } else {
+    MYRIAD_CUDA_CHECK(cudaMemsetAsync(g_tmp, 0, static_cast<std::size_t>(N * C) * sizeof(float), stream));
+  }
+  reduce_over_tp(g_tmp, N * C);
   norm_backward(*this, g_tmp, residual[static_cast<std::size_t>(L)].as<float>(), value("norm_f.weight"),
                 lnf_mean.as<float>(), lnf_rstd.as<float>(), g_res, grad("norm_f.weight"), optional_grad("norm_f.bias"));
 
@@ -275,17 +376,18 @@ void DeviceGpt::State::backward(float loss_scale) {
       linear_backward(*this, g_fc, {a.ln2, a.ln2_h}, name("mlp.fc.weight"), g_tmp, g("mlp.fc.weight"),
                       maybe_g("mlp.fc.bias"), N, C, F);
     }
+    reduce_over_tp(g_tmp, N * C);  // the column-parallel input gradient
     norm_backward(*this, g_tmp, a.res_mid, w("norm2.weight"), a.ln2_mean, a.ln2_rstd, g_mid, g("norm2.weight"),
                   maybe_g("norm2.bias"));
     add_f32(g_mid, g_res, g_mid, N * C, stream);
     // Attention branch: r = x + merge(flash(rope(heads(qkv(LN1(x)))))) Wo^T.
     linear_backward(*this, g_mid, {a.merged, a.merged_h}, name("attn.proj.weight"), d_merged.as<float>(),
-                    g("attn.proj.weight"), maybe_g("attn.proj.bias"), N, C, C);
-    split_heads_f32(d_merged.as<float>(), C, d_att.as<float>(), B, T, Hq, D, stream);
+                    g("attn.proj.weight"), maybe_g("attn.proj.bias"), N, A, C);
+    split_heads_f32(d_merged.as<float>(), A, d_att.as<float>(), B, T, Hq, D, stream);
     if (half_operands()) {  // the tensor-core backward on the forward's 16-bit operands, gradients widened
-      to_half(d_att.as<float>(), d_att_h.as<Half16>(), N * C);
+      to_half(d_att.as<float>(), d_att_h.as<Half16>(), N * A);
       attention_backward_half(*this, a);
-      from_half(d_q_h.as<Half16>(), d_q.as<float>(), N * C);
+      from_half(d_q_h.as<Half16>(), d_q.as<float>(), N * A);
       from_half(d_k_h.as<Half16>(), d_k.as<float>(), N * Hkv * D);
       from_half(d_v_h.as<Half16>(), d_v.as<float>(), N * Hkv * D);
     } else {
@@ -302,6 +404,7 @@ void DeviceGpt::State::backward(float loss_scale) {
     merge_heads_f32(d_v.as<float>(), g_qkv + (Hq + Hkv) * D, W, B, T, Hkv, D, stream);
     linear_backward(*this, g_qkv, {a.ln1, a.ln1_h}, name("attn.qkv.weight"), g_tmp, g("attn.qkv.weight"),
                     maybe_g("attn.qkv.bias"), N, C, W);
+    reduce_over_tp(g_tmp, N * C);
     norm_backward(*this, g_tmp, x, w("norm1.weight"), a.ln1_mean, a.ln1_rstd, g_res, g("norm1.weight"),
                   maybe_g("norm1.bias"));
     add_f32(g_res, g_mid, g_res, N * C, stream);
@@ -309,7 +412,12 @@ void DeviceGpt::State::backward(float loss_scale) {
   }
 
   auto* bad = reinterpret_cast<long long*>(bad_index.data());
-  embedding_backward_f32(ids.as<std::int32_t>(), g_res, grad("wte"), bad, N, V, C, stream);
+  if (tensor_parallel()) {  // this rank's vocabulary rows (grad_out is the same on every tp rank)
+    embedding_backward_f32(shard_ids.as<std::int32_t>(), g_res, grad("wte"),
+                           reinterpret_cast<long long*>(shard_bad_index.data()), N, Vl, C, stream);
+  } else {
+    embedding_backward_f32(ids.as<std::int32_t>(), g_res, grad("wte"), bad, N, V, C, stream);
+  }
   if (!rope) column_sums_accumulate_f32(g_res, grad("wpe"), B, T * C, stream);  // position rows 0..T-1
 }
 

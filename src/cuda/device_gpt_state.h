@@ -1,7 +1,10 @@
 // DeviceGpt::State — the device buffers of a DeviceGpt and the parameter lookup by name.
 // Internal to src/cuda (device_gpt.cpp: construction, copies, optimizer; device_gpt_passes.cpp:
 // forward and backward). Buffers are f32 unless named otherwise; N = batch x seq token rows,
-// Hq / Hkv query / key-value heads of D, W = (Hq + 2 Hkv) D the fused qkv width, F the MLP width.
+// Hq / Hkv query / key-value heads of D, A = Hq D the attention width, W = (Hq + 2 Hkv) D the
+// fused qkv width, F the MLP width — all of this rank's tensor-parallel shard (the whole model at
+// tp 1); C the model width, V the real vocabulary, Vl the rows of this rank's vocabulary shard
+// starting at vocab_start (padded vocabulary / tp), Vr <= Vl of them real: the logits' columns.
 #pragma once
 
 #include <library_types.h>
@@ -28,7 +31,7 @@ struct BlockActivations {
   float *qkv;                        // (N, W)
   float *q, *k, *v, *att;            // (B, Hq, T, D), (B, Hkv, T, D) x 2, (B, Hq, T, D); q and k after RoPE
   float *lse;                        // (B, Hq, T)
-  float *merged;                     // (N, C) attention output, heads merged
+  float *merged;                     // (N, A) attention output, heads merged
   float *res_mid;                    // (N, C) residual after attention
   float *ln2, *ln2_mean, *ln2_rstd;  // (N, C), (N), (N)
   float *fc;                         // (N, F) GELU input, or SwiGLU's gate
@@ -46,7 +49,10 @@ struct DeviceGpt::State {
   nn::TransformerConfig config;
   DeviceGptOptions options;
   nn::GptModel layout_model;  // parameter layout only (allocate = false)
-  std::int64_t B, T, N, C, Hq, Hkv, D, W, F, V, L;
+  std::int64_t B, T, N, C, Hq, Hkv, D, A, W, F, V, L;
+  std::int64_t Vl, vocab_start, Vr;  // this rank's vocabulary shard (tp 1: Vl padded, 0, V)
+  dist::Communicator* tp = nullptr;         // host, tp > 1 only
+  dist::Communicator* tp_device = nullptr;  // NCCL, tp > 1 only
   bool layernorm, swiglu, rope, bias;
   std::string head_weight;  // "wte" (tied) or "lm_head.weight"
 
@@ -66,6 +72,10 @@ struct DeviceGpt::State {
   DeviceBuffer logits;                         // (N, V), becomes its own gradient in backward
   DeviceBuffer losses, ce_lse, grad_losses;    // (N)
   DeviceBuffer ids, targets;                   // (N) i32
+  // tp > 1 (computed on the host): ids relative to this vocabulary shard (-1 when another rank
+  // holds the row) and the loss targets of the shard's columns (ignore_index when another holds
+  // them); shard_bad_index absorbs the kernels' out-of-range reports for those rows.
+  DeviceBuffer shard_ids, shard_targets, shard_bad_index;
   DeviceBuffer bad_index;                      // one long long (embedding / cross-entropy checks)
   // Backward scratch shared by the blocks.
   DeviceBuffer d_res, d_res_mid, d_tmp, d_merged, d_att, d_q, d_k, d_v, d_qkv, d_fc, d_up, delta, norm_scratch;
@@ -103,6 +113,13 @@ struct DeviceGpt::State {
   // their float64 sum in token order over targets that are not ignored, and the valid count.
   nn::LossSum read_losses(const Tensor& host_targets, const std::function<void()>& passes);
   void backward(float loss_scale);         // from the losses back to the embeddings
+  bool tensor_parallel() const { return tp_device != nullptr; }
+  // tp > 1: x (n floats on the device) <- its sum over the tensor-parallel group; else nothing.
+  void reduce_over_tp(float* x, std::int64_t n) const;
+  // tp > 1, after the shard's cross-entropy forward: the per-token losses and lse of the whole
+  // vocabulary from every shard's (host collectives over tp; one synchronisation).
+  void combine_vocab_parallel_losses();
+  Tensor batch_targets;  // tp > 1: the host targets of the micro-batch on the device (global ids)
 };
 
 }  // namespace myriad::cuda

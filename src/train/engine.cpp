@@ -140,7 +140,7 @@ Engine::Engine(const RunConfig& config, std::shared_ptr<spdlog::logger> log, dis
     const DeviceTrainerOptions options{.micro_batch = config_.training.micro_batch, .seq_len = T,
                                        .operands = compute_format(config_.training.precision),
                                        .recompute = to_nn(config_.training.recompute)};
-    device_ = make_device_trainer(model_->config(), options, dp(), *data_parallel_);
+    device_ = make_device_trainer(model_->config(), options, dp(), tp(), *data_parallel_);
     device_->upload(model_->parameters(), data_parallel_->optimizer());
     log_->info("device: {}", device_->describe());
   } else {

@@ -230,6 +230,15 @@ void cross_entropy_backward_f32(const float* logits, const std::int32_t* t, cons
   cross_entropy_backward(CrossEntropyArgs{.ignore_index = ig}, W(logits, {N, V}), W(t, {N}, DType::i32), W(lse, {N}), W(gl, {N}), tmp);
   std::memcpy(glog, tmp.raw_data(), N * V * 4);
 }
+void cross_entropy_backward_shard_f32(const float* logits, const std::int32_t* t, const float* lse, const float* gl, float* glog, std::int64_t N, std::int64_t V, std::int64_t start, std::int32_t ig, cudaStream_t) {
+  for (std::int64_t i = 0; i < N; ++i) {  // the contract of kernels.h, as a loop
+    const float scale = t[i] == ig ? 0.0f : gl[i];
+    for (std::int64_t v = 0; v < V; ++v) {
+      const float p = std::exp(logits[i * V + v] - lse[i]);
+      glog[i * V + v] = (p - (start + v == t[i] ? 1.0f : 0.0f)) * scale;
+    }
+  }
+}
 void adamw_update_f32(float* p, const float* g, float* m, float* v, std::int64_t n, const AdamWStep& s, cudaStream_t) {
   Tensor tp = W(p, {n}), tm = W(m, {n}), tv = W(v, {n});
   adamw_update(AdamWArgs{.lr = s.lr, .beta1 = s.beta1, .beta2 = s.beta2, .eps = s.eps, .weight_decay = s.weight_decay, .step = s.step, .grad_scale = s.grad_scale}, tp, W(g, {n}), tm, tv);

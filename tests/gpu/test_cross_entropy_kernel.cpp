@@ -63,6 +63,47 @@ TEST(CrossEntropyKernel, MatchesTheCpuOpForwardAndInPlaceBackward) {
   }
 }
 
+// The vocabulary-shard backward: each of three column shards of the rows, given the full rows'
+// lse, writes exactly its columns of the full backward (targets in other shards, ignored rows).
+TEST(CrossEntropyKernel, ShardBackwardEqualsItsColumnsOfTheFullBackward) {
+  MYRIAD_REQUIRE_GPU();
+  const std::uint64_t seed = testing::fresh_seed();
+  MYRIAD_SEED_TRACE(seed);
+  cuda::DeviceContext context(0);
+  constexpr std::int32_t kIgnore = -100;
+  const std::int64_t n = 37, vocab = 1000;
+  Tensor logits = Tensor::empty({n, vocab});
+  fill_uniform(logits, -6.0f, 6.0f, seed, 1);
+  Tensor targets = Tensor::empty({n}, DType::i32), grad_losses = Tensor::empty({n});
+  fill_uniform(grad_losses, 0.1f, 1.0f, seed, 2);
+  for (std::int64_t r = 0; r < n; ++r) {
+    targets.data<std::int32_t>()[r] = r % 6 == 5 ? kIgnore : static_cast<std::int32_t>((r * 7919) % vocab);
+  }
+  Tensor losses = Tensor::empty({n}), lse = Tensor::empty({n}), grad = Tensor::empty({n, vocab});
+  cross_entropy_forward(CrossEntropyArgs{.ignore_index = kIgnore}, logits, targets, losses, lse);
+  cross_entropy_backward(CrossEntropyArgs{.ignore_index = kIgnore}, logits, targets, lse, grad_losses, grad);
+  const std::int64_t bounds[] = {0, 300, 700, vocab};
+  DeviceArray<std::int32_t> dtargets(context, std::vector<std::int32_t>(targets.data<std::int32_t>(),
+                                                                        targets.data<std::int32_t>() + n));
+  DeviceArray<float> dlse(context, std::vector<float>(lse.data<float>(), lse.data<float>() + n));
+  DeviceArray<float> dgrad_losses(context, std::vector<float>(grad_losses.data<float>(), grad_losses.data<float>() + n));
+  for (int shard = 0; shard < 3; ++shard) {
+    const std::int64_t start = bounds[shard], width = bounds[shard + 1] - start;
+    std::vector<float> columns;
+    std::vector<double> want;
+    for (std::int64_t r = 0; r < n; ++r) {
+      for (std::int64_t v = start; v < start + width; ++v) {
+        columns.push_back(logits.data<float>()[r * vocab + v]);
+        want.push_back(grad.data<float>()[r * vocab + v]);
+      }
+    }
+    DeviceArray<float> dcolumns(context, columns), dgrad(context, n * width);
+    cuda::cross_entropy_backward_shard_f32(dcolumns.get(), dtargets.get(), dlse.get(), dgrad_losses.get(), dgrad.get(),
+                                           n, width, start, kIgnore, context.stream());
+    testing::expect_close(as_f64(dgrad.download()), want, 1e-7, 1e-5, "shard " + std::to_string(shard));
+  }
+}
+
 TEST(CrossEntropyKernel, ABadTargetIsReportedByRow) {
   MYRIAD_REQUIRE_GPU();
   cuda::DeviceContext context(0);

@@ -3,7 +3,9 @@
 // shards with sharded AdamW moments and all-gathered values at ZeRO 1; the loss curve and
 // gradient norms must equal the CPU data-parallel engine's (same ZeRO stage, same global batch,
 // 1e-4 relative). A ZeRO-1 checkpoint written by the device run resumes in the CPU engine with
-// bit-identical parameters and moment shards and the same next losses. In myriad_mpi_tests it
+// bit-identical parameters and moment shards and the same next losses. Tensor parallelism (tp 2,
+// and tp 2 x dp 2 with ZeRO 1 at np4) likewise, with a vocabulary whose padding falls unevenly
+// over the shards. In myriad_mpi_tests it
 // needs a GPU per rank (skips otherwise); myriad_emulated_mpi_tests runs it everywhere, with the
 // CUDA layer emulated by the CPU ops and NCCL by MPI (tests/emulated_cuda).
 #include <gtest/gtest.h>
@@ -32,25 +34,39 @@ bool every_rank_has_a_gpu(dist::Communicator& comm) {
   return dist::sum_over_ranks(comm, ok) == comm.size();
 }
 
-// The CPU and device engines of one dp layout (gradient accumulation 2, the tiny model with head
-// dim 64), sharing the dataset.
+// A layout of the world's ranks: tp x dp (tp = world / dp), the ZeRO stage and the model family.
+struct Layout {
+  int tp = 1, zero_stage = 0;
+  const char* architecture = "gpt2";
+};
+
+// The CPU and device engines of one layout (gradient accumulation 2, the tiny model with head dim
+// 64; vocabulary 330, padded to 384, so a tp 2 shard holds 138 real columns and 54 padding rows),
+// sharing the dataset.
 struct EnginePair {
   RunConfig cpu_config, gpu_config;
   dist::ProcessGroups cpu_groups, gpu_groups;
   Engine cpu, gpu;
-  EnginePair(World& world, const fs::path& dir, int zero_stage)
-      : cpu_config(make_config(world, dir, zero_stage, ComputeDevice::cpu)),
-        gpu_config(make_config(world, dir, zero_stage, ComputeDevice::cuda)),
-        cpu_groups(dist::GridShape{.dp = world.comm->size()}, world.runtime.world()),
-        gpu_groups(dist::GridShape{.dp = world.comm->size()}, world.runtime.world()),
+  EnginePair(World& world, const fs::path& dir, Layout layout)
+      : cpu_config(make_config(world, dir, layout, ComputeDevice::cpu)),
+        gpu_config(make_config(world, dir, layout, ComputeDevice::cuda)),
+        cpu_groups(grid(world, layout), world.runtime.world()),
+        gpu_groups(grid(world, layout), world.runtime.world()),
         cpu(cpu_config, make_rank_logger(world.comm->rank(), "warn"), &cpu_groups),
         gpu(gpu_config, make_rank_logger(world.comm->rank(), "warn"), &gpu_groups) {}
 
-  static RunConfig make_config(World& world, const fs::path& dir, int zero_stage, ComputeDevice device) {
+  static dist::GridShape grid(World& world, Layout layout) {
+    return dist::GridShape{.tp = layout.tp, .dp = world.comm->size() / layout.tp};
+  }
+
+  static RunConfig make_config(World& world, const fs::path& dir, Layout layout, ComputeDevice device) {
     dist::Communicator& comm = *world.comm;
-    RunConfig c = config_for(comm.rank(), dir, "gpt2", comm.size(), zero_stage, 2);
+    RunConfig c = config_for(comm.rank(), dir, layout.architecture, comm.size() / layout.tp, layout.zero_stage, 2);
+    c.parallel.tp = layout.tp;
     c.model.n_embd = 128;  // head dim 64 (DeviceGpt's flash attention)
     c.model.n_head = 2;
+    if (std::string(layout.architecture) == "llama") c.model.n_kv_head = 2;  // tp 2: one of each per rank
+    c.model.vocab_size = 330;
     c.training.device = device;
     c.checkpoint.dir = (dir / (device == ComputeDevice::cuda ? "checkpoints_cuda" : "checkpoints_cpu")).string();
     if (device == ComputeDevice::cpu) prepare_shared_data(comm, c);
@@ -69,7 +85,7 @@ TEST_P(DeviceDataParallel, MatchesTheCpuDataParallelEngine) {
   dist::Communicator& comm = *world.comm;
   if (!every_rank_has_a_gpu(comm)) GTEST_SKIP() << "needs one GPU per rank";
   const fs::path dir = shared_dir(comm, "device_dp_zero" + std::to_string(GetParam()));
-  EnginePair engines(world, dir, GetParam());
+  EnginePair engines(world, dir, Layout{.zero_stage = GetParam()});
   for (int step = 0; step < 4; ++step) {
     const StepMetrics want = engines.cpu.step(), got = engines.gpu.step();
     EXPECT_NEAR(got.loss, want.loss, 1e-4 * want.loss) << "step " << step;
@@ -86,7 +102,7 @@ TEST(DeviceDataParallelZero1, CheckpointResumesInTheCpuEngineBitForBit) {
   dist::Communicator& comm = *world.comm;
   if (!every_rank_has_a_gpu(comm)) GTEST_SKIP() << "needs one GPU per rank";
   const fs::path dir = shared_dir(comm, "device_dp_zero1_checkpoint");
-  EnginePair engines(world, dir, 1);
+  EnginePair engines(world, dir, Layout{.zero_stage = 1});
   for (int step = 0; step < 3; ++step) engines.gpu.step();
   const std::string path = engines.gpu.save();
   dist::ProcessGroups groups(dist::GridShape{.dp = comm.size()}, world.runtime.world());
@@ -103,6 +119,38 @@ TEST(DeviceDataParallelZero1, CheckpointResumesInTheCpuEngineBitForBit) {
     EXPECT_NEAR(got.loss, want.loss, 1e-4 * want.loss) << "resumed step " << step;
   }
 }
+
+// Tensor parallelism on the device (np2: tp 2, GPT-2 and LLaMA-style; np4: tp 2 x dp 2 with
+// ZeRO 1): the same curve and gradient norms as the CPU engine of the same layout, and a
+// checkpoint of the device run that the CPU engine resumes with bit-identical shards.
+class DeviceTensorParallel : public ::testing::TestWithParam<const char*> {};  // the architecture
+
+TEST_P(DeviceTensorParallel, MatchesTheCpuEngineAndResumesThere) {
+  World world;
+  dist::Communicator& comm = *world.comm;
+  if (!every_rank_has_a_gpu(comm)) GTEST_SKIP() << "needs one GPU per rank";
+  if (comm.size() % 2 != 0) GTEST_SKIP() << "tp 2 needs an even world";
+  const Layout layout{.tp = 2, .zero_stage = comm.size() > 2 ? 1 : 0, .architecture = GetParam()};
+  const fs::path dir = shared_dir(comm, std::string("device_tp_") + GetParam());
+  EnginePair engines(world, dir, layout);
+  for (int step = 0; step < 3; ++step) {
+    const StepMetrics want = engines.cpu.step(), got = engines.gpu.step();
+    EXPECT_NEAR(got.loss, want.loss, 1e-4 * want.loss) << "step " << step;
+    EXPECT_NEAR(got.grad_norm, want.grad_norm, 1e-4 * want.grad_norm) << "step " << step;
+  }
+  EXPECT_NEAR(engines.gpu.evaluate(), engines.cpu.evaluate(), 1e-4 * engines.cpu.evaluate());
+  const std::string path = engines.gpu.save();
+  dist::ProcessGroups groups(EnginePair::grid(world, layout), world.runtime.world());
+  Engine resumed(engines.cpu_config, make_rank_logger(comm.rank(), "warn"), &groups);
+  resumed.load(path);
+  EXPECT_TRUE(same_bytes(resumed.model().parameters().flat_values(), engines.gpu.model().parameters().flat_values()));
+  EXPECT_TRUE(same_bytes(resumed.optimizer().m(), engines.gpu.optimizer().m()));
+  EXPECT_TRUE(same_bytes(resumed.optimizer().v(), engines.gpu.optimizer().v()));
+  const StepMetrics want = resumed.step(), got = engines.gpu.step();
+  EXPECT_NEAR(got.loss, want.loss, 1e-4 * want.loss) << "resumed";
+}
+
+INSTANTIATE_TEST_SUITE_P(Families, DeviceTensorParallel, ::testing::Values("gpt2", "llama"));
 
 }  // namespace
 }  // namespace myriad::train

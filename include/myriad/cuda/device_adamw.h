@@ -30,6 +30,9 @@ struct DeviceAdamWSegment {
   std::int64_t grad_offset = 0;   // into the gradient buffer
   std::int64_t numel = 0;
   nn::ParamKind kind = nn::ParamKind::weight;
+  // In grad_sum_squares (false for a replica another tensor-parallel rank counts:
+  // nn::Parameter::primary), as optim::OptimizerSegment::counted.
+  bool counted = true;
 };
 
 class DeviceAdamW {
@@ -37,7 +40,9 @@ class DeviceAdamW {
   // `grad_elements`: the length of the gradient buffers grad_sum_squares() will read.
   DeviceAdamW(const DeviceContext& context, std::vector<DeviceAdamWSegment> segments, std::int64_t grad_elements);
 
-  // Sum of squares of grads[0, grad_elements) in float64 (padding must hold zeros); synchronises.
+  // Sum of squares of the gradients in float64, synchronises: all of grads[0, grad_elements)
+  // (padding must hold zeros) when every segment is counted, else the counted segments' (each
+  // summed on the device, the sums added on the host in segment order).
   double grad_sum_squares(const float* grads);
   // The update of AdamWOptimizer::step(lr, global_sum_squares, unscale): grad_norm =
   // sqrt(global_sum_squares) x unscale, clip scale from config.grad_clip, gradients scaled by
@@ -56,7 +61,8 @@ class DeviceAdamW {
   std::vector<DeviceAdamWSegment> segments_;
   std::int64_t grad_elements_ = 0, state_elements_ = 0, steps_ = 0;
   DeviceBuffer m_, v_;
-  DeviceBuffer norm_scratch_, norm_out_;  // doubles
+  bool all_counted_ = true;
+  DeviceBuffer norm_scratch_, norm_out_;  // doubles (norm_out_: one per segment)
   std::int64_t norm_scratch_doubles_ = 0;
 };
 

@@ -1,6 +1,7 @@
 // DeviceGpt — the model of nn::GptModel trained on one GPU: parameters, gradients and AdamW
 // moments in device memory (f32 masters), forward and backward through the kernels of kernels/
-// and cuBLASLt, the optimizer step on the device. One rank, no tensor/pipeline split.
+// and cuBLASLt, the optimizer step on the device. One GPU per rank; optionally one rank's shard of
+// a tensor-parallel group (DeviceGptOptions::tp); no pipeline split.
 //
 // Scope: both model families of nn::TransformerConfig — LayerNorm or RMSNorm, GELU or SwiGLU MLP,
 // learned positions or RoPE, tied or untied head, with or without biases, multi-head or
@@ -24,6 +25,7 @@
 
 #include "myriad/core/tensor.h"
 #include "myriad/cuda/device_context.h"
+#include "myriad/dist/communicator.h"
 #include "myriad/nn/gpt_model.h"
 #include "myriad/nn/transformer_config.h"
 #include "myriad/optim/adamw_optimizer.h"
@@ -51,6 +53,16 @@ struct DeviceGptOptions {
   // a GEMM; full keeps only each block's input and re-runs the block's forward in backward. What
   // is not kept lives in one set shared by all blocks (activation_bytes() shows the saving).
   nn::Recompute recompute = nn::Recompute::none;
+  // Tensor parallelism (Megatron's, without sequence parallelism): `tp` is the host communicator
+  // of the tensor-parallel group — the parameter layout is then nn::GptModel's under
+  // ModelSplit{tp} (this rank's shards: heads, MLP columns, vocabulary rows) — and `tp_device`
+  // the same group for device tensors (an NcclCommunicator): the row-parallel outputs and the
+  // column-parallel input gradients are all-reduced over it (four per block and step), the
+  // embedding lookup too. The vocabulary-parallel loss combines the shards' per-token log-sum-exp
+  // and target logits over `tp` on the host (2 N values per rank and micro-batch). Not owned; both
+  // null (or of size 1): no tensor parallelism.
+  dist::Communicator* tp = nullptr;
+  dist::Communicator* tp_device = nullptr;
 };
 
 class DeviceGpt {

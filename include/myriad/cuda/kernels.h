@@ -169,6 +169,14 @@ void cross_entropy_forward_f32(const float* logits, const std::int32_t* targets,
 void cross_entropy_backward_f32(const float* logits, const std::int32_t* targets, const float* lse,
                                 const float* grad_losses, float* grad_logits, std::int64_t rows, std::int64_t vocab,
                                 std::int32_t ignore_index, cudaStream_t stream);
+// The backward on a vocabulary shard (tensor parallelism, dist/vocab_parallel.h): logits are the
+// columns [vocab_start, vocab_start + vocab) of each row, lse the whole row's (combined over the
+// shards), targets global ids. grad = (exp(x - lse) - [target == vocab_start + v]) * grad_loss,
+// 0 for ignore_index rows; a target in another shard only has no one-hot term here.
+void cross_entropy_backward_shard_f32(const float* logits, const std::int32_t* targets, const float* lse,
+                                      const float* grad_losses, float* grad_logits, std::int64_t rows,
+                                      std::int64_t vocab, std::int64_t vocab_start, std::int32_t ignore_index,
+                                      cudaStream_t stream);
 
 // ---- Tensor plumbing for the device model, f32 (kernels/tensor/layout.cu) --------------------
 // add_f32: out = a + b over n (out may be a or b). add_broadcast_rows_f32: x (rows, width) +=

@@ -62,9 +62,12 @@ struct DeviceTrainerOptions {
 // communicator of this rank's data-parallel group; with more than one rank the trainer builds an
 // NcclCommunicator over the same ranks (the host one shares its unique id). `host`: the Engine's
 // DataParallel over the host model — its ZeRO stage (0 or 1), bucket layout and optimizer
-// segments are the device's, so the host optimizer's packed moments are the device's too.
+// segments are the device's, so the host optimizer's packed moments are the device's too. `tp`:
+// the host communicator of the tensor-parallel group (size 1: none); with more ranks DeviceGpt
+// holds this rank's shard (the host model's layout) and an NcclCommunicator over the group
+// carries the activations' all-reduces.
 std::unique_ptr<DeviceTrainer> make_device_trainer(const nn::TransformerConfig& model,
                                                    const DeviceTrainerOptions& options, dist::Communicator& dp,
-                                                   const DataParallel& host);
+                                                   dist::Communicator& tp, const DataParallel& host);
 
 }  // namespace myriad::train

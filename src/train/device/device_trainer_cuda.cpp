@@ -1,6 +1,8 @@
 // make_device_trainer with the CUDA backend: a DeviceContext on the local rank's GPU, a
-// cuda::DeviceGpt for the passes and a cuda::DeviceAdamW over the host DataParallel's optimizer
-// segments (see train/device_trainer.h).
+// cuda::DeviceGpt for the passes (this rank's tensor-parallel shard, with the tp group over NCCL)
+// and a cuda::DeviceAdamW over the host DataParallel's optimizer segments (see
+// train/device_trainer.h). The squared gradient norm is summed over dp (ZeRO 1) and tp (each
+// replicated parameter counted on one tp rank), as DataParallel does on the host.
 //
 // The optimizer mirrors the host DataParallel exactly — the same segments in the same order — so
 // the packed moments move between host and device as they are, and checkpoints written from the
@@ -45,18 +47,34 @@ std::vector<cuda::DeviceAdamWSegment> optimizer_segments(const DataParallel& hos
     segments.push_back({.value_offset = s.begin,
                         .grad_offset = host.zero_stage() == 0 ? s.begin : s.shard_position,
                         .numel = s.end - s.begin,
-                        .kind = layout[s.param].kind});
+                        .kind = layout[s.param].kind,
+                        .counted = layout[s.param].primary});
   }
   return segments;
+}
+
+// The group over NCCL for device tensors, or null for a group of one (or without NCCL: an error).
+std::unique_ptr<dist::Communicator> device_group(dist::Communicator& host, cuda::DeviceContext& context) {
+  if (host.size() <= 1) return nullptr;
+#if MYRIAD_HAVE_NCCL
+  return std::make_unique<cuda::NcclCommunicator>(host, context);
+#else
+  (void)context;
+  MYRIAD_THROW("training.device cuda with a " << host.name() << " group of " << host.size()
+                                              << " ranks: this build has no NCCL");
+#endif
 }
 
 class CudaDeviceTrainer final : public DeviceTrainer {
  public:
   CudaDeviceTrainer(int device, const nn::TransformerConfig& model, const DeviceTrainerOptions& options,
-                    dist::Communicator& dp, const DataParallel& host)
+                    dist::Communicator& dp, dist::Communicator& tp, const DataParallel& host)
       : context_(device),
+        tp_device_(device_group(tp, context_)),
         model_(context_, model, options.micro_batch, options.seq_len,
-               cuda::DeviceGptOptions{.operands = options.operands, .optimizer = false, .recompute = options.recompute}),
+               cuda::DeviceGptOptions{.operands = options.operands, .optimizer = false, .recompute = options.recompute,
+                                      .tp = &tp, .tp_device = tp_device_.get()}),
+        tp_host_(tp),
         operands_(options.operands),
         recompute_(options.recompute),
         dp_host_(dp),
@@ -68,14 +86,10 @@ class CudaDeviceTrainer final : public DeviceTrainer {
     if (zero_stage_ == 1) shard_grads_ = cuda::DeviceBuffer(static_cast<std::size_t>(grad_elements) * 4, device);
     optimizer_ = std::make_unique<cuda::DeviceAdamW>(context_, optimizer_segments(host, model_.layout()),
                                                      grad_elements);
-    if (dp.size() > 1) {
-#if MYRIAD_HAVE_NCCL
-      dp_ = std::make_unique<cuda::NcclCommunicator>(dp, context_);
+    dp_ = device_group(dp, context_);
+    if (dp_) {
       model_.set_block_gradients_ready(
           [this](std::int64_t, cuda::DeviceGpt::FlatRange range) { block_ready(range); });
-#else
-      MYRIAD_THROW("training.device cuda with parallel.dp " << dp.size() << ": this build has no NCCL");
-#endif
     }
   }
 
@@ -144,7 +158,9 @@ class CudaDeviceTrainer final : public DeviceTrainer {
     const float* grads = zero_stage_ == 0 ? model_.gradients().data<float>() : shard_grads_.as<float>();
     double sum_squares = optimizer_->grad_sum_squares(grads);
     // ZeRO 1: each rank holds a distinct shard; ZeRO 0: the reduced gradients are identical.
+    // Tensor parallelism: each rank's shards, replicas counted on one rank only (Parameter::primary).
     if (zero_stage_ == 1 && dp_host_.size() > 1) sum_squares = dist::sum_over_ranks(dp_host_, sum_squares);
+    if (tp_host_.size() > 1) sum_squares = dist::sum_over_ranks(tp_host_, sum_squares);
     const optim::OptimizerStepStats stats = optimizer_->step(values, grads, lr, config, sum_squares, unscale);
     if (stats.skipped) return stats;
     if (zero_stage_ == 1 && dp_) {
@@ -198,7 +214,9 @@ class CudaDeviceTrainer final : public DeviceTrainer {
   }
 
   cuda::DeviceContext context_;
+  std::unique_ptr<dist::Communicator> tp_device_;  // NCCL over the tp group (tp > 1)
   cuda::DeviceGpt model_;
+  dist::Communicator& tp_host_;
   DType operands_;
   nn::Recompute recompute_;
   dist::Communicator& dp_host_;
@@ -217,14 +235,14 @@ class CudaDeviceTrainer final : public DeviceTrainer {
 
 std::unique_ptr<DeviceTrainer> make_device_trainer(const nn::TransformerConfig& model,
                                                    const DeviceTrainerOptions& options, dist::Communicator& dp,
-                                                   const DataParallel& host) {
+                                                   dist::Communicator& tp, const DataParallel& host) {
   int device = 0;
   try {
     device = select_local_device(local_rank_from_environment(), cuda::cuda_device_count_or_zero());
   } catch (const Error& e) {
     MYRIAD_THROW("training.device cuda: " << e.what());
   }
-  return std::make_unique<CudaDeviceTrainer>(device, model, options, dp, host);
+  return std::make_unique<CudaDeviceTrainer>(device, model, options, dp, tp, host);
 }
 
 }  // namespace myriad::train
