@@ -19,6 +19,7 @@
 
 #include <cstdint>
 #include <tuple>
+#include <type_traits>
 #include <utility>
 
 #include "attention/attention_delta.cuh"
@@ -265,13 +266,16 @@ void backward_tc(const char* op, const E* q, const E* k, const E* v, const E* ou
   if (s.batch == 0 || s.seq == 0) return;
   detail::check_backward_buffers(op, q, k, v, out, lse, grad_out, grad_q, grad_k, grad_v, delta, delta_floats, s,
                                  sizeof(E), 16);  // rows are read in 16-byte chunks
+  auto run = [&](auto head_dim, auto causal) {
+    launch_backward<E, decltype(head_dim)::value, decltype(causal)::value>(q, k, v, out, lse, grad_out, grad_q, grad_k,
+                                                                          grad_v, delta, s, group, stream);
+  };
+  using D64 = std::integral_constant<int, 64>;
+  using D128 = std::integral_constant<int, 128>;
   if (s.head_dim == 64) {
-    s.causal ? launch_backward<E, 64, true>(q, k, v, out, lse, grad_out, grad_q, grad_k, grad_v, delta, s, group, stream)
-             : launch_backward<E, 64, false>(q, k, v, out, lse, grad_out, grad_q, grad_k, grad_v, delta, s, group, stream);
+    s.causal ? run(D64{}, std::true_type{}) : run(D64{}, std::false_type{});
   } else {
-    s.causal ? launch_backward<E, 128, true>(q, k, v, out, lse, grad_out, grad_q, grad_k, grad_v, delta, s, group, stream)
-             : launch_backward<E, 128, false>(q, k, v, out, lse, grad_out, grad_q, grad_k, grad_v, delta, s, group,
-                                               stream);
+    s.causal ? run(D128{}, std::true_type{}) : run(D128{}, std::false_type{});
   }
   MYRIAD_CUDA_CHECK(cudaGetLastError());
 }

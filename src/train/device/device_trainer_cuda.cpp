@@ -100,9 +100,9 @@ class CudaDeviceTrainer final : public DeviceTrainer {
     std::ostringstream out;
     out << "cuda:" << context_.device() << " (" << (named ? prop.name : "unknown GPU") << "), "
         << dtype_name(operands_) << " GEMM operands, " << static_cast<double>(model_.activation_bytes()) / gib
-        << " GiB activations (recompute " << nn::recompute_name(recompute_) << ") + " << 8.0 * static_cast<double>(model_.parameter_floats()) / gib
-        << " GiB parameters and gradients + " << 8.0 * static_cast<double>(optimizer_->state_elements()) / gib
-        << " GiB AdamW moments" << (zero_stage_ == 1 ? " (ZeRO-1 shard)" : "");
+        << " GiB activations (recompute " << nn::recompute_name(recompute_) << ") + "
+        << 8.0 * static_cast<double>(model_.parameter_floats()) / gib << " GiB parameters and gradients + "
+        << 8.0 * static_cast<double>(optimizer_->state_elements()) / gib << " GiB AdamW moments" << (zero_stage_ == 1 ? " (ZeRO-1 shard)" : "");
     return out.str();
   }
 
