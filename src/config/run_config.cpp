@@ -95,9 +95,6 @@ void validate_device(const RunConfig& c) {
   MYRIAD_CHECK(p.pp * p.cp * p.ep == 1,
                why << " supports data and tensor parallelism (parallel.pp " << p.pp << ", cp " << p.cp << ", ep "
                    << p.ep << "): use training.device cpu for the pipeline, context and expert layouts");
-  MYRIAD_CHECK(p.tp == 1 || !p.sequence_parallel,
-               why << " has no sequence parallelism yet: parallel.sequence_parallel must be false with parallel.tp "
-                   << p.tp);
   MYRIAD_CHECK(p.zero_stage <= 1, why << " shards the optimizer state (ZeRO-1) but keeps full gradients and values: "
                                       << "parallel.zero_stage must be 0 or 1 (got " << p.zero_stage << ")");
   MYRIAD_CHECK(c.model.num_experts == 0, why << " has no mixture-of-experts layers (model.num_experts "

@@ -82,6 +82,13 @@ DeviceGpt::State::State(DeviceContext& ctx, const nn::TransformerConfig& cfg, st
   Vl = cfg.padded_vocab_size() / tp_size;
   vocab_start = Vl * (tp_size > 1 ? opts.tp->rank() : 0);
   Vr = tp_size > 1 ? std::clamp<std::int64_t>(V - vocab_start, 0, Vl) : V;
+  sequence_parallel = opts.sequence_parallel && tp_size > 1;
+  MYRIAD_CHECK(!sequence_parallel || N % tp_size == 0,
+               "DeviceGpt: sequence parallelism splits the batch " << batch << " x seq " << seq << " = " << N
+                                                                   << " token rows over tp " << tp_size
+                                                                   << ": they must divide evenly");
+  R = sequence_parallel ? N / tp_size : N;
+  row_start = sequence_parallel ? R * opts.tp->rank() : 0;
   layernorm = cfg.norm == nn::NormKind::layernorm;
   swiglu = cfg.mlp == nn::MlpKind::swiglu;
   rope = cfg.positions == nn::PositionKind::rope;
@@ -121,8 +128,8 @@ DeviceGpt::State::State(DeviceContext& ctx, const nn::TransformerConfig& cfg, st
       return half ? (kept(cheap) ? own.h : shared.h).take(n) : nullptr;
     };
     a.ln1 = f(N * C, true);
-    a.ln1_mean = f(N);
-    a.ln1_rstd = f(N);
+    a.ln1_mean = f(R);
+    a.ln1_rstd = f(R);
     a.qkv = f(N * W);
     a.q = f(N * A);
     a.k = f(kv);
@@ -130,10 +137,10 @@ DeviceGpt::State::State(DeviceContext& ctx, const nn::TransformerConfig& cfg, st
     a.att = f(N * A);
     a.lse = f(N * Hq);
     a.merged = f(N * A);
-    a.res_mid = f(N * C);
+    a.res_mid = f(R * C);
     a.ln2 = f(N * C, true);
-    a.ln2_mean = f(N);
-    a.ln2_rstd = f(N);
+    a.ln2_mean = f(R);
+    a.ln2_rstd = f(R);
     a.fc = f(N * F);
     a.up = swiglu ? f(N * F) : nullptr;
     a.act = f(N * F, true);
@@ -164,7 +171,7 @@ DeviceGpt::State::State(DeviceContext& ctx, const nn::TransformerConfig& cfg, st
     return c;
   };
   const Carvers shared_base = buffers(shared_size, shared_buffers, shared_buffers);
-  for (std::int64_t l = 0; l <= L; ++l) residual.push_back(floats(N * C, dev));
+  for (std::int64_t l = 0; l <= L; ++l) residual.push_back(floats(R * C, dev));
   for (std::int64_t l = 0; l < L; ++l) {
     Carvers own = buffers(own_size, block_buffers, block_half_buffers);
     Carvers shared = shared_base;  // every block starts at the same shared pointers
@@ -200,8 +207,8 @@ DeviceGpt::State::State(DeviceContext& ctx, const nn::TransformerConfig& cfg, st
     rope_table_f32(rope_cos.as<float>(), rope_sin.as<float>(), T, D, cfg.rope_theta, 0, ctx.stream());
   }
   lnf = floats(N * C, dev);
-  lnf_mean = floats(N, dev);
-  lnf_rstd = floats(N, dev);
+  lnf_mean = floats(R, dev);
+  lnf_rstd = floats(R, dev);
   logits = floats(std::max<std::int64_t>(N * Vr, 1), dev);
   losses = floats(N, dev);
   ce_lse = floats(N, dev);
@@ -214,14 +221,21 @@ DeviceGpt::State::State(DeviceContext& ctx, const nn::TransformerConfig& cfg, st
     shard_targets = DeviceBuffer(static_cast<std::size_t>(N) * sizeof(std::int32_t), dev);
     shard_bad_index = DeviceBuffer(sizeof(long long), dev);
   }
-  for (DeviceBuffer* b : {&d_res, &d_res_mid, &d_tmp}) *b = floats(N * C, dev);
+  for (DeviceBuffer* b : {&d_res, &d_res_mid}) *b = floats(R * C, dev);
+  d_tmp = floats(N * C, dev);
+  if (sequence_parallel) {
+    h_rows = floats(R * C, dev);
+    d_rows = floats(R * C, dev);
+    d_full = floats(N * C, dev);
+    norm_grads = floats(2 * C, dev);
+  }
   for (DeviceBuffer* b : {&d_merged, &d_att, &d_q}) *b = floats(N * A, dev);
   for (DeviceBuffer* b : {&d_k, &d_v}) *b = floats(kv, dev);
   d_qkv = floats(N * W, dev);
   d_fc = floats(N * F, dev);
   if (swiglu) d_up = floats(N * F, dev);
   delta = floats(N * Hq, dev);
-  norm_scratch_floats = std::max<std::int64_t>(layernorm_backward_scratch_floats(N, C), 1);
+  norm_scratch_floats = std::max<std::int64_t>(layernorm_backward_scratch_floats(R, C), 1);
   norm_scratch = floats(norm_scratch_floats, dev);
 
   activation_bytes = 0;
@@ -231,7 +245,7 @@ DeviceGpt::State::State(DeviceContext& ctx, const nn::TransformerConfig& cfg, st
   for (const DeviceBuffer* b : {&lnf, &lnf_mean, &lnf_rstd, &logits, &losses, &ce_lse, &grad_losses, &ids, &targets,
                                 &d_res, &d_res_mid, &d_tmp, &d_merged, &d_att, &d_q, &d_k, &d_v, &d_qkv, &d_fc, &d_up,
                                 &delta, &norm_scratch, &lnf_h, &grad_h, &rope_cos, &rope_sin, &d_att_h, &d_q_h,
-                                &d_k_h, &d_v_h}) {
+                                &d_k_h, &d_v_h, &h_rows, &d_rows, &d_full, &norm_grads}) {
     activation_bytes += b->bytes();
   }
 }

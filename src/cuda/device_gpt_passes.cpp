@@ -83,13 +83,13 @@ void linear_backward(const DeviceGpt::State& s, const float* dy, Operand x, cons
   if (d_bias != nullptr) column_sums_accumulate_f32(dy, d_bias, rows, out, s.context.stream());
 }
 
-// LayerNorm or RMSNorm over the rows of x (the model's norm), with its saved statistics.
+// LayerNorm or RMSNorm over the R residual rows of x (the model's norm), with its saved statistics.
 void norm_forward(const DeviceGpt::State& s, const float* x, const float* weight, const float* bias, float* out,
                   float* mean, float* rstd) {
   if (s.layernorm) {
-    layernorm_forward_f32(x, weight, bias, out, mean, rstd, s.N, s.C, s.config.norm_eps, s.context.stream());
+    layernorm_forward_f32(x, weight, bias, out, mean, rstd, s.R, s.C, s.config.norm_eps, s.context.stream());
   } else {
-    rmsnorm_forward_f32(x, weight, out, rstd, s.N, s.C, s.config.norm_eps, s.context.stream());
+    rmsnorm_forward_f32(x, weight, out, rstd, s.R, s.C, s.config.norm_eps, s.context.stream());
   }
 }
 
@@ -98,9 +98,9 @@ void norm_backward(const DeviceGpt::State& s, const float* grad_out, const float
   float* scratch = s.norm_scratch.as<float>();
   if (s.layernorm) {
     layernorm_backward_f32(grad_out, x, weight, mean, rstd, grad_x, grad_weight, grad_bias, scratch,
-                           s.norm_scratch_floats, s.N, s.C, s.context.stream());
+                           s.norm_scratch_floats, s.R, s.C, s.context.stream());
   } else {
-    rmsnorm_backward_f32(grad_out, x, weight, rstd, grad_x, grad_weight, scratch, s.norm_scratch_floats, s.N, s.C,
+    rmsnorm_backward_f32(grad_out, x, weight, rstd, grad_x, grad_weight, scratch, s.norm_scratch_floats, s.R, s.C,
                          s.context.stream());
   }
 }
@@ -117,17 +117,42 @@ FlashAttentionShape attention_shape(const DeviceGpt::State& s) {
                              .scale = 0.0f, .causal = true};
 }
 
-// y (rows, out) = x W^T, all-reduced over tp, + bias: a row-parallel output (at tp 1 the bias
-// rides the GEMM's epilogue).
-void row_parallel_forward(const DeviceGpt::State& s, Operand x, const std::string& weight, const float* bias,
-                          float* y, std::int64_t rows, std::int64_t in, std::int64_t out) {
+// y = x W^T summed over tp, + bias: a row-parallel output of the N rows of x (out = C) into the
+// R residual rows y — all-reduced, or (sequence parallel) computed into d_tmp and reduce-scattered
+// to this rank's rows; at tp 1 the bias rides the GEMM's epilogue.
+void row_parallel_forward(DeviceGpt::State& s, Operand x, const std::string& weight, const float* bias, float* y,
+                          std::int64_t in, std::int64_t out) {
   if (!s.tensor_parallel()) {
-    linear_forward(s, x, weight, bias, y, rows, in, out);
+    linear_forward(s, x, weight, bias, y, s.N, in, out);
     return;
   }
-  linear_forward(s, x, weight, nullptr, y, rows, in, out);
-  s.reduce_over_tp(y, rows * out);
-  if (bias != nullptr) add_broadcast_rows_f32(y, bias, rows, out, s.context.stream());
+  if (s.sequence_parallel) {
+    float* partial = s.d_tmp.as<float>();
+    linear_forward(s, x, weight, nullptr, partial, s.N, in, out);
+    s.reduce_scatter_rows(partial, y);
+  } else {
+    linear_forward(s, x, weight, nullptr, y, s.N, in, out);
+    s.reduce_over_tp(y, s.N * out);
+  }
+  if (bias != nullptr) add_broadcast_rows_f32(y, bias, s.R, out, s.context.stream());
+}
+
+// x (R rows of (B, T) positions from row `first`) += the learned position table's rows.
+void add_positions(const DeviceGpt::State& s, float* x, const float* table, std::int64_t first) {
+  cudaStream_t stream = s.context.stream();
+  std::int64_t row = 0;
+  while (row < s.R) {
+    const std::int64_t position = (first + row) % s.T;
+    if (position == 0 && s.R - row >= s.T) {  // whole sequences: one launch
+      const std::int64_t sequences = (s.R - row) / s.T;
+      add_broadcast_rows_f32(x + row * s.C, table, sequences, s.T * s.C, stream);
+      row += sequences * s.T;
+    } else {  // a partial sequence at either end
+      const std::int64_t count = std::min(s.T - position, s.R - row);
+      add_broadcast_rows_f32(x + row * s.C, table + position * s.C, 1, count * s.C, stream);
+      row += count;
+    }
+  }
 }
 
 // The tensor-core attention of the operand format (16-bit mode) on block a's 16-bit q, k, v:
@@ -167,19 +192,25 @@ void DeviceGpt::State::forward(std::int64_t layer_count) {
   auto* bad = reinterpret_cast<long long*>(bad_index.data());
   // Token rows of the embedding table (real vocabulary), plus the first T rows of the position
   // table for learned positions.
+  float* x0 = residual[0].as<float>();
   if (tensor_parallel()) {  // this rank's vocabulary rows, zeros elsewhere, summed over tp
-    embedding_forward_f32(shard_ids.as<std::int32_t>(), value("wte"), residual[0].as<float>(),
+    float* lookup = sequence_parallel ? d_full.as<float>() : x0;
+    embedding_forward_f32(shard_ids.as<std::int32_t>(), value("wte"), lookup,
                           reinterpret_cast<long long*>(shard_bad_index.data()), N, Vl, C, stream);
-    reduce_over_tp(residual[0].as<float>(), N * C);
+    if (sequence_parallel) {
+      reduce_scatter_rows(lookup, x0);
+    } else {
+      reduce_over_tp(x0, N * C);
+    }
   } else {
-    embedding_forward_f32(ids_ptr, value("wte"), residual[0].as<float>(), bad, N, V, C, stream);
+    embedding_forward_f32(ids_ptr, value("wte"), x0, bad, N, V, C, stream);
   }
-  if (!rope) add_broadcast_rows_f32(residual[0].as<float>(), value("wpe"), B, T * C, stream);
+  if (!rope) add_positions(*this, x0, value("wpe"), row_start);
 
   for (std::int64_t l = 0; l < layer_count; ++l) forward_block(l);
 
-  norm_forward(*this, residual[static_cast<std::size_t>(layer_count)].as<float>(), value("norm_f.weight"),
-               optional_value("norm_f.bias"), lnf.as<float>(), lnf_mean.as<float>(), lnf_rstd.as<float>());
+  norm_to_all_rows(residual[static_cast<std::size_t>(layer_count)].as<float>(), value("norm_f.weight"),
+                   optional_value("norm_f.bias"), lnf.as<float>(), lnf_mean.as<float>(), lnf_rstd.as<float>());
   const Operand final_norm{lnf.as<float>(), lnf_h.as<Half16>()};
   prepare_operand(*this, final_norm, N * C);
   if (!tensor_parallel()) {
@@ -204,6 +235,66 @@ void DeviceGpt::State::reduce_over_tp(float* x, std::int64_t n) const {
   auto storage = Storage::wrap(x, static_cast<std::size_t>(n) * sizeof(float), Device::cuda(context.device()),
                                [](void*) {});
   tp_device->all_reduce_async(Tensor::from_storage(std::move(storage), {n}, {1}, 0, DType::f32))->wait();
+}
+
+namespace {
+
+Tensor device_floats(const DeviceGpt::State& s, const float* p, std::int64_t n) {
+  auto storage = Storage::wrap(const_cast<float*>(p), static_cast<std::size_t>(n) * sizeof(float),
+                               Device::cuda(s.context.device()), [](void*) {});
+  return Tensor::from_storage(std::move(storage), {n}, {1}, 0, DType::f32);
+}
+
+}  // namespace
+
+void DeviceGpt::State::all_gather_rows(const float* rows, float* all) const {
+  tp_device->all_gather_async(device_floats(*this, rows, R * C), device_floats(*this, all, N * C))->wait();
+}
+
+void DeviceGpt::State::reduce_scatter_rows(const float* all, float* rows) const {
+  tp_device->reduce_scatter_async(device_floats(*this, all, N * C), device_floats(*this, rows, R * C))->wait();
+}
+
+void DeviceGpt::State::norm_to_all_rows(const float* x, const float* weight, const float* bias, float* out,
+                                        float* mean, float* rstd) {
+  if (!sequence_parallel) {
+    norm_forward(*this, x, weight, bias, out, mean, rstd);
+    return;
+  }
+  norm_forward(*this, x, weight, bias, h_rows.as<float>(), mean, rstd);
+  all_gather_rows(h_rows.as<float>(), out);
+}
+
+float* DeviceGpt::State::reduce_input_grad(float* partial) {
+  if (!tensor_parallel()) return partial;
+  if (!sequence_parallel) {
+    reduce_over_tp(partial, N * C);
+    return partial;
+  }
+  reduce_scatter_rows(partial, d_rows.as<float>());
+  return d_rows.as<float>();
+}
+
+const float* DeviceGpt::State::all_rows_grad(const float* rows) {
+  if (!sequence_parallel) return rows;
+  all_gather_rows(rows, d_full.as<float>());
+  return d_full.as<float>();
+}
+
+void DeviceGpt::State::norm_backward_rows(const float* grad_out, const float* x, const float* weight,
+                                          const float* mean, const float* rstd, float* grad_x, float* grad_weight,
+                                          float* grad_bias) {
+  if (!sequence_parallel) {
+    norm_backward(*this, grad_out, x, weight, mean, rstd, grad_x, grad_weight, grad_bias);
+    return;
+  }
+  cudaStream_t stream = context.stream();
+  float* partial = norm_grads.as<float>();  // [weight | bias] over this rank's rows
+  MYRIAD_CUDA_CHECK(cudaMemsetAsync(partial, 0, norm_grads.bytes(), stream));
+  norm_backward(*this, grad_out, x, weight, mean, rstd, grad_x, partial, grad_bias != nullptr ? partial + C : nullptr);
+  reduce_over_tp(partial, 2 * C);
+  add_f32(grad_weight, partial, grad_weight, C, stream);
+  if (grad_bias != nullptr) add_f32(grad_bias, partial + C, grad_bias, C, stream);
 }
 
 // Per token: every shard's lse_r (log-sum-exp over its columns; -inf for a shard without real
@@ -258,7 +349,7 @@ void DeviceGpt::State::forward_block(std::int64_t l) {
   auto maybe = [&](const char* suffix) { return optional_value(block_name(l, suffix)); };
   auto name = [&](const char* suffix) { return block_name(l, suffix); };
   // Attention.
-  norm_forward(*this, x, w("norm1.weight"), maybe("norm1.bias"), a.ln1, a.ln1_mean, a.ln1_rstd);
+  norm_to_all_rows(x, w("norm1.weight"), maybe("norm1.bias"), a.ln1, a.ln1_mean, a.ln1_rstd);
   prepare_operand(*this, {a.ln1, a.ln1_h}, N * C);
   linear_forward(*this, {a.ln1, a.ln1_h}, name("attn.qkv.weight"), maybe("attn.qkv.bias"), a.qkv, N, C, W);
   split_heads_f32(a.qkv, W, a.q, B, T, Hq, D, stream);
@@ -278,13 +369,14 @@ void DeviceGpt::State::forward_block(std::int64_t l) {
     flash_attention_forward_f32(a.q, a.k, a.v, a.att, a.lse, attention_shape(*this), stream);
   }
   merge_heads_f32(a.att, a.merged, A, B, T, Hq, D, stream);
-  float* branch = d_tmp.as<float>();  // free during the forward
+  // The branch's R rows: d_tmp (free during the forward), or with sequence parallelism d_rows
+  // (d_tmp then holds the row-parallel GEMM's partial output of all rows).
+  float* branch = sequence_parallel ? d_rows.as<float>() : d_tmp.as<float>();
   prepare_operand(*this, {a.merged, a.merged_h}, N * A);
-  row_parallel_forward(*this, {a.merged, a.merged_h}, name("attn.proj.weight"), maybe("attn.proj.bias"), branch, N, A,
-                       C);
-  add_f32(x, branch, a.res_mid, N * C, stream);
+  row_parallel_forward(*this, {a.merged, a.merged_h}, name("attn.proj.weight"), maybe("attn.proj.bias"), branch, A, C);
+  add_f32(x, branch, a.res_mid, R * C, stream);
   // MLP.
-  norm_forward(*this, a.res_mid, w("norm2.weight"), maybe("norm2.bias"), a.ln2, a.ln2_mean, a.ln2_rstd);
+  norm_to_all_rows(a.res_mid, w("norm2.weight"), maybe("norm2.bias"), a.ln2, a.ln2_mean, a.ln2_rstd);
   prepare_operand(*this, {a.ln2, a.ln2_h}, N * C);
   if (swiglu) {
     linear_forward(*this, {a.ln2, a.ln2_h}, name("mlp.gate.weight"), maybe("mlp.gate.bias"), a.fc, N, C, F);
@@ -296,8 +388,8 @@ void DeviceGpt::State::forward_block(std::int64_t l) {
   }
   prepare_operand(*this, {a.act, a.act_h}, N * F);
   row_parallel_forward(*this, {a.act, a.act_h}, name(swiglu ? "mlp.down.weight" : "mlp.proj.weight"),
-                       maybe("mlp.proj.bias"), branch, N, F, C);
-  add_f32(a.res_mid, branch, out, N * C, stream);
+                       maybe("mlp.proj.bias"), branch, F, C);
+  add_f32(a.res_mid, branch, out, R * C, stream);
 }
 
 // Selective recompute: the activations rebuilt without a GEMM — both norm outputs (and their
@@ -309,9 +401,9 @@ void DeviceGpt::State::rebuild_cheap_activations(std::int64_t l) {
   const float* x = residual[static_cast<std::size_t>(l)].as<float>();
   auto w = [&](const char* suffix) { return value(block_name(l, suffix)); };
   auto maybe = [&](const char* suffix) { return optional_value(block_name(l, suffix)); };
-  norm_forward(*this, x, w("norm1.weight"), maybe("norm1.bias"), a.ln1, a.ln1_mean, a.ln1_rstd);
+  norm_to_all_rows(x, w("norm1.weight"), maybe("norm1.bias"), a.ln1, a.ln1_mean, a.ln1_rstd);
   prepare_operand(*this, {a.ln1, a.ln1_h}, N * C);
-  norm_forward(*this, a.res_mid, w("norm2.weight"), maybe("norm2.bias"), a.ln2, a.ln2_mean, a.ln2_rstd);
+  norm_to_all_rows(a.res_mid, w("norm2.weight"), maybe("norm2.bias"), a.ln2, a.ln2_mean, a.ln2_rstd);
   prepare_operand(*this, {a.ln2, a.ln2_h}, N * C);
   if (swiglu) {
     swiglu_forward_f32(a.fc, a.up, a.act, N * F, stream);
@@ -335,8 +427,10 @@ void DeviceGpt::State::backward(float loss_scale) {
                                      grad_losses.as<float>(), dlogits, N, Vr, vocab_start, nn::GptModel::kIgnoreIndex,
                                      stream);
   }
-  // Scratch roles: d_res = gradient of the residual stream entering from above; d_tmp = a norm's
-  // output gradient; d_res_mid = gradient at the block's mid residual.
+  // Scratch roles: d_res = gradient of the residual stream entering from above (R rows); d_tmp =
+  // a column-parallel input's gradient of all rows (this rank's part under tp); d_res_mid =
+  // gradient at the block's mid residual (R rows); reduce_input_grad gives a norm's output
+  // gradient of the R rows.
   float* g_res = d_res.as<float>();
   float* g_tmp = d_tmp.as<float>();
   float* g_mid = d_res_mid.as<float>();
@@ -347,9 +441,9 @@ void DeviceGpt::State::backward(float loss_scale) {
   } else {
     MYRIAD_CUDA_CHECK(cudaMemsetAsync(g_tmp, 0, static_cast<std::size_t>(N * C) * sizeof(float), stream));
   }
-  reduce_over_tp(g_tmp, N * C);
-  norm_backward(*this, g_tmp, residual[static_cast<std::size_t>(L)].as<float>(), value("norm_f.weight"),
-                lnf_mean.as<float>(), lnf_rstd.as<float>(), g_res, grad("norm_f.weight"), optional_grad("norm_f.bias"));
+  norm_backward_rows(reduce_input_grad(g_tmp), residual[static_cast<std::size_t>(L)].as<float>(),
+                     value("norm_f.weight"), lnf_mean.as<float>(), lnf_rstd.as<float>(), g_res, grad("norm_f.weight"),
+                     optional_grad("norm_f.bias"));
 
   for (std::int64_t l = L - 1; l >= 0; --l) {
     if (options.recompute == nn::Recompute::full) forward_block(l);  // into the shared activations
@@ -363,7 +457,8 @@ void DeviceGpt::State::backward(float loss_scale) {
     // MLP branch: x' = r + act(LN2(r)) Wd^T.
     float* g_fc = d_fc.as<float>();
     const char* down = swiglu ? "mlp.down.weight" : "mlp.proj.weight";
-    linear_backward(*this, g_res, {a.act, a.act_h}, name(down), g_fc, g(down), maybe_g("mlp.proj.bias"), N, F, C);
+    linear_backward(*this, all_rows_grad(g_res), {a.act, a.act_h}, name(down), g_fc, g(down), maybe_g("mlp.proj.bias"),
+                    N, F, C);
     if (swiglu) {
       float* g_up = d_up.as<float>();
       swiglu_backward_f32(a.fc, a.up, g_fc, g_fc, g_up, N * F, stream);  // gate gradient in place
@@ -376,13 +471,12 @@ void DeviceGpt::State::backward(float loss_scale) {
       linear_backward(*this, g_fc, {a.ln2, a.ln2_h}, name("mlp.fc.weight"), g_tmp, g("mlp.fc.weight"),
                       maybe_g("mlp.fc.bias"), N, C, F);
     }
-    reduce_over_tp(g_tmp, N * C);  // the column-parallel input gradient
-    norm_backward(*this, g_tmp, a.res_mid, w("norm2.weight"), a.ln2_mean, a.ln2_rstd, g_mid, g("norm2.weight"),
-                  maybe_g("norm2.bias"));
-    add_f32(g_mid, g_res, g_mid, N * C, stream);
+    norm_backward_rows(reduce_input_grad(g_tmp), a.res_mid, w("norm2.weight"), a.ln2_mean, a.ln2_rstd, g_mid,
+                       g("norm2.weight"), maybe_g("norm2.bias"));
+    add_f32(g_mid, g_res, g_mid, R * C, stream);
     // Attention branch: r = x + merge(flash(rope(heads(qkv(LN1(x)))))) Wo^T.
-    linear_backward(*this, g_mid, {a.merged, a.merged_h}, name("attn.proj.weight"), d_merged.as<float>(),
-                    g("attn.proj.weight"), maybe_g("attn.proj.bias"), N, A, C);
+    linear_backward(*this, all_rows_grad(g_mid), {a.merged, a.merged_h}, name("attn.proj.weight"),
+                    d_merged.as<float>(), g("attn.proj.weight"), maybe_g("attn.proj.bias"), N, A, C);
     split_heads_f32(d_merged.as<float>(), A, d_att.as<float>(), B, T, Hq, D, stream);
     if (half_operands()) {  // the tensor-core backward on the forward's 16-bit operands, gradients widened
       to_half(d_att.as<float>(), d_att_h.as<Half16>(), N * A);
@@ -404,21 +498,23 @@ void DeviceGpt::State::backward(float loss_scale) {
     merge_heads_f32(d_v.as<float>(), g_qkv + (Hq + Hkv) * D, W, B, T, Hkv, D, stream);
     linear_backward(*this, g_qkv, {a.ln1, a.ln1_h}, name("attn.qkv.weight"), g_tmp, g("attn.qkv.weight"),
                     maybe_g("attn.qkv.bias"), N, C, W);
-    reduce_over_tp(g_tmp, N * C);
-    norm_backward(*this, g_tmp, x, w("norm1.weight"), a.ln1_mean, a.ln1_rstd, g_res, g("norm1.weight"),
-                  maybe_g("norm1.bias"));
-    add_f32(g_res, g_mid, g_res, N * C, stream);
+    norm_backward_rows(reduce_input_grad(g_tmp), x, w("norm1.weight"), a.ln1_mean, a.ln1_rstd, g_res,
+                       g("norm1.weight"), maybe_g("norm1.bias"));
+    add_f32(g_res, g_mid, g_res, R * C, stream);
     if (block_gradients_ready) block_gradients_ready(l, block_ranges[static_cast<std::size_t>(l)]);
   }
 
+  // The gradient of all rows (sequence parallel: all-gathered, so that the lookups' and the
+  // replicated position table's gradients are complete on every rank without a reduction).
+  const float* g_all = all_rows_grad(g_res);
   auto* bad = reinterpret_cast<long long*>(bad_index.data());
   if (tensor_parallel()) {  // this rank's vocabulary rows (grad_out is the same on every tp rank)
-    embedding_backward_f32(shard_ids.as<std::int32_t>(), g_res, grad("wte"),
+    embedding_backward_f32(shard_ids.as<std::int32_t>(), g_all, grad("wte"),
                            reinterpret_cast<long long*>(shard_bad_index.data()), N, Vl, C, stream);
   } else {
-    embedding_backward_f32(ids.as<std::int32_t>(), g_res, grad("wte"), bad, N, V, C, stream);
+    embedding_backward_f32(ids.as<std::int32_t>(), g_all, grad("wte"), bad, N, V, C, stream);
   }
-  if (!rope) column_sums_accumulate_f32(g_res, grad("wpe"), B, T * C, stream);  // position rows 0..T-1
+  if (!rope) column_sums_accumulate_f32(g_all, grad("wpe"), B, T * C, stream);  // position rows 0..T-1
 }
 
 }  // namespace myriad::cuda

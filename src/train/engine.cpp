@@ -139,7 +139,8 @@ Engine::Engine(const RunConfig& config, std::shared_ptr<spdlog::logger> log, dis
     // generation (its precision is the device's business: no host compute copy).
     const DeviceTrainerOptions options{.micro_batch = config_.training.micro_batch, .seq_len = T,
                                        .operands = compute_format(config_.training.precision),
-                                       .recompute = to_nn(config_.training.recompute)};
+                                       .recompute = to_nn(config_.training.recompute),
+                                       .sequence_parallel = config_.parallel.sequence_parallel};
     device_ = make_device_trainer(model_->config(), options, dp(), tp(), *data_parallel_);
     device_->upload(model_->parameters(), data_parallel_->optimizer());
     log_->info("device: {}", device_->describe());

@@ -38,6 +38,7 @@ bool every_rank_has_a_gpu(dist::Communicator& comm) {
 struct Layout {
   int tp = 1, zero_stage = 0;
   const char* architecture = "gpt2";
+  bool sequence_parallel = false;
 };
 
 // The CPU and device engines of one layout (gradient accumulation 2, the tiny model with head dim
@@ -63,6 +64,10 @@ struct EnginePair {
     dist::Communicator& comm = *world.comm;
     RunConfig c = config_for(comm.rank(), dir, layout.architecture, comm.size() / layout.tp, layout.zero_stage, 2);
     c.parallel.tp = layout.tp;
+    c.parallel.sequence_parallel = layout.sequence_parallel;
+    // Sequence parallel: 3 x 32 token rows split in halves, so a rank's rows start and end inside
+    // a sequence (the position table is added in pieces).
+    if (layout.sequence_parallel) c.training.micro_batch = 3;
     c.model.n_embd = 128;  // head dim 64 (DeviceGpt's flash attention)
     c.model.n_head = 2;
     if (std::string(layout.architecture) == "llama") c.model.n_kv_head = 2;  // tp 2: one of each per rank
@@ -120,18 +125,25 @@ TEST(DeviceDataParallelZero1, CheckpointResumesInTheCpuEngineBitForBit) {
   }
 }
 
-// Tensor parallelism on the device (np2: tp 2, GPT-2 and LLaMA-style; np4: tp 2 x dp 2 with
-// ZeRO 1): the same curve and gradient norms as the CPU engine of the same layout, and a
-// checkpoint of the device run that the CPU engine resumes with bit-identical shards.
-class DeviceTensorParallel : public ::testing::TestWithParam<const char*> {};  // the architecture
+// Tensor parallelism on the device (np2: tp 2, GPT-2 and LLaMA-style, with and without sequence
+// parallelism; np4: the same at tp 2 x dp 2 with ZeRO 1): the same curve and gradient norms as
+// the CPU engine of the same layout, and a checkpoint of the device run that the CPU engine
+// resumes with bit-identical shards.
+struct TpCase {
+  const char* architecture;
+  bool sequence_parallel;
+};
+class DeviceTensorParallel : public ::testing::TestWithParam<TpCase> {};
 
 TEST_P(DeviceTensorParallel, MatchesTheCpuEngineAndResumesThere) {
   World world;
   dist::Communicator& comm = *world.comm;
   if (!every_rank_has_a_gpu(comm)) GTEST_SKIP() << "needs one GPU per rank";
   if (comm.size() % 2 != 0) GTEST_SKIP() << "tp 2 needs an even world";
-  const Layout layout{.tp = 2, .zero_stage = comm.size() > 2 ? 1 : 0, .architecture = GetParam()};
-  const fs::path dir = shared_dir(comm, std::string("device_tp_") + GetParam());
+  const TpCase c = GetParam();
+  const Layout layout{.tp = 2, .zero_stage = comm.size() > 2 ? 1 : 0, .architecture = c.architecture,
+                      .sequence_parallel = c.sequence_parallel};
+  const fs::path dir = shared_dir(comm, std::string("device_tp_") + c.architecture + (c.sequence_parallel ? "_sp" : ""));
   EnginePair engines(world, dir, layout);
   for (int step = 0; step < 3; ++step) {
     const StepMetrics want = engines.cpu.step(), got = engines.gpu.step();
@@ -150,7 +162,12 @@ TEST_P(DeviceTensorParallel, MatchesTheCpuEngineAndResumesThere) {
   EXPECT_NEAR(got.loss, want.loss, 1e-4 * want.loss) << "resumed";
 }
 
-INSTANTIATE_TEST_SUITE_P(Families, DeviceTensorParallel, ::testing::Values("gpt2", "llama"));
+INSTANTIATE_TEST_SUITE_P(Families, DeviceTensorParallel,
+                         ::testing::Values(TpCase{"gpt2", false}, TpCase{"llama", false}, TpCase{"gpt2", true},
+                                           TpCase{"llama", true}),
+                         [](const ::testing::TestParamInfo<TpCase>& info) {
+                           return std::string(info.param.architecture) + (info.param.sequence_parallel ? "_sp" : "");
+                         });
 
 }  // namespace
 }  // namespace myriad::train

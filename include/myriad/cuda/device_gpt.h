@@ -63,6 +63,12 @@ struct DeviceGptOptions {
   // null (or of size 1): no tensor parallelism.
   dist::Communicator* tp = nullptr;
   dist::Communicator* tp_device = nullptr;
+  // Sequence parallelism (tp > 1, Megatron's): the residual stream, the norms' inputs and their
+  // statistics hold this rank's N / tp token rows; each norm's output is all-gathered for the
+  // column-parallel GEMMs, the row-parallel outputs reduce-scattered back to rows (instead of
+  // all-reduced), the norms' weight gradients (partial over the rows) all-reduced. N = batch x
+  // seq must be divisible by tp.
+  bool sequence_parallel = false;
 };
 
 class DeviceGpt {

@@ -56,6 +56,7 @@ struct DeviceTrainerOptions {
   std::int64_t micro_batch = 1, seq_len = 1;
   DType operands = DType::f32;                    // GEMM operands: f32, bf16 or f16 (training.precision)
   nn::Recompute recompute = nn::Recompute::none;  // training.recompute
+  bool sequence_parallel = false;                 // parallel.sequence_parallel (with tp > 1)
 };
 
 // `dp`: the host
