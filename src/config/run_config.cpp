@@ -92,9 +92,9 @@ void validate_device(const RunConfig& c) {
   if (c.training.device != ComputeDevice::cuda) return;
   const char* why = "training.device cuda";
   const ParallelConfig& p = c.parallel;
-  MYRIAD_CHECK(p.pp * p.cp * p.ep == 1,
-               why << " supports data and tensor parallelism (parallel.pp " << p.pp << ", cp " << p.cp << ", ep "
-                   << p.ep << "): use training.device cpu for the pipeline, context and expert layouts");
+  MYRIAD_CHECK(p.cp * p.ep == 1,
+               why << " supports data, tensor and pipeline parallelism (parallel.cp " << p.cp << ", ep " << p.ep
+                   << "): context and expert parallelism are not implemented on either device");
   MYRIAD_CHECK(p.zero_stage <= 1, why << " shards the optimizer state (ZeRO-1) but keeps full gradients and values: "
                                       << "parallel.zero_stage must be 0 or 1 (got " << p.zero_stage << ")");
   MYRIAD_CHECK(c.model.num_experts == 0, why << " has no mixture-of-experts layers (model.num_experts "

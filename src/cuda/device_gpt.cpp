@@ -49,15 +49,88 @@ DeviceBuffer floats(std::int64_t count, int device) {
   return DeviceBuffer(static_cast<std::size_t>(count) * sizeof(float), device);
 }
 
+struct Carvers {
+  Carver<float> f;
+  Carver<Half16> h;
+};
+
+// Each block's activations are carved out of buffers: the ones the block keeps out of its own
+// f32 (and in 16-bit mode 16-bit) buffer, the ones recompute rebuilds in backward out of one
+// shared set that every block reuses — none: everything kept; selective: all but the norm
+// outputs and the MLP activation (cheap: no GEMM); full: nothing (the block input is always
+// kept in residual). The same carving runs once without buffers to size them, then per block.
+void carve_block(const DeviceGpt::State& s, Carvers& own, Carvers& shared, BlockActivations& a) {
+  const nn::Recompute mode = s.options.recompute;
+  const std::int64_t N = s.N, R = s.R, C = s.C, A = s.A, F = s.F, kv = s.N * s.Hkv * s.D;
+  auto kept = [&](bool cheap) { return mode == nn::Recompute::none || (mode == nn::Recompute::selective && !cheap); };
+  auto f = [&](std::int64_t n, bool cheap = false) { return (kept(cheap) ? own.f : shared.f).take(n); };
+  const bool half = s.half_operands();  // 16-bit copies only in 16-bit mode
+  auto h = [&](std::int64_t n, bool cheap = false) { return half ? (kept(cheap) ? own.h : shared.h).take(n) : nullptr; };
+  a.ln1 = f(N * C, true);
+  a.ln1_mean = f(R);
+  a.ln1_rstd = f(R);
+  a.qkv = f(N * s.W);
+  a.q = f(N * A);
+  a.k = f(kv);
+  a.v = f(kv);
+  a.att = f(N * A);
+  a.lse = f(N * s.Hq);
+  a.merged = f(N * A);
+  a.res_mid = f(R * C);
+  a.ln2 = f(N * C, true);
+  a.ln2_mean = f(R);
+  a.ln2_rstd = f(R);
+  a.fc = f(N * F);
+  a.up = s.swiglu ? f(N * F) : nullptr;
+  a.act = f(N * F, true);
+  a.ln1_h = h(N * C, true);
+  a.merged_h = h(N * A);
+  a.ln2_h = h(N * C, true);
+  a.act_h = h(N * F, true);
+  a.q_h = h(N * A);
+  a.k_h = h(kv);
+  a.v_h = h(kv);
+  a.att_h = h(N * A);
+}
+
+DeviceBuffer halves(std::int64_t count, int device) {
+  return DeviceBuffer(static_cast<std::size_t>(count) * sizeof(Half16), device);
+}
+
+DeviceBuffer int32s(std::int64_t count, int device) {
+  return DeviceBuffer(static_cast<std::size_t>(count) * sizeof(std::int32_t), device);
+}
+
+// Buffers of the carving's sizes (none for zero elements: a mode that keeps nothing, or no
+// 16-bit copies), and carvers over them.
+Carvers carving_buffers(const Carvers& size, int device, std::vector<DeviceBuffer>& f32, std::vector<DeviceBuffer>& h16) {
+  Carvers c;
+  if (size.f.used > 0) {
+    f32.push_back(floats(size.f.used, device));
+    c.f.base = f32.back().as<float>();
+  }
+  if (size.h.used > 0) {
+    h16.push_back(halves(size.h.used, device));
+    c.h.base = h16.back().as<Half16>();
+  }
+  return c;
+}
+
+nn::ModelSplit layout_split(const DeviceGptOptions& o) {
+  nn::ModelSplit split;
+  split.tp = o.tp != nullptr && o.tp->size() > 1 ? o.tp : nullptr;
+  split.sequence_parallel = o.sequence_parallel;
+  split.chunks = o.chunks;
+  split.first_stage = o.first_stage;
+  split.last_stage = o.last_stage;
+  return split;
+}
+
 }  // namespace
 
 DeviceGpt::State::State(DeviceContext& ctx, const nn::TransformerConfig& cfg, std::int64_t batch, std::int64_t seq,
                         DeviceGptOptions opts)
-    : context(ctx),
-      config(cfg),
-      options(opts),
-      layout_model(cfg, nn::ModelSplit{.tp = opts.tp != nullptr && opts.tp->size() > 1 ? opts.tp : nullptr},
-                   /*allocate=*/false) {
+    : context(ctx), config(cfg), options(opts), layout_model(cfg, layout_split(opts), /*allocate=*/false) {
   const int tp_size = opts.tp != nullptr ? opts.tp->size() : 1;
   if (tp_size > 1) {
     MYRIAD_CHECK(opts.tp_device != nullptr && opts.tp_device->size() == tp_size &&
@@ -78,7 +151,19 @@ DeviceGpt::State::State(DeviceContext& ctx, const nn::TransformerConfig& cfg, st
   W = cfg.local_qkv_width(tp_size);
   F = cfg.local_ffn(tp_size);
   V = cfg.vocab_size;
-  L = cfg.n_layer;
+  first_stage = opts.first_stage;
+  last_stage = opts.last_stage;
+  if (opts.chunks.empty()) {
+    chunk_blocks.emplace_back(0, cfg.n_layer);
+    for (int l = 0; l < cfg.n_layer; ++l) layers.push_back(l);
+  } else {
+    for (const std::vector<int>& chunk : opts.chunks) {
+      const int first = static_cast<int>(layers.size());
+      layers.insert(layers.end(), chunk.begin(), chunk.end());
+      chunk_blocks.emplace_back(first, static_cast<int>(layers.size()));
+    }
+  }
+  L = static_cast<std::int64_t>(layers.size());
   Vl = cfg.padded_vocab_size() / tp_size;
   vocab_start = Vl * (tp_size > 1 ? opts.tp->rank() : 0);
   Vr = tp_size > 1 ? std::clamp<std::int64_t>(V - vocab_start, 0, Vl) : V;
@@ -109,88 +194,27 @@ DeviceGpt::State::State(DeviceContext& ctx, const nn::TransformerConfig& cfg, st
     optimizer = std::make_unique<DeviceAdamW>(ctx, std::move(segments), total);
   }
 
-  // Each block's activations are carved out of buffers: the ones the block keeps out of its own
-  // f32 (and in 16-bit mode 16-bit) buffer, the ones recompute rebuilds in backward out of one
-  // shared set that every block reuses — none: everything kept; selective: all but the norm
-  // outputs and the MLP activation (cheap: no GEMM); full: nothing (the block input, residual[l],
-  // is always kept). The same carving runs once without buffers to size them, then per block.
-  const std::int64_t kv = N * Hkv * D;
-  const nn::Recompute mode = opts.recompute;
-  struct Carvers {
-    Carver<float> f;
-    Carver<Half16> h;
-  };
-  auto carve = [&](Carvers& own, Carvers& shared, BlockActivations& a) {
-    auto kept = [&](bool cheap) { return mode == nn::Recompute::none || (mode == nn::Recompute::selective && !cheap); };
-    auto f = [&](std::int64_t n, bool cheap = false) { return (kept(cheap) ? own.f : shared.f).take(n); };
-    const bool half = half_operands();  // 16-bit copies only in 16-bit mode
-    auto h = [&](std::int64_t n, bool cheap = false) {
-      return half ? (kept(cheap) ? own.h : shared.h).take(n) : nullptr;
-    };
-    a.ln1 = f(N * C, true);
-    a.ln1_mean = f(R);
-    a.ln1_rstd = f(R);
-    a.qkv = f(N * W);
-    a.q = f(N * A);
-    a.k = f(kv);
-    a.v = f(kv);
-    a.att = f(N * A);
-    a.lse = f(N * Hq);
-    a.merged = f(N * A);
-    a.res_mid = f(R * C);
-    a.ln2 = f(N * C, true);
-    a.ln2_mean = f(R);
-    a.ln2_rstd = f(R);
-    a.fc = f(N * F);
-    a.up = swiglu ? f(N * F) : nullptr;
-    a.act = f(N * F, true);
-    a.ln1_h = h(N * C, true);
-    a.merged_h = h(N * A);
-    a.ln2_h = h(N * C, true);
-    a.act_h = h(N * F, true);
-    a.q_h = h(N * A);
-    a.k_h = h(kv);
-    a.v_h = h(kv);
-    a.att_h = h(N * A);
-  };
+  // The shared activations of recompute (one set for every block and slot), then slot 0.
   Carvers own_size, shared_size;
   BlockActivations sizing{};
-  carve(own_size, shared_size, sizing);
-  auto halves = [&](std::int64_t n) { return DeviceBuffer(static_cast<std::size_t>(n) * sizeof(Half16), dev); };
-  // Buffers of zero elements are not allocated (a mode that keeps nothing, or no 16-bit copies).
-  auto buffers = [&](const Carvers& size, std::vector<DeviceBuffer>& f32, std::vector<DeviceBuffer>& h16) {
-    Carvers c;
-    if (size.f.used > 0) {
-      f32.push_back(floats(size.f.used, dev));
-      c.f.base = f32.back().as<float>();
-    }
-    if (size.h.used > 0) {
-      h16.push_back(halves(size.h.used));
-      c.h.base = h16.back().as<Half16>();
-    }
-    return c;
-  };
-  const Carvers shared_base = buffers(shared_size, shared_buffers, shared_buffers);
-  for (std::int64_t l = 0; l <= L; ++l) residual.push_back(floats(R * C, dev));
-  for (std::int64_t l = 0; l < L; ++l) {
-    Carvers own = buffers(own_size, block_buffers, block_half_buffers);
-    Carvers shared = shared_base;  // every block starts at the same shared pointers
-    BlockActivations a{};
-    carve(own, shared, a);
-    blocks.push_back(a);
-  }
+  carve_block(*this, own_size, shared_size, sizing);
+  const Carvers shared = carving_buffers(shared_size, dev, shared_buffers, shared_buffers);
+  shared_f32 = shared.f.base;
+  shared_h16 = shared.h.base;
+  parked.resize(1);
+  allocate_slot();
+  const std::int64_t kv = N * Hkv * D;
   if (half_operands()) {
-    values_h = halves(total);
-    lnf_h = halves(N * C);
-    grad_h = halves(std::max({N * Vr, N * F, N * W, N * C}));
-    d_att_h = halves(N * A);
-    d_q_h = halves(N * A);
-    d_k_h = halves(kv);
-    d_v_h = halves(kv);
+    values_h = halves(total, dev);
+    grad_h = halves(std::max({N * Vr, N * F, N * W, N * C}), dev);
+    d_att_h = halves(N * A, dev);
+    d_q_h = halves(N * A, dev);
+    d_k_h = halves(kv, dev);
+    d_v_h = halves(kv, dev);
   }
-  for (std::int64_t l = 0; l < L; ++l) {
+  for (std::int64_t i = 0; i < L; ++i) {
     DeviceGpt::FlatRange range{std::numeric_limits<std::int64_t>::max(), 0};
-    const std::string prefix = block_name(l, "");
+    const std::string prefix = block_name(layers[static_cast<std::size_t>(i)], "");
     for (const nn::Parameter& p : layout_model.parameters().all()) {
       if (p.name.rfind(prefix, 0) != 0) continue;
       range.begin = std::min(range.begin, p.offset);
@@ -206,22 +230,10 @@ DeviceGpt::State::State(DeviceContext& ctx, const nn::TransformerConfig& cfg, st
     rope_sin = floats(T * D / 2, dev);
     rope_table_f32(rope_cos.as<float>(), rope_sin.as<float>(), T, D, cfg.rope_theta, 0, ctx.stream());
   }
-  lnf = floats(N * C, dev);
-  lnf_mean = floats(R, dev);
-  lnf_rstd = floats(R, dev);
-  logits = floats(std::max<std::int64_t>(N * Vr, 1), dev);
-  losses = floats(N, dev);
-  ce_lse = floats(N, dev);
   grad_losses = floats(N, dev);
-  ids = DeviceBuffer(static_cast<std::size_t>(N) * sizeof(std::int32_t), dev);
-  targets = DeviceBuffer(static_cast<std::size_t>(N) * sizeof(std::int32_t), dev);
   bad_index = DeviceBuffer(sizeof(long long), dev);
-  if (tensor_parallel()) {
-    shard_ids = DeviceBuffer(static_cast<std::size_t>(N) * sizeof(std::int32_t), dev);
-    shard_targets = DeviceBuffer(static_cast<std::size_t>(N) * sizeof(std::int32_t), dev);
-    shard_bad_index = DeviceBuffer(sizeof(long long), dev);
-  }
-  for (DeviceBuffer* b : {&d_res, &d_res_mid}) *b = floats(R * C, dev);
+  if (tensor_parallel()) shard_bad_index = DeviceBuffer(sizeof(long long), dev);
+  d_res_mid = floats(R * C, dev);
   d_tmp = floats(N * C, dev);
   if (sequence_parallel) {
     h_rows = floats(R * C, dev);
@@ -238,16 +250,88 @@ DeviceGpt::State::State(DeviceContext& ctx, const nn::TransformerConfig& cfg, st
   norm_scratch_floats = std::max<std::int64_t>(layernorm_backward_scratch_floats(R, C), 1);
   norm_scratch = floats(norm_scratch_floats, dev);
 
-  activation_bytes = 0;
-  for (const auto* list : {&residual, &block_buffers, &block_half_buffers, &shared_buffers}) {
-    for (const DeviceBuffer& b : *list) activation_bytes += b.bytes();
+  shared_bytes = 0;
+  for (const DeviceBuffer& b : shared_buffers) shared_bytes += b.bytes();
+  for (const DeviceBuffer* b : {&grad_losses, &d_res_mid, &d_tmp, &d_merged, &d_att, &d_q, &d_k, &d_v, &d_qkv, &d_fc,
+                                &d_up, &delta, &norm_scratch, &grad_h, &rope_cos, &rope_sin, &d_att_h, &d_q_h, &d_k_h,
+                                &d_v_h, &h_rows, &d_rows, &d_full, &norm_grads}) {
+    shared_bytes += b->bytes();
   }
-  for (const DeviceBuffer* b : {&lnf, &lnf_mean, &lnf_rstd, &logits, &losses, &ce_lse, &grad_losses, &ids, &targets,
-                                &d_res, &d_res_mid, &d_tmp, &d_merged, &d_att, &d_q, &d_k, &d_v, &d_qkv, &d_fc, &d_up,
-                                &delta, &norm_scratch, &lnf_h, &grad_h, &rope_cos, &rope_sin, &d_att_h, &d_q_h,
-                                &d_k_h, &d_v_h, &h_rows, &d_rows, &d_full, &norm_grads}) {
-    activation_bytes += b->bytes();
+}
+
+void DeviceGpt::State::allocate_slot() {
+  const int dev = context.device();
+  const int chunks = static_cast<int>(chunk_blocks.size());
+  for (std::int64_t r = 0; r < L + chunks; ++r) residual.push_back(floats(R * C, dev));
+  Carvers own_size, shared_size;
+  BlockActivations sizing{};
+  carve_block(*this, own_size, shared_size, sizing);
+  for (std::int64_t i = 0; i < L; ++i) {
+    Carvers own = carving_buffers(own_size, dev, block_buffers, block_half_buffers);
+    Carvers shared{{shared_f32}, {shared_h16}};  // every block starts at the same shared pointers
+    BlockActivations a{};
+    carve_block(*this, own, shared, a);
+    blocks.push_back(a);
   }
+  for (int c = 0; c < chunks; ++c) chunk_grads.push_back(floats(R * C, dev));
+  ids = int32s(N, dev);
+  targets = int32s(N, dev);
+  if (tensor_parallel()) {
+    shard_ids = int32s(N, dev);
+    shard_targets = int32s(N, dev);
+  }
+  if (last_stage) {
+    lnf = floats(N * C, dev);
+    lnf_mean = floats(R, dev);
+    lnf_rstd = floats(R, dev);
+    if (half_operands()) lnf_h = halves(N * C, dev);
+    logits = floats(std::max<std::int64_t>(N * Vr, 1), dev);
+    losses = floats(N, dev);
+    ce_lse = floats(N, dev);
+  }
+  std::size_t bytes = 0;
+  for (const auto* list : {&residual, &block_buffers, &block_half_buffers, &chunk_grads}) {
+    for (const DeviceBuffer& b : *list) bytes += b.bytes();
+  }
+  for (const DeviceBuffer* b : {&lnf, &lnf_mean, &lnf_rstd, &lnf_h, &logits, &losses, &ce_lse, &ids, &targets,
+                                &shard_ids, &shard_targets}) {
+    bytes += b->bytes();
+  }
+  slot_bytes = bytes;
+}
+
+void DeviceGpt::State::swap_slot(SlotBuffers& o) {
+  std::swap(residual, o.residual);
+  std::swap(block_buffers, o.block_buffers);
+  std::swap(block_half_buffers, o.block_half_buffers);
+  std::swap(blocks, o.blocks);
+  for (auto [mine, theirs] : {std::pair{&lnf, &o.lnf}, {&lnf_mean, &o.lnf_mean}, {&lnf_rstd, &o.lnf_rstd},
+                              {&lnf_h, &o.lnf_h}, {&logits, &o.logits}, {&losses, &o.losses}, {&ce_lse, &o.ce_lse},
+                              {&ids, &o.ids}, {&targets, &o.targets}, {&shard_ids, &o.shard_ids},
+                              {&shard_targets, &o.shard_targets}}) {
+    std::swap(*mine, *theirs);
+  }
+  std::swap(batch_targets, o.batch_targets);
+  std::swap(chunk_grads, o.chunk_grads);
+}
+
+void DeviceGpt::State::add_slot() {
+  SlotBuffers active;
+  swap_slot(active);  // the members are empty now
+  allocate_slot();
+  SlotBuffers made;
+  swap_slot(made);    // the members are empty again
+  swap_slot(active);  // the active slot is back
+  parked.push_back(std::move(made));
+}
+
+void DeviceGpt::State::use_slot(int slot) {
+  MYRIAD_CHECK(slot >= 0 && slot < static_cast<int>(parked.size()),
+               "DeviceGpt: slot " << slot << " of " << parked.size() << " (prepare_slots first)");
+  if (slot == active_slot) return;
+  swap_slot(parked[static_cast<std::size_t>(active_slot)]);
+  swap_slot(parked[static_cast<std::size_t>(slot)]);
+  active_slot = slot;
 }
 
 float* DeviceGpt::State::value(const std::string& name) const {
@@ -339,7 +423,9 @@ const nn::TransformerConfig& DeviceGpt::config() const { return state_->config; 
 const nn::ParameterStore& DeviceGpt::layout() const { return state_->layout_model.parameters(); }
 std::int64_t DeviceGpt::parameter_floats() const { return layout().numel(); }
 std::int64_t DeviceGpt::steps_taken() const { return state_->optimizer ? state_->optimizer->steps_taken() : 0; }
-std::size_t DeviceGpt::activation_bytes() const { return state_->activation_bytes; }
+std::size_t DeviceGpt::activation_bytes() const {
+  return state_->shared_bytes + state_->slot_bytes * state_->parked.size();
+}
 
 void DeviceGpt::load_values(const Tensor& flat_values) {
   MYRIAD_CHECK(flat_values.defined() && flat_values.device().is_cpu() && flat_values.dtype() == DType::f32 &&
@@ -431,7 +517,6 @@ void upload_shard_batch(DeviceGpt::State& s, const Tensor& ids, const Tensor& ta
     shard_ids[static_cast<std::size_t>(i)] = local(id, -1);
     shard_targets[static_cast<std::size_t>(i)] = target == ignore ? ignore : local(target, ignore);
   }
-  s.batch_targets = targets;
   cudaStream_t stream = s.context.stream();
   MYRIAD_CUDA_CHECK(cudaMemcpyAsync(s.shard_ids.data(), shard_ids.data(), shard_ids.size() * sizeof(std::int32_t),
                                     cudaMemcpyHostToDevice, stream));
@@ -440,38 +525,135 @@ void upload_shard_batch(DeviceGpt::State& s, const Tensor& ids, const Tensor& ta
   s.context.synchronize();  // the host vectors go out of scope
 }
 
+// The ids and targets of the active slot. On the device, read_losses checks them (a whole model);
+// on a pipeline stage no rank sees both the embedding and the loss, so they are checked here.
 void upload_batch(DeviceGpt::State& s, const Tensor& ids, const Tensor& targets) {
   DeviceGuard guard(s.context.device());
   cudaStream_t stream = s.context.stream();
+  if (!(s.first_stage && s.last_stage) && !s.tensor_parallel()) {
+    const std::int32_t ignore = nn::GptModel::kIgnoreIndex;
+    for (std::int64_t i = 0; i < ids.numel(); ++i) {
+      const std::int32_t id = ids.data<std::int32_t>()[i], target = targets.data<std::int32_t>()[i];
+      MYRIAD_CHECK(id >= 0 && id < s.V && (target == ignore || (target >= 0 && target < s.V)),
+                   "DeviceGpt: token or target at flat position " << i << " is outside the vocabulary [0, " << s.V
+                                                                  << ")");
+    }
+  }
+  s.batch_targets = targets;
   MYRIAD_CUDA_CHECK(cudaMemcpyAsync(s.ids.data(), ids.raw_data(), ids.nbytes(), cudaMemcpyHostToDevice, stream));
   MYRIAD_CUDA_CHECK(
       cudaMemcpyAsync(s.targets.data(), targets.raw_data(), targets.nbytes(), cudaMemcpyHostToDevice, stream));
   if (s.tensor_parallel()) upload_shard_batch(s, ids, targets);
 }
 
+void require_whole_model(const DeviceGpt::State& s, const char* what) {
+  MYRIAD_CHECK(s.first_stage && s.last_stage && s.chunk_blocks.size() == 1,
+               "DeviceGpt::" << what << " needs a model holding every layer (this one is a pipeline stage: use "
+                             << "forward_chunk / backward_chunk)");
+}
+
+// (rows <= batch, seq) host ids/targets padded to the batch: token 0 with ignored targets (no
+// loss, no effect on the others).
+std::pair<Tensor, Tensor> padded_batch(const DeviceGpt::State& s, const Tensor& ids, const Tensor& targets) {
+  if (ids.size(0) == s.B) return {ids.contiguous(), targets.contiguous()};
+  Tensor padded_ids = Tensor::zeros({s.B, s.T}, DType::i32);
+  Tensor padded_targets = Tensor::full({s.B, s.T}, nn::GptModel::kIgnoreIndex, DType::i32);
+  padded_ids.slice(0, 0, ids.size(0)).copy_from(ids);
+  padded_targets.slice(0, 0, targets.size(0)).copy_from(targets);
+  return {padded_ids, padded_targets};
+}
+
 }  // namespace
 
 nn::LossSum DeviceGpt::forward_backward(const Tensor& ids, const Tensor& targets, float loss_scale) {
   State& s = *state_;
+  require_whole_model(s, "forward_backward");
   check_batch(s, ids, targets, "forward_backward", false);
+  s.use_slot(0);
   const Tensor ids_c = ids.contiguous(), targets_c = targets.contiguous();
   upload_batch(s, ids_c, targets_c);
   return s.read_losses(targets_c, [&] {
-    s.forward(s.L);
-    s.backward(loss_scale);
+    s.forward_chunk(0);
+    s.backward_chunk(0, loss_scale);
   });
 }
 
 nn::LossSum DeviceGpt::forward_loss(const Tensor& ids, const Tensor& targets) {
   State& s = *state_;
+  require_whole_model(s, "forward_loss");
   check_batch(s, ids, targets, "forward_loss", true);
-  // Rows past the given ones: token 0 with ignored targets (no loss, no effect on the others).
-  Tensor padded_ids = Tensor::zeros({s.B, s.T}, DType::i32);
-  Tensor padded_targets = Tensor::full({s.B, s.T}, nn::GptModel::kIgnoreIndex, DType::i32);
-  padded_ids.slice(0, 0, ids.size(0)).copy_from(ids);
-  padded_targets.slice(0, 0, targets.size(0)).copy_from(targets);
+  s.use_slot(0);
+  const auto [padded_ids, padded_targets] = padded_batch(s, ids, targets);
   upload_batch(s, padded_ids, padded_targets);
-  return s.read_losses(padded_targets, [&] { s.forward(s.L); });
+  return s.read_losses(padded_targets, [&] { s.forward_chunk(0); });
+}
+
+int DeviceGpt::num_chunks() const { return static_cast<int>(state_->chunk_blocks.size()); }
+
+void DeviceGpt::prepare_slots(int slots) {
+  MYRIAD_CHECK(slots >= 1, "DeviceGpt::prepare_slots: " << slots << " slots");
+  while (static_cast<int>(state_->parked.size()) < slots) state_->add_slot();
+}
+
+int DeviceGpt::slots() const { return static_cast<int>(state_->parked.size()); }
+
+namespace {
+
+Tensor slot_view(DeviceGpt::State& s, const DeviceBuffer& buffer) {
+  auto storage = Storage::wrap(buffer.data(), buffer.bytes(), Device::cuda(s.context.device()), [](void*) {});
+  return Tensor::from_storage(std::move(storage), {s.R, s.C}, {s.C, 1}, 0, DType::f32);
+}
+
+void check_chunk(const DeviceGpt::State& s, int chunk, const char* what) {
+  MYRIAD_CHECK(chunk >= 0 && chunk < static_cast<int>(s.chunk_blocks.size()),
+               "DeviceGpt::" << what << ": chunk " << chunk << " of " << s.chunk_blocks.size());
+}
+
+}  // namespace
+
+Tensor DeviceGpt::chunk_input(int chunk, int slot) {
+  State& s = *state_;
+  check_chunk(s, chunk, "chunk_input");
+  s.use_slot(slot);
+  return slot_view(s, s.residual[static_cast<std::size_t>(s.chunk_blocks[static_cast<std::size_t>(chunk)].first + chunk)]);
+}
+
+Tensor DeviceGpt::chunk_output(int chunk, int slot) {
+  State& s = *state_;
+  check_chunk(s, chunk, "chunk_output");
+  s.use_slot(slot);
+  return slot_view(s, s.residual[static_cast<std::size_t>(s.chunk_blocks[static_cast<std::size_t>(chunk)].second + chunk)]);
+}
+
+Tensor DeviceGpt::chunk_grad(int chunk, int slot) {
+  State& s = *state_;
+  check_chunk(s, chunk, "chunk_grad");
+  s.use_slot(slot);
+  return slot_view(s, s.chunk_grads[static_cast<std::size_t>(chunk)]);
+}
+
+nn::LossSum DeviceGpt::forward_chunk(int chunk, int slot, const Tensor& ids, const Tensor& targets) {
+  State& s = *state_;
+  check_chunk(s, chunk, "forward_chunk");
+  s.use_slot(slot);
+  const bool first = s.chunk_is_first(chunk), last = s.chunk_is_last(chunk);
+  if (first || last) {
+    check_batch(s, ids, targets, "forward_chunk", true);
+    const auto [padded_ids, padded_targets] = padded_batch(s, ids, targets);
+    upload_batch(s, padded_ids, padded_targets);
+  }
+  if (!last) {
+    s.forward_chunk(chunk);
+    return {};
+  }
+  return s.read_losses(s.batch_targets, [&] { s.forward_chunk(chunk); });
+}
+
+void DeviceGpt::backward_chunk(int chunk, int slot, float loss_scale) {
+  State& s = *state_;
+  check_chunk(s, chunk, "backward_chunk");
+  s.use_slot(slot);
+  s.backward_chunk(chunk, loss_scale);
 }
 
 optim::OptimizerStepStats DeviceGpt::step(float lr, const optim::AdamWConfig& config, float unscale) {

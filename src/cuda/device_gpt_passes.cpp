@@ -186,12 +186,17 @@ void attention_backward_half(const DeviceGpt::State& s, const BlockActivations& 
 
 }  // namespace
 
-void DeviceGpt::State::forward(std::int64_t layer_count) {
+void DeviceGpt::State::forward_chunk(int chunk) {
+  const auto [first, last] = chunk_blocks[static_cast<std::size_t>(chunk)];
+  if (chunk_is_first(chunk)) embed();
+  for (int i = first; i < last; ++i) forward_block(i, i + chunk);
+  if (chunk_is_last(chunk)) head_forward(residual[static_cast<std::size_t>(last + chunk)].as<float>());
+}
+
+// Token rows of the embedding table (real vocabulary), plus the first T rows of the position
+// table for learned positions, into residual[0] (the first chunk's input).
+void DeviceGpt::State::embed() {
   cudaStream_t stream = context.stream();
-  const auto* ids_ptr = ids.as<std::int32_t>();
-  auto* bad = reinterpret_cast<long long*>(bad_index.data());
-  // Token rows of the embedding table (real vocabulary), plus the first T rows of the position
-  // table for learned positions.
   float* x0 = residual[0].as<float>();
   if (tensor_parallel()) {  // this rank's vocabulary rows, zeros elsewhere, summed over tp
     float* lookup = sequence_parallel ? d_full.as<float>() : x0;
@@ -203,20 +208,24 @@ void DeviceGpt::State::forward(std::int64_t layer_count) {
       reduce_over_tp(x0, N * C);
     }
   } else {
-    embedding_forward_f32(ids_ptr, value("wte"), x0, bad, N, V, C, stream);
+    embedding_forward_f32(ids.as<std::int32_t>(), value("wte"), x0, reinterpret_cast<long long*>(bad_index.data()),
+                          N, V, C, stream);
   }
   if (!rope) add_positions(*this, x0, value("wpe"), row_start);
+}
 
-  for (std::int64_t l = 0; l < layer_count; ++l) forward_block(l);
-
-  norm_to_all_rows(residual[static_cast<std::size_t>(layer_count)].as<float>(), value("norm_f.weight"),
-                   optional_value("norm_f.bias"), lnf.as<float>(), lnf_mean.as<float>(), lnf_rstd.as<float>());
+// Final norm, logits and per-token losses from the last block's output x.
+void DeviceGpt::State::head_forward(const float* x) {
+  cudaStream_t stream = context.stream();
+  norm_to_all_rows(x, value("norm_f.weight"), optional_value("norm_f.bias"), lnf.as<float>(), lnf_mean.as<float>(),
+                   lnf_rstd.as<float>());
   const Operand final_norm{lnf.as<float>(), lnf_h.as<Half16>()};
   prepare_operand(*this, final_norm, N * C);
   if (!tensor_parallel()) {
     linear_forward(*this, final_norm, head_weight, nullptr, logits.as<float>(), N, C, V);
     cross_entropy_forward_f32(logits.as<float>(), targets.as<std::int32_t>(), losses.as<float>(), ce_lse.as<float>(),
-                              bad, N, V, nn::GptModel::kIgnoreIndex, stream);
+                              reinterpret_cast<long long*>(bad_index.data()), N, V, nn::GptModel::kIgnoreIndex,
+                              stream);
     return;
   }
   // The shard's real vocabulary columns (the first Vr rows of its head rows; padding never exists
@@ -340,11 +349,12 @@ void DeviceGpt::State::combine_vocab_parallel_losses() {
   context.synchronize();  // the host tensors go out of scope
 }
 
-void DeviceGpt::State::forward_block(std::int64_t l) {
+void DeviceGpt::State::forward_block(int block, int row) {
   cudaStream_t stream = context.stream();
-  const BlockActivations& a = blocks[static_cast<std::size_t>(l)];
-  const float* x = residual[static_cast<std::size_t>(l)].as<float>();
-  float* out = residual[static_cast<std::size_t>(l + 1)].as<float>();
+  const BlockActivations& a = blocks[static_cast<std::size_t>(block)];
+  const float* x = residual[static_cast<std::size_t>(row)].as<float>();
+  float* out = residual[static_cast<std::size_t>(row + 1)].as<float>();
+  const int l = layers[static_cast<std::size_t>(block)];  // the global layer: parameter names
   auto w = [&](const char* suffix) { return value(block_name(l, suffix)); };
   auto maybe = [&](const char* suffix) { return optional_value(block_name(l, suffix)); };
   auto name = [&](const char* suffix) { return block_name(l, suffix); };
@@ -395,10 +405,11 @@ void DeviceGpt::State::forward_block(std::int64_t l) {
 // Selective recompute: the activations rebuilt without a GEMM — both norm outputs (and their
 // 16-bit copies) from the block input and mid residual, and the MLP activation from fc (and up).
 // The statistics are recomputed too (bit-identical to the kept ones: same kernels, same inputs).
-void DeviceGpt::State::rebuild_cheap_activations(std::int64_t l) {
+void DeviceGpt::State::rebuild_cheap_activations(int block, int row) {
   cudaStream_t stream = context.stream();
-  const BlockActivations& a = blocks[static_cast<std::size_t>(l)];
-  const float* x = residual[static_cast<std::size_t>(l)].as<float>();
+  const BlockActivations& a = blocks[static_cast<std::size_t>(block)];
+  const float* x = residual[static_cast<std::size_t>(row)].as<float>();
+  const int l = layers[static_cast<std::size_t>(block)];
   auto w = [&](const char* suffix) { return value(block_name(l, suffix)); };
   auto maybe = [&](const char* suffix) { return optional_value(block_name(l, suffix)); };
   norm_to_all_rows(x, w("norm1.weight"), maybe("norm1.bias"), a.ln1, a.ln1_mean, a.ln1_rstd);
@@ -413,7 +424,22 @@ void DeviceGpt::State::rebuild_cheap_activations(std::int64_t l) {
   prepare_operand(*this, {a.act, a.act_h}, N * F);
 }
 
-void DeviceGpt::State::backward(float loss_scale) {
+void DeviceGpt::State::backward_chunk(int chunk, float loss_scale) {
+  const auto [first, last] = chunk_blocks[static_cast<std::size_t>(chunk)];
+  float* g = chunk_grads[static_cast<std::size_t>(chunk)].as<float>();  // dL/d the residual stream, R rows
+  if (chunk_is_last(chunk)) head_backward(loss_scale, residual[static_cast<std::size_t>(last + chunk)].as<float>(), g);
+  for (int i = last; i-- > first;) {
+    if (options.recompute == nn::Recompute::full) forward_block(i, i + chunk);  // into the shared activations
+    if (options.recompute == nn::Recompute::selective) rebuild_cheap_activations(i, i + chunk);
+    block_backward(i, i + chunk, g);
+    if (block_gradients_ready) block_gradients_ready(i, block_ranges[static_cast<std::size_t>(i)]);
+  }
+  if (chunk_is_first(chunk)) embed_backward(g);
+}
+
+// From the per-token losses (seeded with loss_scale) back to grad_x = dL/d x, x the last block's
+// output (R rows).
+void DeviceGpt::State::head_backward(float loss_scale, const float* x, float* grad_x) {
   cudaStream_t stream = context.stream();
   const std::vector<float> scale(static_cast<std::size_t>(N), loss_scale);
   MYRIAD_CUDA_CHECK(cudaMemcpyAsync(grad_losses.data(), scale.data(), scale.size() * sizeof(float),
@@ -427,13 +453,7 @@ void DeviceGpt::State::backward(float loss_scale) {
                                      grad_losses.as<float>(), dlogits, N, Vr, vocab_start, nn::GptModel::kIgnoreIndex,
                                      stream);
   }
-  // Scratch roles: d_res = gradient of the residual stream entering from above (R rows); d_tmp =
-  // a column-parallel input's gradient of all rows (this rank's part under tp); d_res_mid =
-  // gradient at the block's mid residual (R rows); reduce_input_grad gives a norm's output
-  // gradient of the R rows.
-  float* g_res = d_res.as<float>();
   float* g_tmp = d_tmp.as<float>();
-  float* g_mid = d_res_mid.as<float>();
   const std::int64_t head_columns = tensor_parallel() ? Vr : V;
   if (head_columns > 0) {
     linear_backward(*this, dlogits, {lnf.as<float>(), lnf_h.as<Half16>()}, head_weight, g_tmp, grad(head_weight),
@@ -441,78 +461,86 @@ void DeviceGpt::State::backward(float loss_scale) {
   } else {
     MYRIAD_CUDA_CHECK(cudaMemsetAsync(g_tmp, 0, static_cast<std::size_t>(N * C) * sizeof(float), stream));
   }
-  norm_backward_rows(reduce_input_grad(g_tmp), residual[static_cast<std::size_t>(L)].as<float>(),
-                     value("norm_f.weight"), lnf_mean.as<float>(), lnf_rstd.as<float>(), g_res, grad("norm_f.weight"),
-                     optional_grad("norm_f.bias"));
+  norm_backward_rows(reduce_input_grad(g_tmp), x, value("norm_f.weight"), lnf_mean.as<float>(), lnf_rstd.as<float>(),
+                     grad_x, grad("norm_f.weight"), optional_grad("norm_f.bias"));
+}
 
-  for (std::int64_t l = L - 1; l >= 0; --l) {
-    if (options.recompute == nn::Recompute::full) forward_block(l);  // into the shared activations
-    if (options.recompute == nn::Recompute::selective) rebuild_cheap_activations(l);
-    const BlockActivations& a = blocks[static_cast<std::size_t>(l)];
-    const float* x = residual[static_cast<std::size_t>(l)].as<float>();
-    auto w = [&](const char* suffix) { return value(block_name(l, suffix)); };
-    auto g = [&](const char* suffix) { return grad(block_name(l, suffix)); };
-    auto maybe_g = [&](const char* suffix) { return optional_grad(block_name(l, suffix)); };
-    auto name = [&](const char* suffix) { return block_name(l, suffix); };
-    // MLP branch: x' = r + act(LN2(r)) Wd^T.
-    float* g_fc = d_fc.as<float>();
-    const char* down = swiglu ? "mlp.down.weight" : "mlp.proj.weight";
-    linear_backward(*this, all_rows_grad(g_res), {a.act, a.act_h}, name(down), g_fc, g(down), maybe_g("mlp.proj.bias"),
-                    N, F, C);
-    if (swiglu) {
-      float* g_up = d_up.as<float>();
-      swiglu_backward_f32(a.fc, a.up, g_fc, g_fc, g_up, N * F, stream);  // gate gradient in place
-      linear_backward(*this, g_fc, {a.ln2, a.ln2_h}, name("mlp.gate.weight"), g_tmp, g("mlp.gate.weight"),
-                      maybe_g("mlp.gate.bias"), N, C, F);
-      linear_backward(*this, g_up, {a.ln2, a.ln2_h}, name("mlp.up.weight"), g_tmp, g("mlp.up.weight"), nullptr, N, C,
-                      F, /*accumulate_dx=*/true);
-    } else {
-      gelu_backward_f32(a.fc, g_fc, g_fc, N * F, stream);
-      linear_backward(*this, g_fc, {a.ln2, a.ln2_h}, name("mlp.fc.weight"), g_tmp, g("mlp.fc.weight"),
-                      maybe_g("mlp.fc.bias"), N, C, F);
-    }
-    norm_backward_rows(reduce_input_grad(g_tmp), a.res_mid, w("norm2.weight"), a.ln2_mean, a.ln2_rstd, g_mid,
-                       g("norm2.weight"), maybe_g("norm2.bias"));
-    add_f32(g_mid, g_res, g_mid, R * C, stream);
-    // Attention branch: r = x + merge(flash(rope(heads(qkv(LN1(x)))))) Wo^T.
-    linear_backward(*this, all_rows_grad(g_mid), {a.merged, a.merged_h}, name("attn.proj.weight"),
-                    d_merged.as<float>(), g("attn.proj.weight"), maybe_g("attn.proj.bias"), N, A, C);
-    split_heads_f32(d_merged.as<float>(), A, d_att.as<float>(), B, T, Hq, D, stream);
-    if (half_operands()) {  // the tensor-core backward on the forward's 16-bit operands, gradients widened
-      to_half(d_att.as<float>(), d_att_h.as<Half16>(), N * A);
-      attention_backward_half(*this, a);
-      from_half(d_q_h.as<Half16>(), d_q.as<float>(), N * A);
-      from_half(d_k_h.as<Half16>(), d_k.as<float>(), N * Hkv * D);
-      from_half(d_v_h.as<Half16>(), d_v.as<float>(), N * Hkv * D);
-    } else {
-      flash_attention_backward_f32(a.q, a.k, a.v, a.att, a.lse, d_att.as<float>(), d_q.as<float>(), d_k.as<float>(),
-                                   d_v.as<float>(), delta.as<float>(), N * Hq, attention_shape(*this), stream);
-    }
-    if (rope) {
-      rotate(*this, d_q.as<float>(), Hq, true);
-      rotate(*this, d_k.as<float>(), Hkv, true);
-    }
-    float* g_qkv = d_qkv.as<float>();
-    merge_heads_f32(d_q.as<float>(), g_qkv, W, B, T, Hq, D, stream);
-    merge_heads_f32(d_k.as<float>(), g_qkv + Hq * D, W, B, T, Hkv, D, stream);
-    merge_heads_f32(d_v.as<float>(), g_qkv + (Hq + Hkv) * D, W, B, T, Hkv, D, stream);
-    linear_backward(*this, g_qkv, {a.ln1, a.ln1_h}, name("attn.qkv.weight"), g_tmp, g("attn.qkv.weight"),
-                    maybe_g("attn.qkv.bias"), N, C, W);
-    norm_backward_rows(reduce_input_grad(g_tmp), x, w("norm1.weight"), a.ln1_mean, a.ln1_rstd, g_res,
-                       g("norm1.weight"), maybe_g("norm1.bias"));
-    add_f32(g_res, g_mid, g_res, R * C, stream);
-    if (block_gradients_ready) block_gradients_ready(l, block_ranges[static_cast<std::size_t>(l)]);
+// One block's backward: g_res = dL/d its output (R rows) in, dL/d its input out. Scratch roles:
+// d_tmp = a column-parallel input's gradient of all rows (this rank's part under tp); d_res_mid
+// = gradient at the block's mid residual (R rows); reduce_input_grad gives a norm's output
+// gradient of the R rows.
+void DeviceGpt::State::block_backward(int block, int row, float* g_res) {
+  cudaStream_t stream = context.stream();
+  float* g_tmp = d_tmp.as<float>();
+  float* g_mid = d_res_mid.as<float>();
+  const BlockActivations& a = blocks[static_cast<std::size_t>(block)];
+  const float* x = residual[static_cast<std::size_t>(row)].as<float>();
+  const int l = layers[static_cast<std::size_t>(block)];  // the global layer: parameter names
+  auto w = [&](const char* suffix) { return value(block_name(l, suffix)); };
+  auto g = [&](const char* suffix) { return grad(block_name(l, suffix)); };
+  auto maybe_g = [&](const char* suffix) { return optional_grad(block_name(l, suffix)); };
+  auto name = [&](const char* suffix) { return block_name(l, suffix); };
+  // MLP branch: x' = r + act(LN2(r)) Wd^T.
+  float* g_fc = d_fc.as<float>();
+  const char* down = swiglu ? "mlp.down.weight" : "mlp.proj.weight";
+  linear_backward(*this, all_rows_grad(g_res), {a.act, a.act_h}, name(down), g_fc, g(down), maybe_g("mlp.proj.bias"),
+                  N, F, C);
+  if (swiglu) {
+    float* g_up = d_up.as<float>();
+    swiglu_backward_f32(a.fc, a.up, g_fc, g_fc, g_up, N * F, stream);  // gate gradient in place
+    linear_backward(*this, g_fc, {a.ln2, a.ln2_h}, name("mlp.gate.weight"), g_tmp, g("mlp.gate.weight"),
+                    maybe_g("mlp.gate.bias"), N, C, F);
+    linear_backward(*this, g_up, {a.ln2, a.ln2_h}, name("mlp.up.weight"), g_tmp, g("mlp.up.weight"), nullptr, N, C,
+                    F, /*accumulate_dx=*/true);
+  } else {
+    gelu_backward_f32(a.fc, g_fc, g_fc, N * F, stream);
+    linear_backward(*this, g_fc, {a.ln2, a.ln2_h}, name("mlp.fc.weight"), g_tmp, g("mlp.fc.weight"),
+                    maybe_g("mlp.fc.bias"), N, C, F);
   }
+  norm_backward_rows(reduce_input_grad(g_tmp), a.res_mid, w("norm2.weight"), a.ln2_mean, a.ln2_rstd, g_mid,
+                     g("norm2.weight"), maybe_g("norm2.bias"));
+  add_f32(g_mid, g_res, g_mid, R * C, stream);
+  // Attention branch: r = x + merge(flash(rope(heads(qkv(LN1(x)))))) Wo^T.
+  linear_backward(*this, all_rows_grad(g_mid), {a.merged, a.merged_h}, name("attn.proj.weight"),
+                  d_merged.as<float>(), g("attn.proj.weight"), maybe_g("attn.proj.bias"), N, A, C);
+  split_heads_f32(d_merged.as<float>(), A, d_att.as<float>(), B, T, Hq, D, stream);
+  if (half_operands()) {  // the tensor-core backward on the forward's 16-bit operands, gradients widened
+    to_half(d_att.as<float>(), d_att_h.as<Half16>(), N * A);
+    attention_backward_half(*this, a);
+    from_half(d_q_h.as<Half16>(), d_q.as<float>(), N * A);
+    from_half(d_k_h.as<Half16>(), d_k.as<float>(), N * Hkv * D);
+    from_half(d_v_h.as<Half16>(), d_v.as<float>(), N * Hkv * D);
+  } else {
+    flash_attention_backward_f32(a.q, a.k, a.v, a.att, a.lse, d_att.as<float>(), d_q.as<float>(), d_k.as<float>(),
+                                 d_v.as<float>(), delta.as<float>(), N * Hq, attention_shape(*this), stream);
+  }
+  if (rope) {
+    rotate(*this, d_q.as<float>(), Hq, true);
+    rotate(*this, d_k.as<float>(), Hkv, true);
+  }
+  float* g_qkv = d_qkv.as<float>();
+  merge_heads_f32(d_q.as<float>(), g_qkv, W, B, T, Hq, D, stream);
+  merge_heads_f32(d_k.as<float>(), g_qkv + Hq * D, W, B, T, Hkv, D, stream);
+  merge_heads_f32(d_v.as<float>(), g_qkv + (Hq + Hkv) * D, W, B, T, Hkv, D, stream);
+  linear_backward(*this, g_qkv, {a.ln1, a.ln1_h}, name("attn.qkv.weight"), g_tmp, g("attn.qkv.weight"),
+                  maybe_g("attn.qkv.bias"), N, C, W);
+  norm_backward_rows(reduce_input_grad(g_tmp), x, w("norm1.weight"), a.ln1_mean, a.ln1_rstd, g_res,
+                     g("norm1.weight"), maybe_g("norm1.bias"));
+  add_f32(g_res, g_mid, g_res, R * C, stream);
+}
 
-  // The gradient of all rows (sequence parallel: all-gathered, so that the lookups' and the
-  // replicated position table's gradients are complete on every rank without a reduction).
-  const float* g_all = all_rows_grad(g_res);
-  auto* bad = reinterpret_cast<long long*>(bad_index.data());
+// The embeddings' gradients from dL/d residual[0] (R rows): the gradient of all rows (sequence
+// parallel: all-gathered, so that the lookups' and the replicated position table's gradients are
+// complete on every rank without a reduction).
+void DeviceGpt::State::embed_backward(const float* grad_x0) {
+  cudaStream_t stream = context.stream();
+  const float* g_all = all_rows_grad(grad_x0);
   if (tensor_parallel()) {  // this rank's vocabulary rows (grad_out is the same on every tp rank)
     embedding_backward_f32(shard_ids.as<std::int32_t>(), g_all, grad("wte"),
                            reinterpret_cast<long long*>(shard_bad_index.data()), N, Vl, C, stream);
   } else {
-    embedding_backward_f32(ids.as<std::int32_t>(), g_all, grad("wte"), bad, N, V, C, stream);
+    embedding_backward_f32(ids.as<std::int32_t>(), g_all, grad("wte"), reinterpret_cast<long long*>(bad_index.data()),
+                           N, V, C, stream);
   }
   if (!rope) column_sums_accumulate_f32(g_all, grad("wpe"), B, T * C, stream);  // position rows 0..T-1
 }

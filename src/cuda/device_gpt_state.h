@@ -50,7 +50,11 @@ struct DeviceGpt::State {
   nn::TransformerConfig config;
   DeviceGptOptions options;
   nn::GptModel layout_model;  // parameter layout only (allocate = false)
-  std::int64_t B, T, N, C, Hq, Hkv, D, A, W, F, V, L;
+  std::int64_t B, T, N, C, Hq, Hkv, D, A, W, F, V;
+  std::int64_t L;                                 // blocks on this rank (all of them without a pipeline)
+  std::vector<int> layers;                        // the global layer of each local block
+  std::vector<std::pair<int, int>> chunk_blocks;  // per chunk: local blocks [first, last)
+  bool first_stage = true, last_stage = true;     // holds the embeddings / the final norm and head
   std::int64_t Vl, vocab_start, Vr;  // this rank's vocabulary shard (tp 1: Vl padded, 0, V)
   bool sequence_parallel = false;
   std::int64_t R, row_start;         // residual rows on this rank (N, 0 without sequence parallelism)
@@ -62,35 +66,50 @@ struct DeviceGpt::State {
   DeviceBuffer values, grads;        // parameter_floats() each
   std::unique_ptr<DeviceAdamW> optimizer;  // whole parameters (options.optimizer), else null
   DeviceBuffer values_h;             // 16-bit mode: the masters rounded (GEMM weights)
-  std::vector<DeviceBuffer> residual;  // L + 1 buffers of (R, C): residual[l] is block l's input
+  // ---- One micro-batch's buffers (a "slot"). The members below hold the active slot's; the
+  // others are parked in `parked` (SlotBuffers, swapped in by use_slot): a pipeline keeps one
+  // slot per micro-batch in flight on this rank, everything else uses slot 0. Local block i of
+  // chunk c reads residual[i + c] and writes residual[i + c + 1] (each chunk has its own input).
+  std::vector<DeviceBuffer> residual;  // L + chunks buffers of (R, C)
   std::vector<DeviceBuffer> block_buffers;
   std::vector<DeviceBuffer> block_half_buffers;  // 16-bit mode: the blocks' 16-bit GEMM inputs
-  std::vector<DeviceBuffer> shared_buffers;      // recompute: the activations every block rebuilds (f32, 16-bit)
-  std::vector<BlockActivations> blocks;
-  DeviceBuffer rope_cos, rope_sin;             // RoPE: (T, D / 2) tables
-  DeviceBuffer lnf, lnf_mean, lnf_rstd;        // final norm: (N, C) all rows, (R), (R)
+  std::vector<BlockActivations> blocks;          // per local block, views into the two above
+  DeviceBuffer lnf, lnf_mean, lnf_rstd;        // last stage: final norm: (N, C) all rows, (R), (R)
   DeviceBuffer lnf_h;                          // 16-bit mode: lnf rounded
-  // 16-bit mode: output gradients rounded for the backward GEMMs (sized for the widest: N x V).
-  DeviceBuffer grad_h;
-  DeviceBuffer logits;                         // (N, V), becomes its own gradient in backward
-  DeviceBuffer losses, ce_lse, grad_losses;    // (N)
+  DeviceBuffer logits;                         // last stage: (N, V), becomes its own gradient in backward
+  DeviceBuffer losses, ce_lse;                 // last stage: (N)
   DeviceBuffer ids, targets;                   // (N) i32
   // tp > 1 (computed on the host): ids relative to this vocabulary shard (-1 when another rank
   // holds the row) and the loss targets of the shard's columns (ignore_index when another holds
-  // them); shard_bad_index absorbs the kernels' out-of-range reports for those rows.
-  DeviceBuffer shard_ids, shard_targets, shard_bad_index;
+  // them).
+  DeviceBuffer shard_ids, shard_targets;
+  Tensor batch_targets;                        // host targets of the micro-batch (global ids)
+  std::vector<DeviceBuffer> chunk_grads;       // per chunk (R, C): dL/d output, then dL/d input
+  struct SlotBuffers;
+  std::vector<SlotBuffers> parked;             // per slot; the active one's entry is empty
+  int active_slot = 0;
+  // ---- Shared by the slots.
+  std::vector<DeviceBuffer> shared_buffers;    // recompute: the activations every block rebuilds (f32, 16-bit)
+  DeviceBuffer rope_cos, rope_sin;             // RoPE: (T, D / 2) tables
+  // 16-bit mode: output gradients rounded for the backward GEMMs (sized for the widest: N x V).
+  DeviceBuffer grad_h;
+  DeviceBuffer grad_losses;                    // (N)
+  DeviceBuffer shard_bad_index;                // absorbs the shard kernels' out-of-range reports
   DeviceBuffer bad_index;                      // one long long (embedding / cross-entropy checks)
   // Backward scratch shared by the blocks.
-  DeviceBuffer d_res, d_res_mid, d_tmp, d_merged, d_att, d_q, d_k, d_v, d_qkv, d_fc, d_up, delta, norm_scratch;
+  DeviceBuffer d_res_mid, d_tmp, d_merged, d_att, d_q, d_k, d_v, d_qkv, d_fc, d_up, delta, norm_scratch;
   DeviceBuffer d_att_h, d_q_h, d_k_h, d_v_h;  // 16-bit mode: attention gradients
   // Sequence parallelism: a norm's output rows before the all-gather and a row-parallel output
   // after the reduce-scatter (R, C); a gradient of all rows (N, C); the norms' partial weight
   // gradients (2 C: weight, bias) before their all-reduce.
   DeviceBuffer h_rows, d_rows, d_full, norm_grads;
   std::int64_t norm_scratch_floats = 0;
-  std::vector<DeviceGpt::FlatRange> block_ranges;  // per layer
+  std::vector<DeviceGpt::FlatRange> block_ranges;  // per local block
   std::function<void(std::int64_t, DeviceGpt::FlatRange)> block_gradients_ready;
-  std::size_t activation_bytes = 0;
+  float* shared_f32 = nullptr;    // the shared activations' carving bases (recompute)
+  Half16* shared_h16 = nullptr;
+  std::size_t shared_bytes = 0;   // activations and scratch shared by the slots
+  std::size_t slot_bytes = 0;     // one slot's buffers
 
   State(DeviceContext& context, const nn::TransformerConfig& config, std::int64_t batch, std::int64_t seq,
         DeviceGptOptions options);
@@ -113,13 +132,29 @@ struct DeviceGpt::State {
     return "blocks." + std::to_string(layer) + "." + suffix;
   }
 
-  void forward(std::int64_t layer_count);  // embeddings, blocks, final norm, logits, losses
-  void forward_block(std::int64_t layer);  // block `layer` from residual[layer] into residual[layer + 1]
-  void rebuild_cheap_activations(std::int64_t layer);  // selective recompute: norm outputs, MLP activation
+  // Slots: allocate this slot's buffers into the members (construction, add_slot); append one
+  // more slot (parked); make `slot` the active one.
+  void allocate_slot();
+  void add_slot();
+  void use_slot(int slot);
+  void swap_slot(SlotBuffers& other);
+  bool chunk_is_first(int chunk) const { return chunk == 0 && first_stage; }
+  bool chunk_is_last(int chunk) const { return chunk == static_cast<int>(chunk_blocks.size()) - 1 && last_stage; }
+  // The active slot's passes over chunk c: embeddings (first stage), its blocks, final norm,
+  // logits and losses (last stage); the backward from the losses or chunk_grads[c] back to the
+  // embeddings or chunk_grads[c] (dL/d the chunk's input).
+  void forward_chunk(int chunk);
+  void backward_chunk(int chunk, float loss_scale);
+  void embed();
+  void embed_backward(const float* grad_x0);
+  void head_forward(const float* x);
+  void head_backward(float loss_scale, const float* x, float* grad_x);
+  void forward_block(int block, int row);   // local block from residual[row] into residual[row + 1]
+  void block_backward(int block, int row, float* grad);  // grad: dL/d output in, dL/d input out
+  void rebuild_cheap_activations(int block, int row);  // selective recompute: norm outputs, MLP activation
   // Resets the bad-index flag, runs `passes`, then reads the losses back (one synchronisation):
   // their float64 sum in token order over targets that are not ignored, and the valid count.
   nn::LossSum read_losses(const Tensor& host_targets, const std::function<void()>& passes);
-  void backward(float loss_scale);         // from the losses back to the embeddings
   bool tensor_parallel() const { return tp_device != nullptr; }
   // tp > 1: x (n floats on the device) <- its sum over the tensor-parallel group; else nothing.
   void reduce_over_tp(float* x, std::int64_t n) const;
@@ -144,7 +179,15 @@ struct DeviceGpt::State {
   // tp > 1, after the shard's cross-entropy forward: the per-token losses and lse of the whole
   // vocabulary from every shard's (host collectives over tp; one synchronisation).
   void combine_vocab_parallel_losses();
-  Tensor batch_targets;  // tp > 1: the host targets of the micro-batch on the device (global ids)
+};
+
+// A parked slot's buffers: the per-slot members of State (see there), swapped in and out whole.
+struct DeviceGpt::State::SlotBuffers {
+  std::vector<DeviceBuffer> residual, block_buffers, block_half_buffers;
+  std::vector<BlockActivations> blocks;
+  DeviceBuffer lnf, lnf_mean, lnf_rstd, lnf_h, logits, losses, ce_lse, ids, targets, shard_ids, shard_targets;
+  Tensor batch_targets;
+  std::vector<DeviceBuffer> chunk_grads;
 };
 
 }  // namespace myriad::cuda

@@ -137,11 +137,19 @@ Engine::Engine(const RunConfig& config, std::shared_ptr<spdlog::logger> log, dis
   if (config_.training.device == ComputeDevice::cuda) {
     // The GPU holds the working state; the host model stays the master copy for checkpoints and
     // generation (its precision is the device's business: no host compute copy).
-    const DeviceTrainerOptions options{.micro_batch = config_.training.micro_batch, .seq_len = T,
+    const nn::ModelSplit& split = model_->split();
+    const DeviceTrainerOptions options{.micro_batch = config_.training.micro_batch,
+                                       .seq_len = T,
                                        .operands = compute_format(config_.training.precision),
                                        .recompute = to_nn(config_.training.recompute),
-                                       .sequence_parallel = config_.parallel.sequence_parallel};
-    device_ = make_device_trainer(model_->config(), options, dp(), tp(), *data_parallel_);
+                                       .sequence_parallel = config_.parallel.sequence_parallel,
+                                       .chunks = split.chunks,
+                                       .first_stage = split.first_stage,
+                                       .last_stage = split.last_stage,
+                                       .schedule = to_schedule_kind(config_.parallel.pp_schedule),
+                                       .micro_batches = config_.training.gradient_accumulation,
+                                       .virtual_stages = config_.parallel.virtual_stages};
+    device_ = make_device_trainer(model_->config(), options, dp(), tp(), pp(), *data_parallel_);
     device_->upload(model_->parameters(), data_parallel_->optimizer());
     log_->info("device: {}", device_->describe());
   } else {
@@ -360,20 +368,27 @@ StepMetrics Engine::step() {
   data_parallel_->zero_grads();
   double loss_sum = 0.0;
   bubble_seconds_ = 0.0;
-  if (pipeline_) {
+  if (device_) {
+    device_->zero_grads();
+    if (config_.parallel.pp > 1) {  // the schedule on the device; the loss is the last stage's
+      PipelineStepResult run = device_->run_pipeline(micro_ids_, micro_targets_, loss_scale);
+      bubble_seconds_ = run.bubble_seconds;
+      device_->reduce_gradients();
+      loss_sum = dist::sum_over_ranks(pp(), run.loss_sum);
+    } else {
+      for (int m = 0; m < micro_batches; ++m) {
+        device_->begin_micro_batch(m == micro_batches - 1);
+        loss_sum += device_->forward_backward(micro_ids_[m], micro_targets_[m], loss_scale).sum;
+      }
+      device_->reduce_gradients();
+    }
+  } else if (pipeline_) {
     PipelineStepResult run = pipeline_->run(micro_ids_, micro_targets_, loss_scale, recompute_);
     bubble_seconds_ = run.bubble_seconds;
     if (compute_delay_ > 0) std::this_thread::sleep_for(std::chrono::duration<double>(compute_delay_));
     sync_tied_embedding();
     data_parallel_->reduce_gradients();
     loss_sum = dist::sum_over_ranks(pp(), run.loss_sum);  // computed on the last stage only
-  } else if (device_) {
-    device_->zero_grads();
-    for (int m = 0; m < micro_batches; ++m) {
-      device_->begin_micro_batch(m == micro_batches - 1);
-      loss_sum += device_->forward_backward(micro_ids_[m], micro_targets_[m], loss_scale).sum;
-    }
-    device_->reduce_gradients();
   } else {
     for (int m = 0; m < micro_batches; ++m) {
       data_parallel_->begin_micro_batch(m == micro_batches - 1);

@@ -10,7 +10,7 @@ constexpr int kActivationTag = 0;
 constexpr int kGradientTag = 1;
 }  // namespace
 
-PipelineExecutor::PipelineExecutor(nn::GptModel& model, dist::Communicator& pp, dist::ScheduleKind kind,
+PipelineExecutor::PipelineExecutor(nn::PipelineStage& model, dist::Communicator& pp, dist::ScheduleKind kind,
                                    int micro_batches, int virtual_stages)
     : model_(model), pp_(pp), micro_batches_(micro_batches), virtual_stages_(virtual_stages) {
   MYRIAD_CHECK(model.num_chunks() == virtual_stages,

@@ -192,8 +192,8 @@ TEST(ConfigValidate, WorldSizeNamesEveryFactor) {
 
 TEST(ConfigValidate, CrossKeyChecks) {
   auto on_cuda = [](RunConfig& c) { c.training.device = ComputeDevice::cuda; };
-  expect_invalid([&](RunConfig& c) { on_cuda(c); c.parallel.pp = 2; },
-                 {"training.device cuda supports data and tensor parallelism (parallel.pp 2, cp 1"}, 2);
+  expect_invalid([&](RunConfig& c) { on_cuda(c); c.parallel.cp = 2; },
+                 {"training.device cuda supports data, tensor and pipeline parallelism (parallel.cp 2, ep 1)"}, 2);
   expect_invalid([&](RunConfig& c) { on_cuda(c); c.parallel.dp = 2; c.parallel.zero_stage = 2; },
                  {"parallel.zero_stage must be 0 or 1 (got 2)"}, 2);
   expect_invalid([&](RunConfig& c) { on_cuda(c); c.model.num_experts = 4; c.model.top_k = 2; },

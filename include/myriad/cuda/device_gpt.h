@@ -69,6 +69,12 @@ struct DeviceGptOptions {
   // all-reduced), the norms' weight gradients (partial over the rows) all-reduced. N = batch x
   // seq must be divisible by tp.
   bool sequence_parallel = false;
+  // Pipeline parallelism: this rank's stage of nn::GptModel under the same ModelSplit fields —
+  // `chunks` (global layers per virtual stage; empty: every layer in one chunk), whether it holds
+  // the embeddings (first_stage) and the final norm and head (last_stage). A stage is driven by
+  // forward_chunk / backward_chunk (train/pipeline_executor.h through the device trainer).
+  std::vector<std::vector<int>> chunks;
+  bool first_stage = true, last_stage = true;
 };
 
 class DeviceGpt {
@@ -95,14 +101,14 @@ class DeviceGpt {
   // weight copy).
   Tensor values();
   void values_changed();
-  // Flat ranges [begin, end) of each transformer block's parameters (contiguous in the layout).
+  // Flat ranges [begin, end) of each local transformer block's parameters (contiguous in the layout).
   struct FlatRange {
     std::int64_t begin = 0, end = 0;
   };
   const std::vector<FlatRange>& block_ranges() const;
-  // Called by backward once block `layer`'s gradients are final (its last gradient kernel is
+  // Called by backward once local block `block`'s gradients are final (its last gradient kernel is
   // queued on the context's stream), with that block's flat range; empty function: none.
-  void set_block_gradients_ready(std::function<void(std::int64_t layer, FlatRange range)> callback);
+  void set_block_gradients_ready(std::function<void(std::int64_t block, FlatRange range)> callback);
   void zero_grads();
 
   // ids, targets: host (batch, seq) i32; targets may hold nn::GptModel::kIgnoreIndex. Adds
@@ -111,6 +117,23 @@ class DeviceGpt {
   // Forward only (evaluation): the loss sum and valid count of (rows <= batch, seq) host i32
   // ids/targets; gradients untouched.
   nn::LossSum forward_loss(const Tensor& ids, const Tensor& targets);
+  // (forward_backward and forward_loss need every layer: one chunk, first and last stage.)
+
+  // Pipeline pieces, as nn::GptModel's (nn/pipeline_stage.h): per micro-batch buffer set
+  // ("slot", 0..slots()-1, each a full set of activations), forward_chunk(c) reads the ids
+  // (first stage) or chunk_input(c), writes chunk_output(c) and on the last stage returns the
+  // loss (one synchronisation); backward_chunk(c) reads chunk_grad(c) = dL/d output (or starts
+  // from the loss) and leaves dL/d input there. The exchanged tensors are device (R, C) views.
+  // ids/targets: host i32 (rows <= batch, seq), read on the first and last stage (fewer rows are
+  // padded with ignored targets).
+  int num_chunks() const;
+  void prepare_slots(int slots);  // allocates slots up to `slots` (kept)
+  int slots() const;
+  Tensor chunk_input(int chunk, int slot);
+  Tensor chunk_output(int chunk, int slot);
+  Tensor chunk_grad(int chunk, int slot);
+  nn::LossSum forward_chunk(int chunk, int slot, const Tensor& ids, const Tensor& targets);
+  void backward_chunk(int chunk, int slot, float loss_scale);
   // Global-norm clipping + AdamW over every parameter; returns what AdamWOptimizer::step does.
   // `unscale` multiplies the gradients first (1 / loss scale with fp16's loss scaling: the norm
   // reported and clipped is the unscaled one). A non-finite norm skips the update (stats.skipped;
@@ -123,7 +146,8 @@ class DeviceGpt {
   void load_optimizer_state(const Tensor& m, const Tensor& v, std::int64_t steps_taken);
   void optimizer_state_to_host(Tensor& m, Tensor& v) const;
 
-  // Bytes of device memory held for activations and scratch (besides the 4 parameter buffers).
+  // Bytes of device memory held for activations and scratch, every slot's (besides the
+  // parameter buffers).
   std::size_t activation_bytes() const;
 
   struct State;  // buffers and the forward/backward passes (device_gpt*.cpp)

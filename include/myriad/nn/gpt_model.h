@@ -23,6 +23,7 @@
 
 #include "myriad/nn/model_split.h"
 #include "myriad/nn/parameter_store.h"
+#include "myriad/nn/pipeline_stage.h"
 #include "myriad/nn/transformer_block.h"
 #include "myriad/nn/transformer_config.h"
 #include "myriad/nn/unit_hooks.h"
@@ -34,12 +35,8 @@ struct ActivationMemory {
   std::int64_t scratch_bytes = 0;  // shared buffers (recompute, gradients, logits)
 };
 
-struct LossSum {
-  double sum = 0.0;         // sum of per-token losses over valid targets
-  std::int64_t tokens = 0;  // number of valid targets
-};
 
-class GptModel {
+class GptModel final : public PipelineStage {
  public:
   static constexpr std::int32_t kIgnoreIndex = -100;
 
@@ -72,17 +69,17 @@ class GptModel {
   DType activation_precision() const { return activation_precision_; }
 
   // Pipeline pieces (see the file comment).
-  int num_chunks() const { return static_cast<int>(chunk_blocks_.size()); }
+  int num_chunks() const override { return static_cast<int>(chunk_blocks_.size()); }
   bool chunk_is_first(int chunk) const { return chunk == 0 && split_.first_stage; }
   bool chunk_is_last(int chunk) const { return chunk == num_chunks() - 1 && split_.last_stage; }
   // Allocates buffers for `slots` micro-batches of (B, T) under `mode` (kept when unchanged).
-  void prepare(std::int64_t B, std::int64_t T, Recompute mode, int slots);
-  Recompute buffer_mode() const { return buffers_.mode; }
-  Tensor chunk_input(int chunk, int slot);
-  Tensor chunk_output(int chunk, int slot);
-  Tensor chunk_grad(int chunk, int slot);
-  LossSum forward_chunk(int chunk, int slot, const Tensor& ids, const Tensor& targets);
-  void backward_chunk(int chunk, int slot, const Tensor& ids, const Tensor& targets, float loss_scale);
+  void prepare(std::int64_t B, std::int64_t T, Recompute mode, int slots) override;
+  Recompute buffer_mode() const override { return buffers_.mode; }
+  Tensor chunk_input(int chunk, int slot) override;
+  Tensor chunk_output(int chunk, int slot) override;
+  Tensor chunk_grad(int chunk, int slot) override;
+  LossSum forward_chunk(int chunk, int slot, const Tensor& ids, const Tensor& targets) override;
+  void backward_chunk(int chunk, int slot, const Tensor& ids, const Tensor& targets, float loss_scale) override;
 
   // Logits (V) of the next token after `token` at `position`, using and extending the cache.
   Tensor decode(std::int32_t token, std::int64_t position, KvCache& cache) const;

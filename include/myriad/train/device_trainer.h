@@ -17,13 +17,16 @@
 
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "myriad/core/tensor.h"
 #include "myriad/dist/communicator.h"
 #include "myriad/nn/gpt_model.h"
 #include "myriad/nn/transformer_config.h"
+#include "myriad/dist/pipeline_schedule.h"
 #include "myriad/optim/adamw_optimizer.h"
 #include "myriad/train/data_parallel.h"
+#include "myriad/train/pipeline_executor.h"
 
 namespace myriad::train {
 
@@ -42,11 +45,17 @@ class DeviceTrainer {
   virtual void begin_micro_batch(bool last) = 0;
   // (micro_batch, seq_len) host i32 ids/targets; gradients accumulate until zero_grads().
   virtual nn::LossSum forward_backward(const Tensor& ids, const Tensor& targets, float loss_scale) = 0;
-  // Up to micro_batch rows; gradients untouched.
+  // Up to micro_batch rows; gradients untouched. With a pipeline: the micro-batch through every
+  // stage, the loss on the last stage's ranks (zero elsewhere).
   virtual nn::LossSum forward_loss(const Tensor& ids, const Tensor& targets) = 0;
-  // Data parallelism: completes the sum of the gradients over the dp group (NCCL) — the blocks'
-  // all-reduces started during the last backward, the rest (embeddings, final norm, head) now;
-  // nothing for one replica.
+  // Pipeline parallelism (pp > 1): the step's micro-batches through the schedule on this rank's
+  // stage (train/pipeline_executor.h over the device stage, activations and gradients over NCCL);
+  // gradients accumulate as forward_backward's do. The loss is the last stage's.
+  virtual PipelineStepResult run_pipeline(const std::vector<Tensor>& ids, const std::vector<Tensor>& targets,
+                                          float loss_scale) = 0;
+  // Completes the step's gradients: with a pipeline and tied embeddings, the first and last
+  // stages add each other's embedding gradient; then the sum over the dp group (NCCL) — the
+  // blocks' reductions started during the last backward (without a pipeline), the rest now.
   virtual void reduce_gradients() = 0;
   // `unscale` = 1 / the loss scale (fp16); a non-finite gradient norm skips the update.
   virtual optim::OptimizerStepStats step(float lr, const optim::AdamWConfig& config, float unscale) = 0;
@@ -57,6 +66,12 @@ struct DeviceTrainerOptions {
   DType operands = DType::f32;                    // GEMM operands: f32, bf16 or f16 (training.precision)
   nn::Recompute recompute = nn::Recompute::none;  // training.recompute
   bool sequence_parallel = false;                 // parallel.sequence_parallel (with tp > 1)
+  // Pipeline parallelism: the host model's split (its chunks of global layers, whether this rank
+  // holds the first / last stage) and the schedule.
+  std::vector<std::vector<int>> chunks;
+  bool first_stage = true, last_stage = true;
+  dist::ScheduleKind schedule = dist::ScheduleKind::one_f_one_b;
+  int micro_batches = 1, virtual_stages = 1;
 };
 
 // `dp`: the host
@@ -66,9 +81,11 @@ struct DeviceTrainerOptions {
 // segments are the device's, so the host optimizer's packed moments are the device's too. `tp`:
 // the host communicator of the tensor-parallel group (size 1: none); with more ranks DeviceGpt
 // holds this rank's shard (the host model's layout) and an NcclCommunicator over the group
-// carries the activations' all-reduces.
+// carries the activations' all-reduces. `pp`: the host communicator of the pipeline group (size 1:
+// none); with more ranks the stage's activations and gradients go over NCCL between neighbours.
 std::unique_ptr<DeviceTrainer> make_device_trainer(const nn::TransformerConfig& model,
                                                    const DeviceTrainerOptions& options, dist::Communicator& dp,
-                                                   dist::Communicator& tp, const DataParallel& host);
+                                                   dist::Communicator& tp, dist::Communicator& pp,
+                                                   const DataParallel& host);
 
 }  // namespace myriad::train

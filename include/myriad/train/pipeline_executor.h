@@ -17,7 +17,7 @@
 
 #include "myriad/dist/communicator.h"
 #include "myriad/dist/pipeline_schedule.h"
-#include "myriad/nn/gpt_model.h"
+#include "myriad/nn/pipeline_stage.h"
 
 namespace myriad::train {
 
@@ -30,7 +30,9 @@ struct PipelineStepResult {
 
 class PipelineExecutor {
  public:
-  PipelineExecutor(nn::GptModel& model, dist::Communicator& pp, dist::ScheduleKind kind, int micro_batches,
+  // `model`: this rank's stage (nn::GptModel on the host, the device trainer's stage on a GPU);
+  // `pp` exchanges its tensors (a host or device communicator to match). Neither is owned.
+  PipelineExecutor(nn::PipelineStage& model, dist::Communicator& pp, dist::ScheduleKind kind, int micro_batches,
                    int virtual_stages);
 
   // One step: micro-batch i is (ids[i], targets[i]), each (B, T); gradients accumulate in the model.
@@ -46,7 +48,7 @@ class PipelineExecutor {
   int take_slot(int micro_batch);
   void wait_sends_of(int slot);
 
-  nn::GptModel& model_;
+  nn::PipelineStage& model_;
   dist::Communicator& pp_;
   int micro_batches_;
   int virtual_stages_;

@@ -6,7 +6,8 @@
 namespace myriad::train {
 
 std::unique_ptr<DeviceTrainer> make_device_trainer(const nn::TransformerConfig&, const DeviceTrainerOptions&,
-                                                   dist::Communicator&, dist::Communicator&, const DataParallel&) {
+                                                   dist::Communicator&, dist::Communicator&, dist::Communicator&,
+                                                   const DataParallel&) {
   MYRIAD_THROW("training.device cuda: this build of myriad has no CUDA backend (nvcc was not found at configure "
                "time, or MYRIAD_ENABLE_CUDA=OFF); install the CUDA toolkit and rebuild, or use training.device cpu");
 }

@@ -24,6 +24,7 @@
 #include "myriad/cuda/device_buffer.h"
 #include "myriad/cuda/device_context.h"
 #include "myriad/cuda/device_gpt.h"
+#include "myriad/cuda/kernels.h"
 #include "myriad/dist/scalar_reduce.h"
 #if MYRIAD_HAVE_NCCL
 #include "myriad/cuda/nccl_communicator.h"
@@ -53,13 +54,49 @@ std::vector<cuda::DeviceAdamWSegment> optimizer_segments(const DataParallel& hos
   return segments;
 }
 
+// DeviceGpt as the pipeline executor's stage (nn/pipeline_stage.h): its chunks, slots and the
+// device tensors exchanged with the neighbouring stages. Buffers are DeviceGpt's (allocated for
+// the trainer's micro-batch and sequence): prepare checks the shape and adds slots.
+class DeviceStage final : public nn::PipelineStage {
+ public:
+  DeviceStage(cuda::DeviceGpt& model, const DeviceTrainerOptions& options)
+      : model_(model), mode_(options.recompute), batch_(options.micro_batch), seq_(options.seq_len) {}
+
+  int num_chunks() const override { return model_.num_chunks(); }
+  void prepare(std::int64_t B, std::int64_t T, nn::Recompute, int slots) override {
+    MYRIAD_CHECK(B >= 1 && B <= batch_ && T == seq_, "device pipeline stage: micro-batch " << B << " x " << T
+                                                                                           << " (buffers for up to "
+                                                                                           << batch_ << " x " << seq_
+                                                                                           << ")");
+    model_.prepare_slots(slots);
+  }
+  nn::Recompute buffer_mode() const override { return mode_; }
+  Tensor chunk_input(int chunk, int slot) override { return model_.chunk_input(chunk, slot); }
+  Tensor chunk_output(int chunk, int slot) override { return model_.chunk_output(chunk, slot); }
+  Tensor chunk_grad(int chunk, int slot) override { return model_.chunk_grad(chunk, slot); }
+  nn::LossSum forward_chunk(int chunk, int slot, const Tensor& ids, const Tensor& targets) override {
+    return model_.forward_chunk(chunk, slot, ids, targets);
+  }
+  void backward_chunk(int chunk, int slot, const Tensor&, const Tensor&, float loss_scale) override {
+    model_.backward_chunk(chunk, slot, loss_scale);
+  }
+
+ private:
+  cuda::DeviceGpt& model_;
+  nn::Recompute mode_;
+  std::int64_t batch_, seq_;
+};
+
 // The group over NCCL for device tensors, or null for a group of one (or without NCCL: an error).
-std::unique_ptr<dist::Communicator> device_group(dist::Communicator& host, cuda::DeviceContext& context) {
+// `p2p_tags`: the send/recv tags it serves (one NCCL communicator each).
+std::unique_ptr<dist::Communicator> device_group(dist::Communicator& host, cuda::DeviceContext& context,
+                                                 int p2p_tags = 2) {
   if (host.size() <= 1) return nullptr;
 #if MYRIAD_HAVE_NCCL
-  return std::make_unique<cuda::NcclCommunicator>(host, context);
+  return std::make_unique<cuda::NcclCommunicator>(host, context, cuda::NcclOptions{.p2p_tags = p2p_tags});
 #else
   (void)context;
+  (void)p2p_tags;
   MYRIAD_THROW("training.device cuda with a " << host.name() << " group of " << host.size()
                                               << " ranks: this build has no NCCL");
 #endif
@@ -68,7 +105,7 @@ std::unique_ptr<dist::Communicator> device_group(dist::Communicator& host, cuda:
 class CudaDeviceTrainer final : public DeviceTrainer {
  public:
   CudaDeviceTrainer(int device, const nn::TransformerConfig& model, const DeviceTrainerOptions& options,
-                    dist::Communicator& dp, dist::Communicator& tp, const DataParallel& host)
+                    dist::Communicator& dp, dist::Communicator& tp, dist::Communicator& pp, const DataParallel& host)
       : context_(device),
         tp_device_(device_group(tp, context_)),
         model_(context_, model, options.micro_batch, options.seq_len,
@@ -77,8 +114,14 @@ class CudaDeviceTrainer final : public DeviceTrainer {
                                       .recompute = options.recompute,
                                       .tp = &tp,
                                       .tp_device = tp_device_.get(),
-                                      .sequence_parallel = options.sequence_parallel}),
+                                      .sequence_parallel = options.sequence_parallel,
+                                      .chunks = options.chunks,
+                                      .first_stage = options.first_stage,
+                                      .last_stage = options.last_stage}),
         tp_host_(tp),
+        pp_host_(pp),
+        tied_embedding_(model.tie_embeddings && pp.size() > 1 && (options.first_stage || options.last_stage)),
+        first_stage_(options.first_stage),
         operands_(options.operands),
         recompute_(options.recompute),
         dp_host_(dp),
@@ -91,9 +134,22 @@ class CudaDeviceTrainer final : public DeviceTrainer {
     optimizer_ = std::make_unique<cuda::DeviceAdamW>(context_, optimizer_segments(host, model_.layout()),
                                                      grad_elements);
     dp_ = device_group(dp, context_);
-    if (dp_) {
+    overlapped_ = dp_ != nullptr && pp.size() == 1;  // a pipeline reduces after its whole schedule
+    if (overlapped_) {
       model_.set_block_gradients_ready(
           [this](std::int64_t, cuda::DeviceGpt::FlatRange range) { block_ready(range); });
+    }
+    reset_buckets();
+    if (pp.size() > 1) {
+      pp_device_ = device_group(pp, context_, kTiedEmbeddingTag + 1);
+      stage_ = std::make_unique<DeviceStage>(model_, options);
+      pipeline_ = std::make_unique<PipelineExecutor>(*stage_, *pp_device_, options.schedule, options.micro_batches,
+                                                     options.virtual_stages);
+    }
+    if (tied_embedding_) {
+      const nn::Parameter& wte = model_.layout().find("wte");
+      embedding_ = {wte.offset, wte.offset + shape_numel(wte.shape)};
+      peer_embedding_grad_ = cuda::DeviceBuffer(static_cast<std::size_t>(embedding_.size()) * 4, device);
     }
   }
 
@@ -121,25 +177,35 @@ class CudaDeviceTrainer final : public DeviceTrainer {
     optimizer.set_steps_taken(optimizer_->steps_taken());
   }
 
-  void zero_grads() override { model_.zero_grads(); }
+  void zero_grads() override {
+    model_.zero_grads();
+    reset_buckets();
+  }
 
   void begin_micro_batch(bool last) override {
-    reducing_ = dp_ != nullptr && last;
-    launched_.assign(layout_.buckets().size(), false);
-    pending_elements_.clear();
-    for (const dist::ZeroBucket& b : layout_.buckets()) pending_elements_.push_back(b.size());
+    reducing_ = overlapped_ && last;
+    reset_buckets();
   }
 
   nn::LossSum forward_backward(const Tensor& ids, const Tensor& targets, float loss_scale) override {
     return model_.forward_backward(ids, targets, loss_scale);
   }
   nn::LossSum forward_loss(const Tensor& ids, const Tensor& targets) override {
-    return model_.forward_loss(ids, targets);
+    return pipeline_ ? pipeline_->forward_only(ids, targets) : model_.forward_loss(ids, targets);
+  }
+
+  PipelineStepResult run_pipeline(const std::vector<Tensor>& ids, const std::vector<Tensor>& targets,
+                                  float loss_scale) override {
+    MYRIAD_CHECK(pipeline_, "training.device cuda: run_pipeline without parallel.pp > 1");
+    return pipeline_->run(ids, targets, loss_scale, recompute_);
   }
 
   void reduce_gradients() override {
+    if (tied_embedding_) sync_tied_embedding();
     if (!dp_ && zero_stage_ == 0) return;
-    if (zero_stage_ == 0) {
+    if (zero_stage_ == 0 && !overlapped_) {  // a pipeline: everything now
+      pending_.push_back(dp_->all_reduce_async(model_.gradients()));
+    } else if (zero_stage_ == 0) {
       // The flat ranges outside the blocks (embeddings, final norm, head), in order.
       Tensor all = model_.gradients();
       std::int64_t at = 0;
@@ -165,6 +231,7 @@ class CudaDeviceTrainer final : public DeviceTrainer {
     // Tensor parallelism: each rank's shards, replicas counted on one rank only (Parameter::primary).
     if (zero_stage_ == 1 && dp_host_.size() > 1) sum_squares = dist::sum_over_ranks(dp_host_, sum_squares);
     if (tp_host_.size() > 1) sum_squares = dist::sum_over_ranks(tp_host_, sum_squares);
+    if (pp_host_.size() > 1) sum_squares = dist::sum_over_ranks(pp_host_, sum_squares);
     const optim::OptimizerStepStats stats = optimizer_->step(values, grads, lr, config, sum_squares, unscale);
     if (stats.skipped) return stats;
     if (zero_stage_ == 1 && dp_) {
@@ -212,15 +279,44 @@ class CudaDeviceTrainer final : public DeviceTrainer {
     launched_[b] = true;
   }
 
+  // The first and last pipeline stages each hold the tied embedding; each adds the other's
+  // gradient (a + b == b + a exactly), so both apply the same update and stay identical.
+  void sync_tied_embedding() {
+    Tensor mine = model_.gradients().slice(0, embedding_.begin, embedding_.end);
+    Tensor theirs = device_view(context_, peer_embedding_grad_, embedding_.size());
+    const int peer = first_stage_ ? pp_host_.size() - 1 : 0;
+    dist::WorkHandle send = pp_device_->send_async(mine, peer, kTiedEmbeddingTag);
+    pp_device_->recv(theirs, peer, kTiedEmbeddingTag);
+    send->wait();
+    cuda::add_f32(mine.data<float>(), theirs.data<float>(), mine.data<float>(), embedding_.size(), context_.stream());
+  }
+
+  // ZeRO 1: no bucket launched, every element pending.
+  void reset_buckets() {
+    launched_.assign(layout_.buckets().size(), false);
+    pending_elements_.clear();
+    for (const dist::ZeroBucket& b : layout_.buckets()) pending_elements_.push_back(b.size());
+  }
+
   void wait_pending() {
     for (dist::WorkHandle& work : pending_) work->wait();
     pending_.clear();
   }
 
+  static constexpr int kTiedEmbeddingTag = 2;  // the executor's activations and gradients use 0 and 1
+
   cuda::DeviceContext context_;
   std::unique_ptr<dist::Communicator> tp_device_;  // NCCL over the tp group (tp > 1)
   cuda::DeviceGpt model_;
   dist::Communicator& tp_host_;
+  dist::Communicator& pp_host_;
+  bool tied_embedding_;  // pp > 1, tied embeddings, and this rank holds a copy (first or last stage)
+  bool first_stage_;
+  dist::ChunkRange embedding_;            // tied_embedding_: the flat range of wte
+  cuda::DeviceBuffer peer_embedding_grad_;
+  std::unique_ptr<dist::Communicator> pp_device_;  // NCCL over the pp group (pp > 1)
+  std::unique_ptr<DeviceStage> stage_;
+  std::unique_ptr<PipelineExecutor> pipeline_;
   DType operands_;
   nn::Recompute recompute_;
   dist::Communicator& dp_host_;
@@ -229,6 +325,7 @@ class CudaDeviceTrainer final : public DeviceTrainer {
   cuda::DeviceBuffer shard_grads_;          // ZeRO 1: this rank's reduced gradient shard
   std::unique_ptr<cuda::DeviceAdamW> optimizer_;
   std::unique_ptr<dist::Communicator> dp_;  // NCCL over the dp group (dp > 1)
+  bool overlapped_ = false;                 // dp > 1 without a pipeline: reductions start during the backward
   bool reducing_ = false;                   // this backward starts the reductions
   std::vector<bool> launched_;              // ZeRO 1, per bucket: reduce-scatter started
   std::vector<std::int64_t> pending_elements_;  // ZeRO 1, per bucket: elements not final yet
@@ -239,14 +336,15 @@ class CudaDeviceTrainer final : public DeviceTrainer {
 
 std::unique_ptr<DeviceTrainer> make_device_trainer(const nn::TransformerConfig& model,
                                                    const DeviceTrainerOptions& options, dist::Communicator& dp,
-                                                   dist::Communicator& tp, const DataParallel& host) {
+                                                   dist::Communicator& tp, dist::Communicator& pp,
+                                                   const DataParallel& host) {
   int device = 0;
   try {
     device = select_local_device(local_rank_from_environment(), cuda::cuda_device_count_or_zero());
   } catch (const Error& e) {
     MYRIAD_THROW("training.device cuda: " << e.what());
   }
-  return std::make_unique<CudaDeviceTrainer>(device, model, options, dp, tp, host);
+  return std::make_unique<CudaDeviceTrainer>(device, model, options, dp, tp, pp, host);
 }
 
 }  // namespace myriad::train

@@ -1,0 +1,37 @@
+// PipelineStage — what a pipeline schedule (train/pipeline_executor.h) needs from one rank's part
+// of the model: its chunks (virtual stages) and, per micro-batch buffer set ("slot"), the forward
+// and backward of one chunk and the tensors exchanged with the neighbouring stages.
+//
+// forward_chunk(c) reads the ids (first global stage) or chunk_input(c), writes chunk_output(c)
+// and, on the last global stage, returns the loss sum; backward_chunk(c) reads chunk_grad(c) =
+// dL/d output (or starts from the loss on the last stage) and leaves dL/d input there. The
+// exchanged tensors live where the stage computes (host tensors for nn::GptModel, device tensors
+// for the GPU's stage), matching the communicator the executor is given.
+#pragma once
+
+#include "myriad/core/tensor.h"
+#include "myriad/nn/transformer_config.h"
+
+namespace myriad::nn {
+
+struct LossSum {
+  double sum = 0.0;         // sum of per-token losses over valid targets
+  std::int64_t tokens = 0;  // number of valid targets
+};
+
+class PipelineStage {
+ public:
+  virtual ~PipelineStage() = default;
+
+  virtual int num_chunks() const = 0;
+  // Buffers for `slots` micro-batches of (B, T) under `mode` (kept when unchanged).
+  virtual void prepare(std::int64_t B, std::int64_t T, Recompute mode, int slots) = 0;
+  virtual Recompute buffer_mode() const = 0;
+  virtual Tensor chunk_input(int chunk, int slot) = 0;
+  virtual Tensor chunk_output(int chunk, int slot) = 0;
+  virtual Tensor chunk_grad(int chunk, int slot) = 0;
+  virtual LossSum forward_chunk(int chunk, int slot, const Tensor& ids, const Tensor& targets) = 0;
+  virtual void backward_chunk(int chunk, int slot, const Tensor& ids, const Tensor& targets, float loss_scale) = 0;
+};
+
+}  // namespace myriad::nn
