@@ -33,18 +33,56 @@ struct Case {
 };
 
 std::vector<float> host(const Tensor& t) { return std::vector<float>(t.data<float>(), t.data<float>() + t.numel()); }
-std::vector<std::uint16_t> to_bf16(const Tensor& t) {
+// 16-bit patterns of a host f32 tensor's values and back, for bf16 or f16 (core/half.h).
+struct HalfFormat {
+  std::uint16_t (*narrow)(float);
+  float (*widen)(std::uint16_t);
+};
+constexpr HalfFormat kBf16{float_to_bf16, bf16_to_float};
+constexpr HalfFormat kF16{float_to_f16, f16_to_float};
+
+std::vector<std::uint16_t> to_half(const Tensor& t, HalfFormat f) {
   std::vector<std::uint16_t> out;
-  for (std::int64_t i = 0; i < t.numel(); ++i) out.push_back(float_to_bf16(t.data<float>()[i]));
+  for (std::int64_t i = 0; i < t.numel(); ++i) out.push_back(f.narrow(t.data<float>()[i]));
   return out;
 }
-std::vector<double> from_bf16(const std::vector<std::uint16_t>& v) {
+std::vector<double> from_half(const std::vector<std::uint16_t>& v, HalfFormat f) {
   std::vector<double> out;
-  for (std::uint16_t x : v) out.push_back(bf16_to_float(x));
+  for (std::uint16_t x : v) out.push_back(f.widen(x));
   return out;
 }
-void round_bf16(Tensor& t) {
-  for (std::int64_t i = 0; i < t.numel(); ++i) t.data<float>()[i] = bf16_to_float(float_to_bf16(t.data<float>()[i]));
+void round_half(Tensor& t, HalfFormat f) {
+  for (std::int64_t i = 0; i < t.numel(); ++i) t.data<float>()[i] = f.widen(f.narrow(t.data<float>()[i]));
+}
+std::vector<std::uint16_t> to_bf16(const Tensor& t) { return to_half(t, kBf16); }
+std::vector<double> from_bf16(const std::vector<std::uint16_t>& v) { return from_half(v, kBf16); }
+void round_bf16(Tensor& t) { round_half(t, kBf16); }
+
+// Fresh random q, k, v and output gradient in [-1, 1] (rounded to `format` when given: the values
+// a 16-bit kernel sees) and the CPU op's out, lse and gradients on them.
+struct Reference {
+  Tensor q, k, v, go, out, lse, gq, gk, gv;
+};
+Reference make_reference(const Case& c, std::uint64_t seed, const HalfFormat* format) {
+  Reference r;
+  r.q = Tensor::empty({c.b, c.hq, c.t, c.d});
+  r.k = Tensor::empty({c.b, c.hkv, c.t, c.d});
+  r.v = Tensor::empty({c.b, c.hkv, c.t, c.d});
+  r.go = Tensor::empty({c.b, c.hq, c.t, c.d});
+  std::uint64_t stream = 1;
+  for (Tensor* t : {&r.q, &r.k, &r.v, &r.go}) {
+    fill_uniform(*t, -1, 1, seed, stream++);
+    if (format != nullptr) round_half(*t, *format);
+  }
+  r.out = Tensor::empty(r.q.shape());
+  r.lse = Tensor::empty({c.b, c.hq, c.t});
+  r.gq = Tensor::empty(r.q.shape());
+  r.gk = Tensor::empty(r.k.shape());
+  r.gv = Tensor::empty(r.v.shape());
+  const AttentionArgs args{.causal = c.causal};
+  attention_forward(args, r.q, r.k, r.v, r.out, r.lse);
+  attention_backward(args, r.q, r.k, r.v, r.out, r.lse, r.go, r.gq, r.gk, r.gv);
+  return r;
 }
 
 class FlashAttentionKernel : public ::testing::TestWithParam<Case> {};
@@ -56,20 +94,9 @@ TEST_P(FlashAttentionKernel, MatchesTheCpuOpInF32AndBf16) {
   MYRIAD_SEED_TRACE(seed);
   cuda::DeviceContext context(0);
   for (bool bf16 : {false, true}) {
-    Tensor q = Tensor::empty({c.b, c.hq, c.t, c.d}), k = Tensor::empty({c.b, c.hkv, c.t, c.d});
-    Tensor v = Tensor::empty({c.b, c.hkv, c.t, c.d}), go = Tensor::empty({c.b, c.hq, c.t, c.d});
-    fill_uniform(q, -1, 1, seed, 1);
-    fill_uniform(k, -1, 1, seed, 2);
-    fill_uniform(v, -1, 1, seed, 3);
-    fill_uniform(go, -1, 1, seed, 4);
-    if (bf16) {
-      for (Tensor* t : {&q, &k, &v, &go}) round_bf16(*t);
-    }
-    Tensor out = Tensor::empty(q.shape()), lse = Tensor::empty({c.b, c.hq, c.t});
-    Tensor gq = Tensor::empty(q.shape()), gk = Tensor::empty(k.shape()), gv = Tensor::empty(v.shape());
-    const AttentionArgs args{.causal = c.causal};
-    attention_forward(args, q, k, v, out, lse);
-    attention_backward(args, q, k, v, out, lse, go, gq, gk, gv);
+    const Reference r = make_reference(c, seed, bf16 ? &kBf16 : nullptr);
+    const Tensor &q = r.q, &k = r.k, &v = r.v, &go = r.go, &out = r.out, &lse = r.lse, &gq = r.gq, &gk = r.gk,
+                 &gv = r.gv;
     const cuda::FlashAttentionShape shape{c.b, c.hq, c.hkv, c.t, c.d, 0.0f, c.causal};
     const std::int64_t rows = c.b * c.hq * c.t;
     DeviceArray<float> dlse(context, rows), delta(context, rows);
@@ -135,16 +162,8 @@ TEST_P(FlashAttentionKernel, MatchesTheCpuOpInF32AndBf16) {
   }
 }
 
-std::vector<std::uint16_t> to_f16(const Tensor& t) {
-  std::vector<std::uint16_t> out;
-  for (std::int64_t i = 0; i < t.numel(); ++i) out.push_back(float_to_f16(t.data<float>()[i]));
-  return out;
-}
-std::vector<double> from_f16(const std::vector<std::uint16_t>& v) {
-  std::vector<double> out;
-  for (std::uint16_t x : v) out.push_back(f16_to_float(x));
-  return out;
-}
+std::vector<std::uint16_t> to_f16(const Tensor& t) { return to_half(t, kF16); }
+std::vector<double> from_f16(const std::vector<std::uint16_t>& v) { return from_half(v, kF16); }
 
 // The tensor-core kernels on f16 (training.precision fp16): forward, then the backward on its out
 // and lse, against the CPU op on the f16-rounded inputs.
@@ -154,20 +173,9 @@ TEST_P(FlashAttentionKernel, TensorCoreF16MatchesTheCpuOp) {
   const std::uint64_t seed = testing::fresh_seed();
   MYRIAD_SEED_TRACE(seed);
   cuda::DeviceContext context(0);
-  Tensor q = Tensor::empty({c.b, c.hq, c.t, c.d}), k = Tensor::empty({c.b, c.hkv, c.t, c.d});
-  Tensor v = Tensor::empty({c.b, c.hkv, c.t, c.d}), go = Tensor::empty({c.b, c.hq, c.t, c.d});
-  fill_uniform(q, -1, 1, seed, 1);
-  fill_uniform(k, -1, 1, seed, 2);
-  fill_uniform(v, -1, 1, seed, 3);
-  fill_uniform(go, -1, 1, seed, 4);
-  for (Tensor* t : {&q, &k, &v, &go}) {
-    for (std::int64_t i = 0; i < t->numel(); ++i) t->data<float>()[i] = f16_to_float(float_to_f16(t->data<float>()[i]));
-  }
-  Tensor out = Tensor::empty(q.shape()), lse = Tensor::empty({c.b, c.hq, c.t});
-  Tensor gq = Tensor::empty(q.shape()), gk = Tensor::empty(k.shape()), gv = Tensor::empty(v.shape());
-  const AttentionArgs args{.causal = c.causal};
-  attention_forward(args, q, k, v, out, lse);
-  attention_backward(args, q, k, v, out, lse, go, gq, gk, gv);
+  const Reference r = make_reference(c, seed, &kF16);
+  const Tensor &q = r.q, &k = r.k, &v = r.v, &go = r.go, &out = r.out, &lse = r.lse, &gq = r.gq, &gk = r.gk,
+               &gv = r.gv;
   const cuda::FlashAttentionShape shape{c.b, c.hq, c.hkv, c.t, c.d, 0.0f, c.causal};
   const std::int64_t rows = c.b * c.hq * c.t;
   DeviceArray<std::uint16_t> dq(context, to_f16(q)), dk(context, to_f16(k)), dv(context, to_f16(v)),

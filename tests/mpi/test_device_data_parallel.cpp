@@ -132,6 +132,29 @@ TEST(DeviceDataParallelZero1, CheckpointResumesInTheCpuEngineBitForBit) {
   }
 }
 
+// 3 steps of the device and CPU engines of `layout`: same losses and gradient norms (1e-4
+// relative), same validation loss; then the device run's checkpoint loaded by a CPU engine has
+// bit-identical parameters and moments (this rank's shard) and takes the same next step.
+void expect_matches_the_cpu_engine_and_resumes_there(World& world, const fs::path& dir, const Layout& layout) {
+  dist::Communicator& comm = *world.comm;
+  EnginePair engines(world, dir, layout);
+  for (int step = 0; step < 3; ++step) {
+    const StepMetrics want = engines.cpu.step(), got = engines.gpu.step();
+    EXPECT_NEAR(got.loss, want.loss, 1e-4 * want.loss) << "step " << step;
+    EXPECT_NEAR(got.grad_norm, want.grad_norm, 1e-4 * want.grad_norm) << "step " << step;
+  }
+  EXPECT_NEAR(engines.gpu.evaluate(), engines.cpu.evaluate(), 1e-4 * engines.cpu.evaluate());
+  const std::string path = engines.gpu.save();
+  dist::ProcessGroups groups(EnginePair::grid(world, layout), world.runtime.world());
+  Engine resumed(engines.cpu_config, make_rank_logger(comm.rank(), "warn"), &groups);
+  resumed.load(path);
+  EXPECT_TRUE(same_bytes(resumed.model().parameters().flat_values(), engines.gpu.model().parameters().flat_values()));
+  EXPECT_TRUE(same_bytes(resumed.optimizer().m(), engines.gpu.optimizer().m()));
+  EXPECT_TRUE(same_bytes(resumed.optimizer().v(), engines.gpu.optimizer().v()));
+  const StepMetrics want = resumed.step(), got = engines.gpu.step();
+  EXPECT_NEAR(got.loss, want.loss, 1e-4 * want.loss) << "resumed";
+}
+
 // Tensor parallelism on the device (np2: tp 2, GPT-2 and LLaMA-style, with and without sequence
 // parallelism; np4: the same at tp 2 x dp 2 with ZeRO 1): the same curve and gradient norms as
 // the CPU engine of the same layout, and a checkpoint of the device run that the CPU engine
@@ -151,22 +174,7 @@ TEST_P(DeviceTensorParallel, MatchesTheCpuEngineAndResumesThere) {
   const Layout layout{.tp = 2, .zero_stage = comm.size() > 2 ? 1 : 0, .architecture = c.architecture,
                       .sequence_parallel = c.sequence_parallel};
   const fs::path dir = shared_dir(comm, std::string("device_tp_") + c.architecture + (c.sequence_parallel ? "_sp" : ""));
-  EnginePair engines(world, dir, layout);
-  for (int step = 0; step < 3; ++step) {
-    const StepMetrics want = engines.cpu.step(), got = engines.gpu.step();
-    EXPECT_NEAR(got.loss, want.loss, 1e-4 * want.loss) << "step " << step;
-    EXPECT_NEAR(got.grad_norm, want.grad_norm, 1e-4 * want.grad_norm) << "step " << step;
-  }
-  EXPECT_NEAR(engines.gpu.evaluate(), engines.cpu.evaluate(), 1e-4 * engines.cpu.evaluate());
-  const std::string path = engines.gpu.save();
-  dist::ProcessGroups groups(EnginePair::grid(world, layout), world.runtime.world());
-  Engine resumed(engines.cpu_config, make_rank_logger(comm.rank(), "warn"), &groups);
-  resumed.load(path);
-  EXPECT_TRUE(same_bytes(resumed.model().parameters().flat_values(), engines.gpu.model().parameters().flat_values()));
-  EXPECT_TRUE(same_bytes(resumed.optimizer().m(), engines.gpu.optimizer().m()));
-  EXPECT_TRUE(same_bytes(resumed.optimizer().v(), engines.gpu.optimizer().v()));
-  const StepMetrics want = resumed.step(), got = engines.gpu.step();
-  EXPECT_NEAR(got.loss, want.loss, 1e-4 * want.loss) << "resumed";
+  expect_matches_the_cpu_engine_and_resumes_there(world, dir, layout);
 }
 
 INSTANTIATE_TEST_SUITE_P(Families, DeviceTensorParallel,
@@ -199,22 +207,7 @@ TEST_P(DevicePipelineParallel, MatchesTheCpuEngineAndResumesThere) {
   const Layout layout{.zero_stage = comm.size() > 2 ? c.zero_stage_with_dp : 0, .architecture = c.architecture, .pp = 2,
                       .virtual_stages = c.virtual_stages, .schedule = c.schedule};
   const fs::path dir = shared_dir(comm, std::string("device_pp_") + c.name);
-  EnginePair engines(world, dir, layout);
-  for (int step = 0; step < 3; ++step) {
-    const StepMetrics want = engines.cpu.step(), got = engines.gpu.step();
-    EXPECT_NEAR(got.loss, want.loss, 1e-4 * want.loss) << "step " << step;
-    EXPECT_NEAR(got.grad_norm, want.grad_norm, 1e-4 * want.grad_norm) << "step " << step;
-  }
-  EXPECT_NEAR(engines.gpu.evaluate(), engines.cpu.evaluate(), 1e-4 * engines.cpu.evaluate());
-  const std::string path = engines.gpu.save();
-  dist::ProcessGroups groups(EnginePair::grid(world, layout), world.runtime.world());
-  Engine resumed(engines.cpu_config, make_rank_logger(comm.rank(), "warn"), &groups);
-  resumed.load(path);
-  EXPECT_TRUE(same_bytes(resumed.model().parameters().flat_values(), engines.gpu.model().parameters().flat_values()));
-  EXPECT_TRUE(same_bytes(resumed.optimizer().m(), engines.gpu.optimizer().m()));
-  EXPECT_TRUE(same_bytes(resumed.optimizer().v(), engines.gpu.optimizer().v()));
-  const StepMetrics want = resumed.step(), got = engines.gpu.step();
-  EXPECT_NEAR(got.loss, want.loss, 1e-4 * want.loss) << "resumed";
+  expect_matches_the_cpu_engine_and_resumes_there(world, dir, layout);
 }
 
 INSTANTIATE_TEST_SUITE_P(Schedules, DevicePipelineParallel,
