@@ -186,7 +186,8 @@ INSTANTIATE_TEST_SUITE_P(Families, DeviceTensorParallel,
 
 // Pipeline parallelism on the device (np2: pp 2 — GPT-2 with its tied embedding split between
 // the first and last stage under 1F1B, LLaMA-style under GPipe, GPT-2 interleaved with two
-// chunks per rank; np4: the same with dp 2 — ZeRO 1, and ZeRO 0 for GPipe): the same curve and gradient norms as the
+// chunks per rank; np4: the same with dp 2 — ZeRO 1, and ZeRO 0 for GPipe — and pp 2 x tp 2 with
+// GPT-2's vocabulary-parallel tied embedding on both end stages): the same curve and gradient norms as the
 // CPU engine of the same layout, validation through the stages, and a checkpoint of the device
 // run that the CPU engine resumes with bit-identical parameters and moments.
 struct PpCase {
@@ -194,7 +195,8 @@ struct PpCase {
   const char* architecture;
   PipelineSchedule schedule;
   int virtual_stages;
-  int zero_stage_with_dp;  // at np4 (dp 2)
+  int zero_stage_with_dp;  // when dp > 1
+  int tp = 1;
 };
 class DevicePipelineParallel : public ::testing::TestWithParam<PpCase> {};
 
@@ -202,9 +204,11 @@ TEST_P(DevicePipelineParallel, MatchesTheCpuEngineAndResumesThere) {
   World world;
   dist::Communicator& comm = *world.comm;
   if (!every_rank_has_a_gpu(comm)) GTEST_SKIP() << "needs one GPU per rank";
-  if (comm.size() % 2 != 0) GTEST_SKIP() << "pp 2 needs an even world";
   const PpCase c = GetParam();
-  const Layout layout{.zero_stage = comm.size() > 2 ? c.zero_stage_with_dp : 0, .architecture = c.architecture, .pp = 2,
+  if (comm.size() % (2 * c.tp) != 0) GTEST_SKIP() << "pp 2 x tp " << c.tp << " does not divide the world";
+  const bool data_parallel = comm.size() > 2 * c.tp;
+  const Layout layout{.tp = c.tp, .zero_stage = data_parallel ? c.zero_stage_with_dp : 0,
+                      .architecture = c.architecture, .pp = 2,
                       .virtual_stages = c.virtual_stages, .schedule = c.schedule};
   const fs::path dir = shared_dir(comm, std::string("device_pp_") + c.name);
   expect_matches_the_cpu_engine_and_resumes_there(world, dir, layout);
@@ -213,7 +217,8 @@ TEST_P(DevicePipelineParallel, MatchesTheCpuEngineAndResumesThere) {
 INSTANTIATE_TEST_SUITE_P(Schedules, DevicePipelineParallel,
                          ::testing::Values(PpCase{"gpt2_1f1b", "gpt2", PipelineSchedule::one_f_one_b, 1, 1},
                                            PpCase{"llama_gpipe", "llama", PipelineSchedule::gpipe, 1, 0},
-                                           PpCase{"gpt2_interleaved", "gpt2", PipelineSchedule::interleaved, 2, 1}),
+                                           PpCase{"gpt2_interleaved", "gpt2", PipelineSchedule::interleaved, 2, 1},
+                                           PpCase{"gpt2_tp2_1f1b", "gpt2", PipelineSchedule::one_f_one_b, 1, 1, 2}),
                          [](const ::testing::TestParamInfo<PpCase>& info) { return std::string(info.param.name); });
 
 }  // namespace
