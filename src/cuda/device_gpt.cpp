@@ -423,9 +423,11 @@ const nn::TransformerConfig& DeviceGpt::config() const { return state_->config; 
 const nn::ParameterStore& DeviceGpt::layout() const { return state_->layout_model.parameters(); }
 std::int64_t DeviceGpt::parameter_floats() const { return layout().numel(); }
 std::int64_t DeviceGpt::steps_taken() const { return state_->optimizer ? state_->optimizer->steps_taken() : 0; }
-std::size_t DeviceGpt::activation_bytes() const {
-  return state_->shared_bytes + state_->slot_bytes * state_->parked.size();
-}
+std::size_t DeviceGpt::activation_bytes() const { return saved_activation_bytes() + scratch_bytes(); }
+std::size_t DeviceGpt::saved_activation_bytes() const { return state_->slot_bytes * state_->parked.size(); }
+std::size_t DeviceGpt::scratch_bytes() const { return state_->shared_bytes; }
+std::size_t DeviceGpt::parameter_bytes() const { return state_->values.bytes() + state_->values_h.bytes(); }
+std::size_t DeviceGpt::gradient_bytes() const { return state_->grads.bytes(); }
 
 void DeviceGpt::load_values(const Tensor& flat_values) {
   MYRIAD_CHECK(flat_values.defined() && flat_values.device().is_cpu() && flat_values.dtype() == DType::f32 &&

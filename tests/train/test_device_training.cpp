@@ -59,6 +59,14 @@ TEST(DeviceTraining, MatchesTheCpuEngineAndItsCheckpointResumesOnTheCpu) {
   }
   const double val_cpu = cpu.evaluate(), val_gpu = gpu.evaluate();
   EXPECT_NEAR(val_gpu, val_cpu, 1e-4 * val_cpu);
+  // The memory report is the device's: f32 masters and gradients of the flat layout, AdamW's two
+  // moments of every parameter element, activations of one micro-batch.
+  const MemoryReport mem = gpu.memory_report();
+  const std::int64_t flat = gpu.model().parameters().numel();
+  EXPECT_EQ(mem.parameter_bytes, 4 * flat);
+  EXPECT_EQ(mem.gradient_bytes, 4 * flat);
+  EXPECT_EQ(mem.optimizer_bytes, 8 * gpu.optimizer().m().numel());
+  EXPECT_GT(mem.activation_bytes, 0);
 
   const std::string path = gpu.save();
   Engine resumed(device_config(dir, corpus, ComputeDevice::cpu), quiet_logger());

@@ -147,8 +147,14 @@ class DeviceGpt {
   void optimizer_state_to_host(Tensor& m, Tensor& v) const;
 
   // Bytes of device memory held for activations and scratch, every slot's (besides the
-  // parameter buffers).
+  // parameter buffers): saved_activation_bytes() (the slots' buffers, kept from forward to
+  // backward) + scratch_bytes() (shared by the slots: recompute's set, backward scratch).
   std::size_t activation_bytes() const;
+  std::size_t saved_activation_bytes() const;
+  std::size_t scratch_bytes() const;
+  // Bytes of the parameter values (f32 masters, plus their 16-bit copy) and of the gradients.
+  std::size_t parameter_bytes() const;
+  std::size_t gradient_bytes() const;
 
   struct State;  // buffers and the forward/backward passes (device_gpt*.cpp)
 

@@ -59,6 +59,17 @@ class DeviceTrainer {
   virtual void reduce_gradients() = 0;
   // `unscale` = 1 / the loss scale (fp16); a non-finite gradient norm skips the update.
   virtual optim::OptimizerStepStats step(float lr, const optim::AdamWConfig& config, float unscale) = 0;
+
+  // Device memory this rank's training holds, by role (bytes of its buffers; pipeline slots as
+  // allocated so far).
+  struct Memory {
+    std::int64_t parameters = 0;  // f32 masters (+ the 16-bit copy)
+    std::int64_t gradients = 0;   // full flat gradients (+ the ZeRO-1 shard)
+    std::int64_t optimizer = 0;   // AdamW moments (the shard under ZeRO 1)
+    std::int64_t activations = 0; // saved from forward to backward, every slot
+    std::int64_t scratch = 0;     // shared activations and backward scratch, cuBLASLt workspace
+  };
+  virtual Memory memory() const = 0;
 };
 
 struct DeviceTrainerOptions {

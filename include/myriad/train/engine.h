@@ -89,6 +89,7 @@ class Engine {
   DataParallel& data_parallel() { return *data_parallel_; }
   dist::ProcessGroups& groups() { return *groups_; }
   const data::BpeTokenizer* tokenizer() const { return data_.tokenizer.get(); }
+  // Memory per rank by role (training.device cuda: the device's buffers; else the host estimate).
   MemoryReport memory_report() const;
   std::int64_t tokens_per_step() const;
   double flops_per_token() const { return flops_per_token_; }  // GptModel::flops_per_token at training.seq_len

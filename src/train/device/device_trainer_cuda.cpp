@@ -166,6 +166,17 @@ class CudaDeviceTrainer final : public DeviceTrainer {
     return out.str();
   }
 
+  Memory memory() const override {
+    Memory m;
+    m.parameters = static_cast<std::int64_t>(model_.parameter_bytes());
+    m.gradients = static_cast<std::int64_t>(model_.gradient_bytes() + shard_grads_.bytes());
+    m.optimizer = 8 * optimizer_->state_elements();
+    m.activations = static_cast<std::int64_t>(model_.saved_activation_bytes());
+    m.scratch = static_cast<std::int64_t>(model_.scratch_bytes() + context_.workspace_bytes() +
+                                          peer_embedding_grad_.bytes());
+    return m;
+  }
+
   void upload(nn::ParameterStore& store, optim::AdamWOptimizer& optimizer) override {
     model_.load_values(store.flat_values());
     optimizer_->load_state(optimizer.m(), optimizer.v(), optimizer.steps_taken());
