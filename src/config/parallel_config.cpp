@@ -31,7 +31,8 @@ const std::vector<Field<ParallelConfig>>& ParallelConfig::fields() {
                  {.check = at_least(0)}),
       make_field("collective_timeout", &P::collective_timeout,
                  "seconds a collective may run before the watchdog names the ranks that never arrived and aborts the "
-                 "job; 0 = off",
+                 "job (training.device cuda: also each NCCL wait, which aborts its communicator naming op, group and "
+                 "rank); 0 = off",
                  {.check = at_least(0)}),
   };
   return table;

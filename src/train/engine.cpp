@@ -148,7 +148,8 @@ Engine::Engine(const RunConfig& config, std::shared_ptr<spdlog::logger> log, dis
                                        .last_stage = split.last_stage,
                                        .schedule = to_schedule_kind(config_.parallel.pp_schedule),
                                        .micro_batches = config_.training.gradient_accumulation,
-                                       .virtual_stages = config_.parallel.virtual_stages};
+                                       .virtual_stages = config_.parallel.virtual_stages,
+                                       .collective_timeout = config_.parallel.collective_timeout};
     device_ = make_device_trainer(model_->config(), options, dp(), tp(), pp(), *data_parallel_);
     device_->upload(model_->parameters(), data_parallel_->optimizer());
     log_->info("device: {}", device_->describe());

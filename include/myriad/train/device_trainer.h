@@ -83,6 +83,9 @@ struct DeviceTrainerOptions {
   bool first_stage = true, last_stage = true;
   dist::ScheduleKind schedule = dist::ScheduleKind::one_f_one_b;
   int micro_batches = 1, virtual_stages = 1;
+  // parallel.collective_timeout: a device collective or transfer not complete after this many
+  // seconds aborts its NCCL communicator and throws naming op, group and rank (0 = wait forever).
+  double collective_timeout = 0.0;
 };
 
 // `dp`: the host

@@ -88,14 +88,17 @@ class DeviceStage final : public nn::PipelineStage {
 };
 
 // The group over NCCL for device tensors, or null for a group of one (or without NCCL: an error).
-// `p2p_tags`: the send/recv tags it serves (one NCCL communicator each).
+// `p2p_tags`: the send/recv tags it serves (one NCCL communicator each); `timeout`: seconds a wait
+// may take before the communicator is aborted (0 = forever).
 std::unique_ptr<dist::Communicator> device_group(dist::Communicator& host, cuda::DeviceContext& context,
-                                                 int p2p_tags = 2) {
+                                                 double timeout, int p2p_tags = 2) {
   if (host.size() <= 1) return nullptr;
 #if MYRIAD_HAVE_NCCL
-  return std::make_unique<cuda::NcclCommunicator>(host, context, cuda::NcclOptions{.p2p_tags = p2p_tags});
+  return std::make_unique<cuda::NcclCommunicator>(host, context,
+                                                  cuda::NcclOptions{.p2p_tags = p2p_tags, .timeout_seconds = timeout});
 #else
   (void)context;
+  (void)timeout;
   (void)p2p_tags;
   MYRIAD_THROW("training.device cuda with a " << host.name() << " group of " << host.size()
                                               << " ranks: this build has no NCCL");
@@ -107,7 +110,7 @@ class CudaDeviceTrainer final : public DeviceTrainer {
   CudaDeviceTrainer(int device, const nn::TransformerConfig& model, const DeviceTrainerOptions& options,
                     dist::Communicator& dp, dist::Communicator& tp, dist::Communicator& pp, const DataParallel& host)
       : context_(device),
-        tp_device_(device_group(tp, context_)),
+        tp_device_(device_group(tp, context_, options.collective_timeout)),
         model_(context_, model, options.micro_batch, options.seq_len,
                cuda::DeviceGptOptions{.operands = options.operands,
                                       .optimizer = false,
@@ -133,7 +136,7 @@ class CudaDeviceTrainer final : public DeviceTrainer {
     if (zero_stage_ == 1) shard_grads_ = cuda::DeviceBuffer(static_cast<std::size_t>(grad_elements) * 4, device);
     optimizer_ = std::make_unique<cuda::DeviceAdamW>(context_, optimizer_segments(host, model_.layout()),
                                                      grad_elements);
-    dp_ = device_group(dp, context_);
+    dp_ = device_group(dp, context_, options.collective_timeout);
     overlapped_ = dp_ != nullptr && pp.size() == 1;  // a pipeline reduces after its whole schedule
     if (overlapped_) {
       model_.set_block_gradients_ready(
@@ -141,7 +144,7 @@ class CudaDeviceTrainer final : public DeviceTrainer {
     }
     reset_buckets();
     if (pp.size() > 1) {
-      pp_device_ = device_group(pp, context_, kTiedEmbeddingTag + 1);
+      pp_device_ = device_group(pp, context_, options.collective_timeout, kTiedEmbeddingTag + 1);
       stage_ = std::make_unique<DeviceStage>(model_, options);
       pipeline_ = std::make_unique<PipelineExecutor>(*stage_, *pp_device_, options.schedule, options.micro_batches,
                                                      options.virtual_stages);
