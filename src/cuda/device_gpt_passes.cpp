@@ -349,7 +349,7 @@ void DeviceGpt::State::combine_vocab_parallel_losses() {
   context.synchronize();  // the host tensors go out of scope
 }
 
-void DeviceGpt::State::forward_block(int block, int row) {
+void DeviceGpt::State::forward_block(int block, int row, bool recompute) {
   cudaStream_t stream = context.stream();
   const BlockActivations& a = blocks[static_cast<std::size_t>(block)];
   const float* x = residual[static_cast<std::size_t>(row)].as<float>();
@@ -397,6 +397,9 @@ void DeviceGpt::State::forward_block(int block, int row) {
     gelu_forward_f32(a.fc, a.act, N * F, stream);
   }
   prepare_operand(*this, {a.act, a.act_h}, N * F);
+  // Recompute stops here: the backward needs no block output (which the forward already wrote,
+  // and a pipeline may still be sending), so the down projection and its reduction are skipped.
+  if (recompute) return;
   row_parallel_forward(*this, {a.act, a.act_h}, name(swiglu ? "mlp.down.weight" : "mlp.proj.weight"),
                        maybe("mlp.proj.bias"), branch, F, C);
   add_f32(a.res_mid, branch, out, R * C, stream);
@@ -429,7 +432,7 @@ void DeviceGpt::State::backward_chunk(int chunk, float loss_scale) {
   float* g = chunk_grads[static_cast<std::size_t>(chunk)].as<float>();  // dL/d the residual stream, R rows
   if (chunk_is_last(chunk)) head_backward(loss_scale, residual[static_cast<std::size_t>(last + chunk)].as<float>(), g);
   for (int i = last; i-- > first;) {
-    if (options.recompute == nn::Recompute::full) forward_block(i, i + chunk);  // into the shared activations
+    if (options.recompute == nn::Recompute::full) forward_block(i, i + chunk, true);  // into the shared activations
     if (options.recompute == nn::Recompute::selective) rebuild_cheap_activations(i, i + chunk);
     block_backward(i, i + chunk, g);
     if (block_gradients_ready) block_gradients_ready(i, block_ranges[static_cast<std::size_t>(i)]);

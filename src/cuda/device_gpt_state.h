@@ -149,7 +149,9 @@ struct DeviceGpt::State {
   void embed_backward(const float* grad_x0);
   void head_forward(const float* x);
   void head_backward(float loss_scale, const float* x, float* grad_x);
-  void forward_block(int block, int row);   // local block from residual[row] into residual[row + 1]
+  // Local block from residual[row] into residual[row + 1]; `recompute` (full recompute in the
+  // backward) rebuilds the activations only, without the block output.
+  void forward_block(int block, int row, bool recompute = false);
   void block_backward(int block, int row, float* grad);  // grad: dL/d output in, dL/d input out
   void rebuild_cheap_activations(int block, int row);  // selective recompute: norm outputs, MLP activation
   // Resets the bad-index flag, runs `passes`, then reads the losses back (one synchronisation):

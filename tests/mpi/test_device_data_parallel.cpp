@@ -41,6 +41,7 @@ struct Layout {
   bool sequence_parallel = false;
   int pp = 1, virtual_stages = 1;
   PipelineSchedule schedule = PipelineSchedule::one_f_one_b;
+  Recompute recompute = Recompute::none;
 };
 
 // The CPU and device engines of one layout (gradient accumulation 2, the tiny model with head dim
@@ -72,6 +73,7 @@ struct EnginePair {
     c.parallel.virtual_stages = layout.virtual_stages;
     if (layout.virtual_stages > 1) c.model.n_layer = layout.pp * layout.virtual_stages;  // one layer per chunk
     c.parallel.sequence_parallel = layout.sequence_parallel;
+    c.training.recompute = layout.recompute;
     // Sequence parallel: 3 x 32 token rows split in halves, so a rank's rows start and end inside
     // a sequence (the position table is added in pieces).
     if (layout.sequence_parallel) c.training.micro_batch = 3;
@@ -162,6 +164,7 @@ void expect_matches_the_cpu_engine_and_resumes_there(World& world, const fs::pat
 struct TpCase {
   const char* architecture;
   bool sequence_parallel;
+  Recompute recompute = Recompute::none;
 };
 class DeviceTensorParallel : public ::testing::TestWithParam<TpCase> {};
 
@@ -172,16 +175,18 @@ TEST_P(DeviceTensorParallel, MatchesTheCpuEngineAndResumesThere) {
   if (comm.size() % 2 != 0) GTEST_SKIP() << "tp 2 needs an even world";
   const TpCase c = GetParam();
   const Layout layout{.tp = 2, .zero_stage = comm.size() > 2 ? 1 : 0, .architecture = c.architecture,
-                      .sequence_parallel = c.sequence_parallel};
-  const fs::path dir = shared_dir(comm, std::string("device_tp_") + c.architecture + (c.sequence_parallel ? "_sp" : ""));
+                      .sequence_parallel = c.sequence_parallel, .recompute = c.recompute};
+  const fs::path dir = shared_dir(comm, std::string("device_tp_") + c.architecture + (c.sequence_parallel ? "_sp" : "") +
+                                            std::string(choice_name(c.recompute)));
   expect_matches_the_cpu_engine_and_resumes_there(world, dir, layout);
 }
 
 INSTANTIATE_TEST_SUITE_P(Families, DeviceTensorParallel,
                          ::testing::Values(TpCase{"gpt2", false}, TpCase{"llama", false}, TpCase{"gpt2", true},
-                                           TpCase{"llama", true}),
+                                           TpCase{"llama", true}, TpCase{"gpt2", true, Recompute::full}),
                          [](const ::testing::TestParamInfo<TpCase>& info) {
-                           return std::string(info.param.architecture) + (info.param.sequence_parallel ? "_sp" : "");
+                           return std::string(info.param.architecture) + (info.param.sequence_parallel ? "_sp" : "") +
+                                  (info.param.recompute == Recompute::full ? "_recompute" : "");
                          });
 
 // Pipeline parallelism on the device (np2: pp 2 — GPT-2 with its tied embedding split between
@@ -197,6 +202,7 @@ struct PpCase {
   int virtual_stages;
   int zero_stage_with_dp;  // when dp > 1
   int tp = 1;
+  Recompute recompute = Recompute::none;
 };
 class DevicePipelineParallel : public ::testing::TestWithParam<PpCase> {};
 
@@ -208,8 +214,8 @@ TEST_P(DevicePipelineParallel, MatchesTheCpuEngineAndResumesThere) {
   if (comm.size() % (2 * c.tp) != 0) GTEST_SKIP() << "pp 2 x tp " << c.tp << " does not divide the world";
   const bool data_parallel = comm.size() > 2 * c.tp;
   const Layout layout{.tp = c.tp, .zero_stage = data_parallel ? c.zero_stage_with_dp : 0,
-                      .architecture = c.architecture, .pp = 2,
-                      .virtual_stages = c.virtual_stages, .schedule = c.schedule};
+                      .architecture = c.architecture, .pp = 2, .virtual_stages = c.virtual_stages,
+                      .schedule = c.schedule, .recompute = c.recompute};
   const fs::path dir = shared_dir(comm, std::string("device_pp_") + c.name);
   expect_matches_the_cpu_engine_and_resumes_there(world, dir, layout);
 }
@@ -217,7 +223,8 @@ TEST_P(DevicePipelineParallel, MatchesTheCpuEngineAndResumesThere) {
 INSTANTIATE_TEST_SUITE_P(Schedules, DevicePipelineParallel,
                          ::testing::Values(PpCase{"gpt2_1f1b", "gpt2", PipelineSchedule::one_f_one_b, 1, 1},
                                            PpCase{"llama_gpipe", "llama", PipelineSchedule::gpipe, 1, 0},
-                                           PpCase{"gpt2_interleaved", "gpt2", PipelineSchedule::interleaved, 2, 1},
+                                           PpCase{"gpt2_interleaved", "gpt2", PipelineSchedule::interleaved, 2, 1, 1,
+                                                  Recompute::selective},
                                            PpCase{"gpt2_tp2_1f1b", "gpt2", PipelineSchedule::one_f_one_b, 1, 1, 2}),
                          [](const ::testing::TestParamInfo<PpCase>& info) { return std::string(info.param.name); });
 

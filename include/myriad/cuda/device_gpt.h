@@ -50,7 +50,8 @@ struct DeviceGptOptions {
   bool optimizer = true;
   // Activation recompute (training.recompute), as nn::GptModel: none keeps every activation;
   // selective keeps all but the norm outputs and the MLP activation, rebuilt in backward without
-  // a GEMM; full keeps only each block's input and re-runs the block's forward in backward. What
+  // a GEMM; full keeps only each block's input and re-runs the block's forward in backward (up to
+  // the MLP activation: the down projection's output is not needed again). What
   // is not kept lives in one set shared by all blocks (activation_bytes() shows the saving).
   nn::Recompute recompute = nn::Recompute::none;
   // Tensor parallelism (Megatron's, without sequence parallelism): `tp` is the host communicator
