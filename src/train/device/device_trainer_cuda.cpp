@@ -30,6 +30,7 @@
 #include "myriad/cuda/nccl_communicator.h"
 #endif
 #include "myriad/train/device_trainer.h"
+#include "device_stage.h"
 
 namespace myriad::train {
 
@@ -53,39 +54,6 @@ std::vector<cuda::DeviceAdamWSegment> optimizer_segments(const DataParallel& hos
   }
   return segments;
 }
-
-// DeviceGpt as the pipeline executor's stage (nn/pipeline_stage.h): its chunks, slots and the
-// device tensors exchanged with the neighbouring stages. Buffers are DeviceGpt's (allocated for
-// the trainer's micro-batch and sequence): prepare checks the shape and adds slots.
-class DeviceStage final : public nn::PipelineStage {
- public:
-  DeviceStage(cuda::DeviceGpt& model, const DeviceTrainerOptions& options)
-      : model_(model), mode_(options.recompute), batch_(options.micro_batch), seq_(options.seq_len) {}
-
-  int num_chunks() const override { return model_.num_chunks(); }
-  void prepare(std::int64_t B, std::int64_t T, nn::Recompute, int slots) override {
-    MYRIAD_CHECK(B >= 1 && B <= batch_ && T == seq_, "device pipeline stage: micro-batch " << B << " x " << T
-                                                                                           << " (buffers for up to "
-                                                                                           << batch_ << " x " << seq_
-                                                                                           << ")");
-    model_.prepare_slots(slots);
-  }
-  nn::Recompute buffer_mode() const override { return mode_; }
-  Tensor chunk_input(int chunk, int slot) override { return model_.chunk_input(chunk, slot); }
-  Tensor chunk_output(int chunk, int slot) override { return model_.chunk_output(chunk, slot); }
-  Tensor chunk_grad(int chunk, int slot) override { return model_.chunk_grad(chunk, slot); }
-  nn::LossSum forward_chunk(int chunk, int slot, const Tensor& ids, const Tensor& targets) override {
-    return model_.forward_chunk(chunk, slot, ids, targets);
-  }
-  void backward_chunk(int chunk, int slot, const Tensor&, const Tensor&, float loss_scale) override {
-    model_.backward_chunk(chunk, slot, loss_scale);
-  }
-
- private:
-  cuda::DeviceGpt& model_;
-  nn::Recompute mode_;
-  std::int64_t batch_, seq_;
-};
 
 // The group over NCCL for device tensors, or null for a group of one (or without NCCL: an error).
 // `p2p_tags`: the send/recv tags it serves (one NCCL communicator each); `timeout`: seconds a wait
@@ -165,7 +133,8 @@ class CudaDeviceTrainer final : public DeviceTrainer {
         << dtype_name(operands_) << " GEMM operands, " << static_cast<double>(model_.activation_bytes()) / gib
         << " GiB activations (recompute " << nn::recompute_name(recompute_) << ") + "
         << 8.0 * static_cast<double>(model_.parameter_floats()) / gib << " GiB parameters and gradients + "
-        << 8.0 * static_cast<double>(optimizer_->state_elements()) / gib << " GiB AdamW moments" << (zero_stage_ == 1 ? " (ZeRO-1 shard)" : "");
+        << 8.0 * static_cast<double>(optimizer_->state_elements()) / gib << " GiB AdamW moments"
+        << (zero_stage_ == 1 ? " (ZeRO-1 shard)" : "");
     return out.str();
   }
 
