@@ -1,17 +1,13 @@
 // make_device_trainer with the CUDA backend: a DeviceContext on the local rank's GPU, a
-// cuda::DeviceGpt for the passes (this rank's tensor-parallel shard, with the tp group over NCCL)
-// and a cuda::DeviceAdamW over the host DataParallel's optimizer segments (see
-// train/device_trainer.h). The squared gradient norm is summed over dp (ZeRO 1) and tp (each
-// replicated parameter counted on one tp rank), as DataParallel does on the host.
+// cuda::DeviceGpt for the passes (this rank's tensor-parallel shard and pipeline stage, with the
+// tp and pp groups over NCCL), the dp reduction (DeviceGradientSync: ZeRO 0 / 1) and a
+// cuda::DeviceAdamW over the host DataParallel's optimizer segments (see train/device_trainer.h).
 //
 // The optimizer mirrors the host DataParallel exactly — the same segments in the same order — so
 // the packed moments move between host and device as they are, and checkpoints written from the
-// host side are the ones a CPU run writes. ZeRO 0: the gradients are all-reduced (per block during
-// the last backward, the rest after it) and every rank updates everything. ZeRO 1: each bucket
-// of the host layout is reduce-scattered into this rank's shard of the gradients as soon as its
-// elements are final, the squared norm is summed over the dp ranks (float64, rank order), the
-// rank updates its shard (moments for the shard only: 8 bytes per parameter / dp) and the buckets'
-// updated chunks are all-gathered back into every rank's full values.
+// host side are the ones a CPU run writes. The squared gradient norm is summed over dp (ZeRO 1:
+// distinct shards), tp (each replicated parameter counted on one tp rank) and pp, as
+// DataParallel does on the host; a skipped step leaves everything as it was.
 #include <cuda_runtime_api.h>
 
 #include <algorithm>
@@ -30,6 +26,7 @@
 #include "myriad/cuda/nccl_communicator.h"
 #endif
 #include "myriad/train/device_trainer.h"
+#include "device_gradient_sync.h"
 #include "device_stage.h"
 
 namespace myriad::train {
@@ -96,21 +93,10 @@ class CudaDeviceTrainer final : public DeviceTrainer {
         operands_(options.operands),
         recompute_(options.recompute),
         dp_host_(dp),
-        zero_stage_(host.zero_stage()),
-        layout_(host.layout()) {
-    MYRIAD_CHECK(zero_stage_ <= 1, "training.device cuda: parallel.zero_stage " << zero_stage_
-                                                                               << " is not supported (0 or 1)");
-    const std::int64_t grad_elements = zero_stage_ == 0 ? model_.parameter_floats() : layout_.shard_elements();
-    if (zero_stage_ == 1) shard_grads_ = cuda::DeviceBuffer(static_cast<std::size_t>(grad_elements) * 4, device);
-    optimizer_ = std::make_unique<cuda::DeviceAdamW>(context_, optimizer_segments(host, model_.layout()),
-                                                     grad_elements);
-    dp_ = device_group(dp, context_, options.collective_timeout);
-    overlapped_ = dp_ != nullptr && pp.size() == 1;  // a pipeline reduces after its whole schedule
-    if (overlapped_) {
-      model_.set_block_gradients_ready(
-          [this](std::int64_t, cuda::DeviceGpt::FlatRange range) { block_ready(range); });
-    }
-    reset_buckets();
+        // A pipeline reduces after its whole schedule; otherwise during the last backward.
+        sync_(context_, model_, host, device_group(dp, context_, options.collective_timeout), pp.size() == 1),
+        optimizer_(std::make_unique<cuda::DeviceAdamW>(context_, optimizer_segments(host, model_.layout()),
+                                                       sync_.optimizer_grad_elements())) {
     if (pp.size() > 1) {
       pp_device_ = device_group(pp, context_, options.collective_timeout, kTiedEmbeddingTag + 1);
       stage_ = std::make_unique<DeviceStage>(model_, options);
@@ -134,14 +120,14 @@ class CudaDeviceTrainer final : public DeviceTrainer {
         << " GiB activations (recompute " << nn::recompute_name(recompute_) << ") + "
         << 8.0 * static_cast<double>(model_.parameter_floats()) / gib << " GiB parameters and gradients + "
         << 8.0 * static_cast<double>(optimizer_->state_elements()) / gib << " GiB AdamW moments"
-        << (zero_stage_ == 1 ? " (ZeRO-1 shard)" : "");
+        << (sync_.zero_stage() == 1 ? " (ZeRO-1 shard)" : "");
     return out.str();
   }
 
   Memory memory() const override {
     Memory m;
     m.parameters = static_cast<std::int64_t>(model_.parameter_bytes());
-    m.gradients = static_cast<std::int64_t>(model_.gradient_bytes() + shard_grads_.bytes());
+    m.gradients = static_cast<std::int64_t>(model_.gradient_bytes() + sync_.shard_bytes());
     m.optimizer = 8 * optimizer_->state_elements();
     m.activations = static_cast<std::int64_t>(model_.saved_activation_bytes());
     m.scratch = static_cast<std::int64_t>(model_.scratch_bytes() + context_.workspace_bytes() +
@@ -162,13 +148,10 @@ class CudaDeviceTrainer final : public DeviceTrainer {
 
   void zero_grads() override {
     model_.zero_grads();
-    reset_buckets();
+    sync_.reset();
   }
 
-  void begin_micro_batch(bool last) override {
-    reducing_ = overlapped_ && last;
-    reset_buckets();
-  }
+  void begin_micro_batch(bool last) override { sync_.begin_micro_batch(last); }
 
   nn::LossSum forward_backward(const Tensor& ids, const Tensor& targets, float loss_scale) override {
     return model_.forward_backward(ids, targets, loss_scale);
@@ -185,83 +168,26 @@ class CudaDeviceTrainer final : public DeviceTrainer {
 
   void reduce_gradients() override {
     if (tied_embedding_) sync_tied_embedding();
-    if (!dp_ && zero_stage_ == 0) return;
-    if (zero_stage_ == 0 && !overlapped_) {  // a pipeline: everything now
-      pending_.push_back(dp_->all_reduce_async(model_.gradients()));
-    } else if (zero_stage_ == 0) {
-      // The flat ranges outside the blocks (embeddings, final norm, head), in order.
-      Tensor all = model_.gradients();
-      std::int64_t at = 0;
-      for (const cuda::DeviceGpt::FlatRange& block : model_.block_ranges()) {
-        if (block.begin > at) pending_.push_back(dp_->all_reduce_async(all.slice(0, at, block.begin)));
-        at = std::max(at, block.end);
-      }
-      if (at < all.numel()) pending_.push_back(dp_->all_reduce_async(all.slice(0, at, all.numel())));
-    } else {
-      for (std::size_t b = 0; b < launched_.size(); ++b) {
-        if (!launched_[b]) launch_bucket(b);
-      }
-    }
-    wait_pending();
-    reducing_ = false;
+    sync_.finish();
   }
 
   optim::OptimizerStepStats step(float lr, const optim::AdamWConfig& config, float unscale) override {
     float* values = model_.values().data<float>();
-    const float* grads = zero_stage_ == 0 ? model_.gradients().data<float>() : shard_grads_.as<float>();
+    const float* grads = sync_.optimizer_grads();
     double sum_squares = optimizer_->grad_sum_squares(grads);
     // ZeRO 1: each rank holds a distinct shard; ZeRO 0: the reduced gradients are identical.
     // Tensor parallelism: each rank's shards, replicas counted on one rank only (Parameter::primary).
-    if (zero_stage_ == 1 && dp_host_.size() > 1) sum_squares = dist::sum_over_ranks(dp_host_, sum_squares);
+    if (sync_.zero_stage() == 1 && dp_host_.size() > 1) sum_squares = dist::sum_over_ranks(dp_host_, sum_squares);
     if (tp_host_.size() > 1) sum_squares = dist::sum_over_ranks(tp_host_, sum_squares);
     if (pp_host_.size() > 1) sum_squares = dist::sum_over_ranks(pp_host_, sum_squares);
     const optim::OptimizerStepStats stats = optimizer_->step(values, grads, lr, config, sum_squares, unscale);
     if (stats.skipped) return stats;
-    if (zero_stage_ == 1 && dp_) {
-      Tensor all = model_.values();
-      for (const dist::ZeroBucket& b : layout_.buckets()) {
-        pending_.push_back(
-            dp_->all_gather_async(all.slice(0, b.owned.begin, b.owned.end), all.slice(0, b.begin, b.end)));
-      }
-      wait_pending();
-    }
+    sync_.gather_values();
     model_.values_changed();
     return stats;
   }
 
  private:
-  // ZeRO 0: all-reduce the block's gradients now. ZeRO 1: count the block's elements off the
-  // buckets it overlaps and reduce-scatter every bucket that is complete.
-  void block_ready(cuda::DeviceGpt::FlatRange range) {
-    if (!reducing_) return;
-    if (zero_stage_ == 0) {
-      pending_.push_back(dp_->all_reduce_async(model_.gradients().slice(0, range.begin, range.end)));
-      return;
-    }
-    for (std::size_t b = 0; b < launched_.size(); ++b) {
-      const dist::ZeroBucket& bucket = layout_.buckets()[b];
-      const std::int64_t overlap = std::min(bucket.end, range.end) - std::max(bucket.begin, range.begin);
-      if (overlap <= 0 || launched_[b]) continue;
-      pending_elements_[b] -= overlap;
-      if (pending_elements_[b] == 0) launch_bucket(b);
-    }
-  }
-
-  // Reduce-scatters bucket b into its place in the shard (one dp rank: copies it there).
-  void launch_bucket(std::size_t b) {
-    const dist::ZeroBucket& bucket = layout_.buckets()[b];
-    Tensor shard = device_view(context_, shard_grads_, layout_.shard_elements());
-    Tensor mine = shard.slice(0, bucket.shard_offset, bucket.shard_offset + bucket.owned.size());
-    Tensor whole = model_.gradients().slice(0, bucket.begin, bucket.end);
-    if (dp_) {
-      pending_.push_back(dp_->reduce_scatter_async(whole, mine));
-    } else {
-      MYRIAD_CUDA_CHECK(cudaMemcpyAsync(mine.raw_data(), whole.raw_data(), mine.nbytes(), cudaMemcpyDeviceToDevice,
-                                        context_.stream()));
-    }
-    launched_[b] = true;
-  }
-
   // The first and last pipeline stages each hold the tied embedding; each adds the other's
   // gradient (a + b == b + a exactly), so both apply the same update and stay identical.
   void sync_tied_embedding() {
@@ -272,18 +198,6 @@ class CudaDeviceTrainer final : public DeviceTrainer {
     pp_device_->recv(theirs, peer, kTiedEmbeddingTag);
     send->wait();
     cuda::add_f32(mine.data<float>(), theirs.data<float>(), mine.data<float>(), embedding_.size(), context_.stream());
-  }
-
-  // ZeRO 1: no bucket launched, every element pending.
-  void reset_buckets() {
-    launched_.assign(layout_.buckets().size(), false);
-    pending_elements_.clear();
-    for (const dist::ZeroBucket& b : layout_.buckets()) pending_elements_.push_back(b.size());
-  }
-
-  void wait_pending() {
-    for (dist::WorkHandle& work : pending_) work->wait();
-    pending_.clear();
   }
 
   static constexpr int kTiedEmbeddingTag = 2;  // the executor's activations and gradients use 0 and 1
@@ -303,16 +217,8 @@ class CudaDeviceTrainer final : public DeviceTrainer {
   DType operands_;
   nn::Recompute recompute_;
   dist::Communicator& dp_host_;
-  int zero_stage_;
-  dist::ZeroLayout layout_;                 // the host DataParallel's buckets and shard
-  cuda::DeviceBuffer shard_grads_;          // ZeRO 1: this rank's reduced gradient shard
+  DeviceGradientSync sync_;  // the dp reduction (ZeRO 0 / 1) over NCCL
   std::unique_ptr<cuda::DeviceAdamW> optimizer_;
-  std::unique_ptr<dist::Communicator> dp_;  // NCCL over the dp group (dp > 1)
-  bool overlapped_ = false;                 // dp > 1 without a pipeline: reductions start during the backward
-  bool reducing_ = false;                   // this backward starts the reductions
-  std::vector<bool> launched_;              // ZeRO 1, per bucket: reduce-scatter started
-  std::vector<std::int64_t> pending_elements_;  // ZeRO 1, per bucket: elements not final yet
-  std::vector<dist::WorkHandle> pending_;
 };
 
 }  // namespace
