@@ -13,6 +13,7 @@
 #include "device_gpt_state.h"
 #include "myriad/cuda/check.h"
 #include "myriad/cuda/device_guard.h"
+#include "myriad/cuda/device_tensor.h"
 #include "myriad/cuda/kernels.h"
 
 namespace myriad::cuda {
@@ -469,8 +470,7 @@ namespace {
 
 // A device tensor viewing a DeviceBuffer's first `n` floats (the buffer keeps ownership).
 Tensor flat_view(const DeviceGpt::State& s, const DeviceBuffer& buffer, std::int64_t n) {
-  auto storage = Storage::wrap(buffer.data(), buffer.bytes(), Device::cuda(s.context.device()), [](void*) {});
-  return Tensor::from_storage(std::move(storage), {n}, {1}, 0, DType::f32);
+  return view_device_floats(s.context, buffer.as<float>(), {n});
 }
 
 }  // namespace
@@ -602,8 +602,7 @@ int DeviceGpt::slots() const { return static_cast<int>(state_->parked.size()); }
 namespace {
 
 Tensor slot_view(DeviceGpt::State& s, const DeviceBuffer& buffer) {
-  auto storage = Storage::wrap(buffer.data(), buffer.bytes(), Device::cuda(s.context.device()), [](void*) {});
-  return Tensor::from_storage(std::move(storage), {s.R, s.C}, {s.C, 1}, 0, DType::f32);
+  return view_device_floats(s.context, buffer.as<float>(), {s.R, s.C});
 }
 
 void check_chunk(const DeviceGpt::State& s, int chunk, const char* what) {

@@ -21,6 +21,7 @@
 
 #include "device_gpt_state.h"
 #include "myriad/cuda/check.h"
+#include "myriad/cuda/device_tensor.h"
 #include "myriad/cuda/gemm.h"
 #include "myriad/cuda/kernels.h"
 
@@ -241,17 +242,13 @@ void DeviceGpt::State::head_forward(const float* x) {
 
 void DeviceGpt::State::reduce_over_tp(float* x, std::int64_t n) const {
   if (!tensor_parallel()) return;
-  auto storage = Storage::wrap(x, static_cast<std::size_t>(n) * sizeof(float), Device::cuda(context.device()),
-                               [](void*) {});
-  tp_device->all_reduce_async(Tensor::from_storage(std::move(storage), {n}, {1}, 0, DType::f32))->wait();
+  tp_device->all_reduce_async(view_device_floats(context, x, {n}))->wait();
 }
 
 namespace {
 
 Tensor device_floats(const DeviceGpt::State& s, const float* p, std::int64_t n) {
-  auto storage = Storage::wrap(const_cast<float*>(p), static_cast<std::size_t>(n) * sizeof(float),
-                               Device::cuda(s.context.device()), [](void*) {});
-  return Tensor::from_storage(std::move(storage), {n}, {1}, 0, DType::f32);
+  return view_device_floats(s.context, const_cast<float*>(p), {n});
 }
 
 }  // namespace

@@ -23,4 +23,13 @@ Tensor to_host(DeviceContext& context, const Tensor& device);
 // Fills a device tensor (contiguous) with zero bytes on the context's stream.
 void zero_device(DeviceContext& context, const Tensor& device);
 
+// A contiguous f32 device tensor of `shape` viewing memory it does not own (a DeviceBuffer's, a
+// slice of one): no allocation, no copy; the memory's owner must outlive every view. For handing
+// device buffers to interfaces that take tensors (communicators, the pipeline executor).
+inline Tensor view_device_floats(const DeviceContext& context, float* data, const Shape& shape) {
+  const std::size_t bytes = static_cast<std::size_t>(shape_numel(shape)) * sizeof(float);
+  auto storage = Storage::wrap(data, bytes, Device::cuda(context.device()), [](void*) {});
+  return Tensor::from_storage(std::move(storage), shape, contiguous_strides(shape), 0, DType::f32);
+}
+
 }  // namespace myriad::cuda

@@ -8,14 +8,14 @@
 
 #include "myriad/core/error.h"
 #include "myriad/cuda/check.h"
+#include "myriad/cuda/device_tensor.h"
 
 namespace myriad::train {
 
 namespace {
 
 Tensor device_view(const cuda::DeviceContext& context, const cuda::DeviceBuffer& buffer, std::int64_t n) {
-  auto storage = Storage::wrap(buffer.data(), buffer.bytes(), Device::cuda(context.device()), [](void*) {});
-  return Tensor::from_storage(std::move(storage), {n}, {1}, 0, DType::f32);
+  return cuda::view_device_floats(context, buffer.as<float>(), {n});
 }
 
 }  // namespace

@@ -19,6 +19,7 @@
 #include "myriad/cuda/device_adamw.h"
 #include "myriad/cuda/device_buffer.h"
 #include "myriad/cuda/device_context.h"
+#include "myriad/cuda/device_tensor.h"
 #include "myriad/cuda/device_gpt.h"
 #include "myriad/cuda/kernels.h"
 #include "myriad/dist/scalar_reduce.h"
@@ -34,8 +35,7 @@ namespace myriad::train {
 namespace {
 
 Tensor device_view(const cuda::DeviceContext& context, const cuda::DeviceBuffer& buffer, std::int64_t n) {
-  auto storage = Storage::wrap(buffer.data(), buffer.bytes(), Device::cuda(context.device()), [](void*) {});
-  return Tensor::from_storage(std::move(storage), {n}, {1}, 0, DType::f32);
+  return cuda::view_device_floats(context, buffer.as<float>(), {n});
 }
 
 // The host optimizer's segments with this model's parameter kinds; gradient offsets into the full
