@@ -63,15 +63,17 @@ double DeviceAdamW::grad_sum_squares(const float* grads) {
     context_.synchronize();
     return sum_squares;
   }
-  std::vector<double> sums(segments_.size(), 0.0);
+  // One sum per segment (0 for the others), read back in one copy.
+  MYRIAD_CUDA_CHECK(cudaMemsetAsync(norm_out_.data(), 0, norm_out_.bytes(), context_.stream()));
   for (std::size_t i = 0; i < segments_.size(); ++i) {
     const DeviceAdamWSegment& s = segments_[i];
     if (!s.counted || s.numel == 0) continue;
     grad_norm_squared_f32(grads + s.grad_offset, s.numel, norm_scratch_.as<double>(), norm_scratch_doubles_,
                           norm_out_.as<double>() + i, context_.stream());
-    MYRIAD_CUDA_CHECK(cudaMemcpyAsync(&sums[i], norm_out_.as<double>() + i, sizeof(double), cudaMemcpyDeviceToHost,
-                                      context_.stream()));
   }
+  std::vector<double> sums(segments_.size(), 0.0);
+  MYRIAD_CUDA_CHECK(cudaMemcpyAsync(sums.data(), norm_out_.data(), sums.size() * sizeof(double),
+                                    cudaMemcpyDeviceToHost, context_.stream()));
   context_.synchronize();
   double sum_squares = 0.0;
   for (double s : sums) sum_squares += s;

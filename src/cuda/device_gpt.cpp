@@ -500,9 +500,21 @@ void check_batch(const DeviceGpt::State& s, const Tensor& ids, const Tensor& tar
                                                              << targets.describe() << " differ in rows");
 }
 
-// tp > 1: the ids and loss targets relative to this rank's vocabulary shard (see State), after
-// checking every id and target on the host (the shard kernels cannot tell a bad id from one
-// another rank holds).
+// Every id in [0, V) and every target too or ignored, checked on the host: for a tensor-parallel
+// shard (its kernels cannot tell a bad id from one another rank holds) and a pipeline stage (no
+// rank sees both the embedding and the loss); a whole model's kernels report them (read_losses).
+void check_vocabulary(const DeviceGpt::State& s, const Tensor& ids, const Tensor& targets) {
+  const std::int32_t ignore = nn::GptModel::kIgnoreIndex;
+  for (std::int64_t i = 0; i < ids.numel(); ++i) {
+    const std::int32_t id = ids.data<std::int32_t>()[i], target = targets.data<std::int32_t>()[i];
+    MYRIAD_CHECK(id >= 0 && id < s.V && (target == ignore || (target >= 0 && target < s.V)),
+                 "DeviceGpt: token or target at flat position " << i << " is outside the vocabulary [0, " << s.V
+                                                                << ")");
+  }
+}
+
+// tp > 1: the ids and loss targets relative to this rank's vocabulary shard (see State).
+// cudaMemcpyAsync from pageable memory has read the host vectors when it returns.
 void upload_shard_batch(DeviceGpt::State& s, const Tensor& ids, const Tensor& targets) {
   const std::int64_t n = ids.numel();
   const std::int32_t ignore = nn::GptModel::kIgnoreIndex;
@@ -513,9 +525,6 @@ void upload_shard_batch(DeviceGpt::State& s, const Tensor& ids, const Tensor& ta
   };
   for (std::int64_t i = 0; i < n; ++i) {
     const std::int32_t id = ids.data<std::int32_t>()[i], target = targets.data<std::int32_t>()[i];
-    MYRIAD_CHECK(id >= 0 && id < s.V && (target == ignore || (target >= 0 && target < s.V)),
-                 "DeviceGpt: token or target at flat position " << i << " is outside the vocabulary [0, " << s.V
-                                                                << ")");
     shard_ids[static_cast<std::size_t>(i)] = local(id, -1);
     shard_targets[static_cast<std::size_t>(i)] = target == ignore ? ignore : local(target, ignore);
   }
@@ -524,23 +533,14 @@ void upload_shard_batch(DeviceGpt::State& s, const Tensor& ids, const Tensor& ta
                                     cudaMemcpyHostToDevice, stream));
   MYRIAD_CUDA_CHECK(cudaMemcpyAsync(s.shard_targets.data(), shard_targets.data(),
                                     shard_targets.size() * sizeof(std::int32_t), cudaMemcpyHostToDevice, stream));
-  s.context.synchronize();  // the host vectors go out of scope
 }
 
-// The ids and targets of the active slot. On the device, read_losses checks them (a whole model);
-// on a pipeline stage no rank sees both the embedding and the loss, so they are checked here.
+// The ids and targets of the active slot (checked on the host where no kernel can: see
+// check_vocabulary).
 void upload_batch(DeviceGpt::State& s, const Tensor& ids, const Tensor& targets) {
   DeviceGuard guard(s.context.device());
   cudaStream_t stream = s.context.stream();
-  if (!(s.first_stage && s.last_stage) && !s.tensor_parallel()) {
-    const std::int32_t ignore = nn::GptModel::kIgnoreIndex;
-    for (std::int64_t i = 0; i < ids.numel(); ++i) {
-      const std::int32_t id = ids.data<std::int32_t>()[i], target = targets.data<std::int32_t>()[i];
-      MYRIAD_CHECK(id >= 0 && id < s.V && (target == ignore || (target >= 0 && target < s.V)),
-                   "DeviceGpt: token or target at flat position " << i << " is outside the vocabulary [0, " << s.V
-                                                                  << ")");
-    }
-  }
+  if (s.tensor_parallel() || !(s.first_stage && s.last_stage)) check_vocabulary(s, ids, targets);
   s.batch_targets = targets;
   MYRIAD_CUDA_CHECK(cudaMemcpyAsync(s.ids.data(), ids.raw_data(), ids.nbytes(), cudaMemcpyHostToDevice, stream));
   MYRIAD_CUDA_CHECK(

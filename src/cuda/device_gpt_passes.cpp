@@ -342,8 +342,7 @@ void DeviceGpt::State::combine_vocab_parallel_losses() {
   MYRIAD_CUDA_CHECK(cudaMemcpyAsync(ce_lse.data(), whole_lse.raw_data(), whole_lse.nbytes(), cudaMemcpyHostToDevice,
                                     stream));
   MYRIAD_CUDA_CHECK(cudaMemcpyAsync(losses.data(), whole_loss.raw_data(), whole_loss.nbytes(), cudaMemcpyHostToDevice,
-                                    stream));
-  context.synchronize();  // the host tensors go out of scope
+                                    stream));  // pageable: read before the call returns
 }
 
 void DeviceGpt::State::forward_block(int block, int row, bool recompute) {

@@ -12,14 +12,6 @@
 
 namespace myriad::train {
 
-namespace {
-
-Tensor device_view(const cuda::DeviceContext& context, const cuda::DeviceBuffer& buffer, std::int64_t n) {
-  return cuda::view_device_floats(context, buffer.as<float>(), {n});
-}
-
-}  // namespace
-
 DeviceGradientSync::DeviceGradientSync(cuda::DeviceContext& context, cuda::DeviceGpt& model, const DataParallel& host,
                                        std::unique_ptr<dist::Communicator> dp, bool overlap)
     : context_(context),
@@ -110,7 +102,7 @@ void DeviceGradientSync::block_ready(cuda::DeviceGpt::FlatRange range) {
 // Reduce-scatters bucket b into its place in the shard (one dp rank: copies it there).
 void DeviceGradientSync::launch_bucket(std::size_t b) {
   const dist::ZeroBucket& bucket = layout_.buckets()[b];
-  Tensor shard = device_view(context_, shard_grads_, layout_.shard_elements());
+  Tensor shard = cuda::view_device_floats(context_, shard_grads_.as<float>(), {layout_.shard_elements()});
   Tensor mine = shard.slice(0, bucket.shard_offset, bucket.shard_offset + bucket.owned.size());
   Tensor whole = model_.gradients().slice(0, bucket.begin, bucket.end);
   if (dp_) {

@@ -34,10 +34,6 @@ namespace myriad::train {
 
 namespace {
 
-Tensor device_view(const cuda::DeviceContext& context, const cuda::DeviceBuffer& buffer, std::int64_t n) {
-  return cuda::view_device_floats(context, buffer.as<float>(), {n});
-}
-
 // The host optimizer's segments with this model's parameter kinds; gradient offsets into the full
 // gradients (ZeRO 0) or the shard (ZeRO 1).
 std::vector<cuda::DeviceAdamWSegment> optimizer_segments(const DataParallel& host, const nn::ParameterStore& layout) {
@@ -192,7 +188,7 @@ class CudaDeviceTrainer final : public DeviceTrainer {
   // gradient (a + b == b + a exactly), so both apply the same update and stay identical.
   void sync_tied_embedding() {
     Tensor mine = model_.gradients().slice(0, embedding_.begin, embedding_.end);
-    Tensor theirs = device_view(context_, peer_embedding_grad_, embedding_.size());
+    Tensor theirs = cuda::view_device_floats(context_, peer_embedding_grad_.as<float>(), {embedding_.size()});
     const int peer = first_stage_ ? pp_host_.size() - 1 : 0;
     dist::WorkHandle send = pp_device_->send_async(mine, peer, kTiedEmbeddingTag);
     pp_device_->recv(theirs, peer, kTiedEmbeddingTag);
