@@ -183,9 +183,11 @@ DeviceGpt::State::State(DeviceContext& ctx, const nn::TransformerConfig& cfg, st
   const int dev = ctx.device();
   const std::int64_t total = layout_model.parameters().numel();
   values = floats(total, dev);
-  grads = floats(total, dev);
+  if (opts.flat_gradients) grads = floats(total, dev);
   DeviceGuard guard(dev);
   for (DeviceBuffer* b : {&values, &grads}) MYRIAD_CUDA_CHECK(cudaMemsetAsync(b->data(), 0, b->bytes(), ctx.stream()));
+  MYRIAD_CHECK(opts.flat_gradients || !opts.optimizer,
+               "DeviceGpt: its own optimizer needs the flat gradients (DeviceGptOptions::flat_gradients)");
   if (opts.optimizer) {
     std::vector<DeviceAdamWSegment> segments;  // whole parameters in store order: AdamWOptimizer's layout
     for (const nn::Parameter& p : layout_model.parameters().all()) {
@@ -213,18 +215,17 @@ DeviceGpt::State::State(DeviceContext& ctx, const nn::TransformerConfig& cfg, st
     d_k_h = halves(kv, dev);
     d_v_h = halves(kv, dev);
   }
+  for (int u = 0; u < static_cast<int>(layout_model.units().size()); ++u) {
+    const std::string& name = layout_model.units()[static_cast<std::size_t>(u)].name;
+    if (name == "embeddings") embedding_unit = u;
+    if (name == "head") head_unit = u;
+  }
   for (std::int64_t i = 0; i < L; ++i) {
-    DeviceGpt::FlatRange range{std::numeric_limits<std::int64_t>::max(), 0};
-    const std::string prefix = block_name(layers[static_cast<std::size_t>(i)], "");
-    for (const nn::Parameter& p : layout_model.parameters().all()) {
-      if (p.name.rfind(prefix, 0) != 0) continue;
-      range.begin = std::min(range.begin, p.offset);
-      range.end = std::max(range.end, p.offset + shape_numel(p.shape));
-    }
-    // Up to the next 16-float boundary (the store's alignment): consecutive blocks then tile the
-    // buffer without gaps of padding between them.
-    range.end = std::min((range.end + 15) / 16 * 16, total);
-    block_ranges.push_back(range);
+    const std::string name = "blocks." + std::to_string(layers[static_cast<std::size_t>(i)]);
+    const auto& units = layout_model.units();
+    const auto it = std::find_if(units.begin(), units.end(), [&](const nn::ParamUnit& u) { return u.name == name; });
+    MYRIAD_CHECK(it != units.end(), "DeviceGpt: no parameter unit '" << name << "' in the layout");
+    block_units.push_back(static_cast<int>(it - units.begin()));
   }
   if (rope) {
     rope_cos = floats(T * D / 2, dev);
@@ -340,7 +341,19 @@ float* DeviceGpt::State::value(const std::string& name) const {
 }
 
 float* DeviceGpt::State::grad(const std::string& name) const {
-  return grads.as<float>() + layout_model.parameters().find(name).offset;
+  return gradient_of(layout_model.parameters().find(name));
+}
+
+float* DeviceGpt::State::gradient_of(const nn::Parameter& p) const {
+  if (options.flat_gradients) return grads.as<float>() + p.offset;
+  MYRIAD_CHECK(gradient_store, "DeviceGpt: a backward without flat gradients needs set_unit_gradient_store");
+  const auto& units = layout_model.units();
+  for (std::size_t u = 0; u < units.size(); ++u) {
+    if (p.offset >= units[u].begin && p.offset < units[u].end) {
+      return gradient_store->unit_gradients(static_cast<int>(u)) + (p.offset - units[u].begin);
+    }
+  }
+  MYRIAD_THROW("DeviceGpt: parameter '" << p.name << "' lies in no parameter unit");
 }
 
 float* DeviceGpt::State::optional_value(const std::string& name) const {
@@ -352,7 +365,7 @@ float* DeviceGpt::State::optional_value(const std::string& name) const {
 
 float* DeviceGpt::State::optional_grad(const std::string& name) const {
   for (const nn::Parameter& p : layout_model.parameters().all()) {
-    if (p.name == name) return grads.as<float>() + p.offset;
+    if (p.name == name) return gradient_of(p);
   }
   return nullptr;
 }
@@ -458,13 +471,18 @@ Tensor download(const DeviceContext& context, const DeviceBuffer& buffer, std::i
 }  // namespace
 
 Tensor DeviceGpt::values_to_host() const { return download(state_->context, state_->values, parameter_floats()); }
-Tensor DeviceGpt::grads_to_host() const { return download(state_->context, state_->grads, parameter_floats()); }
-
-const std::vector<DeviceGpt::FlatRange>& DeviceGpt::block_ranges() const { return state_->block_ranges; }
-
-void DeviceGpt::set_block_gradients_ready(std::function<void(std::int64_t, FlatRange)> callback) {
-  state_->block_gradients_ready = std::move(callback);
+Tensor DeviceGpt::grads_to_host() const {
+  MYRIAD_CHECK(state_->options.flat_gradients, "DeviceGpt::grads_to_host: built without flat gradients");
+  return download(state_->context, state_->grads, parameter_floats());
 }
+
+const std::vector<nn::ParamUnit>& DeviceGpt::units() const { return state_->layout_model.units(); }
+
+void DeviceGpt::set_unit_gradients_ready(std::function<void(int)> callback) {
+  state_->unit_gradients_ready = std::move(callback);
+}
+
+void DeviceGpt::set_unit_gradient_store(UnitGradientStore* store) { state_->gradient_store = store; }
 
 namespace {
 
@@ -475,11 +493,15 @@ Tensor flat_view(const DeviceGpt::State& s, const DeviceBuffer& buffer, std::int
 
 }  // namespace
 
-Tensor DeviceGpt::gradients() { return flat_view(*state_, state_->grads, parameter_floats()); }
+Tensor DeviceGpt::gradients() {
+  MYRIAD_CHECK(state_->options.flat_gradients, "DeviceGpt::gradients: built without flat gradients");
+  return flat_view(*state_, state_->grads, parameter_floats());
+}
 Tensor DeviceGpt::values() { return flat_view(*state_, state_->values, parameter_floats()); }
 void DeviceGpt::values_changed() { state_->refresh_half_weights(); }
 
 void DeviceGpt::zero_grads() {
+  if (!state_->options.flat_gradients) return;  // the unit store zeroes what it hands out
   DeviceGuard guard(state_->context.device());
   MYRIAD_CUDA_CHECK(cudaMemsetAsync(state_->grads.data(), 0, state_->grads.bytes(), state_->context.stream()));
 }

@@ -426,14 +426,21 @@ void DeviceGpt::State::rebuild_cheap_activations(int block, int row) {
 void DeviceGpt::State::backward_chunk(int chunk, float loss_scale) {
   const auto [first, last] = chunk_blocks[static_cast<std::size_t>(chunk)];
   float* g = chunk_grads[static_cast<std::size_t>(chunk)].as<float>();  // dL/d the residual stream, R rows
-  if (chunk_is_last(chunk)) head_backward(loss_scale, residual[static_cast<std::size_t>(last + chunk)].as<float>(), g);
+  if (chunk_is_last(chunk)) {
+    head_backward(loss_scale, residual[static_cast<std::size_t>(last + chunk)].as<float>(), g);
+    gradients_ready(head_unit);
+    if (!first_stage) gradients_ready(embedding_unit);  // a tied copy on the last pipeline stage
+  }
   for (int i = last; i-- > first;) {
     if (options.recompute == nn::Recompute::full) forward_block(i, i + chunk, true);  // into the shared activations
     if (options.recompute == nn::Recompute::selective) rebuild_cheap_activations(i, i + chunk);
     block_backward(i, i + chunk, g);
-    if (block_gradients_ready) block_gradients_ready(i, block_ranges[static_cast<std::size_t>(i)]);
+    gradients_ready(block_units[static_cast<std::size_t>(i)]);
   }
-  if (chunk_is_first(chunk)) embed_backward(g);
+  if (chunk_is_first(chunk)) {
+    embed_backward(g);
+    gradients_ready(embedding_unit);
+  }
 }
 
 // From the per-token losses (seeded with loss_scale) back to grad_x = dL/d x, x the last block's

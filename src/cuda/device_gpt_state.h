@@ -63,7 +63,7 @@ struct DeviceGpt::State {
   bool layernorm, swiglu, rope, bias;
   std::string head_weight;  // "wte" (tied) or "lm_head.weight"
 
-  DeviceBuffer values, grads;        // parameter_floats() each
+  DeviceBuffer values, grads;        // parameter_floats() each (grads: flat_gradients only)
   std::unique_ptr<DeviceAdamW> optimizer;  // whole parameters (options.optimizer), else null
   DeviceBuffer values_h;             // 16-bit mode: the masters rounded (GEMM weights)
   // ---- One micro-batch's buffers (a "slot"). The members below hold the active slot's; the
@@ -104,8 +104,12 @@ struct DeviceGpt::State {
   // gradients (2 C: weight, bias) before their all-reduce.
   DeviceBuffer h_rows, d_rows, d_full, norm_grads;
   std::int64_t norm_scratch_floats = 0;
-  std::vector<DeviceGpt::FlatRange> block_ranges;  // per local block
-  std::function<void(std::int64_t, DeviceGpt::FlatRange)> block_gradients_ready;
+  // Units of layout_model (nn::GptModel::units()): each local block's, the embeddings' and the
+  // head's (-1 when this stage holds none).
+  std::vector<int> block_units;
+  int embedding_unit = -1, head_unit = -1;
+  std::function<void(int)> unit_gradients_ready;
+  UnitGradientStore* gradient_store = nullptr;  // flat_gradients false: where the units' gradients live
   float* shared_f32 = nullptr;    // the shared activations' carving bases (recompute)
   Half16* shared_h16 = nullptr;
   std::size_t shared_bytes = 0;   // activations and scratch shared by the slots
@@ -120,6 +124,10 @@ struct DeviceGpt::State {
   float* grad(const std::string& name) const;
   float* optional_value(const std::string& name) const;
   float* optional_grad(const std::string& name) const;
+  float* gradient_of(const nn::Parameter& p) const;  // in grads, or in its unit's gradient_store buffer
+  void gradients_ready(int unit) const {  // reports a unit final (unit_gradients_ready)
+    if (unit >= 0 && unit_gradients_ready) unit_gradients_ready(unit);
+  }
   const Half16* value_h(const std::string& name) const;  // 16-bit mode only
   void refresh_half_weights();  // values_h <- values (16-bit mode; no-op otherwise)
   // 16-bit operands (options.operands bf16 or f16) or f32 ones.

@@ -335,6 +335,7 @@ MemoryReport Engine::memory_report() const {
     r.optimizer_bytes = m.optimizer;
     r.activation_bytes = m.activations;
     r.scratch_bytes = m.scratch;
+    r.comm_buffer_bytes = m.comm_buffers;
     return r;
   }
   ShardedMemory sharded = data_parallel_->memory();

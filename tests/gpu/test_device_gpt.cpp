@@ -9,7 +9,9 @@
 //  - f16 with a loss scale that overflows: the step is skipped and changes nothing;
 //  - activation recompute (selective, full): gradients bit-identical to keeping everything (the
 //    same kernels on the same inputs), in f32 and bf16, with fewer activation bytes;
-//  - ignored targets, and a token outside the vocabulary reported with its position.
+//  - ignored targets, and a token outside the vocabulary reported with its position;
+//  - without flat gradients (ZeRO 2), the units' gradients handed to a UnitGradientStore equal
+//    the flat buffer's bit for bit, each unit reported final once per backward.
 // Skips without a device (DeviceGpt allocates on construction, after its scope checks).
 #include <gtest/gtest.h>
 
@@ -20,6 +22,7 @@
 #include "gpu_test_support.h"
 #include "myriad/core/philox.h"
 #include "myriad/cuda/device_gpt.h"
+#include "myriad/cuda/device_tensor.h"
 #include "myriad/nn/gpt_model.h"
 #include "myriad/optim/adamw_optimizer.h"
 #include "reference.h"
@@ -133,6 +136,74 @@ TEST_P(DeviceGptModels, RecomputeGivesBitIdenticalGradientsWithLessMemory) {
     }
     EXPECT_LT(bytes[1], bytes[0]) << "selective must keep fewer activations";
     EXPECT_LT(bytes[2], bytes[1]) << "full must keep fewer activations than selective";
+  }
+}
+
+// A UnitGradientStore that hands out fresh device buffers per unit and, when the model reports a
+// unit final, copies its buffer into a host flat gradient and frees it; it checks the model's
+// protocol: every unit reported exactly once per backward, after it was first written.
+class RecordingUnitStore final : public cuda::UnitGradientStore {
+ public:
+  RecordingUnitStore(cuda::DeviceContext& context, cuda::DeviceGpt& model)
+      : context_(context), model_(model), buffers_(model.units().size()) {
+    model.set_unit_gradient_store(this);
+    model.set_unit_gradients_ready([this](int unit) { ready(unit); });
+  }
+  void begin_backward() {
+    flat_ = Tensor::zeros({model_.parameter_floats()});
+    reported_.assign(buffers_.size(), 0);
+  }
+  float* unit_gradients(int unit) override {
+    auto& buffer = buffers_.at(static_cast<std::size_t>(unit));
+    EXPECT_EQ(reported_[static_cast<std::size_t>(unit)], 0) << "unit " << unit << " written after it was final";
+    if (!buffer.defined()) {
+      buffer = cuda::device_empty(context_, {model_.units()[static_cast<std::size_t>(unit)].size()});
+      cuda::zero_device(context_, buffer);
+    }
+    return buffer.data<float>();
+  }
+  // Each unit's gradients, placed at its flat range; every unit must have been reported once.
+  const Tensor& flat() const {
+    for (std::size_t u = 0; u < reported_.size(); ++u) EXPECT_EQ(reported_[u], 1) << "unit " << u;
+    return flat_;
+  }
+
+ private:
+  void ready(int unit) {
+    auto& buffer = buffers_.at(static_cast<std::size_t>(unit));
+    ++reported_[static_cast<std::size_t>(unit)];
+    ASSERT_TRUE(buffer.defined()) << "unit " << unit << " reported final without gradients";
+    const Tensor host = cuda::to_host(context_, buffer);
+    std::copy_n(host.data<float>(), host.numel(),
+                flat_.data<float>() + model_.units()[static_cast<std::size_t>(unit)].begin);
+    buffer = Tensor();
+  }
+
+  cuda::DeviceContext& context_;
+  cuda::DeviceGpt& model_;
+  std::vector<Tensor> buffers_;
+  std::vector<int> reported_;
+  Tensor flat_;
+};
+
+// Without flat gradients (ZeRO 2's layout) the backward writes each unit into the store's buffers
+// and reports it final once: the units' gradients are bit-identical to the flat buffer's, for two
+// consecutive backwards (each store buffer starts from zero; the flat one is zeroed in between).
+TEST_P(DeviceGptModels, UnitGradientStoreGetsTheFlatGradientsUnitByUnit) {
+  MYRIAD_REQUIRE_GPU();
+  const std::uint64_t seed = testing::fresh_seed();
+  MYRIAD_SEED_TRACE(seed);
+  Twins flat(seed, 2, 48, {}, config());
+  Twins units(seed, 2, 48, {.optimizer = false, .flat_gradients = false}, config());
+  EXPECT_EQ(units.gpu.gradient_bytes(), 0u);
+  expect_error_mentions([&] { units.gpu.gradients(); }, {"without flat gradients"});
+  RecordingUnitStore store(units.context, units.gpu);
+  for (std::uint64_t micro = 0; micro < 2; ++micro) {
+    const Batch batch = random_batch(2, 48, config().vocab_size, seed, 1 + micro);
+    flat.forward_backward(batch);
+    store.begin_backward();
+    units.forward_backward(batch);
+    EXPECT_EQ(testing::to_f64(store.flat()), testing::to_f64(flat.gpu.grads_to_host())) << "backward " << micro;
   }
 }
 

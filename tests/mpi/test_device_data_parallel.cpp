@@ -1,8 +1,9 @@
 // training.device cuda with data parallelism (train/device_trainer.h): each rank trains on its
 // GPU and the gradients are summed over NCCL — all-reduced at ZeRO 0, reduce-scattered into
-// shards with sharded AdamW moments and all-gathered values at ZeRO 1; the loss curve and
+// shards with sharded AdamW moments and all-gathered values at ZeRO 1, and at ZeRO 2 every
+// micro-batch from per-unit buffers (no flat gradients on the device); the loss curve and
 // gradient norms must equal the CPU data-parallel engine's (same ZeRO stage, same global batch,
-// 1e-4 relative). A ZeRO-1 checkpoint written by the device run resumes in the CPU engine with
+// 1e-4 relative). A ZeRO-1 or ZeRO-2 checkpoint written by the device run resumes in the CPU engine with
 // bit-identical parameters and moment shards and the same next losses. Tensor parallelism (tp 2,
 // and tp 2 x dp 2 with ZeRO 1 at np4) likewise, with a vocabulary whose padding falls unevenly
 // over the shards. In myriad_mpi_tests it
@@ -106,17 +107,32 @@ TEST_P(DeviceDataParallel, MatchesTheCpuDataParallelEngine) {
     EXPECT_NEAR(got.grad_norm, want.grad_norm, 1e-4 * want.grad_norm) << "step " << step;
   }
   EXPECT_NEAR(engines.gpu.evaluate(), engines.cpu.evaluate(), 1e-4 * engines.cpu.evaluate());
+  // The device's gradient memory: full flat gradients at stages 0 and 1 (+ the shard at 1); at
+  // stage 2 only the shard, and unit buffers while they are being reduced.
+  const MemoryReport memory = engines.gpu.memory_report();
+  const std::int64_t full = 4 * engines.gpu.model().parameters().numel();
+  const std::int64_t shard = (full + comm.size() - 1) / comm.size() + 4 * 16 * 8;  // + chunk padding
+  if (GetParam() == 2) {
+    EXPECT_LE(memory.gradient_bytes, shard);
+    EXPECT_GT(memory.comm_buffer_bytes, 0);
+    EXPECT_LE(memory.comm_buffer_bytes, full + 4 * 1024);
+  } else {
+    EXPECT_GE(memory.gradient_bytes, full);
+    EXPECT_EQ(memory.comm_buffer_bytes, 0);
+  }
 }
 
-INSTANTIATE_TEST_SUITE_P(Zero, DeviceDataParallel, ::testing::Values(0, 1),
+INSTANTIATE_TEST_SUITE_P(Zero, DeviceDataParallel, ::testing::Values(0, 1, 2),
                          [](const ::testing::TestParamInfo<int>& info) { return "Stage" + std::to_string(info.param); });
 
-TEST(DeviceDataParallelZero1, CheckpointResumesInTheCpuEngineBitForBit) {
+class DeviceDataParallelCheckpoint : public ::testing::TestWithParam<int> {};  // the ZeRO stage
+
+TEST_P(DeviceDataParallelCheckpoint, ResumesInTheCpuEngineBitForBit) {
   World world;
   dist::Communicator& comm = *world.comm;
   if (!every_rank_has_a_gpu(comm)) GTEST_SKIP() << "needs one GPU per rank";
-  const fs::path dir = shared_dir(comm, "device_dp_zero1_checkpoint");
-  EnginePair engines(world, dir, Layout{.zero_stage = 1});
+  const fs::path dir = shared_dir(comm, "device_dp_zero" + std::to_string(GetParam()) + "_checkpoint");
+  EnginePair engines(world, dir, Layout{.zero_stage = GetParam()});
   for (int step = 0; step < 3; ++step) engines.gpu.step();
   const std::string path = engines.gpu.save();
   dist::ProcessGroups groups(dist::GridShape{.dp = comm.size()}, world.runtime.world());
@@ -124,7 +140,7 @@ TEST(DeviceDataParallelZero1, CheckpointResumesInTheCpuEngineBitForBit) {
   resumed.load(path);
   EXPECT_EQ(resumed.step_count(), 3);
   EXPECT_TRUE(same_bytes(resumed.model().parameters().flat_values(), engines.gpu.model().parameters().flat_values()));
-  // This rank's moment shard (the ZeRO-1 optimizer's packed segments).
+  // This rank's moment shard (the sharded optimizer's packed segments).
   EXPECT_TRUE(same_bytes(resumed.optimizer().m(), engines.gpu.optimizer().m()));
   EXPECT_TRUE(same_bytes(resumed.optimizer().v(), engines.gpu.optimizer().v()));
   EXPECT_EQ(resumed.optimizer().steps_taken(), 3);
@@ -133,6 +149,9 @@ TEST(DeviceDataParallelZero1, CheckpointResumesInTheCpuEngineBitForBit) {
     EXPECT_NEAR(got.loss, want.loss, 1e-4 * want.loss) << "resumed step " << step;
   }
 }
+
+INSTANTIATE_TEST_SUITE_P(Zero, DeviceDataParallelCheckpoint, ::testing::Values(1, 2),
+                         [](const ::testing::TestParamInfo<int>& info) { return "Stage" + std::to_string(info.param); });
 
 // 3 steps of the device and CPU engines of `layout`: same losses and gradient norms (1e-4
 // relative), same validation loss; then the device run's checkpoint loaded by a CPU engine has
@@ -158,13 +177,15 @@ void expect_matches_the_cpu_engine_and_resumes_there(World& world, const fs::pat
 }
 
 // Tensor parallelism on the device (np2: tp 2, GPT-2 and LLaMA-style, with and without sequence
-// parallelism; np4: the same at tp 2 x dp 2 with ZeRO 1): the same curve and gradient norms as
-// the CPU engine of the same layout, and a checkpoint of the device run that the CPU engine
-// resumes with bit-identical shards.
+// parallelism; np4: the same at tp 2 x dp 2 with ZeRO 1, and one case with ZeRO 2 — at np2 that
+// case is tp 2 at ZeRO 2 over one dp rank): the same curve and gradient norms as the CPU engine
+// of the same layout, and a checkpoint of the device run that the CPU engine resumes with
+// bit-identical shards.
 struct TpCase {
   const char* architecture;
   bool sequence_parallel;
   Recompute recompute = Recompute::none;
+  int zero_stage = 1;  // with dp > 1 (0 otherwise, unless 2)
 };
 class DeviceTensorParallel : public ::testing::TestWithParam<TpCase> {};
 
@@ -174,19 +195,23 @@ TEST_P(DeviceTensorParallel, MatchesTheCpuEngineAndResumesThere) {
   if (!every_rank_has_a_gpu(comm)) GTEST_SKIP() << "needs one GPU per rank";
   if (comm.size() % 2 != 0) GTEST_SKIP() << "tp 2 needs an even world";
   const TpCase c = GetParam();
-  const Layout layout{.tp = 2, .zero_stage = comm.size() > 2 ? 1 : 0, .architecture = c.architecture,
+  const int zero_stage = c.zero_stage == 2 ? 2 : comm.size() > 2 ? c.zero_stage : 0;
+  const Layout layout{.tp = 2, .zero_stage = zero_stage, .architecture = c.architecture,
                       .sequence_parallel = c.sequence_parallel, .recompute = c.recompute};
   const fs::path dir = shared_dir(comm, std::string("device_tp_") + c.architecture + (c.sequence_parallel ? "_sp" : "") +
-                                            std::string(choice_name(c.recompute)));
+                                            std::string(choice_name(c.recompute)) + "_zero" +
+                                            std::to_string(zero_stage));
   expect_matches_the_cpu_engine_and_resumes_there(world, dir, layout);
 }
 
 INSTANTIATE_TEST_SUITE_P(Families, DeviceTensorParallel,
                          ::testing::Values(TpCase{"gpt2", false}, TpCase{"llama", false}, TpCase{"gpt2", true},
-                                           TpCase{"llama", true}, TpCase{"gpt2", true, Recompute::full}),
+                                           TpCase{"llama", true}, TpCase{"gpt2", true, Recompute::full},
+                                           TpCase{"llama", true, Recompute::none, 2}),
                          [](const ::testing::TestParamInfo<TpCase>& info) {
                            return std::string(info.param.architecture) + (info.param.sequence_parallel ? "_sp" : "") +
-                                  (info.param.recompute == Recompute::full ? "_recompute" : "");
+                                  (info.param.recompute == Recompute::full ? "_recompute" : "") +
+                                  (info.param.zero_stage == 2 ? "_zero2" : "");
                          });
 
 // Pipeline parallelism on the device (np2: pp 2 — GPT-2 with its tied embedding split between

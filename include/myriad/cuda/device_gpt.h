@@ -13,7 +13,8 @@
 // Invariants: the parameter layout is nn::ParameterStore's for the same config (same names,
 // shapes and flat offsets), so load_values / values_to_host / grads_to_host exchange the store's
 // flat buffers as they are, and a test compares every tensor with nn::GptModel. Gradients
-// accumulate (`+=`) across forward_backward calls until zero_grads(), as on the CPU; step()
+// accumulate (`+=`) across forward_backward calls until zero_grads(), as on the CPU (or live per
+// unit in a UnitGradientStore: DeviceGptOptions::flat_gradients); step()
 // applies optim::AdamWConfig's decay exclusions and clipping like optim::AdamWOptimizer.
 // All work is queued on the context's stream; forward_backward returns after the loss has been
 // read back (it synchronises once per call).
@@ -54,6 +55,11 @@ struct DeviceGptOptions {
   // the MLP activation: the down projection's output is not needed again). What
   // is not kept lives in one set shared by all blocks (activation_bytes() shows the saving).
   nn::Recompute recompute = nn::Recompute::none;
+  // The flat gradient buffer (parameter_floats(), accumulated across backwards until
+  // zero_grads()). false: none — every backward writes each unit's gradients into a
+  // UnitGradientStore's buffers (set_unit_gradient_store), which accumulates them itself; then
+  // gradients(), grads_to_host() and the optimizer are unavailable.
+  bool flat_gradients = true;
   // Tensor parallelism (Megatron's, without sequence parallelism): `tp` is the host communicator
   // of the tensor-parallel group — the parameter layout is then nn::GptModel's under
   // ModelSplit{tp} (this rank's shards: heads, MLP columns, vocabulary rows) — and `tp_device`
@@ -78,6 +84,17 @@ struct DeviceGptOptions {
   bool first_stage = true, last_stage = true;
 };
 
+// Where the gradients of a parameter unit live during one backward when the model keeps no flat
+// gradient buffer (ZeRO 2: a unit's gradients exist only from its backward until they are
+// reduce-scattered into the rank's shard).
+class UnitGradientStore {
+ public:
+  virtual ~UnitGradientStore() = default;
+  // Device f32 storage of units()[unit].size() floats for unit `unit`'s gradients, zeroed when first
+  // handed out in a backward; the same pointer until the unit's gradients are reported ready.
+  virtual float* unit_gradients(int unit) = 0;
+};
+
 class DeviceGpt {
  public:
   DeviceGpt(DeviceContext& context, const nn::TransformerConfig& config, std::int64_t batch, std::int64_t seq,
@@ -95,21 +112,24 @@ class DeviceGpt {
   Tensor values_to_host() const;
   Tensor grads_to_host() const;
   // The flat gradients as a device tensor (f32 [parameter_floats()], a view: no copy), for the
-  // data-parallel all-reduce over NCCL.
+  // data-parallel all-reduce over NCCL (flat_gradients only).
   Tensor gradients();
   // The flat f32 master values as a device tensor (a view), for an optimizer outside the model
   // and the ZeRO all-gather; after changing them call values_changed() (refreshes the 16-bit
   // weight copy).
   Tensor values();
   void values_changed();
-  // Flat ranges [begin, end) of each local transformer block's parameters (contiguous in the layout).
-  struct FlatRange {
-    std::int64_t begin = 0, end = 0;
-  };
-  const std::vector<FlatRange>& block_ranges() const;
-  // Called by backward once local block `block`'s gradients are final (its last gradient kernel is
-  // queued on the context's stream), with that block's flat range; empty function: none.
-  void set_block_gradients_ready(std::function<void(std::int64_t block, FlatRange range)> callback);
+  // The parameter units of this rank's layout (nn::GptModel::units(): the embeddings, one unit per
+  // local block, the final norm and head — those this stage holds), contiguous flat ranges.
+  const std::vector<nn::ParamUnit>& units() const;
+  // Called by every backward once unit `unit`'s gradients are final for that backward (its last
+  // gradient kernel is queued on the context's stream): the head unit after the loss's backward,
+  // each block after its own, the embeddings last (a tied copy on the last pipeline stage: after
+  // the head's). Empty function: none.
+  void set_unit_gradients_ready(std::function<void(int unit)> callback);
+  // Without flat gradients (DeviceGptOptions::flat_gradients false) the backward writes each
+  // unit's gradients where `store` says (not owned; set before the first backward).
+  void set_unit_gradient_store(UnitGradientStore* store);
   void zero_grads();
 
   // ids, targets: host (batch, seq) i32; targets may hold nn::GptModel::kIgnoreIndex. Adds

@@ -64,10 +64,11 @@ class DeviceTrainer {
   // allocated so far).
   struct Memory {
     std::int64_t parameters = 0;  // f32 masters (+ the 16-bit copy)
-    std::int64_t gradients = 0;   // full flat gradients (+ the ZeRO-1 shard)
-    std::int64_t optimizer = 0;   // AdamW moments (the shard under ZeRO 1)
+    std::int64_t gradients = 0;   // full flat gradients (ZeRO 0, 1) + the ZeRO-1/2 shard
+    std::int64_t optimizer = 0;   // AdamW moments (the shard under ZeRO >= 1)
     std::int64_t activations = 0; // saved from forward to backward, every slot
     std::int64_t scratch = 0;     // shared activations and backward scratch, cuBLASLt workspace
+    std::int64_t comm_buffers = 0;  // ZeRO 2: the most unit gradient buffers held at once so far
   };
   virtual Memory memory() const = 0;
 };

@@ -1,5 +1,6 @@
-// DeviceGradientSync: block-overlapped all-reduces (ZeRO 0), bucketed reduce-scatters into the
-// shard and the values' all-gather (ZeRO 1); see device_gradient_sync.h.
+// DeviceGradientSync: bucketed all-reduces (ZeRO 0), reduce-scatters into the shard (ZeRO 1, and
+// per micro-batch from transient unit buffers at ZeRO 2) and the values' all-gather; see
+// device_gradient_sync.h.
 #include "device_gradient_sync.h"
 
 #include <cuda_runtime_api.h>
@@ -9,6 +10,7 @@
 #include "myriad/core/error.h"
 #include "myriad/cuda/check.h"
 #include "myriad/cuda/device_tensor.h"
+#include "myriad/cuda/kernels.h"
 
 namespace myriad::train {
 
@@ -19,16 +21,26 @@ DeviceGradientSync::DeviceGradientSync(cuda::DeviceContext& context, cuda::Devic
       zero_stage_(host.zero_stage()),
       layout_(host.layout()),
       dp_(std::move(dp)),
-      overlap_(overlap && dp_ != nullptr) {
-  MYRIAD_CHECK(zero_stage_ <= 1, "training.device cuda: parallel.zero_stage " << zero_stage_
-                                                                             << " is not supported (0 or 1)");
-  if (zero_stage_ == 1) {
+      overlap_(overlap) {
+  MYRIAD_CHECK(zero_stage_ <= 2, "training.device cuda: parallel.zero_stage " << zero_stage_
+                                                                             << " is not supported (0, 1 or 2)");
+  MYRIAD_CHECK(zero_stage_ < 2 || overlap_, "training.device cuda: parallel.zero_stage 2 reduces during the "
+                                                << "backward, which a pipeline does not (use zero_stage 0 or 1)");
+  MYRIAD_CHECK(layout_.total_elements() == model_.parameter_floats(),
+               "DeviceGradientSync: the host layout has " << layout_.total_elements() << " elements, the model "
+                                                          << model_.parameter_floats());
+  if (zero_stage_ >= 1) {
     shard_grads_ = cuda::DeviceBuffer(static_cast<std::size_t>(layout_.shard_elements()) * sizeof(float),
                                       context_.device());
   }
-  if (overlap_) {
-    model_.set_block_gradients_ready([this](std::int64_t, cuda::DeviceGpt::FlatRange range) { block_ready(range); });
+  if (zero_stage_ == 2) {
+    for (const dist::ZeroBucket& b : layout_.buckets()) {
+      MYRIAD_CHECK(b.first_unit == b.last_unit, "DeviceGradientSync: ZeRO 2 needs one unit per bucket");
+    }
+    unit_grads_.resize(model_.units().size());
+    model_.set_unit_gradient_store(this);
   }
+  if (overlap_) model_.set_unit_gradients_ready([this](int unit) { unit_ready(unit); });
   reset();
 }
 
@@ -41,82 +53,129 @@ std::int64_t DeviceGradientSync::optimizer_grad_elements() const {
 }
 
 void DeviceGradientSync::reset() {
-  launched_.assign(layout_.buckets().size(), false);
-  pending_elements_.clear();
-  for (const dist::ZeroBucket& b : layout_.buckets()) pending_elements_.push_back(b.size());
+  micro_batches_ = 0;
+  reducing_ = false;
+  clear_buckets();
 }
 
 void DeviceGradientSync::begin_micro_batch(bool last) {
-  reducing_ = overlap_ && last;
-  reset();
+  if (zero_stage_ == 2) launch_remaining();  // a unit the backward never reported final (none expected)
+  reducing_ = overlap_ && (last || zero_stage_ == 2);
+  accumulate_ = micro_batches_ > 0;
+  ++micro_batches_;
+  clear_buckets();
+}
+
+void DeviceGradientSync::clear_buckets() {
+  launched_.assign(layout_.buckets().size(), false);
+  units_left_.clear();
+  for (const dist::ZeroBucket& b : layout_.buckets()) units_left_.push_back(b.last_unit - b.first_unit + 1);
 }
 
 void DeviceGradientSync::finish() {
   if (zero_stage_ == 0 && !dp_) return;
-  if (zero_stage_ == 0 && !overlap_) {  // a pipeline: everything now
-    pending_.push_back(dp_->all_reduce_async(model_.gradients()));
-  } else if (zero_stage_ == 0) {
-    // The flat ranges outside the blocks (embeddings, final norm, head), in order.
-    Tensor all = model_.gradients();
-    std::int64_t at = 0;
-    for (const cuda::DeviceGpt::FlatRange& block : model_.block_ranges()) {
-      if (block.begin > at) pending_.push_back(dp_->all_reduce_async(all.slice(0, at, block.begin)));
-      at = std::max(at, block.end);
-    }
-    if (at < all.numel()) pending_.push_back(dp_->all_reduce_async(all.slice(0, at, all.numel())));
+  if (zero_stage_ == 0 && !overlap_) {  // a pipeline: everything at once
+    pending_.push_back({dp_->all_reduce_async(model_.gradients()), Tensor()});
   } else {
-    for (std::size_t b = 0; b < launched_.size(); ++b) {
-      if (!launched_[b]) launch_bucket(b);
-    }
+    launch_remaining();
   }
-  wait_pending();
+  retire_completed(0);
   reducing_ = false;
 }
 
 void DeviceGradientSync::gather_values() {
-  if (zero_stage_ != 1 || !dp_) return;
+  if (zero_stage_ == 0 || !dp_) return;
   Tensor all = model_.values();
   for (const dist::ZeroBucket& b : layout_.buckets()) {
-    pending_.push_back(dp_->all_gather_async(all.slice(0, b.owned.begin, b.owned.end), all.slice(0, b.begin, b.end)));
+    pending_.push_back(
+        {dp_->all_gather_async(all.slice(0, b.owned.begin, b.owned.end), all.slice(0, b.begin, b.end)), Tensor()});
   }
-  wait_pending();
+  retire_completed(0);
 }
 
-// ZeRO 0: all-reduce the block's gradients now. ZeRO 1: count the block's elements off the
-// buckets it overlaps and reduce-scatter every bucket that is complete.
-void DeviceGradientSync::block_ready(cuda::DeviceGpt::FlatRange range) {
+float* DeviceGradientSync::unit_gradients(int unit) {
+  MYRIAD_CHECK(zero_stage_ == 2 && unit >= 0 && unit < static_cast<int>(unit_grads_.size()),
+               "DeviceGradientSync: gradient storage for unit " << unit << " requested at ZeRO " << zero_stage_);
+  const auto u = static_cast<std::size_t>(unit);
+  if (!unit_grads_[u].defined()) {
+    const nn::ParamUnit& range = model_.units()[u];
+    MYRIAD_CHECK(!launched_[static_cast<std::size_t>(layout_.bucket_of_unit(unit))],
+                 "DeviceGradientSync: unit '" << range.name << "' written after its gradients were reported final");
+    retire_completed(kMaxInFlight);
+    unit_grads_[u] = cuda::device_empty(context_, {range.size()});
+    MYRIAD_CUDA_CHECK(cudaMemsetAsync(unit_grads_[u].raw_data(), 0, unit_grads_[u].nbytes(), context_.stream()));
+    unit_bytes_ += unit_grads_[u].nbytes();
+    unit_bytes_peak_ = std::max(unit_bytes_peak_, unit_bytes_);
+  }
+  return unit_grads_[u].data<float>();
+}
+
+// Counts the unit off its bucket; the bucket's reduction starts once all its units are final.
+void DeviceGradientSync::unit_ready(int unit) {
   if (!reducing_) return;
-  if (zero_stage_ == 0) {
-    pending_.push_back(dp_->all_reduce_async(model_.gradients().slice(0, range.begin, range.end)));
-    return;
-  }
+  const auto b = static_cast<std::size_t>(layout_.bucket_of_unit(unit));
+  if (!launched_[b] && --units_left_[b] == 0) launch_bucket(b);
+}
+
+void DeviceGradientSync::launch_remaining() {
   for (std::size_t b = 0; b < launched_.size(); ++b) {
-    const dist::ZeroBucket& bucket = layout_.buckets()[b];
-    const std::int64_t overlap = std::min(bucket.end, range.end) - std::max(bucket.begin, range.begin);
-    if (overlap <= 0 || launched_[b]) continue;
-    pending_elements_[b] -= overlap;
-    if (pending_elements_[b] == 0) launch_bucket(b);
+    const auto first_unit = static_cast<std::size_t>(layout_.buckets()[b].first_unit);
+    const bool has_gradients = zero_stage_ < 2 || unit_grads_[first_unit].defined();
+    if (!launched_[b] && has_gradients) launch_bucket(b);
   }
 }
 
-// Reduce-scatters bucket b into its place in the shard (one dp rank: copies it there).
+// This rank's piece of the shard for `bucket` (a device view).
+Tensor DeviceGradientSync::shard_piece(const dist::ZeroBucket& bucket) {
+  Tensor shard = cuda::view_device_floats(context_, shard_grads_.as<float>(), {layout_.shard_elements()});
+  return shard.slice(0, bucket.shard_offset, bucket.shard_offset + bucket.owned.size());
+}
+
+// ZeRO 0: all-reduces bucket b. ZeRO 1: reduce-scatters it into its place in the shard (one dp
+// rank: copies). ZeRO 2: the same from the unit's buffer, the shard first added into this rank's
+// chunk when it already holds earlier micro-batches.
 void DeviceGradientSync::launch_bucket(std::size_t b) {
   const dist::ZeroBucket& bucket = layout_.buckets()[b];
-  Tensor shard = cuda::view_device_floats(context_, shard_grads_.as<float>(), {layout_.shard_elements()});
-  Tensor mine = shard.slice(0, bucket.shard_offset, bucket.shard_offset + bucket.owned.size());
-  Tensor whole = model_.gradients().slice(0, bucket.begin, bucket.end);
+  launched_[b] = true;
+  if (zero_stage_ == 0) {
+    if (dp_) {
+      pending_.push_back({dp_->all_reduce_async(model_.gradients().slice(0, bucket.begin, bucket.end)), Tensor()});
+    }
+    return;
+  }
+  Tensor mine = shard_piece(bucket);
+  Tensor whole;
+  if (zero_stage_ == 1) {
+    whole = model_.gradients().slice(0, bucket.begin, bucket.end);
+  } else {
+    const auto u = static_cast<std::size_t>(bucket.first_unit);
+    whole = std::move(unit_grads_[u]);
+    unit_grads_[u] = Tensor();
+    Tensor own = whole.slice(0, bucket.owned.begin - bucket.begin, bucket.owned.end - bucket.begin);
+    if (accumulate_) {
+      cuda::add_f32(own.data<float>(), mine.data<float>(), own.data<float>(), own.numel(), context_.stream());
+    }
+  }
   if (dp_) {
-    pending_.push_back(dp_->reduce_scatter_async(whole, mine));
+    pending_.push_back({dp_->reduce_scatter_async(whole, mine), zero_stage_ == 2 ? whole : Tensor()});
   } else {
     MYRIAD_CUDA_CHECK(cudaMemcpyAsync(mine.raw_data(), whole.raw_data(), mine.nbytes(), cudaMemcpyDeviceToDevice,
                                       context_.stream()));
+    // A unit buffer freed here is reused only by later work on the same stream.
+    if (zero_stage_ == 2) unit_bytes_ -= whole.nbytes();
   }
-  launched_[b] = true;
+  if (zero_stage_ == 2) retire_completed(kMaxInFlight);
 }
 
-void DeviceGradientSync::wait_pending() {
-  for (dist::WorkHandle& work : pending_) work->wait();
-  pending_.clear();
+// Waits for the oldest reductions until at most `keep_in_flight` remain (and for any that have
+// completed), dropping their unit buffers.
+void DeviceGradientSync::retire_completed(std::size_t keep_in_flight) {
+  while (!pending_.empty() && (pending_.size() > keep_in_flight || pending_.front().work->completed())) {
+    Pending& p = pending_.front();
+    p.work->wait();
+    if (p.unit_grads.defined()) unit_bytes_ -= p.unit_grads.nbytes();
+    pending_.pop_front();
+  }
 }
 
 }  // namespace myriad::train

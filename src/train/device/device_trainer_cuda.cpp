@@ -1,11 +1,11 @@
 // make_device_trainer with the CUDA backend: a DeviceContext on the local rank's GPU, a
 // cuda::DeviceGpt for the passes (this rank's tensor-parallel shard and pipeline stage, with the
-// tp and pp groups over NCCL), the dp reduction (DeviceGradientSync: ZeRO 0 / 1) and a
+// tp and pp groups over NCCL), the dp reduction (DeviceGradientSync: ZeRO 0 / 1 / 2) and a
 // cuda::DeviceAdamW over the host DataParallel's optimizer segments (see train/device_trainer.h).
 //
 // The optimizer mirrors the host DataParallel exactly — the same segments in the same order — so
 // the packed moments move between host and device as they are, and checkpoints written from the
-// host side are the ones a CPU run writes. The squared gradient norm is summed over dp (ZeRO 1:
+// host side are the ones a CPU run writes. The squared gradient norm is summed over dp (ZeRO >= 1:
 // distinct shards), tp (each replicated parameter counted on one tp rank) and pp, as
 // DataParallel does on the host; a skipped step leaves everything as it was.
 #include <cuda_runtime_api.h>
@@ -35,7 +35,7 @@ namespace myriad::train {
 namespace {
 
 // The host optimizer's segments with this model's parameter kinds; gradient offsets into the full
-// gradients (ZeRO 0) or the shard (ZeRO 1).
+// gradients (ZeRO 0) or the shard (ZeRO 1 and 2).
 std::vector<cuda::DeviceAdamWSegment> optimizer_segments(const DataParallel& host, const nn::ParameterStore& layout) {
   std::vector<cuda::DeviceAdamWSegment> segments;
   for (const dist::ZeroSegment& s : host.segments()) {
@@ -76,6 +76,7 @@ class CudaDeviceTrainer final : public DeviceTrainer {
                cuda::DeviceGptOptions{.operands = options.operands,
                                       .optimizer = false,
                                       .recompute = options.recompute,
+                                      .flat_gradients = host.zero_stage() < 2,
                                       .tp = &tp,
                                       .tp_device = tp_device_.get(),
                                       .sequence_parallel = options.sequence_parallel,
@@ -110,13 +111,15 @@ class CudaDeviceTrainer final : public DeviceTrainer {
     cudaDeviceProp prop{};
     const bool named = cudaGetDeviceProperties(&prop, context_.device()) == cudaSuccess;
     const double gib = 1 << 30;
+    const auto bytes = [&](std::size_t b) { return static_cast<double>(b) / gib; };
     std::ostringstream out;
     out << "cuda:" << context_.device() << " (" << (named ? prop.name : "unknown GPU") << "), "
-        << dtype_name(operands_) << " GEMM operands, " << static_cast<double>(model_.activation_bytes()) / gib
-        << " GiB activations (recompute " << nn::recompute_name(recompute_) << ") + "
-        << 8.0 * static_cast<double>(model_.parameter_floats()) / gib << " GiB parameters and gradients + "
+        << dtype_name(operands_) << " GEMM operands, " << bytes(model_.activation_bytes()) << " GiB activations (recompute "
+        << nn::recompute_name(recompute_) << ") + " << bytes(model_.parameter_bytes()) << " GiB parameters + "
+        << bytes(model_.gradient_bytes() + sync_.shard_bytes()) << " GiB gradients"
+        << (sync_.zero_stage() == 2 ? " (ZeRO-2 shard, plus the units being reduced)" : "") << " + "
         << 8.0 * static_cast<double>(optimizer_->state_elements()) / gib << " GiB AdamW moments"
-        << (sync_.zero_stage() == 1 ? " (ZeRO-1 shard)" : "");
+        << (sync_.zero_stage() >= 1 ? " (ZeRO-" + std::to_string(sync_.zero_stage()) + " shard)" : "");
     return out.str();
   }
 
@@ -124,6 +127,7 @@ class CudaDeviceTrainer final : public DeviceTrainer {
     Memory m;
     m.parameters = static_cast<std::int64_t>(model_.parameter_bytes());
     m.gradients = static_cast<std::int64_t>(model_.gradient_bytes() + sync_.shard_bytes());
+    m.comm_buffers = static_cast<std::int64_t>(sync_.unit_buffer_peak_bytes());
     m.optimizer = 8 * optimizer_->state_elements();
     m.activations = static_cast<std::int64_t>(model_.saved_activation_bytes());
     m.scratch = static_cast<std::int64_t>(model_.scratch_bytes() + context_.workspace_bytes() +
@@ -171,9 +175,9 @@ class CudaDeviceTrainer final : public DeviceTrainer {
     float* values = model_.values().data<float>();
     const float* grads = sync_.optimizer_grads();
     double sum_squares = optimizer_->grad_sum_squares(grads);
-    // ZeRO 1: each rank holds a distinct shard; ZeRO 0: the reduced gradients are identical.
+    // ZeRO >= 1: each rank holds a distinct shard; ZeRO 0: the reduced gradients are identical.
     // Tensor parallelism: each rank's shards, replicas counted on one rank only (Parameter::primary).
-    if (sync_.zero_stage() == 1 && dp_host_.size() > 1) sum_squares = dist::sum_over_ranks(dp_host_, sum_squares);
+    if (sync_.zero_stage() >= 1 && dp_host_.size() > 1) sum_squares = dist::sum_over_ranks(dp_host_, sum_squares);
     if (tp_host_.size() > 1) sum_squares = dist::sum_over_ranks(tp_host_, sum_squares);
     if (pp_host_.size() > 1) sum_squares = dist::sum_over_ranks(pp_host_, sum_squares);
     const optim::OptimizerStepStats stats = optimizer_->step(values, grads, lr, config, sum_squares, unscale);
@@ -213,7 +217,7 @@ class CudaDeviceTrainer final : public DeviceTrainer {
   DType operands_;
   nn::Recompute recompute_;
   dist::Communicator& dp_host_;
-  DeviceGradientSync sync_;  // the dp reduction (ZeRO 0 / 1) over NCCL
+  DeviceGradientSync sync_;  // the dp reduction (ZeRO 0 / 1 / 2) over NCCL
   std::unique_ptr<cuda::DeviceAdamW> optimizer_;
 };
 
