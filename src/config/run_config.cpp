@@ -95,9 +95,6 @@ void validate_device(const RunConfig& c) {
   MYRIAD_CHECK(p.cp * p.ep == 1,
                why << " supports data, tensor and pipeline parallelism (parallel.cp " << p.cp << ", ep " << p.ep
                    << "): context and expert parallelism are not implemented on either device");
-  MYRIAD_CHECK(p.zero_stage <= 2, why << " shards optimizer state and gradients (ZeRO 1 and 2) but keeps full "
-                                      << "parameter values: parallel.zero_stage must be 0, 1 or 2 (got " << p.zero_stage
-                                      << ")");
   MYRIAD_CHECK(c.model.num_experts == 0, why << " has no mixture-of-experts layers (model.num_experts "
                                             << c.model.num_experts << ")");
 }

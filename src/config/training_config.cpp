@@ -33,7 +33,7 @@ const std::vector<Field<TrainingConfig>>& TrainingConfig::fields() {
       make_field("grad_clip", &T::grad_clip, "clip the global gradient norm to this; 0 = off", {.check = at_least(0)}),
       make_field("device", &T::device,
                  "where the model computes: cpu, or cuda (the local rank's GPU, one per rank: data parallelism over "
-                 "NCCL with zero_stage 0, 1 or 2, tensor, sequence and pipeline parallelism, dense models, head "
+                 "NCCL with any zero_stage, tensor, sequence and pipeline parallelism, dense models, head "
                  "dim 64 or 128, fp32, bf16 or fp16)"),
       make_field("precision", &T::precision, "compute precision; master weights and optimizer states stay fp32"),
       make_field("initial_loss_scale", &T::initial_loss_scale, "fp16: the dynamic loss scale to start from",

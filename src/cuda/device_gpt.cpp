@@ -182,7 +182,12 @@ DeviceGpt::State::State(DeviceContext& ctx, const nn::TransformerConfig& cfg, st
   head_weight = cfg.tie_embeddings ? "wte" : "lm_head.weight";
   const int dev = ctx.device();
   const std::int64_t total = layout_model.parameters().numel();
-  values = floats(total, dev);
+  MYRIAD_CHECK(opts.flat_values || opts.operands == DType::f32,
+               "DeviceGpt: without flat values (ZeRO 3) the GEMM operands must be f32 (got "
+                   << dtype_name(opts.operands) << ")");
+  MYRIAD_CHECK(opts.flat_values || !opts.optimizer,
+               "DeviceGpt: its own optimizer needs the flat values (DeviceGptOptions::flat_values)");
+  if (opts.flat_values) values = floats(total, dev);
   if (opts.flat_gradients) grads = floats(total, dev);
   DeviceGuard guard(dev);
   for (DeviceBuffer* b : {&values, &grads}) MYRIAD_CUDA_CHECK(cudaMemsetAsync(b->data(), 0, b->bytes(), ctx.stream()));
@@ -337,7 +342,22 @@ void DeviceGpt::State::use_slot(int slot) {
 }
 
 float* DeviceGpt::State::value(const std::string& name) const {
-  return values.as<float>() + layout_model.parameters().find(name).offset;
+  return value_of(layout_model.parameters().find(name));
+}
+
+int DeviceGpt::State::unit_of(const nn::Parameter& p) const {
+  const auto& units = layout_model.units();
+  for (std::size_t u = 0; u < units.size(); ++u) {
+    if (p.offset >= units[u].begin && p.offset < units[u].end) return static_cast<int>(u);
+  }
+  MYRIAD_THROW("DeviceGpt: parameter '" << p.name << "' lies in no parameter unit");
+}
+
+float* DeviceGpt::State::value_of(const nn::Parameter& p) const {
+  if (options.flat_values) return values.as<float>() + p.offset;
+  MYRIAD_CHECK(value_store, "DeviceGpt: a pass without flat values needs set_unit_value_store");
+  const int u = unit_of(p);
+  return value_store->unit_values(u) + (p.offset - layout_model.units()[static_cast<std::size_t>(u)].begin);
 }
 
 float* DeviceGpt::State::grad(const std::string& name) const {
@@ -347,18 +367,13 @@ float* DeviceGpt::State::grad(const std::string& name) const {
 float* DeviceGpt::State::gradient_of(const nn::Parameter& p) const {
   if (options.flat_gradients) return grads.as<float>() + p.offset;
   MYRIAD_CHECK(gradient_store, "DeviceGpt: a backward without flat gradients needs set_unit_gradient_store");
-  const auto& units = layout_model.units();
-  for (std::size_t u = 0; u < units.size(); ++u) {
-    if (p.offset >= units[u].begin && p.offset < units[u].end) {
-      return gradient_store->unit_gradients(static_cast<int>(u)) + (p.offset - units[u].begin);
-    }
-  }
-  MYRIAD_THROW("DeviceGpt: parameter '" << p.name << "' lies in no parameter unit");
+  const int u = unit_of(p);
+  return gradient_store->unit_gradients(u) + (p.offset - layout_model.units()[static_cast<std::size_t>(u)].begin);
 }
 
 float* DeviceGpt::State::optional_value(const std::string& name) const {
   for (const nn::Parameter& p : layout_model.parameters().all()) {
-    if (p.name == name) return values.as<float>() + p.offset;
+    if (p.name == name) return value_of(p);
   }
   return nullptr;
 }
@@ -444,6 +459,7 @@ std::size_t DeviceGpt::parameter_bytes() const { return state_->values.bytes() +
 std::size_t DeviceGpt::gradient_bytes() const { return state_->grads.bytes(); }
 
 void DeviceGpt::load_values(const Tensor& flat_values) {
+  MYRIAD_CHECK(state_->options.flat_values, "DeviceGpt::load_values: built without flat values");
   MYRIAD_CHECK(flat_values.defined() && flat_values.device().is_cpu() && flat_values.dtype() == DType::f32 &&
                    flat_values.is_contiguous() && flat_values.numel() == parameter_floats(),
                "DeviceGpt::load_values: expected a contiguous host f32[" << parameter_floats() << "] (the flat "
@@ -470,7 +486,10 @@ Tensor download(const DeviceContext& context, const DeviceBuffer& buffer, std::i
 
 }  // namespace
 
-Tensor DeviceGpt::values_to_host() const { return download(state_->context, state_->values, parameter_floats()); }
+Tensor DeviceGpt::values_to_host() const {
+  MYRIAD_CHECK(state_->options.flat_values, "DeviceGpt::values_to_host: built without flat values");
+  return download(state_->context, state_->values, parameter_floats());
+}
 Tensor DeviceGpt::grads_to_host() const {
   MYRIAD_CHECK(state_->options.flat_gradients, "DeviceGpt::grads_to_host: built without flat gradients");
   return download(state_->context, state_->grads, parameter_floats());
@@ -483,6 +502,7 @@ void DeviceGpt::set_unit_gradients_ready(std::function<void(int)> callback) {
 }
 
 void DeviceGpt::set_unit_gradient_store(UnitGradientStore* store) { state_->gradient_store = store; }
+void DeviceGpt::set_unit_value_store(UnitValueStore* store) { state_->value_store = store; }
 
 namespace {
 
@@ -497,7 +517,10 @@ Tensor DeviceGpt::gradients() {
   MYRIAD_CHECK(state_->options.flat_gradients, "DeviceGpt::gradients: built without flat gradients");
   return flat_view(*state_, state_->grads, parameter_floats());
 }
-Tensor DeviceGpt::values() { return flat_view(*state_, state_->values, parameter_floats()); }
+Tensor DeviceGpt::values() {
+  MYRIAD_CHECK(state_->options.flat_values, "DeviceGpt::values: built without flat values");
+  return flat_view(*state_, state_->values, parameter_floats());
+}
 void DeviceGpt::values_changed() { state_->refresh_half_weights(); }
 
 void DeviceGpt::zero_grads() {
@@ -597,7 +620,7 @@ nn::LossSum DeviceGpt::forward_backward(const Tensor& ids, const Tensor& targets
   const Tensor ids_c = ids.contiguous(), targets_c = targets.contiguous();
   upload_batch(s, ids_c, targets_c);
   return s.read_losses(targets_c, [&] {
-    s.forward_chunk(0);
+    s.forward_chunk(0, true);
     s.backward_chunk(0, loss_scale);
   });
 }

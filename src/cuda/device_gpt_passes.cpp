@@ -187,11 +187,32 @@ void attention_backward_half(const DeviceGpt::State& s, const BlockActivations& 
 
 }  // namespace
 
-void DeviceGpt::State::forward_chunk(int chunk) {
+// Without flat values each unit is acquired from the value store around the kernels that read
+// it; a tied head keeps the embeddings' unit from the lookup on.
+void DeviceGpt::State::forward_chunk(int chunk, bool backward_follows) {
   const auto [first, last] = chunk_blocks[static_cast<std::size_t>(chunk)];
-  if (chunk_is_first(chunk)) embed();
-  for (int i = first; i < last; ++i) forward_block(i, i + chunk);
-  if (chunk_is_last(chunk)) head_forward(residual[static_cast<std::size_t>(last + chunk)].as<float>());
+  const bool tied_here = chunk_is_last(chunk) && tied_head();
+  if (chunk_is_first(chunk)) {
+    acquire_values(embedding_unit, true);
+    embed();
+    if (!tied_here) release_values(embedding_unit);
+  }
+  for (int i = first; i < last; ++i) {
+    const int unit = block_units[static_cast<std::size_t>(i)];
+    acquire_values(unit, true);
+    forward_block(i, i + chunk);
+    release_values(unit);
+  }
+  if (chunk_is_last(chunk)) {
+    acquire_values(head_unit, true);
+    if (tied_here && !chunk_is_first(chunk)) acquire_values(embedding_unit, true);
+    head_forward(residual[static_cast<std::size_t>(last + chunk)].as<float>());
+    head_values_held = backward_follows && value_store;
+    if (!head_values_held) {
+      release_values(head_unit);
+      if (tied_here) release_values(embedding_unit);
+    }
+  }
 }
 
 // Token rows of the embedding table (real vocabulary), plus the first T rows of the position
@@ -427,17 +448,28 @@ void DeviceGpt::State::backward_chunk(int chunk, float loss_scale) {
   const auto [first, last] = chunk_blocks[static_cast<std::size_t>(chunk)];
   float* g = chunk_grads[static_cast<std::size_t>(chunk)].as<float>();  // dL/d the residual stream, R rows
   if (chunk_is_last(chunk)) {
+    const int tied_unit = tied_head() ? embedding_unit : -1;
+    if (!head_values_held) {
+      acquire_values(head_unit, false);
+      acquire_values(tied_unit, false);
+    }
+    head_values_held = false;
     head_backward(loss_scale, residual[static_cast<std::size_t>(last + chunk)].as<float>(), g);
+    release_values(head_unit);
+    release_values(tied_unit);
     gradients_ready(head_unit);
     if (!first_stage) gradients_ready(embedding_unit);  // a tied copy on the last pipeline stage
   }
   for (int i = last; i-- > first;) {
+    const int unit = block_units[static_cast<std::size_t>(i)];
+    acquire_values(unit, false);
     if (options.recompute == nn::Recompute::full) forward_block(i, i + chunk, true);  // into the shared activations
     if (options.recompute == nn::Recompute::selective) rebuild_cheap_activations(i, i + chunk);
     block_backward(i, i + chunk, g);
-    gradients_ready(block_units[static_cast<std::size_t>(i)]);
+    release_values(unit);
+    gradients_ready(unit);
   }
-  if (chunk_is_first(chunk)) {
+  if (chunk_is_first(chunk)) {  // the lookup's backward reads no values
     embed_backward(g);
     gradients_ready(embedding_unit);
   }

@@ -63,7 +63,7 @@ struct DeviceGpt::State {
   bool layernorm, swiglu, rope, bias;
   std::string head_weight;  // "wte" (tied) or "lm_head.weight"
 
-  DeviceBuffer values, grads;        // parameter_floats() each (grads: flat_gradients only)
+  DeviceBuffer values, grads;        // parameter_floats() each (flat_values / flat_gradients only)
   std::unique_ptr<DeviceAdamW> optimizer;  // whole parameters (options.optimizer), else null
   DeviceBuffer values_h;             // 16-bit mode: the masters rounded (GEMM weights)
   // ---- One micro-batch's buffers (a "slot"). The members below hold the active slot's; the
@@ -110,6 +110,8 @@ struct DeviceGpt::State {
   int embedding_unit = -1, head_unit = -1;
   std::function<void(int)> unit_gradients_ready;
   UnitGradientStore* gradient_store = nullptr;  // flat_gradients false: where the units' gradients live
+  UnitValueStore* value_store = nullptr;        // flat_values false: where the units' values live
+  bool head_values_held = false;  // flat_values false: the forward kept the head's units for the backward
   float* shared_f32 = nullptr;    // the shared activations' carving bases (recompute)
   Half16* shared_h16 = nullptr;
   std::size_t shared_bytes = 0;   // activations and scratch shared by the slots
@@ -125,6 +127,16 @@ struct DeviceGpt::State {
   float* optional_value(const std::string& name) const;
   float* optional_grad(const std::string& name) const;
   float* gradient_of(const nn::Parameter& p) const;  // in grads, or in its unit's gradient_store buffer
+  float* value_of(const nn::Parameter& p) const;     // in values, or in its unit's value_store buffer
+  int unit_of(const nn::Parameter& p) const;
+  // flat_values false: value_store's acquire / release of a unit (-1: none); else nothing.
+  void acquire_values(int unit, bool forward) const {
+    if (value_store && unit >= 0) value_store->acquire(unit, forward);
+  }
+  void release_values(int unit) const {
+    if (value_store && unit >= 0) value_store->release(unit);
+  }
+  bool tied_head() const { return head_weight == "wte"; }
   void gradients_ready(int unit) const {  // reports a unit final (unit_gradients_ready)
     if (unit >= 0 && unit_gradients_ready) unit_gradients_ready(unit);
   }
@@ -151,7 +163,8 @@ struct DeviceGpt::State {
   // The active slot's passes over chunk c: embeddings (first stage), its blocks, final norm,
   // logits and losses (last stage); the backward from the losses or chunk_grads[c] back to the
   // embeddings or chunk_grads[c] (dL/d the chunk's input).
-  void forward_chunk(int chunk);
+  // `backward_follows` (flat_values false): keep the head's units acquired for backward_chunk.
+  void forward_chunk(int chunk, bool backward_follows = false);
   void backward_chunk(int chunk, float loss_scale);
   void embed();
   void embed_backward(const float* grad_x0);

@@ -194,8 +194,6 @@ TEST(ConfigValidate, CrossKeyChecks) {
   auto on_cuda = [](RunConfig& c) { c.training.device = ComputeDevice::cuda; };
   expect_invalid([&](RunConfig& c) { on_cuda(c); c.parallel.cp = 2; },
                  {"training.device cuda supports data, tensor and pipeline parallelism (parallel.cp 2, ep 1)"}, 2);
-  expect_invalid([&](RunConfig& c) { on_cuda(c); c.parallel.dp = 2; c.parallel.zero_stage = 3; },
-                 {"parallel.zero_stage must be 0, 1 or 2 (got 3)"}, 2);
   expect_invalid([&](RunConfig& c) { on_cuda(c); c.model.num_experts = 4; c.model.top_k = 2; },
                  {"training.device cuda has no mixture-of-experts layers (model.num_experts 4)"});
   expect_invalid([](RunConfig& c) { c.model.n_head = 5; }, {"model.n_embd (768) must be divisible by model.n_head (5)"});

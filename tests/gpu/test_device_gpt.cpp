@@ -11,7 +11,9 @@
 //    same kernels on the same inputs), in f32 and bf16, with fewer activation bytes;
 //  - ignored targets, and a token outside the vocabulary reported with its position;
 //  - without flat gradients (ZeRO 2), the units' gradients handed to a UnitGradientStore equal
-//    the flat buffer's bit for bit, each unit reported final once per backward.
+//    the flat buffer's bit for bit, each unit reported final once per backward; without flat
+//    values either (ZeRO 3), reading each unit from a UnitValueStore gives the same losses and
+//    gradients bit for bit, every acquisition released.
 // Skips without a device (DeviceGpt allocates on construction, after its scope checks).
 #include <gtest/gtest.h>
 
@@ -205,6 +207,77 @@ TEST_P(DeviceGptModels, UnitGradientStoreGetsTheFlatGradientsUnitByUnit) {
     units.forward_backward(batch);
     EXPECT_EQ(testing::to_f64(store.flat()), testing::to_f64(flat.gpu.grads_to_host())) << "backward " << micro;
   }
+}
+
+// A UnitValueStore over a host copy of the flat values: a unit is uploaded into a fresh device
+// buffer at its first acquisition and freed at its last release; it checks that values are read
+// only while acquired and that every acquisition is released.
+class RecordingValueStore final : public cuda::UnitValueStore {
+ public:
+  RecordingValueStore(cuda::DeviceContext& context, cuda::DeviceGpt& model, Tensor flat_values)
+      : context_(context), model_(model), host_(std::move(flat_values)), buffers_(model.units().size()),
+        refs_(model.units().size(), 0), acquisitions_(model.units().size(), 0) {
+    model.set_unit_value_store(this);
+  }
+  void acquire(int unit, bool) override {
+    const auto u = static_cast<std::size_t>(unit);
+    ++acquisitions_.at(u);
+    if (refs_[u]++ > 0) return;
+    const nn::ParamUnit& range = model_.units()[u];
+    buffers_[u] = cuda::to_device(context_, host_.slice(0, range.begin, range.end));
+  }
+  void release(int unit) override {
+    const auto u = static_cast<std::size_t>(unit);
+    ASSERT_GT(refs_.at(u), 0) << "unit " << unit << " released without an acquisition";
+    if (--refs_[u] == 0) buffers_[u] = Tensor();
+  }
+  float* unit_values(int unit) override {
+    const auto u = static_cast<std::size_t>(unit);
+    EXPECT_GT(refs_.at(u), 0) << "unit " << unit << " read without an acquisition";
+    return buffers_[u].data<float>();
+  }
+  // Every unit acquired at least once since the last call, and none still held.
+  void expect_balanced() {
+    for (std::size_t u = 0; u < refs_.size(); ++u) {
+      EXPECT_EQ(refs_[u], 0) << "unit " << u << " still acquired";
+      EXPECT_GT(acquisitions_[u], 0) << "unit " << u << " never acquired";
+    }
+    acquisitions_.assign(refs_.size(), 0);
+  }
+
+ private:
+  cuda::DeviceContext& context_;
+  cuda::DeviceGpt& model_;
+  Tensor host_;
+  std::vector<Tensor> buffers_;
+  std::vector<int> refs_, acquisitions_;
+};
+
+// Without flat values or gradients (ZeRO 3's layout) the passes read each unit from a value store
+// between its acquire and release: losses and gradients bit-identical to the flat model's, for a
+// training pass and an evaluation, with every acquisition released. 16-bit operands are refused.
+TEST_P(DeviceGptModels, UnitValueStoreGivesTheFlatModelsLossAndGradients) {
+  MYRIAD_REQUIRE_GPU();
+  const std::uint64_t seed = testing::fresh_seed();
+  MYRIAD_SEED_TRACE(seed);
+  Twins flat(seed, 2, 48, {}, config());
+  cuda::DeviceContext context(0);
+  cuda::DeviceGpt sharded(context, config(), 2, 48, {.optimizer = false, .flat_gradients = false, .flat_values = false});
+  EXPECT_EQ(sharded.parameter_bytes(), 0u);
+  RecordingUnitStore gradients(context, sharded);
+  RecordingValueStore values(context, sharded, flat.cpu.parameters().flat_values().clone());
+  const Batch batch = random_batch(2, 48, config().vocab_size, seed, 1);
+  const nn::LossSum want = flat.forward_backward(batch).second;
+  gradients.begin_backward();
+  const nn::LossSum got = sharded.forward_backward(batch.ids, batch.targets, batch.loss_scale);
+  values.expect_balanced();
+  EXPECT_EQ(got.sum, want.sum);
+  EXPECT_EQ(testing::to_f64(gradients.flat()), testing::to_f64(flat.gpu.grads_to_host()));
+  EXPECT_EQ(sharded.forward_loss(batch.ids, batch.targets).sum, flat.gpu.forward_loss(batch.ids, batch.targets).sum);
+  values.expect_balanced();
+  expect_error_mentions([&] { cuda::DeviceGpt(context, config(), 2, 48, {.operands = DType::bf16, .optimizer = false,
+                                                                         .flat_values = false}); },
+                        {"without flat values (ZeRO 3) the GEMM operands must be f32"});
 }
 
 // `least_gap`: the largest relative loss gap over the steps must reach it (bf16 rounding must show).

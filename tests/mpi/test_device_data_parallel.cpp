@@ -1,9 +1,10 @@
 // training.device cuda with data parallelism (train/device_trainer.h): each rank trains on its
 // GPU and the gradients are summed over NCCL — all-reduced at ZeRO 0, reduce-scattered into
 // shards with sharded AdamW moments and all-gathered values at ZeRO 1, and at ZeRO 2 every
-// micro-batch from per-unit buffers (no flat gradients on the device); the loss curve and
+// micro-batch from per-unit buffers (no flat gradients on the device), at ZeRO 3 with the values
+// sharded too and gathered per unit; the loss curve and
 // gradient norms must equal the CPU data-parallel engine's (same ZeRO stage, same global batch,
-// 1e-4 relative). A ZeRO-1 or ZeRO-2 checkpoint written by the device run resumes in the CPU engine with
+// 1e-4 relative). A ZeRO-1, 2 or 3 checkpoint written by the device run resumes in the CPU engine with
 // bit-identical parameters and moment shards and the same next losses. Tensor parallelism (tp 2,
 // and tp 2 x dp 2 with ZeRO 1 at np4) likewise, with a vocabulary whose padding falls unevenly
 // over the shards. In myriad_mpi_tests it
@@ -11,6 +12,7 @@
 // CUDA layer emulated by the CPU ops and NCCL by MPI (tests/emulated_cuda).
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cstring>
 #include <string>
 
@@ -107,23 +109,39 @@ TEST_P(DeviceDataParallel, MatchesTheCpuDataParallelEngine) {
     EXPECT_NEAR(got.grad_norm, want.grad_norm, 1e-4 * want.grad_norm) << "step " << step;
   }
   EXPECT_NEAR(engines.gpu.evaluate(), engines.cpu.evaluate(), 1e-4 * engines.cpu.evaluate());
-  // The device's gradient memory: full flat gradients at stages 0 and 1 (+ the shard at 1); at
-  // stage 2 only the shard, and unit buffers while they are being reduced.
+  // The device's gradient memory: full flat gradients at stages 0 and 1 (+ the shard at 1); from
+  // stage 2 on only the shard, and unit buffers while they are being reduced; at stage 3 the
+  // values likewise (the shard, and the units gathered).
   const MemoryReport memory = engines.gpu.memory_report();
   const std::int64_t full = 4 * engines.gpu.model().parameters().numel();
   const std::int64_t shard = (full + comm.size() - 1) / comm.size() + 4 * 16 * 8;  // + chunk padding
-  if (GetParam() == 2) {
+  if (GetParam() >= 2) {
     EXPECT_LE(memory.gradient_bytes, shard);
     EXPECT_GT(memory.comm_buffer_bytes, 0);
-    EXPECT_LE(memory.comm_buffer_bytes, full + 4 * 1024);
+    EXPECT_LE(memory.comm_buffer_bytes, (GetParam() == 3 ? 2 : 1) * full + 4 * 1024);
+    if (GetParam() == 3) EXPECT_LE(memory.parameter_bytes, shard);
+    if (GetParam() == 2) EXPECT_GE(memory.parameter_bytes, full);
   } else {
     EXPECT_GE(memory.gradient_bytes, full);
     EXPECT_EQ(memory.comm_buffer_bytes, 0);
   }
 }
 
-INSTANTIATE_TEST_SUITE_P(Zero, DeviceDataParallel, ::testing::Values(0, 1, 2),
+INSTANTIATE_TEST_SUITE_P(Zero, DeviceDataParallel, ::testing::Values(0, 1, 2, 3),
                          [](const ::testing::TestParamInfo<int>& info) { return "Stage" + std::to_string(info.param); });
+
+// The parameter values this rank's optimizer updates, in its segment order: under ZeRO 3 the host
+// keeps only this shard (no flat values).
+Tensor optimizer_values(Engine& engine) {
+  std::vector<float> values;
+  for (const optim::OptimizerSegment& s : engine.optimizer().segments()) {
+    const Tensor v = s.value.contiguous();
+    values.insert(values.end(), v.data<float>(), v.data<float>() + v.numel());
+  }
+  Tensor out = Tensor::empty({static_cast<std::int64_t>(values.size())});
+  std::copy(values.begin(), values.end(), out.data<float>());
+  return out;
+}
 
 class DeviceDataParallelCheckpoint : public ::testing::TestWithParam<int> {};  // the ZeRO stage
 
@@ -139,7 +157,10 @@ TEST_P(DeviceDataParallelCheckpoint, ResumesInTheCpuEngineBitForBit) {
   Engine resumed(engines.cpu_config, make_rank_logger(comm.rank(), "warn"), &groups);
   resumed.load(path);
   EXPECT_EQ(resumed.step_count(), 3);
-  EXPECT_TRUE(same_bytes(resumed.model().parameters().flat_values(), engines.gpu.model().parameters().flat_values()));
+  if (GetParam() < 3) {
+    EXPECT_TRUE(same_bytes(resumed.model().parameters().flat_values(), engines.gpu.model().parameters().flat_values()));
+  }
+  EXPECT_TRUE(same_bytes(optimizer_values(resumed), optimizer_values(engines.gpu)));
   // This rank's moment shard (the sharded optimizer's packed segments).
   EXPECT_TRUE(same_bytes(resumed.optimizer().m(), engines.gpu.optimizer().m()));
   EXPECT_TRUE(same_bytes(resumed.optimizer().v(), engines.gpu.optimizer().v()));
@@ -150,7 +171,7 @@ TEST_P(DeviceDataParallelCheckpoint, ResumesInTheCpuEngineBitForBit) {
   }
 }
 
-INSTANTIATE_TEST_SUITE_P(Zero, DeviceDataParallelCheckpoint, ::testing::Values(1, 2),
+INSTANTIATE_TEST_SUITE_P(Zero, DeviceDataParallelCheckpoint, ::testing::Values(1, 2, 3),
                          [](const ::testing::TestParamInfo<int>& info) { return "Stage" + std::to_string(info.param); });
 
 // 3 steps of the device and CPU engines of `layout`: same losses and gradient norms (1e-4
@@ -169,7 +190,10 @@ void expect_matches_the_cpu_engine_and_resumes_there(World& world, const fs::pat
   dist::ProcessGroups groups(EnginePair::grid(world, layout), world.runtime.world());
   Engine resumed(engines.cpu_config, make_rank_logger(comm.rank(), "warn"), &groups);
   resumed.load(path);
-  EXPECT_TRUE(same_bytes(resumed.model().parameters().flat_values(), engines.gpu.model().parameters().flat_values()));
+  if (layout.zero_stage < 3) {  // ZeRO 3 keeps only the shard: compared through the optimizer's values
+    EXPECT_TRUE(same_bytes(resumed.model().parameters().flat_values(), engines.gpu.model().parameters().flat_values()));
+  }
+  EXPECT_TRUE(same_bytes(optimizer_values(resumed), optimizer_values(engines.gpu)));
   EXPECT_TRUE(same_bytes(resumed.optimizer().m(), engines.gpu.optimizer().m()));
   EXPECT_TRUE(same_bytes(resumed.optimizer().v(), engines.gpu.optimizer().v()));
   const StepMetrics want = resumed.step(), got = engines.gpu.step();
@@ -177,15 +201,15 @@ void expect_matches_the_cpu_engine_and_resumes_there(World& world, const fs::pat
 }
 
 // Tensor parallelism on the device (np2: tp 2, GPT-2 and LLaMA-style, with and without sequence
-// parallelism; np4: the same at tp 2 x dp 2 with ZeRO 1, and one case with ZeRO 2 — at np2 that
-// case is tp 2 at ZeRO 2 over one dp rank): the same curve and gradient norms as the CPU engine
+// parallelism; np4: the same at tp 2 x dp 2 with ZeRO 1, one case with ZeRO 2 and one with ZeRO 3
+// — at np2 those are tp 2 at ZeRO 2 / 3 over one dp rank): the same curve and gradient norms as the CPU engine
 // of the same layout, and a checkpoint of the device run that the CPU engine resumes with
 // bit-identical shards.
 struct TpCase {
   const char* architecture;
   bool sequence_parallel;
   Recompute recompute = Recompute::none;
-  int zero_stage = 1;  // with dp > 1 (0 otherwise, unless 2)
+  int zero_stage = 1;  // with dp > 1 (0 otherwise, unless 2 or 3)
 };
 class DeviceTensorParallel : public ::testing::TestWithParam<TpCase> {};
 
@@ -195,7 +219,7 @@ TEST_P(DeviceTensorParallel, MatchesTheCpuEngineAndResumesThere) {
   if (!every_rank_has_a_gpu(comm)) GTEST_SKIP() << "needs one GPU per rank";
   if (comm.size() % 2 != 0) GTEST_SKIP() << "tp 2 needs an even world";
   const TpCase c = GetParam();
-  const int zero_stage = c.zero_stage == 2 ? 2 : comm.size() > 2 ? c.zero_stage : 0;
+  const int zero_stage = c.zero_stage >= 2 ? c.zero_stage : comm.size() > 2 ? c.zero_stage : 0;
   const Layout layout{.tp = 2, .zero_stage = zero_stage, .architecture = c.architecture,
                       .sequence_parallel = c.sequence_parallel, .recompute = c.recompute};
   const fs::path dir = shared_dir(comm, std::string("device_tp_") + c.architecture + (c.sequence_parallel ? "_sp" : "") +
@@ -207,11 +231,13 @@ TEST_P(DeviceTensorParallel, MatchesTheCpuEngineAndResumesThere) {
 INSTANTIATE_TEST_SUITE_P(Families, DeviceTensorParallel,
                          ::testing::Values(TpCase{"gpt2", false}, TpCase{"llama", false}, TpCase{"gpt2", true},
                                            TpCase{"llama", true}, TpCase{"gpt2", true, Recompute::full},
-                                           TpCase{"llama", true, Recompute::none, 2}),
+                                           TpCase{"llama", true, Recompute::none, 2},
+                                           TpCase{"gpt2", false, Recompute::selective, 3}),
                          [](const ::testing::TestParamInfo<TpCase>& info) {
                            return std::string(info.param.architecture) + (info.param.sequence_parallel ? "_sp" : "") +
                                   (info.param.recompute == Recompute::full ? "_recompute" : "") +
-                                  (info.param.zero_stage == 2 ? "_zero2" : "");
+                                  (info.param.recompute == Recompute::selective ? "_selective" : "") +
+                                  (info.param.zero_stage >= 2 ? "_zero" + std::to_string(info.param.zero_stage) : "");
                          });
 
 // Pipeline parallelism on the device (np2: pp 2 — GPT-2 with its tied embedding split between

@@ -51,6 +51,7 @@ class DeviceAdamW {
                                  double global_sum_squares, float unscale = 1.0f);
 
   std::int64_t state_elements() const { return state_elements_; }  // length of packed m / v
+  const std::vector<DeviceAdamWSegment>& segments() const { return segments_; }
   std::int64_t steps_taken() const { return steps_; }
   // Host f32 [state_elements()] moments in the packed layout; steps_taken >= 0.
   void load_state(const Tensor& m, const Tensor& v, std::int64_t steps_taken);

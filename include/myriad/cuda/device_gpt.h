@@ -60,6 +60,10 @@ struct DeviceGptOptions {
   // UnitGradientStore's buffers (set_unit_gradient_store), which accumulates them itself; then
   // gradients(), grads_to_host() and the optimizer are unavailable.
   bool flat_gradients = true;
+  // The flat f32 values (parameter_floats()). false: none — the passes read each unit's values
+  // from a UnitValueStore (set_unit_value_store) between its acquire and release; f32 operands
+  // only (a 16-bit copy would follow each gather), no optimizer, no load_values / values().
+  bool flat_values = true;
   // Tensor parallelism (Megatron's, without sequence parallelism): `tp` is the host communicator
   // of the tensor-parallel group — the parameter layout is then nn::GptModel's under
   // ModelSplit{tp} (this rank's shards: heads, MLP columns, vocabulary rows) — and `tp_device`
@@ -93,6 +97,22 @@ class UnitGradientStore {
   // Device f32 storage of units()[unit].size() floats for unit `unit`'s gradients, zeroed when first
   // handed out in a backward; the same pointer until the unit's gradients are reported ready.
   virtual float* unit_gradients(int unit) = 0;
+};
+
+// Where the values of a parameter unit live when the model keeps no flat values (ZeRO 3: each
+// rank holds a shard; a unit is all-gathered for the passes that read it). The model acquires a
+// unit before the kernels that read it are queued and releases it after (the release may free
+// the buffer: later work that reuses the memory must be ordered after those kernels, as the
+// caching allocator's same-stream reuse and NCCL's wait for the compute stream are).
+class UnitValueStore {
+ public:
+  virtual ~UnitValueStore() = default;
+  // `forward`: the pass runs in unit order (forward) or in reverse (backward), for prefetching.
+  // Acquisitions nest (a tied head acquires the embeddings' unit again).
+  virtual void acquire(int unit, bool forward) = 0;
+  virtual void release(int unit) = 0;
+  // Device f32 values of an acquired unit (units()[unit].size() floats).
+  virtual float* unit_values(int unit) = 0;
 };
 
 class DeviceGpt {
@@ -130,6 +150,9 @@ class DeviceGpt {
   // Without flat gradients (DeviceGptOptions::flat_gradients false) the backward writes each
   // unit's gradients where `store` says (not owned; set before the first backward).
   void set_unit_gradient_store(UnitGradientStore* store);
+  // Without flat values (DeviceGptOptions::flat_values false): where the passes read each unit's
+  // values (not owned; set before the first pass).
+  void set_unit_value_store(UnitValueStore* store);
   void zero_grads();
 
   // ids, targets: host (batch, seq) i32; targets may hold nn::GptModel::kIgnoreIndex. Adds

@@ -53,6 +53,7 @@ class AdamWOptimizer {
   std::int64_t steps_taken() const { return steps_; }
   void set_steps_taken(std::int64_t steps) { steps_ = steps; }
   Tensor& m() { return m_; }
+  const std::vector<OptimizerSegment>& segments() const { return segments_; }
   Tensor& v() { return v_; }
   bool decays(nn::ParamKind kind) const;
   std::int64_t state_elements() const { return m_.numel(); }

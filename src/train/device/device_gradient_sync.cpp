@@ -22,9 +22,9 @@ DeviceGradientSync::DeviceGradientSync(cuda::DeviceContext& context, cuda::Devic
       layout_(host.layout()),
       dp_(std::move(dp)),
       overlap_(overlap) {
-  MYRIAD_CHECK(zero_stage_ <= 2, "training.device cuda: parallel.zero_stage " << zero_stage_
-                                                                             << " is not supported (0, 1 or 2)");
-  MYRIAD_CHECK(zero_stage_ < 2 || overlap_, "training.device cuda: parallel.zero_stage 2 reduces during the "
+  MYRIAD_CHECK(zero_stage_ >= 0 && zero_stage_ <= 3, "training.device cuda: parallel.zero_stage " << zero_stage_
+                                                                                             << " is not 0, 1, 2 or 3");
+  MYRIAD_CHECK(zero_stage_ < 2 || overlap_, "training.device cuda: parallel.zero_stage >= 2 reduces during the "
                                                 << "backward, which a pipeline does not (use zero_stage 0 or 1)");
   MYRIAD_CHECK(layout_.total_elements() == model_.parameter_floats(),
                "DeviceGradientSync: the host layout has " << layout_.total_elements() << " elements, the model "
@@ -33,7 +33,7 @@ DeviceGradientSync::DeviceGradientSync(cuda::DeviceContext& context, cuda::Devic
     shard_grads_ = cuda::DeviceBuffer(static_cast<std::size_t>(layout_.shard_elements()) * sizeof(float),
                                       context_.device());
   }
-  if (zero_stage_ == 2) {
+  if (zero_stage_ >= 2) {
     for (const dist::ZeroBucket& b : layout_.buckets()) {
       MYRIAD_CHECK(b.first_unit == b.last_unit, "DeviceGradientSync: ZeRO 2 needs one unit per bucket");
     }
@@ -59,8 +59,8 @@ void DeviceGradientSync::reset() {
 }
 
 void DeviceGradientSync::begin_micro_batch(bool last) {
-  if (zero_stage_ == 2) launch_remaining();  // a unit the backward never reported final (none expected)
-  reducing_ = overlap_ && (last || zero_stage_ == 2);
+  if (zero_stage_ >= 2) launch_remaining();  // a unit the backward never reported final (none expected)
+  reducing_ = overlap_ && (last || zero_stage_ >= 2);
   accumulate_ = micro_batches_ > 0;
   ++micro_batches_;
   clear_buckets();
@@ -84,7 +84,7 @@ void DeviceGradientSync::finish() {
 }
 
 void DeviceGradientSync::gather_values() {
-  if (zero_stage_ == 0 || !dp_) return;
+  if (zero_stage_ == 0 || zero_stage_ == 3 || !dp_) return;  // ZeRO 3: the values stay sharded
   Tensor all = model_.values();
   for (const dist::ZeroBucket& b : layout_.buckets()) {
     pending_.push_back(
@@ -94,7 +94,7 @@ void DeviceGradientSync::gather_values() {
 }
 
 float* DeviceGradientSync::unit_gradients(int unit) {
-  MYRIAD_CHECK(zero_stage_ == 2 && unit >= 0 && unit < static_cast<int>(unit_grads_.size()),
+  MYRIAD_CHECK(zero_stage_ >= 2 && unit >= 0 && unit < static_cast<int>(unit_grads_.size()),
                "DeviceGradientSync: gradient storage for unit " << unit << " requested at ZeRO " << zero_stage_);
   const auto u = static_cast<std::size_t>(unit);
   if (!unit_grads_[u].defined()) {
@@ -157,14 +157,14 @@ void DeviceGradientSync::launch_bucket(std::size_t b) {
     }
   }
   if (dp_) {
-    pending_.push_back({dp_->reduce_scatter_async(whole, mine), zero_stage_ == 2 ? whole : Tensor()});
+    pending_.push_back({dp_->reduce_scatter_async(whole, mine), zero_stage_ >= 2 ? whole : Tensor()});
   } else {
     MYRIAD_CUDA_CHECK(cudaMemcpyAsync(mine.raw_data(), whole.raw_data(), mine.nbytes(), cudaMemcpyDeviceToDevice,
                                       context_.stream()));
     // A unit buffer freed here is reused only by later work on the same stream.
-    if (zero_stage_ == 2) unit_bytes_ -= whole.nbytes();
+    if (zero_stage_ >= 2) unit_bytes_ -= whole.nbytes();
   }
-  if (zero_stage_ == 2) retire_completed(kMaxInFlight);
+  if (zero_stage_ >= 2) retire_completed(kMaxInFlight);
 }
 
 // Waits for the oldest reductions until at most `keep_in_flight` remain (and for any that have

@@ -1,11 +1,13 @@
 // make_device_trainer with the CUDA backend: a DeviceContext on the local rank's GPU, a
 // cuda::DeviceGpt for the passes (this rank's tensor-parallel shard and pipeline stage, with the
-// tp and pp groups over NCCL), the dp reduction (DeviceGradientSync: ZeRO 0 / 1 / 2) and a
-// cuda::DeviceAdamW over the host DataParallel's optimizer segments (see train/device_trainer.h).
+// tp and pp groups over NCCL), the dp reduction (DeviceGradientSync: ZeRO 0 / 1 / 2 / 3), the
+// ZeRO-3 value shard (DeviceShardedValues) and a cuda::DeviceAdamW over the host DataParallel's
+// optimizer segments (see train/device_trainer.h).
 //
 // The optimizer mirrors the host DataParallel exactly — the same segments in the same order — so
 // the packed moments move between host and device as they are, and checkpoints written from the
-// host side are the ones a CPU run writes. The squared gradient norm is summed over dp (ZeRO >= 1:
+// host side are the ones a CPU run writes (ZeRO 3: the host DataParallel's value shard, exchanged
+// segment by segment through the host optimizer's value views). The squared gradient norm is summed over dp (ZeRO >= 1:
 // distinct shards), tp (each replicated parameter counted on one tp rank) and pp, as
 // DataParallel does on the host; a skipped step leaves everything as it was.
 #include <cuda_runtime_api.h>
@@ -28,6 +30,7 @@
 #endif
 #include "myriad/train/device_trainer.h"
 #include "device_gradient_sync.h"
+#include "device_sharded_values.h"
 #include "device_stage.h"
 
 namespace myriad::train {
@@ -35,11 +38,12 @@ namespace myriad::train {
 namespace {
 
 // The host optimizer's segments with this model's parameter kinds; gradient offsets into the full
-// gradients (ZeRO 0) or the shard (ZeRO 1 and 2).
+// gradients (ZeRO 0) or the shard (ZeRO >= 1), value offsets into the full values or (ZeRO 3) the
+// value shard.
 std::vector<cuda::DeviceAdamWSegment> optimizer_segments(const DataParallel& host, const nn::ParameterStore& layout) {
   std::vector<cuda::DeviceAdamWSegment> segments;
   for (const dist::ZeroSegment& s : host.segments()) {
-    segments.push_back({.value_offset = s.begin,
+    segments.push_back({.value_offset = host.zero_stage() == 3 ? s.shard_position : s.begin,
                         .grad_offset = host.zero_stage() == 0 ? s.begin : s.shard_position,
                         .numel = s.end - s.begin,
                         .kind = layout[s.param].kind,
@@ -77,6 +81,7 @@ class CudaDeviceTrainer final : public DeviceTrainer {
                                       .optimizer = false,
                                       .recompute = options.recompute,
                                       .flat_gradients = host.zero_stage() < 2,
+                                      .flat_values = host.zero_stage() < 3,
                                       .tp = &tp,
                                       .tp_device = tp_device_.get(),
                                       .sequence_parallel = options.sequence_parallel,
@@ -94,6 +99,9 @@ class CudaDeviceTrainer final : public DeviceTrainer {
         sync_(context_, model_, host, device_group(dp, context_, options.collective_timeout), pp.size() == 1),
         optimizer_(std::make_unique<cuda::DeviceAdamW>(context_, optimizer_segments(host, model_.layout()),
                                                        sync_.optimizer_grad_elements())) {
+    if (sync_.zero_stage() == 3) {
+      sharded_values_ = std::make_unique<DeviceShardedValues>(context_, model_, sync_.layout(), sync_.dp());
+    }
     if (pp.size() > 1) {
       pp_device_ = device_group(pp, context_, options.collective_timeout, kTiedEmbeddingTag + 1);
       stage_ = std::make_unique<DeviceStage>(model_, options);
@@ -110,24 +118,26 @@ class CudaDeviceTrainer final : public DeviceTrainer {
   std::string describe() const override {
     cudaDeviceProp prop{};
     const bool named = cudaGetDeviceProperties(&prop, context_.device()) == cudaSuccess;
-    const double gib = 1 << 30;
-    const auto bytes = [&](std::size_t b) { return static_cast<double>(b) / gib; };
+    const Memory m = memory();
+    const auto gib = [](std::int64_t b) { return static_cast<double>(b) / static_cast<double>(1 << 30); };
+    const int zero = sync_.zero_stage();
     std::ostringstream out;
     out << "cuda:" << context_.device() << " (" << (named ? prop.name : "unknown GPU") << "), "
-        << dtype_name(operands_) << " GEMM operands, " << bytes(model_.activation_bytes()) << " GiB activations (recompute "
-        << nn::recompute_name(recompute_) << ") + " << bytes(model_.parameter_bytes()) << " GiB parameters + "
-        << bytes(model_.gradient_bytes() + sync_.shard_bytes()) << " GiB gradients"
-        << (sync_.zero_stage() == 2 ? " (ZeRO-2 shard, plus the units being reduced)" : "") << " + "
-        << 8.0 * static_cast<double>(optimizer_->state_elements()) / gib << " GiB AdamW moments"
-        << (sync_.zero_stage() >= 1 ? " (ZeRO-" + std::to_string(sync_.zero_stage()) + " shard)" : "");
+        << dtype_name(operands_) << " GEMM operands, " << gib(m.activations + m.scratch)
+        << " GiB activations and scratch (recompute " << nn::recompute_name(recompute_) << ") + " << gib(m.parameters)
+        << " GiB parameters" << (zero == 3 ? " (ZeRO-3 shard, plus the units gathered)" : "") << " + "
+        << gib(m.gradients) << " GiB gradients" << (zero >= 2 ? " (shard, plus the units being reduced)" : "")
+        << " + " << gib(m.optimizer) << " GiB AdamW moments" << (zero >= 1 ? " (shard)" : "");
     return out.str();
   }
 
   Memory memory() const override {
     Memory m;
-    m.parameters = static_cast<std::int64_t>(model_.parameter_bytes());
+    m.parameters = static_cast<std::int64_t>(model_.parameter_bytes() +
+                                             (sharded_values_ ? sharded_values_->shard_bytes() : 0));
     m.gradients = static_cast<std::int64_t>(model_.gradient_bytes() + sync_.shard_bytes());
-    m.comm_buffers = static_cast<std::int64_t>(sync_.unit_buffer_peak_bytes());
+    m.comm_buffers = static_cast<std::int64_t>(sync_.unit_buffer_peak_bytes() +
+                                               (sharded_values_ ? sharded_values_->peak_gathered_bytes() : 0));
     m.optimizer = 8 * optimizer_->state_elements();
     m.activations = static_cast<std::int64_t>(model_.saved_activation_bytes());
     m.scratch = static_cast<std::int64_t>(model_.scratch_bytes() + context_.workspace_bytes() +
@@ -136,12 +146,20 @@ class CudaDeviceTrainer final : public DeviceTrainer {
   }
 
   void upload(nn::ParameterStore& store, optim::AdamWOptimizer& optimizer) override {
-    model_.load_values(store.flat_values());
+    if (sharded_values_) {
+      exchange_value_shard(optimizer, cudaMemcpyHostToDevice);
+    } else {
+      model_.load_values(store.flat_values());
+    }
     optimizer_->load_state(optimizer.m(), optimizer.v(), optimizer.steps_taken());
   }
 
   void download(nn::ParameterStore& store, optim::AdamWOptimizer& optimizer) override {
-    store.flat_values().copy_from(model_.values_to_host());
+    if (sharded_values_) {
+      exchange_value_shard(optimizer, cudaMemcpyDeviceToHost);
+    } else {
+      store.flat_values().copy_from(model_.values_to_host());
+    }
     optimizer_->state_to_host(optimizer.m(), optimizer.v());
     optimizer.set_steps_taken(optimizer_->steps_taken());
   }
@@ -154,10 +172,14 @@ class CudaDeviceTrainer final : public DeviceTrainer {
   void begin_micro_batch(bool last) override { sync_.begin_micro_batch(last); }
 
   nn::LossSum forward_backward(const Tensor& ids, const Tensor& targets, float loss_scale) override {
-    return model_.forward_backward(ids, targets, loss_scale);
+    const nn::LossSum loss = model_.forward_backward(ids, targets, loss_scale);
+    if (sharded_values_) sharded_values_->drop_prefetched();
+    return loss;
   }
   nn::LossSum forward_loss(const Tensor& ids, const Tensor& targets) override {
-    return pipeline_ ? pipeline_->forward_only(ids, targets) : model_.forward_loss(ids, targets);
+    const nn::LossSum loss = pipeline_ ? pipeline_->forward_only(ids, targets) : model_.forward_loss(ids, targets);
+    if (sharded_values_) sharded_values_->drop_prefetched();
+    return loss;
   }
 
   PipelineStepResult run_pipeline(const std::vector<Tensor>& ids, const std::vector<Tensor>& targets,
@@ -172,7 +194,7 @@ class CudaDeviceTrainer final : public DeviceTrainer {
   }
 
   optim::OptimizerStepStats step(float lr, const optim::AdamWConfig& config, float unscale) override {
-    float* values = model_.values().data<float>();
+    float* values = sharded_values_ ? sharded_values_->shard() : model_.values().data<float>();
     const float* grads = sync_.optimizer_grads();
     double sum_squares = optimizer_->grad_sum_squares(grads);
     // ZeRO >= 1: each rank holds a distinct shard; ZeRO 0: the reduced gradients are identical.
@@ -182,12 +204,36 @@ class CudaDeviceTrainer final : public DeviceTrainer {
     if (pp_host_.size() > 1) sum_squares = dist::sum_over_ranks(pp_host_, sum_squares);
     const optim::OptimizerStepStats stats = optimizer_->step(values, grads, lr, config, sum_squares, unscale);
     if (stats.skipped) return stats;
+    if (sharded_values_) return stats;  // the next gathers read the updated shard
     sync_.gather_values();
     model_.values_changed();
     return stats;
   }
 
  private:
+  // ZeRO 3: the host optimizer's value segments (views into the host DataParallel's value shard)
+  // to or from the device shard, segment by segment (the device segments have the same order;
+  // their value offsets are the shard positions). Returns once the copies are done.
+  void exchange_value_shard(optim::AdamWOptimizer& host, cudaMemcpyKind direction) {
+    const std::vector<optim::OptimizerSegment>& segments = host.segments();
+    const std::vector<cuda::DeviceAdamWSegment>& device = optimizer_->segments();
+    MYRIAD_CHECK(segments.size() == device.size(), "training.device cuda: the host optimizer has "
+                                                       << segments.size() << " segments, the device's "
+                                                       << device.size());
+    for (std::size_t i = 0; i < segments.size(); ++i) {
+      const Tensor& value = segments[i].value;
+      MYRIAD_CHECK(value.is_contiguous() && value.numel() == device[i].numel,
+                   "training.device cuda: host optimizer segment " << i << " is " << value.describe() << ", the "
+                                                                   << "device's has " << device[i].numel << " values");
+      float* on_device = sharded_values_->shard() + device[i].value_offset;
+      const bool up = direction == cudaMemcpyHostToDevice;
+      MYRIAD_CUDA_CHECK(cudaMemcpyAsync(up ? static_cast<void*>(on_device) : value.raw_data(),
+                                        up ? value.raw_data() : static_cast<const void*>(on_device), value.nbytes(),
+                                        direction, context_.stream()));
+    }
+    context_.synchronize();
+  }
+
   // The first and last pipeline stages each hold the tied embedding; each adds the other's
   // gradient (a + b == b + a exactly), so both apply the same update and stay identical.
   void sync_tied_embedding() {
@@ -217,8 +263,9 @@ class CudaDeviceTrainer final : public DeviceTrainer {
   DType operands_;
   nn::Recompute recompute_;
   dist::Communicator& dp_host_;
-  DeviceGradientSync sync_;  // the dp reduction (ZeRO 0 / 1 / 2) over NCCL
+  DeviceGradientSync sync_;  // the dp reduction (ZeRO 0 / 1 / 2 / 3) over NCCL
   std::unique_ptr<cuda::DeviceAdamW> optimizer_;
+  std::unique_ptr<DeviceShardedValues> sharded_values_;  // ZeRO 3: the value shard, gathered per unit
 };
 
 }  // namespace
