@@ -182,9 +182,6 @@ DeviceGpt::State::State(DeviceContext& ctx, const nn::TransformerConfig& cfg, st
   head_weight = cfg.tie_embeddings ? "wte" : "lm_head.weight";
   const int dev = ctx.device();
   const std::int64_t total = layout_model.parameters().numel();
-  MYRIAD_CHECK(opts.flat_values || opts.operands == DType::f32,
-               "DeviceGpt: without flat values (ZeRO 3) the GEMM operands must be f32 (got "
-                   << dtype_name(opts.operands) << ")");
   MYRIAD_CHECK(opts.flat_values || !opts.optimizer,
                "DeviceGpt: its own optimizer needs the flat values (DeviceGptOptions::flat_values)");
   if (opts.flat_values) values = floats(total, dev);
@@ -213,7 +210,7 @@ DeviceGpt::State::State(DeviceContext& ctx, const nn::TransformerConfig& cfg, st
   allocate_slot();
   const std::int64_t kv = N * Hkv * D;
   if (half_operands()) {
-    values_h = halves(total, dev);
+    if (opts.flat_values) values_h = halves(total, dev);
     grad_h = halves(std::max({N * Vr, N * F, N * W, N * C}), dev);
     d_att_h = halves(N * A, dev);
     d_q_h = halves(N * A, dev);
@@ -386,11 +383,15 @@ float* DeviceGpt::State::optional_grad(const std::string& name) const {
 }
 
 const Half16* DeviceGpt::State::value_h(const std::string& name) const {
-  return values_h.as<Half16>() + layout_model.parameters().find(name).offset;
+  const nn::Parameter& p = layout_model.parameters().find(name);
+  if (options.flat_values) return values_h.as<Half16>() + p.offset;
+  MYRIAD_CHECK(value_store, "DeviceGpt: a pass without flat values needs set_unit_value_store");
+  const int u = unit_of(p);
+  return value_store->unit_values_h(u) + (p.offset - layout_model.units()[static_cast<std::size_t>(u)].begin);
 }
 
 void DeviceGpt::State::refresh_half_weights() {
-  if (half_operands()) to_half(values.as<float>(), values_h.as<Half16>(), layout_model.parameters().numel());
+  if (half_operands() && options.flat_values) to_half(values.as<float>(), values_h.as<Half16>(), layout_model.parameters().numel());
 }
 
 void DeviceGpt::State::to_half(const float* x, Half16* out, std::int64_t n) const {

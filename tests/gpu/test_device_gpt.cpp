@@ -22,6 +22,7 @@
 #include <utility>
 
 #include "gpu_test_support.h"
+#include "myriad/core/half.h"
 #include "myriad/core/philox.h"
 #include "myriad/cuda/device_gpt.h"
 #include "myriad/cuda/device_tensor.h"
@@ -210,13 +211,15 @@ TEST_P(DeviceGptModels, UnitGradientStoreGetsTheFlatGradientsUnitByUnit) {
 }
 
 // A UnitValueStore over a host copy of the flat values: a unit is uploaded into a fresh device
-// buffer at its first acquisition and freed at its last release; it checks that values are read
-// only while acquired and that every acquisition is released.
+// buffer at its first acquisition (with 16-bit operands also its copy, rounded on the host) and
+// freed at its last release; it checks that values are read only while acquired and that every
+// acquisition is released.
 class RecordingValueStore final : public cuda::UnitValueStore {
  public:
-  RecordingValueStore(cuda::DeviceContext& context, cuda::DeviceGpt& model, Tensor flat_values)
-      : context_(context), model_(model), host_(std::move(flat_values)), buffers_(model.units().size()),
-        refs_(model.units().size(), 0), acquisitions_(model.units().size(), 0) {
+  RecordingValueStore(cuda::DeviceContext& context, cuda::DeviceGpt& model, Tensor flat_values, DType operands)
+      : context_(context), model_(model), host_(std::move(flat_values)), operands_(operands),
+        buffers_(model.units().size()), rounded_(model.units().size()), refs_(model.units().size(), 0),
+        acquisitions_(model.units().size(), 0) {
     model.set_unit_value_store(this);
   }
   void acquire(int unit, bool) override {
@@ -225,16 +228,29 @@ class RecordingValueStore final : public cuda::UnitValueStore {
     if (refs_[u]++ > 0) return;
     const nn::ParamUnit& range = model_.units()[u];
     buffers_[u] = cuda::to_device(context_, host_.slice(0, range.begin, range.end));
+    if (operands_ == DType::f32) return;
+    Tensor bits = Tensor::empty({range.size()}, operands_);
+    auto* out = static_cast<std::uint16_t*>(bits.raw_data());
+    for (std::int64_t i = 0; i < range.size(); ++i) {
+      const float x = host_.data<float>()[range.begin + i];
+      out[i] = operands_ == DType::f16 ? float_to_f16(x) : float_to_bf16(x);
+    }
+    rounded_[u] = cuda::to_device(context_, bits);
   }
   void release(int unit) override {
     const auto u = static_cast<std::size_t>(unit);
     ASSERT_GT(refs_.at(u), 0) << "unit " << unit << " released without an acquisition";
-    if (--refs_[u] == 0) buffers_[u] = Tensor();
+    if (--refs_[u] == 0) buffers_[u] = rounded_[u] = Tensor();
   }
   float* unit_values(int unit) override {
     const auto u = static_cast<std::size_t>(unit);
     EXPECT_GT(refs_.at(u), 0) << "unit " << unit << " read without an acquisition";
     return buffers_[u].data<float>();
+  }
+  const std::uint16_t* unit_values_h(int unit) override {
+    const auto u = static_cast<std::size_t>(unit);
+    EXPECT_TRUE(refs_.at(u) > 0 && rounded_[u].defined()) << "16-bit unit " << unit << " read without an acquisition";
+    return static_cast<const std::uint16_t*>(rounded_[u].raw_data());
   }
   // Every unit acquired at least once since the last call, and none still held.
   void expect_balanced() {
@@ -249,35 +265,38 @@ class RecordingValueStore final : public cuda::UnitValueStore {
   cuda::DeviceContext& context_;
   cuda::DeviceGpt& model_;
   Tensor host_;
-  std::vector<Tensor> buffers_;
+  DType operands_;
+  std::vector<Tensor> buffers_, rounded_;
   std::vector<int> refs_, acquisitions_;
 };
 
-// Without flat values or gradients (ZeRO 3's layout) the passes read each unit from a value store
-// between its acquire and release: losses and gradients bit-identical to the flat model's, for a
-// training pass and an evaluation, with every acquisition released. 16-bit operands are refused.
+// Without flat values or gradients (ZeRO 3's layout) the passes read each unit (and its 16-bit
+// copy) from a value store between its acquire and release: losses and gradients bit-identical to
+// the flat model's, f32 and bf16, for a training pass and an evaluation, every acquisition
+// released.
 TEST_P(DeviceGptModels, UnitValueStoreGivesTheFlatModelsLossAndGradients) {
   MYRIAD_REQUIRE_GPU();
   const std::uint64_t seed = testing::fresh_seed();
   MYRIAD_SEED_TRACE(seed);
-  Twins flat(seed, 2, 48, {}, config());
-  cuda::DeviceContext context(0);
-  cuda::DeviceGpt sharded(context, config(), 2, 48, {.optimizer = false, .flat_gradients = false, .flat_values = false});
-  EXPECT_EQ(sharded.parameter_bytes(), 0u);
-  RecordingUnitStore gradients(context, sharded);
-  RecordingValueStore values(context, sharded, flat.cpu.parameters().flat_values().clone());
   const Batch batch = random_batch(2, 48, config().vocab_size, seed, 1);
-  const nn::LossSum want = flat.forward_backward(batch).second;
-  gradients.begin_backward();
-  const nn::LossSum got = sharded.forward_backward(batch.ids, batch.targets, batch.loss_scale);
-  values.expect_balanced();
-  EXPECT_EQ(got.sum, want.sum);
-  EXPECT_EQ(testing::to_f64(gradients.flat()), testing::to_f64(flat.gpu.grads_to_host()));
-  EXPECT_EQ(sharded.forward_loss(batch.ids, batch.targets).sum, flat.gpu.forward_loss(batch.ids, batch.targets).sum);
-  values.expect_balanced();
-  expect_error_mentions([&] { cuda::DeviceGpt(context, config(), 2, 48, {.operands = DType::bf16, .optimizer = false,
-                                                                         .flat_values = false}); },
-                        {"without flat values (ZeRO 3) the GEMM operands must be f32"});
+  for (DType operands : {DType::f32, DType::bf16}) {
+    SCOPED_TRACE(dtype_name(operands));
+    Twins flat(seed, 2, 48, {.operands = operands}, config());
+    cuda::DeviceContext context(0);
+    cuda::DeviceGpt sharded(context, config(), 2, 48,
+                            {.operands = operands, .optimizer = false, .flat_gradients = false, .flat_values = false});
+    EXPECT_EQ(sharded.parameter_bytes(), 0u);
+    RecordingUnitStore gradients(context, sharded);
+    RecordingValueStore values(context, sharded, flat.cpu.parameters().flat_values().clone(), operands);
+    const nn::LossSum want = flat.forward_backward(batch).second;
+    gradients.begin_backward();
+    const nn::LossSum got = sharded.forward_backward(batch.ids, batch.targets, batch.loss_scale);
+    values.expect_balanced();
+    EXPECT_EQ(got.sum, want.sum);
+    EXPECT_EQ(testing::to_f64(gradients.flat()), testing::to_f64(flat.gpu.grads_to_host()));
+    EXPECT_EQ(sharded.forward_loss(batch.ids, batch.targets).sum, flat.gpu.forward_loss(batch.ids, batch.targets).sum);
+    values.expect_balanced();
+  }
 }
 
 // `least_gap`: the largest relative loss gap over the steps must reach it (bf16 rounding must show).

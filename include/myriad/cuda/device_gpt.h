@@ -60,9 +60,9 @@ struct DeviceGptOptions {
   // UnitGradientStore's buffers (set_unit_gradient_store), which accumulates them itself; then
   // gradients(), grads_to_host() and the optimizer are unavailable.
   bool flat_gradients = true;
-  // The flat f32 values (parameter_floats()). false: none — the passes read each unit's values
-  // from a UnitValueStore (set_unit_value_store) between its acquire and release; f32 operands
-  // only (a 16-bit copy would follow each gather), no optimizer, no load_values / values().
+  // The flat f32 values (parameter_floats()) and their 16-bit copy. false: none — the passes read
+  // each unit's values (and 16-bit copy) from a UnitValueStore (set_unit_value_store) between its
+  // acquire and release; no optimizer, no load_values / values().
   bool flat_values = true;
   // Tensor parallelism (Megatron's, without sequence parallelism): `tp` is the host communicator
   // of the tensor-parallel group — the parameter layout is then nn::GptModel's under
@@ -113,6 +113,9 @@ class UnitValueStore {
   virtual void release(int unit) = 0;
   // Device f32 values of an acquired unit (units()[unit].size() floats).
   virtual float* unit_values(int unit) = 0;
+  // 16-bit operands (DeviceGptOptions::operands bf16 / f16): the same values rounded to that
+  // format (round to nearest even), for the GEMMs.
+  virtual const std::uint16_t* unit_values_h(int unit) = 0;
 };
 
 class DeviceGpt {

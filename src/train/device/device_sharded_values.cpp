@@ -9,18 +9,21 @@
 #include "myriad/core/error.h"
 #include "myriad/cuda/check.h"
 #include "myriad/cuda/device_tensor.h"
+#include "myriad/cuda/kernels.h"
 
 namespace myriad::train {
 
 DeviceShardedValues::DeviceShardedValues(cuda::DeviceContext& context, cuda::DeviceGpt& model,
-                                         const dist::ZeroLayout& layout, dist::Communicator* dp)
+                                         const dist::ZeroLayout& layout, dist::Communicator* dp, DType operands)
     : context_(context),
       model_(model),
       layout_(layout),
       dp_(dp),
+      operands_(operands),
       shard_(static_cast<std::size_t>(std::max<std::int64_t>(layout.shard_elements(), 1)) * sizeof(float),
              context.device()),
       gathered_(model.units().size()),
+      rounded_(model.units().size()),
       gathers_(model.units().size()),
       refs_(model.units().size(), 0) {
   for (std::size_t u = 0; u < model.units().size(); ++u) {
@@ -40,6 +43,7 @@ void DeviceShardedValues::acquire(int unit, bool forward) {
       gathers_[u]->wait();
       gathers_[u].reset();
     }
+    if (operands_ != DType::f32) round(unit);
   }
   // The next unit the pass reads: forward in unit order; backward in reverse, where the
   // embeddings' unit (0) reads no values (a tied head acquires it with the head).
@@ -59,6 +63,29 @@ float* DeviceShardedValues::unit_values(int unit) {
   MYRIAD_CHECK(u < refs_.size() && refs_[u] > 0 && !gathers_[u],
                "DeviceShardedValues: unit " << unit << " read without an acquisition");
   return gathered_[u].data<float>();
+}
+
+const std::uint16_t* DeviceShardedValues::unit_values_h(int unit) {
+  const auto u = static_cast<std::size_t>(unit);
+  MYRIAD_CHECK(u < refs_.size() && refs_[u] > 0 && rounded_[u].defined(),
+               "DeviceShardedValues: 16-bit values of unit " << unit << " read without an acquisition (operands "
+                                                             << dtype_name(operands_) << ")");
+  return static_cast<const std::uint16_t*>(rounded_[u].raw_data());
+}
+
+// The gathered unit rounded to the 16-bit operand format, on the compute stream.
+void DeviceShardedValues::round(int unit) {
+  const auto u = static_cast<std::size_t>(unit);
+  const float* values = gathered_[u].data<float>();
+  const std::int64_t n = gathered_[u].numel();
+  rounded_[u] = cuda::device_empty(context_, {n}, operands_);
+  if (operands_ == DType::f16) {
+    cuda::convert_f32_to_f16(values, reinterpret_cast<__half*>(rounded_[u].raw_data()), n, context_.stream());
+  } else {
+    cuda::convert_f32_to_bf16(values, reinterpret_cast<__nv_bfloat16*>(rounded_[u].raw_data()), n, context_.stream());
+  }
+  bytes_ += rounded_[u].nbytes();
+  peak_bytes_ = std::max(peak_bytes_, bytes_);
 }
 
 void DeviceShardedValues::drop_prefetched() {
@@ -91,8 +118,9 @@ void DeviceShardedValues::drop(int unit) {
     gathers_[u]->wait();
     gathers_[u].reset();
   }
-  bytes_ -= gathered_[u].nbytes();
+  bytes_ -= gathered_[u].nbytes() + (rounded_[u].defined() ? rounded_[u].nbytes() : 0);
   gathered_[u] = Tensor();
+  rounded_[u] = Tensor();
 }
 
 }  // namespace myriad::train

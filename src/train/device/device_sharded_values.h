@@ -3,7 +3,9 @@
 // device optimizer updates in place), and DeviceGpt, built without flat values, reads each unit
 // from here: the unit is all-gathered over the dp group when first acquired, the next unit in
 // the pass's direction is prefetched (its gather runs on NCCL's stream while this one computes),
-// and the buffer is dropped when the last acquisition is released.
+// and the buffer is dropped when the last acquisition is released. With 16-bit GEMM operands the
+// gathered f32 unit is also rounded into a 16-bit copy once its gather is done (the f32 values
+// stay needed: norms, biases, embedding lookups read them); the gather itself moves f32.
 //
 // Invariants: a unit's buffer exists from its gather (or prefetch) until its release (or
 // drop_prefetched()); units are one bucket each (ZeRO >= 2 layouts), so a unit's gather is the
@@ -30,7 +32,7 @@ class DeviceShardedValues final : public cuda::UnitValueStore {
   // `dp`: NCCL over the dp group (not owned), or null for one replica. Registers itself with
   // `model` (built without flat values).
   DeviceShardedValues(cuda::DeviceContext& context, cuda::DeviceGpt& model, const dist::ZeroLayout& layout,
-                      dist::Communicator* dp);
+                      dist::Communicator* dp, DType operands);
 
   // The f32 masters of this rank's shard (layout.shard_elements()), for the optimizer and the
   // host copies.
@@ -44,17 +46,21 @@ class DeviceShardedValues final : public cuda::UnitValueStore {
   void acquire(int unit, bool forward) override;
   void release(int unit) override;
   float* unit_values(int unit) override;
+  const std::uint16_t* unit_values_h(int unit) override;
 
  private:
   void prefetch(int unit);
+  void round(int unit);
   void drop(int unit);
 
   cuda::DeviceContext& context_;
   cuda::DeviceGpt& model_;
   dist::ZeroLayout layout_;
   dist::Communicator* dp_;
+  DType operands_;  // f32, or the 16-bit format of the units' copies
   cuda::DeviceBuffer shard_;
   std::vector<Tensor> gathered_;            // per unit: its values while gathered (or in flight)
+  std::vector<Tensor> rounded_;             // per unit, 16-bit operands: the acquired values' copy
   std::vector<dist::WorkHandle> gathers_;   // per unit: the gather in flight (null once waited for)
   std::vector<int> refs_;                   // per unit: acquisitions not yet released
   std::size_t bytes_ = 0, peak_bytes_ = 0;

@@ -100,7 +100,8 @@ class CudaDeviceTrainer final : public DeviceTrainer {
         optimizer_(std::make_unique<cuda::DeviceAdamW>(context_, optimizer_segments(host, model_.layout()),
                                                        sync_.optimizer_grad_elements())) {
     if (sync_.zero_stage() == 3) {
-      sharded_values_ = std::make_unique<DeviceShardedValues>(context_, model_, sync_.layout(), sync_.dp());
+      sharded_values_ = std::make_unique<DeviceShardedValues>(context_, model_, sync_.layout(), sync_.dp(),
+                                                              options.operands);
     }
     if (pp.size() > 1) {
       pp_device_ = device_group(pp, context_, options.collective_timeout, kTiedEmbeddingTag + 1);
