@@ -241,8 +241,9 @@ void Engine::setup_precision() {
   if (compute_format_ == DType::f32) return;
   MYRIAD_CHECK(config_.parallel.zero_stage <= 2,
                "training.precision " << choice_name(precision) << " with parallel.zero_stage 3: ZeRO-3 gathers the "
-                                     << "fp32 parameter shards per layer, which the compute copy does not follow yet; "
-                                     << "use zero_stage 0, 1 or 2");
+                                     << "fp32 parameter shards per layer, which the CPU path's compute copy does not "
+                                     << "follow yet; use zero_stage 0, 1 or 2 (or training.device cuda, which rounds "
+                                     << "each gathered unit)");
   // The store's flat values stay the fp32 master weights (optimizer, ZeRO, checkpoints); the
   // parameters the model reads point at a copy rounded to the compute format after every update.
   nn::ParameterStore& store = model_->parameters();
