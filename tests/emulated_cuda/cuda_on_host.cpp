@@ -4,7 +4,8 @@
 // myriad_emulated_device_tests (label cpu), never into the library.
 //
 // What is replaced: the CUDA runtime calls DeviceGpt makes (copies and memsets become memcpy /
-// memset on host memory; streams, devices and synchronisation are no-ops), DeviceBuffer (aligned
+// memset on host memory; devices are no-ops; work registered by the emulated NCCL is delivered
+// only when the program synchronises with its stream: emulated_streams.h), DeviceBuffer (aligned
 // host memory, filled with 0xFF bytes like the GPU tests' buffers so unwritten data shows up as
 // NaN), DeviceContext, and every kernel launcher and gemm() — each by the CPU reference op that
 // defines the launcher's documented contract (ops/*.h), or a plain loop for the layout kernels.
@@ -15,7 +16,12 @@
 #include <cstdlib>
 #include <cmath>
 #include <climits>
+#include <cstdint>
+#include <deque>
+#include <map>
+#include <mutex>
 #include <type_traits>
+#include "emulated_streams.h"
 #include "myriad/core/tensor.h"
 #include "myriad/cuda/device_buffer.h"
 #include "myriad/cuda/device_context.h"
@@ -31,10 +37,99 @@
 #include "myriad/ops/adamw.h"
 #include "myriad/ops/matmul.h"
 
+namespace myriad::emulated {
+namespace {
+
+// Per stream: deliveries registered so far (`issued`), those run (`delivered`), the rest in order.
+struct StreamQueue {
+  std::uint64_t issued = 0, delivered = 0;
+  std::deque<std::function<void()>> pending;
+};
+struct Streams {
+  std::mutex mutex;
+  std::map<cudaStream_t, StreamQueue> queues;
+  std::uint64_t wait_polls = 0;  // emulated ncclCommGetAsyncError calls: a wait loop's polls
+};
+Streams& streams() {
+  static Streams all;  // the emulated driver's state
+  return all;
+}
+
+// An event: the stream it was recorded on and that stream's deliveries issued at the time.
+// `polled_at`: wait_polls at this event's last "not ready" answer. A query with work outstanding
+// answers "not ready" — as a GPU still running it would — unless a wait loop has polled since
+// the last such answer (NcclWork::wait checks the communicator's asynchronous error between
+// queries; a one-off completion check does not), which then delivers.
+struct EmulatedEvent {
+  cudaStream_t stream = nullptr;
+  std::uint64_t position = 0;
+  std::uint64_t polled_at = UINT64_MAX;
+};
+
+// Runs `stream`'s deliveries up to `position` (outside the lock: a delivery only copies memory).
+void deliver_up_to(cudaStream_t stream, std::uint64_t position) {
+  while (true) {
+    std::function<void()> next;
+    {
+      std::lock_guard<std::mutex> lock(streams().mutex);
+      StreamQueue& q = streams().queues[stream];
+      if (q.delivered >= position || q.pending.empty()) return;
+      next = std::move(q.pending.front());
+      q.pending.pop_front();
+      ++q.delivered;
+    }
+    next();
+  }
+}
+
+void deliver_all() {
+  std::vector<cudaStream_t> all;
+  {
+    std::lock_guard<std::mutex> lock(streams().mutex);
+    for (const auto& [stream, queue] : streams().queues) all.push_back(stream);
+  }
+  for (cudaStream_t s : all) deliver_up_to(s, UINT64_MAX);
+}
+
+}  // namespace
+
+void note_wait_poll() {
+  std::lock_guard<std::mutex> lock(streams().mutex);
+  ++streams().wait_polls;
+}
+
+// A query of `event`: true (delivered) when nothing is outstanding or a wait loop polled since
+// its last "not ready".
+bool query_ready(EmulatedEvent& event) {
+  {
+    std::lock_guard<std::mutex> lock(streams().mutex);
+    const StreamQueue& q = streams().queues[event.stream];
+    const bool busy = q.delivered < event.position && !q.pending.empty();
+    const bool waited = event.polled_at != UINT64_MAX && streams().wait_polls > event.polled_at;
+    if (busy && !waited) {
+      event.polled_at = streams().wait_polls;
+      return false;
+    }
+  }
+  deliver_up_to(event.stream, event.position);
+  return true;
+}
+
+void defer_on_stream(cudaStream_t stream, std::function<void()> deliver) {
+  std::lock_guard<std::mutex> lock(streams().mutex);
+  StreamQueue& q = streams().queues[stream];
+  q.pending.push_back(std::move(deliver));
+  ++q.issued;
+}
+
+}  // namespace myriad::emulated
+
+using myriad::emulated::EmulatedEvent;
+
 extern "C" {
 cudaError_t cudaMemcpyAsync(void* d, const void* s, size_t n, cudaMemcpyKind, cudaStream_t) { std::memcpy(d, s, n); return cudaSuccess; }
 cudaError_t cudaMemsetAsync(void* d, int v, size_t n, cudaStream_t) { std::memset(d, v, n); return cudaSuccess; }
-cudaError_t cudaStreamSynchronize(cudaStream_t) { return cudaSuccess; }
+cudaError_t cudaStreamSynchronize(cudaStream_t s) { myriad::emulated::deliver_up_to(s, UINT64_MAX); return cudaSuccess; }
 cudaError_t cudaGetLastError(void) { return cudaSuccess; }
 const char* cudaGetErrorName(cudaError_t) { return "emu"; }
 const char* cudaGetErrorString(cudaError_t) { return "emu"; }
@@ -42,17 +137,33 @@ cudaError_t cudaGetDevice(int* d) { *d = 0; return cudaSuccess; }
 cudaError_t cudaSetDevice(int) { return cudaSuccess; }
 cudaError_t cudaGetDeviceCount(int* c) { *c = 8; return cudaSuccess; }
 cudaError_t cudaStreamDestroy(cudaStream_t s) { delete reinterpret_cast<int*>(s); return cudaSuccess; }
-cudaError_t cudaDeviceSynchronize(void) { return cudaSuccess; }
+cudaError_t cudaDeviceSynchronize(void) { myriad::emulated::deliver_all(); return cudaSuccess; }
 cudaError_t cudaMemcpy(void* d, const void* s, size_t n, cudaMemcpyKind) { std::memcpy(d, s, n); return cudaSuccess; }
-// Streams and events: every emulated call completes before it returns, so events have always fired.
+// Streams and events: launches run at once; an event marks its stream's deferred deliveries up to
+// its recording, which a query, synchronisation or stream wait on it delivers (emulated_streams.h).
 cudaError_t cudaStreamCreateWithFlags(cudaStream_t* s, unsigned) { *s = reinterpret_cast<cudaStream_t>(new int); return cudaSuccess; }
-cudaError_t cudaEventCreate(cudaEvent_t* e) { *e = reinterpret_cast<cudaEvent_t>(new int); return cudaSuccess; }
+cudaError_t cudaEventCreate(cudaEvent_t* e) { *e = reinterpret_cast<cudaEvent_t>(new EmulatedEvent); return cudaSuccess; }
 cudaError_t cudaEventCreateWithFlags(cudaEvent_t* e, unsigned) { return cudaEventCreate(e); }
-cudaError_t cudaEventDestroy(cudaEvent_t e) { delete reinterpret_cast<int*>(e); return cudaSuccess; }
-cudaError_t cudaEventRecord(cudaEvent_t, cudaStream_t) { return cudaSuccess; }
-cudaError_t cudaEventQuery(cudaEvent_t) { return cudaSuccess; }
+cudaError_t cudaEventDestroy(cudaEvent_t e) { delete reinterpret_cast<EmulatedEvent*>(e); return cudaSuccess; }
+cudaError_t cudaEventRecord(cudaEvent_t e, cudaStream_t s) {
+  auto* event = reinterpret_cast<EmulatedEvent*>(e);
+  std::lock_guard<std::mutex> lock(myriad::emulated::streams().mutex);
+  event->stream = s;
+  event->position = myriad::emulated::streams().queues[s].issued;
+  event->polled_at = UINT64_MAX;
+  return cudaSuccess;
+}
+static cudaError_t deliver_event(cudaEvent_t e) {
+  const auto* event = reinterpret_cast<const EmulatedEvent*>(e);
+  myriad::emulated::deliver_up_to(event->stream, event->position);
+  return cudaSuccess;
+}
+cudaError_t cudaEventQuery(cudaEvent_t e) {
+  return myriad::emulated::query_ready(*reinterpret_cast<EmulatedEvent*>(e)) ? cudaSuccess : cudaErrorNotReady;
+}
+cudaError_t cudaEventSynchronize(cudaEvent_t e) { return deliver_event(e); }
 cudaError_t cudaEventElapsedTime(float* ms, cudaEvent_t, cudaEvent_t) { *ms = 0.0f; return cudaSuccess; }
-cudaError_t cudaStreamWaitEvent(cudaStream_t, cudaEvent_t, unsigned) { return cudaSuccess; }
+cudaError_t cudaStreamWaitEvent(cudaStream_t, cudaEvent_t e, unsigned) { return deliver_event(e); }
 }
 
 namespace myriad::cuda {

@@ -8,13 +8,19 @@
 // unique id, which ncclGetUniqueId fills with the creating world rank (every world rank must be
 // creating a communicator at the same time, as the engine's groups do). Inside
 // ncclGroupStart/End, send/recv are MPI_Isend/Irecv completed at the outermost ncclGroupEnd;
-// collectives are blocking MPI calls (all ranks issue them in the same order). Streams are
-// ignored: every call completes before it returns. Reductions: f32, i32, i64.
+// collectives are blocking MPI calls (all ranks issue them in the same order). Results are
+// computed at the call into a private buffer and delivered into the output only when the program
+// synchronises with the stream past the call (emulated_streams.h), as a GPU would make them
+// visible — so reading an output before waiting for it fails the tests. Inputs are read at the
+// call. Reductions: f32, i32, i64.
 #include <mpi.h>
 #include <nccl.h>
 
 #include <cstring>
+#include <memory>
 #include <vector>
+
+#include "emulated_streams.h"
 
 struct ncclComm {
   MPI_Comm comm = MPI_COMM_NULL;
@@ -54,6 +60,33 @@ GroupState& group_state() {
 }
 
 ncclResult_t checked(int mpi_status) { return mpi_status == MPI_SUCCESS ? ncclSuccess : ncclSystemError; }
+
+using Bytes = std::shared_ptr<std::vector<char>>;
+
+Bytes private_buffer(std::size_t bytes, const void* initial = nullptr) {
+  auto buffer = std::make_shared<std::vector<char>>(bytes);
+  if (initial != nullptr && bytes > 0) std::memcpy(buffer->data(), initial, bytes);
+  return buffer;
+}
+
+// The result in `result` reaches `output` when the program synchronises with `stream`.
+void deliver_later(cudaStream_t stream, void* output, Bytes result) {
+  myriad::emulated::defer_on_stream(stream, [output, result] {
+    if (!result->empty()) std::memcpy(output, result->data(), result->size());
+  });
+}
+
+int comm_rank(ncclComm_t comm) {
+  int rank = 0;
+  MPI_Comm_rank(comm->comm, &rank);
+  return rank;
+}
+
+int comm_size(ncclComm_t comm) {
+  int size = 0;
+  MPI_Comm_size(comm->comm, &size);
+  return size;
+}
 
 }  // namespace
 
@@ -97,6 +130,7 @@ ncclResult_t ncclCommDestroy(ncclComm_t comm) {
 ncclResult_t ncclCommAbort(ncclComm_t comm) { return ncclCommDestroy(comm); }
 
 ncclResult_t ncclCommGetAsyncError(ncclComm_t, ncclResult_t* error) {
+  myriad::emulated::note_wait_poll();  // NcclWork::wait polls this between event queries
   *error = ncclSuccess;
   return ncclSuccess;
 }
@@ -115,43 +149,54 @@ ncclResult_t ncclGroupEnd() {
 }
 
 ncclResult_t ncclAllReduce(const void* send, void* recv, size_t count, ncclDataType_t type, ncclRedOp_t op,
-                           ncclComm_t comm, cudaStream_t) {
+                           ncclComm_t comm, cudaStream_t stream) {
   if (mpi_type(type) == MPI_DATATYPE_NULL) return ncclInvalidArgument;
-  return checked(MPI_Allreduce(send == recv ? MPI_IN_PLACE : send, recv, static_cast<int>(count), mpi_type(type),
-                               mpi_op(op), comm->comm));
+  Bytes result = private_buffer(count * type_bytes(type), send);
+  const int status = MPI_Allreduce(MPI_IN_PLACE, result->data(), static_cast<int>(count), mpi_type(type), mpi_op(op),
+                                   comm->comm);
+  deliver_later(stream, recv, result);
+  return checked(status);
 }
 
 ncclResult_t ncclReduceScatter(const void* send, void* recv, size_t count, ncclDataType_t type, ncclRedOp_t op,
-                               ncclComm_t comm, cudaStream_t) {
+                               ncclComm_t comm, cudaStream_t stream) {
   if (mpi_type(type) == MPI_DATATYPE_NULL) return ncclInvalidArgument;
-  return checked(MPI_Reduce_scatter_block(send, recv, static_cast<int>(count), mpi_type(type), mpi_op(op), comm->comm));
+  Bytes result = private_buffer(count * type_bytes(type));
+  const int status = MPI_Reduce_scatter_block(send, result->data(), static_cast<int>(count), mpi_type(type),
+                                              mpi_op(op), comm->comm);
+  deliver_later(stream, recv, result);
+  return checked(status);
 }
 
 ncclResult_t ncclAllGather(const void* send, void* recv, size_t count, ncclDataType_t type, ncclComm_t comm,
-                           cudaStream_t) {
-  int rank = 0;
-  MPI_Comm_rank(comm->comm, &rank);
-  // In place (NCCL's rule): send is this rank's chunk of recv.
-  const bool in_place = send == static_cast<const char*>(recv) + static_cast<std::size_t>(rank) * count * type_bytes(type);
-  return checked(MPI_Allgather(in_place ? MPI_IN_PLACE : send, static_cast<int>(count), mpi_type(type), recv,
-                               static_cast<int>(count), mpi_type(type), comm->comm));
+                           cudaStream_t stream) {
+  // In place (NCCL's rule) send is this rank's chunk of recv: read now, like any input.
+  Bytes chunk = private_buffer(count * type_bytes(type), send);
+  Bytes result = private_buffer(count * type_bytes(type) * static_cast<std::size_t>(comm_size(comm)));
+  const int status = MPI_Allgather(chunk->data(), static_cast<int>(count), mpi_type(type), result->data(),
+                                   static_cast<int>(count), mpi_type(type), comm->comm);
+  deliver_later(stream, recv, result);
+  return checked(status);
 }
 
 ncclResult_t ncclBroadcast(const void* send, void* recv, size_t count, ncclDataType_t type, int root, ncclComm_t comm,
-                           cudaStream_t) {
-  int rank = 0;
-  MPI_Comm_rank(comm->comm, &rank);
-  if (rank == root && send != recv && count > 0) std::memmove(recv, send, count * type_bytes(type));
-  return checked(MPI_Bcast(recv, static_cast<int>(count), mpi_type(type), root, comm->comm));
+                           cudaStream_t stream) {
+  const bool is_root = comm_rank(comm) == root;
+  Bytes result = private_buffer(count * type_bytes(type), is_root ? send : nullptr);
+  const int status = MPI_Bcast(result->data(), static_cast<int>(count), mpi_type(type), root, comm->comm);
+  deliver_later(stream, recv, result);
+  return checked(status);
 }
 
 ncclResult_t ncclReduce(const void* send, void* recv, size_t count, ncclDataType_t type, ncclRedOp_t op, int root,
-                        ncclComm_t comm, cudaStream_t) {
+                        ncclComm_t comm, cudaStream_t stream) {
   if (mpi_type(type) == MPI_DATATYPE_NULL) return ncclInvalidArgument;
-  int rank = 0;
-  MPI_Comm_rank(comm->comm, &rank);
-  const void* source = rank == root && send == recv ? MPI_IN_PLACE : send;
-  return checked(MPI_Reduce(source, recv, static_cast<int>(count), mpi_type(type), mpi_op(op), root, comm->comm));
+  const bool is_root = comm_rank(comm) == root;
+  Bytes result = private_buffer(count * type_bytes(type), send);
+  const int status = MPI_Reduce(is_root ? MPI_IN_PLACE : result->data(), is_root ? result->data() : nullptr,
+                                static_cast<int>(count), mpi_type(type), mpi_op(op), root, comm->comm);
+  if (is_root) deliver_later(stream, recv, result);
+  return checked(status);
 }
 
 namespace {
@@ -176,10 +221,15 @@ ncclResult_t ncclSend(const void* send, size_t count, ncclDataType_t type, int p
                         request);
 }
 
-ncclResult_t ncclRecv(void* recv, size_t count, ncclDataType_t type, int peer, ncclComm_t comm, cudaStream_t) {
+ncclResult_t ncclRecv(void* recv, size_t count, ncclDataType_t type, int peer, ncclComm_t comm, cudaStream_t stream) {
+  // Received into a private buffer (complete by the time the stream is synchronised with: the
+  // group ends inside the launch), delivered like a collective's result.
+  Bytes result = private_buffer(count * type_bytes(type));
   MPI_Request request;
-  return point_to_point(MPI_Irecv(recv, static_cast<int>(count), mpi_type(type), peer, 0, comm->comm, &request),
-                        request);
+  const ncclResult_t status = point_to_point(
+      MPI_Irecv(result->data(), static_cast<int>(count), mpi_type(type), peer, 0, comm->comm, &request), request);
+  deliver_later(stream, recv, result);
+  return status;
 }
 
 }  // extern "C"

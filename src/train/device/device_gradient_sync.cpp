@@ -75,7 +75,7 @@ void DeviceGradientSync::clear_buckets() {
 void DeviceGradientSync::finish() {
   if (zero_stage_ == 0 && !dp_) return;
   if (zero_stage_ == 0 && !overlap_) {  // a pipeline: everything at once
-    pending_.push_back({dp_->all_reduce_async(model_.gradients()), Tensor()});
+    pending_.push_back({dp_->all_reduce_async(model_.gradients()), 0, Tensor()});
   } else {
     launch_remaining();
   }
@@ -88,7 +88,7 @@ void DeviceGradientSync::gather_values() {
   Tensor all = model_.values();
   for (const dist::ZeroBucket& b : layout_.buckets()) {
     pending_.push_back(
-        {dp_->all_gather_async(all.slice(0, b.owned.begin, b.owned.end), all.slice(0, b.begin, b.end)), Tensor()});
+        {dp_->all_gather_async(all.slice(0, b.owned.begin, b.owned.end), all.slice(0, b.begin, b.end)), 0, Tensor()});
   }
   retire_completed(0);
 }
@@ -139,7 +139,7 @@ void DeviceGradientSync::launch_bucket(std::size_t b) {
   launched_[b] = true;
   if (zero_stage_ == 0) {
     if (dp_) {
-      pending_.push_back({dp_->all_reduce_async(model_.gradients().slice(0, bucket.begin, bucket.end)), Tensor()});
+      pending_.push_back({dp_->all_reduce_async(model_.gradients().slice(0, bucket.begin, bucket.end)), b, Tensor()});
     }
     return;
   }
@@ -153,11 +153,12 @@ void DeviceGradientSync::launch_bucket(std::size_t b) {
     unit_grads_[u] = Tensor();
     Tensor own = whole.slice(0, bucket.owned.begin - bucket.begin, bucket.owned.end - bucket.begin);
     if (accumulate_) {
+      retire_bucket(b);  // the previous micro-batch's sum must have landed in `mine`
       cuda::add_f32(own.data<float>(), mine.data<float>(), own.data<float>(), own.numel(), context_.stream());
     }
   }
   if (dp_) {
-    pending_.push_back({dp_->reduce_scatter_async(whole, mine), zero_stage_ >= 2 ? whole : Tensor()});
+    pending_.push_back({dp_->reduce_scatter_async(whole, mine), b, zero_stage_ >= 2 ? whole : Tensor()});
   } else {
     MYRIAD_CUDA_CHECK(cudaMemcpyAsync(mine.raw_data(), whole.raw_data(), mine.nbytes(), cudaMemcpyDeviceToDevice,
                                       context_.stream()));
@@ -165,6 +166,15 @@ void DeviceGradientSync::launch_bucket(std::size_t b) {
     if (zero_stage_ >= 2) unit_bytes_ -= whole.nbytes();
   }
   if (zero_stage_ >= 2) retire_completed(kMaxInFlight);
+}
+
+// Waits (oldest first) until no reduction of `bucket` is in flight.
+void DeviceGradientSync::retire_bucket(std::size_t bucket) {
+  std::size_t last = pending_.size();
+  for (std::size_t i = 0; i < pending_.size(); ++i) {
+    if (pending_[i].bucket == bucket) last = i;
+  }
+  if (last < pending_.size()) retire_completed(pending_.size() - last - 1);
 }
 
 // Waits for the oldest reductions until at most `keep_in_flight` remain (and for any that have

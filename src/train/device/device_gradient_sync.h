@@ -12,8 +12,9 @@
 //           micro-batch it is reduce-scattered into the shard as soon as it is final and dropped
 //           once the reduction is done (at most kMaxInFlight reductions in flight). The
 //           micro-batches accumulate in the shard: from the second one on, the shard is added
-//           into this rank's chunk of the unit's gradients before the reduce-scatter, so the sum
-//           lands in the shard with no extra buffer.
+//           into this rank's chunk of the unit's gradients before the reduce-scatter (after the
+//           previous micro-batch's reduction into that piece has completed), so the sum lands
+//           in the shard with no extra buffer.
 // Invariant: between finish() and the next backward no reduction is in flight and (ZeRO >= 2) no
 // unit buffer is held.
 #pragma once
@@ -64,6 +65,7 @@ class DeviceGradientSync final : public cuda::UnitGradientStore {
   static constexpr std::size_t kMaxInFlight = 2;  // ZeRO >= 2: reductions (and their unit buffers) in flight
   struct Pending {
     dist::WorkHandle work;
+    std::size_t bucket = 0;
     Tensor unit_grads;  // ZeRO >= 2: the reduced unit's buffer, dropped when the reduction is done
   };
 
@@ -72,6 +74,7 @@ class DeviceGradientSync final : public cuda::UnitGradientStore {
   void launch_remaining();
   void clear_buckets();
   void retire_completed(std::size_t keep_in_flight);
+  void retire_bucket(std::size_t bucket);
   Tensor shard_piece(const dist::ZeroBucket& bucket);
 
   cuda::DeviceContext& context_;

@@ -1,0 +1,29 @@
+// Deferred results on emulated CUDA streams (cuda_on_host.cpp), so the emulated device tests see
+// a missing wait for asynchronous work the way a GPU would.
+//
+// The emulation runs every launch at once on the host, which would hide a caller reading an
+// asynchronous result (an NCCL collective's output) before waiting for it. nccl_on_mpi.cpp
+// therefore computes a collective's result into a private buffer at launch and registers its
+// delivery into the real output here; the delivery happens only when the program synchronises
+// with the stream past that point: cudaEventSynchronize of an event recorded after it, or
+// cudaEventQuery of it — which answers cudaErrorNotReady while work is outstanding, as a GPU still
+// busy would, unless a wait loop has polled since its last such answer (note_wait_poll: the
+// emulated ncclCommGetAsyncError, which NcclWork::wait calls between queries), so a one-off
+// completion check does not see the work done — cudaStreamWaitEvent on such an event (later work on the waiting stream runs at its
+// launch, so delivering at the wait is the GPU's order), cudaStreamSynchronize,
+// cudaDeviceSynchronize. Inputs are read at launch, which is after the work the launch waits
+// for (it ran on the host already).
+#pragma once
+
+#include <cuda_runtime_api.h>
+
+#include <functional>
+
+namespace myriad::emulated {
+
+// Runs `deliver` once the program synchronises with `stream` past this point (see above).
+void defer_on_stream(cudaStream_t stream, std::function<void()> deliver);
+// A wait loop's poll between two queries of the event it waits for (see above).
+void note_wait_poll();
+
+}  // namespace myriad::emulated
