@@ -353,15 +353,22 @@ std::array<double, 6> Engine::comm_wait_seconds() {
   std::array<double, 6> waits{};
   for (std::size_t a = 0; a < dist::kAxes.size(); ++a) {
     waits[a] = groups_->group(dist::kAxes[a]).stats().total().wait_seconds;
+    if (device_) waits[a] += device_->comm_stats(dist::kAxes[a]).total().wait_seconds;  // NCCL's
   }
   waits[5] = groups_->world().stats().total().wait_seconds;
   return waits;
 }
 
+std::int64_t Engine::dp_bytes_sent() {
+  std::int64_t sent = dp().stats().total().bytes_sent;
+  if (device_) sent += device_->comm_stats(dist::Axis::dp).total().bytes_sent;  // the NCCL dp group's
+  return sent;
+}
+
 StepMetrics Engine::step() {
   const auto start = std::chrono::steady_clock::now();
   const std::array<double, 6> comm_before = comm_wait_seconds();
-  const std::int64_t sent_before = dp().stats().total().bytes_sent;
+  const std::int64_t sent_before = dp_bytes_sent();
   const std::int64_t B = config_.training.micro_batch;
   const int micro_batches = config_.training.gradient_accumulation;
   const int ranks = dp().size(), rank = dp().rank();
@@ -432,7 +439,7 @@ StepMetrics Engine::step() {
   metrics.loss = loss_sum / static_cast<double>(valid);
   metrics.grad_norm = stats.grad_norm;
   metrics.skipped = stats.skipped;
-  metrics.comm_bytes = dp().stats().total().bytes_sent - sent_before;
+  metrics.comm_bytes = dp_bytes_sent() - sent_before;
   metrics.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   fill_step_metrics(metrics, data_wait, comm_before);
   return metrics;

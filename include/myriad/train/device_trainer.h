@@ -24,6 +24,7 @@
 #include "myriad/nn/gpt_model.h"
 #include "myriad/nn/transformer_config.h"
 #include "myriad/dist/pipeline_schedule.h"
+#include "myriad/dist/rank_grid.h"
 #include "myriad/optim/adamw_optimizer.h"
 #include "myriad/train/data_parallel.h"
 #include "myriad/train/pipeline_executor.h"
@@ -71,6 +72,10 @@ class DeviceTrainer {
     std::int64_t comm_buffers = 0;  // ZeRO 2: the most unit gradient buffers held at once so far
   };
   virtual Memory memory() const = 0;
+  // The statistics of this trainer's device (NCCL) communicator for `axis` (dp, tp or pp; empty
+  // for an axis it has none on): the Engine adds them to the host groups' in its step metrics,
+  // since on the device the gradient reductions, tp collectives and pipeline exchanges run there.
+  virtual dist::CommStats comm_stats(dist::Axis axis) const = 0;
 };
 
 struct DeviceTrainerOptions {

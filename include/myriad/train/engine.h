@@ -119,6 +119,7 @@ class Engine {
   // The parameter values in the serial layout, complete on every rank (generation). Collective.
   void snapshot_serial(FullState& out);
   std::array<double, 6> comm_wait_seconds();  // cumulative wait per axis (kCommAxes order), then world
+  std::int64_t dp_bytes_sent();  // cumulative bytes the dp group sent (host, plus NCCL on the device)
   void fill_step_metrics(StepMetrics& m, double data_wait, const std::array<double, 6>& comm_before);
 
   RunConfig config_;

@@ -146,6 +146,14 @@ class CudaDeviceTrainer final : public DeviceTrainer {
     return m;
   }
 
+  dist::CommStats comm_stats(dist::Axis axis) const override {
+    const dist::Communicator* group = axis == dist::Axis::dp   ? sync_.dp()
+                                      : axis == dist::Axis::tp ? tp_device_.get()
+                                      : axis == dist::Axis::pp ? pp_device_.get()
+                                                               : nullptr;
+    return group ? group->stats() : dist::CommStats{};
+  }
+
   void upload(nn::ParameterStore& store, optim::AdamWOptimizer& optimizer) override {
     if (sharded_values_) {
       exchange_value_shard(optimizer, cudaMemcpyHostToDevice);
