@@ -156,7 +156,7 @@ Tensor optimizer_values(Engine& engine) {
 
 class DeviceDataParallelCheckpoint : public ::testing::TestWithParam<int> {};  // the ZeRO stage
 
-TEST_P(DeviceDataParallelCheckpoint, ResumesInTheCpuEngineBitForBit) {
+TEST_P(DeviceDataParallelCheckpoint, ResumesInTheCpuEngineBitForBitAndOnTheDevice) {
   World world;
   dist::Communicator& comm = *world.comm;
   if (!every_rank_has_a_gpu(comm)) GTEST_SKIP() << "needs one GPU per rank";
@@ -176,9 +176,16 @@ TEST_P(DeviceDataParallelCheckpoint, ResumesInTheCpuEngineBitForBit) {
   EXPECT_TRUE(same_bytes(resumed.optimizer().m(), engines.gpu.optimizer().m()));
   EXPECT_TRUE(same_bytes(resumed.optimizer().v(), engines.gpu.optimizer().v()));
   EXPECT_EQ(resumed.optimizer().steps_taken(), 3);
+  // A fresh device engine resumed from the same checkpoint (the host state uploaded into the
+  // device's shards) takes the same steps as the device run that wrote it.
+  dist::ProcessGroups gpu_groups(dist::GridShape{.dp = comm.size()}, world.runtime.world());
+  Engine gpu_resumed(engines.gpu_config, make_rank_logger(comm.rank(), "warn"), &gpu_groups);
+  gpu_resumed.load(path);
   for (int step = 0; step < 2; ++step) {
-    const StepMetrics want = resumed.step(), got = engines.gpu.step();
+    const StepMetrics want = resumed.step(), got = engines.gpu.step(), again = gpu_resumed.step();
     EXPECT_NEAR(got.loss, want.loss, 1e-4 * want.loss) << "resumed step " << step;
+    EXPECT_EQ(again.loss, got.loss) << "device resumed step " << step;
+    EXPECT_EQ(again.grad_norm, got.grad_norm) << "device resumed step " << step;
   }
 }
 
