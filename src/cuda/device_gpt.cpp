@@ -184,12 +184,12 @@ DeviceGpt::State::State(DeviceContext& ctx, const nn::TransformerConfig& cfg, st
   const std::int64_t total = layout_model.parameters().numel();
   MYRIAD_CHECK(opts.flat_values || !opts.optimizer,
                "DeviceGpt: its own optimizer needs the flat values (DeviceGptOptions::flat_values)");
+  MYRIAD_CHECK(opts.flat_gradients || !opts.optimizer,
+               "DeviceGpt: its own optimizer needs the flat gradients (DeviceGptOptions::flat_gradients)");
   if (opts.flat_values) values = floats(total, dev);
   if (opts.flat_gradients) grads = floats(total, dev);
   DeviceGuard guard(dev);
   for (DeviceBuffer* b : {&values, &grads}) MYRIAD_CUDA_CHECK(cudaMemsetAsync(b->data(), 0, b->bytes(), ctx.stream()));
-  MYRIAD_CHECK(opts.flat_gradients || !opts.optimizer,
-               "DeviceGpt: its own optimizer needs the flat gradients (DeviceGptOptions::flat_gradients)");
   if (opts.optimizer) {
     std::vector<DeviceAdamWSegment> segments;  // whole parameters in store order: AdamWOptimizer's layout
     for (const nn::Parameter& p : layout_model.parameters().all()) {
@@ -391,7 +391,8 @@ const Half16* DeviceGpt::State::value_h(const std::string& name) const {
 }
 
 void DeviceGpt::State::refresh_half_weights() {
-  if (half_operands() && options.flat_values) to_half(values.as<float>(), values_h.as<Half16>(), layout_model.parameters().numel());
+  if (!half_operands() || !options.flat_values) return;  // without flat values the unit store rounds
+  to_half(values.as<float>(), values_h.as<Half16>(), layout_model.parameters().numel());
 }
 
 void DeviceGpt::State::to_half(const float* x, Half16* out, std::int64_t n) const {

@@ -132,7 +132,7 @@ Tensor DeviceGradientSync::shard_piece(const dist::ZeroBucket& bucket) {
 }
 
 // ZeRO 0: all-reduces bucket b. ZeRO 1: reduce-scatters it into its place in the shard (one dp
-// rank: copies). ZeRO 2: the same from the unit's buffer, the shard first added into this rank's
+// rank: copies). ZeRO 2/3: the same from the unit's buffer, the shard first added into this rank's
 // chunk when it already holds earlier micro-batches.
 void DeviceGradientSync::launch_bucket(std::size_t b) {
   const dist::ZeroBucket& bucket = layout_.buckets()[b];

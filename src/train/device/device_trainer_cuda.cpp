@@ -7,9 +7,9 @@
 // The optimizer mirrors the host DataParallel exactly — the same segments in the same order — so
 // the packed moments move between host and device as they are, and checkpoints written from the
 // host side are the ones a CPU run writes (ZeRO 3: the host DataParallel's value shard, exchanged
-// segment by segment through the host optimizer's value views). The squared gradient norm is summed over dp (ZeRO >= 1:
-// distinct shards), tp (each replicated parameter counted on one tp rank) and pp, as
-// DataParallel does on the host; a skipped step leaves everything as it was.
+// segment by segment through the host optimizer's value views). The squared gradient norm is
+// summed over dp (ZeRO >= 1: distinct shards), tp (each replicated parameter counted on one tp
+// rank) and pp, as DataParallel does on the host; a skipped step leaves everything as it was.
 #include <cuda_runtime_api.h>
 
 #include <algorithm>
