@@ -272,19 +272,21 @@ class RecordingValueStore final : public cuda::UnitValueStore {
 
 // Without flat values or gradients (ZeRO 3's layout) the passes read each unit (and its 16-bit
 // copy) from a value store between its acquire and release: losses and gradients bit-identical to
-// the flat model's, f32 and bf16, for a training pass and an evaluation, every acquisition
-// released.
+// the flat model's, f32 and bf16, and with full recompute (the backward's forward reads the
+// block's values too), for a training pass and an evaluation, every acquisition released.
 TEST_P(DeviceGptModels, UnitValueStoreGivesTheFlatModelsLossAndGradients) {
   MYRIAD_REQUIRE_GPU();
   const std::uint64_t seed = testing::fresh_seed();
   MYRIAD_SEED_TRACE(seed);
   const Batch batch = random_batch(2, 48, config().vocab_size, seed, 1);
-  for (DType operands : {DType::f32, DType::bf16}) {
-    SCOPED_TRACE(dtype_name(operands));
-    Twins flat(seed, 2, 48, {.operands = operands}, config());
+  for (auto [operands, recompute] : {std::pair{DType::f32, nn::Recompute::none}, {DType::bf16, nn::Recompute::none},
+                                     {DType::f32, nn::Recompute::full}}) {
+    SCOPED_TRACE(std::string(dtype_name(operands)) + " recompute " + nn::recompute_name(recompute));
+    Twins flat(seed, 2, 48, {.operands = operands, .recompute = recompute}, config());
     cuda::DeviceContext context(0);
     cuda::DeviceGpt sharded(context, config(), 2, 48,
-                            {.operands = operands, .optimizer = false, .flat_gradients = false, .flat_values = false});
+                            {.operands = operands, .optimizer = false, .recompute = recompute, .flat_gradients = false,
+                             .flat_values = false});
     EXPECT_EQ(sharded.parameter_bytes(), 0u);
     RecordingUnitStore gradients(context, sharded);
     RecordingValueStore values(context, sharded, flat.cpu.parameters().flat_values().clone(), operands);
