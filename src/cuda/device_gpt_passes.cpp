@@ -15,6 +15,7 @@
 // operands) each GEMM reads 16-bit copies of its operands (linear_forward / linear_backward make
 // them) and writes f32, and attention runs on 16-bit q, k, v through the tensor-core forward and
 // backward kernels.
+#include <algorithm>
 #include <cmath>
 #include <limits>
 #include <vector>
@@ -188,10 +189,20 @@ void attention_backward_half(const DeviceGpt::State& s, const BlockActivations& 
 }  // namespace
 
 // Without flat values each unit is acquired from the value store around the kernels that read
-// it; a tied head keeps the embeddings' unit from the lookup on.
+// it; a tied head keeps the embeddings' unit from the lookup on. When the backward follows, the
+// units it starts with — the head's and the last block's — stay acquired (held_units) instead of
+// being gathered again.
 void DeviceGpt::State::forward_chunk(int chunk, bool backward_follows) {
   const auto [first, last] = chunk_blocks[static_cast<std::size_t>(chunk)];
   const bool tied_here = chunk_is_last(chunk) && tied_head();
+  const bool hold = backward_follows && value_store != nullptr;
+  auto done_with = [&](int unit) {
+    if (hold) {
+      held_units.push_back(unit);
+    } else {
+      release_values(unit);
+    }
+  };
   if (chunk_is_first(chunk)) {
     acquire_values(embedding_unit, true);
     embed();
@@ -201,18 +212,27 @@ void DeviceGpt::State::forward_chunk(int chunk, bool backward_follows) {
     const int unit = block_units[static_cast<std::size_t>(i)];
     acquire_values(unit, true);
     forward_block(i, i + chunk);
-    release_values(unit);
+    if (i == last - 1 && chunk_is_last(chunk)) {
+      done_with(unit);
+    } else {
+      release_values(unit);
+    }
   }
   if (chunk_is_last(chunk)) {
     acquire_values(head_unit, true);
     if (tied_here && !chunk_is_first(chunk)) acquire_values(embedding_unit, true);
     head_forward(residual[static_cast<std::size_t>(last + chunk)].as<float>());
-    head_values_held = backward_follows && value_store;
-    if (!head_values_held) {
-      release_values(head_unit);
-      if (tied_here) release_values(embedding_unit);
-    }
+    done_with(head_unit);
+    if (tied_here) done_with(embedding_unit);
   }
+}
+
+void DeviceGpt::State::release_after_backward(int unit) {
+  release_values(unit);
+  const auto held = std::find(held_units.begin(), held_units.end(), unit);
+  if (held == held_units.end()) return;
+  held_units.erase(held);
+  release_values(unit);
 }
 
 // Token rows of the embedding table (real vocabulary), plus the first T rows of the position
@@ -449,14 +469,11 @@ void DeviceGpt::State::backward_chunk(int chunk, float loss_scale) {
   float* g = chunk_grads[static_cast<std::size_t>(chunk)].as<float>();  // dL/d the residual stream, R rows
   if (chunk_is_last(chunk)) {
     const int tied_unit = tied_head() ? embedding_unit : -1;
-    if (!head_values_held) {
-      acquire_values(head_unit, false);
-      acquire_values(tied_unit, false);
-    }
-    head_values_held = false;
+    acquire_values(head_unit, false);  // nested when the forward held it; starts the next prefetch
+    acquire_values(tied_unit, false);
     head_backward(loss_scale, residual[static_cast<std::size_t>(last + chunk)].as<float>(), g);
-    release_values(head_unit);
-    release_values(tied_unit);
+    release_after_backward(head_unit);
+    release_after_backward(tied_unit);
     gradients_ready(head_unit);
     if (!first_stage) gradients_ready(embedding_unit);  // a tied copy on the last pipeline stage
   }
@@ -466,7 +483,7 @@ void DeviceGpt::State::backward_chunk(int chunk, float loss_scale) {
     if (options.recompute == nn::Recompute::full) forward_block(i, i + chunk, true);  // into the shared activations
     if (options.recompute == nn::Recompute::selective) rebuild_cheap_activations(i, i + chunk);
     block_backward(i, i + chunk, g);
-    release_values(unit);
+    release_after_backward(unit);
     gradients_ready(unit);
   }
   if (chunk_is_first(chunk)) {  // the lookup's backward reads no values

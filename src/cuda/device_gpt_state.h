@@ -111,7 +111,9 @@ struct DeviceGpt::State {
   std::function<void(int)> unit_gradients_ready;
   UnitGradientStore* gradient_store = nullptr;  // flat_gradients false: where the units' gradients live
   UnitValueStore* value_store = nullptr;        // flat_values false: where the units' values live
-  bool head_values_held = false;  // flat_values false: the forward kept the head's units for the backward
+  // flat_values false: units the forward kept acquired for the backward that follows it (the
+  // head's, and the last block's), each released once the backward is done with it.
+  std::vector<int> held_units;
   float* shared_f32 = nullptr;    // the shared activations' carving bases (recompute)
   Half16* shared_h16 = nullptr;
   std::size_t shared_bytes = 0;   // activations and scratch shared by the slots
@@ -136,6 +138,8 @@ struct DeviceGpt::State {
   void release_values(int unit) const {
     if (value_store && unit >= 0) value_store->release(unit);
   }
+  // Releases `unit` and, when the forward held it for this backward, that acquisition too.
+  void release_after_backward(int unit);
   bool tied_head() const { return head_weight == "wte"; }
   void gradients_ready(int unit) const {  // reports a unit final (unit_gradients_ready)
     if (unit >= 0 && unit_gradients_ready) unit_gradients_ready(unit);
