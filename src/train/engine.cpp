@@ -329,16 +329,7 @@ std::int64_t Engine::tokens_per_step() const {
 
 MemoryReport Engine::memory_report() const {
   MemoryReport r;
-  if (device_) {  // the GPU holds the training state: its buffers, not the host model's estimate
-    const DeviceTrainer::Memory m = device_->memory();
-    r.parameter_bytes = m.parameters;
-    r.gradient_bytes = m.gradients;
-    r.optimizer_bytes = m.optimizer;
-    r.activation_bytes = m.activations;
-    r.scratch_bytes = m.scratch;
-    r.comm_buffer_bytes = m.comm_buffers;
-    return r;
-  }
+  if (device_) return device_->memory();  // the GPU holds the training state: its buffers, not the host estimate
   ShardedMemory sharded = data_parallel_->memory();
   r.parameter_bytes = sharded.parameter_bytes;
   r.gradient_bytes = sharded.gradient_bytes;

@@ -27,6 +27,7 @@
 #include "myriad/dist/rank_grid.h"
 #include "myriad/optim/adamw_optimizer.h"
 #include "myriad/train/data_parallel.h"
+#include "myriad/train/memory_report.h"
 #include "myriad/train/pipeline_executor.h"
 
 namespace myriad::train {
@@ -62,16 +63,12 @@ class DeviceTrainer {
   virtual optim::OptimizerStepStats step(float lr, const optim::AdamWConfig& config, float unscale) = 0;
 
   // Device memory this rank's training holds, by role (bytes of its buffers; pipeline slots as
-  // allocated so far).
-  struct Memory {
-    std::int64_t parameters = 0;  // f32 masters (+ the 16-bit copy)
-    std::int64_t gradients = 0;   // full flat gradients (ZeRO 0, 1) + the ZeRO-1/2 shard
-    std::int64_t optimizer = 0;   // AdamW moments (the shard under ZeRO >= 1)
-    std::int64_t activations = 0; // saved from forward to backward, every slot
-    std::int64_t scratch = 0;     // shared activations and backward scratch, cuBLASLt workspace
-    std::int64_t comm_buffers = 0;  // ZeRO 2: the most unit gradient buffers held at once so far
-  };
-  virtual Memory memory() const = 0;
+  // allocated so far): parameters = f32 masters (+ the 16-bit copy; ZeRO 3: the value shard),
+  // gradients = the flat gradients (ZeRO 0, 1) + the shard (ZeRO >= 1), optimizer = AdamW moments
+  // (the shard under ZeRO >= 1), activations = saved from forward to backward in every slot,
+  // scratch = shared activations, backward scratch and the cuBLASLt workspace, comm buffers = the
+  // most unit gradient buffers and gathered units (ZeRO >= 2) held at once so far.
+  virtual MemoryReport memory() const = 0;
   // The statistics of this trainer's device (NCCL) communicator for `axis` (dp, tp or pp; empty
   // for an axis it has none on): the Engine adds them to the host groups' in its step metrics,
   // since on the device the gradient reductions, tp collectives and pipeline exchanges run there.

@@ -36,6 +36,7 @@
 #include "myriad/train/data_parallel.h"
 #include "myriad/train/device_trainer.h"
 #include "myriad/train/loss_scaler.h"
+#include "myriad/train/memory_report.h"
 #include "myriad/train/metrics_writer.h"
 #include "myriad/train/peak_flops.h"
 #include "myriad/train/pipeline_executor.h"
@@ -45,13 +46,6 @@
 #include "myriad/train/prepared_data.h"
 
 namespace myriad::train {
-
-struct MemoryReport {
-  std::int64_t parameter_bytes = 0, gradient_bytes = 0, optimizer_bytes = 0;
-  std::int64_t activation_bytes = 0;  // saved between forward and backward (one micro-batch)
-  std::int64_t scratch_bytes = 0;     // shared buffers
-  std::int64_t comm_buffer_bytes = 0;  // peak transient ZeRO buffers (gathered units, unit gradients)
-};
 
 nn::TransformerConfig transformer_config(const ModelConfig& model, std::int64_t vocab_size);
 // The model section of the resolved YAML: what a checkpoint must match to be loaded.

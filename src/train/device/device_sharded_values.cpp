@@ -16,7 +16,6 @@ namespace myriad::train {
 DeviceShardedValues::DeviceShardedValues(cuda::DeviceContext& context, cuda::DeviceGpt& model,
                                          const dist::ZeroLayout& layout, dist::Communicator* dp, DType operands)
     : context_(context),
-      model_(model),
       layout_(layout),
       dp_(dp),
       operands_(operands),
@@ -31,7 +30,7 @@ DeviceShardedValues::DeviceShardedValues(cuda::DeviceContext& context, cuda::Dev
     MYRIAD_CHECK(b.first_unit == b.last_unit && b.begin == model.units()[u].begin && b.end == model.units()[u].end,
                  "DeviceShardedValues: unit '" << model.units()[u].name << "' is not a bucket of its own");
   }
-  model_.set_unit_value_store(this);
+  model.set_unit_value_store(this);
 }
 
 void DeviceShardedValues::acquire(int unit, bool forward) {

@@ -54,7 +54,6 @@ class DeviceShardedValues final : public cuda::UnitValueStore {
   void drop(int unit);
 
   cuda::DeviceContext& context_;
-  cuda::DeviceGpt& model_;
   dist::ZeroLayout layout_;
   dist::Communicator* dp_;
   DType operands_;  // f32, or the 16-bit format of the units' copies

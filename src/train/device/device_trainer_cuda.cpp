@@ -119,30 +119,31 @@ class CudaDeviceTrainer final : public DeviceTrainer {
   std::string describe() const override {
     cudaDeviceProp prop{};
     const bool named = cudaGetDeviceProperties(&prop, context_.device()) == cudaSuccess;
-    const Memory m = memory();
+    const MemoryReport m = memory();
     const auto gib = [](std::int64_t b) { return static_cast<double>(b) / static_cast<double>(1 << 30); };
     const int zero = sync_.zero_stage();
     std::ostringstream out;
     out << "cuda:" << context_.device() << " (" << (named ? prop.name : "unknown GPU") << "), "
-        << dtype_name(operands_) << " GEMM operands, " << gib(m.activations + m.scratch)
-        << " GiB activations and scratch (recompute " << nn::recompute_name(recompute_) << ") + " << gib(m.parameters)
-        << " GiB parameters" << (zero == 3 ? " (ZeRO-3 shard, plus the units gathered)" : "") << " + "
-        << gib(m.gradients) << " GiB gradients" << (zero >= 2 ? " (shard, plus the units being reduced)" : "")
-        << " + " << gib(m.optimizer) << " GiB AdamW moments" << (zero >= 1 ? " (shard)" : "");
+        << dtype_name(operands_) << " GEMM operands, " << gib(m.activation_bytes + m.scratch_bytes)
+        << " GiB activations and scratch (recompute " << nn::recompute_name(recompute_) << ") + "
+        << gib(m.parameter_bytes) << " GiB parameters" << (zero == 3 ? " (ZeRO-3 shard, plus the units gathered)" : "")
+        << " + " << gib(m.gradient_bytes) << " GiB gradients"
+        << (zero >= 2 ? " (shard, plus the units being reduced)" : "") << " + " << gib(m.optimizer_bytes)
+        << " GiB AdamW moments" << (zero >= 1 ? " (shard)" : "");
     return out.str();
   }
 
-  Memory memory() const override {
-    Memory m;
-    m.parameters = static_cast<std::int64_t>(model_.parameter_bytes() +
-                                             (sharded_values_ ? sharded_values_->shard_bytes() : 0));
-    m.gradients = static_cast<std::int64_t>(model_.gradient_bytes() + sync_.shard_bytes());
-    m.comm_buffers = static_cast<std::int64_t>(sync_.unit_buffer_peak_bytes() +
-                                               (sharded_values_ ? sharded_values_->peak_gathered_bytes() : 0));
-    m.optimizer = 8 * optimizer_->state_elements();
-    m.activations = static_cast<std::int64_t>(model_.saved_activation_bytes());
-    m.scratch = static_cast<std::int64_t>(model_.scratch_bytes() + context_.workspace_bytes() +
-                                          peer_embedding_grad_.bytes());
+  MemoryReport memory() const override {
+    const std::size_t value_shard = sharded_values_ ? sharded_values_->shard_bytes() : 0;
+    const std::size_t gathered = sharded_values_ ? sharded_values_->peak_gathered_bytes() : 0;
+    MemoryReport m;
+    m.parameter_bytes = static_cast<std::int64_t>(model_.parameter_bytes() + value_shard);
+    m.gradient_bytes = static_cast<std::int64_t>(model_.gradient_bytes() + sync_.shard_bytes());
+    m.comm_buffer_bytes = static_cast<std::int64_t>(sync_.unit_buffer_peak_bytes() + gathered);
+    m.optimizer_bytes = 8 * optimizer_->state_elements();
+    m.activation_bytes = static_cast<std::int64_t>(model_.saved_activation_bytes());
+    m.scratch_bytes = static_cast<std::int64_t>(model_.scratch_bytes() + context_.workspace_bytes() +
+                                                peer_embedding_grad_.bytes());
     return m;
   }
 
