@@ -90,7 +90,7 @@ RunConfig config_for(const fs::path& dir, const Layout& l, int rank) {
   c.model.n_layer = kLayers;
   c.model.n_head = kHeads;
   c.model.n_embd = kEmbd;
-  c.model.block_size = kSeq;
+  c.model.context_length = kSeq;
   c.training.seq_len = kSeq;
   c.training.micro_batch = kMicroBatch;
   c.training.gradient_accumulation = kGlobalBatch / (kMicroBatch * l.dp);

@@ -6,13 +6,17 @@
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
+#include <cstdlib>
 #include <ctime>
 #include <fstream>
 #include <iostream>
 #include <sstream>
 #include <thread>
 
+#include "myriad/train/peak_flops.h"
+
 extern "C" char* openblas_get_config(void);
+extern "C" char* openblas_get_corename(void);
 
 namespace myriad::bench {
 
@@ -88,39 +92,22 @@ void print_header(const std::string& title, int argc, char** argv) {
   std::strftime(date, sizeof date, "%Y-%m-%d %H:%M UTC", std::gmtime(&now));
   std::cout << "# " << title << "\n\n"
             << "- machine: " << describe_machine() << "\n"
+            << "- BLAS kernel: " << describe_blas_kernel() << "; widest fp32 vector ISA: " << describe_peak_vector_isa()
+            << "\n"
             << "- command: `" << command_line(argc, argv) << "`\n"
             << "- date: " << date << "\n\n";
 }
 
-typedef float vec8 __attribute__((vector_size(32)));
-
 double measure_fp32_peak_gflops(double seconds) {
-  const long inner = 1 << 20;
-  double total_flops = 0;
-  double elapsed = 0;
-#pragma omp parallel reduction(+ : total_flops)
-  {
-    vec8 acc[12];
-    for (int i = 0; i < 12; ++i) acc[i] = vec8{} + 0.5f + 0.01f * i;
-    const vec8 mul = vec8{} + 0.999999f, add = vec8{} + 1e-7f;
-    long rounds = 0;
-    auto start = std::chrono::steady_clock::now();
-    double t = 0;
-    do {
-      for (long it = 0; it < inner; ++it) {
-        for (int i = 0; i < 12; ++i) acc[i] = acc[i] * mul + add;  // one FMA per lane
-      }
-      ++rounds;
-      t = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-    } while (t < seconds);
-    vec8 sum = vec8{};
-    for (int i = 0; i < 12; ++i) sum += acc[i];
-    do_not_optimize(&sum);
-    total_flops += static_cast<double>(rounds) * inner * 12 * 8 * 2;
-#pragma omp critical
-    elapsed = std::max(elapsed, t);
-  }
-  return total_flops / elapsed / 1e9;
+  return train::measure_fma_peak_flops(train::widest_vector_isa(), seconds).flops_per_second / 1e9;
+}
+
+std::string describe_peak_vector_isa() { return train::describe_vector_isa(train::widest_vector_isa()); }
+
+std::string describe_blas_kernel() {
+  const char* coretype = std::getenv("OPENBLAS_CORETYPE");
+  return std::string(openblas_get_corename()) + " (OPENBLAS_CORETYPE " +
+         (coretype != nullptr ? std::string("=") + coretype : std::string("unset")) + ")";
 }
 
 void Table::print() const {

@@ -1,6 +1,7 @@
 // Shared benchmark harness: timing (warm-up + median of repeats), Markdown tables, process
 // memory (current / peak RSS with a resettable peak), the machine description printed at the
-// top of every benchmark, and a measured fp32 FMA peak used as a roofline.
+// top of every benchmark (with the OpenBLAS kernel and the widest fp32 vector ISA), and a
+// measured fp32 FMA peak at that width used as a roofline.
 //
 // Benchmarks check correctness before timing and print ratios against a baseline measured in
 // the same run; numbers go to docs/performance.md with the printed machine line and command.
@@ -44,7 +45,7 @@ PairedTiming time_paired(const std::function<void()>& first, const std::function
 std::string describe_machine();
 // The command line as typed, for the record.
 std::string command_line(int argc, char** argv);
-// Prints "# <title>", machine, command and date.
+// Prints "# <title>", machine, BLAS kernel, widest fp32 vector ISA, command and date.
 void print_header(const std::string& title, int argc, char** argv);
 
 // Process memory (current / peak RSS, resettable peak): myriad/core/process_memory.h.
@@ -52,9 +53,15 @@ using myriad::current_rss_bytes;
 using myriad::peak_rss_bytes;
 using myriad::reset_peak_rss;
 
-// fp32 peak of this machine, measured: every OpenMP thread runs independent FMA chains on
-// 8-wide vectors held in registers for `seconds`. GFLOP/s over all threads.
+// fp32 peak of this machine, measured: every OpenMP thread runs independent FMA chains held in
+// registers (best round of ~1 ms bursts over `seconds`), on vectors of the widest ISA the CPU offers at run time (AVX-512 16
+// lanes, else AVX2+FMA 8, else AVX / SSE; train::measure_fma_peak_flops). GFLOP/s over all threads.
 double measure_fp32_peak_gflops(double seconds = 0.5);
+// "AVX-512 (16 fp32 lanes)": the ISA measure_fp32_peak_gflops and the datasheet estimate use.
+std::string describe_peak_vector_isa();
+// The OpenBLAS kernel that runs ("SkylakeX", "Haswell", "Prescott", ...) and OPENBLAS_CORETYPE
+// as the environment sets it: "Haswell (OPENBLAS_CORETYPE unset)".
+std::string describe_blas_kernel();
 
 class Table {
  public:
