@@ -1,17 +1,27 @@
 #!/usr/bin/env python3
 """myriad training driver, launched under mpirun (one process per rank).
 
-    mpirun -np 2 python3 python/train.py --config configs/gpt2_tiny.yaml --set parallel.dp=2 [--set ...]
+    mpirun -np 2 python3 python/train.py --config configs/gpt2_tiny.yaml --log_dir runs/tiny [--set KEY=VALUE ...]
 
 Thin by design: it starts MPI (when launched by mpirun with more than one rank), parses the
-config and overrides, builds the process groups and the C++ Engine and walks the steps, printing
-on rank 0 one line per logging step (step, loss, lr, grad norm, tokens/s, ms/step, exposed
-communication share), the validation loss every training.eval_every steps, checkpoints every
-checkpoint.every steps and at the end, and a text sample from the trained model. Everything
-heavy runs in C++; evaluation, checkpoints and sampling are collective over the ranks.
+config, the launch flags (the seed documents' style: --batch_size=4M, --lr, --fp16, --resume,
+--log_dir, ...; python/myriad/launch_flags.py, docs/launch.md) and the --set overrides (in that
+order: file, flags, --set), builds the process groups and the C++ Engine and walks the steps,
+printing on rank 0 one line per logging step —
+`Iteration: 12/600 | Loss: 4.6210 | Comm: 5% | Samples/sec: 34.1 | Grad Norm: 0.612 | Tokens/sec: 8.7k
+| MFU: 9.8% | 236 ms/step | Mem: 0.21 GiB | LR: 1.70e-03` (+ Bubble, Loss Scale when they apply) —
+and every step whose loss or gradients were not finite (`Loss: nan | ... | skipped (loss scale 2^k)`),
+the validation loss every training.eval_every steps, checkpoints every checkpoint.every steps and
+at the end, and a text sample from the trained model. Everything heavy runs in C++; evaluation,
+checkpoints and sampling are collective over the ranks.
 
-An error on any rank (bad config, unreadable data, a failure inside a step) prints the message
-with the rank and ends every rank of the job (MPI_Abort) instead of leaving the others waiting.
+Errors: a myriad.Error (bad config, unreadable data, a failure inside a step) prints
+`error: <message>` on stderr — no traceback — and appends its source location and full message
+to <logging.dir>/rank<R>.log; an error on any rank ends every rank of the job (MPI_Abort).
+Exit codes: 0 done or preempted (checkpoint written); 2 deterministic — bad input (flags,
+config, data, a checkpoint to resume from) or training.max_nonfinite_steps reached — rerunning
+the same command fails the same way, so `python -m myriad.run` does not restart it; 3 (or 1, or
+a signal) any other failure, which the supervisor restarts from the newest checkpoint.
 
 Preemption: SIGTERM or SIGUSR1 on any rank makes every rank stop at the next step boundary (the
 ranks agree with one tiny all-reduce per step), write a checkpoint and exit 0; `--resume auto`
@@ -24,7 +34,9 @@ MYRIAD_FAULT="stall:rank=R:step=S:seconds=N" makes rank R sleep N seconds after 
 rank: the others' collective watchdog reports it and aborts the job).
 """
 import argparse
+import math
 import os
+import re
 import signal
 import sys
 import time
@@ -32,13 +44,113 @@ import time
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 
+# Exit codes (docs/launch.md): BAD_INPUT is deterministic and never restarted by myriad.run.
+EXIT_BAD_INPUT = 2
+EXIT_FAILED = 3
+
+
+def load_launch_flags():
+    """myriad.launch_flags — from its file when the extension is not built yet (so that --help and
+    flag errors work without a build)."""
+    try:
+        from myriad import launch_flags
+        return launch_flags
+    except ImportError:
+        import importlib.util
+        path = os.path.join(os.path.dirname(os.path.abspath(__file__)), "myriad", "launch_flags.py")
+        spec = importlib.util.spec_from_file_location("myriad_launch_flags", path)
+        module = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(module)
+        return module
+
+
 def parse_args(argv):
-    parser = argparse.ArgumentParser(description="myriad training driver")
+    """(args with .config, .overrides, .settings); raises launch_flags.LaunchFlagError with a
+    one-line message on any flag the driver cannot take."""
+    flags = load_launch_flags()
+    driver_argv, settings = flags.translate(argv)
+
+    class Parser(argparse.ArgumentParser):
+        def error(self, message):
+            raise flags.LaunchFlagError(f"{message} (python3 python/train.py --help)")
+
+    parser = Parser(description="myriad training driver (docs/launch.md)", epilog=flags.flag_table_text(),
+                    formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--config", required=True, help="YAML run configuration (docs/config.md)")
     parser.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE",
-                        help="override a config key, e.g. --set training.lr=3e-4 (repeatable)")
-    parser.add_argument("--resume", default=None, help="'auto' (newest checkpoint) or a checkpoint directory")
-    return parser.parse_args(argv)
+                        help="override a config key, e.g. --set training.lr=3e-4 (repeatable; applied last)")
+    args = parser.parse_args(driver_argv)
+    args.settings = settings
+    return args
+
+
+def build_config(myriad, flags, args, loaded):
+    """The run's Config: the file, then the launch flags in command-line order, then --set. A
+    --batch_size in tokens is divided by the sequence length the run will use (after --set), and
+    the --set overrides are applied again after it so that they still win. The config is appended
+    to `loaded` as soon as the file is read (its logging.dir is known from then on)."""
+    config = myriad.Config.from_file(args.config)
+    loaded.append(config)
+    deferred = []
+    for setting in args.settings:
+        if setting.tokens is None:
+            config.set(setting.override())
+        else:
+            deferred.append(setting)
+    for override in args.overrides:
+        config.set(override)
+    for setting in deferred:
+        seq_len = flags.sequence_length(config.resolved().to_yaml())
+        sequences = flags.batch_size_in_sequences(setting.tokens, seq_len, setting.flag.partition("=")[2])
+        config.set(f"{setting.key}={sequences}")
+        for override in args.overrides:
+            config.set(override)
+    return config
+
+
+def error_location(e):
+    """(file, line, message) of a myriad.Error: the binding's e.file / e.line / e.message when it
+    sets them, else parsed from an older binding's text `[rank N] file:line: message`; file is
+    None when there is no source location."""
+    text = str(e)
+    file, line, message = getattr(e, "file", None), getattr(e, "line", None), getattr(e, "message", None)
+    if file is None:
+        m = re.match(r"^(?:\[rank \d+\] )?(\S+?\.\w+):(\d+): (.*)$", text, re.S)
+        if m:
+            file, line, message = m.group(1), int(m.group(2)), m.group(3)
+    if message is None:
+        message = re.sub(r"^\[rank \d+\] ", "", text)
+    return file or None, line, message
+
+
+def report_error(e, rank, log_dir):
+    """Prints `error: <str(e)>` on stderr and, when the run directory is known, appends the
+    source location and the full message to <log_dir>/rank<R>.log (no traceback anywhere)."""
+    print(f"error: {e}", file=sys.stderr, flush=True)
+    if not log_dir:
+        return
+    file, line, message = error_location(e)
+    where = f"{file}:{line}" if file else f"{type(e).__name__} (no source location)"
+    stamp = time.strftime("%Y-%m-%d %H:%M:%S") + f".{int(time.time() * 1000) % 1000:03d}"
+    try:
+        os.makedirs(log_dir, exist_ok=True)
+        with open(os.path.join(log_dir, f"rank{rank}.log"), "a") as f:
+            f.write(f"[{stamp}] [rank {rank}] [error] {where}: {message}\n")
+    except OSError:
+        pass  # the console already has the message
+
+
+def log_dir_from_args(args):
+    """logging.dir as far as the command line tells it (used when the config could not be read)."""
+    found = None
+    for setting in getattr(args, "settings", []):
+        if setting.key == "logging.dir":
+            found = setting.value
+    for override in getattr(args, "overrides", []):
+        key, _, value = override.partition("=")
+        if key.strip() == "logging.dir":
+            found = value.strip()
+    return found
 
 
 def launcher_rank_and_size():
@@ -50,11 +162,77 @@ def launcher_rank_and_size():
 
 
 def human(n):
-    for unit in ("", "k", "M", "G"):
-        if abs(n) < 1000:
-            return f"{n:.1f}{unit}"
+    """3 significant digits with a k/M/G/T suffix: 152k, 15.2k, 1.52k, 152, 8.70."""
+    for unit in ("", "k", "M", "G", "T"):
+        digits = 2 if abs(n) < 10 else 1 if abs(n) < 100 else 0
+        text = f"{n:.{digits}f}"
+        if abs(float(text)) < 1000 or unit == "T":
+            return text + unit
         n /= 1000.0
-    return f"{n:.1f}T"
+
+
+def number(value, spec):
+    """A metric that may be None (NaN or inf in metrics.jsonl) formatted with `spec`, or 'nan'."""
+    if value is None or not math.isfinite(value):
+        return "nan"
+    return format(value, spec)
+
+
+def scale_text(scale):
+    """A loss scale as 2^k when it is a power of two, else 3 significant digits."""
+    if scale is None or not math.isfinite(scale) or scale <= 0:
+        return "nan"
+    exponent = math.log2(scale)
+    return f"2^{int(exponent)}" if exponent == int(exponent) else f"{scale:.3g}"
+
+
+class Window:
+    """Sums of the steps since the previous printed step line (its rates are window averages)."""
+
+    def __init__(self):
+        self.tokens = self.samples = self.steps = 0
+        self.seconds = self.comm = self.bubble = self.flops = 0.0
+
+    def add(self, m):
+        self.tokens += m.get("tokens") or 0
+        self.samples += m.get("samples") or 0
+        self.steps += 1
+        self.seconds += m.get("step_seconds") or 0.0
+        self.comm += m.get("comm_seconds") or 0.0
+        self.bubble += m.get("bubble_seconds") or 0.0
+        self.flops += m.get("model_flops") or 0.0
+
+
+def not_finite(m):
+    return bool(m.get("skipped")) or m.get("loss") is None or m.get("grad_norm") is None
+
+
+def step_line(m, steps, window, world, peak, device):
+    """The console line of one step: the seed document's monitoring fields (Iteration, Loss, Comm,
+    Samples/sec, Grad Norm), then Tokens/sec, MFU, ms/step, memory and the learning rate; Bubble
+    and Loss Scale when they apply; `skipped (...)` for a step whose update was skipped. Every
+    field that can be None (not finite) is printed as nan."""
+    seconds = max(window.seconds, 1e-9)
+    memory = m.get("memory") or {}
+    if device == "cuda":
+        gpu = sum(memory.get(k) or 0 for k in ("parameters", "gradients", "optimizer", "activations", "workspace"))
+        mem = f"Mem: {gpu / 2**30:.2f} GiB GPU"
+    else:
+        mem = f"Mem: {(memory.get('rss_current') or 0) / 2**30:.2f} GiB"
+    mfu = 100 * window.flops / seconds / (world * peak) if peak else 0.0
+    parts = [f"Iteration: {m['step']}/{steps}", f"Loss: {number(m.get('loss'), '.4f')}",
+             f"Comm: {100 * window.comm / seconds:.0f}%", f"Samples/sec: {human(window.samples / seconds)}",
+             f"Grad Norm: {number(m.get('grad_norm'), '.3f')}", f"Tokens/sec: {human(window.tokens / seconds)}",
+             f"MFU: {mfu:.1f}%", f"{1000 * window.seconds / max(1, window.steps):.0f} ms/step", mem,
+             f"LR: {number(m.get('lr'), '.2e')}"]
+    if window.bubble > 0:
+        parts.append(f"Bubble: {100 * window.bubble / seconds:.0f}%")
+    scale = m.get("loss_scale")
+    if m.get("skipped"):
+        parts.append(f"skipped (loss scale {scale_text(scale)})" if scale != 1.0 else "skipped (non-finite gradients)")
+    elif scale != 1.0:
+        parts.append(f"Loss Scale: {scale_text(scale)}")
+    return " | ".join(parts)
 
 
 class Progress:
@@ -112,29 +290,55 @@ def die(rank, why):
 def run(args, rank, world, runtime):
     import myriad
 
+    flags = load_launch_flags()
     stop_signals = install_stop_signals()
     fault = injected_fault(rank)
 
+    loaded = []
     try:
-        config = myriad.Config.from_file(args.config)
-        for override in args.overrides:
-            config.set(override)
-        if args.resume is not None:
-            config.set(f"checkpoint.resume={args.resume}")
+        config = build_config(myriad, flags, args, loaded)
+        log_dir = config.logging_dir
         config.validate(world)
-        os.makedirs(config.logging_dir, exist_ok=True)
+        resolved_yaml = config.resolved().to_yaml()
+        if not config.resume:
+            # A fresh run must not mix its checkpoints (and config.yaml) with another run's.
+            conflict = myriad.fresh_run_conflict(config.checkpoint_dir)
+            if conflict:
+                raise myriad.Error(f"[rank {rank}] {conflict}")
+        try:
+            os.makedirs(config.logging_dir, exist_ok=True)
+        except OSError as e:
+            raise myriad.Error(f"[rank {rank}] logging.dir '{config.logging_dir}' cannot be created: "
+                               f"{e.strerror} ({e.filename})") from None
         if rank == 0:
             with open(os.path.join(config.logging_dir, "config.yaml"), "w") as f:
-                f.write(config.resolved().to_yaml())
+                f.write(resolved_yaml)
         groups = myriad.ProcessGroups(config, runtime)
         engine = myriad.Engine(config, rank, os.path.join(config.logging_dir, f"rank{rank}.log"), groups)
         if config.resume:
             engine.load(config.resume)
+    except (myriad.Error, flags.LaunchFlagError) as e:
+        # The run directory as far as it is known: the command line's, else the config file's.
+        report_error(e, rank, log_dir_from_args(args) or (loaded[0].logging_dir if loaded else None))
+        return EXIT_BAD_INPUT
+    try:
+        return train(engine, groups, config, resolved_yaml, rank, world, stop_signals, fault, flags)
     except myriad.Error as e:
-        print(f"error: {e}", file=sys.stderr, flush=True)
-        return 2
+        if runtime is None:
+            # One process: end the engine first so that its log file is flushed and the error
+            # line lands after its last lines. (Under MPI the abort follows; no collective
+            # teardown is risked while another rank may be stuck.)
+            e.__traceback__ = None
+            del engine, groups
+        report_error(e, rank, log_dir)
+        # Reaching training.max_nonfinite_steps repeats exactly on a restart (same data, same
+        # state): deterministic, like bad input.
+        return EXIT_BAD_INPUT if "max_nonfinite_steps" in str(e) else EXIT_FAILED
 
+
+def train(engine, groups, config, resolved_yaml, rank, world, stop_signals, fault, flags):
     steps, every = config.steps, config.logging_every
+    device = flags.read_key(resolved_yaml, "training", "device") or "cpu"
     mem = engine.memory_report()
     if rank == 0:
         print(f"[rank 0] training {steps} steps on {world} rank(s), {engine.tokens_per_step} tokens/step; memory per "
@@ -143,38 +347,25 @@ def run(args, rank, world, runtime):
               flush=True)
     progress = Progress(steps, rank == 0)
     peak = engine.peak_flops["measured"] or engine.peak_flops["datasheet"]
-    window_tokens, window_time, window_comm, window_bubble, window_flops, window_steps = 0, 0.0, 0.0, 0.0, 0.0, 0
+    window = Window()
     while engine.step_count < steps:
         m = engine.step()
-        window_tokens += m["tokens"]
-        window_time += m["step_seconds"]
-        window_flops += m["model_flops"]
-        window_comm += m["comm_seconds"]
-        window_bubble += m["bubble_seconds"]
-        window_steps += 1
+        window.add(m)
         step = m["step"]
-        if rank == 0 and (step % every == 0 or step == steps or step == 1):
+        if rank == 0 and (step % every == 0 or step == steps or step == 1 or not_finite(m)):
             progress.clear()
-            print(f"step {step:5d}/{steps} | loss {m['loss']:.4f} | lr {m['lr']:.2e} | grad_norm {m['grad_norm']:.3f} | "
-                  f"tok/s {human(window_tokens / max(window_time, 1e-9))} | "
-                  f"{1000 * window_time / max(1, window_steps):.0f} ms/step | "
-                  f"MFU {100 * window_flops / max(window_time, 1e-9) / (world * peak):.1f}% | "
-                  f"comm {100 * window_comm / max(window_time, 1e-9):.0f}% | "
-                  + (f"bubble {100 * window_bubble / max(window_time, 1e-9):.0f}% | " if window_bubble > 0 else "") +
-                  f"mem {m['memory']['rss_current'] / 2**30:.2f} GiB"
-                  + (f" | loss scale {m['loss_scale']:g}" if m["loss_scale"] != 1.0 else "")
-                  + (" | SKIPPED (non-finite grads)" if m["skipped"] else ""), flush=True)
-            window_tokens, window_time, window_comm, window_bubble, window_flops, window_steps = 0, 0.0, 0.0, 0.0, 0.0, 0
+            print(step_line(m, steps, window, world, peak, device), flush=True)
+            window = Window()
         for s in m["stragglers"]:
             if rank == 0:
-                print(f"step {step:5d}/{steps} | straggler: rank {s['rank']} ({s['coords']}) on {s['host']}: compute "
+                print(f"Iteration: {step}/{steps} | straggler: rank {s['rank']} ({s['coords']}) on {s['host']}: compute "
                       f"{1000 * s['compute_seconds']:.1f} ms/step vs median {1000 * s['median_seconds']:.1f} ms",
                       flush=True)
         if config.eval_every and step % config.eval_every == 0:
             val = engine.evaluate()
             if rank == 0:
                 progress.clear()
-                print(f"step {step:5d}/{steps} | val loss {val:.4f}", flush=True)
+                print(f"Iteration: {step}/{steps} | Val Loss: {number(val, '.4f')}", flush=True)
         if config.checkpoint_every and step % config.checkpoint_every == 0 and step < steps:
             engine.save(background=config.checkpoint_async)
             if fault == ("kill_in_save", step):
@@ -200,11 +391,11 @@ def run(args, rank, world, runtime):
                       flush=True)
             del engine, groups
             return 0
-        progress.update(step, f"loss {m['loss']:.3f}")
+        progress.update(step, f"loss {number(m.get('loss'), '.3f')}")
     progress.clear()
     val = engine.evaluate()
     if rank == 0:
-        print(f"final | val loss {val:.4f}", flush=True)
+        print(f"Final | Val Loss: {number(val, '.4f')}", flush=True)
     path = engine.save()
     if rank == 0:
         print(f"[rank 0] checkpoint: {path}", flush=True)
@@ -220,8 +411,15 @@ def run(args, rank, world, runtime):
 
 
 def main(argv):
-    args = parse_args(argv)
     rank, world = launcher_rank_and_size()
+    try:
+        args = parse_args(argv)
+    except Exception as e:  # noqa: BLE001 — launch_flags.LaunchFlagError (its class is loaded in parse_args)
+        if type(e).__name__ != "LaunchFlagError":
+            raise
+        if rank == 0:  # every rank parses the same command line: one message, not one per rank
+            print(f"error: {e}", file=sys.stderr, flush=True)
+        return EXIT_BAD_INPUT
     import myriad  # noqa: E402  (after argument parsing so --help works without a build)
 
     # MPI first: from here on, a failure on any rank can end all of them.
@@ -231,7 +429,7 @@ def main(argv):
     except BaseException as e:  # noqa: BLE001 — any failure on one rank must not leave the others waiting
         if runtime is None:
             raise
-        myriad.MpiRuntime.abort(3, f"{type(e).__name__}: {e}")
+        myriad.MpiRuntime.abort(EXIT_FAILED, f"{type(e).__name__}: {e}")
     if code != 0 and runtime is not None:
         myriad.MpiRuntime.abort(code, "this rank failed (message above); ending the job")
     return code

@@ -13,6 +13,7 @@
 #include "myriad/core/logging.h"
 #include "myriad/data/bpe_tokenizer.h"
 #include "myriad/data/tokenize_corpus.h"
+#include "myriad/train/checkpoint_folder.h"
 #include "myriad/train/engine.h"
 #include "myriad/train/interchange.h"
 
@@ -34,7 +35,11 @@ void bind_train(py::module_& m) {
       .def_static("from_file", &RunConfig::from_yaml_file, py::arg("path"))
       .def_static("from_string", &RunConfig::from_yaml_string, py::arg("text"), py::arg("source_name") = "<string>")
       .def("set", &RunConfig::apply_override, py::arg("key_equals_value"), "apply one 'section.key=value' override")
-      .def("validate", &RunConfig::validate, py::arg("world_size") = 1)
+      .def("validate", [](RunConfig& c, int world_size) {
+             c = c.for_world(world_size);  // parallel.dp auto becomes the world's data-parallel share
+             c.validate(world_size);
+           }, py::arg("world_size") = 1,
+           "checks every key for a job of world_size processes; fills parallel.dp when it is auto (0)")
       .def("resolved", &RunConfig::resolved)
       .def("to_yaml", &RunConfig::to_yaml)
       .def_property_readonly("logging_dir", [](const RunConfig& c) { return c.logging.dir; })
@@ -165,6 +170,10 @@ void bind_train(py::module_& m) {
   m.def("import_safetensors", &train::import_safetensors, py::arg("input"), py::arg("config"),
         py::arg("checkpoint_root"), py::call_guard<py::gil_scoped_release>(),
         "safetensors + run config -> a step-0 checkpoint under checkpoint_root; returns its path");
+
+  m.def("fresh_run_conflict", &train::fresh_run_conflict, py::arg("checkpoint_dir"),
+        "'' when a run from step 0 may write checkpoints into checkpoint_dir, else why not (another run's "
+        "checkpoints are there)");
 
   m.def(
       "tokenize_corpus",

@@ -19,9 +19,10 @@ try:
 finally:
     _sys.setdlopenflags(_flags)
 from ._myriad import (BpeTokenizer, Config, Engine, Error, MpiRuntime, ProcessGroups, Tensor, empty, export_safetensors,
-                      from_numpy, full, import_safetensors, ops, philox4x32, randn, tokenize_corpus, zeros)
+                      fresh_run_conflict, from_numpy, full, import_safetensors, ops, philox4x32, randn, tokenize_corpus,
+                      zeros)
 
 __all__ = ["BpeTokenizer", "Config", "Engine", "Error", "MpiRuntime", "ProcessGroups", "Tensor", "empty",
-           "export_safetensors", "from_numpy", "full", "import_safetensors", "ops", "philox4x32", "randn",
-           "tokenize_corpus", "zeros"]
+           "export_safetensors", "fresh_run_conflict", "from_numpy", "full", "import_safetensors", "ops", "philox4x32",
+           "randn", "tokenize_corpus", "zeros"]
 __version__ = "0.1.0"

@@ -7,12 +7,22 @@ does not choose a resume point itself — up to --max-restarts times, waiting --
 doubled after each failure. Each attempt sees MYRIAD_ATTEMPT=<n> (0 first). A job that exits 0
 (finished, or preempted with its checkpoint written) ends the supervision. Exit status: the
 last attempt's. Progress lines go to stderr prefixed with "[myriad.run]" and to --log if given.
+
+Deterministic failures are not restarted (the same command would fail the same way): exit code
+2 — train.py's bad input (flags, config, data, a checkpoint to resume from) or
+training.max_nonfinite_steps reached — also when a rank's MPI_Abort(2) reaches the supervisor
+through mpirun (Open MPI 4's mpirun exits with the abort's error code; the supervisor also reads
+mpirun's "MPI_ABORT was invoked on rank R ... with errorcode 2" line, in case a launcher maps
+the code), and 126/127 (the command cannot be run or is not found). Everything else is retried:
+3 (train.py's error during training), 1, any other code, and deaths by signal (SIGKILL of a
+rank, a lost node, the watchdog's abort).
 Because the data order and the sampling are functions of (seed, step, index), a restarted run
 trains on exactly the batches the failed one would have: no step's data is skipped or repeated.
 """
 import argparse
 import collections
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -44,6 +54,25 @@ def with_resume(command):
     return command + ["--resume", "auto"] if runs_driver and not chooses else command
 
 
+# Exit codes that mean the same command would fail again, with why.
+DETERMINISTIC = {
+    2: "bad input (launch flags, configuration, data or checkpoint) or training.max_nonfinite_steps reached",
+    126: "the command cannot be executed",
+    127: "the command was not found",
+}
+MPI_ABORT = re.compile(r"MPI_ABORT was invoked on rank (\d+) in communicator \S+\s+with errorcode (-?\d+)")
+
+
+def deterministic_cause(code, abort_code):
+    """Why the attempt would fail the same way again, or None when a restart may help. `abort_code`
+    is the error code of an MPI_Abort that mpirun reported on stderr (None if none)."""
+    if code in DETERMINISTIC:
+        return f"exit code {code}: {DETERMINISTIC[code]}"
+    if abort_code == 2:
+        return f"a rank called MPI_Abort with error code {abort_code}: {DETERMINISTIC[abort_code]}"
+    return None
+
+
 def describe_exit(code):
     if code < 0:
         return f"killed by signal {signal.Signals(-code).name}"
@@ -53,7 +82,8 @@ def describe_exit(code):
 
 
 def run_attempt(command, attempt, preempted, tail_lines=20):
-    """Runs one attempt, streaming its output through; returns (exit code, last stderr lines).
+    """Runs one attempt, streaming its output through; returns (exit code, last stderr lines, the
+    error code of the first MPI_Abort mpirun reported or None).
     SIGTERM / SIGUSR1 sent to the supervisor are passed on to the job (which checkpoints and
     exits) and recorded in `preempted`, so that the supervisor does not restart it."""
     env = dict(os.environ, MYRIAD_ATTEMPT=str(attempt))
@@ -66,11 +96,18 @@ def run_attempt(command, attempt, preempted, tail_lines=20):
     for sig in (signal.SIGTERM, signal.SIGUSR1):
         signal.signal(sig, forward)
     tail = collections.deque(maxlen=tail_lines)
+    aborts = []
+    previous = [""]
 
     def pump():
         for line in process.stderr:
             sys.stderr.write(line)
             tail.append(line.rstrip("\n"))
+            # mpirun wraps "... in communicator MPI_COMM_WORLD\nwith errorcode 2." over two lines.
+            found = MPI_ABORT.search(previous[0] + " " + line.strip())
+            if found and not aborts:
+                aborts.append(int(found.group(2)))
+            previous[0] = line.strip()
 
     reader = threading.Thread(target=pump, daemon=True)
     reader.start()
@@ -80,7 +117,7 @@ def run_attempt(command, attempt, preempted, tail_lines=20):
         process.send_signal(signal.SIGTERM)
         code = process.wait()
     reader.join(timeout=5)
-    return code, list(tail)
+    return code, list(tail), (aborts[0] if aborts else None)
 
 
 def main(argv=None):
@@ -97,7 +134,7 @@ def main(argv=None):
     preempted = []
     for attempt in range(args.max_restarts + 1):
         say(f"attempt {attempt + 1}/{args.max_restarts + 1}: {' '.join(command)}")
-        code, tail = run_attempt(command, attempt, preempted)
+        code, tail, abort_code = run_attempt(command, attempt, preempted)
         if code == 0:
             say(f"attempt {attempt + 1} finished (exit code 0)")
             return 0
@@ -106,6 +143,10 @@ def main(argv=None):
             return code
         cause = "\n".join("    " + line for line in tail[-8:]) or "    (no stderr output)"
         say(f"attempt {attempt + 1} failed: {describe_exit(code)}; last stderr lines:\n{cause}")
+        deterministic = deterministic_cause(code, abort_code)
+        if deterministic:
+            say(f"not restarting: {deterministic} - the same command would fail the same way; fix it and run again")
+            return code if code > 0 else 128 - code
         if attempt == args.max_restarts:
             say(f"giving up after {attempt + 1} attempts")
             return code if code > 0 else 128 - code

@@ -55,6 +55,11 @@ const std::vector<Field<DataConfig>>& DataConfig::fields() {
                  {.check = tokenizer_form()}),
       make_field("val_fraction", &D::val_fraction, "share of the corpus held out for validation",
                  {.check = in_range(0, 0.5, false, true)}),
+      make_field("val_split", &D::val_split,
+                 "how validation is held out: documents (every 1/val_fraction-th document: needs at least that many "
+                 "documents), tail (the last val_fraction of the token stream), auto (tail for one file without a "
+                 "document separator, else documents)",
+                 {.allowed = {"auto", "documents", "tail"}}),
       make_field("cache_dir", &D::cache_dir, "where token shards are written; \"\" = <logging.dir>/data"),
   };
   return table;

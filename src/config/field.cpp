@@ -220,6 +220,16 @@ std::optional<FieldValue> parse_field_text(const FieldInfo& info, std::string_vi
 }
 
 std::string field_value_problem(const FieldInfo& info, const FieldValue& value) {
+  // A NUL byte would end the string in YAML output, paths and messages: refused wherever it is.
+  const auto has_nul = [](const std::string& s) { return s.find('\0') != std::string::npos; };
+  if (const auto* text = std::get_if<std::string>(&value); text && has_nul(*text)) {
+    return "contains a NUL byte (\\0), which no key accepts";
+  }
+  if (const auto* list = std::get_if<std::vector<std::string>>(&value)) {
+    for (const auto& item : *list) {
+      if (has_nul(item)) return "has a member that contains a NUL byte (\\0), which no key accepts";
+    }
+  }
   if (info.type == FieldType::integer) {
     const auto* i = std::get_if<std::int64_t>(&value);
     if (!i) return "has the wrong type (expected an integer)";

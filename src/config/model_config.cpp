@@ -17,7 +17,7 @@ const std::vector<Field<ModelConfig>>& ModelConfig::fields() {
       make_field("n_kv_head", &M::n_kv_head, "key/value heads (grouped-query attention); 0 = n_head; must divide n_head",
                  {.check = at_least(0)}),
       make_field("n_embd", &M::n_embd, "channels C (embedding width)", {.check = at_least(1)}),
-      make_field("block_size", &M::block_size, "maximum sequence length (positions)", {.check = at_least(1)}),
+      make_field("context_length", &M::context_length, "maximum sequence length (positions)", {.check = at_least(1)}),
       make_field("ffn_hidden", &M::ffn_hidden,
                  "MLP hidden width; 0 = derived: 4*n_embd (gpt2), round_up(8*n_embd/3, 64) (llama)",
                  {.check = at_least(0)}),
@@ -27,11 +27,13 @@ const std::vector<Field<ModelConfig>>& ModelConfig::fields() {
                  "LM head shares the token embedding; auto = true for gpt2, false for llama"),
       make_field("bias", &M::bias, "biases in linear layers and norms; auto = true for gpt2, false for llama"),
       make_field("init_std", &M::init_std, "std of the normal initialisation of weights", {.check = greater_than(0)}),
-      make_field("num_experts", &M::num_experts, "MoE experts per layer (reserved); 0 = dense MLP",
+      make_field("num_experts", &M::num_experts,
+                 "MoE experts per layer; reserved for architecture moe (not implemented yet): must be 0",
                  {.check = at_least(0)}),
-      make_field("top_k", &M::top_k, "experts per token (reserved); 0 when dense, else 1..num_experts",
+      make_field("top_k", &M::top_k, "experts per token; reserved for architecture moe (not implemented yet): must be 0",
                  {.check = at_least(0)}),
-      make_field("expert_capacity", &M::expert_capacity, "MoE capacity factor (reserved); 0 = no token dropping",
+      make_field("expert_capacity", &M::expert_capacity,
+                 "tokens per expert; reserved for architecture moe (not implemented yet): must be 0",
                  {.check = at_least(0)}),
   };
   return table;
@@ -72,14 +74,30 @@ void ModelConfig::validate() const {
                "model: llama applies RoPE to pairs of channels, so n_embd / n_head (" << n_embd << " / " << n_head
                                                                                        << " = " << head_dim()
                                                                                        << ") must be even");
-  if (num_experts == 0) {
-    MYRIAD_CHECK(top_k == 0 && expert_capacity == 0.0,
-                 "model.top_k (" << top_k << ") and model.expert_capacity (" << expert_capacity
-                                 << ") must be 0 when model.num_experts is 0 (a dense model)");
-  } else {
-    MYRIAD_CHECK(top_k >= 1 && top_k <= num_experts,
-                 "model.top_k (" << top_k << ") must be in [1, model.num_experts = " << num_experts << "]");
-  }
+  const auto refuse_moe_key = [&](const char* key, std::int64_t value) {
+    MYRIAD_CHECK(value == 0, "model." << key << " (" << value
+                                      << ") requires model.architecture: moe, and mixture of experts is not "
+                                         "implemented yet: on a "
+                                      << choice_name(architecture)
+                                      << " model the key would do nothing; remove it (or set it to 0)");
+  };
+  refuse_moe_key("num_experts", num_experts);
+  refuse_moe_key("top_k", top_k);
+  refuse_moe_key("expert_capacity", expert_capacity);
+}
+
+const std::vector<RefusedKey>& ModelConfig::refused_keys() {
+  static const std::vector<RefusedKey> refused = {
+      {"block_size",
+       "is not the context length here: in the seed documents block_size is the tile of block-sparse attention, "
+       "which is not implemented yet; the longest sequence is model.context_length"},
+      {"sparse_ratio", "block-sparse attention is not implemented yet (attention is dense); remove the key"},
+      {"threshold", "block-sparse attention is not implemented yet (attention is dense); remove the key"},
+      {"attention", "block-sparse attention is not implemented yet (attention is dense); remove the key"},
+      {"capacity_factor",
+       "requires model.architecture: moe, and mixture of experts is not implemented yet; remove the key"},
+  };
+  return refused;
 }
 
 }  // namespace myriad

@@ -8,7 +8,8 @@ namespace myriad {
 const std::vector<Field<ParallelConfig>>& ParallelConfig::fields() {
   using P = ParallelConfig;
   static const std::vector<Field<P>> table = {
-      make_field("dp", &P::dp, "data-parallel replicas", {.check = at_least(1)}),
+      make_field("dp", &P::dp, "data-parallel replicas; 0 = auto: the world size / (tp * pp * cp * ep)",
+                 {.check = at_least(0)}),
       make_field("tp", &P::tp, "tensor-parallel ranks (split heads, MLP width and vocabulary)", {.check = at_least(1)}),
       make_field("pp", &P::pp, "pipeline stages (split the layers)", {.check = at_least(1)}),
       make_field("cp", &P::cp, "context-parallel ranks (split the sequence in attention)", {.check = at_least(1)}),
@@ -77,9 +78,27 @@ long long ParallelConfig::degree_product() const {
   return static_cast<long long>(dp) * tp * pp * cp * ep;
 }
 
+int ParallelConfig::dp_for_world(int world_size) const {
+  if (dp != 0) return dp;
+  const long long model_ranks = static_cast<long long>(tp) * pp * cp * ep;
+  MYRIAD_CHECK(world_size >= 1 && model_ranks >= 1 && world_size % model_ranks == 0,
+               "parallel.dp is auto (world size / (tp * pp * cp * ep)), but the world size "
+                   << world_size << " is not divisible by tp * pp * cp * ep = " << tp << " * " << pp << " * " << cp
+                   << " * " << ep << " = " << model_ranks
+                   << " (launch a multiple of that many processes, or set parallel.dp and the degrees)");
+  return static_cast<int>(world_size / model_ranks);
+}
+
 void ParallelConfig::validate(int world_size) const {
   validate_fields(*this);
   MYRIAD_CHECK(world_size >= 1, "parallel: the world size must be >= 1, got " << world_size);
+  if (dp == 0) {
+    (void)dp_for_world(world_size);  // throws naming the numbers
+    ParallelConfig settled = *this;
+    settled.dp = dp_for_world(world_size);
+    settled.validate(world_size);
+    return;
+  }
   MYRIAD_CHECK(degree_product() == world_size,
                "parallel: dp * tp * pp * cp * ep = " << dp << " * " << tp << " * " << pp << " * " << cp << " * " << ep
                                                      << " = " << degree_product() << ", but the world size is "

@@ -4,6 +4,7 @@
 // positive degrees, heads and batch sizes.
 #include "myriad/config/run_config.h"
 
+#include <algorithm>
 #include <filesystem>
 
 #include "myriad/core/error.h"
@@ -43,9 +44,9 @@ void validate_pipeline_and_experts(const ModelConfig& model, const ParallelConfi
 }
 
 void validate_sequence(const RunConfig& c) {
-  const int seq_len = c.training.seq_len == 0 ? c.model.block_size : c.training.seq_len;
-  MYRIAD_CHECK(seq_len <= c.model.block_size, "training.seq_len (" << seq_len << ") must be <= model.block_size ("
-                                                                   << c.model.block_size << ")");
+  const int seq_len = c.training.seq_len == 0 ? c.model.context_length : c.training.seq_len;
+  MYRIAD_CHECK(seq_len <= c.model.context_length, "training.seq_len (" << seq_len << ") must be <= model.context_length ("
+                                                                   << c.model.context_length << ")");
   if (c.parallel.cp > 1) {
     MYRIAD_CHECK(seq_len % (2 * c.parallel.cp) == 0,
                  "training.seq_len (" << seq_len << ") must be divisible by 2 * parallel.cp (" << 2 * c.parallel.cp
@@ -116,7 +117,19 @@ void validate_tokenizer(const DataConfig& data, const ModelConfig& model) {
 
 }  // namespace
 
+RunConfig RunConfig::for_world(int world_size) const {
+  RunConfig r = *this;
+  r.parallel.dp = parallel.dp_for_world(world_size);
+  return r;
+}
+
 void RunConfig::validate(int world_size) const {
+  if (parallel.dp == 0) {
+    model.validate();
+    parallel.validate(world_size);  // names the numbers when the world does not divide
+    for_world(world_size).validate(world_size);
+    return;
+  }
   model.validate();
   parallel.validate(world_size);
   training.validate();
@@ -141,8 +154,8 @@ RunConfig RunConfig::resolved() const {
   r.model.bias = model.uses_bias();
 
   TrainingConfig& t = r.training;
-  if (t.seq_len == 0) t.seq_len = model.block_size;
-  const std::int64_t per_step = static_cast<std::int64_t>(t.micro_batch) * parallel.dp;
+  if (t.seq_len == 0) t.seq_len = model.context_length;
+  const std::int64_t per_step = static_cast<std::int64_t>(t.micro_batch) * std::max(parallel.dp, 1);
   if (t.global_batch_size == 0 && t.gradient_accumulation == 0) t.gradient_accumulation = 1;
   if (t.global_batch_size == 0) {
     t.global_batch_size = per_step * t.gradient_accumulation;

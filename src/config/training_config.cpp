@@ -15,7 +15,7 @@ const std::vector<Field<TrainingConfig>>& TrainingConfig::fields() {
       make_field("gradient_accumulation", &T::gradient_accumulation,
                  "micro-batches per step per dp rank; 0 = global_batch_size / (micro_batch * dp), or 1",
                  {.check = at_least(0)}),
-      make_field("seq_len", &T::seq_len, "tokens per sequence T; 0 = model.block_size; at most model.block_size",
+      make_field("seq_len", &T::seq_len, "tokens per sequence T; 0 = model.context_length; at most model.context_length",
                  {.check = at_least(0)}),
       make_field("steps", &T::steps, "optimizer steps", {.check = at_least(1)}),
       make_field("lr", &T::lr, "peak learning rate, reached after warmup", {.check = greater_than(0)}),
@@ -49,6 +49,10 @@ const std::vector<Field<TrainingConfig>>& TrainingConfig::fields() {
       make_field("eval_every", &T::eval_every, "steps between validation-loss evaluations; 0 = never",
                  {.check = at_least(0)}),
       make_field("eval_batches", &T::eval_batches, "micro-batches per evaluation", {.check = at_least(1)}),
+      make_field("max_nonfinite_steps", &T::max_nonfinite_steps,
+                 "consecutive non-finite steps (loss or gradient norm nan/inf; an fp16 overflow counts only once the "
+                 "loss scale is at min_loss_scale) after which the run stops with an error; 0 = never stop",
+                 {.check = at_least(0)}),
   };
   return table;
 }

@@ -4,6 +4,7 @@
 // Values are type-checked and per-key checked (range, choice) here; cross-key checks wait for
 // RunConfig::validate() because later overrides may still change the other keys.
 #include <algorithm>
+#include <filesystem>
 #include <fstream>
 #include <map>
 #include <sstream>
@@ -84,6 +85,9 @@ void read_section(S& section, const YAML::Node& node, const std::string& source)
     MYRIAD_CHECK(key_node.IsScalar(), at << ": " << name << ": keys must be plain names, got " << node_kind(key_node));
     const std::string key = key_node.Scalar();
     const Field<S>* field = find_field(S::fields(), key);
+    if (const RefusedKey* refused = find_refused_key<S>(key); !field && refused) {
+      MYRIAD_THROW(at << ": " << name << "." << key << ": " << refused->reason);
+    }
     if (!field) {
       auto infos = field_infos(S::fields());
       MYRIAD_THROW(at << ": unknown key '" << name << "." << key << "'" << suggestion(closest_key(infos, key))
@@ -137,16 +141,29 @@ std::string trimmed(const std::string& s) {
 }  // namespace
 
 RunConfig RunConfig::from_yaml_string(const std::string& text, const std::string& source_name) {
-  YAML::Node root;
+  std::vector<YAML::Node> documents;
   try {
-    root = YAML::Load(text);
+    documents = YAML::LoadAll(text);
   } catch (const YAML::Exception& e) {
     MYRIAD_THROW(where(source_name, e.mark) << ": invalid YAML: " << e.msg);
   }
-  return read_root(root, source_name);
+  const auto has_content = [](const YAML::Node& d) { return !d.IsNull(); };
+  const auto filled = std::count_if(documents.begin(), documents.end(), has_content);
+  MYRIAD_CHECK(filled > 0, source_name << ": the config is empty (no sections); a config is a map of sections ("
+                                       << describe_sections() << "), e.g. 'training: {steps: 100}'");
+  MYRIAD_CHECK(filled == 1, where(source_name, documents[1].Mark())
+                                << ": the file holds " << filled
+                                << " YAML documents (separated by '---'); a config is one document: merge them or "
+                                   "keep one");
+  return read_root(*std::find_if(documents.begin(), documents.end(), has_content), source_name);
 }
 
 RunConfig RunConfig::from_yaml_file(const std::string& path) {
+  std::error_code error;
+  const auto status = std::filesystem::status(path, error);
+  MYRIAD_CHECK(std::filesystem::exists(status), "config file '" << path << "' does not exist");
+  MYRIAD_CHECK(!std::filesystem::is_directory(status),
+               "config file '" << path << "' is a directory; --config takes a YAML file, e.g. configs/gpt2_tiny.yaml");
   std::ifstream in(path, std::ios::binary);
   MYRIAD_CHECK(in.good(), "cannot open config file '" << path << "'");
   std::ostringstream text;
@@ -172,6 +189,9 @@ void RunConfig::apply_override(const std::string& key_equals_value) {
     if (S::kSection != section_name) return;
     known = true;
     const Field<S>* field = find_field(S::fields(), key);
+    if (const RefusedKey* refused = find_refused_key<S>(key); !field && refused) {
+      MYRIAD_THROW(at << ": " << path << ": " << refused->reason);
+    }
     if (!field) {
       auto infos = field_infos(S::fields());
       MYRIAD_THROW(at << ": unknown key '" << path << "'" << suggestion(closest_key(infos, key)) << "; keys of section '"

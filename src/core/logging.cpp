@@ -28,7 +28,17 @@ std::shared_ptr<spdlog::logger> make_rank_logger(int rank, const std::string& le
   MYRIAD_CHECK(parsed != spdlog::level::off || level == "off",
                "unknown log level '" << level << "'; allowed: trace, debug, info, warn, error, critical, off");
   logger->set_level(parsed);
+  logger->flush_on(spdlog::level::warn);  // a warning or error reaches the file before an abort can end the process
   if (rank != 0) sinks.front()->set_level(std::max(parsed, spdlog::level::warn));
+  return logger;
+}
+
+std::shared_ptr<spdlog::logger> file_only_logger(const spdlog::logger& log) {
+  const std::vector<spdlog::sink_ptr>& sinks = log.sinks();
+  std::vector<spdlog::sink_ptr> files;
+  if (sinks.size() > 1) files.assign(sinks.begin() + 1, sinks.end());  // the console sink comes first
+  auto logger = std::make_shared<spdlog::logger>(log.name(), files.begin(), files.end());
+  logger->set_level(log.level());
   return logger;
 }
 

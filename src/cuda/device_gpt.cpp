@@ -28,8 +28,8 @@ void check_scope(const nn::TransformerConfig& c, std::int64_t batch, std::int64_
                                                         << dtype_name(o.operands));
   MYRIAD_CHECK(c.head_dim() == 64 || c.head_dim() == 128,
                "DeviceGpt: head dim " << c.head_dim() << " (model.n_embd / model.n_head); flash attention has 64 and 128");
-  MYRIAD_CHECK(batch > 0 && seq > 0 && seq <= c.block_size,
-               "DeviceGpt: batch " << batch << " x seq " << seq << " (seq must be in [1, block_size " << c.block_size
+  MYRIAD_CHECK(batch > 0 && seq > 0 && seq <= c.context_length,
+               "DeviceGpt: batch " << batch << " x seq " << seq << " (seq must be in [1, context_length " << c.context_length
                                    << "])");
 }
 

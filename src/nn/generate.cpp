@@ -38,9 +38,9 @@ std::int32_t sample_token(const Tensor& logits, const GenerateArgs& args, std::u
 std::vector<std::int32_t> generate(const GptModel& model, const std::vector<std::int32_t>& prompt,
                                    const GenerateArgs& args) {
   MYRIAD_CHECK(!prompt.empty(), "generate: the prompt needs at least one token (e.g. the end-of-text token)");
-  const std::int64_t block = model.config().block_size;
+  const std::int64_t block = model.config().context_length;
   MYRIAD_CHECK(static_cast<std::int64_t>(prompt.size()) <= block,
-               "generate: prompt of " << prompt.size() << " tokens exceeds block_size " << block);
+               "generate: prompt of " << prompt.size() << " tokens exceeds context_length " << block);
   KvCache cache = model.make_kv_cache();
   Tensor logits;
   for (std::size_t i = 0; i < prompt.size(); ++i) logits = model.decode(prompt[i], static_cast<std::int64_t>(i), cache);

@@ -33,7 +33,7 @@ GptModel::GptModel(const TransformerConfig& config, const ModelSplit& split, boo
   if (split_.first_stage) {
     wte_ = store_.add_shard("wte", {Vp, C}, 0, {vocab}, ParamKind::embedding, ParamInit::normal, config.init_std);
     if (config.positions == PositionKind::learned) {
-      wpe_ = store_.add("wpe", {config.block_size, C}, ParamKind::embedding, ParamInit::normal, config.init_std);
+      wpe_ = store_.add("wpe", {config.context_length, C}, ParamKind::embedding, ParamInit::normal, config.init_std);
       store_.set_primary(wpe_, primary_replica);
     }
   }
@@ -194,8 +194,8 @@ double GptModel::flops_per_token(std::int64_t T) const {
 void GptModel::check_inputs(const Tensor& ids, const Tensor& targets) const {
   MYRIAD_CHECK(ids.dim() == 2 && ids.dtype() == DType::i32,
                "model: ids must be (B, T) i32, got " << ids.describe());
-  MYRIAD_CHECK(ids.size(1) <= config_.block_size,
-               "model: sequence length T=" << ids.size(1) << " exceeds block_size " << config_.block_size);
+  MYRIAD_CHECK(ids.size(1) <= config_.context_length,
+               "model: sequence length T=" << ids.size(1) << " exceeds context_length " << config_.context_length);
   const Tensor dense = ids.contiguous();
   const std::int32_t* id = dense.data<std::int32_t>();
   for (std::int64_t i = 0; i < dense.numel(); ++i) {

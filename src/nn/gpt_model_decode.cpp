@@ -7,7 +7,7 @@
 namespace myriad::nn {
 
 KvCache GptModel::make_kv_cache() const {
-  return KvCache(config_.n_layer, config_.n_kv_head, config_.block_size, config_.head_dim());
+  return KvCache(config_.n_layer, config_.n_kv_head, config_.context_length, config_.head_dim());
 }
 
 Tensor GptModel::decode(std::int32_t token, std::int64_t position, KvCache& cache) const {

@@ -20,7 +20,7 @@ void TransformerBlock::decode(const ParameterStore& store, const Tensor& x, std:
   MYRIAD_CHECK(split_.tp_size() == 1, "decode: layer " << layer_ << " is split over tp " << split_.tp_size()
                                                         << "; generation runs on a serial copy of the model");
   MYRIAD_CHECK(position < cache.capacity(), "decode: position " << position << " beyond the KV cache capacity "
-                                                                << cache.capacity() << " (block_size)");
+                                                                << cache.capacity() << " (context_length)");
   auto value = [&](std::size_t index) { return index == npos ? Tensor() : store[index].value; };
   Tensor mean = Tensor::empty({1}), rstd = Tensor::empty({1});
   Tensor h = Tensor::empty({1, 1, C}), qkv = Tensor::empty({1, 1, config_.qkv_width()});

@@ -29,7 +29,7 @@ TransformerConfig TransformerConfig::gpt2(std::int64_t vocab, std::int64_t layer
   c.n_head = heads;
   c.n_kv_head = heads;
   c.n_embd = embd;
-  c.block_size = block;
+  c.context_length = block;
   c.ffn_hidden = 4 * embd;
   return c;
 }
@@ -48,11 +48,11 @@ TransformerConfig TransformerConfig::llama(std::int64_t vocab, std::int64_t laye
 }
 
 void TransformerConfig::validate() const {
-  MYRIAD_CHECK(vocab_size > 0 && n_layer > 0 && n_head > 0 && n_kv_head > 0 && n_embd > 0 && block_size > 0 &&
+  MYRIAD_CHECK(vocab_size > 0 && n_layer > 0 && n_head > 0 && n_kv_head > 0 && n_embd > 0 && context_length > 0 &&
                    ffn_hidden > 0,
                "model: sizes must be positive (vocab_size " << vocab_size << ", n_layer " << n_layer << ", n_head "
                                                             << n_head << ", n_kv_head " << n_kv_head << ", n_embd "
-                                                            << n_embd << ", block_size " << block_size
+                                                            << n_embd << ", context_length " << context_length
                                                             << ", ffn_hidden " << ffn_hidden << ")");
   MYRIAD_CHECK(n_embd % n_head == 0, "model: n_embd " << n_embd << " is not divisible by n_head " << n_head);
   MYRIAD_CHECK(n_head % n_kv_head == 0,

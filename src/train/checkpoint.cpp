@@ -12,6 +12,7 @@
 #include <nlohmann/json.hpp>
 
 #include "myriad/core/progress_bar.h"
+#include "myriad/train/checkpoint_folder.h"
 #include "myriad/data/token_shard.h"
 
 namespace fs = std::filesystem;
@@ -245,16 +246,7 @@ std::string finish_checkpoint(const std::string& dir, const std::string& tmp_dir
   fsync_path(dir);
   write_file(fs::path(dir) / ".latest.tmp", name + "\n");
   fs::rename(fs::path(dir) / ".latest.tmp", fs::path(dir) / "latest");
-  // Retention: keep the newest `keep` complete checkpoints.
-  std::vector<std::string> names;
-  for (const auto& entry : fs::directory_iterator(dir)) {
-    const std::string n = entry.path().filename().string();
-    if (entry.is_directory() && n.rfind("step_", 0) == 0) names.push_back(n);
-  }
-  std::sort(names.begin(), names.end());
-  for (std::size_t i = 0; i + static_cast<std::size_t>(std::max(keep, 1)) < names.size(); ++i) {
-    fs::remove_all(fs::path(dir) / names[i]);
-  }
+  apply_retention(dir, keep);
   return final_dir.string();
 }
 
@@ -276,14 +268,6 @@ std::string read_checkpoint_config(const std::string& checkpoint_dir) {
   }
 }
 
-std::string latest_checkpoint(const std::string& dir) {
-  const fs::path pointer = fs::path(dir) / "latest";
-  if (!fs::exists(pointer)) return "";
-  std::ifstream in(pointer);
-  std::string name;
-  std::getline(in, name);
-  const fs::path candidate = fs::path(dir) / name;
-  return fs::exists(candidate / "manifest.json") ? candidate.string() : "";
-}
+std::string latest_checkpoint(const std::string& dir) { return find_resume_point(dir).path; }
 
 }  // namespace myriad::train

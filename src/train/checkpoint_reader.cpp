@@ -3,6 +3,7 @@
 
 #include <filesystem>
 #include <fstream>
+#include <set>
 #include <nlohmann/json.hpp>
 
 #include "myriad/data/token_shard.h"
@@ -35,7 +36,12 @@ CheckpointReader::CheckpointReader(const std::string& checkpoint_dir, const std:
   } catch (const json::exception& e) {
     MYRIAD_THROW("checkpoint: " << manifest_path_ << " is not valid JSON: " << e.what());
   }
-  const int version = manifest.value("format_version", -1);
+  const json version_field = manifest.is_object() ? manifest.value("format_version", json(-1)) : json(-1);
+  MYRIAD_CHECK(version_field.is_number_integer(), "checkpoint: " << manifest_path_ << " has format_version "
+                                                                 << version_field.dump()
+                                                                 << ", which is not a whole number (this build reads "
+                                                                 << kCheckpointFormatVersion << ")");
+  const int version = version_field.get<int>();
   MYRIAD_CHECK(version <= kCheckpointFormatVersion,
                "checkpoint: " << manifest_path_ << " has format_version " << version
                               << ", newer than this build reads (" << kCheckpointFormatVersion
@@ -55,9 +61,16 @@ CheckpointReader::CheckpointReader(const std::string& checkpoint_dir, const std:
       header_.loss_scale = manifest.at("loss_scaler").at("scale");
       header_.loss_scale_finite_steps = manifest.at("loss_scaler").at("finite_steps");
     }
+    MYRIAD_CHECK(header_.step >= 0 && header_.samples_consumed >= 0 && header_.optimizer_steps >= 0,
+                 "checkpoint: " << manifest_path_ << " records a negative step, data cursor or optimizer step count (step "
+                                << header_.step << ", samples_consumed " << header_.samples_consumed << ", adamw_steps "
+                                << header_.optimizer_steps << ")");
+    std::set<std::string> listed_files;
     for (const json& f : manifest.at("files")) {
-      const fs::path path = fs::path(dir_) / f.at("name").get<std::string>();
-      MYRIAD_CHECK(fs::exists(path), "checkpoint: data file " << path.string() << " listed in " << manifest_path_
+      const std::string name = f.at("name").get<std::string>();
+      const fs::path path = fs::path(dir_) / name;
+      listed_files.insert(name);
+      MYRIAD_CHECK(fs::is_regular_file(path), "checkpoint: data file " << path.string() << " listed in " << manifest_path_
                                                               << " is missing");
       const std::uint64_t expected = f.at("bytes"), size = fs::file_size(path);
       MYRIAD_CHECK(size == expected, "checkpoint: data file " << path.string() << " has " << size
@@ -70,6 +83,9 @@ CheckpointReader::CheckpointReader(const std::string& checkpoint_dir, const std:
       for (const json& p : t.at("pieces")) {
         Piece piece;
         piece.file = p.at("file");
+        MYRIAD_CHECK(listed_files.count(piece.file) == 1, "checkpoint: a piece of tensor '"
+                                                              << name << "' in " << manifest_path_ << " names the file '"
+                                                              << piece.file << "', which the manifest's files do not list");
         for (const json& r : p.at("box")) piece.box.push_back({r.at(0).get<std::int64_t>(), r.at(1).get<std::int64_t>()});
         piece.offset = p.at("offset");
         piece.bytes = p.at("bytes");
@@ -108,7 +124,10 @@ bool CheckpointReader::has(const std::string& tensor) const { return tensors_.co
 const Tensor& CheckpointReader::load_piece(const std::string& tensor, Piece& piece) {
   if (piece.data.defined()) return piece.data;
   const fs::path path = fs::path(dir_) / piece.file;
-  const std::uint64_t size = fs::file_size(path);
+  std::error_code error;
+  const std::uint64_t size = fs::file_size(path, error);
+  MYRIAD_CHECK(!error, "checkpoint: data file " << path.string() << " of tensor '" << tensor
+                                                << "' cannot be read: " << error.message());
   MYRIAD_CHECK(piece.offset + piece.bytes <= size,
                "checkpoint: tensor '" << tensor << "' at bytes [" << piece.offset << ", " << piece.offset + piece.bytes
                                       << ") of " << path.string() << " (size " << size

@@ -3,9 +3,11 @@
 #include "myriad/train/engine.h"
 
 #include <chrono>
+#include <cmath>
 #include <cstring>
 #include <thread>
 
+#include "myriad/core/logging.h"
 #include "myriad/core/precision.h"
 #include "myriad/core/process_memory.h"
 #include "myriad/dist/mpi_communicator.h"
@@ -81,7 +83,7 @@ nn::TransformerConfig transformer_config(const ModelConfig& m, std::int64_t voca
   c.n_head = m.n_head;
   c.n_kv_head = m.kv_heads();
   c.n_embd = m.n_embd;
-  c.block_size = m.block_size;
+  c.context_length = m.context_length;
   c.ffn_hidden = m.ffn_hidden_size();
   const bool llama = m.architecture == Architecture::llama;
   c.norm = llama ? nn::NormKind::rmsnorm : nn::NormKind::layernorm;
@@ -96,15 +98,16 @@ nn::TransformerConfig transformer_config(const ModelConfig& m, std::int64_t voca
 }
 
 Engine::Engine(const RunConfig& config, std::shared_ptr<spdlog::logger> log, dist::ProcessGroups* groups)
-    : config_(config.resolved()), log_(std::move(log)) {
+    : log_(std::move(log)) {
   if (groups == nullptr) {
     owned_groups_ = std::make_unique<dist::ProcessGroups>(dist::ProcessGroups::single());
     groups = owned_groups_.get();
   }
   groups_ = groups;
+  config_ = config.for_world(groups_->grid().world_size()).resolved();
   config_.validate(groups_->grid().world_size());
   check_supported_layout();
-  log_->info("resolved config:\n{}", config_.to_yaml());
+  file_only_logger(*log_)->info("resolved config:\n{}", config_.to_yaml());
   // Rank 0 tokenizes (or validates the cache); the others then find the cache complete.
   dist::Communicator& world = groups_->world();
   dist::run_on_rank0(world, "data preparation", [&] { data_ = prepare_data(config_, *log_); });
@@ -357,6 +360,7 @@ std::int64_t Engine::dp_bytes_sent() {
 }
 
 StepMetrics Engine::step() {
+  check_fresh_run_folder();
   const auto start = std::chrono::steady_clock::now();
   const std::array<double, 6> comm_before = comm_wait_seconds();
   const std::int64_t sent_before = dp_bytes_sent();
@@ -433,6 +437,19 @@ StepMetrics Engine::step() {
   metrics.comm_bytes = dp_bytes_sent() - sent_before;
   metrics.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   fill_step_metrics(metrics, data_wait, comm_before);
+  // An fp16 overflow while the scaler can still lower the scale is the scaler's normal search.
+  const bool scaler_backing_off = loss_scaler_ && stats.skipped && scale > config_.training.min_loss_scale;
+  const bool nonfinite = !std::isfinite(metrics.loss) || (stats.skipped && !scaler_backing_off);
+  nonfinite_steps_in_a_row_ = nonfinite ? nonfinite_steps_in_a_row_ + 1 : 0;
+  const int limit = config_.training.max_nonfinite_steps;
+  MYRIAD_CHECK(limit == 0 || nonfinite_steps_in_a_row_ < limit,
+               "training stopped at step " << step_ << ": " << nonfinite_steps_in_a_row_
+                                           << " steps in a row had a non-finite loss or gradient norm (last: loss "
+                                           << metrics.loss << ", grad norm " << metrics.grad_norm << ", loss scale "
+                                           << scale << "; training.max_nonfinite_steps is " << limit
+                                           << "): lower training.lr, check training.weight_decay, "
+                                              "training.initial_loss_scale and the data, or raise "
+                                              "training.max_nonfinite_steps (0 = never stop)");
   return metrics;
 }
 

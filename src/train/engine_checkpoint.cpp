@@ -4,6 +4,7 @@
 #include "myriad/dist/scalar_reduce.h"
 #include "myriad/nn/generate.h"
 #include "myriad/train/checkpoint.h"
+#include "myriad/train/checkpoint_folder.h"
 #include "myriad/train/checkpoint_reader.h"
 #include "myriad/train/distributed_checkpoint.h"
 #include "myriad/train/engine.h"
@@ -69,6 +70,18 @@ std::string Engine::save(bool background) {
   return path;
 }
 
+void Engine::check_fresh_run_folder() {
+  // A run that starts from step 0 must not write into another run's checkpoints: its own would
+  // be mixed with them (retention, `latest`). Checked once, before the first step of an engine
+  // that did not resume.
+  if (resumed_ || fresh_run_checked_) return;
+  fresh_run_checked_ = true;
+  dist::run_on_rank0(groups_->world(), "checkpoint folder check", [&] {
+    const std::string conflict = fresh_run_conflict(config_.checkpoint.dir);
+    MYRIAD_CHECK(conflict.empty(), conflict);
+  });
+}
+
 std::string Engine::wait_for_save() {
   std::string path;
   dist::run_on_every_rank(groups_->world(), "background checkpoint write", [&] { path = async_writer_.wait(); });
@@ -89,11 +102,13 @@ void Engine::snapshot_serial(FullState& out) {
 void Engine::load(const std::string& checkpoint_dir) {
   std::string path = checkpoint_dir;
   if (path == "auto") {
-    path = latest_checkpoint(config_.checkpoint.dir);
-    if (path.empty()) {
+    const ResumePoint point = find_resume_point(config_.checkpoint.dir);
+    if (point.path.empty()) {
       log_->info("resume auto: no checkpoint in {}, starting fresh", config_.checkpoint.dir);
       return;
     }
+    if (!point.note.empty()) log_->warn("resume auto: {}", point.note);
+    path = point.path;
   }
   // Every rank reads its own part into staging buffers; only when every rank succeeded does any
   // rank touch its training state (nothing is half-loaded, on any rank).
@@ -114,6 +129,7 @@ void Engine::load(const std::string& checkpoint_dir) {
     host_stale_ = false;
   }
   if (loss_scaler_ && header.loss_scale > 0) loss_scaler_->restore(header.loss_scale, header.loss_scale_finite_steps);
+  resumed_ = true;
   log_->info("checkpoint: resumed from {} at step {}", path, step_);
 }
 

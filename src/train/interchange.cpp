@@ -22,6 +22,21 @@ nn::GptModel model_of(const RunConfig& config) {
   return nn::GptModel(transformer_config(config.model, config.model.vocab_size));
 }
 
+// The source run's config made portable for the file at `output`: the model, data and
+// optimisation keys stay; the run's folders become the new run's own (logging.dir
+// runs/<output's stem>, checkpoint and cache dirs derived from it) so that training from the
+// imported file never writes into the source run's checkpoints; the layout becomes the launch's
+// (parallel.dp auto, gradient accumulation derived from the global batch).
+RunConfig portable_config(RunConfig config, const std::string& output) {
+  config.logging.dir = (fs::path("runs") / fs::path(output).stem()).string();
+  config.checkpoint.dir.clear();
+  config.checkpoint.resume.clear();
+  config.data.cache_dir.clear();
+  config.parallel.dp = 0;
+  config.training.gradient_accumulation = 0;
+  return config;
+}
+
 
 }  // namespace
 
@@ -39,7 +54,10 @@ std::string export_safetensors(const std::string& checkpoint_dir, const std::str
   file.metadata["config"] = config_yaml;
   fs::path config_path = fs::path(output).replace_extension(".yaml");
   write_safetensors(output, file);
-  std::ofstream(config_path) << config_yaml;
+  std::ofstream yaml(config_path);
+  yaml << portable_config(config, output).to_yaml();
+  yaml.close();
+  MYRIAD_CHECK(yaml, "export: cannot write " << config_path.string());
   return config_path.string();
 }
 

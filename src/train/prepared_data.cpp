@@ -5,8 +5,9 @@
 #include <fstream>
 #include <sstream>
 
-#include "myriad/data/tokenize_corpus.h"
 #include "myriad/core/error.h"
+#include "myriad/data/corpus_fingerprint.h"
+#include "myriad/data/tokenize_corpus.h"
 #include "myriad/core/progress_bar.h"
 #include "myriad/data/token_shard.h"
 
@@ -75,18 +76,27 @@ void remove_shards(const std::string& dir) {
   }
 }
 
-// Tokenizes `files` of the corpus into `cache` with `tok`.
-void tokenize_into(const Corpus& corpus, const std::vector<std::string>& files, double val_fraction,
+data::ValSplit val_split_for(const RunConfig& config, const Corpus& corpus, std::size_t files) {
+  const std::string& choice = config.data.val_split;
+  if (choice == "auto") {
+    // One undivided file is one document: hold out its tail instead of whole documents.
+    const bool single_document = corpus.separator.empty() && files == 1;
+    return single_document ? data::ValSplit::tail : data::ValSplit::documents;
+  }
+  return data::parse_val_split(choice);
+}
+
+// Tokenizes `files` of the corpus into `cache` with `tok`; throws saying what happened when the
+// corpus yields no training or no validation tokens.
+void tokenize_into(const Corpus& corpus, const std::vector<std::string>& files, const RunConfig& config,
                    const data::BpeTokenizer& tok, const std::string& cache, spdlog::logger& log) {
   data::TokenizeOptions options;
   options.inputs = {corpus.path};
   options.output_dir = cache;
   options.separator = corpus.separator;
   options.extensions = corpus.extensions;
-  options.val_fraction = val_fraction;
-  // One undivided file is one document: hold out its tail instead of whole documents.
-  const bool single_document = corpus.separator.empty() && files.size() == 1;
-  options.val_split = single_document ? data::ValSplit::tail : data::ValSplit::documents;
+  options.val_fraction = config.data.val_fraction;
+  options.val_split = val_split_for(config, corpus, files.size());
   ProgressBar bar("tokenizing " + corpus.path, static_cast<std::int64_t>(files.size()), true);
   options.progress = [&bar](std::int64_t done, std::int64_t) { bar.update(done); };
   data::TokenizeSummary summary = data::tokenize_corpus(
@@ -95,6 +105,20 @@ void tokenize_into(const Corpus& corpus, const std::vector<std::string>& files, 
   bar.finish();
   log.info("data: {} documents, {} bytes -> {} train + {} val tokens in {}", summary.documents, summary.bytes,
            summary.train_tokens, summary.val_tokens, cache);
+  MYRIAD_CHECK(summary.bytes > 0 && summary.train_tokens > 0,
+               "data.path '" << corpus.path << "': the corpus holds no text (" << files.size() << " file(s), "
+                             << summary.bytes << " bytes, " << summary.documents << " documents)");
+  if (summary.val_tokens == 0) {
+    const bool by_documents = options.val_split == data::ValSplit::documents;
+    MYRIAD_THROW("data.path '" << corpus.path << "': no validation tokens: "
+                               << (by_documents ? "no document went to validation (data.val_split documents holds out "
+                                                  "every 1/data.val_fraction-th document, and the corpus has "
+                                                : "the tail share is under one token (")
+                               << summary.documents << " documents, " << summary.train_tokens
+                               << " tokens; data.val_fraction " << config.data.val_fraction
+                               << "): raise data.val_fraction, or set data.val_split: tail to hold out the last "
+                                  "val_fraction of the tokens");
+  }
 }
 
 }  // namespace
@@ -119,19 +143,32 @@ PreparedData prepare_data(const RunConfig& config, spdlog::logger& log) {
   } else {
     const std::string cache = config.data.cache_dir.empty() ? (fs::path(config.logging.dir) / "data").string()
                                                             : config.data.cache_dir;
+    const std::vector<std::string> files = data::list_corpus_files({corpus.path}, corpus.extensions);
     std::ostringstream source;
     source << "path=" << fs::absolute(corpus.path).string() << "\ntokenizer=" << spec_text
-           << "\nval_fraction=" << config.data.val_fraction << "\nseparator=" << corpus.separator << "\n";
+           << "\nval_fraction=" << config.data.val_fraction << "\nval_split=" << config.data.val_split
+           << "\nseparator=" << corpus.separator << "\n"
+           << data::corpus_fingerprint(files);
+    // source.txt is the cache's key, written last: a cache without it (an interrupted build) is
+    // rebuilt, as is one whose key differs (another corpus, tokenizer or split, or changed files).
     const fs::path source_file = fs::path(cache) / "source.txt";
     const fs::path tokenizer_file = fs::path(cache) / "tokenizer.bpe";
-    const bool cached = has_shards(cache, "train") && fs::exists(source_file) && read_text(source_file) == source.str();
+    const std::string before = fs::exists(source_file) ? read_text(source_file) : "";
+    const bool cached = has_shards(cache, "train") && has_shards(cache, "val") && before == source.str() &&
+                        (!trained || fs::exists(tokenizer_file));
     if (cached) {
       log.info("data: reusing token shards in {}", cache);
       prepared.tokenizer = trained ? load("bpe", tokenizer_file.string()) : load(spec.kind, spec.argument);
     } else {
-      remove_shards(cache);
+      if (!before.empty()) {
+        const std::string changed = data::first_difference(before, source.str());
+        log.warn("data: rebuilding the token cache in {}: {}", cache,
+                 changed.empty() ? std::string("the tokenizer or split settings changed, or shards are missing")
+                                 : "the corpus changed since it was built: " + changed);
+      }
       fs::create_directories(cache);
-      const std::vector<std::string> files = data::list_corpus_files({corpus.path}, corpus.extensions);
+      fs::remove(source_file);
+      remove_shards(cache);
       if (trained) {
         const std::int32_t vocab = static_cast<std::int32_t>(std::stol(spec.argument));
         log.info("data: training a byte-level BPE of {} tokens on {}", vocab, corpus.path);
@@ -141,7 +178,7 @@ PreparedData prepare_data(const RunConfig& config, spdlog::logger& log) {
       } else {
         prepared.tokenizer = load(spec.kind, spec.argument);
       }
-      tokenize_into(corpus, files, config.data.val_fraction, *prepared.tokenizer, cache, log);
+      tokenize_into(corpus, files, config, *prepared.tokenizer, cache, log);
       std::ofstream(source_file) << source.str();
     }
     prepared.shard_dir = cache;

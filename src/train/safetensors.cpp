@@ -65,7 +65,15 @@ SafetensorsFile read_safetensors(const std::string& path) {
   std::vector<std::tuple<std::string, std::string, Shape, std::uint64_t, std::uint64_t>> entries;
   for (const auto& [name, entry] : header.items()) {
     if (name == "__metadata__") {
-      for (const auto& [key, value] : entry.items()) file.metadata[key] = value.get<std::string>();
+      // The format's __metadata__ is a map of strings to strings.
+      MYRIAD_CHECK(entry.is_object(), "safetensors: " << path << ": __metadata__ must be a map of strings, is "
+                                                      << entry.type_name());
+      for (const auto& [key, value] : entry.items()) {
+        MYRIAD_CHECK(value.is_string(), "safetensors: " << path << ": __metadata__ entry '" << key
+                                                        << "' must be a string, is " << value.type_name() << " ("
+                                                        << value.dump() << ")");
+        file.metadata[key] = value.get<std::string>();
+      }
       continue;
     }
     try {

@@ -53,8 +53,7 @@ TEST(ConfigErrors, UnknownKeyInEverySectionListsThatSectionsKeys) {
     for (const auto& field : S::fields()) parts.push_back(field.name);
     expect_yaml_error(std::string(S::kSection) + ":\n\n  bogus_key: 1\n", parts);
   });
-  expect_yaml_error("model:\n  n_layer: 2\n  attention:\n    heads: 4\n",
-                    {"t.yaml:3", "unknown key 'model.attention'"});
+  expect_yaml_error("model:\n  n_layer: 2\n  mixer:\n    heads: 4\n", {"t.yaml:3", "unknown key 'model.mixer'"});
   expect_yaml_error("training:\n  n_layers: 2\n", {"unknown key 'training.n_layers'"});
   expect_yaml_error("model:\n  n_layers: 2\n", {"unknown key 'model.n_layers'", "did you mean 'n_layer'"});
   expect_yaml_error("training:\n  batchsize: 2\n", {"did you mean 'batch_size'", "global_batch_size (alias batch_size)"});
@@ -121,7 +120,7 @@ TEST(ConfigErrors, EveryChoiceKeyListsItsAllowedValues) {
       expect_error([&] { RunConfig().apply_override(path + "=nonsense"); }, {path, "must be one of " + allowed});
     }
   });
-  EXPECT_EQ(choices, 7);  // architecture, pp_schedule, schedule, device, precision, recompute, level
+  EXPECT_EQ(choices, 8);  // architecture, pp_schedule, schedule, device, precision, recompute, val_split, level
 }
 
 TEST(ConfigErrors, RepeatedKeysAndBothSpellingsOfAnAlias) {
@@ -136,11 +135,53 @@ TEST(ConfigErrors, RepeatedKeysAndBothSpellingsOfAnAlias) {
 TEST(ConfigErrors, SyntaxAndFileErrors) {
   expect_yaml_error("model:\n  n_layer: [2,\n  n_head: 3\n", {"t.yaml:", "invalid YAML"});
   expect_error([] { RunConfig::from_yaml_file("/nonexistent/run.yaml"); },
-               {"cannot open config file '/nonexistent/run.yaml'"});
+               {"config file '/nonexistent/run.yaml' does not exist"});
   const std::string path = ::testing::TempDir() + "myriad_bad_config.yaml";
   std::ofstream(path) << "# a comment\nmodel:\n  n_layer: 2\n\ntraining:\n  lr: fast\n";
   expect_error([&] { RunConfig::from_yaml_file(path); }, {path + ":6", "training.lr: expected a number, got 'fast'"});
   std::filesystem::remove(path);
+}
+
+// A wrong --config must never train the default 124M model: directories, empty files, comment-only
+// files and several YAML documents are refused naming the file.
+TEST(ConfigErrors, DirectoriesEmptyFilesAndSeveralDocumentsAreRefused) {
+  const std::filesystem::path dir = std::filesystem::path(::testing::TempDir()) / "myriad_config_dir";
+  std::filesystem::create_directories(dir);
+  expect_error([&] { RunConfig::from_yaml_file(dir.string()); }, {dir.string(), "is a directory", "YAML file"});
+  const std::string empty = (dir / "empty.yaml").string();
+  std::ofstream(empty).close();
+  expect_error([&] { RunConfig::from_yaml_file(empty); }, {empty, "the config is empty (no sections)"});
+  std::ofstream(empty) << "# only a comment\n\n";
+  expect_error([&] { RunConfig::from_yaml_file(empty); }, {empty, "the config is empty"});
+  expect_yaml_error("training: {steps: 5}\n---\ntraining: {steps: 7}\n",
+                    {"t.yaml:3", "holds 2 YAML documents", "a config is one document"});
+  EXPECT_EQ(RunConfig::from_yaml_string("---\ntraining: {steps: 5}\n", "t.yaml").training.steps, 5);
+  std::filesystem::remove_all(dir);
+}
+
+// Strings with NUL bytes are refused at the edge (to_yaml would otherwise cut them short).
+TEST(ConfigErrors, NulBytesAreRefused) {
+  RunConfig c;
+  expect_error([&] { c.apply_override(std::string("sample.prompt=ab\0cd", 20)); }, {"sample.prompt", "NUL byte"});
+  expect_yaml_error("sample:\n  prompt: \"ab\\0cd\"\n", {"t.yaml:2", "sample.prompt", "NUL byte"});
+}
+
+// Keys that would be accepted and do nothing are refused with the reason.
+TEST(ConfigErrors, KeysThatWouldDoNothingAreRefusedWithTheReason) {
+  expect_yaml_error("model:\n  block_size: 64\n",
+                    {"t.yaml:2", "model.block_size", "block-sparse attention", "model.context_length"});
+  expect_error([] { RunConfig().apply_override("model.block_size=64"); }, {"model.block_size", "model.context_length"});
+  expect_yaml_error("model:\n  sparse_ratio: 0.7\n", {"model.sparse_ratio", "not implemented yet"});
+  // The seed document's MoE block on a dense model: every key named, none silently ignored.
+  const char* seed_moe = "model:\n  num_experts: 128\n  top_k: 4\n  expert_capacity: 256\n";
+  RunConfig moe = RunConfig::from_yaml_string(seed_moe, "t.yaml");
+  EXPECT_EQ(moe.model.expert_capacity, 256);  // tokens, as the seed documents mean it
+  expect_error([&] { moe.validate(); }, {"model.num_experts (128) requires model.architecture: moe", "do nothing"});
+  moe.model.num_experts = 0;
+  expect_error([&] { moe.validate(); }, {"model.top_k (4) requires model.architecture: moe"});
+  moe.model.top_k = 0;
+  expect_error([&] { moe.validate(); }, {"model.expert_capacity (256) requires model.architecture: moe"});
+  expect_yaml_error("model:\n  architecture: MoE\n", {"model.architecture", "must be one of gpt2, llama"});
 }
 
 TEST(ConfigErrors, OverridesNameTheOverrideAndTheKeys) {
@@ -190,12 +231,33 @@ TEST(ConfigValidate, WorldSizeNamesEveryFactor) {
   expect_invalid([](RunConfig&) {}, {"world size must be >= 1"}, 0);
 }
 
+// parallel.dp defaults to auto: the world size over the model-parallel degrees, as the seed
+// documents' launch line (mpirun -np N ... --config config.yaml) expects.
+TEST(ConfigValidate, DataParallelDegreeDefaultsToTheWorldsShare) {
+  RunConfig c;
+  EXPECT_EQ(c.parallel.dp, 0);
+  EXPECT_NO_THROW(c.validate(6));
+  EXPECT_EQ(c.for_world(6).parallel.dp, 6);
+  c.parallel.tp = 2;
+  c.parallel.pp = 3;
+  EXPECT_EQ(c.for_world(12).parallel.dp, 2);
+  EXPECT_NO_THROW(c.validate(12));
+  expect_error([&] { c.validate(8); },
+               {"parallel.dp is auto", "world size 8 is not divisible by tp * pp * cp * ep = 2 * 3 * 1 * 1 = 6"});
+  expect_error([&] { (void)c.for_world(8); }, {"parallel.dp is auto"});
+  c.parallel.dp = 1;  // an explicit degree is checked as given
+  expect_error([&] { c.validate(12); }, {"= 6, but the world size is 12"});
+  // The batch arithmetic uses the settled degree: 8 ranks x micro_batch 2 x accumulation 1 = 16.
+  RunConfig batch = RunConfig::from_yaml_string("training: {micro_batch: 2, global_batch_size: 32}\n", "b.yaml");
+  EXPECT_NO_THROW(batch.validate(8));
+  EXPECT_EQ(batch.for_world(8).resolved().training.gradient_accumulation, 2);
+  expect_error([&] { batch.validate(3); }, {"global_batch_size (32)"});
+}
+
 TEST(ConfigValidate, CrossKeyChecks) {
   auto on_cuda = [](RunConfig& c) { c.training.device = ComputeDevice::cuda; };
   expect_invalid([&](RunConfig& c) { on_cuda(c); c.parallel.cp = 2; },
                  {"training.device cuda supports data, tensor and pipeline parallelism (parallel.cp 2, ep 1)"}, 2);
-  expect_invalid([&](RunConfig& c) { on_cuda(c); c.model.num_experts = 4; c.model.top_k = 2; },
-                 {"training.device cuda has no mixture-of-experts layers (model.num_experts 4)"});
   expect_invalid([](RunConfig& c) { c.model.n_head = 5; }, {"model.n_embd (768) must be divisible by model.n_head (5)"});
   expect_invalid([](RunConfig& c) { c.model.n_kv_head = 5; }, {"model.n_kv_head (5) must divide model.n_head (12)"});
   expect_invalid([](RunConfig& c) { c.model.n_kv_head = 24; }, {"model.n_kv_head (24) must divide"});
@@ -238,13 +300,10 @@ TEST(ConfigValidate, CrossKeyChecks) {
       {"micro-batches per step (3", "divisible by parallel.pp (2)"}, 2);
   expect_invalid([](RunConfig& c) { c.parallel.pp = 2; c.parallel.zero_stage = 2; }, {"parallel.zero_stage 2"}, 2);
   expect_invalid([](RunConfig& c) { c.parallel.ep = 2; }, {"parallel.ep (2) needs model.num_experts (0) > 0"}, 2);
-  expect_invalid([](RunConfig& c) { c.model.top_k = 2; }, {"model.top_k (2) and model.expert_capacity (0) must be 0"});
-  expect_invalid([](RunConfig& c) { c.model.num_experts = 4; c.model.top_k = 5; },
-                 {"model.top_k (5) must be in [1, model.num_experts = 4]"});
-  expect_invalid([](RunConfig& c) { c.model.num_experts = 4; }, {"model.top_k (0) must be in [1"});
+  expect_invalid([](RunConfig& c) { c.model.top_k = 2; }, {"model.top_k (2) requires model.architecture: moe"});
   expect_invalid([](RunConfig& c) { c.model.architecture = Architecture::llama; c.model.n_embd = 36; c.model.n_head = 12; },
                  {"n_embd / n_head (36 / 12 = 3) must be even"});
-  expect_invalid([](RunConfig& c) { c.training.seq_len = 2048; }, {"training.seq_len (2048) must be <= model.block_size (1024)"});
+  expect_invalid([](RunConfig& c) { c.training.seq_len = 2048; }, {"training.seq_len (2048) must be <= model.context_length (1024)"});
   expect_invalid([](RunConfig& c) { c.parallel.cp = 2; c.training.seq_len = 1022; },
                  {"training.seq_len (1022) must be divisible by 2 * parallel.cp (4)"}, 2);
   expect_invalid([](RunConfig& c) { c.parallel.tp = 4; c.parallel.sequence_parallel = true; c.training.seq_len = 1022; },

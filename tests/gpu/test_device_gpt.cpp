@@ -435,7 +435,7 @@ TEST(DeviceGpt, ScopeErrorsNameTheSetting) {
   cuda::DeviceContext context(0);
   nn::TransformerConfig odd_heads = nn::TransformerConfig::gpt2(200, 2, 4, 128, 64);  // head dim 32
   expect_error_mentions([&] { cuda::DeviceGpt(context, odd_heads, 1, 8); }, {"head dim 32"});
-  expect_error_mentions([&] { cuda::DeviceGpt(context, tiny_gpt2(), 1, 65); }, {"seq must be in [1, block_size 64]"});
+  expect_error_mentions([&] { cuda::DeviceGpt(context, tiny_gpt2(), 1, 65); }, {"seq must be in [1, context_length 64]"});
   expect_error_mentions([&] { cuda::DeviceGpt(context, tiny_gpt2(), 1, 8, {.operands = DType::i32}); },
                         {"GEMM operands i32", "f32, bf16 or f16"});
   expect_error_mentions([&] { cuda::DeviceGpt(context, tiny_gpt2(), 1, 8, {.tf32 = true, .operands = DType::bf16}); },

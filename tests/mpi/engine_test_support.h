@@ -48,7 +48,7 @@ inline fs::path shared_dir(dist::Communicator& comm, const std::string& name) {
 
 inline RunConfig config_for(int rank, const fs::path& dir, const std::string& architecture, int dp, int zero_stage, int accumulation) {
   RunConfig c = RunConfig::from_yaml_string(R"(
-model: {vocab_size: 320, n_layer: 2, n_head: 2, n_embd: 32, block_size: 32}
+model: {vocab_size: 320, n_layer: 2, n_head: 2, n_embd: 32, context_length: 32}
 training: {seq_len: 32, lr: 3.0e-3, warmup_steps: 2, eval_batches: 3, eval_every: 0}
 data: {tokenizer: "train:320", val_fraction: 0.1}
 )", "dp_test_config");

@@ -141,9 +141,9 @@ TEST(GptModel, BadInputsNameTheProblem) {
   Tensor long_ids = Tensor::zeros({1, 9}, DType::i32);
   try {
     model.forward_loss(long_ids, Tensor::zeros({1, 9}, DType::i32));
-    FAIL() << "T > block_size accepted";
+    FAIL() << "T > context_length accepted";
   } catch (const Error& e) {
-    EXPECT_NE(std::string(e.what()).find("block_size 8"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("context_length 8"), std::string::npos) << e.what();
   }
   Tensor bad = Tensor::full({1, 4}, 13, DType::i32);
   EXPECT_THROW(model.forward_loss(bad, Tensor::zeros({1, 4}, DType::i32)), Error);

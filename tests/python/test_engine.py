@@ -23,7 +23,7 @@ model:
   n_layer: 2
   n_head: 2
   n_embd: 32
-  block_size: 32
+  context_length: 32
 training:
   micro_batch: 4
   gradient_accumulation: 2
@@ -84,7 +84,7 @@ def test_config_from_file_equals_from_string(tmp_path, corpus):
 
 
 def test_config_from_file_errors_name_file_and_line(tmp_path):
-    with pytest.raises(myriad.Error, match="cannot open config file .*no_such.yaml"):
+    with pytest.raises(myriad.Error, match="config file .*no_such.yaml. does not exist"):
         myriad.Config.from_file(str(tmp_path / "no_such.yaml"))
     bad = tmp_path / "bad.yaml"
     bad.write_text("model:\n  n_layer: 2\n  n_layr: 3\n")
@@ -124,7 +124,7 @@ def test_config_set_unknown_key_names_it(tiny_config):
     "override, message",
     [
         ("model.n_head=3", r"model\.n_embd \(32\) must be divisible by model\.n_head \(3\)"),
-        ("training.seq_len=64", r"training\.seq_len \(64\) must be <= model\.block_size \(32\)"),
+        ("training.seq_len=64", r"training\.seq_len \(64\) must be <= model\.context_length \(32\)"),
         ("training.batch_size=12", r"training\.global_batch_size \(12\) must equal training\.micro_batch \(4\) \* "
                                    r"training\.gradient_accumulation \(2\) \* parallel\.dp \(1\) = 8"),
         ("training.warmup=31", r"training\.warmup_steps \(31\) must be <= training\.steps \(30\)"),
@@ -138,11 +138,21 @@ def test_config_validate_cross_key_errors(tiny_config, override, message):
 
 
 def test_config_validate_world_size(tiny_config):
+    # An explicit degree is checked against the world as given ...
+    tiny_config.set("parallel.dp=1")
     with pytest.raises(myriad.Error, match=r"dp \* tp \* pp \* cp \* ep = 1 \* 1 \* 1 \* 1 \* 1 = 1.*world size is 2"):
         tiny_config.validate(2)
     tiny_config.set("parallel.dp=2")
     tiny_config.set("training.batch_size=16")
     tiny_config.validate(2)
+    # ... and auto (0, the default) takes the world's share; a world that does not divide is named.
+    tiny_config.set("parallel.dp=0")
+    tiny_config.validate(2)
+    assert "  dp: 2\n" in tiny_config.to_yaml()
+    tiny_config.set("parallel.dp=0")
+    tiny_config.set("parallel.tp=2")
+    with pytest.raises(myriad.Error, match=r"parallel.dp is auto.*world size 3 is not divisible by tp \* pp \* cp \* ep"):
+        tiny_config.validate(3)
 
 
 def test_config_to_yaml_round_trip(tiny_config):
@@ -154,7 +164,7 @@ def test_config_to_yaml_round_trip(tiny_config):
     assert again.to_yaml() == text
     assert again.sample["prompt"] == "héllo: \"quoted\" 'x' # not a comment 🙂"
     # The default config and the resolved one round-trip too.
-    default = myriad.Config.from_string("")
+    default = myriad.Config.from_string("model:\n")
     assert myriad.Config.from_string(default.to_yaml()).to_yaml() == default.to_yaml()
     resolved = tiny_config.resolved()
     assert myriad.Config.from_string(resolved.to_yaml()).to_yaml() == resolved.to_yaml()

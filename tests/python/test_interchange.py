@@ -4,6 +4,7 @@ and shape, bit for bit; importing it gives a step-0 checkpoint that an engine re
 same parameters; truncated files and missing tensors are errors naming the file and tensor."""
 import json
 import os
+import shutil
 import struct
 import subprocess
 import sys
@@ -18,7 +19,7 @@ REPO = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
 ENV = dict(os.environ, PYTHONPATH=os.path.join(REPO, "python"))
 
 YAML = """\
-model: {{architecture: {arch}, vocab_size: 320, n_layer: 2, n_head: 2, n_embd: 32, block_size: 32}}
+model: {{architecture: {arch}, vocab_size: 320, n_layer: 2, n_head: 2, n_embd: 32, context_length: 32}}
 training: {{micro_batch: 4, gradient_accumulation: 1, seq_len: 32, steps: 4, lr: 3.0e-3, eval_every: 0}}
 data: {{path: {corpus}, tokenizer: "train:320"}}
 logging: {{dir: {run}, level: warn, tensorboard: false}}
@@ -101,3 +102,41 @@ def test_bad_files_are_clear_errors(tmp_path):
     result = convert("import", tmp_path / "missing.safetensors", tmp_path / "m.yaml", tmp_path / "out2")
     assert result.returncode == 2 and "lacks parameter 'wpe'" in result.stderr, result.stderr
     assert not (tmp_path / "out2").exists()
+
+
+@pytest.mark.skipif(shutil.which("mpirun") is None, reason="mpirun not found")
+def test_the_documented_recipe_runs_verbatim(tmp_path):
+    """docs/checkpoints.md's three lines after a data-parallel run of two ranks: export, import,
+    train from the import — in the same working directory as the source run, which must neither
+    collide with the source run's folders nor carry its data-parallel degree."""
+    corpus = write_corpus(tmp_path / "corpus.txt")
+    config_path = tmp_path / "gpt2_tiny.yaml"
+    config_path.write_text(YAML.format(arch="gpt2", corpus=corpus, run="runs/gpt2_tiny")
+                           .replace("micro_batch: 4, gradient_accumulation: 1", "micro_batch: 2, gradient_accumulation: 2"))
+    root = ["--allow-run-as-root"] if os.geteuid() == 0 else []
+    source = subprocess.run(
+        ["mpirun", "-np", "2", *root, "--oversubscribe", "--mca", "mpi_yield_when_idle", "1", "-x", "PYTHONPATH",
+         sys.executable, os.path.join(REPO, "python", "train.py"), "--config", str(config_path),
+         "--set", "sample.tokens=0"],
+        cwd=tmp_path, env=ENV, capture_output=True, text=True, timeout=300)
+    assert source.returncode == 0, source.stdout + source.stderr
+    checkpoints = tmp_path / "runs" / "gpt2_tiny" / "checkpoints"
+    before = sorted(os.listdir(checkpoints))
+    assert "step_00000004" in before
+
+    def run(*command):
+        result = subprocess.run(list(command), cwd=tmp_path, env=ENV, capture_output=True, text=True, timeout=300)
+        assert result.returncode == 0, " ".join(command) + "\n" + result.stdout + result.stderr
+        return result
+
+    run(sys.executable, "-m", "myriad.convert", "export", "runs/gpt2_tiny/checkpoints/step_00000004",
+        "model.safetensors")
+    run(sys.executable, "-m", "myriad.convert", "import", "model.safetensors", "model.yaml", "imported/")
+    trained = run(sys.executable, os.path.join(REPO, "python", "train.py"), "--config", "model.yaml", "--resume",
+                  "imported/step_00000000", "--set", "sample.tokens=0")
+    assert "Val Loss: " in trained.stdout
+    assert sorted(os.listdir(checkpoints)) == before, "the import's run wrote into the source run's checkpoints"
+    assert (tmp_path / "runs" / "model" / "checkpoints" / "step_00000004" / "manifest.json").exists()
+    # The portable config: the launch decides dp; the global batch (2 x 2 x 2 sequences) stays.
+    text = (tmp_path / "model.yaml").read_text()
+    assert "  dp: 0\n" in text and "  global_batch_size: 8\n" in text and "  dir: \"runs/model\"\n" in text

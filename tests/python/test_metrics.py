@@ -14,7 +14,7 @@ from tiny_corpus import write_corpus
 REPO = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
 
 TINY_YAML = """\
-model: {{architecture: gpt2, vocab_size: 320, n_layer: 2, n_head: 2, n_embd: 32, block_size: 32}}
+model: {{architecture: gpt2, vocab_size: 320, n_layer: 2, n_head: 2, n_embd: 32, context_length: 32}}
 training: {{micro_batch: 4, gradient_accumulation: 2, seq_len: 32, steps: 6, lr: 3.0e-3, eval_batches: 2}}
 data: {{path: {corpus}, tokenizer: "train:320"}}
 logging: {{dir: {run}, level: warn, measure_peak: false, peak_tflops: 0.001, straggler_every: 3}}

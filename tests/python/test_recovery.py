@@ -22,7 +22,7 @@ MPIRUN = shutil.which("mpirun")
 ENV = dict(os.environ, PYTHONPATH=os.path.join(REPO, "python"), OMP_NUM_THREADS="1")
 
 YAML = """\
-model: {{architecture: gpt2, vocab_size: 320, n_layer: 2, n_head: 2, n_embd: 32, block_size: 32}}
+model: {{architecture: gpt2, vocab_size: 320, n_layer: 2, n_head: 2, n_embd: 32, context_length: 32}}
 training: {{micro_batch: 2, gradient_accumulation: 2, seq_len: 32, steps: 10, lr: 3.0e-3, eval_batches: 2, eval_every: 0}}
 data: {{path: {corpus}, tokenizer: "train:320"}}
 checkpoint: {{every: 2}}
@@ -30,8 +30,8 @@ logging: {{dir: {run}, every: 1}}
 sample: {{tokens: 0}}
 """
 
-FINAL = re.compile(r"^step +10/10 \| loss ([0-9.]+) ", re.M)
-FINAL_8 = re.compile(r"^step +8/8 \| loss ([0-9.]+) ", re.M)
+FINAL = re.compile(r"^Iteration: 10/10 \| Loss: ([0-9.]+) ", re.M)
+FINAL_8 = re.compile(r"^Iteration: 8/8 \| Loss: ([0-9.]+) ", re.M)
 
 
 @pytest.fixture
@@ -50,7 +50,7 @@ def test_sigterm_checkpoints_at_the_step_boundary_and_resume_continues(config, t
     lines = []
     for line in process.stdout:
         lines.append(line)
-        if line.startswith("step     3/"):
+        if line.startswith("Iteration: 3/"):
             process.send_signal(signal.SIGTERM)
     assert process.wait(timeout=120) == 0, "".join(lines)
     message = [l for l in lines if l.startswith("preempted by SIGTERM at step ")]
@@ -62,7 +62,7 @@ def test_sigterm_checkpoints_at_the_step_boundary_and_resume_continues(config, t
                              text=True, timeout=120)
     assert resumed.returncode == 0, resumed.stderr
     assert f"at step {step}" in resumed.stderr + resumed.stdout
-    assert re.search(rf"^step +{step + 1}/{step + 2} ", resumed.stdout, re.M), resumed.stdout
+    assert re.search(rf"^Iteration: {step + 1}/{step + 2} ", resumed.stdout, re.M), resumed.stdout
 
 
 @pytest.mark.skipif(MPIRUN is None, reason="mpirun not found")

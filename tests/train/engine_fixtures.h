@@ -35,7 +35,7 @@ inline std::string write_corpus(const fs::path& dir) {
 
 inline RunConfig tiny_config(const fs::path& dir, const std::string& corpus) {
   RunConfig c = RunConfig::from_yaml_string(R"(
-model: {architecture: gpt2, vocab_size: 320, n_layer: 2, n_head: 2, n_embd: 32, block_size: 32}
+model: {architecture: gpt2, vocab_size: 320, n_layer: 2, n_head: 2, n_embd: 32, context_length: 32}
 training: {micro_batch: 4, gradient_accumulation: 2, seq_len: 32, steps: 20, lr: 3.0e-3, warmup_steps: 2, eval_batches: 2}
 data: {tokenizer: "train:320", val_fraction: 0.1}
 )", "tiny_config");

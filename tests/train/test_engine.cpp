@@ -112,6 +112,22 @@ TEST(Engine, CheckpointErrorsNameFileAndTensorAndLoadNothing) {
   // A manifest that is not JSON.
   expect_refused([](const fs::path& c) { std::ofstream(c / "manifest.json") << "{ not json"; },
                  {"manifest.json", "not valid JSON"});
+  // Manifest edits that used to escape as raw JSON or file-system exceptions, or to load and fail
+  // later in the sampler: each is a myriad::Error naming the manifest and the problem.
+  const auto edit_manifest = [](const std::string& from, const std::string& to) {
+    return [from, to](const fs::path& c) {
+      std::ifstream in(c / "manifest.json");
+      std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+      ASSERT_NE(text.find(from), std::string::npos) << from;
+      text.replace(text.find(from), from.size(), to);
+      std::ofstream(c / "manifest.json") << text;
+    };
+  };
+  expect_refused(edit_manifest("\"format_version\": 2", "\"format_version\": \"2\""),
+                 {"manifest.json", "format_version \"2\"", "not a whole number"});
+  expect_refused(edit_manifest("\"step\": 1,", "\"step\": -3,"), {"manifest.json", "negative step", "step -3"});
+  expect_refused(edit_manifest("\"file\": \"rank_0.bin\"", "\"file\": \"rank_7.bin\""),
+                 {"manifest.json", "names the file 'rank_7.bin'", "do not list"});
   // A checkpoint of another model shape is refused, naming the difference.
   RunConfig wider = config;
   wider.model.n_embd = 64;
@@ -165,7 +181,7 @@ TEST(Engine, TinyShakespeareValidationLossBeatsUnigram) {
   }
   fs::path dir = fresh_dir("shakespeare");
   RunConfig config = RunConfig::from_yaml_string(R"(
-model: {architecture: gpt2, vocab_size: 50257, n_layer: 2, n_head: 4, n_embd: 64, block_size: 64}
+model: {architecture: gpt2, vocab_size: 50257, n_layer: 2, n_head: 4, n_embd: 64, context_length: 64}
 training: {micro_batch: 8, gradient_accumulation: 1, seq_len: 64, steps: 120, lr: 4.0e-3, warmup_steps: 10, eval_batches: 8}
 data: {val_fraction: 0.1}
 )", "shakespeare_config");

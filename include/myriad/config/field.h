@@ -168,6 +168,25 @@ Field<S> make_field(std::string name, T S::*member, std::string meaning, FieldOp
   return field;
 }
 
+// A key a section refuses with a reason: a spelling users bring from other tools or from the seed
+// documents that would mean something else here, or a feature that is not implemented yet (so the
+// key would silently do nothing). A section lists them in `static refused_keys()`.
+struct RefusedKey {
+  std::string name;
+  std::string reason;  // why, and what to use instead
+};
+
+// The refused key `key` of section S, or nullptr (also when S refuses none).
+template <typename S>
+const RefusedKey* find_refused_key(std::string_view key) {
+  if constexpr (requires { S::refused_keys(); }) {
+    for (const RefusedKey& r : S::refused_keys()) {
+      if (r.name == key) return &r;
+    }
+  }
+  return nullptr;
+}
+
 template <typename S>
 std::vector<const FieldInfo*> field_infos(const std::vector<Field<S>>& fields) {
   std::vector<const FieldInfo*> infos;

@@ -3,7 +3,10 @@
 // Two families: gpt2 (LayerNorm, GELU MLP, learned positions, biases, tied embeddings) and llama
 // (RMSNorm, SwiGLU MLP, RoPE, no biases, untied embeddings, optional grouped-query attention).
 // Keys that default to "derived" hold 0 / auto; the helper methods return the value in use and are
-// what the model code reads. MoE keys are reserved: 0 means a dense model.
+// what the model code reads. The mixture-of-experts keys are reserved for model.architecture: moe
+// (not implemented yet): any non-zero value is refused. Keys that would mean something else here
+// (block_size: the seed documents' sparse-attention tile, not the context length) are refused with
+// the reason (refused_keys()).
 #pragma once
 
 #include <cstdint>
@@ -26,7 +29,7 @@ struct ModelConfig {
   int n_head = 12;                                 // attention (query) heads (H)
   int n_kv_head = 0;                               // key/value heads for GQA; 0 = n_head
   int n_embd = 768;                                // channels (C)
-  int block_size = 1024;                           // maximum sequence length
+  int context_length = 1024;                       // longest sequence (positions)
   int ffn_hidden = 0;                              // MLP hidden width; 0 = derived (ffn_hidden_size())
   double norm_eps = 1e-5;                          // epsilon of LayerNorm / RMSNorm
   double rope_theta = 10000.0;                     // RoPE base (llama only)
@@ -35,7 +38,7 @@ struct ModelConfig {
   double init_std = 0.02;                          // std of the normal weight initialisation
   int num_experts = 0;                             // MoE experts per layer (reserved; 0 = dense MLP)
   int top_k = 0;                                   // experts per token (reserved; 0 when dense)
-  double expert_capacity = 0.0;                    // MoE capacity factor (reserved; 0 = no token dropping)
+  std::int64_t expert_capacity = 0;                // tokens per expert (reserved; 0 when dense)
 
   // Vocabulary rounded up to a multiple of 64 (embedding and LM-head rows).
   std::int64_t padded_vocab_size() const;
@@ -51,8 +54,10 @@ struct ModelConfig {
   bool uses_bias() const;
 
   // Per-key checks plus: n_embd % n_head, n_head % kv_heads, even head_dim for RoPE, MoE keys
-  // consistent (all 0, or 1 <= top_k <= num_experts). Throws myriad::Error naming the keys.
+  // all 0 (mixture of experts is not implemented yet). Throws myriad::Error naming the keys.
   void validate() const;
+
+  static const std::vector<RefusedKey>& refused_keys();
 
   static const std::vector<Field<ModelConfig>>& fields();
   bool operator==(const ModelConfig&) const = default;

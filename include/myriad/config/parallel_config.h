@@ -18,7 +18,7 @@ struct ParallelConfig {
   static constexpr std::string_view kSection = "parallel";
   static constexpr std::string_view kSectionMeaning = "how the ranks are split into parallel groups";
 
-  int dp = 1;                       // data-parallel replicas
+  int dp = 0;                       // data-parallel replicas; 0 = auto: world / (tp * pp * cp * ep)
   int tp = 1;                       // tensor-parallel ranks (split heads, MLP width, vocabulary)
   int pp = 1;                       // pipeline stages
   int cp = 1;                       // context-parallel ranks (split the sequence in attention)
@@ -29,17 +29,20 @@ struct ParallelConfig {
   PipelineSchedule pp_schedule = PipelineSchedule::one_f_one_b;  // 1f1b | gpipe | interleaved
   std::vector<std::string> pp_layers;  // layers per global pipeline stage (pp * virtual_stages entries); empty = even
   double bucket_mb = 8.0;
-  double collective_timeout = 600.0;  // seconds a collective may run before the watchdog reports and aborts; 0 = off           // dp gradient bucket (MiB), reduced as soon as its gradients are final; 0 = one reduction after backward
+  double collective_timeout = 600.0;  // seconds a collective may run before the watchdog reports and aborts; 0 = off
 
-  // dp * tp * pp * cp * ep.
+  // dp * tp * pp * cp * ep (0 while dp is auto).
   long long degree_product() const;
+  // dp, or for dp 0 (auto) world_size / (tp * pp * cp * ep); throws naming the numbers when that
+  // does not divide.
+  int dp_for_world(int world_size) const;
   // Layers of each global pipeline stage (stage g = chunk * pp + pipeline rank): pp_layers, or an
   // even split. Throws naming the numbers unless every stage has >= 1 layer and the counts sum to
   // n_layer (no layer dropped or duplicated).
   std::vector<int> stage_layers(int n_layer) const;
 
   // Per-key checks; the product of the degrees equals `world_size` (the message names every
-  // factor); interleaved <=> virtual_stages > 1 (and then pp > 1); ZeRO 2/3 not with pp > 1.
+  // factor; dp auto takes what divides); interleaved <=> virtual_stages > 1 (and then pp > 1); ZeRO 2/3 not with pp > 1.
   void validate(int world_size) const;
 
   static const std::vector<Field<ParallelConfig>>& fields();

@@ -28,8 +28,10 @@ struct RunConfig {
   LoggingConfig logging;        // run directory and log level
   SampleConfig sample;          // text generation after training
 
-  // Parses a YAML file / text. Missing sections and keys keep their defaults; an empty document
-  // is the default config. `source_name` names the text in error messages ("<file>:<line>: ...").
+  // Parses a YAML file / text. Missing sections and keys keep their defaults. Refused: an empty
+  // text (no section: almost always a wrong file, which would train the default model), more
+  // than one YAML document, a path that is a directory. `source_name` names the text in error
+  // messages ("<file>:<line>: ...").
   static RunConfig from_yaml_file(const std::string& path);
   static RunConfig from_yaml_string(const std::string& text, const std::string& source_name);
 
@@ -41,13 +43,19 @@ struct RunConfig {
 
   // Every per-section check, then the cross-section ones: degrees multiply to world_size; heads,
   // kv heads, ffn width and padded vocab divisible by tp; n_layer by pp * virtual_stages; the batch
-  // identity global_batch_size == micro_batch * gradient_accumulation * dp; seq_len <= block_size
+  // identity global_batch_size == micro_batch * gradient_accumulation * dp; seq_len <= context_length
   // (and divisible by 2*cp, by tp with sequence parallelism); the tokenizer fits the vocabulary.
   void validate(int world_size = 1) const;
 
+  // A copy for a job of `world_size` processes: parallel.dp auto (0) becomes world_size / (tp * pp
+  // * cp * ep); throws naming the numbers when that does not divide. Drivers call it once, before
+  // building the process groups.
+  RunConfig for_world(int world_size) const;
+
   // A copy with every derived value filled in (ffn_hidden, n_kv_head, tie_embeddings, bias,
   // seq_len, global_batch_size, gradient_accumulation, min_lr, tokenizer, cache and checkpoint
-  // dirs). Never throws; values that cannot be derived (inconsistent batch) stay 0. Call validate()
+  // dirs). Never throws; values that cannot be derived (inconsistent batch) stay 0; dp auto counts
+  // as 1 (call for_world() first). Call validate()
   // first to get an error instead.
   RunConfig resolved() const;
 

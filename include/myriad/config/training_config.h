@@ -3,7 +3,7 @@
 // Batch arithmetic: global_batch_size = micro_batch * gradient_accumulation * parallel.dp
 // sequences per optimizer step. Give any two of global_batch_size / gradient_accumulation (0 =
 // derived) and the third follows; giving both must agree (RunConfig::validate). Values that depend
-// on other sections (seq_len from model.block_size, the batch from parallel.dp) are filled in by
+// on other sections (seq_len from model.context_length, the batch from parallel.dp) are filled in by
 // RunConfig::resolved().
 #pragma once
 
@@ -25,7 +25,7 @@ struct TrainingConfig {
   std::int64_t global_batch_size = 0;  // sequences per optimizer step; 0 = micro_batch * gradient_accumulation * dp
   int micro_batch = 8;                 // sequences per micro-batch per dp rank
   int gradient_accumulation = 0;       // micro-batches per step per dp rank; 0 = derived from global_batch_size (or 1)
-  int seq_len = 0;                     // tokens per sequence (T); 0 = model.block_size; at most block_size
+  int seq_len = 0;                     // tokens per sequence (T); 0 = model.context_length; at most context_length
   std::int64_t steps = 1000;           // optimizer steps
   double lr = 6e-4;                    // peak learning rate (after warmup)
   std::optional<double> min_lr;        // floor the schedule decays to; unset = 0.1 * lr
@@ -46,6 +46,7 @@ struct TrainingConfig {
   std::uint64_t seed = 1337;           // seed of initialisation, data order and dropout
   std::int64_t eval_every = 100;       // steps between validation-loss evaluations; 0 = never
   int eval_batches = 8;                // micro-batches per evaluation
+  int max_nonfinite_steps = 10;        // consecutive non-finite steps before the run stops; 0 = never
 
   // Per-key checks plus min_lr <= lr and warmup_steps <= steps (the batch is checked by RunConfig).
   void validate() const;

@@ -16,4 +16,9 @@ namespace myriad {
 std::shared_ptr<spdlog::logger> make_rank_logger(int rank, const std::string& level = "info",
                                                  const std::string& file_path = "");
 
+// A logger that writes what `log` (made by make_rank_logger) writes, but to its file only: for long
+// records such as the resolved config, which belong in the log file and not on the console. Writes
+// nothing when `log` has no file.
+std::shared_ptr<spdlog::logger> file_only_logger(const spdlog::logger& log);
+
 }  // namespace myriad

@@ -4,7 +4,7 @@
 // softmax(logits / temperature) restricted to the top_k largest logits (top_k 0 = all), using
 // Philox(seed, stream = 0, index = position) so the same seed gives the same text. temperature
 // 0 means greedy (argmax). Generation stops at max_new_tokens, at `stop_token` (>= 0) or when
-// the context reaches block_size.
+// the context reaches context_length.
 #pragma once
 
 #include <cstdint>

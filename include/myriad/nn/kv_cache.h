@@ -1,7 +1,7 @@
 // KvCache — keys and values of past positions for incremental decoding (one sequence).
 //
 // Per layer: k, v (Hkv, capacity, D), filled at positions [0, length). Decoding position t
-// appends its k, v at row t and attends over rows [0, t]; capacity is the model's block_size.
+// appends its k, v at row t and attends over rows [0, t]; capacity is the model's context_length.
 #pragma once
 
 #include <vector>

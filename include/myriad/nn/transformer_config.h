@@ -29,7 +29,7 @@ struct TransformerConfig {
   std::int64_t n_head = 12;
   std::int64_t n_kv_head = 12;   // == n_head: multi-head; fewer: grouped-query attention
   std::int64_t n_embd = 768;     // C
-  std::int64_t block_size = 1024;  // longest sequence (learned position table size)
+  std::int64_t context_length = 1024;  // longest sequence (learned position table size)
   std::int64_t ffn_hidden = 3072;  // F
   NormKind norm = NormKind::layernorm;
   MlpKind mlp = MlpKind::gelu;

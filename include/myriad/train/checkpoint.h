@@ -83,7 +83,7 @@ std::string save_checkpoint(const std::string& dir, const CheckpointHeader& head
 
 // The resolved config (YAML) recorded in a checkpoint's manifest.
 std::string read_checkpoint_config(const std::string& checkpoint_dir);
-// Newest complete checkpoint directory under `dir` ("" when none).
+// The checkpoint `--resume auto` takes under `dir` ("" when none): find_resume_point().path.
 std::string latest_checkpoint(const std::string& dir);
 
 }  // namespace myriad::train

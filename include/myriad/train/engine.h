@@ -95,6 +95,8 @@ class Engine {
  private:
   void check_supported_layout() const;
   void log_layout();
+  // Throws (on every rank) when a run that did not resume would write into another run's checkpoints.
+  void check_fresh_run_folder();
   void setup_precision();    // training.precision on the CPU path: the compute copy of the weights
   void setup_loss_scaler();  // fp16 (either device)
   void refresh_compute_weights();  // compute copy <- master weights rounded to the compute format
@@ -138,6 +140,9 @@ class Engine {
   double flops_per_token_ = 0.0;
   nn::ActivationMemory activations_;
   std::int64_t step_ = 0;
+  int nonfinite_steps_in_a_row_ = 0;  // training.max_nonfinite_steps counts these
+  bool resumed_ = false;              // load() took a checkpoint
+  bool fresh_run_checked_ = false;    // check_fresh_run_folder() ran
   std::vector<Tensor> micro_ids_, micro_targets_;
   PeakFlops peak_;
   std::unique_ptr<StragglerDetector> stragglers_;
