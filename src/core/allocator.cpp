@@ -17,8 +17,8 @@ void* aligned_host_alloc(std::size_t bytes) {
 
 void aligned_host_free(void* ptr) noexcept { std::free(ptr); }
 
-Storage::Storage(void* data, std::size_t bytes, Device device, Deleter deleter)
-    : data_(data), bytes_(bytes), device_(device), deleter_(std::move(deleter)) {}
+Storage::Storage(void* data, std::size_t bytes, Device device, Deleter deleter, ExecutionContext* context)
+    : data_(data), bytes_(bytes), device_(device), deleter_(std::move(deleter)), context_(context) {}
 
 Storage::~Storage() {
   if (deleter_) deleter_(data_);
@@ -29,8 +29,9 @@ std::shared_ptr<Storage> Storage::allocate_host(std::size_t bytes) {
   return std::make_shared<Storage>(ptr, bytes, Device::cpu(), aligned_host_free);
 }
 
-std::shared_ptr<Storage> Storage::wrap(void* data, std::size_t bytes, Device device, Deleter deleter) {
-  return std::make_shared<Storage>(data, bytes, device, std::move(deleter));
+std::shared_ptr<Storage> Storage::wrap(void* data, std::size_t bytes, Device device, Deleter deleter,
+                                       ExecutionContext* context) {
+  return std::make_shared<Storage>(data, bytes, device, std::move(deleter), context);
 }
 
 }  // namespace myriad

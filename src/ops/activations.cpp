@@ -1,6 +1,7 @@
 // GELU / SwiGLU dispatch points: validate shapes / dtypes / devices, then pick the backend.
 #include "myriad/ops/activations.h"
 
+#include "myriad/ops/backend.h"
 #include "myriad/ops/op_checks.h"
 
 namespace myriad {
@@ -22,7 +23,7 @@ void gelu_forward(const GeluArgs& args, const Tensor& x, Tensor& out) {
   check_elementwise(op, "out", out, &x);
   Device device = ops::check_same_device(op, {{"x", &x}, {"out", &out}});
   if (device.is_cpu()) return cpu::gelu_forward(args, x, out);
-  ops::throw_unsupported_device(op, device);
+  ops::backend_of(op, {{"x", &x}, {"out", &out}}).gelu_forward(args, x, out);
 }
 
 void gelu_backward(const GeluArgs& args, const Tensor& x, const Tensor& grad_out, Tensor& grad_x) {
@@ -32,7 +33,7 @@ void gelu_backward(const GeluArgs& args, const Tensor& x, const Tensor& grad_out
   check_elementwise(op, "grad_x", grad_x, &x);
   Device device = ops::check_same_device(op, {{"x", &x}, {"grad_out", &grad_out}, {"grad_x", &grad_x}});
   if (device.is_cpu()) return cpu::gelu_backward(args, x, grad_out, grad_x);
-  ops::throw_unsupported_device(op, device);
+  ops::backend_of(op, {{"x", &x}, {"grad_out", &grad_out}, {"grad_x", &grad_x}}).gelu_backward(args, x, grad_out, grad_x);
 }
 
 void swiglu_forward(const SwigluArgs& args, const Tensor& gate, const Tensor& up, Tensor& out) {
@@ -42,7 +43,7 @@ void swiglu_forward(const SwigluArgs& args, const Tensor& gate, const Tensor& up
   check_elementwise(op, "out", out, &gate);
   Device device = ops::check_same_device(op, {{"gate", &gate}, {"up", &up}, {"out", &out}});
   if (device.is_cpu()) return cpu::swiglu_forward(args, gate, up, out);
-  ops::throw_unsupported_device(op, device);
+  ops::backend_of(op, {{"gate", &gate}, {"up", &up}, {"out", &out}}).swiglu_forward(args, gate, up, out);
 }
 
 void swiglu_backward(const SwigluArgs& args, const Tensor& gate, const Tensor& up, const Tensor& grad_out,
@@ -53,10 +54,11 @@ void swiglu_backward(const SwigluArgs& args, const Tensor& gate, const Tensor& u
   check_elementwise(op, "grad_out", grad_out, &gate);
   if (grad_gate.defined()) check_elementwise(op, "grad_gate", grad_gate, &gate);
   if (grad_up.defined()) check_elementwise(op, "grad_up", grad_up, &gate);
-  Device device = ops::check_same_device(
-      op, {{"gate", &gate}, {"up", &up}, {"grad_out", &grad_out}, {"grad_gate", &grad_gate}, {"grad_up", &grad_up}});
+  const std::initializer_list<ops::NamedTensor> tensors = {
+      {"gate", &gate}, {"up", &up}, {"grad_out", &grad_out}, {"grad_gate", &grad_gate}, {"grad_up", &grad_up}};
+  Device device = ops::check_same_device(op, tensors);
   if (device.is_cpu()) return cpu::swiglu_backward(args, gate, up, grad_out, grad_gate, grad_up);
-  ops::throw_unsupported_device(op, device);
+  ops::backend_of(op, tensors).swiglu_backward(args, gate, up, grad_out, grad_gate, grad_up);
 }
 
 }  // namespace myriad

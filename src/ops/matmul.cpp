@@ -1,6 +1,7 @@
 // Matmul dispatch point: validates shapes / dtypes / devices, then picks the backend.
 #include "myriad/ops/matmul.h"
 
+#include "myriad/ops/backend.h"
 #include "myriad/ops/op_checks.h"
 
 namespace myriad {
@@ -50,9 +51,10 @@ void matmul_forward(const MatmulArgs& args, const Tensor& a, const Tensor& b, Te
   MatmulDims dims = check_matmul(op, args, a, b);
   ops::check_dtype(op, "out", out, DType::f32);
   ops::check_shape(op, "out", out, out_shape(dims));
-  Device device = ops::check_same_device(op, {{"a", &a}, {"b", &b}, {"out", &out}});
+  const std::initializer_list<ops::NamedTensor> tensors = {{"a", &a}, {"b", &b}, {"out", &out}};
+  Device device = ops::check_same_device(op, tensors);
   if (device.is_cpu()) return cpu::matmul_forward(args, a, b, out);
-  ops::throw_unsupported_device(op, device);
+  ops::backend_of(op, tensors).matmul_forward(args, a, b, out);
 }
 
 void matmul_backward(const MatmulArgs& args, const Tensor& a, const Tensor& b, const Tensor& grad_out,
@@ -69,10 +71,11 @@ void matmul_backward(const MatmulArgs& args, const Tensor& a, const Tensor& b, c
     ops::check_dtype(op, "grad_b", grad_b, DType::f32);
     ops::check_shape(op, "grad_b", grad_b, b.shape());
   }
-  Device device = ops::check_same_device(
-      op, {{"a", &a}, {"b", &b}, {"grad_out", &grad_out}, {"grad_a", &grad_a}, {"grad_b", &grad_b}});
+  const std::initializer_list<ops::NamedTensor> tensors = {
+      {"a", &a}, {"b", &b}, {"grad_out", &grad_out}, {"grad_a", &grad_a}, {"grad_b", &grad_b}};
+  Device device = ops::check_same_device(op, tensors);
   if (device.is_cpu()) return cpu::matmul_backward(args, a, b, grad_out, grad_a, grad_b);
-  ops::throw_unsupported_device(op, device);
+  ops::backend_of(op, tensors).matmul_backward(args, a, b, grad_out, grad_a, grad_b);
 }
 
 }  // namespace myriad

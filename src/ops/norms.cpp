@@ -1,6 +1,7 @@
 // LayerNorm / RMSNorm dispatch points: validate shapes / dtypes / devices, then pick the backend.
 #include "myriad/ops/norms.h"
 
+#include "myriad/ops/backend.h"
 #include "myriad/ops/op_checks.h"
 
 namespace myriad {
@@ -54,10 +55,11 @@ void layernorm_forward(const LayernormArgs& args, const Tensor& x, const Tensor&
   if (mean.defined()) check_row_stat(op, "mean", mean, x);
   if (rstd.defined()) check_row_stat(op, "rstd", rstd, x);
   MYRIAD_CHECK(args.eps >= 0.0f, op << ": eps must be >= 0, got " << args.eps);
-  Device device = ops::check_same_device(
-      op, {{"x", &x}, {"weight", &weight}, {"bias", &bias}, {"out", &out}, {"mean", &mean}, {"rstd", &rstd}});
+  const std::initializer_list<ops::NamedTensor> tensors = {
+      {"x", &x}, {"weight", &weight}, {"bias", &bias}, {"out", &out}, {"mean", &mean}, {"rstd", &rstd}};
+  Device device = ops::check_same_device(op, tensors);
   if (device.is_cpu()) return cpu::layernorm_forward(args, x, weight, bias, out, mean, rstd);
-  ops::throw_unsupported_device(op, device);
+  ops::backend_of(op, tensors).layernorm_forward(args, x, weight, bias, out, mean, rstd);
 }
 
 void layernorm_backward(const LayernormArgs& args, const Tensor& x, const Tensor& weight, const Tensor& mean,
@@ -72,18 +74,15 @@ void layernorm_backward(const LayernormArgs& args, const Tensor& x, const Tensor
   if (grad_x.defined()) check_like(op, "grad_x", grad_x, x);
   if (grad_weight.defined()) check_channel(op, "grad_weight", grad_weight, channels);
   if (grad_bias.defined()) check_channel(op, "grad_bias", grad_bias, channels);
-  Device device = ops::check_same_device(op, {{"x", &x},
-                                              {"weight", &weight},
-                                              {"mean", &mean},
-                                              {"rstd", &rstd},
-                                              {"grad_out", &grad_out},
-                                              {"grad_x", &grad_x},
-                                              {"grad_weight", &grad_weight},
-                                              {"grad_bias", &grad_bias}});
+  const std::initializer_list<ops::NamedTensor> tensors = {
+      {"x", &x},           {"weight", &weight}, {"mean", &mean},           {"rstd", &rstd},
+      {"grad_out", &grad_out}, {"grad_x", &grad_x}, {"grad_weight", &grad_weight}, {"grad_bias", &grad_bias}};
+  Device device = ops::check_same_device(op, tensors);
   if (device.is_cpu()) {
     return cpu::layernorm_backward(args, x, weight, mean, rstd, grad_out, grad_x, grad_weight, grad_bias);
   }
-  ops::throw_unsupported_device(op, device);
+  ops::backend_of(op, tensors).layernorm_backward(args, x, weight, mean, rstd, grad_out, grad_x, grad_weight,
+                                                  grad_bias);
 }
 
 void rmsnorm_forward(const RmsnormArgs& args, const Tensor& x, const Tensor& weight, Tensor& out, Tensor& rstd) {
@@ -93,9 +92,11 @@ void rmsnorm_forward(const RmsnormArgs& args, const Tensor& x, const Tensor& wei
   check_like(op, "out", out, x);
   if (rstd.defined()) check_row_stat(op, "rstd", rstd, x);
   MYRIAD_CHECK(args.eps >= 0.0f, op << ": eps must be >= 0, got " << args.eps);
-  Device device = ops::check_same_device(op, {{"x", &x}, {"weight", &weight}, {"out", &out}, {"rstd", &rstd}});
+  const std::initializer_list<ops::NamedTensor> tensors = {
+      {"x", &x}, {"weight", &weight}, {"out", &out}, {"rstd", &rstd}};
+  Device device = ops::check_same_device(op, tensors);
   if (device.is_cpu()) return cpu::rmsnorm_forward(args, x, weight, out, rstd);
-  ops::throw_unsupported_device(op, device);
+  ops::backend_of(op, tensors).rmsnorm_forward(args, x, weight, out, rstd);
 }
 
 void rmsnorm_backward(const RmsnormArgs& args, const Tensor& x, const Tensor& weight, const Tensor& rstd,
@@ -107,14 +108,12 @@ void rmsnorm_backward(const RmsnormArgs& args, const Tensor& x, const Tensor& we
   check_like(op, "grad_out", grad_out, x);
   if (grad_x.defined()) check_like(op, "grad_x", grad_x, x);
   if (grad_weight.defined()) check_channel(op, "grad_weight", grad_weight, channels);
-  Device device = ops::check_same_device(op, {{"x", &x},
-                                              {"weight", &weight},
-                                              {"rstd", &rstd},
-                                              {"grad_out", &grad_out},
-                                              {"grad_x", &grad_x},
-                                              {"grad_weight", &grad_weight}});
+  const std::initializer_list<ops::NamedTensor> tensors = {{"x", &x},           {"weight", &weight},
+                                                           {"rstd", &rstd},     {"grad_out", &grad_out},
+                                                           {"grad_x", &grad_x}, {"grad_weight", &grad_weight}};
+  Device device = ops::check_same_device(op, tensors);
   if (device.is_cpu()) return cpu::rmsnorm_backward(args, x, weight, rstd, grad_out, grad_x, grad_weight);
-  ops::throw_unsupported_device(op, device);
+  ops::backend_of(op, tensors).rmsnorm_backward(args, x, weight, rstd, grad_out, grad_x, grad_weight);
 }
 
 }  // namespace myriad

@@ -188,7 +188,10 @@ DeviceContext::~DeviceContext() {}
 void DeviceContext::GemmPlansDeleter::operator()(GemmPlans*) const noexcept {}  // gemm() is emulated: no plans
 void DeviceContext::synchronize() const {}
 
+// Host memory as a tensor; a null pointer (a launcher's optional argument: "skip it") is an
+// undefined tensor, which the CPU ops read the same way.
 static Tensor W(const void* p, const Shape& s, DType t = DType::f32) {
+  if (p == nullptr && shape_numel(s) > 0) return Tensor();
   std::size_t bytes = shape_numel(s) * dtype_size(t);
   return Tensor::from_storage(Storage::wrap(const_cast<void*>(p), bytes, Device::cpu(), [](void*) {}), s, contiguous_strides(s), 0, t);
 }

@@ -54,10 +54,14 @@ TEST(OpChecks, MixedDevicesNameOpArgumentAndDevices) {
 }
 
 TEST(OpChecks, AllOnADeviceWithoutImplementationNamesOpAndDevice) {
+  // Ops a backend provides: device memory that no backend made is refused naming the tensor.
   Tensor a = labelled_cuda({4, 3}), b = labelled_cuda({3, 2}), out = labelled_cuda({4, 2});
-  expect_error_naming([&] { matmul_forward(MatmulArgs{}, a, b, out); }, {"matmul_forward", "cuda:0", "no implementation"});
+  expect_error_naming([&] { matmul_forward(MatmulArgs{}, a, b, out); },
+                      {"matmul_forward", "'a'", "cuda:0", "no compute backend made"});
   Tensor x = labelled_cuda({2, 8}), y = labelled_cuda({2, 8});
-  expect_error_naming([&] { gelu_forward(GeluArgs{}, x, y); }, {"gelu_forward", "cuda:0"});
+  expect_error_naming([&] { gelu_forward(GeluArgs{}, x, y); }, {"gelu_forward", "cuda:0", "no compute backend"});
+  // Ops no backend provides yet.
+  expect_error_naming([&] { softmax_forward(SoftmaxArgs{}, x, y); }, {"softmax_forward", "cuda:0", "no implementation"});
 }
 
 }  // namespace

@@ -1,0 +1,68 @@
+// ops::Backend — a device's implementation of the ops, behind the same dispatch points as the
+// CPU reference (ggml's backend idea): matmul_forward(args, a, b, out) on cuda:N tensors runs
+// the backend that made their memory. The CPU ops need no backend object; every other device
+// has one, and the model code never names it.
+//
+// A backend makes its tensors (empty(), copies to and from the host); their Storage points back
+// to it (ExecutionContext), which is how a dispatch point finds it: backend_of() takes the op's
+// tensors, checks that all defined ones share one backend and returns it. Methods receive
+// arguments already checked by the dispatch point (shapes, dtypes, one device) and keep the op's
+// contract (ops/<op>.h: which outputs are written `=` and which accumulate `+=`). Work may be
+// queued asynchronously; copies to the host and synchronize() wait for it.
+//
+// Ops a backend does not implement yet throw myriad::Error naming the op and the backend.
+#pragma once
+
+#include <initializer_list>
+#include <string>
+
+#include "myriad/core/execution_context.h"
+#include "myriad/core/tensor.h"
+#include "myriad/ops/activations.h"
+#include "myriad/ops/matmul.h"
+#include "myriad/ops/norms.h"
+#include "myriad/ops/op_checks.h"
+
+namespace myriad::ops {
+
+class Backend : public ExecutionContext {
+ public:
+  ~Backend() override = default;
+
+  virtual Device device() const = 0;
+  // Uninitialised contiguous tensor on this backend's device.
+  virtual Tensor empty(const Shape& shape, DType dtype = DType::f32) = 0;
+  // A contiguous device copy of a host tensor (any strides); returns once `host` has been read.
+  virtual Tensor copy_from_host(const Tensor& host) = 0;
+  // A contiguous host copy of one of this backend's tensors (contiguous), after earlier work.
+  virtual Tensor copy_to_host(const Tensor& device) = 0;
+  // Sets every byte of one of this backend's tensors (contiguous) to zero.
+  virtual void zero(const Tensor& device) = 0;
+  // Waits for all queued work; throws on a device fault.
+  virtual void synchronize() = 0;
+
+  virtual void matmul_forward(const MatmulArgs& args, const Tensor& a, const Tensor& b, Tensor& out) = 0;
+  virtual void matmul_backward(const MatmulArgs& args, const Tensor& a, const Tensor& b, const Tensor& grad_out,
+                               Tensor& grad_a, Tensor& grad_b) = 0;
+  virtual void layernorm_forward(const LayernormArgs& args, const Tensor& x, const Tensor& weight, const Tensor& bias,
+                                 Tensor& out, Tensor& mean, Tensor& rstd) = 0;
+  virtual void layernorm_backward(const LayernormArgs& args, const Tensor& x, const Tensor& weight,
+                                  const Tensor& mean, const Tensor& rstd, const Tensor& grad_out, Tensor& grad_x,
+                                  Tensor& grad_weight, Tensor& grad_bias) = 0;
+  virtual void rmsnorm_forward(const RmsnormArgs& args, const Tensor& x, const Tensor& weight, Tensor& out,
+                               Tensor& rstd) = 0;
+  virtual void rmsnorm_backward(const RmsnormArgs& args, const Tensor& x, const Tensor& weight, const Tensor& rstd,
+                                const Tensor& grad_out, Tensor& grad_x, Tensor& grad_weight) = 0;
+  virtual void gelu_forward(const GeluArgs& args, const Tensor& x, Tensor& out) = 0;
+  virtual void gelu_backward(const GeluArgs& args, const Tensor& x, const Tensor& grad_out, Tensor& grad_x) = 0;
+  virtual void swiglu_forward(const SwigluArgs& args, const Tensor& gate, const Tensor& up, Tensor& out) = 0;
+  virtual void swiglu_backward(const SwigluArgs& args, const Tensor& gate, const Tensor& up, const Tensor& grad_out,
+                               Tensor& grad_gate, Tensor& grad_up) = 0;
+};
+
+// The backend that made the memory of every defined tensor in `tensors` (a device op's dispatch
+// point, after check_same_device). Throws myriad::Error naming the op and the tensor when one has
+// no backend (device memory wrapped from elsewhere) or two tensors belong to different backends.
+Backend& backend_of(const char* op, std::initializer_list<NamedTensor> tensors);
+
+}  // namespace myriad::ops

@@ -1,0 +1,76 @@
+// CudaBackend: the row-wise and elementwise ops (norms, GELU, SwiGLU) over the kernels' launchers.
+// Their dispatch points have checked that every tensor is contiguous f32 of the right shape, so
+// the launchers get the tensors' pointers as they are; optional outputs pass null.
+#include "myriad/cuda/cuda_backend.h"
+#include "myriad/cuda/device_guard.h"
+#include "myriad/cuda/kernels.h"
+
+namespace myriad::cuda {
+
+namespace {
+
+float* floats(const Tensor& t) { return t.defined() ? t.data<float>() : nullptr; }
+
+}  // namespace
+
+void CudaBackend::layernorm_forward(const LayernormArgs& args, const Tensor& x, const Tensor& weight,
+                                    const Tensor& bias, Tensor& out, Tensor& mean, Tensor& rstd) {
+  DeviceGuard guard(context_.device());
+  const std::int64_t channels = x.size(-1), rows = x.numel() / channels;
+  layernorm_forward_f32(floats(x), floats(weight), floats(bias), floats(out), floats(mean), floats(rstd), rows,
+                        channels, args.eps, context_.stream());
+}
+
+void CudaBackend::layernorm_backward(const LayernormArgs&, const Tensor& x, const Tensor& weight, const Tensor& mean,
+                                     const Tensor& rstd, const Tensor& grad_out, Tensor& grad_x, Tensor& grad_weight,
+                                     Tensor& grad_bias) {
+  DeviceGuard guard(context_.device());
+  const std::int64_t channels = x.size(-1), rows = x.numel() / channels;
+  const std::int64_t scratch_floats = layernorm_backward_scratch_floats(rows, channels);
+  Tensor scratch = scratch_floats > 0 ? empty({scratch_floats}) : Tensor();
+  layernorm_backward_f32(floats(grad_out), floats(x), floats(weight), floats(mean), floats(rstd), floats(grad_x),
+                         floats(grad_weight), floats(grad_bias), floats(scratch), scratch_floats, rows, channels,
+                         context_.stream());
+}
+
+void CudaBackend::rmsnorm_forward(const RmsnormArgs& args, const Tensor& x, const Tensor& weight, Tensor& out,
+                                  Tensor& rstd) {
+  DeviceGuard guard(context_.device());
+  const std::int64_t channels = x.size(-1), rows = x.numel() / channels;
+  rmsnorm_forward_f32(floats(x), floats(weight), floats(out), floats(rstd), rows, channels, args.eps,
+                      context_.stream());
+}
+
+void CudaBackend::rmsnorm_backward(const RmsnormArgs&, const Tensor& x, const Tensor& weight, const Tensor& rstd,
+                                   const Tensor& grad_out, Tensor& grad_x, Tensor& grad_weight) {
+  DeviceGuard guard(context_.device());
+  const std::int64_t channels = x.size(-1), rows = x.numel() / channels;
+  const std::int64_t scratch_floats = layernorm_backward_scratch_floats(rows, channels);
+  Tensor scratch = scratch_floats > 0 ? empty({scratch_floats}) : Tensor();
+  rmsnorm_backward_f32(floats(grad_out), floats(x), floats(weight), floats(rstd), floats(grad_x), floats(grad_weight),
+                       floats(scratch), scratch_floats, rows, channels, context_.stream());
+}
+
+void CudaBackend::gelu_forward(const GeluArgs&, const Tensor& x, Tensor& out) {
+  DeviceGuard guard(context_.device());
+  gelu_forward_f32(floats(x), floats(out), x.numel(), context_.stream());
+}
+
+void CudaBackend::gelu_backward(const GeluArgs&, const Tensor& x, const Tensor& grad_out, Tensor& grad_x) {
+  DeviceGuard guard(context_.device());
+  gelu_backward_f32(floats(x), floats(grad_out), floats(grad_x), x.numel(), context_.stream());
+}
+
+void CudaBackend::swiglu_forward(const SwigluArgs&, const Tensor& gate, const Tensor& up, Tensor& out) {
+  DeviceGuard guard(context_.device());
+  swiglu_forward_f32(floats(gate), floats(up), floats(out), gate.numel(), context_.stream());
+}
+
+void CudaBackend::swiglu_backward(const SwigluArgs&, const Tensor& gate, const Tensor& up, const Tensor& grad_out,
+                                  Tensor& grad_gate, Tensor& grad_up) {
+  DeviceGuard guard(context_.device());
+  swiglu_backward_f32(floats(gate), floats(up), floats(grad_out), floats(grad_gate), floats(grad_up), gate.numel(),
+                      context_.stream());
+}
+
+}  // namespace myriad::cuda

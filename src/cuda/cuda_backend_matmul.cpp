@@ -1,0 +1,126 @@
+// CudaBackend::matmul_forward / matmul_backward over cuBLASLt (gemm.h), the contract of
+// ops/matmul.h. Every operand's last two dims are a contiguous row-major matrix; its batch dims
+// may have any strides (each batch's matrix is found from them). A 2-D b shared by a batch whose
+// a is contiguous folds the batch into M (one GEMM, as the CPU op does); otherwise one GEMM per
+// batch element. The backward's products per operand layout (A' = op(a), B' = op(b), G = grad_out):
+//   grad_a = G B'^T  (a stored (M, K))    grad_a = B' G^T  (a stored (K, M), transpose_a)
+//   grad_b = A'^T G  (b stored (K, N))    grad_b = G^T A'  (b stored (N, K), transpose_b)
+// and a shared 2-D b sums its gradient over the batch (the first product overwrites unless the
+// op accumulates, the rest add).
+#include "myriad/cuda/cuda_backend.h"
+#include "myriad/cuda/gemm.h"
+
+#include <algorithm>
+
+namespace myriad::cuda {
+
+namespace {
+
+// A tensor's batch of row-major matrices: the matrix shape and where each batch element starts.
+struct Matrices {
+  const Tensor* tensor = nullptr;
+  std::int64_t rows = 0, cols = 0, count = 1;
+  bool shared = false;  // a 2-D operand used by every batch element
+
+  float* at(std::int64_t batch) const {
+    if (shared) return tensor->data<float>();
+    std::int64_t offset = 0, rest = batch;
+    for (int d = tensor->dim() - 3; d >= 0; --d) {
+      offset += (rest % tensor->size(d)) * tensor->stride(d);
+      rest /= tensor->size(d);
+    }
+    return tensor->data<float>() + offset;
+  }
+};
+
+Matrices matrices_of(const char* op, const char* name, const Tensor& t, std::int64_t batch) {
+  MYRIAD_CHECK(t.stride(-1) == 1 && (t.size(-2) <= 1 || t.stride(-2) == t.size(-1)),
+               op << " on " << t.device().str() << ": '" << name << "' " << t.describe()
+                  << " must hold row-major matrices in its last two dims (strides [" << t.size(-1) << ", 1]), has "
+                  << shape_string(t.strides()));
+  return Matrices{&t, t.size(-2), t.size(-1), batch, t.dim() == 2 && batch > 1};
+}
+
+bool folds(const Tensor& t) { return t.is_contiguous(); }
+
+// One GEMM per batch element: c[i] (+)= op(a[i]) op(b[i]); `accumulate_after_first` makes every
+// product after the first add into c (a shared c summing over the batch).
+void gemm_per_batch(const DeviceContext& context, Gemm shape, const Matrices& a, const Matrices& b,
+                    const Matrices& c, bool accumulate_after_first) {
+  const std::int64_t count = std::max({a.count, b.count, c.count});
+  for (std::int64_t i = 0; i < count; ++i) {
+    Gemm step = shape;
+    step.accumulate = shape.accumulate || (accumulate_after_first && i > 0);
+    gemm(context, step, a.at(i), b.at(i), nullptr, c.at(i));
+  }
+}
+
+}  // namespace
+
+void CudaBackend::matmul_forward(const MatmulArgs& args, const Tensor& a, const Tensor& b, Tensor& out) {
+  const char* op = "matmul_forward";
+  MYRIAD_CHECK(args.alpha == 1.0f, op << " on " << device().str() << ": alpha " << args.alpha
+                                      << " is not supported (the cuBLASLt plans carry no scale); scale an operand");
+  const std::int64_t batch = a.numel() / std::max<std::int64_t>(1, a.size(-2) * a.size(-1));
+  const Matrices ma = matrices_of(op, "a", a, batch), mb = matrices_of(op, "b", b, batch);
+  const Matrices mo = matrices_of(op, "out", out, batch);
+  const std::int64_t m = args.transpose_a ? a.size(-1) : a.size(-2), k = args.transpose_a ? a.size(-2) : a.size(-1);
+  const std::int64_t n = out.size(-1);
+  Gemm shape{.m = m, .n = n, .k = k, .transpose_a = args.transpose_a, .transpose_b = args.transpose_b,
+             .accumulate = args.accumulate};
+  if (batch > 1 && b.dim() == 2 && !args.transpose_a && folds(a) && folds(out)) {
+    shape.m = batch * m;  // (batch * M, K) @ op(b): one GEMM
+    gemm(context_, shape, a.data<float>(), b.data<float>(), nullptr, out.data<float>());
+    return;
+  }
+  gemm_per_batch(context_, shape, ma, mb, mo, false);
+}
+
+void CudaBackend::matmul_backward(const MatmulArgs& args, const Tensor& a, const Tensor& b, const Tensor& grad_out,
+                                  Tensor& grad_a, Tensor& grad_b) {
+  const char* op = "matmul_backward";
+  MYRIAD_CHECK(args.alpha == 1.0f, op << " on " << device().str() << ": alpha " << args.alpha
+                                      << " is not supported (the cuBLASLt plans carry no scale); scale an operand");
+  const bool ta = args.transpose_a, tb = args.transpose_b;
+  const std::int64_t batch = a.numel() / std::max<std::int64_t>(1, a.size(-2) * a.size(-1));
+  const std::int64_t m = ta ? a.size(-1) : a.size(-2), k = ta ? a.size(-2) : a.size(-1), n = grad_out.size(-1);
+  const Matrices ma = matrices_of(op, "a", a, batch), mb = matrices_of(op, "b", b, batch);
+  const Matrices mg = matrices_of(op, "grad_out", grad_out, batch);
+  if (grad_a.defined()) {
+    const Matrices mga = matrices_of(op, "grad_a", grad_a, batch);
+    if (!ta) {  // grad_a (M, K) = G (M, N) @ B'^T
+      gemm_per_batch(context_, Gemm{.m = m, .n = k, .k = n, .transpose_b = !tb, .accumulate = args.accumulate_grad_a},
+                     mg, mb, mga, false);
+    } else {  // grad_a (K, M) = B' (K, N) @ G^T
+      gemm_per_batch(context_,
+                     Gemm{.m = k, .n = m, .k = n, .transpose_a = tb, .transpose_b = true,
+                          .accumulate = args.accumulate_grad_a},
+                     mb, mg, mga, false);
+    }
+  }
+  if (!grad_b.defined()) return;
+  const Matrices mgb = matrices_of(op, "grad_b", grad_b, batch);
+  const bool shared = b.dim() == 2 && batch > 1;
+  if (shared && !ta && folds(a) && folds(grad_out)) {  // the batch folded into the sum over rows
+    const std::int64_t rows = batch * m;
+    if (!tb) {  // grad_b (K, N) = a^T (K, rows) @ G (rows, N)
+      gemm(context_, Gemm{.m = k, .n = n, .k = rows, .transpose_a = true, .accumulate = args.accumulate_grad_b},
+           a.data<float>(), grad_out.data<float>(), nullptr, grad_b.data<float>());
+    } else {  // grad_b (N, K) = G^T (N, rows) @ a (rows, K)
+      gemm(context_, Gemm{.m = n, .n = k, .k = rows, .transpose_a = true, .accumulate = args.accumulate_grad_b},
+           grad_out.data<float>(), a.data<float>(), nullptr, grad_b.data<float>());
+    }
+    return;
+  }
+  if (!tb) {  // grad_b (K, N) = A'^T (K, M) @ G (M, N)
+    gemm_per_batch(context_, Gemm{.m = k, .n = n, .k = m, .transpose_a = !ta, .accumulate = args.accumulate_grad_b},
+                   ma, mg, mgb, shared);
+  } else {  // grad_b (N, K) = G^T (N, M) @ A' (M, K)
+    gemm_per_batch(context_,
+                   Gemm{.m = n, .n = k, .k = m, .transpose_a = true, .transpose_b = ta,
+                        .accumulate = args.accumulate_grad_b},
+                   mg, ma, mgb, shared);
+  }
+}
+
+}  // namespace myriad::cuda

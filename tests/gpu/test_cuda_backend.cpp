@@ -1,0 +1,232 @@
+// The CUDA backend against the CPU backend: every op it provides, called through the ops' own
+// dispatch points on tensors a CudaBackend made, gives the CPU op's results on the same inputs —
+// outputs written (`=`) and gradients accumulated (`+=`) into pre-filled buffers alike, for every
+// transposition, batched layout and optional argument. Runs on a GPU (label gpu; skipped without
+// one) and, in myriad_emulated_device_tests, on the emulated CUDA layer (the launchers replaced
+// by the CPU ops), where it checks what the backend passes to them: pointers, sizes, flags.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <functional>
+
+#include "gpu_test_support.h"
+#include "myriad/core/philox.h"
+#include "myriad/cuda/cuda_backend.h"
+#include "myriad/cuda/device_tensor.h"
+#include "myriad/ops/activations.h"
+#include "myriad/ops/matmul.h"
+#include "myriad/ops/norms.h"
+#include "reference.h"
+
+namespace myriad {
+namespace {
+
+using testing::expect_error_mentions;
+
+class CudaBackendTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    MYRIAD_REQUIRE_GPU();
+    context_ = std::make_unique<cuda::DeviceContext>(0);
+    backend_ = std::make_unique<cuda::CudaBackend>(*context_);
+  }
+  void TearDown() override {
+    backend_.reset();
+    context_.reset();
+  }
+
+  Tensor random(const Shape& shape, std::uint64_t stream) {
+    Tensor t = Tensor::empty(shape);
+    fill_uniform(t, -1.0f, 1.0f, 2026, stream);
+    return t;
+  }
+  Tensor on_device(const Tensor& host) { return host.defined() ? backend_->copy_from_host(host) : Tensor(); }
+
+  // max |device - reference| <= tolerance * (1 + max |reference|)
+  void expect_close(const Tensor& device, const Tensor& reference, double tolerance, const char* what) {
+    ASSERT_TRUE(device.defined());
+    const Tensor got = backend_->copy_to_host(device);
+    ASSERT_EQ(got.shape(), reference.shape()) << what;
+    const Tensor want = reference.contiguous();
+    double worst = 0.0, scale = 0.0;
+    for (std::int64_t i = 0; i < want.numel(); ++i) {
+      const double r = want.data<float>()[i], g = got.data<float>()[i];
+      ASSERT_TRUE(std::isfinite(g)) << what << "[" << i << "] = " << g;
+      worst = std::max(worst, std::abs(g - r));
+      scale = std::max(scale, std::abs(r));
+    }
+    EXPECT_LE(worst, tolerance * (1.0 + scale)) << what << ": max |device - cpu| " << worst;
+  }
+
+  std::unique_ptr<cuda::DeviceContext> context_;
+  std::unique_ptr<cuda::CudaBackend> backend_;
+};
+
+constexpr double kGemmTolerance = 2e-5;  // f32 products summed in another order (K <= 96)
+constexpr double kRowTolerance = 1e-5;
+
+TEST_F(CudaBackendTest, TensorsNameTheirBackendAndRoundTrip) {
+  const Tensor host = random({3, 5}, 1);
+  const Tensor device = backend_->copy_from_host(host.permute({1, 0}));  // any strides in
+  EXPECT_EQ(device.device(), Device::cuda(0));
+  EXPECT_EQ(device.storage()->context(), backend_.get());
+  EXPECT_EQ(testing::to_f64(backend_->copy_to_host(device)), testing::to_f64(host.permute({1, 0}).contiguous()));
+  backend_->zero(device);
+  for (double v : testing::to_f64(backend_->copy_to_host(device))) EXPECT_EQ(v, 0.0);
+}
+
+TEST_F(CudaBackendTest, MatmulEveryTranspositionWithWrittenAndAccumulatedResults) {
+  const std::int64_t M = 7, K = 12, N = 9;
+  for (bool ta : {false, true}) {
+    for (bool tb : {false, true}) {
+      for (bool accumulate : {false, true}) {
+        SCOPED_TRACE(::testing::Message() << "transpose_a " << ta << " transpose_b " << tb << " accumulate "
+                                        << accumulate);
+        const MatmulArgs args{.transpose_a = ta, .transpose_b = tb, .accumulate = accumulate,
+                              .accumulate_grad_a = accumulate, .accumulate_grad_b = !accumulate};
+        const Tensor a = random(ta ? Shape{K, M} : Shape{M, K}, 2), b = random(tb ? Shape{N, K} : Shape{K, N}, 3);
+        const Tensor g = random({M, N}, 4);
+        Tensor out = random({M, N}, 5), grad_a = random(a.shape(), 6), grad_b = random(b.shape(), 7);
+        Tensor d_out = on_device(out), d_grad_a = on_device(grad_a), d_grad_b = on_device(grad_b);
+        matmul_forward(args, a, b, out);
+        matmul_forward(args, on_device(a), on_device(b), d_out);
+        expect_close(d_out, out, kGemmTolerance, "out");
+        matmul_backward(args, a, b, g, grad_a, grad_b);
+        matmul_backward(args, on_device(a), on_device(b), on_device(g), d_grad_a, d_grad_b);
+        expect_close(d_grad_a, grad_a, kGemmTolerance, "grad_a");
+        expect_close(d_grad_b, grad_b, kGemmTolerance, "grad_b");
+      }
+    }
+  }
+}
+
+TEST_F(CudaBackendTest, MatmulBatchedShapesFoldedAndStrided) {
+  const std::int64_t B = 3, M = 5, K = 8, N = 6;
+  // A linear layer's (B, T, K) x (N, K)^T: folded into one GEMM; the shared weight's gradient
+  // sums over the batch.
+  {
+    const MatmulArgs args{.transpose_b = true, .accumulate_grad_b = true};
+    const Tensor x = random({B, M, K}, 10), w = random({N, K}, 11), g = random({B, M, N}, 12);
+    Tensor y = Tensor::empty({B, M, N}), dx = Tensor::empty({B, M, K}), dw = random({N, K}, 13);
+    Tensor d_y = backend_->empty({B, M, N}), d_dx = backend_->empty({B, M, K}), d_dw = on_device(dw);
+    matmul_forward(args, x, w, y);
+    matmul_forward(args, on_device(x), on_device(w), d_y);
+    expect_close(d_y, y, kGemmTolerance, "linear y");
+    matmul_backward(args, x, w, g, dx, dw);
+    matmul_backward(args, on_device(x), on_device(w), on_device(g), d_dx, d_dw);
+    expect_close(d_dx, dx, kGemmTolerance, "linear dx");
+    expect_close(d_dw, dw, kGemmTolerance, "linear dw (+=)");
+  }
+  // Batched operands on both sides (attention-like), a transposed a, and a batch of a taken
+  // from a permuted tensor (matrices contiguous, batch strides not): one GEMM per batch element.
+  for (bool ta : {false, true}) {
+    SCOPED_TRACE(::testing::Message() << "transpose_a " << ta);
+    const MatmulArgs args{.transpose_a = ta};
+    const Tensor a_host = random(ta ? Shape{B, K, M} : Shape{B, M, K}, 21);
+    const Tensor b = random({B, K, N}, 22), g = random({B, M, N}, 23);
+    Tensor out = Tensor::empty({B, M, N}), grad_a = Tensor::empty(a_host.shape()), grad_b = Tensor::empty(b.shape());
+    Tensor d_out = backend_->empty({B, M, N}), d_grad_a = backend_->empty(a_host.shape());
+    Tensor d_grad_b = backend_->empty(b.shape());
+    // The device's a: every matrix contiguous, the batch dim strided (the odd rows of a wider batch).
+    const std::int64_t rows = a_host.size(1), cols = a_host.size(2);
+    Tensor wide = backend_->empty({B, 2, rows, cols});
+    Tensor d_a = Tensor::from_storage(wide.storage(), {B, rows, cols}, {2 * rows * cols, cols, 1}, rows * cols,
+                                      DType::f32);
+    const Tensor packed = backend_->copy_from_host(a_host);
+    const std::size_t matrix_bytes = static_cast<std::size_t>(a_host.size(1) * a_host.size(2)) * sizeof(float);
+    for (std::int64_t i = 0; i < B; ++i) {
+      MYRIAD_CUDA_CHECK(cudaMemcpyAsync(static_cast<char*>(d_a.raw_data()) + 2 * i * matrix_bytes,  // batch i
+                                        static_cast<const char*>(packed.raw_data()) + i * matrix_bytes, matrix_bytes,
+                                        cudaMemcpyDeviceToDevice, context_->stream()));
+    }
+    context_->synchronize();
+    ASSERT_FALSE(d_a.is_contiguous());
+    matmul_forward(args, a_host, b, out);
+    matmul_forward(args, d_a, on_device(b), d_out);
+    expect_close(d_out, out, kGemmTolerance, "batched out");
+    matmul_backward(args, a_host, b, g, grad_a, grad_b);
+    matmul_backward(args, d_a, on_device(b), on_device(g), d_grad_a, d_grad_b);
+    expect_close(d_grad_a, grad_a, kGemmTolerance, "batched grad_a");
+    expect_close(d_grad_b, grad_b, kGemmTolerance, "batched grad_b");
+  }
+}
+
+TEST_F(CudaBackendTest, NormsWriteActivationsAndAccumulateParameterGradients) {
+  const std::int64_t B = 2, T = 300, C = 40;  // 600 rows: more than one row group of the kernels
+  const Tensor x = random({B, T, C}, 30), w = random({C}, 31), bias = random({C}, 32), g = random({B, T, C}, 33);
+  for (bool with_bias : {true, false}) {
+    SCOPED_TRACE(::testing::Message() << "bias " << with_bias);
+    const Tensor b = with_bias ? bias : Tensor();
+    Tensor out = Tensor::empty({B, T, C}), mean = Tensor::empty({B, T}), rstd = Tensor::empty({B, T});
+    Tensor d_out = backend_->empty({B, T, C}), d_mean = backend_->empty({B, T}), d_rstd = backend_->empty({B, T});
+    layernorm_forward(LayernormArgs{}, x, w, b, out, mean, rstd);
+    layernorm_forward(LayernormArgs{}, on_device(x), on_device(w), on_device(b), d_out, d_mean, d_rstd);
+    expect_close(d_out, out, kRowTolerance, "layernorm out");
+    expect_close(d_rstd, rstd, kRowTolerance, "layernorm rstd");
+    Tensor dx = Tensor::empty({B, T, C}), dw = random({C}, 34), db = with_bias ? random({C}, 35) : Tensor();
+    Tensor d_dx = backend_->empty({B, T, C}), d_dw = on_device(dw), d_db = on_device(db);
+    layernorm_backward(LayernormArgs{}, x, w, mean, rstd, g, dx, dw, db);
+    layernorm_backward(LayernormArgs{}, on_device(x), on_device(w), d_mean, d_rstd, on_device(g), d_dx, d_dw, d_db);
+    expect_close(d_dx, dx, kRowTolerance, "layernorm dx");
+    expect_close(d_dw, dw, kRowTolerance, "layernorm dw (+=)");
+    if (with_bias) expect_close(d_db, db, kRowTolerance, "layernorm db (+=)");
+  }
+  Tensor out = Tensor::empty({B, T, C}), rstd = Tensor::empty({B * T});
+  Tensor d_out = backend_->empty({B, T, C}), d_rstd = backend_->empty({B * T});
+  rmsnorm_forward(RmsnormArgs{.eps = 1e-6f}, x, w, out, rstd);
+  rmsnorm_forward(RmsnormArgs{.eps = 1e-6f}, on_device(x), on_device(w), d_out, d_rstd);
+  expect_close(d_out, out, kRowTolerance, "rmsnorm out");
+  Tensor dx = Tensor::empty({B, T, C}), dw = random({C}, 36), none, d_none;
+  Tensor d_dx = backend_->empty({B, T, C}), d_dw = on_device(dw);
+  rmsnorm_backward(RmsnormArgs{.eps = 1e-6f}, x, w, rstd, g, dx, dw);
+  rmsnorm_backward(RmsnormArgs{.eps = 1e-6f}, on_device(x), on_device(w), d_rstd, on_device(g), d_dx, d_dw);
+  expect_close(d_dx, dx, kRowTolerance, "rmsnorm dx");
+  expect_close(d_dw, dw, kRowTolerance, "rmsnorm dw (+=)");
+}
+
+TEST_F(CudaBackendTest, ActivationsMatchInPlaceAndWithSkippedGradients) {
+  const Tensor x = random({4, 37}, 40), up = random({4, 37}, 41), g = random({4, 37}, 42);
+  Tensor out = Tensor::empty({4, 37}), dx = Tensor::empty({4, 37});
+  gelu_forward(GeluArgs{}, x, out);
+  Tensor d_x = on_device(x);
+  gelu_forward(GeluArgs{}, d_x, d_x);  // in place
+  expect_close(d_x, out, kRowTolerance, "gelu (in place)");
+  gelu_backward(GeluArgs{}, x, g, dx);
+  Tensor d_g = on_device(g);
+  gelu_backward(GeluArgs{}, on_device(x), d_g, d_g);
+  expect_close(d_g, dx, kRowTolerance, "gelu backward (in place)");
+  swiglu_forward(SwigluArgs{}, x, up, out);
+  Tensor d_out = backend_->empty({4, 37});
+  swiglu_forward(SwigluArgs{}, on_device(x), on_device(up), d_out);
+  expect_close(d_out, out, kRowTolerance, "swiglu");
+  Tensor d_gate = Tensor::empty({4, 37}), d_up = Tensor::empty({4, 37}), skipped;
+  swiglu_backward(SwigluArgs{}, x, up, g, d_gate, d_up);
+  Tensor dd_gate = backend_->empty({4, 37}), dd_up = backend_->empty({4, 37});
+  swiglu_backward(SwigluArgs{}, on_device(x), on_device(up), on_device(g), dd_gate, skipped);
+  expect_close(dd_gate, d_gate, kRowTolerance, "swiglu grad_gate");
+  swiglu_backward(SwigluArgs{}, on_device(x), on_device(up), on_device(g), skipped, dd_up);
+  expect_close(dd_up, d_up, kRowTolerance, "swiglu grad_up");
+}
+
+TEST_F(CudaBackendTest, UnsupportedLayoutsAndForeignMemoryAreRefusedNamingTheTensor) {
+  const Tensor a = on_device(random({4, 6}, 50)), b = on_device(random({6, 4}, 51));
+  Tensor out = backend_->empty({4, 4});
+  expect_error_mentions([&] { matmul_forward(MatmulArgs{.alpha = 0.5f}, a, b, out); }, {"matmul_forward", "alpha 0.5"});
+  const Tensor column_major = b.permute({1, 0});  // (4, 6) with strides [1, 4]
+  Tensor out2 = backend_->empty({4, 4});
+  expect_error_mentions([&] { matmul_forward(MatmulArgs{.transpose_b = true}, a, column_major, out2); },
+                        {"matmul_forward on cuda:0", "'b'", "row-major"});
+  // A second backend on the same device: its tensors cannot be mixed with the first one's.
+  cuda::CudaBackend other(*context_);
+  Tensor foreign_out = other.empty({4, 4});
+  expect_error_mentions([&] { matmul_forward(MatmulArgs{}, a, b, foreign_out); },
+                        {"matmul_forward", "'out' and 'a' belong to different backends"});
+  // Device memory no backend made (a view of a raw buffer).
+  Tensor raw = cuda::view_device_floats(*context_, out.data<float>(), {4, 4});
+  expect_error_mentions([&] { matmul_forward(MatmulArgs{}, a, b, raw); },
+                        {"matmul_forward", "'out'", "no compute backend made"});
+}
+
+}  // namespace
+}  // namespace myriad
