@@ -4,6 +4,7 @@
 
 #include <cmath>
 
+#include "myriad/ops/backend.h"
 #include "myriad/ops/op_checks.h"
 
 namespace myriad {
@@ -40,7 +41,7 @@ void adamw_update(const AdamWArgs& args, Tensor& param, const Tensor& grad, Tens
   check_state(op, "v", v, param);
   Device device = ops::check_same_device(op, {{"param", &param}, {"grad", &grad}, {"m", &m}, {"v", &v}});
   if (device.is_cpu()) return cpu::adamw_update(args, param, grad, m, v);
-  ops::throw_unsupported_device(op, device);
+  ops::backend_of(op, {{"param", &param}, {"grad", &grad}, {"m", &m}, {"v", &v}}).adamw_update(args, param, grad, m, v);
 }
 
 double grad_norm_squared(const Tensor& grad) {
@@ -48,7 +49,7 @@ double grad_norm_squared(const Tensor& grad) {
   ops::check_dtype(op, "grad", grad, DType::f32);
   Device device = grad.device();
   if (device.is_cpu()) return cpu::grad_norm_squared(grad);
-  ops::throw_unsupported_device(op, device);
+  return ops::backend_of(op, {{"grad", &grad}}).grad_norm_squared(grad);
 }
 
 }  // namespace myriad

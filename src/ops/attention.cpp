@@ -3,6 +3,7 @@
 
 #include <cmath>
 
+#include "myriad/ops/backend.h"
 #include "myriad/ops/op_checks.h"
 
 namespace myriad {
@@ -74,7 +75,7 @@ void attention_forward(const AttentionArgs& args, const Tensor& q, const Tensor&
   check_lse(op, lse, lse_shape);
   Device device = ops::check_same_device(op, {{"q", &q}, {"k", &k}, {"v", &v}, {"out", &out}, {"lse", &lse}});
   if (device.is_cpu()) return cpu::attention_forward(args, q, k, v, out, lse);
-  ops::throw_unsupported_device(op, device);
+  ops::backend_of(op, {{"q", &q}, {"k", &k}, {"v", &v}, {"out", &out}, {"lse", &lse}}).attention_forward(args, q, k, v, out, lse);
 }
 
 void attention_backward(const AttentionArgs& args, const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& out,
@@ -97,7 +98,9 @@ void attention_backward(const AttentionArgs& args, const Tensor& q, const Tensor
                                               {"grad_k", &grad_k},
                                               {"grad_v", &grad_v}});
   if (device.is_cpu()) return cpu::attention_backward(args, q, k, v, out, lse, grad_out, grad_q, grad_k, grad_v);
-  ops::throw_unsupported_device(op, device);
+  ops::backend_of(op, {{"q", &q}, {"k", &k}, {"v", &v}, {"out", &out}, {"lse", &lse}, {"grad_out", &grad_out},
+                       {"grad_q", &grad_q}, {"grad_k", &grad_k}, {"grad_v", &grad_v}})
+      .attention_backward(args, q, k, v, out, lse, grad_out, grad_q, grad_k, grad_v);
 }
 
 }  // namespace myriad

@@ -3,6 +3,46 @@
 
 namespace myriad::ops {
 
+void Backend::unsupported(const char* op) const {
+  MYRIAD_THROW(op << ": no implementation for device " << device().str()
+                  << " yet (docs/architecture.md, ops: Backends, lists what each backend provides)");
+}
+
+void Backend::attention_forward(const AttentionArgs&, const Tensor&, const Tensor&, const Tensor&, Tensor&, Tensor&) {
+  unsupported("attention_forward");
+}
+void Backend::attention_backward(const AttentionArgs&, const Tensor&, const Tensor&, const Tensor&, const Tensor&,
+                                 const Tensor&, const Tensor&, Tensor&, Tensor&, Tensor&) {
+  unsupported("attention_backward");
+}
+void Backend::rope_forward(const RopeArgs&, const Tensor&, Tensor&) { unsupported("rope_forward"); }
+void Backend::rope_backward(const RopeArgs&, const Tensor&, Tensor&) { unsupported("rope_backward"); }
+void Backend::embedding_forward(const EmbeddingArgs&, const Tensor&, const Tensor&, Tensor&) {
+  unsupported("embedding_forward");
+}
+void Backend::embedding_backward(const EmbeddingArgs&, const Tensor&, const Tensor&, Tensor&) {
+  unsupported("embedding_backward");
+}
+void Backend::cross_entropy_forward(const CrossEntropyArgs&, const Tensor&, const Tensor&, Tensor&, Tensor&) {
+  unsupported("cross_entropy_forward");
+}
+void Backend::cross_entropy_backward(const CrossEntropyArgs&, const Tensor&, const Tensor&, const Tensor&,
+                                     const Tensor&, Tensor&) {
+  unsupported("cross_entropy_backward");
+}
+void Backend::bias_add_forward(const BiasAddArgs&, const Tensor&, const Tensor&, Tensor&) {
+  unsupported("bias_add_forward");
+}
+void Backend::bias_add_backward(const BiasAddArgs&, const Tensor&, Tensor&, Tensor&) {
+  unsupported("bias_add_backward");
+}
+void Backend::softmax_forward(const SoftmaxArgs&, const Tensor&, Tensor&) { unsupported("softmax_forward"); }
+void Backend::softmax_backward(const SoftmaxArgs&, const Tensor&, const Tensor&, Tensor&) {
+  unsupported("softmax_backward");
+}
+void Backend::adamw_update(const AdamWArgs&, Tensor&, const Tensor&, Tensor&, Tensor&) { unsupported("adamw_update"); }
+double Backend::grad_norm_squared(const Tensor&) { unsupported("grad_norm_squared"); }
+
 Backend& backend_of(const char* op, std::initializer_list<NamedTensor> tensors) {
   const char* first_name = nullptr;
   ExecutionContext* context = nullptr;

@@ -1,6 +1,7 @@
 // Bias add dispatch point: validates shapes / dtypes / devices, then picks the backend.
 #include "myriad/ops/bias_add.h"
 
+#include "myriad/ops/backend.h"
 #include "myriad/ops/op_checks.h"
 
 namespace myriad {
@@ -31,7 +32,7 @@ void bias_add_forward(const BiasAddArgs& args, const Tensor& x, const Tensor& bi
   check_tensor(op, "out", out, x.shape());
   Device device = ops::check_same_device(op, {{"x", &x}, {"bias", &bias}, {"out", &out}});
   if (device.is_cpu()) return cpu::bias_add_forward(args, x, bias, out);
-  ops::throw_unsupported_device(op, device);
+  ops::backend_of(op, {{"x", &x}, {"bias", &bias}, {"out", &out}}).bias_add_forward(args, x, bias, out);
 }
 
 void bias_add_backward(const BiasAddArgs& args, const Tensor& grad_out, Tensor& grad_x, Tensor& grad_bias) {
@@ -42,7 +43,8 @@ void bias_add_backward(const BiasAddArgs& args, const Tensor& grad_out, Tensor& 
   Device device =
       ops::check_same_device(op, {{"grad_out", &grad_out}, {"grad_x", &grad_x}, {"grad_bias", &grad_bias}});
   if (device.is_cpu()) return cpu::bias_add_backward(args, grad_out, grad_x, grad_bias);
-  ops::throw_unsupported_device(op, device);
+  ops::backend_of(op, {{"grad_out", &grad_out}, {"grad_x", &grad_x}, {"grad_bias", &grad_bias}})
+      .bias_add_backward(args, grad_out, grad_x, grad_bias);
 }
 
 }  // namespace myriad

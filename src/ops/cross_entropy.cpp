@@ -2,6 +2,7 @@
 // Target values are checked by the backend (they live in the targets' memory).
 #include "myriad/ops/cross_entropy.h"
 
+#include "myriad/ops/backend.h"
 #include "myriad/ops/op_checks.h"
 
 namespace myriad {
@@ -36,7 +37,8 @@ void cross_entropy_forward(const CrossEntropyArgs& args, const Tensor& logits, c
   Device device = ops::check_same_device(
       op, {{"logits", &logits}, {"targets", &targets}, {"losses", &losses}, {"lse", &lse}});
   if (device.is_cpu()) return cpu::cross_entropy_forward(args, logits, targets, losses, lse);
-  ops::throw_unsupported_device(op, device);
+  ops::backend_of(op, {{"logits", &logits}, {"targets", &targets}, {"losses", &losses}, {"lse", &lse}})
+      .cross_entropy_forward(args, logits, targets, losses, lse);
 }
 
 void cross_entropy_backward(const CrossEntropyArgs& args, const Tensor& logits, const Tensor& targets,
@@ -54,7 +56,9 @@ void cross_entropy_backward(const CrossEntropyArgs& args, const Tensor& logits, 
                                               {"grad_losses", &grad_losses},
                                               {"grad_logits", &grad_logits}});
   if (device.is_cpu()) return cpu::cross_entropy_backward(args, logits, targets, lse, grad_losses, grad_logits);
-  ops::throw_unsupported_device(op, device);
+  ops::backend_of(op, {{"logits", &logits}, {"targets", &targets}, {"lse", &lse}, {"grad_losses", &grad_losses},
+                       {"grad_logits", &grad_logits}})
+      .cross_entropy_backward(args, logits, targets, lse, grad_losses, grad_logits);
 }
 
 std::int64_t count_valid_targets(const Tensor& targets, std::int32_t ignore_index) {

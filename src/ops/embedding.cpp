@@ -2,6 +2,7 @@
 // values are checked by the backend (they live in the ids' memory).
 #include "myriad/ops/embedding.h"
 
+#include "myriad/ops/backend.h"
 #include "myriad/ops/op_checks.h"
 
 namespace myriad {
@@ -27,7 +28,7 @@ void embedding_forward(const EmbeddingArgs& args, const Tensor& ids, const Tenso
   ops::check_contiguous(op, "out", out);
   Device device = ops::check_same_device(op, {{"ids", &ids}, {"table", &table}, {"out", &out}});
   if (device.is_cpu()) return cpu::embedding_forward(args, ids, table, out);
-  ops::throw_unsupported_device(op, device);
+  ops::backend_of(op, {{"ids", &ids}, {"table", &table}, {"out", &out}}).embedding_forward(args, ids, table, out);
 }
 
 void embedding_backward(const EmbeddingArgs& args, const Tensor& ids, const Tensor& grad_out, Tensor& grad_table) {
@@ -40,7 +41,8 @@ void embedding_backward(const EmbeddingArgs& args, const Tensor& ids, const Tens
   ops::check_shape(op, "grad_out", grad_out, embedded_shape(ids, grad_table.size(1)));
   Device device = ops::check_same_device(op, {{"ids", &ids}, {"grad_out", &grad_out}, {"grad_table", &grad_table}});
   if (device.is_cpu()) return cpu::embedding_backward(args, ids, grad_out, grad_table);
-  ops::throw_unsupported_device(op, device);
+  ops::backend_of(op, {{"ids", &ids}, {"grad_out", &grad_out}, {"grad_table", &grad_table}})
+      .embedding_backward(args, ids, grad_out, grad_table);
 }
 
 }  // namespace myriad

@@ -3,6 +3,7 @@
 
 #include <cmath>
 
+#include "myriad/ops/backend.h"
 #include "myriad/ops/op_checks.h"
 
 namespace myriad {
@@ -33,7 +34,7 @@ void rope_forward(const RopeArgs& args, const Tensor& x, Tensor& out) {
   check_rope(op, args, "x", x, "out", out);
   Device device = ops::check_same_device(op, {{"x", &x}, {"out", &out}});
   if (device.is_cpu()) return cpu::rope_forward(args, x, out);
-  ops::throw_unsupported_device(op, device);
+  ops::backend_of(op, {{"x", &x}, {"out", &out}}).rope_forward(args, x, out);
 }
 
 void rope_backward(const RopeArgs& args, const Tensor& grad_out, Tensor& grad_x) {
@@ -41,7 +42,7 @@ void rope_backward(const RopeArgs& args, const Tensor& grad_out, Tensor& grad_x)
   check_rope(op, args, "grad_out", grad_out, "grad_x", grad_x);
   Device device = ops::check_same_device(op, {{"grad_out", &grad_out}, {"grad_x", &grad_x}});
   if (device.is_cpu()) return cpu::rope_backward(args, grad_out, grad_x);
-  ops::throw_unsupported_device(op, device);
+  ops::backend_of(op, {{"grad_out", &grad_out}, {"grad_x", &grad_x}}).rope_backward(args, grad_out, grad_x);
 }
 
 }  // namespace myriad

@@ -1,6 +1,7 @@
 // Softmax dispatch point: validates shapes / dtypes / devices, then picks the backend.
 #include "myriad/ops/softmax.h"
 
+#include "myriad/ops/backend.h"
 #include "myriad/ops/op_checks.h"
 
 namespace myriad {
@@ -29,7 +30,7 @@ void softmax_forward(const SoftmaxArgs& args, const Tensor& x, Tensor& out) {
   check_like(op, "out", out, x);
   Device device = ops::check_same_device(op, {{"x", &x}, {"out", &out}});
   if (device.is_cpu()) return cpu::softmax_forward(args, x, out);
-  ops::throw_unsupported_device(op, device);
+  ops::backend_of(op, {{"x", &x}, {"out", &out}}).softmax_forward(args, x, out);
 }
 
 void softmax_backward(const SoftmaxArgs& args, const Tensor& out, const Tensor& grad_out, Tensor& grad_x) {
@@ -39,7 +40,7 @@ void softmax_backward(const SoftmaxArgs& args, const Tensor& out, const Tensor& 
   check_like(op, "grad_x", grad_x, out);
   Device device = ops::check_same_device(op, {{"out", &out}, {"grad_out", &grad_out}, {"grad_x", &grad_x}});
   if (device.is_cpu()) return cpu::softmax_backward(args, out, grad_out, grad_x);
-  ops::throw_unsupported_device(op, device);
+  ops::backend_of(op, {{"out", &out}, {"grad_out", &grad_out}, {"grad_x", &grad_x}}).softmax_backward(args, out, grad_out, grad_x);
 }
 
 }  // namespace myriad

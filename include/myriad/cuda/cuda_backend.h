@@ -8,11 +8,21 @@
 // stream in call order; copy_to_host() and synchronize() wait for it. Scratch space an op needs
 // (the norms' parameter-gradient partial sums) comes from the caching allocator.
 //
-// Layouts: norms and activations take the contiguous tensors their dispatch points require.
+// Layouts: norms, activations, embedding, cross-entropy, bias and AdamW take the contiguous
+// tensors their dispatch points require (embedding and cross-entropy also contiguous inputs).
+// Attention takes (B, H, T, D) tensors that are contiguous or heads of packed rows — the view
+// (B, T, W) -> (B, T, H, D) -> (B, H, T, D) the model makes of its fused qkv and attention output
+// (strides [T*W, D, W, 1]), packed for the flash kernels (head dim 64 or 128) and unpacked after;
+// RoPE takes (B, T, H, D) tensors that are contiguous or such rows of heads (strides [T*W, W, D,
+// 1]). A bad token id or target is reported like the CPU op's error, which costs a wait for the
+// stream (the kernels flag it on the device).
 // Matmul takes any batch strides, but the last two dims of every operand must be row-major
 // (unit stride, rows at most a pitch apart: cuBLASLt's leading dimension); alpha must be 1 (the
 // cuBLASLt plans carry no scale yet). Other layouts are refused naming the tensor.
 #pragma once
+
+#include <map>
+#include <tuple>
 
 #include "myriad/cuda/device_context.h"
 #include "myriad/ops/backend.h"
@@ -51,8 +61,35 @@ class CudaBackend final : public ops::Backend {
   void swiglu_forward(const SwigluArgs& args, const Tensor& gate, const Tensor& up, Tensor& out) override;
   void swiglu_backward(const SwigluArgs& args, const Tensor& gate, const Tensor& up, const Tensor& grad_out,
                        Tensor& grad_gate, Tensor& grad_up) override;
+  void attention_forward(const AttentionArgs& args, const Tensor& q, const Tensor& k, const Tensor& v, Tensor& out,
+                         Tensor& lse) override;
+  void attention_backward(const AttentionArgs& args, const Tensor& q, const Tensor& k, const Tensor& v,
+                          const Tensor& out, const Tensor& lse, const Tensor& grad_out, Tensor& grad_q, Tensor& grad_k,
+                          Tensor& grad_v) override;
+  void rope_forward(const RopeArgs& args, const Tensor& x, Tensor& out) override;
+  void rope_backward(const RopeArgs& args, const Tensor& grad_out, Tensor& grad_x) override;
+  void embedding_forward(const EmbeddingArgs& args, const Tensor& ids, const Tensor& table, Tensor& out) override;
+  void embedding_backward(const EmbeddingArgs& args, const Tensor& ids, const Tensor& grad_out,
+                          Tensor& grad_table) override;
+  void cross_entropy_forward(const CrossEntropyArgs& args, const Tensor& logits, const Tensor& targets, Tensor& losses,
+                             Tensor& lse) override;
+  void cross_entropy_backward(const CrossEntropyArgs& args, const Tensor& logits, const Tensor& targets,
+                              const Tensor& lse, const Tensor& grad_losses, Tensor& grad_logits) override;
+  void bias_add_forward(const BiasAddArgs& args, const Tensor& x, const Tensor& bias, Tensor& out) override;
+  void bias_add_backward(const BiasAddArgs& args, const Tensor& grad_out, Tensor& grad_x, Tensor& grad_bias) override;
+  void adamw_update(const AdamWArgs& args, Tensor& param, const Tensor& grad, Tensor& m, Tensor& v) override;
+  double grad_norm_squared(const Tensor& grad) override;
 
  private:
+  // A device long long set to LLONG_MAX, for the kernels that report the first bad index.
+  Tensor bad_index_flag();
+  // Reads a bad_index_flag() back (waits for the stream); LLONG_MAX when nothing was bad.
+  long long read_bad_index(const Tensor& flag);
+  void rope_apply(const char* op, const RopeArgs& args, const Tensor& x, Tensor& out, bool backward);
+
+  // cos / sin tables per (seq, head_dim, theta, position offset), made on first use.
+  std::map<std::tuple<std::int64_t, std::int64_t, double, std::int64_t>, Tensor> rope_tables_;
+
   DeviceContext& context_;
 };
 

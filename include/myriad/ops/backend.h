@@ -19,9 +19,16 @@
 #include "myriad/core/execution_context.h"
 #include "myriad/core/tensor.h"
 #include "myriad/ops/activations.h"
+#include "myriad/ops/adamw.h"
+#include "myriad/ops/attention.h"
+#include "myriad/ops/bias_add.h"
+#include "myriad/ops/cross_entropy.h"
+#include "myriad/ops/embedding.h"
 #include "myriad/ops/matmul.h"
 #include "myriad/ops/norms.h"
 #include "myriad/ops/op_checks.h"
+#include "myriad/ops/rope.h"
+#include "myriad/ops/softmax.h"
 
 namespace myriad::ops {
 
@@ -58,6 +65,31 @@ class Backend : public ExecutionContext {
   virtual void swiglu_forward(const SwigluArgs& args, const Tensor& gate, const Tensor& up, Tensor& out) = 0;
   virtual void swiglu_backward(const SwigluArgs& args, const Tensor& gate, const Tensor& up, const Tensor& grad_out,
                                Tensor& grad_gate, Tensor& grad_up) = 0;
+
+  // Families a backend may not provide yet: by default they throw naming the op and the device.
+  virtual void attention_forward(const AttentionArgs& args, const Tensor& q, const Tensor& k, const Tensor& v,
+                                 Tensor& out, Tensor& lse);
+  virtual void attention_backward(const AttentionArgs& args, const Tensor& q, const Tensor& k, const Tensor& v,
+                                  const Tensor& out, const Tensor& lse, const Tensor& grad_out, Tensor& grad_q,
+                                  Tensor& grad_k, Tensor& grad_v);
+  virtual void rope_forward(const RopeArgs& args, const Tensor& x, Tensor& out);
+  virtual void rope_backward(const RopeArgs& args, const Tensor& grad_out, Tensor& grad_x);
+  virtual void embedding_forward(const EmbeddingArgs& args, const Tensor& ids, const Tensor& table, Tensor& out);
+  virtual void embedding_backward(const EmbeddingArgs& args, const Tensor& ids, const Tensor& grad_out,
+                                  Tensor& grad_table);
+  virtual void cross_entropy_forward(const CrossEntropyArgs& args, const Tensor& logits, const Tensor& targets,
+                                     Tensor& losses, Tensor& lse);
+  virtual void cross_entropy_backward(const CrossEntropyArgs& args, const Tensor& logits, const Tensor& targets,
+                                      const Tensor& lse, const Tensor& grad_losses, Tensor& grad_logits);
+  virtual void bias_add_forward(const BiasAddArgs& args, const Tensor& x, const Tensor& bias, Tensor& out);
+  virtual void bias_add_backward(const BiasAddArgs& args, const Tensor& grad_out, Tensor& grad_x, Tensor& grad_bias);
+  virtual void softmax_forward(const SoftmaxArgs& args, const Tensor& x, Tensor& out);
+  virtual void softmax_backward(const SoftmaxArgs& args, const Tensor& out, const Tensor& grad_out, Tensor& grad_x);
+  virtual void adamw_update(const AdamWArgs& args, Tensor& param, const Tensor& grad, Tensor& m, Tensor& v);
+  virtual double grad_norm_squared(const Tensor& grad);
+
+ protected:
+  [[noreturn]] void unsupported(const char* op) const;
 };
 
 // The backend that made the memory of every defined tensor in `tensors` (a device op's dispatch

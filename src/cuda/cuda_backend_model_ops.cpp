@@ -1,0 +1,281 @@
+// CudaBackend: attention, RoPE, embedding, cross-entropy, bias and AdamW over the kernels'
+// launchers (see cuda_backend.h for the layouts each accepts).
+#include <algorithm>
+#include <climits>
+#include <cstring>
+#include <optional>
+
+#include "myriad/cuda/check.h"
+#include "myriad/cuda/cuda_backend.h"
+#include "myriad/cuda/device_guard.h"
+#include "myriad/cuda/kernels.h"
+
+namespace myriad::cuda {
+
+namespace {
+
+float* floats(const Tensor& t) { return t.defined() ? t.data<float>() : nullptr; }
+
+void require_contiguous(const char* op, const char* name, const Tensor& t) {
+  MYRIAD_CHECK(!t.defined() || t.is_contiguous(), op << " on " << t.device().str() << ": '" << name << "' "
+                                                     << t.describe() << " must be contiguous (strides "
+                                                     << shape_string(t.strides()) << ")");
+}
+
+// Rows of heads inside packed rows of width `row_stride`: (B, H, T, D) seen through strides
+// [T*W, D, W, 1] (`heads_major`), or (B, T, H, D) through [T*W, W, D, 1]. Returns W.
+std::optional<std::int64_t> packed_row_stride(const Tensor& t, bool heads_major) {
+  if (t.dim() != 4 || t.stride(3) != 1) return std::nullopt;
+  const std::int64_t B = t.size(0), H = heads_major ? t.size(1) : t.size(2), T = heads_major ? t.size(2) : t.size(1);
+  const std::int64_t D = t.size(3);
+  const std::int64_t head_stride = heads_major ? t.stride(1) : t.stride(2);
+  const std::int64_t row_stride = heads_major ? t.stride(2) : t.stride(1);
+  if ((H > 1 && head_stride != D) || row_stride < H * D || (B > 1 && t.stride(0) != T * row_stride)) {
+    return std::nullopt;
+  }
+  return row_stride;
+}
+
+}  // namespace
+
+Tensor CudaBackend::bad_index_flag() {
+  Tensor flag = empty({1}, DType::i64);
+  const long long none = LLONG_MAX;
+  DeviceGuard guard(context_.device());
+  MYRIAD_CUDA_CHECK(cudaMemcpyAsync(flag.raw_data(), &none, sizeof none, cudaMemcpyHostToDevice, context_.stream()));
+  MYRIAD_CUDA_CHECK(cudaStreamSynchronize(context_.stream()));  // `none` lives on this stack frame
+  return flag;
+}
+
+long long CudaBackend::read_bad_index(const Tensor& flag) { return copy_to_host(flag).data<std::int64_t>()[0]; }
+
+// ---- attention: (B, H, T, D) in the flash kernels' contiguous layout ---------------------------
+
+namespace {
+
+// A (B, H, T, D) operand as the kernels need it: itself when contiguous, else a packed copy
+// (split_heads from its rows). Outputs are written into the packed copy and merged back.
+struct HeadsOperand {
+  Tensor original, packed;
+  std::int64_t row_stride = 0;  // > 0 when `packed` is a copy of rows of this stride
+
+  float* data() const { return floats(packed); }
+};
+
+}  // namespace
+
+static HeadsOperand heads_operand(CudaBackend& backend, const char* op, const char* name, const Tensor& t,
+                                  bool read) {
+  if (!t.defined() || t.is_contiguous()) return {t, t, 0};
+  const std::optional<std::int64_t> row_stride = packed_row_stride(t, true);
+  MYRIAD_CHECK(row_stride.has_value(), op << " on " << t.device().str() << ": '" << name << "' " << t.describe()
+                                          << " must be contiguous (B, H, T, D) or heads of packed rows (strides [T*W, "
+                                             "D, W, 1]), has strides "
+                                          << shape_string(t.strides()));
+  HeadsOperand operand{t, backend.empty(t.shape()), *row_stride};
+  if (read) {
+    DeviceGuard guard(backend.context().device());
+    split_heads_f32(t.data<float>(), *row_stride, operand.packed.data<float>(), t.size(0), t.size(2), t.size(1),
+                    t.size(3), backend.context().stream());
+  }
+  return operand;
+}
+
+static void write_back(CudaBackend& backend, const HeadsOperand& operand) {
+  if (operand.row_stride == 0 || !operand.original.defined()) return;
+  const Tensor& t = operand.original;
+  DeviceGuard guard(backend.context().device());
+  merge_heads_f32(operand.packed.data<float>(), t.data<float>(), operand.row_stride, t.size(0), t.size(2), t.size(1),
+                  t.size(3), backend.context().stream());
+}
+
+static FlashAttentionShape flash_shape(const AttentionArgs& args, const Tensor& q, const Tensor& k) {
+  return FlashAttentionShape{.batch = q.size(0), .q_heads = q.size(1), .kv_heads = k.size(1), .seq = q.size(2),
+                             .head_dim = q.size(3), .scale = args.scale, .causal = args.causal};
+}
+
+void CudaBackend::attention_forward(const AttentionArgs& args, const Tensor& q, const Tensor& k, const Tensor& v,
+                                    Tensor& out, Tensor& lse) {
+  const char* op = "attention_forward";
+  const HeadsOperand pq = heads_operand(*this, op, "q", q, true), pk = heads_operand(*this, op, "k", k, true);
+  const HeadsOperand pv = heads_operand(*this, op, "v", v, true), po = heads_operand(*this, op, "out", out, false);
+  DeviceGuard guard(context_.device());
+  flash_attention_forward_f32(pq.data(), pk.data(), pv.data(), po.data(), floats(lse), flash_shape(args, q, k),
+                              context_.stream());
+  write_back(*this, po);
+}
+
+void CudaBackend::attention_backward(const AttentionArgs& args, const Tensor& q, const Tensor& k, const Tensor& v,
+                                     const Tensor& out, const Tensor& lse, const Tensor& grad_out, Tensor& grad_q,
+                                     Tensor& grad_k, Tensor& grad_v) {
+  const char* op = "attention_backward";
+  const HeadsOperand pq = heads_operand(*this, op, "q", q, true), pk = heads_operand(*this, op, "k", k, true);
+  const HeadsOperand pv = heads_operand(*this, op, "v", v, true), po = heads_operand(*this, op, "out", out, true);
+  const HeadsOperand pg = heads_operand(*this, op, "grad_out", grad_out, true);
+  // The kernel writes all three gradients: a skipped one goes to scratch.
+  Tensor dq = grad_q.defined() ? grad_q : empty(q.shape()), dk = grad_k.defined() ? grad_k : empty(k.shape());
+  Tensor dv = grad_v.defined() ? grad_v : empty(v.shape());
+  const HeadsOperand pdq = heads_operand(*this, op, "grad_q", dq, false);
+  const HeadsOperand pdk = heads_operand(*this, op, "grad_k", dk, false);
+  const HeadsOperand pdv = heads_operand(*this, op, "grad_v", dv, false);
+  const std::int64_t delta_floats = q.size(0) * q.size(1) * q.size(2);
+  Tensor delta = empty({std::max<std::int64_t>(delta_floats, 1)});
+  DeviceGuard guard(context_.device());
+  flash_attention_backward_f32(pq.data(), pk.data(), pv.data(), po.data(), floats(lse), pg.data(), pdq.data(),
+                               pdk.data(), pdv.data(), floats(delta), delta_floats, flash_shape(args, q, k),
+                               context_.stream());
+  for (const HeadsOperand* written : {&pdq, &pdk, &pdv}) write_back(*this, *written);
+}
+
+// ---- RoPE: (B, T, H, D), contiguous or rows of heads --------------------------------------------
+
+void CudaBackend::rope_forward(const RopeArgs& args, const Tensor& x, Tensor& out) {
+  rope_apply("rope_forward", args, x, out, false);
+}
+
+void CudaBackend::rope_backward(const RopeArgs& args, const Tensor& grad_out, Tensor& grad_x) {
+  rope_apply("rope_backward", args, grad_out, grad_x, true);
+}
+
+void CudaBackend::rope_apply(const char* op, const RopeArgs& args, const Tensor& x, Tensor& out, bool backward) {
+  const std::int64_t B = x.size(0), T = x.size(1), H = x.size(2), D = x.size(3);
+  // (B, T, H, D) rows of heads -> contiguous: split into (B, H, T, D), merge into rows of H*D.
+  const auto contiguous_copy = [&](const Tensor& t, const char* name) {
+    if (t.is_contiguous()) return t;
+    const std::optional<std::int64_t> row_stride = packed_row_stride(t, false);
+    MYRIAD_CHECK(row_stride.has_value(), op << " on " << t.device().str() << ": '" << name << "' " << t.describe()
+                                            << " must be contiguous (B, T, H, D) or rows of heads (strides [T*W, W, "
+                                               "D, 1]), has strides "
+                                            << shape_string(t.strides()));
+    Tensor heads = empty({B, H, T, D}), rows = empty({B, T, H, D});
+    DeviceGuard guard(context_.device());
+    split_heads_f32(t.data<float>(), *row_stride, heads.data<float>(), B, T, H, D, context_.stream());
+    merge_heads_f32(heads.data<float>(), rows.data<float>(), H * D, B, T, H, D, context_.stream());
+    return rows;
+  };
+  const Tensor in = contiguous_copy(x, backward ? "grad_out" : "x");
+  const bool direct = out.is_contiguous();
+  Tensor target = direct ? out : empty({B, T, H, D});
+  if (!direct) MYRIAD_CHECK(packed_row_stride(out, false).has_value(),
+                            op << " on " << out.device().str() << ": '" << (backward ? "grad_x" : "out") << "' "
+                               << out.describe() << " must be contiguous or rows of heads (strides [T*W, W, D, 1])");
+  Tensor& tables = rope_tables_[{T, D, args.theta, args.position_offset}];
+  if (!tables.defined()) {
+    tables = empty({2, T, D / 2});
+    DeviceGuard guard(context_.device());
+    rope_table_f32(tables.data<float>(), tables.data<float>() + T * (D / 2), T, D, args.theta, args.position_offset,
+                   context_.stream());
+  }
+  DeviceGuard guard(context_.device());
+  rope_f32(in.data<float>(), target.data<float>(), tables.data<float>(), tables.data<float>() + T * (D / 2), B, T, H,
+           D, backward, context_.stream());
+  if (!direct) {  // rows of H*D back into rows of the output's stride
+    Tensor heads = empty({B, H, T, D});
+    split_heads_f32(target.data<float>(), H * D, heads.data<float>(), B, T, H, D, context_.stream());
+    merge_heads_f32(heads.data<float>(), out.data<float>(), *packed_row_stride(out, false), B, T, H, D,
+                    context_.stream());
+  }
+}
+
+// ---- embedding, cross-entropy: the kernels flag bad ids on the device ------------------------
+
+void CudaBackend::embedding_forward(const EmbeddingArgs&, const Tensor& ids, const Tensor& table, Tensor& out) {
+  const char* op = "embedding_forward";
+  require_contiguous(op, "ids", ids);
+  require_contiguous(op, "table", table);
+  Tensor flag = bad_index_flag();
+  DeviceGuard guard(context_.device());
+  embedding_forward_f32(ids.data<std::int32_t>(), floats(table), floats(out), static_cast<long long*>(flag.raw_data()), ids.numel(),
+                        table.size(0), table.size(1), context_.stream());
+  const long long bad = read_bad_index(flag);
+  MYRIAD_CHECK(bad == LLONG_MAX, op << ": the id at flat index " << bad << " of ids " << ids.describe()
+                                    << " is outside [0, V) with V = " << table.size(0));
+}
+
+void CudaBackend::embedding_backward(const EmbeddingArgs&, const Tensor& ids, const Tensor& grad_out,
+                                     Tensor& grad_table) {
+  const char* op = "embedding_backward";
+  require_contiguous(op, "ids", ids);
+  require_contiguous(op, "grad_out", grad_out);
+  Tensor flag = bad_index_flag();
+  DeviceGuard guard(context_.device());
+  embedding_backward_f32(ids.data<std::int32_t>(), floats(grad_out), floats(grad_table), static_cast<long long*>(flag.raw_data()),
+                         ids.numel(), grad_table.size(0), grad_table.size(1), context_.stream());
+  const long long bad = read_bad_index(flag);
+  MYRIAD_CHECK(bad == LLONG_MAX, op << ": the id at flat index " << bad << " of ids " << ids.describe()
+                                    << " is outside [0, V) with V = " << grad_table.size(0));
+}
+
+void CudaBackend::cross_entropy_forward(const CrossEntropyArgs& args, const Tensor& logits, const Tensor& targets,
+                                        Tensor& losses, Tensor& lse) {
+  const char* op = "cross_entropy_forward";
+  require_contiguous(op, "logits", logits);
+  require_contiguous(op, "targets", targets);
+  const std::int64_t vocab = logits.size(-1), rows = logits.numel() / std::max<std::int64_t>(vocab, 1);
+  Tensor flag = bad_index_flag();
+  DeviceGuard guard(context_.device());
+  cross_entropy_forward_f32(floats(logits), targets.data<std::int32_t>(), floats(losses), floats(lse),
+                            static_cast<long long*>(flag.raw_data()), rows, vocab, args.ignore_index, context_.stream());
+  const long long bad = read_bad_index(flag);
+  MYRIAD_CHECK(bad == LLONG_MAX, op << ": the target in row " << bad << " of " << rows
+                                    << " is outside [0, V) with V = " << vocab << " and is not the ignore index "
+                                    << args.ignore_index);
+}
+
+void CudaBackend::cross_entropy_backward(const CrossEntropyArgs& args, const Tensor& logits, const Tensor& targets,
+                                         const Tensor& lse, const Tensor& grad_losses, Tensor& grad_logits) {
+  const char* op = "cross_entropy_backward";
+  require_contiguous(op, "logits", logits);
+  require_contiguous(op, "targets", targets);
+  require_contiguous(op, "lse", lse);
+  require_contiguous(op, "grad_losses", grad_losses);
+  const std::int64_t vocab = logits.size(-1), rows = logits.numel() / std::max<std::int64_t>(vocab, 1);
+  DeviceGuard guard(context_.device());
+  cross_entropy_backward_f32(floats(logits), targets.data<std::int32_t>(), floats(lse), floats(grad_losses),
+                             floats(grad_logits), rows, vocab, args.ignore_index, context_.stream());
+}
+
+// ---- bias, AdamW ----------------------------------------------------------------------------
+
+void CudaBackend::bias_add_forward(const BiasAddArgs&, const Tensor& x, const Tensor& bias, Tensor& out) {
+  const std::int64_t width = bias.numel(), rows = x.numel() / std::max<std::int64_t>(width, 1);
+  DeviceGuard guard(context_.device());
+  if (out.raw_data() != x.raw_data() && x.nbytes() > 0) {
+    MYRIAD_CUDA_CHECK(cudaMemcpyAsync(out.raw_data(), x.raw_data(), x.nbytes(), cudaMemcpyDeviceToDevice,
+                                      context_.stream()));
+  }
+  add_broadcast_rows_f32(floats(out), floats(bias), rows, width, context_.stream());
+}
+
+void CudaBackend::bias_add_backward(const BiasAddArgs&, const Tensor& grad_out, Tensor& grad_x, Tensor& grad_bias) {
+  const std::int64_t width = grad_out.size(-1), rows = grad_out.numel() / std::max<std::int64_t>(width, 1);
+  DeviceGuard guard(context_.device());
+  if (grad_x.defined() && grad_x.raw_data() != grad_out.raw_data() && grad_out.nbytes() > 0) {
+    MYRIAD_CUDA_CHECK(cudaMemcpyAsync(grad_x.raw_data(), grad_out.raw_data(), grad_out.nbytes(),
+                                      cudaMemcpyDeviceToDevice, context_.stream()));
+  }
+  if (grad_bias.defined()) column_sums_accumulate_f32(floats(grad_out), floats(grad_bias), rows, width, context_.stream());
+}
+
+void CudaBackend::adamw_update(const AdamWArgs& args, Tensor& param, const Tensor& grad, Tensor& m, Tensor& v) {
+  const AdamWStep step{.lr = args.lr, .beta1 = args.beta1, .beta2 = args.beta2, .eps = args.eps,
+                       .weight_decay = args.weight_decay, .grad_scale = args.grad_scale, .step = args.step};
+  DeviceGuard guard(context_.device());
+  adamw_update_f32(floats(param), floats(grad), floats(m), floats(v), param.numel(), step, context_.stream());
+}
+
+double CudaBackend::grad_norm_squared(const Tensor& grad) {
+  require_contiguous("grad_norm_squared", "grad", grad);
+  const std::int64_t scratch_doubles = grad_norm_scratch_doubles(grad.numel());
+  Tensor scratch = empty({std::max<std::int64_t>(scratch_doubles, 1)}, DType::i64);  // doubles: 8 bytes each
+  Tensor sum = empty({1}, DType::i64);
+  DeviceGuard guard(context_.device());
+  grad_norm_squared_f32(floats(grad), grad.numel(), static_cast<double*>(scratch.raw_data()), scratch_doubles,
+                        static_cast<double*>(sum.raw_data()), context_.stream());
+  double result = 0.0;
+  const Tensor host = copy_to_host(sum);
+  std::memcpy(&result, host.raw_data(), sizeof result);
+  return result;
+}
+
+}  // namespace myriad::cuda

@@ -1,0 +1,192 @@
+// The CUDA backend against the CPU backend for the rest of what the model calls: attention (flash
+// kernels; contiguous heads and the heads of packed qkv rows, causal or not, grouped-query),
+// RoPE on rows of heads, embedding, cross-entropy with ignored rows, bias, AdamW and the gradient
+// norm — through the ops' dispatch points, written and accumulated outputs alike; bad ids and
+// targets reported as the CPU op reports them; ops no backend provides still refused by name.
+#include <gtest/gtest.h>
+
+#include <climits>
+
+#include "cuda_backend_fixture.h"
+#include "myriad/ops/adamw.h"
+#include "myriad/ops/attention.h"
+#include "myriad/ops/bias_add.h"
+#include "myriad/ops/cross_entropy.h"
+#include "myriad/ops/embedding.h"
+#include "myriad/ops/rope.h"
+#include "myriad/ops/softmax.h"
+
+namespace myriad {
+namespace {
+
+using testing::CudaBackendTest;
+using testing::expect_error_mentions;
+
+constexpr double kTolerance = 1e-4;
+
+// (B, T, heads, D) view of columns [first, first + heads * D) of packed (B, T, W) rows.
+Tensor rows_of_heads(const Tensor& packed, std::int64_t first, std::int64_t heads, std::int64_t D) {
+  const std::int64_t B = packed.size(0), T = packed.size(1), W = packed.size(2);
+  return Tensor::from_storage(packed.storage(), {B, T, heads, D}, {T * W, W, D, 1}, packed.offset() + first,
+                              DType::f32);
+}
+Tensor bhtd(const Tensor& bthd) { return bthd.permute({0, 2, 1, 3}); }
+
+TEST_F(CudaBackendTest, AttentionOnContiguousHeadsCausalOrNotWithGroupedQueries) {
+  const std::int64_t B = 2, Hq = 4, Hkv = 2, T = 37, D = 64;
+  for (bool causal : {true, false}) {
+    SCOPED_TRACE(::testing::Message() << "causal " << causal);
+    const AttentionArgs args{.causal = causal};
+    const Tensor q = random({B, Hq, T, D}, 1), k = random({B, Hkv, T, D}, 2), v = random({B, Hkv, T, D}, 3);
+    const Tensor g = random({B, Hq, T, D}, 4);
+    Tensor out = Tensor::empty({B, Hq, T, D}), lse = Tensor::empty({B, Hq, T});
+    Tensor d_out = backend_->empty({B, Hq, T, D}), d_lse = backend_->empty({B, Hq, T});
+    attention_forward(args, q, k, v, out, lse);
+    attention_forward(args, on_device(q), on_device(k), on_device(v), d_out, d_lse);
+    expect_close(d_out, out, kTolerance, "out");
+    expect_close(d_lse, lse, kTolerance, "lse");
+    Tensor dq = Tensor::empty(q.shape()), dk = Tensor::empty(k.shape()), dv = Tensor::empty(v.shape());
+    attention_backward(args, q, k, v, out, lse, g, dq, dk, dv);
+    Tensor d_dq = backend_->empty(q.shape()), d_dk = backend_->empty(k.shape()), d_dv = backend_->empty(v.shape());
+    attention_backward(args, on_device(q), on_device(k), on_device(v), d_out, d_lse, on_device(g), d_dq, d_dk, d_dv);
+    expect_close(d_dq, dq, kTolerance, "grad_q");
+    expect_close(d_dk, dk, kTolerance, "grad_k");
+    expect_close(d_dv, dv, kTolerance, "grad_v");
+    // A skipped gradient leaves the others as they were.
+    Tensor skipped, d_dk2 = backend_->empty(k.shape());
+    attention_backward(args, on_device(q), on_device(k), on_device(v), d_out, d_lse, on_device(g), skipped, d_dk2,
+                       skipped);
+    expect_close(d_dk2, dk, kTolerance, "grad_k alone");
+  }
+}
+
+// The model's layout: q, k, v are heads of the fused qkv rows, the output heads of the (B, T, Hq*D)
+// attention rows, the gradients heads of the (B, T, W) qkv gradient rows.
+TEST_F(CudaBackendTest, AttentionOnTheHeadsOfPackedQkvRows) {
+  const std::int64_t B = 2, Hq = 2, Hkv = 1, T = 19, D = 64, W = (Hq + 2 * Hkv) * D;
+  const Tensor qkv = random({B, T, W}, 10), g_rows = random({B, T, Hq * D}, 11);
+  const Tensor d_qkv_in = on_device(qkv), d_g_rows = on_device(g_rows);
+  const auto views = [&](const Tensor& packed) {
+    return std::array<Tensor, 3>{bhtd(rows_of_heads(packed, 0, Hq, D)), bhtd(rows_of_heads(packed, Hq * D, Hkv, D)),
+                                 bhtd(rows_of_heads(packed, (Hq + Hkv) * D, Hkv, D))};
+  };
+  const auto heads = [&](const Tensor& rows) { return bhtd(rows.view({B, T, Hq, D})); };
+  Tensor att = Tensor::empty({B, T, Hq * D}), lse = Tensor::empty({B, Hq, T});
+  Tensor d_att = backend_->empty({B, T, Hq * D}), d_lse = backend_->empty({B, Hq, T});
+  auto [q, k, v] = views(qkv);
+  auto [dq_in, dk_in, dv_in] = views(d_qkv_in);
+  Tensor att_heads = heads(att), d_att_heads = heads(d_att);
+  attention_forward(AttentionArgs{}, q, k, v, att_heads, lse);
+  attention_forward(AttentionArgs{}, dq_in, dk_in, dv_in, d_att_heads, d_lse);
+  expect_close(d_att, att, kTolerance, "attention rows");
+  Tensor grad_qkv = Tensor::zeros({B, T, W}), d_grad_qkv = backend_->empty({B, T, W});
+  backend_->zero(d_grad_qkv);
+  auto [gq, gk, gv] = views(grad_qkv);
+  auto [d_gq, d_gk, d_gv] = views(d_grad_qkv);
+  attention_backward(AttentionArgs{}, q, k, v, att_heads, lse, heads(g_rows), gq, gk, gv);
+  attention_backward(AttentionArgs{}, dq_in, dk_in, dv_in, d_att_heads, d_lse, heads(d_g_rows), d_gq, d_gk, d_gv);
+  expect_close(d_grad_qkv, grad_qkv, kTolerance, "qkv gradient rows");
+}
+
+TEST_F(CudaBackendTest, RopeOnRowsOfHeadsAndInPlace) {
+  const std::int64_t B = 2, T = 11, H = 3, D = 16, W = 5 * D;
+  const RopeArgs args{.theta = 10000.0, .position_offset = 5};
+  const Tensor packed = random({B, T, W}, 20);
+  const Tensor x = rows_of_heads(packed, D, H, D), d_x = rows_of_heads(on_device(packed), D, H, D);
+  Tensor out = Tensor::empty({B, T, H, D}), d_out = backend_->empty({B, T, H, D});
+  rope_forward(args, x, out);
+  rope_forward(args, d_x, d_out);
+  expect_close(d_out, out, kTolerance, "rope of rows of heads");
+  rope_backward(args, out, out);  // in place: rotating back gives x
+  rope_backward(args, d_out, d_out);
+  expect_close(d_out, out, kTolerance, "rope backward in place");
+  // Into rows of heads (the output a view too).
+  Tensor rows = Tensor::zeros({B, T, W}), d_rows = backend_->empty({B, T, W});
+  backend_->zero(d_rows);
+  Tensor into = rows_of_heads(rows, 2 * D, H, D), d_into = rows_of_heads(d_rows, 2 * D, H, D);
+  rope_forward(args, x, into);
+  rope_forward(args, d_x, d_into);
+  expect_close(d_rows, rows, kTolerance, "rope into rows of heads");
+}
+
+TEST_F(CudaBackendTest, EmbeddingLooksUpAndAccumulatesAndNamesABadId) {
+  const std::int64_t V = 50, C = 24;
+  Tensor ids = Tensor::empty({3, 7}, DType::i32);
+  for (std::int64_t i = 0; i < ids.numel(); ++i) ids.data<std::int32_t>()[i] = static_cast<std::int32_t>((i * 17) % V);
+  ids.data<std::int32_t>()[4] = ids.data<std::int32_t>()[9];  // a repeated id sums its rows
+  const Tensor table = random({V, C}, 30), g = random({3, 7, C}, 31);
+  Tensor out = Tensor::empty({3, 7, C}), d_out = backend_->empty({3, 7, C});
+  embedding_forward(EmbeddingArgs{}, ids, table, out);
+  embedding_forward(EmbeddingArgs{}, on_device(ids), on_device(table), d_out);
+  expect_close(d_out, out, 0.0, "lookup");
+  Tensor grad = random({V, C}, 32), d_grad = on_device(grad);
+  embedding_backward(EmbeddingArgs{}, ids, g, grad);
+  embedding_backward(EmbeddingArgs{}, on_device(ids), on_device(g), d_grad);
+  expect_close(d_grad, grad, 1e-6, "table gradient (+=)");
+  ids.data<std::int32_t>()[12] = static_cast<std::int32_t>(V);
+  expect_error_mentions([&] { embedding_forward(EmbeddingArgs{}, on_device(ids), on_device(table), d_out); },
+                        {"embedding_forward", "flat index 12", "outside [0, V) with V = 50"});
+}
+
+TEST_F(CudaBackendTest, CrossEntropyWithIgnoredRowsAndABadTarget) {
+  const std::int64_t N = 9, V = 130;
+  const CrossEntropyArgs args{.ignore_index = -1};
+  Tensor logits = random({N, V}, 40);
+  for (std::int64_t i = 0; i < logits.numel(); ++i) logits.data<float>()[i] *= 8.0f;
+  Tensor targets = Tensor::empty({N}, DType::i32);
+  for (std::int64_t i = 0; i < N; ++i) targets.data<std::int32_t>()[i] = static_cast<std::int32_t>((i * 37) % V);
+  targets.data<std::int32_t>()[3] = -1;
+  const Tensor grad_losses = random({N}, 41);
+  Tensor losses = Tensor::empty({N}), lse = Tensor::empty({N});
+  Tensor d_losses = backend_->empty({N}), d_lse = backend_->empty({N});
+  cross_entropy_forward(args, logits, targets, losses, lse);
+  cross_entropy_forward(args, on_device(logits), on_device(targets), d_losses, d_lse);
+  expect_close(d_losses, losses, kTolerance, "losses");
+  expect_close(d_lse, lse, kTolerance, "lse");
+  Tensor grad = Tensor::empty({N, V}), d_grad = backend_->empty({N, V});
+  cross_entropy_backward(args, logits, targets, lse, grad_losses, grad);
+  cross_entropy_backward(args, on_device(logits), on_device(targets), d_lse, on_device(grad_losses), d_grad);
+  expect_close(d_grad, grad, kTolerance, "grad_logits");
+  targets.data<std::int32_t>()[6] = static_cast<std::int32_t>(V + 3);
+  expect_error_mentions([&] { cross_entropy_forward(args, on_device(logits), on_device(targets), d_losses, d_lse); },
+                        {"cross_entropy_forward", "row 6 of 9", "outside [0, V) with V = 130"});
+}
+
+TEST_F(CudaBackendTest, BiasAddWritesAndItsGradientAccumulates) {
+  const Tensor x = random({6, 10}, 50), bias = random({10}, 51), g = random({6, 10}, 52);
+  Tensor out = Tensor::empty({6, 10}), d_out = backend_->empty({6, 10});
+  bias_add_forward(BiasAddArgs{}, x, bias, out);
+  bias_add_forward(BiasAddArgs{}, on_device(x), on_device(bias), d_out);
+  expect_close(d_out, out, 1e-6, "x + bias");
+  Tensor d_x = on_device(x);
+  bias_add_forward(BiasAddArgs{}, d_x, on_device(bias), d_x);
+  expect_close(d_x, out, 1e-6, "x + bias in place");
+  Tensor gx = Tensor::empty({6, 10}), gb = random({10}, 53), d_gx = backend_->empty({6, 10}), d_gb = on_device(gb);
+  bias_add_backward(BiasAddArgs{}, g, gx, gb);
+  bias_add_backward(BiasAddArgs{}, on_device(g), d_gx, d_gb);
+  expect_close(d_gx, gx, 0.0, "grad_x");
+  expect_close(d_gb, gb, 1e-5, "grad_bias (+=)");
+}
+
+TEST_F(CudaBackendTest, AdamWUpdateAndGradientNorm) {
+  const AdamWArgs args{.lr = 1e-2f, .beta1 = 0.9f, .beta2 = 0.95f, .eps = 1e-8f, .weight_decay = 0.1f, .step = 3,
+                       .grad_scale = 0.5f};
+  Tensor p = random({1000}, 60), g = random({1000}, 61), m = random({1000}, 62), v = random({1000}, 63);
+  for (std::int64_t i = 0; i < v.numel(); ++i) v.data<float>()[i] = std::abs(v.data<float>()[i]);
+  Tensor d_p = on_device(p), d_m = on_device(m), d_v = on_device(v);
+  adamw_update(args, p, g, m, v);
+  adamw_update(args, d_p, on_device(g), d_m, d_v);
+  expect_close(d_p, p, 1e-6, "param");
+  expect_close(d_m, m, 1e-6, "m");
+  expect_close(d_v, v, 1e-6, "v");
+  EXPECT_NEAR(grad_norm_squared(on_device(g)), grad_norm_squared(g), 1e-9 * grad_norm_squared(g));
+}
+
+TEST_F(CudaBackendTest, OpsNoBackendProvidesAreRefusedByName) {
+  Tensor x = on_device(random({2, 5}, 70)), y = backend_->empty({2, 5});
+  expect_error_mentions([&] { softmax_forward(SoftmaxArgs{}, x, y); },
+                        {"softmax_forward: no implementation for device cuda:0 yet"});
+}
+
+}  // namespace
+}  // namespace myriad
