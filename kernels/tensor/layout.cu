@@ -1,5 +1,6 @@
 // Elementwise sums and head layouts for the device model (kernels.h, "Tensor plumbing"), f32:
 //   add_f32                      out = a + b
+//   axpby_f32                    out = alpha a + beta b (b may be null: out = alpha a), or out += that
 //   add_broadcast_rows_f32       x[r, j] += row[j] for every row r of x (r < rows, j < width)
 //   column_sums_accumulate_f32   out[c] += sum_r x[r, c], rows summed in a fixed order
 //   split_heads_f32              (B, T, H, D) rows with a row stride -> (B, H, T, D) contiguous
@@ -32,6 +33,15 @@ __global__ void add_kernel(const float* a, const float* b, float* out, std::int6
   const std::int64_t stride = static_cast<std::int64_t>(gridDim.x) * blockDim.x;
   for (std::int64_t i = static_cast<std::int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < n; i += stride) {
     out[i] = a[i] + b[i];
+  }
+}
+
+__global__ void axpby_kernel(float alpha, const float* a, float beta, const float* b, float* out, std::int64_t n,
+                             bool accumulate) {
+  const std::int64_t stride = static_cast<std::int64_t>(gridDim.x) * blockDim.x;
+  for (std::int64_t i = static_cast<std::int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < n; i += stride) {
+    const float value = b == nullptr ? alpha * a[i] : alpha * a[i] + beta * b[i];
+    out[i] = accumulate ? out[i] + value : value;
   }
 }
 
@@ -120,6 +130,20 @@ void add_f32(const float* a, const float* b, float* out, std::int64_t n, cudaStr
   if (n == 0) return;
   detail::check_elementwise<float>(op, {{"a", a}, {"b", b}}, "out", out, n);
   add_kernel<<<blocks_for(op, n), kThreads, 0, stream>>>(a, b, out, n);
+  MYRIAD_CUDA_CHECK(cudaGetLastError());
+}
+
+void axpby_f32(float alpha, const float* a, float beta, const float* b, float* out, std::int64_t n, bool accumulate,
+               cudaStream_t stream) {
+  const char* op = "axpby_f32";
+  detail::check_count(op, "n", n);
+  if (n == 0) return;
+  if (b != nullptr) {
+    detail::check_elementwise<float>(op, {{"a", a}, {"b", b}}, "out", out, n);
+  } else {
+    detail::check_elementwise<float>(op, {{"a", a}}, "out", out, n);
+  }
+  axpby_kernel<<<blocks_for(op, n), kThreads, 0, stream>>>(alpha, a, beta, b, out, n, accumulate);
   MYRIAD_CUDA_CHECK(cudaGetLastError());
 }
 

@@ -129,9 +129,14 @@ std::unique_ptr<GemmPlan> make_plan(const DeviceContext& context, const Gemm& s,
   }
   cublasLtMatmulHeuristicResult_t heuristic{};
   int found = 0;
-  MYRIAD_CUBLAS_CHECK(cublasLtMatmulAlgoGetHeuristic(context.cublaslt(), plan->op.handle, plan->first.handle,
-                                                     plan->second.handle, plan->out.handle, plan->out.handle,
-                                                     preference.handle, 1, &heuristic, &found));
+  // cuBLASLt answers a shape it has no algorithm for with CUBLAS_STATUS_NOT_SUPPORTED (not with
+  // zero results): both become the error that names the shape.
+  const cublasStatus_t status = cublasLtMatmulAlgoGetHeuristic(context.cublaslt(), plan->op.handle,
+                                                               plan->first.handle, plan->second.handle,
+                                                               plan->out.handle, plan->out.handle, preference.handle,
+                                                               1, &heuristic, &found);
+  if (status == CUBLAS_STATUS_NOT_SUPPORTED) found = 0;
+  else MYRIAD_CUBLAS_CHECK(status);
   MYRIAD_CHECK(found > 0, "gemm: cuBLASLt has no algorithm for M " << s.m << ", N " << s.n << ", K " << s.k
                                                                    << " of this type, transposition and epilogue");
   plan->algo = heuristic.algo;

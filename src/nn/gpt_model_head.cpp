@@ -10,6 +10,7 @@
 #include "myriad/ops/cross_entropy.h"
 #include "myriad/ops/embedding.h"
 #include "myriad/ops/norms.h"
+#include "myriad/ops/elementwise.h"
 
 namespace myriad::nn {
 
@@ -137,7 +138,7 @@ void GptModel::head_backward(Slot& s, const Tensor& targets_in, float loss_scale
   }
   // Sequence parallel: the final norm's gradients are partial sums over this rank's rows.
   const bool partial = split_.sharded_sequence();
-  if (partial) std::memset(b.norm_grads.raw_data(), 0, b.norm_grads.nbytes());
+  if (partial) zero(b.norm_grads);
   Tensor w_grad = partial ? b.norm_grads.slice(0, 0, C) : store_[norm_w_].grad;
   const Tensor& last = s.residual.back();
   if (config_.norm == NormKind::layernorm) {

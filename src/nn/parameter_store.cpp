@@ -4,6 +4,7 @@
 #include <cstring>
 
 #include "myriad/core/philox.h"
+#include "myriad/ops/elementwise.h"
 
 namespace myriad::nn {
 
@@ -98,7 +99,7 @@ void ParameterStore::initialize(std::uint64_t seed) {
 }
 
 void ParameterStore::zero_grads() {
-  if (grads_.defined()) std::memset(grads_.raw_data(), 0, grads_.nbytes());
+  if (grads_.defined()) zero(grads_);
 }
 
 void ParameterStore::rebind(std::int64_t begin, std::int64_t end, const Tensor& values, const Tensor& grads) {

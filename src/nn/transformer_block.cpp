@@ -11,6 +11,7 @@
 #include "myriad/ops/attention.h"
 #include "myriad/ops/norms.h"
 #include "myriad/ops/rope.h"
+#include "myriad/ops/elementwise.h"
 
 namespace myriad::nn {
 
@@ -264,7 +265,7 @@ void TransformerBlock::backward(ParameterStore& store, const Tensor& x, const Bl
   const int tp = split_.tp_size();
   const std::int64_t B = a.h1.size(0), T = a.h1.size(1);
   const std::int64_t Hq = config_.local_heads(tp), Hkv = config_.local_kv_heads(tp), D = config_.head_dim();
-  if (split_.sharded_sequence()) std::memset(s.norm_grads.raw_data(), 0, s.norm_grads.nbytes());
+  if (split_.sharded_sequence()) zero(s.norm_grads);
   // MLP.
   Tensor out_b = optional(store, out_b_, true), fc_b = optional(store, fc_b_, true), none;
   linear_backward(a.act, store[out_w_].value, gathered_grad(grad, s), s.d_act, false, store[out_w_].grad, out_b);

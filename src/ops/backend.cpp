@@ -42,6 +42,9 @@ void Backend::softmax_backward(const SoftmaxArgs&, const Tensor&, const Tensor&,
 }
 void Backend::adamw_update(const AdamWArgs&, Tensor&, const Tensor&, Tensor&, Tensor&) { unsupported("adamw_update"); }
 double Backend::grad_norm_squared(const Tensor&) { unsupported("grad_norm_squared"); }
+void Backend::add_forward(const AddArgs&, const Tensor&, const Tensor&, Tensor&) { unsupported("add_forward"); }
+void Backend::add_backward(const AddArgs&, const Tensor&, Tensor&, Tensor&) { unsupported("add_backward"); }
+void Backend::copy(const Tensor&, Tensor&) { unsupported("copy"); }
 
 Backend& backend_of(const char* op, std::initializer_list<NamedTensor> tensors) {
   const char* first_name = nullptr;

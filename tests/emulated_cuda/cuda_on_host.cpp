@@ -362,6 +362,12 @@ void grad_norm_squared_f32(const float* g, std::int64_t n, double*, std::int64_t
 void convert_f32_to_bf16(const float* x, __nv_bfloat16* out, std::int64_t n, cudaStream_t) { narrow(W(x, {n}), out); }
 void convert_f32_to_f16(const float* x, __half* out, std::int64_t n, cudaStream_t) { narrow(W(x, {n}), out); }
 void add_f32(const float* a, const float* b, float* out, std::int64_t n, cudaStream_t) { for (std::int64_t i = 0; i < n; ++i) out[i] = a[i] + b[i]; }
+void axpby_f32(float alpha, const float* a, float beta, const float* b, float* out, std::int64_t n, bool accumulate, cudaStream_t) {
+  for (std::int64_t i = 0; i < n; ++i) {
+    const float value = b == nullptr ? alpha * a[i] : alpha * a[i] + beta * b[i];
+    out[i] = accumulate ? out[i] + value : value;
+  }
+}
 void add_broadcast_rows_f32(float* x, const float* row, std::int64_t rows, std::int64_t w, cudaStream_t) { for (std::int64_t i = 0; i < rows * w; ++i) x[i] += row[i % w]; }
 void column_sums_accumulate_f32(const float* x, float* out, std::int64_t rows, std::int64_t cols, cudaStream_t) {
   for (std::int64_t c = 0; c < cols; ++c) { float s = 0; for (std::int64_t r = 0; r < rows; ++r) s += x[r * cols + c]; out[c] += s; }

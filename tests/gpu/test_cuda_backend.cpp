@@ -12,7 +12,9 @@
 
 #include "cuda_backend_fixture.h"
 #include "myriad/cuda/device_tensor.h"
+#include "myriad/core/half.h"
 #include "myriad/ops/activations.h"
+#include "myriad/ops/elementwise.h"
 #include "myriad/ops/matmul.h"
 #include "myriad/ops/norms.h"
 #include "reference.h"
@@ -167,6 +169,62 @@ TEST_F(CudaBackendTest, ActivationsMatchInPlaceAndWithSkippedGradients) {
   expect_close(dd_gate, d_gate, kRowTolerance, "swiglu grad_gate");
   swiglu_backward(SwigluArgs{}, on_device(x), on_device(up), on_device(g), skipped, dd_up);
   expect_close(dd_up, d_up, kRowTolerance, "swiglu grad_up");
+}
+
+TEST_F(CudaBackendTest, ScaledSumsCopiesConversionsAndZero) {
+  const Tensor a = random({5, 33}, 60), b = random({5, 33}, 61), g = random({5, 33}, 62);
+  const AddArgs args{.alpha = 0.5f, .beta = -3.0f};
+  Tensor out = Tensor::empty({5, 33}), d_out = backend_->empty({5, 33});
+  add_forward(args, a, b, out);
+  add_forward(args, on_device(a), on_device(b), d_out);
+  expect_close(d_out, out, 1e-6, "alpha a + beta b");
+  Tensor d_b = on_device(b);
+  add_forward(args, on_device(a), d_b, d_b);
+  expect_close(d_b, out, 1e-6, "in place");
+  add_forward(args, a, Tensor(), out);
+  add_forward(args, on_device(a), Tensor(), d_out);
+  expect_close(d_out, out, 1e-6, "scale");
+  const Tensor start = random({5, 33}, 63);
+  Tensor ga = Tensor::empty({5, 33}), gb = start.clone(), d_ga = backend_->empty({5, 33}), d_gb = on_device(start);
+  const AddArgs acc{.alpha = 0.5f, .beta = -3.0f, .accumulate_grads = true};
+  add_backward(acc, g, ga, gb);
+  Tensor d_g = on_device(g);
+  add_backward(acc, d_g, d_ga, d_gb);
+  expect_close(d_gb, gb, 1e-6, "grad_b +=");
+  // Conversions: the kernels round as core/half.h does; bf16 <-> f16 through f32.
+  for (DType half : {DType::bf16, DType::f16}) {
+    Tensor h = Tensor::empty({5, 33}, half), back = Tensor::empty({5, 33});
+    copy(a, h);
+    copy(h, back);
+    Tensor d_h = backend_->empty({5, 33}, half), d_back = backend_->empty({5, 33});
+    copy(on_device(a), d_h);
+    copy(d_h, d_back);
+    expect_close(d_back, back, 0.0, "f32 -> half -> f32");
+  }
+  Tensor via = Tensor::empty({5, 33}, DType::f16), d_via = backend_->empty({5, 33}, DType::f16);
+  Tensor bf = Tensor::empty({5, 33}, DType::bf16);
+  copy(a, bf);
+  copy(bf, via);
+  copy(on_device(bf), d_via);
+  EXPECT_EQ(testing::to_f64(backend_->copy_to_host(d_via)), testing::to_f64(via));
+  // Gathering the heads of packed rows (both head orders) into contiguous tensors.
+  const Tensor rows = random({2, 7, 40}, 64);
+  const Tensor d_rows = on_device(rows);
+  for (bool heads_major : {true, false}) {
+    const auto view = [&](const Tensor& packed) {
+      Tensor bthd = Tensor::from_storage(packed.storage(), {2, 7, 3, 8}, {7 * 40, 40, 8, 1}, packed.offset() + 8,
+                                         DType::f32);
+      return heads_major ? bthd.permute({0, 2, 1, 3}) : bthd;
+    };
+    const Tensor src = view(rows), d_src = view(d_rows);
+    Tensor dst = Tensor::empty(src.shape()), d_dst = backend_->empty(src.shape());
+    copy(src, dst);
+    copy(d_src, d_dst);
+    expect_close(d_dst, dst, 0.0, heads_major ? "heads of rows" : "rows of heads");
+  }
+  Tensor d_z = on_device(a);
+  zero(d_z);
+  for (double v : testing::to_f64(backend_->copy_to_host(d_z))) EXPECT_EQ(v, 0.0);
 }
 
 TEST_F(CudaBackendTest, UnsupportedLayoutsAndForeignMemoryAreRefusedNamingTheTensor) {

@@ -178,8 +178,14 @@ TEST(Gemm, LinearMatchesFloat64ForEveryTypeAndEpilogue) {
             cuda::linear_gemm(context, gemm, dx.get(), dw.get(), bias ? db.get() : nullptr, dy.get());
             for (std::uint16_t v : dy.download()) got.push_back(type == CUDA_R_16BF ? bf16_to_float(v) : f16_to_float(v));
           }
-          const double rtol = type == CUDA_R_32F ? 1e-5 : type == CUDA_R_16BF ? 4e-3 : 1e-3;
-          testing::expect_close(got, expected, 1e-5 * std::sqrt(static_cast<double>(sh.k)) + (type == CUDA_R_32F ? 0 : 1e-3),
+          // The GELU epilogue evaluates tanh with a fast approximation (relative error up to about
+          // 2^-11, as PTX's tanh.approx.f32): gelu's 0.5 x tanh(...) term then carries up to
+          // ~2.5e-4 |x|, far above f32 GEMM rounding, so that epilogue gets that margin on top.
+          const bool fast_tanh = epilogue == cuda::GemmEpilogue::bias_gelu;
+          const double rtol = (type == CUDA_R_32F ? 1e-5 : type == CUDA_R_16BF ? 4e-3 : 1e-3) + (fast_tanh ? 5e-4 : 0.0);
+          testing::expect_close(got, expected,
+                                1e-5 * std::sqrt(static_cast<double>(sh.k)) + (type == CUDA_R_32F ? 0 : 1e-3) +
+                                    (fast_tanh ? 2.5e-4 : 0.0),
                                 rtol,
                                 "type " + std::to_string(static_cast<int>(type)) + " M " + std::to_string(sh.m) + " N " +
                                     std::to_string(sh.n) + " K " + std::to_string(sh.k) + " epilogue " +

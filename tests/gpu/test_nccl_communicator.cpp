@@ -77,7 +77,10 @@ TEST(NcclCommunicator, WorldOfOneCollectivesFollowTheInterface) {
   EXPECT_EQ(stats[dist::CommOp::all_reduce].calls, 3);
   EXPECT_EQ(stats[dist::CommOp::all_gather].calls, 2);
   EXPECT_EQ(stats[dist::CommOp::all_reduce].bytes_sent, 0);  // a ring of one moves nothing
-  EXPECT_GT(stats[dist::CommOp::all_reduce].seconds, 0.0);
+  // Timing: an in-place all-reduce over one rank may enqueue nothing, so only what NCCL guarantees
+  // is checked — a time is recorded for every call and it is never negative.
+  EXPECT_GE(stats[dist::CommOp::all_reduce].seconds, 0.0);
+  EXPECT_GE(stats[dist::CommOp::all_gather].seconds, 0.0);
   nccl.reset_stats();
   EXPECT_EQ(nccl.stats().total().calls, 0);
 }

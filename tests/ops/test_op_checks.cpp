@@ -1,6 +1,6 @@
 // Device checks at every op's dispatch point: a tensor on another device than the rest is an
-// error naming the op, the argument and both devices; tensors all on a device without an
-// implementation name the op and the device. The "device" tensors here are host memory labelled
+// error naming the op, the argument and both devices; tensors all on a device whose memory no
+// backend made name the op, the tensor and the device. The "device" tensors here are host memory labelled
 // cuda:0 — dispatch must reject them before touching their data.
 #include <gtest/gtest.h>
 
@@ -60,8 +60,8 @@ TEST(OpChecks, AllOnADeviceWithoutImplementationNamesOpAndDevice) {
                       {"matmul_forward", "'a'", "cuda:0", "no compute backend made"});
   Tensor x = labelled_cuda({2, 8}), y = labelled_cuda({2, 8});
   expect_error_naming([&] { gelu_forward(GeluArgs{}, x, y); }, {"gelu_forward", "cuda:0", "no compute backend"});
-  // Ops no backend provides yet.
-  expect_error_naming([&] { softmax_forward(SoftmaxArgs{}, x, y); }, {"softmax_forward", "cuda:0", "no implementation"});
+  expect_error_naming([&] { softmax_forward(SoftmaxArgs{}, x, y); }, {"softmax_forward", "cuda:0", "no compute backend"});
+  // (An op the backend of the tensors lacks names op and device: CudaBackendTest.OpsNoBackendProvides….)
 }
 
 }  // namespace

@@ -102,6 +102,14 @@ def test_bad_files_are_clear_errors(tmp_path):
     result = convert("import", tmp_path / "missing.safetensors", tmp_path / "m.yaml", tmp_path / "out2")
     assert result.returncode == 2 and "lacks parameter 'wpe'" in result.stderr, result.stderr
     assert not (tmp_path / "out2").exists()
+    # __metadata__ whose values are not strings (the format says string to string): a myriad
+    # error naming the file and the entry, not a raw JSON type error.
+    header = {"__metadata__": {"step": 4, "producer": "x"}, "w": {"dtype": "F32", "shape": [1], "data_offsets": [0, 4]}}
+    text = json.dumps(header).encode()
+    (tmp_path / "meta.safetensors").write_bytes(struct.pack("<Q", len(text)) + text + b"\0\0\0\0")
+    result = convert("import", tmp_path / "meta.safetensors", tmp_path / "m.yaml", tmp_path / "out3")
+    assert result.returncode == 2 and "meta.safetensors" in result.stderr, result.stderr
+    assert "__metadata__ entry 'step' must be a string" in result.stderr and "Traceback" not in result.stderr
 
 
 @pytest.mark.skipif(shutil.which("mpirun") is None, reason="mpirun not found")

@@ -14,7 +14,8 @@
 // (B, T, W) -> (B, T, H, D) -> (B, H, T, D) the model makes of its fused qkv and attention output
 // (strides [T*W, D, W, 1]), packed for the flash kernels (head dim 64 or 128) and unpacked after;
 // RoPE takes (B, T, H, D) tensors that are contiguous or such rows of heads (strides [T*W, W, D,
-// 1]). A bad token id or target is reported like the CPU op's error, which costs a wait for the
+// 1]). copy() reads a contiguous source of any float type (converting f32 <-> bf16 / f16 by the
+// conversion kernels; bf16 <-> f16 through f32) or an f32 view of either kind of heads. A bad token id or target is reported like the CPU op's error, which costs a wait for the
 // stream (the kernels flag it on the device).
 // Matmul takes any batch strides, but the last two dims of every operand must be row-major
 // (unit stride, rows at most a pitch apart: cuBLASLt's leading dimension); alpha must be 1 (the
@@ -79,6 +80,9 @@ class CudaBackend final : public ops::Backend {
   void bias_add_backward(const BiasAddArgs& args, const Tensor& grad_out, Tensor& grad_x, Tensor& grad_bias) override;
   void adamw_update(const AdamWArgs& args, Tensor& param, const Tensor& grad, Tensor& m, Tensor& v) override;
   double grad_norm_squared(const Tensor& grad) override;
+  void add_forward(const AddArgs& args, const Tensor& a, const Tensor& b, Tensor& out) override;
+  void add_backward(const AddArgs& args, const Tensor& grad_out, Tensor& grad_a, Tensor& grad_b) override;
+  void copy(const Tensor& src, Tensor& dst) override;
 
  private:
   // A device long long set to LLONG_MAX, for the kernels that report the first bad index.

@@ -23,6 +23,7 @@
 #include "myriad/ops/attention.h"
 #include "myriad/ops/bias_add.h"
 #include "myriad/ops/cross_entropy.h"
+#include "myriad/ops/elementwise.h"
 #include "myriad/ops/embedding.h"
 #include "myriad/ops/matmul.h"
 #include "myriad/ops/norms.h"
@@ -43,7 +44,7 @@ class Backend : public ExecutionContext {
   virtual Tensor copy_from_host(const Tensor& host) = 0;
   // A contiguous host copy of one of this backend's tensors (contiguous), after earlier work.
   virtual Tensor copy_to_host(const Tensor& device) = 0;
-  // Sets every byte of one of this backend's tensors (contiguous) to zero.
+  // Sets every byte of one of this backend's tensors (contiguous) to zero (the op zero()).
   virtual void zero(const Tensor& device) = 0;
   // Waits for all queued work; throws on a device fault.
   virtual void synchronize() = 0;
@@ -86,6 +87,9 @@ class Backend : public ExecutionContext {
   virtual void softmax_forward(const SoftmaxArgs& args, const Tensor& x, Tensor& out);
   virtual void softmax_backward(const SoftmaxArgs& args, const Tensor& out, const Tensor& grad_out, Tensor& grad_x);
   virtual void adamw_update(const AdamWArgs& args, Tensor& param, const Tensor& grad, Tensor& m, Tensor& v);
+  virtual void add_forward(const AddArgs& args, const Tensor& a, const Tensor& b, Tensor& out);
+  virtual void add_backward(const AddArgs& args, const Tensor& grad_out, Tensor& grad_a, Tensor& grad_b);
+  virtual void copy(const Tensor& src, Tensor& dst);
   virtual double grad_norm_squared(const Tensor& grad);
 
  protected:

@@ -1,0 +1,38 @@
+// Elementwise plumbing the model needs besides its layers: scaled sums (residual adds, scaling),
+// copies that convert dtype or gather a strided view, and zeroing.
+//
+//   add_forward:  out = alpha * a + beta * b    (b undefined: out = alpha * a, a scale)
+//   add_backward: grad_a = alpha * grad_out, grad_b = beta * grad_out (`=`, or `+=` when
+//                 args.accumulate_grads: a residual stream's gradient adds into what is there)
+//   copy:         dst = src, converted to dst's dtype (f32, bf16, f16; round to nearest even)
+//   zero:         every element of t = 0
+//
+// Shapes: a, b, out, grad_out, grad_a, grad_b of one shape, contiguous f32; out may be a or b
+// (in place), grad_a or grad_b may be grad_out itself or undefined (skipped). copy: src and dst of
+// one shape; src any strides (the CPU reads any view; a device backend documents what it reads),
+// dst contiguous. zero: t contiguous.
+#pragma once
+
+#include "myriad/core/tensor.h"
+
+namespace myriad {
+
+struct AddArgs {
+  float alpha = 1.0f;
+  float beta = 1.0f;
+  bool accumulate_grads = false;  // backward: grad_a += ..., grad_b += ... instead of =
+};
+
+void add_forward(const AddArgs& args, const Tensor& a, const Tensor& b, Tensor& out);  // (...) -> (...)
+void add_backward(const AddArgs& args, const Tensor& grad_out, Tensor& grad_a, Tensor& grad_b);
+void copy(const Tensor& src, Tensor& dst);
+void zero(Tensor& t);
+
+namespace cpu {
+void add_forward(const AddArgs& args, const Tensor& a, const Tensor& b, Tensor& out);
+void add_backward(const AddArgs& args, const Tensor& grad_out, Tensor& grad_a, Tensor& grad_b);
+void copy(const Tensor& src, Tensor& dst);
+void zero(Tensor& t);
+}  // namespace cpu
+
+}  // namespace myriad

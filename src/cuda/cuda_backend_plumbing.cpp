@@ -1,0 +1,95 @@
+// CudaBackend: scaled sums and copies (the elementwise plumbing of ops/elementwise.h) over the
+// layout kernels: axpby for sums and scales, the conversion kernels for dtype changes, split /
+// merge of heads for the strided views attention and RoPE use.
+#include <array>
+#include <optional>
+#include <utility>
+
+#include "myriad/cuda/check.h"
+#include "myriad/cuda/cuda_backend.h"
+#include "myriad/cuda/device_guard.h"
+#include "myriad/cuda/kernels.h"
+
+namespace myriad::cuda {
+
+void CudaBackend::add_forward(const AddArgs& args, const Tensor& a, const Tensor& b, Tensor& out) {
+  DeviceGuard guard(context_.device());
+  axpby_f32(args.alpha, a.data<float>(), args.beta, b.defined() ? b.data<float>() : nullptr, out.data<float>(),
+            out.numel(), false, context_.stream());
+}
+
+void CudaBackend::add_backward(const AddArgs& args, const Tensor& grad_out, Tensor& grad_a, Tensor& grad_b) {
+  DeviceGuard guard(context_.device());
+  // The gradient that is grad_out itself last, so that the other still reads grad_out.
+  const bool b_in_place = grad_b.defined() && grad_b.raw_data() == grad_out.raw_data();
+  const std::pair<Tensor*, float> a_part{&grad_a, args.alpha}, b_part{&grad_b, args.beta};
+  for (auto [grad, factor] : b_in_place ? std::array{a_part, b_part} : std::array{b_part, a_part}) {
+    if (!grad->defined()) continue;
+    axpby_f32(factor, grad_out.data<float>(), 0.0f, nullptr, grad->data<float>(), grad_out.numel(),
+              args.accumulate_grads, context_.stream());
+  }
+}
+
+namespace {
+
+// (B, H, T, D) heads of rows (strides [T*W, D, W, 1]) or (B, T, H, D) rows of heads ([T*W, W, D,
+// 1]): the row stride W, or nullopt.
+std::optional<std::int64_t> heads_row_stride(const Tensor& t, bool heads_major) {
+  if (t.dim() != 4 || t.stride(3) != 1) return std::nullopt;
+  const std::int64_t H = heads_major ? t.size(1) : t.size(2), T = heads_major ? t.size(2) : t.size(1);
+  const std::int64_t head_stride = heads_major ? t.stride(1) : t.stride(2);
+  const std::int64_t row_stride = heads_major ? t.stride(2) : t.stride(1);
+  if ((H > 1 && head_stride != t.size(3)) || row_stride < H * t.size(3) ||
+      (t.size(0) > 1 && t.stride(0) != T * row_stride)) {
+    return std::nullopt;
+  }
+  return row_stride;
+}
+
+}  // namespace
+
+void CudaBackend::copy(const Tensor& src, Tensor& dst) {
+  const char* op = "copy";
+  DeviceGuard guard(context_.device());
+  cudaStream_t stream = context_.stream();
+  const std::int64_t n = src.numel();
+  if (src.is_contiguous()) {
+    if (src.dtype() == dst.dtype()) {
+      if (src.nbytes() > 0 && src.raw_data() != dst.raw_data()) {
+        MYRIAD_CUDA_CHECK(cudaMemcpyAsync(dst.raw_data(), src.raw_data(), src.nbytes(), cudaMemcpyDeviceToDevice, stream));
+      }
+      return;
+    }
+    const auto as_bf16 = [](const Tensor& t) { return static_cast<__nv_bfloat16*>(t.raw_data()); };
+    const auto as_f16 = [](const Tensor& t) { return static_cast<__half*>(t.raw_data()); };
+    if (src.dtype() == DType::f32) {
+      if (dst.dtype() == DType::bf16) return convert_f32_to_bf16(src.data<float>(), as_bf16(dst), n, stream);
+      return convert_f32_to_f16(src.data<float>(), as_f16(dst), n, stream);
+    }
+    if (dst.dtype() == DType::f32) {
+      if (src.dtype() == DType::bf16) return convert_bf16_to_f32(as_bf16(src), dst.data<float>(), n, stream);
+      return convert_f16_to_f32(as_f16(src), dst.data<float>(), n, stream);
+    }
+    Tensor widened = empty(src.shape());  // bf16 <-> f16 through f32 (exact, then one rounding)
+    copy(src, widened);
+    return copy(widened, dst);
+  }
+  MYRIAD_CHECK(src.dtype() == DType::f32 && dst.dtype() == DType::f32,
+               op << " on " << device().str() << ": a strided source " << src.describe()
+                  << " is read as f32 only (convert after gathering)");
+  if (const auto row_stride = heads_row_stride(src, true)) {  // (B, H, T, D) heads of rows
+    return split_heads_f32(src.data<float>(), *row_stride, dst.data<float>(), src.size(0), src.size(2), src.size(1),
+                           src.size(3), stream);
+  }
+  if (const auto row_stride = heads_row_stride(src, false)) {  // (B, T, H, D) rows of heads
+    const std::int64_t B = src.size(0), T = src.size(1), H = src.size(2), D = src.size(3);
+    Tensor heads = empty({B, H, T, D});
+    split_heads_f32(src.data<float>(), *row_stride, heads.data<float>(), B, T, H, D, stream);
+    return merge_heads_f32(heads.data<float>(), dst.data<float>(), H * D, B, T, H, D, stream);
+  }
+  MYRIAD_THROW(op << " on " << device().str() << ": cannot read " << src.describe() << " with strides "
+                  << shape_string(src.strides())
+                  << " (a device copy reads contiguous tensors and the heads views of packed rows)");
+}
+
+}  // namespace myriad::cuda

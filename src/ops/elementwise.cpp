@@ -1,0 +1,68 @@
+// Elementwise dispatch points: validate shapes / dtypes / layouts / devices, then pick the backend.
+#include "myriad/ops/elementwise.h"
+
+#include "myriad/ops/backend.h"
+#include "myriad/ops/op_checks.h"
+
+namespace myriad {
+
+namespace {
+
+void check_operand(const char* op, const char* name, const Tensor& t, const Tensor* like = nullptr) {
+  ops::check_dtype(op, name, t, DType::f32);
+  if (like != nullptr) ops::check_shape(op, name, t, like->shape());
+  ops::check_contiguous(op, name, t);
+}
+
+bool is_float_type(DType t) { return t == DType::f32 || t == DType::bf16 || t == DType::f16; }
+
+}  // namespace
+
+void add_forward(const AddArgs& args, const Tensor& a, const Tensor& b, Tensor& out) {
+  const char* op = "add_forward";
+  check_operand(op, "a", a);
+  if (b.defined()) check_operand(op, "b", b, &a);
+  check_operand(op, "out", out, &a);
+  const std::initializer_list<ops::NamedTensor> tensors = {{"a", &a}, {"b", &b}, {"out", &out}};
+  Device device = ops::check_same_device(op, tensors);
+  if (device.is_cpu()) return cpu::add_forward(args, a, b, out);
+  ops::backend_of(op, tensors).add_forward(args, a, b, out);
+}
+
+void add_backward(const AddArgs& args, const Tensor& grad_out, Tensor& grad_a, Tensor& grad_b) {
+  const char* op = "add_backward";
+  check_operand(op, "grad_out", grad_out);
+  if (grad_a.defined()) check_operand(op, "grad_a", grad_a, &grad_out);
+  if (grad_b.defined()) check_operand(op, "grad_b", grad_b, &grad_out);
+  MYRIAD_CHECK(!(grad_a.defined() && grad_b.defined() && grad_a.raw_data() == grad_b.raw_data()),
+               op << ": grad_a and grad_b are the same buffer");
+  const std::initializer_list<ops::NamedTensor> tensors = {{"grad_out", &grad_out}, {"grad_a", &grad_a},
+                                                           {"grad_b", &grad_b}};
+  Device device = ops::check_same_device(op, tensors);
+  if (device.is_cpu()) return cpu::add_backward(args, grad_out, grad_a, grad_b);
+  ops::backend_of(op, tensors).add_backward(args, grad_out, grad_a, grad_b);
+}
+
+void copy(const Tensor& src, Tensor& dst) {
+  const char* op = "copy";
+  ops::check_defined(op, "src", src);
+  ops::check_defined(op, "dst", dst);
+  ops::check_shape(op, "dst", dst, src.shape());
+  ops::check_contiguous(op, "dst", dst);
+  MYRIAD_CHECK(src.dtype() == dst.dtype() || (is_float_type(src.dtype()) && is_float_type(dst.dtype())),
+               op << ": converts between f32, bf16 and f16 only, got " << dtype_name(src.dtype()) << " -> "
+                  << dtype_name(dst.dtype()));
+  const std::initializer_list<ops::NamedTensor> tensors = {{"src", &src}, {"dst", &dst}};
+  Device device = ops::check_same_device(op, tensors);
+  if (device.is_cpu()) return cpu::copy(src, dst);
+  ops::backend_of(op, tensors).copy(src, dst);
+}
+
+void zero(Tensor& t) {
+  const char* op = "zero";
+  ops::check_contiguous(op, "t", t);
+  if (t.device().is_cpu()) return cpu::zero(t);
+  ops::backend_of(op, {{"t", &t}}).zero(t);
+}
+
+}  // namespace myriad
