@@ -9,6 +9,7 @@
 #include "myriad/cuda/cuda_backend.h"
 #include "myriad/cuda/device_guard.h"
 #include "myriad/cuda/kernels.h"
+#include "heads_layout.h"
 
 namespace myriad::cuda {
 
@@ -20,20 +21,6 @@ void require_contiguous(const char* op, const char* name, const Tensor& t) {
   MYRIAD_CHECK(!t.defined() || t.is_contiguous(), op << " on " << t.device().str() << ": '" << name << "' "
                                                      << t.describe() << " must be contiguous (strides "
                                                      << shape_string(t.strides()) << ")");
-}
-
-// Rows of heads inside packed rows of width `row_stride`: (B, H, T, D) seen through strides
-// [T*W, D, W, 1] (`heads_major`), or (B, T, H, D) through [T*W, W, D, 1]. Returns W.
-std::optional<std::int64_t> packed_row_stride(const Tensor& t, bool heads_major) {
-  if (t.dim() != 4 || t.stride(3) != 1) return std::nullopt;
-  const std::int64_t B = t.size(0), H = heads_major ? t.size(1) : t.size(2), T = heads_major ? t.size(2) : t.size(1);
-  const std::int64_t D = t.size(3);
-  const std::int64_t head_stride = heads_major ? t.stride(1) : t.stride(2);
-  const std::int64_t row_stride = heads_major ? t.stride(2) : t.stride(1);
-  if ((H > 1 && head_stride != D) || row_stride < H * D || (B > 1 && t.stride(0) != T * row_stride)) {
-    return std::nullopt;
-  }
-  return row_stride;
 }
 
 }  // namespace
@@ -67,7 +54,7 @@ struct HeadsOperand {
 static HeadsOperand heads_operand(CudaBackend& backend, const char* op, const char* name, const Tensor& t,
                                   bool read) {
   if (!t.defined() || t.is_contiguous()) return {t, t, 0};
-  const std::optional<std::int64_t> row_stride = packed_row_stride(t, true);
+  const std::optional<std::int64_t> row_stride = heads_row_stride(t, true);
   MYRIAD_CHECK(row_stride.has_value(), op << " on " << t.device().str() << ": '" << name << "' " << t.describe()
                                           << " must be contiguous (B, H, T, D) or heads of packed rows (strides [T*W, "
                                              "D, W, 1]), has strides "
@@ -142,7 +129,7 @@ void CudaBackend::rope_apply(const char* op, const RopeArgs& args, const Tensor&
   // (B, T, H, D) rows of heads -> contiguous: split into (B, H, T, D), merge into rows of H*D.
   const auto contiguous_copy = [&](const Tensor& t, const char* name) {
     if (t.is_contiguous()) return t;
-    const std::optional<std::int64_t> row_stride = packed_row_stride(t, false);
+    const std::optional<std::int64_t> row_stride = heads_row_stride(t, false);
     MYRIAD_CHECK(row_stride.has_value(), op << " on " << t.device().str() << ": '" << name << "' " << t.describe()
                                             << " must be contiguous (B, T, H, D) or rows of heads (strides [T*W, W, "
                                                "D, 1]), has strides "
@@ -156,7 +143,7 @@ void CudaBackend::rope_apply(const char* op, const RopeArgs& args, const Tensor&
   const Tensor in = contiguous_copy(x, backward ? "grad_out" : "x");
   const bool direct = out.is_contiguous();
   Tensor target = direct ? out : empty({B, T, H, D});
-  if (!direct) MYRIAD_CHECK(packed_row_stride(out, false).has_value(),
+  if (!direct) MYRIAD_CHECK(heads_row_stride(out, false).has_value(),
                             op << " on " << out.device().str() << ": '" << (backward ? "grad_x" : "out") << "' "
                                << out.describe() << " must be contiguous or rows of heads (strides [T*W, W, D, 1])");
   Tensor& tables = rope_tables_[{T, D, args.theta, args.position_offset}];
@@ -172,7 +159,7 @@ void CudaBackend::rope_apply(const char* op, const RopeArgs& args, const Tensor&
   if (!direct) {  // rows of H*D back into rows of the output's stride
     Tensor heads = empty({B, H, T, D});
     split_heads_f32(target.data<float>(), H * D, heads.data<float>(), B, T, H, D, context_.stream());
-    merge_heads_f32(heads.data<float>(), out.data<float>(), *packed_row_stride(out, false), B, T, H, D,
+    merge_heads_f32(heads.data<float>(), out.data<float>(), *heads_row_stride(out, false), B, T, H, D,
                     context_.stream());
   }
 }

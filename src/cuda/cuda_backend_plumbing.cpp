@@ -9,6 +9,7 @@
 #include "myriad/cuda/cuda_backend.h"
 #include "myriad/cuda/device_guard.h"
 #include "myriad/cuda/kernels.h"
+#include "heads_layout.h"
 
 namespace myriad::cuda {
 
@@ -29,24 +30,6 @@ void CudaBackend::add_backward(const AddArgs& args, const Tensor& grad_out, Tens
               args.accumulate_grads, context_.stream());
   }
 }
-
-namespace {
-
-// (B, H, T, D) heads of rows (strides [T*W, D, W, 1]) or (B, T, H, D) rows of heads ([T*W, W, D,
-// 1]): the row stride W, or nullopt.
-std::optional<std::int64_t> heads_row_stride(const Tensor& t, bool heads_major) {
-  if (t.dim() != 4 || t.stride(3) != 1) return std::nullopt;
-  const std::int64_t H = heads_major ? t.size(1) : t.size(2), T = heads_major ? t.size(2) : t.size(1);
-  const std::int64_t head_stride = heads_major ? t.stride(1) : t.stride(2);
-  const std::int64_t row_stride = heads_major ? t.stride(2) : t.stride(1);
-  if ((H > 1 && head_stride != t.size(3)) || row_stride < H * t.size(3) ||
-      (t.size(0) > 1 && t.stride(0) != T * row_stride)) {
-    return std::nullopt;
-  }
-  return row_stride;
-}
-
-}  // namespace
 
 void CudaBackend::copy(const Tensor& src, Tensor& dst) {
   const char* op = "copy";
