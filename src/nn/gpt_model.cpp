@@ -14,9 +14,14 @@
 
 namespace myriad::nn {
 
-GptModel::GptModel(const TransformerConfig& config, const ModelSplit& split, bool allocate)
-    : config_(config), split_(split) {
+GptModel::GptModel(const TransformerConfig& config, const ModelSplit& split, bool allocate, ops::Placement placement)
+    : config_(config), split_(split), placement_(placement) {
   config_.validate();
+  MYRIAD_CHECK(placement_.on_host() || (split_.tp_size() == 1 && split_.chunks.size() <= 1 && split_.first_stage &&
+                                        split_.last_stage),
+               "model: on " << placement_.device().str()
+                            << " the model runs whole on one rank for now (tp 1, one pipeline stage); tensor and "
+                               "pipeline parallelism on device tensors come with the NCCL groups (issue 17)");
   const int tp = split_.tp_size();
   MYRIAD_CHECK(config_.n_head % tp == 0 && config_.n_kv_head % tp == 0 && config_.ffn_hidden % tp == 0 &&
                    config_.padded_vocab_size() % tp == 0,
@@ -61,7 +66,7 @@ GptModel::GptModel(const TransformerConfig& config, const ModelSplit& split, boo
       head_ = wte_;
     }
   }
-  if (allocate) store_.allocate();
+  if (allocate) store_.allocate(placement_);
   build_units();
 }
 
@@ -98,26 +103,26 @@ GptModel::Slot GptModel::make_slot() const {
   const std::int64_t B = b.B, T = b.T, N = B * T;
   const Shape rows = residual_shape(config_, split_, B, T);
   Slot s;
-  for (std::size_t i = 0; i < blocks_.size() + chunk_blocks_.size(); ++i) s.residual.push_back(Tensor::empty(rows));
+  for (std::size_t i = 0; i < blocks_.size() + chunk_blocks_.size(); ++i) s.residual.push_back(placement_.empty(rows));
   std::vector<ActivationSlot> slots = block_activation_slots(config_, split_, B, T);
   BlockActivations shared;
-  for (const ActivationSlot& slot : slots) shared.*(slot.member) = Tensor::empty(slot.shape);
+  for (const ActivationSlot& slot : slots) shared.*(slot.member) = placement_.empty(slot.shape);
   for (std::size_t l = 0; l < blocks_.size(); ++l) {
     BlockActivations acts;
     for (const ActivationSlot& slot : slots) {
-      acts.*(slot.member) = slot.kept(b.mode) ? Tensor::empty(slot.shape) : shared.*(slot.member);
+      acts.*(slot.member) = slot.kept(b.mode) ? placement_.empty(slot.shape) : shared.*(slot.member);
     }
     s.blocks.push_back(std::move(acts));
   }
-  for (std::size_t c = 0; c < chunk_blocks_.size(); ++c) s.grad.push_back(Tensor::empty(rows));
+  for (std::size_t c = 0; c < chunk_blocks_.size(); ++c) s.grad.push_back(placement_.empty(rows));
   if (split_.last_stage) {
-    s.hf = Tensor::empty(rows);
-    s.hf_mean = Tensor::empty({rows[0] * rows[1]});
-    s.hf_rstd = Tensor::empty({rows[0] * rows[1]});
+    s.hf = placement_.empty(rows);
+    s.hf_mean = placement_.empty({rows[0] * rows[1]});
+    s.hf_rstd = placement_.empty({rows[0] * rows[1]});
     const std::int64_t V = split_.tp_size() > 1 ? config_.padded_vocab_size() / split_.tp_size() : config_.vocab_size;
-    s.logits = Tensor::empty({N, V});
-    s.losses = Tensor::empty({N});
-    s.lse = Tensor::empty({N});
+    s.logits = placement_.empty({N, V});
+    s.losses = placement_.empty({N});
+    s.lse = placement_.empty({N});
   }
   return s;
 }
@@ -133,21 +138,22 @@ void GptModel::prepare(std::int64_t B, std::int64_t T, Recompute mode, int slots
     MYRIAD_CHECK(!split_.sharded_sequence() || N % split_.tp_size() == 0,
                  "sequence parallel: the micro-batch's " << N << " tokens (B " << B << " x T " << T
                                                          << ") must divide evenly over tp " << split_.tp_size());
-    b.scratch = make_block_scratch(config_, split_, B, T);
-    b.positions = Tensor::empty({B, T}, DType::i32);
-    for (std::int64_t i = 0; i < N; ++i) b.positions.data<std::int32_t>()[i] = static_cast<std::int32_t>(i % T);
+    b.scratch = make_block_scratch(placement_, config_, split_, B, T);
+    Tensor positions = Tensor::empty({B, T}, DType::i32);
+    for (std::int64_t i = 0; i < N; ++i) positions.data<std::int32_t>()[i] = static_cast<std::int32_t>(i % T);
+    b.positions = placement_.from_host(positions);
     const Shape rows = residual_shape(config_, split_, B, T);
     b.row_positions = b.positions;
     if (split_.sharded_sequence()) {
       const std::int64_t first = rows[1] * split_.tp_rank();
       b.row_positions = b.positions.view({N}).slice(0, first, first + rows[1]).view({1, rows[1]});
-      b.norm_grads = Tensor::empty({2 * C});
-      if (split_.last_stage) b.hf_gathered = Tensor::empty({B, T, C});
+      b.norm_grads = placement_.empty({2 * C});
+      if (split_.last_stage) b.hf_gathered = placement_.empty({B, T, C});
     }
-    if (config_.positions == PositionKind::learned && split_.first_stage) b.pos_emb = Tensor::empty(rows);
+    if (config_.positions == PositionKind::learned && split_.first_stage) b.pos_emb = placement_.empty(rows);
     if (split_.last_stage) {
-      b.grad_losses = Tensor::empty({N});
-      b.d_hf = Tensor::empty({B, T, C});
+      b.grad_losses = placement_.empty({N});
+      b.d_hf = placement_.empty({B, T, C});
     }
   }
   while (static_cast<int>(b.slots.size()) < slots) b.slots.push_back(make_slot());
@@ -196,7 +202,7 @@ void GptModel::check_inputs(const Tensor& ids, const Tensor& targets) const {
                "model: ids must be (B, T) i32, got " << ids.describe());
   MYRIAD_CHECK(ids.size(1) <= config_.context_length,
                "model: sequence length T=" << ids.size(1) << " exceeds context_length " << config_.context_length);
-  const Tensor dense = ids.contiguous();
+  const Tensor dense = ids.device().is_cpu() ? ids.contiguous() : placement_.to_host(ids);
   const std::int32_t* id = dense.data<std::int32_t>();
   for (std::int64_t i = 0; i < dense.numel(); ++i) {
     MYRIAD_CHECK(id[i] >= 0 && id[i] < config_.vocab_size,
@@ -273,7 +279,9 @@ Tensor GptModel::forward_logits(const Tensor& ids) {
   check_inputs(ids, Tensor());
   prepare(ids.size(0), ids.size(1), buffers_.mode, 1);
   forward_chunk(0, 0, ids, Tensor());
-  return buffers_.slots[0].logits.view({ids.size(0), ids.size(1), config_.vocab_size}).clone();
+  const Tensor& logits = buffers_.slots[0].logits;
+  return (placement_.on_host() ? logits.clone() : placement_.to_host(logits))
+      .view({ids.size(0), ids.size(1), config_.vocab_size});
 }
 
 LossSum GptModel::forward_backward(const Tensor& ids, const Tensor& targets, float loss_scale, Recompute mode) {

@@ -7,6 +7,8 @@
 namespace myriad::nn {
 
 KvCache GptModel::make_kv_cache() const {
+  MYRIAD_CHECK(placement_.on_host(), "model: KV-cache decoding runs on the host for now (this model is on "
+                                         << placement_.device().str() << ")");
   return KvCache(config_.n_layer, config_.n_kv_head, config_.context_length, config_.head_dim());
 }
 

@@ -68,10 +68,11 @@ std::size_t ParameterStore::add_shard(const std::string& name, const Shape& glob
   return index;
 }
 
-void ParameterStore::allocate() {
+void ParameterStore::allocate(const ops::Placement& placement) {
   MYRIAD_CHECK(!allocated(), "ParameterStore::allocate called twice");
-  values_ = Tensor::zeros({total_});
-  grads_ = Tensor::zeros({total_});
+  placement_ = placement;
+  values_ = placement.zeros({total_});
+  grads_ = placement.zeros({total_});
   allocated_ = true;
   for (Parameter& p : params_) {
     p.value = Tensor::from_storage(values_.storage(), p.shape, contiguous_strides(p.shape), p.offset, DType::f32);
@@ -81,21 +82,26 @@ void ParameterStore::allocate() {
 
 void ParameterStore::initialize(std::uint64_t seed) {
   MYRIAD_CHECK(allocated(), "ParameterStore::initialize before allocate()");
+  // Values are drawn on the host (Philox by global index) and then placed, so a device model
+  // starts from exactly the host model's values.
+  Tensor host = placement_.on_host() ? values_ : Tensor::zeros({total_});
   for (Parameter& p : params_) {
+    Tensor value = parameter_view(host, p);
     switch (p.init) {
-      case ParamInit::zeros: p.value.fill(0.0); break;
-      case ParamInit::ones: p.value.fill(1.0); break;
+      case ParamInit::zeros: value.fill(0.0); break;
+      case ParamInit::ones: value.fill(1.0); break;
       case ParamInit::normal:
         if (p.shard_dim < 0) {
-          fill_normal(p.value, 0.0f, p.init_std, seed, stable_name_hash(p.name));
+          fill_normal(value, 0.0f, p.init_std, seed, stable_name_hash(p.name));
         } else {  // draw the whole parameter, keep this rank's ranges (split-invariant)
           Tensor whole = Tensor::empty(p.global_shape);
           fill_normal(whole, 0.0f, p.init_std, seed, stable_name_hash(p.name));
-          for_each_shard_piece(p, whole, p.value, [](const Tensor& g, Tensor l) { l.copy_from(g); });
+          for_each_shard_piece(p, whole, value, [](const Tensor& g, Tensor l) { l.copy_from(g); });
         }
         break;
     }
   }
+  if (!placement_.on_host()) copy(placement_.from_host(host), values_);
 }
 
 void ParameterStore::zero_grads() {

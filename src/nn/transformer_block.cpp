@@ -64,24 +64,25 @@ std::vector<ActivationSlot> block_activation_slots(const TransformerConfig& c, c
   return slots;
 }
 
-BlockScratch make_block_scratch(const TransformerConfig& c, const ModelSplit& split, std::int64_t B, std::int64_t T) {
+BlockScratch make_block_scratch(const ops::Placement& placement, const TransformerConfig& c, const ModelSplit& split,
+                                std::int64_t B, std::int64_t T) {
   const int tp = split.tp_size();
   const std::int64_t C = c.n_embd, F = c.local_ffn(tp);
   const Shape rows = residual_shape(c, split, B, T);
   BlockScratch s;
-  s.d_h = Tensor::empty({B, T, C});
-  s.d_att = Tensor::empty({B, T, c.local_heads(tp) * c.head_dim()});
-  s.d_tmp = Tensor::empty(rows);
-  s.y_discard = Tensor::empty(rows);
-  s.d_qkv = Tensor::empty({B, T, c.local_qkv_width(tp)});
-  s.d_fc = Tensor::empty({B, T, F});
-  s.d_act = Tensor::empty({B, T, F});
-  if (c.mlp == MlpKind::swiglu) s.d_up = Tensor::empty({B, T, F});
+  s.d_h = placement.empty({B, T, C});
+  s.d_att = placement.empty({B, T, c.local_heads(tp) * c.head_dim()});
+  s.d_tmp = placement.empty(rows);
+  s.y_discard = placement.empty(rows);
+  s.d_qkv = placement.empty({B, T, c.local_qkv_width(tp)});
+  s.d_fc = placement.empty({B, T, F});
+  s.d_act = placement.empty({B, T, F});
+  if (c.mlp == MlpKind::swiglu) s.d_up = placement.empty({B, T, F});
   if (split.sharded_sequence()) {
-    s.d_full = Tensor::empty({B, T, C});
-    s.d_hs = Tensor::empty(rows);
-    s.norm_grads = Tensor::empty({4 * C});
-    s.h_rows = Tensor::empty(rows);
+    s.d_full = placement.empty({B, T, C});
+    s.d_hs = placement.empty(rows);
+    s.norm_grads = placement.empty({4 * C});
+    s.h_rows = placement.empty(rows);
   }
   return s;
 }

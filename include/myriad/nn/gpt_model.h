@@ -25,6 +25,7 @@
 #include "myriad/nn/parameter_store.h"
 #include "myriad/nn/pipeline_stage.h"
 #include "myriad/nn/transformer_block.h"
+#include "myriad/ops/placement.h"
 #include "myriad/nn/transformer_config.h"
 #include "myriad/nn/unit_hooks.h"
 
@@ -41,10 +42,15 @@ class GptModel final : public PipelineStage {
   static constexpr std::int32_t kIgnoreIndex = -100;
 
   // `allocate` false registers the parameters only (a layout: names, shapes, offsets).
-  explicit GptModel(const TransformerConfig& config, const ModelSplit& split = {}, bool allocate = true);
+  // `placement`: where parameters and buffers live — the host, or a device backend's memory (the
+  // same model code runs on either; a device placement needs the whole model on one rank, tp 1,
+  // f32 activations, and no KV-cache decoding yet).
+  explicit GptModel(const TransformerConfig& config, const ModelSplit& split = {}, bool allocate = true,
+                    ops::Placement placement = {});
 
   const TransformerConfig& config() const { return config_; }
   const ModelSplit& split() const { return split_; }
+  const ops::Placement& placement() const { return placement_; }
   ParameterStore& parameters() { return store_; }
   const ParameterStore& parameters() const { return store_; }
   void initialize(std::uint64_t seed) { store_.initialize(seed); }
@@ -133,6 +139,7 @@ class GptModel final : public PipelineStage {
 
   TransformerConfig config_;
   ModelSplit split_;
+  ops::Placement placement_;
   ParameterStore store_;
   std::vector<TransformerBlock> blocks_;      // local blocks, chunk by chunk
   std::vector<std::pair<int, int>> chunk_blocks_;  // per chunk: [first, last) local block

@@ -20,6 +20,7 @@
 #include <vector>
 
 #include "myriad/core/tensor.h"
+#include "myriad/ops/placement.h"
 
 namespace myriad::nn {
 
@@ -56,7 +57,10 @@ class ParameterStore {
   std::size_t add_shard(const std::string& name, const Shape& global_shape, int dim, std::vector<IndexRange> ranges,
                         ParamKind kind, ParamInit init, float init_std = 0.0f);
   void set_primary(std::size_t index, bool primary) { params_[index].primary = primary; }
-  void allocate();
+  // Lays the parameters out in one value and one gradient buffer (zeros) at `placement` (the
+  // host by default, or a device backend's memory).
+  void allocate(const ops::Placement& placement = {});
+  // Fills the values (drawn on the host, by global index: the same for any split or placement).
   void initialize(std::uint64_t seed);
   void zero_grads();
 
@@ -84,6 +88,7 @@ class ParameterStore {
   std::vector<Parameter> params_;
   Tensor values_;
   Tensor grads_;
+  ops::Placement placement_;
   std::int64_t total_ = 0;
   bool allocated_ = false;
 };

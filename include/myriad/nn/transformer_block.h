@@ -67,7 +67,8 @@ struct ActivationSlot {
 };
 std::vector<ActivationSlot> block_activation_slots(const TransformerConfig& config, const ModelSplit& split,
                                                    std::int64_t B, std::int64_t T);
-BlockScratch make_block_scratch(const TransformerConfig& config, const ModelSplit& split, std::int64_t B,
+BlockScratch make_block_scratch(const ops::Placement& placement, const TransformerConfig& config,
+                                const ModelSplit& split, std::int64_t B,
                                 std::int64_t T);
 // Shape of the residual stream of a (B, T) micro-batch: (B, T, C), or (1, B T / tp, C) sequence parallel.
 Shape residual_shape(const TransformerConfig& config, const ModelSplit& split, std::int64_t B, std::int64_t T);

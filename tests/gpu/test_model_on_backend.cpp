@@ -1,0 +1,99 @@
+// One model, two backends: nn::GptModel built with a CudaBackend placement (its parameters,
+// activations and scratch in that backend's memory, every op dispatched there) against the same
+// GptModel on the host, from the same seed and batch — loss, every parameter gradient, each
+// recompute mode, both families (GPT-2: LayerNorm, GELU, learned positions, tied head; LLaMA:
+// RMSNorm, SwiGLU, RoPE, grouped-query attention), evaluation-only forwards and logits. Runs on a
+// GPU (label gpu) and, in every CI run, on the emulated CUDA layer. What a device placement does
+// not support yet is refused by name.
+#include <gtest/gtest.h>
+
+#include "cuda_backend_fixture.h"
+#include "myriad/nn/gpt_model.h"
+#include "reference.h"
+
+namespace myriad {
+namespace {
+
+using testing::CudaBackendTest;
+using testing::expect_error_mentions;
+
+struct Batch {
+  Tensor ids, targets;
+};
+
+Batch make_batch(std::int64_t B, std::int64_t T, std::int64_t vocab) {
+  Batch batch{Tensor::empty({B, T}, DType::i32), Tensor::empty({B, T}, DType::i32)};
+  for (std::int64_t i = 0; i < B * T; ++i) {
+    batch.ids.data<std::int32_t>()[i] = static_cast<std::int32_t>((i * 37 + 11) % vocab);
+    batch.targets.data<std::int32_t>()[i] =
+        i % 9 == 4 ? nn::GptModel::kIgnoreIndex : static_cast<std::int32_t>((i * 53 + 5) % vocab);
+  }
+  return batch;
+}
+
+// max |device - host| over a flat buffer, relative to the buffer's largest magnitude.
+double relative_gap(const Tensor& device_values, const Tensor& host_values, CudaBackendTest& fixture) {
+  const std::vector<double> got = testing::to_f64(device_values), want = testing::to_f64(host_values);
+  (void)fixture;
+  double worst = 0.0, scale = 1e-30;
+  for (std::size_t i = 0; i < want.size(); ++i) {
+    worst = std::max(worst, std::abs(got[i] - want[i]));
+    scale = std::max(scale, std::abs(want[i]));
+  }
+  return worst / scale;
+}
+
+class ModelOnBackendTest : public CudaBackendTest {
+ protected:
+  void expect_same_step(const nn::TransformerConfig& config, nn::Recompute mode) {
+    SCOPED_TRACE(::testing::Message() << "recompute " << static_cast<int>(mode));
+    nn::GptModel host(config);
+    nn::GptModel device(config, {}, true, ops::Placement{backend_.get()});
+    host.initialize(2026);
+    device.initialize(2026);
+    EXPECT_EQ(device.parameters().flat_values().device(), Device::cuda(0));
+    EXPECT_EQ(testing::to_f64(backend_->copy_to_host(device.parameters().flat_values())),
+              testing::to_f64(host.parameters().flat_values()))
+        << "the device model starts from the host model's values";
+    const Batch batch = make_batch(2, 32, config.vocab_size);
+    for (int micro = 0; micro < 2; ++micro) {  // two micro-batches: gradients accumulate
+      const nn::LossSum h = host.forward_backward(batch.ids, batch.targets, 1.0f / 57.0f, mode);
+      const nn::LossSum d = device.forward_backward(batch.ids, batch.targets, 1.0f / 57.0f, mode);
+      EXPECT_EQ(d.tokens, h.tokens);
+      EXPECT_NEAR(d.sum, h.sum, 1e-5 * std::abs(h.sum)) << "micro-batch " << micro;
+    }
+    const double gap = relative_gap(backend_->copy_to_host(device.parameters().flat_grads()),
+                                    host.parameters().flat_grads(), *this);
+    EXPECT_LE(gap, 1e-4) << "largest gradient difference relative to the largest gradient";
+    const nn::LossSum eval_h = host.forward_loss(batch.ids, batch.targets);
+    const nn::LossSum eval_d = device.forward_loss(batch.ids, batch.targets);
+    EXPECT_NEAR(eval_d.sum, eval_h.sum, 1e-5 * std::abs(eval_h.sum));
+    const Tensor logits_h = host.forward_logits(batch.ids), logits_d = device.forward_logits(batch.ids);
+    EXPECT_TRUE(logits_d.device().is_cpu());
+    EXPECT_LE(relative_gap(logits_d, logits_h, *this), 1e-5);
+  }
+};
+
+TEST_F(ModelOnBackendTest, Gpt2FamilyEqualsTheHostModelInEveryRecomputeMode) {
+  for (nn::Recompute mode : {nn::Recompute::none, nn::Recompute::selective, nn::Recompute::full}) {
+    expect_same_step(nn::TransformerConfig::gpt2(200, 2, 2, 128, 64), mode);
+  }
+}
+
+TEST_F(ModelOnBackendTest, LlamaFamilyEqualsTheHostModel) {
+  expect_same_step(nn::TransformerConfig::llama(200, 2, 2, 1, 128, 64), nn::Recompute::none);
+}
+
+TEST_F(ModelOnBackendTest, WhatADevicePlacementDoesNotSupportYetIsRefusedByName) {
+  const nn::TransformerConfig config = nn::TransformerConfig::gpt2(200, 2, 2, 128, 64);
+  nn::GptModel device(config, {}, true, ops::Placement{backend_.get()});
+  expect_error_mentions([&] { (void)device.make_kv_cache(); }, {"KV-cache decoding runs on the host", "cuda:0"});
+  nn::ModelSplit two_stages;
+  two_stages.chunks = {{0}};
+  two_stages.last_stage = false;
+  expect_error_mentions([&] { nn::GptModel stage(config, two_stages, true, ops::Placement{backend_.get()}); },
+                        {"runs whole on one rank for now", "cuda:0"});
+}
+
+}  // namespace
+}  // namespace myriad
