@@ -5,6 +5,7 @@
 #include <cmath>
 
 #include "myriad/ops/adamw.h"
+#include "myriad/ops/placement.h"
 
 namespace myriad::optim {
 
@@ -27,8 +28,11 @@ AdamWOptimizer::AdamWOptimizer(std::vector<OptimizerSegment> segments, const Ada
                                                   << " must be defined with equal shapes");
     total += s.value.numel();
   }
-  m_ = Tensor::zeros({total});
-  v_ = Tensor::zeros({total});
+  // The moments live where the parameters do (the host, or their backend's device).
+  const ops::Placement placement =
+      segments_.empty() ? ops::Placement{} : ops::placement_of(segments_.front().value, "AdamWOptimizer");
+  m_ = placement.zeros({total});
+  v_ = placement.zeros({total});
 }
 
 bool AdamWOptimizer::decays(nn::ParamKind kind) const {

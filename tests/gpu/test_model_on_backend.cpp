@@ -9,6 +9,7 @@
 
 #include "cuda_backend_fixture.h"
 #include "myriad/nn/gpt_model.h"
+#include "myriad/optim/adamw_optimizer.h"
 #include "reference.h"
 
 namespace myriad {
@@ -82,6 +83,37 @@ TEST_F(ModelOnBackendTest, Gpt2FamilyEqualsTheHostModelInEveryRecomputeMode) {
 
 TEST_F(ModelOnBackendTest, LlamaFamilyEqualsTheHostModel) {
   expect_same_step(nn::TransformerConfig::llama(200, 2, 2, 1, 128, 64), nn::Recompute::none);
+}
+
+// Training: the same AdamW optimizer over the device model's parameters keeps its moments on the
+// device (one implementation, the ops' CPU or CUDA update) and follows the host run step by step.
+TEST_F(ModelOnBackendTest, AdamWStepsOnTheDeviceFollowTheHostRun) {
+  const nn::TransformerConfig config = nn::TransformerConfig::llama(200, 2, 2, 1, 128, 64);
+  nn::GptModel host(config), device(config, {}, true, ops::Placement{backend_.get()});
+  host.initialize(7);
+  device.initialize(7);
+  const optim::AdamWConfig adam{.weight_decay = 0.1f, .grad_clip = 0.5f};
+  optim::AdamWOptimizer host_adam(host.parameters(), adam), device_adam(device.parameters(), adam);
+  EXPECT_EQ(device_adam.m().device(), Device::cuda(0));
+  const Batch batch = make_batch(2, 32, config.vocab_size);
+  std::vector<double> host_losses, device_losses;
+  for (int step = 0; step < 4; ++step) {
+    for (nn::GptModel* model : {&host, &device}) model->parameters().zero_grads();
+    host_losses.push_back(host.forward_backward(batch.ids, batch.targets, 1.0f / 57.0f, nn::Recompute::none).sum);
+    device_losses.push_back(
+        device.forward_backward(batch.ids, batch.targets, 1.0f / 57.0f, nn::Recompute::none).sum);
+    const optim::OptimizerStepStats h = host_adam.step(3e-3f), d = device_adam.step(3e-3f);
+    EXPECT_NEAR(d.grad_norm, h.grad_norm, 1e-4 * h.grad_norm) << "step " << step;
+    EXPECT_NEAR(d.clip_scale, h.clip_scale, 1e-4) << "step " << step;
+  }
+  for (std::size_t i = 0; i < host_losses.size(); ++i) {
+    EXPECT_NEAR(device_losses[i], host_losses[i], 1e-4 * std::abs(host_losses[i])) << "step " << i;
+  }
+  EXPECT_LT(host_losses.back(), host_losses.front()) << "the run must learn for the comparison to mean much";
+  EXPECT_LE(relative_gap(backend_->copy_to_host(device.parameters().flat_values()), host.parameters().flat_values(),
+                         *this),
+            1e-4);
+  EXPECT_LE(relative_gap(backend_->copy_to_host(device_adam.v()), host_adam.v(), *this), 1e-3);
 }
 
 TEST_F(ModelOnBackendTest, WhatADevicePlacementDoesNotSupportYetIsRefusedByName) {

@@ -37,4 +37,11 @@ struct Placement {
   }
 };
 
+// Where `t` lives: the host, or the backend that made its memory (throws naming `what` for
+// device memory that no backend made).
+inline Placement placement_of(const Tensor& t, const char* what) {
+  if (!t.defined() || t.device().is_cpu()) return {};
+  return Placement{&backend_of(what, {{"tensor", &t}})};
+}
+
 }  // namespace myriad::ops
