@@ -1,4 +1,5 @@
-// DeviceGuard: cudaGetDevice / cudaSetDevice around a scope; restoring never throws.
+// DeviceGuard: cudaGetDevice / cudaSetDevice around a scope; restoring never throws. select_device:
+// cudaSetDevice for the rest of the process.
 #include "myriad/cuda/device_guard.h"
 
 #include "myriad/cuda/check.h"
@@ -15,5 +16,7 @@ DeviceGuard::~DeviceGuard() {
   if (cudaGetDevice(&current) == cudaSuccess && current != previous_) (void)cudaSetDevice(previous_);
   (void)cudaGetLastError();
 }
+
+void select_device(int device) { MYRIAD_CUDA_CHECK(cudaSetDevice(device)); }
 
 }  // namespace myriad::cuda

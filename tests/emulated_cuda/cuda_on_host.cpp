@@ -122,26 +122,74 @@ void defer_on_stream(cudaStream_t stream, std::function<void()> deliver) {
   ++q.issued;
 }
 
+// The current device (per thread, as the CUDA runtime keeps it) and the device each stream was
+// made on. A kernel launch on a stream of another device than the current one fails on a GPU;
+// here every emulated launcher checks it, so a missing DeviceGuard / cudaSetDevice fails the
+// emulated tests of any rank whose GPU is not device 0.
+thread_local int current_device = 0;
+struct StreamDevices {
+  std::mutex mutex;
+  std::map<cudaStream_t, int> device_of;
+};
+StreamDevices& stream_devices() {
+  static StreamDevices all;  // the emulated driver's state
+  return all;
+}
+void register_stream(cudaStream_t stream, int device) {
+  std::lock_guard<std::mutex> lock(stream_devices().mutex);
+  stream_devices().device_of[stream] = device;
+}
+void forget_stream(cudaStream_t stream) {
+  std::lock_guard<std::mutex> lock(stream_devices().mutex);
+  stream_devices().device_of.erase(stream);
+}
+void check_launch_device(cudaStream_t stream) {
+  int device = -1;
+  {
+    std::lock_guard<std::mutex> lock(stream_devices().mutex);
+    const auto found = stream_devices().device_of.find(stream);
+    if (found != stream_devices().device_of.end()) device = found->second;
+  }
+  MYRIAD_CHECK(device < 0 || device == current_device,
+               "emulated CUDA: a kernel launched on a stream of cuda:" << device << " while cuda:" << current_device
+                                                                        << " is the current device (a missing "
+                                                                           "DeviceGuard or cudaSetDevice)");
+}
+
 }  // namespace myriad::emulated
 
 using myriad::emulated::EmulatedEvent;
 
 extern "C" {
+// Copies may be issued to a stream of another device than the current one (the CUDA programming
+// guide allows it, unlike kernel launches): not checked.
 cudaError_t cudaMemcpyAsync(void* d, const void* s, size_t n, cudaMemcpyKind, cudaStream_t) { std::memcpy(d, s, n); return cudaSuccess; }
 cudaError_t cudaMemsetAsync(void* d, int v, size_t n, cudaStream_t) { std::memset(d, v, n); return cudaSuccess; }
 cudaError_t cudaStreamSynchronize(cudaStream_t s) { myriad::emulated::deliver_up_to(s, UINT64_MAX); return cudaSuccess; }
 cudaError_t cudaGetLastError(void) { return cudaSuccess; }
 const char* cudaGetErrorName(cudaError_t) { return "emu"; }
 const char* cudaGetErrorString(cudaError_t) { return "emu"; }
-cudaError_t cudaGetDevice(int* d) { *d = 0; return cudaSuccess; }
-cudaError_t cudaSetDevice(int) { return cudaSuccess; }
+cudaError_t cudaGetDevice(int* d) { *d = myriad::emulated::current_device; return cudaSuccess; }
+cudaError_t cudaSetDevice(int d) {
+  if (d < 0 || d >= 8) return cudaErrorInvalidDevice;
+  myriad::emulated::current_device = d;
+  return cudaSuccess;
+}
 cudaError_t cudaGetDeviceCount(int* c) { *c = 8; return cudaSuccess; }
-cudaError_t cudaStreamDestroy(cudaStream_t s) { delete reinterpret_cast<int*>(s); return cudaSuccess; }
+cudaError_t cudaStreamDestroy(cudaStream_t s) {
+  myriad::emulated::forget_stream(s);
+  delete reinterpret_cast<int*>(s);
+  return cudaSuccess;
+}
 cudaError_t cudaDeviceSynchronize(void) { myriad::emulated::deliver_all(); return cudaSuccess; }
 cudaError_t cudaMemcpy(void* d, const void* s, size_t n, cudaMemcpyKind) { std::memcpy(d, s, n); return cudaSuccess; }
 // Streams and events: launches run at once; an event marks its stream's deferred deliveries up to
 // its recording, which a query, synchronisation or stream wait on it delivers (emulated_streams.h).
-cudaError_t cudaStreamCreateWithFlags(cudaStream_t* s, unsigned) { *s = reinterpret_cast<cudaStream_t>(new int); return cudaSuccess; }
+cudaError_t cudaStreamCreateWithFlags(cudaStream_t* s, unsigned) {
+  *s = reinterpret_cast<cudaStream_t>(new int);
+  myriad::emulated::register_stream(*s, myriad::emulated::current_device);
+  return cudaSuccess;
+}
 cudaError_t cudaEventCreate(cudaEvent_t* e) { *e = reinterpret_cast<cudaEvent_t>(new EmulatedEvent); return cudaSuccess; }
 cudaError_t cudaEventCreateWithFlags(cudaEvent_t* e, unsigned) { return cudaEventCreate(e); }
 cudaError_t cudaEventDestroy(cudaEvent_t e) { delete reinterpret_cast<EmulatedEvent*>(e); return cudaSuccess; }
@@ -175,13 +223,23 @@ DeviceBuffer::~DeviceBuffer() { release(); }
 DeviceBuffer::DeviceBuffer(DeviceBuffer&& o) noexcept : data_(o.data_), bytes_(o.bytes_), device_(o.device_) { o.data_ = nullptr; o.bytes_ = 0; }
 DeviceBuffer& DeviceBuffer::operator=(DeviceBuffer&& o) noexcept { if (this != &o) { release(); data_ = o.data_; bytes_ = o.bytes_; device_ = o.device_; o.data_ = nullptr; o.bytes_ = 0; } return *this; }
 void DeviceBuffer::release() noexcept { std::free(data_); data_ = nullptr; bytes_ = 0; }
-DeviceGuard::DeviceGuard(int) {}
-DeviceGuard::~DeviceGuard() {}
+DeviceGuard::DeviceGuard(int device) : previous_(emulated::current_device) { emulated::current_device = device; }
+DeviceGuard::~DeviceGuard() { emulated::current_device = previous_; }
+void select_device(int device) {
+  MYRIAD_CHECK(device >= 0 && device < 8, "emulated select_device: no device " << device);
+  emulated::current_device = device;
+}
 void* DeviceRawAllocator::allocate(std::size_t b) { return std::aligned_alloc(64, (b + 63) / 64 * 64); }
 void DeviceRawAllocator::release(void* p, std::size_t) { std::free(p); }
-void DeviceContext::StreamDeleter::operator()(std::remove_pointer_t<cudaStream_t>*) const noexcept {}
+void DeviceContext::StreamDeleter::operator()(std::remove_pointer_t<cudaStream_t>* stream) const noexcept {
+  emulated::forget_stream(stream);
+  delete reinterpret_cast<int*>(stream);
+}
 void DeviceContext::CublasLtDeleter::operator()(std::remove_pointer_t<cublasLtHandle_t>*) const noexcept {}
 DeviceContext::DeviceContext(int device, std::size_t) : device_(device), raw_allocator_(device) {
+  // A stream of its own on `device`, so that launches can be checked against the current device.
+  stream_.reset(reinterpret_cast<std::remove_pointer_t<cudaStream_t>*>(new int));
+  emulated::register_stream(stream_.get(), device);
   allocator_ = std::make_unique<CachingAllocator>(raw_allocator_);
 }
 DeviceContext::~DeviceContext() {}
@@ -203,7 +261,9 @@ static Tensor operand(const void* p, const Shape& s, cudaDataType_t type) {
   return W(p, s, type == CUDA_R_16F ? DType::f16 : DType::bf16).to(DType::f32);
 }
 
-void gemm(const DeviceContext&, const Gemm& g, const void* a, const void* b, const void* bias, void* c) {
+void gemm(const DeviceContext& context, const Gemm& g, const void* a, const void* b, const void* bias, void* c) {
+  DeviceGuard guard(context.device());  // as the real gemm(): it runs on its context's device
+  emulated::check_launch_device(context.stream());
   MYRIAD_CHECK(!g.accumulate || g.epilogue == GemmEpilogue::none, "emu gemm");
   MYRIAD_CHECK(g.output_type.value_or(g.type) == CUDA_R_32F, "emulated gemm: f32 outputs only");
   Tensor A = operand(a, g.transpose_a ? Shape{g.k, g.m} : Shape{g.m, g.k}, g.type);
@@ -217,40 +277,49 @@ void gemm(const DeviceContext&, const Gemm& g, const void* a, const void* b, con
   }
 }
 
-void gelu_forward_f32(const float* x, float* out, std::int64_t n, cudaStream_t) { Tensor o = W(out, {n}); gelu_forward(GeluArgs{}, W(x, {n}), o); }
-void gelu_backward_f32(const float* x, const float* go, float* gx, std::int64_t n, cudaStream_t) {
+void gelu_forward_f32(const float* x, float* out, std::int64_t n, cudaStream_t launch_stream) {
+  emulated::check_launch_device(launch_stream); Tensor o = W(out, {n}); gelu_forward(GeluArgs{}, W(x, {n}), o); }
+void gelu_backward_f32(const float* x, const float* go, float* gx, std::int64_t n, cudaStream_t launch_stream) {
+  emulated::check_launch_device(launch_stream);
   Tensor tmp = Tensor::empty({n}); gelu_backward(GeluArgs{}, W(x, {n}), W(go, {n}), tmp); std::memcpy(gx, tmp.raw_data(), n * 4);
 }
-void layernorm_forward_f32(const float* x, const float* w, const float* b, float* out, float* mean, float* rstd, std::int64_t N, std::int64_t C, float eps, cudaStream_t) {
+void layernorm_forward_f32(const float* x, const float* w, const float* b, float* out, float* mean, float* rstd, std::int64_t N, std::int64_t C, float eps, cudaStream_t launch_stream) {
+  emulated::check_launch_device(launch_stream);
   Tensor o = W(out, {N, C}), m = W(mean, {N}), r = W(rstd, {N});
   layernorm_forward(LayernormArgs{.eps = eps}, W(x, {N, C}), W(w, {C}), W(b, {C}), o, m, r);
 }
 std::int64_t layernorm_backward_scratch_floats(std::int64_t, std::int64_t) { return 0; }
-void layernorm_backward_f32(const float* go, const float* x, const float* w, const float* mean, const float* rstd, float* gx, float* gw, float* gb, float*, std::int64_t, std::int64_t N, std::int64_t C, cudaStream_t) {
+void layernorm_backward_f32(const float* go, const float* x, const float* w, const float* mean, const float* rstd, float* gx, float* gw, float* gb, float*, std::int64_t, std::int64_t N, std::int64_t C, cudaStream_t launch_stream) {
+  emulated::check_launch_device(launch_stream);
   Tensor tx = W(gx, {N, C}), tw = W(gw, {C}), tb = W(gb, {C});
   layernorm_backward(LayernormArgs{}, W(x, {N, C}), W(w, {C}), W(mean, {N}), W(rstd, {N}), W(go, {N, C}), tx, tw, tb);
 }
-void rmsnorm_forward_f32(const float* x, const float* w, float* out, float* rstd, std::int64_t N, std::int64_t C, float eps, cudaStream_t) {
+void rmsnorm_forward_f32(const float* x, const float* w, float* out, float* rstd, std::int64_t N, std::int64_t C, float eps, cudaStream_t launch_stream) {
+  emulated::check_launch_device(launch_stream);
   Tensor o = W(out, {N, C}), r = W(rstd, {N});
   rmsnorm_forward(RmsnormArgs{.eps = eps}, W(x, {N, C}), W(w, {C}), o, r);
 }
-void rmsnorm_backward_f32(const float* go, const float* x, const float* w, const float* rstd, float* gx, float* gw, float*, std::int64_t, std::int64_t N, std::int64_t C, cudaStream_t) {
+void rmsnorm_backward_f32(const float* go, const float* x, const float* w, const float* rstd, float* gx, float* gw, float*, std::int64_t, std::int64_t N, std::int64_t C, cudaStream_t launch_stream) {
+  emulated::check_launch_device(launch_stream);
   Tensor tx = W(gx, {N, C}), tw = W(gw, {C});
   rmsnorm_backward(RmsnormArgs{}, W(x, {N, C}), W(w, {C}), W(rstd, {N}), W(go, {N, C}), tx, tw);
 }
-void swiglu_forward_f32(const float* gate, const float* up, float* out, std::int64_t n, cudaStream_t) {
+void swiglu_forward_f32(const float* gate, const float* up, float* out, std::int64_t n, cudaStream_t launch_stream) {
+  emulated::check_launch_device(launch_stream);
   Tensor tmp = Tensor::empty({n});
   swiglu_forward(SwigluArgs{}, W(gate, {n}), W(up, {n}), tmp);
   std::memcpy(out, tmp.raw_data(), static_cast<std::size_t>(n) * 4);
 }
-void swiglu_backward_f32(const float* gate, const float* up, const float* go, float* gg, float* gu, std::int64_t n, cudaStream_t) {
+void swiglu_backward_f32(const float* gate, const float* up, const float* go, float* gg, float* gu, std::int64_t n, cudaStream_t launch_stream) {
+  emulated::check_launch_device(launch_stream);
   Tensor tg = Tensor::empty({n}), tu = Tensor::empty({n});
   swiglu_backward(SwigluArgs{}, W(gate, {n}), W(up, {n}), W(go, {n}), tg, tu);
   if (gg != nullptr) std::memcpy(gg, tg.raw_data(), static_cast<std::size_t>(n) * 4);
   if (gu != nullptr) std::memcpy(gu, tu.raw_data(), static_cast<std::size_t>(n) * 4);
 }
 // The tables and rotation of the kernels' contract (kernels.h): float64 angles, pairs (i, i + D/2).
-void rope_table_f32(float* cos_table, float* sin_table, std::int64_t seq, std::int64_t D, double theta, std::int64_t offset, cudaStream_t) {
+void rope_table_f32(float* cos_table, float* sin_table, std::int64_t seq, std::int64_t D, double theta, std::int64_t offset, cudaStream_t launch_stream) {
+  emulated::check_launch_device(launch_stream);
   const std::int64_t half = D / 2;
   for (std::int64_t t = 0; t < seq; ++t) {
     for (std::int64_t i = 0; i < half; ++i) {
@@ -260,7 +329,8 @@ void rope_table_f32(float* cos_table, float* sin_table, std::int64_t seq, std::i
     }
   }
 }
-void rope_f32(const float* x, float* out, const float* cos_table, const float* sin_table, std::int64_t batch, std::int64_t seq, std::int64_t heads, std::int64_t D, bool backward, cudaStream_t) {
+void rope_f32(const float* x, float* out, const float* cos_table, const float* sin_table, std::int64_t batch, std::int64_t seq, std::int64_t heads, std::int64_t D, bool backward, cudaStream_t launch_stream) {
+  emulated::check_launch_device(launch_stream);
   const std::int64_t half = D / 2;
   for (std::int64_t b = 0; b < batch; ++b) for (std::int64_t t = 0; t < seq; ++t) for (std::int64_t h = 0; h < heads; ++h) {
     const float* xr = x + ((b * seq + t) * heads + h) * D;
@@ -273,21 +343,25 @@ void rope_f32(const float* x, float* out, const float* cos_table, const float* s
     }
   }
 }
-void embedding_forward_f32(const std::int32_t* ids, const float* table, float* out, long long* bad, std::int64_t n, std::int64_t V, std::int64_t C, cudaStream_t) {
+void embedding_forward_f32(const std::int32_t* ids, const float* table, float* out, long long* bad, std::int64_t n, std::int64_t V, std::int64_t C, cudaStream_t launch_stream) {
+  emulated::check_launch_device(launch_stream);
   for (std::int64_t i = 0; i < n; ++i) {
     if (ids[i] < 0 || ids[i] >= V) { if (i < *bad) *bad = i; std::memset(out + i * C, 0, C * 4); continue; }
     std::memcpy(out + i * C, table + ids[i] * C, C * 4);
   }
 }
-void embedding_backward_f32(const std::int32_t* ids, const float* go, float* gt, long long*, std::int64_t n, std::int64_t V, std::int64_t C, cudaStream_t) {
+void embedding_backward_f32(const std::int32_t* ids, const float* go, float* gt, long long*, std::int64_t n, std::int64_t V, std::int64_t C, cudaStream_t launch_stream) {
+  emulated::check_launch_device(launch_stream);
   for (std::int64_t i = 0; i < n; ++i) { if (ids[i] < 0 || ids[i] >= V) continue; for (std::int64_t c = 0; c < C; ++c) gt[ids[i] * C + c] += go[i * C + c]; }
 }
-void flash_attention_forward_f32(const float* q, const float* k, const float* v, float* out, float* lse, const FlashAttentionShape& s, cudaStream_t) {
+void flash_attention_forward_f32(const float* q, const float* k, const float* v, float* out, float* lse, const FlashAttentionShape& s, cudaStream_t launch_stream) {
+  emulated::check_launch_device(launch_stream);
   Shape sq{s.batch, s.q_heads, s.seq, s.head_dim}, sk{s.batch, s.kv_heads, s.seq, s.head_dim};
   Tensor o = W(out, sq), l = W(lse, {s.batch, s.q_heads, s.seq});
   attention_forward(AttentionArgs{.scale = s.scale, .causal = s.causal}, W(q, sq), W(k, sk), W(v, sk), o, l);
 }
-void flash_attention_backward_f32(const float* q, const float* k, const float* v, const float* out, const float* lse, const float* go, float* gq, float* gk, float* gv, float*, std::int64_t, const FlashAttentionShape& s, cudaStream_t) {
+void flash_attention_backward_f32(const float* q, const float* k, const float* v, const float* out, const float* lse, const float* go, float* gq, float* gk, float* gv, float*, std::int64_t, const FlashAttentionShape& s, cudaStream_t launch_stream) {
+  emulated::check_launch_device(launch_stream);
   Shape sq{s.batch, s.q_heads, s.seq, s.head_dim}, sk{s.batch, s.kv_heads, s.seq, s.head_dim};
   Tensor a = W(gq, sq), b = W(gk, sk), c = W(gv, sk);
   attention_backward(AttentionArgs{.scale = s.scale, .causal = s.causal}, W(q, sq), W(k, sk), W(v, sk), W(out, sq), W(lse, {s.batch, s.q_heads, s.seq}), W(go, sq), a, b, c);
@@ -313,38 +387,48 @@ template <typename H> static void attention_backward_half(const H* q, const H* k
   narrow(b, gk);
   narrow(c, gv);
 }
-void flash_attention_forward_tc_bf16(const __nv_bfloat16* q, const __nv_bfloat16* k, const __nv_bfloat16* v, __nv_bfloat16* out, float* lse, const FlashAttentionShape& s, cudaStream_t) {
+void flash_attention_forward_tc_bf16(const __nv_bfloat16* q, const __nv_bfloat16* k, const __nv_bfloat16* v, __nv_bfloat16* out, float* lse, const FlashAttentionShape& s, cudaStream_t launch_stream) {
+  emulated::check_launch_device(launch_stream);
   attention_forward_half(q, k, v, out, lse, s);
 }
-void flash_attention_forward_tc_f16(const __half* q, const __half* k, const __half* v, __half* out, float* lse, const FlashAttentionShape& s, cudaStream_t) {
+void flash_attention_forward_tc_f16(const __half* q, const __half* k, const __half* v, __half* out, float* lse, const FlashAttentionShape& s, cudaStream_t launch_stream) {
+  emulated::check_launch_device(launch_stream);
   attention_forward_half(q, k, v, out, lse, s);
 }
-void flash_attention_backward_bf16(const __nv_bfloat16* q, const __nv_bfloat16* k, const __nv_bfloat16* v, const __nv_bfloat16* out, const float* lse, const __nv_bfloat16* go, __nv_bfloat16* gq, __nv_bfloat16* gk, __nv_bfloat16* gv, float*, std::int64_t, const FlashAttentionShape& s, cudaStream_t) {
+void flash_attention_backward_bf16(const __nv_bfloat16* q, const __nv_bfloat16* k, const __nv_bfloat16* v, const __nv_bfloat16* out, const float* lse, const __nv_bfloat16* go, __nv_bfloat16* gq, __nv_bfloat16* gk, __nv_bfloat16* gv, float*, std::int64_t, const FlashAttentionShape& s, cudaStream_t launch_stream) {
+  emulated::check_launch_device(launch_stream);
   attention_backward_half(q, k, v, out, lse, go, gq, gk, gv, s);
 }
-void flash_attention_backward_tc_bf16(const __nv_bfloat16* q, const __nv_bfloat16* k, const __nv_bfloat16* v, const __nv_bfloat16* out, const float* lse, const __nv_bfloat16* go, __nv_bfloat16* gq, __nv_bfloat16* gk, __nv_bfloat16* gv, float*, std::int64_t, const FlashAttentionShape& s, cudaStream_t) {
+void flash_attention_backward_tc_bf16(const __nv_bfloat16* q, const __nv_bfloat16* k, const __nv_bfloat16* v, const __nv_bfloat16* out, const float* lse, const __nv_bfloat16* go, __nv_bfloat16* gq, __nv_bfloat16* gk, __nv_bfloat16* gv, float*, std::int64_t, const FlashAttentionShape& s, cudaStream_t launch_stream) {
+  emulated::check_launch_device(launch_stream);
   attention_backward_half(q, k, v, out, lse, go, gq, gk, gv, s);
 }
-void flash_attention_backward_tc_f16(const __half* q, const __half* k, const __half* v, const __half* out, const float* lse, const __half* go, __half* gq, __half* gk, __half* gv, float*, std::int64_t, const FlashAttentionShape& s, cudaStream_t) {
+void flash_attention_backward_tc_f16(const __half* q, const __half* k, const __half* v, const __half* out, const float* lse, const __half* go, __half* gq, __half* gk, __half* gv, float*, std::int64_t, const FlashAttentionShape& s, cudaStream_t launch_stream) {
+  emulated::check_launch_device(launch_stream);
   attention_backward_half(q, k, v, out, lse, go, gq, gk, gv, s);
 }
 template <typename H> static void widen_into(const H* x, float* out, std::int64_t n) {
   Tensor wide = widen(x, {n});
   std::memcpy(out, wide.raw_data(), static_cast<std::size_t>(n) * 4);
 }
-void convert_bf16_to_f32(const __nv_bfloat16* x, float* out, std::int64_t n, cudaStream_t) { widen_into(x, out, n); }
-void convert_f16_to_f32(const __half* x, float* out, std::int64_t n, cudaStream_t) { widen_into(x, out, n); }
-void cross_entropy_forward_f32(const float* logits, const std::int32_t* t, float* losses, float* lse, long long* bad, std::int64_t N, std::int64_t V, std::int32_t ig, cudaStream_t) {
+void convert_bf16_to_f32(const __nv_bfloat16* x, float* out, std::int64_t n, cudaStream_t launch_stream) {
+  emulated::check_launch_device(launch_stream); widen_into(x, out, n); }
+void convert_f16_to_f32(const __half* x, float* out, std::int64_t n, cudaStream_t launch_stream) {
+  emulated::check_launch_device(launch_stream); widen_into(x, out, n); }
+void cross_entropy_forward_f32(const float* logits, const std::int32_t* t, float* losses, float* lse, long long* bad, std::int64_t N, std::int64_t V, std::int32_t ig, cudaStream_t launch_stream) {
+  emulated::check_launch_device(launch_stream);
   for (std::int64_t i = 0; i < N; ++i) if (t[i] != ig && (t[i] < 0 || t[i] >= V) && i < *bad) *bad = i;
   Tensor l = W(losses, {N}), s = W(lse, {N});
   cross_entropy_forward(CrossEntropyArgs{.ignore_index = ig}, W(logits, {N, V}), W(t, {N}, DType::i32), l, s);
 }
-void cross_entropy_backward_f32(const float* logits, const std::int32_t* t, const float* lse, const float* gl, float* glog, std::int64_t N, std::int64_t V, std::int32_t ig, cudaStream_t) {
+void cross_entropy_backward_f32(const float* logits, const std::int32_t* t, const float* lse, const float* gl, float* glog, std::int64_t N, std::int64_t V, std::int32_t ig, cudaStream_t launch_stream) {
+  emulated::check_launch_device(launch_stream);
   Tensor tmp = Tensor::empty({N, V});
   cross_entropy_backward(CrossEntropyArgs{.ignore_index = ig}, W(logits, {N, V}), W(t, {N}, DType::i32), W(lse, {N}), W(gl, {N}), tmp);
   std::memcpy(glog, tmp.raw_data(), N * V * 4);
 }
-void cross_entropy_backward_shard_f32(const float* logits, const std::int32_t* t, const float* lse, const float* gl, float* glog, std::int64_t N, std::int64_t V, std::int64_t start, std::int32_t ig, cudaStream_t) {
+void cross_entropy_backward_shard_f32(const float* logits, const std::int32_t* t, const float* lse, const float* gl, float* glog, std::int64_t N, std::int64_t V, std::int64_t start, std::int32_t ig, cudaStream_t launch_stream) {
+  emulated::check_launch_device(launch_stream);
   for (std::int64_t i = 0; i < N; ++i) {  // the contract of kernels.h, as a loop
     const float scale = t[i] == ig ? 0.0f : gl[i];
     for (std::int64_t v = 0; v < V; ++v) {
@@ -353,30 +437,40 @@ void cross_entropy_backward_shard_f32(const float* logits, const std::int32_t* t
     }
   }
 }
-void adamw_update_f32(float* p, const float* g, float* m, float* v, std::int64_t n, const AdamWStep& s, cudaStream_t) {
+void adamw_update_f32(float* p, const float* g, float* m, float* v, std::int64_t n, const AdamWStep& s, cudaStream_t launch_stream) {
+  emulated::check_launch_device(launch_stream);
   Tensor tp = W(p, {n}), tm = W(m, {n}), tv = W(v, {n});
   adamw_update(AdamWArgs{.lr = s.lr, .beta1 = s.beta1, .beta2 = s.beta2, .eps = s.eps, .weight_decay = s.weight_decay, .step = s.step, .grad_scale = s.grad_scale}, tp, W(g, {n}), tm, tv);
 }
 std::int64_t grad_norm_scratch_doubles(std::int64_t) { return 1; }
-void grad_norm_squared_f32(const float* g, std::int64_t n, double*, std::int64_t, double* out, cudaStream_t) { *out = grad_norm_squared(W(g, {n})); }
-void convert_f32_to_bf16(const float* x, __nv_bfloat16* out, std::int64_t n, cudaStream_t) { narrow(W(x, {n}), out); }
-void convert_f32_to_f16(const float* x, __half* out, std::int64_t n, cudaStream_t) { narrow(W(x, {n}), out); }
-void add_f32(const float* a, const float* b, float* out, std::int64_t n, cudaStream_t) { for (std::int64_t i = 0; i < n; ++i) out[i] = a[i] + b[i]; }
-void axpby_f32(float alpha, const float* a, float beta, const float* b, float* out, std::int64_t n, bool accumulate, cudaStream_t) {
+void grad_norm_squared_f32(const float* g, std::int64_t n, double*, std::int64_t, double* out, cudaStream_t launch_stream) {
+  emulated::check_launch_device(launch_stream); *out = grad_norm_squared(W(g, {n})); }
+void convert_f32_to_bf16(const float* x, __nv_bfloat16* out, std::int64_t n, cudaStream_t launch_stream) {
+  emulated::check_launch_device(launch_stream); narrow(W(x, {n}), out); }
+void convert_f32_to_f16(const float* x, __half* out, std::int64_t n, cudaStream_t launch_stream) {
+  emulated::check_launch_device(launch_stream); narrow(W(x, {n}), out); }
+void add_f32(const float* a, const float* b, float* out, std::int64_t n, cudaStream_t launch_stream) {
+  emulated::check_launch_device(launch_stream); for (std::int64_t i = 0; i < n; ++i) out[i] = a[i] + b[i]; }
+void axpby_f32(float alpha, const float* a, float beta, const float* b, float* out, std::int64_t n, bool accumulate, cudaStream_t launch_stream) {
+  emulated::check_launch_device(launch_stream);
   for (std::int64_t i = 0; i < n; ++i) {
     const float value = b == nullptr ? alpha * a[i] : alpha * a[i] + beta * b[i];
     out[i] = accumulate ? out[i] + value : value;
   }
 }
-void add_broadcast_rows_f32(float* x, const float* row, std::int64_t rows, std::int64_t w, cudaStream_t) { for (std::int64_t i = 0; i < rows * w; ++i) x[i] += row[i % w]; }
-void column_sums_accumulate_f32(const float* x, float* out, std::int64_t rows, std::int64_t cols, cudaStream_t) {
+void add_broadcast_rows_f32(float* x, const float* row, std::int64_t rows, std::int64_t w, cudaStream_t launch_stream) {
+  emulated::check_launch_device(launch_stream); for (std::int64_t i = 0; i < rows * w; ++i) x[i] += row[i % w]; }
+void column_sums_accumulate_f32(const float* x, float* out, std::int64_t rows, std::int64_t cols, cudaStream_t launch_stream) {
+  emulated::check_launch_device(launch_stream);
   for (std::int64_t c = 0; c < cols; ++c) { float s = 0; for (std::int64_t r = 0; r < rows; ++r) s += x[r * cols + c]; out[c] += s; }
 }
-void split_heads_f32(const float* src, std::int64_t st, float* dst, std::int64_t B, std::int64_t T, std::int64_t H, std::int64_t D, cudaStream_t) {
+void split_heads_f32(const float* src, std::int64_t st, float* dst, std::int64_t B, std::int64_t T, std::int64_t H, std::int64_t D, cudaStream_t launch_stream) {
+  emulated::check_launch_device(launch_stream);
   for (std::int64_t b = 0; b < B; ++b) for (std::int64_t h = 0; h < H; ++h) for (std::int64_t t = 0; t < T; ++t) for (std::int64_t d = 0; d < D; ++d)
     dst[((b * H + h) * T + t) * D + d] = src[(b * T + t) * st + h * D + d];
 }
-void merge_heads_f32(const float* src, float* dst, std::int64_t st, std::int64_t B, std::int64_t T, std::int64_t H, std::int64_t D, cudaStream_t) {
+void merge_heads_f32(const float* src, float* dst, std::int64_t st, std::int64_t B, std::int64_t T, std::int64_t H, std::int64_t D, cudaStream_t launch_stream) {
+  emulated::check_launch_device(launch_stream);
   for (std::int64_t b = 0; b < B; ++b) for (std::int64_t h = 0; h < H; ++h) for (std::int64_t t = 0; t < T; ++t) for (std::int64_t d = 0; d < D; ++d)
     dst[(b * T + t) * st + h * D + d] = src[((b * H + h) * T + t) * D + d];
 }

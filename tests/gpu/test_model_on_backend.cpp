@@ -116,6 +116,29 @@ TEST_F(ModelOnBackendTest, AdamWStepsOnTheDeviceFollowTheHostRun) {
   EXPECT_LE(relative_gap(backend_->copy_to_host(device_adam.v()), host_adam.v(), *this), 1e-3);
 }
 
+// Every op of the backend runs on its tensors' GPU whatever the caller's current device is (a
+// rank's GPU need not be device 0): the whole model on a second GPU, with device 0 current. On
+// the emulated layer every launch is checked against the current device.
+TEST(ModelOnSecondGpu, EveryLaunchLandsOnTheTensorsDevice) {
+  if (cuda::cuda_device_count_or_zero() < 2) GTEST_SKIP() << "needs two CUDA devices";
+  MYRIAD_CUDA_CHECK(cudaSetDevice(0));
+  cuda::DeviceContext context(1);
+  cuda::CudaBackend backend(context);
+  const nn::TransformerConfig config = nn::TransformerConfig::llama(200, 2, 2, 1, 128, 64);
+  nn::GptModel host(config), device(config, {}, true, ops::Placement{&backend});
+  host.initialize(3);
+  device.initialize(3);
+  const Batch batch = make_batch(2, 16, config.vocab_size);
+  const nn::LossSum h = host.forward_backward(batch.ids, batch.targets, 1.0f, nn::Recompute::full);
+  const nn::LossSum d = device.forward_backward(batch.ids, batch.targets, 1.0f, nn::Recompute::full);
+  EXPECT_NEAR(d.sum, h.sum, 1e-5 * std::abs(h.sum));
+  optim::AdamWOptimizer adam(device.parameters(), optim::AdamWConfig{});
+  EXPECT_TRUE(std::isfinite(adam.step(1e-3f).grad_norm));
+  int current = -1;
+  MYRIAD_CUDA_CHECK(cudaGetDevice(&current));
+  EXPECT_EQ(current, 0) << "the backend changed the caller's current device";
+}
+
 TEST_F(ModelOnBackendTest, WhatADevicePlacementDoesNotSupportYetIsRefusedByName) {
   const nn::TransformerConfig config = nn::TransformerConfig::gpt2(200, 2, 2, 128, 64);
   nn::GptModel device(config, {}, true, ops::Placement{backend_.get()});

@@ -17,6 +17,7 @@
 #include <vector>
 
 #include "myriad/core/local_device.h"
+#include "myriad/cuda/device_guard.h"
 #include "myriad/cuda/check.h"
 #include "myriad/cuda/device_adamw.h"
 #include "myriad/cuda/device_buffer.h"
@@ -290,6 +291,9 @@ std::unique_ptr<DeviceTrainer> make_device_trainer(const nn::TransformerConfig& 
   } catch (const Error& e) {
     MYRIAD_THROW("training.device cuda: " << e.what());
   }
+  // The process's GPU from now on: every launch and context lands there (not on device 0), guarded
+  // or not (tested by the emulated layer, which checks each launch against the current device).
+  cuda::select_device(device);
   return std::make_unique<CudaDeviceTrainer>(device, model, options, dp, tp, pp, host);
 }
 
