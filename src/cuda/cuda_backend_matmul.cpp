@@ -22,14 +22,15 @@ struct Matrices {
   std::int64_t rows = 0, cols = 0, count = 1;
   bool shared = false;  // a 2-D operand used by every batch element
 
-  float* at(std::int64_t batch) const {
-    if (shared) return tensor->data<float>();
+  void* at(std::int64_t batch) const {
+    char* base = static_cast<char*>(tensor->raw_data());
+    if (shared) return base;
     std::int64_t offset = 0, rest = batch;
     for (int d = tensor->dim() - 3; d >= 0; --d) {
       offset += (rest % tensor->size(d)) * tensor->stride(d);
       rest /= tensor->size(d);
     }
-    return tensor->data<float>() + offset;
+    return base + offset * static_cast<std::int64_t>(dtype_size(tensor->dtype()));
   }
 };
 
@@ -42,6 +43,11 @@ Matrices matrices_of(const char* op, const char* name, const Tensor& t, std::int
 }
 
 bool folds(const Tensor& t) { return t.is_contiguous(); }
+
+// The cuBLASLt type of the operands (f32, bf16 or f16); outputs are always f32.
+cudaDataType_t operand_type(const Tensor& t) {
+  return t.dtype() == DType::bf16 ? CUDA_R_16BF : t.dtype() == DType::f16 ? CUDA_R_16F : CUDA_R_32F;
+}
 
 // One GEMM per batch element: c[i] (+)= op(a[i]) op(b[i]); `accumulate_after_first` makes every
 // product after the first add into c (a shared c summing over the batch).
@@ -67,10 +73,10 @@ void CudaBackend::matmul_forward(const MatmulArgs& args, const Tensor& a, const 
   const std::int64_t m = args.transpose_a ? a.size(-1) : a.size(-2), k = args.transpose_a ? a.size(-2) : a.size(-1);
   const std::int64_t n = out.size(-1);
   Gemm shape{.m = m, .n = n, .k = k, .transpose_a = args.transpose_a, .transpose_b = args.transpose_b,
-             .accumulate = args.accumulate};
+             .type = operand_type(a), .output_type = CUDA_R_32F, .accumulate = args.accumulate};
   if (batch > 1 && b.dim() == 2 && !args.transpose_a && folds(a) && folds(out)) {
     shape.m = batch * m;  // (batch * M, K) @ op(b): one GEMM
-    gemm(context_, shape, a.data<float>(), b.data<float>(), nullptr, out.data<float>());
+    gemm(context_, shape, a.raw_data(), b.raw_data(), nullptr, out.raw_data());
     return;
   }
   gemm_per_batch(context_, shape, ma, mb, mo, false);
@@ -82,6 +88,7 @@ void CudaBackend::matmul_backward(const MatmulArgs& args, const Tensor& a, const
   MYRIAD_CHECK(args.alpha == 1.0f, op << " on " << device().str() << ": alpha " << args.alpha
                                       << " is not supported (the cuBLASLt plans carry no scale); scale an operand");
   const bool ta = args.transpose_a, tb = args.transpose_b;
+  const cudaDataType_t type = operand_type(a);
   const std::int64_t batch = a.numel() / std::max<std::int64_t>(1, a.size(-2) * a.size(-1));
   const std::int64_t m = ta ? a.size(-1) : a.size(-2), k = ta ? a.size(-2) : a.size(-1), n = grad_out.size(-1);
   const Matrices ma = matrices_of(op, "a", a, batch), mb = matrices_of(op, "b", b, batch);
@@ -89,12 +96,14 @@ void CudaBackend::matmul_backward(const MatmulArgs& args, const Tensor& a, const
   if (grad_a.defined()) {
     const Matrices mga = matrices_of(op, "grad_a", grad_a, batch);
     if (!ta) {  // grad_a (M, K) = G (M, N) @ B'^T
-      gemm_per_batch(context_, Gemm{.m = m, .n = k, .k = n, .transpose_b = !tb, .accumulate = args.accumulate_grad_a},
+      gemm_per_batch(context_,
+                     Gemm{.m = m, .n = k, .k = n, .transpose_b = !tb, .type = type, .output_type = CUDA_R_32F,
+                          .accumulate = args.accumulate_grad_a},
                      mg, mb, mga, false);
     } else {  // grad_a (K, M) = B' (K, N) @ G^T
       gemm_per_batch(context_,
                      Gemm{.m = k, .n = m, .k = n, .transpose_a = tb, .transpose_b = true,
-                          .accumulate = args.accumulate_grad_a},
+                          .type = type, .output_type = CUDA_R_32F, .accumulate = args.accumulate_grad_a},
                      mb, mg, mga, false);
     }
   }
@@ -104,21 +113,27 @@ void CudaBackend::matmul_backward(const MatmulArgs& args, const Tensor& a, const
   if (shared && !ta && folds(a) && folds(grad_out)) {  // the batch folded into the sum over rows
     const std::int64_t rows = batch * m;
     if (!tb) {  // grad_b (K, N) = a^T (K, rows) @ G (rows, N)
-      gemm(context_, Gemm{.m = k, .n = n, .k = rows, .transpose_a = true, .accumulate = args.accumulate_grad_b},
-           a.data<float>(), grad_out.data<float>(), nullptr, grad_b.data<float>());
+      gemm(context_,
+           Gemm{.m = k, .n = n, .k = rows, .transpose_a = true, .type = type, .output_type = CUDA_R_32F,
+                .accumulate = args.accumulate_grad_b},
+           a.raw_data(), grad_out.raw_data(), nullptr, grad_b.raw_data());
     } else {  // grad_b (N, K) = G^T (N, rows) @ a (rows, K)
-      gemm(context_, Gemm{.m = n, .n = k, .k = rows, .transpose_a = true, .accumulate = args.accumulate_grad_b},
-           grad_out.data<float>(), a.data<float>(), nullptr, grad_b.data<float>());
+      gemm(context_,
+           Gemm{.m = n, .n = k, .k = rows, .transpose_a = true, .type = type, .output_type = CUDA_R_32F,
+                .accumulate = args.accumulate_grad_b},
+           grad_out.raw_data(), a.raw_data(), nullptr, grad_b.raw_data());
     }
     return;
   }
   if (!tb) {  // grad_b (K, N) = A'^T (K, M) @ G (M, N)
-    gemm_per_batch(context_, Gemm{.m = k, .n = n, .k = m, .transpose_a = !ta, .accumulate = args.accumulate_grad_b},
+    gemm_per_batch(context_,
+                   Gemm{.m = k, .n = n, .k = m, .transpose_a = !ta, .type = type, .output_type = CUDA_R_32F,
+                        .accumulate = args.accumulate_grad_b},
                    ma, mg, mgb, shared);
   } else {  // grad_b (N, K) = G^T (N, M) @ A' (M, K)
     gemm_per_batch(context_,
                    Gemm{.m = n, .n = k, .k = m, .transpose_a = true, .transpose_b = ta,
-                        .accumulate = args.accumulate_grad_b},
+                        .type = type, .output_type = CUDA_R_32F, .accumulate = args.accumulate_grad_b},
                    mg, ma, mgb, shared);
   }
 }

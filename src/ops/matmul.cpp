@@ -13,9 +13,14 @@ struct MatmulDims {
   Shape batch;  // leading dims of a (and of out)
 };
 
+// a and b: both f32, or both bf16 or both f16 (16-bit operands; products summed in f32).
 MatmulDims check_matmul(const char* op, const MatmulArgs& args, const Tensor& a, const Tensor& b) {
-  ops::check_dtype(op, "a", a, DType::f32);
-  ops::check_dtype(op, "b", b, DType::f32);
+  ops::check_defined(op, "a", a);
+  ops::check_defined(op, "b", b);
+  const DType t = a.dtype();
+  MYRIAD_CHECK((t == DType::f32 || t == DType::bf16 || t == DType::f16) && b.dtype() == t,
+               op << ": a " << a.describe() << " and b " << b.describe()
+                  << " must both be f32, both bf16 or both f16 (16-bit operands, f32 sums and outputs)");
   MYRIAD_CHECK(a.dim() >= 2 && b.dim() >= 2, op << ": a " << a.describe() << " and b " << b.describe()
                                                 << " must have at least 2 dimensions");
   MatmulDims dims;
@@ -37,6 +42,9 @@ MatmulDims check_matmul(const char* op, const MatmulArgs& args, const Tensor& a,
   return dims;
 }
 
+// The CPU reference of 16-bit operands: their exact f32 values (then the f32 path).
+Tensor widened(const Tensor& t) { return !t.defined() || t.dtype() == DType::f32 ? t : t.to(DType::f32); }
+
 Shape out_shape(const MatmulDims& dims) {
   Shape shape = dims.batch;
   shape.push_back(dims.m);
@@ -53,7 +61,7 @@ void matmul_forward(const MatmulArgs& args, const Tensor& a, const Tensor& b, Te
   ops::check_shape(op, "out", out, out_shape(dims));
   const std::initializer_list<ops::NamedTensor> tensors = {{"a", &a}, {"b", &b}, {"out", &out}};
   Device device = ops::check_same_device(op, tensors);
-  if (device.is_cpu()) return cpu::matmul_forward(args, a, b, out);
+  if (device.is_cpu()) return cpu::matmul_forward(args, widened(a), widened(b), out);
   ops::backend_of(op, tensors).matmul_forward(args, a, b, out);
 }
 
@@ -61,7 +69,7 @@ void matmul_backward(const MatmulArgs& args, const Tensor& a, const Tensor& b, c
                      Tensor& grad_a, Tensor& grad_b) {
   const char* op = "matmul_backward";
   MatmulDims dims = check_matmul(op, args, a, b);
-  ops::check_dtype(op, "grad_out", grad_out, DType::f32);
+  ops::check_dtype(op, "grad_out", grad_out, a.dtype());  // the operands' type: every product is of one type
   ops::check_shape(op, "grad_out", grad_out, out_shape(dims));
   if (grad_a.defined()) {
     ops::check_dtype(op, "grad_a", grad_a, DType::f32);
@@ -74,7 +82,7 @@ void matmul_backward(const MatmulArgs& args, const Tensor& a, const Tensor& b, c
   const std::initializer_list<ops::NamedTensor> tensors = {
       {"a", &a}, {"b", &b}, {"grad_out", &grad_out}, {"grad_a", &grad_a}, {"grad_b", &grad_b}};
   Device device = ops::check_same_device(op, tensors);
-  if (device.is_cpu()) return cpu::matmul_backward(args, a, b, grad_out, grad_a, grad_b);
+  if (device.is_cpu()) return cpu::matmul_backward(args, widened(a), widened(b), widened(grad_out), grad_a, grad_b);
   ops::backend_of(op, tensors).matmul_backward(args, a, b, grad_out, grad_a, grad_b);
 }
 

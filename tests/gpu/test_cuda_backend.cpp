@@ -63,6 +63,30 @@ TEST_F(CudaBackendTest, MatmulEveryTranspositionWithWrittenAndAccumulatedResults
   }
 }
 
+// 16-bit operands with f32 sums and outputs (cuBLASLt's bf16 / f16 paths): the CPU reference sums
+// the same exact products, so only the summation order differs.
+TEST_F(CudaBackendTest, MatmulWithSixteenBitOperands) {
+  const std::int64_t M = 9, K = 64, N = 7;
+  for (DType type : {DType::bf16, DType::f16}) {
+    for (bool tb : {false, true}) {
+      SCOPED_TRACE(std::string(dtype_name(type)) + (tb ? " transpose_b" : ""));
+      const MatmulArgs args{.transpose_b = tb, .accumulate_grad_b = true};
+      const Tensor a = random({2, M, K}, 80).to(type), b = random(tb ? Shape{N, K} : Shape{K, N}, 81).to(type);
+      const Tensor g = random({2, M, N}, 82).to(type);
+      Tensor out = Tensor::empty({2, M, N}), d_out = backend_->empty({2, M, N});
+      matmul_forward(args, a, b, out);
+      matmul_forward(args, on_device(a), on_device(b), d_out);
+      expect_close(d_out, out, kGemmTolerance, "out");
+      Tensor ga = Tensor::empty(a.shape()), gb = random(b.shape(), 83);
+      Tensor d_ga = backend_->empty(a.shape()), d_gb = on_device(gb);
+      matmul_backward(args, a, b, g, ga, gb);
+      matmul_backward(args, on_device(a), on_device(b), on_device(g), d_ga, d_gb);
+      expect_close(d_ga, ga, kGemmTolerance, "grad_a");
+      expect_close(d_gb, gb, kGemmTolerance, "grad_b (+=, summed over the batch)");
+    }
+  }
+}
+
 TEST_F(CudaBackendTest, MatmulBatchedShapesFoldedAndStrided) {
   const std::int64_t B = 3, M = 5, K = 8, N = 6;
   // A linear layer's (B, T, K) x (N, K)^T: folded into one GEMM; the shared weight's gradient

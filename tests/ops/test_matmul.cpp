@@ -149,6 +149,46 @@ TEST(Matmul, MismatchesNameTheOpAndShapes) {
   EXPECT_THROW(matmul_forward(MatmulArgs{}, a, good_b, bad_out), Error);
   Tensor ints = Tensor::zeros({3, 2}, DType::i32);
   EXPECT_THROW(matmul_forward(MatmulArgs{}, a, ints, out), Error);
+  Tensor bf16_b = Tensor::zeros({3, 2}, DType::bf16);
+  EXPECT_THROW(matmul_forward(MatmulArgs{}, a, bf16_b, out), Error);  // mixed operand types
+}
+
+// 16-bit operands: the products of their exact values summed in f32 (float64 reference of the
+// rounded operands), every transposition, forward and backward (grad_out of the operands' type;
+// gradients f32, written or accumulated).
+TEST(Matmul, SixteenBitOperandsSumTheirExactValuesInF32) {
+  const std::uint64_t seed = testing::fresh_seed();
+  MYRIAD_SEED_TRACE(seed);
+  const std::int64_t M = 6, K = 40, N = 5;
+  for (DType type : {DType::bf16, DType::f16}) {
+    for (bool ta : {false, true}) {
+      for (bool tb : {false, true}) {
+        SCOPED_TRACE(std::string(dtype_name(type)) + (ta ? " ta" : "") + (tb ? " tb" : ""));
+        const Tensor a = testing::random_tensor(ta ? Shape{K, M} : Shape{M, K}, seed, 0).to(type);
+        const Tensor b = testing::random_tensor(tb ? Shape{N, K} : Shape{K, N}, seed, 1).to(type);
+        const Tensor g = testing::random_tensor({M, N}, seed, 2).to(type);
+        const std::vector<double> va = to_f64(a), vb = to_f64(b), vg = to_f64(g);  // the rounded values
+        Tensor out = Tensor::empty({M, N});
+        matmul_forward(MatmulArgs{.transpose_a = ta, .transpose_b = tb}, a, b, out);
+        testing::expect_close(out, reference_matmul(va, a.shape(), ta, vb, b.shape(), tb, 1.0), 1e-5, 1e-5, "out");
+        // d/da sum(g * out) = g op(b)^T (then transposed for a stored (K, M)); likewise for b.
+        Tensor grad_a = Tensor::zeros(a.shape()), grad_b = Tensor::zeros(b.shape());
+        matmul_backward(MatmulArgs{.transpose_a = ta, .transpose_b = tb, .accumulate_grad_b = true}, a, b, g, grad_a,
+                        grad_b);
+        const auto loss_a = [&](const std::vector<double>& x) {
+          return testing::dot(vg, reference_matmul(x, a.shape(), ta, vb, b.shape(), tb, 1.0));
+        };
+        const auto loss_b = [&](const std::vector<double>& x) {
+          return testing::dot(vg, reference_matmul(va, a.shape(), ta, x, b.shape(), tb, 1.0));
+        };
+        testing::expect_close(grad_a, testing::numerical_gradient(loss_a, va), 1e-4, 1e-4, "grad_a");
+        testing::expect_close(grad_b, testing::numerical_gradient(loss_b, vb), 1e-4, 1e-4, "grad_b");
+        Tensor f32_grad = Tensor::empty({M, N});
+        EXPECT_THROW(matmul_backward(MatmulArgs{.transpose_a = ta, .transpose_b = tb}, a, b, f32_grad, grad_a, grad_b),
+                     Error);  // grad_out must have the operands' type
+      }
+    }
+  }
 }
 
 }  // namespace

@@ -10,16 +10,17 @@
 //
 // Layouts: norms, activations, embedding, cross-entropy, bias and AdamW take the contiguous
 // tensors their dispatch points require (embedding and cross-entropy also contiguous inputs).
-// Attention takes (B, H, T, D) tensors that are contiguous or heads of packed rows — the view
-// (B, T, W) -> (B, T, H, D) -> (B, H, T, D) the model makes of its fused qkv and attention output
-// (strides [T*W, D, W, 1]), packed for the flash kernels (head dim 64 or 128) and unpacked after;
-// RoPE takes (B, T, H, D) tensors that are contiguous or such rows of heads (strides [T*W, W, D,
-// 1]). copy() reads a contiguous source of any float type (converting f32 <-> bf16 / f16 by the
-// conversion kernels; bf16 <-> f16 through f32) or an f32 view of either kind of heads. A bad token id or target is reported like the CPU op's error, which costs a wait for the
-// stream (the kernels flag it on the device).
-// Matmul takes any batch strides, but the last two dims of every operand must be row-major
-// (unit stride, rows at most a pitch apart: cuBLASLt's leading dimension); alpha must be 1 (the
-// cuBLASLt plans carry no scale yet). Other layouts are refused naming the tensor.
+// Matmul takes f32, bf16 or f16 operands (of one type; f32 sums and outputs, as the ops contract
+// says) and any batch strides, but the last two dims of every operand must be row-major (unit
+// stride, rows a pitch apart: cuBLASLt's leading dimension); alpha must be 1 (the cuBLASLt plans
+// carry no scale yet). Attention takes (B, H, T, D) tensors that are contiguous or heads of packed
+// rows — the view (B, T, W) -> (B, T, H, D) -> (B, H, T, D) the model makes of its fused qkv and
+// attention output (strides [T*W, D, W, 1]), packed for the flash kernels (head dim 64 or 128) and
+// unpacked after; RoPE takes (B, T, H, D) tensors that are contiguous or such rows of heads
+// (strides [T*W, W, D, 1]). copy() reads a contiguous source of any float type (f32 <-> bf16 / f16
+// by the conversion kernels; bf16 <-> f16 through f32) or an f32 view of either kind of heads.
+// Other layouts are refused naming the tensor. A bad token id or target is reported like the CPU
+// op's error, which costs a wait for the stream (the kernels flag it on the device).
 #pragma once
 
 #include <map>

@@ -5,8 +5,13 @@
 //   b   (batch..., K, N)   or (batch..., N, K) when transpose_b; a 2-D b is shared by every batch
 //   out (batch..., M, N)   last dim must have stride 1
 // Inputs may be any strided views whose last two dims have a unit stride in one of them (e.g.
-// a permuted (B, T, H, D) tensor); other layouts are copied first. f32 only on the CPU
-// (OpenBLAS sgemm). With a 2-D b and row-contiguous a, the batch is folded into M: one GEMM.
+// a permuted (B, T, H, D) tensor); other layouts are copied first. With a 2-D b and
+// row-contiguous a, the batch is folded into M: one GEMM.
+//
+// Types: a and b both f32, or both bf16, or both f16 (16-bit operands: exact products summed in
+// f32, as tensor cores do; the CPU reference widens them and runs OpenBLAS sgemm); out and the
+// gradients are f32; matmul_backward's grad_out has the operands' type (every product of one
+// type; a caller with an f32 gradient rounds it first).
 //
 // Gradient contract: matmul_backward writes grad_a and grad_b (`=`) unless the matching
 // accumulate flag is set, in which case it adds (`+=`); layers set the flag for parameters
