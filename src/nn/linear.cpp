@@ -3,11 +3,13 @@
 
 #include "myriad/ops/bias_add.h"
 #include "myriad/ops/elementwise.h"
+#include "myriad/ops/linear.h"
 #include "myriad/ops/matmul.h"
 
 namespace myriad::nn {
 
 void linear_forward(const Tensor& x, const Tensor& weight, const Tensor& bias, Tensor& y) {
+  if (x.is_contiguous()) return myriad::linear_forward(LinearArgs{}, x, weight, bias, y);  // bias fused on a device
   matmul_forward(MatmulArgs{.transpose_b = true}, x, weight, y);
   if (bias.defined()) bias_add_forward(BiasAddArgs{}, y, bias, y);
 }

@@ -276,6 +276,12 @@ void gemm(const DeviceContext& context, const Gemm& g, const void* a, const void
     if (g.epilogue == GemmEpilogue::bias_gelu) gelu_forward(GeluArgs{}, Cm, Cm);
   }
 }
+void linear_gemm(const DeviceContext& context, const LinearGemm& l, const void* x, const void* weight, const void* bias,
+                 void* y) {  // as the real one: y = x W^T through gemm()
+  gemm(context, Gemm{.m = l.m, .n = l.n, .k = l.k, .transpose_b = true, .type = l.type, .epilogue = l.epilogue,
+                     .accumulate = l.accumulate},
+       x, weight, bias, y);
+}
 
 void gelu_forward_f32(const float* x, float* out, std::int64_t n, cudaStream_t launch_stream) {
   emulated::check_launch_device(launch_stream); Tensor o = W(out, {n}); gelu_forward(GeluArgs{}, W(x, {n}), o); }

@@ -15,6 +15,7 @@
 #include "myriad/core/half.h"
 #include "myriad/ops/activations.h"
 #include "myriad/ops/elementwise.h"
+#include "myriad/ops/linear.h"
 #include "myriad/ops/matmul.h"
 #include "myriad/ops/norms.h"
 #include "reference.h"
@@ -83,6 +84,23 @@ TEST_F(CudaBackendTest, MatmulWithSixteenBitOperands) {
       matmul_backward(args, on_device(a), on_device(b), on_device(g), d_ga, d_gb);
       expect_close(d_ga, ga, kGemmTolerance, "grad_a");
       expect_close(d_gb, gb, kGemmTolerance, "grad_b (+=, summed over the batch)");
+    }
+  }
+}
+
+// The fused linear (bias / bias+GELU epilogues, or GELU after a plain GEMM) against the CPU's
+// matmul + bias + GELU.
+TEST_F(CudaBackendTest, LinearWithFusedBiasAndGelu) {
+  const Tensor x = random({3, 7, 64}, 90), w = random({48, 64}, 91), b = random({48}, 92);
+  for (bool with_bias : {false, true}) {
+    for (bool with_gelu : {false, true}) {
+      SCOPED_TRACE(std::string(with_bias ? "bias" : "no bias") + (with_gelu ? " gelu" : ""));
+      Tensor y = Tensor::empty({3, 7, 48}), d_y = backend_->empty({3, 7, 48});
+      linear_forward(LinearArgs{.gelu = with_gelu}, x, w, with_bias ? b : Tensor(), y);
+      linear_forward(LinearArgs{.gelu = with_gelu}, on_device(x), on_device(w), with_bias ? on_device(b) : Tensor(),
+                     d_y);
+      // The GELU epilogue's fast tanh (see test_gemm.cpp) on top of the GEMM tolerance.
+      expect_close(d_y, y, kGemmTolerance + (with_gelu ? 5e-4 : 0.0), "y");
     }
   }
 }

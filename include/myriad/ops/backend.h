@@ -25,6 +25,7 @@
 #include "myriad/ops/cross_entropy.h"
 #include "myriad/ops/elementwise.h"
 #include "myriad/ops/embedding.h"
+#include "myriad/ops/linear.h"
 #include "myriad/ops/matmul.h"
 #include "myriad/ops/norms.h"
 #include "myriad/ops/op_checks.h"
@@ -90,6 +91,8 @@ class Backend : public ExecutionContext {
   virtual void add_forward(const AddArgs& args, const Tensor& a, const Tensor& b, Tensor& out);
   virtual void add_backward(const AddArgs& args, const Tensor& grad_out, Tensor& grad_a, Tensor& grad_b);
   virtual void copy(const Tensor& src, Tensor& dst);
+  virtual void linear_forward(const LinearArgs& args, const Tensor& x, const Tensor& weight, const Tensor& bias,
+                              Tensor& y);
   virtual double grad_norm_squared(const Tensor& grad);
 
  protected:
