@@ -109,18 +109,10 @@ def build_config(myriad, flags, args, loaded):
 
 
 def error_location(e):
-    """(file, line, message) of a myriad.Error: the binding's e.file / e.line / e.message when it
-    sets them, else parsed from an older binding's text `[rank N] file:line: message`; file is
-    None when there is no source location."""
-    text = str(e)
-    file, line, message = getattr(e, "file", None), getattr(e, "line", None), getattr(e, "message", None)
-    if file is None:
-        m = re.match(r"^(?:\[rank \d+\] )?(\S+?\.\w+):(\d+): (.*)$", text, re.S)
-        if m:
-            file, line, message = m.group(1), int(m.group(2)), m.group(3)
-    if message is None:
-        message = re.sub(r"^\[rank \d+\] ", "", text)
-    return file or None, line, message
+    """(file, line, message) of an error: a myriad.Error from C++ carries e.file / e.line /
+    e.message; one raised here (or any other exception) has no source location (file None)."""
+    message = getattr(e, "message", None) or re.sub(r"^\[rank \d+\] ", "", str(e))
+    return getattr(e, "file", None) or None, getattr(e, "line", None), message
 
 
 def report_error(e, rank, log_dir):

@@ -1,5 +1,6 @@
 // Elementwise sums and head layouts for the device model (kernels.h, "Tensor plumbing"), f32:
 //   add_f32                      out = a + b
+//   fill_f32                     out = value
 //   axpby_f32                    out = alpha a + beta b (b may be null: out = alpha a), or out += that
 //   add_broadcast_rows_f32       x[r, j] += row[j] for every row r of x (r < rows, j < width)
 //   column_sums_accumulate_f32   out[c] += sum_r x[r, c], rows summed in a fixed order
@@ -42,6 +43,13 @@ __global__ void axpby_kernel(float alpha, const float* a, float beta, const floa
   for (std::int64_t i = static_cast<std::int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < n; i += stride) {
     const float value = b == nullptr ? alpha * a[i] : alpha * a[i] + beta * b[i];
     out[i] = accumulate ? out[i] + value : value;
+  }
+}
+
+__global__ void fill_kernel(float* out, float value, std::int64_t n) {
+  const std::int64_t stride = static_cast<std::int64_t>(gridDim.x) * blockDim.x;
+  for (std::int64_t i = static_cast<std::int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < n; i += stride) {
+    out[i] = value;
   }
 }
 
@@ -130,6 +138,15 @@ void add_f32(const float* a, const float* b, float* out, std::int64_t n, cudaStr
   if (n == 0) return;
   detail::check_elementwise<float>(op, {{"a", a}, {"b", b}}, "out", out, n);
   add_kernel<<<blocks_for(op, n), kThreads, 0, stream>>>(a, b, out, n);
+  MYRIAD_CUDA_CHECK(cudaGetLastError());
+}
+
+void fill_f32(float* out, float value, std::int64_t n, cudaStream_t stream) {
+  const char* op = "fill_f32";
+  detail::check_count(op, "n", n);
+  if (n == 0) return;
+  detail::check_pointer(op, "out", out, alignof(float));
+  fill_kernel<<<blocks_for(op, n), kThreads, 0, stream>>>(out, value, n);
   MYRIAD_CUDA_CHECK(cudaGetLastError());
 }
 

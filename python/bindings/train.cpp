@@ -36,8 +36,8 @@ void bind_train(py::module_& m) {
       .def_static("from_string", &RunConfig::from_yaml_string, py::arg("text"), py::arg("source_name") = "<string>")
       .def("set", &RunConfig::apply_override, py::arg("key_equals_value"), "apply one 'section.key=value' override")
       .def("validate", [](RunConfig& c, int world_size) {
-             c = c.for_world(world_size);  // parallel.dp auto becomes the world's data-parallel share
              c.validate(world_size);
+             c = c.for_world(world_size);  // parallel.dp auto becomes the world's data-parallel share
            }, py::arg("world_size") = 1,
            "checks every key for a job of world_size processes; fills parallel.dp when it is auto (0)")
       .def("resolved", &RunConfig::resolved)

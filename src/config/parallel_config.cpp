@@ -80,8 +80,9 @@ long long ParallelConfig::degree_product() const {
 
 int ParallelConfig::dp_for_world(int world_size) const {
   if (dp != 0) return dp;
+  MYRIAD_CHECK(world_size >= 1, "parallel: the world size must be >= 1, got " << world_size);
   const long long model_ranks = static_cast<long long>(tp) * pp * cp * ep;
-  MYRIAD_CHECK(world_size >= 1 && model_ranks >= 1 && world_size % model_ranks == 0,
+  MYRIAD_CHECK(model_ranks >= 1 && world_size % model_ranks == 0,
                "parallel.dp is auto (world size / (tp * pp * cp * ep)), but the world size "
                    << world_size << " is not divisible by tp * pp * cp * ep = " << tp << " * " << pp << " * " << cp
                    << " * " << ep << " = " << model_ranks
@@ -92,12 +93,10 @@ int ParallelConfig::dp_for_world(int world_size) const {
 void ParallelConfig::validate(int world_size) const {
   validate_fields(*this);
   MYRIAD_CHECK(world_size >= 1, "parallel: the world size must be >= 1, got " << world_size);
-  if (dp == 0) {
-    (void)dp_for_world(world_size);  // throws naming the numbers
+  if (dp == 0) {  // auto: check the degree the world gives (dp_for_world names the numbers)
     ParallelConfig settled = *this;
     settled.dp = dp_for_world(world_size);
-    settled.validate(world_size);
-    return;
+    return settled.validate(world_size);
   }
   MYRIAD_CHECK(degree_product() == world_size,
                "parallel: dp * tp * pp * cp * ep = " << dp << " * " << tp << " * " << pp << " * " << cp << " * " << ep

@@ -124,14 +124,8 @@ RunConfig RunConfig::for_world(int world_size) const {
 }
 
 void RunConfig::validate(int world_size) const {
-  if (parallel.dp == 0) {
-    model.validate();
-    parallel.validate(world_size);  // names the numbers when the world does not divide
-    for_world(world_size).validate(world_size);
-    return;
-  }
   model.validate();
-  parallel.validate(world_size);
+  parallel.validate(world_size);  // with dp auto: that the world gives a degree
   training.validate();
   data.validate();
   checkpoint.validate();
@@ -142,7 +136,7 @@ void RunConfig::validate(int world_size) const {
   validate_precision(training);
   validate_device(*this);
   validate_sequence(*this);
-  validate_batch(training, parallel);
+  validate_batch(training, for_world(world_size).parallel);  // the batch identity with the degree in use
   validate_tokenizer(data, model);
 }
 

@@ -60,11 +60,7 @@ static HeadsOperand heads_operand(CudaBackend& backend, const char* op, const ch
                                              "D, W, 1]), has strides "
                                           << shape_string(t.strides()));
   HeadsOperand operand{t, backend.empty(t.shape()), *row_stride};
-  if (read) {
-    DeviceGuard guard(backend.context().device());
-    split_heads_f32(t.data<float>(), *row_stride, operand.packed.data<float>(), t.size(0), t.size(2), t.size(1),
-                    t.size(3), backend.context().stream());
-  }
+  if (read) backend.copy(t, operand.packed);  // gathers the heads of the rows
   return operand;
 }
 
@@ -126,7 +122,7 @@ void CudaBackend::rope_backward(const RopeArgs& args, const Tensor& grad_out, Te
 
 void CudaBackend::rope_apply(const char* op, const RopeArgs& args, const Tensor& x, Tensor& out, bool backward) {
   const std::int64_t B = x.size(0), T = x.size(1), H = x.size(2), D = x.size(3);
-  // (B, T, H, D) rows of heads -> contiguous: split into (B, H, T, D), merge into rows of H*D.
+  // (B, T, H, D) rows of heads -> contiguous (copy() gathers them).
   const auto contiguous_copy = [&](const Tensor& t, const char* name) {
     if (t.is_contiguous()) return t;
     const std::optional<std::int64_t> row_stride = heads_row_stride(t, false);
@@ -134,10 +130,8 @@ void CudaBackend::rope_apply(const char* op, const RopeArgs& args, const Tensor&
                                             << " must be contiguous (B, T, H, D) or rows of heads (strides [T*W, W, "
                                                "D, 1]), has strides "
                                             << shape_string(t.strides()));
-    Tensor heads = empty({B, H, T, D}), rows = empty({B, T, H, D});
-    DeviceGuard guard(context_.device());
-    split_heads_f32(t.data<float>(), *row_stride, heads.data<float>(), B, T, H, D, context_.stream());
-    merge_heads_f32(heads.data<float>(), rows.data<float>(), H * D, B, T, H, D, context_.stream());
+    Tensor rows = empty({B, T, H, D});
+    copy(t, rows);
     return rows;
   };
   const Tensor in = contiguous_copy(x, backward ? "grad_out" : "x");

@@ -19,6 +19,11 @@ void CudaBackend::add_forward(const AddArgs& args, const Tensor& a, const Tensor
             out.numel(), false, context_.stream());
 }
 
+void CudaBackend::fill(const Tensor& t, float value) {
+  DeviceGuard guard(context_.device());
+  fill_f32(t.data<float>(), value, t.numel(), context_.stream());
+}
+
 void CudaBackend::add_backward(const AddArgs& args, const Tensor& grad_out, Tensor& grad_a, Tensor& grad_b) {
   DeviceGuard guard(context_.device());
   // The gradient that is grad_out itself last, so that the other still reads grad_out.

@@ -202,7 +202,7 @@ void GptModel::check_inputs(const Tensor& ids, const Tensor& targets) const {
                "model: ids must be (B, T) i32, got " << ids.describe());
   MYRIAD_CHECK(ids.size(1) <= config_.context_length,
                "model: sequence length T=" << ids.size(1) << " exceeds context_length " << config_.context_length);
-  const Tensor dense = ids.device().is_cpu() ? ids.contiguous() : placement_.to_host(ids);
+  const Tensor dense = placement_.to_host(ids);
   const std::int32_t* id = dense.data<std::int32_t>();
   for (std::int64_t i = 0; i < dense.numel(); ++i) {
     MYRIAD_CHECK(id[i] >= 0 && id[i] < config_.vocab_size,

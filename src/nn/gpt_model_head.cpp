@@ -27,7 +27,7 @@ Tensor GptModel::head_weight(bool grad) const {
 
 void GptModel::embed(const Tensor& ids_in, Tensor& out) {
   Buffers& b = buffers_;
-  const Tensor ids = placement_.from_host(ids_in.device().is_cpu() ? ids_in.contiguous() : ids_in);
+  const Tensor ids = placement_.from_host(ids_in);
   const std::int64_t N = b.B * b.T, C = config_.n_embd;
   const bool head_shares = head_ == wte_;
   acquire(embedding_unit_, Pass::forward);
@@ -53,7 +53,7 @@ void GptModel::embed(const Tensor& ids_in, Tensor& out) {
 
 void GptModel::embed_backward(const Tensor& ids_in, const Tensor& grad) {
   Buffers& b = buffers_;
-  const Tensor ids = placement_.from_host(ids_in.device().is_cpu() ? ids_in.contiguous() : ids_in);
+  const Tensor ids = placement_.from_host(ids_in);
   const std::int64_t N = b.B * b.T, C = config_.n_embd;
   const Pass pass = head_ == wte_ ? Pass::backward : Pass::backward_grads;
   if (pass == Pass::backward_grads) acquire(embedding_unit_, pass);
@@ -99,8 +99,7 @@ LossSum GptModel::head_forward(Slot& s, const Tensor& targets_in) {
   LossSum result;
   if (!targets_in.defined()) return result;
   // The targets on the host (to count them) and where the loss runs.
-  const Tensor host_targets = (targets_in.device().is_cpu() ? targets_in.contiguous() : placement_.to_host(targets_in))
-                                  .view({N});
+  const Tensor host_targets = placement_.to_host(targets_in).view({N});
   const Tensor targets = placement_.from_host(host_targets);
   if (split_.tp_size() == 1) {
     cross_entropy_forward(CrossEntropyArgs{.ignore_index = kIgnoreIndex}, s.logits, targets, s.losses, s.lse);
@@ -120,9 +119,8 @@ void GptModel::head_backward(Slot& s, const Tensor& targets_in, float loss_scale
   const std::int64_t N = b.B * b.T, C = config_.n_embd;
   acquire(head_unit_, Pass::backward);
   if (head_ == wte_) acquire(embedding_unit_, Pass::backward);
-  copy(placement_.from_host(Tensor::full({N}, loss_scale)), b.grad_losses);
-  const Tensor targets =
-      placement_.from_host(targets_in.device().is_cpu() ? targets_in.contiguous().view({N}) : targets_in.view({N}));
+  fill(b.grad_losses, loss_scale);
+  const Tensor targets = placement_.from_host(targets_in).view({N});
   // dlogits overwrite the logits buffer (the op reads each element first).
   if (split_.tp_size() == 1) {
     cross_entropy_backward(CrossEntropyArgs{.ignore_index = kIgnoreIndex}, s.logits, targets, s.lse, b.grad_losses,

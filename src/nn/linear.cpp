@@ -9,9 +9,7 @@
 namespace myriad::nn {
 
 void linear_forward(const Tensor& x, const Tensor& weight, const Tensor& bias, Tensor& y) {
-  if (x.is_contiguous()) return myriad::linear_forward(LinearArgs{}, x, weight, bias, y);  // bias fused on a device
-  matmul_forward(MatmulArgs{.transpose_b = true}, x, weight, y);
-  if (bias.defined()) bias_add_forward(BiasAddArgs{}, y, bias, y);
+  myriad::linear_forward(LinearArgs{}, x, weight, bias, y);  // the bias fused into the GEMM on a device
 }
 
 void linear_backward(const Tensor& x, const Tensor& weight, const Tensor& grad_y, Tensor& grad_x, bool accumulate_dx,

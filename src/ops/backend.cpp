@@ -45,6 +45,7 @@ double Backend::grad_norm_squared(const Tensor&) { unsupported("grad_norm_square
 void Backend::add_forward(const AddArgs&, const Tensor&, const Tensor&, Tensor&) { unsupported("add_forward"); }
 void Backend::add_backward(const AddArgs&, const Tensor&, Tensor&, Tensor&) { unsupported("add_backward"); }
 void Backend::copy(const Tensor&, Tensor&) { unsupported("copy"); }
+void Backend::fill(const Tensor&, float) { unsupported("fill"); }
 void Backend::linear_forward(const LinearArgs&, const Tensor&, const Tensor&, const Tensor&, Tensor&) {
   unsupported("linear_forward");
 }

@@ -58,6 +58,13 @@ void copy(const Tensor& src, Tensor& dst) {
   ops::backend_of(op, tensors).copy(src, dst);
 }
 
+void fill(Tensor& t, float value) {
+  const char* op = "fill";
+  check_operand(op, "t", t);
+  if (t.device().is_cpu()) return cpu::fill(t, value);
+  ops::backend_of(op, {{"t", &t}}).fill(t, value);
+}
+
 void zero(Tensor& t) {
   const char* op = "zero";
   ops::check_contiguous(op, "t", t);

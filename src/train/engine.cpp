@@ -111,7 +111,7 @@ Engine::Engine(const RunConfig& config, std::shared_ptr<spdlog::logger> log, dis
   // Rank 0 tokenizes (or validates the cache); the others then find the cache complete.
   dist::Communicator& world = groups_->world();
   dist::run_on_rank0(world, "data preparation", [&] { data_ = prepare_data(config_, *log_); });
-  if (world.rank() != 0) data_ = prepare_data(config_, *log_);
+  if (world.rank() != 0) data_ = prepare_data(config_, *log_, CacheUse::prepared_by_rank0);
   MYRIAD_CHECK(config_.model.vocab_size >= data_.vocab_size,
                "model.vocab_size " << config_.model.vocab_size << " is smaller than the vocabulary of the data ("
                                    << data_.vocab_size << " in " << data_.shard_dir << ")");

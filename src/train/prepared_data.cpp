@@ -121,9 +121,14 @@ void tokenize_into(const Corpus& corpus, const std::vector<std::string>& files, 
   }
 }
 
+PreparedData with_vocab_size(PreparedData prepared) {
+  prepared.vocab_size = data::ShardSet::open_split(prepared.shard_dir, "train", false).vocab_size();
+  return prepared;
+}
+
 }  // namespace
 
-PreparedData prepare_data(const RunConfig& config, spdlog::logger& log) {
+PreparedData prepare_data(const RunConfig& config, spdlog::logger& log, CacheUse use) {
   PreparedData prepared;
   const Corpus corpus = resolve_corpus(config);
   const std::string spec_text =
@@ -143,20 +148,25 @@ PreparedData prepare_data(const RunConfig& config, spdlog::logger& log) {
   } else {
     const std::string cache = config.data.cache_dir.empty() ? (fs::path(config.logging.dir) / "data").string()
                                                             : config.data.cache_dir;
+    // source.txt is the cache's key, written last: a cache without it (an interrupted build) is
+    // rebuilt, as is one whose key differs (another corpus, tokenizer or split, or changed files).
+    const fs::path source_file = fs::path(cache) / "source.txt";
+    const fs::path tokenizer_file = fs::path(cache) / "tokenizer.bpe";
+    const bool complete = has_shards(cache, "train") && has_shards(cache, "val") && fs::exists(source_file) &&
+                          (!trained || fs::exists(tokenizer_file));
+    if (use == CacheUse::prepared_by_rank0 && complete) {  // rank 0 has just checked the key
+      prepared.tokenizer = trained ? load("bpe", tokenizer_file.string()) : load(spec.kind, spec.argument);
+      prepared.shard_dir = cache;
+      return with_vocab_size(prepared);
+    }
     const std::vector<std::string> files = data::list_corpus_files({corpus.path}, corpus.extensions);
     std::ostringstream source;
     source << "path=" << fs::absolute(corpus.path).string() << "\ntokenizer=" << spec_text
            << "\nval_fraction=" << config.data.val_fraction << "\nval_split=" << config.data.val_split
            << "\nseparator=" << corpus.separator << "\n"
            << data::corpus_fingerprint(files);
-    // source.txt is the cache's key, written last: a cache without it (an interrupted build) is
-    // rebuilt, as is one whose key differs (another corpus, tokenizer or split, or changed files).
-    const fs::path source_file = fs::path(cache) / "source.txt";
-    const fs::path tokenizer_file = fs::path(cache) / "tokenizer.bpe";
     const std::string before = fs::exists(source_file) ? read_text(source_file) : "";
-    const bool cached = has_shards(cache, "train") && has_shards(cache, "val") && before == source.str() &&
-                        (!trained || fs::exists(tokenizer_file));
-    if (cached) {
+    if (complete && before == source.str()) {
       log.info("data: reusing token shards in {}", cache);
       prepared.tokenizer = trained ? load("bpe", tokenizer_file.string()) : load(spec.kind, spec.argument);
     } else {
@@ -183,9 +193,7 @@ PreparedData prepare_data(const RunConfig& config, spdlog::logger& log) {
     }
     prepared.shard_dir = cache;
   }
-  data::ShardSet train = data::ShardSet::open_split(prepared.shard_dir, "train", false);
-  prepared.vocab_size = train.vocab_size();
-  return prepared;
+  return with_vocab_size(prepared);
 }
 
 }  // namespace myriad::train

@@ -457,6 +457,10 @@ void convert_f32_to_f16(const float* x, __half* out, std::int64_t n, cudaStream_
   emulated::check_launch_device(launch_stream); narrow(W(x, {n}), out); }
 void add_f32(const float* a, const float* b, float* out, std::int64_t n, cudaStream_t launch_stream) {
   emulated::check_launch_device(launch_stream); for (std::int64_t i = 0; i < n; ++i) out[i] = a[i] + b[i]; }
+void fill_f32(float* out, float value, std::int64_t n, cudaStream_t launch_stream) {
+  emulated::check_launch_device(launch_stream);
+  for (std::int64_t i = 0; i < n; ++i) out[i] = value;
+}
 void axpby_f32(float alpha, const float* a, float beta, const float* b, float* out, std::int64_t n, bool accumulate, cudaStream_t launch_stream) {
   emulated::check_launch_device(launch_stream);
   for (std::int64_t i = 0; i < n; ++i) {

@@ -267,6 +267,8 @@ TEST_F(CudaBackendTest, ScaledSumsCopiesConversionsAndZero) {
   Tensor d_z = on_device(a);
   zero(d_z);
   for (double v : testing::to_f64(backend_->copy_to_host(d_z))) EXPECT_EQ(v, 0.0);
+  fill(d_z, 0.125f);
+  for (double v : testing::to_f64(backend_->copy_to_host(d_z))) EXPECT_EQ(v, 0.125);
 }
 
 TEST_F(CudaBackendTest, UnsupportedLayoutsAndForeignMemoryAreRefusedNamingTheTensor) {

@@ -94,6 +94,8 @@ TEST(Elementwise, CopyConvertsWithRoundToNearestEvenAndReadsViews) {
   Tensor z = x.clone();
   zero(z);
   for (double v : to_f64(z)) EXPECT_EQ(v, 0.0);
+  fill(z, -2.5f);
+  for (double v : to_f64(z)) EXPECT_EQ(v, -2.5);
 }
 
 TEST(Elementwise, ArgumentErrorsNameOpAndTensor) {

@@ -84,6 +84,7 @@ class CudaBackend final : public ops::Backend {
   void add_forward(const AddArgs& args, const Tensor& a, const Tensor& b, Tensor& out) override;
   void add_backward(const AddArgs& args, const Tensor& grad_out, Tensor& grad_a, Tensor& grad_b) override;
   void copy(const Tensor& src, Tensor& dst) override;
+  void fill(const Tensor& t, float value) override;
   void linear_forward(const LinearArgs& args, const Tensor& x, const Tensor& weight, const Tensor& bias,
                       Tensor& y) override;
 

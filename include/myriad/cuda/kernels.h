@@ -187,6 +187,8 @@ void cross_entropy_backward_shard_f32(const float* logits, const std::int32_t* t
 // src_row_stride (a q, k or v slice of the fused qkv rows); merge_heads_f32 is its inverse
 // into rows of stride dst_row_stride. Sources and destinations must not overlap.
 void add_f32(const float* a, const float* b, float* out, std::int64_t n, cudaStream_t stream);
+// out[i] = value for i < n.
+void fill_f32(float* out, float value, std::int64_t n, cudaStream_t stream);
 // out = alpha * a + beta * b over n (b null: out = alpha * a); with `accumulate`, out += that.
 // out may be a or b (in place, without accumulate: each element is read before it is written).
 void axpby_f32(float alpha, const float* a, float beta, const float* b, float* out, std::int64_t n, bool accumulate,

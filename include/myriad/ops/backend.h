@@ -91,6 +91,7 @@ class Backend : public ExecutionContext {
   virtual void add_forward(const AddArgs& args, const Tensor& a, const Tensor& b, Tensor& out);
   virtual void add_backward(const AddArgs& args, const Tensor& grad_out, Tensor& grad_a, Tensor& grad_b);
   virtual void copy(const Tensor& src, Tensor& dst);
+  virtual void fill(const Tensor& t, float value);
   virtual void linear_forward(const LinearArgs& args, const Tensor& x, const Tensor& weight, const Tensor& bias,
                               Tensor& y);
   virtual double grad_norm_squared(const Tensor& grad);

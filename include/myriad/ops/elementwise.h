@@ -6,11 +6,12 @@
 //                 args.accumulate_grads: a residual stream's gradient adds into what is there)
 //   copy:         dst = src, converted to dst's dtype (f32, bf16, f16; round to nearest even)
 //   zero:         every element of t = 0
+//   fill:         every element of t = value (f32)
 //
 // Shapes: a, b, out, grad_out, grad_a, grad_b of one shape, contiguous f32; out may be a or b
 // (in place), grad_a or grad_b may be grad_out itself or undefined (skipped). copy: src and dst of
 // one shape; src any strides (the CPU reads any view; a device backend documents what it reads),
-// dst contiguous. zero: t contiguous.
+// dst contiguous. zero, fill: t contiguous.
 #pragma once
 
 #include "myriad/core/tensor.h"
@@ -27,12 +28,14 @@ void add_forward(const AddArgs& args, const Tensor& a, const Tensor& b, Tensor& 
 void add_backward(const AddArgs& args, const Tensor& grad_out, Tensor& grad_a, Tensor& grad_b);
 void copy(const Tensor& src, Tensor& dst);
 void zero(Tensor& t);
+void fill(Tensor& t, float value);
 
 namespace cpu {
 void add_forward(const AddArgs& args, const Tensor& a, const Tensor& b, Tensor& out);
 void add_backward(const AddArgs& args, const Tensor& grad_out, Tensor& grad_a, Tensor& grad_b);
 void copy(const Tensor& src, Tensor& dst);
 void zero(Tensor& t);
+void fill(Tensor& t, float value);
 }  // namespace cpu
 
 }  // namespace myriad

@@ -23,15 +23,16 @@ struct Placement {
     backend->zero(t);
     return t;
   }
-  // `t` placed here: itself when it already is (host tensor, host placement; or this backend's),
-  // else a copy of the host tensor.
+  // `t` placed here: a host tensor made contiguous (host placement) or copied to the backend; a
+  // tensor of this backend as it is.
   Tensor from_host(const Tensor& t) const {
-    if (!t.defined() || on_host() || t.storage()->context() == backend) return t;
-    return backend->copy_from_host(t);
+    if (!t.defined() || (!on_host() && t.storage()->context() == backend)) return t;
+    return on_host() ? t.contiguous() : backend->copy_from_host(t);
   }
-  // A host tensor with `t`'s values: itself on the host, else a copy (waits for queued work).
+  // A contiguous host tensor with `t`'s values: a host tensor made contiguous, or a copy of a
+  // (contiguous) device tensor, after the work queued before.
   Tensor to_host(const Tensor& t) const {
-    if (!t.defined() || t.device().is_cpu()) return t;
+    if (!t.defined() || t.device().is_cpu()) return t.defined() ? t.contiguous() : t;
     MYRIAD_CHECK(t.is_contiguous(), "Placement::to_host: " << t.describe() << " must be contiguous");
     return backend->copy_to_host(t);
   }

@@ -4,7 +4,8 @@
 // under /usr/share/games/fortunes, documents separated by "%" lines); a folder holding
 // train_*.bin shards is used as is; any other file or folder is tokenized into
 // data.cache_dir (default <logging.dir>/data). A cache is reused only when its recorded source
-// (path, tokenizer spec, val_fraction) matches; otherwise it is rebuilt. data.tokenizer:
+// (path, tokenizer spec, val_fraction, val_split, and each corpus file's size, mtime and CRC-32)
+// matches; otherwise it is rebuilt. data.tokenizer:
 // gpt2:<dir> (GPT-2's encoder.json + vocab.bpe), bpe:<file> (myriad's format), train:<V>
 // (train a byte-level BPE of V tokens on the corpus, saved as <cache>/tokenizer.bpe).
 #pragma once
@@ -27,6 +28,11 @@ struct PreparedData {
   std::int64_t vocab_size = 0;                      // of the shards
 };
 
-PreparedData prepare_data(const RunConfig& config, spdlog::logger& log);
+// How a run's ranks use the token cache: rank 0 checks its key against the corpus (reading every
+// corpus file for its fingerprint) and builds it when needed; the other ranks, after rank 0, take
+// the complete cache rank 0 left without reading the corpus again.
+enum class CacheUse { check_and_build, prepared_by_rank0 };
+
+PreparedData prepare_data(const RunConfig& config, spdlog::logger& log, CacheUse use = CacheUse::check_and_build);
 
 }  // namespace myriad::train

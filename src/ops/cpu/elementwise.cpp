@@ -44,6 +44,8 @@ void add_backward(const AddArgs& args, const Tensor& grad_out, Tensor& grad_a, T
 
 void copy(const Tensor& src, Tensor& dst) { dst.copy_from(src); }
 
+void fill(Tensor& t, float value) { t.fill(value); }
+
 void zero(Tensor& t) {
   if (t.nbytes() > 0) std::memset(t.raw_data(), 0, t.nbytes());
 }
