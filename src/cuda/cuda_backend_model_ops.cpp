@@ -160,28 +160,32 @@ void CudaBackend::rope_apply(const char* op, const RopeArgs& args, const Tensor&
 
 // ---- embedding, cross-entropy: the kernels flag bad ids on the device ------------------------
 
-void CudaBackend::embedding_forward(const EmbeddingArgs&, const Tensor& ids, const Tensor& table, Tensor& out) {
+void CudaBackend::embedding_forward(const EmbeddingArgs& args, const Tensor& ids, const Tensor& table, Tensor& out) {
   const char* op = "embedding_forward";
   require_contiguous(op, "ids", ids);
   require_contiguous(op, "table", table);
   Tensor flag = bad_index_flag();
   DeviceGuard guard(context_.device());
+  // The kernel writes zeros for an id outside [0, V): a vocabulary shard's other rows (not checked).
   embedding_forward_f32(ids.data<std::int32_t>(), floats(table), floats(out), static_cast<long long*>(flag.raw_data()), ids.numel(),
                         table.size(0), table.size(1), context_.stream());
+  if (args.vocab_shard) return;
   const long long bad = read_bad_index(flag);
   MYRIAD_CHECK(bad == LLONG_MAX, op << ": the id at flat index " << bad << " of ids " << ids.describe()
                                     << " is outside [0, V) with V = " << table.size(0));
 }
 
-void CudaBackend::embedding_backward(const EmbeddingArgs&, const Tensor& ids, const Tensor& grad_out,
+void CudaBackend::embedding_backward(const EmbeddingArgs& args, const Tensor& ids, const Tensor& grad_out,
                                      Tensor& grad_table) {
   const char* op = "embedding_backward";
   require_contiguous(op, "ids", ids);
   require_contiguous(op, "grad_out", grad_out);
   Tensor flag = bad_index_flag();
   DeviceGuard guard(context_.device());
+  // The kernel skips an id outside [0, V): a vocabulary shard's other rows (not checked).
   embedding_backward_f32(ids.data<std::int32_t>(), floats(grad_out), floats(grad_table), static_cast<long long*>(flag.raw_data()),
                          ids.numel(), grad_table.size(0), grad_table.size(1), context_.stream());
+  if (args.vocab_shard) return;
   const long long bad = read_bad_index(flag);
   MYRIAD_CHECK(bad == LLONG_MAX, op << ": the id at flat index " << bad << " of ids " << ids.describe()
                                     << " is outside [0, V) with V = " << grad_table.size(0));
@@ -212,6 +216,11 @@ void CudaBackend::cross_entropy_backward(const CrossEntropyArgs& args, const Ten
   require_contiguous(op, "grad_losses", grad_losses);
   const std::int64_t vocab = logits.size(-1), rows = logits.numel() / std::max<std::int64_t>(vocab, 1);
   DeviceGuard guard(context_.device());
+  if (args.vocab_shard) {  // targets outside [0, V): another shard's, no one-hot term here
+    cross_entropy_backward_shard_f32(floats(logits), targets.data<std::int32_t>(), floats(lse), floats(grad_losses),
+                                     floats(grad_logits), rows, vocab, 0, args.ignore_index, context_.stream());
+    return;
+  }
   cross_entropy_backward_f32(floats(logits), targets.data<std::int32_t>(), floats(lse), floats(grad_losses),
                              floats(grad_logits), rows, vocab, args.ignore_index, context_.stream());
 }

@@ -152,6 +152,32 @@ TEST_F(CudaBackendTest, CrossEntropyWithIgnoredRowsAndABadTarget) {
                         {"cross_entropy_forward", "row 6 of 9", "outside [0, V) with V = 130"});
 }
 
+TEST_F(CudaBackendTest, VocabShardEmbeddingAndCrossEntropyBackwardMatchTheCpu) {
+  const std::int64_t N = 10, V = 70, C = 16;
+  Tensor ids = Tensor::empty({N}, DType::i32), targets = Tensor::empty({N}, DType::i32);
+  for (std::int64_t i = 0; i < N; ++i) {
+    ids.data<std::int32_t>()[i] = i % 3 == 0 ? -1 : static_cast<std::int32_t>((i * 29) % V);  // -1: another shard
+    targets.data<std::int32_t>()[i] = i % 4 == 1 ? static_cast<std::int32_t>(V + i) : static_cast<std::int32_t>((i * 13) % V);
+  }
+  targets.data<std::int32_t>()[6] = -100;
+  const EmbeddingArgs shard{.vocab_shard = true};
+  const Tensor table = random({V, C}, 50), g = random({N, C}, 51);
+  Tensor out = Tensor::empty({N, C}), d_out = backend_->empty({N, C});
+  embedding_forward(shard, ids, table, out);
+  embedding_forward(shard, on_device(ids), on_device(table), d_out);
+  expect_close(d_out, out, 0.0, "shard lookup");
+  Tensor grad = random({V, C}, 52), d_grad = on_device(grad);
+  embedding_backward(shard, ids, g, grad);
+  embedding_backward(shard, on_device(ids), on_device(g), d_grad);
+  expect_close(d_grad, grad, 1e-6, "shard table gradient (+=)");
+  const CrossEntropyArgs args{.ignore_index = -100, .vocab_shard = true};
+  const Tensor logits = random({N, V}, 53), lse = random({N}, 54), grad_losses = random({N}, 55);
+  Tensor dl = Tensor::empty({N, V}), d_dl = backend_->empty({N, V});
+  cross_entropy_backward(args, logits, targets, lse, grad_losses, dl);
+  cross_entropy_backward(args, on_device(logits), on_device(targets), on_device(lse), on_device(grad_losses), d_dl);
+  expect_close(d_dl, dl, kTolerance, "shard grad_logits");
+}
+
 TEST_F(CudaBackendTest, BiasAddWritesAndItsGradientAccumulates) {
   const Tensor x = random({6, 10}, 50), bias = random({10}, 51), g = random({6, 10}, 52);
   Tensor out = Tensor::empty({6, 10}), d_out = backend_->empty({6, 10});

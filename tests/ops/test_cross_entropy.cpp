@@ -192,6 +192,36 @@ TEST(CrossEntropy, BadTargetNamesRowAndValue) {
       {"cross_entropy_backward", "target -1", "row 4"});
 }
 
+// A vocabulary shard's backward: with the whole row's lse, each shard's gradient (targets mapped
+// to its columns; another shard's target stays out of range) is the whole gradient's columns.
+TEST(CrossEntropy, VocabShardBackwardGivesTheWholeGradientsColumns) {
+  std::uint64_t seed = testing::fresh_seed();
+  MYRIAD_SEED_TRACE(seed);
+  const std::int64_t N = 7, V = 11, split = 4;
+  const std::int32_t ignore = -100;
+  Tensor logits = testing::random_tensor({N, V}, seed, 0), g = testing::random_tensor({N}, seed, 1);
+  Tensor targets = testing::random_ids({N}, static_cast<std::int32_t>(V), seed, 2);
+  targets.set({2}, ignore);
+  const std::vector<std::int32_t> tv = ids_vector(targets);
+  const std::vector<double> lv = to_f64(logits);
+  const std::vector<double> whole = reference_grad(lv, tv, V, ignore, to_f64(g));
+  const Reference ref = reference_cross_entropy(lv, tv, V, ignore);
+  Tensor lse = Tensor::empty({N});
+  for (std::int64_t n = 0; n < N; ++n) lse.data<float>()[n] = static_cast<float>(ref.lse[n]);
+  for (auto [begin, end] : {std::pair<std::int64_t, std::int64_t>{0, split}, {split, V}}) {
+    Tensor local = Tensor::empty({N}, DType::i32);
+    for (std::int64_t n = 0; n < N; ++n) {
+      local.data<std::int32_t>()[n] = tv[n] == ignore ? ignore : static_cast<std::int32_t>(tv[n] - begin);
+    }
+    Tensor columns = logits.slice(1, begin, end).contiguous(), grad = Tensor::empty({N, end - begin});
+    cross_entropy_backward(CrossEntropyArgs{.ignore_index = ignore, .vocab_shard = true}, columns, local, lse, g, grad);
+    std::vector<double> expected;
+    for (std::int64_t n = 0; n < N; ++n)
+      for (std::int64_t v = begin; v < end; ++v) expected.push_back(whole[n * V + v]);
+    testing::expect_close(grad, expected, 1e-5, 1e-5, "shard [" + std::to_string(begin) + ", " + std::to_string(end) + ")");
+  }
+}
+
 TEST(CrossEntropy, MismatchesNameTheOpAndShapes) {
   const CrossEntropyArgs args{};
   Tensor logits = Tensor::zeros({5, 13}), targets = Tensor::zeros({5}, DType::i32);

@@ -147,6 +147,48 @@ TEST(Embedding, OutOfRangeIdNamesOpIdPositionAndVocab) {
                       {"embedding_backward", "id -1", "[0, 3]", "V = 11"});
 }
 
+// A vocabulary shard: the whole table's lookup split over two shards (ids mapped to each shard's
+// rows, -1 elsewhere) sums to the unsharded lookup; each shard's gradient is its rows of the
+// whole table's; an id at or above the shard's rows is still refused.
+TEST(Embedding, VocabShardsSumToTheWholeLookup) {
+  std::uint64_t seed = testing::fresh_seed();
+  MYRIAD_SEED_TRACE(seed);
+  const std::int64_t V = 13, C = 6, split = 5;
+  Tensor ids = testing::random_ids({3, 4}, static_cast<std::int32_t>(V), seed, 0);
+  Tensor table = testing::random_tensor({V, C}, seed, 1), g = testing::random_tensor({3, 4, C}, seed, 2);
+  const std::vector<std::int32_t> idv = ids_vector(ids);
+  const std::vector<double> whole = reference_embedding(idv, to_f64(table), C);
+  std::vector<double> sum(whole.size(), 0.0), expected_grad(V * C, 0.0);
+  const std::vector<double> gv = to_f64(g);
+  for (std::size_t i = 0; i < idv.size(); ++i)
+    for (std::int64_t c = 0; c < C; ++c) expected_grad[idv[i] * C + c] += gv[i * C + c];
+  for (auto [begin, end] : {std::pair<std::int64_t, std::int64_t>{0, split}, {split, V}}) {
+    Tensor local_ids = Tensor::empty({3, 4}, DType::i32);
+    for (std::size_t i = 0; i < idv.size(); ++i) {
+      local_ids.data<std::int32_t>()[i] = idv[i] >= begin && idv[i] < end ? static_cast<std::int32_t>(idv[i] - begin) : -1;
+    }
+    Tensor rows = table.slice(0, begin, end).contiguous(), out = Tensor::full({3, 4, C}, 9.0);
+    embedding_forward(EmbeddingArgs{.vocab_shard = true}, local_ids, rows, out);
+    const std::vector<double> part = to_f64(out);
+    for (std::size_t i = 0; i < idv.size(); ++i) {
+      const bool here = idv[i] >= begin && idv[i] < end;
+      for (std::int64_t c = 0; c < C; ++c) {
+        EXPECT_EQ(part[i * C + c], here ? whole[i * C + c] : 0.0) << "shard [" << begin << ", " << end << ") row " << i;
+        sum[i * C + c] += part[i * C + c];
+      }
+    }
+    Tensor grad = Tensor::zeros({end - begin, C});
+    embedding_backward(EmbeddingArgs{.vocab_shard = true}, local_ids, g, grad);
+    testing::expect_close(grad, std::vector<double>(expected_grad.begin() + begin * C, expected_grad.begin() + end * C),
+                          1e-6, 1e-6, "shard gradient rows");
+  }
+  testing::expect_close(sum, whole, 0, 0, "shards summed");
+  Tensor bad = Tensor::zeros({1}, DType::i32), out = Tensor::empty({1, C});
+  bad.set({0}, static_cast<double>(split));
+  expect_error_naming([&] { embedding_forward(EmbeddingArgs{.vocab_shard = true}, bad, table.slice(0, 0, split), out); },
+                      {"embedding_forward", "id 5", "V = 5"});
+}
+
 TEST(Embedding, MismatchesNameTheOpAndShapes) {
   Tensor ids = Tensor::zeros({2, 5}, DType::i32), table = Tensor::zeros({11, 4});
   Tensor bad_out = Tensor::zeros({2, 5, 3});

@@ -22,6 +22,12 @@
 // num_valid = count_valid_targets(targets, ignore_index) summed over the micro-batches / ranks
 // that share the mean (ignored rows get 0 gradient whatever grad_losses holds there).
 //
+// Vocabulary shard (args.vocab_shard, read by the backward; tensor parallelism): logits hold one
+// rank's columns, lse is the whole vocabulary's (combined over the shards), and a target outside
+// [0, V) that is not ignore_index lies in another rank's shard: its row gets the softmax part
+// only, exp(x - lse) * grad_losses, with no one-hot term and no error. The forward takes such
+// targets as ignore_index (the caller maps them) and is unchanged.
+//
 // Gradient contract: logits are an activation, so grad_logits is written (`=`). targets get
 // no gradient; lse is a saved intermediate, not differentiated.
 #pragma once
@@ -34,6 +40,7 @@ namespace myriad {
 
 struct CrossEntropyArgs {
   std::int32_t ignore_index = -100;  // rows with this target contribute no loss and no gradient
+  bool vocab_shard = false;          // backward: targets outside [0, V) are other shards' (see above)
 };
 
 void cross_entropy_forward(const CrossEntropyArgs& args, const Tensor& logits, const Tensor& targets,

@@ -7,8 +7,13 @@
 //   grad_out   (ids..., C)   f32
 //   grad_table (V, C)        f32, contiguous
 // An id outside [0, V) throws myriad::Error naming the op, the id, its position in ids and V
-// (checked before anything is written). Vocab-parallel sharding (masking ids that belong to
-// another rank's shard) is the nn layer's job, not this op's.
+// (checked before anything is written).
+//
+// Vocabulary shard (args.vocab_shard, tensor parallelism): the table holds one rank's rows and
+// the caller has mapped every id to its row here or to a negative value when another rank's shard
+// holds it; negative ids give zero output rows and no gradient. Ids at or above V are still
+// errors on the CPU; a device backend does not re-check ids in this mode (the caller checked the
+// global ids on the host).
 //
 // Gradient contract: the table is a parameter, so embedding_backward accumulates
 // grad_table[ids[i], :] += grad_out[i, :] (`+=`); zero it once per optimizer step. The sum for
@@ -20,7 +25,9 @@
 
 namespace myriad {
 
-struct EmbeddingArgs {};  // no options; kept so every op has the same (args, tensors...) signature
+struct EmbeddingArgs {
+  bool vocab_shard = false;  // negative ids: rows of another rank's shard (zeros, no gradient)
+};
 
 void embedding_forward(const EmbeddingArgs& args, const Tensor& ids, const Tensor& table, Tensor& out);
 void embedding_backward(const EmbeddingArgs& args, const Tensor& ids, const Tensor& grad_out, Tensor& grad_table);

@@ -64,7 +64,7 @@ void cross_entropy_backward(const CrossEntropyArgs& args, const Tensor& logits_i
   const Tensor lse = lse_in.contiguous(), grad_losses = grad_losses_in.contiguous();
   const std::int64_t rows = logits.size(0), vocab = logits.size(1);
   const std::int32_t* target = targets.data<std::int32_t>();
-  check_targets("cross_entropy_backward", target, rows, vocab, args.ignore_index);
+  if (!args.vocab_shard) check_targets("cross_entropy_backward", target, rows, vocab, args.ignore_index);
   const float* x_all = logits.data<float>();
   const float* lse_row = lse.data<float>();
   const float* g_row = grad_losses.data<float>();
@@ -79,7 +79,7 @@ void cross_entropy_backward(const CrossEntropyArgs& args, const Tensor& logits_i
     const float* x = x_all + n * vocab;
     const float l = lse_row[n], g = g_row[n];
     for (std::int64_t v = 0; v < vocab; ++v) dx[v] = fast_exp(x[v] - l) * g;
-    dx[target[n]] -= g;
+    if (target[n] >= 0 && target[n] < vocab) dx[target[n]] -= g;  // else: another shard's target
   }
 }
 
