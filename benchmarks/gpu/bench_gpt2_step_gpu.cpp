@@ -1,7 +1,9 @@
-// bench_gpt2_step_gpu: one GPT-2 training step (forward, backward, clipping, AdamW) of
-// cuda::DeviceGpt on one GPU, in tokens/s and MFU, against PyTorch's step on the same GPU.
+// bench_gpt2_step_gpu: one GPT-2 training step (forward, backward, clipping, AdamW) of the one
+// model (nn::GptModel placed on a cuda::CudaBackend, optim::AdamWOptimizer) on one GPU, in
+// tokens/s and MFU, against PyTorch's step on the same GPU.
 // Model: GPT-2 124M (12 layers, 12 heads, C 768, vocabulary 50257, block 1024), random tokens;
-// f32 activations and masters; GEMMs in f32, TF32, bf16 and f16 (four rows: DeviceGptOptions). FLOPs per token from
+// f32 masters; rows: f32 compute, and bf16 compute (weights and the residual stream rounded to
+// bf16 as training.precision bf16 does; GEMMs still run on f32 tensors). FLOPs per token from
 // nn::GptModel::flops_per_token (6 x matrix parameters + 6 L T C); MFU over the bf16 dense
 // datasheet peak (--peak-tflops, default 989 for H100/H200 SXM), as the issue's bar defines it.
 // With `--reference FILE` (written by benchmarks/gpu/gpt2_step_reference.py: "tokens/s mfu
@@ -19,9 +21,11 @@
 #include <utility>
 
 #include "myriad/core/philox.h"
+#include "myriad/cuda/cuda_backend.h"
 #include "myriad/cuda/device_context.h"
-#include "myriad/cuda/device_gpt.h"
 #include "myriad/nn/gpt_model.h"
+#include "myriad/ops/elementwise.h"
+#include "myriad/optim/adamw_optimizer.h"
 
 using namespace myriad;
 
@@ -91,24 +95,34 @@ int main(int argc, char** argv) {
   std::printf("bench_gpt2_step_gpu on %s: GPT-2 %lldL C768, B %lld x T %lld, %d steps, MFU over %.0f TFLOP/s\n",
               prop.name, static_cast<long long>(o.layers), static_cast<long long>(o.batch),
               static_cast<long long>(o.seq), o.steps, o.peak_tflops);
-  std::printf("| GEMMs | step (ms) | tokens/s | MFU | loss | activations (GiB) | vs PyTorch |\n");
+  std::printf("| compute | step (ms) | tokens/s | MFU | loss | activations (GiB) | vs PyTorch |\n");
   std::printf("|---|---|---|---|---|---|---|\n");
-  const std::pair<const char*, cuda::DeviceGptOptions> modes[] = {
-      {"f32", {}}, {"TF32", {.tf32 = true}}, {"bf16", {.operands = DType::bf16}}, {"f16", {.operands = DType::f16}}};
-  for (const auto& [mode, options] : modes) {
+  for (const DType format : {DType::f32, DType::bf16}) {
     cuda::DeviceContext context(0);
-    cuda::DeviceGpt model(context, config, o.batch, o.seq, options);
-    model.load_values(host.parameters().flat_values());
-    const optim::AdamWConfig adamw{};
+    cuda::CudaBackend backend(context);
+    const ops::Placement placement{&backend};
+    nn::GptModel model(config, {}, true, placement);
+    model.initialize(1234);  // the same values as the host model (drawn by name and index)
+    optim::AdamWOptimizer optimizer(model.parameters(), optim::AdamWConfig{});
+    Tensor compute;  // bf16: the weights the model reads, rounded after every update (as the Engine does)
+    if (format != DType::f32) {
+      nn::ParameterStore& store = model.parameters();
+      compute = placement.zeros({store.numel()});
+      store.rebind(0, store.numel(), compute, Tensor());
+      model.set_activation_precision(format);
+    }
     double mean_loss = 0.0;
     auto step = [&] {
-      model.zero_grads();
-      // f16 rows train with a fixed loss scale of 1024 (what a settled dynamic scaler holds).
-      const float scale = options.operands == DType::f16 ? 1024.0f : 1.0f;
-      const nn::LossSum loss = model.forward_backward(ids, targets, loss_scale * scale);
-      (void)model.step(6e-4f, adamw, 1.0f / scale);
+      model.parameters().zero_grads();
+      if (compute.defined()) {
+        copy(model.parameters().flat_values(), compute);
+        round_to_format(compute, format);
+      }
+      const nn::LossSum loss = model.forward_backward(ids, targets, loss_scale, nn::Recompute::none);
+      (void)optimizer.step(6e-4f, optimizer.grad_sum_squares());
       mean_loss = loss.sum / static_cast<double>(loss.tokens);
     };
+    const char* mode = format == DType::f32 ? "f32" : "bf16 (rounded f32)";
     for (int i = 0; i < 2; ++i) step();
     context.synchronize();
     const auto start = std::chrono::steady_clock::now();
@@ -120,9 +134,9 @@ int main(int argc, char** argv) {
     const double mfu = flops_per_token * tokens_per_second / (o.peak_tflops * 1e12);
     char ratio[32] = "-";
     if (reference_tokens > 0.0) std::snprintf(ratio, sizeof ratio, "%.2fx", tokens_per_second / reference_tokens);
-    std::printf("| %s | %.1f | %.0f | %.1f%% | %.3f | %.1f | %s |\n", mode, seconds * 1e3,
-                tokens_per_second, 100.0 * mfu, mean_loss, static_cast<double>(model.activation_bytes()) / (1 << 30),
-                ratio);
+    const nn::ActivationMemory activations = model.activation_memory(o.batch, o.seq, nn::Recompute::none);
+    std::printf("| %s | %.1f | %.0f | %.1f%% | %.3f | %.1f | %s |\n", mode, seconds * 1e3, tokens_per_second,
+                100.0 * mfu, mean_loss, static_cast<double>(activations.saved_bytes) / (1 << 30), ratio);
   }
   if (reference_tokens > 0.0) {
     std::printf("PyTorch reference (bf16 autocast): %.0f tokens/s, MFU %.1f%%\n", reference_tokens,

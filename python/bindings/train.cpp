@@ -14,6 +14,7 @@
 #include "myriad/data/bpe_tokenizer.h"
 #include "myriad/data/tokenize_corpus.h"
 #include "myriad/train/checkpoint_folder.h"
+#include "myriad/ops/placement.h"
 #include "myriad/train/engine.h"
 #include "myriad/train/interchange.h"
 
@@ -129,22 +130,22 @@ void bind_train(py::module_& m) {
                MYRIAD_CHECK(p.value.defined(), "Engine.parameters(): parameter '"
                                                    << p.name << "' is sharded (ZeRO stage 3) and not resident on "
                                                    << "this rank; save a checkpoint for the full tensors");
-               d[py::str(p.name)] = p.value;
+               d[py::str(p.name)] = ops::placement_of(p.value, "parameter").to_host(p.value);
              }
              return d;
-           }, "name -> Tensor view of each parameter (Tensor.numpy() gives a NumPy view)")
+           }, "name -> Tensor view of each parameter (Tensor.numpy() gives a NumPy view; with training.device "
+              "cuda a host copy)")
       .def("gradients", [](train::Engine& e) {
-             MYRIAD_CHECK(!e.trains_on_device(), "Engine.gradients(): with training.device cuda the gradients "
-                                                 "live on the GPU (only parameters are copied back)");
              py::dict d;
              for (nn::Parameter& p : e.model().parameters().all()) {
                MYRIAD_CHECK(p.grad.defined(), "Engine.gradients(): the gradient of '"
                                                   << p.name << "' is sharded (ZeRO stage 2/3) and not resident on "
                                                   << "this rank");
-               d[py::str(p.name)] = p.grad;
+               d[py::str(p.name)] = ops::placement_of(p.grad, "gradient").to_host(p.grad);
              }
              return d;
-           }, "name -> Tensor view of each gradient (as left by the last step)")
+           }, "name -> Tensor view of each gradient (as left by the last step; with training.device cuda a host "
+              "copy)")
       .def("tokenizer", [](const train::Engine& e) -> py::object {
              if (e.tokenizer() == nullptr) return py::none();
              return py::cast(*e.tokenizer());

@@ -8,6 +8,7 @@
 
 #include "myriad/core/error.h"
 #include "myriad/dist/comm_checks.h"
+#include "myriad/ops/elementwise.h"
 
 namespace myriad::dist {
 
@@ -19,9 +20,19 @@ class CompletedWork final : public CommWork {
   bool completed() const override { return true; }
 };
 
+// Host tensors by memcpy; a backend's device tensors by its copy op.
 void copy_bytes(const Tensor& input, const Tensor& output) {
-  if (input.nbytes() > 0) std::memcpy(output.raw_data(), input.raw_data(), input.nbytes());
+  if (input.nbytes() == 0) return;
+  if (input.device().is_cpu()) {
+    std::memcpy(output.raw_data(), input.raw_data(), input.nbytes());
+    return;
+  }
+  Tensor out = output;
+  copy(input, out);
 }
+
+// Tensors are accepted on whichever device they live (the checks then compare against it).
+DeviceType where(const Tensor& t) { return t.defined() ? t.device().type : DeviceType::cpu; }
 
 }  // namespace
 
@@ -34,24 +45,24 @@ WorkHandle LoopbackCommunicator::count(CommOp op) {
 }
 
 WorkHandle LoopbackCommunicator::all_reduce_async(Tensor tensor, ReduceOp) {
-  check_all_reduce_args(*this, tensor);
+  check_all_reduce_args(*this, tensor, where(tensor));
   return count(CommOp::all_reduce);
 }
 
 WorkHandle LoopbackCommunicator::reduce_scatter_async(Tensor input, Tensor output, ReduceOp) {
-  check_reduce_scatter_args(*this, input, output);
+  check_reduce_scatter_args(*this, input, output, where(input));
   copy_bytes(input, output);
   return count(CommOp::reduce_scatter);
 }
 
 WorkHandle LoopbackCommunicator::all_gather_async(Tensor input, Tensor output) {
-  check_all_gather_args(*this, input, output);
+  check_all_gather_args(*this, input, output, where(input));
   copy_bytes(input, output);
   return count(CommOp::all_gather);
 }
 
 WorkHandle LoopbackCommunicator::broadcast_async(Tensor tensor, int root) {
-  check_broadcast_args(*this, tensor, root);
+  check_broadcast_args(*this, tensor, root, where(tensor));
   return count(CommOp::broadcast);
 }
 
@@ -66,14 +77,14 @@ WorkHandle LoopbackCommunicator::recv_async(Tensor tensor, int peer, int tag) {
 }
 
 WorkHandle LoopbackCommunicator::all_to_all_async(Tensor input, Tensor output) {
-  check_all_to_all_args(*this, input, output);
+  check_all_to_all_args(*this, input, output, where(input));
   copy_bytes(input, output);
   return count(CommOp::all_to_all);
 }
 
 WorkHandle LoopbackCommunicator::all_to_all_v_async(Tensor input, std::vector<std::int64_t> send_counts, Tensor output,
                                                     std::vector<std::int64_t> recv_counts) {
-  check_all_to_all_v_args(*this, input, send_counts, output, recv_counts);
+  check_all_to_all_v_args(*this, input, send_counts, output, recv_counts, where(input));
   copy_bytes(input, output);
   return count(CommOp::all_to_all);
 }

@@ -1,36 +1,69 @@
-// Vocabulary-parallel embedding and cross-entropy: local work plus all-reduces over tp.
+// Vocabulary-parallel embedding and cross-entropy: the ops on this rank's shard, the per-token
+// combination on the host, all-reduces over tp.
 #include "myriad/dist/vocab_parallel.h"
 
 #include <algorithm>
 #include <cmath>
-#include <cstring>
 #include <limits>
 
 #include "myriad/core/error.h"
+#include "myriad/ops/cross_entropy.h"
+#include "myriad/ops/elementwise.h"
+#include "myriad/ops/embedding.h"
+#include "myriad/ops/placement.h"
 
 namespace myriad::dist {
 
 namespace {
 
-void check_rows(const char* op, const Tensor& t, std::int64_t rows, std::int64_t cols, DType dtype) {
-  MYRIAD_CHECK(t.dim() == 2 && t.size(0) == rows && t.size(1) == cols && t.dtype() == dtype && t.is_contiguous() &&
-                   t.device().is_cpu(),
-               op << ": expected a contiguous CPU (" << rows << ", " << cols << ") " << dtype_name(dtype)
-                  << " tensor, got " << t.describe());
+// The global ids or targets as a contiguous host vector, checked to lie in the real vocabulary.
+Tensor host_tokens(const char* op, const char* what, const VocabShard& shard, const Tensor& tokens,
+                   std::int32_t ignore_index, bool allow_ignore) {
+  MYRIAD_CHECK(tokens.dtype() == DType::i32, op << ": " << what << " must be i32, got " << tokens.describe());
+  Tensor host = ops::placement_of(tokens, what).to_host(tokens);
+  const std::int32_t* t = host.data<std::int32_t>();
+  for (std::int64_t i = 0; i < host.numel(); ++i) {
+    MYRIAD_CHECK((allow_ignore && t[i] == ignore_index) || (t[i] >= 0 && t[i] < shard.vocab_size),
+                 op << ": " << what << " " << t[i] << " at flat position " << i << " is outside the vocabulary [0, "
+                    << shard.vocab_size << ")");
+  }
+  return host;
 }
 
-void check_vector(const char* op, const char* what, const Tensor& t, std::int64_t n, DType dtype) {
-  MYRIAD_CHECK(t.dim() == 1 && t.size(0) == n && t.dtype() == dtype && t.is_contiguous(),
-               op << ": " << what << " must be a contiguous (" << n << ") " << dtype_name(dtype) << " tensor, got "
-                  << t.describe());
+// Global tokens -> this shard's rows: the row, or `elsewhere` when another shard holds the token
+// (ignore_index kept as it is), placed like `like`.
+Tensor local_tokens(const Tensor& host, const VocabShard& shard, std::int64_t rows, std::int32_t elsewhere,
+                    std::int32_t ignore_index, const Tensor& like) {
+  Tensor local = Tensor::empty(host.shape(), DType::i32);
+  const std::int32_t* t = host.data<std::int32_t>();
+  std::int32_t* out = local.data<std::int32_t>();
+  for (std::int64_t i = 0; i < host.numel(); ++i) {
+    const std::int64_t row = static_cast<std::int64_t>(t[i]) - shard.vocab_start;
+    out[i] = t[i] == ignore_index ? ignore_index : row >= 0 && row < rows ? static_cast<std::int32_t>(row) : elsewhere;
+  }
+  return ops::placement_of(like, "like").from_host(local);
 }
 
-// Columns [0, valid) of this shard belong to the real vocabulary.
-std::int64_t valid_columns(const VocabShard& shard, std::int64_t local) {
-  return std::clamp<std::int64_t>(shard.vocab_size - shard.vocab_start, 0, local);
+// `values` (host) into `out` (where `out` lives).
+void store(const Tensor& values, Tensor& out) {
+  const ops::Placement placement = ops::placement_of(out, "out");
+  copy(placement.from_host(values), out);
 }
+
+constexpr std::int32_t kNoIgnore = std::numeric_limits<std::int32_t>::min();
 
 }  // namespace
+
+std::int64_t VocabShard::real_columns(std::int64_t rows) const {
+  return std::clamp<std::int64_t>(vocab_size - vocab_start, 0, rows);
+}
+
+void vocab_parallel_embedding_lookup(const VocabShard& shard, const Tensor& ids, const Tensor& table, Tensor& out) {
+  const char* op = "vocab_parallel_embedding_forward";
+  const Tensor host = host_tokens(op, "id", shard, ids, kNoIgnore, false);
+  const Tensor local = local_tokens(host, shard, table.size(0), -1, kNoIgnore, table);
+  embedding_forward(EmbeddingArgs{.vocab_shard = true}, local, table, out);
+}
 
 void vocab_parallel_embedding_forward(Communicator& tp, const VocabShard& shard, const Tensor& ids,
                                       const Tensor& table, Tensor& out) {
@@ -38,116 +71,70 @@ void vocab_parallel_embedding_forward(Communicator& tp, const VocabShard& shard,
   tp.all_reduce(out);
 }
 
-void vocab_parallel_embedding_lookup(const VocabShard& shard, const Tensor& ids, const Tensor& table, Tensor& out) {
-  const std::int64_t n = ids.numel(), local = table.size(0), c = table.size(1);
-  check_vector("vocab_parallel_embedding_forward", "ids", ids, n, DType::i32);
-  check_rows("vocab_parallel_embedding_forward", table, local, c, DType::f32);
-  check_rows("vocab_parallel_embedding_forward", out, n, c, DType::f32);
-  const std::int32_t* id = ids.data<std::int32_t>();
-  const float* rows = table.data<float>();
-  float* o = out.data<float>();
-#pragma omp parallel for schedule(static)
-  for (std::int64_t i = 0; i < n; ++i) {
-    const std::int64_t row = id[i] - shard.vocab_start;
-    if (row >= 0 && row < local) {
-      std::memcpy(o + i * c, rows + row * c, static_cast<std::size_t>(c) * sizeof(float));
-    } else {
-      std::memset(o + i * c, 0, static_cast<std::size_t>(c) * sizeof(float));
-    }
-  }
-}
-
 void vocab_parallel_embedding_backward(const VocabShard& shard, const Tensor& ids, const Tensor& grad_out,
                                        Tensor& grad_table) {
-  const std::int64_t n = ids.numel(), local = grad_table.size(0), c = grad_table.size(1);
-  check_vector("vocab_parallel_embedding_backward", "ids", ids, n, DType::i32);
-  check_rows("vocab_parallel_embedding_backward", grad_out, n, c, DType::f32);
-  check_rows("vocab_parallel_embedding_backward", grad_table, local, c, DType::f32);
-  const std::int32_t* id = ids.data<std::int32_t>();
-  const float* g = grad_out.data<float>();
-  float* gt = grad_table.data<float>();
-  // Row-major order over ids for every table row: deterministic whatever the thread count
-  // (threads split the table's columns, never the ids).
-#pragma omp parallel for schedule(static)
-  for (std::int64_t col = 0; col < c; ++col) {
-    for (std::int64_t i = 0; i < n; ++i) {
-      const std::int64_t row = id[i] - shard.vocab_start;
-      if (row >= 0 && row < local) gt[row * c + col] += g[i * c + col];
-    }
-  }
+  const char* op = "vocab_parallel_embedding_backward";
+  const Tensor host = host_tokens(op, "id", shard, ids, kNoIgnore, false);
+  const Tensor local = local_tokens(host, shard, grad_table.size(0), -1, kNoIgnore, grad_table);
+  embedding_backward(EmbeddingArgs{.vocab_shard = true}, local, grad_out, grad_table);
 }
 
 void vocab_parallel_cross_entropy_forward(Communicator& tp, const VocabShard& shard, const Tensor& logits,
                                           const Tensor& targets, std::int32_t ignore_index, Tensor& losses,
                                           Tensor& lse) {
-  const std::int64_t n = logits.size(0), local = logits.size(1);
-  check_rows("vocab_parallel_cross_entropy_forward", logits, n, local, DType::f32);
-  check_vector("vocab_parallel_cross_entropy_forward", "targets", targets, n, DType::i32);
-  check_vector("vocab_parallel_cross_entropy_forward", "losses", losses, n, DType::f32);
-  check_vector("vocab_parallel_cross_entropy_forward", "lse", lse, n, DType::f32);
-  const std::int32_t* target = targets.data<std::int32_t>();
-  for (std::int64_t i = 0; i < n; ++i) {
-    MYRIAD_CHECK(target[i] == ignore_index || (target[i] >= 0 && target[i] < shard.vocab_size),
-                 "vocab_parallel_cross_entropy_forward: target " << target[i] << " of row " << i
-                                                                 << " is outside the vocabulary [0, "
-                                                                 << shard.vocab_size << ")");
+  const char* op = "vocab_parallel_cross_entropy_forward";
+  const std::int64_t n = targets.numel();
+  const Tensor host = host_tokens(op, "target", shard, targets, ignore_index, true);
+  const bool holds_columns = logits.defined() && logits.numel() > 0;
+  const std::int64_t columns = holds_columns ? logits.size(1) : 0;
+  // This shard's lse and loss over its columns (targets elsewhere as ignored: loss 0).
+  Tensor local_lse = Tensor::full({n}, -std::numeric_limits<float>::infinity());
+  Tensor local_loss = Tensor::zeros({n});
+  if (holds_columns) {
+    MYRIAD_CHECK(logits.dim() == 2 && logits.size(0) == n,
+                 op << ": logits " << logits.describe() << " must be (" << n << ", real columns)");
+    const Tensor local = local_tokens(host, shard, columns, ignore_index, ignore_index, logits);
+    const ops::Placement placement = ops::placement_of(logits, "logits");
+    Tensor l = placement.empty({n}), s = placement.empty({n});
+    cross_entropy_forward(CrossEntropyArgs{.ignore_index = ignore_index}, logits, local, l, s);
+    local_loss = placement.to_host(l);
+    local_lse = placement.to_host(s);
   }
-  const std::int64_t valid = valid_columns(shard, local);
-  const float* x = logits.data<float>();
-  Tensor maxima = Tensor::empty({n});
-  float* m = maxima.data<float>();
-#pragma omp parallel for schedule(static)
-  for (std::int64_t i = 0; i < n; ++i) {
-    float best = -std::numeric_limits<float>::infinity();
-    for (std::int64_t j = 0; j < valid; ++j) best = std::max(best, x[i * local + j]);
-    m[i] = best;
-  }
+  const std::int32_t* t = host.data<std::int32_t>();
+  Tensor maxima = local_lse.clone();
   tp.all_reduce(maxima, ReduceOp::max);
-  Tensor packed = Tensor::empty({2 * n});  // [sum of exp | target logit]
+  Tensor packed = Tensor::zeros({2 * n});  // [sum of exp(l_r - max) | target logit]
   float* sums = packed.data<float>();
   float* picked = sums + n;
-#pragma omp parallel for schedule(static)
+  const float* l = local_lse.data<float>();
+  const float* loss = local_loss.data<float>();
+  const float* m = maxima.data<float>();
   for (std::int64_t i = 0; i < n; ++i) {
-    double s = 0.0;
-    for (std::int64_t j = 0; j < valid; ++j) s += std::exp(static_cast<double>(x[i * local + j] - m[i]));
-    sums[i] = static_cast<float>(s);
-    const std::int64_t col = static_cast<std::int64_t>(target[i]) - shard.vocab_start;
-    picked[i] = (target[i] != ignore_index && col >= 0 && col < valid) ? x[i * local + col] : 0.0f;
+    sums[i] = holds_columns ? std::exp(l[i] - m[i]) : 0.0f;
+    const std::int64_t column = static_cast<std::int64_t>(t[i]) - shard.vocab_start;
+    if (t[i] != ignore_index && column >= 0 && column < columns) picked[i] = l[i] - loss[i];
   }
   tp.all_reduce(packed);
-  float* l = losses.data<float>();
-  float* out_lse = lse.data<float>();
+  Tensor host_lse = Tensor::empty({n}), host_losses = Tensor::empty({n});
   for (std::int64_t i = 0; i < n; ++i) {
-    out_lse[i] = m[i] + std::log(sums[i]);
-    l[i] = target[i] == ignore_index ? 0.0f : out_lse[i] - picked[i];
+    host_lse.data<float>()[i] = m[i] + std::log(sums[i]);
+    host_losses.data<float>()[i] = t[i] == ignore_index ? 0.0f : host_lse.data<float>()[i] - picked[i];
   }
+  store(host_lse, lse);
+  store(host_losses, losses);
 }
 
 void vocab_parallel_cross_entropy_backward(const VocabShard& shard, const Tensor& logits, const Tensor& targets,
                                            std::int32_t ignore_index, const Tensor& lse, const Tensor& grad_losses,
                                            Tensor& grad_logits) {
-  const std::int64_t n = logits.size(0), local = logits.size(1);
-  check_rows("vocab_parallel_cross_entropy_backward", logits, n, local, DType::f32);
-  check_rows("vocab_parallel_cross_entropy_backward", grad_logits, n, local, DType::f32);
-  check_vector("vocab_parallel_cross_entropy_backward", "targets", targets, n, DType::i32);
-  check_vector("vocab_parallel_cross_entropy_backward", "lse", lse, n, DType::f32);
-  check_vector("vocab_parallel_cross_entropy_backward", "grad_losses", grad_losses, n, DType::f32);
-  const std::int64_t valid = valid_columns(shard, local);
-  const float* x = logits.data<float>();
-  const std::int32_t* target = targets.data<std::int32_t>();
-  const float* s = lse.data<float>();
-  const float* g = grad_losses.data<float>();
-  float* out = grad_logits.data<float>();
-#pragma omp parallel for schedule(static)
-  for (std::int64_t i = 0; i < n; ++i) {
-    const bool ignored = target[i] == ignore_index;
-    const std::int64_t col = static_cast<std::int64_t>(target[i]) - shard.vocab_start;
-    for (std::int64_t j = 0; j < local; ++j) {
-      float value = 0.0f;
-      if (!ignored && j < valid) value = (std::exp(x[i * local + j] - s[i]) - (j == col ? 1.0f : 0.0f)) * g[i];
-      out[i * local + j] = value;  // read x[i, j] before writing: grad_logits may alias logits
-    }
-  }
+  if (!logits.defined() || logits.numel() == 0) return;  // no real vocabulary here
+  const char* op = "vocab_parallel_cross_entropy_backward";
+  const Tensor host = host_tokens(op, "target", shard, targets, ignore_index, true);
+  // Another shard's target: a negative value that is not ignore_index, the softmax part only.
+  const std::int32_t elsewhere = ignore_index == -1 ? -2 : -1;
+  const Tensor local = local_tokens(host, shard, logits.size(1), elsewhere, ignore_index, logits);
+  cross_entropy_backward(CrossEntropyArgs{.ignore_index = ignore_index, .vocab_shard = true}, logits, local, lse,
+                         grad_losses, grad_logits);
 }
 
 }  // namespace myriad::dist

@@ -4,12 +4,12 @@
 
 #include <cstring>
 
-#include "myriad/core/precision.h"
 #include "myriad/dist/tensor_parallel_region.h"
 #include "myriad/dist/vocab_parallel.h"
 #include "myriad/nn/linear.h"
 #include "myriad/ops/cross_entropy.h"
 #include "myriad/ops/embedding.h"
+#include "myriad/ops/elementwise.h"
 #include "myriad/ops/norms.h"
 
 namespace myriad::nn {
@@ -17,11 +17,6 @@ namespace myriad::nn {
 GptModel::GptModel(const TransformerConfig& config, const ModelSplit& split, bool allocate, ops::Placement placement)
     : config_(config), split_(split), placement_(placement) {
   config_.validate();
-  MYRIAD_CHECK(placement_.on_host() || (split_.tp_size() == 1 && split_.chunks.size() <= 1 && split_.first_stage &&
-                                        split_.last_stage),
-               "model: on " << placement_.device().str()
-                            << " the model runs whole on one rank for now (tp 1, one pipeline stage); tensor and "
-                               "pipeline parallelism on device tensors come with the NCCL groups (issue 17)");
   const int tp = split_.tp_size();
   MYRIAD_CHECK(config_.n_head % tp == 0 && config_.n_kv_head % tp == 0 && config_.ffn_hidden % tp == 0 &&
                    config_.padded_vocab_size() % tp == 0,
@@ -119,8 +114,7 @@ GptModel::Slot GptModel::make_slot() const {
     s.hf = placement_.empty(rows);
     s.hf_mean = placement_.empty({rows[0] * rows[1]});
     s.hf_rstd = placement_.empty({rows[0] * rows[1]});
-    const std::int64_t V = split_.tp_size() > 1 ? config_.padded_vocab_size() / split_.tp_size() : config_.vocab_size;
-    s.logits = placement_.empty({N, V});
+    s.logits = placement_.empty({N, head_columns()});
     s.losses = placement_.empty({N});
     s.lse = placement_.empty({N});
   }
@@ -231,14 +225,14 @@ LossSum GptModel::forward_chunk(int chunk, int slot_index, const Tensor& ids, co
   const auto [first, last] = chunk_blocks_.at(chunk);
   if (chunk_is_first(chunk)) {
     embed(ids, s.residual[static_cast<std::size_t>(first + chunk)]);
-    round_to_precision(s.residual[static_cast<std::size_t>(first + chunk)], activation_precision_);
+    round_to_format(s.residual[static_cast<std::size_t>(first + chunk)], activation_precision_);
   }
   const int block_unit0 = embedding_unit_ >= 0 ? 1 : 0;
   for (int i = first; i < last; ++i) {
     const auto r = static_cast<std::size_t>(i + chunk);
     acquire(block_unit0 + i, Pass::forward);
     blocks_[i].forward(store_, s.residual[r], s.residual[r + 1], s.blocks[i], b.scratch);
-    round_to_precision(s.residual[r + 1], activation_precision_);
+    round_to_format(s.residual[r + 1], activation_precision_);
     release(block_unit0 + i, Pass::forward);
   }
   return chunk_is_last(chunk) ? head_forward(s, targets) : LossSum{};
@@ -250,7 +244,7 @@ void GptModel::backward_chunk(int chunk, int slot_index, const Tensor& ids, cons
   Tensor& grad = s.grad.at(chunk);
   if (chunk_is_last(chunk)) {
     head_backward(s, targets, loss_scale, grad);
-    round_to_precision(grad, activation_precision_);
+    round_to_format(grad, activation_precision_);
   }
   const auto [first, last] = chunk_blocks_.at(chunk);
   const int block_unit0 = embedding_unit_ >= 0 ? 1 : 0;
@@ -259,7 +253,7 @@ void GptModel::backward_chunk(int chunk, int slot_index, const Tensor& ids, cons
     acquire(block_unit0 + i, Pass::backward);
     blocks_[i].recompute(store_, s.residual[r], s.blocks[i], b.scratch, b.mode);
     blocks_[i].backward(store_, s.residual[r], s.blocks[i], b.scratch, grad);
-    round_to_precision(grad, activation_precision_);
+    round_to_format(grad, activation_precision_);
     release(block_unit0 + i, Pass::backward);
     grads_ready(block_unit0 + i);
   }

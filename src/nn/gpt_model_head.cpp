@@ -18,30 +18,33 @@ std::int64_t GptModel::vocab_start() const {
   return config_.padded_vocab_size() * split_.tp_rank() / split_.tp_size();
 }
 
+std::int64_t GptModel::head_columns() const {
+  return dist::VocabShard{vocab_start(), config_.vocab_size}.real_columns(config_.padded_vocab_size() /
+                                                                          split_.tp_size());
+}
+
 Tensor GptModel::head_weight(bool grad) const {
   const Parameter& p = store_[head_];
   const Tensor& t = grad ? p.grad : p.value;
-  if (split_.tp_size() > 1) return t;  // this rank's vocabulary rows; the loss masks the padding
-  return t.slice(0, 0, config_.vocab_size);  // real vocabulary rows only
+  return t.slice(0, 0, head_columns());  // this rank's real vocabulary rows: padding never gets logits
 }
 
 void GptModel::embed(const Tensor& ids_in, Tensor& out) {
   Buffers& b = buffers_;
-  const Tensor ids = placement_.from_host(ids_in);
   const std::int64_t N = b.B * b.T, C = config_.n_embd;
   const bool head_shares = head_ == wte_;
   acquire(embedding_unit_, Pass::forward);
   if (split_.tp_size() == 1) {
-    embedding_forward(EmbeddingArgs{}, ids, store_[wte_].value, out);
+    embedding_forward(EmbeddingArgs{}, placement_.from_host(ids_in), store_[wte_].value, out);
   } else {
-    const dist::VocabShard shard{vocab_start(), config_.vocab_size};
+    const dist::VocabShard shard = dist::VocabShard{vocab_start(), config_.vocab_size};
     if (split_.sharded_sequence()) {  // every rank's partial lookup, summed into each rank's rows
       Tensor partial = b.scratch.d_h.view({N, C});
-      dist::vocab_parallel_embedding_lookup(shard, ids.view({N}), store_[wte_].value, partial);
+      dist::vocab_parallel_embedding_lookup(shard, ids_in.view({N}), store_[wte_].value, partial);
       dist::reduce_scatter_to_sequence_region_forward(*split_.tp, partial, out);
     } else {
       Tensor flat = out.view({N, C});
-      dist::vocab_parallel_embedding_forward(*split_.tp, shard, ids.view({N}), store_[wte_].value, flat);
+      dist::vocab_parallel_embedding_forward(*split_.tp, shard, ids_in.view({N}), store_[wte_].value, flat);
     }
   }
   if (wpe_ != npos) {
@@ -53,7 +56,6 @@ void GptModel::embed(const Tensor& ids_in, Tensor& out) {
 
 void GptModel::embed_backward(const Tensor& ids_in, const Tensor& grad) {
   Buffers& b = buffers_;
-  const Tensor ids = placement_.from_host(ids_in);
   const std::int64_t N = b.B * b.T, C = config_.n_embd;
   const Pass pass = head_ == wte_ ? Pass::backward : Pass::backward_grads;
   if (pass == Pass::backward_grads) acquire(embedding_unit_, pass);
@@ -65,10 +67,9 @@ void GptModel::embed_backward(const Tensor& ids_in, const Tensor& grad) {
     full = b.scratch.d_full;
   }
   if (split_.tp_size() == 1) {
-    embedding_backward(EmbeddingArgs{}, ids, full, store_[wte_].grad);
+    embedding_backward(EmbeddingArgs{}, placement_.from_host(ids_in), full, store_[wte_].grad);
   } else {
-    const dist::VocabShard shard{vocab_start(), config_.vocab_size};
-    dist::vocab_parallel_embedding_backward(shard, ids.view({N}), full.view({N, C}), store_[wte_].grad);
+    dist::vocab_parallel_embedding_backward(dist::VocabShard{vocab_start(), config_.vocab_size}, ids_in.view({N}), full.view({N, C}), store_[wte_].grad);
   }
   if (wpe_ != npos) embedding_backward(EmbeddingArgs{}, b.positions, full.view({b.B, b.T, C}), store_[wpe_].grad);
   release(embedding_unit_, pass);
@@ -93,19 +94,20 @@ LossSum GptModel::head_forward(Slot& s, const Tensor& targets_in) {
   } else {
     rmsnorm_forward(RmsnormArgs{.eps = config_.norm_eps}, last, store_[norm_w_].value, s.hf, s.hf_rstd);
   }
-  linear_forward(head_input(s), head_weight(false), Tensor(), s.logits);
+  const Tensor input = head_input(s);  // sequence parallel: gathered on every rank, columns or not
+  if (head_columns() > 0) linear_forward(input, head_weight(false), Tensor(), s.logits);
   release(head_unit_, Pass::forward);
   if (head_ == wte_) release(embedding_unit_, Pass::forward);
   LossSum result;
   if (!targets_in.defined()) return result;
   // The targets on the host (to count them) and where the loss runs.
   const Tensor host_targets = placement_.to_host(targets_in).view({N});
-  const Tensor targets = placement_.from_host(host_targets);
   if (split_.tp_size() == 1) {
-    cross_entropy_forward(CrossEntropyArgs{.ignore_index = kIgnoreIndex}, s.logits, targets, s.losses, s.lse);
+    cross_entropy_forward(CrossEntropyArgs{.ignore_index = kIgnoreIndex}, s.logits, placement_.from_host(host_targets),
+                          s.losses, s.lse);
   } else {
-    dist::vocab_parallel_cross_entropy_forward(*split_.tp, dist::VocabShard{vocab_start(), config_.vocab_size},
-                                               s.logits, targets, kIgnoreIndex, s.losses, s.lse);
+    dist::vocab_parallel_cross_entropy_forward(*split_.tp, dist::VocabShard{vocab_start(), config_.vocab_size}, s.logits, host_targets, kIgnoreIndex,
+                                               s.losses, s.lse);
   }
   const Tensor host_losses = placement_.to_host(s.losses);
   const float* losses = host_losses.data<float>();
@@ -120,18 +122,22 @@ void GptModel::head_backward(Slot& s, const Tensor& targets_in, float loss_scale
   acquire(head_unit_, Pass::backward);
   if (head_ == wte_) acquire(embedding_unit_, Pass::backward);
   fill(b.grad_losses, loss_scale);
-  const Tensor targets = placement_.from_host(targets_in).view({N});
   // dlogits overwrite the logits buffer (the op reads each element first).
   if (split_.tp_size() == 1) {
-    cross_entropy_backward(CrossEntropyArgs{.ignore_index = kIgnoreIndex}, s.logits, targets, s.lse, b.grad_losses,
-                           s.logits);
+    cross_entropy_backward(CrossEntropyArgs{.ignore_index = kIgnoreIndex}, s.logits,
+                           placement_.from_host(targets_in).view({N}), s.lse, b.grad_losses, s.logits);
   } else {
-    dist::vocab_parallel_cross_entropy_backward(dist::VocabShard{vocab_start(), config_.vocab_size}, s.logits, targets,
-                                                kIgnoreIndex, s.lse, b.grad_losses, s.logits);
+    dist::vocab_parallel_cross_entropy_backward(dist::VocabShard{vocab_start(), config_.vocab_size}, s.logits, targets_in.view({N}), kIgnoreIndex, s.lse,
+                                                b.grad_losses, s.logits);
   }
   Tensor head_grad = head_weight(true), no_bias;
   Tensor d_hf = b.d_hf.view({N, C});
-  linear_backward(head_input(s), head_weight(false), s.logits, d_hf, false, head_grad, no_bias);
+  const Tensor input = head_input(s);
+  if (head_columns() > 0) {
+    linear_backward(input, head_weight(false), s.logits, d_hf, false, head_grad, no_bias);
+  } else {
+    zero(d_hf);  // no real vocabulary here: this rank adds nothing to the input's gradient
+  }
   Tensor d_rows = b.d_hf;  // sum the vocabulary shards' contributions over tp
   if (split_.sharded_sequence()) {
     d_rows = b.scratch.d_hs;

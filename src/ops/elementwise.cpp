@@ -1,6 +1,8 @@
 // Elementwise dispatch points: validate shapes / dtypes / layouts / devices, then pick the backend.
 #include "myriad/ops/elementwise.h"
 
+#include "myriad/core/precision.h"
+
 #include "myriad/ops/backend.h"
 #include "myriad/ops/op_checks.h"
 
@@ -70,6 +72,20 @@ void zero(Tensor& t) {
   ops::check_contiguous(op, "t", t);
   if (t.device().is_cpu()) return cpu::zero(t);
   ops::backend_of(op, {{"t", &t}}).zero(t);
+}
+
+void round_to_format(Tensor& t, DType format) {
+  const char* op = "round_to_format";
+  check_operand(op, "t", t);
+  MYRIAD_CHECK(format == DType::f32 || format == DType::bf16 || format == DType::f16,
+               op << ": format must be f32, bf16 or f16, got " << dtype_name(format));
+  if (format == DType::f32) return;
+  if (t.device().is_cpu()) return round_to_precision(t, format);
+  // On a backend: through a tensor of the format (its conversion rounds to nearest even).
+  ops::Backend& backend = ops::backend_of(op, {{"t", &t}});
+  Tensor narrow = backend.empty(t.shape(), format);
+  backend.copy(t, narrow);
+  backend.copy(narrow, t);
 }
 
 }  // namespace myriad

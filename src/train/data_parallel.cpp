@@ -7,6 +7,7 @@
 
 #include "myriad/dist/scalar_reduce.h"
 #include "myriad/nn/linear.h"
+#include "myriad/ops/elementwise.h"
 
 namespace myriad::train {
 
@@ -25,12 +26,34 @@ void parallel_copy(float* destination, const float* source, std::int64_t n) {
     std::memcpy(destination + begin, source + begin, static_cast<std::size_t>(count) * sizeof(float));
   }
 }
+
+// host[0, n) <- `source` (n contiguous floats, on the host or a backend's device).
+void copy_to_host(const Tensor& source, float* host) {
+  if (source.device().is_cpu()) return parallel_copy(host, source.data<float>(), source.numel());
+  const Tensor copy = ops::placement_of(source, "source").to_host(source);
+  parallel_copy(host, copy.data<float>(), copy.numel());
+}
+
+// `target` (contiguous, on the host or a device) <- host[0, target.numel()).
+void copy_from_host(const float* host, Tensor& target) {
+  if (target.device().is_cpu()) return parallel_copy(target.data<float>(), host, target.numel());
+  Tensor staged = Tensor::empty(target.shape());
+  parallel_copy(staged.data<float>(), host, target.numel());
+  copy(ops::placement_of(target, "target").from_host(staged), target);
+}
+
+// dst <- src, both contiguous f32 where the state lives.
+void copy_floats(const Tensor& src, Tensor& dst) {
+  if (dst.device().is_cpu()) return parallel_copy(dst.data<float>(), src.data<float>(), dst.numel());
+  copy(src, dst);
+}
 }  // namespace
 
 DataParallel::DataParallel(nn::GptModel& model, dist::Communicator& dp, const DataParallelOptions& options,
                            const optim::AdamWConfig& adam)
     : model_(model),
       store_(model.parameters()),
+      placement_(model.parameters().placement()),
       dp_(dp),
       stage_(options.zero_stage),
       options_(options),
@@ -44,12 +67,12 @@ DataParallel::DataParallel(nn::GptModel& model, dist::Communicator& dp, const Da
   for (const nn::Parameter& p : store_.all()) spans.push_back({p.offset, shape_numel(p.shape)});
   segments_ = layout_.segments(spans);
   const std::size_t units = model.units().size();
-  if (stage_ >= 1) shard_grads_ = Tensor::zeros({layout_.shard_elements()});
+  if (stage_ >= 1) shard_grads_ = placement_.zeros({layout_.shard_elements()});
   if (stage_ == 3) {
-    shard_values_ = Tensor::empty({layout_.shard_elements()});
+    shard_values_ = placement_.empty({layout_.shard_elements()});
     for (const dist::ZeroBucket& b : layout_.buckets()) {
       Tensor mine = flat_view(shard_values_, b.shard_offset, b.shard_offset + b.owned.size());
-      mine.copy_from(flat_view(store_.flat_values(), b.owned.begin, b.owned.end));
+      copy_floats(flat_view(store_.flat_values(), b.owned.begin, b.owned.end), mine);
     }
     store_.drop_flat_values();
   }
@@ -94,7 +117,7 @@ void DataParallel::track(std::int64_t delta_bytes) {
 
 void DataParallel::zero_grads() {
   if (stage_ <= 1) store_.zero_grads();
-  if (shard_grads_.defined()) std::memset(shard_grads_.raw_data(), 0, shard_grads_.nbytes());
+  if (shard_grads_.defined()) zero(shard_grads_);
 }
 
 void DataParallel::begin_micro_batch(bool last_of_step) {
@@ -128,7 +151,7 @@ void DataParallel::launch_bucket(int bucket) {
     p.unit_grads = unit_grads_[u];
     unit_grads_[u] = Tensor();
     store_.unbind(unit.begin, unit.end, false, true);
-    p.reduced = Tensor::empty({b.owned.size()});
+    p.reduced = placement_.empty({b.owned.size()});
     track(static_cast<std::int64_t>(p.reduced.nbytes()));
     p.work = dp_.reduce_scatter_async(p.unit_grads, p.reduced);
   }
@@ -182,7 +205,7 @@ void DataParallel::acquire(int unit, nn::Pass pass) {
   const auto u = static_cast<std::size_t>(unit);
   const nn::ParamUnit& range = model_.units()[u];
   if (stage_ >= 2 && pass != nn::Pass::forward && !unit_grads_[u].defined()) {
-    unit_grads_[u] = Tensor::zeros({range.size()});
+    unit_grads_[u] = placement_.zeros({range.size()});
     track(static_cast<std::int64_t>(unit_grads_[u].nbytes()));
     store_.rebind(range.begin, range.end, Tensor(), unit_grads_[u]);
   }
@@ -206,7 +229,7 @@ void DataParallel::prefetch_values(int unit) {
   if (unit_values_[u].defined()) return;
   const nn::ParamUnit& range = model_.units()[u];
   const dist::ZeroBucket& b = layout_.buckets()[static_cast<std::size_t>(layout_.bucket_of_unit(unit))];
-  unit_values_[u] = Tensor::empty({range.size()});
+  unit_values_[u] = placement_.empty({range.size()});
   track(static_cast<std::int64_t>(unit_values_[u].nbytes()));
   value_gathers_[u] = dp_.all_gather_async(flat_view(shard_values_, b.shard_offset, b.shard_offset + b.owned.size()),
                                            unit_values_[u]);
@@ -219,6 +242,7 @@ void DataParallel::ensure_values(int unit) {
   if (value_gathers_[u]) {
     value_gathers_[u]->wait();
     value_gathers_[u].reset();
+    round_to_format(unit_values_[u], options_.compute_format);
   }
 }
 
@@ -247,7 +271,7 @@ void DataParallel::gather_from_shard(const Tensor& shard_in, Tensor& full) {
     Tensor mine = flat_view(shard, b.shard_offset, b.shard_offset + b.owned.size());
     Tensor whole = flat_view(full, b.begin, b.end);
     if (layout_.parts() == 1) {
-      parallel_copy(whole.data<float>(), mine.data<float>(), b.owned.size());
+      copy_floats(mine, whole);
     } else {
       gathers.push_back(dp_.all_gather_async(mine, whole));
     }
@@ -255,14 +279,16 @@ void DataParallel::gather_from_shard(const Tensor& shard_in, Tensor& full) {
   for (dist::WorkHandle& g : gathers) g->wait();
 }
 
-void DataParallel::moments_to_full(const Tensor& packed, Tensor& full) {
+void DataParallel::moments_to_full(const Tensor& packed_in, Tensor& full) {
   const bool sharded = layout_.parts() > 1;
-  if (sharded && !moment_shard_.defined()) moment_shard_ = Tensor::zeros({layout_.shard_elements()});
-  float* target = sharded ? moment_shard_.data<float>() : full.data<float>();
+  if (sharded && !moment_shard_.defined()) moment_shard_ = placement_.zeros({layout_.shard_elements()});
+  Tensor target = sharded ? moment_shard_ : full;
+  Tensor packed = packed_in;
   std::int64_t position = 0;
   for (const dist::ZeroSegment& s : segments_) {
-    const std::int64_t n = s.end - s.begin;
-    parallel_copy(target + (sharded ? s.shard_position : s.begin), packed.data<float>() + position, n);
+    const std::int64_t n = s.end - s.begin, at = sharded ? s.shard_position : s.begin;
+    Tensor into = flat_view(target, at, at + n);
+    copy_floats(flat_view(packed, position, position + n), into);
     position += n;
   }
   if (sharded) gather_from_shard(moment_shard_, full);
@@ -273,13 +299,20 @@ void DataParallel::snapshot_full(FullState& out) {
   for (Tensor* t : {&out.values, &out.m, &out.v}) {
     if (!t->defined() || t->numel() != n) *t = Tensor::zeros({n});
   }
+  // Assembled where the state lives (the gathers run there), then brought to the host.
+  Tensor full = placement_.on_host() ? out.values : placement_.zeros({n});
   if (stage_ == 3) {
-    gather_from_shard(shard_values_, out.values);
+    gather_from_shard(shard_values_, full);
   } else {
-    parallel_copy(out.values.data<float>(), store_.flat_values().data<float>(), n);
+    copy_floats(store_.flat_values(), full);
   }
-  moments_to_full(optimizer_->m(), out.m);
-  moments_to_full(optimizer_->v(), out.v);
+  if (!placement_.on_host()) copy_to_host(full, out.values.data<float>());
+  for (auto [packed, host] : {std::pair{&optimizer_->m(), &out.m}, std::pair{&optimizer_->v(), &out.v}}) {
+    Tensor target = placement_.on_host() ? *host : full;
+    if (!placement_.on_host()) zero(full);  // padding between parameters reads 0
+    moments_to_full(*packed, target);
+    if (!placement_.on_host()) copy_to_host(full, host->data<float>());
+  }
 }
 
 void DataParallel::snapshot_owned(OwnedState& out) {
@@ -291,16 +324,18 @@ void DataParallel::snapshot_owned(OwnedState& out) {
   std::int64_t packed = 0;
   for (const dist::ZeroSegment& s : segments_) {
     const std::int64_t count = s.end - s.begin;
-    const float* source = stage_ == 3 ? shard_values_.data<float>() + s.shard_position
-                                      : store_.flat_values().data<float>() + s.begin;
-    parallel_copy(out.values.data<float>() + packed, source, count);
+    const Tensor source = stage_ == 3 ? flat_view(shard_values_, s.shard_position, s.shard_position + count)
+                                      : flat_view(store_.flat_values(), s.begin, s.end);
+    copy_to_host(source, out.values.data<float>() + packed);
     dist::ZeroSegment owned = s;
     owned.shard_position = packed;
     out.segments.push_back(owned);
     packed += count;
   }
-  parallel_copy(out.m.data<float>(), optimizer_->m().data<float>(), n);
-  parallel_copy(out.v.data<float>(), optimizer_->v().data<float>(), n);
+  if (n > 0) {
+    copy_to_host(optimizer_->m(), out.m.data<float>());
+    copy_to_host(optimizer_->v(), out.v.data<float>());
+  }
 }
 
 void DataParallel::load_full(const Tensor& values, const Tensor& m, const Tensor& v) {
@@ -311,25 +346,29 @@ void DataParallel::load_full(const Tensor& values, const Tensor& m, const Tensor
   }
   if (stage_ == 3) {
     for (const dist::ZeroBucket& b : layout_.buckets()) {
-      std::memcpy(shard_values_.data<float>() + b.shard_offset, values.data<float>() + b.owned.begin,
-                  b.owned.size() * sizeof(float));
+      Tensor mine = flat_view(shard_values_, b.shard_offset, b.shard_offset + b.owned.size());
+      copy_from_host(values.data<float>() + b.owned.begin, mine);
     }
   } else {
-    store_.flat_values().copy_from(values);
+    Tensor flat = store_.flat_values();
+    copy_from_host(values.data<float>(), flat);
   }
   std::int64_t position = 0;
   for (const dist::ZeroSegment& s : segments_) {
     const std::int64_t n = s.end - s.begin;
-    std::memcpy(optimizer_->m().data<float>() + position, m.data<float>() + s.begin, n * sizeof(float));
-    std::memcpy(optimizer_->v().data<float>() + position, v.data<float>() + s.begin, n * sizeof(float));
+    Tensor m_part = flat_view(optimizer_->m(), position, position + n);
+    Tensor v_part = flat_view(optimizer_->v(), position, position + n);
+    copy_from_host(m.data<float>() + s.begin, m_part);
+    copy_from_host(v.data<float>() + s.begin, v_part);
     position += n;
   }
 }
 
 void DataParallel::gather_all() {
   if (stage_ != 3 || all_gathered_) return;
-  Tensor full = Tensor::zeros({store_.numel()});
+  Tensor full = placement_.zeros({store_.numel()});
   gather_from_shard(shard_values_, full);
+  round_to_format(full, options_.compute_format);
   track(static_cast<std::int64_t>(full.nbytes()));
   store_.rebind(0, store_.numel(), full, Tensor());
   all_gathered_ = true;

@@ -120,7 +120,13 @@ Engine::Engine(const RunConfig& config, std::shared_ptr<spdlog::logger> log, dis
   const std::int64_t T = config_.training.seq_len;
   train_sampler_ = std::make_unique<data::TrainSampler>(*train_shards_, T, config_.training.seed);
   eval_sampler_ = std::make_unique<data::EvalSampler>(*val_shards_, T);
-  model_ = std::make_unique<nn::GptModel>(transformer_config(config_.model, config_.model.vocab_size), model_split());
+  if (config_.training.device == ComputeDevice::cuda) {
+    // The one model, placed on the rank's GPU; its groups carry device tensors over NCCL.
+    device_ = make_device_runtime(*groups_, config_.parallel.collective_timeout);
+    log_->info("device: {}", device_->describe());
+  }
+  model_ = std::make_unique<nn::GptModel>(transformer_config(config_.model, config_.model.vocab_size), model_split(),
+                                          true, device_ ? device_->placement() : ops::Placement{});
   model_->initialize(config_.training.seed);
   if (model_parallel()) serial_layout_ = std::make_unique<SerialLayout>(*model_);
   optim::AdamWConfig& adam = adam_;
@@ -136,29 +142,9 @@ Engine::Engine(const RunConfig& config, std::shared_ptr<spdlog::logger> log, dis
   dp_options.bucket_elements = static_cast<std::int64_t>(config_.parallel.bucket_mb * 1048576.0 / 4.0);
   dp_options.model_parallel = {&tp(), &pp()};
   dp_options.reduce_after_backward = config_.parallel.pp > 1;
+  if (config_.parallel.zero_stage == 3) dp_options.compute_format = compute_format(config_.training.precision);
   data_parallel_ = std::make_unique<DataParallel>(*model_, dp(), dp_options, adam);
-  if (config_.training.device == ComputeDevice::cuda) {
-    // The GPU holds the working state; the host model stays the master copy for checkpoints and
-    // generation (its precision is the device's business: no host compute copy).
-    const nn::ModelSplit& split = model_->split();
-    const DeviceTrainerOptions options{.micro_batch = config_.training.micro_batch,
-                                       .seq_len = T,
-                                       .operands = compute_format(config_.training.precision),
-                                       .recompute = to_nn(config_.training.recompute),
-                                       .sequence_parallel = config_.parallel.sequence_parallel,
-                                       .chunks = split.chunks,
-                                       .first_stage = split.first_stage,
-                                       .last_stage = split.last_stage,
-                                       .schedule = to_schedule_kind(config_.parallel.pp_schedule),
-                                       .micro_batches = config_.training.gradient_accumulation,
-                                       .virtual_stages = config_.parallel.virtual_stages,
-                                       .collective_timeout = config_.parallel.collective_timeout};
-    device_ = make_device_trainer(model_->config(), options, dp(), tp(), pp(), *data_parallel_);
-    device_->upload(model_->parameters(), data_parallel_->optimizer());
-    log_->info("device: {}", device_->describe());
-  } else {
-    setup_precision();
-  }
+  setup_precision();
   if (config_.training.precision == Precision::fp16) setup_loss_scaler();
   if (config_.parallel.pp > 1) {
     pipeline_ = std::make_unique<PipelineExecutor>(*model_, pp(), to_schedule_kind(config_.parallel.pp_schedule),
@@ -239,21 +225,17 @@ void Engine::log_layout() {
 }
 
 void Engine::setup_precision() {
-  const Precision precision = config_.training.precision;
-  compute_format_ = compute_format(precision);
+  compute_format_ = compute_format(config_.training.precision);
   if (compute_format_ == DType::f32) return;
-  MYRIAD_CHECK(config_.parallel.zero_stage <= 2,
-               "training.precision " << choice_name(precision) << " with parallel.zero_stage 3: ZeRO-3 gathers the "
-                                     << "fp32 parameter shards per layer, which the CPU path's compute copy does not "
-                                     << "follow yet; use zero_stage 0, 1 or 2 (or training.device cuda, which rounds "
-                                     << "each gathered unit)");
+  model_->set_activation_precision(compute_format_);
+  // ZeRO-3: DataParallel rounds each unit it gathers (DataParallelOptions::compute_format).
+  if (config_.parallel.zero_stage == 3) return;
   // The store's flat values stay the fp32 master weights (optimizer, ZeRO, checkpoints); the
   // parameters the model reads point at a copy rounded to the compute format after every update.
   nn::ParameterStore& store = model_->parameters();
-  compute_values_ = Tensor::zeros({store.numel()});
+  compute_values_ = store.placement().zeros({store.numel()});
   store.rebind(0, store.numel(), compute_values_, Tensor());
   refresh_compute_weights();
-  model_->set_activation_precision(compute_format_);
 }
 
 void Engine::setup_loss_scaler() {
@@ -266,8 +248,8 @@ void Engine::setup_loss_scaler() {
 
 void Engine::refresh_compute_weights() {
   if (!compute_values_.defined()) return;
-  compute_values_.copy_from(model_->parameters().flat_values());
-  round_to_precision(compute_values_, compute_format_);
+  copy(model_->parameters().flat_values(), compute_values_);
+  round_to_format(compute_values_, compute_format_);
 }
 
 void Engine::check_supported_layout() const {
@@ -300,14 +282,7 @@ nn::ModelSplit Engine::model_split() {
 }
 
 nn::LossSum Engine::forward_loss(const Tensor& ids, const Tensor& targets) {
-  if (device_) return device_->forward_loss(ids, targets);
   return pipeline_ ? pipeline_->forward_only(ids, targets) : model_->forward_loss(ids, targets);
-}
-
-void Engine::sync_host_from_device() {
-  if (!device_ || !host_stale_) return;
-  device_->download(model_->parameters(), data_parallel_->optimizer());
-  host_stale_ = false;
 }
 
 void Engine::sync_tied_embedding() {
@@ -317,7 +292,9 @@ void Engine::sync_tied_embedding() {
   const nn::ModelSplit& split = model_->split();
   if (!split.first_stage && !split.last_stage) return;
   Tensor grad = model_->parameters().find("wte").grad;
-  if (!peer_embedding_grad_.defined()) peer_embedding_grad_ = Tensor::empty(grad.shape());  // once, reused
+  if (!peer_embedding_grad_.defined()) {  // once, reused
+    peer_embedding_grad_ = model_->parameters().placement().empty(grad.shape());
+  }
   const int peer = split.first_stage ? config_.parallel.pp - 1 : 0;
   dist::WorkHandle send = pp().send_async(grad, peer, 2);
   pp().recv(peer_embedding_grad_, peer, 2);
@@ -332,14 +309,13 @@ std::int64_t Engine::tokens_per_step() const {
 
 MemoryReport Engine::memory_report() const {
   MemoryReport r;
-  if (device_) return device_->memory();  // the GPU holds the training state: its buffers, not the host estimate
   ShardedMemory sharded = data_parallel_->memory();
   r.parameter_bytes = sharded.parameter_bytes;
   r.gradient_bytes = sharded.gradient_bytes;
   r.optimizer_bytes = sharded.optimizer_bytes;
   r.comm_buffer_bytes = sharded.buffer_peak_bytes;
   r.activation_bytes = activations_.saved_bytes;
-  r.scratch_bytes = activations_.scratch_bytes;
+  r.scratch_bytes = activations_.scratch_bytes + (device_ ? device_->workspace_bytes() : 0);
   return r;
 }
 
@@ -347,15 +323,15 @@ std::array<double, 6> Engine::comm_wait_seconds() {
   std::array<double, 6> waits{};
   for (std::size_t a = 0; a < dist::kAxes.size(); ++a) {
     waits[a] = groups_->group(dist::kAxes[a]).stats().total().wait_seconds;
-    if (device_) waits[a] += device_->comm_stats(dist::kAxes[a]).total().wait_seconds;  // NCCL's
+    if (device_) waits[a] += device_->group(dist::kAxes[a]).stats().total().wait_seconds;  // NCCL's
   }
   waits[5] = groups_->world().stats().total().wait_seconds;
   return waits;
 }
 
 std::int64_t Engine::dp_bytes_sent() {
-  std::int64_t sent = dp().stats().total().bytes_sent;
-  if (device_) sent += device_->comm_stats(dist::Axis::dp).total().bytes_sent;  // the NCCL dp group's
+  std::int64_t sent = groups_->group(dist::Axis::dp).stats().total().bytes_sent;
+  if (device_) sent += device_->group(dist::Axis::dp).stats().total().bytes_sent;  // the NCCL dp group's
   return sent;
 }
 
@@ -382,21 +358,7 @@ StepMetrics Engine::step() {
   data_parallel_->zero_grads();
   double loss_sum = 0.0;
   bubble_seconds_ = 0.0;
-  if (device_) {
-    device_->zero_grads();
-    if (config_.parallel.pp > 1) {  // the schedule on the device; the loss is the last stage's
-      PipelineStepResult run = device_->run_pipeline(micro_ids_, micro_targets_, loss_scale);
-      bubble_seconds_ = run.bubble_seconds;
-      device_->reduce_gradients();
-      loss_sum = dist::sum_over_ranks(pp(), run.loss_sum);
-    } else {
-      for (int m = 0; m < micro_batches; ++m) {
-        device_->begin_micro_batch(m == micro_batches - 1);
-        loss_sum += device_->forward_backward(micro_ids_[m], micro_targets_[m], loss_scale).sum;
-      }
-      device_->reduce_gradients();
-    }
-  } else if (pipeline_) {
+  if (pipeline_) {
     PipelineStepResult run = pipeline_->run(micro_ids_, micro_targets_, loss_scale, recompute_);
     bubble_seconds_ = run.bubble_seconds;
     if (compute_delay_ > 0) std::this_thread::sleep_for(std::chrono::duration<double>(compute_delay_));
@@ -415,9 +377,7 @@ StepMetrics Engine::step() {
   StepMetrics metrics;
   metrics.lr = schedule_.lr_at(step_);
   const auto unscale = static_cast<float>(1.0 / scale);
-  optim::OptimizerStepStats stats = device_ ? device_->step(metrics.lr, adam_, unscale)
-                                            : data_parallel_->optimizer_step(metrics.lr, unscale);
-  host_stale_ = host_stale_ || (device_ && !stats.skipped);
+  optim::OptimizerStepStats stats = data_parallel_->optimizer_step(metrics.lr, unscale);
   metrics.loss_scale = scale;
   if (loss_scaler_) {
     loss_scaler_->update(!stats.skipped);

@@ -3,6 +3,7 @@
 
 #include "myriad/dist/scalar_reduce.h"
 #include "myriad/nn/generate.h"
+#include "myriad/ops/elementwise.h"
 #include "myriad/train/checkpoint.h"
 #include "myriad/train/checkpoint_folder.h"
 #include "myriad/train/checkpoint_reader.h"
@@ -20,7 +21,6 @@ std::string Engine::save(bool background) {
   // still reading them must finish first.
   dist::Communicator& world = groups_->world();
   dist::run_on_every_rank(world, "previous background checkpoint write", [&] { async_writer_.wait(); });
-  sync_host_from_device();
   const bool writer = writes_checkpoint();
   auto pieces = std::make_shared<std::vector<CheckpointPiece>>();
   if (writer) {
@@ -124,10 +124,6 @@ void Engine::load(const std::string& checkpoint_dir) {
   refresh_compute_weights();
   step_ = header.step;
   data_parallel_->optimizer().set_steps_taken(header.optimizer_steps >= 0 ? header.optimizer_steps : header.step);
-  if (device_) {
-    device_->upload(model_->parameters(), data_parallel_->optimizer());
-    host_stale_ = false;
-  }
   if (loss_scaler_ && header.loss_scale > 0) loss_scaler_->restore(header.loss_scale, header.loss_scale_finite_steps);
   resumed_ = true;
   log_->info("checkpoint: resumed from {} at step {}", path, step_);
@@ -141,13 +137,20 @@ std::string Engine::generate(const std::string& prompt, std::int64_t max_new_tok
   std::vector<std::int32_t> ids = tok.encode(prompt);
   ids.insert(ids.begin(), tok.eot_id());
   nn::GenerateArgs args{.max_new_tokens = max_new_tokens, .temperature = temperature, .top_k = top_k, .seed = seed};
-  sync_host_from_device();  // training.device cuda: decode on the host copy of the trained weights
   std::vector<std::int32_t> out;
-  if (model_parallel()) {  // decode on a serial copy assembled from every rank's part
+  if (model_parallel() || device_) {  // decode on a host copy of the serial model, from every rank's part
     FullState serial;
-    snapshot_serial(serial);
+    if (model_parallel()) {
+      snapshot_serial(serial);
+    } else {
+      data_parallel_->snapshot_full(serial);
+    }
     nn::GptModel copy(model_->config());
     copy.parameters().flat_values().copy_from(serial.values);
+    if (compute_format_ != DType::f32) {  // the weights the trained model reads
+      round_to_format(copy.parameters().flat_values(), compute_format_);
+      copy.set_activation_precision(compute_format_);
+    }
     out = nn::generate(copy, ids, args);
   } else {
     data_parallel_->gather_all();  // ZeRO-3: decoding reads every parameter

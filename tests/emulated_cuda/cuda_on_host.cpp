@@ -1,14 +1,16 @@
-// The CUDA layer of DeviceGpt emulated on the host, so DeviceGpt's own code — the order of its
-// launches, the pointers, shapes and strides it passes, and which calls overwrite or accumulate —
-// is checked in every CI run on machines without a GPU. Linked only into
-// myriad_emulated_device_tests (label cpu), never into the library.
+// The CUDA layer of the CUDA ops backend emulated on the host, so the backend's own code — the
+// launches it makes for each op, the pointers, shapes and strides it passes, which calls
+// overwrite or accumulate — and everything above it (the one model placed on the backend, the
+// Engine's training.device cuda) is checked in every CI run on machines without a GPU, against
+// the CPU backend. Linked only into the emulated test binaries (label cpu), never into the library.
 //
-// What is replaced: the CUDA runtime calls DeviceGpt makes (copies and memsets become memcpy /
-// memset on host memory; devices are no-ops; work registered by the emulated NCCL is delivered
-// only when the program synchronises with its stream: emulated_streams.h), DeviceBuffer (aligned
-// host memory, filled with 0xFF bytes like the GPU tests' buffers so unwritten data shows up as
-// NaN), DeviceContext, and every kernel launcher and gemm() — each by the CPU reference op that
-// defines the launcher's documented contract (ops/*.h), or a plain loop for the layout kernels.
+// What is replaced: the CUDA runtime calls (copies and memsets become memcpy / memset on host
+// memory; devices are tracked per thread and every launch is checked against its stream's device;
+// work registered by the emulated NCCL is delivered only when the program synchronises with its
+// stream: emulated_streams.h), DeviceBuffer (aligned host memory, filled with 0xFF bytes like the
+// GPU tests' buffers so unwritten data shows up as NaN), DeviceContext, and every kernel launcher
+// and gemm() — each by the CPU reference op that defines the launcher's documented contract
+// (ops/*.h), or a plain loop for the layout kernels.
 // What is not checked here: the kernels themselves (tests/gpu does that on a device).
 #include <cuda_runtime_api.h>
 #include <cublasLt.h>

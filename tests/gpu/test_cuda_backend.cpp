@@ -6,6 +6,8 @@
 // by the CPU ops), where it checks what the backend passes to them: pointers, sizes, flags.
 #include <gtest/gtest.h>
 
+#include <cstring>
+
 #include <algorithm>
 #include <cmath>
 #include <functional>
@@ -269,6 +271,19 @@ TEST_F(CudaBackendTest, ScaledSumsCopiesConversionsAndZero) {
   for (double v : testing::to_f64(backend_->copy_to_host(d_z))) EXPECT_EQ(v, 0.0);
   fill(d_z, 0.125f);
   for (double v : testing::to_f64(backend_->copy_to_host(d_z))) EXPECT_EQ(v, 0.125);
+}
+
+TEST_F(CudaBackendTest, RoundToFormatGivesTheCpuRounding) {
+  for (DType format : {DType::bf16, DType::f16}) {
+    Tensor x = random({5, 33}, 60);
+    for (std::int64_t i = 0; i < x.numel(); ++i) x.data<float>()[i] *= 1e3f;
+    x.data<float>()[7] = 1e6f;  // f16 saturates to infinity
+    Tensor d_x = on_device(x);
+    round_to_format(x, format);
+    round_to_format(d_x, format);
+    const Tensor got = backend_->copy_to_host(d_x);
+    EXPECT_EQ(std::memcmp(got.raw_data(), x.raw_data(), x.nbytes()), 0) << (format == DType::bf16 ? "bf16" : "f16");
+  }
 }
 
 TEST_F(CudaBackendTest, UnsupportedLayoutsAndForeignMemoryAreRefusedNamingTheTensor) {

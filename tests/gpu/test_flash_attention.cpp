@@ -132,7 +132,7 @@ TEST_P(FlashAttentionKernel, MatchesTheCpuOpInF32AndBf16) {
       testing::expect_close(from_bf16(tc_out.download()), testing::to_f64(out), std::ldexp(1.0, -8),
                             std::ldexp(1.0, -8), "out " + tc_what);
       testing::expect_close(as_f64(tc_lse.download()), testing::to_f64(lse), 2e-5, 1e-5, "lse " + tc_what);
-      // The tensor-core backward on the tensor-core forward's out and lse (as DeviceGpt pairs them).
+      // The tensor-core backward on the tensor-core forward's out and lse (as a 16-bit model would pair them).
       DeviceArray<std::uint16_t> tc_gq(context, q.numel()), tc_gk(context, k.numel()), tc_gv(context, v.numel());
       DeviceArray<float> tc_delta(context, rows);
       cuda::flash_attention_backward_tc_bf16(p(dq), p(dk), p(dv), p(tc_out), tc_lse.get(), p(dgo), p(tc_gq), p(tc_gk),

@@ -143,11 +143,6 @@ TEST_F(ModelOnBackendTest, WhatADevicePlacementDoesNotSupportYetIsRefusedByName)
   const nn::TransformerConfig config = nn::TransformerConfig::gpt2(200, 2, 2, 128, 64);
   nn::GptModel device(config, {}, true, ops::Placement{backend_.get()});
   expect_error_mentions([&] { (void)device.make_kv_cache(); }, {"KV-cache decoding runs on the host", "cuda:0"});
-  nn::ModelSplit two_stages;
-  two_stages.chunks = {{0}};
-  two_stages.last_stage = false;
-  expect_error_mentions([&] { nn::GptModel stage(config, two_stages, true, ops::Placement{backend_.get()}); },
-                        {"runs whole on one rank for now", "cuda:0"});
 }
 
 }  // namespace

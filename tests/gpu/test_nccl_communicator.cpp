@@ -2,7 +2,8 @@
 // device, so multi-rank runs live in tests/mpi/test_nccl_communicator.cpp and need a GPU per
 // rank). Checks every operation's result against the interface's definition on device tensors
 // (f32, bf16, i64), unequal-chunk paths, the stream ordering after compute-stream work, the
-// statistics, and that host tensors or bad tags are refused before anything is queued.
+// statistics, that host tensors go to the host group, and that bad arguments or tags are refused
+// before anything is queued.
 #include <gtest/gtest.h>
 
 #include <cstring>
@@ -85,13 +86,16 @@ TEST(NcclCommunicator, WorldOfOneCollectivesFollowTheInterface) {
   EXPECT_EQ(nccl.stats().total().calls, 0);
 }
 
-TEST(NcclCommunicator, RefusesHostTensorsAndUnknownTagsBeforeQueueing) {
+TEST(NcclCommunicator, HandsHostTensorsToItsHostGroupAndRefusesBadArgumentsBeforeQueueing) {
   MYRIAD_REQUIRE_GPU();
   cuda::DeviceContext context(0);
   dist::LoopbackCommunicator host("solo");
   cuda::NcclCommunicator nccl(host, context, cuda::NcclOptions{.p2p_tags = 2, .timeout_seconds = 30.0});
-  Tensor on_host = Tensor::zeros({8});
-  expect_error_mentions([&] { nccl.all_reduce(on_host); }, {"all_reduce on group 'solo' (rank 0 of 1)", "cuda"});
+  Tensor on_host = Tensor::full({8}, 3.0);
+  nccl.all_reduce(on_host);  // a host scalar vector: the host group's all_reduce (here, a world of one)
+  EXPECT_EQ(host.stats()[dist::CommOp::all_reduce].calls, 1);
+  EXPECT_EQ(nccl.stats()[dist::CommOp::all_reduce].calls, 0);
+  EXPECT_EQ(on_host.data<float>()[7], 3.0f);
   Tensor device = cuda::device_empty(context, {8});
   Tensor too_small = cuda::device_empty(context, {7});
   expect_error_mentions([&] { nccl.reduce_scatter(device, too_small); }, {"reduce_scatter", "7 elements"});

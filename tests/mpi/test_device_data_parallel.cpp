@@ -1,15 +1,14 @@
-// training.device cuda with data parallelism (train/device_trainer.h): each rank trains on its
-// GPU and the gradients are summed over NCCL — all-reduced at ZeRO 0, reduce-scattered into
-// shards with sharded AdamW moments and all-gathered values at ZeRO 1, and at ZeRO 2 every
-// micro-batch from per-unit buffers (no flat gradients on the device), at ZeRO 3 with the values
-// sharded too and gathered per unit; the loss curve and
-// gradient norms must equal the CPU data-parallel engine's (same ZeRO stage, same global batch,
-// 1e-4 relative). A ZeRO-1, 2 or 3 checkpoint written by the device run resumes in the CPU engine with
-// bit-identical parameters and moment shards and the same next losses. Tensor parallelism (tp 2,
-// and tp 2 x dp 2 with ZeRO 1 at np4) likewise, with a vocabulary whose padding falls unevenly
-// over the shards. In myriad_mpi_tests it
-// needs a GPU per rank (skips otherwise); myriad_emulated_mpi_tests runs it everywhere, with the
-// CUDA layer emulated by the CPU ops and NCCL by MPI (tests/emulated_cuda).
+// training.device cuda over several ranks: the Engine places the one model on each rank's GPU
+// (train/device_runtime.h) and runs the same DataParallel, tensor-parallel and pipeline code over
+// NCCL groups. Each layout's device engine must follow the CPU engine of the same layout: data
+// parallelism at ZeRO 0-3 (same losses and gradient norms to 1e-4 relative, the same bytes over
+// the dp group, the same memory accounting), checkpoints of the device run that the CPU engine
+// resumes with bit-identical shards, tensor parallelism (tp 2, with sequence parallelism,
+// recompute and ZeRO 2/3; a vocabulary whose padding falls unevenly over the shards), pipeline
+// parallelism (1F1B, GPipe, interleaved, with tp 2, in bf16) and bf16 at every ZeRO stage with
+// tp 2 (dp 2 x tp 2 at np4; 5e-3 relative). In myriad_mpi_tests it needs a GPU per rank (skips
+// otherwise); myriad_emulated_mpi_tests runs it everywhere, with the CUDA layer emulated by the
+// CPU ops and NCCL by MPI (tests/emulated_cuda).
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -17,6 +16,7 @@
 #include <string>
 
 #include "engine_test_support.h"
+#include "myriad/ops/placement.h"
 #include "myriad/core/local_device.h"
 #include "myriad/cuda/device_context.h"
 #include "myriad/train/engine.h"
@@ -82,7 +82,7 @@ struct EnginePair {
     // Sequence parallel: 3 x 32 token rows split in halves, so a rank's rows start and end inside
     // a sequence (the position table is added in pieces).
     if (layout.sequence_parallel) c.training.micro_batch = 3;
-    c.model.n_embd = 128;  // head dim 64 (DeviceGpt's flash attention)
+    c.model.n_embd = 128;  // head dim 64 (the flash attention kernels')
     c.model.n_head = 2;
     if (std::string(layout.architecture) == "llama") c.model.n_kv_head = 2;  // tp 2: one of each per rank
     c.model.vocab_size = 330;
@@ -93,7 +93,11 @@ struct EnginePair {
   }
 };
 
-bool same_bytes(const Tensor& a, const Tensor& b) {
+// A host copy of a tensor on the host or a backend's device.
+Tensor host_copy(const Tensor& t) { return ops::placement_of(t, "tensor").to_host(t).clone(); }
+
+bool same_bytes(const Tensor& a_in, const Tensor& b_in) {
+  const Tensor a = host_copy(a_in), b = host_copy(b_in);
   return a.nbytes() == b.nbytes() && std::memcmp(a.raw_data(), b.raw_data(), a.nbytes()) == 0;
 }
 
@@ -109,33 +113,20 @@ TEST_P(DeviceDataParallel, MatchesTheCpuDataParallelEngine) {
     const StepMetrics want = engines.cpu.step(), got = engines.gpu.step();
     EXPECT_NEAR(got.loss, want.loss, 1e-4 * want.loss) << "step " << step;
     EXPECT_NEAR(got.grad_norm, want.grad_norm, 1e-4 * want.grad_norm) << "step " << step;
-    // The step metrics count the NCCL dp group's traffic: the CPU engine's buckets, the same
-    // bytes; at ZeRO 3 fewer (the device keeps the units the backward starts with — the head's,
-    // the tied embedding, the last block — from the forward instead of gathering them again).
-    if (GetParam() < 3) {
-      EXPECT_EQ(got.comm_bytes, want.comm_bytes) << "step " << step;
-    } else {
-      EXPECT_LT(got.comm_bytes, want.comm_bytes) << "step " << step;
-      EXPECT_GT(got.comm_bytes, want.comm_bytes / 2) << "step " << step;
-    }
+    // The step metrics count the NCCL dp group's traffic: the same DataParallel code issues the
+    // CPU engine's buckets, gathers and reduce-scatters, so the same bytes.
+    EXPECT_EQ(got.comm_bytes, want.comm_bytes) << "step " << step;
   }
   EXPECT_NEAR(engines.gpu.evaluate(), engines.cpu.evaluate(), 1e-4 * engines.cpu.evaluate());
-  // The device's gradient memory: full flat gradients at stages 0 and 1 (+ the shard at 1); from
-  // stage 2 on only the shard, and unit buffers while they are being reduced; at stage 3 the
-  // values likewise (the shard, and the units gathered).
-  const MemoryReport memory = engines.gpu.memory_report();
-  const std::int64_t full = 4 * engines.gpu.model().parameters().numel();
-  const std::int64_t shard = (full + comm.size() - 1) / comm.size() + 4 * 16 * 8;  // + chunk padding
-  if (GetParam() >= 2) {
-    EXPECT_LE(memory.gradient_bytes, shard);
-    EXPECT_GT(memory.comm_buffer_bytes, 0);
-    EXPECT_LE(memory.comm_buffer_bytes, (GetParam() == 3 ? 2 : 1) * full + 4 * 1024);
-    if (GetParam() == 3) EXPECT_LE(memory.parameter_bytes, shard);
-    if (GetParam() == 2) EXPECT_GE(memory.parameter_bytes, full);
-  } else {
-    EXPECT_GE(memory.gradient_bytes, full);
-    EXPECT_EQ(memory.comm_buffer_bytes, 0);
-  }
+  // The same DataParallel holds the state on either device: the same accounting (the device adds
+  // the cuBLASLt workspace to scratch).
+  const MemoryReport gpu = engines.gpu.memory_report(), cpu = engines.cpu.memory_report();
+  EXPECT_EQ(gpu.parameter_bytes, cpu.parameter_bytes);
+  EXPECT_EQ(gpu.gradient_bytes, cpu.gradient_bytes);
+  EXPECT_EQ(gpu.optimizer_bytes, cpu.optimizer_bytes);
+  EXPECT_EQ(gpu.comm_buffer_bytes, cpu.comm_buffer_bytes);
+  EXPECT_EQ(gpu.activation_bytes, cpu.activation_bytes);
+  EXPECT_GE(gpu.scratch_bytes, cpu.scratch_bytes);
 }
 
 INSTANTIATE_TEST_SUITE_P(Zero, DeviceDataParallel, ::testing::Values(0, 1, 2, 3),
@@ -146,7 +137,7 @@ INSTANTIATE_TEST_SUITE_P(Zero, DeviceDataParallel, ::testing::Values(0, 1, 2, 3)
 Tensor optimizer_values(Engine& engine) {
   std::vector<float> values;
   for (const optim::OptimizerSegment& s : engine.optimizer().segments()) {
-    const Tensor v = s.value.contiguous();
+    const Tensor v = host_copy(s.value);
     values.insert(values.end(), v.data<float>(), v.data<float>() + v.numel());
   }
   Tensor out = Tensor::empty({static_cast<std::int64_t>(values.size())});
@@ -192,26 +183,29 @@ TEST_P(DeviceDataParallelCheckpoint, ResumesInTheCpuEngineBitForBitAndOnTheDevic
 INSTANTIATE_TEST_SUITE_P(Zero, DeviceDataParallelCheckpoint, ::testing::Values(1, 2, 3),
                          [](const ::testing::TestParamInfo<int>& info) { return "Stage" + std::to_string(info.param); });
 
-// ZeRO 3 with bf16 GEMM operands, which only the device runs (the CPU engine keeps no 16-bit copy
-// of gathered shards): the same losses and gradient norms as the device engine at ZeRO 1 in bf16
-// (1e-4 relative; the two differ only in the order the micro-batches' gradients are summed).
-TEST(DeviceDataParallelBf16, Zero3MatchesZero1OnTheDevice) {
+// bf16 at every ZeRO stage with tensor parallelism (np4: dp 2 x tp 2; np2: tp 2): the device
+// engine follows the CPU engine of the same layout — the same model code on the two backends,
+// bf16 weights (ZeRO 3: each gathered unit rounded) and activations. 5e-3 relative: on a GPU the
+// GEMMs sum in another order and a bf16 rounding then moves a value by up to 2^-8.
+class DeviceBf16Layouts : public ::testing::TestWithParam<int> {};  // the ZeRO stage
+
+TEST_P(DeviceBf16Layouts, MatchTheCpuEngine) {
   World world;
   dist::Communicator& comm = *world.comm;
   if (!every_rank_has_a_gpu(comm)) GTEST_SKIP() << "needs one GPU per rank";
-  const fs::path dir = shared_dir(comm, "device_dp_bf16_zero3");
-  EnginePair zero1(world, dir, Layout{.zero_stage = 1, .precision = Precision::bf16});
-  dist::ProcessGroups groups(EnginePair::grid(world, Layout{}), world.runtime.world());
-  Engine zero3(EnginePair::make_config(world, dir, Layout{.zero_stage = 3, .precision = Precision::bf16},
-                                       ComputeDevice::cuda),
-               make_rank_logger(comm.rank(), "warn"), &groups);
+  if (comm.size() % 2 != 0) GTEST_SKIP() << "tp 2 needs an even world";
+  const fs::path dir = shared_dir(comm, "device_bf16_zero" + std::to_string(GetParam()));
+  EnginePair engines(world, dir, Layout{.tp = 2, .zero_stage = GetParam(), .precision = Precision::bf16});
   for (int step = 0; step < 3; ++step) {
-    const StepMetrics want = zero1.gpu.step(), got = zero3.step();
-    EXPECT_NEAR(got.loss, want.loss, 1e-4 * want.loss) << "step " << step;
-    EXPECT_NEAR(got.grad_norm, want.grad_norm, 1e-4 * want.grad_norm) << "step " << step;
+    const StepMetrics want = engines.cpu.step(), got = engines.gpu.step();
+    EXPECT_NEAR(got.loss, want.loss, 5e-3 * want.loss) << "step " << step;
+    EXPECT_NEAR(got.grad_norm, want.grad_norm, 5e-3 * want.grad_norm) << "step " << step;
   }
-  EXPECT_NEAR(zero3.evaluate(), zero1.gpu.evaluate(), 1e-4 * zero1.gpu.evaluate());
+  EXPECT_NEAR(engines.gpu.evaluate(), engines.cpu.evaluate(), 5e-3 * engines.cpu.evaluate());
 }
+
+INSTANTIATE_TEST_SUITE_P(Zero, DeviceBf16Layouts, ::testing::Values(0, 1, 2, 3),
+                         [](const ::testing::TestParamInfo<int>& info) { return "Stage" + std::to_string(info.param); });
 
 // 3 steps of the device and CPU engines of `layout`: same losses and gradient norms (1e-4
 // relative), same validation loss; then the device run's checkpoint loaded by a CPU engine has
@@ -219,12 +213,13 @@ TEST(DeviceDataParallelBf16, Zero3MatchesZero1OnTheDevice) {
 void expect_matches_the_cpu_engine_and_resumes_there(World& world, const fs::path& dir, const Layout& layout) {
   dist::Communicator& comm = *world.comm;
   EnginePair engines(world, dir, layout);
+  const double tolerance = layout.precision == Precision::fp32 ? 1e-4 : 5e-3;  // see DeviceBf16Layouts
   for (int step = 0; step < 3; ++step) {
     const StepMetrics want = engines.cpu.step(), got = engines.gpu.step();
-    EXPECT_NEAR(got.loss, want.loss, 1e-4 * want.loss) << "step " << step;
-    EXPECT_NEAR(got.grad_norm, want.grad_norm, 1e-4 * want.grad_norm) << "step " << step;
+    EXPECT_NEAR(got.loss, want.loss, tolerance * want.loss) << "step " << step;
+    EXPECT_NEAR(got.grad_norm, want.grad_norm, tolerance * want.grad_norm) << "step " << step;
   }
-  EXPECT_NEAR(engines.gpu.evaluate(), engines.cpu.evaluate(), 1e-4 * engines.cpu.evaluate());
+  EXPECT_NEAR(engines.gpu.evaluate(), engines.cpu.evaluate(), tolerance * engines.cpu.evaluate());
   const std::string path = engines.gpu.save();
   dist::ProcessGroups groups(EnginePair::grid(world, layout), world.runtime.world());
   Engine resumed(engines.cpu_config, make_rank_logger(comm.rank(), "warn"), &groups);
@@ -236,7 +231,7 @@ void expect_matches_the_cpu_engine_and_resumes_there(World& world, const fs::pat
   EXPECT_TRUE(same_bytes(resumed.optimizer().m(), engines.gpu.optimizer().m()));
   EXPECT_TRUE(same_bytes(resumed.optimizer().v(), engines.gpu.optimizer().v()));
   const StepMetrics want = resumed.step(), got = engines.gpu.step();
-  EXPECT_NEAR(got.loss, want.loss, 1e-4 * want.loss) << "resumed";
+  EXPECT_NEAR(got.loss, want.loss, tolerance * want.loss) << "resumed";
 }
 
 // Tensor parallelism on the device (np2: tp 2, GPT-2 and LLaMA-style, with and without sequence
@@ -293,6 +288,7 @@ struct PpCase {
   int zero_stage_with_dp;  // when dp > 1
   int tp = 1;
   Recompute recompute = Recompute::none;
+  Precision precision = Precision::fp32;
 };
 class DevicePipelineParallel : public ::testing::TestWithParam<PpCase> {};
 
@@ -305,7 +301,7 @@ TEST_P(DevicePipelineParallel, MatchesTheCpuEngineAndResumesThere) {
   const bool data_parallel = comm.size() > 2 * c.tp;
   const Layout layout{.tp = c.tp, .zero_stage = data_parallel ? c.zero_stage_with_dp : 0,
                       .architecture = c.architecture, .pp = 2, .virtual_stages = c.virtual_stages,
-                      .schedule = c.schedule, .recompute = c.recompute};
+                      .schedule = c.schedule, .recompute = c.recompute, .precision = c.precision};
   const fs::path dir = shared_dir(comm, std::string("device_pp_") + c.name);
   expect_matches_the_cpu_engine_and_resumes_there(world, dir, layout);
 }
@@ -315,7 +311,9 @@ INSTANTIATE_TEST_SUITE_P(Schedules, DevicePipelineParallel,
                                            PpCase{"llama_gpipe", "llama", PipelineSchedule::gpipe, 1, 0},
                                            PpCase{"gpt2_interleaved", "gpt2", PipelineSchedule::interleaved, 2, 1, 1,
                                                   Recompute::selective},
-                                           PpCase{"gpt2_tp2_1f1b", "gpt2", PipelineSchedule::one_f_one_b, 1, 1, 2}),
+                                           PpCase{"gpt2_tp2_1f1b", "gpt2", PipelineSchedule::one_f_one_b, 1, 1, 2},
+                                           PpCase{"gpt2_bf16_1f1b", "gpt2", PipelineSchedule::one_f_one_b, 1, 1, 1,
+                                                  Recompute::none, Precision::bf16}),
                          [](const ::testing::TestParamInfo<PpCase>& info) { return std::string(info.param.name); });
 
 }  // namespace

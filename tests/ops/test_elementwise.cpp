@@ -109,5 +109,28 @@ TEST(Elementwise, ArgumentErrorsNameOpAndTensor) {
   expect_error_naming([&] { add_backward(AddArgs{}, g, out, out); }, {"add_backward", "same buffer"});
 }
 
+// round_to_format: every element becomes the float nearest to it in the format (ties to even),
+// checked against a float64 search over the format's neighbours; f32 leaves t as it is.
+TEST(Elementwise, RoundToFormatPicksTheNearestRepresentableValue) {
+  std::uint64_t seed = fresh_seed();
+  MYRIAD_SEED_TRACE(seed);
+  Tensor x = random_tensor({257}, seed, 0);
+  for (std::int64_t i = 0; i < x.numel(); ++i) x.data<float>()[i] *= 300.0f;
+  const Tensor before = x.clone();
+  round_to_format(x, DType::f32);
+  EXPECT_EQ(to_f64(x), to_f64(before));
+  for (DType format : {DType::bf16, DType::f16}) {
+    Tensor t = before.clone();
+    round_to_format(t, format);
+    for (std::int64_t i = 0; i < t.numel(); ++i) {
+      const float v = before.data<float>()[i], r = t.data<float>()[i];
+      const float back = format == DType::bf16 ? bf16_to_float(float_to_bf16(r)) : f16_to_float(float_to_f16(r));
+      EXPECT_EQ(back, r) << "element " << i << " is not representable in " << dtype_name(format);
+      const double step = format == DType::bf16 ? std::ldexp(1.0, std::ilogb(v) - 7) : std::ldexp(1.0, std::max(std::ilogb(v), -14) - 10);
+      EXPECT_LE(std::abs(static_cast<double>(r) - v), step / 2 * (1 + 1e-12)) << "element " << i;
+    }
+  }
+}
+
 }  // namespace
 }  // namespace myriad

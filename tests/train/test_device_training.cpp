@@ -1,4 +1,5 @@
-// training.device cuda through the Engine (train/device_trainer.h): the same run on the device
+// training.device cuda through the Engine (the one model on the CUDA backend, train/device_runtime.h):
+// the same run on the device
 // and on the CPU engine gives the same losses, gradient norms and validation loss (1e-4
 // relative), and a checkpoint written by the device run resumes in a CPU engine with the same
 // parameters and AdamW state, bit for bit, continuing the same curve. In myriad_tests it needs a
@@ -12,6 +13,7 @@
 #include <vector>
 
 #include "engine_fixtures.h"
+#include "myriad/ops/placement.h"
 #include "myriad/core/error.h"
 #include "myriad/train/engine.h"
 #if MYRIAD_TESTS_HAVE_CUDA
@@ -31,7 +33,7 @@ bool gpu_visible() {
 #endif
 }
 
-// The tiny fixture model with a head dimension DeviceGpt has (C 128, 2 heads of 64).
+// The tiny fixture model with a head dimension the flash kernels take (C 128, 2 heads of 64).
 RunConfig device_config(const fs::path& dir, const std::string& corpus, ComputeDevice device) {
   RunConfig c = tiny_config(dir, corpus);
   c.model.n_embd = 128;
@@ -42,7 +44,11 @@ RunConfig device_config(const fs::path& dir, const std::string& corpus, ComputeD
   return c;
 }
 
-bool same_bytes(const Tensor& a, const Tensor& b) {
+// A host copy of a tensor on the host or a backend's device.
+Tensor host_copy(const Tensor& t) { return ops::placement_of(t, "tensor").to_host(t).clone(); }
+
+bool same_bytes(const Tensor& a_in, const Tensor& b_in) {
+  const Tensor a = host_copy(a_in), b = host_copy(b_in);
   return a.nbytes() == b.nbytes() && std::memcmp(a.raw_data(), b.raw_data(), a.nbytes()) == 0;
 }
 
@@ -138,7 +144,7 @@ TEST(DeviceTraining, Fp16OverflowSkipsStepsAndHalvesTheScale) {
   const std::string corpus = write_corpus(dir);
   Engine cpu(fp16_config(dir, corpus, ComputeDevice::cpu, std::ldexp(1.0, 32)), quiet_logger());
   Engine gpu(fp16_config(dir, corpus, ComputeDevice::cuda, std::ldexp(1.0, 32)), quiet_logger());
-  const Tensor start = gpu.model().parameters().flat_values().clone();
+  const Tensor start = host_copy(gpu.model().parameters().flat_values());
   std::vector<StepMetrics> steps;
   int skipped_cpu = 0;
   for (int step = 0; step < 14; ++step) {

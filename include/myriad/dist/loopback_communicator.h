@@ -3,6 +3,8 @@
 // reduce_scatter, all_gather and all_to_all(v) copy input to output (sizes checked as for any
 // transport). send/recv would talk to this same rank and throw. Handles are returned completed.
 // Statistics count calls; no byte ever reaches a transport, so the byte counters stay 0.
+// Tensors may live on the host or on a backend's device (copies then run on the backend), so a
+// device run's group of one is this class too.
 #pragma once
 
 #include <memory>

@@ -130,6 +130,7 @@ class GptModel final : public PipelineStage {
   Tensor head_input(Slot& slot);  // (N, C): hf, or (sequence parallel) all-gathered into hf_gathered
   void head_backward(Slot& slot, const Tensor& targets, float loss_scale, Tensor& grad);
   std::int64_t vocab_start() const;
+  std::int64_t head_columns() const;  // this rank's real vocabulary columns of the logits (may be 0)
   Tensor head_weight(bool grad) const;
   void acquire(int unit, Pass pass) { if (hooks_ && unit >= 0) hooks_->acquire(unit, pass); }
   void release(int unit, Pass pass) { if (hooks_ && unit >= 0) hooks_->release(unit, pass); }

@@ -60,6 +60,7 @@ class ParameterStore {
   // Lays the parameters out in one value and one gradient buffer (zeros) at `placement` (the
   // host by default, or a device backend's memory).
   void allocate(const ops::Placement& placement = {});
+  const ops::Placement& placement() const { return placement_; }
   // Fills the values (drawn on the host, by global index: the same for any split or placement).
   void initialize(std::uint64_t seed);
   void zero_grads();

@@ -7,6 +7,9 @@
 //   copy:         dst = src, converted to dst's dtype (f32, bf16, f16; round to nearest even)
 //   zero:         every element of t = 0
 //   fill:         every element of t = value (f32)
+//   round_to_format: every element of the f32 tensor t = its value rounded to `format` (bf16 or
+//                 f16, round to nearest even; f16 saturates to infinities; f32: unchanged) — the
+//                 values a 16-bit tensor would hold, for compute precision emulated in f32
 //
 // Shapes: a, b, out, grad_out, grad_a, grad_b of one shape, contiguous f32; out may be a or b
 // (in place), grad_a or grad_b may be grad_out itself or undefined (skipped). copy: src and dst of
@@ -29,6 +32,7 @@ void add_backward(const AddArgs& args, const Tensor& grad_out, Tensor& grad_a, T
 void copy(const Tensor& src, Tensor& dst);
 void zero(Tensor& t);
 void fill(Tensor& t, float value);
+void round_to_format(Tensor& t, DType format);
 
 namespace cpu {
 void add_forward(const AddArgs& args, const Tensor& a, const Tensor& b, Tensor& out);

@@ -16,6 +16,10 @@
 // Ring collectives give every rank bitwise identical reduced values, so replicas never drift.
 // snapshot_full and load_full convert between this layout and the flat full layout
 // (layout-independent checkpoints); they are collective over the dp group.
+// Placement: every buffer (shards, unit buffers, gathered values) lives where the model's
+// parameters do (ParameterStore::placement: the host or a backend's device), and the dp
+// communicator must carry tensors of that kind (MPI for host tensors, NCCL for device ones; host
+// scalars such as the gradient norm go over either). Snapshots and loads are host tensors.
 #pragma once
 
 #include <deque>
@@ -38,6 +42,9 @@ struct DataParallelOptions {
   // Pipeline parallel: no reduction from the hooks; the caller runs reduce_gradients() after the
   // whole schedule (stages 0/1 only).
   bool reduce_after_backward = false;
+  // training.precision at stage 3: each gathered unit is rounded to this format (bf16 / f16) for
+  // the model to read, while the shard stays the f32 master (stages 0-2: the Engine's compute copy).
+  DType compute_format = DType::f32;
 };
 
 // Parameters and AdamW moments in the flat full layout (padding between parameters is 0).
@@ -121,6 +128,7 @@ class DataParallel final : public nn::UnitHooks {
 
   nn::GptModel& model_;
   nn::ParameterStore& store_;
+  ops::Placement placement_;  // where the model's state lives; every buffer here is placed there
   dist::Communicator& dp_;
   int stage_;
   DataParallelOptions options_;

@@ -34,7 +34,7 @@
 #include "myriad/optim/lr_schedule.h"
 #include "myriad/train/async_checkpoint.h"
 #include "myriad/train/data_parallel.h"
-#include "myriad/train/device_trainer.h"
+#include "myriad/train/device_runtime.h"
 #include "myriad/train/loss_scaler.h"
 #include "myriad/train/memory_report.h"
 #include "myriad/train/metrics_writer.h"
@@ -70,20 +70,14 @@ class Engine {
 
   std::int64_t step_count() const { return step_; }
   const RunConfig& config() const { return config_; }
-  // The host model; with training.device cuda brought up to date from the GPU first.
-  nn::GptModel& model() {
-    sync_host_from_device();
-    return *model_;
-  }
+  // The model (with training.device cuda its tensors live on the GPU: ops::Placement::to_host).
+  nn::GptModel& model() { return *model_; }
   bool trains_on_device() const { return device_ != nullptr; }
-  optim::AdamWOptimizer& optimizer() {  // host state; synced from the GPU like model()
-    sync_host_from_device();
-    return data_parallel_->optimizer();
-  }
+  optim::AdamWOptimizer& optimizer() { return data_parallel_->optimizer(); }
   DataParallel& data_parallel() { return *data_parallel_; }
   dist::ProcessGroups& groups() { return *groups_; }
   const data::BpeTokenizer* tokenizer() const { return data_.tokenizer.get(); }
-  // Memory per rank by role (training.device cuda: the device's buffers; else the host estimate).
+  // Memory per rank by role (where the training state lives: host or GPU).
   MemoryReport memory_report() const;
   std::int64_t tokens_per_step() const;
   double flops_per_token() const { return flops_per_token_; }  // GptModel::flops_per_token at training.seq_len
@@ -97,15 +91,16 @@ class Engine {
   void log_layout();
   // Throws (on every rank) when a run that did not resume would write into another run's checkpoints.
   void check_fresh_run_folder();
-  void setup_precision();    // training.precision on the CPU path: the compute copy of the weights
-  void setup_loss_scaler();  // fp16 (either device)
+  void setup_precision();    // training.precision: the compute copy of the weights
+  void setup_loss_scaler();  // fp16
   void refresh_compute_weights();  // compute copy <- master weights rounded to the compute format
-  // training.device cuda: the host model and optimizer <- the device's state, when it changed.
-  void sync_host_from_device();
   nn::ModelSplit model_split();
-  dist::Communicator& dp() { return groups_->group(dist::Axis::dp); }
-  dist::Communicator& tp() { return groups_->group(dist::Axis::tp); }
-  dist::Communicator& pp() { return groups_->group(dist::Axis::pp); }
+  // The group of `axis` that carries the model's tensors: the host group, or (training.device
+  // cuda) the device's (NCCL; host scalars given to it travel over the host group).
+  dist::Communicator& group(dist::Axis axis) { return device_ ? device_->group(axis) : groups_->group(axis); }
+  dist::Communicator& dp() { return group(dist::Axis::dp); }
+  dist::Communicator& tp() { return group(dist::Axis::tp); }
+  dist::Communicator& pp() { return group(dist::Axis::pp); }
   bool model_parallel() const { return config_.parallel.tp * config_.parallel.pp > 1; }
   nn::LossSum forward_loss(const Tensor& ids, const Tensor& targets);
   void sync_tied_embedding();
@@ -115,7 +110,7 @@ class Engine {
   // The parameter values in the serial layout, complete on every rank (generation). Collective.
   void snapshot_serial(FullState& out);
   std::array<double, 6> comm_wait_seconds();  // cumulative wait per axis (kCommAxes order), then world
-  std::int64_t dp_bytes_sent();  // cumulative bytes the dp group sent (host, plus NCCL on the device)
+  std::int64_t dp_bytes_sent();  // cumulative bytes the dp group sent (host, plus the device's group)
   void fill_step_metrics(StepMetrics& m, double data_wait, const std::array<double, 6>& comm_before);
 
   RunConfig config_;
@@ -126,11 +121,10 @@ class Engine {
   std::unique_ptr<data::ShardSet> train_shards_, val_shards_;
   std::unique_ptr<data::TrainSampler> train_sampler_;
   std::unique_ptr<data::EvalSampler> eval_sampler_;
+  std::unique_ptr<DeviceRuntime> device_;  // training.device cuda; before everything placed on it
   std::unique_ptr<nn::GptModel> model_;
   std::unique_ptr<DataParallel> data_parallel_;
   optim::AdamWConfig adam_;
-  std::unique_ptr<DeviceTrainer> device_;  // training.device cuda
-  bool host_stale_ = false;                // the device has updates the host copy lacks
   std::unique_ptr<PipelineExecutor> pipeline_;  // pp > 1
   std::unique_ptr<SerialLayout> serial_layout_;  // tp * pp > 1
   double bubble_seconds_ = 0.0;                  // of the last step

@@ -323,6 +323,7 @@ dist::WorkHandle make_work(NcclCommunicator::Impl& impl, CommOp op, std::shared_
 }  // namespace
 
 dist::WorkHandle NcclCommunicator::all_reduce_async(Tensor tensor, dist::ReduceOp op) {
+  if (tensor.defined() && tensor.device().is_cpu()) return host_->all_reduce_async(std::move(tensor), op);
   dist::check_all_reduce_args(*this, tensor, DeviceType::cuda);
   check_usable(*impl_, CommOp::all_reduce);
   flush_point_to_point(*impl_, context_, stream_);
@@ -337,6 +338,9 @@ dist::WorkHandle NcclCommunicator::all_reduce_async(Tensor tensor, dist::ReduceO
 }
 
 dist::WorkHandle NcclCommunicator::reduce_scatter_async(Tensor input, Tensor output, dist::ReduceOp op) {
+  if (input.defined() && input.device().is_cpu()) {
+    return host_->reduce_scatter_async(std::move(input), std::move(output), op);
+  }
   dist::check_reduce_scatter_args(*this, input, output, DeviceType::cuda);
   check_usable(*impl_, CommOp::reduce_scatter);
   flush_point_to_point(*impl_, context_, stream_);
@@ -365,6 +369,7 @@ dist::WorkHandle NcclCommunicator::reduce_scatter_async(Tensor input, Tensor out
 }
 
 dist::WorkHandle NcclCommunicator::all_gather_async(Tensor input, Tensor output) {
+  if (input.defined() && input.device().is_cpu()) return host_->all_gather_async(std::move(input), std::move(output));
   dist::check_all_gather_args(*this, input, output, DeviceType::cuda);
   check_usable(*impl_, CommOp::all_gather);
   flush_point_to_point(*impl_, context_, stream_);
@@ -393,6 +398,7 @@ dist::WorkHandle NcclCommunicator::all_gather_async(Tensor input, Tensor output)
 }
 
 dist::WorkHandle NcclCommunicator::broadcast_async(Tensor tensor, int root) {
+  if (tensor.defined() && tensor.device().is_cpu()) return host_->broadcast_async(std::move(tensor), root);
   dist::check_broadcast_args(*this, tensor, root, DeviceType::cuda);
   check_usable(*impl_, CommOp::broadcast);
   flush_point_to_point(*impl_, context_, stream_);

@@ -1,0 +1,36 @@
+// DeviceRuntime — what training.device cuda gives a rank: its GPU (picked from the local rank),
+// the ops backend on it (where the Engine places the one model, its gradients, ZeRO shards and
+// AdamW state: ops::Placement) and the dp / tp / pp groups over NCCL, built from the host groups
+// of the same ranks. A group of one is a LoopbackCommunicator, which takes device tensors too.
+// Host tensors given to any of these groups travel over the host group (scalars, token counts).
+//
+// The Engine runs exactly the code it runs on the host; this object only decides where tensors
+// live and which transport carries them. make_device_runtime throws myriad::Error naming
+// training.device when the build has no CUDA backend, no GPU is visible, or a group of several
+// ranks needs NCCL that the build lacks.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+
+#include "myriad/dist/process_groups.h"
+#include "myriad/ops/placement.h"
+
+namespace myriad::train {
+
+class DeviceRuntime {
+ public:
+  virtual ~DeviceRuntime() = default;
+  virtual ops::Placement placement() = 0;
+  // The group of `axis` for device tensors (never the host group object itself).
+  virtual dist::Communicator& group(dist::Axis axis) = 0;
+  virtual std::string describe() const = 0;  // "cuda:0 (NVIDIA H200)"
+  // Device memory held besides the tensors the Engine accounts for (the cuBLASLt workspace).
+  virtual std::int64_t workspace_bytes() const = 0;
+};
+
+// `collective_timeout`: parallel.collective_timeout (seconds; 0 = wait forever) for NCCL waits.
+std::unique_ptr<DeviceRuntime> make_device_runtime(dist::ProcessGroups& groups, double collective_timeout);
+
+}  // namespace myriad::train

@@ -1,0 +1,78 @@
+// make_device_runtime with the CUDA backend: a DeviceContext on the local rank's GPU, a
+// cuda::CudaBackend over it, and an NcclCommunicator per group of several ranks (a
+// LoopbackCommunicator for a group of one). See train/device_runtime.h.
+#include <cuda_runtime_api.h>
+
+#include <array>
+
+#include "myriad/core/local_device.h"
+#include "myriad/cuda/cuda_backend.h"
+#include "myriad/cuda/device_context.h"
+#include "myriad/cuda/device_guard.h"
+#include "myriad/dist/loopback_communicator.h"
+#include "myriad/train/device_runtime.h"
+#if MYRIAD_HAVE_NCCL
+#include "myriad/cuda/nccl_communicator.h"
+#endif
+
+namespace myriad::train {
+
+namespace {
+
+// The pipeline executor's activations and gradients use tags 0 and 1, the tied embedding's
+// gradient exchange tag 2.
+constexpr int kPipelineTags = 3;
+
+std::unique_ptr<dist::Communicator> device_group(dist::Communicator& host, cuda::DeviceContext& context,
+                                                 double timeout) {
+  if (host.size() == 1) return std::make_unique<dist::LoopbackCommunicator>(host.name());
+#if MYRIAD_HAVE_NCCL
+  return std::make_unique<cuda::NcclCommunicator>(
+      host, context, cuda::NcclOptions{.p2p_tags = kPipelineTags, .timeout_seconds = timeout});
+#else
+  (void)context;
+  (void)timeout;
+  MYRIAD_THROW("training.device cuda with a " << host.name() << " group of " << host.size()
+                                              << " ranks: this build has no NCCL");
+#endif
+}
+
+class CudaRuntime final : public DeviceRuntime {
+ public:
+  CudaRuntime(int device, dist::ProcessGroups& groups, double timeout) : context_(device), backend_(context_) {
+    for (std::size_t a = 0; a < dist::kAxes.size(); ++a) {
+      groups_[a] = device_group(groups.group(dist::kAxes[a]), context_, timeout);
+    }
+  }
+
+  ops::Placement placement() override { return ops::Placement{&backend_}; }
+  dist::Communicator& group(dist::Axis axis) override { return *groups_[static_cast<std::size_t>(axis)]; }
+  std::string describe() const override {
+    cudaDeviceProp prop{};
+    const bool named = cudaGetDeviceProperties(&prop, context_.device()) == cudaSuccess;
+    return "cuda:" + std::to_string(context_.device()) + " (" + (named ? prop.name : "unknown GPU") + ")";
+  }
+  std::int64_t workspace_bytes() const override { return static_cast<std::int64_t>(context_.workspace_bytes()); }
+
+ private:
+  cuda::DeviceContext context_;
+  cuda::CudaBackend backend_;  // after the context: destroyed first
+  std::array<std::unique_ptr<dist::Communicator>, dist::kAxes.size()> groups_;  // destroyed before both
+};
+
+}  // namespace
+
+std::unique_ptr<DeviceRuntime> make_device_runtime(dist::ProcessGroups& groups, double collective_timeout) {
+  int device = 0;
+  try {
+    device = select_local_device(local_rank_from_environment(), cuda::cuda_device_count_or_zero());
+  } catch (const Error& e) {
+    MYRIAD_THROW("training.device cuda: " << e.what());
+  }
+  // The process's GPU from now on: every launch and context lands there (not on device 0), guarded
+  // or not (the emulated layer checks each launch against the current device).
+  cuda::select_device(device);
+  return std::make_unique<CudaRuntime>(device, groups, collective_timeout);
+}
+
+}  // namespace myriad::train
