@@ -88,7 +88,7 @@ void validate_precision(const TrainingConfig& t) {
                                                << t.min_loss_scale << ")");
 }
 
-// training.device: cuda trains with cuda::DeviceGpt on one GPU (GPT-2 and LLaMA-style dense models).
+// training.device: cuda places the one model on the rank's GPU (GPT-2 and LLaMA-style dense models).
 void validate_device(const RunConfig& c) {
   if (c.training.device != ComputeDevice::cuda) return;
   const char* why = "training.device cuda";

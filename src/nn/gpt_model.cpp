@@ -4,8 +4,6 @@
 
 #include <cstring>
 
-#include "myriad/dist/tensor_parallel_region.h"
-#include "myriad/dist/vocab_parallel.h"
 #include "myriad/nn/linear.h"
 #include "myriad/ops/cross_entropy.h"
 #include "myriad/ops/embedding.h"
@@ -141,9 +139,9 @@ void GptModel::prepare(std::int64_t B, std::int64_t T, Recompute mode, int slots
     if (split_.sharded_sequence()) {
       const std::int64_t first = rows[1] * split_.tp_rank();
       b.row_positions = b.positions.view({N}).slice(0, first, first + rows[1]).view({1, rows[1]});
-      b.norm_grads = placement_.empty({2 * C});
       if (split_.last_stage) b.hf_gathered = placement_.empty({B, T, C});
     }
+    if (split_.last_stage) b.norm_grads = placement_.empty({2 * C});
     if (config_.positions == PositionKind::learned && split_.first_stage) b.pos_emb = placement_.empty(rows);
     if (split_.last_stage) {
       b.grad_losses = placement_.empty({N});

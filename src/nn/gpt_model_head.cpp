@@ -1,13 +1,10 @@
-// GptModel: the token (+ position) embedding and the loss head — serial, vocabulary-parallel
-// (tp > 1: each rank's vocabulary rows, all-reduced lookups, the vocab-parallel cross-entropy)
-// and sequence-parallel (reduce-scattered lookups, gathered head input, partial norm gradients).
-#include <cstring>
+// GptModel: the token (+ position) embedding and the loss head. The vocabulary and (with sequence
+// parallelism) the token rows cross the tensor-parallel group only through the split's
+// TensorParallel (nn/tensor_parallel.h), the identity for a group of one.
+#include <algorithm>
 
-#include "myriad/dist/tensor_parallel_region.h"
-#include "myriad/dist/vocab_parallel.h"
 #include "myriad/nn/gpt_model.h"
 #include "myriad/nn/linear.h"
-#include "myriad/ops/cross_entropy.h"
 #include "myriad/ops/embedding.h"
 #include "myriad/ops/norms.h"
 #include "myriad/ops/elementwise.h"
@@ -19,8 +16,8 @@ std::int64_t GptModel::vocab_start() const {
 }
 
 std::int64_t GptModel::head_columns() const {
-  return dist::VocabShard{vocab_start(), config_.vocab_size}.real_columns(config_.padded_vocab_size() /
-                                                                          split_.tp_size());
+  return std::clamp<std::int64_t>(config_.vocab_size - vocab_start(), 0,
+                                  config_.padded_vocab_size() / split_.tp_size());
 }
 
 Tensor GptModel::head_weight(bool grad) const {
@@ -29,24 +26,17 @@ Tensor GptModel::head_weight(bool grad) const {
   return t.slice(0, 0, head_columns());  // this rank's real vocabulary rows: padding never gets logits
 }
 
-void GptModel::embed(const Tensor& ids_in, Tensor& out) {
+void GptModel::embed(const Tensor& ids, Tensor& out) {
   Buffers& b = buffers_;
   const std::int64_t N = b.B * b.T, C = config_.n_embd;
   const bool head_shares = head_ == wte_;
   acquire(embedding_unit_, Pass::forward);
-  if (split_.tp_size() == 1) {
-    embedding_forward(EmbeddingArgs{}, placement_.from_host(ids_in), store_[wte_].value, out);
-  } else {
-    const dist::VocabShard shard = dist::VocabShard{vocab_start(), config_.vocab_size};
-    if (split_.sharded_sequence()) {  // every rank's partial lookup, summed into each rank's rows
-      Tensor partial = b.scratch.d_h.view({N, C});
-      dist::vocab_parallel_embedding_lookup(shard, ids_in.view({N}), store_[wte_].value, partial);
-      dist::reduce_scatter_to_sequence_region_forward(*split_.tp, partial, out);
-    } else {
-      Tensor flat = out.view({N, C});
-      dist::vocab_parallel_embedding_forward(*split_.tp, shard, ids_in.view({N}), store_[wte_].value, flat);
-    }
-  }
+  // Each rank's lookup of the vocabulary rows it holds, summed into each rank's token rows.
+  const TensorParallel& tp = split_.tensor_parallel();
+  Tensor full = tp.full_of(out, b.scratch.d_h);
+  Tensor lookup = full.view({N, C});
+  tp.embedding_lookup(ids.view({N}), store_[wte_].value, lookup);
+  tp.reduce_to_rows(full, out);
   if (wpe_ != npos) {
     embedding_forward(EmbeddingArgs{}, b.row_positions, store_[wpe_].value, b.pos_emb);
     add_into(out, b.pos_emb);
@@ -54,23 +44,17 @@ void GptModel::embed(const Tensor& ids_in, Tensor& out) {
   if (!head_shares) release(embedding_unit_, Pass::forward);
 }
 
-void GptModel::embed_backward(const Tensor& ids_in, const Tensor& grad) {
+void GptModel::embed_backward(const Tensor& ids, const Tensor& grad) {
   Buffers& b = buffers_;
   const std::int64_t N = b.B * b.T, C = config_.n_embd;
   const Pass pass = head_ == wte_ ? Pass::backward : Pass::backward_grads;
   if (pass == Pass::backward_grads) acquire(embedding_unit_, pass);
-  // Sequence parallel: the full gradient (every rank's rows), so that the lookups' and the
-  // replicated position table's gradients are complete on every rank without a reduction.
-  Tensor full = grad;
-  if (split_.sharded_sequence()) {
-    dist::reduce_scatter_to_sequence_region_backward(*split_.tp, grad, b.scratch.d_full);
-    full = b.scratch.d_full;
-  }
-  if (split_.tp_size() == 1) {
-    embedding_backward(EmbeddingArgs{}, placement_.from_host(ids_in), full, store_[wte_].grad);
-  } else {
-    dist::vocab_parallel_embedding_backward(dist::VocabShard{vocab_start(), config_.vocab_size}, ids_in.view({N}), full.view({N, C}), store_[wte_].grad);
-  }
+  // The full gradient (every rank's rows), so that the lookups' and the replicated position
+  // table's gradients are complete on every rank without a reduction.
+  const TensorParallel& tp = split_.tensor_parallel();
+  Tensor full = tp.full_of(grad, b.scratch.d_full);
+  tp.gather_rows(grad, full);
+  tp.embedding_backward(ids.view({N}), full.view({N, C}), store_[wte_].grad);
   if (wpe_ != npos) embedding_backward(EmbeddingArgs{}, b.positions, full.view({b.B, b.T, C}), store_[wpe_].grad);
   release(embedding_unit_, pass);
   grads_ready(embedding_unit_);
@@ -78,9 +62,10 @@ void GptModel::embed_backward(const Tensor& ids_in, const Tensor& grad) {
 
 Tensor GptModel::head_input(Slot& s) {
   const std::int64_t N = buffers_.B * buffers_.T, C = config_.n_embd;
-  if (!split_.sharded_sequence()) return s.hf.view({N, C});
-  dist::gather_from_sequence_region_forward(*split_.tp, s.hf, buffers_.hf_gathered);
-  return buffers_.hf_gathered.view({N, C});
+  const TensorParallel& tp = split_.tensor_parallel();
+  Tensor full = tp.full_of(s.hf, buffers_.hf_gathered);
+  tp.gather_rows(s.hf, full);
+  return full.view({N, C});
 }
 
 LossSum GptModel::head_forward(Slot& s, const Tensor& targets_in) {
@@ -102,13 +87,7 @@ LossSum GptModel::head_forward(Slot& s, const Tensor& targets_in) {
   if (!targets_in.defined()) return result;
   // The targets on the host (to count them) and where the loss runs.
   const Tensor host_targets = placement_.to_host(targets_in).view({N});
-  if (split_.tp_size() == 1) {
-    cross_entropy_forward(CrossEntropyArgs{.ignore_index = kIgnoreIndex}, s.logits, placement_.from_host(host_targets),
-                          s.losses, s.lse);
-  } else {
-    dist::vocab_parallel_cross_entropy_forward(*split_.tp, dist::VocabShard{vocab_start(), config_.vocab_size}, s.logits, host_targets, kIgnoreIndex,
-                                               s.losses, s.lse);
-  }
+  split_.tensor_parallel().cross_entropy_forward(s.logits, host_targets, kIgnoreIndex, s.losses, s.lse);
   const Tensor host_losses = placement_.to_host(s.losses);
   const float* losses = host_losses.data<float>();
   for (std::int64_t i = 0; i < N; ++i) result.sum += losses[i];  // ignored rows are 0
@@ -123,13 +102,8 @@ void GptModel::head_backward(Slot& s, const Tensor& targets_in, float loss_scale
   if (head_ == wte_) acquire(embedding_unit_, Pass::backward);
   fill(b.grad_losses, loss_scale);
   // dlogits overwrite the logits buffer (the op reads each element first).
-  if (split_.tp_size() == 1) {
-    cross_entropy_backward(CrossEntropyArgs{.ignore_index = kIgnoreIndex}, s.logits,
-                           placement_.from_host(targets_in).view({N}), s.lse, b.grad_losses, s.logits);
-  } else {
-    dist::vocab_parallel_cross_entropy_backward(dist::VocabShard{vocab_start(), config_.vocab_size}, s.logits, targets_in.view({N}), kIgnoreIndex, s.lse,
-                                                b.grad_losses, s.logits);
-  }
+  const TensorParallel& tp = split_.tensor_parallel();
+  tp.cross_entropy_backward(s.logits, targets_in.view({N}), kIgnoreIndex, s.lse, b.grad_losses, s.logits);
   Tensor head_grad = head_weight(true), no_bias;
   Tensor d_hf = b.d_hf.view({N, C});
   const Tensor input = head_input(s);
@@ -138,31 +112,22 @@ void GptModel::head_backward(Slot& s, const Tensor& targets_in, float loss_scale
   } else {
     zero(d_hf);  // no real vocabulary here: this rank adds nothing to the input's gradient
   }
-  Tensor d_rows = b.d_hf;  // sum the vocabulary shards' contributions over tp
-  if (split_.sharded_sequence()) {
-    d_rows = b.scratch.d_hs;
-    dist::gather_from_sequence_region_backward(*split_.tp, b.d_hf, d_rows);
-  } else if (split_.tp_size() > 1) {
-    dist::copy_to_tp_region_backward(*split_.tp, b.d_hf);
-  }
-  // Sequence parallel: the final norm's gradients are partial sums over this rank's rows.
-  const bool partial = split_.sharded_sequence();
-  if (partial) zero(b.norm_grads);
-  Tensor w_grad = partial ? b.norm_grads.slice(0, 0, C) : store_[norm_w_].grad;
+  Tensor d_rows = tp.rows_of(b.d_hf, b.scratch.d_hs);  // the vocabulary shards' contributions, summed
+  tp.reduce_to_rows(b.d_hf, d_rows);
+  // The final norm's gradients: from this rank's rows, summed over the group's (sequence parallel).
+  zero(b.norm_grads);
+  Tensor w_grad = b.norm_grads.slice(0, 0, C), b_grad = b.norm_grads.slice(0, C, 2 * C);
   const Tensor& last = s.residual.back();
   if (config_.norm == NormKind::layernorm) {
-    Tensor b_grad = partial ? b.norm_grads.slice(0, C, 2 * C) : store_[norm_b_].grad;
     layernorm_backward(LayernormArgs{.eps = config_.norm_eps}, last, store_[norm_w_].value, s.hf_mean, s.hf_rstd,
                        d_rows, grad, w_grad, b_grad);
   } else {
     rmsnorm_backward(RmsnormArgs{.eps = config_.norm_eps}, last, store_[norm_w_].value, s.hf_rstd, d_rows, grad,
                      w_grad);
   }
-  if (partial) {
-    split_.tp->all_reduce(b.norm_grads);
-    add_into(store_[norm_w_].grad, b.norm_grads.slice(0, 0, C));
-    if (norm_b_ != npos) add_into(store_[norm_b_].grad, b.norm_grads.slice(0, C, 2 * C));
-  }
+  tp.sum_replicated_grads(b.norm_grads);
+  add_into(store_[norm_w_].grad, w_grad);
+  if (norm_b_ != npos) add_into(store_[norm_b_].grad, b_grad);
   release(head_unit_, Pass::backward);
   grads_ready(head_unit_);
 }

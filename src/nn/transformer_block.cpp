@@ -1,11 +1,11 @@
-// TransformerBlock forward / recompute / backward over the reference ops, with the tensor- and
-// sequence-parallel communication of model_split.h (all of it a no-op at tp 1).
+// TransformerBlock forward / recompute / backward over the ops; activations cross the tensor-
+// parallel group only through the split's TensorParallel (the identity for a group of one), so
+// the code reads as the serial block.
 #include "myriad/nn/transformer_block.h"
 
 #include <cmath>
 #include <cstring>
 
-#include "myriad/dist/tensor_parallel_region.h"
 #include "myriad/nn/linear.h"
 #include "myriad/ops/activations.h"
 #include "myriad/ops/attention.h"
@@ -78,10 +78,10 @@ BlockScratch make_block_scratch(const ops::Placement& placement, const Transform
   s.d_fc = placement.empty({B, T, F});
   s.d_act = placement.empty({B, T, F});
   if (c.mlp == MlpKind::swiglu) s.d_up = placement.empty({B, T, F});
+  s.norm_grads = placement.empty({4 * C});
   if (split.sharded_sequence()) {
     s.d_full = placement.empty({B, T, C});
     s.d_hs = placement.empty(rows);
-    s.norm_grads = placement.empty({4 * C});
     s.h_rows = placement.empty(rows);
   }
   return s;
@@ -157,11 +157,10 @@ void TransformerBlock::norm_backward(const ParameterStore& store, std::size_t w,
   }
 }
 
-// Where a norm parameter's gradient goes: the store, or (sequence parallel: a partial sum over
-// this rank's tokens) one of four C-sized slots of scratch.norm_grads, all-reduced at the end.
-Tensor TransformerBlock::norm_grad_target(ParameterStore& store, std::size_t index, BlockScratch& s, int slot) const {
+// Where a norm parameter's gradient goes first: one of four C-sized slots of scratch.norm_grads
+// (the sum over this rank's rows), summed over the group and added into the store at the end.
+Tensor TransformerBlock::norm_grad_target(std::size_t index, BlockScratch& s, int slot) const {
   if (index == npos) return Tensor();
-  if (!split_.sharded_sequence()) return store[index].grad;
   const std::int64_t C = config_.n_embd;
   return s.norm_grads.slice(0, slot * C, (slot + 1) * C);
 }
@@ -174,32 +173,19 @@ void TransformerBlock::mlp_activation(const BlockActivations& acts, Tensor& act)
   }
 }
 
-// full <- norm(x): directly, or (sequence parallel) norm of this rank's rows, then all-gathered.
+// full <- norm(x) for the column-parallel layers: the norm of this rank's rows, gathered.
 void TransformerBlock::norm_and_gather(const ParameterStore& store, std::size_t w, std::size_t b, const Tensor& x,
-                                       Tensor& rows, Tensor& full, Tensor& mean, Tensor& rstd) const {
-  if (!split_.sharded_sequence()) {
-    norm_forward(store, w, b, x, full, mean, rstd);
-    return;
-  }
+                                       Tensor& rows_scratch, Tensor& full, Tensor& mean, Tensor& rstd) const {
+  const TensorParallel& tp = split_.tensor_parallel();
+  Tensor rows = tp.rows_of(full, rows_scratch);
   norm_forward(store, w, b, x, rows, mean, rstd);
-  dist::gather_from_sequence_region_forward(*split_.tp, rows, full);
+  tp.gather_rows(rows, full);
 }
 
-// out = residual + reduce_over_tp(in @ weight^T) + bias: all-reduce, or reduce-scatter to this
-// rank's rows (sequence parallel). `partial` is (B, T, C) scratch used when tp > 1.
+// out = residual + the row-parallel linear of `in` (`partial`: (B, T, C) scratch).
 void TransformerBlock::row_parallel_output(const Tensor& in, const Tensor& weight, const Tensor& bias,
                                            const Tensor& residual, Tensor& partial, Tensor& out) const {
-  if (split_.tp_size() == 1) {
-    linear_forward(in, weight, bias, out);
-  } else if (split_.sharded_sequence()) {
-    linear_forward(in, weight, Tensor(), partial);
-    dist::reduce_scatter_to_sequence_region_forward(*split_.tp, partial, out);
-    if (bias.defined()) add_row_bias(out, bias);
-  } else {
-    linear_forward(in, weight, Tensor(), out);
-    dist::reduce_from_tp_region_forward(*split_.tp, out);
-    if (bias.defined()) add_row_bias(out, bias);
-  }
+  split_.tensor_parallel().row_parallel_linear(in, weight, bias, partial, out);
   add_into(out, residual);
 }
 
@@ -241,24 +227,21 @@ void TransformerBlock::recompute(const ParameterStore& store, const Tensor& x, B
   if (mode == Recompute::selective) mlp_activation(a, a.act);
 }
 
-// The full (B, T, C) gradient of a row-parallel output: `grad` itself, or (sequence parallel) the
-// all-gather of every rank's rows (the backward of the forward's reduce-scatter).
-const Tensor& TransformerBlock::gathered_grad(const Tensor& grad, BlockScratch& s) const {
-  if (!split_.sharded_sequence()) return grad;
-  dist::reduce_scatter_to_sequence_region_backward(*split_.tp, grad, s.d_full);
-  return s.d_full;
+// The full (B, T, C) gradient of a row-parallel output (the backward of its reduction).
+Tensor TransformerBlock::gathered_grad(const Tensor& grad, BlockScratch& s) const {
+  const TensorParallel& tp = split_.tensor_parallel();
+  Tensor full = tp.full_of(grad, s.d_full);
+  tp.gather_rows(grad, full);
+  return full;
 }
 
-// s.d_h holds this rank's partial gradient of a column-parallel input: sum it over tp (all-reduce,
-// or reduce-scatter to this rank's rows: the backward of the forward's all-gather).
-const Tensor& TransformerBlock::reduced_input_grad(BlockScratch& s) const {
-  if (split_.tp_size() == 1) return s.d_h;
-  if (!split_.sharded_sequence()) {
-    dist::copy_to_tp_region_backward(*split_.tp, s.d_h);
-    return s.d_h;
-  }
-  dist::gather_from_sequence_region_backward(*split_.tp, s.d_h, s.d_hs);
-  return s.d_hs;
+// s.d_h holds this rank's partial gradient of a column-parallel input: summed over the group into
+// this rank's rows (the backward of the input's gather).
+Tensor TransformerBlock::reduced_input_grad(BlockScratch& s) const {
+  const TensorParallel& tp = split_.tensor_parallel();
+  Tensor rows = tp.rows_of(s.d_h, s.d_hs);
+  tp.reduce_to_rows(s.d_h, rows);
+  return rows;
 }
 
 void TransformerBlock::backward(ParameterStore& store, const Tensor& x, const BlockActivations& a,
@@ -266,7 +249,7 @@ void TransformerBlock::backward(ParameterStore& store, const Tensor& x, const Bl
   const int tp = split_.tp_size();
   const std::int64_t B = a.h1.size(0), T = a.h1.size(1);
   const std::int64_t Hq = config_.local_heads(tp), Hkv = config_.local_kv_heads(tp), D = config_.head_dim();
-  if (split_.sharded_sequence()) zero(s.norm_grads);
+  zero(s.norm_grads);
   // MLP.
   Tensor out_b = optional(store, out_b_, true), fc_b = optional(store, fc_b_, true), none;
   linear_backward(a.act, store[out_w_].value, gathered_grad(grad, s), s.d_act, false, store[out_w_].grad, out_b);
@@ -278,7 +261,7 @@ void TransformerBlock::backward(ParameterStore& store, const Tensor& x, const Bl
     linear_backward(a.h2, store[fc_w_].value, s.d_fc, s.d_h, false, store[fc_w_].grad, fc_b);
     linear_backward(a.h2, store[up_w_].value, s.d_up, s.d_h, true, store[up_w_].grad, none);
   }
-  Tensor n2w = norm_grad_target(store, norm2_w_, s, 2), n2b = norm_grad_target(store, norm2_b_, s, 3);
+  Tensor n2w = norm_grad_target(norm2_w_, s, 2), n2b = norm_grad_target(norm2_b_, s, 3);
   norm_backward(store, norm2_w_, a.x_mid, a.ln2_mean, a.ln2_rstd, reduced_input_grad(s), s.d_tmp, n2w, n2b);
   add_into(grad, s.d_tmp);  // grad = dL/dx_mid
   // Attention.
@@ -302,17 +285,15 @@ void TransformerBlock::backward(ParameterStore& store, const Tensor& x, const Bl
   }
   Tensor qkv_b = optional(store, qkv_b_, true);
   linear_backward(a.h1, store[qkv_w_].value, s.d_qkv, s.d_h, false, store[qkv_w_].grad, qkv_b);
-  Tensor n1w = norm_grad_target(store, norm1_w_, s, 0), n1b = norm_grad_target(store, norm1_b_, s, 1);
+  Tensor n1w = norm_grad_target(norm1_w_, s, 0), n1b = norm_grad_target(norm1_b_, s, 1);
   norm_backward(store, norm1_w_, x, a.ln1_mean, a.ln1_rstd, reduced_input_grad(s), s.d_tmp, n1w, n1b);
   add_into(grad, s.d_tmp);  // grad = dL/dx
-  if (split_.sharded_sequence()) {  // the norms' partial gradients, summed over every rank's tokens
-    split_.tp->all_reduce(s.norm_grads);
-    const std::int64_t C = config_.n_embd;
-    const std::size_t norms[4] = {norm1_w_, norm1_b_, norm2_w_, norm2_b_};
-    for (int slot = 0; slot < 4; ++slot) {
-      if (norms[slot] == npos) continue;
-      add_into(store[norms[slot]].grad, s.norm_grads.slice(0, slot * C, (slot + 1) * C));
-    }
+  // The norms' gradients: from this rank's rows, summed over every rank's (sequence parallel).
+  split_.tensor_parallel().sum_replicated_grads(s.norm_grads);
+  const std::int64_t C = config_.n_embd;
+  const std::size_t norms[4] = {norm1_w_, norm1_b_, norm2_w_, norm2_b_};
+  for (int slot = 0; slot < 4; ++slot) {
+    if (norms[slot] != npos) add_into(store[norms[slot]].grad, s.norm_grads.slice(0, slot * C, (slot + 1) * C));
   }
 }
 

@@ -12,6 +12,7 @@
 #include "myriad/core/process_memory.h"
 #include "myriad/dist/mpi_communicator.h"
 #include "myriad/dist/scalar_reduce.h"
+#include "myriad/dist/tensor_parallel_regions.h"
 #include "myriad/nn/linear.h"
 #include "myriad/ops/cross_entropy.h"
 #include "myriad/train/checkpoint.h"
@@ -264,8 +265,11 @@ void Engine::check_supported_layout() const {
 nn::ModelSplit Engine::model_split() {
   const ParallelConfig& p = config_.parallel;
   nn::ModelSplit split;
-  if (p.tp > 1) split.tp = &tp();
-  split.sequence_parallel = p.sequence_parallel;
+  if (p.tp > 1) {  // parallelize: the model's layers cross the tp group through these regions
+    tensor_parallel_ = std::make_unique<dist::TensorParallelRegions>(
+        tp(), p.sequence_parallel, transformer_config(config_.model, config_.model.vocab_size));
+    split.tp = tensor_parallel_.get();
+  }
   const int stage = pp().rank();
   const std::vector<int> per_stage = p.stage_layers(config_.model.n_layer);
   std::vector<int> first_layer = {0};

@@ -22,6 +22,7 @@
 
 #include "myriad/core/logging.h"
 #include "myriad/dist/process_groups.h"
+#include "myriad/dist/tensor_parallel_regions.h"
 #include "myriad/train/checkpoint_reader.h"
 #include "myriad/train/engine.h"
 #include "engine_test_support.h"
@@ -248,7 +249,8 @@ TEST(ModelParallelMemory, SequenceParallelShrinksSavedActivations) {
   if (comm.size() != 2) GTEST_SKIP() << "needs 2 ranks";
   nn::TransformerConfig config = nn::TransformerConfig::gpt2(320, 4, 4, 64, 64);
   const std::int64_t B = 4, T = 64, C = config.n_embd, N = B * T;
-  nn::ModelSplit plain{.tp = &comm}, sequence{.tp = &comm, .sequence_parallel = true};
+  const dist::TensorParallelRegions tp_regions(comm, false, config), sp_regions(comm, true, config);
+  nn::ModelSplit plain{.tp = &tp_regions}, sequence{.tp = &sp_regions};
   nn::GptModel tp_only(config, plain, false), tp_sp(config, sequence, false), serial(config, {}, false);
   for (nn::Recompute mode : {nn::Recompute::none, nn::Recompute::selective}) {
     const std::int64_t whole = serial.activation_memory(B, T, mode).saved_bytes;

@@ -118,7 +118,7 @@ class GptModel final : public PipelineStage {
     Tensor pos_emb;                // residual shape
     Tensor grad_losses;            // (N)
     Tensor d_hf;                   // (B, T, C) head input gradient
-    Tensor norm_grads;             // sequence parallel: final-norm partial gradients (2 C)
+    Tensor norm_grads;             // the final norm's gradients (2 C), summed over the group, then added
     Tensor hf_gathered;            // sequence parallel: every rank's hf rows (B, T, C), gathered when used
   };
 

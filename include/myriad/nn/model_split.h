@@ -8,7 +8,9 @@
 // embedding and LM head by rows (vocab-parallel). Norms, position embeddings and the biases of
 // row-parallel layers are replicated: every tp rank computes identical gradients for them
 // (without sequence parallelism), so they need no communication.
-// Sequence parallel (`sequence_parallel`, tp > 1): the residual stream, norms and their inputs are
+// How activations cross the tp group is `tp` (nn/tensor_parallel.h: the region ops and vocabulary-
+// parallel lookup and loss), made by the distributed layer from the layout; the model holds no
+// communicator. Sequence parallel (TensorParallel::shards_rows, tp > 1): the residual stream, norms and their inputs are
 // sharded over tp by rows of the flattened (B*T, C) token matrix — rank r holds tokens
 // [r N/tp, (r+1) N/tp); the column-parallel input is all-gathered and the row-parallel output
 // reduce-scattered instead of all-reduced; the replicated parameters' gradients are then partial
@@ -20,20 +22,20 @@
 
 #include <vector>
 
-#include "myriad/dist/communicator.h"
+#include "myriad/nn/tensor_parallel.h"
 
 namespace myriad::nn {
 
 struct ModelSplit {
-  dist::Communicator* tp = nullptr;  // not owned; nullptr = no tensor parallelism
-  bool sequence_parallel = false;
+  const TensorParallel* tp = nullptr;  // not owned; nullptr = a group of one (serial_tensor_parallel)
   std::vector<std::vector<int>> chunks;  // empty = one chunk with every layer
   bool first_stage = true;
   bool last_stage = true;
 
-  int tp_size() const { return tp ? tp->size() : 1; }
-  int tp_rank() const { return tp ? tp->rank() : 0; }
-  bool sharded_sequence() const { return sequence_parallel && tp_size() > 1; }
+  const TensorParallel& tensor_parallel() const { return tp ? *tp : serial_tensor_parallel(); }
+  int tp_size() const { return tensor_parallel().size(); }
+  int tp_rank() const { return tensor_parallel().rank(); }
+  bool sharded_sequence() const { return tensor_parallel().shards_rows(); }
 };
 
 }  // namespace myriad::nn

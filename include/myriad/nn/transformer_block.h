@@ -11,7 +11,8 @@
 // model allocates them. Gradient contract: parameter grads accumulate (`+=`); backward turns
 // `grad` (dL/dy on entry) into dL/dx in place.
 //
-// Under a ModelSplit with tp > 1 (model_split.h) the block holds its rank's heads and MLP columns;
+// Under a ModelSplit with tp > 1 (model_split.h) the block holds its rank's heads and MLP columns
+// and its activations cross the group through the split's TensorParallel (nn/tensor_parallel.h);
 // the qkv width, attention output width and MLP width of the tensors below are the local ones
 // (TransformerConfig::local_*). With sequence parallelism the residual-stream tensors (x, y,
 // x_mid, grad, norm statistics) hold this rank's N/tp token rows, shaped (1, N/tp, C); h1 and h2
@@ -48,7 +49,7 @@ struct BlockScratch {
   Tensor d_tmp, y_discard;              // residual-stream shape
   Tensor d_full, d_hs;                  // sequence parallel: gathered (B, T, C) grad, (1, N/tp, C) shard
   Tensor h_rows;                        // sequence parallel: a norm's output rows before the all-gather
-  Tensor norm_grads;                    // sequence parallel: partial norm gradients (4 C), all-reduced
+  Tensor norm_grads;                    // the norms' gradients (4 C), summed over the group, then added
   Tensor d_qkv;                         // (B, T, QKV)
   Tensor d_fc, d_up, d_act;             // (B, T, F)
 };
@@ -112,9 +113,9 @@ class TransformerBlock {
                        Tensor& full, Tensor& mean, Tensor& rstd) const;
   void row_parallel_output(const Tensor& in, const Tensor& weight, const Tensor& bias, const Tensor& residual,
                            Tensor& partial, Tensor& out) const;
-  const Tensor& gathered_grad(const Tensor& grad, BlockScratch& s) const;
-  const Tensor& reduced_input_grad(BlockScratch& s) const;
-  Tensor norm_grad_target(ParameterStore& store, std::size_t index, BlockScratch& s, int slot) const;
+  Tensor gathered_grad(const Tensor& grad, BlockScratch& s) const;
+  Tensor reduced_input_grad(BlockScratch& s) const;
+  Tensor norm_grad_target(std::size_t index, BlockScratch& s, int slot) const;
 };
 
 }  // namespace myriad::nn

@@ -122,6 +122,7 @@ class Engine {
   std::unique_ptr<data::TrainSampler> train_sampler_;
   std::unique_ptr<data::EvalSampler> eval_sampler_;
   std::unique_ptr<DeviceRuntime> device_;  // training.device cuda; before everything placed on it
+  std::unique_ptr<nn::TensorParallel> tensor_parallel_;  // tp > 1: how the model crosses the tp group
   std::unique_ptr<nn::GptModel> model_;
   std::unique_ptr<DataParallel> data_parallel_;
   optim::AdamWConfig adam_;

@@ -1,0 +1,69 @@
+// TensorParallel — the model's view of its tensor-parallel group: the layer types and region ops
+// through which activations cross the group (Megatron's conjugate f / g pairs and, with sequence
+// parallelism, g / g-bar), called by the block and the head at fixed points whatever the layout.
+// The model never names a communicator: the serial implementation (serial_tensor_parallel(), a
+// group of one) is the identity, and the parallel ones live in the distributed layer, made by its
+// parallelize step from the layout (dist/tensor_parallel_regions.h).
+//
+// Rows: the token rows of the residual stream this rank holds — all B*T of them, or (shards_rows,
+// sequence parallelism) its contiguous share, shaped (1, N/tp, C). "Full" activations are all rows
+// (B, T, C), what column-parallel layers read and row-parallel layers produce (partial sums).
+//   gather_rows(rows, full)     column-parallel input: identity (rows is full) or all-gather;
+//                               the backward of a row-parallel output
+//   reduce_to_rows(full, rows)  row-parallel output: identity (a group of one), all-reduce in
+//                               place (rows is full) or reduce-scatter; the backward of a
+//                               column-parallel input (the sum of each rank's partial gradient)
+//   sum_replicated_grads(g)     gradients of replicated parameters computed from this rank's rows
+//                               only (sequence parallelism): summed over the group; else nothing
+// Vocabulary parallelism: the embedding and head rows are split over the group (this rank holds
+// rows [vocab_start, vocab_start + padded/tp)); the lookup and loss ops below take the rank's
+// share and global token ids / targets (host tensors or on the table's device).
+// Every method is collective over the group where it communicates; ranks call them in one order.
+#pragma once
+
+#include <cstdint>
+
+#include "myriad/core/tensor.h"
+
+namespace myriad::nn {
+
+class TensorParallel {
+ public:
+  virtual ~TensorParallel() = default;
+
+  virtual int size() const = 0;
+  virtual int rank() const = 0;
+  virtual bool shards_rows() const = 0;
+
+  virtual void gather_rows(const Tensor& rows, Tensor& full) const = 0;
+  virtual void reduce_to_rows(Tensor& full, Tensor& rows) const = 0;
+  virtual void sum_replicated_grads(Tensor& grads) const = 0;
+
+  // out (N, C) = table rows of ids (N) this rank holds, zeros for other ranks' rows (unreduced).
+  virtual void embedding_lookup(const Tensor& ids, const Tensor& table, Tensor& out) const = 0;
+  // grad_table += the rows of grad_out (N, C) whose ids this rank holds.
+  virtual void embedding_backward(const Tensor& ids, const Tensor& grad_out, Tensor& grad_table) const = 0;
+  // logits (N, this rank's real vocabulary columns); targets (N) global (ignore_index allowed);
+  // losses, lse (N): the whole vocabulary's.
+  virtual void cross_entropy_forward(const Tensor& logits, const Tensor& targets, std::int32_t ignore_index,
+                                     Tensor& losses, Tensor& lse) const = 0;
+  // grad_logits (N, columns) written (`=`, may alias logits), scaled per row by grad_losses.
+  virtual void cross_entropy_backward(const Tensor& logits, const Tensor& targets, std::int32_t ignore_index,
+                                      const Tensor& lse, const Tensor& grad_losses, Tensor& grad_logits) const = 0;
+
+  // Layer-level helpers built from the region ops (no communication of their own).
+  // The buffer this rank's rows of a full activation live in: `full` itself, or `rows_scratch`.
+  Tensor rows_of(const Tensor& full, const Tensor& rows_scratch) const { return shards_rows() ? rows_scratch : full; }
+  // The buffer a full activation of `rows` lives in: `rows` itself, or `full_scratch`.
+  Tensor full_of(const Tensor& rows, const Tensor& full_scratch) const { return shards_rows() ? full_scratch : rows; }
+  // Row-parallel linear: out (rows) = the group's sum of in @ weight^T, + bias (replicated).
+  // `partial`: (B, T, C) scratch for the unreduced product when rows are sharded. In a group of
+  // one the bias rides in the GEMM (no reduction comes between).
+  void row_parallel_linear(const Tensor& in, const Tensor& weight, const Tensor& bias, Tensor& partial,
+                           Tensor& out) const;
+};
+
+// The identity of a group of one (the serial model); stateless.
+const TensorParallel& serial_tensor_parallel();
+
+}  // namespace myriad::nn
