@@ -19,7 +19,7 @@
 #include "harness.h"
 #include "myriad/core/philox.h"
 #include "myriad/nn/gpt_model.h"
-#include "myriad/dist/loopback_communicator.h"
+#include "myriad/distributed/loopback_communicator.h"
 #include "myriad/train/async_checkpoint.h"
 #include "myriad/train/checkpoint.h"
 #include "myriad/train/data_parallel.h"

@@ -27,8 +27,8 @@
 #include "harness.h"
 #include "myriad/core/error.h"
 #include "myriad/core/tensor.h"
-#include "myriad/dist/communicator.h"
-#include "myriad/dist/mpi_runtime.h"
+#include "myriad/distributed/communicator.h"
+#include "myriad/distributed/mpi_runtime.h"
 
 namespace {
 

@@ -29,9 +29,9 @@
 #include "myriad/config/run_config.h"
 #include "myriad/core/logging.h"
 #include "myriad/core/philox.h"
-#include "myriad/dist/mpi_runtime.h"
-#include "myriad/dist/process_groups.h"
-#include "myriad/dist/scalar_reduce.h"
+#include "myriad/distributed/mpi_runtime.h"
+#include "myriad/distributed/process_groups.h"
+#include "myriad/distributed/scalar_reduce.h"
 #include "myriad/train/engine.h"
 
 namespace fs = std::filesystem;

@@ -23,7 +23,7 @@ else()
   message(FATAL_ERROR "OpenBLAS not found (cblas.h / libopenblas); run scripts/setup.sh")
 endif()
 
-# myriad_spdlog: the logging dependency of myriad_base. The full build links the compiled
+# myriad_spdlog: the logging dependency of myriad_core. The full build links the compiled
 # spdlog; the GPU-only build includes spdlog and fmt as headers (nothing to load at run time).
 add_library(myriad_spdlog INTERFACE)
 if(MYRIAD_GPU_ONLY)

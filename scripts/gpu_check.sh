@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # One-shot check for a GPU window: record the machine (nvidia-smi, toolchain), configure the
-# reduced build (-DMYRIAD_GPU_ONLY=ON: myriad_base, the CUDA backend, GPU tests and benchmarks;
+# reduced build (-DMYRIAD_GPU_ONLY=ON: the layers up to optim, the CUDA backend, GPU tests and benchmarks;
 # no MPI, yaml-cpp, ICU or Python needed), build it, run `ctest -L gpu --output-on-failure`, fail
 # if a visible GPU still made tests skip, then run the GPU benchmarks (GEMM vs cuBLAS; flash
 # attention vs PyTorch SDPA when PyTorch is there; PyTorch's GPT-2 124M training step, the

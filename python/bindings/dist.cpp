@@ -13,8 +13,8 @@
 
 #include "bindings.h"
 #include "myriad/config/run_config.h"
-#include "myriad/dist/mpi_runtime.h"
-#include "myriad/dist/process_groups.h"
+#include "myriad/distributed/mpi_runtime.h"
+#include "myriad/distributed/process_groups.h"
 
 namespace py = pybind11;
 

@@ -5,7 +5,7 @@
 #include <algorithm>
 #include <cstring>
 
-#include "myriad/dist/scalar_reduce.h"
+#include "myriad/distributed/scalar_reduce.h"
 #include "myriad/nn/linear.h"
 #include "myriad/ops/elementwise.h"
 

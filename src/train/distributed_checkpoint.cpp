@@ -3,7 +3,7 @@
 
 #include <filesystem>
 
-#include "myriad/dist/scalar_reduce.h"
+#include "myriad/distributed/scalar_reduce.h"
 
 namespace myriad::train {
 

@@ -10,93 +10,15 @@
 #include "myriad/core/logging.h"
 #include "myriad/core/precision.h"
 #include "myriad/core/process_memory.h"
-#include "myriad/dist/mpi_communicator.h"
-#include "myriad/dist/scalar_reduce.h"
-#include "myriad/dist/tensor_parallel_regions.h"
+#include "myriad/distributed/mpi_communicator.h"
+#include "myriad/distributed/scalar_reduce.h"
+#include "myriad/distributed/tensor_parallel_regions.h"
 #include "myriad/nn/linear.h"
 #include "myriad/ops/cross_entropy.h"
 #include "myriad/train/checkpoint.h"
+#include "myriad/train/config_wiring.h"
 
 namespace myriad::train {
-
-namespace {
-
-nn::ParamKind parse_param_kind(const std::string& name) {
-  if (name == "norm") return nn::ParamKind::norm;
-  if (name == "bias") return nn::ParamKind::bias;
-  if (name == "embedding") return nn::ParamKind::embedding;
-  if (name == "weight") return nn::ParamKind::weight;
-  MYRIAD_THROW("training.no_decay: unknown parameter kind '" << name << "'; allowed: norm, bias, embedding, weight");
-}
-
-nn::Recompute to_nn(Recompute mode) {
-  switch (mode) {
-    case Recompute::none: return nn::Recompute::none;
-    case Recompute::selective: return nn::Recompute::selective;
-    case Recompute::full: return nn::Recompute::full;
-  }
-  return nn::Recompute::none;
-}
-
-dist::ScheduleKind to_schedule_kind(PipelineSchedule kind) {
-  switch (kind) {
-    case PipelineSchedule::gpipe: return dist::ScheduleKind::gpipe;
-    case PipelineSchedule::one_f_one_b: return dist::ScheduleKind::one_f_one_b;
-    case PipelineSchedule::interleaved: return dist::ScheduleKind::interleaved;
-  }
-  return dist::ScheduleKind::one_f_one_b;
-}
-
-// training.precision as the format the model computes in (the weights' and GEMM operands' copy).
-DType compute_format(Precision precision) {
-  switch (precision) {
-    case Precision::bf16: return DType::bf16;
-    case Precision::fp16: return DType::f16;
-    case Precision::fp32: break;
-  }
-  return DType::f32;
-}
-
-optim::ScheduleKind to_optim(LrSchedule kind) {
-  switch (kind) {
-    case LrSchedule::cosine: return optim::ScheduleKind::cosine;
-    case LrSchedule::linear: return optim::ScheduleKind::linear;
-    case LrSchedule::constant: return optim::ScheduleKind::constant;
-  }
-  return optim::ScheduleKind::cosine;
-}
-
-
-}  // namespace
-
-std::string model_section_yaml(const RunConfig& config) {
-  // The model section of the resolved YAML (from "model:" to the next top-level key).
-  const std::string yaml = config.to_yaml();
-  std::size_t begin = yaml.find("model:");
-  std::size_t end = yaml.find("\nparallel:", begin);
-  return yaml.substr(begin, end == std::string::npos ? std::string::npos : end - begin + 1);
-}
-
-nn::TransformerConfig transformer_config(const ModelConfig& m, std::int64_t vocab_size) {
-  nn::TransformerConfig c;
-  c.vocab_size = vocab_size;
-  c.n_layer = m.n_layer;
-  c.n_head = m.n_head;
-  c.n_kv_head = m.kv_heads();
-  c.n_embd = m.n_embd;
-  c.context_length = m.context_length;
-  c.ffn_hidden = m.ffn_hidden_size();
-  const bool llama = m.architecture == Architecture::llama;
-  c.norm = llama ? nn::NormKind::rmsnorm : nn::NormKind::layernorm;
-  c.mlp = llama ? nn::MlpKind::swiglu : nn::MlpKind::gelu;
-  c.positions = llama ? nn::PositionKind::rope : nn::PositionKind::learned;
-  c.tie_embeddings = m.ties_embeddings();
-  c.bias = m.uses_bias();
-  c.norm_eps = static_cast<float>(m.norm_eps);
-  c.rope_theta = m.rope_theta;
-  c.init_std = static_cast<float>(m.init_std);
-  return c;
-}
 
 Engine::Engine(const RunConfig& config, std::shared_ptr<spdlog::logger> log, dist::ProcessGroups* groups)
     : log_(std::move(log)) {
@@ -130,34 +52,18 @@ Engine::Engine(const RunConfig& config, std::shared_ptr<spdlog::logger> log, dis
                                           true, device_ ? device_->placement() : ops::Placement{});
   model_->initialize(config_.training.seed);
   if (model_parallel()) serial_layout_ = std::make_unique<SerialLayout>(*model_);
-  optim::AdamWConfig& adam = adam_;
-  adam.beta1 = static_cast<float>(config_.training.beta1);
-  adam.beta2 = static_cast<float>(config_.training.beta2);
-  adam.eps = static_cast<float>(config_.training.adam_eps);
-  adam.weight_decay = static_cast<float>(config_.training.weight_decay);
-  adam.grad_clip = static_cast<float>(config_.training.grad_clip);
-  adam.no_decay.clear();
-  for (const std::string& kind : config_.training.no_decay) adam.no_decay.push_back(parse_param_kind(kind));
-  DataParallelOptions dp_options;
-  dp_options.zero_stage = config_.parallel.zero_stage;
-  dp_options.bucket_elements = static_cast<std::int64_t>(config_.parallel.bucket_mb * 1048576.0 / 4.0);
+  DataParallelOptions dp_options = data_parallel_options(config_);
   dp_options.model_parallel = {&tp(), &pp()};
-  dp_options.reduce_after_backward = config_.parallel.pp > 1;
-  if (config_.parallel.zero_stage == 3) dp_options.compute_format = compute_format(config_.training.precision);
-  data_parallel_ = std::make_unique<DataParallel>(*model_, dp(), dp_options, adam);
+  data_parallel_ = std::make_unique<DataParallel>(*model_, dp(), dp_options, adamw_config(config_.training));
   setup_precision();
   if (config_.training.precision == Precision::fp16) setup_loss_scaler();
   if (config_.parallel.pp > 1) {
-    pipeline_ = std::make_unique<PipelineExecutor>(*model_, pp(), to_schedule_kind(config_.parallel.pp_schedule),
+    pipeline_ = std::make_unique<PipelineExecutor>(*model_, pp(), schedule_kind(config_.parallel.pp_schedule),
                                                    config_.training.gradient_accumulation,
                                                    config_.parallel.virtual_stages);
   }
-  schedule_.lr = static_cast<float>(config_.training.lr);
-  schedule_.min_lr = static_cast<float>(config_.training.min_lr.value_or(0.1 * config_.training.lr));
-  schedule_.warmup_steps = config_.training.warmup_steps;
-  schedule_.total_steps = config_.training.steps;
-  schedule_.kind = to_optim(config_.training.schedule);
-  recompute_ = to_nn(config_.training.recompute);
+  schedule_ = lr_schedule(config_.training);
+  recompute_ = recompute_mode(config_.training.recompute);
   // Fixed for the run (model, B, T, recompute): computed once, read by every step's metrics.
   flops_per_token_ = model_->flops_per_token(config_.training.seq_len);
   activations_ = model_->activation_memory(config_.training.micro_batch, config_.training.seq_len, recompute_);
@@ -165,20 +71,16 @@ Engine::Engine(const RunConfig& config, std::shared_ptr<spdlog::logger> log, dis
     micro_ids_.push_back(Tensor::empty({config_.training.micro_batch, T}, DType::i32));
     micro_targets_.push_back(Tensor::empty({config_.training.micro_batch, T}, DType::i32));
   }
-  peak_ = find_peak_flops(config_.logging.measure_peak, config_.logging.peak_tflops);
-  log_->info("peak per rank: measured {:.1f} GFLOP/s (1024^3 GEMM), datasheet {:.1f} GFLOP/s ({})", peak_.measured / 1e9,
-             peak_.datasheet / 1e9, peak_.datasheet_source);
+  const PeakFlops peak = find_peak_flops(config_.logging.measure_peak, config_.logging.peak_tflops);
+  log_->info("peak per rank: measured {:.1f} GFLOP/s (1024^3 GEMM), datasheet {:.1f} GFLOP/s ({})", peak.measured / 1e9,
+             peak.datasheet / 1e9, peak.datasheet_source);
   // Background saves reuse one host snapshot: take it once now so that the first periodic save
   // does not stall training on the page faults of a fresh multi-GiB buffer.
   if (config_.checkpoint.async && config_.checkpoint.every > 0 && writes_checkpoint()) {
     data_parallel_->snapshot_owned(snapshot_);
   }
   checkpoint_comm_ = world.split(0, world.rank(), "checkpoint");  // background writes talk only here
-  stragglers_ = std::make_unique<StragglerDetector>(world, groups_->grid(), config_.logging.straggler_every,
-                                                    config_.logging.straggler_margin);
-  if (world.rank() == 0 && (config_.logging.jsonl || config_.logging.tensorboard)) {
-    writer_ = std::make_unique<MetricsWriter>(config_.logging.dir, config_.logging.jsonl, config_.logging.tensorboard);
-  }
+  metrics_ = std::make_unique<StepMetricsCollector>(config_, *groups_, device_.get(), peak, flops_per_token_, log_);
   if (model_parallel()) log_layout();
   // Armed only now: data preparation on rank 0 may legitimately keep the others waiting longer.
   if (auto* mpi_world = dynamic_cast<dist::MpiCommunicator*>(&world);
@@ -210,7 +112,7 @@ void Engine::log_layout() {
   }
   std::string pipeline = "pp 1";
   if (p.pp > 1) {
-    const dist::ScheduleKind kind = to_schedule_kind(p.pp_schedule);
+    const dist::ScheduleKind kind = schedule_kind(p.pp_schedule);
     const int m = config_.training.gradient_accumulation;
     dist::ScheduleCheck check =
         dist::simulate_schedule(dist::build_schedule(kind, p.pp, m, p.virtual_stages), p.pp, m, p.virtual_stages);
@@ -323,27 +225,10 @@ MemoryReport Engine::memory_report() const {
   return r;
 }
 
-std::array<double, 6> Engine::comm_wait_seconds() {
-  std::array<double, 6> waits{};
-  for (std::size_t a = 0; a < dist::kAxes.size(); ++a) {
-    waits[a] = groups_->group(dist::kAxes[a]).stats().total().wait_seconds;
-    if (device_) waits[a] += device_->group(dist::kAxes[a]).stats().total().wait_seconds;  // NCCL's
-  }
-  waits[5] = groups_->world().stats().total().wait_seconds;
-  return waits;
-}
-
-std::int64_t Engine::dp_bytes_sent() {
-  std::int64_t sent = groups_->group(dist::Axis::dp).stats().total().bytes_sent;
-  if (device_) sent += device_->group(dist::Axis::dp).stats().total().bytes_sent;  // the NCCL dp group's
-  return sent;
-}
-
 StepMetrics Engine::step() {
   check_fresh_run_folder();
   const auto start = std::chrono::steady_clock::now();
-  const std::array<double, 6> comm_before = comm_wait_seconds();
-  const std::int64_t sent_before = dp_bytes_sent();
+  metrics_->begin();
   const std::int64_t B = config_.training.micro_batch;
   const int micro_batches = config_.training.gradient_accumulation;
   const int ranks = dp().size(), rank = dp().rank();
@@ -398,9 +283,8 @@ StepMetrics Engine::step() {
   metrics.loss = loss_sum / static_cast<double>(valid);
   metrics.grad_norm = stats.grad_norm;
   metrics.skipped = stats.skipped;
-  metrics.comm_bytes = dp_bytes_sent() - sent_before;
   metrics.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-  fill_step_metrics(metrics, data_wait, comm_before);
+  metrics_->finish(metrics, data_wait, bubble_seconds_, memory_report());
   // An fp16 overflow while the scaler can still lower the scale is the scaler's normal search.
   const bool scaler_backing_off = loss_scaler_ && stats.skipped && scale > config_.training.min_loss_scale;
   const bool nonfinite = !std::isfinite(metrics.loss) || (stats.skipped && !scaler_backing_off);
@@ -415,51 +299,6 @@ StepMetrics Engine::step() {
                                               "training.initial_loss_scale and the data, or raise "
                                               "training.max_nonfinite_steps (0 = never stop)");
   return metrics;
-}
-
-void Engine::fill_step_metrics(StepMetrics& m, double data_wait, const std::array<double, 6>& comm_before) {
-  const std::array<double, 6> comm_after = comm_wait_seconds();
-  m.comm_seconds = 0.0;
-  for (std::size_t i = 0; i < comm_after.size(); ++i) {
-    const double exposed = comm_after[i] - comm_before[i];
-    if (i < m.comm_axis_seconds.size()) m.comm_axis_seconds[i] = exposed;
-    m.comm_seconds += exposed;  // the axes plus world-wide collectives (none on the step path today)
-  }
-  // The pipeline's receive waits are its bubble, not communication: moved out of the pp axis.
-  const auto pp_axis = static_cast<std::size_t>(dist::Axis::pp);
-  const double bubble = std::min(bubble_seconds_, m.comm_axis_seconds[pp_axis]);
-  m.comm_axis_seconds[pp_axis] -= bubble;
-  m.comm_seconds -= bubble;
-  m.tokens = tokens_per_step();
-  m.samples = static_cast<std::int64_t>(config_.training.micro_batch) * config_.training.gradient_accumulation *
-              config_.parallel.dp;
-  m.data_wait_seconds = data_wait;
-  m.bubble_seconds = bubble;
-  m.compute_seconds = std::max(0.0, m.seconds - m.data_wait_seconds - m.comm_seconds - m.bubble_seconds);
-  m.tokens_per_second = static_cast<double>(m.tokens) / m.seconds;
-  m.samples_per_second = static_cast<double>(m.samples) / m.seconds;
-  m.model_flops = flops_per_token() * static_cast<double>(m.tokens);
-  const double world = groups_->grid().world_size();
-  if (peak_.measured > 0) m.mfu = m.model_flops / m.seconds / (world * peak_.measured);
-  if (peak_.datasheet > 0) m.mfu_datasheet = m.model_flops / m.seconds / (world * peak_.datasheet);
-  const MemoryReport mem = memory_report();
-  m.memory.parameters = mem.parameter_bytes;
-  m.memory.gradients = mem.gradient_bytes;
-  m.memory.optimizer = mem.optimizer_bytes;
-  m.memory.activations = mem.activation_bytes;
-  m.memory.workspace = mem.scratch_bytes + mem.comm_buffer_bytes;
-  m.memory.rss_current = static_cast<std::int64_t>(current_rss_bytes());
-  m.memory.rss_peak = static_cast<std::int64_t>(peak_rss_bytes());
-  if (stragglers_->record(m.compute_seconds, m.rank_compute_seconds, m.stragglers)) {
-    for (const Straggler& s : m.stragglers) {
-      if (groups_->world().rank() == 0) {
-        log_->warn("straggler: rank {} ({}) on {}: compute {:.1f} ms/step vs median {:.1f} ms over the last {} steps",
-                   s.rank, s.coords, s.host, s.compute_seconds * 1e3, s.median_seconds * 1e3,
-                   config_.logging.straggler_every);
-      }
-    }
-  }
-  if (writer_) writer_->write(m);
 }
 
 double Engine::evaluate() {
@@ -496,7 +335,7 @@ double Engine::evaluate() {
   sum = dist::sum_over_ranks(dp(), sum);
   tokens = dist::sum_over_ranks(dp(), tokens);
   const double val_loss = sum / static_cast<double>(std::max<std::int64_t>(tokens, 1));
-  if (writer_) writer_->write_eval(step_, val_loss);
+  metrics_->write_eval(step_, val_loss);
   return val_loss;
 }
 

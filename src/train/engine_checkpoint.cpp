@@ -1,7 +1,7 @@
 // Engine: checkpoints (sharded save, background save, load under any layout) and generation.
 #include <cstring>
 
-#include "myriad/dist/scalar_reduce.h"
+#include "myriad/distributed/scalar_reduce.h"
 #include "myriad/nn/generate.h"
 #include "myriad/ops/elementwise.h"
 #include "myriad/train/checkpoint.h"

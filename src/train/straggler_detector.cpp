@@ -6,7 +6,7 @@
 #include <algorithm>
 #include <cstring>
 
-#include "myriad/dist/scalar_reduce.h"
+#include "myriad/distributed/scalar_reduce.h"
 
 namespace myriad::train {
 

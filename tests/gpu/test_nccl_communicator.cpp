@@ -11,8 +11,8 @@
 #include "gpu_test_support.h"
 #include "myriad/core/philox.h"
 #include "myriad/cuda/device_tensor.h"
-#include "myriad/cuda/nccl_communicator.h"
-#include "myriad/dist/loopback_communicator.h"
+#include "myriad/distributed/nccl_communicator.h"
+#include "myriad/distributed/loopback_communicator.h"
 
 namespace myriad {
 namespace {
@@ -33,7 +33,7 @@ TEST(NcclCommunicator, WorldOfOneCollectivesFollowTheInterface) {
   MYRIAD_REQUIRE_GPU();
   cuda::DeviceContext context(0);
   dist::LoopbackCommunicator host("solo");
-  cuda::NcclCommunicator nccl(host, context);
+  dist::NcclCommunicator nccl(host, context);
   EXPECT_EQ(nccl.rank(), 0);
   EXPECT_EQ(nccl.size(), 1);
   EXPECT_EQ(nccl.name(), "solo");
@@ -90,7 +90,7 @@ TEST(NcclCommunicator, HandsHostTensorsToItsHostGroupAndRefusesBadArgumentsBefor
   MYRIAD_REQUIRE_GPU();
   cuda::DeviceContext context(0);
   dist::LoopbackCommunicator host("solo");
-  cuda::NcclCommunicator nccl(host, context, cuda::NcclOptions{.p2p_tags = 2, .timeout_seconds = 30.0});
+  dist::NcclCommunicator nccl(host, context, dist::NcclOptions{.p2p_tags = 2, .timeout_seconds = 30.0});
   Tensor on_host = Tensor::full({8}, 3.0);
   nccl.all_reduce(on_host);  // a host scalar vector: the host group's all_reduce (here, a world of one)
   EXPECT_EQ(host.stats()[dist::CommOp::all_reduce].calls, 1);
@@ -110,7 +110,7 @@ TEST(NcclCommunicator, SplitMakesAWorkingCommunicator) {
   MYRIAD_REQUIRE_GPU();
   cuda::DeviceContext context(0);
   dist::LoopbackCommunicator host("world");
-  cuda::NcclCommunicator nccl(host, context);
+  dist::NcclCommunicator nccl(host, context);
   auto part = nccl.split(0, 0, "dp");
   EXPECT_EQ(part->name(), "dp");
   EXPECT_EQ(part->size(), 1);

@@ -12,8 +12,8 @@
 
 #include "myriad/config/run_config.h"
 #include "myriad/core/logging.h"
-#include "myriad/dist/mpi_runtime.h"
-#include "myriad/dist/scalar_reduce.h"
+#include "myriad/distributed/mpi_runtime.h"
+#include "myriad/distributed/scalar_reduce.h"
 #include "myriad/train/prepared_data.h"
 
 namespace myriad::train::testing {

@@ -7,7 +7,7 @@
 
 #include <cstdio>
 
-#include "myriad/dist/mpi_runtime.h"
+#include "myriad/distributed/mpi_runtime.h"
 
 namespace {
 

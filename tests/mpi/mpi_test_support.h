@@ -14,7 +14,7 @@
 #include <vector>
 
 #include "myriad/core/tensor.h"
-#include "myriad/dist/mpi_communicator.h"
+#include "myriad/distributed/mpi_communicator.h"
 
 namespace myriad::testing {
 

@@ -18,9 +18,9 @@
 #include <fstream>
 
 #include "myriad/core/logging.h"
-#include "myriad/dist/mpi_runtime.h"
-#include "myriad/dist/process_groups.h"
-#include "myriad/dist/scalar_reduce.h"
+#include "myriad/distributed/mpi_runtime.h"
+#include "myriad/distributed/process_groups.h"
+#include "myriad/distributed/scalar_reduce.h"
 #include "myriad/train/engine.h"
 #include "myriad/train/prepared_data.h"
 #include "engine_test_support.h"

@@ -21,8 +21,8 @@
 #include <fstream>
 
 #include "myriad/core/logging.h"
-#include "myriad/dist/process_groups.h"
-#include "myriad/dist/tensor_parallel_regions.h"
+#include "myriad/distributed/process_groups.h"
+#include "myriad/distributed/tensor_parallel_regions.h"
 #include "myriad/train/checkpoint_reader.h"
 #include "myriad/train/engine.h"
 #include "engine_test_support.h"

@@ -3,7 +3,7 @@
 #include <gtest/gtest.h>
 
 #include "mpi_test_support.h"
-#include "myriad/dist/mpi_runtime.h"
+#include "myriad/distributed/mpi_runtime.h"
 
 namespace myriad::dist {
 namespace {

@@ -12,7 +12,7 @@
 #include "myriad/core/local_device.h"
 #include "myriad/cuda/device_context.h"
 #include "myriad/cuda/device_tensor.h"
-#include "myriad/cuda/nccl_communicator.h"
+#include "myriad/distributed/nccl_communicator.h"
 
 namespace myriad {
 namespace {
@@ -49,12 +49,12 @@ class NcclAcrossRanks : public ::testing::Test {
     context_ = std::make_unique<cuda::DeviceContext>(device);
     host_ = make_world("world");
     reference_ = make_world("reference");
-    nccl_ = std::make_unique<cuda::NcclCommunicator>(*host_, *context_);
+    nccl_ = std::make_unique<dist::NcclCommunicator>(*host_, *context_);
   }
 
   std::unique_ptr<cuda::DeviceContext> context_;
   std::unique_ptr<dist::MpiCommunicator> host_, reference_;
-  std::unique_ptr<cuda::NcclCommunicator> nccl_;
+  std::unique_ptr<dist::NcclCommunicator> nccl_;
 };
 
 TEST_F(NcclAcrossRanks, CollectivesMatchMpi) {

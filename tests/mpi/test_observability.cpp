@@ -7,7 +7,7 @@
 #include <fstream>
 
 #include "engine_test_support.h"
-#include "myriad/dist/process_groups.h"
+#include "myriad/distributed/process_groups.h"
 #include "myriad/train/engine.h"
 
 namespace myriad::train {

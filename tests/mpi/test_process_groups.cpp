@@ -3,7 +3,7 @@
 #include <gtest/gtest.h>
 
 #include "mpi_test_support.h"
-#include "myriad/dist/process_groups.h"
+#include "myriad/distributed/process_groups.h"
 #include "test_helpers.h"
 
 namespace myriad::dist {

@@ -10,8 +10,8 @@
 
 #include "mpi_test_support.h"
 #include "myriad/core/philox.h"
-#include "myriad/dist/tensor_parallel_region.h"
-#include "myriad/dist/vocab_parallel.h"
+#include "myriad/distributed/tensor_parallel_region.h"
+#include "myriad/distributed/vocab_parallel.h"
 #include "myriad/nn/linear.h"
 #include "myriad/ops/activations.h"
 #include "myriad/ops/cross_entropy.h"

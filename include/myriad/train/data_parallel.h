@@ -26,8 +26,8 @@
 #include <memory>
 #include <vector>
 
-#include "myriad/dist/communicator.h"
-#include "myriad/dist/zero_layout.h"
+#include "myriad/distributed/communicator.h"
+#include "myriad/distributed/zero_layout.h"
 #include "myriad/nn/gpt_model.h"
 #include "myriad/optim/adamw_optimizer.h"
 

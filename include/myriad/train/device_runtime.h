@@ -14,7 +14,7 @@
 #include <memory>
 #include <string>
 
-#include "myriad/dist/process_groups.h"
+#include "myriad/distributed/process_groups.h"
 #include "myriad/ops/placement.h"
 
 namespace myriad::train {

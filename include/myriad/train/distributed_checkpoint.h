@@ -12,7 +12,7 @@
 #include <string>
 #include <vector>
 
-#include "myriad/dist/communicator.h"
+#include "myriad/distributed/communicator.h"
 #include "myriad/train/checkpoint.h"
 
 namespace myriad::train {

@@ -28,11 +28,12 @@
 #include "myriad/config/run_config.h"
 #include "myriad/data/sampler.h"
 #include "myriad/data/token_shard.h"
-#include "myriad/dist/process_groups.h"
+#include "myriad/distributed/process_groups.h"
 #include "myriad/nn/gpt_model.h"
 #include "myriad/optim/adamw_optimizer.h"
 #include "myriad/optim/lr_schedule.h"
 #include "myriad/train/async_checkpoint.h"
+#include "myriad/train/config_wiring.h"
 #include "myriad/train/data_parallel.h"
 #include "myriad/train/device_runtime.h"
 #include "myriad/train/loss_scaler.h"
@@ -42,14 +43,12 @@
 #include "myriad/train/pipeline_executor.h"
 #include "myriad/train/serial_layout.h"
 #include "myriad/train/step_metrics.h"
+#include "myriad/train/step_metrics_collector.h"
 #include "myriad/train/straggler_detector.h"
 #include "myriad/train/prepared_data.h"
 
 namespace myriad::train {
 
-nn::TransformerConfig transformer_config(const ModelConfig& model, std::int64_t vocab_size);
-// The model section of the resolved YAML: what a checkpoint must match to be loaded.
-std::string model_section_yaml(const RunConfig& config);
 
 class Engine {
  public:
@@ -81,8 +80,8 @@ class Engine {
   MemoryReport memory_report() const;
   std::int64_t tokens_per_step() const;
   double flops_per_token() const { return flops_per_token_; }  // GptModel::flops_per_token at training.seq_len
-  const PeakFlops& peak_flops() const { return peak_; }
-  std::string metrics_path() const { return writer_ ? writer_->jsonl_path() : std::string(); }
+  const PeakFlops& peak_flops() const { return metrics_->peak(); }
+  std::string metrics_path() const { return metrics_->metrics_path(); }
   // Testing aid: sleep this long inside every step's compute phase (a simulated slow rank).
   void set_compute_delay_for_testing(double seconds) { compute_delay_ = seconds; }
 
@@ -109,9 +108,6 @@ class Engine {
   bool writes_checkpoint() { return dp().rank() == 0 || data_parallel_->zero_stage() >= 1; }
   // The parameter values in the serial layout, complete on every rank (generation). Collective.
   void snapshot_serial(FullState& out);
-  std::array<double, 6> comm_wait_seconds();  // cumulative wait per axis (kCommAxes order), then world
-  std::int64_t dp_bytes_sent();  // cumulative bytes the dp group sent (host, plus the device's group)
-  void fill_step_metrics(StepMetrics& m, double data_wait, const std::array<double, 6>& comm_before);
 
   RunConfig config_;
   std::shared_ptr<spdlog::logger> log_;
@@ -125,7 +121,6 @@ class Engine {
   std::unique_ptr<nn::TensorParallel> tensor_parallel_;  // tp > 1: how the model crosses the tp group
   std::unique_ptr<nn::GptModel> model_;
   std::unique_ptr<DataParallel> data_parallel_;
-  optim::AdamWConfig adam_;
   std::unique_ptr<PipelineExecutor> pipeline_;  // pp > 1
   std::unique_ptr<SerialLayout> serial_layout_;  // tp * pp > 1
   double bubble_seconds_ = 0.0;                  // of the last step
@@ -139,9 +134,7 @@ class Engine {
   bool resumed_ = false;              // load() took a checkpoint
   bool fresh_run_checked_ = false;    // check_fresh_run_folder() ran
   std::vector<Tensor> micro_ids_, micro_targets_;
-  PeakFlops peak_;
-  std::unique_ptr<StragglerDetector> stragglers_;
-  std::unique_ptr<MetricsWriter> writer_;  // world rank 0 only
+  std::unique_ptr<StepMetricsCollector> metrics_;  // comm, throughput, memory, stragglers, metrics files
   std::unique_ptr<dist::Communicator> checkpoint_comm_;  // used only by checkpoint writes
   DType compute_format_ = DType::f32;                 // training.precision
   Tensor compute_values_;                             // bf16/fp16: the weights the model reads

@@ -15,8 +15,8 @@
 
 #include <vector>
 
-#include "myriad/dist/communicator.h"
-#include "myriad/dist/pipeline_schedule.h"
+#include "myriad/distributed/communicator.h"
+#include "myriad/distributed/pipeline_schedule.h"
 #include "myriad/nn/pipeline_stage.h"
 
 namespace myriad::train {

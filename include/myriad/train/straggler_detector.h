@@ -11,8 +11,8 @@
 #include <string>
 #include <vector>
 
-#include "myriad/dist/communicator.h"
-#include "myriad/dist/rank_grid.h"
+#include "myriad/distributed/communicator.h"
+#include "myriad/distributed/rank_grid.h"
 #include "myriad/train/step_metrics.h"
 
 namespace myriad::train {

@@ -9,10 +9,10 @@
 #include "myriad/cuda/cuda_backend.h"
 #include "myriad/cuda/device_context.h"
 #include "myriad/cuda/device_guard.h"
-#include "myriad/dist/loopback_communicator.h"
+#include "myriad/distributed/loopback_communicator.h"
 #include "myriad/train/device_runtime.h"
 #if MYRIAD_HAVE_NCCL
-#include "myriad/cuda/nccl_communicator.h"
+#include "myriad/distributed/nccl_communicator.h"
 #endif
 
 namespace myriad::train {
@@ -27,8 +27,8 @@ std::unique_ptr<dist::Communicator> device_group(dist::Communicator& host, cuda:
                                                  double timeout) {
   if (host.size() == 1) return std::make_unique<dist::LoopbackCommunicator>(host.name());
 #if MYRIAD_HAVE_NCCL
-  return std::make_unique<cuda::NcclCommunicator>(
-      host, context, cuda::NcclOptions{.p2p_tags = kPipelineTags, .timeout_seconds = timeout});
+  return std::make_unique<dist::NcclCommunicator>(
+      host, context, dist::NcclOptions{.p2p_tags = kPipelineTags, .timeout_seconds = timeout});
 #else
   (void)context;
   (void)timeout;

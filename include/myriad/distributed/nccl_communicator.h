@@ -1,0 +1,111 @@
+// NcclCommunicator — the Communicator interface (distributed/communicator.h) over NCCL, for tensors in
+// one GPU's memory. Data, tensor and pipeline parallelism and ZeRO hold a Communicator&, so they
+// run over NCCL for device tensors with no change to their code.
+//
+// Set-up (collective over `host`, a Communicator over the same ranks — MpiCommunicator in a job):
+// host rank 0 creates the ncclUniqueId, `host` broadcasts it (MPI_Bcast underneath), every rank
+// calls ncclCommInitRank on its DeviceContext's device. `host` must outlive this communicator;
+// it is also how abort() ends the whole job.
+//
+// Streams: NCCL work runs on a stream of its own. Each operation first makes that stream wait for
+// the work queued so far on the context's compute stream (an event), so it reads finished data,
+// and records a completion event. *_async returns at once: compute queued afterwards overlaps the
+// transfer. wait() blocks the host until the event has fired (polling ncclCommGetAsyncError, so a
+// failed peer ends in an error, not a hang), then makes the compute stream wait for it too.
+//
+// Work handles hold their operation's tensors until they are destroyed, so device memory passed
+// as a temporary cannot be reused by compute while NCCL may still read or write it.
+//
+// Semantics are the interface's, including its chunk rule (chunk_range): unequal chunks — which
+// ncclReduceScatter / ncclAllGather cannot express — run as a group of ncclReduce / ncclBroadcast
+// calls, one per chunk. send/recv issued back to back form one NCCL group (launched when another
+// kind of operation is issued, or when one of them is waited on), as the interface promises.
+// NCCL matches point-to-point messages per (communicator, peer) in issue order and has no tags,
+// so each tag in [0, p2p_tags) gets a communicator of its own (split at set-up).
+//
+// Host tensors: all_reduce, reduce_scatter, all_gather and broadcast of host tensors (scalars such
+// as a gradient norm or token count, the per-token vectors of the vocabulary-parallel loss) go to
+// the host communicator this one was built from, so code holding this communicator needs no
+// second one for its host values. Both carry their operations in issue order, which every rank
+// shares; statistics of those operations are the host communicator's.
+//
+// Errors: arguments are checked before anything is queued (comm_checks.h: contiguous tensors on
+// this device). An NCCL or CUDA failure, a peer's asynchronous error, or a wait longer than
+// `timeout_seconds` (0: no limit) aborts the NCCL communicators (ncclCommAbort) and throws
+// myriad::Error naming the op, group and rank; the communicator refuses later operations.
+//
+// Statistics: calls, seconds between the stream events (issue -> completion on the GPU), seconds
+// the host was blocked in wait(); NCCL does not report bytes moved, so bytes are the ring
+// algorithm's per-rank traffic ((n-1)/n of the buffer per reduce-scatter or all-gather phase).
+#pragma once
+
+#include <cuda_runtime_api.h>
+
+#include <memory>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include "myriad/cuda/device_context.h"
+#include "myriad/distributed/communicator.h"
+
+namespace myriad::dist {
+
+struct NcclOptions {
+  int p2p_tags = 2;              // send/recv tags usable (the pipeline uses 0 and 1)
+  double timeout_seconds = 0.0;  // a wait() longer than this aborts; 0 = wait forever
+};
+
+class NcclCommunicator final : public dist::Communicator {
+ public:
+  // Collective over `host` (see above). The name is used in messages ("dp", "tp", ...).
+  NcclCommunicator(dist::Communicator& host, cuda::DeviceContext& context, NcclOptions options = {});
+  ~NcclCommunicator() override;
+  NcclCommunicator(const NcclCommunicator&) = delete;
+  NcclCommunicator& operator=(const NcclCommunicator&) = delete;
+
+  int rank() const override { return rank_; }
+  int size() const override { return size_; }
+  const std::string& name() const override { return name_; }
+
+  dist::WorkHandle all_reduce_async(Tensor tensor, dist::ReduceOp op = dist::ReduceOp::sum) override;
+  dist::WorkHandle reduce_scatter_async(Tensor input, Tensor output, dist::ReduceOp op = dist::ReduceOp::sum) override;
+  dist::WorkHandle all_gather_async(Tensor input, Tensor output) override;
+  dist::WorkHandle broadcast_async(Tensor tensor, int root) override;
+  dist::WorkHandle send_async(Tensor tensor, int peer, int tag = 0) override;
+  dist::WorkHandle recv_async(Tensor tensor, int peer, int tag = 0) override;
+  dist::WorkHandle all_to_all_async(Tensor input, Tensor output) override;
+  dist::WorkHandle all_to_all_v_async(Tensor input, std::vector<std::int64_t> send_counts, Tensor output,
+                                      std::vector<std::int64_t> recv_counts) override;
+  dist::WorkHandle barrier_async() override;
+
+  [[noreturn]] void abort(int exit_code, const std::string& reason) override;
+  // ncclCommSplit of this communicator plus the same split of the host communicator.
+  std::unique_ptr<dist::Communicator> split(int color, int key, const std::string& name) override;
+
+  dist::CommStats stats() const override;
+  void reset_stats() override;
+
+  cudaStream_t stream() const { return stream_; }
+  cuda::DeviceContext& context() const { return context_; }
+  double timeout_seconds() const { return options_.timeout_seconds; }
+
+  struct Impl;  // NCCL handles and in-flight bookkeeping (nccl_communicator.cpp)
+
+ private:
+  // A communicator made by split(): owns its host communicator.
+  NcclCommunicator(std::unique_ptr<dist::Communicator> owned_host, cuda::DeviceContext& context, NcclOptions options,
+                   std::unique_ptr<Impl> impl);
+
+  std::unique_ptr<dist::Communicator> owned_host_;
+  dist::Communicator* host_;
+  cuda::DeviceContext& context_;
+  NcclOptions options_;
+  std::string name_;
+  int rank_ = 0;
+  int size_ = 1;
+  cudaStream_t stream_ = nullptr;
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace myriad::dist

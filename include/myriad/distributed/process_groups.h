@@ -1,0 +1,55 @@
+// ProcessGroups — the communicators of one rank, built once from the rank grid and passed
+// explicitly to whoever communicates (no global group state).
+//
+// For each axis (tp, cp, ep, dp, pp) of size > 1 the group is world.split(colour = the grid's
+// group id of this rank on the axis, key = this rank's coordinate on the axis, name = the axis
+// name), so rank i of group(axis) is the member with coordinate i. Building is collective over
+// the world: every rank constructs its ProcessGroups at the same point, with the same shape.
+// An axis of size 1 gets a LoopbackCommunicator named after the axis.
+// Destroy it before the MpiRuntime (its MPI communicators must be freed before MPI_Finalize).
+#pragma once
+
+#include <array>
+#include <memory>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "myriad/distributed/collective_watchdog.h"
+#include "myriad/distributed/communicator.h"
+#include "myriad/distributed/rank_grid.h"
+
+namespace myriad::dist {
+
+class ProcessGroups {
+ public:
+  // Throws (naming every factor) when shape.product() differs from world->size().
+  ProcessGroups(const GridShape& shape, std::unique_ptr<Communicator> world);
+  // A world of one: every group, the world included, is a LoopbackCommunicator.
+  static ProcessGroups single();
+
+  ProcessGroups(ProcessGroups&&) noexcept = default;
+  ProcessGroups& operator=(ProcessGroups&&) noexcept = default;
+  ProcessGroups(const ProcessGroups&) = delete;
+  ProcessGroups& operator=(const ProcessGroups&) = delete;
+  ~ProcessGroups();
+
+  const RankGrid& grid() const { return grid_; }
+  int rank() const { return world_->rank(); }  // rank in the world
+  Communicator& world() { return *world_; }
+  Communicator& group(Axis axis) { return *groups_[static_cast<int>(axis)]; }
+
+  // ("world", ...), then one entry per axis in tp, cp, ep, dp, pp order (loopback axes included).
+  std::vector<std::pair<std::string, CommStats>> stats() const;
+
+  // Puts the world and every axis group that runs over MPI under `watchdog` (not owned; it must
+  // outlive the watching, and every rank must attach the same groups).
+  void watch_with(CollectiveWatchdog& watchdog);
+
+ private:
+  RankGrid grid_;
+  std::unique_ptr<Communicator> world_;
+  std::array<std::unique_ptr<Communicator>, kAxes.size()> groups_;
+};
+
+}  // namespace myriad::dist

@@ -1,0 +1,31 @@
+// Config wiring — the resolved RunConfig turned into the options of the components the Engine
+// builds: the model's TransformerConfig, AdamW's settings, the LR schedule, DataParallel's
+// options, the pipeline schedule, the recompute mode and the compute format. Pure functions of
+// the config (no I/O, no communication); a bad value is refused naming its key.
+#pragma once
+
+#include <string>
+
+#include "myriad/config/run_config.h"
+#include "myriad/distributed/pipeline_schedule.h"
+#include "myriad/nn/transformer_config.h"
+#include "myriad/optim/adamw_optimizer.h"
+#include "myriad/optim/lr_schedule.h"
+#include "myriad/train/data_parallel.h"
+
+namespace myriad::train {
+
+nn::TransformerConfig transformer_config(const ModelConfig& model, std::int64_t vocab_size);
+// The model section of the resolved YAML: what a checkpoint must match to be loaded.
+std::string model_section_yaml(const RunConfig& config);
+optim::AdamWConfig adamw_config(const TrainingConfig& training);  // training.no_decay kinds checked
+optim::LrSchedule lr_schedule(const TrainingConfig& training);
+// parallel.zero_stage / bucket_mb / pp and, at ZeRO 3, the compute format of each gathered unit;
+// the groups to sum the gradient norm over are the caller's.
+DataParallelOptions data_parallel_options(const RunConfig& config);
+nn::Recompute recompute_mode(Recompute mode);
+dist::ScheduleKind schedule_kind(PipelineSchedule kind);
+// training.precision as the format the model computes in (the weights' and activations' copy).
+DType compute_format(Precision precision);
+
+}  // namespace myriad::train

@@ -1,0 +1,532 @@
+// NcclCommunicator: the Communicator interface over NCCL on a stream of its own (see
+// nccl_communicator.h). Invariants: every queued NCCL call is preceded by a wait on the compute
+// stream's work so far; a work handle's completion is one event on the NCCL stream; pending
+// send/recv are launched together as one NCCL group before any other operation is queued.
+#include "myriad/distributed/nccl_communicator.h"
+
+#include <nccl.h>
+
+#include <chrono>
+#include <cstdlib>
+#include <cstring>
+#include <functional>
+#include <thread>
+
+#include "myriad/core/error.h"
+#include "myriad/cuda/check.h"
+#include "myriad/cuda/device_guard.h"
+#include "myriad/distributed/comm_checks.h"
+
+namespace myriad::dist {
+
+using cuda::DeviceBuffer;
+using cuda::DeviceContext;
+using cuda::DeviceGuard;
+
+namespace {
+
+using dist::CommOp;
+using dist::comm_context;
+using Clock = std::chrono::steady_clock;
+
+ncclDataType_t reduction_type(DType dtype) {
+  switch (dtype) {
+    case DType::f32: return ncclFloat32;
+    case DType::bf16: return ncclBfloat16;
+    case DType::f16: return ncclFloat16;
+    case DType::i32: return ncclInt32;
+    case DType::i64: return ncclInt64;
+    default: MYRIAD_THROW("NCCL reduction of dtype " << dtype_name(dtype));
+  }
+}
+
+ncclRedOp_t reduction_op(dist::ReduceOp op) { return op == dist::ReduceOp::sum ? ncclSum : ncclMax; }
+
+char* bytes_at(const Tensor& tensor, std::int64_t element) {
+  return static_cast<char*>(tensor.raw_data()) + element * static_cast<std::int64_t>(dtype_size(tensor.dtype()));
+}
+
+// Ring traffic per rank of one reduce-scatter or all-gather phase over `bytes`.
+std::int64_t ring_phase_bytes(std::int64_t bytes, int size) { return size > 1 ? bytes * (size - 1) / size : 0; }
+
+// The two events that bound one launch on the NCCL stream (shared by a group's work handles).
+struct Completion {
+  cudaEvent_t start = nullptr;
+  cudaEvent_t done = nullptr;
+  int device = 0;
+  explicit Completion(int device_index) : device(device_index) {
+    DeviceGuard guard(device);
+    MYRIAD_CUDA_CHECK(cudaEventCreate(&start));
+    MYRIAD_CUDA_CHECK(cudaEventCreate(&done));
+  }
+  ~Completion() {
+    (void)cudaEventDestroy(start);
+    (void)cudaEventDestroy(done);
+  }
+  Completion(const Completion&) = delete;
+  Completion& operator=(const Completion&) = delete;
+};
+
+}  // namespace
+
+struct NcclWork;
+
+// NCCL handles, the pending point-to-point group and statistics of one NcclCommunicator.
+struct NcclCommunicator::Impl {
+  NcclCommunicator* owner = nullptr;
+  ncclComm_t comm = nullptr;
+  std::vector<ncclComm_t> tag_comms;  // tag_comms[0] == comm; the others owned here too
+  cudaEvent_t compute_ready = nullptr;
+
+  struct PendingP2p {
+    bool send = false;
+    void* data = nullptr;  // tensor's first byte (the tensor itself is kept alive by `work`)
+    std::size_t bytes = 0;
+    int peer = 0;
+    int tag = 0;
+    std::shared_ptr<NcclWork> work;
+  };
+  std::vector<PendingP2p> pending;
+
+  mutable std::mutex mutex;  // stats, pending, failure
+  dist::CommStats stats;
+  std::string failure;  // set once the communicators were aborted
+
+  void abort_all() noexcept {
+    for (ncclComm_t c : tag_comms) {
+      if (c != nullptr) (void)ncclCommAbort(c);
+    }
+    tag_comms.clear();
+    comm = nullptr;
+  }
+};
+
+// One operation (or one member of a point-to-point group). It holds the operation's tensors, so
+// their memory cannot return to the caching allocator (and be reused by compute) while NCCL may
+// still use it: a caller may pass temporaries and keep only the handle.
+struct NcclWork final : public dist::CommWork {
+  NcclCommunicator::Impl* impl = nullptr;
+  CommOp op = CommOp::all_reduce;
+  std::shared_ptr<Completion> completion;  // null while a point-to-point group is pending
+  std::vector<Tensor> tensors;
+  bool counted = false;
+
+  void wait() override;
+  bool completed() const override;
+};
+
+namespace {
+
+// Raises the failure of `op`: aborts every NCCL communicator of `impl` and throws.
+[[noreturn]] void fail(NcclCommunicator::Impl& impl, CommOp op, const std::string& what) {
+  const std::string context = comm_context(dist::comm_op_name(op), *impl.owner);
+  {
+    std::lock_guard<std::mutex> lock(impl.mutex);
+    if (impl.failure.empty()) impl.failure = context + ": " + what;
+  }
+  impl.abort_all();
+  MYRIAD_THROW(context << ": " << what << "; the NCCL communicator was aborted");
+}
+
+void check_usable(NcclCommunicator::Impl& impl, CommOp op) {
+  std::lock_guard<std::mutex> lock(impl.mutex);
+  MYRIAD_CHECK(impl.failure.empty(), comm_context(dist::comm_op_name(op), *impl.owner)
+                                         << ": the communicator was aborted earlier (" << impl.failure << ")");
+}
+
+}  // namespace
+
+namespace {
+
+// Queues `enqueue` (NCCL calls on `stream`) after the compute stream's work, between two events.
+std::shared_ptr<Completion> launch(NcclCommunicator::Impl& impl, DeviceContext& context, cudaStream_t stream,
+                                   CommOp op, const std::function<void()>& enqueue) {
+  try {
+    DeviceGuard guard(context.device());
+    auto completion = std::make_shared<Completion>(context.device());
+    MYRIAD_CUDA_CHECK(cudaEventRecord(impl.compute_ready, context.stream()));
+    MYRIAD_CUDA_CHECK(cudaStreamWaitEvent(stream, impl.compute_ready, 0));
+    MYRIAD_CUDA_CHECK(cudaEventRecord(completion->start, stream));
+    enqueue();
+    MYRIAD_CUDA_CHECK(cudaEventRecord(completion->done, stream));
+    return completion;
+  } catch (const Error& e) {
+    fail(impl, op, e.what());
+  }
+}
+
+void count_bytes(NcclCommunicator::Impl& impl, CommOp op, std::int64_t sent, std::int64_t received) {
+  std::lock_guard<std::mutex> lock(impl.mutex);
+  auto& entry = impl.stats[op];
+  entry.calls += 1;
+  entry.bytes_sent += sent;
+  entry.bytes_received += received;
+}
+
+// Launches the pending send/recv as one NCCL group; every member shares the completion.
+void flush_point_to_point(NcclCommunicator::Impl& impl, DeviceContext& context, cudaStream_t stream) {
+  std::vector<NcclCommunicator::Impl::PendingP2p> group;
+  {
+    std::lock_guard<std::mutex> lock(impl.mutex);
+    group.swap(impl.pending);
+  }
+  if (group.empty()) return;
+  auto completion = launch(impl, context, stream, group.front().send ? CommOp::send : CommOp::recv, [&] {
+    MYRIAD_NCCL_CHECK(ncclGroupStart());
+    for (const auto& p2p : group) {
+      ncclComm_t comm = impl.tag_comms.at(static_cast<std::size_t>(p2p.tag));
+      if (p2p.send) {
+        MYRIAD_NCCL_CHECK(ncclSend(p2p.data, p2p.bytes, ncclUint8, p2p.peer, comm, stream));
+      } else {
+        MYRIAD_NCCL_CHECK(ncclRecv(p2p.data, p2p.bytes, ncclUint8, p2p.peer, comm, stream));
+      }
+    }
+    MYRIAD_NCCL_CHECK(ncclGroupEnd());
+  });
+  for (auto& p2p : group) p2p.work->completion = completion;
+}
+
+}  // namespace
+
+// --- NcclWork ------------------------------------------------------------------------------
+
+void NcclWork::wait() {
+  NcclCommunicator& owner = *impl->owner;
+  const auto begin = Clock::now();
+  if (!completion) flush_point_to_point(*impl, owner.context(), owner.stream());
+  const double timeout = owner.timeout_seconds();
+  while (true) {
+    const cudaError_t state = cudaEventQuery(completion->done);
+    if (state == cudaSuccess) break;
+    if (state != cudaErrorNotReady) {
+      (void)cudaGetLastError();
+      fail(*impl, op, std::string("CUDA error ") + cudaGetErrorName(state) + " (" + cudaGetErrorString(state) +
+                          ") while waiting");
+    }
+    ncclResult_t async_error = ncclSuccess;
+    if (impl->comm != nullptr && ncclCommGetAsyncError(impl->comm, &async_error) == ncclSuccess &&
+        async_error != ncclSuccess && async_error != ncclInProgress) {
+      fail(*impl, op, std::string("NCCL asynchronous error ") + ncclGetErrorString(async_error) +
+                          " (a peer failed or the network broke)");
+    }
+    const double waited = std::chrono::duration<double>(Clock::now() - begin).count();
+    if (timeout > 0.0 && waited > timeout) {
+      fail(*impl, op, "not complete after " + std::to_string(waited) + " s (timeout " + std::to_string(timeout) +
+                          " s): a rank of the group did not join");
+    }
+    std::this_thread::sleep_for(std::chrono::microseconds(20));
+  }
+  {
+    DeviceGuard guard(owner.context().device());
+    MYRIAD_CUDA_CHECK(cudaStreamWaitEvent(owner.context().stream(), completion->done, 0));
+  }
+  float milliseconds = 0.0f;
+  const bool timed = cudaEventElapsedTime(&milliseconds, completion->start, completion->done) == cudaSuccess;
+  std::lock_guard<std::mutex> lock(impl->mutex);
+  auto& entry = impl->stats[op];
+  entry.wait_seconds += std::chrono::duration<double>(Clock::now() - begin).count();
+  if (!counted && timed) entry.seconds += milliseconds / 1000.0;
+  counted = true;
+}
+
+bool NcclWork::completed() const {
+  if (!completion) {
+    NcclCommunicator& owner = *impl->owner;
+    flush_point_to_point(*impl, owner.context(), owner.stream());
+  }
+  return cudaEventQuery(completion->done) == cudaSuccess;
+}
+
+// --- NcclCommunicator ----------------------------------------------------------------------
+
+namespace {
+
+std::unique_ptr<NcclCommunicator::Impl> make_impl() { return std::make_unique<NcclCommunicator::Impl>(); }
+
+// The extra per-tag communicators (tag 0 uses `comm` itself).
+void split_tag_communicators(NcclCommunicator::Impl& impl, int tags, int rank) {
+  impl.tag_comms.assign(1, impl.comm);
+  for (int tag = 1; tag < tags; ++tag) {
+    ncclComm_t tag_comm = nullptr;
+    MYRIAD_NCCL_CHECK(ncclCommSplit(impl.comm, 0, rank, &tag_comm, nullptr));
+    impl.tag_comms.push_back(tag_comm);
+  }
+}
+
+}  // namespace
+
+NcclCommunicator::NcclCommunicator(dist::Communicator& host, DeviceContext& context, NcclOptions options)
+    : host_(&host), context_(context), options_(options), name_(host.name()), rank_(host.rank()),
+      size_(host.size()), impl_(make_impl()) {
+  MYRIAD_CHECK(options_.p2p_tags >= 1, "NcclCommunicator for group '" << name_ << "': p2p_tags must be at least 1");
+  impl_->owner = this;
+  // The unique id travels as bytes over the host communicator (MPI_Bcast for MpiCommunicator).
+  ncclUniqueId id{};
+  if (rank_ == 0) MYRIAD_NCCL_CHECK(ncclGetUniqueId(&id));
+  Tensor id_bytes = Tensor::empty({static_cast<std::int64_t>(sizeof(id))}, DType::i8);
+  std::memcpy(id_bytes.raw_data(), &id, sizeof(id));
+  host.broadcast(id_bytes, 0);
+  std::memcpy(&id, id_bytes.raw_data(), sizeof(id));
+
+  DeviceGuard guard(context.device());
+  MYRIAD_CUDA_CHECK(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking));
+  MYRIAD_CUDA_CHECK(cudaEventCreateWithFlags(&impl_->compute_ready, cudaEventDisableTiming));
+  try {
+    MYRIAD_NCCL_CHECK(ncclCommInitRank(&impl_->comm, size_, id, rank_));
+    split_tag_communicators(*impl_, options_.p2p_tags, rank_);
+  } catch (const Error& e) {
+    impl_->abort_all();
+    MYRIAD_THROW("NcclCommunicator for group '" << name_ << "' (rank " << rank_ << " of " << size_ << ", cuda:"
+                                                << context.device() << "): " << e.what());
+  }
+}
+
+NcclCommunicator::NcclCommunicator(std::unique_ptr<dist::Communicator> owned_host, DeviceContext& context,
+                                   NcclOptions options, std::unique_ptr<Impl> impl)
+    : owned_host_(std::move(owned_host)), host_(owned_host_.get()), context_(context), options_(options),
+      name_(host_->name()), rank_(host_->rank()), size_(host_->size()), impl_(std::move(impl)) {
+  impl_->owner = this;
+  DeviceGuard guard(context.device());
+  MYRIAD_CUDA_CHECK(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking));
+  MYRIAD_CUDA_CHECK(cudaEventCreateWithFlags(&impl_->compute_ready, cudaEventDisableTiming));
+}
+
+NcclCommunicator::~NcclCommunicator() {
+  int previous = -1;
+  const bool known = cudaGetDevice(&previous) == cudaSuccess;
+  (void)cudaSetDevice(context_.device());
+  if (impl_->failure.empty()) {
+    try {
+      flush_point_to_point(*impl_, context_, stream_);
+    } catch (...) {
+      // destruction never throws; the failure already aborted the communicators
+    }
+    (void)cudaStreamSynchronize(stream_);
+    for (ncclComm_t c : impl_->tag_comms) {
+      if (c != nullptr) (void)ncclCommDestroy(c);
+    }
+  }
+  (void)cudaEventDestroy(impl_->compute_ready);
+  (void)cudaStreamDestroy(stream_);
+  if (known) (void)cudaSetDevice(previous);
+  (void)cudaGetLastError();
+}
+
+namespace {
+
+dist::WorkHandle make_work(NcclCommunicator::Impl& impl, CommOp op, std::shared_ptr<Completion> completion,
+                           std::vector<Tensor> tensors) {
+  auto work = std::make_shared<NcclWork>();
+  work->impl = &impl;
+  work->op = op;
+  work->completion = std::move(completion);
+  work->tensors = std::move(tensors);
+  return work;
+}
+
+}  // namespace
+
+dist::WorkHandle NcclCommunicator::all_reduce_async(Tensor tensor, dist::ReduceOp op) {
+  if (tensor.defined() && tensor.device().is_cpu()) return host_->all_reduce_async(std::move(tensor), op);
+  dist::check_all_reduce_args(*this, tensor, DeviceType::cuda);
+  check_usable(*impl_, CommOp::all_reduce);
+  flush_point_to_point(*impl_, context_, stream_);
+  const std::int64_t traffic = 2 * ring_phase_bytes(static_cast<std::int64_t>(tensor.nbytes()), size_);
+  count_bytes(*impl_, CommOp::all_reduce, traffic, traffic);
+  return make_work(*impl_, CommOp::all_reduce, launch(*impl_, context_, stream_, CommOp::all_reduce, [&] {
+                     MYRIAD_NCCL_CHECK(ncclAllReduce(tensor.raw_data(), tensor.raw_data(),
+                                                     static_cast<std::size_t>(tensor.numel()),
+                                                     reduction_type(tensor.dtype()), reduction_op(op), impl_->comm,
+                                                     stream_));
+                   }), {tensor});
+}
+
+dist::WorkHandle NcclCommunicator::reduce_scatter_async(Tensor input, Tensor output, dist::ReduceOp op) {
+  if (input.defined() && input.device().is_cpu()) {
+    return host_->reduce_scatter_async(std::move(input), std::move(output), op);
+  }
+  dist::check_reduce_scatter_args(*this, input, output, DeviceType::cuda);
+  check_usable(*impl_, CommOp::reduce_scatter);
+  flush_point_to_point(*impl_, context_, stream_);
+  const std::int64_t traffic = ring_phase_bytes(static_cast<std::int64_t>(input.nbytes()), size_);
+  count_bytes(*impl_, CommOp::reduce_scatter, traffic, traffic);
+  const std::int64_t n = input.numel();
+  const bool equal_chunks = n % size_ == 0;
+  return make_work(*impl_, CommOp::reduce_scatter, launch(*impl_, context_, stream_, CommOp::reduce_scatter, [&] {
+                     const ncclDataType_t type = reduction_type(input.dtype());
+                     if (equal_chunks) {
+                       MYRIAD_NCCL_CHECK(ncclReduceScatter(input.raw_data(), output.raw_data(),
+                                                           static_cast<std::size_t>(n / size_), type,
+                                                           reduction_op(op), impl_->comm, stream_));
+                       return;
+                     }
+                     // Unequal chunks: chunk r is reduced onto rank r (recvbuff is used at the root only).
+                     MYRIAD_NCCL_CHECK(ncclGroupStart());
+                     for (int r = 0; r < size_; ++r) {
+                       const dist::ChunkRange chunk = dist::chunk_range(n, size_, r);
+                       MYRIAD_NCCL_CHECK(ncclReduce(bytes_at(input, chunk.begin), output.raw_data(),
+                                                    static_cast<std::size_t>(chunk.size()), type, reduction_op(op),
+                                                    r, impl_->comm, stream_));
+                     }
+                     MYRIAD_NCCL_CHECK(ncclGroupEnd());
+                   }), {input, output});
+}
+
+dist::WorkHandle NcclCommunicator::all_gather_async(Tensor input, Tensor output) {
+  if (input.defined() && input.device().is_cpu()) return host_->all_gather_async(std::move(input), std::move(output));
+  dist::check_all_gather_args(*this, input, output, DeviceType::cuda);
+  check_usable(*impl_, CommOp::all_gather);
+  flush_point_to_point(*impl_, context_, stream_);
+  const std::int64_t traffic = ring_phase_bytes(static_cast<std::int64_t>(output.nbytes()), size_);
+  count_bytes(*impl_, CommOp::all_gather, traffic, traffic);
+  const std::int64_t n = output.numel();
+  const std::size_t element = dtype_size(output.dtype());
+  return make_work(*impl_, CommOp::all_gather, launch(*impl_, context_, stream_, CommOp::all_gather, [&] {
+                     if (n % size_ == 0) {
+                       MYRIAD_NCCL_CHECK(ncclAllGather(input.raw_data(), output.raw_data(),
+                                                       static_cast<std::size_t>(n / size_) * element, ncclUint8,
+                                                       impl_->comm, stream_));
+                       return;
+                     }
+                     // Unequal chunks: rank r broadcasts its chunk into place on every rank.
+                     MYRIAD_NCCL_CHECK(ncclGroupStart());
+                     for (int r = 0; r < size_; ++r) {
+                       const dist::ChunkRange chunk = dist::chunk_range(n, size_, r);
+                       MYRIAD_NCCL_CHECK(ncclBroadcast(r == rank_ ? input.raw_data() : nullptr,
+                                                       bytes_at(output, chunk.begin),
+                                                       static_cast<std::size_t>(chunk.size()) * element, ncclUint8, r,
+                                                       impl_->comm, stream_));
+                     }
+                     MYRIAD_NCCL_CHECK(ncclGroupEnd());
+                   }), {input, output});
+}
+
+dist::WorkHandle NcclCommunicator::broadcast_async(Tensor tensor, int root) {
+  if (tensor.defined() && tensor.device().is_cpu()) return host_->broadcast_async(std::move(tensor), root);
+  dist::check_broadcast_args(*this, tensor, root, DeviceType::cuda);
+  check_usable(*impl_, CommOp::broadcast);
+  flush_point_to_point(*impl_, context_, stream_);
+  const auto bytes = static_cast<std::int64_t>(tensor.nbytes());
+  count_bytes(*impl_, CommOp::broadcast, rank_ == root ? bytes : 0, rank_ == root ? 0 : bytes);
+  return make_work(*impl_, CommOp::broadcast, launch(*impl_, context_, stream_, CommOp::broadcast, [&] {
+                     MYRIAD_NCCL_CHECK(ncclBroadcast(tensor.raw_data(), tensor.raw_data(), tensor.nbytes(), ncclUint8,
+                                                     root, impl_->comm, stream_));
+                   }), {tensor});
+}
+
+namespace {
+
+dist::WorkHandle queue_point_to_point(NcclCommunicator::Impl& impl, bool send, const Tensor& tensor, int peer,
+                                      int tag) {
+  const CommOp op = send ? CommOp::send : CommOp::recv;
+  check_usable(impl, op);
+  auto work = std::make_shared<NcclWork>();
+  work->impl = &impl;
+  work->op = op;
+  work->tensors = {tensor};
+  const auto bytes = static_cast<std::int64_t>(tensor.nbytes());
+  count_bytes(impl, op, send ? bytes : 0, send ? 0 : bytes);
+  std::lock_guard<std::mutex> lock(impl.mutex);
+  impl.pending.push_back({send, tensor.raw_data(), tensor.nbytes(), peer, tag, work});
+  return work;
+}
+
+}  // namespace
+
+dist::WorkHandle NcclCommunicator::send_async(Tensor tensor, int peer, int tag) {
+  dist::check_point_to_point_args("send", *this, tensor, peer, tag, options_.p2p_tags - 1, DeviceType::cuda);
+  return queue_point_to_point(*impl_, true, tensor, peer, tag);
+}
+
+dist::WorkHandle NcclCommunicator::recv_async(Tensor tensor, int peer, int tag) {
+  dist::check_point_to_point_args("recv", *this, tensor, peer, tag, options_.p2p_tags - 1, DeviceType::cuda);
+  return queue_point_to_point(*impl_, false, tensor, peer, tag);
+}
+
+dist::WorkHandle NcclCommunicator::all_to_all_async(Tensor input, Tensor output) {
+  dist::check_all_to_all_args(*this, input, output, DeviceType::cuda);
+  const std::vector<std::int64_t> counts(static_cast<std::size_t>(size_), input.numel() / size_);
+  return all_to_all_v_async(std::move(input), counts, std::move(output), counts);
+}
+
+dist::WorkHandle NcclCommunicator::all_to_all_v_async(Tensor input, std::vector<std::int64_t> send_counts,
+                                                      Tensor output, std::vector<std::int64_t> recv_counts) {
+  dist::check_all_to_all_v_args(*this, input, send_counts, output, recv_counts, DeviceType::cuda);
+  check_usable(*impl_, CommOp::all_to_all);
+  flush_point_to_point(*impl_, context_, stream_);
+  const std::size_t element = dtype_size(input.dtype());
+  std::int64_t sent = 0, received = 0;
+  for (int p = 0; p < size_; ++p) {
+    if (p == rank_) continue;
+    sent += send_counts[static_cast<std::size_t>(p)] * static_cast<std::int64_t>(element);
+    received += recv_counts[static_cast<std::size_t>(p)] * static_cast<std::int64_t>(element);
+  }
+  count_bytes(*impl_, CommOp::all_to_all, sent, received);
+  return make_work(*impl_, CommOp::all_to_all, launch(*impl_, context_, stream_, CommOp::all_to_all, [&] {
+                     MYRIAD_NCCL_CHECK(ncclGroupStart());
+                     std::int64_t send_offset = 0, recv_offset = 0;
+                     for (int p = 0; p < size_; ++p) {
+                       const auto send_count = send_counts[static_cast<std::size_t>(p)];
+                       const auto recv_count = recv_counts[static_cast<std::size_t>(p)];
+                       MYRIAD_NCCL_CHECK(ncclSend(bytes_at(input, send_offset),
+                                                  static_cast<std::size_t>(send_count) * element, ncclUint8, p,
+                                                  impl_->comm, stream_));
+                       MYRIAD_NCCL_CHECK(ncclRecv(bytes_at(output, recv_offset),
+                                                  static_cast<std::size_t>(recv_count) * element, ncclUint8, p,
+                                                  impl_->comm, stream_));
+                       send_offset += send_count;
+                       recv_offset += recv_count;
+                     }
+                     MYRIAD_NCCL_CHECK(ncclGroupEnd());
+                   }), {input, output});
+}
+
+dist::WorkHandle NcclCommunicator::barrier_async() {
+  check_usable(*impl_, CommOp::barrier);
+  flush_point_to_point(*impl_, context_, stream_);
+  count_bytes(*impl_, CommOp::barrier, 0, 0);
+  // An all-reduce of one float: complete on a rank only once every rank has joined.
+  auto token = std::make_shared<DeviceBuffer>(sizeof(float), context_.device());
+  auto work = make_work(*impl_, CommOp::barrier, launch(*impl_, context_, stream_, CommOp::barrier, [&] {
+                          MYRIAD_CUDA_CHECK(cudaMemsetAsync(token->data(), 0, sizeof(float), stream_));
+                          MYRIAD_NCCL_CHECK(ncclAllReduce(token->data(), token->data(), 1, ncclFloat32, ncclSum,
+                                                          impl_->comm, stream_));
+                        }), {});
+  // The token must live until the all-reduce ran: synchronise here (a barrier is rare).
+  work->wait();
+  return work;
+}
+
+void NcclCommunicator::abort(int exit_code, const std::string& reason) {
+  impl_->abort_all();
+  host_->abort(exit_code, reason);
+  std::abort();  // not reached: the host communicator's abort ends the process
+}
+
+std::unique_ptr<dist::Communicator> NcclCommunicator::split(int color, int key, const std::string& name) {
+  check_usable(*impl_, CommOp::barrier);
+  flush_point_to_point(*impl_, context_, stream_);
+  std::unique_ptr<dist::Communicator> host_part = host_->split(color, key, name);
+  auto impl = make_impl();
+  try {
+    MYRIAD_NCCL_CHECK(ncclCommSplit(impl_->comm, color, key, &impl->comm, nullptr));
+    split_tag_communicators(*impl, options_.p2p_tags, host_part->rank());
+  } catch (const Error& e) {
+    impl->abort_all();
+    MYRIAD_THROW(comm_context("split", *this) << " into '" << name << "': " << e.what());
+  }
+  return std::unique_ptr<dist::Communicator>(
+      new NcclCommunicator(std::move(host_part), context_, options_, std::move(impl)));
+}
+
+dist::CommStats NcclCommunicator::stats() const {
+  std::lock_guard<std::mutex> lock(impl_->mutex);
+  return impl_->stats;
+}
+
+void NcclCommunicator::reset_stats() {
+  std::lock_guard<std::mutex> lock(impl_->mutex);
+  impl_->stats = dist::CommStats{};
+}
+
+}  // namespace myriad::dist

@@ -1,0 +1,117 @@
+// Config wiring: RunConfig -> the options of the model, optimizer, schedule and DataParallel.
+#include "myriad/train/config_wiring.h"
+
+namespace myriad::train {
+
+namespace {
+
+nn::ParamKind parse_param_kind(const std::string& name) {
+  if (name == "norm") return nn::ParamKind::norm;
+  if (name == "bias") return nn::ParamKind::bias;
+  if (name == "embedding") return nn::ParamKind::embedding;
+  if (name == "weight") return nn::ParamKind::weight;
+  MYRIAD_THROW("training.no_decay: unknown parameter kind '" << name << "'; allowed: norm, bias, embedding, weight");
+}
+
+
+
+optim::ScheduleKind to_optim(LrSchedule kind) {
+  switch (kind) {
+    case LrSchedule::cosine: return optim::ScheduleKind::cosine;
+    case LrSchedule::linear: return optim::ScheduleKind::linear;
+    case LrSchedule::constant: return optim::ScheduleKind::constant;
+  }
+  return optim::ScheduleKind::cosine;
+}
+
+}  // namespace
+
+std::string model_section_yaml(const RunConfig& config) {
+  // The model section of the resolved YAML (from "model:" to the next top-level key).
+  const std::string yaml = config.to_yaml();
+  std::size_t begin = yaml.find("model:");
+  std::size_t end = yaml.find("\nparallel:", begin);
+  return yaml.substr(begin, end == std::string::npos ? std::string::npos : end - begin + 1);
+}
+
+nn::TransformerConfig transformer_config(const ModelConfig& m, std::int64_t vocab_size) {
+  nn::TransformerConfig c;
+  c.vocab_size = vocab_size;
+  c.n_layer = m.n_layer;
+  c.n_head = m.n_head;
+  c.n_kv_head = m.kv_heads();
+  c.n_embd = m.n_embd;
+  c.context_length = m.context_length;
+  c.ffn_hidden = m.ffn_hidden_size();
+  const bool llama = m.architecture == Architecture::llama;
+  c.norm = llama ? nn::NormKind::rmsnorm : nn::NormKind::layernorm;
+  c.mlp = llama ? nn::MlpKind::swiglu : nn::MlpKind::gelu;
+  c.positions = llama ? nn::PositionKind::rope : nn::PositionKind::learned;
+  c.tie_embeddings = m.ties_embeddings();
+  c.bias = m.uses_bias();
+  c.norm_eps = static_cast<float>(m.norm_eps);
+  c.rope_theta = m.rope_theta;
+  c.init_std = static_cast<float>(m.init_std);
+  return c;
+}
+
+optim::AdamWConfig adamw_config(const TrainingConfig& t) {
+  optim::AdamWConfig adam;
+  adam.beta1 = static_cast<float>(t.beta1);
+  adam.beta2 = static_cast<float>(t.beta2);
+  adam.eps = static_cast<float>(t.adam_eps);
+  adam.weight_decay = static_cast<float>(t.weight_decay);
+  adam.grad_clip = static_cast<float>(t.grad_clip);
+  adam.no_decay.clear();
+  for (const std::string& kind : t.no_decay) adam.no_decay.push_back(parse_param_kind(kind));
+  return adam;
+}
+
+optim::LrSchedule lr_schedule(const TrainingConfig& t) {
+  optim::LrSchedule schedule;
+  schedule.lr = static_cast<float>(t.lr);
+  schedule.min_lr = static_cast<float>(t.min_lr.value_or(0.1 * t.lr));
+  schedule.warmup_steps = t.warmup_steps;
+  schedule.total_steps = t.steps;
+  schedule.kind = to_optim(t.schedule);
+  return schedule;
+}
+
+DataParallelOptions data_parallel_options(const RunConfig& c) {
+  DataParallelOptions options;
+  options.zero_stage = c.parallel.zero_stage;
+  options.bucket_elements = static_cast<std::int64_t>(c.parallel.bucket_mb * 1048576.0 / 4.0);
+  options.reduce_after_backward = c.parallel.pp > 1;  // a pipeline reduces after its whole schedule
+  if (c.parallel.zero_stage == 3) options.compute_format = compute_format(c.training.precision);
+  return options;
+}
+
+
+nn::Recompute recompute_mode(Recompute mode) {
+  switch (mode) {
+    case Recompute::none: return nn::Recompute::none;
+    case Recompute::selective: return nn::Recompute::selective;
+    case Recompute::full: return nn::Recompute::full;
+  }
+  return nn::Recompute::none;
+}
+
+dist::ScheduleKind schedule_kind(PipelineSchedule kind) {
+  switch (kind) {
+    case PipelineSchedule::gpipe: return dist::ScheduleKind::gpipe;
+    case PipelineSchedule::one_f_one_b: return dist::ScheduleKind::one_f_one_b;
+    case PipelineSchedule::interleaved: return dist::ScheduleKind::interleaved;
+  }
+  return dist::ScheduleKind::one_f_one_b;
+}
+
+DType compute_format(Precision precision) {
+  switch (precision) {
+    case Precision::bf16: return DType::bf16;
+    case Precision::fp16: return DType::f16;
+    case Precision::fp32: break;
+  }
+  return DType::f32;
+}
+
+}  // namespace myriad::train
