@@ -183,6 +183,14 @@ void DataParallel::reduce_gradients() {
   retire_completed(0);
 }
 
+void DataParallel::finish_step() {
+  if (options_.reduce_after_backward) {
+    reduce_gradients();
+  } else {
+    finish_backward();
+  }
+}
+
 void DataParallel::finish_backward() {
   retire_completed(0);
   // Stage 3: a prefetched unit that the pass never acquired is dropped here.

@@ -57,11 +57,13 @@ Engine::Engine(const RunConfig& config, std::shared_ptr<spdlog::logger> log, dis
   data_parallel_ = std::make_unique<DataParallel>(*model_, dp(), dp_options, adamw_config(config_.training));
   setup_precision();
   if (config_.training.precision == Precision::fp16) setup_loss_scaler();
-  if (config_.parallel.pp > 1) {
-    pipeline_ = std::make_unique<PipelineExecutor>(*model_, pp(), schedule_kind(config_.parallel.pp_schedule),
-                                                   config_.training.gradient_accumulation,
-                                                   config_.parallel.virtual_stages);
-  }
+  // The one step loop: the rank's schedule (a single stage's without pipeline parallelism, where
+  // parallel.pp_schedule has no say: forward then backward of each micro-batch).
+  const dist::ScheduleKind kind =
+      config_.parallel.pp > 1 ? schedule_kind(config_.parallel.pp_schedule) : dist::ScheduleKind::one_f_one_b;
+  pipeline_ = std::make_unique<PipelineExecutor>(*model_, pp(), kind, config_.training.gradient_accumulation,
+                                                 config_.parallel.virtual_stages);
+  pipeline_->set_micro_batch_observer([this](bool last) { data_parallel_->begin_micro_batch(last); });
   schedule_ = lr_schedule(config_.training);
   recompute_ = recompute_mode(config_.training.recompute);
   // Fixed for the run (model, B, T, recompute): computed once, read by every step's metrics.
@@ -188,7 +190,7 @@ nn::ModelSplit Engine::model_split() {
 }
 
 nn::LossSum Engine::forward_loss(const Tensor& ids, const Tensor& targets) {
-  return pipeline_ ? pipeline_->forward_only(ids, targets) : model_->forward_loss(ids, targets);
+  return pipeline_->forward_only(ids, targets);
 }
 
 void Engine::sync_tied_embedding() {
@@ -245,24 +247,14 @@ StepMetrics Engine::step() {
   const double scale = loss_scaler_ ? loss_scaler_->scale() : 1.0;  // fp16: the dynamic loss scale
   const auto loss_scale = static_cast<float>(scale / static_cast<double>(valid));
   data_parallel_->zero_grads();
-  double loss_sum = 0.0;
-  bubble_seconds_ = 0.0;
-  if (pipeline_) {
-    PipelineStepResult run = pipeline_->run(micro_ids_, micro_targets_, loss_scale, recompute_);
-    bubble_seconds_ = run.bubble_seconds;
-    if (compute_delay_ > 0) std::this_thread::sleep_for(std::chrono::duration<double>(compute_delay_));
-    sync_tied_embedding();
-    data_parallel_->reduce_gradients();
-    loss_sum = dist::sum_over_ranks(pp(), run.loss_sum);  // computed on the last stage only
-  } else {
-    for (int m = 0; m < micro_batches; ++m) {
-      data_parallel_->begin_micro_batch(m == micro_batches - 1);
-      loss_sum += model_->forward_backward(micro_ids_[m], micro_targets_[m], loss_scale, recompute_).sum;
-    }
-    if (compute_delay_ > 0) std::this_thread::sleep_for(std::chrono::duration<double>(compute_delay_));
-    data_parallel_->finish_backward();
-  }
-  loss_sum = dist::sum_over_ranks(dp(), loss_sum);
+  // The step loop: every micro-batch through this rank's schedule (gradients reduced over dp during
+  // the last backward, or after the schedule with a pipeline), then the tied embedding's halves.
+  const PipelineStepResult run = pipeline_->run(micro_ids_, micro_targets_, loss_scale, recompute_);
+  bubble_seconds_ = run.bubble_seconds;
+  if (compute_delay_ > 0) std::this_thread::sleep_for(std::chrono::duration<double>(compute_delay_));
+  sync_tied_embedding();
+  data_parallel_->finish_step();
+  const double loss_sum = dist::sum_over_ranks(dp(), dist::sum_over_ranks(pp(), run.loss_sum));  // last stage's
   StepMetrics metrics;
   metrics.lr = schedule_.lr_at(step_);
   const auto unscale = static_cast<float>(1.0 / scale);
@@ -328,10 +320,8 @@ double Engine::evaluate() {
     tokens += loss.tokens;
   }
   data_parallel_->finish_backward();  // drops any prefetched ZeRO-3 unit
-  if (pipeline_) {  // the loss is computed on the last stage
-    sum = dist::sum_over_ranks(pp(), sum);
-    tokens = dist::sum_over_ranks(pp(), tokens);
-  }
+  sum = dist::sum_over_ranks(pp(), sum);  // the loss is computed on the last stage
+  tokens = dist::sum_over_ranks(pp(), tokens);
   sum = dist::sum_over_ranks(dp(), sum);
   tokens = dist::sum_over_ranks(dp(), tokens);
   const double val_loss = sum / static_cast<double>(std::max<std::int64_t>(tokens, 1));

@@ -51,6 +51,7 @@ PipelineStepResult PipelineExecutor::run(const std::vector<Tensor>& ids, const s
     const bool first_touch = slot_of_[mb] < 0;
     const int slot = take_slot(mb);
     if (first_touch) {
+      if (observer_) observer_(mb == micro_batches_ - 1);
       result.slots_in_use_peak = std::max(result.slots_in_use_peak, ++in_use);
       // Buffers for every slot taken so far (kept when B, T and mode are unchanged).
       model_.prepare(ids[mb].size(0), ids[mb].size(1), mode, static_cast<int>(slot_busy_.size()));

@@ -78,6 +78,8 @@ class DataParallel final : public nn::UnitHooks {
   void begin_micro_batch(bool last_of_step);  // before each forward_backward of the step
   void finish_backward();                     // after the last one: waits for the reductions
   void reduce_gradients();  // reduce_after_backward: every bucket now, then waits
+  // After the step's last backward: reduce_gradients() (reduce_after_backward) or finish_backward().
+  void finish_step();
   // `unscale`: 1 / loss scale (fp16), applied to the gradients inside the update.
   optim::OptimizerStepStats optimizer_step(float lr, float unscale = 1.0f);
 

@@ -121,7 +121,7 @@ class Engine {
   std::unique_ptr<nn::TensorParallel> tensor_parallel_;  // tp > 1: how the model crosses the tp group
   std::unique_ptr<nn::GptModel> model_;
   std::unique_ptr<DataParallel> data_parallel_;
-  std::unique_ptr<PipelineExecutor> pipeline_;  // pp > 1
+  std::unique_ptr<PipelineExecutor> pipeline_;  // the step loop: this rank's schedule (one stage at pp 1)
   std::unique_ptr<SerialLayout> serial_layout_;  // tp * pp > 1
   double bubble_seconds_ = 0.0;                  // of the last step
   Tensor peer_embedding_grad_;                   // pp > 1, tied: the other end's embedding gradient

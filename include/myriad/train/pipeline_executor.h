@@ -1,6 +1,8 @@
-// PipelineExecutor — runs one rank's pipeline schedule (dist/pipeline_schedule.h) on its model
-// chunks: forward and backward of micro-batches with activations and gradients exchanged with the
-// neighbouring stages over the pp communicator.
+// PipelineExecutor — runs one rank's pipeline schedule (distributed/pipeline_schedule.h) on its
+// model chunks: forward and backward of micro-batches with activations and gradients exchanged with
+// the neighbouring stages over the pp communicator. It is the Engine's one step loop: without
+// pipeline parallelism the schedule is that of a single stage (forward then backward of each
+// micro-batch in turn, no exchanges), so every layout runs the same loop.
 //
 // Sends are asynchronous (the buffer stays untouched until the send completes: a micro-batch's
 // buffers are reused only after its sends have finished); receives block, and the time blocked in
@@ -13,6 +15,7 @@
 // schedule (it would queue behind the sends).
 #pragma once
 
+#include <functional>
 #include <vector>
 
 #include "myriad/distributed/communicator.h"
@@ -43,6 +46,9 @@ class PipelineExecutor {
   nn::LossSum forward_only(const Tensor& ids, const Tensor& targets);
 
   const std::vector<dist::PipelineAction>& actions() const { return actions_; }
+  // Called at each micro-batch's first action on this rank, with whether it is the step's last
+  // micro-batch (data parallelism reduces during the last backward).
+  void set_micro_batch_observer(std::function<void(bool last)> observer) { observer_ = std::move(observer); }
 
  private:
   int take_slot(int micro_batch);
@@ -56,6 +62,7 @@ class PipelineExecutor {
   std::vector<int> slot_of_;          // per micro-batch: its slot, or -1
   std::vector<bool> slot_busy_;
   std::vector<std::vector<dist::WorkHandle>> sends_;  // per slot: sends still reading its buffers
+  std::function<void(bool)> observer_;
 };
 
 }  // namespace myriad::train
