@@ -63,6 +63,11 @@ GptModel::GptModel(const TransformerConfig& config, const ModelSplit& split, boo
   build_units();
 }
 
+void GptModel::set_activation_precision(DType format) {
+  activation_precision_ = format;
+  for (TransformerBlock& block : blocks_) block.set_gemm_operands(format);
+}
+
 void GptModel::build_units() {
   // Parameters were registered embeddings, blocks, final norm/head: each unit is the span from its
   // first parameter's offset to the next unit's first offset (the last one to the buffer's end).

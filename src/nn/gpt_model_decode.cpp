@@ -42,7 +42,7 @@ Tensor GptModel::decode(std::int32_t token, std::int64_t position, KvCache& cach
     rmsnorm_forward(RmsnormArgs{.eps = config_.norm_eps}, x2, store_[norm_w_].value, h, rstd);
   }
   Tensor logits = Tensor::empty({1, config_.vocab_size});
-  linear_forward(h, head_weight(false), Tensor(), logits);
+  linear_forward(h, head_weight(false), Tensor(), logits, activation_precision_);
   return logits.view({config_.vocab_size});
 }
 

@@ -80,7 +80,7 @@ LossSum GptModel::head_forward(Slot& s, const Tensor& targets_in) {
     rmsnorm_forward(RmsnormArgs{.eps = config_.norm_eps}, last, store_[norm_w_].value, s.hf, s.hf_rstd);
   }
   const Tensor input = head_input(s);  // sequence parallel: gathered on every rank, columns or not
-  if (head_columns() > 0) linear_forward(input, head_weight(false), Tensor(), s.logits);
+  if (head_columns() > 0) linear_forward(input, head_weight(false), Tensor(), s.logits, activation_precision_);
   release(head_unit_, Pass::forward);
   if (head_ == wte_) release(embedding_unit_, Pass::forward);
   LossSum result;
@@ -108,7 +108,7 @@ void GptModel::head_backward(Slot& s, const Tensor& targets_in, float loss_scale
   Tensor d_hf = b.d_hf.view({N, C});
   const Tensor input = head_input(s);
   if (head_columns() > 0) {
-    linear_backward(input, head_weight(false), s.logits, d_hf, false, head_grad, no_bias);
+    linear_backward(input, head_weight(false), s.logits, d_hf, false, head_grad, no_bias, activation_precision_);
   } else {
     zero(d_hf);  // no real vocabulary here: this rank adds nothing to the input's gradient
   }

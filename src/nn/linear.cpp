@@ -5,17 +5,39 @@
 #include "myriad/ops/elementwise.h"
 #include "myriad/ops/linear.h"
 #include "myriad/ops/matmul.h"
+#include "myriad/ops/placement.h"
 
 namespace myriad::nn {
 
-void linear_forward(const Tensor& x, const Tensor& weight, const Tensor& bias, Tensor& y) {
-  myriad::linear_forward(LinearArgs{}, x, weight, bias, y);  // the bias fused into the GEMM on a device
+namespace {
+
+// `t` rounded to the 16-bit `format`, as a tensor of that dtype where `t` lives.
+Tensor narrowed(const Tensor& t, DType format) {
+  Tensor out = ops::placement_of(t, "operand").empty(t.shape(), format);
+  copy(t, out);
+  return out;
+}
+
+}  // namespace
+
+void linear_forward(const Tensor& x, const Tensor& weight, const Tensor& bias, Tensor& y, DType operands) {
+  if (operands == DType::f32) {
+    myriad::linear_forward(LinearArgs{}, x, weight, bias, y);  // the bias fused into the GEMM on a device
+    return;
+  }
+  matmul_forward(MatmulArgs{.transpose_b = true}, narrowed(x, operands), narrowed(weight, operands), y);
+  if (bias.defined()) add_row_bias(y, bias);
 }
 
 void linear_backward(const Tensor& x, const Tensor& weight, const Tensor& grad_y, Tensor& grad_x, bool accumulate_dx,
-                     Tensor& grad_weight, Tensor& grad_bias) {
+                     Tensor& grad_weight, Tensor& grad_bias, DType operands) {
   MatmulArgs args{.transpose_b = true, .accumulate_grad_a = accumulate_dx, .accumulate_grad_b = true};
-  matmul_backward(args, x, weight, grad_y, grad_x, grad_weight);
+  if (operands == DType::f32) {
+    matmul_backward(args, x, weight, grad_y, grad_x, grad_weight);
+  } else {
+    matmul_backward(args, narrowed(x, operands), narrowed(weight, operands), narrowed(grad_y, operands), grad_x,
+                    grad_weight);
+  }
   if (grad_bias.defined()) {
     Tensor no_grad_x;
     bias_add_backward(BiasAddArgs{}, grad_y, no_grad_x, grad_bias);

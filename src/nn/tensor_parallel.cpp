@@ -10,13 +10,13 @@
 namespace myriad::nn {
 
 void TensorParallel::row_parallel_linear(const Tensor& in, const Tensor& weight, const Tensor& bias, Tensor& partial,
-                                         Tensor& out) const {
+                                         Tensor& out, DType operands) const {
   if (size() == 1) {
-    linear_forward(in, weight, bias, out);
+    linear_forward(in, weight, bias, out, operands);
     return;
   }
   Tensor full = full_of(out, partial);
-  linear_forward(in, weight, Tensor(), full);
+  linear_forward(in, weight, Tensor(), full, operands);
   reduce_to_rows(full, out);
   if (bias.defined()) add_row_bias(out, bias);
 }

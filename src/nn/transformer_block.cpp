@@ -185,7 +185,7 @@ void TransformerBlock::norm_and_gather(const ParameterStore& store, std::size_t 
 // out = residual + the row-parallel linear of `in` (`partial`: (B, T, C) scratch).
 void TransformerBlock::row_parallel_output(const Tensor& in, const Tensor& weight, const Tensor& bias,
                                            const Tensor& residual, Tensor& partial, Tensor& out) const {
-  split_.tensor_parallel().row_parallel_linear(in, weight, bias, partial, out);
+  split_.tensor_parallel().row_parallel_linear(in, weight, bias, partial, out, operands_);
   add_into(out, residual);
 }
 
@@ -195,7 +195,7 @@ void TransformerBlock::forward(const ParameterStore& store, const Tensor& x, Ten
   const std::int64_t Hq = config_.local_heads(tp), Hkv = config_.local_kv_heads(tp), D = config_.head_dim();
   const std::int64_t B = a.h1.size(0), T = a.h1.size(1);
   norm_and_gather(store, norm1_w_, norm1_b_, x, s.h_rows, a.h1, a.ln1_mean, a.ln1_rstd);
-  linear_forward(a.h1, store[qkv_w_].value, optional(store, qkv_b_, false), a.qkv);
+  linear_forward(a.h1, store[qkv_w_].value, optional(store, qkv_b_, false), a.qkv, operands_);
   Tensor q = head_view(a.qkv, 0, Hq, D), k = head_view(a.qkv, Hq * D, Hkv, D);
   Tensor v = head_view(a.qkv, (Hq + Hkv) * D, Hkv, D);
   if (config_.positions == PositionKind::rope) {
@@ -209,8 +209,8 @@ void TransformerBlock::forward(const ParameterStore& store, const Tensor& x, Ten
   attention_forward(AttentionArgs{}, bhtd(q), bhtd(k), bhtd(v), att_heads, a.lse);
   row_parallel_output(a.att, store[proj_w_].value, optional(store, proj_b_, false), x, s.d_h, a.x_mid);
   norm_and_gather(store, norm2_w_, norm2_b_, a.x_mid, s.h_rows, a.h2, a.ln2_mean, a.ln2_rstd);
-  linear_forward(a.h2, store[fc_w_].value, optional(store, fc_b_, false), a.fc);
-  if (config_.mlp == MlpKind::swiglu) linear_forward(a.h2, store[up_w_].value, Tensor(), a.up);
+  linear_forward(a.h2, store[fc_w_].value, optional(store, fc_b_, false), a.fc, operands_);
+  if (config_.mlp == MlpKind::swiglu) linear_forward(a.h2, store[up_w_].value, Tensor(), a.up, operands_);
   mlp_activation(a, a.act);
   row_parallel_output(a.act, store[out_w_].value, optional(store, out_b_, false), a.x_mid, s.d_h, y);
 }
@@ -252,21 +252,23 @@ void TransformerBlock::backward(ParameterStore& store, const Tensor& x, const Bl
   zero(s.norm_grads);
   // MLP.
   Tensor out_b = optional(store, out_b_, true), fc_b = optional(store, fc_b_, true), none;
-  linear_backward(a.act, store[out_w_].value, gathered_grad(grad, s), s.d_act, false, store[out_w_].grad, out_b);
+  linear_backward(a.act, store[out_w_].value, gathered_grad(grad, s), s.d_act, false, store[out_w_].grad, out_b,
+                  operands_);
   if (config_.mlp == MlpKind::gelu) {
     gelu_backward(GeluArgs{}, a.fc, s.d_act, s.d_fc);
-    linear_backward(a.h2, store[fc_w_].value, s.d_fc, s.d_h, false, store[fc_w_].grad, fc_b);
+    linear_backward(a.h2, store[fc_w_].value, s.d_fc, s.d_h, false, store[fc_w_].grad, fc_b, operands_);
   } else {
     swiglu_backward(SwigluArgs{}, a.fc, a.up, s.d_act, s.d_fc, s.d_up);
-    linear_backward(a.h2, store[fc_w_].value, s.d_fc, s.d_h, false, store[fc_w_].grad, fc_b);
-    linear_backward(a.h2, store[up_w_].value, s.d_up, s.d_h, true, store[up_w_].grad, none);
+    linear_backward(a.h2, store[fc_w_].value, s.d_fc, s.d_h, false, store[fc_w_].grad, fc_b, operands_);
+    linear_backward(a.h2, store[up_w_].value, s.d_up, s.d_h, true, store[up_w_].grad, none, operands_);
   }
   Tensor n2w = norm_grad_target(norm2_w_, s, 2), n2b = norm_grad_target(norm2_b_, s, 3);
   norm_backward(store, norm2_w_, a.x_mid, a.ln2_mean, a.ln2_rstd, reduced_input_grad(s), s.d_tmp, n2w, n2b);
   add_into(grad, s.d_tmp);  // grad = dL/dx_mid
   // Attention.
   Tensor proj_b = optional(store, proj_b_, true);
-  linear_backward(a.att, store[proj_w_].value, gathered_grad(grad, s), s.d_att, false, store[proj_w_].grad, proj_b);
+  linear_backward(a.att, store[proj_w_].value, gathered_grad(grad, s), s.d_att, false, store[proj_w_].grad, proj_b,
+                  operands_);
   Tensor q = head_view(a.qkv, 0, Hq, D), k = head_view(a.qkv, Hq * D, Hkv, D);
   Tensor v = head_view(a.qkv, (Hq + Hkv) * D, Hkv, D);
   if (config_.positions == PositionKind::rope) {
@@ -284,7 +286,7 @@ void TransformerBlock::backward(ParameterStore& store, const Tensor& x, const Bl
     rope_backward(rope, dk, dk);
   }
   Tensor qkv_b = optional(store, qkv_b_, true);
-  linear_backward(a.h1, store[qkv_w_].value, s.d_qkv, s.d_h, false, store[qkv_w_].grad, qkv_b);
+  linear_backward(a.h1, store[qkv_w_].value, s.d_qkv, s.d_h, false, store[qkv_w_].grad, qkv_b, operands_);
   Tensor n1w = norm_grad_target(norm1_w_, s, 0), n1b = norm_grad_target(norm1_b_, s, 1);
   norm_backward(store, norm1_w_, x, a.ln1_mean, a.ln1_rstd, reduced_input_grad(s), s.d_tmp, n1w, n1b);
   add_into(grad, s.d_tmp);  // grad = dL/dx

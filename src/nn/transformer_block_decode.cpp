@@ -25,7 +25,7 @@ void TransformerBlock::decode(const ParameterStore& store, const Tensor& x, std:
   Tensor mean = Tensor::empty({1}), rstd = Tensor::empty({1});
   Tensor h = Tensor::empty({1, 1, C}), qkv = Tensor::empty({1, 1, config_.qkv_width()});
   norm_forward(store, norm1_w_, norm1_b_, x, h, mean, rstd);
-  linear_forward(h, store[qkv_w_].value, value(qkv_b_), qkv);
+  linear_forward(h, store[qkv_w_].value, value(qkv_b_), qkv, operands_);
   Tensor q = qkv.slice(2, 0, Hq * D).contiguous().view({1, 1, Hq, D});
   Tensor k = qkv.slice(2, Hq * D, (Hq + Hkv) * D).contiguous().view({1, 1, Hkv, D});
   Tensor v = qkv.slice(2, (Hq + Hkv) * D, (Hq + 2 * Hkv) * D).contiguous().view({1, 1, Hkv, D});
@@ -64,19 +64,19 @@ void TransformerBlock::decode(const ParameterStore& store, const Tensor& x, std:
     }
   }
   Tensor x_mid = Tensor::empty({1, 1, C});
-  linear_forward(att, store[proj_w_].value, value(proj_b_), x_mid);
+  linear_forward(att, store[proj_w_].value, value(proj_b_), x_mid, operands_);
   add_into(x_mid, x);
   Tensor h2 = Tensor::empty({1, 1, C}), fc = Tensor::empty({1, 1, F}), act = Tensor::empty({1, 1, F});
   norm_forward(store, norm2_w_, norm2_b_, x_mid, h2, mean, rstd);
-  linear_forward(h2, store[fc_w_].value, value(fc_b_), fc);
+  linear_forward(h2, store[fc_w_].value, value(fc_b_), fc, operands_);
   if (config_.mlp == MlpKind::gelu) {
     gelu_forward(GeluArgs{}, fc, act);
   } else {
     Tensor up = Tensor::empty({1, 1, F});
-    linear_forward(h2, store[up_w_].value, Tensor(), up);
+    linear_forward(h2, store[up_w_].value, Tensor(), up, operands_);
     swiglu_forward(SwigluArgs{}, fc, up, act);
   }
-  linear_forward(act, store[out_w_].value, value(out_b_), y);
+  linear_forward(act, store[out_w_].value, value(out_b_), y, operands_);
   add_into(y, x_mid);
 }
 

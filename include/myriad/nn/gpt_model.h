@@ -70,8 +70,10 @@ class GptModel final : public PipelineStage {
 
   // Mixed precision: the residual stream between blocks (activations forward, their gradients
   // backward) is rounded to `format` (bf16 / f16: the values a low-precision run passes on; f16
-  // overflow becomes inf, which the loss scaler catches); f32 = none. Weights are the caller's.
-  void set_activation_precision(DType format) { activation_precision_ = format; }
+  // overflow becomes inf, which the loss scaler catches), and every linear layer's GEMM takes its
+  // operands in `format` (nn/linear.h: 16-bit tensor-core GEMMs on a GPU); f32 = none. Weights
+  // are the caller's.
+  void set_activation_precision(DType format);
   DType activation_precision() const { return activation_precision_; }
 
   // Pipeline pieces (see the file comment).

@@ -3,15 +3,21 @@
 //   x (N, K) or (B, T, K); W (M, K); b (M) or undefined; y (..., M)
 // Gradient contract: dx is written (`=`) unless accumulate_dx; dW and db accumulate (`+=`).
 // dx, db may be undefined to skip them.
+//
+// GEMM operands (`operands`: f32, or bf16 / f16 for mixed precision): with a 16-bit format the
+// GEMM inputs — x and W forward; grad_y, x and W backward — are rounded to it (copies made where
+// the tensors live) and the products summed in f32 (the matmul op's 16-bit path: tensor cores on a
+// GPU); outputs, bias and gradients stay f32. The numbers are the same on every backend.
 #pragma once
 
 #include "myriad/core/tensor.h"
 
 namespace myriad::nn {
 
-void linear_forward(const Tensor& x, const Tensor& weight, const Tensor& bias, Tensor& y);
+void linear_forward(const Tensor& x, const Tensor& weight, const Tensor& bias, Tensor& y,
+                    DType operands = DType::f32);
 void linear_backward(const Tensor& x, const Tensor& weight, const Tensor& grad_y, Tensor& grad_x, bool accumulate_dx,
-                     Tensor& grad_weight, Tensor& grad_bias);
+                     Tensor& grad_weight, Tensor& grad_bias, DType operands = DType::f32);
 
 // dst += src (same shape, contiguous f32).
 void add_into(Tensor& dst, const Tensor& src);

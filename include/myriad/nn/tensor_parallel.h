@@ -59,8 +59,9 @@ class TensorParallel {
   // Row-parallel linear: out (rows) = the group's sum of in @ weight^T, + bias (replicated).
   // `partial`: (B, T, C) scratch for the unreduced product when rows are sharded. In a group of
   // one the bias rides in the GEMM (no reduction comes between).
-  void row_parallel_linear(const Tensor& in, const Tensor& weight, const Tensor& bias, Tensor& partial,
-                           Tensor& out) const;
+  // `operands`: the GEMM's operand format (nn/linear.h).
+  void row_parallel_linear(const Tensor& in, const Tensor& weight, const Tensor& bias, Tensor& partial, Tensor& out,
+                           DType operands = DType::f32) const;
 };
 
 // The identity of a group of one (the serial model); stateless.

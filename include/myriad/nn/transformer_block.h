@@ -81,6 +81,8 @@ class TransformerBlock {
   TransformerBlock(const TransformerConfig& config, const ModelSplit& split, int layer, ParameterStore& store);
 
   int layer() const { return layer_; }
+  // The GEMM operand format of the block's linear layers (nn/linear.h; mixed precision).
+  void set_gemm_operands(DType format) { operands_ = format; }
   void forward(const ParameterStore& store, const Tensor& x, Tensor& y, BlockActivations& acts,
                BlockScratch& scratch) const;
   // Rebuilds the activations that `mode` did not keep (none: nothing, or under sequence parallelism
@@ -98,6 +100,7 @@ class TransformerBlock {
   TransformerConfig config_;
   ModelSplit split_;
   int layer_;
+  DType operands_ = DType::f32;
   // Indices into the ParameterStore; npos when absent (no bias, no RoPE-specific params, ...).
   static constexpr std::size_t npos = static_cast<std::size_t>(-1);
   std::size_t norm1_w_ = npos, norm1_b_ = npos, qkv_w_ = npos, qkv_b_ = npos, proj_w_ = npos, proj_b_ = npos;
