@@ -225,6 +225,23 @@ void CudaBackend::cross_entropy_backward(const CrossEntropyArgs& args, const Ten
                              floats(grad_logits), rows, vocab, args.ignore_index, context_.stream());
 }
 
+// ---- softmax ----------------------------------------------------------------------------------
+
+void CudaBackend::softmax_forward(const SoftmaxArgs&, const Tensor& x, Tensor& out) {
+  require_contiguous("softmax_forward", "x", x);
+  const std::int64_t cols = x.size(-1), rows = x.numel() / std::max<std::int64_t>(cols, 1);
+  DeviceGuard guard(context_.device());
+  softmax_forward_f32(floats(x), floats(out), rows, cols, context_.stream());
+}
+
+void CudaBackend::softmax_backward(const SoftmaxArgs&, const Tensor& out, const Tensor& grad_out, Tensor& grad_x) {
+  require_contiguous("softmax_backward", "out", out);
+  require_contiguous("softmax_backward", "grad_out", grad_out);
+  const std::int64_t cols = out.size(-1), rows = out.numel() / std::max<std::int64_t>(cols, 1);
+  DeviceGuard guard(context_.device());
+  softmax_backward_f32(floats(out), floats(grad_out), floats(grad_x), rows, cols, context_.stream());
+}
+
 // ---- bias, AdamW ----------------------------------------------------------------------------
 
 void CudaBackend::bias_add_forward(const BiasAddArgs&, const Tensor& x, const Tensor& bias, Tensor& out) {

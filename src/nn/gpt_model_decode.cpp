@@ -1,4 +1,5 @@
-// GptModel::decode — one position of incremental inference through every block's KV cache.
+// GptModel::decode — one position of incremental inference through every block's KV cache, on
+// the model's placement (the logits come back to the host for sampling).
 #include "myriad/nn/gpt_model.h"
 #include "myriad/nn/linear.h"
 #include "myriad/ops/embedding.h"
@@ -7,9 +8,7 @@
 namespace myriad::nn {
 
 KvCache GptModel::make_kv_cache() const {
-  MYRIAD_CHECK(placement_.on_host(), "model: KV-cache decoding runs on the host for now (this model is on "
-                                         << placement_.device().str() << ")");
-  return KvCache(config_.n_layer, config_.n_kv_head, config_.context_length, config_.head_dim());
+  return KvCache(config_.n_layer, config_.n_kv_head, config_.context_length, config_.head_dim(), placement_);
 }
 
 Tensor GptModel::decode(std::int32_t token, std::int64_t position, KvCache& cache) const {
@@ -20,11 +19,13 @@ Tensor GptModel::decode(std::int32_t token, std::int64_t position, KvCache& cach
                "decode: token id " << token << " outside the vocabulary [0, " << config_.vocab_size << ")");
   MYRIAD_CHECK(position == cache.length, "decode: position " << position << " but the cache holds " << cache.length);
   const std::int64_t C = config_.n_embd;
-  Tensor id = Tensor::full({1, 1}, token, DType::i32);
-  Tensor x = Tensor::empty({1, 1, C}), y = Tensor::empty({1, 1, C});
+  const ops::Placement& p = placement_;
+  const Tensor id = p.from_host(Tensor::full({1, 1}, token, DType::i32));
+  Tensor x = p.empty({1, 1, C}), y = p.empty({1, 1, C});
   embedding_forward(EmbeddingArgs{}, id, store_[wte_].value, x);
   if (wpe_ != static_cast<std::size_t>(-1)) {
-    Tensor pos = Tensor::full({1, 1}, static_cast<double>(position), DType::i32), pe = Tensor::empty({1, 1, C});
+    const Tensor pos = p.from_host(Tensor::full({1, 1}, static_cast<double>(position), DType::i32));
+    Tensor pe = p.empty({1, 1, C});
     embedding_forward(EmbeddingArgs{}, pos, store_[wpe_].value, pe);
     add_into(x, pe);
   }
@@ -33,7 +34,7 @@ Tensor GptModel::decode(std::int32_t token, std::int64_t position, KvCache& cach
     std::swap(x, y);
   }
   cache.length = position + 1;
-  Tensor h = Tensor::empty({1, C}), mean = Tensor::empty({1}), rstd = Tensor::empty({1});
+  Tensor h = p.empty({1, C}), mean = p.empty({1}), rstd = p.empty({1});
   Tensor x2 = x.view({1, C});
   if (config_.norm == NormKind::layernorm) {
     layernorm_forward(LayernormArgs{.eps = config_.norm_eps}, x2, store_[norm_w_].value, store_[norm_b_].value, h,
@@ -41,9 +42,9 @@ Tensor GptModel::decode(std::int32_t token, std::int64_t position, KvCache& cach
   } else {
     rmsnorm_forward(RmsnormArgs{.eps = config_.norm_eps}, x2, store_[norm_w_].value, h, rstd);
   }
-  Tensor logits = Tensor::empty({1, config_.vocab_size});
+  Tensor logits = p.empty({1, config_.vocab_size});
   linear_forward(h, head_weight(false), Tensor(), logits, activation_precision_);
-  return logits.view({config_.vocab_size});
+  return p.to_host(logits).view({config_.vocab_size});  // sampling runs on the host
 }
 
 }  // namespace myriad::nn

@@ -3,10 +3,11 @@
 
 namespace myriad::nn {
 
-KvCache::KvCache(std::int64_t layers, std::int64_t kv_heads, std::int64_t capacity, std::int64_t head_dim) {
+KvCache::KvCache(std::int64_t layers, std::int64_t kv_heads, std::int64_t capacity, std::int64_t head_dim,
+                 const ops::Placement& placement) {
   for (std::int64_t l = 0; l < layers; ++l) {
-    k.push_back(Tensor::zeros({kv_heads, capacity, head_dim}));
-    v.push_back(Tensor::zeros({kv_heads, capacity, head_dim}));
+    k.push_back(placement.zeros({capacity, kv_heads, head_dim}));
+    v.push_back(placement.zeros({capacity, kv_heads, head_dim}));
   }
 }
 

@@ -38,6 +38,7 @@
 #include "myriad/ops/embedding.h"
 #include "myriad/ops/adamw.h"
 #include "myriad/ops/matmul.h"
+#include "myriad/ops/softmax.h"
 
 namespace myriad::emulated {
 namespace {
@@ -428,6 +429,16 @@ void cross_entropy_forward_f32(const float* logits, const std::int32_t* t, float
   for (std::int64_t i = 0; i < N; ++i) if (t[i] != ig && (t[i] < 0 || t[i] >= V) && i < *bad) *bad = i;
   Tensor l = W(losses, {N}), s = W(lse, {N});
   cross_entropy_forward(CrossEntropyArgs{.ignore_index = ig}, W(logits, {N, V}), W(t, {N}, DType::i32), l, s);
+}
+void softmax_forward_f32(const float* x, float* out, std::int64_t rows, std::int64_t cols, cudaStream_t launch_stream) {
+  emulated::check_launch_device(launch_stream);
+  Tensor o = W(out, {rows, cols});
+  softmax_forward(SoftmaxArgs{}, W(x, {rows, cols}), o);
+}
+void softmax_backward_f32(const float* out, const float* go, float* gx, std::int64_t rows, std::int64_t cols, cudaStream_t launch_stream) {
+  emulated::check_launch_device(launch_stream);
+  Tensor g = W(gx, {rows, cols});
+  softmax_backward(SoftmaxArgs{}, W(out, {rows, cols}), W(go, {rows, cols}), g);
 }
 void cross_entropy_backward_f32(const float* logits, const std::int32_t* t, const float* lse, const float* gl, float* glog, std::int64_t N, std::int64_t V, std::int32_t ig, cudaStream_t launch_stream) {
   emulated::check_launch_device(launch_stream);

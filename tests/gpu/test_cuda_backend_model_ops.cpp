@@ -5,6 +5,8 @@
 // targets reported as the CPU op reports them; ops no backend provides still refused by name.
 #include <gtest/gtest.h>
 
+#include <cmath>
+
 #include <climits>
 
 #include "cuda_backend_fixture.h"
@@ -208,10 +210,27 @@ TEST_F(CudaBackendTest, AdamWUpdateAndGradientNorm) {
   EXPECT_NEAR(grad_norm_squared(on_device(g)), grad_norm_squared(g), 1e-9 * grad_norm_squared(g));
 }
 
-TEST_F(CudaBackendTest, OpsNoBackendProvidesAreRefusedByName) {
-  Tensor x = on_device(random({2, 5}, 70)), y = backend_->empty({2, 5});
-  expect_error_mentions([&] { softmax_forward(SoftmaxArgs{}, x, y); },
-                        {"softmax_forward: no implementation for device cuda:0 yet"});
+// Rows longer than a block (700 > 256 threads), large logits, masked (-inf) entries, in place.
+TEST_F(CudaBackendTest, SoftmaxForwardAndBackwardMatchTheCpuInPlaceToo) {
+  for (const Shape& shape : {Shape{3, 5}, Shape{2, 3, 700}}) {
+    Tensor x = random(shape, 70);
+    for (std::int64_t i = 0; i < x.numel(); ++i) x.data<float>()[i] *= 30.0f;
+    x.data<float>()[1] = -INFINITY;
+    const Tensor g = random(shape, 71);
+    Tensor out = Tensor::empty(shape), d_out = backend_->empty(shape);
+    softmax_forward(SoftmaxArgs{}, x, out);
+    softmax_forward(SoftmaxArgs{}, on_device(x), d_out);
+    expect_close(d_out, out, kTolerance, "softmax");
+    Tensor grad = Tensor::empty(shape), d_grad = backend_->empty(shape);
+    softmax_backward(SoftmaxArgs{}, out, g, grad);
+    softmax_backward(SoftmaxArgs{}, d_out, on_device(g), d_grad);
+    expect_close(d_grad, grad, kTolerance, "softmax gradient");
+    Tensor d_in_place = on_device(x), d_g = on_device(g);
+    softmax_forward(SoftmaxArgs{}, d_in_place, d_in_place);
+    softmax_backward(SoftmaxArgs{}, d_in_place, d_g, d_g);
+    expect_close(d_in_place, out, kTolerance, "softmax in place");
+    expect_close(d_g, grad, kTolerance, "softmax gradient in place");
+  }
 }
 
 }  // namespace

@@ -3,8 +3,8 @@
 // GptModel on the host, from the same seed and batch — loss, every parameter gradient, each
 // recompute mode, both families (GPT-2: LayerNorm, GELU, learned positions, tied head; LLaMA:
 // RMSNorm, SwiGLU, RoPE, grouped-query attention), evaluation-only forwards and logits. Runs on a
-// GPU (label gpu) and, in every CI run, on the emulated CUDA layer. What a device placement does
-// not support yet is refused by name.
+// GPU (label gpu) and, in every CI run, on the emulated CUDA layer. KV-cache decoding on the
+// backend equals the host's.
 #include <gtest/gtest.h>
 
 #include "cuda_backend_fixture.h"
@@ -151,10 +151,23 @@ TEST(ModelOnSecondGpu, EveryLaunchLandsOnTheTensorsDevice) {
   EXPECT_EQ(current, 0) << "the backend changed the caller's current device";
 }
 
-TEST_F(ModelOnBackendTest, WhatADevicePlacementDoesNotSupportYetIsRefusedByName) {
-  const nn::TransformerConfig config = nn::TransformerConfig::gpt2(200, 2, 2, 128, 64);
-  nn::GptModel device(config, {}, true, ops::Placement{backend_.get()});
-  expect_error_mentions([&] { (void)device.make_kv_cache(); }, {"KV-cache decoding runs on the host", "cuda:0"});
+// KV-cache decoding on the backend: the same logits as the host model's decode, position by
+// position, for both families (the LLaMA one with RoPE offsets and grouped kv heads).
+TEST_F(ModelOnBackendTest, KvCacheDecodingOnTheBackendEqualsTheHost) {
+  for (const nn::TransformerConfig& config : {nn::TransformerConfig::gpt2(200, 2, 2, 128, 64),
+                                              nn::TransformerConfig::llama(200, 2, 4, 2, 256, 64)}) {
+    nn::GptModel host(config), device(config, {}, true, ops::Placement{backend_.get()});
+    host.initialize(11);
+    device.initialize(11);
+    nn::KvCache host_cache = host.make_kv_cache(), device_cache = device.make_kv_cache();
+    EXPECT_EQ(device_cache.k[0].device(), Device::cuda(0));
+    for (std::int64_t position = 0; position < 9; ++position) {
+      const auto token = static_cast<std::int32_t>((position * 31 + 7) % config.vocab_size);
+      const Tensor want = host.decode(token, position, host_cache), got = device.decode(token, position, device_cache);
+      EXPECT_TRUE(got.device().is_cpu());
+      EXPECT_LE(relative_gap(got, want, *this), 1e-5) << "position " << position;
+    }
+  }
 }
 
 }  // namespace

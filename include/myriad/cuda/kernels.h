@@ -157,6 +157,13 @@ std::int64_t grad_norm_scratch_doubles(std::int64_t n);
 void grad_norm_squared_f32(const float* grad, std::int64_t n, double* scratch, std::int64_t scratch_doubles,
                            double* out, cudaStream_t stream);
 
+// ---- Row softmax, f32 (rows, cols) (kernels/softmax/softmax.cu) -----------------------------
+// The contract of ops/softmax.h: forward out = softmax(x) per row (out may be x); backward
+// grad_x = out * (grad_out - sum(grad_out * out)) per row (grad_x may be grad_out or out).
+void softmax_forward_f32(const float* x, float* out, std::int64_t rows, std::int64_t cols, cudaStream_t stream);
+void softmax_backward_f32(const float* out, const float* grad_out, float* grad_x, std::int64_t rows,
+                          std::int64_t cols, cudaStream_t stream);
+
 // ---- Fused softmax cross-entropy, f32 logits (N, V) (kernels/loss/cross_entropy.cu) ----------
 // The contract of ops/cross_entropy.h: losses, lse (N) written; backward writes grad_logits
 // (may be the logits buffer itself: no probability matrix is stored) scaled per row by
