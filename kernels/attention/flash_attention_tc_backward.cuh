@@ -25,6 +25,7 @@
 #include "attention/attention_delta.cuh"
 #include "attention/attention_shape.h"
 #include "attention/tc_tiles.cuh"
+#include "common/shared_memory.h"
 #include "common/launch_checks.h"
 #include "myriad/cuda/check.h"
 #include "myriad/cuda/kernels.h"
@@ -242,6 +243,7 @@ void launch_backward(const E* q, const E* k, const E* v, const E* out, const flo
             E* grad_q, E* grad_k, E* grad_v, float* delta, const FlashAttentionShape& s, int group,
             cudaStream_t stream) {
   constexpr int kBytes = BackwardLayout<D>::kBytes;
+  detail::check_shared_memory("flash_attention_backward_tc", kBytes, "use the CUDA-core kernels (flash_attention_*_f32 / _bf16), which need far less");
   const std::int64_t rows = s.batch * s.q_heads * s.seq;
   launch_delta<E, D>(out, grad_out, delta, rows, stream);
   const float scale = detail::effective_scale(s);

@@ -21,6 +21,7 @@
 #include "attention/attention_delta.cuh"
 #include "attention/attention_shape.h"
 #include "attention/tc_tiles.cuh"
+#include "common/shared_memory.h"
 #include "common/launch_checks.h"
 #include "myriad/cuda/check.h"
 #include "myriad/cuda/kernels.h"
@@ -155,6 +156,7 @@ template <typename E, int D, bool kCausal>
 void launch_forward(const E* q, const E* k, const E* v, E* out, float* lse, const FlashAttentionShape& s, int group,
                     cudaStream_t stream) {
   constexpr int kBytes = Layout<D>::kBytes;
+  detail::check_shared_memory("flash_attention_forward_tc", kBytes, "use the CUDA-core kernels (flash_attention_*_f32 / _bf16), which need far less");
   MYRIAD_CUDA_CHECK(cudaFuncSetAttribute(flash_forward_tc<E, D, kCausal>, cudaFuncAttributeMaxDynamicSharedMemorySize,
                                          kBytes));
   const dim3 grid(static_cast<unsigned>(detail::ceil_div(s.seq, kBlockRows)), static_cast<unsigned>(s.batch * s.q_heads));

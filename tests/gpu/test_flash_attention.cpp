@@ -11,6 +11,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <string>
 #include <vector>
 
 #include "gpu_test_support.h"
@@ -207,6 +208,33 @@ INSTANTIATE_TEST_SUITE_P(Shapes, FlashAttentionKernel,
                                   std::to_string(c.hq) + "_Hkv" + std::to_string(c.hkv) +
                                   (c.causal ? "_causal" : "_full");
                          });
+
+// The tensor-core kernels ask for 105-154 KB of shared memory per block. A GPU that lets a block
+// opt into that (sm_80, sm_90) runs them; one that does not (sm_86 / sm_89: 99 KB) gets an error
+// naming the launcher, the bytes and the device's limit instead of a failed launch.
+TEST(FlashAttentionKernelValidation, TensorCoreKernelsRunOrNameTheSharedMemoryTheyNeed) {
+  MYRIAD_REQUIRE_GPU();
+  cuda::DeviceContext context(0);
+  int limit = 0;
+  ASSERT_EQ(cudaDeviceGetAttribute(&limit, cudaDevAttrMaxSharedMemoryPerBlockOptin, 0), cudaSuccess);
+  const cuda::FlashAttentionShape shape{1, 2, 2, 64, 128, 0.0f, true};
+  const std::int64_t n = 2 * 64 * 128;
+  DeviceArray<std::uint16_t> q(context, n), k(context, n), v(context, n), out(context, n);
+  DeviceArray<float> lse(context, 2 * 64);
+  auto p = [](const DeviceArray<std::uint16_t>& a) { return reinterpret_cast<__nv_bfloat16*>(a.get()); };
+  auto launch = [&] {
+    cuda::flash_attention_forward_tc_bf16(p(q), p(k), p(v), p(out), lse.get(), shape, context.stream());
+    context.synchronize();
+  };
+  try {
+    launch();
+  } catch (const Error& e) {  // a refusal must say why
+    const std::string what = e.what();
+    EXPECT_NE(what.find("flash_attention_forward_tc: needs"), std::string::npos) << what;
+    EXPECT_NE(what.find("at most " + std::to_string(limit)), std::string::npos) << what;
+    EXPECT_LT(limit, 200 * 1024) << "a Hopper-class limit must run the kernel: " << what;
+  }
+}
 
 TEST(FlashAttentionKernelValidation, BadShapesAreRejected) {
   float* fake = reinterpret_cast<float*>(std::uintptr_t{256});
