@@ -20,7 +20,7 @@
 #include <cstdint>
 #include <utility>
 
-#include "common/block_reduce.cuh"
+#include "common/row_reduce.cuh"
 #include "common/launch_checks.h"
 #include "myriad/cuda/check.h"
 #include "myriad/cuda/kernels.h"
@@ -36,12 +36,8 @@ __global__ void cross_entropy_forward_rows(const float* logits, const std::int32
   __shared__ float shared[kThreads];
   const std::int64_t row = blockIdx.x;
   const float* x = logits + row * vocab;
-  float max_value = -INFINITY;
-  for (std::int64_t v = threadIdx.x; v < vocab; v += kThreads) max_value = fmaxf(max_value, x[v]);
-  max_value = detail::block_reduce<kThreads>(max_value, shared, detail::Max{});
-  float sum = 0.0f;
-  for (std::int64_t v = threadIdx.x; v < vocab; v += kThreads) sum += expf(x[v] - max_value);
-  sum = detail::block_reduce<kThreads>(sum, shared, detail::Add{});
+  const detail::RowMaxSum row_stats = detail::row_max_and_exp_sum<kThreads>(x, vocab, shared);
+  const float max_value = row_stats.max, sum = row_stats.sum;
   if (threadIdx.x != 0) return;
   const float lse = max_value + logf(sum);
   lse_out[row] = lse;

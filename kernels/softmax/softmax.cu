@@ -11,7 +11,7 @@
 #include <cstdint>
 #include <utility>
 
-#include "common/block_reduce.cuh"
+#include "common/row_reduce.cuh"
 #include "common/launch_checks.h"
 #include "myriad/cuda/check.h"
 #include "myriad/cuda/kernels.h"
@@ -25,14 +25,9 @@ __global__ void softmax_forward_rows(const float* x_all, float* out_all, std::in
   __shared__ float shared[kThreads];
   const float* x = x_all + blockIdx.x * cols;
   float* out = out_all + blockIdx.x * cols;
-  float max_value = -INFINITY;
-  for (std::int64_t l = threadIdx.x; l < cols; l += kThreads) max_value = fmaxf(max_value, x[l]);
-  max_value = detail::block_reduce<kThreads>(max_value, shared, detail::Max{});
-  float sum = 0.0f;
-  for (std::int64_t l = threadIdx.x; l < cols; l += kThreads) sum += expf(x[l] - max_value);
-  sum = detail::block_reduce<kThreads>(sum, shared, detail::Add{});
-  const float inverse = 1.0f / sum;
-  for (std::int64_t l = threadIdx.x; l < cols; l += kThreads) out[l] = expf(x[l] - max_value) * inverse;
+  const detail::RowMaxSum row_stats = detail::row_max_and_exp_sum<kThreads>(x, cols, shared);
+  const float inverse = 1.0f / row_stats.sum;
+  for (std::int64_t l = threadIdx.x; l < cols; l += kThreads) out[l] = expf(x[l] - row_stats.max) * inverse;
 }
 
 __global__ void softmax_backward_rows(const float* out_all, const float* grad_out_all, float* grad_x_all,
