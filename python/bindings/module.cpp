@@ -6,6 +6,7 @@
 
 PYBIND11_MODULE(_myriad, m) {
   m.doc() = "myriad: distributed LLM training runtime (C++ engine bindings)";
+  m.attr("__version__") = MYRIAD_VERSION;  // project(VERSION) in CMakeLists.txt: the one place it is written
   myriad::python::bind_errors(m);
   myriad::python::bind_tensor(m);
   pybind11::module_ ops = m.def_submodule("ops", "Reference ops: <op>_forward / <op>_backward pairs");

@@ -18,6 +18,7 @@ try:
     from . import _myriad
 finally:
     _sys.setdlopenflags(_flags)
+from ._myriad import __version__  # set from CMakeLists.txt's project(VERSION) at build time
 from ._myriad import (BpeTokenizer, Config, Engine, Error, MpiRuntime, ProcessGroups, Tensor, empty, export_safetensors,
                       fresh_run_conflict, from_numpy, full, import_safetensors, ops, philox4x32, randn, tokenize_corpus,
                       zeros)
@@ -25,4 +26,3 @@ from ._myriad import (BpeTokenizer, Config, Engine, Error, MpiRuntime, ProcessGr
 __all__ = ["BpeTokenizer", "Config", "Engine", "Error", "MpiRuntime", "ProcessGroups", "Tensor", "empty",
            "export_safetensors", "fresh_run_conflict", "from_numpy", "full", "import_safetensors", "ops", "philox4x32",
            "randn", "tokenize_corpus", "zeros"]
-__version__ = "0.1.0"

@@ -28,3 +28,4 @@ def test_a_planted_upward_include_is_named_with_its_file_and_line(tmp_path):
     assert result.returncode == 1
     assert "src/nn/transformer_block.cpp:1: nn includes distributed" in result.stdout
     assert "cycle: " in result.stdout  # nn -> distributed -> nn
+
