@@ -138,13 +138,9 @@ std::string Engine::generate(const std::string& prompt, std::int64_t max_new_tok
   ids.insert(ids.begin(), tok.eot_id());
   nn::GenerateArgs args{.max_new_tokens = max_new_tokens, .temperature = temperature, .top_k = top_k, .seed = seed};
   std::vector<std::int32_t> out;
-  if (model_parallel() || device_) {  // decode on a host copy of the serial model, from every rank's part
+  if (model_parallel()) {  // decode on a host copy of the serial model, from every rank's part
     FullState serial;
-    if (model_parallel()) {
-      snapshot_serial(serial);
-    } else {
-      data_parallel_->snapshot_full(serial);
-    }
+    snapshot_serial(serial);
     nn::GptModel copy(model_->config());
     copy.parameters().flat_values().copy_from(serial.values);
     if (compute_format_ != DType::f32) {  // the weights the trained model reads
@@ -152,7 +148,7 @@ std::string Engine::generate(const std::string& prompt, std::int64_t max_new_tok
       copy.set_activation_precision(compute_format_);
     }
     out = nn::generate(copy, ids, args);
-  } else {
+  } else {  // the model itself decodes, where it lives (host or GPU)
     data_parallel_->gather_all();  // ZeRO-3: decoding reads every parameter
     try {
       out = nn::generate(*model_, ids, args);

@@ -82,6 +82,9 @@ TEST(DeviceTraining, MatchesTheCpuEngineAndItsCheckpointResumesOnTheCpu) {
   EXPECT_TRUE(same_bytes(resumed.optimizer().m(), gpu.optimizer().m()));
   EXPECT_TRUE(same_bytes(resumed.optimizer().v(), gpu.optimizer().v()));
   EXPECT_EQ(resumed.optimizer().steps_taken(), 4);
+  // Generation decodes on the device model (its KV cache on the GPU, sampling on the host) and
+  // writes what the CPU engine with the same weights writes.
+  EXPECT_EQ(gpu.generate("the cat", 12, 0.8f, 20, 7), resumed.generate("the cat", 12, 0.8f, 20, 7));
   for (int step = 0; step < 2; ++step) {
     const StepMetrics want = resumed.step(), got = gpu.step();
     EXPECT_NEAR(got.loss, want.loss, 1e-4 * want.loss) << "resumed step " << step;
