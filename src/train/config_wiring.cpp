@@ -77,6 +77,11 @@ optim::LrSchedule lr_schedule(const TrainingConfig& t) {
   return schedule;
 }
 
+std::int64_t tokens_per_step(const RunConfig& c) {
+  return static_cast<std::int64_t>(c.training.micro_batch) * c.training.gradient_accumulation * c.parallel.dp *
+         c.training.seq_len;
+}
+
 DataParallelOptions data_parallel_options(const RunConfig& c) {
   DataParallelOptions options;
   options.zero_stage = c.parallel.zero_stage;

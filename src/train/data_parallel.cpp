@@ -34,12 +34,10 @@ void copy_to_host(const Tensor& source, float* host) {
   parallel_copy(host, copy.data<float>(), copy.numel());
 }
 
-// `target` (contiguous, on the host or a device) <- host[0, target.numel()).
-void copy_from_host(const float* host, Tensor& target) {
-  if (target.device().is_cpu()) return parallel_copy(target.data<float>(), host, target.numel());
-  Tensor staged = Tensor::empty(target.shape());
-  parallel_copy(staged.data<float>(), host, target.numel());
-  copy(ops::placement_of(target, "target").from_host(staged), target);
+// `target` (contiguous, on the host or a device) <- `host` (a contiguous host view of its size).
+void copy_from_host(const Tensor& host, Tensor& target) {
+  if (target.device().is_cpu()) return parallel_copy(target.data<float>(), host.data<float>(), target.numel());
+  copy(ops::placement_of(target, "target").from_host(host), target);
 }
 
 // dst <- src, both contiguous f32 where the state lives.
@@ -106,7 +104,7 @@ DataParallel::~DataParallel() {
   }
 }
 
-Tensor DataParallel::flat_view(Tensor& buffer, std::int64_t begin, std::int64_t end) const {
+Tensor DataParallel::flat_view(const Tensor& buffer, std::int64_t begin, std::int64_t end) const {
   return Tensor::from_storage(buffer.storage(), {end - begin}, {1}, buffer.offset() + begin, DType::f32);
 }
 
@@ -355,19 +353,19 @@ void DataParallel::load_full(const Tensor& values, const Tensor& m, const Tensor
   if (stage_ == 3) {
     for (const dist::ZeroBucket& b : layout_.buckets()) {
       Tensor mine = flat_view(shard_values_, b.shard_offset, b.shard_offset + b.owned.size());
-      copy_from_host(values.data<float>() + b.owned.begin, mine);
+      copy_from_host(flat_view(values, b.owned.begin, b.owned.end), mine);
     }
   } else {
     Tensor flat = store_.flat_values();
-    copy_from_host(values.data<float>(), flat);
+    copy_from_host(values, flat);
   }
   std::int64_t position = 0;
   for (const dist::ZeroSegment& s : segments_) {
     const std::int64_t n = s.end - s.begin;
     Tensor m_part = flat_view(optimizer_->m(), position, position + n);
     Tensor v_part = flat_view(optimizer_->v(), position, position + n);
-    copy_from_host(m.data<float>() + s.begin, m_part);
-    copy_from_host(v.data<float>() + s.begin, v_part);
+    copy_from_host(flat_view(m, s.begin, s.end), m_part);
+    copy_from_host(flat_view(v, s.begin, s.end), v_part);
     position += n;
   }
 }

@@ -48,8 +48,9 @@ Engine::Engine(const RunConfig& config, std::shared_ptr<spdlog::logger> log, dis
     device_ = make_device_runtime(*groups_, config_.parallel.collective_timeout);
     log_->info("device: {}", device_->describe());
   }
-  model_ = std::make_unique<nn::GptModel>(transformer_config(config_.model, config_.model.vocab_size), model_split(),
-                                          true, device_ ? device_->placement() : ops::Placement{});
+  const nn::TransformerConfig model_config = transformer_config(config_.model, config_.model.vocab_size);
+  model_ = std::make_unique<nn::GptModel>(model_config, model_split(model_config), true,
+                                          device_ ? device_->placement() : ops::Placement{});
   model_->initialize(config_.training.seed);
   if (model_parallel()) serial_layout_ = std::make_unique<SerialLayout>(*model_);
   DataParallelOptions dp_options = data_parallel_options(config_);
@@ -166,12 +167,11 @@ void Engine::check_supported_layout() const {
   }
 }
 
-nn::ModelSplit Engine::model_split() {
+nn::ModelSplit Engine::model_split(const nn::TransformerConfig& model_config) {
   const ParallelConfig& p = config_.parallel;
   nn::ModelSplit split;
   if (p.tp > 1) {  // parallelize: the model's layers cross the tp group through these regions
-    tensor_parallel_ = std::make_unique<dist::TensorParallelRegions>(
-        tp(), p.sequence_parallel, transformer_config(config_.model, config_.model.vocab_size));
+    tensor_parallel_ = std::make_unique<dist::TensorParallelRegions>(tp(), p.sequence_parallel, model_config);
     split.tp = tensor_parallel_.get();
   }
   const int stage = pp().rank();
@@ -210,10 +210,7 @@ void Engine::sync_tied_embedding() {
   nn::add_into(grad, peer_embedding_grad_);
 }
 
-std::int64_t Engine::tokens_per_step() const {
-  return static_cast<std::int64_t>(config_.training.micro_batch) * config_.training.gradient_accumulation *
-         config_.parallel.dp * config_.training.seq_len;
-}
+std::int64_t Engine::tokens_per_step() const { return train::tokens_per_step(config_); }
 
 MemoryReport Engine::memory_report() const {
   MemoryReport r;

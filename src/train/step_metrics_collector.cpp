@@ -5,6 +5,7 @@
 #include <algorithm>
 
 #include "myriad/core/process_memory.h"
+#include "myriad/train/config_wiring.h"
 
 namespace myriad::train {
 
@@ -60,7 +61,7 @@ void StepMetricsCollector::finish(StepMetrics& m, double data_wait, double bubbl
   m.comm_seconds -= bubble;
   const TrainingConfig& t = config_.training;
   m.samples = static_cast<std::int64_t>(t.micro_batch) * t.gradient_accumulation * config_.parallel.dp;
-  m.tokens = m.samples * t.seq_len;
+  m.tokens = tokens_per_step(config_);
   m.data_wait_seconds = data_wait;
   m.bubble_seconds = bubble;
   m.compute_seconds = std::max(0.0, m.seconds - m.data_wait_seconds - m.comm_seconds - m.bubble_seconds);

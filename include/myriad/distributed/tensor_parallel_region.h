@@ -30,17 +30,13 @@ void slice_last_dim(const Tensor& full, int rank, Tensor& local);
 inline void copy_to_tp_region_backward(Communicator& tp, Tensor& grad) { tp.all_reduce(grad); }
 inline void reduce_from_tp_region_forward(Communicator& tp, Tensor& x) { tp.all_reduce(x); }
 
+// Each backward is its pair's other forward (an all-gather's is a reduce-scatter and the reverse):
+// TensorParallelRegions (tensor_parallel_regions.h) calls these two in both directions.
 inline void gather_from_sequence_region_forward(Communicator& tp, const Tensor& rows, Tensor& full) {
   tp.all_gather(rows, full);
 }
-inline void gather_from_sequence_region_backward(Communicator& tp, const Tensor& grad_full, Tensor& grad_rows) {
-  tp.reduce_scatter(grad_full, grad_rows);
-}
 inline void reduce_scatter_to_sequence_region_forward(Communicator& tp, const Tensor& partial, Tensor& rows) {
   tp.reduce_scatter(partial, rows);
-}
-inline void reduce_scatter_to_sequence_region_backward(Communicator& tp, const Tensor& grad_rows, Tensor& grad_full) {
-  tp.all_gather(grad_rows, grad_full);
 }
 
 }  // namespace myriad::dist

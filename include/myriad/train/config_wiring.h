@@ -25,6 +25,8 @@ optim::LrSchedule lr_schedule(const TrainingConfig& training);
 DataParallelOptions data_parallel_options(const RunConfig& config);
 nn::Recompute recompute_mode(Recompute mode);
 dist::ScheduleKind schedule_kind(PipelineSchedule kind);
+// Tokens of one optimizer step's global batch: micro_batch x gradient_accumulation x dp x seq_len.
+std::int64_t tokens_per_step(const RunConfig& config);
 // training.precision as the format the model computes in (the weights' and activations' copy).
 DType compute_format(Precision precision);
 

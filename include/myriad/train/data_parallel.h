@@ -117,7 +117,7 @@ class DataParallel final : public nn::UnitHooks {
     Tensor unit_grads;  // stages 2/3: the unit's gradient buffer being reduce-scattered
     Tensor reduced;     // stages 2/3: this rank's reduced chunk, added into the shard when done
   };
-  Tensor flat_view(Tensor& buffer, std::int64_t begin, std::int64_t end) const;
+  Tensor flat_view(const Tensor& buffer, std::int64_t begin, std::int64_t end) const;
   void gather_from_shard(const Tensor& shard, Tensor& full);  // shard layout -> full flat layout
   void moments_to_full(const Tensor& packed, Tensor& full);   // optimizer's packed segments -> full
   void launch_bucket(int bucket);

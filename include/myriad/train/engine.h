@@ -93,7 +93,7 @@ class Engine {
   void setup_precision();    // training.precision: the compute copy of the weights
   void setup_loss_scaler();  // fp16
   void refresh_compute_weights();  // compute copy <- master weights rounded to the compute format
-  nn::ModelSplit model_split();
+  nn::ModelSplit model_split(const nn::TransformerConfig& model_config);
   // The group of `axis` that carries the model's tensors: the host group, or (training.device
   // cuda) the device's (NCCL; host scalars given to it travel over the host group).
   dist::Communicator& group(dist::Axis axis) { return device_ ? device_->group(axis) : groups_->group(axis); }
