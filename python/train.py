@@ -219,6 +219,12 @@ def step_line(m, steps, window, world, peak, device):
              f"LR: {number(m.get('lr'), '.2e')}"]
     if window.bubble > 0:
         parts.append(f"Bubble: {100 * window.bubble / seconds:.0f}%")
+    moe = m.get("moe")
+    if moe:  # over the MoE layers: mean aux loss, dropped share, the busiest expert over the mean
+        aux = sum(layer["aux_loss"] for layer in moe) / len(moe)
+        dropped = sum(layer["dropped_share"] for layer in moe) / len(moe)
+        load = max(layer["tokens_per_expert"]["max"] / max(layer["tokens_per_expert"]["mean"], 1e-9) for layer in moe)
+        parts.append(f"MoE: aux {aux:.3f} drop {100 * dropped:.1f}% load max/mean {load:.2f}")
     scale = m.get("loss_scale")
     if m.get("skipped"):
         parts.append(f"skipped (loss scale {scale_text(scale)})" if scale != 1.0 else "skipped (non-finite gradients)")

@@ -202,7 +202,11 @@ std::optional<FieldValue> parse_field_text(const FieldInfo& info, std::string_vi
       if (auto d = parse_number(trim(text))) return FieldValue(*d);
       return fail("a number");
     case FieldType::text:
-    case FieldType::choice:
+      return FieldValue(std::string(text));
+    case FieldType::choice:  // matched without regard to case, kept as the table spells it
+      for (const std::string& name : info.allowed) {
+        if (lower(name) == lower(text)) return FieldValue(name);
+      }
       return FieldValue(std::string(text));
     case FieldType::text_list:
       if (auto list = parse_list(text)) return FieldValue(*list);

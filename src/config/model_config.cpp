@@ -27,14 +27,30 @@ const std::vector<Field<ModelConfig>>& ModelConfig::fields() {
                  "LM head shares the token embedding; auto = true for gpt2, false for llama"),
       make_field("bias", &M::bias, "biases in linear layers and norms; auto = true for gpt2, false for llama"),
       make_field("init_std", &M::init_std, "std of the normal initialisation of weights", {.check = greater_than(0)}),
-      make_field("num_experts", &M::num_experts,
-                 "MoE experts per layer; reserved for architecture moe (not implemented yet): must be 0",
-                 {.check = at_least(0)}),
-      make_field("top_k", &M::top_k, "experts per token; reserved for architecture moe (not implemented yet): must be 0",
-                 {.check = at_least(0)}),
+      make_field("moe_base", &M::moe_base,
+                 "moe: the dense family the blocks follow (llama: RMSNorm, RoPE, SwiGLU experts; gpt2: LayerNorm, "
+                 "learned positions, GELU experts)"),
+      make_field("num_experts", &M::num_experts, "moe: experts per MoE layer", {.check = at_least(0)}),
+      make_field("top_k", &M::top_k, "moe: experts each token is routed to (1..8); 0 = 2", {.check = at_least(0)}),
       make_field("expert_capacity", &M::expert_capacity,
-                 "tokens per expert; reserved for architecture moe (not implemented yet): must be 0",
+                 "moe: tokens one expert takes from one sequence (later tokens over it are dropped); 0 = from "
+                 "capacity_factor",
                  {.check = at_least(0)}),
+      make_field("capacity_factor", &M::capacity_factor,
+                 "moe: capacity = ceil(capacity_factor * seq_len * top_k / num_experts) per sequence; auto = 1.25",
+                 {.check = greater_than(0)}),
+      make_field("dropless", &M::dropless, "moe: no capacity, every routed token is computed"),
+      make_field("router_scores", &M::router_scores,
+                 "moe: router scores, softmax over the experts or sigmoid per expert"),
+      make_field("normalize_top_k", &M::normalize_top_k, "moe: combine weights = the chosen scores / their sum"),
+      make_field("aux_loss_coef", &M::aux_loss_coef, "moe: load-balancing loss coefficient", {.check = at_least(0)}),
+      make_field("z_loss_coef", &M::z_loss_coef, "moe: router z-loss coefficient", {.check = at_least(0)}),
+      make_field("shared_experts", &M::shared_experts, "moe: always-on experts every token uses",
+                 {.check = at_least(0)}),
+      make_field("moe_every", &M::moe_every, "moe: blocks whose (layer + 1) % moe_every == 0 have experts",
+                 {.check = at_least(1)}),
+      make_field("expert_ffn_hidden", &M::expert_ffn_hidden,
+                 "moe: hidden width of one expert; 0 = the MLP width in use (ffn_hidden)", {.check = at_least(0)}),
   };
   return table;
 }
@@ -50,18 +66,25 @@ int ModelConfig::kv_heads() const { return n_kv_head == 0 ? n_head : n_kv_head; 
 
 int ModelConfig::ffn_hidden_size() const {
   if (ffn_hidden != 0) return ffn_hidden;
-  if (architecture == Architecture::llama) {
+  if (family() == Architecture::llama) {
     std::int64_t two_thirds_of_4c = 8 * static_cast<std::int64_t>(n_embd) / 3;
     return static_cast<int>((two_thirds_of_4c + 63) / 64 * 64);
   }
   return 4 * n_embd;
 }
 
-bool ModelConfig::ties_embeddings() const {
-  return tie_embeddings.value_or(architecture == Architecture::gpt2);
+bool ModelConfig::ties_embeddings() const { return tie_embeddings.value_or(family() == Architecture::gpt2); }
+
+bool ModelConfig::uses_bias() const { return bias.value_or(family() == Architecture::gpt2); }
+
+Architecture ModelConfig::family() const {
+  if (architecture != Architecture::moe) return architecture;
+  return moe_base == BlockFamily::llama ? Architecture::llama : Architecture::gpt2;
 }
 
-bool ModelConfig::uses_bias() const { return bias.value_or(architecture == Architecture::gpt2); }
+int ModelConfig::moe_top_k() const { return !is_moe() ? 0 : top_k == 0 ? 2 : top_k; }
+
+int ModelConfig::expert_ffn() const { return expert_ffn_hidden > 0 ? expert_ffn_hidden : ffn_hidden_size(); }
 
 void ModelConfig::validate() const {
   validate_fields(*this);
@@ -74,16 +97,49 @@ void ModelConfig::validate() const {
                "model: llama applies RoPE to pairs of channels, so n_embd / n_head (" << n_embd << " / " << n_head
                                                                                        << " = " << head_dim()
                                                                                        << ") must be even");
-  const auto refuse_moe_key = [&](const char* key, std::int64_t value) {
-    MYRIAD_CHECK(value == 0, "model." << key << " (" << value
-                                      << ") requires model.architecture: moe, and mixture of experts is not "
-                                         "implemented yet: on a "
-                                      << choice_name(architecture)
-                                      << " model the key would do nothing; remove it (or set it to 0)");
+  if (is_moe()) {
+    validate_moe();
+    return;
+  }
+  // A dense model: every MoE key at its default, or refused naming it.
+  const ModelConfig defaults;
+  const std::vector<std::pair<const char*, bool>> moe_keys = {
+      {"moe_base", moe_base != defaults.moe_base},
+      {"num_experts", num_experts != 0},
+      {"top_k", top_k != 0},
+      {"expert_capacity", expert_capacity != 0},
+      {"capacity_factor", capacity_factor.has_value()},
+      {"dropless", dropless},
+      {"router_scores", router_scores != defaults.router_scores},
+      {"normalize_top_k", normalize_top_k != defaults.normalize_top_k},
+      {"aux_loss_coef", aux_loss_coef != defaults.aux_loss_coef},
+      {"z_loss_coef", z_loss_coef != defaults.z_loss_coef},
+      {"shared_experts", shared_experts != 0},
+      {"moe_every", moe_every != 1},
+      {"expert_ffn_hidden", expert_ffn_hidden != 0},
   };
-  refuse_moe_key("num_experts", num_experts);
-  refuse_moe_key("top_k", top_k);
-  refuse_moe_key("expert_capacity", expert_capacity);
+  for (const auto& [key, set] : moe_keys) {
+    if (!set) continue;
+    const FieldValue value = find_field(fields(), key)->get(*this);
+    MYRIAD_THROW("model." << key << " (" << format_field_value(value)
+                          << ") requires model.architecture: moe; on a " << choice_name(architecture)
+                          << " model the key would do nothing: remove it, or set model.architecture: moe");
+  }
+}
+
+void ModelConfig::validate_moe() const {
+  MYRIAD_CHECK(num_experts >= 1, "model.architecture moe needs model.num_experts >= 1 (experts per MoE layer), got "
+                                     << num_experts);
+  MYRIAD_CHECK(moe_top_k() <= 8 && moe_top_k() <= num_experts,
+               "model.top_k (" << moe_top_k() << ") must lie in [1, min(8, model.num_experts " << num_experts << ")]");
+  MYRIAD_CHECK(moe_every <= n_layer, "model.moe_every (" << moe_every << ") must be <= model.n_layer (" << n_layer
+                                                          << "): no block would have experts");
+  MYRIAD_CHECK(!(dropless && (expert_capacity > 0 || capacity_factor.has_value())),
+               "model.dropless: true computes every routed token, so model.expert_capacity ("
+                   << expert_capacity << ") and model.capacity_factor would do nothing: remove them or set dropless: false");
+  MYRIAD_CHECK(!(expert_capacity > 0 && capacity_factor.has_value()),
+               "model.expert_capacity (" << expert_capacity << ") and model.capacity_factor (" << *capacity_factor
+                                         << ") both size the capacity: keep one");
 }
 
 const std::vector<RefusedKey>& ModelConfig::refused_keys() {
@@ -94,8 +150,6 @@ const std::vector<RefusedKey>& ModelConfig::refused_keys() {
       {"sparse_ratio", "block-sparse attention is not implemented yet (attention is dense); remove the key"},
       {"threshold", "block-sparse attention is not implemented yet (attention is dense); remove the key"},
       {"attention", "block-sparse attention is not implemented yet (attention is dense); remove the key"},
-      {"capacity_factor",
-       "requires model.architecture: moe, and mixture of experts is not implemented yet; remove the key"},
   };
   return refused;
 }

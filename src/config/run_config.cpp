@@ -88,7 +88,7 @@ void validate_precision(const TrainingConfig& t) {
                                                << t.min_loss_scale << ")");
 }
 
-// training.device: cuda places the one model on the rank's GPU (GPT-2 and LLaMA-style dense models).
+// training.device: cuda places the one model on the rank's GPU (every architecture).
 void validate_device(const RunConfig& c) {
   if (c.training.device != ComputeDevice::cuda) return;
   const char* why = "training.device cuda";
@@ -96,8 +96,6 @@ void validate_device(const RunConfig& c) {
   MYRIAD_CHECK(p.cp * p.ep == 1,
                why << " supports data, tensor and pipeline parallelism (parallel.cp " << p.cp << ", ep " << p.ep
                    << "): context and expert parallelism are not implemented on either device");
-  MYRIAD_CHECK(c.model.num_experts == 0, why << " has no mixture-of-experts layers (model.num_experts "
-                                            << c.model.num_experts << ")");
 }
 
 void validate_tokenizer(const DataConfig& data, const ModelConfig& model) {

@@ -1,6 +1,9 @@
-// DeviceContext: creates the stream, cuBLASLt handle and workspace on its device (under a
-// DeviceGuard, so the caller's current device is unchanged) and releases them in reverse order.
+// DeviceContext: creates the stream, the cuBLASLt and cuBLAS handles and the workspace on its
+// device (under a DeviceGuard, so the caller's current device is unchanged) and releases them in
+// reverse order.
 #include "myriad/cuda/device_context.h"
+
+#include <cublas_v2.h>
 
 #include "myriad/cuda/check.h"
 #include "myriad/cuda/device_guard.h"
@@ -24,6 +27,10 @@ void DeviceContext::CublasLtDeleter::operator()(std::remove_pointer_t<cublasLtHa
   (void)cublasLtDestroy(handle);
 }
 
+void DeviceContext::CublasDeleter::operator()(std::remove_pointer_t<cublasHandle_t>* handle) const noexcept {
+  (void)cublasDestroy(handle);
+}
+
 DeviceContext::DeviceContext(int device, std::size_t workspace_bytes) : device_(device), raw_allocator_(device) {
   const int count = cuda_device_count_or_zero();
   MYRIAD_CHECK(device >= 0 && device < count,
@@ -35,6 +42,10 @@ DeviceContext::DeviceContext(int device, std::size_t workspace_bytes) : device_(
   cublasLtHandle_t handle = nullptr;
   MYRIAD_CUBLAS_CHECK(cublasLtCreate(&handle));
   cublaslt_.reset(handle);
+  cublasHandle_t blas = nullptr;
+  MYRIAD_CUBLAS_CHECK(cublasCreate(&blas));
+  cublas_.reset(blas);
+  MYRIAD_CUBLAS_CHECK(cublasSetStream(blas, stream));
   workspace_ = DeviceBuffer(workspace_bytes, device);
   allocator_ = std::make_unique<CachingAllocator>(raw_allocator_);
 }
@@ -47,6 +58,7 @@ DeviceContext::~DeviceContext() {
   workspace_ = DeviceBuffer();
   allocator_.reset();  // cached segments back to cudaFree (the stream is idle)
   gemm_plans_.reset();
+  cublas_.reset();
   cublaslt_.reset();
   stream_.reset();
   if (known) (void)cudaSetDevice(previous);

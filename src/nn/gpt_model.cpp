@@ -69,24 +69,61 @@ void GptModel::set_activation_precision(DType format) {
 }
 
 void GptModel::build_units() {
-  // Parameters were registered embeddings, blocks, final norm/head: each unit is the span from its
-  // first parameter's offset to the next unit's first offset (the last one to the buffer's end).
-  std::vector<std::pair<std::string, std::int64_t>> starts;
+  // Parameters were registered embeddings, blocks (an MoE block's experts last), final norm/head:
+  // each unit is the span from its first parameter's offset to the next unit's first offset (the
+  // last one to the buffer's end).
+  struct Start {
+    std::string name;
+    std::int64_t offset;
+    bool expert;
+  };
+  std::vector<Start> starts;
   if (wte_ != npos) {
     embedding_unit_ = 0;
-    starts.emplace_back("embeddings", store_[wte_].offset);
+    starts.push_back({"embeddings", store_[wte_].offset, false});
   }
   for (const TransformerBlock& block : blocks_) {
     const std::string name = "blocks." + std::to_string(block.layer());
-    starts.emplace_back(name, store_.find(name + ".norm1.weight").offset);
+    const int unit = static_cast<int>(starts.size());
+    starts.push_back({name, store_.find(name + ".norm1.weight").offset, false});
+    int experts = -1;
+    if (const MoeLayer* moe = block.moe()) {
+      experts = static_cast<int>(starts.size());
+      starts.push_back({name + ".experts", store_[moe->first_expert_parameter()].offset, true});
+      moe_stat_of_block_.push_back(static_cast<int>(moe_stats_.size()));
+      MoeLayerStats stats;
+      stats.layer = block.layer();
+      moe_stats_.push_back(std::move(stats));
+    } else {
+      moe_stat_of_block_.push_back(-1);
+    }
+    block_units_.emplace_back(unit, experts);
   }
   if (norm_w_ != npos) {
     head_unit_ = static_cast<int>(starts.size());
-    starts.emplace_back("head", store_[norm_w_].offset);
+    starts.push_back({"head", store_[norm_w_].offset, false});
   }
   for (std::size_t u = 0; u < starts.size(); ++u) {
-    std::int64_t end = u + 1 < starts.size() ? starts[u + 1].second : store_.numel();
-    units_.push_back(ParamUnit{starts[u].first, starts[u].second, end});
+    std::int64_t end = u + 1 < starts.size() ? starts[u + 1].offset : store_.numel();
+    units_.push_back(ParamUnit{starts[u].name, starts[u].offset, end, starts[u].expert});
+  }
+}
+
+void GptModel::acquire_block(int i, Pass pass) {
+  acquire(block_units_[i].first, pass);
+  acquire(block_units_[i].second, pass);
+}
+
+void GptModel::release_block(int i, Pass pass) {
+  release(block_units_[i].second, pass);
+  release(block_units_[i].first, pass);
+}
+
+void GptModel::reset_moe_stats() {
+  for (MoeLayerStats& stats : moe_stats_) {
+    const int layer = stats.layer;
+    stats = MoeLayerStats{};
+    stats.layer = layer;
   }
 }
 
@@ -107,9 +144,12 @@ GptModel::Slot GptModel::make_slot() const {
   for (const ActivationSlot& slot : slots) shared.*(slot.member) = placement_.empty(slot.shape);
   for (std::size_t l = 0; l < blocks_.size(); ++l) {
     BlockActivations acts;
+    const bool moe = blocks_[l].moe() != nullptr;
     for (const ActivationSlot& slot : slots) {
+      if (moe && slot.dense_mlp) continue;
       acts.*(slot.member) = slot.kept(b.mode) ? placement_.empty(slot.shape) : shared.*(slot.member);
     }
+    if (moe) acts.moe = std::make_shared<MoeActivations>();
     s.blocks.push_back(std::move(acts));
   }
   for (std::size_t c = 0; c < chunk_blocks_.size(); ++c) s.grad.push_back(placement_.empty(rows));
@@ -170,6 +210,17 @@ ActivationMemory GptModel::activation_memory(std::int64_t B, std::int64_t T, Rec
   const auto local_blocks = static_cast<std::int64_t>(blocks_.size());
   const auto chunks = static_cast<std::int64_t>(chunk_blocks_.size());
   m.saved_bytes = local_blocks * own_per_block + (local_blocks + chunks) * row_count * C * 4;
+  // MoE blocks keep no dense MLP activations but their experts' (sized by the routing: at most
+  // N top_k rows without an exchange; counted at that bound), the router logits and shared experts.
+  const std::int64_t mlp_matrices = config_.mlp == MlpKind::swiglu ? 3 : 2;
+  for (const TransformerBlock& block : blocks_) {
+    if (!block.moe()) continue;
+    for (const ActivationSlot& slot : slots) {
+      if (slot.dense_mlp && slot.kept(mode)) m.saved_bytes -= shape_numel(slot.shape) * 4;
+    }
+    const std::int64_t Fe = config_.expert_ffn(), k = config_.moe.top_k, E = config_.moe.num_experts;
+    m.saved_bytes += (N * k * (2 * C + mlp_matrices * Fe) + N * E + config_.moe.shared_experts * N * Fe * mlp_matrices) * 4;
+  }
   if (split_.last_stage) m.saved_bytes += 2 * row_count * 4 /*final norm stats*/ + row_count * C * 4 /*hf*/;
   const std::int64_t tp = split_.tp_size();
   std::int64_t scratch_elements = 2 * N * C /*d_h, d_att upper bound*/ + 2 * row_count * C +
@@ -184,14 +235,37 @@ ActivationMemory GptModel::activation_memory(std::int64_t B, std::int64_t T, Rec
   return m;
 }
 
+namespace {
+
+// Weight elements a token multiplies by in one block: attention, then the dense MLP or (MoE) the
+// router, its top_k experts and the shared experts.
+double active_block_weights(const TransformerConfig& c, int layer) {
+  const double C = static_cast<double>(c.n_embd);
+  const double mlp_matrices = c.mlp == MlpKind::swiglu ? 3.0 : 2.0;
+  const double attention = C * static_cast<double>(c.qkv_width()) + C * C;
+  if (!c.moe.is_moe_layer(layer)) return attention + mlp_matrices * C * static_cast<double>(c.ffn_hidden);
+  const double expert = mlp_matrices * C * static_cast<double>(c.expert_ffn());
+  return attention + static_cast<double>(c.moe.num_experts) * C +
+         static_cast<double>(c.moe.top_k + c.moe.shared_experts) * expert;
+}
+
+}  // namespace
+
 double GptModel::flops_per_token(std::int64_t T) const {
-  const double C = static_cast<double>(config_.n_embd), F = static_cast<double>(config_.ffn_hidden);
-  const double mlp_matrices = config_.mlp == MlpKind::swiglu ? 3.0 : 2.0;
-  const double per_layer = C * static_cast<double>(config_.qkv_width()) + C * C + mlp_matrices * C * F;
+  double weights = 0.0;
+  for (int l = 0; l < config_.n_layer; ++l) weights += active_block_weights(config_, l);
   // The head: the untied (padded) lm_head weight, or the tied embedding's real vocabulary rows.
+  const double C = static_cast<double>(config_.n_embd);
   const double head = static_cast<double>(config_.tie_embeddings ? config_.vocab_size : config_.padded_vocab_size()) * C;
-  return 6.0 * (static_cast<double>(config_.n_layer) * per_layer + head) +
-         6.0 * static_cast<double>(config_.n_layer * T * config_.n_embd);
+  return 6.0 * (weights + head) + 6.0 * static_cast<double>(config_.n_layer * T * config_.n_embd);
+}
+
+std::int64_t GptModel::active_parameters() const {
+  double weights = 0.0;
+  for (int l = 0; l < config_.n_layer; ++l) weights += active_block_weights(config_, l);
+  const double C = static_cast<double>(config_.n_embd);
+  weights += static_cast<double>(config_.padded_vocab_size()) * C * (config_.tie_embeddings ? 1.0 : 2.0);
+  return static_cast<std::int64_t>(weights);
 }
 
 void GptModel::check_inputs(const Tensor& ids, const Tensor& targets) const {
@@ -230,13 +304,13 @@ LossSum GptModel::forward_chunk(int chunk, int slot_index, const Tensor& ids, co
     embed(ids, s.residual[static_cast<std::size_t>(first + chunk)]);
     round_to_format(s.residual[static_cast<std::size_t>(first + chunk)], activation_precision_);
   }
-  const int block_unit0 = embedding_unit_ >= 0 ? 1 : 0;
   for (int i = first; i < last; ++i) {
     const auto r = static_cast<std::size_t>(i + chunk);
-    acquire(block_unit0 + i, Pass::forward);
+    acquire_block(i, Pass::forward);
     blocks_[i].forward(store_, s.residual[r], s.residual[r + 1], s.blocks[i], b.scratch);
     round_to_format(s.residual[r + 1], activation_precision_);
-    release(block_unit0 + i, Pass::forward);
+    release_block(i, Pass::forward);
+    if (moe_stat_of_block_[i] >= 0) moe_stats_[moe_stat_of_block_[i]].add(s.blocks[i].moe->plan);
   }
   return chunk_is_last(chunk) ? head_forward(s, targets) : LossSum{};
 }
@@ -250,15 +324,15 @@ void GptModel::backward_chunk(int chunk, int slot_index, const Tensor& ids, cons
     round_to_format(grad, activation_precision_);
   }
   const auto [first, last] = chunk_blocks_.at(chunk);
-  const int block_unit0 = embedding_unit_ >= 0 ? 1 : 0;
   for (int i = last; i-- > first;) {
     const auto r = static_cast<std::size_t>(i + chunk);
-    acquire(block_unit0 + i, Pass::backward);
+    acquire_block(i, Pass::backward);
     blocks_[i].recompute(store_, s.residual[r], s.blocks[i], b.scratch, b.mode);
-    blocks_[i].backward(store_, s.residual[r], s.blocks[i], b.scratch, grad);
+    blocks_[i].backward(store_, s.residual[r], s.blocks[i], b.scratch, grad, loss_scale);
     round_to_format(grad, activation_precision_);
-    release(block_unit0 + i, Pass::backward);
-    grads_ready(block_unit0 + i);
+    release_block(i, Pass::backward);
+    grads_ready(block_units_[i].second);
+    grads_ready(block_units_[i].first);
   }
   if (chunk_is_first(chunk)) embed_backward(ids, grad);
 }

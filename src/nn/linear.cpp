@@ -9,23 +9,19 @@
 
 namespace myriad::nn {
 
-namespace {
-
-// `t` rounded to the 16-bit `format`, as a tensor of that dtype where `t` lives.
-Tensor narrowed(const Tensor& t, DType format) {
+Tensor gemm_operand(const Tensor& t, DType format) {
+  if (format == DType::f32) return t;
   Tensor out = ops::placement_of(t, "operand").empty(t.shape(), format);
   copy(t, out);
   return out;
 }
-
-}  // namespace
 
 void linear_forward(const Tensor& x, const Tensor& weight, const Tensor& bias, Tensor& y, DType operands) {
   if (operands == DType::f32) {
     myriad::linear_forward(LinearArgs{}, x, weight, bias, y);  // the bias fused into the GEMM on a device
     return;
   }
-  matmul_forward(MatmulArgs{.transpose_b = true}, narrowed(x, operands), narrowed(weight, operands), y);
+  matmul_forward(MatmulArgs{.transpose_b = true}, gemm_operand(x, operands), gemm_operand(weight, operands), y);
   if (bias.defined()) add_row_bias(y, bias);
 }
 
@@ -35,7 +31,7 @@ void linear_backward(const Tensor& x, const Tensor& weight, const Tensor& grad_y
   if (operands == DType::f32) {
     matmul_backward(args, x, weight, grad_y, grad_x, grad_weight);
   } else {
-    matmul_backward(args, narrowed(x, operands), narrowed(weight, operands), narrowed(grad_y, operands), grad_x,
+    matmul_backward(args, gemm_operand(x, operands), gemm_operand(weight, operands), gemm_operand(grad_y, operands), grad_x,
                     grad_weight);
   }
   if (grad_bias.defined()) {

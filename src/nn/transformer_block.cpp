@@ -54,13 +54,13 @@ std::vector<ActivationSlot> block_activation_slots(const TransformerConfig& c, c
       {&BlockActivations::att, {B, T, Hq * D}, true}, {&BlockActivations::lse, {B, Hq, T}, true},
       {&BlockActivations::x_mid, rows, true},      {&BlockActivations::ln2_mean, stats, true},
       {&BlockActivations::ln2_rstd, stats, true},  {&BlockActivations::h2, {B, T, C}, false, !split.sharded_sequence()},
-      {&BlockActivations::fc, {B, T, F}, true},    {&BlockActivations::act, {B, T, F}, false},
+      {&BlockActivations::fc, {B, T, F}, true, true, true}, {&BlockActivations::act, {B, T, F}, false, true, true},
   };
   if (c.positions == PositionKind::rope) {
     slots.push_back({&BlockActivations::q_rot, {B, T, Hq, D}, true});
     slots.push_back({&BlockActivations::k_rot, {B, T, c.local_kv_heads(tp), D}, true});
   }
-  if (c.mlp == MlpKind::swiglu) slots.push_back({&BlockActivations::up, {B, T, F}, true});
+  if (c.mlp == MlpKind::swiglu) slots.push_back({&BlockActivations::up, {B, T, F}, true, true, true});
   return slots;
 }
 
@@ -123,6 +123,10 @@ TransformerBlock::TransformerBlock(const TransformerConfig& config, const ModelS
   if (config.bias) proj_b_ = replicated("attn.proj.bias", ParamKind::bias, ParamInit::zeros);
   norm2_w_ = replicated("norm2.weight", ParamKind::norm, ParamInit::ones);
   if (layernorm) norm2_b_ = replicated("norm2.bias", ParamKind::bias, ParamInit::zeros);
+  if (config.moe.is_moe_layer(layer)) {
+    moe_.emplace(config, split, layer, store);
+    return;
+  }
   const std::string out_name = config.mlp == MlpKind::gelu ? "mlp.proj.weight" : "mlp.down.weight";
   const std::string fc_name = config.mlp == MlpKind::gelu ? "mlp.fc" : "mlp.gate";
   fc_w_ = store.add_shard(prefix + fc_name + ".weight", {F, C}, 0, {ffn}, ParamKind::weight, ParamInit::normal, std);
@@ -209,6 +213,11 @@ void TransformerBlock::forward(const ParameterStore& store, const Tensor& x, Ten
   attention_forward(AttentionArgs{}, bhtd(q), bhtd(k), bhtd(v), att_heads, a.lse);
   row_parallel_output(a.att, store[proj_w_].value, optional(store, proj_b_, false), x, s.d_h, a.x_mid);
   norm_and_gather(store, norm2_w_, norm2_b_, a.x_mid, s.h_rows, a.h2, a.ln2_mean, a.ln2_rstd);
+  if (moe_) {
+    moe_->forward(store, a.h2, s.d_h, *a.moe);
+    add(a.x_mid, s.d_h, y);
+    return;
+  }
   linear_forward(a.h2, store[fc_w_].value, optional(store, fc_b_, false), a.fc, operands_);
   if (config_.mlp == MlpKind::swiglu) linear_forward(a.h2, store[up_w_].value, Tensor(), a.up, operands_);
   mlp_activation(a, a.act);
@@ -224,7 +233,7 @@ void TransformerBlock::recompute(const ParameterStore& store, const Tensor& x, B
   }
   norm_and_gather(store, norm1_w_, norm1_b_, x, scratch.h_rows, a.h1, a.ln1_mean, a.ln1_rstd);
   norm_and_gather(store, norm2_w_, norm2_b_, a.x_mid, scratch.h_rows, a.h2, a.ln2_mean, a.ln2_rstd);
-  if (mode == Recompute::selective) mlp_activation(a, a.act);
+  if (mode == Recompute::selective && !moe_) mlp_activation(a, a.act);
 }
 
 // The full (B, T, C) gradient of a row-parallel output (the backward of its reduction).
@@ -245,22 +254,26 @@ Tensor TransformerBlock::reduced_input_grad(BlockScratch& s) const {
 }
 
 void TransformerBlock::backward(ParameterStore& store, const Tensor& x, const BlockActivations& a,
-                                BlockScratch& s, Tensor& grad) const {
+                                BlockScratch& s, Tensor& grad, float loss_scale) const {
   const int tp = split_.tp_size();
   const std::int64_t B = a.h1.size(0), T = a.h1.size(1);
   const std::int64_t Hq = config_.local_heads(tp), Hkv = config_.local_kv_heads(tp), D = config_.head_dim();
   zero(s.norm_grads);
-  // MLP.
-  Tensor out_b = optional(store, out_b_, true), fc_b = optional(store, fc_b_, true), none;
-  linear_backward(a.act, store[out_w_].value, gathered_grad(grad, s), s.d_act, false, store[out_w_].grad, out_b,
-                  operands_);
-  if (config_.mlp == MlpKind::gelu) {
-    gelu_backward(GeluArgs{}, a.fc, s.d_act, s.d_fc);
-    linear_backward(a.h2, store[fc_w_].value, s.d_fc, s.d_h, false, store[fc_w_].grad, fc_b, operands_);
+  // MLP: s.d_h <- dL/d h2 (this rank's partial sum under tp).
+  if (moe_) {
+    moe_->backward(store, a.h2, *a.moe, gathered_grad(grad, s), s.d_h, loss_scale);
   } else {
-    swiglu_backward(SwigluArgs{}, a.fc, a.up, s.d_act, s.d_fc, s.d_up);
-    linear_backward(a.h2, store[fc_w_].value, s.d_fc, s.d_h, false, store[fc_w_].grad, fc_b, operands_);
-    linear_backward(a.h2, store[up_w_].value, s.d_up, s.d_h, true, store[up_w_].grad, none, operands_);
+    Tensor out_b = optional(store, out_b_, true), fc_b = optional(store, fc_b_, true), none;
+    linear_backward(a.act, store[out_w_].value, gathered_grad(grad, s), s.d_act, false, store[out_w_].grad, out_b,
+                    operands_);
+    if (config_.mlp == MlpKind::gelu) {
+      gelu_backward(GeluArgs{}, a.fc, s.d_act, s.d_fc);
+      linear_backward(a.h2, store[fc_w_].value, s.d_fc, s.d_h, false, store[fc_w_].grad, fc_b, operands_);
+    } else {
+      swiglu_backward(SwigluArgs{}, a.fc, a.up, s.d_act, s.d_fc, s.d_up);
+      linear_backward(a.h2, store[fc_w_].value, s.d_fc, s.d_h, false, store[fc_w_].grad, fc_b, operands_);
+      linear_backward(a.h2, store[up_w_].value, s.d_up, s.d_h, true, store[up_w_].grad, none, operands_);
+    }
   }
   Tensor n2w = norm_grad_target(norm2_w_, s, 2), n2b = norm_grad_target(norm2_b_, s, 3);
   norm_backward(store, norm2_w_, a.x_mid, a.ln2_mean, a.ln2_rstd, reduced_input_grad(s), s.d_tmp, n2w, n2b);

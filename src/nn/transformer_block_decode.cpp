@@ -70,8 +70,15 @@ void TransformerBlock::decode(const ParameterStore& store, const Tensor& x, std:
   Tensor x_mid = p.empty({1, 1, C});
   linear_forward(att, store[proj_w_].value, value(proj_b_), x_mid, operands_);
   add_into(x_mid, x);
-  Tensor h2 = p.empty({1, 1, C}), fc = p.empty({1, 1, F}), act = p.empty({1, 1, F});
+  Tensor h2 = p.empty({1, 1, C});
   norm_forward(store, norm2_w_, norm2_b_, x_mid, h2, mean, rstd);
+  if (moe_) {  // the token routed alone (a sequence of one: capacity never binds)
+    MoeActivations scratch;
+    moe_->forward(store, h2, y, scratch);
+    add_into(y, x_mid);
+    return;
+  }
+  Tensor fc = p.empty({1, 1, F}), act = p.empty({1, 1, F});
   linear_forward(h2, store[fc_w_].value, value(fc_b_), fc, operands_);
   if (config_.mlp == MlpKind::gelu) {
     gelu_forward(GeluArgs{}, fc, act);

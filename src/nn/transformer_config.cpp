@@ -1,6 +1,9 @@
 // TransformerConfig presets and validation.
 #include "myriad/nn/transformer_config.h"
 
+#include <algorithm>
+#include <cmath>
+
 #include "myriad/core/error.h"
 
 namespace myriad::nn {
@@ -19,6 +22,13 @@ const char* recompute_name(Recompute mode) {
     case Recompute::full: return "full";
   }
   return "?";
+}
+
+std::int64_t MoeSpec::capacity(std::int64_t T) const {
+  if (expert_capacity > 0) return expert_capacity;
+  if (capacity_factor <= 0.0) return -1;
+  const double tokens = capacity_factor * static_cast<double>(T * top_k) / static_cast<double>(num_experts);
+  return std::max<std::int64_t>(1, static_cast<std::int64_t>(std::ceil(tokens)));
 }
 
 TransformerConfig TransformerConfig::gpt2(std::int64_t vocab, std::int64_t layers, std::int64_t heads,
@@ -59,6 +69,16 @@ void TransformerConfig::validate() const {
                "model: n_head " << n_head << " is not a multiple of n_kv_head " << n_kv_head);
   MYRIAD_CHECK(positions != PositionKind::rope || head_dim() % 2 == 0,
                "model: RoPE needs an even head dim, got n_embd / n_head = " << head_dim());
+  if (moe.enabled()) {
+    MYRIAD_CHECK(moe.top_k >= 1 && moe.top_k <= 8 && moe.top_k <= moe.num_experts,
+                 "model: MoE top_k " << moe.top_k << " must lie in [1, min(8, num_experts " << moe.num_experts
+                                     << ")]");
+    MYRIAD_CHECK(moe.every >= 1 && moe.every <= n_layer,
+                 "model: MoE every " << moe.every << " must lie in [1, n_layer " << n_layer << "]");
+    MYRIAD_CHECK(moe.shared_experts >= 0 && moe.expert_capacity >= 0 && moe.capacity_factor >= 0.0 &&
+                     moe.aux_loss_coef >= 0.0f && moe.z_loss_coef >= 0.0f,
+                 "model: MoE shared_experts, expert_capacity, capacity_factor and loss coefficients must be >= 0");
+  }
 }
 
 }  // namespace myriad::nn

@@ -50,6 +50,22 @@ void Backend::linear_forward(const LinearArgs&, const Tensor&, const Tensor&, co
   unsupported("linear_forward");
 }
 
+void Backend::gather_rows(const Tensor&, const Tensor&, Tensor&) { unsupported("gather_rows"); }
+void Backend::combine_rows_forward(const Tensor&, const Tensor&, const Tensor&, Tensor&) {
+  unsupported("combine_rows_forward");
+}
+void Backend::combine_rows_backward(const Tensor&, const Tensor&, const Tensor&, const Tensor&, Tensor&, Tensor&) {
+  unsupported("combine_rows_backward");
+}
+void Backend::grouped_matmul_forward(const GroupedMatmulArgs&, const Tensor&, const Tensor&, const Tensor&,
+                                     const std::vector<std::int64_t>&, Tensor&) {
+  unsupported("grouped_matmul_forward");
+}
+void Backend::grouped_matmul_backward(const GroupedMatmulArgs&, const Tensor&, const Tensor&,
+                                      const std::vector<std::int64_t>&, const Tensor&, Tensor&, Tensor&, Tensor&) {
+  unsupported("grouped_matmul_backward");
+}
+
 Backend& backend_of(const char* op, std::initializer_list<NamedTensor> tensors) {
   const char* first_name = nullptr;
   ExecutionContext* context = nullptr;

@@ -43,7 +43,7 @@ nn::TransformerConfig transformer_config(const ModelConfig& m, std::int64_t voca
   c.n_embd = m.n_embd;
   c.context_length = m.context_length;
   c.ffn_hidden = m.ffn_hidden_size();
-  const bool llama = m.architecture == Architecture::llama;
+  const bool llama = m.family() == Architecture::llama;
   c.norm = llama ? nn::NormKind::rmsnorm : nn::NormKind::layernorm;
   c.mlp = llama ? nn::MlpKind::swiglu : nn::MlpKind::gelu;
   c.positions = llama ? nn::PositionKind::rope : nn::PositionKind::learned;
@@ -52,6 +52,21 @@ nn::TransformerConfig transformer_config(const ModelConfig& m, std::int64_t voca
   c.norm_eps = static_cast<float>(m.norm_eps);
   c.rope_theta = m.rope_theta;
   c.init_std = static_cast<float>(m.init_std);
+  if (m.is_moe()) {
+    c.moe.num_experts = m.num_experts;
+    c.moe.top_k = m.moe_top_k();
+    c.moe.every = m.moe_every;
+    c.moe.shared_experts = m.shared_experts;
+    c.moe.expert_ffn = m.expert_ffn();
+    c.moe.score = m.router_scores == RouterScoring::softmax ? nn::RouterScore::softmax : nn::RouterScore::sigmoid;
+    c.moe.normalize_top_k = m.normalize_top_k;
+    c.moe.aux_loss_coef = static_cast<float>(m.aux_loss_coef);
+    c.moe.z_loss_coef = static_cast<float>(m.z_loss_coef);
+    if (!m.dropless) {
+      c.moe.expert_capacity = m.expert_capacity;
+      c.moe.capacity_factor = m.expert_capacity > 0 ? 0.0 : m.capacity_factor.value_or(1.25);
+    }
+  }
   return c;
 }
 

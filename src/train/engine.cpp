@@ -11,6 +11,7 @@
 #include "myriad/core/precision.h"
 #include "myriad/core/process_memory.h"
 #include "myriad/distributed/mpi_communicator.h"
+#include "myriad/train/moe_metrics.h"
 #include "myriad/distributed/scalar_reduce.h"
 #include "myriad/distributed/tensor_parallel_regions.h"
 #include "myriad/nn/linear.h"
@@ -101,6 +102,15 @@ Engine::Engine(const RunConfig& config, std::shared_ptr<spdlog::logger> log, dis
              data_parallel_->layout().buckets().size(), mem.parameter_bytes / 1048576.0,
              mem.gradient_bytes / 1048576.0, mem.optimizer_bytes / 1048576.0, mem.activation_bytes / 1048576.0,
              mem.scratch_bytes / 1048576.0, nn::recompute_name(recompute_));
+  if (const nn::MoeSpec& moe = model_->config().moe; moe.enabled()) {
+    const std::int64_t capacity = moe.capacity(config_.training.seq_len);
+    log_->info("MoE: {} experts, top {} ({} scores{}), in every {} block(s), {} shared; capacity {} per expert per "
+               "sequence; ep {}; {} parameters active per token",
+               moe.num_experts, moe.top_k, moe.score == nn::RouterScore::softmax ? "softmax" : "sigmoid",
+               moe.normalize_top_k ? ", renormalised" : "", moe.every, moe.shared_experts,
+               capacity < 0 ? std::string("unlimited (dropless)") : std::to_string(capacity) + " tokens",
+               model_->split().ep_size(), model_->active_parameters());
+  }
 }
 
 Engine::~Engine() = default;
@@ -244,6 +254,7 @@ StepMetrics Engine::step() {
   const double scale = loss_scaler_ ? loss_scaler_->scale() : 1.0;  // fp16: the dynamic loss scale
   const auto loss_scale = static_cast<float>(scale / static_cast<double>(valid));
   data_parallel_->zero_grads();
+  model_->reset_moe_stats();
   // The step loop: every micro-batch through this rank's schedule (gradients reduced over dp during
   // the last backward, or after the schedule with a pipeline), then the tied embedding's halves.
   const PipelineStepResult run = pipeline_->run(micro_ids_, micro_targets_, loss_scale, recompute_);
@@ -272,6 +283,7 @@ StepMetrics Engine::step() {
   metrics.loss = loss_sum / static_cast<double>(valid);
   metrics.grad_norm = stats.grad_norm;
   metrics.skipped = stats.skipped;
+  metrics.moe = collect_moe_metrics(*model_, dp(), pp());
   metrics.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   metrics_->finish(metrics, data_wait, bubble_seconds_, memory_report());
   // An fp16 overflow while the scaler can still lower the scale is the scaler's normal search.

@@ -37,6 +37,22 @@ std::string step_metrics_json(const StepMetrics& m) {
   j["bubble_share"] = m.seconds > 0 ? m.bubble_seconds / m.seconds : 0.0;
   j["data_wait_share"] = m.seconds > 0 ? m.data_wait_seconds / m.seconds : 0.0;
   j["comm_bytes"] = m.comm_bytes;
+  nlohmann::json axis_bytes;
+  for (std::size_t a = 0; a < kCommAxes.size(); ++a) axis_bytes[kCommAxes[a]] = m.comm_axis_bytes[a];
+  j["comm_axis_bytes"] = axis_bytes;
+  if (!m.moe.empty()) {
+    nlohmann::json layers = nlohmann::json::array();
+    for (const MoeLayerMetrics& l : m.moe) {
+      layers.push_back({{"layer", l.layer},
+                        {"tokens_per_expert",
+                         {{"min", l.tokens_per_expert_min}, {"mean", l.tokens_per_expert_mean},
+                          {"max", l.tokens_per_expert_max}}},
+                        {"dropped_share", l.dropped_share},
+                        {"aux_loss", l.aux_loss},
+                        {"z_loss", l.z_loss}});
+    }
+    j["moe"] = layers;
+  }
   j["memory"] = {{"parameters", m.memory.parameters}, {"gradients", m.memory.gradients},
                  {"optimizer", m.memory.optimizer},   {"activations", m.memory.activations},
                  {"workspace", m.memory.workspace},   {"rss_current", m.memory.rss_current},

@@ -40,13 +40,25 @@ std::int64_t StepMetricsCollector::dp_bytes_sent() const {
   return sent;
 }
 
+std::array<std::int64_t, 5> StepMetricsCollector::axis_bytes_sent() const {
+  std::array<std::int64_t, 5> sent{};
+  for (std::size_t a = 0; a < dist::kAxes.size(); ++a) {
+    sent[a] = groups_.group(dist::kAxes[a]).stats().total().bytes_sent;
+    if (device_) sent[a] += device_->group(dist::kAxes[a]).stats().total().bytes_sent;
+  }
+  return sent;
+}
+
 void StepMetricsCollector::begin() {
   waits_before_ = wait_seconds();
   bytes_before_ = dp_bytes_sent();
+  axis_bytes_before_ = axis_bytes_sent();
 }
 
 void StepMetricsCollector::finish(StepMetrics& m, double data_wait, double bubble_seconds, const MemoryReport& mem) {
   m.comm_bytes = dp_bytes_sent() - bytes_before_;
+  const std::array<std::int64_t, 5> axis_bytes = axis_bytes_sent();
+  for (std::size_t a = 0; a < axis_bytes.size(); ++a) m.comm_axis_bytes[a] = axis_bytes[a] - axis_bytes_before_[a];
   const std::array<double, 6> waits_after = wait_seconds();
   m.comm_seconds = 0.0;
   for (std::size_t i = 0; i < waits_after.size(); ++i) {

@@ -27,7 +27,7 @@ std::string read_text(const std::filesystem::path& path) {
 }
 
 // Every key differs from its default; consistent for a world of 2*2*2*2*2 = 32 ranks (but for the
-// reserved mixture-of-experts keys, which validate() refuses until architecture moe exists).
+// mixture-of-experts keys, which act only for architecture moe).
 // The world a config's degrees describe (parallel.dp auto counts as 1).
 int world_of(const ParallelConfig& p) { return std::max(p.dp, 1) * p.tp * p.pp * p.cp * p.ep; }
 
@@ -46,9 +46,19 @@ model:
   tie_embeddings: true
   bias: true
   init_std: 0.01
+  moe_base: gpt2
   num_experts: 8
   top_k: 2
   expert_capacity: 256
+  capacity_factor: 1.5
+  dropless: true
+  router_scores: sigmoid
+  normalize_top_k: false
+  aux_loss_coef: 0.02
+  z_loss_coef: 0.002
+  shared_experts: 1
+  moe_every: 2
+  expert_ffn_hidden: 512
 parallel:
   dp: 2
   tp: 2
@@ -202,6 +212,16 @@ TEST(ConfigYaml, FullFileSetsEveryKey) {
   EXPECT_EQ(c.model.num_experts, 8);
   EXPECT_EQ(c.model.top_k, 2);
   EXPECT_EQ(c.model.expert_capacity, 256);
+  EXPECT_EQ(c.model.moe_base, BlockFamily::gpt2);
+  EXPECT_EQ(c.model.capacity_factor, std::optional<double>(1.5));
+  EXPECT_TRUE(c.model.dropless);
+  EXPECT_EQ(c.model.router_scores, RouterScoring::sigmoid);
+  EXPECT_FALSE(c.model.normalize_top_k);
+  EXPECT_EQ(c.model.aux_loss_coef, 0.02);
+  EXPECT_EQ(c.model.z_loss_coef, 0.002);
+  EXPECT_EQ(c.model.shared_experts, 1);
+  EXPECT_EQ(c.model.moe_every, 2);
+  EXPECT_EQ(c.model.expert_ffn_hidden, 512);
   EXPECT_EQ(c.parallel.degree_product(), 32);
   EXPECT_EQ(c.parallel.zero_stage, 1);
   EXPECT_TRUE(c.parallel.sequence_parallel);
@@ -251,12 +271,13 @@ TEST(ConfigYaml, FullFileSetsEveryKey) {
   EXPECT_EQ(c.sample.prompt, "Once upon a time: #1");
   EXPECT_EQ(c.training.device, ComputeDevice::cuda);
   // training.device cuda is single-rank: the 32-rank layout above validates on the CPU.
-  // The mixture-of-experts keys (and ep, which needs experts) are refused until architecture moe
-  // exists; without them the rest of the 16-rank layout validates.
+  // The file sizes the capacity three ways (expert_capacity, capacity_factor, dropless), which
+  // validate() refuses; with one of them the 16-rank layout validates.
   RunConfig on_cpu = c;
   on_cpu.training.device = ComputeDevice::cpu;
-  on_cpu.model.num_experts = on_cpu.model.top_k = 0;
-  on_cpu.model.expert_capacity = 0;
+  on_cpu.model.architecture = Architecture::moe;  // the MoE keys act only there
+  on_cpu.model.capacity_factor.reset();
+  on_cpu.model.dropless = false;
   on_cpu.parallel.ep = 1;
   EXPECT_NO_THROW(on_cpu.validate(16));
 

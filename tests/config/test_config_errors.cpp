@@ -120,7 +120,9 @@ TEST(ConfigErrors, EveryChoiceKeyListsItsAllowedValues) {
       expect_error([&] { RunConfig().apply_override(path + "=nonsense"); }, {path, "must be one of " + allowed});
     }
   });
-  EXPECT_EQ(choices, 8);  // architecture, pp_schedule, schedule, device, precision, recompute, val_split, level
+  // architecture, moe_base, router_scores, pp_schedule, schedule, device, precision, recompute,
+  // val_split, level
+  EXPECT_EQ(choices, 10);
 }
 
 TEST(ConfigErrors, RepeatedKeysAndBothSpellingsOfAnAlias) {
@@ -181,7 +183,26 @@ TEST(ConfigErrors, KeysThatWouldDoNothingAreRefusedWithTheReason) {
   expect_error([&] { moe.validate(); }, {"model.top_k (4) requires model.architecture: moe"});
   moe.model.top_k = 0;
   expect_error([&] { moe.validate(); }, {"model.expert_capacity (256) requires model.architecture: moe"});
-  expect_yaml_error("model:\n  architecture: MoE\n", {"model.architecture", "must be one of gpt2, llama"});
+  moe.model.expert_capacity = 0;
+  expect_error([&] { moe.apply_override("model.dropless=true"); moe.validate(); },
+               {"model.dropless (true) requires model.architecture: moe"});
+  // The seed document's block verbatim, with its spelling of the architecture, validates and acts.
+  RunConfig seed = RunConfig::from_yaml_string(
+      "model:\n  architecture: MoE\n  num_experts: 128\n  top_k: 4\n  expert_capacity: 256\n", "t.yaml");
+  EXPECT_EQ(seed.model.architecture, Architecture::moe);
+  EXPECT_NO_THROW(seed.validate());
+  EXPECT_NE(seed.to_yaml().find("architecture: moe"), std::string::npos);
+  seed.model.top_k = 9;
+  expect_error([&] { seed.validate(); }, {"model.top_k (9) must lie in [1, min(8, model.num_experts 128)]"});
+  seed.model.top_k = 4;
+  seed.model.capacity_factor = 2.0;
+  expect_error([&] { seed.validate(); }, {"model.expert_capacity (256) and model.capacity_factor (2) both size"});
+  seed.model.expert_capacity = 0;
+  seed.model.dropless = true;
+  expect_error([&] { seed.validate(); }, {"model.dropless: true", "remove them or set dropless: false"});
+  expect_error([] { RunConfig::from_yaml_string("model:\n  architecture: MoE\n", "t.yaml").validate(); },
+               {"model.num_experts >= 1"});
+  expect_yaml_error("model:\n  architecture: mixture\n", {"model.architecture", "must be one of gpt2, llama, moe"});
 }
 
 TEST(ConfigErrors, OverridesNameTheOverrideAndTheKeys) {

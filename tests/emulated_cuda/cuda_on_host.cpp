@@ -10,10 +10,12 @@
 // stream: emulated_streams.h), DeviceBuffer (aligned host memory, filled with 0xFF bytes like the
 // GPU tests' buffers so unwritten data shows up as NaN), DeviceContext, and every kernel launcher
 // and gemm() — each by the CPU reference op that defines the launcher's documented contract
-// (ops/*.h), or a plain loop for the layout kernels.
+// (ops/*.h), or a plain loop for the layout kernels — and the one cuBLAS call the backend makes
+// itself, cublasGemmGroupedBatchedEx, by a loop over its column-major problems on host memory.
 // What is not checked here: the kernels themselves (tests/gpu does that on a device).
 #include <cuda_runtime_api.h>
 #include <cublasLt.h>
+#include <cublas_api.h>
 #include <cstring>
 #include <cstdlib>
 #include <cmath>
@@ -39,6 +41,7 @@
 #include "myriad/ops/adamw.h"
 #include "myriad/ops/matmul.h"
 #include "myriad/ops/softmax.h"
+#include "myriad/ops/token_routing.h"
 
 namespace myriad::emulated {
 namespace {
@@ -159,6 +162,11 @@ void check_launch_device(cudaStream_t stream) {
                                                                            "DeviceGuard or cudaSetDevice)");
 }
 
+// A cuBLAS handle: the stream its work goes to (the context's), so launches can be checked.
+struct EmulatedCublas {
+  cudaStream_t stream = nullptr;
+};
+
 }  // namespace myriad::emulated
 
 using myriad::emulated::EmulatedEvent;
@@ -215,6 +223,46 @@ cudaError_t cudaEventQuery(cudaEvent_t e) {
 cudaError_t cudaEventSynchronize(cudaEvent_t e) { return deliver_event(e); }
 cudaError_t cudaEventElapsedTime(float* ms, cudaEvent_t, cudaEvent_t) { *ms = 0.0f; return cudaSuccess; }
 cudaError_t cudaStreamWaitEvent(cudaStream_t, cudaEvent_t e, unsigned) { return deliver_event(e); }
+// cuBLAS's grouped GEMM (column-major, cuBLAS's contract) as a loop, f32 only: for problem p of
+// group i, C_p = alpha_i op(A_p) op(B_p) + beta_i C_p (C not read when beta is 0); the pointer
+// arrays are "device" (here host) memory, the rest host arrays; pointer mode host.
+cublasStatus_t cublasGemmGroupedBatchedEx(cublasHandle_t handle, const cublasOperation_t transa_array[],
+                                          const cublasOperation_t transb_array[], const int m_array[],
+                                          const int n_array[], const int k_array[], const void* alpha_array,
+                                          const void* const Aarray[], cudaDataType_t Atype, const int lda_array[],
+                                          const void* const Barray[], cudaDataType_t Btype, const int ldb_array[],
+                                          const void* beta_array, void* const Carray[], cudaDataType_t Ctype,
+                                          const int ldc_array[], int group_count, const int group_size[],
+                                          cublasComputeType_t computeType) {
+  myriad::emulated::check_launch_device(reinterpret_cast<myriad::emulated::EmulatedCublas*>(handle)->stream);
+  if (Atype != CUDA_R_32F || Btype != CUDA_R_32F || Ctype != CUDA_R_32F || computeType != CUBLAS_COMPUTE_32F) {
+    return CUBLAS_STATUS_NOT_SUPPORTED;
+  }
+  const auto* alphas = static_cast<const float*>(alpha_array);
+  const auto* betas = static_cast<const float*>(beta_array);
+  int problem = 0;
+  for (int i = 0; i < group_count; ++i) {
+    const bool ta = transa_array[i] != CUBLAS_OP_N, tb = transb_array[i] != CUBLAS_OP_N;
+    const std::int64_t m = m_array[i], n = n_array[i], k = k_array[i];
+    const std::int64_t lda = lda_array[i], ldb = ldb_array[i], ldc = ldc_array[i];
+    if (m < 0 || n < 0 || k < 0 || lda < (ta ? k : m) || ldb < (tb ? n : k) || ldc < m) return CUBLAS_STATUS_INVALID_VALUE;
+    for (int q = 0; q < group_size[i]; ++q, ++problem) {
+      const auto* a = static_cast<const float*>(Aarray[problem]);
+      const auto* b = static_cast<const float*>(Barray[problem]);
+      auto* c = static_cast<float*>(Carray[problem]);
+      for (std::int64_t col = 0; col < n; ++col)
+        for (std::int64_t row = 0; row < m; ++row) {
+          float sum = 0.0f;
+          for (std::int64_t p = 0; p < k; ++p) {
+            sum += (ta ? a[p + row * lda] : a[row + p * lda]) * (tb ? b[col + p * ldb] : b[p + col * ldb]);
+          }
+          float& out = c[row + col * ldc];
+          out = betas[i] == 0.0f ? alphas[i] * sum : alphas[i] * sum + betas[i] * out;
+        }
+    }
+  }
+  return CUBLAS_STATUS_SUCCESS;
+}
 }
 
 namespace myriad::cuda {
@@ -239,10 +287,14 @@ void DeviceContext::StreamDeleter::operator()(std::remove_pointer_t<cudaStream_t
   delete reinterpret_cast<int*>(stream);
 }
 void DeviceContext::CublasLtDeleter::operator()(std::remove_pointer_t<cublasLtHandle_t>*) const noexcept {}
+void DeviceContext::CublasDeleter::operator()(std::remove_pointer_t<cublasHandle_t>* handle) const noexcept {
+  delete reinterpret_cast<emulated::EmulatedCublas*>(handle);
+}
 DeviceContext::DeviceContext(int device, std::size_t) : device_(device), raw_allocator_(device) {
   // A stream of its own on `device`, so that launches can be checked against the current device.
   stream_.reset(reinterpret_cast<std::remove_pointer_t<cudaStream_t>*>(new int));
   emulated::register_stream(stream_.get(), device);
+  cublas_.reset(reinterpret_cast<cublasHandle_t>(new emulated::EmulatedCublas{stream_.get()}));
   allocator_ = std::make_unique<CachingAllocator>(raw_allocator_);
 }
 DeviceContext::~DeviceContext() {}
@@ -496,5 +548,48 @@ void merge_heads_f32(const float* src, float* dst, std::int64_t st, std::int64_t
   emulated::check_launch_device(launch_stream);
   for (std::int64_t b = 0; b < B; ++b) for (std::int64_t h = 0; h < H; ++h) for (std::int64_t t = 0; t < T; ++t) for (std::int64_t d = 0; d < D; ++d)
     dst[(b * T + t) * st + h * D + d] = src[((b * H + h) * T + t) * D + d];
+}
+// Token routing: the CPU ops on the launcher's contract — an index out of range lowers *bad to
+// its flat position and counts as -1 (the CPU op would throw instead, so it gets the cleaned map).
+static Tensor routing_indices(const std::int32_t* p, std::int64_t n, std::int64_t high, long long* bad) {
+  Tensor cleaned = Tensor::empty({n}, DType::i32);
+  for (std::int64_t i = 0; i < n; ++i) {
+    const bool ok = p[i] >= -1 && p[i] < high;
+    if (!ok && p[i] != -1 && i < *bad) *bad = i;
+    cleaned.data<std::int32_t>()[i] = ok ? p[i] : -1;
+  }
+  return cleaned;
+}
+void gather_rows_f32(const float* x, const std::int32_t* source, float* out, long long* bad, std::int64_t rows, std::int64_t tokens, std::int64_t C, cudaStream_t launch_stream) {
+  emulated::check_launch_device(launch_stream);
+  Tensor o = W(out, {rows, C});
+  gather_rows(W(x, {tokens, C}), routing_indices(source, rows, tokens, bad), o);
+}
+void combine_rows_forward_f32(const float* rows, const std::int32_t* slot, const float* weight, float* out, long long* bad, std::int64_t tokens, std::int64_t k, std::int64_t R, std::int64_t C, cudaStream_t launch_stream) {
+  emulated::check_launch_device(launch_stream);
+  Tensor o = W(out, {tokens, C});
+  combine_rows_forward(W(rows, {R, C}), routing_indices(slot, tokens * k, R, bad).view({tokens, k}), W(weight, {tokens, k}), o);
+}
+void combine_rows_backward_f32(const float* rows, const std::int32_t* slot, const float* weight, const float* go, float* grad_rows, float* grad_weight, long long* bad, std::int64_t tokens, std::int64_t k, std::int64_t R, std::int64_t C, cudaStream_t launch_stream) {
+  emulated::check_launch_device(launch_stream);
+  Tensor gr = W(grad_rows, {R, C}), gw = W(grad_weight, {tokens, k});
+  combine_rows_backward(W(rows, {R, C}), routing_indices(slot, tokens * k, R, bad).view({tokens, k}), W(weight, {tokens, k}), W(go, {tokens, C}), gr, gw);
+}
+void add_group_bias_f32(float* x, const float* bias, const std::int64_t* offsets, std::int64_t groups, std::int64_t, std::int64_t cols, cudaStream_t launch_stream) {
+  emulated::check_launch_device(launch_stream);
+  for (std::int64_t g = 0; g < groups; ++g)
+    for (std::int64_t r = offsets[g]; r < offsets[g + 1]; ++r)
+      for (std::int64_t c = 0; c < cols; ++c) x[r * cols + c] += bias[g * cols + c];
+}
+void group_column_sums_accumulate_f32(const float* x, float* out, const std::int64_t* offsets, std::int64_t groups, std::int64_t, std::int64_t cols, cudaStream_t launch_stream) {
+  emulated::check_launch_device(launch_stream);
+  for (std::int64_t g = 0; g < groups; ++g) {
+    if (offsets[g] == offsets[g + 1]) continue;  // an empty group's row is not touched
+    for (std::int64_t c = 0; c < cols; ++c) {
+      float s = 0;
+      for (std::int64_t r = offsets[g]; r < offsets[g + 1]; ++r) s += x[r * cols + c];
+      out[g * cols + c] += s;
+    }
+  }
 }
 }  // namespace myriad::cuda

@@ -1,7 +1,8 @@
 // Enumerated config values and their spellings in YAML.
 //
 // Each enum's enumerators are numbered 0..N-1 in the order of ChoiceTraits<E>::names, which holds
-// the exact strings a config file uses. choice_name / parse_choice convert both ways; the field
+// the strings a config file uses (matched without regard to case: the seed documents' "MoE" is
+// moe; printed as listed). choice_name / parse_choice convert both ways; the field
 // registry (field.h) uses the same table to parse, print, validate and document the key.
 #pragma once
 
@@ -12,7 +13,9 @@
 
 namespace myriad {
 
-enum class Architecture { gpt2, llama };                  // model family: see ModelConfig
+enum class Architecture { gpt2, llama, moe };             // model family: see ModelConfig
+enum class BlockFamily { llama, gpt2 };                   // the dense family an MoE model's blocks follow
+enum class RouterScoring { softmax, sigmoid };            // MoE router scores
 enum class PipelineSchedule { one_f_one_b, gpipe, interleaved };
 enum class LrSchedule { cosine, linear, constant };       // decay after warmup
 enum class Precision { fp32, bf16, fp16 };                // compute precision (master weights stay fp32)
@@ -21,7 +24,13 @@ enum class ComputeDevice { cpu, cuda };                    // where the model co
 
 template <typename E> struct ChoiceTraits;
 template <> struct ChoiceTraits<Architecture> {
-  static constexpr std::array<std::string_view, 2> names{"gpt2", "llama"};
+  static constexpr std::array<std::string_view, 3> names{"gpt2", "llama", "moe"};
+};
+template <> struct ChoiceTraits<BlockFamily> {
+  static constexpr std::array<std::string_view, 2> names{"llama", "gpt2"};
+};
+template <> struct ChoiceTraits<RouterScoring> {
+  static constexpr std::array<std::string_view, 2> names{"softmax", "sigmoid"};
 };
 template <> struct ChoiceTraits<PipelineSchedule> {
   static constexpr std::array<std::string_view, 3> names{"1f1b", "gpipe", "interleaved"};
@@ -49,7 +58,13 @@ template <typename E>
 std::optional<E> parse_choice(std::string_view name) {
   const auto& names = ChoiceTraits<E>::names;
   for (std::size_t i = 0; i < names.size(); ++i) {
-    if (names[i] == name) return static_cast<E>(i);
+    if (names[i].size() != name.size()) continue;
+    bool same = true;
+    for (std::size_t c = 0; c < name.size() && same; ++c) {
+      const auto lower = [](char ch) { return ch >= 'A' && ch <= 'Z' ? static_cast<char>(ch - 'A' + 'a') : ch; };
+      same = lower(names[i][c]) == lower(name[c]);
+    }
+    if (same) return static_cast<E>(i);
   }
   return std::nullopt;
 }

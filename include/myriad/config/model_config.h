@@ -1,10 +1,12 @@
 // ModelConfig — the `model:` section: the transformer's architecture and sizes.
 //
 // Two families: gpt2 (LayerNorm, GELU MLP, learned positions, biases, tied embeddings) and llama
-// (RMSNorm, SwiGLU MLP, RoPE, no biases, untied embeddings, optional grouped-query attention).
+// (RMSNorm, SwiGLU MLP, RoPE, no biases, untied embeddings, optional grouped-query attention);
+// moe (the seed documents' "MoE") is a mixture-of-experts model whose blocks follow moe_base
+// (llama by default) with the MLP of every moe_every-th block replaced by experts (nn/moe_layer.h).
 // Keys that default to "derived" hold 0 / auto; the helper methods return the value in use and are
-// what the model code reads. The mixture-of-experts keys are reserved for model.architecture: moe
-// (not implemented yet): any non-zero value is refused. Keys that would mean something else here
+// what the model code reads. The mixture-of-experts keys act only for architecture moe: a value
+// other than the default on a dense model is refused naming the key. Keys that would mean something else here
 // (block_size: the seed documents' sparse-attention tile, not the context length) are refused with
 // the reason (refused_keys()).
 #pragma once
@@ -36,9 +38,20 @@ struct ModelConfig {
   std::optional<bool> tie_embeddings;              // share wte with the LM head; unset = true for gpt2, false for llama
   std::optional<bool> bias;                        // biases in linear layers and norms; unset = true for gpt2, false for llama
   double init_std = 0.02;                          // std of the normal weight initialisation
-  int num_experts = 0;                             // MoE experts per layer (reserved; 0 = dense MLP)
-  int top_k = 0;                                   // experts per token (reserved; 0 when dense)
-  std::int64_t expert_capacity = 0;                // tokens per expert (reserved; 0 when dense)
+  // Mixture of experts (architecture moe only).
+  BlockFamily moe_base = BlockFamily::llama;       // norms, positions and MLP kind of the blocks
+  int num_experts = 0;                             // experts per MoE layer (>= 1 for moe)
+  int top_k = 0;                                   // experts per token; 0 = 2 for moe
+  std::int64_t expert_capacity = 0;                // tokens one expert takes per sequence; 0 = from capacity_factor
+  std::optional<double> capacity_factor;           // capacity = ceil(factor * seq_len * top_k / num_experts); auto = 1.25
+  bool dropless = false;                           // no capacity: every routed token is computed
+  RouterScoring router_scores = RouterScoring::softmax;  // softmax over experts, or sigmoid per expert
+  bool normalize_top_k = true;                     // combine weights = chosen scores / their sum
+  double aux_loss_coef = 0.01;                     // load-balancing loss coefficient
+  double z_loss_coef = 0.001;                      // router z-loss coefficient
+  int shared_experts = 0;                          // always-on experts per MoE layer
+  int moe_every = 1;                               // MoE in blocks whose (layer + 1) % moe_every == 0
+  int expert_ffn_hidden = 0;                       // hidden width of one expert; 0 = ffn_hidden in use
 
   // Vocabulary rounded up to a multiple of 64 (embedding and LM-head rows).
   std::int64_t padded_vocab_size() const;
@@ -52,12 +65,20 @@ struct ModelConfig {
   bool ties_embeddings() const;
   // Whether linear layers and norms carry biases (bias, or the family's default).
   bool uses_bias() const;
+  // The dense family the blocks follow: architecture, or moe_base for moe.
+  Architecture family() const;
+  bool is_moe() const { return architecture == Architecture::moe; }
+  // MoE values in use: top_k (0 = 2; 0 on a dense model), expert hidden width.
+  int moe_top_k() const;
+  int expert_ffn() const;
 
-  // Per-key checks plus: n_embd % n_head, n_head % kv_heads, even head_dim for RoPE, MoE keys
-  // all 0 (mixture of experts is not implemented yet). Throws myriad::Error naming the keys.
+  // Per-key checks plus: n_embd % n_head, n_head % kv_heads, even head_dim for RoPE; for moe:
+  // num_experts >= 1, top_k in [1, min(8, num_experts)], moe_every in [1, n_layer], one way to
+  // size the capacity; for gpt2 / llama: every MoE key at its default. Throws naming the keys.
   void validate() const;
 
   static const std::vector<RefusedKey>& refused_keys();
+  void validate_moe() const;
 
   static const std::vector<Field<ModelConfig>>& fields();
   bool operator==(const ModelConfig&) const = default;

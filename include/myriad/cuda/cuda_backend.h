@@ -19,8 +19,11 @@
 // unpacked after; RoPE takes (B, T, H, D) tensors that are contiguous or such rows of heads
 // (strides [T*W, W, D, 1]). copy() reads a contiguous source of any float type (f32 <-> bf16 / f16
 // by the conversion kernels; bf16 <-> f16 through f32) or an f32 view of either kind of heads.
-// Other layouts are refused naming the tensor. A bad token id or target is reported like the CPU
-// op's error, which costs a wait for the stream (the kernels flag it on the device).
+// Token routing and grouped matmul take the contiguous tensors their dispatch points require;
+// grouped matmul runs one cuBLAS grouped GEMM per product and widens bf16 / f16 operands to f32
+// first (cuda_backend_moe.cpp says why). Other layouts are refused naming the tensor. A bad token
+// id, target or routing index is reported like the CPU op's error, which costs a wait for the
+// stream (the kernels flag it on the device).
 #pragma once
 
 #include <map>
@@ -89,6 +92,16 @@ class CudaBackend final : public ops::Backend {
   void fill(const Tensor& t, float value) override;
   void linear_forward(const LinearArgs& args, const Tensor& x, const Tensor& weight, const Tensor& bias,
                       Tensor& y) override;
+  // Mixture of experts (cuda_backend_moe.cpp): token routing kernels, cuBLAS grouped GEMMs.
+  void gather_rows(const Tensor& x, const Tensor& source, Tensor& out) override;
+  void combine_rows_forward(const Tensor& rows, const Tensor& slot, const Tensor& weight, Tensor& out) override;
+  void combine_rows_backward(const Tensor& rows, const Tensor& slot, const Tensor& weight, const Tensor& grad_out,
+                             Tensor& grad_rows, Tensor& grad_weight) override;
+  void grouped_matmul_forward(const GroupedMatmulArgs& args, const Tensor& x, const Tensor& weight, const Tensor& bias,
+                              const std::vector<std::int64_t>& offsets, Tensor& out) override;
+  void grouped_matmul_backward(const GroupedMatmulArgs& args, const Tensor& x, const Tensor& weight,
+                               const std::vector<std::int64_t>& offsets, const Tensor& grad_out, Tensor& grad_x,
+                               Tensor& grad_weight, Tensor& grad_bias) override;
 
  private:
   // A device long long set to LLONG_MAX, for the kernels that report the first bad index.

@@ -1,8 +1,10 @@
 // DeviceContext — what one rank needs to run work on one GPU: the device index, a stream of its
 // own (non-blocking with respect to the legacy default stream), a cuBLASLt handle and the
-// workspace buffer cuBLASLt may use for its faster algorithms, the caching allocator device
-// tensors draw memory from (allocator(): stream-aware, statistics in stats()), and the cuBLASLt
-// plans gemm() made so far (descriptors and the chosen algorithm per GEMM shape, gemm.h).
+// workspace buffer cuBLASLt may use for its faster algorithms, a cuBLAS handle bound to the
+// stream (for the grouped GEMM of cublasGemmGroupedBatchedEx, CUDA >= 12.5), the caching
+// allocator device tensors draw memory from (allocator(): stream-aware, statistics in stats()),
+// and the cuBLASLt plans gemm() made so far (descriptors and the chosen algorithm per GEMM
+// shape, gemm.h).
 //
 // RAII and not global: whoever drives a device owns one context and passes it by reference.
 // Not copyable or movable (handles are bound to the object's lifetime). Construction leaves the
@@ -11,6 +13,7 @@
 #pragma once
 
 #include <cublasLt.h>
+#include <cublas_api.h>
 #include <cuda_runtime_api.h>
 
 #include <cstddef>
@@ -42,6 +45,8 @@ class DeviceContext {
   int device() const { return device_; }
   cudaStream_t stream() const { return stream_.get(); }
   cublasLtHandle_t cublaslt() const { return cublaslt_.get(); }
+  // cuBLAS handle whose work goes to stream() (pointer mode host, cuBLAS's own workspace).
+  cublasHandle_t cublas() const { return cublas_.get(); }
   void* workspace() const { return workspace_.data(); }
   std::size_t workspace_bytes() const { return workspace_.bytes(); }
   CachingAllocator& allocator() { return *allocator_; }
@@ -59,6 +64,9 @@ class DeviceContext {
   struct CublasLtDeleter {
     void operator()(std::remove_pointer_t<cublasLtHandle_t>* handle) const noexcept;
   };
+  struct CublasDeleter {
+    void operator()(std::remove_pointer_t<cublasHandle_t>* handle) const noexcept;
+  };
   struct GemmPlansDeleter {
     void operator()(GemmPlans* plans) const noexcept;  // gemm.cpp
   };
@@ -66,6 +74,7 @@ class DeviceContext {
   int device_;
   std::unique_ptr<std::remove_pointer_t<cudaStream_t>, StreamDeleter> stream_;
   std::unique_ptr<std::remove_pointer_t<cublasLtHandle_t>, CublasLtDeleter> cublaslt_;
+  std::unique_ptr<std::remove_pointer_t<cublasHandle_t>, CublasDeleter> cublas_;
   DeviceBuffer workspace_;
   DeviceRawAllocator raw_allocator_;
   std::unique_ptr<CachingAllocator> allocator_;  // destroyed first: returns its segments while raw_ lives

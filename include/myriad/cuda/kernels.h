@@ -94,6 +94,41 @@ void embedding_forward_f32(const std::int32_t* ids, const float* table, float* o
 void embedding_backward_f32(const std::int32_t* ids, const float* grad_out, float* grad_table, long long* bad_index,
                             std::int64_t tokens, std::int64_t vocab, std::int64_t channels, cudaStream_t stream);
 
+// ---- Token routing of a mixture of experts, f32 rows of C values (kernels/moe/token_routing.cu)
+// The ops of ops/token_routing.h on contiguous device memory:
+//   gather_rows_f32           out (rows, C)[r] = x (tokens, C)[source[r]], zeros for source -1
+//   combine_rows_forward_f32  out (tokens, C)[t] = sum_j weight[t, j] rows (row_count, C)[slot[t, j]]
+//                             over slot (tokens, k) entries >= 0, j increasing (weight null: ones)
+//   combine_rows_backward_f32 grad_rows (row_count, C) zeroed, then grad_rows[slot[t, j]] =
+//                             weight[t, j] grad_out[t] (`=`); grad_weight (tokens, k), may be null,
+//                             = <grad_out[t], rows[slot[t, j]]> (0 for -1) by a fixed-order block
+//                             reduction; rows may be null when grad_weight is
+// An index outside its range ([-1, tokens) for source, [-1, row_count) for slot) counts as -1 and
+// lowers *bad_index (device long long, initialised to LLONG_MAX) to its flat position. Each row
+// may appear at most once in slot (not checked: the caller's contract). Outputs must not overlap
+// inputs.
+void gather_rows_f32(const float* x, const std::int32_t* source, float* out, long long* bad_index, std::int64_t rows,
+                     std::int64_t tokens, std::int64_t channels, cudaStream_t stream);
+void combine_rows_forward_f32(const float* rows, const std::int32_t* slot, const float* weight, float* out,
+                              long long* bad_index, std::int64_t tokens, std::int64_t k, std::int64_t row_count,
+                              std::int64_t channels, cudaStream_t stream);
+void combine_rows_backward_f32(const float* rows, const std::int32_t* slot, const float* weight,
+                               const float* grad_out, float* grad_rows, float* grad_weight, long long* bad_index,
+                               std::int64_t tokens, std::int64_t k, std::int64_t row_count, std::int64_t channels,
+                               cudaStream_t stream);
+
+// ---- Per-group bias of a grouped linear layer, f32 (kernels/moe/group_bias.cu) ----------------
+// Groups of consecutive rows [offsets[g], offsets[g + 1]) of x (rows, cols); offsets: groups + 1
+// device int64, non-decreasing from 0 to rows (as ops/grouped_matmul.h checked on the host).
+//   add_group_bias_f32                x[r, :] += bias (groups, cols)[group of r, :]
+//   group_column_sums_accumulate_f32  out (groups, cols)[g, :] += column sums of the group's rows,
+//                                     rows summed in an order fixed by the sizes; an empty group's
+//                                     row of out is not touched (at most 65535 groups)
+void add_group_bias_f32(float* x, const float* bias, const std::int64_t* offsets, std::int64_t groups,
+                        std::int64_t rows, std::int64_t cols, cudaStream_t stream);
+void group_column_sums_accumulate_f32(const float* x, float* out, const std::int64_t* offsets, std::int64_t groups,
+                                      std::int64_t rows, std::int64_t cols, cudaStream_t stream);
+
 // ---- Flash attention, causal or not, GQA, head dim 64 / 128 (kernels/attention/flash_attention.cu)
 // q, out, grad_out, grad_q: (batch, q_heads, seq, head_dim) contiguous; k, v, grad_k, grad_v:
 // (batch, kv_heads, seq, head_dim); lse: (batch, q_heads, seq) f32, written by the forward and

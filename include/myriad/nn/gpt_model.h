@@ -55,8 +55,9 @@ class GptModel final : public PipelineStage {
   const ParameterStore& parameters() const { return store_; }
   void initialize(std::uint64_t seed) { store_.initialize(seed); }
 
-  // Units of the flat layout (unit_hooks.h): embeddings (first stage), one per local block, final
-  // norm + head (last stage), in that order.
+  // Units of the flat layout (unit_hooks.h): embeddings (first stage), one per local block (an MoE
+  // block has a second one after it: its experts, ParamUnit::expert), final norm + head (last
+  // stage), in that order.
   const std::vector<ParamUnit>& units() const { return units_; }
   // Hooks called around every unit in forward/backward passes (nullptr = none); not owned.
   void set_hooks(UnitHooks* hooks) { hooks_ = hooks; }
@@ -98,6 +99,13 @@ class GptModel final : public PipelineStage {
   // as V*C more, plus causal attention scores and values, 6 * L * T * C (half of 12 * L * T * C).
   double flops_per_token(std::int64_t T) const;
 
+  // MoE telemetry: per local MoE block, the routing of every training forward since the reset.
+  const std::vector<MoeLayerStats>& moe_stats() const { return moe_stats_; }
+  void reset_moe_stats();
+
+  // Parameters one token uses (the whole model's; experts: top_k of each MoE layer's), and all.
+  std::int64_t active_parameters() const;
+
   // What this rank keeps per micro-batch in flight, and its shared buffers.
   ActivationMemory activation_memory(std::int64_t B, std::int64_t T, Recompute mode) const;
 
@@ -138,6 +146,8 @@ class GptModel final : public PipelineStage {
   void release(int unit, Pass pass) { if (hooks_ && unit >= 0) hooks_->release(unit, pass); }
   void grads_ready(int unit) { if (hooks_ && unit >= 0) hooks_->grads_ready(unit); }
   void build_units();
+  void acquire_block(int i, Pass pass);
+  void release_block(int i, Pass pass);
   void require_whole_model(const char* what) const;
 
   TransformerConfig config_;
@@ -151,6 +161,9 @@ class GptModel final : public PipelineStage {
   int embedding_unit_ = -1, head_unit_ = -1;  // -1: not on this rank
   Buffers buffers_;
   std::vector<ParamUnit> units_;
+  std::vector<std::pair<int, int>> block_units_;  // per local block: its unit, its experts' unit (-1)
+  std::vector<MoeLayerStats> moe_stats_;          // per local MoE block
+  std::vector<int> moe_stat_of_block_;            // per local block: index into moe_stats_ or -1
   UnitHooks* hooks_ = nullptr;
   DType activation_precision_ = DType::f32;
 };

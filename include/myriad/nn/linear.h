@@ -19,6 +19,9 @@ void linear_forward(const Tensor& x, const Tensor& weight, const Tensor& bias, T
 void linear_backward(const Tensor& x, const Tensor& weight, const Tensor& grad_y, Tensor& grad_x, bool accumulate_dx,
                      Tensor& grad_weight, Tensor& grad_bias, DType operands = DType::f32);
 
+// `t` as GEMM operands of `format`: t itself for f32, else a copy rounded to the 16-bit format,
+// made where t lives.
+Tensor gemm_operand(const Tensor& t, DType format);
 // dst += src (same shape, contiguous f32).
 void add_into(Tensor& dst, const Tensor& src);
 // out[..., j] += bias[j] (out contiguous f32 (..., M), bias (M)).

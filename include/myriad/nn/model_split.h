@@ -15,6 +15,8 @@
 // [r N/tp, (r+1) N/tp); the column-parallel input is all-gathered and the row-parallel output
 // reduce-scattered instead of all-reduced; the replicated parameters' gradients are then partial
 // sums over each rank's tokens and are all-reduced over tp.
+// Expert parallel (ep ranks, MoE layers only): each rank holds E/ep experts of every MoE layer and
+// the token rows routed to them arrive through `ep` (nn/expert_parallel.h).
 // Pipeline: `chunks` lists, per model chunk (virtual stage) this rank runs, its global layer
 // indices in order; `first_stage` (holds the embeddings: its chunk 0 is global stage 0) and
 // `last_stage` (holds the final norm and head: its last chunk is the last global stage).
@@ -22,12 +24,14 @@
 
 #include <vector>
 
+#include "myriad/nn/expert_parallel.h"
 #include "myriad/nn/tensor_parallel.h"
 
 namespace myriad::nn {
 
 struct ModelSplit {
   const TensorParallel* tp = nullptr;  // not owned; nullptr = a group of one (serial_tensor_parallel)
+  const ExpertParallel* ep = nullptr;  // not owned; nullptr = a group of one (serial_expert_parallel)
   std::vector<std::vector<int>> chunks;  // empty = one chunk with every layer
   bool first_stage = true;
   bool last_stage = true;
@@ -36,6 +40,9 @@ struct ModelSplit {
   int tp_size() const { return tensor_parallel().size(); }
   int tp_rank() const { return tensor_parallel().rank(); }
   bool sharded_sequence() const { return tensor_parallel().shards_rows(); }
+  const ExpertParallel& expert_parallel() const { return ep ? *ep : serial_expert_parallel(); }
+  int ep_size() const { return expert_parallel().size(); }
+  int ep_rank() const { return expert_parallel().rank(); }
 };
 
 }  // namespace myriad::nn

@@ -2,7 +2,8 @@
 //
 //   x_mid = x + proj(attention(qkv(norm1(x))))           (RoPE on q, k for LLaMA style)
 //   y     = x_mid + mlp(norm2(x_mid))                      (GELU: proj(gelu(fc(.)));
-//                                                          SwiGLU: down(silu(gate(.)) * up(.)))
+//                                                          SwiGLU: down(silu(gate(.)) * up(.));
+//                                                          MoE blocks: the MoeLayer, moe_layer.h)
 //
 // Shapes: x, y (B, T, C); qkv (B, T, (Hq + 2 Hkv) D) with q | k | v column blocks; attention
 // reads q, k, v as strided (B, H, T, D) views of qkv (or of the RoPE outputs), no copies.
@@ -19,10 +20,13 @@
 // are the all-gathered full (B, T, C) norm outputs that the column-parallel layers read.
 #pragma once
 
+#include <memory>
+#include <optional>
 #include <vector>
 
 #include "myriad/nn/kv_cache.h"
 #include "myriad/nn/model_split.h"
+#include "myriad/nn/moe_layer.h"
 #include "myriad/nn/parameter_store.h"
 #include "myriad/nn/transformer_config.h"
 
@@ -41,6 +45,7 @@ struct BlockActivations {
   Tensor fc;                  // (B, T, F)     GELU input, or SwiGLU gate
   Tensor up;                  // (B, T, F)     SwiGLU only
   Tensor act;                 // (B, T, F)     MLP activation
+  std::shared_ptr<MoeActivations> moe;  // MoE blocks: the expert MLP's (sizes set by the routing)
 };
 
 // Scratch shared by every block during backward (and full recompute).
@@ -62,6 +67,7 @@ struct ActivationSlot {
   Shape shape;
   bool kept_by_selective;
   bool kept_by_none = true;
+  bool dense_mlp = false;  // the dense MLP's (fc, up, act): an MoE block has none
   bool kept(Recompute mode) const {
     return mode == Recompute::none ? kept_by_none : mode == Recompute::selective && kept_by_selective;
   }
@@ -81,8 +87,13 @@ class TransformerBlock {
   TransformerBlock(const TransformerConfig& config, const ModelSplit& split, int layer, ParameterStore& store);
 
   int layer() const { return layer_; }
+  // MoE block (its MLP is a MoeLayer): the layer; null for a dense block.
+  const MoeLayer* moe() const { return moe_ ? &*moe_ : nullptr; }
   // The GEMM operand format of the block's linear layers (nn/linear.h; mixed precision).
-  void set_gemm_operands(DType format) { operands_ = format; }
+  void set_gemm_operands(DType format) {
+    operands_ = format;
+    if (moe_) moe_->set_gemm_operands(format);
+  }
   void forward(const ParameterStore& store, const Tensor& x, Tensor& y, BlockActivations& acts,
                BlockScratch& scratch) const;
   // Rebuilds the activations that `mode` did not keep (none: nothing, or under sequence parallelism
@@ -90,8 +101,9 @@ class TransformerBlock {
   // re-running forward).
   void recompute(const ParameterStore& store, const Tensor& x, BlockActivations& acts, BlockScratch& scratch,
                  Recompute mode) const;
+  // `loss_scale`: the LM loss's gradient seed, which also scales an MoE block's auxiliary losses.
   void backward(ParameterStore& store, const Tensor& x, const BlockActivations& acts, BlockScratch& scratch,
-                Tensor& grad) const;
+                Tensor& grad, float loss_scale) const;
   // One decoding position: x (1, 1, C) at `position`; appends this position's k, v to
   // cache.k/v[layer] (row `position`) and writes the block output to y (1, 1, C).
   void decode(const ParameterStore& store, const Tensor& x, std::int64_t position, KvCache& cache, Tensor& y) const;
@@ -106,6 +118,7 @@ class TransformerBlock {
   std::size_t norm1_w_ = npos, norm1_b_ = npos, qkv_w_ = npos, qkv_b_ = npos, proj_w_ = npos, proj_b_ = npos;
   std::size_t norm2_w_ = npos, norm2_b_ = npos, fc_w_ = npos, fc_b_ = npos, up_w_ = npos, out_w_ = npos,
               out_b_ = npos;
+  std::optional<MoeLayer> moe_;
 
   void norm_forward(const ParameterStore& store, std::size_t w, std::size_t b, const Tensor& x, Tensor& out,
                     Tensor& mean, Tensor& rstd) const;

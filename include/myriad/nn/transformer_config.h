@@ -23,6 +23,29 @@ enum class Recompute { none, selective, full };
 Recompute parse_recompute(const std::string& name);
 const char* recompute_name(Recompute mode);
 
+enum class RouterScore { softmax, sigmoid };
+
+struct MoeSpec {
+  int num_experts = 0;             // 0: every block is dense
+  int top_k = 2;                   // experts per token (1..8)
+  int every = 1;                   // blocks whose (layer + 1) % every == 0 are MoE blocks
+  int shared_experts = 0;          // always-on experts (one dense MLP of shared_experts * expert_ffn)
+  std::int64_t expert_ffn = 0;     // hidden width of one expert; 0 = ffn_hidden
+  RouterScore score = RouterScore::softmax;
+  bool normalize_top_k = true;     // combine weights = chosen scores / their sum
+  float aux_loss_coef = 0.01f;     // load-balancing loss (per sequence; nn/moe_routing.h)
+  float z_loss_coef = 0.001f;      // router z-loss
+  // Capacity per expert per sequence: expert_capacity tokens, else ceil(capacity_factor * T * top_k
+  // / num_experts), else (both 0) dropless.
+  std::int64_t expert_capacity = 0;
+  double capacity_factor = 0.0;
+
+  bool enabled() const { return num_experts > 0; }
+  bool is_moe_layer(std::int64_t layer) const { return enabled() && (layer + 1) % every == 0; }
+  // Tokens one expert may take from one sequence of length T; -1 = unlimited (dropless).
+  std::int64_t capacity(std::int64_t T) const;
+};
+
 struct TransformerConfig {
   std::int64_t vocab_size = 50257;
   std::int64_t n_layer = 12;
@@ -39,6 +62,7 @@ struct TransformerConfig {
   float norm_eps = 1e-5f;
   double rope_theta = 10000.0;
   float init_std = 0.02f;
+  MoeSpec moe;
 
   static TransformerConfig gpt2(std::int64_t vocab, std::int64_t layers, std::int64_t heads, std::int64_t embd,
                                 std::int64_t block);
@@ -53,6 +77,7 @@ struct TransformerConfig {
   std::int64_t local_kv_heads(int tp) const { return n_kv_head / tp; }
   std::int64_t local_ffn(int tp) const { return ffn_hidden / tp; }
   std::int64_t local_qkv_width(int tp) const { return (local_heads(tp) + 2 * local_kv_heads(tp)) * head_dim(); }
+  std::int64_t expert_ffn() const { return moe.expert_ffn > 0 ? moe.expert_ffn : ffn_hidden; }
   void validate() const;  // throws naming the offending numbers
 };
 

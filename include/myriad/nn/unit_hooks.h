@@ -20,6 +20,9 @@ namespace myriad::nn {
 struct ParamUnit {
   std::string name;
   std::int64_t begin = 0, end = 0;  // element range in the flat buffers
+  // The experts of an MoE block: this rank's expert shard, whose gradients are summed over the
+  // ranks holding the same experts (not over every data-parallel rank).
+  bool expert = false;
   std::int64_t size() const { return end - begin; }
 };
 

@@ -25,12 +25,14 @@
 #include "myriad/ops/cross_entropy.h"
 #include "myriad/ops/elementwise.h"
 #include "myriad/ops/embedding.h"
+#include "myriad/ops/grouped_matmul.h"
 #include "myriad/ops/linear.h"
 #include "myriad/ops/matmul.h"
 #include "myriad/ops/norms.h"
 #include "myriad/ops/op_checks.h"
 #include "myriad/ops/rope.h"
 #include "myriad/ops/softmax.h"
+#include "myriad/ops/token_routing.h"
 
 namespace myriad::ops {
 
@@ -95,6 +97,16 @@ class Backend : public ExecutionContext {
   virtual void linear_forward(const LinearArgs& args, const Tensor& x, const Tensor& weight, const Tensor& bias,
                               Tensor& y);
   virtual double grad_norm_squared(const Tensor& grad);
+  // Mixture of experts: token routing (ops/token_routing.h) and the experts' grouped GEMMs.
+  virtual void gather_rows(const Tensor& x, const Tensor& source, Tensor& out);
+  virtual void combine_rows_forward(const Tensor& rows, const Tensor& slot, const Tensor& weight, Tensor& out);
+  virtual void combine_rows_backward(const Tensor& rows, const Tensor& slot, const Tensor& weight,
+                                     const Tensor& grad_out, Tensor& grad_rows, Tensor& grad_weight);
+  virtual void grouped_matmul_forward(const GroupedMatmulArgs& args, const Tensor& x, const Tensor& weight,
+                                      const Tensor& bias, const std::vector<std::int64_t>& offsets, Tensor& out);
+  virtual void grouped_matmul_backward(const GroupedMatmulArgs& args, const Tensor& x, const Tensor& weight,
+                                       const std::vector<std::int64_t>& offsets, const Tensor& grad_out,
+                                       Tensor& grad_x, Tensor& grad_weight, Tensor& grad_bias);
 
  protected:
   [[noreturn]] void unsupported(const char* op) const;

@@ -29,6 +29,15 @@ struct MemoryBreakdown {
   std::int64_t rss_current = 0, rss_peak = 0;  // resident set of this process (bytes)
 };
 
+// One MoE layer's routing over the global batch (train/moe_metrics.h).
+struct MoeLayerMetrics {
+  int layer = 0;
+  double tokens_per_expert_min = 0.0, tokens_per_expert_mean = 0.0, tokens_per_expert_max = 0.0;
+  double dropped_share = 0.0;  // assignments dropped over capacity / all assignments
+  double aux_loss = 0.0;       // load-balancing loss, mean per sequence
+  double z_loss = 0.0;         // router z-loss, mean per token
+};
+
 struct StepMetrics {
   std::int64_t step = 0;        // optimizer steps completed after this one
   double loss = 0.0;            // mean loss over the valid tokens of the global batch
@@ -49,6 +58,8 @@ struct StepMetrics {
   std::array<double, 5> comm_axis_seconds{};  // exposed, by axis in kCommAxes order
   double bubble_seconds = 0.0;      // pipeline bubble (0 without pipeline parallelism)
   std::int64_t comm_bytes = 0;      // bytes this rank sent during the step
+  std::array<std::int64_t, 5> comm_axis_bytes{};  // the same by axis (kCommAxes order): ep = MoE all-to-all
+  std::vector<MoeLayerMetrics> moe;  // per MoE layer of the model (empty for a dense model)
   MemoryBreakdown memory;
   std::vector<double> rank_compute_seconds;  // every rank's mean compute time (straggler-check steps only)
   std::vector<Straggler> stragglers;         // ranks reported at this step

@@ -40,6 +40,7 @@ class StepMetricsCollector {
  private:
   std::array<double, 6> wait_seconds() const;  // cumulative wait per axis (kCommAxes order), then world
   std::int64_t dp_bytes_sent() const;
+  std::array<std::int64_t, 5> axis_bytes_sent() const;  // cumulative, kCommAxes order
 
   RunConfig config_;
   dist::ProcessGroups& groups_;
@@ -51,6 +52,7 @@ class StepMetricsCollector {
   std::unique_ptr<MetricsWriter> writer_;  // world rank 0 only
   std::array<double, 6> waits_before_{};
   std::int64_t bytes_before_ = 0;
+  std::array<std::int64_t, 5> axis_bytes_before_{};
 };
 
 }  // namespace myriad::train

@@ -1,0 +1,273 @@
+// MoeLayer: parameters, forward and backward of the mixture-of-experts MLP over the ops (any
+// placement), with the routing on the host and the expert-parallel exchange through the split's
+// ExpertParallel (moe_layer.h).
+#include "myriad/nn/moe_layer.h"
+
+#include <cmath>
+#include <cstring>
+
+#include "myriad/nn/linear.h"
+#include "myriad/ops/activations.h"
+#include "myriad/ops/elementwise.h"
+#include "myriad/ops/grouped_matmul.h"
+#include "myriad/ops/placement.h"
+#include "myriad/ops/token_routing.h"
+
+namespace myriad::nn {
+
+namespace {
+
+template <typename T>
+Tensor host_tensor(const std::vector<T>& values, const Shape& shape, DType dtype) {
+  Tensor t = Tensor::empty(shape, dtype);
+  if (!values.empty()) std::memcpy(t.raw_data(), values.data(), values.size() * sizeof(T));
+  return t;
+}
+
+}  // namespace
+
+void MoeActivations::release() { *this = MoeActivations{}; }
+
+void MoeLayerStats::add(const RoutingPlan& plan) {
+  if (routed.empty()) routed.assign(plan.routed.size(), 0);
+  for (std::size_t e = 0; e < routed.size(); ++e) routed[e] += plan.routed[e];
+  assignments += plan.tokens * plan.top_k;
+  dropped += plan.dropped;
+  aux_loss_sum += plan.aux_loss_sum;
+  z_loss_sum += plan.z_loss_sum;
+  sequences += plan.tokens / plan.seq_len;
+  tokens += plan.tokens;
+}
+
+MoeLayer::MoeLayer(const TransformerConfig& config, const ModelSplit& split, int layer, ParameterStore& store)
+    : config_(config), split_(split), layer_(layer) {
+  const MoeSpec& moe = config.moe;
+  const std::int64_t C = config.n_embd, E = moe.num_experts, Fe = config.expert_ffn(), S = moe.shared_experts;
+  const int ep = split.ep_size(), r = split.ep_rank();
+  MYRIAD_CHECK(E % ep == 0, "model: " << E << " experts do not split evenly over ep " << ep);
+  MYRIAD_CHECK(split.tp_size() == 1, "model: MoE layers under tensor parallelism (tp " << split.tp_size()
+                                                                                       << ") are not implemented yet; "
+                                                                                          "use ep (and dp, pp) instead");
+  const std::string prefix = "blocks." + std::to_string(layer) + ".moe.";
+  const float std = config.init_std;
+  const float residual_std = std / std::sqrt(2.0f * static_cast<float>(config.n_layer));
+  const bool gelu = config.mlp == MlpKind::gelu;
+  router_ = store.add(prefix + "router.weight", {E, C}, ParamKind::weight, ParamInit::normal, std);
+  if (S > 0) {
+    shared_fc_ = store.add(prefix + (gelu ? "shared.fc.weight" : "shared.gate.weight"), {S * Fe, C},
+                           ParamKind::weight, ParamInit::normal, std);
+    if (!gelu) shared_up_ = store.add(prefix + "shared.up.weight", {S * Fe, C}, ParamKind::weight, ParamInit::normal, std);
+    shared_out_ = store.add(prefix + (gelu ? "shared.proj.weight" : "shared.down.weight"), {C, S * Fe},
+                            ParamKind::weight, ParamInit::normal, residual_std);
+  }
+  const std::vector<IndexRange> mine = {{E * r / ep, E * (r + 1) / ep}};
+  experts_fc_ = store.add_shard(prefix + (gelu ? "experts.fc.weight" : "experts.gate.weight"), {E, Fe, C}, 0, mine,
+                                ParamKind::weight, ParamInit::normal, std);
+  if (!gelu) {
+    experts_up_ = store.add_shard(prefix + "experts.up.weight", {E, Fe, C}, 0, mine, ParamKind::weight,
+                                  ParamInit::normal, std);
+  }
+  experts_out_ = store.add_shard(prefix + (gelu ? "experts.proj.weight" : "experts.down.weight"), {E, C, Fe}, 0,
+                                 mine, ParamKind::weight, ParamInit::normal, residual_std);
+}
+
+void MoeLayer::exchange_plan(MoeActivations& a, const ops::Placement& placement) const {
+  ExpertExchange& x = a.exchange;
+  const RoutingPlan& plan = a.plan;
+  const int ep = split_.ep_size();
+  const std::int64_t E = plan.experts, El = E / ep;
+  x = ExpertExchange{};
+  if (ep == 1) {
+    x.local_offsets = plan.offsets;
+    return;
+  }
+  Tensor counts = Tensor::empty({E}, DType::i64), received = Tensor::empty({E}, DType::i64);
+  for (std::int64_t e = 0; e < E; ++e) counts.data<std::int64_t>()[e] = plan.offsets[e + 1] - plan.offsets[e];
+  split_.expert_parallel().exchange_counts(counts, received);
+  const std::int64_t* got = received.data<std::int64_t>();  // [source rank][local expert]
+  x.send_rows.assign(ep, 0);
+  x.recv_rows.assign(ep, 0);
+  for (int p = 0; p < ep; ++p) {
+    x.send_rows[p] = plan.offsets[(p + 1) * El] - plan.offsets[p * El];
+    for (std::int64_t e = 0; e < El; ++e) x.recv_rows[p] += got[p * El + e];
+  }
+  x.local_offsets.assign(El + 1, 0);
+  for (std::int64_t e = 0; e < El; ++e) {
+    x.local_offsets[e + 1] = x.local_offsets[e];
+    for (int p = 0; p < ep; ++p) x.local_offsets[e + 1] += got[p * El + e];
+  }
+  // Received rows come by source rank, each source's by local expert; local rows go by local
+  // expert, then source rank.
+  std::vector<std::int64_t> source_base(ep + 1, 0);
+  for (int p = 0; p < ep; ++p) source_base[p + 1] = source_base[p] + x.recv_rows[p];
+  std::vector<std::int32_t> regroup(static_cast<std::size_t>(x.local_rows())), ungroup(regroup.size());
+  std::int64_t at = 0;
+  for (std::int64_t e = 0; e < El; ++e) {
+    for (int p = 0; p < ep; ++p) {
+      std::int64_t first = source_base[p];
+      for (std::int64_t before = 0; before < e; ++before) first += got[p * El + before];
+      for (std::int64_t i = 0; i < got[p * El + e]; ++i, ++at) {
+        regroup[at] = static_cast<std::int32_t>(first + i);
+        ungroup[first + i] = static_cast<std::int32_t>(at);
+      }
+    }
+  }
+  const std::int64_t n = x.local_rows();
+  x.regroup = placement.from_host(host_tensor(regroup, {n}, DType::i32));
+  x.ungroup = placement.from_host(host_tensor(ungroup, {n}, DType::i32));
+}
+
+Tensor MoeLayer::dispatch(const Tensor& rows, const MoeActivations& a) const {
+  if (split_.ep_size() == 1) return rows;
+  const ExpertExchange& x = a.exchange;
+  const ops::Placement placement = ops::placement_of(rows, "moe rows");
+  const std::int64_t n = x.local_rows(), C = rows.size(1);
+  Tensor received = placement.empty({n, C}), local = placement.empty({n, C});
+  split_.expert_parallel().exchange_rows(rows, x.send_rows, received, x.recv_rows);
+  if (n > 0) gather_rows(received, x.regroup, local);
+  return local;
+}
+
+Tensor MoeLayer::undispatch(const Tensor& local, const MoeActivations& a) const {
+  if (split_.ep_size() == 1) return local;
+  const ExpertExchange& x = a.exchange;
+  const ops::Placement placement = ops::placement_of(local, "moe rows");
+  const std::int64_t C = local.size(1);
+  Tensor by_source = placement.empty({x.local_rows(), C}), back = placement.empty({a.plan.rows(), C});
+  if (x.local_rows() > 0) gather_rows(local, x.ungroup, by_source);
+  split_.expert_parallel().exchange_rows(by_source, x.recv_rows, back, x.send_rows);
+  return back;
+}
+
+void MoeLayer::forward(const ParameterStore& store, const Tensor& h, Tensor& out, MoeActivations& a) const {
+  const ops::Placement placement = ops::placement_of(h, "moe input");
+  const MoeSpec& moe = config_.moe;
+  const std::int64_t B = h.size(0), T = h.size(1), N = B * T, C = config_.n_embd, E = moe.num_experts;
+  const std::int64_t k = moe.top_k, Fe = config_.expert_ffn();
+  const Tensor hf = h.view({N, C});
+  Tensor of = out.view({N, C});
+  // Router (f32) and the routing decisions on the host.
+  Tensor logits = placement.empty({N, E});
+  linear_forward(hf, store[router_].value, Tensor(), logits);
+  a.logits = placement.on_host() ? logits : placement.to_host(logits);
+  a.plan = plan_routing(a.logits.data<float>(), N, E, T, moe);
+  const std::int64_t R = a.plan.rows();
+  a.slot = placement.from_host(host_tensor(a.plan.slot, {N, k}, DType::i32));
+  a.weight = placement.from_host(host_tensor(a.plan.weight, {N, k}, DType::f32));
+  a.source = placement.from_host(host_tensor(a.plan.source, {R}, DType::i32));
+  Tensor rows = placement.empty({R, C});
+  if (R > 0) gather_rows(hf, a.source, rows);
+  // This rank's experts on the rows routed to them (from every rank of the group).
+  exchange_plan(a, placement);
+  a.x_rows = dispatch(rows, a);
+  const std::int64_t n = a.exchange.local_rows();
+  const std::vector<std::int64_t>& offsets = a.exchange.local_offsets;
+  a.fc = placement.empty({n, Fe});
+  a.act = placement.empty({n, Fe});
+  Tensor y_local = placement.empty({n, C});
+  if (n > 0) {
+    const Tensor x = gemm_operand(a.x_rows, operands_);
+    grouped_matmul_forward({}, x, gemm_operand(store[experts_fc_].value, operands_), Tensor(), offsets, a.fc);
+    if (config_.mlp == MlpKind::gelu) {
+      gelu_forward(GeluArgs{}, a.fc, a.act);
+    } else {
+      a.up = placement.empty({n, Fe});
+      grouped_matmul_forward({}, x, gemm_operand(store[experts_up_].value, operands_), Tensor(), offsets, a.up);
+      swiglu_forward(SwigluArgs{}, a.fc, a.up, a.act);
+    }
+    grouped_matmul_forward({}, gemm_operand(a.act, operands_), gemm_operand(store[experts_out_].value, operands_),
+                           Tensor(), offsets, y_local);
+  }
+  a.y_rows = undispatch(y_local, a);
+  if (R > 0) {
+    combine_rows_forward(a.y_rows, a.slot, a.weight, of);
+  } else {
+    zero(of);
+  }
+  if (shared_fc_ != npos) {  // shared experts: a dense MLP every token uses
+    const std::int64_t width = store[shared_fc_].shape[0];
+    a.shared_fc = placement.empty({N, width});
+    a.shared_act = placement.empty({N, width});
+    linear_forward(hf, store[shared_fc_].value, Tensor(), a.shared_fc, operands_);
+    if (config_.mlp == MlpKind::gelu) {
+      gelu_forward(GeluArgs{}, a.shared_fc, a.shared_act);
+    } else {
+      a.shared_up = placement.empty({N, width});
+      linear_forward(hf, store[shared_up_].value, Tensor(), a.shared_up, operands_);
+      swiglu_forward(SwigluArgs{}, a.shared_fc, a.shared_up, a.shared_act);
+    }
+    Tensor shared_out = placement.empty({N, C});
+    linear_forward(a.shared_act, store[shared_out_].value, Tensor(), shared_out, operands_);
+    add_into(of, shared_out);
+  }
+}
+
+void MoeLayer::backward(ParameterStore& store, const Tensor& h, MoeActivations& a, const Tensor& grad_out,
+                        Tensor& grad_h, float loss_scale) const {
+  const ops::Placement placement = ops::placement_of(h, "moe input");
+  const MoeSpec& moe = config_.moe;
+  const std::int64_t B = h.size(0), T = h.size(1), N = B * T, C = config_.n_embd, E = moe.num_experts;
+  const std::int64_t k = moe.top_k, Fe = config_.expert_ffn(), R = a.plan.rows();
+  const Tensor hf = h.view({N, C}), go = grad_out.view({N, C});
+  Tensor gh = grad_h.view({N, C}), none;
+  // Combine: the rows' gradients and the combine weights' gradients.
+  Tensor d_rows = placement.empty({R, C}), d_weight = placement.zeros({N, k});
+  if (R > 0) combine_rows_backward(a.y_rows, a.slot, a.weight, go, d_rows, d_weight);
+  // Experts (on the rows this rank computed).
+  const Tensor d_local = dispatch(d_rows, a);
+  const std::int64_t n = a.exchange.local_rows();
+  const std::vector<std::int64_t>& offsets = a.exchange.local_offsets;
+  Tensor dx_local = placement.empty({n, C});
+  if (n > 0) {
+    Tensor d_act = placement.empty({n, Fe}), d_fc = placement.empty({n, Fe});
+    grouped_matmul_backward({}, gemm_operand(a.act, operands_), gemm_operand(store[experts_out_].value, operands_),
+                            offsets, d_local, d_act, store[experts_out_].grad, none);
+    const Tensor x = gemm_operand(a.x_rows, operands_);
+    if (config_.mlp == MlpKind::gelu) {
+      gelu_backward(GeluArgs{}, a.fc, d_act, d_fc);
+      grouped_matmul_backward({}, x, gemm_operand(store[experts_fc_].value, operands_), offsets, d_fc, dx_local,
+                              store[experts_fc_].grad, none);
+    } else {
+      Tensor d_up = placement.empty({n, Fe});
+      swiglu_backward(SwigluArgs{}, a.fc, a.up, d_act, d_fc, d_up);
+      grouped_matmul_backward({}, x, gemm_operand(store[experts_fc_].value, operands_), offsets, d_fc, dx_local,
+                              store[experts_fc_].grad, none);
+      grouped_matmul_backward({.accumulate_grad_x = true}, x, gemm_operand(store[experts_up_].value, operands_),
+                              offsets, d_up, dx_local, store[experts_up_].grad, none);
+    }
+  }
+  const Tensor dx_rows = undispatch(dx_local, a);
+  // dL/dh: each token's rows summed (the gather's backward) ...
+  if (R > 0) {
+    combine_rows_forward(dx_rows, a.slot, Tensor(), gh);
+  } else {
+    zero(gh);
+  }
+  // ... plus the router's: the combine weights' and the auxiliary losses' gradients, on the host.
+  const Tensor d_weight_host = placement.on_host() ? d_weight : placement.to_host(d_weight);
+  Tensor d_logits_host = Tensor::empty({N, E});
+  routing_backward(a.plan, a.logits.data<float>(), d_weight_host.data<float>(),
+                   static_cast<double>(moe.aux_loss_coef) * static_cast<double>(T) * loss_scale,
+                   static_cast<double>(moe.z_loss_coef) * loss_scale, moe, d_logits_host.data<float>());
+  const Tensor d_logits = placement.from_host(d_logits_host);
+  linear_backward(hf, store[router_].value, d_logits, gh, true, store[router_].grad, none);
+  // ... plus the shared experts'.
+  if (shared_fc_ != npos) {
+    const std::int64_t width = store[shared_fc_].shape[0];
+    Tensor d_act = placement.empty({N, width}), d_fc = placement.empty({N, width});
+    linear_backward(a.shared_act, store[shared_out_].value, go, d_act, false, store[shared_out_].grad, none,
+                    operands_);
+    if (config_.mlp == MlpKind::gelu) {
+      gelu_backward(GeluArgs{}, a.shared_fc, d_act, d_fc);
+      linear_backward(hf, store[shared_fc_].value, d_fc, gh, true, store[shared_fc_].grad, none, operands_);
+    } else {
+      Tensor d_up = placement.empty({N, width});
+      swiglu_backward(SwigluArgs{}, a.shared_fc, a.shared_up, d_act, d_fc, d_up);
+      linear_backward(hf, store[shared_fc_].value, d_fc, gh, true, store[shared_fc_].grad, none, operands_);
+      linear_backward(hf, store[shared_up_].value, d_up, gh, true, store[shared_up_].grad, none, operands_);
+    }
+  }
+  a.release();
+}
+
+}  // namespace myriad::nn

@@ -1,0 +1,157 @@
+// The CUDA backend against the CPU backend for the mixture-of-experts ops: token routing (gather,
+// combine forward / backward with and without weights, K = 1..8, unused slots, padding rows) and
+// the grouped matmul (empty groups, bias, grad_x written or accumulated, grad_weight / grad_bias
+// accumulated, bf16 and f16 operands) — through the ops' dispatch points; bad routing indices
+// reported as the CPU op reports them. Runs on a GPU and on the emulated CUDA layer.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cstring>
+#include <numeric>
+#include <random>
+#include <vector>
+
+#include "cuda_backend_fixture.h"
+#include "myriad/ops/grouped_matmul.h"
+#include "myriad/ops/token_routing.h"
+
+namespace myriad {
+namespace {
+
+using testing::CudaBackendTest;
+using testing::expect_error_mentions;
+
+constexpr double kTolerance = 1e-5;
+
+// slot (N, K): `assigned` random positions name distinct rows of R, the rest -1; source (R): the
+// token naming each row, -1 for padding rows.
+struct Routing {
+  Tensor slot, source;
+};
+
+Routing random_routing(std::int64_t tokens, std::int64_t k, std::int64_t rows, std::int64_t assigned,
+                       std::uint64_t seed) {
+  std::mt19937_64 rng(seed);
+  std::vector<std::int64_t> positions(tokens * k), row_ids(rows);
+  std::iota(positions.begin(), positions.end(), 0);
+  std::iota(row_ids.begin(), row_ids.end(), 0);
+  std::shuffle(positions.begin(), positions.end(), rng);
+  std::shuffle(row_ids.begin(), row_ids.end(), rng);
+  Routing routing{Tensor::full({tokens, k}, -1.0, DType::i32), Tensor::full({rows}, -1.0, DType::i32)};
+  for (std::int64_t i = 0; i < assigned; ++i) {
+    routing.slot.data<std::int32_t>()[positions[i]] = static_cast<std::int32_t>(row_ids[i]);
+    routing.source.data<std::int32_t>()[row_ids[i]] = static_cast<std::int32_t>(positions[i] / k);
+  }
+  return routing;
+}
+
+TEST_F(CudaBackendTest, TokenRoutingMatchesTheCpu) {
+  struct Case {
+    std::int64_t tokens, k, rows, assigned, channels;
+  };
+  for (const Case& c : {Case{9, 1, 9, 9, 40}, Case{33, 2, 80, 60, 130}, Case{17, 4, 70, 50, 64},
+                        Case{12, 8, 100, 96, 257}, Case{5, 3, 6, 0, 8}}) {
+    SCOPED_TRACE(::testing::Message() << "N " << c.tokens << " K " << c.k << " R " << c.rows << " C " << c.channels);
+    const Routing routing = random_routing(c.tokens, c.k, c.rows, c.assigned, 7 + c.k);
+    const Tensor d_slot = on_device(routing.slot), d_source = on_device(routing.source);
+    const Tensor x = random({c.tokens, c.channels}, 1), rows = random({c.rows, c.channels}, 2);
+    const Tensor weight = random({c.tokens, c.k}, 3), g = random({c.tokens, c.channels}, 4);
+
+    Tensor gathered = Tensor::empty({c.rows, c.channels}), d_gathered = backend_->empty({c.rows, c.channels});
+    gather_rows(x, routing.source, gathered);
+    gather_rows(on_device(x), d_source, d_gathered);
+    expect_close(d_gathered, gathered, 0.0, "gather_rows");
+
+    for (bool weighted : {true, false}) {
+      SCOPED_TRACE(weighted ? "weighted" : "weight undefined");
+      const Tensor w = weighted ? weight : Tensor(), d_w = on_device(w);
+      Tensor out = Tensor::empty({c.tokens, c.channels}), d_out = backend_->empty({c.tokens, c.channels});
+      combine_rows_forward(rows, routing.slot, w, out);
+      combine_rows_forward(on_device(rows), d_slot, d_w, d_out);
+      expect_close(d_out, out, kTolerance, "combine_rows_forward");
+
+      Tensor grad_rows = Tensor::empty({c.rows, c.channels}), grad_weight = Tensor::empty({c.tokens, c.k});
+      Tensor d_grad_rows = backend_->empty({c.rows, c.channels}), d_grad_weight = backend_->empty({c.tokens, c.k});
+      combine_rows_backward(rows, routing.slot, w, g, grad_rows, grad_weight);
+      combine_rows_backward(on_device(rows), d_slot, d_w, on_device(g), d_grad_rows, d_grad_weight);
+      expect_close(d_grad_rows, grad_rows, 0.0, "grad_rows");
+      expect_close(d_grad_weight, grad_weight, kTolerance, "grad_weight");
+      Tensor skipped, d_rows_only = backend_->empty({c.rows, c.channels});
+      combine_rows_backward(Tensor(), d_slot, d_w, on_device(g), d_rows_only, skipped);
+      expect_close(d_rows_only, grad_rows, 0.0, "grad_rows without grad_weight");
+    }
+  }
+}
+
+TEST_F(CudaBackendTest, BadRoutingIndicesAreNamedAsOnTheCpu) {
+  const Tensor x = random({6, 16}, 1), rows = random({5, 16}, 2);
+  Tensor source = Tensor::full({4}, -1.0, DType::i32);
+  source.data<std::int32_t>()[3] = 9;
+  Tensor d_out = backend_->empty({4, 16});
+  expect_error_mentions([&] { gather_rows(on_device(x), on_device(source), d_out); },
+                        {"gather_rows", "source index 9", "position 3", "[-1, N) with N = 6"});
+  Tensor slot = Tensor::full({3, 2}, -1.0, DType::i32);
+  slot.data<std::int32_t>()[0] = 1;
+  slot.data<std::int32_t>()[3] = 5;
+  Tensor d_combined = backend_->empty({3, 16}), d_grad_rows = backend_->empty({5, 16}), skipped;
+  expect_error_mentions([&] { combine_rows_forward(on_device(rows), on_device(slot), Tensor(), d_combined); },
+                        {"combine_rows_forward", "row index 5", "[1, 1]", "R = 5"});
+  slot.data<std::int32_t>()[3] = -4;
+  expect_error_mentions(
+      [&] { combine_rows_backward(Tensor(), on_device(slot), Tensor(), on_device(random({3, 16}, 3)), d_grad_rows,
+                                  skipped); },
+      {"combine_rows_backward", "row index -4", "[1, 1]"});
+}
+
+TEST_F(CudaBackendTest, GroupedMatmulMatchesTheCpu) {
+  const std::vector<std::int64_t> offsets{0, 0, 70, 71, 71, 200, 263, 263};  // empty first, inside, last
+  const std::int64_t G = 7, R = 263, K = 72, M = 48;
+  for (DType type : {DType::f32, DType::bf16, DType::f16}) {
+    SCOPED_TRACE(dtype_name(type));
+    const Tensor x = type == DType::f32 ? random({R, K}, 10) : random({R, K}, 10).to(type);
+    const Tensor w = type == DType::f32 ? random({G, M, K}, 11) : random({G, M, K}, 11).to(type);
+    const Tensor bias = random({G, M}, 12), g = random({R, M}, 13);
+    const Tensor d_x = on_device(x), d_w = on_device(w);
+    for (bool with_bias : {true, false}) {
+      const Tensor b = with_bias ? bias : Tensor();
+      Tensor out = Tensor::empty({R, M}), d_out = backend_->empty({R, M});
+      grouped_matmul_forward(GroupedMatmulArgs{}, x, w, b, offsets, out);
+      grouped_matmul_forward(GroupedMatmulArgs{}, d_x, d_w, on_device(b), offsets, d_out);
+      expect_close(d_out, out, kTolerance, with_bias ? "out with bias" : "out");
+    }
+    // grad_x written then accumulated; grad_weight and grad_bias accumulate onto prior values.
+    for (bool accumulate : {false, true}) {
+      SCOPED_TRACE(accumulate ? "accumulate_grad_x" : "grad_x written");
+      const GroupedMatmulArgs args{.accumulate_grad_x = accumulate};
+      Tensor grad_x = random({R, K}, 14), grad_w = random({G, M, K}, 15), grad_b = random({G, M}, 16);
+      Tensor d_grad_x = on_device(grad_x), d_grad_w = on_device(grad_w), d_grad_b = on_device(grad_b);
+      grouped_matmul_backward(args, x, w, offsets, g, grad_x, grad_w, grad_b);
+      grouped_matmul_backward(args, d_x, d_w, offsets, on_device(g), d_grad_x, d_grad_w, d_grad_b);
+      expect_close(d_grad_x, grad_x, kTolerance, "grad_x");
+      expect_close(d_grad_w, grad_w, kTolerance, "grad_weight");
+      expect_close(d_grad_b, grad_b, kTolerance, "grad_bias");
+      // Group 0 is empty: its grad_weight and grad_bias are bit-for-bit what they were.
+      const Tensor prior_w = random({G, M, K}, 15), prior_b = random({G, M}, 16);
+      const Tensor got_w = backend_->copy_to_host(d_grad_w), got_b = backend_->copy_to_host(d_grad_b);
+      EXPECT_EQ(std::memcmp(got_w.raw_data(), prior_w.raw_data(), M * K * sizeof(float)), 0);
+      EXPECT_EQ(std::memcmp(got_b.raw_data(), prior_b.raw_data(), M * sizeof(float)), 0);
+    }
+    Tensor skipped, grad_w = Tensor::zeros({G, M, K}), d_grad_w = on_device(grad_w);
+    grouped_matmul_backward(GroupedMatmulArgs{}, x, w, offsets, g, skipped, grad_w, skipped);
+    grouped_matmul_backward(GroupedMatmulArgs{}, d_x, d_w, offsets, on_device(g), skipped, d_grad_w, skipped);
+    expect_close(d_grad_w, grad_w, kTolerance, "grad_weight alone");
+  }
+}
+
+TEST_F(CudaBackendTest, GroupedMatmulWithNoRowsWritesNothing) {
+  const std::vector<std::int64_t> offsets{0, 0, 0};
+  const Tensor x = Tensor::empty({0, 8}), w = random({2, 4, 8}, 20);
+  Tensor d_out = backend_->empty({0, 4}), d_grad_w = on_device(w), d_grad_x = backend_->empty({0, 8}), skipped;
+  grouped_matmul_forward(GroupedMatmulArgs{}, on_device(x), on_device(w), Tensor(), offsets, d_out);
+  grouped_matmul_backward(GroupedMatmulArgs{}, on_device(x), on_device(w), offsets, backend_->empty({0, 4}), d_grad_x,
+                          d_grad_w, skipped);
+  expect_close(d_grad_w, w, 0.0, "grad_weight unchanged");
+}
+
+}  // namespace
+}  // namespace myriad

@@ -1,0 +1,197 @@
+// The one model with mixture-of-experts blocks (nn/moe_layer.h): every parameter's gradient
+// (router, experts, shared experts, the dense blocks around them) against directional central
+// differences of the whole objective (LM loss + load-balancing + z losses), with tokens dropped
+// over capacity; exact accumulation over micro-batches (capacity is per sequence); identical
+// gradients under every recompute mode; KV-cache decoding equals the full forward.
+#include <gtest/gtest.h>
+
+#include <cmath>
+
+#include "myriad/core/philox.h"
+#include "myriad/nn/gpt_model.h"
+#include "reference.h"
+
+namespace myriad::nn {
+namespace {
+
+// LLaMA-style, every block MoE: 4 experts, top 2, one shared expert, capacity 2 per sequence.
+TransformerConfig moe_llama() {
+  TransformerConfig c = TransformerConfig::llama(13, 2, 4, 2, 16, 8);
+  c.moe.num_experts = 4;
+  c.moe.top_k = 2;
+  c.moe.shared_experts = 1;
+  c.moe.expert_ffn = 12;
+  c.moe.expert_capacity = 2;
+  c.moe.aux_loss_coef = 0.1f;
+  c.moe.z_loss_coef = 0.01f;
+  return c;
+}
+
+// GPT-2-style, MoE in block 1 only, sigmoid scores without renormalisation, dropless.
+TransformerConfig moe_gpt2() {
+  TransformerConfig c = TransformerConfig::gpt2(13, 2, 2, 8, 8);
+  c.moe.num_experts = 3;
+  c.moe.top_k = 2;
+  c.moe.every = 2;
+  c.moe.score = RouterScore::sigmoid;
+  c.moe.normalize_top_k = false;
+  c.moe.aux_loss_coef = 0.1f;
+  c.moe.z_loss_coef = 0.01f;
+  return c;
+}
+
+struct Batch {
+  Tensor ids, targets;
+};
+
+Batch random_batch(std::int64_t B, std::int64_t T, std::uint64_t seed, std::uint64_t stream) {
+  Batch b{testing::random_ids({B, T}, 13, seed, stream), testing::random_ids({B, T}, 13, seed, stream + 1)};
+  b.targets.data<std::int32_t>()[1] = GptModel::kIgnoreIndex;
+  return b;
+}
+
+// The training objective the backward differentiates (loss_scale = 1 / valid tokens) and the
+// routing it took (per-expert counts and drops, to notice a flipped choice).
+struct Objective {
+  double value = 0.0;
+  std::vector<std::int64_t> routing;
+};
+
+Objective objective(GptModel& model, const Batch& b) {
+  model.reset_moe_stats();
+  LossSum l = model.forward_loss(b.ids, b.targets);
+  const MoeSpec& moe = model.config().moe;
+  Objective o;
+  o.value = l.sum;
+  for (const MoeLayerStats& s : model.moe_stats()) {
+    o.value += moe.aux_loss_coef * static_cast<double>(b.ids.size(1)) * s.aux_loss_sum + moe.z_loss_coef * s.z_loss_sum;
+    o.routing.insert(o.routing.end(), s.routed.begin(), s.routed.end());
+    o.routing.push_back(s.dropped);
+  }
+  o.value /= static_cast<double>(l.tokens);
+  return o;
+}
+
+void check_gradients(const TransformerConfig& config, bool expect_drops) {
+  std::uint64_t seed = testing::fresh_seed();
+  MYRIAD_SEED_TRACE(seed);
+  GptModel model(config);
+  model.initialize(seed);
+  for (Parameter& p : model.parameters().all()) {
+    if (p.init == ParamInit::normal) fill_normal(p.value, 0.0f, 0.3f, seed, stable_name_hash(p.name) + 1);
+  }
+  Batch batch = random_batch(2, 5, seed, 100);
+  const Objective base = objective(model, batch);
+  const std::int64_t valid = 2 * 5 - 1;
+  if (expect_drops) EXPECT_GT(base.routing.back(), 0) << "the capacity should drop tokens in this test";
+  model.parameters().zero_grads();
+  model.reset_moe_stats();
+  model.forward_backward(batch.ids, batch.targets, 1.0f / static_cast<float>(valid), Recompute::none);
+  int skipped = 0, checked_moe = 0;
+  for (std::size_t i = 0; i < model.parameters().size(); ++i) {
+    Parameter& p = model.parameters()[i];
+    SCOPED_TRACE(p.name);
+    Tensor direction = Tensor::empty(p.shape);
+    fill_normal(direction, 0.0f, 1.0f, seed, 1000 + i);
+    if (p.name == "wte" || p.name == "lm_head.weight") {
+      direction.slice(0, config.vocab_size, config.padded_vocab_size()).fill(0.0);
+    }
+    std::vector<double> u = testing::to_f64(direction), g = testing::to_f64(p.grad);
+    const double analytic = testing::dot(g, u);
+    Tensor saved = p.value.clone();
+    const double eps = 1e-3;
+    auto shifted = [&](double sign) {
+      float* w = p.value.data<float>();
+      const float* s = saved.data<float>();
+      for (std::int64_t k = 0; k < p.value.numel(); ++k) w[k] = s[k] + static_cast<float>(sign * eps * u[k]);
+      return objective(model, batch);
+    };
+    const Objective up = shifted(1), down = shifted(-1);
+    p.value.copy_from(saved);
+    if (up.routing != base.routing || down.routing != base.routing) {  // a choice flipped: not differentiable here
+      ++skipped;
+      continue;
+    }
+    if (p.name.find(".moe.") != std::string::npos) ++checked_moe;
+    const double numeric = (up.value - down.value) / (2 * eps);
+    EXPECT_NEAR(analytic, numeric, 2e-3 + 2e-2 * std::fabs(numeric)) << "analytic " << analytic << " numeric " << numeric;
+  }
+  EXPECT_LE(skipped, 1);
+  EXPECT_GE(checked_moe, 3);
+}
+
+TEST(MoeModel, LlamaExpertsWithCapacityMatchFiniteDifferences) { check_gradients(moe_llama(), true); }
+TEST(MoeModel, Gpt2SigmoidRouterMatchesFiniteDifferences) { check_gradients(moe_gpt2(), false); }
+
+TEST(MoeModel, ParametersHoldExpertsByGlobalIndexAfterTheDenseOnes) {
+  GptModel model(moe_llama(), {}, false);
+  const Parameter& gate = model.parameters().find("blocks.0.moe.experts.gate.weight");
+  EXPECT_EQ(gate.global_shape, (Shape{4, 12, 16}));
+  EXPECT_EQ(model.parameters().find("blocks.1.moe.router.weight").shape, (Shape{4, 16}));
+  EXPECT_EQ(model.parameters().find("blocks.1.moe.shared.down.weight").shape, (Shape{16, 12}));
+  // Units: embeddings, block 0, its experts, block 1, its experts, head.
+  std::vector<std::string> names;
+  for (const ParamUnit& u : model.units()) names.push_back(u.name + (u.expert ? "*" : ""));
+  EXPECT_EQ(names, (std::vector<std::string>{"embeddings", "blocks.0", "blocks.0.experts*", "blocks.1",
+                                             "blocks.1.experts*", "head"}));
+  EXPECT_THROW(model.parameters().find("blocks.0.mlp.gate.weight"), Error);
+  GptModel dense_first(moe_gpt2(), {}, false);
+  EXPECT_NO_THROW(dense_first.parameters().find("blocks.0.mlp.fc.weight"));
+  EXPECT_NO_THROW(dense_first.parameters().find("blocks.1.moe.experts.fc.weight"));
+  EXPECT_LT(model.active_parameters(), model.parameters().numel());
+}
+
+TEST(MoeModel, MicroBatchesAccumulateToTheWholeBatchAndRecomputeChangesNothing) {
+  std::uint64_t seed = testing::fresh_seed();
+  MYRIAD_SEED_TRACE(seed);
+  for (const TransformerConfig& config : {moe_llama(), moe_gpt2()}) {
+    Batch whole = random_batch(4, 6, seed, 3);
+    GptModel a(config), b(config);
+    a.initialize(seed);
+    b.initialize(seed);
+    const float scale = 1.0f / 23.0f;
+    a.parameters().zero_grads();
+    a.reset_moe_stats();
+    a.forward_backward(whole.ids, whole.targets, scale, Recompute::none);
+    b.parameters().zero_grads();
+    b.reset_moe_stats();
+    b.forward_backward(whole.ids.slice(0, 0, 1), whole.targets.slice(0, 0, 1), scale, Recompute::none);
+    b.forward_backward(whole.ids.slice(0, 1, 4), whole.targets.slice(0, 1, 4), scale, Recompute::none);
+    testing::expect_close(b.parameters().flat_grads(), testing::to_f64(a.parameters().flat_grads()), 1e-6, 1e-4,
+                          "accumulated gradients");
+    ASSERT_EQ(a.moe_stats().size(), b.moe_stats().size());
+    for (std::size_t l = 0; l < a.moe_stats().size(); ++l) {
+      EXPECT_EQ(a.moe_stats()[l].routed, b.moe_stats()[l].routed);
+      EXPECT_EQ(a.moe_stats()[l].dropped, b.moe_stats()[l].dropped);
+      EXPECT_NEAR(a.moe_stats()[l].aux_loss_sum, b.moe_stats()[l].aux_loss_sum, 1e-9);
+    }
+    const std::vector<double> none = testing::to_f64(a.parameters().flat_grads());
+    for (Recompute mode : {Recompute::selective, Recompute::full}) {
+      GptModel c(config);
+      c.initialize(seed);
+      c.parameters().zero_grads();
+      c.forward_backward(whole.ids, whole.targets, scale, mode);
+      EXPECT_EQ(testing::to_f64(c.parameters().flat_grads()), none) << recompute_name(mode);
+    }
+  }
+}
+
+TEST(MoeModel, KvCacheDecodingMatchesTheFullForward) {
+  std::uint64_t seed = testing::fresh_seed();
+  MYRIAD_SEED_TRACE(seed);
+  TransformerConfig config = moe_llama();
+  config.moe.expert_capacity = 0;  // decoding routes each token alone: compare with a dropless forward
+  GptModel model(config);
+  model.initialize(seed);
+  Tensor ids = testing::random_ids({1, 8}, 13, seed, 4);
+  Tensor full = model.forward_logits(ids);
+  KvCache cache = model.make_kv_cache();
+  for (std::int64_t t = 0; t < 8; ++t) {
+    Tensor step = model.decode(ids.data<std::int32_t>()[t], t, cache);
+    testing::expect_close(step, testing::to_f64(full.select(0, 0).select(0, t)), 1e-5, 1e-4,
+                          "decode logits at position " + std::to_string(t));
+  }
+}
+
+}  // namespace
+}  // namespace myriad::nn
