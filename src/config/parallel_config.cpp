@@ -8,12 +8,12 @@ namespace myriad {
 const std::vector<Field<ParallelConfig>>& ParallelConfig::fields() {
   using P = ParallelConfig;
   static const std::vector<Field<P>> table = {
-      make_field("dp", &P::dp, "data-parallel replicas; 0 = auto: the world size / (tp * pp * cp * ep)",
+      make_field("dp", &P::dp, "data-parallel replicas; 0 = auto: the world size / (tp * pp * cp)",
                  {.check = at_least(0)}),
       make_field("tp", &P::tp, "tensor-parallel ranks (split heads, MLP width and vocabulary)", {.check = at_least(1)}),
       make_field("pp", &P::pp, "pipeline stages (split the layers)", {.check = at_least(1)}),
       make_field("cp", &P::cp, "context-parallel ranks (split the sequence in attention)", {.check = at_least(1)}),
-      make_field("ep", &P::ep, "expert-parallel ranks (split the MoE experts)", {.check = at_least(1)}),
+      make_field("ep", &P::ep, "expert-parallel ranks: MoE experts split over groups of ep data-parallel replicas (divides dp)", {.check = at_least(1)}),
       make_field("zero_stage", &P::zero_stage,
                  "ZeRO over dp: 0 off, 1 optimizer states, 2 + gradients, 3 + parameters",
                  {.check = in_range(0, 3, true, true)}),
@@ -75,17 +75,17 @@ std::vector<int> ParallelConfig::stage_layers(int n_layer) const {
 }
 
 long long ParallelConfig::degree_product() const {
-  return static_cast<long long>(dp) * tp * pp * cp * ep;
+  return static_cast<long long>(dp) * tp * pp * cp;
 }
 
 int ParallelConfig::dp_for_world(int world_size) const {
   if (dp != 0) return dp;
   MYRIAD_CHECK(world_size >= 1, "parallel: the world size must be >= 1, got " << world_size);
-  const long long model_ranks = static_cast<long long>(tp) * pp * cp * ep;
+  const long long model_ranks = static_cast<long long>(tp) * pp * cp;
   MYRIAD_CHECK(model_ranks >= 1 && world_size % model_ranks == 0,
-               "parallel.dp is auto (world size / (tp * pp * cp * ep)), but the world size "
-                   << world_size << " is not divisible by tp * pp * cp * ep = " << tp << " * " << pp << " * " << cp
-                   << " * " << ep << " = " << model_ranks
+               "parallel.dp is auto (world size / (tp * pp * cp)), but the world size "
+                   << world_size << " is not divisible by tp * pp * cp = " << tp << " * " << pp << " * " << cp
+                   << " = " << model_ranks
                    << " (launch a multiple of that many processes, or set parallel.dp and the degrees)");
   return static_cast<int>(world_size / model_ranks);
 }
@@ -99,10 +99,11 @@ void ParallelConfig::validate(int world_size) const {
     return settled.validate(world_size);
   }
   MYRIAD_CHECK(degree_product() == world_size,
-               "parallel: dp * tp * pp * cp * ep = " << dp << " * " << tp << " * " << pp << " * " << cp << " * " << ep
-                                                     << " = " << degree_product() << ", but the world size is "
-                                                     << world_size
-                                                     << " (launch that many processes or change the degrees)");
+               "parallel: dp * tp * pp * cp = " << dp << " * " << tp << " * " << pp << " * " << cp << " = "
+                                                << degree_product() << ", but the world size is " << world_size
+                                                << " (launch that many processes or change the degrees)");
+  MYRIAD_CHECK(dp % ep == 0, "parallel.ep (" << ep << ") must divide parallel.dp (" << dp
+                                             << "): the experts are split over groups of ep data-parallel replicas");
   if (pp_schedule == PipelineSchedule::interleaved) {
     MYRIAD_CHECK(virtual_stages >= 2 && pp >= 2,
                  "parallel.pp_schedule interleaved needs parallel.virtual_stages >= 2 and parallel.pp >= 2, got "

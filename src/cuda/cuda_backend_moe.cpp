@@ -192,7 +192,9 @@ void CudaBackend::grouped_matmul_forward(const GroupedMatmulArgs&, const Tensor&
   words.upload(*this);
   DeviceGuard guard(context_.device());
   product.run(context_, words);
-  if (bias.defined()) add_group_bias_f32(floats(out), floats(bias), words.at(offsets_at), groups, R, M, context_.stream());
+  if (bias.defined()) {
+    add_group_bias_f32(floats(out), floats(bias), words.at(offsets_at), groups, R, M, context_.stream());
+  }
 }
 
 void CudaBackend::grouped_matmul_backward(const GroupedMatmulArgs& args, const Tensor& x_in, const Tensor& weight_in,

@@ -31,12 +31,21 @@ ProcessGroups::ProcessGroups(const GridShape& shape, std::unique_ptr<Communicato
                                          << group->rank() << " of " << group->size() << ", expected "
                                          << coord[axis] << " of " << grid_.size(axis));
   }
+  if (shape.ep > 1) {
+    const int members = shape.dp / shape.ep;
+    if (members == 1) {
+      expert_data_ = std::make_unique<LoopbackCommunicator>("edp");
+    } else {
+      expert_data_ = world_->split(grid_.expert_data_group_id(rank), coord[Axis::dp] / shape.ep, "edp");
+    }
+  }
 }
 
 ProcessGroups ProcessGroups::single() { return ProcessGroups(GridShape{}, std::make_unique<LoopbackCommunicator>("world")); }
 
 ProcessGroups::~ProcessGroups() {
   // Groups before the world they were split from.
+  expert_data_.reset();
   for (auto& group : groups_) group.reset();
   world_.reset();
 }
@@ -57,6 +66,7 @@ void ProcessGroups::watch_with(CollectiveWatchdog& watchdog) {
   for (const std::unique_ptr<Communicator>& group : groups_) {
     if (auto* mpi = dynamic_cast<MpiCommunicator*>(group.get())) watchdog.watch(mpi->progress());
   }
+  if (auto* mpi = dynamic_cast<MpiCommunicator*>(expert_data_.get())) watchdog.watch(mpi->progress());
 }
 
 }  // namespace myriad::dist

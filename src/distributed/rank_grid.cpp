@@ -1,6 +1,7 @@
 // RankGrid arithmetic (see rank_grid.h for the rank formula).
 #include "myriad/distributed/rank_grid.h"
 
+#include <array>
 #include <sstream>
 
 #include "myriad/core/error.h"
@@ -29,23 +30,23 @@ int GridShape::size(Axis axis) const {
   return 1;
 }
 
+namespace {
+// The axes that factor the world, fastest first (ep is derived from dp).
+constexpr std::array<Axis, 4> kWorldAxes = {Axis::tp, Axis::cp, Axis::dp, Axis::pp};
+}  // namespace
+
 RankGrid::RankGrid(const GridShape& shape, int world_size) : shape_(shape), world_(world_size) {
   std::ostringstream factors;
-  for (Axis axis : kAxes) factors << (axis == Axis::tp ? "" : " x ") << axis_name(axis) << " " << shape.size(axis);
+  for (Axis axis : kWorldAxes) factors << (axis == Axis::tp ? "" : " x ") << axis_name(axis) << " " << shape.size(axis);
   for (Axis axis : kAxes) {
-    MYRIAD_CHECK(shape.size(axis) >= 1, "parallel layout " << factors.str() << ": every degree must be >= 1");
+    MYRIAD_CHECK(shape.size(axis) >= 1, "parallel layout " << factors.str() << ", ep " << shape.ep
+                                                           << ": every degree must be >= 1");
   }
   MYRIAD_CHECK(shape.product() == world_size, "parallel layout " << factors.str() << " = " << shape.product()
                                                                  << " ranks, but the world has " << world_size);
-}
-
-int RankGrid::stride(Axis axis) const {
-  int s = 1;
-  for (Axis a : kAxes) {
-    if (a == axis) return s;
-    s *= shape_.size(a);
-  }
-  return s;
+  MYRIAD_CHECK(shape.dp % shape.ep == 0, "parallel layout: ep " << shape.ep << " must divide dp " << shape.dp
+                                                                << " (expert parallelism splits the data-parallel "
+                                                                   "replicas into groups of ep)");
 }
 
 void RankGrid::check_rank(int rank) const {
@@ -55,43 +56,67 @@ void RankGrid::check_rank(int rank) const {
 GridCoord RankGrid::coords(int rank) const {
   check_rank(rank);
   GridCoord c;
-  for (Axis axis : kAxes) {
+  for (Axis axis : kWorldAxes) {
     c[axis] = rank % shape_.size(axis);
     rank /= shape_.size(axis);
   }
+  c[Axis::ep] = c[Axis::dp] % shape_.ep;
   return c;
 }
 
 int RankGrid::rank_of(const GridCoord& c) const {
-  int rank = 0;
   for (Axis axis : kAxes) {
     MYRIAD_CHECK(c[axis] >= 0 && c[axis] < shape_.size(axis),
                  axis_name(axis) << " coordinate " << c[axis] << " outside [0, " << shape_.size(axis) << ")");
-    rank += c[axis] * stride(axis);
+  }
+  MYRIAD_CHECK(c[Axis::ep] == c[Axis::dp] % shape_.ep,
+               "ep coordinate " << c[Axis::ep] << " does not match dp " << c[Axis::dp] << " (ep = dp % " << shape_.ep
+                                << ")");
+  int rank = 0, stride = 1;
+  for (Axis axis : kWorldAxes) {
+    rank += c[axis] * stride;
+    stride *= shape_.size(axis);
   }
   return rank;
 }
 
-std::vector<int> RankGrid::group(Axis axis, int rank) const {
-  GridCoord c = coords(rank);
-  std::vector<int> members;
-  for (int i = 0; i < shape_.size(axis); ++i) {
-    c[axis] = i;
-    members.push_back(rank_of(c));
+GridCoord RankGrid::with(GridCoord c, Axis axis, int value) const {
+  if (axis == Axis::ep) {
+    c[Axis::dp] = c[Axis::dp] - c[Axis::ep] + value;
+  } else if (axis == Axis::dp) {
+    c[Axis::dp] = value;
   }
+  c[axis] = value;
+  c[Axis::ep] = c[Axis::dp] % shape_.ep;
+  return c;
+}
+
+std::vector<int> RankGrid::group(Axis axis, int rank) const {
+  const GridCoord c = coords(rank);
+  std::vector<int> members;
+  for (int i = 0; i < shape_.size(axis); ++i) members.push_back(rank_of(with(c, axis, i)));
   return members;
 }
 
 int RankGrid::group_id(Axis axis, int rank) const {
-  GridCoord c = coords(rank);
-  c[axis] = 0;
-  // Rank of the group's first member with `axis` removed from the mixed-radix number.
-  int id = 0, scale = 1;
-  for (Axis a : kAxes) {
-    if (a == axis) continue;
-    id += c[a] * scale;
-    scale *= shape_.size(a);
-  }
+  // The group's first member, numbered among the first members of all groups of `axis`.
+  const int first = group(axis, rank).front();
+  int id = 0;
+  for (int r = 0; r < first; ++r) id += group(axis, r).front() == r ? 1 : 0;
+  return id;
+}
+
+std::vector<int> RankGrid::expert_data_group(int rank) const {
+  const GridCoord c = coords(rank);
+  std::vector<int> members;
+  for (int i = 0; i < shape_.dp / shape_.ep; ++i) members.push_back(rank_of(with(c, Axis::dp, i * shape_.ep + c[Axis::ep])));
+  return members;
+}
+
+int RankGrid::expert_data_group_id(int rank) const {
+  const int first = expert_data_group(rank).front();
+  int id = 0;
+  for (int r = 0; r < first; ++r) id += expert_data_group(r).front() == r ? 1 : 0;
   return id;
 }
 
@@ -110,15 +135,13 @@ int RankGrid::pipeline_next(int rank) const {
 }
 
 int RankGrid::ring_prev(Axis axis, int rank) const {
-  GridCoord c = coords(rank);
-  c[axis] = (c[axis] + shape_.size(axis) - 1) % shape_.size(axis);
-  return rank_of(c);
+  const GridCoord c = coords(rank);
+  return rank_of(with(c, axis, (c[axis] + shape_.size(axis) - 1) % shape_.size(axis)));
 }
 
 int RankGrid::ring_next(Axis axis, int rank) const {
-  GridCoord c = coords(rank);
-  c[axis] = (c[axis] + 1) % shape_.size(axis);
-  return rank_of(c);
+  const GridCoord c = coords(rank);
+  return rank_of(with(c, axis, (c[axis] + 1) % shape_.size(axis)));
 }
 
 std::string RankGrid::describe(int rank) const {

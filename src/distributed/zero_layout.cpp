@@ -7,8 +7,15 @@
 
 namespace myriad::dist {
 
-ZeroLayout::ZeroLayout(const std::vector<nn::ParamUnit>& units, std::int64_t bucket_elements, int parts, int index)
+ZeroLayout::ZeroLayout(const std::vector<nn::ParamUnit>& units, std::int64_t bucket_elements, int parts, int index,
+                       int expert_parts, int expert_index)
     : parts_(parts), index_(index) {
+  if (expert_parts == 0) {
+    expert_parts = parts;
+    expert_index = index;
+  }
+  MYRIAD_CHECK(expert_parts >= 1 && expert_index >= 0 && expert_index < expert_parts,
+               "ZeroLayout: expert shard index " << expert_index << " is outside [0, " << expert_parts << ")");
   MYRIAD_CHECK(!units.empty(), "ZeroLayout: the model has no parameter units");
   MYRIAD_CHECK(parts >= 1 && index >= 0 && index < parts,
                "ZeroLayout: shard index " << index << " is outside [0, " << parts << ")");
@@ -24,14 +31,18 @@ ZeroLayout::ZeroLayout(const std::vector<nn::ParamUnit>& units, std::int64_t buc
   int last = static_cast<int>(units.size()) - 1;
   for (int u = last; u >= 0; --u) {
     const std::int64_t span = units[static_cast<std::size_t>(last)].end - units[static_cast<std::size_t>(u)].begin;
-    const bool close = u == 0 || (bucket_elements > 0 && span >= bucket_elements);
+    // A bucket holds units of one kind (dense or expert): they reduce over different groups.
+    const bool kind_changes = u > 0 && units[static_cast<std::size_t>(u - 1)].expert != units[static_cast<std::size_t>(u)].expert;
+    const bool close = u == 0 || kind_changes || (bucket_elements > 0 && span >= bucket_elements);
     if (!close) continue;
     ZeroBucket b;
     b.first_unit = u;
     b.last_unit = last;
     b.begin = units[static_cast<std::size_t>(u)].begin;
     b.end = units[static_cast<std::size_t>(last)].end;
-    ChunkRange local = chunk_range(b.size(), parts, index);
+    b.expert = units[static_cast<std::size_t>(u)].expert;
+    b.parts = b.expert ? expert_parts : parts;
+    ChunkRange local = chunk_range(b.size(), b.parts, b.expert ? expert_index : index);
     b.owned = ChunkRange{b.begin + local.begin, b.begin + local.end};
     b.shard_offset = shard_elements_;
     shard_elements_ += local.size();

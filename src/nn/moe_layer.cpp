@@ -69,6 +69,9 @@ MoeLayer::MoeLayer(const TransformerConfig& config, const ModelSplit& split, int
   }
   experts_out_ = store.add_shard(prefix + (gelu ? "experts.proj.weight" : "experts.down.weight"), {E, C, Fe}, 0,
                                  mine, ParamKind::weight, ParamInit::normal, residual_std);
+  for (std::size_t index : {experts_fc_, experts_up_, experts_out_}) {
+    if (index != npos) store.set_expert(index);
+  }
 }
 
 void MoeLayer::exchange_plan(MoeActivations& a, const ops::Placement& placement) const {

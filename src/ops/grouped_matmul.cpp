@@ -40,8 +40,9 @@ void check_offsets(const char* op, const std::vector<std::int64_t>& offsets, con
     MYRIAD_CHECK(offsets[g] >= offsets[g - 1], op << ": 'offsets' must be non-decreasing, offsets[" << g << "] = "
                                                   << offsets[g] << " < offsets[" << g - 1 << "] = " << offsets[g - 1]);
   }
-  MYRIAD_CHECK(offsets.back() == dims.rows, op << ": 'offsets' must end at R = " << dims.rows << " (rows of x), offsets["
-                                               << offsets.size() - 1 << "] = " << offsets.back());
+  MYRIAD_CHECK(offsets.back() == dims.rows, op << ": 'offsets' must end at R = " << dims.rows
+                                               << " (rows of x), offsets[" << offsets.size() - 1
+                                               << "] = " << offsets.back());
 }
 
 void check_f32(const char* op, const char* name, const Tensor& t, const Shape& shape) {

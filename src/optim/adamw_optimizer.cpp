@@ -47,6 +47,14 @@ double AdamWOptimizer::grad_sum_squares() const {
   return sum_squares;
 }
 
+double AdamWOptimizer::grad_sum_squares(bool expert_segments) const {
+  double sum_squares = 0.0;
+  for (const OptimizerSegment& s : segments_) {
+    if (s.counted && s.expert == expert_segments) sum_squares += grad_norm_squared(s.grad);
+  }
+  return sum_squares;
+}
+
 OptimizerStepStats AdamWOptimizer::step(float lr, double global_sum_squares, float unscale) {
   OptimizerStepStats stats;
   stats.grad_norm = std::sqrt(global_sum_squares) * static_cast<double>(unscale);

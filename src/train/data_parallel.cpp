@@ -55,8 +55,10 @@ DataParallel::DataParallel(nn::GptModel& model, dist::Communicator& dp, const Da
       dp_(dp),
       stage_(options.zero_stage),
       options_(options),
+      expert_dp_(options.expert_data_parallel ? *options.expert_data_parallel : dp),
       layout_(model.units(), options.zero_stage >= 2 ? 1 : options.bucket_elements,
-              options.zero_stage >= 1 ? dp.size() : 1, options.zero_stage >= 1 ? dp.rank() : 0) {
+              options.zero_stage >= 1 ? dp.size() : 1, options.zero_stage >= 1 ? dp.rank() : 0,
+              options.zero_stage >= 1 ? expert_dp_.size() : 1, options.zero_stage >= 1 ? expert_dp_.rank() : 0) {
   MYRIAD_CHECK(stage_ >= 0 && stage_ <= 3, "parallel.zero_stage " << stage_ << " is not one of 0, 1, 2, 3");
   MYRIAD_CHECK(!options.reduce_after_backward || stage_ <= 1,
                "parallel.zero_stage " << stage_ << " reduces gradients during the backward; with pipeline "
@@ -82,7 +84,8 @@ DataParallel::DataParallel(nn::GptModel& model, dist::Communicator& dp, const Da
                                : flat_view(store_.flat_values(), s.begin, s.end);
     Tensor grad = stage_ == 0 ? flat_view(store_.flat_grads(), s.begin, s.end)
                               : flat_view(shard_grads_, s.shard_position, s.shard_position + n);
-    optimizer_segments.push_back({value, grad, store_[s.param].kind, store_[s.param].primary});
+    const bool expert = layout_.buckets()[static_cast<std::size_t>(bucket_of_position(s.begin))].expert;
+    optimizer_segments.push_back({value, grad, store_[s.param].kind, store_[s.param].primary, expert});
   }
   optimizer_ = std::make_unique<optim::AdamWOptimizer>(std::move(optimizer_segments), adam);
   unit_grads_.resize(units);
@@ -102,6 +105,18 @@ DataParallel::~DataParallel() {
     } catch (...) {  // destructor: the error was or will be reported by the failing rank
     }
   }
+}
+
+int DataParallel::bucket_of_position(std::int64_t position) const {
+  const std::vector<dist::ZeroBucket>& buckets = layout_.buckets();
+  for (std::size_t b = 0; b < buckets.size(); ++b) {
+    if (position >= buckets[b].begin && position < buckets[b].end) return static_cast<int>(b);
+  }
+  MYRIAD_THROW("DataParallel: flat position " << position << " lies in no bucket");
+}
+
+dist::Communicator& DataParallel::comm_of(const dist::ZeroBucket& bucket) const {
+  return bucket.expert ? expert_dp_ : dp_;
 }
 
 Tensor DataParallel::flat_view(const Tensor& buffer, std::int64_t begin, std::int64_t end) const {
@@ -137,9 +152,9 @@ void DataParallel::launch_bucket(int bucket) {
   Pending p;
   p.bucket = bucket;
   if (stage_ == 0) {
-    p.work = dp_.all_reduce_async(flat_view(store_.flat_grads(), b.begin, b.end));
+    p.work = comm_of(b).all_reduce_async(flat_view(store_.flat_grads(), b.begin, b.end));
   } else if (stage_ == 1) {
-    p.work = dp_.reduce_scatter_async(flat_view(store_.flat_grads(), b.begin, b.end),
+    p.work = comm_of(b).reduce_scatter_async(flat_view(store_.flat_grads(), b.begin, b.end),
                                       flat_view(shard_grads_, b.shard_offset, b.shard_offset + b.owned.size()));
   } else {
     const auto u = static_cast<std::size_t>(b.first_unit);  // one unit per bucket at stages 2/3
@@ -151,7 +166,7 @@ void DataParallel::launch_bucket(int bucket) {
     store_.unbind(unit.begin, unit.end, false, true);
     p.reduced = placement_.empty({b.owned.size()});
     track(static_cast<std::int64_t>(p.reduced.nbytes()));
-    p.work = dp_.reduce_scatter_async(p.unit_grads, p.reduced);
+    p.work = comm_of(b).reduce_scatter_async(p.unit_grads, p.reduced);
   }
   pending_.push_back(std::move(p));
   if (stage_ >= 2) retire_completed(kMaxInFlight);
@@ -237,8 +252,8 @@ void DataParallel::prefetch_values(int unit) {
   const dist::ZeroBucket& b = layout_.buckets()[static_cast<std::size_t>(layout_.bucket_of_unit(unit))];
   unit_values_[u] = placement_.empty({range.size()});
   track(static_cast<std::int64_t>(unit_values_[u].nbytes()));
-  value_gathers_[u] = dp_.all_gather_async(flat_view(shard_values_, b.shard_offset, b.shard_offset + b.owned.size()),
-                                           unit_values_[u]);
+  value_gathers_[u] = comm_of(b).all_gather_async(
+      flat_view(shard_values_, b.shard_offset, b.shard_offset + b.owned.size()), unit_values_[u]);
   store_.rebind(range.begin, range.end, unit_values_[u], Tensor());
 }
 
@@ -253,8 +268,16 @@ void DataParallel::ensure_values(int unit) {
 }
 
 optim::OptimizerStepStats DataParallel::optimizer_step(float lr, float unscale) {
+  // Sharded (stage >= 1): every element is owned once over the dp group (dense shards split it;
+  // expert shards split each ep rank's experts over its expert-data group). Stage 0: dense
+  // gradients are complete here, expert ones cover this rank's experts only: summed over ep.
   double sum_squares = optimizer_->grad_sum_squares();
-  if (stage_ >= 1) sum_squares = dist::sum_over_ranks(dp_, sum_squares);
+  if (stage_ >= 1) {
+    sum_squares = dist::sum_over_ranks(dp_, sum_squares);
+  } else if (options_.expert_parallel && options_.expert_parallel->size() > 1) {
+    sum_squares = optimizer_->grad_sum_squares(false) +
+                  dist::sum_over_ranks(*options_.expert_parallel, optimizer_->grad_sum_squares(true));
+  }
   for (dist::Communicator* group : options_.model_parallel) {
     if (group->size() > 1) sum_squares = dist::sum_over_ranks(*group, sum_squares);
   }
@@ -262,8 +285,8 @@ optim::OptimizerStepStats DataParallel::optimizer_step(float lr, float unscale) 
   if (!stats.skipped && (stage_ == 1 || stage_ == 2)) {
     std::vector<dist::WorkHandle> gathers;
     for (const dist::ZeroBucket& b : layout_.buckets()) {
-      gathers.push_back(dp_.all_gather_async(flat_view(store_.flat_values(), b.owned.begin, b.owned.end),
-                                             flat_view(store_.flat_values(), b.begin, b.end)));
+      gathers.push_back(comm_of(b).all_gather_async(flat_view(store_.flat_values(), b.owned.begin, b.owned.end),
+                                                    flat_view(store_.flat_values(), b.begin, b.end)));
     }
     for (dist::WorkHandle& g : gathers) g->wait();
   }
@@ -276,10 +299,10 @@ void DataParallel::gather_from_shard(const Tensor& shard_in, Tensor& full) {
   for (const dist::ZeroBucket& b : layout_.buckets()) {
     Tensor mine = flat_view(shard, b.shard_offset, b.shard_offset + b.owned.size());
     Tensor whole = flat_view(full, b.begin, b.end);
-    if (layout_.parts() == 1) {
+    if (b.parts == 1) {
       copy_floats(mine, whole);
     } else {
-      gathers.push_back(dp_.all_gather_async(mine, whole));
+      gathers.push_back(comm_of(b).all_gather_async(mine, whole));
     }
   }
   for (dist::WorkHandle& g : gathers) g->wait();

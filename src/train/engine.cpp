@@ -10,6 +10,7 @@
 #include "myriad/core/logging.h"
 #include "myriad/core/precision.h"
 #include "myriad/core/process_memory.h"
+#include "myriad/distributed/expert_parallel_group.h"
 #include "myriad/distributed/mpi_communicator.h"
 #include "myriad/train/moe_metrics.h"
 #include "myriad/distributed/scalar_reduce.h"
@@ -56,6 +57,10 @@ Engine::Engine(const RunConfig& config, std::shared_ptr<spdlog::logger> log, dis
   if (model_parallel()) serial_layout_ = std::make_unique<SerialLayout>(*model_);
   DataParallelOptions dp_options = data_parallel_options(config_);
   dp_options.model_parallel = {&tp(), &pp()};
+  if (config_.parallel.ep > 1) {
+    dp_options.expert_data_parallel = device_ ? &device_->expert_data() : &groups_->expert_data();
+    dp_options.expert_parallel = &group(dist::Axis::ep);
+  }
   data_parallel_ = std::make_unique<DataParallel>(*model_, dp(), dp_options, adamw_config(config_.training));
   setup_precision();
   if (config_.training.precision == Precision::fp16) setup_loss_scaler();
@@ -170,11 +175,8 @@ void Engine::refresh_compute_weights() {
 
 void Engine::check_supported_layout() const {
   const ParallelConfig& p = config_.parallel;
-  for (auto [name, degree] : {std::pair{"cp", p.cp}, std::pair{"ep", p.ep}}) {
-    MYRIAD_CHECK(degree == 1, "parallel." << name << " = " << degree
-                                          << ": context and expert parallelism are not implemented yet (dp, tp and "
-                                             "pp are)");
-  }
+  MYRIAD_CHECK(p.cp == 1, "parallel.cp = " << p.cp
+                                           << ": context parallelism is not implemented yet (dp, tp, pp and ep are)");
 }
 
 nn::ModelSplit Engine::model_split(const nn::TransformerConfig& model_config) {
@@ -183,6 +185,10 @@ nn::ModelSplit Engine::model_split(const nn::TransformerConfig& model_config) {
   if (p.tp > 1) {  // parallelize: the model's layers cross the tp group through these regions
     tensor_parallel_ = std::make_unique<dist::TensorParallelRegions>(tp(), p.sequence_parallel, model_config);
     split.tp = tensor_parallel_.get();
+  }
+  if (p.ep > 1) {  // the MoE layers' experts split over the ep group, rows exchanged through it
+    expert_parallel_ = std::make_unique<dist::ExpertParallelGroup>(group(dist::Axis::ep));
+    split.ep = expert_parallel_.get();
   }
   const int stage = pp().rank();
   const std::vector<int> per_stage = p.stage_layers(config_.model.n_layer);

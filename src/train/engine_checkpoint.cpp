@@ -21,14 +21,14 @@ std::string Engine::save(bool background) {
   // still reading them must finish first.
   dist::Communicator& world = groups_->world();
   dist::run_on_every_rank(world, "previous background checkpoint write", [&] { async_writer_.wait(); });
-  const bool writer = writes_checkpoint();
+  const bool writer = writes_checkpoint(), dense_writer = writes_dense_state();
   auto pieces = std::make_shared<std::vector<CheckpointPiece>>();
   if (writer) {
     data_parallel_->snapshot_owned(snapshot_);
     const nn::ParameterStore& store = model_->parameters();
     for (const dist::ZeroSegment& segment : snapshot_.segments) {
       const nn::Parameter& p = store[segment.param];
-      if (!p.primary) continue;
+      if (!p.primary || (!dense_writer && !p.expert)) continue;
       for (auto [packed, prefix] : {std::pair{&snapshot_.values, ""}, std::pair{&snapshot_.m, kAdamMPrefix},
                                     std::pair{&snapshot_.v, kAdamVPrefix}}) {
         std::vector<CheckpointPiece> more = segment_pieces(p, segment.begin - p.offset, segment.end - p.offset, *packed,
@@ -42,7 +42,8 @@ std::string Engine::save(bool background) {
   header.config_yaml = config_.to_yaml();
   header.model_yaml = model_section_yaml(config_);
   const ParallelConfig& p = config_.parallel;
-  header.layout = "dp " + std::to_string(p.dp) + " x tp " + std::to_string(p.tp) + " x pp " + std::to_string(p.pp) +
+  header.layout = "dp " + std::to_string(p.dp) + (p.ep > 1 ? " (ep " + std::to_string(p.ep) + ")" : "") + " x tp " +
+                  std::to_string(p.tp) + " x pp " + std::to_string(p.pp) +
                   (p.sequence_parallel && p.tp > 1 ? " (sequence parallel)" : "") + ", zero_stage " +
                   std::to_string(p.zero_stage);
   header.seed = config_.training.seed;
@@ -94,9 +95,11 @@ void Engine::snapshot_serial(FullState& out) {
   const std::int64_t n = serial_layout_->serial_numel();
   if (!out.values.defined() || out.values.numel() != n) out.values = Tensor::zeros({n});
   std::memset(out.values.raw_data(), 0, out.values.nbytes());
-  serial_layout_->to_serial(local.values, out.values);
+  dist::Communicator& ep = group(dist::Axis::ep);
+  serial_layout_->to_serial(local.values, out.values, /*experts_only=*/ep.rank() != 0);
   if (tp().size() > 1) tp().all_reduce(out.values);
   if (pp().size() > 1) pp().all_reduce(out.values);
+  if (ep.size() > 1) ep.all_reduce(out.values);
 }
 
 void Engine::load(const std::string& checkpoint_dir) {

@@ -26,10 +26,10 @@ std::string read_text(const std::filesystem::path& path) {
   return text.str();
 }
 
-// Every key differs from its default; consistent for a world of 2*2*2*2*2 = 32 ranks (but for the
+// Every key differs from its default; consistent for a world of 2*2*2*2 = 16 ranks (ep inside dp) (but for the
 // mixture-of-experts keys, which act only for architecture moe).
 // The world a config's degrees describe (parallel.dp auto counts as 1).
-int world_of(const ParallelConfig& p) { return std::max(p.dp, 1) * p.tp * p.pp * p.cp * p.ep; }
+int world_of(const ParallelConfig& p) { return std::max({p.dp, p.ep, 1}) * p.tp * p.pp * p.cp; }
 
 constexpr const char* kFullYaml = R"(
 model:
@@ -145,7 +145,7 @@ TEST(ConfigDefaults, MatchTheDocumentedValues) {
   EXPECT_EQ(c.model.num_experts, 0);
   EXPECT_EQ(c.model.top_k, 0);
   EXPECT_EQ(c.model.expert_capacity, 0);
-  EXPECT_EQ(c.parallel.dp, 0);  // auto: the world size / (tp * pp * cp * ep)
+  EXPECT_EQ(c.parallel.dp, 0);  // auto: the world size / (tp * pp * cp)
   for (int degree : {c.parallel.tp, c.parallel.pp, c.parallel.cp, c.parallel.ep}) EXPECT_EQ(degree, 1);
   EXPECT_EQ(c.parallel.zero_stage, 0);
   EXPECT_FALSE(c.parallel.sequence_parallel);
@@ -222,7 +222,7 @@ TEST(ConfigYaml, FullFileSetsEveryKey) {
   EXPECT_EQ(c.model.shared_experts, 1);
   EXPECT_EQ(c.model.moe_every, 2);
   EXPECT_EQ(c.model.expert_ffn_hidden, 512);
-  EXPECT_EQ(c.parallel.degree_product(), 32);
+  EXPECT_EQ(c.parallel.degree_product(), 16);
   EXPECT_EQ(c.parallel.zero_stage, 1);
   EXPECT_TRUE(c.parallel.sequence_parallel);
   EXPECT_EQ(c.parallel.virtual_stages, 2);
@@ -270,16 +270,17 @@ TEST(ConfigYaml, FullFileSetsEveryKey) {
   EXPECT_EQ(c.sample.top_k, 0);
   EXPECT_EQ(c.sample.prompt, "Once upon a time: #1");
   EXPECT_EQ(c.training.device, ComputeDevice::cuda);
-  // training.device cuda is single-rank: the 32-rank layout above validates on the CPU.
+  // training.device cuda is single-rank: the layout above validates on the CPU.
   // The file sizes the capacity three ways (expert_capacity, capacity_factor, dropless), which
-  // validate() refuses; with one of them the 16-rank layout validates.
+  // validate() refuses; with one of them (and tp 1) the 8-rank layout validates.
   RunConfig on_cpu = c;
   on_cpu.training.device = ComputeDevice::cpu;
   on_cpu.model.architecture = Architecture::moe;  // the MoE keys act only there
   on_cpu.model.capacity_factor.reset();
   on_cpu.model.dropless = false;
-  on_cpu.parallel.ep = 1;
-  EXPECT_NO_THROW(on_cpu.validate(16));
+  EXPECT_THROW(on_cpu.validate(16), Error);  // MoE blocks under tp 2: not implemented, refused
+  on_cpu.parallel.tp = 1;
+  EXPECT_NO_THROW(on_cpu.validate(8));
 
   // The file above really covers the registry: every key differs from its default.
   const RunConfig defaults;

@@ -245,7 +245,7 @@ TEST(ConfigValidate, BatchIdentityNamesAllFourNumbers) {
 
 TEST(ConfigValidate, WorldSizeNamesEveryFactor) {
   expect_invalid([](RunConfig& c) { c.parallel.dp = 2; c.parallel.tp = 3; },
-                 {"dp * tp * pp * cp * ep = 2 * 3 * 1 * 1 * 1 = 6", "the world size is 4"}, 4);
+                 {"dp * tp * pp * cp = 2 * 3 * 1 * 1 = 6", "the world size is 4"}, 4);
   RunConfig tiny = RunConfig::from_yaml_string("parallel:\n  dp: 2\n", "t.yaml");
   expect_error([&] { tiny.validate(); }, {"= 2, but the world size is 1"});
   EXPECT_NO_THROW(tiny.validate(2));
@@ -264,7 +264,7 @@ TEST(ConfigValidate, DataParallelDegreeDefaultsToTheWorldsShare) {
   EXPECT_EQ(c.for_world(12).parallel.dp, 2);
   EXPECT_NO_THROW(c.validate(12));
   expect_error([&] { c.validate(8); },
-               {"parallel.dp is auto", "world size 8 is not divisible by tp * pp * cp * ep = 2 * 3 * 1 * 1 = 6"});
+               {"parallel.dp is auto", "world size 8 is not divisible by tp * pp * cp = 2 * 3 * 1 = 6"});
   expect_error([&] { (void)c.for_world(8); }, {"parallel.dp is auto"});
   c.parallel.dp = 1;  // an explicit degree is checked as given
   expect_error([&] { c.validate(12); }, {"= 6, but the world size is 12"});
@@ -278,7 +278,7 @@ TEST(ConfigValidate, DataParallelDegreeDefaultsToTheWorldsShare) {
 TEST(ConfigValidate, CrossKeyChecks) {
   auto on_cuda = [](RunConfig& c) { c.training.device = ComputeDevice::cuda; };
   expect_invalid([&](RunConfig& c) { on_cuda(c); c.parallel.cp = 2; },
-                 {"training.device cuda supports data, tensor and pipeline parallelism (parallel.cp 2, ep 1)"}, 2);
+                 {"training.device cuda supports data, tensor, pipeline and expert parallelism (parallel.cp 2)"}, 2);
   expect_invalid([](RunConfig& c) { c.model.n_head = 5; }, {"model.n_embd (768) must be divisible by model.n_head (5)"});
   expect_invalid([](RunConfig& c) { c.model.n_kv_head = 5; }, {"model.n_kv_head (5) must divide model.n_head (12)"});
   expect_invalid([](RunConfig& c) { c.model.n_kv_head = 24; }, {"model.n_kv_head (24) must divide"});

@@ -32,7 +32,7 @@ TEST(ProcessGroups, SingleIsAWorldOfOneWithLoopbackGroups) {
 TEST(ProcessGroups, LayoutMustMatchTheWorld) {
   myriad::testing::expect_error_naming(
       [] { ProcessGroups(GridShape{.tp = 2}, std::make_unique<LoopbackCommunicator>()); },
-      {"tp 2 x cp 1 x ep 1 x dp 1 x pp 1 = 2 ranks, but the world has 1"});
+      {"tp 2 x cp 1 x dp 1 x pp 1 = 2 ranks, but the world has 1"});
   EXPECT_THROW(ProcessGroups(GridShape{}, nullptr), Error);
 }
 

@@ -57,15 +57,40 @@ TEST(RankGrid, GroupsPartitionTheWorldAndIdsAreConsistent) {
   }
 }
 
+// 16 ranks: tp 2, dp 8 with ep 4 inside it. Expert groups are consecutive replicas (dp 0-3, 4-7);
+// the ranks holding the same experts are dp e and e + 4.
+TEST(RankGrid, ExpertParallelGroupsLiveInsideDataParallelism) {
+  RankGrid grid(GridShape{.tp = 2, .ep = 4, .dp = 8}, 16);
+  GridCoord c = grid.coords(13);  // tp 1, dp 6
+  EXPECT_EQ(c[Axis::dp], 6);
+  EXPECT_EQ(c[Axis::ep], 2);
+  EXPECT_EQ(grid.describe(13), "rank 13 (tp 1, cp 0, ep 2, dp 6, pp 0)");
+  EXPECT_EQ(grid.group(Axis::ep, 13), (std::vector<int>{9, 11, 13, 15}));
+  EXPECT_EQ(grid.group(Axis::dp, 13), (std::vector<int>{1, 3, 5, 7, 9, 11, 13, 15}));
+  EXPECT_EQ(grid.expert_data_group(13), (std::vector<int>{5, 13}));
+  EXPECT_EQ(grid.ring_next(Axis::ep, 15), 9);
+  std::set<int> ep_ids, data_ids;
+  for (int r = 0; r < 16; ++r) {
+    EXPECT_EQ(grid.rank_of(grid.coords(r)), r);
+    for (int m : grid.group(Axis::ep, r)) EXPECT_EQ(grid.group_id(Axis::ep, m), grid.group_id(Axis::ep, r));
+    for (int m : grid.expert_data_group(r)) EXPECT_EQ(grid.expert_data_group_id(m), grid.expert_data_group_id(r));
+    ep_ids.insert(grid.group_id(Axis::ep, r));
+    data_ids.insert(grid.expert_data_group_id(r));
+  }
+  EXPECT_EQ(ep_ids.size(), 4u);    // 16 / 4
+  EXPECT_EQ(data_ids.size(), 8u);  // 16 / 2
+}
+
 TEST(RankGrid, LayoutMismatchNamesEveryFactor) {
   try {
     RankGrid(GridShape{.tp = 2, .dp = 3, .pp = 2}, 8);
     FAIL() << "mismatched layout accepted";
   } catch (const Error& e) {
     std::string what = e.what();
-    EXPECT_NE(what.find("tp 2 x cp 1 x ep 1 x dp 3 x pp 2 = 12 ranks, but the world has 8"), std::string::npos) << what;
+    EXPECT_NE(what.find("tp 2 x cp 1 x dp 3 x pp 2 = 12 ranks, but the world has 8"), std::string::npos) << what;
   }
   EXPECT_THROW(RankGrid(GridShape{.tp = 0}, 0), Error);
+  EXPECT_THROW(RankGrid(GridShape{.ep = 3, .dp = 4}, 4), Error);  // ep must divide dp
   EXPECT_THROW(example().coords(16), Error);
 }
 

@@ -46,6 +46,7 @@ struct Layout {
   PipelineSchedule schedule = PipelineSchedule::one_f_one_b;
   Recompute recompute = Recompute::none;
   Precision precision = Precision::fp32;
+  int ep = 1, experts = 0;  // experts > 0: an MoE model (4 experts, top 2, capacity that drops)
 };
 
 // The CPU and device engines of one layout (gradient accumulation 2, the tiny model with head dim
@@ -64,7 +65,8 @@ struct EnginePair {
         gpu(gpu_config, make_rank_logger(world.comm->rank(), "warn"), &gpu_groups) {}
 
   static dist::GridShape grid(World& world, Layout layout) {
-    return dist::GridShape{.tp = layout.tp, .dp = world.comm->size() / (layout.tp * layout.pp), .pp = layout.pp};
+    return dist::GridShape{.tp = layout.tp, .ep = layout.ep, .dp = world.comm->size() / (layout.tp * layout.pp),
+                           .pp = layout.pp};
   }
 
   static RunConfig make_config(World& world, const fs::path& dir, Layout layout, ComputeDevice device) {
@@ -86,6 +88,16 @@ struct EnginePair {
     c.model.n_head = 2;
     if (std::string(layout.architecture) == "llama") c.model.n_kv_head = 2;  // tp 2: one of each per rank
     c.model.vocab_size = 330;
+    if (layout.experts > 0) {
+      c.model.moe_base = std::string(layout.architecture) == "llama" ? BlockFamily::llama : BlockFamily::gpt2;
+      c.model.architecture = Architecture::moe;
+      c.model.num_experts = layout.experts;
+      c.model.top_k = 2;
+      c.model.expert_capacity = 12;
+      c.model.shared_experts = 1;
+      c.model.expert_ffn_hidden = 96;
+      c.parallel.ep = layout.ep;
+    }
     c.training.device = device;
     c.checkpoint.dir = (dir / (device == ComputeDevice::cuda ? "checkpoints_cuda" : "checkpoints_cpu")).string();
     if (device == ComputeDevice::cpu) prepare_shared_data(comm, c);
@@ -315,6 +327,35 @@ INSTANTIATE_TEST_SUITE_P(Schedules, DevicePipelineParallel,
                                            PpCase{"gpt2_bf16_1f1b", "gpt2", PipelineSchedule::one_f_one_b, 1, 1, 1,
                                                   Recompute::none, Precision::bf16}),
                          [](const ::testing::TestParamInfo<PpCase>& info) { return std::string(info.param.name); });
+
+// Mixture of experts on the device (np2: ep 2 over dp 2, GPT-2 and LLaMA-style blocks; np4: ep 2
+// inside dp 4 with ZeRO 1, ep 4 with ZeRO 3): token rows cross the ep group over NCCL's
+// all-to-all-v, expert gradients the expert-data group; the same curve and gradient norms as the
+// CPU engine, and a checkpoint the CPU engine resumes with bit-identical shards.
+struct EpCase {
+  const char* name;
+  const char* architecture;
+  int ep;
+  int zero_stage;
+};
+class DeviceExpertParallel : public ::testing::TestWithParam<EpCase> {};
+
+TEST_P(DeviceExpertParallel, MatchesTheCpuEngineAndResumesThere) {
+  World world;
+  dist::Communicator& comm = *world.comm;
+  if (!every_rank_has_a_gpu(comm)) GTEST_SKIP() << "needs one GPU per rank";
+  const EpCase c = GetParam();
+  if (comm.size() % c.ep != 0) GTEST_SKIP() << "ep " << c.ep << " does not divide the world";
+  const Layout layout{.zero_stage = c.zero_stage, .architecture = c.architecture, .ep = c.ep, .experts = 4};
+  const fs::path dir = shared_dir(comm, std::string("device_ep_") + c.name);
+  expect_matches_the_cpu_engine_and_resumes_there(world, dir, layout);
+}
+
+INSTANTIATE_TEST_SUITE_P(Experts, DeviceExpertParallel,
+                         ::testing::Values(EpCase{"gpt2_ep2", "gpt2", 2, 0}, EpCase{"llama_ep2", "llama", 2, 0},
+                                           EpCase{"gpt2_ep2_zero1", "gpt2", 2, 1},
+                                           EpCase{"llama_ep4_zero3", "llama", 4, 3}),
+                         [](const ::testing::TestParamInfo<EpCase>& info) { return std::string(info.param.name); });
 
 }  // namespace
 }  // namespace myriad::train

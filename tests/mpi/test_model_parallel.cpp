@@ -8,6 +8,10 @@
 //   4 ranks: pp 4 interleaved with 2 virtual stages; dp 2 x pp 2 with ZeRO-1; tp 2 x pp 2;
 //            dp 2 x tp 2 with ZeRO-3 (GPT-2, tied embeddings) and with sequence parallel + ZeRO-2 (LLaMA)
 //   8 ranks: dp 2 x tp 2 x pp 2; the same with sequence parallelism and ZeRO-1
+// Mixture of experts (4 experts, top 2, a capacity that drops tokens, one shared expert), whose
+// serial run is the same MoE model in one process: 2 ranks: dp 2 with ep 2 (LLaMA blocks);
+// 4 ranks: dp 4 with ep 2 and ZeRO-1, ep 4 with ZeRO-3, dp 2 x pp 2 with ep 2; 8 ranks:
+// dp 4 (ep 2) x pp 2 with ZeRO-1. The checkpoint saved at ep > 1 resumes in one process.
 // The vocabulary (321, padded to 384) is not divisible by tp: the real vocabulary ends inside the
 // last tp rank's rows. Tolerance as in test_data_parallel.cpp (1e-4 absolute on the loss): the
 // runs differ only in float32 summation order (tp partial products summed by all-reduce,
@@ -50,10 +54,12 @@ struct Layout {
   int kv_heads = 0;      // 0 = n_head
   std::string recompute = "none";
   std::vector<std::string> pp_layers = {};  // explicit layers per stage; empty = even
+  int experts = 0;       // > 0: architecture moe with blocks of `architecture`
 };
 
 struct Curve {
   std::vector<double> loss, grad_norm, bubble;
+  std::int64_t ep_bytes = 0;  // sent on the ep axis (the MoE all-to-alls)
   double val_loss = 0.0;
 };
 
@@ -64,6 +70,7 @@ Curve run(Engine& engine, int steps, bool evaluate = true) {
     c.loss.push_back(m.loss);
     c.grad_norm.push_back(m.grad_norm);
     c.bubble.push_back(m.bubble_seconds);
+    c.ep_bytes += m.comm_axis_bytes[static_cast<std::size_t>(dist::Axis::ep)];
   }
   if (evaluate) c.val_loss = engine.evaluate();
   return c;
@@ -79,7 +86,17 @@ RunConfig layout_config(int rank, const fs::path& dir, const Layout& l, bool ser
   if (l.kv_heads > 0) c.model.n_kv_head = l.kv_heads;
   c.training.steps = kSteps;
   c.apply_override("training.recompute=" + l.recompute);
+  if (l.experts > 0) {
+    c.model.moe_base = l.architecture == "llama" ? BlockFamily::llama : BlockFamily::gpt2;
+    c.model.architecture = Architecture::moe;
+    c.model.num_experts = l.experts;
+    c.model.top_k = 2;
+    c.model.expert_capacity = 12;  // of 16 assignments per expert per sequence on average: drops
+    c.model.shared_experts = 1;
+    c.model.expert_ffn_hidden = 48;
+  }
   if (!serial) {
+    c.parallel.ep = l.grid.ep;
     c.parallel.tp = l.grid.tp;
     c.parallel.pp = l.grid.pp;
     c.parallel.pp_schedule = l.schedule;
@@ -124,6 +141,18 @@ TEST_P(ModelParallel, ReproducesTheSerialLossCurveAndResumesSerially) {
     parallel.grad_norm.insert(parallel.grad_norm.end(), second.grad_norm.begin(), second.grad_norm.end());
     parallel.bubble.insert(parallel.bubble.end(), second.bubble.begin(), second.bubble.end());
     parallel.val_loss = second.val_loss;
+    parallel.ep_bytes = first.ep_bytes + second.ep_bytes;
+    if (layout.experts > 0) {  // the experts really are split: each rank holds experts / ep of them
+      int expert_tensors = 0;
+      for (const nn::Parameter& p : engine.model().parameters().all()) {
+        if (!p.expert) continue;
+        ++expert_tensors;
+        EXPECT_EQ(p.shape[0], layout.experts / layout.grid.ep) << p.name;
+        EXPECT_EQ(p.global_shape[0], layout.experts) << p.name;
+      }
+      EXPECT_GT(expert_tensors, 0);
+      if (layout.grid.ep > 1) EXPECT_GT(parallel.ep_bytes, 0) << "no token rows crossed the ep group";
+    }
   }
   {
     serial_config.checkpoint.dir = (dir / "checkpoints").string();
@@ -173,6 +202,15 @@ std::vector<Layout> layouts() {
   all.push_back({.name = "dp2_tp2_pp2", .grid = {.tp = 2, .dp = 2, .pp = 2}, .accumulation = 2});
   all.push_back({.name = "dp2_tp2sp_pp2_zero1", .grid = {.tp = 2, .dp = 2, .pp = 2}, .sequence_parallel = true,
                  .zero_stage = 1, .accumulation = 2});
+  all.push_back({.name = "dp2_ep2_moe_llama", .architecture = "llama", .grid = {.ep = 2, .dp = 2},
+                 .accumulation = 2, .kv_heads = 2, .experts = 4});
+  all.push_back({.name = "dp4_ep2_zero1_moe", .grid = {.ep = 2, .dp = 4}, .zero_stage = 1, .accumulation = 1,
+                 .experts = 4});
+  all.push_back({.name = "dp4_ep4_zero3_moe", .grid = {.ep = 4, .dp = 4}, .zero_stage = 3, .accumulation = 1,
+                 .experts = 4});
+  all.push_back({.name = "dp2_ep2_pp2_moe", .grid = {.ep = 2, .dp = 2, .pp = 2}, .accumulation = 2, .experts = 4});
+  all.push_back({.name = "dp4_ep2_pp2_zero1_moe", .grid = {.ep = 2, .dp = 4, .pp = 2}, .zero_stage = 1,
+                 .accumulation = 2, .experts = 4});
   return all;
 }
 

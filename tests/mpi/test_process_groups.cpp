@@ -43,12 +43,25 @@ TEST(MpiProcessGroups, GroupsMatchTheRankGrid) {
   check_layout(GridShape{.tp = 2, .dp = 2});
   check_layout(GridShape{.tp = 2, .pp = 2});
   check_layout(GridShape{.dp = 4});
-  check_layout(GridShape{.cp = 2, .ep = 2});
+  check_layout(GridShape{.cp = 2, .dp = 2});
+  check_layout(GridShape{.ep = 2, .dp = 4});  // ep inside dp: groups {0, 1}, {2, 3}
+  // The expert-data group: the ranks with the same dp % ep, reducing among themselves only.
+  ProcessGroups groups(GridShape{.ep = 2, .dp = 4}, make_world());
+  Communicator& expert_data = groups.expert_data();
+  EXPECT_EQ(expert_data.name(), "edp");
+  EXPECT_EQ(expert_data.size(), 2);
+  const int rank = groups.rank();
+  Tensor t = Tensor::full({1}, rank + 1, DType::i64);
+  expert_data.all_reduce(t);
+  std::int64_t expected = 0;
+  for (int member : groups.grid().expert_data_group(rank)) expected += member + 1;
+  EXPECT_EQ(element(t, 0), expected);
+  EXPECT_EQ(expected, rank % 2 == 0 ? 1 + 3 : 2 + 4);
 }
 
 TEST(MpiProcessGroups, MismatchedLayoutThrowsOnEveryRank) {
   myriad::testing::expect_error_naming([] { ProcessGroups(GridShape{.tp = 3}, make_world()); },
-                                       {"tp 3 x cp 1 x ep 1 x dp 1 x pp 1 = 3 ranks, but the world has 4"});
+                                       {"tp 3 x cp 1 x dp 1 x pp 1 = 3 ranks, but the world has 4"});
 }
 
 TEST(MpiProcessGroups, MovedGroupsKeepWorking) {

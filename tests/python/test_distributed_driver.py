@@ -165,3 +165,55 @@ def test_an_error_on_one_rank_ends_every_rank(tiny, name, bad_override, needles)
     for needle in needles:
         assert needle in output, output
     assert seconds < TIMEOUT / 2, f"took {seconds:.0f} s: the healthy rank was left waiting"
+
+
+SEED_MOE_YAML = """\
+model:
+  architecture: MoE
+  num_experts: 4
+  top_k: 2
+  expert_capacity: 12
+  vocab_size: 320
+  n_layer: 2
+  n_head: 2
+  n_embd: 32
+  context_length: 32
+parallel: {{ep: 2}}
+training: {{micro_batch: 2, gradient_accumulation: 2, seq_len: 32, steps: 8, lr: 3.0e-3, eval_batches: 2, eval_every: 0}}
+data: {{path: {corpus}, tokenizer: "train:320"}}
+logging: {{dir: {run}, every: 1}}
+sample: {{tokens: 0}}
+"""
+
+
+def test_the_seed_documents_moe_block_trains_with_experts_split_over_two_ranks(tmp_path):
+    """The seed's model keys verbatim (architecture: MoE, num_experts, top_k, expert_capacity) with
+    parallel.ep 2: it trains, prints the MoE part of the step line, and metrics.jsonl carries each
+    layer's routing and the ep axis's all-to-all bytes; the losses equal one process's."""
+    corpus = write_corpus(tmp_path / "corpus.txt")
+    config = tmp_path / "moe.yaml"
+    config.write_text(SEED_MOE_YAML.format(corpus=corpus, run=tmp_path / "run"))
+    result, _ = mpirun(2, driver(config))
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert re.search(r"MoE: aux [0-9.]+ drop [0-9.]+% load max/mean [0-9.]+", result.stdout), result.stdout
+    records = [json.loads(line) for line in (tmp_path / "run" / "metrics.jsonl").read_text().splitlines()]
+    train = [r for r in records if r["kind"] == "train"]
+    assert len(train) == 8
+    for r in train:
+        assert [layer["layer"] for layer in r["moe"]] == [0, 1]
+        for layer in r["moe"]:
+            per_expert = layer["tokens_per_expert"]
+            assert per_expert["min"] <= per_expert["mean"] <= per_expert["max"]
+            assert per_expert["mean"] == 2 * 2 * 32 * 2 * 2 / 4  # (micro x accumulation x seq_len x dp) x top_k / experts
+            assert 0.0 <= layer["dropped_share"] < 1.0 and layer["aux_loss"] > 0
+        assert r["comm_axis_bytes"]["ep"] > 0
+    # ep splits the experts, not the batch: one process on the same global batch has the same losses.
+    serial = subprocess.run([sys.executable, DRIVER, "--config", str(config), "--set", "parallel.ep=1",
+                             "--set", "logging.dir=" + str(tmp_path / "one"), "--set", "training.gradient_accumulation=4"],
+                            cwd=REPO, env=dict(os.environ, PYTHONPATH=os.path.join(REPO, "python")),
+                            capture_output=True, text=True, timeout=TIMEOUT)
+    assert serial.returncode == 0, serial.stderr
+    one = [float(loss) for _, loss in LOSS.findall(serial.stdout)]
+    two = [float(loss) for _, loss in LOSS.findall(result.stdout)]
+    assert len(one) == len(two) == 8
+    assert max(abs(a - b) for a, b in zip(one, two)) <= 2e-4, (one, two)

@@ -1,6 +1,7 @@
 // ParallelConfig — the `parallel:` section: how the world of ranks is split.
 //
-// The world is dp * tp * pp * cp * ep ranks (grid axes tp fastest, pp slowest: see dist/RankGrid).
+// The world is dp * tp * pp * cp ranks (grid axes tp fastest, pp slowest: see dist/RankGrid);
+// expert parallelism splits each group of ep data-parallel replicas' experts (ep divides dp).
 // validate(world_size) checks the degrees against the number of launched processes; checks that
 // also need the model or batch (heads % tp, layers % pp, ...) are in RunConfig::validate.
 #pragma once
@@ -18,11 +19,11 @@ struct ParallelConfig {
   static constexpr std::string_view kSection = "parallel";
   static constexpr std::string_view kSectionMeaning = "how the ranks are split into parallel groups";
 
-  int dp = 0;                       // data-parallel replicas; 0 = auto: world / (tp * pp * cp * ep)
+  int dp = 0;                       // data-parallel replicas; 0 = auto: world / (tp * pp * cp)
   int tp = 1;                       // tensor-parallel ranks (split heads, MLP width, vocabulary)
   int pp = 1;                       // pipeline stages
   int cp = 1;                       // context-parallel ranks (split the sequence in attention)
-  int ep = 1;                       // expert-parallel ranks (split MoE experts)
+  int ep = 1;                       // expert-parallel ranks, inside dp (split MoE experts)
   int zero_stage = 0;               // ZeRO over dp: 0 off, 1 optimizer states, 2 + gradients, 3 + parameters
   bool sequence_parallel = false;   // shard norms/dropout activations over tp along the sequence (no effect at tp 1)
   int virtual_stages = 1;           // model chunks per pipeline rank (> 1 only with the interleaved schedule)
@@ -31,9 +32,9 @@ struct ParallelConfig {
   double bucket_mb = 8.0;
   double collective_timeout = 600.0;  // seconds a collective may run before the watchdog reports and aborts; 0 = off
 
-  // dp * tp * pp * cp * ep (0 while dp is auto).
+  // dp * tp * pp * cp (0 while dp is auto): the world.
   long long degree_product() const;
-  // dp, or for dp 0 (auto) world_size / (tp * pp * cp * ep); throws naming the numbers when that
+  // dp, or for dp 0 (auto) world_size / (tp * pp * cp); throws naming the numbers when that
   // does not divide.
   int dp_for_world(int world_size) const;
   // Layers of each global pipeline stage (stage g = chunk * pp + pipeline rank): pp_layers, or an

@@ -48,7 +48,7 @@ struct RunConfig {
   void validate(int world_size = 1) const;
 
   // A copy for a job of `world_size` processes: parallel.dp auto (0) becomes world_size / (tp * pp
-  // * cp * ep); throws naming the numbers when that does not divide. Drivers call it once, before
+  // * cp); throws naming the numbers when that does not divide. Drivers call it once, before
   // building the process groups.
   RunConfig for_world(int world_size) const;
 

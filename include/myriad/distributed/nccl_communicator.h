@@ -23,8 +23,8 @@
 // NCCL matches point-to-point messages per (communicator, peer) in issue order and has no tags,
 // so each tag in [0, p2p_tags) gets a communicator of its own (split at set-up).
 //
-// Host tensors: all_reduce, reduce_scatter, all_gather and broadcast of host tensors (scalars such
-// as a gradient norm or token count, the per-token vectors of the vocabulary-parallel loss) go to
+// Host tensors: all_reduce, reduce_scatter, all_gather, broadcast and all_to_all(_v) of host tensors (scalars such
+// as a gradient norm or token count, the per-token vectors of the vocabulary-parallel loss, MoE routing counts) go to
 // the host communicator this one was built from, so code holding this communicator needs no
 // second one for its host values. Both carry their operations in issue order, which every rank
 // shares; statistics of those operations are the host communicator's.

@@ -5,7 +5,8 @@
 // group id of this rank on the axis, key = this rank's coordinate on the axis, name = the axis
 // name), so rank i of group(axis) is the member with coordinate i. Building is collective over
 // the world: every rank constructs its ProcessGroups at the same point, with the same shape.
-// An axis of size 1 gets a LoopbackCommunicator named after the axis.
+// An axis of size 1 gets a LoopbackCommunicator named after the axis. With ep > 1 the
+// expert-data group is split too (after the axes, in the same collective order on every rank).
 // Destroy it before the MpiRuntime (its MPI communicators must be freed before MPI_Finalize).
 #pragma once
 
@@ -38,6 +39,9 @@ class ProcessGroups {
   int rank() const { return world_->rank(); }  // rank in the world
   Communicator& world() { return *world_; }
   Communicator& group(Axis axis) { return *groups_[static_cast<int>(axis)]; }
+  // The ranks holding the same experts (RankGrid::expert_data_group): the dp group itself when
+  // ep is 1, named "edp" otherwise.
+  Communicator& expert_data() { return expert_data_ ? *expert_data_ : group(Axis::dp); }
 
   // ("world", ...), then one entry per axis in tp, cp, ep, dp, pp order (loopback axes included).
   std::vector<std::pair<std::string, CommStats>> stats() const;
@@ -50,6 +54,7 @@ class ProcessGroups {
   RankGrid grid_;
   std::unique_ptr<Communicator> world_;
   std::array<std::unique_ptr<Communicator>, kAxes.size()> groups_;
+  std::unique_ptr<Communicator> expert_data_;  // ep > 1 only
 };
 
 }  // namespace myriad::dist

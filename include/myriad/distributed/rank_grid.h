@@ -1,10 +1,15 @@
 // RankGrid — pure arithmetic from a world of ranks to coordinates on the parallel axes.
 //
-// Axes, fastest-varying first: tp, cp, ep, dp, pp (Megatron's tp-cp-ep-dp-pp order), so
-//   rank = tp + TP * (cp + CP * (ep + EP * (dp + DP * pp))).
-// Tensor-parallel peers are neighbouring ranks (they share a node); pipeline stages are the
-// farthest apart. A group along an axis is the set of ranks that differ only in that coordinate,
-// listed by that coordinate. No MPI here: communicators are built from these groups elsewhere.
+// The world is TP * CP * DP * PP ranks, fastest-varying first:
+//   rank = tp + TP * (cp + CP * (dp + DP * pp)).
+// Expert parallelism lives inside data parallelism (Megatron's choice): EP divides DP, and a
+// rank's ep coordinate is dp % EP, so the EP ranks of an ep group are consecutive data-parallel
+// replicas (neighbours, for the all-to-all) and each holds a different share of the experts. The
+// ranks holding the same experts — equal dp % EP — form the expert-data group (DP / EP members,
+// listed by dp / EP), over which expert gradients are reduced; dense parameters are reduced over
+// the whole dp group. Tensor-parallel peers are neighbouring ranks (they share a node); pipeline
+// stages are the farthest apart. A group along an axis is the set of ranks that differ only in
+// that coordinate, listed by that coordinate. No MPI here: communicators are built elsewhere.
 #pragma once
 
 #include <array>
@@ -18,9 +23,9 @@ inline constexpr std::array<Axis, 5> kAxes = {Axis::tp, Axis::cp, Axis::ep, Axis
 const char* axis_name(Axis axis);
 
 struct GridShape {
-  int tp = 1, cp = 1, ep = 1, dp = 1, pp = 1;
+  int tp = 1, cp = 1, ep = 1, dp = 1, pp = 1;  // ep divides dp
   int size(Axis axis) const;
-  int product() const { return tp * cp * ep * dp * pp; }
+  int product() const { return tp * cp * dp * pp; }  // the world (ep is inside dp)
 };
 
 struct GridCoord {
@@ -32,7 +37,8 @@ struct GridCoord {
 
 class RankGrid {
  public:
-  // Throws naming every factor when the product of the degrees is not world_size.
+  // Throws naming every factor when the product of the degrees is not world_size, or ep does not
+  // divide dp.
   RankGrid(const GridShape& shape, int world_size);
 
   int world_size() const { return world_; }
@@ -46,6 +52,10 @@ class RankGrid {
   // Which group of `axis` the rank belongs to: equal for all members, distinct across groups,
   // in [0, world / size(axis)) — usable as an MPI_Comm_split colour.
   int group_id(Axis axis, int rank) const;
+  // The ranks holding the same experts as `rank` (same tp, cp, pp and dp % ep), by dp / ep; and
+  // an id equal for its members, distinct across such groups (an MPI_Comm_split colour).
+  std::vector<int> expert_data_group(int rank) const;
+  int expert_data_group_id(int rank) const;
   // Previous / next pipeline stage of `rank` (same tp, cp, ep, dp); -1 past the ends.
   int pipeline_prev(int rank) const;
   int pipeline_next(int rank) const;
@@ -57,7 +67,8 @@ class RankGrid {
 
  private:
   void check_rank(int rank) const;
-  int stride(Axis axis) const;
+  // `c` with coordinate `axis` set to `value` (ep moves dp within its ep group).
+  GridCoord with(GridCoord c, Axis axis, int value) const;
   GridShape shape_;
   int world_;
 };

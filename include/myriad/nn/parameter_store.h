@@ -41,6 +41,7 @@ struct Parameter {
   int shard_dim = -1;        // dimension split over tensor-parallel ranks; -1 = whole
   std::vector<IndexRange> shard_ranges;  // global indices along shard_dim, held back to back
   bool primary = true;       // false: a copy another rank also holds (see the file comment)
+  bool expert = false;       // an MoE expert's: expert-parallel ranks hold different experts
   ParamKind kind = ParamKind::weight;
   ParamInit init = ParamInit::normal;
   float init_std = 0.0f;
@@ -57,6 +58,7 @@ class ParameterStore {
   std::size_t add_shard(const std::string& name, const Shape& global_shape, int dim, std::vector<IndexRange> ranges,
                         ParamKind kind, ParamInit init, float init_std = 0.0f);
   void set_primary(std::size_t index, bool primary) { params_[index].primary = primary; }
+  void set_expert(std::size_t index) { params_[index].expert = true; }
   // Lays the parameters out in one value and one gradient buffer (zeros) at `placement` (the
   // host by default, or a device backend's memory).
   void allocate(const ops::Placement& placement = {});

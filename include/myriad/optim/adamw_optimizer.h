@@ -35,6 +35,7 @@ struct OptimizerSegment {
   Tensor value, grad;  // same shape, contiguous f32
   nn::ParamKind kind = nn::ParamKind::weight;
   bool counted = true;  // in grad_sum_squares (false for a copy another rank counts: Parameter::primary)
+  bool expert = false;  // an MoE expert's (ep ranks hold different ones): grad_sum_squares(true)
 };
 
 // One segment per parameter of the store.
@@ -46,6 +47,7 @@ class AdamWOptimizer {
   AdamWOptimizer(std::vector<OptimizerSegment> segments, const AdamWConfig& config);
 
   double grad_sum_squares() const;  // over this optimizer's segments, float64, fixed order
+  double grad_sum_squares(bool expert_segments) const;  // over the expert segments, or the others
   OptimizerStepStats step(float lr) { return step(lr, grad_sum_squares()); }
   // `unscale` multiplies every gradient first (1 / loss scale under fp16 loss scaling); the norm
   // reported and clipped is that of the unscaled gradients.

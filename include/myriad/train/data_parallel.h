@@ -13,6 +13,8 @@
 //      acquires it, freed when it releases it, and the next unit in pass order is prefetched.
 // Global gradient norm (clipping): one float64 all-reduce of the shards' sums of squares (each
 // element counted once); stage 0 computes it locally from the identical reduced gradients.
+// Mixture of experts (ep > 1): expert units form their own buckets, reduced and sharded over the
+// ranks that hold the same experts (DataParallelOptions::expert_data_parallel), not the dp group.
 // Ring collectives give every rank bitwise identical reduced values, so replicas never drift.
 // snapshot_full and load_full convert between this layout and the flat full layout
 // (layout-independent checkpoints); they are collective over the dp group.
@@ -45,6 +47,11 @@ struct DataParallelOptions {
   // training.precision at stage 3: each gathered unit is rounded to this format (bf16 / f16) for
   // the model to read, while the shard stays the f32 master (stages 0-2: the Engine's compute copy).
   DType compute_format = DType::f32;
+  // Mixture of experts with ep > 1: expert units (ParamUnit::expert) are reduced and sharded over
+  // the ranks holding the same experts (`expert_data_parallel`), the stage-0 gradient norm of
+  // expert parameters summed over `expert_parallel`. Not owned; null = ep 1.
+  dist::Communicator* expert_data_parallel = nullptr;
+  dist::Communicator* expert_parallel = nullptr;
 };
 
 // Parameters and AdamW moments in the flat full layout (padding between parameters is 0).
@@ -118,6 +125,8 @@ class DataParallel final : public nn::UnitHooks {
     Tensor reduced;     // stages 2/3: this rank's reduced chunk, added into the shard when done
   };
   Tensor flat_view(const Tensor& buffer, std::int64_t begin, std::int64_t end) const;
+  int bucket_of_position(std::int64_t position) const;
+  dist::Communicator& comm_of(const dist::ZeroBucket& bucket) const;  // dp, or the expert-data group
   void gather_from_shard(const Tensor& shard, Tensor& full);  // shard layout -> full flat layout
   void moments_to_full(const Tensor& packed, Tensor& full);   // optimizer's packed segments -> full
   void launch_bucket(int bucket);
@@ -132,6 +141,7 @@ class DataParallel final : public nn::UnitHooks {
   nn::ParameterStore& store_;
   ops::Placement placement_;  // where the model's state lives; every buffer here is placed there
   dist::Communicator& dp_;
+  dist::Communicator& expert_dp_;  // dp_ unless ep > 1
   int stage_;
   DataParallelOptions options_;
   dist::ZeroLayout layout_;

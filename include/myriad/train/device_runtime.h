@@ -1,6 +1,6 @@
 // DeviceRuntime — what training.device cuda gives a rank: its GPU (picked from the local rank),
 // the ops backend on it (where the Engine places the one model, its gradients, ZeRO shards and
-// AdamW state: ops::Placement) and the dp / tp / pp groups over NCCL, built from the host groups
+// AdamW state: ops::Placement) and the dp / tp / pp / ep (+ expert-data) groups over NCCL, built from the host groups
 // of the same ranks. A group of one is a LoopbackCommunicator, which takes device tensors too.
 // Host tensors given to any of these groups travel over the host group (scalars, token counts).
 //
@@ -25,6 +25,8 @@ class DeviceRuntime {
   virtual ops::Placement placement() = 0;
   // The group of `axis` for device tensors (never the host group object itself).
   virtual dist::Communicator& group(dist::Axis axis) = 0;
+  // The ranks holding the same MoE experts (dist::ProcessGroups::expert_data) for device tensors.
+  virtual dist::Communicator& expert_data() = 0;
   virtual std::string describe() const = 0;  // "cuda:0 (NVIDIA H200)"
   // Device memory held besides the tensors the Engine accounts for (the cuBLASLt workspace).
   virtual std::int64_t workspace_bytes() const = 0;

@@ -100,12 +100,16 @@ class Engine {
   dist::Communicator& dp() { return group(dist::Axis::dp); }
   dist::Communicator& tp() { return group(dist::Axis::tp); }
   dist::Communicator& pp() { return group(dist::Axis::pp); }
-  bool model_parallel() const { return config_.parallel.tp * config_.parallel.pp > 1; }
+  bool model_parallel() const { return config_.parallel.tp * config_.parallel.pp * config_.parallel.ep > 1; }
   nn::LossSum forward_loss(const Tensor& ids, const Tensor& targets);
   void sync_tied_embedding();
   // Whether this rank owns a distinct part of the state and writes it in checkpoints: every dp
-  // rank at ZeRO >= 1 (its shard), the dp rank 0 of each (tp, pp) part at ZeRO 0.
-  bool writes_checkpoint() { return dp().rank() == 0 || data_parallel_->zero_stage() >= 1; }
+  // rank at ZeRO >= 1 (its shard), the dp rank 0 of each (tp, pp) part at ZeRO 0 — and with
+  // ep > 1 the first holder of each share of the experts (expert-data rank 0), for its experts only.
+  bool writes_dense_state() { return dp().rank() == 0 || data_parallel_->zero_stage() >= 1; }
+  bool writes_checkpoint() {
+    return writes_dense_state() || (config_.parallel.ep > 1 && groups_->expert_data().rank() == 0);
+  }
   // The parameter values in the serial layout, complete on every rank (generation). Collective.
   void snapshot_serial(FullState& out);
 
@@ -119,6 +123,7 @@ class Engine {
   std::unique_ptr<data::EvalSampler> eval_sampler_;
   std::unique_ptr<DeviceRuntime> device_;  // training.device cuda; before everything placed on it
   std::unique_ptr<nn::TensorParallel> tensor_parallel_;  // tp > 1: how the model crosses the tp group
+  std::unique_ptr<nn::ExpertParallel> expert_parallel_;  // ep > 1: how MoE rows cross the ep group
   std::unique_ptr<nn::GptModel> model_;
   std::unique_ptr<DataParallel> data_parallel_;
   std::unique_ptr<PipelineExecutor> pipeline_;  // the step loop: this rank's schedule (one stage at pp 1)

@@ -17,7 +17,9 @@ class SerialLayout {
 
   std::int64_t serial_numel() const { return serial_.parameters().numel(); }
   // serial (serial_numel) += the primary pieces of local_flat (the local store's flat layout).
-  void to_serial(const Tensor& local_flat, Tensor& serial) const;
+  // `experts_only`: only the MoE experts' pieces (an ep rank other than 0, whose dense parameters
+  // ep rank 0 already contributes).
+  void to_serial(const Tensor& local_flat, Tensor& serial, bool experts_only = false) const;
 
  private:
   const nn::ParameterStore& local_;

@@ -444,6 +444,7 @@ dist::WorkHandle NcclCommunicator::recv_async(Tensor tensor, int peer, int tag) 
 }
 
 dist::WorkHandle NcclCommunicator::all_to_all_async(Tensor input, Tensor output) {
+  if (input.defined() && input.device().is_cpu()) return host_->all_to_all_async(std::move(input), std::move(output));
   dist::check_all_to_all_args(*this, input, output, DeviceType::cuda);
   const std::vector<std::int64_t> counts(static_cast<std::size_t>(size_), input.numel() / size_);
   return all_to_all_v_async(std::move(input), counts, std::move(output), counts);
@@ -451,6 +452,10 @@ dist::WorkHandle NcclCommunicator::all_to_all_async(Tensor input, Tensor output)
 
 dist::WorkHandle NcclCommunicator::all_to_all_v_async(Tensor input, std::vector<std::int64_t> send_counts,
                                                       Tensor output, std::vector<std::int64_t> recv_counts) {
+  if (input.defined() && input.device().is_cpu()) {
+    return host_->all_to_all_v_async(std::move(input), std::move(send_counts), std::move(output),
+                                     std::move(recv_counts));
+  }
   dist::check_all_to_all_v_args(*this, input, send_counts, output, recv_counts, DeviceType::cuda);
   check_usable(*impl_, CommOp::all_to_all);
   flush_point_to_point(*impl_, context_, stream_);

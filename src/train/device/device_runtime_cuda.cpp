@@ -43,10 +43,12 @@ class CudaRuntime final : public DeviceRuntime {
     for (std::size_t a = 0; a < dist::kAxes.size(); ++a) {
       groups_[a] = device_group(groups.group(dist::kAxes[a]), context_, timeout);
     }
+    if (groups.grid().size(dist::Axis::ep) > 1) expert_data_ = device_group(groups.expert_data(), context_, timeout);
   }
 
   ops::Placement placement() override { return ops::Placement{&backend_}; }
   dist::Communicator& group(dist::Axis axis) override { return *groups_[static_cast<std::size_t>(axis)]; }
+  dist::Communicator& expert_data() override { return expert_data_ ? *expert_data_ : group(dist::Axis::dp); }
   std::string describe() const override {
     cudaDeviceProp prop{};
     const bool named = cudaGetDeviceProperties(&prop, context_.device()) == cudaSuccess;
@@ -58,6 +60,7 @@ class CudaRuntime final : public DeviceRuntime {
   cuda::DeviceContext context_;
   cuda::CudaBackend backend_;  // after the context: destroyed first
   std::array<std::unique_ptr<dist::Communicator>, dist::kAxes.size()> groups_;  // destroyed before both
+  std::unique_ptr<dist::Communicator> expert_data_;                              // ep > 1 only
 };
 
 }  // namespace
