@@ -8,10 +8,13 @@
 // Routing cases (dropless, so skew shows as load rather than drops):
 //   balanced  router logits from a 0.02-std router on unit-variance inputs: near-uniform loads
 //   hot expert  every token's first choice is expert 0 (a large logit on it)
-//   hot rank    every token's first choice is among rank 0's experts
-// Analytic bytes per token and layer (forward + backward), a row of C f32 values per kept
-// assignment: 4 all-to-alls (dispatch, return; their gradients) x top_k x C x 4 bytes x the share
-// of the rank's assignments whose expert lives on another rank ((ep - 1) / ep when balanced).
+//   hot rank    every token's first choice is among rank 0's experts (at ep 1 that is every
+//               expert: the same load as balanced)
+// Bytes per token and layer (forward + backward), over the whole ep group: what every rank handed
+// to the all-to-alls (rows of C f32 values, plus the E routing counts), against the analytic
+// count 2 x (rows a rank sends to other ranks' experts + rows it computes for other ranks) x C x
+// 4 bytes — dispatch and its gradient, return and its gradient — summed over ranks per token:
+// 4 x top_k x C x 4 x (ep - 1) / ep when balanced.
 // Usage: OMP_NUM_THREADS=1 mpirun -np EP bench_moe [--quick] [--tokens N] [--embd C] [--experts E]
 //        [--top-k K] (single process: ep 1)
 #include <algorithm>
@@ -122,17 +125,20 @@ int main(int argc, char** argv) {
                         fmt(flops / t.first_median_s / 1e9), fmt(flops / t.second_median_s / 1e9),
                         percent(t.second_median_s / t.first_median_s)});
   }
-  if (rank == 0) gemm_table.print();
+  if (rank == 0) {
+    gemm_table.print();
+    std::cout << "\n";
+  }
 
-  // Dense MLP baseline (forward + backward).
-  Tensor h = Tensor::empty({B, T, C});
+  // Inputs: unit-variance tokens (balanced routing), and the same tokens plus a shared component
+  // along `direction`, which the skewed routers' favoured rows point at.
+  Tensor h = Tensor::empty({B, T, C}), h_skewed = Tensor::empty({B, T, C});
   fill_normal(h, 0.0f, 1.0f, 7, static_cast<std::uint64_t>(rank));
   Tensor direction = Tensor::empty({C});
   fill_normal(direction, 0.0f, 1.0f, 8, 0);
-  {  // every token shares a component along `direction` (what the skewed routers latch onto)
-    float* p = h.data<float>();
-    for (std::int64_t i = 0; i < N; ++i) {
-      for (std::int64_t c = 0; c < C; ++c) p[i * C + c] += direction.data<float>()[c];
+  for (std::int64_t i = 0; i < N; ++i) {
+    for (std::int64_t c = 0; c < C; ++c) {
+      h_skewed.data<float>()[i * C + c] = h.data<float>()[i * C + c] + direction.data<float>()[c];
     }
   }
   const std::int64_t F = k * Fe;
@@ -157,6 +163,7 @@ int main(int argc, char** argv) {
                "a2a bytes/token", "analytic", "a2a exposed ms"});
   dist::ExpertParallelGroup group(*world);
   for (Routing routing : {Routing::balanced, Routing::hot_expert, Routing::hot_rank}) {
+    if (routing == Routing::hot_rank && ep == 1) continue;  // one rank holds every expert
     nn::ParameterStore store;
     nn::ModelSplit split;
     if (ep > 1) split.ep = &group;
@@ -164,11 +171,12 @@ int main(int argc, char** argv) {
     store.allocate();
     store.initialize(11);
     skew_router(store, direction, routing, static_cast<int>(E), ep);
+    const Tensor& x = routing == Routing::balanced ? h : h_skewed;
     Tensor out = Tensor::empty({B, T, C}), grad_h = Tensor::empty({B, T, C});
     Tensor go = grad_y.view({B, T, C});
     nn::MoeActivations acts;
     // Load: the rows each expert computed, over all ranks (routed counts of every rank summed).
-    layer.forward(store, h, out, acts);
+    layer.forward(store, x, out, acts);
     std::vector<std::int64_t> counts(acts.plan.routed);
     Tensor total = Tensor::empty({E}, DType::i64);
     for (std::int64_t e = 0; e < E; ++e) total.data<std::int64_t>()[e] = counts[e];
@@ -181,18 +189,24 @@ int main(int argc, char** argv) {
     for (std::int64_t e = 0; e < E; ++e) {
       if (e / (E / ep) != rank) remote += acts.plan.offsets[e + 1] - acts.plan.offsets[e];
     }
-    layer.backward(store, h, acts, go, grad_h, 1.0f);
+    for (int p = 0; p < static_cast<int>(acts.exchange.recv_rows.size()); ++p) {
+      if (p != rank) remote += acts.exchange.recv_rows[static_cast<std::size_t>(p)];
+    }
+    layer.backward(store, x, acts, go, grad_h, 1.0f);
     auto moe_step = [&] {
-      layer.forward(store, h, out, acts);
-      layer.backward(store, h, acts, go, grad_h, 1.0f);
+      layer.forward(store, x, out, acts);
+      layer.backward(store, x, acts, go, grad_h, 1.0f);
     };
     world->barrier();
     world->reset_stats();
     const PairedTiming t = time_paired(moe_step, dense_step, 3, a.quick ? 1.0 : 3.0);
     const dist::CommStats stats = world->stats();
     const double calls = static_cast<double>(t.pairs + 1);  // the warm-up call is counted too
-    const double bytes = static_cast<double>(stats[dist::CommOp::all_to_all].bytes_sent) / calls / N;
-    const double analytic = 4.0 * static_cast<double>(remote) * C * 4.0 / N;
+    const double group_tokens = static_cast<double>(N) * ep;
+    const double bytes =
+        dist::sum_over_ranks(*world, static_cast<double>(stats[dist::CommOp::all_to_all].bytes_sent)) / calls /
+        group_tokens;
+    const double analytic = dist::sum_over_ranks(*world, 2.0 * static_cast<double>(remote) * C * 4.0) / group_tokens;
     const double exposed_ms = 1000.0 * stats[dist::CommOp::all_to_all].wait_seconds / calls;
     // The slowest rank sets the pace: the maxima over ranks.
     const auto slowest = [&](double v) {
