@@ -217,6 +217,23 @@ std::vector<Layout> layouts() {
 INSTANTIATE_TEST_SUITE_P(Layouts, ModelParallel, ::testing::ValuesIn(layouts()),
                          [](const ::testing::TestParamInfo<Layout>& info) { return info.param.name; });
 
+// Resumes the newest checkpoint under <dir>/checkpoints in `layout` (or one process: `serial`)
+// and returns the losses of the next `steps` steps.
+std::vector<double> resumed_losses(World& world, const fs::path& dir, const Layout& layout, bool serial, int steps) {
+  dist::Communicator& comm = *world.comm;
+  RunConfig config = layout_config(comm.rank(), dir, layout, serial);
+  if (serial) {
+    Engine engine(config, make_rank_logger(0, "warn"));
+    engine.load("auto");
+    return run(engine, steps, false).loss;
+  }
+  dist::ProcessGroups groups(layout.grid, world.runtime.world());
+  Engine engine(config, make_rank_logger(comm.rank(), "warn"), &groups);
+  engine.load("auto");
+  EXPECT_EQ(engine.step_count(), steps);
+  return run(engine, steps, false).loss;
+}
+
 // Resharding (4 ranks): a checkpoint saved at dp 2 x tp 2 after 10 steps (in the background,
 // one file per tp rank) resumes at the same layout bit for bit, and at pp 2 x dp 2 and in one
 // process within the equivalence tolerance of the uninterrupted run's next 10 steps.
@@ -252,22 +269,9 @@ TEST(Resharding, Dp2Tp2CheckpointResumesAtPp2Dp2AndInOneProcess) {
     EXPECT_EQ(reader.header().step, kHalf);
     EXPECT_TRUE(reader.has("blocks.0.attn.qkv.weight") && reader.has("adamw.m/blocks.0.attn.qkv.weight"));
   }
-  auto resume = [&](const Layout& layout, bool serial) {
-    RunConfig config = layout_config(comm.rank(), dir, layout, serial);
-    if (serial) {
-      Engine engine(config, make_rank_logger(0, "warn"));
-      engine.load("auto");
-      return run(engine, kHalf, false).loss;
-    }
-    dist::ProcessGroups groups(layout.grid, world.runtime.world());
-    Engine engine(config, make_rank_logger(comm.rank(), "warn"), &groups);
-    engine.load("auto");
-    EXPECT_EQ(engine.step_count(), kHalf);
-    return run(engine, kHalf, false).loss;
-  };
-  const std::vector<double> same = resume(saved, false);
-  const std::vector<double> pipelined = resume(other, false);
-  const std::vector<double> single = resume(saved, true);
+  const std::vector<double> same = resumed_losses(world, dir, saved, false, kHalf);
+  const std::vector<double> pipelined = resumed_losses(world, dir, other, false, kHalf);
+  const std::vector<double> single = resumed_losses(world, dir, saved, true, kHalf);
   if (comm.rank() == 0) {
     std::cout << "resharding dp2 x tp2 -> same layout max gap " << max_abs_difference(same, uninterrupted)
               << ", pp2 x dp2 " << max_abs_difference(pipelined, uninterrupted) << ", one process "
@@ -308,14 +312,9 @@ TEST(Resharding, Ep4MoeCheckpointResumesAtEp2AndEp1) {
     CheckpointReader reader(checkpoint_path((dir / "checkpoints").string(), kHalf), "");
     EXPECT_TRUE(reader.has("blocks.0.moe.experts.fc.weight") && reader.has("adamw.v/blocks.1.moe.experts.proj.weight"));
   }
-  auto resume = [&](const Layout& layout) {
-    dist::ProcessGroups groups(layout.grid, world.runtime.world());
-    Engine engine(layout_config(comm.rank(), dir, layout, false), make_rank_logger(comm.rank(), "warn"), &groups);
-    engine.load("auto");
-    EXPECT_EQ(engine.step_count(), kHalf);
-    return run(engine, kHalf, false).loss;
-  };
-  const std::vector<double> same = resume(saved), at_ep2 = resume(ep2), at_ep1 = resume(ep1);
+  const std::vector<double> same = resumed_losses(world, dir, saved, false, kHalf);
+  const std::vector<double> at_ep2 = resumed_losses(world, dir, ep2, false, kHalf);
+  const std::vector<double> at_ep1 = resumed_losses(world, dir, ep1, false, kHalf);
   if (comm.rank() == 0) {
     std::cout << "resharding ep4 -> same layout max gap " << max_abs_difference(same, uninterrupted) << ", ep2 "
               << max_abs_difference(at_ep2, uninterrupted) << ", ep1 " << max_abs_difference(at_ep1, uninterrupted)

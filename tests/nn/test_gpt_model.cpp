@@ -156,11 +156,21 @@ TEST(GptModel, BadInputsNameTheProblem) {
 namespace myriad::nn {
 namespace {
 
+// A LLaMA-style MoE (4 experts, top 2, a shared expert, dropless: decoding routes each token
+// alone, so no capacity can bind there).
+TransformerConfig tiny_moe() {
+  TransformerConfig c = tiny_llama();
+  c.moe.num_experts = 4;
+  c.moe.top_k = 2;
+  c.moe.shared_experts = 1;
+  return c;
+}
+
 // The KV-cache decode path must give the logits of the full forward at every position.
 TEST(GptModelDecode, KvCacheLogitsMatchFullForward) {
   std::uint64_t seed = testing::fresh_seed();
   MYRIAD_SEED_TRACE(seed);
-  for (const TransformerConfig& config : {tiny_gpt2(), tiny_llama()}) {
+  for (const TransformerConfig& config : {tiny_gpt2(), tiny_llama(), tiny_moe()}) {
     GptModel model(config);
     model.initialize(seed);
     Tensor ids = testing::random_ids({1, 8}, 13, seed, 4);

@@ -2,7 +2,7 @@
 // (router, experts, shared experts, the dense blocks around them) against directional central
 // differences of the whole objective (LM loss + load-balancing + z losses), with tokens dropped
 // over capacity; exact accumulation over micro-batches (capacity is per sequence); identical
-// gradients under every recompute mode; KV-cache decoding equals the full forward.
+// gradients under every recompute mode (KV-cache decoding: test_gpt_model.cpp).
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -78,8 +78,12 @@ int check_gradients_at(const TransformerConfig& config, bool expect_drops, std::
   MYRIAD_SEED_TRACE(seed);
   GptModel model(config);
   model.initialize(seed);
+  // Larger weights than the 0.02 init make every path contribute visibly to the loss; the router's
+  // largest, so that the experts' scores are well apart and a shift rarely nears a tie (where the
+  // top-k weights bend sharply and the central difference is poor).
   for (Parameter& p : model.parameters().all()) {
-    if (p.init == ParamInit::normal) fill_normal(p.value, 0.0f, 0.3f, seed, stable_name_hash(p.name) + 1);
+    const float std = p.name.find(".router.") != std::string::npos ? 1.0f : 0.3f;
+    if (p.init == ParamInit::normal) fill_normal(p.value, 0.0f, std, seed, stable_name_hash(p.name) + 1);
   }
   Batch batch = random_batch(2, 5, seed, 100);
   const Objective base = objective(model, batch);
@@ -176,7 +180,8 @@ TEST(MoeModel, MicroBatchesAccumulateToTheWholeBatchAndRecomputeChangesNothing) 
     for (std::size_t l = 0; l < a.moe_stats().size(); ++l) {
       EXPECT_EQ(a.moe_stats()[l].routed, b.moe_stats()[l].routed);
       EXPECT_EQ(a.moe_stats()[l].dropped, b.moe_stats()[l].dropped);
-      EXPECT_NEAR(a.moe_stats()[l].aux_loss_sum, b.moe_stats()[l].aux_loss_sum, 1e-9);
+      // The router logits are float32 GEMM results whose rounding depends on the batch shape.
+      EXPECT_NEAR(a.moe_stats()[l].aux_loss_sum, b.moe_stats()[l].aux_loss_sum, 1e-6 * a.moe_stats()[l].aux_loss_sum);
     }
     const std::vector<double> none = testing::to_f64(a.parameters().flat_grads());
     for (Recompute mode : {Recompute::selective, Recompute::full}) {
@@ -186,23 +191,6 @@ TEST(MoeModel, MicroBatchesAccumulateToTheWholeBatchAndRecomputeChangesNothing) 
       c.forward_backward(whole.ids, whole.targets, scale, mode);
       EXPECT_EQ(testing::to_f64(c.parameters().flat_grads()), none) << recompute_name(mode);
     }
-  }
-}
-
-TEST(MoeModel, KvCacheDecodingMatchesTheFullForward) {
-  std::uint64_t seed = testing::fresh_seed();
-  MYRIAD_SEED_TRACE(seed);
-  TransformerConfig config = moe_llama();
-  config.moe.expert_capacity = 0;  // decoding routes each token alone: compare with a dropless forward
-  GptModel model(config);
-  model.initialize(seed);
-  Tensor ids = testing::random_ids({1, 8}, 13, seed, 4);
-  Tensor full = model.forward_logits(ids);
-  KvCache cache = model.make_kv_cache();
-  for (std::int64_t t = 0; t < 8; ++t) {
-    Tensor step = model.decode(ids.data<std::int32_t>()[t], t, cache);
-    testing::expect_close(step, testing::to_f64(full.select(0, 0).select(0, t)), 1e-5, 1e-4,
-                          "decode logits at position " + std::to_string(t));
   }
 }
 
