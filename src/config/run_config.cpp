@@ -41,10 +41,6 @@ void validate_pipeline_and_experts(const ModelConfig& model, const ParallelConfi
                  "parallel.ep (" << parallel.ep << ") needs model.num_experts (" << model.num_experts
                                  << ") > 0 and divisible by it");
   }
-  MYRIAD_CHECK(!model.is_moe() || parallel.tp == 1,
-               "model.architecture moe with parallel.tp " << parallel.tp
-                                                          << ": MoE blocks under tensor parallelism are not implemented "
-                                                             "yet; split the experts with parallel.ep (and use dp, pp)");
 }
 
 void validate_sequence(const RunConfig& c) {

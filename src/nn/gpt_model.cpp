@@ -211,15 +211,20 @@ ActivationMemory GptModel::activation_memory(std::int64_t B, std::int64_t T, Rec
   const auto chunks = static_cast<std::int64_t>(chunk_blocks_.size());
   m.saved_bytes = local_blocks * own_per_block + (local_blocks + chunks) * row_count * C * 4;
   // MoE blocks keep no dense MLP activations but their experts' (sized by the routing: at most
-  // N top_k rows without an exchange; counted at that bound), the router logits and shared experts.
+  // N top_k rows without an exchange; counted at that bound), the router logits and shared experts
+  // — under full recompute only while the block's backward runs (scratch, one block at a time).
   const std::int64_t mlp_matrices = config_.mlp == MlpKind::swiglu ? 3 : 2;
+  const std::int64_t Fe = config_.expert_ffn(), k = config_.moe.top_k, E = config_.moe.num_experts;
+  const std::int64_t moe_bytes =
+      (N * k * (2 * C + mlp_matrices * Fe) + N * E + config_.moe.shared_experts * N * Fe * mlp_matrices) * 4;
+  bool any_moe = false;
   for (const TransformerBlock& block : blocks_) {
     if (!block.moe()) continue;
+    any_moe = true;
     for (const ActivationSlot& slot : slots) {
       if (slot.dense_mlp && slot.kept(mode)) m.saved_bytes -= shape_numel(slot.shape) * 4;
     }
-    const std::int64_t Fe = config_.expert_ffn(), k = config_.moe.top_k, E = config_.moe.num_experts;
-    m.saved_bytes += (N * k * (2 * C + mlp_matrices * Fe) + N * E + config_.moe.shared_experts * N * Fe * mlp_matrices) * 4;
+    if (mode != Recompute::full) m.saved_bytes += moe_bytes;
   }
   if (split_.last_stage) m.saved_bytes += 2 * row_count * 4 /*final norm stats*/ + row_count * C * 4 /*hf*/;
   const std::int64_t tp = split_.tp_size();
@@ -227,7 +232,7 @@ ActivationMemory GptModel::activation_memory(std::int64_t B, std::int64_t T, Rec
                                   N * config_.local_qkv_width(static_cast<int>(tp)) +
                                   (config_.mlp == MlpKind::swiglu ? 3 : 2) * N * F;
   if (split_.sharded_sequence()) scratch_elements += N * C + 2 * row_count * C + (split_.last_stage ? N * C : 0);
-  m.scratch_bytes = shared + scratch_elements * 4;
+  m.scratch_bytes = shared + scratch_elements * 4 + (any_moe && mode == Recompute::full ? moe_bytes : 0);
   if (split_.last_stage) {
     const std::int64_t V = tp > 1 ? config_.padded_vocab_size() / tp : config_.vocab_size;
     m.scratch_bytes += (N * V + 3 * N + N * C) * 4;
@@ -310,7 +315,12 @@ LossSum GptModel::forward_chunk(int chunk, int slot_index, const Tensor& ids, co
     blocks_[i].forward(store_, s.residual[r], s.residual[r + 1], s.blocks[i], b.scratch);
     round_to_format(s.residual[r + 1], activation_precision_);
     release_block(i, Pass::forward);
-    if (moe_stat_of_block_[i] >= 0) moe_stats_[moe_stat_of_block_[i]].add(s.blocks[i].moe->plan);
+    if (moe_stat_of_block_[i] >= 0) {
+      moe_stats_[moe_stat_of_block_[i]].add(s.blocks[i].moe->plan);
+      // Full recompute keeps only the block's input: the expert activations are rebuilt (and the
+      // tokens routed again, identically) by recompute() before the block's backward.
+      if (b.mode == Recompute::full) s.blocks[i].moe->release();
+    }
   }
   return chunk_is_last(chunk) ? head_forward(s, targets) : LossSum{};
 }

@@ -45,9 +45,6 @@ MoeLayer::MoeLayer(const TransformerConfig& config, const ModelSplit& split, int
   const std::int64_t C = config.n_embd, E = moe.num_experts, Fe = config.expert_ffn(), S = moe.shared_experts;
   const int ep = split.ep_size(), r = split.ep_rank();
   MYRIAD_CHECK(E % ep == 0, "model: " << E << " experts do not split evenly over ep " << ep);
-  MYRIAD_CHECK(split.tp_size() == 1, "model: MoE layers under tensor parallelism (tp " << split.tp_size()
-                                                                                       << ") are not implemented yet; "
-                                                                                          "use ep (and dp, pp) instead");
   const std::string prefix = "blocks." + std::to_string(layer) + ".moe.";
   const float std = config.init_std;
   const float residual_std = std / std::sqrt(2.0f * static_cast<float>(config.n_layer));
@@ -71,6 +68,11 @@ MoeLayer::MoeLayer(const TransformerConfig& config, const ModelSplit& split, int
                                  mine, ParamKind::weight, ParamInit::normal, residual_std);
   for (std::size_t index : {experts_fc_, experts_up_, experts_out_}) {
     if (index != npos) store.set_expert(index);
+  }
+  // Under tp every rank of the group holds the whole layer and computes every token (moe_layer.h):
+  // a replicated copy, counted (gradient norm, checkpoints) on tp rank 0 only.
+  for (std::size_t index : {router_, shared_fc_, shared_up_, shared_out_, experts_fc_, experts_up_, experts_out_}) {
+    if (index != npos) store.set_primary(index, split.tp_rank() == 0);
   }
 }
 

@@ -213,9 +213,9 @@ void TransformerBlock::forward(const ParameterStore& store, const Tensor& x, Ten
   attention_forward(AttentionArgs{}, bhtd(q), bhtd(k), bhtd(v), att_heads, a.lse);
   row_parallel_output(a.att, store[proj_w_].value, optional(store, proj_b_, false), x, s.d_h, a.x_mid);
   norm_and_gather(store, norm2_w_, norm2_b_, a.x_mid, s.h_rows, a.h2, a.ln2_mean, a.ln2_rstd);
-  if (moe_) {
+  if (moe_) {  // identical on every tp rank (moe_layer.h): this rank's rows of it, no reduction
     moe_->forward(store, a.h2, s.d_h, *a.moe);
-    add(a.x_mid, s.d_h, y);
+    add(a.x_mid, my_rows(s.d_h), y);
     return;
   }
   linear_forward(a.h2, store[fc_w_].value, optional(store, fc_b_, false), a.fc, operands_);
@@ -242,6 +242,14 @@ Tensor TransformerBlock::gathered_grad(const Tensor& grad, BlockScratch& s) cons
   Tensor full = tp.full_of(grad, s.d_full);
   tp.gather_rows(grad, full);
   return full;
+}
+
+// This rank's residual rows of a full (B, T, C) activation that every tp rank holds whole: the
+// tensor itself, or (sequence parallel) its rows [r N/tp, (r + 1) N/tp) shaped (1, N/tp, C).
+Tensor TransformerBlock::my_rows(const Tensor& full) const {
+  if (!split_.sharded_sequence()) return full;
+  const std::int64_t N = full.size(0) * full.size(1), C = full.size(2), n = N / split_.tp_size();
+  return full.view({N, C}).slice(0, n * split_.tp_rank(), n * (split_.tp_rank() + 1)).view({1, n, C});
 }
 
 // s.d_h holds this rank's partial gradient of a column-parallel input: summed over the group into
@@ -276,7 +284,9 @@ void TransformerBlock::backward(ParameterStore& store, const Tensor& x, const Bl
     }
   }
   Tensor n2w = norm_grad_target(norm2_w_, s, 2), n2b = norm_grad_target(norm2_b_, s, 3);
-  norm_backward(store, norm2_w_, a.x_mid, a.ln2_mean, a.ln2_rstd, reduced_input_grad(s), s.d_tmp, n2w, n2b);
+  // The MoE layer's input gradient is whole on every tp rank; the dense MLP's a partial sum.
+  const Tensor d_h2 = moe_ ? my_rows(s.d_h) : reduced_input_grad(s);
+  norm_backward(store, norm2_w_, a.x_mid, a.ln2_mean, a.ln2_rstd, d_h2, s.d_tmp, n2w, n2b);
   add_into(grad, s.d_tmp);  // grad = dL/dx_mid
   // Attention.
   Tensor proj_b = optional(store, proj_b_, true);

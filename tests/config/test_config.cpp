@@ -272,15 +272,13 @@ TEST(ConfigYaml, FullFileSetsEveryKey) {
   EXPECT_EQ(c.training.device, ComputeDevice::cuda);
   // training.device cuda is single-rank: the layout above validates on the CPU.
   // The file sizes the capacity three ways (expert_capacity, capacity_factor, dropless), which
-  // validate() refuses; with one of them (and tp 1) the 8-rank layout validates.
+  // validate() refuses; with one of them the 16-rank layout validates.
   RunConfig on_cpu = c;
   on_cpu.training.device = ComputeDevice::cpu;
   on_cpu.model.architecture = Architecture::moe;  // the MoE keys act only there
   on_cpu.model.capacity_factor.reset();
   on_cpu.model.dropless = false;
-  EXPECT_THROW(on_cpu.validate(16), Error);  // MoE blocks under tp 2: not implemented, refused
-  on_cpu.parallel.tp = 1;
-  EXPECT_NO_THROW(on_cpu.validate(8));
+  EXPECT_NO_THROW(on_cpu.validate(16));
 
   // The file above really covers the registry: every key differs from its default.
   const RunConfig defaults;

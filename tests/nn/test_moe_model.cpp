@@ -2,7 +2,8 @@
 // (router, experts, shared experts, the dense blocks around them) against directional central
 // differences of the whole objective (LM loss + load-balancing + z losses), with tokens dropped
 // over capacity; exact accumulation over micro-batches (capacity is per sequence); identical
-// gradients under every recompute mode (KV-cache decoding: test_gpt_model.cpp).
+// gradients under every recompute mode, full recompute keeping no expert activations (KV-cache
+// decoding: test_gpt_model.cpp).
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -191,6 +192,12 @@ TEST(MoeModel, MicroBatchesAccumulateToTheWholeBatchAndRecomputeChangesNothing) 
       c.forward_backward(whole.ids, whole.targets, scale, mode);
       EXPECT_EQ(testing::to_f64(c.parameters().flat_grads()), none) << recompute_name(mode);
     }
+    // Full recompute drops the expert activations after the forward (rebuilt before backward).
+    GptModel sizes(config, {}, false);
+    EXPECT_GT(sizes.activation_memory(4, 6, Recompute::none).saved_bytes,
+              sizes.activation_memory(4, 6, Recompute::selective).saved_bytes);
+    EXPECT_GT(sizes.activation_memory(4, 6, Recompute::selective).saved_bytes,
+              sizes.activation_memory(4, 6, Recompute::full).saved_bytes);
   }
 }
 

@@ -114,7 +114,7 @@ def test_config_set_unknown_key_names_it(tiny_config):
         tiny_config.set("trainin.lr=3e-4")
     with pytest.raises(myriad.Error, match=r"training\.lr: expected a number, got 'fast'"):
         tiny_config.set("training.lr=fast")
-    with pytest.raises(myriad.Error, match=r"model\.architecture: must be one of gpt2, llama, got 'gpt3'"):
+    with pytest.raises(myriad.Error, match=r"model\.architecture: must be one of gpt2, llama, moe, got 'gpt3'"):
         tiny_config.set("model.architecture=gpt3")
     assert tiny_config.steps == 30  # failed overrides change nothing visible
     tiny_config.validate()
@@ -140,7 +140,7 @@ def test_config_validate_cross_key_errors(tiny_config, override, message):
 def test_config_validate_world_size(tiny_config):
     # An explicit degree is checked against the world as given ...
     tiny_config.set("parallel.dp=1")
-    with pytest.raises(myriad.Error, match=r"dp \* tp \* pp \* cp \* ep = 1 \* 1 \* 1 \* 1 \* 1 = 1.*world size is 2"):
+    with pytest.raises(myriad.Error, match=r"dp \* tp \* pp \* cp = 1 \* 1 \* 1 \* 1 = 1.*world size is 2"):
         tiny_config.validate(2)
     tiny_config.set("parallel.dp=2")
     tiny_config.set("training.batch_size=16")
@@ -151,7 +151,7 @@ def test_config_validate_world_size(tiny_config):
     assert "  dp: 2\n" in tiny_config.to_yaml()
     tiny_config.set("parallel.dp=0")
     tiny_config.set("parallel.tp=2")
-    with pytest.raises(myriad.Error, match=r"parallel.dp is auto.*world size 3 is not divisible by tp \* pp \* cp \* ep"):
+    with pytest.raises(myriad.Error, match=r"parallel.dp is auto.*world size 3 is not divisible by tp \* pp \* cp"):
         tiny_config.validate(3)
 
 

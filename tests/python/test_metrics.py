@@ -24,18 +24,20 @@ TRAIN_KEYS = {
     "kind", "step", "loss", "lr", "grad_norm", "skipped", "loss_scale", "tokens", "samples", "step_seconds", "tokens_per_second",
     "samples_per_second", "model_flops", "mfu", "mfu_datasheet", "data_wait_seconds", "compute_seconds",
     "comm_seconds", "comm_share", "comm_axis_seconds", "comm_axis_share", "bubble_seconds", "bubble_share",
-    "data_wait_share", "comm_bytes", "memory", "stragglers",
+    "data_wait_share", "comm_bytes", "comm_axis_bytes", "memory", "stragglers",
 }
 MEMORY_KEYS = {"parameters", "gradients", "optimizer", "activations", "workspace", "rss_current", "rss_peak"}
 AXES = {"tp", "cp", "ep", "dp", "pp"}
 
 
 def check_train_record(record):
-    """Every documented field is present with its type (rank_compute_seconds only on check steps)."""
-    keys = set(record) - {"rank_compute_seconds"}
+    """Every documented field is present with its type (rank_compute_seconds only on check steps, moe
+    only for MoE models)."""
+    keys = set(record) - {"rank_compute_seconds", "moe"}  # moe: MoE models only
     assert keys == TRAIN_KEYS, keys ^ TRAIN_KEYS
     assert set(record["memory"]) == MEMORY_KEYS
     assert set(record["comm_axis_seconds"]) == AXES and set(record["comm_axis_share"]) == AXES
+    assert set(record["comm_axis_bytes"]) == AXES and all(isinstance(v, int) for v in record["comm_axis_bytes"].values())
     for key in ("loss", "lr", "grad_norm", "step_seconds", "tokens_per_second", "mfu", "mfu_datasheet"):
         assert isinstance(record[key], float) and record[key] >= 0, key
     assert record["kind"] == "train" and isinstance(record["step"], int)

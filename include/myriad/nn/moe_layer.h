@@ -17,6 +17,10 @@
 // expert indices [r E/ep, (r + 1) E/ep)), so checkpoints keep experts by global index.
 // Activations live in MoeActivations (sizes depend on the routing: allocated by forward, freed by
 // backward). Gradient contract: parameter grads accumulate; grad_h is written.
+// Tensor parallelism splits only the dense parts of the model: every rank of a tp group holds the
+// same MoE layer (its parameters are replicated copies, primary on tp rank 0) and runs it on all
+// (B, T) tokens of the gathered input, so its outputs and gradients are identical on the group's
+// ranks without communication — tp times the expert compute, in exchange for no reduction.
 #pragma once
 
 #include <memory>

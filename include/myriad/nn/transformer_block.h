@@ -131,6 +131,7 @@ class TransformerBlock {
                            Tensor& partial, Tensor& out) const;
   Tensor gathered_grad(const Tensor& grad, BlockScratch& s) const;
   Tensor reduced_input_grad(BlockScratch& s) const;
+  Tensor my_rows(const Tensor& full) const;
   Tensor norm_grad_target(std::size_t index, BlockScratch& s, int slot) const;
 };
 
