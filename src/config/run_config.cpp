@@ -130,6 +130,10 @@ void RunConfig::validate(int world_size) const {
   sample.validate();
   validate_tensor_parallel(model, parallel);
   validate_pipeline_and_experts(model, parallel);
+  MYRIAD_CHECK(!model.is_moe() || training.micro_batch % parallel.tp == 0,
+               "training.micro_batch (" << training.micro_batch << ") must be a multiple of parallel.tp (" << parallel.tp
+                                        << ") for a mixture of experts: each tp rank routes its share of the "
+                                           "micro-batch's sequences");
   validate_precision(training);
   validate_device(*this);
   validate_sequence(*this);

@@ -69,10 +69,13 @@ MoeLayer::MoeLayer(const TransformerConfig& config, const ModelSplit& split, int
   for (std::size_t index : {experts_fc_, experts_up_, experts_out_}) {
     if (index != npos) store.set_expert(index);
   }
-  // Under tp every rank of the group holds the whole layer and computes every token (moe_layer.h):
-  // a replicated copy, counted (gradient norm, checkpoints) on tp rank 0 only.
+  // Under tp every rank of the group holds the whole layer (moe_layer.h): a replicated copy,
+  // counted (gradient norm, checkpoints) on tp rank 0 only, whose gradient comes from this rank's
+  // share of the sequences and is summed over the group before the update.
   for (std::size_t index : {router_, shared_fc_, shared_up_, shared_out_, experts_fc_, experts_up_, experts_out_}) {
-    if (index != npos) store.set_primary(index, split.tp_rank() == 0);
+    if (index == npos) continue;
+    store.set_primary(index, split.tp_rank() == 0);
+    if (split.tp_size() > 1) store.set_tp_partial(index);
   }
 }
 

@@ -213,9 +213,8 @@ void TransformerBlock::forward(const ParameterStore& store, const Tensor& x, Ten
   attention_forward(AttentionArgs{}, bhtd(q), bhtd(k), bhtd(v), att_heads, a.lse);
   row_parallel_output(a.att, store[proj_w_].value, optional(store, proj_b_, false), x, s.d_h, a.x_mid);
   norm_and_gather(store, norm2_w_, norm2_b_, a.x_mid, s.h_rows, a.h2, a.ln2_mean, a.ln2_rstd);
-  if (moe_) {  // identical on every tp rank (moe_layer.h): this rank's rows of it, no reduction
-    moe_->forward(store, a.h2, s.d_h, *a.moe);
-    add(a.x_mid, my_rows(s.d_h), y);
+  if (moe_) {
+    moe_forward(store, a, s, y);
     return;
   }
   linear_forward(a.h2, store[fc_w_].value, optional(store, fc_b_, false), a.fc, operands_);
@@ -244,12 +243,52 @@ Tensor TransformerBlock::gathered_grad(const Tensor& grad, BlockScratch& s) cons
   return full;
 }
 
-// This rank's residual rows of a full (B, T, C) activation that every tp rank holds whole: the
-// tensor itself, or (sequence parallel) its rows [r N/tp, (r + 1) N/tp) shaped (1, N/tp, C).
-Tensor TransformerBlock::my_rows(const Tensor& full) const {
-  if (!split_.sharded_sequence()) return full;
-  const std::int64_t N = full.size(0) * full.size(1), C = full.size(2), n = N / split_.tp_size();
-  return full.view({N, C}).slice(0, n * split_.tp_rank(), n * (split_.tp_rank() + 1)).view({1, n, C});
+// Under tp the MoE layer runs on this rank's B / tp sequences of the gathered input (moe_layer.h);
+// a batch that does not split runs whole on every rank (forward only: training batches split).
+IndexRange TransformerBlock::moe_sequences(std::int64_t B) const {
+  const int tp = split_.tp_size();
+  if (tp == 1 || B % tp != 0) return {0, B};
+  return block_of(B, tp, split_.tp_rank());
+}
+
+// y = x_mid + the MoE layer's output: this rank's sequences written into the (B, T, C) partial
+// buffer (zeros elsewhere) and summed over the group like a row-parallel output.
+void TransformerBlock::moe_forward(const ParameterStore& store, BlockActivations& a, BlockScratch& s,
+                                   Tensor& y) const {
+  const TensorParallel& tp = split_.tensor_parallel();
+  const std::int64_t B = a.h2.size(0);
+  const IndexRange mine = moe_sequences(B);
+  Tensor out = s.d_h.slice(0, mine.begin, mine.end);
+  if (mine.size() == B) {  // every rank holds the whole output: its own rows of it, no reduction
+    moe_->forward(store, a.h2, out, *a.moe);
+    const std::int64_t N = B * a.h2.size(1), C = config_.n_embd, n = N / split_.tp_size();
+    const Tensor rows = split_.sharded_sequence()
+                            ? s.d_h.view({N, C}).slice(0, n * split_.tp_rank(), n * (split_.tp_rank() + 1)).view({1, n, C})
+                            : s.d_h;
+    add(a.x_mid, rows, y);
+    return;
+  }
+  zero(s.d_h);
+  moe_->forward(store, a.h2.slice(0, mine.begin, mine.end), out, *a.moe);
+  Tensor rows = tp.rows_of(s.d_h, s.d_tmp);
+  tp.reduce_to_rows(s.d_h, rows);
+  add(a.x_mid, rows, y);
+}
+
+// s.d_h <- this rank's partial dL/d h2: the MoE layer's input gradient for its sequences, zeros
+// elsewhere (summed over the group by the caller's reduced_input_grad).
+void TransformerBlock::moe_backward(ParameterStore& store, const BlockActivations& a, BlockScratch& s,
+                                    const Tensor& grad, float loss_scale) const {
+  const std::int64_t B = a.h2.size(0);
+  const IndexRange mine = moe_sequences(B);
+  MYRIAD_CHECK(mine.size() < B || split_.tp_size() == 1,
+               "moe: layer " << layer_ << " trains on a micro-batch of " << B << " sequences, which tp "
+                             << split_.tp_size() << " cannot split (training.micro_batch must be a multiple of tp)");
+  const Tensor full_grad = gathered_grad(grad, s);
+  if (mine.size() < B) zero(s.d_h);
+  Tensor d_h = s.d_h.slice(0, mine.begin, mine.end);
+  moe_->backward(store, a.h2.slice(0, mine.begin, mine.end), *a.moe, full_grad.slice(0, mine.begin, mine.end), d_h,
+                 loss_scale);
 }
 
 // s.d_h holds this rank's partial gradient of a column-parallel input: summed over the group into
@@ -269,7 +308,7 @@ void TransformerBlock::backward(ParameterStore& store, const Tensor& x, const Bl
   zero(s.norm_grads);
   // MLP: s.d_h <- dL/d h2 (this rank's partial sum under tp).
   if (moe_) {
-    moe_->backward(store, a.h2, *a.moe, gathered_grad(grad, s), s.d_h, loss_scale);
+    moe_backward(store, a, s, grad, loss_scale);
   } else {
     Tensor out_b = optional(store, out_b_, true), fc_b = optional(store, fc_b_, true), none;
     linear_backward(a.act, store[out_w_].value, gathered_grad(grad, s), s.d_act, false, store[out_w_].grad, out_b,
@@ -284,8 +323,8 @@ void TransformerBlock::backward(ParameterStore& store, const Tensor& x, const Bl
     }
   }
   Tensor n2w = norm_grad_target(norm2_w_, s, 2), n2b = norm_grad_target(norm2_b_, s, 3);
-  // The MoE layer's input gradient is whole on every tp rank; the dense MLP's a partial sum.
-  const Tensor d_h2 = moe_ ? my_rows(s.d_h) : reduced_input_grad(s);
+  // A partial sum over the tp group (the dense MLP, or the MoE layer on this rank's sequences).
+  const Tensor d_h2 = reduced_input_grad(s);
   norm_backward(store, norm2_w_, a.x_mid, a.ln2_mean, a.ln2_rstd, d_h2, s.d_tmp, n2w, n2b);
   add_into(grad, s.d_tmp);  // grad = dL/dx_mid
   // Attention.

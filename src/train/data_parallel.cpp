@@ -202,6 +202,19 @@ void DataParallel::finish_step() {
   } else {
     finish_backward();
   }
+  sum_tp_partial_grads();
+}
+
+void DataParallel::sum_tp_partial_grads() {
+  dist::Communicator* tp = options_.tensor_parallel;
+  if (tp == nullptr || tp->size() == 1) return;
+  // Every tp rank holds the same segments of these parameters (dp shards them, not tp).
+  std::vector<dist::WorkHandle> sums;
+  const std::vector<optim::OptimizerSegment>& segments = optimizer_->segments();
+  for (std::size_t i = 0; i < segments_.size(); ++i) {
+    if (store_[segments_[i].param].tp_partial) sums.push_back(tp->all_reduce_async(segments[i].grad));
+  }
+  for (dist::WorkHandle& w : sums) w->wait();
 }
 
 void DataParallel::finish_backward() {

@@ -57,6 +57,7 @@ Engine::Engine(const RunConfig& config, std::shared_ptr<spdlog::logger> log, dis
   if (model_parallel()) serial_layout_ = std::make_unique<SerialLayout>(*model_);
   DataParallelOptions dp_options = data_parallel_options(config_);
   dp_options.model_parallel = {&tp(), &pp()};
+  dp_options.tensor_parallel = &tp();
   if (config_.parallel.ep > 1) {
     dp_options.expert_data_parallel = device_ ? &device_->expert_data() : &groups_->expert_data();
     dp_options.expert_parallel = &group(dist::Axis::ep);
@@ -289,7 +290,7 @@ StepMetrics Engine::step() {
   metrics.loss = loss_sum / static_cast<double>(valid);
   metrics.grad_norm = stats.grad_norm;
   metrics.skipped = stats.skipped;
-  metrics.moe = collect_moe_metrics(*model_, dp(), pp());
+  metrics.moe = collect_moe_metrics(*model_, dp(), tp(), pp());
   metrics.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   metrics_->finish(metrics, data_wait, bubble_seconds_, memory_report());
   // An fp16 overflow while the scaler can still lower the scale is the scaler's normal search.

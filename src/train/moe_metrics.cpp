@@ -1,4 +1,4 @@
-// collect_moe_metrics: the model's per-layer routing counts, summed over dp and pp in one i64
+// collect_moe_metrics: the model's per-layer routing counts, summed over dp, tp and pp in one i64
 // all-reduce each (layers a rank does not hold contribute zeros), the loss sums in float64.
 #include "myriad/train/moe_metrics.h"
 
@@ -9,7 +9,7 @@
 namespace myriad::train {
 
 std::vector<MoeLayerMetrics> collect_moe_metrics(const nn::GptModel& model, dist::Communicator& dp,
-                                                 dist::Communicator& pp) {
+                                                 dist::Communicator& tp, dist::Communicator& pp) {
   const nn::TransformerConfig& c = model.config();
   if (!c.moe.enabled()) return {};
   std::vector<int> layers;
@@ -32,10 +32,13 @@ std::vector<MoeLayerMetrics> collect_moe_metrics(const nn::GptModel& model, dist
     tokens[i] = static_cast<double>(s.tokens);
   }
   dp.all_reduce(counts);
+  tp.all_reduce(counts);
   pp.all_reduce(counts);
   std::vector<MoeLayerMetrics> out;
   for (std::size_t i = 0; i < layers.size(); ++i) {
-    const auto reduce = [&](double v) { return dist::sum_over_ranks(pp, dist::sum_over_ranks(dp, v)); };
+    const auto reduce = [&](double v) {
+      return dist::sum_over_ranks(pp, dist::sum_over_ranks(tp, dist::sum_over_ranks(dp, v)));
+    };
     const std::int64_t* row = counts.data<std::int64_t>() + static_cast<std::int64_t>(i) * per_layer;
     MoeLayerMetrics m;
     m.layer = layers[i];

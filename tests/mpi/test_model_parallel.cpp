@@ -11,7 +11,8 @@
 // Mixture of experts (4 experts, top 2, a capacity that drops tokens, one shared expert), whose
 // serial run is the same MoE model in one process: 2 ranks: dp 2 with ep 2 (LLaMA blocks), tp 2
 // (GPT-2), tp 2 + sequence parallel (LLaMA, selective recompute); 4 ranks: dp 4 with ep 2 and
-// ZeRO-1, ep 4 with ZeRO-3, dp 2 x pp 2 with ep 2, dp 2 (ep 2) x tp 2 with ZeRO-1; 8 ranks:
+// ZeRO-1, ep 4 with ZeRO-3, dp 2 x pp 2 with ep 2, dp 2 (ep 2) x tp 2 with ZeRO-1, dp 2 x tp 2
+// with ZeRO-3 (LLaMA); 8 ranks:
 // dp 4 (ep 2) x pp 2 with ZeRO-1. The checkpoint saved at ep > 1 resumes in one process.
 // The vocabulary (321, padded to 384) is not divisible by tp: the real vocabulary ends inside the
 // last tp rank's rows. Tolerance as in test_data_parallel.cpp (1e-4 absolute on the loss): the
@@ -217,6 +218,8 @@ std::vector<Layout> layouts() {
                  .kv_heads = 2, .recompute = "selective", .experts = 4});
   all.push_back({.name = "dp2_ep2_tp2_zero1_moe", .grid = {.tp = 2, .ep = 2, .dp = 2}, .zero_stage = 1,
                  .accumulation = 2, .experts = 4});
+  all.push_back({.name = "dp2_tp2_zero3_moe_llama", .architecture = "llama", .grid = {.tp = 2, .dp = 2},
+                 .zero_stage = 3, .accumulation = 2, .kv_heads = 2, .experts = 4});
   return all;
 }
 

@@ -18,9 +18,12 @@
 // Activations live in MoeActivations (sizes depend on the routing: allocated by forward, freed by
 // backward). Gradient contract: parameter grads accumulate; grad_h is written.
 // Tensor parallelism splits only the dense parts of the model: every rank of a tp group holds the
-// same MoE layer (its parameters are replicated copies, primary on tp rank 0) and runs it on all
-// (B, T) tokens of the gathered input, so its outputs and gradients are identical on the group's
-// ranks without communication — tp times the expert compute, in exchange for no reduction.
+// same MoE layer (replicated parameters, primary on tp rank 0, Parameter::tp_partial) and the
+// block hands each rank its share of the micro-batch's sequences (B / tp whole sequences: the
+// per-sequence capacity is unchanged); the block sums the ranks' outputs with its usual
+// row-parallel reduction, and the parameters' gradients are summed over tp once per step
+// (train::DataParallel). A batch that does not split (evaluation's last one) runs whole on every
+// rank.
 #pragma once
 
 #include <memory>

@@ -42,6 +42,7 @@ struct Parameter {
   std::vector<IndexRange> shard_ranges;  // global indices along shard_dim, held back to back
   bool primary = true;       // false: a copy another rank also holds (see the file comment)
   bool expert = false;       // an MoE expert's: expert-parallel ranks hold different experts
+  bool tp_partial = false;   // its gradient is this tp rank's tokens' share: summed over tp before the update
   ParamKind kind = ParamKind::weight;
   ParamInit init = ParamInit::normal;
   float init_std = 0.0f;
@@ -59,6 +60,7 @@ class ParameterStore {
                         ParamKind kind, ParamInit init, float init_std = 0.0f);
   void set_primary(std::size_t index, bool primary) { params_[index].primary = primary; }
   void set_expert(std::size_t index) { params_[index].expert = true; }
+  void set_tp_partial(std::size_t index) { params_[index].tp_partial = true; }
   // Lays the parameters out in one value and one gradient buffer (zeros) at `placement` (the
   // host by default, or a device backend's memory).
   void allocate(const ops::Placement& placement = {});

@@ -131,7 +131,10 @@ class TransformerBlock {
                            Tensor& partial, Tensor& out) const;
   Tensor gathered_grad(const Tensor& grad, BlockScratch& s) const;
   Tensor reduced_input_grad(BlockScratch& s) const;
-  Tensor my_rows(const Tensor& full) const;
+  IndexRange moe_sequences(std::int64_t B) const;
+  void moe_forward(const ParameterStore& store, BlockActivations& a, BlockScratch& s, Tensor& y) const;
+  void moe_backward(ParameterStore& store, const BlockActivations& a, BlockScratch& s, const Tensor& grad,
+                    float loss_scale) const;
   Tensor norm_grad_target(std::size_t index, BlockScratch& s, int slot) const;
 };
 

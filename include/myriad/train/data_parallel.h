@@ -52,6 +52,9 @@ struct DataParallelOptions {
   // expert parameters summed over `expert_parallel`. Not owned; null = ep 1.
   dist::Communicator* expert_data_parallel = nullptr;
   dist::Communicator* expert_parallel = nullptr;
+  // The tp group: gradients of Parameter::tp_partial parameters (MoE layers under tp, each rank's
+  // share of the sequences) are summed over it in finish_step(). Not owned; null = tp 1.
+  dist::Communicator* tensor_parallel = nullptr;
 };
 
 // Parameters and AdamW moments in the flat full layout (padding between parameters is 0).
@@ -85,7 +88,8 @@ class DataParallel final : public nn::UnitHooks {
   void begin_micro_batch(bool last_of_step);  // before each forward_backward of the step
   void finish_backward();                     // after the last one: waits for the reductions
   void reduce_gradients();  // reduce_after_backward: every bucket now, then waits
-  // After the step's last backward: reduce_gradients() (reduce_after_backward) or finish_backward().
+  // After the step's last backward: reduce_gradients() (reduce_after_backward) or finish_backward(),
+  // then the tp_partial gradients summed over tp (on whatever this rank holds of them).
   void finish_step();
   // `unscale`: 1 / loss scale (fp16), applied to the gradients inside the update.
   optim::OptimizerStepStats optimizer_step(float lr, float unscale = 1.0f);
@@ -136,6 +140,7 @@ class DataParallel final : public nn::UnitHooks {
   void prefetch_values(int unit);
   void free_values(int unit);  // stage 3: drop a gathered unit and unbind its value views
   void track(std::int64_t delta_bytes);
+  void sum_tp_partial_grads();
 
   nn::GptModel& model_;
   nn::ParameterStore& store_;
