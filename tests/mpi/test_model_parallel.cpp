@@ -226,6 +226,20 @@ std::vector<Layout> layouts() {
 INSTANTIATE_TEST_SUITE_P(Layouts, ModelParallel, ::testing::ValuesIn(layouts()),
                          [](const ::testing::TestParamInfo<Layout>& info) { return info.param.name; });
 
+// Trains `layout` for `steps` steps, saves a checkpoint (in the background: `background`), trains
+// `steps` more; returns the checkpoint's folder and the losses of the second half.
+std::pair<fs::path, std::vector<double>> train_save_train(World& world, const fs::path& dir, const Layout& layout,
+                                                          int steps, bool background) {
+  dist::Communicator& comm = *world.comm;
+  dist::ProcessGroups groups(layout.grid, world.runtime.world());
+  Engine engine(layout_config(comm.rank(), dir, layout, false), make_rank_logger(comm.rank(), "warn"), &groups);
+  run(engine, steps, false);
+  std::string path = engine.save(background);
+  std::vector<double> losses = run(engine, steps, false).loss;
+  if (background) path = engine.wait_for_save();
+  return {fs::path(path), losses};
+}
+
 // Resumes the newest checkpoint under <dir>/checkpoints in `layout` (or one process: `serial`)
 // and returns the losses of the next `steps` steps.
 std::vector<double> resumed_losses(World& world, const fs::path& dir, const Layout& layout, bool serial, int steps) {
@@ -257,12 +271,9 @@ TEST(Resharding, Dp2Tp2CheckpointResumesAtPp2Dp2AndInOneProcess) {
   constexpr int kHalf = kSteps / 2;
   std::vector<double> uninterrupted;
   {
-    dist::ProcessGroups groups(saved.grid, world.runtime.world());
-    Engine engine(layout_config(comm.rank(), dir, saved, false), make_rank_logger(comm.rank(), "warn"), &groups);
-    run(engine, kHalf, false);
-    engine.save(/*background=*/true);  // written by threads while the next steps train
-    uninterrupted = run(engine, kHalf, false).loss;
-    const fs::path written = engine.wait_for_save();
+    // The checkpoint is written by threads while the next steps train.
+    const auto [written, losses] = train_save_train(world, dir, saved, kHalf, /*background=*/true);
+    uninterrupted = losses;
     // One data file per (tp, pp) part, written by its dp rank 0 (world ranks 0 and 1: tp is the
     // fastest axis); the qkv weight is held as 3 row ranges by each of the 2 tp ranks.
     EXPECT_TRUE(fs::exists(written / "rank_0.bin"));
@@ -310,11 +321,8 @@ TEST(Resharding, Ep4MoeCheckpointResumesAtEp2AndEp1) {
   constexpr int kHalf = kSteps / 2;
   std::vector<double> uninterrupted;
   {
-    dist::ProcessGroups groups(saved.grid, world.runtime.world());
-    Engine engine(layout_config(comm.rank(), dir, saved, false), make_rank_logger(comm.rank(), "warn"), &groups);
-    run(engine, kHalf, false);
-    const fs::path written = engine.save();
-    uninterrupted = run(engine, kHalf, false).loss;
+    const auto [written, losses] = train_save_train(world, dir, saved, kHalf, /*background=*/false);
+    uninterrupted = losses;
     for (int r = 0; r < 4; ++r) EXPECT_TRUE(fs::exists(written / ("rank_" + std::to_string(r) + ".bin"))) << r;
   }
   {

@@ -62,9 +62,7 @@ void check_gradients(const TransformerConfig& config) {
     Tensor saved = p.value.clone();
     const double eps = 1e-3;
     auto shifted_loss = [&](double sign) {
-      float* w = p.value.data<float>();
-      const float* s = saved.data<float>();
-      for (std::int64_t k = 0; k < p.value.numel(); ++k) w[k] = s[k] + static_cast<float>(sign * eps * u[k]);
+      testing::set_shifted(p.value, saved, u, sign * eps);
       return mean_loss(model, batch);
     };
     double numeric = (shifted_loss(1) - shifted_loss(-1)) / (2 * eps);

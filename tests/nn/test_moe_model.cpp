@@ -107,9 +107,7 @@ int check_gradients_at(const TransformerConfig& config, bool expect_drops, std::
     Tensor saved = p.value.clone();
     const double eps = 1e-3;
     auto shifted = [&](double sign) {
-      float* w = p.value.data<float>();
-      const float* s = saved.data<float>();
-      for (std::int64_t k = 0; k < p.value.numel(); ++k) w[k] = s[k] + static_cast<float>(sign * eps * u[k]);
+      testing::set_shifted(p.value, saved, u, sign * eps);
       return objective(model, batch);
     };
     const Objective up = shifted(1), down = shifted(-1);

@@ -89,6 +89,12 @@ std::vector<double> numerical_gradient(const std::function<double(const std::vec
   return grad;
 }
 
+void set_shifted(Tensor& value, const Tensor& base, const std::vector<double>& direction, double step) {
+  float* w = value.data<float>();
+  const float* b = base.data<float>();
+  for (std::int64_t k = 0; k < value.numel(); ++k) w[k] = b[k] + static_cast<float>(step * direction[k]);
+}
+
 double dot(const std::vector<double>& a, const std::vector<double>& b) {
   double sum = 0.0;
   for (std::size_t i = 0; i < a.size() && i < b.size(); ++i) sum += a[i] * b[i];

@@ -41,6 +41,9 @@ std::vector<double> numerical_gradient(const std::function<double(const std::vec
 
 // sum_i a_i * b_i
 double dot(const std::vector<double>& a, const std::vector<double>& b);
+// value = base + step * direction (f32 tensors of one shape, contiguous; direction in float64):
+// a point along a directional finite difference.
+void set_shifted(Tensor& value, const Tensor& base, const std::vector<double>& direction, double step);
 
 }  // namespace myriad::testing
 
