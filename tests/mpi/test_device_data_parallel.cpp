@@ -328,8 +328,8 @@ INSTANTIATE_TEST_SUITE_P(Schedules, DevicePipelineParallel,
                                                   Recompute::none, Precision::bf16}),
                          [](const ::testing::TestParamInfo<PpCase>& info) { return std::string(info.param.name); });
 
-// Mixture of experts on the device (np2: ep 2 over dp 2, GPT-2 and LLaMA-style blocks; np4: ep 2
-// inside dp 4 with ZeRO 1, ep 4 with ZeRO 3): token rows cross the ep group over NCCL's
+// Mixture of experts on the device (np2: ep 2 over dp 2, GPT-2 and LLaMA-style blocks, tp 2; np4:
+// ep 2 inside dp 4 with ZeRO 1, ep 4 with ZeRO 3, tp 2 x dp 2 with ep 2 and ZeRO 1): token rows cross the ep group over NCCL's
 // all-to-all-v, expert gradients the expert-data group; the same curve and gradient norms as the
 // CPU engine, and a checkpoint the CPU engine resumes with bit-identical shards.
 struct EpCase {
@@ -337,6 +337,7 @@ struct EpCase {
   const char* architecture;
   int ep;
   int zero_stage;
+  int tp = 1;  // > 1: each tp rank routes its share of the sequences (moe_layer.h)
 };
 class DeviceExpertParallel : public ::testing::TestWithParam<EpCase> {};
 
@@ -345,8 +346,8 @@ TEST_P(DeviceExpertParallel, MatchesTheCpuEngineAndResumesThere) {
   dist::Communicator& comm = *world.comm;
   if (!every_rank_has_a_gpu(comm)) GTEST_SKIP() << "needs one GPU per rank";
   const EpCase c = GetParam();
-  if (comm.size() % c.ep != 0) GTEST_SKIP() << "ep " << c.ep << " does not divide the world";
-  const Layout layout{.zero_stage = c.zero_stage, .architecture = c.architecture, .ep = c.ep, .experts = 4};
+  if (comm.size() % (c.ep * c.tp) != 0) GTEST_SKIP() << "ep " << c.ep << " x tp " << c.tp << " does not divide the world";
+  const Layout layout{.tp = c.tp, .zero_stage = c.zero_stage, .architecture = c.architecture, .ep = c.ep, .experts = 4};
   const fs::path dir = shared_dir(comm, std::string("device_ep_") + c.name);
   expect_matches_the_cpu_engine_and_resumes_there(world, dir, layout);
 }
@@ -354,7 +355,9 @@ TEST_P(DeviceExpertParallel, MatchesTheCpuEngineAndResumesThere) {
 INSTANTIATE_TEST_SUITE_P(Experts, DeviceExpertParallel,
                          ::testing::Values(EpCase{"gpt2_ep2", "gpt2", 2, 0}, EpCase{"llama_ep2", "llama", 2, 0},
                                            EpCase{"gpt2_ep2_zero1", "gpt2", 2, 1},
-                                           EpCase{"llama_ep4_zero3", "llama", 4, 3}),
+                                           EpCase{"llama_ep4_zero3", "llama", 4, 3},
+                                           EpCase{"gpt2_tp2", "gpt2", 1, 0, 2},
+                                           EpCase{"llama_tp2_ep2_zero1", "llama", 2, 1, 2}),
                          [](const ::testing::TestParamInfo<EpCase>& info) { return std::string(info.param.name); });
 
 }  // namespace

@@ -11,7 +11,7 @@
 // Mixture of experts (4 experts, top 2, a capacity that drops tokens, one shared expert), whose
 // serial run is the same MoE model in one process: 2 ranks: dp 2 with ep 2 (LLaMA blocks), tp 2
 // (GPT-2), tp 2 + sequence parallel (LLaMA, selective recompute); 4 ranks: dp 4 with ep 2 and
-// ZeRO-1, ep 4 with ZeRO-3, dp 2 x pp 2 with ep 2, dp 2 (ep 2) x tp 2 with ZeRO-1, dp 2 x tp 2
+// ZeRO-1, ep 2 with ZeRO-2 (LLaMA), ep 4 with ZeRO-3, dp 2 x pp 2 with ep 2, dp 2 (ep 2) x tp 2 with ZeRO-1, dp 2 x tp 2
 // with ZeRO-3 (LLaMA); 8 ranks:
 // dp 4 (ep 2) x pp 2 with ZeRO-1. The checkpoint saved at ep > 1 resumes in one process.
 // The vocabulary (321, padded to 384) is not divisible by tp: the real vocabulary ends inside the
@@ -210,6 +210,8 @@ std::vector<Layout> layouts() {
                  .experts = 4});
   all.push_back({.name = "dp4_ep4_zero3_moe", .grid = {.ep = 4, .dp = 4}, .zero_stage = 3, .accumulation = 1,
                  .experts = 4});
+  all.push_back({.name = "dp4_ep2_zero2_moe_llama", .architecture = "llama", .grid = {.ep = 2, .dp = 4},
+                 .zero_stage = 2, .accumulation = 1, .kv_heads = 2, .experts = 4});
   all.push_back({.name = "dp2_ep2_pp2_moe", .grid = {.ep = 2, .dp = 2, .pp = 2}, .accumulation = 2, .experts = 4});
   all.push_back({.name = "dp4_ep2_pp2_zero1_moe", .grid = {.ep = 2, .dp = 4, .pp = 2}, .zero_stage = 1,
                  .accumulation = 2, .experts = 4});
