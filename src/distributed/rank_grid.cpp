@@ -3,6 +3,8 @@
 
 #include <array>
 #include <sstream>
+#include <utility>
+#include <vector>
 
 #include "myriad/core/error.h"
 
@@ -33,6 +35,18 @@ int GridShape::size(Axis axis) const {
 namespace {
 // The axes that factor the world, fastest first (ep is derived from dp).
 constexpr std::array<Axis, 4> kWorldAxes = {Axis::tp, Axis::cp, Axis::dp, Axis::pp};
+
+// The position of `digits` (each a coordinate and its radix, the first varying fastest) in the
+// mixed-radix numbering they define: equal for equal digits, dense in [0, product of radices).
+int mixed_radix(const std::vector<std::pair<int, int>>& digits) {
+  int index = 0, scale = 1;
+  for (const auto& [digit, radix] : digits) {
+    index += digit * scale;
+    scale *= radix;
+  }
+  return index;
+}
+
 }  // namespace
 
 RankGrid::RankGrid(const GridShape& shape, int world_size) : shape_(shape), world_(world_size) {
@@ -72,12 +86,9 @@ int RankGrid::rank_of(const GridCoord& c) const {
   MYRIAD_CHECK(c[Axis::ep] == c[Axis::dp] % shape_.ep,
                "ep coordinate " << c[Axis::ep] << " does not match dp " << c[Axis::dp] << " (ep = dp % " << shape_.ep
                                 << ")");
-  int rank = 0, stride = 1;
-  for (Axis axis : kWorldAxes) {
-    rank += c[axis] * stride;
-    stride *= shape_.size(axis);
-  }
-  return rank;
+  std::vector<std::pair<int, int>> digits;
+  for (Axis axis : kWorldAxes) digits.emplace_back(c[axis], shape_.size(axis));
+  return mixed_radix(digits);
 }
 
 GridCoord RankGrid::with(GridCoord c, Axis axis, int value) const {
@@ -99,11 +110,18 @@ std::vector<int> RankGrid::group(Axis axis, int rank) const {
 }
 
 int RankGrid::group_id(Axis axis, int rank) const {
-  // The group's first member, numbered among the first members of all groups of `axis`.
-  const int first = group(axis, rank).front();
-  int id = 0;
-  for (int r = 0; r < first; ++r) id += group(axis, r).front() == r ? 1 : 0;
-  return id;
+  // Numbered by the coordinates its members share: every world axis but `axis`, where the ranks
+  // of an ep group share dp / ep (ep is dp % ep).
+  const GridCoord c = coords(rank);
+  std::vector<std::pair<int, int>> shared;
+  for (Axis a : kWorldAxes) {
+    if (a == Axis::dp && axis == Axis::ep) {
+      shared.emplace_back(c[Axis::dp] / shape_.ep, shape_.dp / shape_.ep);
+    } else if (a != axis) {
+      shared.emplace_back(c[a], shape_.size(a));
+    }
+  }
+  return mixed_radix(shared);
 }
 
 std::vector<int> RankGrid::expert_data_group(int rank) const {
@@ -114,10 +132,12 @@ std::vector<int> RankGrid::expert_data_group(int rank) const {
 }
 
 int RankGrid::expert_data_group_id(int rank) const {
-  const int first = expert_data_group(rank).front();
-  int id = 0;
-  for (int r = 0; r < first; ++r) id += expert_data_group(r).front() == r ? 1 : 0;
-  return id;
+  // Its members share tp, cp, pp and dp % ep.
+  const GridCoord c = coords(rank);
+  return mixed_radix({{c[Axis::tp], shape_.tp},
+                      {c[Axis::cp], shape_.cp},
+                      {c[Axis::dp] % shape_.ep, shape_.ep},
+                      {c[Axis::pp], shape_.pp}});
 }
 
 int RankGrid::pipeline_prev(int rank) const {

@@ -19,11 +19,22 @@ std::vector<double> gather_over_ranks(Communicator& comm, double value) {
   return values;
 }
 
-double sum_over_ranks(Communicator& comm, double value) {
-  double sum = 0.0;
-  for (double v : gather_over_ranks(comm, value)) sum += v;  // rank order: the same bits everywhere
-  return sum;
+std::vector<double> sum_over_ranks(Communicator& comm, const std::vector<double>& values) {
+  if (comm.size() == 1) return values;
+  const auto n = static_cast<std::int64_t>(values.size());
+  Tensor mine = Tensor::empty({n}, DType::i64);
+  std::memcpy(mine.raw_data(), values.data(), values.size() * sizeof(double));
+  Tensor all = Tensor::empty({n * comm.size()}, DType::i64);
+  comm.all_gather(mine, all);
+  const auto* gathered = reinterpret_cast<const double*>(all.raw_data());  // rank r's values at [r n, (r + 1) n)
+  std::vector<double> sums(values.size(), 0.0);
+  for (int r = 0; r < comm.size(); ++r) {  // rank order: the same bits everywhere
+    for (std::int64_t i = 0; i < n; ++i) sums[static_cast<std::size_t>(i)] += gathered[r * n + i];
+  }
+  return sums;
 }
+
+double sum_over_ranks(Communicator& comm, double value) { return sum_over_ranks(comm, std::vector<double>{value})[0]; }
 
 std::int64_t sum_over_ranks(Communicator& comm, std::int64_t value) {
   if (comm.size() == 1) return value;

@@ -59,7 +59,7 @@ std::vector<ZeroSegment> ZeroLayout::segments(const std::vector<ParamSpan>& para
       const std::int64_t begin = std::max(b.owned.begin, params[p].offset);
       const std::int64_t end = std::min(b.owned.end, params[p].offset + params[p].numel);
       if (begin >= end) continue;
-      out.push_back(ZeroSegment{p, begin, end, b.shard_offset + (begin - b.owned.begin)});
+      out.push_back(ZeroSegment{p, begin, end, b.shard_offset + (begin - b.owned.begin), b.expert});
     }
   }
   return out;

@@ -157,7 +157,7 @@ void MoeLayer::forward(const ParameterStore& store, const Tensor& h, Tensor& out
   // Router (f32) and the routing decisions on the host.
   Tensor logits = placement.empty({N, E});
   linear_forward(hf, store[router_].value, Tensor(), logits);
-  a.logits = placement.on_host() ? logits : placement.to_host(logits);
+  a.logits = placement.to_host(logits);
   a.plan = plan_routing(a.logits.data<float>(), N, E, T, moe);
   const std::int64_t R = a.plan.rows();
   a.slot = placement.from_host(host_tensor(a.plan.slot, {N, k}, DType::i32));
@@ -252,7 +252,7 @@ void MoeLayer::backward(ParameterStore& store, const Tensor& h, MoeActivations& 
     zero(gh);
   }
   // ... plus the router's: the combine weights' and the auxiliary losses' gradients, on the host.
-  const Tensor d_weight_host = placement.on_host() ? d_weight : placement.to_host(d_weight);
+  const Tensor d_weight_host = placement.to_host(d_weight);
   Tensor d_logits_host = Tensor::empty({N, E});
   routing_backward(a.plan, a.logits.data<float>(), d_weight_host.data<float>(),
                    static_cast<double>(moe.aux_loss_coef) * static_cast<double>(T) * loss_scale,

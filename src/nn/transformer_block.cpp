@@ -252,24 +252,17 @@ IndexRange TransformerBlock::moe_sequences(std::int64_t B) const {
 }
 
 // y = x_mid + the MoE layer's output: this rank's sequences written into the (B, T, C) partial
-// buffer (zeros elsewhere) and summed over the group like a row-parallel output.
+// buffer (zeros elsewhere) and summed over the group like a row-parallel output. A batch that
+// does not split ran whole on every rank: tp rank 0's copy is the one summed.
 void TransformerBlock::moe_forward(const ParameterStore& store, BlockActivations& a, BlockScratch& s,
                                    Tensor& y) const {
   const TensorParallel& tp = split_.tensor_parallel();
   const std::int64_t B = a.h2.size(0);
   const IndexRange mine = moe_sequences(B);
+  if (mine.size() < B) zero(s.d_h);
   Tensor out = s.d_h.slice(0, mine.begin, mine.end);
-  if (mine.size() == B) {  // every rank holds the whole output: its own rows of it, no reduction
-    moe_->forward(store, a.h2, out, *a.moe);
-    const std::int64_t N = B * a.h2.size(1), C = config_.n_embd, n = N / split_.tp_size();
-    const Tensor rows = split_.sharded_sequence()
-                            ? s.d_h.view({N, C}).slice(0, n * split_.tp_rank(), n * (split_.tp_rank() + 1)).view({1, n, C})
-                            : s.d_h;
-    add(a.x_mid, rows, y);
-    return;
-  }
-  zero(s.d_h);
   moe_->forward(store, a.h2.slice(0, mine.begin, mine.end), out, *a.moe);
+  if (mine.size() == B && tp.rank() != 0) zero(s.d_h);
   Tensor rows = tp.rows_of(s.d_h, s.d_tmp);
   tp.reduce_to_rows(s.d_h, rows);
   add(a.x_mid, rows, y);

@@ -39,18 +39,15 @@ bool AdamWOptimizer::decays(nn::ParamKind kind) const {
   return std::find(config_.no_decay.begin(), config_.no_decay.end(), kind) == config_.no_decay.end();
 }
 
-double AdamWOptimizer::grad_sum_squares() const {
-  double sum_squares = 0.0;
-  for (const OptimizerSegment& s : segments_) {
-    if (s.counted) sum_squares += grad_norm_squared(s.grad);
-  }
-  return sum_squares;
-}
+double AdamWOptimizer::grad_sum_squares() const { return sum_squares_of(std::nullopt); }
 
-double AdamWOptimizer::grad_sum_squares(bool expert_segments) const {
+double AdamWOptimizer::grad_sum_squares(bool expert_segments) const { return sum_squares_of(expert_segments); }
+
+// Over the counted segments, in order: all of them, or those whose expert flag is `expert`.
+double AdamWOptimizer::sum_squares_of(std::optional<bool> expert) const {
   double sum_squares = 0.0;
   for (const OptimizerSegment& s : segments_) {
-    if (s.counted && s.expert == expert_segments) sum_squares += grad_norm_squared(s.grad);
+    if (s.counted && (!expert || s.expert == *expert)) sum_squares += grad_norm_squared(s.grad);
   }
   return sum_squares;
 }

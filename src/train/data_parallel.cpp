@@ -53,9 +53,9 @@ DataParallel::DataParallel(nn::GptModel& model, dist::Communicator& dp, const Da
       store_(model.parameters()),
       placement_(model.parameters().placement()),
       dp_(dp),
+      expert_dp_(options.expert_data_parallel ? *options.expert_data_parallel : dp),
       stage_(options.zero_stage),
       options_(options),
-      expert_dp_(options.expert_data_parallel ? *options.expert_data_parallel : dp),
       layout_(model.units(), options.zero_stage >= 2 ? 1 : options.bucket_elements,
               options.zero_stage >= 1 ? dp.size() : 1, options.zero_stage >= 1 ? dp.rank() : 0,
               options.zero_stage >= 1 ? expert_dp_.size() : 1, options.zero_stage >= 1 ? expert_dp_.rank() : 0) {
@@ -84,8 +84,7 @@ DataParallel::DataParallel(nn::GptModel& model, dist::Communicator& dp, const Da
                                : flat_view(store_.flat_values(), s.begin, s.end);
     Tensor grad = stage_ == 0 ? flat_view(store_.flat_grads(), s.begin, s.end)
                               : flat_view(shard_grads_, s.shard_position, s.shard_position + n);
-    const bool expert = layout_.buckets()[static_cast<std::size_t>(bucket_of_position(s.begin))].expert;
-    optimizer_segments.push_back({value, grad, store_[s.param].kind, store_[s.param].primary, expert});
+    optimizer_segments.push_back({value, grad, store_[s.param].kind, store_[s.param].primary, s.expert});
   }
   optimizer_ = std::make_unique<optim::AdamWOptimizer>(std::move(optimizer_segments), adam);
   unit_grads_.resize(units);
@@ -105,14 +104,6 @@ DataParallel::~DataParallel() {
     } catch (...) {  // destructor: the error was or will be reported by the failing rank
     }
   }
-}
-
-int DataParallel::bucket_of_position(std::int64_t position) const {
-  const std::vector<dist::ZeroBucket>& buckets = layout_.buckets();
-  for (std::size_t b = 0; b < buckets.size(); ++b) {
-    if (position >= buckets[b].begin && position < buckets[b].end) return static_cast<int>(b);
-  }
-  MYRIAD_THROW("DataParallel: flat position " << position << " lies in no bucket");
 }
 
 dist::Communicator& DataParallel::comm_of(const dist::ZeroBucket& bucket) const {

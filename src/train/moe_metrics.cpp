@@ -1,5 +1,6 @@
-// collect_moe_metrics: the model's per-layer routing counts, summed over dp, tp and pp in one i64
-// all-reduce each (layers a rank does not hold contribute zeros), the loss sums in float64.
+// collect_moe_metrics: the model's per-layer routing counts summed over dp, tp and pp in one i64
+// all-reduce each, the loss sums in one float64 rank-order reduction each (layers a rank does not
+// hold contribute zeros).
 #include "myriad/train/moe_metrics.h"
 
 #include <algorithm>
@@ -16,29 +17,29 @@ std::vector<MoeLayerMetrics> collect_moe_metrics(const nn::GptModel& model, dist
   for (int l = 0; l < c.n_layer; ++l) {
     if (c.moe.is_moe_layer(l)) layers.push_back(l);
   }
-  const std::int64_t E = c.moe.num_experts, per_layer = E + 2;  // routed per expert, assignments, dropped
+  // Per layer: routed per expert, assignments, dropped, sequences, tokens (i64); the aux and z
+  // loss sums (float64, summed in rank order). One reduction of each kind per group, whatever the
+  // number of layers.
+  const std::int64_t E = c.moe.num_experts, per_layer = E + 4;
   Tensor counts = Tensor::zeros({static_cast<std::int64_t>(layers.size()) * per_layer}, DType::i64);
-  std::vector<double> aux(layers.size(), 0.0), z(layers.size(), 0.0), sequences(layers.size(), 0.0),
-      tokens(layers.size(), 0.0);
+  std::vector<double> losses(2 * layers.size(), 0.0);  // aux, z per layer
   for (const nn::MoeLayerStats& s : model.moe_stats()) {
     const auto i = static_cast<std::size_t>(std::find(layers.begin(), layers.end(), s.layer) - layers.begin());
     std::int64_t* row = counts.data<std::int64_t>() + static_cast<std::int64_t>(i) * per_layer;
     for (std::int64_t e = 0; e < E && e < static_cast<std::int64_t>(s.routed.size()); ++e) row[e] = s.routed[e];
     row[E] = s.assignments;
     row[E + 1] = s.dropped;
-    aux[i] = s.aux_loss_sum;
-    z[i] = s.z_loss_sum;
-    sequences[i] = static_cast<double>(s.sequences);
-    tokens[i] = static_cast<double>(s.tokens);
+    row[E + 2] = s.sequences;
+    row[E + 3] = s.tokens;
+    losses[2 * i] = s.aux_loss_sum;
+    losses[2 * i + 1] = s.z_loss_sum;
   }
-  dp.all_reduce(counts);
-  tp.all_reduce(counts);
-  pp.all_reduce(counts);
+  for (dist::Communicator* group : {&dp, &tp, &pp}) {
+    group->all_reduce(counts);
+    losses = dist::sum_over_ranks(*group, losses);
+  }
   std::vector<MoeLayerMetrics> out;
   for (std::size_t i = 0; i < layers.size(); ++i) {
-    const auto reduce = [&](double v) {
-      return dist::sum_over_ranks(pp, dist::sum_over_ranks(tp, dist::sum_over_ranks(dp, v)));
-    };
     const std::int64_t* row = counts.data<std::int64_t>() + static_cast<std::int64_t>(i) * per_layer;
     MoeLayerMetrics m;
     m.layer = layers[i];
@@ -46,9 +47,9 @@ std::vector<MoeLayerMetrics> collect_moe_metrics(const nn::GptModel& model, dist
     m.tokens_per_expert_max = static_cast<double>(*std::max_element(row, row + E));
     m.tokens_per_expert_mean = static_cast<double>(row[E]) / static_cast<double>(E);
     m.dropped_share = row[E] > 0 ? static_cast<double>(row[E + 1]) / static_cast<double>(row[E]) : 0.0;
-    const double seqs = reduce(sequences[i]), toks = reduce(tokens[i]);
-    m.aux_loss = seqs > 0 ? reduce(aux[i]) / seqs : 0.0;
-    m.z_loss = toks > 0 ? reduce(z[i]) / toks : 0.0;
+    const auto sequences = static_cast<double>(row[E + 2]), tokens = static_cast<double>(row[E + 3]);
+    m.aux_loss = sequences > 0 ? losses[2 * i] / sequences : 0.0;
+    m.z_loss = tokens > 0 ? losses[2 * i + 1] / tokens : 0.0;
     out.push_back(m);
   }
   return out;

@@ -15,6 +15,8 @@
 namespace myriad::dist {
 
 double sum_over_ranks(Communicator& comm, double value);
+// The same for several values at once (one all-gather), each summed in rank order.
+std::vector<double> sum_over_ranks(Communicator& comm, const std::vector<double>& values);
 // Every rank's value, in rank order (an all-gather of the float64 bit patterns).
 std::vector<double> gather_over_ranks(Communicator& comm, double value);
 std::int64_t sum_over_ranks(Communicator& comm, std::int64_t value);

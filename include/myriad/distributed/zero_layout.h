@@ -40,6 +40,7 @@ struct ZeroSegment {
   std::size_t param = 0;               // index into the parameter list
   std::int64_t begin = 0, end = 0;     // flat range (inside the parameter and the owned chunk)
   std::int64_t shard_position = 0;     // position of `begin` in the shard buffer
+  bool expert = false;                 // in an expert bucket (ZeroBucket::expert)
 };
 
 class ZeroLayout {

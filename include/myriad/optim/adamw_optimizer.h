@@ -10,6 +10,7 @@
 // a non-finite norm skips the update and is reported. The caller zeroes gradients afterwards.
 #pragma once
 
+#include <optional>
 #include <vector>
 
 #include "myriad/nn/parameter_store.h"
@@ -61,6 +62,7 @@ class AdamWOptimizer {
   std::int64_t state_elements() const { return m_.numel(); }
 
  private:
+  double sum_squares_of(std::optional<bool> expert) const;
   std::vector<OptimizerSegment> segments_;
   AdamWConfig config_;
   Tensor m_, v_;

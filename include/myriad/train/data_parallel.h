@@ -129,7 +129,6 @@ class DataParallel final : public nn::UnitHooks {
     Tensor reduced;     // stages 2/3: this rank's reduced chunk, added into the shard when done
   };
   Tensor flat_view(const Tensor& buffer, std::int64_t begin, std::int64_t end) const;
-  int bucket_of_position(std::int64_t position) const;
   dist::Communicator& comm_of(const dist::ZeroBucket& bucket) const;  // dp, or the expert-data group
   void gather_from_shard(const Tensor& shard, Tensor& full);  // shard layout -> full flat layout
   void moments_to_full(const Tensor& packed, Tensor& full);   // optimizer's packed segments -> full
