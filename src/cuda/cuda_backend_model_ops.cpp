@@ -72,6 +72,16 @@ static void write_back(CudaBackend& backend, const HeadsOperand& operand) {
                   t.size(3), backend.context().stream());
 }
 
+// The flash kernels cover dense self-attention of one whole sequence: refuse what they lack.
+static void check_dense_self_attention(const char* op, const AttentionArgs& args, const Tensor& q, const Tensor& k) {
+  MYRIAD_CHECK(args.layout == nullptr, op << ": block-sparse layouts are not in the CUDA attention kernels yet "
+                                             "(model.attention.kind: block_sparse runs on training.device cpu)");
+  MYRIAD_CHECK(args.q_offset == 0 && args.k_offset == 0 && !args.accumulate && q.size(2) == k.size(2),
+               op << ": the CUDA attention kernels take one whole sequence (q and k of " << q.size(2) << " and "
+                  << k.size(2) << " rows, offsets " << args.q_offset << " / " << args.k_offset
+                  << ", accumulate " << args.accumulate << "); context parallelism runs on the CPU for now");
+}
+
 static FlashAttentionShape flash_shape(const AttentionArgs& args, const Tensor& q, const Tensor& k) {
   return FlashAttentionShape{.batch = q.size(0), .q_heads = q.size(1), .kv_heads = k.size(1), .seq = q.size(2),
                              .head_dim = q.size(3), .scale = args.scale, .causal = args.causal};
@@ -80,6 +90,7 @@ static FlashAttentionShape flash_shape(const AttentionArgs& args, const Tensor& 
 void CudaBackend::attention_forward(const AttentionArgs& args, const Tensor& q, const Tensor& k, const Tensor& v,
                                     Tensor& out, Tensor& lse) {
   const char* op = "attention_forward";
+  check_dense_self_attention(op, args, q, k);
   const HeadsOperand pq = heads_operand(*this, op, "q", q, true), pk = heads_operand(*this, op, "k", k, true);
   const HeadsOperand pv = heads_operand(*this, op, "v", v, true), po = heads_operand(*this, op, "out", out, false);
   DeviceGuard guard(context_.device());
@@ -92,6 +103,7 @@ void CudaBackend::attention_backward(const AttentionArgs& args, const Tensor& q,
                                      const Tensor& out, const Tensor& lse, const Tensor& grad_out, Tensor& grad_q,
                                      Tensor& grad_k, Tensor& grad_v) {
   const char* op = "attention_backward";
+  check_dense_self_attention(op, args, q, k);
   const HeadsOperand pq = heads_operand(*this, op, "q", q, true), pk = heads_operand(*this, op, "k", k, true);
   const HeadsOperand pv = heads_operand(*this, op, "v", v, true), po = heads_operand(*this, op, "out", out, true);
   const HeadsOperand pg = heads_operand(*this, op, "grad_out", grad_out, true);

@@ -21,6 +21,23 @@ void check_head_layout(const char* op, const char* name, const Tensor& t) {
                                               << shape_string(t.strides()));
 }
 
+// A block-sparse layout must have one set or one per (b, q head), and cover both row ranges on its
+// block grid.
+void check_layout(const char* op, const BlockLayout& layout, const AttentionArgs& args, std::int64_t heads,
+                  std::int64_t Tq, std::int64_t Tk) {
+  check_block_layout(layout, std::string(op) + ": layout");
+  const std::int64_t bs = layout.block_size, covered = layout.query_blocks * bs;
+  MYRIAD_CHECK(layout.sets == 1 || layout.sets == heads,
+               op << ": layout has " << layout.sets << " sets, expected 1 or B * Hq = " << heads);
+  MYRIAD_CHECK(args.q_offset % bs == 0 && args.k_offset % bs == 0,
+               op << ": q_offset " << args.q_offset << " and k_offset " << args.k_offset
+                  << " must be multiples of the layout's block_size " << bs);
+  MYRIAD_CHECK(args.q_offset + Tq <= covered && args.k_offset + Tk <= covered,
+               op << ": rows up to position " << std::max(args.q_offset + Tq, args.k_offset + Tk)
+                  << " lie outside the layout's " << layout.query_blocks << " blocks of " << bs << " ("
+                  << covered << " positions)");
+}
+
 // Checks q, k, v (and the shapes derived from them) and returns the expected lse shape.
 Shape check_qkv(const char* op, const AttentionArgs& args, const Tensor& q, const Tensor& k, const Tensor& v) {
   ops::check_dtype(op, "q", q, DType::f32);
@@ -30,9 +47,9 @@ Shape check_qkv(const char* op, const AttentionArgs& args, const Tensor& q, cons
   ops::check_rank(op, "k", k, 4);
   ops::check_rank(op, "v", v, 4);
   const std::int64_t B = q.size(0), Hq = q.size(1), T = q.size(2), D = q.size(3), Hkv = k.size(1);
-  MYRIAD_CHECK(k.size(0) == B && k.size(2) == T && k.size(3) == D,
-               op << ": 'k' has shape " << shape_string(k.shape()) << ", expected [B, Hkv, T, D] = [" << B << ", Hkv, "
-                  << T << ", " << D << "] to match q " << shape_string(q.shape()));
+  MYRIAD_CHECK(k.size(0) == B && k.size(3) == D, op << ": 'k' has shape " << shape_string(k.shape())
+                                                    << ", expected [B, Hkv, Tk, D] = [" << B << ", Hkv, Tk, " << D
+                                                    << "] to match q " << shape_string(q.shape()));
   ops::check_shape(op, "v", v, k.shape());
   MYRIAD_CHECK(Hkv >= 1 && Hq % Hkv == 0, op << ": q heads Hq=" << Hq << " are not a multiple of kv heads Hkv=" << Hkv
                                              << " (q " << shape_string(q.shape()) << ", k " << shape_string(k.shape())
@@ -45,6 +62,9 @@ Shape check_qkv(const char* op, const AttentionArgs& args, const Tensor& q, cons
                op << ": block sizes must be positive (or 0: automatic), got block_q=" << args.block_q
                   << " block_k=" << args.block_k);
   MYRIAD_CHECK(std::isfinite(args.scale), op << ": scale must be finite, got " << args.scale);
+  MYRIAD_CHECK(args.q_offset >= 0 && args.k_offset >= 0,
+               op << ": offsets must be >= 0, got q_offset=" << args.q_offset << " k_offset=" << args.k_offset);
+  if (args.layout != nullptr) check_layout(op, *args.layout, args, B * Hq, T, k.size(2));
   return Shape{B, Hq, T};
 }
 
@@ -101,6 +121,23 @@ void attention_backward(const AttentionArgs& args, const Tensor& q, const Tensor
   ops::backend_of(op, {{"q", &q}, {"k", &k}, {"v", &v}, {"out", &out}, {"lse", &lse}, {"grad_out", &grad_out},
                        {"grad_q", &grad_q}, {"grad_k", &grad_k}, {"grad_v", &grad_v}})
       .attention_backward(args, q, k, v, out, lse, grad_out, grad_q, grad_k, grad_v);
+}
+
+void attention_merge(Tensor& out, Tensor& lse, const Tensor& part_out, const Tensor& part_lse) {
+  const char* op = "attention_merge";
+  ops::check_rank(op, "out", out, 4);
+  check_like(op, "out", out, out);
+  check_like(op, "part_out", part_out, out);
+  const Shape lse_shape{out.size(0), out.size(1), out.size(2)};
+  check_lse(op, lse, lse_shape);
+  ops::check_dtype(op, "part_lse", part_lse, DType::f32);
+  ops::check_shape(op, "part_lse", part_lse, lse_shape);
+  ops::check_contiguous(op, "part_lse", part_lse);
+  Device device = ops::check_same_device(
+      op, {{"out", &out}, {"lse", &lse}, {"part_out", &part_out}, {"part_lse", &part_lse}});
+  if (device.is_cpu()) return cpu::attention_merge(out, lse, part_out, part_lse);
+  ops::backend_of(op, {{"out", &out}, {"lse", &lse}, {"part_out", &part_out}, {"part_lse", &part_lse}})
+      .attention_merge(out, lse, part_out, part_lse);
 }
 
 }  // namespace myriad

@@ -15,6 +15,7 @@ void Backend::attention_backward(const AttentionArgs&, const Tensor&, const Tens
                                  const Tensor&, const Tensor&, Tensor&, Tensor&, Tensor&) {
   unsupported("attention_backward");
 }
+void Backend::attention_merge(Tensor&, Tensor&, const Tensor&, const Tensor&) { unsupported("attention_merge"); }
 void Backend::rope_forward(const RopeArgs&, const Tensor&, Tensor&) { unsupported("rope_forward"); }
 void Backend::rope_backward(const RopeArgs&, const Tensor&, Tensor&) { unsupported("rope_backward"); }
 void Backend::embedding_forward(const EmbeddingArgs&, const Tensor&, const Tensor&, Tensor&) {

@@ -76,6 +76,7 @@ class Backend : public ExecutionContext {
   virtual void attention_backward(const AttentionArgs& args, const Tensor& q, const Tensor& k, const Tensor& v,
                                   const Tensor& out, const Tensor& lse, const Tensor& grad_out, Tensor& grad_q,
                                   Tensor& grad_k, Tensor& grad_v);
+  virtual void attention_merge(Tensor& out, Tensor& lse, const Tensor& part_out, const Tensor& part_lse);
   virtual void rope_forward(const RopeArgs& args, const Tensor& x, Tensor& out);
   virtual void rope_backward(const RopeArgs& args, const Tensor& grad_out, Tensor& grad_x);
   virtual void embedding_forward(const EmbeddingArgs& args, const Tensor& ids, const Tensor& table, Tensor& out);
