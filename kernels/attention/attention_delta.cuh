@@ -1,5 +1,6 @@
 // Device helpers shared by the flash attention kernels (CUDA-core and tensor-core): f32 loads and
-// stores of f32 / bf16 / f16 elements (stores round to nearest even), and the backward's first pass
+// stores of f32 / bf16 / f16 elements (stores round to nearest even; store_or_add adds into the
+// element first when the backward accumulates), and the backward's first pass
 //   delta_r = dO_r . O_r   (f32 sum over the head dim, one thread per query row)
 // launched as launch_delta<T, D>(out, grad_out, delta, rows, stream).
 #pragma once
@@ -21,6 +22,11 @@ __device__ __forceinline__ float to_float(__half x) { return __half2float(x); }
 __device__ __forceinline__ void store(float* p, float x) { *p = x; }
 __device__ __forceinline__ void store(__nv_bfloat16* p, float x) { *p = __float2bfloat16_rn(x); }
 __device__ __forceinline__ void store(__half* p, float x) { *p = __float2half_rn(x); }
+// *p = x, or *p += x (in f32, then rounded) with `accumulate`.
+template <typename T>
+__device__ __forceinline__ void store_or_add(T* p, float x, bool accumulate) {
+  store(p, accumulate ? to_float(*p) + x : x);
+}
 
 template <typename T, int D>
 __global__ void flash_delta(const T* out, const T* grad_out, float* delta, std::int64_t rows) {

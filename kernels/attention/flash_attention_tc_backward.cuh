@@ -1,17 +1,22 @@
 // Flash attention backward on tensor cores (16-bit E = bf16 or f16 in and out, f32 accumulation),
 // the contract of flash_attention_backward_bf16 (kernels.h): from q, k, v, out, lse and dO it
-// writes dQ, dK, dV. Included by the per-type instance files through backward_tc<E>.
+// writes dQ, dK, dV (or adds into them with `accumulate`). Included by the per-type instance
+// files through backward_tc<E>.
 //
 //   delta_i = dO_i . O_i                                  (attention_delta.cuh, shared with the CUDA-core path)
-//   dQ kernel, a block per 64 queries of a head, key tiles of 64 through shared memory; per warp
+//   dQ kernel, a block per 64 queries of a head, key tiles of 64 through shared memory (the runs
+//     of attention_visibility.cuh: up to the diagonal, or the listed blocks of a layout); per warp
 //     (16 queries): S = Q K^T, dP = dO V^T (WMMA into f32 scratch), P = exp(S scale - lse),
 //     dS = P (dP - delta) rounded to E, dQ += dS K in register fragments; dQ = scale dQ.
 //   dK/dV kernel, a block per 64 keys of a key/value head; over the group's query heads in order
-//     and their query tiles (causal: from the block's first key); per warp (16 keys):
+//     and their query tiles (causal: from the first that sees the block's first key; with a
+//     layout only those whose layout row lists the block's key block); per warp (16 keys):
 //     S^T = K Q^T, dP^T = V dO^T, P^T and dS^T as above (E), dV += P^T dO, dK += dS^T Q in
 //     register fragments; dK = scale dK.
-// Masked entries (causal, or past `seq`) get P = 0. Every sum runs in an order fixed by the
-// shape: bit-identical run to run, no atomics.
+// Masked entries (causal, outside a listed block, past q_seq / k_seq, or of a query row whose
+// lse is -inf: it saw no key) get P = 0. A layout's block_size must be a multiple of 64
+// (kFlashAttentionTcLayoutTile). Every sum runs in an order fixed by the shape: bit-identical run
+// to run, no atomics.
 #pragma once
 
 #include <cuda_runtime.h>
@@ -24,6 +29,7 @@
 
 #include "attention/attention_delta.cuh"
 #include "attention/attention_shape.h"
+#include "attention/attention_visibility.cuh"
 #include "attention/tc_tiles.cuh"
 #include "common/shared_memory.h"
 #include "common/launch_checks.h"
@@ -105,11 +111,12 @@ __device__ __forceinline__ void accumulate_product(Accumulator (&acc)[D / 16], c
   }
 }
 
-// Writes scale * acc (16 x D) as E to rows [row0, row0 + 16) of a (seq, D) matrix, rows past
-// seq dropped; through the warp's f32 staging block. Lane pairs split a row's columns.
+// Writes (or with `accumulate` adds) scale * acc (16 x D) as E to rows [row0, row0 + 16) of a
+// (rows, D) matrix, rows past `rows` dropped; through the warp's f32 staging block. Lane pairs
+// split a row's columns.
 template <int D, typename E>
 __device__ __forceinline__ void store_rows(Accumulator (&acc)[D / 16], float scale, float* staging, E* dst,
-                                           int row0, int seq, int lane) {
+                                           int row0, int rows, int lane, bool accumulate) {
 #pragma unroll
   for (int d = 0; d < D / 16; ++d) {
     for (int i = 0; i < acc[d].num_elements; ++i) acc[d].x[i] *= scale;
@@ -117,10 +124,10 @@ __device__ __forceinline__ void store_rows(Accumulator (&acc)[D / 16], float sca
   }
   __syncwarp();
   const int r = lane >> 1, half = lane & 1;
-  if (row0 + r < seq) {
+  if (row0 + r < rows) {
     E* out_row = dst + static_cast<std::int64_t>(row0 + r) * D;
     for (int c = half * (D / 2); c < (half + 1) * (D / 2); ++c) {
-      store(&out_row[c], staging[r * Tiles<D>::kOut + c]);
+      store_or_add(&out_row[c], staging[r * Tiles<D>::kOut + c], accumulate);
     }
   }
   __syncwarp();
@@ -129,8 +136,8 @@ __device__ __forceinline__ void store_rows(Accumulator (&acc)[D / 16], float sca
 template <typename E, int D, bool kCausal>
 __global__ void __launch_bounds__(kThreads) backward_dq_tc(const E* q, const E* k, const E* v,
                                                          const E* grad_out, const float* lse, const float* delta,
-                                                         E* grad_q, int seq, int q_heads, int group,
-                                                         float scale_log2, float scale) {
+                                                         E* grad_q, AttentionGeometry geo,
+                                                         float scale_log2, float scale, bool accumulate) {
   using L = BackwardLayout<D>;
   extern __shared__ __align__(128) unsigned char shared[];
   E* sQ = reinterpret_cast<E*>(shared);
@@ -140,47 +147,54 @@ __global__ void __launch_bounds__(kThreads) backward_dq_tc(const E* q, const E* 
   const int tid = static_cast<int>(threadIdx.x), warp = tid / 32, lane = tid % 32;
   WarpScratch<E, D> w(shared, warp);
 
+  const int q_heads = geo.q_heads, group = geo.group, q_rows = geo.q_rows, k_rows = geo.k_rows;
   const int q0 = static_cast<int>(blockIdx.x) * kTileRows;
   const int bh = static_cast<int>(blockIdx.y), b = bh / q_heads, h = bh % q_heads;
   const std::int64_t kv_head = static_cast<std::int64_t>(b) * (q_heads / group) + h / group;
-  const std::int64_t q_offset = static_cast<std::int64_t>(bh) * seq;
-  load_tile<D>(q + q_offset * D, q0, seq, sQ, tid);
-  load_tile<D>(grad_out + q_offset * D, q0, seq, sdO, tid);
+  const std::int64_t q_offset = static_cast<std::int64_t>(bh) * q_rows;
+  load_tile<D>(q + q_offset * D, q0, q_rows, sQ, tid);
+  load_tile<D>(grad_out + q_offset * D, q0, q_rows, sdO, tid);
   const int r = lane >> 1, half = lane & 1;
   const int query = q0 + warp * 16 + r;
-  const bool real_row = query < seq;
-  const float lse2 = real_row ? lse[q_offset + query] * kLog2e : 0.0f;
-  const float delta_q = real_row ? delta[q_offset + query] : 0.0f;
+  const int position = geo.q_offset + query;
+  const float row_lse = query < q_rows ? lse[q_offset + query] : -INFINITY;
+  const bool sees_keys = isfinite(row_lse);  // a real row that saw some key
+  const float lse2 = sees_keys ? row_lse * kLog2e : 0.0f;
+  const float delta_q = query < q_rows ? delta[q_offset + query] : 0.0f;
   Accumulator dq[D / 16];
 #pragma unroll
   for (int d = 0; d < D / 16; ++d) wmma::fill_fragment(dq[d], 0.0f);
 
-  const int key_end = kCausal ? min(seq, q0 + kTileRows) : seq;
-  for (int k0 = 0; k0 < key_end; k0 += kTileRows) {
-    __syncthreads();
-    load_tile<D>(k + kv_head * seq * D, k0, seq, sK, tid);
-    load_tile<D>(v + kv_head * seq * D, k0, seq, sV, tid);
-    __syncthreads();
-    times_transposed<D>(sQ, warp * 16, sK, w.s);    // S = Q K^T
-    times_transposed<D>(sdO, warp * 16, sV, w.dp);  // dP = dO V^T
-    __syncwarp();
-    for (int c = half * 32; c < half * 32 + 32; ++c) {
-      const int key = k0 + c;
-      const bool valid = real_row && key < seq && (!kCausal || key <= query);
-      const float p = valid ? exp2f(w.s[r * L::kScores + c] * scale_log2 - lse2) : 0.0f;
-      store(&w.ds[r * L::kProbs + c], p * (w.dp[r * L::kScores + c] - delta_q));
+  const int last_query = min(q_rows, q0 + kTileRows) - 1;
+  KeySpans<kCausal> spans(geo, bh, q0, last_query);
+  for (int begin = 0, end = 0; spans.next(begin, end);) {
+    for (int k0 = begin; k0 < end; k0 += kTileRows) {
+      __syncthreads();
+      load_tile<D>(k + kv_head * k_rows * D, k0, k_rows, sK, tid);
+      load_tile<D>(v + kv_head * k_rows * D, k0, k_rows, sV, tid);
+      __syncthreads();
+      times_transposed<D>(sQ, warp * 16, sK, w.s);    // S = Q K^T
+      times_transposed<D>(sdO, warp * 16, sV, w.dp);  // dP = dO V^T
+      __syncwarp();
+      for (int c = half * 32; c < half * 32 + 32; ++c) {
+        const int key = k0 + c;
+        const bool valid = sees_keys && key < end && (!kCausal || geo.k_offset + key <= position);
+        const float p = valid ? exp2f(w.s[r * L::kScores + c] * scale_log2 - lse2) : 0.0f;
+        store(&w.ds[r * L::kProbs + c], p * (w.dp[r * L::kScores + c] - delta_q));
+      }
+      __syncwarp();
+      accumulate_product<D>(dq, w.ds, sK);  // dQ += dS K
     }
-    __syncwarp();
-    accumulate_product<D>(dq, w.ds, sK);  // dQ += dS K
   }
-  store_rows<D>(dq, scale, w.out, grad_q + q_offset * D, q0 + warp * 16, seq, lane);
+  store_rows<D>(dq, scale, w.out, grad_q + q_offset * D, q0 + warp * 16, q_rows, lane, accumulate);
 }
 
 template <typename E, int D, bool kCausal>
 __global__ void __launch_bounds__(kThreads) backward_dkdv_tc(const E* q, const E* k, const E* v,
                                                            const E* grad_out, const float* lse,
-                                                           const float* delta, E* grad_k, E* grad_v, int seq,
-                                                           int q_heads, int group, float scale_log2, float scale) {
+                                                           const float* delta, E* grad_k, E* grad_v,
+                                                           AttentionGeometry geo, float scale_log2, float scale,
+                                                           bool accumulate) {
   using L = BackwardLayout<D>;
   extern __shared__ __align__(128) unsigned char shared[];
   E* sK = reinterpret_cast<E*>(shared);
@@ -192,14 +206,16 @@ __global__ void __launch_bounds__(kThreads) backward_dkdv_tc(const E* q, const E
   const int tid = static_cast<int>(threadIdx.x), warp = tid / 32, lane = tid % 32;
   WarpScratch<E, D> w(shared, warp);
 
+  const int q_heads = geo.q_heads, group = geo.group, q_rows = geo.q_rows, k_rows = geo.k_rows;
   const int k0 = static_cast<int>(blockIdx.x) * kTileRows;
   const int kv_heads = q_heads / group;
   const int bg = static_cast<int>(blockIdx.y), b = bg / kv_heads, g = bg % kv_heads;
-  const std::int64_t kv_offset = static_cast<std::int64_t>(bg) * seq;
-  load_tile<D>(k + kv_offset * D, k0, seq, sK, tid);
-  load_tile<D>(v + kv_offset * D, k0, seq, sV, tid);
+  const std::int64_t kv_offset = static_cast<std::int64_t>(bg) * k_rows;
+  load_tile<D>(k + kv_offset * D, k0, k_rows, sK, tid);
+  load_tile<D>(v + kv_offset * D, k0, k_rows, sV, tid);
   const int r = lane >> 1, half = lane & 1;
   const int key = k0 + warp * 16 + r;
+  const int key_position = geo.k_offset + key;
   Accumulator dk[D / 16], dv[D / 16];
 #pragma unroll
   for (int d = 0; d < D / 16; ++d) {
@@ -207,15 +223,19 @@ __global__ void __launch_bounds__(kThreads) backward_dkdv_tc(const E* q, const E
     wmma::fill_fragment(dv[d], 0.0f);
   }
 
+  const int query_begin = first_query_tile<kCausal>(geo, k0, kTileRows);
   for (int hh = 0; hh < group; ++hh) {
-    const std::int64_t q_offset = (static_cast<std::int64_t>(b) * q_heads + g * group + hh) * seq;
-    for (int q0 = kCausal ? k0 : 0; q0 < seq; q0 += kTileRows) {
+    const int bh = b * q_heads + g * group + hh;
+    const std::int64_t q_offset = static_cast<std::int64_t>(bh) * q_rows;
+    for (int q0 = query_begin; q0 < q_rows; q0 += kTileRows) {
+      if (!key_tile_listed(geo, bh, q0, k0)) continue;  // the same answer for the whole block
       __syncthreads();
-      load_tile<D>(q + q_offset * D, q0, seq, sQ, tid);
-      load_tile<D>(grad_out + q_offset * D, q0, seq, sdO, tid);
+      load_tile<D>(q + q_offset * D, q0, q_rows, sQ, tid);
+      load_tile<D>(grad_out + q_offset * D, q0, q_rows, sdO, tid);
       for (int i = tid; i < kTileRows; i += kThreads) {
-        const bool real = q0 + i < seq;
-        s_lse[i] = real ? lse[q_offset + q0 + i] * kLog2e : 0.0f;
+        const bool real = q0 + i < q_rows;
+        const float row_lse = real ? lse[q_offset + q0 + i] : -INFINITY;
+        s_lse[i] = isfinite(row_lse) ? row_lse * kLog2e : INFINITY;  // INFINITY: no row, or it saw no key
         s_delta[i] = real ? delta[q_offset + q0 + i] : 0.0f;
       }
       __syncthreads();
@@ -224,7 +244,8 @@ __global__ void __launch_bounds__(kThreads) backward_dkdv_tc(const E* q, const E
       __syncwarp();
       for (int c = half * 32; c < half * 32 + 32; ++c) {
         const int query = q0 + c;
-        const bool valid = key < seq && query < seq && (!kCausal || query >= key);
+        const bool valid =
+            key < k_rows && s_lse[c] != INFINITY && (!kCausal || geo.q_offset + query >= key_position);
         const float p = valid ? exp2f(w.s[r * L::kScores + c] * scale_log2 - s_lse[c]) : 0.0f;
         store(&w.p[r * L::kProbs + c], p);
         store(&w.ds[r * L::kProbs + c], p * (w.dp[r * L::kScores + c] - s_delta[c]));
@@ -234,8 +255,8 @@ __global__ void __launch_bounds__(kThreads) backward_dkdv_tc(const E* q, const E
       accumulate_product<D>(dk, w.ds, sQ);  // dK += dS^T Q
     }
   }
-  store_rows<D>(dk, scale, w.out, grad_k + kv_offset * D, k0 + warp * 16, seq, lane);
-  store_rows<D>(dv, 1.0f, w.out, grad_v + kv_offset * D, k0 + warp * 16, seq, lane);
+  store_rows<D>(dk, scale, w.out, grad_k + kv_offset * D, k0 + warp * 16, k_rows, lane, accumulate);
+  store_rows<D>(dv, 1.0f, w.out, grad_v + kv_offset * D, k0 + warp * 16, k_rows, lane, accumulate);
 }
 
 template <typename E, int D, bool kCausal>
@@ -244,19 +265,22 @@ void launch_backward(const E* q, const E* k, const E* v, const E* out, const flo
             cudaStream_t stream) {
   constexpr int kBytes = BackwardLayout<D>::kBytes;
   detail::check_shared_memory("flash_attention_backward_tc", kBytes, "use the CUDA-core kernels (flash_attention_*_f32 / _bf16), which need far less");
-  const std::int64_t rows = s.batch * s.q_heads * s.seq;
+  const std::int64_t rows = s.batch * s.q_heads * s.q_seq;
   launch_delta<E, D>(out, grad_out, delta, rows, stream);
   const float scale = detail::effective_scale(s);
-  const int seq = static_cast<int>(s.seq), heads = static_cast<int>(s.q_heads);
-  const unsigned tiles = static_cast<unsigned>(detail::ceil_div(s.seq, kTileRows));
+  const AttentionGeometry geo = detail::geometry(s, group);
+  const unsigned q_tiles = static_cast<unsigned>(detail::ceil_div(s.q_seq, kTileRows));
   MYRIAD_CUDA_CHECK(
       cudaFuncSetAttribute(backward_dq_tc<E, D, kCausal>, cudaFuncAttributeMaxDynamicSharedMemorySize, kBytes));
-  backward_dq_tc<E, D, kCausal><<<dim3(tiles, static_cast<unsigned>(s.batch * s.q_heads)), kThreads, kBytes, stream>>>(
-      q, k, v, grad_out, lse, delta, grad_q, seq, heads, group, scale * kLog2e, scale);
+  backward_dq_tc<E, D, kCausal><<<dim3(q_tiles, static_cast<unsigned>(s.batch * s.q_heads)), kThreads, kBytes, stream>>>(
+      q, k, v, grad_out, lse, delta, grad_q, geo, scale * kLog2e, scale, s.accumulate);
+  if (s.key_rows() == 0) return;
+  const unsigned k_tiles = static_cast<unsigned>(detail::ceil_div(s.key_rows(), kTileRows));
   MYRIAD_CUDA_CHECK(
       cudaFuncSetAttribute(backward_dkdv_tc<E, D, kCausal>, cudaFuncAttributeMaxDynamicSharedMemorySize, kBytes));
-  backward_dkdv_tc<E, D, kCausal><<<dim3(tiles, static_cast<unsigned>(s.batch * s.kv_heads)), kThreads, kBytes, stream>>>(
-      q, k, v, grad_out, lse, delta, grad_k, grad_v, seq, heads, group, scale * kLog2e, scale);
+  backward_dkdv_tc<E, D, kCausal><<<dim3(k_tiles, static_cast<unsigned>(s.batch * s.kv_heads)), kThreads, kBytes,
+                                    stream>>>(q, k, v, grad_out, lse, delta, grad_k, grad_v, geo, scale * kLog2e,
+                                              scale, s.accumulate);
 }
 
 // The body of flash_attention_backward_tc_<type> (kernels.h) for element type E; `op` names it in errors.
@@ -264,8 +288,9 @@ template <typename E>
 void backward_tc(const char* op, const E* q, const E* k, const E* v, const E* out, const float* lse,
                  const E* grad_out, E* grad_q, E* grad_k, E* grad_v, float* delta, std::int64_t delta_floats,
                  const FlashAttentionShape& s, cudaStream_t stream) {
-  const int group = detail::checked_group(op, s);
-  if (s.batch == 0 || s.seq == 0) return;
+  static_assert(kTileRows == kFlashAttentionTcLayoutTile, "a block's rows must lie in one layout block");
+  const int group = detail::checked_group(op, s, kTileRows);
+  if (s.batch == 0 || s.q_seq == 0) return;
   detail::check_backward_buffers(op, q, k, v, out, lse, grad_out, grad_q, grad_k, grad_v, delta, delta_floats, s,
                                  sizeof(E), 16);  // rows are read in 16-byte chunks
   auto run = [&](auto head_dim, auto causal) {

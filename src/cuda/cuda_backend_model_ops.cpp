@@ -1,5 +1,6 @@
-// CudaBackend: attention, RoPE, embedding, cross-entropy, bias and AdamW over the kernels'
-// launchers (see cuda_backend.h for the layouts each accepts).
+// CudaBackend: attention (dense or block-sparse, offsets, accumulate, merge), RoPE, embedding,
+// cross-entropy, bias and AdamW over the kernels' launchers (see cuda_backend.h for the layouts
+// each accepts).
 #include <algorithm>
 #include <climits>
 #include <cstring>
@@ -72,29 +73,52 @@ static void write_back(CudaBackend& backend, const HeadsOperand& operand) {
                   t.size(3), backend.context().stream());
 }
 
-// The flash kernels cover dense self-attention of one whole sequence: refuse what they lack.
-static void check_dense_self_attention(const char* op, const AttentionArgs& args, const Tensor& q, const Tensor& k) {
-  MYRIAD_CHECK(args.layout == nullptr, op << ": block-sparse layouts are not in the CUDA attention kernels yet "
-                                             "(model.attention.kind: block_sparse runs on training.device cpu)");
-  MYRIAD_CHECK(args.q_offset == 0 && args.k_offset == 0 && !args.accumulate && q.size(2) == k.size(2),
-               op << ": the CUDA attention kernels take one whole sequence (q and k of " << q.size(2) << " and "
-                  << k.size(2) << " rows, offsets " << args.q_offset << " / " << args.k_offset
-                  << ", accumulate " << args.accumulate << "); context parallelism runs on the CPU for now");
-}
+// A block-sparse layout's CSR arrays in device scratch for one call (the kernels read them there;
+// BlockLayout holds them in host vectors), and the shape the kernels take. A layout's block_size
+// must be a multiple of the CUDA-core kernels' query tile (kFlashAttentionLayoutTile) so that a
+// tile of query rows lies in one layout block; anything else is refused here, naming the op.
+struct FlashProblem {
+  FlashAttentionShape shape;
+  Tensor row_begin, key_blocks;  // device copies of the layout's arrays (undefined when dense)
+};
 
-static FlashAttentionShape flash_shape(const AttentionArgs& args, const Tensor& q, const Tensor& k) {
-  return FlashAttentionShape{.batch = q.size(0), .q_heads = q.size(1), .kv_heads = k.size(1), .seq = q.size(2),
-                             .head_dim = q.size(3), .scale = args.scale, .causal = args.causal};
+static FlashProblem flash_problem(CudaBackend& backend, const char* op, const AttentionArgs& args, const Tensor& q,
+                                  const Tensor& k) {
+  FlashProblem p;
+  p.shape = FlashAttentionShape{.batch = q.size(0), .q_heads = q.size(1), .kv_heads = k.size(1), .q_seq = q.size(2),
+                                .head_dim = q.size(3), .scale = args.scale, .causal = args.causal,
+                                .k_seq = k.size(2), .q_offset = args.q_offset, .k_offset = args.k_offset,
+                                .accumulate = args.accumulate};
+  if (args.layout == nullptr) return p;
+  const BlockLayout& layout = *args.layout;
+  MYRIAD_CHECK(layout.block_size % kFlashAttentionLayoutTile == 0,
+               op << " on " << q.device().str() << ": the CUDA attention kernels need a layout block_size that is a "
+                  << "multiple of " << kFlashAttentionLayoutTile << " (their query tile), got " << layout.block_size
+                  << " (q " << shape_string(q.shape()) << ", k " << shape_string(k.shape())
+                  << "); use such a block size or training.device cpu");
+  Tensor row_begin = Tensor::empty({static_cast<std::int64_t>(layout.row_begin.size())}, DType::i64);
+  std::copy(layout.row_begin.begin(), layout.row_begin.end(), row_begin.data<std::int64_t>());
+  // At least one entry, so that the device pointer is not null for a layout that keeps nothing.
+  Tensor key_blocks = Tensor::zeros({std::max<std::int64_t>(layout.kept_blocks(), 1)}, DType::i32);
+  std::copy(layout.key_blocks.begin(), layout.key_blocks.end(), key_blocks.data<std::int32_t>());
+  p.row_begin = backend.copy_from_host(row_begin);
+  p.key_blocks = backend.copy_from_host(key_blocks);
+  p.shape.layout = FlashAttentionLayout{.row_begin = p.row_begin.data<std::int64_t>(),
+                                        .key_blocks = p.key_blocks.data<std::int32_t>(),
+                                        .block_size = layout.block_size,
+                                        .query_blocks = layout.query_blocks,
+                                        .sets = layout.sets};
+  return p;
 }
 
 void CudaBackend::attention_forward(const AttentionArgs& args, const Tensor& q, const Tensor& k, const Tensor& v,
                                     Tensor& out, Tensor& lse) {
   const char* op = "attention_forward";
-  check_dense_self_attention(op, args, q, k);
+  const FlashProblem problem = flash_problem(*this, op, args, q, k);
   const HeadsOperand pq = heads_operand(*this, op, "q", q, true), pk = heads_operand(*this, op, "k", k, true);
   const HeadsOperand pv = heads_operand(*this, op, "v", v, true), po = heads_operand(*this, op, "out", out, false);
   DeviceGuard guard(context_.device());
-  flash_attention_forward_f32(pq.data(), pk.data(), pv.data(), po.data(), floats(lse), flash_shape(args, q, k),
+  flash_attention_forward_f32(pq.data(), pk.data(), pv.data(), po.data(), floats(lse), problem.shape,
                               context_.stream());
   write_back(*this, po);
 }
@@ -103,23 +127,36 @@ void CudaBackend::attention_backward(const AttentionArgs& args, const Tensor& q,
                                      const Tensor& out, const Tensor& lse, const Tensor& grad_out, Tensor& grad_q,
                                      Tensor& grad_k, Tensor& grad_v) {
   const char* op = "attention_backward";
-  check_dense_self_attention(op, args, q, k);
+  const FlashProblem problem = flash_problem(*this, op, args, q, k);
   const HeadsOperand pq = heads_operand(*this, op, "q", q, true), pk = heads_operand(*this, op, "k", k, true);
   const HeadsOperand pv = heads_operand(*this, op, "v", v, true), po = heads_operand(*this, op, "out", out, true);
   const HeadsOperand pg = heads_operand(*this, op, "grad_out", grad_out, true);
-  // The kernel writes all three gradients: a skipped one goes to scratch.
+  // The kernel writes (or adds into) all three gradients: a skipped one goes to scratch. With
+  // accumulate, a packed copy of a strided gradient starts from its current values.
   Tensor dq = grad_q.defined() ? grad_q : empty(q.shape()), dk = grad_k.defined() ? grad_k : empty(k.shape());
   Tensor dv = grad_v.defined() ? grad_v : empty(v.shape());
-  const HeadsOperand pdq = heads_operand(*this, op, "grad_q", dq, false);
-  const HeadsOperand pdk = heads_operand(*this, op, "grad_k", dk, false);
-  const HeadsOperand pdv = heads_operand(*this, op, "grad_v", dv, false);
+  const bool read = args.accumulate;
+  const HeadsOperand pdq = heads_operand(*this, op, "grad_q", dq, read);
+  const HeadsOperand pdk = heads_operand(*this, op, "grad_k", dk, read);
+  const HeadsOperand pdv = heads_operand(*this, op, "grad_v", dv, read);
   const std::int64_t delta_floats = q.size(0) * q.size(1) * q.size(2);
   Tensor delta = empty({std::max<std::int64_t>(delta_floats, 1)});
   DeviceGuard guard(context_.device());
   flash_attention_backward_f32(pq.data(), pk.data(), pv.data(), po.data(), floats(lse), pg.data(), pdq.data(),
-                               pdk.data(), pdv.data(), floats(delta), delta_floats, flash_shape(args, q, k),
-                               context_.stream());
+                               pdk.data(), pdv.data(), floats(delta), delta_floats, problem.shape, context_.stream());
   for (const HeadsOperand* written : {&pdq, &pdk, &pdv}) write_back(*this, *written);
+}
+
+void CudaBackend::attention_merge(Tensor& out, Tensor& lse, const Tensor& part_out, const Tensor& part_lse) {
+  const char* op = "attention_merge";
+  require_contiguous(op, "lse", lse);
+  require_contiguous(op, "part_lse", part_lse);
+  const HeadsOperand po = heads_operand(*this, op, "out", out, true);
+  const HeadsOperand pp = heads_operand(*this, op, "part_out", part_out, true);
+  DeviceGuard guard(context_.device());
+  attention_merge_f32(po.data(), floats(lse), pp.data(), floats(part_lse), out.size(0) * out.size(1) * out.size(2),
+                      out.size(3), context_.stream());
+  write_back(*this, po);
 }
 
 // ---- RoPE: (B, T, H, D), contiguous or rows of heads --------------------------------------------

@@ -415,58 +415,99 @@ void embedding_backward_f32(const std::int32_t* ids, const float* go, float* gt,
   emulated::check_launch_device(launch_stream);
   for (std::int64_t i = 0; i < n; ++i) { if (ids[i] < 0 || ids[i] >= V) continue; for (std::int64_t c = 0; c < C; ++c) gt[ids[i] * C + c] += go[i * C + c]; }
 }
+// The CPU op's arguments for a flash launcher's shape: offsets, accumulate and, with a layout, a
+// host BlockLayout copied from its arrays ("device" memory is host memory here). The launchers'
+// own layout rule (a query tile inside one layout block: block_size a multiple of `tile`) is
+// checked as the kernels check it.
+static AttentionArgs flash_args(const char* op, const FlashAttentionShape& s, std::int64_t tile, BlockLayout& layout) {
+  AttentionArgs args{.scale = s.scale, .causal = s.causal, .q_offset = s.q_offset, .k_offset = s.k_offset,
+                     .accumulate = s.accumulate};
+  if (s.layout.row_begin == nullptr) return args;
+  MYRIAD_CHECK(s.layout.block_size >= 1 && s.layout.block_size % tile == 0,
+               op << ": layout block_size " << s.layout.block_size << " must be a positive multiple of " << tile
+                  << " (the kernel's query tile, which must lie inside one layout block)");
+  layout.block_size = s.layout.block_size;
+  layout.query_blocks = s.layout.query_blocks;
+  layout.sets = s.layout.sets;
+  layout.row_begin.assign(s.layout.row_begin, s.layout.row_begin + s.layout.sets * s.layout.query_blocks + 1);
+  layout.key_blocks.assign(s.layout.key_blocks, s.layout.key_blocks + layout.row_begin.back());
+  args.layout = &layout;
+  return args;
+}
+static Shape q_shape(const FlashAttentionShape& s) { return {s.batch, s.q_heads, s.q_seq, s.head_dim}; }
+static Shape kv_shape(const FlashAttentionShape& s) { return {s.batch, s.kv_heads, s.key_rows(), s.head_dim}; }
+static Shape lse_shape(const FlashAttentionShape& s) { return {s.batch, s.q_heads, s.q_seq}; }
 void flash_attention_forward_f32(const float* q, const float* k, const float* v, float* out, float* lse, const FlashAttentionShape& s, cudaStream_t launch_stream) {
   emulated::check_launch_device(launch_stream);
-  Shape sq{s.batch, s.q_heads, s.seq, s.head_dim}, sk{s.batch, s.kv_heads, s.seq, s.head_dim};
-  Tensor o = W(out, sq), l = W(lse, {s.batch, s.q_heads, s.seq});
-  attention_forward(AttentionArgs{.scale = s.scale, .causal = s.causal}, W(q, sq), W(k, sk), W(v, sk), o, l);
+  BlockLayout layout;
+  const AttentionArgs args = flash_args("flash_attention_forward_f32", s, kFlashAttentionLayoutTile, layout);
+  Shape sq = q_shape(s), sk = kv_shape(s);
+  Tensor o = W(out, sq), l = W(lse, lse_shape(s));
+  attention_forward(args, W(q, sq), W(k, sk), W(v, sk), o, l);
 }
 void flash_attention_backward_f32(const float* q, const float* k, const float* v, const float* out, const float* lse, const float* go, float* gq, float* gk, float* gv, float*, std::int64_t, const FlashAttentionShape& s, cudaStream_t launch_stream) {
   emulated::check_launch_device(launch_stream);
-  Shape sq{s.batch, s.q_heads, s.seq, s.head_dim}, sk{s.batch, s.kv_heads, s.seq, s.head_dim};
+  BlockLayout layout;
+  const AttentionArgs args = flash_args("flash_attention_backward_f32", s, kFlashAttentionLayoutTile, layout);
+  Shape sq = q_shape(s), sk = kv_shape(s);
   Tensor a = W(gq, sq), b = W(gk, sk), c = W(gv, sk);
-  attention_backward(AttentionArgs{.scale = s.scale, .causal = s.causal}, W(q, sq), W(k, sk), W(v, sk), W(out, sq), W(lse, {s.batch, s.q_heads, s.seq}), W(go, sq), a, b, c);
+  attention_backward(args, W(q, sq), W(k, sk), W(v, sk), W(out, sq), W(lse, lse_shape(s)), W(go, sq), a, b, c);
 }
-// 16-bit attention: the CPU op on the widened bf16 / f16 inputs, outputs rounded to the same type.
+void attention_merge_f32(float* out, float* lse, const float* part_out, const float* part_lse, std::int64_t rows, std::int64_t head_dim, cudaStream_t launch_stream) {
+  emulated::check_launch_device(launch_stream);
+  Tensor o = W(out, {1, 1, rows, head_dim}), l = W(lse, {1, 1, rows});
+  attention_merge(o, l, W(part_out, {1, 1, rows, head_dim}), W(part_lse, {1, 1, rows}));
+}
+// 16-bit attention: the CPU op on the widened bf16 / f16 inputs, outputs rounded to the same type
+// (with accumulate, the gradients are widened first, summed in f32 and rounded once).
 template <typename H> constexpr DType kHalf = std::is_same_v<H, __half> ? DType::f16 : DType::bf16;
 template <typename H> static Tensor widen(const H* p, const Shape& s) { return W(p, s, kHalf<H>).to(DType::f32); }
 template <typename H> static void narrow(const Tensor& t, H* out) {
   Tensor h = t.to(kHalf<H>);  // round to nearest even (core/half.h); f16 past 65504 -> inf
   std::memcpy(out, h.raw_data(), h.nbytes());
 }
-template <typename H> static void attention_forward_half(const H* q, const H* k, const H* v, H* out, float* lse, const FlashAttentionShape& s) {
-  Shape sq{s.batch, s.q_heads, s.seq, s.head_dim}, sk{s.batch, s.kv_heads, s.seq, s.head_dim};
-  Tensor o = Tensor::empty(sq), l = W(lse, {s.batch, s.q_heads, s.seq});
-  attention_forward(AttentionArgs{.scale = s.scale, .causal = s.causal}, widen(q, sq), widen(k, sk), widen(v, sk), o, l);
+template <typename H> static void attention_forward_half(const char* op, std::int64_t tile, const H* q, const H* k, const H* v, H* out, float* lse, const FlashAttentionShape& s) {
+  BlockLayout layout;
+  const AttentionArgs args = flash_args(op, s, tile, layout);
+  Shape sq = q_shape(s), sk = kv_shape(s);
+  Tensor o = Tensor::empty(sq), l = W(lse, lse_shape(s));
+  attention_forward(args, widen(q, sq), widen(k, sk), widen(v, sk), o, l);
   narrow(o, out);
 }
-template <typename H> static void attention_backward_half(const H* q, const H* k, const H* v, const H* out, const float* lse, const H* go, H* gq, H* gk, H* gv, const FlashAttentionShape& s) {
-  Shape sq{s.batch, s.q_heads, s.seq, s.head_dim}, sk{s.batch, s.kv_heads, s.seq, s.head_dim};
-  Tensor a = Tensor::empty(sq), b = Tensor::empty(sk), c = Tensor::empty(sk);
-  attention_backward(AttentionArgs{.scale = s.scale, .causal = s.causal}, widen(q, sq), widen(k, sk), widen(v, sk), widen(out, sq), W(lse, {s.batch, s.q_heads, s.seq}), widen(go, sq), a, b, c);
+template <typename H> static void attention_backward_half(const char* op, std::int64_t tile, const H* q, const H* k, const H* v, const H* out, const float* lse, const H* go, H* gq, H* gk, H* gv, const FlashAttentionShape& s) {
+  BlockLayout layout;
+  const AttentionArgs args = flash_args(op, s, tile, layout);
+  Shape sq = q_shape(s), sk = kv_shape(s);
+  Tensor a = s.accumulate ? widen(gq, sq) : Tensor::empty(sq), b = s.accumulate ? widen(gk, sk) : Tensor::empty(sk);
+  Tensor c = s.accumulate ? widen(gv, sk) : Tensor::empty(sk);
+  attention_backward(args, widen(q, sq), widen(k, sk), widen(v, sk), widen(out, sq), W(lse, lse_shape(s)), widen(go, sq), a, b, c);
   narrow(a, gq);
   narrow(b, gk);
   narrow(c, gv);
 }
+void flash_attention_forward_bf16(const __nv_bfloat16* q, const __nv_bfloat16* k, const __nv_bfloat16* v, __nv_bfloat16* out, float* lse, const FlashAttentionShape& s, cudaStream_t launch_stream) {
+  emulated::check_launch_device(launch_stream);
+  attention_forward_half("flash_attention_forward_bf16", kFlashAttentionLayoutTile, q, k, v, out, lse, s);
+}
 void flash_attention_forward_tc_bf16(const __nv_bfloat16* q, const __nv_bfloat16* k, const __nv_bfloat16* v, __nv_bfloat16* out, float* lse, const FlashAttentionShape& s, cudaStream_t launch_stream) {
   emulated::check_launch_device(launch_stream);
-  attention_forward_half(q, k, v, out, lse, s);
+  attention_forward_half("flash_attention_forward_tc_bf16", kFlashAttentionTcLayoutTile, q, k, v, out, lse, s);
 }
 void flash_attention_forward_tc_f16(const __half* q, const __half* k, const __half* v, __half* out, float* lse, const FlashAttentionShape& s, cudaStream_t launch_stream) {
   emulated::check_launch_device(launch_stream);
-  attention_forward_half(q, k, v, out, lse, s);
+  attention_forward_half("flash_attention_forward_tc_f16", kFlashAttentionTcLayoutTile, q, k, v, out, lse, s);
 }
 void flash_attention_backward_bf16(const __nv_bfloat16* q, const __nv_bfloat16* k, const __nv_bfloat16* v, const __nv_bfloat16* out, const float* lse, const __nv_bfloat16* go, __nv_bfloat16* gq, __nv_bfloat16* gk, __nv_bfloat16* gv, float*, std::int64_t, const FlashAttentionShape& s, cudaStream_t launch_stream) {
   emulated::check_launch_device(launch_stream);
-  attention_backward_half(q, k, v, out, lse, go, gq, gk, gv, s);
+  attention_backward_half("flash_attention_backward_bf16", kFlashAttentionLayoutTile, q, k, v, out, lse, go, gq, gk, gv, s);
 }
 void flash_attention_backward_tc_bf16(const __nv_bfloat16* q, const __nv_bfloat16* k, const __nv_bfloat16* v, const __nv_bfloat16* out, const float* lse, const __nv_bfloat16* go, __nv_bfloat16* gq, __nv_bfloat16* gk, __nv_bfloat16* gv, float*, std::int64_t, const FlashAttentionShape& s, cudaStream_t launch_stream) {
   emulated::check_launch_device(launch_stream);
-  attention_backward_half(q, k, v, out, lse, go, gq, gk, gv, s);
+  attention_backward_half("flash_attention_backward_tc_bf16", kFlashAttentionTcLayoutTile, q, k, v, out, lse, go, gq, gk, gv, s);
 }
 void flash_attention_backward_tc_f16(const __half* q, const __half* k, const __half* v, const __half* out, const float* lse, const __half* go, __half* gq, __half* gk, __half* gv, float*, std::int64_t, const FlashAttentionShape& s, cudaStream_t launch_stream) {
   emulated::check_launch_device(launch_stream);
-  attention_backward_half(q, k, v, out, lse, go, gq, gk, gv, s);
+  attention_backward_half("flash_attention_backward_tc_f16", kFlashAttentionTcLayoutTile, q, k, v, out, lse, go, gq, gk, gv, s);
 }
 template <typename H> static void widen_into(const H* x, float* out, std::int64_t n) {
   Tensor wide = widen(x, {n});

@@ -16,7 +16,10 @@
 // carry no scale yet). Attention takes (B, H, T, D) tensors that are contiguous or heads of packed
 // rows — the view (B, T, W) -> (B, T, H, D) -> (B, H, T, D) the model makes of its fused qkv and
 // attention output (strides [T*W, D, W, 1]), packed for the flash kernels (head dim 64 or 128) and
-// unpacked after; RoPE takes (B, T, H, D) tensors that are contiguous or such rows of heads
+// unpacked after; k and v may have another row count and global offset than q, and a
+// block-sparse layout (host BlockLayout) is uploaded to device scratch on each call (its
+// block_size a multiple of 32, the kernels' query tile); attention_merge takes out / part_out of
+// either kind and contiguous lse. RoPE takes (B, T, H, D) tensors that are contiguous or such rows of heads
 // (strides [T*W, W, D, 1]). copy() reads a contiguous source of any float type (f32 <-> bf16 / f16
 // by the conversion kernels; bf16 <-> f16 through f32) or an f32 view of either kind of heads.
 // Token routing and grouped matmul take the contiguous tensors their dispatch points require;
@@ -71,6 +74,7 @@ class CudaBackend final : public ops::Backend {
   void attention_backward(const AttentionArgs& args, const Tensor& q, const Tensor& k, const Tensor& v,
                           const Tensor& out, const Tensor& lse, const Tensor& grad_out, Tensor& grad_q, Tensor& grad_k,
                           Tensor& grad_v) override;
+  void attention_merge(Tensor& out, Tensor& lse, const Tensor& part_out, const Tensor& part_lse) override;
   void rope_forward(const RopeArgs& args, const Tensor& x, Tensor& out) override;
   void rope_backward(const RopeArgs& args, const Tensor& grad_out, Tensor& grad_x) override;
   void embedding_forward(const EmbeddingArgs& args, const Tensor& ids, const Tensor& table, Tensor& out) override;

@@ -130,15 +130,41 @@ void group_column_sums_accumulate_f32(const float* x, float* out, const std::int
                                       std::int64_t rows, std::int64_t cols, cudaStream_t stream);
 
 // ---- Flash attention, causal or not, GQA, head dim 64 / 128 (kernels/attention/flash_attention.cu)
-// q, out, grad_out, grad_q: (batch, q_heads, seq, head_dim) contiguous; k, v, grad_k, grad_v:
-// (batch, kv_heads, seq, head_dim); lse: (batch, q_heads, seq) f32, written by the forward and
+// q, out, grad_out, grad_q: (batch, q_heads, q_seq, head_dim) contiguous; k, v, grad_k, grad_v:
+// (batch, kv_heads, k_seq, head_dim); lse: (batch, q_heads, q_seq) f32, written by the forward and
 // read by the backward. The math of ops/attention.h (scale 0 = 1 / sqrt(head_dim)); f32 math for
-// bf16 tensors. No T x T matrix is stored. The backward writes grad_q, grad_k, grad_v (`=`) and
-// uses `delta` (batch * q_heads * seq floats of device scratch). Gradients must not overlap inputs.
+// bf16 tensors. Query row i sits at global position q_offset + i, key row j at k_offset + j;
+// causal compares those positions; with a layout (block-sparse, ops/block_layout.h) a query reads
+// only the key blocks its layout row lists. A query row that sees no key gets out = 0 and
+// lse = -inf, and the backward gives it (and reading it) zero gradient. No T x T matrix is
+// stored. The backward writes grad_q, grad_k, grad_v (`=`), or adds into them with `accumulate`,
+// and uses `delta` (batch * q_heads * q_seq floats of device scratch). Gradients must not
+// overlap inputs.
+//
+// A layout's CSR arrays live in device memory and must satisfy BlockLayout's invariants (the
+// launchers cannot read them: checked on the host by the op, check_block_layout). The launchers
+// check the rest: sets 1 or batch * q_heads, offsets multiples of block_size, both row ranges
+// inside query_blocks * block_size positions, and block_size a multiple of the kernel's query tile
+// (kFlashAttentionLayoutTile for the CUDA-core kernels, kFlashAttentionTcLayoutTile for the
+// tensor-core ones), so that a query tile lies inside one layout block. Key tiles need no
+// alignment: the kernels walk the listed blocks' key rows, masking a tile's rows past a block.
+struct FlashAttentionLayout {
+  const std::int64_t* row_begin = nullptr;   // device, sets * query_blocks + 1 entries; null: dense
+  const std::int32_t* key_blocks = nullptr;  // device, row_begin[sets * query_blocks] entries
+  std::int64_t block_size = 0, query_blocks = 0, sets = 1;
+};
+constexpr std::int64_t kFlashAttentionLayoutTile = 32;    // query rows per block, CUDA-core kernels
+constexpr std::int64_t kFlashAttentionTcLayoutTile = 64;  // query rows per block, tensor-core kernels
 struct FlashAttentionShape {
-  std::int64_t batch = 0, q_heads = 0, kv_heads = 0, seq = 0, head_dim = 0;
+  std::int64_t batch = 0, q_heads = 0, kv_heads = 0, q_seq = 0, head_dim = 0;
   float scale = 0.0f;
   bool causal = true;
+  std::int64_t k_seq = -1;                 // key / value rows; -1: q_seq (self-attention)
+  std::int64_t q_offset = 0, k_offset = 0;  // global positions of q's and k's row 0
+  bool accumulate = false;                  // the backward adds into grad_q, grad_k, grad_v
+  FlashAttentionLayout layout{};            // block-sparse; row_begin null: every (causal) key
+
+  std::int64_t key_rows() const { return k_seq < 0 ? q_seq : k_seq; }
 };
 void flash_attention_forward_f32(const float* q, const float* k, const float* v, float* out, float* lse,
                                  const FlashAttentionShape& shape, cudaStream_t stream);
@@ -175,6 +201,14 @@ void flash_attention_backward_bf16(const __nv_bfloat16* q, const __nv_bfloat16* 
                                    const __nv_bfloat16* out, const float* lse, const __nv_bfloat16* grad_out,
                                    __nv_bfloat16* grad_q, __nv_bfloat16* grad_k, __nv_bfloat16* grad_v, float* delta,
                                    std::int64_t delta_floats, const FlashAttentionShape& shape, cudaStream_t stream);
+
+// out, lse <- the attention over the union of two disjoint key sets (ops/attention.h,
+// attention_merge; kernels/attention/attention_merge.cu): out, part_out (rows, head_dim) and lse,
+// part_lse (rows) contiguous f32, rows = batch * heads * seq. Weights exp(lse - new_lse) in
+// float64 as on the CPU; a row whose part_lse is -inf keeps out and lse, one whose lse is -inf
+// takes part_out and part_lse. out and lse are updated in place; the parts must not overlap them.
+void attention_merge_f32(float* out, float* lse, const float* part_out, const float* part_lse, std::int64_t rows,
+                         std::int64_t head_dim, cudaStream_t stream);
 
 // ---- AdamW over fp32 master weights (kernels/optim/adamw.cu) ---------------------------------
 // The update of ops/adamw.h elementwise over n values: param, m, v updated in place from grad
