@@ -51,6 +51,32 @@ const std::vector<Field<ModelConfig>>& ModelConfig::fields() {
                  {.check = at_least(1)}),
       make_field("expert_ffn_hidden", &M::expert_ffn_hidden,
                  "moe: hidden width of one expert; 0 = the MLP width in use (ffn_hidden)", {.check = at_least(0)}),
+      make_field("attention.kind", &M::attention_kind,
+                 "dense: every earlier position; block_sparse: the blocks of a fixed pattern plus, with "
+                 "sparse_ratio > 0, blocks selected per head (docs/config.md, Block-sparse attention)"),
+      make_field("attention.block_size", &M::attention_block_size, "block_sparse: positions per block",
+                 {.check = at_least(1)}),
+      make_field("attention.local_blocks", &M::local_blocks,
+                 "block_sparse: blocks before the diagonal one every query block reads (sliding window)",
+                 {.check = at_least(0)}),
+      make_field("attention.global_blocks", &M::global_blocks,
+                 "block_sparse: the sequence's first blocks, read by every query block (attention sinks)",
+                 {.check = at_least(0)}),
+      make_field("attention.stride_blocks", &M::stride_blocks,
+                 "block_sparse: also the blocks stride, 2 stride, ... before the diagonal one; 0 = none",
+                 {.check = at_least(0)}),
+      make_field("attention.sparse_ratio", &M::sparse_ratio,
+                 "block_sparse: select more blocks per head until their estimated share of the attention mass "
+                 "reaches this; 0 = the fixed pattern only",
+                 {.check = in_range(0, 1, true, true)}),
+      make_field("attention.threshold", &M::threshold,
+                 "block_sparse selection: skip blocks whose estimated weight is below threshold x the heaviest "
+                 "block's",
+                 {.check = in_range(0, 1, true, false)}),
+      make_field("attention.max_blocks", &M::max_blocks,
+                 "block_sparse selection: at most this many selected blocks per query block (keeps the cost "
+                 "linear in the sequence); 0 = no cap",
+                 {.check = at_least(0)}),
   };
   return table;
 }
@@ -97,6 +123,7 @@ void ModelConfig::validate() const {
                "model: llama applies RoPE to pairs of channels, so n_embd / n_head (" << n_embd << " / " << n_head
                                                                                        << " = " << head_dim()
                                                                                        << ") must be even");
+  validate_attention();
   if (is_moe()) {
     validate_moe();
     return;
@@ -142,14 +169,47 @@ void ModelConfig::validate_moe() const {
                                          << ") both size the capacity: keep one");
 }
 
+// Keys that act only with block_sparse (or with the selection on): refused, naming them, where
+// they would do nothing.
+void ModelConfig::validate_attention() const {
+  const ModelConfig defaults;
+  auto refuse_set = [&](std::initializer_list<std::pair<const char*, bool>> keys, const std::string& why) {
+    for (const auto& [key, set] : keys) {
+      if (!set) continue;
+      const FieldValue value = find_field(fields(), key)->get(*this);
+      MYRIAD_THROW("model." << key << " (" << format_field_value(value) << ") " << why);
+    }
+  };
+  if (attention_kind == AttentionLayout::dense) {
+    refuse_set({{"attention.block_size", attention_block_size != defaults.attention_block_size},
+                {"attention.local_blocks", local_blocks != defaults.local_blocks},
+                {"attention.global_blocks", global_blocks != defaults.global_blocks},
+                {"attention.stride_blocks", stride_blocks != defaults.stride_blocks},
+                {"attention.sparse_ratio", sparse_ratio != defaults.sparse_ratio},
+                {"attention.threshold", threshold != defaults.threshold},
+                {"attention.max_blocks", max_blocks != defaults.max_blocks}},
+               "acts only with model.attention.kind: block_sparse; attention is dense here: remove the key, or set "
+               "attention.kind: block_sparse");
+    return;
+  }
+  if (sparse_ratio == 0.0) {
+    refuse_set({{"attention.threshold", threshold != defaults.threshold},
+                {"attention.max_blocks", max_blocks != defaults.max_blocks}},
+               "tunes the per-head block selection, which runs only with model.attention.sparse_ratio > 0 "
+               "(0: the fixed pattern only): remove the key, or set sparse_ratio");
+  }
+}
+
 const std::vector<RefusedKey>& ModelConfig::refused_keys() {
   static const std::vector<RefusedKey> refused = {
       {"block_size",
        "is not the context length here: in the seed documents block_size is the tile of block-sparse attention, "
-       "which is not implemented yet; the longest sequence is model.context_length"},
-      {"sparse_ratio", "block-sparse attention is not implemented yet (attention is dense); remove the key"},
-      {"threshold", "block-sparse attention is not implemented yet (attention is dense); remove the key"},
-      {"attention", "block-sparse attention is not implemented yet (attention is dense); remove the key"},
+       "which is model.attention.block_size (attention: {kind: block_sparse, block_size: 64}); the longest "
+       "sequence is model.context_length"},
+      {"sparse_ratio", "belongs to block-sparse attention: write it as model.attention.sparse_ratio "
+                       "(attention: {kind: block_sparse, sparse_ratio: 0.7})"},
+      {"threshold", "belongs to block-sparse attention: write it as model.attention.threshold "
+                    "(attention: {kind: block_sparse, sparse_ratio: 0.7, threshold: 0.1})"},
   };
   return refused;
 }

@@ -69,8 +69,18 @@ FieldValue read_value(const FieldInfo& info, const YAML::Node& node, const std::
   return *value;
 }
 
-// Reads one section map into `section`. Unknown keys, repeated keys and a key given under two of
-// its spellings are errors.
+// Whether some key of S is spelled "<prefix>.<name>" (a nested map such as model.attention).
+template <typename S>
+bool has_keys_under(const std::string& prefix) {
+  for (const auto& field : S::fields()) {
+    if (std::string_view(field.name).starts_with(prefix + ".")) return true;
+  }
+  return false;
+}
+
+// Reads one section map into `section`; a key whose value is a map and whose section has keys
+// under it (attention: {kind: ...}) reads that map's entries as "<key>.<entry>". Unknown keys,
+// repeated keys and a key given under two of its spellings are errors.
 template <typename S>
 void read_section(S& section, const YAML::Node& node, const std::string& source) {
   const std::string name(S::kSection);
@@ -78,32 +88,40 @@ void read_section(S& section, const YAML::Node& node, const std::string& source)
   MYRIAD_CHECK(node.IsMap(), where(source, node.Mark()) << ": " << name << ": expected a map of keys, got "
                                                         << node_kind(node));
   std::map<std::string, std::pair<std::string, int>> seen;  // canonical name -> (spelling, line)
-  for (auto it = node.begin(); it != node.end(); ++it) {
-    const YAML::Node key_node = it->first;  // copies: `it->` hands out a temporary proxy
-    const YAML::Node value_node = it->second;
-    const std::string at = where(source, key_node.Mark());
-    MYRIAD_CHECK(key_node.IsScalar(), at << ": " << name << ": keys must be plain names, got " << node_kind(key_node));
-    const std::string key = key_node.Scalar();
-    const Field<S>* field = find_field(S::fields(), key);
-    if (const RefusedKey* refused = find_refused_key<S>(key); !field && refused) {
-      MYRIAD_THROW(at << ": " << name << "." << key << ": " << refused->reason);
-    }
-    if (!field) {
-      auto infos = field_infos(S::fields());
-      MYRIAD_THROW(at << ": unknown key '" << name << "." << key << "'" << suggestion(closest_key(infos, key))
-                      << "; keys of section '" << name << "': " << describe_keys(infos));
-    }
-    auto [previous, inserted] = seen.emplace(field->name, std::make_pair(key, key_node.Mark().line + 1));
-    if (!inserted) {
-      const auto& [spelling, line] = previous->second;
-      if (spelling == key) {
-        MYRIAD_THROW(at << ": " << name << "." << key << " is given twice (also on line " << line << ")");
+  auto read_map = [&](auto&& self, const YAML::Node& map, const std::string& prefix) -> void {
+    for (auto it = map.begin(); it != map.end(); ++it) {
+      const YAML::Node key_node = it->first;  // copies: `it->` hands out a temporary proxy
+      const YAML::Node value_node = it->second;
+      const std::string at = where(source, key_node.Mark());
+      MYRIAD_CHECK(key_node.IsScalar(),
+                   at << ": " << name << ": keys must be plain names, got " << node_kind(key_node));
+      const std::string key = prefix + key_node.Scalar();
+      const Field<S>* field = find_field(S::fields(), key);
+      if (!field && value_node.IsMap() && has_keys_under<S>(key)) {
+        self(self, value_node, key + ".");
+        continue;
       }
-      MYRIAD_THROW(at << ": " << name << "." << key << " and " << name << "." << spelling << " (line " << line
-                      << ") are the same key (" << describe_keys({field}) << "); give only one");
+      if (const RefusedKey* refused = find_refused_key<S>(key); !field && refused) {
+        MYRIAD_THROW(at << ": " << name << "." << key << ": " << refused->reason);
+      }
+      if (!field) {
+        auto infos = field_infos(S::fields());
+        MYRIAD_THROW(at << ": unknown key '" << name << "." << key << "'" << suggestion(closest_key(infos, key))
+                        << "; keys of section '" << name << "': " << describe_keys(infos));
+      }
+      auto [previous, inserted] = seen.emplace(field->name, std::make_pair(key, key_node.Mark().line + 1));
+      if (!inserted) {
+        const auto& [spelling, line] = previous->second;
+        if (spelling == key) {
+          MYRIAD_THROW(at << ": " << name << "." << key << " is given twice (also on line " << line << ")");
+        }
+        MYRIAD_THROW(at << ": " << name << "." << key << " and " << name << "." << spelling << " (line " << line
+                        << ") are the same key (" << describe_keys({field}) << "); give only one");
+      }
+      field->set(section, read_value(*field, value_node, at, name + "." + key));
     }
-    field->set(section, read_value(*field, value_node, at, name + "." + key));
-  }
+  };
+  read_map(read_map, node, "");
 }
 
 RunConfig read_root(const YAML::Node& root, const std::string& source) {
@@ -179,7 +197,7 @@ void RunConfig::apply_override(const std::string& key_equals_value) {
   const std::string path = trimmed(key_equals_value.substr(0, equals));
   const std::string text = trimmed(key_equals_value.substr(equals + 1));
   const std::size_t dot = path.find('.');
-  MYRIAD_CHECK(dot != std::string::npos && path.find('.', dot + 1) == std::string::npos,
+  MYRIAD_CHECK(dot != std::string::npos && dot + 1 < path.size(),
                at << ": the key must be section.key (sections: " << describe_sections() << "), got '" << path << "'");
   const std::string section_name = path.substr(0, dot);
   const std::string key = path.substr(dot + 1);

@@ -1,9 +1,10 @@
-// Temperature / top-k sampling over GptModel::decode.
+// Temperature / top-k sampling over GptModel::decode (or the prefix's forward: block-sparse models).
 #include "myriad/nn/generate.h"
 
 #include <algorithm>
 #include <cmath>
 #include <numeric>
+#include <optional>
 
 #include "myriad/core/philox.h"
 
@@ -35,22 +36,44 @@ std::int32_t sample_token(const Tensor& logits, const GenerateArgs& args, std::u
 
 }  // namespace
 
-std::vector<std::int32_t> generate(const GptModel& model, const std::vector<std::int32_t>& prompt,
+// Next-token logits of a block-sparse model: its forward over the whole prefix (the layouts and
+// the selection exactly as in training; the KV cache's decode attends densely).
+Tensor prefix_logits(GptModel& model, const std::vector<std::int32_t>& ids) {
+  const auto T = static_cast<std::int64_t>(ids.size());
+  Tensor tokens = Tensor::empty({1, T}, DType::i32);
+  std::copy(ids.begin(), ids.end(), tokens.data<std::int32_t>());
+  return model.forward_logits(tokens).view({T, model.config().vocab_size}).slice(0, T - 1, T).view(
+      {model.config().vocab_size});
+}
+
+std::vector<std::int32_t> generate(GptModel& model, const std::vector<std::int32_t>& prompt,
                                    const GenerateArgs& args) {
   MYRIAD_CHECK(!prompt.empty(), "generate: the prompt needs at least one token (e.g. the end-of-text token)");
   const std::int64_t block = model.config().context_length;
   MYRIAD_CHECK(static_cast<std::int64_t>(prompt.size()) <= block,
                "generate: prompt of " << prompt.size() << " tokens exceeds context_length " << block);
-  KvCache cache = model.make_kv_cache();
+  const bool recompute = model.config().attention.block_sparse();
+  std::optional<KvCache> cache;
+  if (!recompute) cache.emplace(model.make_kv_cache());
+  std::vector<std::int32_t> ids = prompt;  // the prefix, for block-sparse models
   Tensor logits;
-  for (std::size_t i = 0; i < prompt.size(); ++i) logits = model.decode(prompt[i], static_cast<std::int64_t>(i), cache);
+  if (recompute) {
+    logits = prefix_logits(model, ids);
+  } else {
+    for (std::size_t i = 0; i < prompt.size(); ++i) logits = model.decode(prompt[i], static_cast<std::int64_t>(i), *cache);
+  }
   std::vector<std::int32_t> out;
   for (std::int64_t n = 0; n < args.max_new_tokens; ++n) {
     const std::int64_t position = static_cast<std::int64_t>(prompt.size()) + n;
     std::int32_t token = sample_token(logits, args, static_cast<std::uint64_t>(position));
     out.push_back(token);
     if (token == args.stop_token || position + 1 >= block) break;
-    logits = model.decode(token, position, cache);
+    if (recompute) {
+      ids.push_back(token);
+      logits = prefix_logits(model, ids);
+    } else {
+      logits = model.decode(token, position, *cache);
+    }
   }
   return out;
 }

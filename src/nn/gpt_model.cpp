@@ -262,7 +262,9 @@ double GptModel::flops_per_token(std::int64_t T) const {
   // The head: the untied (padded) lm_head weight, or the tied embedding's real vocabulary rows.
   const double C = static_cast<double>(config_.n_embd);
   const double head = static_cast<double>(config_.tie_embeddings ? config_.vocab_size : config_.padded_vocab_size()) * C;
-  return 6.0 * (weights + head) + 6.0 * static_cast<double>(config_.n_layer * T * config_.n_embd);
+  // Attention: scores and values, 2 * 2 * C per visible key forward, times 3 with backward.
+  return 6.0 * (weights + head) +
+         12.0 * static_cast<double>(config_.n_layer * config_.n_embd) * config_.attention.mean_keys_per_query(T);
 }
 
 std::int64_t GptModel::active_parameters() const {
@@ -315,6 +317,7 @@ LossSum GptModel::forward_chunk(int chunk, int slot_index, const Tensor& ids, co
     blocks_[i].forward(store_, s.residual[r], s.residual[r + 1], s.blocks[i], b.scratch);
     round_to_format(s.residual[r + 1], activation_precision_);
     release_block(i, Pass::forward);
+    attention_stats_.add(s.blocks[i].selection);
     if (moe_stat_of_block_[i] >= 0) {
       moe_stats_[moe_stat_of_block_[i]].add(s.blocks[i].moe->plan);
       // Full recompute keeps only the block's input: the expert activations are rebuilt (and the

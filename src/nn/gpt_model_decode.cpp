@@ -13,6 +13,9 @@ KvCache GptModel::make_kv_cache() const {
 
 Tensor GptModel::decode(std::int32_t token, std::int64_t position, KvCache& cache) const {
   require_whole_model("decode");
+  MYRIAD_CHECK(!config_.attention.block_sparse(),
+               "decode: the KV cache attends densely, but this model's attention is block-sparse; "
+               "nn::generate re-runs the forward over the prefix instead");
   MYRIAD_CHECK(split_.tp_size() == 1, "decode: the model is split over tp " << split_.tp_size()
                                                                             << "; generate on a serial copy");
   MYRIAD_CHECK(token >= 0 && token < config_.vocab_size,

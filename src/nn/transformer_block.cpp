@@ -10,6 +10,7 @@
 #include "myriad/ops/activations.h"
 #include "myriad/ops/attention.h"
 #include "myriad/ops/norms.h"
+#include "myriad/ops/placement.h"
 #include "myriad/ops/rope.h"
 #include "myriad/ops/elementwise.h"
 
@@ -193,6 +194,32 @@ void TransformerBlock::row_parallel_output(const Tensor& in, const Tensor& weigh
   add_into(out, residual);
 }
 
+// The (B, H, T, D) host view of (B, T, H, D) heads: the heads themselves on the host, a copy else.
+static Tensor host_heads(const Tensor& bthd_heads) {
+  if (bthd_heads.device().is_cpu()) return bhtd(bthd_heads);
+  const ops::Placement p = ops::placement_of(bthd_heads, "heads");
+  Tensor dense = p.empty(bthd_heads.shape());
+  copy(bthd_heads, dense);
+  return bhtd(p.to_host(dense));
+}
+
+// Dense attention's arguments, or block-sparse ones with this forward's layout (kept in `a` for
+// backward; the selection reads q and k: model.attention, nn/block_selection.h).
+AttentionArgs TransformerBlock::attention_args(const Tensor& q, const Tensor& k, BlockActivations& a) const {
+  AttentionArgs args;
+  a.selection = BlockSelectionStats{};
+  if (!config_.attention.block_sparse()) {
+    a.layout.reset();
+    return args;
+  }
+  const float scale = attention_scale(args, config_.head_dim());
+  const bool reads = config_.attention.selects();
+  a.layout = std::make_shared<const BlockLayout>(attention_layout(
+      config_.attention, reads ? host_heads(q) : bhtd(q), reads ? host_heads(k) : bhtd(k), scale, &a.selection));
+  args.layout = a.layout.get();
+  return args;
+}
+
 void TransformerBlock::forward(const ParameterStore& store, const Tensor& x, Tensor& y, BlockActivations& a,
                                BlockScratch& s) const {
   const int tp = split_.tp_size();
@@ -210,7 +237,7 @@ void TransformerBlock::forward(const ParameterStore& store, const Tensor& x, Ten
     k = a.k_rot;
   }
   Tensor att_heads = bhtd(a.att.view({B, T, Hq, D}));
-  attention_forward(AttentionArgs{}, bhtd(q), bhtd(k), bhtd(v), att_heads, a.lse);
+  attention_forward(attention_args(q, k, a), bhtd(q), bhtd(k), bhtd(v), att_heads, a.lse);
   row_parallel_output(a.att, store[proj_w_].value, optional(store, proj_b_, false), x, s.d_h, a.x_mid);
   norm_and_gather(store, norm2_w_, norm2_b_, a.x_mid, s.h_rows, a.h2, a.ln2_mean, a.ln2_rstd);
   if (moe_) {
@@ -334,7 +361,11 @@ void TransformerBlock::backward(ParameterStore& store, const Tensor& x, const Bl
   Tensor dv = head_view(s.d_qkv, (Hq + Hkv) * D, Hkv, D);
   Tensor att_heads = bhtd(a.att.view({B, T, Hq, D})), d_att_heads = bhtd(s.d_att.view({B, T, Hq, D}));
   Tensor dq_h = bhtd(dq), dk_h = bhtd(dk), dv_h = bhtd(dv);
-  attention_backward(AttentionArgs{}, bhtd(q), bhtd(k), bhtd(v), att_heads, a.lse, d_att_heads, dq_h, dk_h, dv_h);
+  AttentionArgs args;
+  args.layout = a.layout.get();
+  MYRIAD_CHECK(!config_.attention.block_sparse() || args.layout != nullptr,
+               "attention: layer " << layer_ << " backward without its forward's block layout");
+  attention_backward(args, bhtd(q), bhtd(k), bhtd(v), att_heads, a.lse, d_att_heads, dq_h, dk_h, dv_h);
   if (config_.positions == PositionKind::rope) {
     RopeArgs rope{.theta = config_.rope_theta};
     rope_backward(rope, dq, dq);

@@ -67,6 +67,15 @@ nn::TransformerConfig transformer_config(const ModelConfig& m, std::int64_t voca
       c.moe.capacity_factor = m.expert_capacity > 0 ? 0.0 : m.capacity_factor.value_or(1.25);
     }
   }
+  if (m.attention_kind == AttentionLayout::block_sparse) {
+    c.attention.kind = nn::AttentionKind::block_sparse;
+    c.attention.block_size = m.attention_block_size;
+    c.attention.fixed = {.local_blocks = m.local_blocks, .global_blocks = m.global_blocks,
+                         .stride_blocks = m.stride_blocks};
+    c.attention.sparse_ratio = m.sparse_ratio;
+    c.attention.threshold = m.threshold;
+    c.attention.max_blocks = m.max_blocks;
+  }
   return c;
 }
 

@@ -59,6 +59,15 @@ model:
   shared_experts: 1
   moe_every: 2
   expert_ffn_hidden: 512
+  attention:
+    kind: block_sparse
+    block_size: 128
+    local_blocks: 2
+    global_blocks: 0
+    stride_blocks: 4
+    sparse_ratio: 0.7
+    threshold: 0.1
+    max_blocks: 16
 parallel:
   dp: 2
   tp: 2
@@ -222,6 +231,14 @@ TEST(ConfigYaml, FullFileSetsEveryKey) {
   EXPECT_EQ(c.model.shared_experts, 1);
   EXPECT_EQ(c.model.moe_every, 2);
   EXPECT_EQ(c.model.expert_ffn_hidden, 512);
+  EXPECT_EQ(c.model.attention_kind, AttentionLayout::block_sparse);
+  EXPECT_EQ(c.model.attention_block_size, 128);
+  EXPECT_EQ(c.model.local_blocks, 2);
+  EXPECT_EQ(c.model.global_blocks, 0);
+  EXPECT_EQ(c.model.stride_blocks, 4);
+  EXPECT_EQ(c.model.sparse_ratio, 0.7);
+  EXPECT_EQ(c.model.threshold, 0.1);
+  EXPECT_EQ(c.model.max_blocks, 16);
   EXPECT_EQ(c.parallel.degree_product(), 16);
   EXPECT_EQ(c.parallel.zero_stage, 1);
   EXPECT_TRUE(c.parallel.sequence_parallel);

@@ -120,9 +120,9 @@ TEST(ConfigErrors, EveryChoiceKeyListsItsAllowedValues) {
       expect_error([&] { RunConfig().apply_override(path + "=nonsense"); }, {path, "must be one of " + allowed});
     }
   });
-  // architecture, moe_base, router_scores, pp_schedule, schedule, device, precision, recompute,
-  // val_split, level
-  EXPECT_EQ(choices, 10);
+  // architecture, moe_base, router_scores, attention.kind, pp_schedule, schedule, device,
+  // precision, recompute, val_split, level
+  EXPECT_EQ(choices, 11);
 }
 
 TEST(ConfigErrors, RepeatedKeysAndBothSpellingsOfAnAlias) {
@@ -168,12 +168,43 @@ TEST(ConfigErrors, NulBytesAreRefused) {
   expect_yaml_error("sample:\n  prompt: \"ab\\0cd\"\n", {"t.yaml:2", "sample.prompt", "NUL byte"});
 }
 
+// The seed document's sparse-attention block under model.attention: nested or dotted, read into
+// the same keys; block-sparse keys on dense attention, and selection keys without sparse_ratio,
+// are refused naming them.
+TEST(ConfigErrors, AttentionMapReadsTheSeedKeysAndRefusesIdleOnes) {
+  const char* seed = "model:\n  attention:\n    kind: block_sparse\n    sparse_ratio: 0.7\n    block_size: 64\n"
+                     "    threshold: 0.1\n";
+  RunConfig c = RunConfig::from_yaml_string(seed, "t.yaml");
+  EXPECT_EQ(c.model.attention_kind, AttentionLayout::block_sparse);
+  EXPECT_EQ(c.model.sparse_ratio, 0.7);
+  EXPECT_EQ(c.model.attention_block_size, 64);
+  EXPECT_EQ(c.model.threshold, 0.1);
+  c.validate();
+  // Round trip through the written YAML, and the override spelling.
+  EXPECT_EQ(RunConfig::from_yaml_string(c.to_yaml(), "written.yaml").model, c.model);
+  c.apply_override("model.attention.max_blocks=4");
+  EXPECT_EQ(c.model.max_blocks, 4);
+  auto expect_invalid_yaml = [](const char* yaml, const std::vector<std::string>& parts) {
+    expect_error([&] { RunConfig::from_yaml_string(yaml, "t.yaml").validate(); }, parts);
+  };
+  expect_invalid_yaml("model:\n  attention:\n    sparse_ratio: 0.7\n",
+                      {"model.attention.sparse_ratio (0.7)", "acts only with model.attention.kind: block_sparse"});
+  expect_invalid_yaml("model:\n  attention: {kind: block_sparse, threshold: 0.1}\n",
+                      {"model.attention.threshold (0.1)", "sparse_ratio > 0"});
+  expect_yaml_error("model:\n  attention: {kind: sparse}\n", {"t.yaml:2", "model.attention.kind", "block_sparse"});
+  expect_yaml_error("model:\n  attention: {kind: block_sparse, ratio: 0.7}\n",
+                    {"t.yaml:2", "unknown key 'model.attention.ratio'"});
+  expect_yaml_error("model:\n  attention: {kind: block_sparse, sparse_ratio: 1.5}\n",
+                    {"model.attention.sparse_ratio", "1.5"});
+}
+
 // Keys that would be accepted and do nothing are refused with the reason.
 TEST(ConfigErrors, KeysThatWouldDoNothingAreRefusedWithTheReason) {
   expect_yaml_error("model:\n  block_size: 64\n",
                     {"t.yaml:2", "model.block_size", "block-sparse attention", "model.context_length"});
   expect_error([] { RunConfig().apply_override("model.block_size=64"); }, {"model.block_size", "model.context_length"});
-  expect_yaml_error("model:\n  sparse_ratio: 0.7\n", {"model.sparse_ratio", "not implemented yet"});
+  expect_yaml_error("model:\n  sparse_ratio: 0.7\n", {"model.sparse_ratio", "model.attention.sparse_ratio"});
+  expect_yaml_error("model:\n  threshold: 0.1\n", {"model.threshold", "model.attention.threshold"});
   // The seed document's MoE block on a dense model: every key named, none silently ignored.
   const char* seed_moe = "model:\n  num_experts: 128\n  top_k: 4\n  expert_capacity: 256\n";
   RunConfig moe = RunConfig::from_yaml_string(seed_moe, "t.yaml");
@@ -214,7 +245,8 @@ TEST(ConfigErrors, OverridesNameTheOverrideAndTheKeys) {
   expect_error([&] { c.apply_override("modle.n_layer=2"); }, {"did you mean 'model'"});
   expect_error([&] { c.apply_override("training.lr"); }, {"expected section.key=value"});
   expect_error([&] { c.apply_override("lr=1e-3"); }, {"the key must be section.key", "got 'lr'"});
-  expect_error([&] { c.apply_override("model.n_layer.x=2"); }, {"the key must be section.key"});
+  expect_error([&] { c.apply_override("model.n_layer.x=2"); }, {"unknown key 'model.n_layer.x'"});
+  expect_error([&] { c.apply_override("model.=2"); }, {"the key must be section.key"});
   expect_error([&] { c.apply_override("training.lr=fast"); }, {"training.lr: expected a number, got 'fast'"});
   expect_error([&] { c.apply_override("model.n_layer=0"); }, {"model.n_layer: must be >= 1, got 0"});
   expect_error([&] { c.apply_override("model.n_layer="); }, {"model.n_layer: expected an integer, got ''"});

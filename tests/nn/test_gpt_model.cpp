@@ -1,19 +1,33 @@
-// GptModel wiring: directional finite-difference checks of every parameter's gradient (GPT-2
-// and LLaMA styles), bit-identical gradients under every recompute mode, exact gradient
+// GptModel wiring: directional finite-difference checks of every parameter's gradient (GPT-2,
+// LLaMA and block-sparse attention), block-sparse keeping every block equal to dense, block-sparse
+// generation (the forward re-run over the prefix), bit-identical gradients under every recompute mode, exact gradient
 // accumulation over uneven micro-batches, and input errors.
 #include <gtest/gtest.h>
 
 #include <cmath>
 
 #include "myriad/core/philox.h"
+#include "myriad/nn/generate.h"
 #include "myriad/nn/gpt_model.h"
 #include "reference.h"
+#include "test_helpers.h"
 
 namespace myriad::nn {
 namespace {
 
 TransformerConfig tiny_gpt2() { return TransformerConfig::gpt2(13, 2, 2, 8, 8); }
 TransformerConfig tiny_llama() { return TransformerConfig::llama(13, 2, 4, 2, 16, 8); }
+// Block-sparse attention over blocks of 2 positions: the diagonal block and the first one (fixed),
+// or with the per-head selection on top.
+TransformerConfig tiny_block_sparse(double sparse_ratio) {
+  TransformerConfig c = tiny_llama();
+  c.attention.kind = AttentionKind::block_sparse;
+  c.attention.block_size = 2;
+  c.attention.fixed = {.local_blocks = 0, .global_blocks = 1};
+  c.attention.sparse_ratio = sparse_ratio;
+  c.attention.max_blocks = 1;
+  return c;
+}
 
 struct Batch {
   Tensor ids, targets;
@@ -73,6 +87,52 @@ void check_gradients(const TransformerConfig& config) {
 
 TEST(GptModel, Gpt2GradientsMatchFiniteDifferences) { check_gradients(tiny_gpt2()); }
 TEST(GptModel, LlamaGradientsMatchFiniteDifferences) { check_gradients(tiny_llama()); }
+TEST(GptModel, BlockSparseGradientsMatchFiniteDifferences) { check_gradients(tiny_block_sparse(0.0)); }
+
+TEST(GptModel, BlockSparseKeepingEveryBlockEqualsDense) {
+  const std::uint64_t seed = testing::fresh_seed();
+  MYRIAD_SEED_TRACE(seed);
+  TransformerConfig all = tiny_block_sparse(0.0);
+  all.attention.fixed.local_blocks = 8;
+  GptModel dense(tiny_llama()), sparse(all);
+  dense.initialize(seed);
+  sparse.initialize(seed);
+  Batch batch = random_batch(2, 7, 13, seed, 3);
+  for (GptModel* m : {&dense, &sparse}) {
+    m->parameters().zero_grads();
+    m->forward_backward(batch.ids, batch.targets, 0.1f, Recompute::none);
+  }
+  EXPECT_NEAR(sparse.forward_loss(batch.ids, batch.targets).sum, dense.forward_loss(batch.ids, batch.targets).sum,
+              1e-5);
+  testing::expect_close(sparse.parameters().flat_grads(), testing::to_f64(dense.parameters().flat_grads()), 1e-6,
+                        1e-5, "gradients");
+  // What it kept: every causal block (4 query blocks of 2 per head, 4 heads, 2 sequences, 2 layers).
+  const BlockSelectionStats& kept = sparse.attention_stats();
+  EXPECT_GT(kept.query_blocks, 0);
+  EXPECT_EQ(kept.kept_blocks, kept.causal_blocks);
+}
+
+TEST(GptModel, BlockSparseGenerationRerunsTheForward) {
+  const std::uint64_t seed = testing::fresh_seed();
+  MYRIAD_SEED_TRACE(seed);
+  GptModel model(tiny_block_sparse(0.5));
+  model.initialize(seed);
+  const std::vector<std::int32_t> prompt = {3, 1, 4};
+  const std::vector<std::int32_t> out = generate(model, prompt, GenerateArgs{.max_new_tokens = 3, .temperature = 0});
+  ASSERT_EQ(out.size(), 3u);
+  // Greedy: each token is the argmax of the full forward's last row over the prefix so far.
+  std::vector<std::int32_t> ids = prompt;
+  for (std::int32_t token : out) {
+    Tensor t = Tensor::empty({1, static_cast<std::int64_t>(ids.size())}, DType::i32);
+    std::copy(ids.begin(), ids.end(), t.data<std::int32_t>());
+    const Tensor logits = model.forward_logits(t);
+    const float* last = logits.data<float>() + (static_cast<std::int64_t>(ids.size()) - 1) * 13;
+    EXPECT_EQ(token, std::max_element(last, last + 13) - last);
+    ids.push_back(token);
+  }
+  KvCache cache = model.make_kv_cache();
+  testing::expect_error_naming([&] { model.decode(1, 0, cache); }, {"decode", "block-sparse"});
+}
 
 std::vector<double> gradients_with(const TransformerConfig& config, Recompute mode, std::uint64_t seed) {
   GptModel model(config);
@@ -86,7 +146,7 @@ std::vector<double> gradients_with(const TransformerConfig& config, Recompute mo
 TEST(GptModel, RecomputeModesGiveIdenticalGradients) {
   std::uint64_t seed = testing::fresh_seed();
   MYRIAD_SEED_TRACE(seed);
-  for (const TransformerConfig& config : {tiny_gpt2(), tiny_llama()}) {
+  for (const TransformerConfig& config : {tiny_gpt2(), tiny_llama(), tiny_block_sparse(0.5)}) {
     std::vector<double> none = gradients_with(config, Recompute::none, seed);
     EXPECT_EQ(gradients_with(config, Recompute::selective, seed), none);
     EXPECT_EQ(gradients_with(config, Recompute::full, seed), none);

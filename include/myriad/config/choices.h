@@ -16,6 +16,7 @@ namespace myriad {
 enum class Architecture { gpt2, llama, moe };             // model family: see ModelConfig
 enum class BlockFamily { llama, gpt2 };                   // the dense family an MoE model's blocks follow
 enum class RouterScoring { softmax, sigmoid };            // MoE router scores
+enum class AttentionLayout { dense, block_sparse };       // model.attention.kind
 enum class PipelineSchedule { one_f_one_b, gpipe, interleaved };
 enum class LrSchedule { cosine, linear, constant };       // decay after warmup
 enum class Precision { fp32, bf16, fp16 };                // compute precision (master weights stay fp32)
@@ -31,6 +32,9 @@ template <> struct ChoiceTraits<BlockFamily> {
 };
 template <> struct ChoiceTraits<RouterScoring> {
   static constexpr std::array<std::string_view, 2> names{"softmax", "sigmoid"};
+};
+template <> struct ChoiceTraits<AttentionLayout> {
+  static constexpr std::array<std::string_view, 2> names{"dense", "block_sparse"};
 };
 template <> struct ChoiceTraits<PipelineSchedule> {
   static constexpr std::array<std::string_view, 3> names{"1f1b", "gpipe", "interleaved"};

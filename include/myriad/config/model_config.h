@@ -6,9 +6,9 @@
 // (llama by default) with the MLP of every moe_every-th block replaced by experts (nn/moe_layer.h).
 // Keys that default to "derived" hold 0 / auto; the helper methods return the value in use and are
 // what the model code reads. The mixture-of-experts keys act only for architecture moe: a value
-// other than the default on a dense model is refused naming the key. Keys that would mean something else here
-// (block_size: the seed documents' sparse-attention tile, not the context length) are refused with
-// the reason (refused_keys()).
+// other than the default on a dense model is refused naming the key. The `attention:` map (keys
+// attention.*) chooses dense or block-sparse attention; the seed documents' sparse-attention keys
+// given flat under model (block_size, sparse_ratio, threshold) are refused, pointing there.
 #pragma once
 
 #include <cstdint>
@@ -52,6 +52,16 @@ struct ModelConfig {
   int shared_experts = 0;                          // always-on experts per MoE layer
   int moe_every = 1;                               // MoE in blocks whose (layer + 1) % moe_every == 0
   int expert_ffn_hidden = 0;                       // hidden width of one expert; 0 = ffn_hidden in use
+  // Attention (`attention:` map; nn/block_selection.h). The block_sparse keys act only with
+  // kind block_sparse, and the selection keys only with sparse_ratio > 0: refused otherwise.
+  AttentionLayout attention_kind = AttentionLayout::dense;
+  std::int64_t attention_block_size = 64;          // positions per block
+  std::int64_t local_blocks = 1;                   // blocks before the diagonal one (sliding window)
+  std::int64_t global_blocks = 1;                  // the sequence's first blocks (attention sinks)
+  std::int64_t stride_blocks = 0;                  // every stride-th block back; 0 = none
+  double sparse_ratio = 0.0;                       // selection until this estimated share; 0 = fixed only
+  double threshold = 0.0;                          // drop blocks below threshold x the heaviest's estimate
+  std::int64_t max_blocks = 8;                     // at most this many selected blocks; 0 = no cap
 
   // Vocabulary rounded up to a multiple of 64 (embedding and LM-head rows).
   std::int64_t padded_vocab_size() const;
@@ -79,6 +89,7 @@ struct ModelConfig {
 
   static const std::vector<RefusedKey>& refused_keys();
   void validate_moe() const;
+  void validate_attention() const;
 
   static const std::vector<Field<ModelConfig>>& fields();
   bool operator==(const ModelConfig&) const = default;

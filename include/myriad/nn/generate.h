@@ -4,7 +4,9 @@
 // softmax(logits / temperature) restricted to the top_k largest logits (top_k 0 = all), using
 // Philox(seed, stream = 0, index = position) so the same seed gives the same text. temperature
 // 0 means greedy (argmax). Generation stops at max_new_tokens, at `stop_token` (>= 0) or when
-// the context reaches context_length.
+// the context reaches context_length. A block-sparse model (model.attention) cannot use the KV
+// cache's dense decode: each token re-runs the forward over the whole prefix (the training layout
+// and selection exactly; O(T) forwards, for samples, not serving).
 #pragma once
 
 #include <cstdint>
@@ -22,7 +24,7 @@ struct GenerateArgs {
   std::int32_t stop_token = -1;
 };
 
-std::vector<std::int32_t> generate(const GptModel& model, const std::vector<std::int32_t>& prompt,
+std::vector<std::int32_t> generate(GptModel& model, const std::vector<std::int32_t>& prompt,
                                    const GenerateArgs& args);
 
 }  // namespace myriad::nn

@@ -96,12 +96,16 @@ class GptModel final : public PipelineStage {
 
   // Model FLOPs per trained token at sequence length T (forward + backward) of the WHOLE model,
   // whatever this rank holds: 6 per matmul weight (forward 2, backward 4), the tied LM head counted
-  // as V*C more, plus causal attention scores and values, 6 * L * T * C (half of 12 * L * T * C).
+  // as V*C more, plus attention scores and values, 12 * L * C per visible key: 6 * L * T * C when
+  // dense and causal (T / 2 keys per query), the kept blocks' keys when block-sparse.
   double flops_per_token(std::int64_t T) const;
 
   // MoE telemetry: per local MoE block, the routing of every training forward since the reset.
   const std::vector<MoeLayerStats>& moe_stats() const { return moe_stats_; }
   void reset_moe_stats();
+  // Block-sparse attention: what this rank's forwards kept since the last reset (every local block).
+  const BlockSelectionStats& attention_stats() const { return attention_stats_; }
+  void reset_attention_stats() { attention_stats_ = BlockSelectionStats{}; }
 
   // Parameters one token uses (the whole model's; experts: top_k of each MoE layer's), and all.
   std::int64_t active_parameters() const;
@@ -164,6 +168,7 @@ class GptModel final : public PipelineStage {
   std::vector<std::pair<int, int>> block_units_;  // per local block: its unit, its experts' unit (-1)
   std::vector<MoeLayerStats> moe_stats_;          // per local MoE block
   std::vector<int> moe_stat_of_block_;            // per local block: index into moe_stats_ or -1
+  BlockSelectionStats attention_stats_;
   UnitHooks* hooks_ = nullptr;
   DType activation_precision_ = DType::f32;
 };

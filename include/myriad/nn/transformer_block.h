@@ -26,9 +26,11 @@
 
 #include "myriad/nn/kv_cache.h"
 #include "myriad/nn/model_split.h"
+#include "myriad/nn/block_selection.h"
 #include "myriad/nn/moe_layer.h"
 #include "myriad/nn/parameter_store.h"
 #include "myriad/nn/transformer_config.h"
+#include "myriad/ops/attention.h"
 
 namespace myriad::nn {
 
@@ -46,6 +48,8 @@ struct BlockActivations {
   Tensor up;                  // (B, T, F)     SwiGLU only
   Tensor act;                 // (B, T, F)     MLP activation
   std::shared_ptr<MoeActivations> moe;  // MoE blocks: the expert MLP's (sizes set by the routing)
+  std::shared_ptr<const BlockLayout> layout;  // block-sparse attention: the forward's layout
+  BlockSelectionStats selection;              // ... and what it kept (the last forward's)
 };
 
 // Scratch shared by every block during backward (and full recompute).
@@ -132,6 +136,7 @@ class TransformerBlock {
   Tensor gathered_grad(const Tensor& grad, BlockScratch& s) const;
   Tensor reduced_input_grad(BlockScratch& s) const;
   IndexRange moe_sequences(std::int64_t B) const;
+  AttentionArgs attention_args(const Tensor& q, const Tensor& k, BlockActivations& a) const;
   void moe_forward(const ParameterStore& store, BlockActivations& a, BlockScratch& s, Tensor& y) const;
   void moe_backward(ParameterStore& store, const BlockActivations& a, BlockScratch& s, const Tensor& grad,
                     float loss_scale) const;

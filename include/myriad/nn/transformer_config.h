@@ -10,6 +10,8 @@
 #include <cstdint>
 #include <string>
 
+#include "myriad/ops/block_layout.h"
+
 namespace myriad::nn {
 
 enum class NormKind { layernorm, rmsnorm };
@@ -46,6 +48,29 @@ struct MoeSpec {
   std::int64_t capacity(std::int64_t T) const;
 };
 
+enum class AttentionKind { dense, block_sparse };
+
+// Block-sparse attention (nn/block_selection.h): every query block reads the blocks of a fixed
+// causal pattern (its diagonal block, the local window, global sinks, strided blocks) and, with
+// sparse_ratio > 0, blocks selected per head from block summaries until their estimated share of
+// the attention mass reaches sparse_ratio (at most max_blocks of them; 0 = no cap), dropping those
+// whose estimated weight is below threshold times the heaviest block's.
+struct AttentionSpec {
+  AttentionKind kind = AttentionKind::dense;
+  std::int64_t block_size = 64;
+  FixedBlockPattern fixed{.local_blocks = 1, .global_blocks = 1};
+  double sparse_ratio = 0.0;
+  double threshold = 0.0;
+  std::int64_t max_blocks = 8;
+
+  bool block_sparse() const { return kind == AttentionKind::block_sparse; }
+  bool selects() const { return block_sparse() && sparse_ratio > 0.0; }
+  // Key positions one query at position t reads on average over a sequence of T (for FLOP counts):
+  // T / 2 when dense (the causal half); the fixed pattern's plus max_blocks selected blocks (an
+  // upper bound) when block-sparse.
+  double mean_keys_per_query(std::int64_t T) const;
+};
+
 struct TransformerConfig {
   std::int64_t vocab_size = 50257;
   std::int64_t n_layer = 12;
@@ -63,6 +88,7 @@ struct TransformerConfig {
   double rope_theta = 10000.0;
   float init_std = 0.02f;
   MoeSpec moe;
+  AttentionSpec attention;
 
   static TransformerConfig gpt2(std::int64_t vocab, std::int64_t layers, std::int64_t heads, std::int64_t embd,
                                 std::int64_t block);

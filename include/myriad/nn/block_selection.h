@@ -1,0 +1,48 @@
+// The block-sparse layout of one attention call (model.attention.kind: block_sparse), and what it kept.
+//
+// Fixed pattern (spec.fixed, ops/block_layout.h): one layout shared by every head.
+// Selection (spec.sparse_ratio > 0): one layout per (batch entry b, query head h), block-selection
+// attention in the style of MoBA / NSA, causal by construction. For query block qb >= 1:
+//   summaries  kbar[kb] = the mean of the keys of block kb (h's kv head); qbar = the mean of the
+//              queries of block qb - 1. The previous block, not qb itself: a choice made from qb's
+//              own queries would let later tokens of the block change which keys earlier ones
+//              see; from the previous block every token of qb gets the same, causal choice, which
+//              generation can make before the block's first token.
+//   estimate   w[kb] = softmax over kb < qb of (scale qbar . kbar[kb] + log n_kb), n_kb the block's
+//              rows: the estimated share of qb's attention mass (over past blocks) in block kb.
+//   keep       the fixed pattern's blocks (always the diagonal one), then the other past blocks
+//              by descending w (ties: the lower block) while the kept past blocks' estimated share
+//              is below sparse_ratio, fewer than max_blocks were added (0: no cap) and
+//              w >= threshold * max w (threshold is relative to the heaviest block: an absolute
+//              weight would drop every block of a long sequence, where weights are ~1 / blocks).
+// Block 0 reads only itself. The selection is not differentiated: gradients flow through the kept
+// blocks, never through the choice. Results depend only on q and k (not on threads or layout).
+// Cost: O(T^2 / block_size^2 * D) for the scores (matmuls in chunks of query blocks, memory
+// O(chunk * T / block_size)), O(T / block_size * kept) for the layout.
+#pragma once
+
+#include <cstdint>
+
+#include "myriad/core/tensor.h"
+#include "myriad/nn/transformer_config.h"
+#include "myriad/ops/block_layout.h"
+
+namespace myriad::nn {
+
+// What the layouts of a step kept, summed over calls (layers, micro-batches) and heads.
+struct BlockSelectionStats {
+  std::int64_t query_blocks = 0;    // (head, query block) rows
+  std::int64_t kept_blocks = 0;     // their listed key blocks
+  std::int64_t causal_blocks = 0;   // the key blocks dense causal attention would read
+  std::int64_t selecting_rows = 0;  // rows that ran the selection (qb >= 1)
+  double estimated_mass = 0.0;      // sum over those rows of the kept past blocks' estimated share
+
+  void add(const BlockSelectionStats& other);
+};
+
+// The layout for q (B, Hq, T, D) and k (B, Hkv, T, D) (host f32, any strides with unit-stride D;
+// read only when the spec selects), with `scale` the attention's. Adds to *stats when given.
+BlockLayout attention_layout(const AttentionSpec& spec, const Tensor& q, const Tensor& k, float scale,
+                             BlockSelectionStats* stats);
+
+}  // namespace myriad::nn
