@@ -8,7 +8,12 @@
 // (full T x T scores). Peak memory: /proc/self/clear_refs resets VmHWM, then the call (which
 // allocates its outputs) runs once and VmHWM minus the RSS before the call is reported; a T x T
 // score matrix per head would add B * H * T^2 * 4 bytes.
+// --sparse runs the block-sparse table instead: H = 4 heads, block 64, a fixed layout of 8 kept
+// blocks per query block (the diagonal one, a window of 5, 2 global sinks), T = 16k .. 128k
+// (--sparse-max), forward + backward against dense attention at the same T up to --dense-max,
+// with each row's time over the previous row's (linear growth: 2x per doubling of T).
 // Usage: OMP_NUM_THREADS=2 bench_attention [--quick] [--min-t T] [--max-t T] [--block-q N] [--block-k N]
+//        OMP_NUM_THREADS=2 bench_attention --sparse [--sparse-min T] [--sparse-max T] [--dense-max T]
 #include <cblas.h>
 #include <malloc.h>
 
@@ -164,6 +169,72 @@ double peak_extra_bytes(const std::function<void()>& fn) {
   return static_cast<double>(peak_rss_bytes()) - before;
 }
 
+// The block-sparse table (see the top of the file). This machine's timings drift by +-20% over a
+// minute, so the sizes are timed in 3 interleaved rounds (each a median of >= 3 repeats) and each
+// size reports its fastest round: a slow spell then cannot land on one size only.
+void run_sparse(std::int64_t min_t, std::int64_t max_t, std::int64_t dense_max) {
+  constexpr std::int64_t kHeads = 4, kBlock = 64;
+  constexpr int kRounds = 3;
+  const FixedBlockPattern pattern{.local_blocks = 5, .global_blocks = 2};
+  std::cout << "- block-sparse: B=1 H=" << kHeads << " D=" << kD << " causal, block " << kBlock
+            << ", fixed layout: diagonal + window of " << pattern.local_blocks << " + " << pattern.global_blocks
+            << " global blocks (8 per query block once past the start); dense = the same op without a layout\n";
+  struct Size {
+    std::int64_t T;
+    Tensor q, k, v, grad_out, out, lse, gq, gk, gv;
+    BlockLayout layout;
+    double fwd_s = 1e30, both_s = 1e30, dense_s = 0.0, mem = 0.0;
+  };
+  std::vector<Size> sizes;
+  for (std::int64_t T = min_t; T <= max_t; T *= 2) {
+    Size z;
+    z.T = T;
+    for (Tensor* t : {&z.q, &z.k, &z.v, &z.grad_out, &z.out, &z.gq, &z.gk, &z.gv}) *t = Tensor::empty({1, kHeads, T, kD});
+    int stream = 0;
+    for (Tensor* t : {&z.q, &z.k, &z.v, &z.grad_out}) fill_uniform(*t, -1, 1, 5, stream++);
+    z.lse = Tensor::empty({1, kHeads, T});
+    z.layout = fixed_block_layout(pattern, T, kBlock);
+    sizes.push_back(std::move(z));
+  }
+  auto forward = [](Size& z, const AttentionArgs& a) { attention_forward(a, z.q, z.k, z.v, z.out, z.lse); };
+  auto both = [&](Size& z, const AttentionArgs& a) {
+    forward(z, a);
+    attention_backward(a, z.q, z.k, z.v, z.out, z.lse, z.grad_out, z.gq, z.gk, z.gv);
+  };
+  for (int round = 0; round < kRounds; ++round) {
+    for (Size& z : sizes) {
+      const AttentionArgs sparse{.layout = &z.layout};
+      z.fwd_s = std::min(z.fwd_s, time_it([&] { forward(z, sparse); }, 1, 3, 1.0).median_s);
+      z.both_s = std::min(z.both_s, time_it([&] { both(z, sparse); }, 1, 3, 1.0).median_s);
+    }
+  }
+  for (Size& z : sizes) {
+    const AttentionArgs sparse{.layout = &z.layout};
+    z.mem = peak_extra_bytes([&] {
+      Tensor o = Tensor::empty(z.q.shape()), l = Tensor::empty({1, kHeads, z.T});
+      Tensor a = Tensor::empty(z.q.shape()), b = Tensor::empty(z.q.shape()), c = Tensor::empty(z.q.shape());
+      attention_forward(sparse, z.q, z.k, z.v, o, l);
+      attention_backward(sparse, z.q, z.k, z.v, o, l, z.grad_out, a, b, c);
+    });
+    if (z.T <= dense_max) z.dense_s = time_it([&] { both(z, AttentionArgs{}); }, 1, 2, 0.5).median_s;
+  }
+  Table table({"T", "kept blocks / query block", "sparse fwd ms", "sparse fwd+bwd ms", "vs previous T",
+               "dense fwd+bwd ms", "dense / sparse", "sparse fwd+bwd peak extra"});
+  for (std::size_t i = 0; i < sizes.size(); ++i) {
+    const Size& z = sizes[i];
+    const double per_row = static_cast<double>(z.layout.kept_blocks()) / static_cast<double>(z.layout.query_blocks);
+    table.add_row({std::to_string(z.T), fmt(per_row, 2), fmt(1e3 * z.fwd_s, 1), fmt(1e3 * z.both_s, 1),
+                   i > 0 ? fmt(z.both_s / sizes[i - 1].both_s, 2) + "x" : "-",
+                   z.dense_s > 0 ? fmt(1e3 * z.dense_s, 1) : "-",
+                   z.dense_s > 0 ? fmt(z.dense_s / z.both_s, 1) + "x" : "-", bytes_human(z.mem)});
+  }
+  std::cout << "\n";
+  table.print();
+  std::cout << "\nSparse: the fastest of " << kRounds << " interleaved rounds, each a median of >= 3 repeats over "
+               ">= 1 s;\ndense: a median of >= 2 repeats. Peak extra as in the dense table: the call's outputs (out, "
+               "lse,\n3 gradients = 4 x B*H*T*D floats) plus scratch; nothing of T x T.\n";
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -171,8 +242,8 @@ int main(int argc, char** argv) {
   // freed, so each call's peak RSS counts its own allocations (glibc otherwise raises the
   // threshold after the first free and serves later buffers from already-resident heap).
   mallopt(M_MMAP_THRESHOLD, 1 << 20);
-  bool quick = false;
-  std::int64_t min_t = 256, max_t = 8192;
+  bool quick = false, sparse = false;
+  std::int64_t min_t = 256, max_t = 8192, sparse_min = 16384, sparse_max = 131072, dense_max = 16384;
   AttentionArgs args;
   for (int i = 1; i < argc; ++i) {
     if (std::strcmp(argv[i], "--quick") == 0)
@@ -181,16 +252,30 @@ int main(int argc, char** argv) {
       min_t = std::atoll(argv[++i]);
     else if (std::strcmp(argv[i], "--max-t") == 0 && i + 1 < argc)
       max_t = std::atoll(argv[++i]);
+    else if (std::strcmp(argv[i], "--sparse") == 0)
+      sparse = true;
+    else if (std::strcmp(argv[i], "--sparse-min") == 0 && i + 1 < argc)
+      sparse_min = std::atoll(argv[++i]);
+    else if (std::strcmp(argv[i], "--sparse-max") == 0 && i + 1 < argc)
+      sparse_max = std::atoll(argv[++i]);
+    else if (std::strcmp(argv[i], "--dense-max") == 0 && i + 1 < argc)
+      dense_max = std::atoll(argv[++i]);
     else if (std::strcmp(argv[i], "--block-q") == 0 && i + 1 < argc)
       args.block_q = std::atoi(argv[++i]);
     else if (std::strcmp(argv[i], "--block-k") == 0 && i + 1 < argc)
       args.block_k = std::atoi(argv[++i]);
     else {
-      std::cerr << "usage: bench_attention [--quick] [--min-t T] [--max-t T] [--block-q N] [--block-k N]\n";
+      std::cerr << "usage: bench_attention [--quick] [--min-t T] [--max-t T] [--block-q N] [--block-k N]\n"
+                   "       bench_attention --sparse [--sparse-min T] [--sparse-max T] [--dense-max T]\n";
       return 2;
     }
   }
   if (quick) max_t = std::min<std::int64_t>(max_t, 2048);
+  if (sparse) {
+    print_header("bench_attention --sparse: block-sparse vs dense causal attention (fp32)", argc, argv);
+    run_sparse(sparse_min, sparse_max, dense_max);
+    return 0;
+  }
   print_header("bench_attention: blocked causal attention vs OpenBLAS sgemm (fp32)", argc, argv);
   auto block = [](int b) { return b > 0 ? std::to_string(b) : std::string("auto"); };
   std::cout << "- shape: B=" << kB << " H=" << kH << " D=" << kD << ", causal, block_q=" << block(args.block_q)

@@ -225,6 +225,12 @@ def step_line(m, steps, window, world, peak, device):
         dropped = sum(layer["dropped_share"] for layer in moe) / len(moe)
         load = max(layer["tokens_per_expert"]["max"] / max(layer["tokens_per_expert"]["mean"], 1e-9) for layer in moe)
         parts.append(f"MoE: aux {aux:.3f} drop {100 * dropped:.1f}% load max/mean {load:.2f}")
+    attention = m.get("attention")
+    if attention:  # block-sparse: kept blocks per query block, their share of dense causal attention
+        text = f"Attn: {attention['kept_blocks_per_query_block']:.1f} blocks ({100 * attention['density']:.1f}%)"
+        if "estimated_mass" in attention:
+            text += f" est. mass {attention['estimated_mass']:.2f}"
+        parts.append(text)
     scale = m.get("loss_scale")
     if m.get("skipped"):
         parts.append(f"skipped (loss scale {scale_text(scale)})" if scale != 1.0 else "skipped (non-finite gradients)")

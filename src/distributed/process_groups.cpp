@@ -39,12 +39,17 @@ ProcessGroups::ProcessGroups(const GridShape& shape, std::unique_ptr<Communicato
       expert_data_ = world_->split(grid_.expert_data_group_id(rank), coord[Axis::dp] / shape.ep, "edp");
     }
   }
+  if (shape.cp > 1) {
+    data_context_ = world_->split(grid_.data_context_group_id(rank), coord[Axis::cp] + shape.cp * coord[Axis::dp],
+                                  "dcp");
+  }
 }
 
 ProcessGroups ProcessGroups::single() { return ProcessGroups(GridShape{}, std::make_unique<LoopbackCommunicator>("world")); }
 
 ProcessGroups::~ProcessGroups() {
   // Groups before the world they were split from.
+  data_context_.reset();
   expert_data_.reset();
   for (auto& group : groups_) group.reset();
   world_.reset();
@@ -67,6 +72,7 @@ void ProcessGroups::watch_with(CollectiveWatchdog& watchdog) {
     if (auto* mpi = dynamic_cast<MpiCommunicator*>(group.get())) watchdog.watch(mpi->progress());
   }
   if (auto* mpi = dynamic_cast<MpiCommunicator*>(expert_data_.get())) watchdog.watch(mpi->progress());
+  if (auto* mpi = dynamic_cast<MpiCommunicator*>(data_context_.get())) watchdog.watch(mpi->progress());
 }
 
 }  // namespace myriad::dist

@@ -140,6 +140,24 @@ int RankGrid::expert_data_group_id(int rank) const {
                       {c[Axis::pp], shape_.pp}});
 }
 
+std::vector<int> RankGrid::data_context_group(int rank) const {
+  GridCoord c = coords(rank);
+  std::vector<int> members;
+  for (int d = 0; d < shape_.dp; ++d) {
+    for (int x = 0; x < shape_.cp; ++x) {
+      c[Axis::dp] = d;
+      c[Axis::cp] = x;
+      members.push_back(rank_of(c));
+    }
+  }
+  return members;
+}
+
+int RankGrid::data_context_group_id(int rank) const {
+  const GridCoord c = coords(rank);
+  return mixed_radix({{c[Axis::tp], shape_.tp}, {c[Axis::pp], shape_.pp}});
+}
+
 int RankGrid::pipeline_prev(int rank) const {
   GridCoord c = coords(rank);
   if (c[Axis::pp] == 0) return -1;

@@ -12,6 +12,7 @@
 #include "myriad/core/process_memory.h"
 #include "myriad/distributed/expert_parallel_group.h"
 #include "myriad/distributed/mpi_communicator.h"
+#include "myriad/train/attention_metrics.h"
 #include "myriad/train/moe_metrics.h"
 #include "myriad/distributed/scalar_reduce.h"
 #include "myriad/distributed/tensor_parallel_regions.h"
@@ -116,6 +117,17 @@ Engine::Engine(const RunConfig& config, std::shared_ptr<spdlog::logger> log, dis
                moe.normalize_top_k ? ", renormalised" : "", moe.every, moe.shared_experts,
                capacity < 0 ? std::string("unlimited (dropless)") : std::to_string(capacity) + " tokens",
                model_->split().ep_size(), model_->active_parameters());
+  }
+  if (const nn::AttentionSpec& att = model_->config().attention; att.block_sparse()) {
+    log_->info("attention: block-sparse, blocks of {}; fixed: window {} + {} global + stride {}; {}; ~{:.0f} keys per "
+               "query at T={} (dense causal: {:.0f})",
+               att.block_size, att.fixed.local_blocks, att.fixed.global_blocks, att.fixed.stride_blocks,
+               att.selects() ? fmt::format("per-head selection to {:g} of the estimated mass (threshold {:g}, at most "
+                                           "{} blocks)",
+                                           att.sparse_ratio, att.threshold, att.max_blocks)
+                             : std::string("no selection"),
+               att.mean_keys_per_query(config_.training.seq_len), config_.training.seq_len,
+               static_cast<double>(config_.training.seq_len) / 2.0);
   }
 }
 
@@ -262,6 +274,7 @@ StepMetrics Engine::step() {
   const auto loss_scale = static_cast<float>(scale / static_cast<double>(valid));
   data_parallel_->zero_grads();
   model_->reset_moe_stats();
+  model_->reset_attention_stats();
   // The step loop: every micro-batch through this rank's schedule (gradients reduced over dp during
   // the last backward, or after the schedule with a pipeline), then the tied embedding's halves.
   const PipelineStepResult run = pipeline_->run(micro_ids_, micro_targets_, loss_scale, recompute_);
@@ -291,6 +304,7 @@ StepMetrics Engine::step() {
   metrics.grad_norm = stats.grad_norm;
   metrics.skipped = stats.skipped;
   metrics.moe = collect_moe_metrics(*model_, dp(), tp(), pp());
+  metrics.attention = collect_attention_metrics(*model_, dp(), tp(), pp());
   metrics.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   metrics_->finish(metrics, data_wait, bubble_seconds_, memory_report());
   // An fp16 overflow while the scaler can still lower the scale is the scaler's normal search.

@@ -53,6 +53,12 @@ std::string step_metrics_json(const StepMetrics& m) {
     }
     j["moe"] = layers;
   }
+  if (m.attention.block_sparse) {
+    nlohmann::json a = {{"kept_blocks_per_query_block", m.attention.kept_blocks_per_query_block},
+                        {"density", m.attention.density}};
+    if (m.attention.selects) a["estimated_mass"] = m.attention.estimated_mass;
+    j["attention"] = a;
+  }
   j["memory"] = {{"parameters", m.memory.parameters}, {"gradients", m.memory.gradients},
                  {"optimizer", m.memory.optimizer},   {"activations", m.memory.activations},
                  {"workspace", m.memory.workspace},   {"rss_current", m.memory.rss_current},

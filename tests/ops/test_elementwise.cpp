@@ -103,8 +103,11 @@ TEST(Elementwise, ArgumentErrorsNameOpAndTensor) {
   expect_error_naming([&] { add_forward(AddArgs{}, a, wrong, out); }, {"add_forward", "'b'", "[3, 2]"});
   Tensor ints = Tensor::zeros({2, 3}, DType::i32);
   expect_error_naming([&] { copy(a, ints); }, {"copy", "f32 -> i32"});
+  // The CPU writes a strided destination (a device backend requires it contiguous).
+  Tensor source = testing::random_tensor({2, 3}, 5, 0);
   Tensor strided_dst = Tensor::zeros({3, 2}).permute({1, 0});
-  expect_error_naming([&] { copy(a, strided_dst); }, {"copy", "'dst'", "contiguous"});
+  copy(source, strided_dst);
+  EXPECT_EQ(to_f64(strided_dst), to_f64(source));
   Tensor g = Tensor::zeros({2, 3});
   expect_error_naming([&] { add_backward(AddArgs{}, g, out, out); }, {"add_backward", "same buffer"});
 }

@@ -186,6 +186,59 @@ sample: {{tokens: 0}}
 """
 
 
+SEED_SPARSE_YAML = """\
+model:
+  architecture: llama
+  vocab_size: 320
+  n_layer: 2
+  n_head: 4
+  n_kv_head: 2
+  n_embd: 32
+  context_length: 256
+  attention:
+    kind: block_sparse
+    sparse_ratio: 0.7
+    block_size: 64
+    threshold: 0.1
+parallel: {{tp: 2}}
+training: {{micro_batch: 2, gradient_accumulation: 1, seq_len: 256, steps: 4, lr: 3.0e-3, eval_batches: 1, eval_every: 0}}
+data: {{path: {corpus}, tokenizer: "train:320"}}
+logging: {{dir: {run}, every: 1}}
+sample: {{tokens: 6}}
+"""
+
+
+def test_the_seed_documents_sparse_attention_keys_train_with_heads_split_over_two_ranks(tmp_path):
+    """The seed's attention_config (sparse_ratio 0.7, block_size 64, threshold 0.1) under
+    model.attention with tp 2: it trains, prints and records what the per-head selection kept,
+    samples text (the forward re-run over the prefix), and the losses equal one process's."""
+    corpus = write_corpus(tmp_path / "corpus.txt")
+    config = tmp_path / "sparse.yaml"
+    config.write_text(SEED_SPARSE_YAML.format(corpus=corpus, run=tmp_path / "run"))
+    result, _ = mpirun(2, driver(config))
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert re.search(r"Attn: [0-9.]+ blocks \([0-9.]+%\) est. mass [0-9.]+", result.stdout), result.stdout
+    assert "---- sample ----" in result.stdout
+    records = [json.loads(line) for line in (tmp_path / "run" / "metrics.jsonl").read_text().splitlines()]
+    train = [r for r in records if r["kind"] == "train"]
+    assert len(train) == 4
+    for r in train:
+        a = r["attention"]
+        # 4 query blocks: 1 + 2 + 3 + 4 causal blocks; the fixed pattern alone keeps 1 + 2 + 2 + 2.
+        assert 7 / 4 <= a["kept_blocks_per_query_block"] <= 10 / 4
+        assert 0.7 <= a["density"] <= 1.0
+        assert 0.0 < a["estimated_mass"] <= 1.0
+    serial = subprocess.run([sys.executable, DRIVER, "--config", str(config), "--set", "parallel.tp=1",
+                             "--set", "logging.dir=" + str(tmp_path / "one")],
+                            cwd=REPO, env=dict(os.environ, PYTHONPATH=os.path.join(REPO, "python")),
+                            capture_output=True, text=True, timeout=TIMEOUT)
+    assert serial.returncode == 0, serial.stderr
+    one = [float(loss) for _, loss in LOSS.findall(serial.stdout)]
+    two = [float(loss) for _, loss in LOSS.findall(result.stdout)]
+    assert len(one) == len(two) == 4
+    assert max(abs(a - b) for a, b in zip(one, two)) <= 2e-4, (one, two)
+
+
 def test_the_seed_documents_moe_block_trains_with_experts_split_over_two_ranks(tmp_path):
     """The seed's model keys verbatim (architecture: MoE, num_experts, top_k, expert_capacity) with
     parallel.ep 2: it trains, prints the MoE part of the step line, and metrics.jsonl carries each

@@ -6,7 +6,8 @@
 // name), so rank i of group(axis) is the member with coordinate i. Building is collective over
 // the world: every rank constructs its ProcessGroups at the same point, with the same shape.
 // An axis of size 1 gets a LoopbackCommunicator named after the axis. With ep > 1 the
-// expert-data group is split too (after the axes, in the same collective order on every rank).
+// expert-data group is split too, and with cp > 1 the data-context group (after the axes, in the
+// same collective order on every rank).
 // Destroy it before the MpiRuntime (its MPI communicators must be freed before MPI_Finalize).
 #pragma once
 
@@ -42,6 +43,9 @@ class ProcessGroups {
   // The ranks holding the same experts (RankGrid::expert_data_group): the dp group itself when
   // ep is 1, named "edp" otherwise.
   Communicator& expert_data() { return expert_data_ ? *expert_data_ : group(Axis::dp); }
+  // The ranks that reduce gradients together (RankGrid::data_context_group): every dp replica's
+  // every cp chunk; the dp group itself when cp is 1, named "dcp" otherwise.
+  Communicator& data_context() { return data_context_ ? *data_context_ : group(Axis::dp); }
 
   // ("world", ...), then one entry per axis in tp, cp, ep, dp, pp order (loopback axes included).
   std::vector<std::pair<std::string, CommStats>> stats() const;
@@ -54,7 +58,8 @@ class ProcessGroups {
   RankGrid grid_;
   std::unique_ptr<Communicator> world_;
   std::array<std::unique_ptr<Communicator>, kAxes.size()> groups_;
-  std::unique_ptr<Communicator> expert_data_;  // ep > 1 only
+  std::unique_ptr<Communicator> expert_data_;   // ep > 1 only
+  std::unique_ptr<Communicator> data_context_;  // cp > 1 only
 };
 
 }  // namespace myriad::dist

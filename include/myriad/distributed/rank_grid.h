@@ -56,6 +56,11 @@ class RankGrid {
   // an id equal for its members, distinct across such groups (an MPI_Comm_split colour).
   std::vector<int> expert_data_group(int rank) const;
   int expert_data_group_id(int rank) const;
+  // The ranks that hold the same parameters as `rank` and train on different tokens (same tp and
+  // pp: every dp replica's every cp chunk), ordered by cp + CP * dp; and an id equal for its
+  // members, distinct across such groups (an MPI_Comm_split colour). Gradients reduce over it.
+  std::vector<int> data_context_group(int rank) const;
+  int data_context_group_id(int rank) const;
   // Previous / next pipeline stage of `rank` (same tp, cp, ep, dp); -1 past the ends.
   int pipeline_prev(int rank) const;
   int pipeline_next(int rank) const;

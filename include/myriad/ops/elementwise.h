@@ -13,8 +13,8 @@
 //
 // Shapes: a, b, out, grad_out, grad_a, grad_b of one shape, contiguous f32; out may be a or b
 // (in place), grad_a or grad_b may be grad_out itself or undefined (skipped). copy: src and dst of
-// one shape; src any strides (the CPU reads any view; a device backend documents what it reads),
-// dst contiguous. zero, fill: t contiguous.
+// one shape; src any strides (the CPU reads any view; a device backend documents what it reads);
+// dst any strides on the CPU, contiguous on a device. zero, fill: t contiguous.
 #pragma once
 
 #include "myriad/core/tensor.h"

@@ -38,6 +38,15 @@ struct MoeLayerMetrics {
   double z_loss = 0.0;         // router z-loss, mean per token
 };
 
+// Block-sparse attention over the global batch (train/attention_metrics.h).
+struct AttentionMetrics {
+  bool block_sparse = false;
+  double kept_blocks_per_query_block = 0.0;
+  double density = 0.0;          // kept blocks / the blocks dense causal attention reads
+  bool selects = false;          // the per-head selection ran (sparse_ratio > 0)
+  double estimated_mass = 0.0;   // mean estimated attention share of the kept past blocks
+};
+
 struct StepMetrics {
   std::int64_t step = 0;        // optimizer steps completed after this one
   double loss = 0.0;            // mean loss over the valid tokens of the global batch
@@ -60,6 +69,7 @@ struct StepMetrics {
   std::int64_t comm_bytes = 0;      // bytes this rank sent during the step
   std::array<std::int64_t, 5> comm_axis_bytes{};  // the same by axis (kCommAxes order): ep = MoE all-to-all
   std::vector<MoeLayerMetrics> moe;  // per MoE layer of the model (empty for a dense model)
+  AttentionMetrics attention;        // block-sparse attention only
   MemoryBreakdown memory;
   std::vector<double> rank_compute_seconds;  // every rank's mean compute time (straggler-check steps only)
   std::vector<Straggler> stragglers;         // ranks reported at this step

@@ -1,0 +1,52 @@
+// ContextParallel — the model's view of its context-parallel group (cp ranks, Megatron's "cp").
+//
+// The sequence of T positions is cut into 2 cp chunks of c = T / (2 cp) positions; rank r holds
+// chunks r and 2 cp - 1 - r (causal load balancing: one early, one late chunk, so every rank has
+// the same attention work) as rows [0, c) and [c, 2 c) of its local (B, 2 c) batch. Per-token
+// layers (embeddings, norms, MLP, loss) run on the local rows unchanged; positions follow the
+// global index (global_position); attention is ring attention over the group (nn/ring_attention.h).
+// Like TensorParallel, the model never names a communicator: the serial implementation (a group of
+// one) never communicates, the parallel one lives in the distributed layer
+// (dist/context_parallel_group.h).
+//   ring_shift(send, recv, tag)  starts sending `send` to the next rank of the ring and receiving
+//                                `recv` (same shape) from the previous one; neither tensor may be
+//                                touched until the returned transfer's wait()
+//   all_gather(in, out)          every rank's `in`, back to back along dim 0 of out, in rank order
+// Tensors live where the model computes (host or device). Collective: ranks call in one order.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+
+#include "myriad/core/tensor.h"
+
+namespace myriad::nn {
+
+class RingTransfer {
+ public:
+  virtual ~RingTransfer() = default;
+  virtual void wait() = 0;  // both directions complete; rethrows a transfer's error
+};
+
+class ContextParallel {
+ public:
+  virtual ~ContextParallel() = default;
+  virtual int size() const = 0;
+  virtual int rank() const = 0;
+  virtual std::unique_ptr<RingTransfer> ring_shift(const Tensor& send, Tensor& recv, int tag) const = 0;
+  virtual void all_gather(const Tensor& in, Tensor& out) const = 0;
+
+  // The global index of this rank's chunk `half` (0: the early one, 1: the late one).
+  std::int64_t chunk_index(int half) const { return half == 0 ? rank() : 2 * size() - 1 - rank(); }
+  // The global position of local row `row` of a local sequence of `local_len` = 2 c rows.
+  std::int64_t global_position(std::int64_t row, std::int64_t local_len) const {
+    const std::int64_t c = local_len / 2;
+    if (size() == 1) return row;
+    return chunk_index(row < c ? 0 : 1) * c + row % c;
+  }
+};
+
+// A group of one: the whole sequence local, nothing exchanged; stateless.
+const ContextParallel& serial_context_parallel();
+
+}  // namespace myriad::nn
