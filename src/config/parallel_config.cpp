@@ -12,7 +12,10 @@ const std::vector<Field<ParallelConfig>>& ParallelConfig::fields() {
                  {.check = at_least(0)}),
       make_field("tp", &P::tp, "tensor-parallel ranks (split heads, MLP width and vocabulary)", {.check = at_least(1)}),
       make_field("pp", &P::pp, "pipeline stages (split the layers)", {.check = at_least(1)}),
-      make_field("cp", &P::cp, "context-parallel ranks (split the sequence in attention)", {.check = at_least(1)}),
+      make_field("cp", &P::cp,
+                 "context-parallel ranks: each holds two chunks of every sequence (one early, one late) and "
+                 "attention runs as a ring over them (docs/parallelism.md)",
+                 {.check = at_least(1)}),
       make_field("ep", &P::ep, "expert-parallel ranks: MoE experts split over groups of ep data-parallel replicas (divides dp)", {.check = at_least(1)}),
       make_field("zero_stage", &P::zero_stage,
                  "ZeRO over dp: 0 off, 1 optimizer states, 2 + gradients, 3 + parameters",

@@ -51,6 +51,19 @@ void validate_sequence(const RunConfig& c) {
     MYRIAD_CHECK(seq_len % (2 * c.parallel.cp) == 0,
                  "training.seq_len (" << seq_len << ") must be divisible by 2 * parallel.cp (" << 2 * c.parallel.cp
                                       << ") for load-balanced context parallelism");
+    const int chunk = seq_len / (2 * c.parallel.cp);
+    MYRIAD_CHECK(c.model.attention_kind != AttentionLayout::block_sparse || chunk % c.model.attention_block_size == 0,
+                 "parallel.cp " << c.parallel.cp << " cuts training.seq_len " << seq_len << " into chunks of " << chunk
+                                << " positions, which must be a multiple of model.attention.block_size ("
+                                << c.model.attention_block_size << ")");
+    MYRIAD_CHECK(!c.model.is_moe(), "parallel.cp " << c.parallel.cp
+                                                   << " with model.architecture moe: an expert's capacity and the "
+                                                      "load-balancing loss are per whole sequence, which cp splits; "
+                                                      "train MoE models at cp 1");
+    MYRIAD_CHECK(c.model.attention_kind != AttentionLayout::block_sparse || c.model.sparse_ratio == 0.0,
+                 "parallel.cp " << c.parallel.cp << " with model.attention.sparse_ratio " << c.model.sparse_ratio
+                                << ": the per-head block selection does not run under context parallelism yet; the "
+                                   "fixed block-sparse patterns do (sparse_ratio: 0)");
   }
   if (c.parallel.sequence_parallel && c.parallel.tp > 1) {
     MYRIAD_CHECK(seq_len % c.parallel.tp == 0, "training.seq_len (" << seq_len
@@ -94,7 +107,8 @@ void validate_device(const RunConfig& c) {
   const char* why = "training.device cuda";
   const ParallelConfig& p = c.parallel;
   MYRIAD_CHECK(p.cp == 1, why << " supports data, tensor, pipeline and expert parallelism (parallel.cp " << p.cp
-                               << "): context parallelism is not implemented on either device");
+                               << "): context parallelism runs on training.device cpu for now (its ring is not "
+                                  "wired to NCCL's device tensors yet)");
 }
 
 void validate_tokenizer(const DataConfig& data, const ModelConfig& model) {

@@ -177,7 +177,10 @@ void GptModel::prepare(std::int64_t B, std::int64_t T, Recompute mode, int slots
                                                          << ") must divide evenly over tp " << split_.tp_size());
     b.scratch = make_block_scratch(placement_, config_, split_, B, T);
     Tensor positions = Tensor::empty({B, T}, DType::i32);
-    for (std::int64_t i = 0; i < N; ++i) positions.data<std::int32_t>()[i] = static_cast<std::int32_t>(i % T);
+    const ContextParallel& cp = split_.context_parallel();  // global positions of the local rows
+    for (std::int64_t i = 0; i < N; ++i) {
+      positions.data<std::int32_t>()[i] = static_cast<std::int32_t>(cp.global_position(i % T, T));
+    }
     b.positions = placement_.from_host(positions);
     const Shape rows = residual_shape(config_, split_, B, T);
     b.row_positions = b.positions;

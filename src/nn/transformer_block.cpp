@@ -9,6 +9,7 @@
 #include "myriad/nn/linear.h"
 #include "myriad/ops/activations.h"
 #include "myriad/ops/attention.h"
+#include "myriad/nn/ring_attention.h"
 #include "myriad/ops/norms.h"
 #include "myriad/ops/placement.h"
 #include "myriad/ops/rope.h"
@@ -213,11 +214,47 @@ AttentionArgs TransformerBlock::attention_args(const Tensor& q, const Tensor& k,
     return args;
   }
   const float scale = attention_scale(args, config_.head_dim());
+  const ContextParallel& cp = split_.context_parallel();
+  if (cp.size() > 1) {  // the fixed pattern over the whole sequence; stats for this rank's rows
+    MYRIAD_CHECK(!config_.attention.selects(), "attention: layer " << layer_
+                                                                   << ": the per-head block selection does not run "
+                                                                      "under context parallelism");
+    const std::int64_t T = q.size(1), bs = config_.attention.block_size, heads = q.size(0) * q.size(2);
+    a.layout = std::make_shared<const BlockLayout>(fixed_block_layout(config_.attention.fixed, T * cp.size(), bs));
+    for (int half = 0; half < 2; ++half) {
+      const std::int64_t first = cp.chunk_index(half) * (T / 2) / bs, blocks = T / 2 / bs;
+      for (std::int64_t qb = first; qb < first + blocks; ++qb) {
+        a.selection.kept_blocks += heads * static_cast<std::int64_t>(a.layout->row(0, qb).size());
+        a.selection.causal_blocks += heads * (qb + 1);
+      }
+      a.selection.query_blocks += heads * blocks;
+    }
+    args.layout = a.layout.get();
+    return args;
+  }
   const bool reads = config_.attention.selects();
   a.layout = std::make_shared<const BlockLayout>(attention_layout(
       config_.attention, reads ? host_heads(q) : bhtd(q), reads ? host_heads(k) : bhtd(k), scale, &a.selection));
   args.layout = a.layout.get();
   return args;
+}
+
+// RoPE (or its backward) at the rows' global positions: one call, or one per chunk under context
+// parallelism (nn/context_parallel.h). out may be x.
+void TransformerBlock::rope_at_positions(bool backward, const Tensor& x, Tensor& out) const {
+  RopeArgs rope{.theta = config_.rope_theta};
+  const ContextParallel& cp = split_.context_parallel();
+  auto apply = [&](const Tensor& in, Tensor& o) { backward ? rope_backward(rope, in, o) : rope_forward(rope, in, o); };
+  if (cp.size() == 1) {
+    apply(x, out);
+    return;
+  }
+  const std::int64_t c = x.size(1) / 2;
+  for (int half = 0; half < 2; ++half) {
+    rope.position_offset = cp.chunk_index(half) * c;
+    Tensor out_half = out.slice(1, half * c, (half + 1) * c);
+    apply(x.slice(1, half * c, (half + 1) * c), out_half);
+  }
 }
 
 void TransformerBlock::forward(const ParameterStore& store, const Tensor& x, Tensor& y, BlockActivations& a,
@@ -230,14 +267,18 @@ void TransformerBlock::forward(const ParameterStore& store, const Tensor& x, Ten
   Tensor q = head_view(a.qkv, 0, Hq, D), k = head_view(a.qkv, Hq * D, Hkv, D);
   Tensor v = head_view(a.qkv, (Hq + Hkv) * D, Hkv, D);
   if (config_.positions == PositionKind::rope) {
-    RopeArgs rope{.theta = config_.rope_theta};
-    rope_forward(rope, q, a.q_rot);
-    rope_forward(rope, k, a.k_rot);
+    rope_at_positions(false, q, a.q_rot);
+    rope_at_positions(false, k, a.k_rot);
     q = a.q_rot;
     k = a.k_rot;
   }
   Tensor att_heads = bhtd(a.att.view({B, T, Hq, D}));
-  attention_forward(attention_args(q, k, a), bhtd(q), bhtd(k), bhtd(v), att_heads, a.lse);
+  const AttentionArgs args = attention_args(q, k, a);
+  if (split_.cp_size() > 1) {
+    ring_attention_forward(split_.context_parallel(), args, bhtd(q), bhtd(k), bhtd(v), att_heads, a.lse);
+  } else {
+    attention_forward(args, bhtd(q), bhtd(k), bhtd(v), att_heads, a.lse);
+  }
   row_parallel_output(a.att, store[proj_w_].value, optional(store, proj_b_, false), x, s.d_h, a.x_mid);
   norm_and_gather(store, norm2_w_, norm2_b_, a.x_mid, s.h_rows, a.h2, a.ln2_mean, a.ln2_rstd);
   if (moe_) {
@@ -365,11 +406,15 @@ void TransformerBlock::backward(ParameterStore& store, const Tensor& x, const Bl
   args.layout = a.layout.get();
   MYRIAD_CHECK(!config_.attention.block_sparse() || args.layout != nullptr,
                "attention: layer " << layer_ << " backward without its forward's block layout");
-  attention_backward(args, bhtd(q), bhtd(k), bhtd(v), att_heads, a.lse, d_att_heads, dq_h, dk_h, dv_h);
+  if (split_.cp_size() > 1) {
+    ring_attention_backward(split_.context_parallel(), args, bhtd(q), bhtd(k), bhtd(v), att_heads, a.lse,
+                            d_att_heads, dq_h, dk_h, dv_h);
+  } else {
+    attention_backward(args, bhtd(q), bhtd(k), bhtd(v), att_heads, a.lse, d_att_heads, dq_h, dk_h, dv_h);
+  }
   if (config_.positions == PositionKind::rope) {
-    RopeArgs rope{.theta = config_.rope_theta};
-    rope_backward(rope, dq, dq);
-    rope_backward(rope, dk, dk);
+    rope_at_positions(true, dq, dq);
+    rope_at_positions(true, dk, dk);
   }
   Tensor qkv_b = optional(store, qkv_b_, true);
   linear_backward(a.h1, store[qkv_w_].value, s.d_qkv, s.d_h, false, store[qkv_w_].grad, qkv_b, operands_);

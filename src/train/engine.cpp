@@ -10,6 +10,7 @@
 #include "myriad/core/logging.h"
 #include "myriad/core/precision.h"
 #include "myriad/core/process_memory.h"
+#include "myriad/distributed/context_parallel_group.h"
 #include "myriad/distributed/expert_parallel_group.h"
 #include "myriad/distributed/mpi_communicator.h"
 #include "myriad/train/attention_metrics.h"
@@ -32,7 +33,6 @@ Engine::Engine(const RunConfig& config, std::shared_ptr<spdlog::logger> log, dis
   groups_ = groups;
   config_ = config.for_world(groups_->grid().world_size()).resolved();
   config_.validate(groups_->grid().world_size());
-  check_supported_layout();
   file_only_logger(*log_)->info("resolved config:\n{}", config_.to_yaml());
   // Rank 0 tokenizes (or validates the cache); the others then find the cache complete.
   dist::Communicator& world = groups_->world();
@@ -63,7 +63,7 @@ Engine::Engine(const RunConfig& config, std::shared_ptr<spdlog::logger> log, dis
     dp_options.expert_data_parallel = device_ ? &device_->expert_data() : &groups_->expert_data();
     dp_options.expert_parallel = &group(dist::Axis::ep);
   }
-  data_parallel_ = std::make_unique<DataParallel>(*model_, dp(), dp_options, adamw_config(config_.training));
+  data_parallel_ = std::make_unique<DataParallel>(*model_, data_group(), dp_options, adamw_config(config_.training));
   setup_precision();
   if (config_.training.precision == Precision::fp16) setup_loss_scaler();
   // The one step loop: the rank's schedule (a single stage's without pipeline parallelism, where
@@ -77,10 +77,15 @@ Engine::Engine(const RunConfig& config, std::shared_ptr<spdlog::logger> log, dis
   recompute_ = recompute_mode(config_.training.recompute);
   // Fixed for the run (model, B, T, recompute): computed once, read by every step's metrics.
   flops_per_token_ = model_->flops_per_token(config_.training.seq_len);
-  activations_ = model_->activation_memory(config_.training.micro_batch, config_.training.seq_len, recompute_);
+  const std::int64_t local_T = T / config_.parallel.cp;  // context parallelism: this rank's two chunks
+  activations_ = model_->activation_memory(config_.training.micro_batch, local_T, recompute_);
   for (int i = 0; i < config_.training.gradient_accumulation; ++i) {
-    micro_ids_.push_back(Tensor::empty({config_.training.micro_batch, T}, DType::i32));
-    micro_targets_.push_back(Tensor::empty({config_.training.micro_batch, T}, DType::i32));
+    micro_ids_.push_back(Tensor::empty({config_.training.micro_batch, local_T}, DType::i32));
+    micro_targets_.push_back(Tensor::empty({config_.training.micro_batch, local_T}, DType::i32));
+    if (config_.parallel.cp > 1) {
+      batch_ids_.push_back(Tensor::empty({config_.training.micro_batch, T}, DType::i32));
+      batch_targets_.push_back(Tensor::empty({config_.training.micro_batch, T}, DType::i32));
+    }
   }
   const PeakFlops peak = find_peak_flops(config_.logging.measure_peak, config_.logging.peak_tflops);
   log_->info("peak per rank: measured {:.1f} GFLOP/s (1024^3 GEMM), datasheet {:.1f} GFLOP/s ({})", peak.measured / 1e9,
@@ -186,11 +191,6 @@ void Engine::refresh_compute_weights() {
   round_to_format(compute_values_, compute_format_);
 }
 
-void Engine::check_supported_layout() const {
-  const ParallelConfig& p = config_.parallel;
-  MYRIAD_CHECK(p.cp == 1, "parallel.cp = " << p.cp
-                                           << ": context parallelism is not implemented yet (dp, tp, pp and ep are)");
-}
 
 nn::ModelSplit Engine::model_split(const nn::TransformerConfig& model_config) {
   const ParallelConfig& p = config_.parallel;
@@ -202,6 +202,10 @@ nn::ModelSplit Engine::model_split(const nn::TransformerConfig& model_config) {
   if (p.ep > 1) {  // the MoE layers' experts split over the ep group, rows exchanged through it
     expert_parallel_ = std::make_unique<dist::ExpertParallelGroup>(group(dist::Axis::ep));
     split.ep = expert_parallel_.get();
+  }
+  if (p.cp > 1) {  // the sequence split over the cp group, attention as a ring through it
+    context_parallel_ = std::make_unique<dist::ContextParallelGroup>(group(dist::Axis::cp));
+    split.cp = context_parallel_.get();
   }
   const int stage = pp().rank();
   const std::vector<int> per_stage = p.stage_layers(config_.model.n_layer);
@@ -216,6 +220,17 @@ nn::ModelSplit Engine::model_split(const nn::TransformerConfig& model_config) {
   split.first_stage = stage == 0;
   split.last_stage = stage == p.pp - 1;
   return split;
+}
+
+// local (B, T / cp) <- this rank's two chunks of every sequence of `whole` (B, T): chunks r and
+// 2 cp - 1 - r of c = T / (2 cp) positions (nn/context_parallel.h).
+void Engine::context_rows(const Tensor& whole, Tensor& local) const {
+  const nn::ContextParallel& cp = *context_parallel_;
+  const std::int64_t c = whole.size(1) / (2 * cp.size());
+  for (int half = 0; half < 2; ++half) {
+    const std::int64_t from = cp.chunk_index(half) * c;
+    local.slice(1, half * c, (half + 1) * c).copy_from(whole.slice(1, from, from + c));
+  }
 }
 
 nn::LossSum Engine::forward_loss(const Tensor& ids, const Tensor& targets) {
@@ -262,13 +277,19 @@ StepMetrics Engine::step() {
   const int ranks = dp().size(), rank = dp().rank();
   // Load every micro-batch first: the loss is normalised by the valid tokens of the global batch.
   std::int64_t valid = 0;
+  const bool split_sequence = config_.parallel.cp > 1;
   for (int m = 0; m < micro_batches; ++m) {
-    train_sampler_->fill_batch(step_, (static_cast<std::int64_t>(m) * ranks + rank) * B, B, micro_ids_[m],
-                               micro_targets_[m]);
+    Tensor& ids = split_sequence ? batch_ids_[m] : micro_ids_[m];
+    Tensor& targets = split_sequence ? batch_targets_[m] : micro_targets_[m];
+    train_sampler_->fill_batch(step_, (static_cast<std::int64_t>(m) * ranks + rank) * B, B, ids, targets);
+    if (split_sequence) {
+      context_rows(ids, micro_ids_[m]);
+      context_rows(targets, micro_targets_[m]);
+    }
     valid += count_valid_targets(micro_targets_[m], nn::GptModel::kIgnoreIndex);
   }
   const double data_wait = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-  valid = dist::sum_over_ranks(dp(), valid);
+  valid = dist::sum_over_ranks(data_group(), valid);
   MYRIAD_CHECK(valid > 0, "step " << step_ << ": the global batch has no valid target tokens");
   const double scale = loss_scaler_ ? loss_scaler_->scale() : 1.0;  // fp16: the dynamic loss scale
   const auto loss_scale = static_cast<float>(scale / static_cast<double>(valid));
@@ -282,7 +303,7 @@ StepMetrics Engine::step() {
   if (compute_delay_ > 0) std::this_thread::sleep_for(std::chrono::duration<double>(compute_delay_));
   sync_tied_embedding();
   data_parallel_->finish_step();
-  const double loss_sum = dist::sum_over_ranks(dp(), dist::sum_over_ranks(pp(), run.loss_sum));  // last stage's
+  const double loss_sum = dist::sum_over_ranks(data_group(), dist::sum_over_ranks(pp(), run.loss_sum));  // last stage's
   StepMetrics metrics;
   metrics.lr = schedule_.lr_at(step_);
   const auto unscale = static_cast<float>(1.0 / scale);
@@ -304,7 +325,7 @@ StepMetrics Engine::step() {
   metrics.grad_norm = stats.grad_norm;
   metrics.skipped = stats.skipped;
   metrics.moe = collect_moe_metrics(*model_, dp(), tp(), pp());
-  metrics.attention = collect_attention_metrics(*model_, dp(), tp(), pp());
+  metrics.attention = collect_attention_metrics(*model_, data_group(), tp(), pp());
   metrics.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   metrics_->finish(metrics, data_wait, bubble_seconds_, memory_report());
   // An fp16 overflow while the scaler can still lower the scale is the scaler's normal search.
@@ -344,6 +365,14 @@ double Engine::evaluate() {
     const std::int64_t count = std::min<std::int64_t>(B, windows - first);
     Tensor batch_ids = ids.slice(0, 0, count), batch_targets = targets.slice(0, 0, count);
     eval_sampler_->fill_batch(first, count, batch_ids, batch_targets);
+    if (config_.parallel.cp > 1) {  // this rank's two chunks of each sequence
+      const std::int64_t local_T = config_.training.seq_len / config_.parallel.cp;
+      Tensor local_ids = Tensor::empty({count, local_T}, DType::i32), local_targets = local_ids.clone();
+      context_rows(batch_ids, local_ids);
+      context_rows(batch_targets, local_targets);
+      batch_ids = local_ids;
+      batch_targets = local_targets;
+    }
     nn::LossSum loss = forward_loss(batch_ids, batch_targets);
     if (!counted) continue;
     sum += loss.sum;
@@ -352,8 +381,8 @@ double Engine::evaluate() {
   data_parallel_->finish_backward();  // drops any prefetched ZeRO-3 unit
   sum = dist::sum_over_ranks(pp(), sum);  // the loss is computed on the last stage
   tokens = dist::sum_over_ranks(pp(), tokens);
-  sum = dist::sum_over_ranks(dp(), sum);
-  tokens = dist::sum_over_ranks(dp(), tokens);
+  sum = dist::sum_over_ranks(data_group(), sum);
+  tokens = dist::sum_over_ranks(data_group(), tokens);
   const double val_loss = sum / static_cast<double>(std::max<std::int64_t>(tokens, 1));
   metrics_->write_eval(step_, val_loss);
   return val_loss;

@@ -24,10 +24,19 @@ StepMetricsCollector::StepMetricsCollector(const RunConfig& config, dist::Proces
   }
 }
 
+// Under context parallelism gradients reduce over the dp x cp group ("dcp"): its traffic is the
+// data-parallel axis's.
+dist::CommOpStats StepMetricsCollector::data_context_stats() const {
+  dist::Communicator& dcp = groups_.data_context();
+  if (&dcp == &groups_.group(dist::Axis::dp)) return {};
+  return dcp.stats().total();
+}
+
 std::array<double, 6> StepMetricsCollector::wait_seconds() const {
   std::array<double, 6> waits{};
   for (std::size_t a = 0; a < dist::kAxes.size(); ++a) {
     waits[a] = groups_.group(dist::kAxes[a]).stats().total().wait_seconds;
+    if (dist::kAxes[a] == dist::Axis::dp) waits[a] += data_context_stats().wait_seconds;
     if (device_) waits[a] += device_->group(dist::kAxes[a]).stats().total().wait_seconds;  // NCCL's
   }
   waits[5] = groups_.world().stats().total().wait_seconds;
@@ -35,7 +44,7 @@ std::array<double, 6> StepMetricsCollector::wait_seconds() const {
 }
 
 std::int64_t StepMetricsCollector::dp_bytes_sent() const {
-  std::int64_t sent = groups_.group(dist::Axis::dp).stats().total().bytes_sent;
+  std::int64_t sent = groups_.group(dist::Axis::dp).stats().total().bytes_sent + data_context_stats().bytes_sent;
   if (device_) sent += device_->group(dist::Axis::dp).stats().total().bytes_sent;  // the NCCL dp group's
   return sent;
 }
@@ -44,6 +53,7 @@ std::array<std::int64_t, 5> StepMetricsCollector::axis_bytes_sent() const {
   std::array<std::int64_t, 5> sent{};
   for (std::size_t a = 0; a < dist::kAxes.size(); ++a) {
     sent[a] = groups_.group(dist::kAxes[a]).stats().total().bytes_sent;
+    if (dist::kAxes[a] == dist::Axis::dp) sent[a] += data_context_stats().bytes_sent;
     if (device_) sent[a] += device_->group(dist::kAxes[a]).stats().total().bytes_sent;
   }
   return sent;

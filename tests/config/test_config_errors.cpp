@@ -310,7 +310,8 @@ TEST(ConfigValidate, DataParallelDegreeDefaultsToTheWorldsShare) {
 TEST(ConfigValidate, CrossKeyChecks) {
   auto on_cuda = [](RunConfig& c) { c.training.device = ComputeDevice::cuda; };
   expect_invalid([&](RunConfig& c) { on_cuda(c); c.parallel.cp = 2; },
-                 {"training.device cuda supports data, tensor, pipeline and expert parallelism (parallel.cp 2)"}, 2);
+                 {"training.device cuda supports data, tensor, pipeline and expert parallelism (parallel.cp 2)",
+                  "training.device cpu"}, 2);
   expect_invalid([](RunConfig& c) { c.model.n_head = 5; }, {"model.n_embd (768) must be divisible by model.n_head (5)"});
   expect_invalid([](RunConfig& c) { c.model.n_kv_head = 5; }, {"model.n_kv_head (5) must divide model.n_head (12)"});
   expect_invalid([](RunConfig& c) { c.model.n_kv_head = 24; }, {"model.n_kv_head (24) must divide"});
@@ -359,6 +360,21 @@ TEST(ConfigValidate, CrossKeyChecks) {
   expect_invalid([](RunConfig& c) { c.training.seq_len = 2048; }, {"training.seq_len (2048) must be <= model.context_length (1024)"});
   expect_invalid([](RunConfig& c) { c.parallel.cp = 2; c.training.seq_len = 1022; },
                  {"training.seq_len (1022) must be divisible by 2 * parallel.cp (4)"}, 2);
+  expect_invalid([](RunConfig& c) {
+    c.parallel.cp = 2;
+    c.training.seq_len = 1000;
+    c.apply_override("model.attention.kind=block_sparse");
+  }, {"parallel.cp 2 cuts training.seq_len 1000 into chunks of 250", "model.attention.block_size (64)"}, 2);
+  expect_invalid([](RunConfig& c) {
+    c.parallel.cp = 2;
+    c.apply_override("model.attention.kind=block_sparse");
+    c.apply_override("model.attention.sparse_ratio=0.7");
+  }, {"parallel.cp 2 with model.attention.sparse_ratio 0.7", "sparse_ratio: 0"}, 2);
+  expect_invalid([](RunConfig& c) {
+    c.parallel.cp = 2;
+    c.model.architecture = Architecture::moe;
+    c.model.num_experts = 4;
+  }, {"parallel.cp 2 with model.architecture moe", "cp 1"}, 2);
   expect_invalid([](RunConfig& c) { c.parallel.tp = 4; c.parallel.sequence_parallel = true; c.training.seq_len = 1022; },
                  {"training.seq_len (1022) must be divisible by parallel.tp (4) with sequence_parallel"}, 4);
   expect_invalid([](RunConfig& c) { c.training.min_lr = 1e-3; }, {"training.min_lr (0.001) must be <= training.lr (0.0006)"});

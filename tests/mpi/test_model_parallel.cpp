@@ -14,6 +14,9 @@
 // ZeRO-1, ep 2 with ZeRO-2 (LLaMA), ep 4 with ZeRO-3, dp 2 x pp 2 with ep 2, dp 2 (ep 2) x tp 2 with ZeRO-1, dp 2 x tp 2
 // with ZeRO-3 (LLaMA); 8 ranks:
 // dp 4 (ep 2) x pp 2 with ZeRO-1. The checkpoint saved at ep > 1 resumes in one process.
+// Context parallelism (ring attention): 2 ranks: cp 2 (GPT-2, learned positions; LLaMA with GQA;
+// LLaMA with fixed block-sparse attention); 4 ranks: cp 4, cp 2 x tp 2 with sequence parallel,
+// cp 2 x pp 2, dp 2 x cp 2 with ZeRO-3 and full recompute; 8 ranks: cp 2 x tp 2 x pp 2.
 // The vocabulary (321, padded to 384) is not divisible by tp: the real vocabulary ends inside the
 // last tp rank's rows. Tolerance as in test_data_parallel.cpp (1e-4 absolute on the loss): the
 // runs differ only in float32 summation order (tp partial products summed by all-reduce,
@@ -27,6 +30,7 @@
 #include <fstream>
 
 #include "myriad/core/logging.h"
+#include "myriad/distributed/context_parallel_group.h"
 #include "myriad/distributed/process_groups.h"
 #include "myriad/distributed/tensor_parallel_regions.h"
 #include "myriad/train/checkpoint_reader.h"
@@ -57,11 +61,13 @@ struct Layout {
   std::string recompute = "none";
   std::vector<std::string> pp_layers = {};  // explicit layers per stage; empty = even
   int experts = 0;       // > 0: architecture moe with blocks of `architecture`
+  bool block_sparse = false;  // fixed block-sparse attention (blocks of 4: window 1, 1 sink)
 };
 
 struct Curve {
   std::vector<double> loss, grad_norm, bubble;
   std::int64_t ep_bytes = 0;  // sent on the ep axis (the MoE all-to-alls)
+  std::int64_t cp_bytes = 0;  // sent on the cp axis (the ring attention's K/V and gradients)
   double val_loss = 0.0;
 };
 
@@ -73,6 +79,7 @@ Curve run(Engine& engine, int steps, bool evaluate = true) {
     c.grad_norm.push_back(m.grad_norm);
     c.bubble.push_back(m.bubble_seconds);
     c.ep_bytes += m.comm_axis_bytes[static_cast<std::size_t>(dist::Axis::ep)];
+    c.cp_bytes += m.comm_axis_bytes[static_cast<std::size_t>(dist::Axis::cp)];
   }
   if (evaluate) c.val_loss = engine.evaluate();
   return c;
@@ -97,7 +104,12 @@ RunConfig layout_config(int rank, const fs::path& dir, const Layout& l, bool ser
     c.model.shared_experts = 1;
     c.model.expert_ffn_hidden = 48;
   }
+  if (l.block_sparse) {
+    c.apply_override("model.attention.kind=block_sparse");
+    c.apply_override("model.attention.block_size=4");
+  }
   if (!serial) {
+    c.parallel.cp = l.grid.cp;
     c.parallel.ep = l.grid.ep;
     c.parallel.tp = l.grid.tp;
     c.parallel.pp = l.grid.pp;
@@ -144,6 +156,11 @@ TEST_P(ModelParallel, ReproducesTheSerialLossCurveAndResumesSerially) {
     parallel.bubble.insert(parallel.bubble.end(), second.bubble.begin(), second.bubble.end());
     parallel.val_loss = second.val_loss;
     parallel.ep_bytes = first.ep_bytes + second.ep_bytes;
+    parallel.cp_bytes = first.cp_bytes + second.cp_bytes;
+    if (layout.grid.cp > 1) {  // the sequence really is split: K/V crossed the ring, T / cp tokens per rank
+      EXPECT_GT(parallel.cp_bytes, 0) << "no K/V crossed the cp ring";
+      EXPECT_EQ(engine.model().buffers_T(), 32 / layout.grid.cp);
+    }
     if (layout.experts > 0) {  // the experts really are split: each rank holds experts / ep of them
       int expert_tensors = 0;
       for (const nn::Parameter& p : engine.model().parameters().all()) {
@@ -222,6 +239,19 @@ std::vector<Layout> layouts() {
                  .accumulation = 2, .experts = 4});
   all.push_back({.name = "dp2_tp2_zero3_moe_llama", .architecture = "llama", .grid = {.tp = 2, .dp = 2},
                  .zero_stage = 3, .accumulation = 2, .kv_heads = 2, .experts = 4});
+  // Context parallelism: each rank holds chunks r and 2 cp - 1 - r of every sequence (32 tokens:
+  // chunks of 8 at cp 2, of 4 at cp 4); attention runs as a ring.
+  all.push_back({.name = "cp2", .grid = {.cp = 2}});
+  all.push_back({.name = "cp2_llama_gqa", .architecture = "llama", .grid = {.cp = 2}, .kv_heads = 2});
+  all.push_back({.name = "cp2_llama_block_sparse", .architecture = "llama", .grid = {.cp = 2}, .kv_heads = 2,
+                 .block_sparse = true});
+  all.push_back({.name = "cp4_llama", .architecture = "llama", .grid = {.cp = 4}, .kv_heads = 2});
+  all.push_back({.name = "cp2_tp2sp_llama", .architecture = "llama", .grid = {.tp = 2, .cp = 2},
+                 .sequence_parallel = true, .kv_heads = 2});
+  all.push_back({.name = "cp2_pp2", .grid = {.cp = 2, .pp = 2}});
+  all.push_back({.name = "dp2_cp2_zero3_llama", .architecture = "llama", .grid = {.cp = 2, .dp = 2}, .zero_stage = 3,
+                 .accumulation = 2, .kv_heads = 2, .recompute = "full"});
+  all.push_back({.name = "cp2_tp2_pp2", .grid = {.tp = 2, .cp = 2, .pp = 2}});
   return all;
 }
 
@@ -344,6 +374,29 @@ TEST(Resharding, Ep4MoeCheckpointResumesAtEp2AndEp1) {
   EXPECT_LT(max_abs_difference(at_ep1, uninterrupted), kLossTolerance);
   comm.barrier();
   dist::run_on_rank0(comm, "cleanup", [&] { fs::remove_all(dir); });
+}
+
+// Context parallelism keeps every saved activation for T / cp of each sequence's tokens: at cp 2 a
+// rank saves half of what one process saves for the whole sequence, in every recompute mode
+// (exactly: every saved tensor is per token, the ring keeps nothing between forward and
+// backward; its K/V buffers are scratch of one call).
+TEST(ModelParallelMemory, ContextParallelHalvesSavedActivations) {
+  World world;
+  dist::Communicator& comm = *world.comm;
+  if (comm.size() != 2) GTEST_SKIP() << "needs 2 ranks";
+  nn::TransformerConfig config = nn::TransformerConfig::llama(320, 4, 4, 2, 64, 64);
+  const std::int64_t B = 4, T = 64;
+  const dist::ContextParallelGroup ring(comm);
+  nn::GptModel split(config, nn::ModelSplit{.cp = &ring}, false), serial(config, {}, false);
+  for (nn::Recompute mode : {nn::Recompute::none, nn::Recompute::selective, nn::Recompute::full}) {
+    const std::int64_t whole = serial.activation_memory(B, T, mode).saved_bytes;
+    const std::int64_t half = split.activation_memory(B, T / 2, mode).saved_bytes;
+    if (comm.rank() == 0) {
+      std::cout << nn::recompute_name(mode) << ": saved activations per rank cp 1 " << whole << " B, cp 2 " << half
+                << " B" << std::endl;
+    }
+    EXPECT_EQ(2 * half, whole) << nn::recompute_name(mode);
+  }
 }
 
 // Sequence parallelism keeps 1/tp of the residual stream, norm statistics and (with selective

@@ -84,6 +84,7 @@ class GptModel final : public PipelineStage {
   // Allocates buffers for `slots` micro-batches of (B, T) under `mode` (kept when unchanged).
   void prepare(std::int64_t B, std::int64_t T, Recompute mode, int slots) override;
   Recompute buffer_mode() const override { return buffers_.mode; }
+  std::int64_t buffers_T() const { return buffers_.T; }  // the sequence length of the prepared buffers
   Tensor chunk_input(int chunk, int slot) override;
   Tensor chunk_output(int chunk, int slot) override;
   Tensor chunk_grad(int chunk, int slot) override;

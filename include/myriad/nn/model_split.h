@@ -17,6 +17,8 @@
 // sums over each rank's tokens and are all-reduced over tp.
 // Expert parallel (ep ranks, MoE layers only): each rank holds E/ep experts of every MoE layer and
 // the token rows routed to them arrive through `ep` (nn/expert_parallel.h).
+// Context parallel (cp ranks): the rank holds two chunks of every sequence (nn/context_parallel.h);
+// positions are global, attention runs as a ring through `cp` (nn/ring_attention.h).
 // Pipeline: `chunks` lists, per model chunk (virtual stage) this rank runs, its global layer
 // indices in order; `first_stage` (holds the embeddings: its chunk 0 is global stage 0) and
 // `last_stage` (holds the final norm and head: its last chunk is the last global stage).
@@ -24,6 +26,7 @@
 
 #include <vector>
 
+#include "myriad/nn/context_parallel.h"
 #include "myriad/nn/expert_parallel.h"
 #include "myriad/nn/tensor_parallel.h"
 
@@ -32,6 +35,7 @@ namespace myriad::nn {
 struct ModelSplit {
   const TensorParallel* tp = nullptr;  // not owned; nullptr = a group of one (serial_tensor_parallel)
   const ExpertParallel* ep = nullptr;  // not owned; nullptr = a group of one (serial_expert_parallel)
+  const ContextParallel* cp = nullptr;  // not owned; nullptr = a group of one (serial_context_parallel)
   std::vector<std::vector<int>> chunks;  // empty = one chunk with every layer
   bool first_stage = true;
   bool last_stage = true;
@@ -43,6 +47,8 @@ struct ModelSplit {
   const ExpertParallel& expert_parallel() const { return ep ? *ep : serial_expert_parallel(); }
   int ep_size() const { return expert_parallel().size(); }
   int ep_rank() const { return expert_parallel().rank(); }
+  const ContextParallel& context_parallel() const { return cp ? *cp : serial_context_parallel(); }
+  int cp_size() const { return context_parallel().size(); }
 };
 
 }  // namespace myriad::nn

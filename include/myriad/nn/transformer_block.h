@@ -137,6 +137,7 @@ class TransformerBlock {
   Tensor reduced_input_grad(BlockScratch& s) const;
   IndexRange moe_sequences(std::int64_t B) const;
   AttentionArgs attention_args(const Tensor& q, const Tensor& k, BlockActivations& a) const;
+  void rope_at_positions(bool backward, const Tensor& x, Tensor& out) const;
   void moe_forward(const ParameterStore& store, BlockActivations& a, BlockScratch& s, Tensor& y) const;
   void moe_backward(ParameterStore& store, const BlockActivations& a, BlockScratch& s, const Tensor& grad,
                     float loss_scale) const;

@@ -86,7 +86,6 @@ class Engine {
   void set_compute_delay_for_testing(double seconds) { compute_delay_ = seconds; }
 
  private:
-  void check_supported_layout() const;
   void log_layout();
   // Throws (on every rank) when a run that did not resume would write into another run's checkpoints.
   void check_fresh_run_folder();
@@ -97,7 +96,10 @@ class Engine {
   // The group of `axis` that carries the model's tensors: the host group, or (training.device
   // cuda) the device's (NCCL; host scalars given to it travel over the host group).
   dist::Communicator& group(dist::Axis axis) { return device_ ? device_->group(axis) : groups_->group(axis); }
-  dist::Communicator& dp() { return group(dist::Axis::dp); }
+  dist::Communicator& dp() { return group(dist::Axis::dp); }  // the replicas: which sequences
+  // The ranks that train the same parameters on different tokens (dp x cp): gradients, the loss
+  // and token counts sum over it, ZeRO shards over it. The dp group when cp is 1.
+  dist::Communicator& data_group() { return config_.parallel.cp > 1 ? groups_->data_context() : dp(); }
   dist::Communicator& tp() { return group(dist::Axis::tp); }
   dist::Communicator& pp() { return group(dist::Axis::pp); }
   bool model_parallel() const { return config_.parallel.tp * config_.parallel.pp * config_.parallel.ep > 1; }
@@ -106,7 +108,8 @@ class Engine {
   // Whether this rank owns a distinct part of the state and writes it in checkpoints: every dp
   // rank at ZeRO >= 1 (its shard), the dp rank 0 of each (tp, pp) part at ZeRO 0 — and with
   // ep > 1 the first holder of each share of the experts (expert-data rank 0), for its experts only.
-  bool writes_dense_state() { return dp().rank() == 0 || data_parallel_->zero_stage() >= 1; }
+  void context_rows(const Tensor& whole, Tensor& local) const;
+  bool writes_dense_state() { return data_group().rank() == 0 || data_parallel_->zero_stage() >= 1; }
   bool writes_checkpoint() {
     return writes_dense_state() || (config_.parallel.ep > 1 && groups_->expert_data().rank() == 0);
   }
@@ -124,6 +127,8 @@ class Engine {
   std::unique_ptr<DeviceRuntime> device_;  // training.device cuda; before everything placed on it
   std::unique_ptr<nn::TensorParallel> tensor_parallel_;  // tp > 1: how the model crosses the tp group
   std::unique_ptr<nn::ExpertParallel> expert_parallel_;  // ep > 1: how MoE rows cross the ep group
+  std::unique_ptr<nn::ContextParallel> context_parallel_;  // cp > 1: the attention's ring
+  std::vector<Tensor> batch_ids_, batch_targets_;  // cp > 1: the replica's whole sequences
   std::unique_ptr<nn::GptModel> model_;
   std::unique_ptr<DataParallel> data_parallel_;
   std::unique_ptr<PipelineExecutor> pipeline_;  // the step loop: this rank's schedule (one stage at pp 1)

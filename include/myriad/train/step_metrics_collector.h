@@ -40,6 +40,7 @@ class StepMetricsCollector {
  private:
   std::array<double, 6> wait_seconds() const;  // cumulative wait per axis (kCommAxes order), then world
   std::int64_t dp_bytes_sent() const;
+  dist::CommOpStats data_context_stats() const;
   std::array<std::int64_t, 5> axis_bytes_sent() const;  // cumulative, kCommAxes order
 
   RunConfig config_;
