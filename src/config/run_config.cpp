@@ -60,10 +60,6 @@ void validate_sequence(const RunConfig& c) {
                                                    << " with model.architecture moe: an expert's capacity and the "
                                                       "load-balancing loss are per whole sequence, which cp splits; "
                                                       "train MoE models at cp 1");
-    MYRIAD_CHECK(c.model.attention_kind != AttentionLayout::block_sparse || c.model.sparse_ratio == 0.0,
-                 "parallel.cp " << c.parallel.cp << " with model.attention.sparse_ratio " << c.model.sparse_ratio
-                                << ": the per-head block selection does not run under context parallelism yet; the "
-                                   "fixed block-sparse patterns do (sparse_ratio: 0)");
   }
   if (c.parallel.sequence_parallel && c.parallel.tp > 1) {
     MYRIAD_CHECK(seq_len % c.parallel.tp == 0, "training.seq_len (" << seq_len

@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <functional>
 #include <vector>
 
 #include "myriad/core/error.h"
@@ -18,23 +19,23 @@ using std::int64_t;
 
 constexpr int64_t kScoreChunk = 256;  // query blocks scored per matmul
 
-// (heads, blocks, D) means of the rows of each block of each head of batch entry b of a
-// (B, H, T, D) view; float64 sums in row order, so the result is the same whatever the threads.
-Tensor block_means(const Tensor& x, int64_t b, int64_t block_size, int64_t blocks) {
-  const int64_t H = x.size(1), T = x.size(2), D = x.size(3);
-  Tensor out = Tensor::zeros({H, blocks, D});
-  const float* base = x.data<float>() + b * x.stride(0);
+// (B, H, blocks, D) means of the rows of each block of a (B, H, T, D) view; float64 sums in row
+// order, so the result is the same whatever the threads (and whatever the cp split: a block never
+// straddles two chunks).
+Tensor block_means(const Tensor& x, int64_t block_size) {
+  const int64_t B = x.size(0), H = x.size(1), T = x.size(2), D = x.size(3), blocks = blocks_covering(T, block_size);
+  Tensor out = Tensor::zeros({B, H, blocks, D});
   float* o = out.data<float>();
 #pragma omp parallel for schedule(static)
-  for (int64_t hb = 0; hb < H * blocks; ++hb) {
-    const int64_t h = hb / blocks, blk = hb % blocks;
+  for (int64_t n = 0; n < B * H * blocks; ++n) {
+    const int64_t b = n / (H * blocks), h = n / blocks % H, blk = n % blocks;
     const int64_t t0 = blk * block_size, t1 = std::min(T, t0 + block_size);
     std::vector<double> sum(static_cast<std::size_t>(D), 0.0);
     for (int64_t t = t0; t < t1; ++t) {
-      const float* row = base + h * x.stride(1) + t * x.stride(2);
+      const float* row = x.data<float>() + b * x.stride(0) + h * x.stride(1) + t * x.stride(2);
       for (int64_t d = 0; d < D; ++d) sum[static_cast<std::size_t>(d)] += row[d];
     }
-    for (int64_t d = 0; d < D; ++d) o[hb * D + d] = static_cast<float>(sum[static_cast<std::size_t>(d)] / (t1 - t0));
+    for (int64_t d = 0; d < D; ++d) o[n * D + d] = static_cast<float>(sum[static_cast<std::size_t>(d)] / (t1 - t0));
   }
   return out;
 }
@@ -98,39 +99,40 @@ void BlockSelectionStats::add(const BlockSelectionStats& other) {
   estimated_mass += other.estimated_mass;
 }
 
-BlockLayout attention_layout(const AttentionSpec& spec, const Tensor& q, const Tensor& k, float scale,
-                             BlockSelectionStats* stats) {
-  MYRIAD_CHECK(spec.block_sparse(), "attention_layout: model.attention.kind is dense");
-  const int64_t B = q.size(0), Hq = q.size(1), T = q.size(2), D = q.size(3), Hkv = k.size(1);
-  const int64_t bs = spec.block_size, nb = blocks_covering(T, bs), group = Hq / Hkv;
-  if (!spec.selects()) {
-    BlockLayout layout = fixed_block_layout(spec.fixed, T, bs);
-    if (stats != nullptr) {
-      stats->query_blocks += B * Hq * nb;
-      stats->kept_blocks += B * Hq * layout.kept_blocks();
-      stats->causal_blocks += B * Hq * causal_blocks(nb);
-    }
-    return layout;
-  }
+namespace {
+
+void check_host_f32(const Tensor& q, const Tensor& k) {
   MYRIAD_CHECK(q.device().is_cpu() && k.device().is_cpu() && q.dtype() == DType::f32 && k.dtype() == DType::f32,
                "attention_layout: the selection reads host f32 q and k, got " << q.describe() << " and "
                                                                              << k.describe());
+}
+
+// The per-head selection from the whole sequence's summaries qbar (B, Hq, nb, D) and kbar
+// (B, Hkv, nb, D) for the query blocks `wanted` says (the others get empty rows); scores are
+// computed in the same chunks whatever is wanted, so every rank and layout chooses identically.
+BlockLayout select_from_means(const AttentionSpec& spec, const Tensor& qbar, const Tensor& kbar, int64_t T,
+                              float scale, const std::function<bool(int64_t)>& wanted, BlockSelectionStats* stats) {
+  const int64_t B = qbar.size(0), Hq = qbar.size(1), nb = qbar.size(2), D = qbar.size(3), Hkv = kbar.size(1);
+  const int64_t group = Hq / Hkv;
   std::vector<std::vector<std::int32_t>> rows(static_cast<std::size_t>(B * Hq * nb));
   std::vector<double> mass(static_cast<std::size_t>(B * Hq * nb), 0.0);
   for (int64_t b = 0; b < B; ++b) {
-    const Tensor kbar = block_means(k, b, bs, nb), qbar = block_means(q, b, bs, nb);
     for (int64_t h = 0; h < Hq; ++h) {
-      const Tensor keys = kbar.slice(0, h / group, h / group + 1).view({nb, D});
-      rows[static_cast<std::size_t>((b * Hq + h) * nb)] = {0};
+      const Tensor keys = kbar.select(0, b).select(0, h / group);
+      if (wanted(0)) rows[static_cast<std::size_t>((b * Hq + h) * nb)] = {0};
       // Query block qb is scored with the summary of block qb - 1: rows [first - 1, last - 1).
       for (int64_t first = 1; first < nb; first += kScoreChunk) {
         const int64_t last = std::min(nb, first + kScoreChunk);
-        const Tensor queries = qbar.slice(0, h, h + 1).view({nb, D}).slice(0, first - 1, last - 1);
+        bool any = false;
+        for (int64_t qb = first; qb < last && !any; ++qb) any = wanted(qb);
+        if (!any) continue;
+        const Tensor queries = qbar.select(0, b).select(0, h).slice(0, first - 1, last - 1);
         Tensor scores = Tensor::empty({last - first, nb});
         matmul_forward(MatmulArgs{.transpose_b = true, .alpha = scale}, queries, keys, scores);
         const float* s = scores.data<float>();
 #pragma omp parallel for schedule(dynamic, 8)
         for (int64_t qb = first; qb < last; ++qb) {
+          if (!wanted(qb)) continue;
           RowChoice choice = choose_blocks(spec, qb, s + (qb - first) * nb, T);
           const auto r = static_cast<std::size_t>((b * Hq + h) * nb + qb);
           rows[r] = std::move(choice.blocks);
@@ -140,7 +142,7 @@ BlockLayout attention_layout(const AttentionSpec& spec, const Tensor& q, const T
     }
   }
   BlockLayout layout;
-  layout.block_size = bs;
+  layout.block_size = spec.block_size;
   layout.query_blocks = nb;
   layout.sets = B * Hq;
   layout.row_begin.reserve(rows.size() + 1);
@@ -149,13 +151,82 @@ BlockLayout attention_layout(const AttentionSpec& spec, const Tensor& q, const T
     layout.row_begin.push_back(layout.kept_blocks());
   }
   if (stats != nullptr) {
-    stats->query_blocks += B * Hq * nb;
+    for (int64_t qb = 0; qb < nb; ++qb) {
+      if (!wanted(qb)) continue;
+      stats->query_blocks += B * Hq;
+      stats->causal_blocks += B * Hq * (qb + 1);
+      if (qb > 0) stats->selecting_rows += B * Hq;
+    }
     stats->kept_blocks += layout.kept_blocks();
-    stats->causal_blocks += B * Hq * causal_blocks(nb);
-    stats->selecting_rows += B * Hq * (nb - 1);
     for (double m : mass) stats->estimated_mass += m;
   }
   return layout;
+}
+
+}  // namespace
+
+BlockLayout attention_layout(const AttentionSpec& spec, const Tensor& q, const Tensor& k, float scale,
+                             BlockSelectionStats* stats) {
+  MYRIAD_CHECK(spec.block_sparse(), "attention_layout: model.attention.kind is dense");
+  const int64_t B = q.size(0), Hq = q.size(1), T = q.size(2);
+  const int64_t bs = spec.block_size, nb = blocks_covering(T, bs);
+  if (!spec.selects()) {
+    BlockLayout layout = fixed_block_layout(spec.fixed, T, bs);
+    if (stats != nullptr) {
+      stats->query_blocks += B * Hq * nb;
+      stats->kept_blocks += B * Hq * layout.kept_blocks();
+      stats->causal_blocks += B * Hq * causal_blocks(nb);
+    }
+    return layout;
+  }
+  check_host_f32(q, k);
+  return select_from_means(spec, block_means(q, bs), block_means(k, bs), T, scale, [](int64_t) { return true; },
+                           stats);
+}
+
+BlockLayout attention_layout(const AttentionSpec& spec, const Tensor& q, const Tensor& k, float scale,
+                             const ContextParallel& cp, BlockSelectionStats* stats) {
+  MYRIAD_CHECK(spec.block_sparse(), "attention_layout: model.attention.kind is dense");
+  const int64_t B = q.size(0), Hq = q.size(1), Hkv = k.size(1), D = q.size(3), local = q.size(2);
+  const int n = cp.size();
+  const int64_t bs = spec.block_size, T = local * n, half = local / 2;
+  MYRIAD_CHECK(half % bs == 0, "attention_layout: chunks of " << half << " positions are not a multiple of the block size "
+                                                             << bs);
+  const int64_t chunk_blocks = half / bs, nb = T / bs;
+  auto mine = [&](int64_t qb) {  // query block qb lies in one of this rank's two chunks
+    const int64_t chunk = qb / chunk_blocks;
+    return chunk == cp.chunk_index(0) || chunk == cp.chunk_index(1);
+  };
+  if (!spec.selects()) {
+    BlockLayout layout = fixed_block_layout(spec.fixed, T, bs);
+    if (stats != nullptr) {
+      for (int64_t qb = 0; qb < nb; ++qb) {
+        if (!mine(qb)) continue;
+        stats->query_blocks += B * Hq;
+        stats->kept_blocks += B * Hq * static_cast<int64_t>(layout.row(0, qb).size());
+        stats->causal_blocks += B * Hq * (qb + 1);
+      }
+    }
+    return layout;
+  }
+  check_host_f32(q, k);
+  // Every rank's summaries of its two chunks, gathered, then put in global block order.
+  auto gathered = [&](const Tensor& local_means, int64_t H) {
+    Tensor all = Tensor::empty({n, B, H, 2 * chunk_blocks, D});
+    Tensor flat_in = local_means.view({local_means.numel()}), flat_out = all.view({all.numel()});
+    cp.all_gather(flat_in, flat_out);
+    Tensor global = Tensor::empty({B, H, nb, D});
+    for (int owner = 0; owner < n; ++owner) {
+      for (int c = 0; c < 2; ++c) {
+        const int64_t chunk = c == 0 ? owner : 2 * n - 1 - owner;
+        Tensor dst = global.slice(2, chunk * chunk_blocks, (chunk + 1) * chunk_blocks);
+        dst.copy_from(all.select(0, owner).slice(2, c * chunk_blocks, (c + 1) * chunk_blocks));
+      }
+    }
+    return global;
+  };
+  const Tensor qbar = gathered(block_means(q, bs), Hq), kbar = gathered(block_means(k, bs), Hkv);
+  return select_from_means(spec, qbar, kbar, T, scale, mine, stats);
 }
 
 }  // namespace myriad::nn

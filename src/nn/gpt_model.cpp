@@ -178,6 +178,9 @@ void GptModel::prepare(std::int64_t B, std::int64_t T, Recompute mode, int slots
     b.scratch = make_block_scratch(placement_, config_, split_, B, T);
     Tensor positions = Tensor::empty({B, T}, DType::i32);
     const ContextParallel& cp = split_.context_parallel();  // global positions of the local rows
+    MYRIAD_CHECK(cp.size() == 1 || T % 2 == 0,
+                 "context parallelism: a local sequence of " << T << " rows is not this rank's two equal chunks (cp "
+                                                             << cp.size() << ")");
     for (std::int64_t i = 0; i < N; ++i) {
       positions.data<std::int32_t>()[i] = static_cast<std::int32_t>(cp.global_position(i % T, T));
     }

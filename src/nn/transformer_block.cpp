@@ -214,27 +214,12 @@ AttentionArgs TransformerBlock::attention_args(const Tensor& q, const Tensor& k,
     return args;
   }
   const float scale = attention_scale(args, config_.head_dim());
-  const ContextParallel& cp = split_.context_parallel();
-  if (cp.size() > 1) {  // the fixed pattern over the whole sequence; stats for this rank's rows
-    MYRIAD_CHECK(!config_.attention.selects(), "attention: layer " << layer_
-                                                                   << ": the per-head block selection does not run "
-                                                                      "under context parallelism");
-    const std::int64_t T = q.size(1), bs = config_.attention.block_size, heads = q.size(0) * q.size(2);
-    a.layout = std::make_shared<const BlockLayout>(fixed_block_layout(config_.attention.fixed, T * cp.size(), bs));
-    for (int half = 0; half < 2; ++half) {
-      const std::int64_t first = cp.chunk_index(half) * (T / 2) / bs, blocks = T / 2 / bs;
-      for (std::int64_t qb = first; qb < first + blocks; ++qb) {
-        a.selection.kept_blocks += heads * static_cast<std::int64_t>(a.layout->row(0, qb).size());
-        a.selection.causal_blocks += heads * (qb + 1);
-      }
-      a.selection.query_blocks += heads * blocks;
-    }
-    args.layout = a.layout.get();
-    return args;
-  }
   const bool reads = config_.attention.selects();
-  a.layout = std::make_shared<const BlockLayout>(attention_layout(
-      config_.attention, reads ? host_heads(q) : bhtd(q), reads ? host_heads(k) : bhtd(k), scale, &a.selection));
+  const Tensor q_heads = reads ? host_heads(q) : bhtd(q), k_heads = reads ? host_heads(k) : bhtd(k);
+  const ContextParallel& cp = split_.context_parallel();
+  a.layout = std::make_shared<const BlockLayout>(
+      cp.size() > 1 ? attention_layout(config_.attention, q_heads, k_heads, scale, cp, &a.selection)
+                    : attention_layout(config_.attention, q_heads, k_heads, scale, &a.selection));
   args.layout = a.layout.get();
   return args;
 }

@@ -141,16 +141,26 @@ std::string Engine::generate(const std::string& prompt, std::int64_t max_new_tok
   ids.insert(ids.begin(), tok.eot_id());
   nn::GenerateArgs args{.max_new_tokens = max_new_tokens, .temperature = temperature, .top_k = top_k, .seed = seed};
   std::vector<std::int32_t> out;
-  if (model_parallel()) {  // decode on a host copy of the serial model, from every rank's part
-    FullState serial;
-    snapshot_serial(serial);
+  // A host copy of the serial model decodes (tp / pp / ep: assembled from every rank's part; cp:
+  // the rank's own parameters, which are whole, without the ring its model attends through).
+  auto generate_on_copy = [&](const Tensor& serial_values) {
     nn::GptModel copy(model_->config());
-    copy.parameters().flat_values().copy_from(serial.values);
+    copy.parameters().flat_values().copy_from(serial_values);
     if (compute_format_ != DType::f32) {  // the weights the trained model reads
       round_to_format(copy.parameters().flat_values(), compute_format_);
       copy.set_activation_precision(compute_format_);
     }
-    out = nn::generate(copy, ids, args);
+    return nn::generate(copy, ids, args);
+  };
+  if (model_parallel()) {
+    FullState serial;
+    snapshot_serial(serial);
+    out = generate_on_copy(serial.values);
+  } else if (config_.parallel.cp > 1) {
+    data_parallel_->gather_all();  // ZeRO-3: every parameter
+    const Tensor values = model_->parameters().flat_values().clone();
+    data_parallel_->release_all();
+    out = generate_on_copy(values);
   } else {  // the model itself decodes, where it lives (host or GPU)
     data_parallel_->gather_all();  // ZeRO-3: decoding reads every parameter
     try {

@@ -295,8 +295,8 @@ TEST(ConfigYaml, FullFileSetsEveryKey) {
   on_cpu.model.architecture = Architecture::moe;  // the MoE keys act only there
   on_cpu.model.capacity_factor.reset();
   on_cpu.model.dropless = false;
-  // MoE and the per-head block selection are refused under cp (per-sequence capacity; the
-  // selection's summaries): the layout validates at cp 1, on 8 ranks.
+  // MoE is refused under cp (its capacity and aux loss are per whole sequence): the layout
+  // validates at cp 1, on 8 ranks.
   on_cpu.parallel.cp = 1;
   EXPECT_NO_THROW(on_cpu.validate(8));
 

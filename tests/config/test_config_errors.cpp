@@ -367,11 +367,6 @@ TEST(ConfigValidate, CrossKeyChecks) {
   }, {"parallel.cp 2 cuts training.seq_len 1000 into chunks of 250", "model.attention.block_size (64)"}, 2);
   expect_invalid([](RunConfig& c) {
     c.parallel.cp = 2;
-    c.apply_override("model.attention.kind=block_sparse");
-    c.apply_override("model.attention.sparse_ratio=0.7");
-  }, {"parallel.cp 2 with model.attention.sparse_ratio 0.7", "sparse_ratio: 0"}, 2);
-  expect_invalid([](RunConfig& c) {
-    c.parallel.cp = 2;
     c.model.architecture = Architecture::moe;
     c.model.num_experts = 4;
   }, {"parallel.cp 2 with model.architecture moe", "cp 1"}, 2);

@@ -15,7 +15,8 @@
 // with ZeRO-3 (LLaMA); 8 ranks:
 // dp 4 (ep 2) x pp 2 with ZeRO-1. The checkpoint saved at ep > 1 resumes in one process.
 // Context parallelism (ring attention): 2 ranks: cp 2 (GPT-2, learned positions; LLaMA with GQA;
-// LLaMA with fixed block-sparse attention); 4 ranks: cp 4, cp 2 x tp 2 with sequence parallel,
+// LLaMA with fixed block-sparse attention); 4 ranks: cp 4 (also with the per-head block
+// selection), cp 2 x tp 2 with the selection, cp 2 x tp 2 with sequence parallel,
 // cp 2 x pp 2, dp 2 x cp 2 with ZeRO-3 and full recompute; 8 ranks: cp 2 x tp 2 x pp 2.
 // The vocabulary (321, padded to 384) is not divisible by tp: the real vocabulary ends inside the
 // last tp rank's rows. Tolerance as in test_data_parallel.cpp (1e-4 absolute on the loss): the
@@ -62,6 +63,7 @@ struct Layout {
   std::vector<std::string> pp_layers = {};  // explicit layers per stage; empty = even
   int experts = 0;       // > 0: architecture moe with blocks of `architecture`
   bool block_sparse = false;  // fixed block-sparse attention (blocks of 4: window 1, 1 sink)
+  double sparse_ratio = 0.0;  // > 0: with the per-head selection on top (at most 8 blocks)
 };
 
 struct Curve {
@@ -107,6 +109,7 @@ RunConfig layout_config(int rank, const fs::path& dir, const Layout& l, bool ser
   if (l.block_sparse) {
     c.apply_override("model.attention.kind=block_sparse");
     c.apply_override("model.attention.block_size=4");
+    c.model.sparse_ratio = l.sparse_ratio;
   }
   if (!serial) {
     c.parallel.cp = l.grid.cp;
@@ -246,6 +249,10 @@ std::vector<Layout> layouts() {
   all.push_back({.name = "cp2_llama_block_sparse", .architecture = "llama", .grid = {.cp = 2}, .kv_heads = 2,
                  .block_sparse = true});
   all.push_back({.name = "cp4_llama", .architecture = "llama", .grid = {.cp = 4}, .kv_heads = 2});
+  all.push_back({.name = "cp4_llama_block_selection", .architecture = "llama", .grid = {.cp = 4}, .kv_heads = 2,
+                 .block_sparse = true, .sparse_ratio = 0.5});
+  all.push_back({.name = "cp2_tp2_block_selection", .grid = {.tp = 2, .cp = 2}, .block_sparse = true,
+                 .sparse_ratio = 0.5});
   all.push_back({.name = "cp2_tp2sp_llama", .architecture = "llama", .grid = {.tp = 2, .cp = 2},
                  .sequence_parallel = true, .kv_heads = 2});
   all.push_back({.name = "cp2_pp2", .grid = {.cp = 2, .pp = 2}});

@@ -24,6 +24,7 @@
 #include <cstdint>
 
 #include "myriad/core/tensor.h"
+#include "myriad/nn/context_parallel.h"
 #include "myriad/nn/transformer_config.h"
 #include "myriad/ops/block_layout.h"
 
@@ -44,5 +45,12 @@ struct BlockSelectionStats {
 // read only when the spec selects), with `scale` the attention's. Adds to *stats when given.
 BlockLayout attention_layout(const AttentionSpec& spec, const Tensor& q, const Tensor& k, float scale,
                              BlockSelectionStats* stats);
+
+// Under context parallelism (nn/context_parallel.h): q and k hold this rank's two chunks; the
+// layout covers the whole sequence, with the rows of this rank's query blocks filled (the same
+// rows one process would choose: the block summaries are all-gathered over the group) and the
+// others empty; stats count this rank's rows. Collective over the group when the spec selects.
+BlockLayout attention_layout(const AttentionSpec& spec, const Tensor& q, const Tensor& k, float scale,
+                             const ContextParallel& cp, BlockSelectionStats* stats);
 
 }  // namespace myriad::nn
