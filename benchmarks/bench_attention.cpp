@@ -9,8 +9,9 @@
 // allocates its outputs) runs once and VmHWM minus the RSS before the call is reported; a T x T
 // score matrix per head would add B * H * T^2 * 4 bytes.
 // --sparse runs the block-sparse table instead: H = 4 heads, block 64, a fixed layout of 8 kept
-// blocks per query block (the diagonal one, a window of 5, 2 global sinks), T = 16k .. 128k
-// (--sparse-max), forward + backward against dense attention at the same T up to --dense-max,
+// blocks per query block (the diagonal one, a window of 5, 2 global sinks), T = 4k .. 256k
+// (--sparse-min, --sparse-max), forward + backward against dense attention at the same T up to
+// --dense-max (16k: dense grows 4x per doubling),
 // with each row's time over the previous row's (linear growth: 2x per doubling of T).
 // Usage: OMP_NUM_THREADS=2 bench_attention [--quick] [--min-t T] [--max-t T] [--block-q N] [--block-k N]
 //        OMP_NUM_THREADS=2 bench_attention --sparse [--sparse-min T] [--sparse-max T] [--dense-max T]
@@ -169,9 +170,10 @@ double peak_extra_bytes(const std::function<void()>& fn) {
   return static_cast<double>(peak_rss_bytes()) - before;
 }
 
-// The block-sparse table (see the top of the file). This machine's timings drift by +-20% over a
-// minute, so the sizes are timed in 3 interleaved rounds (each a median of >= 3 repeats) and each
-// size reports its fastest round: a slow spell then cannot land on one size only.
+// The block-sparse table (see the top of the file). This machine's timings drift by +-25% over a
+// minute (a shared host), so the sizes are timed in 3 interleaved rounds of >= 3 calls each and
+// each size reports its fastest call: the least disturbed measurement of the same work, which a
+// slow spell cannot land on one size only.
 void run_sparse(std::int64_t min_t, std::int64_t max_t, std::int64_t dense_max) {
   constexpr std::int64_t kHeads = 4, kBlock = 64;
   constexpr int kRounds = 3;
@@ -204,8 +206,8 @@ void run_sparse(std::int64_t min_t, std::int64_t max_t, std::int64_t dense_max) 
   for (int round = 0; round < kRounds; ++round) {
     for (Size& z : sizes) {
       const AttentionArgs sparse{.layout = &z.layout};
-      z.fwd_s = std::min(z.fwd_s, time_it([&] { forward(z, sparse); }, 1, 3, 1.0).median_s);
-      z.both_s = std::min(z.both_s, time_it([&] { both(z, sparse); }, 1, 3, 1.0).median_s);
+      z.fwd_s = std::min(z.fwd_s, time_it([&] { forward(z, sparse); }, 1, 3, 1.0).min_s);
+      z.both_s = std::min(z.both_s, time_it([&] { both(z, sparse); }, 1, 3, 1.0).min_s);
     }
   }
   for (Size& z : sizes) {
@@ -216,7 +218,7 @@ void run_sparse(std::int64_t min_t, std::int64_t max_t, std::int64_t dense_max) 
       attention_forward(sparse, z.q, z.k, z.v, o, l);
       attention_backward(sparse, z.q, z.k, z.v, o, l, z.grad_out, a, b, c);
     });
-    if (z.T <= dense_max) z.dense_s = time_it([&] { both(z, AttentionArgs{}); }, 1, 2, 0.5).median_s;
+    if (z.T <= dense_max) z.dense_s = time_it([&] { both(z, AttentionArgs{}); }, 1, 2, 0.5).min_s;
   }
   Table table({"T", "kept blocks / query block", "sparse fwd ms", "sparse fwd+bwd ms", "vs previous T",
                "dense fwd+bwd ms", "dense / sparse", "sparse fwd+bwd peak extra"});
@@ -230,8 +232,8 @@ void run_sparse(std::int64_t min_t, std::int64_t max_t, std::int64_t dense_max) 
   }
   std::cout << "\n";
   table.print();
-  std::cout << "\nSparse: the fastest of " << kRounds << " interleaved rounds, each a median of >= 3 repeats over "
-               ">= 1 s;\ndense: a median of >= 2 repeats. Peak extra as in the dense table: the call's outputs (out, "
+  std::cout << "\nSparse: the fastest call of " << kRounds << " interleaved rounds of >= 3 calls over >= 1 s;\n"
+               "dense: the fastest of >= 2 calls. Peak extra as in the dense table: the call's outputs (out, "
                "lse,\n3 gradients = 4 x B*H*T*D floats) plus scratch; nothing of T x T.\n";
 }
 
@@ -243,7 +245,7 @@ int main(int argc, char** argv) {
   // threshold after the first free and serves later buffers from already-resident heap).
   mallopt(M_MMAP_THRESHOLD, 1 << 20);
   bool quick = false, sparse = false;
-  std::int64_t min_t = 256, max_t = 8192, sparse_min = 16384, sparse_max = 131072, dense_max = 16384;
+  std::int64_t min_t = 256, max_t = 8192, sparse_min = 4096, sparse_max = 262144, dense_max = 16384;
   AttentionArgs args;
   for (int i = 1; i < argc; ++i) {
     if (std::strcmp(argv[i], "--quick") == 0)
