@@ -45,7 +45,7 @@ double mean_loss(GptModel& model, const Batch& b) {
 }
 
 // For each parameter p: d/de L(p + e u) at e = 0 for a random direction u, by central
-// differences, against grad . u. Float32 forward: e = 1e-3 gives ~1e-3 relative agreement.
+// differences (extrapolated from two steps), against grad . u. Float32 forward: ~1e-3 relative.
 void check_gradients(const TransformerConfig& config) {
   std::uint64_t seed = testing::fresh_seed();
   MYRIAD_SEED_TRACE(seed);
@@ -74,12 +74,17 @@ void check_gradients(const TransformerConfig& config) {
     std::vector<double> u = testing::to_f64(direction), g = testing::to_f64(p.grad);
     double analytic = testing::dot(g, u);
     Tensor saved = p.value.clone();
-    const double eps = 1e-3;
-    auto shifted_loss = [&](double sign) {
-      testing::set_shifted(p.value, saved, u, sign * eps);
-      return mean_loss(model, batch);
+    // Central differences at eps and eps / 2, extrapolated (Richardson): the eps^2 term (the third
+    // derivative's) of one central difference cancels. With 0.3-std weights a direction can bend
+    // sharply enough for that term alone to reach 2e-3 at eps = 1e-3 (seen once in ~500 seeds).
+    auto central = [&](double eps) {
+      auto shifted_loss = [&](double sign) {
+        testing::set_shifted(p.value, saved, u, sign * eps);
+        return mean_loss(model, batch);
+      };
+      return (shifted_loss(1) - shifted_loss(-1)) / (2 * eps);
     };
-    double numeric = (shifted_loss(1) - shifted_loss(-1)) / (2 * eps);
+    const double numeric = (4 * central(5e-4) - central(1e-3)) / 3;
     p.value.copy_from(saved);
     EXPECT_NEAR(analytic, numeric, 2e-3 + 2e-2 * std::fabs(numeric)) << "analytic " << analytic << " numeric " << numeric;
   }
