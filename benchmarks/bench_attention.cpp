@@ -191,7 +191,8 @@ void run_sparse(std::int64_t min_t, std::int64_t max_t, std::int64_t dense_max) 
   for (std::int64_t T = min_t; T <= max_t; T *= 2) {
     Size z;
     z.T = T;
-    for (Tensor* t : {&z.q, &z.k, &z.v, &z.grad_out, &z.out, &z.gq, &z.gk, &z.gv}) *t = Tensor::empty({1, kHeads, T, kD});
+    for (Tensor* t : {&z.q, &z.k, &z.v, &z.grad_out, &z.out, &z.gq, &z.gk, &z.gv})
+      *t = Tensor::empty({1, kHeads, T, kD});
     int stream = 0;
     for (Tensor* t : {&z.q, &z.k, &z.v, &z.grad_out}) fill_uniform(*t, -1, 1, 5, stream++);
     z.lse = Tensor::empty({1, kHeads, T});
@@ -232,7 +233,8 @@ void run_sparse(std::int64_t min_t, std::int64_t max_t, std::int64_t dense_max) 
   }
   std::cout << "\n";
   table.print();
-  std::cout << "\nSparse: the fastest call of " << kRounds << " interleaved rounds of >= 3 calls over >= 1 s;\n"
+  std::cout << "\nSparse: the fastest call of " << kRounds
+            << " interleaved rounds of >= 3 calls over >= 1 s;\n"
                "dense: the fastest of >= 2 calls. Peak extra as in the dense table: the call's outputs (out, "
                "lse,\n3 gradients = 4 x B*H*T*D floats) plus scratch; nothing of T x T.\n";
 }

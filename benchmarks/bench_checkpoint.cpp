@@ -40,9 +40,8 @@ std::vector<train::CheckpointPiece> pieces(const nn::ParameterStore& store, cons
     const nn::Parameter& p = store[segment.param];
     for (auto [packed, prefix] : {std::pair{&state.values, ""}, std::pair{&state.m, train::kAdamMPrefix},
                                   std::pair{&state.v, train::kAdamVPrefix}}) {
-      std::vector<train::CheckpointPiece> more =
-          train::segment_pieces(p, segment.begin - p.offset, segment.end - p.offset, *packed, segment.shard_position,
-                                prefix);
+      std::vector<train::CheckpointPiece> more = train::segment_pieces(
+          p, segment.begin - p.offset, segment.end - p.offset, *packed, segment.shard_position, prefix);
       all.insert(all.end(), more.begin(), more.end());
     }
   }
@@ -73,9 +72,9 @@ int main(int argc, char** argv) {
     }
   }
   print_header("bench_checkpoint: training stall of a checkpoint, synchronous vs asynchronous", argc, argv);
-  const std::filesystem::path dir = dir_arg.empty() ? std::filesystem::temp_directory_path() /
-                                                          ("myriad_bench_ckpt_" + std::to_string(::getpid()))
-                                                    : std::filesystem::path(dir_arg);
+  const std::filesystem::path dir =
+      dir_arg.empty() ? std::filesystem::temp_directory_path() / ("myriad_bench_ckpt_" + std::to_string(::getpid()))
+                      : std::filesystem::path(dir_arg);
   nn::GptModel model(nn::TransformerConfig::gpt2(50257, 12, 12, 768, 1024));
   model.initialize(1);
   dist::LoopbackCommunicator world("dp");
@@ -111,8 +110,8 @@ int main(int argc, char** argv) {
   Table table({"mode", "stall, first save (s)", "stall, later saves (median s)", "stall / sync (later)",
                "write done after (s)", "GiB", "later saves"});
   const double sync = later(sync_s), stall = later(stall_s);
-  table.add_row({"synchronous", fmt(sync_s[0], 3), fmt(sync, 3), "100%", fmt(sync, 3), fmt(gib, 2),
-                 std::to_string(repeats)});
+  table.add_row(
+      {"synchronous", fmt(sync_s[0], 3), fmt(sync, 3), "100%", fmt(sync, 3), fmt(gib, 2), std::to_string(repeats)});
   table.add_row({"asynchronous", fmt(stall_s[0], 3), fmt(stall, 3), percent(stall / sync), fmt(later(done_s), 3),
                  fmt(gib, 2), std::to_string(repeats)});
   std::cout << "- GPT-2 124M: " << fmt(static_cast<double>(model.parameters().numel()) / 1e6, 1)

@@ -34,8 +34,8 @@ namespace {
 
 using myriad::DType;
 using myriad::Tensor;
-using myriad::dist::Communicator;
 using myriad::dist::CommOp;
+using myriad::dist::Communicator;
 
 struct Args {
   std::int64_t min_bytes = 8;
@@ -47,17 +47,21 @@ struct Args {
   std::string transport = "mpi";
 };
 
-const std::vector<std::string> kAllOps = {"all_reduce", "all_gather", "reduce_scatter", "all_to_all", "broadcast",
-                                          "send_recv"};
+const std::vector<std::string> kAllOps = {"all_reduce", "all_gather", "reduce_scatter",
+                                          "all_to_all", "broadcast",  "send_recv"};
 
 std::int64_t parse_bytes(const std::string& text) {
   std::size_t end = 0;
   double value = std::stod(text, &end);
   const std::string suffix = text.substr(end);
-  if (suffix == "K" || suffix == "k") value *= 1024.0;
-  else if (suffix == "M" || suffix == "m") value *= 1024.0 * 1024.0;
-  else if (suffix == "G" || suffix == "g") value *= 1024.0 * 1024.0 * 1024.0;
-  else MYRIAD_CHECK(suffix.empty(), "size '" << text << "': suffix must be K, M or G");
+  if (suffix == "K" || suffix == "k")
+    value *= 1024.0;
+  else if (suffix == "M" || suffix == "m")
+    value *= 1024.0 * 1024.0;
+  else if (suffix == "G" || suffix == "g")
+    value *= 1024.0 * 1024.0 * 1024.0;
+  else
+    MYRIAD_CHECK(suffix.empty(), "size '" << text << "': suffix must be K, M or G");
   return static_cast<std::int64_t>(value);
 }
 
@@ -68,15 +72,24 @@ Args parse_args(int argc, char** argv) {
     const std::string key = argv[i];
     MYRIAD_CHECK(i + 1 < argc, "option " << key << " needs a value");
     const std::string value = argv[++i];
-    if (key == "--min-bytes") args.min_bytes = parse_bytes(value);
-    else if (key == "--max-bytes") args.max_bytes = parse_bytes(value);
-    else if (key == "--factor") args.factor = std::stod(value);
-    else if (key == "--iters") args.iters = std::stoi(value);
-    else if (key == "--warmup") args.warmup = std::stoi(value);
-    else if (key == "--op") ops = value;
-    else if (key == "--transport") args.transport = value;
-    else MYRIAD_THROW("unknown option " << key << "; allowed: --min-bytes --max-bytes --factor --iters --warmup --op"
-                                           " --transport");
+    if (key == "--min-bytes")
+      args.min_bytes = parse_bytes(value);
+    else if (key == "--max-bytes")
+      args.max_bytes = parse_bytes(value);
+    else if (key == "--factor")
+      args.factor = std::stod(value);
+    else if (key == "--iters")
+      args.iters = std::stoi(value);
+    else if (key == "--warmup")
+      args.warmup = std::stoi(value);
+    else if (key == "--op")
+      ops = value;
+    else if (key == "--transport")
+      args.transport = value;
+    else
+      MYRIAD_THROW("unknown option " << key
+                                     << "; allowed: --min-bytes --max-bytes --factor --iters --warmup --op"
+                                        " --transport");
   }
   MYRIAD_CHECK(args.min_bytes >= 4 && args.max_bytes >= args.min_bytes, "need 4 <= --min-bytes <= --max-bytes");
   MYRIAD_CHECK(args.factor > 1.0, "--factor must be > 1");
@@ -91,8 +104,9 @@ Args parse_args(int argc, char** argv) {
       continue;
     }
     MYRIAD_CHECK(std::find(kAllOps.begin(), kAllOps.end(), op) != kAllOps.end(),
-                 "--op " << op << ": allowed: all, all_reduce, all_gather, reduce_scatter, all_to_all, broadcast,"
-                                  " send_recv");
+                 "--op " << op
+                         << ": allowed: all, all_reduce, all_gather, reduce_scatter, all_to_all, broadcast,"
+                            " send_recv");
     args.ops.push_back(op);
   }
   return args;
@@ -115,10 +129,10 @@ int binomial_children(int v, int n) {
 
 // One op at one size: buffers, the call, the closed-form check and the analytic volume.
 struct Case {
-  std::int64_t count = 0;               // elements of the total buffer
+  std::int64_t count = 0;  // elements of the total buffer
   double bus_factor = 1.0;
-  std::int64_t analytic_sent = 0;       // bytes this rank sends per call
-  std::function<void()> prepare;        // fills inputs with the check pattern
+  std::int64_t analytic_sent = 0;  // bytes this rank sends per call
+  std::function<void()> prepare;   // fills inputs with the check pattern
   std::function<void()> run;
   std::function<std::int64_t()> check;  // mismatching elements
   std::function<void()> quiet;          // refills inputs so repeated calls stay finite
@@ -163,7 +177,8 @@ Case make_case(const std::string& op, std::int64_t bytes, Communicator& comm) {
     c.check = [=] {
       const float* p = out.data<float>();
       std::int64_t bad = 0;
-      for (std::int64_t i = 0; i < own; ++i) bad += p[i] != static_cast<float>(n * (n + 1) / 2 * ((begin + i) % 13 + 1));
+      for (std::int64_t i = 0; i < own; ++i)
+        bad += p[i] != static_cast<float>(n * (n + 1) / 2 * ((begin + i) % 13 + 1));
       return bad;
     };
     c.quiet = [] {};
@@ -249,7 +264,8 @@ Case make_case(const std::string& op, std::int64_t bytes, Communicator& comm) {
 // Fewer iterations for big sizes: about 256 MiB moved per timed block, at least 2 calls.
 int iterations_for(std::int64_t bytes, int iters) {
   const std::int64_t budget = std::int64_t{256} << 20;
-  return static_cast<int>(std::max<std::int64_t>(2, std::min<std::int64_t>(iters, budget / std::max<std::int64_t>(bytes, 1))));
+  return static_cast<int>(
+      std::max<std::int64_t>(2, std::min<std::int64_t>(iters, budget / std::max<std::int64_t>(bytes, 1))));
 }
 
 std::int64_t max_over_ranks(Communicator& control, std::int64_t value) {
@@ -297,7 +313,8 @@ void run_op(const std::string& op, const Args& args, Communicator& comm, Communi
     comm.reset_stats();
     const auto start = std::chrono::steady_clock::now();
     for (int i = 0; i < iters; ++i) c.run();
-    const auto ns = std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now() - start).count();
+    const auto ns =
+        std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now() - start).count();
     const std::int64_t slowest_ns = max_over_ranks(control, ns);
     const myriad::dist::CommStats stats = comm.stats();
     const std::int64_t sent = stats[stat_op].bytes_sent / iters;

@@ -48,8 +48,10 @@ int main(int argc, char** argv) {
   bool quick = false;
   std::int64_t tokens = 2048;
   for (int i = 1; i < argc; ++i) {
-    if (std::strcmp(argv[i], "--quick") == 0) quick = true;
-    else if (std::strcmp(argv[i], "--tokens") == 0 && i + 1 < argc) tokens = std::atoll(argv[++i]);
+    if (std::strcmp(argv[i], "--quick") == 0)
+      quick = true;
+    else if (std::strcmp(argv[i], "--tokens") == 0 && i + 1 < argc)
+      tokens = std::atoll(argv[++i]);
     else {
       std::cerr << "usage: bench_gemm [--quick] [--tokens M]\n";
       return 2;
@@ -61,12 +63,12 @@ int main(int argc, char** argv) {
   const train::PeakFlops datasheet = train::find_peak_flops(false, 0.0);
   std::cout << "- measured fp32 FMA peak (" << measured.threads << " threads x " << measured.chains << " independent "
             << train::describe_vector_isa(measured.isa) << " chains): " << fmt(peak, 1) << " GFLOP/s\n"
-            << "- datasheet estimate (the MFU denominator without logging.peak_tflops): " << fmt(datasheet.datasheet / 1e9, 1)
-            << " GFLOP/s = " << datasheet.datasheet_source << "\n\n";
+            << "- datasheet estimate (the MFU denominator without logging.peak_tflops): "
+            << fmt(datasheet.datasheet / 1e9, 1) << " GFLOP/s = " << datasheet.datasheet_source << "\n\n";
 
   std::vector<GemmCase> cases;
-  std::vector<std::int64_t> squares = quick ? std::vector<std::int64_t>{256, 512, 1024}
-                                            : std::vector<std::int64_t>{256, 512, 1024, 2048, 4096};
+  std::vector<std::int64_t> squares =
+      quick ? std::vector<std::int64_t>{256, 512, 1024} : std::vector<std::int64_t>{256, 512, 1024, 2048, 4096};
   for (std::int64_t s : squares) cases.push_back({"square " + std::to_string(s), {s, s}, s, false});
   std::int64_t batch = 4, seq = tokens / 4;
   for (std::int64_t n : {768, 2304, 3072, 50304}) {
@@ -111,6 +113,7 @@ int main(int argc, char** argv) {
                    percent(g_ours / g_direct), percent(g_ours / peak)});
   }
   table.print();
-  std::cout << "\nGFLOP/s = 2*M*N*K / time; time = median over >= 10 paired repeats (direct and myriad alternating call by call).\n";
+  std::cout << "\nGFLOP/s = 2*M*N*K / time; time = median over >= 10 paired repeats (direct and myriad alternating "
+               "call by call).\n";
   return all_ok ? 0 : 1;
 }

@@ -52,7 +52,7 @@ Args parse(int argc, char** argv) {
       a.ring_only = true;
     } else {
       MYRIAD_THROW("usage: bench_long_context [--tokens N] [--passes P] [--check] [--ring-only]; got '" << argv[i]
-                                                                                                          << "'");
+                                                                                                        << "'");
     }
   }
   return a;
@@ -82,7 +82,8 @@ int evaluate_document(const Args& a, dist::Communicator& world) {
   Tensor ids = Tensor::empty({1, local}, DType::i32), targets = Tensor::empty({1, local}, DType::i32);
   for (std::int64_t i = 0; i < local; ++i) {
     const std::int64_t pos = ring.global_position(i, local);
-    ids.data<std::int32_t>()[i] = static_cast<std::int32_t>(philox4x32(11, 0, static_cast<std::uint64_t>(pos))[0] % 1024);
+    ids.data<std::int32_t>()[i] =
+        static_cast<std::int32_t>(philox4x32(11, 0, static_cast<std::uint64_t>(pos))[0] % 1024);
     targets.data<std::int32_t>()[i] =
         static_cast<std::int32_t>(philox4x32(11, 0, static_cast<std::uint64_t>(pos + 1))[0] % 1024);
   }
@@ -104,9 +105,10 @@ int evaluate_document(const Args& a, dist::Communicator& world) {
               << static_cast<double>(layout.kept_blocks()) / static_cast<double>(layout.query_blocks)
               << " blocks per query block)\n"
               << "- bound per rank above the baseline: parameters + grads " << mib(params) << " MiB, activations "
-              << mib(static_cast<double>(act.saved_bytes)) << " MiB saved + " << mib(static_cast<double>(act.scratch_bytes))
-              << " MiB scratch, logits/loss rows " << mib(logits) << " MiB, ring buffers " << mib(ring_buffers)
-              << " MiB, layouts " << mib(config.n_layer * layout_bytes) << " MiB = " << mib(bound) << " MiB\n\n";
+              << mib(static_cast<double>(act.saved_bytes)) << " MiB saved + "
+              << mib(static_cast<double>(act.scratch_bytes)) << " MiB scratch, logits/loss rows " << mib(logits)
+              << " MiB, ring buffers " << mib(ring_buffers) << " MiB, layouts " << mib(config.n_layer * layout_bytes)
+              << " MiB = " << mib(bound) << " MiB\n\n";
   }
   Table table({"pass", "rank", "seconds", "loss", "RSS MiB", "peak MiB", "bound MiB (baseline + derived)",
                "peak within bound"});
@@ -209,8 +211,8 @@ int time_ring(const Args& a, dist::Communicator& world) {
                    fmt(1e3 * without, 1), percent(exposed / with), bytes_human(per_call)});
   }
   if (world.rank() == 0) {
-    std::cout << "- ring attention, one layer: " << a.tokens << " tokens over cp " << cp << ", H " << H << " / "
-              << Hkv << " kv, D " << D << "; rank 0's times (medians of 5 calls after a warm-up)\n\n";
+    std::cout << "- ring attention, one layer: " << a.tokens << " tokens over cp " << cp << ", H " << H << " / " << Hkv
+              << " kv, D " << D << "; rank 0's times (medians of 5 calls after a warm-up)\n\n";
     table.print();
     std::cout << "\nexposed cp comm = (ring - the same pairs without transfers) / ring; the transfers move\n"
                  "(cp - 1) packed K/V copies forward, and in backward K/V plus their gradients.\n";

@@ -52,12 +52,18 @@ Args parse(int argc, char** argv) {
       MYRIAD_CHECK(i + 1 < argc, argv[i] << " needs a value");
       return std::atoll(argv[++i]);
     };
-    if (std::strcmp(argv[i], "--quick") == 0) a.quick = true;
-    else if (std::strcmp(argv[i], "--tokens") == 0) a.tokens = value();
-    else if (std::strcmp(argv[i], "--embd") == 0) a.embd = value();
-    else if (std::strcmp(argv[i], "--experts") == 0) a.experts = static_cast<int>(value());
-    else if (std::strcmp(argv[i], "--top-k") == 0) a.top_k = static_cast<int>(value());
-    else MYRIAD_THROW("usage: bench_moe [--quick] [--tokens N] [--embd C] [--experts E] [--top-k K]");
+    if (std::strcmp(argv[i], "--quick") == 0)
+      a.quick = true;
+    else if (std::strcmp(argv[i], "--tokens") == 0)
+      a.tokens = value();
+    else if (std::strcmp(argv[i], "--embd") == 0)
+      a.embd = value();
+    else if (std::strcmp(argv[i], "--experts") == 0)
+      a.experts = static_cast<int>(value());
+    else if (std::strcmp(argv[i], "--top-k") == 0)
+      a.top_k = static_cast<int>(value());
+    else
+      MYRIAD_THROW("usage: bench_moe [--quick] [--tokens N] [--embd C] [--experts E] [--top-k K]");
   }
   if (a.quick) a.tokens = std::min<std::int64_t>(a.tokens, 1024);
   return a;
@@ -103,8 +109,9 @@ int main(int argc, char** argv) {
   const std::int64_t T = 512, B = N / T;
   MYRIAD_CHECK(N % T == 0, "--tokens must be a multiple of " << T);
   if (rank == 0) {
-    std::cout << "- per rank: " << N << " tokens (" << B << " x " << T << "), C " << C << ", " << E << " experts of width "
-              << Fe << ", top " << k << ", ep " << ep << " (experts per rank " << E / ep << "), GELU experts, dropless\n"
+    std::cout << "- per rank: " << N << " tokens (" << B << " x " << T << "), C " << C << ", " << E
+              << " experts of width " << Fe << ", top " << k << ", ep " << ep << " (experts per rank " << E / ep
+              << "), GELU experts, dropless\n"
               << "- dense baseline: one MLP of width " << k * Fe << " (the same active parameters per token)\n\n";
   }
 
@@ -203,9 +210,8 @@ int main(int argc, char** argv) {
     const dist::CommStats stats = world->stats();
     const double calls = static_cast<double>(t.pairs + 1);  // the warm-up call is counted too
     const double group_tokens = static_cast<double>(N) * ep;
-    const double bytes =
-        dist::sum_over_ranks(*world, static_cast<double>(stats[dist::CommOp::all_to_all].bytes_sent)) / calls /
-        group_tokens;
+    const double bytes = dist::sum_over_ranks(*world, static_cast<double>(stats[dist::CommOp::all_to_all].bytes_sent)) /
+                         calls / group_tokens;
     const double analytic = dist::sum_over_ranks(*world, 2.0 * static_cast<double>(remote) * C * 4.0) / group_tokens;
     const double exposed_ms = 1000.0 * stats[dist::CommOp::all_to_all].wait_seconds / calls;
     // The slowest rank sets the pace: the maxima over ranks.
@@ -221,7 +227,8 @@ int main(int argc, char** argv) {
   }
   if (rank == 0) {
     table.print();
-    std::cout << "\nBars (issue 18, balanced routing, top 2 of 8 experts): grouped / sgemm >= 80%; MoE / dense <= 1.5.\n";
+    std::cout
+        << "\nBars (issue 18, balanced routing, top 2 of 8 experts): grouped / sgemm >= 80%; MoE / dense <= 1.5.\n";
   }
   return 0;
 }

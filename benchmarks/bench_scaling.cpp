@@ -73,8 +73,9 @@ std::vector<Layout> layouts(int world) {
 
 // A deterministic corpus of random words (enough for the BPE and a few hundred steps).
 void write_corpus(const fs::path& path) {
-  const char* words[] = {"the", "cat", "sat", "on", "a", "mat", "while", "river", "moon", "king", "quiet", "stone",
-                         "under", "bright", "follows", "remembers", "shadow", "baker", "red", "ball", "every", "child"};
+  const char* words[] = {"the",    "cat",   "sat",   "on",    "a",     "mat",    "while",   "river",
+                         "moon",   "king",  "quiet", "stone", "under", "bright", "follows", "remembers",
+                         "shadow", "baker", "red",   "ball",  "every", "child"};
   std::ofstream out(path);
   for (std::uint64_t line = 0; line < 40000; ++line) {
     const std::array<std::uint32_t, 4> a = philox4x32(2026, 1, 3 * line), b = philox4x32(2026, 1, 3 * line + 1),
@@ -160,8 +161,8 @@ int main(int argc, char** argv) {
         bench::print_header("bench_scaling", argc, argv);
         std::cout << "- ranks: " << world->size() << ", OMP threads per rank: " << omp_get_max_threads() << "\n"
                   << "- model: GPT-2 style L " << kLayers << ", H " << kHeads << ", C " << kEmbd << ", T " << kSeq
-                  << ", V 512; global batch " << kGlobalBatch << " x " << kSeq << " tokens, micro-batch "
-                  << kMicroBatch << "; pipeline schedule 1F1B unless interleaved\n"
+                  << ", V 512; global batch " << kGlobalBatch << " x " << kSeq << " tokens, micro-batch " << kMicroBatch
+                  << "; pipeline schedule 1F1B unless interleaved\n"
                   << "- time: median over " << (quick ? 2 : 6) << " steps of the slowest rank's step; shares: of the "
                   << "step, mean over ranks\n\n"
                   << std::flush;

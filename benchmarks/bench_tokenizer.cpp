@@ -62,8 +62,10 @@ int main(int argc, char** argv) {
   bool quick = false;
   std::string data_dir = default_data_dir();
   for (int i = 1; i < argc; ++i) {
-    if (std::strcmp(argv[i], "--quick") == 0) quick = true;
-    else if (std::strcmp(argv[i], "--data") == 0 && i + 1 < argc) data_dir = argv[++i];
+    if (std::strcmp(argv[i], "--quick") == 0)
+      quick = true;
+    else if (std::strcmp(argv[i], "--data") == 0 && i + 1 < argc)
+      data_dir = argv[++i];
     else {
       std::cerr << "usage: bench_tokenizer [--quick] [--data DIR]\n";
       return 2;
@@ -92,12 +94,13 @@ int main(int argc, char** argv) {
 
     // Correctness before timing.
     const std::vector<std::int32_t> serial = tok.encode(text);
-    const std::vector<std::string_view> chunks = chunks_of(text, std::max<std::size_t>(16 * 1024, text.size() / (8 * max_threads)));
+    const std::vector<std::string_view> chunks =
+        chunks_of(text, std::max<std::size_t>(16 * 1024, text.size() / (8 * max_threads)));
     const std::vector<std::int32_t> chunked = encode_chunks(tok, chunks, max_threads);
     const bool ok = chunked == serial && tok.decode(serial) == text;
-    std::cout << "- text: " << corpus << ", " << bytes_human(static_cast<double>(text.size())) << ", "
-              << serial.size() << " tokens (" << fmt(static_cast<double>(text.size()) / serial.size(), 2)
-              << " bytes/token), " << chunks.size() << " chunks\n";
+    std::cout << "- text: " << corpus << ", " << bytes_human(static_cast<double>(text.size())) << ", " << serial.size()
+              << " tokens (" << fmt(static_cast<double>(text.size()) / serial.size(), 2) << " bytes/token), "
+              << chunks.size() << " chunks\n";
     std::cout << "- check (chunked ids == single-call ids, decode == text): " << (ok ? "ok" : "FAILED") << "\n\n";
     if (!ok) return 1;
 

@@ -64,7 +64,6 @@ struct CaseResult {
   bool peak_valid = false;
 };
 
-
 Tensor random_ids(std::int64_t B, std::int64_t T, std::int64_t vocab, std::uint64_t stream) {
   Tensor ids = Tensor::empty({B, T}, DType::i32);
   std::int32_t* p = ids.data<std::int32_t>();
@@ -244,7 +243,8 @@ int data_parallel_table(dist::MpiRuntime& runtime, bool quick, int argc, char** 
   if (root) {
     std::cout << "- model " << c.name << " (" << fmt(psi_bytes / 4e6, 2) << "M parameters), B=" << c.B << " T=" << c.T
               << " per rank, " << world->size() << " ranks (dp), ZeRO 0, ring all-reduce on a communication thread\n"
-              << "- medians over " << steps << " steps, mean over ranks; exposed = time the step waited for "
+              << "- medians over " << steps
+              << " steps, mean over ranks; exposed = time the step waited for "
                  "communication (wait()), including the small scalar reductions of the optimizer step\n\n";
     table.print();
   }

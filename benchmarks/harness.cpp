@@ -75,8 +75,8 @@ std::string describe_machine() {
     }
   }
   std::ostringstream out;
-  out << model << ", " << std::thread::hardware_concurrency() << " logical CPUs, OMP threads "
-      << omp_get_max_threads() << ", OpenBLAS " << openblas_get_config();
+  out << model << ", " << std::thread::hardware_concurrency() << " logical CPUs, OMP threads " << omp_get_max_threads()
+      << ", OpenBLAS " << openblas_get_config();
   return out.str();
 }
 

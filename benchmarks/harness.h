@@ -54,8 +54,8 @@ using myriad::peak_rss_bytes;
 using myriad::reset_peak_rss;
 
 // fp32 peak of this machine, measured: every OpenMP thread runs independent FMA chains held in
-// registers (best round of ~1 ms bursts over `seconds`), on vectors of the widest ISA the CPU offers at run time (AVX-512 16
-// lanes, else AVX2+FMA 8, else AVX / SSE; train::measure_fma_peak_flops). GFLOP/s over all threads.
+// registers (best round of ~1 ms bursts over `seconds`), on vectors of the widest ISA the CPU offers at run time
+// (AVX-512 16 lanes, else AVX2+FMA 8, else AVX / SSE; train::measure_fma_peak_flops). GFLOP/s over all threads.
 double measure_fp32_peak_gflops(double seconds = 0.5);
 // "AVX-512 (16 fp32 lanes)": the ISA measure_fp32_peak_gflops and the datasheet estimate use.
 std::string describe_peak_vector_isa();

@@ -17,17 +17,15 @@ namespace {
 int positive_int(const std::string& option, const std::string& text) {
   long long value = 0;
   const auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), value);
-  MYRIAD_CHECK(ec == std::errc() && end == text.data() + text.size() && value > 0 &&
-                   value <= std::numeric_limits<int>::max(),
-               "option " << option << ": expected a positive integer, got '" << text << "'");
+  MYRIAD_CHECK(
+      ec == std::errc() && end == text.data() + text.size() && value > 0 && value <= std::numeric_limits<int>::max(),
+      "option " << option << ": expected a positive integer, got '" << text << "'");
   return static_cast<int>(value);
 }
 
 }  // namespace
 
-bool TrainStepOptions::custom_shape() const {
-  return !config_path.empty() || layers || heads || embd || batch || seq;
-}
+bool TrainStepOptions::custom_shape() const { return !config_path.empty() || layers || heads || embd || batch || seq; }
 
 std::string train_step_usage() {
   return "usage: bench_train_step [--quick] [--recompute none|selective|full] [--config FILE.yaml]\n"

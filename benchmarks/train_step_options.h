@@ -39,7 +39,7 @@ TrainStepOptions parse_train_step_options(int argc, const char* const* argv);
 std::string train_step_usage();
 
 struct TrainStepShape {
-  std::string name;           // "gpt2_tiny.yaml L4 H4 C128" / "GPT-2 124M shape L12 H12 C768"
+  std::string name;  // "gpt2_tiny.yaml L4 H4 C128" / "GPT-2 124M shape L12 H12 C768"
   nn::TransformerConfig model;
   std::int64_t B = 0, T = 0;  // batch (sequences), sequence length
   std::string note;           // "" or what was adjusted (a context length grown to --seq)

@@ -136,9 +136,9 @@ Encoding make_encoding(const ToolArgs& args, spdlog::logger& log) {
   } else if (kind == "train") {
     auto vocab = static_cast<std::int32_t>(parse_int("--tokenizer train:", value));
     std::string corpus;
-    myriad::data::for_each_document(
-        myriad::data::list_corpus_files(args.options.inputs, args.options.extensions), args.options.separator,
-        [&](std::string_view document) { corpus.append(document); });
+    myriad::data::for_each_document(myriad::data::list_corpus_files(args.options.inputs, args.options.extensions),
+                                    args.options.separator,
+                                    [&](std::string_view document) { corpus.append(document); });
     log.info("training a BPE with vocab size {} on {} bytes", vocab, corpus.size());
     auto start = std::chrono::steady_clock::now();
     encoding.bpe = std::make_shared<BpeTokenizer>(BpeTokenizer::train(corpus, vocab));
@@ -174,8 +174,10 @@ int run(const ToolArgs& args, spdlog::logger& log) {
   log.info("train: {} tokens in {} shard(s); val: {} tokens in {} shard(s)", summary.train_tokens,
            summary.train_shards.size(), summary.val_tokens, summary.val_shards.size());
   if (args.options.val_fraction > 0 && summary.val_tokens == 0)
-    log.warn("val fraction {} selected no document out of {}; the val split is empty (--val-split tail holds out "
-             "the last tokens instead)", args.options.val_fraction, summary.documents);
+    log.warn(
+        "val fraction {} selected no document out of {}; the val split is empty (--val-split tail holds out "
+        "the last tokens instead)",
+        args.options.val_fraction, summary.documents);
   return 0;
 }
 

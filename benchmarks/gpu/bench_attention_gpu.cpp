@@ -91,9 +91,10 @@ int main(int argc, char** argv) {
   MYRIAD_CUDA_CHECK(cudaGetDeviceProperties(&prop, 0));
   std::printf("# bench_attention_gpu\n\n- device: %s; bf16 q, k, v, out; batch x heads x T = 16k x 16 rows of work\n\n",
               prop.name);
-  std::printf("| T | D | causal | fwd | fwd+bwd | tensor-core fwd | tensor-core fwd+bwd | SDPA fwd | SDPA fwd+bwd "
-              "| tensor-core fwd vs SDPA | tensor-core fwd+bwd vs SDPA |\n"
-              "|---|---|---|---|---|---|---|---|---|---|---|\n");
+  std::printf(
+      "| T | D | causal | fwd | fwd+bwd | tensor-core fwd | tensor-core fwd+bwd | SDPA fwd | SDPA fwd+bwd "
+      "| tensor-core fwd vs SDPA | tensor-core fwd+bwd vs SDPA |\n"
+      "|---|---|---|---|---|---|---|---|---|---|---|\n");
   for (long t : {1024L, 2048L, 4096L, 8192L, 16384L}) {
     if (t > 4096 && !long_sequences) break;
     for (long d : {64L, 128L}) {
@@ -117,16 +118,14 @@ int main(int argc, char** argv) {
                                               bf(gv), delta.as<float>(), batch * heads * t, shape, context.stream());
         };
         auto tc_forward = [&] {
-          cuda::flash_attention_forward_tc_bf16(bf(q), bf(k), bf(v), bf(out), lse.as<float>(), shape,
-                                                context.stream());
+          cuda::flash_attention_forward_tc_bf16(bf(q), bf(k), bf(v), bf(out), lse.as<float>(), shape, context.stream());
         };
         const double fwd_flops = 4.0 * batch * heads * static_cast<double>(t) * t * d / (causal ? 2.0 : 1.0);
         const double fwd_s = best_seconds(context.stream(), forward), both_s = best_seconds(context.stream(), both);
         auto tc_both = [&] {
           tc_forward();
-          cuda::flash_attention_backward_tc_bf16(bf(q), bf(k), bf(v), bf(out), lse.as<float>(), bf(go), bf(gq),
-                                                 bf(gk), bf(gv), delta.as<float>(), batch * heads * t, shape,
-                                                 context.stream());
+          cuda::flash_attention_backward_tc_bf16(bf(q), bf(k), bf(v), bf(out), lse.as<float>(), bf(go), bf(gq), bf(gk),
+                                                 bf(gv), delta.as<float>(), batch * heads * t, shape, context.stream());
         };
         const double tc_s = best_seconds(context.stream(), tc_forward);
         const double tc_both_s = best_seconds(context.stream(), tc_both);
@@ -134,8 +133,8 @@ int main(int argc, char** argv) {
         const double both_tflops = 3.5 * fwd_flops / both_s / 1e12, tc_both_tflops = 3.5 * fwd_flops / tc_both_s / 1e12;
         auto found = sdpa.find({t, d, causal});
         if (found == sdpa.end()) {
-          std::printf("| %ld | %ld | %s | %.1f | %.1f | %.1f | %.1f | - | - | - | - |\n", t, d,
-                      causal ? "yes" : "no", fwd_tflops, both_tflops, tc_tflops, tc_both_tflops);
+          std::printf("| %ld | %ld | %s | %.1f | %.1f | %.1f | %.1f | - | - | - | - |\n", t, d, causal ? "yes" : "no",
+                      fwd_tflops, both_tflops, tc_tflops, tc_both_tflops);
         } else {
           const double sdpa_fwd = fwd_flops / found->second.first / 1e12;
           const double sdpa_both = 3.5 * fwd_flops / found->second.second / 1e12;

@@ -52,9 +52,10 @@ int main() {
   MYRIAD_CUBLAS_CHECK(cublasCreate(&cublas));
   MYRIAD_CUBLAS_CHECK(cublasSetStream(cublas, context.stream()));
   MYRIAD_CUBLAS_CHECK(cublasSetWorkspace(cublas, context.workspace(), context.workspace_bytes()));
-  std::printf("# bench_gemm_gpu\n\n- device: %s (sm_%d%d)\n- y = x W^T, bf16 in/out, f32 accumulate; time = best of %d "
-              "rounds of %d calls\n\n",
-              prop.name, prop.major, prop.minor, kRounds, kCalls);
+  std::printf(
+      "# bench_gemm_gpu\n\n- device: %s (sm_%d%d)\n- y = x W^T, bf16 in/out, f32 accumulate; time = best of %d "
+      "rounds of %d calls\n\n",
+      prop.name, prop.major, prop.minor, kRounds, kCalls);
   std::printf("| M | N | K | myriad TFLOP/s | cuBLAS TFLOP/s | ratio |\n|---|---|---|---|---|---|\n");
   struct Shape {
     long m, n, k;

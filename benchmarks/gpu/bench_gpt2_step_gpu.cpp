@@ -50,12 +50,18 @@ Options parse(int argc, char** argv) {
       }
       return argv[++i];
     };
-    if (arg == "--batch") o.batch = std::atoll(next());
-    else if (arg == "--seq") o.seq = std::atoll(next());
-    else if (arg == "--layers") o.layers = std::atoll(next());
-    else if (arg == "--steps") o.steps = std::atoi(next());
-    else if (arg == "--peak-tflops") o.peak_tflops = std::atof(next());
-    else if (arg == "--reference") o.reference = next();
+    if (arg == "--batch")
+      o.batch = std::atoll(next());
+    else if (arg == "--seq")
+      o.seq = std::atoll(next());
+    else if (arg == "--layers")
+      o.layers = std::atoll(next());
+    else if (arg == "--steps")
+      o.steps = std::atoi(next());
+    else if (arg == "--peak-tflops")
+      o.peak_tflops = std::atof(next());
+    else if (arg == "--reference")
+      o.reference = next();
     else {
       std::fprintf(stderr, "bench_gpt2_step_gpu: unknown argument %s\n", arg.c_str());
       std::exit(2);
@@ -89,7 +95,8 @@ int main(int argc, char** argv) {
   fill_uniform(u, 0.0f, 1.0f, 99, 0);
   for (std::int64_t i = 0; i < o.batch * o.seq; ++i) {
     ids.data<std::int32_t>()[i] = static_cast<std::int32_t>(u.data<float>()[i] * 50257.0f) % 50257;
-    targets.data<std::int32_t>()[i] = static_cast<std::int32_t>(u.data<float>()[o.batch * o.seq + i] * 50257.0f) % 50257;
+    targets.data<std::int32_t>()[i] =
+        static_cast<std::int32_t>(u.data<float>()[o.batch * o.seq + i] * 50257.0f) % 50257;
   }
   const float loss_scale = 1.0f / static_cast<float>(o.batch * o.seq);
 
@@ -129,8 +136,7 @@ int main(int argc, char** argv) {
     const auto start = std::chrono::steady_clock::now();
     for (int i = 0; i < o.steps; ++i) step();
     context.synchronize();
-    const double seconds =
-        std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count() / o.steps;
+    const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count() / o.steps;
     const double tokens_per_second = static_cast<double>(o.batch * o.seq) / seconds;
     const double mfu = flops_per_token * tokens_per_second / (o.peak_tflops * 1e12);
     char ratio[32] = "-";

@@ -70,7 +70,8 @@ __global__ void gelu_backward_elementwise(const T* x, const T* grad_out, T* grad
     for (int k = 0; k < kPack; ++k) result.v[k] = from_f32<T>(gelu_derivative(to_f32(xs.v[k])) * to_f32(gs.v[k]));
     detail::store_packet<T, kPack>(grad_x + first, result);
   } else {
-    for (std::int64_t i = first; i < n; ++i) grad_x[i] = from_f32<T>(gelu_derivative(to_f32(x[i])) * to_f32(grad_out[i]));
+    for (std::int64_t i = first; i < n; ++i)
+      grad_x[i] = from_f32<T>(gelu_derivative(to_f32(x[i])) * to_f32(grad_out[i]));
   }
 }
 
@@ -131,8 +132,8 @@ void gelu_backward_f32(const float* x, const float* grad_out, float* grad_x, std
   launch_gelu_backward("gelu_backward_f32", x, grad_out, grad_x, n, stream);
 }
 
-void gelu_backward_bf16(const __nv_bfloat16* x, const __nv_bfloat16* grad_out, __nv_bfloat16* grad_x,
-                        std::int64_t n, cudaStream_t stream) {
+void gelu_backward_bf16(const __nv_bfloat16* x, const __nv_bfloat16* grad_out, __nv_bfloat16* grad_x, std::int64_t n,
+                        cudaStream_t stream) {
   launch_gelu_backward("gelu_backward_bf16", x, grad_out, grad_x, n, stream);
 }
 

@@ -52,7 +52,9 @@ void attention_merge_f32(float* out, float* lse, const float* part_out, const fl
   detail::check_count(op, "rows", rows);
   detail::check_count(op, "head_dim", head_dim);
   if (rows == 0) return;
-  for (auto [name, ptr] : {std::pair<const char*, const float*>{"out", out}, {"lse", lse}, {"part_out", part_out},
+  for (auto [name, ptr] : {std::pair<const char*, const float*>{"out", out},
+                           {"lse", lse},
+                           {"part_out", part_out},
                            {"part_lse", part_lse}}) {
     detail::check_pointer(op, name, ptr, alignof(float));
   }

@@ -35,8 +35,11 @@ struct AttentionGeometry {
 // of query heads sharing one key/value head: query head h reads key/value head h / group).
 inline int checked_group(const char* op, const FlashAttentionShape& s, std::int64_t tile) {
   const std::int64_t Tq = s.q_seq, Tk = s.key_rows();
-  for (auto [name, value] : {std::pair<const char*, std::int64_t>{"batch", s.batch}, {"q_seq", Tq}, {"k_seq", Tk},
-                             {"q_offset", s.q_offset}, {"k_offset", s.k_offset}}) {
+  for (auto [name, value] : {std::pair<const char*, std::int64_t>{"batch", s.batch},
+                             {"q_seq", Tq},
+                             {"k_seq", Tk},
+                             {"q_offset", s.q_offset},
+                             {"k_offset", s.k_offset}}) {
     check_count(op, name, value);
   }
   MYRIAD_CHECK(s.q_heads >= 1 && s.kv_heads >= 1 && s.q_heads % s.kv_heads == 0,
@@ -105,23 +108,32 @@ inline void check_backward_buffers(const char* op, const void* q, const void* k,
                                    const float* lse, const void* grad_out, const void* grad_q, const void* grad_k,
                                    const void* grad_v, const float* delta, std::int64_t delta_floats,
                                    const FlashAttentionShape& s, std::size_t element_bytes, std::size_t alignment) {
-  for (auto [name, ptr] : {std::pair<const char*, const void*>{"q", q}, {"k", k}, {"v", v}, {"out", out},
-                           {"grad_out", grad_out}, {"grad_q", grad_q}, {"grad_k", grad_k}, {"grad_v", grad_v}}) {
+  for (auto [name, ptr] : {std::pair<const char*, const void*>{"q", q},
+                           {"k", k},
+                           {"v", v},
+                           {"out", out},
+                           {"grad_out", grad_out},
+                           {"grad_q", grad_q},
+                           {"grad_k", grad_k},
+                           {"grad_v", grad_v}}) {
     check_pointer(op, name, ptr, alignment);
   }
   check_pointer(op, "lse", lse, alignof(float));
   check_pointer(op, "delta", delta, alignof(float));
   const std::int64_t rows = s.batch * s.q_heads * s.q_seq;
-  MYRIAD_CHECK(delta_floats >= rows, op << ": delta holds " << delta_floats << " floats, needs " << rows
-                                        << " (batch * q_heads * q_seq)");
+  MYRIAD_CHECK(delta_floats >= rows,
+               op << ": delta holds " << delta_floats << " floats, needs " << rows << " (batch * q_heads * q_seq)");
   const std::size_t q_bytes = static_cast<std::size_t>(rows * s.head_dim) * element_bytes;
   const std::size_t kv_bytes =
       static_cast<std::size_t>(s.batch * s.kv_heads * s.key_rows() * s.head_dim) * element_bytes;
   for (auto [name, grad, bytes] : {std::tuple<const char*, const void*, std::size_t>{"grad_q", grad_q, q_bytes},
-                                   {"grad_k", grad_k, kv_bytes}, {"grad_v", grad_v, kv_bytes}}) {
-    for (auto [in_name, in, in_bytes] :
-         {std::tuple<const char*, const void*, std::size_t>{"q", q, q_bytes}, {"k", k, kv_bytes}, {"v", v, kv_bytes},
-          {"out", out, q_bytes}, {"grad_out", grad_out, q_bytes}}) {
+                                   {"grad_k", grad_k, kv_bytes},
+                                   {"grad_v", grad_v, kv_bytes}}) {
+    for (auto [in_name, in, in_bytes] : {std::tuple<const char*, const void*, std::size_t>{"q", q, q_bytes},
+                                         {"k", k, kv_bytes},
+                                         {"v", v, kv_bytes},
+                                         {"out", out, q_bytes},
+                                         {"grad_out", grad_out, q_bytes}}) {
       check_disjoint(op, name, grad, bytes, in_name, in, in_bytes);
     }
   }

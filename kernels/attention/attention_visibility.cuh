@@ -92,8 +92,7 @@ __device__ __forceinline__ int first_query_tile(const AttentionGeometry& geo, in
 
 // Whether query rows from first_query of bh read key rows from first_key (each inside one
 // layout block): always when dense.
-__device__ __forceinline__ bool key_tile_listed(const AttentionGeometry& geo, int bh, int first_query,
-                                                int first_key) {
+__device__ __forceinline__ bool key_tile_listed(const AttentionGeometry& geo, int bh, int first_query, int first_key) {
   if (geo.row_begin == nullptr) return true;
   const long long r = layout_row(geo, bh, first_query);
   const int kb = (geo.k_offset + first_key) / geo.block_size;

@@ -43,10 +43,10 @@
 namespace myriad::cuda {
 namespace {
 
-constexpr int kRows = 32;   // rows a block owns
-constexpr int kLanes = 4;   // threads per row
+constexpr int kRows = 32;  // rows a block owns
+constexpr int kLanes = 4;  // threads per row
 constexpr int kThreads = kRows * kLanes;
-constexpr int kTile = 32;   // rows of the streamed operand per shared-memory tile
+constexpr int kTile = 32;  // rows of the streamed operand per shared-memory tile
 constexpr unsigned kFull = 0xffffffffu;
 static_assert(kRows == kFlashAttentionLayoutTile && kTile == kRows, "a tile must lie inside one layout block");
 
@@ -107,8 +107,8 @@ __device__ QueryRow query_row(const AttentionGeometry& geo) {
 }
 
 template <typename T, int D, bool kCausal>
-__global__ void __launch_bounds__(kThreads) flash_forward(const T* q, const T* k, const T* v, T* out, float* lse,
-                                                          AttentionGeometry geo, float scale) {
+__global__ void __launch_bounds__(kThreads)
+    flash_forward(const T* q, const T* k, const T* v, T* out, float* lse, AttentionGeometry geo, float scale) {
   constexpr int P = D / kLanes;
   __shared__ float ks[kTile][D];
   __shared__ float vs[kTile][D];
@@ -155,9 +155,9 @@ __global__ void __launch_bounds__(kThreads) flash_forward(const T* q, const T* k
 }
 
 template <typename T, int D, bool kCausal>
-__global__ void __launch_bounds__(kThreads) flash_backward_dq(const T* q, const T* k, const T* v, const T* grad_out,
-                                                              const float* lse, const float* delta, T* grad_q,
-                                                              AttentionGeometry geo, float scale, bool accumulate) {
+__global__ void __launch_bounds__(kThreads)
+    flash_backward_dq(const T* q, const T* k, const T* v, const T* grad_out, const float* lse, const float* delta,
+                      T* grad_q, AttentionGeometry geo, float scale, bool accumulate) {
   constexpr int P = D / kLanes;
   __shared__ float ks[kTile][D];
   __shared__ float vs[kTile][D];
@@ -201,10 +201,9 @@ __global__ void __launch_bounds__(kThreads) flash_backward_dq(const T* q, const 
 }
 
 template <typename T, int D, bool kCausal>
-__global__ void __launch_bounds__(kThreads) flash_backward_dkdv(const T* q, const T* k, const T* v, const T* grad_out,
-                                                                const float* lse, const float* delta, T* grad_k,
-                                                                T* grad_v, AttentionGeometry geo, float scale,
-                                                                bool accumulate) {
+__global__ void __launch_bounds__(kThreads)
+    flash_backward_dkdv(const T* q, const T* k, const T* v, const T* grad_out, const float* lse, const float* delta,
+                        T* grad_k, T* grad_v, AttentionGeometry geo, float scale, bool accumulate) {
   constexpr int P = D / kLanes;
   __shared__ float qs[kTile][D];
   __shared__ float gos[kTile][D];
@@ -269,8 +268,8 @@ template <typename T, int D, bool kCausal>
 void forward_for(const T* q, const T* k, const T* v, T* out, float* lse, const FlashAttentionShape& s, int group,
                  cudaStream_t stream) {
   const dim3 grid(static_cast<unsigned>(detail::ceil_div(s.q_seq, kRows)), static_cast<unsigned>(s.batch * s.q_heads));
-  flash_forward<T, D, kCausal><<<grid, kThreads, 0, stream>>>(q, k, v, out, lse, detail::geometry(s, group),
-                                                              detail::effective_scale(s));
+  flash_forward<T, D, kCausal>
+      <<<grid, kThreads, 0, stream>>>(q, k, v, out, lse, detail::geometry(s, group), detail::effective_scale(s));
 }
 
 template <typename T, int D, bool kCausal>
@@ -280,14 +279,15 @@ void backward_for(const T* q, const T* k, const T* v, const T* out, const float*
   launch_delta<T, D>(out, grad_out, delta, rows, stream);
   const float scale = detail::effective_scale(s);
   const AttentionGeometry geo = detail::geometry(s, group);
-  const dim3 q_grid(static_cast<unsigned>(detail::ceil_div(s.q_seq, kRows)), static_cast<unsigned>(s.batch * s.q_heads));
-  flash_backward_dq<T, D, kCausal><<<q_grid, kThreads, 0, stream>>>(q, k, v, grad_out, lse, delta, grad_q, geo, scale,
-                                                                    s.accumulate);
+  const dim3 q_grid(static_cast<unsigned>(detail::ceil_div(s.q_seq, kRows)),
+                    static_cast<unsigned>(s.batch * s.q_heads));
+  flash_backward_dq<T, D, kCausal>
+      <<<q_grid, kThreads, 0, stream>>>(q, k, v, grad_out, lse, delta, grad_q, geo, scale, s.accumulate);
   if (s.key_rows() == 0) return;
   const dim3 k_grid(static_cast<unsigned>(detail::ceil_div(s.key_rows(), kRows)),
                     static_cast<unsigned>(s.batch * s.kv_heads));
-  flash_backward_dkdv<T, D, kCausal><<<k_grid, kThreads, 0, stream>>>(q, k, v, grad_out, lse, delta, grad_k, grad_v,
-                                                                      geo, scale, s.accumulate);
+  flash_backward_dkdv<T, D, kCausal>
+      <<<k_grid, kThreads, 0, stream>>>(q, k, v, grad_out, lse, delta, grad_k, grad_v, geo, scale, s.accumulate);
 }
 
 template <typename T>
@@ -318,9 +318,9 @@ void backward_dispatch(const char* op, const T* q, const T* k, const T* v, const
     s.causal ? backward_for<T, 64, true>(q, k, v, out, lse, grad_out, grad_q, grad_k, grad_v, delta, s, group, stream)
              : backward_for<T, 64, false>(q, k, v, out, lse, grad_out, grad_q, grad_k, grad_v, delta, s, group, stream);
   } else {
-    s.causal ? backward_for<T, 128, true>(q, k, v, out, lse, grad_out, grad_q, grad_k, grad_v, delta, s, group, stream)
-             : backward_for<T, 128, false>(q, k, v, out, lse, grad_out, grad_q, grad_k, grad_v, delta, s, group,
-                                           stream);
+    s.causal
+        ? backward_for<T, 128, true>(q, k, v, out, lse, grad_out, grad_q, grad_k, grad_v, delta, s, group, stream)
+        : backward_for<T, 128, false>(q, k, v, out, lse, grad_out, grad_q, grad_k, grad_v, delta, s, group, stream);
   }
   MYRIAD_CUDA_CHECK(cudaGetLastError());
 }

@@ -47,7 +47,8 @@ using Accumulator = wmma::fragment<wmma::accumulator, 16, 16, 16, float>;
 // The backward kernels' shared memory: four tiles (the block's own rows of two operands, and the
 // streamed tiles of the other two), then per warp two f32 score blocks (S, dP), two 16-bit blocks
 // (P, dS), one f32 16 x D staging block for the result, and the streamed rows' lse and delta.
-template <int D> struct BackwardLayout : Tiles<D> {
+template <int D>
+struct BackwardLayout : Tiles<D> {
   using T = Tiles<D>;
   static constexpr int kScoresOffset = 4 * T::kBytes;
   static constexpr int kProbsOffset = kScoresOffset + 2 * T::kScoresBytes;
@@ -57,11 +58,12 @@ template <int D> struct BackwardLayout : Tiles<D> {
 };
 
 // Per warp views of the scratch of BackwardLayout.
-template <typename E, int D> struct WarpScratch {
+template <typename E, int D>
+struct WarpScratch {
   float* s;    // 16 x 64 scores (or their transpose), ld Tiles<D>::kScores
   float* dp;   // 16 x 64
-  E* p;     // 16 x 64 probabilities, ld Tiles<D>::kProbs
-  E* ds;    // 16 x 64
+  E* p;        // 16 x 64 probabilities, ld Tiles<D>::kProbs
+  E* ds;       // 16 x 64
   float* out;  // 16 x D staging, ld Tiles<D>::kOut
   __device__ WarpScratch(unsigned char* shared, int warp) {
     using L = BackwardLayout<D>;
@@ -115,8 +117,8 @@ __device__ __forceinline__ void accumulate_product(Accumulator (&acc)[D / 16], c
 // (rows, D) matrix, rows past `rows` dropped; through the warp's f32 staging block. Lane pairs
 // split a row's columns.
 template <int D, typename E>
-__device__ __forceinline__ void store_rows(Accumulator (&acc)[D / 16], float scale, float* staging, E* dst,
-                                           int row0, int rows, int lane, bool accumulate) {
+__device__ __forceinline__ void store_rows(Accumulator (&acc)[D / 16], float scale, float* staging, E* dst, int row0,
+                                           int rows, int lane, bool accumulate) {
 #pragma unroll
   for (int d = 0; d < D / 16; ++d) {
     for (int i = 0; i < acc[d].num_elements; ++i) acc[d].x[i] *= scale;
@@ -134,10 +136,9 @@ __device__ __forceinline__ void store_rows(Accumulator (&acc)[D / 16], float sca
 }
 
 template <typename E, int D, bool kCausal>
-__global__ void __launch_bounds__(kThreads) backward_dq_tc(const E* q, const E* k, const E* v,
-                                                         const E* grad_out, const float* lse, const float* delta,
-                                                         E* grad_q, AttentionGeometry geo,
-                                                         float scale_log2, float scale, bool accumulate) {
+__global__ void __launch_bounds__(kThreads)
+    backward_dq_tc(const E* q, const E* k, const E* v, const E* grad_out, const float* lse, const float* delta,
+                   E* grad_q, AttentionGeometry geo, float scale_log2, float scale, bool accumulate) {
   using L = BackwardLayout<D>;
   extern __shared__ __align__(128) unsigned char shared[];
   E* sQ = reinterpret_cast<E*>(shared);
@@ -190,11 +191,9 @@ __global__ void __launch_bounds__(kThreads) backward_dq_tc(const E* q, const E* 
 }
 
 template <typename E, int D, bool kCausal>
-__global__ void __launch_bounds__(kThreads) backward_dkdv_tc(const E* q, const E* k, const E* v,
-                                                           const E* grad_out, const float* lse,
-                                                           const float* delta, E* grad_k, E* grad_v,
-                                                           AttentionGeometry geo, float scale_log2, float scale,
-                                                           bool accumulate) {
+__global__ void __launch_bounds__(kThreads)
+    backward_dkdv_tc(const E* q, const E* k, const E* v, const E* grad_out, const float* lse, const float* delta,
+                     E* grad_k, E* grad_v, AttentionGeometry geo, float scale_log2, float scale, bool accumulate) {
   using L = BackwardLayout<D>;
   extern __shared__ __align__(128) unsigned char shared[];
   E* sK = reinterpret_cast<E*>(shared);
@@ -239,13 +238,12 @@ __global__ void __launch_bounds__(kThreads) backward_dkdv_tc(const E* q, const E
         s_delta[i] = real ? delta[q_offset + q0 + i] : 0.0f;
       }
       __syncthreads();
-      times_transposed<D>(sK, warp * 16, sQ, w.s);   // S^T = K Q^T
+      times_transposed<D>(sK, warp * 16, sQ, w.s);    // S^T = K Q^T
       times_transposed<D>(sV, warp * 16, sdO, w.dp);  // dP^T = V dO^T
       __syncwarp();
       for (int c = half * 32; c < half * 32 + 32; ++c) {
         const int query = q0 + c;
-        const bool valid =
-            key < k_rows && s_lse[c] != INFINITY && (!kCausal || geo.q_offset + query >= key_position);
+        const bool valid = key < k_rows && s_lse[c] != INFINITY && (!kCausal || geo.q_offset + query >= key_position);
         const float p = valid ? exp2f(w.s[r * L::kScores + c] * scale_log2 - s_lse[c]) : 0.0f;
         store(&w.p[r * L::kProbs + c], p);
         store(&w.ds[r * L::kProbs + c], p * (w.dp[r * L::kScores + c] - s_delta[c]));
@@ -260,11 +258,11 @@ __global__ void __launch_bounds__(kThreads) backward_dkdv_tc(const E* q, const E
 }
 
 template <typename E, int D, bool kCausal>
-void launch_backward(const E* q, const E* k, const E* v, const E* out, const float* lse, const E* grad_out,
-            E* grad_q, E* grad_k, E* grad_v, float* delta, const FlashAttentionShape& s, int group,
-            cudaStream_t stream) {
+void launch_backward(const E* q, const E* k, const E* v, const E* out, const float* lse, const E* grad_out, E* grad_q,
+                     E* grad_k, E* grad_v, float* delta, const FlashAttentionShape& s, int group, cudaStream_t stream) {
   constexpr int kBytes = BackwardLayout<D>::kBytes;
-  detail::check_shared_memory("flash_attention_backward_tc", kBytes, "use the CUDA-core kernels (flash_attention_*_f32 / _bf16), which need far less");
+  detail::check_shared_memory("flash_attention_backward_tc", kBytes,
+                              "use the CUDA-core kernels (flash_attention_*_f32 / _bf16), which need far less");
   const std::int64_t rows = s.batch * s.q_heads * s.q_seq;
   launch_delta<E, D>(out, grad_out, delta, rows, stream);
   const float scale = detail::effective_scale(s);
@@ -272,22 +270,23 @@ void launch_backward(const E* q, const E* k, const E* v, const E* out, const flo
   const unsigned q_tiles = static_cast<unsigned>(detail::ceil_div(s.q_seq, kTileRows));
   MYRIAD_CUDA_CHECK(
       cudaFuncSetAttribute(backward_dq_tc<E, D, kCausal>, cudaFuncAttributeMaxDynamicSharedMemorySize, kBytes));
-  backward_dq_tc<E, D, kCausal><<<dim3(q_tiles, static_cast<unsigned>(s.batch * s.q_heads)), kThreads, kBytes, stream>>>(
-      q, k, v, grad_out, lse, delta, grad_q, geo, scale * kLog2e, scale, s.accumulate);
+  backward_dq_tc<E, D, kCausal>
+      <<<dim3(q_tiles, static_cast<unsigned>(s.batch * s.q_heads)), kThreads, kBytes, stream>>>(
+          q, k, v, grad_out, lse, delta, grad_q, geo, scale * kLog2e, scale, s.accumulate);
   if (s.key_rows() == 0) return;
   const unsigned k_tiles = static_cast<unsigned>(detail::ceil_div(s.key_rows(), kTileRows));
   MYRIAD_CUDA_CHECK(
       cudaFuncSetAttribute(backward_dkdv_tc<E, D, kCausal>, cudaFuncAttributeMaxDynamicSharedMemorySize, kBytes));
-  backward_dkdv_tc<E, D, kCausal><<<dim3(k_tiles, static_cast<unsigned>(s.batch * s.kv_heads)), kThreads, kBytes,
-                                    stream>>>(q, k, v, grad_out, lse, delta, grad_k, grad_v, geo, scale * kLog2e,
-                                              scale, s.accumulate);
+  backward_dkdv_tc<E, D, kCausal>
+      <<<dim3(k_tiles, static_cast<unsigned>(s.batch * s.kv_heads)), kThreads, kBytes, stream>>>(
+          q, k, v, grad_out, lse, delta, grad_k, grad_v, geo, scale * kLog2e, scale, s.accumulate);
 }
 
 // The body of flash_attention_backward_tc_<type> (kernels.h) for element type E; `op` names it in errors.
 template <typename E>
-void backward_tc(const char* op, const E* q, const E* k, const E* v, const E* out, const float* lse,
-                 const E* grad_out, E* grad_q, E* grad_k, E* grad_v, float* delta, std::int64_t delta_floats,
-                 const FlashAttentionShape& s, cudaStream_t stream) {
+void backward_tc(const char* op, const E* q, const E* k, const E* v, const E* out, const float* lse, const E* grad_out,
+                 E* grad_q, E* grad_k, E* grad_v, float* delta, std::int64_t delta_floats, const FlashAttentionShape& s,
+                 cudaStream_t stream) {
   static_assert(kTileRows == kFlashAttentionTcLayoutTile, "a block's rows must lie in one layout block");
   const int group = detail::checked_group(op, s, kTileRows);
   if (s.batch == 0 || s.q_seq == 0) return;
@@ -295,7 +294,7 @@ void backward_tc(const char* op, const E* q, const E* k, const E* v, const E* ou
                                  sizeof(E), 16);  // rows are read in 16-byte chunks
   auto run = [&](auto head_dim, auto causal) {
     launch_backward<E, decltype(head_dim)::value, decltype(causal)::value>(q, k, v, out, lse, grad_out, grad_q, grad_k,
-                                                                          grad_v, delta, s, group, stream);
+                                                                           grad_v, delta, s, group, stream);
   };
   using D64 = std::integral_constant<int, 64>;
   using D128 = std::integral_constant<int, 128>;

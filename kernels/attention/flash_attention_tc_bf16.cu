@@ -9,24 +9,19 @@
 
 namespace myriad::cuda {
 
-void flash_attention_forward_tc_bf16(const __nv_bfloat16 *q,
-                                     const __nv_bfloat16 *k,
-                                     const __nv_bfloat16 *v, __nv_bfloat16 *out,
-                                     float *lse,
-                                     const FlashAttentionShape &shape,
+void flash_attention_forward_tc_bf16(const __nv_bfloat16* q, const __nv_bfloat16* k, const __nv_bfloat16* v,
+                                     __nv_bfloat16* out, float* lse, const FlashAttentionShape& shape,
                                      cudaStream_t stream) {
-  forward_tc("flash_attention_forward_tc_bf16", q, k, v, out, lse, shape,
-             stream);
+  forward_tc("flash_attention_forward_tc_bf16", q, k, v, out, lse, shape, stream);
 }
 
-void flash_attention_backward_tc_bf16(
-    const __nv_bfloat16 *q, const __nv_bfloat16 *k, const __nv_bfloat16 *v,
-    const __nv_bfloat16 *out, const float *lse, const __nv_bfloat16 *grad_out,
-    __nv_bfloat16 *grad_q, __nv_bfloat16 *grad_k, __nv_bfloat16 *grad_v,
-    float *delta, std::int64_t delta_floats, const FlashAttentionShape &shape,
-    cudaStream_t stream) {
-  backward_tc("flash_attention_backward_tc_bf16", q, k, v, out, lse, grad_out,
-              grad_q, grad_k, grad_v, delta, delta_floats, shape, stream);
+void flash_attention_backward_tc_bf16(const __nv_bfloat16* q, const __nv_bfloat16* k, const __nv_bfloat16* v,
+                                      const __nv_bfloat16* out, const float* lse, const __nv_bfloat16* grad_out,
+                                      __nv_bfloat16* grad_q, __nv_bfloat16* grad_k, __nv_bfloat16* grad_v, float* delta,
+                                      std::int64_t delta_floats, const FlashAttentionShape& shape,
+                                      cudaStream_t stream) {
+  backward_tc("flash_attention_backward_tc_bf16", q, k, v, out, lse, grad_out, grad_q, grad_k, grad_v, delta,
+              delta_floats, shape, stream);
 }
 
-} // namespace myriad::cuda
+}  // namespace myriad::cuda

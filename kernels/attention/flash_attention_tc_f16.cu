@@ -9,21 +9,17 @@
 
 namespace myriad::cuda {
 
-void flash_attention_forward_tc_f16(const __half *q, const __half *k,
-                                    const __half *v, __half *out, float *lse,
-                                    const FlashAttentionShape &shape,
-                                    cudaStream_t stream) {
-  forward_tc("flash_attention_forward_tc_f16", q, k, v, out, lse, shape,
-             stream);
+void flash_attention_forward_tc_f16(const __half* q, const __half* k, const __half* v, __half* out, float* lse,
+                                    const FlashAttentionShape& shape, cudaStream_t stream) {
+  forward_tc("flash_attention_forward_tc_f16", q, k, v, out, lse, shape, stream);
 }
 
-void flash_attention_backward_tc_f16(
-    const __half *q, const __half *k, const __half *v, const __half *out,
-    const float *lse, const __half *grad_out, __half *grad_q, __half *grad_k,
-    __half *grad_v, float *delta, std::int64_t delta_floats,
-    const FlashAttentionShape &shape, cudaStream_t stream) {
-  backward_tc("flash_attention_backward_tc_f16", q, k, v, out, lse, grad_out,
-              grad_q, grad_k, grad_v, delta, delta_floats, shape, stream);
+void flash_attention_backward_tc_f16(const __half* q, const __half* k, const __half* v, const __half* out,
+                                     const float* lse, const __half* grad_out, __half* grad_q, __half* grad_k,
+                                     __half* grad_v, float* delta, std::int64_t delta_floats,
+                                     const FlashAttentionShape& shape, cudaStream_t stream) {
+  backward_tc("flash_attention_backward_tc_f16", q, k, v, out, lse, grad_out, grad_q, grad_k, grad_v, delta,
+              delta_floats, shape, stream);
 }
 
-} // namespace myriad::cuda
+}  // namespace myriad::cuda

@@ -42,15 +42,16 @@ constexpr int kTileKeys = kTileRows;   // key / value rows per shared-memory til
 
 // The forward's shared memory: q, k, v tiles, then per warp scores (f32), probabilities (E)
 // and the output accumulator (f32).
-template <int D> struct Layout : Tiles<D> {
+template <int D>
+struct Layout : Tiles<D> {
   static constexpr int kQkv = Tiles<D>::kRow;
   static constexpr int kTileBytes = Tiles<D>::kBytes;
   static constexpr int kBytes = 3 * kTileBytes + Tiles<D>::kScoresBytes + Tiles<D>::kProbsBytes + Tiles<D>::kOutBytes;
 };
 
 template <typename E, int D, bool kCausal>
-__global__ void __launch_bounds__(kThreads) flash_forward_tc(const E* q, const E* k, const E* v, E* out, float* lse,
-                                                           AttentionGeometry geo, float scale_log2) {
+__global__ void __launch_bounds__(kThreads)
+    flash_forward_tc(const E* q, const E* k, const E* v, E* out, float* lse, AttentionGeometry geo, float scale_log2) {
   using L = Layout<D>;
   extern __shared__ __align__(128) unsigned char shared[];
   E* sQ = reinterpret_cast<E*>(shared);
@@ -59,8 +60,8 @@ __global__ void __launch_bounds__(kThreads) flash_forward_tc(const E* q, const E
   const int tid = static_cast<int>(threadIdx.x), warp = tid / 32, lane = tid % 32;
   float* sS = reinterpret_cast<float*>(shared + 3 * L::kTileBytes) + warp * 16 * L::kScores;
   E* sP = reinterpret_cast<E*>(shared + 3 * L::kTileBytes + L::kScoresBytes) + warp * 16 * L::kProbs;
-  float* sO = reinterpret_cast<float*>(shared + 3 * L::kTileBytes + L::kScoresBytes + L::kProbsBytes) +
-              warp * 16 * L::kOut;
+  float* sO =
+      reinterpret_cast<float*>(shared + 3 * L::kTileBytes + L::kScoresBytes + L::kProbsBytes) + warp * 16 * L::kOut;
 
   const int q0 = static_cast<int>(blockIdx.x) * kBlockRows;
   const int q_heads = geo.q_heads, group = geo.group, q_rows = geo.q_rows, k_rows = geo.k_rows;
@@ -166,13 +167,14 @@ template <typename E, int D, bool kCausal>
 void launch_forward(const E* q, const E* k, const E* v, E* out, float* lse, const FlashAttentionShape& s, int group,
                     cudaStream_t stream) {
   constexpr int kBytes = Layout<D>::kBytes;
-  detail::check_shared_memory("flash_attention_forward_tc", kBytes, "use the CUDA-core kernels (flash_attention_*_f32 / _bf16), which need far less");
-  MYRIAD_CUDA_CHECK(cudaFuncSetAttribute(flash_forward_tc<E, D, kCausal>, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                         kBytes));
+  detail::check_shared_memory("flash_attention_forward_tc", kBytes,
+                              "use the CUDA-core kernels (flash_attention_*_f32 / _bf16), which need far less");
+  MYRIAD_CUDA_CHECK(
+      cudaFuncSetAttribute(flash_forward_tc<E, D, kCausal>, cudaFuncAttributeMaxDynamicSharedMemorySize, kBytes));
   const dim3 grid(static_cast<unsigned>(detail::ceil_div(s.q_seq, kBlockRows)),
                   static_cast<unsigned>(s.batch * s.q_heads));
-  flash_forward_tc<E, D, kCausal><<<grid, kThreads, kBytes, stream>>>(
-      q, k, v, out, lse, detail::geometry(s, group), detail::effective_scale(s) * kLog2e);
+  flash_forward_tc<E, D, kCausal><<<grid, kThreads, kBytes, stream>>>(q, k, v, out, lse, detail::geometry(s, group),
+                                                                      detail::effective_scale(s) * kLog2e);
 }
 
 // The body of flash_attention_forward_tc_<type> (kernels.h) for element type E; `op` names it in errors.

@@ -15,14 +15,15 @@ constexpr int kThreads = kWarps * 32;
 constexpr float kLog2e = 1.4426950408889634f;
 constexpr float kLn2 = 0.6931471805599453f;
 
-template <int D> struct Tiles {
+template <int D>
+struct Tiles {
   static constexpr int kRow = D + 8;                   // 16-bit elements per padded tile row
   static constexpr int kBytes = kTileRows * kRow * 2;  // one q / k / v / dO tile
   static constexpr int kScores = kTileRows + 4;        // f32 elements per row of a warp's 16 x 64 scores
   static constexpr int kScoresBytes = kWarps * 16 * kScores * 4;
-  static constexpr int kProbs = kTileRows + 8;         // 16-bit elements per row of a warp's 16 x 64 probabilities
+  static constexpr int kProbs = kTileRows + 8;  // 16-bit elements per row of a warp's 16 x 64 probabilities
   static constexpr int kProbsBytes = kWarps * 16 * kProbs * 2;
-  static constexpr int kOut = D + 4;                   // f32 elements per row of a warp's 16 x D accumulator
+  static constexpr int kOut = D + 4;  // f32 elements per row of a warp's 16 x D accumulator
   static constexpr int kOutBytes = kWarps * 16 * kOut * 4;
 };
 

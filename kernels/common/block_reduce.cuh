@@ -22,7 +22,9 @@ __device__ T block_reduce(T value, T* shared, Combine combine) {
 
 struct Add {
   template <typename T>
-  __device__ T operator()(T a, T b) const { return a + b; }
+  __device__ T operator()(T a, T b) const {
+    return a + b;
+  }
 };
 struct Max {
   __device__ float operator()(float a, float b) const { return fmaxf(a, b); }

@@ -41,9 +41,9 @@ inline bool ranges_overlap(const void* a, std::size_t a_bytes, const void* b, st
 // The output range must not overlap the input range at all.
 inline void check_disjoint(const char* op, const char* out_name, const void* out, std::size_t out_bytes,
                            const char* in_name, const void* in, std::size_t in_bytes) {
-  MYRIAD_CHECK(!ranges_overlap(out, out_bytes, in, in_bytes),
-               op << ": " << out_name << " [" << out << ", +" << out_bytes << " bytes) overlaps " << in_name
-                  << " [" << in << ", +" << in_bytes << " bytes)");
+  MYRIAD_CHECK(!ranges_overlap(out, out_bytes, in, in_bytes), op << ": " << out_name << " [" << out << ", +"
+                                                                 << out_bytes << " bytes) overlaps " << in_name << " ["
+                                                                 << in << ", +" << in_bytes << " bytes)");
 }
 
 // Elementwise ops may run in place (same start) but not on shifted, overlapping ranges.

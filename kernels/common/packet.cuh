@@ -28,8 +28,12 @@ __device__ __forceinline__ float to_f32(__nv_bfloat16 value) { return __bfloat16
 template <typename T>
 __device__ __forceinline__ T from_f32(float value);
 template <>
-__device__ __forceinline__ float from_f32<float>(float value) { return value; }
+__device__ __forceinline__ float from_f32<float>(float value) {
+  return value;
+}
 template <>
-__device__ __forceinline__ __nv_bfloat16 from_f32<__nv_bfloat16>(float value) { return __float2bfloat16_rn(value); }
+__device__ __forceinline__ __nv_bfloat16 from_f32<__nv_bfloat16>(float value) {
+  return __float2bfloat16_rn(value);
+}
 
 }  // namespace myriad::cuda::detail

@@ -56,8 +56,8 @@ __global__ void embedding_backward_kernel(const std::int32_t* ids, const float* 
 
 void check_sizes(const char* op, std::int64_t tokens, std::int64_t vocab, std::int64_t channels) {
   detail::check_count(op, "tokens", tokens);
-  MYRIAD_CHECK(vocab >= 1 && channels >= 1, op << ": vocab and channels must be >= 1, got " << vocab << " and "
-                                               << channels);
+  MYRIAD_CHECK(vocab >= 1 && channels >= 1,
+               op << ": vocab and channels must be >= 1, got " << vocab << " and " << channels);
 }
 
 // Pointer checks of both launchers: ids, the (tokens, C) rows, the (V, C) table, bad_index, and
@@ -86,8 +86,8 @@ void embedding_forward_f32(const std::int32_t* ids, const float* table, float* o
   check_sizes(op, tokens, vocab, channels);
   if (tokens == 0) return;
   check_buffers(op, ids, "out", out, "table", table, true, bad_index, tokens, vocab, channels);
-  const auto blocks = static_cast<unsigned>(
-      std::min<std::int64_t>(detail::grid_blocks(op, tokens * channels, kThreads), kMaxBlocks));
+  const auto blocks =
+      static_cast<unsigned>(std::min<std::int64_t>(detail::grid_blocks(op, tokens * channels, kThreads), kMaxBlocks));
   embedding_forward_kernel<<<blocks, kThreads, 0, stream>>>(ids, table, out, tokens, vocab, channels, bad_index);
   MYRIAD_CUDA_CHECK(cudaGetLastError());
 }

@@ -9,10 +9,10 @@
 //             full row and lse is the full row's; the one-hot term applies only when the (global)
 //             target falls in this shard; every non-ignored row gets its probabilities' gradient.
 // A row's max and sum are block reductions (each thread strides the row, then the fixed-order
-// shared-memory tree of common/block_reduce.cuh), so results depend on (N, V) only. Targets are validated on the device:
-// a target outside [0, V) that is not ignore_index sets *bad_row to its row (the lowest such row
-// wins) and leaves that row's loss NaN; the host launcher reads nothing back (asynchronous), the
-// caller checks bad_row after synchronising.
+// shared-memory tree of common/block_reduce.cuh), so results depend on (N, V) only. Targets are validated on the
+// device: a target outside [0, V) that is not ignore_index sets *bad_row to its row (the lowest such row wins) and
+// leaves that row's loss NaN; the host launcher reads nothing back (asynchronous), the caller checks bad_row after
+// synchronising.
 #include <cuda_runtime.h>
 
 #include <algorithm>
@@ -105,8 +105,10 @@ void launch_backward(const char* op, const float* logits, const std::int32_t* ta
                      std::int64_t vocab_start, bool sharded, std::int32_t ignore_index, cudaStream_t stream) {
   check_rows(op, rows, vocab);
   if (rows == 0) return;
-  for (auto [name, ptr] : {std::pair<const char*, const void*>{"logits", logits}, {"lse", lse},
-                           {"grad_losses", grad_losses}, {"grad_logits", grad_logits}}) {
+  for (auto [name, ptr] : {std::pair<const char*, const void*>{"logits", logits},
+                           {"lse", lse},
+                           {"grad_losses", grad_losses},
+                           {"grad_logits", grad_logits}}) {
     detail::check_pointer(op, name, ptr, alignof(float));
   }
   detail::check_pointer(op, "targets", targets, alignof(std::int32_t));

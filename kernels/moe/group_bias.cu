@@ -28,7 +28,10 @@ __device__ std::int64_t group_of(const std::int64_t* offsets, std::int64_t group
   std::int64_t low = 0, high = groups;  // offsets[low] <= row < offsets[high]
   while (high - low > 1) {
     const std::int64_t mid = low + (high - low) / 2;
-    if (offsets[mid] <= row) low = mid; else high = mid;
+    if (offsets[mid] <= row)
+      low = mid;
+    else
+      high = mid;
   }
   return low;
 }

@@ -24,8 +24,8 @@
 namespace myriad::cuda {
 namespace {
 
-constexpr int kThreads = 256;         // gather: threads per block
-constexpr int kTokenThreads = 128;    // combine: threads of a token's block
+constexpr int kThreads = 256;       // gather: threads per block
+constexpr int kTokenThreads = 128;  // combine: threads of a token's block
 constexpr std::int64_t kMaxBlocks = 65536;
 
 __global__ void gather_rows_kernel(const float* x, const std::int32_t* source, float* out, std::int64_t rows,
@@ -147,14 +147,13 @@ void combine_rows_forward_f32(const float* rows, const std::int32_t* slot, const
                            float_bytes(row_count * channels));
   }
   combine_rows_forward_kernel<<<token_blocks(tokens), kTokenThreads, 0, stream>>>(rows, slot, weight, out, tokens, k,
-                                                                                   row_count, channels, bad_index);
+                                                                                  row_count, channels, bad_index);
   MYRIAD_CUDA_CHECK(cudaGetLastError());
 }
 
-void combine_rows_backward_f32(const float* rows, const std::int32_t* slot, const float* weight,
-                               const float* grad_out, float* grad_rows, float* grad_weight, long long* bad_index,
-                               std::int64_t tokens, std::int64_t k, std::int64_t row_count, std::int64_t channels,
-                               cudaStream_t stream) {
+void combine_rows_backward_f32(const float* rows, const std::int32_t* slot, const float* weight, const float* grad_out,
+                               float* grad_rows, float* grad_weight, long long* bad_index, std::int64_t tokens,
+                               std::int64_t k, std::int64_t row_count, std::int64_t channels, cudaStream_t stream) {
   const char* op = "combine_rows_backward_f32";
   check_sizes(op, tokens, k, row_count, channels);
   if (row_count > 0 && channels > 0) {

@@ -79,8 +79,8 @@ __global__ void norm_forward_warp_per_row(const float* x, const float* weight, c
 
 template <bool kCentered>
 __global__ void norm_backward_input_warp_per_row(const float* grad_out, const float* x, const float* weight,
-                                                 const float* mean, const float* rstd, float* grad_x,
-                                                 std::int64_t rows, int channels) {
+                                                 const float* mean, const float* rstd, float* grad_x, std::int64_t rows,
+                                                 int channels) {
   const std::int64_t row = warp_row();
   if (row >= rows) return;
   const int lane = threadIdx.x % kWarpSize;
@@ -196,15 +196,15 @@ void launch_norm_forward(const char* op, const float* x, const float* weight, co
   detail::check_disjoint(op, "out", out, matrix_bytes, "weight", weight, vector_bytes);
   detail::check_disjoint(op, "out", out, matrix_bytes, "bias", bias, vector_bytes);
   const unsigned blocks = detail::grid_blocks(op, rows, kRowsPerBlock);
-  norm_forward_warp_per_row<kCentered><<<blocks, kRowThreads, 0, stream>>>(x, weight, bias, out, mean, rstd, rows,
-                                                                           static_cast<int>(channels), eps);
+  norm_forward_warp_per_row<kCentered>
+      <<<blocks, kRowThreads, 0, stream>>>(x, weight, bias, out, mean, rstd, rows, static_cast<int>(channels), eps);
   MYRIAD_CUDA_CHECK(cudaGetLastError());
 }
 
 }  // namespace
 
-void layernorm_forward_f32(const float* x, const float* weight, const float* bias, float* out, float* mean,
-                           float* rstd, std::int64_t rows, std::int64_t channels, float eps, cudaStream_t stream) {
+void layernorm_forward_f32(const float* x, const float* weight, const float* bias, float* out, float* mean, float* rstd,
+                           std::int64_t rows, std::int64_t channels, float eps, cudaStream_t stream) {
   launch_norm_forward<true>("layernorm_forward_f32", x, weight, bias, out, mean, rstd, rows, channels, eps, stream);
 }
 
@@ -223,10 +223,9 @@ std::int64_t layernorm_backward_scratch_floats(std::int64_t rows, std::int64_t c
 namespace {
 
 template <bool kCentered>
-void launch_norm_backward(const char* op, const float* grad_out, const float* x, const float* weight,
-                          const float* mean, const float* rstd, float* grad_x, float* grad_weight, float* grad_bias,
-                          float* scratch, std::int64_t scratch_floats, std::int64_t rows, std::int64_t channels,
-                          cudaStream_t stream) {
+void launch_norm_backward(const char* op, const float* grad_out, const float* x, const float* weight, const float* mean,
+                          const float* rstd, float* grad_x, float* grad_weight, float* grad_bias, float* scratch,
+                          std::int64_t scratch_floats, std::int64_t rows, std::int64_t channels, cudaStream_t stream) {
   const std::int64_t elements = checked_elements(op, rows, channels);
   const bool params = grad_weight != nullptr || grad_bias != nullptr;
   if (rows == 0 || (grad_x == nullptr && !params)) return;
@@ -251,9 +250,9 @@ void launch_norm_backward(const char* op, const float* grad_out, const float* x,
   const std::int64_t needed = groups > 1 ? 2 * static_cast<std::int64_t>(groups) * channels : 0;
   if (params && needed > 0) {
     detail::check_pointer(op, "scratch", scratch, alignof(float));
-    MYRIAD_CHECK(scratch_floats >= needed, op << ": scratch holds " << scratch_floats << " floats, (N, C) = ("
-                                              << rows << ", " << channels << ") needs " << needed
-                                              << " (" << (kCentered ? "layernorm" : "rmsnorm") << "_backward_scratch_floats)");
+    MYRIAD_CHECK(scratch_floats >= needed, op << ": scratch holds " << scratch_floats << " floats, (N, C) = (" << rows
+                                              << ", " << channels << ") needs " << needed << " ("
+                                              << (kCentered ? "layernorm" : "rmsnorm") << "_backward_scratch_floats)");
   }
 
   if (grad_x != nullptr) {
@@ -265,13 +264,11 @@ void launch_norm_backward(const char* op, const float* grad_out, const float* x,
     const dim3 tiles(detail::grid_blocks(op, channels, kTileColumns), static_cast<unsigned>(groups));
     const dim3 tile_threads(kTileColumns, kTileRowLanes);
     layernorm_backward_params_column_tiles<<<tiles, tile_threads, 0, stream>>>(
-        grad_out, x, mean, rstd, grad_weight, grad_bias, scratch, rows, static_cast<int>(channels), group_rows,
-        groups);
+        grad_out, x, mean, rstd, grad_weight, grad_bias, scratch, rows, static_cast<int>(channels), group_rows, groups);
     MYRIAD_CUDA_CHECK(cudaGetLastError());
     if (groups > 1) {
-      layernorm_backward_params_sum_groups<<<detail::grid_blocks(op, channels, kSumThreads), kSumThreads, 0,
-                                             stream>>>(scratch, grad_weight, grad_bias, static_cast<int>(channels),
-                                                       groups);
+      layernorm_backward_params_sum_groups<<<detail::grid_blocks(op, channels, kSumThreads), kSumThreads, 0, stream>>>(
+          scratch, grad_weight, grad_bias, static_cast<int>(channels), groups);
       MYRIAD_CUDA_CHECK(cudaGetLastError());
     }
   }
@@ -283,15 +280,15 @@ void layernorm_backward_f32(const float* grad_out, const float* x, const float* 
                             const float* rstd, float* grad_x, float* grad_weight, float* grad_bias, float* scratch,
                             std::int64_t scratch_floats, std::int64_t rows, std::int64_t channels,
                             cudaStream_t stream) {
-  launch_norm_backward<true>("layernorm_backward_f32", grad_out, x, weight, mean, rstd, grad_x, grad_weight,
-                             grad_bias, scratch, scratch_floats, rows, channels, stream);
+  launch_norm_backward<true>("layernorm_backward_f32", grad_out, x, weight, mean, rstd, grad_x, grad_weight, grad_bias,
+                             scratch, scratch_floats, rows, channels, stream);
 }
 
-void rmsnorm_backward_f32(const float* grad_out, const float* x, const float* weight, const float* rstd,
-                          float* grad_x, float* grad_weight, float* scratch, std::int64_t scratch_floats,
-                          std::int64_t rows, std::int64_t channels, cudaStream_t stream) {
-  launch_norm_backward<false>("rmsnorm_backward_f32", grad_out, x, weight, nullptr, rstd, grad_x, grad_weight,
-                              nullptr, scratch, scratch_floats, rows, channels, stream);
+void rmsnorm_backward_f32(const float* grad_out, const float* x, const float* weight, const float* rstd, float* grad_x,
+                          float* grad_weight, float* scratch, std::int64_t scratch_floats, std::int64_t rows,
+                          std::int64_t channels, cudaStream_t stream) {
+  launch_norm_backward<false>("rmsnorm_backward_f32", grad_out, x, weight, nullptr, rstd, grad_x, grad_weight, nullptr,
+                              scratch, scratch_floats, rows, channels, stream);
 }
 
 }  // namespace myriad::cuda

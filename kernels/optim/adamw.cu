@@ -74,10 +74,10 @@ void adamw_update_f32(float* param, const float* grad, float* m, float* v, std::
   const char* op = "adamw_update_f32";
   detail::check_count(op, "n", n);
   MYRIAD_CHECK(step.step >= 1, op << ": step must be >= 1 (1-based, for the bias correction), got " << step.step);
-  MYRIAD_CHECK(step.beta1 >= 0 && step.beta1 < 1 && step.beta2 >= 0 && step.beta2 < 1 && step.eps > 0 &&
-                   step.weight_decay >= 0,
-               op << ": need 0 <= beta1, beta2 < 1, eps > 0, weight_decay >= 0; got beta1 " << step.beta1 << ", beta2 "
-                  << step.beta2 << ", eps " << step.eps << ", weight_decay " << step.weight_decay);
+  MYRIAD_CHECK(
+      step.beta1 >= 0 && step.beta1 < 1 && step.beta2 >= 0 && step.beta2 < 1 && step.eps > 0 && step.weight_decay >= 0,
+      op << ": need 0 <= beta1, beta2 < 1, eps > 0, weight_decay >= 0; got beta1 " << step.beta1 << ", beta2 "
+         << step.beta2 << ", eps " << step.eps << ", weight_decay " << step.weight_decay);
   if (n == 0) return;
   for (auto [name, ptr] : {std::pair<const char*, const void*>{"param", param}, {"grad", grad}, {"m", m}, {"v", v}}) {
     detail::check_pointer(op, name, ptr, alignof(float));
@@ -119,8 +119,8 @@ void grad_norm_squared_f32(const float* grad, std::int64_t n, double* scratch, s
   }
   detail::check_pointer(op, "grad", grad, alignof(float));
   detail::check_pointer(op, "scratch", scratch, alignof(double));
-  MYRIAD_CHECK(scratch_doubles >= blocks, op << ": scratch holds " << scratch_doubles << " doubles, " << n
-                                             << " elements need " << blocks);
+  MYRIAD_CHECK(scratch_doubles >= blocks,
+               op << ": scratch holds " << scratch_doubles << " doubles, " << n << " elements need " << blocks);
   norm_partials<<<detail::grid_blocks(op, n, kNormBlock), kThreads, 0, stream>>>(grad, n, scratch);
   MYRIAD_CUDA_CHECK(cudaGetLastError());
   norm_total<<<1, kThreads, 0, stream>>>(scratch, blocks, out);

@@ -74,12 +74,15 @@ void rope_f32(const float* x, float* out, const float* cos_table, const float* s
   MYRIAD_CHECK(head_dim > 0 && head_dim % 2 == 0, op << ": head_dim must be even and > 0, got " << head_dim);
   const std::int64_t half = head_dim / 2, pairs = batch * seq * heads * half;
   if (pairs == 0) return;
-  for (auto [name, ptr] : {std::pair<const char*, const void*>{"x", x}, {"out", out}, {"cos_table", cos_table},
+  for (auto [name, ptr] : {std::pair<const char*, const void*>{"x", x},
+                           {"out", out},
+                           {"cos_table", cos_table},
                            {"sin_table", sin_table}}) {
     detail::check_pointer(op, name, ptr, alignof(float));
   }
   detail::check_same_or_disjoint(op, "out", out, "x", x, static_cast<std::size_t>(pairs) * 2 * sizeof(float));
-  const auto blocks = static_cast<unsigned>(std::min<std::int64_t>(detail::grid_blocks(op, pairs, kThreads), kMaxBlocks));
+  const auto blocks =
+      static_cast<unsigned>(std::min<std::int64_t>(detail::grid_blocks(op, pairs, kThreads), kMaxBlocks));
   rope_kernel<<<blocks, kThreads, 0, stream>>>(x, out, cos_table, sin_table, pairs, seq, heads, half,
                                                backward ? -1.0f : 1.0f);
   MYRIAD_CUDA_CHECK(cudaGetLastError());

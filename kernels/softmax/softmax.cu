@@ -63,13 +63,13 @@ void softmax_forward_f32(const float* x, float* out, std::int64_t rows, std::int
   MYRIAD_CUDA_CHECK(cudaGetLastError());
 }
 
-void softmax_backward_f32(const float* out, const float* grad_out, float* grad_x, std::int64_t rows,
-                          std::int64_t cols, cudaStream_t stream) {
+void softmax_backward_f32(const float* out, const float* grad_out, float* grad_x, std::int64_t rows, std::int64_t cols,
+                          cudaStream_t stream) {
   const char* op = "softmax_backward_f32";
   check_rows(op, rows, cols);
   if (rows == 0) return;
-  for (auto [name, ptr] : {std::pair<const char*, const void*>{"out", out}, {"grad_out", grad_out},
-                           {"grad_x", grad_x}}) {
+  for (auto [name, ptr] :
+       {std::pair<const char*, const void*>{"out", out}, {"grad_out", grad_out}, {"grad_x", grad_x}}) {
     detail::check_pointer(op, name, ptr, alignof(float));
   }
   const std::size_t bytes = static_cast<std::size_t>(rows) * static_cast<std::size_t>(cols) * sizeof(float);

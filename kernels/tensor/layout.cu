@@ -123,11 +123,12 @@ __global__ void merge_heads_kernel(const float* src, float* dst, std::int64_t ds
 
 void check_heads(const char* op, std::int64_t B, std::int64_t T, std::int64_t H, std::int64_t D,
                  std::int64_t row_stride) {
-  for (auto [name, value] : {std::pair<const char*, std::int64_t>{"batch", B}, {"seq", T}, {"heads", H}, {"head_dim", D}}) {
+  for (auto [name, value] :
+       {std::pair<const char*, std::int64_t>{"batch", B}, {"seq", T}, {"heads", H}, {"head_dim", D}}) {
     detail::check_count(op, name, value);
   }
-  MYRIAD_CHECK(row_stride >= H * D, op << ": row stride " << row_stride << " is shorter than heads x head_dim = "
-                                       << H * D);
+  MYRIAD_CHECK(row_stride >= H * D,
+               op << ": row stride " << row_stride << " is shorter than heads x head_dim = " << H * D);
 }
 
 }  // namespace
@@ -177,8 +178,7 @@ void add_broadcast_rows_f32(float* x, const float* row, std::int64_t rows, std::
   MYRIAD_CUDA_CHECK(cudaGetLastError());
 }
 
-void column_sums_accumulate_f32(const float* x, float* out, std::int64_t rows, std::int64_t cols,
-                                cudaStream_t stream) {
+void column_sums_accumulate_f32(const float* x, float* out, std::int64_t rows, std::int64_t cols, cudaStream_t stream) {
   const char* op = "column_sums_accumulate_f32";
   detail::check_count(op, "rows", rows);
   detail::check_count(op, "cols", cols);
@@ -239,11 +239,11 @@ void launch_conversion(const char* op, const void* x, void* out, std::int64_t n,
   detail::check_disjoint(op, "out", out, static_cast<std::size_t>(n) * out_size, "x", x,
                          static_cast<std::size_t>(n) * in_size);
   if (to_half) {
-    convert_to_half_kernel<H><<<blocks_for(op, n), kThreads, 0, stream>>>(static_cast<const float*>(x),
-                                                                         static_cast<H*>(out), n);
+    convert_to_half_kernel<H>
+        <<<blocks_for(op, n), kThreads, 0, stream>>>(static_cast<const float*>(x), static_cast<H*>(out), n);
   } else {
-    convert_from_half_kernel<H><<<blocks_for(op, n), kThreads, 0, stream>>>(static_cast<const H*>(x),
-                                                                           static_cast<float*>(out), n);
+    convert_from_half_kernel<H>
+        <<<blocks_for(op, n), kThreads, 0, stream>>>(static_cast<const H*>(x), static_cast<float*>(out), n);
   }
   MYRIAD_CUDA_CHECK(cudaGetLastError());
 }

@@ -55,14 +55,16 @@ void bind_dist(py::module_& m) {
       .def_property_readonly("rank", &dist::MpiRuntime::world_rank)
       .def_property_readonly("size", &dist::MpiRuntime::world_size)
       .def_static("launched_by_mpi", &dist::MpiRuntime::launched_by_mpi)
-      .def_static("abort", [](int code, const std::string& reason) {
-             int rank = 0;
-             MPI_Comm_rank(MPI_COMM_WORLD, &rank);
-             std::fprintf(stderr, "[rank %d] fatal: %s\n", rank, reason.c_str());
-             std::fflush(stderr);
-             MPI_Abort(MPI_COMM_WORLD, code);
-           },
-           py::arg("exit_code"), py::arg("reason"), "print the reason and end every rank of the job");
+      .def_static(
+          "abort",
+          [](int code, const std::string& reason) {
+            int rank = 0;
+            MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+            std::fprintf(stderr, "[rank %d] fatal: %s\n", rank, reason.c_str());
+            std::fflush(stderr);
+            MPI_Abort(MPI_COMM_WORLD, code);
+          },
+          py::arg("exit_code"), py::arg("reason"), "print the reason and end every rank of the job");
 
   py::class_<dist::ProcessGroups>(m, "ProcessGroups", "Communicators of every parallel axis (see docs/parallelism.md)")
       .def(py::init([](const RunConfig& config, dist::MpiRuntime* runtime) {
@@ -75,16 +77,19 @@ void bind_dist(py::module_& m) {
       .def_property_readonly("world_size", [](const dist::ProcessGroups& g) { return g.grid().world_size(); })
       .def("describe", [](const dist::ProcessGroups& g) { return g.grid().describe(g.rank()); })
       .def("stats", &stats_dict, "per group and op: calls, bytes_sent, bytes_received, seconds, wait_seconds")
-      .def("any", [](dist::ProcessGroups& g, bool flag) {
-             py::gil_scoped_release release;
-             Tensor t = Tensor::full({1}, flag ? 1.0 : 0.0, DType::i32);
-             g.world().all_reduce(t, dist::ReduceOp::max);
-             return t.data<std::int32_t>()[0] != 0;
-           }, py::arg("flag"), "collective: true when the flag is set on any rank")
+      .def(
+          "any",
+          [](dist::ProcessGroups& g, bool flag) {
+            py::gil_scoped_release release;
+            Tensor t = Tensor::full({1}, flag ? 1.0 : 0.0, DType::i32);
+            g.world().all_reduce(t, dist::ReduceOp::max);
+            return t.data<std::int32_t>()[0] != 0;
+          },
+          py::arg("flag"), "collective: true when the flag is set on any rank")
       .def("barrier", [](dist::ProcessGroups& g) {
-             py::gil_scoped_release release;
-             g.world().barrier();
-           });
+        py::gil_scoped_release release;
+        g.world().barrier();
+      });
 }
 
 }  // namespace myriad::python

@@ -13,8 +13,8 @@ void bind_matmul(py::module_& ops) {
   ops.def(
       "matmul_forward",
       [](const Tensor& a, const Tensor& b, bool transpose_a, bool transpose_b, float alpha, py::object out) {
-        MatmulArgs args{.transpose_a = transpose_a, .transpose_b = transpose_b, .alpha = alpha,
-                        .accumulate = !out.is_none()};
+        MatmulArgs args{
+            .transpose_a = transpose_a, .transpose_b = transpose_b, .alpha = alpha, .accumulate = !out.is_none()};
         std::int64_t m = transpose_a ? a.size(-1) : a.size(-2);
         std::int64_t n = transpose_b ? b.size(-2) : b.size(-1);
         Shape shape(a.shape().begin(), a.shape().end() - 2);
@@ -36,8 +36,8 @@ void bind_matmul(py::module_& ops) {
         matmul_backward(args, a, b, grad_out, grad_a, grad_b);
         return py::make_tuple(grad_a, grad_b);
       },
-      py::arg("a"), py::arg("b"), py::arg("grad_out"), py::arg("transpose_a") = false,
-      py::arg("transpose_b") = false, py::arg("alpha") = 1.0f, "(grad_a, grad_b)");
+      py::arg("a"), py::arg("b"), py::arg("grad_out"), py::arg("transpose_a") = false, py::arg("transpose_b") = false,
+      py::arg("alpha") = 1.0f, "(grad_a, grad_b)");
 }
 
 }  // namespace myriad::python

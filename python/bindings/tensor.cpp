@@ -19,13 +19,20 @@ namespace {
 
 py::dtype numpy_dtype(DType dtype) {
   switch (dtype) {
-    case DType::f32: return py::dtype::of<float>();
-    case DType::bf16: return py::dtype::of<std::uint16_t>();
-    case DType::f16: return py::dtype("float16");
-    case DType::i32: return py::dtype::of<std::int32_t>();
-    case DType::i64: return py::dtype::of<std::int64_t>();
-    case DType::u16: return py::dtype::of<std::uint16_t>();
-    case DType::i8: return py::dtype::of<std::int8_t>();
+    case DType::f32:
+      return py::dtype::of<float>();
+    case DType::bf16:
+      return py::dtype::of<std::uint16_t>();
+    case DType::f16:
+      return py::dtype("float16");
+    case DType::i32:
+      return py::dtype::of<std::int32_t>();
+    case DType::i64:
+      return py::dtype::of<std::int64_t>();
+    case DType::u16:
+      return py::dtype::of<std::uint16_t>();
+    case DType::i8:
+      return py::dtype::of<std::int8_t>();
   }
   MYRIAD_THROW("no NumPy dtype for " << dtype_name(dtype));
 }
@@ -67,9 +74,10 @@ Tensor from_numpy(const py::array& array, const std::string& as_dtype) {
   std::int64_t span = 1;
   for (py::ssize_t d = 0; d < array.ndim(); ++d) {
     std::int64_t byte_stride = array.strides(d);
-    MYRIAD_CHECK(byte_stride >= 0 && byte_stride % itemsize == 0,
-                 "from_numpy: stride " << byte_stride << " bytes of dim " << d
-                                       << " is negative or not a multiple of the item size; pass np.ascontiguousarray(a)");
+    MYRIAD_CHECK(
+        byte_stride >= 0 && byte_stride % itemsize == 0,
+        "from_numpy: stride " << byte_stride << " bytes of dim " << d
+                              << " is negative or not a multiple of the item size; pass np.ascontiguousarray(a)");
     shape.push_back(array.shape(d));
     strides.push_back(byte_stride / itemsize);
     if (array.shape(d) == 0) span = 0;
@@ -78,8 +86,8 @@ Tensor from_numpy(const py::array& array, const std::string& as_dtype) {
     for (std::size_t d = 0; d < shape.size(); ++d) span += (shape[d] - 1) * strides[d];
   }
   auto* keep = new py::object(array);
-  auto storage = Storage::wrap(const_cast<void*>(array.data()), static_cast<std::size_t>(span * itemsize), Device::cpu(),
-                               [keep](void*) {
+  auto storage = Storage::wrap(const_cast<void*>(array.data()), static_cast<std::size_t>(span * itemsize),
+                               Device::cpu(), [keep](void*) {
                                  py::gil_scoped_acquire gil;
                                  delete keep;
                                });
@@ -96,7 +104,8 @@ Tensor output_or_new(const py::object& given, const Shape& shape, DType dtype) {
 void bind_tensor(py::module_& m) {
   py::class_<Tensor>(m, "Tensor", py::buffer_protocol(), "Strided view of shared storage (CPU or CUDA)")
       .def_property_readonly("shape", [](const Tensor& t) { return t.shape(); })
-      .def_property_readonly("strides", [](const Tensor& t) { return t.strides(); }, "in elements")
+      .def_property_readonly(
+          "strides", [](const Tensor& t) { return t.strides(); }, "in elements")
       .def_property_readonly("dtype", [](const Tensor& t) { return std::string(dtype_name(t.dtype())); })
       .def_property_readonly("device", [](const Tensor& t) { return t.device().str(); })
       .def_property_readonly("offset", &Tensor::offset)
@@ -105,8 +114,9 @@ void bind_tensor(py::module_& m) {
       .def("nbytes", &Tensor::nbytes)
       .def("is_contiguous", &Tensor::is_contiguous)
       .def("numpy", &to_numpy, "NumPy array over the same memory (no copy)")
-      .def("__array__", [](const Tensor& t, py::object, py::object) { return to_numpy(t); },
-           py::arg("dtype") = py::none(), py::arg("copy") = py::none())
+      .def(
+          "__array__", [](const Tensor& t, py::object, py::object) { return to_numpy(t); },
+          py::arg("dtype") = py::none(), py::arg("copy") = py::none())
       .def("view", &Tensor::view)
       .def("reshape", &Tensor::reshape)
       .def("slice", &Tensor::slice, py::arg("dim"), py::arg("start"), py::arg("end"))
@@ -124,19 +134,27 @@ void bind_tensor(py::module_& m) {
 
   m.def("from_numpy", &from_numpy, py::arg("array"), py::arg("dtype") = "",
         "Tensor over the array's memory (no copy). dtype='bf16' views uint16 bits as bf16.");
-  m.def("empty", [](const Shape& shape, const std::string& dtype) { return Tensor::empty(shape, parse_dtype(dtype)); },
-        py::arg("shape"), py::arg("dtype") = "f32");
-  m.def("zeros", [](const Shape& shape, const std::string& dtype) { return Tensor::zeros(shape, parse_dtype(dtype)); },
-        py::arg("shape"), py::arg("dtype") = "f32");
-  m.def("full", [](const Shape& shape, double value, const std::string& dtype) {
-        return Tensor::full(shape, value, parse_dtype(dtype)); },
-        py::arg("shape"), py::arg("value"), py::arg("dtype") = "f32");
-  m.def("randn", [](const Shape& shape, std::uint64_t seed, std::uint64_t stream, float std) {
+  m.def(
+      "empty", [](const Shape& shape, const std::string& dtype) { return Tensor::empty(shape, parse_dtype(dtype)); },
+      py::arg("shape"), py::arg("dtype") = "f32");
+  m.def(
+      "zeros", [](const Shape& shape, const std::string& dtype) { return Tensor::zeros(shape, parse_dtype(dtype)); },
+      py::arg("shape"), py::arg("dtype") = "f32");
+  m.def(
+      "full",
+      [](const Shape& shape, double value, const std::string& dtype) {
+        return Tensor::full(shape, value, parse_dtype(dtype));
+      },
+      py::arg("shape"), py::arg("value"), py::arg("dtype") = "f32");
+  m.def(
+      "randn",
+      [](const Shape& shape, std::uint64_t seed, std::uint64_t stream, float std) {
         Tensor t = Tensor::empty(shape);
         fill_normal(t, 0.0f, std, seed, stream);
-        return t; },
-        py::arg("shape"), py::arg("seed"), py::arg("stream") = 0, py::arg("std") = 1.0f,
-        "Normal values from the counter-based RNG: element i depends only on (seed, stream, i)");
+        return t;
+      },
+      py::arg("shape"), py::arg("seed"), py::arg("stream") = 0, py::arg("std") = 1.0f,
+      "Normal values from the counter-based RNG: element i depends only on (seed, stream, i)");
   m.def("philox4x32", &philox4x32, py::arg("seed"), py::arg("stream"), py::arg("index"));
 }
 

@@ -36,11 +36,14 @@ void bind_train(py::module_& m) {
       .def_static("from_file", &RunConfig::from_yaml_file, py::arg("path"))
       .def_static("from_string", &RunConfig::from_yaml_string, py::arg("text"), py::arg("source_name") = "<string>")
       .def("set", &RunConfig::apply_override, py::arg("key_equals_value"), "apply one 'section.key=value' override")
-      .def("validate", [](RunConfig& c, int world_size) {
-             c.validate(world_size);
-             c = c.for_world(world_size);  // parallel.dp auto becomes the world's data-parallel share
-           }, py::arg("world_size") = 1,
-           "checks every key for a job of world_size processes; fills parallel.dp when it is auto (0)")
+      .def(
+          "validate",
+          [](RunConfig& c, int world_size) {
+            c.validate(world_size);
+            c = c.for_world(world_size);  // parallel.dp auto becomes the world's data-parallel share
+          },
+          py::arg("world_size") = 1,
+          "checks every key for a job of world_size processes; fills parallel.dp when it is auto (0)")
       .def("resolved", &RunConfig::resolved)
       .def("to_yaml", &RunConfig::to_yaml)
       .def_property_readonly("logging_dir", [](const RunConfig& c) { return c.logging.dir; })
@@ -52,14 +55,15 @@ void bind_train(py::module_& m) {
       .def_property_readonly("checkpoint_async", [](const RunConfig& c) { return c.checkpoint.async; })
       .def_property_readonly("checkpoint_dir", [](const RunConfig& c) { return c.resolved().checkpoint.dir; })
       .def_property_readonly("resume", [](const RunConfig& c) { return c.checkpoint.resume; })
-      .def_property_readonly("sample", [](const RunConfig& c) {
-        py::dict d;
-        d["tokens"] = c.sample.tokens;
-        d["temperature"] = c.sample.temperature;
-        d["top_k"] = c.sample.top_k;
-        d["prompt"] = c.sample.prompt;
-        return d;
-      })
+      .def_property_readonly("sample",
+                             [](const RunConfig& c) {
+                               py::dict d;
+                               d["tokens"] = c.sample.tokens;
+                               d["temperature"] = c.sample.temperature;
+                               d["top_k"] = c.sample.top_k;
+                               d["prompt"] = c.sample.prompt;
+                               return d;
+                             })
       .def_property_readonly("seed", [](const RunConfig& c) { return c.training.seed; });
 
   py::class_<train::Engine>(m, "Engine", "One rank's model, optimizer, data and step loop")
@@ -70,50 +74,62 @@ void bind_train(py::module_& m) {
            }),
            py::arg("config"), py::arg("rank") = 0, py::arg("log_file") = "", py::arg("groups") = nullptr,
            py::keep_alive<1, 5>())
-      .def("step", [](train::Engine& e) {
-             train::StepMetrics metrics;
-             {
-               py::gil_scoped_release release;
-               metrics = e.step();
-             }
-             return metrics_dict(metrics);
-           }, "one optimizer step over the global batch; returns its metrics")
-      .def("evaluate", [](train::Engine& e) {
-             py::gil_scoped_release release;
-             return e.evaluate();
-           }, "mean validation loss")
+      .def(
+          "step",
+          [](train::Engine& e) {
+            train::StepMetrics metrics;
+            {
+              py::gil_scoped_release release;
+              metrics = e.step();
+            }
+            return metrics_dict(metrics);
+          },
+          "one optimizer step over the global batch; returns its metrics")
+      .def(
+          "evaluate",
+          [](train::Engine& e) {
+            py::gil_scoped_release release;
+            return e.evaluate();
+          },
+          "mean validation loss")
       .def("save", &train::Engine::save, py::arg("background") = false, py::call_guard<py::gil_scoped_release>(),
            "collective checkpoint at the current step; background: write a snapshot in a thread (rank 0)")
       .def("wait_for_save", &train::Engine::wait_for_save, py::call_guard<py::gil_scoped_release>(),
            "wait for a background checkpoint write; returns its path and rethrows its error")
       .def("load", &train::Engine::load, py::arg("checkpoint_dir"), py::call_guard<py::gil_scoped_release>())
-      .def("generate", [](train::Engine& e, const std::string& prompt, std::int64_t max_new_tokens, float temperature,
-                          std::int64_t top_k, std::uint64_t seed) {
-             std::string text;
-             {
-               py::gil_scoped_release release;
-               text = e.generate(prompt, max_new_tokens, temperature, top_k, seed);
-             }
-             // Sampled byte-level tokens need not form valid UTF-8 (a multi-byte character cut
-             // in the middle): decode with replacement, as BpeTokenizer.decode does.
-             return py::bytes(text).attr("decode")("utf-8", "replace");
-           },
-           py::arg("prompt"), py::arg("max_new_tokens"), py::arg("temperature") = 0.8f, py::arg("top_k") = 40,
-           py::arg("seed") = 0, "prompt followed by the sampled continuation (invalid UTF-8 shown as U+FFFD)")
+      .def(
+          "generate",
+          [](train::Engine& e, const std::string& prompt, std::int64_t max_new_tokens, float temperature,
+             std::int64_t top_k, std::uint64_t seed) {
+            std::string text;
+            {
+              py::gil_scoped_release release;
+              text = e.generate(prompt, max_new_tokens, temperature, top_k, seed);
+            }
+            // Sampled byte-level tokens need not form valid UTF-8 (a multi-byte character cut
+            // in the middle): decode with replacement, as BpeTokenizer.decode does.
+            return py::bytes(text).attr("decode")("utf-8", "replace");
+          },
+          py::arg("prompt"), py::arg("max_new_tokens"), py::arg("temperature") = 0.8f, py::arg("top_k") = 40,
+          py::arg("seed") = 0, "prompt followed by the sampled continuation (invalid UTF-8 shown as U+FFFD)")
       .def_property_readonly("step_count", &train::Engine::step_count)
       .def_property_readonly("tokens_per_step", &train::Engine::tokens_per_step)
       .def_property_readonly("flops_per_token", &train::Engine::flops_per_token)
-      .def_property_readonly("peak_flops", [](const train::Engine& e) {
-             py::dict d;
-             d["measured"] = e.peak_flops().measured;
-             d["datasheet"] = e.peak_flops().datasheet;
-             d["datasheet_source"] = e.peak_flops().datasheet_source;
-             return d;
-           }, "per-rank peak FLOP/s behind MFU: measured (GEMM at start-up) and datasheet")
+      .def_property_readonly(
+          "peak_flops",
+          [](const train::Engine& e) {
+            py::dict d;
+            d["measured"] = e.peak_flops().measured;
+            d["datasheet"] = e.peak_flops().datasheet;
+            d["datasheet_source"] = e.peak_flops().datasheet_source;
+            return d;
+          },
+          "per-rank peak FLOP/s behind MFU: measured (GEMM at start-up) and datasheet")
       .def_property_readonly("metrics_path", &train::Engine::metrics_path, "metrics.jsonl ('' off rank 0)")
       .def("set_compute_delay_for_testing", &train::Engine::set_compute_delay_for_testing, py::arg("seconds"),
            "sleep this long in every step's compute phase (simulates a slow rank)")
-      .def("memory_report", [](const train::Engine& e) {
+      .def("memory_report",
+           [](const train::Engine& e) {
              train::MemoryReport r = e.memory_report();
              py::dict d;
              d["parameters"] = r.parameter_bytes;
@@ -124,41 +140,49 @@ void bind_train(py::module_& m) {
              d["comm_buffers"] = r.comm_buffer_bytes;
              return d;
            })
-      .def("parameters", [](train::Engine& e) {
-             py::dict d;
-             for (nn::Parameter& p : e.model().parameters().all()) {
-               MYRIAD_CHECK(p.value.defined(), "Engine.parameters(): parameter '"
-                                                   << p.name << "' is sharded (ZeRO stage 3) and not resident on "
-                                                   << "this rank; save a checkpoint for the full tensors");
-               d[py::str(p.name)] = ops::placement_of(p.value, "parameter").to_host(p.value);
-             }
-             return d;
-           }, "name -> Tensor view of each parameter (Tensor.numpy() gives a NumPy view; with training.device "
-              "cuda a host copy)")
-      .def("gradients", [](train::Engine& e) {
-             py::dict d;
-             for (nn::Parameter& p : e.model().parameters().all()) {
-               MYRIAD_CHECK(p.grad.defined(), "Engine.gradients(): the gradient of '"
-                                                  << p.name << "' is sharded (ZeRO stage 2/3) and not resident on "
-                                                  << "this rank");
-               d[py::str(p.name)] = ops::placement_of(p.grad, "gradient").to_host(p.grad);
-             }
-             return d;
-           }, "name -> Tensor view of each gradient (as left by the last step; with training.device cuda a host "
-              "copy)")
+      .def(
+          "parameters",
+          [](train::Engine& e) {
+            py::dict d;
+            for (nn::Parameter& p : e.model().parameters().all()) {
+              MYRIAD_CHECK(p.value.defined(), "Engine.parameters(): parameter '"
+                                                  << p.name << "' is sharded (ZeRO stage 3) and not resident on "
+                                                  << "this rank; save a checkpoint for the full tensors");
+              d[py::str(p.name)] = ops::placement_of(p.value, "parameter").to_host(p.value);
+            }
+            return d;
+          },
+          "name -> Tensor view of each parameter (Tensor.numpy() gives a NumPy view; with training.device "
+          "cuda a host copy)")
+      .def(
+          "gradients",
+          [](train::Engine& e) {
+            py::dict d;
+            for (nn::Parameter& p : e.model().parameters().all()) {
+              MYRIAD_CHECK(p.grad.defined(), "Engine.gradients(): the gradient of '"
+                                                 << p.name << "' is sharded (ZeRO stage 2/3) and not resident on "
+                                                 << "this rank");
+              d[py::str(p.name)] = ops::placement_of(p.grad, "gradient").to_host(p.grad);
+            }
+            return d;
+          },
+          "name -> Tensor view of each gradient (as left by the last step; with training.device cuda a host "
+          "copy)")
       .def("tokenizer", [](const train::Engine& e) -> py::object {
-             if (e.tokenizer() == nullptr) return py::none();
-             return py::cast(*e.tokenizer());
-           });
+        if (e.tokenizer() == nullptr) return py::none();
+        return py::cast(*e.tokenizer());
+      });
 
   py::class_<data::BpeTokenizer>(m, "BpeTokenizer", "Byte-level BPE (GPT-2 compatible)")
       .def_static("load_gpt2", &data::BpeTokenizer::load_gpt2, py::arg("encoder_json"), py::arg("vocab_bpe"))
       .def_static("load", &data::BpeTokenizer::load, py::arg("path"))
-      .def_static("train", [](const std::string& text, std::int32_t vocab) { return data::BpeTokenizer::train(text, vocab); },
-                  py::arg("text"), py::arg("vocab_size"))
+      .def_static(
+          "train", [](const std::string& text, std::int32_t vocab) { return data::BpeTokenizer::train(text, vocab); },
+          py::arg("text"), py::arg("vocab_size"))
       .def("save", &data::BpeTokenizer::save)
       .def("encode", [](const data::BpeTokenizer& t, const std::string& text) { return t.encode(text); })
-      .def("decode", [](const data::BpeTokenizer& t, const std::vector<std::int32_t>& ids) {
+      .def("decode",
+           [](const data::BpeTokenizer& t, const std::vector<std::int32_t>& ids) {
              std::string bytes = t.decode(ids);
              return py::bytes(bytes).attr("decode")("utf-8", "replace");
            })

@@ -127,14 +127,22 @@ std::size_t edit_distance(std::string_view a, std::string_view b) {
 
 std::string_view field_type_name(FieldType type) {
   switch (type) {
-    case FieldType::boolean: return "bool";
-    case FieldType::integer: return "int";
-    case FieldType::number: return "float";
-    case FieldType::text: return "string";
-    case FieldType::text_list: return "list of strings";
-    case FieldType::choice: return "choice";
-    case FieldType::auto_boolean: return "bool or auto";
-    case FieldType::auto_number: return "float or auto";
+    case FieldType::boolean:
+      return "bool";
+    case FieldType::integer:
+      return "int";
+    case FieldType::number:
+      return "float";
+    case FieldType::text:
+      return "string";
+    case FieldType::text_list:
+      return "list of strings";
+    case FieldType::choice:
+      return "choice";
+    case FieldType::auto_boolean:
+      return "bool or auto";
+    case FieldType::auto_number:
+      return "float or auto";
   }
   return "?";
 }
@@ -156,11 +164,17 @@ std::string format_field_value(const FieldValue& value) {
 }
 
 FieldCheck at_least(double low) {
-  return {">= " + format_bound(low), [low](const FieldValue& v) { auto d = as_double(v); return !d || *d >= low; }};
+  return {">= " + format_bound(low), [low](const FieldValue& v) {
+            auto d = as_double(v);
+            return !d || *d >= low;
+          }};
 }
 
 FieldCheck greater_than(double low) {
-  return {"> " + format_bound(low), [low](const FieldValue& v) { auto d = as_double(v); return !d || *d > low; }};
+  return {"> " + format_bound(low), [low](const FieldValue& v) {
+            auto d = as_double(v);
+            return !d || *d > low;
+          }};
 }
 
 FieldCheck in_range(double low, double high, bool low_closed, bool high_closed) {

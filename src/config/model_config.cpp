@@ -14,8 +14,8 @@ const std::vector<Field<ModelConfig>>& ModelConfig::fields() {
                  {.check = at_least(1)}),
       make_field("n_layer", &M::n_layer, "transformer blocks", {.check = at_least(1)}),
       make_field("n_head", &M::n_head, "attention (query) heads; must divide n_embd", {.check = at_least(1)}),
-      make_field("n_kv_head", &M::n_kv_head, "key/value heads (grouped-query attention); 0 = n_head; must divide n_head",
-                 {.check = at_least(0)}),
+      make_field("n_kv_head", &M::n_kv_head,
+                 "key/value heads (grouped-query attention); 0 = n_head; must divide n_head", {.check = at_least(0)}),
       make_field("n_embd", &M::n_embd, "channels C (embedding width)", {.check = at_least(1)}),
       make_field("context_length", &M::context_length, "maximum sequence length (positions)", {.check = at_least(1)}),
       make_field("ffn_hidden", &M::ffn_hidden,
@@ -116,13 +116,12 @@ void ModelConfig::validate() const {
   validate_fields(*this);
   MYRIAD_CHECK(n_embd % n_head == 0,
                "model.n_embd (" << n_embd << ") must be divisible by model.n_head (" << n_head << ")");
-  MYRIAD_CHECK(kv_heads() <= n_head && n_head % kv_heads() == 0,
-               "model.n_kv_head (" << n_kv_head << ") must divide model.n_head (" << n_head
-                                   << "); 0 means n_kv_head = n_head");
+  MYRIAD_CHECK(kv_heads() <= n_head && n_head % kv_heads() == 0, "model.n_kv_head ("
+                                                                     << n_kv_head << ") must divide model.n_head ("
+                                                                     << n_head << "); 0 means n_kv_head = n_head");
   MYRIAD_CHECK(architecture != Architecture::llama || head_dim() % 2 == 0,
-               "model: llama applies RoPE to pairs of channels, so n_embd / n_head (" << n_embd << " / " << n_head
-                                                                                       << " = " << head_dim()
-                                                                                       << ") must be even");
+               "model: llama applies RoPE to pairs of channels, so n_embd / n_head ("
+                   << n_embd << " / " << n_head << " = " << head_dim() << ") must be even");
   validate_attention();
   if (is_moe()) {
     validate_moe();
@@ -148,22 +147,23 @@ void ModelConfig::validate() const {
   for (const auto& [key, set] : moe_keys) {
     if (!set) continue;
     const FieldValue value = find_field(fields(), key)->get(*this);
-    MYRIAD_THROW("model." << key << " (" << format_field_value(value)
-                          << ") requires model.architecture: moe; on a " << choice_name(architecture)
+    MYRIAD_THROW("model." << key << " (" << format_field_value(value) << ") requires model.architecture: moe; on a "
+                          << choice_name(architecture)
                           << " model the key would do nothing: remove it, or set model.architecture: moe");
   }
 }
 
 void ModelConfig::validate_moe() const {
-  MYRIAD_CHECK(num_experts >= 1, "model.architecture moe needs model.num_experts >= 1 (experts per MoE layer), got "
-                                     << num_experts);
+  MYRIAD_CHECK(num_experts >= 1,
+               "model.architecture moe needs model.num_experts >= 1 (experts per MoE layer), got " << num_experts);
   MYRIAD_CHECK(moe_top_k() <= 8 && moe_top_k() <= num_experts,
                "model.top_k (" << moe_top_k() << ") must lie in [1, min(8, model.num_experts " << num_experts << ")]");
   MYRIAD_CHECK(moe_every <= n_layer, "model.moe_every (" << moe_every << ") must be <= model.n_layer (" << n_layer
-                                                          << "): no block would have experts");
+                                                         << "): no block would have experts");
   MYRIAD_CHECK(!(dropless && (expert_capacity > 0 || capacity_factor.has_value())),
                "model.dropless: true computes every routed token, so model.expert_capacity ("
-                   << expert_capacity << ") and model.capacity_factor would do nothing: remove them or set dropless: false");
+                   << expert_capacity
+                   << ") and model.capacity_factor would do nothing: remove them or set dropless: false");
   MYRIAD_CHECK(!(expert_capacity > 0 && capacity_factor.has_value()),
                "model.expert_capacity (" << expert_capacity << ") and model.capacity_factor (" << *capacity_factor
                                          << ") both size the capacity: keep one");
@@ -206,10 +206,12 @@ const std::vector<RefusedKey>& ModelConfig::refused_keys() {
        "is not the context length here: in the seed documents block_size is the tile of block-sparse attention, "
        "which is model.attention.block_size (attention: {kind: block_sparse, block_size: 64}); the longest "
        "sequence is model.context_length"},
-      {"sparse_ratio", "belongs to block-sparse attention: write it as model.attention.sparse_ratio "
-                       "(attention: {kind: block_sparse, sparse_ratio: 0.7})"},
-      {"threshold", "belongs to block-sparse attention: write it as model.attention.threshold "
-                    "(attention: {kind: block_sparse, sparse_ratio: 0.7, threshold: 0.1})"},
+      {"sparse_ratio",
+       "belongs to block-sparse attention: write it as model.attention.sparse_ratio "
+       "(attention: {kind: block_sparse, sparse_ratio: 0.7})"},
+      {"threshold",
+       "belongs to block-sparse attention: write it as model.attention.threshold "
+       "(attention: {kind: block_sparse, sparse_ratio: 0.7, threshold: 0.1})"},
   };
   return refused;
 }

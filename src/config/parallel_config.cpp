@@ -16,9 +16,10 @@ const std::vector<Field<ParallelConfig>>& ParallelConfig::fields() {
                  "context-parallel ranks: each holds two chunks of every sequence (one early, one late) and "
                  "attention runs as a ring over them (docs/parallelism.md)",
                  {.check = at_least(1)}),
-      make_field("ep", &P::ep, "expert-parallel ranks: MoE experts split over groups of ep data-parallel replicas (divides dp)", {.check = at_least(1)}),
-      make_field("zero_stage", &P::zero_stage,
-                 "ZeRO over dp: 0 off, 1 optimizer states, 2 + gradients, 3 + parameters",
+      make_field("ep", &P::ep,
+                 "expert-parallel ranks: MoE experts split over groups of ep data-parallel replicas (divides dp)",
+                 {.check = at_least(1)}),
+      make_field("zero_stage", &P::zero_stage, "ZeRO over dp: 0 off, 1 optimizer states, 2 + gradients, 3 + parameters",
                  {.check = in_range(0, 3, true, true)}),
       make_field("sequence_parallel", &P::sequence_parallel,
                  "shard norm/dropout activations over tp along the sequence (no effect at tp 1)"),
@@ -55,8 +56,8 @@ std::vector<int> ParallelConfig::stage_layers(int n_layer) const {
     return layers;
   }
   MYRIAD_CHECK(static_cast<int>(pp_layers.size()) == stages,
-               "parallel.pp_layers has " << pp_layers.size() << " entries; it needs one per pipeline stage: pp ("
-                                         << pp << ") * virtual_stages (" << virtual_stages << ") = " << stages);
+               "parallel.pp_layers has " << pp_layers.size() << " entries; it needs one per pipeline stage: pp (" << pp
+                                         << ") * virtual_stages (" << virtual_stages << ") = " << stages);
   int total = 0;
   for (std::size_t g = 0; g < pp_layers.size(); ++g) {
     std::size_t used = 0;
@@ -77,9 +78,7 @@ std::vector<int> ParallelConfig::stage_layers(int n_layer) const {
   return layers;
 }
 
-long long ParallelConfig::degree_product() const {
-  return static_cast<long long>(dp) * tp * pp * cp;
-}
+long long ParallelConfig::degree_product() const { return static_cast<long long>(dp) * tp * pp * cp; }
 
 int ParallelConfig::dp_for_world(int world_size) const {
   if (dp != 0) return dp;
@@ -87,9 +86,8 @@ int ParallelConfig::dp_for_world(int world_size) const {
   const long long model_ranks = static_cast<long long>(tp) * pp * cp;
   MYRIAD_CHECK(model_ranks >= 1 && world_size % model_ranks == 0,
                "parallel.dp is auto (world size / (tp * pp * cp)), but the world size "
-                   << world_size << " is not divisible by tp * pp * cp = " << tp << " * " << pp << " * " << cp
-                   << " = " << model_ranks
-                   << " (launch a multiple of that many processes, or set parallel.dp and the degrees)");
+                   << world_size << " is not divisible by tp * pp * cp = " << tp << " * " << pp << " * " << cp << " = "
+                   << model_ranks << " (launch a multiple of that many processes, or set parallel.dp and the degrees)");
   return static_cast<int>(world_size / model_ranks);
 }
 
@@ -113,9 +111,9 @@ void ParallelConfig::validate(int world_size) const {
                  "virtual_stages "
                      << virtual_stages << " and pp " << pp);
   } else {
-    MYRIAD_CHECK(virtual_stages == 1, "parallel.virtual_stages (" << virtual_stages
-                                                                  << ") > 1 needs parallel.pp_schedule interleaved, got "
-                                                                  << choice_name(pp_schedule));
+    MYRIAD_CHECK(virtual_stages == 1, "parallel.virtual_stages ("
+                                          << virtual_stages << ") > 1 needs parallel.pp_schedule interleaved, got "
+                                          << choice_name(pp_schedule));
   }
   MYRIAD_CHECK(zero_stage <= 1 || pp == 1,
                "parallel.zero_stage " << zero_stage << " shards gradients, which pipeline parallelism (pp " << pp

@@ -26,9 +26,8 @@ void validate_tensor_parallel(const ModelConfig& model, const ParallelConfig& pa
   MYRIAD_CHECK(model.kv_heads() % tp == 0, "model.n_kv_head (" << model.kv_heads()
                                                                << " key/value heads) must be divisible by parallel.tp ("
                                                                << tp << ")");
-  MYRIAD_CHECK(model.ffn_hidden_size() % tp == 0, "model.ffn_hidden (" << model.ffn_hidden_size()
-                                                                       << ") must be divisible by parallel.tp (" << tp
-                                                                       << ")");
+  MYRIAD_CHECK(model.ffn_hidden_size() % tp == 0,
+               "model.ffn_hidden (" << model.ffn_hidden_size() << ") must be divisible by parallel.tp (" << tp << ")");
   MYRIAD_CHECK(model.padded_vocab_size() % tp == 0, "the padded vocabulary (model.vocab_size "
                                                         << model.vocab_size << " -> " << model.padded_vocab_size()
                                                         << ") must be divisible by parallel.tp (" << tp << ")");
@@ -45,8 +44,9 @@ void validate_pipeline_and_experts(const ModelConfig& model, const ParallelConfi
 
 void validate_sequence(const RunConfig& c) {
   const int seq_len = c.training.seq_len == 0 ? c.model.context_length : c.training.seq_len;
-  MYRIAD_CHECK(seq_len <= c.model.context_length, "training.seq_len (" << seq_len << ") must be <= model.context_length ("
-                                                                   << c.model.context_length << ")");
+  MYRIAD_CHECK(seq_len <= c.model.context_length, "training.seq_len (" << seq_len
+                                                                       << ") must be <= model.context_length ("
+                                                                       << c.model.context_length << ")");
   if (c.parallel.cp > 1) {
     MYRIAD_CHECK(seq_len % (2 * c.parallel.cp) == 0,
                  "training.seq_len (" << seq_len << ") must be divisible by 2 * parallel.cp (" << 2 * c.parallel.cp
@@ -62,8 +62,7 @@ void validate_sequence(const RunConfig& c) {
                                                       "train MoE models at cp 1");
   }
   if (c.parallel.sequence_parallel && c.parallel.tp > 1) {
-    MYRIAD_CHECK(seq_len % c.parallel.tp == 0, "training.seq_len (" << seq_len
-                                                                    << ") must be divisible by parallel.tp ("
+    MYRIAD_CHECK(seq_len % c.parallel.tp == 0, "training.seq_len (" << seq_len << ") must be divisible by parallel.tp ("
                                                                     << c.parallel.tp << ") with sequence_parallel");
   }
 }
@@ -78,13 +77,15 @@ void validate_batch(const TrainingConfig& t, const ParallelConfig& p) {
                                                 << ") = " << per_step * t.gradient_accumulation);
   } else if (t.global_batch_size > 0) {
     MYRIAD_CHECK(t.global_batch_size % per_step == 0,
-                 "training.global_batch_size (" << t.global_batch_size << ") must be a multiple of training.micro_batch ("
-                                                << t.micro_batch << ") * parallel.dp (" << p.dp << ") = " << per_step
+                 "training.global_batch_size (" << t.global_batch_size
+                                                << ") must be a multiple of training.micro_batch (" << t.micro_batch
+                                                << ") * parallel.dp (" << p.dp << ") = " << per_step
                                                 << " (training.gradient_accumulation is 0, derived as the quotient)");
   }
   if (p.pp_schedule == PipelineSchedule::interleaved) {
-    const std::int64_t accumulation =
-        t.gradient_accumulation > 0 ? t.gradient_accumulation : std::max<std::int64_t>(1, t.global_batch_size / per_step);
+    const std::int64_t accumulation = t.gradient_accumulation > 0
+                                          ? t.gradient_accumulation
+                                          : std::max<std::int64_t>(1, t.global_batch_size / per_step);
     MYRIAD_CHECK(accumulation % p.pp == 0, "the interleaved schedule needs the micro-batches per step ("
                                                << accumulation << ", training.gradient_accumulation) divisible by "
                                                << "parallel.pp (" << p.pp << ")");
@@ -103,8 +104,8 @@ void validate_device(const RunConfig& c) {
   const char* why = "training.device cuda";
   const ParallelConfig& p = c.parallel;
   MYRIAD_CHECK(p.cp == 1, why << " supports data, tensor, pipeline and expert parallelism (parallel.cp " << p.cp
-                               << "): context parallelism runs on training.device cpu for now (its ring is not "
-                                  "wired to NCCL's device tensors yet)");
+                              << "): context parallelism runs on training.device cpu for now (its ring is not "
+                                 "wired to NCCL's device tensors yet)");
 }
 
 void validate_tokenizer(const DataConfig& data, const ModelConfig& model) {
@@ -116,9 +117,9 @@ void validate_tokenizer(const DataConfig& data, const ModelConfig& model) {
                                                               << " tokens, more than model.vocab_size ("
                                                               << model.vocab_size << ")");
   } else if (spec.kind == "gpt2") {
-    MYRIAD_CHECK(model.vocab_size >= kGpt2VocabSize, "data.tokenizer gpt2 has " << kGpt2VocabSize
-                                                                                << " tokens, more than model.vocab_size ("
-                                                                                << model.vocab_size << ")");
+    MYRIAD_CHECK(model.vocab_size >= kGpt2VocabSize, "data.tokenizer gpt2 has "
+                                                         << kGpt2VocabSize << " tokens, more than model.vocab_size ("
+                                                         << model.vocab_size << ")");
   }
 }
 
@@ -141,7 +142,8 @@ void RunConfig::validate(int world_size) const {
   validate_tensor_parallel(model, parallel);
   validate_pipeline_and_experts(model, parallel);
   MYRIAD_CHECK(!model.is_moe() || training.micro_batch % parallel.tp == 0,
-               "training.micro_batch (" << training.micro_batch << ") must be a multiple of parallel.tp (" << parallel.tp
+               "training.micro_batch (" << training.micro_batch << ") must be a multiple of parallel.tp ("
+                                        << parallel.tp
                                         << ") for a mixture of experts: each tp rank routes its share of the "
                                            "micro-batch's sequences");
   validate_precision(training);

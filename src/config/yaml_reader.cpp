@@ -26,10 +26,14 @@ std::string where(const std::string& source, const YAML::Mark& mark) {
 
 std::string node_kind(const YAML::Node& node) {
   switch (node.Type()) {
-    case YAML::NodeType::Sequence: return "a list";
-    case YAML::NodeType::Map: return "a map";
-    case YAML::NodeType::Null: return "an empty value";
-    default: return "'" + node.Scalar() + "'";
+    case YAML::NodeType::Sequence:
+      return "a list";
+    case YAML::NodeType::Map:
+      return "a map";
+    case YAML::NodeType::Null:
+      return "an empty value";
+    default:
+      return "'" + node.Scalar() + "'";
   }
 }
 
@@ -45,11 +49,18 @@ FieldValue read_value(const FieldInfo& info, const YAML::Node& node, const std::
     value = parse_field_text(info, node.Scalar(), &problem);
   } else if (node.IsNull()) {
     switch (info.type) {
-      case FieldType::text: value = FieldValue(std::string()); break;
-      case FieldType::text_list: value = FieldValue(std::vector<std::string>()); break;
+      case FieldType::text:
+        value = FieldValue(std::string());
+        break;
+      case FieldType::text_list:
+        value = FieldValue(std::vector<std::string>());
+        break;
       case FieldType::auto_boolean:
-      case FieldType::auto_number: value = FieldValue(std::monostate{}); break;
-      default: problem = "expected a value of type " + std::string(field_type_name(info.type)) + ", got an empty value";
+      case FieldType::auto_number:
+        value = FieldValue(std::monostate{});
+        break;
+      default:
+        problem = "expected a value of type " + std::string(field_type_name(info.type)) + ", got an empty value";
     }
   } else if (node.IsSequence() && info.type == FieldType::text_list) {
     std::vector<std::string> items;
@@ -85,8 +96,8 @@ template <typename S>
 void read_section(S& section, const YAML::Node& node, const std::string& source) {
   const std::string name(S::kSection);
   if (node.IsNull()) return;  // "sample:" with nothing under it
-  MYRIAD_CHECK(node.IsMap(), where(source, node.Mark()) << ": " << name << ": expected a map of keys, got "
-                                                        << node_kind(node));
+  MYRIAD_CHECK(node.IsMap(), where(source, node.Mark())
+                                 << ": " << name << ": expected a map of keys, got " << node_kind(node));
   std::map<std::string, std::pair<std::string, int>> seen;  // canonical name -> (spelling, line)
   auto read_map = [&](auto&& self, const YAML::Node& map, const std::string& prefix) -> void {
     for (auto it = map.begin(); it != map.end(); ++it) {
@@ -212,8 +223,8 @@ void RunConfig::apply_override(const std::string& key_equals_value) {
     }
     if (!field) {
       auto infos = field_infos(S::fields());
-      MYRIAD_THROW(at << ": unknown key '" << path << "'" << suggestion(closest_key(infos, key)) << "; keys of section '"
-                      << section_name << "': " << describe_keys(infos));
+      MYRIAD_THROW(at << ": unknown key '" << path << "'" << suggestion(closest_key(infos, key))
+                      << "; keys of section '" << section_name << "': " << describe_keys(infos));
     }
     std::string problem;
     std::optional<FieldValue> value = parse_field_text(*field, text, &problem);

@@ -49,9 +49,13 @@ std::size_t CachingAllocator::rounded_size(std::size_t bytes) {
 
 CachingAllocator::Pool& CachingAllocator::pool(StreamId stream, bool small) { return pools_[{stream, small}]; }
 
-void CachingAllocator::insert_free(Block* block) { pool(block->stream, block->small).free_blocks.insert({block->size, block->address}); }
+void CachingAllocator::insert_free(Block* block) {
+  pool(block->stream, block->small).free_blocks.insert({block->size, block->address});
+}
 
-void CachingAllocator::erase_free(Block* block) { pool(block->stream, block->small).free_blocks.erase({block->size, block->address}); }
+void CachingAllocator::erase_free(Block* block) {
+  pool(block->stream, block->small).free_blocks.erase({block->size, block->address});
+}
 
 CachingAllocator::Block* CachingAllocator::take_cached(Pool& p, std::size_t size) {
   auto found = p.free_blocks.lower_bound({size, 0});

@@ -19,8 +19,6 @@ Device Device::parse(std::string_view text) {
   MYRIAD_THROW("invalid device '" << text << "'; expected 'cpu', 'cuda' or 'cuda:N' with N >= 0");
 }
 
-std::string Device::str() const {
-  return is_cpu() ? std::string("cpu") : "cuda:" + std::to_string(index);
-}
+std::string Device::str() const { return is_cpu() ? std::string("cpu") : "cuda:" + std::to_string(index); }
 
 }  // namespace myriad

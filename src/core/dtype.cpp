@@ -7,26 +7,40 @@ namespace myriad {
 
 std::size_t dtype_size(DType dtype) {
   switch (dtype) {
-    case DType::f32: return 4;
-    case DType::bf16: return 2;
-    case DType::f16: return 2;
-    case DType::i32: return 4;
-    case DType::i64: return 8;
-    case DType::u16: return 2;
-    case DType::i8: return 1;
+    case DType::f32:
+      return 4;
+    case DType::bf16:
+      return 2;
+    case DType::f16:
+      return 2;
+    case DType::i32:
+      return 4;
+    case DType::i64:
+      return 8;
+    case DType::u16:
+      return 2;
+    case DType::i8:
+      return 1;
   }
   MYRIAD_THROW("dtype_size: invalid DType value " << static_cast<int>(dtype));
 }
 
 std::string_view dtype_name(DType dtype) {
   switch (dtype) {
-    case DType::f32: return "f32";
-    case DType::bf16: return "bf16";
-    case DType::f16: return "f16";
-    case DType::i32: return "i32";
-    case DType::i64: return "i64";
-    case DType::u16: return "u16";
-    case DType::i8: return "i8";
+    case DType::f32:
+      return "f32";
+    case DType::bf16:
+      return "bf16";
+    case DType::f16:
+      return "f16";
+    case DType::i32:
+      return "i32";
+    case DType::i64:
+      return "i64";
+    case DType::u16:
+      return "u16";
+    case DType::i8:
+      return "i8";
   }
   MYRIAD_THROW("dtype_name: invalid DType value " << static_cast<int>(dtype));
 }
@@ -38,8 +52,6 @@ DType parse_dtype(std::string_view name) {
   MYRIAD_THROW("unknown dtype '" << name << "'; allowed: f32, bf16, f16, i32, i64, u16, i8");
 }
 
-bool is_floating(DType dtype) {
-  return dtype == DType::f32 || dtype == DType::bf16 || dtype == DType::f16;
-}
+bool is_floating(DType dtype) { return dtype == DType::f32 || dtype == DType::bf16 || dtype == DType::f16; }
 
 }  // namespace myriad

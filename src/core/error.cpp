@@ -30,9 +30,7 @@ Error::Error(const std::string& message, const char* file, int line)
       rank_(launcher_rank()) {}
 
 namespace detail {
-void throw_error(const std::string& message, const char* file, int line) {
-  throw Error(message, file, line);
-}
+void throw_error(const std::string& message, const char* file, int line) { throw Error(message, file, line); }
 }  // namespace detail
 
 }  // namespace myriad

@@ -7,8 +7,8 @@ std::uint16_t float_to_f16(float value) {
   std::uint32_t bits = float_bits(value);
   std::uint32_t sign = (bits >> 16) & 0x8000u;
   std::uint32_t abs_bits = bits & 0x7fffffffu;
-  if (abs_bits > 0x7f800000u) return static_cast<std::uint16_t>(sign | 0x7e00u);  // NaN
-  if (abs_bits >= 0x477ff000u) return static_cast<std::uint16_t>(sign | 0x7c00u); // overflow -> inf
+  if (abs_bits > 0x7f800000u) return static_cast<std::uint16_t>(sign | 0x7e00u);   // NaN
+  if (abs_bits >= 0x477ff000u) return static_cast<std::uint16_t>(sign | 0x7c00u);  // overflow -> inf
   if (abs_bits < 0x38800000u) {
     // Result is subnormal in f16 (or zero): shift mantissa with implicit bit, round to nearest even.
     if (abs_bits < 0x33000000u) return static_cast<std::uint16_t>(sign);  // below half the smallest subnormal

@@ -22,8 +22,8 @@ std::optional<LocalRank> local_rank_from_environment(const EnvironmentLookup& ge
       valid = valid && c >= '0' && c <= '9';
       if (valid) parsed = parsed * 10 + (c - '0');
     }
-    MYRIAD_CHECK(valid, "environment variable " << name << "='" << value
-                                                << "' is not a local rank (a non-negative integer)");
+    MYRIAD_CHECK(valid,
+                 "environment variable " << name << "='" << value << "' is not a local rank (a non-negative integer)");
     return LocalRank{parsed, name};
   }
   return std::nullopt;

@@ -20,7 +20,10 @@ std::array<std::uint32_t, 4> philox4x32(std::uint64_t seed, std::uint64_t stream
     std::uint32_t n1 = static_cast<std::uint32_t>(p1);
     std::uint32_t n2 = static_cast<std::uint32_t>(p0 >> 32) ^ c3 ^ k1;
     std::uint32_t n3 = static_cast<std::uint32_t>(p0);
-    c0 = n0; c1 = n1; c2 = n2; c3 = n3;
+    c0 = n0;
+    c1 = n1;
+    c2 = n2;
+    c3 = n3;
     k0 += 0x9E3779B9u;
     k1 += 0xBB67AE85u;
   }
@@ -53,16 +56,16 @@ static void fill_with(Tensor& tensor, Generate generate, const char* what) {
 
 void fill_uniform(Tensor& tensor, float low, float high, std::uint64_t seed, std::uint64_t stream,
                   std::uint64_t first_index) {
-  fill_with(tensor, [&](std::uint64_t i) {
-    return low + (high - low) * philox_uniform(seed, stream, first_index + i);
-  }, "fill_uniform");
+  fill_with(
+      tensor, [&](std::uint64_t i) { return low + (high - low) * philox_uniform(seed, stream, first_index + i); },
+      "fill_uniform");
 }
 
 void fill_normal(Tensor& tensor, float mean, float std, std::uint64_t seed, std::uint64_t stream,
                  std::uint64_t first_index) {
-  fill_with(tensor, [&](std::uint64_t i) {
-    return mean + std * philox_normal(seed, stream, first_index + i);
-  }, "fill_normal");
+  fill_with(
+      tensor, [&](std::uint64_t i) { return mean + std * philox_normal(seed, stream, first_index + i); },
+      "fill_normal");
 }
 
 }  // namespace myriad

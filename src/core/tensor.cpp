@@ -41,8 +41,8 @@ static void check_shape(const Shape& shape) {
 
 Tensor Tensor::empty(const Shape& shape, DType dtype, Device device) {
   check_shape(shape);
-  MYRIAD_CHECK(device.is_cpu(), "Tensor::empty on " << device.str()
-                                    << ": device tensors are created by the CUDA backend's allocator");
+  MYRIAD_CHECK(device.is_cpu(),
+               "Tensor::empty on " << device.str() << ": device tensors are created by the CUDA backend's allocator");
   std::size_t bytes = static_cast<std::size_t>(shape_numel(shape)) * dtype_size(dtype);
   return from_storage(Storage::allocate_host(bytes), shape, contiguous_strides(shape), 0, dtype);
 }
@@ -62,8 +62,9 @@ Tensor Tensor::full(const Shape& shape, double value, DType dtype, Device device
 Tensor Tensor::from_storage(std::shared_ptr<Storage> storage, const Shape& shape, const Strides& strides,
                             std::int64_t offset, DType dtype) {
   MYRIAD_CHECK(storage != nullptr, "Tensor::from_storage: null storage");
-  MYRIAD_CHECK(shape.size() == strides.size(), "Tensor::from_storage: shape " << shape_string(shape)
-                                                   << " and strides " << shape_string(strides) << " differ in rank");
+  MYRIAD_CHECK(shape.size() == strides.size(), "Tensor::from_storage: shape " << shape_string(shape) << " and strides "
+                                                                              << shape_string(strides)
+                                                                              << " differ in rank");
   check_shape(shape);
   MYRIAD_CHECK(offset >= 0, "Tensor::from_storage: negative offset " << offset);
   if (shape_numel(shape) > 0) {
@@ -75,8 +76,8 @@ Tensor Tensor::from_storage(std::shared_ptr<Storage> storage, const Shape& shape
     std::int64_t capacity = static_cast<std::int64_t>(storage->bytes() / dtype_size(dtype));
     MYRIAD_CHECK(lowest >= 0 && highest < capacity,
                  "view " << shape_string(shape) << " strides " << shape_string(strides) << " offset " << offset
-                         << " reaches elements [" << lowest << ", " << highest << "] outside storage of "
-                         << capacity << " " << dtype_name(dtype) << " elements");
+                         << " reaches elements [" << lowest << ", " << highest << "] outside storage of " << capacity
+                         << " " << dtype_name(dtype) << " elements");
   }
   Tensor t;
   t.storage_ = std::move(storage);
@@ -131,9 +132,8 @@ Tensor Tensor::view(const Shape& shape) const {
                  "view " << shape_string(shape) << " incompatible with " << describe());
     resolved[inferred] = numel() / known;
   }
-  MYRIAD_CHECK(shape_numel(resolved) == numel(),
-               "view " << shape_string(shape) << " has " << shape_numel(resolved) << " elements, tensor "
-                       << describe() << " has " << numel());
+  MYRIAD_CHECK(shape_numel(resolved) == numel(), "view " << shape_string(shape) << " has " << shape_numel(resolved)
+                                                         << " elements, tensor " << describe() << " has " << numel());
   return from_storage(storage_, resolved, contiguous_strides(resolved), offset_, dtype_);
 }
 
@@ -150,8 +150,8 @@ Tensor Tensor::slice(int dim, std::int64_t start, std::int64_t end) const {
 
 Tensor Tensor::select(int dim, std::int64_t index) const {
   int d = normalize_dim(dim);
-  MYRIAD_CHECK(0 <= index && index < shape_[d], "select index " << index << " of dim " << d
-                                                                 << " out of range for " << describe());
+  MYRIAD_CHECK(0 <= index && index < shape_[d],
+               "select index " << index << " of dim " << d << " out of range for " << describe());
   Shape shape = shape_;
   Strides strides = strides_;
   shape.erase(shape.begin() + d);
@@ -200,26 +200,47 @@ namespace {
 
 double load_element(const void* base, std::int64_t index, DType dtype) {
   switch (dtype) {
-    case DType::f32: return static_cast<const float*>(base)[index];
-    case DType::bf16: return bf16_to_float(static_cast<const std::uint16_t*>(base)[index]);
-    case DType::f16: return f16_to_float(static_cast<const std::uint16_t*>(base)[index]);
-    case DType::i32: return static_cast<const std::int32_t*>(base)[index];
-    case DType::i64: return static_cast<double>(static_cast<const std::int64_t*>(base)[index]);
-    case DType::u16: return static_cast<const std::uint16_t*>(base)[index];
-    case DType::i8: return static_cast<const std::int8_t*>(base)[index];
+    case DType::f32:
+      return static_cast<const float*>(base)[index];
+    case DType::bf16:
+      return bf16_to_float(static_cast<const std::uint16_t*>(base)[index]);
+    case DType::f16:
+      return f16_to_float(static_cast<const std::uint16_t*>(base)[index]);
+    case DType::i32:
+      return static_cast<const std::int32_t*>(base)[index];
+    case DType::i64:
+      return static_cast<double>(static_cast<const std::int64_t*>(base)[index]);
+    case DType::u16:
+      return static_cast<const std::uint16_t*>(base)[index];
+    case DType::i8:
+      return static_cast<const std::int8_t*>(base)[index];
   }
   return 0.0;
 }
 
 void store_element(void* base, std::int64_t index, DType dtype, double value) {
   switch (dtype) {
-    case DType::f32: static_cast<float*>(base)[index] = static_cast<float>(value); return;
-    case DType::bf16: static_cast<std::uint16_t*>(base)[index] = float_to_bf16(static_cast<float>(value)); return;
-    case DType::f16: static_cast<std::uint16_t*>(base)[index] = float_to_f16(static_cast<float>(value)); return;
-    case DType::i32: static_cast<std::int32_t*>(base)[index] = static_cast<std::int32_t>(value); return;
-    case DType::i64: static_cast<std::int64_t*>(base)[index] = static_cast<std::int64_t>(value); return;
-    case DType::u16: static_cast<std::uint16_t*>(base)[index] = static_cast<std::uint16_t>(value); return;
-    case DType::i8: static_cast<std::int8_t*>(base)[index] = static_cast<std::int8_t>(value); return;
+    case DType::f32:
+      static_cast<float*>(base)[index] = static_cast<float>(value);
+      return;
+    case DType::bf16:
+      static_cast<std::uint16_t*>(base)[index] = float_to_bf16(static_cast<float>(value));
+      return;
+    case DType::f16:
+      static_cast<std::uint16_t*>(base)[index] = float_to_f16(static_cast<float>(value));
+      return;
+    case DType::i32:
+      static_cast<std::int32_t*>(base)[index] = static_cast<std::int32_t>(value);
+      return;
+    case DType::i64:
+      static_cast<std::int64_t*>(base)[index] = static_cast<std::int64_t>(value);
+      return;
+    case DType::u16:
+      static_cast<std::uint16_t*>(base)[index] = static_cast<std::uint16_t>(value);
+      return;
+    case DType::i8:
+      static_cast<std::int8_t*>(base)[index] = static_cast<std::int8_t>(value);
+      return;
   }
 }
 
@@ -250,11 +271,11 @@ void for_each_pair(const Shape& shape, const Strides& dst_strides, const Strides
 
 void Tensor::copy_from(const Tensor& source) {
   MYRIAD_CHECK(defined() && source.defined(), "copy_from with an undefined tensor");
-  MYRIAD_CHECK(shape_ == source.shape_, "copy_from: destination " << describe() << " and source "
-                                                                  << source.describe() << " differ in shape");
-  MYRIAD_CHECK(device().is_cpu() && source.device().is_cpu(),
-               "copy_from between " << source.device().str() << " and " << device().str()
-                                    << " needs the CUDA backend's copy");
+  MYRIAD_CHECK(shape_ == source.shape_,
+               "copy_from: destination " << describe() << " and source " << source.describe() << " differ in shape");
+  MYRIAD_CHECK(device().is_cpu() && source.device().is_cpu(), "copy_from between " << source.device().str() << " and "
+                                                                                   << device().str()
+                                                                                   << " needs the CUDA backend's copy");
   if (dtype_ == source.dtype_ && is_contiguous() && source.is_contiguous()) {
     std::memmove(raw_data(), source.raw_data(), nbytes());
     return;
@@ -281,7 +302,8 @@ void Tensor::fill(double value) {
     std::fill_n(static_cast<float*>(base), numel(), static_cast<float>(value));
     return;
   }
-  for_each_pair(shape_, strides_, zero_strides, [&](std::int64_t d, std::int64_t) { store_element(base, d, dtype_, value); });
+  for_each_pair(shape_, strides_, zero_strides,
+                [&](std::int64_t d, std::int64_t) { store_element(base, d, dtype_, value); });
 }
 
 std::int64_t Tensor::element_offset(const std::vector<std::int64_t>& index) const {

@@ -24,8 +24,8 @@ Tensor CudaBackend::empty(const Shape& shape, DType dtype) {
 
 Tensor CudaBackend::copy_from_host(const Tensor& host) {
   MYRIAD_CHECK(host.defined() && host.device().is_cpu(), "CudaBackend::copy_from_host: source "
-                                                              << (host.defined() ? host.describe() : "undefined")
-                                                              << " is not a host tensor");
+                                                             << (host.defined() ? host.describe() : "undefined")
+                                                             << " is not a host tensor");
   const Tensor source = host.contiguous();
   Tensor result = empty(source.shape(), source.dtype());
   if (source.nbytes() > 0) {

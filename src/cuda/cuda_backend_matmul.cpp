@@ -51,8 +51,8 @@ cudaDataType_t operand_type(const Tensor& t) {
 
 // One GEMM per batch element: c[i] (+)= op(a[i]) op(b[i]); `accumulate_after_first` makes every
 // product after the first add into c (a shared c summing over the batch).
-void gemm_per_batch(const DeviceContext& context, Gemm shape, const Matrices& a, const Matrices& b,
-                    const Matrices& c, bool accumulate_after_first) {
+void gemm_per_batch(const DeviceContext& context, Gemm shape, const Matrices& a, const Matrices& b, const Matrices& c,
+                    bool accumulate_after_first) {
   const std::int64_t count = std::max({a.count, b.count, c.count});
   for (std::int64_t i = 0; i < count; ++i) {
     Gemm step = shape;
@@ -72,8 +72,14 @@ void CudaBackend::matmul_forward(const MatmulArgs& args, const Tensor& a, const 
   const Matrices mo = matrices_of(op, "out", out, batch);
   const std::int64_t m = args.transpose_a ? a.size(-1) : a.size(-2), k = args.transpose_a ? a.size(-2) : a.size(-1);
   const std::int64_t n = out.size(-1);
-  Gemm shape{.m = m, .n = n, .k = k, .transpose_a = args.transpose_a, .transpose_b = args.transpose_b,
-             .type = operand_type(a), .output_type = CUDA_R_32F, .accumulate = args.accumulate};
+  Gemm shape{.m = m,
+             .n = n,
+             .k = k,
+             .transpose_a = args.transpose_a,
+             .transpose_b = args.transpose_b,
+             .type = operand_type(a),
+             .output_type = CUDA_R_32F,
+             .accumulate = args.accumulate};
   if (batch > 1 && b.dim() == 2 && !args.transpose_a && folds(a) && folds(out)) {
     shape.m = batch * m;  // (batch * M, K) @ op(b): one GEMM
     gemm(context_, shape, a.raw_data(), b.raw_data(), nullptr, out.raw_data());
@@ -97,13 +103,24 @@ void CudaBackend::matmul_backward(const MatmulArgs& args, const Tensor& a, const
     const Matrices mga = matrices_of(op, "grad_a", grad_a, batch);
     if (!ta) {  // grad_a (M, K) = G (M, N) @ B'^T
       gemm_per_batch(context_,
-                     Gemm{.m = m, .n = k, .k = n, .transpose_b = !tb, .type = type, .output_type = CUDA_R_32F,
+                     Gemm{.m = m,
+                          .n = k,
+                          .k = n,
+                          .transpose_b = !tb,
+                          .type = type,
+                          .output_type = CUDA_R_32F,
                           .accumulate = args.accumulate_grad_a},
                      mg, mb, mga, false);
     } else {  // grad_a (K, M) = B' (K, N) @ G^T
       gemm_per_batch(context_,
-                     Gemm{.m = k, .n = m, .k = n, .transpose_a = tb, .transpose_b = true,
-                          .type = type, .output_type = CUDA_R_32F, .accumulate = args.accumulate_grad_a},
+                     Gemm{.m = k,
+                          .n = m,
+                          .k = n,
+                          .transpose_a = tb,
+                          .transpose_b = true,
+                          .type = type,
+                          .output_type = CUDA_R_32F,
+                          .accumulate = args.accumulate_grad_a},
                      mb, mg, mga, false);
     }
   }
@@ -114,12 +131,22 @@ void CudaBackend::matmul_backward(const MatmulArgs& args, const Tensor& a, const
     const std::int64_t rows = batch * m;
     if (!tb) {  // grad_b (K, N) = a^T (K, rows) @ G (rows, N)
       gemm(context_,
-           Gemm{.m = k, .n = n, .k = rows, .transpose_a = true, .type = type, .output_type = CUDA_R_32F,
+           Gemm{.m = k,
+                .n = n,
+                .k = rows,
+                .transpose_a = true,
+                .type = type,
+                .output_type = CUDA_R_32F,
                 .accumulate = args.accumulate_grad_b},
            a.raw_data(), grad_out.raw_data(), nullptr, grad_b.raw_data());
     } else {  // grad_b (N, K) = G^T (N, rows) @ a (rows, K)
       gemm(context_,
-           Gemm{.m = n, .n = k, .k = rows, .transpose_a = true, .type = type, .output_type = CUDA_R_32F,
+           Gemm{.m = n,
+                .n = k,
+                .k = rows,
+                .transpose_a = true,
+                .type = type,
+                .output_type = CUDA_R_32F,
                 .accumulate = args.accumulate_grad_b},
            grad_out.raw_data(), a.raw_data(), nullptr, grad_b.raw_data());
     }
@@ -127,13 +154,24 @@ void CudaBackend::matmul_backward(const MatmulArgs& args, const Tensor& a, const
   }
   if (!tb) {  // grad_b (K, N) = A'^T (K, M) @ G (M, N)
     gemm_per_batch(context_,
-                   Gemm{.m = k, .n = n, .k = m, .transpose_a = !ta, .type = type, .output_type = CUDA_R_32F,
+                   Gemm{.m = k,
+                        .n = n,
+                        .k = m,
+                        .transpose_a = !ta,
+                        .type = type,
+                        .output_type = CUDA_R_32F,
                         .accumulate = args.accumulate_grad_b},
                    ma, mg, mgb, shared);
   } else {  // grad_b (N, K) = G^T (N, M) @ A' (M, K)
     gemm_per_batch(context_,
-                   Gemm{.m = n, .n = k, .k = m, .transpose_a = true, .transpose_b = ta,
-                        .type = type, .output_type = CUDA_R_32F, .accumulate = args.accumulate_grad_b},
+                   Gemm{.m = n,
+                        .n = k,
+                        .k = m,
+                        .transpose_a = true,
+                        .transpose_b = ta,
+                        .type = type,
+                        .output_type = CUDA_R_32F,
+                        .accumulate = args.accumulate_grad_b},
                    mg, ma, mgb, shared);
   }
 }
@@ -143,8 +181,9 @@ void CudaBackend::matmul_backward(const MatmulArgs& args, const Tensor& a, const
 void CudaBackend::linear_forward(const LinearArgs& args, const Tensor& x, const Tensor& weight, const Tensor& bias,
                                  Tensor& y) {
   const std::int64_t n = weight.size(0), k = weight.size(1), m = x.numel() / std::max<std::int64_t>(k, 1);
-  const GemmEpilogue epilogue =
-      !bias.defined() ? GemmEpilogue::none : args.gelu ? GemmEpilogue::bias_gelu : GemmEpilogue::bias;
+  const GemmEpilogue epilogue = !bias.defined() ? GemmEpilogue::none
+                                : args.gelu     ? GemmEpilogue::bias_gelu
+                                                : GemmEpilogue::bias;
   linear_gemm(context_, LinearGemm{.m = m, .n = n, .k = k, .epilogue = epilogue}, x.raw_data(), weight.raw_data(),
               bias.defined() ? bias.raw_data() : nullptr, y.raw_data());
   if (args.gelu && !bias.defined()) gelu_forward(GeluArgs{}, y, y);

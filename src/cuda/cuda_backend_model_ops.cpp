@@ -52,8 +52,7 @@ struct HeadsOperand {
 
 }  // namespace
 
-static HeadsOperand heads_operand(CudaBackend& backend, const char* op, const char* name, const Tensor& t,
-                                  bool read) {
+static HeadsOperand heads_operand(CudaBackend& backend, const char* op, const char* name, const Tensor& t, bool read) {
   if (!t.defined() || t.is_contiguous()) return {t, t, 0};
   const std::optional<std::int64_t> row_stride = heads_row_stride(t, true);
   MYRIAD_CHECK(row_stride.has_value(), op << " on " << t.device().str() << ": '" << name << "' " << t.describe()
@@ -85,9 +84,16 @@ struct FlashProblem {
 static FlashProblem flash_problem(CudaBackend& backend, const char* op, const AttentionArgs& args, const Tensor& q,
                                   const Tensor& k) {
   FlashProblem p;
-  p.shape = FlashAttentionShape{.batch = q.size(0), .q_heads = q.size(1), .kv_heads = k.size(1), .q_seq = q.size(2),
-                                .head_dim = q.size(3), .scale = args.scale, .causal = args.causal,
-                                .k_seq = k.size(2), .q_offset = args.q_offset, .k_offset = args.k_offset,
+  p.shape = FlashAttentionShape{.batch = q.size(0),
+                                .q_heads = q.size(1),
+                                .kv_heads = k.size(1),
+                                .q_seq = q.size(2),
+                                .head_dim = q.size(3),
+                                .scale = args.scale,
+                                .causal = args.causal,
+                                .k_seq = k.size(2),
+                                .q_offset = args.q_offset,
+                                .k_offset = args.k_offset,
                                 .accumulate = args.accumulate};
   if (args.layout == nullptr) return p;
   const BlockLayout& layout = *args.layout;
@@ -186,9 +192,10 @@ void CudaBackend::rope_apply(const char* op, const RopeArgs& args, const Tensor&
   const Tensor in = contiguous_copy(x, backward ? "grad_out" : "x");
   const bool direct = out.is_contiguous();
   Tensor target = direct ? out : empty({B, T, H, D});
-  if (!direct) MYRIAD_CHECK(heads_row_stride(out, false).has_value(),
-                            op << " on " << out.device().str() << ": '" << (backward ? "grad_x" : "out") << "' "
-                               << out.describe() << " must be contiguous or rows of heads (strides [T*W, W, D, 1])");
+  if (!direct)
+    MYRIAD_CHECK(heads_row_stride(out, false).has_value(),
+                 op << " on " << out.device().str() << ": '" << (backward ? "grad_x" : "out") << "' " << out.describe()
+                    << " must be contiguous or rows of heads (strides [T*W, W, D, 1])");
   Tensor& tables = rope_tables_[{T, D, args.theta, args.position_offset}];
   if (!tables.defined()) {
     tables = empty({2, T, D / 2});
@@ -197,8 +204,8 @@ void CudaBackend::rope_apply(const char* op, const RopeArgs& args, const Tensor&
                    context_.stream());
   }
   DeviceGuard guard(context_.device());
-  rope_f32(in.data<float>(), target.data<float>(), tables.data<float>(), tables.data<float>() + T * (D / 2), B, T, H,
-           D, backward, context_.stream());
+  rope_f32(in.data<float>(), target.data<float>(), tables.data<float>(), tables.data<float>() + T * (D / 2), B, T, H, D,
+           backward, context_.stream());
   if (!direct) {  // rows of H*D back into rows of the output's stride
     Tensor heads = empty({B, H, T, D});
     split_heads_f32(target.data<float>(), H * D, heads.data<float>(), B, T, H, D, context_.stream());
@@ -216,8 +223,8 @@ void CudaBackend::embedding_forward(const EmbeddingArgs& args, const Tensor& ids
   Tensor flag = bad_index_flag();
   DeviceGuard guard(context_.device());
   // The kernel writes zeros for an id outside [0, V): a vocabulary shard's other rows (not checked).
-  embedding_forward_f32(ids.data<std::int32_t>(), floats(table), floats(out), static_cast<long long*>(flag.raw_data()), ids.numel(),
-                        table.size(0), table.size(1), context_.stream());
+  embedding_forward_f32(ids.data<std::int32_t>(), floats(table), floats(out), static_cast<long long*>(flag.raw_data()),
+                        ids.numel(), table.size(0), table.size(1), context_.stream());
   if (args.vocab_shard) return;
   const long long bad = read_bad_index(flag);
   MYRIAD_CHECK(bad == LLONG_MAX, op << ": the id at flat index " << bad << " of ids " << ids.describe()
@@ -232,8 +239,9 @@ void CudaBackend::embedding_backward(const EmbeddingArgs& args, const Tensor& id
   Tensor flag = bad_index_flag();
   DeviceGuard guard(context_.device());
   // The kernel skips an id outside [0, V): a vocabulary shard's other rows (not checked).
-  embedding_backward_f32(ids.data<std::int32_t>(), floats(grad_out), floats(grad_table), static_cast<long long*>(flag.raw_data()),
-                         ids.numel(), grad_table.size(0), grad_table.size(1), context_.stream());
+  embedding_backward_f32(ids.data<std::int32_t>(), floats(grad_out), floats(grad_table),
+                         static_cast<long long*>(flag.raw_data()), ids.numel(), grad_table.size(0), grad_table.size(1),
+                         context_.stream());
   if (args.vocab_shard) return;
   const long long bad = read_bad_index(flag);
   MYRIAD_CHECK(bad == LLONG_MAX, op << ": the id at flat index " << bad << " of ids " << ids.describe()
@@ -249,11 +257,11 @@ void CudaBackend::cross_entropy_forward(const CrossEntropyArgs& args, const Tens
   Tensor flag = bad_index_flag();
   DeviceGuard guard(context_.device());
   cross_entropy_forward_f32(floats(logits), targets.data<std::int32_t>(), floats(losses), floats(lse),
-                            static_cast<long long*>(flag.raw_data()), rows, vocab, args.ignore_index, context_.stream());
+                            static_cast<long long*>(flag.raw_data()), rows, vocab, args.ignore_index,
+                            context_.stream());
   const long long bad = read_bad_index(flag);
-  MYRIAD_CHECK(bad == LLONG_MAX, op << ": the target in row " << bad << " of " << rows
-                                    << " is outside [0, V) with V = " << vocab << " and is not the ignore index "
-                                    << args.ignore_index);
+  MYRIAD_CHECK(bad == LLONG_MAX, op << ": the target in row " << bad << " of " << rows << " is outside [0, V) with V = "
+                                    << vocab << " and is not the ignore index " << args.ignore_index);
 }
 
 void CudaBackend::cross_entropy_backward(const CrossEntropyArgs& args, const Tensor& logits, const Tensor& targets,
@@ -297,8 +305,8 @@ void CudaBackend::bias_add_forward(const BiasAddArgs&, const Tensor& x, const Te
   const std::int64_t width = bias.numel(), rows = x.numel() / std::max<std::int64_t>(width, 1);
   DeviceGuard guard(context_.device());
   if (out.raw_data() != x.raw_data() && x.nbytes() > 0) {
-    MYRIAD_CUDA_CHECK(cudaMemcpyAsync(out.raw_data(), x.raw_data(), x.nbytes(), cudaMemcpyDeviceToDevice,
-                                      context_.stream()));
+    MYRIAD_CUDA_CHECK(
+        cudaMemcpyAsync(out.raw_data(), x.raw_data(), x.nbytes(), cudaMemcpyDeviceToDevice, context_.stream()));
   }
   add_broadcast_rows_f32(floats(out), floats(bias), rows, width, context_.stream());
 }
@@ -310,12 +318,18 @@ void CudaBackend::bias_add_backward(const BiasAddArgs&, const Tensor& grad_out, 
     MYRIAD_CUDA_CHECK(cudaMemcpyAsync(grad_x.raw_data(), grad_out.raw_data(), grad_out.nbytes(),
                                       cudaMemcpyDeviceToDevice, context_.stream()));
   }
-  if (grad_bias.defined()) column_sums_accumulate_f32(floats(grad_out), floats(grad_bias), rows, width, context_.stream());
+  if (grad_bias.defined())
+    column_sums_accumulate_f32(floats(grad_out), floats(grad_bias), rows, width, context_.stream());
 }
 
 void CudaBackend::adamw_update(const AdamWArgs& args, Tensor& param, const Tensor& grad, Tensor& m, Tensor& v) {
-  const AdamWStep step{.lr = args.lr, .beta1 = args.beta1, .beta2 = args.beta2, .eps = args.eps,
-                       .weight_decay = args.weight_decay, .grad_scale = args.grad_scale, .step = args.step};
+  const AdamWStep step{.lr = args.lr,
+                       .beta1 = args.beta1,
+                       .beta2 = args.beta2,
+                       .eps = args.eps,
+                       .weight_decay = args.weight_decay,
+                       .grad_scale = args.grad_scale,
+                       .step = args.step};
   DeviceGuard guard(context_.device());
   adamw_update_f32(floats(param), floats(grad), floats(m), floats(v), param.numel(), step, context_.stream());
 }

@@ -81,8 +81,8 @@ struct GroupedGemm {
   void add(const char* op, std::int64_t rows, std::int64_t cols, std::int64_t inner, std::int64_t ld_a,
            std::int64_t ld_b, std::int64_t ld_c, const float* pa, const float* pb, float* pc) {
     for (std::int64_t v : {rows, cols, inner, ld_a, ld_b, ld_c}) {
-      MYRIAD_CHECK(v <= INT_MAX, op << ": a group's GEMM dimension " << v
-                                    << " exceeds what cublasGemmGroupedBatchedEx takes (int)");
+      MYRIAD_CHECK(v <= INT_MAX,
+                   op << ": a group's GEMM dimension " << v << " exceeds what cublasGemmGroupedBatchedEx takes (int)");
     }
     m.push_back(static_cast<int>(rows));
     n.push_back(static_cast<int>(cols));
@@ -106,12 +106,12 @@ struct GroupedGemm {
     const std::vector<cublasOperation_t> ta(count, trans_a), tb(count, trans_b);
     const std::vector<float> alpha(count, 1.0f), beta(count, accumulate ? 1.0f : 0.0f);
     const std::vector<int> one_each(count, 1);
-    MYRIAD_CUBLAS_CHECK(cublasGemmGroupedBatchedEx(
-        context.cublas(), ta.data(), tb.data(), m.data(), n.data(), k.data(), alpha.data(),
-        reinterpret_cast<const void* const*>(words.at(a_at)), CUDA_R_32F, lda.data(),
-        reinterpret_cast<const void* const*>(words.at(b_at)), CUDA_R_32F, ldb.data(), beta.data(),
-        reinterpret_cast<void* const*>(words.at(c_at)), CUDA_R_32F, ldc.data(), count, one_each.data(),
-        CUBLAS_COMPUTE_32F));
+    MYRIAD_CUBLAS_CHECK(
+        cublasGemmGroupedBatchedEx(context.cublas(), ta.data(), tb.data(), m.data(), n.data(), k.data(), alpha.data(),
+                                   reinterpret_cast<const void* const*>(words.at(a_at)), CUDA_R_32F, lda.data(),
+                                   reinterpret_cast<const void* const*>(words.at(b_at)), CUDA_R_32F, ldb.data(),
+                                   beta.data(), reinterpret_cast<void* const*>(words.at(c_at)), CUDA_R_32F, ldc.data(),
+                                   count, one_each.data(), CUBLAS_COMPUTE_32F));
   }
 };
 
@@ -137,9 +137,9 @@ void CudaBackend::combine_rows_forward(const Tensor& rows, const Tensor& slot, c
                            static_cast<long long*>(flag.raw_data()), slot.size(0), k, rows.size(0), rows.size(1),
                            context_.stream());
   const long long bad = read_bad_index(flag);
-  MYRIAD_CHECK(bad == LLONG_MAX, "combine_rows_forward: row index " << index_at(*this, slot, bad)
-                                     << " at slot position [" << bad / k << ", " << bad % k
-                                     << "] is outside [-1, R) with R = " << rows.size(0));
+  MYRIAD_CHECK(bad == LLONG_MAX, "combine_rows_forward: row index "
+                                     << index_at(*this, slot, bad) << " at slot position [" << bad / k << ", "
+                                     << bad % k << "] is outside [-1, R) with R = " << rows.size(0));
 }
 
 void CudaBackend::combine_rows_backward(const Tensor& rows, const Tensor& slot, const Tensor& weight,
@@ -151,9 +151,9 @@ void CudaBackend::combine_rows_backward(const Tensor& rows, const Tensor& slot, 
                             floats(grad_rows), floats(grad_weight), static_cast<long long*>(flag.raw_data()),
                             slot.size(0), k, grad_rows.size(0), grad_rows.size(1), context_.stream());
   const long long bad = read_bad_index(flag);
-  MYRIAD_CHECK(bad == LLONG_MAX, "combine_rows_backward: row index " << index_at(*this, slot, bad)
-                                     << " at slot position [" << bad / k << ", " << bad % k
-                                     << "] is outside [-1, R) with R = " << grad_rows.size(0));
+  MYRIAD_CHECK(bad == LLONG_MAX, "combine_rows_backward: row index "
+                                     << index_at(*this, slot, bad) << " at slot position [" << bad / k << ", "
+                                     << bad % k << "] is outside [-1, R) with R = " << grad_rows.size(0));
 }
 
 // ---- grouped matmul -----------------------------------------------------------------------------

@@ -44,7 +44,8 @@ void CudaBackend::copy(const Tensor& src, Tensor& dst) {
   if (src.is_contiguous()) {
     if (src.dtype() == dst.dtype()) {
       if (src.nbytes() > 0 && src.raw_data() != dst.raw_data()) {
-        MYRIAD_CUDA_CHECK(cudaMemcpyAsync(dst.raw_data(), src.raw_data(), src.nbytes(), cudaMemcpyDeviceToDevice, stream));
+        MYRIAD_CUDA_CHECK(
+            cudaMemcpyAsync(dst.raw_data(), src.raw_data(), src.nbytes(), cudaMemcpyDeviceToDevice, stream));
       }
       return;
     }

@@ -65,8 +65,6 @@ DeviceContext::~DeviceContext() {
   (void)cudaGetLastError();
 }
 
-void DeviceContext::synchronize() const {
-  MYRIAD_CUDA_CHECK(cudaStreamSynchronize(stream_.get()));
-}
+void DeviceContext::synchronize() const { MYRIAD_CUDA_CHECK(cudaStreamSynchronize(stream_.get())); }
 
 }  // namespace myriad::cuda

@@ -12,8 +12,7 @@ namespace {
 void check_device_tensor(const DeviceContext& context, const Tensor& tensor, const char* what) {
   MYRIAD_CHECK(tensor.defined(), what << ": undefined tensor");
   MYRIAD_CHECK(tensor.device() == Device::cuda(context.device()),
-               what << ": tensor " << tensor.describe() << " is not on the context's device cuda:"
-                    << context.device());
+               what << ": tensor " << tensor.describe() << " is not on the context's device cuda:" << context.device());
   MYRIAD_CHECK(tensor.is_contiguous(), what << ": tensor " << tensor.describe() << " is not contiguous");
 }
 
@@ -37,8 +36,8 @@ Tensor to_device(DeviceContext& context, const Tensor& host) {
   Tensor result = device_empty(context, source.shape(), source.dtype());
   if (source.nbytes() > 0) {
     DeviceGuard guard(context.device());
-    MYRIAD_CUDA_CHECK(cudaMemcpyAsync(result.raw_data(), source.raw_data(), source.nbytes(),
-                                      cudaMemcpyHostToDevice, context.stream()));
+    MYRIAD_CUDA_CHECK(cudaMemcpyAsync(result.raw_data(), source.raw_data(), source.nbytes(), cudaMemcpyHostToDevice,
+                                      context.stream()));
     // Pageable host memory: the call returns once the source has been staged, but a pinned or
     // foreign buffer would still be read later, so wait for the copy before `source` may go.
     MYRIAD_CUDA_CHECK(cudaStreamSynchronize(context.stream()));
@@ -51,8 +50,8 @@ Tensor to_host(DeviceContext& context, const Tensor& device) {
   Tensor result = Tensor::empty(device.shape(), device.dtype());
   if (device.nbytes() > 0) {
     DeviceGuard guard(context.device());
-    MYRIAD_CUDA_CHECK(cudaMemcpyAsync(result.raw_data(), device.raw_data(), device.nbytes(),
-                                      cudaMemcpyDeviceToHost, context.stream()));
+    MYRIAD_CUDA_CHECK(cudaMemcpyAsync(result.raw_data(), device.raw_data(), device.nbytes(), cudaMemcpyDeviceToHost,
+                                      context.stream()));
     MYRIAD_CUDA_CHECK(cudaStreamSynchronize(context.stream()));
   }
   return result;

@@ -35,10 +35,13 @@ struct LtHandle {
 
 std::size_t element_bytes(cudaDataType_t type) {
   switch (type) {
-    case CUDA_R_32F: return 4;
+    case CUDA_R_32F:
+      return 4;
     case CUDA_R_16BF:
-    case CUDA_R_16F: return 2;
-    default: MYRIAD_THROW("gemm: element type " << static_cast<int>(type) << " is not f32, bf16 or f16");
+    case CUDA_R_16F:
+      return 2;
+    default:
+      MYRIAD_THROW("gemm: element type " << static_cast<int>(type) << " is not f32, bf16 or f16");
   }
 }
 
@@ -51,8 +54,8 @@ std::uint32_t alignment_of(const void* pointer) {
 }
 
 // Everything a plan depends on.
-using PlanKey = std::tuple<std::int64_t, std::int64_t, std::int64_t, bool, bool, int, int, int, bool,
-                           std::uint32_t, std::uint32_t, std::uint32_t>;
+using PlanKey = std::tuple<std::int64_t, std::int64_t, std::int64_t, bool, bool, int, int, int, bool, std::uint32_t,
+                           std::uint32_t, std::uint32_t>;
 
 }  // namespace
 
@@ -95,8 +98,8 @@ std::unique_ptr<GemmPlan> make_plan(const DeviceContext& context, const Gemm& s,
     MYRIAD_CUBLAS_CHECK(
         cublasLtMatmulDescSetAttribute(plan->op.handle, CUBLASLT_MATMUL_DESC_EPILOGUE, &epilogue, sizeof epilogue));
     const cudaDataType_t bias_type = output_type;
-    MYRIAD_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(plan->op.handle, CUBLASLT_MATMUL_DESC_BIAS_DATA_TYPE,
-                                                       &bias_type, sizeof bias_type));
+    MYRIAD_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(plan->op.handle, CUBLASLT_MATMUL_DESC_BIAS_DATA_TYPE, &bias_type,
+                                                       sizeof bias_type));
   }
   const auto u = [](std::int64_t v) { return static_cast<std::uint64_t>(v); };
   // cuBLAS A = our B: stored (N, K) row-major when transposed -> column-major (K, N), ld K;
@@ -117,7 +120,7 @@ std::unique_ptr<GemmPlan> make_plan(const DeviceContext& context, const Gemm& s,
   MYRIAD_CUBLAS_CHECK(cublasLtMatmulPreferenceCreate(&preference.handle));
   const std::size_t workspace = context.workspace_bytes();
   MYRIAD_CUBLAS_CHECK(cublasLtMatmulPreferenceSetAttribute(preference.handle, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES,
-                                                          &workspace, sizeof workspace));
+                                                           &workspace, sizeof workspace));
   // cuBLAS's A is our B and its B our A; C and D are both our C.
   const std::pair<cublasLtMatmulPreferenceAttributes_t, std::uint32_t> alignments[] = {
       {CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES, align_b},
@@ -131,12 +134,13 @@ std::unique_ptr<GemmPlan> make_plan(const DeviceContext& context, const Gemm& s,
   int found = 0;
   // cuBLASLt answers a shape it has no algorithm for with CUBLAS_STATUS_NOT_SUPPORTED (not with
   // zero results): both become the error that names the shape.
-  const cublasStatus_t status = cublasLtMatmulAlgoGetHeuristic(context.cublaslt(), plan->op.handle,
-                                                               plan->first.handle, plan->second.handle,
-                                                               plan->out.handle, plan->out.handle, preference.handle,
-                                                               1, &heuristic, &found);
-  if (status == CUBLAS_STATUS_NOT_SUPPORTED) found = 0;
-  else MYRIAD_CUBLAS_CHECK(status);
+  const cublasStatus_t status =
+      cublasLtMatmulAlgoGetHeuristic(context.cublaslt(), plan->op.handle, plan->first.handle, plan->second.handle,
+                                     plan->out.handle, plan->out.handle, preference.handle, 1, &heuristic, &found);
+  if (status == CUBLAS_STATUS_NOT_SUPPORTED)
+    found = 0;
+  else
+    MYRIAD_CUBLAS_CHECK(status);
   MYRIAD_CHECK(found > 0, "gemm: cuBLASLt has no algorithm for M " << s.m << ", N " << s.n << ", K " << s.k
                                                                    << " of this type, transposition and epilogue");
   plan->algo = heuristic.algo;
@@ -165,8 +169,18 @@ void gemm(const DeviceContext& context, const Gemm& s, const void* a, const void
                  "gemm: " << name << " = " << ptr << " is not 16-byte aligned (cuBLASLt's fast paths need it)");
   }
   DeviceGuard guard(context.device());
-  const PlanKey key{s.m, s.n, s.k, s.transpose_a, s.transpose_b, static_cast<int>(s.type), static_cast<int>(output_type),
-                    static_cast<int>(s.epilogue), s.tf32, alignment_of(a), alignment_of(b), alignment_of(c)};
+  const PlanKey key{s.m,
+                    s.n,
+                    s.k,
+                    s.transpose_a,
+                    s.transpose_b,
+                    static_cast<int>(s.type),
+                    static_cast<int>(output_type),
+                    static_cast<int>(s.epilogue),
+                    s.tf32,
+                    alignment_of(a),
+                    alignment_of(b),
+                    alignment_of(c)};
   std::unique_ptr<GemmPlan>& plan = context.gemm_plans().plans[key];
   if (!plan) {
     plan = make_plan(context, s, output_type, std::get<9>(key), std::get<10>(key), std::get<11>(key));
@@ -177,15 +191,20 @@ void gemm(const DeviceContext& context, const Gemm& s, const void* a, const void
   }
   const float alpha = 1.0f, beta = s.accumulate ? 1.0f : 0.0f;
   MYRIAD_CUBLAS_CHECK(cublasLtMatmul(context.cublaslt(), plan->op.handle, &alpha, b, plan->first.handle, a,
-                                     plan->second.handle, &beta, c, plan->out.handle, c, plan->out.handle,
-                                     &plan->algo, context.workspace(), context.workspace_bytes(), context.stream()));
+                                     plan->second.handle, &beta, c, plan->out.handle, c, plan->out.handle, &plan->algo,
+                                     context.workspace(), context.workspace_bytes(), context.stream()));
 }
 
-void linear_gemm(const DeviceContext& context, const LinearGemm& s, const void* x, const void* weight,
-                 const void* bias, void* y) {
+void linear_gemm(const DeviceContext& context, const LinearGemm& s, const void* x, const void* weight, const void* bias,
+                 void* y) {
   try {
     gemm(context,
-         Gemm{.m = s.m, .n = s.n, .k = s.k, .transpose_b = true, .type = s.type, .epilogue = s.epilogue,
+         Gemm{.m = s.m,
+              .n = s.n,
+              .k = s.k,
+              .transpose_b = true,
+              .type = s.type,
+              .epilogue = s.epilogue,
               .accumulate = s.accumulate},
          x, weight, bias, y);
   } catch (const Error& e) {

@@ -27,8 +27,7 @@ constexpr std::int32_t kNoRank = std::numeric_limits<std::int32_t>::max();
 constexpr std::size_t kShortPiece = 64;
 
 inline std::uint64_t pair_key(std::int32_t left, std::int32_t right) {
-  return (static_cast<std::uint64_t>(static_cast<std::uint32_t>(left)) << 32) |
-         static_cast<std::uint32_t>(right);
+  return (static_cast<std::uint64_t>(static_cast<std::uint32_t>(left)) << 32) | static_cast<std::uint32_t>(right);
 }
 
 std::string location(const std::string& path, std::int64_t line) {
@@ -124,10 +123,10 @@ BpeTokenizer::BpeTokenizer(std::vector<std::string> tokens, std::vector<Merge> m
   };
   const std::int64_t n = static_cast<std::int64_t>(tokens_.size());
   MYRIAD_CHECK(n >= 257 && n < std::numeric_limits<std::int32_t>::max(),
-               location(origin.tokens_path, 0) << " a vocabulary needs the 256 byte tokens and an end-of-text token, got "
-                                               << n << " tokens");
-  MYRIAD_CHECK(eot_id_ >= 0 && eot_id_ < n,
-               location(origin.tokens_path, 0) << " end-of-text id " << eot_id_ << " out of range [0, " << n << ")");
+               location(origin.tokens_path, 0)
+                   << " a vocabulary needs the 256 byte tokens and an end-of-text token, got " << n << " tokens");
+  MYRIAD_CHECK(eot_id_ >= 0 && eot_id_ < n, location(origin.tokens_path, 0)
+                                                << " end-of-text id " << eot_id_ << " out of range [0, " << n << ")");
 
   std::unordered_map<std::string_view, std::int32_t> by_bytes;
   by_bytes.reserve(tokens_.size() * 2);
@@ -140,8 +139,8 @@ BpeTokenizer::BpeTokenizer(std::vector<std::string> tokens, std::vector<Merge> m
   for (int b = 0; b < 256; ++b) {
     const char byte = static_cast<char>(b);
     auto it = by_bytes.find(std::string_view(&byte, 1));
-    MYRIAD_CHECK(it != by_bytes.end() && it->second != eot_id_,
-                 location(origin.tokens_path, 0) << " no token for the single byte " << b);
+    MYRIAD_CHECK(it != by_bytes.end() && it->second != eot_id_, location(origin.tokens_path, 0)
+                                                                    << " no token for the single byte " << b);
     byte_ids_[b] = it->second;
   }
 
@@ -156,10 +155,10 @@ BpeTokenizer::BpeTokenizer(std::vector<std::string> tokens, std::vector<Merge> m
     Merge& m = merges_[rank];
     const auto r = static_cast<std::int64_t>(rank);
     MYRIAD_CHECK(m.left >= 0 && m.left < n && m.right >= 0 && m.right < n,
-                 merge_where(r) << " merge " << rank << " refers to token " << (m.left >= 0 && m.left < n ? m.right : m.left)
-                                << " outside [0, " << n << ")");
-    MYRIAD_CHECK(m.left != eot_id_ && m.right != eot_id_,
-                 merge_where(r) << " merge " << rank << " uses the end-of-text token");
+                 merge_where(r) << " merge " << rank << " refers to token "
+                                << (m.left >= 0 && m.left < n ? m.right : m.left) << " outside [0, " << n << ")");
+    MYRIAD_CHECK(m.left != eot_id_ && m.right != eot_id_, merge_where(r)
+                                                              << " merge " << rank << " uses the end-of-text token");
     joined = tokens_[m.left];
     joined += tokens_[m.right];
     auto it = by_bytes.find(joined);
@@ -323,7 +322,7 @@ std::string BpeTokenizer::decode(const std::vector<std::int32_t>& ids) const {
   for (std::size_t i = 0; i < ids.size(); ++i) {
     const std::int32_t id = ids[i];
     MYRIAD_CHECK(id >= 0 && id < n, "BpeTokenizer::decode: id " << id << " at position " << i
-                                                                 << " is outside the vocabulary [0, " << n << ")");
+                                                                << " is outside the vocabulary [0, " << n << ")");
     text += tokens_[id];
   }
   return text;

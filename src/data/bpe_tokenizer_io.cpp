@@ -124,7 +124,7 @@ class EncoderSax {
   bool number_integer(std::int64_t v) { return v < 0 ? bad_value("a negative number") : add(v); }
   bool number_unsigned(std::uint64_t v) {
     return v > static_cast<std::uint64_t>(std::numeric_limits<std::int32_t>::max()) ? bad_value("a number too large")
-                                                                                     : add(static_cast<std::int64_t>(v));
+                                                                                    : add(static_cast<std::int64_t>(v));
   }
   bool number_float(double, const std::string&) { return bad_value("a non-integer number"); }
   bool string(std::string&) { return bad_value("a string"); }
@@ -179,7 +179,9 @@ BpeTokenizer BpeTokenizer::load_gpt2(const std::string& encoder_json_path, const
   EncoderSax sax(encoder_json_path, json_text, &furthest);
   const TrackedIterator first(json_text.data(), &furthest), last(json_text.data() + json_text.size(), &furthest);
   nlohmann::json::sax_parse(first, last, &sax);
-  const auto where = [&](const EncoderEntry& e) { return encoder_json_path + ":" + std::to_string(line_at(json_text, e.pos)) + ":"; };
+  const auto where = [&](const EncoderEntry& e) {
+    return encoder_json_path + ":" + std::to_string(line_at(json_text, e.pos)) + ":";
+  };
 
   const auto n = static_cast<std::int64_t>(sax.entries.size());
   std::vector<std::string> tokens(n);
@@ -211,8 +213,8 @@ BpeTokenizer BpeTokenizer::load_gpt2(const std::string& encoder_json_path, const
   for (std::size_t i = first_merge; i < lines.size(); ++i) {
     const std::size_t line = i + 1;
     const std::vector<std::string_view> fields = split_fields(lines[i]);
-    MYRIAD_CHECK(fields.size() == 2, vocab_bpe_path << ":" << line << ": expected a merge \"left right\", got \""
-                                                    << lines[i] << "\"");
+    MYRIAD_CHECK(fields.size() == 2,
+                 vocab_bpe_path << ":" << line << ": expected a merge \"left right\", got \"" << lines[i] << "\"");
     Merge m;
     for (int side = 0; side < 2; ++side) {
       auto it = by_string.find(std::string(fields[side]));
@@ -265,8 +267,8 @@ BpeTokenizer BpeTokenizer::load(const std::string& path) {
     std::int64_t version = 0;
     MYRIAD_CHECK(f.size() == 2 && f[0] == kMagic && parse_int(f[1], version),
                  path << ":1: not a myriad BPE file (expected \"" << kMagic << " " << kFormatVersion << "\")");
-    MYRIAD_CHECK(version == kFormatVersion,
-                 path << ":1: format version " << version << " is not supported (this build reads " << kFormatVersion << ")");
+    MYRIAD_CHECK(version == kFormatVersion, path << ":1: format version " << version
+                                                 << " is not supported (this build reads " << kFormatVersion << ")");
   }
   const auto header_value = [&](std::size_t index, const char* name) {
     std::vector<std::string_view> f = split_fields(line_of(index));
@@ -301,18 +303,20 @@ BpeTokenizer BpeTokenizer::load(const std::string& path) {
       ok = hi >= 0 && lo >= 0;
       bytes.push_back(static_cast<char>(hi * 16 + lo));
     }
-    MYRIAD_CHECK(ok, path << ":" << index + 1 << ": token " << id << ": expected lower-case hex bytes, got \"" << hex << "\"");
+    MYRIAD_CHECK(
+        ok, path << ":" << index + 1 << ": token " << id << ": expected lower-case hex bytes, got \"" << hex << "\"");
   }
   std::vector<Merge> merges(m);
   for (std::int64_t rank = 0; rank < m; ++rank) {
     const std::size_t index = kFirstToken + n + rank;
     std::vector<std::string_view> f = split_fields(lines[index]);
     std::int64_t left = -1, right = -1;
-    MYRIAD_CHECK(f.size() == 2 && parse_int(f[0], left) && parse_int(f[1], right),
-                 path << ":" << index + 1 << ": expected a merge \"<left id> <right id>\", got \"" << lines[index] << "\"");
+    MYRIAD_CHECK(
+        f.size() == 2 && parse_int(f[0], left) && parse_int(f[1], right),
+        path << ":" << index + 1 << ": expected a merge \"<left id> <right id>\", got \"" << lines[index] << "\"");
     MYRIAD_CHECK(left >= 0 && left < n && right >= 0 && right < n,
-                 path << ":" << index + 1 << ": merge refers to unknown token " << (left >= 0 && left < n ? right : left)
-                      << " (vocabulary has " << n << " tokens)");
+                 path << ":" << index + 1 << ": merge refers to unknown token "
+                      << (left >= 0 && left < n ? right : left) << " (vocabulary has " << n << " tokens)");
     merges[rank] = Merge{static_cast<std::int32_t>(left), static_cast<std::int32_t>(right), 0};
   }
   Origin origin{path, path, static_cast<std::int64_t>(kFirstToken) + 1, static_cast<std::int64_t>(kFirstToken + n) + 1};

@@ -31,15 +31,14 @@ struct HeapEntry {
   std::int64_t count;
   std::uint64_t key;
   // priority_queue puts the "largest" on top: higher count, then smaller key.
-  bool operator<(const HeapEntry& other) const {
-    return count != other.count ? count < other.count : key > other.key;
-  }
+  bool operator<(const HeapEntry& other) const { return count != other.count ? count < other.count : key > other.key; }
 };
 
 }  // namespace
 
 BpeTokenizer BpeTokenizer::train(std::string_view text, std::int32_t vocab_size) {
-  MYRIAD_CHECK(vocab_size >= 257, "BpeTokenizer::train: vocab_size " << vocab_size
+  MYRIAD_CHECK(vocab_size >= 257, "BpeTokenizer::train: vocab_size "
+                                      << vocab_size
                                       << " is too small: it needs 256 byte tokens plus the end-of-text token");
   std::unordered_map<std::string_view, std::int64_t> piece_counts;
   pretokenize_gpt2(text, [&](std::string_view piece) { ++piece_counts[piece]; });
@@ -126,8 +125,10 @@ BpeTokenizer BpeTokenizer::train(std::string_view text, std::int32_t vocab_size)
     }
     for (const auto& [key, before] : touched) {
       auto it = pair_count.find(key);
-      if (it->second == 0) pair_count.erase(it);
-      else if (it->second != before) heap.push({it->second, key});
+      if (it->second == 0)
+        pair_count.erase(it);
+      else if (it->second != before)
+        heap.push({it->second, key});
     }
   }
   const auto eot = static_cast<std::int32_t>(tokens.size());

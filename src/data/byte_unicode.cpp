@@ -49,9 +49,7 @@ void append_utf8(std::string& out, char32_t cp) {
 
 char32_t byte_to_unicode(std::uint8_t byte) { return kByteToUnicode[byte]; }
 
-int unicode_to_byte(char32_t code_point) {
-  return code_point < kMapEnd ? kUnicodeToByte[code_point] : -1;
-}
+int unicode_to_byte(char32_t code_point) { return code_point < kMapEnd ? kUnicodeToByte[code_point] : -1; }
 
 std::string bytes_to_unicode_string(std::string_view bytes) {
   std::string out;

@@ -16,10 +16,14 @@ namespace {
 constexpr std::array<CharClass, 128> make_ascii_classes() {
   std::array<CharClass, 128> table{};
   for (int c = 0; c < 128; ++c) {
-    if ((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z')) table[c] = CharClass::letter;
-    else if (c >= '0' && c <= '9') table[c] = CharClass::number;
-    else if (c == ' ' || (c >= '\t' && c <= '\r')) table[c] = CharClass::space;
-    else table[c] = CharClass::other;
+    if ((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z'))
+      table[c] = CharClass::letter;
+    else if (c >= '0' && c <= '9')
+      table[c] = CharClass::number;
+    else if (c == ' ' || (c >= '\t' && c <= '\r'))
+      table[c] = CharClass::space;
+    else
+      table[c] = CharClass::other;
   }
   return table;
 }

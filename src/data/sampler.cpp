@@ -18,10 +18,10 @@ void check_too_short(const char* who, const ShardSet& shards, std::int64_t seq_l
 
 void check_batch_tensor(const char* who, const char* name, const Tensor& t, std::int64_t count, std::int64_t seq_len) {
   MYRIAD_CHECK(t.defined(), who << ": " << name << " is undefined; expected i32[" << count << ", " << seq_len << "]");
-  MYRIAD_CHECK(t.device().is_cpu() && t.dtype() == DType::i32 && t.shape() == Shape({count, seq_len}) &&
-                   t.is_contiguous(),
-               who << ": " << name << " must be a contiguous i32[" << count << ", " << seq_len
-                   << "] cpu tensor, got " << t.describe());
+  MYRIAD_CHECK(
+      t.device().is_cpu() && t.dtype() == DType::i32 && t.shape() == Shape({count, seq_len}) && t.is_contiguous(),
+      who << ": " << name << " must be a contiguous i32[" << count << ", " << seq_len << "] cpu tensor, got "
+          << t.describe());
 }
 
 // Rows j in [0, count) get stream[start(j), start(j) + T) and stream[start(j) + 1, start(j) + T + 1).
@@ -49,8 +49,8 @@ TrainSampler::TrainSampler(const ShardSet& shards, std::int64_t seq_len, std::ui
 std::int64_t TrainSampler::window_start(std::int64_t step, std::int64_t sample) const {
   MYRIAD_CHECK(step >= 0 && sample >= 0,
                "TrainSampler: step " << step << " and sample " << sample << " must be non-negative");
-  auto words = philox4x32(seed_ ^ kTrainSamplerKeyTag, static_cast<std::uint64_t>(step),
-                          static_cast<std::uint64_t>(sample));
+  auto words =
+      philox4x32(seed_ ^ kTrainSamplerKeyTag, static_cast<std::uint64_t>(step), static_cast<std::uint64_t>(sample));
   std::uint64_t u = static_cast<std::uint64_t>(words[1]) << 32 | words[0];
   // floor(u * n / 2^64): uniform over [0, n) up to a relative bias below n / 2^64.
   auto n = static_cast<unsigned __int128>(valid_starts_);
@@ -59,13 +59,13 @@ std::int64_t TrainSampler::window_start(std::int64_t step, std::int64_t sample) 
 
 void TrainSampler::fill_batch(std::int64_t step, std::int64_t first_sample, std::int64_t count, Tensor& inputs,
                               Tensor& targets) {
-  MYRIAD_CHECK(step >= 0 && first_sample >= 0 && count >= 0,
-               "TrainSampler::fill_batch: step " << step << ", first_sample " << first_sample << " and count "
-                                                 << count << " must be non-negative");
+  MYRIAD_CHECK(step >= 0 && first_sample >= 0 && count >= 0, "TrainSampler::fill_batch: step "
+                                                                 << step << ", first_sample " << first_sample
+                                                                 << " and count " << count << " must be non-negative");
   check_batch_tensor("TrainSampler::fill_batch", "inputs", inputs, count, seq_len_);
   check_batch_tensor("TrainSampler::fill_batch", "targets", targets, count, seq_len_);
-  fill_windows(*shards_, count, seq_len_, [&](std::int64_t j) { return window_start(step, first_sample + j); },
-               inputs, targets);
+  fill_windows(
+      *shards_, count, seq_len_, [&](std::int64_t j) { return window_start(step, first_sample + j); }, inputs, targets);
 }
 
 EvalSampler::EvalSampler(const ShardSet& shards, std::int64_t seq_len) : shards_(&shards), seq_len_(seq_len) {
@@ -75,13 +75,13 @@ EvalSampler::EvalSampler(const ShardSet& shards, std::int64_t seq_len) : shards_
 
 void EvalSampler::fill_batch(std::int64_t first_window, std::int64_t count, Tensor& inputs, Tensor& targets) {
   MYRIAD_CHECK(first_window >= 0 && count >= 0 && first_window <= num_windows_ - count,
-               "EvalSampler::fill_batch: windows [" << first_window << ", " << first_window + count
-                                                    << ") outside [0, " << num_windows_ << ")");
+               "EvalSampler::fill_batch: windows [" << first_window << ", " << first_window + count << ") outside [0, "
+                                                    << num_windows_ << ")");
   check_batch_tensor("EvalSampler::fill_batch", "inputs", inputs, count, seq_len_);
   check_batch_tensor("EvalSampler::fill_batch", "targets", targets, count, seq_len_);
   const std::int64_t seq_len = seq_len_;
-  fill_windows(*shards_, count, seq_len_, [&](std::int64_t j) { return (first_window + j) * seq_len; }, inputs,
-               targets);
+  fill_windows(
+      *shards_, count, seq_len_, [&](std::int64_t j) { return (first_window + j) * seq_len; }, inputs, targets);
 }
 
 }  // namespace myriad::data

@@ -87,8 +87,8 @@ std::uint32_t crc32(const void* data, std::size_t size, std::uint32_t crc) {
   std::uint32_t c = ~crc;
   for (; size >= 8; size -= 8, p += 8) {
     std::uint32_t lo = c ^ load_u32(p), hi = load_u32(p + 4);
-    c = t[7][lo & 0xFF] ^ t[6][(lo >> 8) & 0xFF] ^ t[5][(lo >> 16) & 0xFF] ^ t[4][lo >> 24] ^
-        t[3][hi & 0xFF] ^ t[2][(hi >> 8) & 0xFF] ^ t[1][(hi >> 16) & 0xFF] ^ t[0][hi >> 24];
+    c = t[7][lo & 0xFF] ^ t[6][(lo >> 8) & 0xFF] ^ t[5][(lo >> 16) & 0xFF] ^ t[4][lo >> 24] ^ t[3][hi & 0xFF] ^
+        t[2][(hi >> 8) & 0xFF] ^ t[1][(hi >> 16) & 0xFF] ^ t[0][hi >> 24];
   }
   for (; size > 0; --size, ++p) c = (c >> 8) ^ t[0][(c ^ *p) & 0xFF];
   return ~c;
@@ -128,9 +128,9 @@ TokenShard TokenShard::open(const std::string& path, bool verify) {
                where << ": wrong magic (not a myriad token shard): expected \"MYRTOK\\0\\0\"");
   ShardHeader& header = shard.header_;
   header.version = load_u32(bytes + 8);
-  MYRIAD_CHECK(header.version <= kShardFormatVersion,
-               where << ": format version " << header.version << " is newer than this reader supports (version "
-                     << kShardFormatVersion << "); upgrade myriad");
+  MYRIAD_CHECK(header.version <= kShardFormatVersion, where << ": format version " << header.version
+                                                            << " is newer than this reader supports (version "
+                                                            << kShardFormatVersion << "); upgrade myriad");
   MYRIAD_CHECK(header.version >= 1, where << ": invalid format version " << header.version);
   std::uint32_t dtype = load_u32(bytes + 12);
   MYRIAD_CHECK(dtype <= 1, where << ": unknown dtype code " << dtype << " (0 = u16, 1 = i32)");
@@ -159,8 +159,8 @@ TokenShard TokenShard::open(const std::string& path, bool verify) {
     std::int64_t bad = header.dtype == ShardDType::u16
                            ? detail::first_id_out_of_range(reinterpret_cast<const std::uint16_t*>(shard.payload_),
                                                            count, header.vocab_size)
-                           : detail::first_id_out_of_range(reinterpret_cast<const std::int32_t*>(shard.payload_),
-                                                           count, header.vocab_size);
+                           : detail::first_id_out_of_range(reinterpret_cast<const std::int32_t*>(shard.payload_), count,
+                                                           header.vocab_size);
     MYRIAD_CHECK(bad < 0, where << ": token id " << shard.token(bad) << " at position " << bad
                                 << " is out of range for vocab_size " << header.vocab_size);
   }
@@ -203,9 +203,9 @@ std::int32_t TokenShard::token(std::int64_t index) const {
 }
 
 void TokenShard::read(std::int64_t begin, std::int64_t count, std::int32_t* out) const {
-  MYRIAD_CHECK(begin >= 0 && count >= 0 && begin <= size() - count,
-               "token shard '" << path_ << "': read of " << count << " tokens at " << begin
-                               << " outside [0, " << size() << ")");
+  MYRIAD_CHECK(
+      begin >= 0 && count >= 0 && begin <= size() - count,
+      "token shard '" << path_ << "': read of " << count << " tokens at " << begin << " outside [0, " << size() << ")");
   if (header_.dtype == ShardDType::u16) {
     const auto* src = reinterpret_cast<const std::uint16_t*>(payload_) + begin;
     for (std::int64_t i = 0; i < count; ++i) out[i] = src[i];
@@ -242,10 +242,10 @@ ShardSet::ShardSet(const std::vector<std::string>& paths, bool verify) {
   for (const std::string& path : paths) {
     TokenShard shard = TokenShard::open(path, verify);
     if (!shards_.empty()) {
-      MYRIAD_CHECK(shard.vocab_size() == shards_.front().vocab_size(),
-                   "token shards disagree on vocab_size: '" << shards_.front().path() << "' has "
-                                                            << shards_.front().vocab_size() << ", '" << path
-                                                            << "' has " << shard.vocab_size());
+      MYRIAD_CHECK(shard.vocab_size() == shards_.front().vocab_size(), "token shards disagree on vocab_size: '"
+                                                                           << shards_.front().path() << "' has "
+                                                                           << shards_.front().vocab_size() << ", '"
+                                                                           << path << "' has " << shard.vocab_size());
     }
     starts_.push_back(total_);
     total_ += shard.size();
@@ -256,9 +256,9 @@ ShardSet::ShardSet(const std::vector<std::string>& paths, bool verify) {
 std::uint32_t ShardSet::vocab_size() const { return shards_.front().vocab_size(); }
 
 void ShardSet::read(std::int64_t begin, std::int64_t count, std::int32_t* out) const {
-  MYRIAD_CHECK(begin >= 0 && count >= 0 && begin <= total_ - count,
-               "token stream read of " << count << " tokens at " << begin << " outside [0, " << total_
-                                       << ") of " << describe());
+  MYRIAD_CHECK(
+      begin >= 0 && count >= 0 && begin <= total_ - count,
+      "token stream read of " << count << " tokens at " << begin << " outside [0, " << total_ << ") of " << describe());
   // Last shard whose start is <= begin (empty shards are skipped by the loop below).
   auto index = static_cast<std::size_t>(std::upper_bound(starts_.begin(), starts_.end(), begin) - starts_.begin() - 1);
   while (count > 0) {

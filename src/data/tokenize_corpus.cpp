@@ -94,7 +94,7 @@ std::vector<std::string> move_tail_to_val(const std::vector<std::string>& train_
 
 struct PendingDocument {
   std::string_view text;
-  std::int64_t index;      // global document number
+  std::int64_t index;  // global document number
   const std::string* file;
 };
 
@@ -194,8 +194,8 @@ TokenizeSummary tokenize_corpus(const TokenizeOptions& options, const TextEncode
 
   std::error_code error;
   fs::create_directories(options.output_dir, error);
-  MYRIAD_CHECK(!error, "tokenize_corpus: cannot create output directory '" << options.output_dir
-                                                                           << "': " << error.message());
+  MYRIAD_CHECK(!error,
+               "tokenize_corpus: cannot create output directory '" << options.output_dir << "': " << error.message());
   check_no_existing_shards(options.output_dir);
 
   const bool tail = options.val_split == ValSplit::tail;

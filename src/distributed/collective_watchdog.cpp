@@ -156,8 +156,8 @@ void CollectiveWatchdog::report_and_abort(const GroupProgress& group, const Grou
     if (!answered[i] || replies[i][0] != 1) {
       silent << (silent.tellp() > 0 ? ", " : "") << "rank " << peers[i];
     } else if (replies[i][1] < running.number) {
-      never << (never.tellp() > 0 ? ", " : "") << "rank " << peers[i] << " (last collective issued on '"
-            << group.name << "': #" << replies[i][1] << ")";
+      never << (never.tellp() > 0 ? ", " : "") << "rank " << peers[i] << " (last collective issued on '" << group.name
+            << "': #" << replies[i][1] << ")";
     }
   }
   std::fprintf(stderr,

@@ -18,35 +18,33 @@ namespace {
 
 std::string device_name(DeviceType device) { return device == DeviceType::cpu ? "cpu" : "cuda"; }
 
-void check_tensor(const char* op, const Communicator& comm, const Tensor& tensor, const char* role,
-                  DeviceType device) {
+void check_tensor(const char* op, const Communicator& comm, const Tensor& tensor, const char* role, DeviceType device) {
   MYRIAD_CHECK(tensor.defined(), comm_context(op, comm) << ": " << role << " tensor is undefined");
-  MYRIAD_CHECK(tensor.device().type == device, comm_context(op, comm) << ": " << role << " tensor "
-                                                                     << tensor.describe() << " must be on "
-                                                                     << device_name(device));
-  MYRIAD_CHECK(tensor.is_contiguous(), comm_context(op, comm) << ": " << role << " tensor " << tensor.describe()
-                                                              << " must be contiguous");
+  MYRIAD_CHECK(tensor.device().type == device, comm_context(op, comm) << ": " << role << " tensor " << tensor.describe()
+                                                                      << " must be on " << device_name(device));
+  MYRIAD_CHECK(tensor.is_contiguous(), comm_context(op, comm)
+                                           << ": " << role << " tensor " << tensor.describe() << " must be contiguous");
 }
 
 void check_reducible(const char* op, const Communicator& comm, const Tensor& tensor, DeviceType device) {
   const bool on_host = device == DeviceType::cpu;
   MYRIAD_CHECK(on_host ? host_reducible(tensor.dtype()) : device_reducible(tensor.dtype()),
                comm_context(op, comm) << ": cannot reduce dtype " << dtype_name(tensor.dtype()) << " (tensor "
-                                      << tensor.describe() << "); allowed: "
-                                      << (on_host ? "f32, i32, i64" : "f32, bf16, f16, i32, i64"));
+                                      << tensor.describe()
+                                      << "); allowed: " << (on_host ? "f32, i32, i64" : "f32, bf16, f16, i32, i64"));
 }
 
 void check_same_dtype(const char* op, const Communicator& comm, const Tensor& input, const Tensor& output) {
-  MYRIAD_CHECK(input.dtype() == output.dtype(), comm_context(op, comm) << ": input " << input.describe()
-                                                                       << " and output " << output.describe()
-                                                                       << " differ in dtype");
+  MYRIAD_CHECK(input.dtype() == output.dtype(), comm_context(op, comm)
+                                                    << ": input " << input.describe() << " and output "
+                                                    << output.describe() << " differ in dtype");
 }
 
 void check_counts(const char* op, const Communicator& comm, const std::vector<std::int64_t>& counts, const char* role,
                   const Tensor& tensor) {
-  MYRIAD_CHECK(static_cast<int>(counts.size()) == comm.size(), comm_context(op, comm) << ": " << counts.size() << " "
-                                                                                      << role << " counts for a group of "
-                                                                                      << comm.size());
+  MYRIAD_CHECK(static_cast<int>(counts.size()) == comm.size(), comm_context(op, comm)
+                                                                   << ": " << counts.size() << " " << role
+                                                                   << " counts for a group of " << comm.size());
   for (std::size_t p = 0; p < counts.size(); ++p) {
     MYRIAD_CHECK(counts[p] >= 0, comm_context(op, comm) << ": " << role << " count for rank " << p << " is negative ("
                                                         << counts[p] << ")");
@@ -75,11 +73,11 @@ void check_reduce_scatter_args(const Communicator& comm, const Tensor& input, co
   check_reducible(op, comm, input, device);
   check_same_dtype(op, comm, input, output);
   const ChunkRange chunk = chunk_range(input.numel(), comm.size(), comm.rank());
-  MYRIAD_CHECK(output.numel() == chunk.size(),
-               comm_context(op, comm) << ": output " << output.describe() << " has " << output.numel()
-                                      << " elements but chunk " << comm.rank() << " of input " << input.describe()
-                                      << " is [" << chunk.begin << ", " << chunk.end << ") = " << chunk.size()
-                                      << " elements");
+  MYRIAD_CHECK(output.numel() == chunk.size(), comm_context(op, comm)
+                                                   << ": output " << output.describe() << " has " << output.numel()
+                                                   << " elements but chunk " << comm.rank() << " of input "
+                                                   << input.describe() << " is [" << chunk.begin << ", " << chunk.end
+                                                   << ") = " << chunk.size() << " elements");
 }
 
 void check_all_gather_args(const Communicator& comm, const Tensor& input, const Tensor& output, DeviceType device) {
@@ -88,28 +86,28 @@ void check_all_gather_args(const Communicator& comm, const Tensor& input, const 
   check_tensor(op, comm, output, "output", device);
   check_same_dtype(op, comm, input, output);
   const ChunkRange chunk = chunk_range(output.numel(), comm.size(), comm.rank());
-  MYRIAD_CHECK(input.numel() == chunk.size(),
-               comm_context(op, comm) << ": input " << input.describe() << " has " << input.numel()
-                                      << " elements but chunk " << comm.rank() << " of output " << output.describe()
-                                      << " is [" << chunk.begin << ", " << chunk.end << ") = " << chunk.size()
-                                      << " elements");
+  MYRIAD_CHECK(input.numel() == chunk.size(), comm_context(op, comm)
+                                                  << ": input " << input.describe() << " has " << input.numel()
+                                                  << " elements but chunk " << comm.rank() << " of output "
+                                                  << output.describe() << " is [" << chunk.begin << ", " << chunk.end
+                                                  << ") = " << chunk.size() << " elements");
 }
 
 void check_broadcast_args(const Communicator& comm, const Tensor& tensor, int root, DeviceType device) {
   check_tensor("broadcast", comm, tensor, "the", device);
-  MYRIAD_CHECK(root >= 0 && root < comm.size(), comm_context("broadcast", comm) << ": root " << root << " outside [0, "
-                                                                                 << comm.size() << ")");
+  MYRIAD_CHECK(root >= 0 && root < comm.size(), comm_context("broadcast", comm)
+                                                    << ": root " << root << " outside [0, " << comm.size() << ")");
 }
 
 void check_point_to_point_args(const char* op, const Communicator& comm, const Tensor& tensor, int peer, int tag,
                                int max_tag, DeviceType device) {
   check_tensor(op, comm, tensor, "the", device);
-  MYRIAD_CHECK(peer >= 0 && peer < comm.size(), comm_context(op, comm) << ": peer " << peer << " outside [0, "
-                                                                       << comm.size() << ")");
-  MYRIAD_CHECK(peer != comm.rank(), comm_context(op, comm) << ": peer " << peer
-                                                           << " is this rank (send/recv to self is not supported)");
-  MYRIAD_CHECK(tag >= 0 && tag <= max_tag, comm_context(op, comm) << ": tag " << tag << " outside [0, " << max_tag
-                                                                  << "]");
+  MYRIAD_CHECK(peer >= 0 && peer < comm.size(), comm_context(op, comm)
+                                                    << ": peer " << peer << " outside [0, " << comm.size() << ")");
+  MYRIAD_CHECK(peer != comm.rank(), comm_context(op, comm)
+                                        << ": peer " << peer << " is this rank (send/recv to self is not supported)");
+  MYRIAD_CHECK(tag >= 0 && tag <= max_tag, comm_context(op, comm)
+                                               << ": tag " << tag << " outside [0, " << max_tag << "]");
 }
 
 void check_all_to_all_args(const Communicator& comm, const Tensor& input, const Tensor& output, DeviceType device) {
@@ -117,17 +115,18 @@ void check_all_to_all_args(const Communicator& comm, const Tensor& input, const 
   check_tensor(op, comm, input, "input", device);
   check_tensor(op, comm, output, "output", device);
   check_same_dtype(op, comm, input, output);
-  MYRIAD_CHECK(input.numel() == output.numel(), comm_context(op, comm) << ": input " << input.describe()
-                                                                       << " and output " << output.describe()
-                                                                       << " differ in element count");
-  MYRIAD_CHECK(input.numel() % comm.size() == 0,
-               comm_context(op, comm) << ": " << input.numel() << " elements of " << input.describe()
-                                      << " do not split into " << comm.size()
-                                      << " equal chunks (use all_to_all_v for unequal ones)");
+  MYRIAD_CHECK(input.numel() == output.numel(), comm_context(op, comm)
+                                                    << ": input " << input.describe() << " and output "
+                                                    << output.describe() << " differ in element count");
+  MYRIAD_CHECK(input.numel() % comm.size() == 0, comm_context(op, comm)
+                                                     << ": " << input.numel() << " elements of " << input.describe()
+                                                     << " do not split into " << comm.size()
+                                                     << " equal chunks (use all_to_all_v for unequal ones)");
 }
 
-void check_all_to_all_v_args(const Communicator& comm, const Tensor& input, const std::vector<std::int64_t>& send_counts,
-                             const Tensor& output, const std::vector<std::int64_t>& recv_counts, DeviceType device) {
+void check_all_to_all_v_args(const Communicator& comm, const Tensor& input,
+                             const std::vector<std::int64_t>& send_counts, const Tensor& output,
+                             const std::vector<std::int64_t>& recv_counts, DeviceType device) {
   const char* op = "all_to_all_v";
   check_tensor(op, comm, input, "input", device);
   check_tensor(op, comm, output, "output", device);
@@ -135,9 +134,9 @@ void check_all_to_all_v_args(const Communicator& comm, const Tensor& input, cons
   check_counts(op, comm, send_counts, "send", input);
   check_counts(op, comm, recv_counts, "recv", output);
   const int r = comm.rank();
-  MYRIAD_CHECK(send_counts[r] == recv_counts[r], comm_context(op, comm) << ": sends " << send_counts[r]
-                                                                        << " elements to itself but expects "
-                                                                        << recv_counts[r]);
+  MYRIAD_CHECK(send_counts[r] == recv_counts[r], comm_context(op, comm)
+                                                     << ": sends " << send_counts[r]
+                                                     << " elements to itself but expects " << recv_counts[r]);
 }
 
 }  // namespace myriad::dist

@@ -8,14 +8,22 @@ namespace myriad::dist {
 
 const char* comm_op_name(CommOp op) {
   switch (op) {
-    case CommOp::all_reduce: return "all_reduce";
-    case CommOp::reduce_scatter: return "reduce_scatter";
-    case CommOp::all_gather: return "all_gather";
-    case CommOp::broadcast: return "broadcast";
-    case CommOp::send: return "send";
-    case CommOp::recv: return "recv";
-    case CommOp::all_to_all: return "all_to_all";
-    case CommOp::barrier: return "barrier";
+    case CommOp::all_reduce:
+      return "all_reduce";
+    case CommOp::reduce_scatter:
+      return "reduce_scatter";
+    case CommOp::all_gather:
+      return "all_gather";
+    case CommOp::broadcast:
+      return "broadcast";
+    case CommOp::send:
+      return "send";
+    case CommOp::recv:
+      return "recv";
+    case CommOp::all_to_all:
+      return "all_to_all";
+    case CommOp::barrier:
+      return "barrier";
   }
   return "?";
 }

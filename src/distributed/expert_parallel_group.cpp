@@ -5,9 +5,7 @@
 
 namespace myriad::dist {
 
-void ExpertParallelGroup::exchange_counts(const Tensor& in, Tensor& out) const {
-  ep_.all_to_all(in, out);
-}
+void ExpertParallelGroup::exchange_counts(const Tensor& in, Tensor& out) const { ep_.all_to_all(in, out); }
 
 void ExpertParallelGroup::exchange_rows(const Tensor& in, const std::vector<std::int64_t>& send_rows, Tensor& out,
                                         const std::vector<std::int64_t>& recv_rows) const {

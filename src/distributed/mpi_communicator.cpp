@@ -17,7 +17,7 @@ namespace myriad::dist {
 struct MpiCommunicator::QueuedOp {
   std::shared_ptr<MpiWork> work;
   CommOp op = CommOp::barrier;
-  std::int64_t number = 0;  // collectives: #n in this group's issue order
+  std::int64_t number = 0;                 // collectives: #n in this group's issue order
   std::function<ByteCounts()> collective;  // empty for send/recv
   bool is_send = false;
   Tensor tensor;  // send/recv buffer
@@ -50,9 +50,9 @@ MpiCommunicator::MpiCommunicator(MPI_Comm comm, std::string name, Options option
       stats_(std::make_shared<StatsBlock>()),
       scratch_(std::make_unique<ScratchBuffer>()) {
   MYRIAD_CHECK(comm != MPI_COMM_NULL, "MpiCommunicator '" << name_ << "': null MPI communicator");
-  MYRIAD_CHECK(options_.max_message_bytes >= 1 && options_.max_message_bytes <= (std::int64_t{1} << 30),
-               "MpiCommunicator '" << name_ << "': max_message_bytes " << options_.max_message_bytes
-                                   << " outside [1, 2^30]");
+  MYRIAD_CHECK(
+      options_.max_message_bytes >= 1 && options_.max_message_bytes <= (std::int64_t{1} << 30),
+      "MpiCommunicator '" << name_ << "': max_message_bytes " << options_.max_message_bytes << " outside [1, 2^30]");
   MpiLink& link = *collective_link_;
   link.comm = comm;
   link.group = name_;
@@ -196,8 +196,8 @@ WorkHandle MpiCommunicator::all_to_all_v_async(Tensor input, std::vector<std::in
   check_all_to_all_v_args(*this, input, send_counts, output, recv_counts);
   return enqueue_collective(CommOp::all_to_all, true,
                             [this, input, output, send = std::move(send_counts), recv = std::move(recv_counts)] {
-                              return pairwise_all_to_all_v(*collective_link_, input.raw_data(), send,
-                                                           output.raw_data(), recv, dtype_size(input.dtype()));
+                              return pairwise_all_to_all_v(*collective_link_, input.raw_data(), send, output.raw_data(),
+                                                           recv, dtype_size(input.dtype()));
                             });
 }
 
@@ -219,8 +219,8 @@ void MpiCommunicator::abort(int exit_code, const std::string& reason) {
 }
 
 std::unique_ptr<Communicator> MpiCommunicator::split(int color, int key, const std::string& name) {
-  MYRIAD_CHECK(color >= 0, comm_context("split", *this) << " into '" << name << "': colour " << color
-                                                        << " must be >= 0");
+  MYRIAD_CHECK(color >= 0, comm_context("split", *this)
+                               << " into '" << name << "': colour " << color << " must be >= 0");
   auto result = std::make_shared<MPI_Comm>(MPI_COMM_NULL);
   enqueue_collective(CommOp::barrier, false, [this, color, key, result] {
     check_mpi(MPI_Comm_split(collective_link_->comm, color, key, result.get()), *collective_link_, "split",
@@ -304,9 +304,10 @@ void MpiCommunicator::execute(QueuedOp& op) {
     try {
       std::rethrow_exception(broken_);
     } catch (const Error& e) {
-      op.work->complete(0, 0, std::make_exception_ptr(
-                                   Error("group '" + name_ + "' is unusable after an earlier error: " + e.message(),
-                                         __FILE__, __LINE__)));
+      op.work->complete(
+          0, 0,
+          std::make_exception_ptr(
+              Error("group '" + name_ + "' is unusable after an earlier error: " + e.message(), __FILE__, __LINE__)));
     } catch (...) {
       op.work->complete(0, 0, broken_);
     }

@@ -66,9 +66,9 @@ void RequestSet::check_statuses(int rc, std::vector<MPI_Status>& statuses) {
     if (!pieces_[i].is_recv) continue;
     int count = 0;
     check_mpi(MPI_Get_count(&statuses[i], MPI_BYTE, &count), *link_, op_, "MPI_Get_count after " + what(i));
-    MYRIAD_CHECK(count == pieces_[i].bytes, link_->context(op_) << ": " << what(i) << " delivered " << count
-                                                                << " bytes where " << pieces_[i].bytes
-                                                                << " were expected (ranks disagree on the sizes)");
+    MYRIAD_CHECK(count == pieces_[i].bytes, link_->context(op_)
+                                                << ": " << what(i) << " delivered " << count << " bytes where "
+                                                << pieces_[i].bytes << " were expected (ranks disagree on the sizes)");
   }
   requests_.clear();
   pieces_.clear();

@@ -19,21 +19,30 @@ namespace myriad::dist {
 
 const char* schedule_name(ScheduleKind kind) {
   switch (kind) {
-    case ScheduleKind::gpipe: return "gpipe";
-    case ScheduleKind::one_f_one_b: return "1f1b";
-    case ScheduleKind::interleaved: return "interleaved";
+    case ScheduleKind::gpipe:
+      return "gpipe";
+    case ScheduleKind::one_f_one_b:
+      return "1f1b";
+    case ScheduleKind::interleaved:
+      return "interleaved";
   }
   return "?";
 }
 
 const char* action_name(PipelineAction::Type type) {
   switch (type) {
-    case PipelineAction::forward: return "forward";
-    case PipelineAction::backward: return "backward";
-    case PipelineAction::send_activation: return "send_activation";
-    case PipelineAction::recv_activation: return "recv_activation";
-    case PipelineAction::send_gradient: return "send_gradient";
-    case PipelineAction::recv_gradient: return "recv_gradient";
+    case PipelineAction::forward:
+      return "forward";
+    case PipelineAction::backward:
+      return "backward";
+    case PipelineAction::send_activation:
+      return "send_activation";
+    case PipelineAction::recv_activation:
+      return "recv_activation";
+    case PipelineAction::send_gradient:
+      return "send_gradient";
+    case PipelineAction::recv_gradient:
+      return "recv_gradient";
   }
   return "?";
 }
@@ -43,10 +52,15 @@ std::string describe(const PipelineAction& action) {
   out << action_name(action.type) << "(micro-batch " << action.micro_batch << ", chunk " << action.chunk << ")";
   switch (action.type) {
     case PipelineAction::send_activation:
-    case PipelineAction::send_gradient: out << " to rank " << action.peer; break;
+    case PipelineAction::send_gradient:
+      out << " to rank " << action.peer;
+      break;
     case PipelineAction::recv_activation:
-    case PipelineAction::recv_gradient: out << " from rank " << action.peer; break;
-    default: break;
+    case PipelineAction::recv_gradient:
+      out << " from rank " << action.peer;
+      break;
+    default:
+      break;
   }
   return out.str();
 }
@@ -55,7 +69,7 @@ namespace {
 
 void check_sizes(const char* what, int p, int m, int v) {
   MYRIAD_CHECK(p >= 1 && m >= 1 && v >= 1, what << ": pipeline stages (" << p << "), micro-batches (" << m
-                                                 << ") and virtual stages (" << v << ") must all be >= 1");
+                                                << ") and virtual stages (" << v << ") must all be >= 1");
 }
 
 struct Compute {
@@ -79,8 +93,8 @@ std::vector<Compute> compute_order(ScheduleKind kind, int p, int m, int v, int r
     const int chunk = (k / p) % v;
     return {forward, (k / (p * v)) * p + k % p, forward ? chunk : v - 1 - chunk};
   };
-  const int warmup = kind == ScheduleKind::one_f_one_b ? std::min(p - r - 1, total)
-                                                       : std::min(2 * (p - r - 1) + (v - 1) * p, total);
+  const int warmup =
+      kind == ScheduleKind::one_f_one_b ? std::min(p - r - 1, total) : std::min(2 * (p - r - 1) + (v - 1) * p, total);
   for (int k = 0; k < warmup; ++k) order.push_back(nth(k, true));
   for (int i = 0; i < total - warmup; ++i) {
     order.push_back(nth(warmup + i, true));
@@ -249,7 +263,8 @@ class Simulator {
       case PipelineAction::recv_gradient:
         if (g == last) return fail(r, "the last global stage has no next stage to receive from");
         return receive(r, a, {1, a.micro_batch, g + 1}, (g + 1) % p_, s.gradient_in[slot]);
-      default: return fail(r, "unknown action type " + std::to_string(static_cast<int>(a.type)));
+      default:
+        return fail(r, "unknown action type " + std::to_string(static_cast<int>(a.type)));
     }
     ++s.pc;
     return Step::done;
@@ -283,8 +298,8 @@ class Simulator {
   PipelineAction matching_send(int r, const PipelineAction& a) const {
     const int g = a.chunk * p_ + r;
     const int from = a.type == PipelineAction::recv_activation ? g - 1 : g + 1;
-    const auto type = a.type == PipelineAction::recv_activation ? PipelineAction::send_activation
-                                                                : PipelineAction::send_gradient;
+    const auto type =
+        a.type == PipelineAction::recv_activation ? PipelineAction::send_activation : PipelineAction::send_gradient;
     return {type, a.micro_batch, from / p_, r};
   }
 
@@ -353,8 +368,8 @@ class Simulator {
 
 }  // namespace
 
-ScheduleCheck simulate_schedule(const std::vector<std::vector<PipelineAction>>& schedule, int stages,
-                                int micro_batches, int virtual_stages, double backward_cost) {
+ScheduleCheck simulate_schedule(const std::vector<std::vector<PipelineAction>>& schedule, int stages, int micro_batches,
+                                int virtual_stages, double backward_cost) {
   check_sizes("simulate_schedule", stages, micro_batches, virtual_stages);
   MYRIAD_CHECK(static_cast<int>(schedule.size()) == stages,
                "simulate_schedule: the schedule has " << schedule.size() << " rank lists for " << stages << " stages");

@@ -28,8 +28,8 @@ ProcessGroups::ProcessGroups(const GridShape& shape, std::unique_ptr<Communicato
     }
     MYRIAD_CHECK(group->size() == grid_.size(axis) && group->rank() == coord[axis],
                  "ProcessGroups: group " << axis_name(axis) << " of " << grid_.describe(rank) << " has rank "
-                                         << group->rank() << " of " << group->size() << ", expected "
-                                         << coord[axis] << " of " << grid_.size(axis));
+                                         << group->rank() << " of " << group->size() << ", expected " << coord[axis]
+                                         << " of " << grid_.size(axis));
   }
   if (shape.ep > 1) {
     const int members = shape.dp / shape.ep;
@@ -40,12 +40,14 @@ ProcessGroups::ProcessGroups(const GridShape& shape, std::unique_ptr<Communicato
     }
   }
   if (shape.cp > 1) {
-    data_context_ = world_->split(grid_.data_context_group_id(rank), coord[Axis::cp] + shape.cp * coord[Axis::dp],
-                                  "dcp");
+    data_context_ =
+        world_->split(grid_.data_context_group_id(rank), coord[Axis::cp] + shape.cp * coord[Axis::dp], "dcp");
   }
 }
 
-ProcessGroups ProcessGroups::single() { return ProcessGroups(GridShape{}, std::make_unique<LoopbackCommunicator>("world")); }
+ProcessGroups ProcessGroups::single() {
+  return ProcessGroups(GridShape{}, std::make_unique<LoopbackCommunicator>("world"));
+}
 
 ProcessGroups::~ProcessGroups() {
   // Groups before the world they were split from.

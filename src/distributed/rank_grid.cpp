@@ -12,22 +12,32 @@ namespace myriad::dist {
 
 const char* axis_name(Axis axis) {
   switch (axis) {
-    case Axis::tp: return "tp";
-    case Axis::cp: return "cp";
-    case Axis::ep: return "ep";
-    case Axis::dp: return "dp";
-    case Axis::pp: return "pp";
+    case Axis::tp:
+      return "tp";
+    case Axis::cp:
+      return "cp";
+    case Axis::ep:
+      return "ep";
+    case Axis::dp:
+      return "dp";
+    case Axis::pp:
+      return "pp";
   }
   return "?";
 }
 
 int GridShape::size(Axis axis) const {
   switch (axis) {
-    case Axis::tp: return tp;
-    case Axis::cp: return cp;
-    case Axis::ep: return ep;
-    case Axis::dp: return dp;
-    case Axis::pp: return pp;
+    case Axis::tp:
+      return tp;
+    case Axis::cp:
+      return cp;
+    case Axis::ep:
+      return ep;
+    case Axis::dp:
+      return dp;
+    case Axis::pp:
+      return pp;
   }
   return 1;
 }
@@ -53,8 +63,8 @@ RankGrid::RankGrid(const GridShape& shape, int world_size) : shape_(shape), worl
   std::ostringstream factors;
   for (Axis axis : kWorldAxes) factors << (axis == Axis::tp ? "" : " x ") << axis_name(axis) << " " << shape.size(axis);
   for (Axis axis : kAxes) {
-    MYRIAD_CHECK(shape.size(axis) >= 1, "parallel layout " << factors.str() << ", ep " << shape.ep
-                                                           << ": every degree must be >= 1");
+    MYRIAD_CHECK(shape.size(axis) >= 1,
+                 "parallel layout " << factors.str() << ", ep " << shape.ep << ": every degree must be >= 1");
   }
   MYRIAD_CHECK(shape.product() == world_size, "parallel layout " << factors.str() << " = " << shape.product()
                                                                  << " ranks, but the world has " << world_size);
@@ -83,9 +93,9 @@ int RankGrid::rank_of(const GridCoord& c) const {
     MYRIAD_CHECK(c[axis] >= 0 && c[axis] < shape_.size(axis),
                  axis_name(axis) << " coordinate " << c[axis] << " outside [0, " << shape_.size(axis) << ")");
   }
-  MYRIAD_CHECK(c[Axis::ep] == c[Axis::dp] % shape_.ep,
-               "ep coordinate " << c[Axis::ep] << " does not match dp " << c[Axis::dp] << " (ep = dp % " << shape_.ep
-                                << ")");
+  MYRIAD_CHECK(c[Axis::ep] == c[Axis::dp] % shape_.ep, "ep coordinate " << c[Axis::ep] << " does not match dp "
+                                                                        << c[Axis::dp] << " (ep = dp % " << shape_.ep
+                                                                        << ")");
   std::vector<std::pair<int, int>> digits;
   for (Axis axis : kWorldAxes) digits.emplace_back(c[axis], shape_.size(axis));
   return mixed_radix(digits);
@@ -127,7 +137,8 @@ int RankGrid::group_id(Axis axis, int rank) const {
 std::vector<int> RankGrid::expert_data_group(int rank) const {
   const GridCoord c = coords(rank);
   std::vector<int> members;
-  for (int i = 0; i < shape_.dp / shape_.ep; ++i) members.push_back(rank_of(with(c, Axis::dp, i * shape_.ep + c[Axis::ep])));
+  for (int i = 0; i < shape_.dp / shape_.ep; ++i)
+    members.push_back(rank_of(with(c, Axis::dp, i * shape_.ep + c[Axis::ep])));
   return members;
 }
 

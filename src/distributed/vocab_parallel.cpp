@@ -65,8 +65,8 @@ void vocab_parallel_embedding_lookup(const VocabShard& shard, const Tensor& ids,
   embedding_forward(EmbeddingArgs{.vocab_shard = true}, local, table, out);
 }
 
-void vocab_parallel_embedding_forward(Communicator& tp, const VocabShard& shard, const Tensor& ids,
-                                      const Tensor& table, Tensor& out) {
+void vocab_parallel_embedding_forward(Communicator& tp, const VocabShard& shard, const Tensor& ids, const Tensor& table,
+                                      Tensor& out) {
   vocab_parallel_embedding_lookup(shard, ids, table, out);
   tp.all_reduce(out);
 }

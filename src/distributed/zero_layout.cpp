@@ -21,10 +21,9 @@ ZeroLayout::ZeroLayout(const std::vector<nn::ParamUnit>& units, std::int64_t buc
                "ZeroLayout: shard index " << index << " is outside [0, " << parts << ")");
   MYRIAD_CHECK(bucket_elements >= 0, "ZeroLayout: bucket size " << bucket_elements << " must be >= 0");
   for (std::size_t u = 1; u < units.size(); ++u) {
-    MYRIAD_CHECK(units[u].begin == units[u - 1].end, "ZeroLayout: unit '" << units[u].name << "' starts at "
-                                                                          << units[u].begin << ", not where '"
-                                                                          << units[u - 1].name << "' ends ("
-                                                                          << units[u - 1].end << ")");
+    MYRIAD_CHECK(units[u].begin == units[u - 1].end,
+                 "ZeroLayout: unit '" << units[u].name << "' starts at " << units[u].begin << ", not where '"
+                                      << units[u - 1].name << "' ends (" << units[u - 1].end << ")");
   }
   total_ = units.back().end - units.front().begin;
   bucket_of_unit_.assign(units.size(), -1);
@@ -32,7 +31,8 @@ ZeroLayout::ZeroLayout(const std::vector<nn::ParamUnit>& units, std::int64_t buc
   for (int u = last; u >= 0; --u) {
     const std::int64_t span = units[static_cast<std::size_t>(last)].end - units[static_cast<std::size_t>(u)].begin;
     // A bucket holds units of one kind (dense or expert): they reduce over different groups.
-    const bool kind_changes = u > 0 && units[static_cast<std::size_t>(u - 1)].expert != units[static_cast<std::size_t>(u)].expert;
+    const bool kind_changes =
+        u > 0 && units[static_cast<std::size_t>(u - 1)].expert != units[static_cast<std::size_t>(u)].expert;
     const bool close = u == 0 || kind_changes || (bucket_elements > 0 && span >= bucket_elements);
     if (!close) continue;
     ZeroBucket b;

@@ -73,8 +73,8 @@ RowChoice choose_blocks(const AttentionSpec& spec, int64_t qb, const float* scor
     const double wa = w[static_cast<std::size_t>(a)], wb = w[static_cast<std::size_t>(b)];
     return wa > wb || (wa == wb && a < b);
   };
-  const std::size_t cap = spec.max_blocks > 0 ? std::min<std::size_t>(candidates.size(), spec.max_blocks)
-                                              : candidates.size();
+  const std::size_t cap =
+      spec.max_blocks > 0 ? std::min<std::size_t>(candidates.size(), spec.max_blocks) : candidates.size();
   std::partial_sort(candidates.begin(), candidates.begin() + static_cast<std::ptrdiff_t>(cap), candidates.end(),
                     heavier);
   for (std::size_t n = 0; n < cap; ++n) {
@@ -102,17 +102,17 @@ void BlockSelectionStats::add(const BlockSelectionStats& other) {
 namespace {
 
 void check_host_f32(const Tensor& q, const Tensor& k) {
-  MYRIAD_CHECK(q.device().is_cpu() && k.device().is_cpu() && q.dtype() == DType::f32 && k.dtype() == DType::f32,
-               "attention_layout: the selection reads host f32 q and k, got " << q.describe() << " and "
-                                                                             << k.describe());
+  MYRIAD_CHECK(
+      q.device().is_cpu() && k.device().is_cpu() && q.dtype() == DType::f32 && k.dtype() == DType::f32,
+      "attention_layout: the selection reads host f32 q and k, got " << q.describe() << " and " << k.describe());
 }
 
 // The per-head selection from the whole sequence's summaries qbar (B, Hq, nb, D) and kbar
 // (B, Hkv, nb, D) for the query blocks `wanted` says (the others get empty rows); scores are
 // computed in the same chunks whatever is wanted, so every rank and layout chooses identically.
-BlockLayout select_from_means(const AttentionSpec& spec, const Tensor& qbar, const Tensor& kbar, int64_t T,
-                              float scale, const std::function<bool(int64_t)>& wanted, BlockSelectionStats* stats) {
-  const int64_t B = qbar.size(0), Hq = qbar.size(1), nb = qbar.size(2), D = qbar.size(3), Hkv = kbar.size(1);
+BlockLayout select_from_means(const AttentionSpec& spec, const Tensor& qbar, const Tensor& kbar, int64_t T, float scale,
+                              const std::function<bool(int64_t)>& wanted, BlockSelectionStats* stats) {
+  const int64_t B = qbar.size(0), Hq = qbar.size(1), nb = qbar.size(2), Hkv = kbar.size(1);
   const int64_t group = Hq / Hkv;
   std::vector<std::vector<std::int32_t>> rows(static_cast<std::size_t>(B * Hq * nb));
   std::vector<double> mass(static_cast<std::size_t>(B * Hq * nb), 0.0);
@@ -180,8 +180,8 @@ BlockLayout attention_layout(const AttentionSpec& spec, const Tensor& q, const T
     return layout;
   }
   check_host_f32(q, k);
-  return select_from_means(spec, block_means(q, bs), block_means(k, bs), T, scale, [](int64_t) { return true; },
-                           stats);
+  return select_from_means(
+      spec, block_means(q, bs), block_means(k, bs), T, scale, [](int64_t) { return true; }, stats);
 }
 
 BlockLayout attention_layout(const AttentionSpec& spec, const Tensor& q, const Tensor& k, float scale,
@@ -190,8 +190,8 @@ BlockLayout attention_layout(const AttentionSpec& spec, const Tensor& q, const T
   const int64_t B = q.size(0), Hq = q.size(1), Hkv = k.size(1), D = q.size(3), local = q.size(2);
   const int n = cp.size();
   const int64_t bs = spec.block_size, T = local * n, half = local / 2;
-  MYRIAD_CHECK(half % bs == 0, "attention_layout: chunks of " << half << " positions are not a multiple of the block size "
-                                                             << bs);
+  MYRIAD_CHECK(half % bs == 0,
+               "attention_layout: chunks of " << half << " positions are not a multiple of the block size " << bs);
   const int64_t chunk_blocks = half / bs, nb = T / bs;
   auto mine = [&](int64_t qb) {  // query block qb lies in one of this rank's two chunks
     const int64_t chunk = qb / chunk_blocks;

@@ -42,12 +42,13 @@ Tensor prefix_logits(GptModel& model, const std::vector<std::int32_t>& ids) {
   const auto T = static_cast<std::int64_t>(ids.size());
   Tensor tokens = Tensor::empty({1, T}, DType::i32);
   std::copy(ids.begin(), ids.end(), tokens.data<std::int32_t>());
-  return model.forward_logits(tokens).view({T, model.config().vocab_size}).slice(0, T - 1, T).view(
-      {model.config().vocab_size});
+  return model.forward_logits(tokens)
+      .view({T, model.config().vocab_size})
+      .slice(0, T - 1, T)
+      .view({model.config().vocab_size});
 }
 
-std::vector<std::int32_t> generate(GptModel& model, const std::vector<std::int32_t>& prompt,
-                                   const GenerateArgs& args) {
+std::vector<std::int32_t> generate(GptModel& model, const std::vector<std::int32_t>& prompt, const GenerateArgs& args) {
   MYRIAD_CHECK(!prompt.empty(), "generate: the prompt needs at least one token (e.g. the end-of-text token)");
   const std::int64_t block = model.config().context_length;
   MYRIAD_CHECK(static_cast<std::int64_t>(prompt.size()) <= block,
@@ -60,7 +61,8 @@ std::vector<std::int32_t> generate(GptModel& model, const std::vector<std::int32
   if (recompute) {
     logits = prefix_logits(model, ids);
   } else {
-    for (std::size_t i = 0; i < prompt.size(); ++i) logits = model.decode(prompt[i], static_cast<std::int64_t>(i), *cache);
+    for (std::size_t i = 0; i < prompt.size(); ++i)
+      logits = model.decode(prompt[i], static_cast<std::int64_t>(i), *cache);
   }
   std::vector<std::int32_t> out;
   for (std::int64_t n = 0; n < args.max_new_tokens; ++n) {

@@ -178,9 +178,9 @@ void GptModel::prepare(std::int64_t B, std::int64_t T, Recompute mode, int slots
     b.scratch = make_block_scratch(placement_, config_, split_, B, T);
     Tensor positions = Tensor::empty({B, T}, DType::i32);
     const ContextParallel& cp = split_.context_parallel();  // global positions of the local rows
-    MYRIAD_CHECK(cp.size() == 1 || T % 2 == 0,
-                 "context parallelism: a local sequence of " << T << " rows is not this rank's two equal chunks (cp "
-                                                             << cp.size() << ")");
+    MYRIAD_CHECK(cp.size() == 1 || T % 2 == 0, "context parallelism: a local sequence of "
+                                                   << T << " rows is not this rank's two equal chunks (cp " << cp.size()
+                                                   << ")");
     for (std::int64_t i = 0; i < N; ++i) {
       positions.data<std::int32_t>()[i] = static_cast<std::int32_t>(cp.global_position(i % T, T));
     }
@@ -267,7 +267,8 @@ double GptModel::flops_per_token(std::int64_t T) const {
   for (int l = 0; l < config_.n_layer; ++l) weights += active_block_weights(config_, l);
   // The head: the untied (padded) lm_head weight, or the tied embedding's real vocabulary rows.
   const double C = static_cast<double>(config_.n_embd);
-  const double head = static_cast<double>(config_.tie_embeddings ? config_.vocab_size : config_.padded_vocab_size()) * C;
+  const double head =
+      static_cast<double>(config_.tie_embeddings ? config_.vocab_size : config_.padded_vocab_size()) * C;
   // Attention: scores and values, 2 * 2 * C per visible key forward, times 3 with backward.
   return 6.0 * (weights + head) +
          12.0 * static_cast<double>(config_.n_layer * config_.n_embd) * config_.attention.mean_keys_per_query(T);
@@ -282,16 +283,15 @@ std::int64_t GptModel::active_parameters() const {
 }
 
 void GptModel::check_inputs(const Tensor& ids, const Tensor& targets) const {
-  MYRIAD_CHECK(ids.dim() == 2 && ids.dtype() == DType::i32,
-               "model: ids must be (B, T) i32, got " << ids.describe());
+  MYRIAD_CHECK(ids.dim() == 2 && ids.dtype() == DType::i32, "model: ids must be (B, T) i32, got " << ids.describe());
   MYRIAD_CHECK(ids.size(1) <= config_.context_length,
                "model: sequence length T=" << ids.size(1) << " exceeds context_length " << config_.context_length);
   const Tensor dense = placement_.to_host(ids);
   const std::int32_t* id = dense.data<std::int32_t>();
   for (std::int64_t i = 0; i < dense.numel(); ++i) {
-    MYRIAD_CHECK(id[i] >= 0 && id[i] < config_.vocab_size,
-                 "model: token id " << id[i] << " at flat position " << i << " is outside the vocabulary [0, "
-                                    << config_.vocab_size << ")");
+    MYRIAD_CHECK(id[i] >= 0 && id[i] < config_.vocab_size, "model: token id " << id[i] << " at flat position " << i
+                                                                              << " is outside the vocabulary [0, "
+                                                                              << config_.vocab_size << ")");
   }
   if (targets.defined()) {
     MYRIAD_CHECK(targets.shape() == ids.shape() && targets.dtype() == DType::i32,

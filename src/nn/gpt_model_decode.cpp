@@ -16,8 +16,8 @@ Tensor GptModel::decode(std::int32_t token, std::int64_t position, KvCache& cach
   MYRIAD_CHECK(!config_.attention.block_sparse(),
                "decode: the KV cache attends densely, but this model's attention is block-sparse; "
                "nn::generate re-runs the forward over the prefix instead");
-  MYRIAD_CHECK(split_.tp_size() == 1, "decode: the model is split over tp " << split_.tp_size()
-                                                                            << "; generate on a serial copy");
+  MYRIAD_CHECK(split_.tp_size() == 1,
+               "decode: the model is split over tp " << split_.tp_size() << "; generate on a serial copy");
   MYRIAD_CHECK(token >= 0 && token < config_.vocab_size,
                "decode: token id " << token << " outside the vocabulary [0, " << config_.vocab_size << ")");
   MYRIAD_CHECK(position == cache.length, "decode: position " << position << " but the cache holds " << cache.length);
@@ -40,8 +40,8 @@ Tensor GptModel::decode(std::int32_t token, std::int64_t position, KvCache& cach
   Tensor h = p.empty({1, C}), mean = p.empty({1}), rstd = p.empty({1});
   Tensor x2 = x.view({1, C});
   if (config_.norm == NormKind::layernorm) {
-    layernorm_forward(LayernormArgs{.eps = config_.norm_eps}, x2, store_[norm_w_].value, store_[norm_b_].value, h,
-                      mean, rstd);
+    layernorm_forward(LayernormArgs{.eps = config_.norm_eps}, x2, store_[norm_w_].value, store_[norm_b_].value, h, mean,
+                      rstd);
   } else {
     rmsnorm_forward(RmsnormArgs{.eps = config_.norm_eps}, x2, store_[norm_w_].value, h, rstd);
   }

@@ -11,9 +11,7 @@
 
 namespace myriad::nn {
 
-std::int64_t GptModel::vocab_start() const {
-  return config_.padded_vocab_size() * split_.tp_rank() / split_.tp_size();
-}
+std::int64_t GptModel::vocab_start() const { return config_.padded_vocab_size() * split_.tp_rank() / split_.tp_size(); }
 
 std::int64_t GptModel::head_columns() const {
   return std::clamp<std::int64_t>(config_.vocab_size - vocab_start(), 0,
@@ -74,8 +72,8 @@ LossSum GptModel::head_forward(Slot& s, const Tensor& targets_in) {
   acquire(head_unit_, Pass::forward);
   const Tensor& last = s.residual.back();
   if (config_.norm == NormKind::layernorm) {
-    layernorm_forward(LayernormArgs{.eps = config_.norm_eps}, last, store_[norm_w_].value, store_[norm_b_].value,
-                      s.hf, s.hf_mean, s.hf_rstd);
+    layernorm_forward(LayernormArgs{.eps = config_.norm_eps}, last, store_[norm_w_].value, store_[norm_b_].value, s.hf,
+                      s.hf_mean, s.hf_rstd);
   } else {
     rmsnorm_forward(RmsnormArgs{.eps = config_.norm_eps}, last, store_[norm_w_].value, s.hf, s.hf_rstd);
   }

@@ -31,8 +31,8 @@ void linear_backward(const Tensor& x, const Tensor& weight, const Tensor& grad_y
   if (operands == DType::f32) {
     matmul_backward(args, x, weight, grad_y, grad_x, grad_weight);
   } else {
-    matmul_backward(args, gemm_operand(x, operands), gemm_operand(weight, operands), gemm_operand(grad_y, operands), grad_x,
-                    grad_weight);
+    matmul_backward(args, gemm_operand(x, operands), gemm_operand(weight, operands), gemm_operand(grad_y, operands),
+                    grad_x, grad_weight);
   }
   if (grad_bias.defined()) {
     Tensor no_grad_x;

@@ -51,9 +51,10 @@ MoeLayer::MoeLayer(const TransformerConfig& config, const ModelSplit& split, int
   const bool gelu = config.mlp == MlpKind::gelu;
   router_ = store.add(prefix + "router.weight", {E, C}, ParamKind::weight, ParamInit::normal, std);
   if (S > 0) {
-    shared_fc_ = store.add(prefix + (gelu ? "shared.fc.weight" : "shared.gate.weight"), {S * Fe, C},
-                           ParamKind::weight, ParamInit::normal, std);
-    if (!gelu) shared_up_ = store.add(prefix + "shared.up.weight", {S * Fe, C}, ParamKind::weight, ParamInit::normal, std);
+    shared_fc_ = store.add(prefix + (gelu ? "shared.fc.weight" : "shared.gate.weight"), {S * Fe, C}, ParamKind::weight,
+                           ParamInit::normal, std);
+    if (!gelu)
+      shared_up_ = store.add(prefix + "shared.up.weight", {S * Fe, C}, ParamKind::weight, ParamInit::normal, std);
     shared_out_ = store.add(prefix + (gelu ? "shared.proj.weight" : "shared.down.weight"), {C, S * Fe},
                             ParamKind::weight, ParamInit::normal, residual_std);
   }
@@ -61,11 +62,11 @@ MoeLayer::MoeLayer(const TransformerConfig& config, const ModelSplit& split, int
   experts_fc_ = store.add_shard(prefix + (gelu ? "experts.fc.weight" : "experts.gate.weight"), {E, Fe, C}, 0, mine,
                                 ParamKind::weight, ParamInit::normal, std);
   if (!gelu) {
-    experts_up_ = store.add_shard(prefix + "experts.up.weight", {E, Fe, C}, 0, mine, ParamKind::weight,
-                                  ParamInit::normal, std);
+    experts_up_ =
+        store.add_shard(prefix + "experts.up.weight", {E, Fe, C}, 0, mine, ParamKind::weight, ParamInit::normal, std);
   }
-  experts_out_ = store.add_shard(prefix + (gelu ? "experts.proj.weight" : "experts.down.weight"), {E, C, Fe}, 0,
-                                 mine, ParamKind::weight, ParamInit::normal, residual_std);
+  experts_out_ = store.add_shard(prefix + (gelu ? "experts.proj.weight" : "experts.down.weight"), {E, C, Fe}, 0, mine,
+                                 ParamKind::weight, ParamInit::normal, residual_std);
   for (std::size_t index : {experts_fc_, experts_up_, experts_out_}) {
     if (index != npos) store.set_expert(index);
   }
@@ -263,8 +264,7 @@ void MoeLayer::backward(ParameterStore& store, const Tensor& h, MoeActivations& 
   if (shared_fc_ != npos) {
     const std::int64_t width = store[shared_fc_].shape[0];
     Tensor d_act = placement.empty({N, width}), d_fc = placement.empty({N, width});
-    linear_backward(a.shared_act, store[shared_out_].value, go, d_act, false, store[shared_out_].grad, none,
-                    operands_);
+    linear_backward(a.shared_act, store[shared_out_].value, go, d_act, false, store[shared_out_].grad, none, operands_);
     if (config_.mlp == MlpKind::gelu) {
       gelu_backward(GeluArgs{}, a.shared_fc, d_act, d_fc);
       linear_backward(hf, store[shared_fc_].value, d_fc, gh, true, store[shared_fc_].grad, none, operands_);

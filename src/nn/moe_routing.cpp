@@ -47,8 +47,8 @@ RoutingPlan plan_routing(const float* logits, std::int64_t N, std::int64_t E, st
     double* s = plan.scores.data() + t * E;
     double max = -INFINITY;
     for (std::int64_t e = 0; e < E; ++e) {
-      MYRIAD_CHECK(std::isfinite(l[e]), "moe routing: router logit of token " << t << ", expert " << e << " is "
-                                                                              << l[e]);
+      MYRIAD_CHECK(std::isfinite(l[e]),
+                   "moe routing: router logit of token " << t << ", expert " << e << " is " << l[e]);
       max = std::max(max, static_cast<double>(l[e]));
     }
     double sum = 0.0;
@@ -57,7 +57,7 @@ RoutingPlan plan_routing(const float* logits, std::int64_t N, std::int64_t E, st
     plan.z_loss_sum += plan.lse[t] * plan.lse[t];
     for (std::int64_t e = 0; e < E; ++e) {
       s[e] = spec.score == RouterScore::softmax ? std::exp(static_cast<double>(l[e]) - plan.lse[t])
-                                                 : 1.0 / (1.0 + std::exp(-static_cast<double>(l[e])));
+                                                : 1.0 / (1.0 + std::exp(-static_cast<double>(l[e])));
     }
     std::iota(order.begin(), order.end(), 0);
     std::partial_sort(order.begin(), order.begin() + k, order.end(),

@@ -10,10 +10,14 @@ namespace myriad::nn {
 
 const char* param_kind_name(ParamKind kind) {
   switch (kind) {
-    case ParamKind::weight: return "weight";
-    case ParamKind::bias: return "bias";
-    case ParamKind::norm: return "norm";
-    case ParamKind::embedding: return "embedding";
+    case ParamKind::weight:
+      return "weight";
+    case ParamKind::bias:
+      return "bias";
+    case ParamKind::norm:
+      return "norm";
+    case ParamKind::embedding:
+      return "embedding";
   }
   return "?";
 }
@@ -46,7 +50,7 @@ std::size_t ParameterStore::add(const std::string& name, const Shape& shape, Par
 }
 
 std::size_t ParameterStore::add_shard(const std::string& name, const Shape& global_shape, int dim,
-                                     std::vector<IndexRange> ranges, ParamKind kind, ParamInit init, float init_std) {
+                                      std::vector<IndexRange> ranges, ParamKind kind, ParamInit init, float init_std) {
   MYRIAD_CHECK(dim >= 0 && dim < static_cast<int>(global_shape.size()),
                "parameter '" << name << "': shard dimension " << dim << " is outside its " << global_shape.size()
                              << " dimensions");
@@ -88,8 +92,12 @@ void ParameterStore::initialize(std::uint64_t seed) {
   for (Parameter& p : params_) {
     Tensor value = parameter_view(host, p);
     switch (p.init) {
-      case ParamInit::zeros: value.fill(0.0); break;
-      case ParamInit::ones: value.fill(1.0); break;
+      case ParamInit::zeros:
+        value.fill(0.0);
+        break;
+      case ParamInit::ones:
+        value.fill(1.0);
+        break;
       case ParamInit::normal:
         if (p.shard_dim < 0) {
           fill_normal(value, 0.0f, p.init_std, seed, stable_name_hash(p.name));

@@ -47,10 +47,10 @@ class SerialTensorParallel final : public TensorParallel {
     myriad::cross_entropy_forward(CrossEntropyArgs{.ignore_index = ignore_index}, logits, placed_like(targets, logits),
                                   losses, lse);
   }
-  void cross_entropy_backward(const Tensor& logits, const Tensor& targets, std::int32_t ignore_index,
-                              const Tensor& lse, const Tensor& grad_losses, Tensor& grad_logits) const override {
-    myriad::cross_entropy_backward(CrossEntropyArgs{.ignore_index = ignore_index}, logits,
-                                   placed_like(targets, logits), lse, grad_losses, grad_logits);
+  void cross_entropy_backward(const Tensor& logits, const Tensor& targets, std::int32_t ignore_index, const Tensor& lse,
+                              const Tensor& grad_losses, Tensor& grad_logits) const override {
+    myriad::cross_entropy_backward(CrossEntropyArgs{.ignore_index = ignore_index}, logits, placed_like(targets, logits),
+                                   lse, grad_losses, grad_logits);
   }
 };
 

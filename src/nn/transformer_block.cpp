@@ -44,19 +44,25 @@ Shape residual_shape(const TransformerConfig& c, const ModelSplit& split, std::i
   return {B, T, c.n_embd};
 }
 
-std::vector<ActivationSlot> block_activation_slots(const TransformerConfig& c, const ModelSplit& split,
-                                                   std::int64_t B, std::int64_t T) {
+std::vector<ActivationSlot> block_activation_slots(const TransformerConfig& c, const ModelSplit& split, std::int64_t B,
+                                                   std::int64_t T) {
   const int tp = split.tp_size();
   const std::int64_t C = c.n_embd, F = c.local_ffn(tp), D = c.head_dim(), Hq = c.local_heads(tp);
   const Shape rows = residual_shape(c, split, B, T);
   const Shape stats = {rows[0], rows[1]};
   std::vector<ActivationSlot> slots = {
-      {&BlockActivations::ln1_mean, stats, true},  {&BlockActivations::ln1_rstd, stats, true},
-      {&BlockActivations::h1, {B, T, C}, false, !split.sharded_sequence()},   {&BlockActivations::qkv, {B, T, c.local_qkv_width(tp)}, true},
-      {&BlockActivations::att, {B, T, Hq * D}, true}, {&BlockActivations::lse, {B, Hq, T}, true},
-      {&BlockActivations::x_mid, rows, true},      {&BlockActivations::ln2_mean, stats, true},
-      {&BlockActivations::ln2_rstd, stats, true},  {&BlockActivations::h2, {B, T, C}, false, !split.sharded_sequence()},
-      {&BlockActivations::fc, {B, T, F}, true, true, true}, {&BlockActivations::act, {B, T, F}, false, true, true},
+      {&BlockActivations::ln1_mean, stats, true},
+      {&BlockActivations::ln1_rstd, stats, true},
+      {&BlockActivations::h1, {B, T, C}, false, !split.sharded_sequence()},
+      {&BlockActivations::qkv, {B, T, c.local_qkv_width(tp)}, true},
+      {&BlockActivations::att, {B, T, Hq * D}, true},
+      {&BlockActivations::lse, {B, Hq, T}, true},
+      {&BlockActivations::x_mid, rows, true},
+      {&BlockActivations::ln2_mean, stats, true},
+      {&BlockActivations::ln2_rstd, stats, true},
+      {&BlockActivations::h2, {B, T, C}, false, !split.sharded_sequence()},
+      {&BlockActivations::fc, {B, T, F}, true, true, true},
+      {&BlockActivations::act, {B, T, F}, false, true, true},
   };
   if (c.positions == PositionKind::rope) {
     slots.push_back({&BlockActivations::q_rot, {B, T, Hq, D}, true});
@@ -117,8 +123,8 @@ TransformerBlock::TransformerBlock(const TransformerConfig& config, const ModelS
   qkv_w_ = store.add_shard(prefix + "attn.qkv.weight", {config.qkv_width(), C}, 0, qkv_rows, ParamKind::weight,
                            ParamInit::normal, std);
   if (config.bias) {
-    qkv_b_ = store.add_shard(prefix + "attn.qkv.bias", {config.qkv_width()}, 0, qkv_rows, ParamKind::bias,
-                             ParamInit::zeros);
+    qkv_b_ =
+        store.add_shard(prefix + "attn.qkv.bias", {config.qkv_width()}, 0, qkv_rows, ParamKind::bias, ParamInit::zeros);
   }
   proj_w_ = store.add_shard(prefix + "attn.proj.weight", {C, C}, 1, {features}, ParamKind::weight, ParamInit::normal,
                             residual_std);
@@ -145,8 +151,8 @@ TransformerBlock::TransformerBlock(const TransformerConfig& config, const ModelS
 void TransformerBlock::norm_forward(const ParameterStore& store, std::size_t w, std::size_t b, const Tensor& x,
                                     Tensor& out, Tensor& mean, Tensor& rstd) const {
   if (config_.norm == NormKind::layernorm) {
-    layernorm_forward(LayernormArgs{.eps = config_.norm_eps}, x, store[w].value, optional(store, b, false), out,
-                      mean, rstd);
+    layernorm_forward(LayernormArgs{.eps = config_.norm_eps}, x, store[w].value, optional(store, b, false), out, mean,
+                      rstd);
   } else {
     rmsnorm_forward(RmsnormArgs{.eps = config_.norm_eps}, x, store[w].value, out, rstd);
   }
@@ -156,8 +162,8 @@ void TransformerBlock::norm_backward(const ParameterStore& store, std::size_t w,
                                      const Tensor& rstd, const Tensor& grad_out, Tensor& grad_x, Tensor& grad_w,
                                      Tensor& grad_b) const {
   if (config_.norm == NormKind::layernorm) {
-    layernorm_backward(LayernormArgs{.eps = config_.norm_eps}, x, store[w].value, mean, rstd, grad_out, grad_x,
-                       grad_w, grad_b);
+    layernorm_backward(LayernormArgs{.eps = config_.norm_eps}, x, store[w].value, mean, rstd, grad_out, grad_x, grad_w,
+                       grad_b);
   } else {
     rmsnorm_backward(RmsnormArgs{.eps = config_.norm_eps}, x, store[w].value, rstd, grad_out, grad_x, grad_w);
   }
@@ -307,8 +313,7 @@ IndexRange TransformerBlock::moe_sequences(std::int64_t B) const {
 // y = x_mid + the MoE layer's output: this rank's sequences written into the (B, T, C) partial
 // buffer (zeros elsewhere) and summed over the group like a row-parallel output. A batch that
 // does not split ran whole on every rank: tp rank 0's copy is the one summed.
-void TransformerBlock::moe_forward(const ParameterStore& store, BlockActivations& a, BlockScratch& s,
-                                   Tensor& y) const {
+void TransformerBlock::moe_forward(const ParameterStore& store, BlockActivations& a, BlockScratch& s, Tensor& y) const {
   const TensorParallel& tp = split_.tensor_parallel();
   const std::int64_t B = a.h2.size(0);
   const IndexRange mine = moe_sequences(B);
@@ -346,8 +351,8 @@ Tensor TransformerBlock::reduced_input_grad(BlockScratch& s) const {
   return rows;
 }
 
-void TransformerBlock::backward(ParameterStore& store, const Tensor& x, const BlockActivations& a,
-                                BlockScratch& s, Tensor& grad, float loss_scale) const {
+void TransformerBlock::backward(ParameterStore& store, const Tensor& x, const BlockActivations& a, BlockScratch& s,
+                                Tensor& grad, float loss_scale) const {
   const int tp = split_.tp_size();
   const std::int64_t B = a.h1.size(0), T = a.h1.size(1);
   const std::int64_t Hq = config_.local_heads(tp), Hkv = config_.local_kv_heads(tp), D = config_.head_dim();
@@ -392,8 +397,8 @@ void TransformerBlock::backward(ParameterStore& store, const Tensor& x, const Bl
   MYRIAD_CHECK(!config_.attention.block_sparse() || args.layout != nullptr,
                "attention: layer " << layer_ << " backward without its forward's block layout");
   if (split_.cp_size() > 1) {
-    ring_attention_backward(split_.context_parallel(), args, bhtd(q), bhtd(k), bhtd(v), att_heads, a.lse,
-                            d_att_heads, dq_h, dk_h, dv_h);
+    ring_attention_backward(split_.context_parallel(), args, bhtd(q), bhtd(k), bhtd(v), att_heads, a.lse, d_att_heads,
+                            dq_h, dk_h, dv_h);
   } else {
     attention_backward(args, bhtd(q), bhtd(k), bhtd(v), att_heads, a.lse, d_att_heads, dq_h, dk_h, dv_h);
   }

@@ -21,7 +21,7 @@ void TransformerBlock::decode(const ParameterStore& store, const Tensor& x, std:
   const std::int64_t C = config_.n_embd, F = config_.ffn_hidden, Hq = config_.n_head, Hkv = config_.n_kv_head;
   const std::int64_t D = config_.head_dim(), group = Hq / Hkv, W = config_.qkv_width(), L = position + 1;
   MYRIAD_CHECK(split_.tp_size() == 1, "decode: layer " << layer_ << " is split over tp " << split_.tp_size()
-                                                        << "; generation runs on a serial copy of the model");
+                                                       << "; generation runs on a serial copy of the model");
   MYRIAD_CHECK(position < cache.capacity(), "decode: position " << position << " beyond the KV cache capacity "
                                                                 << cache.capacity() << " (context_length)");
   const ops::Placement p = ops::placement_of(x, "x");
@@ -52,8 +52,8 @@ void TransformerBlock::decode(const ParameterStore& store, const Tensor& x, std:
   // V_g are the cached rows [0, L) of head g, gathered (Hkv, L, D) from the (capacity, Hkv, D)
   // cache (its heads-of-rows view, strides [L Hkv D, D, Hkv D, 1]).
   auto gathered = [&](const Tensor& rows) {
-    const Tensor view = Tensor::from_storage(rows.storage(), {1, Hkv, L, D}, {L * Hkv * D, D, Hkv * D, 1},
-                                             rows.offset(), DType::f32);
+    const Tensor view =
+        Tensor::from_storage(rows.storage(), {1, Hkv, L, D}, {L * Hkv * D, D, Hkv * D, 1}, rows.offset(), DType::f32);
     Tensor out = p.empty({1, Hkv, L, D});
     copy(view, out);
     return out.view({Hkv, L, D});

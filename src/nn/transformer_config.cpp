@@ -17,9 +17,12 @@ Recompute parse_recompute(const std::string& name) {
 
 const char* recompute_name(Recompute mode) {
   switch (mode) {
-    case Recompute::none: return "none";
-    case Recompute::selective: return "selective";
-    case Recompute::full: return "full";
+    case Recompute::none:
+      return "none";
+    case Recompute::selective:
+      return "selective";
+    case Recompute::full:
+      return "full";
   }
   return "?";
 }
@@ -77,13 +80,12 @@ TransformerConfig TransformerConfig::llama(std::int64_t vocab, std::int64_t laye
 void TransformerConfig::validate() const {
   MYRIAD_CHECK(vocab_size > 0 && n_layer > 0 && n_head > 0 && n_kv_head > 0 && n_embd > 0 && context_length > 0 &&
                    ffn_hidden > 0,
-               "model: sizes must be positive (vocab_size " << vocab_size << ", n_layer " << n_layer << ", n_head "
-                                                            << n_head << ", n_kv_head " << n_kv_head << ", n_embd "
-                                                            << n_embd << ", context_length " << context_length
-                                                            << ", ffn_hidden " << ffn_hidden << ")");
+               "model: sizes must be positive (vocab_size "
+                   << vocab_size << ", n_layer " << n_layer << ", n_head " << n_head << ", n_kv_head " << n_kv_head
+                   << ", n_embd " << n_embd << ", context_length " << context_length << ", ffn_hidden " << ffn_hidden
+                   << ")");
   MYRIAD_CHECK(n_embd % n_head == 0, "model: n_embd " << n_embd << " is not divisible by n_head " << n_head);
-  MYRIAD_CHECK(n_head % n_kv_head == 0,
-               "model: n_head " << n_head << " is not a multiple of n_kv_head " << n_kv_head);
+  MYRIAD_CHECK(n_head % n_kv_head == 0, "model: n_head " << n_head << " is not a multiple of n_kv_head " << n_kv_head);
   MYRIAD_CHECK(positions != PositionKind::rope || head_dim() % 2 == 0,
                "model: RoPE needs an even head dim, got n_embd / n_head = " << head_dim());
   if (attention.block_sparse()) {
@@ -94,14 +96,13 @@ void TransformerConfig::validate() const {
     MYRIAD_CHECK(attention.threshold >= 0.0 && attention.threshold < 1.0,
                  "model: attention.threshold " << attention.threshold << " must lie in [0, 1)");
     MYRIAD_CHECK(attention.max_blocks >= 0, "model: attention.max_blocks must be >= 0, got " << attention.max_blocks);
-    MYRIAD_CHECK(attention.fixed.local_blocks >= 0 && attention.fixed.global_blocks >= 0 &&
-                     attention.fixed.stride_blocks >= 0,
-                 "model: attention.local_blocks, global_blocks and stride_blocks must be >= 0");
+    MYRIAD_CHECK(
+        attention.fixed.local_blocks >= 0 && attention.fixed.global_blocks >= 0 && attention.fixed.stride_blocks >= 0,
+        "model: attention.local_blocks, global_blocks and stride_blocks must be >= 0");
   }
   if (moe.enabled()) {
     MYRIAD_CHECK(moe.top_k >= 1 && moe.top_k <= 8 && moe.top_k <= moe.num_experts,
-                 "model: MoE top_k " << moe.top_k << " must lie in [1, min(8, num_experts " << moe.num_experts
-                                     << ")]");
+                 "model: MoE top_k " << moe.top_k << " must lie in [1, min(8, num_experts " << moe.num_experts << ")]");
     MYRIAD_CHECK(moe.every >= 1 && moe.every <= n_layer,
                  "model: MoE every " << moe.every << " must lie in [1, n_layer " << n_layer << "]");
     MYRIAD_CHECK(moe.shared_experts >= 0 && moe.expert_capacity >= 0 && moe.capacity_factor >= 0.0 &&

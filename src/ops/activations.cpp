@@ -33,7 +33,8 @@ void gelu_backward(const GeluArgs& args, const Tensor& x, const Tensor& grad_out
   check_elementwise(op, "grad_x", grad_x, &x);
   Device device = ops::check_same_device(op, {{"x", &x}, {"grad_out", &grad_out}, {"grad_x", &grad_x}});
   if (device.is_cpu()) return cpu::gelu_backward(args, x, grad_out, grad_x);
-  ops::backend_of(op, {{"x", &x}, {"grad_out", &grad_out}, {"grad_x", &grad_x}}).gelu_backward(args, x, grad_out, grad_x);
+  ops::backend_of(op, {{"x", &x}, {"grad_out", &grad_out}, {"grad_x", &grad_x}})
+      .gelu_backward(args, x, grad_out, grad_x);
 }
 
 void swiglu_forward(const SwigluArgs& args, const Tensor& gate, const Tensor& up, Tensor& out) {

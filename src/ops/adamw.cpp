@@ -16,7 +16,8 @@ void check_hyper_parameters(const char* op, const AdamWArgs& args) {
   MYRIAD_CHECK(std::isfinite(args.lr) && args.lr >= 0.0f, op << ": lr is " << args.lr << ", expected finite and >= 0");
   MYRIAD_CHECK(args.beta1 >= 0.0f && args.beta1 < 1.0f, op << ": beta1 is " << args.beta1 << ", expected in [0, 1)");
   MYRIAD_CHECK(args.beta2 >= 0.0f && args.beta2 < 1.0f, op << ": beta2 is " << args.beta2 << ", expected in [0, 1)");
-  MYRIAD_CHECK(std::isfinite(args.eps) && args.eps > 0.0f, op << ": eps is " << args.eps << ", expected finite and > 0");
+  MYRIAD_CHECK(std::isfinite(args.eps) && args.eps > 0.0f,
+               op << ": eps is " << args.eps << ", expected finite and > 0");
   MYRIAD_CHECK(std::isfinite(args.weight_decay) && args.weight_decay >= 0.0f,
                op << ": weight_decay is " << args.weight_decay << ", expected finite and >= 0");
   MYRIAD_CHECK(std::isfinite(args.grad_scale),

@@ -34,8 +34,8 @@ void check_layout(const char* op, const BlockLayout& layout, const AttentionArgs
                   << " must be multiples of the layout's block_size " << bs);
   MYRIAD_CHECK(args.q_offset + Tq <= covered && args.k_offset + Tk <= covered,
                op << ": rows up to position " << std::max(args.q_offset + Tq, args.k_offset + Tk)
-                  << " lie outside the layout's " << layout.query_blocks << " blocks of " << bs << " ("
-                  << covered << " positions)");
+                  << " lie outside the layout's " << layout.query_blocks << " blocks of " << bs << " (" << covered
+                  << " positions)");
 }
 
 // Checks q, k, v (and the shapes derived from them) and returns the expected lse shape.
@@ -95,7 +95,8 @@ void attention_forward(const AttentionArgs& args, const Tensor& q, const Tensor&
   check_lse(op, lse, lse_shape);
   Device device = ops::check_same_device(op, {{"q", &q}, {"k", &k}, {"v", &v}, {"out", &out}, {"lse", &lse}});
   if (device.is_cpu()) return cpu::attention_forward(args, q, k, v, out, lse);
-  ops::backend_of(op, {{"q", &q}, {"k", &k}, {"v", &v}, {"out", &out}, {"lse", &lse}}).attention_forward(args, q, k, v, out, lse);
+  ops::backend_of(op, {{"q", &q}, {"k", &k}, {"v", &v}, {"out", &out}, {"lse", &lse}})
+      .attention_forward(args, q, k, v, out, lse);
 }
 
 void attention_backward(const AttentionArgs& args, const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& out,
@@ -118,8 +119,15 @@ void attention_backward(const AttentionArgs& args, const Tensor& q, const Tensor
                                               {"grad_k", &grad_k},
                                               {"grad_v", &grad_v}});
   if (device.is_cpu()) return cpu::attention_backward(args, q, k, v, out, lse, grad_out, grad_q, grad_k, grad_v);
-  ops::backend_of(op, {{"q", &q}, {"k", &k}, {"v", &v}, {"out", &out}, {"lse", &lse}, {"grad_out", &grad_out},
-                       {"grad_q", &grad_q}, {"grad_k", &grad_k}, {"grad_v", &grad_v}})
+  ops::backend_of(op, {{"q", &q},
+                       {"k", &k},
+                       {"v", &v},
+                       {"out", &out},
+                       {"lse", &lse},
+                       {"grad_out", &grad_out},
+                       {"grad_q", &grad_q},
+                       {"grad_k", &grad_k},
+                       {"grad_v", &grad_v}})
       .attention_backward(args, q, k, v, out, lse, grad_out, grad_q, grad_k, grad_v);
 }
 
@@ -133,8 +141,8 @@ void attention_merge(Tensor& out, Tensor& lse, const Tensor& part_out, const Ten
   ops::check_dtype(op, "part_lse", part_lse, DType::f32);
   ops::check_shape(op, "part_lse", part_lse, lse_shape);
   ops::check_contiguous(op, "part_lse", part_lse);
-  Device device = ops::check_same_device(
-      op, {{"out", &out}, {"lse", &lse}, {"part_out", &part_out}, {"part_lse", &part_lse}});
+  Device device =
+      ops::check_same_device(op, {{"out", &out}, {"lse", &lse}, {"part_out", &part_out}, {"part_lse", &part_lse}});
   if (device.is_cpu()) return cpu::attention_merge(out, lse, part_out, part_lse);
   ops::backend_of(op, {{"out", &out}, {"lse", &lse}, {"part_out", &part_out}, {"part_lse", &part_lse}})
       .attention_merge(out, lse, part_out, part_lse);

@@ -40,8 +40,7 @@ void bias_add_backward(const BiasAddArgs& args, const Tensor& grad_out, Tensor& 
   std::int64_t channels = check_rows_input(op, "grad_out", grad_out);
   if (grad_x.defined()) check_tensor(op, "grad_x", grad_x, grad_out.shape());
   if (grad_bias.defined()) check_tensor(op, "grad_bias", grad_bias, {channels});
-  Device device =
-      ops::check_same_device(op, {{"grad_out", &grad_out}, {"grad_x", &grad_x}, {"grad_bias", &grad_bias}});
+  Device device = ops::check_same_device(op, {{"grad_out", &grad_out}, {"grad_x", &grad_x}, {"grad_bias", &grad_bias}});
   if (device.is_cpu()) return cpu::bias_add_backward(args, grad_out, grad_x, grad_bias);
   ops::backend_of(op, {{"grad_out", &grad_out}, {"grad_x", &grad_x}, {"grad_bias", &grad_bias}})
       .bias_add_backward(args, grad_out, grad_x, grad_bias);

@@ -44,9 +44,9 @@ void check_block_layout(const BlockLayout& layout, const std::string& what) {
   MYRIAD_CHECK(layout.sets >= 1 && layout.query_blocks >= 0,
                what << ": layout has " << layout.sets << " sets of " << layout.query_blocks << " query blocks");
   const std::size_t rows = static_cast<std::size_t>(layout.sets * layout.query_blocks);
-  MYRIAD_CHECK(layout.row_begin.size() == rows + 1, what << ": row_begin has " << layout.row_begin.size()
-                                                         << " entries, expected sets * query_blocks + 1 = "
-                                                         << rows + 1);
+  MYRIAD_CHECK(layout.row_begin.size() == rows + 1, what
+                                                        << ": row_begin has " << layout.row_begin.size()
+                                                        << " entries, expected sets * query_blocks + 1 = " << rows + 1);
   MYRIAD_CHECK(layout.row_begin.front() == 0 && layout.row_begin.back() == layout.kept_blocks(),
                what << ": row_begin must run from 0 to the " << layout.kept_blocks() << " key blocks, runs from "
                     << layout.row_begin.front() << " to " << layout.row_begin.back());
@@ -55,8 +55,7 @@ void check_block_layout(const BlockLayout& layout, const std::string& what) {
     for (std::int64_t e = layout.row_begin[r]; e < layout.row_begin[r + 1]; ++e) {
       const std::int32_t kb = layout.key_blocks[static_cast<std::size_t>(e)];
       MYRIAD_CHECK(kb >= 0 && kb < layout.query_blocks,
-                   what << ": row " << r << " lists key block " << kb << " outside [0, " << layout.query_blocks
-                        << ")");
+                   what << ": row " << r << " lists key block " << kb << " outside [0, " << layout.query_blocks << ")");
       MYRIAD_CHECK(e == layout.row_begin[r] || layout.key_blocks[static_cast<std::size_t>(e - 1)] < kb,
                    what << ": the key blocks of row " << r << " do not ascend strictly (" << kb << " after "
                         << layout.key_blocks[static_cast<std::size_t>(e - 1)] << ")");

@@ -13,8 +13,8 @@ namespace {
 std::int64_t check_logits_targets(const char* op, const Tensor& logits, const Tensor& targets) {
   ops::check_dtype(op, "logits", logits, DType::f32);
   ops::check_rank(op, "logits", logits, 2);
-  MYRIAD_CHECK(logits.size(1) >= 1, op << ": 'logits' has shape " << shape_string(logits.shape())
-                                       << ", expected (N, V) with V >= 1");
+  MYRIAD_CHECK(logits.size(1) >= 1,
+               op << ": 'logits' has shape " << shape_string(logits.shape()) << ", expected (N, V) with V >= 1");
   ops::check_dtype(op, "targets", targets, DType::i32);
   ops::check_shape(op, "targets", targets, {logits.size(0)});
   return logits.size(0);
@@ -28,14 +28,14 @@ void check_row_vector(const char* op, const char* name, const Tensor& t, std::in
 
 }  // namespace
 
-void cross_entropy_forward(const CrossEntropyArgs& args, const Tensor& logits, const Tensor& targets,
-                           Tensor& losses, Tensor& lse) {
+void cross_entropy_forward(const CrossEntropyArgs& args, const Tensor& logits, const Tensor& targets, Tensor& losses,
+                           Tensor& lse) {
   const char* op = "cross_entropy_forward";
   const std::int64_t rows = check_logits_targets(op, logits, targets);
   check_row_vector(op, "losses", losses, rows, true);
   check_row_vector(op, "lse", lse, rows, true);
-  Device device = ops::check_same_device(
-      op, {{"logits", &logits}, {"targets", &targets}, {"losses", &losses}, {"lse", &lse}});
+  Device device =
+      ops::check_same_device(op, {{"logits", &logits}, {"targets", &targets}, {"losses", &losses}, {"lse", &lse}});
   if (device.is_cpu()) return cpu::cross_entropy_forward(args, logits, targets, losses, lse);
   ops::backend_of(op, {{"logits", &logits}, {"targets", &targets}, {"losses", &losses}, {"lse", &lse}})
       .cross_entropy_forward(args, logits, targets, losses, lse);
@@ -56,7 +56,10 @@ void cross_entropy_backward(const CrossEntropyArgs& args, const Tensor& logits, 
                                               {"grad_losses", &grad_losses},
                                               {"grad_logits", &grad_logits}});
   if (device.is_cpu()) return cpu::cross_entropy_backward(args, logits, targets, lse, grad_losses, grad_logits);
-  ops::backend_of(op, {{"logits", &logits}, {"targets", &targets}, {"lse", &lse}, {"grad_losses", &grad_losses},
+  ops::backend_of(op, {{"logits", &logits},
+                       {"targets", &targets},
+                       {"lse", &lse},
+                       {"grad_losses", &grad_losses},
                        {"grad_logits", &grad_logits}})
       .cross_entropy_backward(args, logits, targets, lse, grad_losses, grad_logits);
 }

@@ -38,8 +38,8 @@ void add_backward(const AddArgs& args, const Tensor& grad_out, Tensor& grad_a, T
   if (grad_b.defined()) check_operand(op, "grad_b", grad_b, &grad_out);
   MYRIAD_CHECK(!(grad_a.defined() && grad_b.defined() && grad_a.raw_data() == grad_b.raw_data()),
                op << ": grad_a and grad_b are the same buffer");
-  const std::initializer_list<ops::NamedTensor> tensors = {{"grad_out", &grad_out}, {"grad_a", &grad_a},
-                                                           {"grad_b", &grad_b}};
+  const std::initializer_list<ops::NamedTensor> tensors = {
+      {"grad_out", &grad_out}, {"grad_a", &grad_a}, {"grad_b", &grad_b}};
   Device device = ops::check_same_device(op, tensors);
   if (device.is_cpu()) return cpu::add_backward(args, grad_out, grad_a, grad_b);
   ops::backend_of(op, tensors).add_backward(args, grad_out, grad_a, grad_b);

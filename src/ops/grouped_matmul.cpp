@@ -23,8 +23,8 @@ GroupedDims check_operands(const char* op, const Tensor& x, const Tensor& weight
                op << ": x " << x.describe() << " and weight " << weight.describe()
                   << " must be both f32, both bf16 or both f16 (16-bit operands, f32 sums and outputs)");
   MYRIAD_CHECK(weight.size(2) == x.size(1), op << ": 'weight' has shape " << shape_string(weight.shape())
-                                               << ", expected (G, M, " << x.size(1) << ") (K of x "
-                                               << x.describe() << ")");
+                                               << ", expected (G, M, " << x.size(1) << ") (K of x " << x.describe()
+                                               << ")");
   ops::check_contiguous(op, "x", x);
   ops::check_contiguous(op, "weight", weight);
   return {x.size(0), x.size(1), weight.size(1), weight.size(0)};
@@ -80,16 +80,16 @@ void grouped_matmul_backward(const GroupedMatmulArgs& args, const Tensor& x, con
   if (grad_x.defined()) check_f32(op, "grad_x", grad_x, x.shape());
   if (grad_weight.defined()) check_f32(op, "grad_weight", grad_weight, weight.shape());
   if (grad_bias.defined()) check_f32(op, "grad_bias", grad_bias, {dims.groups, dims.out});
-  const std::initializer_list<ops::NamedTensor> tensors = {{"x", &x},           {"weight", &weight},
-                                                           {"grad_out", &grad_out}, {"grad_x", &grad_x},
-                                                           {"grad_weight", &grad_weight}, {"grad_bias", &grad_bias}};
+  const std::initializer_list<ops::NamedTensor> tensors = {
+      {"x", &x},           {"weight", &weight},           {"grad_out", &grad_out},
+      {"grad_x", &grad_x}, {"grad_weight", &grad_weight}, {"grad_bias", &grad_bias}};
   Device device = ops::check_same_device(op, tensors);
   if (device.is_cpu()) {
     return cpu::grouped_matmul_backward(args, widened(x), widened(weight), offsets, grad_out, grad_x, grad_weight,
                                         grad_bias);
   }
-  ops::backend_of(op, tensors).grouped_matmul_backward(args, x, weight, offsets, grad_out, grad_x, grad_weight,
-                                                       grad_bias);
+  ops::backend_of(op, tensors)
+      .grouped_matmul_backward(args, x, weight, offsets, grad_out, grad_x, grad_weight, grad_bias);
 }
 
 }  // namespace myriad

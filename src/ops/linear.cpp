@@ -26,8 +26,7 @@ void linear_forward(const LinearArgs& args, const Tensor& x, const Tensor& weigh
     ops::check_contiguous(op, name, *t);
   }
   if (bias.defined()) ops::check_contiguous(op, "bias", bias);
-  const std::initializer_list<ops::NamedTensor> tensors = {{"x", &x}, {"weight", &weight}, {"bias", &bias},
-                                                           {"y", &y}};
+  const std::initializer_list<ops::NamedTensor> tensors = {{"x", &x}, {"weight", &weight}, {"bias", &bias}, {"y", &y}};
   Device device = ops::check_same_device(op, tensors);
   if (device.is_cpu()) return cpu::linear_forward(args, x, weight, bias, y);
   ops::backend_of(op, tensors).linear_forward(args, x, weight, bias, y);

@@ -21,8 +21,8 @@ MatmulDims check_matmul(const char* op, const MatmulArgs& args, const Tensor& a,
   MYRIAD_CHECK((t == DType::f32 || t == DType::bf16 || t == DType::f16) && b.dtype() == t,
                op << ": a " << a.describe() << " and b " << b.describe()
                   << " must both be f32, both bf16 or both f16 (16-bit operands, f32 sums and outputs)");
-  MYRIAD_CHECK(a.dim() >= 2 && b.dim() >= 2, op << ": a " << a.describe() << " and b " << b.describe()
-                                                << " must have at least 2 dimensions");
+  MYRIAD_CHECK(a.dim() >= 2 && b.dim() >= 2,
+               op << ": a " << a.describe() << " and b " << b.describe() << " must have at least 2 dimensions");
   MatmulDims dims;
   dims.m = args.transpose_a ? a.size(-1) : a.size(-2);
   std::int64_t k_a = args.transpose_a ? a.size(-2) : a.size(-1);
@@ -65,8 +65,8 @@ void matmul_forward(const MatmulArgs& args, const Tensor& a, const Tensor& b, Te
   ops::backend_of(op, tensors).matmul_forward(args, a, b, out);
 }
 
-void matmul_backward(const MatmulArgs& args, const Tensor& a, const Tensor& b, const Tensor& grad_out,
-                     Tensor& grad_a, Tensor& grad_b) {
+void matmul_backward(const MatmulArgs& args, const Tensor& a, const Tensor& b, const Tensor& grad_out, Tensor& grad_a,
+                     Tensor& grad_b) {
   const char* op = "matmul_backward";
   MatmulDims dims = check_matmul(op, args, a, b);
   ops::check_dtype(op, "grad_out", grad_out, a.dtype());  // the operands' type: every product is of one type

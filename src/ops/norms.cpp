@@ -38,8 +38,8 @@ void check_row_stat(const char* op, const char* name, const Tensor& t, const Ten
   std::int64_t rows = shape_numel(leading);
   MYRIAD_CHECK(t.shape() == leading || t.shape() == Shape{rows},
                op << ": '" << name << "' has shape " << shape_string(t.shape()) << ", expected "
-                  << shape_string(leading) << " or [" << rows << "] (one value per row of x "
-                  << shape_string(x.shape()) << ")");
+                  << shape_string(leading) << " or [" << rows << "] (one value per row of x " << shape_string(x.shape())
+                  << ")");
   ops::check_contiguous(op, name, t);
 }
 
@@ -55,8 +55,8 @@ void layernorm_forward(const LayernormArgs& args, const Tensor& x, const Tensor&
   if (mean.defined()) check_row_stat(op, "mean", mean, x);
   if (rstd.defined()) check_row_stat(op, "rstd", rstd, x);
   MYRIAD_CHECK(args.eps >= 0.0f, op << ": eps must be >= 0, got " << args.eps);
-  const std::initializer_list<ops::NamedTensor> tensors = {
-      {"x", &x}, {"weight", &weight}, {"bias", &bias}, {"out", &out}, {"mean", &mean}, {"rstd", &rstd}};
+  const std::initializer_list<ops::NamedTensor> tensors = {{"x", &x},     {"weight", &weight}, {"bias", &bias},
+                                                           {"out", &out}, {"mean", &mean},     {"rstd", &rstd}};
   Device device = ops::check_same_device(op, tensors);
   if (device.is_cpu()) return cpu::layernorm_forward(args, x, weight, bias, out, mean, rstd);
   ops::backend_of(op, tensors).layernorm_forward(args, x, weight, bias, out, mean, rstd);
@@ -74,15 +74,20 @@ void layernorm_backward(const LayernormArgs& args, const Tensor& x, const Tensor
   if (grad_x.defined()) check_like(op, "grad_x", grad_x, x);
   if (grad_weight.defined()) check_channel(op, "grad_weight", grad_weight, channels);
   if (grad_bias.defined()) check_channel(op, "grad_bias", grad_bias, channels);
-  const std::initializer_list<ops::NamedTensor> tensors = {
-      {"x", &x},           {"weight", &weight}, {"mean", &mean},           {"rstd", &rstd},
-      {"grad_out", &grad_out}, {"grad_x", &grad_x}, {"grad_weight", &grad_weight}, {"grad_bias", &grad_bias}};
+  const std::initializer_list<ops::NamedTensor> tensors = {{"x", &x},
+                                                           {"weight", &weight},
+                                                           {"mean", &mean},
+                                                           {"rstd", &rstd},
+                                                           {"grad_out", &grad_out},
+                                                           {"grad_x", &grad_x},
+                                                           {"grad_weight", &grad_weight},
+                                                           {"grad_bias", &grad_bias}};
   Device device = ops::check_same_device(op, tensors);
   if (device.is_cpu()) {
     return cpu::layernorm_backward(args, x, weight, mean, rstd, grad_out, grad_x, grad_weight, grad_bias);
   }
-  ops::backend_of(op, tensors).layernorm_backward(args, x, weight, mean, rstd, grad_out, grad_x, grad_weight,
-                                                  grad_bias);
+  ops::backend_of(op, tensors)
+      .layernorm_backward(args, x, weight, mean, rstd, grad_out, grad_x, grad_weight, grad_bias);
 }
 
 void rmsnorm_forward(const RmsnormArgs& args, const Tensor& x, const Tensor& weight, Tensor& out, Tensor& rstd) {

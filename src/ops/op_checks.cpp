@@ -9,8 +9,8 @@ void check_defined(const char* op, const char* name, const Tensor& t) {
 
 void check_dtype(const char* op, const char* name, const Tensor& t, DType expected) {
   check_defined(op, name, t);
-  MYRIAD_CHECK(t.dtype() == expected, op << ": '" << name << "' has dtype " << dtype_name(t.dtype())
-                                         << ", expected " << dtype_name(expected) << " (" << t.describe() << ")");
+  MYRIAD_CHECK(t.dtype() == expected, op << ": '" << name << "' has dtype " << dtype_name(t.dtype()) << ", expected "
+                                         << dtype_name(expected) << " (" << t.describe() << ")");
 }
 
 void check_rank(const char* op, const char* name, const Tensor& t, int expected_rank) {
@@ -21,14 +21,14 @@ void check_rank(const char* op, const char* name, const Tensor& t, int expected_
 
 void check_shape(const char* op, const char* name, const Tensor& t, const Shape& expected) {
   check_defined(op, name, t);
-  MYRIAD_CHECK(t.shape() == expected, op << ": '" << name << "' has shape " << shape_string(t.shape())
-                                         << ", expected " << shape_string(expected));
+  MYRIAD_CHECK(t.shape() == expected, op << ": '" << name << "' has shape " << shape_string(t.shape()) << ", expected "
+                                         << shape_string(expected));
 }
 
 void check_contiguous(const char* op, const char* name, const Tensor& t) {
   check_defined(op, name, t);
-  MYRIAD_CHECK(t.is_contiguous(), op << ": '" << name << "' must be contiguous, has shape "
-                                     << shape_string(t.shape()) << " strides " << shape_string(t.strides()));
+  MYRIAD_CHECK(t.is_contiguous(), op << ": '" << name << "' must be contiguous, has shape " << shape_string(t.shape())
+                                     << " strides " << shape_string(t.strides()));
 }
 
 Device check_same_device(const char* op, std::initializer_list<NamedTensor> tensors) {

@@ -40,7 +40,8 @@ void softmax_backward(const SoftmaxArgs& args, const Tensor& out, const Tensor& 
   check_like(op, "grad_x", grad_x, out);
   Device device = ops::check_same_device(op, {{"out", &out}, {"grad_out", &grad_out}, {"grad_x", &grad_x}});
   if (device.is_cpu()) return cpu::softmax_backward(args, out, grad_out, grad_x);
-  ops::backend_of(op, {{"out", &out}, {"grad_out", &grad_out}, {"grad_x", &grad_x}}).softmax_backward(args, out, grad_out, grad_x);
+  ops::backend_of(op, {{"out", &out}, {"grad_out", &grad_out}, {"grad_x", &grad_x}})
+      .softmax_backward(args, out, grad_out, grad_x);
 }
 
 }  // namespace myriad

@@ -79,8 +79,8 @@ void combine_rows_backward(const Tensor& rows, const Tensor& slot, const Tensor&
     check_f32_matrix(op, "rows", rows);
     ops::check_shape(op, "rows", rows, grad_rows.shape());
   }
-  const std::initializer_list<ops::NamedTensor> tensors = {{"rows", &rows},         {"slot", &slot},
-                                                           {"weight", &weight},     {"grad_out", &grad_out},
+  const std::initializer_list<ops::NamedTensor> tensors = {{"rows", &rows},           {"slot", &slot},
+                                                           {"weight", &weight},       {"grad_out", &grad_out},
                                                            {"grad_rows", &grad_rows}, {"grad_weight", &grad_weight}};
   Device device = ops::check_same_device(op, tensors);
   if (device.is_cpu()) return cpu::combine_rows_backward(rows, slot, weight, grad_out, grad_rows, grad_weight);

@@ -65,8 +65,12 @@ OptimizerStepStats AdamWOptimizer::step(float lr, double global_sum_squares, flo
   ++steps_;
   std::int64_t offset = 0;
   for (OptimizerSegment& s : segments_) {
-    AdamWArgs args{.lr = lr, .beta1 = config_.beta1, .beta2 = config_.beta2, .eps = config_.eps,
-                   .weight_decay = decays(s.kind) ? config_.weight_decay : 0.0f, .step = steps_,
+    AdamWArgs args{.lr = lr,
+                   .beta1 = config_.beta1,
+                   .beta2 = config_.beta2,
+                   .eps = config_.eps,
+                   .weight_decay = decays(s.kind) ? config_.weight_decay : 0.0f,
+                   .step = steps_,
                    .grad_scale = stats.clip_scale * unscale};
     const Shape& shape = s.value.shape();
     Tensor m = Tensor::from_storage(m_.storage(), shape, contiguous_strides(shape), offset, DType::f32);

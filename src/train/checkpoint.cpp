@@ -58,9 +58,10 @@ std::vector<CheckpointPiece> parameter_pieces(const nn::ParameterStore& store, c
   std::vector<CheckpointPiece> pieces;
   for (const nn::Parameter& p : store.all()) {
     if (!p.primary) continue;
-    nn::for_each_held_box(p, nn::parameter_view(flat, p), [&](const std::vector<nn::IndexRange>& box, const Tensor& piece) {
-      pieces.push_back({prefix + p.name, p.global_shape, box, piece});
-    });
+    nn::for_each_held_box(p, nn::parameter_view(flat, p),
+                          [&](const std::vector<nn::IndexRange>& box, const Tensor& piece) {
+                            pieces.push_back({prefix + p.name, p.global_shape, box, piece});
+                          });
   }
   return pieces;
 }
@@ -144,8 +145,8 @@ std::vector<CheckpointPiece> segment_pieces(const nn::Parameter& p, std::int64_t
         count *= r.size();
       }
       const std::int64_t start = packed_offset + (flat_start - first) + (local.begin - box[d].begin) * inner;
-      Tensor data = Tensor::from_storage(packed.storage(), extents, contiguous_strides(extents), packed.offset() + start,
-                                         DType::f32);
+      Tensor data = Tensor::from_storage(packed.storage(), extents, contiguous_strides(extents),
+                                         packed.offset() + start, DType::f32);
       MYRIAD_CHECK(start >= 0 && start + count <= packed.numel(),
                    "checkpoint: piece of '" << p.name << "' outside its packed buffer");
       pieces.push_back({prefix + p.name, p.global_shape, std::move(global_box), std::move(data)});

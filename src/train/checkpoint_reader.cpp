@@ -37,15 +37,14 @@ CheckpointReader::CheckpointReader(const std::string& checkpoint_dir, const std:
     MYRIAD_THROW("checkpoint: " << manifest_path_ << " is not valid JSON: " << e.what());
   }
   const json version_field = manifest.is_object() ? manifest.value("format_version", json(-1)) : json(-1);
-  MYRIAD_CHECK(version_field.is_number_integer(), "checkpoint: " << manifest_path_ << " has format_version "
-                                                                 << version_field.dump()
-                                                                 << ", which is not a whole number (this build reads "
-                                                                 << kCheckpointFormatVersion << ")");
+  MYRIAD_CHECK(version_field.is_number_integer(),
+               "checkpoint: " << manifest_path_ << " has format_version " << version_field.dump()
+                              << ", which is not a whole number (this build reads " << kCheckpointFormatVersion << ")");
   const int version = version_field.get<int>();
-  MYRIAD_CHECK(version <= kCheckpointFormatVersion,
-               "checkpoint: " << manifest_path_ << " has format_version " << version
-                              << ", newer than this build reads (" << kCheckpointFormatVersion
-                              << "); use a newer myriad");
+  MYRIAD_CHECK(version <= kCheckpointFormatVersion, "checkpoint: " << manifest_path_ << " has format_version "
+                                                                   << version << ", newer than this build reads ("
+                                                                   << kCheckpointFormatVersion
+                                                                   << "); use a newer myriad");
   MYRIAD_CHECK(version == kCheckpointFormatVersion,
                "checkpoint: " << manifest_path_ << " has format_version " << version << "; this build reads "
                               << kCheckpointFormatVersion << " (sharded checkpoints)");
@@ -62,7 +61,8 @@ CheckpointReader::CheckpointReader(const std::string& checkpoint_dir, const std:
       header_.loss_scale_finite_steps = manifest.at("loss_scaler").at("finite_steps");
     }
     MYRIAD_CHECK(header_.step >= 0 && header_.samples_consumed >= 0 && header_.optimizer_steps >= 0,
-                 "checkpoint: " << manifest_path_ << " records a negative step, data cursor or optimizer step count (step "
+                 "checkpoint: " << manifest_path_
+                                << " records a negative step, data cursor or optimizer step count (step "
                                 << header_.step << ", samples_consumed " << header_.samples_consumed << ", adamw_steps "
                                 << header_.optimizer_steps << ")");
     std::set<std::string> listed_files;
@@ -70,8 +70,8 @@ CheckpointReader::CheckpointReader(const std::string& checkpoint_dir, const std:
       const std::string name = f.at("name").get<std::string>();
       const fs::path path = fs::path(dir_) / name;
       listed_files.insert(name);
-      MYRIAD_CHECK(fs::is_regular_file(path), "checkpoint: data file " << path.string() << " listed in " << manifest_path_
-                                                              << " is missing");
+      MYRIAD_CHECK(fs::is_regular_file(path),
+                   "checkpoint: data file " << path.string() << " listed in " << manifest_path_ << " is missing");
       const std::uint64_t expected = f.at("bytes"), size = fs::file_size(path);
       MYRIAD_CHECK(size == expected, "checkpoint: data file " << path.string() << " has " << size
                                                               << " bytes, the manifest records " << expected
@@ -83,10 +83,11 @@ CheckpointReader::CheckpointReader(const std::string& checkpoint_dir, const std:
       for (const json& p : t.at("pieces")) {
         Piece piece;
         piece.file = p.at("file");
-        MYRIAD_CHECK(listed_files.count(piece.file) == 1, "checkpoint: a piece of tensor '"
-                                                              << name << "' in " << manifest_path_ << " names the file '"
-                                                              << piece.file << "', which the manifest's files do not list");
-        for (const json& r : p.at("box")) piece.box.push_back({r.at(0).get<std::int64_t>(), r.at(1).get<std::int64_t>()});
+        MYRIAD_CHECK(listed_files.count(piece.file) == 1,
+                     "checkpoint: a piece of tensor '" << name << "' in " << manifest_path_ << " names the file '"
+                                                       << piece.file << "', which the manifest's files do not list");
+        for (const json& r : p.at("box"))
+          piece.box.push_back({r.at(0).get<std::int64_t>(), r.at(1).get<std::int64_t>()});
         piece.offset = p.at("offset");
         piece.bytes = p.at("bytes");
         piece.crc32 = p.at("crc32");
@@ -158,8 +159,9 @@ void CheckpointReader::read(const std::string& tensor, const Shape& global_shape
                "checkpoint: read of '" << tensor << "' needs one range per dimension and a destination of that rank");
   std::int64_t wanted = 1;
   for (std::size_t d = 0; d < box.size(); ++d) {
-    MYRIAD_CHECK(dest.size(static_cast<int>(d)) == box[d].size(),
-                 "checkpoint: read of '" << tensor << "': destination " << dest.describe() << " does not match the box");
+    MYRIAD_CHECK(dest.size(static_cast<int>(d)) == box[d].size(), "checkpoint: read of '" << tensor << "': destination "
+                                                                                          << dest.describe()
+                                                                                          << " does not match the box");
     wanted *= box[d].size();
   }
   std::int64_t covered = 0;
@@ -183,8 +185,8 @@ void CheckpointReader::read(const std::string& tensor, const Shape& global_shape
     covered += elements;
   }
   MYRIAD_CHECK(covered == wanted, "checkpoint: the pieces of tensor '" << tensor << "' in " << manifest_path_
-                                                                      << " cover " << covered << " of the " << wanted
-                                                                      << " elements asked for");
+                                                                       << " cover " << covered << " of the " << wanted
+                                                                       << " elements asked for");
 }
 
 void CheckpointReader::read_whole(const std::string& tensor, Tensor dest) {
@@ -199,10 +201,10 @@ void read_parameter_state(CheckpointReader& reader, const nn::ParameterStore& st
   for (const nn::Parameter& p : store.all()) {
     for (const auto& [prefix, flat] : parts) {
       if (flat == nullptr || !flat->defined()) continue;
-      nn::for_each_held_box(p, nn::parameter_view(*flat, p), [&](const std::vector<nn::IndexRange>& box,
-                                                                  const Tensor& piece) {
-        reader.read(prefix + p.name, p.global_shape, box, piece);
-      });
+      nn::for_each_held_box(p, nn::parameter_view(*flat, p),
+                            [&](const std::vector<nn::IndexRange>& box, const Tensor& piece) {
+                              reader.read(prefix + p.name, p.global_shape, box, piece);
+                            });
     }
   }
 }

@@ -13,13 +13,14 @@ nn::ParamKind parse_param_kind(const std::string& name) {
   MYRIAD_THROW("training.no_decay: unknown parameter kind '" << name << "'; allowed: norm, bias, embedding, weight");
 }
 
-
-
 optim::ScheduleKind to_optim(LrSchedule kind) {
   switch (kind) {
-    case LrSchedule::cosine: return optim::ScheduleKind::cosine;
-    case LrSchedule::linear: return optim::ScheduleKind::linear;
-    case LrSchedule::constant: return optim::ScheduleKind::constant;
+    case LrSchedule::cosine:
+      return optim::ScheduleKind::cosine;
+    case LrSchedule::linear:
+      return optim::ScheduleKind::linear;
+    case LrSchedule::constant:
+      return optim::ScheduleKind::constant;
   }
   return optim::ScheduleKind::cosine;
 }
@@ -70,8 +71,8 @@ nn::TransformerConfig transformer_config(const ModelConfig& m, std::int64_t voca
   if (m.attention_kind == AttentionLayout::block_sparse) {
     c.attention.kind = nn::AttentionKind::block_sparse;
     c.attention.block_size = m.attention_block_size;
-    c.attention.fixed = {.local_blocks = m.local_blocks, .global_blocks = m.global_blocks,
-                         .stride_blocks = m.stride_blocks};
+    c.attention.fixed = {
+        .local_blocks = m.local_blocks, .global_blocks = m.global_blocks, .stride_blocks = m.stride_blocks};
     c.attention.sparse_ratio = m.sparse_ratio;
     c.attention.threshold = m.threshold;
     c.attention.max_blocks = m.max_blocks;
@@ -115,30 +116,38 @@ DataParallelOptions data_parallel_options(const RunConfig& c) {
   return options;
 }
 
-
 nn::Recompute recompute_mode(Recompute mode) {
   switch (mode) {
-    case Recompute::none: return nn::Recompute::none;
-    case Recompute::selective: return nn::Recompute::selective;
-    case Recompute::full: return nn::Recompute::full;
+    case Recompute::none:
+      return nn::Recompute::none;
+    case Recompute::selective:
+      return nn::Recompute::selective;
+    case Recompute::full:
+      return nn::Recompute::full;
   }
   return nn::Recompute::none;
 }
 
 dist::ScheduleKind schedule_kind(PipelineSchedule kind) {
   switch (kind) {
-    case PipelineSchedule::gpipe: return dist::ScheduleKind::gpipe;
-    case PipelineSchedule::one_f_one_b: return dist::ScheduleKind::one_f_one_b;
-    case PipelineSchedule::interleaved: return dist::ScheduleKind::interleaved;
+    case PipelineSchedule::gpipe:
+      return dist::ScheduleKind::gpipe;
+    case PipelineSchedule::one_f_one_b:
+      return dist::ScheduleKind::one_f_one_b;
+    case PipelineSchedule::interleaved:
+      return dist::ScheduleKind::interleaved;
   }
   return dist::ScheduleKind::one_f_one_b;
 }
 
 DType compute_format(Precision precision) {
   switch (precision) {
-    case Precision::bf16: return DType::bf16;
-    case Precision::fp16: return DType::f16;
-    case Precision::fp32: break;
+    case Precision::bf16:
+      return DType::bf16;
+    case Precision::fp16:
+      return DType::f16;
+    case Precision::fp32:
+      break;
   }
   return DType::f32;
 }

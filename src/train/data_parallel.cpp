@@ -146,7 +146,7 @@ void DataParallel::launch_bucket(int bucket) {
     p.work = comm_of(b).all_reduce_async(flat_view(store_.flat_grads(), b.begin, b.end));
   } else if (stage_ == 1) {
     p.work = comm_of(b).reduce_scatter_async(flat_view(store_.flat_grads(), b.begin, b.end),
-                                      flat_view(shard_grads_, b.shard_offset, b.shard_offset + b.owned.size()));
+                                             flat_view(shard_grads_, b.shard_offset, b.shard_offset + b.owned.size()));
   } else {
     const auto u = static_cast<std::size_t>(b.first_unit);  // one unit per bucket at stages 2/3
     const nn::ParamUnit& unit = model_.units()[u];
@@ -373,9 +373,9 @@ void DataParallel::snapshot_owned(OwnedState& out) {
 
 void DataParallel::load_full(const Tensor& values, const Tensor& m, const Tensor& v) {
   for (const Tensor* t : {&values, &m, &v}) {
-    MYRIAD_CHECK(t->numel() == store_.numel() && t->is_contiguous(),
-                 "DataParallel::load_full: expected " << store_.numel() << " contiguous elements, got "
-                                                      << t->describe());
+    MYRIAD_CHECK(
+        t->numel() == store_.numel() && t->is_contiguous(),
+        "DataParallel::load_full: expected " << store_.numel() << " contiguous elements, got " << t->describe());
   }
   if (stage_ == 3) {
     for (const dist::ZeroBucket& b : layout_.buckets()) {

@@ -15,7 +15,8 @@ std::string write_checkpoint_collectively(dist::Communicator& comm, const std::s
       (std::filesystem::path(dir) / (".tmp-" + std::filesystem::path(final_path).filename().string())).string();
   std::string entries;
   dist::run_on_every_rank(comm, "checkpoint data file write", [&] {
-    if (pieces != nullptr) entries = write_checkpoint_file(tmp, "rank_" + std::to_string(comm.rank()) + ".bin", *pieces);
+    if (pieces != nullptr)
+      entries = write_checkpoint_file(tmp, "rank_" + std::to_string(comm.rank()) + ".bin", *pieces);
   });
   const std::vector<std::string> all = dist::gather_strings_to_rank0(comm, entries);
   dist::run_on_rank0(comm, "checkpoint manifest", [&] {

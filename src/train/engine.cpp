@@ -105,34 +105,37 @@ Engine::Engine(const RunConfig& config, std::shared_ptr<spdlog::logger> log, dis
     groups_->watch_with(*watchdog_);
   }
   MemoryReport mem = memory_report();
-  log_->info("model: {} parameters ({} layers, C={}, heads {}/{}, V={} padded to {}); {}; dp {} ZeRO {} ({} buckets); "
-             "memory per rank: params {:.2f} MiB, grads {:.2f} MiB, optimizer {:.2f} MiB, activations {:.2f} MiB "
-             "saved + {:.2f} MiB scratch ({})",
-             model_->parameters().numel(), config_.model.n_layer, config_.model.n_embd, config_.model.n_head,
-             config_.model.kv_heads(), config_.model.vocab_size, config_.model.padded_vocab_size(),
-             groups_->grid().describe(world.rank()), dp().size(), config_.parallel.zero_stage,
-             data_parallel_->layout().buckets().size(), mem.parameter_bytes / 1048576.0,
-             mem.gradient_bytes / 1048576.0, mem.optimizer_bytes / 1048576.0, mem.activation_bytes / 1048576.0,
-             mem.scratch_bytes / 1048576.0, nn::recompute_name(recompute_));
+  log_->info(
+      "model: {} parameters ({} layers, C={}, heads {}/{}, V={} padded to {}); {}; dp {} ZeRO {} ({} buckets); "
+      "memory per rank: params {:.2f} MiB, grads {:.2f} MiB, optimizer {:.2f} MiB, activations {:.2f} MiB "
+      "saved + {:.2f} MiB scratch ({})",
+      model_->parameters().numel(), config_.model.n_layer, config_.model.n_embd, config_.model.n_head,
+      config_.model.kv_heads(), config_.model.vocab_size, config_.model.padded_vocab_size(),
+      groups_->grid().describe(world.rank()), dp().size(), config_.parallel.zero_stage,
+      data_parallel_->layout().buckets().size(), mem.parameter_bytes / 1048576.0, mem.gradient_bytes / 1048576.0,
+      mem.optimizer_bytes / 1048576.0, mem.activation_bytes / 1048576.0, mem.scratch_bytes / 1048576.0,
+      nn::recompute_name(recompute_));
   if (const nn::MoeSpec& moe = model_->config().moe; moe.enabled()) {
     const std::int64_t capacity = moe.capacity(config_.training.seq_len);
-    log_->info("MoE: {} experts, top {} ({} scores{}), in every {} block(s), {} shared; capacity {} per expert per "
-               "sequence; ep {}; {} parameters active per token",
-               moe.num_experts, moe.top_k, moe.score == nn::RouterScore::softmax ? "softmax" : "sigmoid",
-               moe.normalize_top_k ? ", renormalised" : "", moe.every, moe.shared_experts,
-               capacity < 0 ? std::string("unlimited (dropless)") : std::to_string(capacity) + " tokens",
-               model_->split().ep_size(), model_->active_parameters());
+    log_->info(
+        "MoE: {} experts, top {} ({} scores{}), in every {} block(s), {} shared; capacity {} per expert per "
+        "sequence; ep {}; {} parameters active per token",
+        moe.num_experts, moe.top_k, moe.score == nn::RouterScore::softmax ? "softmax" : "sigmoid",
+        moe.normalize_top_k ? ", renormalised" : "", moe.every, moe.shared_experts,
+        capacity < 0 ? std::string("unlimited (dropless)") : std::to_string(capacity) + " tokens",
+        model_->split().ep_size(), model_->active_parameters());
   }
   if (const nn::AttentionSpec& att = model_->config().attention; att.block_sparse()) {
-    log_->info("attention: block-sparse, blocks of {}; fixed: window {} + {} global + stride {}; {}; ~{:.0f} keys per "
-               "query at T={} (dense causal: {:.0f})",
-               att.block_size, att.fixed.local_blocks, att.fixed.global_blocks, att.fixed.stride_blocks,
-               att.selects() ? fmt::format("per-head selection to {:g} of the estimated mass (threshold {:g}, at most "
-                                           "{} blocks)",
-                                           att.sparse_ratio, att.threshold, att.max_blocks)
-                             : std::string("no selection"),
-               att.mean_keys_per_query(config_.training.seq_len), config_.training.seq_len,
-               static_cast<double>(config_.training.seq_len) / 2.0);
+    log_->info(
+        "attention: block-sparse, blocks of {}; fixed: window {} + {} global + stride {}; {}; ~{:.0f} keys per "
+        "query at T={} (dense causal: {:.0f})",
+        att.block_size, att.fixed.local_blocks, att.fixed.global_blocks, att.fixed.stride_blocks,
+        att.selects() ? fmt::format("per-head selection to {:g} of the estimated mass (threshold {:g}, at most "
+                                    "{} blocks)",
+                                    att.sparse_ratio, att.threshold, att.max_blocks)
+                      : std::string("no selection"),
+        att.mean_keys_per_query(config_.training.seq_len), config_.training.seq_len,
+        static_cast<double>(config_.training.seq_len) / 2.0);
   }
 }
 
@@ -143,8 +146,7 @@ void Engine::log_layout() {
   std::string layers;
   for (const std::vector<int>& chunk : model_->split().chunks) {
     if (!layers.empty()) layers += ", ";
-    layers += chunk.empty() ? std::string("none")
-                            : std::to_string(chunk.front()) + "-" + std::to_string(chunk.back());
+    layers += chunk.empty() ? std::string("none") : std::to_string(chunk.front()) + "-" + std::to_string(chunk.back());
   }
   std::string pipeline = "pp 1";
   if (p.pp > 1) {
@@ -157,8 +159,8 @@ void Engine::log_layout() {
                std::to_string(static_cast<int>(100 * check.idle_fraction + 0.5)) + "%, up to " +
                std::to_string(check.peak_in_flight.at(pp().rank())) + " chunk forwards in flight on this rank)";
   }
-  log_->info("layout: tp {}{} x {}; this rank holds layers {}{}{}; {} of the model's {} parameter elements",
-             p.tp, p.sequence_parallel && p.tp > 1 ? " (sequence parallel)" : "", pipeline, layers,
+  log_->info("layout: tp {}{} x {}; this rank holds layers {}{}{}; {} of the model's {} parameter elements", p.tp,
+             p.sequence_parallel && p.tp > 1 ? " (sequence parallel)" : "", pipeline, layers,
              model_->split().first_stage ? " + embeddings" : "", model_->split().last_stage ? " + head" : "",
              model_->parameters().numel(), serial_layout_->serial_numel());
 }
@@ -190,7 +192,6 @@ void Engine::refresh_compute_weights() {
   copy(model_->parameters().flat_values(), compute_values_);
   round_to_format(compute_values_, compute_format_);
 }
-
 
 nn::ModelSplit Engine::model_split(const nn::TransformerConfig& model_config) {
   const ParallelConfig& p = config_.parallel;
@@ -378,7 +379,7 @@ double Engine::evaluate() {
     sum += loss.sum;
     tokens += loss.tokens;
   }
-  data_parallel_->finish_backward();  // drops any prefetched ZeRO-3 unit
+  data_parallel_->finish_backward();      // drops any prefetched ZeRO-3 unit
   sum = dist::sum_over_ranks(pp(), sum);  // the loss is computed on the last stage
   tokens = dist::sum_over_ranks(pp(), tokens);
   sum = dist::sum_over_ranks(data_group(), sum);

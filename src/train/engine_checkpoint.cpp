@@ -47,8 +47,8 @@ std::string Engine::save(bool background) {
                   (p.sequence_parallel && p.tp > 1 ? " (sequence parallel)" : "") + ", zero_stage " +
                   std::to_string(p.zero_stage);
   header.seed = config_.training.seed;
-  header.samples_consumed = step_ * config_.training.micro_batch * config_.training.gradient_accumulation *
-                            config_.parallel.dp;
+  header.samples_consumed =
+      step_ * config_.training.micro_batch * config_.training.gradient_accumulation * config_.parallel.dp;
   header.optimizer_steps = data_parallel_->optimizer().steps_taken();
   if (loss_scaler_) {
     header.loss_scale = loss_scaler_->scale();
@@ -134,8 +134,9 @@ void Engine::load(const std::string& checkpoint_dir) {
 
 std::string Engine::generate(const std::string& prompt, std::int64_t max_new_tokens, float temperature,
                              std::int64_t top_k, std::uint64_t seed) {
-  MYRIAD_CHECK(data_.tokenizer != nullptr, "generate: this run has no tokenizer (data given as shards only); "
-                                           "set data.tokenizer to gpt2:<dir> or bpe:<file>");
+  MYRIAD_CHECK(data_.tokenizer != nullptr,
+               "generate: this run has no tokenizer (data given as shards only); "
+               "set data.tokenizer to gpt2:<dir> or bpe:<file>");
   const data::BpeTokenizer& tok = *data_.tokenizer;
   std::vector<std::int32_t> ids = tok.encode(prompt);
   ids.insert(ids.begin(), tok.eot_id());
@@ -161,7 +162,7 @@ std::string Engine::generate(const std::string& prompt, std::int64_t max_new_tok
     const Tensor values = model_->parameters().flat_values().clone();
     data_parallel_->release_all();
     out = generate_on_copy(values);
-  } else {  // the model itself decodes, where it lives (host or GPU)
+  } else {                         // the model itself decodes, where it lives (host or GPU)
     data_parallel_->gather_all();  // ZeRO-3: decoding reads every parameter
     try {
       out = nn::generate(*model_, ids, args);

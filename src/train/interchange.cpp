@@ -37,7 +37,6 @@ RunConfig portable_config(RunConfig config, const std::string& output) {
   return config;
 }
 
-
 }  // namespace
 
 std::string export_safetensors(const std::string& checkpoint_dir, const std::string& output) {
@@ -76,10 +75,9 @@ std::string import_safetensors(const std::string& input, const std::string& conf
     }
     MYRIAD_CHECK(found != nullptr, "import: " << input << " holds tensor '" << name << "', which the model of "
                                               << config_yaml_path << " does not have");
-    MYRIAD_CHECK(tensor.shape() == found->shape, "import: tensor '" << name << "' in " << input << " has shape "
-                                                                    << shape_string(tensor.shape())
-                                                                    << ", the model expects "
-                                                                    << shape_string(found->shape));
+    MYRIAD_CHECK(tensor.shape() == found->shape,
+                 "import: tensor '" << name << "' in " << input << " has shape " << shape_string(tensor.shape())
+                                    << ", the model expects " << shape_string(found->shape));
     seen.insert(name);
   }
   for (const nn::Parameter& p : model.parameters().all()) {

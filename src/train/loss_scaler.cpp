@@ -8,8 +8,8 @@
 namespace myriad::train {
 
 DynamicLossScaler::DynamicLossScaler(const LossScalerConfig& config) : config_(config), scale_(config.initial) {
-  MYRIAD_CHECK(config.initial >= config.min_scale && config.min_scale > 0 && config.growth >= 1 &&
-                   config.backoff > 0 && config.backoff < 1 && config.window >= 1,
+  MYRIAD_CHECK(config.initial >= config.min_scale && config.min_scale > 0 && config.growth >= 1 && config.backoff > 0 &&
+                   config.backoff < 1 && config.window >= 1,
                "loss scaler: need initial (" << config.initial << ") >= min_scale (" << config.min_scale
                                              << ") > 0, growth (" << config.growth << ") >= 1, 0 < backoff ("
                                              << config.backoff << ") < 1 and window (" << config.window << ") >= 1");
@@ -29,9 +29,9 @@ bool DynamicLossScaler::update(bool finite) {
 }
 
 void DynamicLossScaler::restore(double scale, std::int64_t finite_steps) {
-  MYRIAD_CHECK(scale >= config_.min_scale && finite_steps >= 0,
-               "loss scaler: cannot restore scale " << scale << " (min " << config_.min_scale << ") with "
-                                                    << finite_steps << " finite steps");
+  MYRIAD_CHECK(scale >= config_.min_scale && finite_steps >= 0, "loss scaler: cannot restore scale "
+                                                                    << scale << " (min " << config_.min_scale
+                                                                    << ") with " << finite_steps << " finite steps");
   scale_ = scale;
   finite_steps_ = finite_steps;
 }

@@ -16,7 +16,8 @@ MetricsWriter::MetricsWriter(const std::string& dir, bool jsonl, bool tensorboar
     jsonl_.open(jsonl_path_, std::ios::app);
     MYRIAD_CHECK(jsonl_, "metrics: cannot append to " << jsonl_path_);
   }
-  if (tensorboard) tensorboard_ = std::make_unique<TensorBoardWriter>((std::filesystem::path(dir) / "tensorboard").string());
+  if (tensorboard)
+    tensorboard_ = std::make_unique<TensorBoardWriter>((std::filesystem::path(dir) / "tensorboard").string());
 }
 
 void MetricsWriter::write(const StepMetrics& m) {

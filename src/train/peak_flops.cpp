@@ -98,10 +98,14 @@ void chains_sse(float* state, long iterations) {  // SSE is part of x86-64: no a
 
 bool cpu_supports(VectorIsa isa) {
   switch (isa) {
-    case VectorIsa::avx512: return __builtin_cpu_supports("avx512f");
-    case VectorIsa::avx2_fma: return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
-    case VectorIsa::avx: return __builtin_cpu_supports("avx");
-    case VectorIsa::sse: return true;
+    case VectorIsa::avx512:
+      return __builtin_cpu_supports("avx512f");
+    case VectorIsa::avx2_fma:
+      return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
+    case VectorIsa::avx:
+      return __builtin_cpu_supports("avx");
+    case VectorIsa::sse:
+      return true;
   }
   return false;
 }
@@ -110,10 +114,14 @@ bool cpu_supports(VectorIsa isa) {
 
 int fp32_lanes(VectorIsa isa) {
   switch (isa) {
-    case VectorIsa::sse: return 4;
-    case VectorIsa::avx: return 8;
-    case VectorIsa::avx2_fma: return 8;
-    case VectorIsa::avx512: return 16;
+    case VectorIsa::sse:
+      return 4;
+    case VectorIsa::avx:
+      return 8;
+    case VectorIsa::avx2_fma:
+      return 8;
+    case VectorIsa::avx512:
+      return 16;
   }
   return 1;
 }
@@ -126,10 +134,14 @@ double fp32_flops_per_cycle(VectorIsa isa) { return 2.0 * fp32_lanes(isa) * fma_
 
 const char* vector_isa_name(VectorIsa isa) {
   switch (isa) {
-    case VectorIsa::sse: return "SSE";
-    case VectorIsa::avx: return "AVX";
-    case VectorIsa::avx2_fma: return "AVX2+FMA";
-    case VectorIsa::avx512: return "AVX-512";
+    case VectorIsa::sse:
+      return "SSE";
+    case VectorIsa::avx:
+      return "AVX";
+    case VectorIsa::avx2_fma:
+      return "AVX2+FMA";
+    case VectorIsa::avx512:
+      return "AVX-512";
   }
   return "?";
 }

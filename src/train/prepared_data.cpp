@@ -58,7 +58,8 @@ Corpus resolve_corpus(const RunConfig& config) {
     corpus.path = kDefaultCorpusDir;
     corpus.separator = "%";
     corpus.extensions = {""};  // the fortune text files have no extension (.dat indexes and .u8 links are skipped)
-    MYRIAD_CHECK(fs::is_directory(corpus.path), "data.path is empty, so the default corpus " << corpus.path
+    MYRIAD_CHECK(fs::is_directory(corpus.path), "data.path is empty, so the default corpus "
+                                                    << corpus.path
                                                     << " is used, but it is not installed; run scripts/setup.sh "
                                                        "(Debian package fortunes) or set data.path");
   }
@@ -143,11 +144,13 @@ PreparedData prepare_data(const RunConfig& config, spdlog::logger& log, CacheUse
     // Shards given directly: the tokenizer (for generation) is the spec's, or one saved beside them.
     prepared.shard_dir = corpus.path;
     const fs::path beside = fs::path(corpus.path) / "tokenizer.bpe";
-    if (!trained) prepared.tokenizer = load(spec.kind, spec.argument);
-    else if (fs::exists(beside)) prepared.tokenizer = load("bpe", beside.string());
+    if (!trained)
+      prepared.tokenizer = load(spec.kind, spec.argument);
+    else if (fs::exists(beside))
+      prepared.tokenizer = load("bpe", beside.string());
   } else {
-    const std::string cache = config.data.cache_dir.empty() ? (fs::path(config.logging.dir) / "data").string()
-                                                            : config.data.cache_dir;
+    const std::string cache =
+        config.data.cache_dir.empty() ? (fs::path(config.logging.dir) / "data").string() : config.data.cache_dir;
     // source.txt is the cache's key, written last: a cache without it (an interrupted build) is
     // rebuilt, as is one whose key differs (another corpus, tokenizer or split, or changed files).
     const fs::path source_file = fs::path(cache) / "source.txt";

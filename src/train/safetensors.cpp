@@ -66,8 +66,8 @@ SafetensorsFile read_safetensors(const std::string& path) {
   for (const auto& [name, entry] : header.items()) {
     if (name == "__metadata__") {
       // The format's __metadata__ is a map of strings to strings.
-      MYRIAD_CHECK(entry.is_object(), "safetensors: " << path << ": __metadata__ must be a map of strings, is "
-                                                      << entry.type_name());
+      MYRIAD_CHECK(entry.is_object(),
+                   "safetensors: " << path << ": __metadata__ must be a map of strings, is " << entry.type_name());
       for (const auto& [key, value] : entry.items()) {
         MYRIAD_CHECK(value.is_string(), "safetensors: " << path << ": __metadata__ entry '" << key
                                                         << "' must be a string, is " << value.type_name() << " ("
@@ -86,13 +86,15 @@ SafetensorsFile read_safetensors(const std::string& path) {
       MYRIAD_THROW("safetensors: " << path << ": tensor '" << name << "' has a malformed entry: " << e.what());
     }
   }
-  std::sort(entries.begin(), entries.end(), [](const auto& a, const auto& b) { return std::get<3>(a) < std::get<3>(b); });
+  std::sort(entries.begin(), entries.end(),
+            [](const auto& a, const auto& b) { return std::get<3>(a) < std::get<3>(b); });
   std::uint64_t previous_end = 0;
   for (const auto& [name, dtype, shape, begin, end] : entries) {
     const std::uint64_t element = dtype == "F32" ? 4 : (dtype == "F16" || dtype == "BF16") ? 2 : 0;
     MYRIAD_CHECK(element != 0, "safetensors: " << path << ": tensor '" << name << "' has dtype " << dtype
                                                << "; readable: F32, F16, BF16");
-    for (std::int64_t d : shape) MYRIAD_CHECK(d >= 0, "safetensors: " << path << ": tensor '" << name << "' has a negative dimension");
+    for (std::int64_t d : shape)
+      MYRIAD_CHECK(d >= 0, "safetensors: " << path << ": tensor '" << name << "' has a negative dimension");
     const auto bytes = static_cast<std::uint64_t>(shape_numel(shape)) * element;
     MYRIAD_CHECK(begin <= end && end <= data_size && end - begin == bytes && begin >= previous_end,
                  "safetensors: " << path << ": tensor '" << name << "' at data bytes [" << begin << ", " << end

@@ -7,10 +7,9 @@ SerialLayout::SerialLayout(const nn::GptModel& local)
     : local_(local.parameters()), serial_(local.config(), nn::ModelSplit{}, /*allocate=*/false) {
   for (const nn::Parameter& p : local_.all()) {
     const nn::Parameter& s = serial_.parameters().find(p.name);
-    MYRIAD_CHECK(s.shape == p.global_shape, "serial layout: parameter '" << p.name << "' is "
-                                                                         << shape_string(p.global_shape)
-                                                                         << " here but " << shape_string(s.shape)
-                                                                         << " in the serial model");
+    MYRIAD_CHECK(s.shape == p.global_shape, "serial layout: parameter '"
+                                                << p.name << "' is " << shape_string(p.global_shape) << " here but "
+                                                << shape_string(s.shape) << " in the serial model");
   }
 }
 

@@ -43,13 +43,13 @@ std::string step_metrics_json(const StepMetrics& m) {
   if (!m.moe.empty()) {
     nlohmann::json layers = nlohmann::json::array();
     for (const MoeLayerMetrics& l : m.moe) {
-      layers.push_back({{"layer", l.layer},
-                        {"tokens_per_expert",
-                         {{"min", l.tokens_per_expert_min}, {"mean", l.tokens_per_expert_mean},
-                          {"max", l.tokens_per_expert_max}}},
-                        {"dropped_share", l.dropped_share},
-                        {"aux_loss", l.aux_loss},
-                        {"z_loss", l.z_loss}});
+      layers.push_back(
+          {{"layer", l.layer},
+           {"tokens_per_expert",
+            {{"min", l.tokens_per_expert_min}, {"mean", l.tokens_per_expert_mean}, {"max", l.tokens_per_expert_max}}},
+           {"dropped_share", l.dropped_share},
+           {"aux_loss", l.aux_loss},
+           {"z_loss", l.z_loss}});
     }
     j["moe"] = layers;
   }
@@ -66,8 +66,11 @@ std::string step_metrics_json(const StepMetrics& m) {
   if (!m.rank_compute_seconds.empty()) j["rank_compute_seconds"] = m.rank_compute_seconds;
   nlohmann::json stragglers = nlohmann::json::array();
   for (const Straggler& s : m.stragglers) {
-    stragglers.push_back({{"rank", s.rank}, {"coords", s.coords}, {"host", s.host},
-                          {"compute_seconds", s.compute_seconds}, {"median_seconds", s.median_seconds}});
+    stragglers.push_back({{"rank", s.rank},
+                          {"coords", s.coords},
+                          {"host", s.host},
+                          {"compute_seconds", s.compute_seconds},
+                          {"median_seconds", s.median_seconds}});
   }
   j["stragglers"] = stragglers;
   return j.dump();

@@ -9,9 +9,8 @@
 
 namespace myriad::train {
 
-StepMetricsCollector::StepMetricsCollector(const RunConfig& config, dist::ProcessGroups& groups,
-                                           DeviceRuntime* device, PeakFlops peak, double flops_per_token,
-                                           std::shared_ptr<spdlog::logger> log)
+StepMetricsCollector::StepMetricsCollector(const RunConfig& config, dist::ProcessGroups& groups, DeviceRuntime* device,
+                                           PeakFlops peak, double flops_per_token, std::shared_ptr<spdlog::logger> log)
     : config_(config),
       groups_(groups),
       device_(device),

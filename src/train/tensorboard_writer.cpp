@@ -79,9 +79,10 @@ TensorBoardWriter::TensorBoardWriter(const std::string& dir, int flush_every) : 
   MYRIAD_CHECK(!ec, "tensorboard: cannot create " << dir << ": " << ec.message());
   char host[256] = "localhost";
   ::gethostname(host, sizeof host - 1);
-  path_ = (std::filesystem::path(dir) / ("events.out.tfevents." + std::to_string(static_cast<long long>(now_seconds())) +
-                                         "." + host + "." + std::to_string(::getpid())))
-              .string();
+  path_ =
+      (std::filesystem::path(dir) / ("events.out.tfevents." + std::to_string(static_cast<long long>(now_seconds())) +
+                                     "." + host + "." + std::to_string(::getpid())))
+          .string();
   out_.open(path_, std::ios::binary | std::ios::trunc);
   MYRIAD_CHECK(out_, "tensorboard: cannot write " << path_);
   std::string first = event_header(now_seconds(), 0);

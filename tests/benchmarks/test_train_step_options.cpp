@@ -41,8 +41,8 @@ TEST(TrainStepOptions, NoOptionsKeepTheDefaultCases) {
 }
 
 TEST(TrainStepOptions, ShapeOptionsInBothSpellings) {
-  const TrainStepOptions o = parse({"--layers", "2", "--heads=4", "--embd", "64", "--batch=3", "--seq", "32",
-                                    "--config", "x.yaml"});
+  const TrainStepOptions o =
+      parse({"--layers", "2", "--heads=4", "--embd", "64", "--batch=3", "--seq", "32", "--config", "x.yaml"});
   EXPECT_TRUE(o.custom_shape());
   EXPECT_EQ(o.layers, 2);
   EXPECT_EQ(o.heads, 4);

@@ -353,7 +353,8 @@ RunConfig two_rank_tiny() {
 model: {architecture: gpt2, n_layer: 4, n_head: 4, n_embd: 128, context_length: 128}
 parallel: {dp: 2}
 training: {batch_size: 16, micro_batch: 8, lr: 6.0e-4, warmup: 50, steps: 300}
-)", "two_rank_tiny");
+)",
+                                     "two_rank_tiny");
 }
 
 TEST(ConfigDerived, ModelSizesPerArchitecture) {
@@ -372,9 +373,9 @@ TEST(ConfigDerived, ModelSizesPerArchitecture) {
   llama.n_kv_head = 8;
   EXPECT_EQ(llama.ffn_hidden_size(), 10944);  // round_up(8*4096/3 = 10922, 64); LLaMA-7B rounds to 256: 11008
   llama.n_embd = 768;
-  EXPECT_EQ(llama.ffn_hidden_size(), 2048);   // 8*768/3 = 2048 is already a multiple of 64
+  EXPECT_EQ(llama.ffn_hidden_size(), 2048);  // 8*768/3 = 2048 is already a multiple of 64
   llama.n_embd = 100;
-  EXPECT_EQ(llama.ffn_hidden_size(), 320);    // 8*100/3 = 266 -> 320
+  EXPECT_EQ(llama.ffn_hidden_size(), 320);  // 8*100/3 = 266 -> 320
   EXPECT_EQ(llama.kv_heads(), 8);
   EXPECT_FALSE(llama.ties_embeddings());
   EXPECT_FALSE(llama.uses_bias());
@@ -390,7 +391,8 @@ TEST(ConfigDerived, ModelSizesPerArchitecture) {
   EXPECT_FALSE(gpt2.ties_embeddings());
   EXPECT_FALSE(gpt2.uses_bias());
 
-  for (auto [vocab, padded] : std::vector<std::pair<std::int64_t, std::int64_t>>{{1, 64}, {64, 64}, {65, 128}, {32000, 32000}}) {
+  for (auto [vocab, padded] :
+       std::vector<std::pair<std::int64_t, std::int64_t>>{{1, 64}, {64, 64}, {65, 128}, {32000, 32000}}) {
     ModelConfig m;
     m.vocab_size = vocab;
     EXPECT_EQ(m.padded_vocab_size(), padded) << vocab;
@@ -483,8 +485,8 @@ TEST(ConfigOverride, EachValueType) {
 TEST(ConfigToYaml, RoundTripsToAnEqualConfig) {
   RunConfig tricky;
   tricky.sample.prompt = "  She said: \"hi\" # not a comment\n\tnext line — ünïcödé  ";
-  tricky.data.path = "true";       // text that looks like a bool
-  tricky.data.cache_dir = "123";   // ... like a number
+  tricky.data.path = "true";      // text that looks like a bool
+  tricky.data.cache_dir = "123";  // ... like a number
   tricky.checkpoint.resume = "auto";
   tricky.training.no_decay = {};
   tricky.training.lr = 1.0 / 3.0;  // needs all 17 digits
@@ -505,11 +507,12 @@ TEST(ConfigToYaml, WritesEveryKeyAndResolvedComments) {
   for_each_section(c, [&](const auto& section) {
     using S = std::decay_t<decltype(section)>;
     EXPECT_NE(yaml.find("\n" + std::string(S::kSection) + ":\n"), std::string::npos) << S::kSection;
-    for (const auto& field : S::fields()) EXPECT_NE(yaml.find("  " + field.name + ": "), std::string::npos) << field.name;
+    for (const auto& field : S::fields())
+      EXPECT_NE(yaml.find("  " + field.name + ": "), std::string::npos) << field.name;
   });
   EXPECT_NE(yaml.find("ffn_hidden: 0  # resolved: 3072"), std::string::npos) << yaml;
   EXPECT_NE(yaml.find("tie_embeddings: auto  # resolved: true"), std::string::npos) << yaml;
-  EXPECT_NE(yaml.find("lr: 6.0e-04\n"), std::string::npos) << yaml;  // shortest text, PyYAML-readable float
+  EXPECT_NE(yaml.find("lr: 6.0e-04\n"), std::string::npos) << yaml;          // shortest text, PyYAML-readable float
   EXPECT_EQ(c.resolved().to_yaml().find("# resolved:"), std::string::npos);  // nothing left to resolve
 }
 

@@ -39,7 +39,8 @@ void expect_invalid(const std::function<void(RunConfig&)>& edit, const std::vect
 
 TEST(ConfigErrors, UnknownSectionNamesFileLineAndTheSections) {
   expect_yaml_error("model:\n  n_layer: 2\ntrainig:\n  lr: 1e-3\n",
-                    {"t.yaml:3", "unknown section 'trainig'", "did you mean 'training'", "model, parallel, training, data, "
+                    {"t.yaml:3", "unknown section 'trainig'", "did you mean 'training'",
+                     "model, parallel, training, data, "
                      "checkpoint, logging, sample"});
   expect_yaml_error("optimizer:\n  lr: 1\n", {"t.yaml:1", "unknown section 'optimizer'"});
 }
@@ -56,7 +57,8 @@ TEST(ConfigErrors, UnknownKeyInEverySectionListsThatSectionsKeys) {
   expect_yaml_error("model:\n  n_layer: 2\n  mixer:\n    heads: 4\n", {"t.yaml:3", "unknown key 'model.mixer'"});
   expect_yaml_error("training:\n  n_layers: 2\n", {"unknown key 'training.n_layers'"});
   expect_yaml_error("model:\n  n_layers: 2\n", {"unknown key 'model.n_layers'", "did you mean 'n_layer'"});
-  expect_yaml_error("training:\n  batchsize: 2\n", {"did you mean 'batch_size'", "global_batch_size (alias batch_size)"});
+  expect_yaml_error("training:\n  batchsize: 2\n",
+                    {"did you mean 'batch_size'", "global_batch_size (alias batch_size)"});
 }
 
 TEST(ConfigErrors, WrongTypesNameKeyLineAndValue) {
@@ -126,11 +128,12 @@ TEST(ConfigErrors, EveryChoiceKeyListsItsAllowedValues) {
 }
 
 TEST(ConfigErrors, RepeatedKeysAndBothSpellingsOfAnAlias) {
-  expect_yaml_error("training:\n  batch_size: 16\n  global_batch_size: 16\n",
-                    {"t.yaml:3", "training.global_batch_size and training.batch_size (line 2) are the same key",
-                     "give only one"});
+  expect_yaml_error(
+      "training:\n  batch_size: 16\n  global_batch_size: 16\n",
+      {"t.yaml:3", "training.global_batch_size and training.batch_size (line 2) are the same key", "give only one"});
   expect_yaml_error("training:\n  warmup: 1\n  warmup_steps: 2\n", {"training.warmup_steps and training.warmup"});
-  expect_yaml_error("model:\n  n_layer: 2\n  n_layer: 3\n", {"t.yaml:3", "model.n_layer is given twice (also on line 2)"});
+  expect_yaml_error("model:\n  n_layer: 2\n  n_layer: 3\n",
+                    {"t.yaml:3", "model.n_layer is given twice (also on line 2)"});
   expect_yaml_error("model:\n  n_layer: 2\nmodel:\n  n_head: 2\n", {"t.yaml:3", "section 'model' is given twice"});
 }
 
@@ -172,8 +175,9 @@ TEST(ConfigErrors, NulBytesAreRefused) {
 // the same keys; block-sparse keys on dense attention, and selection keys without sparse_ratio,
 // are refused naming them.
 TEST(ConfigErrors, AttentionMapReadsTheSeedKeysAndRefusesIdleOnes) {
-  const char* seed = "model:\n  attention:\n    kind: block_sparse\n    sparse_ratio: 0.7\n    block_size: 64\n"
-                     "    threshold: 0.1\n";
+  const char* seed =
+      "model:\n  attention:\n    kind: block_sparse\n    sparse_ratio: 0.7\n    block_size: 64\n"
+      "    threshold: 0.1\n";
   RunConfig c = RunConfig::from_yaml_string(seed, "t.yaml");
   EXPECT_EQ(c.model.attention_kind, AttentionLayout::block_sparse);
   EXPECT_EQ(c.model.sparse_ratio, 0.7);
@@ -215,8 +219,12 @@ TEST(ConfigErrors, KeysThatWouldDoNothingAreRefusedWithTheReason) {
   moe.model.top_k = 0;
   expect_error([&] { moe.validate(); }, {"model.expert_capacity (256) requires model.architecture: moe"});
   moe.model.expert_capacity = 0;
-  expect_error([&] { moe.apply_override("model.dropless=true"); moe.validate(); },
-               {"model.dropless (true) requires model.architecture: moe"});
+  expect_error(
+      [&] {
+        moe.apply_override("model.dropless=true");
+        moe.validate();
+      },
+      {"model.dropless (true) requires model.architecture: moe"});
   // The seed document's block verbatim, with its spelling of the architecture, validates and acts.
   RunConfig seed = RunConfig::from_yaml_string(
       "model:\n  architecture: MoE\n  num_experts: 128\n  top_k: 4\n  expert_capacity: 256\n", "t.yaml");
@@ -276,8 +284,12 @@ TEST(ConfigValidate, BatchIdentityNamesAllFourNumbers) {
 }
 
 TEST(ConfigValidate, WorldSizeNamesEveryFactor) {
-  expect_invalid([](RunConfig& c) { c.parallel.dp = 2; c.parallel.tp = 3; },
-                 {"dp * tp * pp * cp = 2 * 3 * 1 * 1 = 6", "the world size is 4"}, 4);
+  expect_invalid(
+      [](RunConfig& c) {
+        c.parallel.dp = 2;
+        c.parallel.tp = 3;
+      },
+      {"dp * tp * pp * cp = 2 * 3 * 1 * 1 = 6", "the world size is 4"}, 4);
   RunConfig tiny = RunConfig::from_yaml_string("parallel:\n  dp: 2\n", "t.yaml");
   expect_error([&] { tiny.validate(); }, {"= 2, but the world size is 1"});
   EXPECT_NO_THROW(tiny.validate(2));
@@ -309,39 +321,82 @@ TEST(ConfigValidate, DataParallelDegreeDefaultsToTheWorldsShare) {
 
 TEST(ConfigValidate, CrossKeyChecks) {
   auto on_cuda = [](RunConfig& c) { c.training.device = ComputeDevice::cuda; };
-  expect_invalid([&](RunConfig& c) { on_cuda(c); c.parallel.cp = 2; },
-                 {"training.device cuda supports data, tensor, pipeline and expert parallelism (parallel.cp 2)",
-                  "training.device cpu"}, 2);
-  expect_invalid([](RunConfig& c) { c.model.n_head = 5; }, {"model.n_embd (768) must be divisible by model.n_head (5)"});
+  expect_invalid(
+      [&](RunConfig& c) {
+        on_cuda(c);
+        c.parallel.cp = 2;
+      },
+      {"training.device cuda supports data, tensor, pipeline and expert parallelism (parallel.cp 2)",
+       "training.device cpu"},
+      2);
+  expect_invalid([](RunConfig& c) { c.model.n_head = 5; },
+                 {"model.n_embd (768) must be divisible by model.n_head (5)"});
   expect_invalid([](RunConfig& c) { c.model.n_kv_head = 5; }, {"model.n_kv_head (5) must divide model.n_head (12)"});
   expect_invalid([](RunConfig& c) { c.model.n_kv_head = 24; }, {"model.n_kv_head (24) must divide"});
-  expect_invalid([](RunConfig& c) { c.parallel.tp = 8; c.model.n_head = 16; c.model.n_embd = 1024; c.model.n_kv_head = 4; },
-                 {"model.n_kv_head (4 key/value heads) must be divisible by parallel.tp (8)"}, 8);
-  expect_invalid([](RunConfig& c) { c.parallel.tp = 5; c.model.n_head = 10; c.model.n_embd = 640; },
-                 {"the padded vocabulary (model.vocab_size 50257 -> 50304) must be divisible by parallel.tp (5)"}, 5);
-  expect_invalid([](RunConfig& c) { c.parallel.tp = 8; }, {"model.n_head (12) must be divisible by parallel.tp (8)"}, 8);
-  expect_invalid([](RunConfig& c) { c.parallel.tp = 3; c.model.ffn_hidden = 1000; },
-                 {"model.ffn_hidden (1000) must be divisible by parallel.tp (3)"}, 3);
+  expect_invalid(
+      [](RunConfig& c) {
+        c.parallel.tp = 8;
+        c.model.n_head = 16;
+        c.model.n_embd = 1024;
+        c.model.n_kv_head = 4;
+      },
+      {"model.n_kv_head (4 key/value heads) must be divisible by parallel.tp (8)"}, 8);
+  expect_invalid(
+      [](RunConfig& c) {
+        c.parallel.tp = 5;
+        c.model.n_head = 10;
+        c.model.n_embd = 640;
+      },
+      {"the padded vocabulary (model.vocab_size 50257 -> 50304) must be divisible by parallel.tp (5)"}, 5);
+  expect_invalid([](RunConfig& c) { c.parallel.tp = 8; }, {"model.n_head (12) must be divisible by parallel.tp (8)"},
+                 8);
+  expect_invalid(
+      [](RunConfig& c) {
+        c.parallel.tp = 3;
+        c.model.ffn_hidden = 1000;
+      },
+      {"model.ffn_hidden (1000) must be divisible by parallel.tp (3)"}, 3);
   expect_invalid([](RunConfig& c) { c.parallel.pp = 5; },
                  {"model.n_layer (12) must be divisible by parallel.pp (5) * parallel.virtual_stages (1) = 5",
-                  "parallel.pp_layers"}, 5);
-  expect_invalid([](RunConfig& c) { c.parallel.pp = 2; c.parallel.pp_layers = {"5", "6"}; },
-                 {"parallel.pp_layers sums to 11 layers but model.n_layer is 12", "neither drop nor duplicate"}, 2);
-  expect_invalid([](RunConfig& c) { c.parallel.pp = 2; c.parallel.pp_layers = {"12", "0"}; },
-                 {"parallel.pp_layers[1] = 0: every stage needs at least one layer"}, 2);
-  expect_invalid([](RunConfig& c) { c.parallel.pp = 2; c.parallel.pp_layers = {"4", "4", "4"}; },
-                 {"parallel.pp_layers has 3 entries; it needs one per pipeline stage: pp (2) * virtual_stages (1) = 2"},
-                 2);
-  expect_invalid([](RunConfig& c) { c.parallel.pp = 2; c.parallel.pp_layers = {"4", "x8"}; },
-                 {"parallel.pp_layers[1] = 'x8' is not a whole number of layers"}, 2);
+                  "parallel.pp_layers"},
+                 5);
+  expect_invalid(
+      [](RunConfig& c) {
+        c.parallel.pp = 2;
+        c.parallel.pp_layers = {"5", "6"};
+      },
+      {"parallel.pp_layers sums to 11 layers but model.n_layer is 12", "neither drop nor duplicate"}, 2);
+  expect_invalid(
+      [](RunConfig& c) {
+        c.parallel.pp = 2;
+        c.parallel.pp_layers = {"12", "0"};
+      },
+      {"parallel.pp_layers[1] = 0: every stage needs at least one layer"}, 2);
+  expect_invalid(
+      [](RunConfig& c) {
+        c.parallel.pp = 2;
+        c.parallel.pp_layers = {"4", "4", "4"};
+      },
+      {"parallel.pp_layers has 3 entries; it needs one per pipeline stage: pp (2) * virtual_stages (1) = 2"}, 2);
+  expect_invalid(
+      [](RunConfig& c) {
+        c.parallel.pp = 2;
+        c.parallel.pp_layers = {"4", "x8"};
+      },
+      {"parallel.pp_layers[1] = 'x8' is not a whole number of layers"}, 2);
   {
     RunConfig uneven = RunConfig::from_yaml_string("parallel: {pp: 5, pp_layers: [2, 3, 3, 2, 2]}\n", "u.yaml");
     EXPECT_NO_THROW(uneven.validate(5));
     EXPECT_EQ(uneven.parallel.stage_layers(12), (std::vector<int>{2, 3, 3, 2, 2}));
   }
-  expect_invalid([](RunConfig& c) { c.training.initial_loss_scale = 1; c.training.min_loss_scale = 4; },
-                 {"training.initial_loss_scale (1) must be >= training.min_loss_scale (4)"});
-  expect_invalid([](RunConfig& c) { c.parallel.virtual_stages = 2; }, {"parallel.virtual_stages (2) > 1 needs", "interleaved"});
+  expect_invalid(
+      [](RunConfig& c) {
+        c.training.initial_loss_scale = 1;
+        c.training.min_loss_scale = 4;
+      },
+      {"training.initial_loss_scale (1) must be >= training.min_loss_scale (4)"});
+  expect_invalid([](RunConfig& c) { c.parallel.virtual_stages = 2; },
+                 {"parallel.virtual_stages (2) > 1 needs", "interleaved"});
   expect_invalid([](RunConfig& c) { c.parallel.pp_schedule = PipelineSchedule::interleaved; },
                  {"interleaved needs parallel.virtual_stages >= 2 and parallel.pp >= 2"});
   expect_invalid(
@@ -352,32 +407,62 @@ TEST(ConfigValidate, CrossKeyChecks) {
         c.training.gradient_accumulation = 3;
       },
       {"micro-batches per step (3", "divisible by parallel.pp (2)"}, 2);
-  expect_invalid([](RunConfig& c) { c.parallel.pp = 2; c.parallel.zero_stage = 2; }, {"parallel.zero_stage 2"}, 2);
+  expect_invalid(
+      [](RunConfig& c) {
+        c.parallel.pp = 2;
+        c.parallel.zero_stage = 2;
+      },
+      {"parallel.zero_stage 2"}, 2);
   expect_invalid([](RunConfig& c) { c.parallel.ep = 2; }, {"parallel.ep (2) needs model.num_experts (0) > 0"}, 2);
   expect_invalid([](RunConfig& c) { c.model.top_k = 2; }, {"model.top_k (2) requires model.architecture: moe"});
-  expect_invalid([](RunConfig& c) { c.model.architecture = Architecture::llama; c.model.n_embd = 36; c.model.n_head = 12; },
-                 {"n_embd / n_head (36 / 12 = 3) must be even"});
-  expect_invalid([](RunConfig& c) { c.training.seq_len = 2048; }, {"training.seq_len (2048) must be <= model.context_length (1024)"});
-  expect_invalid([](RunConfig& c) { c.parallel.cp = 2; c.training.seq_len = 1022; },
-                 {"training.seq_len (1022) must be divisible by 2 * parallel.cp (4)"}, 2);
-  expect_invalid([](RunConfig& c) {
-    c.parallel.cp = 2;
-    c.training.seq_len = 1000;
-    c.apply_override("model.attention.kind=block_sparse");
-  }, {"parallel.cp 2 cuts training.seq_len 1000 into chunks of 250", "model.attention.block_size (64)"}, 2);
-  expect_invalid([](RunConfig& c) {
-    c.parallel.cp = 2;
-    c.model.architecture = Architecture::moe;
-    c.model.num_experts = 4;
-  }, {"parallel.cp 2 with model.architecture moe", "cp 1"}, 2);
-  expect_invalid([](RunConfig& c) { c.parallel.tp = 4; c.parallel.sequence_parallel = true; c.training.seq_len = 1022; },
-                 {"training.seq_len (1022) must be divisible by parallel.tp (4) with sequence_parallel"}, 4);
-  expect_invalid([](RunConfig& c) { c.training.min_lr = 1e-3; }, {"training.min_lr (0.001) must be <= training.lr (0.0006)"});
-  expect_invalid([](RunConfig& c) { c.training.warmup_steps = 2000; }, {"training.warmup_steps (2000) must be <= training.steps (1000)"});
+  expect_invalid(
+      [](RunConfig& c) {
+        c.model.architecture = Architecture::llama;
+        c.model.n_embd = 36;
+        c.model.n_head = 12;
+      },
+      {"n_embd / n_head (36 / 12 = 3) must be even"});
+  expect_invalid([](RunConfig& c) { c.training.seq_len = 2048; },
+                 {"training.seq_len (2048) must be <= model.context_length (1024)"});
+  expect_invalid(
+      [](RunConfig& c) {
+        c.parallel.cp = 2;
+        c.training.seq_len = 1022;
+      },
+      {"training.seq_len (1022) must be divisible by 2 * parallel.cp (4)"}, 2);
+  expect_invalid(
+      [](RunConfig& c) {
+        c.parallel.cp = 2;
+        c.training.seq_len = 1000;
+        c.apply_override("model.attention.kind=block_sparse");
+      },
+      {"parallel.cp 2 cuts training.seq_len 1000 into chunks of 250", "model.attention.block_size (64)"}, 2);
+  expect_invalid(
+      [](RunConfig& c) {
+        c.parallel.cp = 2;
+        c.model.architecture = Architecture::moe;
+        c.model.num_experts = 4;
+      },
+      {"parallel.cp 2 with model.architecture moe", "cp 1"}, 2);
+  expect_invalid(
+      [](RunConfig& c) {
+        c.parallel.tp = 4;
+        c.parallel.sequence_parallel = true;
+        c.training.seq_len = 1022;
+      },
+      {"training.seq_len (1022) must be divisible by parallel.tp (4) with sequence_parallel"}, 4);
+  expect_invalid([](RunConfig& c) { c.training.min_lr = 1e-3; },
+                 {"training.min_lr (0.001) must be <= training.lr (0.0006)"});
+  expect_invalid([](RunConfig& c) { c.training.warmup_steps = 2000; },
+                 {"training.warmup_steps (2000) must be <= training.steps (1000)"});
   expect_invalid([](RunConfig& c) { c.data.tokenizer = "train:60000"; },
                  {"data.tokenizer (train:60000) trains 60000 tokens, more than model.vocab_size (50257)"});
-  expect_invalid([](RunConfig& c) { c.data.tokenizer = "gpt2:/gpt2"; c.model.vocab_size = 1000; },
-                 {"gpt2 has 50257 tokens, more than model.vocab_size (1000)"});
+  expect_invalid(
+      [](RunConfig& c) {
+        c.data.tokenizer = "gpt2:/gpt2";
+        c.model.vocab_size = 1000;
+      },
+      {"gpt2 has 50257 tokens, more than model.vocab_size (1000)"});
 }
 
 TEST(ConfigValidate, PerKeyChecksAlsoCatchValuesSetInCode) {

@@ -120,7 +120,7 @@ TEST(CachingAllocator, OutOfMemoryReleasesCachedSegmentsThenNamesTheNumbers) {
   HostRaw raw(8 * MiB);
   CachingAllocator cache(raw);
   void* four = cache.allocate(4 * MiB);
-  cache.free(four);  // cached: 4 MiB reserved, none in use
+  cache.free(four);                     // cached: 4 MiB reserved, none in use
   void* six = cache.allocate(6 * MiB);  // does not fit beside the cached 4 MiB: they are released first
   ASSERT_NE(six, nullptr);
   EXPECT_EQ(cache.stats().reserved, 6 * MiB);
@@ -130,8 +130,8 @@ TEST(CachingAllocator, OutOfMemoryReleasesCachedSegmentsThenNamesTheNumbers) {
     FAIL() << "8 MiB of capacity served 10";
   } catch (const Error& e) {
     const std::string what = e.what();
-    for (const char* needle : {"out of memory on host test device", "cannot reserve 4.0 MiB", "in use 6.0 MiB",
-                               "reserved 6.0 MiB"}) {
+    for (const char* needle :
+         {"out of memory on host test device", "cannot reserve 4.0 MiB", "in use 6.0 MiB", "reserved 6.0 MiB"}) {
       EXPECT_NE(what.find(needle), std::string::npos) << what;
     }
   }

@@ -22,16 +22,20 @@ double nearest_f16_reference(double x, const std::vector<double>& sorted_positiv
   double upper = *it;
   double lower = it == sorted_positive.begin() ? upper : *(it - 1);
   double chosen;
-  if (magnitude - lower < upper - magnitude) chosen = lower;
-  else if (upper - magnitude < magnitude - lower) chosen = upper;
-  else chosen = (float_to_f16(static_cast<float>(lower)) & 1u) == 0 ? lower : upper;
+  if (magnitude - lower < upper - magnitude)
+    chosen = lower;
+  else if (upper - magnitude < magnitude - lower)
+    chosen = upper;
+  else
+    chosen = (float_to_f16(static_cast<float>(lower)) & 1u) == 0 ? lower : upper;
   return std::copysign(chosen, x);
 }
 
 TEST(Half, F16DecodeMatchesDefinition) {
   for (std::uint32_t bits = 0; bits < 0x7c00u; ++bits) {
     std::uint32_t e = bits >> 10, m = bits & 0x3ffu;
-    double expected = e == 0 ? m * std::ldexp(1.0, -24) : (1.0 + m / 1024.0) * std::ldexp(1.0, static_cast<int>(e) - 15);
+    double expected =
+        e == 0 ? m * std::ldexp(1.0, -24) : (1.0 + m / 1024.0) * std::ldexp(1.0, static_cast<int>(e) - 15);
     ASSERT_EQ(static_cast<double>(f16_to_float(static_cast<std::uint16_t>(bits))), expected) << bits;
     ASSERT_EQ(float_to_f16(f16_to_float(static_cast<std::uint16_t>(bits))), bits) << "round trip " << bits;
   }
@@ -41,7 +45,8 @@ TEST(Half, F16DecodeMatchesDefinition) {
 
 TEST(Half, F16EncodeRoundsToNearestEven) {
   std::vector<double> positive;
-  for (std::uint32_t bits = 0; bits < 0x7c00u; ++bits) positive.push_back(f16_to_float(static_cast<std::uint16_t>(bits)));
+  for (std::uint32_t bits = 0; bits < 0x7c00u; ++bits)
+    positive.push_back(f16_to_float(static_cast<std::uint16_t>(bits)));
   std::uint64_t seed = testing::fresh_seed();
   MYRIAD_SEED_TRACE(seed);
   for (std::uint64_t i = 0; i < 20000; ++i) {
@@ -64,9 +69,12 @@ TEST(Half, Bf16RoundsToNearestEven) {
     double upper_bits_value = bits_float((float_bits(x) & 0xffff0000u) + 0x10000u);
     double got = bf16_to_float(float_to_bf16(x));
     double dl = std::fabs(x - lower_bits_value), du = std::fabs(upper_bits_value - x);
-    if (dl < du) ASSERT_EQ(got, lower_bits_value) << x;
-    else if (du < dl) ASSERT_EQ(got, upper_bits_value) << x;
-    else ASSERT_EQ(float_to_bf16(x) & 1u, 0u) << x;
+    if (dl < du)
+      ASSERT_EQ(got, lower_bits_value) << x;
+    else if (du < dl)
+      ASSERT_EQ(got, upper_bits_value) << x;
+    else
+      ASSERT_EQ(float_to_bf16(x) & 1u, 0u) << x;
   }
   EXPECT_TRUE(std::isnan(bf16_to_float(float_to_bf16(NAN))));
   EXPECT_TRUE(std::isinf(bf16_to_float(float_to_bf16(INFINITY))));

@@ -36,17 +36,22 @@ TEST(LocalDevice, ReadsTheFirstLauncherVariableInOrder) {
 
 TEST(LocalDevice, RejectsAValueThatIsNotALocalRank) {
   for (const char* bad : {"", "-1", "two", "1.5", "99999999999"}) {
-    testing::expect_error_naming([&] { local_rank_from_environment(environment({{"LOCAL_RANK", bad}})); },
-                                 {"LOCAL_RANK", "not a local rank"});
+    testing::expect_error_naming(
+        [&] {
+          local_rank_from_environment(environment({{"LOCAL_RANK", bad}}));
+        },
+        {"LOCAL_RANK", "not a local rank"});
   }
 }
 
 TEST(LocalDevice, OneRankPerGpu) {
   EXPECT_EQ(select_local_device(std::nullopt, 1), 0);
   EXPECT_EQ(select_local_device(LocalRank{5, "SLURM_LOCALID"}, 8), 5);
-  testing::expect_error_naming([] { select_local_device(LocalRank{8, "OMPI_COMM_WORLD_LOCAL_RANK"}, 8); },
-                               {"local rank 8 (from OMPI_COMM_WORLD_LOCAL_RANK) has no GPU of its own: 8 visible",
-                                "at most 8 ranks per node"});
+  testing::expect_error_naming(
+      [] {
+        select_local_device(LocalRank{8, "OMPI_COMM_WORLD_LOCAL_RANK"}, 8);
+      },
+      {"local rank 8 (from OMPI_COMM_WORLD_LOCAL_RANK) has no GPU of its own: 8 visible", "at most 8 ranks per node"});
   testing::expect_error_naming([] { select_local_device(std::nullopt, 0); }, {"no CUDA device is visible"});
 }
 

@@ -44,7 +44,10 @@ TEST(Philox, MomentsAreRight) {
     double u = philox_uniform(seed, 3, i), z = philox_normal(seed, 4, i);
     ASSERT_GE(u, 0.0);
     ASSERT_LT(u, 1.0);
-    su += u; su2 += u * u; sn += z; sn2 += z * z;
+    su += u;
+    su2 += u * u;
+    sn += z;
+    sn2 += z * z;
   }
   // 5-sigma bounds on the sample mean / variance.
   EXPECT_NEAR(su / n, 0.5, 5 * std::sqrt(1.0 / 12 / n));

@@ -98,9 +98,7 @@ TEST(Tensor, FillAndFull) {
   EXPECT_EQ(ints.data<std::int64_t>()[3], 7);
 }
 
-TEST(Tensor, DeviceTensorsNeedTheCudaBackend) {
-  EXPECT_THROW(Tensor::empty({2}, DType::f32, Device::cuda(0)), Error);
-}
+TEST(Tensor, DeviceTensorsNeedTheCudaBackend) { EXPECT_THROW(Tensor::empty({2}, DType::f32, Device::cuda(0)), Error); }
 
 }  // namespace
 }  // namespace myriad

@@ -142,7 +142,7 @@ TEST_F(Gpt2Tokenizer, MatchesReferenceOnRandomUnicode) {
 TEST_F(Gpt2Tokenizer, LongPiecesMatchReference) {
   // Pieces longer than 64 bytes take the heap-based merge path.
   for (const std::string& text : {std::string(200, 'a'), std::string(1000, ' ') + "x", std::string(97, '7'),
-                                   std::string(150, '!'), "super" + std::string(80, 'c') + "alifragilistic"}) {
+                                  std::string(150, '!'), "super" + std::string(80, 'c') + "alifragilistic"}) {
     EXPECT_EQ(tok().encode(text), ref().encode(text)) << "text of " << text.size() << " bytes";
   }
 }

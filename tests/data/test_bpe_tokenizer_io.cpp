@@ -78,7 +78,8 @@ TEST(BpeTokenizerFiles, MissingFilesAreNamed) {
                       {"/nonexistent/encoder.json", "cannot open"});
   expect_error_naming([&] { (void)BpeTokenizer::load_gpt2(enc.path(), "/nonexistent/vocab.bpe"); },
                       {"/nonexistent/vocab.bpe", "cannot open"});
-  expect_error_naming([&] { (void)BpeTokenizer::load("/nonexistent/tok.bpe"); }, {"/nonexistent/tok.bpe", "cannot open"});
+  expect_error_naming([&] { (void)BpeTokenizer::load("/nonexistent/tok.bpe"); },
+                      {"/nonexistent/tok.bpe", "cannot open"});
 }
 
 TEST(BpeTokenizerFiles, MalformedJsonNamesFileAndLine) {

@@ -65,8 +65,21 @@ NaiveBpe naive_train(const std::string& text, std::int32_t vocab_size) {
 // Seeded pseudo-text: words built from a few syllables (so pairs repeat and ties happen),
 // contractions, digits, whitespace runs, runs of one letter (overlapping pairs) and non-ASCII.
 std::string generated_text(std::uint64_t seed, std::size_t words) {
-  static const std::vector<std::string> syllables = {"th", "e", "an", "in", "er", "qu", "a", "o", "s", "aa", "ll",
-                                                     "caf\xc3\xa9", "\xe6\x97\xa5\xe6\x9c\xac", "\xf0\x9f\x98\x80", "7"};
+  static const std::vector<std::string> syllables = {"th",
+                                                     "e",
+                                                     "an",
+                                                     "in",
+                                                     "er",
+                                                     "qu",
+                                                     "a",
+                                                     "o",
+                                                     "s",
+                                                     "aa",
+                                                     "ll",
+                                                     "caf\xc3\xa9",
+                                                     "\xe6\x97\xa5\xe6\x9c\xac",
+                                                     "\xf0\x9f\x98\x80",
+                                                     "7"};
   static const std::vector<std::string> separators = {" ", " ", " ", "\n", ", ", ".\n\n", "  ", "'s ", "'t ", "\t"};
   std::mt19937_64 rng(seed);
   std::uniform_int_distribution<std::size_t> syllable(0, syllables.size() - 1), separator(0, separators.size() - 1);
@@ -88,7 +101,8 @@ void expect_same_as_naive(const BpeTokenizer& tok, const NaiveBpe& naive) {
     const BpeTokenizer::Merge& m = tok.merges()[r];
     ASSERT_EQ((std::array<std::int32_t, 3>{m.left, m.right, m.result}), naive.merges[r]) << "merge rank " << r;
   }
-  for (std::int32_t id = 0; id < tok.vocab_size(); ++id) ASSERT_EQ(tok.token_bytes(id), naive.tokens[id]) << "token " << id;
+  for (std::int32_t id = 0; id < tok.vocab_size(); ++id)
+    ASSERT_EQ(tok.token_bytes(id), naive.tokens[id]) << "token " << id;
 }
 
 TEST(BpeTrain, MatchesNaiveTrainerOnGeneratedText) {

@@ -44,10 +44,10 @@ TEST(ByteUnicode, StringConversionsRoundTripEveryByte) {
 
 TEST(ByteUnicode, RejectsStringsOutsideTheMap) {
   std::string bytes;
-  EXPECT_FALSE(unicode_string_to_bytes("a b", bytes));            // a raw space is not a spelling
-  EXPECT_FALSE(unicode_string_to_bytes("\xe4\xb8\xad", bytes));   // U+4E2D
-  EXPECT_FALSE(unicode_string_to_bytes("\xc4", bytes));           // truncated UTF-8
-  EXPECT_FALSE(unicode_string_to_bytes("\xc0\xa0", bytes));       // overlong UTF-8
+  EXPECT_FALSE(unicode_string_to_bytes("a b", bytes));           // a raw space is not a spelling
+  EXPECT_FALSE(unicode_string_to_bytes("\xe4\xb8\xad", bytes));  // U+4E2D
+  EXPECT_FALSE(unicode_string_to_bytes("\xc4", bytes));          // truncated UTF-8
+  EXPECT_FALSE(unicode_string_to_bytes("\xc0\xa0", bytes));      // overlong UTF-8
   EXPECT_TRUE(unicode_string_to_bytes("", bytes));
   EXPECT_TRUE(bytes.empty());
 }

@@ -58,18 +58,22 @@ TEST(Pretokenize, NonAscii) {
   EXPECT_EQ(pieces_of("日本語です"), (Pieces{"日本語です"}));
   EXPECT_EQ(pieces_of("\xf0\x9f\x98\x80!"), (Pieces{"\xf0\x9f\x98\x80!"}));
   EXPECT_EQ(pieces_of(" \xf0\x9f\x98\x80"), (Pieces{" \xf0\x9f\x98\x80"}));
-  EXPECT_EQ(pieces_of("x\xc2\xa0y"), (Pieces{"x", "\xc2\xa0", "y"}));  // NBSP is \s
+  EXPECT_EQ(pieces_of("x\xc2\xa0y"), (Pieces{"x", "\xc2\xa0", "y"}));          // NBSP is \s
   EXPECT_EQ(pieces_of("x\xe2\x80\x8by"), (Pieces{"x", "\xe2\x80\x8b", "y"}));  // ZWSP is not
   EXPECT_EQ(pieces_of("\xd9\xa3\xd9\xa4 \xc2\xbd"), (Pieces{"\xd9\xa3\xd9\xa4", " \xc2\xbd"}));
 }
 
 TEST(Pretokenize, InvalidUtf8BytesAreOtherCharacters) {
-  EXPECT_EQ(pieces_of("a\xff\xfe" "b"), (Pieces{"a", "\xff\xfe", "b"}));
+  EXPECT_EQ(pieces_of("a\xff\xfe"
+                      "b"),
+            (Pieces{"a", "\xff\xfe", "b"}));
   EXPECT_EQ(pieces_of(" \xff"), (Pieces{" \xff"}));
-  EXPECT_EQ(pieces_of("\xc3\xa9\xc3"), (Pieces{"\xc3\xa9", "\xc3"}));       // truncated
-  EXPECT_EQ(pieces_of("\xed\xa0\x80x"), (Pieces{"\xed\xa0\x80", "x"}));     // surrogate
-  EXPECT_EQ(pieces_of("\xc0\xaf" "a"), (Pieces{"\xc0\xaf", "a"}));          // overlong
-  EXPECT_EQ(pieces_of("\xf4\x90\x80\x80"), (Pieces{"\xf4\x90\x80\x80"}));   // above U+10FFFF
+  EXPECT_EQ(pieces_of("\xc3\xa9\xc3"), (Pieces{"\xc3\xa9", "\xc3"}));    // truncated
+  EXPECT_EQ(pieces_of("\xed\xa0\x80x"), (Pieces{"\xed\xa0\x80", "x"}));  // surrogate
+  EXPECT_EQ(pieces_of("\xc0\xaf"
+                      "a"),
+            (Pieces{"\xc0\xaf", "a"}));                                    // overlong
+  EXPECT_EQ(pieces_of("\xf4\x90\x80\x80"), (Pieces{"\xf4\x90\x80\x80"}));  // above U+10FFFF
 }
 
 TEST(Pretokenize, PiecesCoverRandomBytes) {
@@ -115,9 +119,9 @@ TEST(Pretokenize, SafeSplitsKeepThePieces) {
   const std::uint64_t seed = testing::fresh_seed();
   MYRIAD_SEED_TRACE(seed);
   std::mt19937_64 rng(seed);
-  const std::vector<std::string> parts = {"First Citizen:", "\n", "\n\n", "We are", " accounted poor.", "\n ",
-                                          " \n", "'s", "\t", "\xc2\xa0", "\xc3\xa9t\xc3\xa9", "42", "!", "  ",
-                                          "end.\nNext"};
+  const std::vector<std::string> parts = {
+      "First Citizen:",    "\n", "\n\n", "We are", " accounted poor.", "\n ", " \n", "'s", "\t", "\xc2\xa0",
+      "\xc3\xa9t\xc3\xa9", "42", "!",    "  ",     "end.\nNext"};
   std::size_t splits_seen = 0;
   for (int trial = 0; trial < 300; ++trial) {
     std::string text;
@@ -184,8 +188,8 @@ TEST(Pretokenize, CharacterClasses) {
   EXPECT_EQ(classify_code_point(U'\u0663'), CharClass::number);  // Nd
   EXPECT_EQ(classify_code_point(U'\u00bd'), CharClass::number);  // No
   EXPECT_EQ(classify_code_point(U'\u2167'), CharClass::number);  // Nl
-  for (char32_t s : {U'\t', U'\n', U'\v', U'\f', U'\r', U' ', U'\u0085', U'\u00a0', U'\u1680', U'\u2000',
-                     U'\u200a', U'\u2028', U'\u2029', U'\u202f', U'\u205f', U'\u3000'})
+  for (char32_t s : {U'\t', U'\n', U'\v', U'\f', U'\r', U' ', U'\u0085', U'\u00a0', U'\u1680', U'\u2000', U'\u200a',
+                     U'\u2028', U'\u2029', U'\u202f', U'\u205f', U'\u3000'})
     EXPECT_EQ(classify_code_point(s), CharClass::space) << static_cast<std::uint32_t>(s);
   for (char32_t o : {U'\x1c', U'\x1f', U'\u200b', U'\ufeff', U'\u0301', U'\U0001F600', U'\'', U'_', U'\0'})
     EXPECT_EQ(classify_code_point(o), CharClass::other) << static_cast<std::uint32_t>(o);

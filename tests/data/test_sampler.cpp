@@ -132,9 +132,9 @@ TEST(TrainSampler, StartsAreUniformOverEveryValidStart) {
 TEST(TrainSampler, TooShortStreamNamesFilesAndLengths) {
   TempDir dir;
   ShardSet shards = identity_stream(dir, {5, 3});
-  expect_error_naming([&] { TrainSampler(shards, 8, 1); },
-                      {"too short", "needs 9 tokens", "has 8", "train_000000.bin (5 tokens)",
-                       "train_000001.bin (3 tokens)"});
+  expect_error_naming(
+      [&] { TrainSampler(shards, 8, 1); },
+      {"too short", "needs 9 tokens", "has 8", "train_000000.bin (5 tokens)", "train_000001.bin (3 tokens)"});
   expect_error_naming([&] { EvalSampler(shards, 8); }, {"too short", "needs 9 tokens", "has 8", "train_000001.bin"});
   TrainSampler exact(shards, 7, 1);  // 8 tokens: exactly one window
   EXPECT_EQ(exact.valid_starts(), 1);

@@ -184,9 +184,8 @@ TEST_F(ShardErrors, IdOutOfRange) {
   ASSERT_GE(first_bad, 0);
   std::uint32_t vocab = 500;
   testing::patch_bytes(path_, 16, &vocab, 4);
-  expect_error_naming([&] { TokenShard::open(path_); },
-                      {path_, "token id " + std::to_string(ids_[first_bad]),
-                       "at position " + std::to_string(first_bad), "vocab_size 500"});
+  expect_error_naming([&] { TokenShard::open(path_); }, {path_, "token id " + std::to_string(ids_[first_bad]),
+                                                         "at position " + std::to_string(first_bad), "vocab_size 500"});
 }
 
 TEST(TokenShard, NegativeI32IdIsOutOfRange) {
@@ -218,8 +217,11 @@ TEST(ShardWriter, RejectsBadIdsBeforeWritingAnything) {
 TEST(ShardWriter, MissingDirectoryLeavesNoFile) {
   TempDir dir;
   std::string path = dir / "no_such_dir/s.bin";
-  expect_error_naming([&] { write_token_shard(path, std::vector<std::int32_t>{1, 2}, 10); },
-                      {"no_such_dir/s.bin.tmp", "No such file"});
+  expect_error_naming(
+      [&] {
+        write_token_shard(path, std::vector<std::int32_t>{1, 2}, 10);
+      },
+      {"no_such_dir/s.bin.tmp", "No such file"});
   EXPECT_FALSE(std::filesystem::exists(path));
 }
 

@@ -40,8 +40,10 @@ std::vector<std::string> decode_split(const std::string& dir, const std::string&
   std::vector<std::string> documents;
   EXPECT_TRUE(!ids.empty() && ids[0] == kEot) << "the stream must start with eot";
   for (std::int32_t id : ids) {
-    if (id == kEot) documents.emplace_back();
-    else documents.back().push_back(static_cast<char>(id));
+    if (id == kEot)
+      documents.emplace_back();
+    else
+      documents.back().push_back(static_cast<char>(id));
   }
   return documents;
 }
@@ -55,7 +57,7 @@ TEST(SplitDocuments, SeparatorLinesDelimitDocuments) {
   EXPECT_EQ(split("a\nb\n%\nc\n%\n", "%"), (V{"a\nb\n", "c\n"}));
   EXPECT_EQ(split("%\nfirst\n%\n%\nsecond", "%"), (V{"first\n", "second"}));  // empty ones dropped
   EXPECT_EQ(split("a\r\n%\r\nb\r\n", "%"), (V{"a\r\n", "b\r\n"}));            // CRLF
-  EXPECT_EQ(split("a\n%%\n % \nb\n", "%"), (V{"a\n%%\n % \nb\n"}));            // not separator lines
+  EXPECT_EQ(split("a\n%%\n % \nb\n", "%"), (V{"a\n%%\n % \nb\n"}));           // not separator lines
   EXPECT_EQ(split("x\n---\ny", "---"), (V{"x\n", "y"}));
   EXPECT_EQ(split("no separator\n%\n", ""), (V{"no separator\n%\n"}));
   EXPECT_EQ(split("", "%"), V{});
@@ -93,9 +95,9 @@ TEST(TokenizeCorpus, ListsFilesRecursivelySortedSkippingHidden) {
   std::string r = corpus.root();
   EXPECT_EQ(list_corpus_files({r}, {}), (std::vector<std::string>{r + "/a.txt", r + "/b/a/y.txt", r + "/b/empty.txt",
                                                                   r + "/b/z.txt", r + "/c.dat"}));
-  EXPECT_EQ(list_corpus_files({r + "/c.dat", r}, {".txt"}),
-            (std::vector<std::string>{r + "/c.dat", r + "/a.txt", r + "/b/a/y.txt", r + "/b/empty.txt",
-                                      r + "/b/z.txt"}));
+  EXPECT_EQ(
+      list_corpus_files({r + "/c.dat", r}, {".txt"}),
+      (std::vector<std::string>{r + "/c.dat", r + "/a.txt", r + "/b/a/y.txt", r + "/b/empty.txt", r + "/b/z.txt"}));
   expect_error_naming([&] { list_corpus_files({r + "/missing.txt"}, {}); }, {"missing.txt", "does not exist"});
 }
 
@@ -154,8 +156,10 @@ TEST(TokenizeCorpus, SeparatorsValSplitAndShardSizes) {
     ASSERT_GT(shards->size(), 1u);
     for (std::size_t s = 0; s < shards->size(); ++s) {
       std::int64_t size = TokenShard::open((*shards)[s]).size();
-      if (s + 1 < shards->size()) EXPECT_EQ(size, 100);
-      else EXPECT_LE(size, 100);
+      if (s + 1 < shards->size())
+        EXPECT_EQ(size, 100);
+      else
+        EXPECT_LE(size, 100);
     }
   }
   EXPECT_EQ(ShardSet(summary.train_shards).size(), summary.train_tokens);
@@ -214,8 +218,9 @@ TEST(TokenizeCorpus, RoundTripsThroughATrainedBpe) {
   options.inputs = {corpus.root()};
   options.extensions = {".txt"};
   options.output_dir = corpus.dir / "bpe";
-  TokenizeSummary summary = tokenize_corpus(options, [&](std::string_view t) { return bpe.encode(t); }, bpe.eot_id(),
-                                            static_cast<std::uint32_t>(bpe.vocab_size()));
+  TokenizeSummary summary = tokenize_corpus(
+      options, [&](std::string_view t) { return bpe.encode(t); }, bpe.eot_id(),
+      static_cast<std::uint32_t>(bpe.vocab_size()));
   ShardSet set = ShardSet::open_split(options.output_dir, "train");
   EXPECT_EQ(set.vocab_size(), static_cast<std::uint32_t>(bpe.vocab_size()));
   std::vector<std::int32_t> ids(static_cast<std::size_t>(set.size()));

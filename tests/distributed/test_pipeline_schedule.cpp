@@ -28,10 +28,10 @@ A recv_grad(int mb, int peer, int chunk = 0) { return {A::recv_gradient, mb, chu
 // p = 2, m = 3, 1F1B. Rank 0 warms up with one forward; rank 1 (last stage) has no warm-up.
 Lists worked_example() {
   return {
-      {fwd(0), send_act(0, 1), fwd(1), send_act(1, 1), recv_grad(0, 1), bwd(0), fwd(2), send_act(2, 1),
-       recv_grad(1, 1), bwd(1), recv_grad(2, 1), bwd(2)},
-      {recv_act(0, 0), fwd(0), bwd(0), send_grad(0, 0), recv_act(1, 0), fwd(1), bwd(1), send_grad(1, 0),
-       recv_act(2, 0), fwd(2), bwd(2), send_grad(2, 0)},
+      {fwd(0), send_act(0, 1), fwd(1), send_act(1, 1), recv_grad(0, 1), bwd(0), fwd(2), send_act(2, 1), recv_grad(1, 1),
+       bwd(1), recv_grad(2, 1), bwd(2)},
+      {recv_act(0, 0), fwd(0), bwd(0), send_grad(0, 0), recv_act(1, 0), fwd(1), bwd(1), send_grad(1, 0), recv_act(2, 0),
+       fwd(2), bwd(2), send_grad(2, 0)},
   };
 }
 
@@ -41,8 +41,7 @@ TEST(PipelineSchedule, WorkedExampleOneFOneB) {
   for (int r = 0; r < 2; ++r) {
     ASSERT_EQ(lists[r].size(), worked_example()[r].size()) << "rank " << r;
     for (std::size_t i = 0; i < lists[r].size(); ++i) {
-      EXPECT_EQ(lists[r][i], worked_example()[r][i]) << "rank " << r << " step " << i << ": "
-                                                      << describe(lists[r][i]);
+      EXPECT_EQ(lists[r][i], worked_example()[r][i]) << "rank " << r << " step " << i << ": " << describe(lists[r][i]);
     }
   }
   // Forward 1, backward 1: rank 0 F0 [0,1] F1 [1,2] B0 [3,4] F2 [4,5] B1 [5,6] B2 [7,8];
@@ -69,12 +68,24 @@ void expect_well_paired(const Lists& lists, int p, int m, int v, const std::stri
       const int g = a.chunk * p + r;
       const std::pair<int, int> key{a.micro_batch, a.chunk};
       switch (a.type) {
-        case A::forward: EXPECT_TRUE(forward_at.emplace(key, i).second) << label << " rank " << r; break;
-        case A::backward: EXPECT_TRUE(backward_at.emplace(key, i).second) << label << " rank " << r; break;
-        case A::send_activation: ++messages[{0, a.micro_batch, g}]; break;
-        case A::recv_activation: --messages[{0, a.micro_batch, g - 1}]; break;
-        case A::send_gradient: ++messages[{1, a.micro_batch, g}]; break;
-        case A::recv_gradient: --messages[{1, a.micro_batch, g + 1}]; break;
+        case A::forward:
+          EXPECT_TRUE(forward_at.emplace(key, i).second) << label << " rank " << r;
+          break;
+        case A::backward:
+          EXPECT_TRUE(backward_at.emplace(key, i).second) << label << " rank " << r;
+          break;
+        case A::send_activation:
+          ++messages[{0, a.micro_batch, g}];
+          break;
+        case A::recv_activation:
+          --messages[{0, a.micro_batch, g - 1}];
+          break;
+        case A::send_gradient:
+          ++messages[{1, a.micro_batch, g}];
+          break;
+        case A::recv_gradient:
+          --messages[{1, a.micro_batch, g + 1}];
+          break;
       }
     }
     EXPECT_EQ(static_cast<int>(forward_at.size()), m * v) << label << " rank " << r;
@@ -91,9 +102,12 @@ void expect_well_paired(const Lists& lists, int p, int m, int v, const std::stri
 
 int expected_peak(ScheduleKind kind, int p, int m, int v, int r) {
   switch (kind) {
-    case ScheduleKind::gpipe: return m;
-    case ScheduleKind::one_f_one_b: return std::min(p - r, m);
-    case ScheduleKind::interleaved: return std::min(2 * (p - r - 1) + (v - 1) * p + 1, m * v);
+    case ScheduleKind::gpipe:
+      return m;
+    case ScheduleKind::one_f_one_b:
+      return std::min(p - r, m);
+    case ScheduleKind::interleaved:
+      return std::min(2 * (p - r - 1) + (v - 1) * p + 1, m * v);
   }
   return -1;
 }

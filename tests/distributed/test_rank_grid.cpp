@@ -28,7 +28,7 @@ TEST(RankGrid, WorkedExampleCoordinates) {
 
 TEST(RankGrid, WorkedExampleGroupsAndNeighbours) {
   RankGrid grid = example();
-  EXPECT_EQ(grid.group(Axis::tp, 5), (std::vector<int>{4, 5}));            // neighbours share a node
+  EXPECT_EQ(grid.group(Axis::tp, 5), (std::vector<int>{4, 5}));  // neighbours share a node
   EXPECT_EQ(grid.group(Axis::dp, 5), (std::vector<int>{1, 3, 5, 7}));
   EXPECT_EQ(grid.group(Axis::pp, 5), (std::vector<int>{5, 13}));
   EXPECT_EQ(grid.group(Axis::cp, 5), (std::vector<int>{5}));

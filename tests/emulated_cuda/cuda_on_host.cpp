@@ -158,8 +158,8 @@ void check_launch_device(cudaStream_t stream) {
   }
   MYRIAD_CHECK(device < 0 || device == current_device,
                "emulated CUDA: a kernel launched on a stream of cuda:" << device << " while cuda:" << current_device
-                                                                        << " is the current device (a missing "
-                                                                           "DeviceGuard or cudaSetDevice)");
+                                                                       << " is the current device (a missing "
+                                                                          "DeviceGuard or cudaSetDevice)");
 }
 
 // A cuBLAS handle: the stream its work goes to (the context's), so launches can be checked.
@@ -174,26 +174,47 @@ using myriad::emulated::EmulatedEvent;
 extern "C" {
 // Copies may be issued to a stream of another device than the current one (the CUDA programming
 // guide allows it, unlike kernel launches): not checked.
-cudaError_t cudaMemcpyAsync(void* d, const void* s, size_t n, cudaMemcpyKind, cudaStream_t) { std::memcpy(d, s, n); return cudaSuccess; }
-cudaError_t cudaMemsetAsync(void* d, int v, size_t n, cudaStream_t) { std::memset(d, v, n); return cudaSuccess; }
-cudaError_t cudaStreamSynchronize(cudaStream_t s) { myriad::emulated::deliver_up_to(s, UINT64_MAX); return cudaSuccess; }
+cudaError_t cudaMemcpyAsync(void* d, const void* s, size_t n, cudaMemcpyKind, cudaStream_t) {
+  std::memcpy(d, s, n);
+  return cudaSuccess;
+}
+cudaError_t cudaMemsetAsync(void* d, int v, size_t n, cudaStream_t) {
+  std::memset(d, v, n);
+  return cudaSuccess;
+}
+cudaError_t cudaStreamSynchronize(cudaStream_t s) {
+  myriad::emulated::deliver_up_to(s, UINT64_MAX);
+  return cudaSuccess;
+}
 cudaError_t cudaGetLastError(void) { return cudaSuccess; }
 const char* cudaGetErrorName(cudaError_t) { return "emu"; }
 const char* cudaGetErrorString(cudaError_t) { return "emu"; }
-cudaError_t cudaGetDevice(int* d) { *d = myriad::emulated::current_device; return cudaSuccess; }
+cudaError_t cudaGetDevice(int* d) {
+  *d = myriad::emulated::current_device;
+  return cudaSuccess;
+}
 cudaError_t cudaSetDevice(int d) {
   if (d < 0 || d >= 8) return cudaErrorInvalidDevice;
   myriad::emulated::current_device = d;
   return cudaSuccess;
 }
-cudaError_t cudaGetDeviceCount(int* c) { *c = 8; return cudaSuccess; }
+cudaError_t cudaGetDeviceCount(int* c) {
+  *c = 8;
+  return cudaSuccess;
+}
 cudaError_t cudaStreamDestroy(cudaStream_t s) {
   myriad::emulated::forget_stream(s);
   delete reinterpret_cast<int*>(s);
   return cudaSuccess;
 }
-cudaError_t cudaDeviceSynchronize(void) { myriad::emulated::deliver_all(); return cudaSuccess; }
-cudaError_t cudaMemcpy(void* d, const void* s, size_t n, cudaMemcpyKind) { std::memcpy(d, s, n); return cudaSuccess; }
+cudaError_t cudaDeviceSynchronize(void) {
+  myriad::emulated::deliver_all();
+  return cudaSuccess;
+}
+cudaError_t cudaMemcpy(void* d, const void* s, size_t n, cudaMemcpyKind) {
+  std::memcpy(d, s, n);
+  return cudaSuccess;
+}
 // Streams and events: launches run at once; an event marks its stream's deferred deliveries up to
 // its recording, which a query, synchronisation or stream wait on it delivers (emulated_streams.h).
 cudaError_t cudaStreamCreateWithFlags(cudaStream_t* s, unsigned) {
@@ -201,9 +222,15 @@ cudaError_t cudaStreamCreateWithFlags(cudaStream_t* s, unsigned) {
   myriad::emulated::register_stream(*s, myriad::emulated::current_device);
   return cudaSuccess;
 }
-cudaError_t cudaEventCreate(cudaEvent_t* e) { *e = reinterpret_cast<cudaEvent_t>(new EmulatedEvent); return cudaSuccess; }
+cudaError_t cudaEventCreate(cudaEvent_t* e) {
+  *e = reinterpret_cast<cudaEvent_t>(new EmulatedEvent);
+  return cudaSuccess;
+}
 cudaError_t cudaEventCreateWithFlags(cudaEvent_t* e, unsigned) { return cudaEventCreate(e); }
-cudaError_t cudaEventDestroy(cudaEvent_t e) { delete reinterpret_cast<EmulatedEvent*>(e); return cudaSuccess; }
+cudaError_t cudaEventDestroy(cudaEvent_t e) {
+  delete reinterpret_cast<EmulatedEvent*>(e);
+  return cudaSuccess;
+}
 cudaError_t cudaEventRecord(cudaEvent_t e, cudaStream_t s) {
   auto* event = reinterpret_cast<EmulatedEvent*>(e);
   std::lock_guard<std::mutex> lock(myriad::emulated::streams().mutex);
@@ -221,7 +248,10 @@ cudaError_t cudaEventQuery(cudaEvent_t e) {
   return myriad::emulated::query_ready(*reinterpret_cast<EmulatedEvent*>(e)) ? cudaSuccess : cudaErrorNotReady;
 }
 cudaError_t cudaEventSynchronize(cudaEvent_t e) { return deliver_event(e); }
-cudaError_t cudaEventElapsedTime(float* ms, cudaEvent_t, cudaEvent_t) { *ms = 0.0f; return cudaSuccess; }
+cudaError_t cudaEventElapsedTime(float* ms, cudaEvent_t, cudaEvent_t) {
+  *ms = 0.0f;
+  return cudaSuccess;
+}
 cudaError_t cudaStreamWaitEvent(cudaStream_t, cudaEvent_t e, unsigned) { return deliver_event(e); }
 // cuBLAS's grouped GEMM (column-major, cuBLAS's contract) as a loop, f32 only: for problem p of
 // group i, C_p = alpha_i op(A_p) op(B_p) + beta_i C_p (C not read when beta is 0); the pointer
@@ -245,7 +275,8 @@ cublasStatus_t cublasGemmGroupedBatchedEx(cublasHandle_t handle, const cublasOpe
     const bool ta = transa_array[i] != CUBLAS_OP_N, tb = transb_array[i] != CUBLAS_OP_N;
     const std::int64_t m = m_array[i], n = n_array[i], k = k_array[i];
     const std::int64_t lda = lda_array[i], ldb = ldb_array[i], ldc = ldc_array[i];
-    if (m < 0 || n < 0 || k < 0 || lda < (ta ? k : m) || ldb < (tb ? n : k) || ldc < m) return CUBLAS_STATUS_INVALID_VALUE;
+    if (m < 0 || n < 0 || k < 0 || lda < (ta ? k : m) || ldb < (tb ? n : k) || ldc < m)
+      return CUBLAS_STATUS_INVALID_VALUE;
     for (int q = 0; q < group_size[i]; ++q, ++problem) {
       const auto* a = static_cast<const float*>(Aarray[problem]);
       const auto* b = static_cast<const float*>(Barray[problem]);
@@ -268,12 +299,32 @@ cublasStatus_t cublasGemmGroupedBatchedEx(cublasHandle_t handle, const cublasOpe
 namespace myriad::cuda {
 int cuda_device_count_or_zero() noexcept { return 8; }  // enough for one emulated GPU per test rank
 DeviceBuffer::DeviceBuffer(std::size_t bytes, int device) : bytes_(bytes), device_(device) {
-  if (bytes) { data_ = std::aligned_alloc(64, (bytes + 63) / 64 * 64); std::memset(data_, 0xff, bytes); }
+  if (bytes) {
+    data_ = std::aligned_alloc(64, (bytes + 63) / 64 * 64);
+    std::memset(data_, 0xff, bytes);
+  }
 }
 DeviceBuffer::~DeviceBuffer() { release(); }
-DeviceBuffer::DeviceBuffer(DeviceBuffer&& o) noexcept : data_(o.data_), bytes_(o.bytes_), device_(o.device_) { o.data_ = nullptr; o.bytes_ = 0; }
-DeviceBuffer& DeviceBuffer::operator=(DeviceBuffer&& o) noexcept { if (this != &o) { release(); data_ = o.data_; bytes_ = o.bytes_; device_ = o.device_; o.data_ = nullptr; o.bytes_ = 0; } return *this; }
-void DeviceBuffer::release() noexcept { std::free(data_); data_ = nullptr; bytes_ = 0; }
+DeviceBuffer::DeviceBuffer(DeviceBuffer&& o) noexcept : data_(o.data_), bytes_(o.bytes_), device_(o.device_) {
+  o.data_ = nullptr;
+  o.bytes_ = 0;
+}
+DeviceBuffer& DeviceBuffer::operator=(DeviceBuffer&& o) noexcept {
+  if (this != &o) {
+    release();
+    data_ = o.data_;
+    bytes_ = o.bytes_;
+    device_ = o.device_;
+    o.data_ = nullptr;
+    o.bytes_ = 0;
+  }
+  return *this;
+}
+void DeviceBuffer::release() noexcept {
+  std::free(data_);
+  data_ = nullptr;
+  bytes_ = 0;
+}
 DeviceGuard::DeviceGuard(int device) : previous_(emulated::current_device) { emulated::current_device = device; }
 DeviceGuard::~DeviceGuard() { emulated::current_device = previous_; }
 void select_device(int device) {
@@ -306,12 +357,14 @@ void DeviceContext::synchronize() const {}
 static Tensor W(const void* p, const Shape& s, DType t = DType::f32) {
   if (p == nullptr && shape_numel(s) > 0) return Tensor();
   std::size_t bytes = shape_numel(s) * dtype_size(t);
-  return Tensor::from_storage(Storage::wrap(const_cast<void*>(p), bytes, Device::cpu(), [](void*) {}), s, contiguous_strides(s), 0, t);
+  return Tensor::from_storage(Storage::wrap(const_cast<void*>(p), bytes, Device::cpu(), [](void*) {}), s,
+                              contiguous_strides(s), 0, t);
 }
 
 // An operand as f32: itself, or its bf16 / f16 values widened (exactly) into a new tensor.
 static Tensor operand(const void* p, const Shape& s, cudaDataType_t type) {
-  MYRIAD_CHECK(type == CUDA_R_32F || type == CUDA_R_16BF || type == CUDA_R_16F, "emulated gemm: f32, bf16 or f16 inputs only");
+  MYRIAD_CHECK(type == CUDA_R_32F || type == CUDA_R_16BF || type == CUDA_R_16F,
+               "emulated gemm: f32, bf16 or f16 inputs only");
   if (type == CUDA_R_32F) return W(p, s);
   return W(p, s, type == CUDA_R_16F ? DType::f16 : DType::bf16).to(DType::f32);
 }
@@ -324,43 +377,62 @@ void gemm(const DeviceContext& context, const Gemm& g, const void* a, const void
   Tensor A = operand(a, g.transpose_a ? Shape{g.k, g.m} : Shape{g.m, g.k}, g.type);
   Tensor B = operand(b, g.transpose_b ? Shape{g.n, g.k} : Shape{g.k, g.n}, g.type);
   Tensor Cm = W(c, {g.m, g.n});
-  matmul_forward(MatmulArgs{.transpose_a = g.transpose_a, .transpose_b = g.transpose_b, .accumulate = g.accumulate}, A, B, Cm);
+  matmul_forward(MatmulArgs{.transpose_a = g.transpose_a, .transpose_b = g.transpose_b, .accumulate = g.accumulate}, A,
+                 B, Cm);
   if (g.epilogue != GemmEpilogue::none) {
-    float* cp = static_cast<float*>(c); const float* bp = static_cast<const float*>(bias);
-    for (std::int64_t i = 0; i < g.m; ++i) for (std::int64_t j = 0; j < g.n; ++j) cp[i * g.n + j] += bp[j];
+    float* cp = static_cast<float*>(c);
+    const float* bp = static_cast<const float*>(bias);
+    for (std::int64_t i = 0; i < g.m; ++i)
+      for (std::int64_t j = 0; j < g.n; ++j) cp[i * g.n + j] += bp[j];
     if (g.epilogue == GemmEpilogue::bias_gelu) gelu_forward(GeluArgs{}, Cm, Cm);
   }
 }
 void linear_gemm(const DeviceContext& context, const LinearGemm& l, const void* x, const void* weight, const void* bias,
                  void* y) {  // as the real one: y = x W^T through gemm()
-  gemm(context, Gemm{.m = l.m, .n = l.n, .k = l.k, .transpose_b = true, .type = l.type, .epilogue = l.epilogue,
-                     .accumulate = l.accumulate},
+  gemm(context,
+       Gemm{.m = l.m,
+            .n = l.n,
+            .k = l.k,
+            .transpose_b = true,
+            .type = l.type,
+            .epilogue = l.epilogue,
+            .accumulate = l.accumulate},
        x, weight, bias, y);
 }
 
 void gelu_forward_f32(const float* x, float* out, std::int64_t n, cudaStream_t launch_stream) {
-  emulated::check_launch_device(launch_stream); Tensor o = W(out, {n}); gelu_forward(GeluArgs{}, W(x, {n}), o); }
+  emulated::check_launch_device(launch_stream);
+  Tensor o = W(out, {n});
+  gelu_forward(GeluArgs{}, W(x, {n}), o);
+}
 void gelu_backward_f32(const float* x, const float* go, float* gx, std::int64_t n, cudaStream_t launch_stream) {
   emulated::check_launch_device(launch_stream);
-  Tensor tmp = Tensor::empty({n}); gelu_backward(GeluArgs{}, W(x, {n}), W(go, {n}), tmp); std::memcpy(gx, tmp.raw_data(), n * 4);
+  Tensor tmp = Tensor::empty({n});
+  gelu_backward(GeluArgs{}, W(x, {n}), W(go, {n}), tmp);
+  std::memcpy(gx, tmp.raw_data(), n * 4);
 }
-void layernorm_forward_f32(const float* x, const float* w, const float* b, float* out, float* mean, float* rstd, std::int64_t N, std::int64_t C, float eps, cudaStream_t launch_stream) {
+void layernorm_forward_f32(const float* x, const float* w, const float* b, float* out, float* mean, float* rstd,
+                           std::int64_t N, std::int64_t C, float eps, cudaStream_t launch_stream) {
   emulated::check_launch_device(launch_stream);
   Tensor o = W(out, {N, C}), m = W(mean, {N}), r = W(rstd, {N});
   layernorm_forward(LayernormArgs{.eps = eps}, W(x, {N, C}), W(w, {C}), W(b, {C}), o, m, r);
 }
 std::int64_t layernorm_backward_scratch_floats(std::int64_t, std::int64_t) { return 0; }
-void layernorm_backward_f32(const float* go, const float* x, const float* w, const float* mean, const float* rstd, float* gx, float* gw, float* gb, float*, std::int64_t, std::int64_t N, std::int64_t C, cudaStream_t launch_stream) {
+void layernorm_backward_f32(const float* go, const float* x, const float* w, const float* mean, const float* rstd,
+                            float* gx, float* gw, float* gb, float*, std::int64_t, std::int64_t N, std::int64_t C,
+                            cudaStream_t launch_stream) {
   emulated::check_launch_device(launch_stream);
   Tensor tx = W(gx, {N, C}), tw = W(gw, {C}), tb = W(gb, {C});
   layernorm_backward(LayernormArgs{}, W(x, {N, C}), W(w, {C}), W(mean, {N}), W(rstd, {N}), W(go, {N, C}), tx, tw, tb);
 }
-void rmsnorm_forward_f32(const float* x, const float* w, float* out, float* rstd, std::int64_t N, std::int64_t C, float eps, cudaStream_t launch_stream) {
+void rmsnorm_forward_f32(const float* x, const float* w, float* out, float* rstd, std::int64_t N, std::int64_t C,
+                         float eps, cudaStream_t launch_stream) {
   emulated::check_launch_device(launch_stream);
   Tensor o = W(out, {N, C}), r = W(rstd, {N});
   rmsnorm_forward(RmsnormArgs{.eps = eps}, W(x, {N, C}), W(w, {C}), o, r);
 }
-void rmsnorm_backward_f32(const float* go, const float* x, const float* w, const float* rstd, float* gx, float* gw, float*, std::int64_t, std::int64_t N, std::int64_t C, cudaStream_t launch_stream) {
+void rmsnorm_backward_f32(const float* go, const float* x, const float* w, const float* rstd, float* gx, float* gw,
+                          float*, std::int64_t, std::int64_t N, std::int64_t C, cudaStream_t launch_stream) {
   emulated::check_launch_device(launch_stream);
   Tensor tx = W(gx, {N, C}), tw = W(gw, {C});
   rmsnorm_backward(RmsnormArgs{}, W(x, {N, C}), W(w, {C}), W(rstd, {N}), W(go, {N, C}), tx, tw);
@@ -371,7 +443,8 @@ void swiglu_forward_f32(const float* gate, const float* up, float* out, std::int
   swiglu_forward(SwigluArgs{}, W(gate, {n}), W(up, {n}), tmp);
   std::memcpy(out, tmp.raw_data(), static_cast<std::size_t>(n) * 4);
 }
-void swiglu_backward_f32(const float* gate, const float* up, const float* go, float* gg, float* gu, std::int64_t n, cudaStream_t launch_stream) {
+void swiglu_backward_f32(const float* gate, const float* up, const float* go, float* gg, float* gu, std::int64_t n,
+                         cudaStream_t launch_stream) {
   emulated::check_launch_device(launch_stream);
   Tensor tg = Tensor::empty({n}), tu = Tensor::empty({n});
   swiglu_backward(SwigluArgs{}, W(gate, {n}), W(up, {n}), W(go, {n}), tg, tu);
@@ -379,49 +452,63 @@ void swiglu_backward_f32(const float* gate, const float* up, const float* go, fl
   if (gu != nullptr) std::memcpy(gu, tu.raw_data(), static_cast<std::size_t>(n) * 4);
 }
 // The tables and rotation of the kernels' contract (kernels.h): float64 angles, pairs (i, i + D/2).
-void rope_table_f32(float* cos_table, float* sin_table, std::int64_t seq, std::int64_t D, double theta, std::int64_t offset, cudaStream_t launch_stream) {
+void rope_table_f32(float* cos_table, float* sin_table, std::int64_t seq, std::int64_t D, double theta,
+                    std::int64_t offset, cudaStream_t launch_stream) {
   emulated::check_launch_device(launch_stream);
   const std::int64_t half = D / 2;
   for (std::int64_t t = 0; t < seq; ++t) {
     for (std::int64_t i = 0; i < half; ++i) {
-      const double angle = static_cast<double>(offset + t) * std::pow(theta, -2.0 * static_cast<double>(i) / static_cast<double>(D));
+      const double angle =
+          static_cast<double>(offset + t) * std::pow(theta, -2.0 * static_cast<double>(i) / static_cast<double>(D));
       cos_table[t * half + i] = static_cast<float>(std::cos(angle));
       sin_table[t * half + i] = static_cast<float>(std::sin(angle));
     }
   }
 }
-void rope_f32(const float* x, float* out, const float* cos_table, const float* sin_table, std::int64_t batch, std::int64_t seq, std::int64_t heads, std::int64_t D, bool backward, cudaStream_t launch_stream) {
+void rope_f32(const float* x, float* out, const float* cos_table, const float* sin_table, std::int64_t batch,
+              std::int64_t seq, std::int64_t heads, std::int64_t D, bool backward, cudaStream_t launch_stream) {
   emulated::check_launch_device(launch_stream);
   const std::int64_t half = D / 2;
-  for (std::int64_t b = 0; b < batch; ++b) for (std::int64_t t = 0; t < seq; ++t) for (std::int64_t h = 0; h < heads; ++h) {
-    const float* xr = x + ((b * seq + t) * heads + h) * D;
-    float* yr = out + ((b * seq + t) * heads + h) * D;
-    for (std::int64_t i = 0; i < half; ++i) {
-      const float c = cos_table[t * half + i], s = backward ? -sin_table[t * half + i] : sin_table[t * half + i];
-      const float x1 = xr[i], x2 = xr[i + half];
-      yr[i] = x1 * c - x2 * s;
-      yr[i + half] = x2 * c + x1 * s;
-    }
-  }
+  for (std::int64_t b = 0; b < batch; ++b)
+    for (std::int64_t t = 0; t < seq; ++t)
+      for (std::int64_t h = 0; h < heads; ++h) {
+        const float* xr = x + ((b * seq + t) * heads + h) * D;
+        float* yr = out + ((b * seq + t) * heads + h) * D;
+        for (std::int64_t i = 0; i < half; ++i) {
+          const float c = cos_table[t * half + i], s = backward ? -sin_table[t * half + i] : sin_table[t * half + i];
+          const float x1 = xr[i], x2 = xr[i + half];
+          yr[i] = x1 * c - x2 * s;
+          yr[i + half] = x2 * c + x1 * s;
+        }
+      }
 }
-void embedding_forward_f32(const std::int32_t* ids, const float* table, float* out, long long* bad, std::int64_t n, std::int64_t V, std::int64_t C, cudaStream_t launch_stream) {
+void embedding_forward_f32(const std::int32_t* ids, const float* table, float* out, long long* bad, std::int64_t n,
+                           std::int64_t V, std::int64_t C, cudaStream_t launch_stream) {
   emulated::check_launch_device(launch_stream);
   for (std::int64_t i = 0; i < n; ++i) {
-    if (ids[i] < 0 || ids[i] >= V) { if (i < *bad) *bad = i; std::memset(out + i * C, 0, C * 4); continue; }
+    if (ids[i] < 0 || ids[i] >= V) {
+      if (i < *bad) *bad = i;
+      std::memset(out + i * C, 0, C * 4);
+      continue;
+    }
     std::memcpy(out + i * C, table + ids[i] * C, C * 4);
   }
 }
-void embedding_backward_f32(const std::int32_t* ids, const float* go, float* gt, long long*, std::int64_t n, std::int64_t V, std::int64_t C, cudaStream_t launch_stream) {
+void embedding_backward_f32(const std::int32_t* ids, const float* go, float* gt, long long*, std::int64_t n,
+                            std::int64_t V, std::int64_t C, cudaStream_t launch_stream) {
   emulated::check_launch_device(launch_stream);
-  for (std::int64_t i = 0; i < n; ++i) { if (ids[i] < 0 || ids[i] >= V) continue; for (std::int64_t c = 0; c < C; ++c) gt[ids[i] * C + c] += go[i * C + c]; }
+  for (std::int64_t i = 0; i < n; ++i) {
+    if (ids[i] < 0 || ids[i] >= V) continue;
+    for (std::int64_t c = 0; c < C; ++c) gt[ids[i] * C + c] += go[i * C + c];
+  }
 }
 // The CPU op's arguments for a flash launcher's shape: offsets, accumulate and, with a layout, a
 // host BlockLayout copied from its arrays ("device" memory is host memory here). The launchers'
 // own layout rule (a query tile inside one layout block: block_size a multiple of `tile`) is
 // checked as the kernels check it.
 static AttentionArgs flash_args(const char* op, const FlashAttentionShape& s, std::int64_t tile, BlockLayout& layout) {
-  AttentionArgs args{.scale = s.scale, .causal = s.causal, .q_offset = s.q_offset, .k_offset = s.k_offset,
-                     .accumulate = s.accumulate};
+  AttentionArgs args{
+      .scale = s.scale, .causal = s.causal, .q_offset = s.q_offset, .k_offset = s.k_offset, .accumulate = s.accumulate};
   if (s.layout.row_begin == nullptr) return args;
   MYRIAD_CHECK(s.layout.block_size >= 1 && s.layout.block_size % tile == 0,
                op << ": layout block_size " << s.layout.block_size << " must be a positive multiple of " << tile
@@ -437,7 +524,8 @@ static AttentionArgs flash_args(const char* op, const FlashAttentionShape& s, st
 static Shape q_shape(const FlashAttentionShape& s) { return {s.batch, s.q_heads, s.q_seq, s.head_dim}; }
 static Shape kv_shape(const FlashAttentionShape& s) { return {s.batch, s.kv_heads, s.key_rows(), s.head_dim}; }
 static Shape lse_shape(const FlashAttentionShape& s) { return {s.batch, s.q_heads, s.q_seq}; }
-void flash_attention_forward_f32(const float* q, const float* k, const float* v, float* out, float* lse, const FlashAttentionShape& s, cudaStream_t launch_stream) {
+void flash_attention_forward_f32(const float* q, const float* k, const float* v, float* out, float* lse,
+                                 const FlashAttentionShape& s, cudaStream_t launch_stream) {
   emulated::check_launch_device(launch_stream);
   BlockLayout layout;
   const AttentionArgs args = flash_args("flash_attention_forward_f32", s, kFlashAttentionLayoutTile, layout);
@@ -445,7 +533,9 @@ void flash_attention_forward_f32(const float* q, const float* k, const float* v,
   Tensor o = W(out, sq), l = W(lse, lse_shape(s));
   attention_forward(args, W(q, sq), W(k, sk), W(v, sk), o, l);
 }
-void flash_attention_backward_f32(const float* q, const float* k, const float* v, const float* out, const float* lse, const float* go, float* gq, float* gk, float* gv, float*, std::int64_t, const FlashAttentionShape& s, cudaStream_t launch_stream) {
+void flash_attention_backward_f32(const float* q, const float* k, const float* v, const float* out, const float* lse,
+                                  const float* go, float* gq, float* gk, float* gv, float*, std::int64_t,
+                                  const FlashAttentionShape& s, cudaStream_t launch_stream) {
   emulated::check_launch_device(launch_stream);
   BlockLayout layout;
   const AttentionArgs args = flash_args("flash_attention_backward_f32", s, kFlashAttentionLayoutTile, layout);
@@ -453,20 +543,28 @@ void flash_attention_backward_f32(const float* q, const float* k, const float* v
   Tensor a = W(gq, sq), b = W(gk, sk), c = W(gv, sk);
   attention_backward(args, W(q, sq), W(k, sk), W(v, sk), W(out, sq), W(lse, lse_shape(s)), W(go, sq), a, b, c);
 }
-void attention_merge_f32(float* out, float* lse, const float* part_out, const float* part_lse, std::int64_t rows, std::int64_t head_dim, cudaStream_t launch_stream) {
+void attention_merge_f32(float* out, float* lse, const float* part_out, const float* part_lse, std::int64_t rows,
+                         std::int64_t head_dim, cudaStream_t launch_stream) {
   emulated::check_launch_device(launch_stream);
   Tensor o = W(out, {1, 1, rows, head_dim}), l = W(lse, {1, 1, rows});
   attention_merge(o, l, W(part_out, {1, 1, rows, head_dim}), W(part_lse, {1, 1, rows}));
 }
 // 16-bit attention: the CPU op on the widened bf16 / f16 inputs, outputs rounded to the same type
 // (with accumulate, the gradients are widened first, summed in f32 and rounded once).
-template <typename H> constexpr DType kHalf = std::is_same_v<H, __half> ? DType::f16 : DType::bf16;
-template <typename H> static Tensor widen(const H* p, const Shape& s) { return W(p, s, kHalf<H>).to(DType::f32); }
-template <typename H> static void narrow(const Tensor& t, H* out) {
+template <typename H>
+constexpr DType kHalf = std::is_same_v<H, __half> ? DType::f16 : DType::bf16;
+template <typename H>
+static Tensor widen(const H* p, const Shape& s) {
+  return W(p, s, kHalf<H>).to(DType::f32);
+}
+template <typename H>
+static void narrow(const Tensor& t, H* out) {
   Tensor h = t.to(kHalf<H>);  // round to nearest even (core/half.h); f16 past 65504 -> inf
   std::memcpy(out, h.raw_data(), h.nbytes());
 }
-template <typename H> static void attention_forward_half(const char* op, std::int64_t tile, const H* q, const H* k, const H* v, H* out, float* lse, const FlashAttentionShape& s) {
+template <typename H>
+static void attention_forward_half(const char* op, std::int64_t tile, const H* q, const H* k, const H* v, H* out,
+                                   float* lse, const FlashAttentionShape& s) {
   BlockLayout layout;
   const AttentionArgs args = flash_args(op, s, tile, layout);
   Shape sq = q_shape(s), sk = kv_shape(s);
@@ -474,52 +572,78 @@ template <typename H> static void attention_forward_half(const char* op, std::in
   attention_forward(args, widen(q, sq), widen(k, sk), widen(v, sk), o, l);
   narrow(o, out);
 }
-template <typename H> static void attention_backward_half(const char* op, std::int64_t tile, const H* q, const H* k, const H* v, const H* out, const float* lse, const H* go, H* gq, H* gk, H* gv, const FlashAttentionShape& s) {
+template <typename H>
+static void attention_backward_half(const char* op, std::int64_t tile, const H* q, const H* k, const H* v, const H* out,
+                                    const float* lse, const H* go, H* gq, H* gk, H* gv, const FlashAttentionShape& s) {
   BlockLayout layout;
   const AttentionArgs args = flash_args(op, s, tile, layout);
   Shape sq = q_shape(s), sk = kv_shape(s);
   Tensor a = s.accumulate ? widen(gq, sq) : Tensor::empty(sq), b = s.accumulate ? widen(gk, sk) : Tensor::empty(sk);
   Tensor c = s.accumulate ? widen(gv, sk) : Tensor::empty(sk);
-  attention_backward(args, widen(q, sq), widen(k, sk), widen(v, sk), widen(out, sq), W(lse, lse_shape(s)), widen(go, sq), a, b, c);
+  attention_backward(args, widen(q, sq), widen(k, sk), widen(v, sk), widen(out, sq), W(lse, lse_shape(s)),
+                     widen(go, sq), a, b, c);
   narrow(a, gq);
   narrow(b, gk);
   narrow(c, gv);
 }
-void flash_attention_forward_bf16(const __nv_bfloat16* q, const __nv_bfloat16* k, const __nv_bfloat16* v, __nv_bfloat16* out, float* lse, const FlashAttentionShape& s, cudaStream_t launch_stream) {
+void flash_attention_forward_bf16(const __nv_bfloat16* q, const __nv_bfloat16* k, const __nv_bfloat16* v,
+                                  __nv_bfloat16* out, float* lse, const FlashAttentionShape& s,
+                                  cudaStream_t launch_stream) {
   emulated::check_launch_device(launch_stream);
   attention_forward_half("flash_attention_forward_bf16", kFlashAttentionLayoutTile, q, k, v, out, lse, s);
 }
-void flash_attention_forward_tc_bf16(const __nv_bfloat16* q, const __nv_bfloat16* k, const __nv_bfloat16* v, __nv_bfloat16* out, float* lse, const FlashAttentionShape& s, cudaStream_t launch_stream) {
+void flash_attention_forward_tc_bf16(const __nv_bfloat16* q, const __nv_bfloat16* k, const __nv_bfloat16* v,
+                                     __nv_bfloat16* out, float* lse, const FlashAttentionShape& s,
+                                     cudaStream_t launch_stream) {
   emulated::check_launch_device(launch_stream);
   attention_forward_half("flash_attention_forward_tc_bf16", kFlashAttentionTcLayoutTile, q, k, v, out, lse, s);
 }
-void flash_attention_forward_tc_f16(const __half* q, const __half* k, const __half* v, __half* out, float* lse, const FlashAttentionShape& s, cudaStream_t launch_stream) {
+void flash_attention_forward_tc_f16(const __half* q, const __half* k, const __half* v, __half* out, float* lse,
+                                    const FlashAttentionShape& s, cudaStream_t launch_stream) {
   emulated::check_launch_device(launch_stream);
   attention_forward_half("flash_attention_forward_tc_f16", kFlashAttentionTcLayoutTile, q, k, v, out, lse, s);
 }
-void flash_attention_backward_bf16(const __nv_bfloat16* q, const __nv_bfloat16* k, const __nv_bfloat16* v, const __nv_bfloat16* out, const float* lse, const __nv_bfloat16* go, __nv_bfloat16* gq, __nv_bfloat16* gk, __nv_bfloat16* gv, float*, std::int64_t, const FlashAttentionShape& s, cudaStream_t launch_stream) {
+void flash_attention_backward_bf16(const __nv_bfloat16* q, const __nv_bfloat16* k, const __nv_bfloat16* v,
+                                   const __nv_bfloat16* out, const float* lse, const __nv_bfloat16* go,
+                                   __nv_bfloat16* gq, __nv_bfloat16* gk, __nv_bfloat16* gv, float*, std::int64_t,
+                                   const FlashAttentionShape& s, cudaStream_t launch_stream) {
   emulated::check_launch_device(launch_stream);
-  attention_backward_half("flash_attention_backward_bf16", kFlashAttentionLayoutTile, q, k, v, out, lse, go, gq, gk, gv, s);
+  attention_backward_half("flash_attention_backward_bf16", kFlashAttentionLayoutTile, q, k, v, out, lse, go, gq, gk, gv,
+                          s);
 }
-void flash_attention_backward_tc_bf16(const __nv_bfloat16* q, const __nv_bfloat16* k, const __nv_bfloat16* v, const __nv_bfloat16* out, const float* lse, const __nv_bfloat16* go, __nv_bfloat16* gq, __nv_bfloat16* gk, __nv_bfloat16* gv, float*, std::int64_t, const FlashAttentionShape& s, cudaStream_t launch_stream) {
+void flash_attention_backward_tc_bf16(const __nv_bfloat16* q, const __nv_bfloat16* k, const __nv_bfloat16* v,
+                                      const __nv_bfloat16* out, const float* lse, const __nv_bfloat16* go,
+                                      __nv_bfloat16* gq, __nv_bfloat16* gk, __nv_bfloat16* gv, float*, std::int64_t,
+                                      const FlashAttentionShape& s, cudaStream_t launch_stream) {
   emulated::check_launch_device(launch_stream);
-  attention_backward_half("flash_attention_backward_tc_bf16", kFlashAttentionTcLayoutTile, q, k, v, out, lse, go, gq, gk, gv, s);
+  attention_backward_half("flash_attention_backward_tc_bf16", kFlashAttentionTcLayoutTile, q, k, v, out, lse, go, gq,
+                          gk, gv, s);
 }
-void flash_attention_backward_tc_f16(const __half* q, const __half* k, const __half* v, const __half* out, const float* lse, const __half* go, __half* gq, __half* gk, __half* gv, float*, std::int64_t, const FlashAttentionShape& s, cudaStream_t launch_stream) {
+void flash_attention_backward_tc_f16(const __half* q, const __half* k, const __half* v, const __half* out,
+                                     const float* lse, const __half* go, __half* gq, __half* gk, __half* gv, float*,
+                                     std::int64_t, const FlashAttentionShape& s, cudaStream_t launch_stream) {
   emulated::check_launch_device(launch_stream);
-  attention_backward_half("flash_attention_backward_tc_f16", kFlashAttentionTcLayoutTile, q, k, v, out, lse, go, gq, gk, gv, s);
+  attention_backward_half("flash_attention_backward_tc_f16", kFlashAttentionTcLayoutTile, q, k, v, out, lse, go, gq, gk,
+                          gv, s);
 }
-template <typename H> static void widen_into(const H* x, float* out, std::int64_t n) {
+template <typename H>
+static void widen_into(const H* x, float* out, std::int64_t n) {
   Tensor wide = widen(x, {n});
   std::memcpy(out, wide.raw_data(), static_cast<std::size_t>(n) * 4);
 }
 void convert_bf16_to_f32(const __nv_bfloat16* x, float* out, std::int64_t n, cudaStream_t launch_stream) {
-  emulated::check_launch_device(launch_stream); widen_into(x, out, n); }
-void convert_f16_to_f32(const __half* x, float* out, std::int64_t n, cudaStream_t launch_stream) {
-  emulated::check_launch_device(launch_stream); widen_into(x, out, n); }
-void cross_entropy_forward_f32(const float* logits, const std::int32_t* t, float* losses, float* lse, long long* bad, std::int64_t N, std::int64_t V, std::int32_t ig, cudaStream_t launch_stream) {
   emulated::check_launch_device(launch_stream);
-  for (std::int64_t i = 0; i < N; ++i) if (t[i] != ig && (t[i] < 0 || t[i] >= V) && i < *bad) *bad = i;
+  widen_into(x, out, n);
+}
+void convert_f16_to_f32(const __half* x, float* out, std::int64_t n, cudaStream_t launch_stream) {
+  emulated::check_launch_device(launch_stream);
+  widen_into(x, out, n);
+}
+void cross_entropy_forward_f32(const float* logits, const std::int32_t* t, float* losses, float* lse, long long* bad,
+                               std::int64_t N, std::int64_t V, std::int32_t ig, cudaStream_t launch_stream) {
+  emulated::check_launch_device(launch_stream);
+  for (std::int64_t i = 0; i < N; ++i)
+    if (t[i] != ig && (t[i] < 0 || t[i] >= V) && i < *bad) *bad = i;
   Tensor l = W(losses, {N}), s = W(lse, {N});
   cross_entropy_forward(CrossEntropyArgs{.ignore_index = ig}, W(logits, {N, V}), W(t, {N}, DType::i32), l, s);
 }
@@ -528,18 +652,24 @@ void softmax_forward_f32(const float* x, float* out, std::int64_t rows, std::int
   Tensor o = W(out, {rows, cols});
   softmax_forward(SoftmaxArgs{}, W(x, {rows, cols}), o);
 }
-void softmax_backward_f32(const float* out, const float* go, float* gx, std::int64_t rows, std::int64_t cols, cudaStream_t launch_stream) {
+void softmax_backward_f32(const float* out, const float* go, float* gx, std::int64_t rows, std::int64_t cols,
+                          cudaStream_t launch_stream) {
   emulated::check_launch_device(launch_stream);
   Tensor g = W(gx, {rows, cols});
   softmax_backward(SoftmaxArgs{}, W(out, {rows, cols}), W(go, {rows, cols}), g);
 }
-void cross_entropy_backward_f32(const float* logits, const std::int32_t* t, const float* lse, const float* gl, float* glog, std::int64_t N, std::int64_t V, std::int32_t ig, cudaStream_t launch_stream) {
+void cross_entropy_backward_f32(const float* logits, const std::int32_t* t, const float* lse, const float* gl,
+                                float* glog, std::int64_t N, std::int64_t V, std::int32_t ig,
+                                cudaStream_t launch_stream) {
   emulated::check_launch_device(launch_stream);
   Tensor tmp = Tensor::empty({N, V});
-  cross_entropy_backward(CrossEntropyArgs{.ignore_index = ig}, W(logits, {N, V}), W(t, {N}, DType::i32), W(lse, {N}), W(gl, {N}), tmp);
+  cross_entropy_backward(CrossEntropyArgs{.ignore_index = ig}, W(logits, {N, V}), W(t, {N}, DType::i32), W(lse, {N}),
+                         W(gl, {N}), tmp);
   std::memcpy(glog, tmp.raw_data(), N * V * 4);
 }
-void cross_entropy_backward_shard_f32(const float* logits, const std::int32_t* t, const float* lse, const float* gl, float* glog, std::int64_t N, std::int64_t V, std::int64_t start, std::int32_t ig, cudaStream_t launch_stream) {
+void cross_entropy_backward_shard_f32(const float* logits, const std::int32_t* t, const float* lse, const float* gl,
+                                      float* glog, std::int64_t N, std::int64_t V, std::int64_t start, std::int32_t ig,
+                                      cudaStream_t launch_stream) {
   emulated::check_launch_device(launch_stream);
   for (std::int64_t i = 0; i < N; ++i) {  // the contract of kernels.h, as a loop
     const float scale = t[i] == ig ? 0.0f : gl[i];
@@ -549,25 +679,43 @@ void cross_entropy_backward_shard_f32(const float* logits, const std::int32_t* t
     }
   }
 }
-void adamw_update_f32(float* p, const float* g, float* m, float* v, std::int64_t n, const AdamWStep& s, cudaStream_t launch_stream) {
+void adamw_update_f32(float* p, const float* g, float* m, float* v, std::int64_t n, const AdamWStep& s,
+                      cudaStream_t launch_stream) {
   emulated::check_launch_device(launch_stream);
   Tensor tp = W(p, {n}), tm = W(m, {n}), tv = W(v, {n});
-  adamw_update(AdamWArgs{.lr = s.lr, .beta1 = s.beta1, .beta2 = s.beta2, .eps = s.eps, .weight_decay = s.weight_decay, .step = s.step, .grad_scale = s.grad_scale}, tp, W(g, {n}), tm, tv);
+  adamw_update(AdamWArgs{.lr = s.lr,
+                         .beta1 = s.beta1,
+                         .beta2 = s.beta2,
+                         .eps = s.eps,
+                         .weight_decay = s.weight_decay,
+                         .step = s.step,
+                         .grad_scale = s.grad_scale},
+               tp, W(g, {n}), tm, tv);
 }
 std::int64_t grad_norm_scratch_doubles(std::int64_t) { return 1; }
-void grad_norm_squared_f32(const float* g, std::int64_t n, double*, std::int64_t, double* out, cudaStream_t launch_stream) {
-  emulated::check_launch_device(launch_stream); *out = grad_norm_squared(W(g, {n})); }
+void grad_norm_squared_f32(const float* g, std::int64_t n, double*, std::int64_t, double* out,
+                           cudaStream_t launch_stream) {
+  emulated::check_launch_device(launch_stream);
+  *out = grad_norm_squared(W(g, {n}));
+}
 void convert_f32_to_bf16(const float* x, __nv_bfloat16* out, std::int64_t n, cudaStream_t launch_stream) {
-  emulated::check_launch_device(launch_stream); narrow(W(x, {n}), out); }
+  emulated::check_launch_device(launch_stream);
+  narrow(W(x, {n}), out);
+}
 void convert_f32_to_f16(const float* x, __half* out, std::int64_t n, cudaStream_t launch_stream) {
-  emulated::check_launch_device(launch_stream); narrow(W(x, {n}), out); }
+  emulated::check_launch_device(launch_stream);
+  narrow(W(x, {n}), out);
+}
 void add_f32(const float* a, const float* b, float* out, std::int64_t n, cudaStream_t launch_stream) {
-  emulated::check_launch_device(launch_stream); for (std::int64_t i = 0; i < n; ++i) out[i] = a[i] + b[i]; }
+  emulated::check_launch_device(launch_stream);
+  for (std::int64_t i = 0; i < n; ++i) out[i] = a[i] + b[i];
+}
 void fill_f32(float* out, float value, std::int64_t n, cudaStream_t launch_stream) {
   emulated::check_launch_device(launch_stream);
   for (std::int64_t i = 0; i < n; ++i) out[i] = value;
 }
-void axpby_f32(float alpha, const float* a, float beta, const float* b, float* out, std::int64_t n, bool accumulate, cudaStream_t launch_stream) {
+void axpby_f32(float alpha, const float* a, float beta, const float* b, float* out, std::int64_t n, bool accumulate,
+               cudaStream_t launch_stream) {
   emulated::check_launch_device(launch_stream);
   for (std::int64_t i = 0; i < n; ++i) {
     const float value = b == nullptr ? alpha * a[i] : alpha * a[i] + beta * b[i];
@@ -575,20 +723,33 @@ void axpby_f32(float alpha, const float* a, float beta, const float* b, float* o
   }
 }
 void add_broadcast_rows_f32(float* x, const float* row, std::int64_t rows, std::int64_t w, cudaStream_t launch_stream) {
-  emulated::check_launch_device(launch_stream); for (std::int64_t i = 0; i < rows * w; ++i) x[i] += row[i % w]; }
-void column_sums_accumulate_f32(const float* x, float* out, std::int64_t rows, std::int64_t cols, cudaStream_t launch_stream) {
   emulated::check_launch_device(launch_stream);
-  for (std::int64_t c = 0; c < cols; ++c) { float s = 0; for (std::int64_t r = 0; r < rows; ++r) s += x[r * cols + c]; out[c] += s; }
+  for (std::int64_t i = 0; i < rows * w; ++i) x[i] += row[i % w];
 }
-void split_heads_f32(const float* src, std::int64_t st, float* dst, std::int64_t B, std::int64_t T, std::int64_t H, std::int64_t D, cudaStream_t launch_stream) {
+void column_sums_accumulate_f32(const float* x, float* out, std::int64_t rows, std::int64_t cols,
+                                cudaStream_t launch_stream) {
   emulated::check_launch_device(launch_stream);
-  for (std::int64_t b = 0; b < B; ++b) for (std::int64_t h = 0; h < H; ++h) for (std::int64_t t = 0; t < T; ++t) for (std::int64_t d = 0; d < D; ++d)
-    dst[((b * H + h) * T + t) * D + d] = src[(b * T + t) * st + h * D + d];
+  for (std::int64_t c = 0; c < cols; ++c) {
+    float s = 0;
+    for (std::int64_t r = 0; r < rows; ++r) s += x[r * cols + c];
+    out[c] += s;
+  }
 }
-void merge_heads_f32(const float* src, float* dst, std::int64_t st, std::int64_t B, std::int64_t T, std::int64_t H, std::int64_t D, cudaStream_t launch_stream) {
+void split_heads_f32(const float* src, std::int64_t st, float* dst, std::int64_t B, std::int64_t T, std::int64_t H,
+                     std::int64_t D, cudaStream_t launch_stream) {
   emulated::check_launch_device(launch_stream);
-  for (std::int64_t b = 0; b < B; ++b) for (std::int64_t h = 0; h < H; ++h) for (std::int64_t t = 0; t < T; ++t) for (std::int64_t d = 0; d < D; ++d)
-    dst[(b * T + t) * st + h * D + d] = src[((b * H + h) * T + t) * D + d];
+  for (std::int64_t b = 0; b < B; ++b)
+    for (std::int64_t h = 0; h < H; ++h)
+      for (std::int64_t t = 0; t < T; ++t)
+        for (std::int64_t d = 0; d < D; ++d) dst[((b * H + h) * T + t) * D + d] = src[(b * T + t) * st + h * D + d];
+}
+void merge_heads_f32(const float* src, float* dst, std::int64_t st, std::int64_t B, std::int64_t T, std::int64_t H,
+                     std::int64_t D, cudaStream_t launch_stream) {
+  emulated::check_launch_device(launch_stream);
+  for (std::int64_t b = 0; b < B; ++b)
+    for (std::int64_t h = 0; h < H; ++h)
+      for (std::int64_t t = 0; t < T; ++t)
+        for (std::int64_t d = 0; d < D; ++d) dst[(b * T + t) * st + h * D + d] = src[((b * H + h) * T + t) * D + d];
 }
 // Token routing: the CPU ops on the launcher's contract — an index out of range lowers *bad to
 // its flat position and counts as -1 (the CPU op would throw instead, so it gets the cleaned map).
@@ -601,28 +762,37 @@ static Tensor routing_indices(const std::int32_t* p, std::int64_t n, std::int64_
   }
   return cleaned;
 }
-void gather_rows_f32(const float* x, const std::int32_t* source, float* out, long long* bad, std::int64_t rows, std::int64_t tokens, std::int64_t C, cudaStream_t launch_stream) {
+void gather_rows_f32(const float* x, const std::int32_t* source, float* out, long long* bad, std::int64_t rows,
+                     std::int64_t tokens, std::int64_t C, cudaStream_t launch_stream) {
   emulated::check_launch_device(launch_stream);
   Tensor o = W(out, {rows, C});
   gather_rows(W(x, {tokens, C}), routing_indices(source, rows, tokens, bad), o);
 }
-void combine_rows_forward_f32(const float* rows, const std::int32_t* slot, const float* weight, float* out, long long* bad, std::int64_t tokens, std::int64_t k, std::int64_t R, std::int64_t C, cudaStream_t launch_stream) {
+void combine_rows_forward_f32(const float* rows, const std::int32_t* slot, const float* weight, float* out,
+                              long long* bad, std::int64_t tokens, std::int64_t k, std::int64_t R, std::int64_t C,
+                              cudaStream_t launch_stream) {
   emulated::check_launch_device(launch_stream);
   Tensor o = W(out, {tokens, C});
-  combine_rows_forward(W(rows, {R, C}), routing_indices(slot, tokens * k, R, bad).view({tokens, k}), W(weight, {tokens, k}), o);
+  combine_rows_forward(W(rows, {R, C}), routing_indices(slot, tokens * k, R, bad).view({tokens, k}),
+                       W(weight, {tokens, k}), o);
 }
-void combine_rows_backward_f32(const float* rows, const std::int32_t* slot, const float* weight, const float* go, float* grad_rows, float* grad_weight, long long* bad, std::int64_t tokens, std::int64_t k, std::int64_t R, std::int64_t C, cudaStream_t launch_stream) {
+void combine_rows_backward_f32(const float* rows, const std::int32_t* slot, const float* weight, const float* go,
+                               float* grad_rows, float* grad_weight, long long* bad, std::int64_t tokens,
+                               std::int64_t k, std::int64_t R, std::int64_t C, cudaStream_t launch_stream) {
   emulated::check_launch_device(launch_stream);
   Tensor gr = W(grad_rows, {R, C}), gw = W(grad_weight, {tokens, k});
-  combine_rows_backward(W(rows, {R, C}), routing_indices(slot, tokens * k, R, bad).view({tokens, k}), W(weight, {tokens, k}), W(go, {tokens, C}), gr, gw);
+  combine_rows_backward(W(rows, {R, C}), routing_indices(slot, tokens * k, R, bad).view({tokens, k}),
+                        W(weight, {tokens, k}), W(go, {tokens, C}), gr, gw);
 }
-void add_group_bias_f32(float* x, const float* bias, const std::int64_t* offsets, std::int64_t groups, std::int64_t, std::int64_t cols, cudaStream_t launch_stream) {
+void add_group_bias_f32(float* x, const float* bias, const std::int64_t* offsets, std::int64_t groups, std::int64_t,
+                        std::int64_t cols, cudaStream_t launch_stream) {
   emulated::check_launch_device(launch_stream);
   for (std::int64_t g = 0; g < groups; ++g)
     for (std::int64_t r = offsets[g]; r < offsets[g + 1]; ++r)
       for (std::int64_t c = 0; c < cols; ++c) x[r * cols + c] += bias[g * cols + c];
 }
-void group_column_sums_accumulate_f32(const float* x, float* out, const std::int64_t* offsets, std::int64_t groups, std::int64_t, std::int64_t cols, cudaStream_t launch_stream) {
+void group_column_sums_accumulate_f32(const float* x, float* out, const std::int64_t* offsets, std::int64_t groups,
+                                      std::int64_t, std::int64_t cols, cudaStream_t launch_stream) {
   emulated::check_launch_device(launch_stream);
   for (std::int64_t g = 0; g < groups; ++g) {
     if (offsets[g] == offsets[g + 1]) continue;  // an empty group's row is not touched

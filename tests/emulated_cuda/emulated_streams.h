@@ -9,10 +9,9 @@
 // cudaEventQuery of it — which answers cudaErrorNotReady while work is outstanding, as a GPU still
 // busy would, unless a wait loop has polled since its last such answer (note_wait_poll: the
 // emulated ncclCommGetAsyncError, which NcclWork::wait calls between queries), so a one-off
-// completion check does not see the work done — cudaStreamWaitEvent on such an event (later work on the waiting stream runs at its
-// launch, so delivering at the wait is the GPU's order), cudaStreamSynchronize,
-// cudaDeviceSynchronize. Inputs are read at launch, which is after the work the launch waits
-// for (it ran on the host already).
+// completion check does not see the work done — cudaStreamWaitEvent on such an event (later work on the waiting stream
+// runs at its launch, so delivering at the wait is the GPU's order), cudaStreamSynchronize, cudaDeviceSynchronize.
+// Inputs are read at launch, which is after the work the launch waits for (it ran on the host already).
 #pragma once
 
 #include <cuda_runtime_api.h>

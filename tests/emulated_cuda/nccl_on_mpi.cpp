@@ -30,20 +30,30 @@ namespace {
 
 MPI_Datatype mpi_type(ncclDataType_t type) {
   switch (type) {
-    case ncclFloat32: return MPI_FLOAT;
-    case ncclInt32: return MPI_INT32_T;
-    case ncclInt64: return MPI_INT64_T;
-    case ncclUint8: return MPI_BYTE;
-    default: return MPI_DATATYPE_NULL;  // bf16 / f16: not emulated
+    case ncclFloat32:
+      return MPI_FLOAT;
+    case ncclInt32:
+      return MPI_INT32_T;
+    case ncclInt64:
+      return MPI_INT64_T;
+    case ncclUint8:
+      return MPI_BYTE;
+    default:
+      return MPI_DATATYPE_NULL;  // bf16 / f16: not emulated
   }
 }
 
 std::size_t type_bytes(ncclDataType_t type) {
   switch (type) {
-    case ncclFloat32: case ncclInt32: return 4;
-    case ncclInt64: return 8;
-    case ncclUint8: return 1;
-    default: return 0;
+    case ncclFloat32:
+    case ncclInt32:
+      return 4;
+    case ncclInt64:
+      return 8;
+    case ncclUint8:
+      return 1;
+    default:
+      return 0;
   }
 }
 
@@ -152,8 +162,8 @@ ncclResult_t ncclAllReduce(const void* send, void* recv, size_t count, ncclDataT
                            ncclComm_t comm, cudaStream_t stream) {
   if (mpi_type(type) == MPI_DATATYPE_NULL) return ncclInvalidArgument;
   Bytes result = private_buffer(count * type_bytes(type), send);
-  const int status = MPI_Allreduce(MPI_IN_PLACE, result->data(), static_cast<int>(count), mpi_type(type), mpi_op(op),
-                                   comm->comm);
+  const int status =
+      MPI_Allreduce(MPI_IN_PLACE, result->data(), static_cast<int>(count), mpi_type(type), mpi_op(op), comm->comm);
   deliver_later(stream, recv, result);
   return checked(status);
 }
@@ -162,8 +172,8 @@ ncclResult_t ncclReduceScatter(const void* send, void* recv, size_t count, ncclD
                                ncclComm_t comm, cudaStream_t stream) {
   if (mpi_type(type) == MPI_DATATYPE_NULL) return ncclInvalidArgument;
   Bytes result = private_buffer(count * type_bytes(type));
-  const int status = MPI_Reduce_scatter_block(send, result->data(), static_cast<int>(count), mpi_type(type),
-                                              mpi_op(op), comm->comm);
+  const int status =
+      MPI_Reduce_scatter_block(send, result->data(), static_cast<int>(count), mpi_type(type), mpi_op(op), comm->comm);
   deliver_later(stream, recv, result);
   return checked(status);
 }

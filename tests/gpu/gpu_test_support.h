@@ -20,11 +20,11 @@
 #include "myriad/cuda/device_buffer.h"
 #include "myriad/cuda/device_context.h"
 
-#define MYRIAD_REQUIRE_GPU()                                                                     \
-  do {                                                                                           \
-    if (::myriad::cuda::cuda_device_count_or_zero() == 0) {                                      \
-      GTEST_SKIP() << "no CUDA device (cudaGetDeviceCount reports none or an error)";             \
-    }                                                                                            \
+#define MYRIAD_REQUIRE_GPU()                                                          \
+  do {                                                                                \
+    if (::myriad::cuda::cuda_device_count_or_zero() == 0) {                           \
+      GTEST_SKIP() << "no CUDA device (cudaGetDeviceCount reports none or an error)"; \
+    }                                                                                 \
   } while (0)
 
 namespace myriad::testing {
@@ -70,15 +70,15 @@ class DeviceArray {
 
   void upload(const std::vector<T>& host) {
     ASSERT_EQ(static_cast<std::int64_t>(host.size()), n_);
-    MYRIAD_CUDA_CHECK(cudaMemcpyAsync(get(), host.data(), host.size() * sizeof(T), cudaMemcpyHostToDevice,
-                                      context_->stream()));
+    MYRIAD_CUDA_CHECK(
+        cudaMemcpyAsync(get(), host.data(), host.size() * sizeof(T), cudaMemcpyHostToDevice, context_->stream()));
     context_->synchronize();
   }
 
   std::vector<T> download() const {
     std::vector<T> host(static_cast<std::size_t>(n_));
-    MYRIAD_CUDA_CHECK(cudaMemcpyAsync(host.data(), get(), host.size() * sizeof(T), cudaMemcpyDeviceToHost,
-                                      context_->stream()));
+    MYRIAD_CUDA_CHECK(
+        cudaMemcpyAsync(host.data(), get(), host.size() * sizeof(T), cudaMemcpyDeviceToHost, context_->stream()));
     context_->synchronize();
     return host;
   }

@@ -34,23 +34,32 @@ TEST(AdamWKernel, MatchesTheCpuUpdateOverSeveralSteps) {
     std::copy(param.begin(), param.end(), cpu_param.data<float>());
     DeviceArray<float> dparam(context, param), dm(context, m), dv(context, v), dgrad(context, n);
     for (std::int64_t step = 1; step <= 3; ++step) {
-      const std::vector<float> grad = testing::random_floats(n, -0.01f, 0.01f, seed, 10 + static_cast<std::uint64_t>(step));
+      const std::vector<float> grad =
+          testing::random_floats(n, -0.01f, 0.01f, seed, 10 + static_cast<std::uint64_t>(step));
       dgrad.upload(grad);
       Tensor cpu_grad = Tensor::empty({n});
       std::copy(grad.begin(), grad.end(), cpu_grad.data<float>());
-      const cuda::AdamWStep args{.lr = 1e-3f, .beta1 = 0.9f, .beta2 = 0.95f, .eps = 1e-8f, .weight_decay = 0.1f,
-                                 .grad_scale = 0.5f, .step = step};
+      const cuda::AdamWStep args{.lr = 1e-3f,
+                                 .beta1 = 0.9f,
+                                 .beta2 = 0.95f,
+                                 .eps = 1e-8f,
+                                 .weight_decay = 0.1f,
+                                 .grad_scale = 0.5f,
+                                 .step = step};
       cuda::adamw_update_f32(dparam.get(), dgrad.get(), dm.get(), dv.get(), n, args, context.stream());
-      cpu::adamw_update(AdamWArgs{.lr = 1e-3f, .beta1 = 0.9f, .beta2 = 0.95f, .eps = 1e-8f, .weight_decay = 0.1f,
-                                  .step = step, .grad_scale = 0.5f},
+      cpu::adamw_update(AdamWArgs{.lr = 1e-3f,
+                                  .beta1 = 0.9f,
+                                  .beta2 = 0.95f,
+                                  .eps = 1e-8f,
+                                  .weight_decay = 0.1f,
+                                  .step = step,
+                                  .grad_scale = 0.5f},
                         cpu_param, cpu_grad, cpu_m, cpu_v);
     }
-    testing::expect_close(as_f64(dparam.download()), testing::to_f64(cpu_param), 1e-7,
-                          2e-6, "adamw param n=" + std::to_string(n));
-    testing::expect_close(as_f64(dm.download()), testing::to_f64(cpu_m), 1e-10, 2e-6,
-                          "adamw m");
-    testing::expect_close(as_f64(dv.download()), testing::to_f64(cpu_v), 1e-14, 2e-6,
-                          "adamw v");
+    testing::expect_close(as_f64(dparam.download()), testing::to_f64(cpu_param), 1e-7, 2e-6,
+                          "adamw param n=" + std::to_string(n));
+    testing::expect_close(as_f64(dm.download()), testing::to_f64(cpu_m), 1e-10, 2e-6, "adamw m");
+    testing::expect_close(as_f64(dv.download()), testing::to_f64(cpu_v), 1e-14, 2e-6, "adamw v");
   }
 }
 
@@ -83,8 +92,9 @@ TEST(AdamWKernel, BadArgumentsNameTheLauncherAndArgument) {
   expect_error_mentions(
       [&] { cuda::adamw_update_f32(nullptr, fake, fake, fake, 4, cuda::AdamWStep{.step = 1}, nullptr); },
       {"adamw_update_f32", "param is null"});
-  expect_error_mentions([&] { cuda::adamw_update_f32(fake, fake, fake + 64, fake + 128, 4, cuda::AdamWStep{.step = 1}, nullptr); },
-                        {"adamw_update_f32", "overlaps"});
+  expect_error_mentions(
+      [&] { cuda::adamw_update_f32(fake, fake, fake + 64, fake + 128, 4, cuda::AdamWStep{.step = 1}, nullptr); },
+      {"adamw_update_f32", "overlaps"});
   double* d = reinterpret_cast<double*>(std::uintptr_t{512});
   expect_error_mentions([&] { cuda::grad_norm_squared_f32(fake, 100000, d, 1, d, nullptr); },
                         {"grad_norm_squared_f32", "scratch holds 1 doubles"});

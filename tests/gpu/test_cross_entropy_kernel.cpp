@@ -46,9 +46,10 @@ TEST(CrossEntropyKernel, MatchesTheCpuOpForwardAndInPlaceBackward) {
 
     const std::vector<float> host_logits(logits.data<float>(), logits.data<float>() + n * vocab);
     DeviceArray<float> dlogits(context, host_logits), dlosses(context, n), dlse(context, n);
-    DeviceArray<std::int32_t> dtargets(context, std::vector<std::int32_t>(targets.data<std::int32_t>(),
-                                                                          targets.data<std::int32_t>() + n));
-    DeviceArray<float> dgrad_losses(context, std::vector<float>(grad_losses.data<float>(), grad_losses.data<float>() + n));
+    DeviceArray<std::int32_t> dtargets(
+        context, std::vector<std::int32_t>(targets.data<std::int32_t>(), targets.data<std::int32_t>() + n));
+    DeviceArray<float> dgrad_losses(context,
+                                    std::vector<float>(grad_losses.data<float>(), grad_losses.data<float>() + n));
     DeviceArray<long long> bad(context, std::vector<long long>{LLONG_MAX});
     cuda::cross_entropy_forward_f32(dlogits.get(), dtargets.get(), dlosses.get(), dlse.get(), bad.get(), n, vocab,
                                     kIgnore, context.stream());
@@ -90,10 +91,11 @@ TEST(CrossEntropyKernel, ShardBackwardEqualsItsColumnsOfTheFullBackward) {
   cross_entropy_forward(CrossEntropyArgs{.ignore_index = kIgnore}, logits, targets, losses, lse);
   cross_entropy_backward(CrossEntropyArgs{.ignore_index = kIgnore}, logits, targets, lse, grad_losses, grad);
   const std::int64_t bounds[] = {0, 300, 700, vocab};
-  DeviceArray<std::int32_t> dtargets(context, std::vector<std::int32_t>(targets.data<std::int32_t>(),
-                                                                        targets.data<std::int32_t>() + n));
+  DeviceArray<std::int32_t> dtargets(
+      context, std::vector<std::int32_t>(targets.data<std::int32_t>(), targets.data<std::int32_t>() + n));
   DeviceArray<float> dlse(context, std::vector<float>(lse.data<float>(), lse.data<float>() + n));
-  DeviceArray<float> dgrad_losses(context, std::vector<float>(grad_losses.data<float>(), grad_losses.data<float>() + n));
+  DeviceArray<float> dgrad_losses(context,
+                                  std::vector<float>(grad_losses.data<float>(), grad_losses.data<float>() + n));
   for (int shard = 0; shard < 3; ++shard) {
     const std::int64_t start = bounds[shard], width = bounds[shard + 1] - start;
     std::vector<float> columns;
@@ -126,15 +128,16 @@ TEST(CrossEntropyKernel, BadArgumentsNameTheLauncherAndArgument) {
   float* fake = reinterpret_cast<float*>(std::uintptr_t{256});
   std::int32_t* ids = reinterpret_cast<std::int32_t*>(std::uintptr_t{1024});
   long long* bad = reinterpret_cast<long long*>(std::uintptr_t{2048});
-  expect_error_mentions([&] { cuda::cross_entropy_forward_f32(fake, ids, fake + 64, fake + 128, bad, 4, 0, -100, nullptr); },
-                        {"cross_entropy_forward_f32", "vocab must be >= 1"});
-  expect_error_mentions([&] { cuda::cross_entropy_forward_f32(nullptr, ids, fake, fake + 64, bad, 4, 8, -100, nullptr); },
-                        {"cross_entropy_forward_f32", "logits is null"});
+  expect_error_mentions(
+      [&] { cuda::cross_entropy_forward_f32(fake, ids, fake + 64, fake + 128, bad, 4, 0, -100, nullptr); },
+      {"cross_entropy_forward_f32", "vocab must be >= 1"});
+  expect_error_mentions(
+      [&] { cuda::cross_entropy_forward_f32(nullptr, ids, fake, fake + 64, bad, 4, 8, -100, nullptr); },
+      {"cross_entropy_forward_f32", "logits is null"});
   expect_error_mentions([&] { cuda::cross_entropy_forward_f32(fake, ids, fake, fake + 1, bad, 4, 8, -100, nullptr); },
                         {"cross_entropy_forward_f32", "overlaps"});
-  expect_error_mentions(
-      [&] { cuda::cross_entropy_backward_f32(fake, ids, fake, fake, fake + 1, 4, 8, -100, nullptr); },
-      {"cross_entropy_backward_f32", "overlaps"});
+  expect_error_mentions([&] { cuda::cross_entropy_backward_f32(fake, ids, fake, fake, fake + 1, 4, 8, -100, nullptr); },
+                        {"cross_entropy_backward_f32", "overlaps"});
 }
 
 }  // namespace

@@ -46,10 +46,13 @@ TEST_F(CudaBackendTest, MatmulEveryTranspositionWithWrittenAndAccumulatedResults
   for (bool ta : {false, true}) {
     for (bool tb : {false, true}) {
       for (bool accumulate : {false, true}) {
-        SCOPED_TRACE(::testing::Message() << "transpose_a " << ta << " transpose_b " << tb << " accumulate "
-                                        << accumulate);
-        const MatmulArgs args{.transpose_a = ta, .transpose_b = tb, .accumulate = accumulate,
-                              .accumulate_grad_a = accumulate, .accumulate_grad_b = !accumulate};
+        SCOPED_TRACE(::testing::Message()
+                     << "transpose_a " << ta << " transpose_b " << tb << " accumulate " << accumulate);
+        const MatmulArgs args{.transpose_a = ta,
+                              .transpose_b = tb,
+                              .accumulate = accumulate,
+                              .accumulate_grad_a = accumulate,
+                              .accumulate_grad_b = !accumulate};
         const Tensor a = random(ta ? Shape{K, M} : Shape{M, K}, 2), b = random(tb ? Shape{N, K} : Shape{K, N}, 3);
         const Tensor g = random({M, N}, 4);
         Tensor out = random({M, N}, 5), grad_a = random(a.shape(), 6), grad_b = random(b.shape(), 7);
@@ -137,8 +140,8 @@ TEST_F(CudaBackendTest, MatmulBatchedShapesFoldedAndStrided) {
     // The device's a: every matrix contiguous, the batch dim strided (the odd rows of a wider batch).
     const std::int64_t rows = a_host.size(1), cols = a_host.size(2);
     Tensor wide = backend_->empty({B, 2, rows, cols});
-    Tensor d_a = Tensor::from_storage(wide.storage(), {B, rows, cols}, {2 * rows * cols, cols, 1}, rows * cols,
-                                      DType::f32);
+    Tensor d_a =
+        Tensor::from_storage(wide.storage(), {B, rows, cols}, {2 * rows * cols, cols, 1}, rows * cols, DType::f32);
     const Tensor packed = backend_->copy_from_host(a_host);
     const std::size_t matrix_bytes = static_cast<std::size_t>(a_host.size(1) * a_host.size(2)) * sizeof(float);
     for (std::int64_t i = 0; i < B; ++i) {
@@ -256,8 +259,8 @@ TEST_F(CudaBackendTest, ScaledSumsCopiesConversionsAndZero) {
   const Tensor d_rows = on_device(rows);
   for (bool heads_major : {true, false}) {
     const auto view = [&](const Tensor& packed) {
-      Tensor bthd = Tensor::from_storage(packed.storage(), {2, 7, 3, 8}, {7 * 40, 40, 8, 1}, packed.offset() + 8,
-                                         DType::f32);
+      Tensor bthd =
+          Tensor::from_storage(packed.storage(), {2, 7, 3, 8}, {7 * 40, 40, 8, 1}, packed.offset() + 8, DType::f32);
       return heads_major ? bthd.permute({0, 2, 1, 3}) : bthd;
     };
     const Tensor src = view(rows), d_src = view(d_rows);

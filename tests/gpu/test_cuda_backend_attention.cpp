@@ -167,8 +167,8 @@ TEST_F(CudaAttentionTest, AccumulateIntoHeadsOfPackedRows) {
   Tensor d_gq = heads(d_grad_rows, 0, Hq), d_gk = heads(d_grad_rows, Hq * D, Hkv);
   Tensor d_gv = heads(d_grad_rows, (Hq + Hkv) * D, Hkv);
   attention_backward(args, q, k, v, out, lse, g, gq, gk, gv);
-  attention_backward(args, on_device(q), on_device(k), on_device(v), on_device(out), on_device(lse), on_device(g),
-                     d_gq, d_gk, d_gv);
+  attention_backward(args, on_device(q), on_device(k), on_device(v), on_device(out), on_device(lse), on_device(g), d_gq,
+                     d_gk, d_gv);
   expect_close(d_grad_rows, grad_rows, kTolerance, "qkv gradient rows (+=)");
 }
 

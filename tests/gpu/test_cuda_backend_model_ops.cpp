@@ -159,7 +159,8 @@ TEST_F(CudaBackendTest, VocabShardEmbeddingAndCrossEntropyBackwardMatchTheCpu) {
   Tensor ids = Tensor::empty({N}, DType::i32), targets = Tensor::empty({N}, DType::i32);
   for (std::int64_t i = 0; i < N; ++i) {
     ids.data<std::int32_t>()[i] = i % 3 == 0 ? -1 : static_cast<std::int32_t>((i * 29) % V);  // -1: another shard
-    targets.data<std::int32_t>()[i] = i % 4 == 1 ? static_cast<std::int32_t>(V + i) : static_cast<std::int32_t>((i * 13) % V);
+    targets.data<std::int32_t>()[i] =
+        i % 4 == 1 ? static_cast<std::int32_t>(V + i) : static_cast<std::int32_t>((i * 13) % V);
   }
   targets.data<std::int32_t>()[6] = -100;
   const EmbeddingArgs shard{.vocab_shard = true};
@@ -197,8 +198,8 @@ TEST_F(CudaBackendTest, BiasAddWritesAndItsGradientAccumulates) {
 }
 
 TEST_F(CudaBackendTest, AdamWUpdateAndGradientNorm) {
-  const AdamWArgs args{.lr = 1e-2f, .beta1 = 0.9f, .beta2 = 0.95f, .eps = 1e-8f, .weight_decay = 0.1f, .step = 3,
-                       .grad_scale = 0.5f};
+  const AdamWArgs args{
+      .lr = 1e-2f, .beta1 = 0.9f, .beta2 = 0.95f, .eps = 1e-8f, .weight_decay = 0.1f, .step = 3, .grad_scale = 0.5f};
   Tensor p = random({1000}, 60), g = random({1000}, 61), m = random({1000}, 62), v = random({1000}, 63);
   for (std::int64_t i = 0; i < v.numel(); ++i) v.data<float>()[i] = std::abs(v.data<float>()[i]);
   Tensor d_p = on_device(p), d_m = on_device(m), d_v = on_device(v);

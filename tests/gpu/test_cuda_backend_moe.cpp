@@ -98,8 +98,9 @@ TEST_F(CudaBackendTest, BadRoutingIndicesAreNamedAsOnTheCpu) {
                         {"combine_rows_forward", "row index 5", "[1, 1]", "R = 5"});
   slot.data<std::int32_t>()[3] = -4;
   expect_error_mentions(
-      [&] { combine_rows_backward(Tensor(), on_device(slot), Tensor(), on_device(random({3, 16}, 3)), d_grad_rows,
-                                  skipped); },
+      [&] {
+        combine_rows_backward(Tensor(), on_device(slot), Tensor(), on_device(random({3, 16}, 3)), d_grad_rows, skipped);
+      },
       {"combine_rows_backward", "row index -4", "[1, 1]"});
 }
 

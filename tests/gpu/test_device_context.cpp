@@ -118,8 +118,8 @@ TEST(DeviceAllocator, CachesDeviceMemoryAndReportsOutOfMemory) {
   ASSERT_NE(a, nullptr);
   MYRIAD_CUDA_CHECK(cudaMemsetAsync(a, 0x5a, 3 << 20, context.stream()));
   unsigned char byte = 0;
-  MYRIAD_CUDA_CHECK(cudaMemcpyAsync(&byte, static_cast<unsigned char*>(a) + 12345, 1, cudaMemcpyDeviceToHost,
-                                    context.stream()));
+  MYRIAD_CUDA_CHECK(
+      cudaMemcpyAsync(&byte, static_cast<unsigned char*>(a) + 12345, 1, cudaMemcpyDeviceToHost, context.stream()));
   context.synchronize();
   EXPECT_EQ(byte, 0x5a);
   cache.free(a);

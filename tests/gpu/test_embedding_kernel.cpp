@@ -25,14 +25,15 @@ TEST(EmbeddingKernel, LookupAndDeterministicGradientMatchTheCpuOp) {
   const std::uint64_t seed = testing::fresh_seed();
   MYRIAD_SEED_TRACE(seed);
   cuda::DeviceContext context(0);
-  for (auto [tokens, vocab, channels] : {std::tuple<std::int64_t, std::int64_t, std::int64_t>{1, 1, 1},
-                                         {300, 17, 33}, {4096, 1000, 768}}) {
+  for (auto [tokens, vocab, channels] :
+       {std::tuple<std::int64_t, std::int64_t, std::int64_t>{1, 1, 1}, {300, 17, 33}, {4096, 1000, 768}}) {
     Tensor table = Tensor::empty({vocab, channels}), grad_out = Tensor::empty({tokens, channels});
     fill_uniform(table, -1, 1, seed, 1);
     fill_uniform(grad_out, -1, 1, seed, 2);
     Tensor ids = Tensor::empty({tokens}, DType::i32);
     for (std::int64_t n = 0; n < tokens; ++n) {
-      ids.data<std::int32_t>()[n] = static_cast<std::int32_t>(philox4x32(seed, 3, static_cast<std::uint64_t>(n))[0] % vocab);
+      ids.data<std::int32_t>()[n] =
+          static_cast<std::int32_t>(philox4x32(seed, 3, static_cast<std::uint64_t>(n))[0] % vocab);
     }
     Tensor out = Tensor::empty({tokens, channels}), grad_table = Tensor::empty({vocab, channels});
     fill_uniform(grad_table, -1, 1, seed, 4);
@@ -40,13 +41,15 @@ TEST(EmbeddingKernel, LookupAndDeterministicGradientMatchTheCpuOp) {
     embedding_forward(EmbeddingArgs{}, ids, table, out);
     embedding_backward(EmbeddingArgs{}, ids, grad_out, grad_table);
     auto host = [](const Tensor& t) { return std::vector<float>(t.data<float>(), t.data<float>() + t.numel()); };
-    DeviceArray<std::int32_t> dids(context, std::vector<std::int32_t>(ids.data<std::int32_t>(),
-                                                                      ids.data<std::int32_t>() + tokens));
+    DeviceArray<std::int32_t> dids(
+        context, std::vector<std::int32_t>(ids.data<std::int32_t>(), ids.data<std::int32_t>() + tokens));
     DeviceArray<float> dtable(context, host(table)), dgo(context, host(grad_out)), dout(context, tokens * channels);
     DeviceArray<float> dgt(context, start);
     DeviceArray<long long> bad(context, std::vector<long long>{LLONG_MAX});
-    cuda::embedding_forward_f32(dids.get(), dtable.get(), dout.get(), bad.get(), tokens, vocab, channels, context.stream());
-    cuda::embedding_backward_f32(dids.get(), dgo.get(), dgt.get(), bad.get(), tokens, vocab, channels, context.stream());
+    cuda::embedding_forward_f32(dids.get(), dtable.get(), dout.get(), bad.get(), tokens, vocab, channels,
+                                context.stream());
+    cuda::embedding_backward_f32(dids.get(), dgo.get(), dgt.get(), bad.get(), tokens, vocab, channels,
+                                 context.stream());
     const std::vector<float> got_out = dout.download(), got_grad = dgt.download();
     EXPECT_EQ(std::memcmp(got_out.data(), out.data<float>(), out.nbytes()), 0) << "lookup, tokens " << tokens;
     EXPECT_EQ(std::memcmp(got_grad.data(), grad_table.data<float>(), grad_table.nbytes()), 0)

@@ -104,7 +104,8 @@ TEST_P(FlashAttentionKernel, MatchesTheCpuOpInF32AndBf16) {
     std::vector<double> got_out, got_gq, got_gk, got_gv;
     if (!bf16) {
       DeviceArray<float> dq(context, host(q)), dk(context, host(k)), dv(context, host(v)), dgo(context, host(go));
-      DeviceArray<float> dout(context, q.numel()), dgq(context, q.numel()), dgk(context, k.numel()), dgv(context, v.numel());
+      DeviceArray<float> dout(context, q.numel()), dgq(context, q.numel()), dgk(context, k.numel()),
+          dgv(context, v.numel());
       cuda::flash_attention_forward_f32(dq.get(), dk.get(), dv.get(), dout.get(), dlse.get(), shape, context.stream());
       cuda::flash_attention_backward_f32(dq.get(), dk.get(), dv.get(), dout.get(), dlse.get(), dgo.get(), dgq.get(),
                                          dgk.get(), dgv.get(), delta.get(), rows, shape, context.stream());
@@ -128,8 +129,8 @@ TEST_P(FlashAttentionKernel, MatchesTheCpuOpInF32AndBf16) {
       DeviceArray<std::uint16_t> tc_out(context, q.numel());
       DeviceArray<float> tc_lse(context, rows);
       cuda::flash_attention_forward_tc_bf16(p(dq), p(dk), p(dv), p(tc_out), tc_lse.get(), shape, context.stream());
-      const std::string tc_what = "tensor-core T " + std::to_string(c.t) + " D " + std::to_string(c.d) +
-                                  (c.causal ? " causal" : "");
+      const std::string tc_what =
+          "tensor-core T " + std::to_string(c.t) + " D " + std::to_string(c.d) + (c.causal ? " causal" : "");
       testing::expect_close(from_bf16(tc_out.download()), testing::to_f64(out), std::ldexp(1.0, -8),
                             std::ldexp(1.0, -8), "out " + tc_what);
       testing::expect_close(as_f64(tc_lse.download()), testing::to_f64(lse), 2e-5, 1e-5, "lse " + tc_what);
@@ -175,8 +176,7 @@ TEST_P(FlashAttentionKernel, TensorCoreF16MatchesTheCpuOp) {
   MYRIAD_SEED_TRACE(seed);
   cuda::DeviceContext context(0);
   const Reference r = make_reference(c, seed, &kF16);
-  const Tensor &q = r.q, &k = r.k, &v = r.v, &go = r.go, &out = r.out, &lse = r.lse, &gq = r.gq, &gk = r.gk,
-               &gv = r.gv;
+  const Tensor &q = r.q, &k = r.k, &v = r.v, &go = r.go, &out = r.out, &lse = r.lse, &gq = r.gq, &gk = r.gk, &gv = r.gv;
   const cuda::FlashAttentionShape shape{c.b, c.hq, c.hkv, c.t, c.d, 0.0f, c.causal};
   const std::int64_t rows = c.b * c.hq * c.t;
   DeviceArray<std::uint16_t> dq(context, to_f16(q)), dk(context, to_f16(k)), dv(context, to_f16(v)),
@@ -189,8 +189,8 @@ TEST_P(FlashAttentionKernel, TensorCoreF16MatchesTheCpuOp) {
   cuda::flash_attention_backward_tc_f16(p(dq), p(dk), p(dv), p(dout), dlse.get(), p(dgo), p(dgq), p(dgk), p(dgv),
                                         delta.get(), rows, shape, context.stream());
   const double tol = std::ldexp(1.0, -10), grad_atol = tol * std::sqrt(static_cast<double>(c.t));
-  const std::string what = "f16 tensor-core T " + std::to_string(c.t) + " D " + std::to_string(c.d) +
-                           (c.causal ? " causal" : "");
+  const std::string what =
+      "f16 tensor-core T " + std::to_string(c.t) + " D " + std::to_string(c.d) + (c.causal ? " causal" : "");
   testing::expect_close(from_f16(dout.download()), testing::to_f64(out), tol, tol, "out " + what);
   testing::expect_close(as_f64(dlse.download()), testing::to_f64(lse), 2e-5, 1e-5, "lse " + what);
   testing::expect_close(from_f16(dgq.download()), testing::to_f64(gq), grad_atol, tol, "grad_q " + what);

@@ -108,8 +108,11 @@ void run_case(const Case& c, Kernel kernel) {
     }
   }
   const BlockLayout layout = c.layout != 0 ? make_layout(c) : BlockLayout{};
-  const AttentionArgs args{.causal = c.causal, .q_offset = c.q_offset, .k_offset = c.k_offset,
-                           .layout = c.layout != 0 ? &layout : nullptr, .accumulate = c.accumulate};
+  const AttentionArgs args{.causal = c.causal,
+                           .q_offset = c.q_offset,
+                           .k_offset = c.k_offset,
+                           .layout = c.layout != 0 ? &layout : nullptr,
+                           .accumulate = c.accumulate};
   Tensor out = Tensor::empty(q.shape()), lse = Tensor::empty({c.b, c.hq, c.tq});
   attention_forward(args, q, k, v, out, lse);
   const Tensor gq0 = gq.clone(), gk0 = gk.clone(), gv0 = gv.clone();  // before the CPU adds
@@ -125,8 +128,10 @@ void run_case(const Case& c, Kernel kernel) {
   shape.k_offset = c.k_offset;
   shape.accumulate = c.accumulate;
   if (c.layout != 0) {
-    shape.layout = cuda::FlashAttentionLayout{.row_begin = row_begin.get(), .key_blocks = key_blocks.get(),
-                                              .block_size = layout.block_size, .query_blocks = layout.query_blocks,
+    shape.layout = cuda::FlashAttentionLayout{.row_begin = row_begin.get(),
+                                              .key_blocks = key_blocks.get(),
+                                              .block_size = layout.block_size,
+                                              .query_blocks = layout.query_blocks,
                                               .sets = layout.sets};
   }
   const std::int64_t rows = c.b * c.hq * c.tq;
@@ -200,21 +205,50 @@ TEST_P(FlashAttentionSparseKernel, EveryKernelMatchesTheCpuOp) {
 
 INSTANTIATE_TEST_SUITE_P(
     Cases, FlashAttentionSparseKernel,
-    ::testing::Values(Case{.name = "fixed_T200", .b = 1, .hq = 4, .hkv = 2, .tq = 200, .tk = 200, .d = 64, .layout = 1},
-                      Case{.name = "per_head_causal", .b = 2, .hq = 2, .hkv = 1, .tq = 256, .tk = 256, .d = 64,
-                           .layout = 2},
-                      Case{.name = "per_head_full", .b = 2, .hq = 2, .hkv = 1, .tq = 256, .tk = 256, .d = 128,
-                           .causal = false, .layout = 2},
-                      Case{.name = "later_queries", .b = 1, .hq = 2, .hkv = 2, .tq = 100, .tk = 150, .d = 64,
-                           .q_offset = 120},
-                      Case{.name = "keys_after_queries", .b = 1, .hq = 2, .hkv = 1, .tq = 70, .tk = 45, .d = 64,
-                           .k_offset = 40},
-                      Case{.name = "cross_full", .b = 1, .hq = 2, .hkv = 1, .tq = 33, .tk = 90, .d = 128,
-                           .q_offset = 7, .k_offset = 3, .causal = false},
-                      Case{.name = "layout_offsets", .b = 1, .hq = 2, .hkv = 1, .tq = 128, .tk = 192, .d = 64,
-                           .q_offset = 192, .k_offset = 64, .layout = 1},
-                      Case{.name = "accumulate", .b = 1, .hq = 2, .hkv = 1, .tq = 128, .tk = 192, .d = 64,
-                           .q_offset = 64, .layout = 2, .accumulate = true}),
+    ::testing::Values(
+        Case{.name = "fixed_T200", .b = 1, .hq = 4, .hkv = 2, .tq = 200, .tk = 200, .d = 64, .layout = 1},
+        Case{.name = "per_head_causal", .b = 2, .hq = 2, .hkv = 1, .tq = 256, .tk = 256, .d = 64, .layout = 2},
+        Case{.name = "per_head_full",
+             .b = 2,
+             .hq = 2,
+             .hkv = 1,
+             .tq = 256,
+             .tk = 256,
+             .d = 128,
+             .causal = false,
+             .layout = 2},
+        Case{.name = "later_queries", .b = 1, .hq = 2, .hkv = 2, .tq = 100, .tk = 150, .d = 64, .q_offset = 120},
+        Case{.name = "keys_after_queries", .b = 1, .hq = 2, .hkv = 1, .tq = 70, .tk = 45, .d = 64, .k_offset = 40},
+        Case{.name = "cross_full",
+             .b = 1,
+             .hq = 2,
+             .hkv = 1,
+             .tq = 33,
+             .tk = 90,
+             .d = 128,
+             .q_offset = 7,
+             .k_offset = 3,
+             .causal = false},
+        Case{.name = "layout_offsets",
+             .b = 1,
+             .hq = 2,
+             .hkv = 1,
+             .tq = 128,
+             .tk = 192,
+             .d = 64,
+             .q_offset = 192,
+             .k_offset = 64,
+             .layout = 1},
+        Case{.name = "accumulate",
+             .b = 1,
+             .hq = 2,
+             .hkv = 1,
+             .tq = 128,
+             .tk = 192,
+             .d = 64,
+             .q_offset = 64,
+             .layout = 2,
+             .accumulate = true}),
     [](const ::testing::TestParamInfo<Case>& info) { return info.param.name; });
 
 }  // namespace

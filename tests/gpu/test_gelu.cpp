@@ -65,7 +65,7 @@ __nv_bfloat16* as_bf16(std::uint16_t* p) { return reinterpret_cast<__nv_bfloat16
 
 struct GeluCase {
   std::int64_t n;
-  std::int64_t x_offset;    // element offsets into the allocations: non-zero breaks 16-byte alignment
+  std::int64_t x_offset;  // element offsets into the allocations: non-zero breaks 16-byte alignment
   std::int64_t out_offset;
 };
 
@@ -130,10 +130,10 @@ TEST_P(GeluKernel, Bf16ForwardAndBackwardMatchFloat64) {
 // Sizes: single element, shorter than a packet, exactly one f32 packet, tails inside a packet,
 // several blocks. Offsets: all aligned (packet path), both shifted, only the output shifted.
 INSTANTIATE_TEST_SUITE_P(Sizes, GeluKernel,
-                         ::testing::Values(GeluCase{1, 0, 0}, GeluCase{3, 0, 0}, GeluCase{4, 0, 0},
-                                           GeluCase{8, 0, 0}, GeluCase{13, 0, 0}, GeluCase{1000, 0, 0},
-                                           GeluCase{4099, 0, 0}, GeluCase{70001, 0, 0}, GeluCase{4099, 1, 1},
-                                           GeluCase{1000, 0, 3}, GeluCase{70001, 3, 0}),
+                         ::testing::Values(GeluCase{1, 0, 0}, GeluCase{3, 0, 0}, GeluCase{4, 0, 0}, GeluCase{8, 0, 0},
+                                           GeluCase{13, 0, 0}, GeluCase{1000, 0, 0}, GeluCase{4099, 0, 0},
+                                           GeluCase{70001, 0, 0}, GeluCase{4099, 1, 1}, GeluCase{1000, 0, 3},
+                                           GeluCase{70001, 3, 0}),
                          case_name);
 
 TEST(GeluKernelInPlace, InPlaceEqualsOutOfPlace) {
@@ -163,7 +163,8 @@ TEST(GeluKernelValidation, BadArgumentsThrowNamingLauncherAndArgument) {
   float* a = fake_f32(0x10000);
   float* b = fake_f32(0x20000);
   expect_error_mentions([&] { cuda::gelu_forward_f32(nullptr, b, 10, nullptr); }, {"gelu_forward_f32", "x is null"});
-  expect_error_mentions([&] { cuda::gelu_forward_f32(a, b, -1, nullptr); }, {"gelu_forward_f32", "n must be >= 0", "-1"});
+  expect_error_mentions([&] { cuda::gelu_forward_f32(a, b, -1, nullptr); },
+                        {"gelu_forward_f32", "n must be >= 0", "-1"});
   expect_error_mentions([&] { cuda::gelu_forward_f32(a, fake_f32(0x20002), 10, nullptr); },
                         {"gelu_forward_f32", "out", "4-byte aligned"});
   expect_error_mentions([&] { cuda::gelu_forward_f32(a, a + 1, 10, nullptr); }, {"gelu_forward_f32", "overlaps x"});
@@ -172,8 +173,9 @@ TEST(GeluKernelValidation, BadArgumentsThrowNamingLauncherAndArgument) {
   expect_error_mentions([&] { cuda::gelu_backward_f32(a, b, nullptr, 10, nullptr); },
                         {"gelu_backward_f32", "grad_x is null"});
   auto* h = reinterpret_cast<__nv_bfloat16*>(0x30001);
-  expect_error_mentions([&] { cuda::gelu_forward_bf16(h, as_bf16(reinterpret_cast<std::uint16_t*>(0x40000)), 8, nullptr); },
-                        {"gelu_forward_bf16", "x", "2-byte aligned"});
+  expect_error_mentions(
+      [&] { cuda::gelu_forward_bf16(h, as_bf16(reinterpret_cast<std::uint16_t*>(0x40000)), 8, nullptr); },
+      {"gelu_forward_bf16", "x", "2-byte aligned"});
   // Empty input: nothing to check or enqueue, even with null pointers.
   EXPECT_NO_THROW(cuda::gelu_forward_f32(nullptr, nullptr, 0, nullptr));
   EXPECT_NO_THROW(cuda::gelu_backward_bf16(nullptr, nullptr, nullptr, 0, nullptr));

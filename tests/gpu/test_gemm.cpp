@@ -81,15 +81,21 @@ TEST(Gemm, GeneralTranspositionsAndAccumulationMatchFloat64) {
           }
           DeviceArray<float> da(context, a.single), db(context, b.single), dc(context, c0.single);
           cuda::gemm(context,
-                     cuda::Gemm{.m = m, .n = n, .k = k, .transpose_a = transpose_a, .transpose_b = transpose_b,
-                                .accumulate = accumulate, .tf32 = tf32},
+                     cuda::Gemm{.m = m,
+                                .n = n,
+                                .k = k,
+                                .transpose_a = transpose_a,
+                                .transpose_b = transpose_b,
+                                .accumulate = accumulate,
+                                .tf32 = tf32},
                      da.get(), db.get(), nullptr, dc.get());
           std::vector<double> got;
           for (float v : dc.download()) got.push_back(v);
           const double atol = (tf32 ? 2e-3 : 1e-5) * std::sqrt(static_cast<double>(k));
           testing::expect_close(got, expected, atol, tf32 ? 2e-3 : 1e-5,
                                 std::string("transpose_a ") + (transpose_a ? "1" : "0") + " transpose_b " +
-                                    (transpose_b ? "1" : "0") + (accumulate ? " accumulate" : "") + (tf32 ? " tf32" : ""));
+                                    (transpose_b ? "1" : "0") + (accumulate ? " accumulate" : "") +
+                                    (tf32 ? " tf32" : ""));
         }
       }
     }
@@ -108,9 +114,11 @@ TEST(Gemm, PlansFollowPointerAlignmentAndBiasChanges) {
   const std::int64_t m = 64, n = 128, k = 256, slack = 128;  // 128 bf16 = 256 bytes of room for offsets
   const Operand x = make_operand(m * k, CUDA_R_16BF, seed, 21, 1.0f);
   const Operand w = make_operand(n * k, CUDA_R_16BF, seed, 22, 1.0f);
-  const Operand bias_a = make_operand(n, CUDA_R_32F, seed, 23, 1.0f), bias_b = make_operand(n, CUDA_R_32F, seed, 24, 1.0f);
+  const Operand bias_a = make_operand(n, CUDA_R_32F, seed, 23, 1.0f),
+                bias_b = make_operand(n, CUDA_R_32F, seed, 24, 1.0f);
   for (std::int64_t offset : {8, 16, 32, 64, 128}) {  // bf16 elements: 16 .. 256 bytes
-    std::vector<std::uint16_t> x_host(static_cast<std::size_t>(m * k + slack)), w_host(static_cast<std::size_t>(n * k + slack));
+    std::vector<std::uint16_t> x_host(static_cast<std::size_t>(m * k + slack)),
+        w_host(static_cast<std::size_t>(n * k + slack));
     std::copy(x.half.begin(), x.half.end(), x_host.begin() + offset);
     std::copy(w.half.begin(), w.half.end(), w_host.begin() + offset);
     DeviceArray<std::uint16_t> dx(context, x_host), dw(context, w_host);
@@ -119,8 +127,13 @@ TEST(Gemm, PlansFollowPointerAlignmentAndBiasChanges) {
       const float* bias_ptr = bias == &bias_b ? db_b.get() : db_a.get();
       float* y = dy.get() + (offset % 64);  // f32 output at 16 .. 256-byte alignment too
       cuda::gemm(context,
-                 cuda::Gemm{.m = m, .n = n, .k = k, .transpose_b = true, .type = CUDA_R_16BF,
-                            .output_type = CUDA_R_32F, .epilogue = cuda::GemmEpilogue::bias},
+                 cuda::Gemm{.m = m,
+                            .n = n,
+                            .k = k,
+                            .transpose_b = true,
+                            .type = CUDA_R_16BF,
+                            .output_type = CUDA_R_32F,
+                            .epilogue = cuda::GemmEpilogue::bias},
                  dx.get() + offset, dw.get() + offset, bias_ptr, y);
       std::vector<double> expected(static_cast<std::size_t>(m * n)), got;
       for (std::int64_t i = 0; i < m; ++i) {
@@ -148,7 +161,8 @@ TEST(Gemm, LinearMatchesFloat64ForEveryTypeAndEpilogue) {
   };
   for (cudaDataType_t type : {CUDA_R_32F, CUDA_R_16BF, CUDA_R_16F}) {
     for (const Shape& sh : {Shape{1, 8, 8}, Shape{37, 48, 64}, Shape{256, 768, 768}, Shape{128, 2304, 768}}) {
-      for (cuda::GemmEpilogue epilogue : {cuda::GemmEpilogue::none, cuda::GemmEpilogue::bias, cuda::GemmEpilogue::bias_gelu}) {
+      for (cuda::GemmEpilogue epilogue :
+           {cuda::GemmEpilogue::none, cuda::GemmEpilogue::bias, cuda::GemmEpilogue::bias_gelu}) {
         for (bool accumulate : {false, true}) {
           if (accumulate && epilogue != cuda::GemmEpilogue::none) continue;
           const Operand x = make_operand(sh.m * sh.k, type, seed, 1, 1.0f);
@@ -170,25 +184,31 @@ TEST(Gemm, LinearMatchesFloat64ForEveryTypeAndEpilogue) {
           const bool bias = epilogue != cuda::GemmEpilogue::none;
           std::vector<double> got;
           if (type == CUDA_R_32F) {
-            DeviceArray<float> dx(context, x.single), dw(context, w.single), db(context, b.single), dy(context, y0.single);
+            DeviceArray<float> dx(context, x.single), dw(context, w.single), db(context, b.single),
+                dy(context, y0.single);
             cuda::linear_gemm(context, gemm, dx.get(), dw.get(), bias ? db.get() : nullptr, dy.get());
             for (float v : dy.download()) got.push_back(v);
           } else {
-            DeviceArray<std::uint16_t> dx(context, x.half), dw(context, w.half), db(context, b.half), dy(context, y0.half);
+            DeviceArray<std::uint16_t> dx(context, x.half), dw(context, w.half), db(context, b.half),
+                dy(context, y0.half);
             cuda::linear_gemm(context, gemm, dx.get(), dw.get(), bias ? db.get() : nullptr, dy.get());
-            for (std::uint16_t v : dy.download()) got.push_back(type == CUDA_R_16BF ? bf16_to_float(v) : f16_to_float(v));
+            for (std::uint16_t v : dy.download())
+              got.push_back(type == CUDA_R_16BF ? bf16_to_float(v) : f16_to_float(v));
           }
           // The GELU epilogue evaluates tanh with a fast approximation (relative error up to about
           // 2^-11, as PTX's tanh.approx.f32): gelu's 0.5 x tanh(...) term then carries up to
           // ~2.5e-4 |x|, far above f32 GEMM rounding, so that epilogue gets that margin on top.
           const bool fast_tanh = epilogue == cuda::GemmEpilogue::bias_gelu;
-          const double rtol = (type == CUDA_R_32F ? 1e-5 : type == CUDA_R_16BF ? 4e-3 : 1e-3) + (fast_tanh ? 5e-4 : 0.0);
+          const double rtol = (type == CUDA_R_32F    ? 1e-5
+                               : type == CUDA_R_16BF ? 4e-3
+                                                     : 1e-3) +
+                              (fast_tanh ? 5e-4 : 0.0);
           testing::expect_close(got, expected,
                                 1e-5 * std::sqrt(static_cast<double>(sh.k)) + (type == CUDA_R_32F ? 0 : 1e-3) +
                                     (fast_tanh ? 2.5e-4 : 0.0),
                                 rtol,
-                                "type " + std::to_string(static_cast<int>(type)) + " M " + std::to_string(sh.m) + " N " +
-                                    std::to_string(sh.n) + " K " + std::to_string(sh.k) + " epilogue " +
+                                "type " + std::to_string(static_cast<int>(type)) + " M " + std::to_string(sh.m) +
+                                    " N " + std::to_string(sh.n) + " K " + std::to_string(sh.k) + " epilogue " +
                                     std::to_string(static_cast<int>(epilogue)) + (accumulate ? " accumulate" : ""));
         }
       }
@@ -200,13 +220,21 @@ TEST(Gemm, BadArgumentsAreNamed) {
   MYRIAD_REQUIRE_GPU();
   cuda::DeviceContext context(0);
   DeviceArray<float> a(context, 64);
-  expect_error_mentions([&] { cuda::linear_gemm(context, {4, 4, -1, CUDA_R_32F}, a.get(), a.get(), nullptr, a.get()); },
-                        {"linear_gemm", "K -1"});
   expect_error_mentions(
-      [&] { cuda::linear_gemm(context, {4, 4, 4, CUDA_R_32F, cuda::GemmEpilogue::bias}, a.get(), a.get(), nullptr, a.get()); },
+      [&] {
+        cuda::linear_gemm(context, {4, 4, -1, CUDA_R_32F}, a.get(), a.get(), nullptr, a.get());
+      },
+      {"linear_gemm", "K -1"});
+  expect_error_mentions(
+      [&] {
+        cuda::linear_gemm(context, {4, 4, 4, CUDA_R_32F, cuda::GemmEpilogue::bias}, a.get(), a.get(), nullptr, a.get());
+      },
       {"linear_gemm", "bias epilogue needs a bias"});
-  expect_error_mentions([&] { cuda::linear_gemm(context, {4, 4, 4, CUDA_R_8I}, a.get(), a.get(), nullptr, a.get()); },
-                        {"linear_gemm", "not f32, bf16 or f16"});
+  expect_error_mentions(
+      [&] {
+        cuda::linear_gemm(context, {4, 4, 4, CUDA_R_8I}, a.get(), a.get(), nullptr, a.get());
+      },
+      {"linear_gemm", "not f32, bf16 or f16"});
 }
 
 }  // namespace

@@ -143,15 +143,21 @@ TEST_P(LayernormKernel, ForwardAndBackwardMatchFloat64) {
   const std::int64_t scratch_floats = cuda::layernorm_backward_scratch_floats(rows, channels);
   DeviceArray<float> dgx(context, rows * channels), dgw(context, grad_w0), dgb(context, grad_b0);
   DeviceArray<float> scratch(context, scratch_floats > 0 ? scratch_floats : 1);
-  cuda::layernorm_backward_f32(dgo.get(), dx.get(), dw.get(), dmean.get(), drstd.get(), dgx.get(), dgw.get(),
-                               dgb.get(), scratch.get(), scratch.size(), rows, channels, context.stream());
+  cuda::layernorm_backward_f32(dgo.get(), dx.get(), dw.get(), dmean.get(), drstd.get(), dgx.get(), dgw.get(), dgb.get(),
+                               scratch.get(), scratch.size(), rows, channels, context.stream());
 
   LayernormGradsF64 expected = layernorm_backward_f64(f64(grad_out), f64(x), f64(w), rows, channels);
   if (rows * channels <= 4200) {
     const std::vector<double> xv = f64(x), wv = f64(w), bv = f64(b), gov = f64(grad_out);
-    auto loss_x = [&](const std::vector<double>& v) { return testing::dot(layernorm_f64(v, wv, bv, rows, channels).out, gov); };
-    auto loss_w = [&](const std::vector<double>& v) { return testing::dot(layernorm_f64(xv, v, bv, rows, channels).out, gov); };
-    auto loss_b = [&](const std::vector<double>& v) { return testing::dot(layernorm_f64(xv, wv, v, rows, channels).out, gov); };
+    auto loss_x = [&](const std::vector<double>& v) {
+      return testing::dot(layernorm_f64(v, wv, bv, rows, channels).out, gov);
+    };
+    auto loss_w = [&](const std::vector<double>& v) {
+      return testing::dot(layernorm_f64(xv, v, bv, rows, channels).out, gov);
+    };
+    auto loss_b = [&](const std::vector<double>& v) {
+      return testing::dot(layernorm_f64(xv, wv, v, rows, channels).out, gov);
+    };
     LayernormGradsF64 numeric{testing::numerical_gradient(loss_x, xv), testing::numerical_gradient(loss_w, wv),
                               testing::numerical_gradient(loss_b, bv)};
     // The analytic reference used for the large shapes agrees with finite differences.
@@ -173,8 +179,7 @@ TEST_P(LayernormKernel, ForwardAndBackwardMatchFloat64) {
 INSTANTIATE_TEST_SUITE_P(Shapes, LayernormKernel,
                          ::testing::Values(LayernormCase{1, 7}, LayernormCase{6, 1}, LayernormCase{5, 33},
                                            LayernormCase{3, 64}, LayernormCase{4, 1031}, LayernormCase{17, 768},
-                                           LayernormCase{300, 40}, LayernormCase{1000, 96},
-                                           LayernormCase{40000, 3}),
+                                           LayernormCase{300, 40}, LayernormCase{1000, 96}, LayernormCase{40000, 3}),
                          case_name);
 
 TEST(LayernormKernelContract, OptionalOutputsAndDeterminism) {
@@ -228,18 +233,24 @@ TEST(LayernormKernelValidation, BadArgumentsThrowNamingLauncherAndArgument) {
   auto* stats = reinterpret_cast<float*>(0x400000);
   expect_error_mentions([&] { cuda::layernorm_forward_f32(x, w, nullptr, out, nullptr, nullptr, 3, 0, kEps, nullptr); },
                         {"layernorm_forward_f32", "channels must be > 0"});
-  expect_error_mentions([&] { cuda::layernorm_forward_f32(x, w, nullptr, out, nullptr, nullptr, -2, 4, kEps, nullptr); },
-                        {"layernorm_forward_f32", "rows must be >= 0", "-2"});
-  expect_error_mentions([&] { cuda::layernorm_forward_f32(x, nullptr, nullptr, out, nullptr, nullptr, 3, 4, kEps, nullptr); },
-                        {"layernorm_forward_f32", "weight is null"});
-  expect_error_mentions([&] { cuda::layernorm_forward_f32(x, w, nullptr, x + 4, nullptr, nullptr, 3, 4, kEps, nullptr); },
-                        {"layernorm_forward_f32", "out", "overlaps x"});
-  expect_error_mentions([&] { cuda::layernorm_forward_f32(x, w, nullptr, out, nullptr, nullptr, 3, 4, -1.0f, nullptr); },
-                        {"layernorm_forward_f32", "eps"});
+  expect_error_mentions(
+      [&] { cuda::layernorm_forward_f32(x, w, nullptr, out, nullptr, nullptr, -2, 4, kEps, nullptr); },
+      {"layernorm_forward_f32", "rows must be >= 0", "-2"});
+  expect_error_mentions(
+      [&] { cuda::layernorm_forward_f32(x, nullptr, nullptr, out, nullptr, nullptr, 3, 4, kEps, nullptr); },
+      {"layernorm_forward_f32", "weight is null"});
+  expect_error_mentions(
+      [&] { cuda::layernorm_forward_f32(x, w, nullptr, x + 4, nullptr, nullptr, 3, 4, kEps, nullptr); },
+      {"layernorm_forward_f32", "out", "overlaps x"});
+  expect_error_mentions(
+      [&] { cuda::layernorm_forward_f32(x, w, nullptr, out, nullptr, nullptr, 3, 4, -1.0f, nullptr); },
+      {"layernorm_forward_f32", "eps"});
   // 1000 rows need 4 row groups: 2 * 4 * 8 floats of scratch.
   ASSERT_EQ(cuda::layernorm_backward_scratch_floats(1000, 8), 64);
   expect_error_mentions(
-      [&] { cuda::layernorm_backward_f32(x, x, w, stats, stats, nullptr, out, nullptr, out + 8, 63, 1000, 8, nullptr); },
+      [&] {
+        cuda::layernorm_backward_f32(x, x, w, stats, stats, nullptr, out, nullptr, out + 8, 63, 1000, 8, nullptr);
+      },
       {"layernorm_backward_f32", "scratch holds 63", "(1000, 8)", "needs 64"});
   expect_error_mentions(
       [&] { cuda::layernorm_backward_f32(x, x, w, nullptr, stats, out, nullptr, nullptr, nullptr, 0, 4, 8, nullptr); },
@@ -249,7 +260,8 @@ TEST(LayernormKernelValidation, BadArgumentsThrowNamingLauncherAndArgument) {
       {"layernorm_backward_f32", "grad_x", "overlaps"});
   EXPECT_EQ(cuda::layernorm_backward_scratch_floats(256, 8), 0);  // one group: no scratch
   // Nothing to compute: no checks of absent pointers, nothing enqueued.
-  EXPECT_NO_THROW(cuda::layernorm_forward_f32(nullptr, nullptr, nullptr, nullptr, nullptr, nullptr, 0, 4, kEps, nullptr));
+  EXPECT_NO_THROW(
+      cuda::layernorm_forward_f32(nullptr, nullptr, nullptr, nullptr, nullptr, nullptr, 0, 4, kEps, nullptr));
   EXPECT_NO_THROW(cuda::layernorm_backward_f32(nullptr, nullptr, nullptr, nullptr, nullptr, nullptr, nullptr, nullptr,
                                                nullptr, 0, 4, 8, nullptr));
 }

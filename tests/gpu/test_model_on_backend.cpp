@@ -70,8 +70,8 @@ class ModelOnBackendTest : public CudaBackendTest {
       EXPECT_EQ(d.tokens, h.tokens);
       EXPECT_NEAR(d.sum, h.sum, loss_tolerance * std::abs(h.sum)) << "micro-batch " << micro;
     }
-    const double gap = relative_gap(backend_->copy_to_host(device.parameters().flat_grads()),
-                                    host.parameters().flat_grads(), *this);
+    const double gap =
+        relative_gap(backend_->copy_to_host(device.parameters().flat_grads()), host.parameters().flat_grads(), *this);
     EXPECT_LE(gap, grad_tolerance) << "largest gradient difference relative to the largest gradient";
     const nn::LossSum eval_h = host.forward_loss(batch.ids, batch.targets);
     const nn::LossSum eval_d = device.forward_loss(batch.ids, batch.targets);
@@ -112,8 +112,7 @@ TEST_F(ModelOnBackendTest, AdamWStepsOnTheDeviceFollowTheHostRun) {
   for (int step = 0; step < 4; ++step) {
     for (nn::GptModel* model : {&host, &device}) model->parameters().zero_grads();
     host_losses.push_back(host.forward_backward(batch.ids, batch.targets, 1.0f / 57.0f, nn::Recompute::none).sum);
-    device_losses.push_back(
-        device.forward_backward(batch.ids, batch.targets, 1.0f / 57.0f, nn::Recompute::none).sum);
+    device_losses.push_back(device.forward_backward(batch.ids, batch.targets, 1.0f / 57.0f, nn::Recompute::none).sum);
     const optim::OptimizerStepStats h = host_adam.step(3e-3f), d = device_adam.step(3e-3f);
     EXPECT_NEAR(d.grad_norm, h.grad_norm, 1e-4 * h.grad_norm) << "step " << step;
     EXPECT_NEAR(d.clip_scale, h.clip_scale, 1e-4) << "step " << step;
@@ -122,9 +121,9 @@ TEST_F(ModelOnBackendTest, AdamWStepsOnTheDeviceFollowTheHostRun) {
     EXPECT_NEAR(device_losses[i], host_losses[i], 1e-4 * std::abs(host_losses[i])) << "step " << i;
   }
   EXPECT_LT(host_losses.back(), host_losses.front()) << "the run must learn for the comparison to mean much";
-  EXPECT_LE(relative_gap(backend_->copy_to_host(device.parameters().flat_values()), host.parameters().flat_values(),
-                         *this),
-            1e-4);
+  EXPECT_LE(
+      relative_gap(backend_->copy_to_host(device.parameters().flat_values()), host.parameters().flat_values(), *this),
+      1e-4);
   EXPECT_LE(relative_gap(backend_->copy_to_host(device_adam.v()), host_adam.v(), *this), 1e-3);
 }
 
@@ -154,8 +153,8 @@ TEST(ModelOnSecondGpu, EveryLaunchLandsOnTheTensorsDevice) {
 // KV-cache decoding on the backend: the same logits as the host model's decode, position by
 // position, for both families (the LLaMA one with RoPE offsets and grouped kv heads).
 TEST_F(ModelOnBackendTest, KvCacheDecodingOnTheBackendEqualsTheHost) {
-  for (const nn::TransformerConfig& config : {nn::TransformerConfig::gpt2(200, 2, 2, 128, 64),
-                                              nn::TransformerConfig::llama(200, 2, 4, 2, 256, 64)}) {
+  for (const nn::TransformerConfig& config :
+       {nn::TransformerConfig::gpt2(200, 2, 2, 128, 64), nn::TransformerConfig::llama(200, 2, 4, 2, 256, 64)}) {
     nn::GptModel host(config), device(config, {}, true, ops::Placement{backend_.get()});
     host.initialize(11);
     device.initialize(11);

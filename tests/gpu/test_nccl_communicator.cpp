@@ -68,8 +68,8 @@ TEST(NcclCommunicator, WorldOfOneCollectivesFollowTheInterface) {
   // The communicator waits for work queued on the compute stream before it reads a buffer.
   Tensor fresh = random_host({1 << 20}, 2);
   Tensor target = cuda::device_empty(context, {1 << 20});
-  MYRIAD_CUDA_CHECK(cudaMemcpyAsync(target.raw_data(), fresh.raw_data(), fresh.nbytes(), cudaMemcpyHostToDevice,
-                                    context.stream()));
+  MYRIAD_CUDA_CHECK(
+      cudaMemcpyAsync(target.raw_data(), fresh.raw_data(), fresh.nbytes(), cudaMemcpyHostToDevice, context.stream()));
   Tensor copy = cuda::device_empty(context, {1 << 20});
   nccl.all_gather(target, copy);
   EXPECT_TRUE(same_bytes(cuda::to_host(context, copy), fresh));

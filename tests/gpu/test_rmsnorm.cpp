@@ -40,7 +40,8 @@ TEST(RmsnormKernel, ForwardAndBackwardMatchFloat64) {
     std::vector<double> out(x.size()), rstd(rows), gx(x.size()), gw(gw0.begin(), gw0.end());
     for (std::int64_t n = 0; n < rows; ++n) {
       double squares = 0.0;
-      for (std::int64_t c = 0; c < channels; ++c) squares += static_cast<double>(x[n * channels + c]) * x[n * channels + c];
+      for (std::int64_t c = 0; c < channels; ++c)
+        squares += static_cast<double>(x[n * channels + c]) * x[n * channels + c];
       const double r = 1.0 / std::sqrt(squares / static_cast<double>(channels) + kEps);
       rstd[n] = r;
       double mean_gxhat = 0.0;
@@ -79,7 +80,9 @@ TEST(RmsnormKernel, BadArgumentsNameTheLauncherAndArgument) {
   expect_error_mentions([&] { cuda::rmsnorm_forward_f32(fake, fake, fake + 4, nullptr, 4, 8, 1e-5f, nullptr); },
                         {"rmsnorm_forward_f32", "out", "overlaps"});
   expect_error_mentions(
-      [&] { cuda::rmsnorm_backward_f32(fake, fake + 64, fake, nullptr, fake + 1024, nullptr, nullptr, 0, 4, 8, nullptr); },
+      [&] {
+        cuda::rmsnorm_backward_f32(fake, fake + 64, fake, nullptr, fake + 1024, nullptr, nullptr, 0, 4, 8, nullptr);
+      },
       {"rmsnorm_backward_f32", "rstd is null"});
 }
 

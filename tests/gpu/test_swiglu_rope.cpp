@@ -77,7 +77,8 @@ TEST(RopeKernel, MatchesTheCpuOpAndBackwardInverts) {
     cuda::rope_f32(dx.get(), dout.get(), cos_table.get(), sin_table.get(), c.b, c.t, c.h, c.d, false, context.stream());
     const std::string what = "T " + std::to_string(c.t) + ", D " + std::to_string(c.d);
     testing::expect_close(as_f64(dout.download()), testing::to_f64(out), 1e-6, 1e-6, "rope forward " + what);
-    cuda::rope_f32(dout.get(), dout.get(), cos_table.get(), sin_table.get(), c.b, c.t, c.h, c.d, true, context.stream());
+    cuda::rope_f32(dout.get(), dout.get(), cos_table.get(), sin_table.get(), c.b, c.t, c.h, c.d, true,
+                   context.stream());
     testing::expect_close(as_f64(dout.download()), testing::to_f64(x), 2e-6, 2e-6, "rope backward(forward(x)) " + what);
   }
 }

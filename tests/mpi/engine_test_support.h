@@ -41,17 +41,20 @@ inline fs::path shared_dir(dist::Communicator& comm, const std::string& name) {
     const char* subjects[] = {"the cat", "a dog", "my friend", "the old king", "every child"};
     const char* verbs[] = {"sees", "likes", "follows", "remembers", "calls"};
     const char* objects[] = {"the moon.", "a red ball.", "the quiet river.", "its shadow.", "the baker."};
-    for (int i = 0; i < 3000; ++i) out << subjects[i % 5] << " " << verbs[(i / 5) % 5] << " " << objects[(i / 25) % 5] << "\n";
+    for (int i = 0; i < 3000; ++i)
+      out << subjects[i % 5] << " " << verbs[(i / 5) % 5] << " " << objects[(i / 25) % 5] << "\n";
   });
   return dir;
 }
 
-inline RunConfig config_for(int rank, const fs::path& dir, const std::string& architecture, int dp, int zero_stage, int accumulation) {
+inline RunConfig config_for(int rank, const fs::path& dir, const std::string& architecture, int dp, int zero_stage,
+                            int accumulation) {
   RunConfig c = RunConfig::from_yaml_string(R"(
 model: {vocab_size: 320, n_layer: 2, n_head: 2, n_embd: 32, context_length: 32}
 training: {seq_len: 32, lr: 3.0e-3, warmup_steps: 2, eval_batches: 3, eval_every: 0}
 data: {tokenizer: "train:320", val_fraction: 0.1}
-)", "dp_test_config");
+)",
+                                            "dp_test_config");
   c.apply_override("model.architecture=" + architecture);
   c.training.steps = 20;
   c.training.micro_batch = kMicroBatch;

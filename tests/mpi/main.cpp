@@ -21,7 +21,8 @@ class FailurePrinter : public ::testing::EmptyTestEventListener {
                  result.line_number(), result.summary());
   }
   void OnTestEnd(const ::testing::TestInfo& info) override {
-    if (info.result()->Failed()) std::fprintf(stderr, "[rank %d] FAILED %s.%s\n", rank_, info.test_suite_name(), info.name());
+    if (info.result()->Failed())
+      std::fprintf(stderr, "[rank %d] FAILED %s.%s\n", rank_, info.test_suite_name(), info.name());
   }
 
  private:

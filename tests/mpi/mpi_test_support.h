@@ -47,13 +47,17 @@ inline std::uint64_t splitmix64(std::uint64_t x) {
 // dtype holds exactly: f32 in [-1, 1) with 24 random bits, i32 in [-1000, 1000], i64 in
 // [-2^43, 2^43) (sums of a few stay exact in double).
 inline double input_value(DType dtype, std::uint64_t seed, int rank, std::int64_t index) {
-  const std::uint64_t h = splitmix64(splitmix64(seed * 1000003u + static_cast<std::uint64_t>(rank)) ^
-                                     static_cast<std::uint64_t>(index));
+  const std::uint64_t h =
+      splitmix64(splitmix64(seed * 1000003u + static_cast<std::uint64_t>(rank)) ^ static_cast<std::uint64_t>(index));
   switch (dtype) {
-    case DType::f32: return static_cast<double>(h >> 40) / 16777216.0 * 2.0 - 1.0;
-    case DType::i32: return static_cast<double>(static_cast<std::int64_t>(h % 2001) - 1000);
-    case DType::i64: return static_cast<double>(static_cast<std::int64_t>(h >> 20) - (std::int64_t{1} << 43));
-    default: return 0.0;
+    case DType::f32:
+      return static_cast<double>(h >> 40) / 16777216.0 * 2.0 - 1.0;
+    case DType::i32:
+      return static_cast<double>(static_cast<std::int64_t>(h % 2001) - 1000);
+    case DType::i64:
+      return static_cast<double>(static_cast<std::int64_t>(h >> 20) - (std::int64_t{1} << 43));
+    default:
+      return 0.0;
   }
 }
 
@@ -68,25 +72,32 @@ inline void fill_input(Tensor& tensor, std::uint64_t seed, int rank, std::int64_
     }
     case DType::i32: {
       auto* p = tensor.data<std::int32_t>();
-      for (std::int64_t i = 0; i < n; ++i) p[i] = static_cast<std::int32_t>(input_value(DType::i32, seed, rank, first + i));
+      for (std::int64_t i = 0; i < n; ++i)
+        p[i] = static_cast<std::int32_t>(input_value(DType::i32, seed, rank, first + i));
       break;
     }
     case DType::i64: {
       auto* p = tensor.data<std::int64_t>();
-      for (std::int64_t i = 0; i < n; ++i) p[i] = static_cast<std::int64_t>(input_value(DType::i64, seed, rank, first + i));
+      for (std::int64_t i = 0; i < n; ++i)
+        p[i] = static_cast<std::int64_t>(input_value(DType::i64, seed, rank, first + i));
       break;
     }
-    default: FAIL() << "fill_input: unsupported dtype";
+    default:
+      FAIL() << "fill_input: unsupported dtype";
   }
 }
 
 // Element i of a contiguous f32 / i32 / i64 tensor as double.
 inline double element(const Tensor& tensor, std::int64_t i) {
   switch (tensor.dtype()) {
-    case DType::f32: return tensor.data<float>()[i];
-    case DType::i32: return tensor.data<std::int32_t>()[i];
-    case DType::i64: return static_cast<double>(tensor.data<std::int64_t>()[i]);
-    default: return 0.0;
+    case DType::f32:
+      return tensor.data<float>()[i];
+    case DType::i32:
+      return tensor.data<std::int32_t>()[i];
+    case DType::i64:
+      return static_cast<double>(tensor.data<std::int64_t>()[i]);
+    default:
+      return 0.0;
   }
 }
 

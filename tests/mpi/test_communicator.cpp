@@ -153,10 +153,12 @@ TEST(MpiCommunicator, AllGatherMovesAnyDtype) {
   const std::int64_t n = 4099;
   const std::int64_t begin = n * r / N, count = chunk_elements(n, N, r);
   Tensor input = Tensor::empty({count}, DType::u16);
-  for (std::int64_t i = 0; i < count; ++i) input.data<std::uint16_t>()[i] = static_cast<std::uint16_t>((begin + i) * 13);
+  for (std::int64_t i = 0; i < count; ++i)
+    input.data<std::uint16_t>()[i] = static_cast<std::uint16_t>((begin + i) * 13);
   Tensor output = Tensor::zeros({n}, DType::u16);
   comm->all_gather(input, output);
-  for (std::int64_t i = 0; i < n; ++i) ASSERT_EQ(output.data<std::uint16_t>()[i], static_cast<std::uint16_t>(i * 13)) << i;
+  for (std::int64_t i = 0; i < n; ++i)
+    ASSERT_EQ(output.data<std::uint16_t>()[i], static_cast<std::uint16_t>(i * 13)) << i;
 }
 
 TEST(MpiCommunicator, AllGatherInPlace) {
@@ -168,7 +170,8 @@ TEST(MpiCommunicator, AllGatherInPlace) {
   Tensor own = output.slice(0, begin, end);
   fill_input(own, 31, r, begin);
   comm->all_gather(own, output);
-  for (std::int64_t i = 0; i < n; ++i) ASSERT_EQ(element(output, i), input_value(DType::i32, 31, owner_of(i, n, N), i)) << i;
+  for (std::int64_t i = 0; i < n; ++i)
+    ASSERT_EQ(element(output, i), input_value(DType::i32, 31, owner_of(i, n, N), i)) << i;
 }
 
 // Children of relative rank v in a binomial tree over N ranks: v + 2^j for every 2^j below the

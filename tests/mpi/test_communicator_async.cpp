@@ -42,7 +42,8 @@ TEST(MpiCommunicatorAsync, SeveralAllReducesWaitedInOrderAndOutOfOrder) {
     for (int k = 0; k < 5; ++k) {
       const Tensor& t = tensors[k];
       for (std::int64_t i = 0; i < t.numel(); i += 997) {
-        ASSERT_EQ(element(t, i), reference_sum(800 + static_cast<std::uint64_t>(k), N, i)) << "tensor " << k << " i " << i;
+        ASSERT_EQ(element(t, i), reference_sum(800 + static_cast<std::uint64_t>(k), N, i))
+            << "tensor " << k << " i " << i;
       }
     }
     EXPECT_EQ(comm->stats()[CommOp::all_reduce].calls, reverse ? 10 : 5);
@@ -93,8 +94,9 @@ TEST(MpiCommunicatorErrors, BadArgumentsThrowNamingOpGroupAndShapesAndLeaveTheGr
   expect_error_naming([&] { comm->all_reduce(Tensor::zeros({2, 3}).transpose(0, 1)); }, {"all_reduce", "contiguous"});
   expect_error_naming([&] { comm->all_reduce(Tensor()); }, {"all_reduce", "undefined"});
   const std::int64_t expected_chunk = 10 * (r + 1) / N - 10 * r / N;
-  expect_error_naming([&] { comm->reduce_scatter(Tensor::zeros({10}), Tensor::zeros({expected_chunk + 1})); },
-                      {"reduce_scatter", "group 'errors'", "f32[10]", "f32[" + std::to_string(expected_chunk + 1) + "]"});
+  expect_error_naming(
+      [&] { comm->reduce_scatter(Tensor::zeros({10}), Tensor::zeros({expected_chunk + 1})); },
+      {"reduce_scatter", "group 'errors'", "f32[10]", "f32[" + std::to_string(expected_chunk + 1) + "]"});
   expect_error_naming([&] { comm->reduce_scatter(Tensor::zeros({10}), Tensor::zeros({expected_chunk}, DType::i32)); },
                       {"reduce_scatter", "dtype"});
   expect_error_naming([&] { comm->all_gather(Tensor::zeros({expected_chunk + 2}), Tensor::zeros({10})); },
@@ -109,8 +111,9 @@ TEST(MpiCommunicatorErrors, BadArgumentsThrowNamingOpGroupAndShapesAndLeaveTheGr
   std::vector<std::int64_t> counts(N, 1);
   expect_error_naming([&] { comm->all_to_all_v(Tensor::zeros({N}), counts, Tensor::zeros({N + 1}), counts); },
                       {"all_to_all_v", "recv counts add up to " + std::to_string(N)});
-  expect_error_naming([&] { comm->all_to_all_v(Tensor::zeros({N}), std::vector<std::int64_t>(N + 1, 0), Tensor::zeros({N}), counts); },
-                      {"all_to_all_v", "send counts for a group of " + std::to_string(N)});
+  expect_error_naming(
+      [&] { comm->all_to_all_v(Tensor::zeros({N}), std::vector<std::int64_t>(N + 1, 0), Tensor::zeros({N}), counts); },
+      {"all_to_all_v", "send counts for a group of " + std::to_string(N)});
   expect_error_naming([&] { comm->split(-1, 0, "bad"); }, {"split", "colour -1"});
   // Nothing was enqueued by the failed calls: the group still works.
   Tensor t = Tensor::full({5}, 1, DType::i32);

@@ -78,9 +78,12 @@ double analytic_step_bytes(Engine& engine, int stage, int n) {
   const double ring = (n - 1.0) / n;
   const auto& units = engine.model().units();
   switch (stage) {
-    case 0: return 2.0 * ring * psi;                        // all-reduce once, last micro-batch only
-    case 1: return ring * psi + ring * psi;                 // reduce-scatter once + all-gather values
-    case 2: return kAccumulation * ring * psi + ring * psi;  // reduce-scatter every micro-batch + all-gather
+    case 0:
+      return 2.0 * ring * psi;  // all-reduce once, last micro-batch only
+    case 1:
+      return ring * psi + ring * psi;  // reduce-scatter once + all-gather values
+    case 2:
+      return kAccumulation * ring * psi + ring * psi;  // reduce-scatter every micro-batch + all-gather
     default: {
       // Per micro-batch: forward gathers every unit; backward gathers every unit again except the
       // embeddings when untied (their backward only writes gradients); reduce-scatter everything.
@@ -118,7 +121,8 @@ TEST_P(DataParallelStages, ReproducesTheSerialLossCurveWithAnalyticTraffic) {
     EXPECT_NEAR(parallel.grad_norm[s], serial.grad_norm[s], 1e-4 * serial.grad_norm[s] + 1e-6) << "step " << s + 1;
   }
   EXPECT_NEAR(parallel.val_loss, serial.val_loss, kLossTolerance);
-  EXPECT_LT(serial.loss.back(), serial.loss.front() - 0.5) << "the run must actually learn for the curve to mean something";
+  EXPECT_LT(serial.loss.back(), serial.loss.front() - 0.5)
+      << "the run must actually learn for the curve to mean something";
 
   // Traffic: every step sends the analytic volume (scalars for the token count, loss and norm
   // add a few dozen bytes, far inside 1 %).

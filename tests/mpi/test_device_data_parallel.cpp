@@ -65,14 +65,14 @@ struct EnginePair {
         gpu(gpu_config, make_rank_logger(world.comm->rank(), "warn"), &gpu_groups) {}
 
   static dist::GridShape grid(World& world, Layout layout) {
-    return dist::GridShape{.tp = layout.tp, .ep = layout.ep, .dp = world.comm->size() / (layout.tp * layout.pp),
-                           .pp = layout.pp};
+    return dist::GridShape{
+        .tp = layout.tp, .ep = layout.ep, .dp = world.comm->size() / (layout.tp * layout.pp), .pp = layout.pp};
   }
 
   static RunConfig make_config(World& world, const fs::path& dir, Layout layout, ComputeDevice device) {
     dist::Communicator& comm = *world.comm;
-    RunConfig c = config_for(comm.rank(), dir, layout.architecture, comm.size() / (layout.tp * layout.pp),
-                             layout.zero_stage, 2);
+    RunConfig c =
+        config_for(comm.rank(), dir, layout.architecture, comm.size() / (layout.tp * layout.pp), layout.zero_stage, 2);
     c.parallel.tp = layout.tp;
     c.parallel.pp = layout.pp;
     c.parallel.pp_schedule = layout.schedule;
@@ -142,7 +142,9 @@ TEST_P(DeviceDataParallel, MatchesTheCpuDataParallelEngine) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Zero, DeviceDataParallel, ::testing::Values(0, 1, 2, 3),
-                         [](const ::testing::TestParamInfo<int>& info) { return "Stage" + std::to_string(info.param); });
+                         [](const ::testing::TestParamInfo<int>& info) {
+                           return "Stage" + std::to_string(info.param);
+                         });
 
 // The parameter values this rank's optimizer updates, in its segment order: under ZeRO 3 the host
 // keeps only this shard (no flat values).
@@ -193,7 +195,9 @@ TEST_P(DeviceDataParallelCheckpoint, ResumesInTheCpuEngineBitForBitAndOnTheDevic
 }
 
 INSTANTIATE_TEST_SUITE_P(Zero, DeviceDataParallelCheckpoint, ::testing::Values(1, 2, 3),
-                         [](const ::testing::TestParamInfo<int>& info) { return "Stage" + std::to_string(info.param); });
+                         [](const ::testing::TestParamInfo<int>& info) {
+                           return "Stage" + std::to_string(info.param);
+                         });
 
 // bf16 at every ZeRO stage with tensor parallelism (np4: dp 2 x tp 2; np2: tp 2): the device
 // engine follows the CPU engine of the same layout — the same model code on the two backends,
@@ -217,7 +221,9 @@ TEST_P(DeviceBf16Layouts, MatchTheCpuEngine) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Zero, DeviceBf16Layouts, ::testing::Values(0, 1, 2, 3),
-                         [](const ::testing::TestParamInfo<int>& info) { return "Stage" + std::to_string(info.param); });
+                         [](const ::testing::TestParamInfo<int>& info) {
+                           return "Stage" + std::to_string(info.param);
+                         });
 
 // 3 steps of the device and CPU engines of `layout`: same losses and gradient norms (1e-4
 // relative), same validation loss; then the device run's checkpoint loaded by a CPU engine has
@@ -266,11 +272,14 @@ TEST_P(DeviceTensorParallel, MatchesTheCpuEngineAndResumesThere) {
   if (comm.size() % 2 != 0) GTEST_SKIP() << "tp 2 needs an even world";
   const TpCase c = GetParam();
   const int zero_stage = c.zero_stage >= 2 ? c.zero_stage : comm.size() > 2 ? c.zero_stage : 0;
-  const Layout layout{.tp = 2, .zero_stage = zero_stage, .architecture = c.architecture,
-                      .sequence_parallel = c.sequence_parallel, .recompute = c.recompute};
-  const fs::path dir = shared_dir(comm, std::string("device_tp_") + c.architecture + (c.sequence_parallel ? "_sp" : "") +
-                                            std::string(choice_name(c.recompute)) + "_zero" +
-                                            std::to_string(zero_stage));
+  const Layout layout{.tp = 2,
+                      .zero_stage = zero_stage,
+                      .architecture = c.architecture,
+                      .sequence_parallel = c.sequence_parallel,
+                      .recompute = c.recompute};
+  const fs::path dir =
+      shared_dir(comm, std::string("device_tp_") + c.architecture + (c.sequence_parallel ? "_sp" : "") +
+                           std::string(choice_name(c.recompute)) + "_zero" + std::to_string(zero_stage));
   expect_matches_the_cpu_engine_and_resumes_there(world, dir, layout);
 }
 
@@ -311,9 +320,14 @@ TEST_P(DevicePipelineParallel, MatchesTheCpuEngineAndResumesThere) {
   const PpCase c = GetParam();
   if (comm.size() % (2 * c.tp) != 0) GTEST_SKIP() << "pp 2 x tp " << c.tp << " does not divide the world";
   const bool data_parallel = comm.size() > 2 * c.tp;
-  const Layout layout{.tp = c.tp, .zero_stage = data_parallel ? c.zero_stage_with_dp : 0,
-                      .architecture = c.architecture, .pp = 2, .virtual_stages = c.virtual_stages,
-                      .schedule = c.schedule, .recompute = c.recompute, .precision = c.precision};
+  const Layout layout{.tp = c.tp,
+                      .zero_stage = data_parallel ? c.zero_stage_with_dp : 0,
+                      .architecture = c.architecture,
+                      .pp = 2,
+                      .virtual_stages = c.virtual_stages,
+                      .schedule = c.schedule,
+                      .recompute = c.recompute,
+                      .precision = c.precision};
   const fs::path dir = shared_dir(comm, std::string("device_pp_") + c.name);
   expect_matches_the_cpu_engine_and_resumes_there(world, dir, layout);
 }
@@ -329,9 +343,9 @@ INSTANTIATE_TEST_SUITE_P(Schedules, DevicePipelineParallel,
                          [](const ::testing::TestParamInfo<PpCase>& info) { return std::string(info.param.name); });
 
 // Mixture of experts on the device (np2: ep 2 over dp 2, GPT-2 and LLaMA-style blocks, tp 2; np4:
-// ep 2 inside dp 4 with ZeRO 1, ep 4 with ZeRO 3, tp 2 x dp 2 with ep 2 and ZeRO 1): token rows cross the ep group over NCCL's
-// all-to-all-v, expert gradients the expert-data group; the same curve and gradient norms as the
-// CPU engine, and a checkpoint the CPU engine resumes with bit-identical shards.
+// ep 2 inside dp 4 with ZeRO 1, ep 4 with ZeRO 3, tp 2 x dp 2 with ep 2 and ZeRO 1): token rows cross the ep group over
+// NCCL's all-to-all-v, expert gradients the expert-data group; the same curve and gradient norms as the CPU engine, and
+// a checkpoint the CPU engine resumes with bit-identical shards.
 struct EpCase {
   const char* name;
   const char* architecture;
@@ -346,7 +360,8 @@ TEST_P(DeviceExpertParallel, MatchesTheCpuEngineAndResumesThere) {
   dist::Communicator& comm = *world.comm;
   if (!every_rank_has_a_gpu(comm)) GTEST_SKIP() << "needs one GPU per rank";
   const EpCase c = GetParam();
-  if (comm.size() % (c.ep * c.tp) != 0) GTEST_SKIP() << "ep " << c.ep << " x tp " << c.tp << " does not divide the world";
+  if (comm.size() % (c.ep * c.tp) != 0)
+    GTEST_SKIP() << "ep " << c.ep << " x tp " << c.tp << " does not divide the world";
   const Layout layout{.tp = c.tp, .zero_stage = c.zero_stage, .architecture = c.architecture, .ep = c.ep, .experts = 4};
   const fs::path dir = shared_dir(comm, std::string("device_ep_") + c.name);
   expect_matches_the_cpu_engine_and_resumes_there(world, dir, layout);

@@ -11,19 +11,16 @@
 // Mixture of experts (4 experts, top 2, a capacity that drops tokens, one shared expert), whose
 // serial run is the same MoE model in one process: 2 ranks: dp 2 with ep 2 (LLaMA blocks), tp 2
 // (GPT-2), tp 2 + sequence parallel (LLaMA, selective recompute); 4 ranks: dp 4 with ep 2 and
-// ZeRO-1, ep 2 with ZeRO-2 (LLaMA), ep 4 with ZeRO-3, dp 2 x pp 2 with ep 2, dp 2 (ep 2) x tp 2 with ZeRO-1, dp 2 x tp 2
-// with ZeRO-3 (LLaMA); 8 ranks:
-// dp 4 (ep 2) x pp 2 with ZeRO-1. The checkpoint saved at ep > 1 resumes in one process.
-// Context parallelism (ring attention): 2 ranks: cp 2 (GPT-2, learned positions; LLaMA with GQA;
-// LLaMA with fixed block-sparse attention); 4 ranks: cp 4 (also with the per-head block
-// selection), cp 2 x tp 2 with the selection, cp 2 x tp 2 with sequence parallel,
-// cp 2 x pp 2, dp 2 x cp 2 with ZeRO-3 and full recompute; 8 ranks: cp 2 x tp 2 x pp 2.
-// The vocabulary (321, padded to 384) is not divisible by tp: the real vocabulary ends inside the
-// last tp rank's rows. Tolerance as in test_data_parallel.cpp (1e-4 absolute on the loss): the
-// runs differ only in float32 summation order (tp partial products summed by all-reduce,
-// gradients of replicated parameters, pipeline stage boundaries are exact copies); the measured
-// gaps are printed. The comparison can fail: test_data_parallel.cpp checks that another seed
-// moves the curve by > 1e-2.
+// ZeRO-1, ep 2 with ZeRO-2 (LLaMA), ep 4 with ZeRO-3, dp 2 x pp 2 with ep 2, dp 2 (ep 2) x tp 2 with ZeRO-1, dp 2 x tp
+// 2 with ZeRO-3 (LLaMA); 8 ranks: dp 4 (ep 2) x pp 2 with ZeRO-1. The checkpoint saved at ep > 1 resumes in one
+// process. Context parallelism (ring attention): 2 ranks: cp 2 (GPT-2, learned positions; LLaMA with GQA; LLaMA with
+// fixed block-sparse attention); 4 ranks: cp 4 (also with the per-head block selection), cp 2 x tp 2 with the
+// selection, cp 2 x tp 2 with sequence parallel, cp 2 x pp 2, dp 2 x cp 2 with ZeRO-3 and full recompute; 8 ranks: cp 2
+// x tp 2 x pp 2. The vocabulary (321, padded to 384) is not divisible by tp: the real vocabulary ends inside the last
+// tp rank's rows. Tolerance as in test_data_parallel.cpp (1e-4 absolute on the loss): the runs differ only in float32
+// summation order (tp partial products summed by all-reduce, gradients of replicated parameters, pipeline stage
+// boundaries are exact copies); the measured gaps are printed. The comparison can fail: test_data_parallel.cpp checks
+// that another seed moves the curve by > 1e-2.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -58,12 +55,12 @@ struct Layout {
   int zero_stage = 0;
   int accumulation = 4;  // micro-batches per dp rank per step
   int layers = 4;
-  int kv_heads = 0;      // 0 = n_head
+  int kv_heads = 0;  // 0 = n_head
   std::string recompute = "none";
   std::vector<std::string> pp_layers = {};  // explicit layers per stage; empty = even
-  int experts = 0;       // > 0: architecture moe with blocks of `architecture`
-  bool block_sparse = false;  // fixed block-sparse attention (blocks of 4: window 1, 1 sink)
-  double sparse_ratio = 0.0;  // > 0: with the per-head selection on top (at most 8 blocks)
+  int experts = 0;                          // > 0: architecture moe with blocks of `architecture`
+  bool block_sparse = false;                // fixed block-sparse attention (blocks of 4: window 1, 1 sink)
+  double sparse_ratio = 0.0;                // > 0: with the per-head selection on top (at most 8 blocks)
 };
 
 struct Curve {
@@ -136,7 +133,8 @@ TEST_P(ModelParallel, ReproducesTheSerialLossCurveAndResumesSerially) {
   const Layout& layout = GetParam();
   World world;
   dist::Communicator& comm = *world.comm;
-  if (comm.size() != layout.grid.product()) GTEST_SKIP() << layout.name << " needs " << layout.grid.product() << " ranks";
+  if (comm.size() != layout.grid.product())
+    GTEST_SKIP() << layout.name << " needs " << layout.grid.product() << " ranks";
   fs::path dir = shared_dir(comm, "mp_" + layout.name);
   prepare_shared_data(comm, layout_config(comm.rank(), dir, layout, true));
   RunConfig serial_config = layout_config(comm.rank(), dir, layout, true);
@@ -207,57 +205,112 @@ std::vector<Layout> layouts() {
   all.push_back({.name = "tp2", .grid = {.tp = 2}});
   all.push_back({.name = "tp2_llama_gqa", .architecture = "llama", .grid = {.tp = 2}, .kv_heads = 2});
   all.push_back({.name = "tp2_sequence_parallel", .grid = {.tp = 2}, .sequence_parallel = true});
-  all.push_back({.name = "tp2_sp_llama_selective", .architecture = "llama", .grid = {.tp = 2},
-                 .sequence_parallel = true, .kv_heads = 2, .recompute = "selective"});
+  all.push_back({.name = "tp2_sp_llama_selective",
+                 .architecture = "llama",
+                 .grid = {.tp = 2},
+                 .sequence_parallel = true,
+                 .kv_heads = 2,
+                 .recompute = "selective"});
   all.push_back({.name = "pp2_gpipe", .grid = {.pp = 2}, .schedule = PipelineSchedule::gpipe});
   all.push_back({.name = "pp2_1f1b", .grid = {.pp = 2}});
   all.push_back({.name = "pp2_uneven_1_3", .grid = {.pp = 2}, .pp_layers = {"1", "3"}});
-  all.push_back({.name = "pp2_1f1b_llama_full_recompute", .architecture = "llama", .grid = {.pp = 2},
-                 .recompute = "full"});
-  all.push_back({.name = "pp4_interleaved_v2", .grid = {.pp = 4}, .schedule = PipelineSchedule::interleaved,
-                 .virtual_stages = 2, .layers = 8});
+  all.push_back(
+      {.name = "pp2_1f1b_llama_full_recompute", .architecture = "llama", .grid = {.pp = 2}, .recompute = "full"});
+  all.push_back({.name = "pp4_interleaved_v2",
+                 .grid = {.pp = 4},
+                 .schedule = PipelineSchedule::interleaved,
+                 .virtual_stages = 2,
+                 .layers = 8});
   all.push_back({.name = "dp2_pp2_zero1", .grid = {.dp = 2, .pp = 2}, .zero_stage = 1});
   all.push_back({.name = "tp2_pp2", .grid = {.tp = 2, .pp = 2}});
   all.push_back({.name = "dp2_tp2_zero3", .grid = {.tp = 2, .dp = 2}, .zero_stage = 3, .accumulation = 2});
-  all.push_back({.name = "dp2_tp2sp_zero2_llama", .architecture = "llama", .grid = {.tp = 2, .dp = 2},
-                 .sequence_parallel = true, .zero_stage = 2, .accumulation = 2, .kv_heads = 2});
+  all.push_back({.name = "dp2_tp2sp_zero2_llama",
+                 .architecture = "llama",
+                 .grid = {.tp = 2, .dp = 2},
+                 .sequence_parallel = true,
+                 .zero_stage = 2,
+                 .accumulation = 2,
+                 .kv_heads = 2});
   all.push_back({.name = "dp2_tp2_pp2", .grid = {.tp = 2, .dp = 2, .pp = 2}, .accumulation = 2});
-  all.push_back({.name = "dp2_tp2sp_pp2_zero1", .grid = {.tp = 2, .dp = 2, .pp = 2}, .sequence_parallel = true,
-                 .zero_stage = 1, .accumulation = 2});
-  all.push_back({.name = "dp2_ep2_moe_llama", .architecture = "llama", .grid = {.ep = 2, .dp = 2},
-                 .accumulation = 2, .kv_heads = 2, .experts = 4});
-  all.push_back({.name = "dp4_ep2_zero1_moe", .grid = {.ep = 2, .dp = 4}, .zero_stage = 1, .accumulation = 1,
+  all.push_back({.name = "dp2_tp2sp_pp2_zero1",
+                 .grid = {.tp = 2, .dp = 2, .pp = 2},
+                 .sequence_parallel = true,
+                 .zero_stage = 1,
+                 .accumulation = 2});
+  all.push_back({.name = "dp2_ep2_moe_llama",
+                 .architecture = "llama",
+                 .grid = {.ep = 2, .dp = 2},
+                 .accumulation = 2,
+                 .kv_heads = 2,
                  .experts = 4});
-  all.push_back({.name = "dp4_ep4_zero3_moe", .grid = {.ep = 4, .dp = 4}, .zero_stage = 3, .accumulation = 1,
+  all.push_back(
+      {.name = "dp4_ep2_zero1_moe", .grid = {.ep = 2, .dp = 4}, .zero_stage = 1, .accumulation = 1, .experts = 4});
+  all.push_back(
+      {.name = "dp4_ep4_zero3_moe", .grid = {.ep = 4, .dp = 4}, .zero_stage = 3, .accumulation = 1, .experts = 4});
+  all.push_back({.name = "dp4_ep2_zero2_moe_llama",
+                 .architecture = "llama",
+                 .grid = {.ep = 2, .dp = 4},
+                 .zero_stage = 2,
+                 .accumulation = 1,
+                 .kv_heads = 2,
                  .experts = 4});
-  all.push_back({.name = "dp4_ep2_zero2_moe_llama", .architecture = "llama", .grid = {.ep = 2, .dp = 4},
-                 .zero_stage = 2, .accumulation = 1, .kv_heads = 2, .experts = 4});
   all.push_back({.name = "dp2_ep2_pp2_moe", .grid = {.ep = 2, .dp = 2, .pp = 2}, .accumulation = 2, .experts = 4});
-  all.push_back({.name = "dp4_ep2_pp2_zero1_moe", .grid = {.ep = 2, .dp = 4, .pp = 2}, .zero_stage = 1,
-                 .accumulation = 2, .experts = 4});
+  all.push_back({.name = "dp4_ep2_pp2_zero1_moe",
+                 .grid = {.ep = 2, .dp = 4, .pp = 2},
+                 .zero_stage = 1,
+                 .accumulation = 2,
+                 .experts = 4});
   all.push_back({.name = "tp2_moe", .grid = {.tp = 2}, .experts = 4});
-  all.push_back({.name = "tp2_sp_moe_llama", .architecture = "llama", .grid = {.tp = 2}, .sequence_parallel = true,
-                 .kv_heads = 2, .recompute = "selective", .experts = 4});
-  all.push_back({.name = "dp2_ep2_tp2_zero1_moe", .grid = {.tp = 2, .ep = 2, .dp = 2}, .zero_stage = 1,
-                 .accumulation = 2, .experts = 4});
-  all.push_back({.name = "dp2_tp2_zero3_moe_llama", .architecture = "llama", .grid = {.tp = 2, .dp = 2},
-                 .zero_stage = 3, .accumulation = 2, .kv_heads = 2, .experts = 4});
+  all.push_back({.name = "tp2_sp_moe_llama",
+                 .architecture = "llama",
+                 .grid = {.tp = 2},
+                 .sequence_parallel = true,
+                 .kv_heads = 2,
+                 .recompute = "selective",
+                 .experts = 4});
+  all.push_back({.name = "dp2_ep2_tp2_zero1_moe",
+                 .grid = {.tp = 2, .ep = 2, .dp = 2},
+                 .zero_stage = 1,
+                 .accumulation = 2,
+                 .experts = 4});
+  all.push_back({.name = "dp2_tp2_zero3_moe_llama",
+                 .architecture = "llama",
+                 .grid = {.tp = 2, .dp = 2},
+                 .zero_stage = 3,
+                 .accumulation = 2,
+                 .kv_heads = 2,
+                 .experts = 4});
   // Context parallelism: each rank holds chunks r and 2 cp - 1 - r of every sequence (32 tokens:
   // chunks of 8 at cp 2, of 4 at cp 4); attention runs as a ring.
   all.push_back({.name = "cp2", .grid = {.cp = 2}});
   all.push_back({.name = "cp2_llama_gqa", .architecture = "llama", .grid = {.cp = 2}, .kv_heads = 2});
-  all.push_back({.name = "cp2_llama_block_sparse", .architecture = "llama", .grid = {.cp = 2}, .kv_heads = 2,
+  all.push_back({.name = "cp2_llama_block_sparse",
+                 .architecture = "llama",
+                 .grid = {.cp = 2},
+                 .kv_heads = 2,
                  .block_sparse = true});
   all.push_back({.name = "cp4_llama", .architecture = "llama", .grid = {.cp = 4}, .kv_heads = 2});
-  all.push_back({.name = "cp4_llama_block_selection", .architecture = "llama", .grid = {.cp = 4}, .kv_heads = 2,
-                 .block_sparse = true, .sparse_ratio = 0.5});
-  all.push_back({.name = "cp2_tp2_block_selection", .grid = {.tp = 2, .cp = 2}, .block_sparse = true,
+  all.push_back({.name = "cp4_llama_block_selection",
+                 .architecture = "llama",
+                 .grid = {.cp = 4},
+                 .kv_heads = 2,
+                 .block_sparse = true,
                  .sparse_ratio = 0.5});
-  all.push_back({.name = "cp2_tp2sp_llama", .architecture = "llama", .grid = {.tp = 2, .cp = 2},
-                 .sequence_parallel = true, .kv_heads = 2});
+  all.push_back(
+      {.name = "cp2_tp2_block_selection", .grid = {.tp = 2, .cp = 2}, .block_sparse = true, .sparse_ratio = 0.5});
+  all.push_back({.name = "cp2_tp2sp_llama",
+                 .architecture = "llama",
+                 .grid = {.tp = 2, .cp = 2},
+                 .sequence_parallel = true,
+                 .kv_heads = 2});
   all.push_back({.name = "cp2_pp2", .grid = {.cp = 2, .pp = 2}});
-  all.push_back({.name = "dp2_cp2_zero3_llama", .architecture = "llama", .grid = {.cp = 2, .dp = 2}, .zero_stage = 3,
-                 .accumulation = 2, .kv_heads = 2, .recompute = "full"});
+  all.push_back({.name = "dp2_cp2_zero3_llama",
+                 .architecture = "llama",
+                 .grid = {.cp = 2, .dp = 2},
+                 .zero_stage = 3,
+                 .accumulation = 2,
+                 .kv_heads = 2,
+                 .recompute = "full"});
   all.push_back({.name = "cp2_tp2_pp2", .grid = {.tp = 2, .cp = 2, .pp = 2}});
   return all;
 }

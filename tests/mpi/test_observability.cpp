@@ -24,7 +24,7 @@ TEST(Observability, SlowRankIsReportedAsAStragglerWithItsCoordinates) {
   RunConfig config = config_for(comm.rank(), dir, "gpt2", n, 0, 1);
   config.logging.straggler_every = 3;
   config.logging.straggler_margin = 2.0;  // 3x the median: far above the noise of oversubscribed ranks
-  config.logging.dir = dir.string();  // shared: rank 0 writes the metrics
+  config.logging.dir = dir.string();      // shared: rank 0 writes the metrics
   prepare_shared_data(comm, config);
   dist::ProcessGroups groups(dist::GridShape{.dp = n}, world.runtime.world());
   Engine engine(config, make_rank_logger(comm.rank(), "error"), &groups);

@@ -48,7 +48,8 @@ TEST(TensorParallel, VocabParallelCrossEntropyEqualsSerial) {
   const std::int64_t local = (vocab + parts - 1) / parts, padded = local * parts;
   Tensor full = random({n, padded}, 1, 4.0f);
   Tensor targets = Tensor::empty({n}, DType::i32);
-  for (std::int64_t i = 0; i < n; ++i) targets.data<std::int32_t>()[i] = i % 7 == 3 ? -100 : static_cast<std::int32_t>((i * 37) % vocab);
+  for (std::int64_t i = 0; i < n; ++i)
+    targets.data<std::int32_t>()[i] = i % 7 == 3 ? -100 : static_cast<std::int32_t>((i * 37) % vocab);
   // Serial reference on the real vocabulary.
   Tensor real = columns(full, 0, vocab);
   Tensor losses = Tensor::empty({n}), lse = Tensor::empty({n}), grad = Tensor::empty({n, vocab});
@@ -118,7 +119,7 @@ TEST(TensorParallel, ColumnThenRowParallelMlpEqualsSerial) {
   Tensor w1_local = w1.slice(0, rank * fl, (rank + 1) * fl).contiguous();
   Tensor w2_local = columns(w2, rank * fl, (rank + 1) * fl);
   Tensor h_l = Tensor::empty({n, fl}), a_l = Tensor::empty({n, fl}), y_p = Tensor::empty({n, c});
-  nn::linear_forward(x, w1_local, Tensor(), h_l);           // copy_to_tp_region(x): identity forward
+  nn::linear_forward(x, w1_local, Tensor(), h_l);  // copy_to_tp_region(x): identity forward
   gelu_forward(GeluArgs{}, h_l, a_l);
   nn::linear_forward(a_l, w2_local, Tensor(), y_p);
   reduce_from_tp_region_forward(*tp, y_p);

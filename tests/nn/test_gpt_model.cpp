@@ -86,7 +86,8 @@ void check_gradients(const TransformerConfig& config) {
     };
     const double numeric = (4 * central(5e-4) - central(1e-3)) / 3;
     p.value.copy_from(saved);
-    EXPECT_NEAR(analytic, numeric, 2e-3 + 2e-2 * std::fabs(numeric)) << "analytic " << analytic << " numeric " << numeric;
+    EXPECT_NEAR(analytic, numeric, 2e-3 + 2e-2 * std::fabs(numeric))
+        << "analytic " << analytic << " numeric " << numeric;
   }
 }
 
@@ -109,8 +110,8 @@ TEST(GptModel, BlockSparseKeepingEveryBlockEqualsDense) {
   }
   EXPECT_NEAR(sparse.forward_loss(batch.ids, batch.targets).sum, dense.forward_loss(batch.ids, batch.targets).sum,
               1e-5);
-  testing::expect_close(sparse.parameters().flat_grads(), testing::to_f64(dense.parameters().flat_grads()), 1e-6,
-                        1e-5, "gradients");
+  testing::expect_close(sparse.parameters().flat_grads(), testing::to_f64(dense.parameters().flat_grads()), 1e-6, 1e-5,
+                        "gradients");
   // What it kept: every causal block (4 query blocks of 2 per head, 4 heads, 2 sequences, 2 layers).
   const BlockSelectionStats& kept = sparse.attention_stats();
   EXPECT_GT(kept.query_blocks, 0);

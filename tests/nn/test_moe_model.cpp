@@ -125,7 +125,8 @@ int check_gradients_at(const TransformerConfig& config, bool expect_drops, std::
       continue;
     }
     if (p.name.find(".moe.") != std::string::npos) ++checked_moe;
-    EXPECT_NEAR(analytic, numeric, 2e-3 + 2e-2 * std::fabs(numeric)) << "analytic " << analytic << " numeric " << numeric;
+    EXPECT_NEAR(analytic, numeric, 2e-3 + 2e-2 * std::fabs(numeric))
+        << "analytic " << analytic << " numeric " << numeric;
   }
   if (skipped <= 1) EXPECT_GE(checked_moe, 2);  // the router and the experts (one may have been skipped)
   return skipped;

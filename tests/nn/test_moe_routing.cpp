@@ -88,7 +88,8 @@ TEST(MoeRouting, RowsAreTheKeptAssignmentsInExpertThenTokenOrder) {
   EXPECT_EQ(kept, plan.rows());
   for (std::int64_t e = 0; e < E; ++e) {
     EXPECT_LE(plan.offsets[e + 1] - plan.offsets[e], 2 * (N / T));  // capacity per sequence
-    for (std::int64_t r = plan.offsets[e] + 1; r < plan.offsets[e + 1]; ++r) EXPECT_LT(plan.source[r - 1], plan.source[r]);
+    for (std::int64_t r = plan.offsets[e] + 1; r < plan.offsets[e + 1]; ++r)
+      EXPECT_LT(plan.source[r - 1], plan.source[r]);
   }
 }
 
@@ -112,7 +113,8 @@ double objective(const std::vector<float>& logits, std::int64_t N, std::int64_t 
                                                    : 1.0 / (1.0 + std::exp(-static_cast<double>(logits[t * E + e])));
         score_sum += score[e];
       }
-      for (std::int64_t e = 0; e < E; ++e) P[e] += (s.score == RouterScore::softmax ? score[e] : score[e] / score_sum) / T;
+      for (std::int64_t e = 0; e < E; ++e)
+        P[e] += (s.score == RouterScore::softmax ? score[e] : score[e] / score_sum) / T;
       double chosen = 0.0;
       for (int j = 0; j < k; ++j) chosen += score[fixed.expert[t * k + j]];
       for (int j = 0; j < k; ++j) {
@@ -174,7 +176,8 @@ TEST(MoeRouting, BackwardMatchesCentralDifferences) {
         down[i] -= static_cast<float>(eps);
         const double h = static_cast<double>(up[i]) - static_cast<double>(down[i]);
         const double numeric = (objective(up, N, E, T, s, plan, d_weight, aux_scale, z_scale) -
-                                objective(down, N, E, T, s, plan, d_weight, aux_scale, z_scale)) / h;
+                                objective(down, N, E, T, s, plan, d_weight, aux_scale, z_scale)) /
+                               h;
         EXPECT_NEAR(analytic[i], numeric, 1e-4 + 1e-3 * std::fabs(numeric)) << "logit " << i;
       }
       ++case_index;

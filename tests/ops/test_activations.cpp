@@ -149,7 +149,8 @@ TEST(Activations, MismatchesNameTheOpAndShapes) {
   Tensor out = Tensor::zeros({2, 6}), none;
   expect_error_naming([&] { gelu_forward(GeluArgs{}, x, bad); }, {"gelu_forward", "out", "[2, 5]", "[2, 6]"});
   expect_error_naming([&] { gelu_forward(GeluArgs{}, ints, out); }, {"gelu_forward", "'x'", "i32", "[2, 6]"});
-  expect_error_naming([&] { gelu_backward(GeluArgs{}, x, bad, out); }, {"gelu_backward", "grad_out", "[2, 5]", "[2, 6]"});
+  expect_error_naming([&] { gelu_backward(GeluArgs{}, x, bad, out); },
+                      {"gelu_backward", "grad_out", "[2, 5]", "[2, 6]"});
   expect_error_naming([&] { gelu_backward(GeluArgs{}, x, x, none); }, {"gelu_backward", "grad_x", "undefined"});
   Tensor strided = Tensor::zeros({6, 2}).transpose(0, 1);
   expect_error_naming([&] { gelu_forward(GeluArgs{}, strided, out); }, {"gelu_forward", "contiguous", "[2, 6]"});

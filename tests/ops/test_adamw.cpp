@@ -88,8 +88,7 @@ TEST(AdamW, FirstStepMovesEachParameterByAboutLr) {
   Tensor grad = testing::from_f64({0.5, -2.0, 1e-3, -1e-3}, {4});
   adamw_update(AdamWArgs{.lr = 0.01f, .weight_decay = 0.1f, .step = 1}, param, grad, m, v);
   const double decayed = 1.0 - 0.01 * 0.1;
-  testing::expect_close(param, {decayed - 0.01, decayed + 0.01, decayed - 0.01, decayed + 0.01}, 1e-6, 0,
-                        "first step");
+  testing::expect_close(param, {decayed - 0.01, decayed + 0.01, decayed - 0.01, decayed + 0.01}, 1e-6, 0, "first step");
 }
 
 TEST(AdamW, GradNormSquaredMatchesFloat64AndIsThreadCountIndependent) {

@@ -106,7 +106,8 @@ TEST(BiasAdd, MismatchesNameTheOpAndShapes) {
                       {"bias_add_forward", "bias", "[3]", "[4]"});
   expect_error_naming([&] { bias_add_forward(BiasAddArgs{}, x, bias, bad_out); },
                       {"bias_add_forward", "out", "[6, 4]", "[2, 3, 4]"});
-  expect_error_naming([&] { bias_add_forward(BiasAddArgs{}, x, ints, out); }, {"bias_add_forward", "bias", "i32", "[4]"});
+  expect_error_naming([&] { bias_add_forward(BiasAddArgs{}, x, ints, out); },
+                      {"bias_add_forward", "bias", "i32", "[4]"});
   Tensor strided = Tensor::zeros({4, 3, 2}).transpose(0, 2);
   expect_error_naming([&] { bias_add_forward(BiasAddArgs{}, strided, bias, out); },
                       {"bias_add_forward", "contiguous", "[2, 3, 4]"});

@@ -108,8 +108,10 @@ struct Inputs {
 };
 
 Inputs random_inputs(const Dims& d, std::uint64_t seed) {
-  return {testing::random_tensor({d.B, d.Hq, d.Tq, d.D}, seed, 0), testing::random_tensor({d.B, d.Hkv, d.Tk, d.D}, seed, 1),
-          testing::random_tensor({d.B, d.Hkv, d.Tk, d.D}, seed, 2), testing::random_tensor({d.B, d.Hq, d.Tq, d.D}, seed, 3)};
+  return {testing::random_tensor({d.B, d.Hq, d.Tq, d.D}, seed, 0),
+          testing::random_tensor({d.B, d.Hkv, d.Tk, d.D}, seed, 1),
+          testing::random_tensor({d.B, d.Hkv, d.Tk, d.D}, seed, 2),
+          testing::random_tensor({d.B, d.Hq, d.Tq, d.D}, seed, 3)};
 }
 
 struct Outputs {
@@ -174,7 +176,8 @@ TEST_P(FixedPatterns, MatchMaskedFloat64Attention) {
 
 INSTANTIATE_TEST_SUITE_P(
     Layouts, FixedPatterns,
-    ::testing::Values(PatternCase{"diagonal only", {}, 128, 16}, PatternCase{"local window", {.local_blocks = 2}, 150, 16},
+    ::testing::Values(PatternCase{"diagonal only", {}, 128, 16},
+                      PatternCase{"local window", {.local_blocks = 2}, 150, 16},
                       PatternCase{"global sinks", {.global_blocks = 2}, 128, 16},
                       PatternCase{"strided", {.stride_blocks = 3}, 160, 16},
                       PatternCase{"all three", {.local_blocks = 1, .global_blocks = 1, .stride_blocks = 4}, 200, 16},
@@ -297,8 +300,8 @@ TEST(BlockSparseAttention, KeyChunksMergeAndAccumulateToTheWholeAttention) {
     for (std::int64_t k0 = 0; k0 < T; k0 += chunk) {
       Tensor dk_part = dk.slice(2, k0, k0 + chunk), dv_part = dv.slice(2, k0, k0 + chunk);
       const AttentionArgs pargs{.q_offset = q0, .k_offset = k0, .layout = lay, .accumulate = true};
-      attention_backward(pargs, in.q, in.k.slice(2, k0, k0 + chunk), in.v.slice(2, k0, k0 + chunk), out, lse, in.r,
-                         dq, dk_part, dv_part);
+      attention_backward(pargs, in.q, in.k.slice(2, k0, k0 + chunk), in.v.slice(2, k0, k0 + chunk), out, lse, in.r, dq,
+                         dk_part, dv_part);
     }
     testing::expect_close(dq, to_f64(expected.dq), 1e-5, 1e-5, "accumulated grad_q");
     testing::expect_close(dk, to_f64(expected.dk), 1e-5, 1e-5, "accumulated grad_k");

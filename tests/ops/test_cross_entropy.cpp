@@ -160,8 +160,8 @@ TEST(CrossEntropy, LargeLogitsStayFiniteAndAccurate) {
       // The backward uses the forward's f32 lse (checked above to 6.2e-5): compared at that lse, what
       // remains is f32 exp and arithmetic. (At the exact lse, the target's g (p - 1) with p near 1
       // would differ by up to 6.1e-5 |g| absolute: lse's rounding, not the backward's.)
-      testing::expect_close(got, reference_grad(x, t, vocab, args.ignore_index, to_f64(grad_losses), to_f64(lse)),
-                            1e-6, 1e-4, "large-logit grad_logits");
+      testing::expect_close(got, reference_grad(x, t, vocab, args.ignore_index, to_f64(grad_losses), to_f64(lse)), 1e-6,
+                            1e-4, "large-logit grad_logits");
     }
   }
 }
@@ -223,7 +223,8 @@ TEST(CrossEntropy, VocabShardBackwardGivesTheWholeGradientsColumns) {
     std::vector<double> expected;
     for (std::int64_t n = 0; n < N; ++n)
       for (std::int64_t v = begin; v < end; ++v) expected.push_back(whole[n * V + v]);
-    testing::expect_close(grad, expected, 1e-5, 1e-5, "shard [" + std::to_string(begin) + ", " + std::to_string(end) + ")");
+    testing::expect_close(grad, expected, 1e-5, 1e-5,
+                          "shard [" + std::to_string(begin) + ", " + std::to_string(end) + ")");
   }
 }
 

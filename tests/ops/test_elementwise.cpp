@@ -129,7 +129,8 @@ TEST(Elementwise, RoundToFormatPicksTheNearestRepresentableValue) {
       const float v = before.data<float>()[i], r = t.data<float>()[i];
       const float back = format == DType::bf16 ? bf16_to_float(float_to_bf16(r)) : f16_to_float(float_to_f16(r));
       EXPECT_EQ(back, r) << "element " << i << " is not representable in " << dtype_name(format);
-      const double step = format == DType::bf16 ? std::ldexp(1.0, std::ilogb(v) - 7) : std::ldexp(1.0, std::max(std::ilogb(v), -14) - 10);
+      const double step = format == DType::bf16 ? std::ldexp(1.0, std::ilogb(v) - 7)
+                                                : std::ldexp(1.0, std::max(std::ilogb(v), -14) - 10);
       EXPECT_LE(std::abs(static_cast<double>(r) - v), step / 2 * (1 + 1e-12)) << "element " << i;
     }
   }

@@ -89,7 +89,7 @@ INSTANTIATE_TEST_SUITE_P(Shapes, EmbeddingReference,
 TEST(Embedding, StridedIdsAndTable) {
   std::uint64_t seed = testing::fresh_seed();
   MYRIAD_SEED_TRACE(seed);
-  Tensor ids = testing::random_ids({6, 4}, 9, seed, 0).transpose(0, 1);  // (4, 6), not contiguous
+  Tensor ids = testing::random_ids({6, 4}, 9, seed, 0).transpose(0, 1);    // (4, 6), not contiguous
   Tensor table = testing::random_tensor({5, 9}, seed, 1).transpose(0, 1);  // (9, 5), not contiguous
   Tensor out = Tensor::empty({4, 6, 5});
   embedding_forward(EmbeddingArgs{}, ids, table, out);
@@ -165,7 +165,8 @@ TEST(Embedding, VocabShardsSumToTheWholeLookup) {
   for (auto [begin, end] : {std::pair<std::int64_t, std::int64_t>{0, split}, {split, V}}) {
     Tensor local_ids = Tensor::empty({3, 4}, DType::i32);
     for (std::size_t i = 0; i < idv.size(); ++i) {
-      local_ids.data<std::int32_t>()[i] = idv[i] >= begin && idv[i] < end ? static_cast<std::int32_t>(idv[i] - begin) : -1;
+      local_ids.data<std::int32_t>()[i] =
+          idv[i] >= begin && idv[i] < end ? static_cast<std::int32_t>(idv[i] - begin) : -1;
     }
     Tensor rows = table.slice(0, begin, end).contiguous(), out = Tensor::full({3, 4, C}, 9.0);
     embedding_forward(EmbeddingArgs{.vocab_shard = true}, local_ids, rows, out);
@@ -185,8 +186,9 @@ TEST(Embedding, VocabShardsSumToTheWholeLookup) {
   testing::expect_close(sum, whole, 0, 0, "shards summed");
   Tensor bad = Tensor::zeros({1}, DType::i32), out = Tensor::empty({1, C});
   bad.set({0}, static_cast<double>(split));
-  expect_error_naming([&] { embedding_forward(EmbeddingArgs{.vocab_shard = true}, bad, table.slice(0, 0, split), out); },
-                      {"embedding_forward", "id 5", "V = 5"});
+  expect_error_naming(
+      [&] { embedding_forward(EmbeddingArgs{.vocab_shard = true}, bad, table.slice(0, 0, split), out); },
+      {"embedding_forward", "id 5", "V = 5"});
 }
 
 TEST(Embedding, MismatchesNameTheOpAndShapes) {

@@ -87,8 +87,7 @@ TEST_P(GroupedMatmulReference, ForwardAndBackwardMatchFloat64) {
 INSTANTIATE_TEST_SUITE_P(Shapes, GroupedMatmulReference,
                          ::testing::Values(GroupedCase{{0, 7}, 5, 4, true}, GroupedCase{{0, 3, 3, 8, 12}, 4, 6, true},
                                            GroupedCase{{0, 0, 5, 9}, 3, 2, false},
-                                           GroupedCase{{0, 4, 6, 6}, 6, 3, true},
-                                           GroupedCase{{0, 0, 0, 0}, 3, 4, true},
+                                           GroupedCase{{0, 4, 6, 6}, 6, 3, true}, GroupedCase{{0, 0, 0, 0}, 3, 4, true},
                                            GroupedCase{{0, 1, 2, 3, 4, 5}, 7, 1, true},
                                            GroupedCase{{0, 2, 9}, 1, 5, false}));
 
@@ -211,7 +210,9 @@ TEST(GroupedMatmul, BadOffsetsNameTheOpArgumentAndEntry) {
   expect_error_naming(forward({0, 2, 3, 5}), {"'offsets'", "end at R = 6", "offsets[3] = 5"});
   Tensor g = Tensor::zeros({6, 2}), grad_x = Tensor::zeros({6, 4}), skipped;
   expect_error_naming(
-      [&] { grouped_matmul_backward(GroupedMatmulArgs{}, x, w, {0, 2, 2, 7}, g, grad_x, skipped, skipped); },
+      [&] {
+        grouped_matmul_backward(GroupedMatmulArgs{}, x, w, {0, 2, 2, 7}, g, grad_x, skipped, skipped);
+      },
       {"grouped_matmul_backward", "'offsets'", "end at R = 6"});
 }
 

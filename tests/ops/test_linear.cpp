@@ -19,7 +19,8 @@ TEST(Linear, MatchesFloat64WithAndWithoutBiasAndGelu) {
   const std::uint64_t seed = fresh_seed();
   MYRIAD_SEED_TRACE(seed);
   const std::int64_t B = 2, T = 3, K = 16, N = 5;
-  const Tensor x = random_tensor({B, T, K}, seed, 0), w = random_tensor({N, K}, seed, 1), b = random_tensor({N}, seed, 2);
+  const Tensor x = random_tensor({B, T, K}, seed, 0), w = random_tensor({N, K}, seed, 1),
+               b = random_tensor({N}, seed, 2);
   const std::vector<double> vx = to_f64(x), vw = to_f64(w), vb = to_f64(b);
   for (bool with_bias : {false, true}) {
     for (bool with_gelu : {false, true}) {

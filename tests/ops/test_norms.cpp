@@ -127,9 +127,15 @@ TEST_P(LayernormReference, ForwardAndBackwardMatchFloat64) {
   Tensor grad_w = Tensor::zeros({c});
   Tensor grad_b = p.with_bias ? Tensor::zeros({c}) : Tensor();
   layernorm_backward(args, x, w, mean, rstd, r, grad_x, grad_w, grad_b);
-  auto loss_x = [&](const std::vector<double>& v) { return testing::dot(reference_layernorm(v, wv, bv, n, c, eps).out, rv); };
-  auto loss_w = [&](const std::vector<double>& v) { return testing::dot(reference_layernorm(xv, v, bv, n, c, eps).out, rv); };
-  auto loss_b = [&](const std::vector<double>& v) { return testing::dot(reference_layernorm(xv, wv, v, n, c, eps).out, rv); };
+  auto loss_x = [&](const std::vector<double>& v) {
+    return testing::dot(reference_layernorm(v, wv, bv, n, c, eps).out, rv);
+  };
+  auto loss_w = [&](const std::vector<double>& v) {
+    return testing::dot(reference_layernorm(xv, v, bv, n, c, eps).out, rv);
+  };
+  auto loss_b = [&](const std::vector<double>& v) {
+    return testing::dot(reference_layernorm(xv, wv, v, n, c, eps).out, rv);
+  };
   std::vector<double> fd_x = testing::numerical_gradient(loss_x, xv);
   std::vector<double> fd_w = testing::numerical_gradient(loss_w, wv);
   const double w_tol = kTol * max_rstd(ref.rstd);
@@ -149,9 +155,9 @@ TEST_P(LayernormReference, ForwardAndBackwardMatchFloat64) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Shapes, LayernormReference,
-                         ::testing::Values(NormCase{{3, 5}, true}, NormCase{{2, 3, 7}, true}, NormCase{{2, 3, 7}, false},
-                                           NormCase{{1, 16}, true}, NormCase{{17, 3}, false}, NormCase{{4, 1}, true},
-                                           NormCase{{5}, true}));
+                         ::testing::Values(NormCase{{3, 5}, true}, NormCase{{2, 3, 7}, true},
+                                           NormCase{{2, 3, 7}, false}, NormCase{{1, 16}, true},
+                                           NormCase{{17, 3}, false}, NormCase{{4, 1}, true}, NormCase{{5}, true}));
 
 class RmsnormReference : public ::testing::TestWithParam<Shape> {};
 

@@ -37,7 +37,8 @@ TEST(OpChecks, MixedDevicesNameOpArgumentAndDevices) {
   Tensor y_gpu = labelled_cuda({2, 8});
   expect_error_naming([&] { gelu_forward(GeluArgs{}, x, y_gpu); }, {"gelu_forward", "cuda:0"});
   expect_error_naming([&] { softmax_forward(SoftmaxArgs{}, x, y_gpu); }, {"softmax_forward", "cuda:0"});
-  expect_error_naming([&] { bias_add_forward(BiasAddArgs{}, x, labelled_cuda({8}), y); }, {"bias_add_forward", "cuda:0"});
+  expect_error_naming([&] { bias_add_forward(BiasAddArgs{}, x, labelled_cuda({8}), y); },
+                      {"bias_add_forward", "cuda:0"});
 
   Tensor q = Tensor::zeros({1, 2, 4, 8}), k_gpu = labelled_cuda({1, 2, 4, 8}), v = Tensor::zeros({1, 2, 4, 8});
   Tensor att = Tensor::zeros({1, 2, 4, 8}), lse = Tensor::zeros({1, 2, 4});
@@ -45,7 +46,8 @@ TEST(OpChecks, MixedDevicesNameOpArgumentAndDevices) {
                       {"attention_forward", "cuda:0"});
 
   Tensor ids_gpu = labelled_cuda({2, 3}, DType::i32), table = Tensor::zeros({5, 4}), emb = Tensor::zeros({2, 3, 4});
-  expect_error_naming([&] { embedding_forward(EmbeddingArgs{}, ids_gpu, table, emb); }, {"embedding_forward", "cuda:0"});
+  expect_error_naming([&] { embedding_forward(EmbeddingArgs{}, ids_gpu, table, emb); },
+                      {"embedding_forward", "cuda:0"});
 
   Tensor logits = Tensor::zeros({2, 5}), targets_gpu = labelled_cuda({2}, DType::i32);
   Tensor losses = Tensor::zeros({2}), lse2 = Tensor::zeros({2});
@@ -60,7 +62,8 @@ TEST(OpChecks, AllOnADeviceWithoutImplementationNamesOpAndDevice) {
                       {"matmul_forward", "'a'", "cuda:0", "no compute backend made"});
   Tensor x = labelled_cuda({2, 8}), y = labelled_cuda({2, 8});
   expect_error_naming([&] { gelu_forward(GeluArgs{}, x, y); }, {"gelu_forward", "cuda:0", "no compute backend"});
-  expect_error_naming([&] { softmax_forward(SoftmaxArgs{}, x, y); }, {"softmax_forward", "cuda:0", "no compute backend"});
+  expect_error_naming([&] { softmax_forward(SoftmaxArgs{}, x, y); },
+                      {"softmax_forward", "cuda:0", "no compute backend"});
   // (An op the backend of the tensors lacks names op and device: CudaBackendTest.OpsNoBackendProvides….)
 }
 

@@ -99,16 +99,20 @@ TEST(Softmax, InPlaceCallsMatchOutOfPlace) {
 TEST(Softmax, MismatchesNameTheOpAndShapes) {
   Tensor x = Tensor::zeros({2, 3, 4}), out = Tensor::zeros({2, 3, 4}), bad = Tensor::zeros({2, 12});
   Tensor ints = Tensor::zeros({2, 3, 4}, DType::i32), none;
-  expect_error_naming([&] { softmax_forward(SoftmaxArgs{}, x, bad); }, {"softmax_forward", "out", "[2, 12]", "[2, 3, 4]"});
-  expect_error_naming([&] { softmax_forward(SoftmaxArgs{}, ints, out); }, {"softmax_forward", "'x'", "i32", "[2, 3, 4]"});
+  expect_error_naming([&] { softmax_forward(SoftmaxArgs{}, x, bad); },
+                      {"softmax_forward", "out", "[2, 12]", "[2, 3, 4]"});
+  expect_error_naming([&] { softmax_forward(SoftmaxArgs{}, ints, out); },
+                      {"softmax_forward", "'x'", "i32", "[2, 3, 4]"});
   Tensor empty_rows = Tensor::zeros({3, 0});
   expect_error_naming([&] { softmax_forward(SoftmaxArgs{}, empty_rows, empty_rows); }, {"softmax_forward", "[3, 0]"});
   Tensor strided = Tensor::zeros({4, 3, 2}).transpose(0, 2);
-  expect_error_naming([&] { softmax_forward(SoftmaxArgs{}, strided, out); }, {"softmax_forward", "contiguous", "[2, 3, 4]"});
+  expect_error_naming([&] { softmax_forward(SoftmaxArgs{}, strided, out); },
+                      {"softmax_forward", "contiguous", "[2, 3, 4]"});
   expect_error_naming([&] { softmax_backward(SoftmaxArgs{}, out, bad, x); },
                       {"softmax_backward", "grad_out", "[2, 12]", "[2, 3, 4]"});
   expect_error_naming([&] { softmax_backward(SoftmaxArgs{}, out, ints, x); }, {"softmax_backward", "grad_out", "i32"});
-  expect_error_naming([&] { softmax_backward(SoftmaxArgs{}, out, x, none); }, {"softmax_backward", "grad_x", "undefined"});
+  expect_error_naming([&] { softmax_backward(SoftmaxArgs{}, out, x, none); },
+                      {"softmax_backward", "grad_x", "undefined"});
 }
 
 }  // namespace

@@ -153,8 +153,7 @@ TEST_P(TokenRoutingReference, CombineForwardAndBackwardMatchFloat64) {
     return testing::dot(reference_combine(v, routing, {}, c.channels), gv);
   };
   combine_rows_backward(rows, slot, Tensor(), g, grad_rows, grad_weight);
-  testing::expect_close(grad_rows, testing::numerical_gradient(loss_unweighted, rv), 1e-6, 1e-6,
-                        "grad_rows, weight 1");
+  testing::expect_close(grad_rows, testing::numerical_gradient(loss_unweighted, rv), 1e-6, 1e-6, "grad_rows, weight 1");
   testing::expect_close(grad_weight, testing::numerical_gradient(loss_weight, wv), 1e-5, 1e-5,
                         "grad_weight with weight undefined");
 }

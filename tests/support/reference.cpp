@@ -16,8 +16,7 @@ std::uint64_t fresh_seed() {
   return (static_cast<std::uint64_t>(device()) << 32) ^ device();
 }
 
-Tensor random_tensor(const Shape& shape, std::uint64_t seed, std::uint64_t stream, float low, float high,
-                     DType dtype) {
+Tensor random_tensor(const Shape& shape, std::uint64_t seed, std::uint64_t stream, float low, float high, DType dtype) {
   Tensor t = Tensor::empty(shape, dtype);
   fill_uniform(t, low, high, seed, stream);
   return t;
@@ -64,9 +63,9 @@ void expect_close(const std::vector<double>& actual, const std::vector<double>& 
       worst = i;
     }
   }
-  EXPECT_EQ(failures, 0u) << what << ": " << failures << " of " << actual.size()
-                          << " elements out of tolerance (atol " << atol << ", rtol " << rtol << "); worst at flat index "
-                          << worst << ": actual " << actual[worst] << " expected " << expected[worst];
+  EXPECT_EQ(failures, 0u) << what << ": " << failures << " of " << actual.size() << " elements out of tolerance (atol "
+                          << atol << ", rtol " << rtol << "); worst at flat index " << worst << ": actual "
+                          << actual[worst] << " expected " << expected[worst];
 }
 
 void expect_close(const Tensor& actual, const std::vector<double>& expected, double atol, double rtol,

@@ -20,8 +20,8 @@ namespace myriad::testing {
 std::uint64_t fresh_seed();
 
 // f32 tensor (or `dtype`) with values uniform in [low, high) from (seed, stream).
-Tensor random_tensor(const Shape& shape, std::uint64_t seed, std::uint64_t stream, float low = -1.0f,
-                     float high = 1.0f, DType dtype = DType::f32);
+Tensor random_tensor(const Shape& shape, std::uint64_t seed, std::uint64_t stream, float low = -1.0f, float high = 1.0f,
+                     DType dtype = DType::f32);
 // Random int32 ids in [0, high).
 Tensor random_ids(const Shape& shape, std::int32_t high, std::uint64_t seed, std::uint64_t stream);
 
@@ -32,8 +32,8 @@ Tensor from_f64(const std::vector<double>& values, const Shape& shape, DType dty
 // `what`, the worst index, both values and the seed trace.
 void expect_close(const Tensor& actual, const std::vector<double>& expected, double atol, double rtol,
                   const std::string& what);
-void expect_close(const std::vector<double>& actual, const std::vector<double>& expected, double atol,
-                  double rtol, const std::string& what);
+void expect_close(const std::vector<double>& actual, const std::vector<double>& expected, double atol, double rtol,
+                  const std::string& what);
 
 // Central differences d f / d x_i = (f(x + eps e_i) - f(x - eps e_i)) / (2 eps), in float64.
 std::vector<double> numerical_gradient(const std::function<double(const std::vector<double>&)>& f,

@@ -29,7 +29,8 @@ inline std::string write_corpus(const fs::path& dir) {
   const char* subjects[] = {"the cat", "a dog", "my friend", "the old king", "every child"};
   const char* verbs[] = {"sees", "likes", "follows", "remembers", "calls"};
   const char* objects[] = {"the moon.", "a red ball.", "the quiet river.", "its shadow.", "the baker."};
-  for (int i = 0; i < 3000; ++i) out << subjects[i % 5] << " " << verbs[(i / 5) % 5] << " " << objects[(i / 25) % 5] << "\n";
+  for (int i = 0; i < 3000; ++i)
+    out << subjects[i % 5] << " " << verbs[(i / 5) % 5] << " " << objects[(i / 25) % 5] << "\n";
   return (dir / "corpus.txt").string();
 }
 
@@ -38,7 +39,8 @@ inline RunConfig tiny_config(const fs::path& dir, const std::string& corpus) {
 model: {architecture: gpt2, vocab_size: 320, n_layer: 2, n_head: 2, n_embd: 32, context_length: 32}
 training: {micro_batch: 4, gradient_accumulation: 2, seq_len: 32, steps: 20, lr: 3.0e-3, warmup_steps: 2, eval_batches: 2}
 data: {tokenizer: "train:320", val_fraction: 0.1}
-)", "tiny_config");
+)",
+                                            "tiny_config");
   c.data.path = corpus;
   c.logging.dir = dir.string();
   c.checkpoint.dir = (dir / "checkpoints").string();

@@ -18,9 +18,7 @@ namespace fs = std::filesystem;
 namespace myriad::train {
 namespace {
 
-CheckpointPiece whole(const std::string& name, const Tensor& t) {
-  return {name, t.shape(), {{0, t.size(0)}}, t};
-}
+CheckpointPiece whole(const std::string& name, const Tensor& t) { return {name, t.shape(), {{0, t.size(0)}}, t}; }
 
 // A background save of tensors a and b at `step`.
 void submit(AsyncCheckpointWriter& writer, const std::string& dir, std::int64_t step, Tensor a, Tensor b) {

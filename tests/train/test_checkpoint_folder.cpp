@@ -23,7 +23,8 @@ fs::path fresh(const std::string& name) {
 void make_checkpoint(const fs::path& dir, const std::string& name, int age_seconds) {
   fs::create_directories(dir / name);
   std::ofstream(dir / name / "manifest.json") << "{}";
-  fs::last_write_time(dir / name / "manifest.json", fs::file_time_type::clock::now() - std::chrono::seconds(age_seconds));
+  fs::last_write_time(dir / name / "manifest.json",
+                      fs::file_time_type::clock::now() - std::chrono::seconds(age_seconds));
 }
 
 void point_latest(const fs::path& dir, const std::string& name) { std::ofstream(dir / "latest") << name << "\n"; }
@@ -32,8 +33,8 @@ TEST(CheckpointFolder, ListsOnlyCompleteCheckpointsByStep) {
   const fs::path dir = fresh("list");
   make_checkpoint(dir, "step_00000020", 10);
   make_checkpoint(dir, "step_00000003", 20);
-  fs::create_directories(dir / "step_00000030");        // no manifest: incomplete
-  fs::create_directories(dir / ".tmp-step_00000040");   // a save in progress
+  fs::create_directories(dir / "step_00000030");       // no manifest: incomplete
+  fs::create_directories(dir / ".tmp-step_00000040");  // a save in progress
   make_checkpoint(dir, "step_notanumber", 5);
   const auto found = list_checkpoints(dir.string());
   ASSERT_EQ(found.size(), 2u);

@@ -16,8 +16,8 @@ namespace {
 TEST(CheckpointPieces, FlatRangesBecomeExactGlobalBoxes) {
   nn::ParameterStore store;
   // Global (7, 3, 4); this rank holds rows [1, 3) and [5, 6) along dim 0: local (3, 3, 4).
-  const std::size_t index = store.add_shard("w", {7, 3, 4}, 0, {{1, 3}, {5, 6}}, nn::ParamKind::weight,
-                                            nn::ParamInit::zeros);
+  const std::size_t index =
+      store.add_shard("w", {7, 3, 4}, 0, {{1, 3}, {5, 6}}, nn::ParamKind::weight, nn::ParamInit::zeros);
   store.allocate();
   const nn::Parameter& p = store[index];
   const std::int64_t local_n = shape_numel(p.shape), global_n = shape_numel(p.global_shape);

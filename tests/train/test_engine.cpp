@@ -184,7 +184,8 @@ TEST(Engine, TinyShakespeareValidationLossBeatsUnigram) {
 model: {architecture: gpt2, vocab_size: 50257, n_layer: 2, n_head: 4, n_embd: 64, context_length: 64}
 training: {micro_batch: 8, gradient_accumulation: 1, seq_len: 64, steps: 120, lr: 4.0e-3, warmup_steps: 10, eval_batches: 8}
 data: {val_fraction: 0.1}
-)", "shakespeare_config");
+)",
+                                                 "shakespeare_config");
   config.data.path = data + "/tinyshakespeare.txt";
   config.data.tokenizer = "gpt2:" + data + "/gpt2";
   config.logging.dir = dir.string();

@@ -26,9 +26,9 @@ TEST(Precision, RoundingGivesTheNearestValueOfTheFormat) {
   MYRIAD_SEED_TRACE(seed);
   Tensor x = Tensor::empty({4096});
   fill_normal(x, 0.0f, 3.0f, seed, 1);
-  x.data<float>()[0] = 70000.0f;   // beyond fp16's largest finite value (65504)
-  x.data<float>()[1] = 65504.0f;   // fp16's largest
-  x.data<float>()[2] = 1e-9f;      // below fp16's smallest subnormal (~6e-8): rounds to 0
+  x.data<float>()[0] = 70000.0f;           // beyond fp16's largest finite value (65504)
+  x.data<float>()[1] = 65504.0f;           // fp16's largest
+  x.data<float>()[2] = 1e-9f;              // below fp16's smallest subnormal (~6e-8): rounds to 0
   x.data<float>()[3] = 1.0f + 1.0f / 512;  // between two bf16 neighbours 1 and 1 + 1/128: to 1
   Tensor b = x.clone(), h = x.clone(), f = x.clone();
   round_to_precision(b, DType::bf16);
@@ -39,7 +39,8 @@ TEST(Precision, RoundingGivesTheNearestValueOfTheFormat) {
     const float v = x.data<float>()[i], rb = b.data<float>()[i], rh = h.data<float>()[i];
     EXPECT_EQ(float_bits(rb) & 0xffffu, 0u) << "bf16 keeps 8 mantissa bits, value " << v;
     EXPECT_LE(std::abs(rb - v), std::ldexp(std::abs(v), -8)) << v;  // half an ulp of 2^-7
-    if (std::abs(v) <= 65504.0f && std::abs(v) >= 6.2e-5f) EXPECT_LE(std::abs(rh - v), std::ldexp(std::abs(v), -11)) << v;
+    if (std::abs(v) <= 65504.0f && std::abs(v) >= 6.2e-5f)
+      EXPECT_LE(std::abs(rh - v), std::ldexp(std::abs(v), -11)) << v;
     Tensor again = Tensor::full({1}, rh);
     round_to_precision(again, DType::f16);
     EXPECT_EQ(again.data<float>()[0], rh) << "an fp16 value rounds to itself";

@@ -21,10 +21,10 @@ TEST(PeakFlops, FlopsPerCycleIsTwiceLanesTimesUnits) {
   EXPECT_FALSE(has_fma(VectorIsa::avx));
   EXPECT_TRUE(has_fma(VectorIsa::avx2_fma));
   EXPECT_TRUE(has_fma(VectorIsa::avx512));
-  EXPECT_DOUBLE_EQ(fp32_flops_per_cycle(VectorIsa::sse), 8.0);       // 4-wide mul + 4-wide add
-  EXPECT_DOUBLE_EQ(fp32_flops_per_cycle(VectorIsa::avx), 16.0);      // 8-wide mul + 8-wide add
-  EXPECT_DOUBLE_EQ(fp32_flops_per_cycle(VectorIsa::avx2_fma), 32.0); // 2 FMA units x 8 lanes x 2
-  EXPECT_DOUBLE_EQ(fp32_flops_per_cycle(VectorIsa::avx512), 64.0);   // 2 FMA units x 16 lanes x 2
+  EXPECT_DOUBLE_EQ(fp32_flops_per_cycle(VectorIsa::sse), 8.0);        // 4-wide mul + 4-wide add
+  EXPECT_DOUBLE_EQ(fp32_flops_per_cycle(VectorIsa::avx), 16.0);       // 8-wide mul + 8-wide add
+  EXPECT_DOUBLE_EQ(fp32_flops_per_cycle(VectorIsa::avx2_fma), 32.0);  // 2 FMA units x 8 lanes x 2
+  EXPECT_DOUBLE_EQ(fp32_flops_per_cycle(VectorIsa::avx512), 64.0);    // 2 FMA units x 16 lanes x 2
   EXPECT_EQ(describe_vector_isa(VectorIsa::avx512), "AVX-512 (16 fp32 lanes)");
   EXPECT_EQ(describe_vector_isa(VectorIsa::avx2_fma), "AVX2+FMA (8 fp32 lanes)");
 }

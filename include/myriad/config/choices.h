@@ -13,42 +13,52 @@
 
 namespace myriad {
 
-enum class Architecture { gpt2, llama, moe };             // model family: see ModelConfig
-enum class BlockFamily { llama, gpt2 };                   // the dense family an MoE model's blocks follow
-enum class RouterScoring { softmax, sigmoid };            // MoE router scores
-enum class AttentionLayout { dense, block_sparse };       // model.attention.kind
+enum class Architecture { gpt2, llama, moe };        // model family: see ModelConfig
+enum class BlockFamily { llama, gpt2 };              // the dense family an MoE model's blocks follow
+enum class RouterScoring { softmax, sigmoid };       // MoE router scores
+enum class AttentionLayout { dense, block_sparse };  // model.attention.kind
 enum class PipelineSchedule { one_f_one_b, gpipe, interleaved };
-enum class LrSchedule { cosine, linear, constant };       // decay after warmup
-enum class Precision { fp32, bf16, fp16 };                // compute precision (master weights stay fp32)
-enum class Recompute { none, selective, full };           // activation recomputation in backward
-enum class ComputeDevice { cpu, cuda };                    // where the model computes (training.device)
+enum class LrSchedule { cosine, linear, constant };  // decay after warmup
+enum class Precision { fp32, bf16, fp16 };           // compute precision (master weights stay fp32)
+enum class Recompute { none, selective, full };      // activation recomputation in backward
+enum class ComputeDevice { cpu, cuda };              // where the model computes (training.device)
 
-template <typename E> struct ChoiceTraits;
-template <> struct ChoiceTraits<Architecture> {
+template <typename E>
+struct ChoiceTraits;
+template <>
+struct ChoiceTraits<Architecture> {
   static constexpr std::array<std::string_view, 3> names{"gpt2", "llama", "moe"};
 };
-template <> struct ChoiceTraits<BlockFamily> {
+template <>
+struct ChoiceTraits<BlockFamily> {
   static constexpr std::array<std::string_view, 2> names{"llama", "gpt2"};
 };
-template <> struct ChoiceTraits<RouterScoring> {
+template <>
+struct ChoiceTraits<RouterScoring> {
   static constexpr std::array<std::string_view, 2> names{"softmax", "sigmoid"};
 };
-template <> struct ChoiceTraits<AttentionLayout> {
+template <>
+struct ChoiceTraits<AttentionLayout> {
   static constexpr std::array<std::string_view, 2> names{"dense", "block_sparse"};
 };
-template <> struct ChoiceTraits<PipelineSchedule> {
+template <>
+struct ChoiceTraits<PipelineSchedule> {
   static constexpr std::array<std::string_view, 3> names{"1f1b", "gpipe", "interleaved"};
 };
-template <> struct ChoiceTraits<LrSchedule> {
+template <>
+struct ChoiceTraits<LrSchedule> {
   static constexpr std::array<std::string_view, 3> names{"cosine", "linear", "constant"};
 };
-template <> struct ChoiceTraits<Precision> {
+template <>
+struct ChoiceTraits<Precision> {
   static constexpr std::array<std::string_view, 3> names{"fp32", "bf16", "fp16"};
 };
-template <> struct ChoiceTraits<Recompute> {
+template <>
+struct ChoiceTraits<Recompute> {
   static constexpr std::array<std::string_view, 3> names{"none", "selective", "full"};
 };
-template <> struct ChoiceTraits<ComputeDevice> {
+template <>
+struct ChoiceTraits<ComputeDevice> {
   static constexpr std::array<std::string_view, 2> names{"cpu", "cuda"};
 };
 

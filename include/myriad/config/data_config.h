@@ -17,11 +17,12 @@ struct DataConfig {
   static constexpr std::string_view kSection = "data";
   static constexpr std::string_view kSectionMeaning = "corpus, tokenizer and token-shard cache";
 
-  std::string path;             // text file, folder of text files, or folder of token shards; "" = default corpus
-  std::string tokenizer;        // gpt2:<dir with encoder.json + vocab.bpe> | bpe:<file> | train:<vocab size>; "" = train:<model.vocab_size>
-  double val_fraction = 0.05;   // share of the corpus held out for validation, in (0, 0.5]
+  std::string path;                // text file, folder of text files, or folder of token shards; "" = default corpus
+  std::string tokenizer;           // gpt2:<dir with encoder.json + vocab.bpe> | bpe:<file> | train:<vocab size>; "" =
+                                   // train:<model.vocab_size>
+  double val_fraction = 0.05;      // share of the corpus held out for validation, in (0, 0.5]
   std::string val_split = "auto";  // documents | tail | auto (tail for one undivided file, else documents)
-  std::string cache_dir;        // token shards are written here; "" = <logging.dir>/data
+  std::string cache_dir;           // token shards are written here; "" = <logging.dir>/data
 
   // Per-key checks (the tokenizer's form, val_fraction's range).
   void validate() const;

@@ -52,10 +52,10 @@ struct FieldCheck {
   std::string description = {};
   std::function<bool(const FieldValue&)> accepts = {};
 };
-FieldCheck at_least(double low);                    // >= low
-FieldCheck greater_than(double low);                // > low
+FieldCheck at_least(double low);                                                  // >= low
+FieldCheck greater_than(double low);                                              // > low
 FieldCheck in_range(double low, double high, bool low_closed, bool high_closed);  // [low, high], (low, high], ...
-FieldCheck non_empty();                             // a non-empty string
+FieldCheck non_empty();                                                           // a non-empty string
 
 // Everything about a key except how to reach the member.
 struct FieldInfo {
@@ -104,8 +104,10 @@ struct FieldOptions {
 };
 
 namespace detail {
-template <typename T> struct IsOptional : std::false_type {};
-template <typename T> struct IsOptional<std::optional<T>> : std::true_type {};
+template <typename T>
+struct IsOptional : std::false_type {};
+template <typename T>
+struct IsOptional<std::optional<T>> : std::true_type {};
 }  // namespace detail
 
 // Builds the Field for `member` of S; the FieldType follows from the member's C++ type:

@@ -36,32 +36,32 @@ struct ModelConfig {
   double norm_eps = 1e-5;                          // epsilon of LayerNorm / RMSNorm
   double rope_theta = 10000.0;                     // RoPE base (llama only)
   std::optional<bool> tie_embeddings;              // share wte with the LM head; unset = true for gpt2, false for llama
-  std::optional<bool> bias;                        // biases in linear layers and norms; unset = true for gpt2, false for llama
-  double init_std = 0.02;                          // std of the normal weight initialisation
+  std::optional<bool> bias;  // biases in linear layers and norms; unset = true for gpt2, false for llama
+  double init_std = 0.02;    // std of the normal weight initialisation
   // Mixture of experts (architecture moe only).
-  BlockFamily moe_base = BlockFamily::llama;       // norms, positions and MLP kind of the blocks
-  int num_experts = 0;                             // experts per MoE layer (>= 1 for moe)
-  int top_k = 0;                                   // experts per token; 0 = 2 for moe
-  std::int64_t expert_capacity = 0;                // tokens one expert takes per sequence; 0 = from capacity_factor
-  std::optional<double> capacity_factor;           // capacity = ceil(factor * seq_len * top_k / num_experts); auto = 1.25
-  bool dropless = false;                           // no capacity: every routed token is computed
+  BlockFamily moe_base = BlockFamily::llama;  // norms, positions and MLP kind of the blocks
+  int num_experts = 0;                        // experts per MoE layer (>= 1 for moe)
+  int top_k = 0;                              // experts per token; 0 = 2 for moe
+  std::int64_t expert_capacity = 0;           // tokens one expert takes per sequence; 0 = from capacity_factor
+  std::optional<double> capacity_factor;      // capacity = ceil(factor * seq_len * top_k / num_experts); auto = 1.25
+  bool dropless = false;                      // no capacity: every routed token is computed
   RouterScoring router_scores = RouterScoring::softmax;  // softmax over experts, or sigmoid per expert
-  bool normalize_top_k = true;                     // combine weights = chosen scores / their sum
-  double aux_loss_coef = 0.01;                     // load-balancing loss coefficient
-  double z_loss_coef = 0.001;                      // router z-loss coefficient
-  int shared_experts = 0;                          // always-on experts per MoE layer
-  int moe_every = 1;                               // MoE in blocks whose (layer + 1) % moe_every == 0
-  int expert_ffn_hidden = 0;                       // hidden width of one expert; 0 = ffn_hidden in use
+  bool normalize_top_k = true;                           // combine weights = chosen scores / their sum
+  double aux_loss_coef = 0.01;                           // load-balancing loss coefficient
+  double z_loss_coef = 0.001;                            // router z-loss coefficient
+  int shared_experts = 0;                                // always-on experts per MoE layer
+  int moe_every = 1;                                     // MoE in blocks whose (layer + 1) % moe_every == 0
+  int expert_ffn_hidden = 0;                             // hidden width of one expert; 0 = ffn_hidden in use
   // Attention (`attention:` map; nn/block_selection.h). The block_sparse keys act only with
   // kind block_sparse, and the selection keys only with sparse_ratio > 0: refused otherwise.
   AttentionLayout attention_kind = AttentionLayout::dense;
-  std::int64_t attention_block_size = 64;          // positions per block
-  std::int64_t local_blocks = 1;                   // blocks before the diagonal one (sliding window)
-  std::int64_t global_blocks = 1;                  // the sequence's first blocks (attention sinks)
-  std::int64_t stride_blocks = 0;                  // every stride-th block back; 0 = none
-  double sparse_ratio = 0.0;                       // selection until this estimated share; 0 = fixed only
-  double threshold = 0.0;                          // drop blocks below threshold x the heaviest's estimate
-  std::int64_t max_blocks = 8;                     // at most this many selected blocks; 0 = no cap
+  std::int64_t attention_block_size = 64;  // positions per block
+  std::int64_t local_blocks = 1;           // blocks before the diagonal one (sliding window)
+  std::int64_t global_blocks = 1;          // the sequence's first blocks (attention sinks)
+  std::int64_t stride_blocks = 0;          // every stride-th block back; 0 = none
+  double sparse_ratio = 0.0;               // selection until this estimated share; 0 = fixed only
+  double threshold = 0.0;                  // drop blocks below threshold x the heaviest's estimate
+  std::int64_t max_blocks = 8;             // at most this many selected blocks; 0 = no cap
 
   // Vocabulary rounded up to a multiple of 64 (embedding and LM-head rows).
   std::int64_t padded_vocab_size() const;

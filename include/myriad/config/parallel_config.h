@@ -19,14 +19,14 @@ struct ParallelConfig {
   static constexpr std::string_view kSection = "parallel";
   static constexpr std::string_view kSectionMeaning = "how the ranks are split into parallel groups";
 
-  int dp = 0;                       // data-parallel replicas; 0 = auto: world / (tp * pp * cp)
-  int tp = 1;                       // tensor-parallel ranks (split heads, MLP width, vocabulary)
-  int pp = 1;                       // pipeline stages
-  int cp = 1;                       // context-parallel ranks (split the sequence in attention)
-  int ep = 1;                       // expert-parallel ranks, inside dp (split MoE experts)
-  int zero_stage = 0;               // ZeRO over dp: 0 off, 1 optimizer states, 2 + gradients, 3 + parameters
-  bool sequence_parallel = false;   // shard norms/dropout activations over tp along the sequence (no effect at tp 1)
-  int virtual_stages = 1;           // model chunks per pipeline rank (> 1 only with the interleaved schedule)
+  int dp = 0;                      // data-parallel replicas; 0 = auto: world / (tp * pp * cp)
+  int tp = 1;                      // tensor-parallel ranks (split heads, MLP width, vocabulary)
+  int pp = 1;                      // pipeline stages
+  int cp = 1;                      // context-parallel ranks (split the sequence in attention)
+  int ep = 1;                      // expert-parallel ranks, inside dp (split MoE experts)
+  int zero_stage = 0;              // ZeRO over dp: 0 off, 1 optimizer states, 2 + gradients, 3 + parameters
+  bool sequence_parallel = false;  // shard norms/dropout activations over tp along the sequence (no effect at tp 1)
+  int virtual_stages = 1;          // model chunks per pipeline rank (> 1 only with the interleaved schedule)
   PipelineSchedule pp_schedule = PipelineSchedule::one_f_one_b;  // 1f1b | gpipe | interleaved
   std::vector<std::string> pp_layers;  // layers per global pipeline stage (pp * virtual_stages entries); empty = even
   double bucket_mb = 8.0;
@@ -43,7 +43,8 @@ struct ParallelConfig {
   std::vector<int> stage_layers(int n_layer) const;
 
   // Per-key checks; the product of the degrees equals `world_size` (the message names every
-  // factor; dp auto takes what divides); interleaved <=> virtual_stages > 1 (and then pp > 1); ZeRO 2/3 not with pp > 1.
+  // factor; dp auto takes what divides); interleaved <=> virtual_stages > 1 (and then pp > 1); ZeRO 2/3 not with pp
+  // > 1.
   void validate(int world_size) const;
 
   static const std::vector<Field<ParallelConfig>>& fields();

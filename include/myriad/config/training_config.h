@@ -31,22 +31,22 @@ struct TrainingConfig {
   std::optional<double> min_lr;        // floor the schedule decays to; unset = 0.1 * lr
   std::int64_t warmup_steps = 0;       // linear warmup from 0 to lr over these steps
   LrSchedule schedule = LrSchedule::cosine;  // decay from lr to min_lr after warmup: cosine | linear | constant
-  double weight_decay = 0.1;           // AdamW decoupled weight decay
+  double weight_decay = 0.1;                 // AdamW decoupled weight decay
   std::vector<std::string> no_decay = {"norm", "bias"};  // parameter kinds without weight decay (norm, bias, embedding)
-  double beta1 = 0.9;                  // AdamW first-moment decay
-  double beta2 = 0.95;                 // AdamW second-moment decay
-  double adam_eps = 1e-8;              // AdamW denominator epsilon
-  double grad_clip = 1.0;              // clip the global gradient norm to this; 0 = off
-  ComputeDevice device = ComputeDevice::cpu;  // cpu | cuda (a GPU per rank, data parallel, dense models)
-  Precision precision = Precision::fp32;     // compute precision: fp32 | bf16 | fp16 (fp16 uses loss scaling)
-  double initial_loss_scale = 65536.0;  // fp16: the dynamic loss scale to start from
+  double beta1 = 0.9;                                    // AdamW first-moment decay
+  double beta2 = 0.95;                                   // AdamW second-moment decay
+  double adam_eps = 1e-8;                                // AdamW denominator epsilon
+  double grad_clip = 1.0;                                // clip the global gradient norm to this; 0 = off
+  ComputeDevice device = ComputeDevice::cpu;             // cpu | cuda (a GPU per rank, data parallel, dense models)
+  Precision precision = Precision::fp32;  // compute precision: fp32 | bf16 | fp16 (fp16 uses loss scaling)
+  double initial_loss_scale = 65536.0;    // fp16: the dynamic loss scale to start from
   std::int64_t loss_scale_window = 1000;  // fp16: finite steps in a row before the scale doubles
-  double min_loss_scale = 1.0;          // fp16: the scale never halves below this
-  Recompute recompute = Recompute::none;     // activation recompute: none | selective (attention) | full (whole block)
-  std::uint64_t seed = 1337;           // seed of initialisation, data order and dropout
-  std::int64_t eval_every = 100;       // steps between validation-loss evaluations; 0 = never
-  int eval_batches = 8;                // micro-batches per evaluation
-  int max_nonfinite_steps = 10;        // consecutive non-finite steps before the run stops; 0 = never
+  double min_loss_scale = 1.0;            // fp16: the scale never halves below this
+  Recompute recompute = Recompute::none;  // activation recompute: none | selective (attention) | full (whole block)
+  std::uint64_t seed = 1337;              // seed of initialisation, data order and dropout
+  std::int64_t eval_every = 100;          // steps between validation-loss evaluations; 0 = never
+  int eval_batches = 8;                   // micro-batches per evaluation
+  int max_nonfinite_steps = 10;           // consecutive non-finite steps before the run stops; 0 = never
 
   // Per-key checks plus min_lr <= lr and warmup_steps <= steps (the batch is checked by RunConfig).
   void validate() const;

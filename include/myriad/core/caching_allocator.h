@@ -52,7 +52,7 @@ struct CachingAllocatorStats {
 
 class CachingAllocator {
  public:
-  static constexpr std::size_t kSmallRequest = std::size_t{1} << 20;   // up to this: small pool
+  static constexpr std::size_t kSmallRequest = std::size_t{1} << 20;  // up to this: small pool
   static constexpr std::size_t kSmallUnit = 512;
   static constexpr std::size_t kSmallSegment = std::size_t{2} << 20;
   static constexpr std::size_t kLargeUnit = std::size_t{2} << 20;

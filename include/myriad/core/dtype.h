@@ -15,16 +15,32 @@ namespace myriad {
 enum class DType : std::uint8_t { f32, bf16, f16, i32, i64, u16, i8 };
 
 std::size_t dtype_size(DType dtype);
-std::string_view dtype_name(DType dtype);     // "f32", "bf16", ...
-DType parse_dtype(std::string_view name);     // inverse of dtype_name; throws naming the allowed set
+std::string_view dtype_name(DType dtype);  // "f32", "bf16", ...
+DType parse_dtype(std::string_view name);  // inverse of dtype_name; throws naming the allowed set
 bool is_floating(DType dtype);
 
 // Compile-time mapping from C++ element type to DType, used by Tensor::data<T>() checks.
-template <typename T> struct DTypeOf;
-template <> struct DTypeOf<float> { static constexpr DType value = DType::f32; };
-template <> struct DTypeOf<std::int32_t> { static constexpr DType value = DType::i32; };
-template <> struct DTypeOf<std::int64_t> { static constexpr DType value = DType::i64; };
-template <> struct DTypeOf<std::uint16_t> { static constexpr DType value = DType::u16; };
-template <> struct DTypeOf<std::int8_t> { static constexpr DType value = DType::i8; };
+template <typename T>
+struct DTypeOf;
+template <>
+struct DTypeOf<float> {
+  static constexpr DType value = DType::f32;
+};
+template <>
+struct DTypeOf<std::int32_t> {
+  static constexpr DType value = DType::i32;
+};
+template <>
+struct DTypeOf<std::int64_t> {
+  static constexpr DType value = DType::i64;
+};
+template <>
+struct DTypeOf<std::uint16_t> {
+  static constexpr DType value = DType::u16;
+};
+template <>
+struct DTypeOf<std::int8_t> {
+  static constexpr DType value = DType::i8;
+};
 
 }  // namespace myriad

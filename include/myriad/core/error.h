@@ -39,16 +39,16 @@ namespace detail {
 
 }  // namespace myriad
 
-#define MYRIAD_THROW(msg_stream)                                          \
-  do {                                                                    \
-    std::ostringstream myriad_error_stream_;                              \
-    myriad_error_stream_ << msg_stream;                                   \
+#define MYRIAD_THROW(msg_stream)                                                   \
+  do {                                                                             \
+    std::ostringstream myriad_error_stream_;                                       \
+    myriad_error_stream_ << msg_stream;                                            \
     ::myriad::detail::throw_error(myriad_error_stream_.str(), __FILE__, __LINE__); \
   } while (0)
 
-#define MYRIAD_CHECK(cond, msg_stream)                                    \
-  do {                                                                    \
-    if (!(cond)) [[unlikely]] {                                           \
-      MYRIAD_THROW(msg_stream);                                           \
-    }                                                                     \
+#define MYRIAD_CHECK(cond, msg_stream) \
+  do {                                 \
+    if (!(cond)) [[unlikely]] {        \
+      MYRIAD_THROW(msg_stream);        \
+    }                                  \
   } while (0)

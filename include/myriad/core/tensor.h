@@ -23,9 +23,9 @@ namespace myriad {
 using Shape = std::vector<std::int64_t>;
 using Strides = std::vector<std::int64_t>;
 
-std::string shape_string(const Shape& shape);      // "[2, 3, 4]"
+std::string shape_string(const Shape& shape);  // "[2, 3, 4]"
 std::int64_t shape_numel(const Shape& shape);
-Strides contiguous_strides(const Shape& shape);    // row-major
+Strides contiguous_strides(const Shape& shape);  // row-major
 
 class Tensor {
  public:
@@ -43,7 +43,7 @@ class Tensor {
   const Shape& shape() const { return shape_; }
   const Strides& strides() const { return strides_; }
   int dim() const { return static_cast<int>(shape_.size()); }
-  std::int64_t size(int dim) const;    // negative dims count from the end
+  std::int64_t size(int dim) const;  // negative dims count from the end
   std::int64_t stride(int dim) const;
   std::int64_t numel() const { return shape_numel(shape_); }
   std::size_t nbytes() const { return static_cast<std::size_t>(numel()) * dtype_size(dtype_); }
@@ -63,17 +63,17 @@ class Tensor {
   }
 
   // Views (no copy).
-  Tensor view(const Shape& shape) const;  // contiguous tensors only; one dim may be -1
-  Tensor reshape(const Shape& shape) const;  // view when possible, otherwise a copy
+  Tensor view(const Shape& shape) const;                              // contiguous tensors only; one dim may be -1
+  Tensor reshape(const Shape& shape) const;                           // view when possible, otherwise a copy
   Tensor slice(int dim, std::int64_t start, std::int64_t end) const;  // [start, end)
   Tensor select(int dim, std::int64_t index) const;                   // drops `dim`
   Tensor transpose(int dim0, int dim1) const;
   Tensor permute(const std::vector<int>& order) const;
 
   // Copies.
-  Tensor contiguous() const;  // *this when already contiguous
-  Tensor clone() const;       // always a fresh contiguous copy
-  Tensor to(DType dtype) const;  // converting copy (f32 <-> bf16/f16 rounds to nearest even)
+  Tensor contiguous() const;             // *this when already contiguous
+  Tensor clone() const;                  // always a fresh contiguous copy
+  Tensor to(DType dtype) const;          // converting copy (f32 <-> bf16/f16 rounds to nearest even)
   void copy_from(const Tensor& source);  // same shape; converts dtype; any strides
   void fill(double value);
   void zero() { fill(0.0); }

@@ -26,31 +26,31 @@ namespace myriad::cuda::detail {
 const char* nccl_status_string(int status);
 }  // namespace myriad::cuda::detail
 
-#define MYRIAD_CUDA_CHECK(expr)                                                                   \
-  do {                                                                                            \
-    const cudaError_t myriad_cuda_status_ = (expr);                                               \
-    if (myriad_cuda_status_ != cudaSuccess) [[unlikely]] {                                        \
-      (void)cudaGetLastError();                                                                   \
-      MYRIAD_THROW("CUDA error " << cudaGetErrorName(myriad_cuda_status_) << " ("                 \
+#define MYRIAD_CUDA_CHECK(expr)                                                                  \
+  do {                                                                                           \
+    const cudaError_t myriad_cuda_status_ = (expr);                                              \
+    if (myriad_cuda_status_ != cudaSuccess) [[unlikely]] {                                       \
+      (void)cudaGetLastError();                                                                  \
+      MYRIAD_THROW("CUDA error " << cudaGetErrorName(myriad_cuda_status_) << " ("                \
                                  << cudaGetErrorString(myriad_cuda_status_) << ") from " #expr); \
-    }                                                                                             \
+    }                                                                                            \
   } while (0)
 
-#define MYRIAD_CUBLAS_CHECK(expr)                                                                  \
-  do {                                                                                             \
-    const cublasStatus_t myriad_cublas_status_ = (expr);                                           \
-    if (myriad_cublas_status_ != CUBLAS_STATUS_SUCCESS) [[unlikely]] {                             \
-      MYRIAD_THROW("cuBLAS error " << cublasGetStatusName(myriad_cublas_status_) << " ("           \
+#define MYRIAD_CUBLAS_CHECK(expr)                                                                       \
+  do {                                                                                                  \
+    const cublasStatus_t myriad_cublas_status_ = (expr);                                                \
+    if (myriad_cublas_status_ != CUBLAS_STATUS_SUCCESS) [[unlikely]] {                                  \
+      MYRIAD_THROW("cuBLAS error " << cublasGetStatusName(myriad_cublas_status_) << " ("                \
                                    << cublasGetStatusString(myriad_cublas_status_) << ") from " #expr); \
-    }                                                                                              \
+    }                                                                                                   \
   } while (0)
 
-#define MYRIAD_NCCL_CHECK(expr)                                                                 \
-  do {                                                                                          \
-    const int myriad_nccl_status_ = static_cast<int>(expr);                                     \
-    if (myriad_nccl_status_ != 0) [[unlikely]] {                                                \
-      MYRIAD_THROW("NCCL error " << myriad_nccl_status_ << " ("                                 \
+#define MYRIAD_NCCL_CHECK(expr)                                                                     \
+  do {                                                                                              \
+    const int myriad_nccl_status_ = static_cast<int>(expr);                                         \
+    if (myriad_nccl_status_ != 0) [[unlikely]] {                                                    \
+      MYRIAD_THROW("NCCL error " << myriad_nccl_status_ << " ("                                     \
                                  << ::myriad::cuda::detail::nccl_status_string(myriad_nccl_status_) \
-                                 << ") from " #expr);                                           \
-    }                                                                                           \
+                                 << ") from " #expr);                                               \
+    }                                                                                               \
   } while (0)

@@ -53,8 +53,8 @@ class CudaBackend final : public ops::Backend {
   void synchronize() override;
 
   void matmul_forward(const MatmulArgs& args, const Tensor& a, const Tensor& b, Tensor& out) override;
-  void matmul_backward(const MatmulArgs& args, const Tensor& a, const Tensor& b, const Tensor& grad_out,
-                       Tensor& grad_a, Tensor& grad_b) override;
+  void matmul_backward(const MatmulArgs& args, const Tensor& a, const Tensor& b, const Tensor& grad_out, Tensor& grad_a,
+                       Tensor& grad_b) override;
   void layernorm_forward(const LayernormArgs& args, const Tensor& x, const Tensor& weight, const Tensor& bias,
                          Tensor& out, Tensor& mean, Tensor& rstd) override;
   void layernorm_backward(const LayernormArgs& args, const Tensor& x, const Tensor& weight, const Tensor& mean,

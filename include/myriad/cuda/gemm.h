@@ -36,7 +36,6 @@ namespace myriad::cuda {
 
 enum class GemmEpilogue { none, bias, bias_gelu };
 
-
 struct LinearGemm {
   std::int64_t m = 0, n = 0, k = 0;
   cudaDataType_t type = CUDA_R_32F;  // CUDA_R_32F, CUDA_R_16BF or CUDA_R_16F

@@ -28,19 +28,17 @@ namespace myriad::cuda {
 // that are all 16-byte aligned are processed in 16-byte packets, others element by element.
 void gelu_forward_f32(const float* x, float* out, std::int64_t n, cudaStream_t stream);  // (n) -> (n)
 void gelu_forward_bf16(const __nv_bfloat16* x, __nv_bfloat16* out, std::int64_t n, cudaStream_t stream);
-void gelu_backward_f32(const float* x, const float* grad_out, float* grad_x, std::int64_t n,
-                       cudaStream_t stream);
-void gelu_backward_bf16(const __nv_bfloat16* x, const __nv_bfloat16* grad_out, __nv_bfloat16* grad_x,
-                        std::int64_t n, cudaStream_t stream);
+void gelu_backward_f32(const float* x, const float* grad_out, float* grad_x, std::int64_t n, cudaStream_t stream);
+void gelu_backward_bf16(const __nv_bfloat16* x, const __nv_bfloat16* grad_out, __nv_bfloat16* grad_x, std::int64_t n,
+                        cudaStream_t stream);
 
 // ---- LayerNorm over the last dim, f32, one warp per row (kernels/norms/layernorm.cu) ----------
 //   mean = sum_c x / C,  var = sum_c (x - mean)^2 / C,  rstd = 1 / sqrt(var + eps)
 //   out  = (x - mean) * rstd * weight + bias
 // x, out: (N, C) row-major contiguous; weight, bias: (C); mean, rstd: (N), saved for backward.
 // bias, mean and rstd may be null (no bias; nothing saved). out must not overlap x.
-void layernorm_forward_f32(const float* x, const float* weight, const float* bias, float* out, float* mean,
-                           float* rstd, std::int64_t rows, std::int64_t channels, float eps,
-                           cudaStream_t stream);
+void layernorm_forward_f32(const float* x, const float* weight, const float* bias, float* out, float* mean, float* rstd,
+                           std::int64_t rows, std::int64_t channels, float eps, cudaStream_t stream);
 
 // Backward with xhat = (x - mean) * rstd and g = grad_out * weight:
 //   grad_x      = rstd * (g - mean_c(g) - xhat * mean_c(g * xhat))   written (`=`)
@@ -52,9 +50,8 @@ void layernorm_forward_f32(const float* x, const float* weight, const float* bia
 // layernorm_backward_scratch_floats(N, C) floats (0 for N <= 256: scratch may then be null).
 std::int64_t layernorm_backward_scratch_floats(std::int64_t rows, std::int64_t channels);
 void layernorm_backward_f32(const float* grad_out, const float* x, const float* weight, const float* mean,
-                            const float* rstd, float* grad_x, float* grad_weight, float* grad_bias,
-                            float* scratch, std::int64_t scratch_floats, std::int64_t rows,
-                            std::int64_t channels, cudaStream_t stream);
+                            const float* rstd, float* grad_x, float* grad_weight, float* grad_bias, float* scratch,
+                            std::int64_t scratch_floats, std::int64_t rows, std::int64_t channels, cudaStream_t stream);
 
 // ---- RMSNorm over the last dim, f32 (kernels/norms/layernorm.cu, the uncentred LayerNorm) ------
 //   rstd = 1 / sqrt(sum_c x^2 / C + eps);  out = x * rstd * weight
@@ -64,9 +61,9 @@ void rmsnorm_forward_f32(const float* x, const float* weight, float* out, float*
 // xhat = x * rstd, g = grad_out * weight:
 //   grad_x = rstd * (g - xhat * mean_c(g * xhat)) written; grad_weight += sum_n grad_out * xhat.
 // grad_x or grad_weight may be null; scratch as for layernorm (layernorm_backward_scratch_floats).
-void rmsnorm_backward_f32(const float* grad_out, const float* x, const float* weight, const float* rstd,
-                          float* grad_x, float* grad_weight, float* scratch, std::int64_t scratch_floats,
-                          std::int64_t rows, std::int64_t channels, cudaStream_t stream);
+void rmsnorm_backward_f32(const float* grad_out, const float* x, const float* weight, const float* rstd, float* grad_x,
+                          float* grad_weight, float* scratch, std::int64_t scratch_floats, std::int64_t rows,
+                          std::int64_t channels, cudaStream_t stream);
 
 // ---- SwiGLU, f32 (kernels/activations/swiglu.cu) ---------------------------------------------
 //   out = silu(gate) * up elementwise over n; backward writes grad_gate, grad_up (`=`, either may
@@ -112,10 +109,9 @@ void gather_rows_f32(const float* x, const std::int32_t* source, float* out, lon
 void combine_rows_forward_f32(const float* rows, const std::int32_t* slot, const float* weight, float* out,
                               long long* bad_index, std::int64_t tokens, std::int64_t k, std::int64_t row_count,
                               std::int64_t channels, cudaStream_t stream);
-void combine_rows_backward_f32(const float* rows, const std::int32_t* slot, const float* weight,
-                               const float* grad_out, float* grad_rows, float* grad_weight, long long* bad_index,
-                               std::int64_t tokens, std::int64_t k, std::int64_t row_count, std::int64_t channels,
-                               cudaStream_t stream);
+void combine_rows_backward_f32(const float* rows, const std::int32_t* slot, const float* weight, const float* grad_out,
+                               float* grad_rows, float* grad_weight, long long* bad_index, std::int64_t tokens,
+                               std::int64_t k, std::int64_t row_count, std::int64_t channels, cudaStream_t stream);
 
 // ---- Per-group bias of a grouped linear layer, f32 (kernels/moe/group_bias.cu) ----------------
 // Groups of consecutive rows [offsets[g], offsets[g + 1]) of x (rows, cols); offsets: groups + 1
@@ -159,7 +155,7 @@ struct FlashAttentionShape {
   std::int64_t batch = 0, q_heads = 0, kv_heads = 0, q_seq = 0, head_dim = 0;
   float scale = 0.0f;
   bool causal = true;
-  std::int64_t k_seq = -1;                 // key / value rows; -1: q_seq (self-attention)
+  std::int64_t k_seq = -1;                  // key / value rows; -1: q_seq (self-attention)
   std::int64_t q_offset = 0, k_offset = 0;  // global positions of q's and k's row 0
   bool accumulate = false;                  // the backward adds into grad_q, grad_k, grad_v
   FlashAttentionLayout layout{};            // block-sparse; row_begin null: every (causal) key
@@ -187,9 +183,8 @@ void flash_attention_forward_tc_f16(const __half* q, const __half* k, const __ha
 // contract of flash_attention_backward_bf16; all tensors 16-byte aligned.
 void flash_attention_backward_tc_bf16(const __nv_bfloat16* q, const __nv_bfloat16* k, const __nv_bfloat16* v,
                                       const __nv_bfloat16* out, const float* lse, const __nv_bfloat16* grad_out,
-                                      __nv_bfloat16* grad_q, __nv_bfloat16* grad_k, __nv_bfloat16* grad_v,
-                                      float* delta, std::int64_t delta_floats, const FlashAttentionShape& shape,
-                                      cudaStream_t stream);
+                                      __nv_bfloat16* grad_q, __nv_bfloat16* grad_k, __nv_bfloat16* grad_v, float* delta,
+                                      std::int64_t delta_floats, const FlashAttentionShape& shape, cudaStream_t stream);
 void flash_attention_backward_tc_f16(const __half* q, const __half* k, const __half* v, const __half* out,
                                      const float* lse, const __half* grad_out, __half* grad_q, __half* grad_k,
                                      __half* grad_v, float* delta, std::int64_t delta_floats,
@@ -230,8 +225,8 @@ void grad_norm_squared_f32(const float* grad, std::int64_t n, double* scratch, s
 // The contract of ops/softmax.h: forward out = softmax(x) per row (out may be x); backward
 // grad_x = out * (grad_out - sum(grad_out * out)) per row (grad_x may be grad_out or out).
 void softmax_forward_f32(const float* x, float* out, std::int64_t rows, std::int64_t cols, cudaStream_t stream);
-void softmax_backward_f32(const float* out, const float* grad_out, float* grad_x, std::int64_t rows,
-                          std::int64_t cols, cudaStream_t stream);
+void softmax_backward_f32(const float* out, const float* grad_out, float* grad_x, std::int64_t rows, std::int64_t cols,
+                          cudaStream_t stream);
 
 // ---- Fused softmax cross-entropy, f32 logits (N, V) (kernels/loss/cross_entropy.cu) ----------
 // The contract of ops/cross_entropy.h: losses, lse (N) written; backward writes grad_logits
@@ -270,8 +265,7 @@ void fill_f32(float* out, float value, std::int64_t n, cudaStream_t stream);
 void axpby_f32(float alpha, const float* a, float beta, const float* b, float* out, std::int64_t n, bool accumulate,
                cudaStream_t stream);
 void add_broadcast_rows_f32(float* x, const float* row, std::int64_t rows, std::int64_t width, cudaStream_t stream);
-void column_sums_accumulate_f32(const float* x, float* out, std::int64_t rows, std::int64_t cols,
-                                cudaStream_t stream);
+void column_sums_accumulate_f32(const float* x, float* out, std::int64_t rows, std::int64_t cols, cudaStream_t stream);
 void split_heads_f32(const float* src, std::int64_t src_row_stride, float* dst, std::int64_t batch, std::int64_t seq,
                      std::int64_t heads, std::int64_t head_dim, cudaStream_t stream);
 void merge_heads_f32(const float* src, float* dst, std::int64_t dst_row_stride, std::int64_t batch, std::int64_t seq,

@@ -87,8 +87,7 @@ class BpeTokenizer {
   };
   // Validates (ids in range, unique non-empty bytes, every single byte a token, merge results
   // are tokens, no repeated merge), sets each merge's result and builds the lookup tables.
-  BpeTokenizer(std::vector<std::string> tokens, std::vector<Merge> merges, std::int32_t eot_id,
-               const Origin& origin);
+  BpeTokenizer(std::vector<std::string> tokens, std::vector<Merge> merges, std::int32_t eot_id, const Origin& origin);
 
   struct MergeSlot {
     std::uint64_t key = ~std::uint64_t{0};  // (left << 32) | right; all ones = empty

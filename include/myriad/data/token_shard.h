@@ -90,7 +90,7 @@ class TokenShard {
 
   std::string path_;
   ShardHeader header_;
-  void* mapping_ = nullptr;       // whole file, PROT_READ
+  void* mapping_ = nullptr;  // whole file, PROT_READ
   std::size_t mapping_bytes_ = 0;
   const unsigned char* payload_ = nullptr;
 };

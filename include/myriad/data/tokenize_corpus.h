@@ -51,9 +51,9 @@ struct TokenizeOptions {
 
 struct TokenizeSummary {
   std::int64_t files = 0;
-  std::int64_t documents = 0;  // non-empty documents, train + val
+  std::int64_t documents = 0;      // non-empty documents, train + val
   std::int64_t val_documents = 0;  // ValSplit::tail: 0 (val is a token range, not documents)
-  std::int64_t bytes = 0;  // document text bytes encoded
+  std::int64_t bytes = 0;          // document text bytes encoded
   std::int64_t train_tokens = 0;
   std::int64_t val_tokens = 0;  // both including the eot tokens
   std::vector<std::string> train_shards;

@@ -34,9 +34,9 @@ class MpiCommunicator;
 
 struct GroupProgress {
   std::string name;
-  std::vector<int> world_ranks;  // members, by rank in the group
-  int rank = 0;                  // this process's rank in the group
-  std::uint64_t key = 0;         // hash of (name, world_ranks): how peers name the same group
+  std::vector<int> world_ranks;         // members, by rank in the group
+  int rank = 0;                         // this process's rank in the group
+  std::uint64_t key = 0;                // hash of (name, world_ranks): how peers name the same group
   std::atomic<std::int64_t> issued{0};  // collectives issued so far (= number of the last one)
   std::atomic<bool> closed{false};      // the communicator was destroyed
 

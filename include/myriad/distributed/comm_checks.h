@@ -38,9 +38,9 @@ void check_all_to_all_args(const Communicator& comm, const Tensor& input, const 
 // One non-negative count per rank; the counts add up to the tensors' element counts; the count
 // this rank sends to itself equals the count it expects from itself. (That peers agree with
 // each other cannot be checked locally: a transport reports it when the messages arrive.)
-void check_all_to_all_v_args(const Communicator& comm, const Tensor& input, const std::vector<std::int64_t>& send_counts,
-                             const Tensor& output, const std::vector<std::int64_t>& recv_counts,
-                             DeviceType device = DeviceType::cpu);
+void check_all_to_all_v_args(const Communicator& comm, const Tensor& input,
+                             const std::vector<std::int64_t>& send_counts, const Tensor& output,
+                             const std::vector<std::int64_t>& recv_counts, DeviceType device = DeviceType::cpu);
 
 // Whether reductions handle `dtype` on the host (f32, i32, i64) and on a GPU (also bf16, f16).
 bool host_reducible(DType dtype);

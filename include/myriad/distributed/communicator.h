@@ -72,7 +72,7 @@ struct CommStats {
 class CommWork {
  public:
   virtual ~CommWork() = default;
-  virtual void wait() = 0;          // blocks until complete; rethrows its error
+  virtual void wait() = 0;  // blocks until complete; rethrows its error
   virtual bool completed() const = 0;
 };
 using WorkHandle = std::shared_ptr<CommWork>;

@@ -39,8 +39,8 @@ struct PipelineAction {
   enum Type { forward, backward, send_activation, recv_activation, send_gradient, recv_gradient };
   Type type = forward;
   int micro_batch = 0;
-  int chunk = 0;   // virtual stage index on this rank, 0..v-1
-  int peer = -1;   // pipeline rank for send / recv, else -1
+  int chunk = 0;  // virtual stage index on this rank, 0..v-1
+  int peer = -1;  // pipeline rank for send / recv, else -1
   bool operator==(const PipelineAction&) const = default;
 };
 const char* action_name(PipelineAction::Type type);
@@ -63,10 +63,10 @@ std::vector<std::vector<PipelineAction>> build_schedule(ScheduleKind kind, int s
 
 struct ScheduleCheck {
   bool ok = false;
-  std::string problem;            // empty when ok; else names the rank, action and micro-batch
-  double idle_fraction = 0.0;     // sum over ranks of (makespan - busy) / (ranks * makespan)
-  double makespan = 0.0;          // in forward times
-  int steps = 0;                  // makespan in whole time slots (rounded up)
+  std::string problem;              // empty when ok; else names the rank, action and micro-batch
+  double idle_fraction = 0.0;       // sum over ranks of (makespan - busy) / (ranks * makespan)
+  double makespan = 0.0;            // in forward times
+  int steps = 0;                    // makespan in whole time slots (rounded up)
   std::vector<int> peak_in_flight;  // per rank: max forwards done whose backward is not done yet
   // Every rank receives from each peer in the order that peer sent to it, so an executor may
   // match messages by (peer) alone on an in-order channel instead of by (peer, micro-batch, chunk).
@@ -81,8 +81,8 @@ struct ScheduleCheck {
 // received exactly once and every recv sent exactly once, and that no rank gets stuck (deadlock or
 // a recv with no send: the problem lists each stuck rank and what it waits for). Throws only for
 // bad arguments (sizes, schedule.size() != stages); a bad schedule gives ok == false.
-ScheduleCheck simulate_schedule(const std::vector<std::vector<PipelineAction>>& schedule, int stages,
-                                int micro_batches, int virtual_stages, double backward_cost = 2.0);
+ScheduleCheck simulate_schedule(const std::vector<std::vector<PipelineAction>>& schedule, int stages, int micro_batches,
+                                int virtual_stages, double backward_cost = 2.0);
 
 // The formula the measured idle fraction is compared with: (p-1)/(m+p-1), or (p-1)/(v m+p-1).
 double bubble_formula(ScheduleKind kind, int stages, int micro_batches, int virtual_stages);

@@ -36,8 +36,8 @@ class TensorParallelRegions final : public nn::TensorParallel {
   void embedding_backward(const Tensor& ids, const Tensor& grad_out, Tensor& grad_table) const override;
   void cross_entropy_forward(const Tensor& logits, const Tensor& targets, std::int32_t ignore_index, Tensor& losses,
                              Tensor& lse) const override;
-  void cross_entropy_backward(const Tensor& logits, const Tensor& targets, std::int32_t ignore_index,
-                              const Tensor& lse, const Tensor& grad_losses, Tensor& grad_logits) const override;
+  void cross_entropy_backward(const Tensor& logits, const Tensor& targets, std::int32_t ignore_index, const Tensor& lse,
+                              const Tensor& grad_losses, Tensor& grad_logits) const override;
 
  private:
   Communicator& tp_;

@@ -41,8 +41,8 @@ struct VocabShard {
 // ids (N) i32 in [0, V); table (V_local, C); out (N, C) written: this rank's rows, zeros elsewhere.
 void vocab_parallel_embedding_lookup(const VocabShard& shard, const Tensor& ids, const Tensor& table, Tensor& out);
 // The lookup, then the all-reduce over tp.
-void vocab_parallel_embedding_forward(Communicator& tp, const VocabShard& shard, const Tensor& ids,
-                                      const Tensor& table, Tensor& out);
+void vocab_parallel_embedding_forward(Communicator& tp, const VocabShard& shard, const Tensor& ids, const Tensor& table,
+                                      Tensor& out);
 // grad_table (V_local, C) accumulated (`+=`).
 void vocab_parallel_embedding_backward(const VocabShard& shard, const Tensor& ids, const Tensor& grad_out,
                                        Tensor& grad_table);

@@ -23,12 +23,12 @@
 namespace myriad::dist {
 
 struct ZeroBucket {
-  std::int64_t begin = 0, end = 0;  // flat element range
+  std::int64_t begin = 0, end = 0;    // flat element range
   int first_unit = 0, last_unit = 0;  // units [first_unit, last_unit]
-  bool expert = false;               // expert units: reduced and sharded over the expert-data group
-  int parts = 1;                     // shard owners of this bucket
-  ChunkRange owned;                  // this rank's chunk, absolute flat positions
-  std::int64_t shard_offset = 0;     // where `owned` starts in the shard buffer
+  bool expert = false;                // expert units: reduced and sharded over the expert-data group
+  int parts = 1;                      // shard owners of this bucket
+  ChunkRange owned;                   // this rank's chunk, absolute flat positions
+  std::int64_t shard_offset = 0;      // where `owned` starts in the shard buffer
   std::int64_t size() const { return end - begin; }
 };
 
@@ -37,10 +37,10 @@ struct ParamSpan {
 };
 
 struct ZeroSegment {
-  std::size_t param = 0;               // index into the parameter list
-  std::int64_t begin = 0, end = 0;     // flat range (inside the parameter and the owned chunk)
-  std::int64_t shard_position = 0;     // position of `begin` in the shard buffer
-  bool expert = false;                 // in an expert bucket (ZeroBucket::expert)
+  std::size_t param = 0;            // index into the parameter list
+  std::int64_t begin = 0, end = 0;  // flat range (inside the parameter and the owned chunk)
+  std::int64_t shard_position = 0;  // position of `begin` in the shard buffer
+  bool expert = false;              // in an expert bucket (ZeroBucket::expert)
 };
 
 class ZeroLayout {

@@ -24,7 +24,6 @@ struct GenerateArgs {
   std::int32_t stop_token = -1;
 };
 
-std::vector<std::int32_t> generate(GptModel& model, const std::vector<std::int32_t>& prompt,
-                                   const GenerateArgs& args);
+std::vector<std::int32_t> generate(GptModel& model, const std::vector<std::int32_t>& prompt, const GenerateArgs& args);
 
 }  // namespace myriad::nn

@@ -36,7 +36,6 @@ struct ActivationMemory {
   std::int64_t scratch_bytes = 0;  // shared buffers (recompute, gradients, logits)
 };
 
-
 class GptModel final : public PipelineStage {
  public:
   static constexpr std::int32_t kIgnoreIndex = -100;
@@ -116,25 +115,25 @@ class GptModel final : public PipelineStage {
 
  private:
   struct Slot {
-    std::vector<Tensor> residual;  // chunk c's blocks [b0, b1) read residual[b0 + c] .. write residual[b1 + c]
+    std::vector<Tensor> residual;          // chunk c's blocks [b0, b1) read residual[b0 + c] .. write residual[b1 + c]
     std::vector<BlockActivations> blocks;  // per local block
-    std::vector<Tensor> grad;      // per chunk, residual shape
-    Tensor hf, hf_mean, hf_rstd;   // final norm output (residual rows) and stats
-    Tensor logits;                 // (N, V) or (N, V_local); holds dlogits after backward
-    Tensor losses, lse;            // (N)
+    std::vector<Tensor> grad;              // per chunk, residual shape
+    Tensor hf, hf_mean, hf_rstd;           // final norm output (residual rows) and stats
+    Tensor logits;                         // (N, V) or (N, V_local); holds dlogits after backward
+    Tensor losses, lse;                    // (N)
   };
   struct Buffers {
     std::int64_t B = 0, T = 0;
     Recompute mode = Recompute::none;
     std::vector<Slot> slots;
     BlockScratch scratch;
-    Tensor positions;              // (B, T) i32: t
-    Tensor row_positions;          // the positions of this rank's residual rows (sequence parallel)
-    Tensor pos_emb;                // residual shape
-    Tensor grad_losses;            // (N)
-    Tensor d_hf;                   // (B, T, C) head input gradient
-    Tensor norm_grads;             // the final norm's gradients (2 C), summed over the group, then added
-    Tensor hf_gathered;            // sequence parallel: every rank's hf rows (B, T, C), gathered when used
+    Tensor positions;      // (B, T) i32: t
+    Tensor row_positions;  // the positions of this rank's residual rows (sequence parallel)
+    Tensor pos_emb;        // residual shape
+    Tensor grad_losses;    // (N)
+    Tensor d_hf;           // (B, T, C) head input gradient
+    Tensor norm_grads;     // the final norm's gradients (2 C), summed over the group, then added
+    Tensor hf_gathered;    // sequence parallel: every rank's hf rows (B, T, C), gathered when used
   };
 
   Slot make_slot() const;
@@ -147,9 +146,15 @@ class GptModel final : public PipelineStage {
   std::int64_t vocab_start() const;
   std::int64_t head_columns() const;  // this rank's real vocabulary columns of the logits (may be 0)
   Tensor head_weight(bool grad) const;
-  void acquire(int unit, Pass pass) { if (hooks_ && unit >= 0) hooks_->acquire(unit, pass); }
-  void release(int unit, Pass pass) { if (hooks_ && unit >= 0) hooks_->release(unit, pass); }
-  void grads_ready(int unit) { if (hooks_ && unit >= 0) hooks_->grads_ready(unit); }
+  void acquire(int unit, Pass pass) {
+    if (hooks_ && unit >= 0) hooks_->acquire(unit, pass);
+  }
+  void release(int unit, Pass pass) {
+    if (hooks_ && unit >= 0) hooks_->release(unit, pass);
+  }
+  void grads_ready(int unit) {
+    if (hooks_ && unit >= 0) hooks_->grads_ready(unit);
+  }
   void build_units();
   void acquire_block(int i, Pass pass);
   void release_block(int i, Pass pass);
@@ -159,7 +164,7 @@ class GptModel final : public PipelineStage {
   ModelSplit split_;
   ops::Placement placement_;
   ParameterStore store_;
-  std::vector<TransformerBlock> blocks_;      // local blocks, chunk by chunk
+  std::vector<TransformerBlock> blocks_;           // local blocks, chunk by chunk
   std::vector<std::pair<int, int>> chunk_blocks_;  // per chunk: [first, last) local block
   static constexpr std::size_t npos = static_cast<std::size_t>(-1);
   std::size_t wte_ = npos, wpe_ = npos, norm_w_ = npos, norm_b_ = npos, head_ = npos;

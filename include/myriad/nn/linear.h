@@ -14,8 +14,7 @@
 
 namespace myriad::nn {
 
-void linear_forward(const Tensor& x, const Tensor& weight, const Tensor& bias, Tensor& y,
-                    DType operands = DType::f32);
+void linear_forward(const Tensor& x, const Tensor& weight, const Tensor& bias, Tensor& y, DType operands = DType::f32);
 void linear_backward(const Tensor& x, const Tensor& weight, const Tensor& grad_y, Tensor& grad_x, bool accumulate_dx,
                      Tensor& grad_weight, Tensor& grad_bias, DType operands = DType::f32);
 

@@ -10,15 +10,13 @@
 // (without sequence parallelism), so they need no communication.
 // How activations cross the tp group is `tp` (nn/tensor_parallel.h: the region ops and vocabulary-
 // parallel lookup and loss), made by the distributed layer from the layout; the model holds no
-// communicator. Sequence parallel (TensorParallel::shards_rows, tp > 1): the residual stream, norms and their inputs are
-// sharded over tp by rows of the flattened (B*T, C) token matrix — rank r holds tokens
-// [r N/tp, (r+1) N/tp); the column-parallel input is all-gathered and the row-parallel output
-// reduce-scattered instead of all-reduced; the replicated parameters' gradients are then partial
-// sums over each rank's tokens and are all-reduced over tp.
-// Expert parallel (ep ranks, MoE layers only): each rank holds E/ep experts of every MoE layer and
-// the token rows routed to them arrive through `ep` (nn/expert_parallel.h).
-// Context parallel (cp ranks): the rank holds two chunks of every sequence (nn/context_parallel.h);
-// positions are global, attention runs as a ring through `cp` (nn/ring_attention.h).
+// communicator. Sequence parallel (TensorParallel::shards_rows, tp > 1): the residual stream, norms and their inputs
+// are sharded over tp by rows of the flattened (B*T, C) token matrix — rank r holds tokens [r N/tp, (r+1) N/tp); the
+// column-parallel input is all-gathered and the row-parallel output reduce-scattered instead of all-reduced; the
+// replicated parameters' gradients are then partial sums over each rank's tokens and are all-reduced over tp. Expert
+// parallel (ep ranks, MoE layers only): each rank holds E/ep experts of every MoE layer and the token rows routed to
+// them arrive through `ep` (nn/expert_parallel.h). Context parallel (cp ranks): the rank holds two chunks of every
+// sequence (nn/context_parallel.h); positions are global, attention runs as a ring through `cp` (nn/ring_attention.h).
 // Pipeline: `chunks` lists, per model chunk (virtual stage) this rank runs, its global layer
 // indices in order; `first_stage` (holds the embeddings: its chunk 0 is global stage 0) and
 // `last_stage` (holds the final norm and head: its last chunk is the last global stage).
@@ -33,9 +31,9 @@
 namespace myriad::nn {
 
 struct ModelSplit {
-  const TensorParallel* tp = nullptr;  // not owned; nullptr = a group of one (serial_tensor_parallel)
-  const ExpertParallel* ep = nullptr;  // not owned; nullptr = a group of one (serial_expert_parallel)
-  const ContextParallel* cp = nullptr;  // not owned; nullptr = a group of one (serial_context_parallel)
+  const TensorParallel* tp = nullptr;    // not owned; nullptr = a group of one (serial_tensor_parallel)
+  const ExpertParallel* ep = nullptr;    // not owned; nullptr = a group of one (serial_expert_parallel)
+  const ContextParallel* cp = nullptr;   // not owned; nullptr = a group of one (serial_context_parallel)
   std::vector<std::vector<int>> chunks;  // empty = one chunk with every layer
   bool first_stage = true;
   bool last_stage = true;

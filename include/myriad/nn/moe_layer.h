@@ -40,22 +40,22 @@ namespace myriad::nn {
 struct ExpertExchange {
   std::vector<std::int64_t> send_rows, recv_rows;  // per rank
   std::vector<std::int64_t> local_offsets;         // (E/ep + 1) rows of each local expert
-  Tensor regroup;    // (R_local) i32: received row of each local row (received: by source rank)
-  Tensor ungroup;    // (R_received) i32: local row of each received row
+  Tensor regroup;  // (R_local) i32: received row of each local row (received: by source rank)
+  Tensor ungroup;  // (R_received) i32: local row of each received row
   std::int64_t local_rows() const { return local_offsets.empty() ? 0 : local_offsets.back(); }
 };
 
 struct MoeActivations {
   RoutingPlan plan;
-  Tensor logits;       // (N, E) router logits (host copy: routing_backward reads them)
-  Tensor slot, weight; // (N, k) placed
-  Tensor source;       // (R) placed
+  Tensor logits;        // (N, E) router logits (host copy: routing_backward reads them)
+  Tensor slot, weight;  // (N, k) placed
+  Tensor source;        // (R) placed
   ExpertExchange exchange;
-  Tensor x_rows;       // (R_local, C) rows this rank's experts compute
-  Tensor fc, up, act;  // (R_local, Fe)
-  Tensor y_rows;       // (R, C) expert outputs in this rank's expert order
+  Tensor x_rows;                            // (R_local, C) rows this rank's experts compute
+  Tensor fc, up, act;                       // (R_local, Fe)
+  Tensor y_rows;                            // (R, C) expert outputs in this rank's expert order
   Tensor shared_fc, shared_up, shared_act;  // (N, S Fe)
-  void release();      // frees what forward allocated (after backward)
+  void release();                           // frees what forward allocated (after backward)
 };
 
 // Per MoE layer, summed over the micro-batches since reset (telemetry).
@@ -83,7 +83,7 @@ class MoeLayer {
 
  private:
   void exchange_plan(MoeActivations& a, const ops::Placement& placement) const;
-  Tensor dispatch(const Tensor& rows, const MoeActivations& a) const;    // rows in plan order -> local
+  Tensor dispatch(const Tensor& rows, const MoeActivations& a) const;     // rows in plan order -> local
   Tensor undispatch(const Tensor& local, const MoeActivations& a) const;  // local -> plan order
 
   TransformerConfig config_;

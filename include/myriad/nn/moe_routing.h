@@ -33,17 +33,17 @@ namespace myriad::nn {
 
 struct RoutingPlan {
   std::int64_t tokens = 0, experts = 0, top_k = 0, seq_len = 0;
-  std::vector<double> scores;          // (N, E) s
-  std::vector<std::int32_t> expert;    // (N, k) chosen experts, best first
-  std::vector<float> weight;           // (N, k) combine weights (kept or not)
-  std::vector<std::int32_t> slot;      // (N, k) row of the assignment, -1 = dropped
-  std::vector<std::int32_t> source;    // (R) token of each row
-  std::vector<std::int64_t> offsets;   // (E + 1) rows of expert e: [offsets[e], offsets[e + 1])
-  std::vector<std::int64_t> routed;    // (E) assignments per expert before dropping
-  std::int64_t dropped = 0;            // assignments dropped over capacity
-  double aux_loss_sum = 0.0;           // sum over sequences of aux_s
-  double z_loss_sum = 0.0;             // sum over tokens of z_t
-  std::vector<double> lse;             // (N) log-sum-exp of each token's logits
+  std::vector<double> scores;         // (N, E) s
+  std::vector<std::int32_t> expert;   // (N, k) chosen experts, best first
+  std::vector<float> weight;          // (N, k) combine weights (kept or not)
+  std::vector<std::int32_t> slot;     // (N, k) row of the assignment, -1 = dropped
+  std::vector<std::int32_t> source;   // (R) token of each row
+  std::vector<std::int64_t> offsets;  // (E + 1) rows of expert e: [offsets[e], offsets[e + 1])
+  std::vector<std::int64_t> routed;   // (E) assignments per expert before dropping
+  std::int64_t dropped = 0;           // assignments dropped over capacity
+  double aux_loss_sum = 0.0;          // sum over sequences of aux_s
+  double z_loss_sum = 0.0;            // sum over tokens of z_t
+  std::vector<double> lse;            // (N) log-sum-exp of each token's logits
   std::int64_t rows() const { return offsets.empty() ? 0 : offsets.back(); }
 };
 

@@ -36,13 +36,13 @@ struct IndexRange {
 
 struct Parameter {
   std::string name;
-  Shape shape;               // what this rank holds
-  Shape global_shape;        // the whole parameter (== shape unless sharded)
-  int shard_dim = -1;        // dimension split over tensor-parallel ranks; -1 = whole
+  Shape shape;                           // what this rank holds
+  Shape global_shape;                    // the whole parameter (== shape unless sharded)
+  int shard_dim = -1;                    // dimension split over tensor-parallel ranks; -1 = whole
   std::vector<IndexRange> shard_ranges;  // global indices along shard_dim, held back to back
-  bool primary = true;       // false: a copy another rank also holds (see the file comment)
-  bool expert = false;       // an MoE expert's: expert-parallel ranks hold different experts
-  bool tp_partial = false;   // its gradient is this tp rank's tokens' share: summed over tp before the update
+  bool primary = true;                   // false: a copy another rank also holds (see the file comment)
+  bool expert = false;                   // an MoE expert's: expert-parallel ranks hold different experts
+  bool tp_partial = false;  // its gradient is this tp rank's tokens' share: summed over tp before the update
   ParamKind kind = ParamKind::weight;
   ParamInit init = ParamInit::normal;
   float init_std = 0.0f;

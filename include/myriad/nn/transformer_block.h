@@ -35,32 +35,32 @@
 namespace myriad::nn {
 
 struct BlockActivations {
-  Tensor ln1_mean, ln1_rstd;  // (B, T)        layernorm: mean unused for rmsnorm
-  Tensor h1;                  // (B, T, C)     norm1 output
-  Tensor qkv;                 // (B, T, QKV)
-  Tensor q_rot, k_rot;        // (B, T, Hq, D), (B, T, Hkv, D): RoPE only
-  Tensor att;                 // (B, T, C)     attention output, heads concatenated
-  Tensor lse;                 // (B, Hq, T)
-  Tensor x_mid;               // (B, T, C)     residual after attention
-  Tensor ln2_mean, ln2_rstd;  // (B, T)
-  Tensor h2;                  // (B, T, C)     norm2 output
-  Tensor fc;                  // (B, T, F)     GELU input, or SwiGLU gate
-  Tensor up;                  // (B, T, F)     SwiGLU only
-  Tensor act;                 // (B, T, F)     MLP activation
-  std::shared_ptr<MoeActivations> moe;  // MoE blocks: the expert MLP's (sizes set by the routing)
+  Tensor ln1_mean, ln1_rstd;                  // (B, T)        layernorm: mean unused for rmsnorm
+  Tensor h1;                                  // (B, T, C)     norm1 output
+  Tensor qkv;                                 // (B, T, QKV)
+  Tensor q_rot, k_rot;                        // (B, T, Hq, D), (B, T, Hkv, D): RoPE only
+  Tensor att;                                 // (B, T, C)     attention output, heads concatenated
+  Tensor lse;                                 // (B, Hq, T)
+  Tensor x_mid;                               // (B, T, C)     residual after attention
+  Tensor ln2_mean, ln2_rstd;                  // (B, T)
+  Tensor h2;                                  // (B, T, C)     norm2 output
+  Tensor fc;                                  // (B, T, F)     GELU input, or SwiGLU gate
+  Tensor up;                                  // (B, T, F)     SwiGLU only
+  Tensor act;                                 // (B, T, F)     MLP activation
+  std::shared_ptr<MoeActivations> moe;        // MoE blocks: the expert MLP's (sizes set by the routing)
   std::shared_ptr<const BlockLayout> layout;  // block-sparse attention: the forward's layout
   BlockSelectionStats selection;              // ... and what it kept (the last forward's)
 };
 
 // Scratch shared by every block during backward (and full recompute).
 struct BlockScratch {
-  Tensor d_h, d_att;                    // (B, T, C) (d_att: local heads)
-  Tensor d_tmp, y_discard;              // residual-stream shape
-  Tensor d_full, d_hs;                  // sequence parallel: gathered (B, T, C) grad, (1, N/tp, C) shard
-  Tensor h_rows;                        // sequence parallel: a norm's output rows before the all-gather
-  Tensor norm_grads;                    // the norms' gradients (4 C), summed over the group, then added
-  Tensor d_qkv;                         // (B, T, QKV)
-  Tensor d_fc, d_up, d_act;             // (B, T, F)
+  Tensor d_h, d_att;         // (B, T, C) (d_att: local heads)
+  Tensor d_tmp, y_discard;   // residual-stream shape
+  Tensor d_full, d_hs;       // sequence parallel: gathered (B, T, C) grad, (1, N/tp, C) shard
+  Tensor h_rows;             // sequence parallel: a norm's output rows before the all-gather
+  Tensor norm_grads;         // the norms' gradients (4 C), summed over the group, then added
+  Tensor d_qkv;              // (B, T, QKV)
+  Tensor d_fc, d_up, d_act;  // (B, T, F)
 };
 
 // One entry per BlockActivations member: its shape and which recompute modes keep it. Under
@@ -79,8 +79,7 @@ struct ActivationSlot {
 std::vector<ActivationSlot> block_activation_slots(const TransformerConfig& config, const ModelSplit& split,
                                                    std::int64_t B, std::int64_t T);
 BlockScratch make_block_scratch(const ops::Placement& placement, const TransformerConfig& config,
-                                const ModelSplit& split, std::int64_t B,
-                                std::int64_t T);
+                                const ModelSplit& split, std::int64_t B, std::int64_t T);
 // Shape of the residual stream of a (B, T) micro-batch: (B, T, C), or (1, B T / tp, C) sequence parallel.
 Shape residual_shape(const TransformerConfig& config, const ModelSplit& split, std::int64_t B, std::int64_t T);
 
@@ -120,8 +119,7 @@ class TransformerBlock {
   // Indices into the ParameterStore; npos when absent (no bias, no RoPE-specific params, ...).
   static constexpr std::size_t npos = static_cast<std::size_t>(-1);
   std::size_t norm1_w_ = npos, norm1_b_ = npos, qkv_w_ = npos, qkv_b_ = npos, proj_w_ = npos, proj_b_ = npos;
-  std::size_t norm2_w_ = npos, norm2_b_ = npos, fc_w_ = npos, fc_b_ = npos, up_w_ = npos, out_w_ = npos,
-              out_b_ = npos;
+  std::size_t norm2_w_ = npos, norm2_b_ = npos, fc_w_ = npos, fc_b_ = npos, up_w_ = npos, out_w_ = npos, out_b_ = npos;
   std::optional<MoeLayer> moe_;
 
   void norm_forward(const ParameterStore& store, std::size_t w, std::size_t b, const Tensor& x, Tensor& out,

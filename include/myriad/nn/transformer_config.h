@@ -28,15 +28,15 @@ const char* recompute_name(Recompute mode);
 enum class RouterScore { softmax, sigmoid };
 
 struct MoeSpec {
-  int num_experts = 0;             // 0: every block is dense
-  int top_k = 2;                   // experts per token (1..8)
-  int every = 1;                   // blocks whose (layer + 1) % every == 0 are MoE blocks
-  int shared_experts = 0;          // always-on experts (one dense MLP of shared_experts * expert_ffn)
-  std::int64_t expert_ffn = 0;     // hidden width of one expert; 0 = ffn_hidden
+  int num_experts = 0;          // 0: every block is dense
+  int top_k = 2;                // experts per token (1..8)
+  int every = 1;                // blocks whose (layer + 1) % every == 0 are MoE blocks
+  int shared_experts = 0;       // always-on experts (one dense MLP of shared_experts * expert_ffn)
+  std::int64_t expert_ffn = 0;  // hidden width of one expert; 0 = ffn_hidden
   RouterScore score = RouterScore::softmax;
-  bool normalize_top_k = true;     // combine weights = chosen scores / their sum
-  float aux_loss_coef = 0.01f;     // load-balancing loss (per sequence; nn/moe_routing.h)
-  float z_loss_coef = 0.001f;      // router z-loss
+  bool normalize_top_k = true;  // combine weights = chosen scores / their sum
+  float aux_loss_coef = 0.01f;  // load-balancing loss (per sequence; nn/moe_routing.h)
+  float z_loss_coef = 0.001f;   // router z-loss
   // Capacity per expert per sequence: expert_capacity tokens, else ceil(capacity_factor * T * top_k
   // / num_experts), else (both 0) dropless.
   std::int64_t expert_capacity = 0;
@@ -75,10 +75,10 @@ struct TransformerConfig {
   std::int64_t vocab_size = 50257;
   std::int64_t n_layer = 12;
   std::int64_t n_head = 12;
-  std::int64_t n_kv_head = 12;   // == n_head: multi-head; fewer: grouped-query attention
-  std::int64_t n_embd = 768;     // C
+  std::int64_t n_kv_head = 12;         // == n_head: multi-head; fewer: grouped-query attention
+  std::int64_t n_embd = 768;           // C
   std::int64_t context_length = 1024;  // longest sequence (learned position table size)
-  std::int64_t ffn_hidden = 3072;  // F
+  std::int64_t ffn_hidden = 3072;      // F
   NormKind norm = NormKind::layernorm;
   MlpKind mlp = MlpKind::gelu;
   PositionKind positions = PositionKind::learned;

@@ -38,11 +38,11 @@
 namespace myriad {
 
 struct AttentionArgs {
-  float scale = 0.0f;  // multiplies q . k; 0 means 1 / sqrt(D)
-  bool causal = true;  // query i attends to keys at positions <= its own only
-  int block_q = 0;     // query rows per block; 0 picks by T (128, or 256 from T = 2048: measured);
-                       // with a layout always the layout's block_size
-  int block_k = 0;     // key rows per block; 0 as block_q. Tuning only: results barely depend on it
+  float scale = 0.0f;                   // multiplies q . k; 0 means 1 / sqrt(D)
+  bool causal = true;                   // query i attends to keys at positions <= its own only
+  int block_q = 0;                      // query rows per block; 0 picks by T (128, or 256 from T = 2048: measured);
+                                        // with a layout always the layout's block_size
+  int block_k = 0;                      // key rows per block; 0 as block_q. Tuning only: results barely depend on it
   std::int64_t q_offset = 0;            // global position of q's row 0
   std::int64_t k_offset = 0;            // global position of k's row 0
   const BlockLayout* layout = nullptr;  // block-sparse: only the listed key blocks; null = all

@@ -57,9 +57,9 @@ class Backend : public ExecutionContext {
                                Tensor& grad_a, Tensor& grad_b) = 0;
   virtual void layernorm_forward(const LayernormArgs& args, const Tensor& x, const Tensor& weight, const Tensor& bias,
                                  Tensor& out, Tensor& mean, Tensor& rstd) = 0;
-  virtual void layernorm_backward(const LayernormArgs& args, const Tensor& x, const Tensor& weight,
-                                  const Tensor& mean, const Tensor& rstd, const Tensor& grad_out, Tensor& grad_x,
-                                  Tensor& grad_weight, Tensor& grad_bias) = 0;
+  virtual void layernorm_backward(const LayernormArgs& args, const Tensor& x, const Tensor& weight, const Tensor& mean,
+                                  const Tensor& rstd, const Tensor& grad_out, Tensor& grad_x, Tensor& grad_weight,
+                                  Tensor& grad_bias) = 0;
   virtual void rmsnorm_forward(const RmsnormArgs& args, const Tensor& x, const Tensor& weight, Tensor& out,
                                Tensor& rstd) = 0;
   virtual void rmsnorm_backward(const RmsnormArgs& args, const Tensor& x, const Tensor& weight, const Tensor& rstd,
@@ -106,8 +106,8 @@ class Backend : public ExecutionContext {
   virtual void grouped_matmul_forward(const GroupedMatmulArgs& args, const Tensor& x, const Tensor& weight,
                                       const Tensor& bias, const std::vector<std::int64_t>& offsets, Tensor& out);
   virtual void grouped_matmul_backward(const GroupedMatmulArgs& args, const Tensor& x, const Tensor& weight,
-                                       const std::vector<std::int64_t>& offsets, const Tensor& grad_out,
-                                       Tensor& grad_x, Tensor& grad_weight, Tensor& grad_bias);
+                                       const std::vector<std::int64_t>& offsets, const Tensor& grad_out, Tensor& grad_x,
+                                       Tensor& grad_weight, Tensor& grad_bias);
 
  protected:
   [[noreturn]] void unsupported(const char* op) const;

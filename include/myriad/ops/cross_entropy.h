@@ -43,16 +43,16 @@ struct CrossEntropyArgs {
   bool vocab_shard = false;          // backward: targets outside [0, V) are other shards' (see above)
 };
 
-void cross_entropy_forward(const CrossEntropyArgs& args, const Tensor& logits, const Tensor& targets,
-                           Tensor& losses, Tensor& lse);
+void cross_entropy_forward(const CrossEntropyArgs& args, const Tensor& logits, const Tensor& targets, Tensor& losses,
+                           Tensor& lse);
 void cross_entropy_backward(const CrossEntropyArgs& args, const Tensor& logits, const Tensor& targets,
                             const Tensor& lse, const Tensor& grad_losses, Tensor& grad_logits);
 // Number of targets (any shape, i32) not equal to ignore_index: the denominator of a mean loss.
 std::int64_t count_valid_targets(const Tensor& targets, std::int32_t ignore_index);
 
 namespace cpu {
-void cross_entropy_forward(const CrossEntropyArgs& args, const Tensor& logits, const Tensor& targets,
-                           Tensor& losses, Tensor& lse);
+void cross_entropy_forward(const CrossEntropyArgs& args, const Tensor& logits, const Tensor& targets, Tensor& losses,
+                           Tensor& lse);
 void cross_entropy_backward(const CrossEntropyArgs& args, const Tensor& logits, const Tensor& targets,
                             const Tensor& lse, const Tensor& grad_losses, Tensor& grad_logits);
 std::int64_t count_valid_targets(const Tensor& targets, std::int32_t ignore_index);

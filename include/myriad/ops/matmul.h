@@ -33,13 +33,13 @@ struct MatmulArgs {
 };
 
 void matmul_forward(const MatmulArgs& args, const Tensor& a, const Tensor& b, Tensor& out);
-void matmul_backward(const MatmulArgs& args, const Tensor& a, const Tensor& b, const Tensor& grad_out,
-                     Tensor& grad_a, Tensor& grad_b);
+void matmul_backward(const MatmulArgs& args, const Tensor& a, const Tensor& b, const Tensor& grad_out, Tensor& grad_a,
+                     Tensor& grad_b);
 
 namespace cpu {
 void matmul_forward(const MatmulArgs& args, const Tensor& a, const Tensor& b, Tensor& out);
-void matmul_backward(const MatmulArgs& args, const Tensor& a, const Tensor& b, const Tensor& grad_out,
-                     Tensor& grad_a, Tensor& grad_b);
+void matmul_backward(const MatmulArgs& args, const Tensor& a, const Tensor& b, const Tensor& grad_out, Tensor& grad_a,
+                     Tensor& grad_b);
 }  // namespace cpu
 
 }  // namespace myriad

@@ -47,7 +47,7 @@ class AdamWOptimizer {
   AdamWOptimizer(nn::ParameterStore& store, const AdamWConfig& config);
   AdamWOptimizer(std::vector<OptimizerSegment> segments, const AdamWConfig& config);
 
-  double grad_sum_squares() const;  // over this optimizer's segments, float64, fixed order
+  double grad_sum_squares() const;                      // over this optimizer's segments, float64, fixed order
   double grad_sum_squares(bool expert_segments) const;  // over the expert segments, or the others
   OptimizerStepStats step(float lr) { return step(lr, grad_sum_squares()); }
   // `unscale` multiplies every gradient first (1 / loss scale under fp16 loss scaling); the norm

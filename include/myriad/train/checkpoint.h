@@ -45,9 +45,9 @@ struct CheckpointPiece {
 struct CheckpointHeader {
   std::int64_t step = 0;
   std::string config_yaml;
-  std::string model_yaml;   // the model section alone, compared on load
-  std::string layout;       // e.g. "dp 2 x tp 2 x pp 1, zero_stage 1" (informative)
-  std::uint64_t seed = 0;   // the data order / sampling seed (RNG state = (seed, step))
+  std::string model_yaml;             // the model section alone, compared on load
+  std::string layout;                 // e.g. "dp 2 x tp 2 x pp 1, zero_stage 1" (informative)
+  std::uint64_t seed = 0;             // the data order / sampling seed (RNG state = (seed, step))
   std::int64_t samples_consumed = 0;  // data cursor: training sequences consumed so far
   std::int64_t optimizer_steps = -1;  // AdamW updates applied (fewer than `step` after skipped steps); -1 = step
   double loss_scale = 0.0;            // fp16 dynamic loss scale (0 = none)

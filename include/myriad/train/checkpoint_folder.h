@@ -18,7 +18,7 @@ namespace myriad::train {
 
 struct CheckpointEntry {
   std::int64_t step = 0;
-  std::string path;                               // <dir>/step_<8 digits>
+  std::string path;                              // <dir>/step_<8 digits>
   std::filesystem::file_time_type written = {};  // the manifest's write time
 };
 

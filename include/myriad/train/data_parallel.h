@@ -70,9 +70,9 @@ struct OwnedState {
 };
 
 struct ShardedMemory {
-  std::int64_t parameter_bytes = 0;  // resident parameter values (full, or the shard at stage 3)
-  std::int64_t gradient_bytes = 0;   // resident gradients (full and/or shard)
-  std::int64_t optimizer_bytes = 0;  // AdamW m and v of the owned elements
+  std::int64_t parameter_bytes = 0;    // resident parameter values (full, or the shard at stage 3)
+  std::int64_t gradient_bytes = 0;     // resident gradients (full and/or shard)
+  std::int64_t optimizer_bytes = 0;    // AdamW m and v of the owned elements
   std::int64_t buffer_peak_bytes = 0;  // peak of transient gathered values / unit gradient buffers
 };
 
@@ -87,7 +87,7 @@ class DataParallel final : public nn::UnitHooks {
   void zero_grads();
   void begin_micro_batch(bool last_of_step);  // before each forward_backward of the step
   void finish_backward();                     // after the last one: waits for the reductions
-  void reduce_gradients();  // reduce_after_backward: every bucket now, then waits
+  void reduce_gradients();                    // reduce_after_backward: every bucket now, then waits
   // After the step's last backward: reduce_gradients() (reduce_after_backward) or finish_backward(),
   // then the tp_partial gradients summed over tp (on whatever this rank holds of them).
   void finish_step();
@@ -130,8 +130,8 @@ class DataParallel final : public nn::UnitHooks {
   };
   Tensor flat_view(const Tensor& buffer, std::int64_t begin, std::int64_t end) const;
   dist::Communicator& comm_of(const dist::ZeroBucket& bucket) const;  // dp, or the expert-data group
-  void gather_from_shard(const Tensor& shard, Tensor& full);  // shard layout -> full flat layout
-  void moments_to_full(const Tensor& packed, Tensor& full);   // optimizer's packed segments -> full
+  void gather_from_shard(const Tensor& shard, Tensor& full);          // shard layout -> full flat layout
+  void moments_to_full(const Tensor& packed, Tensor& full);           // optimizer's packed segments -> full
   void launch_bucket(int bucket);
   void retire(Pending& pending);
   void retire_completed(std::size_t keep_in_flight);

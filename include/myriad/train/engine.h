@@ -49,7 +49,6 @@
 
 namespace myriad::train {
 
-
 class Engine {
  public:
   // `groups` (not owned, must outlive the engine); nullptr = a world of one.
@@ -64,8 +63,8 @@ class Engine {
   std::string save(bool background = false);
   std::string wait_for_save();
   void load(const std::string& checkpoint_dir);  // "auto" = newest in checkpoint.dir
-  std::string generate(const std::string& prompt, std::int64_t max_new_tokens, float temperature,
-                       std::int64_t top_k, std::uint64_t seed);
+  std::string generate(const std::string& prompt, std::int64_t max_new_tokens, float temperature, std::int64_t top_k,
+                       std::uint64_t seed);
 
   std::int64_t step_count() const { return step_; }
   const RunConfig& config() const { return config_; }
@@ -89,8 +88,8 @@ class Engine {
   void log_layout();
   // Throws (on every rank) when a run that did not resume would write into another run's checkpoints.
   void check_fresh_run_folder();
-  void setup_precision();    // training.precision: the compute copy of the weights
-  void setup_loss_scaler();  // fp16
+  void setup_precision();          // training.precision: the compute copy of the weights
+  void setup_loss_scaler();        // fp16
   void refresh_compute_weights();  // compute copy <- master weights rounded to the compute format
   nn::ModelSplit model_split(const nn::TransformerConfig& model_config);
   // The group of `axis` that carries the model's tensors: the host group, or (training.device
@@ -124,14 +123,14 @@ class Engine {
   std::unique_ptr<data::ShardSet> train_shards_, val_shards_;
   std::unique_ptr<data::TrainSampler> train_sampler_;
   std::unique_ptr<data::EvalSampler> eval_sampler_;
-  std::unique_ptr<DeviceRuntime> device_;  // training.device cuda; before everything placed on it
-  std::unique_ptr<nn::TensorParallel> tensor_parallel_;  // tp > 1: how the model crosses the tp group
-  std::unique_ptr<nn::ExpertParallel> expert_parallel_;  // ep > 1: how MoE rows cross the ep group
+  std::unique_ptr<DeviceRuntime> device_;                  // training.device cuda; before everything placed on it
+  std::unique_ptr<nn::TensorParallel> tensor_parallel_;    // tp > 1: how the model crosses the tp group
+  std::unique_ptr<nn::ExpertParallel> expert_parallel_;    // ep > 1: how MoE rows cross the ep group
   std::unique_ptr<nn::ContextParallel> context_parallel_;  // cp > 1: the attention's ring
-  std::vector<Tensor> batch_ids_, batch_targets_;  // cp > 1: the replica's whole sequences
+  std::vector<Tensor> batch_ids_, batch_targets_;          // cp > 1: the replica's whole sequences
   std::unique_ptr<nn::GptModel> model_;
   std::unique_ptr<DataParallel> data_parallel_;
-  std::unique_ptr<PipelineExecutor> pipeline_;  // the step loop: this rank's schedule (one stage at pp 1)
+  std::unique_ptr<PipelineExecutor> pipeline_;   // the step loop: this rank's schedule (one stage at pp 1)
   std::unique_ptr<SerialLayout> serial_layout_;  // tp * pp > 1
   double bubble_seconds_ = 0.0;                  // of the last step
   Tensor peer_embedding_grad_;                   // pp > 1, tied: the other end's embedding gradient
@@ -144,11 +143,11 @@ class Engine {
   bool resumed_ = false;              // load() took a checkpoint
   bool fresh_run_checked_ = false;    // check_fresh_run_folder() ran
   std::vector<Tensor> micro_ids_, micro_targets_;
-  std::unique_ptr<StepMetricsCollector> metrics_;  // comm, throughput, memory, stragglers, metrics files
+  std::unique_ptr<StepMetricsCollector> metrics_;        // comm, throughput, memory, stragglers, metrics files
   std::unique_ptr<dist::Communicator> checkpoint_comm_;  // used only by checkpoint writes
-  DType compute_format_ = DType::f32;                 // training.precision
-  Tensor compute_values_;                             // bf16/fp16: the weights the model reads
-  std::unique_ptr<DynamicLossScaler> loss_scaler_;    // fp16
+  DType compute_format_ = DType::f32;                    // training.precision
+  Tensor compute_values_;                                // bf16/fp16: the weights the model reads
+  std::unique_ptr<DynamicLossScaler> loss_scaler_;       // fp16
   AsyncCheckpointWriter async_writer_;
   OwnedState snapshot_;  // host snapshot of the part of the state this rank writes, reused by every save
   double compute_delay_ = 0.0;

@@ -3,8 +3,8 @@
 // the share of assignments dropped over capacity, the mean load-balancing loss per sequence and
 // the mean router z-loss per token. Summed over the data-parallel ranks (every rank's micro-batches)
 // and the tp ranks (each routes its share of the sequences) and gathered over the pipeline stages
-// (each holds some layers), so every rank gets all layers. Collective over dp, tp and pp. Bytes and exposed time of the ep axis's all-to-alls are the step's
-// comm_axis_* fields (step_metrics.h).
+// (each holds some layers), so every rank gets all layers. Collective over dp, tp and pp. Bytes and exposed time of the
+// ep axis's all-to-alls are the step's comm_axis_* fields (step_metrics.h).
 #pragma once
 
 #include <vector>

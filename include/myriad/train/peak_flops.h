@@ -23,8 +23,8 @@
 namespace myriad::train {
 
 struct PeakFlops {
-  double measured = 0.0;   // FLOP/s, 0 when not measured
-  double datasheet = 0.0;  // FLOP/s
+  double measured = 0.0;         // FLOP/s, 0 when not measured
+  double datasheet = 0.0;        // FLOP/s
   std::string datasheet_source;  // "logging.peak_tflops" or the estimate's formula
 };
 
@@ -34,9 +34,9 @@ PeakFlops find_peak_flops(bool measure, double configured_tflops, double seconds
 // issue to separate units); avx2_fma and avx512 fuse them.
 enum class VectorIsa { sse, avx, avx2_fma, avx512 };
 
-int fp32_lanes(VectorIsa isa);             // 4, 8, 8, 16
-bool has_fma(VectorIsa isa);               // avx2_fma, avx512
-int fma_units_per_core(VectorIsa isa);     // 2 with FMA; 1 multiply + add pair without
+int fp32_lanes(VectorIsa isa);               // 4, 8, 8, 16
+bool has_fma(VectorIsa isa);                 // avx2_fma, avx512
+int fma_units_per_core(VectorIsa isa);       // 2 with FMA; 1 multiply + add pair without
 double fp32_flops_per_cycle(VectorIsa isa);  // 2 x lanes x units: 8, 16, 32, 64
 const char* vector_isa_name(VectorIsa isa);  // "SSE", "AVX", "AVX2+FMA", "AVX-512"
 // "AVX-512 (16 fp32 lanes)"

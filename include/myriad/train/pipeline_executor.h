@@ -25,7 +25,7 @@
 namespace myriad::train {
 
 struct PipelineStepResult {
-  double loss_sum = 0.0;        // over the micro-batches whose loss this rank computed (last stage)
+  double loss_sum = 0.0;  // over the micro-batches whose loss this rank computed (last stage)
   std::int64_t loss_tokens = 0;
   double bubble_seconds = 0.0;  // blocked in receives
   int slots_in_use_peak = 0;    // micro-batches in flight at once on this rank
@@ -59,7 +59,7 @@ class PipelineExecutor {
   int micro_batches_;
   int virtual_stages_;
   std::vector<dist::PipelineAction> actions_;
-  std::vector<int> slot_of_;          // per micro-batch: its slot, or -1
+  std::vector<int> slot_of_;  // per micro-batch: its slot, or -1
   std::vector<bool> slot_busy_;
   std::vector<std::vector<dist::WorkHandle>> sends_;  // per slot: sends still reading its buffers
   std::function<void(bool)> observer_;

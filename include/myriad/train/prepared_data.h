@@ -23,9 +23,9 @@ namespace myriad::train {
 inline constexpr const char* kDefaultCorpusDir = "/usr/share/games/fortunes";
 
 struct PreparedData {
-  std::string shard_dir;                            // holds train_*.bin and val_*.bin
-  std::shared_ptr<data::BpeTokenizer> tokenizer;    // null when only shards were given
-  std::int64_t vocab_size = 0;                      // of the shards
+  std::string shard_dir;                          // holds train_*.bin and val_*.bin
+  std::shared_ptr<data::BpeTokenizer> tokenizer;  // null when only shards were given
+  std::int64_t vocab_size = 0;                    // of the shards
 };
 
 // How a run's ranks use the token cache: rank 0 checks its key against the corpus (reading every

@@ -42,34 +42,34 @@ struct MoeLayerMetrics {
 struct AttentionMetrics {
   bool block_sparse = false;
   double kept_blocks_per_query_block = 0.0;
-  double density = 0.0;          // kept blocks / the blocks dense causal attention reads
-  bool selects = false;          // the per-head selection ran (sparse_ratio > 0)
-  double estimated_mass = 0.0;   // mean estimated attention share of the kept past blocks
+  double density = 0.0;         // kept blocks / the blocks dense causal attention reads
+  bool selects = false;         // the per-head selection ran (sparse_ratio > 0)
+  double estimated_mass = 0.0;  // mean estimated attention share of the kept past blocks
 };
 
 struct StepMetrics {
-  std::int64_t step = 0;        // optimizer steps completed after this one
-  double loss = 0.0;            // mean loss over the valid tokens of the global batch
+  std::int64_t step = 0;  // optimizer steps completed after this one
+  double loss = 0.0;      // mean loss over the valid tokens of the global batch
   float lr = 0.0f;
-  double grad_norm = 0.0;       // before clipping
-  bool skipped = false;         // non-finite gradients: update skipped
-  double loss_scale = 1.0;      // the loss scale of this step (fp16; 1 otherwise)
-  std::int64_t tokens = 0;      // tokens of the global batch (all dp ranks)
-  std::int64_t samples = 0;     // sequences of the global batch
-  double seconds = 0.0;         // wall time of the step on this rank
+  double grad_norm = 0.0;    // before clipping
+  bool skipped = false;      // non-finite gradients: update skipped
+  double loss_scale = 1.0;   // the loss scale of this step (fp16; 1 otherwise)
+  std::int64_t tokens = 0;   // tokens of the global batch (all dp ranks)
+  std::int64_t samples = 0;  // sequences of the global batch
+  double seconds = 0.0;      // wall time of the step on this rank
   double tokens_per_second = 0.0, samples_per_second = 0.0;
-  double model_flops = 0.0;     // model FLOPs of the global batch (6N + attention, docs/metrics.md)
-  double mfu = 0.0;             // model FLOP/s / (world size * measured per-rank peak)
-  double mfu_datasheet = 0.0;   // the same over the datasheet / configured peak
-  double data_wait_seconds = 0.0;   // filling the batch (sampler + shard reads)
-  double compute_seconds = 0.0;     // seconds - data wait - exposed comm - bubble
-  double comm_seconds = 0.0;        // exposed communication, all axes
-  std::array<double, 5> comm_axis_seconds{};  // exposed, by axis in kCommAxes order
-  double bubble_seconds = 0.0;      // pipeline bubble (0 without pipeline parallelism)
-  std::int64_t comm_bytes = 0;      // bytes this rank sent during the step
+  double model_flops = 0.0;                       // model FLOPs of the global batch (6N + attention, docs/metrics.md)
+  double mfu = 0.0;                               // model FLOP/s / (world size * measured per-rank peak)
+  double mfu_datasheet = 0.0;                     // the same over the datasheet / configured peak
+  double data_wait_seconds = 0.0;                 // filling the batch (sampler + shard reads)
+  double compute_seconds = 0.0;                   // seconds - data wait - exposed comm - bubble
+  double comm_seconds = 0.0;                      // exposed communication, all axes
+  std::array<double, 5> comm_axis_seconds{};      // exposed, by axis in kCommAxes order
+  double bubble_seconds = 0.0;                    // pipeline bubble (0 without pipeline parallelism)
+  std::int64_t comm_bytes = 0;                    // bytes this rank sent during the step
   std::array<std::int64_t, 5> comm_axis_bytes{};  // the same by axis (kCommAxes order): ep = MoE all-to-all
-  std::vector<MoeLayerMetrics> moe;  // per MoE layer of the model (empty for a dense model)
-  AttentionMetrics attention;        // block-sparse attention only
+  std::vector<MoeLayerMetrics> moe;               // per MoE layer of the model (empty for a dense model)
+  AttentionMetrics attention;                     // block-sparse attention only
   MemoryBreakdown memory;
   std::vector<double> rank_compute_seconds;  // every rank's mean compute time (straggler-check steps only)
   std::vector<Straggler> stragglers;         // ranks reported at this step

@@ -25,18 +25,24 @@ using cuda::DeviceGuard;
 
 namespace {
 
-using dist::CommOp;
 using dist::comm_context;
+using dist::CommOp;
 using Clock = std::chrono::steady_clock;
 
 ncclDataType_t reduction_type(DType dtype) {
   switch (dtype) {
-    case DType::f32: return ncclFloat32;
-    case DType::bf16: return ncclBfloat16;
-    case DType::f16: return ncclFloat16;
-    case DType::i32: return ncclInt32;
-    case DType::i64: return ncclInt64;
-    default: MYRIAD_THROW("NCCL reduction of dtype " << dtype_name(dtype));
+    case DType::f32:
+      return ncclFloat32;
+    case DType::bf16:
+      return ncclBfloat16;
+    case DType::f16:
+      return ncclFloat16;
+    case DType::i32:
+      return ncclInt32;
+    case DType::i64:
+      return ncclInt64;
+    default:
+      MYRIAD_THROW("NCCL reduction of dtype " << dtype_name(dtype));
   }
 }
 
@@ -139,8 +145,8 @@ void check_usable(NcclCommunicator::Impl& impl, CommOp op) {
 namespace {
 
 // Queues `enqueue` (NCCL calls on `stream`) after the compute stream's work, between two events.
-std::shared_ptr<Completion> launch(NcclCommunicator::Impl& impl, DeviceContext& context, cudaStream_t stream,
-                                   CommOp op, const std::function<void()>& enqueue) {
+std::shared_ptr<Completion> launch(NcclCommunicator::Impl& impl, DeviceContext& context, cudaStream_t stream, CommOp op,
+                                   const std::function<void()>& enqueue) {
   try {
     DeviceGuard guard(context.device());
     auto completion = std::make_shared<Completion>(context.device());
@@ -200,19 +206,21 @@ void NcclWork::wait() {
     if (state == cudaSuccess) break;
     if (state != cudaErrorNotReady) {
       (void)cudaGetLastError();
-      fail(*impl, op, std::string("CUDA error ") + cudaGetErrorName(state) + " (" + cudaGetErrorString(state) +
-                          ") while waiting");
+      fail(*impl, op,
+           std::string("CUDA error ") + cudaGetErrorName(state) + " (" + cudaGetErrorString(state) + ") while waiting");
     }
     ncclResult_t async_error = ncclSuccess;
     if (impl->comm != nullptr && ncclCommGetAsyncError(impl->comm, &async_error) == ncclSuccess &&
         async_error != ncclSuccess && async_error != ncclInProgress) {
-      fail(*impl, op, std::string("NCCL asynchronous error ") + ncclGetErrorString(async_error) +
-                          " (a peer failed or the network broke)");
+      fail(*impl, op,
+           std::string("NCCL asynchronous error ") + ncclGetErrorString(async_error) +
+               " (a peer failed or the network broke)");
     }
     const double waited = std::chrono::duration<double>(Clock::now() - begin).count();
     if (timeout > 0.0 && waited > timeout) {
-      fail(*impl, op, "not complete after " + std::to_string(waited) + " s (timeout " + std::to_string(timeout) +
-                          " s): a rank of the group did not join");
+      fail(*impl, op,
+           "not complete after " + std::to_string(waited) + " s (timeout " + std::to_string(timeout) +
+               " s): a rank of the group did not join");
     }
     std::this_thread::sleep_for(std::chrono::microseconds(20));
   }
@@ -256,8 +264,13 @@ void split_tag_communicators(NcclCommunicator::Impl& impl, int tags, int rank) {
 }  // namespace
 
 NcclCommunicator::NcclCommunicator(dist::Communicator& host, DeviceContext& context, NcclOptions options)
-    : host_(&host), context_(context), options_(options), name_(host.name()), rank_(host.rank()),
-      size_(host.size()), impl_(make_impl()) {
+    : host_(&host),
+      context_(context),
+      options_(options),
+      name_(host.name()),
+      rank_(host.rank()),
+      size_(host.size()),
+      impl_(make_impl()) {
   MYRIAD_CHECK(options_.p2p_tags >= 1, "NcclCommunicator for group '" << name_ << "': p2p_tags must be at least 1");
   impl_->owner = this;
   // The unique id travels as bytes over the host communicator (MPI_Bcast for MpiCommunicator).
@@ -276,15 +289,21 @@ NcclCommunicator::NcclCommunicator(dist::Communicator& host, DeviceContext& cont
     split_tag_communicators(*impl_, options_.p2p_tags, rank_);
   } catch (const Error& e) {
     impl_->abort_all();
-    MYRIAD_THROW("NcclCommunicator for group '" << name_ << "' (rank " << rank_ << " of " << size_ << ", cuda:"
-                                                << context.device() << "): " << e.what());
+    MYRIAD_THROW("NcclCommunicator for group '" << name_ << "' (rank " << rank_ << " of " << size_
+                                                << ", cuda:" << context.device() << "): " << e.what());
   }
 }
 
 NcclCommunicator::NcclCommunicator(std::unique_ptr<dist::Communicator> owned_host, DeviceContext& context,
                                    NcclOptions options, std::unique_ptr<Impl> impl)
-    : owned_host_(std::move(owned_host)), host_(owned_host_.get()), context_(context), options_(options),
-      name_(host_->name()), rank_(host_->rank()), size_(host_->size()), impl_(std::move(impl)) {
+    : owned_host_(std::move(owned_host)),
+      host_(owned_host_.get()),
+      context_(context),
+      options_(options),
+      name_(host_->name()),
+      rank_(host_->rank()),
+      size_(host_->size()),
+      impl_(std::move(impl)) {
   impl_->owner = this;
   DeviceGuard guard(context.device());
   MYRIAD_CUDA_CHECK(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking));
@@ -333,12 +352,14 @@ dist::WorkHandle NcclCommunicator::all_reduce_async(Tensor tensor, dist::ReduceO
   flush_point_to_point(*impl_, context_, stream_);
   const std::int64_t traffic = 2 * ring_phase_bytes(static_cast<std::int64_t>(tensor.nbytes()), size_);
   count_bytes(*impl_, CommOp::all_reduce, traffic, traffic);
-  return make_work(*impl_, CommOp::all_reduce, launch(*impl_, context_, stream_, CommOp::all_reduce, [&] {
-                     MYRIAD_NCCL_CHECK(ncclAllReduce(tensor.raw_data(), tensor.raw_data(),
-                                                     static_cast<std::size_t>(tensor.numel()),
-                                                     reduction_type(tensor.dtype()), reduction_op(op), impl_->comm,
-                                                     stream_));
-                   }), {tensor});
+  return make_work(*impl_, CommOp::all_reduce,
+                   launch(*impl_, context_, stream_, CommOp::all_reduce,
+                          [&] {
+                            MYRIAD_NCCL_CHECK(ncclAllReduce(
+                                tensor.raw_data(), tensor.raw_data(), static_cast<std::size_t>(tensor.numel()),
+                                reduction_type(tensor.dtype()), reduction_op(op), impl_->comm, stream_));
+                          }),
+                   {tensor});
 }
 
 dist::WorkHandle NcclCommunicator::reduce_scatter_async(Tensor input, Tensor output, dist::ReduceOp op) {
@@ -352,24 +373,27 @@ dist::WorkHandle NcclCommunicator::reduce_scatter_async(Tensor input, Tensor out
   count_bytes(*impl_, CommOp::reduce_scatter, traffic, traffic);
   const std::int64_t n = input.numel();
   const bool equal_chunks = n % size_ == 0;
-  return make_work(*impl_, CommOp::reduce_scatter, launch(*impl_, context_, stream_, CommOp::reduce_scatter, [&] {
-                     const ncclDataType_t type = reduction_type(input.dtype());
-                     if (equal_chunks) {
-                       MYRIAD_NCCL_CHECK(ncclReduceScatter(input.raw_data(), output.raw_data(),
-                                                           static_cast<std::size_t>(n / size_), type,
-                                                           reduction_op(op), impl_->comm, stream_));
-                       return;
-                     }
-                     // Unequal chunks: chunk r is reduced onto rank r (recvbuff is used at the root only).
-                     MYRIAD_NCCL_CHECK(ncclGroupStart());
-                     for (int r = 0; r < size_; ++r) {
-                       const dist::ChunkRange chunk = dist::chunk_range(n, size_, r);
-                       MYRIAD_NCCL_CHECK(ncclReduce(bytes_at(input, chunk.begin), output.raw_data(),
-                                                    static_cast<std::size_t>(chunk.size()), type, reduction_op(op),
-                                                    r, impl_->comm, stream_));
-                     }
-                     MYRIAD_NCCL_CHECK(ncclGroupEnd());
-                   }), {input, output});
+  return make_work(*impl_, CommOp::reduce_scatter,
+                   launch(*impl_, context_, stream_, CommOp::reduce_scatter,
+                          [&] {
+                            const ncclDataType_t type = reduction_type(input.dtype());
+                            if (equal_chunks) {
+                              MYRIAD_NCCL_CHECK(ncclReduceScatter(input.raw_data(), output.raw_data(),
+                                                                  static_cast<std::size_t>(n / size_), type,
+                                                                  reduction_op(op), impl_->comm, stream_));
+                              return;
+                            }
+                            // Unequal chunks: chunk r is reduced onto rank r (recvbuff is used at the root only).
+                            MYRIAD_NCCL_CHECK(ncclGroupStart());
+                            for (int r = 0; r < size_; ++r) {
+                              const dist::ChunkRange chunk = dist::chunk_range(n, size_, r);
+                              MYRIAD_NCCL_CHECK(ncclReduce(bytes_at(input, chunk.begin), output.raw_data(),
+                                                           static_cast<std::size_t>(chunk.size()), type,
+                                                           reduction_op(op), r, impl_->comm, stream_));
+                            }
+                            MYRIAD_NCCL_CHECK(ncclGroupEnd());
+                          }),
+                   {input, output});
 }
 
 dist::WorkHandle NcclCommunicator::all_gather_async(Tensor input, Tensor output) {
@@ -381,24 +405,27 @@ dist::WorkHandle NcclCommunicator::all_gather_async(Tensor input, Tensor output)
   count_bytes(*impl_, CommOp::all_gather, traffic, traffic);
   const std::int64_t n = output.numel();
   const std::size_t element = dtype_size(output.dtype());
-  return make_work(*impl_, CommOp::all_gather, launch(*impl_, context_, stream_, CommOp::all_gather, [&] {
-                     if (n % size_ == 0) {
-                       MYRIAD_NCCL_CHECK(ncclAllGather(input.raw_data(), output.raw_data(),
-                                                       static_cast<std::size_t>(n / size_) * element, ncclUint8,
-                                                       impl_->comm, stream_));
-                       return;
-                     }
-                     // Unequal chunks: rank r broadcasts its chunk into place on every rank.
-                     MYRIAD_NCCL_CHECK(ncclGroupStart());
-                     for (int r = 0; r < size_; ++r) {
-                       const dist::ChunkRange chunk = dist::chunk_range(n, size_, r);
-                       MYRIAD_NCCL_CHECK(ncclBroadcast(r == rank_ ? input.raw_data() : nullptr,
-                                                       bytes_at(output, chunk.begin),
-                                                       static_cast<std::size_t>(chunk.size()) * element, ncclUint8, r,
-                                                       impl_->comm, stream_));
-                     }
-                     MYRIAD_NCCL_CHECK(ncclGroupEnd());
-                   }), {input, output});
+  return make_work(
+      *impl_, CommOp::all_gather,
+      launch(*impl_, context_, stream_, CommOp::all_gather,
+             [&] {
+               if (n % size_ == 0) {
+                 MYRIAD_NCCL_CHECK(ncclAllGather(input.raw_data(), output.raw_data(),
+                                                 static_cast<std::size_t>(n / size_) * element, ncclUint8, impl_->comm,
+                                                 stream_));
+                 return;
+               }
+               // Unequal chunks: rank r broadcasts its chunk into place on every rank.
+               MYRIAD_NCCL_CHECK(ncclGroupStart());
+               for (int r = 0; r < size_; ++r) {
+                 const dist::ChunkRange chunk = dist::chunk_range(n, size_, r);
+                 MYRIAD_NCCL_CHECK(ncclBroadcast(r == rank_ ? input.raw_data() : nullptr, bytes_at(output, chunk.begin),
+                                                 static_cast<std::size_t>(chunk.size()) * element, ncclUint8, r,
+                                                 impl_->comm, stream_));
+               }
+               MYRIAD_NCCL_CHECK(ncclGroupEnd());
+             }),
+      {input, output});
 }
 
 dist::WorkHandle NcclCommunicator::broadcast_async(Tensor tensor, int root) {
@@ -408,10 +435,13 @@ dist::WorkHandle NcclCommunicator::broadcast_async(Tensor tensor, int root) {
   flush_point_to_point(*impl_, context_, stream_);
   const auto bytes = static_cast<std::int64_t>(tensor.nbytes());
   count_bytes(*impl_, CommOp::broadcast, rank_ == root ? bytes : 0, rank_ == root ? 0 : bytes);
-  return make_work(*impl_, CommOp::broadcast, launch(*impl_, context_, stream_, CommOp::broadcast, [&] {
-                     MYRIAD_NCCL_CHECK(ncclBroadcast(tensor.raw_data(), tensor.raw_data(), tensor.nbytes(), ncclUint8,
-                                                     root, impl_->comm, stream_));
-                   }), {tensor});
+  return make_work(*impl_, CommOp::broadcast,
+                   launch(*impl_, context_, stream_, CommOp::broadcast,
+                          [&] {
+                            MYRIAD_NCCL_CHECK(ncclBroadcast(tensor.raw_data(), tensor.raw_data(), tensor.nbytes(),
+                                                            ncclUint8, root, impl_->comm, stream_));
+                          }),
+                   {tensor});
 }
 
 namespace {
@@ -467,23 +497,26 @@ dist::WorkHandle NcclCommunicator::all_to_all_v_async(Tensor input, std::vector<
     received += recv_counts[static_cast<std::size_t>(p)] * static_cast<std::int64_t>(element);
   }
   count_bytes(*impl_, CommOp::all_to_all, sent, received);
-  return make_work(*impl_, CommOp::all_to_all, launch(*impl_, context_, stream_, CommOp::all_to_all, [&] {
-                     MYRIAD_NCCL_CHECK(ncclGroupStart());
-                     std::int64_t send_offset = 0, recv_offset = 0;
-                     for (int p = 0; p < size_; ++p) {
-                       const auto send_count = send_counts[static_cast<std::size_t>(p)];
-                       const auto recv_count = recv_counts[static_cast<std::size_t>(p)];
-                       MYRIAD_NCCL_CHECK(ncclSend(bytes_at(input, send_offset),
-                                                  static_cast<std::size_t>(send_count) * element, ncclUint8, p,
-                                                  impl_->comm, stream_));
-                       MYRIAD_NCCL_CHECK(ncclRecv(bytes_at(output, recv_offset),
-                                                  static_cast<std::size_t>(recv_count) * element, ncclUint8, p,
-                                                  impl_->comm, stream_));
-                       send_offset += send_count;
-                       recv_offset += recv_count;
-                     }
-                     MYRIAD_NCCL_CHECK(ncclGroupEnd());
-                   }), {input, output});
+  return make_work(*impl_, CommOp::all_to_all,
+                   launch(*impl_, context_, stream_, CommOp::all_to_all,
+                          [&] {
+                            MYRIAD_NCCL_CHECK(ncclGroupStart());
+                            std::int64_t send_offset = 0, recv_offset = 0;
+                            for (int p = 0; p < size_; ++p) {
+                              const auto send_count = send_counts[static_cast<std::size_t>(p)];
+                              const auto recv_count = recv_counts[static_cast<std::size_t>(p)];
+                              MYRIAD_NCCL_CHECK(ncclSend(bytes_at(input, send_offset),
+                                                         static_cast<std::size_t>(send_count) * element, ncclUint8, p,
+                                                         impl_->comm, stream_));
+                              MYRIAD_NCCL_CHECK(ncclRecv(bytes_at(output, recv_offset),
+                                                         static_cast<std::size_t>(recv_count) * element, ncclUint8, p,
+                                                         impl_->comm, stream_));
+                              send_offset += send_count;
+                              recv_offset += recv_count;
+                            }
+                            MYRIAD_NCCL_CHECK(ncclGroupEnd());
+                          }),
+                   {input, output});
 }
 
 dist::WorkHandle NcclCommunicator::barrier_async() {
@@ -492,11 +525,14 @@ dist::WorkHandle NcclCommunicator::barrier_async() {
   count_bytes(*impl_, CommOp::barrier, 0, 0);
   // An all-reduce of one float: complete on a rank only once every rank has joined.
   auto token = std::make_shared<DeviceBuffer>(sizeof(float), context_.device());
-  auto work = make_work(*impl_, CommOp::barrier, launch(*impl_, context_, stream_, CommOp::barrier, [&] {
-                          MYRIAD_CUDA_CHECK(cudaMemsetAsync(token->data(), 0, sizeof(float), stream_));
-                          MYRIAD_NCCL_CHECK(ncclAllReduce(token->data(), token->data(), 1, ncclFloat32, ncclSum,
-                                                          impl_->comm, stream_));
-                        }), {});
+  auto work = make_work(*impl_, CommOp::barrier,
+                        launch(*impl_, context_, stream_, CommOp::barrier,
+                               [&] {
+                                 MYRIAD_CUDA_CHECK(cudaMemsetAsync(token->data(), 0, sizeof(float), stream_));
+                                 MYRIAD_NCCL_CHECK(ncclAllReduce(token->data(), token->data(), 1, ncclFloat32, ncclSum,
+                                                                 impl_->comm, stream_));
+                               }),
+                        {});
   // The token must live until the all-reduce ran: synchronise here (a barrier is rare).
   work->wait();
   return work;

@@ -55,8 +55,8 @@ void swiglu_forward(const SwigluArgs&, const Tensor& gate, const Tensor& up, Ten
   }
 }
 
-void swiglu_backward(const SwigluArgs&, const Tensor& gate, const Tensor& up, const Tensor& grad_out,
-                     Tensor& grad_gate, Tensor& grad_up) {
+void swiglu_backward(const SwigluArgs&, const Tensor& gate, const Tensor& up, const Tensor& grad_out, Tensor& grad_gate,
+                     Tensor& grad_up) {
   const std::int64_t count = gate.numel();
   const float* gp = gate.data<float>();
   const float* up_p = up.data<float>();

@@ -217,8 +217,8 @@ void forward_query_block(const Problem& p, const float* q, blasint ldq, const fl
         l[r] += sum;
         m[r] = m_new;
       }
-      sgemm(CblasNoTrans, CblasNoTrans, bq, D, bk, 1.0f, scores, static_cast<blasint>(bk), v + j0 * ldv, ldv, 1.0f,
-            acc, static_cast<blasint>(D));
+      sgemm(CblasNoTrans, CblasNoTrans, bq, D, bk, 1.0f, scores, static_cast<blasint>(bk), v + j0 * ldv, ldv, 1.0f, acc,
+            static_cast<blasint>(D));
     }
   }
   for (int64_t r = 0; r < bq; ++r) {
@@ -292,8 +292,8 @@ void backward_kv_head(const Problem& p, const BackwardTensors& t, int64_t b, int
             std::fill(row + n, row + bk, 0.0f);
           }
           if (gv != nullptr) {
-            sgemm(CblasTrans, CblasNoTrans, bk, D, bq, 1.0f, probs, ldp, dout + i0 * t.grad_out.ld, t.grad_out.ld,
-                  1.0f, gv + j0 * t.grad_v.ld, t.grad_v.ld);
+            sgemm(CblasTrans, CblasNoTrans, bk, D, bq, 1.0f, probs, ldp, dout + i0 * t.grad_out.ld, t.grad_out.ld, 1.0f,
+                  gv + j0 * t.grad_v.ld, t.grad_v.ld);
           }
           if (!want_ds) continue;
           sgemm(CblasNoTrans, CblasTrans, bq, bk, D, 1.0f, dout + i0 * t.grad_out.ld, t.grad_out.ld, v + j0 * t.v.ld,

@@ -2,8 +2,8 @@
 // the thread count). Targets are validated in one serial pass before anything is written.
 // Forward per row: max, then sum of exp(x - max) with the vectorised fast_exp (~2e-7 relative),
 // accumulated in float64 over 8 fixed lanes (element v goes to lane v % 8, lanes summed in
-// order: deterministic and vectorisable), lse = max + log(sum) and loss = (max - x[target]) + log(sum) (kept apart so a large max does
-// not round the loss away). Backward writes fast_exp(x - lse) * g, then subtracts g at the target.
+// order: deterministic and vectorisable), lse = max + log(sum) and loss = (max - x[target]) + log(sum) (kept apart so a
+// large max does not round the loss away). Backward writes fast_exp(x - lse) * g, then subtracts g at the target.
 #include <algorithm>
 #include <cmath>
 
@@ -21,9 +21,9 @@ void check_targets(const char* op, const std::int32_t* target, std::int64_t rows
                    std::int32_t ignore_index) {
   for (std::int64_t n = 0; n < rows; ++n) {
     const std::int32_t t = target[n];
-    MYRIAD_CHECK(t == ignore_index || (t >= 0 && t < vocab),
-                 op << ": target " << t << " in row " << n << " of " << rows << " is outside [0, V) with V = " << vocab
-                    << " and is not the ignore index " << ignore_index);
+    MYRIAD_CHECK(t == ignore_index || (t >= 0 && t < vocab), op << ": target " << t << " in row " << n << " of " << rows
+                                                                << " is outside [0, V) with V = " << vocab
+                                                                << " and is not the ignore index " << ignore_index);
   }
 }
 

@@ -13,7 +13,7 @@ namespace myriad::cpu {
 
 namespace {
 
-constexpr std::int64_t kColumnChunk = 64;          // floats per backward work item (4 cache lines)
+constexpr std::int64_t kColumnChunk = 64;           // floats per backward work item (4 cache lines)
 constexpr std::int64_t kParallelMinWork = 1 << 15;  // floats moved before threads pay off
 
 // Row-major multi-index of flat element `flat` in `shape`, as "[i, j, ...]".
@@ -57,7 +57,8 @@ void embedding_forward(const EmbeddingArgs& args, const Tensor& ids_in, const Te
   }
 }
 
-void embedding_backward(const EmbeddingArgs& args, const Tensor& ids_in, const Tensor& grad_out_in, Tensor& grad_table) {
+void embedding_backward(const EmbeddingArgs& args, const Tensor& ids_in, const Tensor& grad_out_in,
+                        Tensor& grad_table) {
   const Tensor ids = ids_in.contiguous(), grad_out = grad_out_in.contiguous();
   const std::int32_t* id = ids.data<std::int32_t>();
   const std::int64_t n = ids.numel(), rows = grad_table.size(0), channels = grad_table.size(1);

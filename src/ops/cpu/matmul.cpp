@@ -25,8 +25,8 @@ struct BlasOperand {
 
 // The 2-D matrix (rows, cols) at ptr with strides (row_stride, col_stride), used transposed or
 // not, as a cblas row-major operand; nullopt when neither stride is unit.
-std::optional<BlasOperand> blas_operand(const float* ptr, std::int64_t rows, std::int64_t cols,
-                                        std::int64_t row_stride, std::int64_t col_stride, bool transposed) {
+std::optional<BlasOperand> blas_operand(const float* ptr, std::int64_t rows, std::int64_t cols, std::int64_t row_stride,
+                                        std::int64_t col_stride, bool transposed) {
   if ((cols == 1 || col_stride == 1) && (rows == 1 || row_stride >= cols)) {
     std::int64_t ld = rows == 1 ? std::max<std::int64_t>(cols, 1) : row_stride;
     return BlasOperand{ptr, transposed ? CblasTrans : CblasNoTrans, static_cast<blasint>(ld)};
@@ -141,15 +141,15 @@ void matmul_forward(const MatmulArgs& args, const Tensor& a, const Tensor& b, Te
   gemm_general(a, args.transpose_a, b, args.transpose_b, out, args.alpha, args.accumulate ? 1.0f : 0.0f);
 }
 
-void matmul_backward(const MatmulArgs& args, const Tensor& a, const Tensor& b, const Tensor& grad_out,
-                     Tensor& grad_a, Tensor& grad_b) {
+void matmul_backward(const MatmulArgs& args, const Tensor& a, const Tensor& b, const Tensor& grad_out, Tensor& grad_a,
+                     Tensor& grad_b) {
   const bool ta = args.transpose_a, tb = args.transpose_b;
   if (grad_a.defined()) {
     float beta = args.accumulate_grad_a ? 1.0f : 0.0f;
     if (!ta) {
       gemm_general(grad_out, false, b, !tb, grad_a, args.alpha, beta);  // (M,N) @ op(b)^T
     } else {
-      gemm_general(b, tb, grad_out, true, grad_a, args.alpha, beta);    // op(b) @ dC^T -> (K,M)
+      gemm_general(b, tb, grad_out, true, grad_a, args.alpha, beta);  // op(b) @ dC^T -> (K,M)
     }
   }
   if (grad_b.defined()) {
@@ -157,7 +157,7 @@ void matmul_backward(const MatmulArgs& args, const Tensor& a, const Tensor& b, c
     if (!tb) {
       gemm_general(a, !ta, grad_out, false, grad_b, args.alpha, beta);  // op(a)^T @ dC -> (K,N)
     } else {
-      gemm_general(grad_out, true, a, ta, grad_b, args.alpha, beta);    // dC^T @ op(a) -> (N,K)
+      gemm_general(grad_out, true, a, ta, grad_b, args.alpha, beta);  // dC^T @ op(a) -> (N,K)
     }
   }
 }

@@ -19,8 +19,8 @@ namespace myriad::cpu {
 
 // A chunking of `rows` rows that is a function of `rows` only.
 struct RowChunks {
-  static constexpr std::int64_t kMaxChunks = 64;        // bounds the partial buffer to 64 * width floats
-  static constexpr std::int64_t kMinRowsPerChunk = 8;   // keeps chunks worth a thread's time
+  static constexpr std::int64_t kMaxChunks = 64;       // bounds the partial buffer to 64 * width floats
+  static constexpr std::int64_t kMinRowsPerChunk = 8;  // keeps chunks worth a thread's time
 
   std::int64_t rows_per_chunk;
   std::int64_t count;

@@ -18,7 +18,8 @@ constexpr std::int64_t kParallelMinWork = 1 << 15;  // floats moved before threa
 // Throws on the first source index outside [-1, n).
 void check_source(const std::int32_t* source, std::int64_t rows, std::int64_t n) {
   for (std::int64_t r = 0; r < rows; ++r) {
-    MYRIAD_CHECK(source[r] >= -1 && source[r] < n, "gather_rows: source index " << source[r] << " at position " << r
+    MYRIAD_CHECK(source[r] >= -1 && source[r] < n, "gather_rows: source index "
+                                                       << source[r] << " at position " << r
                                                        << " is outside [-1, N) with N = " << n);
   }
 }

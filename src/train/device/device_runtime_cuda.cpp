@@ -58,9 +58,9 @@ class CudaRuntime final : public DeviceRuntime {
 
  private:
   cuda::DeviceContext context_;
-  cuda::CudaBackend backend_;  // after the context: destroyed first
+  cuda::CudaBackend backend_;                                                   // after the context: destroyed first
   std::array<std::unique_ptr<dist::Communicator>, dist::kAxes.size()> groups_;  // destroyed before both
-  std::unique_ptr<dist::Communicator> expert_data_;                              // ep > 1 only
+  std::unique_ptr<dist::Communicator> expert_data_;                             // ep > 1 only
 };
 
 }  // namespace
