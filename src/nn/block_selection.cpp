@@ -87,8 +87,6 @@ RowChoice choose_blocks(const AttentionSpec& spec, int64_t qb, const float* scor
   return choice;
 }
 
-int64_t causal_blocks(int64_t query_blocks) { return query_blocks * (query_blocks + 1) / 2; }
-
 }  // namespace
 
 void BlockSelectionStats::add(const BlockSelectionStats& other) {
@@ -101,6 +99,25 @@ void BlockSelectionStats::add(const BlockSelectionStats& other) {
 
 namespace {
 
+using Wanted = std::function<bool(int64_t)>;
+
+// Adds to *stats the query-block rows `wanted` picks, for `heads` = B * Hq (b, head) pairs: the
+// rows, their listed key blocks (one shared row, or one per head) and the blocks dense causal
+// attention would read; for the per-head selection also its selecting rows (qb >= 1).
+void count_rows(const BlockLayout& layout, int64_t heads, bool selecting, const Wanted& wanted,
+                BlockSelectionStats* stats) {
+  if (stats == nullptr) return;
+  for (int64_t qb = 0; qb < layout.query_blocks; ++qb) {
+    if (!wanted(qb)) continue;
+    stats->query_blocks += heads;
+    stats->causal_blocks += heads * (qb + 1);
+    for (int64_t set = 0; set < layout.sets; ++set) {
+      stats->kept_blocks += (layout.sets == 1 ? heads : 1) * static_cast<int64_t>(layout.row(set, qb).size());
+    }
+    if (selecting && qb > 0) stats->selecting_rows += heads;
+  }
+}
+
 void check_host_f32(const Tensor& q, const Tensor& k) {
   MYRIAD_CHECK(
       q.device().is_cpu() && k.device().is_cpu() && q.dtype() == DType::f32 && k.dtype() == DType::f32,
@@ -111,7 +128,7 @@ void check_host_f32(const Tensor& q, const Tensor& k) {
 // (B, Hkv, nb, D) for the query blocks `wanted` says (the others get empty rows); scores are
 // computed in the same chunks whatever is wanted, so every rank and layout chooses identically.
 BlockLayout select_from_means(const AttentionSpec& spec, const Tensor& qbar, const Tensor& kbar, int64_t T, float scale,
-                              const std::function<bool(int64_t)>& wanted, BlockSelectionStats* stats) {
+                              const Wanted& wanted, BlockSelectionStats* stats) {
   const int64_t B = qbar.size(0), Hq = qbar.size(1), nb = qbar.size(2), Hkv = kbar.size(1);
   const int64_t group = Hq / Hkv;
   std::vector<std::vector<std::int32_t>> rows(static_cast<std::size_t>(B * Hq * nb));
@@ -150,14 +167,8 @@ BlockLayout select_from_means(const AttentionSpec& spec, const Tensor& qbar, con
     layout.key_blocks.insert(layout.key_blocks.end(), row.begin(), row.end());
     layout.row_begin.push_back(layout.kept_blocks());
   }
+  count_rows(layout, B * Hq, true, wanted, stats);
   if (stats != nullptr) {
-    for (int64_t qb = 0; qb < nb; ++qb) {
-      if (!wanted(qb)) continue;
-      stats->query_blocks += B * Hq;
-      stats->causal_blocks += B * Hq * (qb + 1);
-      if (qb > 0) stats->selecting_rows += B * Hq;
-    }
-    stats->kept_blocks += layout.kept_blocks();
     for (double m : mass) stats->estimated_mass += m;
   }
   return layout;
@@ -168,24 +179,20 @@ BlockLayout select_from_means(const AttentionSpec& spec, const Tensor& qbar, con
 BlockLayout attention_layout(const AttentionSpec& spec, const Tensor& q, const Tensor& k, float scale,
                              BlockSelectionStats* stats) {
   MYRIAD_CHECK(spec.block_sparse(), "attention_layout: model.attention.kind is dense");
-  const int64_t B = q.size(0), Hq = q.size(1), T = q.size(2);
-  const int64_t bs = spec.block_size, nb = blocks_covering(T, bs);
+  const int64_t T = q.size(2), bs = spec.block_size;
+  const Wanted every = [](int64_t) { return true; };
   if (!spec.selects()) {
     BlockLayout layout = fixed_block_layout(spec.fixed, T, bs);
-    if (stats != nullptr) {
-      stats->query_blocks += B * Hq * nb;
-      stats->kept_blocks += B * Hq * layout.kept_blocks();
-      stats->causal_blocks += B * Hq * causal_blocks(nb);
-    }
+    count_rows(layout, q.size(0) * q.size(1), false, every, stats);
     return layout;
   }
   check_host_f32(q, k);
-  return select_from_means(
-      spec, block_means(q, bs), block_means(k, bs), T, scale, [](int64_t) { return true; }, stats);
+  return select_from_means(spec, block_means(q, bs), block_means(k, bs), T, scale, every, stats);
 }
 
 BlockLayout attention_layout(const AttentionSpec& spec, const Tensor& q, const Tensor& k, float scale,
                              const ContextParallel& cp, BlockSelectionStats* stats) {
+  if (cp.size() == 1) return attention_layout(spec, q, k, scale, stats);
   MYRIAD_CHECK(spec.block_sparse(), "attention_layout: model.attention.kind is dense");
   const int64_t B = q.size(0), Hq = q.size(1), Hkv = k.size(1), D = q.size(3), local = q.size(2);
   const int n = cp.size();
@@ -193,20 +200,13 @@ BlockLayout attention_layout(const AttentionSpec& spec, const Tensor& q, const T
   MYRIAD_CHECK(half % bs == 0,
                "attention_layout: chunks of " << half << " positions are not a multiple of the block size " << bs);
   const int64_t chunk_blocks = half / bs, nb = T / bs;
-  auto mine = [&](int64_t qb) {  // query block qb lies in one of this rank's two chunks
+  const Wanted mine = [&](int64_t qb) {  // query block qb lies in one of this rank's two chunks
     const int64_t chunk = qb / chunk_blocks;
     return chunk == cp.chunk_index(0) || chunk == cp.chunk_index(1);
   };
   if (!spec.selects()) {
     BlockLayout layout = fixed_block_layout(spec.fixed, T, bs);
-    if (stats != nullptr) {
-      for (int64_t qb = 0; qb < nb; ++qb) {
-        if (!mine(qb)) continue;
-        stats->query_blocks += B * Hq;
-        stats->kept_blocks += B * Hq * static_cast<int64_t>(layout.row(0, qb).size());
-        stats->causal_blocks += B * Hq * (qb + 1);
-      }
-    }
+    count_rows(layout, B * Hq, false, mine, stats);
     return layout;
   }
   check_host_f32(q, k);

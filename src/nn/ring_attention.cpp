@@ -70,6 +70,7 @@ AttentionArgs pair_args(const AttentionArgs& base, int64_t qi, int64_t ki, int64
 
 void ring_attention_forward(const ContextParallel& cp, const AttentionArgs& args, const Tensor& q, const Tensor& k,
                             const Tensor& v, Tensor& out, Tensor& lse) {
+  if (cp.size() == 1) return attention_forward(args, q, k, v, out, lse);
   const int n = cp.size(), r = cp.rank();
   const int64_t B = q.size(0), Hq = q.size(1), c = q.size(2) / 2, D = q.size(3);
   MYRIAD_CHECK(q.size(2) % 2 == 0, "ring attention: the local sequence of " << q.size(2) << " rows is not two chunks");
@@ -105,6 +106,7 @@ void ring_attention_forward(const ContextParallel& cp, const AttentionArgs& args
 void ring_attention_backward(const ContextParallel& cp, const AttentionArgs& args, const Tensor& q, const Tensor& k,
                              const Tensor& v, const Tensor& out, const Tensor& lse, const Tensor& grad_out,
                              Tensor& grad_q, Tensor& grad_k, Tensor& grad_v) {
+  if (cp.size() == 1) return attention_backward(args, q, k, v, out, lse, grad_out, grad_q, grad_k, grad_v);
   const int n = cp.size(), r = cp.rank();
   const int64_t B = q.size(0), Hq = q.size(1), c = q.size(2) / 2;
   const ops::Placement p = ops::placement_of(q, "q");

@@ -222,10 +222,8 @@ AttentionArgs TransformerBlock::attention_args(const Tensor& q, const Tensor& k,
   const float scale = attention_scale(args, config_.head_dim());
   const bool reads = config_.attention.selects();
   const Tensor q_heads = reads ? host_heads(q) : bhtd(q), k_heads = reads ? host_heads(k) : bhtd(k);
-  const ContextParallel& cp = split_.context_parallel();
   a.layout = std::make_shared<const BlockLayout>(
-      cp.size() > 1 ? attention_layout(config_.attention, q_heads, k_heads, scale, cp, &a.selection)
-                    : attention_layout(config_.attention, q_heads, k_heads, scale, &a.selection));
+      attention_layout(config_.attention, q_heads, k_heads, scale, split_.context_parallel(), &a.selection));
   args.layout = a.layout.get();
   return args;
 }
@@ -265,11 +263,7 @@ void TransformerBlock::forward(const ParameterStore& store, const Tensor& x, Ten
   }
   Tensor att_heads = bhtd(a.att.view({B, T, Hq, D}));
   const AttentionArgs args = attention_args(q, k, a);
-  if (split_.cp_size() > 1) {
-    ring_attention_forward(split_.context_parallel(), args, bhtd(q), bhtd(k), bhtd(v), att_heads, a.lse);
-  } else {
-    attention_forward(args, bhtd(q), bhtd(k), bhtd(v), att_heads, a.lse);
-  }
+  ring_attention_forward(split_.context_parallel(), args, bhtd(q), bhtd(k), bhtd(v), att_heads, a.lse);
   row_parallel_output(a.att, store[proj_w_].value, optional(store, proj_b_, false), x, s.d_h, a.x_mid);
   norm_and_gather(store, norm2_w_, norm2_b_, a.x_mid, s.h_rows, a.h2, a.ln2_mean, a.ln2_rstd);
   if (moe_) {
@@ -396,12 +390,8 @@ void TransformerBlock::backward(ParameterStore& store, const Tensor& x, const Bl
   args.layout = a.layout.get();
   MYRIAD_CHECK(!config_.attention.block_sparse() || args.layout != nullptr,
                "attention: layer " << layer_ << " backward without its forward's block layout");
-  if (split_.cp_size() > 1) {
-    ring_attention_backward(split_.context_parallel(), args, bhtd(q), bhtd(k), bhtd(v), att_heads, a.lse, d_att_heads,
-                            dq_h, dk_h, dv_h);
-  } else {
-    attention_backward(args, bhtd(q), bhtd(k), bhtd(v), att_heads, a.lse, d_att_heads, dq_h, dk_h, dv_h);
-  }
+  ring_attention_backward(split_.context_parallel(), args, bhtd(q), bhtd(k), bhtd(v), att_heads, a.lse, d_att_heads,
+                          dq_h, dk_h, dv_h);
   if (config_.positions == PositionKind::rope) {
     rope_at_positions(true, dq, dq);
     rope_at_positions(true, dk, dk);

@@ -68,10 +68,10 @@ Shape check_qkv(const char* op, const AttentionArgs& args, const Tensor& q, cons
   return Shape{B, Hq, T};
 }
 
-void check_lse(const char* op, const Tensor& lse, const Shape& expected) {
-  ops::check_dtype(op, "lse", lse, DType::f32);
-  ops::check_shape(op, "lse", lse, expected);
-  ops::check_contiguous(op, "lse", lse);
+void check_lse(const char* op, const char* name, const Tensor& lse, const Shape& expected) {
+  ops::check_dtype(op, name, lse, DType::f32);
+  ops::check_shape(op, name, lse, expected);
+  ops::check_contiguous(op, name, lse);
 }
 
 void check_like(const char* op, const char* name, const Tensor& t, const Tensor& like) {
@@ -92,11 +92,11 @@ void attention_forward(const AttentionArgs& args, const Tensor& q, const Tensor&
   const char* op = "attention_forward";
   Shape lse_shape = check_qkv(op, args, q, k, v);
   check_like(op, "out", out, q);
-  check_lse(op, lse, lse_shape);
-  Device device = ops::check_same_device(op, {{"q", &q}, {"k", &k}, {"v", &v}, {"out", &out}, {"lse", &lse}});
-  if (device.is_cpu()) return cpu::attention_forward(args, q, k, v, out, lse);
-  ops::backend_of(op, {{"q", &q}, {"k", &k}, {"v", &v}, {"out", &out}, {"lse", &lse}})
-      .attention_forward(args, q, k, v, out, lse);
+  check_lse(op, "lse", lse, lse_shape);
+  const std::initializer_list<ops::NamedTensor> tensors = {
+      {"q", &q}, {"k", &k}, {"v", &v}, {"out", &out}, {"lse", &lse}};
+  if (ops::check_same_device(op, tensors).is_cpu()) return cpu::attention_forward(args, q, k, v, out, lse);
+  ops::backend_of(op, tensors).attention_forward(args, q, k, v, out, lse);
 }
 
 void attention_backward(const AttentionArgs& args, const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& out,
@@ -104,31 +104,19 @@ void attention_backward(const AttentionArgs& args, const Tensor& q, const Tensor
   const char* op = "attention_backward";
   Shape lse_shape = check_qkv(op, args, q, k, v);
   check_like(op, "out", out, q);
-  check_lse(op, lse, lse_shape);
+  check_lse(op, "lse", lse, lse_shape);
   check_like(op, "grad_out", grad_out, q);
   if (grad_q.defined()) check_like(op, "grad_q", grad_q, q);
   if (grad_k.defined()) check_like(op, "grad_k", grad_k, k);
   if (grad_v.defined()) check_like(op, "grad_v", grad_v, v);
-  Device device = ops::check_same_device(op, {{"q", &q},
-                                              {"k", &k},
-                                              {"v", &v},
-                                              {"out", &out},
-                                              {"lse", &lse},
-                                              {"grad_out", &grad_out},
-                                              {"grad_q", &grad_q},
-                                              {"grad_k", &grad_k},
-                                              {"grad_v", &grad_v}});
-  if (device.is_cpu()) return cpu::attention_backward(args, q, k, v, out, lse, grad_out, grad_q, grad_k, grad_v);
-  ops::backend_of(op, {{"q", &q},
-                       {"k", &k},
-                       {"v", &v},
-                       {"out", &out},
-                       {"lse", &lse},
-                       {"grad_out", &grad_out},
-                       {"grad_q", &grad_q},
-                       {"grad_k", &grad_k},
-                       {"grad_v", &grad_v}})
-      .attention_backward(args, q, k, v, out, lse, grad_out, grad_q, grad_k, grad_v);
+  const std::initializer_list<ops::NamedTensor> tensors = {
+      {"q", &q},           {"k", &k},           {"v", &v},
+      {"out", &out},       {"lse", &lse},       {"grad_out", &grad_out},
+      {"grad_q", &grad_q}, {"grad_k", &grad_k}, {"grad_v", &grad_v}};
+  if (ops::check_same_device(op, tensors).is_cpu()) {
+    return cpu::attention_backward(args, q, k, v, out, lse, grad_out, grad_q, grad_k, grad_v);
+  }
+  ops::backend_of(op, tensors).attention_backward(args, q, k, v, out, lse, grad_out, grad_q, grad_k, grad_v);
 }
 
 void attention_merge(Tensor& out, Tensor& lse, const Tensor& part_out, const Tensor& part_lse) {
@@ -137,15 +125,12 @@ void attention_merge(Tensor& out, Tensor& lse, const Tensor& part_out, const Ten
   check_like(op, "out", out, out);
   check_like(op, "part_out", part_out, out);
   const Shape lse_shape{out.size(0), out.size(1), out.size(2)};
-  check_lse(op, lse, lse_shape);
-  ops::check_dtype(op, "part_lse", part_lse, DType::f32);
-  ops::check_shape(op, "part_lse", part_lse, lse_shape);
-  ops::check_contiguous(op, "part_lse", part_lse);
-  Device device =
-      ops::check_same_device(op, {{"out", &out}, {"lse", &lse}, {"part_out", &part_out}, {"part_lse", &part_lse}});
-  if (device.is_cpu()) return cpu::attention_merge(out, lse, part_out, part_lse);
-  ops::backend_of(op, {{"out", &out}, {"lse", &lse}, {"part_out", &part_out}, {"part_lse", &part_lse}})
-      .attention_merge(out, lse, part_out, part_lse);
+  check_lse(op, "lse", lse, lse_shape);
+  check_lse(op, "part_lse", part_lse, lse_shape);
+  const std::initializer_list<ops::NamedTensor> tensors = {
+      {"out", &out}, {"lse", &lse}, {"part_out", &part_out}, {"part_lse", &part_lse}};
+  if (ops::check_same_device(op, tensors).is_cpu()) return cpu::attention_merge(out, lse, part_out, part_lse);
+  ops::backend_of(op, tensors).attention_merge(out, lse, part_out, part_lse);
 }
 
 }  // namespace myriad

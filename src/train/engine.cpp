@@ -368,7 +368,8 @@ double Engine::evaluate() {
     eval_sampler_->fill_batch(first, count, batch_ids, batch_targets);
     if (config_.parallel.cp > 1) {  // this rank's two chunks of each sequence
       const std::int64_t local_T = config_.training.seq_len / config_.parallel.cp;
-      Tensor local_ids = Tensor::empty({count, local_T}, DType::i32), local_targets = local_ids.clone();
+      Tensor local_ids = Tensor::empty({count, local_T}, DType::i32),
+             local_targets = Tensor::empty({count, local_T}, DType::i32);
       context_rows(batch_ids, local_ids);
       context_rows(batch_targets, local_targets);
       batch_ids = local_ids;

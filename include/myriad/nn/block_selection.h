@@ -49,7 +49,8 @@ BlockLayout attention_layout(const AttentionSpec& spec, const Tensor& q, const T
 // Under context parallelism (nn/context_parallel.h): q and k hold this rank's two chunks; the
 // layout covers the whole sequence, with the rows of this rank's query blocks filled (the same
 // rows one process would choose: the block summaries are all-gathered over the group) and the
-// others empty; stats count this rank's rows. Collective over the group when the spec selects.
+// others empty; stats count this rank's rows. Collective over the group when the spec selects. A
+// group of one is the overload above.
 BlockLayout attention_layout(const AttentionSpec& spec, const Tensor& q, const Tensor& k, float scale,
                              const ContextParallel& cp, BlockSelectionStats* stats);
 

@@ -16,7 +16,8 @@
 // Tensors (B, H, 2c, D) as attention_forward's (views allowed); `lse` is (B, Hq, 2c) contiguous,
 // but holds the two chunks' rows as two contiguous (B, Hq, c) blocks (the backward's format; the
 // rows are no one else's business). args: scale, causal, layout (global blocks; both offsets are
-// set here). Collective over the group; every rank calls with the same shapes.
+// set here). Collective over the group; every rank calls with the same shapes. A group of one is
+// the plain attention op (whole sequence, lse in its usual (B, Hq, T) order).
 #pragma once
 
 #include "myriad/nn/context_parallel.h"
