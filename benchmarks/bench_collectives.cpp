@@ -3,6 +3,13 @@
 //   mpirun -np N build/benchmarks/bench_collectives [--min-bytes 8] [--max-bytes 256M] [--factor 2]
 //          [--iters 20] [--warmup 5] [--op all|all_reduce|all_gather|reduce_scatter|all_to_all|
 //          broadcast|send_recv[,...]] [--transport mpi]
+//   mpirun -np N build/benchmarks/bench_collectives --algorithms ring,tree,hierarchical --ranks-per-node L
+//
+// With --algorithms it compares all-reduce algorithms instead (parallel.dp_reduce) at every size,
+// interleaving them round by round (this machine's speed drifts): time (fastest round), bytes
+// each rank sent, and the bytes that crossed simulated nodes of L consecutive ranks per rank
+// (max over ranks; the hierarchical one from its inter-node group's counters, the ring's and the
+// tree's from their message pattern). Every algorithm's result is checked first.
 //
 // For every op and every size (the total buffer size in bytes, f32 elements, as in nccl-tests)
 // it first checks the result against values known in closed form (aborting the job on a
@@ -28,7 +35,9 @@
 #include "myriad/core/error.h"
 #include "myriad/core/tensor.h"
 #include "myriad/distributed/communicator.h"
+#include "myriad/distributed/hierarchical_communicator.h"
 #include "myriad/distributed/mpi_runtime.h"
+#include "myriad/distributed/tree_communicator.h"
 
 namespace {
 
@@ -45,6 +54,8 @@ struct Args {
   int warmup = 5;
   std::vector<std::string> ops;
   std::string transport = "mpi";
+  std::vector<std::string> algorithms;  // --algorithms: compare all-reduce algorithms
+  int ranks_per_node = 1;
 };
 
 const std::vector<std::string> kAllOps = {"all_reduce", "all_gather", "reduce_scatter",
@@ -86,10 +97,19 @@ Args parse_args(int argc, char** argv) {
       ops = value;
     else if (key == "--transport")
       args.transport = value;
-    else
+    else if (key == "--ranks-per-node")
+      args.ranks_per_node = std::stoi(value);
+    else if (key == "--algorithms") {
+      std::stringstream list(value);
+      for (std::string a; std::getline(list, a, ',');) {
+        MYRIAD_CHECK(a == "ring" || a == "tree" || a == "hierarchical",
+                     "--algorithms " << a << ": allowed: ring, tree, hierarchical");
+        args.algorithms.push_back(a);
+      }
+    } else
       MYRIAD_THROW("unknown option " << key
                                      << "; allowed: --min-bytes --max-bytes --factor --iters --warmup --op"
-                                        " --transport");
+                                        " --transport --algorithms --ranks-per-node");
   }
   MYRIAD_CHECK(args.min_bytes >= 4 && args.max_bytes >= args.min_bytes, "need 4 <= --min-bytes <= --max-bytes");
   MYRIAD_CHECK(args.factor > 1.0, "--factor must be > 1");
@@ -337,6 +357,110 @@ void run_op(const std::string& op, const Args& args, Communicator& comm, Communi
   }
 }
 
+// Bytes rank `r` sends to ranks on other nodes in one all-reduce of S bytes (nodes of
+// `per_node` consecutive ranks): the ring forwards 2(n-1) chunks to r+1; the tree sends its partial
+// to r - 2^k in the reduction and the whole buffer to its binomial children in the broadcast.
+std::int64_t cross_node_bytes(const std::string& algorithm, std::int64_t count, int n, int r, int per_node) {
+  auto node = [&](int rank) { return rank / per_node; };
+  std::int64_t bytes = 0;
+  if (algorithm == "ring") {
+    if (node(r) != node((r + 1) % n))
+      bytes = 4 * (2 * count - chunk_elements(count, n, r) - chunk_elements(count, n, r + 1));
+  } else if (algorithm == "tree") {
+    for (int mask = 1; mask < n; mask <<= 1) {
+      if (r & mask) {
+        if (node(r) != node(r - mask)) bytes += 4 * count;
+        break;
+      }
+    }
+    for (int step = 1; step < n; step <<= 1) {  // binomial broadcast from 0 (bench's rule above)
+      if (r != 0 && step >= (r & -r)) break;
+      if (r + step < n && node(r) != node(r + step)) bytes += 4 * count;
+    }
+  }
+  return bytes;
+}
+
+void compare_algorithms(const Args& args, myriad::dist::MpiRuntime& runtime, Communicator& control) {
+  const int n = runtime.world_size(), r = runtime.world_rank();
+  MYRIAD_CHECK(args.ranks_per_node >= 1 && n % args.ranks_per_node == 0,
+               "--ranks-per-node " << args.ranks_per_node << " must divide the " << n << " ranks");
+  const myriad::dist::NodeGrouping grouping{n / args.ranks_per_node, args.ranks_per_node};
+  std::vector<std::unique_ptr<Communicator>> comms;
+  for (const std::string& a : args.algorithms) {
+    if (a == "ring") comms.push_back(runtime.world());
+    if (a == "tree") comms.push_back(std::make_unique<myriad::dist::TreeCommunicator>(runtime.world()));
+    if (a == "hierarchical")
+      comms.push_back(std::make_unique<myriad::dist::HierarchicalCommunicator>(runtime.world(), grouping));
+  }
+  std::vector<std::string> header = {"size (B)"};
+  for (const std::string& a : args.algorithms) {
+    header.push_back(a + " (us)");
+    header.push_back(a + " sent/rank");
+    header.push_back(a + " cross-node/rank");
+  }
+  header.push_back("fastest");
+  myriad::bench::Table table(header);
+  for (double size = static_cast<double>(args.min_bytes); size <= static_cast<double>(args.max_bytes) * 1.0000001;
+       size *= args.factor) {
+    const std::int64_t count = static_cast<std::int64_t>(size) / 4;
+    if (count == 0) continue;
+    const int iters = iterations_for(count * 4, args.iters);
+    std::vector<Tensor> tensors;
+    for (std::size_t a = 0; a < comms.size(); ++a) {  // check each algorithm's result first
+      Tensor t = Tensor::empty({count});
+      float* p = t.data<float>();
+      for (std::int64_t i = 0; i < count; ++i) p[i] = static_cast<float>((r + 1) * (i % 13 + 1));
+      comms[a]->all_reduce(t);
+      std::int64_t bad = 0;
+      for (std::int64_t i = 0; i < count; ++i) bad += p[i] != static_cast<float>(n * (n + 1) / 2 * (i % 13 + 1));
+      if (max_over_ranks(control, bad) != 0) comms[a]->abort(1, "bench_collectives: " + args.algorithms[a] + " wrong");
+      t.zero();
+      tensors.push_back(t);
+      for (int w = 0; w < args.warmup; ++w) comms[a]->all_reduce(t);
+    }
+    std::vector<std::int64_t> best(comms.size(), INT64_MAX), sent(comms.size()), cross(comms.size());
+    constexpr int kRounds = 5;
+    for (int round = 0; round < kRounds; ++round) {
+      for (std::size_t a = 0; a < comms.size(); ++a) {
+        control.barrier();
+        comms[a]->reset_stats();
+        const auto start = std::chrono::steady_clock::now();
+        for (int i = 0; i < iters; ++i) comms[a]->all_reduce(tensors[a]);
+        const std::int64_t ns =
+            std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now() - start).count();
+        best[a] = std::min(best[a], max_over_ranks(control, ns) / iters);
+        sent[a] = max_over_ranks(control, comms[a]->stats()[CommOp::all_reduce].bytes_sent / iters);
+        std::int64_t crossed = cross_node_bytes(args.algorithms[a], count, n, r, args.ranks_per_node);
+        if (auto* hier = dynamic_cast<myriad::dist::HierarchicalCommunicator*>(comms[a].get())) {
+          for (const auto& [role, stats] : hier->levels())
+            if (role == "inter-node") crossed = stats.total().bytes_sent / iters;
+        }
+        cross[a] = max_over_ranks(control, crossed);
+      }
+    }
+    if (r == 0) {
+      std::vector<std::string> row = {std::to_string(count * 4)};
+      std::size_t fastest = 0;
+      for (std::size_t a = 0; a < comms.size(); ++a) {
+        row.push_back(myriad::bench::fmt(static_cast<double>(best[a]) * 1e-3, 1));
+        row.push_back(std::to_string(sent[a]));
+        row.push_back(std::to_string(cross[a]));
+        if (best[a] < best[fastest]) fastest = a;
+      }
+      row.push_back(args.algorithms[fastest]);
+      table.add_row(row);
+    }
+  }
+  if (r == 0) {
+    std::cout << "## all_reduce algorithms (" << grouping.nodes << " simulated nodes x " << grouping.per_node
+              << " ranks)\n\n";
+    table.print();
+    std::cout << "\ncheck: ok (every algorithm, every size, every rank); time = fastest of 5 interleaved rounds\n"
+              << std::flush;
+  }
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -361,7 +485,11 @@ int main(int argc, char** argv) {
                 << "- sizes: total buffer bytes (f32), as in nccl-tests; time = max over ranks of the mean per call\n\n"
                 << std::flush;
     }
-    for (const std::string& op : args.ops) run_op(op, args, *comm, *control);
+    if (!args.algorithms.empty()) {
+      compare_algorithms(args, runtime, *control);
+    } else {
+      for (const std::string& op : args.ops) run_op(op, args, *comm, *control);
+    }
   }
   return 0;
 }

@@ -69,13 +69,17 @@ void bind_dist(py::module_& m) {
   py::class_<dist::ProcessGroups>(m, "ProcessGroups", "Communicators of every parallel axis (see docs/parallelism.md)")
       .def(py::init([](const RunConfig& config, dist::MpiRuntime* runtime) {
              if (runtime == nullptr) return std::make_unique<dist::ProcessGroups>(dist::ProcessGroups::single());
-             return std::make_unique<dist::ProcessGroups>(grid_shape(config, runtime->world_size()), runtime->world());
+             const dist::ReductionOptions reduction{config.parallel.dp_reduce, config.parallel.ranks_per_node};
+             return std::make_unique<dist::ProcessGroups>(grid_shape(config, runtime->world_size()), runtime->world(),
+                                                          reduction);
            }),
            py::arg("config"), py::arg("runtime") = nullptr, py::keep_alive<1, 3>(),
            "collective over the world when a runtime is given; a world of one otherwise")
       .def_property_readonly("rank", &dist::ProcessGroups::rank)
       .def_property_readonly("world_size", [](const dist::ProcessGroups& g) { return g.grid().world_size(); })
       .def("describe", [](const dist::ProcessGroups& g) { return g.grid().describe(g.rank()); })
+      .def_property_readonly("reduction", &dist::ProcessGroups::reduction,
+                             "the algorithm of the gradient reductions (parallel.dp_reduce settled)")
       .def("stats", &stats_dict, "per group and op: calls, bytes_sent, bytes_received, seconds, wait_seconds")
       .def(
           "any",

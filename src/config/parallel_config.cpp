@@ -34,6 +34,15 @@ const std::vector<Field<ParallelConfig>>& ParallelConfig::fields() {
                  "data-parallel gradient bucket in MiB, each reduced as soon as its gradients are final (overlapping "
                  "backward); 0 = one reduction after the whole backward (ZeRO 0/1; stages 2/3 reduce per layer)",
                  {.check = at_least(0)}),
+      make_field("dp_reduce", &P::dp_reduce,
+                 "algorithm of the data-parallel gradient reductions (host groups): ring, tree (binomial reduce + "
+                 "broadcast: latency-bound sizes), hierarchical (intra-node reduce-scatter, inter-node all-reduce, "
+                 "intra-node all-gather), or auto = hierarchical when the group spans nodes with several members on "
+                 "each, ring otherwise (docs/parallelism.md)"),
+      make_field("ranks_per_node", &P::ranks_per_node,
+                 "ranks per node for hierarchical reductions: 0 = find the nodes from the host names; > 0 simulates "
+                 "nodes of that many consecutive ranks (studies on one machine)",
+                 {.check = at_least(0)}),
       make_field("collective_timeout", &P::collective_timeout,
                  "seconds a collective may run before the watchdog names the ranks that never arrived and aborts the "
                  "job (training.device cuda: also each NCCL wait, which aborts its communicator naming op, group and "

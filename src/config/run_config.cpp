@@ -106,6 +106,10 @@ void validate_device(const RunConfig& c) {
   MYRIAD_CHECK(p.cp == 1, why << " supports data, tensor, pipeline and expert parallelism (parallel.cp " << p.cp
                               << "): context parallelism runs on training.device cpu for now (its ring is not "
                                  "wired to NCCL's device tensors yet)");
+  MYRIAD_CHECK(p.dp_reduce == DpReduce::automatic || p.dp_reduce == DpReduce::ring,
+               why << " reduces gradients with NCCL, which picks its own algorithm (ring or tree, node-aware; set "
+                      "NCCL_ALGO to force one): parallel.dp_reduce "
+                   << choice_name(p.dp_reduce) << " applies to host (MPI) groups; use auto or ring");
 }
 
 void validate_tokenizer(const DataConfig& data, const ModelConfig& model) {

@@ -4,7 +4,9 @@
 #include "myriad/distributed/mpi_communicator.h"
 
 #include "myriad/core/error.h"
+#include "myriad/distributed/hierarchical_communicator.h"
 #include "myriad/distributed/loopback_communicator.h"
+#include "myriad/distributed/tree_communicator.h"
 
 namespace myriad::dist {
 
@@ -13,9 +15,31 @@ RankGrid checked_grid(const GridShape& shape, const std::unique_ptr<Communicator
   MYRIAD_CHECK(world != nullptr, "ProcessGroups: null world communicator");
   return RankGrid(shape, world->size());
 }
+
+// `group` (members: world ranks in group order) wrapped in the reduction algorithm the options
+// settle to; host groups of >= 2 members only. Collective over the group. Returns the algorithm.
+std::string wrap_for_reduction(std::unique_ptr<Communicator>& group, const std::vector<int>& members,
+                               const std::vector<int>& node_of_rank, const ReductionOptions& options) {
+  if (group->size() < 2 || dynamic_cast<MpiCommunicator*>(group.get()) == nullptr) return "ring";
+  std::vector<int> node_of_member;
+  for (int member : members) node_of_member.push_back(node_of_rank.at(static_cast<std::size_t>(member)));
+  NodeGrouping grouping;
+  switch (choose_reduction(options.dp_reduce, node_of_member, group->name(), &grouping)) {
+    case DpReduce::tree:
+      group = std::make_unique<TreeCommunicator>(std::move(group));
+      break;
+    case DpReduce::hierarchical:
+      group = std::make_unique<HierarchicalCommunicator>(std::move(group), grouping);
+      break;
+    default:
+      return "ring";
+  }
+  return static_cast<ComposedCommunicator&>(*group).algorithm();
+}
 }  // namespace
 
-ProcessGroups::ProcessGroups(const GridShape& shape, std::unique_ptr<Communicator> world)
+ProcessGroups::ProcessGroups(const GridShape& shape, std::unique_ptr<Communicator> world,
+                             const ReductionOptions& reduction)
     : grid_(checked_grid(shape, world)), world_(std::move(world)) {
   const int rank = world_->rank();
   const GridCoord coord = grid_.coords(rank);
@@ -43,6 +67,16 @@ ProcessGroups::ProcessGroups(const GridShape& shape, std::unique_ptr<Communicato
     data_context_ =
         world_->split(grid_.data_context_group_id(rank), coord[Axis::cp] + shape.cp * coord[Axis::dp], "dcp");
   }
+  if (reduction.dp_reduce == DpReduce::ring || world_->size() < 2) return;
+  // Every rank takes the same branches below (they depend on the shape only), so the splits the
+  // wrappers make stay collective.
+  const std::vector<int> node_of_rank = node_of_each_rank(*world_, reduction.ranks_per_node);
+  auto& dp = groups_[static_cast<int>(Axis::dp)];
+  reduction_ = wrap_for_reduction(dp, grid_.group(Axis::dp, rank), node_of_rank, reduction);
+  if (expert_data_) wrap_for_reduction(expert_data_, grid_.expert_data_group(rank), node_of_rank, reduction);
+  if (data_context_) {
+    reduction_ = wrap_for_reduction(data_context_, grid_.data_context_group(rank), node_of_rank, reduction);
+  }
 }
 
 ProcessGroups ProcessGroups::single() {
@@ -69,12 +103,18 @@ std::vector<std::pair<std::string, CommStats>> ProcessGroups::stats() const {
 }
 
 void ProcessGroups::watch_with(CollectiveWatchdog& watchdog) {
-  if (auto* mpi = dynamic_cast<MpiCommunicator*>(world_.get())) watchdog.watch(mpi->progress());
-  for (const std::unique_ptr<Communicator>& group : groups_) {
-    if (auto* mpi = dynamic_cast<MpiCommunicator*>(group.get())) watchdog.watch(mpi->progress());
-  }
-  if (auto* mpi = dynamic_cast<MpiCommunicator*>(expert_data_.get())) watchdog.watch(mpi->progress());
-  if (auto* mpi = dynamic_cast<MpiCommunicator*>(data_context_.get())) watchdog.watch(mpi->progress());
+  auto watch = [&](Communicator* group) {
+    if (auto* mpi = dynamic_cast<MpiCommunicator*>(group)) watchdog.watch(mpi->progress());
+    if (auto* composed = dynamic_cast<ComposedCommunicator*>(group)) {
+      for (Communicator* part : composed->parts()) {
+        if (auto* mpi = dynamic_cast<MpiCommunicator*>(part)) watchdog.watch(mpi->progress());
+      }
+    }
+  };
+  watch(world_.get());
+  for (const std::unique_ptr<Communicator>& group : groups_) watch(group.get());
+  watch(expert_data_.get());
+  watch(data_context_.get());
 }
 
 }  // namespace myriad::dist

@@ -106,12 +106,13 @@ Engine::Engine(const RunConfig& config, std::shared_ptr<spdlog::logger> log, dis
   }
   MemoryReport mem = memory_report();
   log_->info(
-      "model: {} parameters ({} layers, C={}, heads {}/{}, V={} padded to {}); {}; dp {} ZeRO {} ({} buckets); "
+      "model: {} parameters ({} layers, C={}, heads {}/{}, V={} padded to {}); {}; dp {} ({} reductions) ZeRO {} ({} "
+      "buckets); "
       "memory per rank: params {:.2f} MiB, grads {:.2f} MiB, optimizer {:.2f} MiB, activations {:.2f} MiB "
       "saved + {:.2f} MiB scratch ({})",
       model_->parameters().numel(), config_.model.n_layer, config_.model.n_embd, config_.model.n_head,
       config_.model.kv_heads(), config_.model.vocab_size, config_.model.padded_vocab_size(),
-      groups_->grid().describe(world.rank()), dp().size(), config_.parallel.zero_stage,
+      groups_->grid().describe(world.rank()), dp().size(), groups_->reduction(), config_.parallel.zero_stage,
       data_parallel_->layout().buckets().size(), mem.parameter_bytes / 1048576.0, mem.gradient_bytes / 1048576.0,
       mem.optimizer_bytes / 1048576.0, mem.activation_bytes / 1048576.0, mem.scratch_bytes / 1048576.0,
       nn::recompute_name(recompute_));

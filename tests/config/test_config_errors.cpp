@@ -329,6 +329,13 @@ TEST(ConfigValidate, CrossKeyChecks) {
       {"training.device cuda supports data, tensor, pipeline and expert parallelism (parallel.cp 2)",
        "training.device cpu"},
       2);
+  expect_invalid(
+      [&](RunConfig& c) {
+        on_cuda(c);
+        c.parallel.dp_reduce = DpReduce::hierarchical;
+      },
+      {"training.device cuda reduces gradients with NCCL", "parallel.dp_reduce hierarchical", "NCCL_ALGO"});
+  expect_invalid([](RunConfig& c) { c.parallel.ranks_per_node = -1; }, {"parallel.ranks_per_node"});
   expect_invalid([](RunConfig& c) { c.model.n_head = 5; },
                  {"model.n_embd (768) must be divisible by model.n_head (5)"});
   expect_invalid([](RunConfig& c) { c.model.n_kv_head = 5; }, {"model.n_kv_head (5) must divide model.n_head (12)"});

@@ -141,6 +141,52 @@ INSTANTIATE_TEST_SUITE_P(Stages, DataParallelStages,
                            return std::get<0>(info.param) + "_zero" + std::to_string(std::get<1>(info.param));
                          });
 
+// parallel.dp_reduce: tree and hierarchical reductions (ranks grouped into two simulated nodes)
+// reproduce the serial curve like the ring does, with the bytes their algorithms send.
+class DataParallelReduction : public ::testing::TestWithParam<std::tuple<std::string, int>> {};
+
+TEST_P(DataParallelReduction, ReproducesTheSerialLossCurve) {
+  const auto& [algorithm, stage] = GetParam();
+  World world;
+  dist::Communicator& comm = *world.comm;
+  const int n = comm.size();
+  fs::path dir = shared_dir(comm, "reduce_" + algorithm + std::to_string(stage));
+  RunConfig config = config_for(comm.rank(), dir, "gpt2", n, stage, kAccumulation);
+  config.apply_override("parallel.dp_reduce=" + algorithm);
+  config.parallel.ranks_per_node = n / 2;
+  prepare_shared_data(comm, config);
+  Curve serial = serial_curve(comm, dir, "gpt2");
+
+  const dist::ReductionOptions reduction{config.parallel.dp_reduce, config.parallel.ranks_per_node};
+  dist::ProcessGroups groups(dp_grid(n), world.runtime.world(), reduction);
+  const std::string expected_name =
+      algorithm == "tree" ? "tree" : "hierarchical (2 nodes x " + std::to_string(n / 2) + ")";
+  EXPECT_EQ(groups.reduction(), expected_name);
+  Engine engine(config, make_rank_logger(comm.rank(), "warn"), &groups);
+  Curve parallel = run(engine);
+  const double loss_gap = max_abs_difference(serial.loss, parallel.loss);
+  if (comm.rank() == 0) {
+    std::cout << groups.reduction() << " dp " << n << " ZeRO " << stage << ": max |serial - parallel| = " << loss_gap
+              << std::endl;
+  }
+  EXPECT_LT(loss_gap, kLossTolerance);
+  EXPECT_NEAR(parallel.val_loss, serial.val_loss, kLossTolerance);
+  if (algorithm == "hierarchical") {
+    // Intra-node 2S(L-1)/L plus inter-node 2S(N-1)/(NL) per all-reduce equals the ring's
+    // 2S(P-1)/P in total (it is where the bytes go that changes), so the analytic volume holds.
+    const double expected = analytic_step_bytes(engine, stage, n);
+    for (int s = 0; s < kSteps; ++s) {
+      EXPECT_NEAR(static_cast<double>(parallel.comm_bytes[s]), expected, 0.01 * expected) << "step " << s + 1;
+    }
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Algorithms, DataParallelReduction,
+    ::testing::Values(std::tuple{std::string("hierarchical"), 0}, std::tuple{std::string("hierarchical"), 1},
+                      std::tuple{std::string("hierarchical"), 3}, std::tuple{std::string("tree"), 0}),
+    [](const auto& info) { return std::get<0>(info.param) + "_zero" + std::to_string(std::get<1>(info.param)); });
+
 TEST(DataParallel, TheComparisonCanFail) {
   // Another seed gives another batch and initialisation: the curves must differ by far more than
   // the tolerance, otherwise the equivalence test above would prove nothing.

@@ -18,10 +18,11 @@ enum class BlockFamily { llama, gpt2 };              // the dense family an MoE 
 enum class RouterScoring { softmax, sigmoid };       // MoE router scores
 enum class AttentionLayout { dense, block_sparse };  // model.attention.kind
 enum class PipelineSchedule { one_f_one_b, gpipe, interleaved };
-enum class LrSchedule { cosine, linear, constant };  // decay after warmup
-enum class Precision { fp32, bf16, fp16 };           // compute precision (master weights stay fp32)
-enum class Recompute { none, selective, full };      // activation recomputation in backward
-enum class ComputeDevice { cpu, cuda };              // where the model computes (training.device)
+enum class LrSchedule { cosine, linear, constant };           // decay after warmup
+enum class Precision { fp32, bf16, fp16 };                    // compute precision (master weights stay fp32)
+enum class Recompute { none, selective, full };               // activation recomputation in backward
+enum class ComputeDevice { cpu, cuda };                       // where the model computes (training.device)
+enum class DpReduce { automatic, ring, tree, hierarchical };  // parallel.dp_reduce: the gradient reduction's algorithm
 
 template <typename E>
 struct ChoiceTraits;
@@ -60,6 +61,10 @@ struct ChoiceTraits<Recompute> {
 template <>
 struct ChoiceTraits<ComputeDevice> {
   static constexpr std::array<std::string_view, 2> names{"cpu", "cuda"};
+};
+template <>
+struct ChoiceTraits<DpReduce> {
+  static constexpr std::array<std::string_view, 4> names{"auto", "ring", "tree", "hierarchical"};
 };
 
 template <typename E>

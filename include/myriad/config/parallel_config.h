@@ -30,6 +30,8 @@ struct ParallelConfig {
   PipelineSchedule pp_schedule = PipelineSchedule::one_f_one_b;  // 1f1b | gpipe | interleaved
   std::vector<std::string> pp_layers;  // layers per global pipeline stage (pp * virtual_stages entries); empty = even
   double bucket_mb = 8.0;
+  DpReduce dp_reduce = DpReduce::automatic;  // gradient all-reduce: auto | ring | tree | hierarchical
+  int ranks_per_node = 0;                    // 0 = nodes from the host names; > 0 simulates nodes of that many ranks
   double collective_timeout = 600.0;  // seconds a collective may run before the watchdog reports and aborts; 0 = off
 
   // dp * tp * pp * cp (0 while dp is auto): the world.

@@ -8,6 +8,10 @@
 // An axis of size 1 gets a LoopbackCommunicator named after the axis. With ep > 1 the
 // expert-data group is split too, and with cp > 1 the data-context group (after the axes, in the
 // same collective order on every rank).
+// Gradient reductions: the groups gradients are reduced over (dp, and dcp / edp where they exist)
+// run the algorithm ReductionOptions::dp_reduce settles to for them (node_layout.h): ring (the
+// transport's own), tree (TreeCommunicator) or hierarchical (HierarchicalCommunicator over the
+// nodes node_of_each_rank finds) — host (MPI) groups only; the choice is in reduction().
 // Destroy it before the MpiRuntime (its MPI communicators must be freed before MPI_Finalize).
 #pragma once
 
@@ -17,16 +21,22 @@
 #include <utility>
 #include <vector>
 
+#include "myriad/config/choices.h"
 #include "myriad/distributed/collective_watchdog.h"
 #include "myriad/distributed/communicator.h"
 #include "myriad/distributed/rank_grid.h"
 
 namespace myriad::dist {
 
+struct ReductionOptions {
+  DpReduce dp_reduce = DpReduce::ring;  // parallel.dp_reduce
+  int ranks_per_node = 0;               // parallel.ranks_per_node (0 = host names)
+};
+
 class ProcessGroups {
  public:
   // Throws (naming every factor) when shape.product() differs from world->size().
-  ProcessGroups(const GridShape& shape, std::unique_ptr<Communicator> world);
+  ProcessGroups(const GridShape& shape, std::unique_ptr<Communicator> world, const ReductionOptions& reduction = {});
   // A world of one: every group, the world included, is a LoopbackCommunicator.
   static ProcessGroups single();
 
@@ -47,6 +57,9 @@ class ProcessGroups {
   // every cp chunk; the dp group itself when cp is 1, named "dcp" otherwise.
   Communicator& data_context() { return data_context_ ? *data_context_ : group(Axis::dp); }
 
+  // The algorithm the dp group's reductions run ("ring", "tree", "hierarchical (2 nodes x 4)").
+  const std::string& reduction() const { return reduction_; }
+
   // ("world", ...), then one entry per axis in tp, cp, ep, dp, pp order (loopback axes included).
   std::vector<std::pair<std::string, CommStats>> stats() const;
 
@@ -60,6 +73,7 @@ class ProcessGroups {
   std::array<std::unique_ptr<Communicator>, kAxes.size()> groups_;
   std::unique_ptr<Communicator> expert_data_;   // ep > 1 only
   std::unique_ptr<Communicator> data_context_;  // cp > 1 only
+  std::string reduction_ = "ring";
 };
 
 }  // namespace myriad::dist
