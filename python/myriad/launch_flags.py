@@ -49,7 +49,8 @@ FLAG_ROWS = [
     ("--seq_length N", "training.seq_len", "int", "tokens per sequence (at most model.context_length)"),
     ("--lr X", "training.lr", "float", "peak learning rate"),
     ("--warmup N", "training.warmup_steps", "int", "linear warmup steps"),
-    ("--optimizer adamw", "(none)", "adamw", "AdamW is the only optimizer; anything else is refused"),
+    ("--optimizer NAME", "training.optimizer", "adamw | onebit_adam",
+     "AdamW, or 1-bit Adam (DeepSpeed's OneBitAdam: compressed momentum after training.freeze_step)"),
     ("--checkpoint_activations", "training.recompute=full", "(no value)", "recompute each block in backward"),
     ("--fp16 / --bf16", "training.precision", "(no value)", "fp16 (dynamic loss scaling) or bf16 compute"),
     ("--resume [PATH|auto]", "checkpoint.resume", "path or auto", "continue from a checkpoint; bare --resume = auto"),
@@ -201,10 +202,13 @@ def translate(argv: List[str]) -> Tuple[List[str], List[Setting]]:
             else:
                 settings.append(Setting(f"{flag}={text}", "training.global_batch_size", None, tokens))
         elif name == "optimizer":
-            value = value_of("adamw").strip("'\"")
-            if value.lower() != "adamw":
-                raise LaunchFlagError(f"--optimizer {value}: not available; the only optimizer is adamw (AdamW: "
-                                      "training.beta1, beta2, adam_eps, weight_decay)")
+            value = value_of("adamw or onebit_adam").strip("'\"")
+            spelled = {"adamw": "adamw", "onebit_adam": "onebit_adam", "onebitadam": "onebit_adam"}
+            if value.lower() not in spelled:
+                raise LaunchFlagError(f"--optimizer {value}: not available; the optimizers are adamw (AdamW: "
+                                      "training.beta1, beta2, adam_eps, weight_decay) and onebit_adam (1-bit Adam: "
+                                      "training.freeze_step)")
+            settings.append(Setting(flag, "training.optimizer", spelled[value.lower()]))
         elif name == "checkpoint_activations":
             if inline is not None and inline.lower() not in ("true", "1", "yes", "false", "0", "no"):
                 raise LaunchFlagError(f"--checkpoint_activations takes no value (or true/false), got '{inline}'")

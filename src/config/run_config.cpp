@@ -112,6 +112,25 @@ void validate_device(const RunConfig& c) {
                    << choice_name(p.dp_reduce) << " applies to host (MPI) groups; use auto or ring");
 }
 
+// training.optimizer onebit_adam / training.gradient_compression replace the exact gradient
+// all-reduce of full buffers on the host.
+void validate_gradient_exchange(const RunConfig& c) {
+  const TrainingConfig& t = c.training;
+  if (t.optimizer == OptimizerKind::adamw && t.gradient_compression == GradientCompression::none) return;
+  const std::string what = t.optimizer == OptimizerKind::onebit_adam
+                               ? std::string("training.optimizer onebit_adam")
+                               : "training.gradient_compression " + std::string(choice_name(t.gradient_compression));
+  MYRIAD_CHECK(c.parallel.zero_stage == 0, what << " exchanges whole gradient (or momentum) buffers; it needs "
+                                                   "parallel.zero_stage 0, got "
+                                                << c.parallel.zero_stage);
+  MYRIAD_CHECK(c.parallel.ep == 1, what << " is not combined with expert parallelism (parallel.ep " << c.parallel.ep
+                                        << "): expert gradients reduce over their own group");
+  MYRIAD_CHECK(t.device == ComputeDevice::cpu,
+               what << " runs on host buffers (training.device cpu); on GPUs NCCL reduces exact gradients");
+  MYRIAD_CHECK(t.precision != Precision::fp16, what << " with training.precision fp16: the loss scale's overflow "
+                                                       "check needs exact gradients; use bf16 or fp32");
+}
+
 void validate_tokenizer(const DataConfig& data, const ModelConfig& model) {
   if (data.tokenizer.empty()) return;
   TokenizerSpec spec = parse_tokenizer_spec(data.tokenizer);
@@ -139,6 +158,7 @@ void RunConfig::validate(int world_size) const {
   model.validate();
   parallel.validate(world_size);  // with dp auto: that the world gives a degree
   training.validate();
+  validate_gradient_exchange(*this);
   data.validate();
   checkpoint.validate();
   logging.validate();

@@ -1,6 +1,8 @@
 // TrainingConfig: its key table and the checks that need only this section.
 #include "myriad/config/training_config.h"
 
+#include <algorithm>
+
 #include "myriad/core/error.h"
 
 namespace myriad {
@@ -32,6 +34,18 @@ const std::vector<Field<TrainingConfig>>& TrainingConfig::fields() {
       make_field("beta2", &T::beta2, "AdamW second-moment decay", {.check = in_range(0, 1, true, false)}),
       make_field("adam_eps", &T::adam_eps, "AdamW denominator epsilon", {.check = greater_than(0)}),
       make_field("grad_clip", &T::grad_clip, "clip the global gradient norm to this; 0 = off", {.check = at_least(0)}),
+      make_field("optimizer", &T::optimizer,
+                 "adamw, or onebit_adam: AdamW for freeze_step steps, then the variance frozen and the momentum "
+                 "exchanged as signs with a scale per 64 elements and error feedback (1/21 of the bytes; "
+                 "docs/parallelism.md)"),
+      make_field("freeze_step", &T::freeze_step,
+                 "onebit_adam: exact AdamW steps before the compressed phase; 0 = max(warmup_steps, steps / 5)",
+                 {.check = at_least(0)}),
+      make_field("gradient_compression", &T::gradient_compression,
+                 "adamw over dp: none (exact all-reduce), int8 (per-block scale, ~1/4 of the bytes) or topk (the "
+                 "largest topk_ratio of each chunk), with error feedback on both sides of the exchange"),
+      make_field("topk_ratio", &T::topk_ratio, "gradient_compression topk: fraction of the elements sent; auto = 0.01",
+                 {.check = in_range(0, 1, false, true)}),
       make_field("device", &T::device,
                  "where the model computes: cpu, or cuda (the local rank's GPU, one per rank: data parallelism over "
                  "NCCL with any zero_stage, tensor, sequence and pipeline parallelism, dense models, head "
@@ -60,10 +74,27 @@ const std::vector<Field<TrainingConfig>>& TrainingConfig::fields() {
 
 void TrainingConfig::validate() const {
   validate_fields(*this);
+  MYRIAD_CHECK(freeze_step == 0 || optimizer == OptimizerKind::onebit_adam,
+               "training.freeze_step is set but training.optimizer is " << choice_name(optimizer)
+                                                                        << ": it only applies to onebit_adam");
+  MYRIAD_CHECK(!topk_ratio || gradient_compression == GradientCompression::topk,
+               "training.topk_ratio is set but training.gradient_compression is " << choice_name(gradient_compression)
+                                                                                  << ": it only applies to topk");
+  MYRIAD_CHECK(optimizer == OptimizerKind::adamw || gradient_compression == GradientCompression::none,
+               "training.gradient_compression " << choice_name(gradient_compression)
+                                                << " compresses AdamW's gradients; training.optimizer onebit_adam "
+                                                   "already compresses its momentum: set gradient_compression none");
+  MYRIAD_CHECK(freeze_step < steps, "training.freeze_step (" << freeze_step << ") must be below training.steps ("
+                                                             << steps << "), or the compressed phase never starts");
   MYRIAD_CHECK(!min_lr || *min_lr <= lr,
                "training.min_lr (" << min_lr.value_or(0.0) << ") must be <= training.lr (" << lr << ")");
   MYRIAD_CHECK(warmup_steps <= steps,
                "training.warmup_steps (" << warmup_steps << ") must be <= training.steps (" << steps << ")");
+}
+
+std::int64_t TrainingConfig::settled_freeze_step() const {
+  if (freeze_step > 0) return freeze_step;
+  return std::max<std::int64_t>({warmup_steps, steps / 5, 1});
 }
 
 }  // namespace myriad

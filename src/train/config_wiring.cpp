@@ -111,8 +111,18 @@ DataParallelOptions data_parallel_options(const RunConfig& c) {
   DataParallelOptions options;
   options.zero_stage = c.parallel.zero_stage;
   options.bucket_elements = static_cast<std::int64_t>(c.parallel.bucket_mb * 1048576.0 / 4.0);
-  options.reduce_after_backward = c.parallel.pp > 1;  // a pipeline reduces after its whole schedule
+  options.pipelined = c.parallel.pp > 1;  // buckets reduce per chunk in the cool-down
   if (c.parallel.zero_stage == 3) options.compute_format = compute_format(c.training.precision);
+  const TrainingConfig& t = c.training;
+  if (t.optimizer == OptimizerKind::onebit_adam) {
+    options.exchange.kind = GradientExchange::Kind::onebit_adam;
+    options.exchange.freeze_step = t.settled_freeze_step();
+  } else if (t.gradient_compression != GradientCompression::none) {
+    options.exchange.kind = GradientExchange::Kind::compressed;
+    options.exchange.compression.kind =
+        t.gradient_compression == GradientCompression::int8 ? dist::Compression::int8 : dist::Compression::topk;
+    options.exchange.compression.topk_ratio = t.topk_ratio.value_or(0.01);
+  }
   return options;
 }
 

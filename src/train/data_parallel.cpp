@@ -8,6 +8,7 @@
 #include "myriad/distributed/scalar_reduce.h"
 #include "myriad/nn/linear.h"
 #include "myriad/ops/elementwise.h"
+#include "myriad/optim/onebit_adam.h"
 
 namespace myriad::train {
 
@@ -60,7 +61,7 @@ DataParallel::DataParallel(nn::GptModel& model, dist::Communicator& dp, const Da
               options.zero_stage >= 1 ? dp.size() : 1, options.zero_stage >= 1 ? dp.rank() : 0,
               options.zero_stage >= 1 ? expert_dp_.size() : 1, options.zero_stage >= 1 ? expert_dp_.rank() : 0) {
   MYRIAD_CHECK(stage_ >= 0 && stage_ <= 3, "parallel.zero_stage " << stage_ << " is not one of 0, 1, 2, 3");
-  MYRIAD_CHECK(!options.reduce_after_backward || stage_ <= 1,
+  MYRIAD_CHECK(!options.pipelined || stage_ <= 1,
                "parallel.zero_stage " << stage_ << " reduces gradients during the backward; with pipeline "
                                       << "parallelism use zero_stage 0 or 1");
   std::vector<dist::ParamSpan> spans;
@@ -89,10 +90,31 @@ DataParallel::DataParallel(nn::GptModel& model, dist::Communicator& dp, const Da
   optimizer_ = std::make_unique<optim::AdamWOptimizer>(std::move(optimizer_segments), adam);
   unit_grads_.resize(units);
   unit_values_.resize(units);
+  unit_values_16_.resize(units);
+  if (gathers_16_bit()) {
+    shard_values_16_ = placement_.empty({layout_.shard_elements()}, options_.compute_format);
+    refresh_16_bit_shard();
+  }
   value_refs_.assign(units, 0);
   value_gathers_.resize(units);
   units_left_.assign(layout_.buckets().size(), 0);
-  communicate_ = !options.reduce_after_backward;  // a pipeline never calls begin_micro_batch
+  launched_.assign(layout_.buckets().size(), 0);
+  deferred_.assign(layout_.buckets().size(), 0);
+  for (int unit : options.deferred_units) deferred_[static_cast<std::size_t>(layout_.bucket_of_unit(unit))] = 1;
+  communicate_ = !options.pipelined;
+  const GradientExchange& exchange = options.exchange;
+  if (exchange.kind != GradientExchange::Kind::exact) {
+    MYRIAD_CHECK(stage_ == 0 && placement_.on_host() &&
+                     (options.expert_parallel == nullptr || options.expert_parallel->size() == 1),
+                 "compressed gradient exchange needs zero_stage 0, host parameters and ep 1");
+    if (exchange.kind == GradientExchange::Kind::compressed) {
+      compressed_ = std::make_unique<dist::CompressedSum>(dp_, store_.flat_grads().numel(), exchange.compression);
+    } else {
+      MYRIAD_CHECK(exchange.freeze_step >= 1, "1-bit Adam: freeze_step " << exchange.freeze_step << " must be >= 1");
+      compressed_ = std::make_unique<dist::CompressedSum>(dp_, optimizer_->m().numel(),
+                                                          dist::CompressionSpec{dist::Compression::sign});
+    }
+  }
   model_.set_hooks(this);
 }
 
@@ -122,10 +144,36 @@ void DataParallel::track(std::int64_t delta_bytes) {
 void DataParallel::zero_grads() {
   if (stage_ <= 1) store_.zero_grads();
   if (shard_grads_.defined()) zero(shard_grads_);
+  if (options_.pipelined) {  // the step's count of final gradients starts here, not per micro-batch
+    for (std::size_t b = 0; b < units_left_.size(); ++b) {
+      const dist::ZeroBucket& bucket = layout_.buckets()[b];
+      units_left_[b] = bucket.last_unit - bucket.first_unit + 1;
+    }
+    std::fill(launched_.begin(), launched_.end(), 0);
+    buckets_overlapped_ = 0;
+    communicate_ = false;
+  }
+}
+
+bool DataParallel::exchanges_exactly() const {
+  switch (options_.exchange.kind) {
+    case GradientExchange::Kind::exact:
+      return true;
+    case GradientExchange::Kind::compressed:
+      return false;
+    case GradientExchange::Kind::onebit_adam:
+      return optimizer_->steps_taken() < options_.exchange.freeze_step;
+  }
+  return true;
+}
+
+void DataParallel::begin_pipelined_backward(bool final_for_chunk) {
+  if (options_.pipelined) communicate_ = final_for_chunk && exchanges_exactly();
 }
 
 void DataParallel::begin_micro_batch(bool last_of_step) {
-  communicate_ = !options_.reduce_after_backward && (stage_ >= 2 || last_of_step);  // pipeline: never
+  if (options_.pipelined) return;  // per chunk: begin_pipelined_backward
+  communicate_ = (stage_ >= 2 || last_of_step) && exchanges_exactly();
   for (std::size_t b = 0; b < units_left_.size(); ++b) {
     const dist::ZeroBucket& bucket = layout_.buckets()[b];
     units_left_[b] = bucket.last_unit - bucket.first_unit + 1;
@@ -135,11 +183,15 @@ void DataParallel::begin_micro_batch(bool last_of_step) {
 void DataParallel::grads_ready(int unit) {
   if (!communicate_) return;  // stages 0/1, not the last micro-batch (or pipeline): keep accumulating locally
   const int bucket = layout_.bucket_of_unit(unit);
-  if (--units_left_[static_cast<std::size_t>(bucket)] == 0) launch_bucket(bucket);
+  const auto b = static_cast<std::size_t>(bucket);
+  if (--units_left_[b] != 0 || (options_.pipelined && deferred_[b])) return;
+  launch_bucket(bucket);
+  if (options_.pipelined) ++buckets_overlapped_;
 }
 
 void DataParallel::launch_bucket(int bucket) {
   const dist::ZeroBucket& b = layout_.buckets()[static_cast<std::size_t>(bucket)];
+  launched_[static_cast<std::size_t>(bucket)] = 1;
   Pending p;
   p.bucket = bucket;
   if (stage_ == 0) {
@@ -182,16 +234,22 @@ void DataParallel::retire_completed(std::size_t keep_in_flight) {
 }
 
 void DataParallel::reduce_gradients() {
-  MYRIAD_CHECK(options_.reduce_after_backward, "DataParallel::reduce_gradients needs reduce_after_backward");
-  for (std::size_t b = 0; b < layout_.buckets().size(); ++b) launch_bucket(static_cast<int>(b));
+  MYRIAD_CHECK(options_.pipelined, "DataParallel::reduce_gradients needs pipelined");
+  for (std::size_t b = 0; b < layout_.buckets().size(); ++b) {
+    if (!launched_[b]) launch_bucket(static_cast<int>(b));
+  }
   retire_completed(0);
 }
 
 void DataParallel::finish_step() {
-  if (options_.reduce_after_backward) {
-    reduce_gradients();
-  } else {
+  if (!options_.pipelined) {
     finish_backward();
+  } else if (exchanges_exactly()) {
+    reduce_gradients();
+  }
+  if (options_.exchange.kind == GradientExchange::Kind::compressed) {
+    Tensor grads = store_.flat_grads();
+    compressed_->sum(grads);
   }
   sum_tp_partial_grads();
 }
@@ -224,6 +282,10 @@ void DataParallel::free_values(int unit) {
   store_.unbind(model_.units()[u].begin, model_.units()[u].end, true, false);
   track(-static_cast<std::int64_t>(unit_values_[u].nbytes()));
   unit_values_[u] = Tensor();
+  if (unit_values_16_[u].defined()) {  // a prefetch dropped before its values were widened
+    track(-static_cast<std::int64_t>(unit_values_16_[u].nbytes()));
+    unit_values_16_[u] = Tensor();
+  }
 }
 
 void DataParallel::acquire(int unit, nn::Pass pass) {
@@ -249,6 +311,11 @@ void DataParallel::release(int unit, nn::Pass pass) {
   if (--value_refs_[u] == 0) free_values(unit);
 }
 
+void DataParallel::refresh_16_bit_shard() {
+  if (!gathers_16_bit() || shard_values_.numel() == 0) return;
+  copy(shard_values_, shard_values_16_);  // rounds to nearest even
+}
+
 void DataParallel::prefetch_values(int unit) {
   const auto u = static_cast<std::size_t>(unit);
   if (unit_values_[u].defined()) return;
@@ -256,8 +323,17 @@ void DataParallel::prefetch_values(int unit) {
   const dist::ZeroBucket& b = layout_.buckets()[static_cast<std::size_t>(layout_.bucket_of_unit(unit))];
   unit_values_[u] = placement_.empty({range.size()});
   track(static_cast<std::int64_t>(unit_values_[u].nbytes()));
-  value_gathers_[u] = comm_of(b).all_gather_async(
-      flat_view(shard_values_, b.shard_offset, b.shard_offset + b.owned.size()), unit_values_[u]);
+  if (gathers_16_bit()) {
+    const DType format = options_.compute_format;
+    unit_values_16_[u] = placement_.empty({range.size()}, format);
+    track(static_cast<std::int64_t>(unit_values_16_[u].nbytes()));
+    Tensor mine = Tensor::from_storage(shard_values_16_.storage(), {b.owned.size()}, {1},
+                                       shard_values_16_.offset() + b.shard_offset, format);
+    value_gathers_[u] = comm_of(b).all_gather_async(mine, unit_values_16_[u]);
+  } else {
+    value_gathers_[u] = comm_of(b).all_gather_async(
+        flat_view(shard_values_, b.shard_offset, b.shard_offset + b.owned.size()), unit_values_[u]);
+  }
   store_.rebind(range.begin, range.end, unit_values_[u], Tensor());
 }
 
@@ -267,11 +343,27 @@ void DataParallel::ensure_values(int unit) {
   if (value_gathers_[u]) {
     value_gathers_[u]->wait();
     value_gathers_[u].reset();
-    round_to_format(unit_values_[u], options_.compute_format);
+    if (unit_values_16_[u].defined()) {
+      copy(unit_values_16_[u], unit_values_[u]);  // widening: exact
+      track(-static_cast<std::int64_t>(unit_values_16_[u].nbytes()));
+      unit_values_16_[u] = Tensor();
+    } else {
+      round_to_format(unit_values_[u], options_.compute_format);
+    }
   }
 }
 
 optim::OptimizerStepStats DataParallel::optimizer_step(float lr, float unscale) {
+  if (!exchanges_exactly() && options_.exchange.kind == GradientExchange::Kind::onebit_adam) {
+    // Local gradients: P g_r estimates the global gradient; its squared norm averaged over ranks.
+    const int replicas = dp_.size();
+    double sum_squares = dist::sum_over_ranks(dp_, optimizer_->grad_sum_squares()) * replicas;
+    for (dist::Communicator* group : options_.model_parallel) {
+      if (group->size() > 1) sum_squares = dist::sum_over_ranks(*group, sum_squares);
+    }
+    const optim::OneBitAdamArgs args{lr, sum_squares, unscale, replicas, options_.exchange.freeze_step};
+    return optim::onebit_adam_step(*optimizer_, args, [this](Tensor& momentum) { compressed_->sum(momentum); });
+  }
   // Sharded (stage >= 1): every element is owned once over the dp group (dense shards split it;
   // expert shards split each ep rank's experts over its expert-data group). Stage 0: dense
   // gradients are complete here, expert ones cover this rank's experts only: summed over ep.
@@ -286,6 +378,7 @@ optim::OptimizerStepStats DataParallel::optimizer_step(float lr, float unscale) 
     if (group->size() > 1) sum_squares = dist::sum_over_ranks(*group, sum_squares);
   }
   optim::OptimizerStepStats stats = optimizer_->step(lr, sum_squares, unscale);
+  if (!stats.skipped) refresh_16_bit_shard();
   if (!stats.skipped && (stage_ == 1 || stage_ == 2)) {
     std::vector<dist::WorkHandle> gathers;
     for (const dist::ZeroBucket& b : layout_.buckets()) {
@@ -386,6 +479,7 @@ void DataParallel::load_full(const Tensor& values, const Tensor& m, const Tensor
     Tensor flat = store_.flat_values();
     copy_from_host(values, flat);
   }
+  refresh_16_bit_shard();
   std::int64_t position = 0;
   for (const dist::ZeroSegment& s : segments_) {
     const std::int64_t n = s.end - s.begin;

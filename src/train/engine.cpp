@@ -59,6 +59,16 @@ Engine::Engine(const RunConfig& config, std::shared_ptr<spdlog::logger> log, dis
   DataParallelOptions dp_options = data_parallel_options(config_);
   dp_options.model_parallel = {&tp(), &pp()};
   dp_options.tensor_parallel = &tp();
+  if (config_.model.ties_embeddings() && config_.parallel.pp > 1 &&
+      (model_->split().first_stage || model_->split().last_stage)) {
+    // The end stages' halves of the tied embedding are summed after the schedule: its unit's
+    // bucket reduces only then (sync_tied_embedding, before finish_step).
+    const std::int64_t wte = model_->parameters().find("wte").offset;
+    const std::vector<nn::ParamUnit>& units = model_->units();
+    for (std::size_t u = 0; u < units.size(); ++u) {
+      if (units[u].begin <= wte && wte < units[u].end) dp_options.deferred_units.push_back(static_cast<int>(u));
+    }
+  }
   if (config_.parallel.ep > 1) {
     dp_options.expert_data_parallel = device_ ? &device_->expert_data() : &groups_->expert_data();
     dp_options.expert_parallel = &group(dist::Axis::ep);
@@ -73,6 +83,7 @@ Engine::Engine(const RunConfig& config, std::shared_ptr<spdlog::logger> log, dis
   pipeline_ = std::make_unique<PipelineExecutor>(*model_, pp(), kind, config_.training.gradient_accumulation,
                                                  config_.parallel.virtual_stages);
   pipeline_->set_micro_batch_observer([this](bool last) { data_parallel_->begin_micro_batch(last); });
+  pipeline_->set_backward_observer([this](bool final) { data_parallel_->begin_pipelined_backward(final); });
   schedule_ = lr_schedule(config_.training);
   recompute_ = recompute_mode(config_.training.recompute);
   // Fixed for the run (model, B, T, recompute): computed once, read by every step's metrics.

@@ -17,6 +17,14 @@ PipelineExecutor::PipelineExecutor(nn::PipelineStage& model, dist::Communicator&
                "pipeline: the model holds " << model.num_chunks() << " chunks on this rank, the schedule expects "
                                             << virtual_stages << " (parallel.virtual_stages)");
   actions_ = dist::build_schedule(kind, pp.size(), micro_batches, virtual_stages).at(pp.rank());
+  final_backward_.assign(actions_.size(), 0);
+  std::vector<char> seen(static_cast<std::size_t>(virtual_stages), 0);
+  for (std::size_t i = actions_.size(); i-- > 0;) {
+    const dist::PipelineAction& a = actions_[i];
+    if (a.type != dist::PipelineAction::backward || seen[static_cast<std::size_t>(a.chunk)]) continue;
+    seen[static_cast<std::size_t>(a.chunk)] = 1;
+    final_backward_[i] = 1;
+  }
 }
 
 void PipelineExecutor::wait_sends_of(int slot) {
@@ -46,7 +54,8 @@ PipelineStepResult PipelineExecutor::run(const std::vector<Tensor>& ids, const s
   slot_of_.assign(micro_batches_, -1);
   std::fill(slot_busy_.begin(), slot_busy_.end(), false);
   int in_use = 0;
-  for (const dist::PipelineAction& a : actions_) {
+  for (std::size_t index = 0; index < actions_.size(); ++index) {
+    const dist::PipelineAction& a = actions_[index];
     const int mb = a.micro_batch;
     const bool first_touch = slot_of_[mb] < 0;
     const int slot = take_slot(mb);
@@ -79,6 +88,7 @@ PipelineStepResult PipelineExecutor::run(const std::vector<Tensor>& ids, const s
         break;
       }
       case dist::PipelineAction::backward:
+        if (backward_observer_) backward_observer_(final_backward_[index] != 0);
         model_.backward_chunk(a.chunk, slot, ids[mb], targets[mb], loss_scale);
         if (a.chunk == 0) {  // the micro-batch's last action here, but for its gradient send
           slot_busy_[slot] = false;

@@ -336,6 +336,41 @@ TEST(ConfigValidate, CrossKeyChecks) {
       },
       {"training.device cuda reduces gradients with NCCL", "parallel.dp_reduce hierarchical", "NCCL_ALGO"});
   expect_invalid([](RunConfig& c) { c.parallel.ranks_per_node = -1; }, {"parallel.ranks_per_node"});
+  auto onebit = [](RunConfig& c) { c.training.optimizer = OptimizerKind::onebit_adam; };
+  expect_invalid([](RunConfig& c) { c.training.freeze_step = 10; },
+                 {"training.freeze_step is set but training.optimizer is adamw"});
+  expect_invalid([](RunConfig& c) { c.training.topk_ratio = 0.1; },
+                 {"training.topk_ratio is set but training.gradient_compression is none"});
+  expect_invalid(
+      [&](RunConfig& c) {
+        onebit(c);
+        c.training.gradient_compression = GradientCompression::int8;
+      },
+      {"training.optimizer onebit_adam already compresses its momentum"});
+  expect_invalid(
+      [&](RunConfig& c) {
+        onebit(c);
+        c.training.freeze_step = c.training.steps;
+      },
+      {"training.freeze_step (1000) must be below training.steps (1000)"});
+  expect_invalid(
+      [&](RunConfig& c) {
+        onebit(c);
+        c.parallel.zero_stage = 1;
+      },
+      {"training.optimizer onebit_adam exchanges whole gradient (or momentum) buffers", "zero_stage 0, got 1"});
+  expect_invalid(
+      [&](RunConfig& c) {
+        c.training.gradient_compression = GradientCompression::topk;
+        c.training.precision = Precision::fp16;
+      },
+      {"training.gradient_compression topk with training.precision fp16"});
+  expect_invalid(
+      [&](RunConfig& c) {
+        onebit(c);
+        on_cuda(c);
+      },
+      {"training.optimizer onebit_adam runs on host buffers (training.device cpu)"});
   expect_invalid([](RunConfig& c) { c.model.n_head = 5; },
                  {"model.n_embd (768) must be divisible by model.n_head (5)"});
   expect_invalid([](RunConfig& c) { c.model.n_kv_head = 5; }, {"model.n_kv_head (5) must divide model.n_head (12)"});

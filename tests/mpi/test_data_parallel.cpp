@@ -187,6 +187,41 @@ INSTANTIATE_TEST_SUITE_P(
                       std::tuple{std::string("hierarchical"), 3}, std::tuple{std::string("tree"), 0}),
     [](const auto& info) { return std::get<0>(info.param) + "_zero" + std::to_string(std::get<1>(info.param)); });
 
+// ZeRO-3 under bf16 gathers 16-bit values: the same curve as ZeRO 0 under bf16 (both round the
+// parameters to bf16 for compute), with the gathers' bytes halved.
+TEST(DataParallel, Zero3Bf16GathersSixteenBitValues) {
+  World world;
+  dist::Communicator& comm = *world.comm;
+  const int n = comm.size();
+  fs::path dir = shared_dir(comm, "zero3_bf16");
+  auto bf16_config = [&](int stage) {
+    RunConfig c = config_for(comm.rank(), dir, "gpt2", n, stage, kAccumulation);
+    c.training.precision = Precision::bf16;
+    return c;
+  };
+  prepare_shared_data(comm, bf16_config(0));
+  auto curve = [&](int stage, Curve& out, double& psi, double& backward) {
+    dist::ProcessGroups groups(dp_grid(n), world.runtime.world());
+    Engine engine(bf16_config(stage), make_rank_logger(comm.rank(), "warn"), &groups);
+    out = run(engine);
+    psi = static_cast<double>(engine.model().parameters().numel());
+    backward = engine.model().config().tie_embeddings ? psi : psi - engine.model().units()[0].size();
+  };
+  Curve zero0, zero3;
+  double psi = 0, backward = 0;
+  curve(0, zero0, psi, backward);
+  curve(3, zero3, psi, backward);
+  const double gap = max_abs_difference(zero0.loss, zero3.loss);
+  if (comm.rank() == 0) std::cout << "bf16 ZeRO 0 vs ZeRO 3: max |loss difference| = " << gap << std::endl;
+  EXPECT_LT(gap, 1e-3);  // the same bf16 values; only f32 summation order differs
+  // Per micro-batch: gathers of 2-byte values (forward + backward), reduce-scatter of f32 grads.
+  const double ring = (n - 1.0) / n;
+  const double expected = kAccumulation * ring * (2.0 * (psi + backward) + 4.0 * psi);
+  for (int s = 0; s < kSteps; ++s) {
+    EXPECT_NEAR(static_cast<double>(zero3.comm_bytes[s]), expected, 0.01 * expected) << "step " << s + 1;
+  }
+}
+
 TEST(DataParallel, TheComparisonCanFail) {
   // Another seed gives another batch and initialisation: the curves must differ by far more than
   // the tolerance, otherwise the equivalence test above would prove nothing.

@@ -32,13 +32,19 @@ def test_seed_flags_map_to_config_keys_in_both_forms():
                              "--checkpoint_activations", "--bf16", "--log_dir", "/logs/train", "--set", "a.b=1"])
     assert driver == ["--config", "c.yaml", "--set", "a.b=1"]
     assert got == ["training.micro_batch=4", "training.gradient_accumulation=8", "training.seq_len=2048",
-                   "training.lr=6e-5", "training.warmup_steps=10000", "training.recompute=full",
+                   "training.lr=6e-5", "training.warmup_steps=10000", "training.optimizer=adamw",
+                   "training.recompute=full",
                    "training.precision=bf16", "logging.dir=/logs/train"]
     # The seed's deepspeed line, as the shell passes it (quotes removed); hyphens equal underscores.
     _, got = overrides(["--batch_size=4M", "--gradient-accumulation=8", "--seq-length=2048", '--optimizer="adamw"',
                         "--lr=6e-5", "--warmup=10000", "--checkpoint_activations", "--fp16"])
     assert got[0] == ("training.global_batch_size", 4 * 2**20)
     assert "training.precision=fp16" in got and "training.recompute=full" in got
+
+
+def test_optimizer_flag_selects_adamw_or_onebit_adam():
+    assert overrides(["--optimizer", "onebit_adam"])[1] == ["training.optimizer=onebit_adam"]
+    assert overrides(["--optimizer=OneBitAdam"])[1] == ["training.optimizer=onebit_adam"]  # DeepSpeed's name
 
 
 def test_batch_size_in_sequences_or_tokens():
@@ -68,7 +74,7 @@ def test_resume_bare_means_auto():
 @pytest.mark.parametrize("argv, pattern", [
     (["--model_type=13B"], r"^--model_type does not apply to myriad: the model comes from the config's model: section"),
     (["--memory-fraction=0.8"], r"^--memory-fraction does not apply to myriad: .*--micro_batch"),
-    (["--optimizer", "sgd"], r"^--optimizer sgd: not available; the only optimizer is adamw"),
+    (["--optimizer", "sgd"], r"^--optimizer sgd: not available; the optimizers are adamw .* and onebit_adam"),
     (["--fp16", "--bf16"], r"^--fp16 and --bf16 both given"),
     (["--lr", "fast"], r"^--lr: expected a number, got 'fast'$"),
     (["--micro_batch=2.5"], r"^--micro_batch: expected an integer, got '2.5'$"),

@@ -22,6 +22,8 @@ enum class LrSchedule { cosine, linear, constant };           // decay after war
 enum class Precision { fp32, bf16, fp16 };                    // compute precision (master weights stay fp32)
 enum class Recompute { none, selective, full };               // activation recomputation in backward
 enum class ComputeDevice { cpu, cuda };                       // where the model computes (training.device)
+enum class OptimizerKind { adamw, onebit_adam };              // training.optimizer
+enum class GradientCompression { none, int8, topk };          // training.gradient_compression (AdamW)
 enum class DpReduce { automatic, ring, tree, hierarchical };  // parallel.dp_reduce: the gradient reduction's algorithm
 
 template <typename E>
@@ -61,6 +63,14 @@ struct ChoiceTraits<Recompute> {
 template <>
 struct ChoiceTraits<ComputeDevice> {
   static constexpr std::array<std::string_view, 2> names{"cpu", "cuda"};
+};
+template <>
+struct ChoiceTraits<OptimizerKind> {
+  static constexpr std::array<std::string_view, 2> names{"adamw", "onebit_adam"};
+};
+template <>
+struct ChoiceTraits<GradientCompression> {
+  static constexpr std::array<std::string_view, 3> names{"none", "int8", "topk"};
 };
 template <>
 struct ChoiceTraits<DpReduce> {

@@ -37,19 +37,25 @@ struct TrainingConfig {
   double beta2 = 0.95;                                   // AdamW second-moment decay
   double adam_eps = 1e-8;                                // AdamW denominator epsilon
   double grad_clip = 1.0;                                // clip the global gradient norm to this; 0 = off
-  ComputeDevice device = ComputeDevice::cpu;             // cpu | cuda (a GPU per rank, data parallel, dense models)
-  Precision precision = Precision::fp32;  // compute precision: fp32 | bf16 | fp16 (fp16 uses loss scaling)
-  double initial_loss_scale = 65536.0;    // fp16: the dynamic loss scale to start from
-  std::int64_t loss_scale_window = 1000;  // fp16: finite steps in a row before the scale doubles
-  double min_loss_scale = 1.0;            // fp16: the scale never halves below this
-  Recompute recompute = Recompute::none;  // activation recompute: none | selective (attention) | full (whole block)
-  std::uint64_t seed = 1337;              // seed of initialisation, data order and dropout
-  std::int64_t eval_every = 100;          // steps between validation-loss evaluations; 0 = never
-  int eval_batches = 8;                   // micro-batches per evaluation
-  int max_nonfinite_steps = 10;           // consecutive non-finite steps before the run stops; 0 = never
+  OptimizerKind optimizer = OptimizerKind::adamw;        // adamw | onebit_adam
+  std::int64_t freeze_step = 0;                          // onebit_adam: exact Adam steps first; 0 = auto
+  GradientCompression gradient_compression = GradientCompression::none;  // adamw: none | int8 | topk
+  std::optional<double> topk_ratio;                                      // topk: fraction sent; unset = 0.01
+  ComputeDevice device = ComputeDevice::cpu;  // cpu | cuda (a GPU per rank, data parallel, dense models)
+  Precision precision = Precision::fp32;      // compute precision: fp32 | bf16 | fp16 (fp16 uses loss scaling)
+  double initial_loss_scale = 65536.0;        // fp16: the dynamic loss scale to start from
+  std::int64_t loss_scale_window = 1000;      // fp16: finite steps in a row before the scale doubles
+  double min_loss_scale = 1.0;                // fp16: the scale never halves below this
+  Recompute recompute = Recompute::none;      // activation recompute: none | selective (attention) | full (whole block)
+  std::uint64_t seed = 1337;                  // seed of initialisation, data order and dropout
+  std::int64_t eval_every = 100;              // steps between validation-loss evaluations; 0 = never
+  int eval_batches = 8;                       // micro-batches per evaluation
+  int max_nonfinite_steps = 10;               // consecutive non-finite steps before the run stops; 0 = never
 
   // Per-key checks plus min_lr <= lr and warmup_steps <= steps (the batch is checked by RunConfig).
   void validate() const;
+  // onebit_adam's freeze step: freeze_step, or max(warmup_steps, steps / 5, 1).
+  std::int64_t settled_freeze_step() const;
 
   static const std::vector<Field<TrainingConfig>>& fields();
   bool operator==(const TrainingConfig&) const = default;

@@ -59,6 +59,8 @@ class AdamWOptimizer {
   const std::vector<OptimizerSegment>& segments() const { return segments_; }
   Tensor& v() { return v_; }
   bool decays(nn::ParamKind kind) const;
+  const AdamWConfig& config() const { return config_; }
+  std::vector<OptimizerSegment>& segments() { return segments_; }
   std::int64_t state_elements() const { return m_.numel(); }
 
  private:

@@ -11,11 +11,21 @@
 //      price of not keeping full gradients); values are full and all-gathered after the update.
 //   3  as 2, and values are sharded too: a unit's values are all-gathered when the model
 //      acquires it, freed when it releases it, and the next unit in pass order is prefetched.
+//      Under bf16 / fp16 (compute_format) the gathers move 16-bit values: a rounded copy of the
+//      shard is kept (refreshed after each update and load) and gathered, then widened to f32 for
+//      the model — the same values as gathering f32 and rounding, at half the bytes.
 // Global gradient norm (clipping): one float64 all-reduce of the shards' sums of squares (each
 // element counted once); stage 0 computes it locally from the identical reduced gradients.
 // Mixture of experts (ep > 1): expert units form their own buckets, reduced and sharded over the
 // ranks that hold the same experts (DataParallelOptions::expert_data_parallel), not the dp group.
 // Ring collectives give every rank bitwise identical reduced values, so replicas never drift.
+// Gradient exchange (stage 0, host; DataParallelOptions::exchange): `compressed` replaces the
+// bucket all-reduces by one dist::CompressedSum of the whole gradient buffer in finish_step (int8
+// or top-k codes with error feedback); `onebit_adam` reduces exactly for freeze_step optimizer
+// steps, then skips the gradient reduction and sums the momentum compressed to signs inside the
+// optimizer step (optim/onebit_adam.h). Both keep every replica bitwise identical (every rank
+// decodes the same bytes). Their error-feedback buffers are not checkpointed: a resumed run
+// starts them at zero.
 // snapshot_full and load_full convert between this layout and the flat full layout
 // (layout-independent checkpoints); they are collective over the dp group.
 // Placement: every buffer (shards, unit buffers, gathered values) lives where the model's
@@ -29,11 +39,19 @@
 #include <vector>
 
 #include "myriad/distributed/communicator.h"
+#include "myriad/distributed/compressed_sum.h"
 #include "myriad/distributed/zero_layout.h"
 #include "myriad/nn/gpt_model.h"
 #include "myriad/optim/adamw_optimizer.h"
 
 namespace myriad::train {
+
+struct GradientExchange {
+  enum class Kind { exact, compressed, onebit_adam };
+  Kind kind = Kind::exact;
+  dist::CompressionSpec compression;  // compressed: int8 or topk (onebit_adam uses sign)
+  std::int64_t freeze_step = 0;       // onebit_adam: exact optimizer steps first
+};
 
 struct DataParallelOptions {
   int zero_stage = 0;
@@ -41,9 +59,13 @@ struct DataParallelOptions {
   // Groups holding the other parts of the model (tp, pp): the squared gradient norm is summed over
   // them too (each parameter counted once: Parameter::primary). Not owned.
   std::vector<dist::Communicator*> model_parallel;
-  // Pipeline parallel: no reduction from the hooks; the caller runs reduce_gradients() after the
-  // whole schedule (stages 0/1 only).
-  bool reduce_after_backward = false;
+  // Pipeline parallel (stages 0/1 only): a unit's gradients are final after the last backward of
+  // its chunk, which the caller announces with begin_pipelined_backward(true); its bucket is
+  // reduced from then on, overlapping the schedule's cool-down. Buckets holding a unit of
+  // `deferred_units` (the tied embedding, summed across the end stages after the schedule) and
+  // any bucket not launched yet are reduced by reduce_gradients() in finish_step().
+  bool pipelined = false;
+  std::vector<int> deferred_units;
   // training.precision at stage 3: each gathered unit is rounded to this format (bf16 / f16) for
   // the model to read, while the shard stays the f32 master (stages 0-2: the Engine's compute copy).
   DType compute_format = DType::f32;
@@ -55,6 +77,7 @@ struct DataParallelOptions {
   // The tp group: gradients of Parameter::tp_partial parameters (MoE layers under tp, each rank's
   // share of the sequences) are summed over it in finish_step(). Not owned; null = tp 1.
   dist::Communicator* tensor_parallel = nullptr;
+  GradientExchange exchange;
 };
 
 // Parameters and AdamW moments in the flat full layout (padding between parameters is 0).
@@ -86,11 +109,15 @@ class DataParallel final : public nn::UnitHooks {
 
   void zero_grads();
   void begin_micro_batch(bool last_of_step);  // before each forward_backward of the step
-  void finish_backward();                     // after the last one: waits for the reductions
-  void reduce_gradients();                    // reduce_after_backward: every bucket now, then waits
-  // After the step's last backward: reduce_gradients() (reduce_after_backward) or finish_backward(),
-  // then the tp_partial gradients summed over tp (on whatever this rank holds of them).
+  // Pipelined: before each backward of a chunk, whether it is that chunk's last in the step.
+  void begin_pipelined_backward(bool final_for_chunk);
+  void finish_backward();   // after the last one: waits for the reductions
+  void reduce_gradients();  // pipelined: every bucket not launched yet, then waits for all
+  // After the step's last backward: reduce_gradients() (pipelined) or finish_backward(), then the
+  // tp_partial gradients summed over tp (on whatever this rank holds of them).
   void finish_step();
+  // Pipelined: buckets whose reduction started during the last step's schedule (the overlap).
+  int buckets_overlapped() const { return buckets_overlapped_; }
   // `unscale`: 1 / loss scale (fp16), applied to the gradients inside the update.
   optim::OptimizerStepStats optimizer_step(float lr, float unscale = 1.0f);
 
@@ -108,6 +135,9 @@ class DataParallel final : public nn::UnitHooks {
   void release_all();
 
   int zero_stage() const { return stage_; }
+  // Whether this step's gradients are all-reduced exactly (not compressed, not 1-bit Adam's
+  // compressed phase).
+  bool exchanges_exactly() const;
   const dist::ZeroLayout& layout() const { return layout_; }
   // The optimizer's segments: this rank's owned flat ranges cut at parameter boundaries, in the
   // order its packed moments hold them.
@@ -138,6 +168,8 @@ class DataParallel final : public nn::UnitHooks {
   void ensure_values(int unit);
   void prefetch_values(int unit);
   void free_values(int unit);  // stage 3: drop a gathered unit and unbind its value views
+  bool gathers_16_bit() const { return stage_ == 3 && options_.compute_format != DType::f32; }
+  void refresh_16_bit_shard();  // shard_values_16_ <- shard_values_ rounded to compute_format
   void track(std::int64_t delta_bytes);
   void sum_tp_partial_grads();
 
@@ -151,10 +183,16 @@ class DataParallel final : public nn::UnitHooks {
   dist::ZeroLayout layout_;
   std::vector<dist::ZeroSegment> segments_;
   std::unique_ptr<optim::AdamWOptimizer> optimizer_;
+  std::unique_ptr<dist::CompressedSum> compressed_;  // exchange compressed / onebit_adam
   Tensor shard_grads_, shard_values_;
-  Tensor moment_shard_;  // scratch for moments_to_full when sharded
+  Tensor shard_values_16_;              // gathers_16_bit(): the shard in compute_format
+  std::vector<Tensor> unit_values_16_;  // gathers_16_bit(): a unit's 16-bit values in flight
+  Tensor moment_shard_;                 // scratch for moments_to_full when sharded
   bool communicate_ = true;
   std::vector<int> units_left_;  // per bucket, units whose gradients are not final yet
+  std::vector<char> launched_;   // pipelined: per bucket, reduction started this step
+  std::vector<char> deferred_;   // pipelined: per bucket, holds a deferred unit
+  int buckets_overlapped_ = 0;
   std::deque<Pending> pending_;
   // Stages 2/3, per unit: gradient buffer while its backward runs; stage 3: gathered values,
   // their acquire count and an in-flight prefetch.

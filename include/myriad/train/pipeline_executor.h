@@ -49,6 +49,11 @@ class PipelineExecutor {
   // Called at each micro-batch's first action on this rank, with whether it is the step's last
   // micro-batch (data parallelism reduces during the last backward).
   void set_micro_batch_observer(std::function<void(bool last)> observer) { observer_ = std::move(observer); }
+  // Called before each backward action with whether it is its chunk's last backward of the step
+  // (after it, that chunk's gradients are final: data parallelism reduces them in the cool-down).
+  void set_backward_observer(std::function<void(bool final_for_chunk)> observer) {
+    backward_observer_ = std::move(observer);
+  }
 
  private:
   int take_slot(int micro_batch);
@@ -63,6 +68,8 @@ class PipelineExecutor {
   std::vector<bool> slot_busy_;
   std::vector<std::vector<dist::WorkHandle>> sends_;  // per slot: sends still reading its buffers
   std::function<void(bool)> observer_;
+  std::function<void(bool)> backward_observer_;
+  std::vector<char> final_backward_;  // per action: its chunk's last backward of the step
 };
 
 }  // namespace myriad::train
