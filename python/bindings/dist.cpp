@@ -15,6 +15,7 @@
 #include "myriad/config/run_config.h"
 #include "myriad/distributed/mpi_runtime.h"
 #include "myriad/distributed/process_groups.h"
+#include "myriad/train/config_wiring.h"
 
 namespace py = pybind11;
 
@@ -69,9 +70,8 @@ void bind_dist(py::module_& m) {
   py::class_<dist::ProcessGroups>(m, "ProcessGroups", "Communicators of every parallel axis (see docs/parallelism.md)")
       .def(py::init([](const RunConfig& config, dist::MpiRuntime* runtime) {
              if (runtime == nullptr) return std::make_unique<dist::ProcessGroups>(dist::ProcessGroups::single());
-             const dist::ReductionOptions reduction{config.parallel.dp_reduce, config.parallel.ranks_per_node};
              return std::make_unique<dist::ProcessGroups>(grid_shape(config, runtime->world_size()), runtime->world(),
-                                                          reduction);
+                                                          train::reduction_options(config.parallel));
            }),
            py::arg("config"), py::arg("runtime") = nullptr, py::keep_alive<1, 3>(),
            "collective over the world when a runtime is given; a world of one otherwise")

@@ -81,29 +81,29 @@ std::optional<NodeGrouping> group_by_node(const std::vector<int>& node_of_member
   return NodeGrouping{static_cast<int>(runs.size()), runs.front().second};
 }
 
-DpReduce choose_reduction(DpReduce requested, const std::vector<int>& node_of_member, const std::string& group,
-                          NodeGrouping* grouping) {
+ReductionAlgorithm choose_reduction(ReductionAlgorithm requested, const std::vector<int>& node_of_member,
+                                    const std::string& group, NodeGrouping* grouping) {
   std::string why;
   const std::optional<NodeGrouping> nodes = group_by_node(node_of_member, &why);
   switch (requested) {
-    case DpReduce::ring:
-    case DpReduce::tree:
+    case ReductionAlgorithm::ring:
+    case ReductionAlgorithm::tree:
       return requested;
-    case DpReduce::hierarchical:
+    case ReductionAlgorithm::hierarchical:
       MYRIAD_CHECK(nodes, "parallel.dp_reduce hierarchical: group '"
                               << group << "' is not spread evenly over nodes (" << why
                               << "); place the ranks so that every node holds the same number of each group's "
                                  "members, set parallel.ranks_per_node, or use dp_reduce ring");
       if (grouping) *grouping = *nodes;
       return requested;
-    case DpReduce::automatic:
+    case ReductionAlgorithm::automatic:
       if (nodes && nodes->nodes >= 2 && nodes->per_node >= 2) {
         if (grouping) *grouping = *nodes;
-        return DpReduce::hierarchical;
+        return ReductionAlgorithm::hierarchical;
       }
-      return DpReduce::ring;
+      return ReductionAlgorithm::ring;
   }
-  return DpReduce::ring;
+  return ReductionAlgorithm::ring;
 }
 
 }  // namespace myriad::dist

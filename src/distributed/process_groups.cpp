@@ -25,10 +25,10 @@ std::string wrap_for_reduction(std::unique_ptr<Communicator>& group, const std::
   for (int member : members) node_of_member.push_back(node_of_rank.at(static_cast<std::size_t>(member)));
   NodeGrouping grouping;
   switch (choose_reduction(options.dp_reduce, node_of_member, group->name(), &grouping)) {
-    case DpReduce::tree:
+    case ReductionAlgorithm::tree:
       group = std::make_unique<TreeCommunicator>(std::move(group));
       break;
-    case DpReduce::hierarchical:
+    case ReductionAlgorithm::hierarchical:
       group = std::make_unique<HierarchicalCommunicator>(std::move(group), grouping);
       break;
     default:
@@ -67,7 +67,7 @@ ProcessGroups::ProcessGroups(const GridShape& shape, std::unique_ptr<Communicato
     data_context_ =
         world_->split(grid_.data_context_group_id(rank), coord[Axis::cp] + shape.cp * coord[Axis::dp], "dcp");
   }
-  if (reduction.dp_reduce == DpReduce::ring || world_->size() < 2) return;
+  if (reduction.dp_reduce == ReductionAlgorithm::ring || world_->size() < 2) return;
   // Every rank takes the same branches below (they depend on the shape only), so the splits the
   // wrappers make stay collective.
   const std::vector<int> node_of_rank = node_of_each_rank(*world_, reduction.ranks_per_node);

@@ -107,6 +107,26 @@ std::int64_t tokens_per_step(const RunConfig& c) {
          c.training.seq_len;
 }
 
+dist::ReductionOptions reduction_options(const ParallelConfig& parallel) {
+  dist::ReductionOptions options;
+  options.ranks_per_node = parallel.ranks_per_node;
+  switch (parallel.dp_reduce) {
+    case DpReduce::automatic:
+      options.dp_reduce = dist::ReductionAlgorithm::automatic;
+      break;
+    case DpReduce::ring:
+      options.dp_reduce = dist::ReductionAlgorithm::ring;
+      break;
+    case DpReduce::tree:
+      options.dp_reduce = dist::ReductionAlgorithm::tree;
+      break;
+    case DpReduce::hierarchical:
+      options.dp_reduce = dist::ReductionAlgorithm::hierarchical;
+      break;
+  }
+  return options;
+}
+
 DataParallelOptions data_parallel_options(const RunConfig& c) {
   DataParallelOptions options;
   options.zero_stage = c.parallel.zero_stage;

@@ -80,6 +80,8 @@ parallel:
   pp_schedule: interleaved
   pp_layers: [1, 3, 2, 2]
   bucket_mb: 2.5
+  dp_reduce: tree
+  ranks_per_node: 4
   collective_timeout: 120
 training:
   global_batch_size: 64
@@ -97,6 +99,10 @@ training:
   beta2: 0.99
   adam_eps: 1e-6
   grad_clip: 0.5
+  optimizer: onebit_adam
+  freeze_step: 50
+  gradient_compression: topk
+  topk_ratio: 0.05
   device: cuda
   precision: bf16
   initial_loss_scale: 1024
@@ -287,6 +293,12 @@ TEST(ConfigYaml, FullFileSetsEveryKey) {
   EXPECT_EQ(c.sample.top_k, 0);
   EXPECT_EQ(c.sample.prompt, "Once upon a time: #1");
   EXPECT_EQ(c.training.device, ComputeDevice::cuda);
+  EXPECT_EQ(c.parallel.dp_reduce, DpReduce::tree);
+  EXPECT_EQ(c.parallel.ranks_per_node, 4);
+  EXPECT_EQ(c.training.optimizer, OptimizerKind::onebit_adam);
+  EXPECT_EQ(c.training.freeze_step, 50);
+  EXPECT_EQ(c.training.gradient_compression, GradientCompression::topk);
+  EXPECT_EQ(c.training.topk_ratio, std::optional<double>(0.05));
   // training.device cuda is single-rank: the layout above validates on the CPU.
   // The file sizes the capacity three ways (expert_capacity, capacity_factor, dropless), which
   // validate() refuses; with one of them the 16-rank layout validates.
@@ -298,6 +310,12 @@ TEST(ConfigYaml, FullFileSetsEveryKey) {
   // MoE is refused under cp (its capacity and aux loss are per whole sequence): the layout
   // validates at cp 1, on 8 ranks.
   on_cpu.parallel.cp = 1;
+  // The exchange keys conflict among themselves (and with zero_stage 1): the file sets each of
+  // them; the layout validates with plain AdamW.
+  on_cpu.training.optimizer = OptimizerKind::adamw;
+  on_cpu.training.freeze_step = 0;
+  on_cpu.training.gradient_compression = GradientCompression::none;
+  on_cpu.training.topk_ratio.reset();
   EXPECT_NO_THROW(on_cpu.validate(8));
 
   // The file above really covers the registry: every key differs from its default.

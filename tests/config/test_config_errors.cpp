@@ -122,9 +122,9 @@ TEST(ConfigErrors, EveryChoiceKeyListsItsAllowedValues) {
       expect_error([&] { RunConfig().apply_override(path + "=nonsense"); }, {path, "must be one of " + allowed});
     }
   });
-  // architecture, moe_base, router_scores, attention.kind, pp_schedule, schedule, device,
-  // precision, recompute, val_split, level
-  EXPECT_EQ(choices, 11);
+  // architecture, moe_base, router_scores, attention.kind, pp_schedule, dp_reduce, schedule,
+  // optimizer, gradient_compression, device, precision, recompute, val_split, level
+  EXPECT_EQ(choices, 14);
 }
 
 TEST(ConfigErrors, RepeatedKeysAndBothSpellingsOfAnAlias) {

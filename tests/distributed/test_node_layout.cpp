@@ -33,20 +33,24 @@ TEST(NodeLayout, IrregularGroupsAreExplained) {
 
 TEST(NodeLayout, AutomaticPicksHierarchicalOnlyWhenItHelps) {
   NodeGrouping grouping;
-  EXPECT_EQ(choose_reduction(DpReduce::automatic, {0, 0, 1, 1}, "dp", &grouping), DpReduce::hierarchical);
+  EXPECT_EQ(choose_reduction(ReductionAlgorithm::automatic, {0, 0, 1, 1}, "dp", &grouping),
+            ReductionAlgorithm::hierarchical);
   EXPECT_EQ(grouping.nodes, 2);
   EXPECT_EQ(grouping.per_node, 2);
-  EXPECT_EQ(choose_reduction(DpReduce::automatic, {0, 0, 0, 0}, "dp", &grouping), DpReduce::ring);  // one node
-  EXPECT_EQ(choose_reduction(DpReduce::automatic, {0, 1, 2, 3}, "dp", &grouping), DpReduce::ring);  // one per node
-  EXPECT_EQ(choose_reduction(DpReduce::automatic, {0, 0, 0, 1}, "dp", &grouping), DpReduce::ring);  // irregular
-  EXPECT_EQ(choose_reduction(DpReduce::tree, {0, 0, 1, 1}, "dp", &grouping), DpReduce::tree);
-  EXPECT_EQ(choose_reduction(DpReduce::ring, {0, 0, 1, 1}, "dp", &grouping), DpReduce::ring);
+  EXPECT_EQ(choose_reduction(ReductionAlgorithm::automatic, {0, 0, 0, 0}, "dp", &grouping),
+            ReductionAlgorithm::ring);  // one node
+  EXPECT_EQ(choose_reduction(ReductionAlgorithm::automatic, {0, 1, 2, 3}, "dp", &grouping),
+            ReductionAlgorithm::ring);  // one per node
+  EXPECT_EQ(choose_reduction(ReductionAlgorithm::automatic, {0, 0, 0, 1}, "dp", &grouping),
+            ReductionAlgorithm::ring);  // irregular
+  EXPECT_EQ(choose_reduction(ReductionAlgorithm::tree, {0, 0, 1, 1}, "dp", &grouping), ReductionAlgorithm::tree);
+  EXPECT_EQ(choose_reduction(ReductionAlgorithm::ring, {0, 0, 1, 1}, "dp", &grouping), ReductionAlgorithm::ring);
 }
 
 TEST(NodeLayout, ExplicitHierarchicalRefusesAnIrregularGroupNamingIt) {
   myriad::testing::expect_error_naming(
       [] {
-        choose_reduction(DpReduce::hierarchical, {0, 0, 0, 1}, "dcp", nullptr);
+        choose_reduction(ReductionAlgorithm::hierarchical, {0, 0, 0, 1}, "dcp", nullptr);
       },
       {"parallel.dp_reduce hierarchical", "group 'dcp'", "node 0 holds 3 members", "parallel.ranks_per_node"});
 }

@@ -21,6 +21,7 @@
 #include "myriad/distributed/mpi_runtime.h"
 #include "myriad/distributed/process_groups.h"
 #include "myriad/distributed/scalar_reduce.h"
+#include "myriad/train/config_wiring.h"
 #include "myriad/train/engine.h"
 #include "myriad/train/prepared_data.h"
 #include "engine_test_support.h"
@@ -157,8 +158,7 @@ TEST_P(DataParallelReduction, ReproducesTheSerialLossCurve) {
   prepare_shared_data(comm, config);
   Curve serial = serial_curve(comm, dir, "gpt2");
 
-  const dist::ReductionOptions reduction{config.parallel.dp_reduce, config.parallel.ranks_per_node};
-  dist::ProcessGroups groups(dp_grid(n), world.runtime.world(), reduction);
+  dist::ProcessGroups groups(dp_grid(n), world.runtime.world(), reduction_options(config.parallel));
   const std::string expected_name =
       algorithm == "tree" ? "tree" : "hierarchical (2 nodes x " + std::to_string(n / 2) + ")";
   EXPECT_EQ(groups.reduction(), expected_name);

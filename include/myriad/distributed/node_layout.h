@@ -13,12 +13,14 @@
 #include <string>
 #include <vector>
 
-#include "myriad/config/choices.h"
 #include "myriad/distributed/communicator.h"
 
 namespace myriad::dist {
 
 std::vector<int> node_of_each_rank(Communicator& world, int ranks_per_node);
+
+// parallel.dp_reduce as the distributed layer sees it (train/config_wiring.h converts).
+enum class ReductionAlgorithm { automatic, ring, tree, hierarchical };
 
 struct NodeGrouping {
   int nodes = 1;     // N: nodes the group spans
@@ -33,7 +35,7 @@ std::optional<NodeGrouping> group_by_node(const std::vector<int>& node_of_member
 // becomes hierarchical when the group is node-regular over >= 2 nodes with >= 2 members each,
 // ring otherwise; ring and tree stay; hierarchical throws (naming `group` and the reason) when
 // the group is not node-regular. `grouping` is set for hierarchical.
-DpReduce choose_reduction(DpReduce requested, const std::vector<int>& node_of_member, const std::string& group,
-                          NodeGrouping* grouping);
+ReductionAlgorithm choose_reduction(ReductionAlgorithm requested, const std::vector<int>& node_of_member,
+                                    const std::string& group, NodeGrouping* grouping);
 
 }  // namespace myriad::dist

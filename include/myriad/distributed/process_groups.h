@@ -21,16 +21,16 @@
 #include <utility>
 #include <vector>
 
-#include "myriad/config/choices.h"
 #include "myriad/distributed/collective_watchdog.h"
 #include "myriad/distributed/communicator.h"
+#include "myriad/distributed/node_layout.h"
 #include "myriad/distributed/rank_grid.h"
 
 namespace myriad::dist {
 
 struct ReductionOptions {
-  DpReduce dp_reduce = DpReduce::ring;  // parallel.dp_reduce
-  int ranks_per_node = 0;               // parallel.ranks_per_node (0 = host names)
+  ReductionAlgorithm dp_reduce = ReductionAlgorithm::ring;  // parallel.dp_reduce
+  int ranks_per_node = 0;                                   // parallel.ranks_per_node (0 = host names)
 };
 
 class ProcessGroups {

@@ -8,6 +8,7 @@
 
 #include "myriad/config/run_config.h"
 #include "myriad/distributed/pipeline_schedule.h"
+#include "myriad/distributed/process_groups.h"
 #include "myriad/nn/transformer_config.h"
 #include "myriad/optim/adamw_optimizer.h"
 #include "myriad/optim/lr_schedule.h"
@@ -23,6 +24,8 @@ optim::LrSchedule lr_schedule(const TrainingConfig& training);
 // parallel.zero_stage / bucket_mb / pp and, at ZeRO 3, the compute format of each gathered unit;
 // the groups to sum the gradient norm over are the caller's.
 DataParallelOptions data_parallel_options(const RunConfig& config);
+// parallel.dp_reduce and parallel.ranks_per_node for ProcessGroups.
+dist::ReductionOptions reduction_options(const ParallelConfig& parallel);
 nn::Recompute recompute_mode(Recompute mode);
 dist::ScheduleKind schedule_kind(PipelineSchedule kind);
 // Tokens of one optimizer step's global batch: micro_batch x gradient_accumulation x dp x seq_len.
