@@ -7,7 +7,7 @@ each data-parallel exchange, from the same seed and data, and what each cost and
 Each variant is a real training run under mpirun (4 ranks, 1 thread each, micro_batch 4 so the
 global batch stays the config's 16). From each run's metrics.jsonl it reports: the training loss
 at the last step and the mean of the last 20, the last validation loss, the mean bytes each rank
-sent per step over the last 100 steps (after 1-bit Adam's freeze step), the exposed communication
+sent per step over the last 96 steps (after 1-bit Adam's freeze step; 6 local-SGD rounds of 16), the exposed communication
 share of the step (seconds blocked in wait() / step seconds) and the mean step time. Nothing is
 estimated: every number is read from the runs. Prints a markdown table with the machine and the
 command lines.
@@ -28,11 +28,13 @@ VARIANTS = [
     ("hierarchical (2 nodes x 2)", ["parallel.dp_reduce=hierarchical", "parallel.ranks_per_node=2"]),
     ("1-bit Adam", ["training.optimizer=onebit_adam"]),
     ("int8 + error feedback", ["training.gradient_compression=int8"]),
+    ("local SGD (DiLoCo, H = 16)", ["training.sync=local"]),
+    ("local SGD, overlapped outer step", ["training.sync=local", "training.outer_overlap=true"]),
 ]
 
 
 def run_variant(name, overrides, steps, ranks, out_dir):
-    log_dir = os.path.join(out_dir, name.split()[0].replace("-", ""))
+    log_dir = os.path.join(out_dir, "".join(c if c.isalnum() else "_" for c in name))
     command = ["mpirun", "-np", str(ranks), "--oversubscribe", "--bind-to", "none", "--mca", "mpi_yield_when_idle",
                "1", "-x", "OMP_NUM_THREADS=1", "-x", "PYTHONPATH=" + os.path.join(ROOT, "python")]
     if os.geteuid() == 0:
@@ -52,7 +54,7 @@ def run_variant(name, overrides, steps, ranks, out_dir):
         for line in f:
             record = json.loads(line)
             (train if record.get("kind") == "train" else val).append(record)
-    tail = train[-100:]
+    tail = train[-96:]
     return {
         "name": name,
         "overrides": overrides,

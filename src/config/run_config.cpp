@@ -116,10 +116,17 @@ void validate_device(const RunConfig& c) {
 // all-reduce of full buffers on the host.
 void validate_gradient_exchange(const RunConfig& c) {
   const TrainingConfig& t = c.training;
-  if (t.optimizer == OptimizerKind::adamw && t.gradient_compression == GradientCompression::none) return;
-  const std::string what = t.optimizer == OptimizerKind::onebit_adam
+  if (t.optimizer == OptimizerKind::adamw && t.gradient_compression == GradientCompression::none &&
+      t.sync == SyncMode::every_step) {
+    return;
+  }
+  const std::string what = t.sync == SyncMode::local ? std::string("training.sync local")
+                           : t.optimizer == OptimizerKind::onebit_adam
                                ? std::string("training.optimizer onebit_adam")
                                : "training.gradient_compression " + std::string(choice_name(t.gradient_compression));
+  MYRIAD_CHECK(t.sync != SyncMode::local || c.parallel.cp == 1,
+               what << " keeps each dp replica's gradients to itself, but context parallelism (parallel.cp "
+                    << c.parallel.cp << ") splits one replica's sequences over ranks whose gradients must be summed");
   MYRIAD_CHECK(c.parallel.zero_stage == 0, what << " exchanges whole gradient (or momentum) buffers; it needs "
                                                    "parallel.zero_stage 0, got "
                                                 << c.parallel.zero_stage);

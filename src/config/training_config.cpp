@@ -46,6 +46,20 @@ const std::vector<Field<TrainingConfig>>& TrainingConfig::fields() {
                  "largest topk_ratio of each chunk), with error feedback on both sides of the exchange"),
       make_field("topk_ratio", &T::topk_ratio, "gradient_compression topk: fraction of the elements sent; auto = 0.01",
                  {.check = in_range(0, 1, false, true)}),
+      make_field("sync", &T::sync,
+                 "every_step (gradients all-reduced each step), or local: local SGD / DiLoCo — each dp replica "
+                 "takes local_steps AdamW steps on its own data, then the replicas average their parameter "
+                 "changes and take an outer Nesterov step (docs/parallelism.md)"),
+      make_field("local_steps", &T::local_steps, "sync local: inner steps between outer steps; 0 = 16",
+                 {.check = at_least(0)}),
+      make_field("outer_lr", &T::outer_lr,
+                 "sync local: outer learning rate; auto = 0.7 (1 with momentum 0 = averaging)",
+                 {.check = greater_than(0)}),
+      make_field("outer_momentum", &T::outer_momentum, "sync local: outer Nesterov momentum; auto = 0.9",
+                 {.check = in_range(0, 1, true, false)}),
+      make_field("outer_overlap", &T::outer_overlap,
+                 "sync local: run the outer all-reduce during the next inner step and apply the outer step one "
+                 "step late (keeping that step's local progress)"),
       make_field("device", &T::device,
                  "where the model computes: cpu, or cuda (the local rank's GPU, one per rank: data parallelism over "
                  "NCCL with any zero_stage, tensor, sequence and pipeline parallelism, dense models, head "
@@ -84,6 +98,13 @@ void TrainingConfig::validate() const {
                "training.gradient_compression " << choice_name(gradient_compression)
                                                 << " compresses AdamW's gradients; training.optimizer onebit_adam "
                                                    "already compresses its momentum: set gradient_compression none");
+  const bool local = sync == SyncMode::local;
+  MYRIAD_CHECK(local || (local_steps == 0 && !outer_lr && !outer_momentum && !outer_overlap),
+               "training.local_steps, outer_lr, outer_momentum and outer_overlap apply to training.sync local; "
+               "training.sync is every_step");
+  MYRIAD_CHECK(!local || (optimizer == OptimizerKind::adamw && gradient_compression == GradientCompression::none),
+               "training.sync local exchanges parameters every local_steps steps; it is not combined with "
+               "training.optimizer onebit_adam or gradient_compression");
   MYRIAD_CHECK(freeze_step < steps, "training.freeze_step (" << freeze_step << ") must be below training.steps ("
                                                              << steps << "), or the compressed phase never starts");
   MYRIAD_CHECK(!min_lr || *min_lr <= lr,
@@ -91,6 +112,8 @@ void TrainingConfig::validate() const {
   MYRIAD_CHECK(warmup_steps <= steps,
                "training.warmup_steps (" << warmup_steps << ") must be <= training.steps (" << steps << ")");
 }
+
+int TrainingConfig::settled_local_steps() const { return local_steps > 0 ? local_steps : 16; }
 
 std::int64_t TrainingConfig::settled_freeze_step() const {
   if (freeze_step > 0) return freeze_step;

@@ -195,17 +195,21 @@ void CheckpointReader::read_whole(const std::string& tensor, Tensor dest) {
   read(tensor, dest.shape(), box, dest);
 }
 
+void read_prefixed_state(CheckpointReader& reader, const nn::ParameterStore& store, const std::string& prefix,
+                         Tensor& flat) {
+  for (const nn::Parameter& p : store.all()) {
+    nn::for_each_held_box(p, nn::parameter_view(flat, p),
+                          [&](const std::vector<nn::IndexRange>& box, const Tensor& piece) {
+                            reader.read(prefix + p.name, p.global_shape, box, piece);
+                          });
+  }
+}
+
 void read_parameter_state(CheckpointReader& reader, const nn::ParameterStore& store, Tensor& values, Tensor* m,
                           Tensor* v) {
   const std::pair<std::string, Tensor*> parts[] = {{"", &values}, {kAdamMPrefix, m}, {kAdamVPrefix, v}};
-  for (const nn::Parameter& p : store.all()) {
-    for (const auto& [prefix, flat] : parts) {
-      if (flat == nullptr || !flat->defined()) continue;
-      nn::for_each_held_box(p, nn::parameter_view(*flat, p),
-                            [&](const std::vector<nn::IndexRange>& box, const Tensor& piece) {
-                              reader.read(prefix + p.name, p.global_shape, box, piece);
-                            });
-    }
+  for (const auto& [prefix, flat] : parts) {
+    if (flat != nullptr && flat->defined()) read_prefixed_state(reader, store, prefix, *flat);
   }
 }
 

@@ -134,7 +134,11 @@ DataParallelOptions data_parallel_options(const RunConfig& c) {
   options.pipelined = c.parallel.pp > 1;  // buckets reduce per chunk in the cool-down
   if (c.parallel.zero_stage == 3) options.compute_format = compute_format(c.training.precision);
   const TrainingConfig& t = c.training;
-  if (t.optimizer == OptimizerKind::onebit_adam) {
+  if (t.sync == SyncMode::local) {
+    options.exchange.kind = GradientExchange::Kind::local;
+    options.exchange.local = LocalSgdOptions{t.settled_local_steps(), static_cast<float>(t.outer_lr.value_or(0.7)),
+                                             static_cast<float>(t.outer_momentum.value_or(0.9)), t.outer_overlap};
+  } else if (t.optimizer == OptimizerKind::onebit_adam) {
     options.exchange.kind = GradientExchange::Kind::onebit_adam;
     options.exchange.freeze_step = t.settled_freeze_step();
   } else if (t.gradient_compression != GradientCompression::none) {

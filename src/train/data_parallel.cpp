@@ -3,7 +3,9 @@
 #include "myriad/train/data_parallel.h"
 
 #include <algorithm>
+#include <cmath>
 #include <cstring>
+#include <limits>
 
 #include "myriad/distributed/scalar_reduce.h"
 #include "myriad/nn/linear.h"
@@ -107,7 +109,9 @@ DataParallel::DataParallel(nn::GptModel& model, dist::Communicator& dp, const Da
     MYRIAD_CHECK(stage_ == 0 && placement_.on_host() &&
                      (options.expert_parallel == nullptr || options.expert_parallel->size() == 1),
                  "compressed gradient exchange needs zero_stage 0, host parameters and ep 1");
-    if (exchange.kind == GradientExchange::Kind::compressed) {
+    if (exchange.kind == GradientExchange::Kind::local) {
+      local_sgd_ = std::make_unique<LocalSgd>(dp_, store_.flat_values(), exchange.local);
+    } else if (exchange.kind == GradientExchange::Kind::compressed) {
       compressed_ = std::make_unique<dist::CompressedSum>(dp_, store_.flat_grads().numel(), exchange.compression);
     } else {
       MYRIAD_CHECK(exchange.freeze_step >= 1, "1-bit Adam: freeze_step " << exchange.freeze_step << " must be >= 1");
@@ -160,6 +164,7 @@ bool DataParallel::exchanges_exactly() const {
     case GradientExchange::Kind::exact:
       return true;
     case GradientExchange::Kind::compressed:
+    case GradientExchange::Kind::local:
       return false;
     case GradientExchange::Kind::onebit_adam:
       return optimizer_->steps_taken() < options_.exchange.freeze_step;
@@ -353,7 +358,24 @@ void DataParallel::ensure_values(int unit) {
   }
 }
 
+void DataParallel::consolidate_replicas() {
+  if (local_sgd_) local_sgd_->consolidate(optimizer_->m(), optimizer_->v());
+}
+
 optim::OptimizerStepStats DataParallel::optimizer_step(float lr, float unscale) {
+  if (local_sgd_) {
+    // Each replica's own gradients (stage 0); every replica skips when one norm is not finite.
+    double sum_squares = optimizer_->grad_sum_squares();
+    for (dist::Communicator* group : options_.model_parallel) {
+      if (group->size() > 1) sum_squares = dist::sum_over_ranks(*group, sum_squares);
+    }
+    if (dist::sum_over_ranks(dp_, std::isfinite(sum_squares) ? 0.0 : 1.0) > 0.0) {
+      sum_squares = std::numeric_limits<double>::quiet_NaN();
+    }
+    optim::OptimizerStepStats stats = optimizer_->step(lr, sum_squares, unscale);
+    if (!stats.skipped) local_sgd_->after_inner_step(optimizer_->steps_taken());
+    return stats;
+  }
   if (!exchanges_exactly() && options_.exchange.kind == GradientExchange::Kind::onebit_adam) {
     // Local gradients: P g_r estimates the global gradient; its squared norm averaged over ranks.
     const int replicas = dp_.size();
@@ -462,6 +484,15 @@ void DataParallel::snapshot_owned(OwnedState& out) {
     copy_to_host(optimizer_->m(), out.m.data<float>());
     copy_to_host(optimizer_->v(), out.v.data<float>());
   }
+  if (local_sgd_) {  // the outer momentum, packed like the values
+    if (!out.outer_momentum.defined() || out.outer_momentum.numel() != out.values.numel()) {
+      out.outer_momentum = Tensor::zeros(out.values.shape());
+    }
+    for (const dist::ZeroSegment& s : out.segments) {
+      copy_to_host(flat_view(local_sgd_->outer_momentum(), s.begin, s.end),
+                   out.outer_momentum.data<float>() + s.shard_position);
+    }
+  }
 }
 
 void DataParallel::load_full(const Tensor& values, const Tensor& m, const Tensor& v) {
@@ -480,6 +511,7 @@ void DataParallel::load_full(const Tensor& values, const Tensor& m, const Tensor
     copy_from_host(values, flat);
   }
   refresh_16_bit_shard();
+  if (local_sgd_) local_sgd_->reset_anchor();
   std::int64_t position = 0;
   for (const dist::ZeroSegment& s : segments_) {
     const std::int64_t n = s.end - s.begin;

@@ -302,10 +302,14 @@ StepMetrics Engine::step() {
     valid += count_valid_targets(micro_targets_[m], nn::GptModel::kIgnoreIndex);
   }
   const double data_wait = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  const std::int64_t local_valid = valid;
   valid = dist::sum_over_ranks(data_group(), valid);
   MYRIAD_CHECK(valid > 0, "step " << step_ << ": the global batch has no valid target tokens");
   const double scale = loss_scaler_ ? loss_scaler_->scale() : 1.0;  // fp16: the dynamic loss scale
-  const auto loss_scale = static_cast<float>(scale / static_cast<double>(valid));
+  // Gradients are means over the tokens they are reduced over: the global batch, or under local
+  // SGD (training.sync local) the replica's own micro-batches.
+  const std::int64_t gradient_tokens = data_parallel_->local_sgd() ? std::max<std::int64_t>(local_valid, 1) : valid;
+  const auto loss_scale = static_cast<float>(scale / static_cast<double>(gradient_tokens));
   data_parallel_->zero_grads();
   model_->reset_moe_stats();
   model_->reset_attention_stats();

@@ -23,6 +23,7 @@ std::string Engine::save(bool background) {
   dist::run_on_every_rank(world, "previous background checkpoint write", [&] { async_writer_.wait(); });
   const bool writer = writes_checkpoint(), dense_writer = writes_dense_state();
   auto pieces = std::make_shared<std::vector<CheckpointPiece>>();
+  data_parallel_->consolidate_replicas();  // local SGD: every replica holds the state written below
   if (writer) {
     data_parallel_->snapshot_owned(snapshot_);
     const nn::ParameterStore& store = model_->parameters();
@@ -33,6 +34,12 @@ std::string Engine::save(bool background) {
                                     std::pair{&snapshot_.v, kAdamVPrefix}}) {
         std::vector<CheckpointPiece> more = segment_pieces(p, segment.begin - p.offset, segment.end - p.offset, *packed,
                                                            segment.shard_position, prefix);
+        pieces->insert(pieces->end(), more.begin(), more.end());
+      }
+      if (snapshot_.outer_momentum.defined()) {
+        std::vector<CheckpointPiece> more =
+            segment_pieces(p, segment.begin - p.offset, segment.end - p.offset, snapshot_.outer_momentum,
+                           segment.shard_position, kOuterMomentumPrefix);
         pieces->insert(pieces->end(), more.begin(), more.end());
       }
     }
@@ -117,13 +124,27 @@ void Engine::load(const std::string& checkpoint_dir) {
   // rank touch its training state (nothing is half-loaded, on any rank).
   const std::int64_t n = model_->parameters().numel();
   FullState staged{Tensor::zeros({n}), Tensor::zeros({n}), Tensor::zeros({n})};
+  LocalSgd* local_sgd = data_parallel_->local_sgd();
+  Tensor outer_momentum = local_sgd ? Tensor::zeros({n}) : Tensor();
+  bool has_outer_momentum = false;
   CheckpointHeader header;
   dist::run_on_every_rank(groups_->world(), "checkpoint load", [&] {
     CheckpointReader reader(path, model_section_yaml(config_));
     read_parameter_state(reader, model_->parameters(), staged.values, &staged.m, &staged.v);
+    const nn::Parameter& first = model_->parameters()[0];
+    has_outer_momentum = local_sgd && reader.has(kOuterMomentumPrefix + first.name);
+    if (has_outer_momentum) read_prefixed_state(reader, model_->parameters(), kOuterMomentumPrefix, outer_momentum);
     header = reader.header();
   });
   data_parallel_->load_full(staged.values, staged.m, staged.v);
+  if (local_sgd) {
+    if (has_outer_momentum) {
+      local_sgd->outer_momentum().copy_from(outer_momentum);
+    } else {
+      log_->info("checkpoint: {} holds no local-SGD outer momentum (a training.sync every_step run): it starts at 0",
+                 path);
+    }
+  }
   refresh_compute_weights();
   step_ = header.step;
   data_parallel_->optimizer().set_steps_taken(header.optimizer_steps >= 0 ? header.optimizer_steps : header.step);

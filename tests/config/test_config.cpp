@@ -103,6 +103,11 @@ training:
   freeze_step: 50
   gradient_compression: topk
   topk_ratio: 0.05
+  sync: local
+  local_steps: 32
+  outer_lr: 0.5
+  outer_momentum: 0.8
+  outer_overlap: true
   device: cuda
   precision: bf16
   initial_loss_scale: 1024
@@ -299,6 +304,11 @@ TEST(ConfigYaml, FullFileSetsEveryKey) {
   EXPECT_EQ(c.training.freeze_step, 50);
   EXPECT_EQ(c.training.gradient_compression, GradientCompression::topk);
   EXPECT_EQ(c.training.topk_ratio, std::optional<double>(0.05));
+  EXPECT_EQ(c.training.sync, SyncMode::local);
+  EXPECT_EQ(c.training.local_steps, 32);
+  EXPECT_EQ(c.training.outer_lr, std::optional<double>(0.5));
+  EXPECT_EQ(c.training.outer_momentum, std::optional<double>(0.8));
+  EXPECT_TRUE(c.training.outer_overlap);
   // training.device cuda is single-rank: the layout above validates on the CPU.
   // The file sizes the capacity three ways (expert_capacity, capacity_factor, dropless), which
   // validate() refuses; with one of them the 16-rank layout validates.
@@ -316,6 +326,11 @@ TEST(ConfigYaml, FullFileSetsEveryKey) {
   on_cpu.training.freeze_step = 0;
   on_cpu.training.gradient_compression = GradientCompression::none;
   on_cpu.training.topk_ratio.reset();
+  on_cpu.training.sync = SyncMode::every_step;
+  on_cpu.training.local_steps = 0;
+  on_cpu.training.outer_lr.reset();
+  on_cpu.training.outer_momentum.reset();
+  on_cpu.training.outer_overlap = false;
   EXPECT_NO_THROW(on_cpu.validate(8));
 
   // The file above really covers the registry: every key differs from its default.

@@ -123,8 +123,8 @@ TEST(ConfigErrors, EveryChoiceKeyListsItsAllowedValues) {
     }
   });
   // architecture, moe_base, router_scores, attention.kind, pp_schedule, dp_reduce, schedule,
-  // optimizer, gradient_compression, device, precision, recompute, val_split, level
-  EXPECT_EQ(choices, 14);
+  // optimizer, gradient_compression, sync, device, precision, recompute, val_split, level
+  EXPECT_EQ(choices, 15);
 }
 
 TEST(ConfigErrors, RepeatedKeysAndBothSpellingsOfAnAlias) {
@@ -339,6 +339,20 @@ TEST(ConfigValidate, CrossKeyChecks) {
   auto onebit = [](RunConfig& c) { c.training.optimizer = OptimizerKind::onebit_adam; };
   expect_invalid([](RunConfig& c) { c.training.freeze_step = 10; },
                  {"training.freeze_step is set but training.optimizer is adamw"});
+  expect_invalid([](RunConfig& c) { c.training.local_steps = 8; },
+                 {"training.local_steps, outer_lr, outer_momentum and outer_overlap apply to training.sync local"});
+  expect_invalid(
+      [&](RunConfig& c) {
+        c.training.sync = SyncMode::local;
+        onebit(c);
+      },
+      {"training.sync local exchanges parameters every local_steps steps"});
+  expect_invalid(
+      [&](RunConfig& c) {
+        c.training.sync = SyncMode::local;
+        c.parallel.cp = 2;
+      },
+      {"training.sync local keeps each dp replica's gradients to itself", "parallel.cp 2"}, 2);
   expect_invalid([](RunConfig& c) { c.training.topk_ratio = 0.1; },
                  {"training.topk_ratio is set but training.gradient_compression is none"});
   expect_invalid(

@@ -13,6 +13,7 @@
 #include "myriad/distributed/compressed_sum.h"
 #include "myriad/distributed/process_groups.h"
 #include "myriad/train/engine.h"
+#include "myriad/train/local_sgd.h"
 
 namespace myriad::train {
 namespace {
@@ -145,6 +146,113 @@ TEST(GradientExchange, ErrorFeedbackCompressionStaysWithinTheBandOfTheExactRun) 
     if (code == "int8") EXPECT_LT(std::fabs(final_loss - exact_final), 0.01 * exact_final);
     if (code == "topk") EXPECT_LT(final_loss, exact_final + 0.3);
     if (world.comm->size() > 1) EXPECT_LT(compressed.bytes.back() * 3, exact.bytes.back()) << code;
+  }
+}
+
+// Local SGD's outer step with one inner step, outer_lr 1 and momentum 0 is parameter averaging:
+// the reference is every replica's parameters after one inner step (a run whose outer step
+// never comes), gathered with raw MPI and averaged in float64.
+TEST(LocalSgd, OneInnerStepWithPlainAveragingAveragesTheReplicasParameters) {
+  World world;
+  dist::Communicator& comm = *world.comm;
+  const fs::path dir = shared_dir(comm, "local_avg");
+  auto one_step = [&](const std::vector<std::string>& overrides) {
+    RunConfig config = config_for(comm.rank(), dir, "gpt2", comm.size(), 0, 1);
+    config.training.steps = 10;
+    for (const std::string& o : overrides) config.apply_override(o);
+    prepare_shared_data(comm, config);
+    dist::ProcessGroups groups(dist::GridShape{.dp = comm.size()}, world.runtime.world());
+    Engine engine(config, make_rank_logger(comm.rank(), "warn"), &groups);
+    engine.step();
+    return engine.model().parameters().flat_values().clone();
+  };
+  const Tensor own = one_step({"training.sync=local", "training.local_steps=9"});  // no outer step yet
+  const Tensor averaged =
+      one_step({"training.sync=local", "training.local_steps=1", "training.outer_lr=1", "training.outer_momentum=0"});
+  const std::int64_t n = own.numel();
+  std::vector<float> all(static_cast<std::size_t>(n * comm.size()));
+  MPI_Allgather(own.data<float>(), static_cast<int>(n), MPI_FLOAT, all.data(), static_cast<int>(n), MPI_FLOAT,
+                MPI_COMM_WORLD);
+  double worst = 0.0, spread = 0.0;
+  for (std::int64_t i = 0; i < n; ++i) {
+    double mean = 0.0;
+    for (int r = 0; r < comm.size(); ++r) mean += all[static_cast<std::size_t>(r * n + i)];
+    mean /= comm.size();
+    worst = std::max(worst, std::fabs(averaged.data<float>()[i] - mean));
+    spread = std::max(spread, std::fabs(static_cast<double>(own.data<float>()[i]) - mean));
+  }
+  EXPECT_LT(worst, 1e-6);  // f32 rounding of anchor - mean(anchor - theta_r)
+  if (comm.size() > 1) EXPECT_GT(spread, 1e-4) << "the replicas must differ for the average to be checked";
+  const std::vector<std::uint64_t> hashes = myriad::testing::hashes_on_all_ranks(averaged);
+  for (int r = 1; r < comm.size(); ++r) EXPECT_EQ(hashes[r], hashes[0]) << "replica " << r << " differs";
+}
+
+// With one inner step and plain averaging, local SGD averages AdamW *updates* where synchronous
+// training takes the AdamW update of the averaged gradient: the same for SGD, not for an adaptive
+// inner optimizer (AdamW's first step is lr * sign(g) per element). So they track each other
+// within a band, not bit for bit.
+TEST(LocalSgd, OneInnerStepTracksSynchronousTrainingAndLongerRoundsSendLess) {
+  World world;
+  const fs::path dir = shared_dir(*world.comm, "local_track");
+  const int steps = 120;
+  const TrainedRun exact = train(world, dir, {"training.lr=1e-3"}, steps);
+  const TrainedRun every = train(world, dir,
+                                 {"training.lr=1e-3", "training.sync=local", "training.local_steps=1",
+                                  "training.outer_lr=1", "training.outer_momentum=0"},
+                                 steps);
+  const TrainedRun rounds =
+      train(world, dir, {"training.lr=1e-3", "training.sync=local", "training.local_steps=8"}, steps);
+  const double exact_final = mean_of_last(exact.loss, 10), every_final = mean_of_last(every.loss, 10),
+               rounds_final = mean_of_last(rounds.loss, 10);
+  if (world.comm->rank() == 0) {
+    std::cout << "local SGD: exact " << exact_final << ", H=1 averaging " << every_final << ", H=8 DiLoCo "
+              << rounds_final << "; bytes at a sync step " << rounds.bytes[7] << ", between " << rounds.bytes[3]
+              << std::endl;
+  }
+  EXPECT_LT(std::fabs(every_final - exact_final), 0.08 * exact_final);  // measured +3.9 % at dp 2
+  EXPECT_LT(rounds_final, exact.loss.front() - 2.0) << "H = 8 must still learn";
+  if (world.comm->size() > 1) {
+    for (int s = 0; s < steps; ++s) {
+      if ((s + 1) % 8 == 0) {
+        EXPECT_GT(rounds.bytes[s], exact.bytes[s] / 2) << "step " << s + 1 << " is an outer step";
+      } else {
+        EXPECT_LT(rounds.bytes[s], 1000) << "step " << s + 1 << " is local: scalars only";
+      }
+    }
+  }
+}
+
+// A checkpoint is a consolidation point: a run resumed from it continues exactly like the run
+// that wrote it (the outer momentum is in the checkpoint), with and without the overlap.
+TEST(LocalSgd, ResumesExactlyFromACheckpoint) {
+  for (const std::string overlap : {"false", "true"}) {
+    SCOPED_TRACE("outer_overlap " + overlap);
+    World world;
+    dist::Communicator& comm = *world.comm;
+    const fs::path dir = shared_dir(comm, "local_resume_" + overlap);
+    RunConfig config = config_for(comm.rank(), dir, "gpt2", comm.size(), 0, 1);
+    config.training.steps = 24;
+    for (const std::string& o : {std::string("training.sync=local"), std::string("training.local_steps=4"),
+                                 "training.outer_overlap=" + overlap}) {
+      config.apply_override(o);
+    }
+    prepare_shared_data(comm, config);
+    std::vector<double> continued, resumed;
+    {
+      dist::ProcessGroups groups(dist::GridShape{.dp = comm.size()}, world.runtime.world());
+      Engine engine(config, make_rank_logger(comm.rank(), "warn"), &groups);
+      for (int s = 0; s < 10; ++s) engine.step();  // mid-round: 10 % 4 != 0
+      engine.save();
+      for (int s = 0; s < 8; ++s) continued.push_back(engine.step().loss);
+    }
+    {
+      dist::ProcessGroups groups(dist::GridShape{.dp = comm.size()}, world.runtime.world());
+      Engine engine(config, make_rank_logger(comm.rank(), "warn"), &groups);
+      engine.load("auto");
+      EXPECT_EQ(engine.step_count(), 10);
+      for (int s = 0; s < 8; ++s) resumed.push_back(engine.step().loss);
+    }
+    for (int s = 0; s < 8; ++s) EXPECT_EQ(resumed[s], continued[s]) << "step " << 11 + s;
   }
 }
 

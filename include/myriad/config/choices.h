@@ -24,6 +24,7 @@ enum class Recompute { none, selective, full };               // activation reco
 enum class ComputeDevice { cpu, cuda };                       // where the model computes (training.device)
 enum class OptimizerKind { adamw, onebit_adam };              // training.optimizer
 enum class GradientCompression { none, int8, topk };          // training.gradient_compression (AdamW)
+enum class SyncMode { every_step, local };                    // training.sync
 enum class DpReduce { automatic, ring, tree, hierarchical };  // parallel.dp_reduce: the gradient reduction's algorithm
 
 template <typename E>
@@ -71,6 +72,10 @@ struct ChoiceTraits<OptimizerKind> {
 template <>
 struct ChoiceTraits<GradientCompression> {
   static constexpr std::array<std::string_view, 3> names{"none", "int8", "topk"};
+};
+template <>
+struct ChoiceTraits<SyncMode> {
+  static constexpr std::array<std::string_view, 2> names{"every_step", "local"};
 };
 template <>
 struct ChoiceTraits<DpReduce> {

@@ -41,6 +41,11 @@ struct TrainingConfig {
   std::int64_t freeze_step = 0;                          // onebit_adam: exact Adam steps first; 0 = auto
   GradientCompression gradient_compression = GradientCompression::none;  // adamw: none | int8 | topk
   std::optional<double> topk_ratio;                                      // topk: fraction sent; unset = 0.01
+  SyncMode sync = SyncMode::every_step;                                  // every_step | local (local SGD / DiLoCo)
+  int local_steps = 0;                                                   // local: inner steps per outer step; 0 = 16
+  std::optional<double> outer_lr;                                        // local: outer learning rate; unset = 0.7
+  std::optional<double> outer_momentum;                                  // local: outer Nesterov momentum; unset = 0.9
+  bool outer_overlap = false;                 // local: overlap the outer all-reduce with the next inner step
   ComputeDevice device = ComputeDevice::cpu;  // cpu | cuda (a GPU per rank, data parallel, dense models)
   Precision precision = Precision::fp32;      // compute precision: fp32 | bf16 | fp16 (fp16 uses loss scaling)
   double initial_loss_scale = 65536.0;        // fp16: the dynamic loss scale to start from
@@ -56,6 +61,7 @@ struct TrainingConfig {
   void validate() const;
   // onebit_adam's freeze step: freeze_step, or max(warmup_steps, steps / 5, 1).
   std::int64_t settled_freeze_step() const;
+  int settled_local_steps() const;  // local_steps, or 16
 
   static const std::vector<Field<TrainingConfig>>& fields();
   bool operator==(const TrainingConfig&) const = default;

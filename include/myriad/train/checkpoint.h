@@ -33,6 +33,7 @@ inline constexpr int kCheckpointFormatVersion = 2;
 // AdamW's moments under these prefixes ("adamw.m/blocks.0.attn.qkv.weight").
 inline constexpr const char* kAdamMPrefix = "adamw.m/";
 inline constexpr const char* kAdamVPrefix = "adamw.v/";
+inline constexpr const char* kOuterMomentumPrefix = "local_sgd.outer_momentum/";  // training.sync local
 
 struct CheckpointPiece {
   std::string tensor;

@@ -48,5 +48,8 @@ class CheckpointReader {
 // from `reader` into the flat buffers (the store's flat layout; every parameter, primary or not).
 void read_parameter_state(CheckpointReader& reader, const nn::ParameterStore& store, Tensor& values, Tensor* m,
                           Tensor* v);
+// The same for one per-parameter state saved under `prefix` (e.g. the local-SGD outer momentum).
+void read_prefixed_state(CheckpointReader& reader, const nn::ParameterStore& store, const std::string& prefix,
+                         Tensor& flat);
 
 }  // namespace myriad::train

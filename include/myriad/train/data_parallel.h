@@ -25,7 +25,10 @@
 // steps, then skips the gradient reduction and sums the momentum compressed to signs inside the
 // optimizer step (optim/onebit_adam.h). Both keep every replica bitwise identical (every rank
 // decodes the same bytes). Their error-feedback buffers are not checkpointed: a resumed run
-// starts them at zero.
+// starts them at zero. `local` (local SGD, train/local_sgd.h) never reduces gradients: each
+// replica steps on its own, every replica skips a step when any replica's norm is not finite
+// (so all stay at the same step count), and the outer step runs every local_steps steps;
+// consolidate_replicas() makes the replicas identical (before a checkpoint).
 // snapshot_full and load_full convert between this layout and the flat full layout
 // (layout-independent checkpoints); they are collective over the dp group.
 // Placement: every buffer (shards, unit buffers, gathered values) lives where the model's
@@ -43,14 +46,16 @@
 #include "myriad/distributed/zero_layout.h"
 #include "myriad/nn/gpt_model.h"
 #include "myriad/optim/adamw_optimizer.h"
+#include "myriad/train/local_sgd.h"
 
 namespace myriad::train {
 
 struct GradientExchange {
-  enum class Kind { exact, compressed, onebit_adam };
+  enum class Kind { exact, compressed, onebit_adam, local };
   Kind kind = Kind::exact;
   dist::CompressionSpec compression;  // compressed: int8 or topk (onebit_adam uses sign)
   std::int64_t freeze_step = 0;       // onebit_adam: exact optimizer steps first
+  LocalSgdOptions local;              // local: local SGD / DiLoCo (train/local_sgd.h)
 };
 
 struct DataParallelOptions {
@@ -89,6 +94,7 @@ struct FullState {
 // after segment (flat ranges of whole or partial parameters), values and AdamW moments alike.
 struct OwnedState {
   Tensor values, m, v;
+  Tensor outer_momentum;                    // local SGD only (packed like values); undefined otherwise
   std::vector<dist::ZeroSegment> segments;  // shard_position = where the segment starts in the packed buffers
 };
 
@@ -135,6 +141,10 @@ class DataParallel final : public nn::UnitHooks {
   void release_all();
 
   int zero_stage() const { return stage_; }
+  // Local SGD: the delayed outer step, then parameters and moments averaged over the replicas;
+  // nothing otherwise (the replicas are identical already). Collective over dp.
+  void consolidate_replicas();
+  LocalSgd* local_sgd() { return local_sgd_.get(); }
   // Whether this step's gradients are all-reduced exactly (not compressed, not 1-bit Adam's
   // compressed phase).
   bool exchanges_exactly() const;
@@ -184,6 +194,7 @@ class DataParallel final : public nn::UnitHooks {
   std::vector<dist::ZeroSegment> segments_;
   std::unique_ptr<optim::AdamWOptimizer> optimizer_;
   std::unique_ptr<dist::CompressedSum> compressed_;  // exchange compressed / onebit_adam
+  std::unique_ptr<LocalSgd> local_sgd_;              // exchange local
   Tensor shard_grads_, shard_values_;
   Tensor shard_values_16_;              // gathers_16_bit(): the shard in compute_format
   std::vector<Tensor> unit_values_16_;  // gathers_16_bit(): a unit's 16-bit values in flight
