@@ -82,7 +82,7 @@ def main():
           f"logs under {out_dir}\n", flush=True)
     rows = [run_variant(name, overrides, args.steps, args.np, out_dir) for name, overrides in chosen]
     base = rows[0]
-    print("| run | loss @ last step | mean loss, last 20 | val loss | vs first run | bytes/rank/step (last 100) | "
+    print("| run | loss @ last step | mean loss, last 20 | val loss | vs first run | bytes/rank/step (last 96) | "
           "vs first run | exposed comm | ms/step | wall s |")
     print("|---|---|---|---|---|---|---|---|---|---|")
     for r in rows:
