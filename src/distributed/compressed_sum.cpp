@@ -206,10 +206,10 @@ void CompressedSum::sum(Tensor& x) {
   for (int q = 0; q < ranks; ++q) decode(spec_, contributions + q * mine, own.size(), z, q > 0);
   float* server_error = server_error_.data<float>();
   for (std::int64_t i = 0; i < own.size(); ++i) z[i] += server_error[i];
-  std::vector<float> server_decoded(static_cast<std::size_t>(own.size()));
+  float* server_decoded = values + own.begin;  // free: decoded into again below
   auto* result = static_cast<std::byte*>(from_server_.raw_data());
-  encode(spec_, z, own.size(), result, server_decoded.data());
-  for (std::int64_t i = 0; i < own.size(); ++i) server_error[i] = z[i] - server_decoded[static_cast<std::size_t>(i)];
+  encode(spec_, z, own.size(), result, server_decoded);
+  for (std::int64_t i = 0; i < own.size(); ++i) server_error[i] = z[i] - server_decoded[i];
   for (int p = 1; p < ranks; ++p) std::memcpy(result + p * mine, result, static_cast<std::size_t>(mine));
   std::vector<std::int64_t> to_everyone(static_cast<std::size_t>(ranks), mine), from_servers(chunk_bytes_);
   group_.all_to_all_v(from_server_, to_everyone, at_worker_, from_servers);

@@ -52,16 +52,19 @@ double AdamWOptimizer::sum_squares_of(std::optional<bool> expert) const {
   return sum_squares;
 }
 
-OptimizerStepStats AdamWOptimizer::step(float lr, double global_sum_squares, float unscale) {
+OptimizerStepStats clipping(const AdamWConfig& config, double global_sum_squares, float unscale) {
   OptimizerStepStats stats;
   stats.grad_norm = std::sqrt(global_sum_squares) * static_cast<double>(unscale);
-  if (!std::isfinite(stats.grad_norm)) {
-    stats.skipped = true;
-    return stats;
+  stats.skipped = !std::isfinite(stats.grad_norm);
+  if (!stats.skipped && config.grad_clip > 0.0f && stats.grad_norm > config.grad_clip) {
+    stats.clip_scale = static_cast<float>(config.grad_clip / stats.grad_norm);
   }
-  if (config_.grad_clip > 0.0f && stats.grad_norm > config_.grad_clip) {
-    stats.clip_scale = static_cast<float>(config_.grad_clip / stats.grad_norm);
-  }
+  return stats;
+}
+
+OptimizerStepStats AdamWOptimizer::step(float lr, double global_sum_squares, float unscale) {
+  const OptimizerStepStats stats = clipping(config_, global_sum_squares, unscale);
+  if (stats.skipped) return stats;
   ++steps_;
   std::int64_t offset = 0;
   for (OptimizerSegment& s : segments_) {

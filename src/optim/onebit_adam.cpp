@@ -14,15 +14,8 @@ OptimizerStepStats onebit_adam_step(AdamWOptimizer& adam, const OneBitAdamArgs& 
   MYRIAD_CHECK(args.replicas >= 1 && args.freeze_step >= 1,
                "1-bit Adam: " << args.replicas << " replicas, freeze_step " << args.freeze_step);
   MYRIAD_CHECK(adam.m().device().is_cpu(), "1-bit Adam runs on host tensors (training.device cpu)");
-  OptimizerStepStats stats;
-  stats.grad_norm = std::sqrt(args.global_sum_squares) * static_cast<double>(args.unscale);
-  if (!std::isfinite(stats.grad_norm)) {
-    stats.skipped = true;
-    return stats;
-  }
-  if (config.grad_clip > 0.0f && stats.grad_norm > config.grad_clip) {
-    stats.clip_scale = static_cast<float>(config.grad_clip / stats.grad_norm);
-  }
+  const OptimizerStepStats stats = clipping(config, args.global_sum_squares, args.unscale);
+  if (stats.skipped) return stats;
   const float P = static_cast<float>(args.replicas);
   const float gain = (1.0f - config.beta1) * P * stats.clip_scale * args.unscale;
   float* m = adam.m().data<float>();

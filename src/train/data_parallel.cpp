@@ -145,14 +145,25 @@ void DataParallel::track(std::int64_t delta_bytes) {
   buffer_peak_ = std::max(buffer_peak_, buffer_bytes_);
 }
 
+void DataParallel::reset_units_left() {
+  for (std::size_t b = 0; b < units_left_.size(); ++b) {
+    const dist::ZeroBucket& bucket = layout_.buckets()[b];
+    units_left_[b] = bucket.last_unit - bucket.first_unit + 1;
+  }
+}
+
+double DataParallel::sum_over_model_parallel(double value) const {
+  for (dist::Communicator* group : options_.model_parallel) {
+    if (group->size() > 1) value = dist::sum_over_ranks(*group, value);
+  }
+  return value;
+}
+
 void DataParallel::zero_grads() {
   if (stage_ <= 1) store_.zero_grads();
   if (shard_grads_.defined()) zero(shard_grads_);
   if (options_.pipelined) {  // the step's count of final gradients starts here, not per micro-batch
-    for (std::size_t b = 0; b < units_left_.size(); ++b) {
-      const dist::ZeroBucket& bucket = layout_.buckets()[b];
-      units_left_[b] = bucket.last_unit - bucket.first_unit + 1;
-    }
+    reset_units_left();
     std::fill(launched_.begin(), launched_.end(), 0);
     buckets_overlapped_ = 0;
     communicate_ = false;
@@ -179,10 +190,7 @@ void DataParallel::begin_pipelined_backward(bool final_for_chunk) {
 void DataParallel::begin_micro_batch(bool last_of_step) {
   if (options_.pipelined) return;  // per chunk: begin_pipelined_backward
   communicate_ = (stage_ >= 2 || last_of_step) && exchanges_exactly();
-  for (std::size_t b = 0; b < units_left_.size(); ++b) {
-    const dist::ZeroBucket& bucket = layout_.buckets()[b];
-    units_left_[b] = bucket.last_unit - bucket.first_unit + 1;
-  }
+  reset_units_left();
 }
 
 void DataParallel::grads_ready(int unit) {
@@ -365,10 +373,7 @@ void DataParallel::consolidate_replicas() {
 optim::OptimizerStepStats DataParallel::optimizer_step(float lr, float unscale) {
   if (local_sgd_) {
     // Each replica's own gradients (stage 0); every replica skips when one norm is not finite.
-    double sum_squares = optimizer_->grad_sum_squares();
-    for (dist::Communicator* group : options_.model_parallel) {
-      if (group->size() > 1) sum_squares = dist::sum_over_ranks(*group, sum_squares);
-    }
+    double sum_squares = sum_over_model_parallel(optimizer_->grad_sum_squares());
     if (dist::sum_over_ranks(dp_, std::isfinite(sum_squares) ? 0.0 : 1.0) > 0.0) {
       sum_squares = std::numeric_limits<double>::quiet_NaN();
     }
@@ -379,10 +384,8 @@ optim::OptimizerStepStats DataParallel::optimizer_step(float lr, float unscale) 
   if (!exchanges_exactly() && options_.exchange.kind == GradientExchange::Kind::onebit_adam) {
     // Local gradients: P g_r estimates the global gradient; its squared norm averaged over ranks.
     const int replicas = dp_.size();
-    double sum_squares = dist::sum_over_ranks(dp_, optimizer_->grad_sum_squares()) * replicas;
-    for (dist::Communicator* group : options_.model_parallel) {
-      if (group->size() > 1) sum_squares = dist::sum_over_ranks(*group, sum_squares);
-    }
+    const double sum_squares =
+        sum_over_model_parallel(dist::sum_over_ranks(dp_, optimizer_->grad_sum_squares()) * replicas);
     const optim::OneBitAdamArgs args{lr, sum_squares, unscale, replicas, options_.exchange.freeze_step};
     return optim::onebit_adam_step(*optimizer_, args, [this](Tensor& momentum) { compressed_->sum(momentum); });
   }
@@ -396,9 +399,7 @@ optim::OptimizerStepStats DataParallel::optimizer_step(float lr, float unscale) 
     sum_squares = optimizer_->grad_sum_squares(false) +
                   dist::sum_over_ranks(*options_.expert_parallel, optimizer_->grad_sum_squares(true));
   }
-  for (dist::Communicator* group : options_.model_parallel) {
-    if (group->size() > 1) sum_squares = dist::sum_over_ranks(*group, sum_squares);
-  }
+  sum_squares = sum_over_model_parallel(sum_squares);
   optim::OptimizerStepStats stats = optimizer_->step(lr, sum_squares, unscale);
   if (!stats.skipped) refresh_16_bit_shard();
   if (!stats.skipped && (stage_ == 1 || stage_ == 2)) {

@@ -39,6 +39,10 @@ struct OptimizerSegment {
   bool expert = false;  // an MoE expert's (ep ranks hold different ones): grad_sum_squares(true)
 };
 
+// The norm (sqrt(global_sum_squares) * unscale), whether it is non-finite (skip) and the clip
+// scale min(1, grad_clip / norm) of one step — shared by AdamW and 1-bit Adam.
+OptimizerStepStats clipping(const AdamWConfig& config, double global_sum_squares, float unscale);
+
 // One segment per parameter of the store.
 std::vector<OptimizerSegment> whole_parameter_segments(nn::ParameterStore& store);
 

@@ -182,6 +182,9 @@ class DataParallel final : public nn::UnitHooks {
   void refresh_16_bit_shard();  // shard_values_16_ <- shard_values_ rounded to compute_format
   void track(std::int64_t delta_bytes);
   void sum_tp_partial_grads();
+  void reset_units_left();  // every bucket waits for all its units again
+  // `value` summed over the model-parallel groups (each part of the model counted once).
+  double sum_over_model_parallel(double value) const;
 
   nn::GptModel& model_;
   nn::ParameterStore& store_;
