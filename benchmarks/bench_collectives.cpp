@@ -4,6 +4,7 @@
 //          [--iters 20] [--warmup 5] [--op all|all_reduce|all_gather|reduce_scatter|all_to_all|
 //          broadcast|send_recv[,...]] [--transport mpi]
 //   mpirun -np N build/benchmarks/bench_collectives --algorithms ring,tree,hierarchical --ranks-per-node L
+//   (each algorithm also as ring+exact, tree+exact, hierarchical+exact: parallel.dp_reduce_exact)
 //
 // With --algorithms it compares all-reduce algorithms instead (parallel.dp_reduce) at every size,
 // interleaving them round by round (this machine's speed drifts): time (fastest round), bytes
@@ -35,8 +36,10 @@
 #include "myriad/core/error.h"
 #include "myriad/core/tensor.h"
 #include "myriad/distributed/communicator.h"
+#include "myriad/distributed/exact_sum.h"
 #include "myriad/distributed/hierarchical_communicator.h"
 #include "myriad/distributed/mpi_runtime.h"
+#include "myriad/distributed/ring_communicator.h"
 #include "myriad/distributed/tree_communicator.h"
 
 namespace {
@@ -102,8 +105,10 @@ Args parse_args(int argc, char** argv) {
     else if (key == "--algorithms") {
       std::stringstream list(value);
       for (std::string a; std::getline(list, a, ',');) {
-        MYRIAD_CHECK(a == "ring" || a == "tree" || a == "hierarchical",
-                     "--algorithms " << a << ": allowed: ring, tree, hierarchical");
+        const std::string base = a.substr(0, a.find("+exact"));
+        MYRIAD_CHECK(
+            (base == "ring" || base == "tree" || base == "hierarchical") && (a == base || a == base + "+exact"),
+            "--algorithms " << a << ": allowed: ring, tree, hierarchical, each optionally +exact");
         args.algorithms.push_back(a);
       }
     } else
@@ -357,25 +362,34 @@ void run_op(const std::string& op, const Args& args, Communicator& comm, Communi
   }
 }
 
-// Bytes rank `r` sends to ranks on other nodes in one all-reduce of S bytes (nodes of
-// `per_node` consecutive ranks): the ring forwards 2(n-1) chunks to r+1; the tree sends its partial
-// to r - 2^k in the reduction and the whole buffer to its binomial children in the broadcast.
-std::int64_t cross_node_bytes(const std::string& algorithm, std::int64_t count, int n, int r, int per_node) {
+// Bytes rank `r` sends to ranks on other nodes in one all-reduce of `count` elements of
+// `element_bytes` (nodes of `per_node` consecutive ranks): the ring forwards 2(n-1) chunks to r+1;
+// the tree sends its partial to r - 2^k in the reduction and the whole buffer to its binomial
+// children in the broadcast. "+exact": an int32 max all-reduce of the block exponents, then the
+// int64 all-reduce of the values.
+std::int64_t cross_node_bytes(const std::string& algorithm, std::int64_t count, int n, int r, int per_node,
+                              std::int64_t element_bytes = 4) {
+  const std::size_t exact = algorithm.find("+exact");
+  if (exact != std::string::npos) {
+    const std::string base = algorithm.substr(0, exact);
+    return cross_node_bytes(base, myriad::dist::exact_sum_blocks(count), n, r, per_node, 4) +
+           cross_node_bytes(base, count, n, r, per_node, 8);
+  }
   auto node = [&](int rank) { return rank / per_node; };
   std::int64_t bytes = 0;
   if (algorithm == "ring") {
     if (node(r) != node((r + 1) % n))
-      bytes = 4 * (2 * count - chunk_elements(count, n, r) - chunk_elements(count, n, r + 1));
+      bytes = element_bytes * (2 * count - chunk_elements(count, n, r) - chunk_elements(count, n, r + 1));
   } else if (algorithm == "tree") {
     for (int mask = 1; mask < n; mask <<= 1) {
       if (r & mask) {
-        if (node(r) != node(r - mask)) bytes += 4 * count;
+        if (node(r) != node(r - mask)) bytes += element_bytes * count;
         break;
       }
     }
     for (int step = 1; step < n; step <<= 1) {  // binomial broadcast from 0 (bench's rule above)
       if (r != 0 && step >= (r & -r)) break;
-      if (r + step < n && node(r) != node(r + step)) bytes += 4 * count;
+      if (r + step < n && node(r) != node(r + step)) bytes += element_bytes * count;
     }
   }
   return bytes;
@@ -388,10 +402,13 @@ void compare_algorithms(const Args& args, myriad::dist::MpiRuntime& runtime, Com
   const myriad::dist::NodeGrouping grouping{n / args.ranks_per_node, args.ranks_per_node};
   std::vector<std::unique_ptr<Communicator>> comms;
   for (const std::string& a : args.algorithms) {
+    const bool exact = a.find("+exact") != std::string::npos;
     if (a == "ring") comms.push_back(runtime.world());
-    if (a == "tree") comms.push_back(std::make_unique<myriad::dist::TreeCommunicator>(runtime.world()));
-    if (a == "hierarchical")
-      comms.push_back(std::make_unique<myriad::dist::HierarchicalCommunicator>(runtime.world(), grouping));
+    if (a == "ring+exact") comms.push_back(std::make_unique<myriad::dist::RingCommunicator>(runtime.world(), true));
+    if (a.rfind("tree", 0) == 0)
+      comms.push_back(std::make_unique<myriad::dist::TreeCommunicator>(runtime.world(), exact));
+    if (a.rfind("hierarchical", 0) == 0)
+      comms.push_back(std::make_unique<myriad::dist::HierarchicalCommunicator>(runtime.world(), grouping, exact));
   }
   std::vector<std::string> header = {"size (B)"};
   for (const std::string& a : args.algorithms) {

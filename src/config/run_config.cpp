@@ -110,6 +110,8 @@ void validate_device(const RunConfig& c) {
                why << " reduces gradients with NCCL, which picks its own algorithm (ring or tree, node-aware; set "
                       "NCCL_ALGO to force one): parallel.dp_reduce "
                    << choice_name(p.dp_reduce) << " applies to host (MPI) groups; use auto or ring");
+  MYRIAD_CHECK(!p.dp_reduce_exact, why << " reduces gradients with NCCL's f32 sums: parallel.dp_reduce_exact applies "
+                                          "to host (MPI) groups; set it to false");
 }
 
 // training.optimizer onebit_adam / training.gradient_compression replace the exact gradient

@@ -8,11 +8,12 @@
 #include "mpi_work.h"
 #include "myriad/core/error.h"
 #include "myriad/distributed/comm_checks.h"
+#include "myriad/distributed/exact_sum.h"
 
 namespace myriad::dist {
 
-ComposedCommunicator::ComposedCommunicator(std::unique_ptr<Communicator> flat)
-    : flat_(std::move(flat)), stats_(std::make_shared<StatsBlock>()) {
+ComposedCommunicator::ComposedCommunicator(std::unique_ptr<Communicator> flat, bool exact_sums)
+    : flat_(std::move(flat)), exact_sums_(exact_sums), stats_(std::make_shared<StatsBlock>()) {
   MYRIAD_CHECK(flat_ != nullptr, "ComposedCommunicator: null group");
 }
 
@@ -85,13 +86,30 @@ void ComposedCommunicator::worker_loop() {
   }
 }
 
+std::string ComposedCommunicator::description() const {
+  return exact_sums_ ? algorithm() + ", exact sums" : algorithm();
+}
+
+bool ComposedCommunicator::sums_exactly(const Tensor& tensor, ReduceOp op) const {
+  return exact_sums_ && op == ReduceOp::sum && tensor.dtype() == DType::f32;
+}
+
 WorkHandle ComposedCommunicator::all_reduce_async(Tensor tensor, ReduceOp op) {
+  if (sums_exactly(tensor, op)) {
+    check_all_reduce_args(*this, tensor);
+    return enqueue(CommOp::all_reduce, [this, tensor]() mutable { run_exact_all_reduce(tensor); });
+  }
   if (!composes(CommOp::all_reduce)) return flat_->all_reduce_async(std::move(tensor), op);
   check_all_reduce_args(*this, tensor);
   return enqueue(CommOp::all_reduce, [this, tensor, op]() mutable { run_all_reduce(tensor, op); });
 }
 
 WorkHandle ComposedCommunicator::reduce_scatter_async(Tensor input, Tensor output, ReduceOp op) {
+  if (sums_exactly(input, op)) {
+    check_reduce_scatter_args(*this, input, output);
+    return enqueue(CommOp::reduce_scatter,
+                   [this, input, output]() mutable { run_exact_reduce_scatter(input, output); });
+  }
   if (!composes(CommOp::reduce_scatter)) return flat_->reduce_scatter_async(std::move(input), std::move(output), op);
   check_reduce_scatter_args(*this, input, output);
   return enqueue(CommOp::reduce_scatter,
@@ -102,6 +120,42 @@ WorkHandle ComposedCommunicator::all_gather_async(Tensor input, Tensor output) {
   if (!composes(CommOp::all_gather)) return flat_->all_gather_async(std::move(input), std::move(output));
   check_all_gather_args(*this, input, output);
   return enqueue(CommOp::all_gather, [this, input, output]() mutable { run_all_gather(input, output); });
+}
+
+Tensor ComposedCommunicator::group_exponents(const Tensor& values) {
+  Tensor exponents = Tensor::empty({exact_sum_blocks(values.numel())}, DType::i32);
+  exact_sum_exponents(values.data<float>(), values.numel(), exponents.data<std::int32_t>());
+  run_all_reduce(exponents, ReduceOp::max);
+  return exponents;
+}
+
+Tensor ComposedCommunicator::fixed_point_buffer(std::int64_t elements) {
+  if (!fixed_point_.defined() || fixed_point_.numel() < elements) {
+    fixed_point_ = Tensor::empty({std::max<std::int64_t>(elements, 1)}, DType::i64);
+  }
+  return fixed_point_.slice(0, 0, elements);
+}
+
+void ComposedCommunicator::run_exact_all_reduce(Tensor& tensor) {
+  const std::int64_t n = tensor.numel();
+  const int headroom = exact_sum_headroom(size());
+  const Tensor exponents = group_exponents(tensor);
+  Tensor fixed = fixed_point_buffer(n);
+  to_exact_fixed(tensor.data<float>(), n, exponents.data<std::int32_t>(), headroom, fixed.data<std::int64_t>());
+  run_all_reduce(fixed, ReduceOp::sum);
+  from_exact_fixed(fixed.data<std::int64_t>(), 0, n, exponents.data<std::int32_t>(), headroom, tensor.data<float>());
+}
+
+void ComposedCommunicator::run_exact_reduce_scatter(const Tensor& input, Tensor& output) {
+  const std::int64_t n = input.numel();
+  const int headroom = exact_sum_headroom(size());
+  const Tensor exponents = group_exponents(input);
+  Tensor buffer = fixed_point_buffer(n + output.numel());
+  Tensor fixed = buffer.slice(0, 0, n), mine = buffer.slice(0, n, n + output.numel());
+  to_exact_fixed(input.data<float>(), n, exponents.data<std::int32_t>(), headroom, fixed.data<std::int64_t>());
+  run_reduce_scatter(fixed, mine, ReduceOp::sum);
+  from_exact_fixed(mine.data<std::int64_t>(), chunk_range(n, size(), rank()).begin, output.numel(),
+                   exponents.data<std::int32_t>(), headroom, output.data<float>());
 }
 
 void ComposedCommunicator::run_reduce_scatter(const Tensor&, Tensor&, ReduceOp) {

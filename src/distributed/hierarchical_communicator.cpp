@@ -21,8 +21,9 @@ void copy_elements(const Tensor& src, std::int64_t src_at, Tensor& dst, std::int
 }
 }  // namespace
 
-HierarchicalCommunicator::HierarchicalCommunicator(std::unique_ptr<Communicator> flat, NodeGrouping grouping)
-    : ComposedCommunicator(std::move(flat)), grouping_(grouping) {
+HierarchicalCommunicator::HierarchicalCommunicator(std::unique_ptr<Communicator> flat, NodeGrouping grouping,
+                                                   bool exact_sums)
+    : ComposedCommunicator(std::move(flat), exact_sums), grouping_(grouping) {
   MYRIAD_CHECK(grouping_.nodes >= 1 && grouping_.per_node >= 1 && grouping_.nodes * grouping_.per_node == size(),
                "hierarchical group '" << name() << "': " << grouping_.nodes << " nodes x " << grouping_.per_node
                                       << " members is not its " << size() << " ranks");

@@ -6,6 +6,7 @@
 #include "myriad/core/error.h"
 #include "myriad/distributed/hierarchical_communicator.h"
 #include "myriad/distributed/loopback_communicator.h"
+#include "myriad/distributed/ring_communicator.h"
 #include "myriad/distributed/tree_communicator.h"
 
 namespace myriad::dist {
@@ -26,15 +27,17 @@ std::string wrap_for_reduction(std::unique_ptr<Communicator>& group, const std::
   NodeGrouping grouping;
   switch (choose_reduction(options.dp_reduce, node_of_member, group->name(), &grouping)) {
     case ReductionAlgorithm::tree:
-      group = std::make_unique<TreeCommunicator>(std::move(group));
+      group = std::make_unique<TreeCommunicator>(std::move(group), options.exact);
       break;
     case ReductionAlgorithm::hierarchical:
-      group = std::make_unique<HierarchicalCommunicator>(std::move(group), grouping);
+      group = std::make_unique<HierarchicalCommunicator>(std::move(group), grouping, options.exact);
       break;
     default:
-      return "ring";
+      if (!options.exact) return "ring";
+      group = std::make_unique<RingCommunicator>(std::move(group), true);
+      break;
   }
-  return static_cast<ComposedCommunicator&>(*group).algorithm();
+  return static_cast<ComposedCommunicator&>(*group).description();
 }
 }  // namespace
 
@@ -67,7 +70,7 @@ ProcessGroups::ProcessGroups(const GridShape& shape, std::unique_ptr<Communicato
     data_context_ =
         world_->split(grid_.data_context_group_id(rank), coord[Axis::cp] + shape.cp * coord[Axis::dp], "dcp");
   }
-  if (reduction.dp_reduce == ReductionAlgorithm::ring || world_->size() < 2) return;
+  if ((reduction.dp_reduce == ReductionAlgorithm::ring && !reduction.exact) || world_->size() < 2) return;
   // Every rank takes the same branches below (they depend on the shape only), so the splits the
   // wrappers make stay collective.
   const std::vector<int> node_of_rank = node_of_each_rank(*world_, reduction.ranks_per_node);

@@ -5,7 +5,8 @@
 
 namespace myriad::dist {
 
-TreeCommunicator::TreeCommunicator(std::unique_ptr<Communicator> flat) : ComposedCommunicator(std::move(flat)) {
+TreeCommunicator::TreeCommunicator(std::unique_ptr<Communicator> flat, bool exact_sums)
+    : ComposedCommunicator(std::move(flat), exact_sums) {
   tree_ = &add_level("tree", this->flat().split(0, rank(), name() + ".tree"));
   start();
 }

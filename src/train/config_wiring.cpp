@@ -110,6 +110,7 @@ std::int64_t tokens_per_step(const RunConfig& c) {
 dist::ReductionOptions reduction_options(const ParallelConfig& parallel) {
   dist::ReductionOptions options;
   options.ranks_per_node = parallel.ranks_per_node;
+  options.exact = parallel.dp_reduce_exact;
   switch (parallel.dp_reduce) {
     case DpReduce::automatic:
       options.dp_reduce = dist::ReductionAlgorithm::automatic;

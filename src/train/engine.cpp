@@ -117,7 +117,7 @@ Engine::Engine(const RunConfig& config, std::shared_ptr<spdlog::logger> log, dis
   }
   MemoryReport mem = memory_report();
   log_->info(
-      "model: {} parameters ({} layers, C={}, heads {}/{}, V={} padded to {}); {}; dp {} ({} reductions) ZeRO {} ({} "
+      "model: {} parameters ({} layers, C={}, heads {}/{}, V={} padded to {}); {}; dp {} (reductions: {}) ZeRO {} ({} "
       "buckets); "
       "memory per rank: params {:.2f} MiB, grads {:.2f} MiB, optimizer {:.2f} MiB, activations {:.2f} MiB "
       "saved + {:.2f} MiB scratch ({})",

@@ -82,6 +82,7 @@ parallel:
   bucket_mb: 2.5
   dp_reduce: tree
   ranks_per_node: 4
+  dp_reduce_exact: true
   collective_timeout: 120
 training:
   global_batch_size: 64
@@ -300,6 +301,7 @@ TEST(ConfigYaml, FullFileSetsEveryKey) {
   EXPECT_EQ(c.training.device, ComputeDevice::cuda);
   EXPECT_EQ(c.parallel.dp_reduce, DpReduce::tree);
   EXPECT_EQ(c.parallel.ranks_per_node, 4);
+  EXPECT_TRUE(c.parallel.dp_reduce_exact);
   EXPECT_EQ(c.training.optimizer, OptimizerKind::onebit_adam);
   EXPECT_EQ(c.training.freeze_step, 50);
   EXPECT_EQ(c.training.gradient_compression, GradientCompression::topk);

@@ -335,6 +335,12 @@ TEST(ConfigValidate, CrossKeyChecks) {
         c.parallel.dp_reduce = DpReduce::hierarchical;
       },
       {"training.device cuda reduces gradients with NCCL", "parallel.dp_reduce hierarchical", "NCCL_ALGO"});
+  expect_invalid(
+      [&](RunConfig& c) {
+        on_cuda(c);
+        c.parallel.dp_reduce_exact = true;
+      },
+      {"training.device cuda reduces gradients with NCCL's f32 sums", "parallel.dp_reduce_exact"});
   expect_invalid([](RunConfig& c) { c.parallel.ranks_per_node = -1; }, {"parallel.ranks_per_node"});
   auto onebit = [](RunConfig& c) { c.training.optimizer = OptimizerKind::onebit_adam; };
   expect_invalid([](RunConfig& c) { c.training.freeze_step = 10; },

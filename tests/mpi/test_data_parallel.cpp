@@ -187,6 +187,41 @@ INSTANTIATE_TEST_SUITE_P(
                       std::tuple{std::string("hierarchical"), 3}, std::tuple{std::string("tree"), 0}),
     [](const auto& info) { return std::get<0>(info.param) + "_zero" + std::to_string(std::get<1>(info.param)); });
 
+// parallel.dp_reduce_exact: the ring, the tree and two simulated nodes give the same loss curve
+// bit for bit (ZeRO 1: reduce-scatter of the gradients, all-gather of the values), within the
+// serial tolerance of the one-process run.
+TEST(DataParallel, ExactSumsGiveTheSameCurveBitsForEveryAlgorithm) {
+  World world;
+  dist::Communicator& comm = *world.comm;
+  const int n = comm.size();
+  fs::path dir = shared_dir(comm, "reduce_exact");
+  RunConfig base = config_for(comm.rank(), dir, "gpt2", n, 1, kAccumulation);
+  prepare_shared_data(comm, base);
+  const Curve serial = serial_curve(comm, dir, "gpt2");
+  Curve first;
+  std::string first_name;
+  for (const char* algorithm : {"ring", "hierarchical", "tree"}) {
+    RunConfig config = base;
+    config.apply_override(std::string("parallel.dp_reduce=") + algorithm);
+    config.apply_override("parallel.dp_reduce_exact=true");
+    config.parallel.ranks_per_node = n / 2;
+    dist::ProcessGroups groups(dp_grid(n), world.runtime.world(), reduction_options(config.parallel));
+    EXPECT_NE(groups.reduction().find(", exact sums"), std::string::npos) << groups.reduction();
+    Engine engine(config, make_rank_logger(comm.rank(), "warn"), &groups);
+    const Curve curve = run(engine);
+    EXPECT_LT(max_abs_difference(serial.loss, curve.loss), kLossTolerance) << groups.reduction();
+    if (first_name.empty()) {
+      first = curve;
+      first_name = groups.reduction();
+      continue;
+    }
+    for (int s = 0; s < kSteps; ++s) {
+      EXPECT_EQ(curve.loss[s], first.loss[s]) << groups.reduction() << " vs " << first_name << ", step " << s + 1;
+    }
+    EXPECT_EQ(curve.val_loss, first.val_loss) << groups.reduction() << " vs " << first_name;
+  }
+}
+
 // ZeRO-3 under bf16 gathers 16-bit values: the same curve as ZeRO 0 under bf16 (both round the
 // parameters to bf16 for compute), with the gathers' bytes halved.
 TEST(DataParallel, Zero3Bf16GathersSixteenBitValues) {

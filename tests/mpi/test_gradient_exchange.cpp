@@ -187,6 +187,46 @@ TEST(LocalSgd, OneInnerStepWithPlainAveragingAveragesTheReplicasParameters) {
   for (int r = 1; r < comm.size(); ++r) EXPECT_EQ(hashes[r], hashes[0]) << "replica " << r << " differs";
 }
 
+// Local SGD with H = 1 equals synchronous training when the inner update is linear in the
+// gradient: AdamW with eps far above sqrt(v) (1e8: sqrt(v) + eps rounds to eps in f32) is SGD with
+// bias-corrected momentum, lr / eps = 0.1; no weight decay and no clipping (clipping acts on each
+// replica's own norm). Then the mean of the replicas' momenta is the synchronous momentum, and
+// averaging the replicas' parameters gives the synchronous step up to f32 rounding. With
+// AdamW's usual eps the same runs differ (the test below), so the comparison can fail.
+TEST(LocalSgd, OneInnerStepWithALinearInnerUpdateEqualsSynchronousTraining) {
+  World world;
+  const fs::path dir = shared_dir(*world.comm, "local_linear");
+  const int steps = 30;
+  const std::vector<std::string> momentum_sgd = {"training.lr=1e7", "training.adam_eps=1e8", "training.weight_decay=0",
+                                                 "training.grad_clip=0"};
+  auto with = [](std::vector<std::string> a, const std::vector<std::string>& b) {
+    a.insert(a.end(), b.begin(), b.end());
+    return a;
+  };
+  const std::vector<std::string> h1 = {"training.sync=local", "training.local_steps=1", "training.outer_lr=1",
+                                       "training.outer_momentum=0"};
+  const TrainedRun sync = train(world, dir, momentum_sgd, steps);
+  const TrainedRun local = train(world, dir, with(momentum_sgd, h1), steps);
+  double gap = 0.0;
+  for (int s = 0; s < steps; ++s) gap = std::max(gap, std::fabs(sync.loss[s] - local.loss[s]));
+  const double learned = sync.loss.front() - sync.loss.back();
+  if (world.comm->rank() == 0) {
+    std::cout << "local SGD H=1 with a linear inner update: max |sync - local| = " << gap << " over " << steps
+              << " steps (loss fell by " << learned << ")" << std::endl;
+  }
+  EXPECT_GT(learned, 0.1) << "the runs must train for the comparison to mean something";
+  EXPECT_LT(gap, 1e-4);
+  if (world.comm->size() > 1) {
+    const std::vector<std::string> adamw = {"training.lr=1e-3", "training.grad_clip=0"};
+    const TrainedRun adam_sync = train(world, dir, adamw, steps);
+    const TrainedRun adam_local = train(world, dir, with(adamw, h1), steps);
+    double adam_gap = 0.0;
+    for (int s = 0; s < steps; ++s) adam_gap = std::max(adam_gap, std::fabs(adam_sync.loss[s] - adam_local.loss[s]));
+    if (world.comm->rank() == 0) std::cout << "with AdamW's eps: max |sync - local| = " << adam_gap << std::endl;
+    EXPECT_GT(adam_gap, 1e-3) << "with AdamW's own eps the runs must differ (the comparison can fail)";
+  }
+}
+
 // With one inner step and plain averaging, local SGD averages AdamW *updates* where synchronous
 // training takes the AdamW update of the averaged gradient: the same for SGD, not for an adaptive
 // inner optimizer (AdamW's first step is lr * sign(g) per element). So they track each other

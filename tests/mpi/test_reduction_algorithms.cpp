@@ -3,14 +3,19 @@
 // max equal the ring's bit for bit (exact in any association), as do reduce-scatter chunks and
 // all-gathers (the same flat chunk rule); f32 sums are within the rounding bound of the double
 // reference and bitwise identical on every rank; async ops overlap and complete; the bytes that
-// cross nodes equal the closed form 2 S (N-1) / (N L) per rank.
+// cross nodes equal the closed form 2 S (N-1) / (N L) per rank. With exact sums
+// (parallel.dp_reduce_exact) f32 sums and reduce-scatters are bit for bit the same for the ring,
+// the tree and every node grouping — which plain f32 hierarchical sums are not.
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <limits>
 #include <sstream>
 
 #include "mpi_test_support.h"
+#include "myriad/distributed/exact_sum.h"
 #include "myriad/distributed/hierarchical_communicator.h"
+#include "myriad/distributed/ring_communicator.h"
 #include "myriad/distributed/tree_communicator.h"
 
 namespace myriad::dist {
@@ -29,14 +34,16 @@ std::vector<int> groupings(int world) {  // members per node
   return out;
 }
 
-// Every algorithm for this world: tree, then hierarchical with each grouping.
-std::vector<std::unique_ptr<ComposedCommunicator>> algorithms() {
+// Every algorithm for this world: tree, then hierarchical with each grouping (and first the ring,
+// which only exists as a composed communicator with exact sums).
+std::vector<std::unique_ptr<ComposedCommunicator>> algorithms(bool exact = false) {
   std::vector<std::unique_ptr<ComposedCommunicator>> out;
-  out.push_back(std::make_unique<TreeCommunicator>(make_world("tree_test")));
+  if (exact) out.push_back(std::make_unique<RingCommunicator>(make_world("ring_test"), true));
+  out.push_back(std::make_unique<TreeCommunicator>(make_world("tree_test"), exact));
   const int world = myriad::testing::world_size();
   for (int per_node : groupings(world)) {
-    out.push_back(
-        std::make_unique<HierarchicalCommunicator>(make_world("hier_test"), NodeGrouping{world / per_node, per_node}));
+    out.push_back(std::make_unique<HierarchicalCommunicator>(make_world("hier_test"),
+                                                             NodeGrouping{world / per_node, per_node}, exact));
   }
   return out;
 }
@@ -104,6 +111,85 @@ TEST(ReductionAlgorithms, FloatSumsAreWithinRoundingAndIdenticalOnEveryRank) {
       const std::vector<std::uint64_t> hashes = myriad::testing::hashes_on_all_ranks(t);
       for (int p = 1; p < ranks; ++p) EXPECT_EQ(hashes[p], hashes[0]) << "rank " << p << " differs from rank 0";
     }
+  }
+}
+
+TEST(ReductionAlgorithms, ExactFloatSumsAreTheSameBitsForEveryAlgorithmAndGrouping) {
+  const int ranks = myriad::testing::world_size(), r = myriad::testing::world_rank();
+  auto exact = algorithms(true);
+  const int headroom = exact_sum_headroom(ranks);
+  std::uint64_t seed = 1300;
+  for (std::int64_t n : sizes(ranks)) {
+    ++seed;
+    Tensor input = Tensor::empty({n}, DType::f32);
+    fill_input(input, seed, r);
+    for (std::int64_t i = 0; i < n; ++i) {  // magnitudes spread over 2^24 within each block
+      input.data<float>()[i] = std::ldexp(input.data<float>()[i], static_cast<int>((i * 7 + r) % 25) - 12);
+    }
+    const std::int64_t chunk = chunk_range(n, ranks, r).size();
+    Tensor first_sum, first_chunk;
+    for (auto& algorithm : exact) {
+      SCOPED_TRACE(algorithm->description() + " n=" + std::to_string(n));
+      EXPECT_TRUE(algorithm->exact_sums());
+      Tensor sum = input.clone(), out = Tensor::empty({chunk}, DType::f32);
+      algorithm->all_reduce(sum);
+      algorithm->reduce_scatter(input, out);
+      if (!first_sum.defined()) {
+        first_sum = sum;
+        first_chunk = out;
+        // The exact sum: within half an f32 ulp plus the grid error P 2^(E + h - 63), E <= 13.
+        std::int64_t bad = 0;
+        for (std::int64_t i = 0; i < n; ++i) {
+          double want = 0.0;
+          for (int p = 0; p < ranks; ++p) {
+            want += std::ldexp(static_cast<float>(input_value(DType::f32, seed, p, i)),
+                               static_cast<int>((i * 7 + p) % 25) - 12);
+          }
+          const auto f = static_cast<float>(want);
+          const double half_ulp = 0.5 * (std::nextafter(std::fabs(f), 1e30f) - std::fabs(f));
+          if (std::fabs(element(sum, i) - want) > half_ulp + ranks * std::ldexp(1.0, 13 + headroom - 63)) ++bad;
+        }
+        EXPECT_EQ(bad, 0);
+        const ChunkRange mine = chunk_range(n, ranks, r);
+        for (std::int64_t i = 0; i < chunk; ++i) ASSERT_EQ(element(out, i), element(sum, mine.begin + i)) << i;
+        continue;
+      }
+      expect_same_bits(sum, first_sum, "exact all_reduce");
+      expect_same_bits(out, first_chunk, "exact reduce_scatter");
+    }
+  }
+}
+
+TEST(ReductionAlgorithms, PlainFloatSumsOfTwoLevelGroupingsDifferFromTheRing) {
+  // Why exact sums exist: without them a hierarchical f32 sum is another association.
+  const int ranks = myriad::testing::world_size(), r = myriad::testing::world_rank();
+  auto ring = make_world("ring");
+  const std::int64_t n = 100003;
+  for (int per_node : groupings(ranks)) {
+    if (per_node < 2 || per_node == ranks) continue;
+    HierarchicalCommunicator hier(make_world("hier_plain"), NodeGrouping{ranks / per_node, per_node});
+    Tensor a = Tensor::empty({n}, DType::f32);
+    fill_input(a, 4242, r);
+    Tensor b = a.clone();
+    hier.all_reduce(a);
+    ring->all_reduce(b);
+    std::int64_t differ = 0;
+    for (std::int64_t i = 0; i < n; ++i) differ += a.data<float>()[i] != b.data<float>()[i];
+    EXPECT_GT(differ, 0) << hier.algorithm() << ": plain sums never differ, so the exact test shows nothing";
+  }
+}
+
+TEST(ReductionAlgorithms, ExactSumsPropagateNonFiniteValuesByBlock) {
+  const int ranks = myriad::testing::world_size(), r = myriad::testing::world_rank();
+  for (auto& algorithm : algorithms(true)) {
+    SCOPED_TRACE(algorithm->description());
+    Tensor t = Tensor::full({3 * kExactSumBlock}, 0.5, DType::f32);
+    if (r == ranks - 1) t.data<float>()[kExactSumBlock + 1] = std::numeric_limits<float>::infinity();
+    algorithm->all_reduce(t);
+    const float* x = t.data<float>();
+    EXPECT_EQ(x[0], 0.5f * static_cast<float>(ranks));
+    EXPECT_TRUE(std::isnan(x[kExactSumBlock]) && std::isnan(x[2 * kExactSumBlock - 1]));
+    EXPECT_EQ(x[2 * kExactSumBlock], 0.5f * static_cast<float>(ranks));
   }
 }
 

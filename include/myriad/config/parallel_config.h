@@ -32,6 +32,7 @@ struct ParallelConfig {
   double bucket_mb = 8.0;
   DpReduce dp_reduce = DpReduce::automatic;  // gradient all-reduce: auto | ring | tree | hierarchical
   int ranks_per_node = 0;                    // 0 = nodes from the host names; > 0 simulates nodes of that many ranks
+  bool dp_reduce_exact = false;       // f32 gradient sums exact: the same bits for every algorithm and node count
   double collective_timeout = 600.0;  // seconds a collective may run before the watchdog reports and aborts; 0 = off
 
   // dp * tp * pp * cp (0 while dp is auto): the world.

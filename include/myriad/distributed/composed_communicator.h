@@ -12,6 +12,10 @@
 // Statistics: composed ops are counted under their own op (calls, bytes, seconds, wait seconds);
 // forwarded ops are the flat group's; levels() gives the private groups' own counters (for
 // example the bytes that crossed nodes).
+// Exact sums (exact_sums = true, parallel.dp_reduce_exact): every f32 sum all-reduce and
+// reduce-scatter runs as a max all-reduce of block exponents and an int64 sum of the fixed-point
+// values (exact_sum.h) through the subclass's own algorithm, so its bits are the same for every
+// algorithm and node grouping; other dtypes and max are exact already and run as usual.
 // Host tensors only (the sub-communicators are MPI's); a device group is never wrapped.
 #pragma once
 
@@ -73,6 +77,9 @@ class ComposedCommunicator : public Communicator {
 
   // "ring", "tree", "hierarchical (2 nodes x 2)": what the reductions run.
   virtual std::string algorithm() const = 0;
+  // algorithm(), followed by ", exact sums" when exact_sums is on.
+  std::string description() const;
+  bool exact_sums() const { return exact_sums_; }
   // The private groups by role ("intra-node", "inter-node", "tree"), with their own statistics.
   std::vector<std::pair<std::string, CommStats>> levels() const;
   // The flat group, then the private groups (for the collective watchdog).
@@ -81,7 +88,7 @@ class ComposedCommunicator : public Communicator {
  protected:
   // `flat`: the group to wrap. Subclasses create their private groups by splitting it and hand
   // them over with add_level (in their constructor, collectively, in the same order on every rank).
-  explicit ComposedCommunicator(std::unique_ptr<Communicator> flat);
+  ComposedCommunicator(std::unique_ptr<Communicator> flat, bool exact_sums);
   Communicator& flat() { return *flat_; }
   Communicator& add_level(std::string role, std::unique_ptr<Communicator> group);
   // Starts the worker: the last line of a subclass constructor. stop() drains and joins it: the
@@ -90,7 +97,8 @@ class ComposedCommunicator : public Communicator {
   void stop();
 
   // Which ops the subclass composes; the others (of all_reduce, reduce_scatter, all_gather) go
-  // to the flat group like the rest.
+  // to the flat group like the rest — except exact f32 sums, which always run on the worker
+  // (so run_reduce_scatter must work for integer sums when exact_sums is on).
   virtual bool composes(CommOp op) const = 0;
   // Run on the worker, blocking; only issue ops on the private groups.
   virtual void run_all_reduce(Tensor& tensor, ReduceOp op) = 0;
@@ -103,10 +111,17 @@ class ComposedCommunicator : public Communicator {
     std::function<void()> run;
   };
   WorkHandle enqueue(CommOp op, std::function<void()> run);
+  bool sums_exactly(const Tensor& tensor, ReduceOp op) const;
+  void run_exact_all_reduce(Tensor& tensor);
+  void run_exact_reduce_scatter(const Tensor& input, Tensor& output);
+  Tensor group_exponents(const Tensor& values);      // block exponents, max-reduced over the group
+  Tensor fixed_point_buffer(std::int64_t elements);  // the worker's int64 scratch, grown as needed
   void worker_loop();
   CommOpStats level_totals() const;
 
   std::unique_ptr<Communicator> flat_;
+  bool exact_sums_ = false;
+  Tensor fixed_point_;  // worker only: reused by every exact sum (the largest one's size stays)
   std::vector<std::pair<std::string, std::unique_ptr<Communicator>>> levels_;
   std::shared_ptr<StatsBlock> stats_;
   std::exception_ptr broken_;  // worker only: the first failure; later composed ops fail with it

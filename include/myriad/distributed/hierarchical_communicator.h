@@ -15,7 +15,7 @@
 //                   same as under the flat ring.
 // Every rank ends an all_reduce with identical bits (each chunk reduced once, then copied);
 // the sum is association (i, then j) instead of the flat ring's, so f32 results equal the flat
-// ones up to rounding (integers exactly).
+// ones up to rounding (integers exactly) — bit for bit with exact sums (exact_sum.h).
 #pragma once
 
 #include <memory>
@@ -29,7 +29,7 @@ namespace myriad::dist {
 class HierarchicalCommunicator final : public ComposedCommunicator {
  public:
   // Collective over `flat`. Throws unless grouping.nodes * grouping.per_node == flat->size().
-  HierarchicalCommunicator(std::unique_ptr<Communicator> flat, NodeGrouping grouping);
+  HierarchicalCommunicator(std::unique_ptr<Communicator> flat, NodeGrouping grouping, bool exact_sums = false);
   ~HierarchicalCommunicator() override;
 
   std::string algorithm() const override;

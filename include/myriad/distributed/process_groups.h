@@ -11,7 +11,9 @@
 // Gradient reductions: the groups gradients are reduced over (dp, and dcp / edp where they exist)
 // run the algorithm ReductionOptions::dp_reduce settles to for them (node_layout.h): ring (the
 // transport's own), tree (TreeCommunicator) or hierarchical (HierarchicalCommunicator over the
-// nodes node_of_each_rank finds) — host (MPI) groups only; the choice is in reduction().
+// nodes node_of_each_rank finds) — host (MPI) groups only; the choice is in reduction(). With
+// ReductionOptions::exact their f32 sums are exact (exact_sum.h: the same bits for every
+// algorithm and node grouping; the ring then runs as a RingCommunicator).
 // Destroy it before the MpiRuntime (its MPI communicators must be freed before MPI_Finalize).
 #pragma once
 
@@ -31,6 +33,7 @@ namespace myriad::dist {
 struct ReductionOptions {
   ReductionAlgorithm dp_reduce = ReductionAlgorithm::ring;  // parallel.dp_reduce
   int ranks_per_node = 0;                                   // parallel.ranks_per_node (0 = host names)
+  bool exact = false;                                       // parallel.dp_reduce_exact
 };
 
 class ProcessGroups {
@@ -57,7 +60,8 @@ class ProcessGroups {
   // every cp chunk; the dp group itself when cp is 1, named "dcp" otherwise.
   Communicator& data_context() { return data_context_ ? *data_context_ : group(Axis::dp); }
 
-  // The algorithm the dp group's reductions run ("ring", "tree", "hierarchical (2 nodes x 4)").
+  // The algorithm the dp group's reductions run ("ring", "tree", "hierarchical (2 nodes x 4)",
+  // followed by ", exact sums" under ReductionOptions::exact).
   const std::string& reduction() const { return reduction_; }
 
   // ("world", ...), then one entry per axis in tp, cp, ep, dp, pp order (loopback axes included).

@@ -7,7 +7,8 @@
 // every member ends with identical bits. Cost: 2 ceil(log2 P) message latencies against the
 // ring's 2(P - 1), but whole buffers travel each round (about 2 S log2 P bytes through member 0
 // against the ring's 2 S): tree pays off for small, latency-bound reductions (scalars, tiny
-// models, many ranks). reduce_scatter and all_gather stay the flat group's rings.
+// models, many ranks). reduce_scatter and all_gather stay the flat group's rings (with exact sums,
+// the integer reduce-scatter runs on the private copy's ring).
 #pragma once
 
 #include <memory>
@@ -19,7 +20,8 @@ namespace myriad::dist {
 
 class TreeCommunicator final : public ComposedCommunicator {
  public:
-  explicit TreeCommunicator(std::unique_ptr<Communicator> flat);  // collective over `flat`
+  // Collective over `flat`.
+  explicit TreeCommunicator(std::unique_ptr<Communicator> flat, bool exact_sums = false);
   ~TreeCommunicator() override;
 
   std::string algorithm() const override { return "tree"; }
@@ -27,6 +29,9 @@ class TreeCommunicator final : public ComposedCommunicator {
  protected:
   bool composes(CommOp op) const override { return op == CommOp::all_reduce; }
   void run_all_reduce(Tensor& tensor, ReduceOp op) override;
+  void run_reduce_scatter(const Tensor& input, Tensor& output, ReduceOp op) override {
+    tree_->reduce_scatter(input, output, op);
+  }
 
  private:
   Communicator* tree_ = nullptr;
