@@ -2,7 +2,7 @@
 # Installs what myriad needs to build and test, and only what is missing.
 # Idempotent: a second run installs nothing. Used by both README commands and .ci/run.
 # Debian packages: compiler, CMake, OpenMPI, OpenBLAS (OpenMP flavour), spdlog, yaml-cpp,
-# GoogleTest, nlohmann-json, ICU, and the default corpus (fortunes). Python packages (for the
+# GoogleTest, nlohmann-json, ICU, zstd, and the default corpus (fortunes). Python packages (for the
 # bindings and tests): numpy, pytest, pybind11, regex (reference pre-tokenizer in tokenizer tests).
 set -euo pipefail
 
@@ -14,7 +14,7 @@ DEBIAN_PACKAGES=(
   libopenblas-openmp-dev
   libspdlog-dev libfmt-dev libyaml-cpp-dev
   libgtest-dev
-  nlohmann-json3-dev libicu-dev
+  nlohmann-json3-dev libicu-dev libzstd-dev
   python3 python3-dev python3-pip
   fortunes  # the default training corpus (English fortune files, /usr/share/games/fortunes)
 )
