@@ -12,70 +12,15 @@
 #include <cstring>
 #include <filesystem>
 
+#include "binary_io.h"
 #include "id_range_check.h"
 #include "myriad/core/error.h"
 #include "myriad/data/token_shard.h"
 
 namespace myriad::data {
 
-namespace {
-
-// Owns the file descriptor of "<path>.tmp" and removes the file unless committed.
-class TempFile {
- public:
-  explicit TempFile(std::string path) : path_(std::move(path)) {
-    fd_ = ::open(path_.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-    MYRIAD_CHECK(fd_ >= 0, "cannot create '" << path_ << "': " << std::strerror(errno));
-  }
-  TempFile(const TempFile&) = delete;
-  TempFile& operator=(const TempFile&) = delete;
-  ~TempFile() {
-    if (fd_ >= 0) ::close(fd_);
-    if (!committed_) ::unlink(path_.c_str());
-  }
-
-  void write_at(const void* data, std::size_t size, off_t offset) {
-    const auto* p = static_cast<const char*>(data);
-    while (size > 0) {
-      ssize_t n = ::pwrite(fd_, p, size, offset);
-      if (n < 0 && errno == EINTR) continue;
-      MYRIAD_CHECK(n > 0, "cannot write '" << path_ << "': " << (n < 0 ? std::strerror(errno) : "no progress"));
-      p += n;
-      size -= static_cast<std::size_t>(n);
-      offset += n;
-    }
-  }
-
-  void sync_and_close() {
-    MYRIAD_CHECK(::fsync(fd_) == 0, "cannot fsync '" << path_ << "': " << std::strerror(errno));
-    int result = ::close(fd_);
-    fd_ = -1;
-    MYRIAD_CHECK(result == 0, "cannot close '" << path_ << "': " << std::strerror(errno));
-  }
-
-  void commit_as(const std::string& final_path) {
-    MYRIAD_CHECK(::rename(path_.c_str(), final_path.c_str()) == 0,
-                 "cannot rename '" << path_ << "' to '" << final_path << "': " << std::strerror(errno));
-    committed_ = true;
-  }
-
- private:
-  std::string path_;
-  int fd_ = -1;
-  bool committed_ = false;
-};
-
-// Makes the rename durable. Best effort: some file systems refuse fsync on directories.
-void sync_directory_of(const std::string& path) {
-  const std::filesystem::path parent = std::filesystem::path(path).parent_path();
-  const std::string directory = parent.empty() ? std::string(".") : parent.string();
-  int fd = ::open(directory.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-  if (fd < 0) return;
-  ::fsync(fd);
-  ::close(fd);
-}
-
-}  // namespace
+using detail::sync_directory_of;
+using detail::TempFile;
 
 void write_token_shard(const std::string& path, std::span<const std::int32_t> tokens, std::uint32_t vocab_size) {
   MYRIAD_CHECK(vocab_size > 0 && vocab_size <= 0x7FFFFFFFu,
@@ -127,8 +72,12 @@ std::string shard_path(const std::string& directory, const std::string& prefix, 
 }
 
 ShardSequenceWriter::ShardSequenceWriter(std::string directory, std::string prefix, std::uint32_t vocab_size,
-                                         std::int64_t max_tokens)
-    : directory_(std::move(directory)), prefix_(std::move(prefix)), vocab_size_(vocab_size), max_tokens_(max_tokens) {
+                                         std::int64_t max_tokens, std::optional<ShardCompression> compression)
+    : directory_(std::move(directory)),
+      prefix_(std::move(prefix)),
+      vocab_size_(vocab_size),
+      max_tokens_(max_tokens),
+      compression_(compression) {
   MYRIAD_CHECK(max_tokens_ > 0, "ShardSequenceWriter '" << directory_ << "/" << prefix_
                                                         << "': max_tokens must be positive, got " << max_tokens_);
 }
@@ -149,7 +98,11 @@ void ShardSequenceWriter::finish() {
 
 void ShardSequenceWriter::flush() {
   std::string path = shard_path(directory_, prefix_, static_cast<std::int64_t>(paths_.size()));
-  write_token_shard(path, buffer_, vocab_size_);
+  if (compression_) {
+    write_compressed_token_shard(path, buffer_, vocab_size_, *compression_);
+  } else {
+    write_token_shard(path, buffer_, vocab_size_);
+  }
   paths_.push_back(path);
   written_ += static_cast<std::int64_t>(buffer_.size());
   buffer_.clear();

@@ -17,6 +17,7 @@
 #include <sstream>
 #include <utility>
 
+#include "binary_io.h"
 #include "id_range_check.h"
 #include "myriad/core/error.h"
 
@@ -44,22 +45,10 @@ constexpr std::array<std::array<std::uint32_t, 256>, 8> make_crc_tables() {
 
 constexpr auto kCrcTables = make_crc_tables();
 
-std::uint32_t load_u32(const unsigned char* p) {
-  return static_cast<std::uint32_t>(p[0]) | static_cast<std::uint32_t>(p[1]) << 8 |
-         static_cast<std::uint32_t>(p[2]) << 16 | static_cast<std::uint32_t>(p[3]) << 24;
-}
-
-std::uint64_t load_u64(const unsigned char* p) {
-  return static_cast<std::uint64_t>(load_u32(p)) | static_cast<std::uint64_t>(load_u32(p + 4)) << 32;
-}
-
-void store_u32(unsigned char* p, std::uint32_t v) {
-  for (int i = 0; i < 4; ++i) p[i] = static_cast<unsigned char>(v >> (8 * i));
-}
-
-void store_u64(unsigned char* p, std::uint64_t v) {
-  for (int i = 0; i < 8; ++i) p[i] = static_cast<unsigned char>(v >> (8 * i));
-}
+using detail::load_u32;
+using detail::load_u64;
+using detail::store_u32;
+using detail::store_u64;
 
 std::string system_error_text(int error) { return std::strerror(error); }
 
@@ -240,20 +229,20 @@ ShardSet ShardSet::open_split(const std::string& directory, const std::string& s
 ShardSet::ShardSet(const std::vector<std::string>& paths, bool verify) {
   MYRIAD_CHECK(!paths.empty(), "ShardSet needs at least one shard path");
   for (const std::string& path : paths) {
-    TokenShard shard = TokenShard::open(path, verify);
+    std::unique_ptr<TokenReader> shard = open_token_reader(path, verify);
     if (!shards_.empty()) {
-      MYRIAD_CHECK(shard.vocab_size() == shards_.front().vocab_size(), "token shards disagree on vocab_size: '"
-                                                                           << shards_.front().path() << "' has "
-                                                                           << shards_.front().vocab_size() << ", '"
-                                                                           << path << "' has " << shard.vocab_size());
+      MYRIAD_CHECK(shard->vocab_size() == shards_.front()->vocab_size(), "token shards disagree on vocab_size: '"
+                                                                             << shards_.front()->path() << "' has "
+                                                                             << shards_.front()->vocab_size() << ", '"
+                                                                             << path << "' has " << shard->vocab_size());
     }
     starts_.push_back(total_);
-    total_ += shard.size();
+    total_ += shard->size();
     shards_.push_back(std::move(shard));
   }
 }
 
-std::uint32_t ShardSet::vocab_size() const { return shards_.front().vocab_size(); }
+std::uint32_t ShardSet::vocab_size() const { return shards_.front()->vocab_size(); }
 
 void ShardSet::read(std::int64_t begin, std::int64_t count, std::int32_t* out) const {
   MYRIAD_CHECK(
@@ -262,7 +251,7 @@ void ShardSet::read(std::int64_t begin, std::int64_t count, std::int32_t* out) c
   // Last shard whose start is <= begin (empty shards are skipped by the loop below).
   auto index = static_cast<std::size_t>(std::upper_bound(starts_.begin(), starts_.end(), begin) - starts_.begin() - 1);
   while (count > 0) {
-    const TokenShard& shard = shards_[index];
+    const TokenReader& shard = *shards_[index];
     std::int64_t local = begin - starts_[index];
     std::int64_t take = std::min(count, shard.size() - local);
     if (take > 0) {
@@ -280,7 +269,7 @@ std::string ShardSet::describe() const {
   text << shards_.size() << (shards_.size() == 1 ? " shard, " : " shards, ") << total_ << " tokens: ";
   constexpr std::size_t kListed = 8;
   for (std::size_t i = 0; i < shards_.size() && i < kListed; ++i)
-    text << (i ? ", " : "") << shards_[i].path() << " (" << shards_[i].size() << " tokens)";
+    text << (i ? ", " : "") << shards_[i]->path() << " (" << shards_[i]->size() << " tokens)";
   if (shards_.size() > kListed) text << ", ... " << shards_.size() - kListed << " more";
   return text.str();
 }

@@ -7,13 +7,18 @@
 // [0, vocab_size); a bad one is reported with its position and value).
 //
 // ShardSequenceWriter cuts a token stream into numbered shards "<dir>/<prefix>_000000.bin", ...
-// of at most max_tokens tokens each (every shard but the last is full).
+// of at most max_tokens tokens each (every shard but the last is full), plain or, given a
+// ShardCompression, block-compressed (compressed_shard.h; same names: readers tell them apart by
+// their magic).
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <span>
 #include <string>
 #include <vector>
+
+#include "myriad/data/compressed_shard.h"
 
 namespace myriad::data {
 
@@ -21,7 +26,8 @@ void write_token_shard(const std::string& path, std::span<const std::int32_t> to
 
 class ShardSequenceWriter {
  public:
-  ShardSequenceWriter(std::string directory, std::string prefix, std::uint32_t vocab_size, std::int64_t max_tokens);
+  ShardSequenceWriter(std::string directory, std::string prefix, std::uint32_t vocab_size, std::int64_t max_tokens,
+                      std::optional<ShardCompression> compression = std::nullopt);
 
   // Buffers tokens, writing every shard that fills up.
   void append(std::span<const std::int32_t> tokens);
@@ -38,6 +44,7 @@ class ShardSequenceWriter {
   std::string prefix_;
   std::uint32_t vocab_size_;
   std::int64_t max_tokens_;
+  std::optional<ShardCompression> compression_;
   std::vector<std::int32_t> buffer_;
   std::vector<std::string> paths_;
   std::int64_t written_ = 0;

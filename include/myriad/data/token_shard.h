@@ -33,7 +33,10 @@
 #include <cstddef>
 #include <cstdint>
 #include <string>
+#include <memory>
 #include <vector>
+
+#include "myriad/data/token_reader.h"
 
 namespace myriad::data {
 
@@ -64,7 +67,7 @@ void encode_shard_header(const ShardHeader& header, unsigned char (&bytes)[kShar
 std::uint32_t crc32(const void* data, std::size_t size, std::uint32_t crc = 0);
 
 // A read-only memory map of one shard. Move-only; the mapping lives as long as the object.
-class TokenShard {
+class TokenShard final : public TokenReader {
  public:
   static TokenShard open(const std::string& path, bool verify = true);
 
@@ -72,17 +75,19 @@ class TokenShard {
   TokenShard& operator=(TokenShard&& other) noexcept;
   TokenShard(const TokenShard&) = delete;
   TokenShard& operator=(const TokenShard&) = delete;
-  ~TokenShard();
+  ~TokenShard() override;
 
-  const std::string& path() const { return path_; }
+  const std::string& path() const override { return path_; }
   const ShardHeader& header() const { return header_; }
-  std::int64_t size() const { return static_cast<std::int64_t>(header_.token_count); }
-  std::uint32_t vocab_size() const { return header_.vocab_size; }
+  std::int64_t size() const override { return static_cast<std::int64_t>(header_.token_count); }
+  std::uint32_t vocab_size() const override { return header_.vocab_size; }
   ShardDType dtype() const { return header_.dtype; }
 
   std::int32_t token(std::int64_t index) const;  // bounds-checked
   // Copies tokens [begin, begin + count) into out as int32 (bounds-checked).
-  void read(std::int64_t begin, std::int64_t count, std::int32_t* out) const;
+  void read(std::int64_t begin, std::int64_t count, std::int32_t* out) const override;
+  std::string format() const override { return header_.dtype == ShardDType::u16 ? "u16" : "i32"; }
+  std::int64_t file_bytes() const override { return static_cast<std::int64_t>(mapping_bytes_); }
 
  private:
   TokenShard() = default;
@@ -95,8 +100,9 @@ class TokenShard {
   const unsigned char* payload_ = nullptr;
 };
 
-// The shards of one split, opened in a fixed order and presented as one token stream.
-// All shards must share vocab_size. Move-only (it owns the mappings).
+// The shards of one split, opened in a fixed order and presented as one token stream. Each
+// shard may be plain or block-compressed (open_token_reader decides by its magic), so a loader
+// reads both alike. All shards must share vocab_size. Move-only (it owns the readers).
 class ShardSet {
  public:
   // `directory`/<split>_*.bin sorted by file name (writers zero-pad the index, so this is the
@@ -108,7 +114,7 @@ class ShardSet {
   std::int64_t size() const { return total_; }  // tokens in the concatenated stream
   std::uint32_t vocab_size() const;
   std::size_t shard_count() const { return shards_.size(); }
-  const TokenShard& shard(std::size_t index) const { return shards_.at(index); }
+  const TokenReader& shard(std::size_t index) const { return *shards_.at(index); }
 
   // Copies stream tokens [begin, begin + count) into out, across shard boundaries (bounds-checked).
   void read(std::int64_t begin, std::int64_t count, std::int32_t* out) const;
@@ -117,7 +123,7 @@ class ShardSet {
   std::string describe() const;
 
  private:
-  std::vector<TokenShard> shards_;
+  std::vector<std::unique_ptr<TokenReader>> shards_;  // plain or block-compressed (open_token_reader)
   std::vector<std::int64_t> starts_;  // starts_[i] = stream offset of shard i's first token
   std::int64_t total_ = 0;
 };

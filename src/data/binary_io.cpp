@@ -1,0 +1,59 @@
+// Atomic file writing for the data layer's formats (see binary_io.h).
+#include "binary_io.h"
+
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+#include <filesystem>
+
+#include "myriad/core/error.h"
+
+namespace myriad::data::detail {
+
+TempFile::TempFile(std::string path) : path_(std::move(path)) {
+  fd_ = ::open(path_.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  MYRIAD_CHECK(fd_ >= 0, "cannot create '" << path_ << "': " << std::strerror(errno));
+}
+
+TempFile::~TempFile() {
+  if (fd_ >= 0) ::close(fd_);
+  if (!committed_) ::unlink(path_.c_str());
+}
+
+void TempFile::write_at(const void* data, std::size_t size, off_t offset) {
+  const auto* p = static_cast<const char*>(data);
+  while (size > 0) {
+    ssize_t n = ::pwrite(fd_, p, size, offset);
+    if (n < 0 && errno == EINTR) continue;
+    MYRIAD_CHECK(n > 0, "cannot write '" << path_ << "': " << (n < 0 ? std::strerror(errno) : "no progress"));
+    p += n;
+    size -= static_cast<std::size_t>(n);
+    offset += n;
+  }
+}
+
+void TempFile::sync_and_close() {
+  MYRIAD_CHECK(::fsync(fd_) == 0, "cannot fsync '" << path_ << "': " << std::strerror(errno));
+  int result = ::close(fd_);
+  fd_ = -1;
+  MYRIAD_CHECK(result == 0, "cannot close '" << path_ << "': " << std::strerror(errno));
+}
+
+void TempFile::commit_as(const std::string& final_path) {
+  MYRIAD_CHECK(::rename(path_.c_str(), final_path.c_str()) == 0,
+               "cannot rename '" << path_ << "' to '" << final_path << "': " << std::strerror(errno));
+  committed_ = true;
+}
+
+void sync_directory_of(const std::string& path) {
+  const std::filesystem::path parent = std::filesystem::path(path).parent_path();
+  const std::string directory = parent.empty() ? std::string(".") : parent.string();
+  int fd = ::open(directory.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  if (fd < 0) return;
+  ::fsync(fd);
+  ::close(fd);
+}
+
+}  // namespace myriad::data::detail
