@@ -78,8 +78,8 @@ void write_compressed_token_shard(const std::string& path, std::span<const std::
 #pragma omp for schedule(dynamic)
     for (std::int64_t b = 0; b < blocks; ++b) {
       const std::int64_t first = b * block_tokens, n = std::min(block_tokens, count - first);
-      const std::vector<unsigned char> raw = block_bytes(tokens.subspan(static_cast<std::size_t>(first),
-                                                                        static_cast<std::size_t>(n)), dtype);
+      const std::vector<unsigned char> raw =
+          block_bytes(tokens.subspan(static_cast<std::size_t>(first), static_cast<std::size_t>(n)), dtype);
       std::vector<unsigned char>& frame = frames[static_cast<std::size_t>(b)];
       frame.resize(ZSTD_compressBound(raw.size()));
       const std::size_t size =
@@ -179,12 +179,12 @@ std::unique_ptr<CompressedTokenShard> CompressedTokenShard::open(const std::stri
   const auto expected_blocks =
       static_cast<std::uint64_t>((shard->token_count_ + shard->block_tokens_ - 1) / shard->block_tokens_);
   MYRIAD_CHECK(blocks == expected_blocks, where << ": " << blocks << " blocks for " << tokens << " tokens of "
-                                                << shard->block_tokens_ << " per block (expected "
-                                                << expected_blocks << ")");
+                                                << shard->block_tokens_ << " per block (expected " << expected_blocks
+                                                << ")");
   MYRIAD_CHECK(index_offset >= kShardHeaderBytes && index_offset <= file_bytes &&
                    (file_bytes - index_offset) == blocks * kIndexEntryBytes,
-               where << ": the block index (" << blocks << " entries at byte " << index_offset
-                     << ") does not end the " << file_bytes << "-byte file (truncated or trailing bytes)");
+               where << ": the block index (" << blocks << " entries at byte " << index_offset << ") does not end the "
+                     << file_bytes << "-byte file (truncated or trailing bytes)");
   const unsigned char* index = bytes + index_offset;
   const std::uint32_t index_crc = crc32(index, blocks * kIndexEntryBytes);
   MYRIAD_CHECK(index_crc == load_u32(bytes + 48), where << ": block index checksum mismatch (corrupted index)");
@@ -233,8 +233,8 @@ void CompressedTokenShard::decompress(std::int64_t index, std::vector<std::int32
   const auto* frame = static_cast<const unsigned char*>(mapping_) + block.offset;
   const std::size_t got = ZSTD_decompress(raw.data(), raw.size(), frame, block.bytes);
   const std::string where = "compressed token shard '" + path_ + "', block " + std::to_string(index);
-  MYRIAD_CHECK(!ZSTD_isError(got), where << " (byte " << block.offset << "): corrupt zstd frame: "
-                                         << ZSTD_getErrorName(got));
+  MYRIAD_CHECK(!ZSTD_isError(got),
+               where << " (byte " << block.offset << "): corrupt zstd frame: " << ZSTD_getErrorName(got));
   MYRIAD_CHECK(got == raw_bytes, where << ": decompresses to " << got << " bytes, expected " << raw_bytes);
   MYRIAD_CHECK(crc32(raw.data(), raw.size()) == block.crc, where << ": checksum mismatch (corrupted block)");
   ids.resize(static_cast<std::size_t>(n));

@@ -231,10 +231,10 @@ ShardSet::ShardSet(const std::vector<std::string>& paths, bool verify) {
   for (const std::string& path : paths) {
     std::unique_ptr<TokenReader> shard = open_token_reader(path, verify);
     if (!shards_.empty()) {
-      MYRIAD_CHECK(shard->vocab_size() == shards_.front()->vocab_size(), "token shards disagree on vocab_size: '"
-                                                                             << shards_.front()->path() << "' has "
-                                                                             << shards_.front()->vocab_size() << ", '"
-                                                                             << path << "' has " << shard->vocab_size());
+      MYRIAD_CHECK(shard->vocab_size() == shards_.front()->vocab_size(),
+                   "token shards disagree on vocab_size: '" << shards_.front()->path() << "' has "
+                                                            << shards_.front()->vocab_size() << ", '" << path
+                                                            << "' has " << shard->vocab_size());
     }
     starts_.push_back(total_);
     total_ += shard->size();

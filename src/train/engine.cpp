@@ -98,6 +98,16 @@ Engine::Engine(const RunConfig& config, std::shared_ptr<spdlog::logger> log, dis
       batch_targets_.push_back(Tensor::empty({config_.training.micro_batch, T}, DType::i32));
     }
   }
+  // The micro-batches of a step: this rank's rows of every micro-batch of the global batch.
+  auto fill = [this](std::int64_t step, std::vector<Tensor>& ids, std::vector<Tensor>& targets) {
+    const std::int64_t B = config_.training.micro_batch;
+    const int ranks = dp().size(), rank = dp().rank();
+    for (std::size_t m = 0; m < ids.size(); ++m) {
+      train_sampler_->fill_batch(step, (static_cast<std::int64_t>(m) * ranks + rank) * B, B, ids[m], targets[m]);
+    }
+  };
+  prefetch_ = config_.parallel.cp > 1 ? std::make_unique<BatchPrefetch>(fill, batch_ids_, batch_targets_)
+                                      : std::make_unique<BatchPrefetch>(fill, micro_ids_, micro_targets_);
   const PeakFlops peak = find_peak_flops(config_.logging.measure_peak, config_.logging.peak_tflops);
   log_->info("peak per rank: measured {:.1f} GFLOP/s (1024^3 GEMM), datasheet {:.1f} GFLOP/s ({})", peak.measured / 1e9,
              peak.datasheet / 1e9, peak.datasheet_source);
@@ -285,23 +295,20 @@ StepMetrics Engine::step() {
   check_fresh_run_folder();
   const auto start = std::chrono::steady_clock::now();
   metrics_->begin();
-  const std::int64_t B = config_.training.micro_batch;
   const int micro_batches = config_.training.gradient_accumulation;
-  const int ranks = dp().size(), rank = dp().rank();
-  // Load every micro-batch first: the loss is normalised by the valid tokens of the global batch.
-  std::int64_t valid = 0;
+  // Load every micro-batch first (read in the background during the previous step): the loss is
+  // normalised by the valid tokens of the global batch.
   const bool split_sequence = config_.parallel.cp > 1;
+  const double data_wait = split_sequence ? prefetch_->take(step_, batch_ids_, batch_targets_)
+                                          : prefetch_->take(step_, micro_ids_, micro_targets_);
+  std::int64_t valid = 0;
   for (int m = 0; m < micro_batches; ++m) {
-    Tensor& ids = split_sequence ? batch_ids_[m] : micro_ids_[m];
-    Tensor& targets = split_sequence ? batch_targets_[m] : micro_targets_[m];
-    train_sampler_->fill_batch(step_, (static_cast<std::int64_t>(m) * ranks + rank) * B, B, ids, targets);
     if (split_sequence) {
-      context_rows(ids, micro_ids_[m]);
-      context_rows(targets, micro_targets_[m]);
+      context_rows(batch_ids_[m], micro_ids_[m]);
+      context_rows(batch_targets_[m], micro_targets_[m]);
     }
     valid += count_valid_targets(micro_targets_[m], nn::GptModel::kIgnoreIndex);
   }
-  const double data_wait = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   const std::int64_t local_valid = valid;
   valid = dist::sum_over_ranks(data_group(), valid);
   MYRIAD_CHECK(valid > 0, "step " << step_ << ": the global batch has no valid target tokens");

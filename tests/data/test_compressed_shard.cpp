@@ -173,8 +173,11 @@ TEST(CompressedShard, CorruptionIsAnErrorNamingTheFileAndBlock) {
   expect_error_naming([&] { CompressedTokenShard::open(path); }, {path, "block index checksum mismatch"});
   write_bytes(path, good.substr(0, 30));
   expect_error_naming([&] { open_token_reader(path); }, {path, "short header"});
-  expect_error_naming([&] { write_compressed_token_shard(path, std::vector<std::int32_t>{5, 70000}, 50257, {}); },
-                      {path, "70000", "position 1"});
+  expect_error_naming(
+      [&] {
+        write_compressed_token_shard(path, std::vector<std::int32_t>{5, 70000}, 50257, {});
+      },
+      {path, "70000", "position 1"});
 }
 
 }  // namespace

@@ -124,7 +124,7 @@ class ShardSet {
 
  private:
   std::vector<std::unique_ptr<TokenReader>> shards_;  // plain or block-compressed (open_token_reader)
-  std::vector<std::int64_t> starts_;  // starts_[i] = stream offset of shard i's first token
+  std::vector<std::int64_t> starts_;                  // starts_[i] = stream offset of shard i's first token
   std::int64_t total_ = 0;
 };
 

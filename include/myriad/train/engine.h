@@ -32,6 +32,7 @@
 #include "myriad/nn/gpt_model.h"
 #include "myriad/optim/adamw_optimizer.h"
 #include "myriad/optim/lr_schedule.h"
+#include "myriad/train/batch_prefetch.h"
 #include "myriad/train/async_checkpoint.h"
 #include "myriad/train/config_wiring.h"
 #include "myriad/train/data_parallel.h"
@@ -143,6 +144,7 @@ class Engine {
   bool resumed_ = false;              // load() took a checkpoint
   bool fresh_run_checked_ = false;    // check_fresh_run_folder() ran
   std::vector<Tensor> micro_ids_, micro_targets_;
+  std::unique_ptr<BatchPrefetch> prefetch_;              // reads step + 1's batches while step computes
   std::unique_ptr<StepMetricsCollector> metrics_;        // comm, throughput, memory, stragglers, metrics files
   std::unique_ptr<dist::Communicator> checkpoint_comm_;  // used only by checkpoint writes
   DType compute_format_ = DType::f32;                    // training.precision
