@@ -1,0 +1,63 @@
+// myriad-data tokenize across MPI ranks: the shards and the manifest are the bytes one process
+// writes (files assigned to ranks by size, shards written round-robin), for any world size.
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <fstream>
+#include <iterator>
+
+#include "mpi_test_support.h"
+#include "myriad/data/shard_corpus.h"
+#include "myriad/train/communicator_workers.h"
+
+namespace myriad::data {
+namespace {
+
+namespace fs = std::filesystem;
+
+std::string slurp(const fs::path& path) {
+  std::ifstream in(path, std::ios::binary);
+  return std::string((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+}
+
+TEST(ShardCorpusMpi, EveryWorldSizeWritesTheBytesOneProcessWrites) {
+  auto world = myriad::testing::make_world("data");
+  const fs::path dir = fs::temp_directory_path() / "myriad_shard_corpus_mpi";
+  if (world->rank() == 0) {
+    fs::remove_all(dir);
+    fs::create_directories(dir / "corpus");
+    for (int f = 0; f < 7; ++f) {  // files of different sizes: the assignment is uneven
+      std::ofstream out(dir / "corpus" / ("f" + std::to_string(f) + ".jsonl"));
+      for (int d = 0; d < 20 + 15 * f; ++d)
+        out << "{\"text\": \"file " << f << " doc " << d << " " << std::string(d % 9, 'x') << "\"}\n";
+    }
+  }
+  world->barrier();
+  ShardCorpusOptions options;
+  options.inputs = {(dir / "corpus").string()};
+  options.val_fraction = 0.05;
+  options.shard_tokens = 1500;
+  options.compression = ShardCompression{.block_tokens = 256, .level = 3};
+  const TextEncoding bytes = load_text_encoding("bytes");
+  options.output_dir = (dir / "parallel").string();
+  train::CommunicatorWorkers workers(*world);
+  const ShardCorpusSummary parallel = shard_corpus(options, bytes, workers);
+  if (world->rank() == 0) {
+    options.output_dir = (dir / "serial").string();
+    SoloWorkers solo;
+    const ShardCorpusSummary serial = shard_corpus(options, bytes, solo);
+    EXPECT_EQ(parallel.train_tokens, serial.train_tokens);
+    EXPECT_GE(serial.train_shards.size(), 4u);
+    std::size_t files = 0;
+    for (const auto& entry : fs::directory_iterator(dir / "serial")) {
+      ++files;
+      EXPECT_EQ(slurp(entry.path()), slurp(dir / "parallel" / entry.path().filename())) << entry.path().filename();
+    }
+    EXPECT_GE(files, 6u);
+    fs::remove_all(dir);
+  }
+  world->barrier();
+}
+
+}  // namespace
+}  // namespace myriad::data

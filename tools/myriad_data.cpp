@@ -1,0 +1,227 @@
+// myriad-data: the pre-training data tools, one command with subcommands.
+//
+//   myriad-data tokenize --input PATH... --output DIR --tokenizer gpt2:<dir>|bpe:<file>|bytes
+//                        [--ext .EXT]... [--text-field text] [--separator LINE]
+//                        [--val-fraction F] [--val-split documents|tail] [--shard-tokens N]
+//                        [--compress] [--block-tokens N] [--level L] [--max-document-mb M] [--batch-mb B]
+//   myriad-data inspect PATH [--verify]
+//
+// tokenize runs on every rank of an mpirun (or alone) and writes the same shards whatever the
+// number of ranks and threads (include/myriad/data/shard_corpus.h); inspect describes a shard or
+// a folder of shards (and its manifest.json). A failure on one rank ends the job on every rank.
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <iostream>
+#include <nlohmann/json.hpp>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "myriad/core/error.h"
+#include "myriad/data/compressed_shard.h"
+#include "myriad/data/shard_corpus.h"
+#include "myriad/data/token_reader.h"
+#include "myriad/distributed/mpi_runtime.h"
+#include "myriad/train/communicator_workers.h"
+
+namespace {
+
+namespace fs = std::filesystem;
+using namespace myriad;
+
+constexpr const char* kUsage =
+    "usage: myriad-data tokenize --input PATH... --output DIR --tokenizer gpt2:<dir>|bpe:<file>|bytes\n"
+    "                            [--ext .EXT]... [--text-field NAME (text)] [--separator LINE]\n"
+    "                            [--val-fraction F (0)] [--val-split documents|tail] [--shard-tokens N (1e8)]\n"
+    "                            [--compress] [--block-tokens N (131072)] [--level L (19)]\n"
+    "                            [--max-document-mb M (64)] [--batch-mb B (32)]\n"
+    "       myriad-data inspect PATH [--verify]\n";
+
+std::int64_t parse_int(const std::string& flag, const std::string& text) {
+  std::size_t used = 0;
+  long long value = 0;
+  try {
+    value = std::stoll(text, &used);
+  } catch (const std::exception&) {
+    used = 0;
+  }
+  MYRIAD_CHECK(used == text.size() && !text.empty(), flag << " expects an integer, got '" << text << "'");
+  return value;
+}
+
+double parse_double(const std::string& flag, const std::string& text) {
+  std::size_t used = 0;
+  double value = 0;
+  try {
+    value = std::stod(text, &used);
+  } catch (const std::exception&) {
+    used = 0;
+  }
+  MYRIAD_CHECK(used == text.size() && !text.empty(), flag << " expects a number, got '" << text << "'");
+  return value;
+}
+
+std::string mb(double bytes) {
+  char text[32];
+  std::snprintf(text, sizeof(text), "%.1f MB", bytes / 1e6);
+  return text;
+}
+
+int tokenize(const std::vector<std::string>& args, dist::Communicator& world) {
+  data::ShardCorpusOptions options;
+  std::string tokenizer;
+  bool compress = false;
+  data::ShardCompression compression;
+  for (std::size_t i = 0; i < args.size(); ++i) {
+    const std::string& flag = args[i];
+    auto value = [&]() -> const std::string& {
+      MYRIAD_CHECK(i + 1 < args.size(), flag << " needs a value\n" << kUsage);
+      return args[++i];
+    };
+    if (flag == "--input") {
+      options.inputs.push_back(value());
+      while (i + 1 < args.size() && args[i + 1].rfind("--", 0) != 0) options.inputs.push_back(args[++i]);
+    } else if (flag == "--output") {
+      options.output_dir = value();
+    } else if (flag == "--tokenizer") {
+      tokenizer = value();
+    } else if (flag == "--ext") {
+      options.extensions.push_back(value());
+    } else if (flag == "--text-field") {
+      options.source.text_field = value();
+    } else if (flag == "--separator") {
+      options.source.separator = value();
+    } else if (flag == "--val-fraction") {
+      options.val_fraction = parse_double(flag, value());
+    } else if (flag == "--val-split") {
+      options.val_split = data::parse_val_split(value());
+    } else if (flag == "--shard-tokens") {
+      options.shard_tokens = parse_int(flag, value());
+    } else if (flag == "--compress") {
+      compress = true;
+    } else if (flag == "--block-tokens") {
+      compression.block_tokens = parse_int(flag, value());
+      compress = true;
+    } else if (flag == "--level") {
+      compression.level = static_cast<int>(parse_int(flag, value()));
+      compress = true;
+    } else if (flag == "--max-document-mb") {
+      options.source.max_document_bytes = static_cast<std::int64_t>(parse_double(flag, value()) * 1e6);
+    } else if (flag == "--batch-mb") {
+      options.batch_bytes = static_cast<std::int64_t>(parse_double(flag, value()) * 1e6);
+    } else {
+      MYRIAD_THROW("tokenize: unknown argument '" << flag << "'\n" << kUsage);
+    }
+  }
+  MYRIAD_CHECK(!options.inputs.empty() && !options.output_dir.empty() && !tokenizer.empty(),
+               "tokenize needs --input, --output and --tokenizer\n"
+                   << kUsage);
+  if (compress) options.compression = compression;
+  const data::TextEncoding encoding = data::load_text_encoding(tokenizer);
+  const bool bar = world.rank() == 0 && ::isatty(STDERR_FILENO);
+  const auto start = std::chrono::steady_clock::now();
+  auto seconds = [&] { return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count(); };
+  if (bar) {
+    options.progress = [&](std::int64_t done, std::int64_t total) {
+      const double s = seconds();
+      std::fprintf(stderr, "\r[tokenize] rank 0: %5.1f%% of %s, %.1f MB/s   ",
+                   total > 0 ? 100.0 * static_cast<double>(done) / static_cast<double>(total) : 100.0,
+                   mb(static_cast<double>(total)).c_str(), s > 0 ? static_cast<double>(done) / s / 1e6 : 0.0);
+    };
+  }
+  train::CommunicatorWorkers workers(world);
+  const data::ShardCorpusSummary summary = data::shard_corpus(options, encoding, workers);
+  if (bar) std::fprintf(stderr, "\n");
+  if (world.rank() == 0) {
+    const data::InputReport& r = summary.report;
+    const double s = seconds();
+    std::cout << "tokenize: " << r.files << " files, " << r.documents << " documents, "
+              << mb(static_cast<double>(r.document_bytes)) << " of text in " << s << " s ("
+              << static_cast<double>(r.document_bytes) / s / 1e6 << " MB/s on " << world.size() << " rank(s))\n"
+              << "  train: " << summary.train_documents << " documents, " << summary.train_tokens << " tokens, "
+              << summary.train_shards.size() << " shard(s)\n"
+              << "  val:   " << summary.val_documents << " documents, " << summary.val_tokens << " tokens, "
+              << summary.val_shards.size() << " shard(s)\n"
+              << "  skipped: " << r.problem_count() << " problem(s), " << r.empty_documents << " empty document(s)\n";
+    const std::string problems = r.describe_problems();
+    if (!problems.empty()) std::cout << "  " << problems;
+    std::cout << "  manifest: " << summary.manifest_path << "\n";
+  }
+  return 0;
+}
+
+int inspect(const std::vector<std::string>& args) {
+  MYRIAD_CHECK(!args.empty(), "inspect needs a PATH\n" << kUsage);
+  const std::string path = args[0];
+  bool verify = false;
+  for (std::size_t i = 1; i < args.size(); ++i) {
+    MYRIAD_CHECK(args[i] == "--verify", "inspect: unknown argument '" << args[i] << "'\n" << kUsage);
+    verify = true;
+  }
+  std::vector<std::string> files;
+  if (fs::is_directory(path)) {
+    for (const fs::directory_entry& entry : fs::directory_iterator(path)) {
+      if (entry.path().extension() == ".bin") files.push_back(entry.path().string());
+    }
+    std::sort(files.begin(), files.end());
+  } else {
+    files.push_back(path);
+  }
+  MYRIAD_CHECK(!files.empty(), "inspect: no *.bin token shards in '" << path << "'");
+  std::int64_t tokens = 0, bytes = 0;
+  std::cout << "| shard | format | tokens | bytes | bytes/token |\n|---|---|---|---|---|\n";
+  for (const std::string& file : files) {
+    const std::unique_ptr<data::TokenReader> reader = data::open_token_reader(file, verify);
+    tokens += reader->size();
+    bytes += reader->file_bytes();
+    std::cout << "| " << fs::path(file).filename().string() << " | " << reader->format() << " | " << reader->size()
+              << " | " << reader->file_bytes() << " | "
+              << (reader->size() > 0 ? static_cast<double>(reader->file_bytes()) / static_cast<double>(reader->size())
+                                     : 0.0)
+              << " |\n";
+  }
+  std::cout << "\n"
+            << files.size() << " shard(s), " << tokens << " tokens, " << bytes << " bytes"
+            << (verify ? " (every shard verified)" : "") << "\n";
+  const fs::path manifest = fs::is_directory(path) ? fs::path(path) / "manifest.json" : fs::path();
+  if (!manifest.empty() && fs::exists(manifest)) {
+    const nlohmann::json m = nlohmann::json::parse(std::ifstream(manifest));
+    const nlohmann::json& totals = m.at("totals");
+    std::cout << "manifest: tokenizer " << m.at("tokenizer").at("spec").get<std::string>() << " (vocab "
+              << m.at("tokenizer").at("vocab_size") << "); " << totals.at("files") << " source file(s), "
+              << totals.at("documents") << " documents, " << totals.at("document_bytes") << " text bytes ("
+              << (tokens > 0 ? totals.at("document_bytes").get<double>() / static_cast<double>(bytes) : 0.0)
+              << "x the shards' bytes)\n";
+    for (const auto& [kind, entry] : totals.at("problems").items()) {
+      std::cout << "  skipped " << kind << ": " << entry.at("count") << "\n";
+    }
+  }
+  return 0;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  dist::MpiRuntime runtime(&argc, &argv);
+  std::unique_ptr<dist::Communicator> world = runtime.world();
+  const std::vector<std::string> args(argv + 1, argv + argc);
+  if (args.empty() || args[0] == "--help" || args[0] == "-h") {
+    if (world->rank() == 0) std::cout << kUsage;
+    return args.empty() ? 2 : 0;
+  }
+  const std::vector<std::string> rest(args.begin() + 1, args.end());
+  try {
+    if (args[0] == "tokenize") return tokenize(rest, *world);
+    if (args[0] == "inspect") return world->rank() == 0 ? inspect(rest) : 0;
+    MYRIAD_THROW("unknown subcommand '" << args[0] << "' (tokenize, inspect)\n" << kUsage);
+  } catch (const std::exception& e) {
+    const std::string message = "myriad-data " + args[0] + ": [rank " + std::to_string(world->rank()) + "] " + e.what();
+    std::cerr << message << std::endl;
+    if (world->size() > 1) world->abort(1, message);
+    return 1;
+  }
+}
