@@ -4,10 +4,15 @@
 //                        [--ext .EXT]... [--text-field text] [--separator LINE]
 //                        [--val-fraction F] [--val-split documents|tail] [--shard-tokens N]
 //                        [--compress] [--block-tokens N] [--level L] [--max-document-mb M] [--batch-mb B]
+//   myriad-data dedup --input PATH... [--output DIR] [--ext .EXT]... [--text-field text] [--separator LINE]
+//                     [--num-perm 256] [--bands 20] [--rows 6] [--ngram 5] [--char-ngrams] [--threshold 0.8]
+//                     [--seed 1] [--examples 5]
 //   myriad-data inspect PATH [--verify]
 //
 // tokenize runs on every rank of an mpirun (or alone) and writes the same shards whatever the
-// number of ranks and threads (include/myriad/data/shard_corpus.h); inspect describes a shard or
+// number of ranks and threads (include/myriad/data/shard_corpus.h); dedup removes exact and
+// near duplicates with the same result for any number of ranks and threads
+// (include/myriad/data/dedup.h); inspect describes a shard or
 // a folder of shards (and its manifest.json). A failure on one rank ends the job on every rank.
 #include <unistd.h>
 
@@ -23,6 +28,7 @@
 
 #include "myriad/core/error.h"
 #include "myriad/data/compressed_shard.h"
+#include "myriad/data/dedup.h"
 #include "myriad/data/shard_corpus.h"
 #include "myriad/data/token_reader.h"
 #include "myriad/distributed/mpi_runtime.h"
@@ -39,6 +45,9 @@ constexpr const char* kUsage =
     "                            [--val-fraction F (0)] [--val-split documents|tail] [--shard-tokens N (1e8)]\n"
     "                            [--compress] [--block-tokens N (131072)] [--level L (19)]\n"
     "                            [--max-document-mb M (64)] [--batch-mb B (32)]\n"
+    "       myriad-data dedup --input PATH... [--output DIR] [--ext .EXT]... [--text-field NAME] [--separator LINE]\n"
+    "                         [--num-perm N (256)] [--bands B (20)] [--rows R (6)] [--ngram N (5)] [--char-ngrams]\n"
+    "                         [--threshold J (0.8)] [--seed S (1)] [--examples K (5)] [--max-document-mb M (64)]\n"
     "       myriad-data inspect PATH [--verify]\n";
 
 std::int64_t parse_int(const std::string& flag, const std::string& text) {
@@ -154,6 +163,80 @@ int tokenize(const std::vector<std::string>& args, dist::Communicator& world) {
   return 0;
 }
 
+int dedup(const std::vector<std::string>& args, dist::Communicator& world) {
+  data::DedupOptions options;
+  for (std::size_t i = 0; i < args.size(); ++i) {
+    const std::string& flag = args[i];
+    auto value = [&]() -> const std::string& {
+      MYRIAD_CHECK(i + 1 < args.size(), flag << " needs a value\n" << kUsage);
+      return args[++i];
+    };
+    if (flag == "--input") {
+      options.inputs.push_back(value());
+      while (i + 1 < args.size() && args[i + 1].rfind("--", 0) != 0) options.inputs.push_back(args[++i]);
+    } else if (flag == "--output") {
+      options.output_dir = value();
+    } else if (flag == "--ext") {
+      options.extensions.push_back(value());
+    } else if (flag == "--text-field") {
+      options.source.text_field = value();
+    } else if (flag == "--separator") {
+      options.source.separator = value();
+    } else if (flag == "--num-perm") {
+      options.minhash.num_perm = static_cast<int>(parse_int(flag, value()));
+    } else if (flag == "--bands") {
+      options.minhash.bands = static_cast<int>(parse_int(flag, value()));
+    } else if (flag == "--rows") {
+      options.minhash.rows = static_cast<int>(parse_int(flag, value()));
+    } else if (flag == "--ngram") {
+      options.minhash.ngram = static_cast<int>(parse_int(flag, value()));
+    } else if (flag == "--char-ngrams") {
+      options.minhash.char_ngrams = true;
+    } else if (flag == "--threshold") {
+      options.threshold = parse_double(flag, value());
+    } else if (flag == "--seed") {
+      options.minhash.seed = static_cast<std::uint64_t>(parse_int(flag, value()));
+    } else if (flag == "--examples") {
+      options.examples = static_cast<int>(parse_int(flag, value()));
+    } else if (flag == "--max-document-mb") {
+      options.source.max_document_bytes = static_cast<std::int64_t>(parse_double(flag, value()) * 1e6);
+    } else {
+      MYRIAD_THROW("dedup: unknown argument '" << flag << "'\n" << kUsage);
+    }
+  }
+  MYRIAD_CHECK(!options.inputs.empty(), "dedup needs --input\n" << kUsage);
+  const bool bar = world.rank() == 0 && ::isatty(STDERR_FILENO);
+  const auto start = std::chrono::steady_clock::now();
+  auto seconds = [&] { return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count(); };
+  if (bar) {
+    options.progress = [&](std::int64_t done, std::int64_t total) {
+      std::fprintf(stderr, "\r[dedup] rank 0: %5.1f%% of %s, %.1f MB/s   ",
+                   total > 0 ? 100.0 * static_cast<double>(done) / static_cast<double>(total) : 100.0,
+                   mb(static_cast<double>(total)).c_str(), static_cast<double>(done) / std::max(seconds(), 1e-9) / 1e6);
+    };
+  }
+  train::CommunicatorWorkers workers(world);
+  const data::DedupSummary summary = data::dedup_corpus(options, workers);
+  if (bar) std::fprintf(stderr, "\n");
+  if (world.rank() == 0) {
+    const double s = seconds();
+    std::cout << "dedup: " << summary.documents_in << " documents in, " << summary.documents_out << " out ("
+              << summary.exact_duplicates << " exact and " << summary.near_duplicates << " near duplicates dropped, "
+              << summary.clusters << " clusters), " << mb(static_cast<double>(summary.report.document_bytes))
+              << " of text in " << s << " s on " << world.size() << " rank(s)\n"
+              << "  candidate pairs " << summary.candidate_pairs << ", verified " << summary.verified_pairs
+              << " (estimated Jaccard >= " << options.threshold << ")\n";
+    for (const data::DuplicatePair& pair : summary.examples) {
+      std::cout << "  e.g. " << pair.dropped << " ~ " << pair.kept << " (J ~ " << pair.jaccard << ")\n";
+    }
+    std::cout << "  skipped input: " << summary.report.problem_count() << "\n";
+    const std::string problems = summary.report.describe_problems();
+    if (!problems.empty()) std::cout << "  " << problems;
+    if (!summary.report_path.empty()) std::cout << "  report: " << summary.report_path << "\n";
+  }
+  return 0;
+}
+
 int inspect(const std::vector<std::string>& args) {
   MYRIAD_CHECK(!args.empty(), "inspect needs a PATH\n" << kUsage);
   const std::string path = args[0];
@@ -216,8 +299,9 @@ int main(int argc, char** argv) {
   const std::vector<std::string> rest(args.begin() + 1, args.end());
   try {
     if (args[0] == "tokenize") return tokenize(rest, *world);
+    if (args[0] == "dedup") return dedup(rest, *world);
     if (args[0] == "inspect") return world->rank() == 0 ? inspect(rest) : 0;
-    MYRIAD_THROW("unknown subcommand '" << args[0] << "' (tokenize, inspect)\n" << kUsage);
+    MYRIAD_THROW("unknown subcommand '" << args[0] << "' (tokenize, dedup, inspect)\n" << kUsage);
   } catch (const std::exception& e) {
     const std::string message = "myriad-data " + args[0] + ": [rank " + std::to_string(world->rank()) + "] " + e.what();
     std::cerr << message << std::endl;

@@ -256,6 +256,11 @@ std::size_t first_invalid_utf8(std::string_view text) {
 
 void for_each_file_document(const std::string& path, const SourceOptions& options, InputReport& report,
                             const std::function<void(std::string_view)>& visit) {
+  for_each_file_document_at(path, options, report, [&](std::string_view text, std::int64_t) { visit(text); });
+}
+
+void for_each_file_document_at(const std::string& path, const SourceOptions& options, InputReport& report,
+                               const std::function<void(std::string_view, std::int64_t)>& visit) {
   ++report.files;
   const FileFormat format = file_format_of(path);
   {
@@ -266,7 +271,8 @@ void for_each_file_document(const std::string& path, const SourceOptions& option
     }
   }
   ByteStream stream(path, format.zstd, report);
-  auto accept = [&](std::string_view text, const std::string& at) {
+  auto accept = [&](std::string_view text, std::int64_t line) {
+    const std::string at = where(path, line);
     if (text.empty()) {
       ++report.empty_documents;
       return;
@@ -278,7 +284,7 @@ void for_each_file_document(const std::string& path, const SourceOptions& option
     }
     ++report.documents;
     report.document_bytes += static_cast<std::int64_t>(text.size());
-    visit(text);
+    visit(text, line);
   };
   auto too_long = [&](std::int64_t line) {
     report.add(InputProblem::too_long,
@@ -308,7 +314,7 @@ void for_each_file_document(const std::string& path, const SourceOptions& option
                        where(path, number) + ": no string field \"" + options.text_field + "\"");
             return;
           }
-          accept(field->get_ref<const std::string&>(), where(path, number));
+          accept(field->get_ref<const std::string&>(), number);
         },
         too_long);
     return;
@@ -327,7 +333,7 @@ void for_each_file_document(const std::string& path, const SourceOptions& option
     if (overlong) {
       too_long(1);
     } else if (!stream.truncated()) {
-      accept(text, where(path, 1));
+      accept(text, 1);
     }
     return;
   }
@@ -339,7 +345,7 @@ void for_each_file_document(const std::string& path, const SourceOptions& option
     if (overlong) {
       too_long(first_line);
     } else {
-      accept(document, where(path, first_line));
+      accept(document, first_line);
     }
     document.clear();
     overlong = false;

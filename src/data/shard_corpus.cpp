@@ -14,6 +14,7 @@
 #include <nlohmann/json.hpp>
 #include <numeric>
 
+#include "file_assignment.h"
 #include "myriad/core/error.h"
 #include "myriad/data/shard_writer.h"
 #include "myriad/data/token_shard.h"
@@ -66,27 +67,6 @@ void read_range(const std::string& path, std::int64_t first, std::int64_t count,
     offset += n;
   }
   ::close(fd);
-}
-
-// Largest file first to the least loaded worker (ties: the lower file index, the lower worker).
-std::vector<int> assign_files(const std::vector<std::string>& files, int workers) {
-  std::vector<std::int64_t> size(files.size());
-  for (std::size_t f = 0; f < files.size(); ++f) {
-    std::error_code error;
-    const auto bytes = fs::file_size(files[f], error);
-    size[f] = error ? 0 : static_cast<std::int64_t>(bytes);
-  }
-  std::vector<std::size_t> order(files.size());
-  std::iota(order.begin(), order.end(), std::size_t{0});
-  std::stable_sort(order.begin(), order.end(), [&](std::size_t a, std::size_t b) { return size[a] > size[b]; });
-  std::vector<std::int64_t> load(static_cast<std::size_t>(workers), 0);
-  std::vector<int> owner(files.size(), 0);
-  for (std::size_t f : order) {
-    const auto least = static_cast<int>(std::min_element(load.begin(), load.end()) - load.begin());
-    owner[f] = least;
-    load[static_cast<std::size_t>(least)] += size[f] + 1;
-  }
-  return owner;
 }
 
 json report_json(const InputReport& report) {
@@ -196,7 +176,7 @@ ShardCorpusSummary shard_corpus(const ShardCorpusOptions& options, const TextEnc
 
   // 1. Tokenize this worker's files into <temp>/file_<f>.ids (eot + document, ...) and .docs
   //    (tokens per document, eot included).
-  const std::vector<int> owner = assign_files(files, size);
+  const std::vector<int> owner = detail::assign_files(files, size);
   std::vector<std::size_t> mine;
   std::int64_t my_bytes = 0, done_bytes = 0;
   for (std::size_t f = 0; f < files.size(); ++f) {

@@ -1,5 +1,6 @@
-// myriad-data tokenize across MPI ranks: the shards and the manifest are the bytes one process
-// writes (files assigned to ranks by size, shards written round-robin), for any world size.
+// myriad-data across MPI ranks: tokenize writes the bytes one process writes (files assigned to
+// ranks by size, shards written round-robin), and dedup drops the same documents and writes the
+// same files, for any world size.
 #include <gtest/gtest.h>
 
 #include <filesystem>
@@ -7,6 +8,7 @@
 #include <iterator>
 
 #include "mpi_test_support.h"
+#include "myriad/data/dedup.h"
 #include "myriad/data/shard_corpus.h"
 #include "myriad/train/communicator_workers.h"
 
@@ -54,6 +56,45 @@ TEST(ShardCorpusMpi, EveryWorldSizeWritesTheBytesOneProcessWrites) {
       EXPECT_EQ(slurp(entry.path()), slurp(dir / "parallel" / entry.path().filename())) << entry.path().filename();
     }
     EXPECT_GE(files, 6u);
+    fs::remove_all(dir);
+  }
+  world->barrier();
+}
+
+TEST(DedupMpi, EveryWorldSizeDropsWhatOneProcessDrops) {
+  auto world = myriad::testing::make_world("dedup");
+  const fs::path dir = fs::temp_directory_path() / "myriad_dedup_mpi";
+  if (world->rank() == 0) {
+    fs::remove_all(dir);
+    fs::create_directories(dir / "corpus");
+    for (int f = 0; f < 5; ++f) {  // documents repeated across files, exactly and with one word changed
+      std::ofstream out(dir / "corpus" / ("f" + std::to_string(f) + ".jsonl"));
+      for (int d = 0; d < 40 + 10 * f; ++d) {
+        std::string text;
+        for (int w = 0; w < 40; ++w) text += "word" + std::to_string((d % 23) * 100 + w) + " ";
+        if (d % 3 == 1) text += "tail" + std::to_string(f);
+        out << "{\"text\": \"" << text << "\"}\n";
+      }
+    }
+  }
+  world->barrier();
+  DedupOptions options;
+  options.inputs = {(dir / "corpus").string()};
+  options.output_dir = (dir / "parallel").string();
+  train::CommunicatorWorkers workers(*world);
+  const DedupSummary parallel = dedup_corpus(options, workers);
+  if (world->rank() == 0) {
+    options.output_dir = (dir / "serial").string();
+    SoloWorkers solo;
+    const DedupSummary serial = dedup_corpus(options, solo);
+    EXPECT_EQ(parallel.kept, serial.kept);
+    EXPECT_EQ(parallel.exact_duplicates, serial.exact_duplicates);
+    EXPECT_GT(serial.exact_duplicates, 0);
+    EXPECT_GT(serial.near_duplicates, 0);
+    EXPECT_EQ(serial.documents_out, 23);
+    for (const auto& entry : fs::directory_iterator(dir / "serial")) {
+      EXPECT_EQ(slurp(entry.path()), slurp(dir / "parallel" / entry.path().filename())) << entry.path().filename();
+    }
     fs::remove_all(dir);
   }
   world->barrier();

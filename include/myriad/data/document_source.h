@@ -90,5 +90,8 @@ std::size_t first_invalid_utf8(std::string_view text);
 // when `visit` does.
 void for_each_file_document(const std::string& path, const SourceOptions& options, InputReport& report,
                             const std::function<void(std::string_view)>& visit);
+// The same, with each document's line in the file (its first line; 1 for a whole-file document).
+void for_each_file_document_at(const std::string& path, const SourceOptions& options, InputReport& report,
+                               const std::function<void(std::string_view, std::int64_t)>& visit);
 
 }  // namespace myriad::data
