@@ -9,9 +9,15 @@
 //      decode speed), with the blocks decompressed per batch. The stream is the text's tokens 32
 //      times in one shard, so the shard's 8-block cache holds a small part of it, as with real
 //      100M-token shards.
+//   3. myriad-data's pipeline (--pipeline, also under mpirun): tokenize (GPT-2) and dedup
+//      throughput in MB of text per second on a JSONL corpus of tinyshakespeare's paragraphs (each
+//      copy numbered, 8 copies), per rank and thread count; MB/s per core = MB/s / (ranks x
+//      threads). The tokenizer is loaded before the clock starts.
 // Every compressed shard is read back and compared with the tokens before anything is timed.
 // Usage: bench_data [--quick] [--data DIR] (DIR holds gpt2/ and tinyshakespeare.txt; default
-// $MYRIAD_SHARED_DATA, else <source>/../shared/data).
+// $MYRIAD_SHARED_DATA, else <source>/../shared/data);
+//        mpirun -np N bench_data --pipeline [--data DIR]
+#include <omp.h>
 #include <unistd.h>
 #include <zstd.h>
 
@@ -27,6 +33,10 @@
 #include "harness.h"
 #include "myriad/data/bpe_tokenizer.h"
 #include "myriad/data/compressed_shard.h"
+#include "myriad/data/dedup.h"
+#include "myriad/data/shard_corpus.h"
+#include "myriad/distributed/mpi_runtime.h"
+#include "myriad/train/communicator_workers.h"
 #include "myriad/data/sampler.h"
 #include "myriad/data/shard_writer.h"
 
@@ -35,6 +45,29 @@ using namespace myriad::bench;
 
 namespace {
 
+std::string jsonl_line(const std::string& text) {
+  std::string out = "{\"text\": \"";
+  for (char c : text) {
+    switch (c) {
+      case '"':
+        out += "\\\"";
+        break;
+      case '\\':
+        out += "\\\\";
+        break;
+      case '\n':
+        out += "\\n";
+        break;
+      case '\t':
+        out += "\\t";
+        break;
+      default:
+        out += c;
+    }
+  }
+  return out + "\"}";
+}
+
 std::string default_data_dir() {
   if (const char* env = std::getenv("MYRIAD_SHARED_DATA"); env != nullptr && *env != '\0') return env;
   return (std::filesystem::path(__FILE__).parent_path().parent_path() / ".." / "shared" / "data").string();
@@ -42,23 +75,85 @@ std::string default_data_dir() {
 
 double file_size(const std::string& path) { return static_cast<double>(std::filesystem::file_size(path)); }
 
+// Section 3: tokenize and dedup MB/s on `ranks` x OpenMP threads.
+int pipeline(const std::string& data_dir, myriad::dist::MpiRuntime& runtime, bool quick) {
+  std::unique_ptr<dist::Communicator> world = runtime.world();
+  train::CommunicatorWorkers workers(*world);
+  const std::filesystem::path dir = std::filesystem::temp_directory_path() / "myriad_bench_pipeline";
+  std::ifstream in(data_dir + "/tinyshakespeare.txt", std::ios::binary);
+  const std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  const int copies = quick ? 2 : 8;
+  if (world->rank() == 0) {
+    std::filesystem::remove_all(dir);
+    std::filesystem::create_directories(dir / "corpus");
+    for (int copy = 0; copy < copies; ++copy) {  // one file per copy: work for every rank
+      std::ofstream out(dir / "corpus" / ("part" + std::to_string(copy) + ".jsonl"));
+      std::size_t begin = 0;
+      for (int p = 0; begin < text.size(); ++p) {
+        std::size_t end = text.find("\n\n", begin);
+        end = end == std::string::npos ? text.size() : end + 2;
+        out << jsonl_line(text.substr(begin, end - begin) + " (copy " + std::to_string(copy) + ")") << "\n";
+        begin = end;
+      }
+    }
+  }
+  world->barrier();
+  const data::TextEncoding gpt2 = data::load_text_encoding("gpt2:" + data_dir + "/gpt2");
+  Table table({"stage", "ranks", "threads", "MB of text", "seconds", "MB/s", "MB/s per core"});
+  for (int threads : {1, 2}) {
+    omp_set_num_threads(threads);
+    for (const std::string stage : {"tokenize", "dedup"}) {
+      world->barrier();
+      const auto start = std::chrono::steady_clock::now();
+      double bytes = 0.0;
+      if (stage == "tokenize") {
+        data::ShardCorpusOptions options;
+        options.inputs = {(dir / "corpus").string()};
+        options.output_dir = (dir / ("shards" + std::to_string(threads))).string();
+        options.val_fraction = 0.01;
+        bytes = static_cast<double>(data::shard_corpus(options, gpt2, workers).report.document_bytes);
+      } else {
+        data::DedupOptions options;
+        options.inputs = {(dir / "corpus").string()};
+        bytes = static_cast<double>(data::dedup_corpus(options, workers).report.document_bytes);
+      }
+      world->barrier();
+      const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+      const double rate = bytes / 1e6 / seconds;
+      table.add_row({stage, std::to_string(world->size()), std::to_string(threads), fmt(bytes / 1e6, 1),
+                     fmt(seconds, 2), fmt(rate, 1), fmt(rate / (world->size() * threads), 1)});
+    }
+  }
+  if (world->rank() == 0) {
+    std::cout << "## myriad-data pipeline (" << copies
+              << " numbered copies of tinyshakespeare as JSONL paragraphs)\n\n";
+    table.print();
+    std::filesystem::remove_all(dir);
+  }
+  return 0;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
-  bool quick = false;
+  myriad::dist::MpiRuntime runtime(&argc, &argv);
+  bool quick = false, run_pipeline = false;
   std::string data_dir = default_data_dir();
   for (int i = 1; i < argc; ++i) {
     if (std::strcmp(argv[i], "--quick") == 0) {
       quick = true;
     } else if (std::strcmp(argv[i], "--data") == 0 && i + 1 < argc) {
       data_dir = argv[++i];
+    } else if (std::strcmp(argv[i], "--pipeline") == 0) {
+      run_pipeline = true;
     } else {
-      std::cerr << "usage: bench_data [--quick] [--data DIR]\n";
+      std::cerr << "usage: bench_data [--quick] [--data DIR] [--pipeline]\n";
       return 2;
     }
   }
-  print_header("bench_data: block-compressed token shards and the loader", argc, argv);
+  if (runtime.world_rank() == 0) print_header("bench_data: block-compressed token shards and the loader", argc, argv);
   try {
+    if (run_pipeline) return pipeline(data_dir, runtime, quick);
     const data::BpeTokenizer tok =
         data::BpeTokenizer::load_gpt2(data_dir + "/gpt2/encoder.json", data_dir + "/gpt2/vocab.bpe");
     std::ifstream in(data_dir + "/tinyshakespeare.txt", std::ios::binary);

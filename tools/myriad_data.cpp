@@ -5,7 +5,7 @@
 //                        [--val-fraction F] [--val-split documents|tail] [--shard-tokens N]
 //                        [--compress] [--block-tokens N] [--level L] [--max-document-mb M] [--batch-mb B]
 //   myriad-data dedup --input PATH... [--output DIR] [--ext .EXT]... [--text-field text] [--separator LINE]
-//                     [--num-perm 256] [--bands 20] [--rows 6] [--ngram 5] [--char-ngrams] [--threshold 0.8]
+//                     [--num-perm 512] [--bands 20] [--rows 6] [--ngram 5] [--char-ngrams] [--threshold 0.8]
 //                     [--seed 1] [--examples 5]
 //   myriad-data inspect PATH [--verify]
 //
@@ -46,7 +46,7 @@ constexpr const char* kUsage =
     "                            [--compress] [--block-tokens N (131072)] [--level L (19)]\n"
     "                            [--max-document-mb M (64)] [--batch-mb B (32)]\n"
     "       myriad-data dedup --input PATH... [--output DIR] [--ext .EXT]... [--text-field NAME] [--separator LINE]\n"
-    "                         [--num-perm N (256)] [--bands B (20)] [--rows R (6)] [--ngram N (5)] [--char-ngrams]\n"
+    "                         [--num-perm N (512)] [--bands B (20)] [--rows R (6)] [--ngram N (5)] [--char-ngrams]\n"
     "                         [--threshold J (0.8)] [--seed S (1)] [--examples K (5)] [--max-document-mb M (64)]\n"
     "       myriad-data inspect PATH [--verify]\n";
 

@@ -11,8 +11,6 @@ namespace myriad::data {
 
 namespace {
 
-constexpr std::uint64_t kMersenne61 = (std::uint64_t{1} << 61) - 1;
-
 std::uint64_t splitmix64(std::uint64_t x) {
   x += 0x9E3779B97F4A7C15ull;
   x = (x ^ (x >> 30)) * 0xBF58476D1CE4E5B9ull;
@@ -26,14 +24,6 @@ std::uint64_t fnv1a(std::string_view bytes, std::uint64_t hash = 0xcbf29ce484222
     hash *= 0x100000001b3ull;
   }
   return hash;
-}
-
-// (a * x + b) mod 2^61 - 1, for a, b, x < 2^61.
-std::uint64_t permute(std::uint64_t a, std::uint64_t b, std::uint64_t x) {
-  const unsigned __int128 product = static_cast<unsigned __int128>(a) * x + b;
-  std::uint64_t folded = static_cast<std::uint64_t>(product & kMersenne61) + static_cast<std::uint64_t>(product >> 61);
-  folded = (folded & kMersenne61) + (folded >> 61);
-  return folded >= kMersenne61 ? folded - kMersenne61 : folded;
 }
 
 bool is_space(unsigned char c) { return c == ' ' || c == '\t' || c == '\n' || c == '\r' || c == '\f' || c == '\v'; }
@@ -53,9 +43,9 @@ MinHasher::MinHasher(const MinHashOptions& options) : options_(options) {
   std::uint64_t state = splitmix64(options.seed ^ 0x4D494E48415348ull);
   for (int i = 0; i < options_.num_perm; ++i) {
     state = splitmix64(state);
-    a_.push_back(1 + state % (kMersenne61 - 1));
+    a_.push_back(state | 1u);  // odd multipliers
     state = splitmix64(state);
-    b_.push_back(state % kMersenne61);
+    b_.push_back(state);
   }
 }
 
@@ -103,10 +93,12 @@ std::vector<std::uint32_t> MinHasher::signature(std::string_view text) const {
   const std::vector<std::uint64_t> hashes = shingles(text);
   std::vector<std::uint32_t> out(static_cast<std::size_t>(options_.num_perm));
   for (int i = 0; i < options_.num_perm; ++i) {
-    std::uint64_t smallest = std::numeric_limits<std::uint64_t>::max();
+    // Multiply-shift hashing: the high 32 bits of a x + b (mod 2^64), a odd; one multiply per
+    // shingle and permutation, and the loop vectorises.
+    std::uint32_t smallest = std::numeric_limits<std::uint32_t>::max();
     const std::uint64_t a = a_[static_cast<std::size_t>(i)], b = b_[static_cast<std::size_t>(i)];
-    for (std::uint64_t x : hashes) smallest = std::min(smallest, permute(a, b, x & kMersenne61));
-    out[static_cast<std::size_t>(i)] = static_cast<std::uint32_t>(smallest);
+    for (std::uint64_t x : hashes) smallest = std::min(smallest, static_cast<std::uint32_t>((a * x + b) >> 32));
+    out[static_cast<std::size_t>(i)] = smallest;
   }
   return out;
 }

@@ -18,7 +18,8 @@
 // not depend on the number of workers or threads.
 // Output (optional): the kept documents of each input file, in order, as JSONL {"text": ...} in
 // "<output>/<file index, 6 digits>_<file name>.jsonl", and "<output>/dedup_report.json".
-// Memory per worker: 4 x num_perm + 48 bytes per document of its files, plus the pairs.
+// Memory per worker: 4 x num_perm + 48 bytes per document of its files (2 KiB with the default
+// 512 permutations), plus the pairs.
 #pragma once
 
 #include <cstdint>
