@@ -2,6 +2,7 @@
 #include "myriad/config/data_config.h"
 
 #include <charconv>
+#include <cmath>
 #include <sstream>
 
 #include "myriad/core/error.h"
@@ -61,11 +62,45 @@ const std::vector<Field<DataConfig>>& DataConfig::fields() {
                  "document separator, else documents)",
                  {.allowed = {"auto", "documents", "tail"}}),
       make_field("cache_dir", &D::cache_dir, "where token shards are written; \"\" = <logging.dir>/data"),
+      make_field("sources", &D::sources,
+                 "a mixture instead of data.path: members {path: P, weight: W} (or \"P@W\"; weight 1 when left "
+                 "out), each a corpus or a folder of token shards; each sample's source is drawn from (seed, step, "
+                 "sample) in proportion to the weights; validation reads every source's val split",
+                 {.repeats = true}),
   };
   return table;
 }
 
-void DataConfig::validate() const { validate_fields(*this); }
+void DataConfig::validate() const {
+  validate_fields(*this);
+  const std::vector<Source> list = source_list();
+  MYRIAD_CHECK(list.empty() || path.empty(),
+               "data.path ('" << path << "') and data.sources are both set: give the corpus one way");
+}
+
+std::vector<DataConfig::Source> DataConfig::source_list() const {
+  std::vector<Source> out;
+  for (const std::string& member : sources) {
+    Source source{member, 1.0};
+    const std::size_t at = member.rfind('@');
+    if (at != std::string::npos) {
+      const std::string weight = member.substr(at + 1);
+      double value = 0.0;
+      std::size_t used = 0;
+      try {
+        value = std::stod(weight, &used);
+      } catch (const std::exception&) {
+        used = 0;
+      }
+      MYRIAD_CHECK(used == weight.size() && !weight.empty() && value > 0.0 && std::isfinite(value),
+                   "data.sources: '" << member << "': the weight after '@' must be a number > 0");
+      source = {member.substr(0, at), value};
+    }
+    MYRIAD_CHECK(!source.path.empty(), "data.sources: '" << member << "' has no path");
+    out.push_back(source);
+  }
+  return out;
+}
 
 TokenizerSpec parse_tokenizer_spec(std::string_view spec) {
   std::string problem = tokenizer_problem(spec);

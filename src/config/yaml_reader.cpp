@@ -65,6 +65,19 @@ FieldValue read_value(const FieldInfo& info, const YAML::Node& node, const std::
   } else if (node.IsSequence() && info.type == FieldType::text_list) {
     std::vector<std::string> items;
     for (const auto& item : node) {
+      if (item.IsMap() && item["path"] && item["path"].IsScalar()) {  // {path: P, weight: W} -> "P@W"
+        std::string member = item["path"].Scalar();
+        for (const auto& entry : item) {
+          const std::string key = entry.first.Scalar();
+          if (key == "weight" && entry.second.IsScalar()) {
+            member += "@" + entry.second.Scalar();
+          } else if (key != "path") {
+            problem = "a {path, weight} member has the unknown key '" + key + "'";
+          }
+        }
+        items.push_back(member);
+        continue;
+      }
       if (!item.IsScalar()) {
         problem = "expected a list of strings, got a member that is " + node_kind(item);
         break;

@@ -207,6 +207,10 @@ void TokenShard::read(std::int64_t begin, std::int64_t count, std::int32_t* out)
 // ---- ShardSet ----
 
 ShardSet ShardSet::open_split(const std::string& directory, const std::string& split, bool verify) {
+  return ShardSet(split_paths(directory, split), verify);
+}
+
+std::vector<std::string> ShardSet::split_paths(const std::string& directory, const std::string& split) {
   namespace fs = std::filesystem;
   const std::string prefix = split + "_";
   std::error_code error;
@@ -223,7 +227,7 @@ ShardSet ShardSet::open_split(const std::string& directory, const std::string& s
   std::sort(names.begin(), names.end());
   std::vector<std::string> paths;
   for (const std::string& name : names) paths.push_back((fs::path(directory) / name).string());
-  return ShardSet(paths, verify);
+  return paths;
 }
 
 ShardSet::ShardSet(const std::vector<std::string>& paths, bool verify) {

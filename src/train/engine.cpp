@@ -41,10 +41,25 @@ Engine::Engine(const RunConfig& config, std::shared_ptr<spdlog::logger> log, dis
   MYRIAD_CHECK(config_.model.vocab_size >= data_.vocab_size,
                "model.vocab_size " << config_.model.vocab_size << " is smaller than the vocabulary of the data ("
                                    << data_.vocab_size << " in " << data_.shard_dir << ")");
-  train_shards_ = std::make_unique<data::ShardSet>(data::ShardSet::open_split(data_.shard_dir, "train"));
-  val_shards_ = std::make_unique<data::ShardSet>(data::ShardSet::open_split(data_.shard_dir, "val"));
   const std::int64_t T = config_.training.seq_len;
-  train_sampler_ = std::make_unique<data::TrainSampler>(*train_shards_, T, config_.training.seed);
+  if (data_.sources.empty()) {
+    train_shards_ = std::make_unique<data::ShardSet>(data::ShardSet::open_split(data_.shard_dir, "train"));
+    val_shards_ = std::make_unique<data::ShardSet>(data::ShardSet::open_split(data_.shard_dir, "val"));
+    train_sampler_ = std::make_unique<data::TrainSampler>(*train_shards_, T, config_.training.seed);
+  } else {
+    // data.sources: one stream per source, mixed per sample; validation reads every source's val split.
+    std::vector<const data::ShardSet*> streams;
+    std::vector<double> weights;
+    std::vector<std::string> val_paths;
+    for (const PreparedSource& source : data_.sources) {
+      source_shards_.push_back(std::make_unique<data::ShardSet>(data::ShardSet::open_split(source.shard_dir, "train")));
+      streams.push_back(source_shards_.back().get());
+      weights.push_back(source.weight);
+      for (const std::string& path : data::ShardSet::split_paths(source.shard_dir, "val")) val_paths.push_back(path);
+    }
+    val_shards_ = std::make_unique<data::ShardSet>(val_paths);
+    mixture_sampler_ = std::make_unique<data::MixtureSampler>(streams, weights, T, config_.training.seed);
+  }
   eval_sampler_ = std::make_unique<data::EvalSampler>(*val_shards_, T);
   if (config_.training.device == ComputeDevice::cuda) {
     // The one model, placed on the rank's GPU; its groups carry device tensors over NCCL.
@@ -103,7 +118,12 @@ Engine::Engine(const RunConfig& config, std::shared_ptr<spdlog::logger> log, dis
     const std::int64_t B = config_.training.micro_batch;
     const int ranks = dp().size(), rank = dp().rank();
     for (std::size_t m = 0; m < ids.size(); ++m) {
-      train_sampler_->fill_batch(step, (static_cast<std::int64_t>(m) * ranks + rank) * B, B, ids[m], targets[m]);
+      const std::int64_t first = (static_cast<std::int64_t>(m) * ranks + rank) * B;
+      if (mixture_sampler_) {
+        mixture_sampler_->fill_batch(step, first, B, ids[m], targets[m]);
+      } else {
+        train_sampler_->fill_batch(step, first, B, ids[m], targets[m]);
+      }
     }
   };
   prefetch_ = config_.parallel.cp > 1 ? std::make_unique<BatchPrefetch>(fill, batch_ids_, batch_targets_)
@@ -348,6 +368,13 @@ StepMetrics Engine::step() {
   metrics.loss = loss_sum / static_cast<double>(valid);
   metrics.grad_norm = stats.grad_norm;
   metrics.skipped = stats.skipped;
+  if (mixture_sampler_) {  // data.sources: every rank knows every sample's source (no communication)
+    metrics.tokens_by_source.assign(mixture_sampler_->source_count(), 0);
+    const std::int64_t samples = static_cast<std::int64_t>(micro_batches) * dp().size() * config_.training.micro_batch;
+    for (std::int64_t j = 0; j < samples; ++j) {
+      metrics.tokens_by_source[mixture_sampler_->source_of(step_ - 1, j)] += config_.training.seq_len;
+    }
+  }
   metrics.moe = collect_moe_metrics(*model_, dp(), tp(), pp());
   metrics.attention = collect_attention_metrics(*model_, data_group(), tp(), pp());
   metrics.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();

@@ -130,6 +130,39 @@ PreparedData with_vocab_size(PreparedData prepared) {
 }  // namespace
 
 PreparedData prepare_data(const RunConfig& config, spdlog::logger& log, CacheUse use) {
+  if (!config.data.sources.empty()) {
+    const std::string cache =
+        config.data.cache_dir.empty() ? (fs::path(config.logging.dir) / "data").string() : config.data.cache_dir;
+    const bool trained = config.data.tokenizer.empty() || config.data.tokenizer.rfind("train:", 0) == 0;
+    PreparedData mixture;
+    const std::vector<DataConfig::Source> list = config.data.source_list();
+    for (std::size_t k = 0; k < list.size(); ++k) {
+      MYRIAD_CHECK(!trained || has_shards(list[k].path, "train"),
+                   "data.sources member "
+                       << k << " ('" << list[k].path
+                       << "') is a corpus to tokenize, but "
+                          "data.tokenizer ('"
+                       << config.data.tokenizer
+                       << "') would train a separate vocabulary for each "
+                          "source: use gpt2:<dir> or bpe:<file>, or give token shards (myriad-data tokenize)");
+      RunConfig one = config;
+      one.data.sources.clear();
+      one.data.path = list[k].path;
+      one.data.cache_dir = (fs::path(cache) / ("source_" + std::to_string(k))).string();
+      PreparedData part = prepare_data(one, log, use);
+      MYRIAD_CHECK(k == 0 || part.vocab_size == mixture.vocab_size,
+                   "data.sources: '" << list[k].path << "' has a vocabulary of " << part.vocab_size << " tokens, '"
+                                     << list[0].path << "' one of " << mixture.vocab_size
+                                     << "; a mixture needs one tokenizer");
+      if (k == 0) {
+        mixture.shard_dir = part.shard_dir;
+        mixture.vocab_size = part.vocab_size;
+      }
+      if (!mixture.tokenizer) mixture.tokenizer = part.tokenizer;
+      mixture.sources.push_back({list[k].path, list[k].weight, part.shard_dir});
+    }
+    return mixture;
+  }
   PreparedData prepared;
   const Corpus corpus = resolve_corpus(config);
   const std::string spec_text =

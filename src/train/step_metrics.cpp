@@ -16,6 +16,7 @@ std::string step_metrics_json(const StepMetrics& m) {
   j["loss_scale"] = m.loss_scale;
   j["tokens"] = m.tokens;
   j["samples"] = m.samples;
+  if (!m.tokens_by_source.empty()) j["tokens_by_source"] = m.tokens_by_source;
   j["step_seconds"] = m.seconds;
   j["tokens_per_second"] = m.tokens_per_second;
   j["samples_per_second"] = m.samples_per_second;

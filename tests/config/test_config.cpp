@@ -125,6 +125,10 @@ data:
   val_fraction: 0.1
   val_split: tail
   cache_dir: /tmp/cache
+  sources:
+    - {path: /data/web, weight: 0.7}
+    - {path: /data/code, weight: 0.3}
+    - /data/books@2
 checkpoint:
   dir: /ckpt
   every: 500
@@ -287,6 +291,11 @@ TEST(ConfigYaml, FullFileSetsEveryKey) {
   EXPECT_EQ(c.data.val_fraction, 0.1);
   EXPECT_EQ(c.data.val_split, "tail");
   EXPECT_EQ(c.data.cache_dir, "/tmp/cache");
+  EXPECT_EQ(c.data.sources, (std::vector<std::string>{"/data/web@0.7", "/data/code@0.3", "/data/books@2"}));
+  const std::vector<DataConfig::Source> sources = c.data.source_list();
+  ASSERT_EQ(sources.size(), 3u);
+  EXPECT_EQ(sources[1].path, "/data/code");
+  EXPECT_DOUBLE_EQ(sources[2].weight, 2.0);
   EXPECT_EQ(c.checkpoint.dir, "/ckpt");
   EXPECT_EQ(c.checkpoint.every, 500);
   EXPECT_EQ(c.checkpoint.keep, 5);
@@ -333,6 +342,7 @@ TEST(ConfigYaml, FullFileSetsEveryKey) {
   on_cpu.training.outer_lr.reset();
   on_cpu.training.outer_momentum.reset();
   on_cpu.training.outer_overlap = false;
+  on_cpu.data.path.clear();  // data.path and data.sources exclude each other: the file sets both
   EXPECT_NO_THROW(on_cpu.validate(8));
 
   // The file above really covers the registry: every key differs from its default.

@@ -342,6 +342,14 @@ TEST(ConfigValidate, CrossKeyChecks) {
       },
       {"training.device cuda reduces gradients with NCCL's f32 sums", "parallel.dp_reduce_exact"});
   expect_invalid([](RunConfig& c) { c.parallel.ranks_per_node = -1; }, {"parallel.ranks_per_node"});
+  expect_invalid(
+      [](RunConfig& c) {
+        c.data.path = "/corpus";
+        c.data.sources = {"/a@1", "/b@2"};
+      },
+      {"data.path ('/corpus') and data.sources are both set"});
+  expect_invalid([](RunConfig& c) { c.data.sources = {"/a@0"}; }, {"data.sources", "'/a@0'", "number > 0"});
+  expect_invalid([](RunConfig& c) { c.data.sources = {"/a@heavy"}; }, {"data.sources", "'/a@heavy'"});
   auto onebit = [](RunConfig& c) { c.training.optimizer = OptimizerKind::onebit_adam; };
   expect_invalid([](RunConfig& c) { c.training.freeze_step = 10; },
                  {"training.freeze_step is set but training.optimizer is adamw"});

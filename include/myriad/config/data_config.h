@@ -23,9 +23,19 @@ struct DataConfig {
   double val_fraction = 0.05;      // share of the corpus held out for validation, in (0, 0.5]
   std::string val_split = "auto";  // documents | tail | auto (tail for one undivided file, else documents)
   std::string cache_dir;           // token shards are written here; "" = <logging.dir>/data
+  // A mixture instead of one corpus: each member "path" or "path@weight" (YAML also takes
+  // {path: ..., weight: ...} maps); every path a corpus or a folder of token shards. Empty = data.path.
+  std::vector<std::string> sources;
 
-  // Per-key checks (the tokenizer's form, val_fraction's range).
+  // Per-key checks (the tokenizer's form, val_fraction's range, the sources' weights).
   void validate() const;
+
+  struct Source {
+    std::string path;
+    double weight = 1.0;
+  };
+  // data.sources parsed (throws naming the member that is not "path" or "path@weight > 0").
+  std::vector<Source> source_list() const;
 
   static const std::vector<Field<DataConfig>>& fields();
   bool operator==(const DataConfig&) const = default;

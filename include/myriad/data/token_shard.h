@@ -108,6 +108,8 @@ class ShardSet {
   // `directory`/<split>_*.bin sorted by file name (writers zero-pad the index, so this is the
   // order they were written in). No matching file is an error naming the directory and pattern.
   static ShardSet open_split(const std::string& directory, const std::string& split, bool verify = true);
+  // The paths open_split opens, in its order (throws the same error when there are none).
+  static std::vector<std::string> split_paths(const std::string& directory, const std::string& split);
   // The given shards in the given order (at least one).
   explicit ShardSet(const std::vector<std::string>& paths, bool verify = true);
 

@@ -26,6 +26,7 @@
 #include <spdlog/logger.h>
 
 #include "myriad/config/run_config.h"
+#include "myriad/data/mixture_sampler.h"
 #include "myriad/data/sampler.h"
 #include "myriad/data/token_shard.h"
 #include "myriad/distributed/process_groups.h"
@@ -122,7 +123,9 @@ class Engine {
   dist::ProcessGroups* groups_ = nullptr;
   PreparedData data_;
   std::unique_ptr<data::ShardSet> train_shards_, val_shards_;
-  std::unique_ptr<data::TrainSampler> train_sampler_;
+  std::unique_ptr<data::TrainSampler> train_sampler_;           // one corpus
+  std::vector<std::unique_ptr<data::ShardSet>> source_shards_;  // data.sources: each source's train stream
+  std::unique_ptr<data::MixtureSampler> mixture_sampler_;       // data.sources
   std::unique_ptr<data::EvalSampler> eval_sampler_;
   std::unique_ptr<DeviceRuntime> device_;                  // training.device cuda; before everything placed on it
   std::unique_ptr<nn::TensorParallel> tensor_parallel_;    // tp > 1: how the model crosses the tp group

@@ -8,10 +8,14 @@
 // matches; otherwise it is rebuilt. data.tokenizer:
 // gpt2:<dir> (GPT-2's encoder.json + vocab.bpe), bpe:<file> (myriad's format), train:<V>
 // (train a byte-level BPE of V tokens on the corpus, saved as <cache>/tokenizer.bpe).
+// data.sources: each source is prepared like data.path, a corpus into <cache>/source_<k>; all must
+// share one vocabulary (a train:<V> tokenizer would train one per corpus, so it is refused for a
+// source that is not already token shards).
 #pragma once
 
 #include <memory>
 #include <string>
+#include <vector>
 
 #include <spdlog/logger.h>
 
@@ -22,8 +26,15 @@ namespace myriad::train {
 
 inline constexpr const char* kDefaultCorpusDir = "/usr/share/games/fortunes";
 
+struct PreparedSource {
+  std::string path;  // as given in data.sources
+  double weight = 1.0;
+  std::string shard_dir;  // its train_*.bin and val_*.bin
+};
+
 struct PreparedData {
-  std::string shard_dir;                          // holds train_*.bin and val_*.bin
+  std::string shard_dir;                          // holds train_*.bin and val_*.bin (data.sources: the first's)
+  std::vector<PreparedSource> sources;            // data.sources, each prepared like data.path
   std::shared_ptr<data::BpeTokenizer> tokenizer;  // null when only shards were given
   std::int64_t vocab_size = 0;                    // of the shards
 };

@@ -51,12 +51,13 @@ struct StepMetrics {
   std::int64_t step = 0;  // optimizer steps completed after this one
   double loss = 0.0;      // mean loss over the valid tokens of the global batch
   float lr = 0.0f;
-  double grad_norm = 0.0;    // before clipping
-  bool skipped = false;      // non-finite gradients: update skipped
-  double loss_scale = 1.0;   // the loss scale of this step (fp16; 1 otherwise)
-  std::int64_t tokens = 0;   // tokens of the global batch (all dp ranks)
-  std::int64_t samples = 0;  // sequences of the global batch
-  double seconds = 0.0;      // wall time of the step on this rank
+  double grad_norm = 0.0;                      // before clipping
+  bool skipped = false;                        // non-finite gradients: update skipped
+  double loss_scale = 1.0;                     // the loss scale of this step (fp16; 1 otherwise)
+  std::int64_t tokens = 0;                     // tokens of the global batch (all dp ranks)
+  std::int64_t samples = 0;                    // sequences of the global batch
+  std::vector<std::int64_t> tokens_by_source;  // data.sources: target tokens of the global batch per source
+  double seconds = 0.0;                        // wall time of the step on this rank
   double tokens_per_second = 0.0, samples_per_second = 0.0;
   double model_flops = 0.0;                       // model FLOPs of the global batch (6N + attention, docs/metrics.md)
   double mfu = 0.0;                               // model FLOP/s / (world size * measured per-rank peak)
