@@ -7,12 +7,14 @@
 //   myriad-data dedup --input PATH... [--output DIR] [--ext .EXT]... [--text-field text] [--separator LINE]
 //                     [--num-perm 512] [--bands 20] [--rows 6] [--ngram 5] [--char-ngrams] [--threshold 0.8]
 //                     [--seed 1] [--examples 5]
+//   myriad-data mix --source DIR@WEIGHT... --steps N --batch B --seq-len T [--seed S]
 //   myriad-data inspect PATH [--verify]
 //
 // tokenize runs on every rank of an mpirun (or alone) and writes the same shards whatever the
 // number of ranks and threads (include/myriad/data/shard_corpus.h); dedup removes exact and
 // near duplicates with the same result for any number of ranks and threads
-// (include/myriad/data/dedup.h); inspect describes a shard or
+// (include/myriad/data/dedup.h); mix checks a data.sources mixture of shard folders and shows the
+// tokens a run draws from each (include/myriad/data/mixture_plan.h); inspect describes a shard or
 // a folder of shards (and its manifest.json). A failure on one rank ends the job on every rank.
 #include <unistd.h>
 
@@ -29,6 +31,7 @@
 #include "myriad/core/error.h"
 #include "myriad/data/compressed_shard.h"
 #include "myriad/data/dedup.h"
+#include "myriad/data/mixture_plan.h"
 #include "myriad/data/shard_corpus.h"
 #include "myriad/data/token_reader.h"
 #include "myriad/distributed/mpi_runtime.h"
@@ -48,6 +51,7 @@ constexpr const char* kUsage =
     "       myriad-data dedup --input PATH... [--output DIR] [--ext .EXT]... [--text-field NAME] [--separator LINE]\n"
     "                         [--num-perm N (512)] [--bands B (20)] [--rows R (6)] [--ngram N (5)] [--char-ngrams]\n"
     "                         [--threshold J (0.8)] [--seed S (1)] [--examples K (5)] [--max-document-mb M (64)]\n"
+    "       myriad-data mix --source DIR[@WEIGHT]... --steps N --batch B --seq-len T [--seed S (1337)]\n"
     "       myriad-data inspect PATH [--verify]\n";
 
 std::int64_t parse_int(const std::string& flag, const std::string& text) {
@@ -237,6 +241,53 @@ int dedup(const std::vector<std::string>& args, dist::Communicator& world) {
   return 0;
 }
 
+int mix(const std::vector<std::string>& args) {
+  std::vector<std::string> paths;
+  std::vector<double> weights;
+  std::int64_t steps = 0, batch = 0, seq_len = 0;
+  std::uint64_t seed = 1337;
+  for (std::size_t i = 0; i < args.size(); ++i) {
+    const std::string& flag = args[i];
+    auto value = [&]() -> const std::string& {
+      MYRIAD_CHECK(i + 1 < args.size(), flag << " needs a value\n" << kUsage);
+      return args[++i];
+    };
+    if (flag == "--source") {
+      std::vector<std::string> members = {value()};
+      while (i + 1 < args.size() && args[i + 1].rfind("--", 0) != 0) members.push_back(args[++i]);
+      for (const std::string& member : members) {
+        const std::size_t at = member.rfind('@');
+        paths.push_back(at == std::string::npos ? member : member.substr(0, at));
+        weights.push_back(at == std::string::npos ? 1.0 : parse_double("--source weight", member.substr(at + 1)));
+      }
+    } else if (flag == "--steps") {
+      steps = parse_int(flag, value());
+    } else if (flag == "--batch") {
+      batch = parse_int(flag, value());
+    } else if (flag == "--seq-len") {
+      seq_len = parse_int(flag, value());
+    } else if (flag == "--seed") {
+      seed = static_cast<std::uint64_t>(parse_int(flag, value()));
+    } else {
+      MYRIAD_THROW("mix: unknown argument '" << flag << "'\n" << kUsage);
+    }
+  }
+  MYRIAD_CHECK(!paths.empty() && steps > 0 && batch > 0 && seq_len > 0,
+               "mix needs --source, --steps, --batch (sequences per step) and --seq-len\n"
+                   << kUsage);
+  const data::MixturePlan plan = data::plan_mixture(paths, weights, steps, batch, seq_len, seed);
+  std::cout << "mix: " << steps << " steps x " << batch << " sequences x " << seq_len << " tokens = " << plan.run_tokens
+            << " tokens (vocab " << plan.vocab_size << "; "
+            << (plan.exact ? "every sample's source drawn as training will" : "expected from the weights") << ")\n\n"
+            << "| source | weight | train tokens | drawn tokens | share | epochs |\n|---|---|---|---|---|---|\n";
+  for (const data::MixtureSourcePlan& source : plan.sources) {
+    std::cout << "| " << source.path << " | " << source.weight << " | " << source.stream_tokens << " | "
+              << source.drawn_tokens << " | " << source.share << " | " << source.epochs << " |\n";
+  }
+  std::cout << "\n" << plan.yaml;
+  return 0;
+}
+
 int inspect(const std::vector<std::string>& args) {
   MYRIAD_CHECK(!args.empty(), "inspect needs a PATH\n" << kUsage);
   const std::string path = args[0];
@@ -300,8 +351,9 @@ int main(int argc, char** argv) {
   try {
     if (args[0] == "tokenize") return tokenize(rest, *world);
     if (args[0] == "dedup") return dedup(rest, *world);
+    if (args[0] == "mix") return world->rank() == 0 ? mix(rest) : 0;
     if (args[0] == "inspect") return world->rank() == 0 ? inspect(rest) : 0;
-    MYRIAD_THROW("unknown subcommand '" << args[0] << "' (tokenize, dedup, inspect)\n" << kUsage);
+    MYRIAD_THROW("unknown subcommand '" << args[0] << "' (tokenize, dedup, mix, inspect)\n" << kUsage);
   } catch (const std::exception& e) {
     const std::string message = "myriad-data " + args[0] + ": [rank " + std::to_string(world->rank()) + "] " + e.what();
     std::cerr << message << std::endl;

@@ -13,4 +13,6 @@ PYBIND11_MODULE(_myriad, m) {
   myriad::python::bind_ops(ops);
   myriad::python::bind_dist(m);
   myriad::python::bind_train(m);
+  pybind11::module_ data = m.def_submodule("data", "myriad-data: tokenize, dedup, mix and inspect (docs/data.md)");
+  myriad::python::bind_data(data);
 }

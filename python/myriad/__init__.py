@@ -19,10 +19,11 @@ try:
 finally:
     _sys.setdlopenflags(_flags)
 from ._myriad import __version__  # set from CMakeLists.txt's project(VERSION) at build time
+from ._myriad import data  # myriad-data's tokenize, dedup, mix, inspect
 from ._myriad import (BpeTokenizer, Config, Engine, Error, MpiRuntime, ProcessGroups, Tensor, empty, export_safetensors,
                       fresh_run_conflict, from_numpy, full, import_safetensors, ops, philox4x32, randn, tokenize_corpus,
                       zeros)
 
-__all__ = ["BpeTokenizer", "Config", "Engine", "Error", "MpiRuntime", "ProcessGroups", "Tensor", "empty",
+__all__ = ["BpeTokenizer", "Config", "Engine", "Error", "MpiRuntime", "ProcessGroups", "Tensor", "data", "empty",
            "export_safetensors", "fresh_run_conflict", "from_numpy", "full", "import_safetensors", "ops", "philox4x32",
            "randn", "tokenize_corpus", "zeros"]

@@ -1,7 +1,12 @@
-"""myriad.tokenize_corpus from Python: shards whose tokens decode back to the documents."""
+"""myriad.tokenize_corpus and myriad.data (the myriad-data tools) from Python: shards whose tokens
+decode back to the documents; tokenize equal to the command, bad lines reported, dedup and mix."""
+import json
 import os
+import pathlib
+import subprocess
 
 import numpy as np
+import pytest
 
 import myriad
 
@@ -31,3 +36,59 @@ def test_tokenize_corpus_round_trips(tmp_path):
     texts = [t.strip() for t in tok.decode(ids.tolist()).split("<|endoftext|>") if t.strip()]
     assert sorted(texts) == sorted(docs)
     assert all(os.path.exists(p) for p in summary["train_shards"])
+
+
+# ---- myriad.data: the myriad-data tools from Python ----
+
+ROOT = pathlib.Path(__file__).resolve().parents[2]
+CLI = pathlib.Path(os.environ.get("BUILD_DIR", ROOT / "build")) / "tools" / "myriad-data"
+
+
+def write_jsonl_corpus(folder):
+    folder.mkdir()
+    with open(folder / "a.jsonl", "w") as f:
+        for i in range(60):
+            f.write(json.dumps({"text": f"paragraph {i % 25} says that the river runs past the mill {i % 25} times"})
+                    + "\n")
+        f.write("this line is not json\n")
+    (folder / "b.txt").write_text("a plain text document\nwith two lines\n")
+    return folder
+
+
+def test_data_tokenize_matches_the_command_and_reports_bad_lines(tmp_path):
+    corpus = write_jsonl_corpus(tmp_path / "corpus")
+    summary = myriad.data.tokenize([str(corpus)], str(tmp_path / "py"), "bytes", val_fraction=0.1, shard_tokens=1000,
+                                   compress=True, block_tokens=256, level=3)
+    assert summary["input"]["problems"]["not_json"]["count"] == 1
+    assert "a.jsonl:61" in summary["input"]["problems"]["not_json"]["examples"][0]
+    assert summary["train_documents"] + summary["val_documents"] == 61
+    shard = myriad.data.inspect(summary["train_shards"][0]["path"], verify=True)
+    assert shard["format"].startswith("zstd blocks of 256") and shard["vocab_size"] == 257
+    manifest = json.loads(pathlib.Path(summary["manifest"]).read_text())
+    assert manifest["splits"]["train"]["tokens"] == summary["train_tokens"]
+    if not CLI.exists():
+        pytest.skip(f"{CLI} not built")
+    subprocess.run([str(CLI), "tokenize", "--input", str(corpus), "--output", str(tmp_path / "cli"), "--tokenizer",
+                    "bytes", "--val-fraction", "0.1", "--shard-tokens", "1000", "--block-tokens", "256", "--level",
+                    "3"], check=True, capture_output=True)
+    for path in sorted((tmp_path / "py").iterdir()):
+        assert path.read_bytes() == (tmp_path / "cli" / path.name).read_bytes(), path.name
+
+
+def test_data_dedup_and_mix(tmp_path):
+    corpus = write_jsonl_corpus(tmp_path / "corpus")
+    result = myriad.data.dedup([str(corpus)], str(tmp_path / "dedup"))
+    assert result["documents_in"] == 61 and result["documents_out"] == 26  # 25 distinct paragraphs + b.txt
+    assert result["exact_duplicates"] == 35 and result["kept"][:25] == [True] * 25
+    kept = (tmp_path / "dedup" / "000000_a.jsonl").read_text().splitlines()
+    assert len(kept) == 25
+    myriad.data.tokenize([str(corpus)], str(tmp_path / "one"), "bytes", shard_tokens=10000)
+    myriad.data.tokenize([str(tmp_path / "dedup")], str(tmp_path / "two"), "bytes", shard_tokens=10000)
+    plan = myriad.data.mix([(str(tmp_path / "one"), 3.0), (str(tmp_path / "two"), 1.0)], steps=50, batch=8,
+                           seq_len=16)
+    assert plan["exact"] and plan["run_tokens"] == 50 * 8 * 16
+    assert sum(s["drawn_tokens"] for s in plan["sources"]) == plan["run_tokens"]
+    assert 0.6 < plan["sources"][0]["share"] < 0.9
+    assert "weight: 3" in plan["yaml"]
+    with pytest.raises(myriad.Error, match="source 1"):
+        myriad.data.mix([(str(tmp_path / "one"), 1.0), (str(tmp_path / "nowhere"), 1.0)], steps=1, batch=1, seq_len=4)

@@ -1,7 +1,7 @@
 // data.sources: a mixture of two corpora trains, the step metrics count each source's target
 // tokens (they add up to the batch, in about the weights' proportion), validation reads both val
-// splits, every source gets its own token cache; a trained (per-corpus) tokenizer is refused for
-// text sources with the reason.
+// splits, every source gets its own token cache, and myriad-data mix's plan counts the same
+// draws; a trained (per-corpus) tokenizer is refused for text sources with the reason.
 #include <gtest/gtest.h>
 
 #include <filesystem>
@@ -9,6 +9,7 @@
 
 #include "engine_fixtures.h"
 #include "myriad/core/error.h"
+#include "myriad/data/mixture_plan.h"
 #include "myriad/train/engine.h"
 
 namespace myriad::train {
@@ -51,6 +52,14 @@ TEST(DataSources, AMixtureTrainsAndCountsTokensPerSource) {
   EXPECT_TRUE(std::isfinite(engine.evaluate()));
   EXPECT_TRUE(fs::exists(dir / "mixed" / "data" / "source_0"));
   EXPECT_TRUE(fs::exists(dir / "mixed" / "data" / "source_1"));
+  // myriad-data mix's plan of the same run draws exactly what training drew.
+  const data::MixturePlan plan = data::plan_mixture(
+      {(dir / "mixed" / "data" / "source_0").string(), (dir / "mixed" / "data" / "source_1").string()}, {3.0, 1.0}, 12,
+      4 * 2, 32, config.training.seed);
+  EXPECT_TRUE(plan.exact);
+  EXPECT_EQ(plan.sources[0].drawn_tokens, first_total);
+  EXPECT_EQ(plan.sources[1].drawn_tokens, all_total - first_total);
+  EXPECT_NE(plan.yaml.find("weight: 3"), std::string::npos) << plan.yaml;
 
   RunConfig trained = config;
   trained.logging.dir = (dir / "trained").string();
