@@ -1,4 +1,4 @@
-// Corpus sharding in one process: the same shards and manifest for 1 and 2 threads and for any
+// Corpus sharding in one process: the same shards and manifest for 1, 2 and 4 threads and any
 // batch size; plain and compressed shards hold the same tokens; the documents and tail splits
 // follow their rules (checked against a direct reading of the corpus); bad input is counted in the
 // manifest per source; an output folder that already holds shards is refused.
@@ -78,19 +78,19 @@ TEST(ShardCorpus, TheSameShardsForAnyThreadCountAndBatchSize) {
   const TextEncoding bytes = load_text_encoding("bytes");
   SoloWorkers solo;
   const int threads = omp_get_max_threads();
-  omp_set_num_threads(1);
-  ShardCorpusOptions one = options_for(inputs, dir / "one");
-  one.batch_bytes = 1 << 20;
-  const ShardCorpusSummary a = shard_corpus(one, bytes, solo);
-  omp_set_num_threads(2);
-  ShardCorpusOptions two = options_for(inputs, dir / "two");
-  two.batch_bytes = 100;  // many small batches
-  const ShardCorpusSummary b = shard_corpus(two, bytes, solo);
+  std::vector<ShardCorpusSummary> runs;
+  for (int t : {1, 2, 4}) {
+    omp_set_num_threads(t);
+    ShardCorpusOptions options = options_for(inputs, dir / ("threads" + std::to_string(t)));
+    options.batch_bytes = t == 1 ? 1 << 20 : 100 * t;  // one batch per file, or many small ones
+    runs.push_back(shard_corpus(options, bytes, solo));
+  }
   omp_set_num_threads(threads);
-  expect_same_folders(dir / "one", dir / "two");
-  EXPECT_EQ(a.train_tokens, b.train_tokens);
-  EXPECT_GE(a.train_shards.size(), 3u);
-  EXPECT_FALSE(fs::exists(dir / "one/.tokenize"));
+  expect_same_folders(dir / "threads1", dir / "threads2");
+  expect_same_folders(dir / "threads1", dir / "threads4");
+  EXPECT_EQ(runs[0].train_tokens, runs[2].train_tokens);
+  EXPECT_GE(runs[0].train_shards.size(), 3u);
+  EXPECT_FALSE(fs::exists(dir / "threads1/.tokenize"));
 }
 
 TEST(ShardCorpus, SplitsFollowTheirRulesAndTheStreamIsTheDocuments) {
