@@ -22,12 +22,14 @@
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
+#include <functional>
 #include <iostream>
 #include <nlohmann/json.hpp>
 #include <optional>
 #include <string>
 #include <vector>
 
+#include "cli_numbers.h"
 #include "myriad/core/error.h"
 #include "myriad/data/compressed_shard.h"
 #include "myriad/data/dedup.h"
@@ -54,28 +56,12 @@ constexpr const char* kUsage =
     "       myriad-data mix --source DIR[@WEIGHT]... --steps N --batch B --seq-len T [--seed S (1337)]\n"
     "       myriad-data inspect PATH [--verify]\n";
 
-std::int64_t parse_int(const std::string& flag, const std::string& text) {
-  std::size_t used = 0;
-  long long value = 0;
-  try {
-    value = std::stoll(text, &used);
-  } catch (const std::exception&) {
-    used = 0;
-  }
-  MYRIAD_CHECK(used == text.size() && !text.empty(), flag << " expects an integer, got '" << text << "'");
-  return value;
-}
+using myriad::tools::parse_double;
+using myriad::tools::parse_int;
 
-double parse_double(const std::string& flag, const std::string& text) {
-  std::size_t used = 0;
-  double value = 0;
-  try {
-    value = std::stod(text, &used);
-  } catch (const std::exception&) {
-    used = 0;
-  }
-  MYRIAD_CHECK(used == text.size() && !text.empty(), flag << " expects a number, got '" << text << "'");
-  return value;
+// The arguments after args[i] up to the next flag (a flag's further values), appended to `out`.
+void take_more(const std::vector<std::string>& args, std::size_t& i, std::vector<std::string>& out) {
+  while (i + 1 < args.size() && args[i + 1].rfind("--", 0) != 0) out.push_back(args[++i]);
 }
 
 std::string mb(double bytes) {
@@ -84,30 +70,59 @@ std::string mb(double bytes) {
   return text;
 }
 
+// The flags tokenize and dedup share (inputs, output, folder filter, document reading); returns
+// whether args[i] was one of them (i then at its last value).
+bool corpus_flag(const std::vector<std::string>& args, std::size_t& i, std::vector<std::string>& inputs,
+                 std::vector<std::string>& extensions, data::SourceOptions& source, std::string& output) {
+  const std::string& flag = args[i];
+  auto value = [&]() -> const std::string& {
+    MYRIAD_CHECK(i + 1 < args.size(), flag << " needs a value\n" << kUsage);
+    return args[++i];
+  };
+  if (flag == "--input") {
+    inputs.push_back(value());
+    take_more(args, i, inputs);
+  } else if (flag == "--output") {
+    output = value();
+  } else if (flag == "--ext") {
+    extensions.push_back(value());
+  } else if (flag == "--text-field") {
+    source.text_field = value();
+  } else if (flag == "--separator") {
+    source.separator = value();
+  } else if (flag == "--max-document-mb") {
+    source.max_document_bytes = static_cast<std::int64_t>(parse_double(flag, value()) * 1e6);
+  } else {
+    return false;
+  }
+  return true;
+}
+
+// Rank 0's progress line on a terminal: "[stage] rank 0:  42.0% of 12.3 MB, 5.1 MB/s".
+std::function<void(std::int64_t, std::int64_t)> progress_bar(const char* stage,
+                                                             std::chrono::steady_clock::time_point start) {
+  return [stage, start](std::int64_t done, std::int64_t total) {
+    const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    std::fprintf(stderr, "\r[%s] rank 0: %5.1f%% of %s, %.1f MB/s   ", stage,
+                 total > 0 ? 100.0 * static_cast<double>(done) / static_cast<double>(total) : 100.0,
+                 mb(static_cast<double>(total)).c_str(), s > 0 ? static_cast<double>(done) / s / 1e6 : 0.0);
+  };
+}
+
 int tokenize(const std::vector<std::string>& args, dist::Communicator& world) {
   data::ShardCorpusOptions options;
   std::string tokenizer;
   bool compress = false;
   data::ShardCompression compression;
   for (std::size_t i = 0; i < args.size(); ++i) {
+    if (corpus_flag(args, i, options.inputs, options.extensions, options.source, options.output_dir)) continue;
     const std::string& flag = args[i];
     auto value = [&]() -> const std::string& {
       MYRIAD_CHECK(i + 1 < args.size(), flag << " needs a value\n" << kUsage);
       return args[++i];
     };
-    if (flag == "--input") {
-      options.inputs.push_back(value());
-      while (i + 1 < args.size() && args[i + 1].rfind("--", 0) != 0) options.inputs.push_back(args[++i]);
-    } else if (flag == "--output") {
-      options.output_dir = value();
-    } else if (flag == "--tokenizer") {
+    if (flag == "--tokenizer") {
       tokenizer = value();
-    } else if (flag == "--ext") {
-      options.extensions.push_back(value());
-    } else if (flag == "--text-field") {
-      options.source.text_field = value();
-    } else if (flag == "--separator") {
-      options.source.separator = value();
     } else if (flag == "--val-fraction") {
       options.val_fraction = parse_double(flag, value());
     } else if (flag == "--val-split") {
@@ -122,8 +137,6 @@ int tokenize(const std::vector<std::string>& args, dist::Communicator& world) {
     } else if (flag == "--level") {
       compression.level = static_cast<int>(parse_int(flag, value()));
       compress = true;
-    } else if (flag == "--max-document-mb") {
-      options.source.max_document_bytes = static_cast<std::int64_t>(parse_double(flag, value()) * 1e6);
     } else if (flag == "--batch-mb") {
       options.batch_bytes = static_cast<std::int64_t>(parse_double(flag, value()) * 1e6);
     } else {
@@ -139,12 +152,7 @@ int tokenize(const std::vector<std::string>& args, dist::Communicator& world) {
   const auto start = std::chrono::steady_clock::now();
   auto seconds = [&] { return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count(); };
   if (bar) {
-    options.progress = [&](std::int64_t done, std::int64_t total) {
-      const double s = seconds();
-      std::fprintf(stderr, "\r[tokenize] rank 0: %5.1f%% of %s, %.1f MB/s   ",
-                   total > 0 ? 100.0 * static_cast<double>(done) / static_cast<double>(total) : 100.0,
-                   mb(static_cast<double>(total)).c_str(), s > 0 ? static_cast<double>(done) / s / 1e6 : 0.0);
-    };
+    options.progress = progress_bar("tokenize", start);
   }
   train::CommunicatorWorkers workers(world);
   const data::ShardCorpusSummary summary = data::shard_corpus(options, encoding, workers);
@@ -162,6 +170,10 @@ int tokenize(const std::vector<std::string>& args, dist::Communicator& world) {
               << "  skipped: " << r.problem_count() << " problem(s), " << r.empty_documents << " empty document(s)\n";
     const std::string problems = r.describe_problems();
     if (!problems.empty()) std::cout << "  " << problems;
+    if (summary.val_tokens == 0) {
+      std::cout << "  note: no val split (--val-fraction " << options.val_fraction
+                << "): training on this folder needs val_*.bin shards; set --val-fraction (e.g. 0.005)\n";
+    }
     std::cout << "  manifest: " << summary.manifest_path << "\n";
   }
   return 0;
@@ -170,23 +182,13 @@ int tokenize(const std::vector<std::string>& args, dist::Communicator& world) {
 int dedup(const std::vector<std::string>& args, dist::Communicator& world) {
   data::DedupOptions options;
   for (std::size_t i = 0; i < args.size(); ++i) {
+    if (corpus_flag(args, i, options.inputs, options.extensions, options.source, options.output_dir)) continue;
     const std::string& flag = args[i];
     auto value = [&]() -> const std::string& {
       MYRIAD_CHECK(i + 1 < args.size(), flag << " needs a value\n" << kUsage);
       return args[++i];
     };
-    if (flag == "--input") {
-      options.inputs.push_back(value());
-      while (i + 1 < args.size() && args[i + 1].rfind("--", 0) != 0) options.inputs.push_back(args[++i]);
-    } else if (flag == "--output") {
-      options.output_dir = value();
-    } else if (flag == "--ext") {
-      options.extensions.push_back(value());
-    } else if (flag == "--text-field") {
-      options.source.text_field = value();
-    } else if (flag == "--separator") {
-      options.source.separator = value();
-    } else if (flag == "--num-perm") {
+    if (flag == "--num-perm") {
       options.minhash.num_perm = static_cast<int>(parse_int(flag, value()));
     } else if (flag == "--bands") {
       options.minhash.bands = static_cast<int>(parse_int(flag, value()));
@@ -202,8 +204,6 @@ int dedup(const std::vector<std::string>& args, dist::Communicator& world) {
       options.minhash.seed = static_cast<std::uint64_t>(parse_int(flag, value()));
     } else if (flag == "--examples") {
       options.examples = static_cast<int>(parse_int(flag, value()));
-    } else if (flag == "--max-document-mb") {
-      options.source.max_document_bytes = static_cast<std::int64_t>(parse_double(flag, value()) * 1e6);
     } else {
       MYRIAD_THROW("dedup: unknown argument '" << flag << "'\n" << kUsage);
     }
@@ -213,11 +213,7 @@ int dedup(const std::vector<std::string>& args, dist::Communicator& world) {
   const auto start = std::chrono::steady_clock::now();
   auto seconds = [&] { return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count(); };
   if (bar) {
-    options.progress = [&](std::int64_t done, std::int64_t total) {
-      std::fprintf(stderr, "\r[dedup] rank 0: %5.1f%% of %s, %.1f MB/s   ",
-                   total > 0 ? 100.0 * static_cast<double>(done) / static_cast<double>(total) : 100.0,
-                   mb(static_cast<double>(total)).c_str(), static_cast<double>(done) / std::max(seconds(), 1e-9) / 1e6);
-    };
+    options.progress = progress_bar("dedup", start);
   }
   train::CommunicatorWorkers workers(world);
   const data::DedupSummary summary = data::dedup_corpus(options, workers);
@@ -254,7 +250,7 @@ int mix(const std::vector<std::string>& args) {
     };
     if (flag == "--source") {
       std::vector<std::string> members = {value()};
-      while (i + 1 < args.size() && args[i + 1].rfind("--", 0) != 0) members.push_back(args[++i]);
+      take_more(args, i, members);
       for (const std::string& member : members) {
         const std::size_t at = member.rfind('@');
         paths.push_back(at == std::string::npos ? member : member.substr(0, at));
@@ -355,7 +351,9 @@ int main(int argc, char** argv) {
     if (args[0] == "inspect") return world->rank() == 0 ? inspect(rest) : 0;
     MYRIAD_THROW("unknown subcommand '" << args[0] << "' (tokenize, dedup, mix, inspect)\n" << kUsage);
   } catch (const std::exception& e) {
-    const std::string message = "myriad-data " + args[0] + ": [rank " + std::to_string(world->rank()) + "] " + e.what();
+    const auto* error = dynamic_cast<const Error*>(&e);
+    const std::string message = "myriad-data " + args[0] + ": [rank " + std::to_string(world->rank()) + "] " +
+                                (error != nullptr ? error->message() : std::string(e.what()));
     std::cerr << message << std::endl;
     if (world->size() > 1) world->abort(1, message);
     return 1;

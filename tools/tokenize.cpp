@@ -19,9 +19,11 @@
 #include <string>
 #include <vector>
 
+#include "cli_numbers.h"
 #include "myriad/core/error.h"
 #include "myriad/core/logging.h"
 #include "myriad/data/bpe_tokenizer.h"
+#include "myriad/data/text_encoding.h"
 #include "myriad/data/tokenize_corpus.h"
 
 namespace {
@@ -42,29 +44,8 @@ struct ToolArgs {
 
 bool is_flag(const std::string& arg) { return arg.size() > 2 && arg.rfind("--", 0) == 0; }
 
-std::int64_t parse_int(const std::string& flag, const std::string& text) {
-  std::size_t used = 0;
-  long long value = 0;
-  try {
-    value = std::stoll(text, &used);
-  } catch (const std::exception&) {
-    used = 0;
-  }
-  MYRIAD_CHECK(used == text.size() && !text.empty(), flag << " expects an integer, got '" << text << "'");
-  return value;
-}
-
-double parse_double(const std::string& flag, const std::string& text) {
-  std::size_t used = 0;
-  double value = 0;
-  try {
-    value = std::stod(text, &used);
-  } catch (const std::exception&) {
-    used = 0;
-  }
-  MYRIAD_CHECK(used == text.size() && !text.empty(), flag << " expects a number, got '" << text << "'");
-  return value;
-}
+using myriad::tools::parse_double;
+using myriad::tools::parse_int;
 
 // Returns nullopt for --help.
 std::optional<ToolArgs> parse_args(int argc, char** argv) {
@@ -106,51 +87,27 @@ std::optional<ToolArgs> parse_args(int argc, char** argv) {
   return args;
 }
 
-// The encoder, its end-of-text id and vocabulary size, built from the --tokenizer spec.
-struct Encoding {
-  std::shared_ptr<BpeTokenizer> bpe;  // null for "bytes"
-  myriad::data::TextEncoder encode;
-  std::int32_t eot_id = 0;
-  std::uint32_t vocab_size = 0;
-};
-
-Encoding make_encoding(const ToolArgs& args, spdlog::logger& log) {
+// The encoder, its end-of-text id and vocabulary size, built from the --tokenizer spec:
+// gpt2:/bpe:/bytes as every data tool loads them (text_encoding.h); train: trains a BPE here.
+myriad::data::TextEncoding make_encoding(const ToolArgs& args, spdlog::logger& log) {
   namespace fs = std::filesystem;
   const std::string& spec = args.tokenizer;
-  Encoding encoding;
-  if (spec == "bytes") {
-    encoding.encode = [](std::string_view text) {
-      return std::vector<std::int32_t>(reinterpret_cast<const unsigned char*>(text.data()),
-                                       reinterpret_cast<const unsigned char*>(text.data()) + text.size());
-    };
-    encoding.eot_id = 256;
-    encoding.vocab_size = 257;
-    return encoding;
-  }
-  std::size_t colon = spec.find(':');
-  MYRIAD_CHECK(colon != std::string::npos, "--tokenizer '" << spec << "': expected gpt2:<dir>, bpe:<file>, "
-                                                           << "train:<vocab size> or bytes");
-  std::string kind = spec.substr(0, colon), value = spec.substr(colon + 1);
-  if (kind == "gpt2" || kind == "bpe") {
-    encoding.bpe = std::make_shared<BpeTokenizer>(myriad::data::load_tokenizer(kind, value));
-  } else if (kind == "train") {
-    auto vocab = static_cast<std::int32_t>(parse_int("--tokenizer train:", value));
-    std::string corpus;
-    myriad::data::for_each_document(myriad::data::list_corpus_files(args.options.inputs, args.options.extensions),
-                                    args.options.separator,
-                                    [&](std::string_view document) { corpus.append(document); });
-    log.info("training a BPE with vocab size {} on {} bytes", vocab, corpus.size());
-    auto start = std::chrono::steady_clock::now();
-    encoding.bpe = std::make_shared<BpeTokenizer>(BpeTokenizer::train(corpus, vocab));
-    double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-    fs::create_directories(args.options.output_dir);
-    std::string saved = (fs::path(args.options.output_dir) / "tokenizer.bpe").string();
-    encoding.bpe->save(saved);
-    log.info("trained in {:.1f} s, saved {}", seconds, saved);
-  } else {
-    MYRIAD_THROW("--tokenizer '" << spec << "': unknown kind '" << kind << "' (gpt2, bpe, train, bytes)");
-  }
-  std::shared_ptr<BpeTokenizer> bpe = encoding.bpe;
+  if (spec.rfind("train:", 0) != 0) return myriad::data::load_text_encoding(spec);
+  auto vocab = static_cast<std::int32_t>(parse_int("--tokenizer train:", spec.substr(6)));
+  std::string corpus;
+  myriad::data::for_each_document(myriad::data::list_corpus_files(args.options.inputs, args.options.extensions),
+                                  args.options.separator, [&](std::string_view document) { corpus.append(document); });
+  log.info("training a BPE with vocab size {} on {} bytes", vocab, corpus.size());
+  auto start = std::chrono::steady_clock::now();
+  auto bpe = std::make_shared<BpeTokenizer>(BpeTokenizer::train(corpus, vocab));
+  double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  fs::create_directories(args.options.output_dir);
+  std::string saved = (fs::path(args.options.output_dir) / "tokenizer.bpe").string();
+  bpe->save(saved);
+  log.info("trained in {:.1f} s, saved {}", seconds, saved);
+  myriad::data::TextEncoding encoding;
+  encoding.spec = spec;
+  encoding.bpe = bpe;
   encoding.encode = [bpe](std::string_view text) { return bpe->encode(text); };
   encoding.eot_id = bpe->eot_id();
   encoding.vocab_size = static_cast<std::uint32_t>(bpe->vocab_size());
@@ -158,7 +115,7 @@ Encoding make_encoding(const ToolArgs& args, spdlog::logger& log) {
 }
 
 int run(const ToolArgs& args, spdlog::logger& log) {
-  Encoding encoding = make_encoding(args, log);
+  const myriad::data::TextEncoding encoding = make_encoding(args, log);
   log.info("tokenizing {} input(s) into {} (vocab {}, eot {}, val fraction {}, shards of <= {} tokens)",
            args.options.inputs.size(), args.options.output_dir, encoding.vocab_size, encoding.eot_id,
            args.options.val_fraction, args.options.shard_tokens);

@@ -2,6 +2,8 @@
 #include "binary_io.h"
 
 #include <fcntl.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -54,6 +56,27 @@ void sync_directory_of(const std::string& path) {
   if (fd < 0) return;
   ::fsync(fd);
   ::close(fd);
+}
+
+Mapping map_read_only(const std::string& path, const std::string& where, std::size_t header_bytes) {
+  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  MYRIAD_CHECK(fd >= 0, "cannot open " << where << ": " << std::strerror(errno));
+  struct stat info {};
+  if (::fstat(fd, &info) != 0) {
+    const int error = errno;
+    ::close(fd);
+    MYRIAD_THROW("cannot stat " << where << ": " << std::strerror(error));
+  }
+  const auto file_bytes = static_cast<std::size_t>(info.st_size);
+  if (file_bytes < header_bytes) {
+    ::close(fd);
+    MYRIAD_THROW(where << ": short header: the file has " << file_bytes << " bytes, a header needs " << header_bytes);
+  }
+  void* address = ::mmap(nullptr, file_bytes, PROT_READ, MAP_SHARED, fd, 0);
+  const int map_error = errno;
+  ::close(fd);  // the mapping keeps the file alive
+  MYRIAD_CHECK(address != MAP_FAILED, "cannot mmap " << where << ": " << std::strerror(map_error));
+  return {address, file_bytes};
 }
 
 }  // namespace myriad::data::detail

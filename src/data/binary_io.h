@@ -51,4 +51,12 @@ class TempFile {
 // fsync of the directory holding `path` (best effort: some file systems refuse it).
 void sync_directory_of(const std::string& path);
 
+// The whole file mapped read-only (the caller munmaps it); throws naming `where` when it cannot
+// be opened, stat'ed or mapped, or holds fewer than `header_bytes` bytes ("short header").
+struct Mapping {
+  void* address = nullptr;
+  std::size_t bytes = 0;
+};
+Mapping map_read_only(const std::string& path, const std::string& where, std::size_t header_bytes);
+
 }  // namespace myriad::data::detail

@@ -3,10 +3,7 @@
 // compressed_shard.h for the format.
 #include "myriad/data/compressed_shard.h"
 
-#include <fcntl.h>
 #include <sys/mman.h>
-#include <sys/stat.h>
-#include <unistd.h>
 #include <zstd.h>
 
 #include <cerrno>
@@ -135,24 +132,9 @@ std::unique_ptr<CompressedTokenShard> CompressedTokenShard::open(const std::stri
   std::unique_ptr<CompressedTokenShard> shard(new CompressedTokenShard());
   shard->path_ = path;
   const std::string where = "compressed token shard '" + path + "'";
-  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-  MYRIAD_CHECK(fd >= 0, "cannot open " << where << ": " << std::strerror(errno));
-  struct stat info {};
-  if (::fstat(fd, &info) != 0) {
-    const int error = errno;
-    ::close(fd);
-    MYRIAD_THROW("cannot stat " << where << ": " << std::strerror(error));
-  }
-  const auto file_bytes = static_cast<std::uint64_t>(info.st_size);
-  if (file_bytes < kShardHeaderBytes) {
-    ::close(fd);
-    MYRIAD_THROW(where << ": short header: the file has " << file_bytes << " bytes, a header needs "
-                       << kShardHeaderBytes);
-  }
-  void* mapping = ::mmap(nullptr, file_bytes, PROT_READ, MAP_SHARED, fd, 0);
-  const int map_error = errno;
-  ::close(fd);
-  MYRIAD_CHECK(mapping != MAP_FAILED, "cannot mmap " << where << ": " << std::strerror(map_error));
+  const detail::Mapping mapped = detail::map_read_only(path, where, kShardHeaderBytes);
+  void* mapping = mapped.address;
+  const auto file_bytes = static_cast<std::uint64_t>(mapped.bytes);
   shard->mapping_ = mapping;
   shard->mapping_bytes_ = file_bytes;
 

@@ -13,6 +13,7 @@
 #include <unordered_map>
 
 #include "file_assignment.h"
+#include "report_json.h"
 #include "myriad/core/error.h"
 #include "myriad/data/tokenize_corpus.h"
 
@@ -303,33 +304,8 @@ DedupSummary dedup_corpus(const DedupOptions& options, WorkerGroup& workers) {
                                 where.at(std::to_string(p.b)).get<std::string>(), p.jaccard});
   }
   // Reports: each worker's input report, merged.
-  {
-    json mine = {{"files", report.files},
-                 {"documents", report.documents},
-                 {"document_bytes", report.document_bytes},
-                 {"input_bytes", report.input_bytes},
-                 {"empty_documents", report.empty_documents}};
-    json problems = json::array();
-    for (int kind = 0; kind < kInputProblemCount; ++kind) {
-      problems.push_back(
-          {report.problems[static_cast<std::size_t>(kind)], report.examples[static_cast<std::size_t>(kind)]});
-    }
-    mine["problems"] = problems;
-    for (const std::string& part : workers.all_gather_bytes(mine.dump())) {
-      const json other = json::parse(part);
-      InputReport r;
-      r.files = other.at("files");
-      r.documents = other.at("documents");
-      r.document_bytes = other.at("document_bytes");
-      r.input_bytes = other.at("input_bytes");
-      r.empty_documents = other.at("empty_documents");
-      for (int kind = 0; kind < kInputProblemCount; ++kind) {
-        r.problems[static_cast<std::size_t>(kind)] = other.at("problems")[static_cast<std::size_t>(kind)][0];
-        r.examples[static_cast<std::size_t>(kind)] =
-            other.at("problems")[static_cast<std::size_t>(kind)][1].get<std::vector<std::string>>();
-      }
-      summary.report.merge(r);
-    }
+  for (const std::string& part : workers.all_gather_bytes(detail::input_report_json(report).dump())) {
+    summary.report.merge(detail::input_report_from_json(json::parse(part)));
   }
 
   // 8. Output: each worker rewrites its files' kept documents (a second read), then the report.
@@ -384,7 +360,7 @@ DedupSummary dedup_corpus(const DedupOptions& options, WorkerGroup& workers) {
                     {"seed", m.seed},
                     {"threshold", options.threshold}}},
                   {"examples", examples},
-                  {"skipped_input", summary.report.problem_count()}};
+                  {"input", detail::input_report_json(summary.report)}};
       std::ofstream file(summary.report_path);
       file << out.dump(2) << "\n";
     }

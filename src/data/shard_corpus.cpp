@@ -15,6 +15,7 @@
 #include <numeric>
 
 #include "file_assignment.h"
+#include "report_json.h"
 #include "myriad/core/error.h"
 #include "myriad/data/shard_writer.h"
 #include "myriad/data/token_shard.h"
@@ -67,39 +68,6 @@ void read_range(const std::string& path, std::int64_t first, std::int64_t count,
     offset += n;
   }
   ::close(fd);
-}
-
-json report_json(const InputReport& report) {
-  json problems = json::object();
-  for (int kind = 0; kind < kInputProblemCount; ++kind) {
-    const auto k = static_cast<std::size_t>(kind);
-    if (report.problems[k] == 0) continue;
-    problems[input_problem_name(static_cast<InputProblem>(kind))] = {{"count", report.problems[k]},
-                                                                     {"examples", report.examples[k]}};
-  }
-  return {{"files", report.files},
-          {"documents", report.documents},
-          {"document_bytes", report.document_bytes},
-          {"input_bytes", report.input_bytes},
-          {"empty_documents", report.empty_documents},
-          {"problems", problems}};
-}
-
-InputReport report_from_json(const json& j) {
-  InputReport report;
-  report.files = j.at("files");
-  report.documents = j.at("documents");
-  report.document_bytes = j.at("document_bytes");
-  report.input_bytes = j.at("input_bytes");
-  report.empty_documents = j.at("empty_documents");
-  for (int kind = 0; kind < kInputProblemCount; ++kind) {
-    const char* name = input_problem_name(static_cast<InputProblem>(kind));
-    if (!j.at("problems").contains(name)) continue;
-    const json& entry = j.at("problems").at(name);
-    report.problems[static_cast<std::size_t>(kind)] = entry.at("count");
-    report.examples[static_cast<std::size_t>(kind)] = entry.at("examples").get<std::vector<std::string>>();
-  }
-  return report;
 }
 
 // One temporary token file's contribution to a split stream.
@@ -220,7 +188,7 @@ ShardCorpusSummary shard_corpus(const ShardCorpusOptions& options, const TextEnc
     ids.close();
     docs.close();
     my_counts.insert(my_counts.end(), {static_cast<std::int64_t>(f), documents, tokens});
-    json source = report_json(report);
+    json source = detail::input_report_json(report);
     source["path"] = files[f];
     source["index"] = f;
     source["tokens"] = tokens;
@@ -334,7 +302,7 @@ ShardCorpusSummary shard_corpus(const ShardCorpusOptions& options, const TextEnc
   std::sort(sources.begin(), sources.end(), [](const json& a, const json& b) {
     return a.at("index").get<std::int64_t>() < b.at("index").get<std::int64_t>();
   });
-  for (const json& source : sources) summary.report.merge(report_from_json(source));
+  for (const json& source : sources) summary.report.merge(detail::input_report_from_json(source));
   summary.manifest_path = (fs::path(options.output_dir) / "manifest.json").string();
   workers.barrier();  // every shard written, every temporary file read
   if (rank == 0) {
@@ -374,7 +342,7 @@ ShardCorpusSummary shard_corpus(const ShardCorpusOptions& options, const TextEnc
                                                      {"block_tokens", options.compression->block_tokens},
                                                      {"level", options.compression->level}}
                                               : json(nullptr)}}},
-        {"totals", report_json(summary.report)},
+        {"totals", detail::input_report_json(summary.report)},
         {"splits",
          {{"train",
            {{"documents", summary.train_documents},

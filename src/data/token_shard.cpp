@@ -2,10 +2,7 @@
 // concatenated ShardSet. Every failure names the file and what is wrong.
 #include "myriad/data/token_shard.h"
 
-#include <fcntl.h>
 #include <sys/mman.h>
-#include <sys/stat.h>
-#include <unistd.h>
 
 #include <algorithm>
 #include <array>
@@ -50,8 +47,6 @@ using detail::load_u64;
 using detail::store_u32;
 using detail::store_u64;
 
-std::string system_error_text(int error) { return std::strerror(error); }
-
 }  // namespace
 
 std::size_t shard_dtype_size(ShardDType dtype) { return dtype == ShardDType::u16 ? 2 : 4; }
@@ -90,24 +85,9 @@ TokenShard TokenShard::open(const std::string& path, bool verify) {
   shard.path_ = path;
   const std::string where = "token shard '" + path + "'";
 
-  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-  MYRIAD_CHECK(fd >= 0, "cannot open " << where << ": " << system_error_text(errno));
-  struct stat info {};
-  if (::fstat(fd, &info) != 0) {
-    int error = errno;
-    ::close(fd);
-    MYRIAD_THROW("cannot stat " << where << ": " << system_error_text(error));
-  }
-  const auto file_bytes = static_cast<std::uint64_t>(info.st_size);
-  if (file_bytes < kShardHeaderBytes) {
-    ::close(fd);
-    MYRIAD_THROW(where << ": short header: the file has " << file_bytes << " bytes, a header needs "
-                       << kShardHeaderBytes);
-  }
-  void* mapping = ::mmap(nullptr, file_bytes, PROT_READ, MAP_SHARED, fd, 0);
-  int map_error = errno;
-  ::close(fd);  // the mapping keeps the file alive
-  MYRIAD_CHECK(mapping != MAP_FAILED, "cannot mmap " << where << ": " << system_error_text(map_error));
+  const detail::Mapping mapped = detail::map_read_only(path, where, kShardHeaderBytes);
+  void* mapping = mapped.address;
+  const auto file_bytes = static_cast<std::uint64_t>(mapped.bytes);
   shard.mapping_ = mapping;
   shard.mapping_bytes_ = file_bytes;
 
