@@ -11,9 +11,13 @@ find_package(OpenMP REQUIRED COMPONENTS CXX)
 
 # OpenBLAS: Debian ships a CMake config for the pthread flavour only; find the library and
 # header directly so the OpenMP flavour (one thread pool with ours) is used when installed.
-find_path(OPENBLAS_INCLUDE_DIR NAMES cblas.h PATH_SUFFIXES openblas openblas-openmp x86_64-linux-gnu/openblas-openmp
-          PATHS /usr/include /usr/include/x86_64-linux-gnu/openblas-openmp)
-find_library(OPENBLAS_LIBRARY NAMES openblas PATH_SUFFIXES openblas-openmp PATHS /usr/lib/x86_64-linux-gnu/openblas-openmp /usr/lib/x86_64-linux-gnu)
+# The search uses CMake's own prefixes (CMAKE_PREFIX_PATH, OpenBLAS_ROOT, the system's, with
+# CMAKE_LIBRARY_ARCHITECTURE's multiarch folders); the suffixes are where distributions put the
+# OpenMP flavour (Debian: <arch>/openblas-openmp).
+find_path(OPENBLAS_INCLUDE_DIR NAMES cblas.h HINTS ENV OpenBLAS_HOME
+          PATH_SUFFIXES openblas-openmp ${CMAKE_LIBRARY_ARCHITECTURE}/openblas-openmp openblas include)
+find_library(OPENBLAS_LIBRARY NAMES openblas HINTS ENV OpenBLAS_HOME
+             PATH_SUFFIXES openblas-openmp ${CMAKE_LIBRARY_ARCHITECTURE}/openblas-openmp lib)
 if(OPENBLAS_INCLUDE_DIR AND OPENBLAS_LIBRARY)
   set(MYRIAD_HAVE_OPENBLAS ON)
   add_library(myriad_openblas INTERFACE)
@@ -82,17 +86,37 @@ if(Python3_FOUND)
   endif()
 endif()
 
-# CUDA: the toolkit in its standard location; NCCL's library sits in the toolkit's lib folder.
+# CUDA: nvcc from CMAKE_CUDA_COMPILER / $CUDACXX, else found on the PATH or under $CUDA_HOME,
+# $CUDA_PATH or CUDAToolkit_ROOT (then NVIDIA's default prefix, /usr/local/cuda, as the last hint);
+# the toolkit's libraries through CMake's FindCUDAToolkit. NCCL's library may sit in the
+# toolkit's lib folder. The architectures to build for: CMAKE_CUDA_ARCHITECTURES (or $CUDAARCHS)
+# as the user gave them, recorded before enable_language(CUDA) fills in the compiler's default
+# (kernels/CMakeLists.txt turns them into -gencode flags).
 set(MYRIAD_HAVE_CUDA OFF)
 set(MYRIAD_HAVE_NCCL OFF)
 if(MYRIAD_ENABLE_CUDA)
-  if(NOT CMAKE_CUDA_COMPILER AND EXISTS /usr/local/cuda/bin/nvcc)
-    set(CMAKE_CUDA_COMPILER /usr/local/cuda/bin/nvcc)
+  # A value CMake itself chose on an earlier configure (recorded below) is not the user's.
+  if(DEFINED CMAKE_CUDA_ARCHITECTURES AND NOT "${CMAKE_CUDA_ARCHITECTURES}" STREQUAL
+                                          "${MYRIAD_CMAKE_CHOSEN_CUDA_ARCHITECTURES}")
+    set(MYRIAD_USER_CUDA_ARCHITECTURES "${CMAKE_CUDA_ARCHITECTURES}")
+  elseif(DEFINED ENV{CUDAARCHS})
+    set(MYRIAD_USER_CUDA_ARCHITECTURES "$ENV{CUDAARCHS}")
+  endif()
+  if(NOT CMAKE_CUDA_COMPILER AND NOT DEFINED ENV{CUDACXX})
+    find_program(MYRIAD_NVCC nvcc HINTS ENV CUDA_HOME ENV CUDA_PATH ${CUDAToolkit_ROOT} PATH_SUFFIXES bin
+                 PATHS /usr/local/cuda/bin)
+    if(MYRIAD_NVCC)
+      set(CMAKE_CUDA_COMPILER ${MYRIAD_NVCC})
+    endif()
   endif()
   include(CheckLanguage)
   check_language(CUDA)
   if(CMAKE_CUDA_COMPILER)
     enable_language(CUDA)
+    if(NOT DEFINED MYRIAD_USER_CUDA_ARCHITECTURES)
+      set(MYRIAD_CMAKE_CHOSEN_CUDA_ARCHITECTURES "${CMAKE_CUDA_ARCHITECTURES}" CACHE INTERNAL
+          "the architectures enable_language(CUDA) chose when the user gave none")
+    endif()
     find_package(CUDAToolkit)
     if(CUDAToolkit_FOUND)
       set(MYRIAD_HAVE_CUDA ON)
