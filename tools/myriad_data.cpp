@@ -59,6 +59,12 @@ constexpr const char* kUsage =
 using myriad::tools::parse_double;
 using myriad::tools::parse_int;
 
+// The value of the flag args[i] (i moves to it); an error naming the flag when there is none.
+const std::string& flag_value(const std::vector<std::string>& args, std::size_t& i) {
+  MYRIAD_CHECK(i + 1 < args.size(), args[i] << " needs a value\n" << kUsage);
+  return args[++i];
+}
+
 // The arguments after args[i] up to the next flag (a flag's further values), appended to `out`.
 void take_more(const std::vector<std::string>& args, std::size_t& i, std::vector<std::string>& out) {
   while (i + 1 < args.size() && args[i + 1].rfind("--", 0) != 0) out.push_back(args[++i]);
@@ -75,10 +81,7 @@ std::string mb(double bytes) {
 bool corpus_flag(const std::vector<std::string>& args, std::size_t& i, std::vector<std::string>& inputs,
                  std::vector<std::string>& extensions, data::SourceOptions& source, std::string& output) {
   const std::string& flag = args[i];
-  auto value = [&]() -> const std::string& {
-    MYRIAD_CHECK(i + 1 < args.size(), flag << " needs a value\n" << kUsage);
-    return args[++i];
-  };
+  auto value = [&]() -> const std::string& { return flag_value(args, i); };
   if (flag == "--input") {
     inputs.push_back(value());
     take_more(args, i, inputs);
@@ -117,10 +120,7 @@ int tokenize(const std::vector<std::string>& args, dist::Communicator& world) {
   for (std::size_t i = 0; i < args.size(); ++i) {
     if (corpus_flag(args, i, options.inputs, options.extensions, options.source, options.output_dir)) continue;
     const std::string& flag = args[i];
-    auto value = [&]() -> const std::string& {
-      MYRIAD_CHECK(i + 1 < args.size(), flag << " needs a value\n" << kUsage);
-      return args[++i];
-    };
+    auto value = [&]() -> const std::string& { return flag_value(args, i); };
     if (flag == "--tokenizer") {
       tokenizer = value();
     } else if (flag == "--val-fraction") {
@@ -184,10 +184,7 @@ int dedup(const std::vector<std::string>& args, dist::Communicator& world) {
   for (std::size_t i = 0; i < args.size(); ++i) {
     if (corpus_flag(args, i, options.inputs, options.extensions, options.source, options.output_dir)) continue;
     const std::string& flag = args[i];
-    auto value = [&]() -> const std::string& {
-      MYRIAD_CHECK(i + 1 < args.size(), flag << " needs a value\n" << kUsage);
-      return args[++i];
-    };
+    auto value = [&]() -> const std::string& { return flag_value(args, i); };
     if (flag == "--num-perm") {
       options.minhash.num_perm = static_cast<int>(parse_int(flag, value()));
     } else if (flag == "--bands") {
@@ -244,10 +241,7 @@ int mix(const std::vector<std::string>& args) {
   std::uint64_t seed = 1337;
   for (std::size_t i = 0; i < args.size(); ++i) {
     const std::string& flag = args[i];
-    auto value = [&]() -> const std::string& {
-      MYRIAD_CHECK(i + 1 < args.size(), flag << " needs a value\n" << kUsage);
-      return args[++i];
-    };
+    auto value = [&]() -> const std::string& { return flag_value(args, i); };
     if (flag == "--source") {
       std::vector<std::string> members = {value()};
       take_more(args, i, members);

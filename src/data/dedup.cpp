@@ -12,6 +12,7 @@
 #include <type_traits>
 #include <unordered_map>
 
+#include "document_batches.h"
 #include "file_assignment.h"
 #include "report_json.h"
 #include "myriad/core/error.h"
@@ -115,37 +116,29 @@ DedupSummary dedup_corpus(const DedupOptions& options, WorkerGroup& workers) {
   }
   for (std::size_t f = 0; f < files.size(); ++f) {
     if (owner[f] != rank) continue;
-    std::deque<std::string> texts;
-    std::vector<std::int64_t> lines;
-    std::int64_t batch = 0, index = 0;
-    auto flush = [&] {
-      const auto n = static_cast<std::int64_t>(texts.size());
-      const std::size_t base = local.size();
-      local.resize(base + texts.size());
-      signatures.resize(local.size() * static_cast<std::size_t>(perms));
+    std::int64_t index = 0;
+    detail::for_each_document_batch(
+        files[f], options.source, report, options.batch_bytes,
+        [&](const std::deque<std::string>& texts, const std::vector<std::int64_t>& lines) {
+          const auto n = static_cast<std::int64_t>(texts.size());
+          const std::size_t base = local.size();
+          local.resize(base + texts.size());
+          signatures.resize(local.size() * static_cast<std::size_t>(perms));
 #pragma omp parallel for schedule(dynamic, 1)
-      for (std::int64_t i = 0; i < n; ++i) {
-        const std::string& text = texts[static_cast<std::size_t>(i)];
-        Local& doc = local[base + static_cast<std::size_t>(i)];
-        doc = Local{static_cast<std::int64_t>(f), index + i, lines[static_cast<std::size_t>(i)],
-                    fnv1a(text, 0xcbf29ce484222325ull), fnv1a(text, 0x84222325cbf29ce4ull)};
-        const std::vector<std::uint32_t> sig = hasher.signature(text);
-        std::copy(sig.begin(), sig.end(), signatures.begin() + static_cast<std::ptrdiff_t>((base + i) * perms));
-      }
-      index += n;
-      done_bytes += batch;
-      texts.clear();
-      lines.clear();
-      batch = 0;
-      if (options.progress) options.progress(done_bytes, my_bytes);
-    };
-    for_each_file_document_at(files[f], options.source, report, [&](std::string_view text, std::int64_t line) {
-      texts.emplace_back(text);
-      lines.push_back(line);
-      batch += static_cast<std::int64_t>(text.size());
-      if (batch >= options.batch_bytes) flush();
-    });
-    flush();
+          for (std::int64_t i = 0; i < n; ++i) {
+            const std::string& text = texts[static_cast<std::size_t>(i)];
+            local[base + static_cast<std::size_t>(i)] =
+                Local{static_cast<std::int64_t>(f), index + i, lines[static_cast<std::size_t>(i)],
+                      fnv1a(text, 0xcbf29ce484222325ull), fnv1a(text, 0x84222325cbf29ce4ull)};
+            const std::vector<std::uint32_t> sig = hasher.signature(text);
+            std::copy(sig.begin(), sig.end(), signatures.begin() + static_cast<std::ptrdiff_t>((base + i) * perms));
+          }
+          index += n;
+        },
+        [&](std::int64_t bytes) {
+          done_bytes += bytes;
+          if (options.progress) options.progress(done_bytes, my_bytes);
+        });
     my_counts.insert(my_counts.end(), {static_cast<std::int64_t>(f), index});
   }
 

@@ -14,6 +14,7 @@
 #include <nlohmann/json.hpp>
 #include <numeric>
 
+#include "document_batches.h"
 #include "file_assignment.h"
 #include "report_json.h"
 #include "myriad/core/error.h"
@@ -158,33 +159,28 @@ ShardCorpusSummary shard_corpus(const ShardCorpusOptions& options, const TextEnc
   for (std::size_t f : mine) {
     InputReport report;
     ValueFile ids(temp_file(f, "ids")), docs(temp_file(f, "docs"));
-    std::deque<std::string> texts;
-    std::int64_t batch_bytes = 0, documents = 0, tokens = 0;
-    auto flush = [&] {
-      std::vector<std::vector<std::int32_t>> encoded(texts.size());
-      const auto n = static_cast<std::int64_t>(texts.size());
+    std::int64_t documents = 0, tokens = 0;
+    detail::for_each_document_batch(
+        files[f], options.source, report, options.batch_bytes,
+        [&](const std::deque<std::string>& texts, const std::vector<std::int64_t>&) {
+          std::vector<std::vector<std::int32_t>> encoded(texts.size());
+          const auto n = static_cast<std::int64_t>(texts.size());
 #pragma omp parallel for schedule(dynamic, 1)
-      for (std::int64_t i = 0; i < n; ++i)
-        encoded[static_cast<std::size_t>(i)] = encoding.encode(texts[static_cast<std::size_t>(i)]);
-      for (const std::vector<std::int32_t>& e : encoded) {
-        ids.append(&encoding.eot_id, 1);
-        ids.append(e.data(), e.size());
-        const std::int64_t length = static_cast<std::int64_t>(e.size()) + 1;
-        docs.append(&length, 1);
-        tokens += length;
-      }
-      documents += n;
-      done_bytes += batch_bytes;
-      texts.clear();
-      batch_bytes = 0;
-      if (options.progress) options.progress(done_bytes, my_bytes);
-    };
-    for_each_file_document(files[f], options.source, report, [&](std::string_view document) {
-      texts.emplace_back(document);
-      batch_bytes += static_cast<std::int64_t>(document.size());
-      if (batch_bytes >= options.batch_bytes) flush();
-    });
-    flush();
+          for (std::int64_t i = 0; i < n; ++i)
+            encoded[static_cast<std::size_t>(i)] = encoding.encode(texts[static_cast<std::size_t>(i)]);
+          for (const std::vector<std::int32_t>& e : encoded) {
+            ids.append(&encoding.eot_id, 1);
+            ids.append(e.data(), e.size());
+            const std::int64_t length = static_cast<std::int64_t>(e.size()) + 1;
+            docs.append(&length, 1);
+            tokens += length;
+          }
+          documents += n;
+        },
+        [&](std::int64_t bytes) {
+          done_bytes += bytes;
+          if (options.progress) options.progress(done_bytes, my_bytes);
+        });
     ids.close();
     docs.close();
     my_counts.insert(my_counts.end(), {static_cast<std::int64_t>(f), documents, tokens});
