@@ -10,9 +10,14 @@
 //     dS = P (dP - delta) rounded to E, dQ += dS K in register fragments; dQ = scale dQ.
 //   dK/dV kernel, a block per 64 keys of a key/value head; over the group's query heads in order
 //     and their query tiles (causal: from the first that sees the block's first key; with a
-//     layout only those whose layout row lists the block's key block); per warp (16 keys):
+//     layout only those whose layout row lists the block's key block); per row group (16 keys):
 //     S^T = K Q^T, dP^T = V dO^T, P^T and dS^T as above (E), dV += P^T dO, dK += dS^T Q in
-//     register fragments; dK = scale dK.
+//     register fragments; dK = scale dK. D is split into D / 64 column parts (DkdvSplit): the
+//     block runs 4 * D / 64 warps, warp w takes row group w % 4 and the dK / dV columns
+//     [64 (w / 4), 64 (w / 4) + 64), so each warp holds 4 + 4 fragments. The warps of a row group
+//     share its scratch and split its 64 query columns between them: each computes S^T, dP^T,
+//     P^T and dS^T for its 64 / (D / 64) columns, then (after a block barrier when D > 64) the
+//     products over all 64 for its own dK / dV columns.
 // Masked entries (causal, outside a listed block, past q_seq / k_seq, or of a query row whose
 // lse is -inf: it saw no key) get P = 0. A layout's block_size must be a multiple of 64
 // (kFlashAttentionTcLayoutTile). Every sum runs in an order fixed by the shape: bit-identical run
@@ -45,8 +50,9 @@ using namespace tc;  // kTileRows, kWarps, kThreads, kLog2e, Tiles, load_tile
 using Accumulator = wmma::fragment<wmma::accumulator, 16, 16, 16, float>;
 
 // The backward kernels' shared memory: four tiles (the block's own rows of two operands, and the
-// streamed tiles of the other two), then per warp two f32 score blocks (S, dP), two 16-bit blocks
-// (P, dS), one f32 16 x D staging block for the result, and the streamed rows' lse and delta.
+// streamed tiles of the other two), then per row group of 16 (a warp, or the D / 64 warps of a
+// dK/dV row group) two f32 score blocks (S, dP), two 16-bit blocks (P, dS), one f32 16 x D
+// staging block for the result, and the streamed rows' lse and delta.
 template <int D>
 struct BackwardLayout : Tiles<D> {
   using T = Tiles<D>;
@@ -57,7 +63,7 @@ struct BackwardLayout : Tiles<D> {
   static constexpr int kBytes = kRowStatsOffset + 2 * kTileRows * 4;
 };
 
-// Per warp views of the scratch of BackwardLayout.
+// Views of the scratch of BackwardLayout for row group `group` (0 .. kWarps - 1) of 16 rows.
 template <typename E, int D>
 struct WarpScratch {
   float* s;    // 16 x 64 scores (or their transpose), ld Tiles<D>::kScores
@@ -65,23 +71,50 @@ struct WarpScratch {
   E* p;        // 16 x 64 probabilities, ld Tiles<D>::kProbs
   E* ds;       // 16 x 64
   float* out;  // 16 x D staging, ld Tiles<D>::kOut
-  __device__ WarpScratch(unsigned char* shared, int warp) {
+  __device__ WarpScratch(unsigned char* shared, int group) {
     using L = BackwardLayout<D>;
-    s = reinterpret_cast<float*>(shared + L::kScoresOffset) + warp * 16 * L::kScores;
-    dp = reinterpret_cast<float*>(shared + L::kScoresOffset + L::kScoresBytes) + warp * 16 * L::kScores;
-    p = reinterpret_cast<E*>(shared + L::kProbsOffset) + warp * 16 * L::kProbs;
-    ds = reinterpret_cast<E*>(shared + L::kProbsOffset + L::kProbsBytes) + warp * 16 * L::kProbs;
-    out = reinterpret_cast<float*>(shared + L::kOutOffset) + warp * 16 * L::kOut;
+    s = reinterpret_cast<float*>(shared + L::kScoresOffset) + group * 16 * L::kScores;
+    dp = reinterpret_cast<float*>(shared + L::kScoresOffset + L::kScoresBytes) + group * 16 * L::kScores;
+    p = reinterpret_cast<E*>(shared + L::kProbsOffset) + group * 16 * L::kProbs;
+    ds = reinterpret_cast<E*>(shared + L::kProbsOffset + L::kProbsBytes) + group * 16 * L::kProbs;
+    out = reinterpret_cast<float*>(shared + L::kOutOffset) + group * 16 * L::kOut;
   }
 };
 
-// dst (16 x 64, f32, ld kScores) = A_w (16 rows of `a` from row a_row, row-major tile) times the
-// transpose of the 64-row tile `b` (each of its rows one output column).
-template <int D, typename E>
-__device__ __forceinline__ void times_transposed(const E* a, int a_row, const E* b, float* dst) {
+// The dK/dV kernel's split of D into kParts column parts of 64: warp w works on the 16 keys of
+// row group w % kWarps and accumulates the dK / dV columns [kColumns (w / kWarps), + kColumns).
+template <int D>
+struct DkdvSplit {
+  static_assert(D % 64 == 0, "D splits into parts of 64 columns");
+  static constexpr int kParts = D / 64;
+  static constexpr int kColumns = D / kParts;              // dK / dV columns per warp
+  static constexpr int kFragments = kColumns / 16;         // accumulator fragments per warp, each of dK and dV
+  static constexpr int kGroups = kTileRows / 16 / kParts;  // 16-column groups of S^T / dP^T per warp
+  static constexpr int kQueries = kTileRows / kParts;      // P^T / dS^T columns per warp
+  static constexpr int kBlockThreads = kWarps * kParts * 32;
+  static_assert(kQueries == kGroups * 16, "a warp's P^T / dS^T columns are the S^T / dP^T columns it computes");
+};
+
+// Orders a row group's scratch between the kParts warps that share it: a block barrier when there
+// are several (callers reach it block-uniformly), else the warp's own.
+template <int kParts>
+__device__ __forceinline__ void sync_row_group() {
+  if constexpr (kParts > 1) {
+    __syncthreads();
+  } else {
+    __syncwarp();
+  }
+}
+
+// Columns [16 n0, 16 (n0 + kGroups)) of dst (16 x 64, f32, ld kScores) = A_w (16 rows of `a` from
+// row a_row, row-major tile) times the transpose of the 64-row tile `b` (each of its rows one
+// output column).
+template <int D, int kGroups = kTileRows / 16, typename E>
+__device__ __forceinline__ void times_transposed(const E* a, int a_row, const E* b, float* dst, int n0 = 0) {
   constexpr int kRow = Tiles<D>::kRow;
 #pragma unroll
-  for (int n = 0; n < kTileRows / 16; ++n) {
+  for (int i = 0; i < kGroups; ++i) {
+    const int n = n0 + i;
     Accumulator acc;
     wmma::fill_fragment(acc, 0.0f);
 #pragma unroll
@@ -96,39 +129,45 @@ __device__ __forceinline__ void times_transposed(const E* a, int a_row, const E*
   }
 }
 
-// acc[d] += lhs (16 x 64 E, ld kProbs) times the 64-row tile `rhs` (64 x D).
-template <int D, typename E>
-__device__ __forceinline__ void accumulate_product(Accumulator (&acc)[D / 16], const E* lhs, const E* rhs) {
+// acc[d] += lhs (16 x 64 E, ld kProbs) times columns [col0 + 16 d, col0 + 16 d + 16) of the
+// 64-row tile `rhs` (64 x D), d < kCount; col0 a multiple of 16.
+template <int D, typename E, int kCount>
+__device__ __forceinline__ void accumulate_product(Accumulator (&acc)[kCount], const E* lhs, const E* rhs,
+                                                   int col0 = 0) {
+  static_assert(kCount * 16 <= D, "columns within the tile");
   constexpr int kRow = Tiles<D>::kRow;
 #pragma unroll
-  for (int d = 0; d < D / 16; ++d) {
+  for (int d = 0; d < kCount; ++d) {
 #pragma unroll
     for (int kk = 0; kk < kTileRows; kk += 16) {
       wmma::fragment<wmma::matrix_a, 16, 16, 16, E, wmma::row_major> x;
       wmma::fragment<wmma::matrix_b, 16, 16, 16, E, wmma::row_major> y;
       wmma::load_matrix_sync(x, lhs + kk, Tiles<D>::kProbs);
-      wmma::load_matrix_sync(y, rhs + kk * kRow + d * 16, kRow);
+      wmma::load_matrix_sync(y, rhs + kk * kRow + col0 + d * 16, kRow);
       wmma::mma_sync(acc[d], x, y, acc[d]);
     }
   }
 }
 
-// Writes (or with `accumulate` adds) scale * acc (16 x D) as E to rows [row0, row0 + 16) of a
-// (rows, D) matrix, rows past `rows` dropped; through the warp's f32 staging block. Lane pairs
-// split a row's columns.
-template <int D, typename E>
-__device__ __forceinline__ void store_rows(Accumulator (&acc)[D / 16], float scale, float* staging, E* dst, int row0,
-                                           int rows, int lane, bool accumulate) {
+// Writes (or with `accumulate` adds) scale * acc (16 x 16 kCount) as E to columns
+// [col0, col0 + 16 kCount) of rows [row0, row0 + 16) of a (rows, D) matrix, rows past `rows`
+// dropped; through the same columns of the f32 16 x D staging block, which only this warp uses
+// there. Lane pairs split the row's columns.
+template <int D, typename E, int kCount>
+__device__ __forceinline__ void store_rows(Accumulator (&acc)[kCount], float scale, float* staging, E* dst, int row0,
+                                           int rows, int lane, bool accumulate, int col0 = 0) {
+  static_assert(kCount * 16 <= D, "columns within the row");
+  constexpr int kHalf = kCount * 8;  // columns per lane
 #pragma unroll
-  for (int d = 0; d < D / 16; ++d) {
+  for (int d = 0; d < kCount; ++d) {
     for (int i = 0; i < acc[d].num_elements; ++i) acc[d].x[i] *= scale;
-    wmma::store_matrix_sync(staging + d * 16, acc[d], Tiles<D>::kOut, wmma::mem_row_major);
+    wmma::store_matrix_sync(staging + col0 + d * 16, acc[d], Tiles<D>::kOut, wmma::mem_row_major);
   }
   __syncwarp();
   const int r = lane >> 1, half = lane & 1;
   if (row0 + r < rows) {
     E* out_row = dst + static_cast<std::int64_t>(row0 + r) * D;
-    for (int c = half * (D / 2); c < (half + 1) * (D / 2); ++c) {
+    for (int c = col0 + half * kHalf; c < col0 + (half + 1) * kHalf; ++c) {
       store_or_add(&out_row[c], staging[r * Tiles<D>::kOut + c], accumulate);
     }
   }
@@ -191,10 +230,12 @@ __global__ void __launch_bounds__(kThreads)
 }
 
 template <typename E, int D, bool kCausal>
-__global__ void __launch_bounds__(kThreads)
+__global__ void __launch_bounds__(DkdvSplit<D>::kBlockThreads)
     backward_dkdv_tc(const E* q, const E* k, const E* v, const E* grad_out, const float* lse, const float* delta,
                      E* grad_k, E* grad_v, AttentionGeometry geo, float scale_log2, float scale, bool accumulate) {
   using L = BackwardLayout<D>;
+  using Split = DkdvSplit<D>;
+  constexpr int kBlockThreads = Split::kBlockThreads;
   extern __shared__ __align__(128) unsigned char shared[];
   E* sK = reinterpret_cast<E*>(shared);
   E* sV = reinterpret_cast<E*>(shared + Tiles<D>::kBytes);
@@ -203,21 +244,28 @@ __global__ void __launch_bounds__(kThreads)
   float* s_lse = reinterpret_cast<float*>(shared + L::kRowStatsOffset);
   float* s_delta = s_lse + kTileRows;
   const int tid = static_cast<int>(threadIdx.x), warp = tid / 32, lane = tid % 32;
-  WarpScratch<E, D> w(shared, warp);
+  // The warp's row group (16 keys) and column part of D; with one part, the warp and 0 as constants.
+  const int row_group = Split::kParts > 1 ? warp % kWarps : warp;
+  const int part = Split::kParts > 1 ? warp / kWarps : 0;
+  WarpScratch<E, D> w(shared, row_group);
 
   const int q_heads = geo.q_heads, group = geo.group, q_rows = geo.q_rows, k_rows = geo.k_rows;
   const int k0 = static_cast<int>(blockIdx.x) * kTileRows;
   const int kv_heads = q_heads / group;
   const int bg = static_cast<int>(blockIdx.y), b = bg / kv_heads, g = bg % kv_heads;
   const std::int64_t kv_offset = static_cast<std::int64_t>(bg) * k_rows;
-  load_tile<D>(k + kv_offset * D, k0, k_rows, sK, tid);
-  load_tile<D>(v + kv_offset * D, k0, k_rows, sV, tid);
+  load_tile<D, kBlockThreads>(k + kv_offset * D, k0, k_rows, sK, tid);
+  load_tile<D, kBlockThreads>(v + kv_offset * D, k0, k_rows, sV, tid);
   const int r = lane >> 1, half = lane & 1;
-  const int key = k0 + warp * 16 + r;
+  const int key = k0 + row_group * 16 + r;
   const int key_position = geo.k_offset + key;
-  Accumulator dk[D / 16], dv[D / 16];
+  const int col0 = part * Split::kColumns;  // this warp's dK / dV columns: [col0, col0 + kColumns)
+  // This lane's P^T / dS^T columns (queries of the tile): its half of the part's kQueries.
+  const int c_begin = part * Split::kQueries + half * (Split::kQueries / 2);
+  const int c_end = c_begin + Split::kQueries / 2;
+  Accumulator dk[Split::kFragments], dv[Split::kFragments];
 #pragma unroll
-  for (int d = 0; d < D / 16; ++d) {
+  for (int d = 0; d < Split::kFragments; ++d) {
     wmma::fill_fragment(dk[d], 0.0f);
     wmma::fill_fragment(dv[d], 0.0f);
   }
@@ -229,32 +277,34 @@ __global__ void __launch_bounds__(kThreads)
     for (int q0 = query_begin; q0 < q_rows; q0 += kTileRows) {
       if (!key_tile_listed(geo, bh, q0, k0)) continue;  // the same answer for the whole block
       __syncthreads();
-      load_tile<D>(q + q_offset * D, q0, q_rows, sQ, tid);
-      load_tile<D>(grad_out + q_offset * D, q0, q_rows, sdO, tid);
-      for (int i = tid; i < kTileRows; i += kThreads) {
+      load_tile<D, kBlockThreads>(q + q_offset * D, q0, q_rows, sQ, tid);
+      load_tile<D, kBlockThreads>(grad_out + q_offset * D, q0, q_rows, sdO, tid);
+      for (int i = tid; i < kTileRows; i += kBlockThreads) {
         const bool real = q0 + i < q_rows;
         const float row_lse = real ? lse[q_offset + q0 + i] : -INFINITY;
         s_lse[i] = isfinite(row_lse) ? row_lse * kLog2e : INFINITY;  // INFINITY: no row, or it saw no key
         s_delta[i] = real ? delta[q_offset + q0 + i] : 0.0f;
       }
       __syncthreads();
-      times_transposed<D>(sK, warp * 16, sQ, w.s);    // S^T = K Q^T
-      times_transposed<D>(sV, warp * 16, sdO, w.dp);  // dP^T = V dO^T
+      // This part's 16-column groups of the row group's S^T = K Q^T and dP^T = V dO^T: the same
+      // columns as its P^T / dS^T below, so only this warp's writes need to be visible.
+      times_transposed<D, Split::kGroups>(sK, row_group * 16, sQ, w.s, part * Split::kGroups);
+      times_transposed<D, Split::kGroups>(sV, row_group * 16, sdO, w.dp, part * Split::kGroups);
       __syncwarp();
-      for (int c = half * 32; c < half * 32 + 32; ++c) {
+      for (int c = c_begin; c < c_end; ++c) {
         const int query = q0 + c;
         const bool valid = key < k_rows && s_lse[c] != INFINITY && (!kCausal || geo.q_offset + query >= key_position);
         const float p = valid ? exp2f(w.s[r * L::kScores + c] * scale_log2 - s_lse[c]) : 0.0f;
         store(&w.p[r * L::kProbs + c], p);
         store(&w.ds[r * L::kProbs + c], p * (w.dp[r * L::kScores + c] - s_delta[c]));
       }
-      __syncwarp();
-      accumulate_product<D>(dv, w.p, sdO);  // dV += P^T dO
-      accumulate_product<D>(dk, w.ds, sQ);  // dK += dS^T Q
+      sync_row_group<Split::kParts>();            // the products read all 64 columns of P^T and dS^T
+      accumulate_product<D>(dv, w.p, sdO, col0);  // dV += P^T dO
+      accumulate_product<D>(dk, w.ds, sQ, col0);  // dK += dS^T Q
     }
   }
-  store_rows<D>(dk, scale, w.out, grad_k + kv_offset * D, k0 + warp * 16, k_rows, lane, accumulate);
-  store_rows<D>(dv, 1.0f, w.out, grad_v + kv_offset * D, k0 + warp * 16, k_rows, lane, accumulate);
+  store_rows<D>(dk, scale, w.out, grad_k + kv_offset * D, k0 + row_group * 16, k_rows, lane, accumulate, col0);
+  store_rows<D>(dv, 1.0f, w.out, grad_v + kv_offset * D, k0 + row_group * 16, k_rows, lane, accumulate, col0);
 }
 
 template <typename E, int D, bool kCausal>
@@ -278,7 +328,7 @@ void launch_backward(const E* q, const E* k, const E* v, const E* out, const flo
   MYRIAD_CUDA_CHECK(
       cudaFuncSetAttribute(backward_dkdv_tc<E, D, kCausal>, cudaFuncAttributeMaxDynamicSharedMemorySize, kBytes));
   backward_dkdv_tc<E, D, kCausal>
-      <<<dim3(k_tiles, static_cast<unsigned>(s.batch * s.kv_heads)), kThreads, kBytes, stream>>>(
+      <<<dim3(k_tiles, static_cast<unsigned>(s.batch * s.kv_heads)), DkdvSplit<D>::kBlockThreads, kBytes, stream>>>(
           q, k, v, grad_out, lse, delta, grad_k, grad_v, geo, scale * kLog2e, scale, s.accumulate);
 }
 

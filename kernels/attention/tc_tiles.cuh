@@ -28,11 +28,12 @@ struct Tiles {
 };
 
 // Rows [first, first + 64) of a (seq, D) matrix of 16-bit E into a padded tile; rows past `seq` are zero.
-template <int D, typename E>
+// All kBlockThreads threads of the block take part (tid in [0, kBlockThreads)).
+template <int D, int kBlockThreads = kThreads, typename E>
 __device__ __forceinline__ void load_tile(const E* src, int first, int seq, E* dst, int tid) {
   static_assert(sizeof(E) == 2, "tiles hold 16-bit elements");
   constexpr int kChunks = D / 8;  // 16-byte chunks per row
-  for (int i = tid; i < kTileRows * kChunks; i += kThreads) {
+  for (int i = tid; i < kTileRows * kChunks; i += kBlockThreads) {
     const int row = i / kChunks, chunk = i % kChunks;
     uint4 value = make_uint4(0, 0, 0, 0);
     if (first + row < seq) {
