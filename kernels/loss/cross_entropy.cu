@@ -1,4 +1,6 @@
 // Fused softmax cross-entropy over f32 logits (N, V), one block per row, no probability matrix.
+// Rows lie row_length >= V floats apart; the columns past V pad a row to an aligned width (the
+// padded vocabulary): they take no part in the sums, and the backward writes them 0.
 //
 //   forward:  lse = max + log(sum_v exp(x_v - max)),  loss = (max - x[target]) + log(sum) (0 for
 //             ignored rows; the same value as lse - x[target], without lse's rounding)
@@ -31,11 +33,11 @@ namespace {
 constexpr int kThreads = 256;
 
 __global__ void cross_entropy_forward_rows(const float* logits, const std::int32_t* targets, float* losses,
-                                           float* lse_out, std::int64_t vocab, std::int32_t ignore_index,
-                                           long long* bad_row) {
+                                           float* lse_out, std::int64_t vocab, std::int64_t row_length,
+                                           std::int32_t ignore_index, long long* bad_row) {
   __shared__ float shared[kThreads];
   const std::int64_t row = blockIdx.x;
-  const float* x = logits + row * vocab;
+  const float* x = logits + row * row_length;
   const detail::RowMaxSum row_stats = detail::row_max_and_exp_sum<kThreads>(x, vocab, shared);
   const float max_value = row_stats.max, sum = row_stats.sum;
   if (threadIdx.x != 0) return;
@@ -58,33 +60,36 @@ __global__ void cross_entropy_forward_rows(const float* logits, const std::int32
 // global); otherwise vocab_start is 0 and a target outside [0, vocab) zeroes the row.
 __global__ void cross_entropy_backward_rows(const float* logits, const std::int32_t* targets, const float* lse,
                                             const float* grad_losses, float* grad_logits, std::int64_t vocab,
-                                            std::int64_t vocab_start, bool sharded, std::int32_t ignore_index) {
+                                            std::int64_t row_length, std::int64_t vocab_start, bool sharded,
+                                            std::int32_t ignore_index) {
   const std::int64_t row = blockIdx.x;
   const std::int32_t target = targets[row];
   const bool ignored = target == ignore_index || (!sharded && (target < 0 || target >= vocab));
   const float scale = ignored ? 0.0f : grad_losses[row], row_lse = lse[row];
   const std::int64_t local_target = static_cast<std::int64_t>(target) - vocab_start;  // may be outside the row
-  const float* x = logits + row * vocab;
-  float* g = grad_logits + row * vocab;
+  const float* x = logits + row * row_length;
+  float* g = grad_logits + row * row_length;
   for (std::int64_t v = threadIdx.x; v < vocab; v += kThreads) {
     const float p = expf(x[v] - row_lse);  // read before the (possibly aliased) write
     g[v] = (p - (v == local_target ? 1.0f : 0.0f)) * scale;
   }
+  for (std::int64_t v = vocab + threadIdx.x; v < row_length; v += kThreads) g[v] = 0.0f;  // padding
 }
 
-void check_rows(const char* op, std::int64_t rows, std::int64_t vocab) {
+void check_rows(const char* op, std::int64_t rows, std::int64_t vocab, std::int64_t row_length) {
   detail::check_count(op, "rows", rows);
   MYRIAD_CHECK(vocab >= 1, op << ": vocab must be >= 1, got " << vocab);
+  MYRIAD_CHECK(row_length >= vocab, op << ": row_length " << row_length << " must be >= vocab " << vocab);
   MYRIAD_CHECK(rows <= 0x7fffffff, op << ": " << rows << " rows exceed the grid (one block per row)");
 }
 
 }  // namespace
 
 void cross_entropy_forward_f32(const float* logits, const std::int32_t* targets, float* losses, float* lse,
-                               long long* bad_row, std::int64_t rows, std::int64_t vocab, std::int32_t ignore_index,
-                               cudaStream_t stream) {
+                               long long* bad_row, std::int64_t rows, std::int64_t vocab, std::int64_t row_length,
+                               std::int32_t ignore_index, cudaStream_t stream) {
   const char* op = "cross_entropy_forward_f32";
-  check_rows(op, rows, vocab);
+  check_rows(op, rows, vocab, row_length);
   if (rows == 0) return;
   detail::check_pointer(op, "logits", logits, alignof(float));
   detail::check_pointer(op, "targets", targets, alignof(std::int32_t));
@@ -94,7 +99,7 @@ void cross_entropy_forward_f32(const float* logits, const std::int32_t* targets,
   const std::size_t row_bytes = static_cast<std::size_t>(rows) * sizeof(float);
   detail::check_disjoint(op, "losses", losses, row_bytes, "lse", lse, row_bytes);
   cross_entropy_forward_rows<<<static_cast<unsigned>(rows), kThreads, 0, stream>>>(logits, targets, losses, lse, vocab,
-                                                                                   ignore_index, bad_row);
+                                                                                   row_length, ignore_index, bad_row);
   MYRIAD_CUDA_CHECK(cudaGetLastError());
 }
 
@@ -102,8 +107,9 @@ namespace {
 
 void launch_backward(const char* op, const float* logits, const std::int32_t* targets, const float* lse,
                      const float* grad_losses, float* grad_logits, std::int64_t rows, std::int64_t vocab,
-                     std::int64_t vocab_start, bool sharded, std::int32_t ignore_index, cudaStream_t stream) {
-  check_rows(op, rows, vocab);
+                     std::int64_t row_length, std::int64_t vocab_start, bool sharded, std::int32_t ignore_index,
+                     cudaStream_t stream) {
+  check_rows(op, rows, vocab, row_length);
   if (rows == 0) return;
   for (auto [name, ptr] : {std::pair<const char*, const void*>{"logits", logits},
                            {"lse", lse},
@@ -113,9 +119,9 @@ void launch_backward(const char* op, const float* logits, const std::int32_t* ta
   }
   detail::check_pointer(op, "targets", targets, alignof(std::int32_t));
   detail::check_same_or_disjoint(op, "grad_logits", grad_logits, "logits", logits,
-                                 static_cast<std::size_t>(rows) * static_cast<std::size_t>(vocab) * sizeof(float));
+                                 static_cast<std::size_t>(rows) * static_cast<std::size_t>(row_length) * sizeof(float));
   cross_entropy_backward_rows<<<static_cast<unsigned>(rows), kThreads, 0, stream>>>(
-      logits, targets, lse, grad_losses, grad_logits, vocab, vocab_start, sharded, ignore_index);
+      logits, targets, lse, grad_losses, grad_logits, vocab, row_length, vocab_start, sharded, ignore_index);
   MYRIAD_CUDA_CHECK(cudaGetLastError());
 }
 
@@ -123,19 +129,19 @@ void launch_backward(const char* op, const float* logits, const std::int32_t* ta
 
 void cross_entropy_backward_f32(const float* logits, const std::int32_t* targets, const float* lse,
                                 const float* grad_losses, float* grad_logits, std::int64_t rows, std::int64_t vocab,
-                                std::int32_t ignore_index, cudaStream_t stream) {
-  launch_backward("cross_entropy_backward_f32", logits, targets, lse, grad_losses, grad_logits, rows, vocab, 0, false,
-                  ignore_index, stream);
+                                std::int64_t row_length, std::int32_t ignore_index, cudaStream_t stream) {
+  launch_backward("cross_entropy_backward_f32", logits, targets, lse, grad_losses, grad_logits, rows, vocab, row_length,
+                  0, false, ignore_index, stream);
 }
 
 void cross_entropy_backward_shard_f32(const float* logits, const std::int32_t* targets, const float* lse,
                                       const float* grad_losses, float* grad_logits, std::int64_t rows,
-                                      std::int64_t vocab, std::int64_t vocab_start, std::int32_t ignore_index,
-                                      cudaStream_t stream) {
+                                      std::int64_t vocab, std::int64_t row_length, std::int64_t vocab_start,
+                                      std::int32_t ignore_index, cudaStream_t stream) {
   const char* op = "cross_entropy_backward_shard_f32";
   MYRIAD_CHECK(vocab_start >= 0, op << ": vocab_start must be >= 0, got " << vocab_start);
-  launch_backward(op, logits, targets, lse, grad_losses, grad_logits, rows, vocab, vocab_start, true, ignore_index,
-                  stream);
+  launch_backward(op, logits, targets, lse, grad_losses, grad_logits, rows, vocab, row_length, vocab_start, true,
+                  ignore_index, stream);
 }
 
 }  // namespace myriad::cuda

@@ -30,9 +30,11 @@ Tensor CudaBackend::copy_from_host(const Tensor& host) {
   Tensor result = empty(source.shape(), source.dtype());
   if (source.nbytes() > 0) {
     DeviceGuard guard(context_.device());
-    MYRIAD_CUDA_CHECK(cudaMemcpyAsync(result.raw_data(), source.raw_data(), source.nbytes(), cudaMemcpyHostToDevice,
-                                      context_.stream()));
-    MYRIAD_CUDA_CHECK(cudaStreamSynchronize(context_.stream()));  // `source` may be a temporary
+    if (!uploads_.upload(result.raw_data(), source.raw_data(), source.nbytes(), context_.stream())) {
+      MYRIAD_CUDA_CHECK(cudaMemcpyAsync(result.raw_data(), source.raw_data(), source.nbytes(), cudaMemcpyHostToDevice,
+                                        context_.stream()));
+      MYRIAD_CUDA_CHECK(cudaStreamSynchronize(context_.stream()));  // `source` may be a temporary
+    }
   }
   return result;
 }

@@ -30,8 +30,8 @@ Tensor CudaBackend::bad_index_flag() {
   Tensor flag = empty({1}, DType::i64);
   const long long none = LLONG_MAX;
   DeviceGuard guard(context_.device());
-  MYRIAD_CUDA_CHECK(cudaMemcpyAsync(flag.raw_data(), &none, sizeof none, cudaMemcpyHostToDevice, context_.stream()));
-  MYRIAD_CUDA_CHECK(cudaStreamSynchronize(context_.stream()));  // `none` lives on this stack frame
+  const bool staged = uploads_.upload(flag.raw_data(), &none, sizeof none, context_.stream());
+  MYRIAD_CHECK(staged, "bad_index_flag: an 8-byte upload was not staged");
   return flag;
 }
 
@@ -238,10 +238,13 @@ void CudaBackend::embedding_backward(const EmbeddingArgs& args, const Tensor& id
   require_contiguous(op, "grad_out", grad_out);
   Tensor flag = bad_index_flag();
   DeviceGuard guard(context_.device());
+  // The kernel sorts the ids in device scratch (stream-ordered: freed on return, reused in order).
+  const std::int64_t scratch_bytes = embedding_backward_scratch_bytes(ids.numel(), grad_table.size(0));
+  Tensor scratch = scratch_bytes > 0 ? empty({scratch_bytes}, DType::i8) : Tensor();
   // The kernel skips an id outside [0, V): a vocabulary shard's other rows (not checked).
   embedding_backward_f32(ids.data<std::int32_t>(), floats(grad_out), floats(grad_table),
-                         static_cast<long long*>(flag.raw_data()), ids.numel(), grad_table.size(0), grad_table.size(1),
-                         context_.stream());
+                         static_cast<long long*>(flag.raw_data()), scratch.defined() ? scratch.raw_data() : nullptr,
+                         scratch_bytes, ids.numel(), grad_table.size(0), grad_table.size(1), context_.stream());
   if (args.vocab_shard) return;
   const long long bad = read_bad_index(flag);
   MYRIAD_CHECK(bad == LLONG_MAX, op << ": the id at flat index " << bad << " of ids " << ids.describe()
@@ -253,11 +256,12 @@ void CudaBackend::cross_entropy_forward(const CrossEntropyArgs& args, const Tens
   const char* op = "cross_entropy_forward";
   require_contiguous(op, "logits", logits);
   require_contiguous(op, "targets", targets);
-  const std::int64_t vocab = logits.size(-1), rows = logits.numel() / std::max<std::int64_t>(vocab, 1);
+  const std::int64_t width = logits.size(-1), rows = logits.numel() / std::max<std::int64_t>(width, 1);
+  const std::int64_t vocab = args.classes > 0 ? args.classes : width;
   Tensor flag = bad_index_flag();
   DeviceGuard guard(context_.device());
   cross_entropy_forward_f32(floats(logits), targets.data<std::int32_t>(), floats(losses), floats(lse),
-                            static_cast<long long*>(flag.raw_data()), rows, vocab, args.ignore_index,
+                            static_cast<long long*>(flag.raw_data()), rows, vocab, width, args.ignore_index,
                             context_.stream());
   const long long bad = read_bad_index(flag);
   MYRIAD_CHECK(bad == LLONG_MAX, op << ": the target in row " << bad << " of " << rows << " is outside [0, V) with V = "
@@ -271,15 +275,16 @@ void CudaBackend::cross_entropy_backward(const CrossEntropyArgs& args, const Ten
   require_contiguous(op, "targets", targets);
   require_contiguous(op, "lse", lse);
   require_contiguous(op, "grad_losses", grad_losses);
-  const std::int64_t vocab = logits.size(-1), rows = logits.numel() / std::max<std::int64_t>(vocab, 1);
+  const std::int64_t width = logits.size(-1), rows = logits.numel() / std::max<std::int64_t>(width, 1);
+  const std::int64_t vocab = args.classes > 0 ? args.classes : width;
   DeviceGuard guard(context_.device());
   if (args.vocab_shard) {  // targets outside [0, V): another shard's, no one-hot term here
     cross_entropy_backward_shard_f32(floats(logits), targets.data<std::int32_t>(), floats(lse), floats(grad_losses),
-                                     floats(grad_logits), rows, vocab, 0, args.ignore_index, context_.stream());
+                                     floats(grad_logits), rows, vocab, width, 0, args.ignore_index, context_.stream());
     return;
   }
   cross_entropy_backward_f32(floats(logits), targets.data<std::int32_t>(), floats(lse), floats(grad_losses),
-                             floats(grad_logits), rows, vocab, args.ignore_index, context_.stream());
+                             floats(grad_logits), rows, vocab, width, args.ignore_index, context_.stream());
 }
 
 // ---- softmax ----------------------------------------------------------------------------------

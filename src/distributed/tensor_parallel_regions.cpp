@@ -36,14 +36,14 @@ void TensorParallelRegions::embedding_backward(const Tensor& ids, const Tensor& 
 }
 
 void TensorParallelRegions::cross_entropy_forward(const Tensor& logits, const Tensor& targets,
-                                                  std::int32_t ignore_index, Tensor& losses, Tensor& lse) const {
-  vocab_parallel_cross_entropy_forward(tp_, shard_, logits, targets, ignore_index, losses, lse);
+                                                  const CrossEntropyArgs& args, Tensor& losses, Tensor& lse) const {
+  vocab_parallel_cross_entropy_forward(tp_, shard_, logits, targets, args.ignore_index, losses, lse);
 }
 
 void TensorParallelRegions::cross_entropy_backward(const Tensor& logits, const Tensor& targets,
-                                                   std::int32_t ignore_index, const Tensor& lse,
+                                                   const CrossEntropyArgs& args, const Tensor& lse,
                                                    const Tensor& grad_losses, Tensor& grad_logits) const {
-  vocab_parallel_cross_entropy_backward(shard_, logits, targets, ignore_index, lse, grad_losses, grad_logits);
+  vocab_parallel_cross_entropy_backward(shard_, logits, targets, args.ignore_index, lse, grad_losses, grad_logits);
 }
 
 }  // namespace myriad::dist

@@ -85,18 +85,18 @@ void vocab_parallel_cross_entropy_forward(Communicator& tp, const VocabShard& sh
   const char* op = "vocab_parallel_cross_entropy_forward";
   const std::int64_t n = targets.numel();
   const Tensor host = host_tokens(op, "target", shard, targets, ignore_index, true);
-  const bool holds_columns = logits.defined() && logits.numel() > 0;
-  const std::int64_t columns = holds_columns ? logits.size(1) : 0;
+  const std::int64_t columns = logits.defined() && logits.numel() > 0 ? shard.real_columns(logits.size(1)) : 0;
+  const bool holds_columns = columns > 0;
   // This shard's lse and loss over its columns (targets elsewhere as ignored: loss 0).
   Tensor local_lse = Tensor::full({n}, -std::numeric_limits<float>::infinity());
   Tensor local_loss = Tensor::zeros({n});
   if (holds_columns) {
     MYRIAD_CHECK(logits.dim() == 2 && logits.size(0) == n,
-                 op << ": logits " << logits.describe() << " must be (" << n << ", real columns)");
+                 op << ": logits " << logits.describe() << " must be (" << n << ", columns)");
     const Tensor local = local_tokens(host, shard, columns, ignore_index, ignore_index, logits);
     const ops::Placement placement = ops::placement_of(logits, "logits");
     Tensor l = placement.empty({n}), s = placement.empty({n});
-    cross_entropy_forward(CrossEntropyArgs{.ignore_index = ignore_index}, logits, local, l, s);
+    cross_entropy_forward(CrossEntropyArgs{.ignore_index = ignore_index, .classes = columns}, logits, local, l, s);
     local_loss = placement.to_host(l);
     local_lse = placement.to_host(s);
   }
@@ -127,14 +127,15 @@ void vocab_parallel_cross_entropy_forward(Communicator& tp, const VocabShard& sh
 void vocab_parallel_cross_entropy_backward(const VocabShard& shard, const Tensor& logits, const Tensor& targets,
                                            std::int32_t ignore_index, const Tensor& lse, const Tensor& grad_losses,
                                            Tensor& grad_logits) {
-  if (!logits.defined() || logits.numel() == 0) return;  // no real vocabulary here
+  const std::int64_t columns = logits.defined() && logits.numel() > 0 ? shard.real_columns(logits.size(1)) : 0;
+  if (columns == 0) return;  // no real vocabulary here
   const char* op = "vocab_parallel_cross_entropy_backward";
   const Tensor host = host_tokens(op, "target", shard, targets, ignore_index, true);
   // Another shard's target: a negative value that is not ignore_index, the softmax part only.
   const std::int32_t elsewhere = ignore_index == -1 ? -2 : -1;
-  const Tensor local = local_tokens(host, shard, logits.size(1), elsewhere, ignore_index, logits);
-  cross_entropy_backward(CrossEntropyArgs{.ignore_index = ignore_index, .vocab_shard = true}, logits, local, lse,
-                         grad_losses, grad_logits);
+  const Tensor local = local_tokens(host, shard, columns, elsewhere, ignore_index, logits);
+  cross_entropy_backward(CrossEntropyArgs{.ignore_index = ignore_index, .vocab_shard = true, .classes = columns},
+                         logits, local, lse, grad_losses, grad_logits);
 }
 
 }  // namespace myriad::dist

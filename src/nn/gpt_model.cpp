@@ -157,7 +157,7 @@ GptModel::Slot GptModel::make_slot() const {
     s.hf = placement_.empty(rows);
     s.hf_mean = placement_.empty({rows[0] * rows[1]});
     s.hf_rstd = placement_.empty({rows[0] * rows[1]});
-    s.logits = placement_.empty({N, head_columns()});
+    s.logits = placement_.empty({N, logits_width()});
     s.losses = placement_.empty({N});
     s.lse = placement_.empty({N});
   }
@@ -240,7 +240,7 @@ ActivationMemory GptModel::activation_memory(std::int64_t B, std::int64_t T, Rec
   if (split_.sharded_sequence()) scratch_elements += N * C + 2 * row_count * C + (split_.last_stage ? N * C : 0);
   m.scratch_bytes = shared + scratch_elements * 4 + (any_moe && mode == Recompute::full ? moe_bytes : 0);
   if (split_.last_stage) {
-    const std::int64_t V = tp > 1 ? config_.padded_vocab_size() / tp : config_.vocab_size;
+    const std::int64_t V = config_.padded_vocab_size() / tp;  // logits over the padded vocabulary
     m.scratch_bytes += (N * V + 3 * N + N * C) * 4;
   }
   return m;
@@ -370,8 +370,8 @@ Tensor GptModel::forward_logits(const Tensor& ids) {
   prepare(ids.size(0), ids.size(1), buffers_.mode, 1);
   forward_chunk(0, 0, ids, Tensor());
   const Tensor& logits = buffers_.slots[0].logits;
-  return (placement_.on_host() ? logits.clone() : placement_.to_host(logits))
-      .view({ids.size(0), ids.size(1), config_.vocab_size});
+  const Tensor host = placement_.on_host() ? logits : placement_.to_host(logits);
+  return host.slice(1, 0, config_.vocab_size).clone().view({ids.size(0), ids.size(1), config_.vocab_size});  // a copy
 }
 
 LossSum GptModel::forward_backward(const Tensor& ids, const Tensor& targets, float loss_scale, Recompute mode) {

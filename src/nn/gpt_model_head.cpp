@@ -5,6 +5,7 @@
 
 #include "myriad/nn/gpt_model.h"
 #include "myriad/nn/linear.h"
+#include "myriad/ops/cross_entropy.h"
 #include "myriad/ops/embedding.h"
 #include "myriad/ops/norms.h"
 #include "myriad/ops/elementwise.h"
@@ -18,10 +19,18 @@ std::int64_t GptModel::head_columns() const {
                                   config_.padded_vocab_size() / split_.tp_size());
 }
 
+std::int64_t GptModel::logits_width() const {
+  return head_columns() > 0 ? config_.padded_vocab_size() / split_.tp_size() : 0;
+}
+
+CrossEntropyArgs GptModel::loss_args() const {
+  return CrossEntropyArgs{.ignore_index = kIgnoreIndex, .classes = head_columns()};
+}
+
 Tensor GptModel::head_weight(bool grad) const {
   const Parameter& p = store_[head_];
   const Tensor& t = grad ? p.grad : p.value;
-  return t.slice(0, 0, head_columns());  // this rank's real vocabulary rows: padding never gets logits
+  return t.slice(0, 0, head_columns());  // this rank's real vocabulary rows
 }
 
 void GptModel::embed(const Tensor& ids, Tensor& out) {
@@ -78,14 +87,16 @@ LossSum GptModel::head_forward(Slot& s, const Tensor& targets_in) {
     rmsnorm_forward(RmsnormArgs{.eps = config_.norm_eps}, last, store_[norm_w_].value, s.hf, s.hf_rstd);
   }
   const Tensor input = head_input(s);  // sequence parallel: gathered on every rank, columns or not
-  if (head_columns() > 0) linear_forward(input, head_weight(false), Tensor(), s.logits, activation_precision_);
+  // Logits for every row of this rank's padded vocabulary (an aligned leading dimension for the
+  // GEMMs); the loss reads the real columns only and gives the padding a zero gradient.
+  if (head_columns() > 0) linear_forward(input, store_[head_].value, Tensor(), s.logits, activation_precision_);
   release(head_unit_, Pass::forward);
   if (head_ == wte_) release(embedding_unit_, Pass::forward);
   LossSum result;
   if (!targets_in.defined()) return result;
   // The targets on the host (to count them) and where the loss runs.
   const Tensor host_targets = placement_.to_host(targets_in).view({N});
-  split_.tensor_parallel().cross_entropy_forward(s.logits, host_targets, kIgnoreIndex, s.losses, s.lse);
+  split_.tensor_parallel().cross_entropy_forward(s.logits, host_targets, loss_args(), s.losses, s.lse);
   const Tensor host_losses = placement_.to_host(s.losses);
   const float* losses = host_losses.data<float>();
   for (std::int64_t i = 0; i < N; ++i) result.sum += losses[i];  // ignored rows are 0
@@ -101,12 +112,13 @@ void GptModel::head_backward(Slot& s, const Tensor& targets_in, float loss_scale
   fill(b.grad_losses, loss_scale);
   // dlogits overwrite the logits buffer (the op reads each element first).
   const TensorParallel& tp = split_.tensor_parallel();
-  tp.cross_entropy_backward(s.logits, targets_in.view({N}), kIgnoreIndex, s.lse, b.grad_losses, s.logits);
-  Tensor head_grad = head_weight(true), no_bias;
+  tp.cross_entropy_backward(s.logits, targets_in.view({N}), loss_args(), s.lse, b.grad_losses, s.logits);
+  Tensor no_bias;
   Tensor d_hf = b.d_hf.view({N, C});
   const Tensor input = head_input(s);
-  if (head_columns() > 0) {
-    linear_backward(input, head_weight(false), s.logits, d_hf, false, head_grad, no_bias, activation_precision_);
+  if (head_columns() > 0) {  // the padding rows' gradient gets 0: their logits' gradient is 0
+    linear_backward(input, store_[head_].value, s.logits, d_hf, false, store_[head_].grad, no_bias,
+                    activation_precision_);
   } else {
     zero(d_hf);  // no real vocabulary here: this rank adds nothing to the input's gradient
   }

@@ -42,15 +42,13 @@ class SerialTensorParallel final : public TensorParallel {
   void embedding_backward(const Tensor& ids, const Tensor& grad_out, Tensor& grad_table) const override {
     myriad::embedding_backward(EmbeddingArgs{}, placed_like(ids, grad_table), grad_out, grad_table);
   }
-  void cross_entropy_forward(const Tensor& logits, const Tensor& targets, std::int32_t ignore_index, Tensor& losses,
+  void cross_entropy_forward(const Tensor& logits, const Tensor& targets, const CrossEntropyArgs& args, Tensor& losses,
                              Tensor& lse) const override {
-    myriad::cross_entropy_forward(CrossEntropyArgs{.ignore_index = ignore_index}, logits, placed_like(targets, logits),
-                                  losses, lse);
+    myriad::cross_entropy_forward(args, logits, placed_like(targets, logits), losses, lse);
   }
-  void cross_entropy_backward(const Tensor& logits, const Tensor& targets, std::int32_t ignore_index, const Tensor& lse,
-                              const Tensor& grad_losses, Tensor& grad_logits) const override {
-    myriad::cross_entropy_backward(CrossEntropyArgs{.ignore_index = ignore_index}, logits, placed_like(targets, logits),
-                                   lse, grad_losses, grad_logits);
+  void cross_entropy_backward(const Tensor& logits, const Tensor& targets, const CrossEntropyArgs& args,
+                              const Tensor& lse, const Tensor& grad_losses, Tensor& grad_logits) const override {
+    myriad::cross_entropy_backward(args, logits, placed_like(targets, logits), lse, grad_losses, grad_logits);
   }
 };
 

@@ -9,12 +9,16 @@ namespace myriad {
 
 namespace {
 
-// Checks logits (N, V) with V >= 1 and targets (N); returns N.
-std::int64_t check_logits_targets(const char* op, const Tensor& logits, const Tensor& targets) {
+// Checks logits (N, V) with V >= 1, args.classes in [0, V] and targets (N); returns N.
+std::int64_t check_logits_targets(const char* op, const CrossEntropyArgs& args, const Tensor& logits,
+                                  const Tensor& targets) {
   ops::check_dtype(op, "logits", logits, DType::f32);
   ops::check_rank(op, "logits", logits, 2);
   MYRIAD_CHECK(logits.size(1) >= 1,
                op << ": 'logits' has shape " << shape_string(logits.shape()) << ", expected (N, V) with V >= 1");
+  MYRIAD_CHECK(args.classes >= 0 && args.classes <= logits.size(1), op << ": classes " << args.classes
+                                                                       << " must lie in [0, " << logits.size(1)
+                                                                       << "] (the logits' columns; 0 = all)");
   ops::check_dtype(op, "targets", targets, DType::i32);
   ops::check_shape(op, "targets", targets, {logits.size(0)});
   return logits.size(0);
@@ -31,7 +35,7 @@ void check_row_vector(const char* op, const char* name, const Tensor& t, std::in
 void cross_entropy_forward(const CrossEntropyArgs& args, const Tensor& logits, const Tensor& targets, Tensor& losses,
                            Tensor& lse) {
   const char* op = "cross_entropy_forward";
-  const std::int64_t rows = check_logits_targets(op, logits, targets);
+  const std::int64_t rows = check_logits_targets(op, args, logits, targets);
   check_row_vector(op, "losses", losses, rows, true);
   check_row_vector(op, "lse", lse, rows, true);
   Device device =
@@ -44,7 +48,7 @@ void cross_entropy_forward(const CrossEntropyArgs& args, const Tensor& logits, c
 void cross_entropy_backward(const CrossEntropyArgs& args, const Tensor& logits, const Tensor& targets,
                             const Tensor& lse, const Tensor& grad_losses, Tensor& grad_logits) {
   const char* op = "cross_entropy_backward";
-  const std::int64_t rows = check_logits_targets(op, logits, targets);
+  const std::int64_t rows = check_logits_targets(op, args, logits, targets);
   check_row_vector(op, "lse", lse, rows, false);
   check_row_vector(op, "grad_losses", grad_losses, rows, false);
   ops::check_dtype(op, "grad_logits", grad_logits, DType::f32);

@@ -54,7 +54,8 @@ struct StreamQueue {
 struct Streams {
   std::mutex mutex;
   std::map<cudaStream_t, StreamQueue> queues;
-  std::uint64_t wait_polls = 0;  // emulated ncclCommGetAsyncError calls: a wait loop's polls
+  std::uint64_t wait_polls = 0;    // emulated ncclCommGetAsyncError calls: a wait loop's polls
+  std::uint64_t stream_waits = 0;  // cudaStreamSynchronize calls
 };
 Streams& streams() {
   static Streams all;  // the emulated driver's state
@@ -167,6 +168,11 @@ struct EmulatedCublas {
   cudaStream_t stream = nullptr;
 };
 
+std::uint64_t stream_synchronizations() {
+  std::lock_guard<std::mutex> lock(streams().mutex);
+  return streams().stream_waits;
+}
+
 }  // namespace myriad::emulated
 
 using myriad::emulated::EmulatedEvent;
@@ -183,6 +189,10 @@ cudaError_t cudaMemsetAsync(void* d, int v, size_t n, cudaStream_t) {
   return cudaSuccess;
 }
 cudaError_t cudaStreamSynchronize(cudaStream_t s) {
+  {
+    std::lock_guard<std::mutex> lock(myriad::emulated::streams().mutex);
+    ++myriad::emulated::streams().stream_waits;
+  }
   myriad::emulated::deliver_up_to(s, UINT64_MAX);
   return cudaSuccess;
 }
@@ -209,6 +219,15 @@ cudaError_t cudaStreamDestroy(cudaStream_t s) {
 }
 cudaError_t cudaDeviceSynchronize(void) {
   myriad::emulated::deliver_all();
+  return cudaSuccess;
+}
+// Page-locked host memory is plain host memory here.
+cudaError_t cudaMallocHost(void** p, size_t n) {
+  *p = std::malloc(n);
+  return *p != nullptr || n == 0 ? cudaSuccess : cudaErrorMemoryAllocation;
+}
+cudaError_t cudaFreeHost(void* p) {
+  std::free(p);
   return cudaSuccess;
 }
 cudaError_t cudaMemcpy(void* d, const void* s, size_t n, cudaMemcpyKind) {
@@ -494,11 +513,24 @@ void embedding_forward_f32(const std::int32_t* ids, const float* table, float* o
     std::memcpy(out + i * C, table + ids[i] * C, C * 4);
   }
 }
-void embedding_backward_f32(const std::int32_t* ids, const float* go, float* gt, long long*, std::int64_t n,
-                            std::int64_t V, std::int64_t C, cudaStream_t launch_stream) {
+// The real kernel sorts the ids in scratch (size from CUB); here 8 bytes a token plus 64 stand
+// for it, and the launcher requires (and overwrites) that much, so a backend that passes no or
+// short scratch fails here too.
+std::int64_t embedding_backward_scratch_bytes(std::int64_t n, std::int64_t) { return n > 0 ? 8 * n + 64 : 0; }
+void embedding_backward_f32(const std::int32_t* ids, const float* go, float* gt, long long* bad, void* scratch,
+                            std::int64_t scratch_bytes, std::int64_t n, std::int64_t V, std::int64_t C,
+                            cudaStream_t launch_stream) {
   emulated::check_launch_device(launch_stream);
+  const std::int64_t needed = embedding_backward_scratch_bytes(n, V);
+  MYRIAD_CHECK(needed == 0 || (scratch != nullptr && scratch_bytes >= needed),
+               "embedding_backward_f32: scratch " << scratch << " holds " << scratch_bytes << " bytes, needs " << needed
+                                                  << " (embedding_backward_scratch_bytes)");
+  if (needed > 0) std::memset(scratch, 0xff, static_cast<std::size_t>(needed));
   for (std::int64_t i = 0; i < n; ++i) {
-    if (ids[i] < 0 || ids[i] >= V) continue;
+    if (ids[i] < 0 || ids[i] >= V) {
+      if (i < *bad) *bad = i;
+      continue;
+    }
     for (std::int64_t c = 0; c < C; ++c) gt[ids[i] * C + c] += go[i * C + c];
   }
 }
@@ -640,12 +672,14 @@ void convert_f16_to_f32(const __half* x, float* out, std::int64_t n, cudaStream_
   widen_into(x, out, n);
 }
 void cross_entropy_forward_f32(const float* logits, const std::int32_t* t, float* losses, float* lse, long long* bad,
-                               std::int64_t N, std::int64_t V, std::int32_t ig, cudaStream_t launch_stream) {
+                               std::int64_t N, std::int64_t V, std::int64_t L, std::int32_t ig,
+                               cudaStream_t launch_stream) {
   emulated::check_launch_device(launch_stream);
   for (std::int64_t i = 0; i < N; ++i)
     if (t[i] != ig && (t[i] < 0 || t[i] >= V) && i < *bad) *bad = i;
   Tensor l = W(losses, {N}), s = W(lse, {N});
-  cross_entropy_forward(CrossEntropyArgs{.ignore_index = ig}, W(logits, {N, V}), W(t, {N}, DType::i32), l, s);
+  cross_entropy_forward(CrossEntropyArgs{.ignore_index = ig, .classes = V}, W(logits, {N, L}), W(t, {N}, DType::i32), l,
+                        s);
 }
 void softmax_forward_f32(const float* x, float* out, std::int64_t rows, std::int64_t cols, cudaStream_t launch_stream) {
   emulated::check_launch_device(launch_stream);
@@ -659,23 +693,23 @@ void softmax_backward_f32(const float* out, const float* go, float* gx, std::int
   softmax_backward(SoftmaxArgs{}, W(out, {rows, cols}), W(go, {rows, cols}), g);
 }
 void cross_entropy_backward_f32(const float* logits, const std::int32_t* t, const float* lse, const float* gl,
-                                float* glog, std::int64_t N, std::int64_t V, std::int32_t ig,
+                                float* glog, std::int64_t N, std::int64_t V, std::int64_t L, std::int32_t ig,
                                 cudaStream_t launch_stream) {
   emulated::check_launch_device(launch_stream);
-  Tensor tmp = Tensor::empty({N, V});
-  cross_entropy_backward(CrossEntropyArgs{.ignore_index = ig}, W(logits, {N, V}), W(t, {N}, DType::i32), W(lse, {N}),
-                         W(gl, {N}), tmp);
-  std::memcpy(glog, tmp.raw_data(), N * V * 4);
+  Tensor tmp = Tensor::empty({N, L});
+  cross_entropy_backward(CrossEntropyArgs{.ignore_index = ig, .classes = V}, W(logits, {N, L}), W(t, {N}, DType::i32),
+                         W(lse, {N}), W(gl, {N}), tmp);
+  std::memcpy(glog, tmp.raw_data(), N * L * 4);
 }
 void cross_entropy_backward_shard_f32(const float* logits, const std::int32_t* t, const float* lse, const float* gl,
-                                      float* glog, std::int64_t N, std::int64_t V, std::int64_t start, std::int32_t ig,
-                                      cudaStream_t launch_stream) {
+                                      float* glog, std::int64_t N, std::int64_t V, std::int64_t L, std::int64_t start,
+                                      std::int32_t ig, cudaStream_t launch_stream) {
   emulated::check_launch_device(launch_stream);
   for (std::int64_t i = 0; i < N; ++i) {  // the contract of kernels.h, as a loop
     const float scale = t[i] == ig ? 0.0f : gl[i];
-    for (std::int64_t v = 0; v < V; ++v) {
-      const float p = std::exp(logits[i * V + v] - lse[i]);
-      glog[i * V + v] = (p - (start + v == t[i] ? 1.0f : 0.0f)) * scale;
+    for (std::int64_t v = 0; v < L; ++v) {
+      const float p = v < V ? std::exp(logits[i * L + v] - lse[i]) : 0.0f;
+      glog[i * L + v] = (p - (start + v == t[i] && v < V ? 1.0f : 0.0f)) * scale;
     }
   }
 }

@@ -16,6 +16,7 @@
 
 #include <cuda_runtime_api.h>
 
+#include <cstdint>
 #include <functional>
 
 namespace myriad::emulated {
@@ -24,5 +25,7 @@ namespace myriad::emulated {
 void defer_on_stream(cudaStream_t stream, std::function<void()> deliver);
 // A wait loop's poll between two queries of the event it waits for (see above).
 void note_wait_poll();
+// How many times the program has waited for a whole stream (cudaStreamSynchronize) so far.
+std::uint64_t stream_synchronizations();
 
 }  // namespace myriad::emulated

@@ -52,9 +52,9 @@ TEST(CrossEntropyKernel, MatchesTheCpuOpForwardAndInPlaceBackward) {
                                     std::vector<float>(grad_losses.data<float>(), grad_losses.data<float>() + n));
     DeviceArray<long long> bad(context, std::vector<long long>{LLONG_MAX});
     cuda::cross_entropy_forward_f32(dlogits.get(), dtargets.get(), dlosses.get(), dlse.get(), bad.get(), n, vocab,
-                                    kIgnore, context.stream());
+                                    vocab, kIgnore, context.stream());
     cuda::cross_entropy_backward_f32(dlogits.get(), dtargets.get(), dlse.get(), dgrad_losses.get(), dlogits.get(), n,
-                                     vocab, kIgnore, context.stream());
+                                     vocab, vocab, kIgnore, context.stream());
     // The backward's reference reads the kernel's own lse: at |logits| ~ 400 an f32 lse is only
     // good to one ulp of 400 (3e-5), and exp(x - lse) carries that difference into every
     // probability; the forward is compared separately above its own rounding.
@@ -108,9 +108,52 @@ TEST(CrossEntropyKernel, ShardBackwardEqualsItsColumnsOfTheFullBackward) {
     }
     DeviceArray<float> dcolumns(context, columns), dgrad(context, n * width);
     cuda::cross_entropy_backward_shard_f32(dcolumns.get(), dtargets.get(), dlse.get(), dgrad_losses.get(), dgrad.get(),
-                                           n, width, start, kIgnore, context.stream());
+                                           n, width, width, start, kIgnore, context.stream());
     testing::expect_close(as_f64(dgrad.download()), want, 1e-7, 1e-5, "shard " + std::to_string(shard));
   }
+}
+
+// Rows padded to an aligned width (the model's padded vocabulary): the sums stop at the real
+// columns, the padding's gradient is written 0 (over garbage), the same as the CPU op with classes.
+TEST(CrossEntropyKernel, PaddedRowsLeaveThePaddingOutAndZeroItsGradient) {
+  MYRIAD_REQUIRE_GPU();
+  const std::uint64_t seed = testing::fresh_seed();
+  MYRIAD_SEED_TRACE(seed);
+  cuda::DeviceContext context(0);
+  constexpr std::int32_t kIgnore = -100;
+  const std::int64_t n = 29, vocab = 1000, width = 1024;
+  Tensor logits = Tensor::empty({n, width});
+  fill_uniform(logits, -6.0f, 6.0f, seed, 1);
+  for (std::int64_t r = 0; r < n; ++r) {
+    for (std::int64_t v = vocab; v < width; ++v) logits.data<float>()[r * width + v] = 1e30f;  // never summed
+  }
+  Tensor targets = Tensor::empty({n}, DType::i32), grad_losses = Tensor::empty({n});
+  fill_uniform(grad_losses, 0.1f, 1.0f, seed, 2);
+  for (std::int64_t r = 0; r < n; ++r) {
+    targets.data<std::int32_t>()[r] = r % 7 == 4 ? kIgnore : static_cast<std::int32_t>((r * 7919) % vocab);
+  }
+  const CrossEntropyArgs args{.ignore_index = kIgnore, .classes = vocab};
+  Tensor losses = Tensor::empty({n}), lse = Tensor::empty({n}), grad = Tensor::empty({n, width});
+  cross_entropy_forward(args, logits, targets, losses, lse);
+  cross_entropy_backward(args, logits, targets, lse, grad_losses, grad);
+  DeviceArray<float> dlogits(context, std::vector<float>(logits.data<float>(), logits.data<float>() + n * width));
+  DeviceArray<float> dlosses(context, n), dlse(context, n);
+  DeviceArray<std::int32_t> dtargets(
+      context, std::vector<std::int32_t>(targets.data<std::int32_t>(), targets.data<std::int32_t>() + n));
+  DeviceArray<float> dgrad_losses(context,
+                                  std::vector<float>(grad_losses.data<float>(), grad_losses.data<float>() + n));
+  DeviceArray<long long> bad(context, std::vector<long long>{LLONG_MAX});
+  cuda::cross_entropy_forward_f32(dlogits.get(), dtargets.get(), dlosses.get(), dlse.get(), bad.get(), n, vocab, width,
+                                  kIgnore, context.stream());
+  cuda::cross_entropy_backward_f32(dlogits.get(), dtargets.get(), dlse.get(), dgrad_losses.get(), dlogits.get(), n,
+                                   vocab, width, kIgnore, context.stream());
+  EXPECT_EQ(bad.download()[0], LLONG_MAX);
+  testing::expect_close(as_f64(dlosses.download()), testing::to_f64(losses), 1e-6, 2e-6, "losses");
+  const std::vector<float> device_grad = dlogits.download();
+  for (std::int64_t r = 0; r < n; ++r) {
+    for (std::int64_t v = vocab; v < width; ++v) ASSERT_EQ(device_grad[r * width + v], 0.0f) << r << ", " << v;
+  }
+  testing::expect_close(as_f64(device_grad), testing::to_f64(grad), 1e-7, 1e-5, "grad (in place)");
 }
 
 TEST(CrossEntropyKernel, ABadTargetIsReportedByRow) {
@@ -119,7 +162,7 @@ TEST(CrossEntropyKernel, ABadTargetIsReportedByRow) {
   DeviceArray<float> logits(context, std::vector<float>(4 * 10, 0.5f)), losses(context, 4), lse(context, 4);
   DeviceArray<std::int32_t> targets(context, std::vector<std::int32_t>{1, 12, -3, 2});
   DeviceArray<long long> bad(context, std::vector<long long>{LLONG_MAX});
-  cuda::cross_entropy_forward_f32(logits.get(), targets.get(), losses.get(), lse.get(), bad.get(), 4, 10, -100,
+  cuda::cross_entropy_forward_f32(logits.get(), targets.get(), losses.get(), lse.get(), bad.get(), 4, 10, 10, -100,
                                   context.stream());
   EXPECT_EQ(bad.download()[0], 1) << "the lowest bad row";
 }
@@ -129,15 +172,17 @@ TEST(CrossEntropyKernel, BadArgumentsNameTheLauncherAndArgument) {
   std::int32_t* ids = reinterpret_cast<std::int32_t*>(std::uintptr_t{1024});
   long long* bad = reinterpret_cast<long long*>(std::uintptr_t{2048});
   expect_error_mentions(
-      [&] { cuda::cross_entropy_forward_f32(fake, ids, fake + 64, fake + 128, bad, 4, 0, -100, nullptr); },
+      [&] { cuda::cross_entropy_forward_f32(fake, ids, fake + 64, fake + 128, bad, 4, 0, 0, -100, nullptr); },
       {"cross_entropy_forward_f32", "vocab must be >= 1"});
   expect_error_mentions(
-      [&] { cuda::cross_entropy_forward_f32(nullptr, ids, fake, fake + 64, bad, 4, 8, -100, nullptr); },
+      [&] { cuda::cross_entropy_forward_f32(nullptr, ids, fake, fake + 64, bad, 4, 8, 8, -100, nullptr); },
       {"cross_entropy_forward_f32", "logits is null"});
-  expect_error_mentions([&] { cuda::cross_entropy_forward_f32(fake, ids, fake, fake + 1, bad, 4, 8, -100, nullptr); },
-                        {"cross_entropy_forward_f32", "overlaps"});
-  expect_error_mentions([&] { cuda::cross_entropy_backward_f32(fake, ids, fake, fake, fake + 1, 4, 8, -100, nullptr); },
-                        {"cross_entropy_backward_f32", "overlaps"});
+  expect_error_mentions(
+      [&] { cuda::cross_entropy_forward_f32(fake, ids, fake, fake + 1, bad, 4, 8, 8, -100, nullptr); },
+      {"cross_entropy_forward_f32", "overlaps"});
+  expect_error_mentions(
+      [&] { cuda::cross_entropy_backward_f32(fake, ids, fake, fake, fake + 1, 4, 8, 8, -100, nullptr); },
+      {"cross_entropy_backward_f32", "overlaps"});
 }
 
 }  // namespace

@@ -21,6 +21,9 @@
 #include "myriad/ops/matmul.h"
 #include "myriad/ops/norms.h"
 #include "reference.h"
+#ifdef MYRIAD_EMULATED_CUDA
+#include "emulated_streams.h"
+#endif
 
 namespace myriad {
 namespace {
@@ -30,6 +33,31 @@ using testing::expect_error_mentions;
 
 constexpr double kGemmTolerance = 2e-5;  // f32 products summed in another order (K <= 96)
 constexpr double kRowTolerance = 1e-5;
+
+// More uploads than the staging ring has slots, of growing and shrinking sizes, each from a
+// temporary overwritten right after the call: every device tensor holds its own values. Emulated,
+// the small ones are also seen not to wait for the stream (a real GPU reads the same values).
+TEST_F(CudaBackendTest, SmallUploadsAreQueuedThroughPinnedStagingWithoutWaiting) {
+  const std::vector<std::int64_t> sizes = {1, 5000, 17, 70000, 3, 300000, 9, 2, 131072, 33};
+  std::vector<Tensor> device, expected;
+#ifdef MYRIAD_EMULATED_CUDA
+  const std::uint64_t waits_before = emulated::stream_synchronizations();
+#endif
+  for (std::size_t i = 0; i < sizes.size(); ++i) {
+    Tensor source = random({sizes[i]}, 100 + i);
+    expected.push_back(source.clone());
+    device.push_back(backend_->copy_from_host(source));
+    fill_uniform(source, 5.0f, 6.0f, 7, i);  // the caller reuses its buffer at once
+  }
+#ifdef MYRIAD_EMULATED_CUDA
+  EXPECT_EQ(emulated::stream_synchronizations(), waits_before) << "a small upload waited for the stream";
+  backend_->copy_from_host(random({(4 << 20) / 4 + 1}, 99));  // over 4 MiB: the pageable copy, waited for
+  EXPECT_EQ(emulated::stream_synchronizations(), waits_before + 1);
+#endif
+  for (std::size_t i = 0; i < sizes.size(); ++i) {
+    EXPECT_EQ(testing::to_f64(backend_->copy_to_host(device[i])), testing::to_f64(expected[i])) << "upload " << i;
+  }
+}
 
 TEST_F(CudaBackendTest, TensorsNameTheirBackendAndRoundTrip) {
   const Tensor host = random({3, 5}, 1);

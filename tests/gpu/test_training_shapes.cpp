@@ -1,18 +1,23 @@
 // The CUDA backend at the shapes training runs, against the CPU ops (GPU only: label gpu, not in
 // the emulated suite, whose CPU stand-ins would take minutes here): flash attention at T 1024 to
 // 4096 with head dim 64 and 128, the cross-entropy over logits of more than 2^31 elements (V
-// 50304: 64-bit offsets), and one GPT-2 124M step of the one model against the host model.
+// 50304: 64-bit offsets), the embedding backward at N 16k tokens (bit for bit), and one GPT-2 124M
+// step of the one model against the host model.
 // scripts/gpu_check.sh runs them with the rest of the gpu label.
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <array>
 #include <cmath>
 #include <cstdint>
+#include <cstring>
 
 #include "cuda_backend_fixture.h"
 #include "myriad/nn/gpt_model.h"
 #include "myriad/ops/attention.h"
 #include "myriad/ops/cross_entropy.h"
 #include "myriad/ops/elementwise.h"
+#include "myriad/ops/embedding.h"
 #include "reference.h"
 
 namespace myriad {
@@ -83,6 +88,63 @@ TEST_F(CudaBackendTest, CrossEntropyOverMoreThanTwoToThe31Logits) {
   }
   const std::int64_t middle = N / 2;
   EXPECT_NEAR(host_losses.data<float>()[middle], std::log(static_cast<double>(V)), 1e-5);
+}
+
+// The embedding backward at a GPT-2 training shape (N = 16 x 1024 tokens, V 50304, C 768) on skewed
+// ids: one id ~10 % of the tokens, a Zipf-like rest (log-uniform: P(id) ~ 1 / (id + 1)) and a few
+// padding rows past 50257. The gradient added onto a random grad_table equals the CPU op's bit
+// for bit (both add each element's rows in token order); then again as a vocabulary shard's call
+// with some negative ids (another shard's rows: skipped), onto that result.
+TEST_F(CudaBackendTest, EmbeddingBackwardAtTrainingShapeEqualsTheCpuBitForBit) {
+  const std::int64_t B = 16, T = 1024, N = B * T, V = 50304, C = 768, used_vocab = 50257;
+  const std::int32_t frequent = 198;
+  Tensor ids = Tensor::empty({B, T}, DType::i32);
+  std::int32_t* id = ids.data<std::int32_t>();
+  std::int64_t frequent_count = 0, padding_count = 0;
+  for (std::int64_t n = 0; n < N; ++n) {
+    const std::array<std::uint32_t, 4> r = philox4x32(2026, 60, static_cast<std::uint64_t>(n));
+    if (r[1] % 10 == 0) {
+      id[n] = frequent;
+    } else if (r[1] % 1000 == 1) {
+      id[n] = static_cast<std::int32_t>(used_vocab + r[2] % (V - used_vocab));
+    } else {
+      const double zipf = std::exp(r[0] * 0x1p-32 * std::log(static_cast<double>(used_vocab))) - 1.0;
+      id[n] = static_cast<std::int32_t>(std::min(zipf, static_cast<double>(used_vocab - 1)));
+    }
+    frequent_count += id[n] == frequent;
+    padding_count += id[n] >= used_vocab;
+  }
+  ASSERT_GT(frequent_count, N / 20);
+  ASSERT_GT(padding_count, 0);
+  auto expect_bit_equal = [&](const Tensor& device, const Tensor& want, const char* what) {
+    const Tensor got = backend_->copy_to_host(device);
+    ASSERT_EQ(got.shape(), want.shape()) << what;
+    const float* g = got.data<float>();
+    const float* w = want.data<float>();
+    const std::int64_t count = want.numel();
+    std::int64_t first = -1, differing = 0;
+    for (std::int64_t i = 0; i < count; ++i) {
+      if (std::memcmp(g + i, w + i, sizeof(float)) != 0) {
+        if (first < 0) first = i;
+        ++differing;
+      }
+    }
+    EXPECT_EQ(differing, 0) << what << ": first at row " << first / C << " column " << first % C << ": "
+                            << (first >= 0 ? g[first] : 0.0f) << " vs the CPU's " << (first >= 0 ? w[first] : 0.0f);
+  };
+  const Tensor grad_out = random({B, T, C}, 61);
+  Tensor want = random({V, C}, 62);
+  Tensor got = on_device(want);
+  const Tensor d_grad_out = on_device(grad_out);
+  embedding_backward(EmbeddingArgs{}, ids, grad_out, want);
+  embedding_backward(EmbeddingArgs{}, on_device(ids), d_grad_out, got);
+  expect_bit_equal(got, want, "grad_table");
+
+  for (std::int64_t n = 0; n < N; n += 37) id[n] = -1 - static_cast<std::int32_t>(n % 5);
+  const EmbeddingArgs shard{.vocab_shard = true};
+  embedding_backward(shard, ids, grad_out, want);
+  embedding_backward(shard, on_device(ids), d_grad_out, got);
+  expect_bit_equal(got, want, "grad_table of a vocabulary shard");
 }
 
 // One GPT-2 124M step (B 2, T 256) of the model on the backend against the host model: the loss,

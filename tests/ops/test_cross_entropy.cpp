@@ -129,6 +129,45 @@ INSTANTIATE_TEST_SUITE_P(Shapes, CrossEntropyReference,
                                            CrossEntropyCase{4, 1000, -100, 4}, CrossEntropyCase{0, 9, -100, 0},
                                            CrossEntropyCase{67, 3001, 5, 5}));
 
+// Rows padded past the classes (args.classes, the model's padded vocabulary): the padding (huge
+// values here) never enters lse or the loss, its gradient is written 0 — in place too — and the
+// real columns equal the unpadded op on the same values, bit for bit.
+TEST(CrossEntropy, PaddedRowsLeaveThePaddingOutAndZeroItsGradient) {
+  std::uint64_t seed = testing::fresh_seed();
+  MYRIAD_SEED_TRACE(seed);
+  const std::int64_t rows = 37, vocab = 1001, width = 1024;
+  Tensor real = testing::random_tensor({rows, vocab}, seed, 0, -4.0f, 4.0f);
+  Tensor padded = Tensor::full({rows, width}, 1e30);
+  padded.slice(1, 0, vocab).copy_from(real);
+  Tensor targets = make_targets(rows, vocab, -100, 6, seed);
+  Tensor grad_losses = testing::random_tensor({rows}, seed, 1);
+  const CrossEntropyArgs plain{}, args{.classes = vocab};
+  Tensor losses = Tensor::empty({rows}), lse = Tensor::empty({rows});
+  Tensor want_losses = Tensor::empty({rows}), want_lse = Tensor::empty({rows});
+  cross_entropy_forward(args, padded, targets, losses, lse);
+  cross_entropy_forward(plain, real, targets, want_losses, want_lse);
+  EXPECT_EQ(to_f64(losses), to_f64(want_losses));
+  EXPECT_EQ(to_f64(lse), to_f64(want_lse));
+  const Reference ref = reference_cross_entropy(to_f64(real), ids_vector(targets), vocab, -100);
+  testing::expect_close(losses, ref.losses, 1e-6, 1e-6, "losses");
+
+  Tensor want_grad = Tensor::empty({rows, vocab});
+  cross_entropy_backward(plain, real, targets, want_lse, grad_losses, want_grad);
+  cross_entropy_backward(args, padded, targets, lse, grad_losses, padded);  // in place, as the model runs it
+  EXPECT_EQ(to_f64(padded.slice(1, 0, vocab)), to_f64(want_grad));
+  const std::vector<double> padding = to_f64(padded.slice(1, vocab, width));
+  EXPECT_TRUE(std::all_of(padding.begin(), padding.end(), [](double v) { return v == 0.0; }));
+  testing::expect_close(want_grad, reference_grad(to_f64(real), ids_vector(targets), vocab, -100, to_f64(grad_losses)),
+                        1e-6, 1e-5, "grad_logits");
+
+  Tensor bad = Tensor::full({rows}, static_cast<double>(vocab + 3), DType::i32);  // a padding column as target
+  expect_error_naming([&] { cross_entropy_forward(args, padded, bad, losses, lse); },
+                      {"cross_entropy_forward", "outside [0, V) with V = 1001"});
+  expect_error_naming(
+      [&] { cross_entropy_forward(CrossEntropyArgs{.classes = width + 1}, padded, targets, losses, lse); },
+      {"cross_entropy_forward", "classes 1025", "[0, 1024]"});
+}
+
 TEST(CrossEntropy, LargeLogitsStayFiniteAndAccurate) {
   std::uint64_t seed = testing::fresh_seed();
   MYRIAD_SEED_TRACE(seed);

@@ -5,7 +5,9 @@
 //
 // Tensors come from empty() / copy_from_host(); their Storage names this backend, so it must
 // outlive them (as the DeviceContext must outlive the backend). Work is queued on the context's
-// stream in call order; copy_to_host() and synchronize() wait for it. Scratch space an op needs
+// stream in call order; copy_to_host() and synchronize() wait for it. copy_from_host() of up to
+// 4 MiB (a step's ids and targets) is staged through pinned buffers and queued without waiting
+// (pinned_uploads.h); a larger one waits for its copy. Scratch space an op needs
 // (the norms' parameter-gradient partial sums) comes from the caching allocator.
 //
 // Layouts: norms, activations, embedding, cross-entropy, bias and AdamW take the contiguous
@@ -33,6 +35,7 @@
 #include <tuple>
 
 #include "myriad/cuda/device_context.h"
+#include "myriad/cuda/pinned_uploads.h"
 #include "myriad/ops/backend.h"
 
 namespace myriad::cuda {
@@ -118,6 +121,7 @@ class CudaBackend final : public ops::Backend {
   std::map<std::tuple<std::int64_t, std::int64_t, double, std::int64_t>, Tensor> rope_tables_;
 
   DeviceContext& context_;
+  PinnedUploads uploads_;  // copy_from_host's small uploads: queued, not waited for
 };
 
 }  // namespace myriad::cuda

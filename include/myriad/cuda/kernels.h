@@ -84,12 +84,19 @@ void rope_f32(const float* x, float* out, const float* cos_table, const float* s
 
 // ---- Embedding, f32 table (V, C), i32 ids (N) (kernels/embedding/embedding.cu) ---------------
 // forward: out (N, C) = table rows (zeros for a bad id); backward: grad_table (V, C) += grad_out
-// rows, deterministic (each column summed in token order, as on the CPU). A bad id (outside
-// [0, V)) lowers *bad_index (device long long, initialised to LLONG_MAX) to its position.
+// rows, deterministic (each element summed in token order, as on the CPU: bit for bit). A bad id
+// (outside [0, V)) is skipped and lowers *bad_index (device long long, initialised to LLONG_MAX)
+// to its position.
+// The backward is parallel over tokens: it sorts (id, position) pairs (a stable radix sort) in
+// `scratch`, which must hold at least embedding_backward_scratch_bytes(N, V) bytes, 16-byte
+// aligned (0 for N = 0: scratch may then be null), and must not overlap the other buffers.
+// N < 2^31. The size is CUB's for the current device: ask on the device that will run the call.
 void embedding_forward_f32(const std::int32_t* ids, const float* table, float* out, long long* bad_index,
                            std::int64_t tokens, std::int64_t vocab, std::int64_t channels, cudaStream_t stream);
+std::int64_t embedding_backward_scratch_bytes(std::int64_t tokens, std::int64_t vocab);
 void embedding_backward_f32(const std::int32_t* ids, const float* grad_out, float* grad_table, long long* bad_index,
-                            std::int64_t tokens, std::int64_t vocab, std::int64_t channels, cudaStream_t stream);
+                            void* scratch, std::int64_t scratch_bytes, std::int64_t tokens, std::int64_t vocab,
+                            std::int64_t channels, cudaStream_t stream);
 
 // ---- Token routing of a mixture of experts, f32 rows of C values (kernels/moe/token_routing.cu)
 // The ops of ops/token_routing.h on contiguous device memory:
@@ -234,20 +241,22 @@ void softmax_backward_f32(const float* out, const float* grad_out, float* grad_x
 // grad_losses. A target outside [0, V) that is not ignore_index: the forward writes NaN for that
 // row and atomically lowers *bad_row (device long long; initialise it to LLONG_MAX) to the row,
 // which the caller checks after synchronising; the backward gives such rows zero gradient.
+// Rows lie row_length >= vocab floats apart (the padded vocabulary): columns [vocab, row_length)
+// are padding, left out of the sums, and the backward writes them 0.
 void cross_entropy_forward_f32(const float* logits, const std::int32_t* targets, float* losses, float* lse,
-                               long long* bad_row, std::int64_t rows, std::int64_t vocab, std::int32_t ignore_index,
-                               cudaStream_t stream);
+                               long long* bad_row, std::int64_t rows, std::int64_t vocab, std::int64_t row_length,
+                               std::int32_t ignore_index, cudaStream_t stream);
 void cross_entropy_backward_f32(const float* logits, const std::int32_t* targets, const float* lse,
                                 const float* grad_losses, float* grad_logits, std::int64_t rows, std::int64_t vocab,
-                                std::int32_t ignore_index, cudaStream_t stream);
+                                std::int64_t row_length, std::int32_t ignore_index, cudaStream_t stream);
 // The backward on a vocabulary shard (tensor parallelism, dist/vocab_parallel.h): logits are the
 // columns [vocab_start, vocab_start + vocab) of each row, lse the whole row's (combined over the
 // shards), targets global ids. grad = (exp(x - lse) - [target == vocab_start + v]) * grad_loss,
 // 0 for ignore_index rows; a target in another shard only has no one-hot term here.
 void cross_entropy_backward_shard_f32(const float* logits, const std::int32_t* targets, const float* lse,
                                       const float* grad_losses, float* grad_logits, std::int64_t rows,
-                                      std::int64_t vocab, std::int64_t vocab_start, std::int32_t ignore_index,
-                                      cudaStream_t stream);
+                                      std::int64_t vocab, std::int64_t row_length, std::int64_t vocab_start,
+                                      std::int32_t ignore_index, cudaStream_t stream);
 
 // ---- Tensor plumbing for the device model, f32 (kernels/tensor/layout.cu) --------------------
 // add_f32: out = a + b over n (out may be a or b). add_broadcast_rows_f32: x (rows, width) +=

@@ -34,10 +34,11 @@ class TensorParallelRegions final : public nn::TensorParallel {
 
   void embedding_lookup(const Tensor& ids, const Tensor& table, Tensor& out) const override;
   void embedding_backward(const Tensor& ids, const Tensor& grad_out, Tensor& grad_table) const override;
-  void cross_entropy_forward(const Tensor& logits, const Tensor& targets, std::int32_t ignore_index, Tensor& losses,
+  // The shard's real columns of the logits are its own (VocabShard::real_columns); args gives the ignore index.
+  void cross_entropy_forward(const Tensor& logits, const Tensor& targets, const CrossEntropyArgs& args, Tensor& losses,
                              Tensor& lse) const override;
-  void cross_entropy_backward(const Tensor& logits, const Tensor& targets, std::int32_t ignore_index, const Tensor& lse,
-                              const Tensor& grad_losses, Tensor& grad_logits) const override;
+  void cross_entropy_backward(const Tensor& logits, const Tensor& targets, const CrossEntropyArgs& args,
+                              const Tensor& lse, const Tensor& grad_losses, Tensor& grad_logits) const override;
 
  private:
   Communicator& tp_;

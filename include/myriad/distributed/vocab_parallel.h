@@ -47,12 +47,13 @@ void vocab_parallel_embedding_forward(Communicator& tp, const VocabShard& shard,
 void vocab_parallel_embedding_backward(const VocabShard& shard, const Tensor& ids, const Tensor& grad_out,
                                        Tensor& grad_table);
 
-// logits (N, real_columns) f32 contiguous (undefined or 0 columns when the shard holds no real
-// vocabulary); targets (N) i32 global ids; losses, lse (N) written.
+// logits (N, W) f32 contiguous: the shard's padded columns, of which the first
+// shard.real_columns(W) are real (undefined, 0 columns or no real ones when the shard holds no
+// real vocabulary); targets (N) i32 global ids; losses, lse (N) written.
 void vocab_parallel_cross_entropy_forward(Communicator& tp, const VocabShard& shard, const Tensor& logits,
                                           const Tensor& targets, std::int32_t ignore_index, Tensor& losses,
                                           Tensor& lse);
-// grad_logits (N, real_columns) written (`=`); may alias logits.
+// grad_logits (N, W) written (`=`, 0 in the padding columns); may alias logits.
 void vocab_parallel_cross_entropy_backward(const VocabShard& shard, const Tensor& logits, const Tensor& targets,
                                            std::int32_t ignore_index, const Tensor& lse, const Tensor& grad_losses,
                                            Tensor& grad_logits);

@@ -28,6 +28,7 @@
 #include "myriad/ops/placement.h"
 #include "myriad/nn/transformer_config.h"
 #include "myriad/nn/unit_hooks.h"
+#include "myriad/ops/cross_entropy.h"
 
 namespace myriad::nn {
 
@@ -144,8 +145,10 @@ class GptModel final : public PipelineStage {
   Tensor head_input(Slot& slot);  // (N, C): hf, or (sequence parallel) all-gathered into hf_gathered
   void head_backward(Slot& slot, const Tensor& targets, float loss_scale, Tensor& grad);
   std::int64_t vocab_start() const;
-  std::int64_t head_columns() const;  // this rank's real vocabulary columns of the logits (may be 0)
-  Tensor head_weight(bool grad) const;
+  std::int64_t head_columns() const;    // this rank's real vocabulary columns of the logits (may be 0)
+  std::int64_t logits_width() const;    // the logits' columns: this rank's padded vocabulary (0 without real ones)
+  CrossEntropyArgs loss_args() const;   // the loss over the real columns of the padded logits
+  Tensor head_weight(bool grad) const;  // the head's real vocabulary rows (decoding)
   void acquire(int unit, Pass pass) {
     if (hooks_ && unit >= 0) hooks_->acquire(unit, pass);
   }

@@ -24,6 +24,7 @@
 #include <cstdint>
 
 #include "myriad/core/tensor.h"
+#include "myriad/ops/cross_entropy.h"
 
 namespace myriad::nn {
 
@@ -43,12 +44,14 @@ class TensorParallel {
   virtual void embedding_lookup(const Tensor& ids, const Tensor& table, Tensor& out) const = 0;
   // grad_table += the rows of grad_out (N, C) whose ids this rank holds.
   virtual void embedding_backward(const Tensor& ids, const Tensor& grad_out, Tensor& grad_table) const = 0;
-  // logits (N, this rank's real vocabulary columns); targets (N) global (ignore_index allowed);
-  // losses, lse (N): the whole vocabulary's.
-  virtual void cross_entropy_forward(const Tensor& logits, const Tensor& targets, std::int32_t ignore_index,
+  // logits (N, this rank's padded vocabulary columns), of which the first args.classes are real
+  // (0 = all); targets (N) global (args.ignore_index allowed); losses, lse (N): the whole
+  // vocabulary's.
+  virtual void cross_entropy_forward(const Tensor& logits, const Tensor& targets, const CrossEntropyArgs& args,
                                      Tensor& losses, Tensor& lse) const = 0;
-  // grad_logits (N, columns) written (`=`, may alias logits), scaled per row by grad_losses.
-  virtual void cross_entropy_backward(const Tensor& logits, const Tensor& targets, std::int32_t ignore_index,
+  // grad_logits (N, columns) written (`=`, may alias logits; 0 in the padding), scaled per row by
+  // grad_losses.
+  virtual void cross_entropy_backward(const Tensor& logits, const Tensor& targets, const CrossEntropyArgs& args,
                                       const Tensor& lse, const Tensor& grad_losses, Tensor& grad_logits) const = 0;
 
   // Layer-level helpers built from the region ops (no communication of their own).

@@ -4,7 +4,7 @@
 //   losses[n] = lse[n] - logits[n, targets[n]]               0 when targets[n] == ignore_index
 //   grad_logits[n, v] = (exp(logits[n, v] - lse[n]) - [v == targets[n]]) * grad_losses[n]
 //                                                            0 for rows with ignore_index
-// Shapes (N rows = B * T tokens, V vocab):
+// Shapes (N rows = B * T tokens, V vocab; with args.classes the sums run over the first classes):
 //   logits      (N, V)  f32, V >= 1
 //   targets     (N)     i32, each in [0, V) or equal to ignore_index (else myriad::Error naming
 //                       the row and the value, thrown before anything is written)
@@ -21,6 +21,11 @@
 // grad_losses[n]. For a mean over the valid tokens pass grad_losses[n] = 1 / num_valid where
 // num_valid = count_valid_targets(targets, ignore_index) summed over the micro-batches / ranks
 // that share the mean (ignored rows get 0 gradient whatever grad_losses holds there).
+//
+// Padded rows (args.classes > 0): only the first `classes` columns of each row are classes; the
+// rest pad the row to an aligned width (the model's padded vocabulary, so that the logits GEMMs
+// see an aligned leading dimension). Padding columns take no part in lse or the loss, and their
+// grad_logits are written 0; targets must lie in [0, classes). classes = 0: every column.
 //
 // Vocabulary shard (args.vocab_shard, read by the backward; tensor parallelism): logits hold one
 // rank's columns, lse is the whole vocabulary's (combined over the shards), and a target outside
@@ -41,6 +46,7 @@ namespace myriad {
 struct CrossEntropyArgs {
   std::int32_t ignore_index = -100;  // rows with this target contribute no loss and no gradient
   bool vocab_shard = false;          // backward: targets outside [0, V) are other shards' (see above)
+  std::int64_t classes = 0;          // > 0: the first `classes` columns are classes, the rest padding
 };
 
 void cross_entropy_forward(const CrossEntropyArgs& args, const Tensor& logits, const Tensor& targets, Tensor& losses,

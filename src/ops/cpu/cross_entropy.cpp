@@ -4,6 +4,7 @@
 // accumulated in float64 over 8 fixed lanes (element v goes to lane v % 8, lanes summed in
 // order: deterministic and vectorisable), lse = max + log(sum) and loss = (max - x[target]) + log(sum) (kept apart so a
 // large max does not round the loss away). Backward writes fast_exp(x - lse) * g, then subtracts g at the target.
+// With args.classes the sums run over a row's first `classes` columns and the backward writes 0 to the rest.
 #include <algorithm>
 #include <cmath>
 
@@ -32,7 +33,8 @@ void check_targets(const char* op, const std::int32_t* target, std::int64_t rows
 void cross_entropy_forward(const CrossEntropyArgs& args, const Tensor& logits_in, const Tensor& targets_in,
                            Tensor& losses, Tensor& lse) {
   const Tensor logits = logits_in.contiguous(), targets = targets_in.contiguous();
-  const std::int64_t rows = logits.size(0), vocab = logits.size(1);
+  const std::int64_t rows = logits.size(0), width = logits.size(1);
+  const std::int64_t vocab = args.classes > 0 ? args.classes : width;
   const std::int32_t* target = targets.data<std::int32_t>();
   check_targets("cross_entropy_forward", target, rows, vocab, args.ignore_index);
   const float* x_all = logits.data<float>();
@@ -40,7 +42,7 @@ void cross_entropy_forward(const CrossEntropyArgs& args, const Tensor& logits_in
   float* lse_out = lse.data<float>();
 #pragma omp parallel for schedule(static) if (rows * vocab >= kParallelMinWork)
   for (std::int64_t n = 0; n < rows; ++n) {
-    const float* x = x_all + n * vocab;
+    const float* x = x_all + n * width;
     float max = x[0];
     for (std::int64_t v = 1; v < vocab; ++v) max = std::max(max, x[v]);
     double lanes[8] = {0, 0, 0, 0, 0, 0, 0, 0};
@@ -62,21 +64,23 @@ void cross_entropy_backward(const CrossEntropyArgs& args, const Tensor& logits_i
                             const Tensor& lse_in, const Tensor& grad_losses_in, Tensor& grad_logits) {
   const Tensor logits = logits_in.contiguous(), targets = targets_in.contiguous();
   const Tensor lse = lse_in.contiguous(), grad_losses = grad_losses_in.contiguous();
-  const std::int64_t rows = logits.size(0), vocab = logits.size(1);
+  const std::int64_t rows = logits.size(0), width = logits.size(1);
+  const std::int64_t vocab = args.classes > 0 ? args.classes : width;
   const std::int32_t* target = targets.data<std::int32_t>();
   if (!args.vocab_shard) check_targets("cross_entropy_backward", target, rows, vocab, args.ignore_index);
   const float* x_all = logits.data<float>();
   const float* lse_row = lse.data<float>();
   const float* g_row = grad_losses.data<float>();
   float* dx_all = grad_logits.data<float>();
-#pragma omp parallel for schedule(static) if (rows * vocab >= kParallelMinWork)
+#pragma omp parallel for schedule(static) if (rows * width >= kParallelMinWork)
   for (std::int64_t n = 0; n < rows; ++n) {
-    float* dx = dx_all + n * vocab;
+    float* dx = dx_all + n * width;
+    std::fill(dx + vocab, dx + width, 0.0f);  // padding columns
     if (target[n] == args.ignore_index) {
       std::fill(dx, dx + vocab, 0.0f);
       continue;
     }
-    const float* x = x_all + n * vocab;
+    const float* x = x_all + n * width;
     const float l = lse_row[n], g = g_row[n];
     for (std::int64_t v = 0; v < vocab; ++v) dx[v] = fast_exp(x[v] - l) * g;
     if (target[n] >= 0 && target[n] < vocab) dx[target[n]] -= g;  // else: another shard's target
