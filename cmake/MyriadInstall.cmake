@@ -8,6 +8,8 @@
 # train (full build); myriad::openblas and myriad::spdlog stand for those two dependencies. The
 # other dependencies are found again by myriadConfig.cmake from the system (the packages this
 # build used), never bundled. examples/find_package builds against an installed tree (scripts/test.sh).
+# Install components: "development" (all of the above) and "python" (what a `pip install .` wheel
+# holds: the extension, python/CMakeLists.txt, and myriad-data as a command of the environment).
 include(GNUInstallDirs)
 include(CMakePackageConfigHelpers)
 
@@ -26,13 +28,16 @@ endforeach()
 set(MYRIAD_CMAKE_PACKAGE_DIR ${CMAKE_INSTALL_LIBDIR}/cmake/myriad)
 install(TARGETS ${MYRIAD_EXPORTED_LIBRARIES} myriad_openblas myriad_spdlog
         EXPORT myriadTargets
-        ARCHIVE DESTINATION ${CMAKE_INSTALL_LIBDIR}
-        LIBRARY DESTINATION ${CMAKE_INSTALL_LIBDIR}
+        ARCHIVE DESTINATION ${CMAKE_INSTALL_LIBDIR} COMPONENT development
+        LIBRARY DESTINATION ${CMAKE_INSTALL_LIBDIR} COMPONENT development
         INCLUDES DESTINATION ${CMAKE_INSTALL_INCLUDEDIR})
-install(DIRECTORY ${PROJECT_SOURCE_DIR}/include/myriad DESTINATION ${CMAKE_INSTALL_INCLUDEDIR})
-install(EXPORT myriadTargets NAMESPACE myriad:: DESTINATION ${MYRIAD_CMAKE_PACKAGE_DIR})
+install(DIRECTORY ${PROJECT_SOURCE_DIR}/include/myriad DESTINATION ${CMAKE_INSTALL_INCLUDEDIR} COMPONENT development)
+install(EXPORT myriadTargets NAMESPACE myriad:: DESTINATION ${MYRIAD_CMAKE_PACKAGE_DIR} COMPONENT development)
 if(NOT MYRIAD_GPU_ONLY)
-  install(TARGETS myriad-data myriad_tokenize RUNTIME DESTINATION ${CMAKE_INSTALL_BINDIR})
+  install(TARGETS myriad-data myriad_tokenize RUNTIME DESTINATION ${CMAKE_INSTALL_BINDIR} COMPONENT development)
+  if(SKBUILD)
+    install(TARGETS myriad-data RUNTIME DESTINATION ${SKBUILD_SCRIPTS_DIR} COMPONENT python)
+  endif()
 endif()
 
 configure_package_config_file(${PROJECT_SOURCE_DIR}/cmake/myriadConfig.cmake.in
@@ -41,4 +46,4 @@ configure_package_config_file(${PROJECT_SOURCE_DIR}/cmake/myriadConfig.cmake.in
 write_basic_package_version_file(${PROJECT_BINARY_DIR}/myriadConfigVersion.cmake VERSION ${PROJECT_VERSION}
                                  COMPATIBILITY SameMinorVersion)
 install(FILES ${PROJECT_BINARY_DIR}/myriadConfig.cmake ${PROJECT_BINARY_DIR}/myriadConfigVersion.cmake
-        DESTINATION ${MYRIAD_CMAKE_PACKAGE_DIR})
+        DESTINATION ${MYRIAD_CMAKE_PACKAGE_DIR} COMPONENT development)

@@ -3,7 +3,8 @@
 # Idempotent: a second run installs nothing. Used by both README commands and .ci/run.
 # Debian packages: compiler, CMake, OpenMPI, OpenBLAS (OpenMP flavour), spdlog, yaml-cpp,
 # GoogleTest, nlohmann-json, ICU, zstd, and the default corpus (fortunes). Python packages (for the
-# bindings and tests): numpy, pytest, pybind11, regex (reference pre-tokenizer in tokenizer tests).
+# bindings and tests): numpy, pytest, pybind11, regex (reference pre-tokenizer in tokenizer tests),
+# matplotlib (myriad-plot), scikit-build-core (`pip install .`).
 set -euo pipefail
 
 log() { echo "[setup] $*"; }
@@ -15,7 +16,7 @@ DEBIAN_PACKAGES=(
   libspdlog-dev libfmt-dev libyaml-cpp-dev
   libgtest-dev
   nlohmann-json3-dev libicu-dev libzstd-dev
-  python3 python3-dev python3-pip
+  python3 python3-dev python3-pip python3-venv
   fortunes  # the default training corpus (English fortune files, /usr/share/games/fortunes)
 )
 
@@ -45,8 +46,10 @@ fi
 
 PYTHON="${PYTHON:-python3}"
 py_missing=()
-for mod in numpy pytest pybind11 regex matplotlib; do
-  if ! "$PYTHON" -c "import $mod" 2>/dev/null; then py_missing+=("$mod"); fi
+# module:package — scikit-build-core builds the package (`pip install .`, pyproject.toml).
+for pair in numpy:numpy pytest:pytest pybind11:pybind11 regex:regex matplotlib:matplotlib \
+  scikit_build_core:scikit-build-core; do
+  if ! "$PYTHON" -c "import ${pair%%:*}" 2>/dev/null; then py_missing+=("${pair#*:}"); fi
 done
 if [ ${#py_missing[@]} -gt 0 ]; then
   log "installing Python packages: ${py_missing[*]}"

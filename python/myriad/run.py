@@ -48,7 +48,7 @@ def parse_args(argv):
 
 def with_resume(command):
     """The command with `--resume auto` appended when it runs train.py without a resume choice."""
-    runs_driver = any(part.endswith("train.py") for part in command)
+    runs_driver = any(part.endswith(("train.py", "myriad-train")) or part == "myriad.train" for part in command)
     chooses = any(part == "--resume" or part.startswith("--resume=") or part.startswith("checkpoint.resume=")
                   for part in command)
     return command + ["--resume", "auto"] if runs_driver and not chooses else command

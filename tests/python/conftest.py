@@ -1,11 +1,16 @@
-"""pytest set-up: makes the in-tree package importable and gives each test a fresh seed."""
+"""pytest set-up: makes the in-tree package importable (unless the tests run against the
+installed one, package_under_test.py) and gives each test a fresh seed."""
 import os
 import sys
 
 import numpy as np
 import pytest
 
-sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "..", "python"))
+sys.path.insert(0, os.path.dirname(__file__))
+from package_under_test import INSTALLED, REPO  # noqa: E402
+
+if not INSTALLED:
+    sys.path.insert(0, os.path.join(REPO, "python"))
 
 
 @pytest.fixture
@@ -14,3 +19,8 @@ def rng(request):
     request.node.user_properties.append(("seed", seed))
     print(f"seed {seed} (replay with MYRIAD_TEST_SEED={seed})")
     return np.random.default_rng(seed)
+
+
+def pytest_report_header(config):
+    import myriad
+    return f"myriad {myriad.__version__} from {os.path.dirname(myriad.__file__)}"

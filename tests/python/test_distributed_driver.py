@@ -15,9 +15,9 @@ import pytest
 
 from test_metrics import check_train_record, render
 from tiny_corpus import write_corpus
+from package_under_test import DRIVER, PYTHONPATH
 
 REPO = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
-DRIVER = os.path.join(REPO, "python", "train.py")
 MPIRUN = shutil.which("mpirun")
 TIMEOUT = 120  # seconds; a healthy run here takes a few seconds
 
@@ -37,7 +37,7 @@ LOSS = re.compile(r"^Iteration: (\d+)/\d+ \| Loss: ([0-9.]+) ", re.M)
 def mpirun(ranks, per_rank_command):
     """Runs `per_rank_command` (a shell string; $OMPI_COMM_WORLD_RANK is the rank) on `ranks` ranks."""
     root = ["--allow-run-as-root"] if os.geteuid() == 0 else []
-    env = dict(os.environ, PYTHONPATH=os.path.join(REPO, "python"), OMP_NUM_THREADS="1")
+    env = dict(os.environ, PYTHONPATH=PYTHONPATH, OMP_NUM_THREADS="1")
     command = [MPIRUN, "-np", str(ranks), *root, "--oversubscribe", "--mca", "mpi_yield_when_idle", "1",
                "-x", "PYTHONPATH", "-x", "OMP_NUM_THREADS", "sh", "-c", per_rank_command]
     start = time.time()
@@ -57,7 +57,7 @@ def serial_run(config, root):
     """One process on the global batch of the two-rank runs (4 micro-batches)."""
     serial = subprocess.run([sys.executable, DRIVER, "--config", str(config), "--set", "logging.dir=" + str(root / "one"),
                              "--set", "training.gradient_accumulation=4"],
-                            cwd=REPO, env=dict(os.environ, PYTHONPATH=os.path.join(REPO, "python")),
+                            cwd=REPO, env=dict(os.environ, PYTHONPATH=PYTHONPATH),
                             capture_output=True, text=True, timeout=TIMEOUT)
     assert serial.returncode == 0, serial.stderr
     return serial
@@ -106,7 +106,7 @@ def test_the_seed_documents_launch_line_runs_as_written(tiny):
     (root / "hostfile").write_text("localhost slots=2\n")
     shutil.copy(config, root / "config.yaml")
     root_flag = ["--allow-run-as-root"] if os.geteuid() == 0 else []
-    env = dict(os.environ, PYTHONPATH=os.path.join(REPO, "python"), OMP_NUM_THREADS="1")
+    env = dict(os.environ, PYTHONPATH=PYTHONPATH, OMP_NUM_THREADS="1")
     result = subprocess.run(
         [MPIRUN, *root_flag, "--oversubscribe", "--mca", "mpi_yield_when_idle", "1", "-x", "PYTHONPATH", "-x",
          "OMP_NUM_THREADS", "-np", "2", "-hostfile", "hostfile", sys.executable, DRIVER, "--config", "config.yaml",
@@ -230,7 +230,7 @@ def test_the_seed_documents_sparse_attention_keys_train_with_heads_split_over_tw
         assert 0.0 < a["estimated_mass"] <= 1.0
     serial = subprocess.run([sys.executable, DRIVER, "--config", str(config), "--set", "parallel.tp=1",
                              "--set", "logging.dir=" + str(tmp_path / "one")],
-                            cwd=REPO, env=dict(os.environ, PYTHONPATH=os.path.join(REPO, "python")),
+                            cwd=REPO, env=dict(os.environ, PYTHONPATH=PYTHONPATH),
                             capture_output=True, text=True, timeout=TIMEOUT)
     assert serial.returncode == 0, serial.stderr
     one = [float(loss) for _, loss in LOSS.findall(serial.stdout)]
@@ -263,7 +263,7 @@ def test_the_seed_documents_moe_block_trains_with_experts_split_over_two_ranks(t
     # ep splits the experts, not the batch: one process on the same global batch has the same losses.
     serial = subprocess.run([sys.executable, DRIVER, "--config", str(config), "--set", "parallel.ep=1",
                              "--set", "logging.dir=" + str(tmp_path / "one"), "--set", "training.gradient_accumulation=4"],
-                            cwd=REPO, env=dict(os.environ, PYTHONPATH=os.path.join(REPO, "python")),
+                            cwd=REPO, env=dict(os.environ, PYTHONPATH=PYTHONPATH),
                             capture_output=True, text=True, timeout=TIMEOUT)
     assert serial.returncode == 0, serial.stderr
     one = [float(loss) for _, loss in LOSS.findall(serial.stdout)]

@@ -11,9 +11,9 @@ import sys
 import pytest
 
 from tiny_corpus import write_corpus
+from package_under_test import DRIVER, PYTHONPATH
 
 REPO = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
-DRIVER = os.path.join(REPO, "python", "train.py")
 
 # Loaded from its file: the module must work without the compiled extension.
 _spec = importlib.util.spec_from_file_location("launch_flags", os.path.join(REPO, "python", "myriad", "launch_flags.py"))
@@ -120,7 +120,7 @@ sample: {{tokens: 0}}
 
 
 def run_driver(*args):
-    env = dict(os.environ, PYTHONPATH=os.path.join(REPO, "python"), OMP_NUM_THREADS="1")
+    env = dict(os.environ, PYTHONPATH=PYTHONPATH, OMP_NUM_THREADS="1")
     return subprocess.run([sys.executable, DRIVER, *args], cwd=REPO, env=env, capture_output=True, text=True,
                           timeout=300)
 

@@ -14,9 +14,10 @@ import pytest
 
 import myriad
 from tiny_corpus import write_corpus
+from package_under_test import DRIVER, PYTHONPATH
 
 REPO = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
-ENV = dict(os.environ, PYTHONPATH=os.path.join(REPO, "python"))
+ENV = dict(os.environ, PYTHONPATH=PYTHONPATH)
 
 YAML = """\
 model: {{architecture: {arch}, vocab_size: 320, n_layer: 2, n_head: 2, n_embd: 32, context_length: 32}}
@@ -124,7 +125,7 @@ def test_the_documented_recipe_runs_verbatim(tmp_path):
     root = ["--allow-run-as-root"] if os.geteuid() == 0 else []
     source = subprocess.run(
         ["mpirun", "-np", "2", *root, "--oversubscribe", "--mca", "mpi_yield_when_idle", "1", "-x", "PYTHONPATH",
-         sys.executable, os.path.join(REPO, "python", "train.py"), "--config", str(config_path),
+         sys.executable, DRIVER, "--config", str(config_path),
          "--set", "sample.tokens=0"],
         cwd=tmp_path, env=ENV, capture_output=True, text=True, timeout=300)
     assert source.returncode == 0, source.stdout + source.stderr
@@ -140,7 +141,7 @@ def test_the_documented_recipe_runs_verbatim(tmp_path):
     run(sys.executable, "-m", "myriad.convert", "export", "runs/gpt2_tiny/checkpoints/step_00000004",
         "model.safetensors")
     run(sys.executable, "-m", "myriad.convert", "import", "model.safetensors", "model.yaml", "imported/")
-    trained = run(sys.executable, os.path.join(REPO, "python", "train.py"), "--config", "model.yaml", "--resume",
+    trained = run(sys.executable, DRIVER, "--config", "model.yaml", "--resume",
                   "imported/step_00000000", "--set", "sample.tokens=0")
     assert "Val Loss: " in trained.stdout
     assert sorted(os.listdir(checkpoints)) == before, "the import's run wrote into the source run's checkpoints"

@@ -10,6 +10,7 @@ import pytest
 
 import myriad
 from tiny_corpus import write_corpus
+from package_under_test import PYTHONPATH
 
 REPO = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
 
@@ -105,7 +106,7 @@ def test_tensorboard_event_file_is_written(run):
 
 
 def render(run_dir):
-    env = dict(os.environ, PYTHONPATH=os.path.join(REPO, "python"))
+    env = dict(os.environ, PYTHONPATH=PYTHONPATH)
     result = subprocess.run([sys.executable, "-m", "myriad.plot", str(run_dir)], env=env, capture_output=True,
                             text=True, timeout=120)
     assert result.returncode == 0, result.stderr
@@ -125,7 +126,7 @@ def test_plot_renders_every_chart(run):
 
 
 def test_plot_without_metrics_is_a_clear_error(tmp_path):
-    env = dict(os.environ, PYTHONPATH=os.path.join(REPO, "python"))
+    env = dict(os.environ, PYTHONPATH=PYTHONPATH)
     result = subprocess.run([sys.executable, "-m", "myriad.plot", str(tmp_path)], env=env, capture_output=True,
                             text=True, timeout=60)
     assert result.returncode != 0

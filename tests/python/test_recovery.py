@@ -15,11 +15,11 @@ import sys
 import pytest
 
 from tiny_corpus import write_corpus
+from package_under_test import DRIVER, PYTHONPATH
 
 REPO = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
-DRIVER = os.path.join(REPO, "python", "train.py")
 MPIRUN = shutil.which("mpirun")
-ENV = dict(os.environ, PYTHONPATH=os.path.join(REPO, "python"), OMP_NUM_THREADS="1")
+ENV = dict(os.environ, PYTHONPATH=PYTHONPATH, OMP_NUM_THREADS="1")
 
 YAML = """\
 model: {{architecture: gpt2, vocab_size: 320, n_layer: 2, n_head: 2, n_embd: 32, context_length: 32}}

@@ -12,11 +12,11 @@ import sys
 import pytest
 
 from tiny_corpus import write_corpus
+from package_under_test import DRIVER, PYTHONPATH
 
 REPO = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
-DRIVER = os.path.join(REPO, "python", "train.py")
 MPIRUN = shutil.which("mpirun")
-ENV = dict(os.environ, PYTHONPATH=os.path.join(REPO, "python"), OMP_NUM_THREADS="1")
+ENV = dict(os.environ, PYTHONPATH=PYTHONPATH, OMP_NUM_THREADS="1")
 
 _spec = importlib.util.spec_from_file_location("myriad_run", os.path.join(REPO, "python", "myriad", "run.py"))
 supervisor = importlib.util.module_from_spec(_spec)

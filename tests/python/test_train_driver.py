@@ -13,9 +13,9 @@ import pytest
 
 import myriad
 from tiny_corpus import write_corpus
+from package_under_test import DRIVER, PYTHONPATH
 
 REPO = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
-DRIVER = os.path.join(REPO, "python", "train.py")
 
 TINY_YAML = """\
 model:
@@ -51,7 +51,7 @@ STEP_LINE = re.compile(r"^Iteration: (\d+)/(\d+) \| Loss: ([0-9.]+) \| Comm: (\d
 
 
 def run_driver(config_path, *args):
-    env = dict(os.environ, PYTHONPATH=os.path.join(REPO, "python"), OMP_NUM_THREADS="2")
+    env = dict(os.environ, PYTHONPATH=PYTHONPATH, OMP_NUM_THREADS="2")
     return subprocess.run([sys.executable, DRIVER, "--config", str(config_path), *args], cwd=REPO, env=env,
                           capture_output=True, text=True, timeout=300)
 

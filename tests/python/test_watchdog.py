@@ -15,9 +15,9 @@ import time
 import pytest
 
 from tiny_corpus import write_corpus
+from package_under_test import DRIVER, PYTHONPATH
 
 REPO = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
-DRIVER = os.path.join(REPO, "python", "train.py")
 MPIRUN = shutil.which("mpirun")
 
 pytestmark = pytest.mark.skipif(MPIRUN is None, reason="mpirun not found")
@@ -44,7 +44,7 @@ def test_a_stalled_rank_is_named_and_the_job_aborts(tmp_path, ranks, layout, sta
     config = tmp_path / "run.yaml"
     config.write_text(YAML.format(corpus=corpus, run=tmp_path / "run"))
     root = ["--allow-run-as-root"] if os.geteuid() == 0 else []
-    env = dict(os.environ, PYTHONPATH=os.path.join(REPO, "python"), OMP_NUM_THREADS="1",
+    env = dict(os.environ, PYTHONPATH=PYTHONPATH, OMP_NUM_THREADS="1",
                MYRIAD_FAULT=f"stall:rank={stalled}:step=3:seconds=120")
     command = [MPIRUN, "-np", str(ranks), *root, "--oversubscribe", "--mca", "mpi_yield_when_idle", "1",
                "-x", "PYTHONPATH", "-x", "OMP_NUM_THREADS", "-x", "MYRIAD_FAULT",
