@@ -2,7 +2,9 @@
 # The README's test command: installs what is missing, builds, runs every test.
 #   ctest: GoogleTest suites (label cpu; label gpu skips without a device; label dist), the CMake
 #          package (install into build/install, build examples/find_package against it), then
-#          the Python package: `pip install .` into build/venv and pytest against it.
+#          the Python package: `pip install .` into build/venv and pytest against it, then the
+#          cpu and two-rank dist tests again under ASan + UBSan (build-sanitize; skip with
+#          MYRIAD_SANITIZE_STEP=0).
 # Exits non-zero if any step fails.
 set -euo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
@@ -32,4 +34,8 @@ cd "$ROOT"
 "$VENV/bin/python" -m pip install -q --no-build-isolation -C cmake.define.MYRIAD_ENABLE_CUDA=OFF \
   -C cmake.define.MYRIAD_WERROR="$([[ "${MYRIAD_CMAKE_ARGS:-}" == *MYRIAD_WERROR=ON* ]] && echo ON || echo OFF)" .
 MYRIAD_TEST_INSTALLED=1 PYTHONPATH="" "$VENV/bin/python" -m pytest -q tests/python
+if [ "${MYRIAD_SANITIZE_STEP:-1}" != "0" ]; then
+  echo "[test] sanitizers: the cpu and two-rank dist tests under ASan + UBSan (scripts/sanitize.sh)"
+  "$ROOT/scripts/sanitize.sh"
+fi
 echo "[test] all tests passed"

@@ -44,7 +44,7 @@ struct PieceKey {
 
   explicit PieceKey(std::string_view piece) {  // piece.size() <= kMaxKey
     char buffer[kMaxKey] = {};
-    std::memcpy(buffer, piece.data(), piece.size());
+    if (!piece.empty()) std::memcpy(buffer, piece.data(), piece.size());  // an empty view's data() may be null
     std::memcpy(&lo, buffer, 8);
     std::memcpy(&hi, buffer + 8, 8);
     length = static_cast<std::uint32_t>(piece.size());

@@ -34,7 +34,7 @@ std::string pack(const std::vector<T>& values) {
 template <typename T>
 std::vector<T> unpack(const std::string& bytes) {
   std::vector<T> values(bytes.size() / sizeof(T));
-  std::memcpy(values.data(), bytes.data(), values.size() * sizeof(T));
+  if (!values.empty()) std::memcpy(values.data(), bytes.data(), values.size() * sizeof(T));  // data() may be null
   return values;
 }
 
