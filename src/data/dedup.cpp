@@ -168,6 +168,7 @@ DedupSummary dedup_corpus(const DedupOptions& options, WorkerGroup& workers) {
   }
   auto exchange_entries = [&](std::vector<std::vector<KeyEntry>>& out) {
     std::vector<std::string> messages;
+    messages.reserve(out.size());
     for (auto& entries : out) messages.push_back(pack(entries));
     std::vector<KeyEntry> received;
     for (const std::string& message : workers.all_to_all_bytes(messages)) {
@@ -199,6 +200,7 @@ DedupSummary dedup_corpus(const DedupOptions& options, WorkerGroup& workers) {
   std::vector<std::vector<Pair>> to_first(static_cast<std::size_t>(size));
   for (const Pair& p : candidates) to_first[static_cast<std::size_t>(owner_of(p.a))].push_back(p);
   std::vector<std::string> messages;
+  messages.reserve(to_first.size());
   for (auto& pairs : to_first) messages.push_back(pack(pairs));
   std::vector<Pair> at_first;
   for (const std::string& message : workers.all_to_all_bytes(messages)) {

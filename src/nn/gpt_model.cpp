@@ -142,9 +142,9 @@ GptModel::Slot GptModel::make_slot() const {
   std::vector<ActivationSlot> slots = block_activation_slots(config_, split_, B, T);
   BlockActivations shared;
   for (const ActivationSlot& slot : slots) shared.*(slot.member) = placement_.empty(slot.shape);
-  for (std::size_t l = 0; l < blocks_.size(); ++l) {
+  for (const TransformerBlock& block : blocks_) {
     BlockActivations acts;
-    const bool moe = blocks_[l].moe() != nullptr;
+    const bool moe = block.moe() != nullptr;
     for (const ActivationSlot& slot : slots) {
       if (moe && slot.dense_mlp) continue;
       acts.*(slot.member) = slot.kept(b.mode) ? placement_.empty(slot.shape) : shared.*(slot.member);
@@ -300,11 +300,13 @@ void GptModel::check_inputs(const Tensor& ids, const Tensor& targets) const {
 }
 
 Tensor GptModel::chunk_input(int chunk, int slot) {
-  return buffers_.slots.at(slot).residual.at(static_cast<std::size_t>(chunk_blocks_.at(chunk).first + chunk));
+  return buffers_.slots.at(slot).residual.at(static_cast<std::size_t>(chunk_blocks_.at(chunk).first) +
+                                             static_cast<std::size_t>(chunk));
 }
 
 Tensor GptModel::chunk_output(int chunk, int slot) {
-  return buffers_.slots.at(slot).residual.at(static_cast<std::size_t>(chunk_blocks_.at(chunk).second + chunk));
+  return buffers_.slots.at(slot).residual.at(static_cast<std::size_t>(chunk_blocks_.at(chunk).second) +
+                                             static_cast<std::size_t>(chunk));
 }
 
 Tensor GptModel::chunk_grad(int chunk, int slot) { return buffers_.slots.at(slot).grad.at(chunk); }
@@ -314,11 +316,12 @@ LossSum GptModel::forward_chunk(int chunk, int slot_index, const Tensor& ids, co
   Slot& s = b.slots.at(slot_index);
   const auto [first, last] = chunk_blocks_.at(chunk);
   if (chunk_is_first(chunk)) {
-    embed(ids, s.residual[static_cast<std::size_t>(first + chunk)]);
-    round_to_format(s.residual[static_cast<std::size_t>(first + chunk)], activation_precision_);
+    embed(ids, s.residual[static_cast<std::size_t>(first) + static_cast<std::size_t>(chunk)]);
+    round_to_format(s.residual[static_cast<std::size_t>(first) + static_cast<std::size_t>(chunk)],
+                    activation_precision_);
   }
   for (int i = first; i < last; ++i) {
-    const auto r = static_cast<std::size_t>(i + chunk);
+    const auto r = static_cast<std::size_t>(i) + static_cast<std::size_t>(chunk);
     acquire_block(i, Pass::forward);
     blocks_[i].forward(store_, s.residual[r], s.residual[r + 1], s.blocks[i], b.scratch);
     round_to_format(s.residual[r + 1], activation_precision_);
@@ -344,7 +347,7 @@ void GptModel::backward_chunk(int chunk, int slot_index, const Tensor& ids, cons
   }
   const auto [first, last] = chunk_blocks_.at(chunk);
   for (int i = last; i-- > first;) {
-    const auto r = static_cast<std::size_t>(i + chunk);
+    const auto r = static_cast<std::size_t>(i) + static_cast<std::size_t>(chunk);
     acquire_block(i, Pass::backward);
     blocks_[i].recompute(store_, s.residual[r], s.blocks[i], b.scratch, b.mode);
     blocks_[i].backward(store_, s.residual[r], s.blocks[i], b.scratch, grad, loss_scale);

@@ -367,7 +367,7 @@ DeviceContext::DeviceContext(int device, std::size_t) : device_(device), raw_all
   cublas_.reset(reinterpret_cast<cublasHandle_t>(new emulated::EmulatedCublas{stream_.get()}));
   allocator_ = std::make_unique<CachingAllocator>(raw_allocator_);
 }
-DeviceContext::~DeviceContext() {}
+DeviceContext::~DeviceContext() = default;
 void DeviceContext::GemmPlansDeleter::operator()(GemmPlans*) const noexcept {}  // gemm() is emulated: no plans
 void DeviceContext::synchronize() const {}
 

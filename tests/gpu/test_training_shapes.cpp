@@ -8,6 +8,7 @@
 
 #include <algorithm>
 #include <array>
+#include <bit>
 #include <cmath>
 #include <cstdint>
 #include <cstring>
@@ -124,7 +125,7 @@ TEST_F(CudaBackendTest, EmbeddingBackwardAtTrainingShapeEqualsTheCpuBitForBit) {
     const std::int64_t count = want.numel();
     std::int64_t first = -1, differing = 0;
     for (std::int64_t i = 0; i < count; ++i) {
-      if (std::memcmp(g + i, w + i, sizeof(float)) != 0) {
+      if (std::bit_cast<std::uint32_t>(g[i]) != std::bit_cast<std::uint32_t>(w[i])) {  // bits, not values
         if (first < 0) first = i;
         ++differing;
       }

@@ -39,12 +39,15 @@ namespace detail {
 
 }  // namespace myriad
 
+// msg_stream is a `<<` chain (`"x " << x`): parenthesised it would be a shift expression.
+// NOLINTBEGIN(bugprone-macro-parentheses)
 #define MYRIAD_THROW(msg_stream)                                                   \
   do {                                                                             \
     std::ostringstream myriad_error_stream_;                                       \
     myriad_error_stream_ << msg_stream;                                            \
     ::myriad::detail::throw_error(myriad_error_stream_.str(), __FILE__, __LINE__); \
   } while (0)
+// NOLINTEND(bugprone-macro-parentheses)
 
 #define MYRIAD_CHECK(cond, msg_stream) \
   do {                                 \
