@@ -1,4 +1,4 @@
-"""PyTorch reference for the GPT-2 124M training-step benchmark (issue 6's bar: myriad's CUDA step
+"""PyTorch reference for the GPT-2 124M training-step benchmark (the bar: myriad's CUDA step
 must reach at least this tokens/s). The model is written out here (no downloaded weights, no
 Hugging Face): GPT-2 small — 12 layers, 12 heads, C 768, vocabulary 50257 padded to 50304,
 learned positions, pre-LayerNorm blocks, GELU (tanh) MLP, tied embeddings — trained with bf16
