@@ -227,8 +227,7 @@ int main(int argc, char** argv) {
   }
   if (rank == 0) {
     table.print();
-    std::cout
-        << "\nBars (balanced routing, top 2 of 8 experts): grouped / sgemm >= 80%; MoE / dense <= 1.5.\n";
+    std::cout << "\nBars (balanced routing, top 2 of 8 experts): grouped / sgemm >= 80%; MoE / dense <= 1.5.\n";
   }
   return 0;
 }
