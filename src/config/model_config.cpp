@@ -21,7 +21,10 @@ const std::vector<Field<ModelConfig>>& ModelConfig::fields() {
       make_field("ffn_hidden", &M::ffn_hidden,
                  "MLP hidden width; 0 = derived: 4*n_embd (gpt2), round_up(8*n_embd/3, 64) (llama)",
                  {.check = at_least(0)}),
-      make_field("norm_eps", &M::norm_eps, "epsilon of LayerNorm / RMSNorm", {.check = greater_than(0)}),
+      make_field("norm_eps", &M::norm_eps,
+                 "epsilon of LayerNorm / RMSNorm; the default is GPT-2's (and LLaMA 2's); LLaMA (1) used 1e-6, set in "
+                 "configs/llama_tiny.yaml",
+                 {.check = greater_than(0)}),
       make_field("rope_theta", &M::rope_theta, "RoPE base frequency (llama)", {.check = greater_than(0)}),
       make_field("tie_embeddings", &M::tie_embeddings,
                  "LM head shares the token embedding; auto = true for gpt2, false for llama"),

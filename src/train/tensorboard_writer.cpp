@@ -73,7 +73,8 @@ std::uint32_t masked_crc32c(const void* data, std::size_t size) {
   return ((crc >> 15) | (crc << 17)) + 0xA282EAD8u;
 }
 
-TensorBoardWriter::TensorBoardWriter(const std::string& dir, int flush_every) : flush_every_(flush_every) {
+TensorBoardWriter::TensorBoardWriter(const std::string& dir, int flush_every, double flush_seconds)
+    : flush_every_(flush_every), flush_seconds_(flush_seconds) {
   std::error_code ec;
   std::filesystem::create_directories(dir, ec);
   MYRIAD_CHECK(!ec, "tensorboard: cannot create " << dir << ": " << ec.message());
@@ -119,13 +120,16 @@ void TensorBoardWriter::add_scalars(std::int64_t step, const std::vector<std::pa
   std::string event = event_header(now_seconds(), step);
   put_bytes_field(event, 5, summary);
   write_record(event);
-  if (++pending_ >= flush_every_) flush();
+  const double since_flush = std::chrono::duration<double>(std::chrono::steady_clock::now() - last_flush_).count();
+  if (!summaries_written_ || ++pending_ >= flush_every_ || since_flush >= flush_seconds_) flush();
+  summaries_written_ = true;
 }
 
 void TensorBoardWriter::flush() {
   out_.flush();
   MYRIAD_CHECK(out_, "tensorboard: write to " << path_ << " failed (disk full?)");
   pending_ = 0;
+  last_flush_ = std::chrono::steady_clock::now();
 }
 
 }  // namespace myriad::train

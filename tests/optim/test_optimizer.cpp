@@ -18,14 +18,31 @@ TEST(LrSchedule, WarmupThenCosineAndLinearToFloor) {
   EXPECT_FLOAT_EQ(s.lr_at(0), 0.1f);
   EXPECT_FLOAT_EQ(s.lr_at(9), 1.0f);
   EXPECT_FLOAT_EQ(s.lr_at(10), 1.0f);
-  EXPECT_NEAR(s.lr_at(60), 0.1 + 0.9 * 0.5, 1e-6);
-  EXPECT_FLOAT_EQ(s.lr_at(110), 0.1f);
-  EXPECT_FLOAT_EQ(s.lr_at(500), 0.1f);
+  // Decay over steps 10..109: half way at 10 + 99/2, min_lr exactly at the run's last step.
+  EXPECT_NEAR(s.lr_at(60), 0.1 + 0.9 * 0.5 * (1.0 + std::cos(M_PI * 50.0 / 99.0)), 1e-6);
+  EXPECT_GT(s.lr_at(108), 0.1f);
+  EXPECT_EQ(s.lr_at(109), 0.1f);
+  EXPECT_EQ(s.lr_at(110), 0.1f);
+  EXPECT_EQ(s.lr_at(500), 0.1f);
   s.kind = ScheduleKind::linear;
-  EXPECT_NEAR(s.lr_at(35), 0.1 + 0.9 * 0.75, 1e-6);
+  EXPECT_NEAR(s.lr_at(35), 0.1 + 0.9 * (1.0 - 25.0 / 99.0), 1e-6);
+  EXPECT_EQ(s.lr_at(109), 0.1f);
   s.kind = ScheduleKind::constant;
   EXPECT_FLOAT_EQ(s.lr_at(100), 1.0f);
   EXPECT_THROW(parse_schedule("step"), Error);
+}
+
+TEST(LrSchedule, ATwentyStepRunWithoutWarmupEndsAtMinLr) {
+  // The issue found against a reference: the last step of a 20-step run used 1.098e-4, not min_lr.
+  LrSchedule s{.lr = 1e-3f, .min_lr = 1e-4f, .warmup_steps = 0, .total_steps = 20, .kind = ScheduleKind::cosine};
+  EXPECT_EQ(s.lr_at(0), 1e-3f);
+  EXPECT_EQ(s.lr_at(19), 1e-4f);
+  for (std::int64_t step = 1; step < 20; ++step) EXPECT_LT(s.lr_at(step), s.lr_at(step - 1)) << step;
+  // A warmup of 1 step: step 0 at lr, then the decay over steps 1..19.
+  s.warmup_steps = 1;
+  EXPECT_EQ(s.lr_at(0), 1e-3f);
+  EXPECT_EQ(s.lr_at(1), 1e-3f);
+  EXPECT_EQ(s.lr_at(19), 1e-4f);
 }
 
 TEST(AdamWOptimizer, GlobalNormClippingAndDecayExclusions) {

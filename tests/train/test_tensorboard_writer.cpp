@@ -8,6 +8,7 @@
 #include <filesystem>
 #include <fstream>
 #include <map>
+#include <thread>
 
 #include "myriad/train/tensorboard_writer.h"
 
@@ -124,6 +125,26 @@ TEST(TensorBoardWriter, EventFileDecodesToTheWrittenScalars) {
   EXPECT_FLOAT_EQ(events[1].scalars.at("perf/mfu"), 0.125f);
   EXPECT_EQ(events[2].step, 300);
   EXPECT_FLOAT_EQ(events[2].scalars.at("train/loss"), 4.5f);
+  fs::remove_all(dir);
+}
+
+TEST(TensorBoardWriter, ALiveReaderSeesTheFirstSummaryAndThenOneEveryFlushInterval) {
+  // While the writer is open: the first summary is on disk at once; later ones wait for
+  // flush_every summaries or flush_seconds since the last flush, whichever comes first.
+  const fs::path dir = fs::temp_directory_path() / ("myriad_tb_live_" + std::to_string(::getpid()));
+  fs::remove_all(dir);
+  {
+    TensorBoardWriter writer(dir.string(), 1000, 0.5);
+    writer.add_scalars(1, {{"train/loss", 5.0}});
+    ASSERT_EQ(read_events(writer.path()).size(), 2u);  // header + step 1
+    writer.add_scalars(2, {{"train/loss", 4.9}});
+    EXPECT_EQ(read_events(writer.path()).size(), 2u);  // buffered: 1 of 1000, well within 0.5 s
+    std::this_thread::sleep_for(std::chrono::milliseconds(600));
+    writer.add_scalars(3, {{"train/loss", 4.8}});
+    std::vector<Event> events = read_events(writer.path());
+    ASSERT_EQ(events.size(), 4u);  // the time since the last flush passed 0.5 s
+    EXPECT_EQ(events[3].step, 3);
+  }
   fs::remove_all(dir);
 }
 

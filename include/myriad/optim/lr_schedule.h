@@ -1,6 +1,9 @@
-// Learning-rate schedule: linear warmup from lr/warmup to lr over `warmup_steps`, then cosine
-// or linear decay to `min_lr` at `total_steps` (constant keeps lr). Steps are 0-based: the
-// first optimizer step uses lr_at(0) = lr / warmup_steps when warming up.
+// Learning-rate schedule: linear warmup over `warmup_steps`, then cosine or linear decay to
+// `min_lr` (constant keeps lr). Steps are 0-based. Warmup step s trains at lr * (s + 1) /
+// warmup_steps: the first optimizer step already moves (at lr / warmup_steps; a step at lr 0
+// would be wasted) and step warmup_steps - 1 reaches lr. The decay runs over steps
+// warmup_steps .. total_steps - 1: the first of them at lr, the last step of the run
+// (total_steps - 1) exactly at min_lr, and any step after it stays at min_lr.
 #pragma once
 
 #include <cstdint>
