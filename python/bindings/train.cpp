@@ -8,6 +8,9 @@
 #include <pybind11/pybind11.h>
 #include <pybind11/stl.h>
 
+#include <climits>
+#include <optional>
+
 #include "bindings.h"
 #include "myriad/config/run_config.h"
 #include "myriad/core/logging.h"
@@ -17,6 +20,8 @@
 #include "myriad/ops/placement.h"
 #include "myriad/train/engine.h"
 #include "myriad/train/interchange.h"
+#include "myriad/nn/generate.h"
+#include "myriad/optim/lr_schedule.h"
 
 namespace py = pybind11;
 
@@ -27,6 +32,41 @@ namespace {
 // The step's metrics as a dict with exactly the metrics.jsonl schema (docs/metrics.md).
 py::object metrics_dict(const train::StepMetrics& m) {
   return py::module_::import("json").attr("loads")(train::step_metrics_json(m));
+}
+
+// A (rows, T) integer array as an int32 host tensor (a copy); `what` names it in errors.
+Tensor token_tensor(const py::object& array, const char* what) {
+  py::array given = py::array::ensure(array);
+  MYRIAD_CHECK(given && (given.dtype().kind() == 'i' || given.dtype().kind() == 'u'),
+               "Engine: " << what << " must be an integer array (rows, T)");
+  MYRIAD_CHECK(given.ndim() == 2, "Engine: " << what << " must be 2-D (rows, T), got " << given.ndim() << " dims");
+  auto ints = py::array_t<std::int64_t, py::array::c_style | py::array::forcecast>::ensure(given);
+  Tensor t = Tensor::empty({given.shape(0), given.shape(1)}, DType::i32);
+  auto* out = t.data<std::int32_t>();
+  const std::int64_t* in = ints.data();
+  for (std::int64_t i = 0; i < t.numel(); ++i) {
+    MYRIAD_CHECK(in[i] >= INT32_MIN && in[i] <= INT32_MAX,
+                 "Engine: " << what << " value " << in[i] << " is not an int32");
+    out[i] = static_cast<std::int32_t>(in[i]);
+  }
+  return t;
+}
+
+// A host NumPy array of a tensor: a view of host memory, a copy of device memory.
+py::object host_array(const Tensor& t, const char* what) {
+  return py::cast(ops::placement_of(t, what).to_host(t)).attr("numpy")();
+}
+
+nn::GenerateArgs generate_args(std::int64_t max_new_tokens, float temperature, std::int64_t top_k, std::uint64_t seed,
+                               const std::vector<std::int32_t>& stop_tokens, bool truncate) {
+  nn::GenerateArgs args;
+  args.max_new_tokens = max_new_tokens;
+  args.temperature = temperature;
+  args.top_k = top_k;
+  args.seed = seed;
+  args.stop_tokens = stop_tokens;
+  args.truncate_prompt = truncate;
+  return args;
 }
 
 }  // namespace
@@ -99,19 +139,187 @@ void bind_train(py::module_& m) {
       .def("load", &train::Engine::load, py::arg("checkpoint_dir"), py::call_guard<py::gil_scoped_release>())
       .def(
           "generate",
-          [](train::Engine& e, const std::string& prompt, std::int64_t max_new_tokens, float temperature,
-             std::int64_t top_k, std::uint64_t seed) {
-            std::string text;
+          [](train::Engine& e, const py::object& prompt, std::int64_t max_new_tokens, float temperature,
+             std::int64_t top_k, std::uint64_t seed, const std::vector<std::int32_t>& stop_tokens, bool truncate,
+             bool details) -> py::object {
+            if (py::isinstance<py::str>(prompt) && stop_tokens.empty() && !truncate && !details) {
+              std::string text;
+              {
+                py::gil_scoped_release release;
+                text = e.generate(prompt.cast<std::string>(), max_new_tokens, temperature, top_k, seed);
+              }
+              // Sampled byte-level tokens need not form valid UTF-8 (a multi-byte character cut
+              // in the middle): decode with replacement, as BpeTokenizer.decode does.
+              return py::bytes(text).attr("decode")("utf-8", "replace");
+            }
+            std::vector<std::int32_t> ids;
+            if (py::isinstance<py::str>(prompt)) {  // text: the tokenizer's ids after an end-of-text token
+              MYRIAD_CHECK(e.tokenizer() != nullptr, "generate: this run has no tokenizer; pass token ids");
+              ids = e.tokenizer()->encode(prompt.cast<std::string>());
+              ids.insert(ids.begin(), e.tokenizer()->eot_id());
+            } else {
+              ids = prompt.cast<std::vector<std::int32_t>>();
+            }
+            const nn::GenerateArgs args =
+                generate_args(max_new_tokens, temperature, top_k, seed, stop_tokens, truncate);
+            nn::Generation g;
             {
               py::gil_scoped_release release;
-              text = e.generate(prompt, max_new_tokens, temperature, top_k, seed);
+              g = e.generate_ids(ids, args);
             }
-            // Sampled byte-level tokens need not form valid UTF-8 (a multi-byte character cut
-            // in the middle): decode with replacement, as BpeTokenizer.decode does.
-            return py::bytes(text).attr("decode")("utf-8", "replace");
+            py::dict d;
+            d["ids"] = py::array_t<std::int32_t>(static_cast<py::ssize_t>(g.ids.size()), g.ids.data());
+            d["logprobs"] = py::array_t<float>(static_cast<py::ssize_t>(g.logprobs.size()), g.logprobs.data());
+            d["finish_reason"] = g.finish_reason;
+            d["prompt_tokens"] = g.prompt_used;
+            d["prompt_tokens_dropped"] = static_cast<std::int64_t>(ids.size()) - g.prompt_used;
+            if (e.tokenizer() != nullptr) {
+              d["text"] = py::bytes(e.tokenizer()->decode(g.ids)).attr("decode")("utf-8", "replace");
+            }
+            return std::move(d);
           },
           py::arg("prompt"), py::arg("max_new_tokens"), py::arg("temperature") = 0.8f, py::arg("top_k") = 40,
-          py::arg("seed") = 0, "prompt followed by the sampled continuation (invalid UTF-8 shown as U+FFFD)")
+          py::arg("seed") = 0, py::arg("stop_tokens") = std::vector<std::int32_t>{}, py::arg("truncate") = false,
+          py::arg("details") = false,
+          "prompt (text, or a list of token ids) -> with a text prompt and no other option, the prompt followed "
+          "by the sampled continuation (invalid UTF-8 shown as U+FFFD); otherwise a dict: ids, logprobs (log p "
+          "of each id under the model), finish_reason (stop_token / max_new_tokens / context_length), "
+          "prompt_tokens, prompt_tokens_dropped (truncate=True keeps a too long prompt's end), text (with a "
+          "tokenizer). Collective.")
+      .def(
+          "forward",
+          [](train::Engine& e, const py::object& tokens, const py::object& targets) -> py::object {
+            const Tensor ids = token_tensor(tokens, "tokens");
+            if (targets.is_none()) {
+              Tensor logits;
+              {
+                py::gil_scoped_release release;
+                logits = e.forward_logits(ids);
+              }
+              return py::cast(logits).attr("numpy")();
+            }
+            const Tensor t = token_tensor(targets, "targets");
+            double loss = 0.0;
+            {
+              py::gil_scoped_release release;
+              loss = e.forward(ids, t);
+            }
+            return py::float_(loss);
+          },
+          py::arg("tokens"), py::arg("targets") = py::none(),
+          "tokens (rows, T) -> logits (rows, T, vocab) as NumPy; with targets: this rank's rows of the global "
+          "batch (rows a multiple of training.micro_batch, T = training.seq_len) -> the mean loss over the "
+          "global batch, kept for backward(). Collective")
+      .def("backward", &train::Engine::backward, py::arg("scale") = 1.0, py::arg("sync") = true,
+           py::call_guard<py::gil_scoped_release>(),
+           "accumulate the gradients of scale x the last forward's loss; sync=False defers the data-parallel "
+           "reduction to a later backward. Collective")
+      .def("zero_grad", &train::Engine::zero_grad, py::call_guard<py::gil_scoped_release>())
+      .def(
+          "optimizer_step",
+          [](train::Engine& e, std::optional<double> lr) {
+            train::StepMetrics metrics;
+            {
+              py::gil_scoped_release release;
+              metrics = e.optimizer_step(lr);
+            }
+            return metrics_dict(metrics);
+          },
+          py::arg("lr") = py::none(),
+          "the update from the reduced gradients at lr (None = the schedule's); returns the step's metrics")
+      .def(
+          "train_batch",
+          [](train::Engine& e, std::optional<std::int64_t> step) {
+            std::pair<Tensor, Tensor> batch;
+            {
+              py::gil_scoped_release release;
+              batch = e.train_batch(step.value_or(e.step_count()));
+            }
+            return py::make_tuple(py::cast(batch.first).attr("numpy")(), py::cast(batch.second).attr("numpy")());
+          },
+          py::arg("step") = py::none(),
+          "(tokens, targets): the rows of a step's global batch this rank trains on (default: the next step's)")
+      .def_property_readonly(
+          "lr", [](const train::Engine& e) { return e.schedule().lr_at(e.step_count()); },
+          "the schedule's learning rate for the next step")
+      .def_property_readonly("schedule",
+                             [](const train::Engine& e) {
+                               const optim::LrSchedule& s = e.schedule();
+                               py::dict d;
+                               d["lr"] = s.lr;
+                               d["min_lr"] = s.min_lr;
+                               d["warmup_steps"] = s.warmup_steps;
+                               d["total_steps"] = s.total_steps;
+                               d["kind"] = s.kind == optim::ScheduleKind::cosine   ? "cosine"
+                                           : s.kind == optim::ScheduleKind::linear ? "linear"
+                                                                                   : "constant";
+                               return d;
+                             })
+      .def(
+          "set_schedule",
+          [](train::Engine& e, std::optional<double> lr, std::optional<double> min_lr,
+             std::optional<std::int64_t> warmup_steps, std::optional<std::int64_t> total_steps,
+             std::optional<std::string> kind) {
+            optim::LrSchedule s = e.schedule();
+            if (lr) s.lr = static_cast<float>(*lr);
+            if (min_lr) s.min_lr = static_cast<float>(*min_lr);
+            if (warmup_steps) s.warmup_steps = *warmup_steps;
+            if (total_steps) s.total_steps = *total_steps;
+            if (kind) s.kind = optim::parse_schedule(*kind);
+            e.set_schedule(s);
+          },
+          py::arg("lr") = py::none(), py::arg("min_lr") = py::none(), py::arg("warmup_steps") = py::none(),
+          py::arg("total_steps") = py::none(), py::arg("kind") = py::none(),
+          "change the learning-rate schedule for the following steps (keys not given keep their values)")
+      .def(
+          "optimizer_state",
+          [](train::Engine& e) {
+            py::dict d;
+            for (const train::Engine::OwnedSlice& s : e.owned_slices()) {
+              py::dict entry;
+              entry["shape"] = s.shape;
+              entry["start"] = s.start;
+              entry["m"] = host_array(s.m, "optimizer state");
+              entry["v"] = host_array(s.v, "optimizer state");
+              entry["steps"] = e.optimizer().steps_taken();
+              d[py::str(s.name)] = entry;
+            }
+            return d;
+          },
+          "name -> {shape, start, m, v, steps}: AdamW's moments of this rank's owned part of each parameter "
+          "(flat, from element `start`; whole parameters at ZeRO 0); views on the host, copies from a GPU")
+      .def(
+          "_set_gradient_dispatch",
+          [](train::Engine& e, py::object dispatch) {
+            if (dispatch.is_none()) {
+              e.set_before_update(nullptr);
+              return;
+            }
+            // Called with the GIL released (inside the step): takes it, hands the owned gradients to
+            // Python as writable arrays, and writes device copies back.
+            e.set_before_update([&e, dispatch = std::make_shared<py::object>(std::move(dispatch))] {
+              py::gil_scoped_acquire gil;
+              py::list slices;
+              std::vector<std::pair<Tensor, Tensor>> write_back;  // (device grad, host copy)
+              for (const train::Engine::OwnedSlice& s : e.owned_slices()) {
+                const ops::Placement placement = ops::placement_of(s.grad, "gradient");
+                Tensor host = placement.on_host() ? s.grad : placement.to_host(s.grad);
+                if (!placement.on_host()) write_back.emplace_back(s.grad, host);
+                slices.append(py::make_tuple(s.name, s.start, s.shape, py::cast(host).attr("numpy")()));
+              }
+              (*dispatch)(slices);
+              for (auto& [device, host] : write_back) {
+                ops::Backend& backend = *ops::placement_of(device, "gradient").backend;
+                backend.copy(backend.copy_from_host(host), device);
+              }
+            });
+          },
+          py::arg("dispatch"), "internal: myriad.Engine's gradient hooks")
+      .def_property_readonly(
+          "data_parallel_rank", [](train::Engine& e) { return e.groups().group(dist::Axis::dp).rank(); },
+          "this rank's replica: which rows of the global batch it passes (train_batch)")
+      .def_property_readonly("data_parallel_size",
+                             [](train::Engine& e) { return e.groups().group(dist::Axis::dp).size(); })
       .def_property_readonly("step_count", &train::Engine::step_count)
       .def_property_readonly("tokens_per_step", &train::Engine::tokens_per_step)
       .def_property_readonly("flops_per_token", &train::Engine::flops_per_token)

@@ -97,8 +97,9 @@ Engine::Engine(const RunConfig& config, std::shared_ptr<spdlog::logger> log, dis
       config_.parallel.pp > 1 ? schedule_kind(config_.parallel.pp_schedule) : dist::ScheduleKind::one_f_one_b;
   pipeline_ = std::make_unique<PipelineExecutor>(*model_, pp(), kind, config_.training.gradient_accumulation,
                                                  config_.parallel.virtual_stages);
-  pipeline_->set_micro_batch_observer([this](bool last) { data_parallel_->begin_micro_batch(last); });
-  pipeline_->set_backward_observer([this](bool final) { data_parallel_->begin_pipelined_backward(final); });
+  pipeline_->set_micro_batch_observer([this](bool last) { data_parallel_->begin_micro_batch(last && sync_backward_); });
+  pipeline_->set_backward_observer(
+      [this](bool final) { data_parallel_->begin_pipelined_backward(final && sync_backward_); });
   schedule_ = lr_schedule(config_.training);
   recompute_ = recompute_mode(config_.training.recompute);
   // Fixed for the run (model, B, T, recompute): computed once, read by every step's metrics.
@@ -113,18 +114,8 @@ Engine::Engine(const RunConfig& config, std::shared_ptr<spdlog::logger> log, dis
       batch_targets_.push_back(Tensor::empty({config_.training.micro_batch, T}, DType::i32));
     }
   }
-  // The micro-batches of a step: this rank's rows of every micro-batch of the global batch.
   auto fill = [this](std::int64_t step, std::vector<Tensor>& ids, std::vector<Tensor>& targets) {
-    const std::int64_t B = config_.training.micro_batch;
-    const int ranks = dp().size(), rank = dp().rank();
-    for (std::size_t m = 0; m < ids.size(); ++m) {
-      const std::int64_t first = (static_cast<std::int64_t>(m) * ranks + rank) * B;
-      if (mixture_sampler_) {
-        mixture_sampler_->fill_batch(step, first, B, ids[m], targets[m]);
-      } else {
-        train_sampler_->fill_batch(step, first, B, ids[m], targets[m]);
-      }
-    }
+    fill_micro_batches(step, ids, targets);
   };
   prefetch_ = config_.parallel.cp > 1 ? std::make_unique<BatchPrefetch>(fill, batch_ids_, batch_targets_)
                                       : std::make_unique<BatchPrefetch>(fill, micro_ids_, micro_targets_);
@@ -182,6 +173,21 @@ Engine::Engine(const RunConfig& config, std::shared_ptr<spdlog::logger> log, dis
 }
 
 Engine::~Engine() = default;
+
+void Engine::fill_micro_batches(std::int64_t step, std::vector<Tensor>& ids, std::vector<Tensor>& targets) {
+  // This rank's rows of every micro-batch of the global batch: micro-batch m of dp rank r holds
+  // global samples [(m * dp + r) * B, (m * dp + r + 1) * B).
+  const std::int64_t B = config_.training.micro_batch;
+  const int ranks = dp().size(), rank = dp().rank();
+  for (std::size_t m = 0; m < ids.size(); ++m) {
+    const std::int64_t first = (static_cast<std::int64_t>(m) * ranks + rank) * B;
+    if (mixture_sampler_) {
+      mixture_sampler_->fill_batch(step, first, B, ids[m], targets[m]);
+    } else {
+      train_sampler_->fill_batch(step, first, B, ids[m], targets[m]);
+    }
+  }
+}
 
 void Engine::log_layout() {
   const ParallelConfig& p = config_.parallel;
@@ -311,6 +317,49 @@ MemoryReport Engine::memory_report() const {
   return r;
 }
 
+void Engine::finish_backward_pass(bool sync) {
+  if (sync) {
+    sync_tied_embedding();  // pp: the end stages' halves of the tied embedding
+    data_parallel_->finish_step();
+  } else {
+    data_parallel_->finish_backward();  // ZeRO 2/3 reductions in flight; the reduction waits for a synced pass
+  }
+}
+
+optim::OptimizerStepStats Engine::apply_update(float lr, double loss_scale) {
+  if (before_update_) before_update_();
+  const auto unscale = static_cast<float>(1.0 / loss_scale);
+  optim::OptimizerStepStats stats = data_parallel_->optimizer_step(lr, unscale);
+  if (loss_scaler_) {
+    loss_scaler_->update(!stats.skipped);
+    if (stats.skipped) {
+      log_->warn("step {}: gradient overflow at loss scale {:g}: update skipped, scale now {:g}", step_ + 1, loss_scale,
+                 loss_scaler_->scale());
+    }
+  } else if (stats.skipped) {
+    log_->warn("step {}: non-finite gradient norm, update skipped", step_ + 1);
+  }
+  if (!stats.skipped) refresh_compute_weights();
+  ++step_;
+  return stats;
+}
+
+void Engine::check_finite_progress(const StepMetrics& metrics, double loss_scale) {
+  // An fp16 overflow while the scaler can still lower the scale is the scaler's normal search.
+  const bool scaler_backing_off = loss_scaler_ && metrics.skipped && loss_scale > config_.training.min_loss_scale;
+  const bool nonfinite = !std::isfinite(metrics.loss) || (metrics.skipped && !scaler_backing_off);
+  nonfinite_steps_in_a_row_ = nonfinite ? nonfinite_steps_in_a_row_ + 1 : 0;
+  const int limit = config_.training.max_nonfinite_steps;
+  MYRIAD_CHECK(limit == 0 || nonfinite_steps_in_a_row_ < limit,
+               "training stopped at step " << step_ << ": " << nonfinite_steps_in_a_row_
+                                           << " steps in a row had a non-finite loss or gradient norm (last: loss "
+                                           << metrics.loss << ", grad norm " << metrics.grad_norm << ", loss scale "
+                                           << loss_scale << "; training.max_nonfinite_steps is " << limit
+                                           << "): lower training.lr, check training.weight_decay, "
+                                              "training.initial_loss_scale and the data, or raise "
+                                              "training.max_nonfinite_steps (0 = never stop)");
+}
+
 StepMetrics Engine::step() {
   check_fresh_run_folder();
   const auto start = std::chrono::steady_clock::now();
@@ -340,34 +389,19 @@ StepMetrics Engine::step() {
   data_parallel_->zero_grads();
   model_->reset_moe_stats();
   model_->reset_attention_stats();
-  // The step loop: every micro-batch through this rank's schedule (gradients reduced over dp during
-  // the last backward, or after the schedule with a pipeline), then the tied embedding's halves.
   const PipelineStepResult run = pipeline_->run(micro_ids_, micro_targets_, loss_scale, recompute_);
   bubble_seconds_ = run.bubble_seconds;
   if (compute_delay_ > 0) std::this_thread::sleep_for(std::chrono::duration<double>(compute_delay_));
-  sync_tied_embedding();
-  data_parallel_->finish_step();
+  finish_backward_pass(true);
   const double loss_sum = dist::sum_over_ranks(data_group(), dist::sum_over_ranks(pp(), run.loss_sum));  // last stage's
   StepMetrics metrics;
   metrics.lr = schedule_.lr_at(step_);
-  const auto unscale = static_cast<float>(1.0 / scale);
-  optim::OptimizerStepStats stats = data_parallel_->optimizer_step(metrics.lr, unscale);
-  metrics.loss_scale = scale;
-  if (loss_scaler_) {
-    loss_scaler_->update(!stats.skipped);
-    if (stats.skipped) {
-      log_->warn("step {}: gradient overflow at loss scale {:g}: update skipped, scale now {:g}", step_ + 1, scale,
-                 loss_scaler_->scale());
-    }
-  } else if (stats.skipped) {
-    log_->warn("step {}: non-finite gradient norm, update skipped", step_ + 1);
-  }
-  if (!stats.skipped) refresh_compute_weights();
-  ++step_;
+  const optim::OptimizerStepStats stats = apply_update(metrics.lr, scale);
   metrics.step = step_;
   metrics.loss = loss_sum / static_cast<double>(valid);
   metrics.grad_norm = stats.grad_norm;
   metrics.skipped = stats.skipped;
+  metrics.loss_scale = scale;
   if (mixture_sampler_) {  // data.sources: every rank knows every sample's source (no communication)
     metrics.tokens_by_source.assign(mixture_sampler_->source_count(), 0);
     const std::int64_t samples = static_cast<std::int64_t>(micro_batches) * dp().size() * config_.training.micro_batch;
@@ -379,19 +413,7 @@ StepMetrics Engine::step() {
   metrics.attention = collect_attention_metrics(*model_, data_group(), tp(), pp());
   metrics.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   metrics_->finish(metrics, data_wait, bubble_seconds_, memory_report());
-  // An fp16 overflow while the scaler can still lower the scale is the scaler's normal search.
-  const bool scaler_backing_off = loss_scaler_ && stats.skipped && scale > config_.training.min_loss_scale;
-  const bool nonfinite = !std::isfinite(metrics.loss) || (stats.skipped && !scaler_backing_off);
-  nonfinite_steps_in_a_row_ = nonfinite ? nonfinite_steps_in_a_row_ + 1 : 0;
-  const int limit = config_.training.max_nonfinite_steps;
-  MYRIAD_CHECK(limit == 0 || nonfinite_steps_in_a_row_ < limit,
-               "training stopped at step " << step_ << ": " << nonfinite_steps_in_a_row_
-                                           << " steps in a row had a non-finite loss or gradient norm (last: loss "
-                                           << metrics.loss << ", grad norm " << metrics.grad_norm << ", loss scale "
-                                           << scale << "; training.max_nonfinite_steps is " << limit
-                                           << "): lower training.lr, check training.weight_decay, "
-                                              "training.initial_loss_scale and the data, or raise "
-                                              "training.max_nonfinite_steps (0 = never stop)");
+  check_finite_progress(metrics, scale);
   return metrics;
 }
 

@@ -161,38 +161,12 @@ std::string Engine::generate(const std::string& prompt, std::int64_t max_new_tok
   const data::BpeTokenizer& tok = *data_.tokenizer;
   std::vector<std::int32_t> ids = tok.encode(prompt);
   ids.insert(ids.begin(), tok.eot_id());
-  nn::GenerateArgs args{.max_new_tokens = max_new_tokens, .temperature = temperature, .top_k = top_k, .seed = seed};
-  std::vector<std::int32_t> out;
-  // A host copy of the serial model decodes (tp / pp / ep: assembled from every rank's part; cp:
-  // the rank's own parameters, which are whole, without the ring its model attends through).
-  auto generate_on_copy = [&](const Tensor& serial_values) {
-    nn::GptModel copy(model_->config());
-    copy.parameters().flat_values().copy_from(serial_values);
-    if (compute_format_ != DType::f32) {  // the weights the trained model reads
-      round_to_format(copy.parameters().flat_values(), compute_format_);
-      copy.set_activation_precision(compute_format_);
-    }
-    return nn::generate(copy, ids, args);
-  };
-  if (model_parallel()) {
-    FullState serial;
-    snapshot_serial(serial);
-    out = generate_on_copy(serial.values);
-  } else if (config_.parallel.cp > 1) {
-    data_parallel_->gather_all();  // ZeRO-3: every parameter
-    const Tensor values = model_->parameters().flat_values().clone();
-    data_parallel_->release_all();
-    out = generate_on_copy(values);
-  } else {                         // the model itself decodes, where it lives (host or GPU)
-    data_parallel_->gather_all();  // ZeRO-3: decoding reads every parameter
-    try {
-      out = nn::generate(*model_, ids, args);
-    } catch (...) {
-      data_parallel_->release_all();
-      throw;
-    }
-    data_parallel_->release_all();
-  }
+  nn::GenerateArgs args;
+  args.max_new_tokens = max_new_tokens;
+  args.temperature = temperature;
+  args.top_k = top_k;
+  args.seed = seed;
+  const std::vector<std::int32_t> out = generate_ids(ids, args).ids;
   // Document boundaries (end-of-text tokens) are shown as a separator line.
   std::string text = prompt;
   std::vector<std::int32_t> piece;

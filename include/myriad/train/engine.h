@@ -19,7 +19,11 @@
 // Checkpoints and generation go through the serial layout (SerialLayout).
 #pragma once
 
+#include <functional>
+#include <map>
 #include <memory>
+#include <optional>
+#include <utility>
 #include <string>
 #include <vector>
 
@@ -30,6 +34,7 @@
 #include "myriad/data/sampler.h"
 #include "myriad/data/token_shard.h"
 #include "myriad/distributed/process_groups.h"
+#include "myriad/nn/generate.h"
 #include "myriad/nn/gpt_model.h"
 #include "myriad/optim/adamw_optimizer.h"
 #include "myriad/optim/lr_schedule.h"
@@ -67,6 +72,51 @@ class Engine {
   void load(const std::string& checkpoint_dir);  // "auto" = newest in checkpoint.dir
   std::string generate(const std::string& prompt, std::int64_t max_new_tokens, float temperature, std::int64_t top_k,
                        std::uint64_t seed);
+  // Token ids in, ids and log-probabilities out (engine_research.cpp). Collective; every rank
+  // returns the same result.
+  nn::Generation generate_ids(const std::vector<std::int32_t>& prompt, const nn::GenerateArgs& args);
+
+  // ---- Research API (engine_research.cpp; docs/python.md): a step in parts, on the caller's batches.
+  // Every call is collective over the job. Each rank passes its data-parallel replica's rows: the
+  // tp, pp and cp ranks of one replica pass the same rows (checked), the dp ranks their own part
+  // of the global batch (train_batch() gives the rows step() would take). ids / targets are
+  // (rows, training.seq_len) i32 with rows a positive multiple of training.micro_batch, split
+  // into micro-batches of that size; a target of nn::GptModel::kIgnoreIndex is not counted.
+  //
+  // forward: the mean loss over the valid targets of the global batch (every replica's rows);
+  // the batch is kept for backward().
+  double forward(const Tensor& ids, const Tensor& targets);
+  // Logits (rows, T, model.vocab_size) of ids (rows, T <= model.context_length) on every rank, from
+  // the serial model's values (assembled from every rank's part under tp / pp / ep).
+  Tensor forward_logits(const Tensor& ids);
+  // Accumulates the gradients of `scale` x the last forward()'s loss: the batch runs through the
+  // rank's schedule again, forward with activations kept then backward (the pipeline schedule
+  // needs both passes in one run). `sync` false keeps the data-parallel reduction for a later
+  // backward (accumulation over calls); a backward after a synchronised one needs zero_grad() or
+  // optimizer_step() first.
+  void backward(double scale = 1.0, bool sync = true);
+  void zero_grad();
+  // The update from the reduced gradients at `lr` (nullopt = the schedule's at step_count()):
+  // clipping, the loss scaler and the non-finite checks as in step(); advances step_count().
+  // Returns the step's metrics (loss of the forward()s since the last update).
+  StepMetrics optimizer_step(std::optional<double> lr = std::nullopt);
+  // The rows of step `step`'s global batch this rank trains on (whole sequences under cp):
+  // (gradient_accumulation * micro_batch, seq_len) ids and targets, micro-batch after micro-batch.
+  std::pair<Tensor, Tensor> train_batch(std::int64_t step);
+  const optim::LrSchedule& schedule() const { return schedule_; }
+  void set_schedule(const optim::LrSchedule& schedule);
+  // Called in every optimizer step (step() and optimizer_step()) once the gradients are reduced,
+  // before clipping and the update; nullptr = none.
+  void set_before_update(std::function<void()> hook) { before_update_ = std::move(hook); }
+  // This rank's owned part of each parameter (its ZeRO shard; whole parameters at ZeRO 0): views
+  // of the values, reduced gradients and AdamW moments, flat, from element `start` of the parameter.
+  struct OwnedSlice {
+    std::string name;
+    std::vector<std::int64_t> shape;  // the whole parameter's
+    std::int64_t start = 0;
+    Tensor value, grad, m, v;
+  };
+  std::vector<OwnedSlice> owned_slices();
 
   std::int64_t step_count() const { return step_; }
   const RunConfig& config() const { return config_; }
@@ -105,6 +155,23 @@ class Engine {
   dist::Communicator& pp() { return group(dist::Axis::pp); }
   bool model_parallel() const { return config_.parallel.tp * config_.parallel.pp * config_.parallel.ep > 1; }
   nn::LossSum forward_loss(const Tensor& ids, const Tensor& targets);
+  // The step's micro-batches (this rank's rows of each) from the sampler.
+  void fill_micro_batches(std::int64_t step, std::vector<Tensor>& ids, std::vector<Tensor>& targets);
+  // After a backward pass through the schedule: sync = the tied embedding's halves summed and the
+  // gradients reduced over dp (finish_step), else only the reductions in flight retired.
+  void finish_backward_pass(bool sync);
+  // The before-update hook, clipping and the update at lr, the loss scaler, the compute copy; step_ + 1.
+  optim::OptimizerStepStats apply_update(float lr, double loss_scale);
+  // training.max_nonfinite_steps: throws when too many steps in a row were not finite.
+  void check_finite_progress(const StepMetrics& metrics, double loss_scale);
+  // fn(serial model) on this rank's model where it is whole, else on a host copy assembled from
+  // every rank's part. Collective.
+  void with_serial_model(const std::function<void(nn::GptModel&)>& fn);
+  // The executor for `micro_batches` micro-batches (the step's is pipeline_).
+  PipelineExecutor& executor_for(int micro_batches);
+  // The caller's rows as micro-batches (cp: this rank's chunks), checked; ids only when targets is undefined.
+  void split_caller_batch(const Tensor& ids, const Tensor& targets, std::vector<Tensor>& micro_ids,
+                          std::vector<Tensor>& micro_targets);
   void sync_tied_embedding();
   // Whether this rank owns a distinct part of the state and writes it in checkpoints: every dp
   // rank at ZeRO >= 1 (its shard), the dp rank 0 of each (tp, pp) part at ZeRO 0 — and with
@@ -134,7 +201,17 @@ class Engine {
   std::vector<Tensor> batch_ids_, batch_targets_;          // cp > 1: the replica's whole sequences
   std::unique_ptr<nn::GptModel> model_;
   std::unique_ptr<DataParallel> data_parallel_;
-  std::unique_ptr<PipelineExecutor> pipeline_;   // the step loop: this rank's schedule (one stage at pp 1)
+  std::unique_ptr<PipelineExecutor> pipeline_;  // the step loop: this rank's schedule (one stage at pp 1)
+  std::map<int, std::unique_ptr<PipelineExecutor>> research_executors_;  // other micro-batch counts
+  bool sync_backward_ = true;  // the observers' data-parallel reduction (backward(sync))
+  // Research API state: the last forward()'s micro-batches and global valid targets; whether the
+  // gradients were reduced already; the loss sum / tokens of forward()s since the last update.
+  std::vector<Tensor> research_ids_, research_targets_;
+  std::int64_t research_valid_ = 0;
+  bool research_reduced_ = false;
+  double research_loss_sum_ = 0.0;
+  std::int64_t research_loss_tokens_ = 0;
+  std::function<void()> before_update_;
   std::unique_ptr<SerialLayout> serial_layout_;  // tp * pp > 1
   double bubble_seconds_ = 0.0;                  // of the last step
   Tensor peer_embedding_grad_;                   // pp > 1, tied: the other end's embedding gradient

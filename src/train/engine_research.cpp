@@ -1,0 +1,292 @@
+// Engine's research API: a training step in parts (forward, backward, optimizer_step) over the
+// caller's batches, logits, generation with log-probabilities, the owned optimizer state.
+//
+// Invariants: forward + backward + optimizer_step on the rows train_batch(s) gives for each rank
+// is bit for bit step() at step s — the same micro-batches run through the same schedule with the
+// same loss normalisation (1 / the global batch's valid targets), reduction and update
+// (apply_update). Every call here is collective over the job; each returns the same value on
+// every rank.
+#include <algorithm>
+#include <cstring>
+
+#include "myriad/core/error.h"
+#include "myriad/distributed/scalar_reduce.h"
+#include "myriad/ops/cross_entropy.h"
+#include "myriad/ops/elementwise.h"
+#include "myriad/train/attention_metrics.h"
+#include "myriad/train/engine.h"
+#include "myriad/train/moe_metrics.h"
+
+namespace myriad::train {
+
+namespace {
+
+// FNV-1a over the bytes of a host tensor, folded to 32 bits (exact as a double).
+std::uint32_t content_hash(const Tensor& t, std::uint64_t h = 1469598103934665603ULL) {
+  const auto* bytes = static_cast<const unsigned char*>(t.raw_data());
+  for (std::size_t i = 0; i < t.nbytes(); ++i) h = (h ^ bytes[i]) * 1099511628211ULL;
+  return static_cast<std::uint32_t>(h ^ (h >> 32));
+}
+
+}  // namespace
+
+void Engine::with_serial_model(const std::function<void(nn::GptModel&)>& fn) {
+  // A host copy of the serial model (tp / pp / ep: assembled from every rank's part; cp: the
+  // rank's own parameters, which are whole, without the ring its model attends through), or the
+  // model itself where it is whole (host or GPU; ZeRO-3 gathers every parameter for the call).
+  auto on_copy = [&](const Tensor& serial_values) {
+    nn::GptModel copy(model_->config());
+    copy.parameters().flat_values().copy_from(serial_values);
+    if (compute_format_ != DType::f32) {  // the weights the trained model reads
+      round_to_format(copy.parameters().flat_values(), compute_format_);
+      copy.set_activation_precision(compute_format_);
+    }
+    fn(copy);
+  };
+  if (model_parallel()) {
+    FullState serial;
+    snapshot_serial(serial);
+    on_copy(serial.values);
+  } else if (config_.parallel.cp > 1) {
+    data_parallel_->gather_all();
+    const Tensor values = model_->parameters().flat_values().clone();
+    data_parallel_->release_all();
+    on_copy(values);
+  } else {
+    data_parallel_->gather_all();
+    try {
+      fn(*model_);
+    } catch (...) {
+      data_parallel_->release_all();
+      throw;
+    }
+    data_parallel_->release_all();
+  }
+}
+
+nn::Generation Engine::generate_ids(const std::vector<std::int32_t>& prompt, const nn::GenerateArgs& args) {
+  nn::check_generate_args(args);  // before the collective snapshot: every rank refuses alike
+  nn::Generation out;
+  with_serial_model([&](nn::GptModel& model) { out = nn::generate_with_logprobs(model, prompt, args); });
+  return out;
+}
+
+Tensor Engine::forward_logits(const Tensor& ids) {
+  MYRIAD_CHECK(ids.dim() == 2 && ids.dtype() == DType::i32,
+               "Engine.forward: tokens must be a (rows, T) int32 array, got " << shape_string(ids.shape()) << " "
+                                                                              << dtype_name(ids.dtype()));
+  MYRIAD_CHECK(ids.size(0) >= 1 && ids.size(1) >= 1 && ids.size(1) <= config_.model.context_length,
+               "Engine.forward: tokens " << shape_string(ids.shape()) << " need at least one row and 1 <= T <= "
+                                         << "model.context_length " << config_.model.context_length);
+  Tensor logits;
+  with_serial_model([&](nn::GptModel& model) { logits = model.forward_logits(ids); });
+  return logits;
+}
+
+void Engine::split_caller_batch(const Tensor& ids, const Tensor& targets, std::vector<Tensor>& micro_ids,
+                                std::vector<Tensor>& micro_targets) {
+  const std::int64_t B = config_.training.micro_batch, T = config_.training.seq_len;
+  for (const auto& [what, t] : {std::pair{"tokens", &ids}, std::pair{"targets", &targets}}) {
+    MYRIAD_CHECK(t->dim() == 2 && t->dtype() == DType::i32 && t->size(1) == T && t->size(0) >= B && t->size(0) % B == 0,
+                 "Engine.forward: " << what << " must be (rows, training.seq_len " << T
+                                    << ") int32 with rows a positive multiple of training.micro_batch " << B << ", got "
+                                    << shape_string(t->shape()) << " " << dtype_name(t->dtype()));
+  }
+  MYRIAD_CHECK(ids.size(0) == targets.size(0), "Engine.forward: tokens " << shape_string(ids.shape()) << " and targets "
+                                                                         << shape_string(targets.shape())
+                                                                         << " have different rows");
+  const int V = static_cast<int>(config_.model.vocab_size);
+  const Tensor host_ids = ids.contiguous(), host_targets = targets.contiguous();
+  const std::int32_t* id = host_ids.data<std::int32_t>();
+  const std::int32_t* target = host_targets.data<std::int32_t>();
+  for (std::int64_t i = 0; i < host_ids.numel(); ++i) {
+    MYRIAD_CHECK(id[i] >= 0 && id[i] < V, "Engine.forward: token " << id[i] << " at flat position " << i
+                                                                   << " is outside the vocabulary [0, " << V << ")");
+    MYRIAD_CHECK(target[i] == nn::GptModel::kIgnoreIndex || (target[i] >= 0 && target[i] < V),
+                 "Engine.forward: target " << target[i] << " at flat position " << i << " is outside [0, " << V
+                                           << ") and not the ignore index " << nn::GptModel::kIgnoreIndex);
+  }
+  // The ranks of one replica (tp, pp, cp) compute on the same rows: a different batch on one of
+  // them would silently mix two batches.
+  const double mine = content_hash(host_targets, content_hash(host_ids));
+  for (dist::Axis axis : {dist::Axis::tp, dist::Axis::pp, dist::Axis::cp}) {
+    dist::Communicator& group = groups_->group(axis);
+    if (group.size() == 1) continue;
+    std::vector<double> hashes(static_cast<std::size_t>(group.size()), 0.0);
+    hashes[static_cast<std::size_t>(group.rank())] = mine;
+    hashes = dist::sum_over_ranks(group, hashes);
+    for (std::size_t r = 0; r < hashes.size(); ++r) {
+      MYRIAD_CHECK(hashes[r] == hashes[0], "Engine.forward: the "
+                                               << dist::axis_name(axis) << " ranks of one data-parallel "
+                                               << "replica must pass the same rows, but " << dist::axis_name(axis)
+                                               << " rank " << r << " passed other rows than " << dist::axis_name(axis)
+                                               << " rank 0");
+    }
+  }
+  const std::int64_t count = ids.size(0) / B, local_T = T / config_.parallel.cp;
+  micro_ids.resize(static_cast<std::size_t>(count));
+  micro_targets.resize(static_cast<std::size_t>(count));
+  for (std::int64_t m = 0; m < count; ++m) {
+    const auto i = static_cast<std::size_t>(m);
+    micro_ids[i] = Tensor::empty({B, local_T}, DType::i32);
+    micro_targets[i] = Tensor::empty({B, local_T}, DType::i32);
+    const Tensor rows_ids = host_ids.slice(0, m * B, (m + 1) * B),
+                 rows_targets = host_targets.slice(0, m * B, (m + 1) * B);
+    if (config_.parallel.cp > 1) {
+      context_rows(rows_ids, micro_ids[i]);
+      context_rows(rows_targets, micro_targets[i]);
+    } else {
+      micro_ids[i].copy_from(rows_ids);
+      micro_targets[i].copy_from(rows_targets);
+    }
+  }
+}
+
+double Engine::forward(const Tensor& ids, const Tensor& targets) {
+  check_fresh_run_folder();
+  split_caller_batch(ids, targets, research_ids_, research_targets_);
+  std::int64_t valid = 0;
+  for (const Tensor& t : research_targets_) valid += count_valid_targets(t, nn::GptModel::kIgnoreIndex);
+  valid = dist::sum_over_ranks(data_group(), valid);
+  MYRIAD_CHECK(valid > 0, "Engine.forward: the global batch has no valid target tokens");
+  double sum = 0.0;
+  for (std::size_t m = 0; m < research_ids_.size(); ++m)
+    sum += forward_loss(research_ids_[m], research_targets_[m]).sum;
+  data_parallel_->finish_backward();                                          // ZeRO-3: drops a prefetched unit
+  sum = dist::sum_over_ranks(data_group(), dist::sum_over_ranks(pp(), sum));  // the last stage's
+  research_valid_ = valid;
+  research_loss_sum_ += sum;
+  research_loss_tokens_ += valid;
+  return sum / static_cast<double>(valid);
+}
+
+PipelineExecutor& Engine::executor_for(int micro_batches) {
+  if (micro_batches == config_.training.gradient_accumulation) return *pipeline_;
+  std::unique_ptr<PipelineExecutor>& executor = research_executors_[micro_batches];
+  if (!executor) {
+    const dist::ScheduleKind kind =
+        config_.parallel.pp > 1 ? schedule_kind(config_.parallel.pp_schedule) : dist::ScheduleKind::one_f_one_b;
+    executor = std::make_unique<PipelineExecutor>(*model_, pp(), kind, micro_batches, config_.parallel.virtual_stages);
+    executor->set_micro_batch_observer(
+        [this](bool last) { data_parallel_->begin_micro_batch(last && sync_backward_); });
+    executor->set_backward_observer(
+        [this](bool final) { data_parallel_->begin_pipelined_backward(final && sync_backward_); });
+  }
+  return *executor;
+}
+
+void Engine::backward(double scale, bool sync) {
+  MYRIAD_CHECK(!research_ids_.empty(), "Engine.backward: no batch; call forward(tokens, targets) first");
+  MYRIAD_CHECK(!research_reduced_,
+               "Engine.backward: the gradients were already reduced over data parallelism by a "
+               "backward with sync=True; call zero_grad() or optimizer_step() first, or pass "
+               "sync=False to every backward but the last of an accumulation");
+  MYRIAD_CHECK(std::isfinite(scale), "Engine.backward: scale " << scale << " must be finite");
+  MYRIAD_CHECK(!data_parallel_->local_sgd() && data_parallel_->exchanges_exactly(),
+               "Engine.backward: parallel.sync local and compressed gradient exchanges are not supported by the "
+               "research API (their state follows step()); use Engine.step()");
+  const double loss_scale = loss_scaler_ ? loss_scaler_->scale() : 1.0;
+  const auto seed = static_cast<float>(loss_scale * scale / static_cast<double>(research_valid_));
+  sync_backward_ = sync;
+  try {
+    executor_for(static_cast<int>(research_ids_.size())).run(research_ids_, research_targets_, seed, recompute_);
+    finish_backward_pass(sync);
+  } catch (...) {
+    sync_backward_ = true;
+    throw;
+  }
+  sync_backward_ = true;
+  research_reduced_ = sync;
+  research_ids_.clear();
+  research_targets_.clear();
+}
+
+void Engine::zero_grad() {
+  data_parallel_->zero_grads();
+  model_->reset_moe_stats();
+  model_->reset_attention_stats();
+  research_reduced_ = false;
+}
+
+StepMetrics Engine::optimizer_step(std::optional<double> lr) {
+  MYRIAD_CHECK(research_reduced_,
+               "Engine.optimizer_step: no reduced gradients; call backward() (with sync=True, "
+               "the default) after forward() first");
+  MYRIAD_CHECK(!lr || (std::isfinite(*lr) && *lr >= 0.0),
+               "Engine.optimizer_step: lr " << *lr << " must be finite and >= 0");
+  const double scale = loss_scaler_ ? loss_scaler_->scale() : 1.0;
+  StepMetrics metrics;
+  metrics.lr = lr ? static_cast<float>(*lr) : schedule_.lr_at(step_);
+  const optim::OptimizerStepStats stats = apply_update(metrics.lr, scale);
+  metrics.step = step_;
+  metrics.loss = research_loss_tokens_ > 0 ? research_loss_sum_ / static_cast<double>(research_loss_tokens_) : 0.0;
+  metrics.grad_norm = stats.grad_norm;
+  metrics.skipped = stats.skipped;
+  metrics.loss_scale = scale;
+  metrics.moe = collect_moe_metrics(*model_, dp(), tp(), pp());
+  metrics.attention = collect_attention_metrics(*model_, data_group(), tp(), pp());
+  research_reduced_ = false;
+  research_loss_sum_ = 0.0;
+  research_loss_tokens_ = 0;
+  check_finite_progress(metrics, scale);
+  return metrics;
+}
+
+std::pair<Tensor, Tensor> Engine::train_batch(std::int64_t step) {
+  MYRIAD_CHECK(step >= 0, "Engine.train_batch: step " << step << " must be >= 0");
+  const int micro_batches = config_.training.gradient_accumulation;
+  const std::int64_t B = config_.training.micro_batch, T = config_.training.seq_len;
+  std::vector<Tensor> ids, targets;
+  for (int m = 0; m < micro_batches; ++m) {
+    ids.push_back(Tensor::empty({B, T}, DType::i32));
+    targets.push_back(Tensor::empty({B, T}, DType::i32));
+  }
+  fill_micro_batches(step, ids, targets);
+  Tensor all_ids = Tensor::empty({micro_batches * B, T}, DType::i32);
+  Tensor all_targets = Tensor::empty({micro_batches * B, T}, DType::i32);
+  for (int m = 0; m < micro_batches; ++m) {
+    all_ids.slice(0, m * B, (m + 1) * B).copy_from(ids[static_cast<std::size_t>(m)]);
+    all_targets.slice(0, m * B, (m + 1) * B).copy_from(targets[static_cast<std::size_t>(m)]);
+  }
+  return {all_ids, all_targets};
+}
+
+void Engine::set_schedule(const optim::LrSchedule& schedule) {
+  MYRIAD_CHECK(std::isfinite(schedule.lr) && schedule.lr > 0,
+               "Engine.set_schedule: lr " << schedule.lr << " must be > 0");
+  MYRIAD_CHECK(std::isfinite(schedule.min_lr) && schedule.min_lr >= 0 && schedule.min_lr <= schedule.lr,
+               "Engine.set_schedule: min_lr " << schedule.min_lr << " must be in [0, lr " << schedule.lr << "]");
+  MYRIAD_CHECK(schedule.warmup_steps >= 0 && schedule.total_steps >= 1 && schedule.warmup_steps <= schedule.total_steps,
+               "Engine.set_schedule: warmup_steps " << schedule.warmup_steps << " and total_steps "
+                                                    << schedule.total_steps
+                                                    << " need 0 <= warmup_steps <= total_steps, total_steps >= 1");
+  schedule_ = schedule;
+}
+
+std::vector<Engine::OwnedSlice> Engine::owned_slices() {
+  const std::vector<optim::OptimizerSegment>& segments = data_parallel_->optimizer().segments();
+  const std::vector<dist::ZeroSegment>& zero = data_parallel_->segments();
+  MYRIAD_CHECK(segments.size() == zero.size(), "Engine: optimizer and ZeRO segments disagree");
+  std::vector<OwnedSlice> out;
+  out.reserve(segments.size());
+  const nn::ParameterStore& store = model_->parameters();
+  optim::AdamWOptimizer& adam = data_parallel_->optimizer();
+  std::int64_t packed = 0;  // m and v hold the segments back to back
+  for (std::size_t i = 0; i < segments.size(); ++i) {
+    const std::int64_t n = segments[i].value.numel();
+    const nn::Parameter& p = store[zero[i].param];
+    OwnedSlice slice;
+    slice.name = p.name;
+    slice.shape = p.shape;
+    slice.start = zero[i].begin - p.offset;
+    slice.value = segments[i].value;
+    slice.grad = segments[i].grad;
+    slice.m = adam.m().slice(0, packed, packed + n);
+    slice.v = adam.v().slice(0, packed, packed + n);
+    packed += n;
+    out.push_back(std::move(slice));
+  }
+  return out;
+}
+
+}  // namespace myriad::train
