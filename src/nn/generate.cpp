@@ -14,7 +14,8 @@ namespace {
 
 std::int32_t sample_token(const Tensor& logits, const GenerateArgs& args, std::uint64_t draw_index) {
   const float* l = logits.data<float>();
-  const std::int64_t V = logits.numel();
+  const std::int64_t V =
+      args.vocab_limit > 0 ? std::min<std::int64_t>(args.vocab_limit, logits.numel()) : logits.numel();
   if (args.temperature <= 0.0f) return static_cast<std::int32_t>(std::max_element(l, l + V) - l);
   std::vector<std::int32_t> order(V);
   std::iota(order.begin(), order.end(), 0);

@@ -64,8 +64,11 @@ void Engine::with_serial_model(const std::function<void(nn::GptModel&)>& fn) {
   }
 }
 
-nn::Generation Engine::generate_ids(const std::vector<std::int32_t>& prompt, const nn::GenerateArgs& args) {
-  nn::check_generate_args(args);  // before the collective snapshot: every rank refuses alike
+nn::Generation Engine::generate_ids(const std::vector<std::int32_t>& prompt, const nn::GenerateArgs& given) {
+  nn::check_generate_args(given);  // before the collective snapshot: every rank refuses alike
+  nn::GenerateArgs args = given;
+  // Ids the data never holds (model.vocab_size above the tokenizer's) are never drawn.
+  if (args.vocab_limit == 0) args.vocab_limit = data_.vocab_size;
   nn::Generation out;
   with_serial_model([&](nn::GptModel& model) { out = nn::generate_with_logprobs(model, prompt, args); });
   return out;

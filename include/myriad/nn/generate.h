@@ -30,6 +30,8 @@ struct GenerateArgs {
   std::uint64_t seed = 0;
   std::vector<std::int32_t> stop_tokens;
   bool truncate_prompt = false;  // a prompt longer than context_length: keep its end instead of refusing
+  // Draw only ids below this (the tokenizer's vocabulary inside a padded model vocabulary); 0 = all.
+  std::int64_t vocab_limit = 0;
 };
 
 struct Generation {
