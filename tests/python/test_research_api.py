@@ -180,7 +180,6 @@ def test_generate_returns_ids_with_the_models_logprobs(corpus, tmp_path):
     sequence = np.array([prompt + list(out["ids"])], np.int32)
     expected = log_softmax(engine.forward(sequence))[0]
     drawable = engine.tokenizer().vocab_size
-    assert drawable < 320  # the trained tokenizer is smaller than the model's vocabulary here
     for i, token in enumerate(out["ids"]):
         row = expected[len(prompt) - 1 + i]
         assert token == int(np.argmax(row[:drawable]))
