@@ -20,6 +20,7 @@
 #include "myriad/ops/placement.h"
 #include "myriad/train/engine.h"
 #include "myriad/train/interchange.h"
+#include "myriad/train/safetensors.h"
 #include "myriad/nn/generate.h"
 #include "myriad/optim/lr_schedule.h"
 
@@ -104,7 +105,32 @@ void bind_train(py::module_& m) {
                                d["prompt"] = c.sample.prompt;
                                return d;
                              })
-      .def_property_readonly("seed", [](const RunConfig& c) { return c.training.seed; });
+      .def_property_readonly("seed", [](const RunConfig& c) { return c.training.seed; })
+      .def_property_readonly("data_tokenizer", [](const RunConfig& c) { return c.data.tokenizer; })
+      .def_property_readonly(
+          "model",
+          [](const RunConfig& c) {
+            const ModelConfig& m = c.model;
+            py::dict d;
+            d["architecture"] = std::string(choice_name(m.architecture));
+            d["family"] = std::string(choice_name(m.family()));
+            d["vocab_size"] = m.vocab_size;
+            d["padded_vocab_size"] = m.padded_vocab_size();
+            d["n_layer"] = m.n_layer;
+            d["n_head"] = m.n_head;
+            d["n_kv_head"] = m.kv_heads();
+            d["n_embd"] = m.n_embd;
+            d["head_dim"] = m.head_dim();
+            d["context_length"] = m.context_length;
+            d["ffn_hidden"] = m.ffn_hidden_size();
+            d["norm_eps"] = m.norm_eps;
+            d["rope_theta"] = m.rope_theta;
+            d["tie_embeddings"] = m.ties_embeddings();
+            d["bias"] = m.uses_bias();
+            d["block_sparse_attention"] = m.attention_kind != AttentionLayout::dense;
+            return d;
+          },
+          "the model section's values in use (derived keys resolved)");
 
   py::class_<train::Engine>(m, "Engine", "One rank's model, optimizer, data and step loop")
       .def(py::init([](const RunConfig& config, int rank, const std::string& log_file, dist::ProcessGroups* groups) {
@@ -403,6 +429,41 @@ void bind_train(py::module_& m) {
   m.def("import_safetensors", &train::import_safetensors, py::arg("input"), py::arg("config"),
         py::arg("checkpoint_root"), py::call_guard<py::gil_scoped_release>(),
         "safetensors + run config -> a step-0 checkpoint under checkpoint_root; returns its path");
+
+  m.def(
+      "read_safetensors",
+      [](const std::string& path) {
+        train::SafetensorsFile file;
+        {
+          py::gil_scoped_release release;
+          file = train::read_safetensors(path);
+        }
+        py::dict tensors;
+        for (const auto& [name, tensor] : file.tensors) tensors[py::str(name)] = py::cast(tensor).attr("numpy")();
+        return py::make_tuple(tensors, file.metadata);
+      },
+      py::arg("path"),
+      "a .safetensors file -> ({name: float32 array} in file order, {metadata}); F16 / BF16 widen to float32; "
+      "every offset and size is checked, errors name the file and tensor");
+  m.def(
+      "write_safetensors",
+      [](const std::string& path, const py::dict& tensors, const std::map<std::string, std::string>& metadata) {
+        train::SafetensorsFile file;
+        file.metadata = metadata;
+        for (const auto& [name, value] : tensors) {
+          auto array = py::array_t<float, py::array::c_style | py::array::forcecast>::ensure(value);
+          MYRIAD_CHECK(array, "write_safetensors: tensor '" << py::str(name).cast<std::string>()
+                                                            << "' is not convertible to a float32 array");
+          Shape shape(array.shape(), array.shape() + array.ndim());
+          Tensor t = Tensor::empty(shape);
+          std::copy(array.data(), array.data() + array.size(), t.data<float>());
+          file.tensors.emplace_back(py::str(name).cast<std::string>(), t);
+        }
+        py::gil_scoped_release release;
+        train::write_safetensors(path, file);
+      },
+      py::arg("path"), py::arg("tensors"), py::arg("metadata") = std::map<std::string, std::string>{},
+      "{name: array} (written as float32, in dict order) + {metadata} -> a .safetensors file");
 
   m.def("fresh_run_conflict", &train::fresh_run_conflict, py::arg("checkpoint_dir"),
         "'' when a run from step 0 may write checkpoints into checkpoint_dir, else why not (another run's "

@@ -13,7 +13,8 @@ namespace {
 
 constexpr std::int64_t kMinTrainedVocab = 256;  // byte-level BPE starts from the 256 byte tokens
 constexpr const char* kTokenizerForms =
-    "gpt2:<dir with encoder.json and vocab.bpe>, bpe:<file>, train:<vocab size >= 256>, or \"\"";
+    "gpt2:<dir with encoder.json and vocab.bpe, or Hugging Face's vocab.json and merges.txt>, bpe:<file>, train:<vocab "
+    "size >= 256>, or \"\"";
 
 // "" when `spec` is a valid tokenizer spec, else what is wrong.
 std::string tokenizer_problem(std::string_view spec) {

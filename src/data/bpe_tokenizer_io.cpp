@@ -323,10 +323,18 @@ BpeTokenizer BpeTokenizer::load(const std::string& path) {
   return BpeTokenizer(std::move(tokens), std::move(merges), static_cast<std::int32_t>(eot), origin);
 }
 
+std::pair<std::string, std::string> gpt2_tokenizer_files(const std::string& dir) {
+  const std::filesystem::path folder(dir);
+  if (std::filesystem::exists(folder / "encoder.json") || !std::filesystem::exists(folder / "vocab.json")) {
+    return {(folder / "encoder.json").string(), (folder / "vocab.bpe").string()};
+  }
+  return {(folder / "vocab.json").string(), (folder / "merges.txt").string()};
+}
+
 BpeTokenizer load_tokenizer(std::string_view kind, const std::string& argument) {
   if (kind == "gpt2") {
-    const std::filesystem::path dir(argument);
-    return BpeTokenizer::load_gpt2((dir / "encoder.json").string(), (dir / "vocab.bpe").string());
+    const auto [vocabulary, merges] = gpt2_tokenizer_files(argument);
+    return BpeTokenizer::load_gpt2(vocabulary, merges);
   }
   if (kind == "bpe") return BpeTokenizer::load(argument);
   MYRIAD_THROW("tokenizer kind '" << kind << "' names no saved tokenizer; allowed: gpt2:<dir>, bpe:<file>");

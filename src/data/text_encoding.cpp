@@ -26,8 +26,8 @@ TextEncoding load_text_encoding(const std::string& spec) {
   const std::string value = spec.substr(colon + 1);
   encoding.bpe = std::make_shared<BpeTokenizer>(load_tokenizer(kind, value));
   if (kind == "gpt2") {
-    encoding.files = {(std::filesystem::path(value) / "encoder.json").string(),
-                      (std::filesystem::path(value) / "vocab.bpe").string()};
+    const auto [vocabulary, merges] = gpt2_tokenizer_files(value);
+    encoding.files = {vocabulary, merges};
   } else {
     encoding.files = {value};
   }

@@ -12,6 +12,14 @@ from package_under_test import INSTALLED, REPO  # noqa: E402
 if not INSTALLED:
     sys.path.insert(0, os.path.join(REPO, "python"))
 
+# torch (the Hugging Face interchange tests) before myriad: both link libnccl.so.2, and whichever
+# loads first serves the other; a CUDA build of myriad links the toolkit's NCCL, which lacks
+# symbols the newer NCCL of torch's wheels has (docs/python.md).
+try:
+    import torch  # noqa: F401
+except ImportError:
+    pass
+
 
 @pytest.fixture
 def rng(request):

@@ -49,6 +49,7 @@
 #include <array>
 #include <cstdint>
 #include <string>
+#include <utility>
 #include <string_view>
 #include <vector>
 
@@ -119,5 +120,9 @@ class BpeTokenizer {
 // encoder.json and vocab.bpe, or "bpe" + a file written by save(). Other kinds throw naming them
 // ("train" needs a corpus: call BpeTokenizer::train).
 BpeTokenizer load_tokenizer(std::string_view kind, const std::string& argument);
+
+// The two files of a GPT-2 tokenizer folder: encoder.json + vocab.bpe (OpenAI's names) or, where
+// encoder.json is absent, vocab.json + merges.txt (Hugging Face's names for the same formats).
+std::pair<std::string, std::string> gpt2_tokenizer_files(const std::string& dir);
 
 }  // namespace myriad::data
