@@ -2,7 +2,8 @@
 # The README's test command: installs what is missing, builds, runs every test.
 #   ctest: GoogleTest suites (label cpu; label gpu skips without a device; label dist), the CMake
 #          package (install into build/install, build examples/find_package against it), then
-#          the Python package: `pip install .` into build/venv and pytest against it, then the
+#          the Python package: `pip install .` into build/venv (plus torch and transformers for the
+#          Hugging Face interchange tests) and pytest against it, then the
 #          cpu and two-rank dist tests again under ASan + UBSan (build-sanitize; skip with
 #          MYRIAD_SANITIZE_STEP=0).
 # Exits non-zero if any step fails.
@@ -33,7 +34,13 @@ fi
 cd "$ROOT"
 "$VENV/bin/python" -m pip install -q --no-build-isolation -C cmake.define.MYRIAD_ENABLE_CUDA=OFF \
   -C cmake.define.MYRIAD_WERROR="$([[ "${MYRIAD_CMAKE_ARGS:-}" == *MYRIAD_WERROR=ON* ]] && echo ON || echo OFF)" .
-MYRIAD_TEST_INSTALLED=1 PYTHONPATH="" "$VENV/bin/python" -m pytest -q tests/python
+# The Hugging Face interchange tests load models in `transformers` (with torch, CPU); installed
+# here (about 2 min, 5 GB with torch's CUDA wheels) and required: they fail instead of skipping.
+if ! "$VENV/bin/python" -c "import torch, transformers" 2>/dev/null; then
+  echo "[test] installing torch and transformers into $VENV (Hugging Face interchange tests)"
+  "$VENV/bin/python" -m pip install -q torch transformers
+fi
+MYRIAD_TEST_INSTALLED=1 MYRIAD_REQUIRE_HF=1 PYTHONPATH="" "$VENV/bin/python" -m pytest -q tests/python
 if [ "${MYRIAD_SANITIZE_STEP:-1}" != "0" ]; then
   echo "[test] sanitizers: the cpu and two-rank dist tests under ASan + UBSan (scripts/sanitize.sh)"
   "$ROOT/scripts/sanitize.sh"
