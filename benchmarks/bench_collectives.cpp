@@ -173,6 +173,7 @@ Case make_case(const std::string& op, std::int64_t bytes, Communicator& comm) {
   if (op == "all_gather" || op == "reduce_scatter" || op == "all_to_all") c.count = c.count / n * n;
   const std::int64_t count = c.count;
   const std::int64_t S = count * 4;
+  const int rank_sum = n * (n + 1) / 2;  // 1 + 2 + ... + n: the sum of (r + 1) over the ranks, exact
   if (op == "all_reduce") {
     Tensor t = Tensor::empty({count});
     c.bus_factor = 2.0 * (n - 1) / n;
@@ -185,7 +186,7 @@ Case make_case(const std::string& op, std::int64_t bytes, Communicator& comm) {
     c.check = [=] {
       const float* p = t.data<float>();
       std::int64_t bad = 0;
-      for (std::int64_t i = 0; i < count; ++i) bad += p[i] != static_cast<float>(n * (n + 1) / 2 * (i % 13 + 1));
+      for (std::int64_t i = 0; i < count; ++i) bad += p[i] != static_cast<float>(rank_sum * (i % 13 + 1));
       return bad;
     };
     c.quiet = [=]() mutable { t.zero(); };
@@ -203,7 +204,7 @@ Case make_case(const std::string& op, std::int64_t bytes, Communicator& comm) {
       const float* p = out.data<float>();
       std::int64_t bad = 0;
       for (std::int64_t i = 0; i < own; ++i)
-        bad += p[i] != static_cast<float>(n * (n + 1) / 2 * ((begin + i) % 13 + 1));
+        bad += p[i] != static_cast<float>(rank_sum * ((begin + i) % 13 + 1));
       return bad;
     };
     c.quiet = [] {};
@@ -397,6 +398,7 @@ std::int64_t cross_node_bytes(const std::string& algorithm, std::int64_t count, 
 
 void compare_algorithms(const Args& args, myriad::dist::MpiRuntime& runtime, Communicator& control) {
   const int n = runtime.world_size(), r = runtime.world_rank();
+  const int rank_sum = n * (n + 1) / 2;  // 1 + 2 + ... + n: the sum of (r + 1) over the ranks, exact
   MYRIAD_CHECK(args.ranks_per_node >= 1 && n % args.ranks_per_node == 0,
                "--ranks-per-node " << args.ranks_per_node << " must divide the " << n << " ranks");
   const myriad::dist::NodeGrouping grouping{n / args.ranks_per_node, args.ranks_per_node};
@@ -416,7 +418,7 @@ void compare_algorithms(const Args& args, myriad::dist::MpiRuntime& runtime, Com
     header.push_back(a + " sent/rank");
     header.push_back(a + " cross-node/rank");
   }
-  header.push_back("fastest");
+  header.emplace_back("fastest");
   myriad::bench::Table table(header);
   for (double size = static_cast<double>(args.min_bytes); size <= static_cast<double>(args.max_bytes) * 1.0000001;
        size *= args.factor) {
@@ -430,7 +432,7 @@ void compare_algorithms(const Args& args, myriad::dist::MpiRuntime& runtime, Com
       for (std::int64_t i = 0; i < count; ++i) p[i] = static_cast<float>((r + 1) * (i % 13 + 1));
       comms[a]->all_reduce(t);
       std::int64_t bad = 0;
-      for (std::int64_t i = 0; i < count; ++i) bad += p[i] != static_cast<float>(n * (n + 1) / 2 * (i % 13 + 1));
+      for (std::int64_t i = 0; i < count; ++i) bad += p[i] != static_cast<float>(rank_sum * (i % 13 + 1));
       if (max_over_ranks(control, bad) != 0) comms[a]->abort(1, "bench_collectives: " + args.algorithms[a] + " wrong");
       t.zero();
       tensors.push_back(t);

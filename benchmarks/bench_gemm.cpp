@@ -69,6 +69,7 @@ int main(int argc, char** argv) {
   std::vector<GemmCase> cases;
   std::vector<std::int64_t> squares =
       quick ? std::vector<std::int64_t>{256, 512, 1024} : std::vector<std::int64_t>{256, 512, 1024, 2048, 4096};
+  cases.reserve(squares.size() + 4);  // the squares, then the 4 transformer shapes below
   for (std::int64_t s : squares) cases.push_back({"square " + std::to_string(s), {s, s}, s, false});
   std::int64_t batch = 4, seq = tokens / 4;
   for (std::int64_t n : {768, 2304, 3072, 50304}) {

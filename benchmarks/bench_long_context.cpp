@@ -96,7 +96,8 @@ int evaluate_document(const Args& a, dist::Communicator& world) {
   const double logits = 4.0 * L * static_cast<double>(config.padded_vocab_size() + 3);
   const double ring_buffers = 4.0 * (2 * 2 * Hkv * L * D + Hq * (L / 2) * (D + 1));
   const BlockLayout layout = fixed_block_layout(config.attention.fixed, T, 64);
-  const double layout_bytes = 4.0 * static_cast<double>(layout.kept_blocks()) + 8.0 * (T / 64 + 1);
+  const std::int64_t layout_rows = T / 64 + 1;  // row_begin entries; T is a multiple of 64 (checked above)
+  const double layout_bytes = 4.0 * static_cast<double>(layout.kept_blocks()) + 8.0 * static_cast<double>(layout_rows);
   const double bound = params + static_cast<double>(act.saved_bytes + act.scratch_bytes) + logits + ring_buffers +
                        config.n_layer * layout_bytes;
   if (rank == 0) {

@@ -300,6 +300,7 @@ int main(int argc, char** argv) {
   std::cout << "- recompute: " << nn::recompute_name(mode) << "\n\n" << std::flush;
 
   std::vector<CaseResult> results;
+  results.reserve(cases.size());
   for (const StepCase& c : cases) results.push_back(run_case(c, mode));
 
   const double sgemm_after = sgemm_gflops();
