@@ -153,11 +153,30 @@ void bind_train(py::module_& m) {
           "one optimizer step over the global batch; returns its metrics")
       .def(
           "evaluate",
-          [](train::Engine& e) {
+          [](train::Engine& e, const py::object& tokens, const py::object& targets) {
+            if (tokens.is_none()) {
+              MYRIAD_CHECK(targets.is_none(), "Engine.evaluate: targets without tokens");
+              py::gil_scoped_release release;
+              return e.evaluate();
+            }
+            Tensor ids = token_tensor(tokens, "tokens"), t;
+            if (targets.is_none()) {  // next-token prediction over the rows: inputs [:-1], targets [1:]
+              MYRIAD_CHECK(ids.size(1) >= 2,
+                           "Engine.evaluate: tokens without targets need at least 2 columns "
+                           "(inputs are [:, :-1], targets [:, 1:]), got "
+                               << shape_string(ids.shape()));
+              t = ids.slice(1, 1, ids.size(1)).contiguous();
+              ids = ids.slice(1, 0, ids.size(1) - 1).contiguous();
+            } else {
+              t = token_tensor(targets, "targets");
+            }
             py::gil_scoped_release release;
-            return e.evaluate();
+            return e.evaluate_on(ids, t);
           },
-          "mean validation loss")
+          py::arg("tokens") = py::none(), py::arg("targets") = py::none(),
+          "mean loss: over training.eval_batches of the validation split (no arguments); over the caller's rows "
+          "(tokens (rows, T + 1): next-token prediction; or tokens and targets (rows, T)); collective, each rank "
+          "passes its replica's rows")
       .def("save", &train::Engine::save, py::arg("background") = false, py::call_guard<py::gil_scoped_release>(),
            "collective checkpoint at the current step; background: write a snapshot in a thread (rank 0)")
       .def("wait_for_save", &train::Engine::wait_for_save, py::call_guard<py::gil_scoped_release>(),

@@ -86,6 +86,35 @@ Tensor Engine::forward_logits(const Tensor& ids) {
   return logits;
 }
 
+void Engine::check_caller_rows(const char* what, const Tensor& host_ids, const Tensor& host_targets) {
+  const int V = static_cast<int>(config_.model.vocab_size);
+  const std::int32_t* id = host_ids.data<std::int32_t>();
+  const std::int32_t* target = host_targets.data<std::int32_t>();
+  for (std::int64_t i = 0; i < host_ids.numel(); ++i) {
+    MYRIAD_CHECK(id[i] >= 0 && id[i] < V, what << ": token " << id[i] << " at flat position " << i
+                                               << " is outside the vocabulary [0, " << V << ")");
+    MYRIAD_CHECK(target[i] == nn::GptModel::kIgnoreIndex || (target[i] >= 0 && target[i] < V),
+                 what << ": target " << target[i] << " at flat position " << i << " is outside [0, " << V
+                      << ") and not the ignore index " << nn::GptModel::kIgnoreIndex);
+  }
+  // The ranks of one replica (tp, pp, cp) compute on the same rows: a different batch on one of
+  // them would silently mix two batches.
+  const double mine = content_hash(host_targets, content_hash(host_ids));
+  for (dist::Axis axis : {dist::Axis::tp, dist::Axis::pp, dist::Axis::cp}) {
+    dist::Communicator& group = groups_->group(axis);
+    if (group.size() == 1) continue;
+    std::vector<double> hashes(static_cast<std::size_t>(group.size()), 0.0);
+    hashes[static_cast<std::size_t>(group.rank())] = mine;
+    hashes = dist::sum_over_ranks(group, hashes);
+    for (std::size_t r = 0; r < hashes.size(); ++r) {
+      MYRIAD_CHECK(hashes[r] == hashes[0], what << ": the " << dist::axis_name(axis) << " ranks of one data-parallel "
+                                                << "replica must pass the same rows, but " << dist::axis_name(axis)
+                                                << " rank " << r << " passed other rows than " << dist::axis_name(axis)
+                                                << " rank 0");
+    }
+  }
+}
+
 void Engine::split_caller_batch(const Tensor& ids, const Tensor& targets, std::vector<Tensor>& micro_ids,
                                 std::vector<Tensor>& micro_targets) {
   const std::int64_t B = config_.training.micro_batch, T = config_.training.seq_len;
@@ -98,34 +127,8 @@ void Engine::split_caller_batch(const Tensor& ids, const Tensor& targets, std::v
   MYRIAD_CHECK(ids.size(0) == targets.size(0), "Engine.forward: tokens " << shape_string(ids.shape()) << " and targets "
                                                                          << shape_string(targets.shape())
                                                                          << " have different rows");
-  const int V = static_cast<int>(config_.model.vocab_size);
   const Tensor host_ids = ids.contiguous(), host_targets = targets.contiguous();
-  const std::int32_t* id = host_ids.data<std::int32_t>();
-  const std::int32_t* target = host_targets.data<std::int32_t>();
-  for (std::int64_t i = 0; i < host_ids.numel(); ++i) {
-    MYRIAD_CHECK(id[i] >= 0 && id[i] < V, "Engine.forward: token " << id[i] << " at flat position " << i
-                                                                   << " is outside the vocabulary [0, " << V << ")");
-    MYRIAD_CHECK(target[i] == nn::GptModel::kIgnoreIndex || (target[i] >= 0 && target[i] < V),
-                 "Engine.forward: target " << target[i] << " at flat position " << i << " is outside [0, " << V
-                                           << ") and not the ignore index " << nn::GptModel::kIgnoreIndex);
-  }
-  // The ranks of one replica (tp, pp, cp) compute on the same rows: a different batch on one of
-  // them would silently mix two batches.
-  const double mine = content_hash(host_targets, content_hash(host_ids));
-  for (dist::Axis axis : {dist::Axis::tp, dist::Axis::pp, dist::Axis::cp}) {
-    dist::Communicator& group = groups_->group(axis);
-    if (group.size() == 1) continue;
-    std::vector<double> hashes(static_cast<std::size_t>(group.size()), 0.0);
-    hashes[static_cast<std::size_t>(group.rank())] = mine;
-    hashes = dist::sum_over_ranks(group, hashes);
-    for (std::size_t r = 0; r < hashes.size(); ++r) {
-      MYRIAD_CHECK(hashes[r] == hashes[0], "Engine.forward: the "
-                                               << dist::axis_name(axis) << " ranks of one data-parallel "
-                                               << "replica must pass the same rows, but " << dist::axis_name(axis)
-                                               << " rank " << r << " passed other rows than " << dist::axis_name(axis)
-                                               << " rank 0");
-    }
-  }
+  check_caller_rows("Engine.forward", host_ids, host_targets);
   const std::int64_t count = ids.size(0) / B, local_T = T / config_.parallel.cp;
   micro_ids.resize(static_cast<std::size_t>(count));
   micro_targets.resize(static_cast<std::size_t>(count));
@@ -161,6 +164,61 @@ double Engine::forward(const Tensor& ids, const Tensor& targets) {
   research_loss_sum_ += sum;
   research_loss_tokens_ += valid;
   return sum / static_cast<double>(valid);
+}
+
+double Engine::evaluate_on(const Tensor& ids, const Tensor& targets) {
+  const char* what = "Engine.evaluate";
+  const std::int64_t cp = config_.parallel.cp;
+  for (const auto& [name, t] : {std::pair{"tokens", &ids}, std::pair{"targets", &targets}}) {
+    MYRIAD_CHECK(t->dim() == 2 && t->dtype() == DType::i32 && t->size(0) >= 1 && t->size(1) >= 1 &&
+                     t->size(1) <= config_.model.context_length && (cp == 1 || t->size(1) % (2 * cp) == 0),
+                 what << ": " << name << " must be (rows, T) int32 with rows >= 1 and 1 <= T <= model.context_length "
+                      << config_.model.context_length << (cp > 1 ? " and T a multiple of 2 * parallel.cp" : "")
+                      << ", got " << shape_string(t->shape()) << " " << dtype_name(t->dtype()));
+  }
+  MYRIAD_CHECK(ids.shape() == targets.shape(), what << ": tokens " << shape_string(ids.shape()) << " and targets "
+                                                    << shape_string(targets.shape()) << " differ in shape");
+  const Tensor host_ids = ids.contiguous(), host_targets = targets.contiguous();
+  check_caller_rows(what, host_ids, host_targets);
+  // Chunks of at most training.micro_batch rows; every rank of the data group runs as many
+  // forward passes as the rank with the most (ZeRO-3 gathers are collective): the extra ones
+  // repeat chunk 0 and are not counted.
+  const std::int64_t B = config_.training.micro_batch, rows = ids.size(0), T = ids.size(1);
+  const std::int64_t chunks = (rows + B - 1) / B;
+  dist::Communicator& data = data_group();
+  std::vector<double> counts(static_cast<std::size_t>(data.size()), 0.0);
+  counts[static_cast<std::size_t>(data.rank())] = static_cast<double>(chunks);
+  counts = dist::sum_over_ranks(data, counts);
+  const auto rounds = static_cast<std::int64_t>(*std::max_element(counts.begin(), counts.end()));
+  double sum = 0.0;
+  std::int64_t tokens = 0;
+  for (std::int64_t round = 0; round < rounds; ++round) {
+    const bool counted = round < chunks;
+    const std::int64_t first = counted ? round * B : 0, count = std::min(B, rows - first);
+    Tensor chunk_ids = host_ids.slice(0, first, first + count),
+           chunk_targets = host_targets.slice(0, first, first + count);
+    if (cp > 1) {  // this rank's two chunks of each sequence
+      Tensor local_ids = Tensor::empty({count, T / cp}, DType::i32),
+             local_targets = Tensor::empty({count, T / cp}, DType::i32);
+      context_rows(chunk_ids, local_ids);
+      context_rows(chunk_targets, local_targets);
+      chunk_ids = local_ids;
+      chunk_targets = local_targets;
+    } else {
+      chunk_ids = chunk_ids.contiguous();
+      chunk_targets = chunk_targets.contiguous();
+    }
+    const nn::LossSum loss = forward_loss(chunk_ids, chunk_targets);
+    if (!counted) continue;
+    sum += loss.sum;
+    tokens += loss.tokens;
+  }
+  data_parallel_->finish_backward();  // ZeRO-3: drops a prefetched unit
+  sum = dist::sum_over_ranks(data, dist::sum_over_ranks(pp(), sum));
+  tokens = dist::sum_over_ranks(data, dist::sum_over_ranks(pp(), tokens));
+  MYRIAD_CHECK(tokens > 0, what << ": no valid target in the batch (every target is the ignore index "
+                                << nn::GptModel::kIgnoreIndex << ")");
+  return sum / static_cast<double>(tokens);
 }
 
 PipelineExecutor& Engine::executor_for(int micro_batches) {

@@ -5,6 +5,7 @@ gradient hooks see and change what they should, AdamW's moments are readable, ge
 ids with log-probabilities equal to the logits' log-softmax and honours stop tokens and
 truncation, and wrong calls are refused with the reason. Under mpirun (dp, tp, pp, ZeRO) each
 rank passes its replica's rows and the research loop again equals step() bit for bit."""
+import json
 import math
 import os
 import shutil
@@ -127,6 +128,21 @@ def test_forward_loss_and_logits_match_a_float64_cross_entropy(corpus, tmp_path,
     assert engine.forward(tokens[:1, :7]).shape == (1, 7, 320)
 
 
+def test_evaluate_on_the_callers_rows(corpus, tmp_path, rng):
+    engine = make_engine(corpus, tmp_path)
+    tokens = rng.integers(0, 320, size=(5, 17))  # any number of rows and any T <= context
+    inputs, targets = tokens[:, :-1], tokens[:, 1:].astype(np.int32)
+    next_token = engine.evaluate(tokens)
+    assert next_token == engine.evaluate(inputs, targets)
+    picked = np.take_along_axis(log_softmax(engine.forward(inputs)), targets[..., None], axis=-1)[..., 0]
+    assert next_token == pytest.approx(-picked.mean(), rel=1e-5)
+    assert engine.evaluate() > 0  # the validation split, as before
+    with pytest.raises(myriad.Error, match="at least 2 columns"):
+        engine.evaluate(tokens[:, :1])
+    with pytest.raises(myriad.Error, match="no valid target"):
+        engine.evaluate(inputs, np.full_like(targets, -100))
+
+
 def test_hooks_see_and_change_the_update(corpus, tmp_path):
     engine = make_engine(corpus, tmp_path, "training.weight_decay=0")
     seen, steps = {}, []
@@ -242,7 +258,7 @@ def test_wrong_calls_are_refused_with_the_reason(corpus, tmp_path):
 
 
 MPI_SCRIPT = """
-import os, sys, numpy as np, myriad
+import json, os, sys, numpy as np, myriad
 config_path, layout, out = sys.argv[1], sys.argv[2].split(","), sys.argv[3]
 runtime = myriad.MpiRuntime()
 def engine_for(run):
@@ -253,6 +269,11 @@ def engine_for(run):
     groups = myriad.ProcessGroups(config, runtime)
     return myriad.Engine(config, runtime.rank, "", groups), groups
 rank = runtime.rank
+rows = np.random.default_rng(5).integers(0, 320, size=(8, 33))
+first, = engine_for(out + "/eval")[:1]
+mine = rows[:3] if first.data_parallel_rank == 0 and first.data_parallel_size == 2 else rows[3:] if first.data_parallel_size == 2 else rows
+evaluated = first.evaluate(mine)
+del first
 ref, g1 = engine_for(out + "/step")
 for _ in range(3):
     ref.step()
@@ -268,7 +289,9 @@ for _ in range(3):
     eng.optimizer_step()
 got = {n: np.array(t.numpy(), copy=True) for n, t in eng.parameters().items()}
 same = expected.keys() == got.keys() and all(np.array_equal(expected[n], got[n]) for n in got)
-print(f"rank {rank} replica {eng.data_parallel_rank}/{eng.data_parallel_size} same {same} losses {losses}", flush=True)
+with open(f"{out}/rank{rank}.json", "w") as f:  # a file per rank: mpirun may interleave stdout lines
+    json.dump({"replica": [eng.data_parallel_rank, eng.data_parallel_size], "same": bool(same), "losses": losses,
+               "evaluate": evaluated}, f)
 del eng, g2
 """
 
@@ -286,9 +309,14 @@ def test_research_loop_equals_step_under_mpirun(corpus, tmp_path, layout):
                              "-x", "PYTHONPATH", "-x", "OMP_NUM_THREADS", sys.executable, str(script), str(config),
                              layout, str(tmp_path)], cwd=REPO, env=env, capture_output=True, text=True, timeout=180)
     assert result.returncode == 0, result.stdout + result.stderr
-    lines = [l for l in result.stdout.splitlines() if l.startswith("rank ")]
-    assert len(lines) == 2 and all(" same True " in l for l in lines), result.stdout
+    ranks = [json.load(open(tmp_path / f"rank{r}.json")) for r in range(2)]
+    assert all(r["same"] for r in ranks), ranks  # the research loop equals step() bit for bit
     if layout.startswith("parallel.dp"):
-        assert {l.split()[3] for l in lines} == {"0/2", "1/2"}
-    # Every rank reports the same (global) losses.
-    assert lines[0].split("losses")[1] == lines[1].split("losses")[1]
+        assert [r["replica"] for r in ranks] == [[0, 2], [1, 2]]
+    assert ranks[0]["losses"] == ranks[1]["losses"]  # every rank reports the same (global) losses
+    # evaluate() on the caller's rows (at dp 2: 3 rows on one replica, 5 on the other) equals the
+    # serial evaluation of all 8 rows by a fresh engine (the same initial parameters).
+    rows = np.random.default_rng(5).integers(0, 320, size=(8, 33))
+    serial = make_engine(corpus, tmp_path / "serial").evaluate(rows)
+    values = [r["evaluate"] for r in ranks]
+    assert all(v == pytest.approx(serial, rel=1e-5) for v in values)

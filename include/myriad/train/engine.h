@@ -86,6 +86,9 @@ class Engine {
   // forward: the mean loss over the valid targets of the global batch (every replica's rows);
   // the batch is kept for backward().
   double forward(const Tensor& ids, const Tensor& targets);
+  // The mean loss over the valid targets of the caller's rows (every replica's), (rows, T) with any
+  // rows >= 1 and T <= model.context_length (run in chunks of training.micro_batch rows).
+  double evaluate_on(const Tensor& ids, const Tensor& targets);
   // Logits (rows, T, model.vocab_size) of ids (rows, T <= model.context_length) on every rank, from
   // the serial model's values (assembled from every rank's part under tp / pp / ep).
   Tensor forward_logits(const Tensor& ids);
@@ -169,7 +172,10 @@ class Engine {
   void with_serial_model(const std::function<void(nn::GptModel&)>& fn);
   // The executor for `micro_batches` micro-batches (the step's is pipeline_).
   PipelineExecutor& executor_for(int micro_batches);
-  // The caller's rows as micro-batches (cp: this rank's chunks), checked; ids only when targets is undefined.
+  // Tokens inside the vocabulary, targets too or the ignore index; the same rows on every tp, pp
+  // and cp rank of a replica (a collective check). `what` names the call in errors.
+  void check_caller_rows(const char* what, const Tensor& host_ids, const Tensor& host_targets);
+  // The caller's rows as micro-batches (cp: this rank's chunks), checked.
   void split_caller_batch(const Tensor& ids, const Tensor& targets, std::vector<Tensor>& micro_ids,
                           std::vector<Tensor>& micro_targets);
   void sync_tied_embedding();
