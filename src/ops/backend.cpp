@@ -16,6 +16,10 @@ void Backend::attention_backward(const AttentionArgs&, const Tensor&, const Tens
   unsupported("attention_backward");
 }
 void Backend::attention_merge(Tensor&, Tensor&, const Tensor&, const Tensor&) { unsupported("attention_merge"); }
+void Backend::int8_linear_forward(const Int8Args&, const Tensor&, const Tensor&, const Tensor&, const Tensor&,
+                                  Tensor&) {
+  unsupported("int8_linear_forward");
+}
 void Backend::rope_forward(const RopeArgs&, const Tensor&, Tensor&) { unsupported("rope_forward"); }
 void Backend::rope_backward(const RopeArgs&, const Tensor&, Tensor&) { unsupported("rope_backward"); }
 void Backend::embedding_forward(const EmbeddingArgs&, const Tensor&, const Tensor&, Tensor&) {

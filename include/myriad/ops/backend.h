@@ -26,6 +26,7 @@
 #include "myriad/ops/elementwise.h"
 #include "myriad/ops/embedding.h"
 #include "myriad/ops/grouped_matmul.h"
+#include "myriad/ops/int8_linear.h"
 #include "myriad/ops/linear.h"
 #include "myriad/ops/matmul.h"
 #include "myriad/ops/norms.h"
@@ -98,6 +99,9 @@ class Backend : public ExecutionContext {
   virtual void linear_forward(const LinearArgs& args, const Tensor& x, const Tensor& weight, const Tensor& bias,
                               Tensor& y);
   virtual double grad_norm_squared(const Tensor& grad);
+  // Weight-only INT8 linear (ops/int8_linear.h).
+  virtual void int8_linear_forward(const Int8Args& args, const Tensor& x, const Tensor& q, const Tensor& scales,
+                                   const Tensor& bias, Tensor& y);
   // Mixture of experts: token routing (ops/token_routing.h) and the experts' grouped GEMMs.
   virtual void gather_rows(const Tensor& x, const Tensor& source, Tensor& out);
   virtual void combine_rows_forward(const Tensor& rows, const Tensor& slot, const Tensor& weight, Tensor& out);

@@ -1,0 +1,122 @@
+// Weight-only INT8 against float64: quantisation (per row and per group, a last group shorter
+// than the others, all-zero groups) follows the definition element by element and stays within
+// half a scale of the weight; dequantisation is q * scale; the linear layer equals float64 on the
+// dequantised weight (more rows than one dequantisation block, with and without bias, a batched
+// x); argument errors name the op and the tensor.
+#include <gtest/gtest.h>
+
+#include <cmath>
+
+#include "myriad/ops/int8_linear.h"
+#include "reference.h"
+#include "test_helpers.h"
+
+namespace myriad {
+namespace {
+
+using namespace testing;
+
+struct Quantized {
+  Tensor q, scales;
+};
+
+Quantized quantize(const Tensor& w, std::int64_t group) {
+  Quantized out{Tensor::empty(w.shape(), DType::i8), Tensor::empty({w.size(0), int8_groups(w.size(1), group)})};
+  quantize_int8(Int8Args{.group_size = group}, w, out.q, out.scales);
+  return out;
+}
+
+TEST(Int8Quantize, FollowsTheDefinitionPerRowAndPerGroup) {
+  const std::uint64_t seed = fresh_seed();
+  MYRIAD_SEED_TRACE(seed);
+  const std::int64_t N = 7, K = 70;
+  Tensor w = random_tensor({N, K}, seed, 0, -2.0f, 2.0f);
+  float* wd = w.data<float>();
+  for (std::int64_t k = 0; k < K; ++k) wd[3 * K + k] = 0.0f;  // an all-zero row
+  for (std::int64_t group : {0, 32, 16, 70, 128}) {
+    SCOPED_TRACE("group_size " + std::to_string(group));
+    const Quantized qz = quantize(w, group);
+    const std::int64_t G = int8_groups(K, group), width = group == 0 ? K : group;
+    ASSERT_EQ(qz.scales.size(1), G);
+    for (std::int64_t n = 0; n < N; ++n) {
+      for (std::int64_t g = 0; g < G; ++g) {
+        double amax = 0.0;
+        for (std::int64_t k = g * width; k < std::min(K, (g + 1) * width); ++k) {
+          amax = std::max(amax, std::abs(static_cast<double>(wd[n * K + k])));
+        }
+        const float scale = qz.scales.data<float>()[n * G + g];
+        ASSERT_EQ(scale, static_cast<float>(amax) / 127.0f) << "row " << n << " group " << g;
+        for (std::int64_t k = g * width; k < std::min(K, (g + 1) * width); ++k) {
+          const int q = qz.q.data<std::int8_t>()[n * K + k];
+          ASSERT_LE(std::abs(q), 127);
+          const double expected = scale == 0.0f ? 0.0 : std::round(static_cast<double>(wd[n * K + k]) / scale);
+          ASSERT_NEAR(q, expected, 1.0) << "row " << n << " col "
+                                        << k;  // float division may land on the other side of .5
+          ASSERT_LE(std::abs(q * static_cast<double>(scale) - wd[n * K + k]), 0.5 * scale * (1 + 1e-5) + 1e-30);
+          if (n == 3) ASSERT_EQ(q, 0);
+        }
+      }
+    }
+    Tensor back = Tensor::empty({N, K});
+    dequantize_int8(Int8Args{.group_size = group}, qz.q, qz.scales, back);
+    for (std::int64_t i = 0; i < N * K; ++i) {
+      const std::int64_t n = i / K, g = group == 0 ? 0 : (i % K) / group;
+      ASSERT_EQ(back.data<float>()[i],
+                static_cast<float>(qz.q.data<std::int8_t>()[i]) * qz.scales.data<float>()[n * G + g]);
+    }
+  }
+}
+
+TEST(Int8Linear, MatchesFloat64OnTheDequantisedWeight) {
+  const std::uint64_t seed = fresh_seed();
+  MYRIAD_SEED_TRACE(seed);
+  const std::int64_t B = 3, T = 5, K = 96, N = 300;  // N spans three dequantisation blocks
+  const Tensor x = random_tensor({B, T, K}, seed, 0), w = random_tensor({N, K}, seed, 1),
+               b = random_tensor({N}, seed, 2);
+  for (std::int64_t group : {0, 32, 40}) {
+    const Quantized qz = quantize(w, group);
+    Tensor deq = Tensor::empty({N, K});
+    dequantize_int8(Int8Args{.group_size = group}, qz.q, qz.scales, deq);
+    const std::vector<double> vx = to_f64(x), vw = to_f64(deq), vb = to_f64(b);
+    for (bool with_bias : {false, true}) {
+      SCOPED_TRACE("group " + std::to_string(group) + (with_bias ? " bias" : ""));
+      std::vector<double> expected;
+      for (std::int64_t r = 0; r < B * T; ++r) {
+        for (std::int64_t n = 0; n < N; ++n) {
+          double sum = with_bias ? vb[n] : 0.0;
+          for (std::int64_t k = 0; k < K; ++k) sum += vx[r * K + k] * vw[n * K + k];
+          expected.push_back(sum);
+        }
+      }
+      Tensor y = Tensor::empty({B, T, N});
+      int8_linear_forward(Int8Args{.group_size = group}, x, qz.q, qz.scales, with_bias ? b : Tensor(), y);
+      expect_close(y, expected, 1e-5, 1e-5, "y");
+    }
+  }
+}
+
+TEST(Int8Linear, ArgumentErrorsNameOpAndTensor) {
+  Tensor x = Tensor::zeros({4, 8}), q = Tensor::zeros({3, 8}, DType::i8), s = Tensor::zeros({3, 1});
+  Tensor y = Tensor::zeros({4, 3});
+  expect_error_naming(
+      [&] {
+        int8_linear_forward(Int8Args{}, x, Tensor::zeros({3, 8}), s, Tensor(), y);
+      },
+      {"int8_linear_forward", "'q'"});
+  expect_error_naming([&] { int8_linear_forward(Int8Args{.group_size = 4}, x, q, s, Tensor(), y); },
+                      {"int8_linear_forward", "'scales'"});
+  expect_error_naming(
+      [&] {
+        int8_linear_forward(Int8Args{}, Tensor::zeros({4, 5}), q, s, Tensor(), y);
+      },
+      {"int8_linear_forward", "in-features 8"});
+  expect_error_naming([&] { int8_linear_forward(Int8Args{}, x, q, s, Tensor::zeros({4}), y); },
+                      {"int8_linear_forward", "'bias'"});
+  expect_error_naming([&] { int8_linear_forward(Int8Args{.group_size = -1}, x, q, s, Tensor(), y); },
+                      {"int8_linear_forward", "group_size -1"});
+  Tensor w = Tensor::zeros({3, 8}), two_scales = Tensor::zeros({3, 2});
+  expect_error_naming([&] { quantize_int8(Int8Args{}, w, q, two_scales); }, {"quantize_int8", "'scales'"});
+}
+
+}  // namespace
+}  // namespace myriad
