@@ -8,6 +8,7 @@ void bind_norms(pybind11::module_& ops);
 void bind_elementwise(pybind11::module_& ops);
 void bind_attention(pybind11::module_& ops);
 void bind_training_ops(pybind11::module_& ops);
+void bind_int8(pybind11::module_& ops);
 
 void bind_ops(pybind11::module_& ops) {
   bind_matmul(ops);
@@ -15,6 +16,7 @@ void bind_ops(pybind11::module_& ops) {
   bind_elementwise(ops);
   bind_attention(ops);
   bind_training_ops(ops);
+  bind_int8(ops);
 }
 
 }  // namespace myriad::python

@@ -182,6 +182,10 @@ void bind_train(py::module_& m) {
       .def("wait_for_save", &train::Engine::wait_for_save, py::call_guard<py::gil_scoped_release>(),
            "wait for a background checkpoint write; returns its path and rethrows its error")
       .def("load", &train::Engine::load, py::arg("checkpoint_dir"), py::call_guard<py::gil_scoped_release>())
+      .def("load_int8", &train::Engine::load_int8, py::arg("path"), py::call_guard<py::gil_scoped_release>(),
+           "serve a weight-only INT8 export (myriad-convert export --format int8): evaluate, forward (logits) and "
+           "generate compute from its int8 weights; training is refused afterwards")
+      .def_property_readonly("serves_int8", &train::Engine::serves_int8)
       .def(
           "generate",
           [](train::Engine& e, const py::object& prompt, std::int64_t max_new_tokens, float temperature,
@@ -462,7 +466,7 @@ void bind_train(py::module_& m) {
         return py::make_tuple(tensors, file.metadata);
       },
       py::arg("path"),
-      "a .safetensors file -> ({name: float32 array} in file order, {metadata}); F16 / BF16 widen to float32; "
+      "a .safetensors file -> ({name: array} in file order, {metadata}); F16 / BF16 widen to float32, I8 stays int8; "
       "every offset and size is checked, errors name the file and tensor");
   m.def(
       "write_safetensors",
@@ -470,19 +474,27 @@ void bind_train(py::module_& m) {
         train::SafetensorsFile file;
         file.metadata = metadata;
         for (const auto& [name, value] : tensors) {
+          const std::string key = py::str(name).cast<std::string>();
+          if (py::isinstance<py::array_t<std::int8_t>>(value)) {  // weight-only INT8 exports keep int8
+            auto array = py::array_t<std::int8_t, py::array::c_style | py::array::forcecast>::ensure(value);
+            Tensor t = Tensor::empty(Shape(array.shape(), array.shape() + array.ndim()), DType::i8);
+            std::copy(array.data(), array.data() + array.size(), t.data<std::int8_t>());
+            file.tensors.emplace_back(key, t);
+            continue;
+          }
           auto array = py::array_t<float, py::array::c_style | py::array::forcecast>::ensure(value);
-          MYRIAD_CHECK(array, "write_safetensors: tensor '" << py::str(name).cast<std::string>()
-                                                            << "' is not convertible to a float32 array");
+          MYRIAD_CHECK(array, "write_safetensors: tensor '" << key << "' is not convertible to a float32 array");
           Shape shape(array.shape(), array.shape() + array.ndim());
           Tensor t = Tensor::empty(shape);
           std::copy(array.data(), array.data() + array.size(), t.data<float>());
-          file.tensors.emplace_back(py::str(name).cast<std::string>(), t);
+          file.tensors.emplace_back(key, t);
         }
         py::gil_scoped_release release;
         train::write_safetensors(path, file);
       },
       py::arg("path"), py::arg("tensors"), py::arg("metadata") = std::map<std::string, std::string>{},
-      "{name: array} (written as float32, in dict order) + {metadata} -> a .safetensors file");
+      "{name: array} (int8 arrays as I8, everything else as float32, in dict order) + {metadata} -> a .safetensors "
+      "file");
 
   m.def("fresh_run_conflict", &train::fresh_run_conflict, py::arg("checkpoint_dir"),
         "'' when a run from step 0 may write checkpoints into checkpoint_dir, else why not (another run's "

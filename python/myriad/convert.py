@@ -3,13 +3,16 @@
     python -m myriad.convert export CHECKPOINT_DIR OUT.safetensors    # + OUT.yaml (the run config)
     python -m myriad.convert import IN.safetensors CONFIG.yaml CHECKPOINT_ROOT
     python -m myriad.convert export --format hf CHECKPOINT_DIR HF_DIR
+    python -m myriad.convert export --format int8 [--group-size G] [--evaluate] CHECKPOINT_DIR OUT.safetensors
     python -m myriad.convert import --format hf HF_DIR CHECKPOINT_ROOT [--config-out F] [--data PATH]
 
 export writes every parameter of a checkpoint as a full tensor under myriad's names; import builds
 a step-0 checkpoint (fresh optimizer state) from such a file and a run config, to continue with
 `myriad-train --config CONFIG.yaml --resume <printed path>`. With --format hf the folder is one
 `transformers` loads (myriad/hf.py: GPT-2 and LLaMA); import writes the run config (model section,
-the folder's tokenizer, --data as corpus) beside the checkpoint. Errors name the file and tensor.
+the folder's tokenizer, --data as corpus) beside the checkpoint. --format int8 writes the
+weight-only INT8 file Engine.load_int8 serves (myriad/int8.py), prints its size against fp32 and
+bf16 and, with --evaluate, the validation loss of both. Errors name the file and tensor.
 """
 import argparse
 import sys
@@ -20,7 +23,11 @@ def main(argv=None):
     sub = parser.add_subparsers(dest="command", required=True)
     export = sub.add_parser("export", help="checkpoint directory -> .safetensors (+ .yaml config), or a Hugging "
                             "Face folder (--format hf)")
-    export.add_argument("--format", choices=["myriad", "hf"], default="myriad")
+    export.add_argument("--format", choices=["myriad", "hf", "int8"], default="myriad")
+    export.add_argument("--group-size", type=int, default=0,
+                        help="int8: input columns per scale (0 = one scale per output channel)")
+    export.add_argument("--evaluate", action="store_true",
+                        help="int8: also print the validation loss of the checkpoint and of the INT8 file")
     export.add_argument("checkpoint_dir")
     export.add_argument("output")
     imp = sub.add_parser("import", help=".safetensors + config -> step-0 checkpoint; --format hf: a Hugging Face "
@@ -38,10 +45,22 @@ def main(argv=None):
                          f"({'HF_DIR CHECKPOINT_ROOT' if wanted == 2 else 'IN.safetensors CONFIG.yaml CHECKPOINT_ROOT'}), "
                          f"got {len(args.paths)}")
     import myriad
-    from myriad import hf
+    from myriad import hf, int8
 
     try:
-        if args.command == "export" and args.format == "hf":
+        if args.command == "export" and args.format == "int8":
+            report = int8.export_int8(args.checkpoint_dir, args.output, args.group_size)
+            print(f"{report['path']}: {report['int8_bytes']} bytes ({len(report['quantized'])} linear weights in "
+                  f"int8, group size {args.group_size or 'per channel'}); fp32 {report['fp32_bytes']} bytes "
+                  f"({report['int8_bytes'] / report['fp32_bytes']:.1%}), bf16 {report['bf16_bytes']} bytes "
+                  f"({report['int8_bytes'] / report['bf16_bytes']:.1%})")
+            if args.evaluate:
+                import tempfile
+                with tempfile.TemporaryDirectory() as work:
+                    losses = int8.evaluate_int8(args.checkpoint_dir, args.output, work)
+                print(f"validation loss: fp32 {losses['fp32']:.4f}, int8 {losses['int8']:.4f} "
+                      f"({losses['relative_change']:+.2%})")
+        elif args.command == "export" and args.format == "hf":
             for path in hf.export_hf(args.checkpoint_dir, args.output):
                 print(path)
         elif args.command == "export":
@@ -52,7 +71,7 @@ def main(argv=None):
             print(f"{checkpoint}\n{config}")
         else:
             print(myriad.import_safetensors(*args.paths))
-    except (myriad.Error, hf.HfError) as e:
+    except (myriad.Error, hf.HfError, ValueError) as e:
         print(f"error: {e}", file=sys.stderr)
         return 2
     return 0

@@ -37,7 +37,7 @@ class HfError(ValueError):
     """A folder or checkpoint that cannot be converted; the message names the file and tensor."""
 
 
-def _checkpoint_tensors(checkpoint_dir):
+def checkpoint_tensors(checkpoint_dir):
     """Full parameters (myriad names) and the run config of a checkpoint."""
     with tempfile.TemporaryDirectory() as tmp:
         path = os.path.join(tmp, "model.safetensors")
@@ -124,7 +124,7 @@ def _llama_hf(tensors, m):
 
 def export_hf(checkpoint_dir, out_dir):
     """Checkpoint -> a Hugging Face model folder; returns the list of files written."""
-    tensors, run_config = _checkpoint_tensors(checkpoint_dir)
+    tensors, run_config = checkpoint_tensors(checkpoint_dir)
     m = run_config.model
     _require(m["architecture"] in ("gpt2", "llama"),
              f"export --format hf: {checkpoint_dir} holds a model.architecture {m['architecture']} model; "

@@ -45,6 +45,12 @@ Tensor GptModel::decode(std::int32_t token, std::int64_t position, KvCache& cach
   } else {
     rmsnorm_forward(RmsnormArgs{.eps = config_.norm_eps}, x2, store_[norm_w_].value, h, rstd);
   }
+  const Parameter& head = store_[head_];
+  if (head.int8_values.defined()) {  // INT8: the whole padded head, then its real columns
+    Tensor padded = p.empty({1, head.shape[0]});
+    linear_forward(h, head, Tensor(), padded, activation_precision_);
+    return p.to_host(padded).slice(1, 0, config_.vocab_size).contiguous().view({config_.vocab_size});
+  }
   Tensor logits = p.empty({1, config_.vocab_size});
   linear_forward(h, head_weight(false), Tensor(), logits, activation_precision_);
   return p.to_host(logits).view({config_.vocab_size});  // sampling runs on the host

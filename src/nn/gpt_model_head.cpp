@@ -89,7 +89,7 @@ LossSum GptModel::head_forward(Slot& s, const Tensor& targets_in) {
   const Tensor input = head_input(s);  // sequence parallel: gathered on every rank, columns or not
   // Logits for every row of this rank's padded vocabulary (an aligned leading dimension for the
   // GEMMs); the loss reads the real columns only and gives the padding a zero gradient.
-  if (head_columns() > 0) linear_forward(input, store_[head_].value, Tensor(), s.logits, activation_precision_);
+  if (head_columns() > 0) linear_forward(input, store_[head_], Tensor(), s.logits, activation_precision_);
   release(head_unit_, Pass::forward);
   if (head_ == wte_) release(embedding_unit_, Pass::forward);
   LossSum result;

@@ -3,6 +3,7 @@
 
 #include "myriad/ops/bias_add.h"
 #include "myriad/ops/elementwise.h"
+#include "myriad/ops/int8_linear.h"
 #include "myriad/ops/linear.h"
 #include "myriad/ops/matmul.h"
 #include "myriad/ops/placement.h"
@@ -23,6 +24,13 @@ void linear_forward(const Tensor& x, const Tensor& weight, const Tensor& bias, T
   }
   matmul_forward(MatmulArgs{.transpose_b = true}, gemm_operand(x, operands), gemm_operand(weight, operands), y);
   if (bias.defined()) add_row_bias(y, bias);
+}
+
+void linear_forward(const Tensor& x, const Parameter& weight, const Tensor& bias, Tensor& y, DType operands) {
+  if (!weight.int8_values.defined()) return linear_forward(x, weight.value, bias, y, operands);
+  MYRIAD_CHECK(operands == DType::f32, "linear '" << weight.name << "': an INT8 weight computes with f32 activations, "
+                                                  << "not " << dtype_name(operands) << " GEMM operands");
+  int8_linear_forward(Int8Args{.group_size = weight.int8_group}, x, weight.int8_values, weight.int8_scales, bias, y);
 }
 
 void linear_backward(const Tensor& x, const Tensor& weight, const Tensor& grad_y, Tensor& grad_x, bool accumulate_dx,

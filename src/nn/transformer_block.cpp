@@ -195,9 +195,13 @@ void TransformerBlock::norm_and_gather(const ParameterStore& store, std::size_t 
 }
 
 // out = residual + the row-parallel linear of `in` (`partial`: (B, T, C) scratch).
-void TransformerBlock::row_parallel_output(const Tensor& in, const Tensor& weight, const Tensor& bias,
+void TransformerBlock::row_parallel_output(const Tensor& in, const Parameter& weight, const Tensor& bias,
                                            const Tensor& residual, Tensor& partial, Tensor& out) const {
-  split_.tensor_parallel().row_parallel_linear(in, weight, bias, partial, out, operands_);
+  if (weight.int8_values.defined()) {  // INT8 inference: whole layers only (GptModel::attach_int8)
+    linear_forward(in, weight, bias, out, operands_);
+  } else {
+    split_.tensor_parallel().row_parallel_linear(in, weight.value, bias, partial, out, operands_);
+  }
   add_into(out, residual);
 }
 
@@ -252,7 +256,7 @@ void TransformerBlock::forward(const ParameterStore& store, const Tensor& x, Ten
   const std::int64_t Hq = config_.local_heads(tp), Hkv = config_.local_kv_heads(tp), D = config_.head_dim();
   const std::int64_t B = a.h1.size(0), T = a.h1.size(1);
   norm_and_gather(store, norm1_w_, norm1_b_, x, s.h_rows, a.h1, a.ln1_mean, a.ln1_rstd);
-  linear_forward(a.h1, store[qkv_w_].value, optional(store, qkv_b_, false), a.qkv, operands_);
+  linear_forward(a.h1, store[qkv_w_], optional(store, qkv_b_, false), a.qkv, operands_);
   Tensor q = head_view(a.qkv, 0, Hq, D), k = head_view(a.qkv, Hq * D, Hkv, D);
   Tensor v = head_view(a.qkv, (Hq + Hkv) * D, Hkv, D);
   if (config_.positions == PositionKind::rope) {
@@ -264,16 +268,16 @@ void TransformerBlock::forward(const ParameterStore& store, const Tensor& x, Ten
   Tensor att_heads = bhtd(a.att.view({B, T, Hq, D}));
   const AttentionArgs args = attention_args(q, k, a);
   ring_attention_forward(split_.context_parallel(), args, bhtd(q), bhtd(k), bhtd(v), att_heads, a.lse);
-  row_parallel_output(a.att, store[proj_w_].value, optional(store, proj_b_, false), x, s.d_h, a.x_mid);
+  row_parallel_output(a.att, store[proj_w_], optional(store, proj_b_, false), x, s.d_h, a.x_mid);
   norm_and_gather(store, norm2_w_, norm2_b_, a.x_mid, s.h_rows, a.h2, a.ln2_mean, a.ln2_rstd);
   if (moe_) {
     moe_forward(store, a, s, y);
     return;
   }
-  linear_forward(a.h2, store[fc_w_].value, optional(store, fc_b_, false), a.fc, operands_);
-  if (config_.mlp == MlpKind::swiglu) linear_forward(a.h2, store[up_w_].value, Tensor(), a.up, operands_);
+  linear_forward(a.h2, store[fc_w_], optional(store, fc_b_, false), a.fc, operands_);
+  if (config_.mlp == MlpKind::swiglu) linear_forward(a.h2, store[up_w_], Tensor(), a.up, operands_);
   mlp_activation(a, a.act);
-  row_parallel_output(a.act, store[out_w_].value, optional(store, out_b_, false), a.x_mid, s.d_h, y);
+  row_parallel_output(a.act, store[out_w_], optional(store, out_b_, false), a.x_mid, s.d_h, y);
 }
 
 void TransformerBlock::recompute(const ParameterStore& store, const Tensor& x, BlockActivations& a,

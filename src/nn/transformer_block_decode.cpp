@@ -29,7 +29,7 @@ void TransformerBlock::decode(const ParameterStore& store, const Tensor& x, std:
   Tensor mean = p.empty({1}), rstd = p.empty({1});
   Tensor h = p.empty({1, 1, C}), qkv = p.empty({1, 1, W});
   norm_forward(store, norm1_w_, norm1_b_, x, h, mean, rstd);
-  linear_forward(h, store[qkv_w_].value, value(qkv_b_), qkv, operands_);
+  linear_forward(h, store[qkv_w_], value(qkv_b_), qkv, operands_);
   // q, k, v: the heads of the qkv row (strides [W, W, D, 1]), gathered contiguous.
   auto heads = [&](std::int64_t first, std::int64_t count) {
     const Tensor view =
@@ -68,7 +68,7 @@ void TransformerBlock::decode(const ParameterStore& store, const Tensor& x, std:
   Tensor att_heads = att.view({Hkv, group, D});
   matmul_forward(MatmulArgs{}, scores, values, att_heads);
   Tensor x_mid = p.empty({1, 1, C});
-  linear_forward(att, store[proj_w_].value, value(proj_b_), x_mid, operands_);
+  linear_forward(att, store[proj_w_], value(proj_b_), x_mid, operands_);
   add_into(x_mid, x);
   Tensor h2 = p.empty({1, 1, C});
   norm_forward(store, norm2_w_, norm2_b_, x_mid, h2, mean, rstd);
@@ -79,15 +79,15 @@ void TransformerBlock::decode(const ParameterStore& store, const Tensor& x, std:
     return;
   }
   Tensor fc = p.empty({1, 1, F}), act = p.empty({1, 1, F});
-  linear_forward(h2, store[fc_w_].value, value(fc_b_), fc, operands_);
+  linear_forward(h2, store[fc_w_], value(fc_b_), fc, operands_);
   if (config_.mlp == MlpKind::gelu) {
     gelu_forward(GeluArgs{}, fc, act);
   } else {
     Tensor up = p.empty({1, 1, F});
-    linear_forward(h2, store[up_w_].value, Tensor(), up, operands_);
+    linear_forward(h2, store[up_w_], Tensor(), up, operands_);
     swiglu_forward(SwigluArgs{}, fc, up, act);
   }
-  linear_forward(act, store[out_w_].value, value(out_b_), y, operands_);
+  linear_forward(act, store[out_w_], value(out_b_), y, operands_);
   add_into(y, x_mid);
 }
 

@@ -237,6 +237,7 @@ PipelineExecutor& Engine::executor_for(int micro_batches) {
 }
 
 void Engine::backward(double scale, bool sync) {
+  refuse_training_on_int8("Engine.backward");
   MYRIAD_CHECK(!research_ids_.empty(), "Engine.backward: no batch; call forward(tokens, targets) first");
   MYRIAD_CHECK(!research_reduced_,
                "Engine.backward: the gradients were already reduced over data parallelism by a "
@@ -270,6 +271,7 @@ void Engine::zero_grad() {
 }
 
 StepMetrics Engine::optimizer_step(std::optional<double> lr) {
+  refuse_training_on_int8("Engine.optimizer_step");
   MYRIAD_CHECK(research_reduced_,
                "Engine.optimizer_step: no reduced gradients; call backward() (with sync=True, "
                "the default) after forward() first");

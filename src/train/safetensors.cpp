@@ -17,9 +17,13 @@ void write_safetensors(const std::string& path, const SafetensorsFile& file) {
   json header = json::object();
   std::uint64_t offset = 0;
   for (const auto& [name, tensor] : file.tensors) {
-    MYRIAD_CHECK(tensor.dtype() == DType::f32 && tensor.is_contiguous() && tensor.device().is_cpu(),
-                 "safetensors: tensor '" << name << "' must be a contiguous f32 CPU tensor, is " << tensor.describe());
-    header[name] = {{"dtype", "F32"}, {"shape", tensor.shape()}, {"data_offsets", {offset, offset + tensor.nbytes()}}};
+    MYRIAD_CHECK(
+        (tensor.dtype() == DType::f32 || tensor.dtype() == DType::i8) && tensor.is_contiguous() &&
+            tensor.device().is_cpu(),
+        "safetensors: tensor '" << name << "' must be a contiguous f32 or i8 CPU tensor, is " << tensor.describe());
+    header[name] = {{"dtype", tensor.dtype() == DType::i8 ? "I8" : "F32"},
+                    {"shape", tensor.shape()},
+                    {"data_offsets", {offset, offset + tensor.nbytes()}}};
     offset += tensor.nbytes();
   }
   if (!file.metadata.empty()) header["__metadata__"] = file.metadata;
@@ -90,9 +94,9 @@ SafetensorsFile read_safetensors(const std::string& path) {
             [](const auto& a, const auto& b) { return std::get<3>(a) < std::get<3>(b); });
   std::uint64_t previous_end = 0;
   for (const auto& [name, dtype, shape, begin, end] : entries) {
-    const std::uint64_t element = dtype == "F32" ? 4 : (dtype == "F16" || dtype == "BF16") ? 2 : 0;
+    const std::uint64_t element = dtype == "F32" ? 4 : (dtype == "F16" || dtype == "BF16") ? 2 : dtype == "I8" ? 1 : 0;
     MYRIAD_CHECK(element != 0, "safetensors: " << path << ": tensor '" << name << "' has dtype " << dtype
-                                               << "; readable: F32, F16, BF16");
+                                               << "; readable: F32, F16, BF16, I8");
     for (std::int64_t d : shape)
       MYRIAD_CHECK(d >= 0, "safetensors: " << path << ": tensor '" << name << "' has a negative dimension");
     const auto bytes = static_cast<std::uint64_t>(shape_numel(shape)) * element;
@@ -102,11 +106,15 @@ SafetensorsFile read_safetensors(const std::string& path) {
                                  << " bytes, overlaps another tensor, or lies outside the " << data_size
                                  << " data bytes (truncated file?)");
     previous_end = end;
-    Tensor raw = Tensor::empty(shape, dtype == "F32" ? DType::f32 : dtype == "F16" ? DType::f16 : DType::bf16);
+    const DType stored = dtype == "F32"   ? DType::f32
+                         : dtype == "F16" ? DType::f16
+                         : dtype == "I8"  ? DType::i8
+                                          : DType::bf16;
+    Tensor raw = Tensor::empty(shape, stored);
     in.seekg(static_cast<std::streamoff>(8 + n + begin));
     in.read(static_cast<char*>(raw.raw_data()), static_cast<std::streamsize>(bytes));
     MYRIAD_CHECK(in, "safetensors: reading tensor '" << name << "' from " << path << " failed");
-    file.tensors.emplace_back(name, dtype == "F32" ? raw : raw.to(DType::f32));
+    file.tensors.emplace_back(name, stored == DType::f32 || stored == DType::i8 ? raw : raw.to(DType::f32));
   }
   return file;
 }

@@ -11,10 +11,14 @@
 #pragma once
 
 #include "myriad/core/tensor.h"
+#include "myriad/nn/parameter_store.h"
 
 namespace myriad::nn {
 
 void linear_forward(const Tensor& x, const Tensor& weight, const Tensor& bias, Tensor& y, DType operands = DType::f32);
+// The same with a parameter as weight: its INT8 form when attached (f32 operands only), else its value.
+void linear_forward(const Tensor& x, const Parameter& weight, const Tensor& bias, Tensor& y,
+                    DType operands = DType::f32);
 void linear_backward(const Tensor& x, const Tensor& weight, const Tensor& grad_y, Tensor& grad_x, bool accumulate_dx,
                      Tensor& grad_weight, Tensor& grad_bias, DType operands = DType::f32);
 

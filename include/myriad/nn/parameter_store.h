@@ -49,6 +49,10 @@ struct Parameter {
   std::int64_t offset = 0;  // element offset in the flat buffers
   Tensor value;             // view into flat_values()
   Tensor grad;              // view into flat_grads()
+  // Weight-only INT8 (inference, GptModel::attach_int8): when defined, the forward linear layers
+  // read this int8 weight with its scales (ops/int8_linear.h) instead of `value`.
+  Tensor int8_values, int8_scales;
+  std::int64_t int8_group = 0;
 };
 
 class ParameterStore {

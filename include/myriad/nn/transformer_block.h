@@ -129,7 +129,7 @@ class TransformerBlock {
   void mlp_activation(const BlockActivations& acts, Tensor& act) const;
   void norm_and_gather(const ParameterStore& store, std::size_t w, std::size_t b, const Tensor& x, Tensor& rows,
                        Tensor& full, Tensor& mean, Tensor& rstd) const;
-  void row_parallel_output(const Tensor& in, const Tensor& weight, const Tensor& bias, const Tensor& residual,
+  void row_parallel_output(const Tensor& in, const Parameter& weight, const Tensor& bias, const Tensor& residual,
                            Tensor& partial, Tensor& out) const;
   Tensor gathered_grad(const Tensor& grad, BlockScratch& s) const;
   Tensor reduced_input_grad(BlockScratch& s) const;

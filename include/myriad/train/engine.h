@@ -76,6 +76,15 @@ class Engine {
   // returns the same result.
   nn::Generation generate_ids(const std::vector<std::int32_t>& prompt, const nn::GenerateArgs& args);
 
+  // Serves a weight-only INT8 export (engine_int8.cpp; `myriad-convert export --format int8`):
+  // its int8 linear weights attach to the model (GptModel::attach_int8) and its other tensors
+  // become the parameter values; evaluate(), evaluate_on(), forward_logits() and generate() then
+  // compute from them, and every training call is refused. Whole-model layouts only (tp, pp, cp,
+  // ep 1; ZeRO < 3), training.precision fp32. Collective; a bad file fails on every rank before
+  // anything changes.
+  void load_int8(const std::string& path);
+  bool serves_int8() const { return serves_int8_; }
+
   // ---- Research API (engine_research.cpp; docs/python.md): a step in parts, on the caller's batches.
   // Every call is collective over the job. Each rank passes its data-parallel replica's rows: the
   // tp, pp and cp ranks of one replica pass the same rows (checked), the dp ranks their own part
@@ -218,6 +227,8 @@ class Engine {
   double research_loss_sum_ = 0.0;
   std::int64_t research_loss_tokens_ = 0;
   std::function<void()> before_update_;
+  bool serves_int8_ = false;  // load_int8: inference only
+  void refuse_training_on_int8(const char* call) const;
   std::unique_ptr<SerialLayout> serial_layout_;  // tp * pp > 1
   double bubble_seconds_ = 0.0;                  // of the last step
   Tensor peer_embedding_grad_;                   // pp > 1, tied: the other end's embedding gradient

@@ -2,10 +2,10 @@
 //
 // Layout: u64 little-endian N, then N bytes of JSON {"name": {"dtype", "shape", "data_offsets":
 // [begin, end]}, ..., "__metadata__": {string: string}}, then the data (offsets relative to the
-// end of the header, row-major, little-endian). Written tensors are F32; reading accepts F32,
-// F16 and BF16 (converted to f32). Reading checks everything before returning: header length
-// within the file, valid JSON, known dtype, offsets inside the data, sizes equal to the shapes,
-// no overlaps — errors name the file and the tensor.
+// end of the header, row-major, little-endian). Written tensors are F32 or I8 (weight-only INT8
+// exports); reading accepts F32, F16 and BF16 (converted to f32) and I8 (kept as i8). Reading checks everything before
+// returning: header length within the file, valid JSON, known dtype, offsets inside the data, sizes equal to the
+// shapes, no overlaps — errors name the file and the tensor.
 #pragma once
 
 #include <map>
