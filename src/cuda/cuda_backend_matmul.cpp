@@ -8,7 +8,10 @@
 // and a shared 2-D b sums its gradient over the batch (the first product overwrites unless the
 // op accumulates, the rest add).
 #include "myriad/cuda/cuda_backend.h"
+#include "myriad/cuda/device_guard.h"
 #include "myriad/cuda/gemm.h"
+#include "myriad/cuda/kernels.h"
+#include "myriad/ops/bias_add.h"
 
 #include <algorithm>
 
@@ -187,6 +190,21 @@ void CudaBackend::linear_forward(const LinearArgs& args, const Tensor& x, const 
   linear_gemm(context_, LinearGemm{.m = m, .n = n, .k = k, .epilogue = epilogue}, x.raw_data(), weight.raw_data(),
               bias.defined() ? bias.raw_data() : nullptr, y.raw_data());
   if (args.gelu && !bias.defined()) gelu_forward(GeluArgs{}, y, y);
+}
+
+// Weight-only INT8: the tiled kernel reads int8 weights and dequantises them in shared memory.
+void CudaBackend::int8_linear_forward(const Int8Args& args, const Tensor& x, const Tensor& q, const Tensor& scales,
+                                      const Tensor& bias, Tensor& y) {
+  DeviceGuard guard(context_.device());
+  const std::int64_t n = q.size(0), k = q.size(1), rows = k == 0 ? x.numel() : x.numel() / k;
+  if (k == 0) {  // an empty sum: y = bias (or 0)
+    fill(y, 0.0f);
+    if (bias.defined()) bias_add_forward(BiasAddArgs{}, y, bias, y);
+    return;
+  }
+  int8_linear_forward_f32(x.data<float>(), q.data<std::int8_t>(), scales.data<float>(),
+                          bias.defined() ? bias.data<float>() : nullptr, y.data<float>(), rows, n, k, args.group_size,
+                          context_.stream());
 }
 
 }  // namespace myriad::cuda

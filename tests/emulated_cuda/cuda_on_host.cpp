@@ -26,6 +26,7 @@
 #include <mutex>
 #include <type_traits>
 #include "emulated_streams.h"
+#include "myriad/ops/int8_linear.h"
 #include "myriad/core/tensor.h"
 #include "myriad/cuda/device_buffer.h"
 #include "myriad/cuda/device_context.h"
@@ -419,6 +420,14 @@ void linear_gemm(const DeviceContext& context, const LinearGemm& l, const void* 
        x, weight, bias, y);
 }
 
+void int8_linear_forward_f32(const float* x, const std::int8_t* q, const float* scales, const float* bias, float* y,
+                             std::int64_t rows, std::int64_t n, std::int64_t k, std::int64_t group_size,
+                             cudaStream_t launch_stream) {
+  emulated::check_launch_device(launch_stream);
+  Tensor out = W(y, {rows, n});
+  cpu::int8_linear_forward(Int8Args{.group_size = group_size}, W(x, {rows, k}), W(q, {n, k}, DType::i8),
+                           W(scales, {n, int8_groups(k, group_size)}), bias != nullptr ? W(bias, {n}) : Tensor(), out);
+}
 void gelu_forward_f32(const float* x, float* out, std::int64_t n, cudaStream_t launch_stream) {
   emulated::check_launch_device(launch_stream);
   Tensor o = W(out, {n});

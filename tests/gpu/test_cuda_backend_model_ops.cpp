@@ -5,6 +5,7 @@
 // targets reported as the CPU op reports them; ops no backend provides still refused by name.
 #include <gtest/gtest.h>
 
+#include <array>
 #include <cmath>
 
 #include <climits>
@@ -15,6 +16,7 @@
 #include "myriad/ops/bias_add.h"
 #include "myriad/ops/cross_entropy.h"
 #include "myriad/ops/embedding.h"
+#include "myriad/ops/int8_linear.h"
 #include "myriad/ops/rope.h"
 #include "myriad/ops/softmax.h"
 
@@ -33,6 +35,27 @@ Tensor rows_of_heads(const Tensor& packed, std::int64_t first, std::int64_t head
                               DType::f32);
 }
 Tensor bhtd(const Tensor& bthd) { return bthd.permute({0, 2, 1, 3}); }
+
+TEST_F(CudaBackendTest, Int8LinearMatchesTheCpuPerChannelAndPerGroup) {
+  // Tiles of 32 rows / channels / k with ragged edges everywhere, and one decode row.
+  for (const auto& [rows, n, k] : {std::array<std::int64_t, 3>{70, 100, 96}, {1, 64, 70}, {33, 31, 130}}) {
+    for (std::int64_t group : {0, 32, 48}) {
+      for (bool with_bias : {false, true}) {
+        SCOPED_TRACE(::testing::Message()
+                     << rows << "x" << n << "x" << k << " group " << group << " bias " << with_bias);
+        const Int8Args args{.group_size = group};
+        const Tensor w = random({n, k}, 1), x = random({rows, k}, 2), b = random({n}, 3);
+        Tensor q = Tensor::empty({n, k}, DType::i8), scales = Tensor::empty({n, int8_groups(k, group)});
+        quantize_int8(args, w, q, scales);
+        Tensor y = Tensor::empty({rows, n}), d_y = backend_->empty({rows, n});
+        int8_linear_forward(args, x, q, scales, with_bias ? b : Tensor(), y);
+        int8_linear_forward(args, on_device(x), on_device(q), on_device(scales), with_bias ? on_device(b) : Tensor(),
+                            d_y);
+        expect_close(d_y, y, kTolerance, "y");
+      }
+    }
+  }
+}
 
 TEST_F(CudaBackendTest, AttentionOnContiguousHeadsCausalOrNotWithGroupedQueries) {
   const std::int64_t B = 2, Hq = 4, Hkv = 2, T = 37, D = 64;

@@ -287,4 +287,13 @@ void convert_bf16_to_f32(const __nv_bfloat16* x, float* out, std::int64_t n, cud
 void convert_f32_to_f16(const float* x, __half* out, std::int64_t n, cudaStream_t stream);
 void convert_f16_to_f32(const __half* x, float* out, std::int64_t n, cudaStream_t stream);
 
+// ---- Weight-only INT8 linear, f32 activations (kernels/quantized/int8_linear.cu) -------------
+//   y (rows, n) = x (rows, k) @ (q * scale)^T + bias (n, may be null)
+// q (n, k) int8 row-major; scales (n, groups) f32 with groups = ceil(k / group_size), or 1 for
+// group_size 0 (per output channel); dequantisation as ops/int8_linear.h. y is written (`=`) and
+// must not overlap x.
+void int8_linear_forward_f32(const float* x, const std::int8_t* q, const float* scales, const float* bias, float* y,
+                             std::int64_t rows, std::int64_t n, std::int64_t k, std::int64_t group_size,
+                             cudaStream_t stream);
+
 }  // namespace myriad::cuda
