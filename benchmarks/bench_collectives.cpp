@@ -203,8 +203,7 @@ Case make_case(const std::string& op, std::int64_t bytes, Communicator& comm) {
     c.check = [=] {
       const float* p = out.data<float>();
       std::int64_t bad = 0;
-      for (std::int64_t i = 0; i < own; ++i)
-        bad += p[i] != static_cast<float>(rank_sum * ((begin + i) % 13 + 1));
+      for (std::int64_t i = 0; i < own; ++i) bad += p[i] != static_cast<float>(rank_sum * ((begin + i) % 13 + 1));
       return bad;
     };
     c.quiet = [] {};

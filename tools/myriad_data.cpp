@@ -280,7 +280,7 @@ int mix(const std::vector<std::string>& args) {
 
 int inspect(const std::vector<std::string>& args) {
   MYRIAD_CHECK(!args.empty(), "inspect needs a PATH\n" << kUsage);
-  const std::string path = args[0];
+  const std::string& path = args[0];
   bool verify = false;
   for (std::size_t i = 1; i < args.size(); ++i) {
     MYRIAD_CHECK(args[i] == "--verify", "inspect: unknown argument '" << args[i] << "'\n" << kUsage);

@@ -40,6 +40,7 @@ void raise(const py::object& type, const std::string& shown, const std::string& 
 
 void bind_errors(py::module_& m) {
   static py::exception<myriad::Error> error_type(m, "Error", PyExc_RuntimeError);
+  // NOLINTNEXTLINE(performance-unnecessary-value-param): pybind11's ExceptionTranslator takes it by value
   py::register_exception_translator([](std::exception_ptr p) {
     try {
       if (p) std::rethrow_exception(p);

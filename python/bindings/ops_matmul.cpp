@@ -12,7 +12,7 @@ namespace myriad::python {
 void bind_matmul(py::module_& ops) {
   ops.def(
       "matmul_forward",
-      [](const Tensor& a, const Tensor& b, bool transpose_a, bool transpose_b, float alpha, py::object out) {
+      [](const Tensor& a, const Tensor& b, bool transpose_a, bool transpose_b, float alpha, const py::object& out) {
         MatmulArgs args{
             .transpose_a = transpose_a, .transpose_b = transpose_b, .alpha = alpha, .accumulate = !out.is_none()};
         std::int64_t m = transpose_a ? a.size(-1) : a.size(-2);

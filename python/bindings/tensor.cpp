@@ -115,7 +115,7 @@ void bind_tensor(py::module_& m) {
       .def("is_contiguous", &Tensor::is_contiguous)
       .def("numpy", &to_numpy, "NumPy array over the same memory (no copy)")
       .def(
-          "__array__", [](const Tensor& t, py::object, py::object) { return to_numpy(t); },
+          "__array__", [](const Tensor& t, const py::object&, const py::object&) { return to_numpy(t); },
           py::arg("dtype") = py::none(), py::arg("copy") = py::none())
       .def("view", &Tensor::view)
       .def("reshape", &Tensor::reshape)

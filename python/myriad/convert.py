@@ -59,7 +59,7 @@ def main(argv=None):
                 with tempfile.TemporaryDirectory() as work:
                     losses = int8.evaluate_int8(args.checkpoint_dir, args.output, work)
                 print(f"validation loss: fp32 {losses['fp32']:.4f}, int8 {losses['int8']:.4f} "
-                      f"({losses['relative_change']:+.2%})")
+                      f"({losses['relative_change']:+.3%})")
         elif args.command == "export" and args.format == "hf":
             for path in hf.export_hf(args.checkpoint_dir, args.output):
                 print(path)

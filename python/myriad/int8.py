@@ -59,13 +59,17 @@ def export_int8(checkpoint_dir, out, group_size=0):
 def evaluate_int8(checkpoint_dir, int8_path, work_dir):
     """Validation loss of the checkpoint and of its INT8 export on the run's validation split
     (training.eval_batches batches), each in a fresh engine whose folders are under work_dir."""
-    tensors, metadata = _myriad.read_safetensors(int8_path)
+    _, metadata = _myriad.read_safetensors(int8_path)
     losses = {}
     for kind in ("fp32", "int8"):
         config = _myriad.Config.from_string(metadata["config"], int8_path + " config")
         config.set(f"logging.dir={os.path.join(work_dir, kind)}")
         config.set(f"checkpoint.dir={os.path.join(work_dir, kind, 'checkpoints')}")
         config.set("logging.level=warn")
+        # This process alone: the source run's layout becomes one rank's (the global batch stays).
+        for key in ("parallel.dp=0", "parallel.tp=1", "parallel.pp=1", "parallel.cp=1", "parallel.ep=1",
+                    "training.gradient_accumulation=0"):
+            config.set(key)
         engine = _myriad.Engine(config)
         if kind == "fp32":
             engine.load(checkpoint_dir)

@@ -280,6 +280,7 @@ std::string field_value_problem(const FieldInfo& info, const FieldValue& value) 
 
 std::string describe_keys(const std::vector<const FieldInfo*>& fields) {
   std::vector<std::string> keys;
+  keys.reserve(fields.size());
   for (const FieldInfo* f : fields) {
     keys.push_back(f->aliases.empty() ? f->name : f->name + " (alias " + join(f->aliases, ", ") + ")");
   }

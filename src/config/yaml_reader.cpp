@@ -108,7 +108,8 @@ bool has_keys_under(const std::string& prefix) {
 template <typename S>
 void read_section(S& section, const YAML::Node& node, const std::string& source) {
   const std::string name(S::kSection);
-  if (node.IsNull()) return;  // "sample:" with nothing under it
+  const std::string path_prefix = name + ".";  // of the keys' paths in messages ("model.n_layer")
+  if (node.IsNull()) return;                   // "sample:" with nothing under it
   MYRIAD_CHECK(node.IsMap(), where(source, node.Mark())
                                  << ": " << name << ": expected a map of keys, got " << node_kind(node));
   std::map<std::string, std::pair<std::string, int>> seen;  // canonical name -> (spelling, line)
@@ -142,7 +143,7 @@ void read_section(S& section, const YAML::Node& node, const std::string& source)
         MYRIAD_THROW(at << ": " << name << "." << key << " and " << name << "." << spelling << " (line " << line
                         << ") are the same key (" << describe_keys({field}) << "); give only one");
       }
-      field->set(section, read_value(*field, value_node, at, name + "." + key));
+      field->set(section, read_value(*field, value_node, at, path_prefix + key));
     }
   };
   read_map(read_map, node, "");
@@ -161,7 +162,7 @@ RunConfig read_root(const YAML::Node& root, const std::string& source) {
     const YAML::Node value_node = it->second;
     const std::string at = where(source, key_node.Mark());
     MYRIAD_CHECK(key_node.IsScalar(), at << ": section names must be plain names, got " << node_kind(key_node));
-    const std::string key = key_node.Scalar();
+    const std::string& key = key_node.Scalar();  // key_node keeps the scalar alive
     MYRIAD_CHECK(std::find(names.begin(), names.end(), key) != names.end(),
                  at << ": unknown section '" << key << "'" << suggestion(closest_name(names, key))
                     << "; sections: " << describe_sections());

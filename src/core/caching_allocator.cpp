@@ -38,6 +38,7 @@ CachingAllocator::~CachingAllocator() {
     if (block->prev != nullptr) continue;  // segment heads only
     std::size_t bytes = 0;
     for (Block* b = block.get(); b != nullptr; b = b->next) bytes += b->size;
+    // NOLINTNEXTLINE(performance-no-int-to-ptr): blocks keep addresses as integers to split them
     raw_.release(reinterpret_cast<void*>(address), bytes);
   }
 }
@@ -124,6 +125,7 @@ void* CachingAllocator::allocate(std::size_t bytes, StreamId stream) {
   block->in_use = true;
   stats_.in_use += block->size;
   stats_.peak_in_use = std::max(stats_.peak_in_use, stats_.in_use);
+  // NOLINTNEXTLINE(performance-no-int-to-ptr): blocks keep addresses as integers to split them
   return reinterpret_cast<void*>(block->address);
 }
 
@@ -161,6 +163,7 @@ void CachingAllocator::release_cached() {
   }
   for (Block* block : whole) {
     erase_free(block);
+    // NOLINTNEXTLINE(performance-no-int-to-ptr): blocks keep addresses as integers to split them
     raw_.release(reinterpret_cast<void*>(block->address), block->size);
     stats_.reserved -= block->size;
     --stats_.segments;

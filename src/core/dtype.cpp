@@ -10,7 +10,6 @@ std::size_t dtype_size(DType dtype) {
     case DType::f32:
       return 4;
     case DType::bf16:
-      return 2;
     case DType::f16:
       return 2;
     case DType::i32:

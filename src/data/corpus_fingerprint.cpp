@@ -68,7 +68,11 @@ std::string first_difference(const std::string& before, const std::string& now) 
   for (const auto& [path, rest] : new_files) {
     const auto found = old_files.find(path);
     if (found == old_files.end()) return path + " is new";
-    if (found->second != rest) return path + " changed (" + found->second + " -> " + rest + ")";
+    if (found->second != rest) {
+      std::string change = path + " changed (";
+      change.append(found->second).append(" -> ").append(rest).append(")");
+      return change;
+    }
   }
   for (const auto& [path, rest] : old_files) {
     if (new_files.count(path) == 0) return path + " is gone";

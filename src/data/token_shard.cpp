@@ -206,6 +206,7 @@ std::vector<std::string> ShardSet::split_paths(const std::string& directory, con
   MYRIAD_CHECK(!names.empty(), "no token shards '" << prefix << "*.bin' in '" << directory << "'");
   std::sort(names.begin(), names.end());
   std::vector<std::string> paths;
+  paths.reserve(names.size());
   for (const std::string& name : names) paths.push_back((fs::path(directory) / name).string());
   return paths;
 }

@@ -23,6 +23,7 @@ std::string wrap_for_reduction(std::unique_ptr<Communicator>& group, const std::
                                const std::vector<int>& node_of_rank, const ReductionOptions& options) {
   if (group->size() < 2 || dynamic_cast<MpiCommunicator*>(group.get()) == nullptr) return "ring";
   std::vector<int> node_of_member;
+  node_of_member.reserve(members.size());
   for (int member : members) node_of_member.push_back(node_of_rank.at(static_cast<std::size_t>(member)));
   NodeGrouping grouping;
   switch (choose_reduction(options.dp_reduce, node_of_member, group->name(), &grouping)) {

@@ -97,6 +97,7 @@ int RankGrid::rank_of(const GridCoord& c) const {
                                                                         << c[Axis::dp] << " (ep = dp % " << shape_.ep
                                                                         << ")");
   std::vector<std::pair<int, int>> digits;
+  digits.reserve(kWorldAxes.size());
   for (Axis axis : kWorldAxes) digits.emplace_back(c[axis], shape_.size(axis));
   return mixed_radix(digits);
 }
@@ -115,6 +116,7 @@ GridCoord RankGrid::with(GridCoord c, Axis axis, int value) const {
 std::vector<int> RankGrid::group(Axis axis, int rank) const {
   const GridCoord c = coords(rank);
   std::vector<int> members;
+  members.reserve(static_cast<std::size_t>(shape_.size(axis)));
   for (int i = 0; i < shape_.size(axis); ++i) members.push_back(rank_of(with(c, axis, i)));
   return members;
 }
@@ -137,6 +139,7 @@ int RankGrid::group_id(Axis axis, int rank) const {
 std::vector<int> RankGrid::expert_data_group(int rank) const {
   const GridCoord c = coords(rank);
   std::vector<int> members;
+  members.reserve(static_cast<std::size_t>(shape_.dp / shape_.ep));
   for (int i = 0; i < shape_.dp / shape_.ep; ++i)
     members.push_back(rank_of(with(c, Axis::dp, i * shape_.ep + c[Axis::ep])));
   return members;

@@ -120,7 +120,7 @@ std::vector<CheckpointPiece> segment_pieces(const nn::Parameter& p, std::int64_t
     const std::size_t d = p.shard_dim < 0 ? 0 : static_cast<std::size_t>(p.shard_dim);
     std::vector<std::pair<nn::IndexRange, nn::IndexRange>> spans;  // (local, global) along d
     if (p.shard_dim < 0) {
-      spans.push_back({box[d], box[d]});
+      spans.emplace_back(box[d], box[d]);
     } else {
       std::int64_t at = 0;
       for (const nn::IndexRange& r : p.shard_ranges) {

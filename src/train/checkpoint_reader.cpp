@@ -147,7 +147,7 @@ const Tensor& CheckpointReader::load_piece(const std::string& tensor, Piece& pie
 }
 
 void CheckpointReader::read(const std::string& tensor, const Shape& global_shape,
-                            const std::vector<nn::IndexRange>& box, Tensor dest) {
+                            const std::vector<nn::IndexRange>& box, const Tensor& dest) {
   auto found = tensors_.find(tensor);
   MYRIAD_CHECK(found != tensors_.end(), "checkpoint: " << manifest_path_ << " has no tensor '" << tensor << "'");
   Entry& entry = *found->second;
@@ -189,7 +189,7 @@ void CheckpointReader::read(const std::string& tensor, const Shape& global_shape
                                                                        << " elements asked for");
 }
 
-void CheckpointReader::read_whole(const std::string& tensor, Tensor dest) {
+void CheckpointReader::read_whole(const std::string& tensor, const Tensor& dest) {
   std::vector<nn::IndexRange> box;
   for (std::int64_t extent : dest.shape()) box.push_back({0, extent});
   read(tensor, dest.shape(), box, dest);

@@ -65,10 +65,8 @@ std::vector<std::string> CommunicatorWorkers::all_to_all_bytes(const std::vector
   Tensor send = Tensor::empty({send_total}, DType::i8);
   Tensor recv = Tensor::empty({recv_total}, DType::i8);
   char* at = static_cast<char*>(send.raw_data());
-  for (const std::string& message : to) {
-    std::memcpy(at, message.data(), message.size());
-    at += message.size();
-  }
+  // Packed back to back, no terminators: `sends` carries each message's length.
+  for (const std::string& message : to) at = std::copy(message.begin(), message.end(), at);
   group_.all_to_all_v(send, sends, recv, recvs);
   std::vector<std::string> out;
   const char* from = static_cast<const char*>(recv.raw_data());

@@ -413,8 +413,7 @@ optim::OptimizerStepStats DataParallel::optimizer_step(float lr, float unscale) 
   return stats;
 }
 
-void DataParallel::gather_from_shard(const Tensor& shard_in, Tensor& full) {
-  Tensor shard = shard_in;
+void DataParallel::gather_from_shard(const Tensor& shard, Tensor& full) {
   std::vector<dist::WorkHandle> gathers;
   for (const dist::ZeroBucket& b : layout_.buckets()) {
     Tensor mine = flat_view(shard, b.shard_offset, b.shard_offset + b.owned.size());
@@ -428,11 +427,10 @@ void DataParallel::gather_from_shard(const Tensor& shard_in, Tensor& full) {
   for (dist::WorkHandle& g : gathers) g->wait();
 }
 
-void DataParallel::moments_to_full(const Tensor& packed_in, Tensor& full) {
+void DataParallel::moments_to_full(const Tensor& packed, Tensor& full) {
   const bool sharded = layout_.parts() > 1;
   if (sharded && !moment_shard_.defined()) moment_shard_ = placement_.zeros({layout_.shard_elements()});
   Tensor target = sharded ? moment_shard_ : full;
-  Tensor packed = packed_in;
   std::int64_t position = 0;
   for (const dist::ZeroSegment& s : segments_) {
     const std::int64_t n = s.end - s.begin, at = sharded ? s.shard_position : s.begin;

@@ -10,7 +10,7 @@ namespace myriad::train {
 std::string write_checkpoint_collectively(dist::Communicator& comm, const std::string& dir,
                                           const CheckpointHeader& header, const std::vector<CheckpointPiece>* pieces,
                                           int keep) {
-  const std::string final_path = checkpoint_path(dir, header.step);
+  std::string final_path = checkpoint_path(dir, header.step);  // not const: moved out by the return
   const std::string tmp =
       (std::filesystem::path(dir) / (".tmp-" + std::filesystem::path(final_path).filename().string())).string();
   std::string entries;

@@ -204,7 +204,7 @@ void Engine::log_layout() {
         dist::simulate_schedule(dist::build_schedule(kind, p.pp, m, p.virtual_stages), p.pp, m, p.virtual_stages);
     pipeline = "pp " + std::to_string(p.pp) + " (" + dist::schedule_name(kind) + ", " + std::to_string(m) +
                " micro-batches, " + std::to_string(p.virtual_stages) + " chunk(s) per rank; modelled bubble " +
-               std::to_string(static_cast<int>(100 * check.idle_fraction + 0.5)) + "%, up to " +
+               std::to_string(std::lround(100 * check.idle_fraction)) + "%, up to " +
                std::to_string(check.peak_in_flight.at(pp().rank())) + " chunk forwards in flight on this rank)";
   }
   log_->info("layout: tp {}{} x {}; this rank holds layers {}{}{}; {} of the model's {} parameter elements", p.tp,
@@ -361,7 +361,10 @@ void Engine::check_finite_progress(const StepMetrics& metrics, double loss_scale
 }
 
 StepMetrics Engine::step() {
+  refuse_training_on_int8("Engine.step");
   check_fresh_run_folder();
+  research_ids_.clear();  // a research-API batch or reduction in progress does not survive a whole step
+  research_reduced_ = false;
   const auto start = std::chrono::steady_clock::now();
   metrics_->begin();
   const int micro_batches = config_.training.gradient_accumulation;

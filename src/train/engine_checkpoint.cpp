@@ -64,7 +64,7 @@ std::string Engine::save(bool background) {
   const std::string dir = config_.checkpoint.dir;
   const int keep = config_.checkpoint.keep;
   dist::run_on_rank0(world, "checkpoint directory", [&] { begin_checkpoint(dir, step_); });
-  const std::string path = checkpoint_path(dir, step_);
+  std::string path = checkpoint_path(dir, step_);  // not const: moved out by the return
   auto job = [this, dir, keep, header, pieces, writer] {
     write_checkpoint_collectively(*checkpoint_comm_, dir, header, writer ? pieces.get() : nullptr, keep);
   };

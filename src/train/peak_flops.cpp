@@ -58,7 +58,7 @@ __attribute__((target("avx512f"))) void chains_avx512(float* state, long iterati
   const __m512 mul = _mm512_set1_ps(kMul), add = _mm512_set1_ps(kAdd);
   for (long it = 0; it < iterations; ++it) {
 #pragma GCC unroll 16
-    for (int i = 0; i < kChainsAvx512; ++i) acc[i] = _mm512_fmadd_ps(acc[i], mul, add);
+    for (__m512& a : acc) a = _mm512_fmadd_ps(a, mul, add);
   }
   for (int i = 0; i < kChainsAvx512; ++i) _mm512_storeu_ps(state + 16 * i, acc[i]);
 }
@@ -69,7 +69,7 @@ __attribute__((target("avx2,fma"))) void chains_avx2_fma(float* state, long iter
   const __m256 mul = _mm256_set1_ps(kMul), add = _mm256_set1_ps(kAdd);
   for (long it = 0; it < iterations; ++it) {
 #pragma GCC unroll 16
-    for (int i = 0; i < kChainsNarrow; ++i) acc[i] = _mm256_fmadd_ps(acc[i], mul, add);
+    for (__m256& a : acc) a = _mm256_fmadd_ps(a, mul, add);
   }
   for (int i = 0; i < kChainsNarrow; ++i) _mm256_storeu_ps(state + 8 * i, acc[i]);
 }
@@ -80,7 +80,7 @@ __attribute__((target("avx"))) void chains_avx(float* state, long iterations) {
   const __m256 mul = _mm256_set1_ps(kMul), add = _mm256_set1_ps(kAdd);
   for (long it = 0; it < iterations; ++it) {
 #pragma GCC unroll 16
-    for (int i = 0; i < kChainsNarrow; ++i) acc[i] = _mm256_add_ps(_mm256_mul_ps(acc[i], mul), add);
+    for (__m256& a : acc) a = _mm256_add_ps(_mm256_mul_ps(a, mul), add);
   }
   for (int i = 0; i < kChainsNarrow; ++i) _mm256_storeu_ps(state + 8 * i, acc[i]);
 }
@@ -91,7 +91,7 @@ void chains_sse(float* state, long iterations) {  // SSE is part of x86-64: no a
   const __m128 mul = _mm_set1_ps(kMul), add = _mm_set1_ps(kAdd);
   for (long it = 0; it < iterations; ++it) {
 #pragma GCC unroll 16
-    for (int i = 0; i < kChainsNarrow; ++i) acc[i] = _mm_add_ps(_mm_mul_ps(acc[i], mul), add);
+    for (__m128& a : acc) a = _mm_add_ps(_mm_mul_ps(a, mul), add);
   }
   for (int i = 0; i < kChainsNarrow; ++i) _mm_storeu_ps(state + 4 * i, acc[i]);
 }
@@ -117,7 +117,6 @@ int fp32_lanes(VectorIsa isa) {
     case VectorIsa::sse:
       return 4;
     case VectorIsa::avx:
-      return 8;
     case VectorIsa::avx2_fma:
       return 8;
     case VectorIsa::avx512:

@@ -14,7 +14,7 @@ StepMetricsCollector::StepMetricsCollector(const RunConfig& config, dist::Proces
     : config_(config),
       groups_(groups),
       device_(device),
-      peak_(peak),
+      peak_(std::move(peak)),
       flops_per_token_(flops_per_token),
       log_(std::move(log)),
       stragglers_(groups.world(), groups.grid(), config.logging.straggler_every, config.logging.straggler_margin) {

@@ -364,11 +364,12 @@ TEST(ConfigYaml, EveryAliasSetsItsKey) {
       const std::string value = format_field_value(field.get(section));
       for (const auto& alias : field.aliases) {
         ++aliases_seen;
-        std::string yaml = std::string(S::kSection) + ":\n  " + alias + ": " + value + "\n";
+        const std::string yaml =
+            std::string(S::kSection).append(":\n  ").append(alias).append(": ").append(value).append("\n");
         RunConfig parsed = RunConfig::from_yaml_string(yaml, "alias.yaml");
         EXPECT_EQ(field.get(section_of<S>(parsed)), field.get(section)) << yaml;
         RunConfig overridden;
-        overridden.apply_override(std::string(S::kSection) + "." + alias + "=" + value);
+        overridden.apply_override(std::string(S::kSection).append(".").append(alias).append("=").append(value));
         EXPECT_EQ(field.get(section_of<S>(overridden)), field.get(section)) << alias;
       }
     }

@@ -117,8 +117,9 @@ TEST(ConfigErrors, EveryChoiceKeyListsItsAllowedValues) {
       std::string allowed;
       for (const auto& value : field.allowed) allowed += (allowed.empty() ? "" : ", ") + value;
       const std::string path = std::string(S::kSection) + "." + field.name;
-      expect_yaml_error(std::string(S::kSection) + ":\n  " + field.name + ": nonsense\n",
-                        {"t.yaml:2", path + ": must be one of " + allowed + ", got 'nonsense'"});
+      expect_yaml_error(
+          std::string(S::kSection) + ":\n  " + field.name + ": nonsense\n",
+          {"t.yaml:2", std::string(path).append(": must be one of ").append(allowed).append(", got 'nonsense'")});
       expect_error([&] { RunConfig().apply_override(path + "=nonsense"); }, {path, "must be one of " + allowed});
     }
   });
@@ -167,7 +168,8 @@ TEST(ConfigErrors, DirectoriesEmptyFilesAndSeveralDocumentsAreRefused) {
 // Strings with NUL bytes are refused at the edge (to_yaml would otherwise cut them short).
 TEST(ConfigErrors, NulBytesAreRefused) {
   RunConfig c;
-  expect_error([&] { c.apply_override(std::string("sample.prompt=ab\0cd", 20)); }, {"sample.prompt", "NUL byte"});
+  using namespace std::string_literals;  // "..."s keeps the embedded NUL
+  expect_error([&] { c.apply_override("sample.prompt=ab\0cd"s); }, {"sample.prompt", "NUL byte"});
   expect_yaml_error("sample:\n  prompt: \"ab\\0cd\"\n", {"t.yaml:2", "sample.prompt", "NUL byte"});
 }
 

@@ -171,11 +171,14 @@ TEST_F(Gpt2Tokenizer, ConcurrentEncodeMatchesSerial) {
   MYRIAD_SEED_TRACE(seed);
   std::mt19937_64 rng(seed);
   std::vector<std::string> texts;
+  texts.reserve(64);
   for (int i = 0; i < 64; ++i) texts.push_back(testing::random_unicode_text(rng, 400, i % 2 == 0));
   std::vector<std::vector<std::int32_t>> serial;
+  serial.reserve(texts.size());
   for (const std::string& t : texts) serial.push_back(tok().encode(t));
   std::vector<std::vector<std::int32_t>> parallel(texts.size());
   std::vector<std::thread> threads;
+  threads.reserve(4);
   for (int w = 0; w < 4; ++w)
     threads.emplace_back([&, w] {
       for (int rep = 0; rep < 5; ++rep)

@@ -20,7 +20,7 @@ std::string encoder_json(const std::vector<std::string>& extra_spellings, int sk
   for (int b = 0; b < 256; ++b)
     if (b != skip_byte) keys.push_back(testing::reference_spelling(std::string(1, static_cast<char>(b))));
   keys.insert(keys.end(), extra_spellings.begin(), extra_spellings.end());
-  keys.push_back("<|endoftext|>");
+  keys.emplace_back("<|endoftext|>");
   std::string out = "{\n";
   for (std::size_t id = 0; id < keys.size(); ++id)
     out += nlohmann::json(keys[id]).dump() + ": " + std::to_string(id) + (id + 1 < keys.size() ? ",\n" : "\n");

@@ -93,6 +93,7 @@ TEST(CompressedShard, ConcurrentReadersSeeTheRightTokens) {
   write_compressed_token_shard(dir / "c.bin", ids, 1000, {.block_tokens = 777, .level = 1});
   auto shard = CompressedTokenShard::open(dir / "c.bin");
   std::vector<std::thread> threads;
+  threads.reserve(4);
   std::vector<int> wrong(4, 0);
   for (int t = 0; t < 4; ++t) {
     threads.emplace_back([&, t] {

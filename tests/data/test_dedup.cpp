@@ -98,8 +98,8 @@ Planted planted_corpus(const MinHasher& hasher) {
   }
   Planted corpus;
   std::mt19937 rng(7);
-  for (std::size_t i = 0; i < originals.size(); ++i) {
-    corpus.documents.push_back(originals[i]);
+  for (const std::string& original : originals) {
+    corpus.documents.push_back(original);
     corpus.copy_of.push_back(-1);
   }
   const auto n = static_cast<int>(originals.size());

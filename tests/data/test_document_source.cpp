@@ -78,6 +78,7 @@ TEST(DocumentSource, TextFilesAreOneDocumentOrSplitBySeparatorLines) {
 TEST(DocumentSource, JsonlAndCompressedJsonlGiveTheSameDocuments) {
   TempDir dir;
   std::vector<std::string> texts;
+  texts.reserve(5000);
   for (int i = 0; i < 5000; ++i) texts.push_back("document " + std::to_string(i) + " says \\u00e9\\n ok");
   const std::string jsonl = jsonl_of(texts);
   write_bytes(dir / "c.jsonl", jsonl);
@@ -127,6 +128,7 @@ TEST(DocumentSource, BadJsonlLinesAreSkippedAndNamed) {
 TEST(DocumentSource, CorruptAndTruncatedCompressedFilesAreReportedWithTheByte) {
   TempDir dir;
   std::vector<std::string> texts;
+  texts.reserve(20000);
   for (int i = 0; i < 20000; ++i) texts.push_back("line " + std::to_string(i * 7919 % 100003));
   const std::string packed = zstd_compress(jsonl_of(texts));
   write_bytes(dir / "truncated.jsonl.zst", packed.substr(0, packed.size() * 2 / 3));

@@ -77,7 +77,7 @@ TEST(MixtureSampler, RefusesShortSourcesAndBadWeights) {
   TempDir dir;
   ShardSet a = source_stream(dir, 0, 5000), tiny = source_stream(dir, 1, 10);
   try {
-    MixtureSampler({&a, &tiny}, {1.0, 1.0}, 32, 1);
+    const MixtureSampler refused({&a, &tiny}, {1.0, 1.0}, 32, 1);  // the constructor should throw
     ADD_FAILURE() << "a source shorter than a window was accepted";
   } catch (const Error& e) {
     EXPECT_NE(std::string(e.what()).find("data source 1"), std::string::npos) << e.what();

@@ -123,9 +123,9 @@ TEST(ShardCorpus, SplitsFollowTheirRulesAndTheStreamIsTheDocuments) {
   tail.compression = ShardCompression{.block_tokens = 128, .level = 3};
   const ShardCorpusSummary by_tail = shard_corpus(tail, bytes, solo);
   std::vector<std::int32_t> all;
-  for (std::size_t i = 0; i < documents.size(); ++i) {
+  for (const std::string& document : documents) {
     all.push_back(256);
-    for (unsigned char c : documents[i]) all.push_back(c);
+    for (unsigned char c : document) all.push_back(c);
   }
   const auto held = static_cast<std::size_t>(std::floor(0.1 * static_cast<double>(all.size())));
   EXPECT_EQ(stream_of(by_tail.train_shards), std::vector<std::int32_t>(all.begin(), all.end() - held));

@@ -262,6 +262,7 @@ TEST(ShardWriter, SequenceWriterCutsFullShards) {
   std::vector<std::int32_t> all;
   for (int piece : {3, 7, 1, 15, 0, 2}) {
     std::vector<std::int32_t> ids;
+    ids.reserve(static_cast<std::size_t>(piece));
     for (int i = 0; i < piece; ++i) ids.push_back(static_cast<std::int32_t>(all.size() + ids.size()));
     writer.append(ids);
     all.insert(all.end(), ids.begin(), ids.end());

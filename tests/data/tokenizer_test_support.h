@@ -185,6 +185,7 @@ class ReferenceGpt2 {
 
   std::vector<std::int32_t> ids(const std::vector<std::string>& token_bytes) const {
     std::vector<std::int32_t> out;
+    out.reserve(token_bytes.size());
     for (const std::string& t : token_bytes) out.push_back(id(t));
     return out;
   }
@@ -353,7 +354,7 @@ inline std::string random_unicode_text(std::mt19937_64& rng, std::size_t max_cha
       append_utf8(text, cp);
     } else if (long_runs) {
       const std::size_t run = std::uniform_int_distribution<std::size_t>(65, 300)(rng);
-      const std::string unit = pool[pick(rng)];
+      const std::string& unit = pool[pick(rng)];
       const bool mixed = kind(rng) < 5;  // random letters instead of one repeated unit
       for (std::size_t r = 0; r < run; ++r) text += mixed ? std::string(1, static_cast<char>('a' + kind(rng))) : unit;
     }

@@ -71,6 +71,7 @@ TEST(Compression, TopKKeepsExactlyTheLargestMagnitudes) {
   const std::vector<float> y = random_values(95, 5);
   const std::vector<float> d = round_trip(spec, y, nullptr);
   std::vector<float> magnitudes;
+  magnitudes.reserve(y.size());
   for (float v : y) magnitudes.push_back(std::fabs(v));
   std::sort(magnitudes.begin(), magnitudes.end(), std::greater<>());
   const float threshold = magnitudes[9];  // ceil(0.1 * 95) = 10 kept

@@ -81,7 +81,7 @@ Bytes private_buffer(std::size_t bytes, const void* initial = nullptr) {
 
 // The result in `result` reaches `output` when the program synchronises with `stream`.
 void deliver_later(cudaStream_t stream, void* output, Bytes result) {
-  myriad::emulated::defer_on_stream(stream, [output, result] {
+  myriad::emulated::defer_on_stream(stream, [output, result = std::move(result)] {
     if (!result->empty()) std::memcpy(output, result->data(), result->size());
   });
 }

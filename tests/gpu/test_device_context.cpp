@@ -88,7 +88,7 @@ TEST(DeviceBuffer, AllocatesMovesAndReleases) {
   ASSERT_NE(a.data(), nullptr);
   void* address = a.data();
   cuda::DeviceBuffer b(std::move(a));
-  EXPECT_EQ(a.data(), nullptr);
+  EXPECT_EQ(a.data(), nullptr);  // NOLINT(bugprone-use-after-move): the moved-from state is under test
   EXPECT_EQ(a.bytes(), 0u);
   EXPECT_EQ(b.data(), address);
   EXPECT_EQ(b.bytes(), 4096u);

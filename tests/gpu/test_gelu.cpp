@@ -56,6 +56,7 @@ std::vector<std::uint16_t> random_bf16(std::int64_t n, std::uint64_t seed, std::
 
 std::vector<double> bf16_to_f64(const std::vector<std::uint16_t>& bits) {
   std::vector<double> out;
+  out.reserve(bits.size());
   for (std::uint16_t b : bits) out.push_back(bf16_to_float(b));
   return out;
 }
@@ -157,6 +158,7 @@ TEST(GeluKernelInPlace, InPlaceEqualsOutOfPlace) {
 
 // ---- validation: fails before anything reaches the GPU, so these run without a device ------
 
+// NOLINTNEXTLINE(performance-no-int-to-ptr): fake device address, never dereferenced: argument checks fail first
 float* fake_f32(std::uintptr_t address) { return reinterpret_cast<float*>(address); }
 
 TEST(GeluKernelValidation, BadArgumentsThrowNamingLauncherAndArgument) {

@@ -120,7 +120,8 @@ class LayernormKernel : public ::testing::TestWithParam<LayernormCase> {};
 
 TEST_P(LayernormKernel, ForwardAndBackwardMatchFloat64) {
   MYRIAD_REQUIRE_GPU();
-  const auto [rows, channels] = GetParam();
+  // Variables, not structured bindings: lambdas below capture them (clang-tidy 14 cannot parse that).
+  const std::int64_t rows = GetParam().rows, channels = GetParam().channels;
   const std::uint64_t seed = testing::fresh_seed();
   MYRIAD_SEED_TRACE(seed);
   cuda::DeviceContext context(0);

@@ -336,6 +336,7 @@ TEST(DataParallel, CheckpointFromZero3ResumesInOneProcess) {
   // ZeRO-3: every dp rank writes its own shard (values and AdamW moments) — nothing is gathered.
   for (int r = 0; r < n; ++r) EXPECT_TRUE(fs::exists(written / ("rank_" + std::to_string(r) + ".bin"))) << r;
   std::vector<double> continued;
+  continued.reserve(3);
   for (int s = 0; s < 3; ++s) continued.push_back(parallel.step().loss);
   comm.barrier();
   RunConfig serial_config = config_for(comm.rank(), dir, "gpt2", 1, 0, kAccumulation * n);

@@ -30,6 +30,7 @@ TEST(Observability, SlowRankIsReportedAsAStragglerWithItsCoordinates) {
   Engine engine(config, make_rank_logger(comm.rank(), "error"), &groups);
   if (comm.rank() == slow) engine.set_compute_delay_for_testing(0.1);
   std::vector<StepMetrics> steps;
+  steps.reserve(6);
   for (int s = 0; s < 6; ++s) steps.push_back(engine.step());
 
   char host[64] = {};

@@ -258,7 +258,10 @@ TEST(BlockSparseAttention, GradientsMatchFiniteDifferences) {
   const double scale = attention_scale(args, d.D);
   std::vector<double> q = to_f64(in.q), k = to_f64(in.k), v = to_f64(in.v);
   auto loss = [&] { return testing::dot(reference(d, scale, rule, q, k, v, nullptr).out, r); };
-  for (auto [x, grad, name] : {std::tuple{&q, &o.dq, "q"}, std::tuple{&k, &o.dk, "k"}, std::tuple{&v, &o.dv, "v"}}) {
+  for (const auto& entry : {std::tuple{&q, &o.dq, "q"}, std::tuple{&k, &o.dk, "k"}, std::tuple{&v, &o.dv, "v"}}) {
+    std::vector<double>* x = std::get<0>(entry);  // variables, not bindings: the lambda captures x
+    const Tensor* grad = std::get<1>(entry);
+    const char* name = std::get<2>(entry);
     const std::vector<double> numeric = testing::numerical_gradient(
         [&, x](const std::vector<double>& at) {
           const std::vector<double> saved = *x;

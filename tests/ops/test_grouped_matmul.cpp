@@ -7,6 +7,8 @@
 #include <gtest/gtest.h>
 #include <omp.h>
 
+#include <bit>
+#include <cstdint>
 #include <cstring>
 #include <ostream>
 #include <string>
@@ -22,6 +24,13 @@ namespace {
 using testing::expect_error_naming;
 using testing::to_f64;
 using Offsets = std::vector<std::int64_t>;
+
+// The bit patterns of n floats from p: equal vectors mean bit-for-bit equal values.
+std::vector<std::uint32_t> float_bits(const float* p, std::int64_t n) {
+  std::vector<std::uint32_t> bits(static_cast<std::size_t>(n));
+  for (std::int64_t i = 0; i < n; ++i) bits[static_cast<std::size_t>(i)] = std::bit_cast<std::uint32_t>(p[i]);
+  return bits;
+}
 
 // out[r, m] = sum_k x[r, k] * W[g, m, k] + bias[g, m] for the rows r of group g.
 std::vector<double> reference_grouped(const std::vector<double>& x, const std::vector<double>& w,
@@ -115,8 +124,8 @@ TEST(GroupedMatmul, GradientContract) {
   testing::expect_close(grad_w, sum_w, 1e-6, 1e-6, "grad_weight accumulated");
   testing::expect_close(grad_b, sum_b, 1e-6, 1e-6, "grad_bias accumulated");
   // Group 1 is empty: its slices are exactly the prior values.
-  EXPECT_EQ(std::memcmp(grad_w.data<float>() + M * K, prior_w.data<float>() + M * K, M * K * sizeof(float)), 0);
-  EXPECT_EQ(std::memcmp(grad_b.data<float>() + M, prior_b.data<float>() + M, M * sizeof(float)), 0);
+  EXPECT_EQ(float_bits(grad_w.data<float>() + M * K, M * K), float_bits(prior_w.data<float>() + M * K, M * K));
+  EXPECT_EQ(float_bits(grad_b.data<float>() + M, M), float_bits(prior_b.data<float>() + M, M));
 
   Tensor acc_x = prior_x.clone(), skipped;
   grouped_matmul_backward(GroupedMatmulArgs{.accumulate_grad_x = true}, x, w, offsets, g, acc_x, skipped, skipped);

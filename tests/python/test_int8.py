@@ -87,6 +87,8 @@ def test_served_int8_equals_the_f32_model_on_dequantised_weights(group_size, tra
     served.forward(t, y)
     with pytest.raises(myriad.Error, match="serves an INT8 export"):
         served.backward()
+    with pytest.raises(myriad.Error, match="Engine.step: this engine serves an INT8 export"):
+        served.step()
 
 
 def test_foreign_and_broken_files_are_refused(trained, tmp_path):

@@ -21,7 +21,8 @@ namespace {
 CheckpointPiece whole(const std::string& name, const Tensor& t) { return {name, t.shape(), {{0, t.size(0)}}, t}; }
 
 // A background save of tensors a and b at `step`.
-void submit(AsyncCheckpointWriter& writer, const std::string& dir, std::int64_t step, Tensor a, Tensor b) {
+void submit(AsyncCheckpointWriter& writer, const std::string& dir, std::int64_t step, const Tensor& a,
+            const Tensor& b) {
   CheckpointHeader header;
   header.step = step;
   header.config_yaml = "config";

@@ -34,6 +34,7 @@ TEST(Engine, ResumeIsBitIdentical) {
   std::string corpus = write_corpus(dir);
   RunConfig config = tiny_config(dir, corpus);
   std::vector<double> straight_losses;
+  straight_losses.reserve(20);
   Engine straight(config, quiet_logger());
   for (int i = 0; i < 20; ++i) straight_losses.push_back(straight.step().loss);
 
@@ -67,7 +68,8 @@ TEST(Engine, CheckpointErrorsNameFileAndTensorAndLoadNothing) {
   const std::vector<double> before = testing::to_f64(engine.model().parameters().flat_values());
   const std::int64_t step_before = engine.step_count();
   int variant = 0;
-  auto expect_refused = [&](const std::function<void(const fs::path&)>& damage, std::vector<std::string> needles) {
+  auto expect_refused = [&](const std::function<void(const fs::path&)>& damage,
+                            const std::vector<std::string>& needles) {
     const fs::path copy = dir / ("bad_" + std::to_string(variant++));
     fs::copy(good, copy, fs::copy_options::recursive);
     damage(copy);

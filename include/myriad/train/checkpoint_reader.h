@@ -30,9 +30,10 @@ class CheckpointReader {
   const CheckpointHeader& header() const { return header_; }
   bool has(const std::string& tensor) const;
   // dest (f32, any strides) <- the box of `tensor`, whose global shape must be `global_shape`.
-  void read(const std::string& tensor, const Shape& global_shape, const std::vector<nn::IndexRange>& box, Tensor dest);
+  void read(const std::string& tensor, const Shape& global_shape, const std::vector<nn::IndexRange>& box,
+            const Tensor& dest);
   // The whole tensor.
-  void read_whole(const std::string& tensor, Tensor dest);
+  void read_whole(const std::string& tensor, const Tensor& dest);
 
  private:
   struct Piece;

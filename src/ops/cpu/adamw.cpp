@@ -26,7 +26,7 @@ double block_sum_of_squares(const float* x, std::int64_t count) {
   }
   for (int l = 0; i < count; ++i, ++l) lane[l] += static_cast<double>(x[i]) * static_cast<double>(x[i]);
   double sum = 0.0;
-  for (int l = 0; l < kNormLanes; ++l) sum += lane[l];
+  for (double partial : lane) sum += partial;  // in lane order
   return sum;
 }
 

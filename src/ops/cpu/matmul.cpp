@@ -43,10 +43,9 @@ std::vector<std::int64_t> batch_offsets(const Tensor& t, const Shape& batch) {
   std::vector<std::int64_t> offsets(static_cast<std::size_t>(shape_numel(batch)), 0);
   if (t.dim() == 2) return offsets;
   std::vector<std::int64_t> index(batch.size(), 0);
-  for (std::size_t n = 0; n < offsets.size(); ++n) {
-    std::int64_t off = 0;
-    for (std::size_t d = 0; d < batch.size(); ++d) off += index[d] * t.stride(static_cast<int>(d));
-    offsets[n] = off;
+  for (std::int64_t& offset : offsets) {
+    offset = 0;
+    for (std::size_t d = 0; d < batch.size(); ++d) offset += index[d] * t.stride(static_cast<int>(d));
     for (int d = static_cast<int>(batch.size()) - 1; d >= 0; --d) {
       if (++index[d] < batch[d]) break;
       index[d] = 0;
