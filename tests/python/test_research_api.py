@@ -3,8 +3,9 @@ caller's batches equal Engine.step() bit for bit (also with accumulation over ca
 changed schedule), forward's loss and logits agree with a float64 NumPy cross-entropy, step and
 gradient hooks see and change what they should, AdamW's moments are readable, generate returns
 ids with log-probabilities equal to the logits' log-softmax and honours stop tokens and
-truncation, and wrong calls are refused with the reason. Under mpirun (dp, tp, pp, ZeRO) each
-rank passes its replica's rows and the research loop again equals step() bit for bit."""
+truncation, and wrong calls are refused with the reason. Under mpirun (dp with ZeRO 2, tp, pp,
+cp, ep with a mixture of experts) each rank passes its replica's rows, the research loop again
+equals step() bit for bit and evaluate() on uneven rows per replica equals the serial value."""
 import json
 import math
 import os
@@ -297,7 +298,9 @@ del eng, g2
 
 
 @pytest.mark.skipif(shutil.which("mpirun") is None, reason="mpirun not found")
-@pytest.mark.parametrize("layout", ["parallel.dp=2,parallel.zero_stage=2", "parallel.tp=2", "parallel.pp=2"])
+@pytest.mark.parametrize("layout", ["parallel.dp=2,parallel.zero_stage=2", "parallel.tp=2", "parallel.pp=2",
+                                    "parallel.cp=2",
+                                    "model.architecture=moe,model.moe_base=gpt2,model.num_experts=4,parallel.ep=2"])
 def test_research_loop_equals_step_under_mpirun(corpus, tmp_path, layout):
     config = tmp_path / "tiny.yaml"
     config.write_text(TINY_YAML.format(corpus=corpus, run=tmp_path))
@@ -317,6 +320,7 @@ def test_research_loop_equals_step_under_mpirun(corpus, tmp_path, layout):
     # evaluate() on the caller's rows (at dp 2: 3 rows on one replica, 5 on the other) equals the
     # serial evaluation of all 8 rows by a fresh engine (the same initial parameters).
     rows = np.random.default_rng(5).integers(0, 320, size=(8, 33))
-    serial = make_engine(corpus, tmp_path / "serial").evaluate(rows)
+    model_keys = [o for o in layout.split(",") if o.startswith("model.")]  # the same model, one process
+    serial = make_engine(corpus, tmp_path / "serial", *model_keys).evaluate(rows)
     values = [r["evaluate"] for r in ranks]
     assert all(v == pytest.approx(serial, rel=1e-5) for v in values)
