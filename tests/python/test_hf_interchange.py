@@ -91,6 +91,9 @@ def test_hf_model_imports_with_equal_logits(kind, vocab, tie, corpus, tmp_path, 
     assert ours.shape == theirs.shape == (2, 32, vocab)
     assert np.abs(ours - theirs).max() <= TOLERANCE
     assert np.abs(theirs).max() > 0.1  # the logits carry the weights' signal: the comparison can fail
+    # Training continues from the imported checkpoint.
+    losses = [engine.step()["loss"] for _ in range(3)]
+    assert all(np.isfinite(losses)) and engine.step_count == 3
 
 
 @pytest.mark.parametrize("kind,vocab,tie", CASES)
