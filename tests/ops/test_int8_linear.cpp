@@ -47,6 +47,7 @@ TEST(Int8Quantize, FollowsTheDefinitionPerRowAndPerGroup) {
         const float scale = qz.scales.data<float>()[n * G + g];
         ASSERT_EQ(scale, static_cast<float>(amax) / 127.0f) << "row " << n << " group " << g;
         for (std::int64_t k = g * width; k < std::min(K, (g + 1) * width); ++k) {
+          // NOLINTNEXTLINE(bugprone-signed-char-misuse): int8 weights are numbers in [-127, 127]
           const int q = qz.q.data<std::int8_t>()[n * K + k];
           ASSERT_LE(std::abs(q), 127);
           const double expected = scale == 0.0f ? 0.0 : std::round(static_cast<double>(wd[n * K + k]) / scale);
