@@ -93,13 +93,7 @@ Engine::Engine(const RunConfig& config, std::shared_ptr<spdlog::logger> log, dis
   if (config_.training.precision == Precision::fp16) setup_loss_scaler();
   // The one step loop: the rank's schedule (a single stage's without pipeline parallelism, where
   // parallel.pp_schedule has no say: forward then backward of each micro-batch).
-  const dist::ScheduleKind kind =
-      config_.parallel.pp > 1 ? schedule_kind(config_.parallel.pp_schedule) : dist::ScheduleKind::one_f_one_b;
-  pipeline_ = std::make_unique<PipelineExecutor>(*model_, pp(), kind, config_.training.gradient_accumulation,
-                                                 config_.parallel.virtual_stages);
-  pipeline_->set_micro_batch_observer([this](bool last) { data_parallel_->begin_micro_batch(last && sync_backward_); });
-  pipeline_->set_backward_observer(
-      [this](bool final) { data_parallel_->begin_pipelined_backward(final && sync_backward_); });
+  pipeline_ = make_executor(config_.training.gradient_accumulation);
   schedule_ = lr_schedule(config_.training);
   recompute_ = recompute_mode(config_.training.recompute);
   // Fixed for the run (model, B, T, recompute): computed once, read by every step's metrics.
@@ -173,6 +167,20 @@ Engine::Engine(const RunConfig& config, std::shared_ptr<spdlog::logger> log, dis
 }
 
 Engine::~Engine() = default;
+
+std::unique_ptr<PipelineExecutor> Engine::make_executor(int micro_batches) {
+  // Without pipeline parallelism parallel.pp_schedule has no say: forward then backward of each
+  // micro-batch. The observers start each micro-batch's and chunk's data-parallel reduction
+  // (held back while a research backward(sync=false) runs).
+  const dist::ScheduleKind kind =
+      config_.parallel.pp > 1 ? schedule_kind(config_.parallel.pp_schedule) : dist::ScheduleKind::one_f_one_b;
+  auto executor =
+      std::make_unique<PipelineExecutor>(*model_, pp(), kind, micro_batches, config_.parallel.virtual_stages);
+  executor->set_micro_batch_observer([this](bool last) { data_parallel_->begin_micro_batch(last && sync_backward_); });
+  executor->set_backward_observer(
+      [this](bool final) { data_parallel_->begin_pipelined_backward(final && sync_backward_); });
+  return executor;
+}
 
 void Engine::fill_micro_batches(std::int64_t step, std::vector<Tensor>& ids, std::vector<Tensor>& targets) {
   // This rank's rows of every micro-batch of the global batch: micro-batch m of dp rank r holds

@@ -224,15 +224,7 @@ double Engine::evaluate_on(const Tensor& ids, const Tensor& targets) {
 PipelineExecutor& Engine::executor_for(int micro_batches) {
   if (micro_batches == config_.training.gradient_accumulation) return *pipeline_;
   std::unique_ptr<PipelineExecutor>& executor = research_executors_[micro_batches];
-  if (!executor) {
-    const dist::ScheduleKind kind =
-        config_.parallel.pp > 1 ? schedule_kind(config_.parallel.pp_schedule) : dist::ScheduleKind::one_f_one_b;
-    executor = std::make_unique<PipelineExecutor>(*model_, pp(), kind, micro_batches, config_.parallel.virtual_stages);
-    executor->set_micro_batch_observer(
-        [this](bool last) { data_parallel_->begin_micro_batch(last && sync_backward_); });
-    executor->set_backward_observer(
-        [this](bool final) { data_parallel_->begin_pipelined_backward(final && sync_backward_); });
-  }
+  if (!executor) executor = make_executor(micro_batches);
   return *executor;
 }
 

@@ -179,6 +179,8 @@ class Engine {
   // fn(serial model) on this rank's model where it is whole, else on a host copy assembled from
   // every rank's part. Collective.
   void with_serial_model(const std::function<void(nn::GptModel&)>& fn);
+  // A PipelineExecutor of this rank's schedule over `micro_batches`, wired to DataParallel.
+  std::unique_ptr<PipelineExecutor> make_executor(int micro_batches);
   // The executor for `micro_batches` micro-batches (the step's is pipeline_).
   PipelineExecutor& executor_for(int micro_batches);
   // Tokens inside the vocabulary, targets too or the ignore index; the same rows on every tp, pp
