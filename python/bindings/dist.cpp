@@ -23,11 +23,6 @@ namespace myriad::python {
 
 namespace {
 
-dist::GridShape grid_shape(const RunConfig& config, int world_size) {
-  const ParallelConfig& p = config.parallel;
-  return dist::GridShape{.tp = p.tp, .cp = p.cp, .ep = p.ep, .dp = p.dp_for_world(world_size), .pp = p.pp};
-}
-
 py::dict stats_dict(const dist::ProcessGroups& groups) {
   py::dict out;
   for (const auto& [name, stats] : groups.stats()) {
@@ -70,8 +65,8 @@ void bind_dist(py::module_& m) {
   py::class_<dist::ProcessGroups>(m, "ProcessGroups", "Communicators of every parallel axis (see docs/parallelism.md)")
       .def(py::init([](const RunConfig& config, dist::MpiRuntime* runtime) {
              if (runtime == nullptr) return std::make_unique<dist::ProcessGroups>(dist::ProcessGroups::single());
-             return std::make_unique<dist::ProcessGroups>(grid_shape(config, runtime->world_size()), runtime->world(),
-                                                          train::reduction_options(config.parallel));
+             return std::make_unique<dist::ProcessGroups>(train::grid_shape(config.parallel, runtime->world_size()),
+                                                          runtime->world(), train::reduction_options(config.parallel));
            }),
            py::arg("config"), py::arg("runtime") = nullptr, py::keep_alive<1, 3>(),
            "collective over the world when a runtime is given; a world of one otherwise")

@@ -446,6 +446,39 @@ void bind_train(py::module_& m) {
       .def_property_readonly("vocab_size", &data::BpeTokenizer::vocab_size)
       .def_property_readonly("eot_id", &data::BpeTokenizer::eot_id);
 
+  m.def(
+      "dry_run",
+      [](const RunConfig& config, int world_size, int rank) {
+        train::DryRunReport r;
+        {
+          py::gil_scoped_release release;
+          r = train::Engine::dry_run(config, world_size, rank);
+        }
+        py::dict d;
+        d["rank"] = r.rank;
+        d["world_size"] = r.world_size;
+        d["role"] = r.role;
+        d["tp_rank"] = r.tp_rank;
+        d["cp_rank"] = r.cp_rank;
+        d["ep_rank"] = r.ep_rank;
+        d["dp_rank"] = r.dp_rank;
+        d["pp_stage"] = r.pp_stage;
+        d["parameter_elements"] = r.parameter_elements;
+        d["shard_elements"] = r.shard_elements;
+        d["optimizer_elements"] = r.optimizer_elements;
+        d["master_weight_bytes"] = r.master_weight_bytes;
+        d["compute_weight_bytes"] = r.compute_weight_bytes;
+        d["gradient_bytes"] = r.gradient_bytes;
+        d["optimizer_bytes"] = r.optimizer_bytes;
+        d["activation_bytes"] = r.activation_bytes;
+        d["activation_slots"] = r.activation_slots;
+        d["total_bytes"] = r.total_bytes;
+        d["peak_bytes"] = r.peak_bytes;
+        return d;
+      },
+      py::arg("config"), py::arg("world_size"), py::arg("rank") = 0,
+      "rank `rank`'s part of the config's layout for `world_size` ranks built on the meta device (shapes, no "
+      "memory): the bytes it would hold by role (docs/planning.md, Dry run)");
   m.def("export_safetensors", &train::export_safetensors, py::arg("checkpoint_dir"), py::arg("output"),
         py::call_guard<py::gil_scoped_release>(),
         "checkpoint -> one safetensors file of full parameters (+ the config beside it); returns the config path");

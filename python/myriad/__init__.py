@@ -20,11 +20,11 @@ finally:
     _sys.setdlopenflags(_flags)
 from ._myriad import __version__  # set from CMakeLists.txt's project(VERSION) at build time
 from ._myriad import data  # myriad-data's tokenize, dedup, mix, inspect
-from ._myriad import (BpeTokenizer, Config, Error, MpiRuntime, ProcessGroups, Tensor, empty, export_safetensors,
-                      fresh_run_conflict, from_numpy, full, import_safetensors, ops, philox4x32, randn,
-                      read_safetensors, tokenize_corpus, write_safetensors, zeros)
+from ._myriad import (BpeTokenizer, Config, Error, MpiRuntime, ProcessGroups, Tensor, dry_run, empty,
+                      export_safetensors, fresh_run_conflict, from_numpy, full, import_safetensors, ops, philox4x32,
+                      randn, read_safetensors, tokenize_corpus, write_safetensors, zeros)
 from .engine import Engine, GradientSlice  # the C++ engine with Python step and gradient hooks
 
 __all__ = ["BpeTokenizer", "Config", "Engine", "Error", "GradientSlice", "MpiRuntime", "ProcessGroups", "Tensor",
-           "data", "empty", "export_safetensors", "fresh_run_conflict", "from_numpy", "full", "import_safetensors",
-           "ops", "philox4x32", "randn", "read_safetensors", "tokenize_corpus", "write_safetensors", "zeros"]
+           "data", "dry_run", "empty", "export_safetensors", "fresh_run_conflict", "from_numpy", "full",
+           "import_safetensors", "ops", "philox4x32", "randn", "read_safetensors", "tokenize_corpus", "write_safetensors", "zeros"]

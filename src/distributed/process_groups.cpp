@@ -4,6 +4,7 @@
 #include "myriad/distributed/mpi_communicator.h"
 
 #include "myriad/core/error.h"
+#include "myriad/distributed/dry_run_communicator.h"
 #include "myriad/distributed/hierarchical_communicator.h"
 #include "myriad/distributed/loopback_communicator.h"
 #include "myriad/distributed/ring_communicator.h"
@@ -85,6 +86,22 @@ ProcessGroups::ProcessGroups(const GridShape& shape, std::unique_ptr<Communicato
 
 ProcessGroups ProcessGroups::single() {
   return ProcessGroups(GridShape{}, std::make_unique<LoopbackCommunicator>("world"));
+}
+
+ProcessGroups ProcessGroups::for_dry_run(const GridShape& shape, int rank) {
+  const RankGrid grid(shape, shape.product());
+  ProcessGroups groups(grid, std::make_unique<DryRunCommunicator>("world", rank, shape.product()));
+  const GridCoord coord = grid.coords(rank);
+  auto make = [](const char* name, int index, int size) -> std::unique_ptr<Communicator> {
+    if (size == 1) return std::make_unique<LoopbackCommunicator>(name);
+    return std::make_unique<DryRunCommunicator>(name, index, size);
+  };
+  for (Axis axis : kAxes) groups.groups_[static_cast<int>(axis)] = make(axis_name(axis), coord[axis], grid.size(axis));
+  if (shape.ep > 1) groups.expert_data_ = make("edp", coord[Axis::dp] / shape.ep, shape.dp / shape.ep);
+  if (shape.cp > 1) {
+    groups.data_context_ = make("dcp", coord[Axis::cp] + shape.cp * coord[Axis::dp], shape.cp * shape.dp);
+  }
+  return groups;
 }
 
 ProcessGroups::~ProcessGroups() {

@@ -159,7 +159,7 @@ std::vector<int> RankGrid::data_context_group(int rank) const {
   std::vector<int> members;
   for (int d = 0; d < shape_.dp; ++d) {
     for (int x = 0; x < shape_.cp; ++x) {
-      c[Axis::dp] = d;
+      c = with(c, Axis::dp, d);  // the ep coordinate follows dp
       c[Axis::cp] = x;
       members.push_back(rank_of(c));
     }

@@ -107,6 +107,14 @@ std::int64_t tokens_per_step(const RunConfig& c) {
          c.training.seq_len;
 }
 
+dist::GridShape grid_shape(const ParallelConfig& parallel, int world_size) {
+  return dist::GridShape{.tp = parallel.tp,
+                         .cp = parallel.cp,
+                         .ep = parallel.ep,
+                         .dp = parallel.dp_for_world(world_size),
+                         .pp = parallel.pp};
+}
+
 dist::ReductionOptions reduction_options(const ParallelConfig& parallel) {
   dist::ReductionOptions options;
   options.ranks_per_node = parallel.ranks_per_node;

@@ -555,4 +555,15 @@ ShardedMemory DataParallel::memory() const {
   return m;
 }
 
+ShardedMemory DataParallel::resident() const {
+  auto bytes = [](const Tensor& t) { return t.defined() ? static_cast<std::int64_t>(t.nbytes()) : 0; };
+  ShardedMemory m;
+  m.parameter_bytes = bytes(store_.flat_values()) + bytes(shard_values_);
+  m.compute_copy_bytes = bytes(shard_values_16_);
+  m.gradient_bytes = bytes(store_.flat_grads()) + bytes(shard_grads_);
+  m.optimizer_bytes = bytes(optimizer_->m()) + bytes(optimizer_->v());
+  m.buffer_peak_bytes = buffer_peak_;
+  return m;
+}
+
 }  // namespace myriad::train

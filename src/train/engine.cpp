@@ -66,34 +66,7 @@ Engine::Engine(const RunConfig& config, std::shared_ptr<spdlog::logger> log, dis
     device_ = make_device_runtime(*groups_, config_.parallel.collective_timeout);
     log_->info("device: {}", device_->describe());
   }
-  const nn::TransformerConfig model_config = transformer_config(config_.model, config_.model.vocab_size);
-  model_ = std::make_unique<nn::GptModel>(model_config, model_split(model_config), true,
-                                          device_ ? device_->placement() : ops::Placement{});
-  model_->initialize(config_.training.seed);
-  if (model_parallel()) serial_layout_ = std::make_unique<SerialLayout>(*model_);
-  DataParallelOptions dp_options = data_parallel_options(config_);
-  dp_options.model_parallel = {&tp(), &pp()};
-  dp_options.tensor_parallel = &tp();
-  if (config_.model.ties_embeddings() && config_.parallel.pp > 1 &&
-      (model_->split().first_stage || model_->split().last_stage)) {
-    // The end stages' halves of the tied embedding are summed after the schedule: its unit's
-    // bucket reduces only then (sync_tied_embedding, before finish_step).
-    const std::int64_t wte = model_->parameters().find("wte").offset;
-    const std::vector<nn::ParamUnit>& units = model_->units();
-    for (std::size_t u = 0; u < units.size(); ++u) {
-      if (units[u].begin <= wte && wte < units[u].end) dp_options.deferred_units.push_back(static_cast<int>(u));
-    }
-  }
-  if (config_.parallel.ep > 1) {
-    dp_options.expert_data_parallel = device_ ? &device_->expert_data() : &groups_->expert_data();
-    dp_options.expert_parallel = &group(dist::Axis::ep);
-  }
-  data_parallel_ = std::make_unique<DataParallel>(*model_, data_group(), dp_options, adamw_config(config_.training));
-  setup_precision();
-  if (config_.training.precision == Precision::fp16) setup_loss_scaler();
-  // The one step loop: the rank's schedule (a single stage's without pipeline parallelism, where
-  // parallel.pp_schedule has no say: forward then backward of each micro-batch).
-  pipeline_ = make_executor(config_.training.gradient_accumulation);
+  build_rank_model(device_ ? device_->placement() : ops::Placement{}, nullptr);
   schedule_ = lr_schedule(config_.training);
   recompute_ = recompute_mode(config_.training.recompute);
   // Fixed for the run (model, B, T, recompute): computed once, read by every step's metrics.
@@ -167,6 +140,43 @@ Engine::Engine(const RunConfig& config, std::shared_ptr<spdlog::logger> log, dis
 }
 
 Engine::~Engine() = default;
+
+void Engine::build_rank_model(ops::Placement placement, ops::MetaBackend* meta) {
+  auto label = [meta](const char* phase) {
+    if (meta != nullptr) meta->set_label(phase);
+  };
+  const nn::TransformerConfig model_config = transformer_config(config_.model, config_.model.vocab_size);
+  label("model");
+  model_ = std::make_unique<nn::GptModel>(model_config, model_split(model_config), true, placement);
+  if (meta == nullptr) model_->initialize(config_.training.seed);  // meta tensors hold no values
+  if (model_parallel()) serial_layout_ = std::make_unique<SerialLayout>(*model_);
+  DataParallelOptions dp_options = data_parallel_options(config_);
+  dp_options.model_parallel = {&tp(), &pp()};
+  dp_options.tensor_parallel = &tp();
+  if (config_.model.ties_embeddings() && config_.parallel.pp > 1 &&
+      (model_->split().first_stage || model_->split().last_stage)) {
+    // The end stages' halves of the tied embedding are summed after the schedule: its unit's
+    // bucket reduces only then (sync_tied_embedding, before finish_step).
+    const std::int64_t wte = model_->parameters().find("wte").offset;
+    const std::vector<nn::ParamUnit>& units = model_->units();
+    for (std::size_t u = 0; u < units.size(); ++u) {
+      if (units[u].begin <= wte && wte < units[u].end) dp_options.deferred_units.push_back(static_cast<int>(u));
+    }
+  }
+  if (config_.parallel.ep > 1) {
+    dp_options.expert_data_parallel = device_ ? &device_->expert_data() : &groups_->expert_data();
+    dp_options.expert_parallel = &group(dist::Axis::ep);
+  }
+  label("data_parallel");
+  data_parallel_ = std::make_unique<DataParallel>(*model_, data_group(), dp_options, adamw_config(config_.training));
+  label("precision");
+  setup_precision();
+  if (config_.training.precision == Precision::fp16) setup_loss_scaler();
+  // The one step loop: the rank's schedule (a single stage's without pipeline parallelism, where
+  // parallel.pp_schedule has no say: forward then backward of each micro-batch).
+  pipeline_ = make_executor(config_.training.gradient_accumulation);
+  label("other");
+}
 
 std::unique_ptr<PipelineExecutor> Engine::make_executor(int micro_batches) {
   // Without pipeline parallelism parallel.pp_schedule has no say: forward then backward of each

@@ -1,6 +1,7 @@
 // PipelineExecutor: walks the schedule's actions with slot bookkeeping and timed receives.
 #include "myriad/train/pipeline_executor.h"
 
+#include <algorithm>
 #include <chrono>
 
 namespace myriad::train {
@@ -25,6 +26,20 @@ PipelineExecutor::PipelineExecutor(nn::PipelineStage& model, dist::Communicator&
     seen[static_cast<std::size_t>(a.chunk)] = 1;
     final_backward_[i] = 1;
   }
+}
+
+int PipelineExecutor::slots_in_flight() const {
+  std::vector<char> touched(static_cast<std::size_t>(micro_batches_), 0);
+  int in_use = 0, peak = 0;
+  for (const dist::PipelineAction& a : actions_) {
+    char& seen = touched[static_cast<std::size_t>(a.micro_batch)];
+    if (seen == 0) {
+      seen = 1;
+      peak = std::max(peak, ++in_use);
+    }
+    if (a.type == dist::PipelineAction::backward && a.chunk == 0) --in_use;
+  }
+  return peak;
 }
 
 void PipelineExecutor::wait_sends_of(int slot) {

@@ -1,4 +1,5 @@
-// Device — where a tensor's memory lives: the host ("cpu") or one GPU ("cuda:N").
+// Device — where a tensor's memory lives: the host ("cpu"), one GPU ("cuda:N"), or nowhere
+// ("meta": shape and dtype without storage, made by ops::MetaBackend for dry runs).
 #pragma once
 
 #include <string>
@@ -6,7 +7,7 @@
 
 namespace myriad {
 
-enum class DeviceType { cpu, cuda };
+enum class DeviceType { cpu, cuda, meta };
 
 struct Device {
   DeviceType type = DeviceType::cpu;
@@ -14,10 +15,12 @@ struct Device {
 
   static Device cpu() { return Device{DeviceType::cpu, 0}; }
   static Device cuda(int index) { return Device{DeviceType::cuda, index}; }
-  static Device parse(std::string_view text);  // "cpu", "cuda", "cuda:3"; throws on anything else
+  static Device meta() { return Device{DeviceType::meta, 0}; }
+  static Device parse(std::string_view text);  // "cpu", "cuda", "cuda:3", "meta"; throws on anything else
 
   bool is_cpu() const { return type == DeviceType::cpu; }
   bool is_cuda() const { return type == DeviceType::cuda; }
+  bool is_meta() const { return type == DeviceType::meta; }
   std::string str() const;
   bool operator==(const Device&) const = default;
 };

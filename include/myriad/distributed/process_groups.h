@@ -42,6 +42,10 @@ class ProcessGroups {
   ProcessGroups(const GridShape& shape, std::unique_ptr<Communicator> world, const ReductionOptions& reduction = {});
   // A world of one: every group, the world included, is a LoopbackCommunicator.
   static ProcessGroups single();
+  // Rank `rank`'s groups of a world of shape.product() ranks that does not exist (a dry run on one
+  // process): each group of two or more is a DryRunCommunicator with the rank's coordinate and the
+  // axis size (nothing communicates), groups of one are loopbacks. Throws for a rank outside the world.
+  static ProcessGroups for_dry_run(const GridShape& shape, int rank);
 
   ProcessGroups(ProcessGroups&&) noexcept = default;
   ProcessGroups& operator=(ProcessGroups&&) noexcept = default;
@@ -72,6 +76,8 @@ class ProcessGroups {
   void watch_with(CollectiveWatchdog& watchdog);
 
  private:
+  ProcessGroups(const RankGrid& grid, std::unique_ptr<Communicator> world) : grid_(grid), world_(std::move(world)) {}
+
   RankGrid grid_;
   std::unique_ptr<Communicator> world_;
   std::array<std::unique_ptr<Communicator>, kAxes.size()> groups_;

@@ -24,6 +24,8 @@ optim::LrSchedule lr_schedule(const TrainingConfig& training);
 // parallel.zero_stage / bucket_mb / pp and, at ZeRO 3, the compute format of each gathered unit;
 // the groups to sum the gradient norm over are the caller's.
 DataParallelOptions data_parallel_options(const RunConfig& config);
+// The rank grid of a job of world_size ranks (parallel.dp auto settled for it).
+dist::GridShape grid_shape(const ParallelConfig& parallel, int world_size);
 // parallel.dp_reduce and parallel.ranks_per_node for ProcessGroups.
 dist::ReductionOptions reduction_options(const ParallelConfig& parallel);
 nn::Recompute recompute_mode(Recompute mode);

@@ -99,10 +99,11 @@ struct OwnedState {
 };
 
 struct ShardedMemory {
-  std::int64_t parameter_bytes = 0;    // resident parameter values (full, or the shard at stage 3)
-  std::int64_t gradient_bytes = 0;     // resident gradients (full and/or shard)
-  std::int64_t optimizer_bytes = 0;    // AdamW m and v of the owned elements
-  std::int64_t buffer_peak_bytes = 0;  // peak of transient gathered values / unit gradient buffers
+  std::int64_t parameter_bytes = 0;     // resident parameter values (full, or the shard at stage 3)
+  std::int64_t gradient_bytes = 0;      // resident gradients (full and/or shard)
+  std::int64_t optimizer_bytes = 0;     // AdamW m and v of the owned elements
+  std::int64_t buffer_peak_bytes = 0;   // peak of transient gathered values / unit gradient buffers
+  std::int64_t compute_copy_bytes = 0;  // ZeRO 3, bf16/fp16: the shard rounded to the compute format
 };
 
 class DataParallel final : public nn::UnitHooks {
@@ -154,6 +155,10 @@ class DataParallel final : public nn::UnitHooks {
   const std::vector<dist::ZeroSegment>& segments() const { return segments_; }
   optim::AdamWOptimizer& optimizer() { return *optimizer_; }
   ShardedMemory memory() const;
+  // The bytes of the tensors held now, read from the tensors themselves: the store's flat buffers
+  // while they exist, the ZeRO shard buffers (values f32 and 16-bit, gradients) and the moments.
+  // buffer_peak_bytes as memory()'s. A dry run's breakdown (dry_run.h).
+  ShardedMemory resident() const;
   // The accounting of memory() from the ZeRO formulas alone (for the start-up report and tests).
   static ShardedMemory formula(std::int64_t psi, std::int64_t shard, int stage);
 

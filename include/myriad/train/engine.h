@@ -38,11 +38,13 @@
 #include "myriad/nn/gpt_model.h"
 #include "myriad/optim/adamw_optimizer.h"
 #include "myriad/optim/lr_schedule.h"
+#include "myriad/ops/meta_backend.h"
 #include "myriad/train/batch_prefetch.h"
 #include "myriad/train/async_checkpoint.h"
 #include "myriad/train/config_wiring.h"
 #include "myriad/train/data_parallel.h"
 #include "myriad/train/device_runtime.h"
+#include "myriad/train/dry_run.h"
 #include "myriad/train/loss_scaler.h"
 #include "myriad/train/memory_report.h"
 #include "myriad/train/metrics_writer.h"
@@ -61,6 +63,9 @@ class Engine {
   // `groups` (not owned, must outlive the engine); nullptr = a world of one.
   Engine(const RunConfig& config, std::shared_ptr<spdlog::logger> log, dist::ProcessGroups* groups = nullptr);
   ~Engine();
+  // Builds rank `rank`'s part of the config's layout for a job of `world_size` ranks on the meta
+  // device and reports the memory it would hold (dry_run.h). One process, no data, no MPI.
+  static DryRunReport dry_run(const RunConfig& config, int world_size, int rank);
 
   StepMetrics step();
   double evaluate();  // mean validation loss over training.eval_batches micro-batches
@@ -149,9 +154,15 @@ class Engine {
   void set_compute_delay_for_testing(double seconds) { compute_delay_ = seconds; }
 
  private:
+  // The dry run's engine: the groups of one rank of a world that does not exist, its model on `meta`.
+  Engine(const RunConfig& config, dist::ProcessGroups& groups, ops::MetaBackend& meta);
   void log_layout();
   // Throws (on every rank) when a run that did not resume would write into another run's checkpoints.
   void check_fresh_run_folder();
+  // The rank's model on `placement` (initialised from training.seed unless `meta` is given: a dry
+  // run's backend, whose allocations are labelled by phase), DataParallel, the compute copy of the
+  // weights, the loss scaler and the step's executor.
+  void build_rank_model(ops::Placement placement, ops::MetaBackend* meta);
   void setup_precision();          // training.precision: the compute copy of the weights
   void setup_loss_scaler();        // fp16
   void refresh_compute_weights();  // compute copy <- master weights rounded to the compute format

@@ -46,6 +46,9 @@ class PipelineExecutor {
   nn::LossSum forward_only(const Tensor& ids, const Tensor& targets);
 
   const std::vector<dist::PipelineAction>& actions() const { return actions_; }
+  // Micro-batches this rank's schedule keeps in flight at once: the activation slots run()
+  // prepares (a micro-batch holds its slot from its first action to the backward of its chunk 0).
+  int slots_in_flight() const;
   // Called at each micro-batch's first action on this rank, with whether it is the step's last
   // micro-batch (data parallelism reduces during the last backward).
   void set_micro_batch_observer(std::function<void(bool last)> observer) { observer_ = std::move(observer); }

@@ -1,0 +1,64 @@
+// Engine::dry_run: one rank's part of a layout built at full size on the meta device, and the
+// memory it would hold (train/dry_run.h).
+#include <spdlog/logger.h>
+
+#include "myriad/train/engine.h"
+
+namespace myriad::train {
+
+namespace {
+std::int64_t bytes_of(const Tensor& t) { return t.defined() ? static_cast<std::int64_t>(t.nbytes()) : 0; }
+}  // namespace
+
+Engine::Engine(const RunConfig& config, dist::ProcessGroups& groups, ops::MetaBackend& meta)
+    : log_(std::make_shared<spdlog::logger>("dry_run")), groups_(&groups) {
+  const int world = groups_->grid().world_size();
+  config_ = config.for_world(world).resolved();
+  config_.validate(world);
+  build_rank_model(ops::Placement{&meta}, &meta);
+  recompute_ = recompute_mode(config_.training.recompute);
+  meta.set_label("activations");
+  const std::int64_t local_T = config_.training.seq_len / config_.parallel.cp;
+  model_->prepare(config_.training.micro_batch, local_T, recompute_, pipeline_->slots_in_flight());
+  meta.set_label("other");
+}
+
+DryRunReport Engine::dry_run(const RunConfig& config, int world_size, int rank) {
+  MYRIAD_CHECK(world_size >= 1, "dry run: world size " << world_size << " must be >= 1");
+  MYRIAD_CHECK(rank >= 0 && rank < world_size,
+               "dry run: rank " << rank << " is not a rank of a world of " << world_size);
+  const RunConfig settled = config.for_world(world_size);
+  settled.resolved().validate(world_size);  // the layout must fill the world (names the keys otherwise)
+  dist::ProcessGroups groups = dist::ProcessGroups::for_dry_run(grid_shape(settled.parallel, world_size), rank);
+  ops::MetaBackend meta;
+  DryRunReport r;
+  {
+    Engine engine(settled, groups, meta);
+    const dist::RankGrid& grid = groups.grid();
+    const dist::GridCoord coord = grid.coords(rank);
+    r.rank = rank;
+    r.world_size = world_size;
+    r.role = grid.describe(rank);
+    r.tp_rank = coord[dist::Axis::tp];
+    r.cp_rank = coord[dist::Axis::cp];
+    r.ep_rank = coord[dist::Axis::ep];
+    r.dp_rank = coord[dist::Axis::dp];
+    r.pp_stage = coord[dist::Axis::pp];
+    r.parameter_elements = engine.model_->parameters().numel();
+    r.shard_elements = engine.data_parallel_->layout().shard_elements();
+    r.optimizer_elements = engine.data_parallel_->optimizer().state_elements();
+    const ShardedMemory held = engine.data_parallel_->resident();
+    r.master_weight_bytes = held.parameter_bytes;
+    r.compute_weight_bytes = bytes_of(engine.compute_values_) + held.compute_copy_bytes;
+    r.gradient_bytes = held.gradient_bytes;
+    r.optimizer_bytes = held.optimizer_bytes;
+    const auto& labels = meta.usage_by_label();
+    if (auto it = labels.find("activations"); it != labels.end()) r.activation_bytes = it->second.live_bytes;
+    r.activation_slots = engine.pipeline_->slots_in_flight();
+    r.total_bytes = meta.usage().live_bytes;
+    r.peak_bytes = meta.usage().peak_bytes;
+  }
+  return r;
+}
+
+}  // namespace myriad::train
