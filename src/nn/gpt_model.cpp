@@ -2,6 +2,7 @@
 // mode, and the chunked forward/backward (embedding and loss head: gpt_model_head.cpp).
 #include "myriad/nn/gpt_model.h"
 
+#include <algorithm>
 #include <cstring>
 
 #include "myriad/nn/linear.h"
@@ -140,14 +141,12 @@ GptModel::Slot GptModel::make_slot() const {
   Slot s;
   for (std::size_t i = 0; i < blocks_.size() + chunk_blocks_.size(); ++i) s.residual.push_back(placement_.empty(rows));
   std::vector<ActivationSlot> slots = block_activation_slots(config_, split_, B, T);
-  BlockActivations shared;
-  for (const ActivationSlot& slot : slots) shared.*(slot.member) = placement_.empty(slot.shape);
   for (const TransformerBlock& block : blocks_) {
     BlockActivations acts;
     const bool moe = block.moe() != nullptr;
     for (const ActivationSlot& slot : slots) {
       if (moe && slot.dense_mlp) continue;
-      acts.*(slot.member) = slot.kept(b.mode) ? placement_.empty(slot.shape) : shared.*(slot.member);
+      acts.*(slot.member) = slot.kept(b.mode) ? placement_.empty(slot.shape) : b.shared.*(slot.member);
     }
     if (moe) acts.moe = std::make_shared<MoeActivations>();
     s.blocks.push_back(std::move(acts));
@@ -176,6 +175,11 @@ void GptModel::prepare(std::int64_t B, std::int64_t T, Recompute mode, int slots
                  "sequence parallel: the micro-batch's " << N << " tokens (B " << B << " x T " << T
                                                          << ") must divide evenly over tp " << split_.tp_size());
     b.scratch = make_block_scratch(placement_, config_, split_, B, T);
+    const bool any_dense = std::any_of(blocks_.begin(), blocks_.end(),
+                                       [](const TransformerBlock& block) { return block.moe() == nullptr; });
+    for (const ActivationSlot& slot : block_activation_slots(config_, split_, B, T)) {
+      if (!slot.kept(mode) && (any_dense || !slot.dense_mlp)) b.shared.*(slot.member) = placement_.empty(slot.shape);
+    }
     Tensor positions = Tensor::empty({B, T}, DType::i32);
     const ContextParallel& cp = split_.context_parallel();  // global positions of the local rows
     MYRIAD_CHECK(cp.size() == 1 || T % 2 == 0, "context parallelism: a local sequence of "
@@ -209,9 +213,15 @@ ActivationMemory GptModel::activation_memory(std::int64_t B, std::int64_t T, Rec
   const std::int64_t row_count = rows[0] * rows[1];
   std::vector<ActivationSlot> slots = block_activation_slots(config_, split_, B, T);
   std::int64_t own_per_block = 0, shared = 0;
+  const bool any_dense =
+      std::any_of(blocks_.begin(), blocks_.end(), [](const TransformerBlock& block) { return block.moe() == nullptr; });
   for (const ActivationSlot& slot : slots) {
     std::int64_t bytes = shape_numel(slot.shape) * 4;
-    (slot.kept(mode) ? own_per_block : shared) += bytes;
+    if (slot.kept(mode)) {
+      own_per_block += bytes;
+    } else if (any_dense || !slot.dense_mlp) {
+      shared += bytes;  // one set for every slot (prepare)
+    }
   }
   const auto local_blocks = static_cast<std::int64_t>(blocks_.size());
   const auto chunks = static_cast<std::int64_t>(chunk_blocks_.size());

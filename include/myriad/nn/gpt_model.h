@@ -133,6 +133,9 @@ class GptModel final : public PipelineStage {
     std::int64_t B = 0, T = 0;
     Recompute mode = Recompute::none;
     std::vector<Slot> slots;
+    // The activations no block keeps under `mode` (recomputed in the backward), one set for every
+    // slot: a rank runs one action at a time and nothing in them outlives a block's pass.
+    BlockActivations shared;
     BlockScratch scratch;
     Tensor positions;      // (B, T) i32: t
     Tensor row_positions;  // the positions of this rank's residual rows (sequence parallel)
