@@ -13,7 +13,9 @@
 
 #include "bindings.h"
 #include "myriad/config/run_config.h"
+#include "myriad/core/error.h"
 #include "myriad/distributed/mpi_runtime.h"
+#include "myriad/distributed/pipeline_schedule.h"
 #include "myriad/distributed/process_groups.h"
 #include "myriad/train/config_wiring.h"
 
@@ -22,6 +24,14 @@ namespace py = pybind11;
 namespace myriad::python {
 
 namespace {
+
+dist::ScheduleKind parse_schedule_kind(const std::string& name) {
+  for (dist::ScheduleKind kind :
+       {dist::ScheduleKind::gpipe, dist::ScheduleKind::one_f_one_b, dist::ScheduleKind::interleaved}) {
+    if (name == dist::schedule_name(kind)) return kind;
+  }
+  MYRIAD_THROW("pipeline schedule '" << name << "' is not one of gpipe, 1f1b, interleaved");
+}
 
 py::dict stats_dict(const dist::ProcessGroups& groups) {
   py::dict out;
@@ -46,6 +56,42 @@ py::dict stats_dict(const dist::ProcessGroups& groups) {
 }  // namespace
 
 void bind_dist(py::module_& m) {
+  m.def(
+      "pipeline_schedule",
+      [](const std::string& kind, int stages, int micro_batches, int virtual_stages) {
+        py::list ranks;
+        for (const auto& actions :
+             dist::build_schedule(parse_schedule_kind(kind), stages, micro_batches, virtual_stages)) {
+          py::list steps;
+          for (const dist::PipelineAction& a : actions) {
+            steps.append(py::make_tuple(dist::action_name(a.type), a.micro_batch, a.chunk, a.peer));
+          }
+          ranks.append(steps);
+        }
+        return ranks;
+      },
+      py::arg("kind"), py::arg("stages"), py::arg("micro_batches"), py::arg("virtual_stages") = 1,
+      "the engine's pipeline schedule: per rank, its actions as (type, micro_batch, chunk, peer)");
+  m.def(
+      "simulate_pipeline",
+      [](const std::string& kind, int stages, int micro_batches, int virtual_stages, double backward_cost) {
+        const dist::ScheduleKind k = parse_schedule_kind(kind);
+        const dist::ScheduleCheck check =
+            dist::simulate_schedule(dist::build_schedule(k, stages, micro_batches, virtual_stages), stages,
+                                    micro_batches, virtual_stages, backward_cost);
+        py::dict d;
+        d["ok"] = check.ok;
+        d["problem"] = check.problem;
+        d["idle_fraction"] = check.idle_fraction;
+        d["makespan"] = check.makespan;
+        d["peak_in_flight"] = check.peak_in_flight;
+        d["bubble_formula"] = dist::bubble_formula(k, stages, micro_batches, virtual_stages);
+        return d;
+      },
+      py::arg("kind"), py::arg("stages"), py::arg("micro_batches"), py::arg("virtual_stages") = 1,
+      py::arg("backward_cost") = 2.0,
+      "runs the schedule under its time model (forward 1, backward backward_cost, no transfer time): idle "
+      "fraction, makespan in forward times, peak chunk forwards in flight per rank, and the closed-form bubble");
   py::class_<dist::MpiRuntime>(m, "MpiRuntime", "MPI for this process (initialised on construction)")
       .def(py::init<>())
       .def_property_readonly("rank", &dist::MpiRuntime::world_rank)

@@ -1,0 +1,219 @@
+"""The planner's inputs: the model's shape, the parallel layout and the batch, read from a config.
+
+`read_config(path or myriad.Config)` resolves the config with the engine's own rules (the C++
+`Config.resolved()`: derived widths, auto keys) and returns a `PlanInput`. Every value here is a
+value the engine uses: ModelShape mirrors ModelConfig's helper methods (padded vocabulary, kv
+heads, MLP widths, tied embeddings, biases), Layout the `parallel:` section with dp settled for
+the world, Batch the `training:` section's batch and precision. `Layout.world` = tp * pp * cp * dp
+(ep is carved out of dp: it must divide dp). Plain data: the search makes copies with
+dataclasses.replace.
+"""
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass, field
+
+
+@dataclass(frozen=True)
+class ModelShape:
+    """The transformer's sizes, every derived value settled (model: section, docs/config.md)."""
+    family: str  # gpt2 | llama (the blocks' family; moe models follow moe_base)
+    vocab_size: int
+    n_layer: int
+    n_head: int
+    n_kv_head: int
+    n_embd: int
+    context_length: int
+    ffn_hidden: int
+    tie_embeddings: bool
+    bias: bool
+    # Mixture of experts (num_experts 0: dense).
+    num_experts: int = 0
+    top_k: int = 0
+    moe_every: int = 1
+    expert_ffn: int = 0
+    shared_experts: int = 0
+    expert_capacity: int = 0
+    capacity_factor: float = 1.25
+    dropless: bool = False
+
+    @property
+    def padded_vocab(self) -> int:
+        return (self.vocab_size + 63) // 64 * 64
+
+    @property
+    def head_dim(self) -> int:
+        return self.n_embd // self.n_head
+
+    @property
+    def qkv_width(self) -> int:
+        return (self.n_head + 2 * self.n_kv_head) * self.head_dim
+
+    @property
+    def layernorm(self) -> bool:
+        return self.family == "gpt2"
+
+    @property
+    def swiglu(self) -> bool:
+        return self.family == "llama"
+
+    @property
+    def learned_positions(self) -> bool:
+        return self.family == "gpt2"
+
+    @property
+    def mlp_matrices(self) -> int:
+        return 3 if self.swiglu else 2
+
+    @property
+    def is_moe(self) -> bool:
+        return self.num_experts > 0
+
+    def is_moe_layer(self, layer: int) -> bool:
+        return self.is_moe and (layer + 1) % self.moe_every == 0
+
+    def moe_layers(self) -> int:
+        return sum(1 for layer in range(self.n_layer) if self.is_moe_layer(layer))
+
+
+@dataclass(frozen=True)
+class Layout:
+    """How the world's ranks split the work (parallel: section) and the micro-batching."""
+    tp: int = 1
+    pp: int = 1
+    dp: int = 1
+    cp: int = 1
+    ep: int = 1
+    virtual_stages: int = 1
+    schedule: str = "1f1b"  # 1f1b | gpipe | interleaved
+    zero_stage: int = 0
+    sequence_parallel: bool = False
+    recompute: str = "none"  # none | selective | full
+    micro_batch: int = 1  # sequences per micro-batch per dp rank
+    gradient_accumulation: int = 1  # micro-batches per step per dp rank
+    bucket_mb: float = 8.0
+    pp_layers: tuple = ()  # layers per global stage; empty = even split
+
+    @property
+    def world(self) -> int:
+        return self.tp * self.pp * self.cp * self.dp
+
+    def describe(self) -> str:
+        parts = [f"tp{self.tp}", f"pp{self.pp}"]
+        if self.virtual_stages > 1:
+            parts.append(f"v{self.virtual_stages}")
+        parts += [f"dp{self.dp}"]
+        if self.cp > 1:
+            parts.append(f"cp{self.cp}")
+        if self.ep > 1:
+            parts.append(f"ep{self.ep}")
+        parts.append(f"mb{self.micro_batch}x{self.gradient_accumulation}")
+        parts.append(f"z{self.zero_stage}")
+        if self.sequence_parallel and self.tp > 1:
+            parts.append("sp")
+        if self.recompute != "none":
+            parts.append(f"rc-{self.recompute}")
+        return " ".join(parts)
+
+
+@dataclass(frozen=True)
+class Batch:
+    """The step's tokens and numerics (training: section)."""
+    seq_len: int
+    global_batch: int  # sequences per optimizer step
+    precision: str = "fp32"  # fp32 | bf16 | fp16
+    optimizer: str = "adamw"
+    device: str = "cpu"
+
+
+@dataclass(frozen=True)
+class PlanInput:
+    model: ModelShape
+    layout: Layout
+    batch: Batch
+    config_yaml: str = ""  # the resolved config the values came from
+    config_source: str = ""
+    overrides: tuple = field(default_factory=tuple)
+
+
+def _bool(value) -> bool:
+    if isinstance(value, bool):
+        return value
+    return str(value).lower() in ("true", "1", "yes", "on")
+
+
+def model_shape(model: dict) -> ModelShape:
+    """ModelShape from the resolved `model:` mapping (values as the engine's helper methods give them)."""
+    arch = str(model["architecture"]).lower()
+    family = str(model.get("moe_base", "llama")).lower() if arch == "moe" else arch
+    n_head = int(model["n_head"])
+    n_kv = int(model.get("n_kv_head", 0)) or n_head
+    n_embd = int(model["n_embd"])
+    ffn = int(model.get("ffn_hidden", 0))
+    if ffn == 0:
+        ffn = (8 * n_embd // 3 + 63) // 64 * 64 if family == "llama" else 4 * n_embd
+    tie = model.get("tie_embeddings", "auto")
+    bias = model.get("bias", "auto")
+    moe = arch == "moe"
+    experts = int(model.get("num_experts", 0)) if moe else 0
+    top_k = (int(model.get("top_k", 0)) or 2) if moe else 0
+    expert_ffn = int(model.get("expert_ffn_hidden", 0)) or ffn
+    factor = model.get("capacity_factor", "auto")
+    return ModelShape(
+        family=family, vocab_size=int(model["vocab_size"]), n_layer=int(model["n_layer"]), n_head=n_head,
+        n_kv_head=n_kv, n_embd=n_embd, context_length=int(model["context_length"]), ffn_hidden=ffn,
+        tie_embeddings=(family == "gpt2") if tie in (None, "auto") else _bool(tie),
+        bias=(family == "gpt2") if bias in (None, "auto") else _bool(bias),
+        num_experts=experts, top_k=top_k, moe_every=int(model.get("moe_every", 1)) if moe else 1,
+        expert_ffn=expert_ffn if moe else 0, shared_experts=int(model.get("shared_experts", 0)) if moe else 0,
+        expert_capacity=int(model.get("expert_capacity", 0)) if moe else 0,
+        capacity_factor=1.25 if factor in (None, "auto") else float(factor), dropless=_bool(model.get("dropless",
+                                                                                                       False)))
+
+
+def layout_of(parallel: dict, training: dict) -> Layout:
+    layers = parallel.get("pp_layers") or []
+    return Layout(
+        tp=int(parallel["tp"]), pp=int(parallel["pp"]), dp=int(parallel["dp"]), cp=int(parallel["cp"]),
+        ep=int(parallel["ep"]), virtual_stages=int(parallel["virtual_stages"]),
+        schedule=str(parallel["pp_schedule"]).lower(), zero_stage=int(parallel["zero_stage"]),
+        sequence_parallel=_bool(parallel["sequence_parallel"]), recompute=str(training["recompute"]).lower(),
+        micro_batch=int(training["micro_batch"]), gradient_accumulation=int(training["gradient_accumulation"]),
+        bucket_mb=float(parallel.get("bucket_mb", 8.0)), pp_layers=tuple(int(x) for x in layers))
+
+
+def read_config(config, world: int = 0, overrides=()) -> PlanInput:
+    """PlanInput from a config file path or a myriad.Config; `world` > 0 settles parallel.dp auto for it.
+
+    The engine's own parser reads and checks the config (every key, every derived value), so the
+    planner sees exactly what a run would.
+    """
+    import yaml  # PyYAML: the resolved config is the engine's YAML
+    from .. import _myriad
+
+    source = ""
+    if isinstance(config, (str, bytes)) or hasattr(config, "__fspath__"):
+        source = str(config)
+        config = _myriad.Config.from_file(source)
+    for item in overrides:
+        config.set(item)
+    if world > 0:
+        config.validate(world)
+    text = config.resolved().to_yaml()
+    values = yaml.safe_load(text)
+    model, parallel, training = values["model"], values["parallel"], values["training"]
+    if int(parallel["dp"]) == 0:
+        parallel["dp"] = 1
+    layout = layout_of(parallel, training)
+    batch = Batch(seq_len=int(training["seq_len"]) or int(model["context_length"]),
+                  global_batch=int(training["global_batch_size"]) or
+                  layout.micro_batch * layout.gradient_accumulation * layout.dp,
+                  precision=str(training["precision"]).lower(), optimizer=str(training["optimizer"]).lower(),
+                  device=str(training["device"]).lower())
+    return PlanInput(model=model_shape(model), layout=layout, batch=batch, config_yaml=text, config_source=source,
+                     overrides=tuple(overrides))
+
+
+def replace(obj, **changes):
+    """dataclasses.replace, re-exported for the search."""
+    return dataclasses.replace(obj, **changes)

@@ -1,0 +1,388 @@
+"""Per-rank memory: the ZeRO paper's recipe and myriad's own, to the byte.
+
+Two models (docs/planning.md, Memory):
+
+* `zero_paper(psi, dp, stage, k=12)`: the ZeRO paper's mixed-precision Adam accounting — fp16
+  weights 2Ψ, fp16 gradients 2Ψ, optimizer state KΨ (fp32 master weights, momentum, variance:
+  K = 12), each divided by the dp degree from the stage that shards it. Its worked example (7.5 B
+  parameters, 64-way dp) gives 120, 31.4, 16.6 and 1.9 GB at stages 0 to 3.
+* `rank_memory(inp, grid_rank)`: what myriad itself allocates on one rank, computed from the
+  model's shape and the layout alone by following the engine's rules: parameters registered in
+  the engine's order with 16-element alignment, tp / ep / pp shares, ZeRO buckets and owned
+  chunks (ZeroLayout's arithmetic), fp32 master weights, fp32 gradients (full and/or shard),
+  AdamW moments of the owned elements, the fp32 copy the model reads under bf16/fp16 (a 16-bit
+  shard at ZeRO 3), and the activation buffers GptModel::prepare makes for the micro-batch slots
+  the rank's pipeline schedule keeps in flight. `myriad.dry_run` builds the same rank on the meta
+  device; the two must agree exactly (tests/python/test_planner_memory.py).
+
+Pure arithmetic: no allocation, no config parsing (layout.read_config gives the PlanInput).
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from .layout import PlanInput
+
+F32 = 4
+
+
+# ---------------------------------------------------------------- the ZeRO paper's recipe
+
+
+@dataclass(frozen=True)
+class ZeroPaperMemory:
+    weights: float  # bytes per GPU
+    gradients: float
+    optimizer: float
+
+    @property
+    def total(self) -> float:
+        return self.weights + self.gradients + self.optimizer
+
+
+def zero_paper(psi: float, dp: int, stage: int, k: int = 12) -> ZeroPaperMemory:
+    """Model states per GPU in the ZeRO paper's accounting (2Ψ + 2Ψ + KΨ, sharded by stage)."""
+    if stage not in (0, 1, 2, 3):
+        raise ValueError(f"zero stage {stage} is not one of 0, 1, 2, 3")
+    if dp < 1:
+        raise ValueError(f"dp {dp} must be >= 1")
+    return ZeroPaperMemory(weights=2 * psi / (dp if stage >= 3 else 1),
+                           gradients=2 * psi / (dp if stage >= 2 else 1),
+                           optimizer=k * psi / (dp if stage >= 1 else 1))
+
+
+# ---------------------------------------------------------------- myriad's layout, rank by rank
+
+
+@dataclass(frozen=True)
+class GridCoord:
+    """A rank's coordinates (RankGrid: tp fastest, then cp, dp, pp; ep = dp % ep)."""
+    tp: int = 0
+    cp: int = 0
+    dp: int = 0
+    pp: int = 0
+    ep: int = 0
+
+
+def coords(layout, rank: int) -> GridCoord:
+    world = layout.world
+    if not 0 <= rank < world:
+        raise ValueError(f"rank {rank} is not a rank of a world of {world}")
+    tp, rank = rank % layout.tp, rank // layout.tp
+    cp, rank = rank % layout.cp, rank // layout.cp
+    dp, rank = rank % layout.dp, rank // layout.dp
+    return GridCoord(tp=tp, cp=cp, dp=dp, pp=rank, ep=dp % layout.ep)
+
+
+def rank_of(layout, coord: GridCoord) -> int:
+    return coord.tp + layout.tp * (coord.cp + layout.cp * (coord.dp + layout.dp * coord.pp))
+
+
+def stage_layers(model, layout) -> list:
+    """Layers of each global pipeline stage (ParallelConfig::stage_layers)."""
+    stages = layout.pp * layout.virtual_stages
+    if layout.pp_layers:
+        if len(layout.pp_layers) != stages or sum(layout.pp_layers) != model.n_layer:
+            raise ValueError(f"parallel.pp_layers {list(layout.pp_layers)} must list {stages} stages summing to "
+                             f"model.n_layer {model.n_layer}")
+        return list(layout.pp_layers)
+    if model.n_layer % stages:
+        raise ValueError(f"model.n_layer ({model.n_layer}) must be divisible by parallel.pp ({layout.pp}) * "
+                         f"parallel.virtual_stages ({layout.virtual_stages})")
+    return [model.n_layer // stages] * stages
+
+
+def rank_chunks(model, layout, stage: int) -> list:
+    """The global layer indices of each chunk the pipeline rank `stage` holds (Engine::model_split)."""
+    per_stage = stage_layers(model, layout)
+    first = [0]
+    for count in per_stage:
+        first.append(first[-1] + count)
+    chunks = []
+    for chunk in range(layout.virtual_stages):
+        g = chunk * layout.pp + stage
+        chunks.append(list(range(first[g], first[g + 1])))
+    return chunks
+
+
+def _block_of(n: int, parts: int, r: int) -> int:
+    return n * (r + 1) // parts - n * r // parts
+
+
+@dataclass
+class _Param:
+    name: str
+    numel: int
+    offset: int
+
+
+@dataclass
+class ParameterLayout:
+    """One rank's flat parameter buffer: parameters in registration order and units."""
+    params: list = field(default_factory=list)
+    units: list = field(default_factory=list)  # (name, begin, end, expert)
+    total: int = 0
+
+    def add(self, name: str, numel: int) -> int:
+        self.params.append(_Param(name, numel, self.total))
+        self.total += (numel + 15) // 16 * 16  # 64-byte aligned parameters
+        return self.params[-1].offset
+
+    def real_elements(self) -> int:
+        return sum(p.numel for p in self.params)
+
+
+def parameter_layout(model, layout, coord: GridCoord) -> ParameterLayout:
+    """The rank's parameters in the engine's order (GptModel, TransformerBlock, MoeLayer constructors)."""
+    tp, r = layout.tp, coord.tp
+    C, D = model.n_embd, model.head_dim
+    if any(x % tp for x in (model.n_head, model.n_kv_head, model.ffn_hidden, model.padded_vocab)):
+        raise ValueError(f"parallel.tp {tp} must divide n_head {model.n_head}, n_kv_head {model.n_kv_head}, "
+                         f"ffn_hidden {model.ffn_hidden} and the padded vocabulary {model.padded_vocab}")
+    if model.is_moe and model.num_experts % layout.ep:
+        raise ValueError(f"parallel.ep {layout.ep} must divide model.num_experts {model.num_experts}")
+    first, last = coord.pp == 0, coord.pp == layout.pp - 1
+    vocab_rows = _block_of(model.padded_vocab, tp, r)
+    out = ParameterLayout()
+    starts = []  # (name, offset, expert)
+    if first:
+        starts.append(("embeddings", out.add("wte", vocab_rows * C), False))
+        if model.learned_positions:
+            out.add("wpe", model.context_length * C)
+    qkv_rows = (_block_of(model.n_head, tp, r) + 2 * _block_of(model.n_kv_head, tp, r)) * D
+    ffn = _block_of(model.ffn_hidden, tp, r)
+    for layer in [layer for chunk in rank_chunks(model, layout, coord.pp) for layer in chunk]:
+        prefix = f"blocks.{layer}."
+        starts.append((f"blocks.{layer}", out.add(prefix + "norm1.weight", C), False))
+        if model.layernorm:
+            out.add(prefix + "norm1.bias", C)
+        out.add(prefix + "attn.qkv.weight", qkv_rows * C)
+        if model.bias:
+            out.add(prefix + "attn.qkv.bias", qkv_rows)
+        out.add(prefix + "attn.proj.weight", C * _block_of(C, tp, r))
+        if model.bias:
+            out.add(prefix + "attn.proj.bias", C)
+        out.add(prefix + "norm2.weight", C)
+        if model.layernorm:
+            out.add(prefix + "norm2.bias", C)
+        if model.is_moe_layer(layer):
+            E, Fe, S = model.num_experts, model.expert_ffn, model.shared_experts
+            out.add(prefix + "moe.router.weight", E * C)
+            if S > 0:
+                out.add(prefix + "moe.shared.in", S * Fe * C)
+                if model.swiglu:
+                    out.add(prefix + "moe.shared.up", S * Fe * C)
+                out.add(prefix + "moe.shared.out", C * S * Fe)
+            mine = _block_of(E, layout.ep, coord.ep)
+            starts.append((f"blocks.{layer}.experts", out.add(prefix + "moe.experts.in", mine * Fe * C), True))
+            if model.swiglu:
+                out.add(prefix + "moe.experts.up", mine * Fe * C)
+            out.add(prefix + "moe.experts.out", mine * C * Fe)
+            continue
+        out.add(prefix + "mlp.in.weight", ffn * C)
+        if model.bias:
+            out.add(prefix + "mlp.in.bias", ffn)
+        if model.swiglu:
+            out.add(prefix + "mlp.up.weight", ffn * C)
+        out.add(prefix + "mlp.out.weight", C * ffn)
+        if model.bias:
+            out.add(prefix + "mlp.proj.bias", C)
+    if last:
+        starts.append(("head", out.add("norm_f.weight", C), False))
+        if model.layernorm:
+            out.add("norm_f.bias", C)
+        if not model.tie_embeddings or not first:
+            out.add("lm_head.weight" if not model.tie_embeddings else "wte(last stage copy)", vocab_rows * C)
+    for i, (name, begin, expert) in enumerate(starts):
+        end = starts[i + 1][1] if i + 1 < len(starts) else out.total
+        out.units.append((name, begin, end, expert))
+    return out
+
+
+def _chunk(n: int, parts: int, index: int) -> tuple:
+    return n * index // parts, n * (index + 1) // parts
+
+
+@dataclass(frozen=True)
+class ZeroShard:
+    shard_elements: int  # this rank's chunks of every bucket
+    optimizer_elements: int  # owned elements that belong to a parameter (padding excluded)
+    buckets: int
+
+
+def zero_shard(params: ParameterLayout, bucket_elements: int, parts: int, index: int, expert_parts: int,
+               expert_index: int) -> ZeroShard:
+    """ZeroLayout: buckets closed in backward order, one kind each; the rank's chunk of each."""
+    units = params.units
+    buckets = []
+    last = len(units) - 1
+    for u in range(last, -1, -1):
+        span = units[last][2] - units[u][1]
+        kind_changes = u > 0 and units[u - 1][3] != units[u][3]
+        if not (u == 0 or kind_changes or (bucket_elements > 0 and span >= bucket_elements)):
+            continue
+        begin, end, expert = units[u][1], units[last][2], units[u][3]
+        lo, hi = _chunk(end - begin, expert_parts if expert else parts, expert_index if expert else index)
+        buckets.append((begin + lo, begin + hi))
+        last = u - 1
+    shard = sum(hi - lo for lo, hi in buckets)
+    owned = 0
+    for lo, hi in buckets:
+        for p in params.params:
+            owned += max(0, min(hi, p.offset + p.numel) - max(lo, p.offset))
+    return ZeroShard(shard_elements=shard, optimizer_elements=owned, buckets=len(buckets))
+
+
+def slots_in_flight(layout, stage: int) -> int:
+    """Micro-batches the rank's schedule keeps in flight (PipelineExecutor::slots_in_flight)."""
+    m = layout.gradient_accumulation
+    if layout.pp == 1:
+        return 1  # forward then backward of each micro-batch
+    from .. import _myriad  # the engine's own schedule builder
+    actions = _myriad.pipeline_schedule(layout.schedule, layout.pp, m, layout.virtual_stages)[stage]
+    seen, in_use, peak = set(), 0, 0
+    for kind, micro_batch, chunk, _peer in actions:
+        if micro_batch not in seen:
+            seen.add(micro_batch)
+            in_use += 1
+            peak = max(peak, in_use)
+        if kind == "backward" and chunk == 0:
+            in_use -= 1
+    return peak
+
+
+def activation_bytes(model, layout, coord: GridCoord, seq_len: int, slots: int) -> int:
+    """The buffers GptModel::prepare(B, T / cp, recompute, slots) allocates (f32 and i32, 4 bytes)."""
+    tp, r = layout.tp, coord.tp
+    B, T = layout.micro_batch, seq_len // layout.cp
+    N, C, D = B * T, model.n_embd, model.head_dim
+    sp = layout.sequence_parallel and tp > 1
+    if sp and N % tp:
+        raise ValueError(f"sequence parallel: the micro-batch's {N} tokens must divide evenly over tp {tp}")
+    rows = N // tp if sp else N  # residual rows (x C)
+    Hq, Hkv, F = model.n_head // tp, model.n_kv_head // tp, model.ffn_hidden // tp
+    qkv = (Hq + 2 * Hkv) * D
+    first, last = coord.pp == 0, coord.pp == layout.pp - 1
+    chunks = rank_chunks(model, layout, coord.pp)
+    layers = [layer for chunk in chunks for layer in chunk]
+    mode = layout.recompute
+    # (elements, kept under none, kept under selective, dense MLP) of every block activation
+    slots_of_block = [
+        (rows, True, True, False), (rows, True, True, False),  # norm 1 mean, rstd
+        (N * C, not sp, False, False),  # h1
+        (N * qkv, True, True, False), (N * Hq * D, True, True, False), (B * Hq * T, True, True, False),  # qkv, att, lse
+        (rows * C, True, True, False),  # x_mid
+        (rows, True, True, False), (rows, True, True, False),  # norm 2 mean, rstd
+        (N * C, not sp, False, False),  # h2
+        (N * F, True, True, True), (N * F, True, False, True),  # fc, act
+    ]
+    if not model.learned_positions:  # RoPE
+        slots_of_block += [(N * Hq * D, True, True, False), (N * Hkv * D, True, True, False)]
+    if model.swiglu:
+        slots_of_block.append((N * F, True, True, True))
+
+    def kept(none: bool, selective: bool) -> bool:
+        return none if mode == "none" else selective if mode == "selective" else False
+
+    any_dense = any(not model.is_moe_layer(layer) for layer in layers)
+    # Once per model: block scratch, the recomputed activations' shared set, positions, head buffers.
+    once = N * C + N * Hq * D + 2 * rows * C + N * qkv + 2 * N * F + 4 * C  # d_h d_att d_tmp y_discard d_qkv d_fc/act
+    if model.swiglu:
+        once += N * F  # d_up
+    if sp:
+        once += N * C + 2 * rows * C  # d_full, d_hs, h_rows
+        if last:
+            once += N * C  # hf_gathered
+    once += sum(n for n, none, sel, dense in slots_of_block if not kept(none, sel) and (any_dense or not dense))
+    once += N  # positions (i32)
+    if last:
+        once += 2 * C + N + N * C  # final norm gradients, grad_losses, d_hf
+    if model.learned_positions and first:
+        once += rows * C  # pos_emb
+    # Per micro-batch slot.
+    per_slot = (len(layers) + len(chunks)) * rows * C  # residual stream in and out of every block
+    for layer in layers:
+        moe = model.is_moe_layer(layer)
+        per_slot += sum(n for n, none, sel, dense in slots_of_block if kept(none, sel) and not (moe and dense))
+    per_slot += len(chunks) * rows * C  # chunk gradients
+    if last:
+        vocab_start = model.padded_vocab * r // tp
+        logits = model.padded_vocab // tp if model.vocab_size - vocab_start > 0 else 0
+        per_slot += rows * C + 2 * rows + N * logits + 2 * N  # hf, its mean / rstd, logits, losses, lse
+    return F32 * (once + slots * per_slot)
+
+
+@dataclass(frozen=True)
+class RankMemory:
+    """Bytes one rank holds (the fields of myriad.dry_run's report)."""
+    rank: int
+    coord: GridCoord
+    parameter_elements: int
+    shard_elements: int
+    optimizer_elements: int
+    master_weight_bytes: int
+    compute_weight_bytes: int
+    gradient_bytes: int
+    optimizer_bytes: int
+    activation_bytes: int
+    activation_slots: int
+
+    @property
+    def total_bytes(self) -> int:
+        return (self.master_weight_bytes + self.compute_weight_bytes + self.gradient_bytes + self.optimizer_bytes +
+                self.activation_bytes)
+
+
+def rank_memory(inp: PlanInput, rank: int) -> RankMemory:
+    """What rank `rank` of the layout holds in myriad (equal to myriad.dry_run(config, world, rank))."""
+    model, layout, batch = inp.model, inp.layout, inp.batch
+    if layout.ep > 1 and layout.dp % layout.ep:
+        raise ValueError(f"parallel.ep {layout.ep} must divide parallel.dp {layout.dp}")
+    coord = coords(layout, rank)
+    params = parameter_layout(model, layout, coord)
+    stage = layout.zero_stage
+    if layout.cp > 1:
+        parts, index = layout.cp * layout.dp, coord.cp + layout.cp * coord.dp
+    else:
+        parts, index = layout.dp, coord.dp
+    if layout.ep > 1:
+        expert_parts, expert_index = layout.dp // layout.ep, coord.dp // layout.ep
+    else:
+        expert_parts, expert_index = parts, index
+    if stage == 0:  # no sharding: one part, owned whole
+        parts, index, expert_parts, expert_index = 1, 0, 1, 0
+    bucket = 1 if stage >= 2 else int(layout.bucket_mb * 1048576.0 / 4.0)
+    shard = zero_shard(params, bucket, parts, index, expert_parts, expert_index)
+    psi = params.total
+    master = F32 * (shard.shard_elements if stage == 3 else psi)
+    grads = F32 * {0: psi, 1: psi + shard.shard_elements}.get(stage, shard.shard_elements)
+    compute = 0
+    if batch.precision != "fp32":
+        compute = 2 * shard.shard_elements if stage == 3 else F32 * psi
+    slots = slots_in_flight(layout, coord.pp)
+    acts = activation_bytes(model, layout, coord, batch.seq_len, slots)
+    return RankMemory(rank=rank, coord=coord, parameter_elements=psi, shard_elements=shard.shard_elements,
+                      optimizer_elements=shard.optimizer_elements, master_weight_bytes=master,
+                      compute_weight_bytes=compute, gradient_bytes=grads, optimizer_bytes=8 * shard.optimizer_elements,
+                      activation_bytes=acts, activation_slots=slots)
+
+
+def rank_roles(layout) -> list:
+    """One rank per distinct role: every (pp stage, tp rank, ep rank) at dp 0 / cp 0, plus dp's last index.
+
+    Ranks of one role hold the same shapes; ZeRO shards differ by at most a few elements between dp
+    indices (the owned chunk of each bucket), so the first and last dp index bound them.
+    """
+    ranks = set()
+    for pp in range(layout.pp):
+        for tp in range(layout.tp):
+            for ep in range(layout.ep):
+                for dp in {ep, layout.dp - layout.ep + ep}:
+                    for cp in {0, layout.cp - 1}:
+                        ranks.add(rank_of(layout, GridCoord(tp=tp, cp=cp, dp=dp, pp=pp, ep=ep)))
+    return sorted(ranks)
+
+
+def peak_rank_memory(inp: PlanInput) -> RankMemory:
+    """The most loaded role of the layout (the one that decides whether it fits)."""
+    return max((rank_memory(inp, rank) for rank in rank_roles(inp.layout)), key=lambda m: m.total_bytes)

@@ -1,0 +1,766 @@
+"""Step-time model: how long one optimizer step of a layout takes on a `Hardware`, and what binds it.
+
+`step_time(inp, hw)` takes a PlanInput (ModelShape, Layout, Batch; planner/layout.py) and returns a
+`StepTime`: compute per micro-batch per chunk by op class, communication per axis (issued and
+exposed), pipeline bubble, optimizer, the step, tokens/s, MFU and the binding constraint. The
+formulas, assumptions and overlap rules are in docs/planning_step_time.md; in short:
+
+- FLOPs mirror the engine (GptModel::flops_per_token, src/nn/gpt_model.cpp): 6 per active weight
+  per token (attention, dense MLP or router + top_k + shared experts), the head V*C (tied: real
+  vocabulary; untied: padded), attention 12*L*C per visible key (dense causal: T/2). Model FLOPs
+  (for MFU) use that count; executed time adds what the rank really runs: padded logits, flash
+  backward (2.5x its forward), recompute (full: one more forward of the blocks; selective: myriad
+  re-runs only norms and the MLP activation, no GEMM -- TransformerBlock::recompute).
+- Per rank: matmul FLOPs / tp (MoE layers: tokens / tp), layers of the rank's pipeline stages
+  (ParallelConfig::stage_layers: pp_layers, else an even split), tokens / cp.
+- Rates: matmul FLOPs / hw.matmul rate, attention FLOPs / hw.attention rate (myriad runs attention
+  on f32 CUDA-core flash kernels: EngineTraits.attention_format), memory-bound bytes / HBM rate.
+- Communication: alpha-beta rings per group and link class, the group's placement from the rank
+  order (RankGrid: tp fastest, then cp, dp (ep inside dp), pp); myriad's exact pattern per axis.
+- Bubble: the closed forms (p-1)/(m+p-1) and (p-1)/(v*m+p-1) that pipeline_schedule.h documents as
+  exact for its time model (the schedule simulator is not bound to Python).
+
+Invariants: total_s = compute_s + sum(exposed_comm_s) + bubble_s + optimizer_s exactly; every
+input is checked with the engine's rules (a layout the engine refuses raises ValueError naming the
+rule); no global state (EngineTraits are frozen values passed in).
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+
+from .hardware import Hardware, Link
+
+AXES = ("tp", "cp", "ep", "pp", "dp")
+OP_CLASSES = ("matmul", "attention", "memory")
+
+
+@dataclass(frozen=True)
+class EngineTraits:
+    """Properties of the engine that change the time but not the model (defaults: myriad today)."""
+    activation_bytes: int = 4  # residual stream / activations / messages: f32 tensors holding rounded values
+    attention_format: str = "fp32"  # fp32: CUDA-core flash kernels (cuda_backend_model_ops.cpp); compute: tensor cores
+    gemm_operand_copies: bool = True  # 16-bit runs convert each GEMM's operands per call (a memory pass each)
+    attention_backward_factor: float = 2.5  # flash backward: 5 GEMM-like products vs the forward's 2
+
+
+MYRIAD = EngineTraits()
+# Not myriad today: an engine that keeps activations and messages in 16 bits, runs attention on
+# tensor cores and feeds GEMMs without copies (Megatron-LM-like); for comparisons with published MFUs.
+SIXTEEN_BIT_ENGINE = EngineTraits(activation_bytes=2, attention_format="compute", gemm_operand_copies=False)
+
+
+@dataclass(frozen=True)
+class StepTime:
+    """One optimizer step of a layout on a machine. Seconds unless named otherwise."""
+    layout: str
+    micro_batches: int  # per step per pipeline (gradient accumulation)
+    chunk_compute_s: tuple  # per chunk of the bottleneck rank, per micro-batch: {op class: seconds}
+    microbatch_s: float  # one micro-batch on the bottleneck rank: compute + on-path communication
+    compute_s: float  # per step on the bottleneck rank (all micro-batches, all chunks)
+    compute_by_class_s: dict  # compute_s split by op class
+    comm_s: dict  # per axis: seconds of communication issued per step (overlapped or not)
+    exposed_comm_s: dict  # per axis: seconds on the critical path
+    bubble_s: float
+    optimizer_s: float
+    total_s: float
+    tokens_per_step: int
+    tokens_per_s: float
+    model_flops_per_step: float
+    mfu: float
+    binding: str  # compute | bubble | optimizer | comm:<axis>
+    notes: tuple = field(default_factory=tuple)
+
+    @property
+    def exposed_comm_total_s(self) -> float:
+        return sum(self.exposed_comm_s.values())
+
+
+# ---- collectives (alpha-beta) ------------------------------------------------------------------
+
+def ring_all_reduce_s(nbytes: float, n: int, alpha: float, beta: float) -> float:
+    """Ring all-reduce of an nbytes buffer over n ranks: 2(n-1)/n * bytes * beta + 2(n-1) * alpha."""
+    if n <= 1:
+        return 0.0
+    return 2.0 * (n - 1) / n * nbytes * beta + 2.0 * (n - 1) * alpha
+
+
+def ring_all_gather_s(nbytes: float, n: int, alpha: float, beta: float) -> float:
+    """Ring all-gather (or reduce-scatter) whose full buffer is nbytes: (n-1)/n * bytes * beta + (n-1) * alpha."""
+    if n <= 1:
+        return 0.0
+    return (n - 1) / n * nbytes * beta + (n - 1) * alpha
+
+
+ring_reduce_scatter_s = ring_all_gather_s
+
+
+def all_to_all_s(nbytes: float, n: int, alpha: float, beta: float) -> float:
+    """Pairwise all-to-all of a rank's nbytes send buffer (1/n stays): (n-1)/n * bytes * beta + (n-1) * alpha."""
+    if n <= 1:
+        return 0.0
+    return (n - 1) / n * nbytes * beta + (n - 1) * alpha
+
+
+def p2p_s(nbytes: float, alpha: float, beta: float) -> float:
+    """One point-to-point message: bytes * beta + alpha."""
+    return nbytes * beta + alpha
+
+
+def group_placement(size: int, stride: int, gpus_per_node: int) -> tuple:
+    """(nodes, members per node) of a group of `size` ranks `stride` apart in rank order, nodes
+    holding `gpus_per_node` consecutive ranks. A group that does not fall in whole nodes (its span
+    does not divide the node) is counted as crossing nodes."""
+    if size <= 1:
+        return 1, 1
+    span = size * stride
+    if span <= gpus_per_node and gpus_per_node % span == 0:
+        return 1, size
+    per_node = max(1, min(size, gpus_per_node // stride)) if stride < gpus_per_node else 1
+    return max(2, math.ceil(size / per_node)), per_node
+
+
+class Network:
+    """Times of myriad's collectives on the groups of one layout (RankGrid order: tp, cp, dp, pp;
+    ep = `ep` consecutive dp replicas)."""
+
+    def __init__(self, hw: Hardware, tp: int, cp: int, dp: int, pp: int, ep: int):
+        self.hw = hw
+        # axis -> (size, stride); dcp = the dp x cp gradient group; edp = ranks holding the same experts.
+        self.groups = {"tp": (tp, 1), "cp": (cp, tp), "dp": (dp, tp * cp), "ep": (ep, tp * cp),
+                       "edp": (dp // ep, tp * cp * ep), "dcp": (dp * cp, tp), "pp": (pp, tp * cp * dp)}
+
+    def size(self, group: str) -> int:
+        return self.groups[group][0]
+
+    def _links(self, group: str) -> tuple:
+        size, stride = self.groups[group]
+        nodes, per_node = group_placement(size, stride, self.hw.gpus_per_node)
+        if nodes > 1 and self.hw.inter is None:
+            raise ValueError(f"the {group} group ({size} ranks, {stride} apart) spans {nodes} nodes of "
+                             f"{self.hw.gpus_per_node}, but hardware '{self.hw.name}' has no inter-node link")
+        return nodes, per_node, self.hw.intra, self.hw.inter
+
+    def _ring(self, group: str, nbytes: float, reduce_twice: bool) -> float:
+        size = self.size(group)
+        if size <= 1:
+            return 0.0
+        nodes, _, intra, inter = self._links(group)
+        steps = 2 * (size - 1) if reduce_twice else size - 1
+        inter_steps = (2 * (nodes - 1) if reduce_twice else nodes - 1) if nodes > 1 else 0
+        factor = (2.0 if reduce_twice else 1.0) * (size - 1) / size
+        beta = inter.beta_s_per_byte if nodes > 1 else intra.beta_s_per_byte
+        alpha = (steps - inter_steps) * intra.alpha_s + (inter_steps * inter.alpha_s if inter_steps else 0.0)
+        # NCCL's split of a ring's steps into intra- and inter-node ones (tuning.cc); one link class:
+        # exactly ring_all_reduce_s / ring_all_gather_s.
+        return factor * nbytes * beta + alpha
+
+    def all_reduce(self, group: str, nbytes: float) -> float:
+        return self._ring(group, nbytes, True)
+
+    def all_gather(self, group: str, nbytes: float) -> float:
+        return self._ring(group, nbytes, False)
+
+    reduce_scatter = all_gather
+
+    def all_to_all(self, group: str, nbytes: float) -> float:
+        """Pairwise exchange: the bytes for members on this node over the intra link, the rest over
+        the node's link to the network (one NIC per GPU; NCCL's all-to-all cannot aggregate NICs)."""
+        size = self.size(group)
+        if size <= 1:
+            return 0.0
+        nodes, per_node, intra, inter = self._links(group)
+        if nodes == 1:
+            return all_to_all_s(nbytes, size, intra.alpha_s, intra.beta_s_per_byte)
+        local = (per_node - 1) / size * nbytes * intra.beta_s_per_byte
+        remote = (size - per_node) / size * nbytes * inter.beta_s_per_byte
+        return max(local, remote) + (per_node - 1) * intra.alpha_s + (size - per_node) * inter.alpha_s
+
+    def neighbour_link(self, group: str) -> Link:
+        """The link a message to the group's next member crosses (the slowest of the ring's hops)."""
+        nodes, _, intra, inter = self._links(group)
+        return inter if nodes > 1 else intra
+
+    def p2p(self, group: str, nbytes: float) -> float:
+        if self.size(group) <= 1:
+            return 0.0
+        link = self.neighbour_link(group)
+        return p2p_s(nbytes, link.alpha_s, link.beta_s_per_byte)
+
+
+# ---- model arithmetic ---------------------------------------------------------------------------
+
+def keys_per_query(seq_len: int) -> float:
+    """Dense causal attention's mean visible keys per query, the engine's model-FLOPs convention (T/2)."""
+    return seq_len / 2.0
+
+
+def active_block_weights(model, layer: int) -> float:
+    """Weight elements one token multiplies by in block `layer` (gpt_model.cpp's active_block_weights)."""
+    C = float(model.n_embd)
+    attention = C * model.qkv_width + C * C
+    if not model.is_moe_layer(layer):
+        return attention + model.mlp_matrices * C * model.ffn_hidden
+    expert = model.mlp_matrices * C * model.expert_ffn
+    return attention + model.num_experts * C + (model.top_k + model.shared_experts) * expert
+
+
+def flops_per_token(model, seq_len: int, mean_keys: float | None = None) -> float:
+    """Model FLOPs per token, forward + backward: GptModel::flops_per_token. `mean_keys`: visible keys
+    per query (default: dense causal T/2; block-sparse layouts need the engine's count)."""
+    weights = sum(active_block_weights(model, layer) for layer in range(model.n_layer))
+    head = (model.vocab_size if model.tie_embeddings else model.padded_vocab) * float(model.n_embd)
+    keys = keys_per_query(seq_len) if mean_keys is None else mean_keys
+    return 6.0 * (weights + head) + 12.0 * model.n_layer * model.n_embd * keys
+
+
+def stage_layers(n_layer: int, pp: int, virtual_stages: int = 1, pp_layers=()) -> list:
+    """Layers per global stage (ParallelConfig::stage_layers): pp_layers as given, else an even split."""
+    stages = pp * virtual_stages
+    if not pp_layers:
+        if n_layer % stages != 0:
+            raise ValueError(f"model.n_layer ({n_layer}) must be divisible by parallel.pp ({pp}) * "
+                             f"parallel.virtual_stages ({virtual_stages}) = {stages} for an even split; "
+                             f"or list the layers per stage in parallel.pp_layers")
+        return [n_layer // stages] * stages
+    layers = [int(x) for x in pp_layers]
+    if len(layers) != stages:
+        raise ValueError(f"parallel.pp_layers has {len(layers)} entries; it needs one per pipeline stage: "
+                         f"pp ({pp}) * virtual_stages ({virtual_stages}) = {stages}")
+    if any(x < 1 for x in layers) or sum(layers) != n_layer:
+        raise ValueError(f"parallel.pp_layers {layers} must give every stage >= 1 layer and sum to "
+                         f"model.n_layer ({n_layer})")
+    return layers
+
+
+def moe_capacity(model, seq_len: int) -> int:
+    """Tokens per expert per sequence (MoeSpec::capacity); -1: unlimited."""
+    if model.expert_capacity > 0:
+        return model.expert_capacity
+    if model.dropless or model.capacity_factor <= 0:
+        return -1
+    return max(1, math.ceil(model.capacity_factor * seq_len * model.top_k / model.num_experts))
+
+
+def _check(model, lay, batch):
+    """The engine's layout rules that change what is timed (RunConfig::validate and friends)."""
+    tp, cp, ep, dp, pp = lay.tp, lay.cp, lay.ep, lay.dp, lay.pp
+    T, B = batch.seq_len, lay.micro_batch
+    for name, value in (("tp", tp), ("pp", pp), ("dp", dp), ("cp", cp), ("ep", ep),
+                        ("virtual_stages", lay.virtual_stages), ("micro_batch", B),
+                        ("gradient_accumulation", lay.gradient_accumulation)):
+        if value < 1:
+            raise ValueError(f"parallel/training {name} = {value} must be >= 1")
+    if model.n_head % tp or model.n_kv_head % tp or model.ffn_hidden % tp or model.padded_vocab % tp:
+        raise ValueError(f"tp {tp} must divide n_head ({model.n_head}), n_kv_head ({model.n_kv_head}), "
+                         f"ffn_hidden ({model.ffn_hidden}) and the padded vocabulary ({model.padded_vocab})")
+    if dp % ep:
+        raise ValueError(f"ep {ep} must divide dp {dp} (expert parallelism splits the data-parallel replicas)")
+    if model.is_moe and model.num_experts % ep:
+        raise ValueError(f"ep {ep} must divide num_experts {model.num_experts}")
+    if ep > 1 and not model.is_moe:
+        raise ValueError(f"ep {ep} needs a mixture-of-experts model")
+    if lay.zero_stage not in (0, 1, 2, 3):
+        raise ValueError(f"zero_stage {lay.zero_stage} must be 0, 1, 2 or 3")
+    if lay.zero_stage >= 2 and pp > 1:
+        raise ValueError(f"ZeRO-{lay.zero_stage} with pp {pp} is refused (it reduces gradients during the "
+                         "backward, which a pipeline interleaves across micro-batches; use ZeRO-1)")
+    if lay.schedule not in ("1f1b", "gpipe", "interleaved"):
+        raise ValueError(f"unknown pp_schedule '{lay.schedule}'")
+    if lay.virtual_stages > 1 and lay.schedule != "interleaved":
+        raise ValueError(f"virtual_stages {lay.virtual_stages} needs pp_schedule interleaved")
+    if lay.schedule == "interleaved" and pp > 1 and lay.gradient_accumulation % pp:
+        raise ValueError(f"the interleaved schedule needs the micro-batches ({lay.gradient_accumulation}) "
+                         f"divisible by pp ({pp})")
+    if lay.recompute not in ("none", "selective", "full"):
+        raise ValueError(f"unknown recompute mode '{lay.recompute}'")
+    if cp > 1 and (T % (2 * cp)):
+        raise ValueError(f"seq_len {T} must divide into 2 * cp = {2 * cp} chunks")
+    if cp > 1 and model.is_moe:
+        raise ValueError("context parallelism is refused for MoE models (capacity and the balancing loss are "
+                         "per whole sequence)")
+    if lay.sequence_parallel and tp > 1 and (B * T // cp) % tp:
+        raise ValueError(f"sequence parallelism needs the micro-batch's tokens ({B * T // cp}) divisible by tp {tp}")
+    if model.is_moe and tp > 1 and B % tp:
+        raise ValueError(f"an MoE model with tp {tp} needs training.micro_batch ({B}) to be a multiple of tp")
+    expected = B * lay.gradient_accumulation * dp
+    if batch.global_batch != expected:
+        raise ValueError(f"global batch {batch.global_batch} != micro_batch {B} x gradient_accumulation "
+                         f"{lay.gradient_accumulation} x dp {dp} = {expected}")
+    stage_layers(model.n_layer, pp, lay.virtual_stages, lay.pp_layers)
+
+
+@dataclass
+class _Unit:
+    """A parameter unit of the rank (embeddings, a block, a block's experts, final norm/head)."""
+    name: str
+    elements: float  # dense or expert parameter elements this rank holds
+    expert: bool
+    tp_partial: float = 0.0  # elements every tp rank holds whole (MoE router, shared and routed experts)
+    fwd_s: float = 0.0  # time of the pass through it, per micro-batch (its block's, for both units of a block)
+    bwd_s: float = 0.0
+
+
+class _Cost:
+    """Seconds by op class, issued communication and on-path communication, per axis."""
+
+    def __init__(self):
+        self.compute = dict.fromkeys(OP_CLASSES, 0.0)
+        self.issued = dict.fromkeys(AXES, 0.0)
+        self.exposed = dict.fromkeys(AXES, 0.0)
+
+    def comm(self, axis, seconds, exposed=None):
+        self.issued[axis] += seconds
+        self.exposed[axis] += seconds if exposed is None else exposed
+
+    def add(self, other, times=1.0):
+        for key in OP_CLASSES:
+            self.compute[key] += other.compute[key] * times
+        for key in AXES:
+            self.issued[key] += other.issued[key] * times
+            self.exposed[key] += other.exposed[key] * times
+
+    @property
+    def seconds(self) -> float:
+        return sum(self.compute.values()) + sum(self.exposed.values())
+
+
+class _Model:
+    """Per-rank costs of one micro-batch for one layout (the pieces step_time assembles)."""
+
+    def __init__(self, inp, hw: Hardware, engine: EngineTraits, mean_keys):
+        self.m, self.lay, self.batch, self.hw, self.engine = inp.model, inp.layout, inp.batch, hw, engine
+        lay, model = self.lay, self.m
+        self.net = Network(hw, lay.tp, lay.cp, lay.dp, lay.pp, lay.ep)
+        self.T, self.B = self.batch.seq_len, lay.micro_batch
+        self.N = self.B * self.T // lay.cp  # the rank's tokens per micro-batch
+        self.sp = lay.sequence_parallel and lay.tp > 1
+        self.rows = self.N // lay.tp if self.sp else self.N  # residual-stream rows held between tp regions
+        self.keys = keys_per_query(self.T) if mean_keys is None else mean_keys
+        precision = self.batch.precision.lower()
+        self.sixteen = precision in ("bf16", "fp16")
+        self.matmul_rate = hw.matmul_flops_per_s(precision)
+        attention_fmt = "fp32" if engine.attention_format == "fp32" else precision
+        self.attention_rate = hw.attention_flops_per_s(attention_fmt)
+        self.memory_rate = hw.memory_bytes_per_s()
+        for name, rate in (("matmul", self.matmul_rate), ("attention", self.attention_rate),
+                           ("memory", self.memory_rate)):
+            if not rate > 0:
+                raise ValueError(f"hardware '{hw.name}' has no {name} rate (> 0) for precision {precision}")
+        self.a = engine.activation_bytes  # bytes per activation element in memory and on the wire
+        self.copy = 6.0 if (self.sixteen and engine.gemm_operand_copies) else 0.0  # read f32 + write 16-bit
+
+    # -- compute helpers ---------------------------------------------------------------------
+    def _gemm(self, cost, flops):
+        cost.compute["matmul"] += flops / self.matmul_rate
+
+    def _bytes(self, cost, nbytes):
+        cost.compute["memory"] += nbytes / self.memory_rate
+
+    def _attention(self, cost, flops):
+        cost.compute["attention"] += flops / self.attention_rate
+
+    def block_weights(self, layer):
+        """(dense elements, expert elements, tp-replicated MoE dense elements) of block `layer` on this rank."""
+        m, lay = self.m, self.lay
+        C, tp = float(m.n_embd), lay.tp
+        norms = 2 * C * (2 if m.layernorm else 1)
+        dense = norms + m.qkv_width * C / tp + C * C / tp
+        if m.bias:
+            dense += m.qkv_width / tp + C  # qkv bias sharded, proj bias replicated
+        if not m.is_moe_layer(layer):
+            dense += m.mlp_matrices * C * m.ffn_hidden / tp
+            if m.bias:
+                dense += m.ffn_hidden / tp + C
+            return dense, 0.0, 0.0
+        replicated = m.num_experts * C + m.shared_experts * m.mlp_matrices * C * m.expert_ffn  # router, shared
+        return dense + replicated, (m.num_experts / lay.ep) * m.mlp_matrices * C * m.expert_ffn, replicated
+
+    def layer_pass(self, layer):
+        """(forward cost, backward cost incl. recompute) of block `layer` for one micro-batch."""
+        m, lay, a = self.m, self.lay, self.a
+        C, tp, N, rows = float(m.n_embd), lay.tp, self.N, self.rows
+        fwd, bwd = _Cost(), _Cost()
+        # Matmul FLOPs of the forward on this rank.
+        attn_w = (C * m.qkv_width + C * C) / tp
+        flops = 2.0 * N * attn_w
+        moe = m.is_moe_layer(layer)
+        if moe:
+            tokens = N / tp if tp > 1 else N  # the rank's B / tp sequences (moe_sequences)
+            routed = m.top_k + m.shared_experts
+            flops += 2.0 * tokens * (m.num_experts * C + routed * m.mlp_matrices * C * m.expert_ffn)
+        else:
+            flops += 2.0 * N * m.mlp_matrices * C * m.ffn_hidden / tp
+        self._gemm(fwd, flops)
+        att = 4.0 * N * (C / tp) * self.keys  # scores and values: 2 * 2 * C per visible key
+        self._attention(fwd, att)
+        # Memory-bound forward bytes (elementwise ops read and write f32 activations).
+        norm_bytes = 2 * 2 * C * a * rows  # two norms: read C, write C per row
+        act_bytes = 0.0
+        mem = norm_bytes + 2 * 3 * C * a * rows  # + two residual adds: read 2C, write C
+        if moe:
+            k_rows = tokens * m.top_k
+            act_bytes = (2 if not m.swiglu else 3) * m.expert_ffn * a * (k_rows + tokens * m.shared_experts)
+            mem += act_bytes + 8 * C * a * k_rows  # gather, regroup, ungroup, combine: read + write k*C
+            # GEMM inputs converted: the experts' (gate and up, or fc) and down inputs, the router's.
+            mem += self.copy * (k_rows * (C * (m.mlp_matrices - 1) + m.expert_ffn) + tokens * C)
+        else:
+            act_bytes = (2 if not m.swiglu else 3) * (m.ffn_hidden / tp) * a * N
+            mem += act_bytes
+            mem += self.copy * N * (C * (m.mlp_matrices - 1) + m.ffn_hidden / tp)  # fc (gate, up), out inputs
+        if not m.learned_positions:  # RoPE: read and write q and k
+            mem += 2 * (m.n_head + m.n_kv_head) * m.head_dim / tp * a * N
+        mem += self.copy * N * (C + C / tp)  # qkv and proj inputs
+        dense_w, expert_w, _ = self.block_weights(layer)
+        mem += self.copy * (dense_w + expert_w)  # the weights' 16-bit copies, once per pass
+        self._bytes(fwd, mem)
+        # Communication on the forward's path.
+        fwd_comm = self.block_comm_forward(moe, tokens if moe else N)
+        fwd_comm_cost = _Cost()
+        for axis, issued, exposed in fwd_comm:
+            fwd_comm_cost.comm(axis, issued, exposed)
+        fwd.add(fwd_comm_cost)
+        # Backward: GEMMs twice the forward, flash backward engine.attention_backward_factor x, memory 2x.
+        self._gemm(bwd, 2.0 * flops)
+        self._attention(bwd, self.engine.attention_backward_factor * att)
+        self._bytes(bwd, 2.0 * mem)
+        for axis, issued, exposed in self.block_comm_backward(moe, tokens if moe else N, att):
+            bwd.comm(axis, issued, exposed)
+        # Recompute inside backward.
+        if lay.recompute == "full":
+            self._gemm(bwd, flops)
+            self._attention(bwd, att)
+            self._bytes(bwd, mem)
+            bwd.add(fwd_comm_cost)
+        elif lay.recompute == "selective" or self.sp:  # norms again (and the MLP activation when selective)
+            self._bytes(bwd, norm_bytes + (act_bytes if lay.recompute == "selective" and not moe else 0.0))
+        return fwd, bwd
+
+    def _tp_full_bytes(self):
+        return self.N * self.m.n_embd * self.a  # one (B, T/cp, C) activation
+
+    def block_comm_forward(self, moe, moe_tokens):
+        """[(axis, issued s, exposed s)] of one block's forward."""
+        out, lay, net = [], self.lay, self.net
+        if lay.tp > 1:
+            S = self._tp_full_bytes()
+            if self.sp:  # all-gather before each column-parallel input, reduce-scatter after each row-parallel output
+                out += [("tp", net.all_gather("tp", S), None)] * 2 + [("tp", net.reduce_scatter("tp", S), None)] * 2
+            else:
+                out += [("tp", net.all_reduce("tp", S), None)] * 2
+        if moe and lay.ep > 1:
+            out += self._moe_exchange(moe_tokens)
+        if lay.cp > 1:
+            out += self._ring_attention(backward=False)
+        return [(axis, s, s if e is None else e) for axis, s, e in out]
+
+    def block_comm_backward(self, moe, moe_tokens, att_flops):
+        out, lay, net = [], self.lay, self.net
+        if lay.tp > 1:
+            S = self._tp_full_bytes()
+            if self.sp:
+                # gathered output gradients, reduce-scattered input gradients, and (unless full recompute
+                # re-ran the forward) the norm outputs gathered again; the norm weights' partial gradients.
+                out += [("tp", net.all_gather("tp", S), None)] * 2 + [("tp", net.reduce_scatter("tp", S), None)] * 2
+                if lay.recompute != "full":
+                    out += [("tp", net.all_gather("tp", S), None)] * 2
+                norm_floats = 2 * self.m.n_embd * (2 if self.m.layernorm else 1)
+                out.append(("tp", net.all_reduce("tp", norm_floats * 4), None))
+            else:  # the column-parallel inputs' gradients
+                out += [("tp", net.all_reduce("tp", S), None)] * 2
+        if moe and lay.ep > 1:
+            out += self._moe_exchange(moe_tokens)
+        if lay.cp > 1:
+            out += self._ring_attention(backward=True, att_flops=att_flops)
+        return [(axis, s, s if e is None else e) for axis, s, e in out]
+
+    def _moe_exchange(self, tokens):
+        """Dispatch and combine all-to-alls of one MoE layer's pass (plus the counts' all-to-all)."""
+        m = self.m
+        seqs = tokens / self.T
+        cap = moe_capacity(m, self.T)
+        per_seq = m.top_k * self.T if cap < 0 else min(m.top_k * self.T, m.num_experts * cap)
+        rows_bytes = seqs * per_seq * m.n_embd * self.a
+        counts = self.net.all_to_all("ep", m.num_experts * 8)
+        move = self.net.all_to_all("ep", rows_bytes)
+        return [("ep", counts, None), ("ep", move, None), ("ep", move, None)]
+
+    def _ring_attention(self, backward, att_flops=0.0):
+        """K/V round the cp ring; each transfer overlaps the step's attention (ring_attention.cpp)."""
+        m, lay, cp = self.m, self.lay, self.lay.cp
+        kv_bytes = 2.0 * self.N * (m.n_kv_head // lay.tp) * m.head_dim * self.a  # packed K and V, both chunks
+        t = self.net.p2p("cp", kv_bytes)
+        C = float(m.n_embd)
+        fwd_att = 4.0 * self.N * (C / lay.tp) * self.keys / self.attention_rate
+        if not backward:
+            step = fwd_att / cp
+            return [("cp", (cp - 1) * t, (cp - 1) * max(0.0, t - step))]
+        step = self.engine.attention_backward_factor * fwd_att / cp
+        # K/V go round again while the K/V gradients travel a second ring one step behind; the last
+        # gradient transfer is waited for after the last step.
+        exposed = (cp - 1) * max(0.0, 2 * t - step) + t
+        return [("cp", (2 * cp - 1) * t, exposed)]
+
+    def embedding_pass(self):
+        """Forward and backward cost of the first stage's embedding lookup."""
+        m, lay, net = self.m, self.lay, self.net
+        fwd, bwd = _Cost(), _Cost()
+        C = m.n_embd
+        self._bytes(fwd, (2 + (2 if m.learned_positions else 0)) * C * self.a * self.N)
+        self._bytes(bwd, 2 * C * self.a * self.N + (2 * C * self.a * self.N if m.learned_positions else 0))
+        if lay.tp > 1:  # vocab-parallel lookup: zeros outside the shard, then summed over tp
+            S = self._tp_full_bytes()
+            fwd.comm("tp", net.reduce_scatter("tp", S) if self.sp else net.all_reduce("tp", S))
+        return fwd, bwd
+
+    def head_pass(self):
+        """Forward and backward of the last stage's final norm, LM head (padded vocabulary / tp) and loss."""
+        m, lay, net = self.m, self.lay, self.net
+        fwd, bwd = _Cost(), _Cost()
+        C, V = float(m.n_embd), m.padded_vocab / lay.tp
+        flops = 2.0 * self.N * V * C
+        self._gemm(fwd, flops)
+        self._gemm(bwd, 2.0 * flops)
+        norm = 2 * C * self.a * self.rows
+        logits = 4.0 * V * self.N  # f32 logits
+        self._bytes(fwd, norm + 2 * logits + self.copy * (self.N * C + V * C))
+        self._bytes(bwd, 2 * norm + 2 * logits + self.copy * (self.N * V + self.N * C + V * C))
+        if lay.tp > 1:
+            S = self._tp_full_bytes()
+            if self.sp:
+                fwd.comm("tp", net.all_gather("tp", S))
+                bwd.comm("tp", net.reduce_scatter("tp", S))
+            # vocab-parallel loss: max of the shards' log-sum-exp, then a sum of [exp | target logit]
+            fwd.comm("tp", net.all_reduce("tp", 4 * self.N) + net.all_reduce("tp", 8 * self.N))
+        return fwd, bwd
+
+    def units(self, chunk_layers, first, last):
+        """The rank's parameter units of one chunk with their forward/backward times per micro-batch,
+        in flat (forward) order, and the chunk's (forward, backward) cost."""
+        m, lay = self.m, self.lay
+        C = float(m.n_embd)
+        units, fwd, bwd = [], _Cost(), _Cost()
+        if first:
+            f, b = self.embedding_pass()
+            elements = m.padded_vocab * C / lay.tp + (m.context_length * C if m.learned_positions else 0.0)
+            units.append(_Unit("embeddings", elements, False, 0.0, f.seconds, b.seconds))
+            fwd.add(f)
+            bwd.add(b)
+        for layer in chunk_layers:
+            f, b = self.layer_pass(layer)
+            dense, expert, replicated = self.block_weights(layer)
+            units.append(_Unit(f"blocks.{layer}", dense, False, replicated, f.seconds, b.seconds))
+            if expert > 0:  # timed with its block (its gradients are final when the block's are)
+                units.append(_Unit(f"blocks.{layer}.experts", expert, True, expert, 0.0, 0.0))
+            fwd.add(f)
+            bwd.add(b)
+        if last:
+            f, b = self.head_pass()
+            elements = C * (2 if m.layernorm else 1)
+            if not m.tie_embeddings or not first:  # untied head, or the last stage's copy of the tied embedding
+                elements += m.padded_vocab * C / lay.tp
+            units.append(_Unit("head", elements, False, 0.0, f.seconds, b.seconds))
+            fwd.add(f)
+            bwd.add(b)
+        if lay.pp > 1:  # activations in, gradients out (and back): on the path of every micro-batch
+            p2p = self.net.p2p("pp", self.rows * C * self.a)
+            fwd.comm("pp", p2p)
+            bwd.comm("pp", p2p)
+        return units, fwd, bwd
+
+
+def _fifo_finish(ready, durations):
+    """A channel that runs items one at a time in order: item i may start at ready[i]."""
+    t = 0.0
+    for r, d in zip(ready, durations):
+        t = max(t, r) + d
+    return t
+
+
+def _buckets(units, bucket_elements):
+    """ZeroLayout's buckets (whole units, formed in backward order, closed at >= bucket_elements or where
+    dense and expert units meet): list of (first unit, last unit, elements, expert)."""
+    out, last = [], len(units) - 1
+    for u in range(last, -1, -1):
+        span = sum(x.elements for x in units[u:last + 1])
+        kind_changes = u > 0 and units[u - 1].expert != units[u].expert
+        if u == 0 or kind_changes or (bucket_elements > 0 and span >= bucket_elements):
+            out.append((u, last, span, units[u].expert))
+            last = u - 1
+    return out
+
+
+def _backward_ready(units, start=0.0):
+    """When each unit's gradients are final in one backward over `units` (last unit first)."""
+    ready, t = [0.0] * len(units), start
+    for u in range(len(units) - 1, -1, -1):
+        t += units[u].bwd_s
+        ready[u] = t
+    for u in range(len(units) - 1, 0, -1):  # an experts unit is final with its block (same time)
+        if units[u].expert:
+            ready[u] = ready[u - 1]
+    return ready, t
+
+
+def _dp_tail(model: _Model, units):
+    """(issued dp seconds per step, exposed dp seconds after the schedule, exposed dp seconds per
+    micro-batch, ZeRO all-gather of values after the update, optimizer seconds, exposed pp seconds of
+    the tied-embedding exchange, exposed tp seconds of MoE partial gradients) for one pipeline rank."""
+    lay, net, m = model.lay, model.net, model.m
+    stage, mbs = lay.zero_stage, lay.gradient_accumulation
+    f32 = 4.0
+
+    def group(expert):
+        return "edp" if expert and m.is_moe else "dcp"
+
+    dense = sum(u.elements for u in units if not u.expert)
+    expert = sum(u.elements for u in units if u.expert)
+    held = dense + expert
+    n_dense, n_expert = net.size("dcp"), net.size("edp")
+    owned = held if stage == 0 else dense / n_dense + expert / n_expert
+    issued = exposed_tail = per_mb = gather_after = tied = moe_tp = 0.0
+    tie_exchange = m.tie_embeddings and lay.pp > 1 and any(u.name in ("embeddings", "head") for u in units)
+    if tie_exchange:
+        tied = net.p2p("pp", m.padded_vocab * m.n_embd / lay.tp * f32)
+    if stage <= 1:
+        bucket_elements = lay.bucket_mb * 1048576.0 / 4.0
+        buckets = _buckets(units, bucket_elements)
+        ready, end = _backward_ready(units)
+        times, starts = [], []
+        for first, last, elements, is_expert in buckets:
+            op = net.all_reduce if stage == 0 else net.reduce_scatter
+            times.append(op(group(is_expert), elements * f32))
+            deferred = tie_exchange and any(u.name in ("embeddings", "head") for u in units[first:last + 1])
+            starts.append(end + tied if deferred or lay.bucket_mb == 0 else ready[first])
+        order = sorted(range(len(times)), key=lambda i: starts[i])
+        finish = _fifo_finish([starts[i] for i in order], [times[i] for i in order])
+        issued = sum(times)
+        exposed_tail = max(0.0, finish - end - tied)
+        if stage == 1:
+            gather_after = sum(net.all_gather(group(is_expert), elements * f32)
+                               for _, _, elements, is_expert in buckets)
+            issued += gather_after
+    elif stage == 2:  # one unit per bucket, reduce-scattered in every micro-batch's backward
+        ready, end = _backward_ready(units)
+        times = [net.reduce_scatter(group(u.expert), u.elements * f32) for u in units]
+        order = sorted(range(len(units)), key=lambda i: ready[i])
+        finish = _fifo_finish([ready[i] for i in order], [times[i] for i in order])
+        per_mb = max(0.0, finish - end)
+        gather_after = sum(net.all_gather(group(u.expert), u.elements * f32) for u in units)
+        issued = mbs * sum(times) + gather_after
+    else:  # ZeRO-3: every unit gathered in forward and again in backward (next unit prefetched), reduce-scattered
+        gather_bytes = 2.0 if model.sixteen else f32
+        gathers = [net.all_gather(group(u.expert), u.elements * gather_bytes) for u in units]
+        scatters = [net.reduce_scatter(group(u.expert), u.elements * f32) for u in units]
+        per_mb = _zero3_exposed(units, gathers, scatters)
+        issued = mbs * (2 * sum(gathers) + sum(scatters))
+    if m.is_moe and lay.tp > 1:  # MoE parameters are tp-replicated: each rank's share summed over tp once a step
+        partial_dense = sum(u.tp_partial for u in units if not u.expert)
+        partial_expert = sum(u.tp_partial for u in units if u.expert)
+        if stage >= 1:
+            partial_dense, partial_expert = partial_dense / n_dense, partial_expert / n_expert
+        moe_tp = net.all_reduce("tp", (partial_dense + partial_expert) * f32)
+    # Optimizer: AdamW over the owned elements (read p, g, m, v; write p, m, v) + the gradient norm's read;
+    # zeroing held gradients; the 16-bit compute copy refreshed (read f32, write 16-bit).
+    opt_bytes = owned * (28.0 + 4.0) + (held if stage <= 1 else owned) * 4.0
+    if model.sixteen:
+        opt_bytes += (owned if stage == 3 else held) * 6.0
+    optimizer = opt_bytes / model.memory_rate
+    return issued, exposed_tail, per_mb, gather_after, optimizer, tied, moe_tp
+
+
+def _zero3_exposed(units, gathers, scatters):
+    """Seconds one micro-batch waits on ZeRO-3 traffic. One channel runs, in issue order: in forward
+    each unit's gather (the next unit's is issued when a unit starts computing; the first is not
+    prefetched); in backward the gathers again (in reverse) and each unit's reduce-scatter when its
+    backward ends; the backward ends when the last reduce-scatter has."""
+    n = len(units)
+    comm, compute, done = gathers[0], 0.0, [0.0] * n
+    done[0] = comm
+    for u in range(n):
+        start = max(compute, done[u])
+        if u + 1 < n:
+            comm = max(comm, start) + gathers[u + 1]
+            done[u + 1] = comm
+        compute = start + units[u].fwd_s
+    fwd_exposed = compute - sum(x.fwd_s for x in units)
+    comm, t, done = gathers[n - 1], 0.0, [0.0] * n
+    done[n - 1] = comm
+    for u in range(n - 1, -1, -1):
+        start = max(t, done[u])
+        if u > 0:
+            comm = max(comm, start) + gathers[u - 1]
+            done[u - 1] = comm
+        t = start + units[u].bwd_s
+        comm = max(comm, t) + scatters[u]
+    bwd_exposed = max(t, comm) - sum(x.bwd_s for x in units)
+    return fwd_exposed + bwd_exposed
+
+
+def step_time(inp, hw: Hardware, engine: EngineTraits = MYRIAD, mean_keys: float | None = None) -> StepTime:
+    """Time one optimizer step of `inp` (a PlanInput: .model, .layout, .batch) on `hw`.
+
+    `engine`: the engine's traits (default: myriad today). `mean_keys`: visible keys per query when
+    attention is not dense causal (block-sparse: the engine's AttentionSpec::mean_keys_per_query)."""
+    model, lay, batch = inp.model, inp.layout, inp.batch
+    _check(model, lay, batch)
+    mdl = _Model(inp, hw, engine, mean_keys)
+    p, v, mbs = lay.pp, lay.virtual_stages, lay.gradient_accumulation
+    layers = stage_layers(model.n_layer, p, v, lay.pp_layers)
+    bounds = [sum(layers[:g]) for g in range(len(layers) + 1)]
+    ranks = []
+    for r in range(p):
+        units, chunks, per_mb = [], [], _Cost()
+        for c in range(v):  # rank r holds global stages r, r + p, ... (chunk c = stage c * p + r)
+            g = c * p + r
+            u, f, b = mdl.units(range(bounds[g], bounds[g + 1]), g == 0, g == p * v - 1)
+            units += u
+            chunk = _Cost()
+            chunk.add(f)
+            chunk.add(b)
+            chunks.append(chunk)
+            per_mb.add(chunk)
+        ranks.append((r, units, chunks, per_mb))
+    # The bottleneck pipeline rank sets the pace of every micro-batch (and of the bubble).
+    _, _, chunks, per_mb = max(ranks, key=lambda x: x[3].seconds)
+    t_mb = per_mb.seconds
+    if p > 1:
+        bubble = (p - 1) * t_mb / v  # (p-1)/(v m + p - 1) of the makespan (v m + p - 1) t_mb / v
+    else:
+        bubble = 0.0
+    # Data-parallel traffic, the update and what follows the schedule, per rank; the slowest tail wins.
+    tails = []
+    for r, units, _, _ in ranks:
+        issued_dp, exposed_dp, dp_per_mb, gather_after, optimizer, tied, moe_tp = _dp_tail(mdl, units)
+        tail = exposed_dp + dp_per_mb * mbs + gather_after + optimizer + tied + moe_tp
+        tails.append((tail, r, issued_dp, exposed_dp + dp_per_mb * mbs + gather_after, optimizer, tied, moe_tp))
+    tail, tail_rank, issued_dp, exposed_dp, optimizer, tied, moe_tp = max(tails)
+    comm = {axis: per_mb.issued[axis] * mbs for axis in AXES}
+    comm["dp"] += issued_dp
+    comm["pp"] += tied
+    comm["tp"] += moe_tp
+    exposed = {axis: per_mb.exposed[axis] * mbs for axis in AXES}
+    exposed["dp"] += exposed_dp
+    exposed["pp"] += tied
+    exposed["tp"] += moe_tp
+    compute_by_class = {key: per_mb.compute[key] * mbs for key in OP_CLASSES}
+    compute = sum(compute_by_class.values())
+    total = compute + sum(exposed.values()) + bubble + optimizer
+    tokens = lay.micro_batch * mbs * lay.dp * batch.seq_len
+    model_flops = flops_per_token(model, batch.seq_len, mean_keys) * tokens
+    world = lay.tp * lay.pp * lay.cp * lay.dp
+    peak = hw.peak_flops(batch.precision.lower())
+    mfu = model_flops / (world * peak * total) if peak > 0 else 0.0
+    candidates = {"compute": compute, "bubble": bubble, "optimizer": optimizer}
+    candidates.update({f"comm:{axis}": exposed[axis] for axis in AXES})
+    binding = max(candidates, key=candidates.get)
+    notes = [f"{key}: {value}" for key, value in hw.calibration().items()]
+    if engine != MYRIAD:
+        notes.append(f"engine traits differ from myriad's: {engine}")
+    if hw.profile.get("path") and "precision" in hw.profile:
+        notes.append(f"profile precision {hw.profile['precision']} (run: {batch.precision})")
+    return StepTime(layout=lay.describe(), micro_batches=mbs,
+                    chunk_compute_s=tuple(dict(c.compute) for c in chunks), microbatch_s=t_mb, compute_s=compute,
+                    compute_by_class_s=compute_by_class, comm_s=comm, exposed_comm_s=exposed, bubble_s=bubble,
+                    optimizer_s=optimizer, total_s=total, tokens_per_step=tokens, tokens_per_s=tokens / total,
+                    model_flops_per_step=model_flops, mfu=mfu, binding=binding, notes=tuple(notes))
