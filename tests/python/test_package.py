@@ -11,7 +11,7 @@ import pytest
 import myriad
 from package_under_test import INSTALLED, REPO
 
-COMMANDS = ["myriad-train", "myriad-run", "myriad-plot", "myriad-convert", "myriad-data"]
+COMMANDS = ["myriad-train", "myriad-run", "myriad-plot", "myriad-convert", "myriad-data", "myriad"]
 
 
 def test_the_package_under_test_is_the_one_asked_for():

@@ -19,6 +19,7 @@ Pure arithmetic: no allocation, no config parsing (layout.read_config gives the 
 """
 from __future__ import annotations
 
+import bisect
 from dataclasses import dataclass, field
 
 from .layout import PlanInput
@@ -226,9 +227,11 @@ def zero_shard(params: ParameterLayout, bucket_elements: int, parts: int, index:
         buckets.append((begin + lo, begin + hi))
         last = u - 1
     shard = sum(hi - lo for lo, hi in buckets)
+    offsets = [p.offset for p in params.params]  # increasing
     owned = 0
     for lo, hi in buckets:
-        for p in params.params:
+        first = max(0, bisect.bisect_right(offsets, lo) - 1)
+        for p in params.params[first:bisect.bisect_left(offsets, hi)]:
             owned += max(0, min(hi, p.offset + p.numel) - max(lo, p.offset))
     return ZeroShard(shard_elements=shard, optimizer_elements=owned, buckets=len(buckets))
 

@@ -1,0 +1,85 @@
+"""`myriad plan` as users call it: the search finds layouts that fit and writes a config the engine
+accepts; the config's own layout is evaluated with a dry run that equals the planner; a model too
+big for the cluster says so with the smallest footprints; bad requests are refused naming the
+option; the `myriad` command dispatches to every planning tool."""
+import os
+
+import pytest
+import yaml
+
+import myriad
+from myriad import cli
+from myriad.planner import plan as planner
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+GPT3 = os.path.join(ROOT, "configs", "gpt3_175b.yaml")
+MOE = os.path.join(ROOT, "configs", "moe_1t.yaml")
+
+
+def test_search_finds_fitting_layouts_and_writes_a_config_the_engine_accepts(tmp_path, capsys):
+    out = tmp_path / "plan.yaml"
+    code = cli.main(["plan", "--config", GPT3, "--gpus", "1024", "--gpu", "h100", "--top", "3", "--yaml", str(out)])
+    text = capsys.readouterr().out
+    assert code == 0, text
+    assert "tok/s" in text and "binding" in text
+    config = myriad.Config.from_file(str(out))
+    config.validate(1024)  # ready to run: the engine's own checks pass for 1024 ranks
+    values = yaml.safe_load(out.read_text())
+    p = values["parallel"]
+    assert p["tp"] * p["pp"] * p["cp"] * p["dp"] == 1024
+    assert values["training"]["global_batch_size"] == 1536  # the batch is the config's, not the search's
+
+
+def test_search_results_are_ranked_and_fit_on_every_rank_role():
+    result = planner.plan(GPT3, 1024, gpu="h100", top=4)
+    assert result.best, planner.format_table(result)
+    speeds = [c.step.tokens_per_s for c in result.best]
+    assert speeds == sorted(speeds, reverse=True)
+    for c in result.best:
+        assert c.memory_bytes <= result.usable_bytes
+        assert c.step.total_s > 0 and 0 < c.step.mfu < 1
+    assert result.refused  # context parallelism on training.device cuda is refused by the engine: counted
+
+
+def test_the_configs_own_layout_with_a_dry_run_that_equals_the_planner(capsys):
+    code = cli.main(["plan", "--config", MOE, "--gpus", "2048", "--no-search", "--dry-run"])
+    text = capsys.readouterr().out
+    assert code == 0, text
+    assert "NO:" not in text
+    assert text.count(" yes") >= 2048  # every role: pp 16 x ep 64 x the first and last dp index
+
+
+def test_a_model_too_big_for_the_cluster_shows_the_smallest_footprints(capsys):
+    code = cli.main(["plan", "--config", GPT3, "--gpus", "8", "--gpu", "a100"])
+    text = capsys.readouterr().out
+    assert code == 1
+    assert "NOTHING FITS" in text and "memory (" in text
+
+
+def test_bad_requests_name_the_option(capsys):
+    assert cli.main(["plan", "--config", GPT3, "--gpus", "1024", "--gpu", "tpu"]) == 2
+    assert "unknown gpu 'tpu'" in capsys.readouterr().err
+    assert cli.main(["plan", "--config", GPT3, "--gpus", "1000", "--no-search"]) == 2
+    assert "parallel" in capsys.readouterr().err  # 8 x 16 x 8 is not 1000 ranks
+    assert cli.main(["plan", "--config", os.path.join(ROOT, "configs"), "--gpus", "8"]) == 2
+    capsys.readouterr()
+    assert cli.main(["frobnicate"]) == 2
+    assert "unknown command 'frobnicate'" in capsys.readouterr().err
+
+
+def test_the_myriad_command_dispatches_to_every_planning_tool(tmp_path, capsys):
+    assert cli.main(["--help"]) == 0
+    listing = capsys.readouterr().out
+    for name in ("plan", "goodput", "sbatch", "cluster-sim"):
+        assert name in listing
+    assert cli.main(["goodput", "--gpus", "1024", "--seeds", "2"]) == 0
+    assert "1024" in capsys.readouterr().out
+    script = tmp_path / "job.sbatch"
+    assert cli.main(["sbatch", "--config", GPT3, "--nodes", "128", "--gpus-per-node", "8", "--out", str(script)]) == 0
+    assert "#SBATCH --nodes=128" in script.read_text()
+
+
+@pytest.mark.parametrize("headroom", [-0.1, 1.0])
+def test_headroom_outside_its_range_is_refused(headroom):
+    with pytest.raises(ValueError, match="headroom"):
+        planner.plan(GPT3, 1024, headroom=headroom)
