@@ -83,3 +83,12 @@ def test_the_myriad_command_dispatches_to_every_planning_tool(tmp_path, capsys):
 def test_headroom_outside_its_range_is_refused(headroom):
     with pytest.raises(ValueError, match="headroom"):
         planner.plan(GPT3, 1024, headroom=headroom)
+
+
+def test_dp_exchanges_the_step_time_does_not_model_are_named(capsys):
+    code = cli.main(["plan", "--config", GPT3, "--gpus", "1024", "--no-search", "--set", "training.device=cpu",
+                     "--set", "training.precision=fp32", "--set", "parallel.zero_stage=0",
+                     "--set", "training.gradient_compression=int8"])
+    text = capsys.readouterr().out
+    assert code in (0, 1)
+    assert "not timed: training.gradient_compression int8" in text

@@ -124,6 +124,28 @@ class Batch:
     precision: str = "fp32"  # fp32 | bf16 | fp16
     optimizer: str = "adamw"
     device: str = "cpu"
+    # How dp exchanges gradients (the step-time model times the exact ring all-reduce every step;
+    # anything else is named in the plan's notes): training.gradient_compression, training.sync,
+    # parallel.dp_reduce, parallel.dp_reduce_exact.
+    gradient_compression: str = "none"
+    sync: str = "every_step"
+    dp_reduce: str = "auto"
+    dp_reduce_exact: bool = False
+
+    def unmodelled_exchange(self) -> list:
+        """The config keys whose effect on dp communication the step-time model does not time."""
+        out = []
+        if self.optimizer != "adamw":
+            out.append(f"training.optimizer {self.optimizer} (1-bit Adam compresses dp after its warm-up)")
+        if self.gradient_compression != "none":
+            out.append(f"training.gradient_compression {self.gradient_compression}")
+        if self.sync != "every_step":
+            out.append(f"training.sync {self.sync} (dp all-reduces every training.local_steps steps)")
+        if self.dp_reduce not in ("auto", "ring"):
+            out.append(f"parallel.dp_reduce {self.dp_reduce} (timed as a ring)")
+        if self.dp_reduce_exact:
+            out.append("parallel.dp_reduce_exact (exact sums: a ring of wider values, timed as f32)")
+        return out
 
 
 @dataclass(frozen=True)
@@ -209,7 +231,10 @@ def read_config(config, world: int = 0, overrides=()) -> PlanInput:
                   global_batch=int(training["global_batch_size"]) or
                   layout.micro_batch * layout.gradient_accumulation * layout.dp,
                   precision=str(training["precision"]).lower(), optimizer=str(training["optimizer"]).lower(),
-                  device=str(training["device"]).lower())
+                  device=str(training["device"]).lower(),
+                  gradient_compression=str(training["gradient_compression"]).lower(),
+                  sync=str(training["sync"]).lower(), dp_reduce=str(parallel["dp_reduce"]).lower(),
+                  dp_reduce_exact=_bool(parallel["dp_reduce_exact"]))
     return PlanInput(model=model_shape(model), layout=layout, batch=batch, config_yaml=text, config_source=source,
                      overrides=tuple(overrides))
 

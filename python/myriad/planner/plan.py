@@ -224,6 +224,10 @@ def format_table(result: PlanResult) -> str:
                          f"{p.optimizer_bytes / GB:>7.1f} {p.activation_bytes / GB:>7.1f} "
                          + (f"{step.total_s:>8.3g} {step.tokens_per_s:>11,.0f} {100 * step.mfu:>5.1f}%"
                             if step else f"{'-':>8} {'-':>11} {'-':>6}") + f"  {c.binding}")
+    unmodelled = inp.batch.unmodelled_exchange()
+    if unmodelled and any(c.step for c in rows):
+        lines.append("note: step times assume the exact ring all-reduce of dp every step; not timed: " +
+                     "; ".join(unmodelled))
     if result.refused:
         lines.append("refused by the engine's checks (count: reason):")
         for reason, count in sorted(result.refused.items(), key=lambda kv: -kv[1])[:8]:
