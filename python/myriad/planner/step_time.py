@@ -17,8 +17,8 @@ formulas, assumptions and overlap rules are in docs/planning_step_time.md; in sh
   on f32 CUDA-core flash kernels: EngineTraits.attention_format), memory-bound bytes / HBM rate.
 - Communication: alpha-beta rings per group and link class, the group's placement from the rank
   order (RankGrid: tp fastest, then cp, dp (ep inside dp), pp); myriad's exact pattern per axis.
-- Bubble: the closed forms (p-1)/(m+p-1) and (p-1)/(v*m+p-1) that pipeline_schedule.h documents as
-  exact for its time model (the schedule simulator is not bound to Python).
+- Bubble: the idle share of the engine's own schedule run by its simulator (myriad.simulate_pipeline:
+  equal to the closed forms (p-1)/(m+p-1) and (p-1)/(v*m+p-1) that pipeline_schedule.h documents).
 
 Invariants: total_s = compute_s + sum(exposed_comm_s) + bubble_s + optimizer_s exactly; every
 input is checked with the engine's rules (a layout the engine refuses raises ValueError naming the
@@ -724,10 +724,14 @@ def step_time(inp, hw: Hardware, engine: EngineTraits = MYRIAD, mean_keys: float
     # The bottleneck pipeline rank sets the pace of every micro-batch (and of the bubble).
     _, _, chunks, per_mb = max(ranks, key=lambda x: x[3].seconds)
     t_mb = per_mb.seconds
+    bubble = 0.0
     if p > 1:
-        bubble = (p - 1) * t_mb / v  # (p-1)/(v m + p - 1) of the makespan (v m + p - 1) t_mb / v
-    else:
-        bubble = 0.0
+        # The engine's schedule run by its simulator (equal stages, free transfers): idle share of the
+        # makespan; each rank is busy m * t_mb, so the bubble is idle / (1 - idle) of that. For its time
+        # model this is (p-1) t_mb / v exactly (pipeline_schedule.h's closed forms).
+        from .. import _myriad
+        idle = _myriad.simulate_pipeline(lay.schedule, p, mbs, v)["idle_fraction"]
+        bubble = idle / (1.0 - idle) * mbs * t_mb
     # Data-parallel traffic, the update and what follows the schedule, per rank; the slowest tail wins.
     tails = []
     for r, units, _, _ in ranks:
