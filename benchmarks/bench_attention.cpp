@@ -13,7 +13,11 @@
 // (--sparse-min, --sparse-max), forward + backward against dense attention at the same T up to
 // --dense-max (16k: dense grows 4x per doubling),
 // with each row's time over the previous row's (linear growth: 2x per doubling of T).
+// --profile FILE merges compute.attention_flops_per_s into a machine profile (machine_profile.h):
+// the forward + backward rate (FLOPs as in the table: 3.5 x the causal forward) of the first row
+// (T = --min-t), with the shape it ran at (compute.attention_shape).
 // Usage: OMP_NUM_THREADS=2 bench_attention [--quick] [--min-t T] [--max-t T] [--block-q N] [--block-k N]
+//        [--profile FILE]
 //        OMP_NUM_THREADS=2 bench_attention --sparse [--sparse-min T] [--sparse-max T] [--dense-max T]
 #include <cblas.h>
 #include <malloc.h>
@@ -24,6 +28,7 @@
 #include <limits>
 
 #include "harness.h"
+#include "machine_profile.h"
 #include "myriad/core/philox.h"
 #include "myriad/ops/attention.h"
 
@@ -249,6 +254,7 @@ int main(int argc, char** argv) {
   bool quick = false, sparse = false;
   std::int64_t min_t = 256, max_t = 8192, sparse_min = 4096, sparse_max = 262144, dense_max = 16384;
   AttentionArgs args;
+  std::string profile;
   for (int i = 1; i < argc; ++i) {
     if (std::strcmp(argv[i], "--quick") == 0)
       quick = true;
@@ -268,8 +274,11 @@ int main(int argc, char** argv) {
       args.block_q = std::atoi(argv[++i]);
     else if (std::strcmp(argv[i], "--block-k") == 0 && i + 1 < argc)
       args.block_k = std::atoi(argv[++i]);
+    else if (std::strcmp(argv[i], "--profile") == 0 && i + 1 < argc)
+      profile = argv[++i];
     else {
-      std::cerr << "usage: bench_attention [--quick] [--min-t T] [--max-t T] [--block-q N] [--block-k N]\n"
+      std::cerr << "usage: bench_attention [--quick] [--min-t T] [--max-t T] [--block-q N] [--block-k N] "
+                   "[--profile FILE]\n"
                    "       bench_attention --sparse [--sparse-min T] [--sparse-max T] [--dense-max T]\n";
       return 2;
     }
@@ -339,5 +348,17 @@ int main(int argc, char** argv) {
          "sgemm = OpenBLAS 1024x1024x1024 on all threads, the better of two runs just before and after the row.\n"
          "Peak extra = VmHWM after the call minus RSS before it (the call allocates its outputs: out + lse,\n"
          "or grad_q + grad_k + grad_v; buffers >= 1 MiB are mmapped), after /proc/self/clear_refs reset the peak.\n";
+  if (!profile.empty() && !rows.empty()) {
+    const Row& r = rows.front();
+    const double both_flops = 3.5 * 2.0 * kB * kH * static_cast<double>(r.T) * r.T * kD;
+    merge_machine_profile(
+        profile, "bench_attention",
+        {{"compute.attention_flops_per_s", both_flops / r.both_s},
+         {"compute.attention_shape",
+          {{"B", kB}, {"H", kH}, {"D", kD}, {"T", r.T}, {"pass", "forward + backward, causal, f32"}}}},
+        argc, argv);
+    std::cout << "\nprofile: " << profile << " (attention at T=" << r.T << ": " << fmt(both_flops / r.both_s / 1e9)
+              << " GFLOP/s merged)\n";
+  }
   return ok ? 0 : 1;
 }

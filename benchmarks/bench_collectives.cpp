@@ -5,6 +5,9 @@
 //          broadcast|send_recv[,...]] [--transport mpi]
 //   mpirun -np N build/benchmarks/bench_collectives --algorithms ring,tree,hierarchical --ranks-per-node L
 //   (each algorithm also as ring+exact, tree+exact, hierarchical+exact: parallel.dp_reduce_exact)
+//   mpirun -np N build/benchmarks/bench_collectives --op all_reduce --profile FILE
+//   (merges links.intra into a machine profile: alpha and beta fitted to the all-reduce times with
+//   the step-time model's ring formula, machine_profile.h fit_ring_all_reduce)
 //
 // With --algorithms it compares all-reduce algorithms instead (parallel.dp_reduce) at every size,
 // interleaving them round by round (this machine's speed drifts): time (fastest round), bytes
@@ -33,6 +36,7 @@
 #include <vector>
 
 #include "harness.h"
+#include "machine_profile.h"
 #include "myriad/core/error.h"
 #include "myriad/core/tensor.h"
 #include "myriad/distributed/communicator.h"
@@ -59,6 +63,7 @@ struct Args {
   std::string transport = "mpi";
   std::vector<std::string> algorithms;  // --algorithms: compare all-reduce algorithms
   int ranks_per_node = 1;
+  std::string profile;  // --profile FILE: write links.intra from the all-reduce sweep
 };
 
 const std::vector<std::string> kAllOps = {"all_reduce", "all_gather", "reduce_scatter",
@@ -102,6 +107,8 @@ Args parse_args(int argc, char** argv) {
       args.transport = value;
     else if (key == "--ranks-per-node")
       args.ranks_per_node = std::stoi(value);
+    else if (key == "--profile")
+      args.profile = value;
     else if (key == "--algorithms") {
       std::stringstream list(value);
       for (std::string a; std::getline(list, a, ',');) {
@@ -114,7 +121,7 @@ Args parse_args(int argc, char** argv) {
     } else
       MYRIAD_THROW("unknown option " << key
                                      << "; allowed: --min-bytes --max-bytes --factor --iters --warmup --op"
-                                        " --transport --algorithms --ranks-per-node");
+                                        " --transport --algorithms --ranks-per-node --profile");
   }
   MYRIAD_CHECK(args.min_bytes >= 4 && args.max_bytes >= args.min_bytes, "need 4 <= --min-bytes <= --max-bytes");
   MYRIAD_CHECK(args.factor > 1.0, "--factor must be > 1");
@@ -305,7 +312,11 @@ std::string cpu_model() {
   return line.substr(0, line.find(','));
 }
 
-void run_op(const std::string& op, const Args& args, Communicator& comm, Communicator& control) {
+// Times one op over the sizes; returns (bytes, seconds per call) of every size (rank 0's view: the
+// slowest rank's mean).
+std::vector<std::pair<double, double>> run_op(const std::string& op, const Args& args, Communicator& comm,
+                                              Communicator& control) {
+  std::vector<std::pair<double, double>> points;
   const int rank = comm.rank();
   const CommOp stat_op = op == "all_reduce"       ? CommOp::all_reduce
                          : op == "all_gather"     ? CommOp::all_gather
@@ -348,6 +359,7 @@ void run_op(const std::string& op, const Args& args, Communicator& comm, Communi
     if (rank == 0) {
       const double seconds = static_cast<double>(slowest_ns) * 1e-9 / iters;
       const double total = static_cast<double>(c.count) * 4.0;
+      points.emplace_back(total, seconds);
       const double algbw = total / seconds * 1e-9;
       table.add_row({std::to_string(c.count * 4), std::to_string(c.count), "f32", std::to_string(iters),
                      myriad::bench::fmt(seconds * 1e6, 1), myriad::bench::fmt(algbw, 3),
@@ -360,6 +372,27 @@ void run_op(const std::string& op, const Args& args, Communicator& comm, Communi
     table.print();
     std::cout << "\ncheck: ok (every size, every rank)\n\n" << std::flush;
   }
+  return points;
+}
+
+// links.intra from the all-reduce points (rank 0 writes).
+void write_profile(const Args& args, const std::vector<std::pair<double, double>>& points, int ranks, int argc,
+                   char** argv) {
+  const myriad::bench::AlphaBeta fit = myriad::bench::fit_ring_all_reduce(points, ranks);
+  std::ostringstream how;
+  how << "bench_collectives all_reduce, " << ranks << " ranks, " << points.size() << " sizes " << args.min_bytes << ".."
+      << args.max_bytes << " B; weighted least squares (1/t^2) on t = 2(n-1) alpha + 2(n-1)/n bytes beta; "
+      << "max relative error " << myriad::bench::fmt(100.0 * fit.max_relative_error, 1) << "%";
+  myriad::bench::merge_machine_profile(args.profile, "bench_collectives",
+                                       {{"links.intra",
+                                         {{"alpha_s", fit.alpha_s},
+                                          {"beta_s_per_byte", fit.beta_s_per_byte},
+                                          {"ranks", ranks},
+                                          {"measured_with", how.str()}}}},
+                                       argc, argv);
+  std::cout << "profile: " << args.profile << ": links.intra alpha " << myriad::bench::fmt(fit.alpha_s * 1e6, 2)
+            << " us, beta " << fit.beta_s_per_byte << " s/B (" << myriad::bench::fmt(1e-9 / fit.beta_s_per_byte, 2)
+            << " GB/s), max relative error " << myriad::bench::fmt(100.0 * fit.max_relative_error, 1) << "%\n";
 }
 
 // Bytes rank `r` sends to ranks on other nodes in one all-reduce of `count` elements of
@@ -506,7 +539,13 @@ int main(int argc, char** argv) {
     if (!args.algorithms.empty()) {
       compare_algorithms(args, runtime, *control);
     } else {
-      for (const std::string& op : args.ops) run_op(op, args, *comm, *control);
+      for (const std::string& op : args.ops) {
+        std::vector<std::pair<double, double>> points = run_op(op, args, *comm, *control);
+        if (op == "all_reduce" && !args.profile.empty() && runtime.world_rank() == 0)
+          write_profile(args, points, comm->size(), argc, argv);
+      }
+      MYRIAD_CHECK(args.profile.empty() || std::find(args.ops.begin(), args.ops.end(), "all_reduce") != args.ops.end(),
+                   "--profile needs the all_reduce op (the link fit uses its times)");
     }
   }
   return 0;

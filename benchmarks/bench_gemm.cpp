@@ -3,18 +3,32 @@
 // widest ISA the CPU offers (AVX-512 when present; the ISA and the OpenBLAS kernel are printed in
 // the header), so 'myriad / peak' stays <= 100% whichever kernel OpenBLAS picks.
 //
-// Sweeps square sizes 256..4096 and the GEMMs of a GPT-2 small layer with M = B*T tokens,
-// K = 768 and N = 768 (attention projection), 2304 (QKV), 3072 (MLP up) and 50304 (LM head),
-// in the layout the model uses (activations (B, T, K) times a weight stored (N, K), transposed).
+// Sweeps square sizes 256..4096 and the forward GEMMs of a transformer layer with M = B*T tokens
+// and width C (default GPT-2 small: C 768, V 50304): K = C with N = C (attention projection), 3C
+// (QKV), 4C (MLP up) and V (LM head), and K = 4C, N = C (MLP down), in the layout the model uses
+// (activations (B, T, K) times a weight stored (N, K), transposed).
 // Before timing, each case checks that both paths produce the same numbers.
-// Usage: OMP_NUM_THREADS=2 bench_gemm [--quick] [--tokens M]
+// Then the engine's ops at the model's shapes (model_op_rates.h: GEMMs forward + backward, and the
+// planner's memory class: layernorm, residual add, GELU) and a STREAM-like copy / triad over
+// --stream-mib MiB arrays (default 64: beyond the caches).
+// --profile FILE merges into a machine profile (machine_profile.h): peak_flops_per_s = the
+// measured register FMA peak; compute.matmul_flops_per_s = the GEMMs forward + backward at the
+// model's shapes (compute.matmul_forward_flops_per_s: the table's forward cases together);
+// compute.memory_bytes_per_s / activation_bytes_per_s / optimizer_bytes_per_s = the norms + adds,
+// the GELU and AdamW in the planner's byte count (compute.stream: the STREAM figures,
+// informative); threads = the OpenMP threads every rate ran on.
+// Usage: OMP_NUM_THREADS=2 bench_gemm [--quick] [--tokens M] [--embd C] [--vocab V] [--profile FILE]
+//        [--stream-mib N]
 #include <cblas.h>
+#include <omp.h>
 
 #include <cmath>
 #include <cstring>
 #include <iostream>
 
 #include "harness.h"
+#include "machine_profile.h"
+#include "model_op_rates.h"
 #include "myriad/core/philox.h"
 #include "myriad/ops/matmul.h"
 #include "myriad/train/peak_flops.h"
@@ -46,14 +60,25 @@ double max_relative_difference(const Tensor& x, const Tensor& y) {
 
 int main(int argc, char** argv) {
   bool quick = false;
-  std::int64_t tokens = 2048;
+  std::int64_t tokens = 2048, embd = 768, vocab = 50304;
+  std::string profile;
+  double stream_mib = 64;
   for (int i = 1; i < argc; ++i) {
     if (std::strcmp(argv[i], "--quick") == 0)
       quick = true;
     else if (std::strcmp(argv[i], "--tokens") == 0 && i + 1 < argc)
       tokens = std::atoll(argv[++i]);
+    else if (std::strcmp(argv[i], "--embd") == 0 && i + 1 < argc)
+      embd = std::atoll(argv[++i]);
+    else if (std::strcmp(argv[i], "--vocab") == 0 && i + 1 < argc)
+      vocab = std::atoll(argv[++i]);
+    else if (std::strcmp(argv[i], "--profile") == 0 && i + 1 < argc)
+      profile = argv[++i];
+    else if (std::strcmp(argv[i], "--stream-mib") == 0 && i + 1 < argc)
+      stream_mib = std::atof(argv[++i]);
     else {
-      std::cerr << "usage: bench_gemm [--quick] [--tokens M]\n";
+      std::cerr << "usage: bench_gemm [--quick] [--tokens M] [--embd C] [--vocab V] [--profile FILE] "
+                   "[--stream-mib N]\n";
       return 2;
     }
   }
@@ -69,17 +94,28 @@ int main(int argc, char** argv) {
   std::vector<GemmCase> cases;
   std::vector<std::int64_t> squares =
       quick ? std::vector<std::int64_t>{256, 512, 1024} : std::vector<std::int64_t>{256, 512, 1024, 2048, 4096};
-  cases.reserve(squares.size() + 4);  // the squares, then the 4 transformer shapes below
+  cases.reserve(squares.size() + 5);  // the squares, then the 5 transformer shapes below
   for (std::int64_t s : squares) cases.push_back({"square " + std::to_string(s), {s, s}, s, false});
+  const std::size_t first_model_case = cases.size();
   std::int64_t batch = 4, seq = tokens / 4;
-  for (std::int64_t n : {768, 2304, 3072, 50304}) {
-    if (quick && n == 50304) continue;
-    cases.push_back({"B*T=" + std::to_string(tokens) + " K=768 N=" + std::to_string(n), {batch, seq, 768}, n, true});
+  for (std::int64_t n : {embd, 3 * embd, 4 * embd, vocab}) {
+    if (quick && n == vocab && vocab > 4 * embd) continue;
+    cases.push_back({"B*T=" + std::to_string(tokens) + " K=" + std::to_string(embd) + " N=" + std::to_string(n),
+                     {batch, seq, embd},
+                     n,
+                     true});
   }
+  cases.push_back({"B*T=" + std::to_string(tokens) + " K=" + std::to_string(4 * embd) + " N=" + std::to_string(embd),
+                   {batch, seq, 4 * embd},
+                   embd,
+                   true});
+  double model_flops = 0, model_seconds = 0;
+  nlohmann::json gemm_sizes = nlohmann::json::array();
 
   Table table({"case", "M", "N", "K", "direct GFLOP/s", "myriad GFLOP/s", "myriad / direct", "myriad / peak"});
   bool all_ok = true;
-  for (const GemmCase& c : cases) {
+  for (std::size_t index = 0; index < cases.size(); ++index) {
+    const GemmCase& c = cases[index];
     const std::int64_t k = c.a_shape.back();
     const std::int64_t m = shape_numel(c.a_shape) / k;
     Tensor a = Tensor::empty(c.a_shape);
@@ -112,9 +148,59 @@ int main(int argc, char** argv) {
     double g_direct = flops / t_direct / 1e9, g_ours = flops / t_ours / 1e9;
     table.add_row({c.name, std::to_string(m), std::to_string(c.n), std::to_string(k), fmt(g_direct), fmt(g_ours),
                    percent(g_ours / g_direct), percent(g_ours / peak)});
+    if (index >= first_model_case) {
+      model_flops += flops;
+      model_seconds += t_ours;
+      gemm_sizes.push_back({{"m", m}, {"n", c.n}, {"k", k}, {"flops_per_s", flops / t_ours}});
+    }
   }
   table.print();
   std::cout << "\nGFLOP/s = 2*M*N*K / time; time = median over >= 10 paired repeats (direct and myriad alternating "
                "call by call).\n";
+  const StreamRates stream = measure_stream(stream_mib * 1048576.0);
+  std::cout << "\nSTREAM-like, " << omp_get_max_threads() << " threads, arrays of " << bytes_human(stream.array_bytes)
+            << ": copy " << fmt(stream.copy_bytes_per_s / 1e9, 2) << " GB/s, triad "
+            << fmt(stream.triad_bytes_per_s / 1e9, 2) << " GB/s (best of 10; STREAM's byte counts)\n"
+            << "model-shape GEMMs together (C " << embd << ", M " << tokens
+            << "): " << fmt(model_flops / model_seconds / 1e9, 1) << " GFLOP/s\n";
+  const ModelOpRates ops = measure_model_op_rates(tokens, embd, vocab);
+  std::cout << "engine ops at the model's shapes (M " << tokens << ", C " << embd << ", V " << vocab
+            << "): GEMMs forward + backward " << fmt(ops.gemm_training_flops_per_s / 1e9, 1)
+            << " GFLOP/s (backward alone " << fmt(ops.gemm_backward_flops_per_s / 1e9, 1)
+            << ");\n  2 layernorms + 2 adds " << fmt(1e3 * ops.memory_seconds, 3)
+            << " ms fwd + bwd = " << fmt(ops.memory_bytes_per_s / 1e9, 2) << " GB/s; GELU (4C) "
+            << fmt(1e3 * ops.activation_seconds, 3) << " ms fwd + bwd = " << fmt(ops.activation_bytes_per_s / 1e9, 2)
+            << " GB/s (bytes as the planner counts them); AdamW + zeroing 4 Mi elements "
+            << fmt(ops.optimizer_bytes_per_s / 1e9, 2) << " GB/s (32 B per element)\n";
+  if (!profile.empty()) {
+    merge_machine_profile(
+        profile, "bench_gemm",
+        {{"peak_flops_per_s", measured.flops_per_second},
+         {"peak_source", "measured register FMA peak (" + train::describe_vector_isa(measured.isa) + ", " +
+                             std::to_string(measured.threads) + " threads)"},
+         {"precision", "fp32"},
+         {"threads", omp_get_max_threads()},
+         {"compute.matmul_flops_per_s", ops.gemm_training_flops_per_s},
+         {"compute.matmul_forward_flops_per_s", model_flops / model_seconds},
+         {"compute.matmul_shapes", "myriad matmul_forward + matmul_backward, (M, K) x (N, K)^T, M " +
+                                       std::to_string(tokens) + " tokens, C " + std::to_string(embd) +
+                                       ": K C -> N 3C, C, 4C, V " + std::to_string(vocab) +
+                                       "; K 4C -> N C; 6MNK FLOPs summed / median times summed"},
+         {"compute.gemm_sizes", gemm_sizes},
+         {"compute.memory_bytes_per_s", ops.memory_bytes_per_s},
+         {"compute.activation_bytes_per_s", ops.activation_bytes_per_s},
+         {"compute.optimizer_bytes_per_s", ops.optimizer_bytes_per_s},
+         {"compute.memory_source",
+          "engine ops at M " + std::to_string(tokens) + ", C " + std::to_string(embd) +
+              ", forward + backward, bytes as step_time.py counts them (f32; backward = 2 x forward): memory = "
+              "layernorm x2 + residual add x2; activation = GELU (4C); optimizer = adamw_update + zeroing over "
+              "4 Mi elements, 32 B each"},
+         {"compute.stream",
+          {{"copy_bytes_per_s", stream.copy_bytes_per_s},
+           {"triad_bytes_per_s", stream.triad_bytes_per_s},
+           {"array_bytes", stream.array_bytes}}}},
+        argc, argv);
+    std::cout << "profile: " << profile << " (bench_gemm's keys merged)\n";
+  }
   return all_ok ? 0 : 1;
 }

@@ -28,10 +28,16 @@ bench_attention, bench_collectives and their GPU twins); `load_profile` checks i
       "peak_flops_per_s": 3.576e11,                   # required for cpu_host (its MFU denominator)
       "precision": "fp32",                            # optional: precision the compute rates ran at
       "ranks_per_node": 8,                            # optional: ranks sharing one node (cpu_host)
+      "cores": 2,                                     # optional: CPU cores of the node (cpu_host time-sharing)
+      "threads": 1,                                   # optional: threads each compute rate ran on (default 1)
       "compute": {                                    # required
         "matmul_flops_per_s": 3.0e11,                 # required: GEMM throughput at the model's shapes
         "attention_flops_per_s": 1.0e11,              # optional
         "memory_bytes_per_s": 2.0e10,                 # optional (required for cpu_host)
+        "activation_bytes_per_s": 7.0e8,              # optional: the MLP activation (GELU/SwiGLU), bytes as
+                                                      #   step_time counts them; default memory_bytes_per_s
+        "optimizer_bytes_per_s": 1.0e10,              # optional: AdamW, bytes as step_time counts them;
+                                                      #   default memory_bytes_per_s
         "gemm_sizes": [{"m": 2048, "n": 768, "k": 768, "flops_per_s": 2.9e11}]   # optional, informative
       },
       "links": {                                      # optional; each entry optional
@@ -43,7 +49,10 @@ bench_attention, bench_collectives and their GPU twins); `load_profile` checks i
 Merge rule (`hardware_from`): a profile's measured throughput *replaces* peak x assumed efficiency
 for that op class (it is the rate, not a new peak); a profile's link replaces the datasheet link.
 The MFU denominator stays the datasheet dense peak for GPUs; for cpu_host it is the profile's
-`peak_flops_per_s`. Invariants: every rate > 0; every `Rate` and `Link` names its source; no
+`peak_flops_per_s`. Time-sharing (cpu_host with `cores`): the compute rates are those of one rank
+on `threads` threads; when the ranks of a node ask for more threads than it has cores, each rank
+gets `Hardware.rank_share(ranks)` = min(1, cores / (ranks * threads)) of them, and step_time
+scales every compute rate by it (links are measured, not scaled). Invariants: every rate > 0; every `Rate` and `Link` names its source; no
 global state (the tables are constants, `Hardware` is a frozen value).
 """
 from __future__ import annotations
@@ -220,7 +229,11 @@ class Hardware:
     matmul: Rate
     attention: Rate
     memory: Rate
+    activation: Rate | None = None  # the MLP activation's bytes (None: the memory rate)
+    optimizer: Rate | None = None  # the optimizer's bytes (None: the memory rate)
     peak_measured: float = 0.0  # cpu_host: the profile's peak_flops_per_s (MFU denominator)
+    cores: int = 0  # cpu_host: cores of a node (0: a device per rank, no time-sharing)
+    threads_per_rank: int = 1  # cpu_host: threads the profile's rates ran on
     profile: dict = field(default_factory=dict)  # the merged profile's header (machine, date, command, path)
 
     def peak_flops(self, fmt: str) -> float:
@@ -228,6 +241,12 @@ class Hardware:
         if self.device is None:
             return self.peak_measured
         return self.device.peak_flops(fmt)
+
+    def rank_share(self, ranks_on_node: int) -> float:
+        """Share of its rates a rank keeps when `ranks_on_node` ranks time-share the node's cores."""
+        if self.cores <= 0:
+            return 1.0
+        return min(1.0, self.cores / (max(1, ranks_on_node) * self.threads_per_rank))
 
     def matmul_flops_per_s(self, fmt: str) -> float:
         return self.matmul.of(self.peak_flops(fmt))
@@ -238,11 +257,19 @@ class Hardware:
     def memory_bytes_per_s(self) -> float:
         return self.memory.of(self.device.hbm_bytes_per_s if self.device is not None else 0.0)
 
+    def activation_bytes_per_s(self) -> float:
+        return self.activation.measured if self.activation is not None else self.memory_bytes_per_s()
+
+    def optimizer_bytes_per_s(self) -> float:
+        return self.optimizer.measured if self.optimizer is not None else self.memory_bytes_per_s()
+
     def calibration(self) -> dict:
         """Which numbers are calibrated (measured by the profile) and which assumed, with sources."""
         out = {}
-        for key in ("matmul", "attention", "memory"):
+        for key in ("matmul", "attention", "memory", "activation", "optimizer"):
             rate = getattr(self, key)
+            if rate is None:
+                continue
             out[key] = ("calibrated" if rate.calibrated else "uncalibrated") + ": " + rate.source
         out["intra"] = ("calibrated" if self.intra.calibrated else "datasheet") + ": " + self.intra.source
         if self.inter is not None:
@@ -289,10 +316,11 @@ def load_profile(path) -> dict:
     out["path"] = where
     if "peak_flops_per_s" in data:
         out["peak_flops_per_s"] = _number(data["peak_flops_per_s"], "peak_flops_per_s", where)
-    if "ranks_per_node" in data:
-        rpn = data["ranks_per_node"]
-        if isinstance(rpn, bool) or not isinstance(rpn, int) or rpn < 1:
-            _fail(where, f"'ranks_per_node' must be a whole number >= 1, got {rpn!r}")
+    for key in ("ranks_per_node", "cores", "threads"):
+        if key in data:
+            value = data[key]
+            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+                _fail(where, f"'{key}' must be a whole number >= 1, got {value!r}")
     if "precision" in data and data["precision"] not in ("fp32", "bf16", "fp16", "tf32"):
         _fail(where, f"'precision' must be fp32, bf16, fp16 or tf32, got {data['precision']!r}")
     compute = data["compute"]
@@ -301,7 +329,8 @@ def load_profile(path) -> dict:
     if "matmul_flops_per_s" not in compute:
         _fail(where, "missing key 'compute.matmul_flops_per_s'")
     out["compute"] = dict(compute)
-    for key in ("matmul_flops_per_s", "attention_flops_per_s", "memory_bytes_per_s"):
+    for key in ("matmul_flops_per_s", "attention_flops_per_s", "memory_bytes_per_s", "activation_bytes_per_s",
+                "optimizer_bytes_per_s"):
         if key in compute:
             out["compute"][key] = _number(compute[key], f"compute.{key}", where)
     if "gemm_sizes" in compute and not isinstance(compute["gemm_sizes"], list):
@@ -339,6 +368,15 @@ def _measured_rate(value, what, profile):
                        f"`{profile['command']}`)")
 
 
+def _extra_rates(compute, profile) -> dict:
+    """The optional per-op rates: the MLP activation and the optimizer (bytes as step_time counts them)."""
+    out = {}
+    for key, field_name in (("activation_bytes_per_s", "activation"), ("optimizer_bytes_per_s", "optimizer")):
+        if key in compute:
+            out[field_name] = _measured_rate(compute[key], field_name, profile)
+    return out
+
+
 def hardware_from(gpu: str = "h100", gpus_per_node: int = 0, intra: str = "", inter: str = "ib400",
                   profile=None) -> Hardware:
     """Hardware for `gpu` (h100 | h200 | a100 | b200 | cpu_host) with `gpus_per_node` (0: 8 for GPUs;
@@ -346,7 +384,8 @@ def hardware_from(gpu: str = "h100", gpus_per_node: int = 0, intra: str = "", in
     ("" = the GPU's NVLink generation) and `inter` ("" or "none": a single node), and an optional
     profile (path or dict, see the module docstring) whose measured rates and links replace the
     datasheet-derived ones. cpu_host needs a profile with peak_flops_per_s, compute.matmul_flops_per_s
-    and compute.memory_bytes_per_s (and links.intra for more than one rank)."""
+    and compute.memory_bytes_per_s (and links.intra for more than one rank); its `cores` and `threads`
+    set the time-sharing of a node's cores (Hardware.rank_share)."""
     gpu = gpu.lower()
     prof = load_profile(profile) if profile is not None else None
     header = {k: prof[k] for k in ("path", "machine", "date", "command", "precision") if k in prof} if prof else {}
@@ -367,6 +406,7 @@ def hardware_from(gpu: str = "h100", gpus_per_node: int = 0, intra: str = "", in
                                             source="ASSUMED equal to the measured matmul rate (no "
                                                    "compute.attention_flops_per_s in the profile)")
         memory = _measured_rate(compute["memory_bytes_per_s"], "memory bandwidth", prof)
+        extra = _extra_rates(compute, prof)
         links = prof["links"]
         intra_link = (_measured_link("intra", links["intra"], prof) if "intra" in links else
                       Link(name="intra (none measured)", alpha_s=0.0, beta_s_per_byte=float("inf"),
@@ -375,7 +415,8 @@ def hardware_from(gpu: str = "h100", gpus_per_node: int = 0, intra: str = "", in
         per_node = gpus_per_node or int(prof.get("ranks_per_node", 1 << 30))
         return Hardware(name="cpu_host", device=None, gpus_per_node=per_node, intra=intra_link, inter=inter_link,
                         matmul=matmul, attention=attention, memory=memory, peak_measured=prof["peak_flops_per_s"],
-                        profile=header)
+                        cores=int(prof.get("cores", 0)), threads_per_rank=int(prof.get("threads", 1)),
+                        profile=header, **extra)
     if gpu not in DEVICES:
         raise ValueError(f"unknown gpu '{gpu}' (one of {', '.join(list(DEVICES) + ['cpu_host'])})")
     intra = intra or DEFAULT_INTRA[gpu]
@@ -393,6 +434,7 @@ def hardware_from(gpu: str = "h100", gpus_per_node: int = 0, intra: str = "", in
         changes["attention"] = _measured_rate(compute["attention_flops_per_s"], "attention", prof)
     if "memory_bytes_per_s" in compute:
         changes["memory"] = _measured_rate(compute["memory_bytes_per_s"], "memory bandwidth", prof)
+    changes.update(_extra_rates(compute, prof))
     if "intra" in links:
         changes["intra"] = _measured_link("intra", links["intra"], prof)
     if "inter" in links:

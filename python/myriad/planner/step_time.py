@@ -14,11 +14,16 @@ formulas, assumptions and overlap rules are in docs/planning_step_time.md; in sh
 - Per rank: matmul FLOPs / tp (MoE layers: tokens / tp), layers of the rank's pipeline stages
   (ParallelConfig::stage_layers: pp_layers, else an even split), tokens / cp.
 - Rates: matmul FLOPs / hw.matmul rate, attention FLOPs / hw.attention rate (myriad runs attention
-  on f32 CUDA-core flash kernels: EngineTraits.attention_format), memory-bound bytes / HBM rate.
+  on f32 CUDA-core flash kernels: EngineTraits.attention_format), memory-bound bytes / HBM rate; the
+  MLP activation's bytes and the optimizer's bytes at their own measured rates where a profile has
+  them (compute.activation_bytes_per_s, compute.optimizer_bytes_per_s), else the memory rate.
 - Communication: alpha-beta rings per group and link class, the group's placement from the rank
   order (RankGrid: tp fastest, then cp, dp (ep inside dp), pp); myriad's exact pattern per axis.
 - Bubble: the idle share of the engine's own schedule run by its simulator (myriad.simulate_pipeline:
   equal to the closed forms (p-1)/(m+p-1) and (p-1)/(v*m+p-1) that pipeline_schedule.h documents).
+- Time-shared cores (cpu_host whose ranks want more threads than the node has cores): every compute
+  rate times Hardware.rank_share; the bubble is what remains of the critical path at full speed
+  beyond the busy time (idle ranks yield their cores to ranks with work).
 
 Invariants: total_s = compute_s + sum(exposed_comm_s) + bubble_s + optimizer_s exactly; every
 input is checked with the engine's rules (a layout the engine refuses raises ValueError naming the
@@ -343,6 +348,13 @@ class _Model:
         attention_fmt = "fp32" if engine.attention_format == "fp32" else precision
         self.attention_rate = hw.attention_flops_per_s(attention_fmt)
         self.memory_rate = hw.memory_bytes_per_s()
+        # Time-shared cores (cpu_host with more threads than cores): each rank keeps this share of its rates.
+        self.share = hw.rank_share(min(lay.tp * lay.pp * lay.cp * lay.dp, hw.gpus_per_node))
+        self.matmul_rate *= self.share
+        self.attention_rate *= self.share
+        self.memory_rate *= self.share
+        self.activation_rate = hw.activation_bytes_per_s() * self.share
+        self.optimizer_rate = hw.optimizer_bytes_per_s() * self.share
         for name, rate in (("matmul", self.matmul_rate), ("attention", self.attention_rate),
                            ("memory", self.memory_rate)):
             if not rate > 0:
@@ -356,6 +368,9 @@ class _Model:
 
     def _bytes(self, cost, nbytes):
         cost.compute["memory"] += nbytes / self.memory_rate
+
+    def _activation(self, cost, nbytes):  # counted in the memory class, at the activation rate
+        cost.compute["memory"] += nbytes / self.activation_rate
 
     def _attention(self, cost, flops):
         cost.compute["attention"] += flops / self.attention_rate
@@ -401,12 +416,11 @@ class _Model:
         if moe:
             k_rows = tokens * m.top_k
             act_bytes = (2 if not m.swiglu else 3) * m.expert_ffn * a * (k_rows + tokens * m.shared_experts)
-            mem += act_bytes + 8 * C * a * k_rows  # gather, regroup, ungroup, combine: read + write k*C
+            mem += 8 * C * a * k_rows  # gather, regroup, ungroup, combine: read + write k*C
             # GEMM inputs converted: the experts' (gate and up, or fc) and down inputs, the router's.
             mem += self.copy * (k_rows * (C * (m.mlp_matrices - 1) + m.expert_ffn) + tokens * C)
         else:
             act_bytes = (2 if not m.swiglu else 3) * (m.ffn_hidden / tp) * a * N
-            mem += act_bytes
             mem += self.copy * N * (C * (m.mlp_matrices - 1) + m.ffn_hidden / tp)  # fc (gate, up), out inputs
         if not m.learned_positions:  # RoPE: read and write q and k
             mem += 2 * (m.n_head + m.n_kv_head) * m.head_dim / tp * a * N
@@ -414,6 +428,7 @@ class _Model:
         dense_w, expert_w, _ = self.block_weights(layer)
         mem += self.copy * (dense_w + expert_w)  # the weights' 16-bit copies, once per pass
         self._bytes(fwd, mem)
+        self._activation(fwd, act_bytes)  # the MLP activation (GELU / SwiGLU): its own rate where measured
         # Communication on the forward's path.
         fwd_comm = self.block_comm_forward(moe, tokens if moe else N)
         fwd_comm_cost = _Cost()
@@ -424,6 +439,7 @@ class _Model:
         self._gemm(bwd, 2.0 * flops)
         self._attention(bwd, self.engine.attention_backward_factor * att)
         self._bytes(bwd, 2.0 * mem)
+        self._activation(bwd, 2.0 * act_bytes)
         for axis, issued, exposed in self.block_comm_backward(moe, tokens if moe else N, att):
             bwd.comm(axis, issued, exposed)
         # Recompute inside backward.
@@ -431,9 +447,11 @@ class _Model:
             self._gemm(bwd, flops)
             self._attention(bwd, att)
             self._bytes(bwd, mem)
+            self._activation(bwd, act_bytes)
             bwd.add(fwd_comm_cost)
         elif lay.recompute == "selective" or self.sp:  # norms again (and the MLP activation when selective)
-            self._bytes(bwd, norm_bytes + (act_bytes if lay.recompute == "selective" and not moe else 0.0))
+            self._bytes(bwd, norm_bytes)
+            self._activation(bwd, act_bytes if lay.recompute == "selective" and not moe else 0.0)
         return fwd, bwd
 
     def _tp_full_bytes(self):
@@ -665,7 +683,7 @@ def _dp_tail(model: _Model, units):
     opt_bytes = owned * (28.0 + 4.0) + (held if stage <= 1 else owned) * 4.0
     if model.sixteen:
         opt_bytes += (owned if stage == 3 else held) * 6.0
-    optimizer = opt_bytes / model.memory_rate
+    optimizer = opt_bytes / model.optimizer_rate
     return issued, exposed_tail, per_mb, gather_after, optimizer, tied, moe_tp
 
 
@@ -749,6 +767,16 @@ def step_time(inp, hw: Hardware, engine: EngineTraits = MYRIAD, mean_keys: float
     exposed["tp"] += moe_tp
     compute_by_class = {key: per_mb.compute[key] * mbs for key in OP_CLASSES}
     compute = sum(compute_by_class.values())
+    notes = []
+    if mdl.share < 1.0:
+        # Time-shared cores: a rank idle in the pipeline bubble yields its core to ranks with work, so
+        # the step is the larger of the busy time (every rank's work at its share of the cores) and
+        # the critical path at full speed (compute, optimizer and bubble at share x their time).
+        busy = compute + sum(exposed.values()) + optimizer
+        path = mdl.share * (compute + optimizer + bubble) + sum(exposed.values())
+        notes.append(f"time-shared cores: rank share {mdl.share:.3g} of its rates; schedule idle "
+                     f"{bubble:.4g} s at that share, {max(0.0, path - busy):.4g} s left after other ranks fill it")
+        bubble = max(0.0, path - busy)
     total = compute + sum(exposed.values()) + bubble + optimizer
     tokens = lay.micro_batch * mbs * lay.dp * batch.seq_len
     model_flops = flops_per_token(model, batch.seq_len, mean_keys) * tokens
@@ -758,7 +786,7 @@ def step_time(inp, hw: Hardware, engine: EngineTraits = MYRIAD, mean_keys: float
     candidates = {"compute": compute, "bubble": bubble, "optimizer": optimizer}
     candidates.update({f"comm:{axis}": exposed[axis] for axis in AXES})
     binding = max(candidates, key=candidates.get)
-    notes = [f"{key}: {value}" for key, value in hw.calibration().items()]
+    notes += [f"{key}: {value}" for key, value in hw.calibration().items()]
     if engine != MYRIAD:
         notes.append(f"engine traits differ from myriad's: {engine}")
     if hw.profile.get("path") and "precision" in hw.profile:

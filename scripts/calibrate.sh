@@ -1,0 +1,31 @@
+#!/usr/bin/env bash
+# calibrate.sh — measure this machine's profile for the planner (myriad.machine_profile/1, see
+# python/myriad/planner/hardware.py): bench_gemm, bench_attention and bench_collectives each merge
+# their keys into one JSON file. Builds nothing: run scripts/build.sh (or cmake --build build) first.
+#
+# Usage: scripts/calibrate.sh [PROFILE]   (default build/machine_profile.json)
+# Environment: BUILD (default build), CALIBRATE_THREADS (default 1: the OpenMP threads of one rank,
+# as bench_scaling and the mpirun'd trainer run them; the planner time-shares the profile's `cores`
+# between ranks x threads), CALIBRATE_EMBD / CALIBRATE_TOKENS / CALIBRATE_VOCAB (the GEMM shapes:
+# default bench_scaling's model, C 256, micro-batch 2 x 128 tokens, V 512).
+# Quick sizes: about 15-30 s on 2 cores (measured 15 s on the 2-vCPU Xeon VM, 2026-12-02).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+BUILD=${BUILD:-build}
+PROFILE=${1:-$BUILD/machine_profile.json}
+THREADS=${CALIBRATE_THREADS:-1}
+for b in bench_gemm bench_attention bench_collectives; do
+  [[ -x $BUILD/benchmarks/$b ]] || { echo "calibrate.sh: $BUILD/benchmarks/$b missing (build first)" >&2; exit 1; }
+done
+mkdir -p "$(dirname "$PROFILE")"
+export OMP_NUM_THREADS=$THREADS
+echo "== bench_gemm (OMP_NUM_THREADS=$THREADS)"
+"$BUILD/benchmarks/bench_gemm" --quick --tokens "${CALIBRATE_TOKENS:-256}" --embd "${CALIBRATE_EMBD:-256}" \
+  --vocab "${CALIBRATE_VOCAB:-512}" --profile "$PROFILE"
+echo "== bench_attention (OMP_NUM_THREADS=$THREADS)"
+"$BUILD/benchmarks/bench_attention" --min-t 128 --max-t 256 --profile "$PROFILE"
+echo "== bench_collectives (2 ranks, 1 thread each)"
+mpirun --allow-run-as-root --oversubscribe --mca mpi_yield_when_idle 1 -x OMP_NUM_THREADS=1 -np 2 \
+  "$BUILD/benchmarks/bench_collectives" --op all_reduce --min-bytes 1K --max-bytes 32M --factor 4 \
+  --iters 20 --warmup 3 --profile "$PROFILE"
+echo "profile: $PROFILE"

@@ -1,0 +1,89 @@
+"""Calibration: the machine profile that bench_gemm --profile writes (it loads, it has the keys the
+planner reads, a merge keeps the other benchmarks' keys), and benchmarks/planner_vs_scaling.py's
+prediction on a fixed synthetic profile (no benchmark run: one table row per bench_scaling layout).
+The one benchmark run is bench_gemm at tiny sizes (about 15 s on 2 cores); it is skipped when
+build/benchmarks/bench_gemm is missing."""
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+from package_under_test import REPO
+
+from myriad.planner.hardware import hardware_from, load_profile
+
+sys.path.insert(0, os.path.join(REPO, "benchmarks"))
+import planner_vs_scaling as pvs  # noqa: E402
+
+BENCH_GEMM = os.path.join(REPO, "build", "benchmarks", "bench_gemm")
+
+SYNTHETIC = {
+    "schema": "myriad.machine_profile/1", "machine": "synthetic 2-core host", "date": "2026-12-02T00:00:00Z",
+    "command": "none (test)", "cores": 2, "threads": 1, "peak_flops_per_s": 2.0e11,
+    "compute": {"matmul_flops_per_s": 1.4e11, "attention_flops_per_s": 4.0e10, "memory_bytes_per_s": 2.0e10,
+                "activation_bytes_per_s": 7.0e8, "optimizer_bytes_per_s": 4.0e10},
+    "links": {"intra": {"alpha_s": 3e-6, "beta_s_per_byte": 1.6e-10, "measured_with": "synthetic"}},
+}
+
+SCALING_TABLE = """| layout                     | step ms | tokens/s | comm share | bubble share | vs dp only |
+|----------------------------|---------|----------|------------|--------------|------------|
+| dp2 tp1 pp1                | 675     | 3034     | 0.5%       | 0.0%         | 100.0%     |
+| dp1 tp1 pp2 interleaved v2 | 727     | 2817     | 2.7%       | 4.3%         | 92.9%      |
+| dp1 tp2 pp1 +sp            | 682     | 3003     | 4.3%       | 0.0%         | 99.0%      |
+| dp4 tp1 pp1                | 708     | 2893     | 4.0%       | 0.0%         | 100.0%     |
+| dp1 tp1 pp4                | 700     | 2927     | 13.6%      | 18.4%        | 101.2%     |
+| dp1 tp2 pp2                | 700     | 2924     | 34.7%      | 7.1%         | 101.1%     |
+"""
+
+
+@pytest.mark.skipif(not os.path.exists(BENCH_GEMM), reason="build/benchmarks/bench_gemm not built")
+def test_bench_gemm_profile_loads_and_merges_into_other_benchmarks_keys(tmp_path):
+    path = tmp_path / "profile.json"
+    earlier = {"schema": "myriad.machine_profile/1", "machine": "m", "date": "d", "command": "c",
+               "commands": {"bench_collectives": "bench_collectives --profile x"},
+               "compute": {"attention_flops_per_s": 1.5e10},
+               "links": {"intra": {"alpha_s": 1e-6, "beta_s_per_byte": 1e-10, "measured_with": "earlier run"}}}
+    path.write_text(json.dumps(earlier))
+    env = dict(os.environ, OMP_NUM_THREADS="1")
+    subprocess.run([BENCH_GEMM, "--quick", "--tokens", "64", "--embd", "64", "--vocab", "128", "--stream-mib", "8",
+                    "--profile", str(path)], check=True, env=env, capture_output=True, timeout=60)
+    profile = load_profile(path)
+    for key in ("peak_flops_per_s", "cores", "threads", "precision"):
+        assert key in profile, key
+    for key in ("matmul_flops_per_s", "memory_bytes_per_s", "activation_bytes_per_s", "optimizer_bytes_per_s",
+                "gemm_sizes", "stream"):
+        assert key in profile["compute"], key
+    assert profile["threads"] == 1 and profile["cores"] >= 1
+    # Merged: the other benchmarks' keys stay, the header names every writer's command.
+    assert profile["compute"]["attention_flops_per_s"] == 1.5e10
+    assert profile["links"]["intra"]["measured_with"] == "earlier run"
+    assert "bench_collectives --profile x" in profile["command"] and "bench_gemm" in profile["command"]
+    assert not list(tmp_path.glob("*.tmp.*")), "the temporary file was renamed away"
+    hw = hardware_from("cpu_host", profile=path)
+    assert hw.cores == profile["cores"] and hw.matmul.calibrated and hw.activation.calibrated
+
+
+def test_time_sharing_gives_each_rank_its_share_of_the_cores():
+    hw = hardware_from("cpu_host", profile=SYNTHETIC)
+    assert hw.rank_share(1) == 1.0 and hw.rank_share(2) == 1.0
+    assert hw.rank_share(4) == 0.5 and hw.rank_share(8) == 0.25
+
+
+def test_planner_vs_scaling_predicts_one_row_per_layout():
+    rows = pvs.parse_scaling(SCALING_TABLE)
+    assert [r.ranks for r in rows] == [2, 2, 2, 4, 4, 4]
+    assert rows[1].virtual_stages == 2 and rows[2].sp and rows[5].tp == 2 and rows[5].pp == 2
+    results = pvs.predict(rows, SYNTHETIC)
+    assert [r["layout"] for r in results] == [r.layout for r in rows]
+    for r in results:
+        assert r["predicted_s"] > 0 and r["ratio"] == pytest.approx(r["predicted_s"] / r["measured_s"])
+        assert r["predicted_s"] <= r["plain_s"] + 1e-12  # idle ranks' cores go to working ones
+    by = {r["layout"]: r for r in results}
+    # Pure dp on 4 ranks sharing 2 cores does the same work per core as on 2 ranks.
+    assert by["dp4 tp1 pp1"]["compute_s"] == pytest.approx(by["dp2 tp1 pp1"]["compute_s"], rel=1e-9)
+    # With 2 ranks on 2 cores the pipeline's bubble stays; at 4 ranks on 2 cores other ranks fill it.
+    assert by["dp1 tp1 pp2 interleaved v2"]["bubble_s"] > 0
+    assert by["dp1 tp1 pp4"]["predicted_s"] < by["dp1 tp1 pp4"]["plain_s"]
+    table = pvs.table(results)
+    assert len([line for line in table.splitlines() if line.startswith("| dp")]) == len(rows)
