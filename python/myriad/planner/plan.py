@@ -128,7 +128,7 @@ def enumerate_layouts(inp: PlanInput, gpus: int, gpus_per_node: int, space: dict
                     for v in vs:
                         if model.n_layer % (pp * v):
                             continue
-                        schedule = "interleaved" if v > 1 else ("1f1b" if pp > 1 else "1f1b")
+                        schedule = "interleaved" if v > 1 else "1f1b"
                         for mb in space.get("micro_batch") or [b for b in (1, 2, 4, 8, 16) if
                                                                 (global_batch // dp) % b == 0]:
                             ga = global_batch // (dp * mb)
@@ -186,10 +186,15 @@ def plan(config, gpus: int, gpu: str = "h100", gpus_per_node: int = 8, intra: st
         cand.binding = cand.step.binding
         fitting.append(cand)
     fitting.sort(key=lambda c: (-c.step.tokens_per_s, c.memory_bytes))
-    for cand in fitting[:top]:  # every rank role of the layouts reported
+    for cand in fitting:  # every rank role of the layouts reported (the search sized two)
+        if len(result.best) == top:
+            break
         cand.peak = memory.peak_rank_memory(dataclasses.replace(base, layout=cand.layout))
         cand.fits = cand.memory_bytes <= result.usable_bytes
-    result.best = [c for c in fitting[:top] if c.fits]
+        if cand.fits:
+            result.best.append(cand)
+        else:
+            result.too_big += 1
     if not result.best:
         sized.sort(key=lambda c: c.memory_bytes)
         result.closest = sized[:top]
