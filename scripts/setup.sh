@@ -4,7 +4,7 @@
 # Debian packages: compiler, CMake, OpenMPI, OpenBLAS (OpenMP flavour), spdlog, yaml-cpp,
 # GoogleTest, nlohmann-json, ICU, zstd, and the default corpus (fortunes). Python packages (for the
 # bindings and tests): numpy, pytest, pybind11, regex (reference pre-tokenizer in tokenizer tests),
-# matplotlib (myriad-plot), scikit-build-core (`pip install .`).
+# matplotlib (myriad-plot), PyYAML (myriad plan / sbatch), scikit-build-core (`pip install .`).
 set -euo pipefail
 
 log() { echo "[setup] $*"; }
@@ -47,7 +47,7 @@ fi
 PYTHON="${PYTHON:-python3}"
 py_missing=()
 # module:package — scikit-build-core builds the package (`pip install .`, pyproject.toml).
-for pair in numpy:numpy pytest:pytest pybind11:pybind11 regex:regex matplotlib:matplotlib \
+for pair in numpy:numpy pytest:pytest pybind11:pybind11 regex:regex matplotlib:matplotlib yaml:pyyaml \
   scikit_build_core:scikit-build-core; do
   if ! "$PYTHON" -c "import ${pair%%:*}" 2>/dev/null; then py_missing+=("${pair#*:}"); fi
 done
