@@ -22,7 +22,7 @@ from __future__ import annotations
 import bisect
 from dataclasses import dataclass, field
 
-from .layout import PlanInput
+from .layout import PlanInput, stage_layers
 
 F32 = 4
 
@@ -79,23 +79,9 @@ def rank_of(layout, coord: GridCoord) -> int:
     return coord.tp + layout.tp * (coord.cp + layout.cp * (coord.dp + layout.dp * coord.pp))
 
 
-def stage_layers(model, layout) -> list:
-    """Layers of each global pipeline stage (ParallelConfig::stage_layers)."""
-    stages = layout.pp * layout.virtual_stages
-    if layout.pp_layers:
-        if len(layout.pp_layers) != stages or sum(layout.pp_layers) != model.n_layer:
-            raise ValueError(f"parallel.pp_layers {list(layout.pp_layers)} must list {stages} stages summing to "
-                             f"model.n_layer {model.n_layer}")
-        return list(layout.pp_layers)
-    if model.n_layer % stages:
-        raise ValueError(f"model.n_layer ({model.n_layer}) must be divisible by parallel.pp ({layout.pp}) * "
-                         f"parallel.virtual_stages ({layout.virtual_stages})")
-    return [model.n_layer // stages] * stages
-
-
 def rank_chunks(model, layout, stage: int) -> list:
     """The global layer indices of each chunk the pipeline rank `stage` holds (Engine::model_split)."""
-    per_stage = stage_layers(model, layout)
+    per_stage = stage_layers(model.n_layer, layout.pp, layout.virtual_stages, layout.pp_layers)
     first = [0]
     for count in per_stage:
         first.append(first[-1] + count)

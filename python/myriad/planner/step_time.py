@@ -35,6 +35,7 @@ import math
 from dataclasses import dataclass, field
 
 from .hardware import Hardware, Link
+from .layout import stage_layers
 
 AXES = ("tp", "cp", "ep", "pp", "dp")
 OP_CLASSES = ("matmul", "attention", "memory")
@@ -217,25 +218,6 @@ def flops_per_token(model, seq_len: int, mean_keys: float | None = None) -> floa
     head = (model.vocab_size if model.tie_embeddings else model.padded_vocab) * float(model.n_embd)
     keys = keys_per_query(seq_len) if mean_keys is None else mean_keys
     return 6.0 * (weights + head) + 12.0 * model.n_layer * model.n_embd * keys
-
-
-def stage_layers(n_layer: int, pp: int, virtual_stages: int = 1, pp_layers=()) -> list:
-    """Layers per global stage (ParallelConfig::stage_layers): pp_layers as given, else an even split."""
-    stages = pp * virtual_stages
-    if not pp_layers:
-        if n_layer % stages != 0:
-            raise ValueError(f"model.n_layer ({n_layer}) must be divisible by parallel.pp ({pp}) * "
-                             f"parallel.virtual_stages ({virtual_stages}) = {stages} for an even split; "
-                             f"or list the layers per stage in parallel.pp_layers")
-        return [n_layer // stages] * stages
-    layers = [int(x) for x in pp_layers]
-    if len(layers) != stages:
-        raise ValueError(f"parallel.pp_layers has {len(layers)} entries; it needs one per pipeline stage: "
-                         f"pp ({pp}) * virtual_stages ({virtual_stages}) = {stages}")
-    if any(x < 1 for x in layers) or sum(layers) != n_layer:
-        raise ValueError(f"parallel.pp_layers {layers} must give every stage >= 1 layer and sum to "
-                         f"model.n_layer ({n_layer})")
-    return layers
 
 
 def moe_capacity(model, seq_len: int) -> int:
