@@ -1,7 +1,8 @@
 // bench_attention: blocked causal attention (forward, forward + backward) against OpenBLAS sgemm
 // measured in the same run, with the peak extra memory of each call.
 //
-// Sweeps T = 256 .. 8192 at B = 1, H = 12, D = 64 (GPT-2 small heads), f32, causal. q, k, v are
+// Sweeps T = 256 .. 8192 at B = 1, H = 12, D = 64 (GPT-2 small heads; --batch, --heads, --head-dim
+// set another shape, e.g. the planned model's), f32, causal. q, k, v are
 // strided views of one (B, T, 3 * H * D) QKV activation and out / grads are (B, T, H, D) permuted,
 // as the model lays them out, so the kernels read them in place. Before timing, forward (all
 // heads) and backward (two heads) at T = 256 are checked against an unblocked float64 attention
@@ -17,7 +18,7 @@
 // the forward + backward rate (FLOPs as in the table: 3.5 x the causal forward) of the first row
 // (T = --min-t), with the shape it ran at (compute.attention_shape).
 // Usage: OMP_NUM_THREADS=2 bench_attention [--quick] [--min-t T] [--max-t T] [--block-q N] [--block-k N]
-//        [--profile FILE]
+//        [--batch B] [--heads H] [--head-dim D] [--profile FILE]
 //        OMP_NUM_THREADS=2 bench_attention --sparse [--sparse-min T] [--sparse-max T] [--dense-max T]
 #include <cblas.h>
 #include <malloc.h>
@@ -37,14 +38,17 @@ using namespace myriad::bench;
 
 namespace {
 
-constexpr std::int64_t kB = 1, kH = 12, kD = 64;
+// The dense table's attention shape (--batch, --heads, --head-dim): GPT-2 small's heads by default.
+struct AttentionShape {
+  std::int64_t B = 1, H = 12, D = 64;
+};
 
 // q, k, v views of a (B, T, 3 * H * D) activation, each (B, H, T, D) with row stride 3 * H * D.
 struct Qkv {
   Tensor qkv, q, k, v;
-  explicit Qkv(std::int64_t T, std::uint64_t seed) : qkv(Tensor::empty({kB, T, 3 * kH * kD})) {
+  Qkv(const AttentionShape& s, std::int64_t T, std::uint64_t seed) : qkv(Tensor::empty({s.B, T, 3 * s.H * s.D})) {
     fill_uniform(qkv, -1, 1, seed, 0);
-    Tensor split = qkv.view({kB, T, 3, kH, kD});
+    Tensor split = qkv.view({s.B, T, 3, s.H, s.D});
     q = split.select(2, 0).permute({0, 2, 1, 3});
     k = split.select(2, 1).permute({0, 2, 1, 3});
     v = split.select(2, 2).permute({0, 2, 1, 3});
@@ -52,15 +56,17 @@ struct Qkv {
 };
 
 // A (B, H, T, D) view of a fresh (B, T, H, D) tensor.
-Tensor heads_tensor(std::int64_t T) { return Tensor::empty({kB, T, kH, kD}).permute({0, 2, 1, 3}); }
+Tensor heads_tensor(const AttentionShape& s, std::int64_t T) {
+  return Tensor::empty({s.B, T, s.H, s.D}).permute({0, 2, 1, 3});
+}
 
 // A contiguous copy of a (1, H, T, D) tensor for the reference.
 struct Dense {
   Tensor t;
   const float* p;
-  std::int64_t T;
-  explicit Dense(const Tensor& x) : t(x.contiguous()), p(t.data<float>()), T(x.size(2)) {}
-  double at(std::int64_t h, std::int64_t i, std::int64_t d) const { return p[(h * T + i) * kD + d]; }
+  std::int64_t T, D;
+  explicit Dense(const Tensor& x) : t(x.contiguous()), p(t.data<float>()), T(x.size(2)), D(x.size(3)) {}
+  double at(std::int64_t h, std::int64_t i, std::int64_t d) const { return p[(h * T + i) * D + d]; }
 };
 
 // Unblocked float64 causal attention of head h: probabilities (T x T), out, and if grad_out is
@@ -71,15 +77,15 @@ struct HeadCheck {
 
 HeadCheck check_head(const Dense& q, const Dense& k, const Dense& v, std::int64_t h, const Dense& out,
                      const Tensor& lse, const Dense* grad_out, const Dense& gq, const Dense& gk, const Dense& gv) {
-  const std::int64_t T = q.T;
-  const double scale = 1.0 / std::sqrt(static_cast<double>(kD));
+  const std::int64_t T = q.T, dim = q.D;
+  const double scale = 1.0 / std::sqrt(static_cast<double>(dim));
   std::vector<double> p(T * T, 0.0);
   HeadCheck diff;
   for (std::int64_t i = 0; i < T; ++i) {
     double mx = -std::numeric_limits<double>::infinity();
     for (std::int64_t j = 0; j <= i; ++j) {
       double s = 0;
-      for (std::int64_t d = 0; d < kD; ++d) s += q.at(h, i, d) * k.at(h, j, d);
+      for (std::int64_t d = 0; d < dim; ++d) s += q.at(h, i, d) * k.at(h, j, d);
       p[i * T + j] = scale * s;
       mx = std::max(mx, scale * s);
     }
@@ -87,53 +93,55 @@ HeadCheck check_head(const Dense& q, const Dense& k, const Dense& v, std::int64_
     for (std::int64_t j = 0; j <= i; ++j) sum += std::exp(p[i * T + j] - mx);
     for (std::int64_t j = 0; j <= i; ++j) p[i * T + j] = std::exp(p[i * T + j] - mx) / sum;
     diff.lse = std::max(diff.lse, std::fabs(mx + std::log(sum) - lse.data<float>()[h * T + i]));
-    for (std::int64_t d = 0; d < kD; ++d) {
+    for (std::int64_t d = 0; d < dim; ++d) {
       double o = 0;
       for (std::int64_t j = 0; j <= i; ++j) o += p[i * T + j] * v.at(h, j, d);
       diff.out = std::max(diff.out, std::fabs(o - out.at(h, i, d)));
     }
   }
   if (grad_out == nullptr) return diff;
-  std::vector<double> dq(T * kD, 0.0), dk(T * kD, 0.0), dv(T * kD, 0.0), dp(T);
+  std::vector<double> dq(T * dim, 0.0), dk(T * dim, 0.0), dv(T * dim, 0.0), dp(T);
   for (std::int64_t i = 0; i < T; ++i) {
     double row = 0;
     for (std::int64_t j = 0; j <= i; ++j) {
       double s = 0;
-      for (std::int64_t d = 0; d < kD; ++d) s += grad_out->at(h, i, d) * v.at(h, j, d);
+      for (std::int64_t d = 0; d < dim; ++d) s += grad_out->at(h, i, d) * v.at(h, j, d);
       dp[j] = s;
       row += p[i * T + j] * s;
     }
     for (std::int64_t j = 0; j <= i; ++j) {
       const double ds = p[i * T + j] * (dp[j] - row);
-      for (std::int64_t d = 0; d < kD; ++d) {
-        dv[j * kD + d] += p[i * T + j] * grad_out->at(h, i, d);
-        dq[i * kD + d] += scale * ds * k.at(h, j, d);
-        dk[j * kD + d] += scale * ds * q.at(h, i, d);
+      for (std::int64_t d = 0; d < dim; ++d) {
+        dv[j * dim + d] += p[i * T + j] * grad_out->at(h, i, d);
+        dq[i * dim + d] += scale * ds * k.at(h, j, d);
+        dk[j * dim + d] += scale * ds * q.at(h, i, d);
       }
     }
   }
   for (std::int64_t i = 0; i < T; ++i)
-    for (std::int64_t d = 0; d < kD; ++d) {
-      diff.grad_q = std::max(diff.grad_q, std::fabs(dq[i * kD + d] - gq.at(h, i, d)));
-      diff.grad_k = std::max(diff.grad_k, std::fabs(dk[i * kD + d] - gk.at(h, i, d)));
-      diff.grad_v = std::max(diff.grad_v, std::fabs(dv[i * kD + d] - gv.at(h, i, d)));
+    for (std::int64_t d = 0; d < dim; ++d) {
+      diff.grad_q = std::max(diff.grad_q, std::fabs(dq[i * dim + d] - gq.at(h, i, d)));
+      diff.grad_k = std::max(diff.grad_k, std::fabs(dk[i * dim + d] - gk.at(h, i, d)));
+      diff.grad_v = std::max(diff.grad_v, std::fabs(dv[i * dim + d] - gv.at(h, i, d)));
     }
   return diff;
 }
 
-bool check_correctness(const AttentionArgs& args) {
-  const std::int64_t T = 256;
-  Qkv x(T, 7);
-  Tensor out = heads_tensor(T), lse = Tensor::empty({kB, kH, T});
+// Checks batch 1 of the shape's heads (the reference reads one sequence).
+bool check_correctness(const AttentionArgs& args, AttentionShape s) {
+  const std::int64_t T = 256, heads = s.H;
+  s.B = 1;
+  Qkv x(s, T, 7);
+  Tensor out = heads_tensor(s, T), lse = Tensor::empty({s.B, s.H, T});
   attention_forward(args, x.q, x.k, x.v, out, lse);
-  Tensor grad_out = heads_tensor(T);
+  Tensor grad_out = heads_tensor(s, T);
   fill_uniform(grad_out, -1, 1, 7, 1);
-  Tensor gq = heads_tensor(T), gk = heads_tensor(T), gv = heads_tensor(T);
+  Tensor gq = heads_tensor(s, T), gk = heads_tensor(s, T), gv = heads_tensor(s, T);
   attention_backward(args, x.q, x.k, x.v, out, lse, grad_out, gq, gk, gv);
   const Dense dq(x.q), dk(x.k), dv(x.v), dout(out), dgrad_out(grad_out), dgq(gq), dgk(gk), dgv(gv);
   HeadCheck worst;
-  for (std::int64_t h = 0; h < kH; ++h) {
-    const bool with_backward = h == 0 || h == kH - 1;
+  for (std::int64_t h = 0; h < heads; ++h) {
+    const bool with_backward = h == 0 || h == heads - 1;
     HeadCheck c = check_head(dq, dk, dv, h, dout, lse, with_backward ? &dgrad_out : nullptr, dgq, dgk, dgv);
     worst.out = std::max(worst.out, c.out);
     worst.lse = std::max(worst.lse, c.lse);
@@ -145,9 +153,9 @@ bool check_correctness(const AttentionArgs& args) {
   const bool ok = worst.out < tolerance && worst.lse < tolerance && worst.grad_q < tolerance &&
                   worst.grad_k < tolerance && worst.grad_v < tolerance;
   std::cout << "- correctness at T=256 vs unblocked float64 (max abs diff, tolerance " << tolerance << "): out "
-            << worst.out << ", lse " << worst.lse << " (12 heads); grad_q " << worst.grad_q << ", grad_k "
-            << worst.grad_k << ", grad_v " << worst.grad_v << " (heads 0 and 11) -> " << (ok ? "OK" : "MISMATCH")
-            << "\n";
+            << worst.out << ", lse " << worst.lse << " (" << heads << " heads); grad_q " << worst.grad_q << ", grad_k "
+            << worst.grad_k << ", grad_v " << worst.grad_v << " (heads 0 and " << heads - 1 << ") -> "
+            << (ok ? "OK" : "MISMATCH") << "\n";
   return ok;
 }
 
@@ -180,7 +188,7 @@ double peak_extra_bytes(const std::function<void()>& fn) {
 // each size reports its fastest call: the least disturbed measurement of the same work, which a
 // slow spell cannot land on one size only.
 void run_sparse(std::int64_t min_t, std::int64_t max_t, std::int64_t dense_max) {
-  constexpr std::int64_t kHeads = 4, kBlock = 64;
+  constexpr std::int64_t kHeads = 4, kBlock = 64, kD = 64;
   constexpr int kRounds = 3;
   const FixedBlockPattern pattern{.local_blocks = 5, .global_blocks = 2};
   std::cout << "- block-sparse: B=1 H=" << kHeads << " D=" << kD << " causal, block " << kBlock
@@ -254,6 +262,7 @@ int main(int argc, char** argv) {
   bool quick = false, sparse = false;
   std::int64_t min_t = 256, max_t = 8192, sparse_min = 4096, sparse_max = 262144, dense_max = 16384;
   AttentionArgs args;
+  AttentionShape shape;
   std::string profile;
   for (int i = 1; i < argc; ++i) {
     if (std::strcmp(argv[i], "--quick") == 0)
@@ -276,9 +285,15 @@ int main(int argc, char** argv) {
       args.block_k = std::atoi(argv[++i]);
     else if (std::strcmp(argv[i], "--profile") == 0 && i + 1 < argc)
       profile = argv[++i];
+    else if (std::strcmp(argv[i], "--batch") == 0 && i + 1 < argc)
+      shape.B = std::atoll(argv[++i]);
+    else if (std::strcmp(argv[i], "--heads") == 0 && i + 1 < argc)
+      shape.H = std::atoll(argv[++i]);
+    else if (std::strcmp(argv[i], "--head-dim") == 0 && i + 1 < argc)
+      shape.D = std::atoll(argv[++i]);
     else {
       std::cerr << "usage: bench_attention [--quick] [--min-t T] [--max-t T] [--block-q N] [--block-k N] "
-                   "[--profile FILE]\n"
+                   "[--batch B] [--heads H] [--head-dim D] [--profile FILE]\n"
                    "       bench_attention --sparse [--sparse-min T] [--sparse-max T] [--dense-max T]\n";
       return 2;
     }
@@ -291,10 +306,14 @@ int main(int argc, char** argv) {
   }
   print_header("bench_attention: blocked causal attention vs OpenBLAS sgemm (fp32)", argc, argv);
   auto block = [](int b) { return b > 0 ? std::to_string(b) : std::string("auto"); };
-  std::cout << "- shape: B=" << kB << " H=" << kH << " D=" << kD << ", causal, block_q=" << block(args.block_q)
-            << " block_k=" << block(args.block_k)
+  if (shape.B < 1 || shape.H < 1 || shape.D < 1) {
+    std::cerr << "bench_attention: --batch, --heads and --head-dim must be >= 1\n";
+    return 2;
+  }
+  std::cout << "- shape: B=" << shape.B << " H=" << shape.H << " D=" << shape.D
+            << ", causal, block_q=" << block(args.block_q) << " block_k=" << block(args.block_k)
             << " (auto: 128 below T=2048, 256 from there), q/k/v strided views of a (B, T, 3*H*D) activation\n";
-  const bool ok = check_correctness(args);
+  const bool ok = check_correctness(args, shape);
 
   Table table({"T", "sgemm GFLOP/s", "fwd ms", "fwd GFLOP/s", "fwd / sgemm", "fwd+bwd ms", "fwd+bwd GFLOP/s",
                "fwd+bwd / sgemm", "fwd peak extra", "bwd peak extra", "T x T scores would be"});
@@ -304,11 +323,11 @@ int main(int argc, char** argv) {
   };
   std::vector<Row> rows;
   for (std::int64_t T = min_t; T <= max_t; T *= 2) {
-    Qkv x(T, 11);
-    Tensor out = heads_tensor(T), lse = Tensor::empty({kB, kH, T});
-    Tensor grad_out = heads_tensor(T);
+    Qkv x(shape, T, 11);
+    Tensor out = heads_tensor(shape, T), lse = Tensor::empty({shape.B, shape.H, T});
+    Tensor grad_out = heads_tensor(shape, T);
     fill_uniform(grad_out, -1, 1, 11, 1);
-    Tensor gq = heads_tensor(T), gk = heads_tensor(T), gv = heads_tensor(T);
+    Tensor gq = heads_tensor(shape, T), gk = heads_tensor(shape, T), gv = heads_tensor(shape, T);
     auto forward = [&] { attention_forward(args, x.q, x.k, x.v, out, lse); };
     auto both = [&] {
       forward();
@@ -323,22 +342,22 @@ int main(int argc, char** argv) {
     const double sgemm = std::max(sgemm_before, sgemm_gflops(1024));
     // Memory: each call allocates what it writes, as a layer would.
     const double fwd_mem = peak_extra_bytes([&] {
-      Tensor o = heads_tensor(T), l = Tensor::empty({kB, kH, T});
+      Tensor o = heads_tensor(shape, T), l = Tensor::empty({shape.B, shape.H, T});
       attention_forward(args, x.q, x.k, x.v, o, l);
     });
     const double bwd_mem = peak_extra_bytes([&] {
-      Tensor a = heads_tensor(T), b = heads_tensor(T), c = heads_tensor(T);
+      Tensor a = heads_tensor(shape, T), b = heads_tensor(shape, T), c = heads_tensor(shape, T);
       attention_backward(args, x.q, x.k, x.v, out, lse, grad_out, a, b, c);
     });
     rows.push_back({T, sgemm, tf.median_s, tb.median_s, fwd_mem, bwd_mem});
   }
   for (const Row& r : rows) {
-    const double fwd_flops = 2.0 * kB * kH * static_cast<double>(r.T) * r.T * kD;
+    const double fwd_flops = 2.0 * shape.B * shape.H * static_cast<double>(r.T) * r.T * shape.D;
     const double both_flops = 3.5 * fwd_flops;
     const double gf = fwd_flops / r.fwd_s / 1e9, gb = both_flops / r.both_s / 1e9;
     table.add_row({std::to_string(r.T), fmt(r.sgemm_rate), fmt(1e3 * r.fwd_s, 2), fmt(gf), percent(gf / r.sgemm_rate),
                    fmt(1e3 * r.both_s, 2), fmt(gb), percent(gb / r.sgemm_rate), bytes_human(r.fwd_mem),
-                   bytes_human(r.bwd_mem), bytes_human(4.0 * kB * kH * static_cast<double>(r.T) * r.T)});
+                   bytes_human(r.bwd_mem), bytes_human(4.0 * shape.B * shape.H * static_cast<double>(r.T) * r.T)});
   }
   std::cout << "\n";
   table.print();
@@ -350,12 +369,12 @@ int main(int argc, char** argv) {
          "or grad_q + grad_k + grad_v; buffers >= 1 MiB are mmapped), after /proc/self/clear_refs reset the peak.\n";
   if (!profile.empty() && !rows.empty()) {
     const Row& r = rows.front();
-    const double both_flops = 3.5 * 2.0 * kB * kH * static_cast<double>(r.T) * r.T * kD;
+    const double both_flops = 3.5 * 2.0 * shape.B * shape.H * static_cast<double>(r.T) * r.T * shape.D;
     merge_machine_profile(
         profile, "bench_attention",
         {{"compute.attention_flops_per_s", both_flops / r.both_s},
          {"compute.attention_shape",
-          {{"B", kB}, {"H", kH}, {"D", kD}, {"T", r.T}, {"pass", "forward + backward, causal, f32"}}}},
+          {{"B", shape.B}, {"H", shape.H}, {"D", shape.D}, {"T", r.T}, {"pass", "forward + backward, causal, f32"}}}},
         argc, argv);
     std::cout << "\nprofile: " << profile << " (attention at T=" << r.T << ": " << fmt(both_flops / r.both_s / 1e9)
               << " GFLOP/s merged)\n";

@@ -5,9 +5,16 @@
 //          broadcast|send_recv[,...]] [--transport mpi]
 //   mpirun -np N build/benchmarks/bench_collectives --algorithms ring,tree,hierarchical --ranks-per-node L
 //   (each algorithm also as ring+exact, tree+exact, hierarchical+exact: parallel.dp_reduce_exact)
-//   mpirun -np N build/benchmarks/bench_collectives --op all_reduce --profile FILE
-//   (merges links.intra into a machine profile: alpha and beta fitted to the all-reduce times with
+//   mpirun -np N build/benchmarks/bench_collectives --op all_reduce [--group-size G] --profile FILE
+//   (merges the link into a machine profile: alpha and beta fitted to the all-reduce times with
 //   the step-time model's ring formula, machine_profile.h fit_ring_all_reduce)
+//
+// --group-size G splits the N ranks into N/G groups of G consecutive ranks that all run the op at
+// once (a tp group of G inside a world of N, every group busy): on a machine whose ranks
+// time-share cores the link a group sees depends on how many ranks share the node, not only on
+// the group. The time is the slowest rank's over the whole world. With --profile every run writes
+// links.intra_by_ranks."NxG" (N ranks on the node, groups of G), and a run with G = N whose ranks
+// each have a core of their own (N <= the cores) also writes links.intra (the uncontended link).
 //
 // With --algorithms it compares all-reduce algorithms instead (parallel.dp_reduce) at every size,
 // interleaving them round by round (this machine's speed drifts): time (fastest round), bytes
@@ -63,7 +70,8 @@ struct Args {
   std::string transport = "mpi";
   std::vector<std::string> algorithms;  // --algorithms: compare all-reduce algorithms
   int ranks_per_node = 1;
-  std::string profile;  // --profile FILE: write links.intra from the all-reduce sweep
+  std::string profile;  // --profile FILE: write the link fitted to the all-reduce sweep
+  int group_size = 0;   // --group-size G: concurrent groups of G consecutive ranks (0: the whole world)
 };
 
 const std::vector<std::string> kAllOps = {"all_reduce", "all_gather", "reduce_scatter",
@@ -109,6 +117,8 @@ Args parse_args(int argc, char** argv) {
       args.ranks_per_node = std::stoi(value);
     else if (key == "--profile")
       args.profile = value;
+    else if (key == "--group-size")
+      args.group_size = std::stoi(value);
     else if (key == "--algorithms") {
       std::stringstream list(value);
       for (std::string a; std::getline(list, a, ',');) {
@@ -121,10 +131,12 @@ Args parse_args(int argc, char** argv) {
     } else
       MYRIAD_THROW("unknown option " << key
                                      << "; allowed: --min-bytes --max-bytes --factor --iters --warmup --op"
-                                        " --transport --algorithms --ranks-per-node --profile");
+                                        " --transport --algorithms --ranks-per-node --profile --group-size");
   }
   MYRIAD_CHECK(args.min_bytes >= 4 && args.max_bytes >= args.min_bytes, "need 4 <= --min-bytes <= --max-bytes");
   MYRIAD_CHECK(args.factor > 1.0, "--factor must be > 1");
+  MYRIAD_CHECK(args.algorithms.empty() || args.group_size == 0,
+               "--group-size times the communicator's own all-reduce; --algorithms compares them on the whole world");
   MYRIAD_CHECK(args.iters >= 1 && args.warmup >= 0, "--iters must be >= 1 and --warmup >= 0");
   // Only the MPI host transport exists so far; `--transport nccl` will select NcclCommunicator
   // (device buffers) once it is built — the sweep below does not depend on the transport.
@@ -317,7 +329,7 @@ std::string cpu_model() {
 std::vector<std::pair<double, double>> run_op(const std::string& op, const Args& args, Communicator& comm,
                                               Communicator& control) {
   std::vector<std::pair<double, double>> points;
-  const int rank = comm.rank();
+  const bool reporter = control.rank() == 0;  // world rank 0 prints (every group has a rank 0)
   const CommOp stat_op = op == "all_reduce"       ? CommOp::all_reduce
                          : op == "all_gather"     ? CommOp::all_gather
                          : op == "reduce_scatter" ? CommOp::reduce_scatter
@@ -356,7 +368,7 @@ std::vector<std::pair<double, double>> run_op(const std::string& op, const Args&
     const std::int64_t sent = stats[stat_op].bytes_sent / iters;
     const bool bytes_ok = stats[stat_op].bytes_sent == c.analytic_sent * iters;
     const bool all_bytes_ok = max_over_ranks(control, bytes_ok ? 0 : 1) == 0;
-    if (rank == 0) {
+    if (reporter) {
       const double seconds = static_cast<double>(slowest_ns) * 1e-9 / iters;
       const double total = static_cast<double>(c.count) * 4.0;
       points.emplace_back(total, seconds);
@@ -367,30 +379,38 @@ std::vector<std::pair<double, double>> run_op(const std::string& op, const Args&
                      all_bytes_ok ? "ok" : "MISMATCH", "ok"});
     }
   }
-  if (rank == 0) {
-    std::cout << "## " << op << "\n\n";
+  if (reporter) {
+    std::cout << "## " << op << (comm.size() < control.size() ? " (every group at once)" : "") << "\n\n";
     table.print();
     std::cout << "\ncheck: ok (every size, every rank)\n\n" << std::flush;
   }
   return points;
 }
 
-// links.intra from the all-reduce points (rank 0 writes).
-void write_profile(const Args& args, const std::vector<std::pair<double, double>>& points, int ranks, int argc,
-                   char** argv) {
-  const myriad::bench::AlphaBeta fit = myriad::bench::fit_ring_all_reduce(points, ranks);
+// The link fitted to the all-reduce points of groups of `group` ranks among `ranks` on the node
+// (world rank 0 writes): links.intra_by_ranks."NxG", and links.intra when one group holds every
+// rank and each rank has a core of its own.
+void write_profile(const Args& args, const std::vector<std::pair<double, double>>& points, int ranks, int group,
+                   int argc, char** argv) {
+  const myriad::bench::AlphaBeta fit = myriad::bench::fit_ring_all_reduce(points, group);
   std::ostringstream how;
-  how << "bench_collectives all_reduce, " << ranks << " ranks, " << points.size() << " sizes " << args.min_bytes << ".."
-      << args.max_bytes << " B; weighted least squares (1/t^2) on t = 2(n-1) alpha + 2(n-1)/n bytes beta; "
+  how << "bench_collectives all_reduce, " << ranks << " ranks";
+  if (group < ranks) how << " in " << ranks / group << " concurrent groups of " << group;
+  how << ", " << points.size() << " sizes " << args.min_bytes << ".." << args.max_bytes
+      << " B; weighted least squares (1/t^2) on t = 2(n-1) alpha + 2(n-1)/n bytes beta; "
       << "max relative error " << myriad::bench::fmt(100.0 * fit.max_relative_error, 1) << "%";
-  myriad::bench::merge_machine_profile(args.profile, "bench_collectives",
-                                       {{"links.intra",
-                                         {{"alpha_s", fit.alpha_s},
-                                          {"beta_s_per_byte", fit.beta_s_per_byte},
-                                          {"ranks", ranks},
-                                          {"measured_with", how.str()}}}},
-                                       argc, argv);
-  std::cout << "profile: " << args.profile << ": links.intra alpha " << myriad::bench::fmt(fit.alpha_s * 1e6, 2)
+  const nlohmann::json link = {{"alpha_s", fit.alpha_s},
+                               {"beta_s_per_byte", fit.beta_s_per_byte},
+                               {"ranks", ranks},
+                               {"group", group},
+                               {"measured_with", how.str()}};
+  const std::string key = std::to_string(ranks) + "x" + std::to_string(group);
+  std::vector<myriad::bench::ProfilePart> parts = {{"links.intra_by_ranks." + key, link}};
+  const bool uncontended = group == ranks && ranks <= static_cast<int>(std::thread::hardware_concurrency());
+  if (uncontended) parts.emplace_back("links.intra", link);
+  myriad::bench::merge_machine_profile(args.profile, "bench_collectives_" + key, parts, argc, argv);
+  std::cout << "profile: " << args.profile << ": links.intra_by_ranks." << key
+            << (uncontended ? " and links.intra" : "") << ": alpha " << myriad::bench::fmt(fit.alpha_s * 1e6, 2)
             << " us, beta " << fit.beta_s_per_byte << " s/B (" << myriad::bench::fmt(1e-9 / fit.beta_s_per_byte, 2)
             << " GB/s), max relative error " << myriad::bench::fmt(100.0 * fit.max_relative_error, 1) << "%\n";
 }
@@ -528,10 +548,21 @@ int main(int argc, char** argv) {
     // ranks) so that its statistics hold only the measured calls.
     std::unique_ptr<Communicator> comm = runtime.world();
     std::unique_ptr<Communicator> control = runtime.world();
+    const int n = runtime.world_size();
+    const int group = args.group_size > 0 ? args.group_size : n;
+    if (group > n || n % group != 0 || group < 1) {
+      if (runtime.world_rank() == 0)
+        std::cerr << "bench_collectives: --group-size " << group << " must divide the " << n << " ranks\n";
+      return 2;
+    }
+    if (group < n) comm = comm->split(runtime.world_rank() / group, runtime.world_rank(), "group");
     if (runtime.world_rank() == 0) {
       myriad::bench::print_header("bench_collectives", argc, argv);
       std::cout << "- nproc: " << std::thread::hardware_concurrency() << ", CPU: " << cpu_model() << "\n"
-                << "- ranks: " << comm->size() << "\n"
+                << "- ranks: " << n
+                << (group < n ? " in " + std::to_string(n / group) + " concurrent groups of " + std::to_string(group)
+                              : std::string())
+                << "\n"
                 << "- transport: MPI (host)\n"
                 << "- sizes: total buffer bytes (f32), as in nccl-tests; time = max over ranks of the mean per call\n\n"
                 << std::flush;
@@ -542,7 +573,7 @@ int main(int argc, char** argv) {
       for (const std::string& op : args.ops) {
         std::vector<std::pair<double, double>> points = run_op(op, args, *comm, *control);
         if (op == "all_reduce" && !args.profile.empty() && runtime.world_rank() == 0)
-          write_profile(args, points, comm->size(), argc, argv);
+          write_profile(args, points, n, group, argc, argv);
       }
       MYRIAD_CHECK(args.profile.empty() || std::find(args.ops.begin(), args.ops.end(), "all_reduce") != args.ops.end(),
                    "--profile needs the all_reduce op (the link fit uses its times)");

@@ -95,6 +95,9 @@ AlphaBeta fit_ring_all_reduce(const std::vector<std::pair<double, double>>& byte
     fit.alpha_s = 0;
     fit.beta_s_per_byte = r2 / s22;
   }
+  MYRIAD_CHECK(fit.beta_s_per_byte > 0, "alpha-beta fit: the times do not grow with the size (beta "
+                                            << fit.beta_s_per_byte << " s/B): the sweep is latency-bound up to "
+                                            << bytes_seconds.back().first << " B; raise --max-bytes");
   for (const auto& [bytes, t] : bytes_seconds) {
     const double model = fit.alpha_s * steps + fit.beta_s_per_byte * volume * bytes;
     fit.max_relative_error = std::max(fit.max_relative_error, std::fabs(model - t) / t);

@@ -30,7 +30,8 @@ void merge_machine_profile(const std::string& path, const std::string& benchmark
 // Alpha-beta link from ring all-reduce times over `ranks` ranks, the step-time model's formula
 // (step_time.py ring_all_reduce_s): t = 2(n-1) * alpha + 2(n-1)/n * bytes * beta. Weighted least
 // squares on the relative error (weight 1/t^2), so small (latency) and large (bandwidth) messages
-// count alike; alpha is clamped at 0 (then beta is refitted alone). Needs >= 2 distinct sizes.
+// count alike; alpha is clamped at 0 (then beta is refitted alone). Needs >= 2 distinct sizes and
+// throws when beta comes out <= 0 (times that do not grow with the size: a latency-bound sweep).
 struct AlphaBeta {
   double alpha_s = 0;
   double beta_s_per_byte = 0;

@@ -5,6 +5,7 @@ The one benchmark run is bench_gemm at tiny sizes (about 15 s on 2 cores); it is
 build/benchmarks/bench_gemm is missing."""
 import json
 import os
+import shutil
 import subprocess
 import sys
 
@@ -87,3 +88,80 @@ def test_planner_vs_scaling_predicts_one_row_per_layout():
     assert by["dp1 tp1 pp4"]["predicted_s"] < by["dp1 tp1 pp4"]["plain_s"]
     table = pvs.table(results)
     assert len([line for line in table.splitlines() if line.startswith("| dp")]) == len(rows)
+
+
+def _link(alpha, beta, ranks, group):
+    return {"alpha_s": alpha, "beta_s_per_byte": beta, "ranks": ranks, "group": group, "measured_with": "synthetic"}
+
+
+SHARED = dict(SYNTHETIC, links=dict(SYNTHETIC["links"], intra_by_ranks={
+    "2x2": _link(3e-6, 1.4e-10, 2, 2), "4x4": _link(8e-6, 3e-10, 4, 4),
+    "8x2": _link(1e-5, 6e-10, 8, 2), "8x8": _link(1.4e-5, 9e-10, 8, 8)}))
+
+
+def test_intra_link_is_the_one_measured_nearest_to_the_ranks_sharing_the_node():
+    hw = hardware_from("cpu_host", profile=SHARED)
+    beta = {key: entry["beta_s_per_byte"] for key, entry in SHARED["links"]["intra_by_ranks"].items()}
+    assert hw.intra_link(8, 2).beta_s_per_byte == beta["8x2"]
+    assert hw.intra_link(8, 8).beta_s_per_byte == beta["8x8"]
+    assert hw.intra_link(8, 4).beta_s_per_byte == beta["8x8"]  # a tie in group size goes to the larger
+    assert hw.intra_link(6, 2).beta_s_per_byte == beta["8x2"]  # nearest ranks first (log scale)
+    assert hw.intra_link(3, 3).beta_s_per_byte == beta["4x4"]
+    assert hw.intra_link(2, 2).beta_s_per_byte == beta["2x2"]
+    assert "intra 8x2" in hw.calibration()
+    # Without shared entries every group gets links.intra.
+    plain = hardware_from("cpu_host", profile=SYNTHETIC)
+    assert plain.intra_link(8, 2) is plain.intra
+
+
+def test_step_time_times_each_group_on_the_link_of_its_ranks_on_the_node():
+    from myriad.planner.step_time import Network
+    hw = hardware_from("cpu_host", profile=SHARED)
+    shared = SHARED["links"]["intra_by_ranks"]
+    assert Network(hw, tp=2, cp=1, dp=4, pp=1, ep=1)._links("tp")[2].beta_s_per_byte == shared["8x2"]["beta_s_per_byte"]
+    assert Network(hw, tp=1, cp=1, dp=8, pp=1, ep=1)._links("dp")[2].beta_s_per_byte == shared["8x8"]["beta_s_per_byte"]
+    assert Network(hw, tp=2, cp=1, dp=1, pp=1, ep=1)._links("tp")[2].beta_s_per_byte == shared["2x2"]["beta_s_per_byte"]
+    # The same 2-rank tp all-reduce is slower while 8 ranks share the node.
+    alone = Network(hw, tp=2, cp=1, dp=1, pp=1, ep=1).all_reduce("tp", 1 << 20)
+    crowded = Network(hw, tp=2, cp=1, dp=4, pp=1, ep=1).all_reduce("tp", 1 << 20)
+    assert crowded > 3 * alone
+
+
+@pytest.mark.parametrize("entry, message", [
+    ({"alpha_s": 1e-6, "beta_s_per_byte": 1e-10, "ranks": 8, "measured_with": "x"}, "intra_by_ranks.8x3.group"),
+    (_link(1e-6, 1e-10, 8, 3), "group 3 does not divide ranks 8"),
+    (_link(1e-6, 1e-10, 0, 1), "ranks' must be a whole number"),
+])
+def test_a_wrong_shared_link_names_its_key(entry, message):
+    bad = dict(SYNTHETIC, links={"intra_by_ranks": {"8x3": entry}})
+    with pytest.raises(ValueError, match=message):
+        load_profile(bad)
+
+
+BENCH_COLLECTIVES = os.path.join(REPO, "build", "benchmarks", "bench_collectives")
+
+
+@pytest.mark.skipif(not os.path.exists(BENCH_COLLECTIVES) or shutil.which("mpirun") is None,
+                    reason="build/benchmarks/bench_collectives or mpirun missing")
+def test_bench_collectives_writes_the_link_of_concurrent_groups(tmp_path):
+    path = tmp_path / "profile.json"
+    path.write_text(json.dumps({k: v for k, v in SYNTHETIC.items() if k != "links"}))  # bench_gemm's part
+    root = ["--allow-run-as-root"] if os.geteuid() == 0 else []
+    base = [shutil.which("mpirun"), *root, "--oversubscribe", "--mca", "mpi_yield_when_idle", "1", "-x",
+            "OMP_NUM_THREADS=1", "-np", "4", BENCH_COLLECTIVES, "--op", "all_reduce", "--min-bytes", "1K",
+            "--max-bytes", "4M", "--factor", "16", "--iters", "4", "--warmup", "1", "--profile", str(path)]
+    for extra in (["--group-size", "2"], []):
+        result = subprocess.run(base + extra, capture_output=True, text=True, timeout=120)
+        assert result.returncode == 0, result.stderr
+    profile = load_profile(path)
+    shared = profile["links"]["intra_by_ranks"]
+    assert set(shared) == {"4x2", "4x4"}
+    assert (shared["4x2"]["ranks"], shared["4x2"]["group"]) == (4, 2)
+    assert "2 concurrent groups of 2" in shared["4x2"]["measured_with"]
+    # 4 ranks on this 2-core machine are contended: links.intra (the uncontended link) is not written.
+    assert ("intra" in profile["links"]) == (4 <= os.cpu_count())
+    assert "bench_collectives_4x2" in profile["commands"] and "bench_collectives_4x4" in profile["commands"]
+    hw = hardware_from("cpu_host", profile=path)
+    assert hw.intra_link(4, 2).source.endswith(shared["4x2"]["measured_with"])
+    bad = subprocess.run(base[:-2] + ["--group-size", "3"], capture_output=True, text=True, timeout=60)
+    assert bad.returncode != 0 and "--group-size 3 must divide the 4 ranks" in bad.stderr

@@ -42,7 +42,11 @@ bench_attention, bench_collectives and their GPU twins); `load_profile` checks i
       },
       "links": {                                      # optional; each entry optional
         "intra": {"alpha_s": 2.0e-6, "beta_s_per_byte": 1.0e-10, "measured_with": "bench_collectives ..."},
-        "inter": {"alpha_s": 1.0e-5, "beta_s_per_byte": 2.1e-11, "measured_with": "..."}
+        "inter": {"alpha_s": 1.0e-5, "beta_s_per_byte": 2.1e-11, "measured_with": "..."},
+        "intra_by_ranks": {                           # optional: the link as groups of G see it while N
+          "8x2": {"alpha_s": 1.4e-5, "beta_s_per_byte": 9.0e-10, "ranks": 8, "group": 2,
+                  "measured_with": "..."}             #   ranks share the node (bench_collectives --group-size)
+        }
       }
     }
 
@@ -52,13 +56,17 @@ The MFU denominator stays the datasheet dense peak for GPUs; for cpu_host it is 
 `peak_flops_per_s`. Time-sharing (cpu_host with `cores`): the compute rates are those of one rank
 on `threads` threads; when the ranks of a node ask for more threads than it has cores, each rank
 gets `Hardware.rank_share(ranks)` = min(1, cores / (ranks * threads)) of them, and step_time
-scales every compute rate by it (links are measured, not scaled). Invariants: every rate > 0; every `Rate` and `Link` names its source; no
+scales every compute rate by it. Links are measured, not scaled: with `links.intra_by_ranks` the
+intra-node link of a group of G among N ranks on a node is the entry measured nearest to (N, G)
+(`Hardware.intra_link`: nearest N first, then nearest G, each on a log scale, ties to the larger),
+else `links.intra`. Invariants: every rate > 0; every `Rate` and `Link` names its source; no
 global state (the tables are constants, `Hardware` is a frozen value).
 """
 from __future__ import annotations
 
 import dataclasses
 import json
+import math
 import os
 from dataclasses import dataclass, field
 
@@ -230,6 +238,7 @@ class Hardware:
     attention: Rate
     memory: Rate
     activation: Rate | None = None  # the MLP activation's bytes (None: the memory rate)
+    intra_by_ranks: tuple = ()  # ((ranks on the node, group size, Link), ...) measured while ranks share a node
     optimizer: Rate | None = None  # the optimizer's bytes (None: the memory rate)
     peak_measured: float = 0.0  # cpu_host: the profile's peak_flops_per_s (MFU denominator)
     cores: int = 0  # cpu_host: cores of a node (0: a device per rank, no time-sharing)
@@ -247,6 +256,19 @@ class Hardware:
         if self.cores <= 0:
             return 1.0
         return min(1.0, self.cores / (max(1, ranks_on_node) * self.threads_per_rank))
+
+    def intra_link(self, ranks_on_node: int, group: int) -> Link:
+        """The intra-node link a group of `group` ranks sees while `ranks_on_node` ranks share the node:
+        the `intra_by_ranks` entry nearest in ranks, then in group size (log scale, ties to the larger,
+        the slower), else `intra`."""
+        if not self.intra_by_ranks:
+            return self.intra
+
+        def distance(entry):
+            ranks, size, _ = entry
+            return (abs(math.log(ranks / max(1, ranks_on_node))), -ranks,
+                    abs(math.log(size / max(1, group))), -size)
+        return min(self.intra_by_ranks, key=distance)[2]
 
     def matmul_flops_per_s(self, fmt: str) -> float:
         return self.matmul.of(self.peak_flops(fmt))
@@ -272,6 +294,8 @@ class Hardware:
                 continue
             out[key] = ("calibrated" if rate.calibrated else "uncalibrated") + ": " + rate.source
         out["intra"] = ("calibrated" if self.intra.calibrated else "datasheet") + ": " + self.intra.source
+        for ranks, group, link in self.intra_by_ranks:
+            out[f"intra {ranks}x{group}"] = "calibrated: " + link.source
         if self.inter is not None:
             out["inter"] = ("calibrated" if self.inter.calibrated else "datasheet") + ": " + self.inter.source
         return out
@@ -340,26 +364,54 @@ def load_profile(path) -> dict:
         _fail(where, "'links' must be an object")
     out["links"] = {}
     for name, link in links.items():
-        if name not in ("intra", "inter"):
-            _fail(where, f"unknown link 'links.{name}' (intra or inter)")
-        if not isinstance(link, dict):
-            _fail(where, f"'links.{name}' must be an object")
-        for key in ("alpha_s", "beta_s_per_byte", "measured_with"):
-            if key not in link:
-                _fail(where, f"missing key 'links.{name}.{key}'")
-        out["links"][name] = {
-            "alpha_s": _number(link["alpha_s"], f"links.{name}.alpha_s", where, positive=False),
-            "beta_s_per_byte": _number(link["beta_s_per_byte"], f"links.{name}.beta_s_per_byte", where),
-            "measured_with": str(link["measured_with"]),
-        }
-        if out["links"][name]["alpha_s"] < 0:
-            _fail(where, f"'links.{name}.alpha_s' must be >= 0")
+        if name == "intra_by_ranks":
+            if not isinstance(link, dict):
+                _fail(where, "'links.intra_by_ranks' must be an object")
+            out["links"][name] = {key: _link_entry(entry, f"links.intra_by_ranks.{key}", where, shared=True)
+                                  for key, entry in link.items()}
+        elif name in ("intra", "inter"):
+            out["links"][name] = _link_entry(link, f"links.{name}", where)
+        else:
+            _fail(where, f"unknown link 'links.{name}' (intra, inter or intra_by_ranks)")
+    return out
+
+
+def _link_entry(link, key, where, shared=False) -> dict:
+    """One measured link of a profile; `shared` (an intra_by_ranks entry) also needs ranks and group."""
+    if not isinstance(link, dict):
+        _fail(where, f"'{key}' must be an object")
+    needed = ("alpha_s", "beta_s_per_byte", "measured_with") + (("ranks", "group") if shared else ())
+    for name in needed:
+        if name not in link:
+            _fail(where, f"missing key '{key}.{name}'")
+    out = {
+        "alpha_s": _number(link["alpha_s"], f"{key}.alpha_s", where, positive=False),
+        "beta_s_per_byte": _number(link["beta_s_per_byte"], f"{key}.beta_s_per_byte", where),
+        "measured_with": str(link["measured_with"]),
+    }
+    if out["alpha_s"] < 0:
+        _fail(where, f"'{key}.alpha_s' must be >= 0")
+    if shared:
+        for name in ("ranks", "group"):
+            value = link[name]
+            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+                _fail(where, f"'{key}.{name}' must be a whole number >= 1, got {value!r}")
+            out[name] = value
+        if out["ranks"] % out["group"] != 0:
+            _fail(where, f"'{key}': group {out['group']} does not divide ranks {out['ranks']}")
     return out
 
 
 def _measured_link(name, entry, profile):
     return Link(name=f"{name} (measured)", alpha_s=entry["alpha_s"], beta_s_per_byte=entry["beta_s_per_byte"],
                 calibrated=True, source=f"profile {profile['path']} ({profile['date']}): {entry['measured_with']}")
+
+
+def _shared_links(links, profile) -> tuple:
+    """links.intra_by_ranks as ((ranks, group, Link), ...), sorted."""
+    entries = links.get("intra_by_ranks", {})
+    return tuple(sorted((e["ranks"], e["group"], _measured_link(f"intra {e['ranks']}x{e['group']}", e, profile))
+                        for e in entries.values()))
 
 
 def _measured_rate(value, what, profile):
@@ -408,15 +460,20 @@ def hardware_from(gpu: str = "h100", gpus_per_node: int = 0, intra: str = "", in
         memory = _measured_rate(compute["memory_bytes_per_s"], "memory bandwidth", prof)
         extra = _extra_rates(compute, prof)
         links = prof["links"]
-        intra_link = (_measured_link("intra", links["intra"], prof) if "intra" in links else
-                      Link(name="intra (none measured)", alpha_s=0.0, beta_s_per_byte=float("inf"),
-                           source=f"profile {prof['path']} has no links.intra: multi-rank layouts cannot be timed"))
+        shared = _shared_links(links, prof)
+        if "intra" in links:
+            intra_link = _measured_link("intra", links["intra"], prof)
+        elif shared:
+            intra_link = shared[0][2]  # the fewest ranks measured
+        else:
+            intra_link = Link(name="intra (none measured)", alpha_s=0.0, beta_s_per_byte=float("inf"),
+                              source=f"profile {prof['path']} has no links.intra: multi-rank layouts cannot be timed")
         inter_link = _measured_link("inter", links["inter"], prof) if "inter" in links else None
         per_node = gpus_per_node or int(prof.get("ranks_per_node", 1 << 30))
         return Hardware(name="cpu_host", device=None, gpus_per_node=per_node, intra=intra_link, inter=inter_link,
                         matmul=matmul, attention=attention, memory=memory, peak_measured=prof["peak_flops_per_s"],
                         cores=int(prof.get("cores", 0)), threads_per_rank=int(prof.get("threads", 1)),
-                        profile=header, **extra)
+                        intra_by_ranks=shared, profile=header, **extra)
     if gpu not in DEVICES:
         raise ValueError(f"unknown gpu '{gpu}' (one of {', '.join(list(DEVICES) + ['cpu_host'])})")
     intra = intra or DEFAULT_INTRA[gpu]
@@ -437,6 +494,7 @@ def hardware_from(gpu: str = "h100", gpus_per_node: int = 0, intra: str = "", in
     changes.update(_extra_rates(compute, prof))
     if "intra" in links:
         changes["intra"] = _measured_link("intra", links["intra"], prof)
+    changes["intra_by_ranks"] = _shared_links(links, prof)
     if "inter" in links:
         changes["inter"] = _measured_link("inter", links["inter"], prof)
     return dataclasses.replace(hw, **changes)

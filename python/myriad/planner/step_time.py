@@ -18,7 +18,9 @@ formulas, assumptions and overlap rules are in docs/planning_step_time.md; in sh
   MLP activation's bytes and the optimizer's bytes at their own measured rates where a profile has
   them (compute.activation_bytes_per_s, compute.optimizer_bytes_per_s), else the memory rate.
 - Communication: alpha-beta rings per group and link class, the group's placement from the rank
-  order (RankGrid: tp fastest, then cp, dp (ep inside dp), pp); myriad's exact pattern per axis.
+  order (RankGrid: tp fastest, then cp, dp (ep inside dp), pp); myriad's exact pattern per axis;
+  the intra-node link measured for the group's size while the layout's ranks share the node, where
+  the profile has such links (Hardware.intra_link).
 - Bubble: the idle share of the engine's own schedule run by its simulator (myriad.simulate_pipeline:
   equal to the closed forms (p-1)/(m+p-1) and (p-1)/(v*m+p-1) that pipeline_schedule.h documents).
 - Time-shared cores (cpu_host whose ranks want more threads than the node has cores): every compute
@@ -128,10 +130,12 @@ def group_placement(size: int, stride: int, gpus_per_node: int) -> tuple:
 
 class Network:
     """Times of myriad's collectives on the groups of one layout (RankGrid order: tp, cp, dp, pp;
-    ep = `ep` consecutive dp replicas)."""
+    ep = `ep` consecutive dp replicas). The intra-node link of a group is the one measured for its
+    size while the layout's ranks share the node (Hardware.intra_link)."""
 
     def __init__(self, hw: Hardware, tp: int, cp: int, dp: int, pp: int, ep: int):
         self.hw = hw
+        self.ranks_on_node = min(tp * cp * dp * pp, hw.gpus_per_node)
         # axis -> (size, stride); dcp = the dp x cp gradient group; edp = ranks holding the same experts.
         self.groups = {"tp": (tp, 1), "cp": (cp, tp), "dp": (dp, tp * cp), "ep": (ep, tp * cp),
                        "edp": (dp // ep, tp * cp * ep), "dcp": (dp * cp, tp), "pp": (pp, tp * cp * dp)}
@@ -145,7 +149,7 @@ class Network:
         if nodes > 1 and self.hw.inter is None:
             raise ValueError(f"the {group} group ({size} ranks, {stride} apart) spans {nodes} nodes of "
                              f"{self.hw.gpus_per_node}, but hardware '{self.hw.name}' has no inter-node link")
-        return nodes, per_node, self.hw.intra, self.hw.inter
+        return nodes, per_node, self.hw.intra_link(self.ranks_on_node, min(size, per_node)), self.hw.inter
 
     def _ring(self, group: str, nbytes: float, reduce_twice: bool) -> float:
         size = self.size(group)
