@@ -16,6 +16,14 @@
 // links.intra_by_ranks."NxG" (N ranks on the node, groups of G), and a run with G = N whose ranks
 // each have a core of their own (N <= the cores) also writes links.intra (the uncontended link).
 //
+// --compute-gemms R times each call as a training step meets it: every rank first runs R f32
+// GEMMs of 128 x 128 x 128 (the compute between two collectives), then the op. The same GEMM loop
+// without the op is timed next to it (all ranks at once, the cores shared as in the step); the
+// reported time is the median over 9 such pairs of the loop with the op minus the loop without
+// it: what the op adds to a step,
+// with the waits for peers that time-sharing ranks reach it late, and the CPU that waiting ranks
+// take from computing ones. --profile then writes the link under links.intra_in_step_by_ranks.
+//
 // With --algorithms it compares all-reduce algorithms instead (parallel.dp_reduce) at every size,
 // interleaving them round by round (this machine's speed drifts): time (fastest round), bytes
 // each rank sent, and the bytes that crossed simulated nodes of L consecutive ranks per rank
@@ -52,6 +60,7 @@
 #include "myriad/distributed/mpi_runtime.h"
 #include "myriad/distributed/ring_communicator.h"
 #include "myriad/distributed/tree_communicator.h"
+#include "myriad/ops/matmul.h"
 
 namespace {
 
@@ -70,8 +79,9 @@ struct Args {
   std::string transport = "mpi";
   std::vector<std::string> algorithms;  // --algorithms: compare all-reduce algorithms
   int ranks_per_node = 1;
-  std::string profile;  // --profile FILE: write the link fitted to the all-reduce sweep
-  int group_size = 0;   // --group-size G: concurrent groups of G consecutive ranks (0: the whole world)
+  std::string profile;    // --profile FILE: write the link fitted to the all-reduce sweep
+  int group_size = 0;     // --group-size G: concurrent groups of G consecutive ranks (0: the whole world)
+  int compute_gemms = 0;  // --compute-gemms R: R GEMMs of 128^3 before every call (0: none)
 };
 
 const std::vector<std::string> kAllOps = {"all_reduce", "all_gather", "reduce_scatter",
@@ -119,6 +129,8 @@ Args parse_args(int argc, char** argv) {
       args.profile = value;
     else if (key == "--group-size")
       args.group_size = std::stoi(value);
+    else if (key == "--compute-gemms")
+      args.compute_gemms = std::stoi(value);
     else if (key == "--algorithms") {
       std::stringstream list(value);
       for (std::string a; std::getline(list, a, ',');) {
@@ -129,13 +141,15 @@ Args parse_args(int argc, char** argv) {
         args.algorithms.push_back(a);
       }
     } else
-      MYRIAD_THROW("unknown option " << key
-                                     << "; allowed: --min-bytes --max-bytes --factor --iters --warmup --op"
-                                        " --transport --algorithms --ranks-per-node --profile --group-size");
+      MYRIAD_THROW(
+          "unknown option " << key
+                            << "; allowed: --min-bytes --max-bytes --factor --iters --warmup --op"
+                               " --transport --algorithms --ranks-per-node --profile --group-size --compute-gemms");
   }
   MYRIAD_CHECK(args.min_bytes >= 4 && args.max_bytes >= args.min_bytes, "need 4 <= --min-bytes <= --max-bytes");
   MYRIAD_CHECK(args.factor > 1.0, "--factor must be > 1");
-  MYRIAD_CHECK(args.algorithms.empty() || args.group_size == 0,
+  MYRIAD_CHECK(args.compute_gemms >= 0, "--compute-gemms must be >= 0");
+  MYRIAD_CHECK(args.algorithms.empty() || (args.group_size == 0 && args.compute_gemms == 0),
                "--group-size times the communicator's own all-reduce; --algorithms compares them on the whole world");
   MYRIAD_CHECK(args.iters >= 1 && args.warmup >= 0, "--iters must be >= 1 and --warmup >= 0");
   // Only the MPI host transport exists so far; `--transport nccl` will select NcclCommunicator
@@ -319,6 +333,24 @@ std::int64_t max_over_ranks(Communicator& control, std::int64_t value) {
   return t.data<std::int64_t>()[0];
 }
 
+// The compute a step does between two collectives: `count` f32 GEMMs of 128 x 128 x 128.
+class GemmWork {
+ public:
+  explicit GemmWork(int count)
+      : count_(count),
+        a_(Tensor::full({128, 128}, 0.5)),
+        b_(Tensor::full({128, 128}, 0.25)),
+        c_(Tensor::empty({128, 128})) {}
+  void run() {
+    for (int i = 0; i < count_; ++i) myriad::matmul_forward(myriad::MatmulArgs{}, a_, b_, c_);
+  }
+  bool empty() const { return count_ == 0; }
+
+ private:
+  int count_;
+  Tensor a_, b_, c_;
+};
+
 std::string cpu_model() {
   std::string line = myriad::bench::describe_machine();
   return line.substr(0, line.find(','));
@@ -330,6 +362,7 @@ std::vector<std::pair<double, double>> run_op(const std::string& op, const Args&
                                               Communicator& control) {
   std::vector<std::pair<double, double>> points;
   const bool reporter = control.rank() == 0;  // world rank 0 prints (every group has a rank 0)
+  GemmWork work(args.compute_gemms);
   const CommOp stat_op = op == "all_reduce"       ? CommOp::all_reduce
                          : op == "all_gather"     ? CommOp::all_gather
                          : op == "reduce_scatter" ? CommOp::reduce_scatter
@@ -353,17 +386,41 @@ std::vector<std::pair<double, double>> run_op(const std::string& op, const Args&
              << " elements differ from the expected values on some rank";
       comm.abort(1, reason.str());
     }
-    // Timing.
+    // Timing (with --compute-gemms: the GEMM loop with the op minus the loop alone).
     c.quiet();
     const int iters = iterations_for(c.count * 4, args.iters);
-    for (int i = 0; i < std::min(args.warmup, iters); ++i) c.run();
-    control.barrier();
-    comm.reset_stats();
-    const auto start = std::chrono::steady_clock::now();
-    for (int i = 0; i < iters; ++i) c.run();
-    const auto ns =
-        std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now() - start).count();
-    const std::int64_t slowest_ns = max_over_ranks(control, ns);
+    for (int i = 0; i < std::min(args.warmup, iters); ++i) {
+      work.run();
+      c.run();
+    }
+    auto timed = [&](bool with_op) {
+      control.barrier();
+      const auto start = std::chrono::steady_clock::now();
+      for (int i = 0; i < iters; ++i) {
+        work.run();
+        if (with_op) c.run();
+      }
+      const auto ns =
+          std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now() - start).count();
+      return max_over_ranks(control, ns);
+    };
+    // Back to back: one timed block. After compute: the median over kStepRounds rounds of (loop with
+    // the op - loop without), each pair timed next to each other (this host's speed drifts).
+    constexpr int kStepRounds = 9;
+    std::int64_t slowest_ns = 0;
+    if (work.empty()) {
+      comm.reset_stats();
+      slowest_ns = timed(true);
+    } else {
+      std::vector<std::int64_t> added;
+      for (int round = 0; round < kStepRounds; ++round) {
+        const std::int64_t without = timed(false);
+        comm.reset_stats();
+        added.push_back(timed(true) - without);
+      }
+      std::nth_element(added.begin(), added.begin() + kStepRounds / 2, added.end());
+      slowest_ns = std::max<std::int64_t>(1, added[kStepRounds / 2]);
+    }
     const myriad::dist::CommStats stats = comm.stats();
     const std::int64_t sent = stats[stat_op].bytes_sent / iters;
     const bool bytes_ok = stats[stat_op].bytes_sent == c.analytic_sent * iters;
@@ -380,7 +437,10 @@ std::vector<std::pair<double, double>> run_op(const std::string& op, const Args&
     }
   }
   if (reporter) {
-    std::cout << "## " << op << (comm.size() < control.size() ? " (every group at once)" : "") << "\n\n";
+    std::cout << "## " << op << (comm.size() < control.size() ? " (every group at once)" : "");
+    if (args.compute_gemms > 0)
+      std::cout << " (after " << args.compute_gemms << " GEMMs of 128^3 per call; time = what the op adds)";
+    std::cout << "\n\n";
     table.print();
     std::cout << "\ncheck: ok (every size, every rank)\n\n" << std::flush;
   }
@@ -388,31 +448,35 @@ std::vector<std::pair<double, double>> run_op(const std::string& op, const Args&
 }
 
 // The link fitted to the all-reduce points of groups of `group` ranks among `ranks` on the node
-// (world rank 0 writes): links.intra_by_ranks."NxG", and links.intra when one group holds every
-// rank and each rank has a core of its own.
+// (world rank 0 writes): links.intra_by_ranks."NxG" (links.intra_in_step_by_ranks."NxG" after
+// compute), and links.intra when one group holds every rank and each rank has a core of its own.
 void write_profile(const Args& args, const std::vector<std::pair<double, double>>& points, int ranks, int group,
                    int argc, char** argv) {
+  const bool in_step = args.compute_gemms > 0;
   const myriad::bench::AlphaBeta fit = myriad::bench::fit_ring_all_reduce(points, group);
   std::ostringstream how;
   how << "bench_collectives all_reduce, " << ranks << " ranks";
   if (group < ranks) how << " in " << ranks / group << " concurrent groups of " << group;
+  if (args.compute_gemms > 0)
+    how << ", each call after " << args.compute_gemms << " GEMMs of 128^3 (time = loop with the op - loop without)";
   how << ", " << points.size() << " sizes " << args.min_bytes << ".." << args.max_bytes
-      << " B; weighted least squares (1/t^2) on t = 2(n-1) alpha + 2(n-1)/n bytes beta; "
-      << "max relative error " << myriad::bench::fmt(100.0 * fit.max_relative_error, 1) << "%";
+      << " B; weighted least squares (1/t^2) on t = 2(n-1) alpha + 2(n-1)/n bytes beta; max relative error "
+      << myriad::bench::fmt(100.0 * fit.max_relative_error, 1) << "%";
   const nlohmann::json link = {{"alpha_s", fit.alpha_s},
                                {"beta_s_per_byte", fit.beta_s_per_byte},
                                {"ranks", ranks},
                                {"group", group},
                                {"measured_with", how.str()}};
   const std::string key = std::to_string(ranks) + "x" + std::to_string(group);
-  std::vector<myriad::bench::ProfilePart> parts = {{"links.intra_by_ranks." + key, link}};
-  const bool uncontended = group == ranks && ranks <= static_cast<int>(std::thread::hardware_concurrency());
+  std::vector<myriad::bench::ProfilePart> parts = {
+      {std::string(in_step ? "links.intra_in_step_by_ranks." : "links.intra_by_ranks.") + key, link}};
+  const bool uncontended = !in_step && group == ranks && ranks <= static_cast<int>(std::thread::hardware_concurrency());
   if (uncontended) parts.emplace_back("links.intra", link);
   myriad::bench::merge_machine_profile(args.profile, "bench_collectives_" + key, parts, argc, argv);
-  std::cout << "profile: " << args.profile << ": links.intra_by_ranks." << key
-            << (uncontended ? " and links.intra" : "") << ": alpha " << myriad::bench::fmt(fit.alpha_s * 1e6, 2)
-            << " us, beta " << fit.beta_s_per_byte << " s/B (" << myriad::bench::fmt(1e-9 / fit.beta_s_per_byte, 2)
-            << " GB/s), max relative error " << myriad::bench::fmt(100.0 * fit.max_relative_error, 1) << "%\n";
+  std::cout << "profile: " << args.profile << ": " << parts.front().first << (uncontended ? " and links.intra" : "")
+            << ": alpha " << myriad::bench::fmt(fit.alpha_s * 1e6, 2) << " us, beta " << fit.beta_s_per_byte << " s/B ("
+            << myriad::bench::fmt(1e-9 / fit.beta_s_per_byte, 2) << " GB/s), max relative error "
+            << myriad::bench::fmt(100.0 * fit.max_relative_error, 1) << "%\n";
 }
 
 // Bytes rank `r` sends to ranks on other nodes in one all-reduce of `count` elements of

@@ -13,7 +13,8 @@
 // --stream-mib MiB arrays (default 64: beyond the caches).
 // --profile FILE merges into a machine profile (machine_profile.h): peak_flops_per_s = the
 // measured register FMA peak; compute.matmul_flops_per_s = the GEMMs forward + backward at the
-// model's shapes (compute.matmul_forward_flops_per_s: the table's forward cases together);
+// model's shapes (compute.matmul_forward_flops_per_s: the table's forward cases together;
+// compute.matmul_flops_per_s_by_tp: the same GEMMs on one rank of a tp 2, 4, 8 split);
 // compute.memory_bytes_per_s / activation_bytes_per_s / optimizer_bytes_per_s = the norms + adds,
 // the GELU and AdamW in the planner's byte count (compute.stream: the STREAM figures,
 // informative); threads = the OpenMP threads every rate ran on.
@@ -172,6 +173,12 @@ int main(int argc, char** argv) {
             << fmt(1e3 * ops.activation_seconds, 3) << " ms fwd + bwd = " << fmt(ops.activation_bytes_per_s / 1e9, 2)
             << " GB/s (bytes as the planner counts them); AdamW + zeroing 4 Mi elements "
             << fmt(ops.optimizer_bytes_per_s / 1e9, 2) << " GB/s (32 B per element)\n";
+  nlohmann::json by_tp = nlohmann::json::object();
+  for (const auto& [tp, rate] : ops.gemm_training_flops_per_s_by_tp) {
+    by_tp[std::to_string(tp)] = rate;
+    std::cout << "  one rank's GEMMs of a tp " << tp << " split: " << fmt(rate / 1e9, 1) << " GFLOP/s ("
+              << fmt(rate / ops.gemm_training_flops_per_s, 2) << " x whole)\n";
+  }
   if (!profile.empty()) {
     merge_machine_profile(
         profile, "bench_gemm",
@@ -187,6 +194,7 @@ int main(int argc, char** argv) {
                                        ": K C -> N 3C, C, 4C, V " + std::to_string(vocab) +
                                        "; K 4C -> N C; 6MNK FLOPs summed / median times summed"},
          {"compute.gemm_sizes", gemm_sizes},
+         {"compute.matmul_flops_per_s_by_tp", by_tp},
          {"compute.memory_bytes_per_s", ops.memory_bytes_per_s},
          {"compute.activation_bytes_per_s", ops.activation_bytes_per_s},
          {"compute.optimizer_bytes_per_s", ops.optimizer_bytes_per_s},

@@ -1,6 +1,6 @@
 // The machine profile a benchmark writes with --profile FILE: JSON of schema
 // "myriad.machine_profile/1", the planner's calibration (python/myriad/planner/hardware.py documents
-// every key; docs/planning_step_time.md the rules). One file, several writers: each benchmark
+// every key; docs/planning.md the rules). One file, several writers: each benchmark
 // replaces only its own keys and keeps the others', so bench_gemm, bench_attention and
 // bench_collectives can run in any order into the same file.
 //

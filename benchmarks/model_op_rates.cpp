@@ -19,29 +19,47 @@ Tensor filled(const Shape& shape, std::uint64_t stream) {
   return t;
 }
 
+// Forward + backward GEMMs of one block and the head on one of `tp` tensor-parallel ranks: the
+// column-parallel qkv and fc split N, the row-parallel proj and fc2 split K, the vocabulary-parallel
+// head splits V (rounded up). FLOPs and seconds summed over the shapes; min_total_s per timing.
+struct GemmTotals {
+  double flops = 0, seconds = 0, backward_flops = 0, backward_seconds = 0;
+};
+
+GemmTotals time_block_gemms(std::int64_t M, std::int64_t C, std::int64_t vocab, std::int64_t tp, double min_total_s) {
+  GemmTotals t;
+  std::uint64_t stream = 0;
+  const std::int64_t head = (vocab + tp - 1) / tp;
+  for (auto [k, n] : {std::pair{C, 3 * C / tp}, {C / tp, C}, {C, 4 * C / tp}, {4 * C / tp, C}, {C, head}}) {
+    Tensor x = filled({M, k}, stream++), w = filled({n, k}, stream++), y = Tensor::empty({M, n});
+    Tensor gy = filled({M, n}, stream++), gx = Tensor::empty({M, k}), gw = Tensor::empty({n, k});
+    const MatmulArgs args{.transpose_b = true};
+    const double fwd_s = time_it([&] { matmul_forward(args, x, w, y); }, 1, 5, min_total_s).median_s;
+    const double bwd_s = time_it([&] { matmul_backward(args, x, w, gy, gx, gw); }, 1, 5, min_total_s).median_s;
+    const double f = 2.0 * static_cast<double>(M) * static_cast<double>(n) * static_cast<double>(k);
+    t.flops += 3.0 * f;
+    t.seconds += fwd_s + bwd_s;
+    t.backward_flops += 2.0 * f;
+    t.backward_seconds += bwd_s;
+  }
+  return t;
+}
+
 }  // namespace
 
 ModelOpRates measure_model_op_rates(std::int64_t tokens, std::int64_t embd, std::int64_t vocab,
                                     std::int64_t optimizer_elements) {
   const std::int64_t M = tokens, C = embd;
   ModelOpRates r;
-  // GEMMs: (K, N) of the block's linears and the head.
-  double flops = 0, seconds = 0, bwd_flops = 0, bwd_seconds = 0;
-  std::uint64_t stream = 0;
-  for (auto [k, n] : {std::pair{C, 3 * C}, {C, C}, {C, 4 * C}, {4 * C, C}, {C, vocab}}) {
-    Tensor x = filled({M, k}, stream++), w = filled({n, k}, stream++), y = Tensor::empty({M, n});
-    Tensor gy = filled({M, n}, stream++), gx = Tensor::empty({M, k}), gw = Tensor::empty({n, k});
-    const MatmulArgs args{.transpose_b = true};
-    const double fwd_s = time_it([&] { matmul_forward(args, x, w, y); }, 1, 5, 0.2).median_s;
-    const double bwd_s = time_it([&] { matmul_backward(args, x, w, gy, gx, gw); }, 1, 5, 0.2).median_s;
-    const double f = 2.0 * M * n * k;
-    flops += 3.0 * f;
-    seconds += fwd_s + bwd_s;
-    bwd_flops += 2.0 * f;
-    bwd_seconds += bwd_s;
+  // GEMMs: (K, N) of the block's linears and the head, whole and on one rank of each tp split.
+  const GemmTotals whole = time_block_gemms(M, C, vocab, 1, 0.2);
+  r.gemm_training_flops_per_s = whole.flops / whole.seconds;
+  r.gemm_backward_flops_per_s = whole.backward_flops / whole.backward_seconds;
+  for (const std::int64_t tp : {2, 4, 8}) {
+    if (C % tp != 0) continue;
+    const GemmTotals split = time_block_gemms(M, C, vocab, tp, 0.1);
+    r.gemm_training_flops_per_s_by_tp.emplace_back(static_cast<int>(tp), split.flops / split.seconds);
   }
-  r.gemm_training_flops_per_s = flops / seconds;
-  r.gemm_backward_flops_per_s = bwd_flops / bwd_seconds;
   // Memory class: two layernorms and two residual adds; the GELU apart (its own rate).
   Tensor x = filled({M, C}, 40), gout = filled({M, C}, 41), res = filled({M, C}, 42);
   Tensor weight = filled({C}, 43), bias = filled({C}, 44), out = Tensor::empty({M, C});

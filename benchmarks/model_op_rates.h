@@ -2,7 +2,8 @@
 // 4C), for the machine profile that bench_gemm --profile writes:
 // - GEMMs forward and backward: matmul_forward, then matmul_backward (grad of both operands) of
 //   the block's linear layers, (M, K) x (N, K)^T: K C -> N 3C, C, 4C and K 4C -> N C, plus the
-//   head K C -> N V. FLOPs 6 M N K per shape over the summed median times.
+//   head K C -> N V. FLOPs 6 M N K per shape over the summed median times. The same on one rank of
+//   a tp split (tp 2, 4, 8 dividing C): qkv and fc N / tp, proj and fc2 K / tp, head V / tp.
 // - The planner's memory-class ops as it counts their bytes (step_time.py layer_pass, gpt2, f32),
 //   each rate = those bytes over the measured time of the engine's ops, forward + backward
 //   (backward bytes = 2 x forward, the planner's rule): memory = two layernorms (read C, write C per
@@ -15,12 +16,15 @@
 #pragma once
 
 #include <cstdint>
+#include <utility>
+#include <vector>
 
 namespace myriad::bench {
 
 struct ModelOpRates {
   double gemm_training_flops_per_s = 0;  // forward + backward GEMMs of the block and head
   double gemm_backward_flops_per_s = 0;  // the backward part alone
+  std::vector<std::pair<int, double>> gemm_training_flops_per_s_by_tp;  // (tp, rate) of one rank's split GEMMs
   double memory_bytes_per_s = 0;         // layernorms + residual adds, planner-counted bytes / time
   double memory_seconds = 0;             // their time for one block, forward + backward
   double activation_bytes_per_s = 0;     // GELU, planner-counted bytes / time

@@ -9,7 +9,9 @@ profile=...) is compared with the measured step time parsed from bench_scaling's
         --scaling runs/scaling_2.md runs/scaling_4.md [--run 2,4] [--markdown out.md]
 
 --run N,M runs bench_scaling under mpirun at those rank counts first and saves its output where
---scaling names it (N runs, N files). Columns: layout, ranks, measured s, predicted s (the planner:
+--scaling names it (N runs, N files). Several files may hold the same layout (repeated runs: this
+host's speed drifts by +-25 % over minutes): its measured time is then the median over the runs,
+and the table shows the runs' range. Columns: layout, ranks, measured s, predicted s (the planner:
 time-shared cores, Hardware.rank_share), predicted by the plain rate-share rule (every rate times
 the share, the schedule's bubble kept), ratio predicted / measured, within 25 %.
 Invariants: no number is invented: measured = bench_scaling's table, predicted = step_time of the profile.
@@ -55,6 +57,9 @@ class Measured:
     sp: bool
     virtual_stages: int
     step_s: float
+    runs: int = 1  # bench_scaling runs the step time is the median of
+    low_s: float = 0.0  # the fastest and slowest of those runs (0: one run)
+    high_s: float = 0.0
 
     @property
     def ranks(self) -> int:
@@ -70,6 +75,20 @@ def parse_scaling(text: str) -> list:
             out.append(Measured(layout=m.group(1), dp=int(m.group(2)), tp=int(m.group(3)), pp=int(m.group(4)),
                                 sp=bool(m.group(5)), virtual_stages=int(m.group(7) or 1),
                                 step_s=float(m.group(8)) / 1e3))
+    return out
+
+
+def median_of_runs(rows) -> list:
+    """One row per layout, in first-seen order: the median step time over its runs, with their range."""
+    by_layout = {}
+    for row in rows:
+        by_layout.setdefault(row.layout, []).append(row)
+    out = []
+    for runs in by_layout.values():
+        times = sorted(r.step_s for r in runs)
+        mid = len(times) // 2
+        median = times[mid] if len(times) % 2 else 0.5 * (times[mid - 1] + times[mid])
+        out.append(dataclasses.replace(runs[0], step_s=median, runs=len(times), low_s=times[0], high_s=times[-1]))
     return out
 
 
@@ -89,6 +108,8 @@ def rate_share_only(hw: Hardware, ranks: int) -> Hardware:
     scaled = {key: dataclasses.replace(getattr(hw, key), measured=getattr(hw, key).measured * share)
               for key in ("matmul", "attention", "memory", "activation", "optimizer")
               if isinstance(getattr(hw, key), Rate)}
+    scaled["matmul_by_tp"] = tuple((tp, dataclasses.replace(rate, measured=rate.measured * share))
+                                   for tp, rate in hw.matmul_by_tp)
     return dataclasses.replace(hw, cores=0, **scaled)
 
 
@@ -106,7 +127,8 @@ def predict(rows, profile) -> list:
             st = step_time(inp, hw)
             plain = step_time(inp, rate_share_only(hw, row.ranks))
             ratio = st.total_s / row.step_s
-            out.append({"layout": row.layout, "ranks": row.ranks, "measured_s": row.step_s,
+            out.append({"layout": row.layout, "ranks": row.ranks, "measured_s": row.step_s, "runs": row.runs,
+                        "low_s": row.low_s, "high_s": row.high_s,
                         "predicted_s": st.total_s, "plain_s": plain.total_s, "ratio": ratio,
                         "within": abs(ratio - 1.0) <= BAR, "compute_s": st.compute_s,
                         "comm_s": st.exposed_comm_total_s, "bubble_s": st.bubble_s, "optimizer_s": st.optimizer_s,
@@ -119,7 +141,10 @@ def table(results) -> str:
              "/ optimizer s | rate-share-only s (ratio) |",
              "|---|---|---|---|---|---|---|---|"]
     for r in results:
-        lines.append(f"| {r['layout']} | {r['ranks']} | {r['measured_s']:.3f} | {r['predicted_s']:.3f} | "
+        measured = f"{r['measured_s']:.3f}"
+        if r.get("runs", 1) > 1:
+            measured += f" ({r['runs']} runs: {r['low_s']:.3f}–{r['high_s']:.3f})"
+        lines.append(f"| {r['layout']} | {r['ranks']} | {measured} | {r['predicted_s']:.3f} | "
                      f"{r['ratio']:.2f} | {'yes' if r['within'] else 'NO'} | {r['compute_s']:.3f} / "
                      f"{r['comm_s']:.3f} / {r['bubble_s']:.3f} / {r['optimizer_s']:.3f} | "
                      f"{r['plain_s']:.3f} ({r['plain_s'] / r['measured_s']:.2f}) |")
@@ -155,6 +180,7 @@ def main(argv=None) -> int:
             rows += parse_scaling(f.read())
     if not rows:
         ap.error("no bench_scaling rows found in " + ", ".join(args.scaling))
+    rows = median_of_runs(rows)
     prof = load_profile(args.profile)
     results = predict(rows, prof)
     text = table(results)

@@ -37,5 +37,12 @@ for ranks_and_group in ${CALIBRATE_LINKS:-2x2 4x2 4x4 8x2 8x4 8x8}; do
   mpirun --allow-run-as-root --oversubscribe --mca mpi_yield_when_idle 1 -x OMP_NUM_THREADS=1 -np "$ranks" \
     "$BUILD/benchmarks/bench_collectives" --op all_reduce --min-bytes 1K --max-bytes 32M --factor 4 \
     --iters 20 --warmup 3 --group-size "$group" --profile "$PROFILE"
+  # The same as a training step meets it: each call after CALIBRATE_STEP_GEMMS (default 20) GEMMs of
+  # 128^3, about 1 ms of one core here, the compute bench_scaling's tp layouts do between two of
+  # their collectives (links.intra_in_step_by_ranks, which the planner prefers).
+  echo "== bench_collectives ($ranks ranks in groups of $group, each call after ${CALIBRATE_STEP_GEMMS:-20} GEMMs)"
+  mpirun --allow-run-as-root --oversubscribe --mca mpi_yield_when_idle 1 -x OMP_NUM_THREADS=1 -np "$ranks" \
+    "$BUILD/benchmarks/bench_collectives" --op all_reduce --min-bytes 1K --max-bytes 32M --factor 4 \
+    --iters 20 --warmup 3 --group-size "$group" --compute-gemms "${CALIBRATE_STEP_GEMMS:-20}" --profile "$PROFILE"
 done
 echo "profile: $PROFILE"

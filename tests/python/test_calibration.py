@@ -127,10 +127,42 @@ def test_step_time_times_each_group_on_the_link_of_its_ranks_on_the_node():
     assert crowded > 3 * alone
 
 
+def test_in_step_links_are_preferred_to_back_to_back_ones():
+    from myriad.planner.step_time import Network
+    profile = dict(SHARED, links=dict(SHARED["links"], intra_in_step_by_ranks={"8x2": _link(1e-4, 6e-10, 8, 2)}))
+    hw = hardware_from("cpu_host", profile=profile)
+    assert hw.intra_link(8, 2).alpha_s == 1e-4
+    assert hw.intra_link(2, 2).alpha_s == 1e-4  # the in-step entries replace the back-to-back ones
+    assert "intra in step 8x2" in hw.calibration() and "intra 8x2" in hw.calibration()
+    nbytes = 1 << 20
+    net = Network(hw, tp=2, cp=1, dp=4, pp=1, ep=1)
+    assert net.all_reduce("tp", nbytes) == pytest.approx(2 * 1e-4 + nbytes * 6e-10)
+    assert net.all_gather("tp", nbytes) == pytest.approx(1e-4 + nbytes / 2 * 6e-10)
+
+
+def test_a_tp_split_runs_its_gemms_at_its_own_measured_rate():
+    from myriad.planner.layout import read_config
+    from myriad.planner.step_time import step_time
+    slow = dict(SYNTHETIC, compute=dict(SYNTHETIC["compute"], matmul_flops_per_s_by_tp={"2": 0.7e11, "8": 0.35e11}))
+    plain, split = hardware_from("cpu_host", profile=SYNTHETIC), hardware_from("cpu_host", profile=slow)
+    assert split.matmul_flops_per_s("fp32", 1) == plain.matmul_flops_per_s("fp32")
+    assert split.matmul_flops_per_s("fp32", 2) == 0.7e11 and split.matmul_flops_per_s("fp32", 3) == 0.7e11
+    assert split.matmul_flops_per_s("fp32", 4) == 0.35e11  # a tie on the log scale goes to the larger tp
+    assert split.matmul_flops_per_s("fp32", 8) == 0.35e11
+    assert "matmul tp 2" in split.calibration()
+    path = os.path.join(REPO, "configs", "gpt2_tiny.yaml")
+    inp = read_config(path, world=2, overrides=["parallel.tp=2"])
+    assert step_time(inp, split).compute_by_class_s["matmul"] == pytest.approx(
+        2 * step_time(inp, plain).compute_by_class_s["matmul"])
+    with pytest.raises(ValueError, match="key '1' must be a tp degree >= 2"):
+        load_profile(dict(SYNTHETIC, compute=dict(SYNTHETIC["compute"], matmul_flops_per_s_by_tp={"1": 1e11})))
+
+
 @pytest.mark.parametrize("entry, message", [
     ({"alpha_s": 1e-6, "beta_s_per_byte": 1e-10, "ranks": 8, "measured_with": "x"}, "intra_by_ranks.8x3.group"),
     (_link(1e-6, 1e-10, 8, 3), "group 3 does not divide ranks 8"),
     (_link(1e-6, 1e-10, 0, 1), "ranks' must be a whole number"),
+    (_link(-1e-6, 1e-10, 8, 2), "alpha_s' must be >= 0"),
 ])
 def test_a_wrong_shared_link_names_its_key(entry, message):
     bad = dict(SYNTHETIC, links={"intra_by_ranks": {"8x3": entry}})
@@ -150,7 +182,7 @@ def test_bench_collectives_writes_the_link_of_concurrent_groups(tmp_path):
     base = [shutil.which("mpirun"), *root, "--oversubscribe", "--mca", "mpi_yield_when_idle", "1", "-x",
             "OMP_NUM_THREADS=1", "-np", "4", BENCH_COLLECTIVES, "--op", "all_reduce", "--min-bytes", "1K",
             "--max-bytes", "4M", "--factor", "16", "--iters", "4", "--warmup", "1", "--profile", str(path)]
-    for extra in (["--group-size", "2"], []):
+    for extra in (["--group-size", "2"], [], ["--group-size", "2", "--compute-gemms", "2"]):
         result = subprocess.run(base + extra, capture_output=True, text=True, timeout=120)
         assert result.returncode == 0, result.stderr
     profile = load_profile(path)
@@ -161,7 +193,26 @@ def test_bench_collectives_writes_the_link_of_concurrent_groups(tmp_path):
     # 4 ranks on this 2-core machine are contended: links.intra (the uncontended link) is not written.
     assert ("intra" in profile["links"]) == (4 <= os.cpu_count())
     assert "bench_collectives_4x2" in profile["commands"] and "bench_collectives_4x4" in profile["commands"]
+    # After compute: its own key, which the planner prefers.
+    in_step = profile["links"]["intra_in_step_by_ranks"]["4x2"]
+    assert "after 2 GEMMs" in in_step["measured_with"] and in_step["beta_s_per_byte"] > 0
     hw = hardware_from("cpu_host", profile=path)
-    assert hw.intra_link(4, 2).source.endswith(shared["4x2"]["measured_with"])
+    assert hw.intra_link(4, 2).source.endswith(in_step["measured_with"])
+    assert hw.intra_by_ranks[0][2].source.endswith(shared["4x2"]["measured_with"])
     bad = subprocess.run(base[:-2] + ["--group-size", "3"], capture_output=True, text=True, timeout=60)
     assert bad.returncode != 0 and "--group-size 3 must divide the 4 ranks" in bad.stderr
+
+
+def test_repeated_runs_of_a_layout_count_at_their_median():
+    second = SCALING_TABLE.replace("| 675     |", "| 900     |").replace("| 700     | 2927", "| 600     | 2927")
+    third = SCALING_TABLE.replace("| 675     |", "| 700     |")
+    rows = pvs.median_of_runs(pvs.parse_scaling(SCALING_TABLE + second + third))
+    assert [r.layout for r in rows] == [r.layout for r in pvs.parse_scaling(SCALING_TABLE)]
+    by = {r.layout: r for r in rows}
+    dp2 = by["dp2 tp1 pp1"]
+    assert (dp2.runs, dp2.step_s, dp2.low_s, dp2.high_s) == (3, 0.700, 0.675, 0.900)
+    assert by["dp1 tp1 pp4"].step_s == 0.700 and by["dp1 tp1 pp4"].low_s == 0.600
+    two = pvs.median_of_runs(pvs.parse_scaling(SCALING_TABLE + second))
+    assert {r.layout: r for r in two}["dp2 tp1 pp1"].step_s == pytest.approx(0.7875)  # even count: the mean of the middle two
+    table = pvs.table(pvs.predict(rows, SYNTHETIC))
+    assert "0.700 (3 runs: 0.675–0.900)" in table

@@ -4,7 +4,7 @@ the alpha-beta collective formulas and group placement equal hand values; myriad
 per axis (tp all-reduces, MoE all-to-alls, dp buckets) equal hand values; scaling sanity (dp at a
 fixed global batch, tp across nodes, the bubble of the engine's simulated schedule = its closed form); recompute modes add what
 myriad recomputes; the machine profile's errors name the key and the file, and its measured matmul
-rate scales compute time exactly. Docs: docs/planning_step_time.md."""
+rate scales compute time exactly. Docs: docs/planning.md."""
 import dataclasses
 import json
 import math

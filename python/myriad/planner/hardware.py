@@ -38,6 +38,7 @@ bench_attention, bench_collectives and their GPU twins); `load_profile` checks i
                                                       #   step_time counts them; default memory_bytes_per_s
         "optimizer_bytes_per_s": 1.0e10,              # optional: AdamW, bytes as step_time counts them;
                                                       #   default memory_bytes_per_s
+        "matmul_flops_per_s_by_tp": {"2": 2.6e11, "8": 1.5e11},   # optional: one rank's GEMMs of a tp split
         "gemm_sizes": [{"m": 2048, "n": 768, "k": 768, "flops_per_s": 2.9e11}]   # optional, informative
       },
       "links": {                                      # optional; each entry optional
@@ -46,20 +47,27 @@ bench_attention, bench_collectives and their GPU twins); `load_profile` checks i
         "intra_by_ranks": {                           # optional: the link as groups of G see it while N
           "8x2": {"alpha_s": 1.4e-5, "beta_s_per_byte": 9.0e-10, "ranks": 8, "group": 2,
                   "measured_with": "..."}             #   ranks share the node (bench_collectives --group-size)
-        }
+        },
+        "intra_in_step_by_ranks": {"8x2": {...}}      # optional: the same between compute, as a step meets
+      }                                               #   it (bench_collectives --compute-gemms); preferred
       }
     }
 
 Merge rule (`hardware_from`): a profile's measured throughput *replaces* peak x assumed efficiency
 for that op class (it is the rate, not a new peak); a profile's link replaces the datasheet link.
 The MFU denominator stays the datasheet dense peak for GPUs; for cpu_host it is the profile's
-`peak_flops_per_s`. Time-sharing (cpu_host with `cores`): the compute rates are those of one rank
+`peak_flops_per_s`. A layout with tp > 1 runs its GEMMs at the `matmul_flops_per_s_by_tp` entry
+nearest to its tp (log scale; `Hardware.matmul_flops_per_s(fmt, tp)`): a tp split makes the GEMMs
+narrower, and narrow GEMMs run below the whole ones' rate. Time-sharing (cpu_host with `cores`): the compute rates are those of one rank
 on `threads` threads; when the ranks of a node ask for more threads than it has cores, each rank
 gets `Hardware.rank_share(ranks)` = min(1, cores / (ranks * threads)) of them, and step_time
 scales every compute rate by it. Links are measured, not scaled: with `links.intra_by_ranks` the
 intra-node link of a group of G among N ranks on a node is the entry measured nearest to (N, G)
 (`Hardware.intra_link`: nearest N first, then nearest G, each on a log scale, ties to the larger),
-else `links.intra`. Invariants: every rate > 0; every `Rate` and `Link` names its source; no
+else `links.intra`. `links.intra_in_step_by_ranks` (each call after the compute a step does between
+two collectives, the time the call adds to that loop) is preferred to `links.intra_by_ranks` (calls
+back to back): ranks that time-share cores reach a collective at different times, and the ranks
+that wait take CPU from those that compute. Invariants: every rate > 0; every `Rate` and `Link` names its source; no
 global state (the tables are constants, `Hardware` is a frozen value).
 """
 from __future__ import annotations
@@ -239,7 +247,9 @@ class Hardware:
     memory: Rate
     activation: Rate | None = None  # the MLP activation's bytes (None: the memory rate)
     intra_by_ranks: tuple = ()  # ((ranks on the node, group size, Link), ...) measured while ranks share a node
+    intra_in_step_by_ranks: tuple = ()  # the same, each call after a step's compute (preferred)
     optimizer: Rate | None = None  # the optimizer's bytes (None: the memory rate)
+    matmul_by_tp: tuple = ()  # ((tp, Rate), ...): one rank's GEMMs of a tp split, measured
     peak_measured: float = 0.0  # cpu_host: the profile's peak_flops_per_s (MFU denominator)
     cores: int = 0  # cpu_host: cores of a node (0: a device per rank, no time-sharing)
     threads_per_rank: int = 1  # cpu_host: threads the profile's rates ran on
@@ -259,18 +269,23 @@ class Hardware:
 
     def intra_link(self, ranks_on_node: int, group: int) -> Link:
         """The intra-node link a group of `group` ranks sees while `ranks_on_node` ranks share the node:
-        the `intra_by_ranks` entry nearest in ranks, then in group size (log scale, ties to the larger,
-        the slower), else `intra`."""
-        if not self.intra_by_ranks:
+        the `intra_in_step_by_ranks` (else `intra_by_ranks`) entry nearest in ranks, then in group size
+        (log scale, ties to the larger, the slower), else `intra`."""
+        entries = self.intra_in_step_by_ranks or self.intra_by_ranks
+        if not entries:
             return self.intra
 
         def distance(entry):
             ranks, size, _ = entry
             return (abs(math.log(ranks / max(1, ranks_on_node))), -ranks,
                     abs(math.log(size / max(1, group))), -size)
-        return min(self.intra_by_ranks, key=distance)[2]
+        return min(entries, key=distance)[2]
 
-    def matmul_flops_per_s(self, fmt: str) -> float:
+    def matmul_flops_per_s(self, fmt: str, tp: int = 1) -> float:
+        """The GEMM rate; with tp > 1 the measured rate of the nearest tp split where the profile has one."""
+        if tp > 1 and self.matmul_by_tp:
+            rate = min(self.matmul_by_tp, key=lambda e: (abs(math.log(e[0] / tp)), -e[0]))[1]
+            return rate.of(self.peak_flops(fmt))
         return self.matmul.of(self.peak_flops(fmt))
 
     def attention_flops_per_s(self, fmt: str) -> float:
@@ -293,9 +308,13 @@ class Hardware:
             if rate is None:
                 continue
             out[key] = ("calibrated" if rate.calibrated else "uncalibrated") + ": " + rate.source
+        for tp, rate in self.matmul_by_tp:
+            out[f"matmul tp {tp}"] = "calibrated: " + rate.source
         out["intra"] = ("calibrated" if self.intra.calibrated else "datasheet") + ": " + self.intra.source
         for ranks, group, link in self.intra_by_ranks:
             out[f"intra {ranks}x{group}"] = "calibrated: " + link.source
+        for ranks, group, link in self.intra_in_step_by_ranks:
+            out[f"intra in step {ranks}x{group}"] = "calibrated: " + link.source
         if self.inter is not None:
             out["inter"] = ("calibrated" if self.inter.calibrated else "datasheet") + ": " + self.inter.source
         return out
@@ -357,6 +376,16 @@ def load_profile(path) -> dict:
                 "optimizer_bytes_per_s"):
         if key in compute:
             out["compute"][key] = _number(compute[key], f"compute.{key}", where)
+    if "matmul_flops_per_s_by_tp" in compute:
+        by_tp = compute["matmul_flops_per_s_by_tp"]
+        if not isinstance(by_tp, dict):
+            _fail(where, "'compute.matmul_flops_per_s_by_tp' must be an object {\"tp\": FLOP/s}")
+        checked = {}
+        for key, value in by_tp.items():
+            if not key.isdigit() or int(key) < 2:
+                _fail(where, f"'compute.matmul_flops_per_s_by_tp' key {key!r} must be a tp degree >= 2")
+            checked[key] = _number(value, f"compute.matmul_flops_per_s_by_tp.{key}", where)
+        out["compute"]["matmul_flops_per_s_by_tp"] = checked
     if "gemm_sizes" in compute and not isinstance(compute["gemm_sizes"], list):
         _fail(where, "'compute.gemm_sizes' must be a list")
     links = data.get("links", {})
@@ -364,15 +393,15 @@ def load_profile(path) -> dict:
         _fail(where, "'links' must be an object")
     out["links"] = {}
     for name, link in links.items():
-        if name == "intra_by_ranks":
+        if name in ("intra_by_ranks", "intra_in_step_by_ranks"):
             if not isinstance(link, dict):
-                _fail(where, "'links.intra_by_ranks' must be an object")
-            out["links"][name] = {key: _link_entry(entry, f"links.intra_by_ranks.{key}", where, shared=True)
+                _fail(where, f"'links.{name}' must be an object")
+            out["links"][name] = {key: _link_entry(entry, f"links.{name}.{key}", where, shared=True)
                                   for key, entry in link.items()}
         elif name in ("intra", "inter"):
             out["links"][name] = _link_entry(link, f"links.{name}", where)
         else:
-            _fail(where, f"unknown link 'links.{name}' (intra, inter or intra_by_ranks)")
+            _fail(where, f"unknown link 'links.{name}' (intra, inter, intra_by_ranks or intra_in_step_by_ranks)")
     return out
 
 
@@ -407,9 +436,9 @@ def _measured_link(name, entry, profile):
                 calibrated=True, source=f"profile {profile['path']} ({profile['date']}): {entry['measured_with']}")
 
 
-def _shared_links(links, profile) -> tuple:
-    """links.intra_by_ranks as ((ranks, group, Link), ...), sorted."""
-    entries = links.get("intra_by_ranks", {})
+def _shared_links(links, profile, key="intra_by_ranks") -> tuple:
+    """links.intra_by_ranks (or another such key) as ((ranks, group, Link), ...), sorted."""
+    entries = links.get(key, {})
     return tuple(sorted((e["ranks"], e["group"], _measured_link(f"intra {e['ranks']}x{e['group']}", e, profile))
                         for e in entries.values()))
 
@@ -421,8 +450,13 @@ def _measured_rate(value, what, profile):
 
 
 def _extra_rates(compute, profile) -> dict:
-    """The optional per-op rates: the MLP activation and the optimizer (bytes as step_time counts them)."""
+    """The optional per-op rates: the MLP activation and the optimizer (bytes as step_time counts them),
+    and the GEMMs of tp splits."""
     out = {}
+    by_tp = compute.get("matmul_flops_per_s_by_tp", {})
+    if by_tp:
+        out["matmul_by_tp"] = tuple(sorted((int(tp), _measured_rate(rate, f"matmul of a tp {tp} split", profile))
+                                           for tp, rate in by_tp.items()))
     for key, field_name in (("activation_bytes_per_s", "activation"), ("optimizer_bytes_per_s", "optimizer")):
         if key in compute:
             out[field_name] = _measured_rate(compute[key], field_name, profile)
@@ -473,7 +507,8 @@ def hardware_from(gpu: str = "h100", gpus_per_node: int = 0, intra: str = "", in
         return Hardware(name="cpu_host", device=None, gpus_per_node=per_node, intra=intra_link, inter=inter_link,
                         matmul=matmul, attention=attention, memory=memory, peak_measured=prof["peak_flops_per_s"],
                         cores=int(prof.get("cores", 0)), threads_per_rank=int(prof.get("threads", 1)),
-                        intra_by_ranks=shared, profile=header, **extra)
+                        intra_by_ranks=shared, intra_in_step_by_ranks=_shared_links(links, prof, "intra_in_step_by_ranks"),
+                        profile=header, **extra)
     if gpu not in DEVICES:
         raise ValueError(f"unknown gpu '{gpu}' (one of {', '.join(list(DEVICES) + ['cpu_host'])})")
     intra = intra or DEFAULT_INTRA[gpu]
@@ -495,6 +530,7 @@ def hardware_from(gpu: str = "h100", gpus_per_node: int = 0, intra: str = "", in
     if "intra" in links:
         changes["intra"] = _measured_link("intra", links["intra"], prof)
     changes["intra_by_ranks"] = _shared_links(links, prof)
+    changes["intra_in_step_by_ranks"] = _shared_links(links, prof, "intra_in_step_by_ranks")
     if "inter" in links:
         changes["inter"] = _measured_link("inter", links["inter"], prof)
     return dataclasses.replace(hw, **changes)

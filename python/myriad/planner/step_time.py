@@ -3,7 +3,7 @@
 `step_time(inp, hw)` takes a PlanInput (ModelShape, Layout, Batch; planner/layout.py) and returns a
 `StepTime`: compute per micro-batch per chunk by op class, communication per axis (issued and
 exposed), pipeline bubble, optimizer, the step, tokens/s, MFU and the binding constraint. The
-formulas, assumptions and overlap rules are in docs/planning_step_time.md; in short:
+formulas, assumptions and overlap rules are in docs/planning.md; in short:
 
 - FLOPs mirror the engine (GptModel::flops_per_token, src/nn/gpt_model.cpp): 6 per active weight
   per token (attention, dense MLP or router + top_k + shared experts), the head V*C (tied: real
@@ -13,7 +13,7 @@ formulas, assumptions and overlap rules are in docs/planning_step_time.md; in sh
   re-runs only norms and the MLP activation, no GEMM -- TransformerBlock::recompute).
 - Per rank: matmul FLOPs / tp (MoE layers: tokens / tp), layers of the rank's pipeline stages
   (ParallelConfig::stage_layers: pp_layers, else an even split), tokens / cp.
-- Rates: matmul FLOPs / hw.matmul rate, attention FLOPs / hw.attention rate (myriad runs attention
+- Rates: matmul FLOPs / hw.matmul rate (a tp split's own rate where the profile measured one), attention FLOPs / hw.attention rate (myriad runs attention
   on f32 CUDA-core flash kernels: EngineTraits.attention_format), memory-bound bytes / HBM rate; the
   MLP activation's bytes and the optimizer's bytes at their own measured rates where a profile has
   them (compute.activation_bytes_per_s, compute.optimizer_bytes_per_s), else the memory rate.
@@ -330,7 +330,7 @@ class _Model:
         self.keys = keys_per_query(self.T) if mean_keys is None else mean_keys
         precision = self.batch.precision.lower()
         self.sixteen = precision in ("bf16", "fp16")
-        self.matmul_rate = hw.matmul_flops_per_s(precision)
+        self.matmul_rate = hw.matmul_flops_per_s(precision, lay.tp)
         attention_fmt = "fp32" if engine.attention_format == "fp32" else precision
         self.attention_rate = hw.attention_flops_per_s(attention_fmt)
         self.memory_rate = hw.memory_bytes_per_s()
