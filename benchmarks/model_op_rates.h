@@ -25,11 +25,11 @@ struct ModelOpRates {
   double gemm_training_flops_per_s = 0;  // forward + backward GEMMs of the block and head
   double gemm_backward_flops_per_s = 0;  // the backward part alone
   std::vector<std::pair<int, double>> gemm_training_flops_per_s_by_tp;  // (tp, rate) of one rank's split GEMMs
-  double memory_bytes_per_s = 0;         // layernorms + residual adds, planner-counted bytes / time
-  double memory_seconds = 0;             // their time for one block, forward + backward
-  double activation_bytes_per_s = 0;     // GELU, planner-counted bytes / time
-  double activation_seconds = 0;         // its time for one block, forward + backward
-  double optimizer_bytes_per_s = 0;      // AdamW + zeroing, 32 bytes per element / time
+  double memory_bytes_per_s = 0;      // layernorms + residual adds, planner-counted bytes / time
+  double memory_seconds = 0;          // their time for one block, forward + backward
+  double activation_bytes_per_s = 0;  // GELU, planner-counted bytes / time
+  double activation_seconds = 0;      // its time for one block, forward + backward
+  double optimizer_bytes_per_s = 0;   // AdamW + zeroing, 32 bytes per element / time
 };
 
 ModelOpRates measure_model_op_rates(std::int64_t tokens, std::int64_t embd, std::int64_t vocab,

@@ -12,7 +12,7 @@
 # micro-batch 2, T 128, 8 heads of 32), CALIBRATE_LINKS (the
 # "RANKSxGROUP" all-reduce runs of bench_collectives, default "2x2 4x2 4x4 8x2 8x4 8x8": the layouts
 # bench_scaling runs on one node).
-# Quick sizes: about 15-30 s on 2 cores (measured 15 s on the 2-vCPU Xeon VM, 2026-12-02).
+# About 1 min 45 s on 2 cores (2-vCPU AMD EPYC VM, 2026-12-03), most of it the 12 bench_collectives runs.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 BUILD=${BUILD:-build}
