@@ -1,6 +1,8 @@
 // Implementation of the benchmark harness (see harness.h).
 #include "harness.h"
 
+#include "profile_file.h"
+
 #include <omp.h>
 
 #include <algorithm>
@@ -80,11 +82,7 @@ std::string describe_machine() {
   return out.str();
 }
 
-std::string command_line(int argc, char** argv) {
-  std::string cmd;
-  for (int i = 0; i < argc; ++i) cmd += (i ? " " : "") + std::string(argv[i]);
-  return cmd;
-}
+std::string command_line(int argc, char** argv) { return joined_command_line(argc, argv); }
 
 void print_header(const std::string& title, int argc, char** argv) {
   std::time_t now = std::time(nullptr);

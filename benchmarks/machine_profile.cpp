@@ -3,14 +3,10 @@
 #include "machine_profile.h"
 
 #include <omp.h>
-#include <unistd.h>
 
 #include <algorithm>
 #include <chrono>
 #include <cmath>
-#include <ctime>
-#include <filesystem>
-#include <fstream>
 #include <thread>
 
 #include "harness.h"
@@ -18,59 +14,11 @@
 
 namespace myriad::bench {
 
-namespace {
-
-std::string iso_now() {
-  std::time_t now = std::time(nullptr);
-  char date[32];
-  std::strftime(date, sizeof date, "%Y-%m-%dT%H:%M:%SZ", std::gmtime(&now));
-  return date;
-}
-
-void set_dotted(nlohmann::json& root, const std::string& key, const nlohmann::json& value) {
-  nlohmann::json* node = &root;
-  std::size_t start = 0;
-  for (std::size_t dot = key.find('.'); dot != std::string::npos; dot = key.find('.', start)) {
-    nlohmann::json& child = (*node)[key.substr(start, dot - start)];
-    if (!child.is_object()) child = nlohmann::json::object();
-    node = &child;
-    start = dot + 1;
-  }
-  (*node)[key.substr(start)] = value;
-}
-
-}  // namespace
-
 void merge_machine_profile(const std::string& path, const std::string& benchmark, const std::vector<ProfilePart>& parts,
                            int argc, char** argv) {
-  nlohmann::json data = nlohmann::json::object();
-  if (std::filesystem::exists(path)) {
-    std::ifstream in(path);
-    try {
-      data = nlohmann::json::parse(in);
-    } catch (const nlohmann::json::exception& e) {
-      MYRIAD_THROW("machine profile " << path << ": not JSON (" << e.what() << "); not overwritten");
-    }
-    MYRIAD_CHECK(data.is_object(), "machine profile " << path << ": the top level is not an object; not overwritten");
-  }
-  for (const ProfilePart& part : parts) set_dotted(data, part.first, part.second);
-  data["schema"] = "myriad.machine_profile/1";
-  data["machine"] = describe_machine();
-  data["date"] = iso_now();
-  data["cores"] = static_cast<int>(std::thread::hardware_concurrency());
-  set_dotted(data, "commands." + benchmark, command_line(argc, argv));
-  std::string command;
-  for (const auto& [name, line] : data["commands"].items())
-    command += (command.empty() ? "" : "; ") + line.get<std::string>();
-  data["command"] = command;
-  const std::string tmp = path + ".tmp." + std::to_string(::getpid());
-  {
-    std::ofstream out(tmp);
-    out << data.dump(2) << "\n";
-    out.close();
-    MYRIAD_CHECK(out.good(), "machine profile " << path << ": cannot write " << tmp);
-  }
-  std::filesystem::rename(tmp, path);
+  std::vector<ProfilePart> all = parts;
+  all.emplace_back("cores", static_cast<int>(std::thread::hardware_concurrency()));
+  write_profile_parts(path, benchmark, all, describe_machine(), command_line(argc, argv));
 }
 
 AlphaBeta fit_ring_all_reduce(const std::vector<std::pair<double, double>>& bytes_seconds, int ranks) {

@@ -12,15 +12,13 @@
 
 #include <nlohmann/json.hpp>
 
+#include "profile_file.h"
+
 #include <string>
 #include <utility>
 #include <vector>
 
 namespace myriad::bench {
-
-// (dotted key, value): "compute.matmul_flops_per_s" sets data["compute"]["matmul_flops_per_s"],
-// replacing what was there (an object value replaces the whole object).
-using ProfilePart = std::pair<std::string, nlohmann::json>;
 
 // Reads `path` if it exists, applies `parts` and the header keys, writes it back atomically.
 // `benchmark` names the writer ("bench_gemm"); argc/argv give its command line. Throws myriad::Error.

@@ -4,10 +4,11 @@
 # no MPI, yaml-cpp, ICU or Python needed), build it, run `ctest -L gpu --output-on-failure`, fail
 # if a visible GPU still made tests skip, then run the GPU benchmarks (GEMM vs cuBLAS; flash
 # attention vs PyTorch SDPA when PyTorch is there; PyTorch's GPT-2 124M training step, the
-# baseline of the step bar) and print their tables last.
+# baseline of the step bar) and print their tables last. The GEMM and attention benchmarks also
+# write the planner's machine profile, $LOGS/machine_profile.json (docs/planning.md).
 #
 # Dependencies the GPU machine lacks travel as one archive made here by scripts/pack_gpu_deps.sh
-# (.gpu-deps/myriad-gpu-deps.tar.xz, ~6 MB: spdlog/fmt headers, OpenBLAS, GoogleTest source);
+# (.gpu-deps/myriad-gpu-deps.tar.xz, ~6 MB: spdlog/fmt/nlohmann-json headers, OpenBLAS, GoogleTest source);
 # this script unpacks it into <build-dir>/deps when present. A window's call:
 #   run(command="scripts/gpu_check.sh", carry=[".gpu-deps"])    (OUT is set there: logs come back)
 #
@@ -129,11 +130,13 @@ grep -E 'tests passed|tests failed|\*\*\*Failed|\(Failed\)|Timeout' "$LOGS/ctest
 skipped="$(grep -c '\*\*\*Skipped' "$LOGS/ctest.log" || true)"
 # The benchmarks run whatever the tests said (a GPU window is rare); their tables go last.
 if [[ "$gpu_count" -gt 0 ]]; then
-  step bench_gemm_gpu "$BUILD/benchmarks/bench_gemm_gpu" || true
+  # Both merge their rates into the planner's machine profile (myriad plan --profile FILE).
+  step bench_gemm_gpu "$BUILD/benchmarks/bench_gemm_gpu" --profile "$LOGS/machine_profile.json" || true
   step sdpa_reference python3 "$ROOT/benchmarks/gpu/sdpa_reference.py" "$LOGS/sdpa.txt" || true
   sdpa_args=()
   [[ -s "$LOGS/sdpa.txt" ]] && sdpa_args=(--sdpa "$LOGS/sdpa.txt")
-  step bench_attention_gpu "$BUILD/benchmarks/bench_attention_gpu" "${sdpa_args[@]}" || true
+  step bench_attention_gpu "$BUILD/benchmarks/bench_attention_gpu" "${sdpa_args[@]}" \
+    --profile "$LOGS/machine_profile.json" || true
   # The PyTorch GPT-2 124M step (B 16, T 1024, bf16): the baseline of the training-step bar.
   step gpt2_step_reference python3 "$ROOT/benchmarks/gpu/gpt2_step_reference.py" "$LOGS/gpt2_reference.txt" || true
   reference_args=()
@@ -142,6 +145,7 @@ if [[ "$gpu_count" -gt 0 ]]; then
   for table in bench_gemm_gpu bench_attention_gpu gpt2_step_reference bench_gpt2_step_gpu; do
     [[ -f "$LOGS/$table.log" ]] && tee -a "$SUMMARY" <"$LOGS/$table.log"
   done
+  [[ -f "$LOGS/machine_profile.json" ]] && tee -a "$SUMMARY" <"$LOGS/machine_profile.json"
 fi
 
 if [[ "$ctest_status" -ne 0 ]]; then

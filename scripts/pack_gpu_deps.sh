@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Packs what the GPU window's reduced build (cmake -DMYRIAD_GPU_ONLY=ON) needs and the GPU machine
 # lacks, from this machine's installed Debian packages, into one archive for the device tool's
-# `carry`: spdlog and fmt headers (used header-only there), OpenBLAS's OpenMP build with the
+# `carry`: spdlog and fmt headers (used header-only there), nlohmann-json's headers and CMake
+# config (the GPU benchmarks' --profile), OpenBLAS's OpenMP build with the
 # Fortran runtime it loads, and GoogleTest's source tree (built there by that machine's own
 # compiler, so no C++ ABI has to match). Nothing here is committed: the output folder is ignored.
 #
@@ -25,12 +26,16 @@ need /usr/include/fmt/format.h libfmt-dev
 need "$OPENBLAS_INCLUDE/cblas.h" libopenblas-openmp-dev
 need "$OPENBLAS_LIB" libopenblas0-openmp
 need /usr/src/googletest/CMakeLists.txt googletest
+need /usr/include/nlohmann/json.hpp nlohmann-json3-dev
+need /usr/share/cmake/nlohmann_json/nlohmann_jsonConfig.cmake nlohmann-json3-dev
 
 stage="$(mktemp -d)"
 trap 'rm -rf "$stage"' EXIT
 prefix="$stage/prefix"
 mkdir -p "$prefix/include" "$prefix/lib" "$prefix/src"
-cp -a /usr/include/spdlog /usr/include/fmt "$prefix/include/"
+cp -a /usr/include/spdlog /usr/include/fmt /usr/include/nlohmann "$prefix/include/"
+mkdir -p "$prefix/share/cmake"
+cp -a /usr/share/cmake/nlohmann_json "$prefix/share/cmake/"  # its config finds include/ three levels up
 cp -a "$OPENBLAS_INCLUDE"/*.h "$prefix/include/"
 cp -L "$OPENBLAS_LIB" "$prefix/lib/libopenblas.so.0"
 ln -s libopenblas.so.0 "$prefix/lib/libopenblas.so"
@@ -42,8 +47,8 @@ done
 cp -a /usr/src/googletest "$prefix/src/googletest"
 {
   echo "packed $(date -u +%FT%TZ) on $(. /etc/os-release && echo "$PRETTY_NAME")"
-  dpkg-query -W -f='${Package} ${Version}\n' libspdlog-dev libfmt-dev libopenblas0-openmp googletest \
-    libgfortran5 2>/dev/null || true
+  dpkg-query -W -f='${Package} ${Version}\n' libspdlog-dev libfmt-dev nlohmann-json3-dev libopenblas0-openmp \
+    googletest libgfortran5 2>/dev/null || true
 } >"$prefix/PACKED"
 
 mkdir -p "$OUTPUT"

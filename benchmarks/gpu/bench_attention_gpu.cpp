@@ -7,7 +7,11 @@
 // (written by benchmarks/gpu/sdpa_reference.py on the same GPU) and prints the tensor-core ratios
 // — the bar is >= 80 % of SDPA for forward + backward at T >= 2048, D 128. Time = best of
 // 2 rounds of 3 calls (CUDA events). Exits 0 without a GPU.
-// Usage: bench_attention_gpu [--sdpa sdpa.txt] [--long]
+// --profile FILE merges compute.attention_flops_per_s into a machine profile (profile_file.h):
+// the kernels the engine runs (flash_attention_*_f32, CUDA cores, f32 tensors:
+// cuda_backend_model_ops.cpp), forward + backward at T 2048, D 128, causal, 16 heads, batch 8, with
+// the shape in compute.attention_shape.
+// Usage: bench_attention_gpu [--sdpa sdpa.txt] [--long] [--profile FILE]
 #include <cuda_bf16.h>
 #include <cuda_runtime_api.h>
 
@@ -24,6 +28,7 @@
 #include "myriad/cuda/device_buffer.h"
 #include "myriad/cuda/device_context.h"
 #include "myriad/cuda/kernels.h"
+#include "profile_file.h"
 
 using namespace myriad;
 
@@ -67,6 +72,28 @@ std::map<Key, std::pair<double, double>> read_sdpa(const char* path) {
   return table;
 }
 
+// FLOP/s of the engine's f32 flash attention, forward + backward (3.5x the forward's FLOPs), at
+// batch x 16 heads x t x d, causal.
+double engine_attention_flops_per_s(cuda::DeviceContext& context, long batch, long t, long d) {
+  const long heads = 16;
+  const std::size_t elements = static_cast<std::size_t>(batch * heads * t * d);
+  cuda::DeviceBuffer q(elements * 4, 0), k(elements * 4, 0), v(elements * 4, 0), out(elements * 4, 0),
+      go(elements * 4, 0), gq(elements * 4, 0), gk(elements * 4, 0), gv(elements * 4, 0);
+  cuda::DeviceBuffer lse(static_cast<std::size_t>(batch * heads * t) * 4, 0), delta(lse.bytes(), 0);
+  for (cuda::DeviceBuffer* b : {&q, &k, &v, &go}) {
+    MYRIAD_CUDA_CHECK(cudaMemsetAsync(b->data(), 0x3c, b->bytes(), context.stream()));
+  }
+  const cuda::FlashAttentionShape shape{batch, heads, heads, t, d, 0.0f, true};
+  auto f = [](const cuda::DeviceBuffer& b) { return b.as<float>(); };
+  auto both = [&] {
+    cuda::flash_attention_forward_f32(f(q), f(k), f(v), f(out), f(lse), shape, context.stream());
+    cuda::flash_attention_backward_f32(f(q), f(k), f(v), f(out), f(lse), f(go), f(gq), f(gk), f(gv), f(delta),
+                                       batch * heads * t, shape, context.stream());
+  };
+  const double fwd_flops = 4.0 * batch * heads * static_cast<double>(t) * t * d / 2.0;
+  return 3.5 * fwd_flops / best_seconds(context.stream(), both);
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -76,13 +103,16 @@ int main(int argc, char** argv) {
   }
   std::map<Key, std::pair<double, double>> sdpa;
   bool long_sequences = false;
+  std::string profile;
   for (int i = 1; i < argc; ++i) {
     if (std::strcmp(argv[i], "--sdpa") == 0 && i + 1 < argc) {
       sdpa = read_sdpa(argv[++i]);
     } else if (std::strcmp(argv[i], "--long") == 0) {
       long_sequences = true;
+    } else if (std::strcmp(argv[i], "--profile") == 0 && i + 1 < argc) {
+      profile = argv[++i];
     } else {
-      std::fprintf(stderr, "usage: bench_attention_gpu [--sdpa FILE] [--long]\n");
+      std::fprintf(stderr, "usage: bench_attention_gpu [--sdpa FILE] [--long] [--profile FILE]\n");
       return 2;
     }
   }
@@ -145,6 +175,25 @@ int main(int argc, char** argv) {
         std::fflush(stdout);
       }
     }
+  }
+  if (!profile.empty()) {
+    constexpr long kBatch = 8, kT = 2048, kD = 128;
+    const double rate = engine_attention_flops_per_s(context, kBatch, kT, kD);
+    bench::write_profile_parts(
+        profile, "bench_attention_gpu",
+        {{"compute.attention_flops_per_s", rate},
+         {"compute.attention_shape",
+          {{"B", kBatch},
+           {"H", 16},
+           {"D", kD},
+           {"T", kT},
+           {"pass", "forward + backward, causal, f32 (flash_attention_*_f32)"}}}},
+        std::string(prop.name) + " (sm_" + std::to_string(prop.major) + std::to_string(prop.minor) + ")",
+        bench::joined_command_line(argc, argv));
+    std::printf(
+        "\nprofile: %s (compute.attention_flops_per_s %.1f TFLOP/s: the engine's f32 kernels, T %ld, D %ld, "
+        "causal; merged)\n",
+        profile.c_str(), rate / 1e12, kT, kD);
   }
   return 0;
 }

@@ -3,18 +3,25 @@
 // bf16 in and out: TFLOP/s of each and the ratio (bar: >= 95 %). Timing: CUDA events around 50
 // calls after 10 warm-up calls, alternating the two paths 5 times and keeping each one's best
 // round (so clock and thermal drift hit both). Prints "no CUDA device" and exits 0 without a GPU.
-// Usage: bench_gemm_gpu
+// --profile FILE merges into a machine profile (profile_file.h; the planner's calibration):
+// precision bf16 and compute.matmul_flops_per_s = myriad's path over the five GPT-2 shapes
+// together (FLOPs summed over times summed; forward GEMMs only: the backward's are the same sizes
+// transposed, not timed here).
+// Usage: bench_gemm_gpu [--profile FILE]
 #include <cublas_v2.h>
 #include <cuda_runtime_api.h>
 
 #include <algorithm>
 #include <cstdio>
+#include <cstring>
+#include <string>
 #include <vector>
 
 #include "myriad/cuda/check.h"
 #include "myriad/cuda/device_buffer.h"
 #include "myriad/cuda/device_context.h"
 #include "myriad/cuda/gemm.h"
+#include "profile_file.h"
 
 using namespace myriad;
 
@@ -40,7 +47,16 @@ double time_calls(cudaStream_t stream, Fn&& fn) {
 
 }  // namespace
 
-int main() {
+int main(int argc, char** argv) {
+  std::string profile;
+  for (int i = 1; i < argc; ++i) {
+    if (std::strcmp(argv[i], "--profile") == 0 && i + 1 < argc) {
+      profile = argv[++i];
+    } else {
+      std::fprintf(stderr, "usage: bench_gemm_gpu [--profile FILE]\n");
+      return 2;
+    }
+  }
   if (cuda::cuda_device_count_or_zero() == 0) {
     std::printf("bench_gemm_gpu: no CUDA device\n");
     return 0;
@@ -61,6 +77,7 @@ int main() {
     long m, n, k;
   };
   // GPT-2 124M at B 16 x T 1024: qkv, attention proj, MLP fc, MLP proj, LM head; plus a square.
+  double model_flops = 0, model_seconds = 0;  // the five model shapes, myriad's path
   for (const Shape& s : {Shape{16384, 2304, 768}, Shape{16384, 768, 768}, Shape{16384, 3072, 768},
                          Shape{16384, 768, 3072}, Shape{16384, 50304, 768}, Shape{8192, 8192, 8192}}) {
     cuda::DeviceBuffer x(static_cast<std::size_t>(s.m * s.k) * 2, 0), w(static_cast<std::size_t>(s.n * s.k) * 2, 0),
@@ -86,9 +103,28 @@ int main() {
       best_direct = std::min(best_direct, time_calls(context.stream(), direct));
     }
     const double flops = 2.0 * static_cast<double>(s.m) * s.n * s.k;
+    if (s.m != s.n) {  // not the square
+      model_flops += flops;
+      model_seconds += best_ours;
+    }
     std::printf("| %ld | %ld | %ld | %.1f | %.1f | %.1f%% |\n", s.m, s.n, s.k, flops / best_ours / 1e12,
                 flops / best_direct / 1e12, 100.0 * best_direct / best_ours);
   }
   (void)cublasDestroy(cublas);
+  if (!profile.empty()) {
+    const double rate = model_flops / model_seconds;
+    bench::write_profile_parts(
+        profile, "bench_gemm_gpu",
+        {{"precision", "bf16"},
+         {"compute.matmul_flops_per_s", rate},
+         {"compute.matmul_shapes",
+          "myriad cuda::linear_gemm forward, bf16 in/out, f32 accumulate, GPT-2 124M at "
+          "M 16384: N K = 2304 768, 768 768, 3072 768, 768 3072, 50304 768; FLOPs summed "
+          "over best-round times summed"}},
+        std::string(prop.name) + " (sm_" + std::to_string(prop.major) + std::to_string(prop.minor) + ")",
+        bench::joined_command_line(argc, argv));
+    std::printf("\nprofile: %s (compute.matmul_flops_per_s %.1f TFLOP/s, bf16, merged)\n", profile.c_str(),
+                rate / 1e12);
+  }
   return 0;
 }
