@@ -72,17 +72,38 @@ std::map<Key, std::pair<double, double>> read_sdpa(const char* path) {
   return table;
 }
 
+// The tensors of one attention problem: q, k, v, out, grad_out and the three gradients of
+// batch x heads x t x d elements of `element_bytes` each, lse and delta (f32 per row); q, k, v and
+// grad_out hold a constant bit pattern.
+struct AttentionBuffers {
+  AttentionBuffers(cuda::DeviceContext& context, long batch, long heads, long t, long d, std::size_t element_bytes)
+      : q(size(batch, heads, t, d, element_bytes), 0),
+        k(q.bytes(), 0),
+        v(q.bytes(), 0),
+        out(q.bytes(), 0),
+        go(q.bytes(), 0),
+        gq(q.bytes(), 0),
+        gk(q.bytes(), 0),
+        gv(q.bytes(), 0),
+        lse(static_cast<std::size_t>(batch * heads * t) * 4, 0),
+        delta(lse.bytes(), 0) {
+    for (cuda::DeviceBuffer* b : {&q, &k, &v, &go}) {
+      MYRIAD_CUDA_CHECK(cudaMemsetAsync(b->data(), 0x3c, b->bytes(), context.stream()));
+    }
+  }
+  static std::size_t size(long batch, long heads, long t, long d, std::size_t element_bytes) {
+    return static_cast<std::size_t>(batch * heads * t * d) * element_bytes;
+  }
+  cuda::DeviceBuffer q, k, v, out, go, gq, gk, gv, lse, delta;
+};
+
 // FLOP/s of the engine's f32 flash attention, forward + backward (3.5x the forward's FLOPs), at
 // batch x 16 heads x t x d, causal.
 double engine_attention_flops_per_s(cuda::DeviceContext& context, long batch, long t, long d) {
   const long heads = 16;
-  const std::size_t elements = static_cast<std::size_t>(batch * heads * t * d);
-  cuda::DeviceBuffer q(elements * 4, 0), k(elements * 4, 0), v(elements * 4, 0), out(elements * 4, 0),
-      go(elements * 4, 0), gq(elements * 4, 0), gk(elements * 4, 0), gv(elements * 4, 0);
-  cuda::DeviceBuffer lse(static_cast<std::size_t>(batch * heads * t) * 4, 0), delta(lse.bytes(), 0);
-  for (cuda::DeviceBuffer* b : {&q, &k, &v, &go}) {
-    MYRIAD_CUDA_CHECK(cudaMemsetAsync(b->data(), 0x3c, b->bytes(), context.stream()));
-  }
+  AttentionBuffers a(context, batch, heads, t, d, 4);
+  auto &q = a.q, &k = a.k, &v = a.v, &out = a.out, &go = a.go, &gq = a.gq, &gk = a.gk, &gv = a.gv, &lse = a.lse,
+       &delta = a.delta;
   const cuda::FlashAttentionShape shape{batch, heads, heads, t, d, 0.0f, true};
   auto f = [](const cuda::DeviceBuffer& b) { return b.as<float>(); };
   auto both = [&] {
@@ -130,13 +151,9 @@ int main(int argc, char** argv) {
     for (long d : {64L, 128L}) {
       for (int causal : {1, 0}) {
         const long heads = 16, batch = std::max(1L, 16384L / t);
-        const std::size_t elements = static_cast<std::size_t>(batch * heads * t * d);
-        cuda::DeviceBuffer q(elements * 2, 0), k(elements * 2, 0), v(elements * 2, 0), out(elements * 2, 0),
-            go(elements * 2, 0), gq(elements * 2, 0), gk(elements * 2, 0), gv(elements * 2, 0);
-        cuda::DeviceBuffer lse(static_cast<std::size_t>(batch * heads * t) * 4, 0), delta(lse.bytes(), 0);
-        for (cuda::DeviceBuffer* b : {&q, &k, &v, &go}) {
-          MYRIAD_CUDA_CHECK(cudaMemsetAsync(b->data(), 0x3c, b->bytes(), context.stream()));
-        }
+        AttentionBuffers a(context, batch, heads, t, d, 2);
+        auto &q = a.q, &k = a.k, &v = a.v, &out = a.out, &go = a.go, &gq = a.gq, &gk = a.gk, &gv = a.gv, &lse = a.lse,
+             &delta = a.delta;
         const cuda::FlashAttentionShape shape{batch, heads, heads, t, d, 0.0f, causal == 1};
         auto bf = [](const cuda::DeviceBuffer& b) { return b.as<__nv_bfloat16>(); };
         auto forward = [&] {
