@@ -20,9 +20,9 @@
 // GEMMs of 128 x 128 x 128 (the compute between two collectives), then the op. The same GEMM loop
 // without the op is timed next to it (all ranks at once, the cores shared as in the step); the
 // reported time is the median over 9 such pairs of the loop with the op minus the loop without
-// it: what the op adds to a step,
-// with the waits for peers that time-sharing ranks reach it late, and the CPU that waiting ranks
-// take from computing ones. --profile then writes the link under links.intra_in_step_by_ranks.
+// it: what the op adds to a step, with the waits for peers that time-sharing ranks reach it late,
+// and the CPU that waiting ranks take from computing ones. --profile then writes the link under
+// links.intra_in_step_by_ranks.
 //
 // With --algorithms it compares all-reduce algorithms instead (parallel.dp_reduce) at every size,
 // interleaving them round by round (this machine's speed drifts): time (fastest round), bytes
@@ -148,9 +148,10 @@ Args parse_args(int argc, char** argv) {
   }
   MYRIAD_CHECK(args.min_bytes >= 4 && args.max_bytes >= args.min_bytes, "need 4 <= --min-bytes <= --max-bytes");
   MYRIAD_CHECK(args.factor > 1.0, "--factor must be > 1");
-  MYRIAD_CHECK(args.compute_gemms >= 0, "--compute-gemms must be >= 0");
+  MYRIAD_CHECK(args.compute_gemms >= 0 && args.group_size >= 0, "--compute-gemms and --group-size must be >= 0");
   MYRIAD_CHECK(args.algorithms.empty() || (args.group_size == 0 && args.compute_gemms == 0),
-               "--group-size times the communicator's own all-reduce; --algorithms compares them on the whole world");
+               "--group-size and --compute-gemms time the communicator's own ops; --algorithms compares "
+               "all-reduce algorithms on the whole world, back to back");
   MYRIAD_CHECK(args.iters >= 1 && args.warmup >= 0, "--iters must be >= 1 and --warmup >= 0");
   // Only the MPI host transport exists so far; `--transport nccl` will select NcclCommunicator
   // (device buffers) once it is built — the sweep below does not depend on the transport.
@@ -457,7 +458,7 @@ void write_profile(const Args& args, const std::vector<std::pair<double, double>
   std::ostringstream how;
   how << "bench_collectives all_reduce, " << ranks << " ranks";
   if (group < ranks) how << " in " << ranks / group << " concurrent groups of " << group;
-  if (args.compute_gemms > 0)
+  if (in_step)
     how << ", each call after " << args.compute_gemms << " GEMMs of 128^3 (time = loop with the op - loop without)";
   how << ", " << points.size() << " sizes " << args.min_bytes << ".." << args.max_bytes
       << " B; weighted least squares (1/t^2) on t = 2(n-1) alpha + 2(n-1)/n bytes beta; max relative error "
@@ -614,7 +615,7 @@ int main(int argc, char** argv) {
     std::unique_ptr<Communicator> control = runtime.world();
     const int n = runtime.world_size();
     const int group = args.group_size > 0 ? args.group_size : n;
-    if (group > n || n % group != 0 || group < 1) {
+    if (group > n || n % group != 0) {
       if (runtime.world_rank() == 0)
         std::cerr << "bench_collectives: --group-size " << group << " must divide the " << n << " ranks\n";
       return 2;

@@ -82,8 +82,6 @@ std::string describe_machine() {
   return out.str();
 }
 
-std::string command_line(int argc, char** argv) { return joined_command_line(argc, argv); }
-
 void print_header(const std::string& title, int argc, char** argv) {
   std::time_t now = std::time(nullptr);
   char date[32];
@@ -92,7 +90,7 @@ void print_header(const std::string& title, int argc, char** argv) {
             << "- machine: " << describe_machine() << "\n"
             << "- BLAS kernel: " << describe_blas_kernel() << "; widest fp32 vector ISA: " << describe_peak_vector_isa()
             << "\n"
-            << "- command: `" << command_line(argc, argv) << "`\n"
+            << "- command: `" << joined_command_line(argc, argv) << "`\n"
             << "- date: " << date << "\n\n";
 }
 

@@ -43,8 +43,6 @@ PairedTiming time_paired(const std::function<void()>& first, const std::function
 
 // One line: CPU model, logical CPUs, OpenMP threads, OpenBLAS build config.
 std::string describe_machine();
-// The command line as typed, for the record.
-std::string command_line(int argc, char** argv);
 // Prints "# <title>", machine, BLAS kernel, widest fp32 vector ISA, command and date.
 void print_header(const std::string& title, int argc, char** argv);
 

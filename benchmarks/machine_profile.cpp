@@ -18,7 +18,7 @@ void merge_machine_profile(const std::string& path, const std::string& benchmark
                            int argc, char** argv) {
   std::vector<ProfilePart> all = parts;
   all.emplace_back("cores", static_cast<int>(std::thread::hardware_concurrency()));
-  write_profile_parts(path, benchmark, all, describe_machine(), command_line(argc, argv));
+  write_profile_parts(path, benchmark, all, describe_machine(), joined_command_line(argc, argv));
 }
 
 AlphaBeta fit_ring_all_reduce(const std::vector<std::pair<double, double>>& bytes_seconds, int ranks) {

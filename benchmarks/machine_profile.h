@@ -4,10 +4,8 @@
 // replaces only its own keys and keeps the others', so bench_gemm, bench_attention and
 // bench_collectives can run in any order into the same file.
 //
-// Invariants: the file on disk is always a complete profile (written to FILE.tmp.<pid>, then
-// renamed over FILE); the header keys (schema, machine, date, command, cores) are rewritten by every
-// writer (date = the last writer's time; command = every writer's command line, "; "-joined, from
-// `commands.<benchmark>`); an existing file that is not a JSON object is an error, not overwritten.
+// The file itself (atomic writes, header keys) is profile_file.h's; this adds the CPU machine's
+// description and `cores`.
 #pragma once
 
 #include <nlohmann/json.hpp>

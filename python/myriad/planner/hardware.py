@@ -50,7 +50,6 @@ bench_attention, bench_collectives and their GPU twins); `load_profile` checks i
         },
         "intra_in_step_by_ranks": {"8x2": {...}}      # optional: the same between compute, as a step meets
       }                                               #   it (bench_collectives --compute-gemms); preferred
-      }
     }
 
 Merge rule (`hardware_from`): a profile's measured throughput *replaces* peak x assumed efficiency
@@ -58,8 +57,8 @@ for that op class (it is the rate, not a new peak); a profile's link replaces th
 The MFU denominator stays the datasheet dense peak for GPUs; for cpu_host it is the profile's
 `peak_flops_per_s`. A layout with tp > 1 runs its GEMMs at the `matmul_flops_per_s_by_tp` entry
 nearest to its tp (log scale; `Hardware.matmul_flops_per_s(fmt, tp)`): a tp split makes the GEMMs
-narrower, and narrow GEMMs run below the whole ones' rate. Time-sharing (cpu_host with `cores`): the compute rates are those of one rank
-on `threads` threads; when the ranks of a node ask for more threads than it has cores, each rank
+narrower, and narrow GEMMs may run below the whole ones' rate. Time-sharing (cpu_host with
+`cores`): the compute rates are those of one rank on `threads` threads; when the ranks of a node ask for more threads than it has cores, each rank
 gets `Hardware.rank_share(ranks)` = min(1, cores / (ranks * threads)) of them, and step_time
 scales every compute rate by it. Links are measured, not scaled: with `links.intra_by_ranks` the
 intra-node link of a group of G among N ranks on a node is the entry measured nearest to (N, G)
@@ -67,7 +66,8 @@ intra-node link of a group of G among N ranks on a node is the entry measured ne
 else `links.intra`. `links.intra_in_step_by_ranks` (each call after the compute a step does between
 two collectives, the time the call adds to that loop) is preferred to `links.intra_by_ranks` (calls
 back to back): ranks that time-share cores reach a collective at different times, and the ranks
-that wait take CPU from those that compute. Invariants: every rate > 0; every `Rate` and `Link` names its source; no
+that wait take CPU from those that compute. "Nearest" is `_nearest`: on a log scale, ties to the
+larger (the slower) entry. Invariants: every rate > 0; every `Rate` and `Link` names its source; no
 global state (the tables are constants, `Hardware` is a frozen value).
 """
 from __future__ import annotations
@@ -246,10 +246,10 @@ class Hardware:
     attention: Rate
     memory: Rate
     activation: Rate | None = None  # the MLP activation's bytes (None: the memory rate)
-    intra_by_ranks: tuple = ()  # ((ranks on the node, group size, Link), ...) measured while ranks share a node
-    intra_in_step_by_ranks: tuple = ()  # the same, each call after a step's compute (preferred)
     optimizer: Rate | None = None  # the optimizer's bytes (None: the memory rate)
     matmul_by_tp: tuple = ()  # ((tp, Rate), ...): one rank's GEMMs of a tp split, measured
+    intra_by_ranks: tuple = ()  # ((ranks on the node, group size, Link), ...) measured while ranks share a node
+    intra_in_step_by_ranks: tuple = ()  # the same, each call after a step's compute (preferred)
     peak_measured: float = 0.0  # cpu_host: the profile's peak_flops_per_s (MFU denominator)
     cores: int = 0  # cpu_host: cores of a node (0: a device per rank, no time-sharing)
     threads_per_rank: int = 1  # cpu_host: threads the profile's rates ran on
@@ -274,18 +274,15 @@ class Hardware:
         entries = self.intra_in_step_by_ranks or self.intra_by_ranks
         if not entries:
             return self.intra
-
-        def distance(entry):
-            ranks, size, _ = entry
-            return (abs(math.log(ranks / max(1, ranks_on_node))), -ranks,
-                    abs(math.log(size / max(1, group))), -size)
-        return min(entries, key=distance)[2]
+        ranks = _nearest({e[0] for e in entries}, ranks_on_node)
+        size = _nearest({e[1] for e in entries if e[0] == ranks}, group)
+        return next(link for r, g, link in entries if (r, g) == (ranks, size))
 
     def matmul_flops_per_s(self, fmt: str, tp: int = 1) -> float:
         """The GEMM rate; with tp > 1 the measured rate of the nearest tp split where the profile has one."""
         if tp > 1 and self.matmul_by_tp:
-            rate = min(self.matmul_by_tp, key=lambda e: (abs(math.log(e[0] / tp)), -e[0]))[1]
-            return rate.of(self.peak_flops(fmt))
+            rates = dict(self.matmul_by_tp)
+            return rates[_nearest(rates, tp)].of(self.peak_flops(fmt))
         return self.matmul.of(self.peak_flops(fmt))
 
     def attention_flops_per_s(self, fmt: str) -> float:
@@ -318,6 +315,12 @@ class Hardware:
         if self.inter is not None:
             out["inter"] = ("calibrated" if self.inter.calibrated else "datasheet") + ": " + self.inter.source
         return out
+
+
+def _nearest(measured, wanted: int) -> int:
+    """The measured size (ranks, group, tp degree) nearest to `wanted` on a log scale; a tie goes to
+    the larger, the slower one."""
+    return min(measured, key=lambda m: (abs(math.log(m / max(1, wanted))), -m))
 
 
 def _fail(path, message):
@@ -436,11 +439,12 @@ def _measured_link(name, entry, profile):
                 calibrated=True, source=f"profile {profile['path']} ({profile['date']}): {entry['measured_with']}")
 
 
-def _shared_links(links, profile, key="intra_by_ranks") -> tuple:
-    """links.intra_by_ranks (or another such key) as ((ranks, group, Link), ...), sorted."""
-    entries = links.get(key, {})
-    return tuple(sorted((e["ranks"], e["group"], _measured_link(f"intra {e['ranks']}x{e['group']}", e, profile))
-                        for e in entries.values()))
+def _shared_links(links, profile) -> dict:
+    """Hardware's intra_by_ranks and intra_in_step_by_ranks from the profile's links of those names:
+    ((ranks, group, Link), ...), sorted."""
+    return {key: tuple(sorted((e["ranks"], e["group"], _measured_link(f"intra {e['ranks']}x{e['group']}", e, profile))
+                              for e in links.get(key, {}).values()))
+            for key in ("intra_by_ranks", "intra_in_step_by_ranks")}
 
 
 def _measured_rate(value, what, profile):
@@ -497,8 +501,8 @@ def hardware_from(gpu: str = "h100", gpus_per_node: int = 0, intra: str = "", in
         shared = _shared_links(links, prof)
         if "intra" in links:
             intra_link = _measured_link("intra", links["intra"], prof)
-        elif shared:
-            intra_link = shared[0][2]  # the fewest ranks measured
+        elif shared["intra_by_ranks"]:
+            intra_link = shared["intra_by_ranks"][0][2]  # the fewest ranks measured
         else:
             intra_link = Link(name="intra (none measured)", alpha_s=0.0, beta_s_per_byte=float("inf"),
                               source=f"profile {prof['path']} has no links.intra: multi-rank layouts cannot be timed")
@@ -507,8 +511,7 @@ def hardware_from(gpu: str = "h100", gpus_per_node: int = 0, intra: str = "", in
         return Hardware(name="cpu_host", device=None, gpus_per_node=per_node, intra=intra_link, inter=inter_link,
                         matmul=matmul, attention=attention, memory=memory, peak_measured=prof["peak_flops_per_s"],
                         cores=int(prof.get("cores", 0)), threads_per_rank=int(prof.get("threads", 1)),
-                        intra_by_ranks=shared, intra_in_step_by_ranks=_shared_links(links, prof, "intra_in_step_by_ranks"),
-                        profile=header, **extra)
+                        profile=header, **shared, **extra)
     if gpu not in DEVICES:
         raise ValueError(f"unknown gpu '{gpu}' (one of {', '.join(list(DEVICES) + ['cpu_host'])})")
     intra = intra or DEFAULT_INTRA[gpu]
@@ -529,8 +532,7 @@ def hardware_from(gpu: str = "h100", gpus_per_node: int = 0, intra: str = "", in
     changes.update(_extra_rates(compute, prof))
     if "intra" in links:
         changes["intra"] = _measured_link("intra", links["intra"], prof)
-    changes["intra_by_ranks"] = _shared_links(links, prof)
-    changes["intra_in_step_by_ranks"] = _shared_links(links, prof, "intra_in_step_by_ranks")
+    changes.update(_shared_links(links, prof))
     if "inter" in links:
         changes["inter"] = _measured_link("inter", links["inter"], prof)
     return dataclasses.replace(hw, **changes)

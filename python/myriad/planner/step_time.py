@@ -13,8 +13,9 @@ formulas, assumptions and overlap rules are in docs/planning.md; in short:
   re-runs only norms and the MLP activation, no GEMM -- TransformerBlock::recompute).
 - Per rank: matmul FLOPs / tp (MoE layers: tokens / tp), layers of the rank's pipeline stages
   (ParallelConfig::stage_layers: pp_layers, else an even split), tokens / cp.
-- Rates: matmul FLOPs / hw.matmul rate (a tp split's own rate where the profile measured one), attention FLOPs / hw.attention rate (myriad runs attention
-  on f32 CUDA-core flash kernels: EngineTraits.attention_format), memory-bound bytes / HBM rate; the
+- Rates: matmul FLOPs / hw.matmul rate (a tp split's own rate where the profile measured one),
+  attention FLOPs / hw.attention rate (myriad runs attention on f32 CUDA-core flash kernels:
+  EngineTraits.attention_format), memory-bound bytes / HBM rate; the
   MLP activation's bytes and the optimizer's bytes at their own measured rates where a profile has
   them (compute.activation_bytes_per_s, compute.optimizer_bytes_per_s), else the memory rate.
 - Communication: alpha-beta rings per group and link class, the group's placement from the rank
