@@ -9,7 +9,8 @@
 #
 # Dependencies the GPU machine lacks travel as one archive made here by scripts/pack_gpu_deps.sh
 # (.gpu-deps/myriad-gpu-deps.tar.xz, ~6 MB: spdlog/fmt/nlohmann-json headers, OpenBLAS, GoogleTest source);
-# this script unpacks it into <build-dir>/deps when present. A window's call:
+# this script unpacks it into <build-dir>-deps when present (beside the build folder: CMake refuses
+# exported include paths inside it). A window's call:
 #   run(command="scripts/gpu_check.sh", carry=[".gpu-deps"])    (OUT is set there: logs come back)
 #
 # Usage: scripts/gpu_check.sh [build-dir]            (default: build-gpu in the repository)
@@ -19,6 +20,7 @@
 #                            added to CMAKE_PREFIX_PATH
 #        MYRIAD_CMAKE_ARGS   extra configure arguments, space-separated
 #        JOBS                build parallelism (default: all cores)
+#        BENCHMARKS          0 skips the benchmarks (a rerun that checks fixes to the tests)
 # Exit:  0 all GPU tests passed; 1 a step failed; 2 no GPU visible (tests skipped);
 #        3 dependencies missing (only the CUDA kernels were compiled, with nvcc directly).
 set -euo pipefail
@@ -89,11 +91,13 @@ configure_args=(-S "$ROOT" -B "$BUILD" -DCMAKE_BUILD_TYPE=Release -DMYRIAD_GPU_O
                 -DMYRIAD_BUILD_BENCHMARKS=ON -DMYRIAD_BUILD_TESTS=ON)
 command -v ninja >/dev/null 2>&1 && configure_args+=(-G Ninja)
 prefixes="${MYRIAD_DEPS_PREFIX:-}"
+# Outside the source and build folders: CMake refuses exported include paths inside either.
+DEPS_DIR="${MYRIAD_DEPS_DIR:-${TMPDIR:-/tmp}/myriad-gpu-deps}"
 archive="${MYRIAD_DEPS_ARCHIVE:-$ROOT/.gpu-deps/myriad-gpu-deps.tar.xz}"
 if [[ -f "$archive" ]]; then
   step unpack-deps bash -c 'rm -rf "$1" && mkdir -p "$1" && tar -C "$1" -xJf "$2" && cat "$1/prefix/PACKED"' \
-    _ "$BUILD/deps" "$archive" || exit 1
-  deps="$BUILD/deps/prefix"
+    _ "$DEPS_DIR" "$archive" || exit 1
+  deps="$DEPS_DIR/prefix"
   prefixes="$deps${prefixes:+:$prefixes}"
   configure_args+=("-DMYRIAD_GTEST_SOURCE_DIR=$deps/src/googletest")
   # libopenblas loads the carried libgfortran/libquadmath: the loader must see that folder.
@@ -129,7 +133,7 @@ step ctest ctest "${ctest_args[@]}" || ctest_status=$?
 grep -E 'tests passed|tests failed|\*\*\*Failed|\(Failed\)|Timeout' "$LOGS/ctest.log" | tail -n 50 | tee -a "$SUMMARY" || true
 skipped="$(grep -c '\*\*\*Skipped' "$LOGS/ctest.log" || true)"
 # The benchmarks run whatever the tests said (a GPU window is rare); their tables go last.
-if [[ "$gpu_count" -gt 0 ]]; then
+if [[ "$gpu_count" -gt 0 && "${BENCHMARKS:-1}" != 0 ]]; then
   # Both merge their rates into the planner's machine profile (myriad plan --profile FILE).
   step bench_gemm_gpu "$BUILD/benchmarks/bench_gemm_gpu" --profile "$LOGS/machine_profile.json" || true
   step sdpa_reference python3 "$ROOT/benchmarks/gpu/sdpa_reference.py" "$LOGS/sdpa.txt" || true

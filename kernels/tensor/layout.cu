@@ -203,7 +203,9 @@ void launch_heads(const char* op, const float* src, float* dst, std::int64_t row
   if (n == 0) return;
   detail::check_pointer(op, "src", src, alignof(float));
   detail::check_pointer(op, "dst", dst, alignof(float));
-  const auto strided = static_cast<std::size_t>(batch * seq * row_stride) * sizeof(float);
+  // The strided side spans from its first row's start to its last row's end: the rows of a fused
+  // (B, T, 3C) buffer leave gaps, so a head slice at offset part * C ends before the buffer does.
+  const auto strided = static_cast<std::size_t>((batch * seq - 1) * row_stride + heads * head_dim) * sizeof(float);
   const auto packed = static_cast<std::size_t>(n) * sizeof(float);
   detail::check_disjoint(op, "dst", dst, merge ? strided : packed, "src", src, merge ? packed : strided);
   if (merge) {

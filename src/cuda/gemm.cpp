@@ -164,9 +164,17 @@ void gemm(const DeviceContext& context, const Gemm& s, const void* a, const void
   MYRIAD_CHECK(wants_bias == (bias != nullptr),
                "gemm: the " << (wants_bias ? "bias epilogue needs a bias" : "bias is given without a bias epilogue"));
   MYRIAD_CHECK(!s.accumulate || !wants_bias, "gemm: accumulate (beta = 1) takes no epilogue");
-  for (auto [name, ptr] : {std::pair<const char*, const void*>{"A", a}, {"B", b}, {"C", c}, {"bias", bias}}) {
-    MYRIAD_CHECK(ptr == nullptr || reinterpret_cast<std::uintptr_t>(ptr) % 16 == 0,
-                 "gemm: " << name << " = " << ptr << " is not 16-byte aligned (cuBLASLt's fast paths need it)");
+  // Operands need only their element's alignment: the plan tells cuBLASLt each pointer's real
+  // alignment (make_plan), and its heuristic picks a kernel that allows it (views at odd offsets,
+  // such as a KV cache row or a batched slice, take slower paths but are exact). The bias vector of
+  // an epilogue keeps the 16 bytes it is tested at (tests/gpu/test_gemm.cpp).
+  const std::size_t input_bytes = element_bytes(s.type), output_bytes = element_bytes(output_type);
+  for (auto [name, ptr, bytes] : {std::tuple<const char*, const void*, std::size_t>{"A", a, input_bytes},
+                                  {"B", b, input_bytes},
+                                  {"C", c, output_bytes},
+                                  {"bias", bias, std::size_t{16}}}) {
+    MYRIAD_CHECK(ptr == nullptr || reinterpret_cast<std::uintptr_t>(ptr) % bytes == 0,
+                 "gemm: " << name << " = " << ptr << " is not " << bytes << "-byte aligned");
   }
   DeviceGuard guard(context.device());
   const PlanKey key{s.m,
