@@ -20,9 +20,9 @@
 #include "myriad/core/philox.h"
 #include "myriad/nn/gpt_model.h"
 #include "myriad/distributed/loopback_communicator.h"
-#include "myriad/train/async_checkpoint.h"
-#include "myriad/train/checkpoint.h"
-#include "myriad/train/data_parallel.h"
+#include "myriad/train/checkpoint/async_checkpoint.h"
+#include "myriad/train/checkpoint/checkpoint.h"
+#include "myriad/parallel/data_parallel.h"
 
 using namespace myriad;
 using namespace myriad::bench;
@@ -34,9 +34,9 @@ double seconds_since(std::chrono::steady_clock::time_point start) {
 }
 
 // The pieces the engine writes from its owned snapshot (one process: everything).
-std::vector<train::CheckpointPiece> pieces(const nn::ParameterStore& store, const train::OwnedState& state) {
+std::vector<train::CheckpointPiece> pieces(const nn::ParameterStore& store, const parallel::OwnedState& state) {
   std::vector<train::CheckpointPiece> all;
-  for (const dist::ZeroSegment& segment : state.segments) {
+  for (const parallel::ZeroSegment& segment : state.segments) {
     const nn::Parameter& p = store[segment.param];
     for (auto [packed, prefix] : {std::pair{&state.values, ""}, std::pair{&state.m, train::kAdamMPrefix},
                                   std::pair{&state.v, train::kAdamVPrefix}}) {
@@ -77,14 +77,14 @@ int main(int argc, char** argv) {
                       : std::filesystem::path(dir_arg);
   nn::GptModel model(nn::TransformerConfig::gpt2(50257, 12, 12, 768, 1024));
   model.initialize(1);
-  dist::LoopbackCommunicator world("dp");
-  train::DataParallel dp(model, world, train::DataParallelOptions{}, optim::AdamWConfig{});
+  distributed::LoopbackCommunicator world("dp");
+  parallel::DataParallel dp(model, world, parallel::DataParallelOptions{}, optim::AdamWConfig{});
   fill_uniform(dp.optimizer().m(), -1e-3f, 1e-3f, 2, 0);
   fill_uniform(dp.optimizer().v(), 0, 1e-6f, 2, 1);
   const double gib = 3.0 * static_cast<double>(model.parameters().flat_values().nbytes()) / (1u << 30);
 
   // One snapshot per mode, as the engine keeps one: the first save of each pays its page faults.
-  train::OwnedState sync_state, async_state;
+  parallel::OwnedState sync_state, async_state;
   train::AsyncCheckpointWriter writer;
   std::vector<double> sync_s, stall_s, done_s;
   for (int r = 0; r <= repeats; ++r) {

@@ -66,8 +66,8 @@ namespace {
 
 using myriad::DType;
 using myriad::Tensor;
-using myriad::dist::CommOp;
-using myriad::dist::Communicator;
+using myriad::distributed::CommOp;
+using myriad::distributed::Communicator;
 
 struct Args {
   std::int64_t min_bytes = 8;
@@ -330,7 +330,7 @@ int iterations_for(std::int64_t bytes, int iters) {
 std::int64_t max_over_ranks(Communicator& control, std::int64_t value) {
   Tensor t = Tensor::full({1}, 0.0, DType::i64);
   t.data<std::int64_t>()[0] = value;
-  control.all_reduce(t, myriad::dist::ReduceOp::max);
+  control.all_reduce(t, myriad::distributed::ReduceOp::max);
   return t.data<std::int64_t>()[0];
 }
 
@@ -422,7 +422,7 @@ std::vector<std::pair<double, double>> run_op(const std::string& op, const Args&
       std::nth_element(added.begin(), added.begin() + kStepRounds / 2, added.end());
       slowest_ns = std::max<std::int64_t>(1, added[kStepRounds / 2]);
     }
-    const myriad::dist::CommStats stats = comm.stats();
+    const myriad::distributed::CommStats stats = comm.stats();
     const std::int64_t sent = stats[stat_op].bytes_sent / iters;
     const bool bytes_ok = stats[stat_op].bytes_sent == c.analytic_sent * iters;
     const bool all_bytes_ok = max_over_ranks(control, bytes_ok ? 0 : 1) == 0;
@@ -490,7 +490,7 @@ std::int64_t cross_node_bytes(const std::string& algorithm, std::int64_t count, 
   const std::size_t exact = algorithm.find("+exact");
   if (exact != std::string::npos) {
     const std::string base = algorithm.substr(0, exact);
-    return cross_node_bytes(base, myriad::dist::exact_sum_blocks(count), n, r, per_node, 4) +
+    return cross_node_bytes(base, myriad::distributed::exact_sum_blocks(count), n, r, per_node, 4) +
            cross_node_bytes(base, count, n, r, per_node, 8);
   }
   auto node = [&](int rank) { return rank / per_node; };
@@ -513,21 +513,23 @@ std::int64_t cross_node_bytes(const std::string& algorithm, std::int64_t count, 
   return bytes;
 }
 
-void compare_algorithms(const Args& args, myriad::dist::MpiRuntime& runtime, Communicator& control) {
+void compare_algorithms(const Args& args, myriad::distributed::MpiRuntime& runtime, Communicator& control) {
   const int n = runtime.world_size(), r = runtime.world_rank();
   const int rank_sum = n * (n + 1) / 2;  // 1 + 2 + ... + n: the sum of (r + 1) over the ranks, exact
   MYRIAD_CHECK(args.ranks_per_node >= 1 && n % args.ranks_per_node == 0,
                "--ranks-per-node " << args.ranks_per_node << " must divide the " << n << " ranks");
-  const myriad::dist::NodeGrouping grouping{n / args.ranks_per_node, args.ranks_per_node};
+  const myriad::distributed::NodeGrouping grouping{n / args.ranks_per_node, args.ranks_per_node};
   std::vector<std::unique_ptr<Communicator>> comms;
   for (const std::string& a : args.algorithms) {
     const bool exact = a.find("+exact") != std::string::npos;
     if (a == "ring") comms.push_back(runtime.world());
-    if (a == "ring+exact") comms.push_back(std::make_unique<myriad::dist::RingCommunicator>(runtime.world(), true));
+    if (a == "ring+exact")
+      comms.push_back(std::make_unique<myriad::distributed::RingCommunicator>(runtime.world(), true));
     if (a.rfind("tree", 0) == 0)
-      comms.push_back(std::make_unique<myriad::dist::TreeCommunicator>(runtime.world(), exact));
+      comms.push_back(std::make_unique<myriad::distributed::TreeCommunicator>(runtime.world(), exact));
     if (a.rfind("hierarchical", 0) == 0)
-      comms.push_back(std::make_unique<myriad::dist::HierarchicalCommunicator>(runtime.world(), grouping, exact));
+      comms.push_back(
+          std::make_unique<myriad::distributed::HierarchicalCommunicator>(runtime.world(), grouping, exact));
   }
   std::vector<std::string> header = {"size (B)"};
   for (const std::string& a : args.algorithms) {
@@ -568,7 +570,7 @@ void compare_algorithms(const Args& args, myriad::dist::MpiRuntime& runtime, Com
         best[a] = std::min(best[a], max_over_ranks(control, ns) / iters);
         sent[a] = max_over_ranks(control, comms[a]->stats()[CommOp::all_reduce].bytes_sent / iters);
         std::int64_t crossed = cross_node_bytes(args.algorithms[a], count, n, r, args.ranks_per_node);
-        if (auto* hier = dynamic_cast<myriad::dist::HierarchicalCommunicator*>(comms[a].get())) {
+        if (auto* hier = dynamic_cast<myriad::distributed::HierarchicalCommunicator*>(comms[a].get())) {
           for (const auto& [role, stats] : hier->levels())
             if (role == "inter-node") crossed = stats.total().bytes_sent / iters;
         }
@@ -600,7 +602,7 @@ void compare_algorithms(const Args& args, myriad::dist::MpiRuntime& runtime, Com
 }  // namespace
 
 int main(int argc, char** argv) {
-  myriad::dist::MpiRuntime runtime(&argc, &argv);
+  myriad::distributed::MpiRuntime runtime(&argc, &argv);
   Args args;
   try {
     args = parse_args(argc, argv);

@@ -36,7 +36,7 @@
 #include "myriad/data/dedup.h"
 #include "myriad/data/shard_corpus.h"
 #include "myriad/distributed/mpi_runtime.h"
-#include "myriad/train/communicator_workers.h"
+#include "myriad/train/data/communicator_workers.h"
 #include "myriad/data/sampler.h"
 #include "myriad/data/shard_writer.h"
 
@@ -76,8 +76,8 @@ std::string default_data_dir() {
 double file_size(const std::string& path) { return static_cast<double>(std::filesystem::file_size(path)); }
 
 // Section 3: tokenize and dedup MB/s on `ranks` x OpenMP threads.
-int pipeline(const std::string& data_dir, myriad::dist::MpiRuntime& runtime, bool quick) {
-  std::unique_ptr<dist::Communicator> world = runtime.world();
+int pipeline(const std::string& data_dir, myriad::distributed::MpiRuntime& runtime, bool quick) {
+  std::unique_ptr<distributed::Communicator> world = runtime.world();
   train::CommunicatorWorkers workers(*world);
   const std::filesystem::path dir = std::filesystem::temp_directory_path() / "myriad_bench_pipeline";
   std::ifstream in(data_dir + "/tinyshakespeare.txt", std::ios::binary);
@@ -136,7 +136,7 @@ int pipeline(const std::string& data_dir, myriad::dist::MpiRuntime& runtime, boo
 }  // namespace
 
 int main(int argc, char** argv) {
-  myriad::dist::MpiRuntime runtime(&argc, &argv);
+  myriad::distributed::MpiRuntime runtime(&argc, &argv);
   bool quick = false, run_pipeline = false;
   std::string data_dir = default_data_dir();
   for (int i = 1; i < argc; ++i) {

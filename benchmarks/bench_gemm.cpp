@@ -32,7 +32,7 @@
 #include "model_op_rates.h"
 #include "myriad/core/philox.h"
 #include "myriad/ops/matmul.h"
-#include "myriad/train/peak_flops.h"
+#include "myriad/train/metrics/peak_flops.h"
 
 using namespace myriad;
 using namespace myriad::bench;

@@ -1,4 +1,4 @@
-// bench_long_context: the seed documents' 500k-token memory check, and ring attention's overlap.
+// bench_long_context: the 1.6T MoE recipe's 500k-token memory check, and ring attention's overlap.
 //
 // Under mpirun with N ranks, all of them one context-parallel group (cp = N). A tiny LLaMA-style
 // model (2 layers, C 64, 4 heads / 2 kv heads, vocabulary 1024) with fixed block-sparse attention
@@ -23,7 +23,7 @@
 #include "harness.h"
 #include "myriad/core/philox.h"
 #include "myriad/core/process_memory.h"
-#include "myriad/distributed/context_parallel_group.h"
+#include "myriad/parallel/context_parallel_group.h"
 #include "myriad/distributed/mpi_runtime.h"
 #include "myriad/distributed/scalar_reduce.h"
 #include "myriad/nn/gpt_model.h"
@@ -70,12 +70,12 @@ nn::TransformerConfig tiny_long_model(std::int64_t T) {
 double mib(double bytes) { return bytes / 1048576.0; }
 
 // The 500k-token evaluation, passes times, with memory per pass against the derived bound.
-int evaluate_document(const Args& a, dist::Communicator& world) {
+int evaluate_document(const Args& a, distributed::Communicator& world) {
   const int cp = world.size(), rank = world.rank();
   const std::int64_t T = a.tokens, local = T / cp;
   MYRIAD_CHECK(T % (2 * cp * 64) == 0, "--tokens " << T << " must be a multiple of 2 * cp * 64 = " << 2 * cp * 64);
   const double baseline = static_cast<double>(current_rss_bytes());
-  const dist::ContextParallelGroup ring(world);
+  const parallel::ContextParallelGroup ring(world);
   const nn::TransformerConfig config = tiny_long_model(T);
   nn::GptModel model(config, nn::ModelSplit{.cp = &ring}, true);
   model.initialize(7);
@@ -120,8 +120,8 @@ int evaluate_document(const Args& a, dist::Communicator& world) {
     world.barrier();
     const auto start = std::chrono::steady_clock::now();
     const nn::LossSum l = model.forward_loss(ids, targets);
-    const double sum = dist::sum_over_ranks(world, l.sum);
-    const std::int64_t count = dist::sum_over_ranks(world, static_cast<std::int64_t>(l.tokens));
+    const double sum = distributed::sum_over_ranks(world, l.sum);
+    const std::int64_t count = distributed::sum_over_ranks(world, static_cast<std::int64_t>(l.tokens));
     const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
     const double rss = static_cast<double>(current_rss_bytes()), peak = static_cast<double>(peak_rss_bytes());
     // Leak check on the high-water mark: a pass that leaks raises it, while the RSS of the moment
@@ -152,7 +152,7 @@ int evaluate_document(const Args& a, dist::Communicator& world) {
                  "within the bound: "
               << (ok ? "yes" : "NO") << "\n";
   }
-  const bool all_ok = dist::sum_over_ranks(world, static_cast<std::int64_t>(ok ? 0 : 1)) == 0;
+  const bool all_ok = distributed::sum_over_ranks(world, static_cast<std::int64_t>(ok ? 0 : 1)) == 0;
   return a.check && !all_ok ? 1 : 0;
 }
 
@@ -186,10 +186,10 @@ double median_of_calls(const std::function<void()>& fn, int repeats) {
 }
 
 // One layer's ring attention (forward + backward) at --tokens: with transfers vs without.
-int time_ring(const Args& a, dist::Communicator& world) {
+int time_ring(const Args& a, distributed::Communicator& world) {
   const int cp = world.size();
   const std::int64_t local = a.tokens / cp, H = 4, Hkv = 2, D = 16;
-  const dist::ContextParallelGroup ring(world);
+  const parallel::ContextParallelGroup ring(world);
   const LocalRing no_transfers(cp, world.rank());
   const BlockLayout layout = fixed_block_layout({.local_blocks = 4, .global_blocks = 1}, a.tokens, 64);
   Tensor q = Tensor::empty({1, H, local, D}), k = Tensor::empty({1, Hkv, local, D}), v = Tensor::empty(k.shape());
@@ -231,8 +231,8 @@ int time_ring(const Args& a, dist::Communicator& world) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  dist::MpiRuntime runtime(&argc, &argv);
-  std::unique_ptr<dist::Communicator> world = runtime.world();
+  distributed::MpiRuntime runtime(&argc, &argv);
+  std::unique_ptr<distributed::Communicator> world = runtime.world();
   const Args a = parse(argc, argv);
   if (world->rank() == 0) {
     print_header("bench_long_context: a long document over context-parallel ranks (ring attention)", argc, argv);

@@ -25,7 +25,7 @@
 
 #include "harness.h"
 #include "myriad/core/philox.h"
-#include "myriad/distributed/expert_parallel_group.h"
+#include "myriad/parallel/expert_parallel_group.h"
 #include "myriad/distributed/mpi_runtime.h"
 #include "myriad/distributed/scalar_reduce.h"
 #include "myriad/nn/linear.h"
@@ -98,8 +98,8 @@ void skew_router(nn::ParameterStore& store, const Tensor& direction, Routing rou
 }  // namespace
 
 int main(int argc, char** argv) {
-  dist::MpiRuntime runtime(&argc, &argv);
-  std::unique_ptr<dist::Communicator> world = runtime.world();
+  distributed::MpiRuntime runtime(&argc, &argv);
+  std::unique_ptr<distributed::Communicator> world = runtime.world();
   const int ep = world->size(), rank = world->rank();
   const Args a = parse(argc, argv);
   if (rank == 0) print_header("bench_moe: an MoE layer vs a dense MLP of the same active parameters", argc, argv);
@@ -168,7 +168,7 @@ int main(int argc, char** argv) {
 
   Table table({"routing", "load max/mean", "MoE fwd+bwd ms", "dense ms", "MoE / dense", "MoE tokens/s",
                "a2a bytes/token", "analytic", "a2a exposed ms"});
-  dist::ExpertParallelGroup group(*world);
+  parallel::ExpertParallelGroup group(*world);
   for (Routing routing : {Routing::balanced, Routing::hot_expert, Routing::hot_rank}) {
     if (routing == Routing::hot_rank && ep == 1) continue;  // one rank holds every expert
     nn::ParameterStore store;
@@ -207,16 +207,18 @@ int main(int argc, char** argv) {
     world->barrier();
     world->reset_stats();
     const PairedTiming t = time_paired(moe_step, dense_step, 3, a.quick ? 1.0 : 3.0);
-    const dist::CommStats stats = world->stats();
+    const distributed::CommStats stats = world->stats();
     const double calls = static_cast<double>(t.pairs + 1);  // the warm-up call is counted too
     const double group_tokens = static_cast<double>(N) * ep;
-    const double bytes = dist::sum_over_ranks(*world, static_cast<double>(stats[dist::CommOp::all_to_all].bytes_sent)) /
-                         calls / group_tokens;
-    const double analytic = dist::sum_over_ranks(*world, 2.0 * static_cast<double>(remote) * C * 4.0) / group_tokens;
-    const double exposed_ms = 1000.0 * stats[dist::CommOp::all_to_all].wait_seconds / calls;
+    const double bytes =
+        distributed::sum_over_ranks(*world, static_cast<double>(stats[distributed::CommOp::all_to_all].bytes_sent)) /
+        calls / group_tokens;
+    const double analytic =
+        distributed::sum_over_ranks(*world, 2.0 * static_cast<double>(remote) * C * 4.0) / group_tokens;
+    const double exposed_ms = 1000.0 * stats[distributed::CommOp::all_to_all].wait_seconds / calls;
     // The slowest rank sets the pace: the maxima over ranks.
     const auto slowest = [&](double v) {
-      const std::vector<double> all_v = dist::gather_over_ranks(*world, v);
+      const std::vector<double> all_v = distributed::gather_over_ranks(*world, v);
       return *std::max_element(all_v.begin(), all_v.end());
     };
     const double moe_s = slowest(t.first_median_s), dense_s = slowest(t.second_median_s);

@@ -2,7 +2,7 @@
 // interleaved schedule as variants) that the launched ranks allow, each training the same global
 // batch: step time, tokens/s, exposed communication share and pipeline bubble share per layout,
 // and the efficiency against the pure data-parallel layout measured in the same run — the
-// DP / DP+TP / DP+TP+PP table of the seed documents.
+// DP / DP+TP / DP+TP+PP table of the cluster-training recipe.
 //
 // Run under mpirun with N ranks (N = 1, 2, 4, 8, ...):
 //   mpirun -np 4 --oversubscribe --mca mpi_yield_when_idle 1 -x OMP_NUM_THREADS=1 bench_scaling [--quick]
@@ -118,16 +118,16 @@ struct Measured {
   double step_s = 0, tokens_per_s = 0, comm_share = 0, bubble_share = 0;
 };
 
-Measured measure(dist::MpiRuntime& runtime, dist::Communicator& world, const fs::path& dir, const Layout& l,
-                 int steps) {
-  dist::ProcessGroups groups(dist::GridShape{.tp = l.tp, .dp = l.dp, .pp = l.pp}, runtime.world());
+Measured measure(distributed::MpiRuntime& runtime, distributed::Communicator& world, const fs::path& dir,
+                 const Layout& l, int steps) {
+  distributed::ProcessGroups groups(distributed::GridShape{.tp = l.tp, .dp = l.dp, .pp = l.pp}, runtime.world());
   train::Engine engine(config_for(dir, l, world.rank()), make_rank_logger(world.rank(), "warn"), &groups);
   for (int i = 0; i < 2; ++i) engine.step();
   std::vector<double> times;
   double comm = 0, bubble = 0, total = 0;
   for (int i = 0; i < steps; ++i) {
     train::StepMetrics m = engine.step();
-    const std::vector<double> per_rank = dist::gather_over_ranks(world, m.seconds);
+    const std::vector<double> per_rank = distributed::gather_over_ranks(world, m.seconds);
     times.push_back(*std::max_element(per_rank.begin(), per_rank.end()));
     comm += m.comm_seconds;
     bubble += m.bubble_seconds;
@@ -136,24 +136,24 @@ Measured measure(dist::MpiRuntime& runtime, dist::Communicator& world, const fs:
   Measured r;
   r.step_s = bench::median(times);
   r.tokens_per_s = static_cast<double>(engine.tokens_per_step()) / r.step_s;
-  r.comm_share = dist::sum_over_ranks(world, comm / total) / world.size();
-  r.bubble_share = dist::sum_over_ranks(world, bubble / total) / world.size();
+  r.comm_share = distributed::sum_over_ranks(world, comm / total) / world.size();
+  r.bubble_share = distributed::sum_over_ranks(world, bubble / total) / world.size();
   return r;
 }
 
 }  // namespace
 
 int main(int argc, char** argv) {
-  dist::MpiRuntime runtime(&argc, &argv);
+  distributed::MpiRuntime runtime(&argc, &argv);
   const bool quick = argc > 1 && std::string(argv[1]) == "--quick";
   int code = 0;
   {
-    std::unique_ptr<dist::Communicator> world = runtime.world();
+    std::unique_ptr<distributed::Communicator> world = runtime.world();
     try {
       std::int64_t pid = world->rank() == 0 ? ::getpid() : 0;
-      pid = dist::sum_over_ranks(*world, pid);
+      pid = distributed::sum_over_ranks(*world, pid);
       const fs::path dir = fs::temp_directory_path() / ("myriad_bench_scaling_" + std::to_string(pid));
-      dist::run_on_rank0(*world, "corpus", [&] {
+      distributed::run_on_rank0(*world, "corpus", [&] {
         fs::create_directories(dir);
         write_corpus(dir / "corpus.txt");
       });
@@ -177,7 +177,7 @@ int main(int argc, char** argv) {
                        bench::percent(m.tokens_per_s / *baseline)});
       }
       if (world->rank() == 0) table.print();
-      dist::run_on_rank0(*world, "cleanup", [&] { fs::remove_all(dir); });
+      distributed::run_on_rank0(*world, "cleanup", [&] { fs::remove_all(dir); });
     } catch (const Error& e) {
       std::cerr << "bench_scaling: " << e.message() << std::endl;
       code = 1;

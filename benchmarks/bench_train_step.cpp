@@ -39,8 +39,8 @@
 #include "myriad/distributed/mpi_runtime.h"
 #include "myriad/distributed/scalar_reduce.h"
 #include "myriad/optim/adamw_optimizer.h"
-#include "myriad/train/data_parallel.h"
-#include "myriad/train/metrics_writer.h"
+#include "myriad/parallel/data_parallel.h"
+#include "myriad/train/metrics/metrics_writer.h"
 
 using namespace myriad;
 using namespace myriad::bench;
@@ -179,19 +179,19 @@ struct DataParallelResult {
 };
 
 // One replica per rank; medians over the timed steps, then the mean over ranks.
-DataParallelResult run_data_parallel(dist::Communicator& world, const StepCase& c, double bucket_mb, int steps) {
+DataParallelResult run_data_parallel(distributed::Communicator& world, const StepCase& c, double bucket_mb, int steps) {
   nn::GptModel model(c.model);
   model.initialize(1337);
-  train::DataParallelOptions options;
+  parallel::DataParallelOptions options;
   options.bucket_elements = static_cast<std::int64_t>(bucket_mb * 1048576.0 / 4.0);
-  train::DataParallel dp(model, world, options, optim::AdamWConfig{});
+  parallel::DataParallel dp(model, world, options, optim::AdamWConfig{});
   Tensor ids = random_ids(c.B, c.T, c.model.vocab_size, 2 * world.rank());
   Tensor targets = random_ids(c.B, c.T, c.model.vocab_size, 2 * world.rank() + 1);
   std::vector<double> step_s, exposed_s, busy_s;
   std::int64_t bytes = 0;
   for (int s = -1; s < steps; ++s) {  // s = -1: warm-up
     world.barrier();
-    const dist::CommOpStats before = world.stats().total();
+    const distributed::CommOpStats before = world.stats().total();
     const auto start = std::chrono::steady_clock::now();
     dp.zero_grads();
     dp.begin_micro_batch(true);
@@ -199,7 +199,7 @@ DataParallelResult run_data_parallel(dist::Communicator& world, const StepCase& 
     dp.finish_backward();
     dp.optimizer_step(1e-4f);
     const double elapsed = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-    const dist::CommOpStats after = world.stats().total();
+    const distributed::CommOpStats after = world.stats().total();
     if (s < 0) continue;
     step_s.push_back(elapsed);
     exposed_s.push_back(after.wait_seconds - before.wait_seconds);
@@ -208,16 +208,16 @@ DataParallelResult run_data_parallel(dist::Communicator& world, const StepCase& 
   }
   DataParallelResult r;
   const double n = world.size();
-  r.step_s = dist::sum_over_ranks(world, median(step_s)) / n;
-  r.exposed_s = dist::sum_over_ranks(world, median(exposed_s)) / n;
-  r.busy_s = dist::sum_over_ranks(world, median(busy_s)) / n;
+  r.step_s = distributed::sum_over_ranks(world, median(step_s)) / n;
+  r.exposed_s = distributed::sum_over_ranks(world, median(exposed_s)) / n;
+  r.busy_s = distributed::sum_over_ranks(world, median(busy_s)) / n;
   r.bytes = bytes;
   r.buckets = dp.layout().buckets().size();
   return r;
 }
 
-int data_parallel_table(dist::MpiRuntime& runtime, bool quick, int argc, char** argv) {
-  std::unique_ptr<dist::Communicator> world = runtime.world();
+int data_parallel_table(distributed::MpiRuntime& runtime, bool quick, int argc, char** argv) {
+  std::unique_ptr<distributed::Communicator> world = runtime.world();
   const bool root = world->rank() == 0;
   if (root) {
     print_header("bench_train_step (data parallel): exposed gradient communication, bucketed vs one reduction", argc,
@@ -252,8 +252,8 @@ int data_parallel_table(dist::MpiRuntime& runtime, bool quick, int argc, char** 
 }
 
 int main(int argc, char** argv) {
-  std::optional<dist::MpiRuntime> runtime;
-  if (dist::MpiRuntime::launched_by_mpi()) runtime.emplace();
+  std::optional<distributed::MpiRuntime> runtime;
+  if (distributed::MpiRuntime::launched_by_mpi()) runtime.emplace();
   if (runtime && runtime->world_size() > 1) {
     const bool quick_dp = argc > 1 && std::strcmp(argv[1], "--quick") == 0;
     return data_parallel_table(*runtime, quick_dp, argc, argv);

@@ -7,10 +7,10 @@ each data-parallel exchange, from the same seed and data, and what each cost and
 Each variant is a real training run under mpirun (4 ranks, 1 thread each, micro_batch 4 so the
 global batch stays the config's 16). From each run's metrics.jsonl it reports: the training loss
 at the last step and the mean of the last 20, the last validation loss, the mean bytes each rank
-sent per step over the last 96 steps (after 1-bit Adam's freeze step; 6 local-SGD rounds of 16), the exposed communication
-share of the step (seconds blocked in wait() / step seconds) and the mean step time. Nothing is
-estimated: every number is read from the runs. Prints a markdown table with the machine and the
-command lines.
+sent per step over the last 96 steps (after 1-bit Adam's freeze step; 6 local-SGD rounds of 16),
+the exposed communication share of the step (seconds blocked in wait() / step seconds) and the mean
+step time. Nothing is estimated: every number is read from the runs. Prints a markdown table with
+the machine and the command lines.
 """
 import argparse
 import json
@@ -88,7 +88,8 @@ def main():
     for r in rows:
         print(f"| {r['name']} | {r['loss_last']:.4f} | {r['loss_mean20']:.4f} | {r['val']:.4f} | "
               f"{100 * (r['loss_mean20'] / base['loss_mean20'] - 1):+.2f} % | {r['bytes']:.0f} | "
-              f"{r['bytes'] / base['bytes']:.4f} | {100 * r['comm_share']:.1f} % | {r['step_ms']:.0f} | {r['wall']:.0f} |")
+              f"{r['bytes'] / base['bytes']:.4f} | {100 * r['comm_share']:.1f} % | {r['step_ms']:.0f} | "
+              f"{r['wall']:.0f} |")
 
 
 if __name__ == "__main__":

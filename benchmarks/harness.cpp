@@ -15,7 +15,7 @@
 #include <sstream>
 #include <thread>
 
-#include "myriad/train/peak_flops.h"
+#include "myriad/train/metrics/peak_flops.h"
 
 extern "C" char* openblas_get_config(void);
 extern "C" char* openblas_get_corename(void);

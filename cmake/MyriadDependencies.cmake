@@ -2,7 +2,7 @@
 # for the configure-time summary. Required: OpenMP, OpenBLAS, spdlog, yaml-cpp, MPI.
 # Optional: CUDA toolkit (+ cuBLAS, cuBLASLt, NCCL), Python + pybind11, GoogleTest.
 #
-# MYRIAD_GPU_ONLY (the GPU window's reduced build, scripts/gpu_check.sh): only what core, ops,
+# MYRIAD_GPU_ONLY (the GPU check's reduced build, scripts/gpu_check.sh): only what core, ops,
 # the CUDA backend, its tests and the GPU benchmarks need — OpenMP, OpenBLAS, spdlog + fmt used
 # header-only (no compiled library to carry), GoogleTest from an installed package or built from
 # its source (MYRIAD_GTEST_SOURCE_DIR); no MPI, yaml-cpp, ICU, nlohmann-json or Python.
@@ -57,7 +57,7 @@ endif()
 find_package(GTest)
 set(MYRIAD_HAVE_GTEST ${GTest_FOUND})
 if(NOT GTest_FOUND AND MYRIAD_GTEST_SOURCE_DIR)
-  # GoogleTest from its source tree (Debian's /usr/src/googletest, carried to a GPU window).
+  # GoogleTest from its source tree (Debian's /usr/src/googletest, carried to the GPU machine).
   set(INSTALL_GTEST OFF CACHE BOOL "" FORCE)
   set(BUILD_GMOCK OFF CACHE BOOL "" FORCE)
   add_subdirectory(${MYRIAD_GTEST_SOURCE_DIR} ${CMAKE_BINARY_DIR}/googletest EXCLUDE_FROM_ALL)

@@ -4,7 +4,7 @@
 # program does
 #   find_package(myriad 0.1 REQUIRED)
 #   target_link_libraries(app PRIVATE myriad::train)     # or myriad::core, myriad::ops, ...
-# Targets: myriad::core, ops, nn, distributed, optim, cuda (with the CUDA backend), config, data,
+# Targets: myriad::core, ops, nn, distributed, optim, parallel, cuda (with the CUDA backend), config, data,
 # train (full build); myriad::openblas and myriad::spdlog stand for those two dependencies. The
 # other dependencies are found again by myriadConfig.cmake from the system (the packages this
 # build used), never bundled. examples/find_package builds against an installed tree (scripts/test.sh).
@@ -13,7 +13,7 @@
 include(GNUInstallDirs)
 include(CMakePackageConfigHelpers)
 
-set(MYRIAD_EXPORTED_LIBRARIES myriad_core myriad_ops myriad_nn myriad_distributed myriad_optim)
+set(MYRIAD_EXPORTED_LIBRARIES myriad_core myriad_ops myriad_nn myriad_distributed myriad_optim myriad_parallel)
 if(MYRIAD_HAVE_CUDA)
   list(APPEND MYRIAD_EXPORTED_LIBRARIES myriad_cuda)
 endif()
@@ -35,7 +35,8 @@ install(DIRECTORY ${PROJECT_SOURCE_DIR}/include/myriad DESTINATION ${CMAKE_INSTA
 install(EXPORT myriadTargets NAMESPACE myriad:: DESTINATION ${MYRIAD_CMAKE_PACKAGE_DIR} COMPONENT development)
 if(NOT MYRIAD_GPU_ONLY)
   install(TARGETS myriad-data myriad_tokenize RUNTIME DESTINATION ${CMAKE_INSTALL_BINDIR} COMPONENT development)
-  if(SKBUILD)
+  # A wheel's scripts folder (scikit-build-core sets it; install rules only, so the build is the same).
+  if(SKBUILD_SCRIPTS_DIR)
     install(TARGETS myriad-data RUNTIME DESTINATION ${SKBUILD_SCRIPTS_DIR} COMPONENT python)
   endif()
 endif()

@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 """The training driver as a script of the source tree — the launch line of the README, the docs
-and the seed documents:
+and the cluster-training recipe:
 
     mpirun -np 2 python3 python/train.py --config configs/gpt2_tiny.yaml --log_dir runs/tiny
 

@@ -17,11 +17,12 @@ ALLOWED = {
     "ops": {"core"},
     "cuda": {"ops", "core"},
     "nn": {"ops", "core"},
-    "distributed": {"nn", "cuda", "ops", "core"},
+    "distributed": {"cuda", "ops", "core"},
     "optim": {"nn", "ops", "core"},
+    "parallel": {"distributed", "optim", "nn", "cuda", "ops", "core"},
     "config": {"core"},
     "data": {"core"},
-    "train": {"distributed", "optim", "nn", "cuda", "ops", "core", "config", "data"},
+    "train": {"parallel", "distributed", "optim", "nn", "cuda", "ops", "core", "config", "data"},
 }
 INCLUDE = re.compile(r'^\s*#\s*include\s+"myriad/([a-z_]+)/')
 

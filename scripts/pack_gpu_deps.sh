@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Packs what the GPU window's reduced build (cmake -DMYRIAD_GPU_ONLY=ON) needs and the GPU machine
+# Packs what the GPU check's reduced build (cmake -DMYRIAD_GPU_ONLY=ON) needs and the GPU machine
 # lacks, from this machine's installed Debian packages, into one archive for the device tool's
 # `carry`: spdlog and fmt headers (used header-only there), nlohmann-json's headers and CMake
 # config (the GPU benchmarks' --profile), OpenBLAS's OpenMP build with the

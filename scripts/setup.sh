@@ -2,9 +2,10 @@
 # Installs what myriad needs to build and test, and only what is missing.
 # Idempotent: a second run installs nothing. Used by both README commands and .ci/run.
 # Debian packages: compiler, CMake, OpenMPI, OpenBLAS (OpenMP flavour), spdlog, yaml-cpp,
-# GoogleTest, nlohmann-json, ICU, zstd, and the default corpus (fortunes). Python packages (for the
+# GoogleTest, nlohmann-json, ICU, zstd, clang-format, and the default corpus (fortunes). Python packages (for the
 # bindings and tests): numpy, pytest, pybind11, regex (reference pre-tokenizer in tokenizer tests),
-# matplotlib (myriad-plot), PyYAML (myriad plan / sbatch), scikit-build-core (`pip install .`).
+# matplotlib (myriad-plot), PyYAML (myriad plan / sbatch), scikit-build-core (`pip install .`),
+# ruff (the test command's Python lint gate).
 set -euo pipefail
 
 log() { echo "[setup] $*"; }
@@ -17,6 +18,7 @@ DEBIAN_PACKAGES=(
   libgtest-dev
   nlohmann-json3-dev libicu-dev libzstd-dev
   python3 python3-dev python3-pip python3-venv
+  clang-format  # the format gate of the test command (tests/python/test_formatting.py)
   fortunes  # the default training corpus (English fortune files, /usr/share/games/fortunes)
 )
 
@@ -48,7 +50,7 @@ PYTHON="${PYTHON:-python3}"
 py_missing=()
 # module:package — scikit-build-core builds the package (`pip install .`, pyproject.toml).
 for pair in numpy:numpy pytest:pytest pybind11:pybind11 regex:regex matplotlib:matplotlib yaml:pyyaml \
-  scikit_build_core:scikit-build-core; do
+  scikit_build_core:scikit-build-core ruff:ruff; do
   if ! "$PYTHON" -c "import ${pair%%:*}" 2>/dev/null; then py_missing+=("${pair#*:}"); fi
 done
 if [ ${#py_missing[@]} -gt 0 ]; then

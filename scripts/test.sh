@@ -1,21 +1,38 @@
 #!/usr/bin/env bash
-# The README's test command: installs what is missing, builds, runs every test.
-#   ctest: GoogleTest suites (label cpu; label gpu skips without a device; label dist), the CMake
-#          package (install into build/install, build examples/find_package against it), then
-#          the Python package: `pip install .` into build/venv (plus torch and transformers for the
-#          Hugging Face interchange tests) and pytest against it, then the
-#          cpu and two-rank dist tests again under ASan + UBSan (build-sanitize; skip with
-#          MYRIAD_SANITIZE_STEP=0).
-# Exits non-zero if any step fails.
+# The README's test command: installs what is missing, builds once, runs every test.
+#   1. setup.sh (Debian and Python packages), a venv in build/venv (it sees the system's packages)
+#      with torch + transformers for the Hugging Face interchange tests, installed in the
+#      background while the C++ builds;
+#   2. build.sh: the one Release build of the project (libraries, CUDA backend when nvcc is
+#      there, tools, benchmarks, the Python extension, every test binary);
+#   3. ctest -j (labels cpu, dist, and gpu, which skips without a device);
+#   4. the CMake package: install the build, build and run examples/find_package against it;
+#   5. the Python package: `pip install .` into the venv, pointed at the same build folder with
+#      the same settings (so it installs what step 2 compiled, compiling nothing again), then
+#      pytest against the installed package;
+#   6. lint gates: `ruff check` over every tracked .py file (pyproject.toml's [tool.ruff]) and
+#      clang-format --dry-run --Werror over every tracked C++/CUDA file (tests/python/test_formatting.py);
+#   7. sanitize.sh: the CPU unit tests and the two-rank suites under ASan + UBSan (their own
+#      build; skip with MYRIAD_SANITIZE_STEP=0).
+# Prints each step's wall time at the end. Exits non-zero if any step fails.
+# Environment: BUILD_DIR (default build), MYRIAD_CMAKE_ARGS, MYRIAD_JOBS (default: CPUs),
+# MYRIAD_SANITIZE_STEP.
 set -euo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 BUILD_DIR="${BUILD_DIR:-$ROOT/build}"
+JOBS="${MYRIAD_JOBS:-$(nproc)}"
 export BUILD_DIR
+cd "$ROOT"
+
+TIMES=()
+step_start=$SECONDS
+# finished NAME: records the wall time since the previous step ended.
+finished() {
+  TIMES+=("$(printf '%-28s %5d s' "$1" $((SECONDS - step_start)))")
+  step_start=$SECONDS
+}
+
 "$ROOT/scripts/setup.sh"
-# The Python package's venv (build/venv; it sees the system's packages: numpy, pytest,
-# scikit-build-core, pybind11 from setup.sh). The Hugging Face interchange tests load models in
-# `transformers` (with torch, CPU): installed into it here, in the background while the C++
-# build runs (about 2 min, 5 GB with torch's CUDA wheels); they are required below.
 VENV="$BUILD_DIR/venv"
 mkdir -p "$BUILD_DIR"
 if [ ! -x "$VENV/bin/python" ]; then
@@ -27,10 +44,16 @@ if ! "$VENV/bin/python" -c "import torch, transformers" 2>/dev/null; then
   "$VENV/bin/python" -m pip install -q torch transformers >"$BUILD_DIR/hf-install.log" 2>&1 &
   HF_PID=$!
 fi
-"$ROOT/scripts/build.sh"
+finished "setup"
+
+PYTHON="$VENV/bin/python" "$ROOT/scripts/build.sh"
+finished "build"
+
 export OMP_NUM_THREADS="${OMP_NUM_THREADS:-2}"
-echo "[test] ctest"
-ctest --test-dir "$BUILD_DIR" --output-on-failure --timeout 600
+echo "[test] ctest -j $JOBS"
+ctest --test-dir "$BUILD_DIR" --output-on-failure --timeout 600 -j "$JOBS"
+finished "ctest"
+
 echo "[test] CMake package: install the build, then build and run examples/find_package against it"
 rm -rf "$BUILD_DIR/install" "$BUILD_DIR/example-find-package"
 cmake --install "$BUILD_DIR" --prefix "$BUILD_DIR/install" >/dev/null
@@ -38,21 +61,49 @@ cmake -S "$ROOT/examples/find_package" -B "$BUILD_DIR/example-find-package" -G N
   -DCMAKE_PREFIX_PATH="$BUILD_DIR/install" >/dev/null
 cmake --build "$BUILD_DIR/example-find-package" >/dev/null
 "$BUILD_DIR/example-find-package/myriad_example"
-echo "[test] Python package: pip install . into $BUILD_DIR/venv, then pytest against it"
+finished "cmake package"
+
 if [ -n "$HF_PID" ] && ! wait "$HF_PID"; then
   cat "$BUILD_DIR/hf-install.log" >&2
   echo "[test] installing torch and transformers failed (log above)" >&2
   exit 1
 fi
-# The build runs without network (--no-build-isolation). Its CMake build (build/pip-*) skips the
-# CUDA backend to keep the test command short: the main build above compiled and tested it.
-cd "$ROOT"
-"$VENV/bin/python" -m pip install -q --no-build-isolation -C cmake.define.MYRIAD_ENABLE_CUDA=OFF \
-  -C cmake.define.MYRIAD_WERROR="$([[ "${MYRIAD_CMAKE_ARGS:-}" == *MYRIAD_WERROR=ON* ]] && echo ON || echo OFF)" .
+finished "torch install (waited)"
+
+echo "[test] Python package: pip install . into $VENV from the build folder, then pytest against it"
+# The same configure settings as build.sh (pyproject.toml turns tests and benchmarks off for a
+# user's wheel; here they stay on), so scikit-build-core's configure changes nothing and its build
+# step has nothing to do. Runs without network (--no-build-isolation).
+pip_settings=(-C "build-dir=$BUILD_DIR" -C cmake.define.MYRIAD_BUILD_TESTS=ON -C cmake.define.MYRIAD_BUILD_BENCHMARKS=ON
+              -C "cmake.define.Python3_EXECUTABLE=$VENV/bin/python")
+read -r -a extra_cmake_args <<<"${MYRIAD_CMAKE_ARGS:-}"
+for argument in "${extra_cmake_args[@]}"; do
+  [[ "$argument" == -D*=* ]] || { echo "[test] MYRIAD_CMAKE_ARGS: '$argument' is not -DNAME=VALUE" >&2; exit 1; }
+  definition="${argument#-D}"
+  pip_settings+=(-C "cmake.define.${definition%%=*}=${definition#*=}")
+done
+compiled_before="$(wc -l <"$BUILD_DIR/.ninja_log")"
+"$VENV/bin/python" -m pip install -q --no-build-isolation "${pip_settings[@]}" .
+compiled_by_pip=$(($(wc -l <"$BUILD_DIR/.ninja_log") - compiled_before))
+echo "[test] pip install . rebuilt $compiled_by_pip build outputs (0 when the settings match build.sh's)"
+finished "pip install ."
 # MYRIAD_REQUIRE_HF: the Hugging Face interchange tests fail instead of skipping.
 MYRIAD_TEST_INSTALLED=1 MYRIAD_REQUIRE_HF=1 PYTHONPATH="" "$VENV/bin/python" -m pytest -q tests/python
+finished "pytest"
+
+echo "[test] lint: ruff check over the tracked Python files"
+if git rev-parse --is-inside-work-tree >/dev/null 2>&1; then
+  git ls-files -z '*.py' | xargs -0 "$VENV/bin/python" -m ruff check --quiet
+else
+  find python tests benchmarks scripts examples -name '*.py' -print0 | xargs -0 "$VENV/bin/python" -m ruff check --quiet
+fi
+finished "ruff"
+
 if [ "${MYRIAD_SANITIZE_STEP:-1}" != "0" ]; then
   echo "[test] sanitizers: the cpu and two-rank dist tests under ASan + UBSan (scripts/sanitize.sh)"
   "$ROOT/scripts/sanitize.sh"
+  finished "sanitizers"
 fi
+echo "[test] wall time per step:"
+printf '  %s\n' "${TIMES[@]}"
 echo "[test] all tests passed"

@@ -37,7 +37,7 @@
 #include "myriad/data/shard_corpus.h"
 #include "myriad/data/token_reader.h"
 #include "myriad/distributed/mpi_runtime.h"
-#include "myriad/train/communicator_workers.h"
+#include "myriad/train/data/communicator_workers.h"
 
 namespace {
 
@@ -112,7 +112,7 @@ std::function<void(std::int64_t, std::int64_t)> progress_bar(const char* stage,
   };
 }
 
-int tokenize(const std::vector<std::string>& args, dist::Communicator& world) {
+int tokenize(const std::vector<std::string>& args, distributed::Communicator& world) {
   data::ShardCorpusOptions options;
   std::string tokenizer;
   bool compress = false;
@@ -179,7 +179,7 @@ int tokenize(const std::vector<std::string>& args, dist::Communicator& world) {
   return 0;
 }
 
-int dedup(const std::vector<std::string>& args, dist::Communicator& world) {
+int dedup(const std::vector<std::string>& args, distributed::Communicator& world) {
   data::DedupOptions options;
   for (std::size_t i = 0; i < args.size(); ++i) {
     if (corpus_flag(args, i, options.inputs, options.extensions, options.source, options.output_dir)) continue;
@@ -330,8 +330,8 @@ int inspect(const std::vector<std::string>& args) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  dist::MpiRuntime runtime(&argc, &argv);
-  std::unique_ptr<dist::Communicator> world = runtime.world();
+  distributed::MpiRuntime runtime(&argc, &argv);
+  std::unique_ptr<distributed::Communicator> world = runtime.world();
   const std::vector<std::string> args(argv + 1, argv + argc);
   if (args.empty() || args[0] == "--help" || args[0] == "-h") {
     if (world->rank() == 0) std::cout << kUsage;

@@ -124,7 +124,7 @@ def main():
     mfu = flops_per_token * tokens_per_second / (args.peak_tflops * 1e12)
     name = torch.cuda.get_device_name()
     print(f"gpt2_step_reference on {name}, torch {torch.__version__}, compile={args.compile}")
-    print(f"| model | B x T | step (ms) | tokens/s | MFU | loss |")
+    print("| model | B x T | step (ms) | tokens/s | MFU | loss |")
     print(f"| GPT-2 {args.layers}L C768 (PyTorch, bf16 autocast) | {args.batch} x {args.seq} | "
           f"{seconds * 1e3:.1f} | {tokens_per_second:,.0f} | {100 * mfu:.1f}% | {loss.item():.3f} |")
     if args.out:

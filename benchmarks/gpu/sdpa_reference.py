@@ -38,9 +38,10 @@ def main(path, long_sequences=False):
                 q, k, v = (torch.randn(batch, heads, t, d, device="cuda", dtype=torch.bfloat16, requires_grad=True)
                            for _ in range(3))
                 grad = torch.randn_like(q)
-                forward = lambda: F.scaled_dot_product_attention(q, k, v, is_causal=bool(causal))
+                def forward(q=q, k=k, v=v, causal=causal):
+                    return F.scaled_dot_product_attention(q, k, v, is_causal=bool(causal))
 
-                def both():
+                def both(forward=forward, grad=grad):
                     out = forward()
                     out.backward(grad)
 

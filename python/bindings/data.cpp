@@ -10,7 +10,7 @@
 #include "myriad/data/shard_corpus.h"
 #include "myriad/data/token_reader.h"
 #include "myriad/distributed/process_groups.h"
-#include "myriad/train/communicator_workers.h"
+#include "myriad/train/data/communicator_workers.h"
 
 namespace py = pybind11;
 
@@ -40,7 +40,7 @@ py::dict report_dict(const data::InputReport& report) {
 
 // Runs f(workers) without the GIL, on the groups' world or alone.
 template <typename F>
-auto with_workers(dist::ProcessGroups* groups, F&& f) {
+auto with_workers(distributed::ProcessGroups* groups, F&& f) {
   py::gil_scoped_release release;
   if (groups != nullptr) {
     train::CommunicatorWorkers workers(groups->world());
@@ -80,7 +80,8 @@ void bind_data(py::module_& m) {
       [](const std::vector<std::string>& inputs, const std::string& output, const std::string& tokenizer,
          double val_fraction, const std::string& val_split, std::int64_t shard_tokens, bool compress,
          std::int64_t block_tokens, int level, const std::string& text_field, const std::string& separator,
-         const std::vector<std::string>& extensions, std::int64_t max_document_bytes, dist::ProcessGroups* groups) {
+         const std::vector<std::string>& extensions, std::int64_t max_document_bytes,
+         distributed::ProcessGroups* groups) {
         data::ShardCorpusOptions options;
         options.inputs = inputs;
         options.output_dir = output;
@@ -116,7 +117,7 @@ void bind_data(py::module_& m) {
       "dedup",
       [](const std::vector<std::string>& inputs, const std::string& output, int num_perm, int bands, int rows,
          int ngram, bool char_ngrams, double threshold, std::uint64_t seed, int examples, const std::string& text_field,
-         const std::string& separator, const std::vector<std::string>& extensions, dist::ProcessGroups* groups) {
+         const std::string& separator, const std::vector<std::string>& extensions, distributed::ProcessGroups* groups) {
         data::DedupOptions options;
         options.inputs = inputs;
         options.output_dir = output;

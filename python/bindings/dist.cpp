@@ -15,7 +15,7 @@
 #include "myriad/config/run_config.h"
 #include "myriad/core/error.h"
 #include "myriad/distributed/mpi_runtime.h"
-#include "myriad/distributed/pipeline_schedule.h"
+#include "myriad/parallel/pipeline_schedule.h"
 #include "myriad/distributed/process_groups.h"
 #include "myriad/train/config_wiring.h"
 
@@ -25,20 +25,20 @@ namespace myriad::python {
 
 namespace {
 
-dist::ScheduleKind parse_schedule_kind(const std::string& name) {
-  for (dist::ScheduleKind kind :
-       {dist::ScheduleKind::gpipe, dist::ScheduleKind::one_f_one_b, dist::ScheduleKind::interleaved}) {
-    if (name == dist::schedule_name(kind)) return kind;
+parallel::ScheduleKind parse_schedule_kind(const std::string& name) {
+  for (parallel::ScheduleKind kind :
+       {parallel::ScheduleKind::gpipe, parallel::ScheduleKind::one_f_one_b, parallel::ScheduleKind::interleaved}) {
+    if (name == parallel::schedule_name(kind)) return kind;
   }
   MYRIAD_THROW("pipeline schedule '" << name << "' is not one of gpipe, 1f1b, interleaved");
 }
 
-py::dict stats_dict(const dist::ProcessGroups& groups) {
+py::dict stats_dict(const distributed::ProcessGroups& groups) {
   py::dict out;
   for (const auto& [name, stats] : groups.stats()) {
     py::dict ops;
-    for (int i = 0; i < dist::kCommOpCount; ++i) {
-      const dist::CommOpStats& s = stats.ops[static_cast<std::size_t>(i)];
+    for (int i = 0; i < distributed::kCommOpCount; ++i) {
+      const distributed::CommOpStats& s = stats.ops[static_cast<std::size_t>(i)];
       if (s.calls == 0) continue;
       py::dict d;
       d["calls"] = s.calls;
@@ -46,7 +46,7 @@ py::dict stats_dict(const dist::ProcessGroups& groups) {
       d["bytes_received"] = s.bytes_received;
       d["seconds"] = s.seconds;
       d["wait_seconds"] = s.wait_seconds;
-      ops[py::str(dist::comm_op_name(static_cast<dist::CommOp>(i)))] = d;
+      ops[py::str(distributed::comm_op_name(static_cast<distributed::CommOp>(i)))] = d;
     }
     out[py::str(name)] = ops;
   }
@@ -61,10 +61,10 @@ void bind_dist(py::module_& m) {
       [](const std::string& kind, int stages, int micro_batches, int virtual_stages) {
         py::list ranks;
         for (const auto& actions :
-             dist::build_schedule(parse_schedule_kind(kind), stages, micro_batches, virtual_stages)) {
+             parallel::build_schedule(parse_schedule_kind(kind), stages, micro_batches, virtual_stages)) {
           py::list steps;
-          for (const dist::PipelineAction& a : actions) {
-            steps.append(py::make_tuple(dist::action_name(a.type), a.micro_batch, a.chunk, a.peer));
+          for (const parallel::PipelineAction& a : actions) {
+            steps.append(py::make_tuple(parallel::action_name(a.type), a.micro_batch, a.chunk, a.peer));
           }
           ranks.append(steps);
         }
@@ -75,28 +75,28 @@ void bind_dist(py::module_& m) {
   m.def(
       "simulate_pipeline",
       [](const std::string& kind, int stages, int micro_batches, int virtual_stages, double backward_cost) {
-        const dist::ScheduleKind k = parse_schedule_kind(kind);
-        const dist::ScheduleCheck check =
-            dist::simulate_schedule(dist::build_schedule(k, stages, micro_batches, virtual_stages), stages,
-                                    micro_batches, virtual_stages, backward_cost);
+        const parallel::ScheduleKind k = parse_schedule_kind(kind);
+        const parallel::ScheduleCheck check =
+            parallel::simulate_schedule(parallel::build_schedule(k, stages, micro_batches, virtual_stages), stages,
+                                        micro_batches, virtual_stages, backward_cost);
         py::dict d;
         d["ok"] = check.ok;
         d["problem"] = check.problem;
         d["idle_fraction"] = check.idle_fraction;
         d["makespan"] = check.makespan;
         d["peak_in_flight"] = check.peak_in_flight;
-        d["bubble_formula"] = dist::bubble_formula(k, stages, micro_batches, virtual_stages);
+        d["bubble_formula"] = parallel::bubble_formula(k, stages, micro_batches, virtual_stages);
         return d;
       },
       py::arg("kind"), py::arg("stages"), py::arg("micro_batches"), py::arg("virtual_stages") = 1,
       py::arg("backward_cost") = 2.0,
       "runs the schedule under its time model (forward 1, backward backward_cost, no transfer time): idle "
       "fraction, makespan in forward times, peak chunk forwards in flight per rank, and the closed-form bubble");
-  py::class_<dist::MpiRuntime>(m, "MpiRuntime", "MPI for this process (initialised on construction)")
+  py::class_<distributed::MpiRuntime>(m, "MpiRuntime", "MPI for this process (initialised on construction)")
       .def(py::init<>())
-      .def_property_readonly("rank", &dist::MpiRuntime::world_rank)
-      .def_property_readonly("size", &dist::MpiRuntime::world_size)
-      .def_static("launched_by_mpi", &dist::MpiRuntime::launched_by_mpi)
+      .def_property_readonly("rank", &distributed::MpiRuntime::world_rank)
+      .def_property_readonly("size", &distributed::MpiRuntime::world_size)
+      .def_static("launched_by_mpi", &distributed::MpiRuntime::launched_by_mpi)
       .def_static(
           "abort",
           [](int code, const std::string& reason) {
@@ -108,30 +108,33 @@ void bind_dist(py::module_& m) {
           },
           py::arg("exit_code"), py::arg("reason"), "print the reason and end every rank of the job");
 
-  py::class_<dist::ProcessGroups>(m, "ProcessGroups", "Communicators of every parallel axis (see docs/parallelism.md)")
-      .def(py::init([](const RunConfig& config, dist::MpiRuntime* runtime) {
-             if (runtime == nullptr) return std::make_unique<dist::ProcessGroups>(dist::ProcessGroups::single());
-             return std::make_unique<dist::ProcessGroups>(train::grid_shape(config.parallel, runtime->world_size()),
-                                                          runtime->world(), train::reduction_options(config.parallel));
+  py::class_<distributed::ProcessGroups>(m, "ProcessGroups",
+                                         "Communicators of every parallel axis (see docs/parallelism.md)")
+      .def(py::init([](const RunConfig& config, distributed::MpiRuntime* runtime) {
+             if (runtime == nullptr)
+               return std::make_unique<distributed::ProcessGroups>(distributed::ProcessGroups::single());
+             return std::make_unique<distributed::ProcessGroups>(
+                 train::grid_shape(config.parallel, runtime->world_size()), runtime->world(),
+                 train::reduction_options(config.parallel));
            }),
            py::arg("config"), py::arg("runtime") = nullptr, py::keep_alive<1, 3>(),
            "collective over the world when a runtime is given; a world of one otherwise")
-      .def_property_readonly("rank", &dist::ProcessGroups::rank)
-      .def_property_readonly("world_size", [](const dist::ProcessGroups& g) { return g.grid().world_size(); })
-      .def("describe", [](const dist::ProcessGroups& g) { return g.grid().describe(g.rank()); })
-      .def_property_readonly("reduction", &dist::ProcessGroups::reduction,
+      .def_property_readonly("rank", &distributed::ProcessGroups::rank)
+      .def_property_readonly("world_size", [](const distributed::ProcessGroups& g) { return g.grid().world_size(); })
+      .def("describe", [](const distributed::ProcessGroups& g) { return g.grid().describe(g.rank()); })
+      .def_property_readonly("reduction", &distributed::ProcessGroups::reduction,
                              "the algorithm of the gradient reductions (parallel.dp_reduce settled)")
       .def("stats", &stats_dict, "per group and op: calls, bytes_sent, bytes_received, seconds, wait_seconds")
       .def(
           "any",
-          [](dist::ProcessGroups& g, bool flag) {
+          [](distributed::ProcessGroups& g, bool flag) {
             py::gil_scoped_release release;
             Tensor t = Tensor::full({1}, flag ? 1.0 : 0.0, DType::i32);
-            g.world().all_reduce(t, dist::ReduceOp::max);
+            g.world().all_reduce(t, distributed::ReduceOp::max);
             return t.data<std::int32_t>()[0] != 0;
           },
           py::arg("flag"), "collective: true when the flag is set on any rank")
-      .def("barrier", [](dist::ProcessGroups& g) {
+      .def("barrier", [](distributed::ProcessGroups& g) {
         py::gil_scoped_release release;
         g.world().barrier();
       });

@@ -16,11 +16,11 @@
 #include "myriad/core/logging.h"
 #include "myriad/data/bpe_tokenizer.h"
 #include "myriad/data/tokenize_corpus.h"
-#include "myriad/train/checkpoint_folder.h"
+#include "myriad/train/checkpoint/checkpoint_folder.h"
 #include "myriad/ops/placement.h"
 #include "myriad/train/engine.h"
-#include "myriad/train/interchange.h"
-#include "myriad/train/safetensors.h"
+#include "myriad/train/checkpoint/interchange.h"
+#include "myriad/train/checkpoint/safetensors.h"
 #include "myriad/nn/generate.h"
 #include "myriad/optim/lr_schedule.h"
 
@@ -133,11 +133,12 @@ void bind_train(py::module_& m) {
           "the model section's values in use (derived keys resolved)");
 
   py::class_<train::Engine>(m, "Engine", "One rank's model, optimizer, data and step loop")
-      .def(py::init([](const RunConfig& config, int rank, const std::string& log_file, dist::ProcessGroups* groups) {
-             py::gil_scoped_release release;  // construction is collective over the groups
-             return std::make_unique<train::Engine>(config, make_rank_logger(rank, config.logging.level, log_file),
-                                                    groups);
-           }),
+      .def(py::init(
+               [](const RunConfig& config, int rank, const std::string& log_file, distributed::ProcessGroups* groups) {
+                 py::gil_scoped_release release;  // construction is collective over the groups
+                 return std::make_unique<train::Engine>(config, make_rank_logger(rank, config.logging.level, log_file),
+                                                        groups);
+               }),
            py::arg("config"), py::arg("rank") = 0, py::arg("log_file") = "", py::arg("groups") = nullptr,
            py::keep_alive<1, 5>())
       .def(
@@ -365,10 +366,10 @@ void bind_train(py::module_& m) {
           },
           py::arg("dispatch"), "internal: myriad.Engine's gradient hooks")
       .def_property_readonly(
-          "data_parallel_rank", [](train::Engine& e) { return e.groups().group(dist::Axis::dp).rank(); },
+          "data_parallel_rank", [](train::Engine& e) { return e.groups().group(distributed::Axis::dp).rank(); },
           "this rank's replica: which rows of the global batch it passes (train_batch)")
       .def_property_readonly("data_parallel_size",
-                             [](train::Engine& e) { return e.groups().group(dist::Axis::dp).size(); })
+                             [](train::Engine& e) { return e.groups().group(distributed::Axis::dp).size(); })
       .def_property_readonly("step_count", &train::Engine::step_count)
       .def_property_readonly("tokens_per_step", &train::Engine::tokens_per_step)
       .def_property_readonly("flops_per_token", &train::Engine::flops_per_token)

@@ -41,9 +41,8 @@ def main(argv=None):
     if args.command == "import":
         wanted = 2 if args.format == "hf" else 3
         if len(args.paths) != wanted:
-            parser.error(f"import --format {args.format} takes {wanted} paths "
-                         f"({'HF_DIR CHECKPOINT_ROOT' if wanted == 2 else 'IN.safetensors CONFIG.yaml CHECKPOINT_ROOT'}), "
-                         f"got {len(args.paths)}")
+            layout = "HF_DIR CHECKPOINT_ROOT" if wanted == 2 else "IN.safetensors CONFIG.yaml CHECKPOINT_ROOT"
+            parser.error(f"import --format {args.format} takes {wanted} paths ({layout}), got {len(args.paths)}")
     import myriad
     from myriad import hf, int8
 

@@ -224,9 +224,11 @@ class _Taker:
         return name in self.left
 
     def take(self, name, shape):
-        _require(name in self.left, f"import --format hf: {self.hf_dir} lacks tensor '{self.prefix}{name}' {list(shape)}")
+        _require(name in self.left,
+                 f"import --format hf: {self.hf_dir} lacks tensor '{self.prefix}{name}' {list(shape)}")
         t = self.left.pop(name)
-        _require(tuple(t.shape) == tuple(shape), f"import --format hf: tensor '{self.file_name[name]}' in {self.hf_dir} has shape "
+        _require(tuple(t.shape) == tuple(shape),
+                 f"import --format hf: tensor '{self.file_name[name]}' in {self.hf_dir} has shape "
                  f"{list(t.shape)}, the model of config.json expects {list(shape)}")
         return t
 
@@ -252,10 +254,12 @@ def _gpt2_from_hf(cfg, tensors, hf_dir):
                 ("norm1.weight", "ln_1.weight", (C,), False), ("norm1.bias", "ln_1.bias", (C,), False),
                 ("attn.qkv.weight", "attn.c_attn.weight", (C, 3 * C), True),
                 ("attn.qkv.bias", "attn.c_attn.bias", (3 * C,), False),
-                ("attn.proj.weight", "attn.c_proj.weight", (C, C), True), ("attn.proj.bias", "attn.c_proj.bias", (C,), False),
+                ("attn.proj.weight", "attn.c_proj.weight", (C, C), True),
+                ("attn.proj.bias", "attn.c_proj.bias", (C,), False),
                 ("norm2.weight", "ln_2.weight", (C,), False), ("norm2.bias", "ln_2.bias", (C,), False),
                 ("mlp.fc.weight", "mlp.c_fc.weight", (C, ffn), True), ("mlp.fc.bias", "mlp.c_fc.bias", (ffn,), False),
-                ("mlp.proj.weight", "mlp.c_proj.weight", (ffn, C), True), ("mlp.proj.bias", "mlp.c_proj.bias", (C,), False)]:
+                ("mlp.proj.weight", "mlp.c_proj.weight", (ffn, C), True),
+                ("mlp.proj.bias", "mlp.c_proj.bias", (C,), False)]:
             t = take.take(h + theirs, shape)
             out[b + ours] = t.T if transpose else t
     out["norm_f.weight"] = take.take("ln_f.weight", (C,))
@@ -317,7 +321,8 @@ def _llama_from_hf(cfg, tensors, hf_dir):
     take.finish()
     model = {"architecture": "llama", "vocab_size": V, "n_layer": L, "n_head": H, "n_kv_head": Hkv, "n_embd": C,
              "context_length": cfg.get("max_position_embeddings", 2048), "ffn_hidden": ffn,
-             "norm_eps": cfg.get("rms_norm_eps", 1e-6), "rope_theta": rope.get("rope_theta", cfg.get("rope_theta", 1e4)),
+             "norm_eps": cfg.get("rms_norm_eps", 1e-6),
+             "rope_theta": rope.get("rope_theta", cfg.get("rope_theta", 1e4)),
              "tie_embeddings": bool(tie), "bias": False}
     return out, model
 

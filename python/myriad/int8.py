@@ -14,7 +14,6 @@ import tempfile
 import numpy as np
 
 from . import _myriad
-from .hf import checkpoint_tensors
 
 LINEAR_SUFFIXES = ("attn.qkv.weight", "attn.proj.weight", "mlp.fc.weight", "mlp.proj.weight", "mlp.gate.weight",
                    "mlp.up.weight", "mlp.down.weight", "lm_head.weight")

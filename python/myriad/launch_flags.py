@@ -1,4 +1,4 @@
-"""Launch flags of python/train.py: the seed documents' flag style (`--batch_size=4M --lr 6e-5
+"""Launch flags of python/train.py: the cluster-training recipe's launch-flag style (`--batch_size=4M --lr 6e-5
 --checkpoint_activations --log_dir DIR ...`) as aliases of config keys.
 
 Pure functions, no MPI and no extension module: `translate(argv)` splits a command line into the
@@ -61,7 +61,7 @@ def flag_table_text():
     """The flag table as aligned plain text (the driver's --help epilog)."""
     widths = [max(len(row[i]) for row in FLAG_ROWS) for i in range(3)]
     lines = ["launch flags (each also as --flag=value; applied after the config file, before --set):"]
-    for flag, key, value, meaning in FLAG_ROWS:
+    for flag, key, _value, meaning in FLAG_ROWS:
         lines.append(f"  {flag:<{widths[0]}}  {key:<{widths[1]}}  {meaning}")
     lines.append("exit codes: 0 done or preempted (checkpoint written); 2 bad input (config, flags, data, "
                  "checkpoint) or training.max_nonfinite_steps reached - the same command fails the same way; "
@@ -77,7 +77,8 @@ def flag_table_markdown():
 
     lines = ["| flag | config key | value | meaning |", "|---|---|---|---|"]
     for flag, key, value, meaning in FLAG_ROWS:
-        lines.append(f"| {cell(flag, True)} | {cell(key, '.' in key)} | {cell(value, False)} | {cell(meaning, False)} |")
+        lines.append(f"| {cell(flag, True)} | {cell(key, '.' in key)} | {cell(value, False)} | "
+                     f"{cell(meaning, False)} |")
     return "\n".join(lines)
 
 
@@ -96,7 +97,8 @@ NOT_APPLICABLE = {
     "model_type": "the model comes from the config's model: section (n_layer, n_head, n_embd, ...; docs/config.md), "
                   "e.g. --set model.n_layer=40",
     "memory_fraction": "myriad allocates what the model needs (the start-up line shows memory per rank); "
-                       "to use less, lower --micro_batch, add --checkpoint_activations or --set parallel.zero_stage=1..3",
+                       "to use less, lower --micro_batch, add --checkpoint_activations or "
+                       "--set parallel.zero_stage=1..3",
     "num_nodes": "the launcher decides the ranks: mpirun -np N -hostfile hostfile python3 python/train.py ... "
                  "(docs/launch.md)",
     "num_gpus": "the launcher decides the ranks: mpirun -np N ... with one rank per GPU and "
@@ -107,7 +109,8 @@ NOT_APPLICABLE = {
 }
 
 DRIVER_OPTIONS = {"config", "set"}
-KNOWN = set(VALUE_FLAGS) | {"batch_size", "optimizer", "checkpoint_activations", "fp16", "bf16", "resume"} | DRIVER_OPTIONS
+KNOWN = (set(VALUE_FLAGS) | {"batch_size", "optimizer", "checkpoint_activations", "fp16", "bf16", "resume"}
+         | DRIVER_OPTIONS)
 
 
 def _name(token):
@@ -124,8 +127,9 @@ def _check_number(flag, kind, value):
                 raise ValueError
         elif kind == "float":
             float(value)
-    except ValueError:
-        raise LaunchFlagError(f"{flag}: expected {'an integer' if kind == 'int' else 'a number'}, got '{value}'")
+    except ValueError as err:
+        what = "an integer" if kind == "int" else "a number"
+        raise LaunchFlagError(f"{flag}: expected {what}, got '{value}'") from err
     return value
 
 
@@ -179,7 +183,7 @@ def translate(argv: List[str]) -> Tuple[List[str], List[Setting]]:
         name, inline = _name(token)
         flag = token.partition("=")[0]  # as the user spelled it
 
-        def value_of(what):
+        def value_of(what, inline=inline, flag=flag):
             nonlocal i
             if inline is not None:
                 return inline

@@ -26,7 +26,7 @@ def read_metrics(run_dir):
             try:
                 record = json.loads(line)
             except json.JSONDecodeError as e:
-                raise SystemExit(f"error: {path}:{number}: not JSON ({e})")
+                raise SystemExit(f"error: {path}:{number}: not JSON ({e})") from None
             (evals if record.get("kind") == "eval" else train).append(record)
     if not train:
         raise SystemExit(f"error: {path} has no training steps")
@@ -39,7 +39,8 @@ def plot_run(run_dir, out_dir=None):
         matplotlib.use("Agg")
         import matplotlib.pyplot as plt
     except ImportError:
-        raise SystemExit("error: myriad.plot needs matplotlib (pip install matplotlib; scripts/setup.sh installs it)")
+        raise SystemExit("error: myriad.plot needs matplotlib "
+                         "(pip install matplotlib; scripts/setup.sh installs it)") from None
     train, evals = read_metrics(run_dir)
     out_dir = out_dir or os.path.join(run_dir, "plots")
     os.makedirs(out_dir, exist_ok=True)

@@ -33,7 +33,8 @@ import time
 def parse_args(argv):
     parser = argparse.ArgumentParser(prog="python -m myriad.run", description=__doc__.split("\n\n")[0])
     parser.add_argument("--max-restarts", type=int, default=3, help="restarts after failures (default 3)")
-    parser.add_argument("--backoff", type=float, default=10.0, help="seconds before the first restart, doubled after each (default 10)")
+    parser.add_argument("--backoff", type=float, default=10.0,
+                        help="seconds before the first restart, doubled after each (default 10)")
     parser.add_argument("--log", default=None, help="also append the supervisor's lines to this file")
     parser.add_argument("command", nargs=argparse.REMAINDER, help="-- then the job's command line")
     args = parser.parse_args(argv)
@@ -46,12 +47,22 @@ def parse_args(argv):
     return args
 
 
+def runs_driver(command):
+    """Whether the command runs the training driver: train.py, myriad-train, python -m myriad.train,
+    or `myriad train` (also python -m myriad.cli train)."""
+    for i, part in enumerate(command):
+        if part.endswith(("train.py", "myriad-train")) or part == "myriad.train":
+            return True
+        if (os.path.basename(part) == "myriad" or part == "myriad.cli") and command[i + 1:i + 2] == ["train"]:
+            return True
+    return False
+
+
 def with_resume(command):
     """The command with `--resume auto` appended when it runs train.py without a resume choice."""
-    runs_driver = any(part.endswith(("train.py", "myriad-train")) or part == "myriad.train" for part in command)
     chooses = any(part == "--resume" or part.startswith("--resume=") or part.startswith("checkpoint.resume=")
                   for part in command)
-    return command + ["--resume", "auto"] if runs_driver and not chooses else command
+    return command + ["--resume", "auto"] if runs_driver(command) and not chooses else command
 
 
 # Exit codes that mean the same command would fail again, with why.

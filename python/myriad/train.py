@@ -8,7 +8,7 @@ The three are one program: python/train.py (the source tree's script) and the `m
 console command both call main() here.
 
 Thin by design: it starts MPI (when launched by mpirun with more than one rank), parses the
-config, the launch flags (the seed documents' style: --batch_size=4M, --lr, --fp16, --resume,
+config, the launch flags (the cluster-training recipe's style: --batch_size=4M, --lr, --fp16, --resume,
 --log_dir, ...; python/myriad/launch_flags.py, docs/launch.md) and the --set overrides (in that
 order: file, flags, --set), builds the process groups and the C++ Engine and walks the steps,
 printing on rank 0 one line per logging step —
@@ -202,7 +202,7 @@ def not_finite(m):
 
 
 def step_line(m, steps, window, world, peak, device):
-    """The console line of one step: the seed document's monitoring fields (Iteration, Loss, Comm,
+    """The console line of one step: the cluster-training recipe's monitoring fields (Iteration, Loss, Comm,
     Samples/sec, Grad Norm), then Tokens/sec, MFU, ms/step, memory and the learning rate; Bubble
     and Loss Scale when they apply; `skipped (...)` for a step whose update was skipped. Every
     field that can be None (not finite) is printed as nan."""
@@ -364,8 +364,9 @@ def train(engine, groups, config, resolved_yaml, rank, world, stop_signals, faul
             window = Window()
         for s in m["stragglers"]:
             if rank == 0:
-                print(f"Iteration: {step}/{steps} | straggler: rank {s['rank']} ({s['coords']}) on {s['host']}: compute "
-                      f"{1000 * s['compute_seconds']:.1f} ms/step vs median {1000 * s['median_seconds']:.1f} ms",
+                print(f"Iteration: {step}/{steps} | straggler: rank {s['rank']} ({s['coords']}) on {s['host']}: "
+                      f"compute {1000 * s['compute_seconds']:.1f} ms/step "
+                      f"vs median {1000 * s['median_seconds']:.1f} ms",
                       flush=True)
         if config.eval_every and step % config.eval_every == 0:
             val = engine.evaluate()

@@ -206,7 +206,7 @@ void ModelConfig::validate_attention() const {
 const std::vector<RefusedKey>& ModelConfig::refused_keys() {
   static const std::vector<RefusedKey> refused = {
       {"block_size",
-       "is not the context length here: in the seed documents block_size is the tile of block-sparse attention, "
+       "is not the context length here: in the 1.6T MoE recipe block_size is the tile of block-sparse attention, "
        "which is model.attention.block_size (attention: {kind: block_sparse, block_size: 64}); the longest "
        "sequence is model.context_length"},
       {"sparse_ratio",

@@ -9,7 +9,7 @@
 #include "myriad/core/error.h"
 #include "myriad/distributed/mpi_communicator.h"
 
-namespace myriad::dist {
+namespace myriad::distributed {
 
 namespace {
 
@@ -173,4 +173,4 @@ void CollectiveWatchdog::report_and_abort(const GroupProgress& group, const Grou
   std::_Exit(3);
 }
 
-}  // namespace myriad::dist
+}  // namespace myriad::distributed

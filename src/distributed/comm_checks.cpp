@@ -6,7 +6,7 @@
 
 #include "myriad/core/error.h"
 
-namespace myriad::dist {
+namespace myriad::distributed {
 
 std::string comm_context(const char* op, const Communicator& comm) {
   std::ostringstream out;
@@ -139,4 +139,4 @@ void check_all_to_all_v_args(const Communicator& comm, const Tensor& input,
                                                      << " elements to itself but expects " << recv_counts[r]);
 }
 
-}  // namespace myriad::dist
+}  // namespace myriad::distributed

@@ -4,7 +4,7 @@
 
 #include "myriad/core/error.h"
 
-namespace myriad::dist {
+namespace myriad::distributed {
 
 const char* comm_op_name(CommOp op) {
   switch (op) {
@@ -53,4 +53,4 @@ CommOpStats CommStats::total() const {
   return sum;
 }
 
-}  // namespace myriad::dist
+}  // namespace myriad::distributed

@@ -10,7 +10,7 @@
 #include "myriad/distributed/comm_checks.h"
 #include "myriad/distributed/exact_sum.h"
 
-namespace myriad::dist {
+namespace myriad::distributed {
 
 ComposedCommunicator::ComposedCommunicator(std::unique_ptr<Communicator> flat, bool exact_sums)
     : flat_(std::move(flat)), exact_sums_(exact_sums), stats_(std::make_shared<StatsBlock>()) {
@@ -197,4 +197,4 @@ std::vector<Communicator*> ComposedCommunicator::parts() {
   return out;
 }
 
-}  // namespace myriad::dist
+}  // namespace myriad::distributed

@@ -9,7 +9,7 @@
 
 #include "myriad/core/error.h"
 
-namespace myriad::dist {
+namespace myriad::distributed {
 
 namespace {
 constexpr std::int64_t kSignBlock = 64;
@@ -222,4 +222,4 @@ void CompressedSum::sum(Tensor& x) {
   }
 }
 
-}  // namespace myriad::dist
+}  // namespace myriad::distributed

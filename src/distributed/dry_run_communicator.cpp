@@ -3,7 +3,7 @@
 
 #include "myriad/core/error.h"
 
-namespace myriad::dist {
+namespace myriad::distributed {
 
 DryRunCommunicator::DryRunCommunicator(std::string name, int rank, int size)
     : name_(std::move(name)), rank_(rank), size_(size) {
@@ -31,4 +31,4 @@ WorkHandle DryRunCommunicator::barrier_async() { refuse("barrier"); }
 void DryRunCommunicator::abort(int, const std::string& reason) { MYRIAD_THROW("dry run: " << reason); }
 std::unique_ptr<Communicator> DryRunCommunicator::split(int, int, const std::string&) { refuse("split"); }
 
-}  // namespace myriad::dist
+}  // namespace myriad::distributed

@@ -14,7 +14,7 @@
 #include <cstring>
 #include <limits>
 
-namespace myriad::dist {
+namespace myriad::distributed {
 
 namespace {
 std::int32_t biased_exponent(std::uint32_t bits) { return static_cast<std::int32_t>((bits >> 23) & 0xffu); }
@@ -93,4 +93,4 @@ void from_exact_fixed(const std::int64_t* q, std::int64_t first, std::int64_t n,
   }
 }
 
-}  // namespace myriad::dist
+}  // namespace myriad::distributed

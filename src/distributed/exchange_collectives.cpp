@@ -8,7 +8,7 @@
 
 #include "mpi_collectives.h"
 
-namespace myriad::dist {
+namespace myriad::distributed {
 
 namespace {
 constexpr int kTagBase = 2000;
@@ -68,4 +68,4 @@ ByteCounts pairwise_all_to_all_v(const MpiLink& link, const void* input, const s
   return counts;
 }
 
-}  // namespace myriad::dist
+}  // namespace myriad::distributed

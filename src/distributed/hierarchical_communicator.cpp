@@ -8,7 +8,7 @@
 #include "myriad/core/error.h"
 #include "myriad/distributed/comm_checks.h"
 
-namespace myriad::dist {
+namespace myriad::distributed {
 
 namespace {
 // dst[dst_at, +count) <- src[src_at, +count), elements of the tensors' dtype.
@@ -89,4 +89,4 @@ void HierarchicalCommunicator::run_all_gather(const Tensor& input, Tensor& outpu
   }
 }
 
-}  // namespace myriad::dist
+}  // namespace myriad::distributed

@@ -6,7 +6,7 @@
 
 #include "myriad/core/error.h"
 
-namespace myriad::dist {
+namespace myriad::distributed {
 
 namespace {
 
@@ -41,4 +41,4 @@ void reduce_into(void* dst, const void* a, const void* b, std::int64_t n, DType 
   }
 }
 
-}  // namespace myriad::dist
+}  // namespace myriad::distributed

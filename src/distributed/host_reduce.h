@@ -10,8 +10,8 @@
 #include "myriad/core/dtype.h"
 #include "myriad/distributed/communicator.h"
 
-namespace myriad::dist {
+namespace myriad::distributed {
 
 void reduce_into(void* dst, const void* a, const void* b, std::int64_t n, DType dtype, ReduceOp op);
 
-}  // namespace myriad::dist
+}  // namespace myriad::distributed

@@ -10,7 +10,7 @@
 #include "myriad/distributed/comm_checks.h"
 #include "myriad/ops/elementwise.h"
 
-namespace myriad::dist {
+namespace myriad::distributed {
 
 namespace {
 
@@ -112,4 +112,4 @@ void LoopbackCommunicator::reset_stats() {
   stats_ = CommStats{};
 }
 
-}  // namespace myriad::dist
+}  // namespace myriad::distributed

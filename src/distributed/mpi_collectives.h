@@ -22,7 +22,7 @@
 #include "myriad/core/dtype.h"
 #include "myriad/distributed/communicator.h"
 
-namespace myriad::dist {
+namespace myriad::distributed {
 
 struct ByteCounts {
   std::int64_t sent = 0;
@@ -62,4 +62,4 @@ ByteCounts tree_broadcast(const MpiLink& link, void* data, std::int64_t bytes, i
 ByteCounts pairwise_all_to_all_v(const MpiLink& link, const void* input, const std::vector<std::int64_t>& send_counts,
                                  void* output, const std::vector<std::int64_t>& recv_counts, std::size_t element_size);
 
-}  // namespace myriad::dist
+}  // namespace myriad::distributed

@@ -11,7 +11,7 @@
 #include "myriad/core/error.h"
 #include "myriad/distributed/comm_checks.h"
 
-namespace myriad::dist {
+namespace myriad::distributed {
 
 // A queued op: a collective body run to completion, or one send/recv to post.
 struct MpiCommunicator::QueuedOp {
@@ -380,4 +380,4 @@ void MpiCommunicator::drain_in_flight() {
   in_flight_.clear();
 }
 
-}  // namespace myriad::dist
+}  // namespace myriad::distributed

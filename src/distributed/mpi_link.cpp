@@ -6,7 +6,7 @@
 
 #include "myriad/core/error.h"
 
-namespace myriad::dist {
+namespace myriad::distributed {
 
 std::string MpiLink::context(const char* op) const {
   std::ostringstream out;
@@ -91,4 +91,4 @@ bool RequestSet::test_all() {
   return true;
 }
 
-}  // namespace myriad::dist
+}  // namespace myriad::distributed

@@ -16,7 +16,7 @@
 #include <string>
 #include <vector>
 
-namespace myriad::dist {
+namespace myriad::distributed {
 
 struct MpiLink {
   MPI_Comm comm = MPI_COMM_NULL;
@@ -61,4 +61,4 @@ class RequestSet {
   std::vector<Piece> pieces_;  // parallel to requests_
 };
 
-}  // namespace myriad::dist
+}  // namespace myriad::distributed

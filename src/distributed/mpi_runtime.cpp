@@ -9,7 +9,7 @@
 #include "myriad/core/error.h"
 #include "myriad/distributed/mpi_communicator.h"
 
-namespace myriad::dist {
+namespace myriad::distributed {
 
 namespace {
 const char* thread_level_name(int level) {
@@ -74,4 +74,4 @@ bool MpiRuntime::launched_by_mpi() {
   return std::getenv("OMPI_COMM_WORLD_SIZE") != nullptr || std::getenv("PMI_SIZE") != nullptr;
 }
 
-}  // namespace myriad::dist
+}  // namespace myriad::distributed

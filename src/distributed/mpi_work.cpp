@@ -1,7 +1,7 @@
 // MpiWork: completion flag, condition variable and statistics of one queued op (see mpi_work.h).
 #include "mpi_work.h"
 
-namespace myriad::dist {
+namespace myriad::distributed {
 
 MpiWork::MpiWork(CommOp op, bool counted, std::shared_ptr<StatsBlock> stats)
     : op_(op), counted_(counted), stats_(std::move(stats)), issued_(Clock::now()) {
@@ -48,4 +48,4 @@ void MpiWork::complete(std::int64_t bytes_sent, std::int64_t bytes_received, std
   done_cv_.notify_all();
 }
 
-}  // namespace myriad::dist
+}  // namespace myriad::distributed

@@ -17,7 +17,7 @@
 
 #include "myriad/distributed/communicator.h"
 
-namespace myriad::dist {
+namespace myriad::distributed {
 
 struct StatsBlock {
   mutable std::mutex mutex;
@@ -48,4 +48,4 @@ class MpiWork final : public CommWork {
   std::exception_ptr error_;
 };
 
-}  // namespace myriad::dist
+}  // namespace myriad::distributed

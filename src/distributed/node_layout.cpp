@@ -11,7 +11,7 @@
 #include "myriad/core/error.h"
 #include "myriad/core/tensor.h"
 
-namespace myriad::dist {
+namespace myriad::distributed {
 
 namespace {
 constexpr std::int64_t kHostBytes = 256;
@@ -106,4 +106,4 @@ ReductionAlgorithm choose_reduction(ReductionAlgorithm requested, const std::vec
   return ReductionAlgorithm::ring;
 }
 
-}  // namespace myriad::dist
+}  // namespace myriad::distributed

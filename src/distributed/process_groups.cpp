@@ -10,7 +10,7 @@
 #include "myriad/distributed/ring_communicator.h"
 #include "myriad/distributed/tree_communicator.h"
 
-namespace myriad::dist {
+namespace myriad::distributed {
 
 namespace {
 RankGrid checked_grid(const GridShape& shape, const std::unique_ptr<Communicator>& world) {
@@ -138,4 +138,4 @@ void ProcessGroups::watch_with(CollectiveWatchdog& watchdog) {
   watch(data_context_.get());
 }
 
-}  // namespace myriad::dist
+}  // namespace myriad::distributed

@@ -8,7 +8,7 @@
 
 #include "myriad/core/error.h"
 
-namespace myriad::dist {
+namespace myriad::distributed {
 
 const char* axis_name(Axis axis) {
   switch (axis) {
@@ -205,4 +205,4 @@ std::string RankGrid::describe(int rank) const {
   return out.str();
 }
 
-}  // namespace myriad::dist
+}  // namespace myriad::distributed

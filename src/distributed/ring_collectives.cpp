@@ -9,7 +9,7 @@
 #include "host_reduce.h"
 #include "mpi_collectives.h"
 
-namespace myriad::dist {
+namespace myriad::distributed {
 
 namespace {
 
@@ -110,4 +110,4 @@ ByteCounts ring_all_gather(const MpiLink& link, const void* input, void* output,
   return counts;
 }
 
-}  // namespace myriad::dist
+}  // namespace myriad::distributed

@@ -1,7 +1,7 @@
 // RingCommunicator: the flat ring on a private copy of the group (see ring_communicator.h).
 #include "myriad/distributed/ring_communicator.h"
 
-namespace myriad::dist {
+namespace myriad::distributed {
 
 RingCommunicator::RingCommunicator(std::unique_ptr<Communicator> flat, bool exact_sums)
     : ComposedCommunicator(std::move(flat), exact_sums) {
@@ -11,4 +11,4 @@ RingCommunicator::RingCommunicator(std::unique_ptr<Communicator> flat, bool exac
 
 RingCommunicator::~RingCommunicator() { stop(); }
 
-}  // namespace myriad::dist
+}  // namespace myriad::distributed

@@ -6,7 +6,7 @@
 
 #include "myriad/core/error.h"
 
-namespace myriad::dist {
+namespace myriad::distributed {
 
 std::vector<double> gather_over_ranks(Communicator& comm, double value) {
   if (comm.size() == 1) return {value};
@@ -143,4 +143,4 @@ std::vector<std::string> gather_strings_to_rank0(Communicator& comm, const std::
   return all;
 }
 
-}  // namespace myriad::dist
+}  // namespace myriad::distributed

@@ -3,7 +3,7 @@
 
 #include "host_reduce.h"
 
-namespace myriad::dist {
+namespace myriad::distributed {
 
 TreeCommunicator::TreeCommunicator(std::unique_ptr<Communicator> flat, bool exact_sums)
     : ComposedCommunicator(std::move(flat), exact_sums) {
@@ -29,4 +29,4 @@ void TreeCommunicator::run_all_reduce(Tensor& tensor, ReduceOp op) {
   tree_->broadcast(tensor, 0);
 }
 
-}  // namespace myriad::dist
+}  // namespace myriad::distributed

@@ -107,53 +107,55 @@ std::int64_t tokens_per_step(const RunConfig& c) {
          c.training.seq_len;
 }
 
-dist::GridShape grid_shape(const ParallelConfig& parallel, int world_size) {
-  return dist::GridShape{.tp = parallel.tp,
-                         .cp = parallel.cp,
-                         .ep = parallel.ep,
-                         .dp = parallel.dp_for_world(world_size),
-                         .pp = parallel.pp};
+distributed::GridShape grid_shape(const ParallelConfig& parallel, int world_size) {
+  return distributed::GridShape{.tp = parallel.tp,
+                                .cp = parallel.cp,
+                                .ep = parallel.ep,
+                                .dp = parallel.dp_for_world(world_size),
+                                .pp = parallel.pp};
 }
 
-dist::ReductionOptions reduction_options(const ParallelConfig& parallel) {
-  dist::ReductionOptions options;
+distributed::ReductionOptions reduction_options(const ParallelConfig& parallel) {
+  distributed::ReductionOptions options;
   options.ranks_per_node = parallel.ranks_per_node;
   options.exact = parallel.dp_reduce_exact;
   switch (parallel.dp_reduce) {
     case DpReduce::automatic:
-      options.dp_reduce = dist::ReductionAlgorithm::automatic;
+      options.dp_reduce = distributed::ReductionAlgorithm::automatic;
       break;
     case DpReduce::ring:
-      options.dp_reduce = dist::ReductionAlgorithm::ring;
+      options.dp_reduce = distributed::ReductionAlgorithm::ring;
       break;
     case DpReduce::tree:
-      options.dp_reduce = dist::ReductionAlgorithm::tree;
+      options.dp_reduce = distributed::ReductionAlgorithm::tree;
       break;
     case DpReduce::hierarchical:
-      options.dp_reduce = dist::ReductionAlgorithm::hierarchical;
+      options.dp_reduce = distributed::ReductionAlgorithm::hierarchical;
       break;
   }
   return options;
 }
 
-DataParallelOptions data_parallel_options(const RunConfig& c) {
-  DataParallelOptions options;
+parallel::DataParallelOptions data_parallel_options(const RunConfig& c) {
+  parallel::DataParallelOptions options;
   options.zero_stage = c.parallel.zero_stage;
   options.bucket_elements = static_cast<std::int64_t>(c.parallel.bucket_mb * 1048576.0 / 4.0);
   options.pipelined = c.parallel.pp > 1;  // buckets reduce per chunk in the cool-down
   if (c.parallel.zero_stage == 3) options.compute_format = compute_format(c.training.precision);
   const TrainingConfig& t = c.training;
   if (t.sync == SyncMode::local) {
-    options.exchange.kind = GradientExchange::Kind::local;
-    options.exchange.local = LocalSgdOptions{t.settled_local_steps(), static_cast<float>(t.outer_lr.value_or(0.7)),
-                                             static_cast<float>(t.outer_momentum.value_or(0.9)), t.outer_overlap};
+    options.exchange.kind = parallel::GradientExchange::Kind::local;
+    options.exchange.local =
+        parallel::LocalSgdOptions{t.settled_local_steps(), static_cast<float>(t.outer_lr.value_or(0.7)),
+                                  static_cast<float>(t.outer_momentum.value_or(0.9)), t.outer_overlap};
   } else if (t.optimizer == OptimizerKind::onebit_adam) {
-    options.exchange.kind = GradientExchange::Kind::onebit_adam;
+    options.exchange.kind = parallel::GradientExchange::Kind::onebit_adam;
     options.exchange.freeze_step = t.settled_freeze_step();
   } else if (t.gradient_compression != GradientCompression::none) {
-    options.exchange.kind = GradientExchange::Kind::compressed;
-    options.exchange.compression.kind =
-        t.gradient_compression == GradientCompression::int8 ? dist::Compression::int8 : dist::Compression::topk;
+    options.exchange.kind = parallel::GradientExchange::Kind::compressed;
+    options.exchange.compression.kind = t.gradient_compression == GradientCompression::int8
+                                            ? distributed::Compression::int8
+                                            : distributed::Compression::topk;
     options.exchange.compression.topk_ratio = t.topk_ratio.value_or(0.01);
   }
   return options;
@@ -171,16 +173,16 @@ nn::Recompute recompute_mode(Recompute mode) {
   return nn::Recompute::none;
 }
 
-dist::ScheduleKind schedule_kind(PipelineSchedule kind) {
+parallel::ScheduleKind schedule_kind(PipelineSchedule kind) {
   switch (kind) {
     case PipelineSchedule::gpipe:
-      return dist::ScheduleKind::gpipe;
+      return parallel::ScheduleKind::gpipe;
     case PipelineSchedule::one_f_one_b:
-      return dist::ScheduleKind::one_f_one_b;
+      return parallel::ScheduleKind::one_f_one_b;
     case PipelineSchedule::interleaved:
-      return dist::ScheduleKind::interleaved;
+      return parallel::ScheduleKind::interleaved;
   }
-  return dist::ScheduleKind::one_f_one_b;
+  return parallel::ScheduleKind::one_f_one_b;
 }
 
 DType compute_format(Precision precision) {

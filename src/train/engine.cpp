@@ -10,24 +10,24 @@
 #include "myriad/core/logging.h"
 #include "myriad/core/precision.h"
 #include "myriad/core/process_memory.h"
-#include "myriad/distributed/context_parallel_group.h"
-#include "myriad/distributed/expert_parallel_group.h"
+#include "myriad/parallel/context_parallel_group.h"
+#include "myriad/parallel/expert_parallel_group.h"
 #include "myriad/distributed/mpi_communicator.h"
-#include "myriad/train/attention_metrics.h"
-#include "myriad/train/moe_metrics.h"
+#include "myriad/train/metrics/attention_metrics.h"
+#include "myriad/train/metrics/moe_metrics.h"
 #include "myriad/distributed/scalar_reduce.h"
-#include "myriad/distributed/tensor_parallel_regions.h"
+#include "myriad/parallel/tensor_parallel_regions.h"
 #include "myriad/nn/linear.h"
 #include "myriad/ops/cross_entropy.h"
-#include "myriad/train/checkpoint.h"
+#include "myriad/train/checkpoint/checkpoint.h"
 #include "myriad/train/config_wiring.h"
 
 namespace myriad::train {
 
-Engine::Engine(const RunConfig& config, std::shared_ptr<spdlog::logger> log, dist::ProcessGroups* groups)
+Engine::Engine(const RunConfig& config, std::shared_ptr<spdlog::logger> log, distributed::ProcessGroups* groups)
     : log_(std::move(log)) {
   if (groups == nullptr) {
-    owned_groups_ = std::make_unique<dist::ProcessGroups>(dist::ProcessGroups::single());
+    owned_groups_ = std::make_unique<distributed::ProcessGroups>(distributed::ProcessGroups::single());
     groups = owned_groups_.get();
   }
   groups_ = groups;
@@ -35,8 +35,8 @@ Engine::Engine(const RunConfig& config, std::shared_ptr<spdlog::logger> log, dis
   config_.validate(groups_->grid().world_size());
   file_only_logger(*log_)->info("resolved config:\n{}", config_.to_yaml());
   // Rank 0 tokenizes (or validates the cache); the others then find the cache complete.
-  dist::Communicator& world = groups_->world();
-  dist::run_on_rank0(world, "data preparation", [&] { data_ = prepare_data(config_, *log_); });
+  distributed::Communicator& world = groups_->world();
+  distributed::run_on_rank0(world, "data preparation", [&] { data_ = prepare_data(config_, *log_); });
   if (world.rank() != 0) data_ = prepare_data(config_, *log_, CacheUse::prepared_by_rank0);
   MYRIAD_CHECK(config_.model.vocab_size >= data_.vocab_size,
                "model.vocab_size " << config_.model.vocab_size << " is smaller than the vocabulary of the data ("
@@ -98,9 +98,9 @@ Engine::Engine(const RunConfig& config, std::shared_ptr<spdlog::logger> log, dis
   metrics_ = std::make_unique<StepMetricsCollector>(config_, *groups_, device_.get(), peak, flops_per_token_, log_);
   if (model_parallel()) log_layout();
   // Armed only now: data preparation on rank 0 may legitimately keep the others waiting longer.
-  if (auto* mpi_world = dynamic_cast<dist::MpiCommunicator*>(&world);
+  if (auto* mpi_world = dynamic_cast<distributed::MpiCommunicator*>(&world);
       mpi_world != nullptr && config_.parallel.collective_timeout > 0) {
-    watchdog_ = std::make_unique<dist::CollectiveWatchdog>(*mpi_world, config_.parallel.collective_timeout);
+    watchdog_ = std::make_unique<distributed::CollectiveWatchdog>(*mpi_world, config_.parallel.collective_timeout);
     groups_->watch_with(*watchdog_);
   }
   MemoryReport mem = memory_report();
@@ -150,7 +150,7 @@ void Engine::build_rank_model(ops::Placement placement, ops::MetaBackend* meta) 
   model_ = std::make_unique<nn::GptModel>(model_config, model_split(model_config), true, placement);
   if (meta == nullptr) model_->initialize(config_.training.seed);  // meta tensors hold no values
   if (model_parallel()) serial_layout_ = std::make_unique<SerialLayout>(*model_);
-  DataParallelOptions dp_options = data_parallel_options(config_);
+  parallel::DataParallelOptions dp_options = data_parallel_options(config_);
   dp_options.model_parallel = {&tp(), &pp()};
   dp_options.tensor_parallel = &tp();
   if (config_.model.ties_embeddings() && config_.parallel.pp > 1 &&
@@ -165,10 +165,11 @@ void Engine::build_rank_model(ops::Placement placement, ops::MetaBackend* meta) 
   }
   if (config_.parallel.ep > 1) {
     dp_options.expert_data_parallel = device_ ? &device_->expert_data() : &groups_->expert_data();
-    dp_options.expert_parallel = &group(dist::Axis::ep);
+    dp_options.expert_parallel = &group(distributed::Axis::ep);
   }
   label("data_parallel");
-  data_parallel_ = std::make_unique<DataParallel>(*model_, data_group(), dp_options, adamw_config(config_.training));
+  data_parallel_ =
+      std::make_unique<parallel::DataParallel>(*model_, data_group(), dp_options, adamw_config(config_.training));
   label("precision");
   setup_precision();
   if (config_.training.precision == Precision::fp16) setup_loss_scaler();
@@ -178,14 +179,14 @@ void Engine::build_rank_model(ops::Placement placement, ops::MetaBackend* meta) 
   label("other");
 }
 
-std::unique_ptr<PipelineExecutor> Engine::make_executor(int micro_batches) {
+std::unique_ptr<parallel::PipelineExecutor> Engine::make_executor(int micro_batches) {
   // Without pipeline parallelism parallel.pp_schedule has no say: forward then backward of each
   // micro-batch. The observers start each micro-batch's and chunk's data-parallel reduction
   // (held back while a research backward(sync=false) runs).
-  const dist::ScheduleKind kind =
-      config_.parallel.pp > 1 ? schedule_kind(config_.parallel.pp_schedule) : dist::ScheduleKind::one_f_one_b;
+  const parallel::ScheduleKind kind =
+      config_.parallel.pp > 1 ? schedule_kind(config_.parallel.pp_schedule) : parallel::ScheduleKind::one_f_one_b;
   auto executor =
-      std::make_unique<PipelineExecutor>(*model_, pp(), kind, micro_batches, config_.parallel.virtual_stages);
+      std::make_unique<parallel::PipelineExecutor>(*model_, pp(), kind, micro_batches, config_.parallel.virtual_stages);
   executor->set_micro_batch_observer([this](bool last) { data_parallel_->begin_micro_batch(last && sync_backward_); });
   executor->set_backward_observer(
       [this](bool final) { data_parallel_->begin_pipelined_backward(final && sync_backward_); });
@@ -216,11 +217,11 @@ void Engine::log_layout() {
   }
   std::string pipeline = "pp 1";
   if (p.pp > 1) {
-    const dist::ScheduleKind kind = schedule_kind(p.pp_schedule);
+    const parallel::ScheduleKind kind = schedule_kind(p.pp_schedule);
     const int m = config_.training.gradient_accumulation;
-    dist::ScheduleCheck check =
-        dist::simulate_schedule(dist::build_schedule(kind, p.pp, m, p.virtual_stages), p.pp, m, p.virtual_stages);
-    pipeline = "pp " + std::to_string(p.pp) + " (" + dist::schedule_name(kind) + ", " + std::to_string(m) +
+    parallel::ScheduleCheck check = parallel::simulate_schedule(
+        parallel::build_schedule(kind, p.pp, m, p.virtual_stages), p.pp, m, p.virtual_stages);
+    pipeline = "pp " + std::to_string(p.pp) + " (" + parallel::schedule_name(kind) + ", " + std::to_string(m) +
                " micro-batches, " + std::to_string(p.virtual_stages) + " chunk(s) per rank; modelled bubble " +
                std::to_string(std::lround(100 * check.idle_fraction)) + "%, up to " +
                std::to_string(check.peak_in_flight.at(pp().rank())) + " chunk forwards in flight on this rank)";
@@ -263,15 +264,15 @@ nn::ModelSplit Engine::model_split(const nn::TransformerConfig& model_config) {
   const ParallelConfig& p = config_.parallel;
   nn::ModelSplit split;
   if (p.tp > 1) {  // parallelize: the model's layers cross the tp group through these regions
-    tensor_parallel_ = std::make_unique<dist::TensorParallelRegions>(tp(), p.sequence_parallel, model_config);
+    tensor_parallel_ = std::make_unique<parallel::TensorParallelRegions>(tp(), p.sequence_parallel, model_config);
     split.tp = tensor_parallel_.get();
   }
   if (p.ep > 1) {  // the MoE layers' experts split over the ep group, rows exchanged through it
-    expert_parallel_ = std::make_unique<dist::ExpertParallelGroup>(group(dist::Axis::ep));
+    expert_parallel_ = std::make_unique<parallel::ExpertParallelGroup>(group(distributed::Axis::ep));
     split.ep = expert_parallel_.get();
   }
   if (p.cp > 1) {  // the sequence split over the cp group, attention as a ring through it
-    context_parallel_ = std::make_unique<dist::ContextParallelGroup>(group(dist::Axis::cp));
+    context_parallel_ = std::make_unique<parallel::ContextParallelGroup>(group(distributed::Axis::cp));
     split.cp = context_parallel_.get();
   }
   const int stage = pp().rank();
@@ -315,7 +316,7 @@ void Engine::sync_tied_embedding() {
     peer_embedding_grad_ = model_->parameters().placement().empty(grad.shape());
   }
   const int peer = split.first_stage ? config_.parallel.pp - 1 : 0;
-  dist::WorkHandle send = pp().send_async(grad, peer, 2);
+  distributed::WorkHandle send = pp().send_async(grad, peer, 2);
   pp().recv(peer_embedding_grad_, peer, 2);
   send->wait();
   nn::add_into(grad, peer_embedding_grad_);
@@ -325,7 +326,7 @@ std::int64_t Engine::tokens_per_step() const { return train::tokens_per_step(con
 
 MemoryReport Engine::memory_report() const {
   MemoryReport r;
-  ShardedMemory sharded = data_parallel_->memory();
+  parallel::ShardedMemory sharded = data_parallel_->memory();
   r.parameter_bytes = sharded.parameter_bytes;
   r.gradient_bytes = sharded.gradient_bytes;
   r.optimizer_bytes = sharded.optimizer_bytes;
@@ -400,7 +401,7 @@ StepMetrics Engine::step() {
     valid += count_valid_targets(micro_targets_[m], nn::GptModel::kIgnoreIndex);
   }
   const std::int64_t local_valid = valid;
-  valid = dist::sum_over_ranks(data_group(), valid);
+  valid = distributed::sum_over_ranks(data_group(), valid);
   MYRIAD_CHECK(valid > 0, "step " << step_ << ": the global batch has no valid target tokens");
   const double scale = loss_scaler_ ? loss_scaler_->scale() : 1.0;  // fp16: the dynamic loss scale
   // Gradients are means over the tokens they are reduced over: the global batch, or under local
@@ -410,11 +411,12 @@ StepMetrics Engine::step() {
   data_parallel_->zero_grads();
   model_->reset_moe_stats();
   model_->reset_attention_stats();
-  const PipelineStepResult run = pipeline_->run(micro_ids_, micro_targets_, loss_scale, recompute_);
+  const parallel::PipelineStepResult run = pipeline_->run(micro_ids_, micro_targets_, loss_scale, recompute_);
   bubble_seconds_ = run.bubble_seconds;
   if (compute_delay_ > 0) std::this_thread::sleep_for(std::chrono::duration<double>(compute_delay_));
   finish_backward_pass(true);
-  const double loss_sum = dist::sum_over_ranks(data_group(), dist::sum_over_ranks(pp(), run.loss_sum));  // last stage's
+  const double loss_sum =
+      distributed::sum_over_ranks(data_group(), distributed::sum_over_ranks(pp(), run.loss_sum));  // last stage's
   StepMetrics metrics;
   metrics.lr = schedule_.lr_at(step_);
   const optim::OptimizerStepStats stats = apply_update(metrics.lr, scale);
@@ -473,11 +475,11 @@ double Engine::evaluate() {
     sum += loss.sum;
     tokens += loss.tokens;
   }
-  data_parallel_->finish_backward();      // drops any prefetched ZeRO-3 unit
-  sum = dist::sum_over_ranks(pp(), sum);  // the loss is computed on the last stage
-  tokens = dist::sum_over_ranks(pp(), tokens);
-  sum = dist::sum_over_ranks(data_group(), sum);
-  tokens = dist::sum_over_ranks(data_group(), tokens);
+  data_parallel_->finish_backward();             // drops any prefetched ZeRO-3 unit
+  sum = distributed::sum_over_ranks(pp(), sum);  // the loss is computed on the last stage
+  tokens = distributed::sum_over_ranks(pp(), tokens);
+  sum = distributed::sum_over_ranks(data_group(), sum);
+  tokens = distributed::sum_over_ranks(data_group(), tokens);
   const double val_loss = sum / static_cast<double>(std::max<std::int64_t>(tokens, 1));
   metrics_->write_eval(step_, val_loss);
   return val_loss;

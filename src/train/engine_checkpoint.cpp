@@ -4,10 +4,10 @@
 #include "myriad/distributed/scalar_reduce.h"
 #include "myriad/nn/generate.h"
 #include "myriad/ops/elementwise.h"
-#include "myriad/train/checkpoint.h"
-#include "myriad/train/checkpoint_folder.h"
-#include "myriad/train/checkpoint_reader.h"
-#include "myriad/train/distributed_checkpoint.h"
+#include "myriad/train/checkpoint/checkpoint.h"
+#include "myriad/train/checkpoint/checkpoint_folder.h"
+#include "myriad/train/checkpoint/checkpoint_reader.h"
+#include "myriad/train/checkpoint/distributed_checkpoint.h"
 #include "myriad/train/engine.h"
 
 namespace myriad::train {
@@ -19,15 +19,15 @@ std::string Engine::save(bool background) {
   // manifest once every file is complete — now, or in background threads (one per rank, on the
   // checkpoint communicator) while training goes on. The snapshot buffers are reused, so a write
   // still reading them must finish first.
-  dist::Communicator& world = groups_->world();
-  dist::run_on_every_rank(world, "previous background checkpoint write", [&] { async_writer_.wait(); });
+  distributed::Communicator& world = groups_->world();
+  distributed::run_on_every_rank(world, "previous background checkpoint write", [&] { async_writer_.wait(); });
   const bool writer = writes_checkpoint(), dense_writer = writes_dense_state();
   auto pieces = std::make_shared<std::vector<CheckpointPiece>>();
   data_parallel_->consolidate_replicas();  // local SGD: every replica holds the state written below
   if (writer) {
     data_parallel_->snapshot_owned(snapshot_);
     const nn::ParameterStore& store = model_->parameters();
-    for (const dist::ZeroSegment& segment : snapshot_.segments) {
+    for (const parallel::ZeroSegment& segment : snapshot_.segments) {
       const nn::Parameter& p = store[segment.param];
       if (!p.primary || (!dense_writer && !p.expert)) continue;
       for (auto [packed, prefix] : {std::pair{&snapshot_.values, ""}, std::pair{&snapshot_.m, kAdamMPrefix},
@@ -63,7 +63,7 @@ std::string Engine::save(bool background) {
   }
   const std::string dir = config_.checkpoint.dir;
   const int keep = config_.checkpoint.keep;
-  dist::run_on_rank0(world, "checkpoint directory", [&] { begin_checkpoint(dir, step_); });
+  distributed::run_on_rank0(world, "checkpoint directory", [&] { begin_checkpoint(dir, step_); });
   std::string path = checkpoint_path(dir, step_);  // not const: moved out by the return
   auto job = [this, dir, keep, header, pieces, writer] {
     write_checkpoint_collectively(*checkpoint_comm_, dir, header, writer ? pieces.get() : nullptr, keep);
@@ -84,7 +84,7 @@ void Engine::check_fresh_run_folder() {
   // that did not resume.
   if (resumed_ || fresh_run_checked_) return;
   fresh_run_checked_ = true;
-  dist::run_on_rank0(groups_->world(), "checkpoint folder check", [&] {
+  distributed::run_on_rank0(groups_->world(), "checkpoint folder check", [&] {
     const std::string conflict = fresh_run_conflict(config_.checkpoint.dir);
     MYRIAD_CHECK(conflict.empty(), conflict);
   });
@@ -92,17 +92,17 @@ void Engine::check_fresh_run_folder() {
 
 std::string Engine::wait_for_save() {
   std::string path;
-  dist::run_on_every_rank(groups_->world(), "background checkpoint write", [&] { path = async_writer_.wait(); });
+  distributed::run_on_every_rank(groups_->world(), "background checkpoint write", [&] { path = async_writer_.wait(); });
   return path;
 }
 
-void Engine::snapshot_serial(FullState& out) {
-  FullState local;
+void Engine::snapshot_serial(parallel::FullState& out) {
+  parallel::FullState local;
   data_parallel_->snapshot_full(local);  // every rank: the tp/pp sums below need all
   const std::int64_t n = serial_layout_->serial_numel();
   if (!out.values.defined() || out.values.numel() != n) out.values = Tensor::zeros({n});
   std::memset(out.values.raw_data(), 0, out.values.nbytes());
-  dist::Communicator& ep = group(dist::Axis::ep);
+  distributed::Communicator& ep = group(distributed::Axis::ep);
   serial_layout_->to_serial(local.values, out.values, /*experts_only=*/ep.rank() != 0);
   if (tp().size() > 1) tp().all_reduce(out.values);
   if (pp().size() > 1) pp().all_reduce(out.values);
@@ -123,12 +123,12 @@ void Engine::load(const std::string& checkpoint_dir) {
   // Every rank reads its own part into staging buffers; only when every rank succeeded does any
   // rank touch its training state (nothing is half-loaded, on any rank).
   const std::int64_t n = model_->parameters().numel();
-  FullState staged{Tensor::zeros({n}), Tensor::zeros({n}), Tensor::zeros({n})};
-  LocalSgd* local_sgd = data_parallel_->local_sgd();
+  parallel::FullState staged{Tensor::zeros({n}), Tensor::zeros({n}), Tensor::zeros({n})};
+  parallel::LocalSgd* local_sgd = data_parallel_->local_sgd();
   Tensor outer_momentum = local_sgd ? Tensor::zeros({n}) : Tensor();
   bool has_outer_momentum = false;
   CheckpointHeader header;
-  dist::run_on_every_rank(groups_->world(), "checkpoint load", [&] {
+  distributed::run_on_every_rank(groups_->world(), "checkpoint load", [&] {
     CheckpointReader reader(path, model_section_yaml(config_));
     read_parameter_state(reader, model_->parameters(), staged.values, &staged.m, &staged.v);
     const nn::Parameter& first = model_->parameters()[0];

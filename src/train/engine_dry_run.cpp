@@ -10,7 +10,7 @@ namespace {
 std::int64_t bytes_of(const Tensor& t) { return t.defined() ? static_cast<std::int64_t>(t.nbytes()) : 0; }
 }  // namespace
 
-Engine::Engine(const RunConfig& config, dist::ProcessGroups& groups, ops::MetaBackend& meta)
+Engine::Engine(const RunConfig& config, distributed::ProcessGroups& groups, ops::MetaBackend& meta)
     : log_(std::make_shared<spdlog::logger>("dry_run")), groups_(&groups) {
   const int world = groups_->grid().world_size();
   config_ = config.for_world(world).resolved();
@@ -29,25 +29,26 @@ DryRunReport Engine::dry_run(const RunConfig& config, int world_size, int rank) 
                "dry run: rank " << rank << " is not a rank of a world of " << world_size);
   const RunConfig settled = config.for_world(world_size);
   settled.resolved().validate(world_size);  // the layout must fill the world (names the keys otherwise)
-  dist::ProcessGroups groups = dist::ProcessGroups::for_dry_run(grid_shape(settled.parallel, world_size), rank);
+  distributed::ProcessGroups groups =
+      distributed::ProcessGroups::for_dry_run(grid_shape(settled.parallel, world_size), rank);
   ops::MetaBackend meta;
   DryRunReport r;
   {
     Engine engine(settled, groups, meta);
-    const dist::RankGrid& grid = groups.grid();
-    const dist::GridCoord coord = grid.coords(rank);
+    const distributed::RankGrid& grid = groups.grid();
+    const distributed::GridCoord coord = grid.coords(rank);
     r.rank = rank;
     r.world_size = world_size;
     r.role = grid.describe(rank);
-    r.tp_rank = coord[dist::Axis::tp];
-    r.cp_rank = coord[dist::Axis::cp];
-    r.ep_rank = coord[dist::Axis::ep];
-    r.dp_rank = coord[dist::Axis::dp];
-    r.pp_stage = coord[dist::Axis::pp];
+    r.tp_rank = coord[distributed::Axis::tp];
+    r.cp_rank = coord[distributed::Axis::cp];
+    r.ep_rank = coord[distributed::Axis::ep];
+    r.dp_rank = coord[distributed::Axis::dp];
+    r.pp_stage = coord[distributed::Axis::pp];
     r.parameter_elements = engine.model_->parameters().numel();
     r.shard_elements = engine.data_parallel_->layout().shard_elements();
     r.optimizer_elements = engine.data_parallel_->optimizer().state_elements();
-    const ShardedMemory held = engine.data_parallel_->resident();
+    const parallel::ShardedMemory held = engine.data_parallel_->resident();
     r.master_weight_bytes = held.parameter_bytes;
     r.compute_weight_bytes = bytes_of(engine.compute_values_) + held.compute_copy_bytes;
     r.gradient_bytes = held.gradient_bytes;

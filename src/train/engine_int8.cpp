@@ -13,7 +13,7 @@
 #include "myriad/ops/elementwise.h"
 #include "myriad/ops/int8_linear.h"
 #include "myriad/train/engine.h"
-#include "myriad/train/safetensors.h"
+#include "myriad/train/checkpoint/safetensors.h"
 
 namespace myriad::train {
 
@@ -32,7 +32,7 @@ void Engine::load_int8(const std::string& path) {
   SafetensorsFile file;
   std::int64_t group_size = 0;
   std::map<std::string, const Tensor*> by_name;
-  dist::run_on_every_rank(groups_->world(), "INT8 load", [&] {
+  distributed::run_on_every_rank(groups_->world(), "INT8 load", [&] {
     file = read_safetensors(path);
     const auto kind = file.metadata.find("quantization");
     MYRIAD_CHECK(kind != file.metadata.end() && kind->second == "int8-weight-only",

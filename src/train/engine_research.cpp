@@ -13,9 +13,9 @@
 #include "myriad/distributed/scalar_reduce.h"
 #include "myriad/ops/cross_entropy.h"
 #include "myriad/ops/elementwise.h"
-#include "myriad/train/attention_metrics.h"
+#include "myriad/train/metrics/attention_metrics.h"
 #include "myriad/train/engine.h"
-#include "myriad/train/moe_metrics.h"
+#include "myriad/train/metrics/moe_metrics.h"
 
 namespace myriad::train {
 
@@ -44,7 +44,7 @@ void Engine::with_serial_model(const std::function<void(nn::GptModel&)>& fn) {
     fn(copy);
   };
   if (model_parallel()) {
-    FullState serial;
+    parallel::FullState serial;
     snapshot_serial(serial);
     on_copy(serial.values);
   } else if (config_.parallel.cp > 1) {
@@ -100,17 +100,17 @@ void Engine::check_caller_rows(const char* what, const Tensor& host_ids, const T
   // The ranks of one replica (tp, pp, cp) compute on the same rows: a different batch on one of
   // them would silently mix two batches.
   const double mine = content_hash(host_targets, content_hash(host_ids));
-  for (dist::Axis axis : {dist::Axis::tp, dist::Axis::pp, dist::Axis::cp}) {
-    dist::Communicator& group = groups_->group(axis);
+  for (distributed::Axis axis : {distributed::Axis::tp, distributed::Axis::pp, distributed::Axis::cp}) {
+    distributed::Communicator& group = groups_->group(axis);
     if (group.size() == 1) continue;
     std::vector<double> hashes(static_cast<std::size_t>(group.size()), 0.0);
     hashes[static_cast<std::size_t>(group.rank())] = mine;
-    hashes = dist::sum_over_ranks(group, hashes);
+    hashes = distributed::sum_over_ranks(group, hashes);
     for (std::size_t r = 0; r < hashes.size(); ++r) {
-      MYRIAD_CHECK(hashes[r] == hashes[0], what << ": the " << dist::axis_name(axis) << " ranks of one data-parallel "
-                                                << "replica must pass the same rows, but " << dist::axis_name(axis)
-                                                << " rank " << r << " passed other rows than " << dist::axis_name(axis)
-                                                << " rank 0");
+      MYRIAD_CHECK(hashes[r] == hashes[0],
+                   what << ": the " << distributed::axis_name(axis) << " ranks of one data-parallel "
+                        << "replica must pass the same rows, but " << distributed::axis_name(axis) << " rank " << r
+                        << " passed other rows than " << distributed::axis_name(axis) << " rank 0");
     }
   }
 }
@@ -153,13 +153,13 @@ double Engine::forward(const Tensor& ids, const Tensor& targets) {
   split_caller_batch(ids, targets, research_ids_, research_targets_);
   std::int64_t valid = 0;
   for (const Tensor& t : research_targets_) valid += count_valid_targets(t, nn::GptModel::kIgnoreIndex);
-  valid = dist::sum_over_ranks(data_group(), valid);
+  valid = distributed::sum_over_ranks(data_group(), valid);
   MYRIAD_CHECK(valid > 0, "Engine.forward: the global batch has no valid target tokens");
   double sum = 0.0;
   for (std::size_t m = 0; m < research_ids_.size(); ++m)
     sum += forward_loss(research_ids_[m], research_targets_[m]).sum;
-  data_parallel_->finish_backward();                                          // ZeRO-3: drops a prefetched unit
-  sum = dist::sum_over_ranks(data_group(), dist::sum_over_ranks(pp(), sum));  // the last stage's
+  data_parallel_->finish_backward();  // ZeRO-3: drops a prefetched unit
+  sum = distributed::sum_over_ranks(data_group(), distributed::sum_over_ranks(pp(), sum));  // the last stage's
   research_valid_ = valid;
   research_loss_sum_ += sum;
   research_loss_tokens_ += valid;
@@ -185,10 +185,10 @@ double Engine::evaluate_on(const Tensor& ids, const Tensor& targets) {
   // repeat chunk 0 and are not counted.
   const std::int64_t B = config_.training.micro_batch, rows = ids.size(0), T = ids.size(1);
   const std::int64_t chunks = (rows + B - 1) / B;
-  dist::Communicator& data = data_group();
+  distributed::Communicator& data = data_group();
   std::vector<double> counts(static_cast<std::size_t>(data.size()), 0.0);
   counts[static_cast<std::size_t>(data.rank())] = static_cast<double>(chunks);
-  counts = dist::sum_over_ranks(data, counts);
+  counts = distributed::sum_over_ranks(data, counts);
   const auto rounds = static_cast<std::int64_t>(*std::max_element(counts.begin(), counts.end()));
   double sum = 0.0;
   std::int64_t tokens = 0;
@@ -214,16 +214,16 @@ double Engine::evaluate_on(const Tensor& ids, const Tensor& targets) {
     tokens += loss.tokens;
   }
   data_parallel_->finish_backward();  // ZeRO-3: drops a prefetched unit
-  sum = dist::sum_over_ranks(data, dist::sum_over_ranks(pp(), sum));
-  tokens = dist::sum_over_ranks(data, dist::sum_over_ranks(pp(), tokens));
+  sum = distributed::sum_over_ranks(data, distributed::sum_over_ranks(pp(), sum));
+  tokens = distributed::sum_over_ranks(data, distributed::sum_over_ranks(pp(), tokens));
   MYRIAD_CHECK(tokens > 0, what << ": no valid target in the batch (every target is the ignore index "
                                 << nn::GptModel::kIgnoreIndex << ")");
   return sum / static_cast<double>(tokens);
 }
 
-PipelineExecutor& Engine::executor_for(int micro_batches) {
+parallel::PipelineExecutor& Engine::executor_for(int micro_batches) {
   if (micro_batches == config_.training.gradient_accumulation) return *pipeline_;
-  std::unique_ptr<PipelineExecutor>& executor = research_executors_[micro_batches];
+  std::unique_ptr<parallel::PipelineExecutor>& executor = research_executors_[micro_batches];
   if (!executor) executor = make_executor(micro_batches);
   return *executor;
 }
@@ -320,7 +320,7 @@ void Engine::set_schedule(const optim::LrSchedule& schedule) {
 
 std::vector<Engine::OwnedSlice> Engine::owned_slices() {
   const std::vector<optim::OptimizerSegment>& segments = data_parallel_->optimizer().segments();
-  const std::vector<dist::ZeroSegment>& zero = data_parallel_->segments();
+  const std::vector<parallel::ZeroSegment>& zero = data_parallel_->segments();
   MYRIAD_CHECK(segments.size() == zero.size(), "Engine: optimizer and ZeRO segments disagree");
   std::vector<OwnedSlice> out;
   out.reserve(segments.size());

@@ -173,7 +173,7 @@ TEST(ConfigErrors, NulBytesAreRefused) {
   expect_yaml_error("sample:\n  prompt: \"ab\\0cd\"\n", {"t.yaml:2", "sample.prompt", "NUL byte"});
 }
 
-// The seed document's sparse-attention block under model.attention: nested or dotted, read into
+// The 1.6T MoE recipe's sparse-attention block under model.attention: nested or dotted, read into
 // the same keys; block-sparse keys on dense attention, and selection keys without sparse_ratio,
 // are refused naming them.
 TEST(ConfigErrors, AttentionMapReadsTheSeedKeysAndRefusesIdleOnes) {
@@ -211,10 +211,10 @@ TEST(ConfigErrors, KeysThatWouldDoNothingAreRefusedWithTheReason) {
   expect_error([] { RunConfig().apply_override("model.block_size=64"); }, {"model.block_size", "model.context_length"});
   expect_yaml_error("model:\n  sparse_ratio: 0.7\n", {"model.sparse_ratio", "model.attention.sparse_ratio"});
   expect_yaml_error("model:\n  threshold: 0.1\n", {"model.threshold", "model.attention.threshold"});
-  // The seed document's MoE block on a dense model: every key named, none silently ignored.
+  // The 1.6T MoE recipe's MoE block on a dense model: every key named, none silently ignored.
   const char* seed_moe = "model:\n  num_experts: 128\n  top_k: 4\n  expert_capacity: 256\n";
   RunConfig moe = RunConfig::from_yaml_string(seed_moe, "t.yaml");
-  EXPECT_EQ(moe.model.expert_capacity, 256);  // tokens, as the seed documents mean it
+  EXPECT_EQ(moe.model.expert_capacity, 256);  // tokens, as the 1.6T MoE recipe means it
   expect_error([&] { moe.validate(); }, {"model.num_experts (128) requires model.architecture: moe", "do nothing"});
   moe.model.num_experts = 0;
   expect_error([&] { moe.validate(); }, {"model.top_k (4) requires model.architecture: moe"});
@@ -227,7 +227,7 @@ TEST(ConfigErrors, KeysThatWouldDoNothingAreRefusedWithTheReason) {
         moe.validate();
       },
       {"model.dropless (true) requires model.architecture: moe"});
-  // The seed document's block verbatim, with its spelling of the architecture, validates and acts.
+  // The 1.6T MoE recipe's block verbatim, with its spelling of the architecture, validates and acts.
   RunConfig seed = RunConfig::from_yaml_string(
       "model:\n  architecture: MoE\n  num_experts: 128\n  top_k: 4\n  expert_capacity: 256\n", "t.yaml");
   EXPECT_EQ(seed.model.architecture, Architecture::moe);

@@ -5,7 +5,7 @@
 #include "myriad/core/error.h"
 #include "myriad/distributed/communicator.h"
 
-namespace myriad::dist {
+namespace myriad::distributed {
 namespace {
 
 TEST(Communicator, ChunkRangeCoversEveryElementOnceInOrder) {
@@ -65,4 +65,4 @@ TEST(Communicator, StatsAddUp) {
 }
 
 }  // namespace
-}  // namespace myriad::dist
+}  // namespace myriad::distributed

@@ -9,7 +9,7 @@
 #include "myriad/distributed/compressed_sum.h"
 #include "myriad/distributed/loopback_communicator.h"
 
-namespace myriad::dist {
+namespace myriad::distributed {
 namespace {
 
 std::vector<float> random_values(std::int64_t n, std::uint32_t seed) {
@@ -121,4 +121,4 @@ TEST(CompressedSum, ErrorFeedbackDelaysButNeverLosesAnything) {
 }
 
 }  // namespace
-}  // namespace myriad::dist
+}  // namespace myriad::distributed

@@ -14,7 +14,7 @@
 
 #include "myriad/distributed/exact_sum.h"
 
-namespace myriad::dist {
+namespace myriad::distributed {
 namespace {
 
 using Values = std::vector<float>;
@@ -153,4 +153,4 @@ TEST(ExactSum, ZeroBlocksSumToZeroAndTinyValuesSurvive) {
 }
 
 }  // namespace
-}  // namespace myriad::dist
+}  // namespace myriad::distributed

@@ -5,7 +5,7 @@
 #include "myriad/distributed/loopback_communicator.h"
 #include "test_helpers.h"
 
-namespace myriad::dist {
+namespace myriad::distributed {
 namespace {
 
 using myriad::testing::expect_error_naming;
@@ -108,4 +108,4 @@ TEST(LoopbackCommunicatorDeathTest, AbortPrintsTheReasonAndExits) {
 }
 
 }  // namespace
-}  // namespace myriad::dist
+}  // namespace myriad::distributed

@@ -5,7 +5,7 @@
 #include "myriad/distributed/node_layout.h"
 #include "test_helpers.h"
 
-namespace myriad::dist {
+namespace myriad::distributed {
 namespace {
 
 TEST(NodeLayout, RegularGroupsGiveNodesAndMembersPerNode) {
@@ -63,4 +63,4 @@ TEST(NodeLayout, SimulatedNodesNumberConsecutiveRanks) {
 }
 
 }  // namespace
-}  // namespace myriad::dist
+}  // namespace myriad::distributed

@@ -6,7 +6,7 @@
 #include "myriad/distributed/process_groups.h"
 #include "test_helpers.h"
 
-namespace myriad::dist {
+namespace myriad::distributed {
 namespace {
 
 TEST(ProcessGroups, SingleIsAWorldOfOneWithLoopbackGroups) {
@@ -45,4 +45,4 @@ TEST(ProcessGroups, IsMovable) {
 }
 
 }  // namespace
-}  // namespace myriad::dist
+}  // namespace myriad::distributed

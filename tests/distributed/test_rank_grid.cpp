@@ -8,7 +8,7 @@
 #include "myriad/core/error.h"
 #include "myriad/distributed/rank_grid.h"
 
-namespace myriad::dist {
+namespace myriad::distributed {
 namespace {
 
 // 16 ranks: tp 2, dp 4, pp 2. rank = tp + 2 * (dp + 4 * pp).
@@ -95,4 +95,4 @@ TEST(RankGrid, LayoutMismatchNamesEveryFactor) {
 }
 
 }  // namespace
-}  // namespace myriad::dist
+}  // namespace myriad::distributed

@@ -1,4 +1,4 @@
-// NcclCommunicator in a world of one (the GPU window has one GPU; NCCL refuses two ranks on one
+// NcclCommunicator in a world of one (the GPU check runs on one GPU; NCCL refuses two ranks on one
 // device, so multi-rank runs live in tests/mpi/test_nccl_communicator.cpp and need a GPU per
 // rank). Checks every operation's result against the interface's definition on device tensors
 // (f32, bf16, i64), unequal-chunk paths, the stream ordering after compute-stream work, the
@@ -32,8 +32,8 @@ bool same_bytes(const Tensor& a, const Tensor& b) {
 TEST(NcclCommunicator, WorldOfOneCollectivesFollowTheInterface) {
   MYRIAD_REQUIRE_GPU();
   cuda::DeviceContext context(0);
-  dist::LoopbackCommunicator host("solo");
-  dist::NcclCommunicator nccl(host, context);
+  distributed::LoopbackCommunicator host("solo");
+  distributed::NcclCommunicator nccl(host, context);
   EXPECT_EQ(nccl.rank(), 0);
   EXPECT_EQ(nccl.size(), 1);
   EXPECT_EQ(nccl.name(), "solo");
@@ -42,7 +42,7 @@ TEST(NcclCommunicator, WorldOfOneCollectivesFollowTheInterface) {
   Tensor values = random_host({1001}, 1);
   Tensor device = cuda::to_device(context, values);
   nccl.all_reduce(device);
-  nccl.all_reduce(device, dist::ReduceOp::max);
+  nccl.all_reduce(device, distributed::ReduceOp::max);
   EXPECT_TRUE(same_bytes(cuda::to_host(context, device), values));
   Tensor half = values.to(DType::bf16);
   Tensor device_half = cuda::to_device(context, half);
@@ -74,14 +74,14 @@ TEST(NcclCommunicator, WorldOfOneCollectivesFollowTheInterface) {
   nccl.all_gather(target, copy);
   EXPECT_TRUE(same_bytes(cuda::to_host(context, copy), fresh));
 
-  const dist::CommStats stats = nccl.stats();
-  EXPECT_EQ(stats[dist::CommOp::all_reduce].calls, 3);
-  EXPECT_EQ(stats[dist::CommOp::all_gather].calls, 2);
-  EXPECT_EQ(stats[dist::CommOp::all_reduce].bytes_sent, 0);  // a ring of one moves nothing
+  const distributed::CommStats stats = nccl.stats();
+  EXPECT_EQ(stats[distributed::CommOp::all_reduce].calls, 3);
+  EXPECT_EQ(stats[distributed::CommOp::all_gather].calls, 2);
+  EXPECT_EQ(stats[distributed::CommOp::all_reduce].bytes_sent, 0);  // a ring of one moves nothing
   // Timing: an in-place all-reduce over one rank may enqueue nothing, so only what NCCL guarantees
   // is checked — a time is recorded for every call and it is never negative.
-  EXPECT_GE(stats[dist::CommOp::all_reduce].seconds, 0.0);
-  EXPECT_GE(stats[dist::CommOp::all_gather].seconds, 0.0);
+  EXPECT_GE(stats[distributed::CommOp::all_reduce].seconds, 0.0);
+  EXPECT_GE(stats[distributed::CommOp::all_gather].seconds, 0.0);
   nccl.reset_stats();
   EXPECT_EQ(nccl.stats().total().calls, 0);
 }
@@ -89,12 +89,12 @@ TEST(NcclCommunicator, WorldOfOneCollectivesFollowTheInterface) {
 TEST(NcclCommunicator, HandsHostTensorsToItsHostGroupAndRefusesBadArgumentsBeforeQueueing) {
   MYRIAD_REQUIRE_GPU();
   cuda::DeviceContext context(0);
-  dist::LoopbackCommunicator host("solo");
-  dist::NcclCommunicator nccl(host, context, dist::NcclOptions{.p2p_tags = 2, .timeout_seconds = 30.0});
+  distributed::LoopbackCommunicator host("solo");
+  distributed::NcclCommunicator nccl(host, context, distributed::NcclOptions{.p2p_tags = 2, .timeout_seconds = 30.0});
   Tensor on_host = Tensor::full({8}, 3.0);
   nccl.all_reduce(on_host);  // a host scalar vector: the host group's all_reduce (here, a world of one)
-  EXPECT_EQ(host.stats()[dist::CommOp::all_reduce].calls, 1);
-  EXPECT_EQ(nccl.stats()[dist::CommOp::all_reduce].calls, 0);
+  EXPECT_EQ(host.stats()[distributed::CommOp::all_reduce].calls, 1);
+  EXPECT_EQ(nccl.stats()[distributed::CommOp::all_reduce].calls, 0);
   EXPECT_EQ(on_host.data<float>()[7], 3.0f);
   Tensor device = cuda::device_empty(context, {8});
   Tensor too_small = cuda::device_empty(context, {7});
@@ -109,8 +109,8 @@ TEST(NcclCommunicator, HandsHostTensorsToItsHostGroupAndRefusesBadArgumentsBefor
 TEST(NcclCommunicator, SplitMakesAWorkingCommunicator) {
   MYRIAD_REQUIRE_GPU();
   cuda::DeviceContext context(0);
-  dist::LoopbackCommunicator host("world");
-  dist::NcclCommunicator nccl(host, context);
+  distributed::LoopbackCommunicator host("world");
+  distributed::NcclCommunicator nccl(host, context);
   auto part = nccl.split(0, 0, "dp");
   EXPECT_EQ(part->name(), "dp");
   EXPECT_EQ(part->size(), 1);

@@ -14,7 +14,7 @@
 #include "myriad/core/logging.h"
 #include "myriad/distributed/mpi_runtime.h"
 #include "myriad/distributed/scalar_reduce.h"
-#include "myriad/train/prepared_data.h"
+#include "myriad/train/data/prepared_data.h"
 
 namespace myriad::train::testing {
 
@@ -25,16 +25,16 @@ inline constexpr int kMicroBatch = 2;
 // MPI is initialised by the test main; this runtime only borrows it (and never finalises).
 // Communicators are created per test and destroyed before the main finalises MPI.
 struct World {
-  dist::MpiRuntime runtime;
-  std::unique_ptr<dist::Communicator> comm = runtime.world();
+  distributed::MpiRuntime runtime;
+  std::unique_ptr<distributed::Communicator> comm = runtime.world();
 };
 
 // A directory shared by all ranks (rank 0's pid names it), created fresh.
-inline fs::path shared_dir(dist::Communicator& comm, const std::string& name) {
+inline fs::path shared_dir(distributed::Communicator& comm, const std::string& name) {
   std::int64_t pid = comm.rank() == 0 ? ::getpid() : 0;
-  pid = dist::sum_over_ranks(comm, pid);
+  pid = distributed::sum_over_ranks(comm, pid);
   fs::path dir = fs::temp_directory_path() / ("myriad_dp_" + name + "_" + std::to_string(pid));
-  dist::run_on_rank0(comm, "test directory", [&] {
+  distributed::run_on_rank0(comm, "test directory", [&] {
     fs::remove_all(dir);
     fs::create_directories(dir);
     std::ofstream out(dir / "corpus.txt");
@@ -70,8 +70,8 @@ data: {tokenizer: "train:320", val_fraction: 0.1}
 }
 
 // Rank 0 tokenizes once; afterwards every engine (serial or parallel) finds the cache.
-inline void prepare_shared_data(dist::Communicator& comm, const RunConfig& config) {
-  dist::run_on_rank0(comm, "data preparation", [&] {
+inline void prepare_shared_data(distributed::Communicator& comm, const RunConfig& config) {
+  distributed::run_on_rank0(comm, "data preparation", [&] {
     auto log = make_rank_logger(0, "warn");
     prepare_data(config.resolved(), *log);
   });

@@ -32,7 +32,7 @@ class FailurePrinter : public ::testing::EmptyTestEventListener {
 }  // namespace
 
 int main(int argc, char** argv) {
-  myriad::dist::MpiRuntime runtime(&argc, &argv);
+  myriad::distributed::MpiRuntime runtime(&argc, &argv);
   ::testing::InitGoogleTest(&argc, argv);
   if (runtime.world_rank() != 0) {
     ::testing::TestEventListeners& listeners = ::testing::UnitTest::GetInstance()->listeners();

@@ -31,9 +31,9 @@ inline int world_size() {
 }
 
 // A fresh communicator over a duplicate of MPI_COMM_WORLD (collective: all ranks call it).
-inline std::unique_ptr<dist::MpiCommunicator> make_world(const std::string& name = "world",
-                                                         dist::MpiCommunicator::Options options = {}) {
-  return dist::MpiCommunicator::duplicate(MPI_COMM_WORLD, name, options);
+inline std::unique_ptr<distributed::MpiCommunicator> make_world(const std::string& name = "world",
+                                                                distributed::MpiCommunicator::Options options = {}) {
+  return distributed::MpiCommunicator::duplicate(MPI_COMM_WORLD, name, options);
 }
 
 inline std::uint64_t splitmix64(std::uint64_t x) {

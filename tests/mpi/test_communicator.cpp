@@ -10,7 +10,7 @@
 
 #include "mpi_test_support.h"
 
-namespace myriad::dist {
+namespace myriad::distributed {
 namespace {
 
 using myriad::testing::chunk_elements;
@@ -313,4 +313,4 @@ TEST(MpiCommunicator, BarrierCountsNoBytes) {
 }
 
 }  // namespace
-}  // namespace myriad::dist
+}  // namespace myriad::distributed

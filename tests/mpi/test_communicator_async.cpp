@@ -9,7 +9,7 @@
 #include "mpi_test_support.h"
 #include "test_helpers.h"
 
-namespace myriad::dist {
+namespace myriad::distributed {
 namespace {
 
 using myriad::testing::element;
@@ -197,4 +197,4 @@ TEST(MpiCommunicatorPieces, TransfersCutIntoSmallMessagesStayCorrect) {
 }
 
 }  // namespace
-}  // namespace myriad::dist
+}  // namespace myriad::distributed

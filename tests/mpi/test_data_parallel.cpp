@@ -23,7 +23,7 @@
 #include "myriad/distributed/scalar_reduce.h"
 #include "myriad/train/config_wiring.h"
 #include "myriad/train/engine.h"
-#include "myriad/train/prepared_data.h"
+#include "myriad/train/data/prepared_data.h"
 #include "engine_test_support.h"
 
 namespace fs = std::filesystem;
@@ -56,7 +56,7 @@ Curve run(Engine& engine) {
 }
 
 // The serial reference: one process (a world of one), the same global batch.
-Curve serial_curve(dist::Communicator& comm, const fs::path& dir, const std::string& architecture,
+Curve serial_curve(distributed::Communicator& comm, const fs::path& dir, const std::string& architecture,
                    std::uint64_t seed = 1337) {
   RunConfig config = config_for(comm.rank(), dir, architecture, 1, 0, kAccumulation * comm.size());
   config.training.seed = seed;
@@ -64,7 +64,7 @@ Curve serial_curve(dist::Communicator& comm, const fs::path& dir, const std::str
   return run(engine);
 }
 
-dist::GridShape dp_grid(int n) { return dist::GridShape{.dp = n}; }
+distributed::GridShape dp_grid(int n) { return distributed::GridShape{.dp = n}; }
 
 double max_abs_difference(const std::vector<double>& a, const std::vector<double>& b) {
   double worst = 0.0;
@@ -100,13 +100,13 @@ class DataParallelStages : public ::testing::TestWithParam<std::tuple<std::strin
 TEST_P(DataParallelStages, ReproducesTheSerialLossCurveWithAnalyticTraffic) {
   const auto& [architecture, stage] = GetParam();
   World world;
-  dist::Communicator& comm = *world.comm;
+  distributed::Communicator& comm = *world.comm;
   const int n = comm.size();
   fs::path dir = shared_dir(comm, architecture + "_zero" + std::to_string(stage));
   prepare_shared_data(comm, config_for(comm.rank(), dir, architecture, n, stage, kAccumulation));
   Curve serial = serial_curve(comm, dir, architecture);
 
-  dist::ProcessGroups groups(dp_grid(n), world.runtime.world());
+  distributed::ProcessGroups groups(dp_grid(n), world.runtime.world());
   Engine engine(config_for(comm.rank(), dir, architecture, n, stage, kAccumulation),
                 make_rank_logger(comm.rank(), "warn"), &groups);
   Curve parallel = run(engine);
@@ -149,7 +149,7 @@ class DataParallelReduction : public ::testing::TestWithParam<std::tuple<std::st
 TEST_P(DataParallelReduction, ReproducesTheSerialLossCurve) {
   const auto& [algorithm, stage] = GetParam();
   World world;
-  dist::Communicator& comm = *world.comm;
+  distributed::Communicator& comm = *world.comm;
   const int n = comm.size();
   fs::path dir = shared_dir(comm, "reduce_" + algorithm + std::to_string(stage));
   RunConfig config = config_for(comm.rank(), dir, "gpt2", n, stage, kAccumulation);
@@ -158,7 +158,7 @@ TEST_P(DataParallelReduction, ReproducesTheSerialLossCurve) {
   prepare_shared_data(comm, config);
   Curve serial = serial_curve(comm, dir, "gpt2");
 
-  dist::ProcessGroups groups(dp_grid(n), world.runtime.world(), reduction_options(config.parallel));
+  distributed::ProcessGroups groups(dp_grid(n), world.runtime.world(), reduction_options(config.parallel));
   const std::string expected_name =
       algorithm == "tree" ? "tree" : "hierarchical (2 nodes x " + std::to_string(n / 2) + ")";
   EXPECT_EQ(groups.reduction(), expected_name);
@@ -192,7 +192,7 @@ INSTANTIATE_TEST_SUITE_P(
 // serial tolerance of the one-process run.
 TEST(DataParallel, ExactSumsGiveTheSameCurveBitsForEveryAlgorithm) {
   World world;
-  dist::Communicator& comm = *world.comm;
+  distributed::Communicator& comm = *world.comm;
   const int n = comm.size();
   fs::path dir = shared_dir(comm, "reduce_exact");
   RunConfig base = config_for(comm.rank(), dir, "gpt2", n, 1, kAccumulation);
@@ -205,7 +205,7 @@ TEST(DataParallel, ExactSumsGiveTheSameCurveBitsForEveryAlgorithm) {
     config.apply_override(std::string("parallel.dp_reduce=") + algorithm);
     config.apply_override("parallel.dp_reduce_exact=true");
     config.parallel.ranks_per_node = n / 2;
-    dist::ProcessGroups groups(dp_grid(n), world.runtime.world(), reduction_options(config.parallel));
+    distributed::ProcessGroups groups(dp_grid(n), world.runtime.world(), reduction_options(config.parallel));
     EXPECT_NE(groups.reduction().find(", exact sums"), std::string::npos) << groups.reduction();
     Engine engine(config, make_rank_logger(comm.rank(), "warn"), &groups);
     const Curve curve = run(engine);
@@ -226,7 +226,7 @@ TEST(DataParallel, ExactSumsGiveTheSameCurveBitsForEveryAlgorithm) {
 // parameters to bf16 for compute), with the gathers' bytes halved.
 TEST(DataParallel, Zero3Bf16GathersSixteenBitValues) {
   World world;
-  dist::Communicator& comm = *world.comm;
+  distributed::Communicator& comm = *world.comm;
   const int n = comm.size();
   fs::path dir = shared_dir(comm, "zero3_bf16");
   auto bf16_config = [&](int stage) {
@@ -236,7 +236,7 @@ TEST(DataParallel, Zero3Bf16GathersSixteenBitValues) {
   };
   prepare_shared_data(comm, bf16_config(0));
   auto curve = [&](int stage, Curve& out, double& psi, double& backward) {
-    dist::ProcessGroups groups(dp_grid(n), world.runtime.world());
+    distributed::ProcessGroups groups(dp_grid(n), world.runtime.world());
     Engine engine(bf16_config(stage), make_rank_logger(comm.rank(), "warn"), &groups);
     out = run(engine);
     psi = static_cast<double>(engine.model().parameters().numel());
@@ -261,7 +261,7 @@ TEST(DataParallel, TheComparisonCanFail) {
   // Another seed gives another batch and initialisation: the curves must differ by far more than
   // the tolerance, otherwise the equivalence test above would prove nothing.
   World world;
-  dist::Communicator& comm = *world.comm;
+  distributed::Communicator& comm = *world.comm;
   fs::path dir = shared_dir(comm, "can_fail");
   prepare_shared_data(comm, config_for(comm.rank(), dir, "gpt2", comm.size(), 0, kAccumulation));
   Curve a = serial_curve(comm, dir, "gpt2", 1337), b = serial_curve(comm, dir, "gpt2", 1338);
@@ -270,7 +270,7 @@ TEST(DataParallel, TheComparisonCanFail) {
 
 TEST(DataParallel, OptimizerStateAndMemoryFollowTheZeroFormulas) {
   World world;
-  dist::Communicator& comm = *world.comm;
+  distributed::Communicator& comm = *world.comm;
   const int n = comm.size();
   fs::path dir = shared_dir(comm, "memory");
   auto deep = [&](int dp, int stage, int accumulation) {
@@ -285,13 +285,13 @@ TEST(DataParallel, OptimizerStateAndMemoryFollowTheZeroFormulas) {
   std::int64_t largest_unit = 0;
   for (const nn::ParamUnit& u : serial.model().units()) largest_unit = std::max(largest_unit, u.size());
   for (int stage = 0; stage <= 3; ++stage) {
-    dist::ProcessGroups groups(dp_grid(n), world.runtime.world());
+    distributed::ProcessGroups groups(dp_grid(n), world.runtime.world());
     Engine engine(deep(n, stage, kAccumulation), make_rank_logger(comm.rank(), "warn"), &groups);
     const std::int64_t shard = engine.data_parallel().layout().shard_elements();
     // The shards of all ranks partition the flat buffer.
-    if (stage >= 1) EXPECT_EQ(dist::sum_over_ranks(comm, shard), psi);
+    if (stage >= 1) EXPECT_EQ(distributed::sum_over_ranks(comm, shard), psi);
     const MemoryReport r = engine.memory_report();
-    ShardedMemory f = DataParallel::formula(psi, shard, stage);
+    parallel::ShardedMemory f = parallel::DataParallel::formula(psi, shard, stage);
     EXPECT_EQ(r.parameter_bytes, f.parameter_bytes) << "stage " << stage;
     EXPECT_EQ(r.gradient_bytes, f.gradient_bytes) << "stage " << stage;
     // Optimizer state covers the owned elements minus the alignment padding between parameters.
@@ -324,11 +324,11 @@ TEST(DataParallel, OptimizerStateAndMemoryFollowTheZeroFormulas) {
 
 TEST(DataParallel, CheckpointFromZero3ResumesInOneProcess) {
   World world;
-  dist::Communicator& comm = *world.comm;
+  distributed::Communicator& comm = *world.comm;
   const int n = comm.size();
   fs::path dir = shared_dir(comm, "resume");
   prepare_shared_data(comm, config_for(comm.rank(), dir, "gpt2", n, 3, kAccumulation));
-  dist::ProcessGroups groups(dp_grid(n), world.runtime.world());
+  distributed::ProcessGroups groups(dp_grid(n), world.runtime.world());
   Engine parallel(config_for(comm.rank(), dir, "gpt2", n, 3, kAccumulation), make_rank_logger(comm.rank(), "warn"),
                   &groups);
   for (int s = 0; s < 5; ++s) parallel.step();

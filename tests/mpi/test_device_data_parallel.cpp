@@ -27,14 +27,14 @@ namespace {
 using namespace testing;
 
 // Whether every rank has a GPU of its own; the same answer on every rank.
-bool every_rank_has_a_gpu(dist::Communicator& comm) {
+bool every_rank_has_a_gpu(distributed::Communicator& comm) {
   std::int64_t ok = 1;
   try {
     select_local_device(local_rank_from_environment(), cuda::cuda_device_count_or_zero());
   } catch (const Error&) {
     ok = 0;
   }
-  return dist::sum_over_ranks(comm, ok) == comm.size();
+  return distributed::sum_over_ranks(comm, ok) == comm.size();
 }
 
 // A layout of the world's ranks: tp x dp (tp = world / dp), the ZeRO stage and the model family.
@@ -54,7 +54,7 @@ struct Layout {
 // sharing the dataset.
 struct EnginePair {
   RunConfig cpu_config, gpu_config;
-  dist::ProcessGroups cpu_groups, gpu_groups;
+  distributed::ProcessGroups cpu_groups, gpu_groups;
   Engine cpu, gpu;
   EnginePair(World& world, const fs::path& dir, Layout layout)
       : cpu_config(make_config(world, dir, layout, ComputeDevice::cpu)),
@@ -64,13 +64,13 @@ struct EnginePair {
         cpu(cpu_config, make_rank_logger(world.comm->rank(), "warn"), &cpu_groups),
         gpu(gpu_config, make_rank_logger(world.comm->rank(), "warn"), &gpu_groups) {}
 
-  static dist::GridShape grid(World& world, Layout layout) {
-    return dist::GridShape{
+  static distributed::GridShape grid(World& world, Layout layout) {
+    return distributed::GridShape{
         .tp = layout.tp, .ep = layout.ep, .dp = world.comm->size() / (layout.tp * layout.pp), .pp = layout.pp};
   }
 
   static RunConfig make_config(World& world, const fs::path& dir, Layout layout, ComputeDevice device) {
-    dist::Communicator& comm = *world.comm;
+    distributed::Communicator& comm = *world.comm;
     RunConfig c =
         config_for(comm.rank(), dir, layout.architecture, comm.size() / (layout.tp * layout.pp), layout.zero_stage, 2);
     c.parallel.tp = layout.tp;
@@ -117,7 +117,7 @@ class DeviceDataParallel : public ::testing::TestWithParam<int> {};  // the ZeRO
 
 TEST_P(DeviceDataParallel, MatchesTheCpuDataParallelEngine) {
   World world;
-  dist::Communicator& comm = *world.comm;
+  distributed::Communicator& comm = *world.comm;
   if (!every_rank_has_a_gpu(comm)) GTEST_SKIP() << "needs one GPU per rank";
   const fs::path dir = shared_dir(comm, "device_dp_zero" + std::to_string(GetParam()));
   EnginePair engines(world, dir, Layout{.zero_stage = GetParam()});
@@ -163,13 +163,13 @@ class DeviceDataParallelCheckpoint : public ::testing::TestWithParam<int> {};  /
 
 TEST_P(DeviceDataParallelCheckpoint, ResumesInTheCpuEngineBitForBitAndOnTheDevice) {
   World world;
-  dist::Communicator& comm = *world.comm;
+  distributed::Communicator& comm = *world.comm;
   if (!every_rank_has_a_gpu(comm)) GTEST_SKIP() << "needs one GPU per rank";
   const fs::path dir = shared_dir(comm, "device_dp_zero" + std::to_string(GetParam()) + "_checkpoint");
   EnginePair engines(world, dir, Layout{.zero_stage = GetParam()});
   for (int step = 0; step < 3; ++step) engines.gpu.step();
   const std::string path = engines.gpu.save();
-  dist::ProcessGroups groups(dist::GridShape{.dp = comm.size()}, world.runtime.world());
+  distributed::ProcessGroups groups(distributed::GridShape{.dp = comm.size()}, world.runtime.world());
   Engine resumed(engines.cpu_config, make_rank_logger(comm.rank(), "warn"), &groups);
   resumed.load(path);
   EXPECT_EQ(resumed.step_count(), 3);
@@ -183,7 +183,7 @@ TEST_P(DeviceDataParallelCheckpoint, ResumesInTheCpuEngineBitForBitAndOnTheDevic
   EXPECT_EQ(resumed.optimizer().steps_taken(), 3);
   // A fresh device engine resumed from the same checkpoint (the host state uploaded into the
   // device's shards) takes the same steps as the device run that wrote it.
-  dist::ProcessGroups gpu_groups(dist::GridShape{.dp = comm.size()}, world.runtime.world());
+  distributed::ProcessGroups gpu_groups(distributed::GridShape{.dp = comm.size()}, world.runtime.world());
   Engine gpu_resumed(engines.gpu_config, make_rank_logger(comm.rank(), "warn"), &gpu_groups);
   gpu_resumed.load(path);
   for (int step = 0; step < 2; ++step) {
@@ -207,7 +207,7 @@ class DeviceBf16Layouts : public ::testing::TestWithParam<int> {};  // the ZeRO 
 
 TEST_P(DeviceBf16Layouts, MatchTheCpuEngine) {
   World world;
-  dist::Communicator& comm = *world.comm;
+  distributed::Communicator& comm = *world.comm;
   if (!every_rank_has_a_gpu(comm)) GTEST_SKIP() << "needs one GPU per rank";
   if (comm.size() % 2 != 0) GTEST_SKIP() << "tp 2 needs an even world";
   const fs::path dir = shared_dir(comm, "device_bf16_zero" + std::to_string(GetParam()));
@@ -229,7 +229,7 @@ INSTANTIATE_TEST_SUITE_P(Zero, DeviceBf16Layouts, ::testing::Values(0, 1, 2, 3),
 // relative), same validation loss; then the device run's checkpoint loaded by a CPU engine has
 // bit-identical parameters and moments (this rank's shard) and takes the same next step.
 void expect_matches_the_cpu_engine_and_resumes_there(World& world, const fs::path& dir, const Layout& layout) {
-  dist::Communicator& comm = *world.comm;
+  distributed::Communicator& comm = *world.comm;
   EnginePair engines(world, dir, layout);
   const double tolerance = layout.precision == Precision::fp32 ? 1e-4 : 5e-3;  // see DeviceBf16Layouts
   for (int step = 0; step < 3; ++step) {
@@ -239,7 +239,7 @@ void expect_matches_the_cpu_engine_and_resumes_there(World& world, const fs::pat
   }
   EXPECT_NEAR(engines.gpu.evaluate(), engines.cpu.evaluate(), tolerance * engines.cpu.evaluate());
   const std::string path = engines.gpu.save();
-  dist::ProcessGroups groups(EnginePair::grid(world, layout), world.runtime.world());
+  distributed::ProcessGroups groups(EnginePair::grid(world, layout), world.runtime.world());
   Engine resumed(engines.cpu_config, make_rank_logger(comm.rank(), "warn"), &groups);
   resumed.load(path);
   if (layout.zero_stage < 3) {  // ZeRO 3 keeps only the shard: compared through the optimizer's values
@@ -267,7 +267,7 @@ class DeviceTensorParallel : public ::testing::TestWithParam<TpCase> {};
 
 TEST_P(DeviceTensorParallel, MatchesTheCpuEngineAndResumesThere) {
   World world;
-  dist::Communicator& comm = *world.comm;
+  distributed::Communicator& comm = *world.comm;
   if (!every_rank_has_a_gpu(comm)) GTEST_SKIP() << "needs one GPU per rank";
   if (comm.size() % 2 != 0) GTEST_SKIP() << "tp 2 needs an even world";
   const TpCase c = GetParam();
@@ -315,7 +315,7 @@ class DevicePipelineParallel : public ::testing::TestWithParam<PpCase> {};
 
 TEST_P(DevicePipelineParallel, MatchesTheCpuEngineAndResumesThere) {
   World world;
-  dist::Communicator& comm = *world.comm;
+  distributed::Communicator& comm = *world.comm;
   if (!every_rank_has_a_gpu(comm)) GTEST_SKIP() << "needs one GPU per rank";
   const PpCase c = GetParam();
   if (comm.size() % (2 * c.tp) != 0) GTEST_SKIP() << "pp 2 x tp " << c.tp << " does not divide the world";
@@ -357,7 +357,7 @@ class DeviceExpertParallel : public ::testing::TestWithParam<EpCase> {};
 
 TEST_P(DeviceExpertParallel, MatchesTheCpuEngineAndResumesThere) {
   World world;
-  dist::Communicator& comm = *world.comm;
+  distributed::Communicator& comm = *world.comm;
   if (!every_rank_has_a_gpu(comm)) GTEST_SKIP() << "needs one GPU per rank";
   const EpCase c = GetParam();
   if (comm.size() % (c.ep * c.tp) != 0)

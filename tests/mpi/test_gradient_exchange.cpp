@@ -13,7 +13,7 @@
 #include "myriad/distributed/compressed_sum.h"
 #include "myriad/distributed/process_groups.h"
 #include "myriad/train/engine.h"
-#include "myriad/train/local_sgd.h"
+#include "myriad/parallel/local_sgd.h"
 
 namespace myriad::train {
 namespace {
@@ -23,12 +23,12 @@ using namespace testing;
 TEST(GradientExchange, CompressedSumIsIdenticalOnEveryRankAndLosesNothing) {
   auto comm = myriad::testing::make_world("dp");
   const int ranks = comm->size(), r = comm->rank();
-  for (dist::CompressionSpec spec :
-       {dist::CompressionSpec{dist::Compression::sign}, dist::CompressionSpec{dist::Compression::int8},
-        dist::CompressionSpec{dist::Compression::topk, 0.02}}) {
-    SCOPED_TRACE(dist::compression_name(spec.kind));
+  for (distributed::CompressionSpec spec : {distributed::CompressionSpec{distributed::Compression::sign},
+                                            distributed::CompressionSpec{distributed::Compression::int8},
+                                            distributed::CompressionSpec{distributed::Compression::topk, 0.02}}) {
+    SCOPED_TRACE(distributed::compression_name(spec.kind));
     const std::int64_t n = 10007;
-    dist::CompressedSum sum(*comm, n, spec);
+    distributed::CompressedSum sum(*comm, n, spec);
     std::vector<double> inputs(n, 0.0), outputs(n, 0.0);
     const int calls = 20;
     comm->reset_stats();
@@ -47,7 +47,7 @@ TEST(GradientExchange, CompressedSumIsIdenticalOnEveryRankAndLosesNothing) {
     Tensor held = sum.worker_error().contiguous();
     Tensor all = Tensor::zeros({n});
     comm->all_reduce(held);
-    const dist::ChunkRange own = dist::chunk_range(n, ranks, r);
+    const distributed::ChunkRange own = distributed::chunk_range(n, ranks, r);
     std::copy(sum.server_error().data<float>(), sum.server_error().data<float>() + own.size(),
               all.data<float>() + own.begin);
     comm->all_reduce(all);
@@ -57,9 +57,9 @@ TEST(GradientExchange, CompressedSumIsIdenticalOnEveryRankAndLosesNothing) {
       worst = std::max(worst, std::fabs(outputs[i] - (inputs[i] - still_held)));
     }
     EXPECT_LT(worst, 2e-3);
-    const dist::CommOpStats bytes = comm->stats()[dist::CommOp::all_to_all];
+    const distributed::CommOpStats bytes = comm->stats()[distributed::CommOp::all_to_all];
     EXPECT_EQ(bytes.bytes_sent, calls * sum.bytes_sent_per_call());
-    if (spec.kind == dist::Compression::sign && ranks > 1) {
+    if (spec.kind == distributed::Compression::sign && ranks > 1) {
       const double ring = 2.0 * 4.0 * n * (ranks - 1) / ranks;
       EXPECT_LE(static_cast<double>(sum.bytes_sent_per_call()), ring / 16.0);
     }
@@ -72,14 +72,14 @@ struct TrainedRun {
 };
 
 TrainedRun train(World& world, const fs::path& dir, const std::vector<std::string>& overrides, int steps) {
-  dist::Communicator& comm = *world.comm;
+  distributed::Communicator& comm = *world.comm;
   RunConfig config = config_for(comm.rank(), dir, "gpt2", comm.size(), 0, 1);
   config.training.steps = steps;
   config.training.warmup_steps = 5;
   config.parallel.bucket_mb = 0;
   for (const std::string& o : overrides) config.apply_override(o);
   prepare_shared_data(comm, config);
-  dist::ProcessGroups groups(dist::GridShape{.dp = comm.size()}, world.runtime.world());
+  distributed::ProcessGroups groups(distributed::GridShape{.dp = comm.size()}, world.runtime.world());
   Engine engine(config, make_rank_logger(comm.rank(), "warn"), &groups);
   TrainedRun run;
   for (int s = 0; s < steps; ++s) {
@@ -154,14 +154,14 @@ TEST(GradientExchange, ErrorFeedbackCompressionStaysWithinTheBandOfTheExactRun) 
 // never comes), gathered with raw MPI and averaged in float64.
 TEST(LocalSgd, OneInnerStepWithPlainAveragingAveragesTheReplicasParameters) {
   World world;
-  dist::Communicator& comm = *world.comm;
+  distributed::Communicator& comm = *world.comm;
   const fs::path dir = shared_dir(comm, "local_avg");
   auto one_step = [&](const std::vector<std::string>& overrides) {
     RunConfig config = config_for(comm.rank(), dir, "gpt2", comm.size(), 0, 1);
     config.training.steps = 10;
     for (const std::string& o : overrides) config.apply_override(o);
     prepare_shared_data(comm, config);
-    dist::ProcessGroups groups(dist::GridShape{.dp = comm.size()}, world.runtime.world());
+    distributed::ProcessGroups groups(distributed::GridShape{.dp = comm.size()}, world.runtime.world());
     Engine engine(config, make_rank_logger(comm.rank(), "warn"), &groups);
     engine.step();
     return engine.model().parameters().flat_values().clone();
@@ -268,7 +268,7 @@ TEST(LocalSgd, ResumesExactlyFromACheckpoint) {
   for (const std::string overlap : {"false", "true"}) {
     SCOPED_TRACE("outer_overlap " + overlap);
     World world;
-    dist::Communicator& comm = *world.comm;
+    distributed::Communicator& comm = *world.comm;
     const fs::path dir = shared_dir(comm, "local_resume_" + overlap);
     RunConfig config = config_for(comm.rank(), dir, "gpt2", comm.size(), 0, 1);
     config.training.steps = 24;
@@ -279,14 +279,14 @@ TEST(LocalSgd, ResumesExactlyFromACheckpoint) {
     prepare_shared_data(comm, config);
     std::vector<double> continued, resumed;
     {
-      dist::ProcessGroups groups(dist::GridShape{.dp = comm.size()}, world.runtime.world());
+      distributed::ProcessGroups groups(distributed::GridShape{.dp = comm.size()}, world.runtime.world());
       Engine engine(config, make_rank_logger(comm.rank(), "warn"), &groups);
       for (int s = 0; s < 10; ++s) engine.step();  // mid-round: 10 % 4 != 0
       engine.save();
       for (int s = 0; s < 8; ++s) continued.push_back(engine.step().loss);
     }
     {
-      dist::ProcessGroups groups(dist::GridShape{.dp = comm.size()}, world.runtime.world());
+      distributed::ProcessGroups groups(distributed::GridShape{.dp = comm.size()}, world.runtime.world());
       Engine engine(config, make_rank_logger(comm.rank(), "warn"), &groups);
       engine.load("auto");
       EXPECT_EQ(engine.step_count(), 10);

@@ -28,10 +28,10 @@
 #include <fstream>
 
 #include "myriad/core/logging.h"
-#include "myriad/distributed/context_parallel_group.h"
+#include "myriad/parallel/context_parallel_group.h"
 #include "myriad/distributed/process_groups.h"
-#include "myriad/distributed/tensor_parallel_regions.h"
-#include "myriad/train/checkpoint_reader.h"
+#include "myriad/parallel/tensor_parallel_regions.h"
+#include "myriad/train/checkpoint/checkpoint_reader.h"
 #include "myriad/train/engine.h"
 #include "engine_test_support.h"
 
@@ -48,7 +48,7 @@ constexpr double kLossTolerance = 1e-4;
 struct Layout {
   std::string name;
   std::string architecture = "gpt2";
-  dist::GridShape grid;
+  distributed::GridShape grid;
   PipelineSchedule schedule = PipelineSchedule::one_f_one_b;
   int virtual_stages = 1;
   bool sequence_parallel = false;
@@ -77,8 +77,8 @@ Curve run(Engine& engine, int steps, bool evaluate = true) {
     c.loss.push_back(m.loss);
     c.grad_norm.push_back(m.grad_norm);
     c.bubble.push_back(m.bubble_seconds);
-    c.ep_bytes += m.comm_axis_bytes[static_cast<std::size_t>(dist::Axis::ep)];
-    c.cp_bytes += m.comm_axis_bytes[static_cast<std::size_t>(dist::Axis::cp)];
+    c.ep_bytes += m.comm_axis_bytes[static_cast<std::size_t>(distributed::Axis::ep)];
+    c.cp_bytes += m.comm_axis_bytes[static_cast<std::size_t>(distributed::Axis::cp)];
   }
   if (evaluate) c.val_loss = engine.evaluate();
   return c;
@@ -132,7 +132,7 @@ class ModelParallel : public ::testing::TestWithParam<Layout> {};
 TEST_P(ModelParallel, ReproducesTheSerialLossCurveAndResumesSerially) {
   const Layout& layout = GetParam();
   World world;
-  dist::Communicator& comm = *world.comm;
+  distributed::Communicator& comm = *world.comm;
   if (comm.size() != layout.grid.product())
     GTEST_SKIP() << layout.name << " needs " << layout.grid.product() << " ranks";
   fs::path dir = shared_dir(comm, "mp_" + layout.name);
@@ -146,7 +146,7 @@ TEST_P(ModelParallel, ReproducesTheSerialLossCurveAndResumesSerially) {
   }
   Curve parallel;
   {
-    dist::ProcessGroups groups(layout.grid, world.runtime.world());
+    distributed::ProcessGroups groups(layout.grid, world.runtime.world());
     Engine engine(layout_config(comm.rank(), dir, layout, false), make_rank_logger(comm.rank(), "warn"), &groups);
     Curve first = run(engine, kSteps / 2, false);
     engine.save();  // serial layout: resumed below by one process
@@ -202,7 +202,7 @@ TEST_P(ModelParallel, ReproducesTheSerialLossCurveAndResumesSerially) {
   EXPECT_LT(resume_gap, kLossTolerance);
   EXPECT_LT(serial.loss.back(), serial.loss.front() - 0.5) << "the run must learn for the curve to mean something";
   comm.barrier();  // every rank's one-process engine has read the checkpoint before rank 0 deletes it
-  dist::run_on_rank0(comm, "cleanup", [&] { fs::remove_all(dir); });
+  distributed::run_on_rank0(comm, "cleanup", [&] { fs::remove_all(dir); });
 }
 
 std::vector<Layout> layouts() {
@@ -327,8 +327,8 @@ INSTANTIATE_TEST_SUITE_P(Layouts, ModelParallel, ::testing::ValuesIn(layouts()),
 // `steps` more; returns the checkpoint's folder and the losses of the second half.
 std::pair<fs::path, std::vector<double>> train_save_train(World& world, const fs::path& dir, const Layout& layout,
                                                           int steps, bool background) {
-  dist::Communicator& comm = *world.comm;
-  dist::ProcessGroups groups(layout.grid, world.runtime.world());
+  distributed::Communicator& comm = *world.comm;
+  distributed::ProcessGroups groups(layout.grid, world.runtime.world());
   Engine engine(layout_config(comm.rank(), dir, layout, false), make_rank_logger(comm.rank(), "warn"), &groups);
   run(engine, steps, false);
   std::string path = engine.save(background);
@@ -340,14 +340,14 @@ std::pair<fs::path, std::vector<double>> train_save_train(World& world, const fs
 // Resumes the newest checkpoint under <dir>/checkpoints in `layout` (or one process: `serial`)
 // and returns the losses of the next `steps` steps.
 std::vector<double> resumed_losses(World& world, const fs::path& dir, const Layout& layout, bool serial, int steps) {
-  dist::Communicator& comm = *world.comm;
+  distributed::Communicator& comm = *world.comm;
   RunConfig config = layout_config(comm.rank(), dir, layout, serial);
   if (serial) {
     Engine engine(config, make_rank_logger(0, "warn"));
     engine.load("auto");
     return run(engine, steps, false).loss;
   }
-  dist::ProcessGroups groups(layout.grid, world.runtime.world());
+  distributed::ProcessGroups groups(layout.grid, world.runtime.world());
   Engine engine(config, make_rank_logger(comm.rank(), "warn"), &groups);
   engine.load("auto");
   EXPECT_EQ(engine.step_count(), steps);
@@ -359,7 +359,7 @@ std::vector<double> resumed_losses(World& world, const fs::path& dir, const Layo
 // process within the equivalence tolerance of the uninterrupted run's next 10 steps.
 TEST(Resharding, Dp2Tp2CheckpointResumesAtPp2Dp2AndInOneProcess) {
   World world;
-  dist::Communicator& comm = *world.comm;
+  distributed::Communicator& comm = *world.comm;
   if (comm.size() != 4) GTEST_SKIP() << "needs 4 ranks";
   const Layout saved{.name = "dp2_tp2", .grid = {.tp = 2, .dp = 2}, .accumulation = 2};
   const Layout other{.name = "pp2_dp2", .grid = {.dp = 2, .pp = 2}, .accumulation = 2};
@@ -398,7 +398,7 @@ TEST(Resharding, Dp2Tp2CheckpointResumesAtPp2Dp2AndInOneProcess) {
   EXPECT_LT(max_abs_difference(pipelined, uninterrupted), kLossTolerance);
   EXPECT_LT(max_abs_difference(single, uninterrupted), kLossTolerance);
   comm.barrier();  // every rank's one-process engine has read the checkpoint before rank 0 deletes it
-  dist::run_on_rank0(comm, "cleanup", [&] { fs::remove_all(dir); });
+  distributed::run_on_rank0(comm, "cleanup", [&] { fs::remove_all(dir); });
 }
 
 // Expert resharding (4 ranks): an MoE checkpoint saved at dp 4 with ep 4 (each rank holds one
@@ -407,7 +407,7 @@ TEST(Resharding, Dp2Tp2CheckpointResumesAtPp2Dp2AndInOneProcess) {
 // within the equivalence tolerance of the uninterrupted run, and at ep 4 bit for bit.
 TEST(Resharding, Ep4MoeCheckpointResumesAtEp2AndEp1) {
   World world;
-  dist::Communicator& comm = *world.comm;
+  distributed::Communicator& comm = *world.comm;
   if (comm.size() != 4) GTEST_SKIP() << "needs 4 ranks";
   const Layout saved{.name = "dp4_ep4", .grid = {.ep = 4, .dp = 4}, .accumulation = 1, .experts = 4};
   Layout ep2 = saved, ep1 = saved;
@@ -438,7 +438,7 @@ TEST(Resharding, Ep4MoeCheckpointResumesAtEp2AndEp1) {
   EXPECT_LT(max_abs_difference(at_ep2, uninterrupted), kLossTolerance);
   EXPECT_LT(max_abs_difference(at_ep1, uninterrupted), kLossTolerance);
   comm.barrier();
-  dist::run_on_rank0(comm, "cleanup", [&] { fs::remove_all(dir); });
+  distributed::run_on_rank0(comm, "cleanup", [&] { fs::remove_all(dir); });
 }
 
 // Context parallelism keeps every saved activation for T / cp of each sequence's tokens: at cp 2 a
@@ -447,11 +447,11 @@ TEST(Resharding, Ep4MoeCheckpointResumesAtEp2AndEp1) {
 // backward; its K/V buffers are scratch of one call).
 TEST(ModelParallelMemory, ContextParallelHalvesSavedActivations) {
   World world;
-  dist::Communicator& comm = *world.comm;
+  distributed::Communicator& comm = *world.comm;
   if (comm.size() != 2) GTEST_SKIP() << "needs 2 ranks";
   nn::TransformerConfig config = nn::TransformerConfig::llama(320, 4, 4, 2, 64, 64);
   const std::int64_t B = 4, T = 64;
-  const dist::ContextParallelGroup ring(comm);
+  const parallel::ContextParallelGroup ring(comm);
   nn::GptModel split(config, nn::ModelSplit{.cp = &ring}, false), serial(config, {}, false);
   for (nn::Recompute mode : {nn::Recompute::none, nn::Recompute::selective, nn::Recompute::full}) {
     const std::int64_t whole = serial.activation_memory(B, T, mode).saved_bytes;
@@ -469,11 +469,11 @@ TEST(ModelParallelMemory, ContextParallelHalvesSavedActivations) {
 // shapes say.
 TEST(ModelParallelMemory, SequenceParallelShrinksSavedActivations) {
   World world;
-  dist::Communicator& comm = *world.comm;
+  distributed::Communicator& comm = *world.comm;
   if (comm.size() != 2) GTEST_SKIP() << "needs 2 ranks";
   nn::TransformerConfig config = nn::TransformerConfig::gpt2(320, 4, 4, 64, 64);
   const std::int64_t B = 4, T = 64, C = config.n_embd, N = B * T;
-  const dist::TensorParallelRegions tp_regions(comm, false, config), sp_regions(comm, true, config);
+  const parallel::TensorParallelRegions tp_regions(comm, false, config), sp_regions(comm, true, config);
   nn::ModelSplit plain{.tp = &tp_regions}, sequence{.tp = &sp_regions};
   nn::GptModel tp_only(config, plain, false), tp_sp(config, sequence, false), serial(config, {}, false);
   for (nn::Recompute mode : {nn::Recompute::none, nn::Recompute::selective}) {

@@ -5,7 +5,7 @@
 #include "mpi_test_support.h"
 #include "myriad/distributed/mpi_runtime.h"
 
-namespace myriad::dist {
+namespace myriad::distributed {
 namespace {
 
 TEST(MpiRuntime, NestedRuntimeSharesTheWorldAndDoesNotFinalize) {
@@ -27,4 +27,4 @@ TEST(MpiRuntime, NestedRuntimeSharesTheWorldAndDoesNotFinalize) {
 }
 
 }  // namespace
-}  // namespace myriad::dist
+}  // namespace myriad::distributed

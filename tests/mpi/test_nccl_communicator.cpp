@@ -1,5 +1,5 @@
 // NcclCommunicator across ranks, one GPU per rank (built only with NCCL; skips unless every rank
-// of the node has a GPU of its own, which CI and the one-GPU window do not have). Each operation
+// of the node has a GPU of its own, which CI and the one-GPU check do not have). Each operation
 // runs over NCCL on device tensors and over MpiCommunicator on host copies of the same inputs;
 // the results must agree — exactly for i64, within f32 rounding of a different summation order
 // for f32 — including unequal chunks, tagged point-to-point crossing in both directions (the
@@ -49,12 +49,12 @@ class NcclAcrossRanks : public ::testing::Test {
     context_ = std::make_unique<cuda::DeviceContext>(device);
     host_ = make_world("world");
     reference_ = make_world("reference");
-    nccl_ = std::make_unique<dist::NcclCommunicator>(*host_, *context_);
+    nccl_ = std::make_unique<distributed::NcclCommunicator>(*host_, *context_);
   }
 
   std::unique_ptr<cuda::DeviceContext> context_;
-  std::unique_ptr<dist::MpiCommunicator> host_, reference_;
-  std::unique_ptr<dist::NcclCommunicator> nccl_;
+  std::unique_ptr<distributed::MpiCommunicator> host_, reference_;
+  std::unique_ptr<distributed::NcclCommunicator> nccl_;
 };
 
 TEST_F(NcclAcrossRanks, CollectivesMatchMpi) {
@@ -70,7 +70,7 @@ TEST_F(NcclAcrossRanks, CollectivesMatchMpi) {
       nccl_->all_reduce(device);
       expect_close(cuda::to_host(*context_, device), expected, tolerance, "all_reduce");
 
-      const std::int64_t chunk = dist::chunk_range(n, size, rank).size();
+      const std::int64_t chunk = distributed::chunk_range(n, size, rank).size();
       Tensor scattered_expected = Tensor::empty({chunk}, dtype);
       reference_->reduce_scatter(input, scattered_expected);
       Tensor scattered = cuda::device_empty(*context_, {chunk}, dtype);

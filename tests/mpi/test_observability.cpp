@@ -17,7 +17,7 @@ using namespace testing;
 
 TEST(Observability, SlowRankIsReportedAsAStragglerWithItsCoordinates) {
   World world;
-  dist::Communicator& comm = *world.comm;
+  distributed::Communicator& comm = *world.comm;
   const int n = comm.size();
   const int slow = n - 1;
   fs::path dir = shared_dir(comm, "straggler");
@@ -26,7 +26,7 @@ TEST(Observability, SlowRankIsReportedAsAStragglerWithItsCoordinates) {
   config.logging.straggler_margin = 2.0;  // 3x the median: far above the noise of oversubscribed ranks
   config.logging.dir = dir.string();      // shared: rank 0 writes the metrics
   prepare_shared_data(comm, config);
-  dist::ProcessGroups groups(dist::GridShape{.dp = n}, world.runtime.world());
+  distributed::ProcessGroups groups(distributed::GridShape{.dp = n}, world.runtime.world());
   Engine engine(config, make_rank_logger(comm.rank(), "error"), &groups);
   if (comm.rank() == slow) engine.set_compute_delay_for_testing(0.1);
   std::vector<StepMetrics> steps;

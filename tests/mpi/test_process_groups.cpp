@@ -6,7 +6,7 @@
 #include "myriad/distributed/process_groups.h"
 #include "test_helpers.h"
 
-namespace myriad::dist {
+namespace myriad::distributed {
 namespace {
 
 using myriad::testing::element;
@@ -73,4 +73,4 @@ TEST(MpiProcessGroups, MovedGroupsKeepWorking) {
 }
 
 }  // namespace
-}  // namespace myriad::dist
+}  // namespace myriad::distributed

@@ -18,7 +18,7 @@
 #include "myriad/distributed/ring_communicator.h"
 #include "myriad/distributed/tree_communicator.h"
 
-namespace myriad::dist {
+namespace myriad::distributed {
 namespace {
 
 using myriad::testing::element;
@@ -258,4 +258,4 @@ TEST(ReductionAlgorithms, ABadArgumentThrowsAtTheCallAndLeavesTheGroupUsable) {
 }
 
 }  // namespace
-}  // namespace myriad::dist
+}  // namespace myriad::distributed

@@ -10,7 +10,7 @@
 #include "mpi_test_support.h"
 #include "myriad/data/dedup.h"
 #include "myriad/data/shard_corpus.h"
-#include "myriad/train/communicator_workers.h"
+#include "myriad/train/data/communicator_workers.h"
 
 namespace myriad::data {
 namespace {

@@ -10,14 +10,14 @@
 
 #include "mpi_test_support.h"
 #include "myriad/core/philox.h"
-#include "myriad/distributed/tensor_parallel_region.h"
-#include "myriad/distributed/vocab_parallel.h"
+#include "myriad/parallel/tensor_parallel_region.h"
+#include "myriad/parallel/vocab_parallel.h"
 #include "myriad/nn/linear.h"
 #include "myriad/ops/activations.h"
 #include "myriad/ops/cross_entropy.h"
 #include "myriad/ops/embedding.h"
 
-namespace myriad::dist {
+namespace myriad::distributed {
 namespace {
 
 Tensor random(const Shape& shape, std::uint64_t stream, float scale = 1.0f) {
@@ -57,13 +57,13 @@ TEST(TensorParallel, VocabParallelCrossEntropyEqualsSerial) {
   cross_entropy_forward(CrossEntropyArgs{}, real, targets, losses, lse);
   cross_entropy_backward(CrossEntropyArgs{}, real, targets, lse, grad_losses, grad);
   // Parallel.
-  VocabShard shard{rank * local, vocab};
+  parallel::VocabShard shard{rank * local, vocab};
   const std::int64_t real_here = shard.real_columns(local);  // the last shard ends at the real vocabulary
   ASSERT_EQ(real_here, std::clamp<std::int64_t>(vocab - rank * local, 0, local));
   Tensor mine = columns(full, rank * local, rank * local + real_here);
   Tensor p_losses = Tensor::empty({n}), p_lse = Tensor::empty({n}), p_grad = Tensor::empty({n, real_here});
-  vocab_parallel_cross_entropy_forward(*tp, shard, mine, targets, -100, p_losses, p_lse);
-  vocab_parallel_cross_entropy_backward(shard, mine, targets, -100, p_lse, grad_losses, p_grad);
+  parallel::vocab_parallel_cross_entropy_forward(*tp, shard, mine, targets, -100, p_losses, p_lse);
+  parallel::vocab_parallel_cross_entropy_backward(shard, mine, targets, -100, p_lse, grad_losses, p_grad);
   expect_close(p_losses, losses, 1e-5, "losses");
   expect_close(p_lse, lse, 1e-5, "lse");
   expect_close(p_grad, columns(grad, rank * local, rank * local + real_here), 1e-5, "grad_logits of the shard");
@@ -80,11 +80,11 @@ TEST(TensorParallel, VocabParallelEmbeddingEqualsSerial) {
   Tensor out = Tensor::empty({n, c}), grad_out = random({n, c}, 4), grad_table = Tensor::zeros({local * parts, c});
   embedding_forward(EmbeddingArgs{}, ids, table, out);
   embedding_backward(EmbeddingArgs{}, ids, grad_out, grad_table);
-  VocabShard shard{rank * local, vocab};
+  parallel::VocabShard shard{rank * local, vocab};
   Tensor mine = table.slice(0, rank * local, (rank + 1) * local).contiguous();
   Tensor p_out = Tensor::empty({n, c}), p_grad = Tensor::zeros({local, c});
-  vocab_parallel_embedding_forward(*tp, shard, ids, mine, p_out);
-  vocab_parallel_embedding_backward(shard, ids, grad_out, p_grad);
+  parallel::vocab_parallel_embedding_forward(*tp, shard, ids, mine, p_out);
+  parallel::vocab_parallel_embedding_backward(shard, ids, grad_out, p_grad);
   expect_close(p_out, out, 0.0 + 1e-7, "embedding output");
   expect_close(p_grad, grad_table.slice(0, rank * local, (rank + 1) * local), 1e-6, "embedding grad rows");
 }
@@ -94,9 +94,9 @@ TEST(TensorParallel, GatherAndSliceLastDimAreInverse) {
   const int parts = tp->size(), rank = tp->rank();
   Tensor full = random({5, 3 * parts}, 5);
   Tensor mine = Tensor::empty({5, 3});
-  slice_last_dim(full, rank, mine);
+  parallel::slice_last_dim(full, rank, mine);
   Tensor gathered = Tensor::empty({5, 3 * parts});
-  gather_last_dim(*tp, mine, gathered);
+  parallel::gather_last_dim(*tp, mine, gathered);
   expect_close(gathered, full, 0.0 + 1e-12, "gather(slice(x))");
 }
 
@@ -122,18 +122,18 @@ TEST(TensorParallel, ColumnThenRowParallelMlpEqualsSerial) {
   nn::linear_forward(x, w1_local, Tensor(), h_l);  // copy_to_tp_region(x): identity forward
   gelu_forward(GeluArgs{}, h_l, a_l);
   nn::linear_forward(a_l, w2_local, Tensor(), y_p);
-  reduce_from_tp_region_forward(*tp, y_p);
+  parallel::reduce_from_tp_region_forward(*tp, y_p);
   expect_close(y_p, y, 1e-5, "MLP output");
   Tensor da_l = Tensor::empty({n, fl}), dh_l = Tensor::empty({n, fl}), dx_p = Tensor::empty({n, c});
   Tensor dw1_l = Tensor::zeros({fl, c}), dw2_l = Tensor::zeros({c, fl});
   nn::linear_backward(a_l, w2_local, dy, da_l, false, dw2_l, none);  // reduce_from: identity backward
   gelu_backward(GeluArgs{}, h_l, da_l, dh_l);
   nn::linear_backward(x, w1_local, dh_l, dx_p, false, dw1_l, none);
-  copy_to_tp_region_backward(*tp, dx_p);
+  parallel::copy_to_tp_region_backward(*tp, dx_p);
   expect_close(dx_p, dx, 1e-5, "grad x");
   expect_close(dw1_l, dw1.slice(0, rank * fl, (rank + 1) * fl), 1e-5, "grad W1 rows");
   expect_close(dw2_l, columns(dw2, rank * fl, (rank + 1) * fl), 1e-5, "grad W2 columns");
 }
 
 }  // namespace
-}  // namespace myriad::dist
+}  // namespace myriad::distributed

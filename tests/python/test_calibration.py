@@ -213,6 +213,7 @@ def test_repeated_runs_of_a_layout_count_at_their_median():
     assert (dp2.runs, dp2.step_s, dp2.low_s, dp2.high_s) == (3, 0.700, 0.675, 0.900)
     assert by["dp1 tp1 pp4"].step_s == 0.700 and by["dp1 tp1 pp4"].low_s == 0.600
     two = pvs.median_of_runs(pvs.parse_scaling(SCALING_TABLE + second))
-    assert {r.layout: r for r in two}["dp2 tp1 pp1"].step_s == pytest.approx(0.7875)  # even count: the mean of the middle two
+    # even count: the mean of the middle two
+    assert {r.layout: r for r in two}["dp2 tp1 pp1"].step_s == pytest.approx(0.7875)
     table = pvs.table(pvs.predict(rows, SYNTHETIC))
     assert "0.700 (3 runs: 0.675–0.900)" in table

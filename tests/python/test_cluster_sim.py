@@ -1,4 +1,4 @@
-"""myriad.planner.cluster_sim: hand-built traces with known schedules (FIFO head-of-line blocking vs EASY
+"""myriad.operations.cluster_sim: hand-built traces with known schedules (FIFO head-of-line blocking vs EASY
 backfill, priority order and aging, preemption with its exact lost work and costs in both modes,
 best-fit vs first-fit placement and the span penalty), invariants over generated traces (no node
 held twice, no node outside the cluster, busy GPU time = work + overheads), determinism, bad input,
@@ -8,7 +8,7 @@ import json
 
 import pytest
 
-from myriad.planner import cluster_sim as cs
+from myriad.operations import cluster_sim as cs
 
 GPN = 8  # GPUs per node in the hand-built topologies
 
@@ -160,7 +160,7 @@ def test_invariants_on_generated_traces(preemption):
     traces = {seed: cs.generate_trace(150, topology, seed=seed, load=1.1, checkpoint_interval_s=900.0)
               for seed in (5, 6)}
     preempted = 0
-    for (seed, jobs), policy, placement in itertools.product(traces.items(), POLICIES, cs.PLACEMENTS):
+    for (_seed, jobs), policy, placement in itertools.product(traces.items(), POLICIES, cs.PLACEMENTS):
         result, sim = run(jobs, policy, topology, placement=placement, preemption=preemption, seed=3,
                           span_penalty=0.2)
         check_invariants(result, sim, jobs, topology)

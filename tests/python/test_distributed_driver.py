@@ -25,7 +25,8 @@ pytestmark = pytest.mark.skipif(MPIRUN is None, reason="mpirun not found")
 
 TINY_YAML = """\
 model: {{architecture: gpt2, vocab_size: 320, n_layer: 2, n_head: 2, n_embd: 32, context_length: 32}}
-training: {{micro_batch: 2, gradient_accumulation: 2, seq_len: 32, steps: 8, lr: 3.0e-3, eval_batches: 2, eval_every: 0}}
+training: {{micro_batch: 2, gradient_accumulation: 2, seq_len: 32, steps: 8, lr: 3.0e-3, \
+eval_batches: 2, eval_every: 0}}
 data: {{path: {corpus}, tokenizer: "train:320"}}
 logging: {{dir: {run}, every: 1, straggler_every: 4}}
 sample: {{tokens: 0}}
@@ -55,8 +56,8 @@ def tiny(tmp_path):
 
 def serial_run(config, root):
     """One process on the global batch of the two-rank runs (4 micro-batches)."""
-    serial = subprocess.run([sys.executable, DRIVER, "--config", str(config), "--set", "logging.dir=" + str(root / "one"),
-                             "--set", "training.gradient_accumulation=4"],
+    serial = subprocess.run([sys.executable, DRIVER, "--config", str(config),
+                             "--set", "logging.dir=" + str(root / "one"), "--set", "training.gradient_accumulation=4"],
                             cwd=REPO, env=dict(os.environ, PYTHONPATH=PYTHONPATH),
                             capture_output=True, text=True, timeout=TIMEOUT)
     assert serial.returncode == 0, serial.stderr
@@ -179,7 +180,8 @@ model:
   n_embd: 32
   context_length: 32
 parallel: {{ep: 2}}
-training: {{micro_batch: 2, gradient_accumulation: 2, seq_len: 32, steps: 8, lr: 3.0e-3, eval_batches: 2, eval_every: 0}}
+training: {{micro_batch: 2, gradient_accumulation: 2, seq_len: 32, steps: 8, lr: 3.0e-3, \
+eval_batches: 2, eval_every: 0}}
 data: {{path: {corpus}, tokenizer: "train:320"}}
 logging: {{dir: {run}, every: 1}}
 sample: {{tokens: 0}}
@@ -201,7 +203,8 @@ model:
     block_size: 64
     threshold: 0.1
 parallel: {{tp: 2}}
-training: {{micro_batch: 2, gradient_accumulation: 1, seq_len: 256, steps: 4, lr: 3.0e-3, eval_batches: 1, eval_every: 0}}
+training: {{micro_batch: 2, gradient_accumulation: 1, seq_len: 256, steps: 4, lr: 3.0e-3, \
+eval_batches: 1, eval_every: 0}}
 data: {{path: {corpus}, tokenizer: "train:320"}}
 logging: {{dir: {run}, every: 1}}
 sample: {{tokens: 6}}
@@ -257,12 +260,14 @@ def test_the_seed_documents_moe_block_trains_with_experts_split_over_two_ranks(t
         for layer in r["moe"]:
             per_expert = layer["tokens_per_expert"]
             assert per_expert["min"] <= per_expert["mean"] <= per_expert["max"]
-            assert per_expert["mean"] == 2 * 2 * 32 * 2 * 2 / 4  # (micro x accumulation x seq_len x dp) x top_k / experts
+            # (micro x accumulation x seq_len x dp) x top_k / experts
+            assert per_expert["mean"] == 2 * 2 * 32 * 2 * 2 / 4
             assert 0.0 <= layer["dropped_share"] < 1.0 and layer["aux_loss"] > 0
         assert r["comm_axis_bytes"]["ep"] > 0
     # ep splits the experts, not the batch: one process on the same global batch has the same losses.
     serial = subprocess.run([sys.executable, DRIVER, "--config", str(config), "--set", "parallel.ep=1",
-                             "--set", "logging.dir=" + str(tmp_path / "one"), "--set", "training.gradient_accumulation=4"],
+                             "--set", "logging.dir=" + str(tmp_path / "one"),
+                             "--set", "training.gradient_accumulation=4"],
                             cwd=REPO, env=dict(os.environ, PYTHONPATH=PYTHONPATH),
                             capture_output=True, text=True, timeout=TIMEOUT)
     assert serial.returncode == 0, serial.stderr

@@ -1,4 +1,4 @@
-"""Launch flags of python/train.py (python/myriad/launch_flags.py): the seed documents' flag style
+"""Launch flags of python/train.py (python/myriad/launch_flags.py): the cluster-training recipe's launch-flag style
 as aliases of config keys, the --batch_size token arithmetic, the one-line refusals of flags that
 do not apply — as pure functions (no MPI, no extension) — and, end to end on a tiny corpus, the
 seed's launch line with --log_dir and the order file < flags < --set."""
@@ -16,7 +16,8 @@ from package_under_test import DRIVER, PYTHONPATH
 REPO = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
 
 # Loaded from its file: the module must work without the compiled extension.
-_spec = importlib.util.spec_from_file_location("launch_flags", os.path.join(REPO, "python", "myriad", "launch_flags.py"))
+_spec = importlib.util.spec_from_file_location("launch_flags",
+                                               os.path.join(REPO, "python", "myriad", "launch_flags.py"))
 lf = importlib.util.module_from_spec(_spec)
 _spec.loader.exec_module(lf)
 
@@ -112,7 +113,8 @@ def test_docs_launch_md_holds_the_flag_table():
 
 YAML = """\
 model: {{architecture: gpt2, vocab_size: 320, n_layer: 2, n_head: 2, n_embd: 32, context_length: 32}}
-training: {{micro_batch: 2, gradient_accumulation: 2, seq_len: 16, steps: 2, lr: 3.0e-3, eval_batches: 1, eval_every: 0}}
+training: {{micro_batch: 2, gradient_accumulation: 2, seq_len: 16, steps: 2, lr: 3.0e-3, \
+eval_batches: 1, eval_every: 0}}
 data: {{path: {corpus}, tokenizer: "train:320"}}
 logging: {{dir: {run}, every: 1, measure_peak: false}}
 sample: {{tokens: 0}}

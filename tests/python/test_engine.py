@@ -128,7 +128,8 @@ def test_config_set_unknown_key_names_it(tiny_config):
         ("training.batch_size=12", r"training\.global_batch_size \(12\) must equal training\.micro_batch \(4\) \* "
                                    r"training\.gradient_accumulation \(2\) \* parallel\.dp \(1\) = 8"),
         ("training.warmup=31", r"training\.warmup_steps \(31\) must be <= training\.steps \(30\)"),
-        ("data.tokenizer=train:400", r"data\.tokenizer \(train:400\) trains 400 tokens, more than model\.vocab_size \(320\)"),
+        ("data.tokenizer=train:400",
+         r"data\.tokenizer \(train:400\) trains 400 tokens, more than model\.vocab_size \(320\)"),
     ],
 )
 def test_config_validate_cross_key_errors(tiny_config, override, message):

@@ -1,4 +1,4 @@
-"""myriad.planner.goodput: the analytical model and the event simulator agree in expectation (each part of the
+"""myriad.operations.goodput: the analytical model and the event simulator agree in expectation (each part of the
 wall time, within 4 standard errors over a few hundred seeded runs), the simulator's best interval lands near
 Daly's where Daly is accurate (delta << M), Young's and Daly's formulas give the published numbers, the limiting
 cases are exact (no failures: goodput = tau / (tau + delta); an interval longer than the job = one segment), bad
@@ -14,7 +14,7 @@ import math
 
 import pytest
 
-from myriad.planner import goodput as gp
+from myriad.operations import goodput as gp
 
 
 def assert_within(sim_values, expected, sigmas=4.0, what=""):

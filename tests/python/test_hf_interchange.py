@@ -167,8 +167,9 @@ def test_mismatched_files_are_refused_naming_the_tensors(tmp_path):
             hf.import_hf(str(tmp_path / name), str(tmp_path / f"ck_{name}"))
         assert not os.path.exists(tmp_path / f"ck_{name}" / "step_00000000")  # nothing half-written
     # The command line says the same and exits 2.
-    result = subprocess.run([sys.executable, "-m", "myriad.convert", "import", "--format", "hf", str(tmp_path / "extra"),
-                             str(tmp_path / "ck_cli")], env=dict(os.environ, PYTHONPATH=PYTHONPATH),
+    result = subprocess.run([sys.executable, "-m", "myriad.convert", "import", "--format", "hf",
+                             str(tmp_path / "extra"), str(tmp_path / "ck_cli")],
+                            env=dict(os.environ, PYTHONPATH=PYTHONPATH),
                             capture_output=True, text=True, timeout=120)
     assert result.returncode == 2 and "transformer.h.0.attn.extra.weight" in result.stderr
     # A pickle is refused with what to do instead.
@@ -192,7 +193,8 @@ def test_unrepresentable_models_are_refused(corpus, tmp_path):
                     reason="GPT-2 tokenizer files not found (MYRIAD_SHARED_DATA)")
 def test_gpt2_tokenizer_files_travel_with_the_export(corpus, tmp_path):
     config = tmp_path / "gpt2.yaml"
-    config.write_text(f"""model: {{architecture: gpt2, vocab_size: 50257, n_layer: 1, n_head: 2, n_embd: 32, context_length: 32}}
+    config.write_text(f"""model: {{architecture: gpt2, vocab_size: 50257, n_layer: 1, n_head: 2, n_embd: 32, \
+context_length: 32}}
 data: {{path: {corpus}, tokenizer: "gpt2:{os.path.join(SHARED_DATA, 'gpt2')}"}}
 training: {{micro_batch: 2, seq_len: 32, steps: 2}}
 logging: {{dir: {tmp_path}/logs, level: warn}}

@@ -50,7 +50,7 @@ def engine_for(config, run):
 def test_int8_file_is_small_and_keeps_the_validation_loss(arch, trained, tmp_path):
     config, checkpoint, _ = trained[arch]
     report = int8.export_int8(checkpoint, str(tmp_path / "model.int8.safetensors"))
-    expected = {f"blocks.{l}.{w}" for l in range(2) for w in (
+    expected = {f"blocks.{layer}.{w}" for layer in range(2) for w in (
         ["attn.qkv.weight", "attn.proj.weight", "mlp.fc.weight", "mlp.proj.weight"] if arch == "gpt2" else
         ["attn.qkv.weight", "attn.proj.weight", "mlp.gate.weight", "mlp.up.weight", "mlp.down.weight"])}
     expected |= {"wte"} if arch == "gpt2" else {"lm_head.weight"}
@@ -107,7 +107,8 @@ def test_foreign_and_broken_files_are_refused(trained, tmp_path):
     assert not engine.serves_int8  # nothing changed
     # The command line prints the sizes and the losses.
     result = subprocess.run([sys.executable, "-m", "myriad.convert", "export", "--format", "int8", "--evaluate",
-                             checkpoint, str(tmp_path / "cli.safetensors")], env=dict(os.environ, PYTHONPATH=PYTHONPATH),
+                             checkpoint, str(tmp_path / "cli.safetensors")],
+                            env=dict(os.environ, PYTHONPATH=PYTHONPATH),
                             capture_output=True, text=True, timeout=300, cwd=tmp_path)
     assert result.returncode == 0, result.stderr
     assert "fp32" in result.stdout and "bf16" in result.stdout and "validation loss: fp32" in result.stdout

@@ -121,7 +121,8 @@ def test_the_documented_recipe_runs_verbatim(tmp_path):
     corpus = write_corpus(tmp_path / "corpus.txt")
     config_path = tmp_path / "gpt2_tiny.yaml"
     config_path.write_text(YAML.format(arch="gpt2", corpus=corpus, run="runs/gpt2_tiny")
-                           .replace("micro_batch: 4, gradient_accumulation: 1", "micro_batch: 2, gradient_accumulation: 2"))
+                           .replace("micro_batch: 4, gradient_accumulation: 1",
+                                    "micro_batch: 2, gradient_accumulation: 2"))
     root = ["--allow-run-as-root"] if os.geteuid() == 0 else []
     source = subprocess.run(
         ["mpirun", "-np", "2", *root, "--oversubscribe", "--mca", "mpi_yield_when_idle", "1", "-x", "PYTHONPATH",

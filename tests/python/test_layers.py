@@ -1,5 +1,6 @@
 """scripts/check_layers.py: the repository's include graph has no upward edge and no cycle, and
-the script does catch one (a model header including a distributed one, planted in a copy)."""
+the script does catch one (a communication source including a parallel-layer header, planted in
+a copy)."""
 import pathlib
 import shutil
 import subprocess
@@ -22,10 +23,10 @@ def test_the_repository_has_no_upward_include():
 def test_a_planted_upward_include_is_named_with_its_file_and_line(tmp_path):
     for folder in ("include", "src", "kernels"):
         shutil.copytree(ROOT / folder, tmp_path / folder)
-    block = tmp_path / "src" / "nn" / "transformer_block.cpp"
-    block.write_text('#include "myriad/distributed/communicator.h"\n' + block.read_text())
+    source = tmp_path / "src" / "distributed" / "communicator.cpp"
+    source.write_text('#include "myriad/parallel/zero_layout.h"\n' + source.read_text())
     result = run(tmp_path)
     assert result.returncode == 1
-    assert "src/nn/transformer_block.cpp:1: nn includes distributed" in result.stdout
-    assert "cycle: " in result.stdout  # nn -> distributed -> nn
+    assert "src/distributed/communicator.cpp:1: distributed includes parallel" in result.stdout
+    assert "cycle: " in result.stdout  # distributed -> parallel -> distributed
 

@@ -22,7 +22,8 @@ logging: {{dir: {run}, level: warn, measure_peak: false, peak_tflops: 0.001, str
 """
 
 TRAIN_KEYS = {
-    "kind", "step", "loss", "lr", "grad_norm", "skipped", "loss_scale", "tokens", "samples", "step_seconds", "tokens_per_second",
+    "kind", "step", "loss", "lr", "grad_norm", "skipped", "loss_scale", "tokens", "samples", "step_seconds",
+    "tokens_per_second",
     "samples_per_second", "model_flops", "mfu", "mfu_datasheet", "data_wait_seconds", "compute_seconds",
     "comm_seconds", "comm_share", "comm_axis_seconds", "comm_axis_share", "bubble_seconds", "bubble_share",
     "data_wait_share", "comm_bytes", "comm_axis_bytes", "memory", "stragglers",
@@ -38,7 +39,8 @@ def check_train_record(record):
     assert keys == TRAIN_KEYS, keys ^ TRAIN_KEYS
     assert set(record["memory"]) == MEMORY_KEYS
     assert set(record["comm_axis_seconds"]) == AXES and set(record["comm_axis_share"]) == AXES
-    assert set(record["comm_axis_bytes"]) == AXES and all(isinstance(v, int) for v in record["comm_axis_bytes"].values())
+    assert set(record["comm_axis_bytes"]) == AXES
+    assert all(isinstance(v, int) for v in record["comm_axis_bytes"].values())
     for key in ("loss", "lr", "grad_norm", "step_seconds", "tokens_per_second", "mfu", "mfu_datasheet"):
         assert isinstance(record[key], float) and record[key] >= 0, key
     assert record["kind"] == "train" and isinstance(record["step"], int)

@@ -75,7 +75,8 @@ def ref_rope(x, theta=10000.0, offset=0):
 def test_layernorm(rng):
     x, w, b = rng.standard_normal((6, 9)), rng.standard_normal(9), rng.standard_normal(9)
     out, mean, rstd = ops.layernorm_forward(T(x), T(w), T(b))
-    close(out.numpy(), ref_layernorm(x.astype(np.float32).astype(np.float64), w.astype(np.float32), b.astype(np.float32)), 1e-4)
+    close(out.numpy(),
+          ref_layernorm(x.astype(np.float32).astype(np.float64), w.astype(np.float32), b.astype(np.float32)), 1e-4)
     r = rng.standard_normal(x.shape)
     gx, gw, gb = ops.layernorm_backward(T(x), T(w), mean, rstd, T(r))
     xf, wf, bf = (a.astype(np.float32).astype(np.float64) for a in (x, w, b))

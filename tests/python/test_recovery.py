@@ -23,7 +23,8 @@ ENV = dict(os.environ, PYTHONPATH=PYTHONPATH, OMP_NUM_THREADS="1")
 
 YAML = """\
 model: {{architecture: gpt2, vocab_size: 320, n_layer: 2, n_head: 2, n_embd: 32, context_length: 32}}
-training: {{micro_batch: 2, gradient_accumulation: 2, seq_len: 32, steps: 10, lr: 3.0e-3, eval_batches: 2, eval_every: 0}}
+training: {{micro_batch: 2, gradient_accumulation: 2, seq_len: 32, steps: 10, lr: 3.0e-3, \
+eval_batches: 2, eval_every: 0}}
 data: {{path: {corpus}, tokenizer: "train:320"}}
 checkpoint: {{every: 2}}
 logging: {{dir: {run}, every: 1}}
@@ -53,7 +54,7 @@ def test_sigterm_checkpoints_at_the_step_boundary_and_resume_continues(config, t
         if line.startswith("Iteration: 3/"):
             process.send_signal(signal.SIGTERM)
     assert process.wait(timeout=120) == 0, "".join(lines)
-    message = [l for l in lines if l.startswith("preempted by SIGTERM at step ")]
+    message = [line for line in lines if line.startswith("preempted by SIGTERM at step ")]
     assert len(message) == 1, "".join(lines)
     step = int(re.search(r"at step (\d+)", message[0]).group(1))
     assert (tmp_path / "run" / "checkpoints" / f"step_{step:08d}" / "manifest.json").exists()

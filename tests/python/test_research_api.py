@@ -156,12 +156,12 @@ def test_hooks_see_and_change_the_update(corpus, tmp_path):
     metrics = engine.step()
     assert steps == [1]
     assert seen.keys() == engine.parameters().keys()
-    for name, (start, shape, grad) in seen.items():
+    for start, shape, grad in seen.values():
         assert start == 0 and grad.size == math.prod(shape) and np.isfinite(grad).all()
     # AdamW after one step: m = (1 - beta1) * clipped gradient, v = (1 - beta2) * its square (beta1 0.9, beta2 0.95).
     state = engine.optimizer_state()
     clip = min(1.0, 1.0 / metrics["grad_norm"])
-    for name, (start, shape, grad) in seen.items():
+    for name, (_start, _shape, grad) in seen.items():
         assert state[name]["steps"] == 1 and state[name]["m"].shape == grad.shape
         np.testing.assert_allclose(state[name]["m"], 0.1 * grad * clip, rtol=1e-4, atol=1e-9)
         np.testing.assert_allclose(state[name]["v"], 0.05 * (grad * clip) ** 2, rtol=1e-3, atol=1e-12)
@@ -272,7 +272,8 @@ def engine_for(run):
 rank = runtime.rank
 rows = np.random.default_rng(5).integers(0, 320, size=(8, 33))
 first, = engine_for(out + "/eval")[:1]
-mine = rows[:3] if first.data_parallel_rank == 0 and first.data_parallel_size == 2 else rows[3:] if first.data_parallel_size == 2 else rows
+mine = (rows[:3] if first.data_parallel_rank == 0 and first.data_parallel_size == 2
+        else rows[3:] if first.data_parallel_size == 2 else rows)
 evaluated = first.evaluate(mine)
 del first
 ref, g1 = engine_for(out + "/step")

@@ -1,4 +1,4 @@
-"""myriad.planner.sbatch: the batch script's directives and launch line, its bash syntax, the world-size
+"""myriad.operations.sbatch: the batch script's directives and launch line, its bash syntax, the world-size
 check naming parallel.*, and the requeue logic run for real in bash with fake srun/scontrol on PATH
 (preempted -> requeued, finished -> not, failed -> not, TERM -> left to Slurm, no progress -> not)."""
 import os
@@ -9,7 +9,7 @@ import time
 
 import pytest
 
-from myriad.planner import sbatch
+from myriad.operations import sbatch
 
 PLAN = """\
 parallel:

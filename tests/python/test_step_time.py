@@ -2,9 +2,9 @@
 (hardware.py): FLOPs equal the engine's own count for shipped configs and a hand computation;
 the alpha-beta collective formulas and group placement equal hand values; myriad's message sizes
 per axis (tp all-reduces, MoE all-to-alls, dp buckets) equal hand values; scaling sanity (dp at a
-fixed global batch, tp across nodes, the bubble of the engine's simulated schedule = its closed form); recompute modes add what
-myriad recomputes; the machine profile's errors name the key and the file, and its measured matmul
-rate scales compute time exactly. Docs: docs/planning.md."""
+fixed global batch, tp across nodes, the bubble of the engine's simulated schedule = its closed
+form); recompute modes add what myriad recomputes; the machine profile's errors name the key and
+the file, and its measured matmul rate scales compute time exactly. Docs: docs/planning.md."""
 import dataclasses
 import json
 import math

@@ -207,7 +207,8 @@ def test_gpt2_round_trips_shakespeare(gpt2, shakespeare):
 
 def _bytes_to_unicode():
     """GPT-2's reversible map from bytes to printable characters."""
-    keep = list(range(ord("!"), ord("~") + 1)) + list(range(ord("¡"), ord("¬") + 1)) + list(range(ord("®"), ord("ÿ") + 1))
+    keep = (list(range(ord("!"), ord("~") + 1)) + list(range(ord("¡"), ord("¬") + 1))
+            + list(range(ord("®"), ord("ÿ") + 1)))
     mapping, extra = {}, 0
     for b in range(256):
         if b in keep:

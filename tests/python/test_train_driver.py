@@ -1,5 +1,5 @@
 """python/train.py end to end, as a subprocess on a tiny corpus and model: the metric line (the
-seed document's monitoring fields), validation, checkpoint and sample lines; resuming from the
+cluster-training recipe's monitoring fields), validation, checkpoint and sample lines; resuming from the
 newest checkpoint; configuration and data errors reported as one "error: ..." line, exit code 2
 and the source location in the rank's log (no traceback); steps with non-finite loss or
 gradients printed with nan instead of crashing the driver, and training.max_nonfinite_steps
@@ -45,7 +45,8 @@ sample:
 FIRST_RUN = ["--set", "training.steps=12", "--set", "logging.every=4", "--set", "training.eval_every=6",
              "--set", "checkpoint.every=6"]
 
-STEP_LINE = re.compile(r"^Iteration: (\d+)/(\d+) \| Loss: ([0-9.]+) \| Comm: (\d+)% \| Samples/sec: ([0-9.]+)([kMGT]?) \| "
+STEP_LINE = re.compile(r"^Iteration: (\d+)/(\d+) \| Loss: ([0-9.]+) \| Comm: (\d+)% \| "
+                       r"Samples/sec: ([0-9.]+)([kMGT]?) \| "
                        r"Grad Norm: [0-9.]+ \| Tokens/sec: ([0-9.]+)([kMGT]?) \| MFU: ([0-9.]+)% \| (\d+) ms/step \| "
                        r"Mem: ([0-9.]+) GiB \| LR: \S+$")
 

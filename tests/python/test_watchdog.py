@@ -24,7 +24,8 @@ pytestmark = pytest.mark.skipif(MPIRUN is None, reason="mpirun not found")
 
 YAML = """\
 model: {{architecture: gpt2, vocab_size: 320, n_layer: 2, n_head: 2, n_embd: 32, context_length: 32}}
-training: {{micro_batch: 2, gradient_accumulation: 2, seq_len: 32, steps: 12, lr: 3.0e-3, eval_batches: 2, eval_every: 0}}
+training: {{micro_batch: 2, gradient_accumulation: 2, seq_len: 32, steps: 12, lr: 3.0e-3, \
+eval_batches: 2, eval_every: 0}}
 data: {{path: {corpus}, tokenizer: "train:320"}}
 logging: {{dir: {run}, every: 1}}
 sample: {{tokens: 0}}

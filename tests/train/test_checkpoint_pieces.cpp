@@ -8,7 +8,7 @@
 #include <vector>
 
 #include "myriad/nn/parameter_store.h"
-#include "myriad/train/checkpoint.h"
+#include "myriad/train/checkpoint/checkpoint.h"
 
 namespace myriad::train {
 namespace {

@@ -12,7 +12,7 @@
 #include "myriad/ops/matmul.h"
 #include "myriad/ops/meta_backend.h"
 #include "myriad/train/engine.h"
-#include "myriad/train/pipeline_executor.h"
+#include "myriad/parallel/pipeline_executor.h"
 
 namespace myriad::train {
 namespace {
@@ -61,15 +61,15 @@ TEST(MetaBackend, RefusesToReadOrComputeValues) {
 }
 
 TEST(DryRunGroups, EveryRankHoldsItsGridCoordinatesAndNothingCommunicates) {
-  const dist::GridShape shape{.tp = 2, .cp = 2, .ep = 2, .dp = 4, .pp = 2};
-  const dist::RankGrid grid(shape, shape.product());
+  const distributed::GridShape shape{.tp = 2, .cp = 2, .ep = 2, .dp = 4, .pp = 2};
+  const distributed::RankGrid grid(shape, shape.product());
   for (int rank = 0; rank < shape.product(); ++rank) {
-    dist::ProcessGroups groups = dist::ProcessGroups::for_dry_run(shape, rank);
-    const dist::GridCoord coord = grid.coords(rank);
+    distributed::ProcessGroups groups = distributed::ProcessGroups::for_dry_run(shape, rank);
+    const distributed::GridCoord coord = grid.coords(rank);
     EXPECT_EQ(groups.world().rank(), rank);
     EXPECT_EQ(groups.world().size(), 32);
-    for (dist::Axis axis : dist::kAxes) {
-      EXPECT_EQ(groups.group(axis).rank(), coord[axis]) << grid.describe(rank) << " " << dist::axis_name(axis);
+    for (distributed::Axis axis : distributed::kAxes) {
+      EXPECT_EQ(groups.group(axis).rank(), coord[axis]) << grid.describe(rank) << " " << distributed::axis_name(axis);
       EXPECT_EQ(groups.group(axis).size(), grid.size(axis));
     }
     EXPECT_EQ(groups.expert_data().size(), 2);  // dp / ep ranks hold the same experts
@@ -77,14 +77,14 @@ TEST(DryRunGroups, EveryRankHoldsItsGridCoordinatesAndNothingCommunicates) {
     const std::vector<int> members = grid.data_context_group(rank);
     EXPECT_EQ(members.at(static_cast<std::size_t>(groups.data_context().rank())), rank);
   }
-  dist::ProcessGroups groups = dist::ProcessGroups::for_dry_run(shape, 3);
+  distributed::ProcessGroups groups = distributed::ProcessGroups::for_dry_run(shape, 3);
   try {
-    groups.group(dist::Axis::dp).all_reduce(Tensor::zeros({2}));
+    groups.group(distributed::Axis::dp).all_reduce(Tensor::zeros({2}));
     FAIL() << "a dry-run group must not communicate";
   } catch (const Error& e) {
     EXPECT_NE(std::string(e.what()).find("all_reduce on group dp"), std::string::npos) << e.what();
   }
-  EXPECT_THROW(dist::ProcessGroups::for_dry_run(shape, 32), Error);
+  EXPECT_THROW(distributed::ProcessGroups::for_dry_run(shape, 32), Error);
 }
 
 // A stage with `chunks` empty chunks: the executor needs only their count.
@@ -109,14 +109,14 @@ TEST(PipelineSlots, InFlightMicroBatchesMatchTheSchedulesClosedForms) {
     for (int m : {1, 3, 8, 16}) {
       for (int s = 0; s < p; ++s) {
         ChunkCount stage(1);
-        dist::DryRunCommunicator pp("pp", s, p);
-        PipelineExecutor one_f_one_b(stage, pp, dist::ScheduleKind::one_f_one_b, m, 1);
+        distributed::DryRunCommunicator pp("pp", s, p);
+        parallel::PipelineExecutor one_f_one_b(stage, pp, parallel::ScheduleKind::one_f_one_b, m, 1);
         EXPECT_EQ(one_f_one_b.slots_in_flight(), std::min(p - s, m)) << "1f1b p " << p << " m " << m << " s " << s;
-        PipelineExecutor gpipe(stage, pp, dist::ScheduleKind::gpipe, m, 1);
+        parallel::PipelineExecutor gpipe(stage, pp, parallel::ScheduleKind::gpipe, m, 1);
         EXPECT_EQ(gpipe.slots_in_flight(), m) << "gpipe p " << p << " m " << m;
         if (p > 1 && m % p == 0) {
           ChunkCount two(2);
-          PipelineExecutor interleaved(two, pp, dist::ScheduleKind::interleaved, m, 2);
+          parallel::PipelineExecutor interleaved(two, pp, parallel::ScheduleKind::interleaved, m, 2);
           EXPECT_GE(interleaved.slots_in_flight(), std::min(p - s, m));
           EXPECT_LE(interleaved.slots_in_flight(), m);
         }

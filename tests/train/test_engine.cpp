@@ -12,7 +12,7 @@
 
 #include "myriad/core/logging.h"
 #include "myriad/data/token_shard.h"
-#include "myriad/train/checkpoint.h"
+#include "myriad/train/checkpoint/checkpoint.h"
 #include "myriad/train/engine.h"
 #include "engine_fixtures.h"
 #include "reference.h"

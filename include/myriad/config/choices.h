@@ -1,7 +1,7 @@
 // Enumerated config values and their spellings in YAML.
 //
 // Each enum's enumerators are numbered 0..N-1 in the order of ChoiceTraits<E>::names, which holds
-// the strings a config file uses (matched without regard to case: the seed documents' "MoE" is
+// the strings a config file uses (matched without regard to case: the 1.6T MoE recipe's "MoE" is
 // moe; printed as listed). choice_name / parse_choice convert both ways; the field
 // registry (field.h) uses the same table to parse, print, validate and document the key.
 #pragma once

@@ -2,12 +2,12 @@
 //
 // Two families: gpt2 (LayerNorm, GELU MLP, learned positions, biases, tied embeddings) and llama
 // (RMSNorm, SwiGLU MLP, RoPE, no biases, untied embeddings, optional grouped-query attention);
-// moe (the seed documents' "MoE") is a mixture-of-experts model whose blocks follow moe_base
+// moe (the 1.6T MoE recipe's "MoE") is a mixture-of-experts model whose blocks follow moe_base
 // (llama by default) with the MLP of every moe_every-th block replaced by experts (nn/moe_layer.h).
 // Keys that default to "derived" hold 0 / auto; the helper methods return the value in use and are
 // what the model code reads. The mixture-of-experts keys act only for architecture moe: a value
 // other than the default on a dense model is refused naming the key. The `attention:` map (keys
-// attention.*) chooses dense or block-sparse attention; the seed documents' sparse-attention keys
+// attention.*) chooses dense or block-sparse attention; the 1.6T MoE recipe's sparse-attention keys
 // given flat under model (block_size, sparse_ratio, threshold) are refused, pointing there.
 #pragma once
 

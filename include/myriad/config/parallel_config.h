@@ -1,6 +1,6 @@
 // ParallelConfig — the `parallel:` section: how the world of ranks is split.
 //
-// The world is dp * tp * pp * cp ranks (grid axes tp fastest, pp slowest: see dist/RankGrid);
+// The world is dp * tp * pp * cp ranks (grid axes tp fastest, pp slowest: see distributed/rank_grid.h);
 // expert parallelism splits each group of ep data-parallel replicas' experts (ep divides dp).
 // validate(world_size) checks the degrees against the number of launched processes; checks that
 // also need the model or batch (heads % tp, layers % pp, ...) are in RunConfig::validate.

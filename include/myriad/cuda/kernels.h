@@ -249,7 +249,7 @@ void cross_entropy_forward_f32(const float* logits, const std::int32_t* targets,
 void cross_entropy_backward_f32(const float* logits, const std::int32_t* targets, const float* lse,
                                 const float* grad_losses, float* grad_logits, std::int64_t rows, std::int64_t vocab,
                                 std::int64_t row_length, std::int32_t ignore_index, cudaStream_t stream);
-// The backward on a vocabulary shard (tensor parallelism, dist/vocab_parallel.h): logits are the
+// The backward on a vocabulary shard (tensor parallelism, parallel/vocab_parallel.h): logits are the
 // columns [vocab_start, vocab_start + vocab) of each row, lse the whole row's (combined over the
 // shards), targets global ids. grad = (exp(x - lse) - [target == vocab_start + v]) * grad_loss,
 // 0 for ignore_index rows; a target in another shard only has no one-hot term here.

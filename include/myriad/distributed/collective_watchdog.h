@@ -28,7 +28,7 @@
 
 #include "myriad/distributed/communicator.h"
 
-namespace myriad::dist {
+namespace myriad::distributed {
 
 class MpiCommunicator;
 
@@ -84,4 +84,4 @@ class CollectiveWatchdog {
   std::thread thread_;
 };
 
-}  // namespace myriad::dist
+}  // namespace myriad::distributed

@@ -15,7 +15,7 @@
 #include "myriad/core/tensor.h"
 #include "myriad/distributed/communicator.h"
 
-namespace myriad::dist {
+namespace myriad::distributed {
 
 // "all_reduce on group 'dp' (rank 1 of 4)"
 std::string comm_context(const char* op, const Communicator& comm);
@@ -46,4 +46,4 @@ void check_all_to_all_v_args(const Communicator& comm, const Tensor& input,
 bool host_reducible(DType dtype);
 bool device_reducible(DType dtype);
 
-}  // namespace myriad::dist
+}  // namespace myriad::distributed

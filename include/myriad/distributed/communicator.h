@@ -37,7 +37,7 @@
 
 #include "myriad/core/tensor.h"
 
-namespace myriad::dist {
+namespace myriad::distributed {
 
 enum class ReduceOp { sum, max };
 
@@ -123,4 +123,4 @@ class Communicator {
   void barrier() { barrier_async()->wait(); }
 };
 
-}  // namespace myriad::dist
+}  // namespace myriad::distributed

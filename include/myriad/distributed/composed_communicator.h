@@ -31,7 +31,7 @@
 
 #include "myriad/distributed/communicator.h"
 
-namespace myriad::dist {
+namespace myriad::distributed {
 
 struct StatsBlock;
 class MpiWork;
@@ -132,4 +132,4 @@ class ComposedCommunicator : public Communicator {
   std::thread worker_;
 };
 
-}  // namespace myriad::dist
+}  // namespace myriad::distributed

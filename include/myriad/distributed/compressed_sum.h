@@ -29,7 +29,7 @@
 #include "myriad/core/tensor.h"
 #include "myriad/distributed/communicator.h"
 
-namespace myriad::dist {
+namespace myriad::distributed {
 
 enum class Compression { sign, int8, topk };
 const char* compression_name(Compression kind);
@@ -72,4 +72,4 @@ class CompressedSum {
   Tensor to_servers_, at_server_, from_server_, at_worker_;
 };
 
-}  // namespace myriad::dist
+}  // namespace myriad::distributed

@@ -9,7 +9,7 @@
 
 #include "myriad/distributed/communicator.h"
 
-namespace myriad::dist {
+namespace myriad::distributed {
 
 class DryRunCommunicator final : public Communicator {
  public:
@@ -41,4 +41,4 @@ class DryRunCommunicator final : public Communicator {
   int rank_ = 0, size_ = 1;
 };
 
-}  // namespace myriad::dist
+}  // namespace myriad::distributed

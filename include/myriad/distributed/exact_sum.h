@@ -18,7 +18,7 @@
 
 #include <cstdint>
 
-namespace myriad::dist {
+namespace myriad::distributed {
 
 inline constexpr std::int64_t kExactSumBlock = 256;
 inline constexpr std::int32_t kExactSumZeroBlock = -1024;      // exponent of a block of zeros
@@ -35,4 +35,4 @@ void to_exact_fixed(const float* x, std::int64_t n, const std::int32_t* exponent
 void from_exact_fixed(const std::int64_t* q, std::int64_t first, std::int64_t n, const std::int32_t* exponents,
                       int headroom, float* out);
 
-}  // namespace myriad::dist
+}  // namespace myriad::distributed

@@ -24,7 +24,7 @@
 #include "myriad/distributed/composed_communicator.h"
 #include "myriad/distributed/node_layout.h"
 
-namespace myriad::dist {
+namespace myriad::distributed {
 
 class HierarchicalCommunicator final : public ComposedCommunicator {
  public:
@@ -49,4 +49,4 @@ class HierarchicalCommunicator final : public ComposedCommunicator {
   Communicator* inter_ = nullptr;
 };
 
-}  // namespace myriad::dist
+}  // namespace myriad::distributed

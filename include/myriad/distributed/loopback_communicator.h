@@ -13,7 +13,7 @@
 
 #include "myriad/distributed/communicator.h"
 
-namespace myriad::dist {
+namespace myriad::distributed {
 
 class LoopbackCommunicator final : public Communicator {
  public:
@@ -49,4 +49,4 @@ class LoopbackCommunicator final : public Communicator {
   CommStats stats_;
 };
 
-}  // namespace myriad::dist
+}  // namespace myriad::distributed

@@ -49,7 +49,7 @@
 #include "myriad/distributed/collective_watchdog.h"
 #include "myriad/distributed/communicator.h"
 
-namespace myriad::dist {
+namespace myriad::distributed {
 
 struct StatsBlock;
 class MpiWork;
@@ -138,4 +138,4 @@ class MpiCommunicator final : public Communicator {
   std::thread worker_;
 };
 
-}  // namespace myriad::dist
+}  // namespace myriad::distributed

@@ -12,7 +12,7 @@
 
 #include "myriad/distributed/communicator.h"
 
-namespace myriad::dist {
+namespace myriad::distributed {
 
 class MpiRuntime {
  public:
@@ -35,4 +35,4 @@ class MpiRuntime {
   bool owns_mpi_ = false;
 };
 
-}  // namespace myriad::dist
+}  // namespace myriad::distributed

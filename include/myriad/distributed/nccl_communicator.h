@@ -49,17 +49,17 @@
 #include "myriad/cuda/device_context.h"
 #include "myriad/distributed/communicator.h"
 
-namespace myriad::dist {
+namespace myriad::distributed {
 
 struct NcclOptions {
   int p2p_tags = 2;              // send/recv tags usable (the pipeline uses 0 and 1)
   double timeout_seconds = 0.0;  // a wait() longer than this aborts; 0 = wait forever
 };
 
-class NcclCommunicator final : public dist::Communicator {
+class NcclCommunicator final : public distributed::Communicator {
  public:
   // Collective over `host` (see above). The name is used in messages ("dp", "tp", ...).
-  NcclCommunicator(dist::Communicator& host, cuda::DeviceContext& context, NcclOptions options = {});
+  NcclCommunicator(distributed::Communicator& host, cuda::DeviceContext& context, NcclOptions options = {});
   ~NcclCommunicator() override;
   NcclCommunicator(const NcclCommunicator&) = delete;
   NcclCommunicator& operator=(const NcclCommunicator&) = delete;
@@ -68,22 +68,24 @@ class NcclCommunicator final : public dist::Communicator {
   int size() const override { return size_; }
   const std::string& name() const override { return name_; }
 
-  dist::WorkHandle all_reduce_async(Tensor tensor, dist::ReduceOp op = dist::ReduceOp::sum) override;
-  dist::WorkHandle reduce_scatter_async(Tensor input, Tensor output, dist::ReduceOp op = dist::ReduceOp::sum) override;
-  dist::WorkHandle all_gather_async(Tensor input, Tensor output) override;
-  dist::WorkHandle broadcast_async(Tensor tensor, int root) override;
-  dist::WorkHandle send_async(Tensor tensor, int peer, int tag = 0) override;
-  dist::WorkHandle recv_async(Tensor tensor, int peer, int tag = 0) override;
-  dist::WorkHandle all_to_all_async(Tensor input, Tensor output) override;
-  dist::WorkHandle all_to_all_v_async(Tensor input, std::vector<std::int64_t> send_counts, Tensor output,
-                                      std::vector<std::int64_t> recv_counts) override;
-  dist::WorkHandle barrier_async() override;
+  distributed::WorkHandle all_reduce_async(Tensor tensor,
+                                           distributed::ReduceOp op = distributed::ReduceOp::sum) override;
+  distributed::WorkHandle reduce_scatter_async(Tensor input, Tensor output,
+                                               distributed::ReduceOp op = distributed::ReduceOp::sum) override;
+  distributed::WorkHandle all_gather_async(Tensor input, Tensor output) override;
+  distributed::WorkHandle broadcast_async(Tensor tensor, int root) override;
+  distributed::WorkHandle send_async(Tensor tensor, int peer, int tag = 0) override;
+  distributed::WorkHandle recv_async(Tensor tensor, int peer, int tag = 0) override;
+  distributed::WorkHandle all_to_all_async(Tensor input, Tensor output) override;
+  distributed::WorkHandle all_to_all_v_async(Tensor input, std::vector<std::int64_t> send_counts, Tensor output,
+                                             std::vector<std::int64_t> recv_counts) override;
+  distributed::WorkHandle barrier_async() override;
 
   [[noreturn]] void abort(int exit_code, const std::string& reason) override;
   // ncclCommSplit of this communicator plus the same split of the host communicator.
-  std::unique_ptr<dist::Communicator> split(int color, int key, const std::string& name) override;
+  std::unique_ptr<distributed::Communicator> split(int color, int key, const std::string& name) override;
 
-  dist::CommStats stats() const override;
+  distributed::CommStats stats() const override;
   void reset_stats() override;
 
   cudaStream_t stream() const { return stream_; }
@@ -94,11 +96,11 @@ class NcclCommunicator final : public dist::Communicator {
 
  private:
   // A communicator made by split(): owns its host communicator.
-  NcclCommunicator(std::unique_ptr<dist::Communicator> owned_host, cuda::DeviceContext& context, NcclOptions options,
-                   std::unique_ptr<Impl> impl);
+  NcclCommunicator(std::unique_ptr<distributed::Communicator> owned_host, cuda::DeviceContext& context,
+                   NcclOptions options, std::unique_ptr<Impl> impl);
 
-  std::unique_ptr<dist::Communicator> owned_host_;
-  dist::Communicator* host_;
+  std::unique_ptr<distributed::Communicator> owned_host_;
+  distributed::Communicator* host_;
   cuda::DeviceContext& context_;
   NcclOptions options_;
   std::string name_;
@@ -108,4 +110,4 @@ class NcclCommunicator final : public dist::Communicator {
   std::unique_ptr<Impl> impl_;
 };
 
-}  // namespace myriad::dist
+}  // namespace myriad::distributed

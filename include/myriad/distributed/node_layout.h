@@ -15,7 +15,7 @@
 
 #include "myriad/distributed/communicator.h"
 
-namespace myriad::dist {
+namespace myriad::distributed {
 
 std::vector<int> node_of_each_rank(Communicator& world, int ranks_per_node);
 
@@ -38,4 +38,4 @@ std::optional<NodeGrouping> group_by_node(const std::vector<int>& node_of_member
 ReductionAlgorithm choose_reduction(ReductionAlgorithm requested, const std::vector<int>& node_of_member,
                                     const std::string& group, NodeGrouping* grouping);
 
-}  // namespace myriad::dist
+}  // namespace myriad::distributed

@@ -28,7 +28,7 @@
 #include "myriad/distributed/node_layout.h"
 #include "myriad/distributed/rank_grid.h"
 
-namespace myriad::dist {
+namespace myriad::distributed {
 
 struct ReductionOptions {
   ReductionAlgorithm dp_reduce = ReductionAlgorithm::ring;  // parallel.dp_reduce
@@ -86,4 +86,4 @@ class ProcessGroups {
   std::string reduction_ = "ring";
 };
 
-}  // namespace myriad::dist
+}  // namespace myriad::distributed

@@ -16,7 +16,7 @@
 #include <string>
 #include <vector>
 
-namespace myriad::dist {
+namespace myriad::distributed {
 
 enum class Axis { tp = 0, cp = 1, ep = 2, dp = 3, pp = 4 };
 inline constexpr std::array<Axis, 5> kAxes = {Axis::tp, Axis::cp, Axis::ep, Axis::dp, Axis::pp};
@@ -78,4 +78,4 @@ class RankGrid {
   int world_;
 };
 
-}  // namespace myriad::dist
+}  // namespace myriad::distributed

@@ -10,7 +10,7 @@
 
 #include "myriad/distributed/composed_communicator.h"
 
-namespace myriad::dist {
+namespace myriad::distributed {
 
 class RingCommunicator final : public ComposedCommunicator {
  public:
@@ -31,4 +31,4 @@ class RingCommunicator final : public ComposedCommunicator {
   Communicator* ring_ = nullptr;
 };
 
-}  // namespace myriad::dist
+}  // namespace myriad::distributed

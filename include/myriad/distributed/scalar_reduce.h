@@ -12,7 +12,7 @@
 
 #include "myriad/distributed/communicator.h"
 
-namespace myriad::dist {
+namespace myriad::distributed {
 
 double sum_over_ranks(Communicator& comm, double value);
 // The same for several values at once (one all-gather), each summed in rank order.
@@ -31,4 +31,4 @@ void run_on_every_rank(Communicator& comm, const std::string& what, const std::f
 // Rank 0 receives every rank's string (in rank order; its own first); the others get {}.
 std::vector<std::string> gather_strings_to_rank0(Communicator& comm, const std::string& text);
 
-}  // namespace myriad::dist
+}  // namespace myriad::distributed

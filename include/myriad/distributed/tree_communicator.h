@@ -16,7 +16,7 @@
 
 #include "myriad/distributed/composed_communicator.h"
 
-namespace myriad::dist {
+namespace myriad::distributed {
 
 class TreeCommunicator final : public ComposedCommunicator {
  public:
@@ -37,4 +37,4 @@ class TreeCommunicator final : public ComposedCommunicator {
   Communicator* tree_ = nullptr;
 };
 
-}  // namespace myriad::dist
+}  // namespace myriad::distributed

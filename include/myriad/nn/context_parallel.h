@@ -7,7 +7,7 @@
 // global index (global_position); attention is ring attention over the group (nn/ring_attention.h).
 // Like TensorParallel, the model never names a communicator: the serial implementation (a group of
 // one) never communicates, the parallel one lives in the distributed layer
-// (dist/context_parallel_group.h).
+// (parallel/context_parallel_group.h).
 //   ring_shift(send, recv, tag)  starts sending `send` to the next rank of the ring and receiving
 //                                `recv` (same shape) from the previous one; neither tensor may be
 //                                touched until the returned transfer's wait()

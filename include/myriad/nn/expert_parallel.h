@@ -2,7 +2,7 @@
 // layer's experts between them (rank r holds experts [r E/ep, (r + 1) E/ep)) and exchange token
 // rows with all-to-all. Like TensorParallel, the model never names a communicator: the serial
 // implementation (a group of one) never communicates, and the parallel one lives in the
-// distributed layer (dist/expert_parallel_group.h).
+// distributed layer (parallel/expert_parallel_group.h).
 //   exchange_counts(in, out)   host i64, equal chunks: chunk p of out <- chunk `rank` of in on rank p
 //   exchange_rows(in, send_rows, out, recv_rows)
 //                              rows of in (back to back: send_rows[p] rows for rank p) go to their

@@ -22,7 +22,7 @@
 // block hands each rank its share of the micro-batch's sequences (B / tp whole sequences: the
 // per-sequence capacity is unchanged); the block sums the ranks' outputs with its usual
 // row-parallel reduction, and the parameters' gradients are summed over tp once per step
-// (train::DataParallel). A batch that does not split (evaluation's last one) runs whole on every
+// (parallel::DataParallel). A batch that does not split (evaluation's last one) runs whole on every
 // rank.
 #pragma once
 

@@ -1,4 +1,4 @@
-// PipelineStage — what a pipeline schedule (train/pipeline_executor.h) needs from one rank's part
+// PipelineStage — what a pipeline schedule (parallel/pipeline_executor.h) needs from one rank's part
 // of the model: its chunks (virtual stages) and, per micro-batch buffer set ("slot"), the forward
 // and backward of one chunk and the tensors exchanged with the neighbouring stages.
 //

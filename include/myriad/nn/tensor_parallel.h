@@ -3,7 +3,7 @@
 // parallelism, g / g-bar), called by the block and the head at fixed points whatever the layout.
 // The model never names a communicator: the serial implementation (serial_tensor_parallel(), a
 // group of one) is the identity, and the parallel ones live in the distributed layer, made by its
-// parallelize step from the layout (dist/tensor_parallel_regions.h).
+// parallelize step from the layout (parallel/tensor_parallel_regions.h).
 //
 // Rows: the token rows of the residual stream this rank holds — all B*T of them, or (shards_rows,
 // sequence parallelism) its contiguous share, shaped (1, N/tp, C). "Full" activations are all rows

@@ -1,6 +1,6 @@
 // 1-bit Adam's compressed phase (Tang et al., 2021): after `freeze_step` exact AdamW steps the
 // second moment v is frozen (it changes slowly once training settles) and only the momentum is
-// exchanged, compressed to signs with error feedback (dist::CompressedSum).
+// exchanged, compressed to signs with error feedback (distributed::CompressedSum).
 //
 // One step, over an AdamWOptimizer's segments and packed moments, with each rank's LOCAL
 // (unreduced) gradients g_r of P replicas whose sum is the global gradient:

@@ -7,12 +7,12 @@
 #include <string>
 
 #include "myriad/config/run_config.h"
-#include "myriad/distributed/pipeline_schedule.h"
+#include "myriad/parallel/pipeline_schedule.h"
 #include "myriad/distributed/process_groups.h"
 #include "myriad/nn/transformer_config.h"
 #include "myriad/optim/adamw_optimizer.h"
 #include "myriad/optim/lr_schedule.h"
-#include "myriad/train/data_parallel.h"
+#include "myriad/parallel/data_parallel.h"
 
 namespace myriad::train {
 
@@ -23,13 +23,13 @@ optim::AdamWConfig adamw_config(const TrainingConfig& training);  // training.no
 optim::LrSchedule lr_schedule(const TrainingConfig& training);
 // parallel.zero_stage / bucket_mb / pp and, at ZeRO 3, the compute format of each gathered unit;
 // the groups to sum the gradient norm over are the caller's.
-DataParallelOptions data_parallel_options(const RunConfig& config);
+parallel::DataParallelOptions data_parallel_options(const RunConfig& config);
 // The rank grid of a job of world_size ranks (parallel.dp auto settled for it).
-dist::GridShape grid_shape(const ParallelConfig& parallel, int world_size);
+distributed::GridShape grid_shape(const ParallelConfig& parallel, int world_size);
 // parallel.dp_reduce and parallel.ranks_per_node for ProcessGroups.
-dist::ReductionOptions reduction_options(const ParallelConfig& parallel);
+distributed::ReductionOptions reduction_options(const ParallelConfig& parallel);
 nn::Recompute recompute_mode(Recompute mode);
-dist::ScheduleKind schedule_kind(PipelineSchedule kind);
+parallel::ScheduleKind schedule_kind(PipelineSchedule kind);
 // Tokens of one optimizer step's global batch: micro_batch x gradient_accumulation x dp x seq_len.
 std::int64_t tokens_per_step(const RunConfig& config);
 // training.precision as the format the model computes in (the weights' and activations' copy).

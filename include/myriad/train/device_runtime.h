@@ -24,15 +24,15 @@ class DeviceRuntime {
   virtual ~DeviceRuntime() = default;
   virtual ops::Placement placement() = 0;
   // The group of `axis` for device tensors (never the host group object itself).
-  virtual dist::Communicator& group(dist::Axis axis) = 0;
-  // The ranks holding the same MoE experts (dist::ProcessGroups::expert_data) for device tensors.
-  virtual dist::Communicator& expert_data() = 0;
+  virtual distributed::Communicator& group(distributed::Axis axis) = 0;
+  // The ranks holding the same MoE experts (distributed::ProcessGroups::expert_data) for device tensors.
+  virtual distributed::Communicator& expert_data() = 0;
   virtual std::string describe() const = 0;  // "cuda:0 (NVIDIA H200)"
   // Device memory held besides the tensors the Engine accounts for (the cuBLASLt workspace).
   virtual std::int64_t workspace_bytes() const = 0;
 };
 
 // `collective_timeout`: parallel.collective_timeout (seconds; 0 = wait forever) for NCCL waits.
-std::unique_ptr<DeviceRuntime> make_device_runtime(dist::ProcessGroups& groups, double collective_timeout);
+std::unique_ptr<DeviceRuntime> make_device_runtime(distributed::ProcessGroups& groups, double collective_timeout);
 
 }  // namespace myriad::train

@@ -39,29 +39,29 @@
 #include "myriad/optim/adamw_optimizer.h"
 #include "myriad/optim/lr_schedule.h"
 #include "myriad/ops/meta_backend.h"
-#include "myriad/train/batch_prefetch.h"
-#include "myriad/train/async_checkpoint.h"
+#include "myriad/train/data/batch_prefetch.h"
+#include "myriad/train/checkpoint/async_checkpoint.h"
 #include "myriad/train/config_wiring.h"
-#include "myriad/train/data_parallel.h"
+#include "myriad/parallel/data_parallel.h"
 #include "myriad/train/device_runtime.h"
 #include "myriad/train/dry_run.h"
 #include "myriad/train/loss_scaler.h"
-#include "myriad/train/memory_report.h"
-#include "myriad/train/metrics_writer.h"
-#include "myriad/train/peak_flops.h"
-#include "myriad/train/pipeline_executor.h"
+#include "myriad/train/metrics/memory_report.h"
+#include "myriad/train/metrics/metrics_writer.h"
+#include "myriad/train/metrics/peak_flops.h"
+#include "myriad/parallel/pipeline_executor.h"
 #include "myriad/train/serial_layout.h"
-#include "myriad/train/step_metrics.h"
-#include "myriad/train/step_metrics_collector.h"
-#include "myriad/train/straggler_detector.h"
-#include "myriad/train/prepared_data.h"
+#include "myriad/train/metrics/step_metrics.h"
+#include "myriad/train/metrics/step_metrics_collector.h"
+#include "myriad/train/metrics/straggler_detector.h"
+#include "myriad/train/data/prepared_data.h"
 
 namespace myriad::train {
 
 class Engine {
  public:
   // `groups` (not owned, must outlive the engine); nullptr = a world of one.
-  Engine(const RunConfig& config, std::shared_ptr<spdlog::logger> log, dist::ProcessGroups* groups = nullptr);
+  Engine(const RunConfig& config, std::shared_ptr<spdlog::logger> log, distributed::ProcessGroups* groups = nullptr);
   ~Engine();
   // Builds rank `rank`'s part of the config's layout for a job of `world_size` ranks on the meta
   // device and reports the memory it would hold (dry_run.h). One process, no data, no MPI.
@@ -141,8 +141,8 @@ class Engine {
   nn::GptModel& model() { return *model_; }
   bool trains_on_device() const { return device_ != nullptr; }
   optim::AdamWOptimizer& optimizer() { return data_parallel_->optimizer(); }
-  DataParallel& data_parallel() { return *data_parallel_; }
-  dist::ProcessGroups& groups() { return *groups_; }
+  parallel::DataParallel& data_parallel() { return *data_parallel_; }
+  distributed::ProcessGroups& groups() { return *groups_; }
   const data::BpeTokenizer* tokenizer() const { return data_.tokenizer.get(); }
   // Memory per rank by role (where the training state lives: host or GPU).
   MemoryReport memory_report() const;
@@ -155,7 +155,7 @@ class Engine {
 
  private:
   // The dry run's engine: the groups of one rank of a world that does not exist, its model on `meta`.
-  Engine(const RunConfig& config, dist::ProcessGroups& groups, ops::MetaBackend& meta);
+  Engine(const RunConfig& config, distributed::ProcessGroups& groups, ops::MetaBackend& meta);
   void log_layout();
   // Throws (on every rank) when a run that did not resume would write into another run's checkpoints.
   void check_fresh_run_folder();
@@ -169,13 +169,15 @@ class Engine {
   nn::ModelSplit model_split(const nn::TransformerConfig& model_config);
   // The group of `axis` that carries the model's tensors: the host group, or (training.device
   // cuda) the device's (NCCL; host scalars given to it travel over the host group).
-  dist::Communicator& group(dist::Axis axis) { return device_ ? device_->group(axis) : groups_->group(axis); }
-  dist::Communicator& dp() { return group(dist::Axis::dp); }  // the replicas: which sequences
+  distributed::Communicator& group(distributed::Axis axis) {
+    return device_ ? device_->group(axis) : groups_->group(axis);
+  }
+  distributed::Communicator& dp() { return group(distributed::Axis::dp); }  // the replicas: which sequences
   // The ranks that train the same parameters on different tokens (dp x cp): gradients, the loss
   // and token counts sum over it, ZeRO shards over it. The dp group when cp is 1.
-  dist::Communicator& data_group() { return config_.parallel.cp > 1 ? groups_->data_context() : dp(); }
-  dist::Communicator& tp() { return group(dist::Axis::tp); }
-  dist::Communicator& pp() { return group(dist::Axis::pp); }
+  distributed::Communicator& data_group() { return config_.parallel.cp > 1 ? groups_->data_context() : dp(); }
+  distributed::Communicator& tp() { return group(distributed::Axis::tp); }
+  distributed::Communicator& pp() { return group(distributed::Axis::pp); }
   bool model_parallel() const { return config_.parallel.tp * config_.parallel.pp * config_.parallel.ep > 1; }
   nn::LossSum forward_loss(const Tensor& ids, const Tensor& targets);
   // The step's micro-batches (this rank's rows of each) from the sampler.
@@ -191,9 +193,9 @@ class Engine {
   // every rank's part. Collective.
   void with_serial_model(const std::function<void(nn::GptModel&)>& fn);
   // A PipelineExecutor of this rank's schedule over `micro_batches`, wired to DataParallel.
-  std::unique_ptr<PipelineExecutor> make_executor(int micro_batches);
+  std::unique_ptr<parallel::PipelineExecutor> make_executor(int micro_batches);
   // The executor for `micro_batches` micro-batches (the step's is pipeline_).
-  PipelineExecutor& executor_for(int micro_batches);
+  parallel::PipelineExecutor& executor_for(int micro_batches);
   // Tokens inside the vocabulary, targets too or the ignore index; the same rows on every tp, pp
   // and cp rank of a replica (a collective check). `what` names the call in errors.
   void check_caller_rows(const char* what, const Tensor& host_ids, const Tensor& host_targets);
@@ -210,12 +212,12 @@ class Engine {
     return writes_dense_state() || (config_.parallel.ep > 1 && groups_->expert_data().rank() == 0);
   }
   // The parameter values in the serial layout, complete on every rank (generation). Collective.
-  void snapshot_serial(FullState& out);
+  void snapshot_serial(parallel::FullState& out);
 
   RunConfig config_;
   std::shared_ptr<spdlog::logger> log_;
-  std::unique_ptr<dist::ProcessGroups> owned_groups_;
-  dist::ProcessGroups* groups_ = nullptr;
+  std::unique_ptr<distributed::ProcessGroups> owned_groups_;
+  distributed::ProcessGroups* groups_ = nullptr;
   PreparedData data_;
   std::unique_ptr<data::ShardSet> train_shards_, val_shards_;
   std::unique_ptr<data::TrainSampler> train_sampler_;           // one corpus
@@ -228,9 +230,9 @@ class Engine {
   std::unique_ptr<nn::ContextParallel> context_parallel_;  // cp > 1: the attention's ring
   std::vector<Tensor> batch_ids_, batch_targets_;          // cp > 1: the replica's whole sequences
   std::unique_ptr<nn::GptModel> model_;
-  std::unique_ptr<DataParallel> data_parallel_;
-  std::unique_ptr<PipelineExecutor> pipeline_;  // the step loop: this rank's schedule (one stage at pp 1)
-  std::map<int, std::unique_ptr<PipelineExecutor>> research_executors_;  // other micro-batch counts
+  std::unique_ptr<parallel::DataParallel> data_parallel_;
+  std::unique_ptr<parallel::PipelineExecutor> pipeline_;  // the step loop: this rank's schedule (one stage at pp 1)
+  std::map<int, std::unique_ptr<parallel::PipelineExecutor>> research_executors_;  // other micro-batch counts
   bool sync_backward_ = true;  // the observers' data-parallel reduction (backward(sync))
   // Research API state: the last forward()'s micro-batches and global valid targets; whether the
   // gradients were reduced already; the loss sum / tokens of forward()s since the last update.
@@ -254,16 +256,16 @@ class Engine {
   bool resumed_ = false;              // load() took a checkpoint
   bool fresh_run_checked_ = false;    // check_fresh_run_folder() ran
   std::vector<Tensor> micro_ids_, micro_targets_;
-  std::unique_ptr<BatchPrefetch> prefetch_;              // reads step + 1's batches while step computes
-  std::unique_ptr<StepMetricsCollector> metrics_;        // comm, throughput, memory, stragglers, metrics files
-  std::unique_ptr<dist::Communicator> checkpoint_comm_;  // used only by checkpoint writes
-  DType compute_format_ = DType::f32;                    // training.precision
-  Tensor compute_values_;                                // bf16/fp16: the weights the model reads
-  std::unique_ptr<DynamicLossScaler> loss_scaler_;       // fp16
+  std::unique_ptr<BatchPrefetch> prefetch_;                     // reads step + 1's batches while step computes
+  std::unique_ptr<StepMetricsCollector> metrics_;               // comm, throughput, memory, stragglers, metrics files
+  std::unique_ptr<distributed::Communicator> checkpoint_comm_;  // used only by checkpoint writes
+  DType compute_format_ = DType::f32;                           // training.precision
+  Tensor compute_values_;                                       // bf16/fp16: the weights the model reads
+  std::unique_ptr<DynamicLossScaler> loss_scaler_;              // fp16
   AsyncCheckpointWriter async_writer_;
-  OwnedState snapshot_;  // host snapshot of the part of the state this rank writes, reused by every save
+  parallel::OwnedState snapshot_;  // host snapshot of the part of the state this rank writes, reused by every save
   double compute_delay_ = 0.0;
-  std::unique_ptr<dist::CollectiveWatchdog> watchdog_;  // last: stops before anything it watches
+  std::unique_ptr<distributed::CollectiveWatchdog> watchdog_;  // last: stops before anything it watches
 };
 
 }  // namespace myriad::train

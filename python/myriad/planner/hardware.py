@@ -18,7 +18,7 @@ What this file holds, and where every number comes from:
 - `cpu_host`: this CPU machine. It has no datasheet: every number comes from a profile file.
 
 Machine profile (`myriad.machine_profile/1`), JSON written by myriad's benchmarks (bench_gemm,
-bench_attention, bench_collectives and their GPU twins); `load_profile` checks it:
+bench_attention, bench_collectives, bench_gemm_gpu and bench_attention_gpu); `load_profile` checks it:
 
     {
       "schema": "myriad.machine_profile/1",          # required, exactly this string
@@ -57,18 +57,18 @@ for that op class (it is the rate, not a new peak); a profile's link replaces th
 The MFU denominator stays the datasheet dense peak for GPUs; for cpu_host it is the profile's
 `peak_flops_per_s`. A layout with tp > 1 runs its GEMMs at the `matmul_flops_per_s_by_tp` entry
 nearest to its tp (log scale; `Hardware.matmul_flops_per_s(fmt, tp)`): a tp split makes the GEMMs
-narrower, and narrow GEMMs may run below the whole ones' rate. Time-sharing (cpu_host with
-`cores`): the compute rates are those of one rank on `threads` threads; when the ranks of a node ask for more threads than it has cores, each rank
-gets `Hardware.rank_share(ranks)` = min(1, cores / (ranks * threads)) of them, and step_time
-scales every compute rate by it. Links are measured, not scaled: with `links.intra_by_ranks` the
-intra-node link of a group of G among N ranks on a node is the entry measured nearest to (N, G)
-(`Hardware.intra_link`: nearest N first, then nearest G, each on a log scale, ties to the larger),
-else `links.intra`. `links.intra_in_step_by_ranks` (each call after the compute a step does between
-two collectives, the time the call adds to that loop) is preferred to `links.intra_by_ranks` (calls
-back to back): ranks that time-share cores reach a collective at different times, and the ranks
-that wait take CPU from those that compute. "Nearest" is `_nearest`: on a log scale, ties to the
-larger (the slower) entry. Invariants: every rate > 0; every `Rate` and `Link` names its source; no
-global state (the tables are constants, `Hardware` is a frozen value).
+narrower, and narrow GEMMs may run below the whole ones' rate. Time-sharing (cpu_host with `cores`):
+the compute rates are those of one rank on `threads` threads; when the ranks of a node ask for more
+threads than it has cores, each rank gets `Hardware.rank_share(ranks)` = min(1, cores / (ranks *
+threads)) of them, and step_time scales every compute rate by it. Links are measured, not scaled:
+with `links.intra_by_ranks` the intra-node link of a group of G among N ranks on a node is the entry
+measured nearest to (N, G) (`Hardware.intra_link`: nearest N first, then nearest G, each on a log
+scale, ties to the larger), else `links.intra`. `links.intra_in_step_by_ranks` (each call after the
+compute a step does between two collectives, the time the call adds to that loop) is preferred to
+`links.intra_by_ranks` (calls back to back): ranks that time-share cores reach a collective at
+different times, and the ranks that wait take CPU from those that compute. "Nearest" is `_nearest`:
+on a log scale, ties to the larger (the slower) entry. Invariants: every rate > 0; every `Rate` and
+`Link` names its source; no global state (the tables are constants, `Hardware` is a frozen value).
 """
 from __future__ import annotations
 

@@ -322,7 +322,7 @@ class _Model:
 
     def __init__(self, inp, hw: Hardware, engine: EngineTraits, mean_keys):
         self.m, self.lay, self.batch, self.hw, self.engine = inp.model, inp.layout, inp.batch, hw, engine
-        lay, model = self.lay, self.m
+        lay = self.lay
         self.net = Network(hw, lay.tp, lay.cp, lay.dp, lay.pp, lay.ep)
         self.T, self.B = self.batch.seq_len, lay.micro_batch
         self.N = self.B * self.T // lay.cp  # the rank's tokens per micro-batch

@@ -17,7 +17,7 @@
 #include "myriad/cuda/device_guard.h"
 #include "myriad/distributed/comm_checks.h"
 
-namespace myriad::dist {
+namespace myriad::distributed {
 
 using cuda::DeviceBuffer;
 using cuda::DeviceContext;
@@ -25,8 +25,8 @@ using cuda::DeviceGuard;
 
 namespace {
 
-using dist::comm_context;
-using dist::CommOp;
+using distributed::comm_context;
+using distributed::CommOp;
 using Clock = std::chrono::steady_clock;
 
 ncclDataType_t reduction_type(DType dtype) {
@@ -46,7 +46,7 @@ ncclDataType_t reduction_type(DType dtype) {
   }
 }
 
-ncclRedOp_t reduction_op(dist::ReduceOp op) { return op == dist::ReduceOp::sum ? ncclSum : ncclMax; }
+ncclRedOp_t reduction_op(distributed::ReduceOp op) { return op == distributed::ReduceOp::sum ? ncclSum : ncclMax; }
 
 char* bytes_at(const Tensor& tensor, std::int64_t element) {
   return static_cast<char*>(tensor.raw_data()) + element * static_cast<std::int64_t>(dtype_size(tensor.dtype()));
@@ -95,7 +95,7 @@ struct NcclCommunicator::Impl {
   std::vector<PendingP2p> pending;
 
   mutable std::mutex mutex;  // stats, pending, failure
-  dist::CommStats stats;
+  distributed::CommStats stats;
   std::string failure;  // set once the communicators were aborted
 
   void abort_all() noexcept {
@@ -110,7 +110,7 @@ struct NcclCommunicator::Impl {
 // One operation (or one member of a point-to-point group). It holds the operation's tensors, so
 // their memory cannot return to the caching allocator (and be reused by compute) while NCCL may
 // still use it: a caller may pass temporaries and keep only the handle.
-struct NcclWork final : public dist::CommWork {
+struct NcclWork final : public distributed::CommWork {
   NcclCommunicator::Impl* impl = nullptr;
   CommOp op = CommOp::all_reduce;
   std::shared_ptr<Completion> completion;  // null while a point-to-point group is pending
@@ -125,7 +125,7 @@ namespace {
 
 // Raises the failure of `op`: aborts every NCCL communicator of `impl` and throws.
 [[noreturn]] void fail(NcclCommunicator::Impl& impl, CommOp op, const std::string& what) {
-  const std::string context = comm_context(dist::comm_op_name(op), *impl.owner);
+  const std::string context = comm_context(distributed::comm_op_name(op), *impl.owner);
   {
     std::lock_guard<std::mutex> lock(impl.mutex);
     if (impl.failure.empty()) impl.failure = context + ": " + what;
@@ -136,7 +136,7 @@ namespace {
 
 void check_usable(NcclCommunicator::Impl& impl, CommOp op) {
   std::lock_guard<std::mutex> lock(impl.mutex);
-  MYRIAD_CHECK(impl.failure.empty(), comm_context(dist::comm_op_name(op), *impl.owner)
+  MYRIAD_CHECK(impl.failure.empty(), comm_context(distributed::comm_op_name(op), *impl.owner)
                                          << ": the communicator was aborted earlier (" << impl.failure << ")");
 }
 
@@ -263,7 +263,7 @@ void split_tag_communicators(NcclCommunicator::Impl& impl, int tags, int rank) {
 
 }  // namespace
 
-NcclCommunicator::NcclCommunicator(dist::Communicator& host, DeviceContext& context, NcclOptions options)
+NcclCommunicator::NcclCommunicator(distributed::Communicator& host, DeviceContext& context, NcclOptions options)
     : host_(&host),
       context_(context),
       options_(options),
@@ -294,7 +294,7 @@ NcclCommunicator::NcclCommunicator(dist::Communicator& host, DeviceContext& cont
   }
 }
 
-NcclCommunicator::NcclCommunicator(std::unique_ptr<dist::Communicator> owned_host, DeviceContext& context,
+NcclCommunicator::NcclCommunicator(std::unique_ptr<distributed::Communicator> owned_host, DeviceContext& context,
                                    NcclOptions options, std::unique_ptr<Impl> impl)
     : owned_host_(std::move(owned_host)),
       host_(owned_host_.get()),
@@ -333,8 +333,8 @@ NcclCommunicator::~NcclCommunicator() {
 
 namespace {
 
-dist::WorkHandle make_work(NcclCommunicator::Impl& impl, CommOp op, std::shared_ptr<Completion> completion,
-                           std::vector<Tensor> tensors) {
+distributed::WorkHandle make_work(NcclCommunicator::Impl& impl, CommOp op, std::shared_ptr<Completion> completion,
+                                  std::vector<Tensor> tensors) {
   auto work = std::make_shared<NcclWork>();
   work->impl = &impl;
   work->op = op;
@@ -345,9 +345,9 @@ dist::WorkHandle make_work(NcclCommunicator::Impl& impl, CommOp op, std::shared_
 
 }  // namespace
 
-dist::WorkHandle NcclCommunicator::all_reduce_async(Tensor tensor, dist::ReduceOp op) {
+distributed::WorkHandle NcclCommunicator::all_reduce_async(Tensor tensor, distributed::ReduceOp op) {
   if (tensor.defined() && tensor.device().is_cpu()) return host_->all_reduce_async(std::move(tensor), op);
-  dist::check_all_reduce_args(*this, tensor, DeviceType::cuda);
+  distributed::check_all_reduce_args(*this, tensor, DeviceType::cuda);
   check_usable(*impl_, CommOp::all_reduce);
   flush_point_to_point(*impl_, context_, stream_);
   const std::int64_t traffic = 2 * ring_phase_bytes(static_cast<std::int64_t>(tensor.nbytes()), size_);
@@ -362,11 +362,11 @@ dist::WorkHandle NcclCommunicator::all_reduce_async(Tensor tensor, dist::ReduceO
                    {tensor});
 }
 
-dist::WorkHandle NcclCommunicator::reduce_scatter_async(Tensor input, Tensor output, dist::ReduceOp op) {
+distributed::WorkHandle NcclCommunicator::reduce_scatter_async(Tensor input, Tensor output, distributed::ReduceOp op) {
   if (input.defined() && input.device().is_cpu()) {
     return host_->reduce_scatter_async(std::move(input), std::move(output), op);
   }
-  dist::check_reduce_scatter_args(*this, input, output, DeviceType::cuda);
+  distributed::check_reduce_scatter_args(*this, input, output, DeviceType::cuda);
   check_usable(*impl_, CommOp::reduce_scatter);
   flush_point_to_point(*impl_, context_, stream_);
   const std::int64_t traffic = ring_phase_bytes(static_cast<std::int64_t>(input.nbytes()), size_);
@@ -386,7 +386,7 @@ dist::WorkHandle NcclCommunicator::reduce_scatter_async(Tensor input, Tensor out
                             // Unequal chunks: chunk r is reduced onto rank r (recvbuff is used at the root only).
                             MYRIAD_NCCL_CHECK(ncclGroupStart());
                             for (int r = 0; r < size_; ++r) {
-                              const dist::ChunkRange chunk = dist::chunk_range(n, size_, r);
+                              const distributed::ChunkRange chunk = distributed::chunk_range(n, size_, r);
                               MYRIAD_NCCL_CHECK(ncclReduce(bytes_at(input, chunk.begin), output.raw_data(),
                                                            static_cast<std::size_t>(chunk.size()), type,
                                                            reduction_op(op), r, impl_->comm, stream_));
@@ -396,9 +396,9 @@ dist::WorkHandle NcclCommunicator::reduce_scatter_async(Tensor input, Tensor out
                    {input, output});
 }
 
-dist::WorkHandle NcclCommunicator::all_gather_async(Tensor input, Tensor output) {
+distributed::WorkHandle NcclCommunicator::all_gather_async(Tensor input, Tensor output) {
   if (input.defined() && input.device().is_cpu()) return host_->all_gather_async(std::move(input), std::move(output));
-  dist::check_all_gather_args(*this, input, output, DeviceType::cuda);
+  distributed::check_all_gather_args(*this, input, output, DeviceType::cuda);
   check_usable(*impl_, CommOp::all_gather);
   flush_point_to_point(*impl_, context_, stream_);
   const std::int64_t traffic = ring_phase_bytes(static_cast<std::int64_t>(output.nbytes()), size_);
@@ -418,7 +418,7 @@ dist::WorkHandle NcclCommunicator::all_gather_async(Tensor input, Tensor output)
                // Unequal chunks: rank r broadcasts its chunk into place on every rank.
                MYRIAD_NCCL_CHECK(ncclGroupStart());
                for (int r = 0; r < size_; ++r) {
-                 const dist::ChunkRange chunk = dist::chunk_range(n, size_, r);
+                 const distributed::ChunkRange chunk = distributed::chunk_range(n, size_, r);
                  MYRIAD_NCCL_CHECK(ncclBroadcast(r == rank_ ? input.raw_data() : nullptr, bytes_at(output, chunk.begin),
                                                  static_cast<std::size_t>(chunk.size()) * element, ncclUint8, r,
                                                  impl_->comm, stream_));
@@ -428,9 +428,9 @@ dist::WorkHandle NcclCommunicator::all_gather_async(Tensor input, Tensor output)
       {input, output});
 }
 
-dist::WorkHandle NcclCommunicator::broadcast_async(Tensor tensor, int root) {
+distributed::WorkHandle NcclCommunicator::broadcast_async(Tensor tensor, int root) {
   if (tensor.defined() && tensor.device().is_cpu()) return host_->broadcast_async(std::move(tensor), root);
-  dist::check_broadcast_args(*this, tensor, root, DeviceType::cuda);
+  distributed::check_broadcast_args(*this, tensor, root, DeviceType::cuda);
   check_usable(*impl_, CommOp::broadcast);
   flush_point_to_point(*impl_, context_, stream_);
   const auto bytes = static_cast<std::int64_t>(tensor.nbytes());
@@ -446,8 +446,8 @@ dist::WorkHandle NcclCommunicator::broadcast_async(Tensor tensor, int root) {
 
 namespace {
 
-dist::WorkHandle queue_point_to_point(NcclCommunicator::Impl& impl, bool send, const Tensor& tensor, int peer,
-                                      int tag) {
+distributed::WorkHandle queue_point_to_point(NcclCommunicator::Impl& impl, bool send, const Tensor& tensor, int peer,
+                                             int tag) {
   const CommOp op = send ? CommOp::send : CommOp::recv;
   check_usable(impl, op);
   auto work = std::make_shared<NcclWork>();
@@ -463,30 +463,30 @@ dist::WorkHandle queue_point_to_point(NcclCommunicator::Impl& impl, bool send, c
 
 }  // namespace
 
-dist::WorkHandle NcclCommunicator::send_async(Tensor tensor, int peer, int tag) {
-  dist::check_point_to_point_args("send", *this, tensor, peer, tag, options_.p2p_tags - 1, DeviceType::cuda);
+distributed::WorkHandle NcclCommunicator::send_async(Tensor tensor, int peer, int tag) {
+  distributed::check_point_to_point_args("send", *this, tensor, peer, tag, options_.p2p_tags - 1, DeviceType::cuda);
   return queue_point_to_point(*impl_, true, tensor, peer, tag);
 }
 
-dist::WorkHandle NcclCommunicator::recv_async(Tensor tensor, int peer, int tag) {
-  dist::check_point_to_point_args("recv", *this, tensor, peer, tag, options_.p2p_tags - 1, DeviceType::cuda);
+distributed::WorkHandle NcclCommunicator::recv_async(Tensor tensor, int peer, int tag) {
+  distributed::check_point_to_point_args("recv", *this, tensor, peer, tag, options_.p2p_tags - 1, DeviceType::cuda);
   return queue_point_to_point(*impl_, false, tensor, peer, tag);
 }
 
-dist::WorkHandle NcclCommunicator::all_to_all_async(Tensor input, Tensor output) {
+distributed::WorkHandle NcclCommunicator::all_to_all_async(Tensor input, Tensor output) {
   if (input.defined() && input.device().is_cpu()) return host_->all_to_all_async(std::move(input), std::move(output));
-  dist::check_all_to_all_args(*this, input, output, DeviceType::cuda);
+  distributed::check_all_to_all_args(*this, input, output, DeviceType::cuda);
   const std::vector<std::int64_t> counts(static_cast<std::size_t>(size_), input.numel() / size_);
   return all_to_all_v_async(std::move(input), counts, std::move(output), counts);
 }
 
-dist::WorkHandle NcclCommunicator::all_to_all_v_async(Tensor input, std::vector<std::int64_t> send_counts,
-                                                      Tensor output, std::vector<std::int64_t> recv_counts) {
+distributed::WorkHandle NcclCommunicator::all_to_all_v_async(Tensor input, std::vector<std::int64_t> send_counts,
+                                                             Tensor output, std::vector<std::int64_t> recv_counts) {
   if (input.defined() && input.device().is_cpu()) {
     return host_->all_to_all_v_async(std::move(input), std::move(send_counts), std::move(output),
                                      std::move(recv_counts));
   }
-  dist::check_all_to_all_v_args(*this, input, send_counts, output, recv_counts, DeviceType::cuda);
+  distributed::check_all_to_all_v_args(*this, input, send_counts, output, recv_counts, DeviceType::cuda);
   check_usable(*impl_, CommOp::all_to_all);
   flush_point_to_point(*impl_, context_, stream_);
   const std::size_t element = dtype_size(input.dtype());
@@ -519,7 +519,7 @@ dist::WorkHandle NcclCommunicator::all_to_all_v_async(Tensor input, std::vector<
                    {input, output});
 }
 
-dist::WorkHandle NcclCommunicator::barrier_async() {
+distributed::WorkHandle NcclCommunicator::barrier_async() {
   check_usable(*impl_, CommOp::barrier);
   flush_point_to_point(*impl_, context_, stream_);
   count_bytes(*impl_, CommOp::barrier, 0, 0);
@@ -544,10 +544,10 @@ void NcclCommunicator::abort(int exit_code, const std::string& reason) {
   std::abort();  // not reached: the host communicator's abort ends the process
 }
 
-std::unique_ptr<dist::Communicator> NcclCommunicator::split(int color, int key, const std::string& name) {
+std::unique_ptr<distributed::Communicator> NcclCommunicator::split(int color, int key, const std::string& name) {
   check_usable(*impl_, CommOp::barrier);
   flush_point_to_point(*impl_, context_, stream_);
-  std::unique_ptr<dist::Communicator> host_part = host_->split(color, key, name);
+  std::unique_ptr<distributed::Communicator> host_part = host_->split(color, key, name);
   auto impl = make_impl();
   try {
     MYRIAD_NCCL_CHECK(ncclCommSplit(impl_->comm, color, key, &impl->comm, nullptr));
@@ -556,18 +556,18 @@ std::unique_ptr<dist::Communicator> NcclCommunicator::split(int color, int key, 
     impl->abort_all();
     MYRIAD_THROW(comm_context("split", *this) << " into '" << name << "': " << e.what());
   }
-  return std::unique_ptr<dist::Communicator>(
+  return std::unique_ptr<distributed::Communicator>(
       new NcclCommunicator(std::move(host_part), context_, options_, std::move(impl)));
 }
 
-dist::CommStats NcclCommunicator::stats() const {
+distributed::CommStats NcclCommunicator::stats() const {
   std::lock_guard<std::mutex> lock(impl_->mutex);
   return impl_->stats;
 }
 
 void NcclCommunicator::reset_stats() {
   std::lock_guard<std::mutex> lock(impl_->mutex);
-  impl_->stats = dist::CommStats{};
+  impl_->stats = distributed::CommStats{};
 }
 
-}  // namespace myriad::dist
+}  // namespace myriad::distributed

@@ -23,12 +23,12 @@ namespace {
 // gradient exchange tag 2.
 constexpr int kPipelineTags = 3;
 
-std::unique_ptr<dist::Communicator> device_group(dist::Communicator& host, cuda::DeviceContext& context,
-                                                 double timeout) {
-  if (host.size() == 1) return std::make_unique<dist::LoopbackCommunicator>(host.name());
+std::unique_ptr<distributed::Communicator> device_group(distributed::Communicator& host, cuda::DeviceContext& context,
+                                                        double timeout) {
+  if (host.size() == 1) return std::make_unique<distributed::LoopbackCommunicator>(host.name());
 #if MYRIAD_HAVE_NCCL
-  return std::make_unique<dist::NcclCommunicator>(
-      host, context, dist::NcclOptions{.p2p_tags = kPipelineTags, .timeout_seconds = timeout});
+  return std::make_unique<distributed::NcclCommunicator>(
+      host, context, distributed::NcclOptions{.p2p_tags = kPipelineTags, .timeout_seconds = timeout});
 #else
   (void)context;
   (void)timeout;
@@ -39,16 +39,19 @@ std::unique_ptr<dist::Communicator> device_group(dist::Communicator& host, cuda:
 
 class CudaRuntime final : public DeviceRuntime {
  public:
-  CudaRuntime(int device, dist::ProcessGroups& groups, double timeout) : context_(device), backend_(context_) {
-    for (std::size_t a = 0; a < dist::kAxes.size(); ++a) {
-      groups_[a] = device_group(groups.group(dist::kAxes[a]), context_, timeout);
+  CudaRuntime(int device, distributed::ProcessGroups& groups, double timeout) : context_(device), backend_(context_) {
+    for (std::size_t a = 0; a < distributed::kAxes.size(); ++a) {
+      groups_[a] = device_group(groups.group(distributed::kAxes[a]), context_, timeout);
     }
-    if (groups.grid().size(dist::Axis::ep) > 1) expert_data_ = device_group(groups.expert_data(), context_, timeout);
+    if (groups.grid().size(distributed::Axis::ep) > 1)
+      expert_data_ = device_group(groups.expert_data(), context_, timeout);
   }
 
   ops::Placement placement() override { return ops::Placement{&backend_}; }
-  dist::Communicator& group(dist::Axis axis) override { return *groups_[static_cast<std::size_t>(axis)]; }
-  dist::Communicator& expert_data() override { return expert_data_ ? *expert_data_ : group(dist::Axis::dp); }
+  distributed::Communicator& group(distributed::Axis axis) override { return *groups_[static_cast<std::size_t>(axis)]; }
+  distributed::Communicator& expert_data() override {
+    return expert_data_ ? *expert_data_ : group(distributed::Axis::dp);
+  }
   std::string describe() const override {
     cudaDeviceProp prop{};
     const bool named = cudaGetDeviceProperties(&prop, context_.device()) == cudaSuccess;
@@ -58,14 +61,14 @@ class CudaRuntime final : public DeviceRuntime {
 
  private:
   cuda::DeviceContext context_;
-  cuda::CudaBackend backend_;                                                   // after the context: destroyed first
-  std::array<std::unique_ptr<dist::Communicator>, dist::kAxes.size()> groups_;  // destroyed before both
-  std::unique_ptr<dist::Communicator> expert_data_;                             // ep > 1 only
+  cuda::CudaBackend backend_;  // after the context: destroyed first
+  std::array<std::unique_ptr<distributed::Communicator>, distributed::kAxes.size()> groups_;  // destroyed before both
+  std::unique_ptr<distributed::Communicator> expert_data_;                                    // ep > 1 only
 };
 
 }  // namespace
 
-std::unique_ptr<DeviceRuntime> make_device_runtime(dist::ProcessGroups& groups, double collective_timeout) {
+std::unique_ptr<DeviceRuntime> make_device_runtime(distributed::ProcessGroups& groups, double collective_timeout) {
   int device = 0;
   try {
     device = select_local_device(local_rank_from_environment(), cuda::cuda_device_count_or_zero());

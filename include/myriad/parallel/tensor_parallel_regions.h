@@ -1,0 +1,49 @@
+// TensorParallelRegions — the model's TensorParallel (nn/tensor_parallel.h) over a tensor-
+// parallel communicator: the parallelize step of the distributed layer. The Engine makes one from
+// the layout (parallel.tp > 1, parallel.sequence_parallel) and hands it to the model through its
+// ModelSplit; the model's layers then cross the group only through it.
+//
+//   without sequence parallelism: gather_rows is the identity, reduce_to_rows an all-reduce
+//     (copy_to_tp_region / reduce_from_tp_region), replicated parameters need no reduction;
+//   with it: gather_rows an all-gather of token rows, reduce_to_rows a reduce-scatter
+//     (gather_from_sequence_region / reduce_scatter_to_sequence_region), and replicated
+//     parameters' gradients (partial over each rank's rows) are all-reduced;
+//   vocabulary: parallel/vocab_parallel.h on rows [padded * rank / tp, padded * (rank + 1) / tp).
+// The communicator must carry the model's tensors (MPI for host tensors, NCCL for device ones).
+#pragma once
+
+#include "myriad/distributed/communicator.h"
+#include "myriad/parallel/vocab_parallel.h"
+#include "myriad/nn/tensor_parallel.h"
+#include "myriad/nn/transformer_config.h"
+
+namespace myriad::parallel {
+
+class TensorParallelRegions final : public nn::TensorParallel {
+ public:
+  // `tp` (not owned) must outlive this object.
+  TensorParallelRegions(distributed::Communicator& tp, bool sequence_parallel, const nn::TransformerConfig& model);
+
+  int size() const override { return tp_.size(); }
+  int rank() const override { return tp_.rank(); }
+  bool shards_rows() const override { return shards_rows_; }
+
+  void gather_rows(const Tensor& rows, Tensor& full) const override;
+  void reduce_to_rows(Tensor& full, Tensor& rows) const override;
+  void sum_replicated_grads(Tensor& grads) const override;
+
+  void embedding_lookup(const Tensor& ids, const Tensor& table, Tensor& out) const override;
+  void embedding_backward(const Tensor& ids, const Tensor& grad_out, Tensor& grad_table) const override;
+  // The shard's real columns of the logits are its own (VocabShard::real_columns); args gives the ignore index.
+  void cross_entropy_forward(const Tensor& logits, const Tensor& targets, const CrossEntropyArgs& args, Tensor& losses,
+                             Tensor& lse) const override;
+  void cross_entropy_backward(const Tensor& logits, const Tensor& targets, const CrossEntropyArgs& args,
+                              const Tensor& lse, const Tensor& grad_losses, Tensor& grad_logits) const override;
+
+ private:
+  distributed::Communicator& tp_;
+  bool shards_rows_;
+  VocabShard shard_;
+};
+
+}  // namespace myriad::parallel

@@ -1,0 +1,56 @@
+// CheckpointReader — reads boxes of global tensors out of a sharded checkpoint (checkpoint.h),
+// whatever layout wrote it: a box is assembled from every piece that overlaps it.
+//
+// Opening checks the manifest (present, valid JSON, format_version, the model section against
+// the caller's when given) and that every data file it lists exists with the recorded size (a
+// truncated or missing rank file is named). read() checks the tensor exists with the expected
+// global shape, reads each overlapping piece once (bounds-checked against its file, CRC-32
+// verified: a flipped bit names the file and the tensor) and fails unless the pieces cover the
+// whole box. It writes only into the destination it is given: callers stage into scratch and
+// commit after every read succeeded, so nothing is half-loaded.
+#pragma once
+
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "myriad/train/checkpoint/checkpoint.h"
+
+namespace myriad::train {
+
+class CheckpointReader {
+ public:
+  // `model_yaml` empty = do not compare the model section.
+  CheckpointReader(const std::string& checkpoint_dir, const std::string& model_yaml);
+  ~CheckpointReader();
+  CheckpointReader(const CheckpointReader&) = delete;
+  CheckpointReader& operator=(const CheckpointReader&) = delete;
+
+  const CheckpointHeader& header() const { return header_; }
+  bool has(const std::string& tensor) const;
+  // dest (f32, any strides) <- the box of `tensor`, whose global shape must be `global_shape`.
+  void read(const std::string& tensor, const Shape& global_shape, const std::vector<nn::IndexRange>& box,
+            const Tensor& dest);
+  // The whole tensor.
+  void read_whole(const std::string& tensor, const Tensor& dest);
+
+ private:
+  struct Piece;
+  struct Entry;
+  const Tensor& load_piece(const std::string& tensor, Piece& piece);
+
+  std::string dir_, manifest_path_;
+  CheckpointHeader header_;
+  std::map<std::string, std::unique_ptr<Entry>> tensors_;
+};
+
+// Reads the parameters (and, when m and v are defined, AdamW's moments) of `store`'s layout
+// from `reader` into the flat buffers (the store's flat layout; every parameter, primary or not).
+void read_parameter_state(CheckpointReader& reader, const nn::ParameterStore& store, Tensor& values, Tensor* m,
+                          Tensor* v);
+// The same for one per-parameter state saved under `prefix` (e.g. the local-SGD outer momentum).
+void read_prefixed_state(CheckpointReader& reader, const nn::ParameterStore& store, const std::string& prefix,
+                         Tensor& flat);
+
+}  // namespace myriad::train

@@ -1,0 +1,459 @@
+"""Slurm batch scripts for a planned run: ``python -m myriad.operations.sbatch --config plan.yaml --nodes 4
+--gpus-per-node 8 [...] > job.sbatch``.
+
+`render_sbatch(SbatchRequest)` returns the text of a bash batch script that launches the training
+driver (`python3 -m myriad.train --config FILE --resume auto [--set ...]`) on every GPU of the
+allocation and survives preemption (docs/planning_scheduling.md, "Slurm batch scripts"):
+
+- **Ranks and GPUs.** One task per GPU (`--ntasks-per-node` = `--gpus-per-node`), consecutive ranks
+  on one node (srun `--distribution=block`, mpirun `--map-by ppr:G:node`) so tensor-parallel groups
+  stay inside a node. Every task sees all GPUs of its node (`--gpu-bind=none`): the driver picks
+  device L for local rank L (SLURM_LOCALID under srun, OMPI_COMM_WORLD_LOCAL_RANK under mpirun;
+  core/local_device.h), so a task bound to one GPU would find only device 0 and local ranks >= 1
+  would be refused.
+- **Stop and requeue.** `#SBATCH --signal=B:USR1@LEAD` sends SIGUSR1 to the batch shell alone LEAD
+  seconds before the time limit; the shell runs the launcher in the background, traps USR1 (and
+  the TERM of a preemption, scancel or the time limit) and forwards SIGUSR1 to the launcher (srun
+  and mpirun both pass SIGUSR1 on to every rank), whose ranks stop at the next step boundary, write
+  a checkpoint and exit 0. The shell then compares the step of the checkpoint `latest` names with
+  training.steps: a run stopped by USR1 that made progress and is not finished is requeued
+  (`scontrol requeue $SLURM_JOB_ID`, and `--resume auto` continues it); a finished run, a failure
+  and a TERM are never requeued by the script (Slurm itself requeues a job it preempts when the
+  job has `--requeue` and PreemptMode=REQUEUE; a scancel stays cancelled). The decision is the
+  bash function REQUEUE_DECISION_BASH, tested on its own and inside the script.
+- **Checked before writing.** The world size of the config's parallel section (after the --set
+  overrides) must equal nodes x gpus_per_node: parallel.dp 0 (auto) is the rest of the world
+  over tp * pp * cp, and parallel.ep must divide dp. Errors are ValueErrors naming the key.
+
+Standard library only; PyYAML (installed with myriad) is imported when a config is read.
+"""
+import argparse
+import dataclasses
+import re
+import shlex
+import sys
+from typing import Dict, Optional, Sequence
+
+LAUNCHERS = ("srun", "mpirun")
+SIGNALS = ("USR1", "TERM")
+DEFAULT_STEPS = 1000  # training.steps (docs/config.md)
+DEFAULT_LOGGING_DIR = "runs/default"  # logging.dir; checkpoint.dir "" = <logging.dir>/checkpoints
+
+# The requeue decision, a pure bash function (no side effects): the script runs it after the
+# launcher has exited. Arguments: the launcher's exit code, the stop signal the batch shell
+# received (USR1, TERM or ""), the checkpoint step before and after the launch (-1 = none) and
+# training.steps. Prints one word:
+#   finished     exit 0 and the newest checkpoint is at training.steps: done, never requeued
+#   stopped      a TERM reached the batch shell (preemption, scancel, the time limit): Slurm decides
+#                (it requeues a preempted --requeue job under PreemptMode=REQUEUE); not requeued here
+#   failed       a non-zero exit without TERM: the job fails with that code (myriad.run, when used,
+#                has already restarted it); not requeued
+#   unexpected   exit 0, not finished, no signal seen by the shell (a signal sent to the job steps
+#                only, or a checkpoint folder other than CHECKPOINT_DIR): not requeued, exit 1
+#   no_progress  stopped by USR1 without a newer checkpoint: requeueing would loop; exit 1
+#   requeue      stopped by USR1 with a newer checkpoint, not finished: scontrol requeue
+REQUEUE_DECISION_BASH = """\
+requeue_decision() {  # EXIT_CODE STOP_SIGNAL START_STEP END_STEP TRAINING_STEPS
+  local code=$1 stop=$2 start=$3 end=$4 steps=$5
+  if [ "$code" -eq 0 ] && [ "$end" -ge "$steps" ]; then echo finished; return; fi
+  if [ "$stop" = TERM ]; then echo stopped; return; fi
+  if [ "$code" -ne 0 ]; then echo failed; return; fi
+  if [ "$stop" != USR1 ]; then echo unexpected; return; fi
+  if [ "$end" -le "$start" ]; then echo no_progress; return; fi
+  echo requeue
+}
+"""
+
+# The step of the checkpoint `latest` names in CHECKPOINT_DIR (a line "step_<digits>",
+# train/checkpoint/checkpoint_folder.h), -1 when there is none.
+NEWEST_STEP_BASH = """\
+newest_checkpoint_step() {
+  local name=""
+  if [ -r "$CHECKPOINT_DIR/latest" ]; then IFS= read -r name < "$CHECKPOINT_DIR/latest" || true; fi
+  case "$name" in
+    step_*[!0-9]* | step_ | "") echo -1 ;;
+    step_*) echo $((10#${name#step_})) ;;
+    *) echo -1 ;;
+  esac
+}
+"""
+
+# Runs the launcher in the background so that traps run while it works; every USR1/TERM is
+# forwarded to it as SIGUSR1 (TERM to mpirun would end the job with exit 1, USR1 is passed on
+# to the ranks, docs/checkpoints.md). A trapped signal interrupts `wait`, so it is repeated until
+# the launcher has really ended (bash keeps a finished child's status for later waits).
+LAUNCH_AND_DECIDE_BASH = """\
+stop_signal=""
+interrupted=0
+launcher_pid=""
+# shellcheck disable=SC2317  # run by the traps below
+forward_stop() {
+  interrupted=1
+  if [ "$1" = TERM ] || [ -z "$stop_signal" ]; then stop_signal=$1; fi
+  echo "[myriad-sbatch] SIG$1: asking the ranks to checkpoint and stop (SIGUSR1 to the launcher)"
+  if [ -n "$launcher_pid" ]; then kill -USR1 "$launcher_pid" 2>/dev/null || true; fi
+}
+trap 'forward_stop USR1' USR1
+trap 'forward_stop TERM' TERM
+
+start_step=$(newest_checkpoint_step)
+echo "[myriad-sbatch] job ${SLURM_JOB_ID:-?} (restart ${SLURM_RESTART_COUNT:-0}): checkpoint step" \\
+  "$start_step of $TRAINING_STEPS in $CHECKPOINT_DIR"
+"${LAUNCH[@]}" &
+launcher_pid=$!
+if [ -n "$stop_signal" ]; then kill -USR1 "$launcher_pid" 2>/dev/null || true; fi  # a signal before the launch
+while :; do
+  interrupted=0
+  wait "$launcher_pid"
+  code=$?
+  [ "$interrupted" = 1 ] || break
+done
+end_step=$(newest_checkpoint_step)
+decision=$(requeue_decision "$code" "$stop_signal" "$start_step" "$end_step" "$TRAINING_STEPS")
+echo "[myriad-sbatch] launcher exit code $code, stop signal ${stop_signal:-none}, checkpoint step" \\
+  "$start_step -> $end_step of $TRAINING_STEPS: $decision"
+case "$decision" in
+  finished) exit 0 ;;
+  requeue)
+    if scontrol requeue "$SLURM_JOB_ID"; then exit 0; fi
+    echo "[myriad-sbatch] scontrol requeue $SLURM_JOB_ID failed; resubmit this script (it resumes)" >&2
+    exit 1 ;;
+  stopped) exit "$code" ;;
+  failed) exit "$code" ;;
+  unexpected)
+    echo "[myriad-sbatch] the run ended with exit code 0 before training.steps and the batch shell saw no" \\
+      "signal (to checkpoint and requeue, signal the batch shell: scancel --batch --signal=USR1" \\
+      "${SLURM_JOB_ID:-JOBID}); not requeued" >&2
+    exit 1 ;;
+  no_progress)
+    echo "[myriad-sbatch] stopped by SIGUSR1 without a checkpoint newer than step $start_step; not" \\
+      "requeued (raise the time limit or --signal lead time)" >&2
+    exit 1 ;;
+  *) exit 1 ;;
+esac
+"""
+
+
+@dataclasses.dataclass
+class SbatchRequest:
+    """What the batch script launches and asks of Slurm.
+
+    config: the run's YAML (the planner's, ready to run), passed to the driver as given (relative
+    paths are relative to the job's working directory: `workdir`, else the submit directory).
+    switches / switches_wait: topology hint `#SBATCH --switches=N[@wait]` — at most N leaf switches
+    (with the tree topology plugin), waiting at most `switches_wait` (Slurm time) for them before
+    taking any allocation; None = no hint.
+    signal_lead_s: seconds before the time limit at which the batch shell gets SIGUSR1 (Slurm may
+    send it up to 60 s earlier); it must cover one training step plus a checkpoint save.
+    cpus_per_task: CPU cores per rank (OMP_NUM_THREADS); None = Slurm's default (1), threads 1.
+    restarts: > 0 wraps the launcher in `python -m myriad.run --max-restarts N` (in-allocation
+    restarts of failures from the newest checkpoint).
+    setup: shell lines run before the launch (module load, source venv/bin/activate, ...).
+    environment: variables exported to every rank (also passed with -x under mpirun).
+    """
+    config: str
+    nodes: int
+    gpus_per_node: int
+    job_name: str = "myriad"
+    time_limit: str = "24:00:00"
+    partition: Optional[str] = None
+    account: Optional[str] = None
+    qos: Optional[str] = None
+    switches: Optional[int] = None
+    switches_wait: Optional[str] = None
+    output_dir: str = "."
+    workdir: Optional[str] = None
+    overrides: Sequence[str] = ()
+    launcher: str = "srun"
+    signal_lead_s: int = 180
+    cpus_per_task: Optional[int] = None
+    exclusive: bool = True
+    restarts: int = 0
+    restart_backoff_s: float = 30.0
+    python: str = "python3"
+    setup: Sequence[str] = ()
+    environment: Dict[str, str] = dataclasses.field(default_factory=dict)
+
+
+@dataclasses.dataclass(frozen=True)
+class RunFacts:
+    """What the script needs from the config: the layout, training.steps and the checkpoint folder."""
+    tp: int
+    pp: int
+    cp: int
+    dp: int  # resolved (auto replaced by the world's share)
+    ep: int
+    steps: int
+    checkpoint_dir: str
+
+
+def parse_time_limit(text):
+    """Seconds of a Slurm time limit: M, M:S, H:M:S, D-H, D-H:M, D-H:M:S; ValueError otherwise."""
+    match = re.fullmatch(r"(?:(\d+)-)?(\d+)(?::(\d+))?(?::(\d+))?", str(text).strip())
+    if not match or str(text).strip() in ("", "0"):
+        raise ValueError(f"time_limit: '{text}' is not a Slurm time (M, M:S, H:M:S, D-H, D-H:M or D-H:M:S), "
+                         "or is 0")
+    days, a, b, c = match.groups()
+    a, b, c = int(a), None if b is None else int(b), None if c is None else int(c)
+    if days is not None:  # D-H, D-H:M, D-H:M:S
+        return int(days) * 86400 + a * 3600 + (b or 0) * 60 + (c or 0)
+    if c is not None:  # H:M:S
+        return a * 3600 + b * 60 + c
+    if b is not None:  # M:S
+        return a * 60 + b
+    return a * 60  # M
+
+
+def _split_override(text):
+    key, sep, value = text.partition("=")
+    if not sep or not key.strip():
+        raise ValueError(f"override '{text}' is not KEY=VALUE (e.g. parallel.tp=8)")
+    return key.strip(), value
+
+
+def read_run(config_path, overrides=()):
+    """The config file's sections as dicts with the --set overrides applied (values parsed as YAML
+    scalars, as the driver does); ValueError naming the file when it is not a YAML mapping."""
+    import yaml  # PyYAML: installed with myriad, only needed here
+
+    try:
+        with open(config_path) as f:
+            data = yaml.safe_load(f)
+    except OSError as e:
+        raise ValueError(f"config: cannot read {config_path}: {e.strerror}") from e
+    except yaml.YAMLError as e:
+        raise ValueError(f"config: {config_path} is not valid YAML: {e}") from e
+    data = {} if data is None else data
+    if not isinstance(data, dict):
+        raise ValueError(f"config: {config_path} must hold a mapping of sections (model:, parallel:, ...)")
+    for override in overrides:
+        key, value = _split_override(override)
+        section, dot, name = key.partition(".")
+        if not dot or "." in name:
+            continue  # deeper keys (sample.*, data.sources) do not concern the script
+        if data.get(section) is None:
+            data[section] = {}
+        section_data = data[section]
+        if isinstance(section_data, dict):
+            section_data[name] = yaml.safe_load(value) if value.strip() else ""
+    return data
+
+
+def _integer(section, key, value, minimum):
+    if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
+        raise ValueError(f"{section}.{key} must be an integer >= {minimum}, got {value!r}")
+    return value
+
+
+def run_facts(data, world, nodes, gpus_per_node):
+    """RunFacts of a config (read_run's dict) launched on `world` = nodes x gpus_per_node ranks;
+    ValueError naming the parallel key when the layout does not fill the world."""
+    parallel = data.get("parallel") or {}
+    training = data.get("training") or {}
+    logging = data.get("logging") or {}
+    checkpoint = data.get("checkpoint") or {}
+    for name, section in (("parallel", parallel), ("training", training), ("logging", logging),
+                          ("checkpoint", checkpoint)):
+        if not isinstance(section, dict):
+            raise ValueError(f"{name}: must be a mapping of keys, got {section!r}")
+    tp, pp, cp, ep = (_integer("parallel", k, parallel.get(k, 1), 1) for k in ("tp", "pp", "cp", "ep"))
+    dp = _integer("parallel", "dp", parallel.get("dp", 0), 0)
+    model = tp * pp * cp
+    where = f"nodes x gpus_per_node = {nodes} x {gpus_per_node} = {world}"
+    if dp == 0:
+        if world % model:
+            raise ValueError(f"parallel.dp is auto (world / (tp * pp * cp)), but {where} is not divisible by "
+                             f"parallel.tp * parallel.pp * parallel.cp = {tp} * {pp} * {cp} = {model}")
+        dp = world // model
+    elif dp * model != world:
+        raise ValueError(f"parallel.dp * parallel.tp * parallel.pp * parallel.cp = {dp} * {tp} * {pp} * {cp} = "
+                         f"{dp * model}, but {where} (change the nodes or the parallel degrees)")
+    if dp % ep:
+        raise ValueError(f"parallel.ep ({ep}) must divide parallel.dp ({dp})")
+    steps = _integer("training", "steps", training.get("steps", DEFAULT_STEPS), 1)
+    run_dir = logging.get("dir") or DEFAULT_LOGGING_DIR
+    checkpoint_dir = checkpoint.get("dir") or f"{str(run_dir).rstrip('/')}/checkpoints"
+    return RunFacts(tp, pp, cp, dp, ep, steps, str(checkpoint_dir))
+
+
+def _check_request(r):
+    for name in ("nodes", "gpus_per_node"):
+        value = getattr(r, name)
+        if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+            raise ValueError(f"{name} must be an integer >= 1, got {value!r}")
+    if r.launcher not in LAUNCHERS:
+        raise ValueError(f"launcher must be one of {', '.join(LAUNCHERS)}, got '{r.launcher}'")
+    for name in ("job_name", "partition", "account", "qos", "output_dir", "workdir", "switches_wait"):
+        value = getattr(r, name)
+        if value is not None and (not str(value) or re.search(r"\s", str(value))):
+            raise ValueError(f"{name} must be non-empty without spaces (an #SBATCH value), got '{value}'")
+    limit = parse_time_limit(r.time_limit)
+    if not 0 <= r.signal_lead_s < min(limit, 65536):
+        raise ValueError(f"signal_lead_s must be in [0, the time limit {limit} s) and at most 65535, "
+                         f"got {r.signal_lead_s}")
+    if r.switches is not None and (not isinstance(r.switches, int) or r.switches < 1):
+        raise ValueError(f"switches must be an integer >= 1, got {r.switches!r}")
+    if r.switches_wait is not None:
+        if r.switches is None:
+            raise ValueError("switches_wait needs switches (the hint is --switches=N@WAIT)")
+        parse_time_limit(r.switches_wait)
+    if r.cpus_per_task is not None and (not isinstance(r.cpus_per_task, int) or r.cpus_per_task < 1):
+        raise ValueError(f"cpus_per_task must be an integer >= 1, got {r.cpus_per_task!r}")
+    if not isinstance(r.restarts, int) or r.restarts < 0:
+        raise ValueError(f"restarts must be an integer >= 0, got {r.restarts!r}")
+    for key in r.environment:
+        if not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", key):
+            raise ValueError(f"environment: '{key}' is not a variable name")
+    for override in r.overrides:
+        _split_override(override)
+
+
+def sbatch_directives(r):
+    """The #SBATCH lines of a request, in order."""
+    lines = [f"--job-name={r.job_name}", f"--nodes={r.nodes}", f"--ntasks-per-node={r.gpus_per_node}",
+             f"--gpus-per-node={r.gpus_per_node}"]
+    if r.cpus_per_task is not None:
+        lines.append(f"--cpus-per-task={r.cpus_per_task}")
+    if r.exclusive:
+        lines.append("--exclusive")
+    lines.append(f"--time={r.time_limit}")
+    for name in ("partition", "account", "qos"):
+        if getattr(r, name):
+            lines.append(f"--{name}={getattr(r, name)}")
+    if r.switches is not None:
+        lines.append(f"--switches={r.switches}" + (f"@{r.switches_wait}" if r.switches_wait else ""))
+    if r.workdir:
+        lines.append(f"--chdir={r.workdir}")
+    lines += [f"--output={r.output_dir.rstrip('/') or '/'}/%x-%j.out", "--open-mode=append", "--requeue",
+              f"--signal=B:USR1@{r.signal_lead_s}"]
+    return ["#SBATCH " + line for line in lines]
+
+
+def launch_command(r, world):
+    """The launcher's argv (a list of words, unquoted)."""
+    driver = [r.python, "-m", "myriad.train", "--config", r.config, "--resume", "auto"]
+    for override in r.overrides:
+        driver += ["--set", override]
+    if r.launcher == "srun":
+        launch = ["srun", "--mpi=pmix", "--distribution=block", "--gpu-bind=none", "--kill-on-bad-exit=1",
+                  f"--ntasks-per-node={r.gpus_per_node}"]
+        if r.cpus_per_task is not None:  # srun does not inherit sbatch's --cpus-per-task (Slurm >= 22.05)
+            launch.append(f"--cpus-per-task={r.cpus_per_task}")
+    else:
+        launch = ["mpirun", "-np", str(world), "--map-by", f"ppr:{r.gpus_per_node}:node", "--rank-by", "slot",
+                  "--bind-to", "none"]
+        for name in ["OMP_NUM_THREADS", "PYTHONPATH"] + sorted(r.environment):
+            launch += ["-x", name]
+    supervisor = []
+    if r.restarts:
+        supervisor = [r.python, "-m", "myriad.run", "--max-restarts", str(r.restarts), "--backoff",
+                      f"{r.restart_backoff_s:g}", "--"]
+    return supervisor + launch + driver
+
+
+def _layout_notes(facts, r):
+    notes = [f"# layout: world {r.nodes * r.gpus_per_node} = tp {facts.tp} x cp {facts.cp} x dp {facts.dp} "
+             f"x pp {facts.pp} (ep {facts.ep} inside dp); ranks {r.gpus_per_node} per node, consecutive"]
+    if facts.tp > r.gpus_per_node or r.gpus_per_node % facts.tp:
+        notes.append(f"# note: tp {facts.tp} does not divide the {r.gpus_per_node} GPUs of a node, so some "
+                     "tensor-parallel groups span nodes (every layer's all-reduce crosses the network)")
+    return notes
+
+
+def render_sbatch(request):
+    """The batch script's text for `request` (an SbatchRequest); ValueError naming the field or the
+    config key when the request or the layout is wrong."""
+    r = request
+    _check_request(r)
+    world = r.nodes * r.gpus_per_node
+    facts = run_facts(read_run(r.config, r.overrides), world, r.nodes, r.gpus_per_node)
+    threads = r.cpus_per_task or 1
+    q = shlex.quote
+    lines = ["#!/bin/bash",
+             f"# myriad training job, generated by python -m myriad.operations.sbatch from {r.config}.",
+             "# Submit: sbatch THIS_FILE (create the --output folder first). Preempted or out of time, it",
+             "# checkpoints and requeues itself; it never requeues a finished or failed run",
+             "# (docs/planning_scheduling.md, Slurm batch scripts)."]
+    lines += sbatch_directives(r)
+    lines += _layout_notes(facts, r)
+    lines += ["set -uo pipefail", "",
+              f"CONFIG={q(r.config)}",
+              f"CHECKPOINT_DIR={q(facts.checkpoint_dir)}  # checkpoint.dir: the driver's checkpoints",
+              f"TRAINING_STEPS={facts.steps}  # training.steps: finished once the newest checkpoint is there",
+              f"export OMP_NUM_THREADS={threads}"]
+    if r.launcher == "mpirun":
+        lines.append('export PYTHONPATH="${PYTHONPATH:-}"')
+    lines += [f"export {key}={q(str(value))}" for key, value in sorted(r.environment.items())]
+    lines += list(r.setup)
+    launch = launch_command(r, world)
+    driver_at = launch.index("--config")
+    launch[driver_at + 1] = '"$CONFIG"'
+    words = [w if w == '"$CONFIG"' else q(w) for w in launch]
+    lines += ["LAUNCH=(" + " ".join(words) + ")", ""]
+    text = "\n".join(lines) + "\n" + NEWEST_STEP_BASH + "\n" + REQUEUE_DECISION_BASH + "\n" + LAUNCH_AND_DECIDE_BASH
+    return text
+
+
+def build_parser():
+    p = argparse.ArgumentParser(prog="python -m myriad.operations.sbatch",
+                                description="Print a Slurm batch script that runs a myriad config on N nodes, "
+                                            "checkpoints on preemption and requeues itself "
+                                            "(docs/planning_scheduling.md)")
+    p.add_argument("--config", required=True, help="the run's YAML (the planner's plan)")
+    p.add_argument("--nodes", type=int, required=True)
+    p.add_argument("--gpus-per-node", type=int, required=True, help="GPUs per node = ranks per node")
+    p.add_argument("--job-name", default="myriad")
+    p.add_argument("--time", dest="time_limit", default="24:00:00", help="time limit (Slurm format)")
+    p.add_argument("--partition")
+    p.add_argument("--account")
+    p.add_argument("--qos")
+    p.add_argument("--switches", type=int, help="at most this many leaf switches (topology hint)")
+    p.add_argument("--switches-wait", help="longest wait for that switch count (Slurm time), e.g. 1:00:00")
+    p.add_argument("--output-dir", default=".", help="folder of the job's log %%x-%%j.out (must exist)")
+    p.add_argument("--workdir", help="the job's working directory (default: the submit directory)")
+    p.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE",
+                   help="config override passed to the driver (repeatable)")
+    p.add_argument("--launcher", choices=LAUNCHERS, default="srun",
+                   help="srun --mpi=pmix (Slurm's own, default) or mpirun inside the allocation")
+    p.add_argument("--signal-lead", dest="signal_lead_s", type=int, default=180,
+                   help="seconds before the time limit at which the run checkpoints (default 180)")
+    p.add_argument("--cpus-per-task", type=int)
+    p.add_argument("--no-exclusive", dest="exclusive", action="store_false")
+    p.add_argument("--restarts", type=int, default=0, help="in-allocation restarts of failures (myriad.run)")
+    p.add_argument("--python", default="python3", help="the interpreter that has myriad (default python3)")
+    p.add_argument("--setup", action="append", default=[], metavar="LINE",
+                   help="shell line run before the launch, e.g. 'source venv/bin/activate' (repeatable)")
+    p.add_argument("--env", action="append", default=[], metavar="NAME=VALUE",
+                   help="environment variable for every rank (repeatable)")
+    p.add_argument("--out", help="write the script here instead of stdout")
+    return p
+
+
+def main(argv=None):
+    """Command line; returns the exit code (2 and one line on stderr for a bad request)."""
+    args = build_parser().parse_args(argv)
+    environment = {}
+    for item in args.env:
+        name, sep, value = item.partition("=")
+        if not sep:
+            print(f"error: --env '{item}' is not NAME=VALUE", file=sys.stderr)
+            return 2
+        environment[name] = value
+    fields = {f.name for f in dataclasses.fields(SbatchRequest)}
+    values = {k: v for k, v in vars(args).items() if k in fields}
+    request = SbatchRequest(**values, environment=environment)
+    try:
+        text = render_sbatch(request)
+    except ValueError as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 2
+    if args.out:
+        with open(args.out, "w") as f:
+            f.write(text)
+    else:
+        sys.stdout.write(text)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

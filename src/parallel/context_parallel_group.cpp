@@ -1,0 +1,36 @@
+// ContextParallelGroup: ring shifts and all-gathers over the cp communicator.
+#include "myriad/parallel/context_parallel_group.h"
+
+namespace myriad::parallel {
+
+namespace {
+
+// The send to the next rank and the receive from the previous one of one ring shift.
+class RingWork final : public nn::RingTransfer {
+ public:
+  RingWork(distributed::WorkHandle send, distributed::WorkHandle recv)
+      : send_(std::move(send)), recv_(std::move(recv)) {}
+  void wait() override {
+    recv_->wait();
+    send_->wait();
+  }
+
+ private:
+  distributed::WorkHandle send_, recv_;
+};
+
+}  // namespace
+
+std::unique_ptr<nn::RingTransfer> ContextParallelGroup::ring_shift(const Tensor& send, Tensor& recv, int tag) const {
+  const int n = cp_.size(), r = cp_.rank();
+  MYRIAD_CHECK(send.shape() == recv.shape() && send.is_contiguous() && recv.is_contiguous(),
+               "cp ring shift: send " << send.describe() << " and recv " << recv.describe()
+                                      << " must be contiguous and of one shape");
+  distributed::WorkHandle out = cp_.send_async(send, (r + 1) % n, tag);
+  distributed::WorkHandle in = cp_.recv_async(recv, (r - 1 + n) % n, tag);
+  return std::make_unique<RingWork>(std::move(out), std::move(in));
+}
+
+void ContextParallelGroup::all_gather(const Tensor& in, Tensor& out) const { cp_.all_gather_async(in, out)->wait(); }
+
+}  // namespace myriad::parallel

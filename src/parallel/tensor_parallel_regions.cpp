@@ -1,0 +1,49 @@
+// TensorParallelRegions: the region ops and vocabulary-parallel layers over the tp communicator.
+#include "myriad/parallel/tensor_parallel_regions.h"
+
+#include "myriad/parallel/tensor_parallel_region.h"
+
+namespace myriad::parallel {
+
+TensorParallelRegions::TensorParallelRegions(distributed::Communicator& tp, bool sequence_parallel,
+                                             const nn::TransformerConfig& model)
+    : tp_(tp),
+      shards_rows_(sequence_parallel && tp.size() > 1),
+      shard_{model.padded_vocab_size() * tp.rank() / tp.size(), model.vocab_size} {}
+
+void TensorParallelRegions::gather_rows(const Tensor& rows, Tensor& full) const {
+  if (shards_rows_) gather_from_sequence_region_forward(tp_, rows, full);  // else rows is full
+}
+
+void TensorParallelRegions::reduce_to_rows(Tensor& full, Tensor& rows) const {
+  if (shards_rows_) {
+    reduce_scatter_to_sequence_region_forward(tp_, full, rows);
+  } else {
+    reduce_from_tp_region_forward(tp_, full);  // rows is full
+  }
+}
+
+void TensorParallelRegions::sum_replicated_grads(Tensor& grads) const {
+  if (shards_rows_) tp_.all_reduce(grads);  // partial sums over each rank's rows
+}
+
+void TensorParallelRegions::embedding_lookup(const Tensor& ids, const Tensor& table, Tensor& out) const {
+  vocab_parallel_embedding_lookup(shard_, ids, table, out);
+}
+
+void TensorParallelRegions::embedding_backward(const Tensor& ids, const Tensor& grad_out, Tensor& grad_table) const {
+  vocab_parallel_embedding_backward(shard_, ids, grad_out, grad_table);
+}
+
+void TensorParallelRegions::cross_entropy_forward(const Tensor& logits, const Tensor& targets,
+                                                  const CrossEntropyArgs& args, Tensor& losses, Tensor& lse) const {
+  vocab_parallel_cross_entropy_forward(tp_, shard_, logits, targets, args.ignore_index, losses, lse);
+}
+
+void TensorParallelRegions::cross_entropy_backward(const Tensor& logits, const Tensor& targets,
+                                                   const CrossEntropyArgs& args, const Tensor& lse,
+                                                   const Tensor& grad_losses, Tensor& grad_logits) const {
+  vocab_parallel_cross_entropy_backward(shard_, logits, targets, args.ignore_index, lse, grad_losses, grad_logits);
+}
+
+}  // namespace myriad::parallel

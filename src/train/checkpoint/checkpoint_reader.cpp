@@ -1,0 +1,216 @@
+// CheckpointReader: manifest checks, bounds-checked and checksummed piece reads, box assembly.
+#include "myriad/train/checkpoint/checkpoint_reader.h"
+
+#include <filesystem>
+#include <fstream>
+#include <set>
+#include <nlohmann/json.hpp>
+
+#include "myriad/data/token_shard.h"
+
+namespace fs = std::filesystem;
+using json = nlohmann::json;
+
+namespace myriad::train {
+
+struct CheckpointReader::Piece {
+  std::string file;
+  std::vector<nn::IndexRange> box;
+  std::uint64_t offset = 0, bytes = 0;
+  std::uint32_t crc32 = 0;
+  Tensor data;  // read and verified on first use
+};
+
+struct CheckpointReader::Entry {
+  Shape shape;
+  std::vector<Piece> pieces;
+};
+
+CheckpointReader::CheckpointReader(const std::string& checkpoint_dir, const std::string& model_yaml)
+    : dir_(checkpoint_dir), manifest_path_((fs::path(checkpoint_dir) / "manifest.json").string()) {
+  MYRIAD_CHECK(fs::exists(manifest_path_), "checkpoint: " << manifest_path_ << " not found");
+  json manifest;
+  try {
+    std::ifstream in(manifest_path_);
+    manifest = json::parse(in);
+  } catch (const json::exception& e) {
+    MYRIAD_THROW("checkpoint: " << manifest_path_ << " is not valid JSON: " << e.what());
+  }
+  const json version_field = manifest.is_object() ? manifest.value("format_version", json(-1)) : json(-1);
+  MYRIAD_CHECK(version_field.is_number_integer(),
+               "checkpoint: " << manifest_path_ << " has format_version " << version_field.dump()
+                              << ", which is not a whole number (this build reads " << kCheckpointFormatVersion << ")");
+  const int version = version_field.get<int>();
+  MYRIAD_CHECK(version <= kCheckpointFormatVersion, "checkpoint: " << manifest_path_ << " has format_version "
+                                                                   << version << ", newer than this build reads ("
+                                                                   << kCheckpointFormatVersion
+                                                                   << "); use a newer myriad");
+  MYRIAD_CHECK(version == kCheckpointFormatVersion,
+               "checkpoint: " << manifest_path_ << " has format_version " << version << "; this build reads "
+                              << kCheckpointFormatVersion << " (sharded checkpoints)");
+  try {
+    header_.step = manifest.at("step");
+    header_.config_yaml = manifest.at("config");
+    header_.model_yaml = manifest.at("model");
+    header_.layout = manifest.value("layout", "");
+    header_.seed = manifest.at("rng").at("seed");
+    header_.samples_consumed = manifest.at("data_cursor").at("samples_consumed");
+    header_.optimizer_steps = manifest.at("optimizer").at("adamw_steps");
+    if (manifest.contains("loss_scaler")) {
+      header_.loss_scale = manifest.at("loss_scaler").at("scale");
+      header_.loss_scale_finite_steps = manifest.at("loss_scaler").at("finite_steps");
+    }
+    MYRIAD_CHECK(header_.step >= 0 && header_.samples_consumed >= 0 && header_.optimizer_steps >= 0,
+                 "checkpoint: " << manifest_path_
+                                << " records a negative step, data cursor or optimizer step count (step "
+                                << header_.step << ", samples_consumed " << header_.samples_consumed << ", adamw_steps "
+                                << header_.optimizer_steps << ")");
+    std::set<std::string> listed_files;
+    for (const json& f : manifest.at("files")) {
+      const std::string name = f.at("name").get<std::string>();
+      const fs::path path = fs::path(dir_) / name;
+      listed_files.insert(name);
+      MYRIAD_CHECK(fs::is_regular_file(path),
+                   "checkpoint: data file " << path.string() << " listed in " << manifest_path_ << " is missing");
+      const std::uint64_t expected = f.at("bytes"), size = fs::file_size(path);
+      MYRIAD_CHECK(size == expected, "checkpoint: data file " << path.string() << " has " << size
+                                                              << " bytes, the manifest records " << expected
+                                                              << " (truncated or replaced)");
+    }
+    for (const auto& [name, t] : manifest.at("tensors").items()) {
+      auto entry = std::make_unique<Entry>();
+      entry->shape = t.at("shape").get<Shape>();
+      for (const json& p : t.at("pieces")) {
+        Piece piece;
+        piece.file = p.at("file");
+        MYRIAD_CHECK(listed_files.count(piece.file) == 1,
+                     "checkpoint: a piece of tensor '" << name << "' in " << manifest_path_ << " names the file '"
+                                                       << piece.file << "', which the manifest's files do not list");
+        for (const json& r : p.at("box"))
+          piece.box.push_back({r.at(0).get<std::int64_t>(), r.at(1).get<std::int64_t>()});
+        piece.offset = p.at("offset");
+        piece.bytes = p.at("bytes");
+        piece.crc32 = p.at("crc32");
+        MYRIAD_CHECK(piece.box.size() == entry->shape.size(), "checkpoint: a piece of tensor '"
+                                                                  << name << "' in " << manifest_path_
+                                                                  << " does not have one range per dimension");
+        std::int64_t elements = 1;
+        for (std::size_t d = 0; d < piece.box.size(); ++d) {
+          const nn::IndexRange& r = piece.box[d];
+          MYRIAD_CHECK(r.begin >= 0 && r.begin <= r.end && r.end <= entry->shape[d],
+                       "checkpoint: a piece of tensor '" << name << "' in " << manifest_path_
+                                                         << " lies outside its shape " << shape_string(entry->shape));
+          elements *= r.size();
+        }
+        MYRIAD_CHECK(piece.bytes == static_cast<std::uint64_t>(elements) * 4,
+                     "checkpoint: a piece of tensor '" << name << "' in " << manifest_path_ << " records "
+                                                       << piece.bytes << " bytes for " << elements << " f32 elements");
+        entry->pieces.push_back(std::move(piece));
+      }
+      tensors_[name] = std::move(entry);
+    }
+  } catch (const json::exception& e) {
+    MYRIAD_THROW("checkpoint: " << manifest_path_ << " is malformed: " << e.what());
+  }
+  MYRIAD_CHECK(model_yaml.empty() || header_.model_yaml == model_yaml,
+               "checkpoint: " << manifest_path_ << " was saved for a different model:\n"
+                              << header_.model_yaml << "this run's model is:\n"
+                              << model_yaml);
+}
+
+CheckpointReader::~CheckpointReader() = default;
+
+bool CheckpointReader::has(const std::string& tensor) const { return tensors_.count(tensor) == 1; }
+
+const Tensor& CheckpointReader::load_piece(const std::string& tensor, Piece& piece) {
+  if (piece.data.defined()) return piece.data;
+  const fs::path path = fs::path(dir_) / piece.file;
+  std::error_code error;
+  const std::uint64_t size = fs::file_size(path, error);
+  MYRIAD_CHECK(!error, "checkpoint: data file " << path.string() << " of tensor '" << tensor
+                                                << "' cannot be read: " << error.message());
+  MYRIAD_CHECK(piece.offset + piece.bytes <= size,
+               "checkpoint: tensor '" << tensor << "' at bytes [" << piece.offset << ", " << piece.offset + piece.bytes
+                                      << ") of " << path.string() << " (size " << size
+                                      << ") is out of bounds; the file is truncated or corrupt");
+  Shape extents;
+  for (const nn::IndexRange& r : piece.box) extents.push_back(r.size());
+  Tensor data = Tensor::empty(extents);
+  std::ifstream in(path, std::ios::binary);
+  in.seekg(static_cast<std::streamoff>(piece.offset));
+  in.read(static_cast<char*>(data.raw_data()), static_cast<std::streamsize>(piece.bytes));
+  MYRIAD_CHECK(in, "checkpoint: reading tensor '" << tensor << "' from " << path.string() << " failed");
+  MYRIAD_CHECK(data::crc32(data.raw_data(), piece.bytes) == piece.crc32,
+               "checkpoint: tensor '" << tensor << "' in " << path.string() << " fails its checksum (file corrupt)");
+  piece.data = data;
+  return piece.data;
+}
+
+void CheckpointReader::read(const std::string& tensor, const Shape& global_shape,
+                            const std::vector<nn::IndexRange>& box, const Tensor& dest) {
+  auto found = tensors_.find(tensor);
+  MYRIAD_CHECK(found != tensors_.end(), "checkpoint: " << manifest_path_ << " has no tensor '" << tensor << "'");
+  Entry& entry = *found->second;
+  MYRIAD_CHECK(entry.shape == global_shape, "checkpoint: tensor '" << tensor << "' in " << manifest_path_
+                                                                   << " has shape " << shape_string(entry.shape)
+                                                                   << ", this run expects "
+                                                                   << shape_string(global_shape));
+  MYRIAD_CHECK(box.size() == global_shape.size() && dest.dim() == static_cast<int>(box.size()),
+               "checkpoint: read of '" << tensor << "' needs one range per dimension and a destination of that rank");
+  std::int64_t wanted = 1;
+  for (std::size_t d = 0; d < box.size(); ++d) {
+    MYRIAD_CHECK(dest.size(static_cast<int>(d)) == box[d].size(), "checkpoint: read of '" << tensor << "': destination "
+                                                                                          << dest.describe()
+                                                                                          << " does not match the box");
+    wanted *= box[d].size();
+  }
+  std::int64_t covered = 0;
+  for (Piece& piece : entry.pieces) {
+    std::vector<nn::IndexRange> common(box.size());
+    bool overlaps = true;
+    std::int64_t elements = 1;
+    for (std::size_t d = 0; d < box.size(); ++d) {
+      common[d] = {std::max(box[d].begin, piece.box[d].begin), std::min(box[d].end, piece.box[d].end)};
+      overlaps = overlaps && common[d].begin < common[d].end;
+      elements *= std::max<std::int64_t>(common[d].size(), 0);
+    }
+    if (!overlaps) continue;
+    Tensor source = load_piece(tensor, piece), target = dest;
+    for (std::size_t d = 0; d < box.size(); ++d) {
+      const int dim = static_cast<int>(d);
+      source = source.slice(dim, common[d].begin - piece.box[d].begin, common[d].end - piece.box[d].begin);
+      target = target.slice(dim, common[d].begin - box[d].begin, common[d].end - box[d].begin);
+    }
+    target.copy_from(source);
+    covered += elements;
+  }
+  MYRIAD_CHECK(covered == wanted, "checkpoint: the pieces of tensor '" << tensor << "' in " << manifest_path_
+                                                                       << " cover " << covered << " of the " << wanted
+                                                                       << " elements asked for");
+}
+
+void CheckpointReader::read_whole(const std::string& tensor, const Tensor& dest) {
+  std::vector<nn::IndexRange> box;
+  for (std::int64_t extent : dest.shape()) box.push_back({0, extent});
+  read(tensor, dest.shape(), box, dest);
+}
+
+void read_prefixed_state(CheckpointReader& reader, const nn::ParameterStore& store, const std::string& prefix,
+                         Tensor& flat) {
+  for (const nn::Parameter& p : store.all()) {
+    nn::for_each_held_box(p, nn::parameter_view(flat, p),
+                          [&](const std::vector<nn::IndexRange>& box, const Tensor& piece) {
+                            reader.read(prefix + p.name, p.global_shape, box, piece);
+                          });
+  }
+}
+
+void read_parameter_state(CheckpointReader& reader, const nn::ParameterStore& store, Tensor& values, Tensor* m,
+                          Tensor* v) {
+  const std::pair<std::string, Tensor*> parts[] = {{"", &values}, {kAdamMPrefix, m}, {kAdamVPrefix, v}};
+  for (const auto& [prefix, flat] : parts) {
+    if (flat != nullptr && flat->defined()) read_prefixed_state(reader, store, prefix, *flat);
+  }
+}
+
+}  // namespace myriad::train
