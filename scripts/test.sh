@@ -51,7 +51,7 @@ finished "build"
 
 export OMP_NUM_THREADS="${OMP_NUM_THREADS:-2}"
 echo "[test] ctest -j $JOBS"
-ctest --test-dir "$BUILD_DIR" --output-on-failure --timeout 600 -j "$JOBS"
+ctest --test-dir "$BUILD_DIR" --output-on-failure --timeout 600 -j "$JOBS" --no-tests=error
 finished "ctest"
 
 echo "[test] CMake package: install the build, then build and run examples/find_package against it"
@@ -101,7 +101,7 @@ fi
 finished "ruff"
 
 if [ "${MYRIAD_SANITIZE_STEP:-1}" != "0" ]; then
-  echo "[test] sanitizers: the cpu and two-rank dist tests under ASan + UBSan (scripts/sanitize.sh)"
+  echo "[test] sanitizers: the layers' unit tests under ASan + UBSan (scripts/sanitize.sh)"
   "$ROOT/scripts/sanitize.sh"
   finished "sanitizers"
 fi
