@@ -28,7 +28,7 @@ model: {{architecture: gpt2, vocab_size: 320, n_layer: 2, n_head: 2, n_embd: 32,
 training: {{micro_batch: 2, gradient_accumulation: 2, seq_len: 32, steps: 8, lr: 3.0e-3, \
 eval_batches: 2, eval_every: 0}}
 data: {{path: {corpus}, tokenizer: "train:320"}}
-logging: {{dir: {run}, every: 1, straggler_every: 4}}
+logging: {{measure_peak: false, dir: {run}, every: 1, straggler_every: 4}}
 sample: {{tokens: 0}}
 """
 
@@ -183,7 +183,7 @@ parallel: {{ep: 2}}
 training: {{micro_batch: 2, gradient_accumulation: 2, seq_len: 32, steps: 8, lr: 3.0e-3, \
 eval_batches: 2, eval_every: 0}}
 data: {{path: {corpus}, tokenizer: "train:320"}}
-logging: {{dir: {run}, every: 1}}
+logging: {{measure_peak: false, dir: {run}, every: 1}}
 sample: {{tokens: 0}}
 """
 
@@ -206,7 +206,7 @@ parallel: {{tp: 2}}
 training: {{micro_batch: 2, gradient_accumulation: 1, seq_len: 256, steps: 4, lr: 3.0e-3, \
 eval_batches: 1, eval_every: 0}}
 data: {{path: {corpus}, tokenizer: "train:320"}}
-logging: {{dir: {run}, every: 1}}
+logging: {{measure_peak: false, dir: {run}, every: 1}}
 sample: {{tokens: 6}}
 """
 

@@ -41,6 +41,7 @@ checkpoint:
 logging:
   dir: {run}/logs
   level: warn
+  measure_peak: false
 sample:
   tokens: 20
 """

@@ -21,7 +21,7 @@ training: {{micro_batch: 4, gradient_accumulation: 2, seq_len: 32, steps: 40, lr
            eval_batches: 8}}
 data: {{path: {corpus}, tokenizer: "train:320"}}
 checkpoint: {{dir: {run}/checkpoints}}
-logging: {{dir: {run}/logs, level: warn}}
+logging: {{measure_peak: false, dir: {run}/logs, level: warn}}
 """
 
 

@@ -23,7 +23,7 @@ YAML = """\
 model: {{architecture: {arch}, vocab_size: 320, n_layer: 2, n_head: 2, n_embd: 32, context_length: 32}}
 training: {{micro_batch: 4, gradient_accumulation: 1, seq_len: 32, steps: 4, lr: 3.0e-3, eval_every: 0}}
 data: {{path: {corpus}, tokenizer: "train:320"}}
-logging: {{dir: {run}, level: warn, tensorboard: false}}
+logging: {{measure_peak: false, dir: {run}, level: warn, tensorboard: false}}
 """
 
 

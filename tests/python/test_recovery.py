@@ -27,7 +27,7 @@ training: {{micro_batch: 2, gradient_accumulation: 2, seq_len: 32, steps: 10, lr
 eval_batches: 2, eval_every: 0}}
 data: {{path: {corpus}, tokenizer: "train:320"}}
 checkpoint: {{every: 2}}
-logging: {{dir: {run}, every: 1}}
+logging: {{measure_peak: false, dir: {run}, every: 1}}
 sample: {{tokens: 0}}
 """
 

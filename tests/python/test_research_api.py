@@ -26,7 +26,7 @@ training: {{micro_batch: 4, gradient_accumulation: 2, seq_len: 32, steps: 30, lr
            eval_every: 0, eval_batches: 2}}
 data: {{path: {corpus}, tokenizer: "train:320"}}
 checkpoint: {{dir: {run}/checkpoints}}
-logging: {{dir: {run}/logs, level: warn}}
+logging: {{measure_peak: false, dir: {run}/logs, level: warn}}
 """
 
 

@@ -37,6 +37,7 @@ data:
   tokenizer: "train:320"
 logging:
   dir: {run}
+  measure_peak: false
 sample:
   tokens: 24
   prompt: "the cat"

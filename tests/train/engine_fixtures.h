@@ -44,6 +44,9 @@ data: {tokenizer: "train:320", val_fraction: 0.1}
   c.data.path = corpus;
   c.logging.dir = dir.string();
   c.checkpoint.dir = (dir / "checkpoints").string();
+  // No start-up peak-FLOP/s measurement (0.3 s of GEMMs per engine, the ranks sharing 2 cores):
+  // MFU divides by the datasheet estimate; tests/train/metrics/test_peak_flops.cpp measures.
+  c.logging.measure_peak = false;
   return c;
 }
 
