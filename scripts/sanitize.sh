@@ -4,7 +4,8 @@
 # parallel, config, data — into build-sanitize (-DMYRIAD_SANITIZE=address,undefined at -O1; no
 # CUDA backend, train layer, Python module, benchmarks or tools), then runs its tests (ctest label
 # `cpu`, of which only myriad_layer_tests is built there: every test of
-# tests/{core,ops,nn,optim,distributed,parallel,config,data}) with leak checking. A finding fails its test (-fno-sanitize-recover, halt_on_error).
+# tests/{core,ops,nn,optim,distributed,parallel,config,data}) with leak checking. A finding fails
+# its test (-fno-sanitize-recover, halt_on_error).
 # Not covered here, and run only in the Release build by scripts/test.sh: the train layer's suite
 # (myriad_tests: the Engine end to end), the MPI suites (label dist), the emulated CUDA suites.
 # The pass is limited to the layers so that the test command stays within its time budget
@@ -23,20 +24,17 @@ cmake -S "$ROOT" -B "$BUILD" -G Ninja -DCMAKE_BUILD_TYPE=Release -DCMAKE_CXX_FLA
   ${MYRIAD_CMAKE_ARGS:-} >/dev/null
 export OMP_NUM_THREADS="${OMP_NUM_THREADS:-2}"
 export UBSAN_OPTIONS="print_stacktrace=1:halt_on_error=1"
+targets=(myriad_layer_tests)
+[ "${MYRIAD_SANITIZE_ALL:-0}" = "1" ] && targets+=(myriad_tests myriad_mpi_tests myriad_bench_option_tests)
+cmake --build "$BUILD" -j "$JOBS" --target "${targets[@]}"
+echo "[sanitize] ctest -L cpu (the built suites: ${targets[*]}) under ASan + UBSan"
+# --no-tests=error: a selection that finds nothing fails instead of passing quietly.
+ASAN_OPTIONS="detect_leaks=1:abort_on_error=1" ctest --test-dir "$BUILD" -L cpu -j "$JOBS" --output-on-failure \
+  --timeout 900 --no-tests=error
 if [ "${MYRIAD_SANITIZE_ALL:-0}" = "1" ]; then
-  cmake --build "$BUILD" -j "$JOBS" --target myriad_layer_tests myriad_tests myriad_mpi_tests myriad_bench_option_tests
-  echo "[sanitize] ctest -L cpu under ASan + UBSan"
-  ASAN_OPTIONS="detect_leaks=1:abort_on_error=1" ctest --test-dir "$BUILD" -L cpu -j "$JOBS" --output-on-failure \
-    --timeout 900
   # Leak checking is off under mpirun: Open MPI keeps allocations of its own until exit.
   echo "[sanitize] two-rank dist tests under ASan + UBSan"
   ASAN_OPTIONS="detect_leaks=0:abort_on_error=1" ctest --test-dir "$BUILD" -L dist -R '\.np2$' --output-on-failure \
-    --timeout 1200
-else
-  cmake --build "$BUILD" -j "$JOBS" --target myriad_layer_tests
-  echo "[sanitize] myriad_layer_tests (the unit tests of the layers below train) under ASan + UBSan"
-  # --no-tests=error: a selection that finds nothing fails instead of passing quietly.
-  ASAN_OPTIONS="detect_leaks=1:abort_on_error=1" ctest --test-dir "$BUILD" -L cpu -j "$JOBS" --output-on-failure \
-    --timeout 900 --no-tests=error
+    --timeout 1200 --no-tests=error
 fi
 echo "[sanitize] clean"

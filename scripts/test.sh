@@ -10,10 +10,11 @@
 #   5. the Python package: `pip install .` into the venv, pointed at the same build folder with
 #      the same settings (so it installs what step 2 compiled, compiling nothing again), then
 #      pytest against the installed package;
-#   6. lint gates: `ruff check` over every tracked .py file (pyproject.toml's [tool.ruff]) and
-#      clang-format --dry-run --Werror over every tracked C++/CUDA file (tests/python/test_formatting.py);
-#   7. sanitize.sh: the CPU unit tests and the two-rank suites under ASan + UBSan (their own
-#      build; skip with MYRIAD_SANITIZE_STEP=0).
+#   6. lint gates: `ruff check` over the repository's .py files (pyproject.toml's [tool.ruff]; it
+#      skips what .gitignore names) and clang-format --dry-run --Werror over every tracked C++/CUDA
+#      file (tests/python/test_formatting.py);
+#   7. sanitize.sh: the unit tests of the layers below train under ASan + UBSan (their own build;
+#      skip with MYRIAD_SANITIZE_STEP=0).
 # Prints each step's wall time at the end. Exits non-zero if any step fails.
 # Environment: BUILD_DIR (default build), MYRIAD_CMAKE_ARGS, MYRIAD_JOBS (default: CPUs),
 # MYRIAD_SANITIZE_STEP.
@@ -92,12 +93,8 @@ finished "pip install ."
 MYRIAD_TEST_INSTALLED=1 MYRIAD_REQUIRE_HF=1 PYTHONPATH="" "$VENV/bin/python" -m pytest -q tests/python
 finished "pytest"
 
-echo "[test] lint: ruff check over the tracked Python files"
-if git rev-parse --is-inside-work-tree >/dev/null 2>&1; then
-  git ls-files -z '*.py' | xargs -0 "$VENV/bin/python" -m ruff check --quiet
-else
-  find python tests benchmarks scripts examples -name '*.py' -print0 | xargs -0 "$VENV/bin/python" -m ruff check --quiet
-fi
+echo "[test] lint: ruff check over the repository's Python files"
+"$VENV/bin/python" -m ruff check --quiet "$ROOT"
 finished "ruff"
 
 if [ "${MYRIAD_SANITIZE_STEP:-1}" != "0" ]; then
