@@ -4,14 +4,9 @@
 #include "myriad/cuda/cuda_backend.h"
 #include "myriad/cuda/device_guard.h"
 #include "myriad/cuda/kernels.h"
+#include "kernel_pointers.h"
 
 namespace myriad::cuda {
-
-namespace {
-
-float* floats(const Tensor& t) { return t.defined() ? t.data<float>() : nullptr; }
-
-}  // namespace
 
 void CudaBackend::layernorm_forward(const LayernormArgs& args, const Tensor& x, const Tensor& weight,
                                     const Tensor& bias, Tensor& out, Tensor& mean, Tensor& rstd) {

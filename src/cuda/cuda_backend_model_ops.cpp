@@ -11,12 +11,11 @@
 #include "myriad/cuda/device_guard.h"
 #include "myriad/cuda/kernels.h"
 #include "heads_layout.h"
+#include "kernel_pointers.h"
 
 namespace myriad::cuda {
 
 namespace {
-
-float* floats(const Tensor& t) { return t.defined() ? t.data<float>() : nullptr; }
 
 void require_contiguous(const char* op, const char* name, const Tensor& t) {
   MYRIAD_CHECK(!t.defined() || t.is_contiguous(), op << " on " << t.device().str() << ": '" << name << "' "

@@ -28,12 +28,11 @@
 #include "myriad/cuda/cuda_backend.h"
 #include "myriad/cuda/device_guard.h"
 #include "myriad/cuda/kernels.h"
+#include "kernel_pointers.h"
 
 namespace myriad::cuda {
 
 namespace {
-
-float* floats(const Tensor& t) { return t.defined() ? t.data<float>() : nullptr; }
 
 // The value of element `flat` of a contiguous i32 device tensor (waits for the stream).
 std::int32_t index_at(CudaBackend& backend, const Tensor& indices, long long flat) {

@@ -16,6 +16,7 @@
 
 #include "myriad/core/error.h"
 #include "myriad/data/pretokenize.h"
+#include "bpe_pair_key.h"
 
 namespace myriad::data {
 
@@ -25,10 +26,6 @@ constexpr std::int32_t kNoRank = std::numeric_limits<std::int32_t>::max();
 // Pieces up to this many bytes use the array algorithm (a linear scan per merge); longer ones
 // use a heap over a linked list (n log n).
 constexpr std::size_t kShortPiece = 64;
-
-inline std::uint64_t pair_key(std::int32_t left, std::int32_t right) {
-  return (static_cast<std::uint64_t>(static_cast<std::uint32_t>(left)) << 32) | static_cast<std::uint32_t>(right);
-}
 
 std::string location(const std::string& path, std::int64_t line) {
   return line > 0 ? path + ":" + std::to_string(line) + ":" : path + ":";

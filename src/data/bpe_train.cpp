@@ -12,14 +12,11 @@
 #include "myriad/core/error.h"
 #include "myriad/data/bpe_tokenizer.h"
 #include "myriad/data/pretokenize.h"
+#include "bpe_pair_key.h"
 
 namespace myriad::data {
 
 namespace {
-
-inline std::uint64_t pair_key(std::int32_t left, std::int32_t right) {
-  return (static_cast<std::uint64_t>(static_cast<std::uint32_t>(left)) << 32) | static_cast<std::uint32_t>(right);
-}
 
 struct Word {
   std::vector<std::int32_t> symbols;

@@ -5,6 +5,7 @@
 
 #include "myriad/ops/backend.h"
 #include "myriad/ops/op_checks.h"
+#include "f32_operand.h"
 
 namespace myriad {
 
@@ -51,9 +52,6 @@ void check_f32(const char* op, const char* name, const Tensor& t, const Shape& s
   ops::check_contiguous(op, name, t);
 }
 
-// The CPU reference of 16-bit operands: their exact f32 values.
-Tensor widened(const Tensor& t) { return t.dtype() == DType::f32 ? t : t.to(DType::f32); }
-
 }  // namespace
 
 void grouped_matmul_forward(const GroupedMatmulArgs& args, const Tensor& x, const Tensor& weight, const Tensor& bias,
@@ -66,7 +64,8 @@ void grouped_matmul_forward(const GroupedMatmulArgs& args, const Tensor& x, cons
   const std::initializer_list<ops::NamedTensor> tensors = {
       {"x", &x}, {"weight", &weight}, {"bias", &bias}, {"out", &out}};
   Device device = ops::check_same_device(op, tensors);
-  if (device.is_cpu()) return cpu::grouped_matmul_forward(args, widened(x), widened(weight), bias, offsets, out);
+  if (device.is_cpu())
+    return cpu::grouped_matmul_forward(args, ops::as_f32_operand(x), ops::as_f32_operand(weight), bias, offsets, out);
   ops::backend_of(op, tensors).grouped_matmul_forward(args, x, weight, bias, offsets, out);
 }
 
@@ -85,8 +84,8 @@ void grouped_matmul_backward(const GroupedMatmulArgs& args, const Tensor& x, con
       {"grad_x", &grad_x}, {"grad_weight", &grad_weight}, {"grad_bias", &grad_bias}};
   Device device = ops::check_same_device(op, tensors);
   if (device.is_cpu()) {
-    return cpu::grouped_matmul_backward(args, widened(x), widened(weight), offsets, grad_out, grad_x, grad_weight,
-                                        grad_bias);
+    return cpu::grouped_matmul_backward(args, ops::as_f32_operand(x), ops::as_f32_operand(weight), offsets, grad_out,
+                                        grad_x, grad_weight, grad_bias);
   }
   ops::backend_of(op, tensors)
       .grouped_matmul_backward(args, x, weight, offsets, grad_out, grad_x, grad_weight, grad_bias);

@@ -3,6 +3,7 @@
 
 #include "myriad/ops/backend.h"
 #include "myriad/ops/op_checks.h"
+#include "f32_operand.h"
 
 namespace myriad {
 
@@ -42,9 +43,6 @@ MatmulDims check_matmul(const char* op, const MatmulArgs& args, const Tensor& a,
   return dims;
 }
 
-// The CPU reference of 16-bit operands: their exact f32 values (then the f32 path).
-Tensor widened(const Tensor& t) { return !t.defined() || t.dtype() == DType::f32 ? t : t.to(DType::f32); }
-
 Shape out_shape(const MatmulDims& dims) {
   Shape shape = dims.batch;
   shape.push_back(dims.m);
@@ -61,7 +59,7 @@ void matmul_forward(const MatmulArgs& args, const Tensor& a, const Tensor& b, Te
   ops::check_shape(op, "out", out, out_shape(dims));
   const std::initializer_list<ops::NamedTensor> tensors = {{"a", &a}, {"b", &b}, {"out", &out}};
   Device device = ops::check_same_device(op, tensors);
-  if (device.is_cpu()) return cpu::matmul_forward(args, widened(a), widened(b), out);
+  if (device.is_cpu()) return cpu::matmul_forward(args, ops::as_f32_operand(a), ops::as_f32_operand(b), out);
   ops::backend_of(op, tensors).matmul_forward(args, a, b, out);
 }
 
@@ -82,7 +80,9 @@ void matmul_backward(const MatmulArgs& args, const Tensor& a, const Tensor& b, c
   const std::initializer_list<ops::NamedTensor> tensors = {
       {"a", &a}, {"b", &b}, {"grad_out", &grad_out}, {"grad_a", &grad_a}, {"grad_b", &grad_b}};
   Device device = ops::check_same_device(op, tensors);
-  if (device.is_cpu()) return cpu::matmul_backward(args, widened(a), widened(b), widened(grad_out), grad_a, grad_b);
+  if (device.is_cpu())
+    return cpu::matmul_backward(args, ops::as_f32_operand(a), ops::as_f32_operand(b), ops::as_f32_operand(grad_out),
+                                grad_a, grad_b);
   ops::backend_of(op, tensors).matmul_backward(args, a, b, grad_out, grad_a, grad_b);
 }
 

@@ -19,6 +19,7 @@
 #include "myriad/cuda/check.h"
 #include "myriad/cuda/device_buffer.h"
 #include "myriad/cuda/device_context.h"
+#include "reference.h"
 
 #define MYRIAD_REQUIRE_GPU()                                                          \
   do {                                                                                \
@@ -34,6 +35,13 @@ inline std::vector<float> random_floats(std::int64_t n, float low, float high, s
                                         std::uint64_t stream) {
   Tensor t = Tensor::empty({std::max<std::int64_t>(n, 1)});
   fill_uniform(t, low, high, seed, stream);
+  return std::vector<float>(t.data<float>(), t.data<float>() + n);
+}
+
+// n floats of testing::random_tensor({n}, seed, stream, low, high), as a host vector.
+inline std::vector<float> random_tensor_floats(std::int64_t n, std::uint64_t seed, std::uint64_t stream, float low,
+                                               float high) {
+  Tensor t = random_tensor({n}, seed, stream, low, high);
   return std::vector<float>(t.data<float>(), t.data<float>() + n);
 }
 

@@ -25,7 +25,7 @@ namespace {
 using testing::CudaBackendTest;
 using testing::expect_error_mentions;
 
-constexpr double kTolerance = 1e-4;
+constexpr double kAttentionTolerance = 1e-4;
 
 // One layout per (batch, q head) set: each query block keeps a random subset of the key blocks
 // (the blocks up to its own when causal, any otherwise), and every fifth row keeps none at all.
@@ -68,7 +68,7 @@ class CudaAttentionTest : public CudaBackendTest {
       worst = std::max(worst, std::abs(static_cast<double>(g) - r));
       scale = std::max(scale, std::abs(static_cast<double>(r)));
     }
-    EXPECT_LE(worst, kTolerance * (1.0 + scale)) << what << ": max |device - cpu| " << worst;
+    EXPECT_LE(worst, kAttentionTolerance * (1.0 + scale)) << what << ": max |device - cpu| " << worst;
     last_empty_rows_ = empty_rows;
   }
 
@@ -82,7 +82,7 @@ class CudaAttentionTest : public CudaBackendTest {
     Tensor d_out = backend_->empty(q.shape()), d_lse = backend_->empty({B, Hq, Tq});
     attention_forward(args, q, k, v, out, lse);
     attention_forward(args, on_device(q), on_device(k), on_device(v), d_out, d_lse);
-    expect_close(d_out, out, kTolerance, "out");
+    expect_close(d_out, out, kAttentionTolerance, "out");
     expect_lse_close(d_lse, lse, "lse");
     const auto start = [&](const Shape& shape, std::uint64_t s) {
       return args.accumulate ? random(shape, s) : Tensor::zeros(shape);
@@ -91,9 +91,9 @@ class CudaAttentionTest : public CudaBackendTest {
     Tensor d_dq = on_device(dq), d_dk = on_device(dk), d_dv = on_device(dv);
     attention_backward(args, q, k, v, out, lse, g, dq, dk, dv);
     attention_backward(args, on_device(q), on_device(k), on_device(v), d_out, d_lse, on_device(g), d_dq, d_dk, d_dv);
-    expect_close(d_dq, dq, kTolerance, "grad_q");  // also: every element finite (no NaN from empty rows)
-    expect_close(d_dk, dk, kTolerance, "grad_k");
-    expect_close(d_dv, dv, kTolerance, "grad_v");
+    expect_close(d_dq, dq, kAttentionTolerance, "grad_q");  // also: every element finite (no NaN from empty rows)
+    expect_close(d_dk, dk, kAttentionTolerance, "grad_k");
+    expect_close(d_dv, dv, kAttentionTolerance, "grad_v");
   }
 
   std::int64_t last_empty_rows_ = 0;  // -inf entries of the last lse compared
@@ -169,7 +169,7 @@ TEST_F(CudaAttentionTest, AccumulateIntoHeadsOfPackedRows) {
   attention_backward(args, q, k, v, out, lse, g, gq, gk, gv);
   attention_backward(args, on_device(q), on_device(k), on_device(v), on_device(out), on_device(lse), on_device(g), d_gq,
                      d_gk, d_gv);
-  expect_close(d_grad_rows, grad_rows, kTolerance, "qkv gradient rows (+=)");
+  expect_close(d_grad_rows, grad_rows, kAttentionTolerance, "qkv gradient rows (+=)");
 }
 
 // Ring attention's combine: a query chunk against two key chunks, each forward with its own
@@ -191,7 +191,7 @@ TEST_F(CudaAttentionTest, MergeOfTwoKeyChunksMatchesTheWholeAttention) {
                     d_lse);  // the accumulated side starts with -inf rows
   attention_forward(AttentionArgs{.q_offset = q_offset}, d_q, on_device(k1), on_device(v1), d_part, d_part_lse);
   attention_merge(d_out, d_lse, d_part, d_part_lse);
-  expect_close(d_out, out, kTolerance, "merged out");
+  expect_close(d_out, out, kAttentionTolerance, "merged out");
   expect_lse_close(d_lse, lse, "merged lse");
   // The other order (the part holds the -inf rows), against the CPU's own merge.
   Tensor c_out = Tensor::empty(q.shape()), c_lse = Tensor::empty({B, Hq, Tq});
@@ -201,9 +201,9 @@ TEST_F(CudaAttentionTest, MergeOfTwoKeyChunksMatchesTheWholeAttention) {
   Tensor d_c_out = on_device(c_out), d_c_lse = on_device(c_lse);
   attention_merge(c_out, c_lse, c_part, c_part_lse);
   attention_merge(d_c_out, d_c_lse, on_device(c_part), on_device(c_part_lse));
-  expect_close(d_c_out, c_out, kTolerance, "merged out, -inf in the part");
+  expect_close(d_c_out, c_out, kAttentionTolerance, "merged out, -inf in the part");
   expect_lse_close(d_c_lse, c_lse, "merged lse, -inf in the part");
-  expect_close(d_c_out, out, kTolerance, "merged out against the whole attention");
+  expect_close(d_c_out, out, kAttentionTolerance, "merged out against the whole attention");
 }
 
 TEST_F(CudaAttentionTest, ALayoutBlockTheKernelsCannotTileIsRefused) {

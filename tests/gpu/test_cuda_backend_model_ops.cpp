@@ -26,7 +26,7 @@ namespace {
 using testing::CudaBackendTest;
 using testing::expect_error_mentions;
 
-constexpr double kTolerance = 1e-4;
+constexpr double kModelOpsTolerance = 1e-4;
 
 // (B, T, heads, D) view of columns [first, first + heads * D) of packed (B, T, W) rows.
 Tensor rows_of_heads(const Tensor& packed, std::int64_t first, std::int64_t heads, std::int64_t D) {
@@ -51,7 +51,7 @@ TEST_F(CudaBackendTest, Int8LinearMatchesTheCpuPerChannelAndPerGroup) {
         int8_linear_forward(args, x, q, scales, with_bias ? b : Tensor(), y);
         int8_linear_forward(args, on_device(x), on_device(q), on_device(scales), with_bias ? on_device(b) : Tensor(),
                             d_y);
-        expect_close(d_y, y, kTolerance, "y");
+        expect_close(d_y, y, kModelOpsTolerance, "y");
       }
     }
   }
@@ -68,20 +68,20 @@ TEST_F(CudaBackendTest, AttentionOnContiguousHeadsCausalOrNotWithGroupedQueries)
     Tensor d_out = backend_->empty({B, Hq, T, D}), d_lse = backend_->empty({B, Hq, T});
     attention_forward(args, q, k, v, out, lse);
     attention_forward(args, on_device(q), on_device(k), on_device(v), d_out, d_lse);
-    expect_close(d_out, out, kTolerance, "out");
-    expect_close(d_lse, lse, kTolerance, "lse");
+    expect_close(d_out, out, kModelOpsTolerance, "out");
+    expect_close(d_lse, lse, kModelOpsTolerance, "lse");
     Tensor dq = Tensor::empty(q.shape()), dk = Tensor::empty(k.shape()), dv = Tensor::empty(v.shape());
     attention_backward(args, q, k, v, out, lse, g, dq, dk, dv);
     Tensor d_dq = backend_->empty(q.shape()), d_dk = backend_->empty(k.shape()), d_dv = backend_->empty(v.shape());
     attention_backward(args, on_device(q), on_device(k), on_device(v), d_out, d_lse, on_device(g), d_dq, d_dk, d_dv);
-    expect_close(d_dq, dq, kTolerance, "grad_q");
-    expect_close(d_dk, dk, kTolerance, "grad_k");
-    expect_close(d_dv, dv, kTolerance, "grad_v");
+    expect_close(d_dq, dq, kModelOpsTolerance, "grad_q");
+    expect_close(d_dk, dk, kModelOpsTolerance, "grad_k");
+    expect_close(d_dv, dv, kModelOpsTolerance, "grad_v");
     // A skipped gradient leaves the others as they were.
     Tensor skipped, d_dk2 = backend_->empty(k.shape());
     attention_backward(args, on_device(q), on_device(k), on_device(v), d_out, d_lse, on_device(g), skipped, d_dk2,
                        skipped);
-    expect_close(d_dk2, dk, kTolerance, "grad_k alone");
+    expect_close(d_dk2, dk, kModelOpsTolerance, "grad_k alone");
   }
 }
 
@@ -103,14 +103,14 @@ TEST_F(CudaBackendTest, AttentionOnTheHeadsOfPackedQkvRows) {
   Tensor att_heads = heads(att), d_att_heads = heads(d_att);
   attention_forward(AttentionArgs{}, q, k, v, att_heads, lse);
   attention_forward(AttentionArgs{}, dq_in, dk_in, dv_in, d_att_heads, d_lse);
-  expect_close(d_att, att, kTolerance, "attention rows");
+  expect_close(d_att, att, kModelOpsTolerance, "attention rows");
   Tensor grad_qkv = Tensor::zeros({B, T, W}), d_grad_qkv = backend_->empty({B, T, W});
   backend_->zero(d_grad_qkv);
   auto [gq, gk, gv] = views(grad_qkv);
   auto [d_gq, d_gk, d_gv] = views(d_grad_qkv);
   attention_backward(AttentionArgs{}, q, k, v, att_heads, lse, heads(g_rows), gq, gk, gv);
   attention_backward(AttentionArgs{}, dq_in, dk_in, dv_in, d_att_heads, d_lse, heads(d_g_rows), d_gq, d_gk, d_gv);
-  expect_close(d_grad_qkv, grad_qkv, kTolerance, "qkv gradient rows");
+  expect_close(d_grad_qkv, grad_qkv, kModelOpsTolerance, "qkv gradient rows");
 }
 
 TEST_F(CudaBackendTest, RopeOnRowsOfHeadsAndInPlace) {
@@ -121,17 +121,17 @@ TEST_F(CudaBackendTest, RopeOnRowsOfHeadsAndInPlace) {
   Tensor out = Tensor::empty({B, T, H, D}), d_out = backend_->empty({B, T, H, D});
   rope_forward(args, x, out);
   rope_forward(args, d_x, d_out);
-  expect_close(d_out, out, kTolerance, "rope of rows of heads");
+  expect_close(d_out, out, kModelOpsTolerance, "rope of rows of heads");
   rope_backward(args, out, out);  // in place: rotating back gives x
   rope_backward(args, d_out, d_out);
-  expect_close(d_out, out, kTolerance, "rope backward in place");
+  expect_close(d_out, out, kModelOpsTolerance, "rope backward in place");
   // Into rows of heads (the output a view too).
   Tensor rows = Tensor::zeros({B, T, W}), d_rows = backend_->empty({B, T, W});
   backend_->zero(d_rows);
   Tensor into = rows_of_heads(rows, 2 * D, H, D), d_into = rows_of_heads(d_rows, 2 * D, H, D);
   rope_forward(args, x, into);
   rope_forward(args, d_x, d_into);
-  expect_close(d_rows, rows, kTolerance, "rope into rows of heads");
+  expect_close(d_rows, rows, kModelOpsTolerance, "rope into rows of heads");
 }
 
 TEST_F(CudaBackendTest, EmbeddingLooksUpAndAccumulatesAndNamesABadId) {
@@ -166,12 +166,12 @@ TEST_F(CudaBackendTest, CrossEntropyWithIgnoredRowsAndABadTarget) {
   Tensor d_losses = backend_->empty({N}), d_lse = backend_->empty({N});
   cross_entropy_forward(args, logits, targets, losses, lse);
   cross_entropy_forward(args, on_device(logits), on_device(targets), d_losses, d_lse);
-  expect_close(d_losses, losses, kTolerance, "losses");
-  expect_close(d_lse, lse, kTolerance, "lse");
+  expect_close(d_losses, losses, kModelOpsTolerance, "losses");
+  expect_close(d_lse, lse, kModelOpsTolerance, "lse");
   Tensor grad = Tensor::empty({N, V}), d_grad = backend_->empty({N, V});
   cross_entropy_backward(args, logits, targets, lse, grad_losses, grad);
   cross_entropy_backward(args, on_device(logits), on_device(targets), d_lse, on_device(grad_losses), d_grad);
-  expect_close(d_grad, grad, kTolerance, "grad_logits");
+  expect_close(d_grad, grad, kModelOpsTolerance, "grad_logits");
   targets.data<std::int32_t>()[6] = static_cast<std::int32_t>(V + 3);
   expect_error_mentions([&] { cross_entropy_forward(args, on_device(logits), on_device(targets), d_losses, d_lse); },
                         {"cross_entropy_forward", "row 6 of 9", "outside [0, V) with V = 130"});
@@ -201,7 +201,7 @@ TEST_F(CudaBackendTest, VocabShardEmbeddingAndCrossEntropyBackwardMatchTheCpu) {
   Tensor dl = Tensor::empty({N, V}), d_dl = backend_->empty({N, V});
   cross_entropy_backward(args, logits, targets, lse, grad_losses, dl);
   cross_entropy_backward(args, on_device(logits), on_device(targets), on_device(lse), on_device(grad_losses), d_dl);
-  expect_close(d_dl, dl, kTolerance, "shard grad_logits");
+  expect_close(d_dl, dl, kModelOpsTolerance, "shard grad_logits");
 }
 
 TEST_F(CudaBackendTest, BiasAddWritesAndItsGradientAccumulates) {
@@ -244,16 +244,16 @@ TEST_F(CudaBackendTest, SoftmaxForwardAndBackwardMatchTheCpuInPlaceToo) {
     Tensor out = Tensor::empty(shape), d_out = backend_->empty(shape);
     softmax_forward(SoftmaxArgs{}, x, out);
     softmax_forward(SoftmaxArgs{}, on_device(x), d_out);
-    expect_close(d_out, out, kTolerance, "softmax");
+    expect_close(d_out, out, kModelOpsTolerance, "softmax");
     Tensor grad = Tensor::empty(shape), d_grad = backend_->empty(shape);
     softmax_backward(SoftmaxArgs{}, out, g, grad);
     softmax_backward(SoftmaxArgs{}, d_out, on_device(g), d_grad);
-    expect_close(d_grad, grad, kTolerance, "softmax gradient");
+    expect_close(d_grad, grad, kModelOpsTolerance, "softmax gradient");
     Tensor d_in_place = on_device(x), d_g = on_device(g);
     softmax_forward(SoftmaxArgs{}, d_in_place, d_in_place);
     softmax_backward(SoftmaxArgs{}, d_in_place, d_g, d_g);
-    expect_close(d_in_place, out, kTolerance, "softmax in place");
-    expect_close(d_g, grad, kTolerance, "softmax gradient in place");
+    expect_close(d_in_place, out, kModelOpsTolerance, "softmax in place");
+    expect_close(d_g, grad, kModelOpsTolerance, "softmax gradient in place");
   }
 }
 

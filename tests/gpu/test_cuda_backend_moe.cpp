@@ -21,7 +21,7 @@ namespace {
 using testing::CudaBackendTest;
 using testing::expect_error_mentions;
 
-constexpr double kTolerance = 1e-5;
+constexpr double kMoeTolerance = 1e-5;
 
 // slot (N, K): `assigned` random positions name distinct rows of R, the rest -1; source (R): the
 // token naming each row, -1 for padding rows.
@@ -68,14 +68,14 @@ TEST_F(CudaBackendTest, TokenRoutingMatchesTheCpu) {
       Tensor out = Tensor::empty({c.tokens, c.channels}), d_out = backend_->empty({c.tokens, c.channels});
       combine_rows_forward(rows, routing.slot, w, out);
       combine_rows_forward(on_device(rows), d_slot, d_w, d_out);
-      expect_close(d_out, out, kTolerance, "combine_rows_forward");
+      expect_close(d_out, out, kMoeTolerance, "combine_rows_forward");
 
       Tensor grad_rows = Tensor::empty({c.rows, c.channels}), grad_weight = Tensor::empty({c.tokens, c.k});
       Tensor d_grad_rows = backend_->empty({c.rows, c.channels}), d_grad_weight = backend_->empty({c.tokens, c.k});
       combine_rows_backward(rows, routing.slot, w, g, grad_rows, grad_weight);
       combine_rows_backward(on_device(rows), d_slot, d_w, on_device(g), d_grad_rows, d_grad_weight);
       expect_close(d_grad_rows, grad_rows, 0.0, "grad_rows");
-      expect_close(d_grad_weight, grad_weight, kTolerance, "grad_weight");
+      expect_close(d_grad_weight, grad_weight, kMoeTolerance, "grad_weight");
       Tensor skipped, d_rows_only = backend_->empty({c.rows, c.channels});
       combine_rows_backward(Tensor(), d_slot, d_w, on_device(g), d_rows_only, skipped);
       expect_close(d_rows_only, grad_rows, 0.0, "grad_rows without grad_weight");
@@ -118,7 +118,7 @@ TEST_F(CudaBackendTest, GroupedMatmulMatchesTheCpu) {
       Tensor out = Tensor::empty({R, M}), d_out = backend_->empty({R, M});
       grouped_matmul_forward(GroupedMatmulArgs{}, x, w, b, offsets, out);
       grouped_matmul_forward(GroupedMatmulArgs{}, d_x, d_w, on_device(b), offsets, d_out);
-      expect_close(d_out, out, kTolerance, with_bias ? "out with bias" : "out");
+      expect_close(d_out, out, kMoeTolerance, with_bias ? "out with bias" : "out");
     }
     // grad_x written then accumulated; grad_weight and grad_bias accumulate onto prior values.
     for (bool accumulate : {false, true}) {
@@ -128,9 +128,9 @@ TEST_F(CudaBackendTest, GroupedMatmulMatchesTheCpu) {
       Tensor d_grad_x = on_device(grad_x), d_grad_w = on_device(grad_w), d_grad_b = on_device(grad_b);
       grouped_matmul_backward(args, x, w, offsets, g, grad_x, grad_w, grad_b);
       grouped_matmul_backward(args, d_x, d_w, offsets, on_device(g), d_grad_x, d_grad_w, d_grad_b);
-      expect_close(d_grad_x, grad_x, kTolerance, "grad_x");
-      expect_close(d_grad_w, grad_w, kTolerance, "grad_weight");
-      expect_close(d_grad_b, grad_b, kTolerance, "grad_bias");
+      expect_close(d_grad_x, grad_x, kMoeTolerance, "grad_x");
+      expect_close(d_grad_w, grad_w, kMoeTolerance, "grad_weight");
+      expect_close(d_grad_b, grad_b, kMoeTolerance, "grad_bias");
       // Group 0 is empty: its grad_weight and grad_bias are bit-for-bit what they were.
       const Tensor prior_w = random({G, M, K}, 15), prior_b = random({G, M}, 16);
       const Tensor got_w = backend_->copy_to_host(d_grad_w), got_b = backend_->copy_to_host(d_grad_b);
@@ -140,7 +140,7 @@ TEST_F(CudaBackendTest, GroupedMatmulMatchesTheCpu) {
     Tensor skipped, grad_w = Tensor::zeros({G, M, K}), d_grad_w = on_device(grad_w);
     grouped_matmul_backward(GroupedMatmulArgs{}, x, w, offsets, g, skipped, grad_w, skipped);
     grouped_matmul_backward(GroupedMatmulArgs{}, d_x, d_w, offsets, on_device(g), skipped, d_grad_w, skipped);
-    expect_close(d_grad_w, grad_w, kTolerance, "grad_weight alone");
+    expect_close(d_grad_w, grad_w, kMoeTolerance, "grad_weight alone");
   }
 }
 

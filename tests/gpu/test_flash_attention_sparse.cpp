@@ -32,7 +32,7 @@ using testing::DeviceArray;
 
 enum class Kernel { f32, bf16, tc_bf16, tc_f16 };
 
-struct Case {
+struct SparseCase {
   std::string name;
   std::int64_t b, hq, hkv, tq, tk, d;
   std::int64_t q_offset = 0, k_offset = 0;
@@ -43,7 +43,7 @@ struct Case {
 
 constexpr std::int64_t kBlock = 64;
 
-BlockLayout make_layout(const Case& c) {
+BlockLayout make_layout(const SparseCase& c) {
   const std::int64_t positions = std::max(c.q_offset + c.tq, c.k_offset + c.tk);
   if (c.layout == 1) {
     return fixed_block_layout(FixedBlockPattern{.local_blocks = 1, .global_blocks = 1, .stride_blocks = 2}, positions,
@@ -89,7 +89,7 @@ struct Buffers {
   }
 };
 
-void run_case(const Case& c, Kernel kernel) {
+void run_case(const SparseCase& c, Kernel kernel) {
   const std::uint64_t seed = testing::fresh_seed();
   MYRIAD_SEED_TRACE(seed);
   cuda::DeviceContext context(0);
@@ -193,7 +193,7 @@ void run_case(const Case& c, Kernel kernel) {
   testing::expect_close(got_gv, testing::to_f64(gv), grad_atol, rtol, "grad_v " + what);
 }
 
-class FlashAttentionSparseKernel : public ::testing::TestWithParam<Case> {};
+class FlashAttentionSparseKernel : public ::testing::TestWithParam<SparseCase> {};
 
 TEST_P(FlashAttentionSparseKernel, EveryKernelMatchesTheCpuOp) {
   MYRIAD_REQUIRE_GPU();
@@ -206,50 +206,51 @@ TEST_P(FlashAttentionSparseKernel, EveryKernelMatchesTheCpuOp) {
 INSTANTIATE_TEST_SUITE_P(
     Cases, FlashAttentionSparseKernel,
     ::testing::Values(
-        Case{.name = "fixed_T200", .b = 1, .hq = 4, .hkv = 2, .tq = 200, .tk = 200, .d = 64, .layout = 1},
-        Case{.name = "per_head_causal", .b = 2, .hq = 2, .hkv = 1, .tq = 256, .tk = 256, .d = 64, .layout = 2},
-        Case{.name = "per_head_full",
-             .b = 2,
-             .hq = 2,
-             .hkv = 1,
-             .tq = 256,
-             .tk = 256,
-             .d = 128,
-             .causal = false,
-             .layout = 2},
-        Case{.name = "later_queries", .b = 1, .hq = 2, .hkv = 2, .tq = 100, .tk = 150, .d = 64, .q_offset = 120},
-        Case{.name = "keys_after_queries", .b = 1, .hq = 2, .hkv = 1, .tq = 70, .tk = 45, .d = 64, .k_offset = 40},
-        Case{.name = "cross_full",
-             .b = 1,
-             .hq = 2,
-             .hkv = 1,
-             .tq = 33,
-             .tk = 90,
-             .d = 128,
-             .q_offset = 7,
-             .k_offset = 3,
-             .causal = false},
-        Case{.name = "layout_offsets",
-             .b = 1,
-             .hq = 2,
-             .hkv = 1,
-             .tq = 128,
-             .tk = 192,
-             .d = 64,
-             .q_offset = 192,
-             .k_offset = 64,
-             .layout = 1},
-        Case{.name = "accumulate",
-             .b = 1,
-             .hq = 2,
-             .hkv = 1,
-             .tq = 128,
-             .tk = 192,
-             .d = 64,
-             .q_offset = 64,
-             .layout = 2,
-             .accumulate = true}),
-    [](const ::testing::TestParamInfo<Case>& info) { return info.param.name; });
+        SparseCase{.name = "fixed_T200", .b = 1, .hq = 4, .hkv = 2, .tq = 200, .tk = 200, .d = 64, .layout = 1},
+        SparseCase{.name = "per_head_causal", .b = 2, .hq = 2, .hkv = 1, .tq = 256, .tk = 256, .d = 64, .layout = 2},
+        SparseCase{.name = "per_head_full",
+                   .b = 2,
+                   .hq = 2,
+                   .hkv = 1,
+                   .tq = 256,
+                   .tk = 256,
+                   .d = 128,
+                   .causal = false,
+                   .layout = 2},
+        SparseCase{.name = "later_queries", .b = 1, .hq = 2, .hkv = 2, .tq = 100, .tk = 150, .d = 64, .q_offset = 120},
+        SparseCase{
+            .name = "keys_after_queries", .b = 1, .hq = 2, .hkv = 1, .tq = 70, .tk = 45, .d = 64, .k_offset = 40},
+        SparseCase{.name = "cross_full",
+                   .b = 1,
+                   .hq = 2,
+                   .hkv = 1,
+                   .tq = 33,
+                   .tk = 90,
+                   .d = 128,
+                   .q_offset = 7,
+                   .k_offset = 3,
+                   .causal = false},
+        SparseCase{.name = "layout_offsets",
+                   .b = 1,
+                   .hq = 2,
+                   .hkv = 1,
+                   .tq = 128,
+                   .tk = 192,
+                   .d = 64,
+                   .q_offset = 192,
+                   .k_offset = 64,
+                   .layout = 1},
+        SparseCase{.name = "accumulate",
+                   .b = 1,
+                   .hq = 2,
+                   .hkv = 1,
+                   .tq = 128,
+                   .tk = 192,
+                   .d = 64,
+                   .q_offset = 64,
+                   .layout = 2,
+                   .accumulate = true}),
+    [](const ::testing::TestParamInfo<SparseCase>& info) { return info.param.name; });
 
 }  // namespace
 }  // namespace myriad

@@ -41,16 +41,11 @@ double gelu_grad_f64(double x) {
   return (gelu_f64(x + h) - gelu_f64(x - h)) / (2.0 * h);
 }
 
-std::vector<float> random_floats(std::int64_t n, std::uint64_t seed, std::uint64_t stream, float low, float high) {
-  Tensor t = testing::random_tensor({n}, seed, stream, low, high);
-  return std::vector<float>(t.data<float>(), t.data<float>() + n);
-}
-
 // Random values already rounded to bf16, as raw bit patterns.
 std::vector<std::uint16_t> random_bf16(std::int64_t n, std::uint64_t seed, std::uint64_t stream, float low,
                                        float high) {
   std::vector<std::uint16_t> bits;
-  for (float v : random_floats(n, seed, stream, low, high)) bits.push_back(float_to_bf16(v));
+  for (float v : testing::random_tensor_floats(n, seed, stream, low, high)) bits.push_back(float_to_bf16(v));
   return bits;
 }
 
@@ -87,8 +82,8 @@ TEST_P(GeluKernel, F32ForwardAndBackwardMatchFloat64) {
   const std::uint64_t seed = testing::fresh_seed();
   MYRIAD_SEED_TRACE(seed);
   cuda::DeviceContext context(0);
-  const std::vector<float> x = random_floats(c.n, seed, 0, -6.0f, 6.0f);
-  const std::vector<float> grad_out = random_floats(c.n, seed, 1, -1.0f, 1.0f);
+  const std::vector<float> x = testing::random_tensor_floats(c.n, seed, 0, -6.0f, 6.0f);
+  const std::vector<float> grad_out = testing::random_tensor_floats(c.n, seed, 1, -1.0f, 1.0f);
   DeviceArray<float> dx(context, x, c.x_offset), dgo(context, grad_out, c.x_offset);
   DeviceArray<float> dout(context, c.n, c.out_offset), dgx(context, c.n, c.out_offset);
 
@@ -143,8 +138,8 @@ TEST(GeluKernelInPlace, InPlaceEqualsOutOfPlace) {
   MYRIAD_SEED_TRACE(seed);
   cuda::DeviceContext context(0);
   const std::int64_t n = 5003;
-  const std::vector<float> x = random_floats(n, seed, 0, -6.0f, 6.0f);
-  const std::vector<float> grad_out = random_floats(n, seed, 1, -1.0f, 1.0f);
+  const std::vector<float> x = testing::random_tensor_floats(n, seed, 0, -6.0f, 6.0f);
+  const std::vector<float> grad_out = testing::random_tensor_floats(n, seed, 1, -1.0f, 1.0f);
   DeviceArray<float> dx(context, x), dgo(context, grad_out), dout(context, n), dgx(context, n);
   cuda::gelu_forward_f32(dx.get(), dout.get(), n, context.stream());
   cuda::gelu_backward_f32(dx.get(), dgo.get(), dgx.get(), n, context.stream());

@@ -87,13 +87,8 @@ LayernormGradsF64 layernorm_backward_f64(const std::vector<double>& grad_out, co
   return g;
 }
 
-std::vector<float> random_floats(std::int64_t n, std::uint64_t seed, std::uint64_t stream, float low, float high) {
-  Tensor t = testing::random_tensor({n}, seed, stream, low, high);
-  return std::vector<float>(t.data<float>(), t.data<float>() + n);
-}
-
 std::vector<float> well_conditioned_rows(std::int64_t rows, std::int64_t channels, std::uint64_t seed) {
-  std::vector<float> x = random_floats(rows * channels, seed, 0, -0.5f, 0.5f);
+  std::vector<float> x = testing::random_tensor_floats(rows * channels, seed, 0, -0.5f, 0.5f);
   for (std::int64_t i = 0; i < rows * channels; ++i) x[i] += 2.0f + ((i % channels) % 2 == 0 ? -1.0f : 1.0f);
   return x;
 }
@@ -112,7 +107,7 @@ struct LayernormCase {
 
 void PrintTo(const LayernormCase& c, std::ostream* os) { *os << "(N, C) = (" << c.rows << ", " << c.channels << ")"; }
 
-std::string case_name(const ::testing::TestParamInfo<LayernormCase>& info) {
+std::string layernorm_case_name(const ::testing::TestParamInfo<LayernormCase>& info) {
   return "N" + std::to_string(info.param.rows) + "_C" + std::to_string(info.param.channels);
 }
 
@@ -126,11 +121,11 @@ TEST_P(LayernormKernel, ForwardAndBackwardMatchFloat64) {
   MYRIAD_SEED_TRACE(seed);
   cuda::DeviceContext context(0);
   const std::vector<float> x = well_conditioned_rows(rows, channels, seed);
-  const std::vector<float> w = random_floats(channels, seed, 1, -1.0f, 1.0f);
-  const std::vector<float> b = random_floats(channels, seed, 2, -1.0f, 1.0f);
-  const std::vector<float> grad_out = random_floats(rows * channels, seed, 3, -1.0f, 1.0f);
-  const std::vector<float> grad_w0 = random_floats(channels, seed, 4, -1.0f, 1.0f);
-  const std::vector<float> grad_b0 = random_floats(channels, seed, 5, -1.0f, 1.0f);
+  const std::vector<float> w = testing::random_tensor_floats(channels, seed, 1, -1.0f, 1.0f);
+  const std::vector<float> b = testing::random_tensor_floats(channels, seed, 2, -1.0f, 1.0f);
+  const std::vector<float> grad_out = testing::random_tensor_floats(rows * channels, seed, 3, -1.0f, 1.0f);
+  const std::vector<float> grad_w0 = testing::random_tensor_floats(channels, seed, 4, -1.0f, 1.0f);
+  const std::vector<float> grad_b0 = testing::random_tensor_floats(channels, seed, 5, -1.0f, 1.0f);
 
   DeviceArray<float> dx(context, x), dw(context, w), db(context, b), dgo(context, grad_out);
   DeviceArray<float> dout(context, rows * channels), dmean(context, rows), drstd(context, rows);
@@ -181,7 +176,7 @@ INSTANTIATE_TEST_SUITE_P(Shapes, LayernormKernel,
                          ::testing::Values(LayernormCase{1, 7}, LayernormCase{6, 1}, LayernormCase{5, 33},
                                            LayernormCase{3, 64}, LayernormCase{4, 1031}, LayernormCase{17, 768},
                                            LayernormCase{300, 40}, LayernormCase{1000, 96}, LayernormCase{40000, 3}),
-                         case_name);
+                         layernorm_case_name);
 
 TEST(LayernormKernelContract, OptionalOutputsAndDeterminism) {
   MYRIAD_REQUIRE_GPU();
@@ -190,8 +185,8 @@ TEST(LayernormKernelContract, OptionalOutputsAndDeterminism) {
   cuda::DeviceContext context(0);
   const std::int64_t rows = 3000, channels = 70;  // 12 row groups: the scratch path
   const std::vector<float> x = well_conditioned_rows(rows, channels, seed);
-  const std::vector<float> w = random_floats(channels, seed, 1, -1.0f, 1.0f);
-  const std::vector<float> grad_out = random_floats(rows * channels, seed, 3, -1.0f, 1.0f);
+  const std::vector<float> w = testing::random_tensor_floats(channels, seed, 1, -1.0f, 1.0f);
+  const std::vector<float> grad_out = testing::random_tensor_floats(rows * channels, seed, 3, -1.0f, 1.0f);
   const std::vector<float> zeros(channels, 0.0f);
   DeviceArray<float> dx(context, x), dw(context, w), dgo(context, grad_out);
   DeviceArray<float> dout(context, rows * channels), dmean(context, rows), drstd(context, rows);

@@ -29,7 +29,7 @@ std::vector<double> reference_embedding(const std::vector<std::int32_t>& ids, co
   return out;
 }
 
-std::vector<std::int32_t> ids_vector(const Tensor& ids) {
+std::vector<std::int32_t> embedding_ids(const Tensor& ids) {
   Tensor dense = ids.contiguous();
   const std::int32_t* p = dense.data<std::int32_t>();
   return std::vector<std::int32_t>(p, p + dense.numel());
@@ -60,7 +60,7 @@ TEST_P(EmbeddingReference, ForwardAndBackwardMatchFloat64) {
   const Shape out_shape = with_channels(c.ids_shape, c.channels);
   Tensor out = Tensor::empty(out_shape);
   embedding_forward(EmbeddingArgs{}, ids, table, out);
-  const std::vector<std::int32_t> idv = ids_vector(ids);
+  const std::vector<std::int32_t> idv = embedding_ids(ids);
   // A lookup is an exact copy.
   testing::expect_close(out, reference_embedding(idv, to_f64(table), c.channels), 0, 0, "embedding forward");
 
@@ -93,7 +93,7 @@ TEST(Embedding, StridedIdsAndTable) {
   Tensor table = testing::random_tensor({5, 9}, seed, 1).transpose(0, 1);  // (9, 5), not contiguous
   Tensor out = Tensor::empty({4, 6, 5});
   embedding_forward(EmbeddingArgs{}, ids, table, out);
-  testing::expect_close(out, reference_embedding(ids_vector(ids), to_f64(table), 5), 0, 0, "strided forward");
+  testing::expect_close(out, reference_embedding(embedding_ids(ids), to_f64(table), 5), 0, 0, "strided forward");
 }
 
 TEST(Embedding, LargeBackwardIsThreadCountIndependentAndMatchesFloat64) {
@@ -105,7 +105,7 @@ TEST(Embedding, LargeBackwardIsThreadCountIndependentAndMatchesFloat64) {
   Tensor grad_out = testing::random_tensor({2, tokens / 2, channels}, seed, 2);
   Tensor out = Tensor::empty({2, tokens / 2, channels});
   embedding_forward(EmbeddingArgs{}, ids, table, out);
-  const std::vector<std::int32_t> idv = ids_vector(ids);
+  const std::vector<std::int32_t> idv = embedding_ids(ids);
   testing::expect_close(out, reference_embedding(idv, to_f64(table), channels), 0, 0, "large forward");
 
   std::vector<double> expected(vocab * channels, 0.0);
@@ -156,7 +156,7 @@ TEST(Embedding, VocabShardsSumToTheWholeLookup) {
   const std::int64_t V = 13, C = 6, split = 5;
   Tensor ids = testing::random_ids({3, 4}, static_cast<std::int32_t>(V), seed, 0);
   Tensor table = testing::random_tensor({V, C}, seed, 1), g = testing::random_tensor({3, 4, C}, seed, 2);
-  const std::vector<std::int32_t> idv = ids_vector(ids);
+  const std::vector<std::int32_t> idv = embedding_ids(ids);
   const std::vector<double> whole = reference_embedding(idv, to_f64(table), C);
   std::vector<double> sum(whole.size(), 0.0), expected_grad(V * C, 0.0);
   const std::vector<double> gv = to_f64(g);

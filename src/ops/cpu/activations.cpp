@@ -4,13 +4,13 @@
 #include <cmath>
 
 #include "myriad/ops/activations.h"
+#include "parallel_threshold.h"
 
 namespace myriad::cpu {
 
 namespace {
 
-constexpr std::int64_t kParallelMinElements = 1 << 15;  // below this, threads cost more than they save
-constexpr float kGeluScale = 0.7978845608028654f;       // sqrt(2 / pi)
+constexpr float kGeluScale = 0.7978845608028654f;  // sqrt(2 / pi)
 constexpr float kGeluCubic = 0.044715f;
 
 float sigmoid(float v) { return 1.0f / (1.0f + std::exp(-v)); }  // exp overflow gives 0, never NaN

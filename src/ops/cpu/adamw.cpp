@@ -9,12 +9,12 @@
 #include <vector>
 
 #include "myriad/ops/adamw.h"
+#include "parallel_threshold.h"
 
 namespace myriad::cpu {
 
 namespace {
 
-constexpr std::int64_t kParallelMinElements = 1 << 15;
 constexpr std::int64_t kNormBlock = 1 << 14;  // elements per partial sum (fixed: thread-count independent)
 constexpr int kNormLanes = 8;
 

@@ -8,14 +8,11 @@
 
 #include "myriad/ops/bias_add.h"
 #include "row_chunks.h"
+#include "parallel_threshold.h"
 
 namespace myriad::cpu {
 
-namespace {
-
-constexpr std::int64_t kParallelMinElements = 1 << 15;  // below this, threads cost more than they save
-
-}  // namespace
+namespace {}  // namespace
 
 void bias_add_forward(const BiasAddArgs&, const Tensor& x, const Tensor& bias, Tensor& out) {
   const std::int64_t channels = x.size(-1), rows = x.numel() / channels;

@@ -15,7 +15,7 @@ namespace myriad::cpu {
 
 namespace {
 
-constexpr std::int64_t kParallelMinWork = 1 << 14;  // logits per call before threads pay off
+constexpr std::int64_t kParallelMinLogits = 1 << 14;  // logits per call before threads pay off
 
 // Throws on the first row whose target is neither in [0, vocab) nor the ignore index.
 void check_targets(const char* op, const std::int32_t* target, std::int64_t rows, std::int64_t vocab,
@@ -40,7 +40,7 @@ void cross_entropy_forward(const CrossEntropyArgs& args, const Tensor& logits_in
   const float* x_all = logits.data<float>();
   float* loss_out = losses.data<float>();
   float* lse_out = lse.data<float>();
-#pragma omp parallel for schedule(static) if (rows * vocab >= kParallelMinWork)
+#pragma omp parallel for schedule(static) if (rows * vocab >= kParallelMinLogits)
   for (std::int64_t n = 0; n < rows; ++n) {
     const float* x = x_all + n * width;
     float max = x[0];
@@ -72,7 +72,7 @@ void cross_entropy_backward(const CrossEntropyArgs& args, const Tensor& logits_i
   const float* lse_row = lse.data<float>();
   const float* g_row = grad_losses.data<float>();
   float* dx_all = grad_logits.data<float>();
-#pragma omp parallel for schedule(static) if (rows * width >= kParallelMinWork)
+#pragma omp parallel for schedule(static) if (rows * width >= kParallelMinLogits)
   for (std::int64_t n = 0; n < rows; ++n) {
     float* dx = dx_all + n * width;
     std::fill(dx + vocab, dx + width, 0.0f);  // padding columns

@@ -8,13 +8,13 @@
 #include <string>
 
 #include "myriad/ops/embedding.h"
+#include "parallel_threshold.h"
 
 namespace myriad::cpu {
 
 namespace {
 
-constexpr std::int64_t kColumnChunk = 64;           // floats per backward work item (4 cache lines)
-constexpr std::int64_t kParallelMinWork = 1 << 15;  // floats moved before threads pay off
+constexpr std::int64_t kColumnChunk = 64;  // floats per backward work item (4 cache lines)
 
 // Row-major multi-index of flat element `flat` in `shape`, as "[i, j, ...]".
 std::string position_string(const Shape& shape, std::int64_t flat) {
@@ -46,7 +46,7 @@ void embedding_forward(const EmbeddingArgs& args, const Tensor& ids_in, const Te
   check_ids("embedding_forward", ids, id, rows, args.vocab_shard);
   const float* src = table.data<float>();
   float* dst = out.data<float>();
-#pragma omp parallel for schedule(static) if (n * channels >= kParallelMinWork)
+#pragma omp parallel for schedule(static) if (n * channels >= kParallelMinElements)
   for (std::int64_t i = 0; i < n; ++i) {
     if (id[i] < 0) {  // another shard's row
       std::memset(dst + i * channels, 0, static_cast<std::size_t>(channels) * sizeof(float));
@@ -66,7 +66,7 @@ void embedding_backward(const EmbeddingArgs& args, const Tensor& ids_in, const T
   const float* src = grad_out.data<float>();
   float* dst = grad_table.data<float>();
   const std::int64_t chunks = (channels + kColumnChunk - 1) / kColumnChunk;
-#pragma omp parallel for schedule(static) if (chunks > 1 && n * channels >= kParallelMinWork)
+#pragma omp parallel for schedule(static) if (chunks > 1 && n * channels >= kParallelMinElements)
   for (std::int64_t chunk = 0; chunk < chunks; ++chunk) {
     const std::int64_t c0 = chunk * kColumnChunk, width = std::min(kColumnChunk, channels - c0);
     for (std::int64_t i = 0; i < n; ++i) {

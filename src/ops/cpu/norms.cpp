@@ -10,14 +10,11 @@
 
 #include "myriad/ops/norms.h"
 #include "row_chunks.h"
+#include "parallel_threshold.h"
 
 namespace myriad::cpu {
 
-namespace {
-
-constexpr std::int64_t kParallelMinElements = 1 << 15;  // below this, threads cost more than they save
-
-}  // namespace
+namespace {}  // namespace
 
 void layernorm_forward(const LayernormArgs& args, const Tensor& x, const Tensor& weight, const Tensor& bias,
                        Tensor& out, Tensor& mean, Tensor& rstd) {

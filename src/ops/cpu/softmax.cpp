@@ -7,12 +7,11 @@
 #include <limits>
 
 #include "myriad/ops/softmax.h"
+#include "parallel_threshold.h"
 
 namespace myriad::cpu {
 
-namespace {
-constexpr std::int64_t kParallelMinElements = 1 << 15;  // below this, threads cost more than they save
-}  // namespace
+namespace {}  // namespace
 
 void softmax_forward(const SoftmaxArgs&, const Tensor& x, Tensor& out) {
   const std::int64_t length = x.size(-1), rows = x.numel() / length;
