@@ -144,15 +144,15 @@ parallel::DataParallelOptions data_parallel_options(const RunConfig& c) {
   if (c.parallel.zero_stage == 3) options.compute_format = compute_format(c.training.precision);
   const TrainingConfig& t = c.training;
   if (t.sync == SyncMode::local) {
-    options.exchange.kind = parallel::GradientExchange::Kind::local;
+    options.exchange.kind = parallel::ExchangeKind::local;
     options.exchange.local =
         parallel::LocalSgdOptions{t.settled_local_steps(), static_cast<float>(t.outer_lr.value_or(0.7)),
                                   static_cast<float>(t.outer_momentum.value_or(0.9)), t.outer_overlap};
   } else if (t.optimizer == OptimizerKind::onebit_adam) {
-    options.exchange.kind = parallel::GradientExchange::Kind::onebit_adam;
+    options.exchange.kind = parallel::ExchangeKind::onebit_adam;
     options.exchange.freeze_step = t.settled_freeze_step();
   } else if (t.gradient_compression != GradientCompression::none) {
-    options.exchange.kind = parallel::GradientExchange::Kind::compressed;
+    options.exchange.kind = parallel::ExchangeKind::compressed;
     options.exchange.compression.kind = t.gradient_compression == GradientCompression::int8
                                             ? distributed::Compression::int8
                                             : distributed::Compression::topk;

@@ -1,0 +1,40 @@
+// make_gradient_exchange: the one place that turns DataParallelOptions::exchange into a
+// GradientExchange, and refuses the combinations that do not exist (see gradient_exchange.h).
+#include "myriad/parallel/compressed_gradients.h"
+#include "myriad/parallel/exact_reduction.h"
+#include "myriad/parallel/gradient_exchange.h"
+#include "myriad/parallel/local_sgd_exchange.h"
+#include "myriad/parallel/onebit_adam_exchange.h"
+
+namespace myriad::parallel {
+
+namespace {
+// The non-exact exchanges work on the full, replicated host gradient buffer of one dp group.
+ParameterUnits& replicated_on_host(ParameterUnits& units, const char* exchange) {
+  const distributed::Communicator* ep = units.options().expert_parallel;
+  const int ep_size = ep == nullptr ? 1 : ep->size();
+  MYRIAD_CHECK(units.stage() == 0 && units.placement().on_host() && ep_size == 1,
+               "the " << exchange << " gradient exchange needs zero_stage 0, host parameters and ep 1; this run has "
+                      << "zero_stage " << units.stage() << ", parameters on "
+                      << (units.placement().on_host() ? "the host" : "a device") << ", ep " << ep_size);
+  return units;
+}
+}  // namespace
+
+std::unique_ptr<GradientExchange> make_gradient_exchange(const GradientExchangeOptions& options,
+                                                         ParameterUnits& units) {
+  switch (options.kind) {
+    case ExchangeKind::exact:
+      return std::make_unique<ExactReduction>(units);
+    case ExchangeKind::compressed:
+      return std::make_unique<CompressedGradients>(
+          replicated_on_host(units, distributed::compression_name(options.compression.kind)), options.compression);
+    case ExchangeKind::onebit_adam:
+      return std::make_unique<OneBitAdamExchange>(replicated_on_host(units, "onebit_adam"), options.freeze_step);
+    case ExchangeKind::local:
+      return std::make_unique<LocalSgdExchange>(replicated_on_host(units, "local SGD"), options.local);
+  }
+  MYRIAD_THROW("gradient exchange kind " << static_cast<int>(options.kind) << " is not known");
+}
+
+}  // namespace myriad::parallel
