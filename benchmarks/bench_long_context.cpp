@@ -90,7 +90,7 @@ int evaluate_document(const Args& a, distributed::Communicator& world) {
   }
   // The bound: parameters, saved activations of the local tokens, logits + losses + lse rows,
   // the ring's buffers (2 packed K/V, 1 partial output + lse), the layout (kept blocks + rows).
-  const nn::ActivationMemory act = model.activation_memory(1, local, nn::Recompute::none);
+  const nn::ActivationMemory act = model.activation_memory(1, local, Recompute::none);
   const double D = static_cast<double>(config.head_dim()), Hkv = static_cast<double>(config.n_kv_head);
   const double Hq = static_cast<double>(config.n_head), L = static_cast<double>(local);
   const double params = 4.0 * static_cast<double>(model.parameters().numel()) * 2;  // values + grads

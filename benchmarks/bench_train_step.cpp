@@ -91,7 +91,7 @@ double sgemm_gflops() {
 
 // Builds the model and optimizer, runs one warm-up step (checked), then times >= 3 steps with
 // the peak RSS reset just before the first timed one.
-CaseResult run_case(const StepCase& c, nn::Recompute mode) {
+CaseResult run_case(const StepCase& c, Recompute mode) {
   CaseResult r;
   r.rss_before_model = current_rss_bytes();
   nn::GptModel model(c.model);
@@ -195,7 +195,7 @@ DataParallelResult run_data_parallel(distributed::Communicator& world, const Ste
     const auto start = std::chrono::steady_clock::now();
     dp.zero_grads();
     dp.begin_micro_batch(true);
-    model.forward_backward(ids, targets, 1.0f / static_cast<float>(c.B * c.T * world.size()), nn::Recompute::none);
+    model.forward_backward(ids, targets, 1.0f / static_cast<float>(c.B * c.T * world.size()), Recompute::none);
     dp.finish_backward();
     dp.optimizer_step(1e-4f);
     const double elapsed = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
@@ -278,7 +278,7 @@ int main(int argc, char** argv) {
   }
   const bool quick = options.quick;
   const bool custom = options.custom_shape();
-  const nn::Recompute mode = options.recompute;
+  const Recompute mode = options.recompute;
   print_header("bench_train_step: GPT training step (zero_grads + forward/backward + AdamW) vs OpenBLAS sgemm", argc,
                argv);
 
@@ -297,7 +297,7 @@ int main(int argc, char** argv) {
 
   const double sgemm_before = sgemm_gflops();
   std::cout << "- OpenBLAS sgemm 1024x1024x1024 before the steps: " << fmt(sgemm_before) << " GFLOP/s\n";
-  std::cout << "- recompute: " << nn::recompute_name(mode) << "\n\n" << std::flush;
+  std::cout << "- recompute: " << choice_name(mode) << "\n\n" << std::flush;
 
   std::vector<CaseResult> results;
   results.reserve(cases.size());
@@ -350,7 +350,7 @@ int main(int argc, char** argv) {
   }
   memory.print();
   std::cout << "\n- accounted = 4 x 4 bytes x params (values, grads, AdamW m, v) + activation_memory(B, T, "
-            << nn::recompute_name(mode)
+            << choice_name(mode)
             << ").saved_bytes + scratch_bytes; peak RSS = VmHWM of the whole process (including memory an earlier row\n"
                "  freed but the allocator kept: 'RSS before model'), reset after the warm-up step"
             << (results.empty() || results[0].peak_valid ? "" : " (reset failed: /proc/self/clear_refs not writable)")

@@ -65,10 +65,7 @@ TrainStepOptions parse_train_step_options(int argc, const char* const* argv) {
       flag();
       o.quick = true;
     } else if (name == "--recompute") {
-      const std::string mode = value();
-      MYRIAD_CHECK(mode == "none" || mode == "selective" || mode == "full",
-                   "option --recompute: expected none, selective or full, got '" << mode << "'");
-      o.recompute = nn::parse_recompute(mode);
+      o.recompute = require_choice<Recompute>(value(), "option --recompute:");
     } else if (name == "--config") {
       o.config_path = value();
       MYRIAD_CHECK(!o.config_path.empty(), "option --config: expected a file name");

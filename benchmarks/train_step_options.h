@@ -24,7 +24,7 @@ namespace myriad::bench {
 struct TrainStepOptions {
   bool help = false;
   bool quick = false;
-  nn::Recompute recompute = nn::Recompute::none;
+  Recompute recompute = Recompute::none;
   std::string config_path;  // "" = none
   std::optional<int> layers, heads, embd, batch, seq;
 

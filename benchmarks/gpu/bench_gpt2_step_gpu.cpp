@@ -126,7 +126,7 @@ int main(int argc, char** argv) {
         copy(model.parameters().flat_values(), compute);
         round_to_format(compute, format);
       }
-      const nn::LossSum loss = model.forward_backward(ids, targets, loss_scale, nn::Recompute::none);
+      const nn::LossSum loss = model.forward_backward(ids, targets, loss_scale, Recompute::none);
       (void)optimizer.step(6e-4f, optimizer.grad_sum_squares());
       mean_loss = loss.sum / static_cast<double>(loss.tokens);
     };
@@ -141,7 +141,7 @@ int main(int argc, char** argv) {
     const double mfu = flops_per_token * tokens_per_second / (o.peak_tflops * 1e12);
     char ratio[32] = "-";
     if (reference_tokens > 0.0) std::snprintf(ratio, sizeof ratio, "%.2fx", tokens_per_second / reference_tokens);
-    const nn::ActivationMemory activations = model.activation_memory(o.batch, o.seq, nn::Recompute::none);
+    const nn::ActivationMemory activations = model.activation_memory(o.batch, o.seq, Recompute::none);
     std::printf("| %s | %.1f | %.0f | %.1f%% | %.3f | %.1f | %s |\n", mode, seconds * 1e3, tokens_per_second,
                 100.0 * mfu, mean_loss, static_cast<double>(activations.saved_bytes) / (1 << 30), ratio);
   }

@@ -25,14 +25,6 @@ namespace myriad::python {
 
 namespace {
 
-parallel::ScheduleKind parse_schedule_kind(const std::string& name) {
-  for (parallel::ScheduleKind kind :
-       {parallel::ScheduleKind::gpipe, parallel::ScheduleKind::one_f_one_b, parallel::ScheduleKind::interleaved}) {
-    if (name == parallel::schedule_name(kind)) return kind;
-  }
-  MYRIAD_THROW("pipeline schedule '" << name << "' is not one of gpipe, 1f1b, interleaved");
-}
-
 py::dict stats_dict(const distributed::ProcessGroups& groups) {
   py::dict out;
   for (const auto& [name, stats] : groups.stats()) {
@@ -60,8 +52,8 @@ void bind_dist(py::module_& m) {
       "pipeline_schedule",
       [](const std::string& kind, int stages, int micro_batches, int virtual_stages) {
         py::list ranks;
-        for (const auto& actions :
-             parallel::build_schedule(parse_schedule_kind(kind), stages, micro_batches, virtual_stages)) {
+        for (const auto& actions : parallel::build_schedule(require_choice<PipelineSchedule>(kind, "pipeline schedule"),
+                                                            stages, micro_batches, virtual_stages)) {
           py::list steps;
           for (const parallel::PipelineAction& a : actions) {
             steps.append(py::make_tuple(parallel::action_name(a.type), a.micro_batch, a.chunk, a.peer));
@@ -75,7 +67,7 @@ void bind_dist(py::module_& m) {
   m.def(
       "simulate_pipeline",
       [](const std::string& kind, int stages, int micro_batches, int virtual_stages, double backward_cost) {
-        const parallel::ScheduleKind k = parse_schedule_kind(kind);
+        const PipelineSchedule k = require_choice<PipelineSchedule>(kind, "pipeline schedule");
         const parallel::ScheduleCheck check =
             parallel::simulate_schedule(parallel::build_schedule(k, stages, micro_batches, virtual_stages), stages,
                                         micro_batches, virtual_stages, backward_cost);

@@ -300,9 +300,7 @@ void bind_train(py::module_& m) {
                                d["min_lr"] = s.min_lr;
                                d["warmup_steps"] = s.warmup_steps;
                                d["total_steps"] = s.total_steps;
-                               d["kind"] = s.kind == optim::ScheduleKind::cosine   ? "cosine"
-                                           : s.kind == optim::ScheduleKind::linear ? "linear"
-                                                                                   : "constant";
+                               d["kind"] = std::string(choice_name(s.kind));
                                return d;
                              })
       .def(
@@ -315,7 +313,7 @@ void bind_train(py::module_& m) {
             if (min_lr) s.min_lr = static_cast<float>(*min_lr);
             if (warmup_steps) s.warmup_steps = *warmup_steps;
             if (total_steps) s.total_steps = *total_steps;
-            if (kind) s.kind = optim::parse_schedule(*kind);
+            if (kind) s.kind = require_choice<LrScheduleKind>(*kind, "schedule kind");
             e.set_schedule(s);
           },
           py::arg("lr") = py::none(), py::arg("min_lr") = py::none(), py::arg("warmup_steps") = py::none(),

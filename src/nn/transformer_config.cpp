@@ -8,25 +8,6 @@
 
 namespace myriad::nn {
 
-Recompute parse_recompute(const std::string& name) {
-  if (name == "none") return Recompute::none;
-  if (name == "selective") return Recompute::selective;
-  if (name == "full") return Recompute::full;
-  MYRIAD_THROW("recompute '" << name << "' unknown; allowed: none, selective, full");
-}
-
-const char* recompute_name(Recompute mode) {
-  switch (mode) {
-    case Recompute::none:
-      return "none";
-    case Recompute::selective:
-      return "selective";
-    case Recompute::full:
-      return "full";
-  }
-  return "?";
-}
-
 std::int64_t MoeSpec::capacity(std::int64_t T) const {
   if (expert_capacity > 0) return expert_capacity;
   if (capacity_factor <= 0.0) return -1;

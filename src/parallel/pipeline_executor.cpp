@@ -11,7 +11,7 @@ constexpr int kActivationTag = 0;
 constexpr int kGradientTag = 1;
 }  // namespace
 
-PipelineExecutor::PipelineExecutor(nn::PipelineStage& model, distributed::Communicator& pp, parallel::ScheduleKind kind,
+PipelineExecutor::PipelineExecutor(nn::PipelineStage& model, distributed::Communicator& pp, PipelineSchedule kind,
                                    int micro_batches, int virtual_stages)
     : model_(model), pp_(pp), micro_batches_(micro_batches), virtual_stages_(virtual_stages) {
   MYRIAD_CHECK(model.num_chunks() == virtual_stages,
@@ -62,7 +62,7 @@ int PipelineExecutor::take_slot(int micro_batch) {
 }
 
 PipelineStepResult PipelineExecutor::run(const std::vector<Tensor>& ids, const std::vector<Tensor>& targets,
-                                         float loss_scale, nn::Recompute mode) {
+                                         float loss_scale, Recompute mode) {
   MYRIAD_CHECK(static_cast<int>(ids.size()) == micro_batches_ && static_cast<int>(targets.size()) == micro_batches_,
                "pipeline: " << ids.size() << " micro-batches given, the schedule has " << micro_batches_);
   PipelineStepResult result;

@@ -17,18 +17,6 @@
 
 namespace myriad::parallel {
 
-const char* schedule_name(ScheduleKind kind) {
-  switch (kind) {
-    case ScheduleKind::gpipe:
-      return "gpipe";
-    case ScheduleKind::one_f_one_b:
-      return "1f1b";
-    case ScheduleKind::interleaved:
-      return "interleaved";
-  }
-  return "?";
-}
-
 const char* action_name(PipelineAction::Type type) {
   switch (type) {
     case PipelineAction::forward:
@@ -79,9 +67,9 @@ struct Compute {
 };
 
 // The order of computations on rank r.
-std::vector<Compute> compute_order(ScheduleKind kind, int p, int m, int v, int r) {
+std::vector<Compute> compute_order(PipelineSchedule kind, int p, int m, int v, int r) {
   std::vector<Compute> order;
-  if (kind == ScheduleKind::gpipe) {
+  if (kind == PipelineSchedule::gpipe) {
     for (int i = 0; i < m; ++i) order.push_back({true, i, 0});
     for (int i = 0; i < m; ++i) order.push_back({false, i, 0});
     return order;
@@ -89,12 +77,12 @@ std::vector<Compute> compute_order(ScheduleKind kind, int p, int m, int v, int r
   // 1F1B and interleaved 1F1B: the k-th forward / backward of this rank, then warm-up, steady, cool-down.
   const int total = m * v;
   auto nth = [&](int k, bool forward) -> Compute {
-    if (kind == ScheduleKind::one_f_one_b) return {forward, k, 0};
+    if (kind == PipelineSchedule::one_f_one_b) return {forward, k, 0};
     const int chunk = (k / p) % v;
     return {forward, (k / (p * v)) * p + k % p, forward ? chunk : v - 1 - chunk};
   };
-  const int warmup =
-      kind == ScheduleKind::one_f_one_b ? std::min(p - r - 1, total) : std::min(2 * (p - r - 1) + (v - 1) * p, total);
+  const int warmup = kind == PipelineSchedule::one_f_one_b ? std::min(p - r - 1, total)
+                                                           : std::min(2 * (p - r - 1) + (v - 1) * p, total);
   for (int k = 0; k < warmup; ++k) order.push_back(nth(k, true));
   for (int i = 0; i < total - warmup; ++i) {
     order.push_back(nth(warmup + i, true));
@@ -106,13 +94,13 @@ std::vector<Compute> compute_order(ScheduleKind kind, int p, int m, int v, int r
 
 }  // namespace
 
-std::vector<std::vector<PipelineAction>> build_schedule(ScheduleKind kind, int stages, int micro_batches,
+std::vector<std::vector<PipelineAction>> build_schedule(PipelineSchedule kind, int stages, int micro_batches,
                                                         int virtual_stages) {
   const int p = stages, m = micro_batches, v = virtual_stages;
   check_sizes("build_schedule", p, m, v);
-  MYRIAD_CHECK(v == 1 || kind == ScheduleKind::interleaved,
-               "build_schedule: " << v << " virtual stages need the interleaved schedule, got " << schedule_name(kind));
-  if (kind == ScheduleKind::interleaved) {
+  MYRIAD_CHECK(v == 1 || kind == PipelineSchedule::interleaved,
+               "build_schedule: " << v << " virtual stages need the interleaved schedule, got " << choice_name(kind));
+  if (kind == PipelineSchedule::interleaved) {
     MYRIAD_CHECK(p >= 2, "build_schedule: the interleaved schedule needs >= 2 pipeline stages, got " << p);
     MYRIAD_CHECK(m % p == 0, "build_schedule: the interleaved schedule needs micro-batches ("
                                  << m << ") divisible by pipeline stages (" << p << ")");
@@ -136,9 +124,9 @@ std::vector<std::vector<PipelineAction>> build_schedule(ScheduleKind kind, int s
   return schedule;
 }
 
-double bubble_formula(ScheduleKind kind, int stages, int micro_batches, int virtual_stages) {
+double bubble_formula(PipelineSchedule kind, int stages, int micro_batches, int virtual_stages) {
   check_sizes("bubble_formula", stages, micro_batches, virtual_stages);
-  const int v = kind == ScheduleKind::interleaved ? virtual_stages : 1;
+  const int v = kind == PipelineSchedule::interleaved ? virtual_stages : 1;
   return static_cast<double>(stages - 1) / (static_cast<double>(v) * micro_batches + stages - 1);
 }
 

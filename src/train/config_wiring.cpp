@@ -13,18 +13,6 @@ nn::ParamKind parse_param_kind(const std::string& name) {
   MYRIAD_THROW("training.no_decay: unknown parameter kind '" << name << "'; allowed: norm, bias, embedding, weight");
 }
 
-optim::ScheduleKind to_optim(LrSchedule kind) {
-  switch (kind) {
-    case LrSchedule::cosine:
-      return optim::ScheduleKind::cosine;
-    case LrSchedule::linear:
-      return optim::ScheduleKind::linear;
-    case LrSchedule::constant:
-      return optim::ScheduleKind::constant;
-  }
-  return optim::ScheduleKind::cosine;
-}
-
 }  // namespace
 
 std::string model_section_yaml(const RunConfig& config) {
@@ -65,7 +53,7 @@ nn::TransformerConfig transformer_config(const ModelConfig& m, std::int64_t voca
     c.moe.z_loss_coef = static_cast<float>(m.z_loss_coef);
     if (!m.dropless) {
       c.moe.expert_capacity = m.expert_capacity;
-      c.moe.capacity_factor = m.expert_capacity > 0 ? 0.0 : m.capacity_factor.value_or(1.25);
+      c.moe.capacity_factor = m.expert_capacity > 0 ? 0.0 : m.moe_capacity_factor();
     }
   }
   if (m.attention_kind == AttentionLayout::block_sparse) {
@@ -98,7 +86,7 @@ optim::LrSchedule lr_schedule(const TrainingConfig& t) {
   schedule.min_lr = static_cast<float>(t.min_lr.value_or(0.1 * t.lr));
   schedule.warmup_steps = t.warmup_steps;
   schedule.total_steps = t.steps;
-  schedule.kind = to_optim(t.schedule);
+  schedule.kind = t.schedule;
   return schedule;
 }
 
@@ -159,30 +147,6 @@ parallel::DataParallelOptions data_parallel_options(const RunConfig& c) {
     options.exchange.compression.topk_ratio = t.topk_ratio.value_or(0.01);
   }
   return options;
-}
-
-nn::Recompute recompute_mode(Recompute mode) {
-  switch (mode) {
-    case Recompute::none:
-      return nn::Recompute::none;
-    case Recompute::selective:
-      return nn::Recompute::selective;
-    case Recompute::full:
-      return nn::Recompute::full;
-  }
-  return nn::Recompute::none;
-}
-
-parallel::ScheduleKind schedule_kind(PipelineSchedule kind) {
-  switch (kind) {
-    case PipelineSchedule::gpipe:
-      return parallel::ScheduleKind::gpipe;
-    case PipelineSchedule::one_f_one_b:
-      return parallel::ScheduleKind::one_f_one_b;
-    case PipelineSchedule::interleaved:
-      return parallel::ScheduleKind::interleaved;
-  }
-  return parallel::ScheduleKind::one_f_one_b;
 }
 
 DType compute_format(Precision precision) {

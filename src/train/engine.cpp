@@ -68,7 +68,7 @@ Engine::Engine(const RunConfig& config, std::shared_ptr<spdlog::logger> log, dis
   }
   build_rank_model(device_ ? device_->placement() : ops::Placement{}, nullptr);
   schedule_ = lr_schedule(config_.training);
-  recompute_ = recompute_mode(config_.training.recompute);
+  recompute_ = config_.training.recompute;
   // Fixed for the run (model, B, T, recompute): computed once, read by every step's metrics.
   flops_per_token_ = model_->flops_per_token(config_.training.seq_len);
   const std::int64_t local_T = T / config_.parallel.cp;  // context parallelism: this rank's two chunks
@@ -114,7 +114,7 @@ Engine::Engine(const RunConfig& config, std::shared_ptr<spdlog::logger> log, dis
       groups_->grid().describe(world.rank()), dp().size(), groups_->reduction(), config_.parallel.zero_stage,
       data_parallel_->layout().buckets().size(), mem.parameter_bytes / 1048576.0, mem.gradient_bytes / 1048576.0,
       mem.optimizer_bytes / 1048576.0, mem.activation_bytes / 1048576.0, mem.scratch_bytes / 1048576.0,
-      nn::recompute_name(recompute_));
+      std::string(choice_name(recompute_)));
   if (const nn::MoeSpec& moe = model_->config().moe; moe.enabled()) {
     const std::int64_t capacity = moe.capacity(config_.training.seq_len);
     log_->info(
@@ -183,8 +183,7 @@ std::unique_ptr<parallel::PipelineExecutor> Engine::make_executor(int micro_batc
   // Without pipeline parallelism parallel.pp_schedule has no say: forward then backward of each
   // micro-batch. The observers start each micro-batch's and chunk's data-parallel reduction
   // (held back while a research backward(sync=false) runs).
-  const parallel::ScheduleKind kind =
-      config_.parallel.pp > 1 ? schedule_kind(config_.parallel.pp_schedule) : parallel::ScheduleKind::one_f_one_b;
+  const PipelineSchedule kind = config_.parallel.pp > 1 ? config_.parallel.pp_schedule : PipelineSchedule::one_f_one_b;
   auto executor =
       std::make_unique<parallel::PipelineExecutor>(*model_, pp(), kind, micro_batches, config_.parallel.virtual_stages);
   executor->set_micro_batch_observer([this](bool last) { data_parallel_->begin_micro_batch(last && sync_backward_); });
@@ -217,11 +216,11 @@ void Engine::log_layout() {
   }
   std::string pipeline = "pp 1";
   if (p.pp > 1) {
-    const parallel::ScheduleKind kind = schedule_kind(p.pp_schedule);
+    const PipelineSchedule kind = p.pp_schedule;
     const int m = config_.training.gradient_accumulation;
     parallel::ScheduleCheck check = parallel::simulate_schedule(
         parallel::build_schedule(kind, p.pp, m, p.virtual_stages), p.pp, m, p.virtual_stages);
-    pipeline = "pp " + std::to_string(p.pp) + " (" + parallel::schedule_name(kind) + ", " + std::to_string(m) +
+    pipeline = "pp " + std::to_string(p.pp) + " (" + std::string(choice_name(kind)) + ", " + std::to_string(m) +
                " micro-batches, " + std::to_string(p.virtual_stages) + " chunk(s) per rank; modelled bubble " +
                std::to_string(std::lround(100 * check.idle_fraction)) + "%, up to " +
                std::to_string(check.peak_in_flight.at(pp().rank())) + " chunk forwards in flight on this rank)";

@@ -16,7 +16,7 @@ Engine::Engine(const RunConfig& config, distributed::ProcessGroups& groups, ops:
   config_ = config.for_world(world).resolved();
   config_.validate(world);
   build_rank_model(ops::Placement{&meta}, &meta);
-  recompute_ = recompute_mode(config_.training.recompute);
+  recompute_ = config_.training.recompute;
   meta.set_label("activations");
   const std::int64_t local_T = config_.training.seq_len / config_.parallel.cp;
   model_->prepare(config_.training.micro_batch, local_T, recompute_, pipeline_->slots_in_flight());

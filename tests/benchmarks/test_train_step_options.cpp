@@ -34,9 +34,9 @@ TEST(TrainStepOptions, NoOptionsKeepTheDefaultCases) {
   EXPECT_FALSE(o.custom_shape());
   EXPECT_FALSE(o.quick);
   EXPECT_FALSE(o.help);
-  EXPECT_EQ(o.recompute, nn::Recompute::none);
+  EXPECT_EQ(o.recompute, Recompute::none);
   EXPECT_FALSE(parse({"--quick", "--recompute", "full"}).custom_shape());
-  EXPECT_EQ(parse({"--recompute=selective"}).recompute, nn::Recompute::selective);
+  EXPECT_EQ(parse({"--recompute=selective"}).recompute, Recompute::selective);
   EXPECT_TRUE(parse({"--help"}).help);
 }
 

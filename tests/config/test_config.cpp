@@ -184,7 +184,7 @@ TEST(ConfigDefaults, MatchTheDocumentedValues) {
   EXPECT_EQ(c.training.lr, 6e-4);
   EXPECT_FALSE(c.training.min_lr.has_value());
   EXPECT_EQ(c.training.warmup_steps, 0);
-  EXPECT_EQ(c.training.schedule, LrSchedule::cosine);
+  EXPECT_EQ(c.training.schedule, LrScheduleKind::cosine);
   EXPECT_EQ(c.training.weight_decay, 0.1);
   EXPECT_EQ(c.training.no_decay, (std::vector<std::string>{"norm", "bias"}));
   EXPECT_EQ(c.training.beta1, 0.9);
@@ -270,7 +270,7 @@ TEST(ConfigYaml, FullFileSetsEveryKey) {
   EXPECT_EQ(c.training.lr, 3e-4);
   EXPECT_EQ(c.training.min_lr, std::optional<double>(3e-5));
   EXPECT_EQ(c.training.warmup_steps, 200);
-  EXPECT_EQ(c.training.schedule, LrSchedule::linear);
+  EXPECT_EQ(c.training.schedule, LrScheduleKind::linear);
   EXPECT_EQ(c.training.weight_decay, 0.05);
   EXPECT_EQ(c.training.no_decay, (std::vector<std::string>{"norm", "bias", "embedding"}));
   EXPECT_EQ(c.training.beta1, 0.85);

@@ -49,7 +49,7 @@ class ModelOnBackendTest : public CudaBackendTest {
   // `precision` bf16: both models compute as training.precision bf16 does (residual stream rounded,
   // every GEMM on bf16 operands); a GPU sums the GEMMs in another order, which a bf16 rounding can
   // turn into one bf16 step (2^-8) of a value, hence the looser bounds.
-  void expect_same_step(const nn::TransformerConfig& config, nn::Recompute mode, DType precision = DType::f32) {
+  void expect_same_step(const nn::TransformerConfig& config, Recompute mode, DType precision = DType::f32) {
     SCOPED_TRACE(::testing::Message() << "recompute " << static_cast<int>(mode));
     const bool low = precision != DType::f32;
     const double loss_tolerance = low ? 2e-3 : 1e-5, grad_tolerance = low ? 5e-2 : 1e-4;
@@ -83,18 +83,18 @@ class ModelOnBackendTest : public CudaBackendTest {
 };
 
 TEST_F(ModelOnBackendTest, Gpt2FamilyEqualsTheHostModelInEveryRecomputeMode) {
-  for (nn::Recompute mode : {nn::Recompute::none, nn::Recompute::selective, nn::Recompute::full}) {
+  for (Recompute mode : {Recompute::none, Recompute::selective, Recompute::full}) {
     expect_same_step(nn::TransformerConfig::gpt2(200, 2, 2, 128, 64), mode);
   }
 }
 
 TEST_F(ModelOnBackendTest, Bf16ComputeEqualsTheHostModel) {
-  expect_same_step(nn::TransformerConfig::gpt2(200, 2, 2, 128, 64), nn::Recompute::none, DType::bf16);
-  expect_same_step(nn::TransformerConfig::llama(200, 2, 2, 1, 128, 64), nn::Recompute::selective, DType::bf16);
+  expect_same_step(nn::TransformerConfig::gpt2(200, 2, 2, 128, 64), Recompute::none, DType::bf16);
+  expect_same_step(nn::TransformerConfig::llama(200, 2, 2, 1, 128, 64), Recompute::selective, DType::bf16);
 }
 
 TEST_F(ModelOnBackendTest, LlamaFamilyEqualsTheHostModel) {
-  expect_same_step(nn::TransformerConfig::llama(200, 2, 2, 1, 128, 64), nn::Recompute::none);
+  expect_same_step(nn::TransformerConfig::llama(200, 2, 2, 1, 128, 64), Recompute::none);
 }
 
 // Training: the same AdamW optimizer over the device model's parameters keeps its moments on the
@@ -111,8 +111,8 @@ TEST_F(ModelOnBackendTest, AdamWStepsOnTheDeviceFollowTheHostRun) {
   std::vector<double> host_losses, device_losses;
   for (int step = 0; step < 4; ++step) {
     for (nn::GptModel* model : {&host, &device}) model->parameters().zero_grads();
-    host_losses.push_back(host.forward_backward(batch.ids, batch.targets, 1.0f / 57.0f, nn::Recompute::none).sum);
-    device_losses.push_back(device.forward_backward(batch.ids, batch.targets, 1.0f / 57.0f, nn::Recompute::none).sum);
+    host_losses.push_back(host.forward_backward(batch.ids, batch.targets, 1.0f / 57.0f, Recompute::none).sum);
+    device_losses.push_back(device.forward_backward(batch.ids, batch.targets, 1.0f / 57.0f, Recompute::none).sum);
     const optim::OptimizerStepStats h = host_adam.step(3e-3f), d = device_adam.step(3e-3f);
     EXPECT_NEAR(d.grad_norm, h.grad_norm, 1e-4 * h.grad_norm) << "step " << step;
     EXPECT_NEAR(d.clip_scale, h.clip_scale, 1e-4) << "step " << step;
@@ -140,8 +140,8 @@ TEST(ModelOnSecondGpu, EveryLaunchLandsOnTheTensorsDevice) {
   host.initialize(3);
   device.initialize(3);
   const Batch batch = make_batch(2, 16, config.vocab_size);
-  const nn::LossSum h = host.forward_backward(batch.ids, batch.targets, 1.0f, nn::Recompute::full);
-  const nn::LossSum d = device.forward_backward(batch.ids, batch.targets, 1.0f, nn::Recompute::full);
+  const nn::LossSum h = host.forward_backward(batch.ids, batch.targets, 1.0f, Recompute::full);
+  const nn::LossSum d = device.forward_backward(batch.ids, batch.targets, 1.0f, Recompute::full);
   EXPECT_NEAR(d.sum, h.sum, 1e-5 * std::abs(h.sum));
   optim::AdamWOptimizer adam(device.parameters(), optim::AdamWConfig{});
   EXPECT_TRUE(std::isfinite(adam.step(1e-3f).grad_norm));

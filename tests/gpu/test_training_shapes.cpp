@@ -162,8 +162,8 @@ TEST_F(CudaBackendTest, Gpt2SmallStepEqualsTheHostModel) {
     targets.data<std::int32_t>()[i] = static_cast<std::int32_t>((i * 7907 + 3) % 50257);
   }
   const float scale = 1.0f / static_cast<float>(B * T);
-  const nn::LossSum want = host.forward_backward(ids, targets, scale, nn::Recompute::none);
-  const nn::LossSum got = device.forward_backward(ids, targets, scale, nn::Recompute::none);
+  const nn::LossSum want = host.forward_backward(ids, targets, scale, Recompute::none);
+  const nn::LossSum got = device.forward_backward(ids, targets, scale, Recompute::none);
   EXPECT_NEAR(got.sum / got.tokens, want.sum / want.tokens, 1e-4 * want.sum / want.tokens);
   const std::vector<double> g_host = testing::to_f64(host.parameters().flat_grads());
   const std::vector<double> g_device = testing::to_f64(backend_->copy_to_host(device.parameters().flat_grads()));

@@ -453,14 +453,14 @@ TEST(ModelParallelMemory, ContextParallelHalvesSavedActivations) {
   const std::int64_t B = 4, T = 64;
   const parallel::ContextParallelGroup ring(comm);
   nn::GptModel split(config, nn::ModelSplit{.cp = &ring}, false), serial(config, {}, false);
-  for (nn::Recompute mode : {nn::Recompute::none, nn::Recompute::selective, nn::Recompute::full}) {
+  for (Recompute mode : {Recompute::none, Recompute::selective, Recompute::full}) {
     const std::int64_t whole = serial.activation_memory(B, T, mode).saved_bytes;
     const std::int64_t half = split.activation_memory(B, T / 2, mode).saved_bytes;
     if (comm.rank() == 0) {
-      std::cout << nn::recompute_name(mode) << ": saved activations per rank cp 1 " << whole << " B, cp 2 " << half
-                << " B" << std::endl;
+      std::cout << choice_name(mode) << ": saved activations per rank cp 1 " << whole << " B, cp 2 " << half << " B"
+                << std::endl;
     }
-    EXPECT_EQ(2 * half, whole) << nn::recompute_name(mode);
+    EXPECT_EQ(2 * half, whole) << choice_name(mode);
   }
 }
 
@@ -476,12 +476,12 @@ TEST(ModelParallelMemory, SequenceParallelShrinksSavedActivations) {
   const parallel::TensorParallelRegions tp_regions(comm, false, config), sp_regions(comm, true, config);
   nn::ModelSplit plain{.tp = &tp_regions}, sequence{.tp = &sp_regions};
   nn::GptModel tp_only(config, plain, false), tp_sp(config, sequence, false), serial(config, {}, false);
-  for (nn::Recompute mode : {nn::Recompute::none, nn::Recompute::selective}) {
+  for (Recompute mode : {Recompute::none, Recompute::selective}) {
     const std::int64_t whole = serial.activation_memory(B, T, mode).saved_bytes;
     const std::int64_t tp = tp_only.activation_memory(B, T, mode).saved_bytes;
     const std::int64_t sp = tp_sp.activation_memory(B, T, mode).saved_bytes;
     if (comm.rank() == 0) {
-      std::cout << nn::recompute_name(mode) << ": saved activations per rank serial " << whole << " B, tp 2 " << tp
+      std::cout << choice_name(mode) << ": saved activations per rank serial " << whole << " B, tp 2 " << tp
                 << " B, tp 2 + sequence parallel " << sp << " B" << std::endl;
     }
     EXPECT_LT(tp, whole);
@@ -491,8 +491,8 @@ TEST(ModelParallelMemory, SequenceParallelShrinksSavedActivations) {
     // re-gathered in backward); the L + 1 residual-stream tensors (N C / 2 each); the final norm's
     // output and statistics (N C / 2 + 2 N / 2).
     const std::int64_t L = config.n_layer;
-    const std::int64_t per_block = (mode == nn::Recompute::none ? 2 * N * C : 0) + N * C / 2 + 2 * N;
-    EXPECT_EQ(tp - sp, 4 * (L * per_block + (L + 1) * N * C / 2 + N * C / 2 + N)) << nn::recompute_name(mode);
+    const std::int64_t per_block = (mode == Recompute::none ? 2 * N * C : 0) + N * C / 2 + 2 * N;
+    EXPECT_EQ(tp - sp, 4 * (L * per_block + (L + 1) * N * C / 2 + N * C / 2 + N)) << choice_name(mode);
   }
 }
 

@@ -196,7 +196,7 @@ TEST(MoeModel, MicroBatchesAccumulateToTheWholeBatchAndRecomputeChangesNothing) 
       c.initialize(seed);
       c.parameters().zero_grads();
       c.forward_backward(whole.ids, whole.targets, scale, mode);
-      EXPECT_EQ(testing::to_f64(c.parameters().flat_grads()), none) << recompute_name(mode);
+      EXPECT_EQ(testing::to_f64(c.parameters().flat_grads()), none) << choice_name(mode);
     }
     // Full recompute drops the expert activations after the forward (rebuilt before backward).
     GptModel sizes(config, {}, false);

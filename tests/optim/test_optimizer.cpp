@@ -14,7 +14,7 @@ namespace myriad::optim {
 namespace {
 
 TEST(LrSchedule, WarmupThenCosineAndLinearToFloor) {
-  LrSchedule s{.lr = 1.0f, .min_lr = 0.1f, .warmup_steps = 10, .total_steps = 110, .kind = ScheduleKind::cosine};
+  LrSchedule s{.lr = 1.0f, .min_lr = 0.1f, .warmup_steps = 10, .total_steps = 110, .kind = LrScheduleKind::cosine};
   EXPECT_FLOAT_EQ(s.lr_at(0), 0.1f);
   EXPECT_FLOAT_EQ(s.lr_at(9), 1.0f);
   EXPECT_FLOAT_EQ(s.lr_at(10), 1.0f);
@@ -24,17 +24,17 @@ TEST(LrSchedule, WarmupThenCosineAndLinearToFloor) {
   EXPECT_EQ(s.lr_at(109), 0.1f);
   EXPECT_EQ(s.lr_at(110), 0.1f);
   EXPECT_EQ(s.lr_at(500), 0.1f);
-  s.kind = ScheduleKind::linear;
+  s.kind = LrScheduleKind::linear;
   EXPECT_NEAR(s.lr_at(35), 0.1 + 0.9 * (1.0 - 25.0 / 99.0), 1e-6);
   EXPECT_EQ(s.lr_at(109), 0.1f);
-  s.kind = ScheduleKind::constant;
+  s.kind = LrScheduleKind::constant;
   EXPECT_FLOAT_EQ(s.lr_at(100), 1.0f);
-  EXPECT_THROW(parse_schedule("step"), Error);
+  EXPECT_THROW(require_choice<LrScheduleKind>("step", "training.schedule"), Error);
 }
 
 TEST(LrSchedule, ATwentyStepRunWithoutWarmupEndsAtMinLr) {
   // The issue found against a reference: the last step of a 20-step run used 1.098e-4, not min_lr.
-  LrSchedule s{.lr = 1e-3f, .min_lr = 1e-4f, .warmup_steps = 0, .total_steps = 20, .kind = ScheduleKind::cosine};
+  LrSchedule s{.lr = 1e-3f, .min_lr = 1e-4f, .warmup_steps = 0, .total_steps = 20, .kind = LrScheduleKind::cosine};
   EXPECT_EQ(s.lr_at(0), 1e-3f);
   EXPECT_EQ(s.lr_at(19), 1e-4f);
   for (std::int64_t step = 1; step < 20; ++step) EXPECT_LT(s.lr_at(step), s.lr_at(step - 1)) << step;
@@ -93,7 +93,7 @@ TEST(AdamWOptimizer, TinyGptOverfitsOneBatch) {
   double first = 0, last = 0;
   for (int step = 0; step < 150; ++step) {
     model.parameters().zero_grads();
-    nn::LossSum loss = model.forward_backward(ids, targets, 1.0f / 64.0f, nn::Recompute::none);
+    nn::LossSum loss = model.forward_backward(ids, targets, 1.0f / 64.0f, Recompute::none);
     if (step == 0) first = loss.sum / 64.0;
     last = loss.sum / 64.0;
     opt.step(3e-3f);

@@ -36,7 +36,7 @@ Lists worked_example() {
 }
 
 TEST(PipelineSchedule, WorkedExampleOneFOneB) {
-  const Lists lists = build_schedule(ScheduleKind::one_f_one_b, 2, 3, 1);
+  const Lists lists = build_schedule(PipelineSchedule::one_f_one_b, 2, 3, 1);
   ASSERT_EQ(lists.size(), 2u);
   for (int r = 0; r < 2; ++r) {
     ASSERT_EQ(lists[r].size(), worked_example()[r].size()) << "rank " << r;
@@ -100,26 +100,26 @@ void expect_well_paired(const Lists& lists, int p, int m, int v, const std::stri
   for (const auto& [key, balance] : messages) EXPECT_EQ(balance, 0) << label << " micro-batch " << std::get<1>(key);
 }
 
-int expected_peak(ScheduleKind kind, int p, int m, int v, int r) {
+int expected_peak(PipelineSchedule kind, int p, int m, int v, int r) {
   switch (kind) {
-    case ScheduleKind::gpipe:
+    case PipelineSchedule::gpipe:
       return m;
-    case ScheduleKind::one_f_one_b:
+    case PipelineSchedule::one_f_one_b:
       return std::min(p - r, m);
-    case ScheduleKind::interleaved:
+    case PipelineSchedule::interleaved:
       return std::min(2 * (p - r - 1) + (v - 1) * p + 1, m * v);
   }
   return -1;
 }
 
 struct Case {
-  ScheduleKind kind;
+  PipelineSchedule kind;
   int v;
 };
-constexpr Case kCases[] = {{ScheduleKind::gpipe, 1},
-                           {ScheduleKind::one_f_one_b, 1},
-                           {ScheduleKind::interleaved, 2},
-                           {ScheduleKind::interleaved, 3}};
+constexpr Case kCases[] = {{PipelineSchedule::gpipe, 1},
+                           {PipelineSchedule::one_f_one_b, 1},
+                           {PipelineSchedule::interleaved, 2},
+                           {PipelineSchedule::interleaved, 3}};
 
 // The documented model: forward 1, backward b, free communication, buffered sends. The formulas
 // are exact there for b = 1 and for b = 2 alike.
@@ -127,7 +127,7 @@ TEST(PipelineSchedule, GridMatchesBubbleFormulaPairingsAndPeaks) {
   for (int p : {2, 4, 8}) {
     for (int m : {p, 2 * p, 4 * p}) {
       for (const Case& c : kCases) {
-        const std::string label = std::string(schedule_name(c.kind)) + " p " + std::to_string(p) + " m " +
+        const std::string label = std::string(choice_name(c.kind)) + " p " + std::to_string(p) + " m " +
                                   std::to_string(m) + " v " + std::to_string(c.v);
         const Lists lists = build_schedule(c.kind, p, m, c.v);
         ASSERT_EQ(static_cast<int>(lists.size()), p) << label;
@@ -143,7 +143,7 @@ TEST(PipelineSchedule, GridMatchesBubbleFormulaPairingsAndPeaks) {
           for (int r = 0; r < p; ++r) {
             EXPECT_EQ(check.peak_in_flight[r], expected_peak(c.kind, p, m, c.v, r)) << label << " rank " << r;
           }
-          if (c.kind == ScheduleKind::one_f_one_b) {
+          if (c.kind == PipelineSchedule::one_f_one_b) {
             for (int r = 0; r < p; ++r) EXPECT_LE(check.peak_in_flight[r], p - r) << label;
           }
         }
@@ -153,11 +153,11 @@ TEST(PipelineSchedule, GridMatchesBubbleFormulaPairingsAndPeaks) {
 }
 
 TEST(PipelineSchedule, BubbleFormulas) {
-  EXPECT_DOUBLE_EQ(bubble_formula(ScheduleKind::gpipe, 4, 8, 1), 3.0 / 11.0);
-  EXPECT_DOUBLE_EQ(bubble_formula(ScheduleKind::one_f_one_b, 4, 8, 1), 3.0 / 11.0);
-  EXPECT_DOUBLE_EQ(bubble_formula(ScheduleKind::interleaved, 4, 8, 2), 3.0 / 19.0);
-  EXPECT_EQ(bubble_formula(ScheduleKind::one_f_one_b, 1, 5, 1), 0.0);
-  const ScheduleCheck single = simulate_schedule(build_schedule(ScheduleKind::one_f_one_b, 1, 5, 1), 1, 5, 1);
+  EXPECT_DOUBLE_EQ(bubble_formula(PipelineSchedule::gpipe, 4, 8, 1), 3.0 / 11.0);
+  EXPECT_DOUBLE_EQ(bubble_formula(PipelineSchedule::one_f_one_b, 4, 8, 1), 3.0 / 11.0);
+  EXPECT_DOUBLE_EQ(bubble_formula(PipelineSchedule::interleaved, 4, 8, 2), 3.0 / 19.0);
+  EXPECT_EQ(bubble_formula(PipelineSchedule::one_f_one_b, 1, 5, 1), 0.0);
+  const ScheduleCheck single = simulate_schedule(build_schedule(PipelineSchedule::one_f_one_b, 1, 5, 1), 1, 5, 1);
   ASSERT_TRUE(single.ok) << single.problem;
   EXPECT_EQ(single.idle_fraction, 0.0);
   EXPECT_EQ(single.steps, 15);  // 5 x (1 + 2)
@@ -248,7 +248,7 @@ TEST(PipelineSchedule, OtherMalformedSchedulesAreReported) {
 
 TEST(PipelineSchedule, WrapAroundAndEndsAreChecked) {
   // Interleaved p = 2, v = 2: global stage 1 (rank 1, chunk 0) feeds global stage 2 (rank 0, chunk 1).
-  Lists lists = build_schedule(ScheduleKind::interleaved, 2, 2, 2);
+  Lists lists = build_schedule(PipelineSchedule::interleaved, 2, 2, 2);
   EXPECT_EQ(std::count(lists[1].begin(), lists[1].end(), send_act(1, 0, 0)), 1);
   ASSERT_TRUE(simulate_schedule(lists, 2, 2, 2).ok);
   auto it = std::find(lists[0].begin(), lists[0].end(), recv_act(1, 1, 1));
@@ -256,21 +256,21 @@ TEST(PipelineSchedule, WrapAroundAndEndsAreChecked) {
   lists[0].erase(it);
   expect_problem(lists, 2, 2, 2, {"rank 0", "forward(micro-batch 1, chunk 1)", "before its recv_activation"});
 
-  lists = build_schedule(ScheduleKind::gpipe, 3, 1, 1);
+  lists = build_schedule(PipelineSchedule::gpipe, 3, 1, 1);
   lists[0].push_back({A::send_gradient, 0, 0, 2});  // global stage 0 has no previous stage
   expect_problem(lists, 3, 1, 1, {"rank 0, action 4", "no previous stage"});
 }
 
 TEST(PipelineSchedule, ArgumentErrorsNameTheNumbers) {
-  expect_error_naming([] { build_schedule(ScheduleKind::gpipe, 0, 4, 1); }, {"pipeline stages (0)"});
-  expect_error_naming([] { build_schedule(ScheduleKind::one_f_one_b, 2, 0, 1); }, {"micro-batches (0)"});
-  expect_error_naming([] { build_schedule(ScheduleKind::one_f_one_b, 2, 4, 0); }, {"virtual stages (0)"});
-  expect_error_naming([] { build_schedule(ScheduleKind::one_f_one_b, 2, 4, 3); }, {"3 virtual stages", "1f1b"});
-  expect_error_naming([] { build_schedule(ScheduleKind::gpipe, 2, 4, 2); }, {"2 virtual stages", "gpipe"});
-  expect_error_naming([] { build_schedule(ScheduleKind::interleaved, 1, 4, 2); }, {">= 2 pipeline stages, got 1"});
-  expect_error_naming([] { build_schedule(ScheduleKind::interleaved, 4, 6, 2); },
+  expect_error_naming([] { build_schedule(PipelineSchedule::gpipe, 0, 4, 1); }, {"pipeline stages (0)"});
+  expect_error_naming([] { build_schedule(PipelineSchedule::one_f_one_b, 2, 0, 1); }, {"micro-batches (0)"});
+  expect_error_naming([] { build_schedule(PipelineSchedule::one_f_one_b, 2, 4, 0); }, {"virtual stages (0)"});
+  expect_error_naming([] { build_schedule(PipelineSchedule::one_f_one_b, 2, 4, 3); }, {"3 virtual stages", "1f1b"});
+  expect_error_naming([] { build_schedule(PipelineSchedule::gpipe, 2, 4, 2); }, {"2 virtual stages", "gpipe"});
+  expect_error_naming([] { build_schedule(PipelineSchedule::interleaved, 1, 4, 2); }, {">= 2 pipeline stages, got 1"});
+  expect_error_naming([] { build_schedule(PipelineSchedule::interleaved, 4, 6, 2); },
                       {"micro-batches (6)", "pipeline stages (4)"});
-  const Lists lists = build_schedule(ScheduleKind::one_f_one_b, 2, 3, 1);
+  const Lists lists = build_schedule(PipelineSchedule::one_f_one_b, 2, 3, 1);
   expect_error_naming([&] { simulate_schedule(lists, 3, 3, 1); }, {"2 rank lists for 3 stages"});
   expect_error_naming([&] { simulate_schedule(lists, 2, 3, 1, 0.0); }, {"backward_cost must be > 0, got 0"});
   expect_error_naming([&] { simulate_schedule(lists, 2, -1, 1); }, {"micro-batches (-1)"});

@@ -92,8 +92,8 @@ class ChunkCount final : public nn::PipelineStage {
  public:
   explicit ChunkCount(int chunks) : chunks_(chunks) {}
   int num_chunks() const override { return chunks_; }
-  void prepare(std::int64_t, std::int64_t, nn::Recompute, int) override {}
-  nn::Recompute buffer_mode() const override { return nn::Recompute::none; }
+  void prepare(std::int64_t, std::int64_t, Recompute, int) override {}
+  Recompute buffer_mode() const override { return Recompute::none; }
   Tensor chunk_input(int, int) override { return {}; }
   Tensor chunk_output(int, int) override { return {}; }
   Tensor chunk_grad(int, int) override { return {}; }
@@ -110,13 +110,13 @@ TEST(PipelineSlots, InFlightMicroBatchesMatchTheSchedulesClosedForms) {
       for (int s = 0; s < p; ++s) {
         ChunkCount stage(1);
         distributed::DryRunCommunicator pp("pp", s, p);
-        parallel::PipelineExecutor one_f_one_b(stage, pp, parallel::ScheduleKind::one_f_one_b, m, 1);
+        parallel::PipelineExecutor one_f_one_b(stage, pp, PipelineSchedule::one_f_one_b, m, 1);
         EXPECT_EQ(one_f_one_b.slots_in_flight(), std::min(p - s, m)) << "1f1b p " << p << " m " << m << " s " << s;
-        parallel::PipelineExecutor gpipe(stage, pp, parallel::ScheduleKind::gpipe, m, 1);
+        parallel::PipelineExecutor gpipe(stage, pp, PipelineSchedule::gpipe, m, 1);
         EXPECT_EQ(gpipe.slots_in_flight(), m) << "gpipe p " << p << " m " << m;
         if (p > 1 && m % p == 0) {
           ChunkCount two(2);
-          parallel::PipelineExecutor interleaved(two, pp, parallel::ScheduleKind::interleaved, m, 2);
+          parallel::PipelineExecutor interleaved(two, pp, PipelineSchedule::interleaved, m, 2);
           EXPECT_GE(interleaved.slots_in_flight(), std::min(p - s, m));
           EXPECT_LE(interleaved.slots_in_flight(), m);
         }

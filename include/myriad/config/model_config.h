@@ -78,9 +78,11 @@ struct ModelConfig {
   // The dense family the blocks follow: architecture, or moe_base for moe.
   Architecture family() const;
   bool is_moe() const { return architecture == Architecture::moe; }
-  // MoE values in use: top_k (0 = 2; 0 on a dense model), expert hidden width.
+  // MoE values in use: top_k (0 = 2; 0 on a dense model), expert hidden width, capacity factor
+  // (auto = 1.25; it sizes the capacity only without expert_capacity and dropless).
   int moe_top_k() const;
   int expert_ffn() const;
+  double moe_capacity_factor() const { return capacity_factor.value_or(1.25); }
 
   // Per-key checks plus: n_embd % n_head, n_head % kv_heads, even head_dim for RoPE; for moe:
   // num_experts >= 1, top_k in [1, min(8, num_experts)], moe_every in [1, n_layer], one way to

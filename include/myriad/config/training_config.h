@@ -30,8 +30,8 @@ struct TrainingConfig {
   double lr = 6e-4;                    // peak learning rate (after warmup)
   std::optional<double> min_lr;        // floor the schedule decays to; unset = 0.1 * lr
   std::int64_t warmup_steps = 0;       // linear warmup from 0 to lr over these steps
-  LrSchedule schedule = LrSchedule::cosine;  // decay from lr to min_lr after warmup: cosine | linear | constant
-  double weight_decay = 0.1;                 // AdamW decoupled weight decay
+  LrScheduleKind schedule = LrScheduleKind::cosine;  // decay from lr to min_lr after warmup: cosine | linear | constant
+  double weight_decay = 0.1;                         // AdamW decoupled weight decay
   std::vector<std::string> no_decay = {"norm", "bias"};  // parameter kinds without weight decay (norm, bias, embedding)
   double beta1 = 0.9;                                    // AdamW first-moment decay
   double beta2 = 0.95;                                   // AdamW second-moment decay

@@ -10,6 +10,7 @@
 #include <cstdint>
 #include <string>
 
+#include "myriad/core/step_modes.h"
 #include "myriad/ops/block_layout.h"
 
 namespace myriad::nn {
@@ -17,13 +18,7 @@ namespace myriad::nn {
 enum class NormKind { layernorm, rmsnorm };
 enum class MlpKind { gelu, swiglu };
 enum class PositionKind { learned, rope };
-// Activation recompute per block: none keeps every saved tensor; selective drops the tensors
-// that are cheap to rebuild without a GEMM (norm outputs, MLP activation) and rebuilds them in
-// backward; full keeps only each block's input and re-runs the block's forward in backward.
-enum class Recompute { none, selective, full };
-
-Recompute parse_recompute(const std::string& name);
-const char* recompute_name(Recompute mode);
+// Activation recompute per block: myriad::Recompute (core/step_modes.h), shared with the config.
 
 enum class RouterScore { softmax, sigmoid };
 

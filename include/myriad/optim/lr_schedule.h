@@ -7,19 +7,17 @@
 #pragma once
 
 #include <cstdint>
-#include <string>
+
+#include "myriad/core/step_modes.h"
 
 namespace myriad::optim {
-
-enum class ScheduleKind { cosine, linear, constant };
-ScheduleKind parse_schedule(const std::string& name);
 
 struct LrSchedule {
   float lr = 6e-4f;
   float min_lr = 6e-5f;
   std::int64_t warmup_steps = 0;
   std::int64_t total_steps = 1000;
-  ScheduleKind kind = ScheduleKind::cosine;
+  LrScheduleKind kind = LrScheduleKind::cosine;  // training.schedule
 
   float lr_at(std::int64_t step) const;
 };

@@ -35,12 +35,12 @@ class PipelineExecutor {
  public:
   // `model`: this rank's stage (nn::GptModel on the host, placed on the CUDA backend on a GPU);
   // `pp` exchanges its tensors (a host or device communicator to match). Neither is owned.
-  PipelineExecutor(nn::PipelineStage& model, distributed::Communicator& pp, parallel::ScheduleKind kind,
-                   int micro_batches, int virtual_stages);
+  PipelineExecutor(nn::PipelineStage& model, distributed::Communicator& pp, PipelineSchedule kind, int micro_batches,
+                   int virtual_stages);
 
   // One step: micro-batch i is (ids[i], targets[i]), each (B, T); gradients accumulate in the model.
   PipelineStepResult run(const std::vector<Tensor>& ids, const std::vector<Tensor>& targets, float loss_scale,
-                         nn::Recompute mode);
+                         Recompute mode);
   // Forward only (evaluation): the micro-batch passes every global stage in turn; the loss is
   // returned on the rank of the last stage (zero elsewhere).
   nn::LossSum forward_only(const Tensor& ids, const Tensor& targets);

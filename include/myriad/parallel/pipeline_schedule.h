@@ -30,10 +30,12 @@
 #include <string>
 #include <vector>
 
+#include "myriad/core/step_modes.h"
+
 namespace myriad::parallel {
 
-enum class ScheduleKind { gpipe, one_f_one_b, interleaved };
-const char* schedule_name(ScheduleKind kind);  // "gpipe", "1f1b", "interleaved"
+// The schedule kind is myriad::PipelineSchedule (core/step_modes.h, spelled "1f1b", "gpipe",
+// "interleaved"), the same enum the config's parallel.pp_schedule holds.
 
 struct PipelineAction {
   enum Type { forward, backward, send_activation, recv_activation, send_gradient, recv_gradient };
@@ -58,7 +60,7 @@ std::string describe(const PipelineAction& action);
 //                 then 1F1B pairs, then the remaining backwards (v = 1 is accepted: 1F1B with
 //                 a deeper warm-up).
 // One list per pipeline rank, indexed [rank][step].
-std::vector<std::vector<PipelineAction>> build_schedule(ScheduleKind kind, int stages, int micro_batches,
+std::vector<std::vector<PipelineAction>> build_schedule(PipelineSchedule kind, int stages, int micro_batches,
                                                         int virtual_stages);
 
 struct ScheduleCheck {
@@ -85,6 +87,6 @@ ScheduleCheck simulate_schedule(const std::vector<std::vector<PipelineAction>>& 
                                 int virtual_stages, double backward_cost = 2.0);
 
 // The formula the measured idle fraction is compared with: (p-1)/(m+p-1), or (p-1)/(v m+p-1).
-double bubble_formula(ScheduleKind kind, int stages, int micro_batches, int virtual_stages);
+double bubble_formula(PipelineSchedule kind, int stages, int micro_batches, int virtual_stages);
 
 }  // namespace myriad::parallel

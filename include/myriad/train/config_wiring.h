@@ -1,6 +1,7 @@
 // Config wiring — the resolved RunConfig turned into the options of the components the Engine
 // builds: the model's TransformerConfig, AdamW's settings, the LR schedule, DataParallel's
-// options, the pipeline schedule, the recompute mode and the compute format. Pure functions of
+// options and the compute format (the recompute mode and the pipeline schedule are the config's
+// own enums, core/step_modes.h). Pure functions of
 // the config (no I/O, no communication); a bad value is refused naming its key.
 #pragma once
 
@@ -28,8 +29,6 @@ parallel::DataParallelOptions data_parallel_options(const RunConfig& config);
 distributed::GridShape grid_shape(const ParallelConfig& parallel, int world_size);
 // parallel.dp_reduce and parallel.ranks_per_node for ProcessGroups.
 distributed::ReductionOptions reduction_options(const ParallelConfig& parallel);
-nn::Recompute recompute_mode(Recompute mode);
-parallel::ScheduleKind schedule_kind(PipelineSchedule kind);
 // Tokens of one optimizer step's global batch: micro_batch x gradient_accumulation x dp x seq_len.
 std::int64_t tokens_per_step(const RunConfig& config);
 // training.precision as the format the model computes in (the weights' and activations' copy).

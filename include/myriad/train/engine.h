@@ -248,7 +248,7 @@ class Engine {
   double bubble_seconds_ = 0.0;                  // of the last step
   Tensor peer_embedding_grad_;                   // pp > 1, tied: the other end's embedding gradient
   optim::LrSchedule schedule_;
-  nn::Recompute recompute_ = nn::Recompute::none;
+  Recompute recompute_ = Recompute::none;
   double flops_per_token_ = 0.0;
   nn::ActivationMemory activations_;
   std::int64_t step_ = 0;
