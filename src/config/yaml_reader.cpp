@@ -1,6 +1,7 @@
-// Reading a RunConfig: YAML files/text and "section.key=value" overrides, both through the field
-// registries. Every error is a myriad::Error of the form "<source>:<line>: <section>.<key>: <what>"
-// (the line is the key's, 1-based, when yaml-cpp knows it) that lists what would be accepted.
+// Reading a RunConfig: YAML files and text, through the field registries ("section.key=value"
+// overrides are read in config_keys.cpp). Every error is a myriad::Error of the form
+// "<source>:<line>: <section>.<key>: <what>" (the line is the key's, 1-based, when yaml-cpp
+// knows it) that lists what would be accepted.
 // Values are type-checked and per-key checked (range, choice) here; cross-key checks wait for
 // RunConfig::validate() because later overrides may still change the other keys.
 #include <algorithm>
@@ -175,12 +176,6 @@ RunConfig read_root(const YAML::Node& root, const std::string& source) {
   return config;
 }
 
-std::string trimmed(const std::string& s) {
-  std::size_t begin = s.find_first_not_of(" \t\r\n");
-  if (begin == std::string::npos) return "";
-  return s.substr(begin, s.find_last_not_of(" \t\r\n") - begin + 1);
-}
-
 }  // namespace
 
 RunConfig RunConfig::from_yaml_string(const std::string& text, const std::string& source_name) {
@@ -213,45 +208,6 @@ RunConfig RunConfig::from_yaml_file(const std::string& path) {
   text << in.rdbuf();
   MYRIAD_CHECK(!in.bad(), "cannot read config file '" << path << "'");
   return from_yaml_string(text.str(), path);
-}
-
-void RunConfig::apply_override(const std::string& key_equals_value) {
-  const std::string at = "override '" + key_equals_value + "'";
-  const std::size_t equals = key_equals_value.find('=');
-  MYRIAD_CHECK(equals != std::string::npos, at << ": expected section.key=value, e.g. training.lr=3e-4");
-  const std::string path = trimmed(key_equals_value.substr(0, equals));
-  const std::string text = trimmed(key_equals_value.substr(equals + 1));
-  const std::size_t dot = path.find('.');
-  MYRIAD_CHECK(dot != std::string::npos && dot + 1 < path.size(),
-               at << ": the key must be section.key (sections: " << describe_sections() << "), got '" << path << "'");
-  const std::string section_name = path.substr(0, dot);
-  const std::string key = path.substr(dot + 1);
-  bool known = false;
-  for_each_section(*this, [&](auto& section) {
-    using S = std::decay_t<decltype(section)>;
-    if (S::kSection != section_name) return;
-    known = true;
-    const Field<S>* field = find_field(S::fields(), key);
-    if (const RefusedKey* refused = find_refused_key<S>(key); !field && refused) {
-      MYRIAD_THROW(at << ": " << path << ": " << refused->reason);
-    }
-    if (!field) {
-      auto infos = field_infos(S::fields());
-      MYRIAD_THROW(at << ": unknown key '" << path << "'" << suggestion(closest_key(infos, key))
-                      << "; keys of section '" << section_name << "': " << describe_keys(infos));
-    }
-    std::string problem;
-    std::optional<FieldValue> value = parse_field_text(*field, text, &problem);
-    if (value) problem = field_value_problem(*field, *value);
-    MYRIAD_CHECK(problem.empty(), at << ": " << path << ": " << problem);
-    field->set(section, *value);
-  });
-  if (!known) {
-    std::vector<std::string> names;
-    for_each_section(*this, [&](const auto& section) { names.emplace_back(section.kSection); });
-    MYRIAD_THROW(at << ": unknown section '" << section_name << "'" << suggestion(closest_name(names, section_name))
-                    << "; sections: " << describe_sections());
-  }
 }
 
 }  // namespace myriad
