@@ -10,6 +10,7 @@ namespace myriad::python {
 void bind_errors(pybind11::module_& m);
 void bind_tensor(pybind11::module_& m);
 void bind_ops(pybind11::module_& ops);
+void bind_config(pybind11::module_& m);  // myriad.Config
 void bind_train(pybind11::module_& m);
 void bind_dist(pybind11::module_& m);
 void bind_data(pybind11::module_& m);  // the myriad.data submodule

@@ -11,6 +11,7 @@ PYBIND11_MODULE(_myriad, m) {
   myriad::python::bind_tensor(m);
   pybind11::module_ ops = m.def_submodule("ops", "Reference ops: <op>_forward / <op>_backward pairs");
   myriad::python::bind_ops(ops);
+  myriad::python::bind_config(m);
   myriad::python::bind_dist(m);
   myriad::python::bind_train(m);
   pybind11::module_ data = m.def_submodule("data", "myriad-data: tokenize, dedup, mix and inspect (docs/data.md)");

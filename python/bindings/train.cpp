@@ -1,6 +1,6 @@
-// Python bindings of the run config, the training engine and the tokenizer.
+// Python bindings of the training engine and the tokenizer (the run config is bound in
+// config.cpp).
 //
-// Config: from a YAML file plus "--set key=value" overrides, validated, printable as YAML.
 // Engine: step / evaluate / save / load / generate; parameters and gradients as NumPy views
 // (no copies: the arrays share the engine's flat buffers and keep them alive). The engine runs
 // with the GIL released so other Python threads (progress bars) keep running.
@@ -73,65 +73,6 @@ nn::GenerateArgs generate_args(std::int64_t max_new_tokens, float temperature, s
 }  // namespace
 
 void bind_train(py::module_& m) {
-  py::class_<RunConfig>(m, "Config", "Run configuration (see docs/config.md)")
-      .def_static("from_file", &RunConfig::from_yaml_file, py::arg("path"))
-      .def_static("from_string", &RunConfig::from_yaml_string, py::arg("text"), py::arg("source_name") = "<string>")
-      .def("set", &RunConfig::apply_override, py::arg("key_equals_value"), "apply one 'section.key=value' override")
-      .def(
-          "validate",
-          [](RunConfig& c, int world_size) {
-            c.validate(world_size);
-            c = c.for_world(world_size);  // parallel.dp auto becomes the world's data-parallel share
-          },
-          py::arg("world_size") = 1,
-          "checks every key for a job of world_size processes; fills parallel.dp when it is auto (0)")
-      .def("resolved", &RunConfig::resolved)
-      .def("to_yaml", &RunConfig::to_yaml)
-      .def_property_readonly("logging_dir", [](const RunConfig& c) { return c.logging.dir; })
-      .def_property_readonly("logging_every", [](const RunConfig& c) { return c.logging.every; })
-      .def_property_readonly("logging_level", [](const RunConfig& c) { return c.logging.level; })
-      .def_property_readonly("steps", [](const RunConfig& c) { return c.training.steps; })
-      .def_property_readonly("eval_every", [](const RunConfig& c) { return c.training.eval_every; })
-      .def_property_readonly("checkpoint_every", [](const RunConfig& c) { return c.checkpoint.every; })
-      .def_property_readonly("checkpoint_async", [](const RunConfig& c) { return c.checkpoint.async; })
-      .def_property_readonly("checkpoint_dir", [](const RunConfig& c) { return c.resolved().checkpoint.dir; })
-      .def_property_readonly("resume", [](const RunConfig& c) { return c.checkpoint.resume; })
-      .def_property_readonly("sample",
-                             [](const RunConfig& c) {
-                               py::dict d;
-                               d["tokens"] = c.sample.tokens;
-                               d["temperature"] = c.sample.temperature;
-                               d["top_k"] = c.sample.top_k;
-                               d["prompt"] = c.sample.prompt;
-                               return d;
-                             })
-      .def_property_readonly("seed", [](const RunConfig& c) { return c.training.seed; })
-      .def_property_readonly("data_tokenizer", [](const RunConfig& c) { return c.data.tokenizer; })
-      .def_property_readonly(
-          "model",
-          [](const RunConfig& c) {
-            const ModelConfig& m = c.model;
-            py::dict d;
-            d["architecture"] = std::string(choice_name(m.architecture));
-            d["family"] = std::string(choice_name(m.family()));
-            d["vocab_size"] = m.vocab_size;
-            d["padded_vocab_size"] = m.padded_vocab_size();
-            d["n_layer"] = m.n_layer;
-            d["n_head"] = m.n_head;
-            d["n_kv_head"] = m.kv_heads();
-            d["n_embd"] = m.n_embd;
-            d["head_dim"] = m.head_dim();
-            d["context_length"] = m.context_length;
-            d["ffn_hidden"] = m.ffn_hidden_size();
-            d["norm_eps"] = m.norm_eps;
-            d["rope_theta"] = m.rope_theta;
-            d["tie_embeddings"] = m.ties_embeddings();
-            d["bias"] = m.uses_bias();
-            d["block_sparse_attention"] = m.attention_kind != AttentionLayout::dense;
-            return d;
-          },
-          "the model section's values in use (derived keys resolved)");
-
   py::class_<train::Engine>(m, "Engine", "One rank's model, optimizer, data and step loop")
       .def(py::init(
                [](const RunConfig& config, int rank, const std::string& log_file, distributed::ProcessGroups* groups) {

@@ -28,6 +28,7 @@ import tempfile
 import numpy as np
 
 from . import _myriad
+from .config_values import model_in_use
 
 # Buffers some GPT-2 / LLaMA files carry that are not parameters (recomputed by the model).
 _IGNORED_SUFFIXES = (".attn.bias", ".attn.masked_bias", ".rotary_emb.inv_freq")
@@ -125,11 +126,11 @@ def _llama_hf(tensors, m):
 def export_hf(checkpoint_dir, out_dir):
     """Checkpoint -> a Hugging Face model folder; returns the list of files written."""
     tensors, run_config = checkpoint_tensors(checkpoint_dir)
-    m = run_config.model
+    m = model_in_use(run_config)
     _require(m["architecture"] in ("gpt2", "llama"),
              f"export --format hf: {checkpoint_dir} holds a model.architecture {m['architecture']} model; "
              "Hugging Face export covers the gpt2 and llama families")
-    _require(not m["block_sparse_attention"],
+    _require(m["attention.kind"] == "dense",
              "export --format hf: model.attention.kind block_sparse has no transformers equivalent")
     if m["architecture"] == "gpt2":
         _require(m["n_kv_head"] == m["n_head"], f"export --format hf: GPT-2 in transformers has no grouped-query "
@@ -158,7 +159,7 @@ def export_hf(checkpoint_dir, out_dir):
 
 
 def _gpt2_tokenizer_dir(run_config):
-    spec = run_config.data_tokenizer
+    spec = run_config["data.tokenizer"]
     return spec[len("gpt2:"):] if spec.startswith("gpt2:") else None
 
 
@@ -362,7 +363,8 @@ def import_hf(hf_dir, checkpoint_root, config_out=None, data_path=None):
     with open(config_out, "w") as f:
         f.write(f"# Imported from {os.path.abspath(hf_dir)} (python -m myriad.convert import --format hf)\n")
         f.write("\n".join(lines) + "\n")
-    padded = -(-model["vocab_size"] // 64) * 64  # myriad's embedding rows: a multiple of 64, zeros after V
+    # myriad's embedding rows (the C++ config's padded vocabulary), zeros after V
+    padded = _myriad.Config.from_file(config_out).derived()["model.padded_vocab_size"]
     for name in ("wte", "lm_head.weight"):
         if name in ours and ours[name].shape[0] != padded:
             ours[name] = np.concatenate([ours[name], np.zeros((padded - ours[name].shape[0], ours[name].shape[1]),

@@ -14,6 +14,7 @@ import tempfile
 import numpy as np
 
 from . import _myriad
+from .config_values import model_in_use
 
 LINEAR_SUFFIXES = ("attn.qkv.weight", "attn.proj.weight", "mlp.fc.weight", "mlp.proj.weight", "mlp.gate.weight",
                    "mlp.up.weight", "mlp.down.weight", "lm_head.weight")
@@ -34,7 +35,7 @@ def export_int8(checkpoint_dir, out, group_size=0):
         fp32_bytes = os.path.getsize(fp32_path)
         tensors, metadata = _myriad.read_safetensors(fp32_path)
     config = _myriad.Config.from_string(metadata["config"], checkpoint_dir + "/manifest.json config")
-    model = config.model
+    model = model_in_use(config)
     if model["architecture"] == "moe":
         raise ValueError("export --format int8: mixture-of-experts models are not supported")
     out_tensors, quantized, elements = {}, [], 0

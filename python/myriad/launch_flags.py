@@ -4,10 +4,11 @@
 Pure functions, no MPI and no extension module: `translate(argv)` splits a command line into the
 driver's own options (`--config`, `--set`, `-h/--help`, passed on to argparse) and a list of
 `Setting`s (config key = value, in command-line order); `batch_size_in_sequences()` turns a
-`--batch_size` given in tokens into sequences once the sequence length is known; `read_key()`
-reads one key from the YAML text of a resolved config. A flag that does not apply, an unknown
-flag or a bad value raises `LaunchFlagError` with a one-line message (the driver prints it and
-exits 2). `FLAG_TABLE` is the one table of these flags (docs/launch.md shows the same text).
+`--batch_size` given in tokens into sequences once the sequence length is known (the driver reads
+it from the config through the generic binding: `config.resolved()["training.seq_len"]`). A flag
+that does not apply, an unknown flag or a bad value raises `LaunchFlagError` with a one-line
+message (the driver prints it and exits 2). `FLAG_TABLE` is the one table of these flags
+(docs/launch.md shows the same text).
 
 Order (documented in docs/launch.md): the config file, then these flags in command-line order,
 then `--set` overrides — so `--set` wins over a flag and a flag over the file.
@@ -242,34 +243,3 @@ def translate(argv: List[str]) -> Tuple[List[str], List[Setting]]:
             raise LaunchFlagError(f"unknown flag {flag}: {hint}the driver takes --config FILE, --set KEY=VALUE and the "
                                   "launch flags of docs/launch.md (python3 python/train.py --help)")
     return driver, settings
-
-
-def read_key(yaml_text, section, key):
-    """The value of `section.key` in the YAML text of `Config.to_yaml()` (block mappings, two-space
-    indent, trailing comments), as a string without quotes; None when absent. Enough for the
-    scalar keys the driver reads, without a YAML dependency."""
-    in_section = False
-    for line in yaml_text.splitlines():
-        if not line.strip() or line.lstrip().startswith("#"):
-            continue
-        if not line[0].isspace():
-            in_section = line.split("#", 1)[0].strip() == f"{section}:"
-            continue
-        if in_section:
-            m = re.match(r"\s+([A-Za-z_][A-Za-z0-9_]*):\s*(.*)$", line)
-            if m and m.group(1) == key:
-                value = m.group(2)
-                if value.startswith('"'):
-                    end = value.find('"', 1)
-                    return value[1:end] if end > 0 else value[1:]
-                return value.split(" #", 1)[0].strip()
-    return None
-
-
-def sequence_length(yaml_text):
-    """The tokens per sequence of a resolved config: training.seq_len, or the model's context length
-    when 0 (model.context_length; model.block_size in configs of earlier versions)."""
-    seq_len = int(read_key(yaml_text, "training", "seq_len") or 0)
-    if seq_len > 0:
-        return seq_len
-    return int(read_key(yaml_text, "model", "context_length") or read_key(yaml_text, "model", "block_size") or 0)

@@ -102,7 +102,7 @@ def build_config(myriad, flags, args, loaded):
     for override in args.overrides:
         config.set(override)
     for setting in deferred:
-        seq_len = flags.sequence_length(config.resolved().to_yaml())
+        seq_len = config.resolved()["training.seq_len"]
         sequences = flags.batch_size_in_sequences(setting.tokens, seq_len, setting.flag.partition("=")[2])
         config.set(f"{setting.key}={sequences}")
         for override in args.overrides:
@@ -303,32 +303,32 @@ def run(args, rank, world, runtime):
     loaded = []
     try:
         config = build_config(myriad, flags, args, loaded)
-        log_dir = config.logging_dir
+        log_dir = config["logging.dir"]
         config.validate(world)
         resolved_yaml = config.resolved().to_yaml()
-        if not config.resume:
+        if not config["checkpoint.resume"]:
             # A fresh run must not mix its checkpoints (and config.yaml) with another run's.
-            conflict = myriad.fresh_run_conflict(config.checkpoint_dir)
+            conflict = myriad.fresh_run_conflict(config.resolved()["checkpoint.dir"])
             if conflict:
                 raise myriad.Error(f"[rank {rank}] {conflict}")
         try:
-            os.makedirs(config.logging_dir, exist_ok=True)
+            os.makedirs(log_dir, exist_ok=True)
         except OSError as e:
-            raise myriad.Error(f"[rank {rank}] logging.dir '{config.logging_dir}' cannot be created: "
+            raise myriad.Error(f"[rank {rank}] logging.dir '{log_dir}' cannot be created: "
                                f"{e.strerror} ({e.filename})") from None
         if rank == 0:
-            with open(os.path.join(config.logging_dir, "config.yaml"), "w") as f:
+            with open(os.path.join(log_dir, "config.yaml"), "w") as f:
                 f.write(resolved_yaml)
         groups = myriad.ProcessGroups(config, runtime)
-        engine = myriad.Engine(config, rank, os.path.join(config.logging_dir, f"rank{rank}.log"), groups)
-        if config.resume:
-            engine.load(config.resume)
+        engine = myriad.Engine(config, rank, os.path.join(log_dir, f"rank{rank}.log"), groups)
+        if config["checkpoint.resume"]:
+            engine.load(config["checkpoint.resume"])
     except (myriad.Error, flags.LaunchFlagError) as e:
         # The run directory as far as it is known: the command line's, else the config file's.
-        report_error(e, rank, log_dir_from_args(args) or (loaded[0].logging_dir if loaded else None))
+        report_error(e, rank, log_dir_from_args(args) or (loaded[0]["logging.dir"] if loaded else None))
         return EXIT_BAD_INPUT
     try:
-        return train(engine, groups, config, resolved_yaml, rank, world, stop_signals, fault, flags)
+        return train(engine, groups, config, rank, world, stop_signals, fault)
     except myriad.Error as e:
         if runtime is None:
             # One process: end the engine first so that its log file is flushed and the error
@@ -342,9 +342,9 @@ def run(args, rank, world, runtime):
         return EXIT_BAD_INPUT if "max_nonfinite_steps" in str(e) else EXIT_FAILED
 
 
-def train(engine, groups, config, resolved_yaml, rank, world, stop_signals, fault, flags):
-    steps, every = config.steps, config.logging_every
-    device = flags.read_key(resolved_yaml, "training", "device") or "cpu"
+def train(engine, groups, config, rank, world, stop_signals, fault):
+    steps, every, device = config["training.steps"], config["logging.every"], config["training.device"]
+    eval_every, checkpoint_every = config["training.eval_every"], config["checkpoint.every"]
     mem = engine.memory_report()
     if rank == 0:
         print(f"[rank 0] training {steps} steps on {world} rank(s), {engine.tokens_per_step} tokens/step; memory per "
@@ -368,17 +368,17 @@ def train(engine, groups, config, resolved_yaml, rank, world, stop_signals, faul
                       f"compute {1000 * s['compute_seconds']:.1f} ms/step "
                       f"vs median {1000 * s['median_seconds']:.1f} ms",
                       flush=True)
-        if config.eval_every and step % config.eval_every == 0:
+        if eval_every and step % eval_every == 0:
             val = engine.evaluate()
             if rank == 0:
                 progress.clear()
                 print(f"Iteration: {step}/{steps} | Val Loss: {number(val, '.4f')}", flush=True)
-        if config.checkpoint_every and step % config.checkpoint_every == 0 and step < steps:
-            engine.save(background=config.checkpoint_async)
+        if checkpoint_every and step % checkpoint_every == 0 and step < steps:
+            engine.save(background=config["checkpoint.async"])
             if fault == ("kill_in_save", step):
                 # Wait until the writer has started (its temporary directory exists), so that the
                 # kill lands in the middle of the write rather than before it.
-                partial = os.path.join(config.checkpoint_dir, f".tmp-step_{step:08d}", f"rank_{rank}.bin")
+                partial = os.path.join(config.resolved()["checkpoint.dir"], f".tmp-step_{step:08d}", f"rank_{rank}.bin")
                 deadline = time.time() + 10
                 while not os.path.exists(partial) and time.time() < deadline:
                     time.sleep(0.0005)
@@ -406,9 +406,10 @@ def train(engine, groups, config, resolved_yaml, rank, world, stop_signals, faul
     path = engine.save()
     if rank == 0:
         print(f"[rank 0] checkpoint: {path}", flush=True)
-    sample = config.sample
+    sample = config.to_dict()["sample"]
     if sample["tokens"] > 0:
-        text = engine.generate(sample["prompt"], sample["tokens"], sample["temperature"], sample["top_k"], config.seed)
+        text = engine.generate(sample["prompt"], sample["tokens"], sample["temperature"], sample["top_k"],
+                               config["training.seed"])
         if rank == 0:
             print("---- sample ----")
             print(text)

@@ -67,13 +67,13 @@ def engine(tiny_config):
 
 
 def test_config_from_string_reads_values(tiny_config, tmp_path):
-    assert tiny_config.steps == 30
-    assert tiny_config.eval_every == 10
-    assert tiny_config.checkpoint_every == 0
-    assert tiny_config.logging_dir == str(tmp_path / "run" / "logs")
-    assert tiny_config.logging_level == "warn"
-    assert tiny_config.seed == 1337  # default kept for keys the text does not give
-    assert tiny_config.sample == {"tokens": 20, "temperature": 0.8, "top_k": 40, "prompt": ""}
+    assert tiny_config["training.steps"] == 30
+    assert tiny_config["training.eval_every"] == 10
+    assert tiny_config["checkpoint.every"] == 0
+    assert tiny_config["logging.dir"] == str(tmp_path / "run" / "logs")
+    assert tiny_config["logging.level"] == "warn"
+    assert tiny_config["training.seed"] == 1337  # default kept for keys the text does not give
+    assert tiny_config.to_dict()["sample"] == {"tokens": 20, "temperature": 0.8, "top_k": 40, "prompt": ""}
     tiny_config.validate()
 
 
@@ -101,9 +101,9 @@ def test_config_set_overrides_a_key(tiny_config):
     tiny_config.set("  logging.every = 3 ")  # whitespace around key and value is ignored
     tiny_config.set("training.batch_size=8")  # alias of global_batch_size
     tiny_config.set("sample.prompt=a: b # c")  # strings are verbatim
-    assert tiny_config.steps == 7
-    assert tiny_config.logging_every == 3
-    assert tiny_config.sample["prompt"] == "a: b # c"
+    assert tiny_config["training.steps"] == 7
+    assert tiny_config["logging.every"] == 3
+    assert tiny_config["sample.prompt"] == "a: b # c"
     assert "  global_batch_size: 8\n" in tiny_config.to_yaml()
     tiny_config.validate()  # 8 == micro_batch 4 * gradient_accumulation 2 * dp 1
 
@@ -117,7 +117,7 @@ def test_config_set_unknown_key_names_it(tiny_config):
         tiny_config.set("training.lr=fast")
     with pytest.raises(myriad.Error, match=r"model\.architecture: must be one of gpt2, llama, moe, got 'gpt3'"):
         tiny_config.set("model.architecture=gpt3")
-    assert tiny_config.steps == 30  # failed overrides change nothing visible
+    assert tiny_config["training.steps"] == 30  # failed overrides change nothing visible
     tiny_config.validate()
 
 
@@ -164,7 +164,7 @@ def test_config_to_yaml_round_trip(tiny_config):
     text = tiny_config.to_yaml()
     again = myriad.Config.from_string(text)
     assert again.to_yaml() == text
-    assert again.sample["prompt"] == "héllo: \"quoted\" 'x' # not a comment 🙂"
+    assert again["sample.prompt"] == "héllo: \"quoted\" 'x' # not a comment 🙂"
     # The default config and the resolved one round-trip too.
     default = myriad.Config.from_string("model:\n")
     assert myriad.Config.from_string(default.to_yaml()).to_yaml() == default.to_yaml()

@@ -122,7 +122,7 @@ def test_fresh_run_prints_metrics_eval_checkpoint_and_sample(first_run, tiny):
     assert (checkpoints / "step_00000006").is_dir() and (checkpoints / "step_00000012").is_dir()
     # The run directory holds the resolved config with the overrides applied.
     written = myriad.Config.from_file(str(run / "config.yaml"))
-    assert written.steps == 12 and written.checkpoint_every == 6 and written.logging_every == 4
+    assert written["training.steps"] == 12 and written["checkpoint.every"] == 6 and written["logging.every"] == 4
 
 
 def test_ms_per_step_is_the_mean_over_the_logged_window(first_run):

@@ -2,16 +2,20 @@
 
 `read_config(path or myriad.Config)` resolves the config with the engine's own rules (the C++
 `Config.resolved()`: derived widths, auto keys) and returns a `PlanInput`. Every value here is a
-value the engine uses: ModelShape mirrors ModelConfig's helper methods (padded vocabulary, kv
-heads, MLP widths, tied embeddings, biases), Layout the `parallel:` section with dp settled for
-the world, Batch the `training:` section's batch and precision. `Layout.world` = tp * pp * cp * dp
-(ep is carved out of dp: it must divide dp). Plain data: the search makes copies with
-dataclasses.replace.
+value the engine uses, read through the generic config binding (`cfg.resolved().to_dict()` and
+`cfg.derived()`, python/myriad/config_values.py): ModelShape holds the model's sizes as the C++
+ModelConfig computes them (padded vocabulary, kv heads, head width, MLP widths, tied embeddings,
+biases, MoE values in use) — nothing is defaulted or derived here — Layout the `parallel:`
+section with dp settled for the world, Batch the `training:` section's batch and precision.
+`Layout.world` = tp * pp * cp * dp (ep is carved out of dp: it must divide dp). Plain data: the
+search makes copies with dataclasses.replace.
 """
 from __future__ import annotations
 
 import dataclasses
 from dataclasses import dataclass, field
+
+from ..config_values import model_in_use
 
 
 @dataclass(frozen=True)
@@ -27,6 +31,8 @@ class ModelShape:
     ffn_hidden: int
     tie_embeddings: bool
     bias: bool
+    padded_vocab: int  # vocab_size rounded up as the engine's embedding rows (model.padded_vocab_size)
+    head_dim: int  # n_embd / n_head (model.head_dim)
     # Mixture of experts (num_experts 0: dense).
     num_experts: int = 0
     top_k: int = 0
@@ -36,14 +42,6 @@ class ModelShape:
     expert_capacity: int = 0
     capacity_factor: float = 1.25
     dropless: bool = False
-
-    @property
-    def padded_vocab(self) -> int:
-        return (self.vocab_size + 63) // 64 * 64
-
-    @property
-    def head_dim(self) -> int:
-        return self.n_embd // self.n_head
 
     @property
     def qkv_width(self) -> int:
@@ -158,59 +156,35 @@ class PlanInput:
     overrides: tuple = field(default_factory=tuple)
 
 
-def _bool(value) -> bool:
-    if isinstance(value, bool):
-        return value
-    return str(value).lower() in ("true", "1", "yes", "on")
-
-
-def model_shape(model: dict) -> ModelShape:
-    """ModelShape from the resolved `model:` mapping (values as the engine's helper methods give them)."""
-    arch = str(model["architecture"]).lower()
-    family = str(model.get("moe_base", "llama")).lower() if arch == "moe" else arch
-    n_head = int(model["n_head"])
-    n_kv = int(model.get("n_kv_head", 0)) or n_head
-    n_embd = int(model["n_embd"])
-    ffn = int(model.get("ffn_hidden", 0))
-    if ffn == 0:
-        ffn = (8 * n_embd // 3 + 63) // 64 * 64 if family == "llama" else 4 * n_embd
-    tie = model.get("tie_embeddings", "auto")
-    bias = model.get("bias", "auto")
-    moe = arch == "moe"
-    experts = int(model.get("num_experts", 0)) if moe else 0
-    top_k = (int(model.get("top_k", 0)) or 2) if moe else 0
-    expert_ffn = int(model.get("expert_ffn_hidden", 0)) or ffn
-    factor = model.get("capacity_factor", "auto")
+def model_shape(config) -> ModelShape:
+    """ModelShape of a myriad.Config: the model's values in use as the C++ config gives them."""
+    m = model_in_use(config)
     return ModelShape(
-        family=family, vocab_size=int(model["vocab_size"]), n_layer=int(model["n_layer"]), n_head=n_head,
-        n_kv_head=n_kv, n_embd=n_embd, context_length=int(model["context_length"]), ffn_hidden=ffn,
-        tie_embeddings=(family == "gpt2") if tie in (None, "auto") else _bool(tie),
-        bias=(family == "gpt2") if bias in (None, "auto") else _bool(bias),
-        num_experts=experts, top_k=top_k, moe_every=int(model.get("moe_every", 1)) if moe else 1,
-        expert_ffn=expert_ffn if moe else 0, shared_experts=int(model.get("shared_experts", 0)) if moe else 0,
-        expert_capacity=int(model.get("expert_capacity", 0)) if moe else 0,
-        capacity_factor=1.25 if factor in (None, "auto") else float(factor), dropless=_bool(model.get("dropless",
-                                                                                                       False)))
+        family=m["family"], vocab_size=m["vocab_size"], n_layer=m["n_layer"], n_head=m["n_head"],
+        n_kv_head=m["n_kv_head"], n_embd=m["n_embd"], context_length=m["context_length"], ffn_hidden=m["ffn_hidden"],
+        tie_embeddings=m["tie_embeddings"], bias=m["bias"], padded_vocab=m["padded_vocab_size"],
+        head_dim=m["head_dim"], num_experts=m["num_experts"], top_k=m["moe_top_k"], moe_every=m["moe_every"],
+        expert_ffn=m["expert_ffn"] if m["num_experts"] else 0, shared_experts=m["shared_experts"],
+        expert_capacity=m["expert_capacity"], capacity_factor=m["moe_capacity_factor"], dropless=m["dropless"])
 
 
 def layout_of(parallel: dict, training: dict) -> Layout:
-    layers = parallel.get("pp_layers") or []
+    """Layout from the resolved `parallel:` and `training:` sections (Config.to_dict())."""
     return Layout(
-        tp=int(parallel["tp"]), pp=int(parallel["pp"]), dp=int(parallel["dp"]), cp=int(parallel["cp"]),
-        ep=int(parallel["ep"]), virtual_stages=int(parallel["virtual_stages"]),
-        schedule=str(parallel["pp_schedule"]).lower(), zero_stage=int(parallel["zero_stage"]),
-        sequence_parallel=_bool(parallel["sequence_parallel"]), recompute=str(training["recompute"]).lower(),
-        micro_batch=int(training["micro_batch"]), gradient_accumulation=int(training["gradient_accumulation"]),
-        bucket_mb=float(parallel.get("bucket_mb", 8.0)), pp_layers=tuple(int(x) for x in layers))
+        tp=parallel["tp"], pp=parallel["pp"], dp=parallel["dp"] or 1, cp=parallel["cp"], ep=parallel["ep"],
+        virtual_stages=parallel["virtual_stages"], schedule=parallel["pp_schedule"], zero_stage=parallel["zero_stage"],
+        sequence_parallel=parallel["sequence_parallel"], recompute=training["recompute"],
+        micro_batch=training["micro_batch"], gradient_accumulation=training["gradient_accumulation"],
+        bucket_mb=parallel["bucket_mb"], pp_layers=tuple(int(x) for x in parallel["pp_layers"]))
 
 
 def read_config(config, world: int = 0, overrides=()) -> PlanInput:
-    """PlanInput from a config file path or a myriad.Config; `world` > 0 settles parallel.dp auto for it.
+    """PlanInput from a config file path or a myriad.Config; `world` > 0 settles parallel.dp auto for it
+    (parallel.dp auto without a world counts as 1).
 
     The engine's own parser reads and checks the config (every key, every derived value), so the
     planner sees exactly what a run would.
     """
-    import yaml  # PyYAML: the resolved config is the engine's YAML
     from .. import _myriad
 
     source = ""
@@ -221,22 +195,16 @@ def read_config(config, world: int = 0, overrides=()) -> PlanInput:
         config.set(item)
     if world > 0:
         config.validate(world)
-    text = config.resolved().to_yaml()
-    values = yaml.safe_load(text)
-    model, parallel, training = values["model"], values["parallel"], values["training"]
-    if int(parallel["dp"]) == 0:
-        parallel["dp"] = 1
+    resolved = config.resolved()
+    values = resolved.to_dict()
+    parallel, training = values["parallel"], values["training"]
     layout = layout_of(parallel, training)
-    batch = Batch(seq_len=int(training["seq_len"]) or int(model["context_length"]),
-                  global_batch=int(training["global_batch_size"]) or
-                  layout.micro_batch * layout.gradient_accumulation * layout.dp,
-                  precision=str(training["precision"]).lower(), optimizer=str(training["optimizer"]).lower(),
-                  device=str(training["device"]).lower(),
-                  gradient_compression=str(training["gradient_compression"]).lower(),
-                  sync=str(training["sync"]).lower(), dp_reduce=str(parallel["dp_reduce"]).lower(),
-                  dp_reduce_exact=_bool(parallel["dp_reduce_exact"]))
-    return PlanInput(model=model_shape(model), layout=layout, batch=batch, config_yaml=text, config_source=source,
-                     overrides=tuple(overrides))
+    batch = Batch(seq_len=training["seq_len"], global_batch=training["global_batch_size"],
+                  precision=training["precision"], optimizer=training["optimizer"], device=training["device"],
+                  gradient_compression=training["gradient_compression"], sync=training["sync"],
+                  dp_reduce=parallel["dp_reduce"], dp_reduce_exact=parallel["dp_reduce_exact"])
+    return PlanInput(model=model_shape(config), layout=layout, batch=batch, config_yaml=resolved.to_yaml(),
+                     config_source=source, overrides=tuple(overrides))
 
 
 def stage_layers(n_layer: int, pp: int, virtual_stages: int = 1, pp_layers=()) -> list:
