@@ -10,10 +10,6 @@ namespace myriad {
 
 namespace {
 
-std::string suggestion(const std::string& closest) {
-  return closest.empty() ? "" : " (did you mean '" + closest + "'?)";
-}
-
 std::string trimmed(const std::string& s) {
   const std::size_t begin = s.find_first_not_of(" \t\r\n");
   if (begin == std::string::npos) return "";
@@ -41,14 +37,14 @@ std::string visit_key(Config& config, std::string_view path, Fn&& fn) {
       problem = std::string(path) + ": " + refused->reason;
     } else {
       const auto infos = field_infos(S::fields());
-      problem = "unknown key '" + std::string(path) + "'" + suggestion(closest_key(infos, key)) +
+      problem = "unknown key '" + std::string(path) + "'" + did_you_mean(closest_key(infos, key)) +
                 "; keys of section '" + std::string(section_name) + "': " + describe_keys(infos);
     }
   });
   if (problem) return *problem;
   std::vector<std::string> names;
   for_each_section(config, [&](const auto& section) { names.emplace_back(section.kSection); });
-  return "unknown section '" + std::string(section_name) + "'" + suggestion(closest_name(names, section_name)) +
+  return "unknown section '" + std::string(section_name) + "'" + did_you_mean(closest_name(names, section_name)) +
          "; sections: " + describe_sections();
 }
 

@@ -314,4 +314,8 @@ void throw_field_problem(std::string_view section, const FieldInfo& info, const 
   MYRIAD_THROW(section << "." << info.name << ": " << problem);
 }
 
+std::string did_you_mean(const std::string& closest) {
+  return closest.empty() ? "" : " (did you mean '" + closest + "'?)";
+}
+
 }  // namespace myriad

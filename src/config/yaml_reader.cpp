@@ -38,10 +38,6 @@ std::string node_kind(const YAML::Node& node) {
   }
 }
 
-std::string suggestion(const std::string& closest) {
-  return closest.empty() ? "" : " (did you mean '" + closest + "'?)";
-}
-
 // The value of `node` as the field's type, or throws naming `at` and `path`.
 FieldValue read_value(const FieldInfo& info, const YAML::Node& node, const std::string& at, const std::string& path) {
   std::string problem;
@@ -132,7 +128,7 @@ void read_section(S& section, const YAML::Node& node, const std::string& source)
       }
       if (!field) {
         auto infos = field_infos(S::fields());
-        MYRIAD_THROW(at << ": unknown key '" << name << "." << key << "'" << suggestion(closest_key(infos, key))
+        MYRIAD_THROW(at << ": unknown key '" << name << "." << key << "'" << did_you_mean(closest_key(infos, key))
                         << "; keys of section '" << name << "': " << describe_keys(infos));
       }
       auto [previous, inserted] = seen.emplace(field->name, std::make_pair(key, key_node.Mark().line + 1));
@@ -165,7 +161,7 @@ RunConfig read_root(const YAML::Node& root, const std::string& source) {
     MYRIAD_CHECK(key_node.IsScalar(), at << ": section names must be plain names, got " << node_kind(key_node));
     const std::string& key = key_node.Scalar();  // key_node keeps the scalar alive
     MYRIAD_CHECK(std::find(names.begin(), names.end(), key) != names.end(),
-                 at << ": unknown section '" << key << "'" << suggestion(closest_name(names, key))
+                 at << ": unknown section '" << key << "'" << did_you_mean(closest_name(names, key))
                     << "; sections: " << describe_sections());
     auto [previous, inserted] = seen.emplace(key, key_node.Mark().line + 1);
     MYRIAD_CHECK(inserted, at << ": section '" << key << "' is given twice (also on line " << previous->second << ")");

@@ -16,6 +16,7 @@
 #include "binary_io.h"
 #include "id_range_check.h"
 #include "myriad/core/error.h"
+#include "zstd_handles.h"
 
 namespace myriad::data {
 
@@ -31,10 +32,6 @@ constexpr std::size_t kIndexEntryBytes = 16;
 struct CctxFreer {
   void operator()(ZSTD_CCtx* context) const { ZSTD_freeCCtx(context); }
 };
-struct DctxFreer {
-  void operator()(ZSTD_DCtx* context) const { ZSTD_freeDCtx(context); }
-};
-
 // The block's ids in the shard's dtype bytes.
 std::vector<unsigned char> block_bytes(std::span<const std::int32_t> ids, ShardDType dtype) {
   std::vector<unsigned char> bytes(ids.size() * shard_dtype_size(dtype));

@@ -17,6 +17,7 @@
 #include "report_json.h"
 #include "myriad/core/error.h"
 #include "myriad/data/tokenize_corpus.h"
+#include "fnv1a.h"
 
 namespace myriad::data {
 
@@ -36,11 +37,6 @@ std::vector<T> unpack(const std::string& bytes) {
   std::vector<T> values(bytes.size() / sizeof(T));
   if (!values.empty()) std::memcpy(values.data(), bytes.data(), values.size() * sizeof(T));  // data() may be null
   return values;
-}
-
-std::uint64_t fnv1a(std::string_view bytes, std::uint64_t hash) {
-  for (char c : bytes) hash = (hash ^ static_cast<unsigned char>(c)) * 0x100000001b3ull;
-  return hash;
 }
 
 struct KeyEntry {  // a content hash or band key, with the document it came from

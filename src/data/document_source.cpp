@@ -1,6 +1,7 @@
 // Document sources: files -> byte chunks (plain or zstd) -> lines -> documents, with every
 // skipped piece reported (see document_source.h).
 #include "myriad/data/document_source.h"
+#include "zstd_handles.h"
 
 #include <zstd.h>
 
@@ -24,10 +25,6 @@ std::string where(const std::string& path, std::int64_t line) { return path + ":
 struct FileCloser {
   void operator()(std::FILE* file) const { std::fclose(file); }
 };
-struct DctxFreer {
-  void operator()(ZSTD_DCtx* context) const { ZSTD_freeDCtx(context); }
-};
-
 // The file's bytes in chunks, decompressed when it is zstd. next() returns an empty view at the
 // end, or after a problem it has reported (corrupt or truncated data, a read error).
 class ByteStream {

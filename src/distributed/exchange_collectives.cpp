@@ -11,15 +11,15 @@
 namespace myriad::distributed {
 
 namespace {
-constexpr int kTagBase = 2000;
-int tag_of(CommOp op) { return kTagBase + static_cast<int>(op); }
+constexpr int kExchangeTagBase = 2000;
+int exchange_tag(CommOp op) { return kExchangeTagBase + static_cast<int>(op); }
 }  // namespace
 
 ByteCounts tree_broadcast(const MpiLink& link, void* data, std::int64_t bytes, int root) {
   ByteCounts counts;
   const int size = link.size;
   const int v = (link.rank - root + size) % size;
-  const int tag = tag_of(CommOp::broadcast);
+  const int tag = exchange_tag(CommOp::broadcast);
   int mask = 1;
   while (mask < size) {
     if (v & mask) {
@@ -55,7 +55,7 @@ ByteCounts pairwise_all_to_all_v(const MpiLink& link, const void* input, const s
   const char* in = static_cast<const char*>(input);
   char* out = static_cast<char*>(output);
   if (send_counts[r] > 0) std::memcpy(out + recv_offset[r], in + send_offset[r], send_counts[r] * esize);
-  const int tag = tag_of(CommOp::all_to_all);
+  const int tag = exchange_tag(CommOp::all_to_all);
   for (int s = 1; s < size; ++s) {
     const int to = (r + s) % size, from = (r - s + size) % size;
     RequestSet requests(link, "all_to_all");

@@ -51,8 +51,8 @@ struct Ring {
   }
 };
 
-constexpr int kTagBase = 1000;
-int tag_of(CommOp op) { return kTagBase + static_cast<int>(op); }
+constexpr int kRingTagBase = 1000;
+int ring_tag(CommOp op) { return kRingTagBase + static_cast<int>(op); }
 
 }  // namespace
 
@@ -60,7 +60,7 @@ ByteCounts ring_all_reduce(const MpiLink& link, void* data, std::int64_t n, DTyp
                            ScratchBuffer& scratch) {
   ByteCounts counts;
   if (link.size == 1) return counts;
-  const Ring ring{link, "all_reduce", tag_of(CommOp::all_reduce), n, dtype_size(dtype)};
+  const Ring ring{link, "all_reduce", ring_tag(CommOp::all_reduce), n, dtype_size(dtype)};
   char* bytes = static_cast<char*>(data);
   std::byte* received = scratch.get(0, static_cast<std::size_t>(ring.largest_chunk_bytes()));
   const int r = link.rank;
@@ -77,7 +77,7 @@ ByteCounts ring_all_reduce(const MpiLink& link, void* data, std::int64_t n, DTyp
 ByteCounts ring_reduce_scatter(const MpiLink& link, const void* input, std::int64_t n, void* output, DType dtype,
                                ReduceOp op, ScratchBuffer& scratch) {
   ByteCounts counts;
-  const Ring ring{link, "reduce_scatter", tag_of(CommOp::reduce_scatter), n, dtype_size(dtype)};
+  const Ring ring{link, "reduce_scatter", ring_tag(CommOp::reduce_scatter), n, dtype_size(dtype)};
   const char* in = static_cast<const char*>(input);
   const int r = link.rank;
   if (link.size == 1) {
@@ -100,7 +100,7 @@ ByteCounts ring_reduce_scatter(const MpiLink& link, const void* input, std::int6
 ByteCounts ring_all_gather(const MpiLink& link, const void* input, void* output, std::int64_t n,
                            std::size_t element_size) {
   ByteCounts counts;
-  const Ring ring{link, "all_gather", tag_of(CommOp::all_gather), n, element_size};
+  const Ring ring{link, "all_gather", ring_tag(CommOp::all_gather), n, element_size};
   char* out = static_cast<char*>(output);
   char* own = out + ring.offset(link.rank);
   if (own != input && ring.bytes(link.rank) > 0) {

@@ -74,7 +74,7 @@ void check_lse(const char* op, const char* name, const Tensor& lse, const Shape&
   ops::check_contiguous(op, name, lse);
 }
 
-void check_like(const char* op, const char* name, const Tensor& t, const Tensor& like) {
+void check_attention_like(const char* op, const char* name, const Tensor& t, const Tensor& like) {
   ops::check_dtype(op, name, t, DType::f32);
   ops::check_shape(op, name, t, like.shape());
   check_head_layout(op, name, t);
@@ -91,7 +91,7 @@ void attention_forward(const AttentionArgs& args, const Tensor& q, const Tensor&
                        Tensor& lse) {
   const char* op = "attention_forward";
   Shape lse_shape = check_qkv(op, args, q, k, v);
-  check_like(op, "out", out, q);
+  check_attention_like(op, "out", out, q);
   check_lse(op, "lse", lse, lse_shape);
   const std::initializer_list<ops::NamedTensor> tensors = {
       {"q", &q}, {"k", &k}, {"v", &v}, {"out", &out}, {"lse", &lse}};
@@ -103,12 +103,12 @@ void attention_backward(const AttentionArgs& args, const Tensor& q, const Tensor
                         const Tensor& lse, const Tensor& grad_out, Tensor& grad_q, Tensor& grad_k, Tensor& grad_v) {
   const char* op = "attention_backward";
   Shape lse_shape = check_qkv(op, args, q, k, v);
-  check_like(op, "out", out, q);
+  check_attention_like(op, "out", out, q);
   check_lse(op, "lse", lse, lse_shape);
-  check_like(op, "grad_out", grad_out, q);
-  if (grad_q.defined()) check_like(op, "grad_q", grad_q, q);
-  if (grad_k.defined()) check_like(op, "grad_k", grad_k, k);
-  if (grad_v.defined()) check_like(op, "grad_v", grad_v, v);
+  check_attention_like(op, "grad_out", grad_out, q);
+  if (grad_q.defined()) check_attention_like(op, "grad_q", grad_q, q);
+  if (grad_k.defined()) check_attention_like(op, "grad_k", grad_k, k);
+  if (grad_v.defined()) check_attention_like(op, "grad_v", grad_v, v);
   const std::initializer_list<ops::NamedTensor> tensors = {
       {"q", &q},           {"k", &k},           {"v", &v},
       {"out", &out},       {"lse", &lse},       {"grad_out", &grad_out},
@@ -122,8 +122,8 @@ void attention_backward(const AttentionArgs& args, const Tensor& q, const Tensor
 void attention_merge(Tensor& out, Tensor& lse, const Tensor& part_out, const Tensor& part_lse) {
   const char* op = "attention_merge";
   ops::check_rank(op, "out", out, 4);
-  check_like(op, "out", out, out);
-  check_like(op, "part_out", part_out, out);
+  check_attention_like(op, "out", out, out);
+  check_attention_like(op, "part_out", part_out, out);
   const Shape lse_shape{out.size(0), out.size(1), out.size(2)};
   check_lse(op, "lse", lse, lse_shape);
   check_lse(op, "part_lse", part_lse, lse_shape);

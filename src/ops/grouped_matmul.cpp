@@ -46,12 +46,6 @@ void check_offsets(const char* op, const std::vector<std::int64_t>& offsets, con
                                                << "] = " << offsets.back());
 }
 
-void check_f32(const char* op, const char* name, const Tensor& t, const Shape& shape) {
-  ops::check_dtype(op, name, t, DType::f32);
-  ops::check_shape(op, name, t, shape);
-  ops::check_contiguous(op, name, t);
-}
-
 }  // namespace
 
 void grouped_matmul_forward(const GroupedMatmulArgs& args, const Tensor& x, const Tensor& weight, const Tensor& bias,
@@ -59,8 +53,8 @@ void grouped_matmul_forward(const GroupedMatmulArgs& args, const Tensor& x, cons
   const char* op = "grouped_matmul_forward";
   const GroupedDims dims = check_operands(op, x, weight);
   check_offsets(op, offsets, dims);
-  if (bias.defined()) check_f32(op, "bias", bias, {dims.groups, dims.out});
-  check_f32(op, "out", out, {dims.rows, dims.out});
+  if (bias.defined()) ops::check_f32_contiguous(op, "bias", bias, {dims.groups, dims.out});
+  ops::check_f32_contiguous(op, "out", out, {dims.rows, dims.out});
   const std::initializer_list<ops::NamedTensor> tensors = {
       {"x", &x}, {"weight", &weight}, {"bias", &bias}, {"out", &out}};
   Device device = ops::check_same_device(op, tensors);
@@ -75,10 +69,10 @@ void grouped_matmul_backward(const GroupedMatmulArgs& args, const Tensor& x, con
   const char* op = "grouped_matmul_backward";
   const GroupedDims dims = check_operands(op, x, weight);
   check_offsets(op, offsets, dims);
-  check_f32(op, "grad_out", grad_out, {dims.rows, dims.out});
-  if (grad_x.defined()) check_f32(op, "grad_x", grad_x, x.shape());
-  if (grad_weight.defined()) check_f32(op, "grad_weight", grad_weight, weight.shape());
-  if (grad_bias.defined()) check_f32(op, "grad_bias", grad_bias, {dims.groups, dims.out});
+  ops::check_f32_contiguous(op, "grad_out", grad_out, {dims.rows, dims.out});
+  if (grad_x.defined()) ops::check_f32_contiguous(op, "grad_x", grad_x, x.shape());
+  if (grad_weight.defined()) ops::check_f32_contiguous(op, "grad_weight", grad_weight, weight.shape());
+  if (grad_bias.defined()) ops::check_f32_contiguous(op, "grad_bias", grad_bias, {dims.groups, dims.out});
   const std::initializer_list<ops::NamedTensor> tensors = {
       {"x", &x},           {"weight", &weight},           {"grad_out", &grad_out},
       {"grad_x", &grad_x}, {"grad_weight", &grad_weight}, {"grad_bias", &grad_bias}};

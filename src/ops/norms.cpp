@@ -8,22 +8,6 @@ namespace myriad {
 
 namespace {
 
-// x is a contiguous f32 tensor of at least one dim with C = x.size(-1) >= 1; returns C.
-std::int64_t check_rows_input(const char* op, const char* name, const Tensor& x) {
-  ops::check_dtype(op, name, x, DType::f32);
-  MYRIAD_CHECK(x.dim() >= 1 && x.size(-1) >= 1, op << ": '" << name << "' has shape " << shape_string(x.shape())
-                                                   << ", expected (N, C) or (..., C) with C >= 1");
-  ops::check_contiguous(op, name, x);
-  return x.size(-1);
-}
-
-// A tensor shaped like x (the output or a gradient of the same size as x).
-void check_like(const char* op, const char* name, const Tensor& t, const Tensor& x) {
-  ops::check_dtype(op, name, t, DType::f32);
-  ops::check_shape(op, name, t, x.shape());
-  ops::check_contiguous(op, name, t);
-}
-
 // A per-channel parameter (or its gradient) of shape (C).
 void check_channel(const char* op, const char* name, const Tensor& t, std::int64_t channels) {
   ops::check_dtype(op, name, t, DType::f32);
@@ -48,10 +32,10 @@ void check_row_stat(const char* op, const char* name, const Tensor& t, const Ten
 void layernorm_forward(const LayernormArgs& args, const Tensor& x, const Tensor& weight, const Tensor& bias,
                        Tensor& out, Tensor& mean, Tensor& rstd) {
   const char* op = "layernorm_forward";
-  std::int64_t channels = check_rows_input(op, "x", x);
+  std::int64_t channels = ops::check_f32_rows(op, "x", x);
   check_channel(op, "weight", weight, channels);
   if (bias.defined()) check_channel(op, "bias", bias, channels);
-  check_like(op, "out", out, x);
+  ops::check_f32_contiguous(op, "out", out, x.shape());
   if (mean.defined()) check_row_stat(op, "mean", mean, x);
   if (rstd.defined()) check_row_stat(op, "rstd", rstd, x);
   MYRIAD_CHECK(args.eps >= 0.0f, op << ": eps must be >= 0, got " << args.eps);
@@ -66,12 +50,12 @@ void layernorm_backward(const LayernormArgs& args, const Tensor& x, const Tensor
                         const Tensor& rstd, const Tensor& grad_out, Tensor& grad_x, Tensor& grad_weight,
                         Tensor& grad_bias) {
   const char* op = "layernorm_backward";
-  std::int64_t channels = check_rows_input(op, "x", x);
+  std::int64_t channels = ops::check_f32_rows(op, "x", x);
   check_channel(op, "weight", weight, channels);
   check_row_stat(op, "mean", mean, x);
   check_row_stat(op, "rstd", rstd, x);
-  check_like(op, "grad_out", grad_out, x);
-  if (grad_x.defined()) check_like(op, "grad_x", grad_x, x);
+  ops::check_f32_contiguous(op, "grad_out", grad_out, x.shape());
+  if (grad_x.defined()) ops::check_f32_contiguous(op, "grad_x", grad_x, x.shape());
   if (grad_weight.defined()) check_channel(op, "grad_weight", grad_weight, channels);
   if (grad_bias.defined()) check_channel(op, "grad_bias", grad_bias, channels);
   const std::initializer_list<ops::NamedTensor> tensors = {{"x", &x},
@@ -92,9 +76,9 @@ void layernorm_backward(const LayernormArgs& args, const Tensor& x, const Tensor
 
 void rmsnorm_forward(const RmsnormArgs& args, const Tensor& x, const Tensor& weight, Tensor& out, Tensor& rstd) {
   const char* op = "rmsnorm_forward";
-  std::int64_t channels = check_rows_input(op, "x", x);
+  std::int64_t channels = ops::check_f32_rows(op, "x", x);
   check_channel(op, "weight", weight, channels);
-  check_like(op, "out", out, x);
+  ops::check_f32_contiguous(op, "out", out, x.shape());
   if (rstd.defined()) check_row_stat(op, "rstd", rstd, x);
   MYRIAD_CHECK(args.eps >= 0.0f, op << ": eps must be >= 0, got " << args.eps);
   const std::initializer_list<ops::NamedTensor> tensors = {
@@ -107,11 +91,11 @@ void rmsnorm_forward(const RmsnormArgs& args, const Tensor& x, const Tensor& wei
 void rmsnorm_backward(const RmsnormArgs& args, const Tensor& x, const Tensor& weight, const Tensor& rstd,
                       const Tensor& grad_out, Tensor& grad_x, Tensor& grad_weight) {
   const char* op = "rmsnorm_backward";
-  std::int64_t channels = check_rows_input(op, "x", x);
+  std::int64_t channels = ops::check_f32_rows(op, "x", x);
   check_channel(op, "weight", weight, channels);
   check_row_stat(op, "rstd", rstd, x);
-  check_like(op, "grad_out", grad_out, x);
-  if (grad_x.defined()) check_like(op, "grad_x", grad_x, x);
+  ops::check_f32_contiguous(op, "grad_out", grad_out, x.shape());
+  if (grad_x.defined()) ops::check_f32_contiguous(op, "grad_x", grad_x, x.shape());
   if (grad_weight.defined()) check_channel(op, "grad_weight", grad_weight, channels);
   const std::initializer_list<ops::NamedTensor> tensors = {{"x", &x},           {"weight", &weight},
                                                            {"rstd", &rstd},     {"grad_out", &grad_out},

@@ -31,6 +31,20 @@ void check_contiguous(const char* op, const char* name, const Tensor& t) {
                                      << " strides " << shape_string(t.strides()));
 }
 
+void check_f32_contiguous(const char* op, const char* name, const Tensor& t, const Shape& shape) {
+  check_dtype(op, name, t, DType::f32);
+  check_shape(op, name, t, shape);
+  check_contiguous(op, name, t);
+}
+
+std::int64_t check_f32_rows(const char* op, const char* name, const Tensor& t) {
+  check_dtype(op, name, t, DType::f32);
+  MYRIAD_CHECK(t.dim() >= 1 && t.size(-1) >= 1, op << ": '" << name << "' has shape " << shape_string(t.shape())
+                                                   << ", expected (N, C) or (..., C) with C >= 1");
+  check_contiguous(op, name, t);
+  return t.size(-1);
+}
+
 Device check_same_device(const char* op, std::initializer_list<NamedTensor> tensors) {
   const char* first_name = nullptr;
   Device device;

@@ -23,7 +23,7 @@ using testing::as_f64;
 using testing::DeviceArray;
 using testing::expect_error_mentions;
 
-constexpr float kEps = 1e-5f;
+constexpr float kRmsnormEps = 1e-5f;
 
 TEST(RmsnormKernel, ForwardAndBackwardMatchFloat64) {
   MYRIAD_REQUIRE_GPU();
@@ -42,7 +42,7 @@ TEST(RmsnormKernel, ForwardAndBackwardMatchFloat64) {
       double squares = 0.0;
       for (std::int64_t c = 0; c < channels; ++c)
         squares += static_cast<double>(x[n * channels + c]) * x[n * channels + c];
-      const double r = 1.0 / std::sqrt(squares / static_cast<double>(channels) + kEps);
+      const double r = 1.0 / std::sqrt(squares / static_cast<double>(channels) + kRmsnormEps);
       rstd[n] = r;
       double mean_gxhat = 0.0;
       for (std::int64_t c = 0; c < channels; ++c) {
@@ -61,7 +61,8 @@ TEST(RmsnormKernel, ForwardAndBackwardMatchFloat64) {
     DeviceArray<float> dout(context, rows * channels), drstd(context, rows), dgx(context, rows * channels);
     const std::int64_t scratch_n = std::max<std::int64_t>(1, cuda::layernorm_backward_scratch_floats(rows, channels));
     DeviceArray<float> scratch(context, scratch_n);
-    cuda::rmsnorm_forward_f32(dx.get(), dw.get(), dout.get(), drstd.get(), rows, channels, kEps, context.stream());
+    cuda::rmsnorm_forward_f32(dx.get(), dw.get(), dout.get(), drstd.get(), rows, channels, kRmsnormEps,
+                              context.stream());
     cuda::rmsnorm_backward_f32(dgo.get(), dx.get(), dw.get(), drstd.get(), dgx.get(), dgw.get(), scratch.get(),
                                scratch_n, rows, channels, context.stream());
     const std::string what = "(N, C) = (" + std::to_string(rows) + ", " + std::to_string(channels) + ")";

@@ -27,7 +27,9 @@ Tensor random_tensor(const Shape& shape, float low, float high, std::uint64_t se
   return t;
 }
 
-std::vector<float> host(const Tensor& t) { return std::vector<float>(t.data<float>(), t.data<float>() + t.numel()); }
+std::vector<float> host_floats(const Tensor& t) {
+  return std::vector<float>(t.data<float>(), t.data<float>() + t.numel());
+}
 TEST(SwigluKernel, MatchesTheCpuOp) {
   MYRIAD_REQUIRE_GPU();
   const std::uint64_t seed = testing::fresh_seed();
@@ -39,7 +41,8 @@ TEST(SwigluKernel, MatchesTheCpuOp) {
     Tensor out = Tensor::empty({n}), gg = Tensor::empty({n}), gu = Tensor::empty({n});
     swiglu_forward(SwigluArgs{}, gate, up, out);
     swiglu_backward(SwigluArgs{}, gate, up, grad_out, gg, gu);
-    DeviceArray<float> dg(context, host(gate)), du(context, host(up)), dgo(context, host(grad_out));
+    DeviceArray<float> dg(context, host_floats(gate)), du(context, host_floats(up)),
+        dgo(context, host_floats(grad_out));
     DeviceArray<float> dout(context, n), dgg(context, n), dgu(context, n);
     cuda::swiglu_forward_f32(dg.get(), du.get(), dout.get(), n, context.stream());
     cuda::swiglu_backward_f32(dg.get(), du.get(), dgo.get(), dgg.get(), dgu.get(), n, context.stream());
@@ -72,7 +75,7 @@ TEST(RopeKernel, MatchesTheCpuOpAndBackwardInverts) {
     const RopeArgs args{.theta = 10000.0, .position_offset = c.offset};
     Tensor x = random_tensor({c.b, c.t, c.h, c.d}, -2, 2, seed, 4), out = Tensor::empty({c.b, c.t, c.h, c.d});
     rope_forward(args, x, out);
-    DeviceArray<float> dx(context, host(x)), dout(context, x.numel());
+    DeviceArray<float> dx(context, host_floats(x)), dout(context, x.numel());
     DeviceArray<float> cos_table(context, c.t * c.d / 2), sin_table(context, c.t * c.d / 2);
     cuda::rope_table_f32(cos_table.get(), sin_table.get(), c.t, c.d, args.theta, c.offset, context.stream());
     cuda::rope_f32(dx.get(), dout.get(), cos_table.get(), sin_table.get(), c.b, c.t, c.h, c.d, false, context.stream());

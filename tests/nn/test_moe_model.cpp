@@ -41,12 +41,12 @@ TransformerConfig moe_gpt2() {
   return c;
 }
 
-struct Batch {
+struct MoeBatch {
   Tensor ids, targets;
 };
 
-Batch random_batch(std::int64_t B, std::int64_t T, std::uint64_t seed, std::uint64_t stream) {
-  Batch b{testing::random_ids({B, T}, 13, seed, stream), testing::random_ids({B, T}, 13, seed, stream + 1)};
+MoeBatch random_batch(std::int64_t B, std::int64_t T, std::uint64_t seed, std::uint64_t stream) {
+  MoeBatch b{testing::random_ids({B, T}, 13, seed, stream), testing::random_ids({B, T}, 13, seed, stream + 1)};
   b.targets.data<std::int32_t>()[1] = GptModel::kIgnoreIndex;
   return b;
 }
@@ -58,7 +58,7 @@ struct Objective {
   std::vector<std::int64_t> routing;
 };
 
-Objective objective(GptModel& model, const Batch& b) {
+Objective objective(GptModel& model, const MoeBatch& b) {
   model.reset_moe_stats();
   LossSum l = model.forward_loss(b.ids, b.targets);
   const MoeSpec& moe = model.config().moe;
@@ -86,7 +86,7 @@ int check_gradients_at(const TransformerConfig& config, bool expect_drops, std::
     const float std = p.name.find(".router.") != std::string::npos ? 1.0f : 0.3f;
     if (p.init == ParamInit::normal) fill_normal(p.value, 0.0f, std, seed, stable_name_hash(p.name) + 1);
   }
-  Batch batch = random_batch(2, 5, seed, 100);
+  MoeBatch batch = random_batch(2, 5, seed, 100);
   const Objective base = objective(model, batch);
   const std::int64_t valid = 2 * 5 - 1;
   if (expect_drops) EXPECT_GT(base.routing.back(), 0) << "the capacity should drop tokens in this test";
@@ -169,7 +169,7 @@ TEST(MoeModel, MicroBatchesAccumulateToTheWholeBatchAndRecomputeChangesNothing) 
   std::uint64_t seed = testing::fresh_seed();
   MYRIAD_SEED_TRACE(seed);
   for (const TransformerConfig& config : {moe_llama(), moe_gpt2()}) {
-    Batch whole = random_batch(4, 6, seed, 3);
+    MoeBatch whole = random_batch(4, 6, seed, 3);
     GptModel a(config), b(config);
     a.initialize(seed);
     b.initialize(seed);

@@ -19,15 +19,16 @@ namespace {
 using testing::expect_error_naming;
 using testing::to_f64;
 
-struct Reference {
+struct CrossEntropyExpected {
   std::vector<double> losses, lse;
 };
 
 // Float64 per-row logsumexp with max subtraction; loss = lse - x[target], 0 for ignored rows.
-Reference reference_cross_entropy(const std::vector<double>& logits, const std::vector<std::int32_t>& targets,
-                                  std::int64_t vocab, std::int32_t ignore_index) {
+CrossEntropyExpected reference_cross_entropy(const std::vector<double>& logits,
+                                             const std::vector<std::int32_t>& targets, std::int64_t vocab,
+                                             std::int32_t ignore_index) {
   const std::size_t rows = targets.size();
-  Reference ref{std::vector<double>(rows), std::vector<double>(rows)};
+  CrossEntropyExpected ref{std::vector<double>(rows), std::vector<double>(rows)};
   for (std::size_t n = 0; n < rows; ++n) {
     const double* x = logits.data() + n * vocab;
     const double max = *std::max_element(x, x + vocab);
@@ -44,7 +45,7 @@ Reference reference_cross_entropy(const std::vector<double>& logits, const std::
 std::vector<double> reference_grad(const std::vector<double>& logits, const std::vector<std::int32_t>& targets,
                                    std::int64_t vocab, std::int32_t ignore_index, const std::vector<double>& g,
                                    const std::vector<double>& lse = {}) {
-  Reference ref = reference_cross_entropy(logits, targets, vocab, ignore_index);
+  CrossEntropyExpected ref = reference_cross_entropy(logits, targets, vocab, ignore_index);
   if (!lse.empty()) ref.lse = lse;
   std::vector<double> grad(logits.size(), 0.0);
   for (std::size_t n = 0; n < targets.size(); ++n) {
@@ -92,7 +93,7 @@ TEST_P(CrossEntropyReference, ForwardAndBackwardMatchFloat64) {
   cross_entropy_forward(args, logits, targets, losses, lse);
   const std::vector<double> x = to_f64(logits);
   const std::vector<std::int32_t> t = ids_vector(targets);
-  const Reference ref = reference_cross_entropy(x, t, c.vocab, c.ignore_index);
+  const CrossEntropyExpected ref = reference_cross_entropy(x, t, c.vocab, c.ignore_index);
   // f32 logits in [-4, 4], exps summed in float64: error is the f32 rounding of the result.
   testing::expect_close(losses, ref.losses, 1e-6, 1e-6, "losses");
   testing::expect_close(lse, ref.lse, 1e-6, 1e-6, "lse");
@@ -148,7 +149,7 @@ TEST(CrossEntropy, PaddedRowsLeaveThePaddingOutAndZeroItsGradient) {
   cross_entropy_forward(plain, real, targets, want_losses, want_lse);
   EXPECT_EQ(to_f64(losses), to_f64(want_losses));
   EXPECT_EQ(to_f64(lse), to_f64(want_lse));
-  const Reference ref = reference_cross_entropy(to_f64(real), ids_vector(targets), vocab, -100);
+  const CrossEntropyExpected ref = reference_cross_entropy(to_f64(real), ids_vector(targets), vocab, -100);
   testing::expect_close(losses, ref.losses, 1e-6, 1e-6, "losses");
 
   Tensor want_grad = Tensor::empty({rows, vocab});
@@ -186,7 +187,7 @@ TEST(CrossEntropy, LargeLogitsStayFiniteAndAccurate) {
       const std::vector<double> x = to_f64(logits), got_losses = to_f64(losses);
       const std::vector<std::int32_t> t = ids_vector(targets);
       for (double l : got_losses) ASSERT_TRUE(std::isfinite(l)) << "loss " << l;
-      const Reference ref = reference_cross_entropy(x, t, vocab, args.ignore_index);
+      const CrossEntropyExpected ref = reference_cross_entropy(x, t, vocab, args.ignore_index);
       // The loss keeps (max - x[target]) apart from log(sum), so it stays accurate to f32 rounding;
       // lse ~ 1e3 is stored in f32: ulp(1024) / 2 = 6.1e-5.
       testing::expect_close(got_losses, ref.losses, 1e-5, 1e-6, "large-logit losses");
@@ -249,7 +250,7 @@ TEST(CrossEntropy, VocabShardBackwardGivesTheWholeGradientsColumns) {
   const std::vector<std::int32_t> tv = ids_vector(targets);
   const std::vector<double> lv = to_f64(logits);
   const std::vector<double> whole = reference_grad(lv, tv, V, ignore, to_f64(g));
-  const Reference ref = reference_cross_entropy(lv, tv, V, ignore);
+  const CrossEntropyExpected ref = reference_cross_entropy(lv, tv, V, ignore);
   Tensor lse = Tensor::empty({N});
   for (std::int64_t n = 0; n < N; ++n) lse.data<float>()[n] = static_cast<float>(ref.lse[n]);
   for (auto [begin, end] : {std::pair<std::int64_t, std::int64_t>{0, split}, {split, V}}) {

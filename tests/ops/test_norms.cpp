@@ -78,7 +78,7 @@ class LayernormReference : public ::testing::TestWithParam<NormCase> {};
 // be tiny (rstd r large, always for C = 1 where r = 1/sqrt(eps)) are ill-conditioned: xhat
 // carries an f32 error ~ r * ulp, and grad_x = r * (terms in xhat) an error ~ r^2 * ulp, so
 // grad_x is compared row by row with atol scaled by max(1, r^2), grad_weight with max(1, r).
-constexpr double kTol = 1e-5;
+constexpr double kNormTol = 1e-5;
 
 double max_rstd(const std::vector<double>& rstd) {
   double m = 1.0;
@@ -86,7 +86,7 @@ double max_rstd(const std::vector<double>& rstd) {
   return m;
 }
 
-// grad_x (N, C) against `expected`, row n with atol kTol * max(1, rstd[n]^2).
+// grad_x (N, C) against `expected`, row n with atol kNormTol * max(1, rstd[n]^2).
 void expect_rows_close(const Tensor& actual, const std::vector<double>& expected, const std::vector<double>& rstd,
                        std::int64_t c, const std::string& what) {
   std::vector<double> got = to_f64(actual);
@@ -95,7 +95,7 @@ void expect_rows_close(const Tensor& actual, const std::vector<double>& expected
     std::vector<double> got_row(got.begin() + first, got.begin() + first + c);
     std::vector<double> want_row(expected.begin() + first, expected.begin() + first + c);
     double scale = std::max(1.0, rstd[n] * rstd[n]);
-    testing::expect_close(got_row, want_row, kTol * scale, kTol, what + " row " + std::to_string(n));
+    testing::expect_close(got_row, want_row, kNormTol * scale, kNormTol, what + " row " + std::to_string(n));
   }
 }
 
@@ -116,9 +116,9 @@ TEST_P(LayernormReference, ForwardAndBackwardMatchFloat64) {
 
   std::vector<double> xv = to_f64(x), wv = to_f64(w), bv = p.with_bias ? to_f64(b) : std::vector<double>{};
   NormRef ref = reference_layernorm(xv, wv, bv, n, c, eps);
-  testing::expect_close(out, ref.out, kTol, kTol, "layernorm out");
-  testing::expect_close(mean, ref.mean, kTol, kTol, "layernorm mean");
-  testing::expect_close(rstd, ref.rstd, kTol, kTol, "layernorm rstd");
+  testing::expect_close(out, ref.out, kNormTol, kNormTol, "layernorm out");
+  testing::expect_close(mean, ref.mean, kNormTol, kNormTol, "layernorm mean");
+  testing::expect_close(rstd, ref.rstd, kNormTol, kNormTol, "layernorm rstd");
 
   // L = sum(out * r): gradients against central differences of the float64 forward.
   Tensor r = testing::random_tensor(p.shape, seed, 3);
@@ -138,20 +138,21 @@ TEST_P(LayernormReference, ForwardAndBackwardMatchFloat64) {
   };
   std::vector<double> fd_x = testing::numerical_gradient(loss_x, xv);
   std::vector<double> fd_w = testing::numerical_gradient(loss_w, wv);
-  const double w_tol = kTol * max_rstd(ref.rstd);
+  const double w_tol = kNormTol * max_rstd(ref.rstd);
   expect_rows_close(grad_x, fd_x, ref.rstd, c, "layernorm grad_x");
-  testing::expect_close(grad_w, fd_w, w_tol, kTol, "layernorm grad_weight");
+  testing::expect_close(grad_w, fd_w, w_tol, kNormTol, "layernorm grad_weight");
   std::vector<double> fd_b;
   if (p.with_bias) {
     fd_b = testing::numerical_gradient(loss_b, bv);
-    testing::expect_close(grad_b, fd_b, kTol, kTol, "layernorm grad_bias");
+    testing::expect_close(grad_b, fd_b, kNormTol, kNormTol, "layernorm grad_bias");
   }
 
   // A second backward: parameter grads accumulate (doubled), grad_x is written again (unchanged).
   layernorm_backward(args, x, w, mean, rstd, r, grad_x, grad_w, grad_b);
   expect_rows_close(grad_x, fd_x, ref.rstd, c, "layernorm grad_x after second backward");
-  testing::expect_close(grad_w, scaled(fd_w, 2.0), 2 * w_tol, kTol, "layernorm grad_weight accumulated");
-  if (p.with_bias) testing::expect_close(grad_b, scaled(fd_b, 2.0), 2 * kTol, kTol, "layernorm grad_bias accumulated");
+  testing::expect_close(grad_w, scaled(fd_w, 2.0), 2 * w_tol, kNormTol, "layernorm grad_weight accumulated");
+  if (p.with_bias)
+    testing::expect_close(grad_b, scaled(fd_b, 2.0), 2 * kNormTol, kNormTol, "layernorm grad_bias accumulated");
 }
 
 INSTANTIATE_TEST_SUITE_P(Shapes, LayernormReference,
@@ -174,8 +175,8 @@ TEST_P(RmsnormReference, ForwardAndBackwardMatchFloat64) {
   rmsnorm_forward(args, x, w, out, rstd);
   std::vector<double> xv = to_f64(x), wv = to_f64(w);
   NormRef ref = reference_rmsnorm(xv, wv, n, c, eps);
-  testing::expect_close(out, ref.out, kTol, kTol, "rmsnorm out");
-  testing::expect_close(rstd, ref.rstd, kTol, kTol, "rmsnorm rstd");
+  testing::expect_close(out, ref.out, kNormTol, kNormTol, "rmsnorm out");
+  testing::expect_close(rstd, ref.rstd, kNormTol, kNormTol, "rmsnorm rstd");
 
   Tensor r = testing::random_tensor(shape, seed, 3);
   std::vector<double> rv = to_f64(r);
@@ -186,13 +187,13 @@ TEST_P(RmsnormReference, ForwardAndBackwardMatchFloat64) {
   auto loss_w = [&](const std::vector<double>& v) { return testing::dot(reference_rmsnorm(xv, v, n, c, eps).out, rv); };
   std::vector<double> fd_x = testing::numerical_gradient(loss_x, xv);
   std::vector<double> fd_w = testing::numerical_gradient(loss_w, wv);
-  const double w_tol = kTol * max_rstd(ref.rstd);
+  const double w_tol = kNormTol * max_rstd(ref.rstd);
   expect_rows_close(grad_x, fd_x, ref.rstd, c, "rmsnorm grad_x");
-  testing::expect_close(grad_w, fd_w, w_tol, kTol, "rmsnorm grad_weight");
+  testing::expect_close(grad_w, fd_w, w_tol, kNormTol, "rmsnorm grad_weight");
 
   rmsnorm_backward(args, x, w, rstd, r, grad_x, grad_w);
   expect_rows_close(grad_x, fd_x, ref.rstd, c, "rmsnorm grad_x after second backward");
-  testing::expect_close(grad_w, scaled(fd_w, 2.0), 2 * w_tol, kTol, "rmsnorm grad_weight accumulated");
+  testing::expect_close(grad_w, scaled(fd_w, 2.0), 2 * w_tol, kNormTol, "rmsnorm grad_weight accumulated");
 }
 
 INSTANTIATE_TEST_SUITE_P(Shapes, RmsnormReference,
@@ -237,14 +238,14 @@ TEST(Norms, OptionalOutputsMaySkip) {
   Tensor out = Tensor::empty({4, 6}), none;
   layernorm_forward(LayernormArgs{}, x, w, b, out, none, none);  // inference: no saved stats
   NormRef ref = reference_layernorm(to_f64(x), to_f64(w), to_f64(b), 4, 6, 1e-5);
-  testing::expect_close(out, ref.out, kTol, kTol, "layernorm out without saved stats");
+  testing::expect_close(out, ref.out, kNormTol, kNormTol, "layernorm out without saved stats");
   // Only grad_bias requested: equals the column sums of grad_out.
   Tensor mean = testing::from_f64(ref.mean, {4}), rstd = testing::from_f64(ref.rstd, {4});
   Tensor gb = Tensor::zeros({6}), no_gx, no_gw;
   layernorm_backward(LayernormArgs{}, x, w, mean, rstd, dy, no_gx, no_gw, gb);
   std::vector<double> dyv = to_f64(dy), colsum(6, 0.0);
   for (int i = 0; i < 24; ++i) colsum[i % 6] += dyv[i];
-  testing::expect_close(gb, colsum, kTol, kTol, "layernorm grad_bias alone");
+  testing::expect_close(gb, colsum, kNormTol, kNormTol, "layernorm grad_bias alone");
 }
 
 TEST(Norms, MismatchesNameTheOpAndShapes) {

@@ -30,7 +30,7 @@ std::vector<double> reference_softmax(const std::vector<double>& x, std::int64_t
 }
 
 // Probabilities are in (0, 1); f32 exp and an O(L) sum give errors of a few 1e-7 relative.
-constexpr double kAtol = 1e-6, kRtol = 1e-5;
+constexpr double kSoftmaxAtol = 1e-6, kSoftmaxRtol = 1e-5;
 
 struct SoftmaxCase {
   Shape shape;
@@ -48,7 +48,7 @@ TEST_P(SoftmaxReference, ForwardAndBackwardMatchFloat64) {
   Tensor out = Tensor::full(p.shape, std::numeric_limits<double>::quiet_NaN());
   softmax_forward(SoftmaxArgs{}, x, out);
   std::vector<double> xv = to_f64(x);
-  testing::expect_close(out, reference_softmax(xv, length), kAtol, kRtol, "softmax out");
+  testing::expect_close(out, reference_softmax(xv, length), kSoftmaxAtol, kSoftmaxRtol, "softmax out");
 
   Tensor r = testing::random_tensor(p.shape, seed, 1);
   std::vector<double> rv = to_f64(r);
@@ -56,9 +56,9 @@ TEST_P(SoftmaxReference, ForwardAndBackwardMatchFloat64) {
   softmax_backward(SoftmaxArgs{}, out, r, grad_x);
   auto loss = [&](const std::vector<double>& v) { return testing::dot(reference_softmax(v, length), rv); };
   std::vector<double> fd = testing::numerical_gradient(loss, xv);
-  testing::expect_close(grad_x, fd, kAtol, kRtol, "softmax grad_x");
+  testing::expect_close(grad_x, fd, kSoftmaxAtol, kSoftmaxRtol, "softmax grad_x");
   softmax_backward(SoftmaxArgs{}, out, r, grad_x);  // written, not accumulated
-  testing::expect_close(grad_x, fd, kAtol, kRtol, "softmax grad_x after second backward");
+  testing::expect_close(grad_x, fd, kSoftmaxAtol, kSoftmaxRtol, "softmax grad_x after second backward");
 }
 
 // Ranges near +-1000: a naive exp would overflow to inf (or underflow every term to 0).

@@ -7,11 +7,12 @@
 #include "myriad/distributed/loopback_communicator.h"
 #include "myriad/parallel/data_parallel.h"
 #include "reference.h"
+#include "tiny_transformer.h"
 
 namespace myriad::parallel {
 namespace {
 
-nn::TransformerConfig tiny_gpt2() { return nn::TransformerConfig::gpt2(13, 2, 2, 8, 8); }
+using test_models::tiny_gpt2;
 
 // Reductions (all-reduces and reduce-scatters) issued by one micro-batch's forward and backward.
 std::int64_t reductions_of_micro_batch(DataParallel& dp, nn::GptModel& model, distributed::Communicator& comm,
@@ -20,7 +21,7 @@ std::int64_t reductions_of_micro_batch(DataParallel& dp, nn::GptModel& model, di
                targets = myriad::testing::random_ids({2, 5}, 13, 7, 2);
   comm.reset_stats();
   dp.begin_micro_batch(last_of_step);
-  model.forward_backward(ids, targets, 0.1f, nn::Recompute::none);
+  model.forward_backward(ids, targets, 0.1f, Recompute::none);
   dp.finish_backward();
   const distributed::CommStats stats = comm.stats();
   return stats[distributed::CommOp::all_reduce].calls + stats[distributed::CommOp::reduce_scatter].calls;

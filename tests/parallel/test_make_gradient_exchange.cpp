@@ -12,11 +12,12 @@
 #include "myriad/parallel/local_sgd_exchange.h"
 #include "myriad/parallel/onebit_adam_exchange.h"
 #include "test_helpers.h"
+#include "tiny_transformer.h"
 
 namespace myriad::parallel {
 namespace {
 
-nn::TransformerConfig tiny_gpt2() { return nn::TransformerConfig::gpt2(13, 2, 2, 8, 8); }
+using test_models::tiny_gpt2;
 
 GradientExchangeOptions of_kind(ExchangeKind kind) {
   GradientExchangeOptions options;

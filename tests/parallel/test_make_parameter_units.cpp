@@ -10,11 +10,12 @@
 #include "myriad/parallel/sharded_optimizer_state.h"
 #include "myriad/parallel/sharded_parameters.h"
 #include "test_helpers.h"
+#include "tiny_transformer.h"
 
 namespace myriad::parallel {
 namespace {
 
-nn::TransformerConfig tiny_gpt2() { return nn::TransformerConfig::gpt2(13, 2, 2, 8, 8); }
+using test_models::tiny_gpt2;
 
 DataParallelOptions at_stage(int stage) {
   DataParallelOptions options;

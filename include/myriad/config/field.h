@@ -88,6 +88,8 @@ std::string describe_keys(const std::vector<const FieldInfo*>& fields);
 std::string closest_name(const std::vector<std::string>& names, std::string_view key);
 // The same over the names and aliases of `fields`.
 std::string closest_key(const std::vector<const FieldInfo*>& fields, std::string_view key);
+// " (did you mean 'closest'?)" for an error message, or "" when `closest` is empty.
+std::string did_you_mean(const std::string& closest);
 
 template <typename S>
 struct Field : FieldInfo {

@@ -19,6 +19,10 @@ void check_dtype(const char* op, const char* name, const Tensor& t, DType expect
 void check_rank(const char* op, const char* name, const Tensor& t, int expected_rank);
 void check_shape(const char* op, const char* name, const Tensor& t, const Shape& expected);
 void check_contiguous(const char* op, const char* name, const Tensor& t);
+// A contiguous f32 tensor of exactly `shape` (an output, a gradient, a parameter).
+void check_f32_contiguous(const char* op, const char* name, const Tensor& t, const Shape& shape);
+// Rows of channels: a contiguous f32 tensor of at least one dim with C = t.size(-1) >= 1; returns C.
+std::int64_t check_f32_rows(const char* op, const char* name, const Tensor& t);
 // All defined tensors in `tensors` live on one device; returns it.
 Device check_same_device(const char* op, std::initializer_list<NamedTensor> tensors);
 [[noreturn]] void throw_unsupported_device(const char* op, const Device& device);
