@@ -62,7 +62,11 @@ CollectiveWatchdog::CollectiveWatchdog(MpiCommunicator& world, double timeout_se
 }
 
 CollectiveWatchdog::~CollectiveWatchdog() {
-  stop_ = true;
+  {
+    std::lock_guard<std::mutex> lock(stop_mutex_);
+    stop_ = true;
+  }
+  stop_signal_.notify_all();
   thread_.join();
   int finalized = 0;
   MPI_Finalized(&finalized);
@@ -116,7 +120,8 @@ void CollectiveWatchdog::loop() {
       }
     }
     if (stuck) report_and_abort(*stuck, running);
-    std::this_thread::sleep_for(poll);
+    std::unique_lock<std::mutex> lock(stop_mutex_);
+    stop_signal_.wait_for(lock, poll, [this] { return stop_.load(); });
   }
 }
 

@@ -21,6 +21,7 @@
 #include <chrono>
 #include <cstdint>
 #include <memory>
+#include <condition_variable>
 #include <mutex>
 #include <string>
 #include <thread>
@@ -81,6 +82,8 @@ class CollectiveWatchdog {
   std::mutex mutex_;
   std::vector<std::shared_ptr<GroupProgress>> groups_;
   std::atomic<bool> stop_{false};
+  std::mutex stop_mutex_;                // with stop_signal_: the destructor wakes the poll at once
+  std::condition_variable stop_signal_;  // (an engine's teardown waits for no poll interval)
   std::thread thread_;
 };
 
