@@ -62,7 +62,9 @@ def _gpt2_hf(tensors, m):
     out = {"transformer.wte.weight": tensors["wte"][:m["vocab_size"]], "transformer.wpe.weight": tensors["wpe"]}
 
     def bias(name, width):
-        return tensors[name] if m["bias"] else np.zeros(width, np.float32)  # no biases = zero biases
+        # A model without linear biases (model.bias false) exports zeros for them; its LayerNorms
+        # keep trained biases whatever model.bias says, so a tensor that exists is always written.
+        return tensors[name] if name in tensors else np.zeros(width, np.float32)
 
     for i in range(m["n_layer"]):
         b, h = f"blocks.{i}.", f"transformer.h.{i}."

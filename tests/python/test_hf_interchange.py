@@ -119,6 +119,26 @@ def test_trained_myriad_model_exports_to_transformers_and_back(kind, vocab, tie,
     assert np.array_equal(again.forward(tokens), ours)
 
 
+def test_trained_gpt2_without_linear_biases_exports_exactly(corpus, tmp_path, rng):
+    # model.bias false drops the linear layers' biases; GPT-2's LayerNorms keep theirs and train
+    # them, so the export must carry them (it wrote zeros: logits off by 1e-2 after a few steps).
+    hf_model("gpt2", 300, True, seed=2).save_pretrained(tmp_path / "hf", safe_serialization=True)
+    _, imported = hf.import_hf(str(tmp_path / "hf"), str(tmp_path / "imported"))
+    config = myriad.Config.from_file(str(imported))
+    config.set("model.bias=false")
+    (tmp_path / "no_bias.yaml").write_text(config.to_yaml())
+    engine = myriad_engine(tmp_path / "no_bias.yaml", corpus, tmp_path / "run")
+    for _ in range(3):
+        engine.step()
+    hf.export_hf(engine.save(), str(tmp_path / "out"))
+    loaded = transformers.AutoModelForCausalLM.from_pretrained(str(tmp_path / "out")).eval()
+    tokens = tokens_for(300, rng)
+    assert np.abs(engine.forward(tokens) - hf_logits(loaded, tokens)).max() <= TOLERANCE
+    ln_bias = loaded.transformer.h[0].ln_1.bias.detach().numpy()
+    assert np.abs(ln_bias).max() > 0  # trained LayerNorm biases, not zeros: the comparison can fail
+    assert np.abs(loaded.transformer.h[0].attn.c_attn.bias.detach().numpy()).max() == 0
+
+
 def rewrite(folder, out, change):
     """Copy an HF folder with its tensors changed by change(dict)."""
     os.makedirs(out, exist_ok=True)
