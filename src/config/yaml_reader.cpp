@@ -198,6 +198,17 @@ RunConfig RunConfig::from_yaml_file(const std::string& path) {
   MYRIAD_CHECK(std::filesystem::exists(status), "config file '" << path << "' does not exist");
   MYRIAD_CHECK(!std::filesystem::is_directory(status),
                "config file '" << path << "' is a directory; --config takes a YAML file, e.g. configs/gpt2_tiny.yaml");
+  // A device (/dev/zero) or a FIFO would be read without bound or block: only regular files.
+  MYRIAD_CHECK(std::filesystem::is_regular_file(status),
+               "config file '" << path
+                               << "' is not a regular file (a device, FIFO or socket); --config takes a "
+                                  "YAML file, e.g. configs/gpt2_tiny.yaml");
+  constexpr std::uintmax_t kMaxConfigBytes = 16u << 20;  // a config is a few KiB; anything this large is a mistake
+  const std::uintmax_t bytes = std::filesystem::file_size(path, error);
+  MYRIAD_CHECK(!error, "cannot read the size of config file '" << path << "': " << error.message());
+  MYRIAD_CHECK(bytes <= kMaxConfigBytes, "config file '" << path << "' holds " << bytes
+                                                         << " bytes; a config is at most " << kMaxConfigBytes
+                                                         << " bytes (is it the right file?)");
   std::ifstream in(path, std::ios::binary);
   MYRIAD_CHECK(in.good(), "cannot open config file '" << path << "'");
   std::ostringstream text;

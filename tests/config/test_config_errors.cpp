@@ -2,6 +2,7 @@
 // repeated keys and aliases, YAML syntax, overrides, and the cross-key checks of validate().
 // Each error must name the source and line (when parsing), the full key path and what is allowed.
 #include <gtest/gtest.h>
+#include <sys/stat.h>
 
 #include <filesystem>
 #include <fstream>
@@ -146,6 +147,26 @@ TEST(ConfigErrors, SyntaxAndFileErrors) {
   std::ofstream(path) << "# a comment\nmodel:\n  n_layer: 2\n\ntraining:\n  lr: fast\n";
   expect_error([&] { RunConfig::from_yaml_file(path); }, {path + ":6", "training.lr: expected a number, got 'fast'"});
   std::filesystem::remove(path);
+}
+
+// A device or FIFO would be read without bound (/dev/zero: gigabytes, then out of memory) or block;
+// an oversized file is refused before it is read (issue 46, item 8).
+TEST(ConfigErrors, DevicesFifosAndHugeFilesAreRefusedBeforeReading) {
+  expect_error([] { RunConfig::from_yaml_file("/dev/zero"); }, {"/dev/zero", "is not a regular file", "YAML file"});
+  const std::filesystem::path dir = std::filesystem::path(::testing::TempDir()) / "myriad_config_special";
+  std::filesystem::create_directories(dir);
+  const std::string fifo = (dir / "fifo.yaml").string();
+  std::filesystem::remove(fifo);
+  ASSERT_EQ(mkfifo(fifo.c_str(), 0600), 0);
+  expect_error([&] { RunConfig::from_yaml_file(fifo); }, {fifo, "is not a regular file"});
+  const std::string huge = (dir / "huge.yaml").string();
+  {
+    std::ofstream out(huge, std::ios::binary);
+    out << "training: {steps: 5}\n#";
+    out << std::string((16u << 20) + 1, 'x') << "\n";
+  }
+  expect_error([&] { RunConfig::from_yaml_file(huge); }, {huge, "bytes; a config is at most 16777216 bytes"});
+  std::filesystem::remove_all(dir);
 }
 
 // A wrong --config must never train the default 124M model: directories, empty files, comment-only
