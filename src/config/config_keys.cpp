@@ -22,7 +22,7 @@ template <typename Config, typename Fn>
 std::string visit_key(Config& config, std::string_view path, Fn&& fn) {
   const std::size_t dot = path.find('.');
   if (dot == std::string_view::npos || dot == 0 || dot + 1 >= path.size()) {
-    return "the key must be section.key (sections: " + describe_sections() + "), got '" + std::string(path) + "'";
+    return "the key must be section.key (sections: " + describe_sections() + "), got '" + excerpt(path) + "'";
   }
   const std::string_view section_name = path.substr(0, dot);
   const std::string key(path.substr(dot + 1));

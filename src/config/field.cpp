@@ -202,7 +202,7 @@ bool FieldInfo::matches(std::string_view key) const {
 
 std::optional<FieldValue> parse_field_text(const FieldInfo& info, std::string_view text, std::string* problem) {
   auto fail = [&](std::string_view expected) -> std::optional<FieldValue> {
-    *problem = "expected " + std::string(expected) + ", got '" + std::string(text) + "'";
+    *problem = "expected " + std::string(expected) + ", got '" + excerpt(text) + "'";
     return std::nullopt;
   };
   switch (info.type) {
@@ -259,7 +259,7 @@ std::string field_value_problem(const FieldInfo& info, const FieldValue& value) 
   if (info.type == FieldType::choice) {
     const auto& s = std::get<std::string>(value);
     if (std::find(info.allowed.begin(), info.allowed.end(), s) == info.allowed.end()) {
-      return "must be one of " + join(info.allowed, ", ") + ", got '" + s + "'";
+      return "must be one of " + join(info.allowed, ", ") + ", got '" + excerpt(s) + "'";
     }
   }
   if (info.type == FieldType::text_list) {
@@ -267,7 +267,7 @@ std::string field_value_problem(const FieldInfo& info, const FieldValue& value) 
     std::set<std::string> seen;
     for (const auto& item : list) {
       if (!info.allowed.empty() && std::find(info.allowed.begin(), info.allowed.end(), item) == info.allowed.end()) {
-        return "members must be among " + join(info.allowed, ", ") + ", got '" + item + "'";
+        return "members must be among " + join(info.allowed, ", ") + ", got '" + excerpt(item) + "'";
       }
       if (!info.repeats && !seen.insert(item).second) return "lists '" + item + "' twice";
     }

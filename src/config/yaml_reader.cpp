@@ -34,7 +34,7 @@ std::string node_kind(const YAML::Node& node) {
     case YAML::NodeType::Null:
       return "an empty value";
     default:
-      return "'" + node.Scalar() + "'";
+      return "'" + excerpt(node.Scalar()) + "'";
   }
 }
 

@@ -33,4 +33,11 @@ namespace detail {
 void throw_error(const std::string& message, const char* file, int line) { throw Error(message, file, line); }
 }  // namespace detail
 
+std::string excerpt(std::string_view text, std::size_t limit) {
+  if (text.size() <= limit) return std::string(text);
+  std::size_t cut = limit;
+  while (cut > 0 && (static_cast<unsigned char>(text[cut]) & 0xC0) == 0x80) --cut;  // not inside a character
+  return std::string(text.substr(0, cut)) + "... (" + std::to_string(text.size()) + " bytes)";
+}
+
 }  // namespace myriad

@@ -213,18 +213,19 @@ BpeTokenizer BpeTokenizer::load_gpt2(const std::string& encoder_json_path, const
   for (std::size_t i = first_merge; i < lines.size(); ++i) {
     const std::size_t line = i + 1;
     const std::vector<std::string_view> fields = split_fields(lines[i]);
-    MYRIAD_CHECK(fields.size() == 2,
-                 vocab_bpe_path << ":" << line << ": expected a merge \"left right\", got \"" << lines[i] << "\"");
+    MYRIAD_CHECK(fields.size() == 2, vocab_bpe_path << ":" << line << ": expected a merge \"left right\", got \""
+                                                    << excerpt(lines[i]) << "\"");
     Merge m;
     for (int side = 0; side < 2; ++side) {
       auto it = by_string.find(std::string(fields[side]));
       MYRIAD_CHECK(it != by_string.end(), vocab_bpe_path << ":" << line << ": merge refers to unknown token \""
-                                                         << fields[side] << "\" (not in " << encoder_json_path << ")");
+                                                         << excerpt(fields[side]) << "\" (not in " << encoder_json_path
+                                                         << ")");
       (side == 0 ? m.left : m.right) = it->second;
     }
     joined.assign(fields[0]);
     joined.append(fields[1]);
-    MYRIAD_CHECK(by_string.count(joined), vocab_bpe_path << ":" << line << ": merge result \"" << joined
+    MYRIAD_CHECK(by_string.count(joined), vocab_bpe_path << ":" << line << ": merge result \"" << excerpt(joined)
                                                          << "\" is not a token of " << encoder_json_path);
     merges.push_back(m);
   }
@@ -303,8 +304,8 @@ BpeTokenizer BpeTokenizer::load(const std::string& path) {
       ok = hi >= 0 && lo >= 0;
       bytes.push_back(static_cast<char>(hi * 16 + lo));
     }
-    MYRIAD_CHECK(
-        ok, path << ":" << index + 1 << ": token " << id << ": expected lower-case hex bytes, got \"" << hex << "\"");
+    MYRIAD_CHECK(ok, path << ":" << index + 1 << ": token " << id << ": expected lower-case hex bytes, got \""
+                          << excerpt(hex) << "\"");
   }
   std::vector<Merge> merges(m);
   for (std::int64_t rank = 0; rank < m; ++rank) {

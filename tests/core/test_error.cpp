@@ -27,6 +27,17 @@ TEST(Error, MessageCarriesRankFileAndLine) {
   unsetenv("OMPI_COMM_WORLD_RANK");
 }
 
+TEST(Error, ExcerptBoundsQuotedInput) {
+  EXPECT_EQ(excerpt("fast"), "fast");
+  EXPECT_EQ(excerpt(std::string(200, 'a')), std::string(200, 'a'));
+  const std::string huge(20u << 20, 'x');
+  const std::string quoted = excerpt(huge);
+  EXPECT_EQ(quoted, std::string(200, 'x') + "... (20971520 bytes)");
+  // Never inside a UTF-8 character: "é" is two bytes, the cut backs off to its first.
+  const std::string accents = std::string(199, 'a') + "\xc3\xa9" + std::string(10, 'b');
+  EXPECT_EQ(excerpt(accents), std::string(199, 'a') + "... (211 bytes)");
+}
+
 TEST(Device, ParsesAndRejects) {
   EXPECT_EQ(Device::parse("cpu"), Device::cpu());
   EXPECT_EQ(Device::parse("cuda:3"), Device::cuda(3));

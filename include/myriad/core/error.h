@@ -11,6 +11,7 @@
 #include <sstream>
 #include <stdexcept>
 #include <string>
+#include <string_view>
 
 namespace myriad {
 
@@ -32,6 +33,11 @@ class Error : public std::runtime_error {
   int line_;
   int rank_;
 };
+
+// Input quoted in a message, bounded: `text` itself when at most `limit` bytes, else its first
+// `limit` bytes (cut at a UTF-8 character boundary) and "... (N bytes)". A 20 MB YAML value or a
+// 100 MB line of a vocabulary file must not be echoed whole to the console and every rank's log.
+std::string excerpt(std::string_view text, std::size_t limit = 200);
 
 namespace detail {
 [[noreturn]] void throw_error(const std::string& message, const char* file, int line);
