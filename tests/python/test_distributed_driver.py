@@ -97,9 +97,9 @@ def test_two_ranks_reproduce_the_single_process_losses(tiny):
             assert len(written) == 6
 
 
-def test_the_seed_documents_launch_line_runs_as_written(tiny):
+def test_the_moe_recipes_launch_line_runs_as_written(tiny):
     """`mpirun -np N -hostfile hostfile python train.py --config config.yaml --log_dir DIR` (the
-    seed's line; python3 and the driver's path are this machine's): no --set at all, parallel.dp
+    1.6T MoE recipe's line; python3 and the driver's path are this machine's): no --set at all, parallel.dp
     comes from the world size, the run directory from --log_dir, and the global batch of the
     config (2 x 2 x dp 2) reproduces the serial loss curve."""
     config, root = tiny
@@ -121,6 +121,23 @@ def test_the_seed_documents_launch_line_runs_as_written(tiny):
     assert len(one) == len(two) == 8 and max(abs(a - b) for a, b in zip(one, two)) <= 2e-4, (one, two)
     assert "resolved config" not in result.stdout + result.stderr, "the resolved config belongs in the log file"
     assert "resolved config" in (root / "logs" / "train" / "rank0.log").read_text()
+
+
+def test_the_moe_recipes_launch_line_runs_from_the_repository_root(tiny):
+    """The same line with `train.py` as written, run from the repository root (its train.py runs
+    python/train.py): two ranks train and write the log folder --log_dir names."""
+    config, root = tiny
+    root_flag = ["--allow-run-as-root"] if os.geteuid() == 0 else []
+    env = dict(os.environ, PYTHONPATH=PYTHONPATH, OMP_NUM_THREADS="1")
+    logs = root / "logs" / "from_root"
+    result = subprocess.run(
+        [MPIRUN, *root_flag, "--oversubscribe", "--mca", "mpi_yield_when_idle", "1", "-x", "PYTHONPATH", "-x",
+         "OMP_NUM_THREADS", "-np", "2", sys.executable, "train.py", "--config", str(config), "--log_dir", str(logs),
+         "--set", "training.steps=2", "--set", f"checkpoint.dir={root / 'from_root_checkpoints'}"],
+        cwd=REPO, env=env, capture_output=True, text=True, timeout=TIMEOUT)
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert "\n  dp: 2\n" in (logs / "config.yaml").read_text()
+    assert len(LOSS.findall(result.stdout)) >= 1, result.stdout
 
 
 @pytest.mark.parametrize("layout,axis", [("parallel.tp=2", "tp"), ("parallel.pp=2", "pp"),
@@ -168,7 +185,7 @@ def test_an_error_on_one_rank_ends_every_rank(tiny, name, bad_override, needles)
     assert seconds < TIMEOUT / 2, f"took {seconds:.0f} s: the healthy rank was left waiting"
 
 
-SEED_MOE_YAML = """\
+MOE_RECIPE_MOE_YAML = """\
 model:
   architecture: MoE
   num_experts: 4
@@ -188,7 +205,7 @@ sample: {{tokens: 0}}
 """
 
 
-SEED_SPARSE_YAML = """\
+MOE_RECIPE_SPARSE_YAML = """\
 model:
   architecture: llama
   vocab_size: 320
@@ -211,13 +228,13 @@ sample: {{tokens: 6}}
 """
 
 
-def test_the_seed_documents_sparse_attention_keys_train_with_heads_split_over_two_ranks(tmp_path):
-    """The seed's attention_config (sparse_ratio 0.7, block_size 64, threshold 0.1) under
+def test_the_moe_recipes_sparse_attention_keys_train_with_heads_split_over_two_ranks(tmp_path):
+    """The 1.6T MoE recipe's attention_config (sparse_ratio 0.7, block_size 64, threshold 0.1) under
     model.attention with tp 2: it trains, prints and records what the per-head selection kept,
     samples text (the forward re-run over the prefix), and the losses equal one process's."""
     corpus = write_corpus(tmp_path / "corpus.txt")
     config = tmp_path / "sparse.yaml"
-    config.write_text(SEED_SPARSE_YAML.format(corpus=corpus, run=tmp_path / "run"))
+    config.write_text(MOE_RECIPE_SPARSE_YAML.format(corpus=corpus, run=tmp_path / "run"))
     result, _ = mpirun(2, driver(config))
     assert result.returncode == 0, result.stdout + result.stderr
     assert re.search(r"Attn: [0-9.]+ blocks \([0-9.]+%\) est. mass [0-9.]+", result.stdout), result.stdout
@@ -242,13 +259,13 @@ def test_the_seed_documents_sparse_attention_keys_train_with_heads_split_over_tw
     assert max(abs(a - b) for a, b in zip(one, two)) <= 2e-4, (one, two)
 
 
-def test_the_seed_documents_moe_block_trains_with_experts_split_over_two_ranks(tmp_path):
-    """The seed's model keys verbatim (architecture: MoE, num_experts, top_k, expert_capacity) with
+def test_the_moe_recipes_moe_block_trains_with_experts_split_over_two_ranks(tmp_path):
+    """The 1.6T MoE recipe's model keys verbatim (architecture: MoE, num_experts, top_k, expert_capacity) with
     parallel.ep 2: it trains, prints the MoE part of the step line, and metrics.jsonl carries each
     layer's routing and the ep axis's all-to-all bytes; the losses equal one process's."""
     corpus = write_corpus(tmp_path / "corpus.txt")
     config = tmp_path / "moe.yaml"
-    config.write_text(SEED_MOE_YAML.format(corpus=corpus, run=tmp_path / "run"))
+    config.write_text(MOE_RECIPE_MOE_YAML.format(corpus=corpus, run=tmp_path / "run"))
     result, _ = mpirun(2, driver(config))
     assert result.returncode == 0, result.stdout + result.stderr
     assert re.search(r"MoE: aux [0-9.]+ drop [0-9.]+% load max/mean [0-9.]+", result.stdout), result.stdout

@@ -36,7 +36,7 @@ def test_seed_flags_map_to_config_keys_in_both_forms():
                    "training.lr=6e-5", "training.warmup_steps=10000", "training.optimizer=adamw",
                    "training.recompute=full",
                    "training.precision=bf16", "logging.dir=/logs/train"]
-    # The seed's deepspeed line, as the shell passes it (quotes removed); hyphens equal underscores.
+    # The cluster-training recipe's deepspeed line, as the shell passes it (quotes removed); hyphens equal underscores.
     _, got = overrides(["--batch_size=4M", "--gradient-accumulation=8", "--seq-length=2048", '--optimizer="adamw"',
                         "--lr=6e-5", "--warmup=10000", "--checkpoint_activations", "--fp16"])
     assert got[0] == ("training.global_batch_size", 4 * 2**20)

@@ -17,10 +17,11 @@ DELETED = [
     ("namespace myriad::dist", re.compile(r"myriad::dist\b(?!ributed)")),
     ("namespace dist::", re.compile(r"(?<![\w:.])dist::")),
     ("folder dist/", re.compile(r"(?<![\w/.-])dist/")),
-    ("'GPU window'", re.compile(r"gpu window", re.IGNORECASE)),
-    ("'seed document(s)'", re.compile(r"seed documents?\b", re.IGNORECASE)),
-    ("'device trainer'", re.compile(r"device trainer", re.IGNORECASE)),
-    ("'GPU twin'", re.compile(r"gpu twins?\b", re.IGNORECASE)),
+    ("'GPU window'", re.compile(r"gpu[ _]?window", re.IGNORECASE)),
+    ("'seed document(s)'", re.compile(r"seed[ _]?documents?(?![a-z])", re.IGNORECASE)),
+    ("'device trainer'", re.compile(r"device[ _]?trainer", re.IGNORECASE)),
+    ("'the seed's' (a design document)", re.compile(r"\bthe seed's", re.IGNORECASE)),
+    ("'GPU twin'", re.compile(r"gpu[ _]?twins?(?![a-z])", re.IGNORECASE)),
 ]
 EXEMPT = {"CHANGELOG.md", "tests/python/test_names.py"}
 
