@@ -217,6 +217,9 @@ const std::vector<RefusedKey>& ModelConfig::refused_keys() {
       {"threshold",
        "belongs to block-sparse attention: write it as model.attention.threshold "
        "(attention: {kind: block_sparse, sparse_ratio: 0.7, threshold: 0.1})"},
+      {"attention_config",
+       "is the 1.6T MoE recipe's spelling of block-sparse attention; here it is model.attention with the kind "
+       "named: attention: {kind: block_sparse, sparse_ratio: 0.7, block_size: 64, threshold: 0.1}"},
   };
   return refused;
 }

@@ -183,6 +183,12 @@ TEST(ConfigErrors, AHugeValueIsQuotedInPart) {
   }
 }
 
+// The 1.6T MoE recipe's attention_config block points to model.attention (issue 46, item 13).
+TEST(ConfigErrors, TheMoeRecipesAttentionConfigPointsToModelAttention) {
+  expect_yaml_error("model:\n  attention_config: {sparse_ratio: 0.7, block_size: 64, threshold: 0.1}\n",
+                    {"t.yaml:2", "model.attention_config", "attention: {kind: block_sparse, sparse_ratio: 0.7"});
+}
+
 // A wrong --config must never train the default 124M model: directories, empty files, comment-only
 // files and several YAML documents are refused naming the file.
 TEST(ConfigErrors, DirectoriesEmptyFilesAndSeveralDocumentsAreRefused) {
