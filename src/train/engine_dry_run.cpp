@@ -2,7 +2,9 @@
 // memory it would hold (train/dry_run.h).
 #include <spdlog/logger.h>
 
+#include "myriad/train/checkpoint/checkpointer.h"
 #include "myriad/train/engine.h"
+#include "myriad/train/inference_session.h"
 
 namespace myriad::train {
 
@@ -10,16 +12,17 @@ namespace {
 std::int64_t bytes_of(const Tensor& t) { return t.defined() ? static_cast<std::int64_t>(t.nbytes()) : 0; }
 }  // namespace
 
-Engine::Engine(const RunConfig& config, distributed::ProcessGroups& groups, ops::MetaBackend& meta)
-    : log_(std::make_shared<spdlog::logger>("dry_run")), groups_(&groups) {
-  const int world = groups_->grid().world_size();
-  config_ = config.for_world(world).resolved();
-  config_.validate(world);
+Engine::Engine(const RunConfig& config, distributed::ProcessGroups& groups, ops::MetaBackend& meta) {
+  state_.log = std::make_shared<spdlog::logger>("dry_run");
+  state_.groups = &groups;
+  const int world = state_.groups->grid().world_size();
+  state_.config = config.for_world(world).resolved();
+  state_.config.validate(world);
   build_rank_model(ops::Placement{&meta}, &meta);
-  recompute_ = config_.training.recompute;
+  recompute_ = state_.config.training.recompute;
   meta.set_label("activations");
-  const std::int64_t local_T = config_.training.seq_len / config_.parallel.cp;
-  model_->prepare(config_.training.micro_batch, local_T, recompute_, pipeline_->slots_in_flight());
+  const std::int64_t local_T = state_.config.training.seq_len / state_.config.parallel.cp;
+  state_.model->prepare(state_.config.training.micro_batch, local_T, recompute_, pipeline_->slots_in_flight());
   meta.set_label("other");
 }
 
@@ -45,12 +48,12 @@ DryRunReport Engine::dry_run(const RunConfig& config, int world_size, int rank) 
     r.ep_rank = coord[distributed::Axis::ep];
     r.dp_rank = coord[distributed::Axis::dp];
     r.pp_stage = coord[distributed::Axis::pp];
-    r.parameter_elements = engine.model_->parameters().numel();
-    r.shard_elements = engine.data_parallel_->layout().shard_elements();
-    r.optimizer_elements = engine.data_parallel_->optimizer().state_elements();
-    const parallel::ShardedMemory held = engine.data_parallel_->resident();
+    r.parameter_elements = engine.state_.model->parameters().numel();
+    r.shard_elements = engine.state_.data_parallel->layout().shard_elements();
+    r.optimizer_elements = engine.state_.data_parallel->optimizer().state_elements();
+    const parallel::ShardedMemory held = engine.state_.data_parallel->resident();
     r.master_weight_bytes = held.parameter_bytes;
-    r.compute_weight_bytes = bytes_of(engine.compute_values_) + held.compute_copy_bytes;
+    r.compute_weight_bytes = bytes_of(engine.state_.compute_values) + held.compute_copy_bytes;
     r.gradient_bytes = held.gradient_bytes;
     r.optimizer_bytes = held.optimizer_bytes;
     const auto& labels = meta.usage_by_label();

@@ -1,5 +1,5 @@
 // Engine's research API: a training step in parts (forward, backward, optimizer_step) over the
-// caller's batches, logits, generation with log-probabilities, the owned optimizer state.
+// caller's batches and the owned optimizer state (logits and generation: inference_session.cpp).
 //
 // Invariants: forward + backward + optimizer_step on the rows train_batch(s) gives for each rank
 // is bit for bit step() at step s — the same micro-batches run through the same schedule with the
@@ -14,7 +14,9 @@
 #include "myriad/ops/cross_entropy.h"
 #include "myriad/ops/elementwise.h"
 #include "myriad/train/metrics/attention_metrics.h"
+#include "myriad/train/checkpoint/checkpointer.h"
 #include "myriad/train/engine.h"
+#include "myriad/train/inference_session.h"
 #include "myriad/train/metrics/moe_metrics.h"
 
 namespace myriad::train {
@@ -30,64 +32,8 @@ std::uint32_t content_hash(const Tensor& t, std::uint64_t h = 146959810393466560
 
 }  // namespace
 
-void Engine::with_serial_model(const std::function<void(nn::GptModel&)>& fn) {
-  // A host copy of the serial model (tp / pp / ep: assembled from every rank's part; cp: the
-  // rank's own parameters, which are whole, without the ring its model attends through), or the
-  // model itself where it is whole (host or GPU; ZeRO-3 gathers every parameter for the call).
-  auto on_copy = [&](const Tensor& serial_values) {
-    nn::GptModel copy(model_->config());
-    copy.parameters().flat_values().copy_from(serial_values);
-    if (compute_format_ != DType::f32) {  // the weights the trained model reads
-      round_to_format(copy.parameters().flat_values(), compute_format_);
-      copy.set_activation_precision(compute_format_);
-    }
-    fn(copy);
-  };
-  if (model_parallel()) {
-    parallel::FullState serial;
-    snapshot_serial(serial);
-    on_copy(serial.values);
-  } else if (config_.parallel.cp > 1) {
-    data_parallel_->gather_all();
-    const Tensor values = model_->parameters().flat_values().clone();
-    data_parallel_->release_all();
-    on_copy(values);
-  } else {
-    data_parallel_->gather_all();
-    try {
-      fn(*model_);
-    } catch (...) {
-      data_parallel_->release_all();
-      throw;
-    }
-    data_parallel_->release_all();
-  }
-}
-
-nn::Generation Engine::generate_ids(const std::vector<std::int32_t>& prompt, const nn::GenerateArgs& given) {
-  nn::check_generate_args(given);  // before the collective snapshot: every rank refuses alike
-  nn::GenerateArgs args = given;
-  // Ids the data never holds (model.vocab_size above the tokenizer's) are never drawn.
-  if (args.vocab_limit == 0) args.vocab_limit = data_.vocab_size;
-  nn::Generation out;
-  with_serial_model([&](nn::GptModel& model) { out = nn::generate_with_logprobs(model, prompt, args); });
-  return out;
-}
-
-Tensor Engine::forward_logits(const Tensor& ids) {
-  MYRIAD_CHECK(ids.dim() == 2 && ids.dtype() == DType::i32,
-               "Engine.forward: tokens must be a (rows, T) int32 array, got " << shape_string(ids.shape()) << " "
-                                                                              << dtype_name(ids.dtype()));
-  MYRIAD_CHECK(ids.size(0) >= 1 && ids.size(1) >= 1 && ids.size(1) <= config_.model.context_length,
-               "Engine.forward: tokens " << shape_string(ids.shape()) << " need at least one row and 1 <= T <= "
-                                         << "model.context_length " << config_.model.context_length);
-  Tensor logits;
-  with_serial_model([&](nn::GptModel& model) { logits = model.forward_logits(ids); });
-  return logits;
-}
-
 void Engine::check_caller_rows(const char* what, const Tensor& host_ids, const Tensor& host_targets) {
-  const int V = static_cast<int>(config_.model.vocab_size);
+  const int V = static_cast<int>(state_.config.model.vocab_size);
   const std::int32_t* id = host_ids.data<std::int32_t>();
   const std::int32_t* target = host_targets.data<std::int32_t>();
   for (std::int64_t i = 0; i < host_ids.numel(); ++i) {
@@ -101,7 +47,7 @@ void Engine::check_caller_rows(const char* what, const Tensor& host_ids, const T
   // them would silently mix two batches.
   const double mine = content_hash(host_targets, content_hash(host_ids));
   for (distributed::Axis axis : {distributed::Axis::tp, distributed::Axis::pp, distributed::Axis::cp}) {
-    distributed::Communicator& group = groups_->group(axis);
+    distributed::Communicator& group = state_.groups->group(axis);
     if (group.size() == 1) continue;
     std::vector<double> hashes(static_cast<std::size_t>(group.size()), 0.0);
     hashes[static_cast<std::size_t>(group.rank())] = mine;
@@ -117,7 +63,7 @@ void Engine::check_caller_rows(const char* what, const Tensor& host_ids, const T
 
 void Engine::split_caller_batch(const Tensor& ids, const Tensor& targets, std::vector<Tensor>& micro_ids,
                                 std::vector<Tensor>& micro_targets) {
-  const std::int64_t B = config_.training.micro_batch, T = config_.training.seq_len;
+  const std::int64_t B = state_.config.training.micro_batch, T = state_.config.training.seq_len;
   for (const auto& [what, t] : {std::pair{"tokens", &ids}, std::pair{"targets", &targets}}) {
     MYRIAD_CHECK(t->dim() == 2 && t->dtype() == DType::i32 && t->size(1) == T && t->size(0) >= B && t->size(0) % B == 0,
                  "Engine.forward: " << what << " must be (rows, training.seq_len " << T
@@ -129,7 +75,7 @@ void Engine::split_caller_batch(const Tensor& ids, const Tensor& targets, std::v
                                                                          << " have different rows");
   const Tensor host_ids = ids.contiguous(), host_targets = targets.contiguous();
   check_caller_rows("Engine.forward", host_ids, host_targets);
-  const std::int64_t count = ids.size(0) / B, local_T = T / config_.parallel.cp;
+  const std::int64_t count = ids.size(0) / B, local_T = T / state_.config.parallel.cp;
   micro_ids.resize(static_cast<std::size_t>(count));
   micro_targets.resize(static_cast<std::size_t>(count));
   for (std::int64_t m = 0; m < count; ++m) {
@@ -138,7 +84,7 @@ void Engine::split_caller_batch(const Tensor& ids, const Tensor& targets, std::v
     micro_targets[i] = Tensor::empty({B, local_T}, DType::i32);
     const Tensor rows_ids = host_ids.slice(0, m * B, (m + 1) * B),
                  rows_targets = host_targets.slice(0, m * B, (m + 1) * B);
-    if (config_.parallel.cp > 1) {
+    if (state_.config.parallel.cp > 1) {
       context_rows(rows_ids, micro_ids[i]);
       context_rows(rows_targets, micro_targets[i]);
     } else {
@@ -149,7 +95,7 @@ void Engine::split_caller_batch(const Tensor& ids, const Tensor& targets, std::v
 }
 
 double Engine::forward(const Tensor& ids, const Tensor& targets) {
-  check_fresh_run_folder();
+  checkpointer_->check_fresh_run_folder();
   split_caller_batch(ids, targets, research_ids_, research_targets_);
   std::int64_t valid = 0;
   for (const Tensor& t : research_targets_) valid += count_valid_targets(t, nn::GptModel::kIgnoreIndex);
@@ -158,7 +104,7 @@ double Engine::forward(const Tensor& ids, const Tensor& targets) {
   double sum = 0.0;
   for (std::size_t m = 0; m < research_ids_.size(); ++m)
     sum += forward_loss(research_ids_[m], research_targets_[m]).sum;
-  data_parallel_->finish_backward();  // ZeRO-3: drops a prefetched unit
+  state_.data_parallel->finish_backward();  // ZeRO-3: drops a prefetched unit
   sum = distributed::sum_over_ranks(data_group(), distributed::sum_over_ranks(pp(), sum));  // the last stage's
   research_valid_ = valid;
   research_loss_sum_ += sum;
@@ -168,12 +114,12 @@ double Engine::forward(const Tensor& ids, const Tensor& targets) {
 
 double Engine::evaluate_on(const Tensor& ids, const Tensor& targets) {
   const char* what = "Engine.evaluate";
-  const std::int64_t cp = config_.parallel.cp;
+  const std::int64_t cp = state_.config.parallel.cp;
   for (const auto& [name, t] : {std::pair{"tokens", &ids}, std::pair{"targets", &targets}}) {
     MYRIAD_CHECK(t->dim() == 2 && t->dtype() == DType::i32 && t->size(0) >= 1 && t->size(1) >= 1 &&
-                     t->size(1) <= config_.model.context_length && (cp == 1 || t->size(1) % (2 * cp) == 0),
+                     t->size(1) <= state_.config.model.context_length && (cp == 1 || t->size(1) % (2 * cp) == 0),
                  what << ": " << name << " must be (rows, T) int32 with rows >= 1 and 1 <= T <= model.context_length "
-                      << config_.model.context_length << (cp > 1 ? " and T a multiple of 2 * parallel.cp" : "")
+                      << state_.config.model.context_length << (cp > 1 ? " and T a multiple of 2 * parallel.cp" : "")
                       << ", got " << shape_string(t->shape()) << " " << dtype_name(t->dtype()));
   }
   MYRIAD_CHECK(ids.shape() == targets.shape(), what << ": tokens " << shape_string(ids.shape()) << " and targets "
@@ -183,7 +129,7 @@ double Engine::evaluate_on(const Tensor& ids, const Tensor& targets) {
   // Chunks of at most training.micro_batch rows; every rank of the data group runs as many
   // forward passes as the rank with the most (ZeRO-3 gathers are collective): the extra ones
   // repeat chunk 0 and are not counted.
-  const std::int64_t B = config_.training.micro_batch, rows = ids.size(0), T = ids.size(1);
+  const std::int64_t B = state_.config.training.micro_batch, rows = ids.size(0), T = ids.size(1);
   const std::int64_t chunks = (rows + B - 1) / B;
   distributed::Communicator& data = data_group();
   std::vector<double> counts(static_cast<std::size_t>(data.size()), 0.0);
@@ -213,7 +159,7 @@ double Engine::evaluate_on(const Tensor& ids, const Tensor& targets) {
     sum += loss.sum;
     tokens += loss.tokens;
   }
-  data_parallel_->finish_backward();  // ZeRO-3: drops a prefetched unit
+  state_.data_parallel->finish_backward();  // ZeRO-3: drops a prefetched unit
   sum = distributed::sum_over_ranks(data, distributed::sum_over_ranks(pp(), sum));
   tokens = distributed::sum_over_ranks(data, distributed::sum_over_ranks(pp(), tokens));
   MYRIAD_CHECK(tokens > 0, what << ": no valid target in the batch (every target is the ignore index "
@@ -222,24 +168,24 @@ double Engine::evaluate_on(const Tensor& ids, const Tensor& targets) {
 }
 
 parallel::PipelineExecutor& Engine::executor_for(int micro_batches) {
-  if (micro_batches == config_.training.gradient_accumulation) return *pipeline_;
+  if (micro_batches == state_.config.training.gradient_accumulation) return *pipeline_;
   std::unique_ptr<parallel::PipelineExecutor>& executor = research_executors_[micro_batches];
   if (!executor) executor = make_executor(micro_batches);
   return *executor;
 }
 
 void Engine::backward(double scale, bool sync) {
-  refuse_training_on_int8("Engine.backward");
+  inference_->refuse_training("Engine.backward");
   MYRIAD_CHECK(!research_ids_.empty(), "Engine.backward: no batch; call forward(tokens, targets) first");
   MYRIAD_CHECK(!research_reduced_,
                "Engine.backward: the gradients were already reduced over data parallelism by a "
                "backward with sync=True; call zero_grad() or optimizer_step() first, or pass "
                "sync=False to every backward but the last of an accumulation");
   MYRIAD_CHECK(std::isfinite(scale), "Engine.backward: scale " << scale << " must be finite");
-  MYRIAD_CHECK(!data_parallel_->local_sgd() && data_parallel_->exchanges_exactly(),
+  MYRIAD_CHECK(!state_.data_parallel->local_sgd() && state_.data_parallel->exchanges_exactly(),
                "Engine.backward: parallel.sync local and compressed gradient exchanges are not supported by the "
                "research API (their state follows step()); use Engine.step()");
-  const double loss_scale = loss_scaler_ ? loss_scaler_->scale() : 1.0;
+  const double loss_scale = state_.loss_scaler ? state_.loss_scaler->scale() : 1.0;
   const auto seed = static_cast<float>(loss_scale * scale / static_cast<double>(research_valid_));
   sync_backward_ = sync;
   try {
@@ -256,30 +202,30 @@ void Engine::backward(double scale, bool sync) {
 }
 
 void Engine::zero_grad() {
-  data_parallel_->zero_grads();
-  model_->reset_moe_stats();
-  model_->reset_attention_stats();
+  state_.data_parallel->zero_grads();
+  state_.model->reset_moe_stats();
+  state_.model->reset_attention_stats();
   research_reduced_ = false;
 }
 
 StepMetrics Engine::optimizer_step(std::optional<double> lr) {
-  refuse_training_on_int8("Engine.optimizer_step");
+  inference_->refuse_training("Engine.optimizer_step");
   MYRIAD_CHECK(research_reduced_,
                "Engine.optimizer_step: no reduced gradients; call backward() (with sync=True, "
                "the default) after forward() first");
   MYRIAD_CHECK(!lr || (std::isfinite(*lr) && *lr >= 0.0),
                "Engine.optimizer_step: lr " << *lr << " must be finite and >= 0");
-  const double scale = loss_scaler_ ? loss_scaler_->scale() : 1.0;
+  const double scale = state_.loss_scaler ? state_.loss_scaler->scale() : 1.0;
   StepMetrics metrics;
-  metrics.lr = lr ? static_cast<float>(*lr) : schedule_.lr_at(step_);
+  metrics.lr = lr ? static_cast<float>(*lr) : schedule_.lr_at(state_.step);
   const optim::OptimizerStepStats stats = apply_update(metrics.lr, scale);
-  metrics.step = step_;
+  metrics.step = state_.step;
   metrics.loss = research_loss_tokens_ > 0 ? research_loss_sum_ / static_cast<double>(research_loss_tokens_) : 0.0;
   metrics.grad_norm = stats.grad_norm;
   metrics.skipped = stats.skipped;
   metrics.loss_scale = scale;
-  metrics.moe = collect_moe_metrics(*model_, dp(), tp(), pp());
-  metrics.attention = collect_attention_metrics(*model_, data_group(), tp(), pp());
+  metrics.moe = collect_moe_metrics(*state_.model, dp(), tp(), pp());
+  metrics.attention = collect_attention_metrics(*state_.model, data_group(), tp(), pp());
   research_reduced_ = false;
   research_loss_sum_ = 0.0;
   research_loss_tokens_ = 0;
@@ -289,8 +235,8 @@ StepMetrics Engine::optimizer_step(std::optional<double> lr) {
 
 std::pair<Tensor, Tensor> Engine::train_batch(std::int64_t step) {
   MYRIAD_CHECK(step >= 0, "Engine.train_batch: step " << step << " must be >= 0");
-  const int micro_batches = config_.training.gradient_accumulation;
-  const std::int64_t B = config_.training.micro_batch, T = config_.training.seq_len;
+  const int micro_batches = state_.config.training.gradient_accumulation;
+  const std::int64_t B = state_.config.training.micro_batch, T = state_.config.training.seq_len;
   std::vector<Tensor> ids, targets;
   for (int m = 0; m < micro_batches; ++m) {
     ids.push_back(Tensor::empty({B, T}, DType::i32));
@@ -319,13 +265,13 @@ void Engine::set_schedule(const optim::LrSchedule& schedule) {
 }
 
 std::vector<Engine::OwnedSlice> Engine::owned_slices() {
-  const std::vector<optim::OptimizerSegment>& segments = data_parallel_->optimizer().segments();
-  const std::vector<parallel::ZeroSegment>& zero = data_parallel_->segments();
+  const std::vector<optim::OptimizerSegment>& segments = state_.data_parallel->optimizer().segments();
+  const std::vector<parallel::ZeroSegment>& zero = state_.data_parallel->segments();
   MYRIAD_CHECK(segments.size() == zero.size(), "Engine: optimizer and ZeRO segments disagree");
   std::vector<OwnedSlice> out;
   out.reserve(segments.size());
-  const nn::ParameterStore& store = model_->parameters();
-  optim::AdamWOptimizer& adam = data_parallel_->optimizer();
+  const nn::ParameterStore& store = state_.model->parameters();
+  optim::AdamWOptimizer& adam = state_.data_parallel->optimizer();
   std::int64_t packed = 0;  // m and v hold the segments back to back
   for (std::size_t i = 0; i < segments.size(); ++i) {
     const std::int64_t n = segments[i].value.numel();

@@ -17,6 +17,11 @@
 // gradients are summed between the first and last stage, then gradients are reduced over dp
 // (ZeRO 0/1) and the clipping norm is summed over dp, tp and pp with each parameter counted once.
 // Checkpoints and generation go through the serial layout (SerialLayout).
+//
+// Parts: the constructor is the composition root — it builds the RankState the parts share (the
+// groups, the model, DataParallel, precision, the step counter); checkpoints are the
+// Checkpointer's (checkpoint/checkpointer.h), logits, generation and INT8 serving the
+// InferenceSession's (inference_session.h); the Engine forwards its public calls to them.
 #pragma once
 
 #include <functional>
@@ -40,23 +45,23 @@
 #include "myriad/optim/lr_schedule.h"
 #include "myriad/ops/meta_backend.h"
 #include "myriad/train/data/batch_prefetch.h"
-#include "myriad/train/checkpoint/async_checkpoint.h"
 #include "myriad/train/config_wiring.h"
 #include "myriad/parallel/data_parallel.h"
-#include "myriad/train/device_runtime.h"
 #include "myriad/train/dry_run.h"
-#include "myriad/train/loss_scaler.h"
 #include "myriad/train/metrics/memory_report.h"
 #include "myriad/train/metrics/metrics_writer.h"
 #include "myriad/train/metrics/peak_flops.h"
 #include "myriad/parallel/pipeline_executor.h"
-#include "myriad/train/serial_layout.h"
+#include "myriad/train/rank_state.h"
 #include "myriad/train/metrics/step_metrics.h"
 #include "myriad/train/metrics/step_metrics_collector.h"
 #include "myriad/train/metrics/straggler_detector.h"
 #include "myriad/train/data/prepared_data.h"
 
 namespace myriad::train {
+
+class Checkpointer;
+class InferenceSession;
 
 class Engine {
  public:
@@ -77,18 +82,18 @@ class Engine {
   void load(const std::string& checkpoint_dir);  // "auto" = newest in checkpoint.dir
   std::string generate(const std::string& prompt, std::int64_t max_new_tokens, float temperature, std::int64_t top_k,
                        std::uint64_t seed);
-  // Token ids in, ids and log-probabilities out (engine_research.cpp). Collective; every rank
+  // Token ids in, ids and log-probabilities out (InferenceSession). Collective; every rank
   // returns the same result.
   nn::Generation generate_ids(const std::vector<std::int32_t>& prompt, const nn::GenerateArgs& args);
 
-  // Serves a weight-only INT8 export (engine_int8.cpp; `myriad-convert export --format int8`):
+  // Serves a weight-only INT8 export (InferenceSession; `myriad-convert export --format int8`):
   // its int8 linear weights attach to the model (GptModel::attach_int8) and its other tensors
   // become the parameter values; evaluate(), evaluate_on(), forward_logits() and generate() then
   // compute from them, and every training call is refused. Whole-model layouts only (tp, pp, cp,
   // ep 1; ZeRO < 3), training.precision fp32. Collective; a bad file fails on every rank before
   // anything changes.
   void load_int8(const std::string& path);
-  bool serves_int8() const { return serves_int8_; }
+  bool serves_int8() const;
 
   // ---- Research API (engine_research.cpp; docs/python.md): a step in parts, on the caller's batches.
   // Every call is collective over the job. Each rank passes its data-parallel replica's rows: the
@@ -135,14 +140,14 @@ class Engine {
   };
   std::vector<OwnedSlice> owned_slices();
 
-  std::int64_t step_count() const { return step_; }
-  const RunConfig& config() const { return config_; }
+  std::int64_t step_count() const { return state_.step; }
+  const RunConfig& config() const { return state_.config; }
   // The model (with training.device cuda its tensors live on the GPU: ops::Placement::to_host).
-  nn::GptModel& model() { return *model_; }
-  bool trains_on_device() const { return device_ != nullptr; }
-  optim::AdamWOptimizer& optimizer() { return data_parallel_->optimizer(); }
-  parallel::DataParallel& data_parallel() { return *data_parallel_; }
-  distributed::ProcessGroups& groups() { return *groups_; }
+  nn::GptModel& model() { return *state_.model; }
+  bool trains_on_device() const { return state_.device != nullptr; }
+  optim::AdamWOptimizer& optimizer() { return state_.data_parallel->optimizer(); }
+  parallel::DataParallel& data_parallel() { return *state_.data_parallel; }
+  distributed::ProcessGroups& groups() { return *state_.groups; }
   const data::BpeTokenizer* tokenizer() const { return data_.tokenizer.get(); }
   // Memory per rank by role (where the training state lives: host or GPU).
   MemoryReport memory_report() const;
@@ -157,41 +162,30 @@ class Engine {
   // The dry run's engine: the groups of one rank of a world that does not exist, its model on `meta`.
   Engine(const RunConfig& config, distributed::ProcessGroups& groups, ops::MetaBackend& meta);
   void log_layout();
-  // Throws (on every rank) when a run that did not resume would write into another run's checkpoints.
-  void check_fresh_run_folder();
   // The rank's model on `placement` (initialised from training.seed unless `meta` is given: a dry
   // run's backend, whose allocations are labelled by phase), DataParallel, the compute copy of the
   // weights, the loss scaler and the step's executor.
   void build_rank_model(ops::Placement placement, ops::MetaBackend* meta);
-  void setup_precision();          // training.precision: the compute copy of the weights
-  void setup_loss_scaler();        // fp16
-  void refresh_compute_weights();  // compute copy <- master weights rounded to the compute format
+  void setup_precision();    // training.precision: the compute copy of the weights
+  void setup_loss_scaler();  // fp16
   nn::ModelSplit model_split(const nn::TransformerConfig& model_config);
-  // The group of `axis` that carries the model's tensors: the host group, or (training.device
-  // cuda) the device's (NCCL; host scalars given to it travel over the host group).
-  distributed::Communicator& group(distributed::Axis axis) {
-    return device_ ? device_->group(axis) : groups_->group(axis);
-  }
-  distributed::Communicator& dp() { return group(distributed::Axis::dp); }  // the replicas: which sequences
-  // The ranks that train the same parameters on different tokens (dp x cp): gradients, the loss
-  // and token counts sum over it, ZeRO shards over it. The dp group when cp is 1.
-  distributed::Communicator& data_group() { return config_.parallel.cp > 1 ? groups_->data_context() : dp(); }
-  distributed::Communicator& tp() { return group(distributed::Axis::tp); }
-  distributed::Communicator& pp() { return group(distributed::Axis::pp); }
-  bool model_parallel() const { return config_.parallel.tp * config_.parallel.pp * config_.parallel.ep > 1; }
+  // The groups of RankState (host, or the device's under training.device cuda).
+  distributed::Communicator& group(distributed::Axis axis) { return state_.group(axis); }
+  distributed::Communicator& dp() { return state_.dp(); }
+  distributed::Communicator& data_group() { return state_.data_group(); }
+  distributed::Communicator& tp() { return state_.tp(); }
+  distributed::Communicator& pp() { return state_.pp(); }
+  bool model_parallel() const { return state_.model_parallel(); }
   nn::LossSum forward_loss(const Tensor& ids, const Tensor& targets);
   // The step's micro-batches (this rank's rows of each) from the sampler.
   void fill_micro_batches(std::int64_t step, std::vector<Tensor>& ids, std::vector<Tensor>& targets);
   // After a backward pass through the schedule: sync = the tied embedding's halves summed and the
   // gradients reduced over dp (finish_step), else only the reductions in flight retired.
   void finish_backward_pass(bool sync);
-  // The before-update hook, clipping and the update at lr, the loss scaler, the compute copy; step_ + 1.
+  // The before-update hook, clipping and the update at lr, the loss scaler, the compute copy; the step counter + 1.
   optim::OptimizerStepStats apply_update(float lr, double loss_scale);
   // training.max_nonfinite_steps: throws when too many steps in a row were not finite.
   void check_finite_progress(const StepMetrics& metrics, double loss_scale);
-  // fn(serial model) on this rank's model where it is whole, else on a host copy assembled from
-  // every rank's part. Collective.
-  void with_serial_model(const std::function<void(nn::GptModel&)>& fn);
   // A PipelineExecutor of this rank's schedule over `micro_batches`, wired to DataParallel.
   std::unique_ptr<parallel::PipelineExecutor> make_executor(int micro_batches);
   // The executor for `micro_batches` micro-batches (the step's is pipeline_).
@@ -203,34 +197,20 @@ class Engine {
   void split_caller_batch(const Tensor& ids, const Tensor& targets, std::vector<Tensor>& micro_ids,
                           std::vector<Tensor>& micro_targets);
   void sync_tied_embedding();
-  // Whether this rank owns a distinct part of the state and writes it in checkpoints: every dp
-  // rank at ZeRO >= 1 (its shard), the dp rank 0 of each (tp, pp) part at ZeRO 0 — and with
-  // ep > 1 the first holder of each share of the experts (expert-data rank 0), for its experts only.
+  // local (B, T / cp) <- this rank's two chunks of every sequence of `whole` (B, T).
   void context_rows(const Tensor& whole, Tensor& local) const;
-  bool writes_dense_state() { return data_group().rank() == 0 || data_parallel_->zero_stage() >= 1; }
-  bool writes_checkpoint() {
-    return writes_dense_state() || (config_.parallel.ep > 1 && groups_->expert_data().rank() == 0);
-  }
-  // The parameter values in the serial layout, complete on every rank (generation). Collective.
-  void snapshot_serial(parallel::FullState& out);
 
-  RunConfig config_;
-  std::shared_ptr<spdlog::logger> log_;
-  std::unique_ptr<distributed::ProcessGroups> owned_groups_;
-  distributed::ProcessGroups* groups_ = nullptr;
+  std::unique_ptr<distributed::ProcessGroups> owned_groups_;  // a world of one when none was given
   PreparedData data_;
   std::unique_ptr<data::ShardSet> train_shards_, val_shards_;
   std::unique_ptr<data::TrainSampler> train_sampler_;           // one corpus
   std::vector<std::unique_ptr<data::ShardSet>> source_shards_;  // data.sources: each source's train stream
   std::unique_ptr<data::MixtureSampler> mixture_sampler_;       // data.sources
   std::unique_ptr<data::EvalSampler> eval_sampler_;
-  std::unique_ptr<DeviceRuntime> device_;                  // training.device cuda; before everything placed on it
-  std::unique_ptr<nn::TensorParallel> tensor_parallel_;    // tp > 1: how the model crosses the tp group
-  std::unique_ptr<nn::ExpertParallel> expert_parallel_;    // ep > 1: how MoE rows cross the ep group
-  std::unique_ptr<nn::ContextParallel> context_parallel_;  // cp > 1: the attention's ring
-  std::vector<Tensor> batch_ids_, batch_targets_;          // cp > 1: the replica's whole sequences
-  std::unique_ptr<nn::GptModel> model_;
-  std::unique_ptr<parallel::DataParallel> data_parallel_;
+  // The composition root's product: config, log, groups, device, model, DataParallel, precision,
+  // step. Everything below refers to it and is destroyed before it.
+  RankState state_;
+  std::vector<Tensor> batch_ids_, batch_targets_;         // cp > 1: the replica's whole sequences
   std::unique_ptr<parallel::PipelineExecutor> pipeline_;  // the step loop: this rank's schedule (one stage at pp 1)
   std::map<int, std::unique_ptr<parallel::PipelineExecutor>> research_executors_;  // other micro-batch counts
   bool sync_backward_ = true;  // the observers' data-parallel reduction (backward(sync))
@@ -242,28 +222,18 @@ class Engine {
   double research_loss_sum_ = 0.0;
   std::int64_t research_loss_tokens_ = 0;
   std::function<void()> before_update_;
-  bool serves_int8_ = false;  // load_int8: inference only
-  void refuse_training_on_int8(const char* call) const;
-  std::unique_ptr<SerialLayout> serial_layout_;  // tp * pp > 1
-  double bubble_seconds_ = 0.0;                  // of the last step
-  Tensor peer_embedding_grad_;                   // pp > 1, tied: the other end's embedding gradient
+  double bubble_seconds_ = 0.0;  // of the last step
+  Tensor peer_embedding_grad_;   // pp > 1, tied: the other end's embedding gradient
   optim::LrSchedule schedule_;
   Recompute recompute_ = Recompute::none;
   double flops_per_token_ = 0.0;
   nn::ActivationMemory activations_;
-  std::int64_t step_ = 0;
   int nonfinite_steps_in_a_row_ = 0;  // training.max_nonfinite_steps counts these
-  bool resumed_ = false;              // load() took a checkpoint
-  bool fresh_run_checked_ = false;    // check_fresh_run_folder() ran
   std::vector<Tensor> micro_ids_, micro_targets_;
-  std::unique_ptr<BatchPrefetch> prefetch_;                     // reads step + 1's batches while step computes
-  std::unique_ptr<StepMetricsCollector> metrics_;               // comm, throughput, memory, stragglers, metrics files
-  std::unique_ptr<distributed::Communicator> checkpoint_comm_;  // used only by checkpoint writes
-  DType compute_format_ = DType::f32;                           // training.precision
-  Tensor compute_values_;                                       // bf16/fp16: the weights the model reads
-  std::unique_ptr<DynamicLossScaler> loss_scaler_;              // fp16
-  AsyncCheckpointWriter async_writer_;
-  parallel::OwnedState snapshot_;  // host snapshot of the part of the state this rank writes, reused by every save
+  std::unique_ptr<BatchPrefetch> prefetch_;        // reads step + 1's batches while step computes
+  std::unique_ptr<StepMetricsCollector> metrics_;  // comm, throughput, memory, stragglers, metrics files
+  std::unique_ptr<Checkpointer> checkpointer_;     // save, load, the fresh-run check (not in a dry run)
+  std::unique_ptr<InferenceSession> inference_;    // logits, generation, INT8 (not in a dry run)
   double compute_delay_ = 0.0;
   std::unique_ptr<distributed::CollectiveWatchdog> watchdog_;  // last: stops before anything it watches
 };

@@ -1,4 +1,4 @@
-// Engine::load_int8 — serving a weight-only INT8 export (python/myriad/int8.py writes it): every
+// InferenceSession::load_int8 — serving a weight-only INT8 export (python/myriad/int8.py writes it): every
 // tensor of the file is matched to the model before anything changes, then the int8 weights
 // attach to the model's linear layers and the rest become parameter values.
 //
@@ -12,27 +12,24 @@
 #include "myriad/distributed/scalar_reduce.h"
 #include "myriad/ops/elementwise.h"
 #include "myriad/ops/int8_linear.h"
-#include "myriad/train/engine.h"
 #include "myriad/train/checkpoint/safetensors.h"
+#include "myriad/train/inference_session.h"
 
 namespace myriad::train {
 
-void Engine::refuse_training_on_int8(const char* call) const {
-  MYRIAD_CHECK(!serves_int8_, call << ": this engine serves an INT8 export (load_int8): training needs the f32 "
-                                   << "weights; load a checkpoint in a new engine to train");
-}
-
-void Engine::load_int8(const std::string& path) {
-  MYRIAD_CHECK(!model_parallel() && config_.parallel.cp == 1 && data_parallel_->zero_stage() < 3,
+void InferenceSession::load_int8(const std::string& path) {
+  const RunConfig& config = state_.config;
+  nn::GptModel& model = *state_.model;
+  MYRIAD_CHECK(!state_.model_parallel() && config.parallel.cp == 1 && state_.data_parallel->zero_stage() < 3,
                "load_int8: " << path << " needs the whole model on every rank (parallel.tp, pp, ep and cp 1, "
                              << "parallel.zero_stage below 3)");
-  MYRIAD_CHECK(compute_format_ == DType::f32,
+  MYRIAD_CHECK(state_.compute_format == DType::f32,
                "load_int8: training.precision must be fp32 (INT8 weights compute with f32 activations)");
-  MYRIAD_CHECK(!config_.model.is_moe(), "load_int8: mixture-of-experts models are not supported");
+  MYRIAD_CHECK(!config.model.is_moe(), "load_int8: mixture-of-experts models are not supported");
   SafetensorsFile file;
   std::int64_t group_size = 0;
   std::map<std::string, const Tensor*> by_name;
-  distributed::run_on_every_rank(groups_->world(), "INT8 load", [&] {
+  distributed::run_on_every_rank(state_.groups->world(), "INT8 load", [&] {
     file = read_safetensors(path);
     const auto kind = file.metadata.find("quantization");
     MYRIAD_CHECK(kind != file.metadata.end() && kind->second == "int8-weight-only",
@@ -42,7 +39,7 @@ void Engine::load_int8(const std::string& path) {
     group_size = group == file.metadata.end() ? 0 : std::stoll(group->second);
     for (const auto& [name, tensor] : file.tensors) by_name[name] = &tensor;
     std::set<std::string> used;
-    for (const nn::Parameter& p : model_->parameters().all()) {
+    for (const nn::Parameter& p : model.parameters().all()) {
       const auto found = by_name.find(p.name);
       MYRIAD_CHECK(found != by_name.end(),
                    "load_int8: " << path << " lacks parameter '" << p.name << "' " << shape_string(p.shape));
@@ -68,17 +65,17 @@ void Engine::load_int8(const std::string& path) {
                                                         << "', which the model of this config does not have");
     }
   });
-  for (nn::Parameter& p : model_->parameters().all()) {
+  for (nn::Parameter& p : model.parameters().all()) {
     const Tensor& t = *by_name.at(p.name);
     if (t.dtype() == DType::i8) {
-      model_->attach_int8(p.name, t, *by_name.at(p.name + ".scales"), group_size);
+      model.attach_int8(p.name, t, *by_name.at(p.name + ".scales"), group_size);
     } else {
-      copy(model_->parameters().placement().from_host(t), p.value);
+      copy(model.parameters().placement().from_host(t), p.value);
     }
   }
   serves_int8_ = true;
-  log_->info("load_int8: {} (group size {}): inference only", path,
-             group_size == 0 ? "per row" : std::to_string(group_size));
+  state_.log->info("load_int8: {} (group size {}): inference only", path,
+                   group_size == 0 ? "per row" : std::to_string(group_size));
 }
 
 }  // namespace myriad::train

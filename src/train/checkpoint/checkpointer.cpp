@@ -1,0 +1,169 @@
+// Checkpointer: sharded save, background save, load under any layout (train/checkpoint/checkpointer.h).
+#include "myriad/train/checkpoint/checkpointer.h"
+
+#include <utility>
+#include <vector>
+
+#include "myriad/distributed/scalar_reduce.h"
+#include "myriad/train/checkpoint/checkpoint.h"
+#include "myriad/train/checkpoint/checkpoint_folder.h"
+#include "myriad/train/checkpoint/checkpoint_reader.h"
+#include "myriad/train/checkpoint/distributed_checkpoint.h"
+#include "myriad/train/config_wiring.h"
+
+namespace myriad::train {
+
+Checkpointer::Checkpointer(RankState& state) : state_(state) {
+  // Background saves reuse one host snapshot: take it once now so that the first periodic save
+  // does not stall training on the page faults of a fresh multi-GiB buffer.
+  const RunConfig& config = state_.config;
+  if (config.checkpoint.async && config.checkpoint.every > 0 && writes_checkpoint()) {
+    state_.data_parallel->snapshot_owned(snapshot_);
+  }
+  distributed::Communicator& world = state_.groups->world();
+  comm_ = world.split(0, world.rank(), "checkpoint");  // background writes talk only here
+}
+
+Checkpointer::~Checkpointer() = default;
+
+bool Checkpointer::writes_dense_state() {
+  return state_.data_group().rank() == 0 || state_.data_parallel->zero_stage() >= 1;
+}
+
+bool Checkpointer::writes_checkpoint() {
+  return writes_dense_state() || (state_.config.parallel.ep > 1 && state_.groups->expert_data().rank() == 0);
+}
+
+std::string Checkpointer::save(bool background) {
+  const RunConfig& config = state_.config;
+  // Every rank that owns a distinct part of the state writes it to its own file: at ZeRO >= 1
+  // each dp rank its shard (nothing is gathered), at ZeRO 0 the dp rank 0 of each (tp, pp) part.
+  // The part is first copied into a host snapshot training does not touch; rank 0 writes the
+  // manifest once every file is complete — now, or in background threads (one per rank, on the
+  // checkpoint communicator) while training goes on. The snapshot buffers are reused, so a write
+  // still reading them must finish first.
+  distributed::Communicator& world = state_.groups->world();
+  distributed::run_on_every_rank(world, "previous background checkpoint write", [&] { writer_.wait(); });
+  const bool writer = writes_checkpoint(), dense_writer = writes_dense_state();
+  auto pieces = std::make_shared<std::vector<CheckpointPiece>>();
+  state_.data_parallel->consolidate_replicas();  // local SGD: every replica holds the state written below
+  if (writer) {
+    state_.data_parallel->snapshot_owned(snapshot_);
+    const nn::ParameterStore& store = state_.model->parameters();
+    for (const parallel::ZeroSegment& segment : snapshot_.segments) {
+      const nn::Parameter& p = store[segment.param];
+      if (!p.primary || (!dense_writer && !p.expert)) continue;
+      for (auto [packed, prefix] : {std::pair{&snapshot_.values, ""}, std::pair{&snapshot_.m, kAdamMPrefix},
+                                    std::pair{&snapshot_.v, kAdamVPrefix}}) {
+        std::vector<CheckpointPiece> more = segment_pieces(p, segment.begin - p.offset, segment.end - p.offset, *packed,
+                                                           segment.shard_position, prefix);
+        pieces->insert(pieces->end(), more.begin(), more.end());
+      }
+      if (snapshot_.outer_momentum.defined()) {
+        std::vector<CheckpointPiece> more =
+            segment_pieces(p, segment.begin - p.offset, segment.end - p.offset, snapshot_.outer_momentum,
+                           segment.shard_position, kOuterMomentumPrefix);
+        pieces->insert(pieces->end(), more.begin(), more.end());
+      }
+    }
+  }
+  CheckpointHeader header;
+  header.step = state_.step;
+  header.config_yaml = config.to_yaml();
+  header.model_yaml = model_section_yaml(config);
+  const ParallelConfig& p = config.parallel;
+  header.layout = "dp " + std::to_string(p.dp) + (p.ep > 1 ? " (ep " + std::to_string(p.ep) + ")" : "") + " x tp " +
+                  std::to_string(p.tp) + " x pp " + std::to_string(p.pp) +
+                  (p.sequence_parallel && p.tp > 1 ? " (sequence parallel)" : "") + ", zero_stage " +
+                  std::to_string(p.zero_stage);
+  header.seed = config.training.seed;
+  header.samples_consumed =
+      state_.step * config.training.micro_batch * config.training.gradient_accumulation * config.parallel.dp;
+  header.optimizer_steps = state_.data_parallel->optimizer().steps_taken();
+  if (state_.loss_scaler) {
+    header.loss_scale = state_.loss_scaler->scale();
+    header.loss_scale_finite_steps = state_.loss_scaler->finite_steps();
+  }
+  const std::string dir = config.checkpoint.dir;
+  const int keep = config.checkpoint.keep;
+  distributed::run_on_rank0(world, "checkpoint directory", [&] { begin_checkpoint(dir, state_.step); });
+  std::string path = checkpoint_path(dir, state_.step);  // not const: moved out by the return
+  auto job = [this, dir, keep, header, pieces, writer] {
+    write_checkpoint_collectively(*comm_, dir, header, writer ? pieces.get() : nullptr, keep);
+  };
+  if (background) {
+    writer_.submit(path, job);
+    state_.log->info("checkpoint: step {} snapshot taken, writing {} in the background", state_.step, path);
+  } else {
+    job();
+    state_.log->info("checkpoint: step {} saved to {}", state_.step, path);
+  }
+  return path;
+}
+
+void Checkpointer::check_fresh_run_folder() {
+  // A run that starts from step 0 must not write into another run's checkpoints: its own would
+  // be mixed with them (retention, `latest`). Checked once, before the first step of an engine
+  // that did not resume.
+  if (resumed_ || fresh_run_checked_) return;
+  fresh_run_checked_ = true;
+  distributed::run_on_rank0(state_.groups->world(), "checkpoint folder check", [&] {
+    const std::string conflict = fresh_run_conflict(state_.config.checkpoint.dir);
+    MYRIAD_CHECK(conflict.empty(), conflict);
+  });
+}
+
+std::string Checkpointer::wait_for_save() {
+  std::string path;
+  distributed::run_on_every_rank(state_.groups->world(), "background checkpoint write", [&] { path = writer_.wait(); });
+  return path;
+}
+
+void Checkpointer::load(const std::string& checkpoint_dir) {
+  const RunConfig& config = state_.config;
+  std::string path = checkpoint_dir;
+  if (path == "auto") {
+    const ResumePoint point = find_resume_point(config.checkpoint.dir);
+    if (point.path.empty()) {
+      state_.log->info("resume auto: no checkpoint in {}, starting fresh", config.checkpoint.dir);
+      return;
+    }
+    if (!point.note.empty()) state_.log->warn("resume auto: {}", point.note);
+    path = point.path;
+  }
+  // Every rank reads its own part into staging buffers; only when every rank succeeded does any
+  // rank touch its training state (nothing is half-loaded, on any rank).
+  const std::int64_t n = state_.model->parameters().numel();
+  parallel::FullState staged{Tensor::zeros({n}), Tensor::zeros({n}), Tensor::zeros({n})};
+  parallel::LocalSgd* local_sgd = state_.data_parallel->local_sgd();
+  Tensor outer_momentum = local_sgd ? Tensor::zeros({n}) : Tensor();
+  bool has_outer_momentum = false;
+  CheckpointHeader header;
+  distributed::run_on_every_rank(state_.groups->world(), "checkpoint load", [&] {
+    CheckpointReader reader(path, model_section_yaml(config));
+    read_parameter_state(reader, state_.model->parameters(), staged.values, &staged.m, &staged.v);
+    const nn::Parameter& first = state_.model->parameters()[0];
+    has_outer_momentum = local_sgd && reader.has(kOuterMomentumPrefix + first.name);
+    if (has_outer_momentum)
+      read_prefixed_state(reader, state_.model->parameters(), kOuterMomentumPrefix, outer_momentum);
+    header = reader.header();
+  });
+  state_.data_parallel->load_full(staged.values, staged.m, staged.v);
+  if (local_sgd) {
+    if (has_outer_momentum) {
+      local_sgd->outer_momentum().copy_from(outer_momentum);
+    } else {
+      state_.log->info(
+          "checkpoint: {} holds no local-SGD outer momentum (a training.sync every_step run): it starts at 0", path);
+    }
+  }
+  state_.refresh_compute_weights();
+  state_.step = header.step;
+  state_.data_parallel->optimizer().set_steps_taken(header.optimizer_steps >= 0 ? header.optimizer_steps : header.step);
+  if (state_.loss_scaler && header.loss_scale > 0)
+    state_.loss_scaler->restore(header.loss_scale, header.loss_scale_finite_steps);
+  resumed_ = true;
+  state_.log->info("checkpoint: resumed from {} at step {}", path, state_.step);
+}
+
+}  // namespace myriad::train
