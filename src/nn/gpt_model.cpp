@@ -336,9 +336,9 @@ LossSum GptModel::forward_chunk(int chunk, int slot_index, const Tensor& ids, co
     blocks_[i].forward(store_, s.residual[r], s.residual[r + 1], s.blocks[i], b.scratch);
     round_to_format(s.residual[r + 1], activation_precision_);
     release_block(i, Pass::forward);
-    attention_stats_.add(s.blocks[i].selection);
+    if (recording_stats_) attention_stats_.add(s.blocks[i].selection);
     if (moe_stat_of_block_[i] >= 0) {
-      moe_stats_[moe_stat_of_block_[i]].add(s.blocks[i].moe->plan);
+      if (recording_stats_) moe_stats_[moe_stat_of_block_[i]].add(s.blocks[i].moe->plan);
       // Full recompute keeps only the block's input: the expert activations are rebuilt (and the
       // tokens routed again, identically) by recompute() before the block's backward.
       if (b.mode == Recompute::full) s.blocks[i].moe->release();

@@ -102,8 +102,16 @@ double Engine::forward(const Tensor& ids, const Tensor& targets) {
   valid = distributed::sum_over_ranks(data_group(), valid);
   MYRIAD_CHECK(valid > 0, "Engine.forward: the global batch has no valid target tokens");
   double sum = 0.0;
-  for (std::size_t m = 0; m < research_ids_.size(); ++m)
-    sum += forward_loss(research_ids_[m], research_targets_[m]).sum;
+  // backward() runs this batch again: the MoE and attention telemetry count it there, once.
+  state_.model->set_recording_stats(false);
+  try {
+    for (std::size_t m = 0; m < research_ids_.size(); ++m)
+      sum += forward_loss(research_ids_[m], research_targets_[m]).sum;
+  } catch (...) {
+    state_.model->set_recording_stats(true);
+    throw;
+  }
+  state_.model->set_recording_stats(true);
   state_.data_parallel->finish_backward();  // ZeRO-3: drops a prefetched unit
   sum = distributed::sum_over_ranks(data_group(), distributed::sum_over_ranks(pp(), sum));  // the last stage's
   research_valid_ = valid;

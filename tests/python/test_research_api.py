@@ -74,6 +74,19 @@ def test_researcher_loop_equals_step_bit_for_bit(corpus, tmp_path):
     assert not np.array_equal(parameters(research)["wte"], parameters(make_engine(corpus, tmp_path / "c"))["wte"])
 
 
+def test_moe_routing_telemetry_counts_each_token_once(corpus, tmp_path):
+    # forward() then backward() runs the batch twice; the routing counts must equal step()'s
+    # (they were doubled: tokens_per_expert mean 64 vs 32).
+    moe = ["model.architecture=moe", "model.moe_base=gpt2", "model.num_experts=4"]
+    reference = make_engine(corpus, tmp_path / "a", *moe)
+    research = make_engine(corpus, tmp_path / "b", *moe)
+    for _ in range(2):
+        expected = reference.step()
+        _, got = research_step(research)
+        assert got["loss"] == expected["loss"]
+        assert got["moe"] and got["moe"] == expected["moe"], (got["moe"], expected["moe"])
+
+
 def test_custom_lr_and_schedule_changes_equal_step(corpus, tmp_path):
     reference = make_engine(corpus, tmp_path / "a")
     research = make_engine(corpus, tmp_path / "b")

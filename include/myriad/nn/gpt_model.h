@@ -113,6 +113,10 @@ class GptModel final : public PipelineStage {
   // Block-sparse attention: what this rank's forwards kept since the last reset (every local block).
   const BlockSelectionStats& attention_stats() const { return attention_stats_; }
   void reset_attention_stats() { attention_stats_ = BlockSelectionStats{}; }
+  // Whether forwards add to the MoE and attention telemetry (on by default). A forward whose batch
+  // runs again before the update (the research API's forward(), then backward()'s pass) turns it
+  // off, so that each token is counted once.
+  void set_recording_stats(bool on) { recording_stats_ = on; }
 
   // Parameters one token uses (the whole model's; experts: top_k of each MoE layer's), and all.
   std::int64_t active_parameters() const;
@@ -184,8 +188,9 @@ class GptModel final : public PipelineStage {
   Buffers buffers_;
   std::vector<ParamUnit> units_;
   std::vector<std::pair<int, int>> block_units_;  // per local block: its unit, its experts' unit (-1)
-  std::vector<MoeLayerStats> moe_stats_;          // per local MoE block
-  std::vector<int> moe_stat_of_block_;            // per local block: index into moe_stats_ or -1
+  bool recording_stats_ = true;
+  std::vector<MoeLayerStats> moe_stats_;  // per local MoE block
+  std::vector<int> moe_stat_of_block_;    // per local block: index into moe_stats_ or -1
   BlockSelectionStats attention_stats_;
   UnitHooks* hooks_ = nullptr;
   DType activation_precision_ = DType::f32;
