@@ -4,21 +4,13 @@
 #include <gtest/gtest.h>
 
 #include "myriad/parallel/bucket_schedule.h"
+#include "example_units.h"
 
 namespace myriad::parallel {
 namespace {
 
 // Units of 100, 40, 40, 40, 30 elements; buckets of >= 70 in backward order: {3, 4}, {1, 2}, {0}.
-ZeroLayout example_layout() {
-  std::vector<nn::ParamUnit> units;
-  std::int64_t at = 0;
-  int i = 0;
-  for (std::int64_t size : {100, 40, 40, 40, 30}) {
-    units.push_back({"u" + std::to_string(i++), at, at + size});
-    at += size;
-  }
-  return ZeroLayout(units, 70, 1, 0);
-}
+ZeroLayout example_layout() { return ZeroLayout(test_models::example_units(), 70, 1, 0); }
 
 // The buckets launched by one backward pass (units final from the last to the first).
 std::vector<int> backward(BucketSchedule& schedule) {

@@ -6,22 +6,13 @@
 
 #include "myriad/parallel/zero_layout.h"
 #include "myriad/parallel/data_parallel.h"
+#include "example_units.h"
 #include "test_helpers.h"
 
 namespace myriad::parallel {
 namespace {
 
-// Units of 100, 40, 40, 40, 30 elements at [0, 100), [100, 140), ..., [220, 250).
-std::vector<nn::ParamUnit> example_units() {
-  std::vector<nn::ParamUnit> units;
-  std::int64_t at = 0;
-  int i = 0;
-  for (std::int64_t size : {100, 40, 40, 40, 30}) {
-    units.push_back({"u" + std::to_string(i++), at, at + size});
-    at += size;
-  }
-  return units;
-}
+using test_models::example_units;
 
 TEST(ZeroLayout, BucketsCloseInBackwardOrderOnceFull) {
   ZeroLayout layout(example_units(), 70, 1, 0);
