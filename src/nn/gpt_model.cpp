@@ -13,27 +13,37 @@
 
 namespace myriad::nn {
 
+namespace {
+
+// The embedding's (and an untied head's) rows: the padded vocabulary by n_embd.
+ParameterSpec vocabulary_spec(const TransformerConfig& c, const std::string& name) {
+  return {
+      .name = name, .shape = {c.padded_vocab_size(), c.n_embd}, .kind = ParamKind::embedding, .init_std = c.init_std};
+}
+
+}  // namespace
+
 GptModel::GptModel(const TransformerConfig& config, const ModelSplit& split, bool allocate, ops::Placement placement)
     : config_(config), split_(split), placement_(placement) {
   config_.validate();
-  const int tp = split_.tp_size();
-  MYRIAD_CHECK(config_.n_head % tp == 0 && config_.n_kv_head % tp == 0 && config_.ffn_hidden % tp == 0 &&
-                   config_.padded_vocab_size() % tp == 0,
-               "model: tp " << tp << " must divide n_head " << config_.n_head << ", n_kv_head " << config_.n_kv_head
-                            << ", ffn_hidden " << config_.ffn_hidden << " and the padded vocabulary "
-                            << config_.padded_vocab_size());
   if (split_.chunks.empty()) {
     split_.chunks.emplace_back();
     for (int l = 0; l < config_.n_layer; ++l) split_.chunks.back().push_back(l);
   }
-  const std::int64_t C = config.n_embd, Vp = config.padded_vocab_size();
-  const IndexRange vocab{Vp * split_.tp_rank() / tp, Vp * (split_.tp_rank() + 1) / tp};
-  const bool primary_replica = split_.tp_rank() == 0;
+  const std::int64_t C = config.n_embd;
+  // Each parameter declared whole; the shard plan decides this rank's part (shard_plan.h).
+  auto declare = [&](const ParameterSpec& spec) {
+    return parallelize(spec, split_.shard_plan(), split_.shard_coordinate(), store_);
+  };
+  const ParameterSpec vocabulary = vocabulary_spec(config_, "wte");
+  vocabulary_ = split_.shard_plan().place(vocabulary, split_.shard_coordinate()).ranges.at(0);
   if (split_.first_stage) {
-    wte_ = store_.add_shard("wte", {Vp, C}, 0, {vocab}, ParamKind::embedding, ParamInit::normal, config.init_std);
+    wte_ = declare(vocabulary);
     if (config.positions == PositionKind::learned) {
-      wpe_ = store_.add("wpe", {config.context_length, C}, ParamKind::embedding, ParamInit::normal, config.init_std);
-      store_.set_primary(wpe_, primary_replica);
+      wpe_ = declare({.name = "wpe",
+                      .shape = {config.context_length, C},
+                      .kind = ParamKind::embedding,
+                      .init_std = config.init_std});
     }
   }
   for (const std::vector<int>& layers : split_.chunks) {
@@ -42,20 +52,20 @@ GptModel::GptModel(const TransformerConfig& config, const ModelSplit& split, boo
     chunk_blocks_.emplace_back(first, static_cast<int>(blocks_.size()));
   }
   if (split_.last_stage) {
-    norm_w_ = store_.add("norm_f.weight", {C}, ParamKind::norm, ParamInit::ones);
-    store_.set_primary(norm_w_, primary_replica);
+    norm_w_ = declare({.name = "norm_f.weight", .shape = {C}, .kind = ParamKind::norm, .init = ParamInit::ones});
     if (config.norm == NormKind::layernorm) {
-      norm_b_ = store_.add("norm_f.bias", {C}, ParamKind::bias, ParamInit::zeros);
-      store_.set_primary(norm_b_, primary_replica);
+      norm_b_ = declare({.name = "norm_f.bias", .shape = {C}, .kind = ParamKind::bias, .init = ParamInit::zeros});
     }
     if (!config.tie_embeddings) {
-      head_ = store_.add_shard("lm_head.weight", {Vp, C}, 0, {vocab}, ParamKind::weight, ParamInit::normal,
-                               config.init_std);
+      ParameterSpec head = vocabulary_spec(config_, "lm_head.weight");
+      head.kind = ParamKind::weight;
+      head_ = declare(head);
     } else if (!split_.first_stage) {
       // The last pipeline stage's copy of the tied embedding: same name, so the same initial values;
       // its gradient is summed with the first stage's before every update (the engine's job).
-      head_ = store_.add_shard("wte", {Vp, C}, 0, {vocab}, ParamKind::embedding, ParamInit::normal, config.init_std);
-      store_.set_primary(head_, false);
+      ParameterSpec copy = vocabulary;
+      copy.stage_copy = true;
+      head_ = declare(copy);
     } else {
       head_ = wte_;
     }
@@ -208,7 +218,8 @@ void GptModel::prepare(std::int64_t B, std::int64_t T, Recompute mode, int slots
 
 ActivationMemory GptModel::activation_memory(std::int64_t B, std::int64_t T, Recompute mode) const {
   ActivationMemory m;
-  const std::int64_t C = config_.n_embd, N = B * T, F = config_.local_ffn(split_.tp_size());
+  const LocalWidths widths = local_widths(config_, split_);
+  const std::int64_t C = config_.n_embd, N = B * T, F = widths.ffn;
   const Shape rows = residual_shape(config_, split_, B, T);
   const std::int64_t row_count = rows[0] * rows[1];
   std::vector<ActivationSlot> slots = block_activation_slots(config_, split_, B, T);
@@ -243,14 +254,12 @@ ActivationMemory GptModel::activation_memory(std::int64_t B, std::int64_t T, Rec
     if (mode != Recompute::full) m.saved_bytes += moe_bytes;
   }
   if (split_.last_stage) m.saved_bytes += 2 * row_count * 4 /*final norm stats*/ + row_count * C * 4 /*hf*/;
-  const std::int64_t tp = split_.tp_size();
-  std::int64_t scratch_elements = 2 * N * C /*d_h, d_att upper bound*/ + 2 * row_count * C +
-                                  N * config_.local_qkv_width(static_cast<int>(tp)) +
+  std::int64_t scratch_elements = 2 * N * C /*d_h, d_att upper bound*/ + 2 * row_count * C + N * widths.qkv() +
                                   (config_.mlp == MlpKind::swiglu ? 3 : 2) * N * F;
   if (split_.sharded_sequence()) scratch_elements += N * C + 2 * row_count * C + (split_.last_stage ? N * C : 0);
   m.scratch_bytes = shared + scratch_elements * 4 + (any_moe && mode == Recompute::full ? moe_bytes : 0);
   if (split_.last_stage) {
-    const std::int64_t V = config_.padded_vocab_size() / tp;  // logits over the padded vocabulary
+    const std::int64_t V = vocabulary_.size();  // logits over this rank's padded vocabulary
     m.scratch_bytes += (N * V + 3 * N + N * C) * 4;
   }
   return m;

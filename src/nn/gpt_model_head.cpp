@@ -12,16 +12,11 @@
 
 namespace myriad::nn {
 
-std::int64_t GptModel::vocab_start() const { return config_.padded_vocab_size() * split_.tp_rank() / split_.tp_size(); }
-
 std::int64_t GptModel::head_columns() const {
-  return std::clamp<std::int64_t>(config_.vocab_size - vocab_start(), 0,
-                                  config_.padded_vocab_size() / split_.tp_size());
+  return std::clamp<std::int64_t>(config_.vocab_size - vocabulary_.begin, 0, vocabulary_.size());
 }
 
-std::int64_t GptModel::logits_width() const {
-  return head_columns() > 0 ? config_.padded_vocab_size() / split_.tp_size() : 0;
-}
+std::int64_t GptModel::logits_width() const { return head_columns() > 0 ? vocabulary_.size() : 0; }
 
 CrossEntropyArgs GptModel::loss_args() const {
   return CrossEntropyArgs{.ignore_index = kIgnoreIndex, .classes = head_columns()};

@@ -43,41 +43,26 @@ MoeLayer::MoeLayer(const TransformerConfig& config, const ModelSplit& split, int
     : config_(config), split_(split), layer_(layer) {
   const MoeSpec& moe = config.moe;
   const std::int64_t C = config.n_embd, E = moe.num_experts, Fe = config.expert_ffn(), S = moe.shared_experts;
-  const int ep = split.ep_size(), r = split.ep_rank();
-  MYRIAD_CHECK(E % ep == 0, "model: " << E << " experts do not split evenly over ep " << ep);
   const std::string prefix = "blocks." + std::to_string(layer) + ".moe.";
   const float std = config.init_std;
   const float residual_std = std / std::sqrt(2.0f * static_cast<float>(config.n_layer));
   const bool gelu = config.mlp == MlpKind::gelu;
-  router_ = store.add(prefix + "router.weight", {E, C}, ParamKind::weight, ParamInit::normal, std);
+  // Each parameter declared whole; the shard plan decides this rank's part (shard_plan.h): the
+  // experts split over ep, and under tp the whole layer on every tp rank, its gradient from this
+  // rank's share of the sequences (moe_layer.h).
+  auto declare = [&](const std::string& name, const Shape& shape, float init_std) {
+    return parallelize({.name = prefix + name, .shape = shape, .init_std = init_std}, split.shard_plan(),
+                       split.shard_coordinate(), store);
+  };
+  router_ = declare("router.weight", {E, C}, std);
   if (S > 0) {
-    shared_fc_ = store.add(prefix + (gelu ? "shared.fc.weight" : "shared.gate.weight"), {S * Fe, C}, ParamKind::weight,
-                           ParamInit::normal, std);
-    if (!gelu)
-      shared_up_ = store.add(prefix + "shared.up.weight", {S * Fe, C}, ParamKind::weight, ParamInit::normal, std);
-    shared_out_ = store.add(prefix + (gelu ? "shared.proj.weight" : "shared.down.weight"), {C, S * Fe},
-                            ParamKind::weight, ParamInit::normal, residual_std);
+    shared_fc_ = declare(gelu ? "shared.fc.weight" : "shared.gate.weight", {S * Fe, C}, std);
+    if (!gelu) shared_up_ = declare("shared.up.weight", {S * Fe, C}, std);
+    shared_out_ = declare(gelu ? "shared.proj.weight" : "shared.down.weight", {C, S * Fe}, residual_std);
   }
-  const std::vector<IndexRange> mine = {{E * r / ep, E * (r + 1) / ep}};
-  experts_fc_ = store.add_shard(prefix + (gelu ? "experts.fc.weight" : "experts.gate.weight"), {E, Fe, C}, 0, mine,
-                                ParamKind::weight, ParamInit::normal, std);
-  if (!gelu) {
-    experts_up_ =
-        store.add_shard(prefix + "experts.up.weight", {E, Fe, C}, 0, mine, ParamKind::weight, ParamInit::normal, std);
-  }
-  experts_out_ = store.add_shard(prefix + (gelu ? "experts.proj.weight" : "experts.down.weight"), {E, C, Fe}, 0, mine,
-                                 ParamKind::weight, ParamInit::normal, residual_std);
-  for (std::size_t index : {experts_fc_, experts_up_, experts_out_}) {
-    if (index != npos) store.set_expert(index);
-  }
-  // Under tp every rank of the group holds the whole layer (moe_layer.h): a replicated copy,
-  // counted (gradient norm, checkpoints) on tp rank 0 only, whose gradient comes from this rank's
-  // share of the sequences and is summed over the group before the update.
-  for (std::size_t index : {router_, shared_fc_, shared_up_, shared_out_, experts_fc_, experts_up_, experts_out_}) {
-    if (index == npos) continue;
-    store.set_primary(index, split.tp_rank() == 0);
-    if (split.tp_size() > 1) store.set_tp_partial(index);
-  }
+  experts_fc_ = declare(gelu ? "experts.fc.weight" : "experts.gate.weight", {E, Fe, C}, std);
+  if (!gelu) experts_up_ = declare("experts.up.weight", {E, Fe, C}, std);
+  experts_out_ = declare(gelu ? "experts.proj.weight" : "experts.down.weight", {E, C, Fe}, residual_std);
 }
 
 void MoeLayer::exchange_plan(MoeActivations& a, const ops::Placement& placement) const {

@@ -34,10 +34,39 @@ Tensor optional(const ParameterStore& store, std::size_t index, bool grad) {
   return grad ? store[index].grad : store[index].value;
 }
 
-// Rows [r * n / tp, (r + 1) * n / tp) of n: the column-parallel output rows of rank r.
+// Block r of n over tp parts (whole sequences of a micro-batch under tp: moe_sequences).
 IndexRange block_of(std::int64_t n, int tp, int r) { return {n * r / tp, n * (r + 1) / tp}; }
 
 }  // namespace
+
+ParameterSpec qkv_weight_spec(const TransformerConfig& c, const std::string& prefix) {
+  const std::int64_t D = c.head_dim();
+  return {.name = prefix + "attn.qkv.weight",
+          .shape = {c.qkv_width(), c.n_embd},
+          .init_std = c.init_std,
+          .row_segments = {c.n_head * D, c.n_kv_head * D, c.n_kv_head * D},
+          .granule = D};
+}
+
+ParameterSpec mlp_in_weight_spec(const TransformerConfig& c, const std::string& prefix) {
+  return {.name = prefix + (c.mlp == MlpKind::gelu ? "mlp.fc.weight" : "mlp.gate.weight"),
+          .shape = {c.ffn_hidden, c.n_embd},
+          .init_std = c.init_std};
+}
+
+LocalWidths local_widths(const TransformerConfig& c, const ModelSplit& split) {
+  const ShardCoordinate at = split.shard_coordinate();
+  const ShardPlacement qkv = split.shard_plan().place(qkv_weight_spec(c, "blocks.0."), at);
+  const ShardPlacement ffn = split.shard_plan().place(mlp_in_weight_spec(c, "blocks.0."), at);
+  const std::int64_t D = c.head_dim();
+  auto held = [](const ShardPlacement& p, std::size_t i, std::int64_t whole) {
+    return p.dim < 0 ? whole : p.ranges[i].size();
+  };
+  return {.heads = held(qkv, 0, c.n_head * D) / D,
+          .kv_heads = held(qkv, 1, c.n_kv_head * D) / D,
+          .ffn = held(ffn, 0, c.ffn_hidden),
+          .head_dim = D};
+}
 
 Shape residual_shape(const TransformerConfig& c, const ModelSplit& split, std::int64_t B, std::int64_t T) {
   if (split.sharded_sequence()) return {1, B * T / split.tp_size(), c.n_embd};
@@ -46,15 +75,15 @@ Shape residual_shape(const TransformerConfig& c, const ModelSplit& split, std::i
 
 std::vector<ActivationSlot> block_activation_slots(const TransformerConfig& c, const ModelSplit& split, std::int64_t B,
                                                    std::int64_t T) {
-  const int tp = split.tp_size();
-  const std::int64_t C = c.n_embd, F = c.local_ffn(tp), D = c.head_dim(), Hq = c.local_heads(tp);
+  const LocalWidths w = local_widths(c, split);
+  const std::int64_t C = c.n_embd, F = w.ffn, D = w.head_dim, Hq = w.heads;
   const Shape rows = residual_shape(c, split, B, T);
   const Shape stats = {rows[0], rows[1]};
   std::vector<ActivationSlot> slots = {
       {&BlockActivations::ln1_mean, stats, true},
       {&BlockActivations::ln1_rstd, stats, true},
       {&BlockActivations::h1, {B, T, C}, false, !split.sharded_sequence()},
-      {&BlockActivations::qkv, {B, T, c.local_qkv_width(tp)}, true},
+      {&BlockActivations::qkv, {B, T, w.qkv()}, true},
       {&BlockActivations::att, {B, T, Hq * D}, true},
       {&BlockActivations::lse, {B, Hq, T}, true},
       {&BlockActivations::x_mid, rows, true},
@@ -66,7 +95,7 @@ std::vector<ActivationSlot> block_activation_slots(const TransformerConfig& c, c
   };
   if (c.positions == PositionKind::rope) {
     slots.push_back({&BlockActivations::q_rot, {B, T, Hq, D}, true});
-    slots.push_back({&BlockActivations::k_rot, {B, T, c.local_kv_heads(tp), D}, true});
+    slots.push_back({&BlockActivations::k_rot, {B, T, w.kv_heads, D}, true});
   }
   if (c.mlp == MlpKind::swiglu) slots.push_back({&BlockActivations::up, {B, T, F}, true, true, true});
   return slots;
@@ -74,15 +103,15 @@ std::vector<ActivationSlot> block_activation_slots(const TransformerConfig& c, c
 
 BlockScratch make_block_scratch(const ops::Placement& placement, const TransformerConfig& c, const ModelSplit& split,
                                 std::int64_t B, std::int64_t T) {
-  const int tp = split.tp_size();
-  const std::int64_t C = c.n_embd, F = c.local_ffn(tp);
+  const LocalWidths w = local_widths(c, split);
+  const std::int64_t C = c.n_embd, F = w.ffn;
   const Shape rows = residual_shape(c, split, B, T);
   BlockScratch s;
   s.d_h = placement.empty({B, T, C});
-  s.d_att = placement.empty({B, T, c.local_heads(tp) * c.head_dim()});
+  s.d_att = placement.empty({B, T, w.heads * w.head_dim});
   s.d_tmp = placement.empty(rows);
   s.y_discard = placement.empty(rows);
-  s.d_qkv = placement.empty({B, T, c.local_qkv_width(tp)});
+  s.d_qkv = placement.empty({B, T, w.qkv()});
   s.d_fc = placement.empty({B, T, F});
   s.d_act = placement.empty({B, T, F});
   if (c.mlp == MlpKind::swiglu) s.d_up = placement.empty({B, T, F});
@@ -97,55 +126,52 @@ BlockScratch make_block_scratch(const ops::Placement& placement, const Transform
 
 TransformerBlock::TransformerBlock(const TransformerConfig& config, const ModelSplit& split, int layer,
                                    ParameterStore& store)
-    : config_(config), split_(split), layer_(layer) {
-  const std::int64_t C = config.n_embd, F = config.ffn_hidden, D = config.head_dim();
-  const std::int64_t Hq = config.n_head, Hkv = config.n_kv_head;
-  const int tp = split.tp_size(), r = split.tp_rank();
+    : config_(config), split_(split), layer_(layer), widths_(local_widths(config, split)) {
+  const std::int64_t C = config.n_embd, F = config.ffn_hidden;
   const std::string prefix = "blocks." + std::to_string(layer) + ".";
   const float std = config.init_std;
   // GPT-2 scales the init of projections that write into the residual stream by 1/sqrt(2L).
   const float residual_std = std / std::sqrt(2.0f * static_cast<float>(config.n_layer));
   const bool layernorm = config.norm == NormKind::layernorm;
-  // Replicated over tp: counted once (tp rank 0) in the gradient norm and checkpoints.
-  auto replicated = [&](const std::string& name, ParamKind kind, ParamInit init) {
-    std::size_t index = store.add(prefix + name, {C}, kind, init);
-    store.set_primary(index, r == 0);
-    return index;
+  // Each parameter declared whole; the shard plan decides this rank's part (shard_plan.h).
+  auto declare = [&](const ParameterSpec& spec) {
+    return parallelize(spec, split.shard_plan(), split.shard_coordinate(), store);
   };
-  // qkv rows: this rank's q heads, then its k heads, then its v heads (local layout q | k | v).
-  const IndexRange q = block_of(Hq, tp, r), kv = block_of(Hkv, tp, r);
-  const std::vector<IndexRange> qkv_rows = {{q.begin * D, q.end * D},
-                                            {(Hq + kv.begin) * D, (Hq + kv.end) * D},
-                                            {(Hq + Hkv + kv.begin) * D, (Hq + Hkv + kv.end) * D}};
-  const IndexRange ffn = block_of(F, tp, r), features = block_of(C, tp, r);
-  norm1_w_ = replicated("norm1.weight", ParamKind::norm, ParamInit::ones);
-  if (layernorm) norm1_b_ = replicated("norm1.bias", ParamKind::bias, ParamInit::zeros);
-  qkv_w_ = store.add_shard(prefix + "attn.qkv.weight", {config.qkv_width(), C}, 0, qkv_rows, ParamKind::weight,
-                           ParamInit::normal, std);
+  auto vector = [&](const std::string& name, ParamKind kind, ParamInit init, std::int64_t n) {
+    return declare({.name = prefix + name, .shape = {n}, .kind = kind, .init = init});
+  };
+  norm1_w_ = vector("norm1.weight", ParamKind::norm, ParamInit::ones, C);
+  if (layernorm) norm1_b_ = vector("norm1.bias", ParamKind::bias, ParamInit::zeros, C);
+  const ParameterSpec qkv = qkv_weight_spec(config, prefix);
+  qkv_w_ = declare(qkv);
   if (config.bias) {
-    qkv_b_ =
-        store.add_shard(prefix + "attn.qkv.bias", {config.qkv_width()}, 0, qkv_rows, ParamKind::bias, ParamInit::zeros);
+    qkv_b_ = declare({.name = prefix + "attn.qkv.bias",
+                      .shape = {config.qkv_width()},
+                      .kind = ParamKind::bias,
+                      .init = ParamInit::zeros,
+                      .row_segments = qkv.row_segments,
+                      .granule = qkv.granule});
   }
-  proj_w_ = store.add_shard(prefix + "attn.proj.weight", {C, C}, 1, {features}, ParamKind::weight, ParamInit::normal,
-                            residual_std);
-  if (config.bias) proj_b_ = replicated("attn.proj.bias", ParamKind::bias, ParamInit::zeros);
-  norm2_w_ = replicated("norm2.weight", ParamKind::norm, ParamInit::ones);
-  if (layernorm) norm2_b_ = replicated("norm2.bias", ParamKind::bias, ParamInit::zeros);
+  proj_w_ = declare({.name = prefix + "attn.proj.weight", .shape = {C, C}, .init_std = residual_std});
+  if (config.bias) proj_b_ = vector("attn.proj.bias", ParamKind::bias, ParamInit::zeros, C);
+  norm2_w_ = vector("norm2.weight", ParamKind::norm, ParamInit::ones, C);
+  if (layernorm) norm2_b_ = vector("norm2.bias", ParamKind::bias, ParamInit::zeros, C);
   if (config.moe.is_moe_layer(layer)) {
     moe_.emplace(config, split, layer, store);
     return;
   }
-  const std::string out_name = config.mlp == MlpKind::gelu ? "mlp.proj.weight" : "mlp.down.weight";
-  const std::string fc_name = config.mlp == MlpKind::gelu ? "mlp.fc" : "mlp.gate";
-  fc_w_ = store.add_shard(prefix + fc_name + ".weight", {F, C}, 0, {ffn}, ParamKind::weight, ParamInit::normal, std);
+  const ParameterSpec fc = mlp_in_weight_spec(config, prefix);
+  fc_w_ = declare(fc);
   if (config.bias) {
-    fc_b_ = store.add_shard(prefix + fc_name + ".bias", {F}, 0, {ffn}, ParamKind::bias, ParamInit::zeros);
+    const std::string fc_bias = fc.name.substr(0, fc.name.size() - std::string("weight").size()) + "bias";
+    fc_b_ = declare({.name = fc_bias, .shape = {F}, .kind = ParamKind::bias, .init = ParamInit::zeros});
   }
   if (config.mlp == MlpKind::swiglu) {
-    up_w_ = store.add_shard(prefix + "mlp.up.weight", {F, C}, 0, {ffn}, ParamKind::weight, ParamInit::normal, std);
+    up_w_ = declare({.name = prefix + "mlp.up.weight", .shape = {F, C}, .init_std = std});
   }
-  out_w_ = store.add_shard(prefix + out_name, {C, F}, 1, {ffn}, ParamKind::weight, ParamInit::normal, residual_std);
-  if (config.bias) out_b_ = replicated("mlp.proj.bias", ParamKind::bias, ParamInit::zeros);
+  const std::string out_name = config.mlp == MlpKind::gelu ? "mlp.proj.weight" : "mlp.down.weight";
+  out_w_ = declare({.name = prefix + out_name, .shape = {C, F}, .init_std = residual_std});
+  if (config.bias) out_b_ = vector("mlp.proj.bias", ParamKind::bias, ParamInit::zeros, C);
 }
 
 void TransformerBlock::norm_forward(const ParameterStore& store, std::size_t w, std::size_t b, const Tensor& x,
@@ -252,8 +278,7 @@ void TransformerBlock::rope_at_positions(bool backward, const Tensor& x, Tensor&
 
 void TransformerBlock::forward(const ParameterStore& store, const Tensor& x, Tensor& y, BlockActivations& a,
                                BlockScratch& s) const {
-  const int tp = split_.tp_size();
-  const std::int64_t Hq = config_.local_heads(tp), Hkv = config_.local_kv_heads(tp), D = config_.head_dim();
+  const std::int64_t Hq = widths_.heads, Hkv = widths_.kv_heads, D = widths_.head_dim;
   const std::int64_t B = a.h1.size(0), T = a.h1.size(1);
   norm_and_gather(store, norm1_w_, norm1_b_, x, s.h_rows, a.h1, a.ln1_mean, a.ln1_rstd);
   linear_forward(a.h1, store[qkv_w_], optional(store, qkv_b_, false), a.qkv, operands_);
@@ -351,9 +376,8 @@ Tensor TransformerBlock::reduced_input_grad(BlockScratch& s) const {
 
 void TransformerBlock::backward(ParameterStore& store, const Tensor& x, const BlockActivations& a, BlockScratch& s,
                                 Tensor& grad, float loss_scale) const {
-  const int tp = split_.tp_size();
   const std::int64_t B = a.h1.size(0), T = a.h1.size(1);
-  const std::int64_t Hq = config_.local_heads(tp), Hkv = config_.local_kv_heads(tp), D = config_.head_dim();
+  const std::int64_t Hq = widths_.heads, Hkv = widths_.kv_heads, D = widths_.head_dim;
   zero(s.norm_grads);
   // MLP: s.d_h <- dL/d h2 (this rank's partial sum under tp).
   if (moe_) {

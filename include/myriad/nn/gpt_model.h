@@ -157,7 +157,6 @@ class GptModel final : public PipelineStage {
   LossSum head_forward(Slot& slot, const Tensor& targets);
   Tensor head_input(Slot& slot);  // (N, C): hf, or (sequence parallel) all-gathered into hf_gathered
   void head_backward(Slot& slot, const Tensor& targets, float loss_scale, Tensor& grad);
-  std::int64_t vocab_start() const;
   std::int64_t head_columns() const;    // this rank's real vocabulary columns of the logits (may be 0)
   std::int64_t logits_width() const;    // the logits' columns: this rank's padded vocabulary (0 without real ones)
   CrossEntropyArgs loss_args() const;   // the loss over the real columns of the padded logits
@@ -184,6 +183,7 @@ class GptModel final : public PipelineStage {
   std::vector<std::pair<int, int>> chunk_blocks_;  // per chunk: [first, last) local block
   static constexpr std::size_t npos = static_cast<std::size_t>(-1);
   std::size_t wte_ = npos, wpe_ = npos, norm_w_ = npos, norm_b_ = npos, head_ = npos;
+  IndexRange vocabulary_;                     // this rank's rows of the padded vocabulary (the shard plan's)
   int embedding_unit_ = -1, head_unit_ = -1;  // -1: not on this rank
   Buffers buffers_;
   std::vector<ParamUnit> units_;

@@ -20,12 +20,15 @@
 // Pipeline: `chunks` lists, per model chunk (virtual stage) this rank runs, its global layer
 // indices in order; `first_stage` (holds the embeddings: its chunk 0 is global stage 0) and
 // `last_stage` (holds the final norm and head: its last chunk is the last global stage).
+// Which part of each parameter the rank holds is the shard plan's (nn/shard_plan.h), applied at
+// the rank's shard_coordinate(); the layers read their local widths from it (local_widths()).
 #pragma once
 
 #include <vector>
 
 #include "myriad/nn/context_parallel.h"
 #include "myriad/nn/expert_parallel.h"
+#include "myriad/nn/shard_plan.h"
 #include "myriad/nn/tensor_parallel.h"
 
 namespace myriad::nn {
@@ -34,6 +37,7 @@ struct ModelSplit {
   const TensorParallel* tp = nullptr;    // not owned; nullptr = a group of one (serial_tensor_parallel)
   const ExpertParallel* ep = nullptr;    // not owned; nullptr = a group of one (serial_expert_parallel)
   const ContextParallel* cp = nullptr;   // not owned; nullptr = a group of one (serial_context_parallel)
+  const ShardPlan* plan = nullptr;       // not owned; nullptr = transformer_shard_plan()
   std::vector<std::vector<int>> chunks;  // empty = one chunk with every layer
   bool first_stage = true;
   bool last_stage = true;
@@ -47,6 +51,8 @@ struct ModelSplit {
   int ep_rank() const { return expert_parallel().rank(); }
   const ContextParallel& context_parallel() const { return cp ? *cp : serial_context_parallel(); }
   int cp_size() const { return context_parallel().size(); }
+  const ShardPlan& shard_plan() const { return plan ? *plan : transformer_shard_plan(); }
+  ShardCoordinate shard_coordinate() const { return {tp_rank(), tp_size(), ep_rank(), ep_size()}; }
 };
 
 }  // namespace myriad::nn

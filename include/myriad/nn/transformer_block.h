@@ -15,9 +15,9 @@
 // Under a ModelSplit with tp > 1 (model_split.h) the block holds its rank's heads and MLP columns
 // and its activations cross the group through the split's TensorParallel (nn/tensor_parallel.h);
 // the qkv width, attention output width and MLP width of the tensors below are the local ones
-// (TransformerConfig::local_*). With sequence parallelism the residual-stream tensors (x, y,
-// x_mid, grad, norm statistics) hold this rank's N/tp token rows, shaped (1, N/tp, C); h1 and h2
-// are the all-gathered full (B, T, C) norm outputs that the column-parallel layers read.
+// (local_widths(): what the shard plan gives the rank of the qkv and MLP weights). With sequence parallelism the
+// residual-stream tensors (x, y, x_mid, grad, norm statistics) hold this rank's N/tp token rows, shaped (1, N/tp, C);
+// h1 and h2 are the all-gathered full (B, T, C) norm outputs that the column-parallel layers read.
 #pragma once
 
 #include <memory>
@@ -76,6 +76,17 @@ struct ActivationSlot {
     return mode == Recompute::none ? kept_by_none : mode == Recompute::selective && kept_by_selective;
   }
 };
+// The widths of this rank's share of a block: its query and key/value heads and MLP columns, read
+// from the rows the shard plan gives it of the fused qkv weight and the MLP's input weight.
+struct LocalWidths {
+  std::int64_t heads = 0, kv_heads = 0, ffn = 0, head_dim = 0;
+  std::int64_t qkv() const { return (heads + 2 * kv_heads) * head_dim; }
+};
+LocalWidths local_widths(const TransformerConfig& config, const ModelSplit& split);
+// The two weights whose split sets the widths, declared whole (their names under `prefix`).
+ParameterSpec qkv_weight_spec(const TransformerConfig& config, const std::string& prefix);
+ParameterSpec mlp_in_weight_spec(const TransformerConfig& config, const std::string& prefix);
+
 std::vector<ActivationSlot> block_activation_slots(const TransformerConfig& config, const ModelSplit& split,
                                                    std::int64_t B, std::int64_t T);
 BlockScratch make_block_scratch(const ops::Placement& placement, const TransformerConfig& config,
@@ -115,6 +126,7 @@ class TransformerBlock {
   TransformerConfig config_;
   ModelSplit split_;
   int layer_;
+  LocalWidths widths_;  // this rank's heads and MLP columns
   DType operands_ = DType::f32;
   // Indices into the ParameterStore; npos when absent (no bias, no RoPE-specific params, ...).
   static constexpr std::size_t npos = static_cast<std::size_t>(-1);

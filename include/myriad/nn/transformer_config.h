@@ -93,11 +93,6 @@ struct TransformerConfig {
   std::int64_t padded_vocab_size() const { return (vocab_size + 63) / 64 * 64; }
   std::int64_t head_dim() const { return n_embd / n_head; }
   std::int64_t qkv_width() const { return (n_head + 2 * n_kv_head) * head_dim(); }
-  // One tensor-parallel rank's share out of `tp`: heads, key/value heads, MLP width, qkv width.
-  std::int64_t local_heads(int tp) const { return n_head / tp; }
-  std::int64_t local_kv_heads(int tp) const { return n_kv_head / tp; }
-  std::int64_t local_ffn(int tp) const { return ffn_hidden / tp; }
-  std::int64_t local_qkv_width(int tp) const { return (local_heads(tp) + 2 * local_kv_heads(tp)) * head_dim(); }
   std::int64_t expert_ffn() const { return moe.expert_ffn > 0 ? moe.expert_ffn : ffn_hidden; }
   void validate() const;  // throws naming the offending numbers
 };
