@@ -14,7 +14,9 @@
 #   run(command="scripts/gpu_check.sh", carry=[".gpu-deps"])    (OUT is set there: logs come back)
 #
 # Usage: scripts/gpu_check.sh [build-dir]            (default: build-gpu in the repository)
-# Env:   OUT                 folder for logs (default: <build-dir>/logs); every step has its log
+# Env:   OUT                 where the results go when set: the summary (gpu_check.log), the machine
+#                            profile and gpu_check-logs.tar.gz with every step's log (<build-dir>/logs)
+#                            — three files, since a device call brings back at most eight
 #        MYRIAD_DEPS_ARCHIVE the packed dependencies (default: .gpu-deps/myriad-gpu-deps.tar.xz)
 #        MYRIAD_DEPS_PREFIX  colon-separated install prefixes of other carried dependencies,
 #                            added to CMAKE_PREFIX_PATH
@@ -27,11 +29,23 @@ set -euo pipefail
 
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 BUILD="${1:-$ROOT/build-gpu}"
-LOGS="${OUT:-$BUILD/logs}"
+LOGS="$BUILD/logs"
+RESULTS="${OUT:-}"
 JOBS="${JOBS:-$(nproc)}"
+rm -rf "$LOGS"
 mkdir -p "$LOGS"
 SUMMARY="$LOGS/gpu_check.log"
 : >"$SUMMARY"
+
+# On any exit: the summary, the profile and every log, archived, into $OUT.
+deliver_results() {
+  [[ -n "$RESULTS" ]] || return 0
+  mkdir -p "$RESULTS"
+  cp "$SUMMARY" "$RESULTS/" 2>/dev/null || true
+  [[ -f "$LOGS/machine_profile.json" ]] && cp "$LOGS/machine_profile.json" "$RESULTS/"
+  tar -C "$LOGS" -czf "$RESULTS/gpu_check-logs.tar.gz" . 2>/dev/null || true
+}
+trap deliver_results EXIT
 
 log() { echo "[gpu_check $(date -u +%H:%M:%S)] $*" | tee -a "$SUMMARY"; }
 

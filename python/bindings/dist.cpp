@@ -100,6 +100,39 @@ void bind_dist(py::module_& m) {
           },
           py::arg("exit_code"), py::arg("reason"), "print the reason and end every rank of the job");
 
+  py::class_<distributed::RankGrid>(m, "RankGrid",
+                                    "The layout's rank grid: tp fastest, then cp, dp, pp; ep = dp % ep "
+                                    "(distributed/rank_grid.h)")
+      .def(py::init([](int tp, int cp, int dp, int pp, int ep) {
+             const distributed::GridShape shape{.tp = tp, .cp = cp, .ep = ep, .dp = dp, .pp = pp};
+             return distributed::RankGrid(shape, shape.product());
+           }),
+           py::arg("tp") = 1, py::arg("cp") = 1, py::arg("dp") = 1, py::arg("pp") = 1, py::arg("ep") = 1)
+      .def_property_readonly("world_size", &distributed::RankGrid::world_size)
+      .def(
+          "coords",
+          [](const distributed::RankGrid& grid, int rank) {
+            const distributed::GridCoord c = grid.coords(rank);
+            py::dict d;
+            for (distributed::Axis axis : distributed::kAxes) d[distributed::axis_name(axis)] = c[axis];
+            return d;
+          },
+          py::arg("rank"), "the rank's coordinate on every axis: {'tp', 'cp', 'ep', 'dp', 'pp'}")
+      .def(
+          "rank_of",
+          [](const distributed::RankGrid& grid, int tp, int cp, int dp, int pp) {
+            distributed::GridCoord c;
+            c[distributed::Axis::tp] = tp;
+            c[distributed::Axis::cp] = cp;
+            c[distributed::Axis::dp] = dp;
+            c[distributed::Axis::pp] = pp;
+            c[distributed::Axis::ep] = dp % grid.shape().ep;
+            return grid.rank_of(c);
+          },
+          py::arg("tp") = 0, py::arg("cp") = 0, py::arg("dp") = 0, py::arg("pp") = 0,
+          "the rank at a coordinate (ep follows from dp)")
+      .def("describe", &distributed::RankGrid::describe, py::arg("rank"));
+
   py::class_<distributed::ProcessGroups>(m, "ProcessGroups",
                                          "Communicators of every parallel axis (see docs/parallelism.md)")
       .def(py::init([](const RunConfig& config, distributed::MpiRuntime* runtime) {

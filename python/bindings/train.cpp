@@ -19,6 +19,7 @@
 #include "myriad/train/checkpoint/checkpoint_folder.h"
 #include "myriad/ops/placement.h"
 #include "myriad/train/engine.h"
+#include "myriad/train/model_parallelism.h"
 #include "myriad/train/checkpoint/interchange.h"
 #include "myriad/train/checkpoint/safetensors.h"
 #include "myriad/nn/generate.h"
@@ -419,6 +420,44 @@ void bind_train(py::module_& m) {
       py::arg("config"), py::arg("world_size"), py::arg("rank") = 0,
       "rank `rank`'s part of the config's layout for `world_size` ranks built on the meta device (shapes, no "
       "memory): the bytes it would hold by role (docs/planning.md, Dry run)");
+  m.def(
+      "parameter_layout",
+      [](const RunConfig& config, int world_size, int rank) {
+        const train::RankParameterLayout layout = train::rank_parameter_layout(config, world_size, rank);
+        py::list parameters, units;
+        for (const auto& p : layout.parameters) {
+          parameters.append(py::make_tuple(p.name, p.numel, p.offset, p.expert, p.primary));
+        }
+        for (const auto& u : layout.units) units.append(py::make_tuple(u.name, u.begin, u.end, u.expert));
+        py::dict d;
+        d["role"] = layout.role;
+        d["tp_rank"] = layout.tp_rank;
+        d["cp_rank"] = layout.cp_rank;
+        d["ep_rank"] = layout.ep_rank;
+        d["dp_rank"] = layout.dp_rank;
+        d["pp_stage"] = layout.pp_stage;
+        d["parameters"] = parameters;
+        d["units"] = units;
+        d["chunks"] = layout.chunks;
+        d["total"] = layout.total;
+        return d;
+      },
+      py::arg("config"), py::arg("world_size"), py::arg("rank") = 0,
+      "rank `rank`'s flat parameter buffer as the engine lays it out under the shard plan (nothing "
+      "allocated): parameters (name, numel, offset, expert, primary) in order, gradient units (name, begin, "
+      "end, expert), the layers of each pipeline chunk, total elements");
+  m.def(
+      "stage_layers",
+      [](int n_layer, int pp, int virtual_stages, const std::vector<std::string>& pp_layers) {
+        ParallelConfig p;
+        p.pp = pp;
+        p.virtual_stages = virtual_stages;
+        p.pp_layers = pp_layers;
+        return p.stage_layers(n_layer);
+      },
+      py::arg("n_layer"), py::arg("pp"), py::arg("virtual_stages") = 1,
+      py::arg("pp_layers") = std::vector<std::string>{},
+      "layers per global pipeline stage (ParallelConfig::stage_layers): parallel.pp_layers, else an even split");
   m.def("export_safetensors", &train::export_safetensors, py::arg("checkpoint_dir"), py::arg("output"),
         py::call_guard<py::gil_scoped_release>(),
         "checkpoint -> one safetensors file of full parameters (+ the config beside it); returns the config path");

@@ -10,13 +10,11 @@
 #include "myriad/core/logging.h"
 #include "myriad/core/precision.h"
 #include "myriad/core/process_memory.h"
-#include "myriad/parallel/context_parallel_group.h"
-#include "myriad/parallel/expert_parallel_group.h"
+#include "myriad/train/model_parallelism.h"
 #include "myriad/distributed/mpi_communicator.h"
 #include "myriad/train/metrics/attention_metrics.h"
 #include "myriad/train/metrics/moe_metrics.h"
 #include "myriad/distributed/scalar_reduce.h"
-#include "myriad/parallel/tensor_parallel_regions.h"
 #include "myriad/nn/linear.h"
 #include "myriad/ops/cross_entropy.h"
 #include "myriad/train/checkpoint/checkpoint.h"
@@ -170,7 +168,12 @@ void Engine::build_rank_model(ops::Placement placement, ops::MetaBackend* meta) 
   };
   const nn::TransformerConfig model_config = transformer_config(state_.config.model, state_.config.model.vocab_size);
   label("model");
-  state_.model = std::make_unique<nn::GptModel>(model_config, model_split(model_config), true, placement);
+  ModelParallelism parallelism = make_model_parallelism(state_.config, model_config, tp(), group(distributed::Axis::ep),
+                                                        group(distributed::Axis::cp), pp().rank());
+  state_.tensor_parallel = std::move(parallelism.tensor);
+  state_.expert_parallel = std::move(parallelism.expert);
+  state_.context_parallel = std::move(parallelism.context);
+  state_.model = std::make_unique<nn::GptModel>(model_config, parallelism.split, true, placement);
   if (meta == nullptr) state_.model->initialize(state_.config.training.seed);  // meta tensors hold no values
   if (model_parallel()) state_.serial_layout = std::make_unique<SerialLayout>(*state_.model);
   parallel::DataParallelOptions dp_options = data_parallel_options(state_.config);
@@ -277,36 +280,6 @@ void Engine::setup_loss_scaler() {
   scaler.window = state_.config.training.loss_scale_window;
   scaler.min_scale = state_.config.training.min_loss_scale;
   state_.loss_scaler = std::make_unique<DynamicLossScaler>(scaler);
-}
-
-nn::ModelSplit Engine::model_split(const nn::TransformerConfig& model_config) {
-  const ParallelConfig& p = state_.config.parallel;
-  nn::ModelSplit split;
-  if (p.tp > 1) {  // parallelize: the model's layers cross the tp group through these regions
-    state_.tensor_parallel = std::make_unique<parallel::TensorParallelRegions>(tp(), p.sequence_parallel, model_config);
-    split.tp = state_.tensor_parallel.get();
-  }
-  if (p.ep > 1) {  // the MoE layers' experts split over the ep group, rows exchanged through it
-    state_.expert_parallel = std::make_unique<parallel::ExpertParallelGroup>(group(distributed::Axis::ep));
-    split.ep = state_.expert_parallel.get();
-  }
-  if (p.cp > 1) {  // the sequence split over the cp group, attention as a ring through it
-    state_.context_parallel = std::make_unique<parallel::ContextParallelGroup>(group(distributed::Axis::cp));
-    split.cp = state_.context_parallel.get();
-  }
-  const int stage = pp().rank();
-  const std::vector<int> per_stage = p.stage_layers(state_.config.model.n_layer);
-  std::vector<int> first_layer = {0};
-  for (int count : per_stage) first_layer.push_back(first_layer.back() + count);
-  for (int chunk = 0; chunk < p.virtual_stages; ++chunk) {
-    const int global_stage = chunk * p.pp + stage;  // interleaving: rank r holds stages r, r + pp, ...
-    std::vector<int> layers;
-    for (int l = first_layer[global_stage]; l < first_layer[global_stage + 1]; ++l) layers.push_back(l);
-    split.chunks.push_back(std::move(layers));
-  }
-  split.first_stage = stage == 0;
-  split.last_stage = stage == p.pp - 1;
-  return split;
 }
 
 // local (B, T / cp) <- this rank's two chunks of every sequence of `whole` (B, T): chunks r and

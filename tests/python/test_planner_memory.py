@@ -53,7 +53,7 @@ def test_gpt3_175b_every_role_equals_the_dry_run():
     for pp in range(16):  # one tp rank per stage holds 1/8 of each stage's parameters
         for tp in range(8):
             rank = memory.rank_of(inp.layout, memory.GridCoord(tp=tp, pp=pp))
-            params = memory.parameter_layout(inp.model, inp.layout, memory.coords(inp.layout, rank))
+            params = memory.parameter_layout(inp, memory.coords(inp.layout, rank))
             total += params.real_elements()
     # The blocks' 12 C^2 + 7 C split over tp, the 6 C of norms and row-parallel biases on every tp rank; the
     # embeddings, the tied head's copy on the last stage; positions and the final norm on every tp rank.

@@ -168,7 +168,6 @@ class Engine {
   void build_rank_model(ops::Placement placement, ops::MetaBackend* meta);
   void setup_precision();    // training.precision: the compute copy of the weights
   void setup_loss_scaler();  // fp16
-  nn::ModelSplit model_split(const nn::TransformerConfig& model_config);
   // The groups of RankState (host, or the device's under training.device cuda).
   distributed::Communicator& group(distributed::Axis axis) { return state_.group(axis); }
   distributed::Communicator& dp() { return state_.dp(); }

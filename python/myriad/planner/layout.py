@@ -208,22 +208,13 @@ def read_config(config, world: int = 0, overrides=()) -> PlanInput:
 
 
 def stage_layers(n_layer: int, pp: int, virtual_stages: int = 1, pp_layers=()) -> list:
-    """Layers per global stage (ParallelConfig::stage_layers): pp_layers as given, else an even split."""
-    stages = pp * virtual_stages
-    if not pp_layers:
-        if n_layer % stages != 0:
-            raise ValueError(f"model.n_layer ({n_layer}) must be divisible by parallel.pp ({pp}) * "
-                             f"parallel.virtual_stages ({virtual_stages}) = {stages} for an even split; "
-                             f"or list the layers per stage in parallel.pp_layers")
-        return [n_layer // stages] * stages
-    layers = [int(x) for x in pp_layers]
-    if len(layers) != stages:
-        raise ValueError(f"parallel.pp_layers has {len(layers)} entries; it needs one per pipeline stage: "
-                         f"pp ({pp}) * virtual_stages ({virtual_stages}) = {stages}")
-    if any(x < 1 for x in layers) or sum(layers) != n_layer:
-        raise ValueError(f"parallel.pp_layers {layers} must give every stage >= 1 layer and sum to "
-                         f"model.n_layer ({n_layer})")
-    return layers
+    """Layers per global stage, as the engine splits them (ParallelConfig::stage_layers): pp_layers as
+    given, else an even split; a split it refuses raises ValueError with its reason."""
+    from .. import _myriad
+    try:
+        return _myriad.stage_layers(n_layer, pp, virtual_stages, [str(x) for x in pp_layers])
+    except _myriad.Error as e:
+        raise ValueError(str(e).split("] ", 1)[-1]) from None
 
 
 def replace(obj, **changes):

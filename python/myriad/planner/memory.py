@@ -6,23 +6,26 @@ Two models (docs/planning.md, Memory):
   weights 2Ψ, fp16 gradients 2Ψ, optimizer state KΨ (fp32 master weights, momentum, variance:
   K = 12), each divided by the dp degree from the stage that shards it. Its worked example (7.5 B
   parameters, 64-way dp) gives 120, 31.4, 16.6 and 1.9 GB at stages 0 to 3.
-* `rank_memory(inp, grid_rank)`: what myriad itself allocates on one rank, computed from the
-  model's shape and the layout alone by following the engine's rules: parameters registered in
-  the engine's order with 16-element alignment, tp / ep / pp shares, ZeRO buckets and owned
+* `rank_memory(inp, grid_rank)`: what myriad itself allocates on one rank: its parameters as the
+  engine itself registers them under the shard plan (`_myriad.parameter_layout`: the model built on
+  the meta device for the rank's tp / ep / pp part, cached per part), then, following the engine's
+  rules from the model's shape and the layout, ZeRO buckets and owned
   chunks (ZeroLayout's arithmetic), fp32 master weights, fp32 gradients (full and/or shard),
   AdamW moments of the owned elements, the fp32 copy the model reads under bf16/fp16 (a 16-bit
   shard at ZeRO 3), and the activation buffers GptModel::prepare makes for the micro-batch slots
   the rank's pipeline schedule keeps in flight. `myriad.dry_run` builds the same rank on the meta
   device; the two must agree exactly (tests/python/test_planner_memory.py).
 
-Pure arithmetic: no allocation, no config parsing (layout.read_config gives the PlanInput).
+No allocation; the rank grid and the parameter layout come from the engine through the bindings
+(layout.read_config gives the PlanInput).
 """
 from __future__ import annotations
 
 import bisect
+import functools
 from dataclasses import dataclass, field
 
-from .layout import PlanInput, stage_layers
+from .layout import PlanInput
 
 F32 = 4
 
@@ -57,7 +60,8 @@ def zero_paper(psi: float, dp: int, stage: int, k: int = 12) -> ZeroPaperMemory:
 
 @dataclass(frozen=True)
 class GridCoord:
-    """A rank's coordinates (RankGrid: tp fastest, then cp, dp, pp; ep = dp % ep)."""
+    """A rank's coordinates on the engine's rank grid (`_myriad.RankGrid`: tp fastest, then cp, dp, pp;
+    ep = dp % ep)."""
     tp: int = 0
     cp: int = 0
     dp: int = 0
@@ -65,35 +69,25 @@ class GridCoord:
     ep: int = 0
 
 
+@functools.lru_cache(maxsize=256)
+def _rank_grid(tp: int, cp: int, dp: int, pp: int, ep: int):
+    from .. import _myriad
+    return _myriad.RankGrid(tp=tp, cp=cp, dp=dp, pp=pp, ep=ep)
+
+
+def _grid(layout):
+    return _rank_grid(layout.tp, layout.cp, layout.dp, layout.pp, layout.ep)
+
+
 def coords(layout, rank: int) -> GridCoord:
-    world = layout.world
-    if not 0 <= rank < world:
-        raise ValueError(f"rank {rank} is not a rank of a world of {world}")
-    tp, rank = rank % layout.tp, rank // layout.tp
-    cp, rank = rank % layout.cp, rank // layout.cp
-    dp, rank = rank % layout.dp, rank // layout.dp
-    return GridCoord(tp=tp, cp=cp, dp=dp, pp=rank, ep=dp % layout.ep)
+    if not 0 <= rank < layout.world:
+        raise ValueError(f"rank {rank} is not a rank of a world of {layout.world}")
+    c = _grid(layout).coords(rank)
+    return GridCoord(tp=c["tp"], cp=c["cp"], dp=c["dp"], pp=c["pp"], ep=c["ep"])
 
 
 def rank_of(layout, coord: GridCoord) -> int:
-    return coord.tp + layout.tp * (coord.cp + layout.cp * (coord.dp + layout.dp * coord.pp))
-
-
-def rank_chunks(model, layout, stage: int) -> list:
-    """The global layer indices of each chunk the pipeline rank `stage` holds (Engine::model_split)."""
-    per_stage = stage_layers(model.n_layer, layout.pp, layout.virtual_stages, layout.pp_layers)
-    first = [0]
-    for count in per_stage:
-        first.append(first[-1] + count)
-    chunks = []
-    for chunk in range(layout.virtual_stages):
-        g = chunk * layout.pp + stage
-        chunks.append(list(range(first[g], first[g + 1])))
-    return chunks
-
-
-def _block_of(n: int, parts: int, r: int) -> int:
-    return n * (r + 1) // parts - n * r // parts
+    return _grid(layout).rank_of(tp=coord.tp, cp=coord.cp, dp=coord.dp, pp=coord.pp)
 
 
 @dataclass
@@ -105,85 +99,42 @@ class _Param:
 
 @dataclass
 class ParameterLayout:
-    """One rank's flat parameter buffer: parameters in registration order and units."""
+    """One rank's flat parameter buffer: parameters in registration order and units, as the engine
+    lays them out under its shard plan (`_myriad.parameter_layout`)."""
     params: list = field(default_factory=list)
     units: list = field(default_factory=list)  # (name, begin, end, expert)
+    chunks: list = field(default_factory=list)  # the layers of each pipeline chunk the rank runs
     total: int = 0
-
-    def add(self, name: str, numel: int) -> int:
-        self.params.append(_Param(name, numel, self.total))
-        self.total += (numel + 15) // 16 * 16  # 64-byte aligned parameters
-        return self.params[-1].offset
 
     def real_elements(self) -> int:
         return sum(p.numel for p in self.params)
 
 
-def parameter_layout(model, layout, coord: GridCoord) -> ParameterLayout:
-    """The rank's parameters in the engine's order (GptModel, TransformerBlock, MoeLayer constructors)."""
-    tp, r = layout.tp, coord.tp
-    C, D = model.n_embd, model.head_dim
-    if any(x % tp for x in (model.n_head, model.n_kv_head, model.ffn_hidden, model.padded_vocab)):
-        raise ValueError(f"parallel.tp {tp} must divide n_head {model.n_head}, n_kv_head {model.n_kv_head}, "
-                         f"ffn_hidden {model.ffn_hidden} and the padded vocabulary {model.padded_vocab}")
-    if model.is_moe and model.num_experts % layout.ep:
-        raise ValueError(f"parallel.ep {layout.ep} must divide model.num_experts {model.num_experts}")
-    first, last = coord.pp == 0, coord.pp == layout.pp - 1
-    vocab_rows = _block_of(model.padded_vocab, tp, r)
-    out = ParameterLayout()
-    starts = []  # (name, offset, expert)
-    if first:
-        starts.append(("embeddings", out.add("wte", vocab_rows * C), False))
-        if model.learned_positions:
-            out.add("wpe", model.context_length * C)
-    qkv_rows = (_block_of(model.n_head, tp, r) + 2 * _block_of(model.n_kv_head, tp, r)) * D
-    ffn = _block_of(model.ffn_hidden, tp, r)
-    for layer in [layer for chunk in rank_chunks(model, layout, coord.pp) for layer in chunk]:
-        prefix = f"blocks.{layer}."
-        starts.append((f"blocks.{layer}", out.add(prefix + "norm1.weight", C), False))
-        if model.layernorm:
-            out.add(prefix + "norm1.bias", C)
-        out.add(prefix + "attn.qkv.weight", qkv_rows * C)
-        if model.bias:
-            out.add(prefix + "attn.qkv.bias", qkv_rows)
-        out.add(prefix + "attn.proj.weight", C * _block_of(C, tp, r))
-        if model.bias:
-            out.add(prefix + "attn.proj.bias", C)
-        out.add(prefix + "norm2.weight", C)
-        if model.layernorm:
-            out.add(prefix + "norm2.bias", C)
-        if model.is_moe_layer(layer):
-            E, Fe, S = model.num_experts, model.expert_ffn, model.shared_experts
-            out.add(prefix + "moe.router.weight", E * C)
-            if S > 0:
-                out.add(prefix + "moe.shared.in", S * Fe * C)
-                if model.swiglu:
-                    out.add(prefix + "moe.shared.up", S * Fe * C)
-                out.add(prefix + "moe.shared.out", C * S * Fe)
-            mine = _block_of(E, layout.ep, coord.ep)
-            starts.append((f"blocks.{layer}.experts", out.add(prefix + "moe.experts.in", mine * Fe * C), True))
-            if model.swiglu:
-                out.add(prefix + "moe.experts.up", mine * Fe * C)
-            out.add(prefix + "moe.experts.out", mine * C * Fe)
-            continue
-        out.add(prefix + "mlp.in.weight", ffn * C)
-        if model.bias:
-            out.add(prefix + "mlp.in.bias", ffn)
-        if model.swiglu:
-            out.add(prefix + "mlp.up.weight", ffn * C)
-        out.add(prefix + "mlp.out.weight", C * ffn)
-        if model.bias:
-            out.add(prefix + "mlp.proj.bias", C)
-    if last:
-        starts.append(("head", out.add("norm_f.weight", C), False))
-        if model.layernorm:
-            out.add("norm_f.bias", C)
-        if not model.tie_embeddings or not first:
-            out.add("lm_head.weight" if not model.tie_embeddings else "wte(last stage copy)", vocab_rows * C)
-    for i, (name, begin, expert) in enumerate(starts):
-        end = starts[i + 1][1] if i + 1 < len(starts) else out.total
-        out.units.append((name, begin, end, expert))
-    return out
+@functools.lru_cache(maxsize=4096)
+def _engine_layout(config_yaml: str, parallel: tuple, tp_rank: int, ep_rank: int, stage: int) -> ParameterLayout:
+    from .. import _myriad
+    tp, pp, ep, virtual_stages, pp_layers = parallel
+    config = _myriad.Config.from_string(config_yaml, "plan")
+    for key, value in (("tp", tp), ("pp", pp), ("ep", ep), ("dp", ep), ("cp", 1), ("virtual_stages", virtual_stages)):
+        config[f"parallel.{key}"] = value
+    config["parallel.pp_layers"] = [str(x) for x in pp_layers]
+    # Parameters depend on the tp, ep and pp coordinates only: the smallest grid that has them
+    # (dp = ep, cp = 1) builds the same rank part as the run's.
+    grid = _myriad.RankGrid(tp=tp, dp=ep, pp=pp, ep=ep)
+    got = _myriad.parameter_layout(config, grid.world_size, grid.rank_of(tp=tp_rank, dp=ep_rank, pp=stage))
+    return ParameterLayout(params=[_Param(name, numel, offset) for name, numel, offset, _, _ in got["parameters"]],
+                           units=[tuple(u) for u in got["units"]], chunks=got["chunks"], total=got["total"])
+
+
+def parameter_layout(inp: PlanInput, coord: GridCoord) -> ParameterLayout:
+    """The rank's parameters as the engine registers them (GptModel under the shard plan, built on the
+    meta device through the bindings), cached per (model, tp, ep, pp) part."""
+    lay = inp.layout
+    parallel = (lay.tp, lay.pp, lay.ep, lay.virtual_stages, tuple(lay.pp_layers))
+    try:
+        return _engine_layout(inp.config_yaml, parallel, coord.tp, coord.ep, coord.pp)
+    except RuntimeError as e:  # myriad.Error: a layout the model cannot be cut by (names the parameter)
+        raise ValueError(str(e).split("] ", 1)[-1]) from None
 
 
 def _chunk(n: int, parts: int, index: int) -> tuple:
@@ -240,7 +191,7 @@ def slots_in_flight(layout, stage: int) -> int:
     return peak
 
 
-def activation_bytes(model, layout, coord: GridCoord, seq_len: int, slots: int) -> int:
+def activation_bytes(model, layout, coord: GridCoord, chunks: list, seq_len: int, slots: int) -> int:
     """The buffers GptModel::prepare(B, T / cp, recompute, slots) allocates (f32 and i32, 4 bytes)."""
     tp, r = layout.tp, coord.tp
     B, T = layout.micro_batch, seq_len // layout.cp
@@ -252,7 +203,6 @@ def activation_bytes(model, layout, coord: GridCoord, seq_len: int, slots: int) 
     Hq, Hkv, F = model.n_head // tp, model.n_kv_head // tp, model.ffn_hidden // tp
     qkv = (Hq + 2 * Hkv) * D
     first, last = coord.pp == 0, coord.pp == layout.pp - 1
-    chunks = rank_chunks(model, layout, coord.pp)
     layers = [layer for chunk in chunks for layer in chunk]
     mode = layout.recompute
     # (elements, kept under none, kept under selective, dense MLP) of every block activation
@@ -328,7 +278,7 @@ def rank_memory(inp: PlanInput, rank: int) -> RankMemory:
     if layout.ep > 1 and layout.dp % layout.ep:
         raise ValueError(f"parallel.ep {layout.ep} must divide parallel.dp {layout.dp}")
     coord = coords(layout, rank)
-    params = parameter_layout(model, layout, coord)
+    params = parameter_layout(inp, coord)
     stage = layout.zero_stage
     if layout.cp > 1:
         parts, index = layout.cp * layout.dp, coord.cp + layout.cp * coord.dp
@@ -349,7 +299,7 @@ def rank_memory(inp: PlanInput, rank: int) -> RankMemory:
     if batch.precision != "fp32":
         compute = 2 * shard.shard_elements if stage == 3 else F32 * psi
     slots = slots_in_flight(layout, coord.pp)
-    acts = activation_bytes(model, layout, coord, batch.seq_len, slots)
+    acts = activation_bytes(model, layout, coord, params.chunks, batch.seq_len, slots)
     return RankMemory(rank=rank, coord=coord, parameter_elements=psi, shard_elements=shard.shard_elements,
                       optimizer_elements=shard.optimizer_elements, master_weight_bytes=master,
                       compute_weight_bytes=compute, gradient_bytes=grads, optimizer_bytes=8 * shard.optimizer_elements,
