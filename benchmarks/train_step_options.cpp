@@ -8,6 +8,7 @@
 
 #include "myriad/config/run_config.h"
 #include "myriad/core/error.h"
+#include "myriad/train/config_wiring.h"
 #include "myriad/train/engine.h"
 
 namespace myriad::bench {

@@ -5,6 +5,7 @@
 #include "myriad/train/checkpoint/checkpointer.h"
 #include "myriad/train/engine.h"
 #include "myriad/train/inference_session.h"
+#include "myriad/train/trainer.h"
 
 namespace myriad::train {
 
@@ -19,10 +20,10 @@ Engine::Engine(const RunConfig& config, distributed::ProcessGroups& groups, ops:
   state_.config = config.for_world(world).resolved();
   state_.config.validate(world);
   build_rank_model(ops::Placement{&meta}, &meta);
-  recompute_ = state_.config.training.recompute;
   meta.set_label("activations");
   const std::int64_t local_T = state_.config.training.seq_len / state_.config.parallel.cp;
-  state_.model->prepare(state_.config.training.micro_batch, local_T, recompute_, pipeline_->slots_in_flight());
+  const int slots = make_step_executor(state_, state_.config.training.gradient_accumulation)->slots_in_flight();
+  state_.model->prepare(state_.config.training.micro_batch, local_T, state_.config.training.recompute, slots);
   meta.set_label("other");
 }
 
@@ -58,7 +59,7 @@ DryRunReport Engine::dry_run(const RunConfig& config, int world_size, int rank) 
     r.optimizer_bytes = held.optimizer_bytes;
     const auto& labels = meta.usage_by_label();
     if (auto it = labels.find("activations"); it != labels.end()) r.activation_bytes = it->second.live_bytes;
-    r.activation_slots = engine.pipeline_->slots_in_flight();
+    r.activation_slots = make_step_executor(engine.state_, settled.training.gradient_accumulation)->slots_in_flight();
     r.total_bytes = meta.usage().live_bytes;
     r.peak_bytes = meta.usage().peak_bytes;
   }

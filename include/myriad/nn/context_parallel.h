@@ -44,6 +44,14 @@ class ContextParallel {
     if (size() == 1) return row;
     return chunk_index(row < c ? 0 : 1) * c + row % c;
   }
+  // local (B, T / size()) <- this rank's two chunks of every sequence of `whole` (B, T).
+  void take_chunks(const Tensor& whole, Tensor& local) const {
+    const std::int64_t c = whole.size(1) / (2 * size());
+    for (int half = 0; half < 2; ++half) {
+      const std::int64_t from = chunk_index(half) * c;
+      local.slice(1, half * c, (half + 1) * c).copy_from(whole.slice(1, from, from + c));
+    }
+  }
 };
 
 // A group of one: the whole sequence local, nothing exchanged; stateless.

@@ -1,22 +1,13 @@
-// Engine's research API: a training step in parts (forward, backward, optimizer_step) over the
-// caller's batches and the owned optimizer state (logits and generation: inference_session.cpp).
-//
-// Invariants: forward + backward + optimizer_step on the rows train_batch(s) gives for each rank
-// is bit for bit step() at step s — the same micro-batches run through the same schedule with the
-// same loss normalisation (1 / the global batch's valid targets), reduction and update
-// (apply_update). Every call here is collective over the job; each returns the same value on
-// every rank.
+// ResearchStep: the research API's step in parts over the caller's batches (research_step.h).
+#include "myriad/train/research_step.h"
+
 #include <algorithm>
-#include <cstring>
+#include <cmath>
 
 #include "myriad/core/error.h"
 #include "myriad/distributed/scalar_reduce.h"
 #include "myriad/ops/cross_entropy.h"
-#include "myriad/ops/elementwise.h"
 #include "myriad/train/metrics/attention_metrics.h"
-#include "myriad/train/checkpoint/checkpointer.h"
-#include "myriad/train/engine.h"
-#include "myriad/train/inference_session.h"
 #include "myriad/train/metrics/moe_metrics.h"
 
 namespace myriad::train {
@@ -32,7 +23,7 @@ std::uint32_t content_hash(const Tensor& t, std::uint64_t h = 146959810393466560
 
 }  // namespace
 
-void Engine::check_caller_rows(const char* what, const Tensor& host_ids, const Tensor& host_targets) {
+void ResearchStep::check_caller_rows(const char* what, const Tensor& host_ids, const Tensor& host_targets) {
   const int V = static_cast<int>(state_.config.model.vocab_size);
   const std::int32_t* id = host_ids.data<std::int32_t>();
   const std::int32_t* target = host_targets.data<std::int32_t>();
@@ -61,8 +52,13 @@ void Engine::check_caller_rows(const char* what, const Tensor& host_ids, const T
   }
 }
 
-void Engine::split_caller_batch(const Tensor& ids, const Tensor& targets, std::vector<Tensor>& micro_ids,
-                                std::vector<Tensor>& micro_targets) {
+const nn::ContextParallel& ResearchStep::context() const {
+  return state_.context_parallel ? *state_.context_parallel : nn::serial_context_parallel();
+}
+
+void ResearchStep::split_caller_batch(const Tensor& ids, const Tensor& targets) {
+  std::vector<Tensor>& micro_ids = ids_;
+  std::vector<Tensor>& micro_targets = targets_;
   const std::int64_t B = state_.config.training.micro_batch, T = state_.config.training.seq_len;
   for (const auto& [what, t] : {std::pair{"tokens", &ids}, std::pair{"targets", &targets}}) {
     MYRIAD_CHECK(t->dim() == 2 && t->dtype() == DType::i32 && t->size(1) == T && t->size(0) >= B && t->size(0) % B == 0,
@@ -85,8 +81,8 @@ void Engine::split_caller_batch(const Tensor& ids, const Tensor& targets, std::v
     const Tensor rows_ids = host_ids.slice(0, m * B, (m + 1) * B),
                  rows_targets = host_targets.slice(0, m * B, (m + 1) * B);
     if (state_.config.parallel.cp > 1) {
-      context_rows(rows_ids, micro_ids[i]);
-      context_rows(rows_targets, micro_targets[i]);
+      context().take_chunks(rows_ids, micro_ids[i]);
+      context().take_chunks(rows_targets, micro_targets[i]);
     } else {
       micro_ids[i].copy_from(rows_ids);
       micro_targets[i].copy_from(rows_targets);
@@ -94,33 +90,32 @@ void Engine::split_caller_batch(const Tensor& ids, const Tensor& targets, std::v
   }
 }
 
-double Engine::forward(const Tensor& ids, const Tensor& targets) {
-  checkpointer_->check_fresh_run_folder();
-  split_caller_batch(ids, targets, research_ids_, research_targets_);
+double ResearchStep::forward(const Tensor& ids, const Tensor& targets) {
+  split_caller_batch(ids, targets);
   std::int64_t valid = 0;
-  for (const Tensor& t : research_targets_) valid += count_valid_targets(t, nn::GptModel::kIgnoreIndex);
-  valid = distributed::sum_over_ranks(data_group(), valid);
+  for (const Tensor& t : targets_) valid += count_valid_targets(t, nn::GptModel::kIgnoreIndex);
+  valid = distributed::sum_over_ranks(state_.data_group(), valid);
   MYRIAD_CHECK(valid > 0, "Engine.forward: the global batch has no valid target tokens");
   double sum = 0.0;
   // backward() runs this batch again: the MoE and attention telemetry count it there, once.
   state_.model->set_recording_stats(false);
   try {
-    for (std::size_t m = 0; m < research_ids_.size(); ++m)
-      sum += forward_loss(research_ids_[m], research_targets_[m]).sum;
+    for (std::size_t m = 0; m < ids_.size(); ++m) sum += trainer_.forward_loss(ids_[m], targets_[m]).sum;
   } catch (...) {
     state_.model->set_recording_stats(true);
     throw;
   }
   state_.model->set_recording_stats(true);
   state_.data_parallel->finish_backward();  // ZeRO-3: drops a prefetched unit
-  sum = distributed::sum_over_ranks(data_group(), distributed::sum_over_ranks(pp(), sum));  // the last stage's
-  research_valid_ = valid;
-  research_loss_sum_ += sum;
-  research_loss_tokens_ += valid;
+  sum =
+      distributed::sum_over_ranks(state_.data_group(), distributed::sum_over_ranks(state_.pp(), sum));  // last stage's
+  valid_ = valid;
+  loss_sum_ += sum;
+  loss_tokens_ += valid;
   return sum / static_cast<double>(valid);
 }
 
-double Engine::evaluate_on(const Tensor& ids, const Tensor& targets) {
+double ResearchStep::evaluate_on(const Tensor& ids, const Tensor& targets) {
   const char* what = "Engine.evaluate";
   const std::int64_t cp = state_.config.parallel.cp;
   for (const auto& [name, t] : {std::pair{"tokens", &ids}, std::pair{"targets", &targets}}) {
@@ -139,7 +134,7 @@ double Engine::evaluate_on(const Tensor& ids, const Tensor& targets) {
   // repeat chunk 0 and are not counted.
   const std::int64_t B = state_.config.training.micro_batch, rows = ids.size(0), T = ids.size(1);
   const std::int64_t chunks = (rows + B - 1) / B;
-  distributed::Communicator& data = data_group();
+  distributed::Communicator& data = state_.data_group();
   std::vector<double> counts(static_cast<std::size_t>(data.size()), 0.0);
   counts[static_cast<std::size_t>(data.rank())] = static_cast<double>(chunks);
   counts = distributed::sum_over_ranks(data, counts);
@@ -154,38 +149,30 @@ double Engine::evaluate_on(const Tensor& ids, const Tensor& targets) {
     if (cp > 1) {  // this rank's two chunks of each sequence
       Tensor local_ids = Tensor::empty({count, T / cp}, DType::i32),
              local_targets = Tensor::empty({count, T / cp}, DType::i32);
-      context_rows(chunk_ids, local_ids);
-      context_rows(chunk_targets, local_targets);
+      context().take_chunks(chunk_ids, local_ids);
+      context().take_chunks(chunk_targets, local_targets);
       chunk_ids = local_ids;
       chunk_targets = local_targets;
     } else {
       chunk_ids = chunk_ids.contiguous();
       chunk_targets = chunk_targets.contiguous();
     }
-    const nn::LossSum loss = forward_loss(chunk_ids, chunk_targets);
+    const nn::LossSum loss = trainer_.forward_loss(chunk_ids, chunk_targets);
     if (!counted) continue;
     sum += loss.sum;
     tokens += loss.tokens;
   }
   state_.data_parallel->finish_backward();  // ZeRO-3: drops a prefetched unit
-  sum = distributed::sum_over_ranks(data, distributed::sum_over_ranks(pp(), sum));
-  tokens = distributed::sum_over_ranks(data, distributed::sum_over_ranks(pp(), tokens));
+  sum = distributed::sum_over_ranks(data, distributed::sum_over_ranks(state_.pp(), sum));
+  tokens = distributed::sum_over_ranks(data, distributed::sum_over_ranks(state_.pp(), tokens));
   MYRIAD_CHECK(tokens > 0, what << ": no valid target in the batch (every target is the ignore index "
                                 << nn::GptModel::kIgnoreIndex << ")");
   return sum / static_cast<double>(tokens);
 }
 
-parallel::PipelineExecutor& Engine::executor_for(int micro_batches) {
-  if (micro_batches == state_.config.training.gradient_accumulation) return *pipeline_;
-  std::unique_ptr<parallel::PipelineExecutor>& executor = research_executors_[micro_batches];
-  if (!executor) executor = make_executor(micro_batches);
-  return *executor;
-}
-
-void Engine::backward(double scale, bool sync) {
-  inference_->refuse_training("Engine.backward");
-  MYRIAD_CHECK(!research_ids_.empty(), "Engine.backward: no batch; call forward(tokens, targets) first");
-  MYRIAD_CHECK(!research_reduced_,
+void ResearchStep::backward(double scale, bool sync) {
+  MYRIAD_CHECK(!ids_.empty(), "Engine.backward: no batch; call forward(tokens, targets) first");
+  MYRIAD_CHECK(!reduced_,
                "Engine.backward: the gradients were already reduced over data parallelism by a "
                "backward with sync=True; call zero_grad() or optimizer_step() first, or pass "
                "sync=False to every backward but the last of an accumulation");
@@ -194,54 +181,59 @@ void Engine::backward(double scale, bool sync) {
                "Engine.backward: parallel.sync local and compressed gradient exchanges are not supported by the "
                "research API (their state follows step()); use Engine.step()");
   const double loss_scale = state_.loss_scaler ? state_.loss_scaler->scale() : 1.0;
-  const auto seed = static_cast<float>(loss_scale * scale / static_cast<double>(research_valid_));
-  sync_backward_ = sync;
+  const auto seed = static_cast<float>(loss_scale * scale / static_cast<double>(valid_));
+  trainer_.hold_back_reduction(!sync);
   try {
-    executor_for(static_cast<int>(research_ids_.size())).run(research_ids_, research_targets_, seed, recompute_);
-    finish_backward_pass(sync);
+    trainer_.executor_for(static_cast<int>(ids_.size())).run(ids_, targets_, seed, trainer_.recompute());
+    trainer_.finish_backward_pass(sync);
   } catch (...) {
-    sync_backward_ = true;
+    trainer_.hold_back_reduction(false);
     throw;
   }
-  sync_backward_ = true;
-  research_reduced_ = sync;
-  research_ids_.clear();
-  research_targets_.clear();
+  trainer_.hold_back_reduction(false);
+  reduced_ = sync;
+  ids_.clear();
+  targets_.clear();
 }
 
-void Engine::zero_grad() {
+void ResearchStep::zero_grad() {
   state_.data_parallel->zero_grads();
   state_.model->reset_moe_stats();
   state_.model->reset_attention_stats();
-  research_reduced_ = false;
+  reduced_ = false;
 }
 
-StepMetrics Engine::optimizer_step(std::optional<double> lr) {
-  inference_->refuse_training("Engine.optimizer_step");
-  MYRIAD_CHECK(research_reduced_,
+void ResearchStep::discard() {
+  ids_.clear();
+  targets_.clear();
+  reduced_ = false;
+}
+
+StepMetrics ResearchStep::optimizer_step(std::optional<double> lr) {
+  MYRIAD_CHECK(reduced_,
                "Engine.optimizer_step: no reduced gradients; call backward() (with sync=True, "
                "the default) after forward() first");
   MYRIAD_CHECK(!lr || (std::isfinite(*lr) && *lr >= 0.0),
                "Engine.optimizer_step: lr " << *lr << " must be finite and >= 0");
   const double scale = state_.loss_scaler ? state_.loss_scaler->scale() : 1.0;
   StepMetrics metrics;
-  metrics.lr = lr ? static_cast<float>(*lr) : schedule_.lr_at(state_.step);
-  const optim::OptimizerStepStats stats = apply_update(metrics.lr, scale);
+  metrics.lr = lr ? static_cast<float>(*lr) : trainer_.schedule().lr_at(state_.step);
+  const optim::OptimizerStepStats stats = trainer_.apply_update(metrics.lr, scale);
   metrics.step = state_.step;
-  metrics.loss = research_loss_tokens_ > 0 ? research_loss_sum_ / static_cast<double>(research_loss_tokens_) : 0.0;
+  metrics.loss = loss_tokens_ > 0 ? loss_sum_ / static_cast<double>(loss_tokens_) : 0.0;
   metrics.grad_norm = stats.grad_norm;
   metrics.skipped = stats.skipped;
   metrics.loss_scale = scale;
-  metrics.moe = collect_moe_metrics(*state_.model, dp(), tp(), pp());
-  metrics.attention = collect_attention_metrics(*state_.model, data_group(), tp(), pp());
-  research_reduced_ = false;
-  research_loss_sum_ = 0.0;
-  research_loss_tokens_ = 0;
-  check_finite_progress(metrics, scale);
+  metrics.moe = collect_moe_metrics(*state_.model, state_.dp(), state_.tp(), state_.pp());
+  metrics.attention = collect_attention_metrics(*state_.model, state_.data_group(), state_.tp(), state_.pp());
+  reduced_ = false;
+  loss_sum_ = 0.0;
+  loss_tokens_ = 0;
+  trainer_.check_finite_progress(metrics, scale);
   return metrics;
 }
 
-std::pair<Tensor, Tensor> Engine::train_batch(std::int64_t step) {
+std::pair<Tensor, Tensor> ResearchStep::train_batch(std::int64_t step) const {
   MYRIAD_CHECK(step >= 0, "Engine.train_batch: step " << step << " must be >= 0");
   const int micro_batches = state_.config.training.gradient_accumulation;
   const std::int64_t B = state_.config.training.micro_batch, T = state_.config.training.seq_len;
@@ -250,7 +242,7 @@ std::pair<Tensor, Tensor> Engine::train_batch(std::int64_t step) {
     ids.push_back(Tensor::empty({B, T}, DType::i32));
     targets.push_back(Tensor::empty({B, T}, DType::i32));
   }
-  fill_micro_batches(step, ids, targets);
+  data_.fill(step, ids, targets);
   Tensor all_ids = Tensor::empty({micro_batches * B, T}, DType::i32);
   Tensor all_targets = Tensor::empty({micro_batches * B, T}, DType::i32);
   for (int m = 0; m < micro_batches; ++m) {
@@ -260,19 +252,7 @@ std::pair<Tensor, Tensor> Engine::train_batch(std::int64_t step) {
   return {all_ids, all_targets};
 }
 
-void Engine::set_schedule(const optim::LrSchedule& schedule) {
-  MYRIAD_CHECK(std::isfinite(schedule.lr) && schedule.lr > 0,
-               "Engine.set_schedule: lr " << schedule.lr << " must be > 0");
-  MYRIAD_CHECK(std::isfinite(schedule.min_lr) && schedule.min_lr >= 0 && schedule.min_lr <= schedule.lr,
-               "Engine.set_schedule: min_lr " << schedule.min_lr << " must be in [0, lr " << schedule.lr << "]");
-  MYRIAD_CHECK(schedule.warmup_steps >= 0 && schedule.total_steps >= 1 && schedule.warmup_steps <= schedule.total_steps,
-               "Engine.set_schedule: warmup_steps " << schedule.warmup_steps << " and total_steps "
-                                                    << schedule.total_steps
-                                                    << " need 0 <= warmup_steps <= total_steps, total_steps >= 1");
-  schedule_ = schedule;
-}
-
-std::vector<Engine::OwnedSlice> Engine::owned_slices() {
+std::vector<OwnedSlice> ResearchStep::owned_slices() {
   const std::vector<optim::OptimizerSegment>& segments = state_.data_parallel->optimizer().segments();
   const std::vector<parallel::ZeroSegment>& zero = state_.data_parallel->segments();
   MYRIAD_CHECK(segments.size() == zero.size(), "Engine: optimizer and ZeRO segments disagree");
