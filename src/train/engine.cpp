@@ -9,42 +9,13 @@
 #include "myriad/distributed/mpi_communicator.h"
 #include "myriad/parallel/pipeline_schedule.h"
 #include "myriad/train/checkpoint/checkpointer.h"
-#include "myriad/train/config_wiring.h"
 #include "myriad/train/data/step_data.h"
 #include "myriad/train/inference_session.h"
-#include "myriad/train/model_parallelism.h"
+#include "myriad/train/compose_rank.h"
 #include "myriad/train/research_step.h"
 #include "myriad/train/trainer.h"
 
 namespace myriad::train {
-
-namespace {
-
-// training.precision: the compute copy of the weights the model reads.
-void setup_precision(RankState& state_) {
-  state_.compute_format = compute_format(state_.config.training.precision);
-  if (state_.compute_format == DType::f32) return;
-  state_.model->set_activation_precision(state_.compute_format);
-  // ZeRO-3: DataParallel rounds each unit it gathers (DataParallelOptions::compute_format).
-  if (state_.config.parallel.zero_stage == 3) return;
-  // The store's flat values stay the fp32 master weights (optimizer, ZeRO, checkpoints); the
-  // parameters the model reads point at a copy rounded to the compute format after every update.
-  nn::ParameterStore& store = state_.model->parameters();
-  state_.compute_values = store.placement().zeros({store.numel()});
-  store.rebind(0, store.numel(), state_.compute_values, Tensor());
-  state_.refresh_compute_weights();
-}
-
-// training.precision fp16: the dynamic loss scaler.
-void setup_loss_scaler(RankState& state_) {
-  LossScalerConfig scaler;
-  scaler.initial = state_.config.training.initial_loss_scale;
-  scaler.window = state_.config.training.loss_scale_window;
-  scaler.min_scale = state_.config.training.min_loss_scale;
-  state_.loss_scaler = std::make_unique<DynamicLossScaler>(scaler);
-}
-
-}  // namespace
 
 Engine::Engine(const RunConfig& config, std::shared_ptr<spdlog::logger> log, distributed::ProcessGroups* groups) {
   state_.log = std::move(log);
@@ -63,7 +34,7 @@ Engine::Engine(const RunConfig& config, std::shared_ptr<spdlog::logger> log, dis
     state_.device = make_device_runtime(*state_.groups, state_.config.parallel.collective_timeout);
     state_.log->info("device: {}", state_.device->describe());
   }
-  build_rank_model(state_.device ? state_.device->placement() : ops::Placement{}, nullptr);
+  compose_rank(state_, state_.device ? state_.device->placement() : ops::Placement{}, nullptr);
   trainer_ = std::make_unique<Trainer>(state_, *data_);
   research_ = std::make_unique<ResearchStep>(state_, *trainer_, *data_);
   checkpointer_ = std::make_unique<Checkpointer>(state_);  // collective: its snapshot and communicator
@@ -143,47 +114,6 @@ Tensor Engine::forward_logits(const Tensor& ids) { return inference_->forward_lo
 void Engine::load_int8(const std::string& path) { inference_->load_int8(path); }
 
 bool Engine::serves_int8() const { return inference_->serves_int8(); }
-
-void Engine::build_rank_model(ops::Placement placement, ops::MetaBackend* meta) {
-  auto label = [meta](const char* phase) {
-    if (meta != nullptr) meta->set_label(phase);
-  };
-  const nn::TransformerConfig model_config = transformer_config(state_.config.model, state_.config.model.vocab_size);
-  label("model");
-  ModelParallelism parallelism =
-      make_model_parallelism(state_.config, model_config, state_.tp(), state_.group(distributed::Axis::ep),
-                             state_.group(distributed::Axis::cp), state_.pp().rank());
-  state_.tensor_parallel = std::move(parallelism.tensor);
-  state_.expert_parallel = std::move(parallelism.expert);
-  state_.context_parallel = std::move(parallelism.context);
-  state_.model = std::make_unique<nn::GptModel>(model_config, parallelism.split, true, placement);
-  if (meta == nullptr) state_.model->initialize(state_.config.training.seed);  // meta tensors hold no values
-  if (state_.model_parallel()) state_.serial_layout = std::make_unique<SerialLayout>(*state_.model);
-  parallel::DataParallelOptions dp_options = data_parallel_options(state_.config);
-  dp_options.model_parallel = {&state_.tp(), &state_.pp()};
-  dp_options.tensor_parallel = &state_.tp();
-  if (state_.config.model.ties_embeddings() && state_.config.parallel.pp > 1 &&
-      (state_.model->split().first_stage || state_.model->split().last_stage)) {
-    // The end stages' halves of the tied embedding are summed after the schedule: its unit's
-    // bucket reduces only then (sync_tied_embedding, before finish_step).
-    const std::int64_t wte = state_.model->parameters().find("wte").offset;
-    const std::vector<nn::ParamUnit>& units = state_.model->units();
-    for (std::size_t u = 0; u < units.size(); ++u) {
-      if (units[u].begin <= wte && wte < units[u].end) dp_options.deferred_units.push_back(static_cast<int>(u));
-    }
-  }
-  if (state_.config.parallel.ep > 1) {
-    dp_options.expert_data_parallel = state_.device ? &state_.device->expert_data() : &state_.groups->expert_data();
-    dp_options.expert_parallel = &state_.group(distributed::Axis::ep);
-  }
-  label("data_parallel");
-  state_.data_parallel = std::make_unique<parallel::DataParallel>(*state_.model, state_.data_group(), dp_options,
-                                                                  adamw_config(state_.config.training));
-  label("precision");
-  setup_precision(state_);
-  if (state_.config.training.precision == Precision::fp16) setup_loss_scaler(state_);
-  label("other");
-}
 
 void Engine::log_layout() {
   const ParallelConfig& p = state_.config.parallel;

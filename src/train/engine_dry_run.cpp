@@ -3,6 +3,7 @@
 #include <spdlog/logger.h>
 
 #include "myriad/train/checkpoint/checkpointer.h"
+#include "myriad/train/compose_rank.h"
 #include "myriad/train/engine.h"
 #include "myriad/train/inference_session.h"
 #include "myriad/train/trainer.h"
@@ -19,7 +20,7 @@ Engine::Engine(const RunConfig& config, distributed::ProcessGroups& groups, ops:
   const int world = state_.groups->grid().world_size();
   state_.config = config.for_world(world).resolved();
   state_.config.validate(world);
-  build_rank_model(ops::Placement{&meta}, &meta);
+  compose_rank(state_, ops::Placement{&meta}, &meta);
   meta.set_label("activations");
   const std::int64_t local_T = state_.config.training.seq_len / state_.config.parallel.cp;
   const int slots = make_step_executor(state_, state_.config.training.gradient_accumulation)->slots_in_flight();
@@ -59,7 +60,8 @@ DryRunReport Engine::dry_run(const RunConfig& config, int world_size, int rank) 
     r.optimizer_bytes = held.optimizer_bytes;
     const auto& labels = meta.usage_by_label();
     if (auto it = labels.find("activations"); it != labels.end()) r.activation_bytes = it->second.live_bytes;
-    r.activation_slots = make_step_executor(engine.state_, settled.training.gradient_accumulation)->slots_in_flight();
+    r.activation_slots =
+        make_step_executor(engine.state_, engine.state_.config.training.gradient_accumulation)->slots_in_flight();
     r.total_bytes = meta.usage().live_bytes;
     r.peak_bytes = meta.usage().peak_bytes;
   }

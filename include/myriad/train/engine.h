@@ -155,10 +155,6 @@ class Engine {
  private:
   // The dry run's engine: the groups of one rank of a world that does not exist, its model on `meta`.
   Engine(const RunConfig& config, distributed::ProcessGroups& groups, ops::MetaBackend& meta);
-  // The rank's model on `placement` (initialised from training.seed unless `meta` is given: a dry
-  // run's backend, whose allocations are labelled by phase), DataParallel, the compute copy of the
-  // weights and the loss scaler.
-  void build_rank_model(ops::Placement placement, ops::MetaBackend* meta);
   void log_model();
   void log_layout();
 
