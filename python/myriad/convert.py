@@ -5,12 +5,15 @@
     python -m myriad.convert export --format hf CHECKPOINT_DIR HF_DIR
     python -m myriad.convert export --format int8 [--group-size G] [--evaluate] CHECKPOINT_DIR OUT.safetensors
     python -m myriad.convert import --format hf HF_DIR CHECKPOINT_ROOT [--config-out F] [--data PATH]
+                                                [--tokenizer SPEC]
 
 export writes every parameter of a checkpoint as a full tensor under myriad's names; import builds
 a step-0 checkpoint (fresh optimizer state) from such a file and a run config, to continue with
 `myriad-train --config CONFIG.yaml --resume <printed path>`. With --format hf the folder is one
 `transformers` loads (myriad/hf.py: GPT-2 and LLaMA); import writes the run config (model section,
-the folder's tokenizer, --data as corpus) beside the checkpoint. --format int8 writes the
+the folder's tokenizer — GPT-2 files, or a byte-level BPE tokenizer.json converted beside the
+checkpoint; any other tokenizer, or none, is refused unless --tokenizer names one — and --data as
+corpus) beside the checkpoint. --format int8 writes the
 weight-only INT8 file Engine.load_int8 serves (myriad/int8.py), prints its size against fp32 and
 bf16 and, with --evaluate, the validation loss of both. Errors name the file and tensor.
 """
@@ -35,6 +38,9 @@ def main(argv=None):
     imp.add_argument("--format", choices=["myriad", "hf"], default="myriad")
     imp.add_argument("--config-out", help="hf: where to write the run config (default CHECKPOINT_ROOT/imported.yaml)")
     imp.add_argument("--data", help="hf: the corpus the run config names (data.path)")
+    imp.add_argument("--tokenizer", metavar="SPEC",
+                     help="hf: data.tokenizer for the run config (gpt2:<dir>, bpe:<file>, train:<V>) instead of "
+                     "the folder's; needed when the folder has no tokenizer myriad can read")
     imp.add_argument("paths", nargs="+", metavar="PATH",
                      help="myriad: IN.safetensors CONFIG.yaml CHECKPOINT_ROOT; hf: HF_DIR CHECKPOINT_ROOT")
     args = parser.parse_args(argv)
@@ -66,7 +72,8 @@ def main(argv=None):
             config = myriad.export_safetensors(args.checkpoint_dir, args.output)
             print(f"{args.output}\n{config}")
         elif args.format == "hf":
-            checkpoint, config = hf.import_hf(args.paths[0], args.paths[1], args.config_out, args.data)
+            checkpoint, config = hf.import_hf(args.paths[0], args.paths[1], args.config_out, args.data,
+                                               args.tokenizer)
             print(f"{checkpoint}\n{config}")
         else:
             print(myriad.import_safetensors(*args.paths))

@@ -4,7 +4,8 @@ export_hf(checkpoint_dir, out_dir) writes what `AutoModelForCausalLM.from_pretra
 config.json (GPT2LMHeadModel or LlamaForCausalLM), model.safetensors under the library's tensor
 names and layouts, and the tokenizer files when the run used GPT-2's tokenizer (gpt2:<dir>).
 import_hf(hf_dir, checkpoint_root) reads such a folder (one model.safetensors or a sharded set with
-model.safetensors.index.json) into a step-0 myriad checkpoint and writes the run config beside it.
+model.safetensors.index.json) into a step-0 myriad checkpoint and writes the run config beside it,
+with the model's tokenizer (myriad/hf_tokenizer.py) or a refusal — never a silently new one.
 
 Layouts (myriad's Linear weights are (out, in), as torch.nn.Linear):
 - GPT-2: Hugging Face's Conv1D stores (in, out): every attention / MLP weight is transposed; the
@@ -29,6 +30,7 @@ import numpy as np
 
 from . import _myriad
 from .config_values import model_in_use
+from .hf_tokenizer import TokenizerError, choose_tokenizer
 
 # Buffers some GPT-2 / LLaMA files carry that are not parameters (recomputed by the model).
 _IGNORED_SUFFIXES = (".attn.bias", ".attn.masked_bias", ".rotary_emb.inv_freq")
@@ -336,9 +338,11 @@ def _yaml_value(v):
     return repr(v) if isinstance(v, float) else str(v)
 
 
-def import_hf(hf_dir, checkpoint_root, config_out=None, data_path=None):
+def import_hf(hf_dir, checkpoint_root, config_out=None, data_path=None, tokenizer=None):
     """A Hugging Face folder -> (step-0 checkpoint path, run config path). The run config holds the
-    model section, the folder as GPT-2 tokenizer when it has one, and `data_path` as corpus."""
+    model section, the model's tokenizer (myriad/hf_tokenizer.py: `tokenizer` as given, else the
+    folder's GPT-2 files or its converted byte-level tokenizer.json into CHECKPOINT_ROOT/tokenizer;
+    a folder with none, or another kind, is refused) and `data_path` as corpus."""
     config_path = os.path.join(hf_dir, "config.json")
     _require(os.path.exists(config_path), f"import --format hf: {hf_dir} has no config.json")
     with open(config_path) as f:
@@ -352,18 +356,17 @@ def import_hf(hf_dir, checkpoint_root, config_out=None, data_path=None):
     else:
         raise HfError(f"import --format hf: {config_path} has model_type '{kind}'; supported: gpt2, llama")
     lines = ["model:"] + [f"  {k}: {_yaml_value(v)}" for k, v in model.items()]
-    vocab, merges = _tokenizer_files(hf_dir)
-    data = []
-    if os.path.exists(vocab) and os.path.exists(merges):
-        data.append(f"  tokenizer: \"gpt2:{os.path.abspath(hf_dir)}\"")
-    if data_path:
-        data.append(f"  path: {data_path}")
-    if data:
-        lines += ["data:"] + data
+    try:
+        spec, note = choose_tokenizer(hf_dir, os.path.join(checkpoint_root, "tokenizer"), model["vocab_size"],
+                                      tokenizer)
+    except TokenizerError as e:
+        raise HfError(str(e)) from None
+    lines += ["data:", f"  tokenizer: \"{spec}\""] + ([f"  path: {data_path}"] if data_path else [])
     config_out = config_out or os.path.join(checkpoint_root, "imported.yaml")
     os.makedirs(os.path.dirname(os.path.abspath(config_out)), exist_ok=True)
     with open(config_out, "w") as f:
         f.write(f"# Imported from {os.path.abspath(hf_dir)} (python -m myriad.convert import --format hf)\n")
+        f.write(f"# {note}\n")
         f.write("\n".join(lines) + "\n")
     # myriad's embedding rows (the C++ config's padded vocabulary), zeros after V
     padded = _myriad.Config.from_file(config_out).derived()["model.padded_vocab_size"]

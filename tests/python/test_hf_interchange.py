@@ -30,6 +30,8 @@ else:
 
 SHARED_DATA = os.environ.get("MYRIAD_SHARED_DATA", os.path.join(REPO, "..", "shared", "data"))
 TOLERANCE = 1e-5
+# The models here are saved without a tokenizer, which import refuses unless one is named.
+TOKENIZER = "train:280"
 
 
 @pytest.fixture(scope="module")
@@ -63,7 +65,7 @@ def hf_logits(model, tokens):
 
 def myriad_engine(config_path, corpus, run, checkpoint=None):
     config = myriad.Config.from_file(str(config_path))
-    for o in [f"data.path={corpus}", "data.tokenizer=train:280", "training.micro_batch=2", "training.seq_len=32",
+    for o in [f"data.path={corpus}", f"data.tokenizer={TOKENIZER}", "training.micro_batch=2", "training.seq_len=32",
               "training.steps=10", "training.lr=1e-2", "training.warmup=0", f"logging.dir={run}/logs",
               f"checkpoint.dir={run}/checkpoints", "logging.level=warn"]:
         config.set(o)
@@ -84,7 +86,7 @@ CASES = [("gpt2", 300, True), ("gpt2", 320, False), ("llama", 300, False), ("lla
 def test_hf_model_imports_with_equal_logits(kind, vocab, tie, corpus, tmp_path, rng):
     model = hf_model(kind, vocab, tie, seed=int(rng.integers(1 << 30)))
     model.save_pretrained(tmp_path / "hf", safe_serialization=True)
-    checkpoint, config = hf.import_hf(str(tmp_path / "hf"), str(tmp_path / "imported"))
+    checkpoint, config = hf.import_hf(str(tmp_path / "hf"), str(tmp_path / "imported"), tokenizer=TOKENIZER)
     engine = myriad_engine(config, corpus, tmp_path / "run", checkpoint)
     tokens = tokens_for(vocab, rng)
     ours, theirs = engine.forward(tokens), hf_logits(model, tokens)
@@ -100,7 +102,7 @@ def test_hf_model_imports_with_equal_logits(kind, vocab, tie, corpus, tmp_path, 
 def test_trained_myriad_model_exports_to_transformers_and_back(kind, vocab, tie, corpus, tmp_path, rng):
     # Start from an HF model's architecture, train it in myriad, export, load in transformers.
     hf_model(kind, vocab, tie, seed=1).save_pretrained(tmp_path / "hf", safe_serialization=True)
-    _, config = hf.import_hf(str(tmp_path / "hf"), str(tmp_path / "imported"))
+    _, config = hf.import_hf(str(tmp_path / "hf"), str(tmp_path / "imported"), tokenizer=TOKENIZER)
     engine = myriad_engine(config, corpus, tmp_path / "run")
     for _ in range(3):
         engine.step()
@@ -114,7 +116,7 @@ def test_trained_myriad_model_exports_to_transformers_and_back(kind, vocab, tie,
     ours = engine.forward(tokens)
     assert np.abs(ours - hf_logits(loaded, tokens)).max() <= TOLERANCE
     # ... and back into myriad: the same logits bit for bit (float32 copies throughout).
-    checkpoint, config2 = hf.import_hf(str(tmp_path / "out"), str(tmp_path / "back"))
+    checkpoint, config2 = hf.import_hf(str(tmp_path / "out"), str(tmp_path / "back"), tokenizer=TOKENIZER)
     again = myriad_engine(config2, corpus, tmp_path / "run2", checkpoint)
     assert np.array_equal(again.forward(tokens), ours)
 
@@ -123,7 +125,7 @@ def test_trained_gpt2_without_linear_biases_exports_exactly(corpus, tmp_path, rn
     # model.bias false drops the linear layers' biases; GPT-2's LayerNorms keep theirs and train
     # them, so the export must carry them (it wrote zeros: logits off by 1e-2 after a few steps).
     hf_model("gpt2", 300, True, seed=2).save_pretrained(tmp_path / "hf", safe_serialization=True)
-    _, imported = hf.import_hf(str(tmp_path / "hf"), str(tmp_path / "imported"))
+    _, imported = hf.import_hf(str(tmp_path / "hf"), str(tmp_path / "imported"), tokenizer=TOKENIZER)
     config = myriad.Config.from_file(str(imported))
     config.set("model.bias=false")
     (tmp_path / "no_bias.yaml").write_text(config.to_yaml())
@@ -167,7 +169,7 @@ def test_fused_qkv_and_gate_up_import_to_the_same_model(corpus, tmp_path, rng):
     tokens = tokens_for(320, rng)
     results = []
     for name in ("hf", "fused"):
-        checkpoint, config = hf.import_hf(str(tmp_path / name), str(tmp_path / f"ck_{name}"))
+        checkpoint, config = hf.import_hf(str(tmp_path / name), str(tmp_path / f"ck_{name}"), tokenizer=TOKENIZER)
         results.append(myriad_engine(config, corpus, tmp_path / f"run_{name}", checkpoint).forward(tokens))
     assert np.array_equal(results[0], results[1])
 
