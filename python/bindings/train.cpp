@@ -320,9 +320,11 @@ void bind_train(py::module_& m) {
             d["measured"] = e.peak_flops().measured;
             d["datasheet"] = e.peak_flops().datasheet;
             d["datasheet_source"] = e.peak_flops().datasheet_source;
+            d["mfu_peak"] = e.peak_flops().mfu_peak;
+            d["mfu_source"] = e.peak_flops().mfu_source;
             return d;
           },
-          "per-rank peak FLOP/s behind MFU: measured (GEMM at start-up) and datasheet")
+          "per-rank peak FLOP/s: measured (host GEMM at start-up), datasheet, and mfu_peak, what MFU divides by")
       .def_property_readonly("metrics_path", &train::Engine::metrics_path, "metrics.jsonl ('' off rank 0)")
       .def("set_compute_delay_for_testing", &train::Engine::set_compute_delay_for_testing, py::arg("seconds"),
            "sleep this long in every step's compute phase (simulates a slow rank)")

@@ -352,7 +352,7 @@ def train(engine, groups, config, rank, world, stop_signals, fault):
               f"optimizer {mem['optimizer'] / 2**20:.1f} MiB, activations {mem['activations'] / 2**20:.1f} MiB",
               flush=True)
     progress = Progress(steps, rank == 0)
-    peak = engine.peak_flops["measured"] or engine.peak_flops["datasheet"]
+    peak = engine.peak_flops["mfu_peak"]
     window = Window()
     while engine.step_count < steps:
         m = engine.step()

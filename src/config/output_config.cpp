@@ -31,10 +31,12 @@ const std::vector<Field<LoggingConfig>>& LoggingConfig::fields() {
       make_field("jsonl", &L::jsonl, "rank 0 appends every step's metrics to <dir>/metrics.jsonl (docs/metrics.md)"),
       make_field("tensorboard", &L::tensorboard, "rank 0 writes TensorBoard event files under <dir>/tensorboard"),
       make_field("measure_peak", &L::measure_peak,
-                 "measure each rank's peak FLOP/s at start-up with a short GEMM (the MFU denominator)"),
+                 "CPU: measure each rank's fp32 GEMM rate at start-up; the MFU divides by the larger of it "
+                 "and the datasheet peak (a contended sample never lowers it). Not used on cuda"),
       make_field("peak_tflops", &L::peak_tflops,
-                 "datasheet peak FLOP/s per rank in TFLOP/s (MFU fallback); 0 = estimate from the CPU "
-                 "(threads x clock x FMA width)",
+                 "peak FLOP/s per rank in TFLOP/s that the MFU divides by; 0 = the GPU's dense datasheet "
+                 "peak for training.precision (a table by compute capability and SM count), or on the CPU "
+                 "threads x clock x FMA width",
                  {.check = at_least(0)}),
       make_field("straggler_every", &L::straggler_every,
                  "steps between straggler checks (one small all-gather of per-rank compute time); 0 = off",

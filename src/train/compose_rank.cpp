@@ -68,7 +68,7 @@ void compose_rank(RankState& state, ops::Placement placement, ops::MetaBackend* 
   }
   label("data_parallel");
   state.data_parallel = std::make_unique<parallel::DataParallel>(*state.model, state.data_group(), dp_options,
-                                                                  adamw_config(state.config.training));
+                                                                 adamw_config(state.config.training));
   label("precision");
   setup_precision(state);
   if (state.config.training.precision == Precision::fp16) setup_loss_scaler(state);

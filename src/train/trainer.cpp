@@ -41,9 +41,16 @@ Trainer::Trainer(RankState& state, StepData& data)
   const std::int64_t local_T = t.seq_len / state_.config.parallel.cp;  // context parallelism: two chunks
   activations_ = state_.model->activation_memory(t.micro_batch, local_T, recompute_);
   pipeline_ = make_step_executor(state_, t.gradient_accumulation, &held_back_);
-  const PeakFlops peak = find_peak_flops(state_.config.logging.measure_peak, state_.config.logging.peak_tflops);
-  state_.log->info("peak per rank: measured {:.1f} GFLOP/s (1024^3 GEMM), datasheet {:.1f} GFLOP/s ({})",
-                   peak.measured / 1e9, peak.datasheet / 1e9, peak.datasheet_source);
+  const LoggingConfig& logging = state_.config.logging;
+  const PeakFlops peak = state_.device
+                             ? gpu_peak_flops(state_.device->identity(), state_.compute_format, logging.peak_tflops)
+                             : find_peak_flops(logging.measure_peak, logging.peak_tflops);
+  if (peak.mfu_peak > 0) {
+    state_.log->info("MFU peak per rank: {:.1f} GFLOP/s ({}); measured host GEMM {:.1f} GFLOP/s", peak.mfu_peak / 1e9,
+                     peak.mfu_source, peak.measured / 1e9);
+  } else {
+    state_.log->warn("MFU: no peak for this device ({}); MFU reads 0", peak.mfu_source);
+  }
   metrics_ = std::make_unique<StepMetricsCollector>(state_.config, *state_.groups, state_.device.get(), peak,
                                                     flops_per_token_, state_.log);
 }

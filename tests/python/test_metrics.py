@@ -62,6 +62,21 @@ def run(tmp_path_factory):
     return root / "run", steps, val, path
 
 
+def test_mfu_cannot_pass_100_percent_when_the_peak_is_set_too_low(tmp_path):
+    # A configured peak of 1 MFLOP/s (far below this machine) with the start-up GEMM measured: the
+    # MFU divides by the larger of the two, so it stays a fraction of what the cores did.
+    corpus = write_corpus(tmp_path / "corpus.txt")
+    text = TINY_YAML.format(corpus=corpus, run=tmp_path / "run").replace(
+        "measure_peak: false, peak_tflops: 0.001", "measure_peak: true, peak_tflops: 0.000001")
+    engine = myriad.Engine(myriad.Config.from_string(text, "tiny.yaml"))
+    peak = engine.peak_flops
+    assert peak["mfu_peak"] == peak["measured"] > peak["datasheet"] == 1e6
+    assert "GEMM" in peak["mfu_source"]
+    for _ in range(2):
+        m = engine.step()
+        assert 0 < m["mfu"] < 1 < m["mfu_datasheet"]
+
+
 def test_jsonl_holds_every_metric_of_every_step(run):
     run_dir, steps, val, path = run
     assert path == str(run_dir / "metrics.jsonl")
@@ -85,9 +100,10 @@ def test_mfu_equals_the_hand_computed_value(run):
     for m in steps:
         assert m["tokens"] == tokens and m["samples"] == 8
         assert m["model_flops"] == pytest.approx(flops_per_token * tokens, rel=1e-12)
-        # logging.peak_tflops 0.001 = 1e9 FLOP/s per rank, one rank; measure_peak off.
+        # logging.peak_tflops 0.001 = 1e9 FLOP/s per rank, one rank; measure_peak off: the MFU peak is
+        # the configured one as given.
         assert m["mfu_datasheet"] == pytest.approx(flops_per_token * tokens / m["step_seconds"] / 1e9, rel=1e-9)
-        assert m["mfu"] == 0.0
+        assert m["mfu"] == pytest.approx(m["mfu_datasheet"], rel=1e-12)
         assert m["tokens_per_second"] == pytest.approx(tokens / m["step_seconds"], rel=1e-9)
 
 

@@ -14,6 +14,7 @@
 #include <memory>
 #include <string>
 
+#include "myriad/core/gpu_peak.h"
 #include "myriad/distributed/process_groups.h"
 #include "myriad/ops/placement.h"
 
@@ -28,6 +29,8 @@ class DeviceRuntime {
   // The ranks holding the same MoE experts (distributed::ProcessGroups::expert_data) for device tensors.
   virtual distributed::Communicator& expert_data() = 0;
   virtual std::string describe() const = 0;  // "cuda:0 (NVIDIA H200)"
+  // The GPU's name, compute capability and SM count (empty name when the runtime cannot say).
+  virtual GpuIdentity identity() const = 0;
   // Device memory held besides the tensors the Engine accounts for (the cuBLASLt workspace).
   virtual std::int64_t workspace_bytes() const = 0;
 };

@@ -57,6 +57,11 @@ class CudaRuntime final : public DeviceRuntime {
     const bool named = cudaGetDeviceProperties(&prop, context_.device()) == cudaSuccess;
     return "cuda:" + std::to_string(context_.device()) + " (" + (named ? prop.name : "unknown GPU") + ")";
   }
+  GpuIdentity identity() const override {
+    cudaDeviceProp prop{};
+    if (cudaGetDeviceProperties(&prop, context_.device()) != cudaSuccess) return {};
+    return {prop.name, prop.major, prop.minor, prop.multiProcessorCount};
+  }
   std::int64_t workspace_bytes() const override { return static_cast<std::int64_t>(context_.workspace_bytes()); }
 
  private:

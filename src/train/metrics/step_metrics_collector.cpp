@@ -91,7 +91,7 @@ void StepMetricsCollector::finish(StepMetrics& m, double data_wait, double bubbl
   m.samples_per_second = static_cast<double>(m.samples) / m.seconds;
   m.model_flops = flops_per_token_ * static_cast<double>(m.tokens);
   const double world = groups_.grid().world_size();
-  if (peak_.measured > 0) m.mfu = m.model_flops / m.seconds / (world * peak_.measured);
+  if (peak_.mfu_peak > 0) m.mfu = m.model_flops / m.seconds / (world * peak_.mfu_peak);
   if (peak_.datasheet > 0) m.mfu_datasheet = m.model_flops / m.seconds / (world * peak_.datasheet);
   m.memory.parameters = mem.parameter_bytes;
   m.memory.gradients = mem.gradient_bytes;

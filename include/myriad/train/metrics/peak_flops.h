@@ -12,7 +12,13 @@
 //   on every OpenMP thread with the same ISA, best round of short bursts — the roofline the
 //   benchmarks compare GEMMs with.
 //   Its widest kernels carry target attributes, so no build flag is needed to use them.
-// Both MFU peaks are reported; MFU over each is a metric (docs/metrics.md).
+// The MFU denominator (mfu_peak, the `mfu` metric; docs/metrics.md): logging.peak_tflops when set,
+//   else on a GPU (gpu_peak_flops) the device's dense datasheet peak for the compute format
+//   (core/gpu_peak.h; the host GEMM says nothing about the GPU and is not measured), else on the
+//   CPU the larger of the datasheet estimate and the start-up GEMM sample — a sample taken while
+//   other work shares the cores can only be low, so it never lowers the peak (which would raise
+//   the MFU past 100 %). On the CPU the measured sample also raises a configured peak below it.
+//   `mfu_datasheet` stays the metric over the datasheet value alone.
 // Assumption: 2 FMA units per core for FMA ISAs (Intel Haswell..Sapphire Rapids Gold/Platinum,
 // AMD Zen 2..5 at 256 bits); 1-FMA-unit parts (some Xeon Silver/Bronze, Zen 4's AVX-512 halves)
 // reach half of the estimate — the measured register peak shows it.
@@ -20,15 +26,22 @@
 
 #include <string>
 
+#include "myriad/core/gpu_peak.h"
+
 namespace myriad::train {
 
 struct PeakFlops {
-  double measured = 0.0;         // FLOP/s, 0 when not measured
-  double datasheet = 0.0;        // FLOP/s
-  std::string datasheet_source;  // "logging.peak_tflops" or the estimate's formula
+  double measured = 0.0;         // FLOP/s of the start-up host GEMM, 0 when not measured
+  double datasheet = 0.0;        // FLOP/s; 0 when not known (a GPU missing from the table)
+  std::string datasheet_source;  // "logging.peak_tflops", the GPU table's row, or the CPU estimate's formula
+  double mfu_peak = 0.0;         // FLOP/s the MFU divides by (see the file comment); 0 = no MFU
+  std::string mfu_source;        // which of the above it is, and why
 };
 
+// The CPU's: `measure` runs the start-up GEMM sample.
 PeakFlops find_peak_flops(bool measure, double configured_tflops, double seconds = 0.3);
+// A GPU's, for the compute format its GEMMs run in (f32, or bf16 / f16 operands).
+PeakFlops gpu_peak_flops(const GpuIdentity& gpu, DType compute_format, double configured_tflops);
 
 // fp32 vector instruction sets, narrowest first. sse and avx have no FMA (a multiply and an add
 // issue to separate units); avx2_fma and avx512 fuse them.

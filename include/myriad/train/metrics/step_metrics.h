@@ -66,7 +66,7 @@ struct StepMetrics {
   double seconds = 0.0;                        // wall time of the step on this rank
   double tokens_per_second = 0.0, samples_per_second = 0.0;
   double model_flops = 0.0;                       // model FLOPs of the global batch (6N + attention, docs/metrics.md)
-  double mfu = 0.0;                               // model FLOP/s / (world size * measured per-rank peak)
+  double mfu = 0.0;                               // model FLOP/s / (world size * per-rank MFU peak, peak_flops.h)
   double mfu_datasheet = 0.0;                     // the same over the datasheet / configured peak
   double data_wait_seconds = 0.0;                 // filling the batch (sampler + shard reads)
   double compute_seconds = 0.0;                   // seconds - data wait - exposed comm - bubble
