@@ -139,7 +139,7 @@ grep -E '✓|✗' "$LOGS/configure.log" | tee -a "$SUMMARY" || true
 grep -q '✓ CUDA' "$LOGS/configure.log" || { log "configure found no CUDA toolkit: nothing to test"; exit 1; }
 
 step build cmake --build "$BUILD" --target myriad_gpu_tests bench_gemm_gpu bench_attention_gpu bench_gpt2_step_gpu \
-  -j "$JOBS" || exit 1
+  bench_gpu_metrics -j "$JOBS" || exit 1
 ctest_args=(--test-dir "$BUILD" -L gpu --output-on-failure --timeout 300)
 [[ "$(ctest --help 2>/dev/null)" == *--output-junit* ]] && ctest_args+=(--output-junit "$LOGS/ctest-gpu.xml")
 ctest_status=0
@@ -167,7 +167,9 @@ if [[ "$gpu_count" -gt 0 && "${BENCHMARKS:-1}" != 0 ]]; then
   reference_args=()
   [[ -s "$LOGS/gpt2_reference.txt" ]] && reference_args=(--reference "$LOGS/gpt2_reference.txt")
   step bench_gpt2_step_gpu "$BUILD/benchmarks/bench_gpt2_step_gpu" "${reference_args[@]}" || true
-  for table in bench_gemm_gpu bench_attention_gpu gpt2_step_reference bench_gpt2_step_gpu; do
+  # The monitoring line's GPU fields from the driver (NVML), idle and under HBM and PCIe traffic.
+  step bench_gpu_metrics "$BUILD/benchmarks/bench_gpu_metrics" || true
+  for table in bench_gemm_gpu bench_attention_gpu gpt2_step_reference bench_gpt2_step_gpu bench_gpu_metrics; do
     [[ -f "$LOGS/$table.log" ]] && tee -a "$SUMMARY" <"$LOGS/$table.log"
   done
   [[ -f "$LOGS/machine_profile.json" ]] && tee -a "$SUMMARY" <"$LOGS/machine_profile.json"

@@ -4,7 +4,8 @@ Reads RUN_DIR/metrics.jsonl (written by rank 0, schema in docs/metrics.md) and w
 (into RUN_DIR/plots by default): loss.png (train and validation loss), throughput.png (tokens/s),
 mfu.png (MFU over the measured and the datasheet peak), comm.png (exposed communication share
 by axis, data-loader wait and pipeline bubble), step_time_per_rank.png (each rank's compute time
-per step from the straggler checks) and memory.png (resident memory). Prints the files written.
+per step from the straggler checks), memory.png (resident memory) and, for training.device cuda
+runs with the driver's NVML, gpu.png (GPU Util, Memory BW, Pcie BW). Prints the files written.
 """
 import argparse
 import json
@@ -72,7 +73,7 @@ def plot_run(run_dir, out_dir=None):
     save(fig, "throughput.png", "throughput", "tokens / s (global batch)")
 
     fig, ax = plt.subplots(figsize=(8, 4.5))
-    ax.plot(steps, [100 * r["mfu"] for r in train], label="MFU (measured GEMM peak)")
+    ax.plot(steps, [100 * r["mfu"] for r in train], label="MFU (the run's MFU peak)")
     ax.plot(steps, [100 * r["mfu_datasheet"] for r in train], label="MFU (datasheet peak)")
     save(fig, "mfu.png", "model FLOPs utilisation", "%")
 
@@ -98,6 +99,15 @@ def plot_run(run_dir, out_dir=None):
     ax.plot(steps, [r["memory"]["rss_current"] / 2**20 for r in train], label="resident (current)")
     ax.plot(steps, [r["memory"]["rss_peak"] / 2**20 for r in train], label="resident (peak)")
     save(fig, "memory.png", "memory of rank 0", "MiB")
+
+    gpu = [r for r in train if r.get("gpu")]
+    if gpu:  # training.device cuda with NVML: the monitoring line's GPU fields
+        fig, ax = plt.subplots(figsize=(8, 4.5))
+        for key, label in (("utilization", "GPU Util"), ("memory_bw", "Memory BW"), ("pcie_bw", "Pcie BW")):
+            points = [(r["step"], 100 * r["gpu"][key]) for r in gpu if r["gpu"].get(key) is not None]
+            if points:
+                ax.plot([p[0] for p in points], [p[1] for p in points], label=label)
+        save(fig, "gpu.png", "GPU of rank 0 (NVML, mean over each step)", "%")
     return written
 
 

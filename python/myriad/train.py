@@ -202,8 +202,9 @@ def not_finite(m):
 
 
 def step_line(m, steps, window, world, peak, device):
-    """The console line of one step: the cluster-training recipe's monitoring fields (Iteration, Loss, Comm,
-    Samples/sec, Grad Norm), then Tokens/sec, MFU, ms/step, memory and the learning rate; Bubble
+    """The console line of one step: the cluster-training recipe's monitoring fields in its order (Iteration,
+    Loss, GPU Util, Comm, Memory BW, Pcie BW, Samples/sec, Grad Norm; the three GPU fields on cuda when
+    NVML reads the device), then Tokens/sec, MFU, ms/step, memory and the learning rate; Bubble
     and Loss Scale when they apply; `skipped (...)` for a step whose update was skipped. Every
     field that can be None (not finite) is printed as nan."""
     seconds = max(window.seconds, 1e-9)
@@ -214,11 +215,20 @@ def step_line(m, steps, window, world, peak, device):
     else:
         mem = f"Mem: {(memory.get('rss_current') or 0) / 2**30:.2f} GiB"
     mfu = 100 * window.flops / seconds / (world * peak) if peak else 0.0
-    parts = [f"Iteration: {m['step']}/{steps}", f"Loss: {number(m.get('loss'), '.4f')}",
-             f"Comm: {100 * window.comm / seconds:.0f}%", f"Samples/sec: {human(window.samples / seconds)}",
-             f"Grad Norm: {number(m.get('grad_norm'), '.3f')}", f"Tokens/sec: {human(window.tokens / seconds)}",
-             f"MFU: {mfu:.1f}%", f"{1000 * window.seconds / max(1, window.steps):.0f} ms/step", mem,
-             f"LR: {number(m.get('lr'), '.2e')}"]
+    gpu = m.get("gpu") or {}  # training.device cuda with NVML: the step's mean readings
+
+    def share(key):
+        return f"{100 * gpu[key]:.0f}%" if gpu.get(key) is not None else "n/a"
+
+    parts = [f"Iteration: {m['step']}/{steps}", f"Loss: {number(m.get('loss'), '.4f')}"]
+    if gpu:
+        parts.append(f"GPU Util: {share('utilization')}")
+    parts.append(f"Comm: {100 * window.comm / seconds:.0f}%")
+    if gpu:
+        parts += [f"Memory BW: {share('memory_bw')}", f"Pcie BW: {share('pcie_bw')}"]
+    parts += [f"Samples/sec: {human(window.samples / seconds)}", f"Grad Norm: {number(m.get('grad_norm'), '.3f')}",
+              f"Tokens/sec: {human(window.tokens / seconds)}", f"MFU: {mfu:.1f}%",
+              f"{1000 * window.seconds / max(1, window.steps):.0f} ms/step", mem, f"LR: {number(m.get('lr'), '.2e')}"]
     if window.bubble > 0:
         parts.append(f"Bubble: {100 * window.bubble / seconds:.0f}%")
     moe = m.get("moe")

@@ -51,8 +51,19 @@ Trainer::Trainer(RankState& state, StepData& data)
   } else {
     state_.log->warn("MFU: no peak for this device ({}); MFU reads 0", peak.mfu_source);
   }
+  std::unique_ptr<GpuSampler> gpu_sampler;
+  if (state_.device) {  // the monitoring line's GPU Util, Memory BW, Pcie BW
+    std::string why_not = "the runtime reports no PCI bus id";
+    const std::string bus = state_.device->pci_bus_id();
+    if (!bus.empty()) gpu_sampler = open_nvml_sampler(bus, &why_not);
+    if (gpu_sampler) {
+      state_.log->info("GPU metrics: {}", gpu_sampler->describe());
+    } else {
+      state_.log->warn("GPU metrics off: {}", why_not);
+    }
+  }
   metrics_ = std::make_unique<StepMetricsCollector>(state_.config, *state_.groups, state_.device.get(), peak,
-                                                    flops_per_token_, state_.log);
+                                                    flops_per_token_, state_.log, std::move(gpu_sampler));
 }
 
 parallel::PipelineExecutor& Trainer::executor_for(int micro_batches) {

@@ -143,6 +143,20 @@ def test_plot_renders_every_chart(run):
         assert os.path.getsize(path) > 5000
 
 
+def test_plot_draws_the_gpu_fields_of_a_cuda_run(run, tmp_path):
+    pytest.importorskip("matplotlib")
+    _, _, _, path = run
+    # The CPU run's records with the "gpu" object a training.device cuda run with NVML writes.
+    with open(path) as src, open(tmp_path / "metrics.jsonl", "w") as dst:
+        for line in src:
+            record = json.loads(line)
+            if record["kind"] == "train":
+                record["gpu"] = {"utilization": 0.9, "memory_bw": 0.6, "pcie_bw": None, "power_watts": 600.0,
+                                 "sm_clock_mhz": 1980.0, "readings": 4}
+            dst.write(json.dumps(record) + "\n")
+    assert str(tmp_path / "plots" / "gpu.png") in render(tmp_path)
+
+
 def test_plot_without_metrics_is_a_clear_error(tmp_path):
     env = dict(os.environ, PYTHONPATH=PYTHONPATH)
     result = subprocess.run([sys.executable, "-m", "myriad.plot", str(tmp_path)], env=env, capture_output=True,

@@ -31,6 +31,8 @@ class DeviceRuntime {
   virtual std::string describe() const = 0;  // "cuda:0 (NVIDIA H200)"
   // The GPU's name, compute capability and SM count (empty name when the runtime cannot say).
   virtual GpuIdentity identity() const = 0;
+  // The GPU's PCI bus id ("0000:3B:00.0"; empty when the runtime cannot say): how NVML finds it.
+  virtual std::string pci_bus_id() const = 0;
   // Device memory held besides the tensors the Engine accounts for (the cuBLASLt workspace).
   virtual std::int64_t workspace_bytes() const = 0;
 };

@@ -62,6 +62,11 @@ class CudaRuntime final : public DeviceRuntime {
     if (cudaGetDeviceProperties(&prop, context_.device()) != cudaSuccess) return {};
     return {prop.name, prop.major, prop.minor, prop.multiProcessorCount};
   }
+  std::string pci_bus_id() const override {
+    std::array<char, 32> id{};
+    if (cudaDeviceGetPCIBusId(id.data(), static_cast<int>(id.size()), context_.device()) != cudaSuccess) return {};
+    return id.data();
+  }
   std::int64_t workspace_bytes() const override { return static_cast<std::int64_t>(context_.workspace_bytes()); }
 
  private:

@@ -45,6 +45,14 @@ void MetricsWriter::write(const StepMetrics& m) {
   for (std::size_t a = 0; a < kCommAxes.size(); ++a) {
     scalars.emplace_back(std::string("comm/") + kCommAxes[a] + "_share", m.comm_axis_seconds[a] * share);
   }
+  const std::pair<const char*, double> gpu[] = {{"gpu/utilization", m.gpu.sm_utilization},
+                                                {"gpu/memory_bw", m.gpu.memory_utilization},
+                                                {"gpu/pcie_bw", m.gpu.pcie_utilization},
+                                                {"gpu/power_watts", m.gpu.power_watts},
+                                                {"gpu/sm_clock_mhz", m.gpu.sm_clock_mhz}};
+  for (const auto& [tag, value] : gpu) {
+    if (m.gpu.readings > 0 && value >= 0) scalars.emplace_back(tag, value);
+  }
   tensorboard_->add_scalars(m.step, scalars);
 }
 

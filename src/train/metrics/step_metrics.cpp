@@ -64,6 +64,12 @@ std::string step_metrics_json(const StepMetrics& m) {
                  {"optimizer", m.memory.optimizer},   {"activations", m.memory.activations},
                  {"workspace", m.memory.workspace},   {"rss_current", m.memory.rss_current},
                  {"rss_peak", m.memory.rss_peak}};
+  if (m.gpu.readings > 0) {
+    auto reported = [](double v) { return v >= 0 ? nlohmann::json(v) : nlohmann::json(nullptr); };
+    j["gpu"] = {{"utilization", reported(m.gpu.sm_utilization)}, {"memory_bw", reported(m.gpu.memory_utilization)},
+                {"pcie_bw", reported(m.gpu.pcie_utilization)},   {"power_watts", reported(m.gpu.power_watts)},
+                {"sm_clock_mhz", reported(m.gpu.sm_clock_mhz)},  {"readings", m.gpu.readings}};
+  }
   if (!m.rank_compute_seconds.empty()) j["rank_compute_seconds"] = m.rank_compute_seconds;
   nlohmann::json stragglers = nlohmann::json::array();
   for (const Straggler& s : m.stragglers) {

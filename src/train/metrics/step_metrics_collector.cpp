@@ -11,7 +11,7 @@ namespace myriad::train {
 
 StepMetricsCollector::StepMetricsCollector(const RunConfig& config, distributed::ProcessGroups& groups,
                                            DeviceRuntime* device, PeakFlops peak, double flops_per_token,
-                                           std::shared_ptr<spdlog::logger> log)
+                                           std::shared_ptr<spdlog::logger> log, std::unique_ptr<GpuSampler> gpu_sampler)
     : config_(config),
       groups_(groups),
       device_(device),
@@ -22,6 +22,7 @@ StepMetricsCollector::StepMetricsCollector(const RunConfig& config, distributed:
   if (groups.world().rank() == 0 && (config.logging.jsonl || config.logging.tensorboard)) {
     writer_ = std::make_unique<MetricsWriter>(config.logging.dir, config.logging.jsonl, config.logging.tensorboard);
   }
+  if (gpu_sampler) gpu_ = std::make_unique<GpuMonitor>(std::move(gpu_sampler), std::chrono::milliseconds(100));
 }
 
 // Under context parallelism gradients reduce over the dp x cp group ("dcp"): its traffic is the
@@ -60,12 +61,14 @@ std::array<std::int64_t, 5> StepMetricsCollector::axis_bytes_sent() const {
 }
 
 void StepMetricsCollector::begin() {
+  if (gpu_) (void)gpu_->take();  // the readings between steps (evaluation, checkpoints) are not the step's
   waits_before_ = wait_seconds();
   bytes_before_ = dp_bytes_sent();
   axis_bytes_before_ = axis_bytes_sent();
 }
 
 void StepMetricsCollector::finish(StepMetrics& m, double data_wait, double bubble_seconds, const MemoryReport& mem) {
+  if (gpu_) m.gpu = gpu_->take();
   m.comm_bytes = dp_bytes_sent() - bytes_before_;
   const std::array<std::int64_t, 5> axis_bytes = axis_bytes_sent();
   for (std::size_t a = 0; a < axis_bytes.size(); ++a) m.comm_axis_bytes[a] = axis_bytes[a] - axis_bytes_before_[a];

@@ -53,6 +53,17 @@ struct AttentionMetrics {
   double estimated_mass = 0.0;  // mean estimated attention share of the kept past blocks
 };
 
+// The GPU's readings averaged over the step (training.device cuda with NVML; gpu_monitor.h):
+// readings 0 = none. Each field -1 when the device does not report it.
+struct GpuStepMetrics {
+  int readings = 0;
+  double sm_utilization = -1;      // 0..1 (GPU Util)
+  double memory_utilization = -1;  // 0..1 (Memory BW: the share of time device memory was busy)
+  double pcie_utilization = -1;    // 0..1: (TX + RX) / (2 x one direction's maximum) (Pcie BW)
+  double power_watts = -1;
+  double sm_clock_mhz = -1;
+};
+
 struct StepMetrics {
   std::int64_t step = 0;  // optimizer steps completed after this one
   double loss = 0.0;      // mean loss over the valid tokens of the global batch
@@ -78,6 +89,7 @@ struct StepMetrics {
   std::vector<MoeLayerMetrics> moe;               // per MoE layer of the model (empty for a dense model)
   AttentionMetrics attention;                     // block-sparse attention only
   MemoryBreakdown memory;
+  GpuStepMetrics gpu;                        // training.device cuda with NVML
   std::vector<double> rank_compute_seconds;  // every rank's mean compute time (straggler-check steps only)
   std::vector<Straggler> stragglers;         // ranks reported at this step
 };

@@ -2,7 +2,9 @@
 // the exposed communication per axis (waits on the host groups and, with training.device cuda, on
 // the device's groups), the bytes the dp group sent, throughput and MFU against the peak, memory,
 // straggler detection (collective over the world at its interval) and the metrics files (world
-// rank 0). begin() before the step's first communication, finish() after its optimizer update.
+// rank 0), and with training.device cuda the GPU's readings over the step (GpuMonitor over NVML,
+// when the driver's library loads; the start-up log says why when not). begin() before the
+// step's first communication, finish() after its optimizer update.
 #pragma once
 
 #include <array>
@@ -13,6 +15,7 @@
 #include "myriad/config/run_config.h"
 #include "myriad/distributed/process_groups.h"
 #include "myriad/train/device_runtime.h"
+#include "myriad/train/metrics/gpu_monitor.h"
 #include "myriad/train/metrics/memory_report.h"
 #include "myriad/train/metrics/metrics_writer.h"
 #include "myriad/train/metrics/peak_flops.h"
@@ -25,8 +28,10 @@ class StepMetricsCollector {
  public:
   // `groups`, `device` (may be null) and `log` outlive the collector. `flops_per_token`: the
   // model's at training.seq_len; `peak`: the per-rank peak (logging.measure_peak / peak_tflops).
+  // `gpu_sampler`: the device's readings (null: none; the Trainer opens NVML for the rank's GPU).
   StepMetricsCollector(const RunConfig& config, distributed::ProcessGroups& groups, DeviceRuntime* device,
-                       PeakFlops peak, double flops_per_token, std::shared_ptr<spdlog::logger> log);
+                       PeakFlops peak, double flops_per_token, std::shared_ptr<spdlog::logger> log,
+                       std::unique_ptr<GpuSampler> gpu_sampler = nullptr);
 
   void begin();
   // Completes `m` (loss, lr, grad norm, step and skipped already set): times, throughput, MFU,
@@ -54,6 +59,7 @@ class StepMetricsCollector {
   std::array<double, 6> waits_before_{};
   std::int64_t bytes_before_ = 0;
   std::array<std::int64_t, 5> axis_bytes_before_{};
+  std::unique_ptr<GpuMonitor> gpu_;  // training.device cuda with NVML
 };
 
 }  // namespace myriad::train
