@@ -14,6 +14,7 @@ Order (documented in docs/launch.md): the config file, then these flags in comma
 then `--set` overrides — so `--set` wins over a flag and a flag over the file.
 """
 import difflib
+import functools
 import re
 from typing import List, NamedTuple, Optional, Tuple
 
@@ -83,15 +84,31 @@ def flag_table_markdown():
     return "\n".join(lines)
 
 
-# Flags that take a value: name -> (config key, kind).
+# Flags that take a value: name -> config key (its value checked as the key's type: _key_kind).
 VALUE_FLAGS = {
-    "log_dir": ("logging.dir", "path"),
-    "micro_batch": ("training.micro_batch", "int"),
-    "gradient_accumulation": ("training.gradient_accumulation", "int"),
-    "seq_length": ("training.seq_len", "int"),
-    "lr": ("training.lr", "float"),
-    "warmup": ("training.warmup_steps", "int"),
+    "log_dir": "logging.dir",
+    "micro_batch": "training.micro_batch",
+    "gradient_accumulation": "training.gradient_accumulation",
+    "seq_length": "training.seq_len",
+    "lr": "training.lr",
+    "warmup": "training.warmup_steps",
 }
+
+
+@functools.lru_cache(maxsize=None)
+def _key_kind(key):
+    """'int', 'float' or 'path': the type of the key's value in the engine's own config (its Field
+    table), so a flag's check follows the key it sets; None before the extension is built (the
+    engine then checks the value when it reads the override)."""
+    try:
+        from myriad import _myriad
+    except ImportError:
+        return None
+    value = _myriad.Config.from_string("logging: {}", "defaults")[key]
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        return "path"
+    return "int" if isinstance(value, int) else "float"
+
 
 # Flags that do not apply, with what to use instead.
 NOT_APPLICABLE = {
@@ -196,8 +213,9 @@ def translate(argv: List[str]) -> Tuple[List[str], List[Setting]]:
         if name in DRIVER_OPTIONS:
             driver += ["--" + name, value_of("KEY=VALUE" if name == "set" else "a path")]
         elif name in VALUE_FLAGS:
-            key, kind = VALUE_FLAGS[name]
-            value = value_of("a path" if kind == "path" else ("an integer" if kind == "int" else "a number"))
+            key = VALUE_FLAGS[name]
+            kind = _key_kind(key)
+            value = value_of({"path": "a path", "int": "an integer", "float": "a number"}.get(kind, "a value"))
             settings.append(Setting(flag, key, _check_number(flag, kind, value)))
         elif name == "batch_size":
             text = value_of("sequences, or tokens with a suffix k, M, G")

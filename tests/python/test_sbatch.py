@@ -12,6 +12,9 @@ import pytest
 from myriad.operations import sbatch
 
 PLAN = """\
+model:
+  n_head: 16
+  n_embd: 1024
 parallel:
   tp: 8
   pp: 2
@@ -79,13 +82,13 @@ def test_rendered_script_passes_bash_syntax_check(plan, tmp_path, launcher):
 
 
 def test_world_size_mismatch_is_refused_naming_parallel_keys(plan, tmp_path):
-    with pytest.raises(ValueError, match=r"parallel.tp \* parallel.pp \* parallel.cp = 8 \* 2 \* 1 = 16"):
+    with pytest.raises(ValueError, match=r"3 x 8 = 24 ranks: parallel.dp is auto .* tp \* pp \* cp = 8 \* 2 \* 1 = 16"):
         render(plan, nodes=3)  # 24 ranks
-    with pytest.raises(ValueError, match=r"parallel.dp \* parallel.tp .* = 64, but nodes x gpus_per_node = 4 x 8"):
+    with pytest.raises(ValueError, match=r"4 x 8 = 32 ranks: parallel: dp \* tp \* pp \* cp = 4 \* 8 \* 2 \* 1 = 64"):
         render(plan, overrides=["parallel.dp=4"])
     with pytest.raises(ValueError, match=r"parallel.ep \(4\) must divide parallel.dp \(2\)"):
         render(plan, overrides=["parallel.ep=4"])
-    with pytest.raises(ValueError, match=r"parallel.tp must be an integer >= 1, got 'x'"):
+    with pytest.raises(ValueError, match=r"parallel.tp: expected an integer, got 'x'"):
         render(plan, overrides=["parallel.tp=x"])
     # An override that repairs the layout is taken: tp 4 x pp 2 on 2 nodes leaves dp 2.
     assert "world 16 = tp 4 x cp 1 x dp 2 x pp 2" in render(plan, nodes=2, overrides=["parallel.tp=4"])
@@ -95,7 +98,10 @@ def test_checkpoint_dir_and_steps_follow_the_config(tmp_path):
     config = tmp_path / "c.yaml"
     config.write_text("checkpoint:\n  dir: /ckpt/run7\n")
     text = sbatch.render_sbatch(sbatch.SbatchRequest(config=str(config), nodes=1, gpus_per_node=2))
-    assert "CHECKPOINT_DIR=/ckpt/run7" in text and f"TRAINING_STEPS={sbatch.DEFAULT_STEPS}" in text
+    # training.steps unset: the engine's default, read from its own config (no copy here).
+    import myriad
+    default_steps = myriad.Config.from_string("logging: {}", "defaults")["training.steps"]
+    assert "CHECKPOINT_DIR=/ckpt/run7" in text and f"TRAINING_STEPS={default_steps}" in text
     text = sbatch.render_sbatch(sbatch.SbatchRequest(config=str(config), nodes=1, gpus_per_node=2,
                                                      overrides=["training.steps=50", "checkpoint.dir="]))
     assert "CHECKPOINT_DIR=runs/default/checkpoints" in text and "TRAINING_STEPS=50" in text
@@ -110,7 +116,7 @@ def test_bad_requests_name_the_field(plan, tmp_path):
         render(plan, launcher="torchrun")
     with pytest.raises(ValueError, match="job_name"):
         render(plan, job_name="my job")
-    with pytest.raises(ValueError, match="config: cannot read"):
+    with pytest.raises(ValueError, match="missing.yaml' does not exist"):
         render(str(tmp_path / "missing.yaml"))
     assert sbatch.parse_time_limit("1-02:03:04") == 86400 + 2 * 3600 + 3 * 60 + 4
     assert sbatch.parse_time_limit("90") == 90 * 60 and sbatch.parse_time_limit("1:30") == 90
@@ -231,4 +237,4 @@ def test_main_prints_the_script_or_an_error(plan, capsys):
     assert sbatch.main(["--config", plan, "--nodes", "4", "--gpus-per-node", "8", "--set", "training.lr=1e-4"]) == 0
     assert "#SBATCH --nodes=4" in capsys.readouterr().out
     assert sbatch.main(["--config", plan, "--nodes", "3", "--gpus-per-node", "8"]) == 2
-    assert "error: parallel.dp is auto" in capsys.readouterr().err
+    assert "= 24 ranks: parallel.dp is auto" in capsys.readouterr().err

@@ -21,11 +21,12 @@ allocation and survives preemption (docs/planning_scheduling.md, "Slurm batch sc
   and a TERM are never requeued by the script (Slurm itself requeues a job it preempts when the
   job has `--requeue` and PreemptMode=REQUEUE; a scancel stays cancelled). The decision is the
   bash function REQUEUE_DECISION_BASH, tested on its own and inside the script.
-- **Checked before writing.** The world size of the config's parallel section (after the --set
-  overrides) must equal nodes x gpus_per_node: parallel.dp 0 (auto) is the rest of the world
-  over tp * pp * cp, and parallel.ep must divide dp. Errors are ValueErrors naming the key.
+- **Checked before writing.** The config with the --set overrides passes the engine's own
+  validation at nodes x gpus_per_node ranks (every key; the layout must fill the world: parallel.dp
+  0 (auto) is the rest of the world over tp * pp * cp, and parallel.ep must divide dp). Errors are
+  ValueErrors with the engine's message, naming the key.
 
-Standard library only; PyYAML (installed with myriad) is imported when a config is read.
+The config is read and checked by the engine's own parser (`myriad.Config`), never re-read here.
 """
 import argparse
 import dataclasses
@@ -36,8 +37,6 @@ from typing import Dict, Optional, Sequence
 
 LAUNCHERS = ("srun", "mpirun")
 SIGNALS = ("USR1", "TERM")
-DEFAULT_STEPS = 1000  # training.steps (docs/config.md)
-DEFAULT_LOGGING_DIR = "runs/default"  # logging.dir; checkpoint.dir "" = <logging.dir>/checkpoints
 
 # The requeue decision, a pure bash function (no side effects): the script runs it after the
 # launcher has exited. Arguments: the launcher's exit code, the stop signal the batch shell
@@ -204,76 +203,27 @@ def parse_time_limit(text):
     return a * 60  # M
 
 
-def _split_override(text):
-    key, sep, value = text.partition("=")
-    if not sep or not key.strip():
-        raise ValueError(f"override '{text}' is not KEY=VALUE (e.g. parallel.tp=8)")
-    return key.strip(), value
+def run_facts(config_path, overrides, nodes, gpus_per_node):
+    """RunFacts of the config file with the --set overrides, launched on nodes x gpus_per_node ranks:
+    the engine's own parser and checks (every key, the layout against the world), so a job that the
+    engine would refuse at start-up is refused here, before it waits in the queue; ValueError with
+    the engine's message (naming the key) otherwise."""
+    from .. import _myriad
 
-
-def read_run(config_path, overrides=()):
-    """The config file's sections as dicts with the --set overrides applied (values parsed as YAML
-    scalars, as the driver does); ValueError naming the file when it is not a YAML mapping."""
-    import yaml  # PyYAML: installed with myriad, only needed here
-
+    world = nodes * gpus_per_node
     try:
-        with open(config_path) as f:
-            data = yaml.safe_load(f)
-    except OSError as e:
-        raise ValueError(f"config: cannot read {config_path}: {e.strerror}") from e
-    except yaml.YAMLError as e:
-        raise ValueError(f"config: {config_path} is not valid YAML: {e}") from e
-    data = {} if data is None else data
-    if not isinstance(data, dict):
-        raise ValueError(f"config: {config_path} must hold a mapping of sections (model:, parallel:, ...)")
-    for override in overrides:
-        key, value = _split_override(override)
-        section, dot, name = key.partition(".")
-        if not dot or "." in name:
-            continue  # deeper keys (sample.*, data.sources) do not concern the script
-        if data.get(section) is None:
-            data[section] = {}
-        section_data = data[section]
-        if isinstance(section_data, dict):
-            section_data[name] = yaml.safe_load(value) if value.strip() else ""
-    return data
-
-
-def _integer(section, key, value, minimum):
-    if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
-        raise ValueError(f"{section}.{key} must be an integer >= {minimum}, got {value!r}")
-    return value
-
-
-def run_facts(data, world, nodes, gpus_per_node):
-    """RunFacts of a config (read_run's dict) launched on `world` = nodes x gpus_per_node ranks;
-    ValueError naming the parallel key when the layout does not fill the world."""
-    parallel = data.get("parallel") or {}
-    training = data.get("training") or {}
-    logging = data.get("logging") or {}
-    checkpoint = data.get("checkpoint") or {}
-    for name, section in (("parallel", parallel), ("training", training), ("logging", logging),
-                          ("checkpoint", checkpoint)):
-        if not isinstance(section, dict):
-            raise ValueError(f"{name}: must be a mapping of keys, got {section!r}")
-    tp, pp, cp, ep = (_integer("parallel", k, parallel.get(k, 1), 1) for k in ("tp", "pp", "cp", "ep"))
-    dp = _integer("parallel", "dp", parallel.get("dp", 0), 0)
-    model = tp * pp * cp
-    where = f"nodes x gpus_per_node = {nodes} x {gpus_per_node} = {world}"
-    if dp == 0:
-        if world % model:
-            raise ValueError(f"parallel.dp is auto (world / (tp * pp * cp)), but {where} is not divisible by "
-                             f"parallel.tp * parallel.pp * parallel.cp = {tp} * {pp} * {cp} = {model}")
-        dp = world // model
-    elif dp * model != world:
-        raise ValueError(f"parallel.dp * parallel.tp * parallel.pp * parallel.cp = {dp} * {tp} * {pp} * {cp} = "
-                         f"{dp * model}, but {where} (change the nodes or the parallel degrees)")
-    if dp % ep:
-        raise ValueError(f"parallel.ep ({ep}) must divide parallel.dp ({dp})")
-    steps = _integer("training", "steps", training.get("steps", DEFAULT_STEPS), 1)
-    run_dir = logging.get("dir") or DEFAULT_LOGGING_DIR
-    checkpoint_dir = checkpoint.get("dir") or f"{str(run_dir).rstrip('/')}/checkpoints"
-    return RunFacts(tp, pp, cp, dp, ep, steps, str(checkpoint_dir))
+        config = _myriad.Config.from_file(config_path)
+        for item in overrides:
+            config.set(item)
+        config.validate(world)
+    except _myriad.Error as e:
+        reason = str(e).split("] ", 1)[-1]
+        raise ValueError(f"{config_path} on nodes x gpus_per_node = {nodes} x {gpus_per_node} = {world} ranks: "
+                         f"{reason}") from None
+    resolved = config.resolved()
+    tp, pp, cp, ep = (resolved[f"parallel.{k}"] for k in ("tp", "pp", "cp", "ep"))
+    dp = resolved["parallel.dp"] or world // (tp * pp * cp)  # auto: the world's share, as validate settled it
+    return RunFacts(tp, pp, cp, dp, ep, resolved["training.steps"], resolved["checkpoint.dir"])
 
 
 def _check_request(r):
@@ -304,8 +254,6 @@ def _check_request(r):
     for key in r.environment:
         if not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", key):
             raise ValueError(f"environment: '{key}' is not a variable name")
-    for override in r.overrides:
-        _split_override(override)
 
 
 def sbatch_directives(r):
@@ -366,7 +314,7 @@ def render_sbatch(request):
     r = request
     _check_request(r)
     world = r.nodes * r.gpus_per_node
-    facts = run_facts(read_run(r.config, r.overrides), world, r.nodes, r.gpus_per_node)
+    facts = run_facts(r.config, r.overrides, r.nodes, r.gpus_per_node)
     threads = r.cpus_per_task or 1
     q = shlex.quote
     lines = ["#!/bin/bash",
