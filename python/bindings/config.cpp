@@ -75,6 +75,8 @@ void bind_config(py::module_& m) {
           },
           py::arg("world_size") = 1,
           "checks every key for a job of world_size processes; fills parallel.dp when it is auto (0)")
+      .def("for_world", &RunConfig::for_world, py::arg("world_size"),
+           "a copy with parallel.dp auto (0) settled for world_size processes (nothing checked)")
       .def("resolved", &RunConfig::resolved, "a copy with every derived key filled in (the values in use)")
       .def("to_yaml", &RunConfig::to_yaml)
       .def(

@@ -47,7 +47,9 @@ FLAG_ROWS = [
      "N sequences per step; with a suffix N tokens per step (k=2^10, M=2^20, G=2^30), divided by the "
      "sequence length (training.seq_len, or model.context_length when 0) and refused if it does not divide"),
     ("--micro_batch N", "training.micro_batch", "int", "sequences per micro-batch per data-parallel rank"),
-    ("--gradient_accumulation N", "training.gradient_accumulation", "int", "micro-batches per step per dp rank"),
+    ("--gradient_accumulation N", "training.gradient_accumulation", "int",
+     "micro-batches per step per dp rank; with --batch_size and no --micro_batch, training.micro_batch is derived "
+     "as batch / (accumulation x dp), as DeepSpeed does (refused when it does not divide)"),
     ("--seq_length N", "training.seq_len", "int", "tokens per sequence (at most model.context_length)"),
     ("--lr X", "training.lr", "float", "peak learning rate"),
     ("--warmup N", "training.warmup_steps", "int", "linear warmup steps"),

@@ -86,11 +86,13 @@ def parse_args(argv):
     return args
 
 
-def build_config(myriad, flags, args, loaded):
+def build_config(myriad, flags, args, loaded, world=1):
     """The run's Config: the file, then the launch flags in command-line order, then --set. A
     --batch_size in tokens is divided by the sequence length the run will use (after --set), and
-    the --set overrides are applied again after it so that they still win. The config is appended
-    to `loaded` as soon as the file is read (its logging.dir is known from then on)."""
+    the --set overrides are applied again after it so that they still win. With --batch_size and
+    --gradient_accumulation but no micro-batch given (DeepSpeed's rule), training.micro_batch is
+    derived for the `world`'s dp. The config is appended to `loaded` as soon as the file is read
+    (its logging.dir is known from then on)."""
     config = myriad.Config.from_file(args.config)
     loaded.append(config)
     deferred = []
@@ -107,7 +109,28 @@ def build_config(myriad, flags, args, loaded):
         config.set(f"{setting.key}={sequences}")
         for override in args.overrides:
             config.set(override)
+    derive_micro_batch(config, flags, args, world)
     return config
+
+
+def derive_micro_batch(config, flags, args, world):
+    """DeepSpeed's rule for its flags: given the global batch and the accumulation but no micro-batch
+    (no --micro_batch, no --set training.micro_batch), micro_batch = global batch / (accumulation x dp),
+    refused with the arithmetic when it does not divide."""
+    given = {s.key for s in args.settings} | {o.partition("=")[0].strip() for o in args.overrides}
+    if not {"training.global_batch_size", "training.gradient_accumulation"} <= given or "training.micro_batch" in given:
+        return
+    settled = config.for_world(world)
+    dp, accumulation = settled["parallel.dp"], settled["training.gradient_accumulation"]
+    batch = settled["training.global_batch_size"]
+    if dp < 1 or accumulation < 1:
+        return  # the layout or the accumulation is refused by validation, naming its key
+    if batch % (accumulation * dp):
+        raise flags.LaunchFlagError(
+            f"--batch_size ({batch} sequences) is not a whole number of micro-batches: {batch} / "
+            f"(--gradient_accumulation {accumulation} x dp {dp}) = {batch / (accumulation * dp):g}; "
+            f"give --micro_batch, or a batch size that divides")
+    config.set(f"training.micro_batch={batch // (accumulation * dp)}")
 
 
 def error_location(e):
@@ -312,7 +335,7 @@ def run(args, rank, world, runtime):
 
     loaded = []
     try:
-        config = build_config(myriad, flags, args, loaded)
+        config = build_config(myriad, flags, args, loaded, world)
         log_dir = config["logging.dir"]
         config.validate(world)
         resolved_yaml = config.resolved().to_yaml()

@@ -168,6 +168,22 @@ def test_token_batch_that_does_not_divide_is_refused_with_the_arithmetic(config,
     assert "Traceback" not in result.stderr
 
 
+def test_deepspeed_style_batch_and_accumulation_derive_the_micro_batch(config, tmp_path):
+    # The cluster-training recipe's style without --micro_batch: 0.125k = 128 tokens / seq_len 16 = 8
+    # sequences = accumulation 2 x dp 1 x micro_batch 4 (derived, as DeepSpeed does; the file's 2 yields).
+    run = tmp_path / "run"
+    result = run_driver("--config", str(config), "--log_dir", str(run), "--batch_size=0.125k",
+                        "--gradient_accumulation=2", "--set", "training.steps=1")
+    assert result.returncode == 0, result.stderr
+    got = resolved(run)
+    assert got["micro_batch"] == 4 and got["gradient_accumulation"] == 2 and got["global_batch_size"] == 8, got
+    result = run_driver("--config", str(config), "--log_dir", str(tmp_path / "r2"), "--batch_size=12",
+                        "--gradient_accumulation=8")
+    assert result.returncode == 2
+    assert re.search(r"^error: --batch_size \(12 sequences\) is not a whole number of micro-batches: 12 / "
+                     r"\(--gradient_accumulation 8 x dp 1\) = 1\.5", result.stderr, re.M), result.stderr
+
+
 def test_unknown_and_inapplicable_flags_exit_2_with_one_line(config):
     for flag, expected in (("--memory-fraction=0.8", "--memory-fraction does not apply"),
                            ("--model_type=13B", "model: section"), ("--zzz", "unknown flag --zzz")):

@@ -222,7 +222,7 @@ def run_facts(config_path, overrides, nodes, gpus_per_node):
                          f"{reason}") from None
     resolved = config.resolved()
     tp, pp, cp, ep = (resolved[f"parallel.{k}"] for k in ("tp", "pp", "cp", "ep"))
-    dp = resolved["parallel.dp"] or world // (tp * pp * cp)  # auto: the world's share, as validate settled it
+    dp = resolved["parallel.dp"]  # validate() settled auto (0) to the world's share
     return RunFacts(tp, pp, cp, dp, ep, resolved["training.steps"], resolved["checkpoint.dir"])
 
 
