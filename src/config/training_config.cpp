@@ -65,8 +65,8 @@ const std::vector<Field<TrainingConfig>>& TrainingConfig::fields() {
                  "step late (keeping that step's local progress)"),
       make_field("device", &T::device,
                  "where the model computes: cpu, or cuda (the local rank's GPU, one per rank: data parallelism over "
-                 "NCCL with any zero_stage, tensor, sequence and pipeline parallelism, dense models, head "
-                 "dim 64 or 128, fp32, bf16 or fp16)"),
+                 "NCCL with any zero_stage, tensor, sequence and pipeline parallelism, dense and MoE models "
+                 "(expert parallelism included), head dim 64 or 128, fp32, bf16 or fp16)"),
       make_field("precision", &T::precision, "compute precision; master weights and optimizer states stay fp32"),
       make_field("initial_loss_scale", &T::initial_loss_scale, "fp16: the dynamic loss scale to start from",
                  {.check = greater_than(0)}),
