@@ -1,7 +1,7 @@
 """Deleted names stay deleted: no tracked file (the CHANGELOG, which records history, aside) uses
 the old namespace `myriad::dist`, a path under the deleted `dist/` folders, or words a reader of
 this repository cannot resolve ("GPU window", "seed documents", the deleted "device trainer" and
-"GPU twin"); the concrete names are `myriad::distributed`, `distributed/...`, "the GPU check"
+"GPU twin"), and the widths and files the shard plan and the Engine's parts replaced; the concrete names are `myriad::distributed`, `distributed/...`, "the GPU check"
 (scripts/gpu_check.sh), "the cluster-training recipe" and "the 1.6T MoE recipe"
 (docs/architecture.md). The scan does catch a planted use."""
 import pathlib
@@ -22,6 +22,10 @@ DELETED = [
     ("'device trainer'", re.compile(r"device[ _]?trainer", re.IGNORECASE)),
     ("'the seed's' (a design document)", re.compile(r"\bthe seed's", re.IGNORECASE)),
     ("'GPU twin'", re.compile(r"gpu[ _]?twins?(?![a-z])", re.IGNORECASE)),
+    # The shard plan and the Engine's parts replaced these (docs/shard_plan.md, docs/architecture.md).
+    ("TransformerConfig::local_*(tp) widths", re.compile(r"\blocal_(heads|kv_heads|ffn|qkv_width)\(")),
+    ("Engine::model_split", re.compile(r"\bEngine::model_split\b|\bmodel_split\(model_config\)")),
+    ("file engine_research.cpp", re.compile(r"\bengine_research\.cpp\b")),
 ]
 EXEMPT = {"CHANGELOG.md", "tests/python/test_names.py"}
 
