@@ -380,7 +380,32 @@ void bind_train(py::module_& m) {
           "train", [](const std::string& text, std::int32_t vocab) { return data::BpeTokenizer::train(text, vocab); },
           py::arg("text"), py::arg("vocab_size"))
       .def("save", &data::BpeTokenizer::save)
-      .def("encode", [](const data::BpeTokenizer& t, const std::string& text) { return t.encode(text); })
+      .def(
+          "encode",
+          [](const data::BpeTokenizer& t, const std::string& text, const py::object& allowed_special) {
+            // allowed_special: False (default: "<|endoftext|>" is ordinary text), True / "all", or a
+            // set of special tokens — the only one is "<|endoftext|>" (tiktoken's spelling).
+            bool special = false;
+            if (py::isinstance<py::str>(allowed_special)) {
+              const std::string which = allowed_special.cast<std::string>();
+              if (which != "all") throw py::value_error("allowed_special: '" + which + "' is not 'all' or a set");
+              special = true;
+            } else if (py::isinstance<py::bool_>(allowed_special)) {
+              special = allowed_special.cast<bool>();
+            } else {
+              for (const py::handle& name : allowed_special) {
+                const std::string token = name.cast<std::string>();
+                if (token != "<|endoftext|>")
+                  throw py::value_error("allowed_special: '" + token +
+                                        "' is not a special token of this tokenizer (its only one is <|endoftext|>)");
+                special = true;
+              }
+            }
+            return special ? t.encode_allowing_special(text) : t.encode(text);
+          },
+          py::arg("text"), py::arg("allowed_special") = false,
+          "token ids of text; with allowed_special (True, 'all' or {'<|endoftext|>'}) a literal <|endoftext|> "
+          "becomes the end-of-text id, else it is ordinary text")
       .def("decode",
            [](const data::BpeTokenizer& t, const std::vector<std::int32_t>& ids) {
              std::string bytes = t.decode(ids);

@@ -277,6 +277,19 @@ void BpeTokenizer::encode_long_piece(std::string_view piece, std::vector<std::in
   for (std::int32_t i = 0; i >= 0; i = next[i]) out.push_back(ids[i]);
 }
 
+std::vector<std::int32_t> BpeTokenizer::encode_allowing_special(std::string_view text) const {
+  constexpr std::string_view kSpecial = "<|endoftext|>";
+  std::vector<std::int32_t> out;
+  while (true) {
+    const std::size_t at = text.find(kSpecial);
+    const std::vector<std::int32_t> piece = encode(text.substr(0, at));
+    out.insert(out.end(), piece.begin(), piece.end());
+    if (at == std::string_view::npos) return out;
+    out.push_back(eot_id_);
+    text.remove_prefix(at + kSpecial.size());
+  }
+}
+
 std::vector<std::int32_t> BpeTokenizer::encode(std::string_view text) const {
   std::vector<std::int32_t> out;
   out.reserve(text.size() / 3 + 16);

@@ -116,6 +116,22 @@ TEST_F(Gpt2Tokenizer, EndOfTextInTextIsOrdinaryText) {
   EXPECT_EQ(tok().decode({tok().eot_id()}), "<|endoftext|>");
 }
 
+TEST_F(Gpt2Tokenizer, AllowingSpecialMapsEachLiteralEndOfTextToTheEotId) {
+  // Hugging Face's GPT-2 tokenizer (and tiktoken with allowed_special): one id 50256 per literal.
+  const BpeTokenizer& t = tok();
+  std::vector<std::int32_t> want = t.encode("Hello world");
+  want.push_back(t.eot_id());
+  const std::vector<std::int32_t> tail = t.encode(" Bye<|endof");
+  want.insert(want.end(), tail.begin(), tail.end());
+  EXPECT_EQ(t.encode_allowing_special("Hello world<|endoftext|> Bye<|endof"), want);
+  EXPECT_EQ(t.eot_id(), 50256);
+  EXPECT_EQ(t.encode_allowing_special("<|endoftext|><|endoftext|>"), (std::vector<std::int32_t>{50256, 50256}));
+  EXPECT_TRUE(t.encode_allowing_special("").empty());
+  const std::string text = "a<|endoftext|>b";
+  EXPECT_EQ(t.decode(t.encode_allowing_special(text)), text);  // round trip either way
+  EXPECT_EQ(t.decode(t.encode(text)), text);
+}
+
 TEST_F(Gpt2Tokenizer, MatchesReferenceOnShakespeare) {
   if (!std::filesystem::exists(testing::shakespeare_path()))
     GTEST_SKIP() << testing::shakespeare_path() << " not found (set MYRIAD_SHARED_DATA)";

@@ -196,6 +196,21 @@ def test_gpt2_ids_come_from_encoder_json(gpt2, encoder):
     assert gpt2.encode(" world\n") == [encoder["Ġworld"], encoder["Ċ"]]
 
 
+def test_end_of_text_in_text_is_ordinary_unless_allowed_special(gpt2, encoder):
+    text = "one<|endoftext|>two"
+    plain = gpt2.encode(text)
+    assert encoder["<|endoftext|>"] not in plain and gpt2.decode(plain) == text  # the default: not a boundary
+    special = gpt2.encode("one") + [gpt2.eot_id] + gpt2.encode("two")
+    for allowed in (True, "all", {"<|endoftext|>"}):
+        assert gpt2.encode(text, allowed_special=allowed) == special
+    with pytest.raises(ValueError, match="'<|im_start|>' is not a special token"):
+        gpt2.encode(text, allowed_special={"<|im_start|>"})
+    transformers = pytest.importorskip("transformers")
+    # Hugging Face's GPT-2 tokenizer from the same files maps the literal to the one special id.
+    hf = transformers.GPT2Tokenizer(os.path.join(GPT2_DIR, "encoder.json"), os.path.join(GPT2_DIR, "vocab.bpe"))
+    assert hf.encode(text) == special
+
+
 def test_gpt2_round_trips_shakespeare(gpt2, shakespeare):
     assert len(shakespeare) == 2000
     ids = gpt2.encode(shakespeare)

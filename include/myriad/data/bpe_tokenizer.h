@@ -9,7 +9,10 @@
 //   Text is raw bytes: invalid UTF-8 is allowed and encoded byte by byte (each invalid byte is an
 //   "other" character for pre-tokenisation), so decode(encode(s)) == s for every byte string.
 //   "<|endoftext|>" inside `text` is NOT special: it is encoded as ordinary text ("<|",
-//   "endoftext", "|>"). Callers put eot_id() between documents themselves.
+//   "endoftext", "|>"), so text from users or corpora cannot forge a document boundary. Callers
+//   put eot_id() between documents themselves, or call encode_allowing_special(text), which maps
+//   each literal "<|endoftext|>" to eot_id() (Hugging Face's GPT-2 tokenizer default; tiktoken's
+//   allowed_special) and encodes the text between them as encode() does.
 //   encode is const and keeps no state between calls: several threads may call it at once.
 //   Merges are looked up in an open-addressing hash table keyed by (left id, right id). Two
 //   shortcuts that never change the result: a read-only table of the tokens that BPE encodes as
@@ -63,6 +66,7 @@ class BpeTokenizer {
   static BpeTokenizer train(std::string_view text, std::int32_t vocab_size);
 
   std::vector<std::int32_t> encode(std::string_view text) const;
+  std::vector<std::int32_t> encode_allowing_special(std::string_view text) const;
   std::string decode(const std::vector<std::int32_t>& ids) const;
   std::int32_t vocab_size() const { return static_cast<std::int32_t>(tokens_.size()); }
   std::int32_t eot_id() const { return eot_id_; }
