@@ -242,6 +242,67 @@ class _Taker:
                  f"have: {sorted(self.file_name[k] for k in self.left)[:8]}{' ...' if len(self.left) > 8 else ''}")
 
 
+class _HfConfig:
+    """config.json's values as the importer reads them: a missing key, a value of the wrong type or a
+    size that is not a positive integer is one HfError naming the file and the key."""
+    INTS = {"n_embd", "vocab_size", "n_layer", "n_head", "n_positions", "n_inner", "hidden_size",
+            "num_hidden_layers", "num_attention_heads", "num_key_value_heads", "head_dim", "intermediate_size",
+            "max_position_embeddings"}
+    NUMBERS = {"layer_norm_epsilon", "rms_norm_eps", "rope_theta"}
+    BOOLS = {"tie_word_embeddings", "scale_attn_by_inverse_layer_idx", "scale_attn_weights", "attention_bias",
+             "mlp_bias"}
+    STRINGS = {"activation_function", "hidden_act", "model_type"}
+    MAPS = {"rope_parameters", "rope_scaling"}
+
+    def __init__(self, path, values):
+        self.path, self.values = path, values
+
+    def _checked(self, key, value):
+        if value is None and key not in self.STRINGS:
+            return None  # transformers writes null for "not set" (n_inner, head_dim, rope_scaling, ...)
+        if key in self.INTS:
+            ok = isinstance(value, int) and not isinstance(value, bool) and value > 0
+            want = "a positive integer"
+        elif key in self.NUMBERS:
+            ok = isinstance(value, (int, float)) and not isinstance(value, bool) and value > 0
+            want = "a positive number"
+        elif key in self.BOOLS:
+            ok, want = isinstance(value, bool), "true or false"
+        elif key in self.STRINGS:
+            ok, want = isinstance(value, str), "a string"
+        elif key in self.MAPS:
+            ok, want = isinstance(value, dict), "an object"
+        else:
+            ok, want = True, ""
+        _require(ok, f"import --format hf: {self.path}: '{key}' must be {want}, got {json.dumps(value)[:80]}")
+        return value
+
+    def __getitem__(self, key):
+        _require(key in self.values, f"import --format hf: {self.path} has no '{key}' (needed for model_type "
+                 f"'{self.values.get('model_type')}')")
+        return self._checked(key, self.values[key])
+
+    def get(self, key, default=None):
+        return self._checked(key, self.values[key]) if key in self.values else default
+
+
+def _read_hf_config(config_path):
+    """config.json as an _HfConfig; unreadable, not UTF-8, not JSON or not an object: one HfError."""
+    try:
+        with open(config_path, encoding="utf-8") as f:
+            values = json.load(f)
+    except UnicodeDecodeError as e:
+        raise HfError(f"import --format hf: {config_path} is not UTF-8 text (byte {e.start})") from None
+    except json.JSONDecodeError as e:
+        raise HfError(f"import --format hf: {config_path} is not valid JSON: {e.msg} at line {e.lineno} column "
+                      f"{e.colno}") from None
+    except (OSError, RecursionError) as e:
+        raise HfError(f"import --format hf: {config_path} cannot be read: {type(e).__name__}") from None
+    _require(isinstance(values, dict), f"import --format hf: {config_path} must hold a JSON object, got "
+             f"{type(values).__name__}")
+    return _HfConfig(config_path, values)
+
+
 def _gpt2_from_hf(cfg, tensors, hf_dir):
     act = cfg.get("activation_function", "gelu_new")
     _require(act in ("gelu_new", "gelu_pytorch_tanh"), f"import --format hf: activation_function '{act}'; myriad's "
@@ -345,8 +406,7 @@ def import_hf(hf_dir, checkpoint_root, config_out=None, data_path=None, tokenize
     a folder with none, or another kind, is refused) and `data_path` as corpus."""
     config_path = os.path.join(hf_dir, "config.json")
     _require(os.path.exists(config_path), f"import --format hf: {hf_dir} has no config.json")
-    with open(config_path) as f:
-        cfg = json.load(f)
+    cfg = _read_hf_config(config_path)
     kind = cfg.get("model_type")
     tensors = _read_hf_tensors(hf_dir)
     if kind == "gpt2":
