@@ -1,7 +1,8 @@
 """Deleted names stay deleted: no tracked file (the CHANGELOG, which records history, aside) uses
 the old namespace `myriad::dist`, a path under the deleted `dist/` folders, or words a reader of
 this repository cannot resolve ("GPU window", "seed documents", the deleted "device trainer" and
-"GPU twin"), and the widths and files the shard plan and the Engine's parts replaced; the concrete names are `myriad::distributed`, `distributed/...`, "the GPU check"
+"GPU twin"), and the widths and files the shard plan and the Engine's parts replaced; the
+concrete names are `myriad::distributed`, `distributed/...`, "the GPU check"
 (scripts/gpu_check.sh), "the cluster-training recipe" and "the 1.6T MoE recipe"
 (docs/architecture.md). The scan does catch a planted use."""
 import pathlib
