@@ -130,6 +130,31 @@ TEST(Engine, CheckpointErrorsNameFileAndTensorAndLoadNothing) {
   expect_refused(edit_manifest("\"step\": 1,", "\"step\": -3,"), {"manifest.json", "negative step", "step -3"});
   expect_refused(edit_manifest("\"file\": \"rank_0.bin\"", "\"file\": \"rank_7.bin\""),
                  {"manifest.json", "names the file 'rank_7.bin'", "do not list"});
+  // A manifest naming a file outside its folder is never read, even when that file holds exactly
+  // the checkpoint's bytes (a copy one folder up, by relative and by absolute path), and a data
+  // file that is a symbolic link out of the folder is refused too.
+  fs::copy_file(good / "rank_0.bin", dir / "outside.bin");
+  auto rename_data_file = [&](const std::string& to) {
+    return [edit_manifest, to](const fs::path& c) {
+      edit_manifest("\"name\": \"rank_0.bin\"", "\"name\": \"" + to + "\"")(c);
+      for (int piece = 0; piece < 1000; ++piece) {  // every piece's "file"
+        std::ifstream in(c / "manifest.json");
+        std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+        const std::string from = "\"file\": \"rank_0.bin\"";
+        if (text.find(from) == std::string::npos) break;
+        text.replace(text.find(from), from.size(), "\"file\": \"" + to + "\"");
+        std::ofstream(c / "manifest.json") << text;
+      }
+    };
+  };
+  expect_refused(rename_data_file("../outside.bin"), {"manifest.json", "'../outside.bin'", "not a file name inside"});
+  expect_refused(rename_data_file((dir / "outside.bin").string()), {"manifest.json", "not a file name inside"});
+  expect_refused(
+      [&](const fs::path& c) {
+        fs::remove(c / "rank_0.bin");
+        fs::create_symlink(dir / "outside.bin", c / "rank_0.bin");
+      },
+      {"rank_0.bin", "outside the checkpoint folder", "symbolic link"});
   // A checkpoint of another model shape is refused, naming the difference.
   RunConfig wider = config;
   wider.model.n_embd = 64;

@@ -13,6 +13,31 @@ using json = nlohmann::json;
 
 namespace myriad::train {
 
+namespace {
+
+// The data file `name` of the checkpoint folder `dir`: a plain file name (no folder part, not "."
+// or "..") whose real path, symlinks resolved, is inside the folder — a manifest cannot make the
+// reader open any other file the user can read.
+fs::path checkpoint_data_file(const std::string& dir, const std::string& name, const std::string& manifest) {
+  const fs::path relative(name);
+  MYRIAD_CHECK(!name.empty() && relative.is_relative() && relative.has_filename() && relative.parent_path().empty() &&
+                   name != "." && name != "..",
+               "checkpoint: " << manifest << " lists the data file '" << excerpt(name)
+                              << "', which is not a file name inside the checkpoint folder (a path outside it, or a "
+                                 "folder part): refusing to read it");
+  const fs::path path = fs::path(dir) / relative;
+  std::error_code missing, unreadable_folder;
+  const fs::path real = fs::canonical(path, missing), folder = fs::canonical(dir, unreadable_folder);
+  // A missing file is reported by the caller ("is missing"); an existing one must resolve inside.
+  MYRIAD_CHECK(missing || unreadable_folder || real.parent_path() == folder,
+               "checkpoint: data file " << path.string() << " listed in " << manifest << " resolves to "
+                                        << real.string() << ", outside the checkpoint folder " << folder.string()
+                                        << " (a symbolic link out of it): refusing to read it");
+  return path;
+}
+
+}  // namespace
+
 struct CheckpointReader::Piece {
   std::string file;
   std::vector<nn::IndexRange> box;
@@ -68,7 +93,7 @@ CheckpointReader::CheckpointReader(const std::string& checkpoint_dir, const std:
     std::set<std::string> listed_files;
     for (const json& f : manifest.at("files")) {
       const std::string name = f.at("name").get<std::string>();
-      const fs::path path = fs::path(dir_) / name;
+      const fs::path path = checkpoint_data_file(dir_, name, manifest_path_);
       listed_files.insert(name);
       MYRIAD_CHECK(fs::is_regular_file(path),
                    "checkpoint: data file " << path.string() << " listed in " << manifest_path_ << " is missing");
