@@ -1,7 +1,8 @@
 """Supervised launch: ``python -m myriad.run [options] -- mpirun ... python3 python/train.py ...``.
 
 Runs the command; when it fails (a rank died, a node was lost, an error), logs the attempt with
-its cause (exit code or signal, and the last lines the job printed to stderr) and starts it
+its cause (exit code or signal; the driver's own `error: ...` report, which mpirun's MPI_ABORT
+banner would otherwise push out of view; and the last lines the job printed to stderr) and starts it
 again from the newest complete checkpoint — `--resume auto` is added to a train.py command that
 does not choose a resume point itself — up to --max-restarts times, waiting --backoff seconds
 doubled after each failure. Each attempt sees MYRIAD_ATTEMPT=<n> (0 first). A job that exits 0
@@ -72,6 +73,28 @@ DETERMINISTIC = {
     127: "the command was not found",
 }
 MPI_ABORT = re.compile(r"MPI_ABORT was invoked on rank (\d+) in communicator \S+\s+with errorcode (-?\d+)")
+# mpirun --tag-output / --timestamp-output put "[1,0]<stderr>:" (and a time) before a rank's lines.
+RANK_TAG = re.compile(r"^(?:\[[^\]]*\]<stderr>:)?")
+ERROR_LINES = 8  # the driver's error report kept for the summary: its first line and continuations
+
+
+class ErrorReport:
+    """The first `error: ...` report train.py printed on stderr (any rank) and its indented
+    continuation lines: the real cause, which the MPI_ABORT text after it would hide."""
+
+    def __init__(self):
+        self.lines = []
+        self.open = False
+
+    def feed(self, line):
+        text = RANK_TAG.sub("", line.rstrip("\n"), count=1)
+        if not self.lines and text.startswith("error: "):
+            self.lines.append(text[len("error: "):])
+            self.open = True
+        elif self.open and text.startswith("  ") and len(self.lines) < ERROR_LINES:
+            self.lines.append(text)
+        else:
+            self.open = False
 
 
 def deterministic_cause(code, abort_code):
@@ -94,7 +117,8 @@ def describe_exit(code):
 
 def run_attempt(command, attempt, preempted, tail_lines=20):
     """Runs one attempt, streaming its output through; returns (exit code, last stderr lines, the
-    error code of the first MPI_Abort mpirun reported or None).
+    error code of the first MPI_Abort mpirun reported or None, the lines of the first `error: ...`
+    report of the driver — empty when there was none).
     SIGTERM / SIGUSR1 sent to the supervisor are passed on to the job (which checkpoints and
     exits) and recorded in `preempted`, so that the supervisor does not restart it."""
     env = dict(os.environ, MYRIAD_ATTEMPT=str(attempt))
@@ -109,11 +133,13 @@ def run_attempt(command, attempt, preempted, tail_lines=20):
     tail = collections.deque(maxlen=tail_lines)
     aborts = []
     previous = [""]
+    report = ErrorReport()
 
     def pump():
         for line in process.stderr:
             sys.stderr.write(line)
             tail.append(line.rstrip("\n"))
+            report.feed(line)
             # mpirun wraps "... in communicator MPI_COMM_WORLD\nwith errorcode 2." over two lines.
             found = MPI_ABORT.search(previous[0] + " " + line.strip())
             if found and not aborts:
@@ -128,7 +154,7 @@ def run_attempt(command, attempt, preempted, tail_lines=20):
         process.send_signal(signal.SIGTERM)
         code = process.wait()
     reader.join(timeout=5)
-    return code, list(tail), (aborts[0] if aborts else None)
+    return code, list(tail), (aborts[0] if aborts else None), list(report.lines)
 
 
 def main(argv=None):
@@ -145,7 +171,7 @@ def main(argv=None):
     preempted = []
     for attempt in range(args.max_restarts + 1):
         say(f"attempt {attempt + 1}/{args.max_restarts + 1}: {' '.join(command)}")
-        code, tail, abort_code = run_attempt(command, attempt, preempted)
+        code, tail, abort_code, error = run_attempt(command, attempt, preempted)
         if code == 0:
             say(f"attempt {attempt + 1} finished (exit code 0)")
             return 0
@@ -153,7 +179,8 @@ def main(argv=None):
             say(f"attempt {attempt + 1} ended after {preempted[0]} ({describe_exit(code)}): preempted, not restarting")
             return code
         cause = "\n".join("    " + line for line in tail[-8:]) or "    (no stderr output)"
-        say(f"attempt {attempt + 1} failed: {describe_exit(code)}; last stderr lines:\n{cause}")
+        reason = ("; cause: " + "\n    ".join(error)) if error else ""
+        say(f"attempt {attempt + 1} failed: {describe_exit(code)}{reason}; last stderr lines:\n{cause}")
         deterministic = deterministic_cause(code, abort_code)
         if deterministic:
             say(f"not restarting: {deterministic} - the same command would fail the same way; fix it and run again")

@@ -65,6 +65,22 @@ def test_mpirun_abort_line_with_errorcode_2_stops_too():
     assert "not restarting: a rank called MPI_Abort with error code 2" in result.stderr, result.stderr
 
 
+def test_the_failure_summary_shows_the_drivers_error_not_only_mpiruns_abort_text():
+    # The driver's report (with its indented continuation), then mpirun's banner: more lines than
+    # the summary's tail keeps.
+    banner = "".join(f"[1,0]<stderr>: banner line {i}\\n" for i in range(30))
+    text = ("[1,0]<stderr>:error: [rank 0] resume auto: none of the 1 checkpoint(s) in /ckpt is intact:\\n"
+            "[1,0]<stderr>:  /ckpt/step_00000002: fails its checksum\\n" + banner +
+            "MPI_ABORT was invoked on rank 0 in communicator MPI_COMM_WORLD\\nwith errorcode 2.\\n")
+    result = supervise([sys.executable, "-c", f"import sys; sys.stderr.write('{text}'); sys.exit(2)"],
+                       "--max-restarts", "1", "--backoff", "0")
+    assert result.returncode == 2
+    summary = result.stderr.split("[myriad.run]")[2]  # the "attempt 1 failed" entry
+    assert summary.split("; last stderr lines:")[0].endswith(
+        "attempt 1 failed: exit code 2; cause: [rank 0] resume auto: none of the 1 checkpoint(s) in /ckpt is "
+        "intact:\n      /ckpt/step_00000002: fails its checksum"), result.stderr
+
+
 YAML = """\
 model: {{architecture: gpt2, vocab_size: 320, n_layer: 2, n_head: 2, n_embd: 32, context_length: 32}}
 training: {{micro_batch: 2, gradient_accumulation: 2, seq_len: 16, steps: 6, lr: 3.0e-3, eval_every: 0}}
