@@ -37,7 +37,8 @@ Engine::Engine(const RunConfig& config, std::shared_ptr<spdlog::logger> log, dis
   compose_rank(state_, state_.device ? state_.device->placement() : ops::Placement{}, nullptr);
   trainer_ = std::make_unique<Trainer>(state_, *data_);
   research_ = std::make_unique<ResearchStep>(state_, *trainer_, *data_);
-  checkpointer_ = std::make_unique<Checkpointer>(state_);  // collective: its snapshot and communicator
+  // Collective: its snapshot and communicator. It saves the tokenizer into every checkpoint.
+  checkpointer_ = std::make_unique<Checkpointer>(state_, data_->tokenizer());
   inference_ = std::make_unique<InferenceSession>(state_, data_->tokenizer(), data_->vocab_size());
   if (state_.model_parallel()) log_layout();
   // Armed only now: data preparation on rank 0 may legitimately keep the others waiting longer.

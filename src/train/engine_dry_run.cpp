@@ -4,8 +4,11 @@
 
 #include "myriad/train/checkpoint/checkpointer.h"
 #include "myriad/train/compose_rank.h"
+#include "myriad/train/config_wiring.h"
+#include "myriad/train/data/step_data.h"
 #include "myriad/train/engine.h"
 #include "myriad/train/inference_session.h"
+#include "myriad/train/research_step.h"
 #include "myriad/train/trainer.h"
 
 namespace myriad::train {

@@ -9,6 +9,7 @@
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
+#include <iterator>
 #include <nlohmann/json.hpp>
 
 #include "myriad/core/progress_bar.h"
@@ -221,6 +222,19 @@ std::string finish_checkpoint(const std::string& dir, const std::string& tmp_dir
   manifest["optimizer"] = {{"adamw_steps", header.optimizer_steps < 0 ? header.step : header.optimizer_steps}};
   if (header.loss_scale > 0) {
     manifest["loss_scaler"] = {{"scale", header.loss_scale}, {"finite_steps", header.loss_scale_finite_steps}};
+  }
+  if (!header.tokenizer_fingerprint.empty()) {
+    // Written into the temporary directory before this manifest: recorded with its size and checksum.
+    const fs::path tokenizer = tmp / kCheckpointTokenizerFile;
+    MYRIAD_CHECK(fs::is_regular_file(tokenizer),
+                 "checkpoint: " << tokenizer.string() << " is missing; the tokenizer is written before the manifest");
+    std::ifstream in(tokenizer, std::ios::binary);
+    const std::string bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+    manifest["tokenizer"] = {{"file", kCheckpointTokenizerFile},
+                             {"vocab_size", header.tokenizer_vocab_size},
+                             {"fingerprint", header.tokenizer_fingerprint},
+                             {"bytes", bytes.size()},
+                             {"crc32", data::crc32(bytes.data(), bytes.size())}};
   }
   json files = json::array(), tensors = json::object();
   for (const std::string& text : file_entries) {

@@ -5,6 +5,8 @@
 #include <fstream>
 #include <sstream>
 
+#include "myriad/core/error.h"
+
 namespace fs = std::filesystem;
 
 namespace myriad::train {
@@ -48,21 +50,59 @@ std::vector<CheckpointEntry> list_checkpoints(const std::string& dir) {
   return found;
 }
 
-ResumePoint find_resume_point(const std::string& dir) {
+ResumePoint find_resume_point(const std::string& dir, const CheckpointDamage& damage) {
   const std::vector<CheckpointEntry> complete = list_checkpoints(dir);
-  const std::string named = latest_pointer(dir);
-  for (const CheckpointEntry& c : complete) {
-    if (!named.empty() && fs::path(c.path).filename() == named) return {c.path, ""};
-  }
   if (complete.empty()) return {};
-  std::ostringstream note;
-  if (named.empty()) {
-    note << "no 'latest' pointer in " << dir;
-  } else {
-    note << "'latest' in " << dir << " names " << named << ", which is missing or incomplete";
+  const std::string named = latest_pointer(dir);
+  // Candidates: what `latest` names, then the others newest step first.
+  std::vector<const CheckpointEntry*> candidates;
+  bool latest_found = false;
+  for (const CheckpointEntry& c : complete) {
+    if (!named.empty() && fs::path(c.path).filename() == named) {
+      candidates.insert(candidates.begin(), &c);
+      latest_found = true;
+    }
   }
-  note << "; resuming from the newest complete checkpoint, " << complete.back().path;
-  return {complete.back().path, note.str()};
+  for (auto c = complete.rbegin(); c != complete.rend(); ++c) {
+    if (!latest_found || fs::path(c->path).filename() != named) candidates.push_back(&*c);
+  }
+  ResumePoint point;
+  for (const CheckpointEntry* c : candidates) {
+    const std::string why = damage ? damage(c->path) : "";
+    if (why.empty()) {
+      point.path = c->path;
+      point.step = c->step;
+      break;
+    }
+    point.damaged.push_back(c->path + ": " + why);
+  }
+  if (point.path.empty()) {
+    std::ostringstream error;
+    error << "resume auto: none of the " << complete.size() << " checkpoint(s) in " << dir
+          << " is intact (each is left in place):";
+    for (const std::string& d : point.damaged) error << "\n  " << d;
+    error << "\nRestore one, resume from a checkpoint elsewhere (--resume <dir>), or start fresh in another folder";
+    MYRIAD_THROW(error.str());
+  }
+  std::ostringstream note;
+  if (!latest_found) {
+    if (named.empty()) {
+      note << "no 'latest' pointer in " << dir;
+    } else {
+      note << "'latest' in " << dir << " names " << named << ", which is missing or incomplete";
+    }
+  }
+  if (!point.damaged.empty()) {
+    if (!note.str().empty()) note << "; ";
+    note << "passed over " << point.damaged.size() << " damaged checkpoint(s), left in place for inspection: ";
+    for (std::size_t i = 0; i < point.damaged.size(); ++i) note << (i ? "; " : "") << point.damaged[i];
+  }
+  if (!note.str().empty()) {
+    note << "; resuming from the newest " << (point.damaged.empty() ? "complete" : "intact") << " checkpoint, "
+         << point.path;
+  }
+  point.note = note.str();
+  return point;
 }
 
 void apply_retention(const std::string& dir, int keep) {

@@ -90,6 +90,23 @@ CheckpointReader::CheckpointReader(const std::string& checkpoint_dir, const std:
                                 << " records a negative step, data cursor or optimizer step count (step "
                                 << header_.step << ", samples_consumed " << header_.samples_consumed << ", adamw_steps "
                                 << header_.optimizer_steps << ")");
+    if (manifest.contains("tokenizer")) {
+      const json& t = manifest.at("tokenizer");
+      header_.tokenizer_fingerprint = t.at("fingerprint");
+      header_.tokenizer_vocab_size = t.at("vocab_size");
+      tokenizer_bytes_ = t.at("bytes");
+      tokenizer_crc32_ = t.at("crc32");
+      MYRIAD_CHECK(t.at("file").get<std::string>() == kCheckpointTokenizerFile,
+                   "checkpoint: " << manifest_path_ << " names the tokenizer file '" << t.at("file").get<std::string>()
+                                  << "'; this build writes and reads '" << kCheckpointTokenizerFile << "'");
+      const fs::path path = fs::path(dir_) / kCheckpointTokenizerFile;
+      MYRIAD_CHECK(fs::is_regular_file(path),
+                   "checkpoint: tokenizer file " << path.string() << " listed in " << manifest_path_ << " is missing");
+      const std::uint64_t size = fs::file_size(path);
+      MYRIAD_CHECK(size == tokenizer_bytes_, "checkpoint: tokenizer file "
+                                                 << path.string() << " has " << size << " bytes, the manifest records "
+                                                 << tokenizer_bytes_ << " (truncated or replaced)");
+    }
     std::set<std::string> listed_files;
     for (const json& f : manifest.at("files")) {
       const std::string name = f.at("name").get<std::string>();
@@ -146,6 +163,47 @@ CheckpointReader::CheckpointReader(const std::string& checkpoint_dir, const std:
 CheckpointReader::~CheckpointReader() = default;
 
 bool CheckpointReader::has(const std::string& tensor) const { return tensors_.count(tensor) == 1; }
+
+std::string CheckpointReader::tokenizer_file() const {
+  return header_.tokenizer_fingerprint.empty() ? "" : (fs::path(dir_) / kCheckpointTokenizerFile).string();
+}
+
+void CheckpointReader::verify() const {
+  std::vector<char> buffer;
+  auto check = [&](const fs::path& path, std::uint64_t offset, std::uint64_t bytes, std::uint32_t crc,
+                   const std::string& what) {
+    std::error_code error;
+    const std::uint64_t size = fs::file_size(path, error);
+    MYRIAD_CHECK(!error, "checkpoint: " << path.string() << " (" << what << ") cannot be read: " << error.message());
+    MYRIAD_CHECK(offset + bytes <= size, "checkpoint: " << what << " at bytes [" << offset << ", " << offset + bytes
+                                                        << ") of " << path.string() << " (size " << size
+                                                        << ") is out of bounds; the file is truncated or corrupt");
+    buffer.resize(bytes);
+    std::ifstream in(path, std::ios::binary);
+    in.seekg(static_cast<std::streamoff>(offset));
+    in.read(buffer.data(), static_cast<std::streamsize>(bytes));
+    MYRIAD_CHECK(in, "checkpoint: reading " << what << " from " << path.string() << " failed");
+    MYRIAD_CHECK(data::crc32(buffer.data(), bytes) == crc,
+                 "checkpoint: " << what << " in " << path.string() << " fails its checksum (file corrupt)");
+  };
+  for (const auto& [name, entry] : tensors_) {
+    for (const Piece& piece : entry->pieces) {
+      check(fs::path(dir_) / piece.file, piece.offset, piece.bytes, piece.crc32, "tensor '" + name + "'");
+    }
+  }
+  if (!header_.tokenizer_fingerprint.empty()) {
+    check(tokenizer_file(), 0, tokenizer_bytes_, tokenizer_crc32_, "the tokenizer");
+  }
+}
+
+std::string checkpoint_damage(const std::string& checkpoint_dir) {
+  try {
+    CheckpointReader(checkpoint_dir, "").verify();
+    return "";
+  } catch (const Error& e) {
+    return e.message();
+  }
+}
 
 const Tensor& CheckpointReader::load_piece(const std::string& tensor, Piece& piece) {
   if (piece.data.defined()) return piece.data;

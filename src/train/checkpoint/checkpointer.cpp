@@ -8,12 +8,18 @@
 #include "myriad/train/checkpoint/checkpoint.h"
 #include "myriad/train/checkpoint/checkpoint_folder.h"
 #include "myriad/train/checkpoint/checkpoint_reader.h"
+#include "myriad/train/checkpoint/checkpoint_tokenizer.h"
 #include "myriad/train/checkpoint/distributed_checkpoint.h"
 #include "myriad/train/config_wiring.h"
 
 namespace myriad::train {
 
-Checkpointer::Checkpointer(RankState& state) : state_(state) {
+Checkpointer::Checkpointer(RankState& state, const data::BpeTokenizer* tokenizer)
+    : state_(state), tokenizer_(tokenizer) {
+  if (tokenizer_ != nullptr) {
+    tokenizer_header_.tokenizer_fingerprint = tokenizer_fingerprint(*tokenizer_);
+    tokenizer_header_.tokenizer_vocab_size = tokenizer_->vocab_size();
+  }
   // Background saves reuse one host snapshot: take it once now so that the first periodic save
   // does not stall training on the page faults of a fresh multi-GiB buffer.
   const RunConfig& config = state_.config;
@@ -84,9 +90,15 @@ std::string Checkpointer::save(bool background) {
     header.loss_scale = state_.loss_scaler->scale();
     header.loss_scale_finite_steps = state_.loss_scaler->finite_steps();
   }
+  header.tokenizer_fingerprint = tokenizer_header_.tokenizer_fingerprint;
+  header.tokenizer_vocab_size = tokenizer_header_.tokenizer_vocab_size;
   const std::string dir = config.checkpoint.dir;
   const int keep = config.checkpoint.keep;
-  distributed::run_on_rank0(world, "checkpoint directory", [&] { begin_checkpoint(dir, state_.step); });
+  distributed::run_on_rank0(world, "checkpoint directory", [&] {
+    const std::string tmp = begin_checkpoint(dir, state_.step);
+    // The tokenizer goes in first: the manifest, written last, records it.
+    if (tokenizer_ != nullptr) write_checkpoint_tokenizer(tmp, *tokenizer_, header);
+  });
   std::string path = checkpoint_path(dir, state_.step);  // not const: moved out by the return
   auto job = [this, dir, keep, header, pieces, writer] {
     write_checkpoint_collectively(*comm_, dir, header, writer ? pieces.get() : nullptr, keep);
@@ -121,15 +133,23 @@ std::string Checkpointer::wait_for_save() {
 
 void Checkpointer::load(const std::string& checkpoint_dir) {
   const RunConfig& config = state_.config;
+  distributed::Communicator& world = state_.groups->world();
   std::string path = checkpoint_dir;
   if (path == "auto") {
-    const ResumePoint point = find_resume_point(config.checkpoint.dir);
-    if (point.path.empty()) {
+    // Rank 0 takes the newest intact checkpoint (every checksum read once: a damaged newest one
+    // is passed over, named, and left in place); every rank then takes its step.
+    std::int64_t chosen = 0;  // step + 1; 0 = none
+    distributed::run_on_rank0(world, "resume auto", [&] {
+      const ResumePoint point = find_resume_point(config.checkpoint.dir, checkpoint_damage);
+      if (!point.note.empty()) state_.log->warn("resume auto: {}", point.note);
+      chosen = point.path.empty() ? 0 : point.step + 1;
+    });
+    chosen = distributed::sum_over_ranks(world, world.rank() == 0 ? chosen : std::int64_t{0});
+    if (chosen == 0) {
       state_.log->info("resume auto: no checkpoint in {}, starting fresh", config.checkpoint.dir);
       return;
     }
-    if (!point.note.empty()) state_.log->warn("resume auto: {}", point.note);
-    path = point.path;
+    path = checkpoint_path(config.checkpoint.dir, chosen - 1);
   }
   // Every rank reads its own part into staging buffers; only when every rank succeeded does any
   // rank touch its training state (nothing is half-loaded, on any rank).
@@ -139,8 +159,13 @@ void Checkpointer::load(const std::string& checkpoint_dir) {
   Tensor outer_momentum = local_sgd ? Tensor::zeros({n}) : Tensor();
   bool has_outer_momentum = false;
   CheckpointHeader header;
-  distributed::run_on_every_rank(state_.groups->world(), "checkpoint load", [&] {
+  bool tokenizer_unchecked = false;
+  distributed::run_on_every_rank(world, "checkpoint load", [&] {
     CheckpointReader reader(path, model_section_yaml(config));
+    // Its embeddings mean the token ids of its tokenizer: another one is refused before anything changes.
+    const std::string mismatch = tokenizer_mismatch(path, reader.header(), tokenizer_, config.data.tokenizer);
+    MYRIAD_CHECK(mismatch.empty(), mismatch);
+    tokenizer_unchecked = tokenizer_ != nullptr && reader.header().tokenizer_fingerprint.empty();
     read_parameter_state(reader, state_.model->parameters(), staged.values, &staged.m, &staged.v);
     const nn::Parameter& first = state_.model->parameters()[0];
     has_outer_momentum = local_sgd && reader.has(kOuterMomentumPrefix + first.name);
@@ -156,6 +181,12 @@ void Checkpointer::load(const std::string& checkpoint_dir) {
       state_.log->info(
           "checkpoint: {} holds no local-SGD outer momentum (a training.sync every_step run): it starts at 0", path);
     }
+  }
+  if (tokenizer_unchecked) {
+    state_.log->info(
+        "checkpoint: {} records no tokenizer (saved before checkpoints kept theirs): its token ids are "
+        "assumed to be this run's",
+        path);
   }
   state_.refresh_compute_weights();
   state_.step = header.step;

@@ -10,6 +10,7 @@
 #include "myriad/data/tokenize_corpus.h"
 #include "myriad/core/progress_bar.h"
 #include "myriad/data/token_shard.h"
+#include "myriad/train/checkpoint/checkpoint_tokenizer.h"
 
 namespace fs = std::filesystem;
 
@@ -195,19 +196,57 @@ PreparedData prepare_data(const RunConfig& config, spdlog::logger& log, CacheUse
       prepared.shard_dir = cache;
       return with_vocab_size(prepared);
     }
+    // A resuming run with a trained tokenizer keeps the tokenizer its checkpoint was trained with
+    // (its ids are what the checkpoint's embeddings mean): a changed corpus is tokenized with it,
+    // never given a new vocabulary. A checkpoint from before checkpoints kept their tokenizer: the
+    // cache's existing one.
+    std::shared_ptr<data::BpeTokenizer> kept;
+    std::string kept_from, kept_fingerprint, kept_what;
+    if (trained) {
+      const std::string resumed = resume_checkpoint_dir(config);
+      const fs::path saved = fs::path(resumed) / kCheckpointTokenizerFile;
+      if (!resumed.empty() && fs::is_regular_file(saved)) {
+        kept_from = saved.string();
+        kept_what = "the tokenizer of the checkpoint's run";
+      } else if (!resumed.empty() && fs::is_regular_file(fs::path(resumed) / "manifest.json") &&
+                 fs::is_regular_file(tokenizer_file)) {
+        kept_from = tokenizer_file.string();
+        kept_what = "the cache's existing tokenizer (the checkpoint " + resumed + " records none)";
+      }
+      if (!kept_from.empty()) {
+        try {
+          kept = load("bpe", kept_from);
+          kept_fingerprint = tokenizer_fingerprint(*kept);
+        } catch (const Error& e) {  // the checkpoint load names the damage; here, train as before
+          log.warn("data: the tokenizer {} of the checkpoint to resume cannot be read: {}", kept_from, e.message());
+          kept.reset();
+        }
+      }
+    }
     const std::vector<std::string> files = data::list_corpus_files({corpus.path}, corpus.extensions);
     std::ostringstream source;
     source << "path=" << fs::absolute(corpus.path).string() << "\ntokenizer=" << spec_text
            << "\nval_fraction=" << config.data.val_fraction << "\nval_split=" << config.data.val_split
            << "\nseparator=" << corpus.separator << "\n"
            << data::corpus_fingerprint(files);
+    std::string key = source.str();
     const std::string before = fs::exists(source_file) ? read_text(source_file) : "";
-    if (complete && before == source.str()) {
+    bool reuse = complete && before == key;
+    if (kept) {
+      // The cache built for this key holds the kept tokenizer's tokens only when its tokenizer is that one.
+      if (reuse && tokenizer_fingerprint(data::BpeTokenizer::load(tokenizer_file.string())) != kept_fingerprint)
+        reuse = false;
+      if (!reuse) {
+        key += "kept_tokenizer=" + kept_fingerprint + "\n";
+        reuse = complete && before == key;
+      }
+    }
+    if (reuse) {
       log.info("data: reusing token shards in {}", cache);
       prepared.tokenizer = trained ? load("bpe", tokenizer_file.string()) : load(spec.kind, spec.argument);
     } else {
       if (!before.empty()) {
-        const std::string changed = data::first_difference(before, source.str());
+        const std::string changed = data::first_difference(before, key);
         log.warn("data: rebuilding the token cache in {}: {}", cache,
                  changed.empty() ? std::string("the tokenizer or split settings changed, or shards are missing")
                                  : "the corpus changed since it was built: " + changed);
@@ -215,7 +254,14 @@ PreparedData prepare_data(const RunConfig& config, spdlog::logger& log, CacheUse
       fs::create_directories(cache);
       fs::remove(source_file);
       remove_shards(cache);
-      if (trained) {
+      if (kept) {
+        log.info(
+            "data: resuming: tokenizing {} with {}, {} ({} tokens, {}), instead of training a new one "
+            "(data.tokenizer {})",
+            corpus.path, kept_what, kept_from, kept->vocab_size(), kept_fingerprint, spec_text);
+        prepared.tokenizer = kept;
+        if (kept_from != tokenizer_file.string()) prepared.tokenizer->save(tokenizer_file.string());
+      } else if (trained) {
         const std::int32_t vocab = static_cast<std::int32_t>(std::stol(spec.argument));
         log.info("data: training a byte-level BPE of {} tokens on {}", vocab, corpus.path);
         std::string text = training_text(files, corpus.separator, 8u << 20);
@@ -225,7 +271,7 @@ PreparedData prepare_data(const RunConfig& config, spdlog::logger& log, CacheUse
         prepared.tokenizer = load(spec.kind, spec.argument);
       }
       tokenize_into(corpus, files, config, *prepared.tokenizer, cache, log);
-      std::ofstream(source_file) << source.str();
+      std::ofstream(source_file) << key;
     }
     prepared.shard_dir = cache;
   }

@@ -13,13 +13,17 @@
 // shard of a parameter, or the whole tensor. manifest.json (format_version 2): step, the resolved
 // config (YAML), the model section compared on load, the layout that wrote it (grid, ZeRO
 // stage), the data cursor and RNG state (both functions of (seed, step): batches and sampling
-// are deterministic in them), the data files with their sizes, and for every tensor its name,
-// global shape, dtype and pieces (file, box, byte offset, size, CRC-32). No executable content:
-// loading parses JSON and reads bounds-checked byte ranges.
+// are deterministic in them), the data files with their sizes, for every tensor its name,
+// global shape, dtype and pieces (file, box, byte offset, size, CRC-32), and — when the run had a
+// tokenizer — the tokenizer its token ids mean: "tokenizer": {file "tokenizer.bpe" (myriad's BPE
+// format, in the checkpoint folder), vocab_size, fingerprint, bytes, CRC-32} (checkpoint_tokenizer.h;
+// checkpoints written before it have none and still load). No executable content: loading parses
+// JSON and reads bounds-checked byte ranges.
 //
 // Writing (any number of ranks): rank 0 calls begin_checkpoint (a fresh "<dir>/.tmp-step_…",
 // stale temporary directories of killed saves removed); each writing rank write_checkpoint_file
-// into it (fsynced) and hands the returned piece entries to rank 0; rank 0 finish_checkpoint:
+// into it (fsynced) and hands the returned piece entries to rank 0; rank 0 writes the tokenizer
+// into it (write_checkpoint_tokenizer, before the manifest) and finish_checkpoint:
 // manifest, fsync, rename to step_…, `latest` replaced atomically (write + rename), all but the
 // newest `keep` removed. A crash at any point leaves the previous checkpoint and `latest` intact.
 // save_checkpoint does all three in one process.
@@ -60,7 +64,14 @@ struct CheckpointHeader {
   std::int64_t optimizer_steps = -1;  // AdamW updates applied (fewer than `step` after skipped steps); -1 = step
   double loss_scale = 0.0;            // fp16 dynamic loss scale (0 = none)
   std::int64_t loss_scale_finite_steps = 0;
+  // The run's tokenizer (checkpoint_tokenizer.h): "" = none recorded (the run had no tokenizer, or
+  // the checkpoint predates the field). When set, <tmp dir>/tokenizer.bpe must exist at finish.
+  std::string tokenizer_fingerprint;
+  std::int64_t tokenizer_vocab_size = 0;
 };
+
+// The tokenizer file inside a checkpoint folder.
+inline constexpr const char* kCheckpointTokenizerFile = "tokenizer.bpe";
 
 // The pieces of every `primary` parameter of `store` held in `flat` (that store's flat layout),
 // named prefix + parameter name: one piece per tensor-parallel range, or the whole parameter.

@@ -5,12 +5,15 @@
 // written last, inside a temporary directory renamed into place, so a directory with a manifest is
 // whole). `latest` names the newest one; when it is missing or names a directory that is gone (the
 // newest checkpoint was deleted by hand), the newest complete checkpoint by step is taken instead
-// and the choice says so. Retention keeps the newest `keep` by write time (then step), and never
-// deletes what `latest` names.
+// and the choice says so. `--resume auto` also verifies the one it takes (every checksum): a
+// damaged checkpoint is passed over for the next newest intact one, with a warning naming it and
+// what is wrong; it stays in place for inspection. Retention keeps the newest `keep` by write time (then step), and
+// never deletes what `latest` names.
 #pragma once
 
 #include <cstdint>
 #include <filesystem>
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -26,11 +29,19 @@ struct CheckpointEntry {
 std::vector<CheckpointEntry> list_checkpoints(const std::string& dir);
 
 struct ResumePoint {
-  std::string path;  // "" when the folder holds no complete checkpoint
-  std::string note;  // why this one and not `latest` ("" when `latest` named it)
+  std::string path;                  // "" when the folder holds no complete checkpoint
+  std::int64_t step = -1;            // of `path`
+  std::string note;                  // why this one and not `latest` ("" when `latest` named it)
+  std::vector<std::string> damaged;  // newer checkpoints passed over, each "<path>: <what is wrong>"
 };
-// The checkpoint `--resume auto` continues from.
-ResumePoint find_resume_point(const std::string& dir);
+// Says what is wrong with the checkpoint at a path, "" when it is intact (checkpoint_damage in
+// checkpoint_reader.h reads every checksum).
+using CheckpointDamage = std::function<std::string(const std::string&)>;
+// The checkpoint `--resume auto` continues from: the one `latest` names, else the newest complete
+// one by step; with `damage`, the first intact one in that order (damaged ones are listed in
+// `damaged` and left in place). Throws, naming each checkpoint and its damage, when the folder
+// holds complete checkpoints and none is intact.
+ResumePoint find_resume_point(const std::string& dir, const CheckpointDamage& damage = nullptr);
 
 // Deletes complete checkpoints beyond the newest `keep` (by write time, then step), sparing the
 // one `latest` names; `keep` < 1 counts as 1.

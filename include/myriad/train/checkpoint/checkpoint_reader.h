@@ -7,7 +7,9 @@
 // global shape, reads each overlapping piece once (bounds-checked against its file, CRC-32
 // verified: a flipped bit names the file and the tensor) and fails unless the pieces cover the
 // whole box. It writes only into the destination it is given: callers stage into scratch and
-// commit after every read succeeded, so nothing is half-loaded.
+// commit after every read succeeded, so nothing is half-loaded. A recorded tokenizer file must
+// exist with its recorded size; verify() reads every piece and the tokenizer once (streamed,
+// nothing kept) and checks every checksum — what `--resume auto` does before it trusts a checkpoint.
 #pragma once
 
 #include <map>
@@ -28,6 +30,11 @@ class CheckpointReader {
   CheckpointReader& operator=(const CheckpointReader&) = delete;
 
   const CheckpointHeader& header() const { return header_; }
+  // <dir>/tokenizer.bpe when the manifest records a tokenizer, else "".
+  std::string tokenizer_file() const;
+  // Reads every piece of every tensor and the tokenizer file, checking bounds and CRC-32; throws
+  // naming the file (and tensor) of the first damage.
+  void verify() const;
   bool has(const std::string& tensor) const;
   // dest (f32, any strides) <- the box of `tensor`, whose global shape must be `global_shape`.
   void read(const std::string& tensor, const Shape& global_shape, const std::vector<nn::IndexRange>& box,
@@ -42,8 +49,14 @@ class CheckpointReader {
 
   std::string dir_, manifest_path_;
   CheckpointHeader header_;
+  std::uint64_t tokenizer_bytes_ = 0;
+  std::uint32_t tokenizer_crc32_ = 0;
   std::map<std::string, std::unique_ptr<Entry>> tensors_;
 };
+
+// "" when the checkpoint at `checkpoint_dir` opens and verify() passes, else what is wrong (the
+// error's message, naming the file).
+std::string checkpoint_damage(const std::string& checkpoint_dir);
 
 // Reads the parameters (and, when m and v are defined, AdamW's moments) of `store`'s layout
 // from `reader` into the flat buffers (the store's flat layout; every parameter, primary or not).

@@ -8,13 +8,17 @@
 // save() refills after waiting for it, and the destructor waits for it. A load changes nothing on
 // any rank unless every rank read its part. It owns the writer, the snapshot and the checkpoint
 // communicator; it reads and writes the shared RankState (the parameters, AdamW state, loss
-// scaler and step counter).
+// scaler and step counter). Every checkpoint holds the run's tokenizer (checkpoint_tokenizer.h);
+// a load refuses a checkpoint trained with another one. `load("auto")` takes the newest intact
+// checkpoint: rank 0 verifies every checksum first and passes over damaged ones with a warning.
 #pragma once
 
 #include <memory>
 #include <string>
 
+#include "myriad/data/bpe_tokenizer.h"
 #include "myriad/train/checkpoint/async_checkpoint.h"
+#include "myriad/train/checkpoint/checkpoint.h"
 #include "myriad/train/rank_state.h"
 
 namespace myriad::train {
@@ -23,7 +27,8 @@ class Checkpointer {
  public:
   // Takes the host snapshot once when background saves will reuse it (checkpoint.async with
   // checkpoint.every), and a communicator of its own for background writes. Collective.
-  explicit Checkpointer(RankState& state);
+  // `tokenizer`: the run's (null when it has none); it outlives this.
+  Checkpointer(RankState& state, const data::BpeTokenizer* tokenizer);
   ~Checkpointer();
   Checkpointer(const Checkpointer&) = delete;
   Checkpointer& operator=(const Checkpointer&) = delete;
@@ -47,6 +52,8 @@ class Checkpointer {
   bool writes_checkpoint();
 
   RankState& state_;
+  const data::BpeTokenizer* tokenizer_;              // the run's, saved into every checkpoint; may be null
+  CheckpointHeader tokenizer_header_;                // its fingerprint and vocabulary size (empty without one)
   std::unique_ptr<distributed::Communicator> comm_;  // used only by checkpoint writes
   parallel::OwnedState snapshot_;   // host snapshot of the part of the state this rank writes, reused by every save
   AsyncCheckpointWriter writer_;    // after comm_ and snapshot_ (its thread reads them): destroyed first

@@ -13,7 +13,11 @@
 // (path, tokenizer spec, val_fraction, val_split, and each corpus file's size, mtime and CRC-32)
 // matches; otherwise it is rebuilt. data.tokenizer:
 // gpt2:<dir> (GPT-2's encoder.json + vocab.bpe), bpe:<file> (myriad's format), train:<V>
-// (train a byte-level BPE of V tokens on the corpus, saved as <cache>/tokenizer.bpe).
+// (train a byte-level BPE of V tokens on the corpus, saved as <cache>/tokenizer.bpe). A run that
+// resumes (checkpoint.resume) with train:<V> never trains a new vocabulary under its checkpoint:
+// it tokenizes with the checkpoint's tokenizer.bpe (checkpoint_tokenizer.h; for a checkpoint that
+// predates it, the cache's existing tokenizer.bpe), and the cache key records that tokenizer's
+// fingerprint (kept_tokenizer=...), so a later fresh run on the same corpus trains its own.
 // data.sources: each source is prepared like data.path, a corpus into <cache>/source_<k>; all must
 // share one vocabulary (a train:<V> tokenizer would train one per corpus, so it is refused for a
 // source that is not already token shards).
