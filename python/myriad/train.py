@@ -27,6 +27,11 @@ config, data, a checkpoint to resume from) or training.max_nonfinite_steps reach
 the same command fails the same way, so `python -m myriad.run` does not restart it; 3 (or 1, or
 a signal) any other failure, which the supervisor restarts from the newest checkpoint.
 
+A fresh run (no --resume) into a logging.dir that holds another run's metrics.jsonl, or into a
+checkpoint.dir that holds its checkpoints, is refused (exit code 2) before anything is written; a
+resumed run appends its steps to the folder's metrics.jsonl (after a failure, steps between the
+checkpoint and the failure appear twice: the later record of a step is the resumed run's).
+
 Preemption: SIGTERM or SIGUSR1 on any rank makes every rank stop at the next step boundary (the
 ranks agree with one tiny all-reduce per step), write a checkpoint and exit 0; `--resume auto`
 continues from it. `python -m myriad.run` restarts a failed job from its newest checkpoint.
@@ -168,6 +173,27 @@ def log_dir_from_args(args):
         if key.strip() == "logging.dir":
             found = value.strip()
     return found
+
+
+# What a run leaves in its logging.dir that a fresh run would mix with its own: metrics.jsonl
+# (appended to, steps restarting at 1) and config.yaml (overwritten).
+RUN_RECORDS = ("metrics.jsonl", "config.yaml")
+
+
+def log_folder_conflict(log_dir):
+    """'' when a run from step 0 may write into `log_dir`; otherwise why not: another run's
+    metrics.jsonl is there (non-empty: that run trained steps), with the way out. A config.yaml
+    without metrics (a run that stopped before its first step) is no conflict."""
+    metrics = os.path.join(log_dir, "metrics.jsonl")
+    try:
+        if os.path.getsize(metrics) == 0:
+            return ""
+    except OSError:
+        return ""
+    found = [name for name in RUN_RECORDS if os.path.exists(os.path.join(log_dir, name))]
+    return (f"the logging folder {log_dir} already holds another run's {' and '.join(found)}; a fresh run would "
+            f"append its steps (from 1) to those metrics and overwrite its config.yaml. Continue that run with "
+            f"--resume auto (checkpoint.resume=auto), or start this one in a new folder (logging.dir)")
 
 
 def launcher_rank_and_size():
@@ -340,8 +366,8 @@ def run(args, rank, world, runtime):
         config.validate(world)
         resolved_yaml = config.resolved().to_yaml()
         if not config["checkpoint.resume"]:
-            # A fresh run must not mix its checkpoints (and config.yaml) with another run's.
-            conflict = myriad.fresh_run_conflict(config.resolved()["checkpoint.dir"])
+            # A fresh run must not mix its checkpoints, metrics and config.yaml with another run's.
+            conflict = myriad.fresh_run_conflict(config.resolved()["checkpoint.dir"]) or log_folder_conflict(log_dir)
             if conflict:
                 raise myriad.Error(f"[rank {rank}] {conflict}")
         try:

@@ -2,9 +2,11 @@
 it tokenizes with the tokenizer its checkpoint was trained with even when the corpus changed
 (`data.tokenizer: train:N` never retrains under a checkpoint) and refuses another tokenizer
 naming the fix; `--resume auto` passes over a damaged newest checkpoint for the newest intact one,
-naming it and leaving it in place, and with none intact stops with an error the supervisor shows."""
+naming it and leaving it in place; a second fresh run into a logging.dir that holds another run's
+metrics.jsonl and config.yaml is refused naming them, and loses nothing."""
 import os
 import re
+import shutil
 import subprocess
 import sys
 
@@ -129,3 +131,24 @@ def test_resume_auto_with_no_intact_checkpoint_names_each_and_the_supervisor_sho
     assert re.search(r"attempt 1 failed: exit code 2; cause: .*none of the 1 checkpoint\(s\) in .* is intact", summary,
                      re.S), supervised.stderr
 
+
+def test_a_second_fresh_run_into_the_same_logging_dir_is_refused_naming_the_files(tmp_path):
+    config, corpus, run = tiny_resume_run(tmp_path)
+    first = run_resume_driver(config)
+    assert first.returncode == 0, first.stderr
+    metrics = (run / "metrics.jsonl").read_bytes()
+    config_yaml = (run / "config.yaml").read_text()
+    second = run_resume_driver(config, "--set", f"checkpoint.dir={tmp_path / 'other_checkpoints'}")
+    assert second.returncode == 2, second.stdout + second.stderr
+    assert re.search(r"^error: \[rank 0\] the logging folder " + re.escape(str(run)) +
+                     r" already holds another run's metrics\.jsonl.*config\.yaml.*--resume auto.*logging\.dir",
+                     second.stderr, re.M), second.stderr
+    assert "Iteration" not in second.stdout
+    assert (run / "metrics.jsonl").read_bytes() == metrics, "the first run's metrics were appended to"
+    assert (run / "config.yaml").read_text() == config_yaml, "the first run's config.yaml was overwritten"
+    assert not (tmp_path / "other_checkpoints").exists()
+    # Resuming the run in that folder appends to its metrics (steps after the resumed one).
+    resumed = run_resume_driver(config, "--resume", "auto", "--set", "training.steps=3")
+    assert resumed.returncode == 0, resumed.stdout + resumed.stderr
+    assert (run / "metrics.jsonl").read_bytes().startswith(metrics)
+    shutil.rmtree(run)
