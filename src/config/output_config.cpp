@@ -9,8 +9,10 @@ const std::vector<Field<CheckpointConfig>>& CheckpointConfig::fields() {
       make_field("dir", &C::dir, "checkpoint directory; \"\" = <logging.dir>/checkpoints"),
       make_field("every", &C::every, "steps between checkpoints; 0 = only at the end", {.check = at_least(0)}),
       make_field("keep", &C::keep, "newest checkpoints kept on disk", {.check = at_least(1)}),
-      make_field("resume", &C::resume,
-                 "\"\" = fresh start; auto = the latest checkpoint in dir if there is one; else a checkpoint path"),
+      make_field(
+          "resume", &C::resume,
+          "\"\" = fresh start; auto = the newest intact checkpoint in dir if there is one (a damaged newer one is "
+          "skipped with a warning naming it); else a checkpoint path"),
       make_field("async", &C::async,
                  "periodic saves snapshot the state to host memory and write it in a background thread while "
                  "training continues (the final and preemption saves wait)"),
