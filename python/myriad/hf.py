@@ -192,17 +192,36 @@ def _write_gpt2_tokenizer(folder, out_dir, context_length):
 # import
 
 
+def _file_inside(folder, name, listed_in):
+    """folder/name when `name` is a plain file name whose real path (symlinks resolved) is inside
+    `folder`; an index naming '../x', an absolute path or a link out is refused, never read."""
+    plain = isinstance(name, str) and name not in ("", ".", "..") and os.path.basename(name) == name
+    _require(plain, f"import --format hf: {listed_in} names the file {str(name)[:200]!r}, which is not a file name "
+             f"inside {folder}: refusing to read it")
+    path = os.path.join(folder, name)
+    if os.path.exists(path):
+        real, inside = os.path.realpath(path), os.path.realpath(folder)
+        _require(os.path.dirname(real) == inside, f"import --format hf: {path} (listed in {listed_in}) resolves to "
+                 f"{real}, outside {inside} (a symbolic link out of it): refusing to read it")
+    return path
+
+
 def _read_hf_tensors(hf_dir):
     single = os.path.join(hf_dir, "model.safetensors")
     index = os.path.join(hf_dir, "model.safetensors.index.json")
     if os.path.exists(single):
         return _myriad.read_safetensors(single)[0]
     if os.path.exists(index):
-        with open(index) as f:
-            files = sorted(set(json.load(f)["weight_map"].values()))
+        try:
+            with open(index, encoding="utf-8") as f:
+                weight_map = json.load(f)["weight_map"]
+            files = sorted(set(weight_map.values()))
+        except (ValueError, KeyError, TypeError, AttributeError) as e:
+            raise HfError(f"import --format hf: {index} is not a safetensors index (a JSON object with a "
+                          f"'weight_map' of tensor -> file): {type(e).__name__}") from None
         tensors = {}
         for name in files:
-            tensors.update(_myriad.read_safetensors(os.path.join(hf_dir, name))[0])
+            tensors.update(_myriad.read_safetensors(_file_inside(hf_dir, name, index))[0])
         return tensors
     _require(not os.path.exists(os.path.join(hf_dir, "pytorch_model.bin")),
              f"import --format hf: {hf_dir} holds pytorch_model.bin (a pickle); save it as safetensors first "

@@ -1,7 +1,8 @@
 """`import --format hf` with a broken config.json (the inputs fuzzing found tracebacks for): a missing
 key, a wrong type, a non-positive size, invalid JSON, non-UTF-8 bytes, a top level that is not an
 object — each is one HfError line naming config.json and the key, never a KeyError or TypeError,
-and nothing is written; the CLI exits 2 with that line."""
+and nothing is written; the CLI exits 2 with that line. A safetensors index naming a file outside
+the folder ('../x', an absolute path, a symbolic link out) is refused, never read."""
 import json
 import os
 import subprocess
@@ -72,3 +73,31 @@ def test_the_cli_prints_one_line_and_exits_2(tmp_path):
     assert result.returncode == 2, result.stderr
     assert "Traceback" not in result.stderr
     assert "has no 'vocab_size'" in result.stderr and "config.json" in result.stderr
+
+
+def sharded(tmp_path, weight_file):
+    """The tiny LLaMA folder with its weights behind model.safetensors.index.json naming `weight_file`."""
+    folder = llama_folder(str(tmp_path / "hf"), vocab=64)
+    outside = tmp_path / "outside.safetensors"
+    os.replace(os.path.join(folder, "model.safetensors"), outside)  # the right bytes, one folder up
+    with open(os.path.join(folder, "model.safetensors.index.json"), "w") as f:
+        json.dump({"metadata": {}, "weight_map": {"model.norm.weight": weight_file}}, f)
+    return folder, outside
+
+
+@pytest.mark.parametrize("how", ["parent", "absolute", "symlink"])
+def test_an_index_naming_a_file_outside_the_folder_is_refused_not_read(how, tmp_path):
+    folder, outside = sharded(tmp_path, "../outside.safetensors")
+    if how == "absolute":
+        sharded_index = os.path.join(folder, "model.safetensors.index.json")
+        with open(sharded_index, "w") as f:
+            json.dump({"weight_map": {"model.norm.weight": str(outside)}}, f)
+    if how == "symlink":
+        os.symlink(outside, os.path.join(folder, "model-00001.safetensors"))
+        with open(os.path.join(folder, "model.safetensors.index.json"), "w") as f:
+            json.dump({"weight_map": {"model.norm.weight": "model-00001.safetensors"}}, f)
+    with pytest.raises(hf.HfError) as refusal:
+        hf.import_hf(folder, str(tmp_path / "ck"), tokenizer="train:64")
+    message = str(refusal.value)
+    assert "refusing to read it" in message and ("not a file name inside" in message or "symbolic link" in message)
+    assert not os.path.exists(tmp_path / "ck")
