@@ -9,6 +9,7 @@
     myriad goodput [--gpus 1024,4096,...]              failures, checkpoint interval, Young/Daly
     myriad sbatch --config C --nodes N ...             a Slurm batch script that requeues on preemption
     myriad cluster-sim [--policies ...]                a shared cluster's scheduling policies compared
+    myriad audit <verify|show> LOG ...                 check and read an audit log (docs/security.md)
 
 `myriad <command> ARGS` runs the command's module's main(ARGS): `myriad train --config X` is
 `myriad-train --config X` is `python -m myriad.train --config X` is `python3 python/train.py
@@ -37,6 +38,7 @@ COMMANDS = {
     "goodput": ("myriad.operations.goodput", "effective training time under failures; the checkpoint interval"),
     "sbatch": ("myriad.operations.sbatch", "a Slurm batch script for a planned config"),
     "cluster-sim": ("myriad.operations.cluster_sim", "scheduling policies of a shared cluster, simulated"),
+    "audit": ("myriad.audit_command", "verify an audit log's hash chain; show its records (docs/security.md)"),
 }
 
 DATA_PROGRAM = "myriad-data"

@@ -50,11 +50,13 @@ def main(argv=None):
             layout = "HF_DIR CHECKPOINT_ROOT" if wanted == 2 else "IN.safetensors CONFIG.yaml CHECKPOINT_ROOT"
             parser.error(f"import --format {args.format} takes {wanted} paths ({layout}), got {len(args.paths)}")
     import myriad
-    from myriad import hf, int8
+    from myriad import audit, hf, int8
 
+    target = None
     try:
         if args.command == "export" and args.format == "int8":
             report = int8.export_int8(args.checkpoint_dir, args.output, args.group_size)
+            target = args.output
             print(f"{report['path']}: {report['int8_bytes']} bytes ({len(report['quantized'])} linear weights in "
                   f"int8, group size {args.group_size or 'per channel'}); fp32 {report['fp32_bytes']} bytes "
                   f"({report['int8_bytes'] / report['fp32_bytes']:.1%}), bf16 {report['bf16_bytes']} bytes "
@@ -68,17 +70,33 @@ def main(argv=None):
         elif args.command == "export" and args.format == "hf":
             for path in hf.export_hf(args.checkpoint_dir, args.output):
                 print(path)
+            target = args.output
         elif args.command == "export":
             config = myriad.export_safetensors(args.checkpoint_dir, args.output)
             print(f"{args.output}\n{config}")
+            target = args.output
         elif args.format == "hf":
             checkpoint, config = hf.import_hf(args.paths[0], args.paths[1], args.config_out, args.data,
                                                args.tokenizer)
             print(f"{checkpoint}\n{config}")
+            target = checkpoint
         else:
-            print(myriad.import_safetensors(*args.paths))
+            target = myriad.import_safetensors(*args.paths)
+            print(target)
     except (myriad.Error, hf.HfError, ValueError) as e:
         print(f"error: {e}", file=sys.stderr)
+        audit_conversion(audit, args, target, e)
+        return 2
+    return audit_conversion(audit, args, target)
+
+
+def audit_conversion(audit, args, target, error=None):
+    """Records the conversion in the audit log (a no-op without an audit key); 0, or 2 when the log
+    refuses it (the error printed)."""
+    try:
+        audit.record_conversion(args, target, error)
+    except (audit.AuditError, OSError) as e:
+        print(f"error: audit log: {e}", file=sys.stderr)
         return 2
     return 0
 

@@ -354,6 +354,7 @@ def die(rank, why):
 
 def run(args, rank, world, runtime):
     import myriad
+    from myriad import audit
 
     flags = load_launch_flags()
     stop_signals = install_stop_signals()
@@ -382,13 +383,15 @@ def run(args, rank, world, runtime):
         engine = myriad.Engine(config, rank, os.path.join(log_dir, f"rank{rank}.log"), groups)
         if config["checkpoint.resume"]:
             engine.load(config["checkpoint.resume"])
-    except (myriad.Error, flags.LaunchFlagError) as e:
+        trail = audit.start_training(config, rank, world, log_dir, resolved_yaml, engine.step_count)
+    except (myriad.Error, flags.LaunchFlagError, audit.AuditError) as e:
         # The run directory as far as it is known: the command line's, else the config file's.
         report_error(e, rank, log_dir_from_args(args) or (loaded[0]["logging.dir"] if loaded else None))
         return EXIT_BAD_INPUT
     try:
-        return train(engine, groups, config, rank, world, stop_signals, fault)
-    except myriad.Error as e:
+        return train(engine, groups, config, rank, world, stop_signals, fault, trail)
+    except (myriad.Error, audit.AuditError) as e:
+        trail.training_failed(e, engine.step_count)
         if runtime is None:
             # One process: end the engine first so that its log file is flushed and the error
             # line lands after its last lines. (Under MPI the abort follows; no collective
@@ -401,7 +404,7 @@ def run(args, rank, world, runtime):
         return EXIT_BAD_INPUT if "max_nonfinite_steps" in str(e) else EXIT_FAILED
 
 
-def train(engine, groups, config, rank, world, stop_signals, fault):
+def train(engine, groups, config, rank, world, stop_signals, fault, trail):
     steps, every, device = config["training.steps"], config["logging.every"], config["training.device"]
     eval_every, checkpoint_every = config["training.eval_every"], config["checkpoint.every"]
     mem = engine.memory_report()
@@ -433,7 +436,7 @@ def train(engine, groups, config, rank, world, stop_signals, fault):
                 progress.clear()
                 print(f"Iteration: {step}/{steps} | Val Loss: {number(val, '.4f')}", flush=True)
         if checkpoint_every and step % checkpoint_every == 0 and step < steps:
-            engine.save(background=config["checkpoint.async"])
+            trail.checkpoint_saved(engine.save(background=config["checkpoint.async"]), step)
             if fault == ("kill_in_save", step):
                 # Wait until the writer has started (its temporary directory exists), so that the
                 # kill lands in the middle of the write rather than before it.
@@ -455,6 +458,7 @@ def train(engine, groups, config, rank, world, stop_signals, fault):
                 cause = stop_signals[0] if stop_signals else "a signal on another rank"
                 print(f"preempted by {cause} at step {step}: checkpoint {path}; continue with --resume auto",
                       flush=True)
+                trail.training_stopped(path, step, cause)
             del engine, groups
             return 0
         progress.update(step, f"loss {number(m.get('loss'), '.3f')}")
@@ -465,6 +469,7 @@ def train(engine, groups, config, rank, world, stop_signals, fault):
     path = engine.save()
     if rank == 0:
         print(f"[rank 0] checkpoint: {path}", flush=True)
+        trail.training_finished(path, engine.step_count, val)
     sample = config.to_dict()["sample"]
     if sample["tokens"] > 0:
         text = engine.generate(sample["prompt"], sample["tokens"], sample["temperature"], sample["top_k"],
