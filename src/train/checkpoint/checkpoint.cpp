@@ -162,14 +162,20 @@ std::string checkpoint_path(const std::string& dir, std::int64_t step) {
 
 std::string begin_checkpoint(const std::string& dir, std::int64_t step) {
   fs::create_directories(dir);
-  // Temporary directories left by a save that was killed midway are never complete: remove them.
+  // Temporary directories left by a save that was killed midway are never complete: remove those
+  // myriad made (they carry its marker); a folder of that name without it is the user's.
   for (const auto& entry : fs::directory_iterator(dir)) {
-    if (entry.is_directory() && entry.path().filename().string().rfind(".tmp-step_", 0) == 0) {
+    if (entry.is_directory() && entry.path().filename().string().rfind(".tmp-step_", 0) == 0 &&
+        fs::is_regular_file(entry.path() / kCheckpointMarker)) {
       fs::remove_all(entry.path());
     }
   }
   const fs::path tmp = fs::path(dir) / (".tmp-" + step_name(step));
+  MYRIAD_CHECK(!fs::exists(tmp), "checkpoint: " << tmp.string() << " exists and was not made by myriad (no "
+                                                << kCheckpointMarker
+                                                << "): move it out of checkpoint.dir; nothing was deleted");
   fs::create_directories(tmp);
+  write_file(tmp / kCheckpointMarker, "written by myriad: a checkpoint folder (safe to delete with it)\n");
   return tmp.string();
 }
 
@@ -256,6 +262,12 @@ std::string finish_checkpoint(const std::string& dir, const std::string& tmp_dir
   manifest["tensors"] = tensors;
   write_file(tmp / "manifest.json", manifest.dump(1));
   fsync_path(tmp);
+  // A checkpoint of this step saved before is replaced; a folder of that name myriad did not write
+  // is the user's and stays (the save fails, naming it, and its temporary folder is left).
+  MYRIAD_CHECK(!fs::exists(final_dir) || written_by_myriad(final_dir.string()),
+               "checkpoint: " << final_dir.string() << " exists and was not written by myriad (no " << kCheckpointMarker
+                              << " and no myriad manifest): move it out of checkpoint.dir; "
+                              << "nothing was deleted");
   fs::remove_all(final_dir);
   fs::rename(tmp, final_dir);
   fsync_path(dir);

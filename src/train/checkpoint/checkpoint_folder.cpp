@@ -105,6 +105,17 @@ ResumePoint find_resume_point(const std::string& dir, const CheckpointDamage& da
   return point;
 }
 
+bool written_by_myriad(const std::string& folder) {
+  std::error_code error;
+  if (fs::is_regular_file(fs::path(folder) / kCheckpointMarker, error)) return true;
+  // Before the marker: a manifest that myriad wrote names its format version near its start.
+  std::ifstream in(fs::path(folder) / "manifest.json");
+  std::string head(4096, '\0');
+  in.read(head.data(), static_cast<std::streamsize>(head.size()));
+  head.resize(static_cast<std::size_t>(in.gcount()));
+  return head.find("\"format_version\"") != std::string::npos && head.find("\"step\"") != std::string::npos;
+}
+
 void apply_retention(const std::string& dir, int keep) {
   std::vector<CheckpointEntry> complete = list_checkpoints(dir);
   std::sort(complete.begin(), complete.end(), [](const auto& a, const auto& b) {
@@ -113,7 +124,7 @@ void apply_retention(const std::string& dir, int keep) {
   const std::string named = latest_pointer(dir);
   const std::size_t kept = static_cast<std::size_t>(std::max(keep, 1));
   for (std::size_t i = kept; i < complete.size(); ++i) {
-    if (fs::path(complete[i].path).filename() == named) continue;
+    if (fs::path(complete[i].path).filename() == named || !written_by_myriad(complete[i].path)) continue;
     std::error_code error;
     fs::remove_all(complete[i].path, error);
   }

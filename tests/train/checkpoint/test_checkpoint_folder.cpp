@@ -1,6 +1,7 @@
 // The checkpoint folder: the resume point (also when `latest` dangles), retention by write time
 // that never deletes what `latest` names, and the refusal of a fresh run into another run's folder.
 #include "myriad/train/checkpoint/checkpoint_folder.h"
+#include "myriad/train/checkpoint/checkpoint.h"
 
 #include <gtest/gtest.h>
 #include <unistd.h>
@@ -19,9 +20,11 @@ fs::path fresh(const std::string& name) {
   return dir;
 }
 
-// A complete checkpoint directory of `step` whose manifest was written `age_seconds` ago.
+// A complete checkpoint directory of `step` whose manifest was written `age_seconds` ago, with the
+// marker myriad writes into its own checkpoint folders.
 void make_checkpoint(const fs::path& dir, const std::string& name, int age_seconds) {
   fs::create_directories(dir / name);
+  std::ofstream(dir / name / kCheckpointMarker) << "myriad";
   std::ofstream(dir / name / "manifest.json") << "{}";
   fs::last_write_time(dir / name / "manifest.json",
                       fs::file_time_type::clock::now() - std::chrono::seconds(age_seconds));
@@ -85,6 +88,57 @@ TEST(CheckpointFolder, RetentionKeepsTheNewestWrittenAndWhatLatestNames) {
   EXPECT_TRUE(fs::exists(dir / "step_00000600"));
   EXPECT_TRUE(fs::exists(dir / "step_00000110"));
   EXPECT_FALSE(fs::exists(dir / "step_00000100"));
+  fs::remove_all(dir);
+}
+
+TEST(CheckpointFolder, CleanUpAndRetentionNeverDeleteAUsersOwnFolders) {
+  const fs::path dir = fresh("users");
+  // The user's own folders under myriad's names: a step_ folder with their own manifest.json, a
+  // step_ folder of files, a .tmp-step_ folder of notes.
+  fs::create_directories(dir / "step_00000001");
+  std::ofstream(dir / "step_00000001" / "manifest.json") << "{\"mine\": true}";
+  fs::create_directories(dir / "step_00000002");
+  std::ofstream(dir / "step_00000002" / "notes.txt") << "keep me";
+  fs::create_directories(dir / ".tmp-step_00000009");
+  std::ofstream(dir / ".tmp-step_00000009" / "draft.txt") << "keep me too";
+  fs::last_write_time(dir / "step_00000001" / "manifest.json",
+                      fs::file_time_type::clock::now() - std::chrono::seconds(1000));
+  // Two of myriad's, and a stale temporary folder of a killed save (marked).
+  make_checkpoint(dir, "step_00000010", 20);
+  make_checkpoint(dir, "step_00000020", 10);
+  fs::create_directories(dir / ".tmp-step_00000030");
+  std::ofstream(dir / ".tmp-step_00000030" / kCheckpointMarker) << "myriad";
+  point_latest(dir, "step_00000020");
+  apply_retention(dir.string(), 1);
+  EXPECT_TRUE(fs::exists(dir / "step_00000001" / "manifest.json"));  // not myriad's: kept
+  EXPECT_TRUE(fs::exists(dir / "step_00000002" / "notes.txt"));
+  EXPECT_FALSE(fs::exists(dir / "step_00000010"));  // myriad's, beyond keep: deleted
+  EXPECT_TRUE(fs::exists(dir / "step_00000020"));
+  EXPECT_FALSE(written_by_myriad((dir / "step_00000001").string()));
+  EXPECT_TRUE(written_by_myriad((dir / "step_00000020").string()));
+  // A save: removes only the marked stale folder, and refuses to replace the user's step_00000002.
+  const std::string tmp = begin_checkpoint(dir.string(), 2);
+  EXPECT_FALSE(fs::exists(dir / ".tmp-step_00000030"));
+  EXPECT_TRUE(fs::exists(dir / ".tmp-step_00000009" / "draft.txt"));
+  CheckpointHeader header;
+  header.step = 2;
+  try {
+    finish_checkpoint(dir.string(), tmp, header, {}, 3);
+    ADD_FAILURE() << "a save replaced the user's step_00000002";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("step_00000002 exists and was not written by myriad"), std::string::npos)
+        << e.what();
+  }
+  EXPECT_TRUE(fs::exists(dir / "step_00000002" / "notes.txt"));
+  // A .tmp-step_ folder of the user's under the name a save needs is refused too, and kept.
+  try {
+    begin_checkpoint(dir.string(), 9);
+    ADD_FAILURE() << "a save wrote into the user's .tmp-step_00000009";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find(".tmp-step_00000009 exists and was not made by myriad"), std::string::npos)
+        << e.what();
+  }
+  EXPECT_TRUE(fs::exists(dir / ".tmp-step_00000009" / "draft.txt"));
   fs::remove_all(dir);
 }
 

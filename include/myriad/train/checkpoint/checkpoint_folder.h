@@ -43,8 +43,15 @@ using CheckpointDamage = std::function<std::string(const std::string&)>;
 // holds complete checkpoints and none is intact.
 ResumePoint find_resume_point(const std::string& dir, const CheckpointDamage& damage = nullptr);
 
+// The file myriad writes into every checkpoint folder it creates (the save's temporary folder,
+// renamed whole into step_…): clean-up and retention delete only folders that carry it, or whose
+// manifest.json is a myriad manifest (checkpoints from before the marker). A user's own folder of
+// the same name is never deleted.
+inline constexpr const char* kCheckpointMarker = ".myriad-checkpoint";
+bool written_by_myriad(const std::string& folder);
+
 // Deletes complete checkpoints beyond the newest `keep` (by write time, then step), sparing the
-// one `latest` names; `keep` < 1 counts as 1.
+// one `latest` names and any folder not written_by_myriad; `keep` < 1 counts as 1.
 void apply_retention(const std::string& dir, int keep);
 
 // "" when a run starting from step 0 may write checkpoints into `dir`; otherwise why not: the
