@@ -172,9 +172,37 @@ RunConfig read_root(const YAML::Node& root, const std::string& source) {
   return config;
 }
 
+// Refuses text whose flow collections ([ ], { }) nest deeper than any config does, before the YAML
+// parser recurses into them (a deep enough nesting exhausts its stack or ends in an opaque error).
+void check_nesting_depth(const std::string& text, const std::string& source_name) {
+  constexpr int kMaxDepth = 64;
+  int depth = 0, line = 1;
+  char quote = 0;
+  for (const char c : text) {
+    if (c == '\n') ++line;
+    if (quote != 0) {
+      if (c == quote) quote = 0;
+      continue;
+    }
+    if (c == '"' || c == '\'') {
+      quote = c;
+    } else if (c == '[' || c == '{') {
+      MYRIAD_CHECK(++depth <= kMaxDepth, source_name << ":" << line << ": invalid YAML: brackets nest more than "
+                                                     << kMaxDepth
+                                                     << " levels deep; a config is sections of keys "
+                                                        "nested a few levels at most (is this the right file?)");
+    } else if ((c == ']' || c == '}') && depth > 0) {
+      --depth;
+    } else if (c == '#' && depth == 0) {
+      quote = '\n';  // a comment: skip to the end of the line
+    }
+  }
+}
+
 }  // namespace
 
 RunConfig RunConfig::from_yaml_string(const std::string& text, const std::string& source_name) {
+  check_nesting_depth(text, source_name);
   std::vector<YAML::Node> documents;
   try {
     documents = YAML::LoadAll(text);

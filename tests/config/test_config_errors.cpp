@@ -183,6 +183,16 @@ TEST(ConfigErrors, AHugeValueIsQuotedInPart) {
   }
 }
 
+// 100,000 nested brackets (found by fuzzing: "invalid YAML: bad file") are refused before the YAML
+// parser recurses, naming the line; brackets inside quotes and comments do not count.
+TEST(ConfigErrors, ADeeplyNestedFileIsRefusedNamingTheLine) {
+  const std::string deep = "training:\n  steps: 10\nmodel: " + std::string(100000, '[') + std::string(100000, ']');
+  expect_yaml_error(deep, {"t.yaml:3", "nest more than 64 levels", "right file"});
+  const std::string quoted =
+      "logging:\n  dir: \"" + std::string(100, '[') + "\"  # " + std::string(100, '{') + "\ntraining: {steps: 3}\n";
+  EXPECT_EQ(RunConfig::from_yaml_string(quoted, "t.yaml").training.steps, 3);
+}
+
 // The 1.6T MoE recipe's attention_config block points to model.attention (issue 46, item 13).
 TEST(ConfigErrors, TheMoeRecipesAttentionConfigPointsToModelAttention) {
   expect_yaml_error("model:\n  attention_config: {sparse_ratio: 0.7, block_size: 64, threshold: 0.1}\n",
