@@ -224,6 +224,12 @@ PreparedData prepare_data(const RunConfig& config, spdlog::logger& log, CacheUse
       }
     }
     const std::vector<std::string> files = data::list_corpus_files({corpus.path}, corpus.extensions);
+    std::string looked_for;
+    for (const std::string& extension : corpus.extensions) looked_for += (looked_for.empty() ? "" : ", ") + extension;
+    MYRIAD_CHECK(!files.empty(), "data.path '" << corpus.path << "' holds no corpus files"
+                                               << (looked_for.empty() ? "" : " (looked for " + looked_for + ")")
+                                               << ": point data.path at a text file, a folder of text or .jsonl(.zst) "
+                                                  "files, or a folder of token shards (docs/data.md)");
     std::ostringstream source;
     source << "path=" << fs::absolute(corpus.path).string() << "\ntokenizer=" << spec_text
            << "\nval_fraction=" << config.data.val_fraction << "\nval_split=" << config.data.val_split

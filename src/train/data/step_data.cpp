@@ -34,6 +34,18 @@ StepData::StepData(const RunConfig& config, spdlog::logger& log, distributed::Co
     val_shards_ = std::make_unique<data::ShardSet>(val_paths);
     mixture_sampler_ = std::make_unique<data::MixtureSampler>(streams, weights, T, config_.training.seed);
   }
+  // A corpus too small for one sequence: say which split and what to change, before the samplers do.
+  const std::string where =
+      config_.data.path.empty() ? std::string("the default corpus") : "'" + config_.data.path + "'";
+  for (const auto& [split, shards] :
+       {std::pair{"train", train_shards_.get()}, std::pair{"validation", val_shards_.get()}}) {
+    if (shards == nullptr) continue;  // data.sources: each source's train stream is checked by its sampler
+    MYRIAD_CHECK(shards->size() >= T + 1,
+                 "data: the " << split << " split of " << where << " holds " << shards->size()
+                              << " tokens, fewer than one sequence of training.seq_len + 1 = " << T + 1
+                              << ": use a larger corpus, lower training.seq_len"
+                              << (std::string(split) == "validation" ? ", or raise data.val_fraction" : ""));
+  }
   eval_sampler_ = std::make_unique<data::EvalSampler>(*val_shards_, T);
   const std::int64_t B = config_.training.micro_batch, local_T = T / config_.parallel.cp;
   for (int i = 0; i < config_.training.gradient_accumulation; ++i) {
