@@ -18,6 +18,7 @@
 // a folder of shards (and its manifest.json). A failure on one rank ends the job on every rank.
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <filesystem>
@@ -338,6 +339,13 @@ int main(int argc, char** argv) {
     return args.empty() ? 2 : 0;
   }
   const std::vector<std::string> rest(args.begin() + 1, args.end());
+  // `myriad-data SUBCOMMAND --help` anywhere in its arguments: the usage, exit 0 (not a parse error,
+  // not a path named "--help").
+  if (std::find(rest.begin(), rest.end(), "--help") != rest.end() ||
+      std::find(rest.begin(), rest.end(), "-h") != rest.end()) {
+    if (world->rank() == 0) std::cout << kUsage;
+    return 0;
+  }
   try {
     if (args[0] == "tokenize") return tokenize(rest, *world);
     if (args[0] == "dedup") return dedup(rest, *world);

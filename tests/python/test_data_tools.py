@@ -92,3 +92,13 @@ def test_data_dedup_and_mix(tmp_path):
     assert "weight: 3" in plan["yaml"]
     with pytest.raises(myriad.Error, match="source 1"):
         myriad.data.mix([(str(tmp_path / "one"), 1.0), (str(tmp_path / "nowhere"), 1.0)], steps=1, batch=1, seq_len=4)
+
+
+@pytest.mark.parametrize("subcommand", ["tokenize", "dedup", "mix", "inspect"])
+def test_every_subcommand_answers_help_with_the_usage(subcommand):
+    # Was: dedup "unknown argument '--help'", inspect an empty table then "cannot open token shard '--help'".
+    for flag in ("--help", "-h"):
+        result = subprocess.run([str(CLI), subcommand, flag], capture_output=True, text=True, timeout=60)
+        assert result.returncode == 0, result.stderr
+        assert result.stdout.startswith("usage: myriad-data tokenize") and f"myriad-data {subcommand}" in result.stdout
+        assert "unknown argument" not in result.stderr and "cannot open" not in result.stderr
