@@ -3,6 +3,8 @@
 #include "myriad/data/document_source.h"
 #include "zstd_handles.h"
 
+#include "myriad/core/error.h"
+
 #include <zstd.h>
 
 #include <cstdio>
@@ -27,8 +29,15 @@ struct FileCloser {
 };
 // The file's bytes in chunks, decompressed when it is zstd. next() returns an empty view at the
 // end, or after a problem it has reported (corrupt or truncated data, a read error).
+// zstd: a frame's decompressed bytes are held back until the frame ends — when zstd has verified
+// its content checksum, if it has one — and only then handed out, so a bit flip or a cut inside a
+// frame drops the whole frame, never half of it (nothing decoded before the failure reaches the
+// caller). A frame larger than kFrameMemoryBytes is held in an unnamed temporary file. A frame
+// without a checksum is handed out unverified and counted (InputReport::unchecked_frames).
 class ByteStream {
  public:
+  static constexpr std::size_t kFrameMemoryBytes = std::size_t{64} << 20;
+
   ByteStream(const std::string& path, bool zstd, InputReport& report)
       : path_(path), report_(report), file_(std::fopen(path.c_str(), "rb")), input_(kReadBytes) {
     if (!file_) {
@@ -50,6 +59,7 @@ class ByteStream {
       const std::size_t got = read_more();
       return std::string_view(input_.data(), got);
     }
+    if (const std::string_view released = release(); !released.empty()) return released;
     for (;;) {
       if (in_.pos == in_.size && !output_full_) {
         const std::size_t got = read_more();
@@ -57,30 +67,103 @@ class ByteStream {
           if (!done_ && frame_open_) {
             truncated_ = true;
             report_.add(InputProblem::truncated_compressed,
-                        path_ + ": byte " + std::to_string(consumed_) + ": the file ends inside a zstd frame");
+                        path_ + ": byte " + std::to_string(consumed_) + ": the file ends inside a zstd frame (its " +
+                            std::to_string(held_bytes()) + " decompressed bytes dropped)");
           }
           done_ = true;
           return {};
         }
         in_ = ZSTD_inBuffer{input_.data(), got, 0};
       }
+      if (!frame_open_ && in_.pos < in_.size) note_frame_header();
       ZSTD_outBuffer out{output_.data(), output_.size(), 0};
       const std::size_t before = in_.pos;
       const std::size_t result = ZSTD_decompressStream(context_.get(), &out, &in_);
       consumed_ += static_cast<std::int64_t>(in_.pos - before);
       if (ZSTD_isError(result)) {
         report_.add(InputProblem::corrupt_compressed, path_ + ": byte " + std::to_string(consumed_) + ": " +
-                                                          ZSTD_getErrorName(result) + " (rest of the file skipped)");
+                                                          ZSTD_getErrorName(result) + " (the frame's " +
+                                                          std::to_string(held_bytes() + out.pos) +
+                                                          " decompressed bytes dropped, rest of the file skipped)");
         done_ = true;
         return {};
       }
+      hold(std::string_view(output_.data(), out.pos));
       frame_open_ = result != 0;
       output_full_ = out.pos == out.size;
-      if (out.pos > 0) return std::string_view(output_.data(), out.pos);
+      if (!frame_open_ && (held_.size() > 0 || spill_)) {  // the frame ended and verified: release it
+        if (!frame_checked_) ++report_.unchecked_frames;
+        if (const std::string_view released = begin_release(); !released.empty()) return released;
+      }
     }
   }
 
  private:
+  struct SpillCloser {
+    void operator()(std::FILE* file) const { std::fclose(file); }
+  };
+
+  // Reads the next frame's header to learn whether it carries a checksum: a zstd frame starts with
+  // the magic 0xFD2FB528 (little endian) and its descriptor byte's bit 2 is the content-checksum
+  // flag (RFC 8878, 3.1.1.1.1). Skippable frames and headers not yet whole in the buffer count as
+  // checked (zstd still verifies whatever the frame declares).
+  void note_frame_header() {
+    const auto* bytes = static_cast<const unsigned char*>(in_.src) + in_.pos;
+    const std::size_t available = in_.size - in_.pos;
+    const bool zstd_frame =
+        available >= 5 && bytes[0] == 0x28 && bytes[1] == 0xB5 && bytes[2] == 0x2F && bytes[3] == 0xFD;
+    frame_checked_ = !zstd_frame || (bytes[4] & 0x04) != 0;
+  }
+
+  std::int64_t held_bytes() const { return static_cast<std::int64_t>(held_.size()) + spilled_; }
+
+  void hold(std::string_view bytes) {
+    if (bytes.empty()) return;
+    if (!spill_ && held_.size() + bytes.size() > kFrameMemoryBytes) {
+      spill_.reset(std::tmpfile());
+      MYRIAD_CHECK(spill_, path_ << ": a zstd frame above " << (kFrameMemoryBytes >> 20)
+                                 << " MiB needs a temporary file to be held until it verifies, and none could be "
+                                    "created (TMPDIR)");
+      write_spill(held_);
+      held_.clear();
+    }
+    if (spill_) {
+      write_spill(bytes);
+    } else {
+      held_.append(bytes);
+    }
+  }
+
+  void write_spill(std::string_view bytes) {
+    MYRIAD_CHECK(std::fwrite(bytes.data(), 1, bytes.size(), spill_.get()) == bytes.size(),
+                 path_ << ": writing a zstd frame to a temporary file failed (disk full?)");
+    spilled_ += static_cast<std::int64_t>(bytes.size());
+  }
+
+  // The verified frame, handed out: from memory in one piece, or from the temporary file in chunks.
+  std::string_view begin_release() {
+    releasing_ = true;
+    if (spill_) std::rewind(spill_.get());
+    return release();
+  }
+
+  std::string_view release() {
+    if (!releasing_) return {};
+    if (!spill_) {
+      releasing_ = false;
+      ready_.swap(held_);
+      held_.clear();
+      return ready_;
+    }
+    ready_.resize(kReadBytes);
+    const std::size_t got = std::fread(ready_.data(), 1, ready_.size(), spill_.get());
+    if (got > 0) return std::string_view(ready_.data(), got);
+    releasing_ = false;
+    spill_.reset();
+    spilled_ = 0;
+    return {};
+  }
+
   std::size_t read_more() {
     const std::size_t got = std::fread(input_.data(), 1, input_.size(), file_.get());
     report_.input_bytes += static_cast<std::int64_t>(got);
@@ -99,6 +182,12 @@ class ByteStream {
   ZSTD_inBuffer in_{nullptr, 0, 0};
   std::int64_t consumed_ = 0;  // compressed bytes fed to zstd
   bool frame_open_ = false, output_full_ = false, done_ = false, truncated_ = false;
+  bool frame_checked_ = true;                      // the current frame declares a content checksum
+  std::string held_;                               // the current frame's bytes so far (in memory)
+  std::unique_ptr<std::FILE, SpillCloser> spill_;  // ... or in a temporary file past kFrameMemoryBytes
+  std::int64_t spilled_ = 0;
+  bool releasing_ = false;  // handing out a verified frame
+  std::string ready_;       // the bytes last handed out
 };
 
 // Splits a ByteStream into lines (without '\n'), calling line(text, number) for each; a line
@@ -200,6 +289,7 @@ void InputReport::merge(const InputReport& other) {
   document_bytes += other.document_bytes;
   input_bytes += other.input_bytes;
   empty_documents += other.empty_documents;
+  unchecked_frames += other.unchecked_frames;
   for (std::size_t kind = 0; kind < problems.size(); ++kind) {
     problems[kind] += other.problems[kind];
     for (const std::string& example : other.examples[kind]) {
@@ -210,6 +300,10 @@ void InputReport::merge(const InputReport& other) {
 
 std::string InputReport::describe_problems() const {
   std::ostringstream out;
+  if (unchecked_frames > 0) {
+    out << "unchecked_frames: " << unchecked_frames
+        << " zstd frame(s) without a content checksum: their documents were kept unverified\n";
+  }
   for (std::size_t kind = 0; kind < problems.size(); ++kind) {
     if (problems[kind] == 0) continue;
     out << input_problem_name(static_cast<InputProblem>(kind)) << ": " << problems[kind];

@@ -1,6 +1,6 @@
 // Internal: an InputReport as JSON and back (manifests, dedup reports, and the reports workers
 // exchange): {"files", "documents", "document_bytes", "input_bytes", "empty_documents",
-// "problems": {kind: {"count", "examples"}}} with only the kinds that occurred.
+// "unchecked_frames", "problems": {kind: {"count", "examples"}}} with only the kinds that occurred.
 #pragma once
 
 #include <nlohmann/json.hpp>
@@ -22,6 +22,7 @@ inline nlohmann::json input_report_json(const InputReport& report) {
           {"document_bytes", report.document_bytes},
           {"input_bytes", report.input_bytes},
           {"empty_documents", report.empty_documents},
+          {"unchecked_frames", report.unchecked_frames},
           {"problems", problems}};
 }
 
@@ -32,6 +33,7 @@ inline InputReport input_report_from_json(const nlohmann::json& j) {
   report.document_bytes = j.at("document_bytes");
   report.input_bytes = j.at("input_bytes");
   report.empty_documents = j.at("empty_documents");
+  report.unchecked_frames = j.value("unchecked_frames", std::int64_t{0});  // absent in older manifests
   for (int kind = 0; kind < kInputProblemCount; ++kind) {
     const char* name = input_problem_name(static_cast<InputProblem>(kind));
     if (!j.at("problems").contains(name)) continue;

@@ -5,6 +5,8 @@
 #include <gtest/gtest.h>
 #include <zstd.h>
 
+#include <map>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -125,13 +127,35 @@ TEST(DocumentSource, BadJsonlLinesAreSkippedAndNamed) {
   EXPECT_EQ(read_all(dir / "bad.jsonl", body, by_body), (std::vector<std::string>{"no text field"}));
 }
 
+// Frames of `texts` split in `frames` parts, each compressed as its own zstd frame (concatenated),
+// with or without the content checksum (the zstd command writes one by default).
+std::string zstd_frames(const std::vector<std::string>& texts, int frames, bool checksum,
+                        std::vector<std::size_t>* frame_ends = nullptr) {
+  std::unique_ptr<ZSTD_CCtx, decltype(&ZSTD_freeCCtx)> context(ZSTD_createCCtx(), &ZSTD_freeCCtx);
+  EXPECT_FALSE(ZSTD_isError(ZSTD_CCtx_setParameter(context.get(), ZSTD_c_checksumFlag, checksum ? 1 : 0)));
+  std::string out;
+  const std::size_t per = (texts.size() + frames - 1) / frames;
+  for (std::size_t first = 0; first < texts.size(); first += per) {
+    const std::vector<std::string> part(texts.begin() + first, texts.begin() + std::min(texts.size(), first + per));
+    const std::string plain = jsonl_of(part);
+    std::string packed(ZSTD_compressBound(plain.size()), '\0');
+    const std::size_t size = ZSTD_compress2(context.get(), packed.data(), packed.size(), plain.data(), plain.size());
+    EXPECT_FALSE(ZSTD_isError(size));
+    out.append(packed.data(), size);
+    if (frame_ends != nullptr) frame_ends->push_back(std::min(texts.size(), first + per));
+  }
+  return out;
+}
+
 TEST(DocumentSource, CorruptAndTruncatedCompressedFilesAreReportedWithTheByte) {
   TempDir dir;
   std::vector<std::string> texts;
   texts.reserve(20000);
   for (int i = 0; i < 20000; ++i) texts.push_back("line " + std::to_string(i * 7919 % 100003));
-  const std::string packed = zstd_compress(jsonl_of(texts));
-  write_bytes(dir / "truncated.jsonl.zst", packed.substr(0, packed.size() * 2 / 3));
+  std::vector<std::size_t> ends;
+  const std::string packed = zstd_frames(texts, 4, true, &ends);
+  // Cut inside the third frame: the first two frames' documents, exactly, and nothing of the third.
+  write_bytes(dir / "truncated.jsonl.zst", packed.substr(0, packed.size() * 5 / 8));
   std::string corrupt = packed;
   for (std::size_t i = corrupt.size() / 2; i < corrupt.size() / 2 + 64; ++i) corrupt[i] = static_cast<char>(i * 37);
   write_bytes(dir / "corrupt.jsonl.zst", corrupt);
@@ -140,18 +164,18 @@ TEST(DocumentSource, CorruptAndTruncatedCompressedFilesAreReportedWithTheByte) {
   InputReport truncated;
   const auto partial = read_all(dir / "truncated.jsonl.zst", {}, truncated);
   EXPECT_EQ(truncated.count(InputProblem::truncated_compressed), 1) << truncated.describe_problems();
-  EXPECT_GT(partial.size(), 1000u);
-  EXPECT_LT(partial.size(), texts.size());
-  for (std::size_t i = 0; i < partial.size(); ++i) ASSERT_EQ(partial[i], texts[i]) << i;  // a clean prefix
+  EXPECT_NE(truncated.describe_problems().find("decompressed bytes dropped"), std::string::npos);
+  ASSERT_EQ(partial.size(), ends[1]);  // whole frames only
+  for (std::size_t i = 0; i < partial.size(); ++i) ASSERT_EQ(partial[i], texts[i]) << i;
+  EXPECT_EQ(truncated.unchecked_frames, 0);
 
   InputReport bad;
   const auto before = read_all(dir / "corrupt.jsonl.zst", {}, bad);
-  EXPECT_EQ(bad.count(InputProblem::corrupt_compressed) + bad.count(InputProblem::not_json) +
-                bad.count(InputProblem::invalid_utf8) + bad.count(InputProblem::missing_field),
-            bad.problem_count());
-  EXPECT_GE(bad.count(InputProblem::corrupt_compressed), 1) << bad.describe_problems();
+  EXPECT_EQ(bad.count(InputProblem::corrupt_compressed), bad.problem_count()) << bad.describe_problems();
+  EXPECT_EQ(bad.count(InputProblem::corrupt_compressed), 1) << bad.describe_problems();
   EXPECT_NE(bad.describe_problems().find("corrupt.jsonl.zst: byte "), std::string::npos);
-  EXPECT_LT(before.size(), texts.size());
+  ASSERT_LT(before.size(), texts.size());
+  for (std::size_t i = 0; i < before.size(); ++i) ASSERT_EQ(before[i], texts[i]) << i;  // whole frames before it
 
   InputReport empty;
   EXPECT_TRUE(read_all(dir / "empty.jsonl.zst", {}, empty).empty());
@@ -159,6 +183,61 @@ TEST(DocumentSource, CorruptAndTruncatedCompressedFilesAreReportedWithTheByte) {
   InputReport missing;
   EXPECT_TRUE(read_all(dir / "absent.txt", {}, missing).empty());
   EXPECT_EQ(missing.count(InputProblem::unreadable), 1);
+}
+
+// Issue 46 item 4: a single bit flipped anywhere in a checksummed multi-frame .jsonl.zst never
+// yields a garbled document, and a frame's documents are kept all or none.
+TEST(DocumentSource, ABitFlipInAChecksummedFrameDropsTheWholeFrameNeverPartOfIt) {
+  TempDir dir;
+  std::vector<std::string> texts;
+  for (int i = 0; i < 3000; ++i)
+    texts.push_back("doc " + std::to_string(i) + " of some words " + std::to_string(i * 31));
+  std::vector<std::size_t> ends;
+  const std::string packed = zstd_frames(texts, 3, true, &ends);
+  std::map<std::string, std::size_t> frame_of;
+  for (std::size_t i = 0, frame = 0; i < texts.size(); ++i) {
+    while (i >= ends[frame]) ++frame;
+    frame_of[texts[i]] = frame;
+  }
+  int dropped_some = 0;
+  for (int k = 1; k <= 24; ++k) {
+    std::string flipped = packed;
+    const std::size_t at = packed.size() * static_cast<std::size_t>(k) / 25;
+    flipped[at] = static_cast<char>(flipped[at] ^ (1 << (k % 8)));
+    write_bytes(dir / "flipped.jsonl.zst", flipped);
+    InputReport report;
+    const auto documents = read_all(dir / "flipped.jsonl.zst", {}, report);
+    std::map<std::size_t, std::size_t> kept_per_frame;
+    for (const std::string& d : documents) {
+      const auto found = frame_of.find(d);
+      ASSERT_NE(found, frame_of.end()) << "a garbled document kept (flip at byte " << at << "): " << d;
+      ++kept_per_frame[found->second];
+    }
+    for (const auto& [frame, kept] : kept_per_frame) {
+      const std::size_t size = ends[frame] - (frame == 0 ? 0 : ends[frame - 1]);
+      EXPECT_EQ(kept, size) << "frame " << frame << " kept in part (flip at byte " << at << ")";
+    }
+    if (documents.size() < texts.size()) {
+      ++dropped_some;
+      EXPECT_GE(report.count(InputProblem::corrupt_compressed) + report.count(InputProblem::truncated_compressed), 1)
+          << "documents vanished without a report (flip at byte " << at << ")";
+    }
+  }
+  EXPECT_GT(dropped_some, 12);  // most flips hit data the checksum or the decoder catches
+}
+
+TEST(DocumentSource, FramesWithoutAChecksumAreKeptAndCounted) {
+  TempDir dir;
+  const std::vector<std::string> texts = {"alpha", "beta", "gamma", "delta"};
+  write_bytes(dir / "plain.jsonl.zst", zstd_frames(texts, 2, false));
+  InputReport report;
+  EXPECT_EQ(read_all(dir / "plain.jsonl.zst", {}, report), texts);
+  EXPECT_EQ(report.unchecked_frames, 2);
+  EXPECT_NE(report.describe_problems().find("unchecked_frames: 2"), std::string::npos);
+  write_bytes(dir / "checked.jsonl.zst", zstd_frames(texts, 2, true));
+  InputReport checked;
+  EXPECT_EQ(read_all(dir / "checked.jsonl.zst", {}, checked), texts);
+  EXPECT_EQ(checked.unchecked_frames, 0);
 }
 
 TEST(DocumentSource, DocumentsOverTheLimitAreReportedNotHeld) {

@@ -70,6 +70,9 @@ struct InputReport {
   std::int64_t document_bytes = 0;   // their UTF-8 bytes
   std::int64_t input_bytes = 0;      // bytes read from the files (compressed size for .zst)
   std::int64_t empty_documents = 0;  // dropped: nothing to train on
+  // zstd frames without a content checksum: their documents are kept unverified (frames with one
+  // release nothing until it verifies; a failed or truncated frame drops all of its bytes).
+  std::int64_t unchecked_frames = 0;
   std::array<std::int64_t, kInputProblemCount> problems{};
   std::array<std::vector<std::string>, kInputProblemCount> examples{};
 
