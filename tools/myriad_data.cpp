@@ -8,7 +8,7 @@
 //                     [--num-perm 512] [--bands 20] [--rows 6] [--ngram 5] [--char-ngrams] [--threshold 0.8]
 //                     [--seed 1] [--examples 5]
 //   myriad-data mix --source DIR@WEIGHT... --steps N --batch B --seq-len T [--seed S]
-//   myriad-data inspect PATH [--verify]
+//   myriad-data inspect PATH [--verify [--plain]]   (--verify: the folder against its manifest.json too)
 //
 // tokenize runs on every rank of an mpirun (or alone) and writes the same shards whatever the
 // number of ranks and threads (include/myriad/data/shard_corpus.h); dedup removes exact and
@@ -36,6 +36,7 @@
 #include "myriad/data/dedup.h"
 #include "myriad/data/mixture_plan.h"
 #include "myriad/data/shard_corpus.h"
+#include "myriad/data/shard_manifest.h"
 #include "myriad/data/token_reader.h"
 #include "myriad/distributed/mpi_runtime.h"
 #include "myriad/train/data/communicator_workers.h"
@@ -55,7 +56,7 @@ constexpr const char* kUsage =
     "                         [--num-perm N (512)] [--bands B (20)] [--rows R (6)] [--ngram N (5)] [--char-ngrams]\n"
     "                         [--threshold J (0.8)] [--seed S (1)] [--examples K (5)] [--max-document-mb M (64)]\n"
     "       myriad-data mix --source DIR[@WEIGHT]... --steps N --batch B --seq-len T [--seed S (1337)]\n"
-    "       myriad-data inspect PATH [--verify]\n";
+    "       myriad-data inspect PATH [--verify [--plain]]\n";
 
 using myriad::tools::parse_double;
 using myriad::tools::parse_int;
@@ -282,10 +283,23 @@ int mix(const std::vector<std::string>& args) {
 int inspect(const std::vector<std::string>& args) {
   MYRIAD_CHECK(!args.empty(), "inspect needs a PATH\n" << kUsage);
   const std::string& path = args[0];
-  bool verify = false;
+  bool verify = false, plain = false;
   for (std::size_t i = 1; i < args.size(); ++i) {
-    MYRIAD_CHECK(args[i] == "--verify", "inspect: unknown argument '" << args[i] << "'\n" << kUsage);
-    verify = true;
+    MYRIAD_CHECK(args[i] == "--verify" || args[i] == "--plain", "inspect: unknown argument '" << args[i] << "'\n"
+                                                                                              << kUsage);
+    (args[i] == "--verify" ? verify : plain) = true;
+  }
+  if (verify && fs::is_directory(path)) {
+    // The folder against its manifest first: a missing, extra, short or corrupt shard fails here.
+    const data::ShardFolderCheck check = data::check_shard_folder(path, true);
+    MYRIAD_CHECK(check.has_manifest || plain,
+                 "inspect --verify: '" << path << "' has no manifest.json, so a missing shard cannot be told "
+                                       << "(an interrupted tokenize leaves such a folder); pass --plain to verify "
+                                          "each shard of a folder you know is whole");
+    std::string problems;
+    for (const std::string& p : check.problems) problems += "\n  " + p;
+    MYRIAD_CHECK(check.problems.empty(),
+                 "inspect --verify: '" << path << "' disagrees with its manifest.json:" << problems);
   }
   std::vector<std::string> files;
   if (fs::is_directory(path)) {

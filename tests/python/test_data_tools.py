@@ -102,3 +102,57 @@ def test_every_subcommand_answers_help_with_the_usage(subcommand):
         assert result.returncode == 0, result.stderr
         assert result.stdout.startswith("usage: myriad-data tokenize") and f"myriad-data {subcommand}" in result.stdout
         assert "unknown argument" not in result.stderr and "cannot open" not in result.stderr
+
+
+def tokenized_folder(tmp_path):
+    """A folder of several train shards and a val split, with its manifest.json (myriad-data tokenize)."""
+    corpus = write_jsonl_corpus(tmp_path / "corpus")
+    summary = myriad.data.tokenize([str(corpus)], str(tmp_path / "shards"), "bytes", val_fraction=0.1,
+                                   shard_tokens=1000)
+    assert len(summary["train_shards"]) >= 3
+    return tmp_path / "shards", summary
+
+
+def verify(folder, *extra):
+    return subprocess.run([str(CLI), "inspect", str(folder), "--verify", *extra], capture_output=True, text=True,
+                          timeout=60)
+
+
+def test_inspect_verify_checks_the_folder_against_its_manifest(tmp_path):
+    if not CLI.exists():
+        pytest.skip(f"{CLI} not built")
+    folder, summary = tokenized_folder(tmp_path)
+    assert verify(folder).returncode == 0
+    second = pathlib.Path(summary["train_shards"][1]["path"]).name
+    # A shard the manifest lists, deleted: was "verified" before (issue 46 item 5).
+    moved = tmp_path / "moved.bin"
+    (folder / second).rename(moved)
+    result = verify(folder)
+    assert result.returncode == 1 and f"{second}: listed in manifest.json, missing from the folder" in result.stderr
+    # Truncated, and corrupt with its size kept.
+    data = moved.read_bytes()
+    (folder / second).write_bytes(data[:-7])
+    assert "(truncated or replaced)" in verify(folder).stderr
+    (folder / second).write_bytes(data[:-1] + bytes([data[-1] ^ 1]))
+    assert "CRC-32 differs" in verify(folder).stderr
+    (folder / second).write_bytes(data)
+    (folder / "train_000099.bin").write_bytes(data)  # a stray shard of another tokenize
+    assert "train_000099.bin: in the folder, not listed" in verify(folder).stderr
+    (folder / "train_000099.bin").unlink()
+    # No manifest (an interrupted tokenize): refused unless --plain.
+    (folder / "manifest.json").unlink()
+    result = verify(folder)
+    assert result.returncode == 1 and "has no manifest.json" in result.stderr and "--plain" in result.stderr
+    assert verify(folder, "--plain").returncode == 0
+
+
+def test_training_refuses_a_shard_folder_with_a_gap(tmp_path):
+    folder, summary = tokenized_folder(tmp_path)
+    pathlib.Path(summary["train_shards"][1]["path"]).unlink()
+    config = myriad.Config.from_string(
+        "model: {n_layer: 1, n_head: 2, n_embd: 16, vocab_size: 300, context_length: 16}\n"
+        "training: {steps: 1, micro_batch: 1, seq_len: 16}\n"
+        f"data: {{path: {folder}}}\nlogging: {{dir: {tmp_path / 'run'}, measure_peak: false, level: warn}}\n",
+        "t.yaml")
+    with pytest.raises(myriad.Error, match="disagree with their manifest.json"):
+        myriad.Engine(config)

@@ -1,6 +1,8 @@
 // Corpus resolution, tokenizer loading/training and cached tokenization (see prepared_data.h).
 #include "myriad/train/data/prepared_data.h"
 
+#include "myriad/data/shard_manifest.h"
+
 #include <filesystem>
 #include <fstream>
 #include <sstream>
@@ -126,6 +128,25 @@ void tokenize_into(const Corpus& corpus, const std::vector<std::string>& files, 
 PreparedData with_vocab_size(PreparedData prepared) {
   prepared.vocab_size = data::ShardSet::open_split(prepared.shard_dir, "train", false).vocab_size();
   return prepared;
+}
+
+// The shard folder against its manifest.json (names, count, sizes): a shard missing, truncated or
+// left over from another tokenize is refused before training reads a gapped corpus.
+void check_against_manifest(const std::string& shard_dir, spdlog::logger& log) {
+  const data::ShardFolderCheck check = data::check_shard_folder(shard_dir, false);
+  if (!check.has_manifest) {
+    log.warn(
+        "data: {} has no manifest.json, so its shards cannot be checked for gaps (myriad-data tokenize and "
+        "the run's token cache write one; an interrupted tokenize leaves none)",
+        shard_dir);
+    return;
+  }
+  std::string problems;
+  for (const std::string& p : check.problems) problems += "\n  " + p;
+  MYRIAD_CHECK(check.problems.empty(), "data: the shards in " << shard_dir
+                                                              << " disagree with their manifest.json:" << problems
+                                                              << "\nre-run myriad-data tokenize into a new folder, "
+                                                                 "or restore the shards");
 }
 
 }  // namespace
@@ -281,6 +302,7 @@ PreparedData prepare_data(const RunConfig& config, spdlog::logger& log, CacheUse
     }
     prepared.shard_dir = cache;
   }
+  check_against_manifest(prepared.shard_dir, log);
   return with_vocab_size(prepared);
 }
 

@@ -1,0 +1,76 @@
+// check_shard_folder: a shard folder against its manifest.json (shard_manifest.h).
+#include "myriad/data/shard_manifest.h"
+
+#include <filesystem>
+#include <fstream>
+#include <iterator>
+#include <nlohmann/json.hpp>
+#include <set>
+
+#include "myriad/data/token_shard.h"
+
+namespace myriad::data {
+
+namespace {
+
+namespace fs = std::filesystem;
+
+// The whole file's CRC-32, read in 1 MiB chunks.
+std::uint32_t shard_file_crc(const fs::path& path) {
+  std::ifstream in(path, std::ios::binary);
+  std::vector<char> buffer(std::size_t{1} << 20);
+  std::uint32_t crc = 0;
+  while (in) {
+    in.read(buffer.data(), static_cast<std::streamsize>(buffer.size()));
+    crc = crc32(buffer.data(), static_cast<std::size_t>(in.gcount()), crc);
+  }
+  return crc;
+}
+
+}  // namespace
+
+ShardFolderCheck check_shard_folder(const std::string& directory, bool check_crc) {
+  ShardFolderCheck check;
+  const fs::path manifest_path = fs::path(directory) / "manifest.json";
+  std::error_code error;
+  if (!fs::is_regular_file(manifest_path, error)) return check;
+  check.has_manifest = true;
+  nlohmann::json manifest;
+  try {
+    std::ifstream in(manifest_path);
+    manifest = nlohmann::json::parse(in);
+    const nlohmann::json& splits = manifest.at("splits");
+    for (const char* split : {"train", "val"}) {
+      if (!splits.contains(split)) continue;
+      std::set<std::string> listed;
+      for (const nlohmann::json& shard : splits.at(split).at("shards")) {
+        const std::string name = shard.at("file").get<std::string>();
+        listed.insert(name);
+        const fs::path path = fs::path(directory) / name;
+        if (name.find('/') != std::string::npos || name == ".." || !fs::is_regular_file(path, error)) {
+          check.problems.push_back(name + ": listed in manifest.json, missing from the folder");
+          continue;
+        }
+        const auto bytes = static_cast<std::uint64_t>(fs::file_size(path, error));
+        const std::uint64_t recorded = shard.at("bytes").get<std::uint64_t>();
+        if (bytes != recorded) {
+          check.problems.push_back(name + ": " + std::to_string(bytes) + " bytes, manifest.json records " +
+                                   std::to_string(recorded) + " (truncated or replaced)");
+        } else if (check_crc && shard_file_crc(path) != shard.at("crc32").get<std::uint32_t>()) {
+          check.problems.push_back(name + ": its CRC-32 differs from manifest.json's (the file is corrupt)");
+        }
+      }
+      const std::string prefix = std::string(split) + "_";
+      for (const fs::directory_entry& entry : fs::directory_iterator(directory, error)) {
+        const std::string name = entry.path().filename().string();
+        if (name.starts_with(prefix) && name.ends_with(".bin") && listed.count(name) == 0)
+          check.problems.push_back(name + ": in the folder, not listed in manifest.json (from another tokenize?)");
+      }
+    }
+  } catch (const nlohmann::json::exception& e) {
+    check.problems.push_back("manifest.json is not a shard manifest: " + std::string(e.what()));
+  }
+  return check;
+}
+
+}  // namespace myriad::data
