@@ -85,6 +85,7 @@ class ByteStream {
                                                           ZSTD_getErrorName(result) + " (the frame's " +
                                                           std::to_string(held_bytes() + out.pos) +
                                                           " decompressed bytes dropped, rest of the file skipped)");
+        truncated_ = true;  // the text stops mid-stream: a partial last line or document is not whole
         done_ = true;
         return {};
       }

@@ -226,6 +226,22 @@ TEST(DocumentSource, ABitFlipInAChecksummedFrameDropsTheWholeFrameNeverPartOfIt)
   EXPECT_GT(dropped_some, 12);  // most flips hit data the checksum or the decoder catches
 }
 
+TEST(DocumentSource, ALineCutByACorruptNextFrameIsNotKeptAsADocument) {
+  // Two frames that split the text in the middle of a line; the second frame corrupt: the first
+  // frame's whole lines are kept, its unfinished last line is not (it is a prefix, not a document).
+  TempDir dir;
+  const std::string text = jsonl_of({"first", "second", "third"});
+  const std::size_t cut = text.find("second") + 3;
+  std::string packed = zstd_compress(text.substr(0, cut));
+  std::string tail = zstd_compress(text.substr(cut));
+  for (std::size_t i = 6; i < tail.size(); ++i) tail[i] = static_cast<char>(tail[i] ^ 0x5A);
+  write_bytes(dir / "cut.jsonl.zst", packed + tail);
+  InputReport report;
+  EXPECT_EQ(read_all(dir / "cut.jsonl.zst", {}, report), std::vector<std::string>({"first"}));
+  EXPECT_EQ(report.count(InputProblem::corrupt_compressed), 1) << report.describe_problems();
+  EXPECT_EQ(report.count(InputProblem::not_json), 0) << report.describe_problems();
+}
+
 TEST(DocumentSource, FramesWithoutAChecksumAreKeptAndCounted) {
   TempDir dir;
   const std::vector<std::string> texts = {"alpha", "beta", "gamma", "delta"};

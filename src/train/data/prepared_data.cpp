@@ -130,14 +130,15 @@ PreparedData with_vocab_size(PreparedData prepared) {
   return prepared;
 }
 
-// The shard folder against its manifest.json (names, count, sizes): a shard missing, truncated or
-// left over from another tokenize is refused before training reads a gapped corpus.
+// A shard folder given as data.path against its manifest.json (names, count, sizes): a shard
+// missing, truncated or left over from another tokenize is refused before training reads a gapped
+// corpus. (The run's own token cache is keyed by its source.txt instead.)
 void check_against_manifest(const std::string& shard_dir, spdlog::logger& log) {
   const data::ShardFolderCheck check = data::check_shard_folder(shard_dir, false);
   if (!check.has_manifest) {
     log.warn(
-        "data: {} has no manifest.json, so its shards cannot be checked for gaps (myriad-data tokenize and "
-        "the run's token cache write one; an interrupted tokenize leaves none)",
+        "data: {} has no manifest.json, so its shards cannot be checked for gaps (myriad-data tokenize "
+        "writes one last; an interrupted tokenize leaves none)",
         shard_dir);
     return;
   }
@@ -198,6 +199,7 @@ PreparedData prepare_data(const RunConfig& config, spdlog::logger& log, CacheUse
   if (has_shards(corpus.path, "train")) {
     // Shards given directly: the tokenizer (for generation) is the spec's, or one saved beside them.
     prepared.shard_dir = corpus.path;
+    check_against_manifest(prepared.shard_dir, log);
     const fs::path beside = fs::path(corpus.path) / "tokenizer.bpe";
     if (!trained)
       prepared.tokenizer = load(spec.kind, spec.argument);
@@ -302,7 +304,6 @@ PreparedData prepare_data(const RunConfig& config, spdlog::logger& log, CacheUse
     }
     prepared.shard_dir = cache;
   }
-  check_against_manifest(prepared.shard_dir, log);
   return with_vocab_size(prepared);
 }
 
