@@ -296,10 +296,8 @@ int inspect(const std::vector<std::string>& args) {
                  "inspect --verify: '" << path << "' has no manifest.json, so a missing shard cannot be told "
                                        << "(an interrupted tokenize leaves such a folder); pass --plain to verify "
                                           "each shard of a folder you know is whole");
-    std::string problems;
-    for (const std::string& p : check.problems) problems += "\n  " + p;
     MYRIAD_CHECK(check.problems.empty(),
-                 "inspect --verify: '" << path << "' disagrees with its manifest.json:" << problems);
+                 "inspect --verify: '" << path << "' disagrees with its manifest.json:" << check.describe());
   }
   std::vector<std::string> files;
   if (fs::is_directory(path)) {

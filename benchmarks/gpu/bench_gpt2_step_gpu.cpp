@@ -88,9 +88,9 @@ int main(int argc, char** argv) {
   cudaDeviceProp prop{};
   (void)cudaGetDeviceProperties(&prop, 0);
   const GpuPeak table = gpu_dense_peak({prop.name, prop.major, prop.minor, prop.multiProcessorCount}, DType::bf16);
-  if (o.peak_tflops <= 0.0) o.peak_tflops = table.flops / 1e12;
-  std::printf("MFU peak: %.1f TFLOP/s (%s)\n", o.peak_tflops,
-              table.flops > 0 && o.peak_tflops == table.flops / 1e12 ? table.source.c_str() : "--peak-tflops");
+  const bool from_table = o.peak_tflops <= 0.0;
+  if (from_table) o.peak_tflops = table.flops / 1e12;
+  std::printf("MFU peak: %.1f TFLOP/s (%s)\n", o.peak_tflops, from_table ? table.source.c_str() : "--peak-tflops");
   const nn::TransformerConfig config = nn::TransformerConfig::gpt2(50257, o.layers, 12, 768, 1024);
   nn::GptModel host(config);
   host.initialize(1234);

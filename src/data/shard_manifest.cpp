@@ -29,6 +29,12 @@ std::uint32_t shard_file_crc(const fs::path& path) {
 
 }  // namespace
 
+std::string ShardFolderCheck::describe() const {
+  std::string text;
+  for (const std::string& p : problems) text += "\n  " + p;
+  return text;
+}
+
 ShardFolderCheck check_shard_folder(const std::string& directory, bool check_crc) {
   ShardFolderCheck check;
   const fs::path manifest_path = fs::path(directory) / "manifest.json";

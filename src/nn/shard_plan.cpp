@@ -83,6 +83,7 @@ ShardPlacement ShardPlan::place(const ParameterSpec& spec, const ShardCoordinate
   switch (rule) {
     case ShardRule::replicated:
       break;
+    case ShardRule::vocabulary_parallel:  // the padded vocabulary's rows: column-parallel, one segment
     case ShardRule::column_parallel: {
       need_dims(1);
       std::vector<std::int64_t> segments = spec.row_segments;
@@ -98,11 +99,6 @@ ShardPlacement ShardPlan::place(const ParameterSpec& spec, const ShardCoordinate
       }
       break;
     }
-    case ShardRule::vocabulary_parallel:
-      need_dims(1);
-      out.dim = 0;
-      out.ranges.push_back(block(spec, spec.shape[0], 1, at.tp_size, at.tp_rank, "tp"));
-      break;
     case ShardRule::row_parallel:
       need_dims(2);
       out.dim = 1;

@@ -13,6 +13,7 @@ namespace myriad::data {
 struct ShardFolderCheck {
   bool has_manifest = false;
   std::vector<std::string> problems;  // one line each: the shard and what is wrong; empty = agrees
+  std::string describe() const;       // the problems, each on its own indented line
 };
 
 ShardFolderCheck check_shard_folder(const std::string& directory, bool check_crc);

@@ -142,12 +142,10 @@ void check_against_manifest(const std::string& shard_dir, spdlog::logger& log) {
         shard_dir);
     return;
   }
-  std::string problems;
-  for (const std::string& p : check.problems) problems += "\n  " + p;
-  MYRIAD_CHECK(check.problems.empty(), "data: the shards in " << shard_dir
-                                                              << " disagree with their manifest.json:" << problems
-                                                              << "\nre-run myriad-data tokenize into a new folder, "
-                                                                 "or restore the shards");
+  MYRIAD_CHECK(check.problems.empty(), "data: the shards in "
+                                           << shard_dir << " disagree with their manifest.json:" << check.describe()
+                                           << "\nre-run myriad-data tokenize into a new folder, "
+                                              "or restore the shards");
 }
 
 }  // namespace
