@@ -36,6 +36,11 @@ Tensor CudaBackend::bad_index_flag() {
 
 long long CudaBackend::read_bad_index(const Tensor& flag) { return copy_to_host(flag).data<std::int64_t>()[0]; }
 
+long long* CudaBackend::unread_index_flag() {
+  if (!unread_flag_.defined()) unread_flag_ = empty({1}, DType::i64);
+  return static_cast<long long*>(unread_flag_.raw_data());
+}
+
 // ---- attention: (B, H, T, D) in the flash kernels' contiguous layout ---------------------------
 
 namespace {
@@ -219,12 +224,15 @@ void CudaBackend::embedding_forward(const EmbeddingArgs& args, const Tensor& ids
   const char* op = "embedding_forward";
   require_contiguous(op, "ids", ids);
   require_contiguous(op, "table", table);
-  Tensor flag = bad_index_flag();
+  // Ids the caller checked, or a vocabulary shard's (the others' rows are negative): nothing read back.
+  const bool read_back = !args.ids_checked && !args.vocab_shard;
+  Tensor flag = read_back ? bad_index_flag() : Tensor();
   DeviceGuard guard(context_.device());
+  long long* bad_index = read_back ? static_cast<long long*>(flag.raw_data()) : unread_index_flag();
   // The kernel writes zeros for an id outside [0, V): a vocabulary shard's other rows (not checked).
-  embedding_forward_f32(ids.data<std::int32_t>(), floats(table), floats(out), static_cast<long long*>(flag.raw_data()),
-                        ids.numel(), table.size(0), table.size(1), context_.stream());
-  if (args.vocab_shard) return;
+  embedding_forward_f32(ids.data<std::int32_t>(), floats(table), floats(out), bad_index, ids.numel(), table.size(0),
+                        table.size(1), context_.stream());
+  if (!read_back) return;
   const long long bad = read_bad_index(flag);
   MYRIAD_CHECK(bad == LLONG_MAX, op << ": the id at flat index " << bad << " of ids " << ids.describe()
                                     << " is outside [0, V) with V = " << table.size(0));
@@ -235,16 +243,18 @@ void CudaBackend::embedding_backward(const EmbeddingArgs& args, const Tensor& id
   const char* op = "embedding_backward";
   require_contiguous(op, "ids", ids);
   require_contiguous(op, "grad_out", grad_out);
-  Tensor flag = bad_index_flag();
+  const bool read_back = !args.ids_checked && !args.vocab_shard;  // as in embedding_forward
+  Tensor flag = read_back ? bad_index_flag() : Tensor();
   DeviceGuard guard(context_.device());
+  long long* bad_index = read_back ? static_cast<long long*>(flag.raw_data()) : unread_index_flag();
   // The kernel sorts the ids in device scratch (stream-ordered: freed on return, reused in order).
   const std::int64_t scratch_bytes = embedding_backward_scratch_bytes(ids.numel(), grad_table.size(0));
   Tensor scratch = scratch_bytes > 0 ? empty({scratch_bytes}, DType::i8) : Tensor();
   // The kernel skips an id outside [0, V): a vocabulary shard's other rows (not checked).
-  embedding_backward_f32(ids.data<std::int32_t>(), floats(grad_out), floats(grad_table),
-                         static_cast<long long*>(flag.raw_data()), scratch.defined() ? scratch.raw_data() : nullptr,
-                         scratch_bytes, ids.numel(), grad_table.size(0), grad_table.size(1), context_.stream());
-  if (args.vocab_shard) return;
+  embedding_backward_f32(ids.data<std::int32_t>(), floats(grad_out), floats(grad_table), bad_index,
+                         scratch.defined() ? scratch.raw_data() : nullptr, scratch_bytes, ids.numel(),
+                         grad_table.size(0), grad_table.size(1), context_.stream());
+  if (!read_back) return;
   const long long bad = read_bad_index(flag);
   MYRIAD_CHECK(bad == LLONG_MAX, op << ": the id at flat index " << bad << " of ids " << ids.describe()
                                     << " is outside [0, V) with V = " << grad_table.size(0));
@@ -257,11 +267,12 @@ void CudaBackend::cross_entropy_forward(const CrossEntropyArgs& args, const Tens
   require_contiguous(op, "targets", targets);
   const std::int64_t width = logits.size(-1), rows = logits.numel() / std::max<std::int64_t>(width, 1);
   const std::int64_t vocab = args.classes > 0 ? args.classes : width;
-  Tensor flag = bad_index_flag();
+  Tensor flag = args.targets_checked ? Tensor() : bad_index_flag();
   DeviceGuard guard(context_.device());
-  cross_entropy_forward_f32(floats(logits), targets.data<std::int32_t>(), floats(losses), floats(lse),
-                            static_cast<long long*>(flag.raw_data()), rows, vocab, width, args.ignore_index,
-                            context_.stream());
+  long long* bad_index = args.targets_checked ? unread_index_flag() : static_cast<long long*>(flag.raw_data());
+  cross_entropy_forward_f32(floats(logits), targets.data<std::int32_t>(), floats(losses), floats(lse), bad_index, rows,
+                            vocab, width, args.ignore_index, context_.stream());
+  if (args.targets_checked) return;
   const long long bad = read_bad_index(flag);
   MYRIAD_CHECK(bad == LLONG_MAX, op << ": the target in row " << bad << " of " << rows << " is outside [0, V) with V = "
                                     << vocab << " and is not the ignore index " << args.ignore_index);
@@ -338,17 +349,25 @@ void CudaBackend::adamw_update(const AdamWArgs& args, Tensor& param, const Tenso
   adamw_update_f32(floats(param), floats(grad), floats(m), floats(v), param.numel(), step, context_.stream());
 }
 
-double CudaBackend::grad_norm_squared(const Tensor& grad) {
-  require_contiguous("grad_norm_squared", "grad", grad);
-  const std::int64_t scratch_doubles = grad_norm_scratch_doubles(grad.numel());
-  Tensor scratch = empty({std::max<std::int64_t>(scratch_doubles, 1)}, DType::i64);  // doubles: 8 bytes each
-  Tensor sum = empty({1}, DType::i64);
+double CudaBackend::grad_norm_squared(const Tensor& grad) { return grad_norms_squared({grad}).at(0); }
+
+std::vector<double> CudaBackend::grad_norms_squared(const std::vector<Tensor>& grads) {
+  std::int64_t scratch_doubles = 1;
+  for (const Tensor& grad : grads) {
+    require_contiguous("grad_norm_squared", "grad", grad);
+    scratch_doubles = std::max(scratch_doubles, grad_norm_scratch_doubles(grad.numel()));
+  }
+  // The scratch is reused tensor after tensor (stream order); the sums land side by side.
+  Tensor scratch = empty({scratch_doubles}, DType::i64);  // doubles: 8 bytes each
+  Tensor sums = empty({std::max<std::int64_t>(static_cast<std::int64_t>(grads.size()), 1)}, DType::i64);
   DeviceGuard guard(context_.device());
-  grad_norm_squared_f32(floats(grad), grad.numel(), static_cast<double*>(scratch.raw_data()), scratch_doubles,
-                        static_cast<double*>(sum.raw_data()), context_.stream());
-  double result = 0.0;
-  const Tensor host = copy_to_host(sum);
-  std::memcpy(&result, host.raw_data(), sizeof result);
+  for (std::size_t i = 0; i < grads.size(); ++i) {
+    grad_norm_squared_f32(floats(grads[i]), grads[i].numel(), static_cast<double*>(scratch.raw_data()), scratch_doubles,
+                          static_cast<double*>(sums.raw_data()) + i, context_.stream());
+  }
+  std::vector<double> result(grads.size());
+  const Tensor host = copy_to_host(sums);
+  std::memcpy(result.data(), host.raw_data(), result.size() * sizeof(double));
   return result;
 }
 

@@ -1,6 +1,7 @@
-// PinnedUploads: a slot is reused after cudaEventSynchronize on the event behind its last copy (in
-// the steady state the copy finished long ago: the wait returns at once); a slot too small for the
-// next upload is freed and allocated again at the next power of two (at least 64 KiB).
+// PinnedUploads: a slot is reused once the event behind its last copy has fired (asked without
+// waiting; a busy oldest slot gets a new slot put in front of it, so the ring grows to the uploads
+// a step keeps in flight); a slot too small for the next upload is freed and allocated again at
+// the next power of two (at least 64 KiB).
 #include "myriad/cuda/pinned_uploads.h"
 
 #include <cstring>
@@ -27,15 +28,34 @@ PinnedUploads::~PinnedUploads() {
   }
 }
 
+PinnedUploads::Slot& PinnedUploads::take_slot() {
+  if (slots_.empty()) slots_.emplace_back();
+  Slot* oldest = &slots_[next_];
+  if (oldest->pending) {
+    const cudaError_t state = cudaEventQuery(oldest->copied);
+    if (state == cudaSuccess) {
+      oldest->pending = false;
+    } else if (state == cudaErrorNotReady && slots_.size() < kMaxSlots) {
+      // Its copy is still queued: a new slot goes in front of it (the newest, just before the oldest).
+      slots_.insert(slots_.begin() + static_cast<std::ptrdiff_t>(next_), Slot{});
+      Slot& fresh = slots_[next_];
+      next_ = (next_ + 1) % slots_.size();
+      return fresh;
+    } else {
+      if (state != cudaErrorNotReady) MYRIAD_CUDA_CHECK(state);
+      MYRIAD_CUDA_CHECK(cudaEventSynchronize(oldest->copied));  // every slot busy: its copy has read the bytes
+      oldest->pending = false;
+    }
+  }
+  Slot& slot = slots_[next_];
+  next_ = (next_ + 1) % slots_.size();
+  return slot;
+}
+
 bool PinnedUploads::upload(void* dst, const void* src, std::size_t bytes, cudaStream_t stream) {
   if (bytes > kMaxStagedBytes) return false;
   if (bytes == 0) return true;
-  Slot& slot = slots_[static_cast<std::size_t>(next_)];
-  next_ = (next_ + 1) % kSlots;
-  if (slot.pending) {
-    MYRIAD_CUDA_CHECK(cudaEventSynchronize(slot.copied));  // its previous copy has read the bytes
-    slot.pending = false;
-  }
+  Slot& slot = take_slot();
   if (slot.copied == nullptr) MYRIAD_CUDA_CHECK(cudaEventCreateWithFlags(&slot.copied, cudaEventDisableTiming));
   if (slot.capacity < bytes) {
     if (slot.host != nullptr) MYRIAD_CUDA_CHECK(cudaFreeHost(slot.host));

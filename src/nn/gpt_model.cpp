@@ -24,7 +24,7 @@ ParameterSpec vocabulary_spec(const TransformerConfig& c, const std::string& nam
 }  // namespace
 
 GptModel::GptModel(const TransformerConfig& config, const ModelSplit& split, bool allocate, ops::Placement placement)
-    : config_(config), split_(split), placement_(placement) {
+    : config_(config), split_(split), placement_(placement), losses_(placement) {
   config_.validate();
   if (split_.chunks.empty()) {
     split_.chunks.emplace_back();
@@ -330,7 +330,7 @@ Tensor GptModel::chunk_output(int chunk, int slot) {
 
 Tensor GptModel::chunk_grad(int chunk, int slot) { return buffers_.slots.at(slot).grad.at(chunk); }
 
-LossSum GptModel::forward_chunk(int chunk, int slot_index, const Tensor& ids, const Tensor& targets) {
+std::int64_t GptModel::forward_chunk(int chunk, int slot_index, const Tensor& ids, const Tensor& targets) {
   Buffers& b = buffers_;
   Slot& s = b.slots.at(slot_index);
   const auto [first, last] = chunk_blocks_.at(chunk);
@@ -353,7 +353,7 @@ LossSum GptModel::forward_chunk(int chunk, int slot_index, const Tensor& ids, co
       if (b.mode == Recompute::full) s.blocks[i].moe->release();
     }
   }
-  return chunk_is_last(chunk) ? head_forward(s, targets) : LossSum{};
+  return chunk_is_last(chunk) ? head_forward(s, targets) : 0;
 }
 
 void GptModel::backward_chunk(int chunk, int slot_index, const Tensor& ids, const Tensor& targets, float loss_scale) {
@@ -382,7 +382,11 @@ LossSum GptModel::forward_loss(const Tensor& ids, const Tensor& targets) {
   require_whole_model("forward_loss");
   check_inputs(ids, targets);
   prepare(ids.size(0), ids.size(1), buffers_.mode, 1);  // forward only: any mode's buffers serve
-  return forward_chunk(0, 0, ids, targets);
+  losses_.clear();
+  LossSum result;
+  result.tokens = forward_chunk(0, 0, ids, targets);
+  result.sum = losses_.take();
+  return result;
 }
 
 Tensor GptModel::forward_logits(const Tensor& ids) {
@@ -400,8 +404,11 @@ LossSum GptModel::forward_backward(const Tensor& ids, const Tensor& targets, flo
   require_whole_model("forward_backward");
   check_inputs(ids, targets);
   prepare(ids.size(0), ids.size(1), mode, 1);
-  LossSum result = forward_chunk(0, 0, ids, targets);
+  losses_.clear();
+  LossSum result;
+  result.tokens = forward_chunk(0, 0, ids, targets);
   backward_chunk(0, 0, ids, targets, loss_scale);
+  result.sum = losses_.take();
   return result;
 }
 

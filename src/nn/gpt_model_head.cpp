@@ -40,7 +40,7 @@ void GptModel::embed(const Tensor& ids, Tensor& out) {
   tp.embedding_lookup(ids.view({N}), store_[wte_].value, lookup);
   tp.reduce_to_rows(full, out);
   if (wpe_ != npos) {
-    embedding_forward(EmbeddingArgs{}, b.row_positions, store_[wpe_].value, b.pos_emb);
+    embedding_forward(EmbeddingArgs{.ids_checked = true}, b.row_positions, store_[wpe_].value, b.pos_emb);  // 0..T-1
     add_into(out, b.pos_emb);
   }
   if (!head_shares) release(embedding_unit_, Pass::forward);
@@ -57,7 +57,8 @@ void GptModel::embed_backward(const Tensor& ids, const Tensor& grad) {
   Tensor full = tp.full_of(grad, b.scratch.d_full);
   tp.gather_rows(grad, full);
   tp.embedding_backward(ids.view({N}), full.view({N, C}), store_[wte_].grad);
-  if (wpe_ != npos) embedding_backward(EmbeddingArgs{}, b.positions, full.view({b.B, b.T, C}), store_[wpe_].grad);
+  if (wpe_ != npos)
+    embedding_backward(EmbeddingArgs{.ids_checked = true}, b.positions, full.view({b.B, b.T, C}), store_[wpe_].grad);
   release(embedding_unit_, pass);
   grads_ready(embedding_unit_);
 }
@@ -70,7 +71,7 @@ Tensor GptModel::head_input(Slot& s) {
   return full.view({N, C});
 }
 
-LossSum GptModel::head_forward(Slot& s, const Tensor& targets_in) {
+std::int64_t GptModel::head_forward(Slot& s, const Tensor& targets_in) {
   Buffers& b = buffers_;
   const std::int64_t N = b.B * b.T;
   acquire(head_unit_, Pass::forward);
@@ -87,16 +88,13 @@ LossSum GptModel::head_forward(Slot& s, const Tensor& targets_in) {
   if (head_columns() > 0) linear_forward(input, store_[head_], Tensor(), s.logits, activation_precision_);
   release(head_unit_, Pass::forward);
   if (head_ == wte_) release(embedding_unit_, Pass::forward);
-  LossSum result;
-  if (!targets_in.defined()) return result;
-  // The targets on the host (to count them) and where the loss runs.
+  if (!targets_in.defined()) return 0;
+  // The targets on the host (to count them) and where the loss runs; the losses (ignored rows 0)
+  // stay where they are computed until the step reads their sum (losses_).
   const Tensor host_targets = placement_.to_host(targets_in).view({N});
   split_.tensor_parallel().cross_entropy_forward(s.logits, host_targets, loss_args(), s.losses, s.lse);
-  const Tensor host_losses = placement_.to_host(s.losses);
-  const float* losses = host_losses.data<float>();
-  for (std::int64_t i = 0; i < N; ++i) result.sum += losses[i];  // ignored rows are 0
-  result.tokens = count_valid_targets(host_targets, kIgnoreIndex);
-  return result;
+  losses_.record(s.losses.view({N}));
+  return count_valid_targets(host_targets, kIgnoreIndex);
 }
 
 void GptModel::head_backward(Slot& s, const Tensor& targets_in, float loss_scale, Tensor& grad) {

@@ -2,6 +2,10 @@
 // is the identity, the vocabulary ops are the plain embedding and cross-entropy ops).
 #include "myriad/nn/tensor_parallel.h"
 
+#include <optional>
+#include <string>
+
+#include "myriad/core/error.h"
 #include "myriad/nn/linear.h"
 #include "myriad/ops/cross_entropy.h"
 #include "myriad/ops/embedding.h"
@@ -23,9 +27,29 @@ void TensorParallel::row_parallel_linear(const Tensor& in, const Tensor& weight,
 
 namespace {
 
-// Host ids / targets placed where `like` lives.
-Tensor placed_like(const Tensor& tokens, const Tensor& like) {
-  return ops::placement_of(like, "tensor").from_host(ops::placement_of(tokens, "tokens").to_host(tokens));
+// Host ids / targets placed where `like` lives, each checked on the host first to lie in
+// [0, limit) or equal `ignore` (when given): the device op then reads no flag back (no wait).
+Tensor checked_placed_like(const char* op, const char* what, const Tensor& tokens, std::int64_t limit,
+                           std::optional<std::int32_t> ignore, const Tensor& like) {
+  const Tensor host = ops::placement_of(tokens, "tokens").to_host(tokens).contiguous();
+  MYRIAD_CHECK(host.dtype() == DType::i32, op << ": " << what << " must be i32, got " << host.describe());
+  const std::int32_t* t = host.data<std::int32_t>();
+  for (std::int64_t i = 0; i < host.numel(); ++i) {
+    MYRIAD_CHECK((ignore && t[i] == *ignore) || (t[i] >= 0 && t[i] < limit),
+                 op << ": the " << what << " " << t[i] << " at flat index " << i << " of " << tokens.describe()
+                    << " is outside [0, " << limit << ")"
+                    << (ignore ? " and is not the ignore index " + std::to_string(*ignore) : std::string()));
+  }
+  return ops::placement_of(like, "tensor").from_host(host);
+}
+
+std::int64_t classes_of(const CrossEntropyArgs& args, const Tensor& logits) {
+  return args.classes > 0 ? args.classes : logits.size(-1);
+}
+
+CrossEntropyArgs checked(CrossEntropyArgs args) {
+  args.targets_checked = true;
+  return args;
 }
 
 class SerialTensorParallel final : public TensorParallel {
@@ -37,18 +61,25 @@ class SerialTensorParallel final : public TensorParallel {
   void reduce_to_rows(Tensor&, Tensor&) const override {}
   void sum_replicated_grads(Tensor&) const override {}
   void embedding_lookup(const Tensor& ids, const Tensor& table, Tensor& out) const override {
-    embedding_forward(EmbeddingArgs{}, placed_like(ids, table), table, out);
+    const Tensor placed = checked_placed_like("embedding_forward", "id", ids, table.size(0), std::nullopt, table);
+    embedding_forward(EmbeddingArgs{.ids_checked = true}, placed, table, out);
   }
   void embedding_backward(const Tensor& ids, const Tensor& grad_out, Tensor& grad_table) const override {
-    myriad::embedding_backward(EmbeddingArgs{}, placed_like(ids, grad_table), grad_out, grad_table);
+    const Tensor placed =
+        checked_placed_like("embedding_backward", "id", ids, grad_table.size(0), std::nullopt, grad_table);
+    myriad::embedding_backward(EmbeddingArgs{.ids_checked = true}, placed, grad_out, grad_table);
   }
   void cross_entropy_forward(const Tensor& logits, const Tensor& targets, const CrossEntropyArgs& args, Tensor& losses,
                              Tensor& lse) const override {
-    myriad::cross_entropy_forward(args, logits, placed_like(targets, logits), losses, lse);
+    const Tensor placed = checked_placed_like("cross_entropy_forward", "target", targets, classes_of(args, logits),
+                                              args.ignore_index, logits);
+    myriad::cross_entropy_forward(checked(args), logits, placed, losses, lse);
   }
   void cross_entropy_backward(const Tensor& logits, const Tensor& targets, const CrossEntropyArgs& args,
                               const Tensor& lse, const Tensor& grad_losses, Tensor& grad_logits) const override {
-    myriad::cross_entropy_backward(args, logits, placed_like(targets, logits), lse, grad_losses, grad_logits);
+    const Tensor placed = checked_placed_like("cross_entropy_backward", "target", targets, classes_of(args, logits),
+                                              args.ignore_index, logits);
+    myriad::cross_entropy_backward(checked(args), logits, placed, lse, grad_losses, grad_logits);
   }
 };
 

@@ -53,4 +53,20 @@ double grad_norm_squared(const Tensor& grad) {
   return ops::backend_of(op, {{"grad", &grad}}).grad_norm_squared(grad);
 }
 
+std::vector<double> grad_norms_squared(const std::vector<Tensor>& grads) {
+  const char* op = "grad_norms_squared";
+  if (grads.empty()) return {};
+  Device device = grads[0].device();
+  for (const Tensor& grad : grads) {
+    ops::check_dtype(op, "grad", grad, DType::f32);
+    device = ops::check_same_device(op, {{"first grad", &grads[0]}, {"grad", &grad}});
+  }
+  if (device.is_cpu()) {
+    std::vector<double> sums;
+    for (const Tensor& grad : grads) sums.push_back(cpu::grad_norm_squared(grad));
+    return sums;
+  }
+  return ops::backend_of(op, {{"grad", &grads[0]}}).grad_norms_squared(grads);
+}
+
 }  // namespace myriad

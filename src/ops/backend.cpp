@@ -47,6 +47,11 @@ void Backend::softmax_backward(const SoftmaxArgs&, const Tensor&, const Tensor&,
 }
 void Backend::adamw_update(const AdamWArgs&, Tensor&, const Tensor&, Tensor&, Tensor&) { unsupported("adamw_update"); }
 double Backend::grad_norm_squared(const Tensor&) { unsupported("grad_norm_squared"); }
+std::vector<double> Backend::grad_norms_squared(const std::vector<Tensor>& grads) {
+  std::vector<double> sums;
+  for (const Tensor& grad : grads) sums.push_back(grad_norm_squared(grad));
+  return sums;
+}
 void Backend::add_forward(const AddArgs&, const Tensor&, const Tensor&, Tensor&) { unsupported("add_forward"); }
 void Backend::add_backward(const AddArgs&, const Tensor&, Tensor&, Tensor&) { unsupported("add_backward"); }
 void Backend::copy(const Tensor&, Tensor&) { unsupported("copy"); }

@@ -45,10 +45,12 @@ double AdamWOptimizer::grad_sum_squares(bool expert_segments) const { return sum
 
 // Over the counted segments, in order: all of them, or those whose expert flag is `expert`.
 double AdamWOptimizer::sum_squares_of(std::optional<bool> expert) const {
-  double sum_squares = 0.0;
+  std::vector<Tensor> grads;
   for (const OptimizerSegment& s : segments_) {
-    if (s.counted && (!expert || s.expert == *expert)) sum_squares += grad_norm_squared(s.grad);
+    if (s.counted && (!expert || s.expert == *expert)) grads.push_back(s.grad);
   }
+  double sum_squares = 0.0;
+  for (const double part : grad_norms_squared(grads)) sum_squares += part;  // in segment order
   return sum_squares;
 }
 

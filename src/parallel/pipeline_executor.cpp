@@ -66,6 +66,7 @@ PipelineStepResult PipelineExecutor::run(const std::vector<Tensor>& ids, const s
   MYRIAD_CHECK(static_cast<int>(ids.size()) == micro_batches_ && static_cast<int>(targets.size()) == micro_batches_,
                "pipeline: " << ids.size() << " micro-batches given, the schedule has " << micro_batches_);
   PipelineStepResult result;
+  model_.clear_losses();  // this step's losses only (a research backward leaves its own unread)
   slot_of_.assign(micro_batches_, -1);
   std::fill(slot_busy_.begin(), slot_busy_.end(), false);
   int in_use = 0;
@@ -97,9 +98,7 @@ PipelineStepResult PipelineExecutor::run(const std::vector<Tensor>& ids, const s
         sends_[slot].push_back(pp_.send_async(model_.chunk_grad(a.chunk, slot), a.peer, kGradientTag));
         break;
       case parallel::PipelineAction::forward: {
-        nn::LossSum loss = model_.forward_chunk(a.chunk, slot, ids[mb], targets[mb]);
-        result.loss_sum += loss.sum;
-        result.loss_tokens += loss.tokens;
+        result.loss_tokens += model_.forward_chunk(a.chunk, slot, ids[mb], targets[mb]);
         break;
       }
       case parallel::PipelineAction::backward:
@@ -120,17 +119,17 @@ nn::LossSum PipelineExecutor::forward_only(const Tensor& ids, const Tensor& targ
   const int p = pp_.size(), rank = pp_.rank(), stages = p * virtual_stages_;
   model_.prepare(ids.size(0), ids.size(1), model_.buffer_mode(), 1);  // forward only: any mode serves
   nn::LossSum loss;
+  model_.clear_losses();
   std::vector<distributed::WorkHandle> sends;
   for (int g = 0; g < stages; ++g) {
     if (g % p != rank) continue;
     const int chunk = g / p;
     if (g > 0) pp_.recv(model_.chunk_input(chunk, 0), (g - 1) % p, kActivationTag);
-    nn::LossSum part = model_.forward_chunk(chunk, 0, ids, targets);
-    loss.sum += part.sum;
-    loss.tokens += part.tokens;
+    loss.tokens += model_.forward_chunk(chunk, 0, ids, targets);
     if (g + 1 < stages) sends.push_back(pp_.send_async(model_.chunk_output(chunk, 0), (g + 1) % p, kActivationTag));
   }
   for (distributed::WorkHandle& send : sends) send->wait();
+  loss.sum = model_.take_loss_sum();
   return loss;
 }
 

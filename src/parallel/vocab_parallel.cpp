@@ -62,7 +62,7 @@ void vocab_parallel_embedding_lookup(const VocabShard& shard, const Tensor& ids,
   const char* op = "vocab_parallel_embedding_forward";
   const Tensor host = host_tokens(op, "id", shard, ids, kNoIgnore, false);
   const Tensor local = local_tokens(host, shard, table.size(0), -1, kNoIgnore, table);
-  embedding_forward(EmbeddingArgs{.vocab_shard = true}, local, table, out);
+  embedding_forward(EmbeddingArgs{.vocab_shard = true, .ids_checked = true}, local, table, out);
 }
 
 void vocab_parallel_embedding_forward(distributed::Communicator& tp, const VocabShard& shard, const Tensor& ids,
@@ -76,7 +76,7 @@ void vocab_parallel_embedding_backward(const VocabShard& shard, const Tensor& id
   const char* op = "vocab_parallel_embedding_backward";
   const Tensor host = host_tokens(op, "id", shard, ids, kNoIgnore, false);
   const Tensor local = local_tokens(host, shard, grad_table.size(0), -1, kNoIgnore, grad_table);
-  embedding_backward(EmbeddingArgs{.vocab_shard = true}, local, grad_out, grad_table);
+  embedding_backward(EmbeddingArgs{.vocab_shard = true, .ids_checked = true}, local, grad_out, grad_table);
 }
 
 void vocab_parallel_cross_entropy_forward(distributed::Communicator& tp, const VocabShard& shard, const Tensor& logits,
@@ -96,7 +96,8 @@ void vocab_parallel_cross_entropy_forward(distributed::Communicator& tp, const V
     const Tensor local = local_tokens(host, shard, columns, ignore_index, ignore_index, logits);
     const ops::Placement placement = ops::placement_of(logits, "logits");
     Tensor l = placement.empty({n}), s = placement.empty({n});
-    cross_entropy_forward(CrossEntropyArgs{.ignore_index = ignore_index, .classes = columns}, logits, local, l, s);
+    cross_entropy_forward(CrossEntropyArgs{.ignore_index = ignore_index, .classes = columns, .targets_checked = true},
+                          logits, local, l, s);
     local_loss = placement.to_host(l);
     local_lse = placement.to_host(s);
   }

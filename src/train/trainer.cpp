@@ -183,11 +183,13 @@ StepMetrics Trainer::step() {
   const parallel::PipelineStepResult run = pipeline_->run(batch.ids, batch.targets, loss_scale, recompute_);
   if (compute_delay_ > 0) std::this_thread::sleep_for(std::chrono::duration<double>(compute_delay_));
   finish_backward_pass(true);
-  const double loss_sum =
-      distributed::sum_over_ranks(state_.data_group(), distributed::sum_over_ranks(state_.pp(), run.loss_sum));
   StepMetrics metrics;
   metrics.lr = schedule_.lr_at(state_.step);
   const optim::OptimizerStepStats stats = apply_update(metrics.lr, scale);
+  // The loss is read after the update (one transfer of the recorded per-token losses): nothing in
+  // forward or backward waited for a device to learn it.
+  const double loss_sum = distributed::sum_over_ranks(
+      state_.data_group(), distributed::sum_over_ranks(state_.pp(), state_.model->take_loss_sum()));
   metrics.step = state_.step;
   metrics.loss = loss_sum / static_cast<double>(valid);
   metrics.grad_norm = stats.grad_norm;

@@ -17,11 +17,14 @@
 #include <cublasLt.h>
 #include <cublas_api.h>
 #include <cstring>
+#include <cstdio>
 #include <cstdlib>
 #include <cmath>
 #include <climits>
 #include <cstdint>
 #include <deque>
+#include <execinfo.h>
+#include <unistd.h>
 #include <map>
 #include <mutex>
 #include <type_traits>
@@ -57,6 +60,7 @@ struct Streams {
   std::map<cudaStream_t, StreamQueue> queues;
   std::uint64_t wait_polls = 0;    // emulated ncclCommGetAsyncError calls: a wait loop's polls
   std::uint64_t stream_waits = 0;  // cudaStreamSynchronize calls
+  std::uint64_t host_waits = 0;    // every way the host waits for device work (host_synchronizations)
 };
 Streams& streams() {
   static Streams all;  // the emulated driver's state
@@ -101,6 +105,20 @@ void deliver_all() {
 
 }  // namespace
 
+// Counts one device→host synchronisation (emulated_streams.h); `what` names the call in a trace.
+void note_host_wait(const char* what) {
+  {
+    std::lock_guard<std::mutex> lock(streams().mutex);
+    ++streams().host_waits;
+  }
+  static const bool trace = std::getenv("MYRIAD_EMULATED_SYNC_TRACE") != nullptr;
+  if (!trace) return;
+  void* frames[32];
+  const int depth = backtrace(frames, 32);
+  std::fprintf(stderr, "[emulated sync] %s\n", what);
+  backtrace_symbols_fd(frames, depth, STDERR_FILENO);
+}
+
 void note_wait_poll() {
   std::lock_guard<std::mutex> lock(streams().mutex);
   ++streams().wait_polls;
@@ -119,6 +137,7 @@ bool query_ready(EmulatedEvent& event) {
       return false;
     }
   }
+  if (event.polled_at != UINT64_MAX) note_host_wait("a wait loop over cudaEventQuery");
   deliver_up_to(event.stream, event.position);
   return true;
 }
@@ -174,6 +193,11 @@ std::uint64_t stream_synchronizations() {
   return streams().stream_waits;
 }
 
+std::uint64_t host_synchronizations() {
+  std::lock_guard<std::mutex> lock(streams().mutex);
+  return streams().host_waits;
+}
+
 }  // namespace myriad::emulated
 
 using myriad::emulated::EmulatedEvent;
@@ -194,6 +218,7 @@ cudaError_t cudaStreamSynchronize(cudaStream_t s) {
     std::lock_guard<std::mutex> lock(myriad::emulated::streams().mutex);
     ++myriad::emulated::streams().stream_waits;
   }
+  myriad::emulated::note_host_wait("cudaStreamSynchronize");
   myriad::emulated::deliver_up_to(s, UINT64_MAX);
   return cudaSuccess;
 }
@@ -219,6 +244,7 @@ cudaError_t cudaStreamDestroy(cudaStream_t s) {
   return cudaSuccess;
 }
 cudaError_t cudaDeviceSynchronize(void) {
+  myriad::emulated::note_host_wait("cudaDeviceSynchronize");
   myriad::emulated::deliver_all();
   return cudaSuccess;
 }
@@ -231,7 +257,8 @@ cudaError_t cudaFreeHost(void* p) {
   std::free(p);
   return cudaSuccess;
 }
-cudaError_t cudaMemcpy(void* d, const void* s, size_t n, cudaMemcpyKind) {
+cudaError_t cudaMemcpy(void* d, const void* s, size_t n, cudaMemcpyKind kind) {
+  if (kind == cudaMemcpyDeviceToHost) myriad::emulated::note_host_wait("cudaMemcpy device to host");
   std::memcpy(d, s, n);
   return cudaSuccess;
 }
@@ -267,7 +294,10 @@ static cudaError_t deliver_event(cudaEvent_t e) {
 cudaError_t cudaEventQuery(cudaEvent_t e) {
   return myriad::emulated::query_ready(*reinterpret_cast<EmulatedEvent*>(e)) ? cudaSuccess : cudaErrorNotReady;
 }
-cudaError_t cudaEventSynchronize(cudaEvent_t e) { return deliver_event(e); }
+cudaError_t cudaEventSynchronize(cudaEvent_t e) {
+  myriad::emulated::note_host_wait("cudaEventSynchronize");
+  return deliver_event(e);
+}
 cudaError_t cudaEventElapsedTime(float* ms, cudaEvent_t, cudaEvent_t) {
   *ms = 0.0f;
   return cudaSuccess;

@@ -27,5 +27,11 @@ void defer_on_stream(cudaStream_t stream, std::function<void()> deliver);
 void note_wait_poll();
 // How many times the program has waited for a whole stream (cudaStreamSynchronize) so far.
 std::uint64_t stream_synchronizations();
+// How many times the host has waited for device work so far (device→host synchronisations): whole
+// streams or the device (cudaStreamSynchronize, cudaDeviceSynchronize), an event
+// (cudaEventSynchronize), a synchronous device→host cudaMemcpy, and a wait loop over an event's
+// queries that ended (NcclWork::wait). With MYRIAD_EMULATED_SYNC_TRACE set, each prints a stack
+// trace to stderr (symbolize with addr2line), for finding where a step waits.
+std::uint64_t host_synchronizations();
 
 }  // namespace myriad::emulated

@@ -97,7 +97,9 @@ class ChunkCount final : public nn::PipelineStage {
   Tensor chunk_input(int, int) override { return {}; }
   Tensor chunk_output(int, int) override { return {}; }
   Tensor chunk_grad(int, int) override { return {}; }
-  nn::LossSum forward_chunk(int, int, const Tensor&, const Tensor&) override { return {}; }
+  std::int64_t forward_chunk(int, int, const Tensor&, const Tensor&) override { return 0; }
+  double take_loss_sum() override { return 0.0; }
+  void clear_losses() override {}
   void backward_chunk(int, int, const Tensor&, const Tensor&, float) override {}
 
  private:

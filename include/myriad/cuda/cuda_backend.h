@@ -93,6 +93,7 @@ class CudaBackend final : public ops::Backend {
   void bias_add_backward(const BiasAddArgs& args, const Tensor& grad_out, Tensor& grad_x, Tensor& grad_bias) override;
   void adamw_update(const AdamWArgs& args, Tensor& param, const Tensor& grad, Tensor& m, Tensor& v) override;
   double grad_norm_squared(const Tensor& grad) override;
+  std::vector<double> grad_norms_squared(const std::vector<Tensor>& grads) override;  // one read back
   void add_forward(const AddArgs& args, const Tensor& a, const Tensor& b, Tensor& out) override;
   void add_backward(const AddArgs& args, const Tensor& grad_out, Tensor& grad_a, Tensor& grad_b) override;
   void copy(const Tensor& src, Tensor& dst) override;
@@ -117,12 +118,16 @@ class CudaBackend final : public ops::Backend {
   Tensor bad_index_flag();
   // Reads a bad_index_flag() back (waits for the stream); LLONG_MAX when nothing was bad.
   long long read_bad_index(const Tensor& flag);
+  // A device long long the kernels may lower but nobody reads: for indices the caller checked on
+  // the host (EmbeddingArgs::ids_checked, CrossEntropyArgs::targets_checked, vocabulary shards).
+  long long* unread_index_flag();
   void rope_apply(const char* op, const RopeArgs& args, const Tensor& x, Tensor& out, bool backward);
 
   // cos / sin tables per (seq, head_dim, theta, position offset), made on first use.
   std::map<std::tuple<std::int64_t, std::int64_t, double, std::int64_t>, Tensor> rope_tables_;
 
   DeviceContext& context_;
+  Tensor unread_flag_;     // unread_index_flag()'s storage, made on first use
   PinnedUploads uploads_;  // copy_from_host's small uploads: queued, not waited for
 };
 

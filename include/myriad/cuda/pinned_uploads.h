@@ -2,24 +2,27 @@
 // index flags) through reusable page-locked staging buffers, so that each is a DMA queued on the
 // stream and the caller neither waits for the stream nor keeps its source alive.
 //
-// Invariants: a ring of kSlots slots, each a pinned buffer and an event recorded behind the last
-// copy out of it; a slot is written again only after its event has fired, so a queued copy never
-// reads bytes of a later upload. Copies over kMaxStagedBytes are not staged (upload() answers
-// false: the caller copies the pageable way, waiting — one-off uploads such as parameters).
-// Owned by one CudaBackend (one thread drives it); the destructor waits for every slot's last copy
-// and frees the buffers, never throwing.
+// Invariants: a ring of slots, each a pinned buffer and an event recorded behind the last copy out
+// of it; a slot is written again only after its event has fired, so a queued copy never reads
+// bytes of a later upload. The host never waits for that while it can grow the ring: when the
+// oldest slot's copy is still queued (the host runs ahead of the GPU, as it should inside a
+// step), a new slot is put in front of it, up to kMaxSlots; only then does upload() wait.
+// Copies over kMaxStagedBytes are not staged (upload() answers false: the caller copies the
+// pageable way, waiting — one-off uploads such as parameters). Owned by one CudaBackend (one
+// thread drives it); the destructor waits for every slot's last copy and frees the buffers,
+// never throwing.
 #pragma once
 
 #include <cuda_runtime_api.h>
 
-#include <array>
 #include <cstddef>
+#include <vector>
 
 namespace myriad::cuda {
 
 class PinnedUploads {
  public:
-  static constexpr int kSlots = 4;
+  static constexpr std::size_t kMaxSlots = 64;
   static constexpr std::size_t kMaxStagedBytes = std::size_t{4} << 20;
 
   PinnedUploads() = default;
@@ -39,8 +42,12 @@ class PinnedUploads {
     cudaEvent_t copied = nullptr;  // recorded behind the slot's last copy
     bool pending = false;          // `copied` was recorded and not yet waited for
   };
-  std::array<Slot, kSlots> slots_{};
-  int next_ = 0;
+  // The slot the next upload uses: the oldest, or a new one put before it while that one's copy is
+  // still queued (see above).
+  Slot& take_slot();
+
+  std::vector<Slot> slots_;
+  std::size_t next_ = 0;  // the oldest slot
 };
 
 }  // namespace myriad::cuda

@@ -21,6 +21,7 @@
 #include <memory>
 #include <vector>
 
+#include "myriad/nn/loss_ledger.h"
 #include "myriad/nn/model_split.h"
 #include "myriad/nn/parameter_store.h"
 #include "myriad/nn/pipeline_stage.h"
@@ -94,7 +95,9 @@ class GptModel final : public PipelineStage {
   Tensor chunk_input(int chunk, int slot) override;
   Tensor chunk_output(int chunk, int slot) override;
   Tensor chunk_grad(int chunk, int slot) override;
-  LossSum forward_chunk(int chunk, int slot, const Tensor& ids, const Tensor& targets) override;
+  std::int64_t forward_chunk(int chunk, int slot, const Tensor& ids, const Tensor& targets) override;
+  double take_loss_sum() override { return losses_.take(); }
+  void clear_losses() override { losses_.clear(); }
   void backward_chunk(int chunk, int slot, const Tensor& ids, const Tensor& targets, float loss_scale) override;
 
   // Logits (V) of the next token after `token` at `position`, using and extending the cache.
@@ -154,7 +157,7 @@ class GptModel final : public PipelineStage {
   void check_inputs(const Tensor& ids, const Tensor& targets) const;
   void embed(const Tensor& ids, Tensor& out);
   void embed_backward(const Tensor& ids, const Tensor& grad);
-  LossSum head_forward(Slot& slot, const Tensor& targets);
+  std::int64_t head_forward(Slot& slot, const Tensor& targets);  // valid targets; the losses go to losses_
   Tensor head_input(Slot& slot);  // (N, C): hf, or (sequence parallel) all-gathered into hf_gathered
   void head_backward(Slot& slot, const Tensor& targets, float loss_scale, Tensor& grad);
   std::int64_t head_columns() const;    // this rank's real vocabulary columns of the logits (may be 0)
@@ -186,6 +189,7 @@ class GptModel final : public PipelineStage {
   IndexRange vocabulary_;                     // this rank's rows of the padded vocabulary (the shard plan's)
   int embedding_unit_ = -1, head_unit_ = -1;  // -1: not on this rank
   Buffers buffers_;
+  LossLedger losses_;  // the per-token losses of the micro-batches run since the last take
   std::vector<ParamUnit> units_;
   std::vector<std::pair<int, int>> block_units_;  // per local block: its unit, its experts' unit (-1)
   bool recording_stats_ = true;

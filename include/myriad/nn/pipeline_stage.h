@@ -3,7 +3,9 @@
 // and backward of one chunk and the tensors exchanged with the neighbouring stages.
 //
 // forward_chunk(c) reads the ids (first global stage) or chunk_input(c), writes chunk_output(c)
-// and, on the last global stage, returns the loss sum; backward_chunk(c) reads chunk_grad(c) =
+// and, on the last global stage, records the per-token losses (read later, all at once, by
+// take_loss_sum: nothing waits for a device inside a step) and returns the number of valid
+// targets; backward_chunk(c) reads chunk_grad(c) =
 // dL/d output (or starts from the loss on the last stage) and leaves dL/d input there. The
 // exchanged tensors live where the stage computes (host tensors for nn::GptModel, device tensors
 // for the GPU's stage), matching the communicator the executor is given.
@@ -30,7 +32,12 @@ class PipelineStage {
   virtual Tensor chunk_input(int chunk, int slot) = 0;
   virtual Tensor chunk_output(int chunk, int slot) = 0;
   virtual Tensor chunk_grad(int chunk, int slot) = 0;
-  virtual LossSum forward_chunk(int chunk, int slot, const Tensor& ids, const Tensor& targets) = 0;
+  // The valid targets of the micro-batch on the last global stage, else 0 (see above).
+  virtual std::int64_t forward_chunk(int chunk, int slot, const Tensor& ids, const Tensor& targets) = 0;
+  // The sum of the losses forward_chunk recorded since the last clear_losses() / take_loss_sum()
+  // (one device-to-host read; 0 off the last stage), which empties the record.
+  virtual double take_loss_sum() = 0;
+  virtual void clear_losses() = 0;
   virtual void backward_chunk(int chunk, int slot, const Tensor& ids, const Tensor& targets, float loss_scale) = 0;
 };
 

@@ -18,6 +18,7 @@
 #pragma once
 
 #include <cstdint>
+#include <vector>
 
 #include "myriad/core/tensor.h"
 
@@ -36,6 +37,9 @@ struct AdamWArgs {
 void adamw_update(const AdamWArgs& args, Tensor& param, const Tensor& grad, Tensor& m, Tensor& v);
 // sum of grad[i]^2 in float64 (grad f32, any shape), deterministic.
 double grad_norm_squared(const Tensor& grad);
+// grad_norm_squared of each tensor (all on one device), each bit for bit the single call's; a
+// device backend reads them back in one transfer (one wait for the device, not one per tensor).
+std::vector<double> grad_norms_squared(const std::vector<Tensor>& grads);
 
 namespace cpu {
 void adamw_update(const AdamWArgs& args, Tensor& param, const Tensor& grad, Tensor& m, Tensor& v);

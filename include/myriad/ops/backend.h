@@ -99,6 +99,8 @@ class Backend : public ExecutionContext {
   virtual void linear_forward(const LinearArgs& args, const Tensor& x, const Tensor& weight, const Tensor& bias,
                               Tensor& y);
   virtual double grad_norm_squared(const Tensor& grad);
+  // One per tensor (ops/adamw.h); the default calls grad_norm_squared for each.
+  virtual std::vector<double> grad_norms_squared(const std::vector<Tensor>& grads);
   // Weight-only INT8 linear (ops/int8_linear.h).
   virtual void int8_linear_forward(const Int8Args& args, const Tensor& x, const Tensor& q, const Tensor& scales,
                                    const Tensor& bias, Tensor& y);

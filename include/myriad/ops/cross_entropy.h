@@ -33,6 +33,10 @@
 // only, exp(x - lse) * grad_losses, with no one-hot term and no error. The forward takes such
 // targets as ignore_index (the caller maps them) and is unchanged.
 //
+// Targets checked by the caller (args.targets_checked): every target was checked on the host, so a
+// device backend neither uploads nor reads back its bad-target flag (no wait inside a step); the
+// CPU op checks regardless.
+//
 // Gradient contract: logits are an activation, so grad_logits is written (`=`). targets get
 // no gradient; lse is a saved intermediate, not differentiated.
 #pragma once
@@ -47,6 +51,7 @@ struct CrossEntropyArgs {
   std::int32_t ignore_index = -100;  // rows with this target contribute no loss and no gradient
   bool vocab_shard = false;          // backward: targets outside [0, V) are other shards' (see above)
   std::int64_t classes = 0;          // > 0: the first `classes` columns are classes, the rest padding
+  bool targets_checked = false;      // the caller checked every target on the host (see above)
 };
 
 void cross_entropy_forward(const CrossEntropyArgs& args, const Tensor& logits, const Tensor& targets, Tensor& losses,

@@ -15,6 +15,10 @@
 // errors on the CPU; a device backend does not re-check ids in this mode (the caller checked the
 // global ids on the host).
 //
+// Ids checked by the caller (args.ids_checked): the caller has checked every id on the host, so a
+// device backend neither uploads nor reads back its bad-id flag — no wait for the device inside a
+// step. The CPU op checks regardless (it costs nothing there).
+//
 // Gradient contract: the table is a parameter, so embedding_backward accumulates
 // grad_table[ids[i], :] += grad_out[i, :] (`+=`); zero it once per optimizer step. The sum for
 // each table element runs over the ids in row-major order, whatever the thread count, so the
@@ -27,6 +31,7 @@ namespace myriad {
 
 struct EmbeddingArgs {
   bool vocab_shard = false;  // negative ids: rows of another rank's shard (zeros, no gradient)
+  bool ids_checked = false;  // the caller checked every id on the host (see above)
 };
 
 void embedding_forward(const EmbeddingArgs& args, const Tensor& ids, const Tensor& table, Tensor& out);

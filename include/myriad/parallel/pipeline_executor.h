@@ -25,10 +25,11 @@
 namespace myriad::parallel {
 
 struct PipelineStepResult {
-  double loss_sum = 0.0;  // over the micro-batches whose loss this rank computed (last stage)
-  std::int64_t loss_tokens = 0;
-  double bubble_seconds = 0.0;  // blocked in receives
-  int slots_in_use_peak = 0;    // micro-batches in flight at once on this rank
+  // The micro-batches' losses stay with the model until the caller reads them
+  // (nn::PipelineStage::take_loss_sum: once per step, after the backward pass).
+  std::int64_t loss_tokens = 0;  // valid targets of the micro-batches whose loss this rank computed
+  double bubble_seconds = 0.0;   // blocked in receives
+  int slots_in_use_peak = 0;     // micro-batches in flight at once on this rank
 };
 
 class PipelineExecutor {
