@@ -297,6 +297,22 @@ void CudaBackend::cross_entropy_backward(const CrossEntropyArgs& args, const Ten
                              floats(grad_logits), rows, vocab, width, args.ignore_index, context_.stream());
 }
 
+// ---- vocabulary-shard loss pieces (ops/vocab_shard_loss.h; the dispatch point checked the shapes) ----
+
+void CudaBackend::vocab_shard_partials(const Tensor& state, const Tensor& local_lse, const Tensor& local_loss,
+                                       const Tensor& maxima, Tensor& packed) {
+  DeviceGuard guard(context_.device());
+  vocab_shard_partials_f32(state.data<std::int32_t>(), floats(local_lse), floats(local_loss), floats(maxima),
+                           floats(packed), state.numel(), context_.stream());
+}
+
+void CudaBackend::vocab_shard_combine(const Tensor& state, const Tensor& maxima, const Tensor& packed, Tensor& lse,
+                                      Tensor& losses) {
+  DeviceGuard guard(context_.device());
+  vocab_shard_combine_f32(state.data<std::int32_t>(), floats(maxima), floats(packed), floats(lse), floats(losses),
+                          state.numel(), context_.stream());
+}
+
 // ---- softmax ----------------------------------------------------------------------------------
 
 void CudaBackend::softmax_forward(const SoftmaxArgs&, const Tensor& x, Tensor& out) {

@@ -45,6 +45,12 @@ void Backend::softmax_forward(const SoftmaxArgs&, const Tensor&, Tensor&) { unsu
 void Backend::softmax_backward(const SoftmaxArgs&, const Tensor&, const Tensor&, Tensor&) {
   unsupported("softmax_backward");
 }
+void Backend::vocab_shard_partials(const Tensor&, const Tensor&, const Tensor&, const Tensor&, Tensor&) {
+  unsupported("vocab_shard_partials");
+}
+void Backend::vocab_shard_combine(const Tensor&, const Tensor&, const Tensor&, Tensor&, Tensor&) {
+  unsupported("vocab_shard_combine");
+}
 void Backend::adamw_update(const AdamWArgs&, Tensor&, const Tensor&, Tensor&, Tensor&) { unsupported("adamw_update"); }
 double Backend::grad_norm_squared(const Tensor&) { unsupported("grad_norm_squared"); }
 std::vector<double> Backend::grad_norms_squared(const std::vector<Tensor>& grads) {

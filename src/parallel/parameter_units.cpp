@@ -90,7 +90,7 @@ void ParameterUnits::launch(int bucket) {
 }
 
 void ParameterUnits::retire(Pending& p) {
-  p.work->wait();
+  p.work->wait_on_stream();  // what reads the result runs on the stream (a GPU's host runs on)
   if (!p.reduced.defined()) return;
   const ZeroBucket& b = layout_.buckets()[static_cast<std::size_t>(p.bucket)];
   Tensor shard = flat_view(shard_grads_, b.shard_offset, b.shard_offset + b.owned.size());
@@ -124,7 +124,7 @@ void ParameterUnits::sum_tp_partial_grads() {
   for (std::size_t i = 0; i < segments_.size(); ++i) {
     if (store_[segments_[i].param].tp_partial) sums.push_back(tp->all_reduce_async(segments[i].grad));
   }
-  for (distributed::WorkHandle& w : sums) w->wait();
+  for (distributed::WorkHandle& w : sums) w->wait_on_stream();
 }
 
 double ParameterUnits::gradient_sum_squares() const {
@@ -149,7 +149,7 @@ void ParameterUnits::gather_updated_values() {
     gathers.push_back(comm_of(b).all_gather_async(flat_view(store_.flat_values(), b.owned.begin, b.owned.end),
                                                   flat_view(store_.flat_values(), b.begin, b.end)));
   }
-  for (distributed::WorkHandle& g : gathers) g->wait();
+  for (distributed::WorkHandle& g : gathers) g->wait_on_stream();
 }
 
 }  // namespace myriad::parallel

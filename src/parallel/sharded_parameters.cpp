@@ -53,7 +53,7 @@ void ShardedParameters::finish_backward() {
   // A prefetched unit that the pass never acquired is dropped here.
   for (std::size_t u = 0; u < unit_values_.size(); ++u) {
     if (value_refs_[u] != 0 || !unit_values_[u].defined() || all_gathered_) continue;
-    if (value_gathers_[u]) value_gathers_[u]->wait();
+    if (value_gathers_[u]) value_gathers_[u]->wait_on_stream();  // its memory is reused in stream order
     value_gathers_[u].reset();
     free_values(static_cast<int>(u));
   }
@@ -100,7 +100,7 @@ void ShardedParameters::ensure_values(int unit) {
   const auto u = static_cast<std::size_t>(unit);
   prefetch_values(unit);  // no-op when already gathered or in flight
   if (!value_gathers_[u]) return;
-  value_gathers_[u]->wait();
+  value_gathers_[u]->wait_on_stream();  // the layer reads the values on the stream (a GPU's host runs on)
   value_gathers_[u].reset();
   if (unit_values_16_[u].defined()) {
     copy(unit_values_16_[u], unit_values_[u]);  // widening: exact

@@ -24,7 +24,7 @@ void TensorParallelRegions::reduce_to_rows(Tensor& full, Tensor& rows) const {
 }
 
 void TensorParallelRegions::sum_replicated_grads(Tensor& grads) const {
-  if (shards_rows_) tp_.all_reduce(grads);  // partial sums over each rank's rows
+  if (shards_rows_) tp_.all_reduce_on_stream(grads);  // partial sums over each rank's rows
 }
 
 void TensorParallelRegions::embedding_lookup(const Tensor& ids, const Tensor& table, Tensor& out) const {

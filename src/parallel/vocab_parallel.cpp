@@ -1,5 +1,5 @@
 // Vocabulary-parallel embedding and cross-entropy: the ops on this rank's shard, the per-token
-// combination on the host, all-reduces over tp.
+// combination (ops/vocab_shard_loss.h) where the logits are, all-reduces over tp.
 #include "myriad/parallel/vocab_parallel.h"
 
 #include <algorithm>
@@ -11,6 +11,7 @@
 #include "myriad/ops/elementwise.h"
 #include "myriad/ops/embedding.h"
 #include "myriad/ops/placement.h"
+#include "myriad/ops/vocab_shard_loss.h"
 
 namespace myriad::parallel {
 
@@ -42,12 +43,6 @@ Tensor local_tokens(const Tensor& host, const VocabShard& shard, std::int64_t ro
     out[i] = t[i] == ignore_index ? ignore_index : row >= 0 && row < rows ? static_cast<std::int32_t>(row) : elsewhere;
   }
   return ops::placement_of(like, "like").from_host(local);
-}
-
-// `values` (host) into `out` (where `out` lives).
-void store(const Tensor& values, Tensor& out) {
-  const ops::Placement placement = ops::placement_of(out, "out");
-  copy(placement.from_host(values), out);
 }
 
 constexpr std::int32_t kNoIgnore = std::numeric_limits<std::int32_t>::min();
@@ -86,43 +81,36 @@ void vocab_parallel_cross_entropy_forward(distributed::Communicator& tp, const V
   const std::int64_t n = targets.numel();
   const Tensor host = host_tokens(op, "target", shard, targets, ignore_index, true);
   const std::int64_t columns = logits.defined() && logits.numel() > 0 ? shard.real_columns(logits.size(1)) : 0;
-  const bool holds_columns = columns > 0;
-  // This shard's lse and loss over its columns (targets elsewhere as ignored: loss 0).
-  Tensor local_lse = Tensor::full({n}, -std::numeric_limits<float>::infinity());
-  Tensor local_loss = Tensor::zeros({n});
-  if (holds_columns) {
+  const ops::Placement placement = ops::placement_of(losses, "losses");
+  // Per row: 1 = the target is in this shard's columns, 0 = in another's, -1 = ignored.
+  Tensor host_state = Tensor::empty({n}, DType::i32);
+  const std::int32_t* t = host.data<std::int32_t>();
+  for (std::int64_t i = 0; i < n; ++i) {
+    const std::int64_t column = static_cast<std::int64_t>(t[i]) - shard.vocab_start;
+    host_state.data<std::int32_t>()[i] = t[i] == ignore_index ? -1 : column >= 0 && column < columns ? 1 : 0;
+  }
+  const Tensor state = placement.from_host(host_state);
+  // This shard's lse and loss over its columns (targets elsewhere as ignored: loss 0); a rank
+  // without real columns contributes lse -inf.
+  Tensor local_lse = placement.empty({n}), local_loss = placement.empty({n});
+  if (columns > 0) {
     MYRIAD_CHECK(logits.dim() == 2 && logits.size(0) == n,
                  op << ": logits " << logits.describe() << " must be (" << n << ", columns)");
     const Tensor local = local_tokens(host, shard, columns, ignore_index, ignore_index, logits);
-    const ops::Placement placement = ops::placement_of(logits, "logits");
-    Tensor l = placement.empty({n}), s = placement.empty({n});
     cross_entropy_forward(CrossEntropyArgs{.ignore_index = ignore_index, .classes = columns, .targets_checked = true},
-                          logits, local, l, s);
-    local_loss = placement.to_host(l);
-    local_lse = placement.to_host(s);
+                          logits, local, local_loss, local_lse);
+  } else {
+    fill(local_lse, -std::numeric_limits<float>::infinity());
+    fill(local_loss, 0.0f);
   }
-  const std::int32_t* t = host.data<std::int32_t>();
-  Tensor maxima = local_lse.clone();
-  tp.all_reduce(maxima, distributed::ReduceOp::max);
-  Tensor packed = Tensor::zeros({2 * n});  // [sum of exp(l_r - max) | target logit]
-  float* sums = packed.data<float>();
-  float* picked = sums + n;
-  const float* l = local_lse.data<float>();
-  const float* loss = local_loss.data<float>();
-  const float* m = maxima.data<float>();
-  for (std::int64_t i = 0; i < n; ++i) {
-    sums[i] = holds_columns ? std::exp(l[i] - m[i]) : 0.0f;
-    const std::int64_t column = static_cast<std::int64_t>(t[i]) - shard.vocab_start;
-    if (t[i] != ignore_index && column >= 0 && column < columns) picked[i] = l[i] - loss[i];
-  }
-  tp.all_reduce(packed);
-  Tensor host_lse = Tensor::empty({n}), host_losses = Tensor::empty({n});
-  for (std::int64_t i = 0; i < n; ++i) {
-    host_lse.data<float>()[i] = m[i] + std::log(sums[i]);
-    host_losses.data<float>()[i] = t[i] == ignore_index ? 0.0f : host_lse.data<float>()[i] - picked[i];
-  }
-  store(host_lse, lse);
-  store(host_losses, losses);
+  // Combined where the logits are, over the group's streams (nothing waits on the host).
+  Tensor maxima = placement.empty({n});
+  copy(local_lse, maxima);
+  tp.all_reduce_on_stream(maxima, distributed::ReduceOp::max);
+  Tensor packed = placement.empty({2 * n});  // [sum of exp(l_r - max) | target logit]
+  vocab_shard_partials(state, local_lse, local_loss, maxima, packed);
+  tp.all_reduce_on_stream(packed);
+  vocab_shard_combine(state, maxima, packed, lse, losses);
 }
 
 void vocab_parallel_cross_entropy_backward(const VocabShard& shard, const Tensor& logits, const Tensor& targets,

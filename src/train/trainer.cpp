@@ -125,6 +125,9 @@ void Trainer::finish_backward_pass(bool sync) {
 
 optim::OptimizerStepStats Trainer::apply_update(float lr, double loss_scale) {
   if (before_update_) before_update_();
+  // The step's stream-ordered collectives (and the previous update's gathers), checked on the host
+  // where the update's gradient-norm read waits for the device anyway.
+  if (state_.device) state_.device->complete_streamed();
   const auto unscale = static_cast<float>(1.0 / loss_scale);
   optim::OptimizerStepStats stats = state_.data_parallel->optimizer_step(lr, unscale);
   if (state_.loss_scaler) {

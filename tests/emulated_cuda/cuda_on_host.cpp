@@ -46,6 +46,7 @@
 #include "myriad/ops/matmul.h"
 #include "myriad/ops/softmax.h"
 #include "myriad/ops/token_routing.h"
+#include "myriad/ops/vocab_shard_loss.h"
 
 namespace myriad::emulated {
 namespace {
@@ -119,9 +120,13 @@ void note_host_wait(const char* what) {
   backtrace_symbols_fd(frames, depth, STDERR_FILENO);
 }
 
+// A wait loop polls only after its event answered "not ready": one poll is one host wait.
 void note_wait_poll() {
-  std::lock_guard<std::mutex> lock(streams().mutex);
-  ++streams().wait_polls;
+  {
+    std::lock_guard<std::mutex> lock(streams().mutex);
+    ++streams().wait_polls;
+  }
+  note_host_wait("a wait loop over an event (NcclWork::wait)");
 }
 
 // A query of `event`: true (delivered) when nothing is outstanding or a wait loop polled since
@@ -137,7 +142,6 @@ bool query_ready(EmulatedEvent& event) {
       return false;
     }
   }
-  if (event.polled_at != UINT64_MAX) note_host_wait("a wait loop over cudaEventQuery");
   deliver_up_to(event.stream, event.position);
   return true;
 }
@@ -719,6 +723,18 @@ void cross_entropy_forward_f32(const float* logits, const std::int32_t* t, float
   Tensor l = W(losses, {N}), s = W(lse, {N});
   cross_entropy_forward(CrossEntropyArgs{.ignore_index = ig, .classes = V}, W(logits, {N, L}), W(t, {N}, DType::i32), l,
                         s);
+}
+void vocab_shard_partials_f32(const std::int32_t* state, const float* local_lse, const float* local_loss,
+                              const float* maxima, float* packed, std::int64_t n, cudaStream_t launch_stream) {
+  emulated::check_launch_device(launch_stream);
+  Tensor out = W(packed, {2 * n});
+  vocab_shard_partials(W(state, {n}, DType::i32), W(local_lse, {n}), W(local_loss, {n}), W(maxima, {n}), out);
+}
+void vocab_shard_combine_f32(const std::int32_t* state, const float* maxima, const float* packed, float* lse,
+                             float* losses, std::int64_t n, cudaStream_t launch_stream) {
+  emulated::check_launch_device(launch_stream);
+  Tensor out_lse = W(lse, {n}), out_losses = W(losses, {n});
+  vocab_shard_combine(W(state, {n}, DType::i32), W(maxima, {n}), W(packed, {2 * n}), out_lse, out_losses);
 }
 void softmax_forward_f32(const float* x, float* out, std::int64_t rows, std::int64_t cols, cudaStream_t launch_stream) {
   emulated::check_launch_device(launch_stream);

@@ -30,8 +30,8 @@ std::uint64_t stream_synchronizations();
 // How many times the host has waited for device work so far (device→host synchronisations): whole
 // streams or the device (cudaStreamSynchronize, cudaDeviceSynchronize), an event
 // (cudaEventSynchronize), a synchronous device→host cudaMemcpy, and a wait loop over an event's
-// queries that ended (NcclWork::wait). With MYRIAD_EMULATED_SYNC_TRACE set, each prints a stack
-// trace to stderr (symbolize with addr2line), for finding where a step waits.
+// queries that found it not ready (NcclWork::wait: counted at its poll). With MYRIAD_EMULATED_SYNC_TRACE set, each
+// prints a stack trace to stderr (symbolize with addr2line), for finding where a step waits.
 std::uint64_t host_synchronizations();
 
 }  // namespace myriad::emulated

@@ -50,7 +50,9 @@ TEST(HostSynchronisations, DenseStep) {
   const StepWaits waits = count_step(engine);
   std::cout << "[ sync ] dense step: forward+backward " << waits.forward_backward << ", update+metrics "
             << waits.update_and_metrics << "\n";
-  EXPECT_EQ(waits.forward_backward, 0u);
+  EXPECT_EQ(waits.forward_backward, 0u) << "MYRIAD_EMULATED_SYNC_TRACE=1 shows where the host waits";
+  // The update's reads: the gradient norms (one transfer), then the loss (one transfer).
+  EXPECT_LE(waits.update_and_metrics, 2u);
 }
 
 }  // namespace

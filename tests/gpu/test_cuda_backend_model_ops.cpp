@@ -19,6 +19,7 @@
 #include "myriad/ops/int8_linear.h"
 #include "myriad/ops/rope.h"
 #include "myriad/ops/softmax.h"
+#include "myriad/ops/vocab_shard_loss.h"
 
 namespace myriad {
 namespace {
@@ -254,6 +255,43 @@ TEST_F(CudaBackendTest, SoftmaxForwardAndBackwardMatchTheCpuInPlaceToo) {
     softmax_backward(SoftmaxArgs{}, d_in_place, d_g, d_g);
     expect_close(d_in_place, out, kModelOpsTolerance, "softmax in place");
     expect_close(d_g, grad, kModelOpsTolerance, "softmax gradient in place");
+  }
+}
+
+// The vocabulary-parallel loss's pieces: every state (in this shard, elsewhere, ignored), a row
+// whose shard holds no column (local lse -inf), more rows than a block, and the batched gradient
+// norms (one read back) equal to the single ones.
+TEST_F(CudaBackendTest, VocabShardLossPiecesAndBatchedGradientNormsMatchTheCpu) {
+  const std::int64_t n = 700;
+  Tensor state = Tensor::empty({n}, DType::i32);
+  for (std::int64_t i = 0; i < n; ++i) state.data<std::int32_t>()[i] = static_cast<std::int32_t>(i % 3) - 1;
+  Tensor lse = random({n}, 80), loss = random({n}, 81), maxima = random({n}, 82);
+  for (std::int64_t i = 0; i < n; ++i) {
+    loss.data<float>()[i] = std::abs(loss.data<float>()[i]);
+    maxima.data<float>()[i] = std::max(maxima.data<float>()[i], lse.data<float>()[i]) + 0.5f;
+  }
+  lse.data<float>()[4] = -INFINITY;
+  Tensor packed = Tensor::empty({2 * n}), d_packed = backend_->empty({2 * n});
+  vocab_shard_partials(state, lse, loss, maxima, packed);
+  vocab_shard_partials(on_device(state), on_device(lse), on_device(loss), on_device(maxima), d_packed);
+  expect_close(d_packed, packed, kModelOpsTolerance, "packed");
+  // As summed over the group: the other shards add to every row's exp-sum (so row 4's is > 0).
+  for (std::int64_t i = 0; i < n; ++i) packed.data<float>()[i] += 1.0f;
+  Tensor out_lse = Tensor::empty({n}), out_losses = Tensor::empty({n});
+  Tensor d_lse = backend_->empty({n}), d_losses = backend_->empty({n});
+  vocab_shard_combine(state, maxima, packed, out_lse, out_losses);
+  vocab_shard_combine(on_device(state), on_device(maxima), on_device(packed), d_lse, d_losses);
+  expect_close(d_lse, out_lse, kModelOpsTolerance, "lse");
+  expect_close(d_losses, out_losses, kModelOpsTolerance, "losses");
+
+  const std::vector<Tensor> grads = {random({1000}, 83), random({5}, 84), random({70000}, 85)};
+  std::vector<Tensor> d_grads;
+  for (const Tensor& g : grads) d_grads.push_back(on_device(g));
+  const std::vector<double> batched = grad_norms_squared(d_grads);
+  ASSERT_EQ(batched.size(), grads.size());
+  for (std::size_t i = 0; i < grads.size(); ++i) {
+    EXPECT_EQ(batched[i], grad_norm_squared(d_grads[i])) << "tensor " << i;
+    EXPECT_NEAR(batched[i], grad_norm_squared(grads[i]), 1e-9 * grad_norm_squared(grads[i])) << "tensor " << i;
   }
 }
 

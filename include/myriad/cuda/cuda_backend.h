@@ -89,6 +89,10 @@ class CudaBackend final : public ops::Backend {
                               const Tensor& lse, const Tensor& grad_losses, Tensor& grad_logits) override;
   void softmax_forward(const SoftmaxArgs& args, const Tensor& x, Tensor& out) override;
   void softmax_backward(const SoftmaxArgs& args, const Tensor& out, const Tensor& grad_out, Tensor& grad_x) override;
+  void vocab_shard_partials(const Tensor& state, const Tensor& local_lse, const Tensor& local_loss,
+                            const Tensor& maxima, Tensor& packed) override;
+  void vocab_shard_combine(const Tensor& state, const Tensor& maxima, const Tensor& packed, Tensor& lse,
+                           Tensor& losses) override;
   void bias_add_forward(const BiasAddArgs& args, const Tensor& x, const Tensor& bias, Tensor& out) override;
   void bias_add_backward(const BiasAddArgs& args, const Tensor& grad_out, Tensor& grad_x, Tensor& grad_bias) override;
   void adamw_update(const AdamWArgs& args, Tensor& param, const Tensor& grad, Tensor& m, Tensor& v) override;

@@ -228,6 +228,15 @@ std::int64_t grad_norm_scratch_doubles(std::int64_t n);
 void grad_norm_squared_f32(const float* grad, std::int64_t n, double* scratch, std::int64_t scratch_doubles,
                            double* out, cudaStream_t stream);
 
+// ---- Vocabulary-shard loss pieces, f32 over n rows (kernels/loss/vocab_shard.cu) -------------
+// The contract of ops/vocab_shard_loss.h: partials writes packed (2n) from state (n, i32),
+// local_lse, local_loss and maxima (n); combine writes lse and losses (n) from state, maxima and
+// the all-reduced packed. Outputs must not overlap inputs.
+void vocab_shard_partials_f32(const std::int32_t* state, const float* local_lse, const float* local_loss,
+                              const float* maxima, float* packed, std::int64_t n, cudaStream_t stream);
+void vocab_shard_combine_f32(const std::int32_t* state, const float* maxima, const float* packed, float* lse,
+                             float* losses, std::int64_t n, cudaStream_t stream);
+
 // ---- Row softmax, f32 (rows, cols) (kernels/softmax/softmax.cu) -----------------------------
 // The contract of ops/softmax.h: forward out = softmax(x) per row (out may be x); backward
 // grad_x = out * (grad_out - sum(grad_out * out)) per row (grad_x may be grad_out or out).

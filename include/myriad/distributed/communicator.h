@@ -74,6 +74,10 @@ class CommWork {
   virtual ~CommWork() = default;
   virtual void wait() = 0;  // blocks until complete; rethrows its error
   virtual bool completed() const = 0;
+  // Orders the later work of the caller's compute stream after this operation without blocking
+  // the host: a device communicator makes the stream wait for the operation's completion event and
+  // checks it for errors at its complete_streamed(); a host communicator's work just waits.
+  virtual void wait_on_stream() { wait(); }
 };
 using WorkHandle = std::shared_ptr<CommWork>;
 
@@ -105,6 +109,22 @@ class Communicator {
 
   virtual CommStats stats() const = 0;
   virtual void reset_stats() = 0;
+
+  // Waits on the host (with the usual error and timeout checks) for the operations ordered with
+  // CommWork::wait_on_stream() since the last call, and releases their tensors. Nothing to do for
+  // a host communicator.
+  virtual void complete_streamed() {}
+
+  // Stream-ordered forms (CommWork::wait_on_stream): on a device group the host does not wait.
+  void all_reduce_on_stream(Tensor tensor, ReduceOp op = ReduceOp::sum) {
+    all_reduce_async(std::move(tensor), op)->wait_on_stream();
+  }
+  void reduce_scatter_on_stream(Tensor input, Tensor output, ReduceOp op = ReduceOp::sum) {
+    reduce_scatter_async(std::move(input), std::move(output), op)->wait_on_stream();
+  }
+  void all_gather_on_stream(Tensor input, Tensor output) {
+    all_gather_async(std::move(input), std::move(output))->wait_on_stream();
+  }
 
   // Blocking forms: the async call, then wait().
   void all_reduce(Tensor tensor, ReduceOp op = ReduceOp::sum) { all_reduce_async(std::move(tensor), op)->wait(); }

@@ -12,6 +12,11 @@
 // and records a completion event. *_async returns at once: compute queued afterwards overlaps the
 // transfer. wait() blocks the host until the event has fired (polling ncclCommGetAsyncError, so a
 // failed peer ends in an error, not a hang), then makes the compute stream wait for it too.
+// wait_on_stream() only makes the compute stream wait (the host runs on, as it must inside a
+// training step); the work is kept, with its tensors, until complete_streamed() waits for it on
+// the host with the same checks (the trainer calls it once per step, after the update's reads).
+// A peer that never joins such an operation stalls the stream: the step's next host read waits
+// for it, and the ranks blocked in the step's host collectives report it (collective_watchdog.h).
 //
 // Work handles hold their operation's tensors until they are destroyed, so device memory passed
 // as a temporary cannot be reused by compute while NCCL may still read or write it.
@@ -87,6 +92,7 @@ class NcclCommunicator final : public distributed::Communicator {
 
   distributed::CommStats stats() const override;
   void reset_stats() override;
+  void complete_streamed() override;
 
   cudaStream_t stream() const { return stream_; }
   cuda::DeviceContext& context() const { return context_; }

@@ -91,6 +91,11 @@ class Backend : public ExecutionContext {
   virtual void bias_add_backward(const BiasAddArgs& args, const Tensor& grad_out, Tensor& grad_x, Tensor& grad_bias);
   virtual void softmax_forward(const SoftmaxArgs& args, const Tensor& x, Tensor& out);
   virtual void softmax_backward(const SoftmaxArgs& args, const Tensor& out, const Tensor& grad_out, Tensor& grad_x);
+  // The vocabulary-parallel loss's per-token pieces (ops/vocab_shard_loss.h).
+  virtual void vocab_shard_partials(const Tensor& state, const Tensor& local_lse, const Tensor& local_loss,
+                                    const Tensor& maxima, Tensor& packed);
+  virtual void vocab_shard_combine(const Tensor& state, const Tensor& maxima, const Tensor& packed, Tensor& lse,
+                                   Tensor& losses);
   virtual void adamw_update(const AdamWArgs& args, Tensor& param, const Tensor& grad, Tensor& m, Tensor& v);
   virtual void add_forward(const AddArgs& args, const Tensor& a, const Tensor& b, Tensor& out);
   virtual void add_backward(const AddArgs& args, const Tensor& grad_out, Tensor& grad_a, Tensor& grad_b);

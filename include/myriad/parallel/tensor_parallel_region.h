@@ -27,17 +27,18 @@ void gather_last_dim(distributed::Communicator& tp, const Tensor& local, Tensor&
 // local <- full[:, rank*F_local:(rank+1)*F_local].
 void slice_last_dim(const Tensor& full, int rank, Tensor& local);
 
-inline void copy_to_tp_region_backward(distributed::Communicator& tp, Tensor& grad) { tp.all_reduce(grad); }
-inline void reduce_from_tp_region_forward(distributed::Communicator& tp, Tensor& x) { tp.all_reduce(x); }
+// Stream-ordered (Communicator::*_on_stream): on a GPU the host does not wait inside the step.
+inline void copy_to_tp_region_backward(distributed::Communicator& tp, Tensor& grad) { tp.all_reduce_on_stream(grad); }
+inline void reduce_from_tp_region_forward(distributed::Communicator& tp, Tensor& x) { tp.all_reduce_on_stream(x); }
 
 // Each backward is its pair's other forward (an all-gather's is a reduce-scatter and the reverse):
 // TensorParallelRegions (tensor_parallel_regions.h) calls these two in both directions.
 inline void gather_from_sequence_region_forward(distributed::Communicator& tp, const Tensor& rows, Tensor& full) {
-  tp.all_gather(rows, full);
+  tp.all_gather_on_stream(rows, full);
 }
 inline void reduce_scatter_to_sequence_region_forward(distributed::Communicator& tp, const Tensor& partial,
                                                       Tensor& rows) {
-  tp.reduce_scatter(partial, rows);
+  tp.reduce_scatter_on_stream(partial, rows);
 }
 
 }  // namespace myriad::parallel

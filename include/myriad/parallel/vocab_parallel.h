@@ -15,11 +15,14 @@
 // the target logit x_t = l_r - loss_r. Per token, an all-reduce (max) of l_r, then one all-reduce
 // (sum) of the packed [exp(l_r - max) | x_t] give
 //   lse = max + log(sum),  loss = lse - x_t  (0 for ignore_index rows).
-// These per-token vectors (3 x N floats) are combined on the host. Backward is local: the ops'
+// These per-token vectors (3 x N floats) are combined where the logits live
+// (ops/vocab_shard_loss.h) over stream-ordered all-reduces: on a GPU nothing waits on the host.
+// Backward is local: the ops'
 // shard backward with the combined lse, grad[n, j] = (exp(x - lse) - [target == vocab_start + j])
 // * grad_losses[n]. Results equal the serial cross_entropy_* up to float reassociation.
 //
-// Token ids and targets are read on the host (the caller's batch; device copies are brought back);
+// Token ids and targets are read on the host (the caller's batch; device copies are brought back)
+// and checked there, so the device ops read no flag back;
 // every other tensor lives where the table / logits live, and the communicator must carry tensors
 // of that kind (host tensors always: NcclCommunicator hands them to its host group).
 #pragma once

@@ -35,6 +35,12 @@ class DeviceRuntime {
   virtual std::string pci_bus_id() const = 0;
   // Device memory held besides the tensors the Engine accounts for (the cuBLASLt workspace).
   virtual std::int64_t workspace_bytes() const = 0;
+  // Every group's stream-ordered operations (Communicator::complete_streamed), waited for on the
+  // host: once per step, after the update has read its results.
+  void complete_streamed() {
+    for (const distributed::Axis axis : distributed::kAxes) group(axis).complete_streamed();
+    expert_data().complete_streamed();
+  }
 };
 
 // `collective_timeout`: parallel.collective_timeout (seconds; 0 = wait forever) for NCCL waits.

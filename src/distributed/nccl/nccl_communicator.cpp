@@ -93,6 +93,7 @@ struct NcclCommunicator::Impl {
     std::shared_ptr<NcclWork> work;
   };
   std::vector<PendingP2p> pending;
+  std::vector<std::shared_ptr<NcclWork>> streamed;  // ordered by wait_on_stream, not yet waited for
 
   mutable std::mutex mutex;  // stats, pending, failure
   distributed::CommStats stats;
@@ -110,7 +111,7 @@ struct NcclCommunicator::Impl {
 // One operation (or one member of a point-to-point group). It holds the operation's tensors, so
 // their memory cannot return to the caching allocator (and be reused by compute) while NCCL may
 // still use it: a caller may pass temporaries and keep only the handle.
-struct NcclWork final : public distributed::CommWork {
+struct NcclWork final : public distributed::CommWork, public std::enable_shared_from_this<NcclWork> {
   NcclCommunicator::Impl* impl = nullptr;
   CommOp op = CommOp::all_reduce;
   std::shared_ptr<Completion> completion;  // null while a point-to-point group is pending
@@ -119,6 +120,7 @@ struct NcclWork final : public distributed::CommWork {
 
   void wait() override;
   bool completed() const override;
+  void wait_on_stream() override;
 };
 
 namespace {
@@ -237,6 +239,24 @@ void NcclWork::wait() {
   counted = true;
 }
 
+void NcclWork::wait_on_stream() {
+  NcclCommunicator& owner = *impl->owner;
+  if (!completion) flush_point_to_point(*impl, owner.context(), owner.stream());
+  {
+    DeviceGuard guard(owner.context().device());
+    MYRIAD_CUDA_CHECK(cudaStreamWaitEvent(owner.context().stream(), completion->done, 0));
+  }
+  std::size_t outstanding = 0;
+  {
+    std::lock_guard<std::mutex> lock(impl->mutex);
+    impl->streamed.push_back(shared_from_this());
+    outstanding = impl->streamed.size();
+  }
+  // A caller that never completes them would keep every tensor alive: past this many, wait here.
+  constexpr std::size_t kMaxOutstanding = 4096;
+  if (outstanding > kMaxOutstanding) owner.complete_streamed();
+}
+
 bool NcclWork::completed() const {
   if (!completion) {
     NcclCommunicator& owner = *impl->owner;
@@ -308,6 +328,15 @@ NcclCommunicator::NcclCommunicator(std::unique_ptr<distributed::Communicator> ow
   DeviceGuard guard(context.device());
   MYRIAD_CUDA_CHECK(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking));
   MYRIAD_CUDA_CHECK(cudaEventCreateWithFlags(&impl_->compute_ready, cudaEventDisableTiming));
+}
+
+void NcclCommunicator::complete_streamed() {
+  std::vector<std::shared_ptr<NcclWork>> works;
+  {
+    std::lock_guard<std::mutex> lock(impl_->mutex);
+    works.swap(impl_->streamed);
+  }
+  for (const std::shared_ptr<NcclWork>& work : works) work->wait();
 }
 
 NcclCommunicator::~NcclCommunicator() {

@@ -1,0 +1,34 @@
+// The per-token pieces of the vocabulary-parallel cross-entropy (parallel/vocab_parallel.h), so
+// that the shards' combination runs where the logits are (no copy to the host inside a step).
+// Each rank holds some columns of the vocabulary and has computed, over them, a local
+// log-sum-exp and (for targets in its columns) a local loss; with `maxima` the all-reduced max of
+// the local log-sum-exps:
+//
+//   vocab_shard_partials:  packed[i]     = exp(local_lse[i] - maxima[i])        (0 for -inf)
+//                          packed[n + i] = state[i] == 1 ? local_lse[i] - local_loss[i] : 0
+//                                          (the target's logit, on the rank holding it)
+//   (packed is then sum-all-reduced over the shards)
+//   vocab_shard_combine:   lse[i]    = maxima[i] + log(packed[i])
+//                          losses[i] = state[i] == -1 ? 0 : lse[i] - packed[n + i]
+//
+// state[i] (i32): 1 = the target lies in this rank's columns, 0 = in another rank's, -1 = the
+// ignore index. Shapes: state, local_lse, local_loss, maxima, lse, losses (n); packed (2n); f32
+// except state; contiguous, on one device. Pure forward pieces (the backward is the shard
+// cross-entropy's, ops/cross_entropy.h), elementwise, so every backend gives the same bits.
+#pragma once
+
+#include "myriad/core/tensor.h"
+
+namespace myriad {
+
+void vocab_shard_partials(const Tensor& state, const Tensor& local_lse, const Tensor& local_loss, const Tensor& maxima,
+                          Tensor& packed);
+void vocab_shard_combine(const Tensor& state, const Tensor& maxima, const Tensor& packed, Tensor& lse, Tensor& losses);
+
+namespace cpu {
+void vocab_shard_partials(const Tensor& state, const Tensor& local_lse, const Tensor& local_loss, const Tensor& maxima,
+                          Tensor& packed);
+void vocab_shard_combine(const Tensor& state, const Tensor& maxima, const Tensor& packed, Tensor& lse, Tensor& losses);
+}  // namespace cpu
+
+}  // namespace myriad
