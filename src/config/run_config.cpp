@@ -103,9 +103,6 @@ void validate_device(const RunConfig& c) {
   if (c.training.device != ComputeDevice::cuda) return;
   const char* why = "training.device cuda";
   const ParallelConfig& p = c.parallel;
-  MYRIAD_CHECK(p.cp == 1, why << " supports data, tensor, pipeline and expert parallelism (parallel.cp " << p.cp
-                              << "): context parallelism runs on training.device cpu for now (its ring is not "
-                                 "wired to NCCL's device tensors yet)");
   MYRIAD_CHECK(p.dp_reduce == DpReduce::automatic || p.dp_reduce == DpReduce::ring,
                why << " reduces gradients with NCCL, which picks its own algorithm (ring or tree, node-aware; set "
                       "NCCL_ALGO to force one): parallel.dp_reduce "

@@ -49,7 +49,7 @@ namespace {
 // (split_heads from its rows). Outputs are written into the packed copy and merged back.
 struct HeadsOperand {
   Tensor original, packed;
-  std::int64_t row_stride = 0;  // > 0 when `packed` is a copy of rows of this stride
+  std::optional<HeadsGather> gather;  // set when `packed` is a copy of a strided view
 
   float* data() const { return floats(packed); }
 };
@@ -57,23 +57,23 @@ struct HeadsOperand {
 }  // namespace
 
 static HeadsOperand heads_operand(CudaBackend& backend, const char* op, const char* name, const Tensor& t, bool read) {
-  if (!t.defined() || t.is_contiguous()) return {t, t, 0};
-  const std::optional<std::int64_t> row_stride = heads_row_stride(t, true);
-  MYRIAD_CHECK(row_stride.has_value(), op << " on " << t.device().str() << ": '" << name << "' " << t.describe()
-                                          << " must be contiguous (B, H, T, D) or heads of packed rows (strides [T*W, "
-                                             "D, W, 1]), has strides "
-                                          << shape_string(t.strides()));
-  HeadsOperand operand{t, backend.empty(t.shape()), *row_stride};
+  if (!t.defined() || t.is_contiguous()) return {t, t, std::nullopt};
+  const std::optional<HeadsGather> gather = heads_gather(t);
+  MYRIAD_CHECK(gather.has_value(), op << " on " << t.device().str() << ": '" << name << "' " << t.describe()
+                                      << " must be contiguous (B, H, T, D), heads of packed rows (strides [T*W, D, W, "
+                                         "1]) or a chunk of contiguous heads' rows, has strides "
+                                      << shape_string(t.strides()));
+  HeadsOperand operand{t, backend.empty(t.shape()), gather};
   if (read) backend.copy(t, operand.packed);  // gathers the heads of the rows
   return operand;
 }
 
 static void write_back(CudaBackend& backend, const HeadsOperand& operand) {
-  if (operand.row_stride == 0 || !operand.original.defined()) return;
-  const Tensor& t = operand.original;
+  if (!operand.gather || !operand.original.defined()) return;
+  const HeadsGather& g = *operand.gather;
   DeviceGuard guard(backend.context().device());
-  merge_heads_f32(operand.packed.data<float>(), t.data<float>(), operand.row_stride, t.size(0), t.size(2), t.size(1),
-                  t.size(3), backend.context().stream());
+  merge_heads_view(operand.packed.data<float>(), operand.original.data<float>(), g.row_stride, g.batch_stride,
+                   g.batches, g.T, g.H, g.D, backend.context().stream());
 }
 
 // A block-sparse layout's CSR arrays in device scratch for one call (the kernels read them there;
@@ -213,8 +213,8 @@ void CudaBackend::rope_apply(const char* op, const RopeArgs& args, const Tensor&
   if (!direct) {  // rows of H*D back into rows of the output's stride
     Tensor heads = empty({B, H, T, D});
     split_heads_f32(target.data<float>(), H * D, heads.data<float>(), B, T, H, D, context_.stream());
-    merge_heads_f32(heads.data<float>(), out.data<float>(), *heads_row_stride(out, false), B, T, H, D,
-                    context_.stream());
+    merge_heads_view(heads.data<float>(), out.data<float>(), *heads_row_stride(out, false), out.stride(0), B, T, H, D,
+                     context_.stream());
   }
 }
 

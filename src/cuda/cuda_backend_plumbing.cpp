@@ -41,6 +41,20 @@ void CudaBackend::copy(const Tensor& src, Tensor& dst) {
   DeviceGuard guard(context_.device());
   cudaStream_t stream = context_.stream();
   const std::int64_t n = src.numel();
+  if (!dst.is_contiguous()) {  // into a strided view: the heads views of rows (f32)
+    const std::optional<HeadsGather> g = heads_gather(dst);
+    MYRIAD_CHECK(g && src.dtype() == DType::f32 && dst.shape() == src.shape(),
+                 op << " on " << device().str() << ": cannot write the strided " << dst.describe() << " with strides "
+                    << shape_string(dst.strides())
+                    << " (a device copy writes contiguous tensors and the heads views of packed rows, from f32)");
+    if (src.is_contiguous()) {
+      return merge_heads_view(src.data<float>(), dst.data<float>(), g->row_stride, g->batch_stride, g->batches, g->T,
+                              g->H, g->D, stream);
+    }
+    Tensor packed = empty(src.shape());
+    copy(src, packed);
+    return copy(packed, dst);
+  }
   if (src.is_contiguous()) {
     if (src.dtype() == dst.dtype()) {
       if (src.nbytes() > 0 && src.raw_data() != dst.raw_data()) {
@@ -66,14 +80,14 @@ void CudaBackend::copy(const Tensor& src, Tensor& dst) {
   MYRIAD_CHECK(src.dtype() == DType::f32 && dst.dtype() == DType::f32,
                op << " on " << device().str() << ": a strided source " << src.describe()
                   << " is read as f32 only (convert after gathering)");
-  if (const auto row_stride = heads_row_stride(src, true)) {  // (B, H, T, D) heads of rows
-    return split_heads_f32(src.data<float>(), *row_stride, dst.data<float>(), src.size(0), src.size(2), src.size(1),
-                           src.size(3), stream);
+  if (const std::optional<HeadsGather> g = heads_gather(src)) {  // (B, H, T, D) heads of rows, or rows of heads
+    return split_heads_view(src.data<float>(), g->row_stride, g->batch_stride, dst.data<float>(), g->batches, g->T,
+                            g->H, g->D, stream);
   }
   if (const auto row_stride = heads_row_stride(src, false)) {  // (B, T, H, D) rows of heads
     const std::int64_t B = src.size(0), T = src.size(1), H = src.size(2), D = src.size(3);
     Tensor heads = empty({B, H, T, D});
-    split_heads_f32(src.data<float>(), *row_stride, heads.data<float>(), B, T, H, D, stream);
+    split_heads_view(src.data<float>(), *row_stride, src.stride(0), heads.data<float>(), B, T, H, D, stream);
     return merge_heads_f32(heads.data<float>(), dst.data<float>(), H * D, B, T, H, D, stream);
   }
   MYRIAD_THROW(op << " on " << device().str() << ": cannot read " << src.describe() << " with strides "

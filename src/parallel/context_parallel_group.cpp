@@ -10,9 +10,9 @@ class RingWork final : public nn::RingTransfer {
  public:
   RingWork(distributed::WorkHandle send, distributed::WorkHandle recv)
       : send_(std::move(send)), recv_(std::move(recv)) {}
-  void wait() override {
-    recv_->wait();
-    send_->wait();
+  void wait() override {  // stream-ordered on a device group (nn::RingTransfer)
+    recv_->wait_on_stream();
+    send_->wait_on_stream();
   }
 
  private:

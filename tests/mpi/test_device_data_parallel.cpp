@@ -13,6 +13,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <ostream>
 #include <string>
 
 #include "engine_test_support.h"
@@ -47,6 +48,7 @@ struct Layout {
   Recompute recompute = Recompute::none;
   Precision precision = Precision::fp32;
   int ep = 1, experts = 0;  // experts > 0: an MoE model (4 experts, top 2, capacity that drops)
+  int cp = 1;
 };
 
 // The CPU and device engines of one layout (gradient accumulation 2, the tiny model with head dim
@@ -65,15 +67,19 @@ struct EnginePair {
         gpu(gpu_config, make_rank_logger(world.comm->rank(), "warn"), &gpu_groups) {}
 
   static distributed::GridShape grid(World& world, Layout layout) {
-    return distributed::GridShape{
-        .tp = layout.tp, .ep = layout.ep, .dp = world.comm->size() / (layout.tp * layout.pp), .pp = layout.pp};
+    return distributed::GridShape{.tp = layout.tp,
+                                  .cp = layout.cp,
+                                  .ep = layout.ep,
+                                  .dp = world.comm->size() / (layout.tp * layout.pp * layout.cp),
+                                  .pp = layout.pp};
   }
 
   static RunConfig make_config(World& world, const fs::path& dir, Layout layout, ComputeDevice device) {
     distributed::Communicator& comm = *world.comm;
-    RunConfig c =
-        config_for(comm.rank(), dir, layout.architecture, comm.size() / (layout.tp * layout.pp), layout.zero_stage, 2);
+    RunConfig c = config_for(comm.rank(), dir, layout.architecture, comm.size() / (layout.tp * layout.pp * layout.cp),
+                             layout.zero_stage, 2);
     c.parallel.tp = layout.tp;
+    c.parallel.cp = layout.cp;
     c.parallel.pp = layout.pp;
     c.parallel.pp_schedule = layout.schedule;
     c.parallel.virtual_stages = layout.virtual_stages;
@@ -374,6 +380,36 @@ INSTANTIATE_TEST_SUITE_P(Experts, DeviceExpertParallel,
                                            EpCase{"gpt2_tp2", "gpt2", 1, 0, 2},
                                            EpCase{"llama_tp2_ep2_zero1", "llama", 2, 1, 2}),
                          [](const ::testing::TestParamInfo<EpCase>& info) { return std::string(info.param.name); });
+
+// Context parallelism on the device (np2: cp 2, GPT-2 and LLaMA-style with grouped K/V heads;
+// np4: cp 2 x dp 2 with ZeRO 1 and cp 2 x tp 2): ring attention's K/V and gradient rings over
+// NCCL, gradients summed over the dp x cp group; the same curve as the CPU engine of the layout
+// and a checkpoint the CPU engine resumes with bit-identical shards.
+struct CpCase {
+  const char* name;
+  const char* architecture;
+  int tp = 1, zero_stage_with_dp = 0;
+};
+void PrintTo(const CpCase& c, std::ostream* out) { *out << c.name; }
+class DeviceContextParallel : public ::testing::TestWithParam<CpCase> {};
+
+TEST_P(DeviceContextParallel, MatchesTheCpuEngineAndResumesThere) {
+  World world;
+  distributed::Communicator& comm = *world.comm;
+  if (!every_rank_has_a_gpu(comm)) GTEST_SKIP() << "needs one GPU per rank";
+  const CpCase c = GetParam();
+  if (comm.size() % (2 * c.tp) != 0) GTEST_SKIP() << "cp 2 x tp " << c.tp << " does not divide the world";
+  const bool with_dp = comm.size() > 2 * c.tp;
+  const Layout layout{
+      .tp = c.tp, .zero_stage = with_dp ? c.zero_stage_with_dp : 0, .architecture = c.architecture, .cp = 2};
+  const fs::path dir = shared_dir(comm, std::string("device_cp_") + c.name);
+  expect_matches_the_cpu_engine_and_resumes_there(world, dir, layout);
+}
+
+INSTANTIATE_TEST_SUITE_P(Rings, DeviceContextParallel,
+                         ::testing::Values(CpCase{"gpt2_cp2", "gpt2", 1, 1}, CpCase{"llama_cp2", "llama"},
+                                           CpCase{"gpt2_cp2_tp2", "gpt2", 2}),
+                         [](const ::testing::TestParamInfo<CpCase>& info) { return std::string(info.param.name); });
 
 }  // namespace
 }  // namespace myriad::train

@@ -23,6 +23,7 @@ struct SyncCase {
   const char* name;
   int tp = 1, zero_stage = 0;
   bool sequence_parallel = false;
+  int cp = 1;
 };
 void PrintTo(const SyncCase& c, std::ostream* out) { *out << c.name; }
 
@@ -32,19 +33,20 @@ TEST_P(DeviceStepSynchronisations, NoWaitInsideForwardAndBackward) {
   World world;
   distributed::Communicator& comm = *world.comm;
   const SyncCase c = GetParam();
-  if (comm.size() % c.tp != 0) GTEST_SKIP() << "tp " << c.tp << " does not divide the world";
-  const int dp = comm.size() / c.tp;
+  if (comm.size() % (c.tp * c.cp) != 0) GTEST_SKIP() << "tp x cp does not divide the world";
+  const int dp = comm.size() / (c.tp * c.cp);
   const fs::path dir = shared_dir(comm, std::string("device_sync_") + c.name);
   RunConfig config = config_for(comm.rank(), dir, "gpt2", dp, c.zero_stage, 2);
   config.parallel.tp = c.tp;
   config.parallel.sequence_parallel = c.sequence_parallel;
+  config.parallel.cp = c.cp;
   if (c.sequence_parallel) config.training.micro_batch = 3;
   config.model.n_embd = 128;
   config.model.n_head = 2;
   config.model.vocab_size = 330;
   config.training.device = ComputeDevice::cuda;
   prepare_shared_data(comm, config);
-  distributed::ProcessGroups groups(distributed::GridShape{.tp = c.tp, .dp = dp}, world.runtime.world());
+  distributed::ProcessGroups groups(distributed::GridShape{.tp = c.tp, .cp = c.cp, .dp = dp}, world.runtime.world());
   Engine engine(config, make_rank_logger(comm.rank(), "warn"), &groups);
   (void)engine.step();  // buffers, plans and the pinned upload ring settle
   std::uint64_t at_update = 0;
@@ -62,7 +64,7 @@ TEST_P(DeviceStepSynchronisations, NoWaitInsideForwardAndBackward) {
 INSTANTIATE_TEST_SUITE_P(Layouts, DeviceStepSynchronisations,
                          ::testing::Values(SyncCase{"dp_zero0"}, SyncCase{"dp_zero1", 1, 1}, SyncCase{"dp_zero2", 1, 2},
                                            SyncCase{"dp_zero3", 1, 3}, SyncCase{"tp2", 2},
-                                           SyncCase{"tp2_sp", 2, 0, true}),
+                                           SyncCase{"tp2_sp", 2, 0, true}, SyncCase{"cp2", 1, 0, false, 2}),
                          [](const ::testing::TestParamInfo<SyncCase>& info) { return std::string(info.param.name); });
 
 }  // namespace

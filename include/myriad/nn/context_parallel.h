@@ -25,7 +25,9 @@ namespace myriad::nn {
 class RingTransfer {
  public:
   virtual ~RingTransfer() = default;
-  virtual void wait() = 0;  // both directions complete; rethrows a transfer's error
+  // Both directions complete for what runs next: on the host, done; on a GPU, the compute stream
+  // waits for them and the host runs on (errors surface at the group's complete_streamed()).
+  virtual void wait() = 0;
 };
 
 class ContextParallel {

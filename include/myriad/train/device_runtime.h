@@ -1,8 +1,9 @@
 // DeviceRuntime — what training.device cuda gives a rank: its GPU (picked from the local rank),
 // the ops backend on it (where the Engine places the one model, its gradients, ZeRO shards and
 // AdamW state: ops::Placement) and the dp / tp / pp / ep (+ expert-data) groups over NCCL, built from the host groups
-// of the same ranks. A group of one is a LoopbackCommunicator, which takes device tensors too.
-// Host tensors given to any of these groups travel over the host group (scalars, token counts).
+// of the same ranks (and the dp x cp group under context parallelism). A group of one is a LoopbackCommunicator, which
+// takes device tensors too. Host tensors given to any of these groups travel over the host group (scalars, token
+// counts).
 //
 // The Engine runs exactly the code it runs on the host; this object only decides where tensors
 // live and which transport carries them. make_device_runtime throws myriad::Error naming
@@ -28,6 +29,9 @@ class DeviceRuntime {
   virtual distributed::Communicator& group(distributed::Axis axis) = 0;
   // The ranks holding the same MoE experts (distributed::ProcessGroups::expert_data) for device tensors.
   virtual distributed::Communicator& expert_data() = 0;
+  // The dp x cp ranks (distributed::ProcessGroups::data_context) for device tensors: gradients,
+  // ZeRO shards and the loss sum over it under context parallelism.
+  virtual distributed::Communicator& data_context() = 0;
   virtual std::string describe() const = 0;  // "cuda:0 (NVIDIA H200)"
   // The GPU's name, compute capability and SM count (empty name when the runtime cannot say).
   virtual GpuIdentity identity() const = 0;
@@ -40,6 +44,7 @@ class DeviceRuntime {
   void complete_streamed() {
     for (const distributed::Axis axis : distributed::kAxes) group(axis).complete_streamed();
     expert_data().complete_streamed();
+    data_context().complete_streamed();
   }
 };
 

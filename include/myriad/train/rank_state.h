@@ -49,7 +49,10 @@ struct RankState {
   distributed::Communicator& dp() { return group(distributed::Axis::dp); }  // the replicas: which sequences
   // The ranks that train the same parameters on different tokens (dp x cp): gradients, the loss
   // and token counts sum over it, ZeRO shards over it. The dp group when cp is 1.
-  distributed::Communicator& data_group() { return config.parallel.cp > 1 ? groups->data_context() : dp(); }
+  distributed::Communicator& data_group() {
+    if (config.parallel.cp == 1) return dp();
+    return device ? device->data_context() : groups->data_context();
+  }
   distributed::Communicator& tp() { return group(distributed::Axis::tp); }
   distributed::Communicator& pp() { return group(distributed::Axis::pp); }
   bool model_parallel() const { return config.parallel.tp * config.parallel.pp * config.parallel.ep > 1; }

@@ -45,12 +45,17 @@ class CudaRuntime final : public DeviceRuntime {
     }
     if (groups.grid().size(distributed::Axis::ep) > 1)
       expert_data_ = device_group(groups.expert_data(), context_, timeout);
+    if (groups.grid().size(distributed::Axis::cp) > 1)
+      data_context_ = device_group(groups.data_context(), context_, timeout);
   }
 
   ops::Placement placement() override { return ops::Placement{&backend_}; }
   distributed::Communicator& group(distributed::Axis axis) override { return *groups_[static_cast<std::size_t>(axis)]; }
   distributed::Communicator& expert_data() override {
     return expert_data_ ? *expert_data_ : group(distributed::Axis::dp);
+  }
+  distributed::Communicator& data_context() override {
+    return data_context_ ? *data_context_ : group(distributed::Axis::dp);
   }
   std::string describe() const override {
     cudaDeviceProp prop{};
@@ -74,6 +79,7 @@ class CudaRuntime final : public DeviceRuntime {
   cuda::CudaBackend backend_;  // after the context: destroyed first
   std::array<std::unique_ptr<distributed::Communicator>, distributed::kAxes.size()> groups_;  // destroyed before both
   std::unique_ptr<distributed::Communicator> expert_data_;                                    // ep > 1 only
+  std::unique_ptr<distributed::Communicator> data_context_;                                   // cp > 1 only
 };
 
 }  // namespace

@@ -30,7 +30,9 @@ StepMetricsCollector::StepMetricsCollector(const RunConfig& config, distributed:
 distributed::CommOpStats StepMetricsCollector::data_context_stats() const {
   distributed::Communicator& dcp = groups_.data_context();
   if (&dcp == &groups_.group(distributed::Axis::dp)) return {};
-  return dcp.stats().total();
+  distributed::CommOpStats total = dcp.stats().total();
+  if (device_) total += device_->data_context().stats().total();  // NCCL's (host values go over dcp)
+  return total;
 }
 
 std::array<double, 6> StepMetricsCollector::wait_seconds() const {
