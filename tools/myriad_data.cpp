@@ -220,9 +220,10 @@ int dedup(const std::vector<std::string>& args, distributed::Communicator& world
   if (world.rank() == 0) {
     const double s = seconds();
     std::cout << "dedup: " << summary.documents_in << " documents in, " << summary.documents_out << " out ("
-              << summary.exact_duplicates << " exact and " << summary.near_duplicates << " near duplicates dropped, "
-              << summary.clusters << " clusters), " << mb(static_cast<double>(summary.report.document_bytes))
-              << " of text in " << s << " s on " << world.size() << " rank(s)\n"
+              << summary.exact_duplicates << " exact and " << summary.near_duplicates << " near duplicates dropped"
+              << (summary.removed_path.empty() ? "" : ", listed in " + summary.removed_path) << ", " << summary.clusters
+              << " clusters), " << mb(static_cast<double>(summary.report.document_bytes)) << " of text in " << s
+              << " s on " << world.size() << " rank(s)\n"
               << "  candidate pairs " << summary.candidate_pairs << ", verified " << summary.verified_pairs
               << " (estimated Jaccard >= " << options.threshold << ")\n";
     for (const data::DuplicatePair& pair : summary.examples) {

@@ -142,6 +142,7 @@ void bind_data(py::module_& m) {
         for (const data::DuplicatePair& p : s.examples) pairs.append(py::make_tuple(p.kept, p.dropped, p.jaccard));
         d["examples"] = pairs;
         d["report"] = s.report_path;
+        d["removed"] = s.removed_path;
         return d;
       },
       py::arg("inputs"), py::arg("output") = "", py::arg("num_perm") = 512, py::arg("bands") = 20, py::arg("rows") = 6,

@@ -12,6 +12,7 @@
 #include <type_traits>
 #include <unordered_map>
 
+#include "dedup_output.h"
 #include "document_batches.h"
 #include "file_assignment.h"
 #include "report_json.h"
@@ -256,8 +257,10 @@ DedupSummary dedup_corpus(const DedupOptions& options, WorkerGroup& workers) {
   DedupSummary summary;
   summary.kept.assign(static_cast<std::size_t>(total), true);
   std::vector<std::int64_t> members(static_cast<std::size_t>(total), 0);
+  std::vector<std::int64_t> kept_document(static_cast<std::size_t>(total));  // the root of each cluster
   for (std::int64_t d = 0; d < total; ++d) {
     const std::int64_t root = find_root(parent, d);
+    kept_document[static_cast<std::size_t>(d)] = root;
     ++members[static_cast<std::size_t>(root)];
     if (root != d) {
       summary.kept[static_cast<std::size_t>(d)] = false;
@@ -299,34 +302,13 @@ DedupSummary dedup_corpus(const DedupOptions& options, WorkerGroup& workers) {
     summary.report.merge(detail::input_report_from_json(json::parse(part)));
   }
 
-  // 8. Output: each worker rewrites its files' kept documents (a second read), then the report.
+  // 8. Output: each worker rewrites its files' kept documents (a second read) and lists what it
+  //    removed (dedup_output.h), then the report.
   if (!options.output_dir.empty()) {
     if (rank == 0) fs::create_directories(options.output_dir);
     workers.barrier();
-    for (std::size_t f = 0; f < files.size(); ++f) {
-      if (owner[f] != rank) continue;
-      char prefix[32];
-      std::snprintf(prefix, sizeof(prefix), "%06zu_", f);
-      std::string name = fs::path(files[f]).filename().string();
-      for (const char* suffix : {".zst", ".zstd"}) {
-        if (name.ends_with(suffix)) name.resize(name.size() - std::strlen(suffix));
-      }
-      if (!name.ends_with(".jsonl")) name += ".jsonl";
-      const std::string path = (fs::path(options.output_dir) / (prefix + name)).string();
-      std::ofstream out(path + ".tmp", std::ios::trunc);
-      MYRIAD_CHECK(out.good(), "cannot create '" << path << ".tmp'");
-      std::int64_t index = 0;
-      InputReport again;
-      for_each_file_document(files[f], options.source, again, [&](std::string_view text) {
-        if (summary.kept[static_cast<std::size_t>(first[f] + index)]) out << json({{"text", text}}).dump() << "\n";
-        ++index;
-      });
-      out.close();
-      MYRIAD_CHECK(out.good() && index == file_documents[f], "'" << files[f] << "' changed while it was deduplicated ("
-                                                                 << index << " documents, " << file_documents[f]
-                                                                 << " before)");
-      fs::rename(path + ".tmp", path);
-    }
+    summary.removed_path = detail::write_dedup_output(
+        options, detail::DedupDecision{files, owner, first, summary.kept, kept_document, exact_copy}, workers);
     workers.barrier();
     if (rank == 0) {
       summary.report_path = (fs::path(options.output_dir) / "dedup_report.json").string();
@@ -342,6 +324,7 @@ DedupSummary dedup_corpus(const DedupOptions& options, WorkerGroup& workers) {
                   {"clusters", summary.clusters},
                   {"candidate_pairs", summary.candidate_pairs},
                   {"verified_pairs", summary.verified_pairs},
+                  {"removed_list", summary.removed_path},
                   {"options",
                    {{"num_perm", m.num_perm},
                     {"bands", m.bands},

@@ -353,6 +353,11 @@ void for_each_file_document(const std::string& path, const SourceOptions& option
 
 void for_each_file_document_at(const std::string& path, const SourceOptions& options, InputReport& report,
                                const std::function<void(std::string_view, std::int64_t)>& visit) {
+  for_each_file_record(path, options, report, [&](const DocumentRecord& record) { visit(record.text, record.line); });
+}
+
+void for_each_file_record(const std::string& path, const SourceOptions& options, InputReport& report,
+                          const std::function<void(const DocumentRecord&)>& visit) {
   ++report.files;
   const FileFormat format = file_format_of(path);
   {
@@ -363,7 +368,7 @@ void for_each_file_document_at(const std::string& path, const SourceOptions& opt
     }
   }
   ByteStream stream(path, format.zstd, report);
-  auto accept = [&](std::string_view text, std::int64_t line) {
+  auto accept = [&](std::string_view text, std::int64_t line, std::string_view json = {}) {
     const std::string at = where(path, line);
     if (text.empty()) {
       ++report.empty_documents;
@@ -376,7 +381,7 @@ void for_each_file_document_at(const std::string& path, const SourceOptions& opt
     }
     ++report.documents;
     report.document_bytes += static_cast<std::int64_t>(text.size());
-    visit(text, line);
+    visit(DocumentRecord{text, line, json});
   };
   auto too_long = [&](std::int64_t line) {
     report.add(InputProblem::too_long,
@@ -406,7 +411,7 @@ void for_each_file_document_at(const std::string& path, const SourceOptions& opt
                        where(path, number) + ": no string field \"" + options.text_field + "\"");
             return;
           }
-          accept(field->get_ref<const std::string&>(), number);
+          accept(field->get_ref<const std::string&>(), number, line);
         },
         too_long);
     return;

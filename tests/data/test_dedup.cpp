@@ -5,6 +5,9 @@
 //   not near each other) are found: recall >= 0.95 over the copies whose true Jaccard is >= 0.8,
 //   precision >= 0.99; exact copies are counted as such; the first document of a cluster is kept;
 //   the output files hold exactly the kept documents; 1, 2 and 4 threads give the same result.
+// - A JSONL record is written out as read (its id and every other field intact), and
+//   dedup_removed.jsonl names each removed document (file:line, id when present) with the kept
+//   document it duplicates and the kind (issue 46, item 16: ids were dropped, removals unnamed).
 #include <gtest/gtest.h>
 #include <omp.h>
 
@@ -192,6 +195,72 @@ TEST(Dedup, FindsPlantedNearDuplicatesAndKeepsTheFirst) {
   }
   EXPECT_EQ(written, expected);
   EXPECT_TRUE(fs::exists(fs::path(options.output_dir) / "dedup_report.json"));
+}
+
+std::vector<std::string> dedup_lines_of(const fs::path& path) {
+  std::ifstream in(path);
+  std::vector<std::string> lines;
+  for (std::string line; std::getline(in, line);) lines.push_back(line);
+  return lines;
+}
+
+TEST(Dedup, KeepsEveryJsonFieldAndListsWhatItRemoved) {
+  TempDir dir;
+  fs::create_directories(dir / "in");
+  const std::string x = words(0, 200), y = words(1000, 1200);
+  std::string near_x = x;
+  near_x.replace(near_x.find("w100 "), 5, "edited ");
+  const std::string a1 = nlohmann::json({{"id", "a1"}, {"text", x}, {"source", "web"}, {"meta", {{"n", 1}}}}).dump();
+  const std::string a2 = "{\"text\": " + nlohmann::json(y).dump() + ", \"id\": 7,  \"score\": 0.5}";  // as written
+  {
+    std::ofstream a(dir / "in/a.jsonl"), b(dir / "in/b.jsonl"), c(dir / "in/c.txt");
+    a << a1 << "\n" << a2 << "\n\n" << nlohmann::json({{"id", "a4"}, {"text", x}, {"lang", "en"}}).dump() << "\n";
+    b << nlohmann::json({{"text", y}}).dump() << "\n"
+      << nlohmann::json({{"id", "b2"}, {"text", near_x}}).dump() << "\n";
+    c << y;
+  }
+  DedupOptions options;
+  options.inputs = {dir / "in"};
+  options.output_dir = dir / "out";
+  SoloWorkers solo;
+  const DedupSummary summary = dedup_corpus(options, solo);
+  EXPECT_EQ(summary.documents_in, 6);
+  EXPECT_EQ(summary.documents_out, 2);
+  EXPECT_EQ(summary.exact_duplicates, 3);
+  EXPECT_EQ(summary.near_duplicates, 1);
+
+  // The kept records, byte for byte as in the input.
+  EXPECT_EQ(dedup_lines_of(dir / "out/000000_a.jsonl"), (std::vector<std::string>{a1, a2}));
+  EXPECT_TRUE(dedup_lines_of(dir / "out/000001_b.jsonl").empty());
+  EXPECT_TRUE(dedup_lines_of(dir / "out/000002_c.txt.jsonl").empty());
+
+  // The removed list: every removed document, in corpus order, with the kept one it duplicates.
+  const std::string removed = dir / "out/dedup_removed.jsonl";
+  EXPECT_EQ(summary.removed_path, removed);
+  const std::string a = dir / "in/a.jsonl", b = dir / "in/b.jsonl", c = dir / "in/c.txt";
+  using nlohmann::json;
+  const std::vector<json> expected = {
+      {{"removed", a + ":4"},
+       {"removed_id", "a4"},
+       {"duplicate_of", a + ":1"},
+       {"duplicate_of_id", "a1"},
+       {"kind", "exact"}},
+      {{"removed", b + ":1"}, {"duplicate_of", a + ":2"}, {"duplicate_of_id", 7}, {"kind", "exact"}},
+      {{"removed", b + ":2"},
+       {"removed_id", "b2"},
+       {"duplicate_of", a + ":1"},
+       {"duplicate_of_id", "a1"},
+       {"kind", "near"}},
+      {{"removed", c + ":1"}, {"duplicate_of", a + ":2"}, {"duplicate_of_id", 7}, {"kind", "exact"}},
+  };
+  std::vector<json> listed;
+  for (const std::string& line : dedup_lines_of(removed)) listed.push_back(json::parse(line));
+  EXPECT_EQ(listed, expected);
+  for (const fs::directory_entry& entry : fs::directory_iterator(dir / "out")) {
+    EXPECT_FALSE(entry.path().string().ends_with(".part")) << entry.path() << " left behind";
+  }
+  const json report = json::parse(std::ifstream(dir / "out/dedup_report.json"));
+  EXPECT_EQ(report.at("removed_list"), removed);
 }
 
 }  // namespace

@@ -82,6 +82,8 @@ def test_data_dedup_and_mix(tmp_path):
     assert result["exact_duplicates"] == 35 and result["kept"][:25] == [True] * 25
     kept = (tmp_path / "dedup" / "000000_a.jsonl").read_text().splitlines()
     assert len(kept) == 25
+    removed = [json.loads(line) for line in open(result["removed"])]  # issue 46, item 16: removals named
+    assert len(removed) == 35 and all(r["kind"] == "exact" and r["duplicate_of"] for r in removed)
     myriad.data.tokenize([str(corpus)], str(tmp_path / "one"), "bytes", shard_tokens=10000)
     myriad.data.tokenize([str(tmp_path / "dedup")], str(tmp_path / "two"), "bytes", shard_tokens=10000)
     plan = myriad.data.mix([(str(tmp_path / "one"), 3.0), (str(tmp_path / "two"), 1.0)], steps=50, batch=8,
@@ -92,6 +94,26 @@ def test_data_dedup_and_mix(tmp_path):
     assert "weight: 3" in plan["yaml"]
     with pytest.raises(myriad.Error, match="source 1"):
         myriad.data.mix([(str(tmp_path / "one"), 1.0), (str(tmp_path / "nowhere"), 1.0)], steps=1, batch=1, seq_len=4)
+
+
+def test_dedup_command_keeps_ids_and_names_the_removed_list(tmp_path):
+    # Issue 46, item 16: the output had lost every field but "text"; the removals were nowhere.
+    if not CLI.exists():
+        pytest.skip(f"{CLI} not built")
+    corpus = tmp_path / "corpus"
+    corpus.mkdir()
+    text = "the river runs past the mill and the mill turns all day long by the water"
+    (corpus / "a.jsonl").write_text(json.dumps({"id": "first", "text": text, "url": "u1"}) + "\n"
+                                    + json.dumps({"id": "second", "text": text, "url": "u2"}) + "\n")
+    result = subprocess.run([str(CLI), "dedup", "--input", str(corpus), "--output", str(tmp_path / "out")],
+                            check=True, capture_output=True, text=True)
+    listed = str(tmp_path / "out" / "dedup_removed.jsonl")
+    assert f"listed in {listed}" in result.stdout, result.stdout
+    kept = [json.loads(line) for line in (tmp_path / "out" / "000000_a.jsonl").read_text().splitlines()]
+    assert kept == [{"id": "first", "text": text, "url": "u1"}]
+    removed = [json.loads(line) for line in open(listed)]
+    assert removed == [{"removed": f"{corpus / 'a.jsonl'}:2", "removed_id": "second",
+                        "duplicate_of": f"{corpus / 'a.jsonl'}:1", "duplicate_of_id": "first", "kind": "exact"}]
 
 
 @pytest.mark.parametrize("subcommand", ["tokenize", "dedup", "mix", "inspect"])

@@ -16,10 +16,16 @@
 // first document, which attaches its signature, then to the owner of the second, which verifies
 // them. Every worker gathers all verified pairs and runs the same union-find. So the result does
 // not depend on the number of workers or threads.
-// Output (optional): the kept documents of each input file, in order, as JSONL {"text": ...} in
-// "<output>/<file index, 6 digits>_<file name>.jsonl", and "<output>/dedup_report.json".
+// Output (optional): the kept documents of each input file, in order, in
+// "<output>/<file index, 6 digits>_<file name>.jsonl" — a JSONL input's records as read (every
+// field, `id` and all, kept; the text stays in its field), a text input's documents as
+// {"text": ...}; "<output>/dedup_removed.jsonl", one line per removed document in corpus order:
+//   {"removed": "file:line", "removed_id": ..., "duplicate_of": "file:line", "duplicate_of_id": ...,
+//    "kind": "exact" | "near"}
+// (the ids only where the JSON record has a non-null "id"; duplicate_of is the kept document of
+// the cluster); and "<output>/dedup_report.json".
 // Memory per worker: 4 x num_perm + 48 bytes per document of its files (2 KiB with the default
-// 512 permutations), plus the pairs.
+// 512 permutations), plus the pairs; with an output, about 100 bytes more per removed document.
 #pragma once
 
 #include <cstdint>
@@ -61,6 +67,7 @@ struct DedupSummary {
   std::vector<DuplicatePair> examples;
   std::vector<bool> kept;  // by global document index
   std::string report_path;
+  std::string removed_path;  // the removed list (with an output only)
 };
 
 // Collective over `workers`.

@@ -97,4 +97,16 @@ void for_each_file_document(const std::string& path, const SourceOptions& option
 void for_each_file_document_at(const std::string& path, const SourceOptions& options, InputReport& report,
                                const std::function<void(std::string_view, std::int64_t)>& visit);
 
+// An accepted document with where it came from: its text, its (first) line, and for JSONL the
+// whole record it was read from (the line as in the file, without '\r'; every field intact), so a
+// writer can re-emit it; empty for text files.
+struct DocumentRecord {
+  std::string_view text;
+  std::int64_t line = 1;
+  std::string_view json;
+};
+// The same again, with each document's record (the views live until visit returns).
+void for_each_file_record(const std::string& path, const SourceOptions& options, InputReport& report,
+                          const std::function<void(const DocumentRecord&)>& visit);
+
 }  // namespace myriad::data
