@@ -14,6 +14,7 @@
 
 #include "myriad/config/run_config.h"
 #include "myriad/core/error.h"
+#include "yaml_documents.h"
 
 namespace myriad {
 
@@ -203,12 +204,7 @@ void check_nesting_depth(const std::string& text, const std::string& source_name
 
 RunConfig RunConfig::from_yaml_string(const std::string& text, const std::string& source_name) {
   check_nesting_depth(text, source_name);
-  std::vector<YAML::Node> documents;
-  try {
-    documents = YAML::LoadAll(text);
-  } catch (const YAML::Exception& e) {
-    MYRIAD_THROW(where(source_name, e.mark) << ": invalid YAML: " << e.msg);
-  }
+  const std::vector<YAML::Node> documents = detail::load_yaml_documents(text, source_name);
   const auto has_content = [](const YAML::Node& d) { return !d.IsNull(); };
   const auto filled = std::count_if(documents.begin(), documents.end(), has_content);
   MYRIAD_CHECK(filled > 0, source_name << ": the config is empty (no sections); a config is a map of sections ("

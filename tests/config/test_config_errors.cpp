@@ -183,6 +183,14 @@ TEST(ConfigErrors, AHugeValueIsQuotedInPart) {
   }
 }
 
+// A ',' outside any flow collection made yaml-cpp's LoadAll return empty documents forever,
+// allocating until killed (found by tests/fuzz/fuzz_run_config; the input is kept in
+// tests/fuzz/regressions/run_config/): now an error naming the line.
+TEST(ConfigErrors, AStrayCommaIsAnErrorNotAnEndlessParse) {
+  expect_yaml_error(",", {"t.yaml:1", "invalid YAML", "stops making progress"});
+  expect_yaml_error("training: {steps: 3}\n---\n,\n", {"t.yaml:", "invalid YAML"});
+}
+
 // 100,000 nested brackets (found by fuzzing: "invalid YAML: bad file") are refused before the YAML
 // parser recurses, naming the line; brackets inside quotes and comments do not count.
 TEST(ConfigErrors, ADeeplyNestedFileIsRefusedNamingTheLine) {
