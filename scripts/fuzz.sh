@@ -41,9 +41,10 @@ fi
 CC_FUZZ="${CXX_FUZZ/clang++/clang}"
 
 echo "[fuzz] building the fuzz targets with $CXX_FUZZ into $FUZZ_DIR"
+mkdir -p "$FUZZ_DIR"
 cmake -S "$ROOT" -B "$FUZZ_DIR" -G Ninja -DMYRIAD_BUILD_FUZZERS=ON -DCMAKE_BUILD_TYPE=Debug \
-  -DCMAKE_CXX_COMPILER="$CXX_FUZZ" -DCMAKE_C_COMPILER="$CC_FUZZ" >"$FUZZ_DIR.configure.log" 2>&1 ||
-  { cat "$FUZZ_DIR.configure.log" >&2; exit 1; }
+  -DCMAKE_CXX_COMPILER="$CXX_FUZZ" -DCMAKE_C_COMPILER="$CC_FUZZ" >"$FUZZ_DIR/configure.log" 2>&1 ||
+  { cat "$FUZZ_DIR/configure.log" >&2; exit 1; }
 cmake --build "$FUZZ_DIR" -j "$JOBS"
 read -r -a TARGETS <<<"$(tr ';' ' ' <"$FUZZ_DIR/fuzz_targets.txt")"
 

@@ -315,6 +315,8 @@ def _read_hf_config(config_path):
     except json.JSONDecodeError as e:
         raise HfError(f"import --format hf: {config_path} is not valid JSON: {e.msg} at line {e.lineno} column "
                       f"{e.colno}") from None
+    except ValueError as e:  # json's other refusals, e.g. an integer of more than 4300 digits
+        raise HfError(f"import --format hf: {config_path} is not valid JSON: {str(e).splitlines()[0][:120]}") from None
     except (OSError, RecursionError) as e:
         raise HfError(f"import --format hf: {config_path} cannot be read: {type(e).__name__}") from None
     _require(isinstance(values, dict), f"import --format hf: {config_path} must hold a JSON object, got "
