@@ -14,10 +14,14 @@
 #      skips what .gitignore names) and clang-format --dry-run --Werror over every tracked C++/CUDA
 #      file (tests/python/test_formatting.py);
 #   7. sanitize.sh: the unit tests of the layers below train under ASan + UBSan (their own build;
-#      skip with MYRIAD_SANITIZE_STEP=0).
+#      skip with MYRIAD_SANITIZE_STEP=0);
+#   8. fuzz.sh: the libFuzzer targets of the input readers (tests/fuzz; their own small clang
+#      build in build-fuzz/), MYRIAD_FUZZ_SECONDS (default 8) each, two at a time, after the kept
+#      regression inputs; skipped with a printed reason without clang/libFuzzer, or with
+#      MYRIAD_FUZZ_STEP=0.
 # Prints each step's wall time at the end. Exits non-zero if any step fails.
 # Environment: BUILD_DIR (default build), MYRIAD_CMAKE_ARGS, MYRIAD_JOBS (default: CPUs),
-# MYRIAD_SANITIZE_STEP.
+# MYRIAD_SANITIZE_STEP, MYRIAD_FUZZ_STEP, MYRIAD_FUZZ_SECONDS.
 set -euo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 BUILD_DIR="${BUILD_DIR:-$ROOT/build}"
@@ -101,6 +105,11 @@ if [ "${MYRIAD_SANITIZE_STEP:-1}" != "0" ]; then
   echo "[test] sanitizers: the layers' unit tests under ASan + UBSan (scripts/sanitize.sh)"
   "$ROOT/scripts/sanitize.sh"
   finished "sanitizers"
+fi
+if [ "${MYRIAD_FUZZ_STEP:-1}" != "0" ]; then
+  echo "[test] fuzzing: every reader of untrusted input for ${MYRIAD_FUZZ_SECONDS:-8} s (scripts/fuzz.sh)"
+  "$ROOT/scripts/fuzz.sh" "${MYRIAD_FUZZ_SECONDS:-8}"
+  finished "fuzz"
 fi
 echo "[test] wall time per step:"
 printf '  %s\n' "${TIMES[@]}"

@@ -175,6 +175,7 @@ void TokenShard::read(std::int64_t begin, std::int64_t count, std::int32_t* out)
   MYRIAD_CHECK(
       begin >= 0 && count >= 0 && begin <= size() - count,
       "token shard '" << path_ << "': read of " << count << " tokens at " << begin << " outside [0, " << size() << ")");
+  if (count == 0) return;  // `out` may be null then (an empty vector's data()), and memcpy's pointers must not be
   if (header_.dtype == ShardDType::u16) {
     const auto* src = reinterpret_cast<const std::uint16_t*>(payload_) + begin;
     for (std::int64_t i = 0; i < count; ++i) out[i] = src[i];

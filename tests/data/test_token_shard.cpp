@@ -103,6 +103,13 @@ TEST(TokenShard, EmptyShardAndMoves) {
   EXPECT_EQ(moved.size(), 0);
   EXPECT_EQ(moved.path(), dir / "empty.bin");
   expect_error_naming([&] { moved.token(0); }, {"empty.bin", "index 0 out of range"});
+  // Reading nothing into an empty vector's data() (null): was memcpy(nullptr, ..., 0), undefined
+  // behaviour UBSan reports (found by tests/fuzz/fuzz_token_shard).
+  write_token_shard(dir / "empty_i32.bin", {}, 100000);
+  const TokenShard wide = TokenShard::open(dir / "empty_i32.bin");
+  std::vector<std::int32_t> none;
+  wide.read(0, 0, none.data());
+  moved.read(0, 0, none.data());
 }
 
 class ShardErrors : public ::testing::Test {
