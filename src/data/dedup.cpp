@@ -324,7 +324,7 @@ DedupSummary dedup_corpus(const DedupOptions& options, WorkerGroup& workers) {
                   {"clusters", summary.clusters},
                   {"candidate_pairs", summary.candidate_pairs},
                   {"verified_pairs", summary.verified_pairs},
-                  {"removed_list", summary.removed_path},
+                  {"removed_list", fs::path(summary.removed_path).filename().string()},  // beside the report
                   {"options",
                    {{"num_perm", m.num_perm},
                     {"bands", m.bands},

@@ -3,6 +3,7 @@
 // same files, for any world size.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <filesystem>
 #include <fstream>
 #include <iterator>
@@ -92,6 +93,10 @@ TEST(DedupMpi, EveryWorldSizeDropsWhatOneProcessDrops) {
     EXPECT_GT(serial.exact_duplicates, 0);
     EXPECT_GT(serial.near_duplicates, 0);
     EXPECT_EQ(serial.documents_out, 23);
+    // Every output file, the removed list (dedup_removed.jsonl: labels exchanged between ranks) too.
+    std::ifstream removed(serial.removed_path);
+    const auto listed = std::count(std::istreambuf_iterator<char>(removed), std::istreambuf_iterator<char>(), '\n');
+    EXPECT_EQ(listed, serial.exact_duplicates + serial.near_duplicates);
     for (const auto& entry : fs::directory_iterator(dir / "serial")) {
       EXPECT_EQ(slurp(entry.path()), slurp(dir / "parallel" / entry.path().filename())) << entry.path().filename();
     }
