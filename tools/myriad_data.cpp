@@ -13,7 +13,9 @@
 // tokenize runs on every rank of an mpirun (or alone) and writes the same shards whatever the
 // number of ranks and threads (include/myriad/data/shard_corpus.h); dedup removes exact and
 // near duplicates with the same result for any number of ranks and threads
-// (include/myriad/data/dedup.h); mix checks a data.sources mixture of shard folders and shows the
+// (include/myriad/data/dedup.h; --output DIR gets the kept documents with their JSON records
+// whole, dedup_removed.jsonl naming each removed document and the kept one it duplicates, and
+// dedup_report.json); mix checks a data.sources mixture of shard folders and shows the
 // tokens a run draws from each (include/myriad/data/mixture_plan.h); inspect describes a shard or
 // a folder of shards (and its manifest.json). A failure on one rank ends the job on every rank.
 #include <unistd.h>
