@@ -34,8 +34,8 @@ probe="$(mktemp -d)"
 trap 'rm -rf "$probe"' EXIT
 echo 'extern "C" int LLVMFuzzerTestOneInput(const unsigned char*, unsigned long) { return 0; }' >"$probe/probe.cpp"
 if ! "$CXX_FUZZ" -fsanitize=fuzzer,address,undefined "$probe/probe.cpp" -o "$probe/probe" 2>"$probe/log"; then
-  echo "[fuzz] skipped: $CXX_FUZZ cannot link -fsanitize=fuzzer (libclang_rt.fuzzer missing: install" \
-       "libclang-rt-14-dev, scripts/setup.sh): $(head -c 300 "$probe/log")"
+  echo "[fuzz] skipped: $CXX_FUZZ cannot link -fsanitize=fuzzer (not clang, or libclang_rt.fuzzer missing:" \
+       "install clang and libclang-rt-14-dev, scripts/setup.sh): $(head -c 300 "$probe/log")"
   exit 0
 fi
 CC_FUZZ="${CXX_FUZZ/clang++/clang}"
