@@ -10,10 +10,16 @@
 // K/V copies of the local chunks, one partial output) + the block layout; the process's baseline
 // (RSS before the model) is added. Growth of the peak RSS after the second pass (the first settles
 // the allocator) must stay under 5% (--check).
+// --train runs --passes training steps on the same document instead (forward, backward with full
+// recompute, the gradients summed over the cp group, one AdamW update of every parameter): the
+// loss falls step by step, and each step's peak RSS is checked against the training bound —
+// parameters, gradients and AdamW's two moments, the saved activations at full recompute (block
+// inputs) and the scratch of one layer's backward, logits and loss rows, the ring's backward
+// buffers (packed K/V twice, their gradients three times) and the layouts.
 // --ring-only times one layer's ring attention forward + backward at --tokens with and without
 // its transfers (the same pairs computed on local K/V only): the difference is the exposed
 // communication; the bytes moved are counted by the cp communicator.
-// Usage: mpirun -np 4 bench_long_context [--tokens N] [--passes P] [--check] [--ring-only]
+// Usage: mpirun -np 4 bench_long_context [--tokens N] [--passes P] [--check] [--train | --ring-only]
 #include <chrono>
 #include <cstring>
 #include <functional>
@@ -28,6 +34,7 @@
 #include "myriad/distributed/scalar_reduce.h"
 #include "myriad/nn/gpt_model.h"
 #include "myriad/nn/ring_attention.h"
+#include "myriad/ops/adamw.h"
 
 using namespace myriad;
 using namespace myriad::bench;
@@ -37,7 +44,7 @@ namespace {
 struct Args {
   std::int64_t tokens = 524288;
   int passes = 3;
-  bool check = false, ring_only = false;
+  bool check = false, ring_only = false, train = false;
 };
 
 Args parse(int argc, char** argv) {
@@ -51,9 +58,11 @@ Args parse(int argc, char** argv) {
       a.check = true;
     } else if (std::strcmp(argv[i], "--ring-only") == 0) {
       a.ring_only = true;
+    } else if (std::strcmp(argv[i], "--train") == 0) {
+      a.train = true;
     } else {
-      MYRIAD_THROW("usage: bench_long_context [--tokens N] [--passes P] [--check] [--ring-only]; got '" << argv[i]
-                                                                                                        << "'");
+      MYRIAD_THROW("usage: bench_long_context [--tokens N] [--passes P] [--check] [--train | --ring-only]; got '"
+                   << argv[i] << "'");
     }
   }
   return a;
@@ -69,6 +78,103 @@ nn::TransformerConfig tiny_long_model(std::int64_t T) {
 
 double mib(double bytes) { return bytes / 1048576.0; }
 
+// The document: random ids (the same on every rank), this rank's two chunks of it.
+void document_chunks(const parallel::ContextParallelGroup& ring, std::int64_t local, Tensor& ids, Tensor& targets) {
+  for (std::int64_t i = 0; i < local; ++i) {
+    const std::int64_t pos = ring.global_position(i, local);
+    ids.data<std::int32_t>()[i] =
+        static_cast<std::int32_t>(philox4x32(11, 0, static_cast<std::uint64_t>(pos))[0] % 1024);
+    targets.data<std::int32_t>()[i] =
+        static_cast<std::int32_t>(philox4x32(11, 0, static_cast<std::uint64_t>(pos + 1))[0] % 1024);
+  }
+}
+
+// One pass's row per rank (seconds, RSS, peak, within the bound), gathered to rank 0 in order.
+void add_pass_rows(distributed::Communicator& world, Table& table, int pass, double seconds, double loss, double bound,
+                   bool within) {
+  Tensor row = Tensor::zeros({4}), rows = Tensor::empty({world.size() * 4});
+  float* r = row.data<float>();
+  r[0] = static_cast<float>(seconds);
+  r[1] = static_cast<float>(mib(static_cast<double>(current_rss_bytes())));
+  r[2] = static_cast<float>(mib(static_cast<double>(peak_rss_bytes())));
+  r[3] = within ? 1.0f : 0.0f;
+  world.all_gather(row, rows);
+  for (int q = 0; q < world.size() && world.rank() == 0; ++q) {
+    const float* x = rows.data<float>() + 4 * q;
+    table.add_row({std::to_string(pass), std::to_string(q), fmt(x[0], 2), fmt(loss, 4), fmt(x[1]), fmt(x[2]),
+                   fmt(mib(bound)), x[3] > 0 ? "yes" : "NO"});
+  }
+}
+
+// --train: passes AdamW steps on the document, each step's peak RSS against the training bound.
+int train_on_document(const Args& a, distributed::Communicator& world) {
+  const int cp = world.size(), rank = world.rank();
+  const std::int64_t T = a.tokens, local = T / cp;
+  MYRIAD_CHECK(T % (2 * cp * 64) == 0, "--tokens " << T << " must be a multiple of 2 * cp * 64 = " << 2 * cp * 64);
+  const double baseline = static_cast<double>(current_rss_bytes());
+  const parallel::ContextParallelGroup ring(world);
+  const nn::TransformerConfig config = tiny_long_model(T);
+  nn::GptModel model(config, nn::ModelSplit{.cp = &ring}, true);
+  model.initialize(7);
+  Tensor ids = Tensor::empty({1, local}, DType::i32), targets = Tensor::empty({1, local}, DType::i32);
+  document_chunks(ring, local, ids, targets);
+  nn::ParameterStore& store = model.parameters();
+  Tensor m = Tensor::zeros({store.numel()}), v = Tensor::zeros({store.numel()});
+  // The bound (see the file comment).
+  const nn::ActivationMemory act = model.activation_memory(1, local, Recompute::full);
+  const double D = static_cast<double>(config.head_dim()), Hkv = static_cast<double>(config.n_kv_head);
+  const double Hq = static_cast<double>(config.n_head), L = static_cast<double>(local);
+  const double state = 4.0 * static_cast<double>(store.numel()) * 4;  // values, grads, m, v
+  const double logits = 4.0 * L * static_cast<double>(config.padded_vocab_size() + 3);
+  const double packed_kv = 4.0 * 2 * Hkv * L * D;
+  const double ring_buffers = 5 * packed_kv + 4.0 * Hq * (L / 2) * (D + 1);
+  const BlockLayout layout = fixed_block_layout(config.attention.fixed, T, 64);
+  const double layout_bytes =
+      4.0 * static_cast<double>(layout.kept_blocks()) + 8.0 * static_cast<double>(T / 64 + 1);
+  const double bound = state + static_cast<double>(act.saved_bytes + act.scratch_bytes) + logits + ring_buffers +
+                       config.n_layer * layout_bytes;
+  if (rank == 0) {
+    std::cout << "- training on one document of " << T << " tokens, cp " << cp << " (" << local
+              << " per rank), recompute full, AdamW (lr 3e-3)
+"
+              << "- bound per rank above the baseline: parameters, gradients, AdamW moments " << std::fixed
+              << std::setprecision(2) << mib(state) << " MiB, activations " << mib(static_cast<double>(act.saved_bytes))
+              << " MiB saved + " << mib(static_cast<double>(act.scratch_bytes)) << " MiB scratch, logits/loss rows "
+              << mib(logits) << " MiB, ring buffers " << mib(ring_buffers) << " MiB, layouts "
+              << mib(config.n_layer * layout_bytes) << " MiB = " << mib(bound) << " MiB\n\n";
+  }
+  Table table({"step", "rank", "seconds", "loss (before the update)", "RSS MiB", "peak MiB",
+               "bound MiB (baseline + derived)", "peak within bound"});
+  bool ok = true;
+  double first_loss = 0.0, last_loss = 0.0;
+  const std::int64_t global_tokens = distributed::sum_over_ranks(world, local);
+  for (int step = 1; step <= a.passes; ++step) {
+    world.barrier();
+    const auto start = std::chrono::steady_clock::now();
+    store.zero_grads();
+    const nn::LossSum l =
+        model.forward_backward(ids, targets, 1.0f / static_cast<float>(global_tokens), Recompute::full);
+    world.all_reduce(store.flat_grads());  // every parameter's gradient over all tokens of the document
+    adamw_update(AdamWArgs{.lr = 3e-3f, .weight_decay = 0.0f, .step = step}, store.flat_values(), store.flat_grads(),
+                 m, v);
+    const double loss = distributed::sum_over_ranks(world, l.sum) / static_cast<double>(global_tokens);
+    const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    if (step == 1) first_loss = loss;
+    last_loss = loss;
+    const bool within = static_cast<double>(peak_rss_bytes()) <= baseline + bound;
+    ok = ok && within;
+    add_pass_rows(world, table, step, seconds, loss, baseline + bound, within);
+  }
+  const bool learned = a.passes < 2 || last_loss < first_loss;
+  if (rank == 0) {
+    table.print();
+    std::cout << "\nEvery peak within the bound: " << (ok ? "yes" : "NO") << "; the loss fell from "
+              << std::setprecision(4) << first_loss << " to " << last_loss << ": " << (learned ? "yes" : "NO") << "\n";
+  }
+  const bool all_ok = distributed::sum_over_ranks(world, static_cast<std::int64_t>(ok && learned ? 0 : 1)) == 0;
+  return a.check && !all_ok ? 1 : 0;
+}
+
 // The 500k-token evaluation, passes times, with memory per pass against the derived bound.
 int evaluate_document(const Args& a, distributed::Communicator& world) {
   const int cp = world.size(), rank = world.rank();
@@ -79,15 +185,8 @@ int evaluate_document(const Args& a, distributed::Communicator& world) {
   const nn::TransformerConfig config = tiny_long_model(T);
   nn::GptModel model(config, nn::ModelSplit{.cp = &ring}, true);
   model.initialize(7);
-  // The document: random ids (the same on every rank), this rank's two chunks of it.
   Tensor ids = Tensor::empty({1, local}, DType::i32), targets = Tensor::empty({1, local}, DType::i32);
-  for (std::int64_t i = 0; i < local; ++i) {
-    const std::int64_t pos = ring.global_position(i, local);
-    ids.data<std::int32_t>()[i] =
-        static_cast<std::int32_t>(philox4x32(11, 0, static_cast<std::uint64_t>(pos))[0] % 1024);
-    targets.data<std::int32_t>()[i] =
-        static_cast<std::int32_t>(philox4x32(11, 0, static_cast<std::uint64_t>(pos + 1))[0] % 1024);
-  }
+  document_chunks(ring, local, ids, targets);
   // The bound: parameters, saved activations of the local tokens, logits + losses + lse rows,
   // the ring's buffers (2 packed K/V, 1 partial output + lse), the layout (kept blocks + rows).
   const nn::ActivationMemory act = model.activation_memory(1, local, Recompute::none);
@@ -132,19 +231,8 @@ int evaluate_document(const Args& a, distributed::Communicator& world) {
     if (pass == reference) first_rss = peak;
     const bool within = peak <= baseline + bound;
     ok = ok && within && (pass <= reference || peak <= first_rss * 1.05);
-    // Every rank's row, gathered to rank 0 in rank order.
-    Tensor row = Tensor::zeros({4}), rows = Tensor::empty({cp * 4});  // seconds, MiB, MiB, within
-    float* r = row.data<float>();
-    r[0] = static_cast<float>(seconds);
-    r[1] = static_cast<float>(mib(rss));
-    r[2] = static_cast<float>(mib(peak));
-    r[3] = within ? 1.0f : 0.0f;
-    world.all_gather(row, rows);
-    for (int q = 0; q < cp && rank == 0; ++q) {
-      const float* x = rows.data<float>() + 4 * q;
-      table.add_row({std::to_string(pass), std::to_string(q), fmt(x[0], 2), fmt(sum / static_cast<double>(count), 4),
-                     fmt(x[1]), fmt(x[2]), fmt(mib(baseline + bound)), x[3] > 0 ? "yes" : "NO"});
-    }
+    (void)rss;
+    add_pass_rows(world, table, pass, seconds, sum / static_cast<double>(count), baseline + bound, within);
   }
   if (rank == 0) {
     table.print();
@@ -237,5 +325,6 @@ int main(int argc, char** argv) {
   if (world->rank() == 0) {
     print_header("bench_long_context: a long document over context-parallel ranks (ring attention)", argc, argv);
   }
-  return a.ring_only ? time_ring(a, *world) : evaluate_document(a, *world);
+  if (a.ring_only) return time_ring(a, *world);
+  return a.train ? train_on_document(a, *world) : evaluate_document(a, *world);
 }
