@@ -129,14 +129,12 @@ int train_on_document(const Args& a, distributed::Communicator& world) {
   const double packed_kv = 4.0 * 2 * Hkv * L * D;
   const double ring_buffers = 5 * packed_kv + 4.0 * Hq * (L / 2) * (D + 1);
   const BlockLayout layout = fixed_block_layout(config.attention.fixed, T, 64);
-  const double layout_bytes =
-      4.0 * static_cast<double>(layout.kept_blocks()) + 8.0 * static_cast<double>(T / 64 + 1);
+  const double layout_bytes = 4.0 * static_cast<double>(layout.kept_blocks()) + 8.0 * static_cast<double>(T / 64 + 1);
   const double bound = state + static_cast<double>(act.saved_bytes + act.scratch_bytes) + logits + ring_buffers +
                        config.n_layer * layout_bytes;
   if (rank == 0) {
     std::cout << "- training on one document of " << T << " tokens, cp " << cp << " (" << local
-              << " per rank), recompute full, AdamW (lr 3e-3)
-"
+              << " per rank), recompute full, AdamW (lr 3e-3)\n"
               << "- bound per rank above the baseline: parameters, gradients, AdamW moments " << std::fixed
               << std::setprecision(2) << mib(state) << " MiB, activations " << mib(static_cast<double>(act.saved_bytes))
               << " MiB saved + " << mib(static_cast<double>(act.scratch_bytes)) << " MiB scratch, logits/loss rows "
@@ -155,8 +153,8 @@ int train_on_document(const Args& a, distributed::Communicator& world) {
     const nn::LossSum l =
         model.forward_backward(ids, targets, 1.0f / static_cast<float>(global_tokens), Recompute::full);
     world.all_reduce(store.flat_grads());  // every parameter's gradient over all tokens of the document
-    adamw_update(AdamWArgs{.lr = 3e-3f, .weight_decay = 0.0f, .step = step}, store.flat_values(), store.flat_grads(),
-                 m, v);
+    adamw_update(AdamWArgs{.lr = 3e-3f, .weight_decay = 0.0f, .step = step}, store.flat_values(), store.flat_grads(), m,
+                 v);
     const double loss = distributed::sum_over_ranks(world, l.sum) / static_cast<double>(global_tokens);
     const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
     if (step == 1) first_loss = loss;
