@@ -131,8 +131,10 @@ void validate_gradient_exchange(const RunConfig& c) {
                                                 << c.parallel.zero_stage);
   MYRIAD_CHECK(c.parallel.ep == 1, what << " is not combined with expert parallelism (parallel.ep " << c.parallel.ep
                                         << "): expert gradients reduce over their own group");
-  MYRIAD_CHECK(t.device == ComputeDevice::cpu,
-               what << " runs on host buffers (training.device cpu); on GPUs NCCL reduces exact gradients");
+  MYRIAD_CHECK(t.device == ComputeDevice::cpu || t.sync == SyncMode::local,
+               what << " compresses gradients on host buffers (training.device cpu): its quantisation and "
+                       "error-feedback kernels are not on the GPU yet; on GPUs NCCL reduces exact gradients "
+                       "(training.sync local runs on cuda)");
   MYRIAD_CHECK(t.precision != Precision::fp16, what << " with training.precision fp16: the loss scale's overflow "
                                                        "check needs exact gradients; use bf16 or fp32");
 }

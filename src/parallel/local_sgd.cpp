@@ -1,23 +1,36 @@
 // LocalSgd: pseudo-gradient all-reduce, outer Nesterov step, one-step-delayed variant and
-// consolidation (see local_sgd.h).
+// consolidation (see local_sgd.h), written over the elementwise ops so that it runs where the
+// parameters live. Each axpby (out = alpha a + beta b) rounds exactly as the scalar expressions
+// of the outer step written out per element (local_sgd.h), on the host and on a GPU alike.
 #include "myriad/parallel/local_sgd.h"
 
-#include <cstring>
-
 #include "myriad/core/error.h"
+#include "myriad/ops/elementwise.h"
+#include "myriad/ops/placement.h"
 
 namespace myriad::parallel {
 
+namespace {
+
+// out = alpha a + beta b (b undefined: out = alpha a).
+void axpby(float alpha, const Tensor& a, float beta, const Tensor& b, Tensor& out) {
+  add_forward(AddArgs{.alpha = alpha, .beta = beta}, a, b, out);
+}
+
+}  // namespace
+
 LocalSgd::LocalSgd(distributed::Communicator& replicas, Tensor values, const LocalSgdOptions& options)
     : replicas_(replicas), values_(std::move(values)), options_(options) {
-  MYRIAD_CHECK(values_.device().is_cpu() && values_.dtype() == DType::f32 && values_.is_contiguous(),
-               "local SGD keeps host f32 parameters (training.device cpu)");
+  MYRIAD_CHECK(values_.dtype() == DType::f32 && values_.is_contiguous(),
+               "local SGD keeps contiguous f32 parameters, got " << values_.describe());
   MYRIAD_CHECK(options.local_steps >= 1, "training.local_steps " << options.local_steps << " must be >= 1");
+  const ops::Placement placement = ops::placement_of(values_, "local SGD parameters");
   const std::int64_t n = values_.numel();
-  anchor_ = values_.clone();
-  momentum_ = Tensor::zeros({n});
-  delta_ = Tensor::zeros({n});
-  if (options_.overlap) at_sync_ = Tensor::zeros({n});
+  anchor_ = placement.empty({n});
+  copy(values_, anchor_);
+  momentum_ = placement.zeros({n});
+  delta_ = placement.zeros({n});
+  if (options_.overlap) at_sync_ = placement.zeros({n});
 }
 
 LocalSgd::~LocalSgd() {
@@ -31,15 +44,12 @@ LocalSgd::~LocalSgd() {
 void LocalSgd::reset_anchor() {
   if (pending_) pending_->wait();
   pending_.reset();
-  std::memcpy(anchor_.data<float>(), values_.data<float>(), values_.nbytes());
+  copy(values_, anchor_);
 }
 
 void LocalSgd::average(Tensor& t) {
-  replicas_.all_reduce(t);
-  const float inverse = 1.0f / static_cast<float>(replicas_.size());
-  float* p = t.data<float>();
-  const std::int64_t n = t.numel();
-  for (std::int64_t i = 0; i < n; ++i) p[i] *= inverse;
+  replicas_.all_reduce_on_stream(t);
+  axpby(1.0f / static_cast<float>(replicas_.size()), t, 0.0f, Tensor(), t);
 }
 
 void LocalSgd::after_inner_step(std::int64_t steps_taken) {
@@ -50,33 +60,29 @@ void LocalSgd::after_inner_step(std::int64_t steps_taken) {
 }
 
 void LocalSgd::start_outer() {
-  const float* theta = values_.data<float>();
-  const float* anchor = anchor_.data<float>();
-  float* delta = delta_.data<float>();
-  const std::int64_t n = values_.numel();
-  for (std::int64_t i = 0; i < n; ++i) delta[i] = anchor[i] - theta[i];
-  if (options_.overlap) std::memcpy(at_sync_.data<float>(), theta, values_.nbytes());
+  axpby(1.0f, anchor_, -1.0f, values_, delta_);  // this replica's pseudo-gradient
+  if (options_.overlap) copy(values_, at_sync_);
   pending_ = replicas_.all_reduce_async(delta_);
 }
 
 void LocalSgd::finish_outer() {
-  pending_->wait();
+  pending_->wait_on_stream();
   pending_.reset();
-  const float inverse = 1.0f / static_cast<float>(replicas_.size());
   const float mu = options_.outer_momentum, lr = options_.outer_lr;
-  float* theta = values_.data<float>();
-  float* anchor = anchor_.data<float>();
-  float* b = momentum_.data<float>();
-  const float* delta = delta_.data<float>();
-  const float* at_sync = options_.overlap ? at_sync_.data<float>() : nullptr;
-  const std::int64_t n = values_.numel();
-  for (std::int64_t i = 0; i < n; ++i) {
-    const float mean_delta = delta[i] * inverse;
-    b[i] = mu * b[i] + mean_delta;
-    const float updated = anchor[i] - lr * (mean_delta + mu * b[i]);
-    theta[i] = at_sync ? updated + (theta[i] - at_sync[i]) : updated;
-    anchor[i] = updated;
+  Tensor& mean_delta = delta_;
+  axpby(1.0f / static_cast<float>(replicas_.size()), delta_, 0.0f, Tensor(), mean_delta);
+  axpby(mu, momentum_, 1.0f, mean_delta, momentum_);  // b = mu b + mean delta
+  Tensor& step = delta_;                              // mean delta + mu b, in place
+  axpby(1.0f, mean_delta, mu, momentum_, step);
+  Tensor& updated = delta_;  // anchor - lr (mean delta + mu b)
+  axpby(1.0f, anchor_, -lr, step, updated);
+  if (options_.overlap) {  // keep the progress made since the sync: updated + (theta - theta at the sync)
+    axpby(1.0f, values_, -1.0f, at_sync_, values_);
+    axpby(1.0f, values_, 1.0f, updated, values_);
+  } else {
+    copy(updated, values_);
   }
+  copy(updated, anchor_);
   ++outer_steps_;
 }
 
@@ -85,7 +91,7 @@ void LocalSgd::consolidate(Tensor& m, Tensor& v) {
   average(values_);
   average(m);
   average(v);
-  std::memcpy(anchor_.data<float>(), values_.data<float>(), values_.nbytes());
+  copy(values_, anchor_);
 }
 
 }  // namespace myriad::parallel

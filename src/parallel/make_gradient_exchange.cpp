@@ -9,12 +9,15 @@
 namespace myriad::parallel {
 
 namespace {
-// The non-exact exchanges work on the full, replicated host gradient buffer of one dp group.
-ParameterUnits& replicated_on_host(ParameterUnits& units, const char* exchange) {
+// The non-exact exchanges work on the full, replicated gradient buffer of one dp group: on the
+// host (compression, 1-bit Adam), or wherever the parameters live (local SGD: device ops).
+ParameterUnits& replicated(ParameterUnits& units, const char* exchange, bool device_too) {
   const distributed::Communicator* ep = units.options().expert_parallel;
   const int ep_size = ep == nullptr ? 1 : ep->size();
-  MYRIAD_CHECK(units.stage() == 0 && units.placement().on_host() && ep_size == 1,
-               "the " << exchange << " gradient exchange needs zero_stage 0, host parameters and ep 1; this run has "
+  const bool placed = device_too || units.placement().on_host();
+  MYRIAD_CHECK(units.stage() == 0 && placed && ep_size == 1,
+               "the " << exchange << " gradient exchange needs zero_stage 0, " << (device_too ? "" : "host parameters ")
+                      << "and ep 1; this run has "
                       << "zero_stage " << units.stage() << ", parameters on "
                       << (units.placement().on_host() ? "the host" : "a device") << ", ep " << ep_size);
   return units;
@@ -28,11 +31,11 @@ std::unique_ptr<GradientExchange> make_gradient_exchange(const GradientExchangeO
       return std::make_unique<ExactReduction>(units);
     case ExchangeKind::compressed:
       return std::make_unique<CompressedGradients>(
-          replicated_on_host(units, distributed::compression_name(options.compression.kind)), options.compression);
+          replicated(units, distributed::compression_name(options.compression.kind), false), options.compression);
     case ExchangeKind::onebit_adam:
-      return std::make_unique<OneBitAdamExchange>(replicated_on_host(units, "onebit_adam"), options.freeze_step);
+      return std::make_unique<OneBitAdamExchange>(replicated(units, "onebit_adam", false), options.freeze_step);
     case ExchangeKind::local:
-      return std::make_unique<LocalSgdExchange>(replicated_on_host(units, "local SGD"), options.local);
+      return std::make_unique<LocalSgdExchange>(replicated(units, "local SGD", true), options.local);
   }
   MYRIAD_THROW("gradient exchange kind " << static_cast<int>(options.kind) << " is not known");
 }

@@ -455,7 +455,12 @@ TEST(ConfigValidate, CrossKeyChecks) {
         onebit(c);
         on_cuda(c);
       },
-      {"training.optimizer onebit_adam runs on host buffers (training.device cpu)"});
+      {"training.optimizer onebit_adam compresses gradients on host buffers (training.device cpu)",
+       "training.sync local runs on cuda"});
+  RunConfig local_on_cuda;  // local SGD's outer step runs as device ops over NCCL
+  on_cuda(local_on_cuda);
+  local_on_cuda.training.sync = SyncMode::local;
+  EXPECT_NO_THROW(local_on_cuda.validate(2));
   expect_invalid([](RunConfig& c) { c.model.n_head = 5; },
                  {"model.n_embd (768) must be divisible by model.n_head (5)"});
   expect_invalid([](RunConfig& c) { c.model.n_kv_head = 5; }, {"model.n_kv_head (5) must divide model.n_head (12)"});

@@ -49,6 +49,7 @@ struct Layout {
   Precision precision = Precision::fp32;
   int ep = 1, experts = 0;  // experts > 0: an MoE model (4 experts, top 2, capacity that drops)
   int cp = 1;
+  bool local_sgd = false, outer_overlap = false;  // training.sync local: 2 inner steps per outer step
 };
 
 // The CPU and device engines of one layout (gradient accumulation 2, the tiny model with head dim
@@ -80,6 +81,11 @@ struct EnginePair {
                              layout.zero_stage, 2);
     c.parallel.tp = layout.tp;
     c.parallel.cp = layout.cp;
+    if (layout.local_sgd) {
+      c.training.sync = SyncMode::local;
+      c.training.local_steps = 2;
+      c.training.outer_overlap = layout.outer_overlap;
+    }
     c.parallel.pp = layout.pp;
     c.parallel.pp_schedule = layout.schedule;
     c.parallel.virtual_stages = layout.virtual_stages;
@@ -410,6 +416,26 @@ INSTANTIATE_TEST_SUITE_P(Rings, DeviceContextParallel,
                          ::testing::Values(CpCase{"gpt2_cp2", "gpt2", 1, 1}, CpCase{"llama_cp2", "llama"},
                                            CpCase{"gpt2_cp2_tp2", "gpt2", 2}),
                          [](const ::testing::TestParamInfo<CpCase>& info) { return std::string(info.param.name); });
+
+// Local SGD (training.sync local) on the device (np2: dp 2, the outer step every 2 inner steps,
+// with and without the one-step-delayed overlap; np4: dp 4): the pseudo-gradient all-reduce over
+// NCCL and the outer Nesterov step as device ops follow the CPU engine's curve, and the checkpoint
+// (consolidated replicas, the outer momentum) resumes in the CPU engine bit for bit.
+class DeviceLocalSgd : public ::testing::TestWithParam<bool> {};  // outer_overlap
+
+TEST_P(DeviceLocalSgd, MatchesTheCpuEngineAndResumesThere) {
+  World world;
+  distributed::Communicator& comm = *world.comm;
+  if (!every_rank_has_a_gpu(comm)) GTEST_SKIP() << "needs one GPU per rank";
+  const Layout layout{.architecture = "gpt2", .local_sgd = true, .outer_overlap = GetParam()};
+  const fs::path dir = shared_dir(comm, std::string("device_local_sgd") + (GetParam() ? "_overlap" : ""));
+  expect_matches_the_cpu_engine_and_resumes_there(world, dir, layout);
+}
+
+INSTANTIATE_TEST_SUITE_P(Outer, DeviceLocalSgd, ::testing::Values(false, true),
+                         [](const ::testing::TestParamInfo<bool>& info) {
+                           return std::string(info.param ? "overlapped" : "synchronous");
+                         });
 
 }  // namespace
 }  // namespace myriad::train

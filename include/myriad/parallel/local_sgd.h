@@ -13,7 +13,8 @@
 // consolidate() makes every replica hold the same state (a checkpoint, the end of a run): the
 // delayed outer step is applied, then θ and the AdamW moments are averaged and anchor = θ. The
 // outer state that must survive a restart is the momentum b (checkpointed); anchor = θ after a
-// consolidation or a load. Host flat buffers (the parameter store's flat layout; padding stays 0).
+// consolidation or a load. Flat buffers where the parameters live (the parameter store's flat layout;
+// padding stays 0): the host, or a GPU (the all-reduce over NCCL, the outer step as device ops).
 #pragma once
 
 #include <cstdint>
@@ -32,7 +33,7 @@ struct LocalSgdOptions {
 
 class LocalSgd {
  public:
-  // `values`: the replica's flat parameters (host, f32), modified in place by the outer step.
+  // `values`: the replica's flat parameters (f32, host or device), modified in place by the outer step.
   LocalSgd(distributed::Communicator& replicas, Tensor values, const LocalSgdOptions& options);
   ~LocalSgd();
 

@@ -5,6 +5,7 @@
 #include <vector>
 
 #include "myriad/distributed/scalar_reduce.h"
+#include "myriad/ops/elementwise.h"
 #include "myriad/train/checkpoint/checkpoint.h"
 #include "myriad/train/checkpoint/checkpoint_folder.h"
 #include "myriad/train/checkpoint/checkpoint_reader.h"
@@ -176,7 +177,7 @@ void Checkpointer::load(const std::string& checkpoint_dir) {
   state_.data_parallel->load_full(staged.values, staged.m, staged.v);
   if (local_sgd) {
     if (has_outer_momentum) {
-      local_sgd->outer_momentum().copy_from(outer_momentum);
+      copy(state_.model->parameters().placement().from_host(outer_momentum), local_sgd->outer_momentum());
     } else {
       state_.log->info(
           "checkpoint: {} holds no local-SGD outer momentum (a training.sync every_step run): it starts at 0", path);
