@@ -4,7 +4,8 @@
 # no MPI, yaml-cpp, ICU or Python needed), build it, run `ctest -L gpu --output-on-failure`, fail
 # if a visible GPU still made tests skip, then run the GPU benchmarks (GEMM vs cuBLAS; flash
 # attention vs PyTorch SDPA when PyTorch is there; PyTorch's GPT-2 124M training step, the
-# baseline of the step bar) and print their tables last. The GEMM and attention benchmarks also
+# baseline of the step bar; NVML's metrics; a 131,072-token document, block-sparse vs dense causal)
+# and print their tables last. The GEMM and attention benchmarks also
 # write the planner's machine profile, $LOGS/machine_profile.json (docs/planning.md).
 #
 # Dependencies the GPU machine lacks travel as one archive made here by scripts/pack_gpu_deps.sh
@@ -139,7 +140,7 @@ grep -E '✓|✗' "$LOGS/configure.log" | tee -a "$SUMMARY" || true
 grep -q '✓ CUDA' "$LOGS/configure.log" || { log "configure found no CUDA toolkit: nothing to test"; exit 1; }
 
 step build cmake --build "$BUILD" --target myriad_gpu_tests bench_gemm_gpu bench_attention_gpu bench_gpt2_step_gpu \
-  bench_gpu_metrics -j "$JOBS" || exit 1
+  bench_gpu_metrics bench_long_context_gpu -j "$JOBS" || exit 1
 ctest_args=(--test-dir "$BUILD" -L gpu --output-on-failure --timeout 300)
 [[ "$(ctest --help 2>/dev/null)" == *--output-junit* ]] && ctest_args+=(--output-junit "$LOGS/ctest-gpu.xml")
 ctest_status=0
@@ -169,7 +170,10 @@ if [[ "$gpu_count" -gt 0 && "${BENCHMARKS:-1}" != 0 ]]; then
   step bench_gpt2_step_gpu "$BUILD/benchmarks/bench_gpt2_step_gpu" "${reference_args[@]}" || true
   # The monitoring line's GPU fields from the driver (NVML), idle and under HBM and PCIe traffic.
   step bench_gpu_metrics "$BUILD/benchmarks/bench_gpu_metrics" || true
-  for table in bench_gemm_gpu bench_attention_gpu gpt2_step_reference bench_gpt2_step_gpu bench_gpu_metrics; do
+  # A 131,072-token document on the GPU: block-sparse vs dense causal, evaluation and training.
+  step bench_long_context_gpu "$BUILD/benchmarks/bench_long_context_gpu" --tokens 131072 --passes 2 || true
+  for table in bench_gemm_gpu bench_attention_gpu gpt2_step_reference bench_gpt2_step_gpu bench_gpu_metrics \
+    bench_long_context_gpu; do
     [[ -f "$LOGS/$table.log" ]] && tee -a "$SUMMARY" <"$LOGS/$table.log"
   done
   [[ -f "$LOGS/machine_profile.json" ]] && tee -a "$SUMMARY" <"$LOGS/machine_profile.json"
