@@ -106,7 +106,8 @@ double ResearchStep::forward(const Tensor& ids, const Tensor& targets) {
     throw;
   }
   state_.model->set_recording_stats(true);
-  state_.data_parallel->finish_backward();  // ZeRO-3: drops a prefetched unit
+  state_.data_parallel->finish_backward();                // ZeRO-3: drops a prefetched unit
+  if (state_.device) state_.device->complete_streamed();  // the passes' stream-ordered collectives
   sum =
       distributed::sum_over_ranks(state_.data_group(), distributed::sum_over_ranks(state_.pp(), sum));  // last stage's
   valid_ = valid;
@@ -162,7 +163,8 @@ double ResearchStep::evaluate_on(const Tensor& ids, const Tensor& targets) {
     sum += loss.sum;
     tokens += loss.tokens;
   }
-  state_.data_parallel->finish_backward();  // ZeRO-3: drops a prefetched unit
+  state_.data_parallel->finish_backward();                // ZeRO-3: drops a prefetched unit
+  if (state_.device) state_.device->complete_streamed();  // the passes' stream-ordered collectives
   sum = distributed::sum_over_ranks(data, distributed::sum_over_ranks(state_.pp(), sum));
   tokens = distributed::sum_over_ranks(data, distributed::sum_over_ranks(state_.pp(), tokens));
   MYRIAD_CHECK(tokens > 0, what << ": no valid target in the batch (every target is the ignore index "

@@ -245,8 +245,9 @@ double Trainer::evaluate() {
     sum += loss.sum;
     tokens += loss.tokens;
   }
-  state_.data_parallel->finish_backward();              // drops any prefetched ZeRO-3 unit
-  sum = distributed::sum_over_ranks(state_.pp(), sum);  // the loss is computed on the last stage
+  state_.data_parallel->finish_backward();                // drops any prefetched ZeRO-3 unit
+  if (state_.device) state_.device->complete_streamed();  // the passes' stream-ordered collectives
+  sum = distributed::sum_over_ranks(state_.pp(), sum);    // the loss is computed on the last stage
   tokens = distributed::sum_over_ranks(state_.pp(), tokens);
   sum = distributed::sum_over_ranks(state_.data_group(), sum);
   tokens = distributed::sum_over_ranks(state_.data_group(), tokens);
