@@ -97,8 +97,9 @@ void Trainer::sync_tied_embedding() {
   }
   const int peer = split.first_stage ? state_.config.parallel.pp - 1 : 0;
   distributed::WorkHandle send = state_.pp().send_async(grad, peer, 2);
-  state_.pp().recv(peer_embedding_grad_, peer, 2);
-  send->wait();
+  distributed::WorkHandle recv = state_.pp().recv_async(peer_embedding_grad_, peer, 2);
+  recv->wait_on_stream();  // both before the sum overwrites what the send reads (a GPU's host runs on)
+  send->wait_on_stream();
   nn::add_into(grad, peer_embedding_grad_);
 }
 
