@@ -50,6 +50,7 @@ struct Layout {
   int ep = 1, experts = 0;  // experts > 0: an MoE model (4 experts, top 2, capacity that drops)
   int cp = 1;
   bool local_sgd = false, outer_overlap = false;  // training.sync local: 2 inner steps per outer step
+  bool block_sparse = false;                      // fixed block-sparse attention, blocks of 64 (sequences of 256)
 };
 
 // The CPU and device engines of one layout (gradient accumulation 2, the tiny model with head dim
@@ -81,6 +82,14 @@ struct EnginePair {
                              layout.zero_stage, 2);
     c.parallel.tp = layout.tp;
     c.parallel.cp = layout.cp;
+    if (layout.block_sparse) {  // blocks of 64 (the flash kernels' layout tile): 4 per sequence
+      c.model.context_length = 256;
+      c.training.seq_len = 256;
+      c.apply_override("model.attention.kind=block_sparse");
+      c.apply_override("model.attention.block_size=64");
+      c.apply_override("model.attention.local_blocks=1");
+      c.apply_override("model.attention.global_blocks=1");
+    }
     if (layout.local_sgd) {
       c.training.sync = SyncMode::local;
       c.training.local_steps = 2;
@@ -395,6 +404,7 @@ struct CpCase {
   const char* name;
   const char* architecture;
   int tp = 1, zero_stage_with_dp = 0;
+  bool block_sparse = false;
 };
 void PrintTo(const CpCase& c, std::ostream* out) { *out << c.name; }
 class DeviceContextParallel : public ::testing::TestWithParam<CpCase> {};
@@ -406,15 +416,19 @@ TEST_P(DeviceContextParallel, MatchesTheCpuEngineAndResumesThere) {
   const CpCase c = GetParam();
   if (comm.size() % (2 * c.tp) != 0) GTEST_SKIP() << "cp 2 x tp " << c.tp << " does not divide the world";
   const bool with_dp = comm.size() > 2 * c.tp;
-  const Layout layout{
-      .tp = c.tp, .zero_stage = with_dp ? c.zero_stage_with_dp : 0, .architecture = c.architecture, .cp = 2};
+  const Layout layout{.tp = c.tp,
+                      .zero_stage = with_dp ? c.zero_stage_with_dp : 0,
+                      .architecture = c.architecture,
+                      .cp = 2,
+                      .block_sparse = c.block_sparse};
   const fs::path dir = shared_dir(comm, std::string("device_cp_") + c.name);
   expect_matches_the_cpu_engine_and_resumes_there(world, dir, layout);
 }
 
 INSTANTIATE_TEST_SUITE_P(Rings, DeviceContextParallel,
                          ::testing::Values(CpCase{"gpt2_cp2", "gpt2", 1, 1}, CpCase{"llama_cp2", "llama"},
-                                           CpCase{"gpt2_cp2_tp2", "gpt2", 2}),
+                                           CpCase{"gpt2_cp2_tp2", "gpt2", 2},
+                                           CpCase{"llama_cp2_block_sparse", "llama", 1, 0, true}),
                          [](const ::testing::TestParamInfo<CpCase>& info) { return std::string(info.param.name); });
 
 // Local SGD (training.sync local) on the device (np2: dp 2, the outer step every 2 inner steps,
