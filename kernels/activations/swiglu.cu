@@ -17,7 +17,6 @@ namespace myriad::cuda {
 namespace {
 
 constexpr int kThreads = 256;
-constexpr std::int64_t kMaxBlocks = 65536;
 
 __global__ void swiglu_forward_kernel(const float* gate, const float* up, float* out, std::int64_t n) {
   const std::int64_t stride = static_cast<std::int64_t>(gridDim.x) * blockDim.x;
@@ -38,9 +37,7 @@ __global__ void swiglu_backward_kernel(const float* gate, const float* up, const
   }
 }
 
-unsigned blocks_for(const char* op, std::int64_t n) {
-  return static_cast<unsigned>(std::min<std::int64_t>(detail::grid_blocks(op, n, kThreads), kMaxBlocks));
-}
+unsigned blocks_for(const char* op, std::int64_t n) { return detail::grid_stride_blocks(op, n, kThreads); }
 
 }  // namespace
 

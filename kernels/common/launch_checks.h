@@ -3,6 +3,8 @@
 // code: nothing here touches the GPU, so a bad call fails before anything is enqueued.
 #pragma once
 
+#include <algorithm>
+
 #include <cstddef>
 #include <cstdint>
 #include <initializer_list>
@@ -74,6 +76,13 @@ inline unsigned grid_blocks(const char* op, std::int64_t items, std::int64_t per
   MYRIAD_CHECK(blocks <= std::numeric_limits<std::int32_t>::max(),
                op << ": " << items << " work items need " << blocks << " blocks, more than a grid holds");
   return static_cast<unsigned>(blocks);
+}
+
+// Blocks for a grid-stride loop over `items` of `per_block` threads: one item per thread, capped
+// at `max_blocks` (the loop strides over the rest).
+inline unsigned grid_stride_blocks(const char* op, std::int64_t items, std::int64_t per_block,
+                                   std::int64_t max_blocks = 65536) {
+  return static_cast<unsigned>(std::min<std::int64_t>(grid_blocks(op, items, per_block), max_blocks));
 }
 
 }  // namespace myriad::cuda::detail

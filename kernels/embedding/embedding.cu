@@ -29,7 +29,6 @@ namespace myriad::cuda {
 namespace {
 
 constexpr int kThreads = 256;
-constexpr std::int64_t kMaxBlocks = 65536;
 
 __global__ void embedding_forward_kernel(const std::int32_t* ids, const float* table, float* out, std::int64_t tokens,
                                          std::int64_t vocab, std::int64_t channels, long long* bad_index) {
@@ -197,8 +196,7 @@ void embedding_forward_f32(const std::int32_t* ids, const float* table, float* o
   check_sizes(op, tokens, vocab, channels);
   if (tokens == 0) return;
   check_buffers(op, ids, "out", out, "table", table, true, bad_index, tokens, vocab, channels);
-  const auto blocks =
-      static_cast<unsigned>(std::min<std::int64_t>(detail::grid_blocks(op, tokens * channels, kThreads), kMaxBlocks));
+  const auto blocks = detail::grid_stride_blocks(op, tokens * channels, kThreads);
   embedding_forward_kernel<<<blocks, kThreads, 0, stream>>>(ids, table, out, tokens, vocab, channels, bad_index);
   MYRIAD_CUDA_CHECK(cudaGetLastError());
 }
@@ -237,8 +235,7 @@ void embedding_backward_f32(const std::int32_t* ids, const float* grad_out, floa
   void* cub_storage = base + 4 * parts.buffer_bytes;
   const unsigned sentinel = sentinel_key(vocab);
 
-  const auto key_blocks =
-      static_cast<unsigned>(std::min<std::int64_t>(detail::grid_blocks(op, tokens, kThreads), kMaxBlocks));
+  const auto key_blocks = detail::grid_stride_blocks(op, tokens, kThreads);
   embedding_backward_keys_kernel<<<key_blocks, kThreads, 0, stream>>>(ids, keys_a, positions_a, tokens, vocab, sentinel,
                                                                       bad_index);
   MYRIAD_CUDA_CHECK(cudaGetLastError());

@@ -19,11 +19,6 @@ namespace myriad::cuda {
 namespace {
 
 constexpr int kThreads = 256;
-constexpr std::int64_t kMaxBlocks = 65536;
-
-unsigned blocks_for(const char* op, std::int64_t n) {
-  return static_cast<unsigned>(std::min<std::int64_t>(detail::grid_blocks(op, n, kThreads), kMaxBlocks));
-}
 
 __global__ void partials_kernel(const std::int32_t* state, const float* local_lse, const float* local_loss,
                                 const float* maxima, float* packed, std::int64_t n) {
@@ -59,7 +54,8 @@ void vocab_shard_partials_f32(const std::int32_t* state, const float* local_lse,
                            static_cast<std::size_t>(n) * sizeof(float));
   }
   detail::check_pointer(op, "packed", packed, alignof(float));
-  partials_kernel<<<blocks_for(op, n), kThreads, 0, stream>>>(state, local_lse, local_loss, maxima, packed, n);
+  partials_kernel<<<detail::grid_stride_blocks(op, n, kThreads), kThreads, 0, stream>>>(state, local_lse, local_loss,
+                                                                                        maxima, packed, n);
   MYRIAD_CUDA_CHECK(cudaGetLastError());
 }
 
@@ -77,7 +73,8 @@ void vocab_shard_combine_f32(const std::int32_t* state, const float* maxima, con
     detail::check_disjoint(op, name, out, bytes, "maxima", maxima, bytes);
     detail::check_disjoint(op, name, out, bytes, "packed", packed, 2 * bytes);
   }
-  combine_kernel<<<blocks_for(op, n), kThreads, 0, stream>>>(state, maxima, packed, lse, losses, n);
+  combine_kernel<<<detail::grid_stride_blocks(op, n, kThreads), kThreads, 0, stream>>>(state, maxima, packed, lse,
+                                                                                       losses, n);
   MYRIAD_CUDA_CHECK(cudaGetLastError());
 }
 

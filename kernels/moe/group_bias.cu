@@ -20,7 +20,6 @@ namespace myriad::cuda {
 namespace {
 
 constexpr int kThreads = 256;
-constexpr std::int64_t kMaxBlocks = 65536;
 constexpr int kColumnsPerBlock = 32, kRowLanes = 8;
 
 // The group g with offsets[g] <= row < offsets[g + 1] (empty groups skipped).
@@ -85,8 +84,7 @@ void add_group_bias_f32(float* x, const float* bias, const std::int64_t* offsets
   detail::check_pointer(op, "bias", bias, alignof(float));
   detail::check_disjoint(op, "x", x, static_cast<std::size_t>(rows * cols) * sizeof(float), "bias", bias,
                          static_cast<std::size_t>(groups * cols) * sizeof(float));
-  const auto blocks =
-      static_cast<unsigned>(std::min<std::int64_t>(detail::grid_blocks(op, rows * cols, kThreads), kMaxBlocks));
+  const auto blocks = detail::grid_stride_blocks(op, rows * cols, kThreads);
   add_group_bias_kernel<<<blocks, kThreads, 0, stream>>>(x, bias, offsets, groups, rows, cols);
   MYRIAD_CUDA_CHECK(cudaGetLastError());
 }

@@ -123,8 +123,7 @@ void gather_rows_f32(const float* x, const std::int32_t* source, float* out, lon
     detail::check_pointer(op, "x", x, alignof(float));
     detail::check_disjoint(op, "out", out, float_bytes(rows * channels), "x", x, float_bytes(tokens * channels));
   }
-  const auto blocks =
-      static_cast<unsigned>(std::min<std::int64_t>(detail::grid_blocks(op, rows * channels, kThreads), kMaxBlocks));
+  const auto blocks = detail::grid_stride_blocks(op, rows * channels, kThreads);
   gather_rows_kernel<<<blocks, kThreads, 0, stream>>>(x, source, out, rows, tokens, channels, bad_index);
   MYRIAD_CUDA_CHECK(cudaGetLastError());
 }

@@ -20,7 +20,6 @@ namespace myriad::cuda {
 namespace {
 
 constexpr int kThreads = 256;
-constexpr std::int64_t kMaxBlocks = 65536;
 
 // One thread per (b, t, h, i < D/2) pair.
 __global__ void rope_kernel(const float* x, float* out, const float* cos_table, const float* sin_table,
@@ -81,8 +80,7 @@ void rope_f32(const float* x, float* out, const float* cos_table, const float* s
     detail::check_pointer(op, name, ptr, alignof(float));
   }
   detail::check_same_or_disjoint(op, "out", out, "x", x, static_cast<std::size_t>(pairs) * 2 * sizeof(float));
-  const auto blocks =
-      static_cast<unsigned>(std::min<std::int64_t>(detail::grid_blocks(op, pairs, kThreads), kMaxBlocks));
+  const auto blocks = detail::grid_stride_blocks(op, pairs, kThreads);
   rope_kernel<<<blocks, kThreads, 0, stream>>>(x, out, cos_table, sin_table, pairs, seq, heads, half,
                                                backward ? -1.0f : 1.0f);
   MYRIAD_CUDA_CHECK(cudaGetLastError());

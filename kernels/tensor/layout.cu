@@ -24,11 +24,8 @@ namespace myriad::cuda {
 namespace {
 
 constexpr int kThreads = 256;
-constexpr std::int64_t kMaxBlocks = 65536;
 
-unsigned blocks_for(const char* op, std::int64_t n) {
-  return static_cast<unsigned>(std::min<std::int64_t>(detail::grid_blocks(op, n, kThreads), kMaxBlocks));
-}
+unsigned blocks_for(const char* op, std::int64_t n) { return detail::grid_stride_blocks(op, n, kThreads); }
 
 __global__ void add_kernel(const float* a, const float* b, float* out, std::int64_t n) {
   const std::int64_t stride = static_cast<std::int64_t>(gridDim.x) * blockDim.x;

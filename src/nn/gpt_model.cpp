@@ -1,6 +1,7 @@
 // GptModel: parameter registration for one rank's split, micro-batch slot buffers per recompute
 // mode, and the chunked forward/backward (embedding and loss head: gpt_model_head.cpp).
 #include "myriad/nn/gpt_model.h"
+#include "myriad/nn/host_tokens.h"
 
 #include <algorithm>
 #include <cstring>
@@ -305,13 +306,7 @@ void GptModel::check_inputs(const Tensor& ids, const Tensor& targets) const {
   MYRIAD_CHECK(ids.dim() == 2 && ids.dtype() == DType::i32, "model: ids must be (B, T) i32, got " << ids.describe());
   MYRIAD_CHECK(ids.size(1) <= config_.context_length,
                "model: sequence length T=" << ids.size(1) << " exceeds context_length " << config_.context_length);
-  const Tensor dense = placement_.to_host(ids);
-  const std::int32_t* id = dense.data<std::int32_t>();
-  for (std::int64_t i = 0; i < dense.numel(); ++i) {
-    MYRIAD_CHECK(id[i] >= 0 && id[i] < config_.vocab_size, "model: token id " << id[i] << " at flat position " << i
-                                                                              << " is outside the vocabulary [0, "
-                                                                              << config_.vocab_size << ")");
-  }
+  (void)checked_host_tokens("model", "token id", ids, config_.vocab_size);
   if (targets.defined()) {
     MYRIAD_CHECK(targets.shape() == ids.shape() && targets.dtype() == DType::i32,
                  "model: targets " << targets.describe() << " must be i32 with the shape of ids " << ids.describe());

@@ -6,6 +6,7 @@
 #include <string>
 
 #include "myriad/core/error.h"
+#include "myriad/nn/host_tokens.h"
 #include "myriad/nn/linear.h"
 #include "myriad/ops/cross_entropy.h"
 #include "myriad/ops/embedding.h"
@@ -27,20 +28,13 @@ void TensorParallel::row_parallel_linear(const Tensor& in, const Tensor& weight,
 
 namespace {
 
-// Host ids / targets placed where `like` lives, each checked on the host first to lie in
-// [0, limit) or equal `ignore` (when given): the device op then reads no flag back (no wait).
+// Host ids / targets placed where `like` lives. On a device they are checked on the host first
+// (checked_host_tokens), so the device op reads no flag back (no wait); the CPU op checks its own.
 Tensor checked_placed_like(const char* op, const char* what, const Tensor& tokens, std::int64_t limit,
                            std::optional<std::int32_t> ignore, const Tensor& like) {
-  const Tensor host = ops::placement_of(tokens, "tokens").to_host(tokens).contiguous();
-  MYRIAD_CHECK(host.dtype() == DType::i32, op << ": " << what << " must be i32, got " << host.describe());
-  const std::int32_t* t = host.data<std::int32_t>();
-  for (std::int64_t i = 0; i < host.numel(); ++i) {
-    MYRIAD_CHECK((ignore && t[i] == *ignore) || (t[i] >= 0 && t[i] < limit),
-                 op << ": the " << what << " " << t[i] << " at flat index " << i << " of " << tokens.describe()
-                    << " is outside [0, " << limit << ")"
-                    << (ignore ? " and is not the ignore index " + std::to_string(*ignore) : std::string()));
-  }
-  return ops::placement_of(like, "tensor").from_host(host);
+  const ops::Placement placement = ops::placement_of(like, "tensor");
+  if (placement.on_host()) return ops::placement_of(tokens, what).to_host(tokens);
+  return placement.from_host(checked_host_tokens(op, what, tokens, limit, ignore));
 }
 
 std::int64_t classes_of(const CrossEntropyArgs& args, const Tensor& logits) {

@@ -7,6 +7,7 @@
 #include <limits>
 
 #include "myriad/core/error.h"
+#include "myriad/nn/host_tokens.h"
 #include "myriad/ops/cross_entropy.h"
 #include "myriad/ops/elementwise.h"
 #include "myriad/ops/embedding.h"
@@ -20,15 +21,8 @@ namespace {
 // The global ids or targets as a contiguous host vector, checked to lie in the real vocabulary.
 Tensor host_tokens(const char* op, const char* what, const VocabShard& shard, const Tensor& tokens,
                    std::int32_t ignore_index, bool allow_ignore) {
-  MYRIAD_CHECK(tokens.dtype() == DType::i32, op << ": " << what << " must be i32, got " << tokens.describe());
-  Tensor host = ops::placement_of(tokens, what).to_host(tokens);
-  const std::int32_t* t = host.data<std::int32_t>();
-  for (std::int64_t i = 0; i < host.numel(); ++i) {
-    MYRIAD_CHECK((allow_ignore && t[i] == ignore_index) || (t[i] >= 0 && t[i] < shard.vocab_size),
-                 op << ": " << what << " " << t[i] << " at flat position " << i << " is outside the vocabulary [0, "
-                    << shard.vocab_size << ")");
-  }
-  return host;
+  return nn::checked_host_tokens(op, what, tokens, shard.vocab_size,
+                                 allow_ignore ? std::optional<std::int32_t>(ignore_index) : std::nullopt);
 }
 
 // Global tokens -> this shard's rows: the row, or `elsewhere` when another shard holds the token
