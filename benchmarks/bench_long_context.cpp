@@ -89,6 +89,32 @@ void document_chunks(const parallel::ContextParallelGroup& ring, std::int64_t lo
   }
 }
 
+// One document of T random tokens (the same on every rank) over the cp group `world`: this rank's
+// model (cp = world size) and its two chunks of ids and targets; `baseline` is the RSS before them.
+struct LongDocument {
+  LongDocument(std::int64_t tokens, distributed::Communicator& world)
+      : cp(world.size()),
+        T(tokens),
+        local(tokens / cp),
+        baseline(static_cast<double>(current_rss_bytes())),
+        ring(world),
+        config(tiny_long_model(tokens)),
+        model(config, nn::ModelSplit{.cp = &ring}, true) {
+    MYRIAD_CHECK(T % (2 * cp * 64) == 0, "--tokens " << T << " must be a multiple of 2 * cp * 64 = " << 2 * cp * 64);
+    model.initialize(7);
+    ids = Tensor::empty({1, local}, DType::i32);
+    targets = Tensor::empty({1, local}, DType::i32);
+    document_chunks(ring, local, ids, targets);
+  }
+  int cp;
+  std::int64_t T, local;
+  double baseline;
+  parallel::ContextParallelGroup ring;
+  nn::TransformerConfig config;
+  nn::GptModel model;
+  Tensor ids, targets;
+};
+
 // One pass's row per rank (seconds, RSS, peak, within the bound), gathered to rank 0 in order.
 void add_pass_rows(distributed::Communicator& world, Table& table, int pass, double seconds, double loss, double bound,
                    bool within) {
@@ -108,16 +134,13 @@ void add_pass_rows(distributed::Communicator& world, Table& table, int pass, dou
 
 // --train: passes AdamW steps on the document, each step's peak RSS against the training bound.
 int train_on_document(const Args& a, distributed::Communicator& world) {
-  const int cp = world.size(), rank = world.rank();
-  const std::int64_t T = a.tokens, local = T / cp;
-  MYRIAD_CHECK(T % (2 * cp * 64) == 0, "--tokens " << T << " must be a multiple of 2 * cp * 64 = " << 2 * cp * 64);
-  const double baseline = static_cast<double>(current_rss_bytes());
-  const parallel::ContextParallelGroup ring(world);
-  const nn::TransformerConfig config = tiny_long_model(T);
-  nn::GptModel model(config, nn::ModelSplit{.cp = &ring}, true);
-  model.initialize(7);
-  Tensor ids = Tensor::empty({1, local}, DType::i32), targets = Tensor::empty({1, local}, DType::i32);
-  document_chunks(ring, local, ids, targets);
+  LongDocument doc(a.tokens, world);
+  const int cp = doc.cp, rank = world.rank();
+  const std::int64_t T = doc.T, local = doc.local;
+  const double baseline = doc.baseline;
+  const nn::TransformerConfig& config = doc.config;
+  nn::GptModel& model = doc.model;
+  const Tensor &ids = doc.ids, &targets = doc.targets;
   nn::ParameterStore& store = model.parameters();
   Tensor m = Tensor::zeros({store.numel()}), v = Tensor::zeros({store.numel()});
   // The bound (see the file comment).
@@ -175,16 +198,13 @@ int train_on_document(const Args& a, distributed::Communicator& world) {
 
 // The 500k-token evaluation, passes times, with memory per pass against the derived bound.
 int evaluate_document(const Args& a, distributed::Communicator& world) {
-  const int cp = world.size(), rank = world.rank();
-  const std::int64_t T = a.tokens, local = T / cp;
-  MYRIAD_CHECK(T % (2 * cp * 64) == 0, "--tokens " << T << " must be a multiple of 2 * cp * 64 = " << 2 * cp * 64);
-  const double baseline = static_cast<double>(current_rss_bytes());
-  const parallel::ContextParallelGroup ring(world);
-  const nn::TransformerConfig config = tiny_long_model(T);
-  nn::GptModel model(config, nn::ModelSplit{.cp = &ring}, true);
-  model.initialize(7);
-  Tensor ids = Tensor::empty({1, local}, DType::i32), targets = Tensor::empty({1, local}, DType::i32);
-  document_chunks(ring, local, ids, targets);
+  LongDocument doc(a.tokens, world);
+  const int cp = doc.cp, rank = world.rank();
+  const std::int64_t T = doc.T, local = doc.local;
+  const double baseline = doc.baseline;
+  const nn::TransformerConfig& config = doc.config;
+  nn::GptModel& model = doc.model;
+  const Tensor &ids = doc.ids, &targets = doc.targets;
   // The bound: parameters, saved activations of the local tokens, logits + losses + lse rows,
   // the ring's buffers (2 packed K/V, 1 partial output + lse), the layout (kept blocks + rows).
   const nn::ActivationMemory act = model.activation_memory(1, local, Recompute::none);
