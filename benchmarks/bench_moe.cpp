@@ -183,10 +183,11 @@ int main(int argc, char** argv) {
     Tensor go = grad_y.view({B, T, C});
     nn::MoeActivations acts;
     // Load: the rows each expert computed, over all ranks (routed counts of every rank summed).
+    acts.stats = Tensor::zeros({E + 3}, DType::f64);
     layer.forward(store, x, out, acts);
-    std::vector<std::int64_t> counts(acts.plan.routed);
     Tensor total = Tensor::empty({E}, DType::i64);
-    for (std::int64_t e = 0; e < E; ++e) total.data<std::int64_t>()[e] = counts[e];
+    for (std::int64_t e = 0; e < E; ++e)
+      total.data<std::int64_t>()[e] = static_cast<std::int64_t>(acts.stats.data<double>()[e]);
     world->all_reduce(total);
     std::int64_t most = 0, all = 0, remote = 0;
     for (std::int64_t e = 0; e < E; ++e) {
@@ -194,7 +195,7 @@ int main(int argc, char** argv) {
       all += total.data<std::int64_t>()[e];
     }
     for (std::int64_t e = 0; e < E; ++e) {
-      if (e / (E / ep) != rank) remote += acts.plan.offsets[e + 1] - acts.plan.offsets[e];
+      if (e / (E / ep) != rank) remote += acts.offsets[e + 1] - acts.offsets[e];
     }
     for (int p = 0; p < static_cast<int>(acts.exchange.recv_rows.size()); ++p) {
       if (p != rank) remote += acts.exchange.recv_rows[static_cast<std::size_t>(p)];

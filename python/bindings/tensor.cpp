@@ -33,6 +33,8 @@ py::dtype numpy_dtype(DType dtype) {
       return py::dtype::of<std::uint16_t>();
     case DType::i8:
       return py::dtype::of<std::int8_t>();
+    case DType::f64:
+      return py::dtype::of<double>();
   }
   MYRIAD_THROW("no NumPy dtype for " << dtype_name(dtype));
 }

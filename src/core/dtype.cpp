@@ -20,6 +20,8 @@ std::size_t dtype_size(DType dtype) {
       return 2;
     case DType::i8:
       return 1;
+    case DType::f64:
+      return 8;
   }
   MYRIAD_THROW("dtype_size: invalid DType value " << static_cast<int>(dtype));
 }
@@ -40,15 +42,17 @@ std::string_view dtype_name(DType dtype) {
       return "u16";
     case DType::i8:
       return "i8";
+    case DType::f64:
+      return "f64";
   }
   MYRIAD_THROW("dtype_name: invalid DType value " << static_cast<int>(dtype));
 }
 
 DType parse_dtype(std::string_view name) {
-  for (DType d : {DType::f32, DType::bf16, DType::f16, DType::i32, DType::i64, DType::u16, DType::i8}) {
+  for (DType d : {DType::f32, DType::bf16, DType::f16, DType::i32, DType::i64, DType::u16, DType::i8, DType::f64}) {
     if (dtype_name(d) == name) return d;
   }
-  MYRIAD_THROW("unknown dtype '" << name << "'; allowed: f32, bf16, f16, i32, i64, u16, i8");
+  MYRIAD_THROW("unknown dtype '" << name << "'; allowed: f32, bf16, f16, i32, i64, u16, i8, f64");
 }
 
 bool is_floating(DType dtype) { return dtype == DType::f32 || dtype == DType::bf16 || dtype == DType::f16; }

@@ -214,6 +214,8 @@ double load_element(const void* base, std::int64_t index, DType dtype) {
       return static_cast<const std::uint16_t*>(base)[index];
     case DType::i8:
       return static_cast<const std::int8_t*>(base)[index];
+    case DType::f64:
+      return static_cast<const double*>(base)[index];
   }
   return 0.0;
 }
@@ -240,6 +242,9 @@ void store_element(void* base, std::int64_t index, DType dtype, double value) {
       return;
     case DType::i8:
       static_cast<std::int8_t*>(base)[index] = static_cast<std::int8_t>(value);
+      return;
+    case DType::f64:
+      static_cast<double*>(base)[index] = value;
       return;
   }
 }

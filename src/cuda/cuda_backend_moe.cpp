@@ -118,23 +118,27 @@ struct GroupedGemm {
 
 // ---- token routing ------------------------------------------------------------------------------
 
-void CudaBackend::gather_rows(const Tensor& x, const Tensor& source, Tensor& out) {
-  Tensor flag = bad_index_flag();
+void CudaBackend::gather_rows(const Tensor& x, const Tensor& source, Tensor& out, const RowIndexArgs& args) {
+  Tensor flag = args.indices_checked ? Tensor() : bad_index_flag();
   DeviceGuard guard(context_.device());
-  gather_rows_f32(floats(x), source.data<std::int32_t>(), floats(out), static_cast<long long*>(flag.raw_data()),
-                  out.size(0), x.size(0), x.size(1), context_.stream());
+  long long* bad_index = args.indices_checked ? unread_index_flag() : static_cast<long long*>(flag.raw_data());
+  gather_rows_f32(floats(x), source.data<std::int32_t>(), floats(out), bad_index, out.size(0), x.size(0), x.size(1),
+                  context_.stream());
+  if (args.indices_checked) return;
   const long long bad = read_bad_index(flag);
   MYRIAD_CHECK(bad == LLONG_MAX, "gather_rows: source index " << index_at(*this, source, bad) << " at position " << bad
                                                               << " is outside [-1, N) with N = " << x.size(0));
 }
 
-void CudaBackend::combine_rows_forward(const Tensor& rows, const Tensor& slot, const Tensor& weight, Tensor& out) {
-  Tensor flag = bad_index_flag();
+void CudaBackend::combine_rows_forward(const Tensor& rows, const Tensor& slot, const Tensor& weight, Tensor& out,
+                                       const RowIndexArgs& args) {
+  Tensor flag = args.indices_checked ? Tensor() : bad_index_flag();
   const std::int64_t k = slot.size(1);
   DeviceGuard guard(context_.device());
-  combine_rows_forward_f32(floats(rows), slot.data<std::int32_t>(), floats(weight), floats(out),
-                           static_cast<long long*>(flag.raw_data()), slot.size(0), k, rows.size(0), rows.size(1),
-                           context_.stream());
+  long long* bad_index = args.indices_checked ? unread_index_flag() : static_cast<long long*>(flag.raw_data());
+  combine_rows_forward_f32(floats(rows), slot.data<std::int32_t>(), floats(weight), floats(out), bad_index,
+                           slot.size(0), k, rows.size(0), rows.size(1), context_.stream());
+  if (args.indices_checked) return;
   const long long bad = read_bad_index(flag);
   MYRIAD_CHECK(bad == LLONG_MAX, "combine_rows_forward: row index "
                                      << index_at(*this, slot, bad) << " at slot position [" << bad / k << ", "
@@ -142,17 +146,61 @@ void CudaBackend::combine_rows_forward(const Tensor& rows, const Tensor& slot, c
 }
 
 void CudaBackend::combine_rows_backward(const Tensor& rows, const Tensor& slot, const Tensor& weight,
-                                        const Tensor& grad_out, Tensor& grad_rows, Tensor& grad_weight) {
-  Tensor flag = bad_index_flag();
+                                        const Tensor& grad_out, Tensor& grad_rows, Tensor& grad_weight,
+                                        const RowIndexArgs& args) {
+  Tensor flag = args.indices_checked ? Tensor() : bad_index_flag();
   const std::int64_t k = slot.size(1);
   DeviceGuard guard(context_.device());
+  long long* bad_index = args.indices_checked ? unread_index_flag() : static_cast<long long*>(flag.raw_data());
   combine_rows_backward_f32(floats(rows), slot.data<std::int32_t>(), floats(weight), floats(grad_out),
-                            floats(grad_rows), floats(grad_weight), static_cast<long long*>(flag.raw_data()),
-                            slot.size(0), k, grad_rows.size(0), grad_rows.size(1), context_.stream());
+                            floats(grad_rows), floats(grad_weight), bad_index, slot.size(0), k, grad_rows.size(0),
+                            grad_rows.size(1), context_.stream());
+  if (args.indices_checked) return;
   const long long bad = read_bad_index(flag);
   MYRIAD_CHECK(bad == LLONG_MAX, "combine_rows_backward: row index "
                                      << index_at(*this, slot, bad) << " at slot position [" << bad / k << ", "
                                      << bad % k << "] is outside [-1, R) with R = " << grad_rows.size(0));
+}
+
+// ---- routing decisions --------------------------------------------------------------------------
+
+namespace {
+
+RouteShape route_shape(const RouteArgs& args, const Tensor& logits) {
+  const std::int64_t N = logits.size(0);
+  return RouteShape{.tokens = N,
+                    .experts = logits.size(1),
+                    .top_k = args.top_k,
+                    .seq_len = args.seq_len,
+                    .capacity = args.capacity,
+                    .padded = args.padded,
+                    .expert_block = args.padded ? expert_block_rows(args, N) : 0,
+                    .sigmoid = args.sigmoid,
+                    .normalize_top_k = args.normalize_top_k};
+}
+
+}  // namespace
+
+void CudaBackend::route_tokens(const RouteArgs& args, const Tensor& logits, RoutedTokens& out) {
+  const RouteShape shape = route_shape(args, logits);
+  const std::int64_t scratch_bytes = route_tokens_scratch_bytes(shape);
+  Tensor scratch = empty({scratch_bytes}, DType::i8);  // stream-ordered: reused in order after return
+  DeviceGuard guard(context_.device());
+  route_tokens_f32(shape, floats(logits), out.expert.data<std::int32_t>(), floats(out.weight),
+                   out.slot.data<std::int32_t>(), out.source.data<std::int32_t>(), out.source.numel(),
+                   out.counts.data<std::int64_t>(), out.totals.defined() ? out.totals.data<double>() : nullptr,
+                   scratch.raw_data(), scratch_bytes, context_.stream());
+}
+
+void CudaBackend::route_tokens_backward(const RouteArgs& args, const Tensor& logits, const Tensor& expert,
+                                        const Tensor& grad_weight, double aux_scale, double z_scale,
+                                        Tensor& grad_logits) {
+  const RouteShape shape = route_shape(args, logits);
+  const std::int64_t scratch_bytes = route_tokens_scratch_bytes(shape);
+  Tensor scratch = empty({scratch_bytes}, DType::i8);
+  DeviceGuard guard(context_.device());
+  route_tokens_backward_f32(shape, floats(logits), expert.data<std::int32_t>(), floats(grad_weight), aux_scale, z_scale,
+                            floats(grad_logits), scratch.raw_data(), scratch_bytes, context_.stream());
 }
 
 // ---- grouped matmul -----------------------------------------------------------------------------

@@ -132,11 +132,12 @@ void GptModel::release_block(int i, Pass pass) {
 }
 
 void GptModel::reset_moe_stats() {
-  for (MoeLayerStats& stats : moe_stats_) {
-    const int layer = stats.layer;
-    stats = MoeLayerStats{};
-    stats.layer = layer;
-  }
+  if (moe_totals_.defined()) zero(moe_totals_);  // where the model computes: nothing waits
+  for (MoeLayerStats& stats : moe_stats_) stats.assignments = stats.sequences = stats.tokens = 0;
+}
+
+Tensor GptModel::moe_totals_on_host() const {
+  return moe_totals_.defined() ? placement_.to_host(moe_totals_) : Tensor();
 }
 
 void GptModel::require_whole_model(const char* what) const {
@@ -337,12 +338,24 @@ std::int64_t GptModel::forward_chunk(int chunk, int slot_index, const Tensor& id
   for (int i = first; i < last; ++i) {
     const auto r = static_cast<std::size_t>(i) + static_cast<std::size_t>(chunk);
     acquire_block(i, Pass::forward);
+    if (moe_stat_of_block_[i] >= 0 && recording_stats_) {  // the routing adds the layer's totals
+      const auto row = static_cast<std::int64_t>(moe_stat_of_block_[i]);
+      if (!moe_totals_.defined()) {
+        moe_totals_ =
+            placement_.zeros({static_cast<std::int64_t>(moe_stats_.size()), config_.moe.num_experts + 3}, DType::f64);
+      }
+      moe_stats_[row].totals = moe_totals_.slice(0, row, row + 1).view({config_.moe.num_experts + 3});
+      s.blocks[i].moe->stats = moe_stats_[row].totals;
+    }
     blocks_[i].forward(store_, s.residual[r], s.residual[r + 1], s.blocks[i], b.scratch);
     round_to_format(s.residual[r + 1], activation_precision_);
     release_block(i, Pass::forward);
     if (recording_stats_) attention_stats_.add(s.blocks[i].selection);
     if (moe_stat_of_block_[i] >= 0) {
-      if (recording_stats_) moe_stats_[moe_stat_of_block_[i]].add(s.blocks[i].moe->plan);
+      if (recording_stats_) {
+        const MoeActivations& moe = *s.blocks[i].moe;
+        moe_stats_[moe_stat_of_block_[i]].count(moe.logits.size(0), moe.route.seq_len, moe.route.top_k);
+      }
       // Full recompute keeps only the block's input: the expert activations are rebuilt (and the
       // tokens routed again, identically) by recompute() before the block's backward.
       if (b.mode == Recompute::full) s.blocks[i].moe->release();

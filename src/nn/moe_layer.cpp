@@ -1,6 +1,6 @@
 // MoeLayer: parameters, forward and backward of the mixture-of-experts MLP over the ops (any
-// placement), with the routing on the host and the expert-parallel exchange through the split's
-// ExpertParallel (moe_layer.h).
+// placement): routing by route_tokens where the model computes, the row layout by
+// moe_route_args, the expert-parallel exchange through the split's ExpertParallel (moe_layer.h).
 #include "myriad/nn/moe_layer.h"
 
 #include <cmath>
@@ -17,6 +17,8 @@ namespace myriad::nn {
 
 namespace {
 
+constexpr RowIndexArgs kRoutedIndices{.indices_checked = true};  // made by route_tokens or plan_rows
+
 template <typename T>
 Tensor host_tensor(const std::vector<T>& values, const Shape& shape, DType dtype) {
   Tensor t = Tensor::empty(shape, dtype);
@@ -24,19 +26,36 @@ Tensor host_tensor(const std::vector<T>& values, const Shape& shape, DType dtype
   return t;
 }
 
+std::vector<std::int64_t> prefix_offsets(const std::int64_t* counts, std::int64_t n) {
+  std::vector<std::int64_t> offsets(static_cast<std::size_t>(n + 1), 0);
+  for (std::int64_t i = 0; i < n; ++i) offsets[i + 1] = offsets[i] + counts[i];
+  return offsets;
+}
+
 }  // namespace
+
+RouteArgs moe_route_args(const MoeSpec& spec, std::int64_t seq_len, const ops::Placement& placement) {
+  const std::int64_t capacity = spec.capacity(seq_len);
+  return RouteArgs{.top_k = spec.top_k,
+                   .seq_len = seq_len,
+                   .capacity = capacity,
+                   .sigmoid = spec.score == RouterScore::sigmoid,
+                   .normalize_top_k = spec.normalize_top_k,
+                   .padded = capacity >= 0 && !placement.on_host()};
+}
 
 void MoeActivations::release() { *this = MoeActivations{}; }
 
-void MoeLayerStats::add(const RoutingPlan& plan) {
-  if (routed.empty()) routed.assign(plan.routed.size(), 0);
-  for (std::size_t e = 0; e < routed.size(); ++e) routed[e] += plan.routed[e];
-  assignments += plan.tokens * plan.top_k;
-  dropped += plan.dropped;
-  aux_loss_sum += plan.aux_loss_sum;
-  z_loss_sum += plan.z_loss_sum;
-  sequences += plan.tokens / plan.seq_len;
-  tokens += plan.tokens;
+std::vector<double> MoeLayerStats::host_totals() const {
+  if (!totals.defined()) return {};
+  const Tensor host = ops::placement_of(totals, "moe totals").to_host(totals);
+  return std::vector<double>(host.data<double>(), host.data<double>() + host.numel());
+}
+
+void MoeLayerStats::count(std::int64_t routed_tokens, std::int64_t seq_len, std::int64_t top_k) {
+  assignments += routed_tokens * top_k;
+  sequences += routed_tokens / seq_len;
+  tokens += routed_tokens;
 }
 
 MoeLayer::MoeLayer(const TransformerConfig& config, const ModelSplit& split, int layer, ParameterStore& store)
@@ -65,24 +84,57 @@ MoeLayer::MoeLayer(const TransformerConfig& config, const ModelSplit& split, int
   experts_out_ = declare(gelu ? "experts.proj.weight" : "experts.down.weight", {E, C, Fe}, residual_std);
 }
 
-void MoeLayer::exchange_plan(MoeActivations& a, const ops::Placement& placement) const {
+void MoeLayer::plan_rows(MoeActivations& a, const ops::Placement& placement, const Tensor& counts_pair) const {
   ExpertExchange& x = a.exchange;
-  const RoutingPlan& plan = a.plan;
   const int ep = split_.ep_size();
-  const std::int64_t E = plan.experts, El = E / ep;
+  const std::int64_t E = config_.moe.num_experts, El = E / ep, N = a.logits.size(0);
   x = ExpertExchange{};
-  if (ep == 1) {
-    x.local_offsets = plan.offsets;
+  if (a.route.padded) {  // every size from the shapes: nothing read back
+    const std::int64_t M = expert_block_rows(a.route, N);
+    a.offsets.assign(static_cast<std::size_t>(E + 1), 0);
+    for (std::int64_t e = 0; e <= E; ++e) a.offsets[e] = e * M;
+    if (ep == 1) {
+      x.local_offsets = a.offsets;
+      return;
+    }
+    x.send_rows.assign(ep, El * M);
+    x.recv_rows.assign(ep, El * M);
+    x.local_offsets.assign(static_cast<std::size_t>(El + 1), 0);
+    for (std::int64_t e = 0; e <= El; ++e) x.local_offsets[e] = e * ep * M;
+    // Received: by source rank, then local expert; local: by local expert, then source rank.
+    std::vector<std::int32_t> regroup(static_cast<std::size_t>(El * ep * M)), ungroup(regroup.size());
+    for (std::int64_t e = 0; e < El; ++e) {
+      for (std::int64_t p = 0; p < ep; ++p) {
+        for (std::int64_t i = 0; i < M; ++i) {
+          const std::int64_t local = (e * ep + p) * M + i, received = (p * El + e) * M + i;
+          regroup[local] = static_cast<std::int32_t>(received);
+          ungroup[received] = static_cast<std::int32_t>(local);
+        }
+      }
+    }
+    const std::int64_t n = x.local_rows();
+    x.regroup = placement.from_host(host_tensor(regroup, {n}, DType::i32));
+    x.ungroup = placement.from_host(host_tensor(ungroup, {n}, DType::i32));
     return;
   }
-  Tensor counts = Tensor::empty({E}, DType::i64), received = Tensor::empty({E}, DType::i64);
-  for (std::int64_t e = 0; e < E; ++e) counts.data<std::int64_t>()[e] = plan.offsets[e + 1] - plan.offsets[e];
-  split_.expert_parallel().exchange_counts(counts, received);
-  const std::int64_t* got = received.data<std::int64_t>();  // [source rank][local expert]
+  // Compact rows: the counts are read (with ep > 1 this rank's and its peers' in one transfer).
+  Tensor pair = counts_pair;
+  if (ep > 1) {
+    Tensor received = pair.view({2 * E}).slice(0, E, 2 * E);
+    split_.expert_parallel().exchange_counts(a.routing.counts, received);
+  }
+  const Tensor host = placement.to_host(ep > 1 ? pair : a.routing.counts);
+  const std::int64_t* mine = host.data<std::int64_t>();
+  a.offsets = prefix_offsets(mine, E);
+  if (ep == 1) {
+    x.local_offsets = a.offsets;
+    return;
+  }
+  const std::int64_t* got = mine + E;  // [source rank][local expert]
   x.send_rows.assign(ep, 0);
   x.recv_rows.assign(ep, 0);
   for (int p = 0; p < ep; ++p) {
-    x.send_rows[p] = plan.offsets[(p + 1) * El] - plan.offsets[p * El];
+    x.send_rows[p] = a.offsets[(p + 1) * El] - a.offsets[p * El];
     for (std::int64_t e = 0; e < El; ++e) x.recv_rows[p] += got[p * El + e];
   }
   x.local_offsets.assign(El + 1, 0);
@@ -118,7 +170,7 @@ Tensor MoeLayer::dispatch(const Tensor& rows, const MoeActivations& a) const {
   const std::int64_t n = x.local_rows(), C = rows.size(1);
   Tensor received = placement.empty({n, C}), local = placement.empty({n, C});
   split_.expert_parallel().exchange_rows(rows, x.send_rows, received, x.recv_rows);
-  if (n > 0) gather_rows(received, x.regroup, local);
+  if (n > 0) gather_rows(received, x.regroup, local, kRoutedIndices);
   return local;
 }
 
@@ -127,8 +179,8 @@ Tensor MoeLayer::undispatch(const Tensor& local, const MoeActivations& a) const 
   const ExpertExchange& x = a.exchange;
   const ops::Placement placement = ops::placement_of(local, "moe rows");
   const std::int64_t C = local.size(1);
-  Tensor by_source = placement.empty({x.local_rows(), C}), back = placement.empty({a.plan.rows(), C});
-  if (x.local_rows() > 0) gather_rows(local, x.ungroup, by_source);
+  Tensor by_source = placement.empty({x.local_rows(), C}), back = placement.empty({a.rows(), C});
+  if (x.local_rows() > 0) gather_rows(local, x.ungroup, by_source, kRoutedIndices);
   split_.expert_parallel().exchange_rows(by_source, x.recv_rows, back, x.send_rows);
   return back;
 }
@@ -140,19 +192,26 @@ void MoeLayer::forward(const ParameterStore& store, const Tensor& h, Tensor& out
   const std::int64_t k = moe.top_k, Fe = config_.expert_ffn();
   const Tensor hf = h.view({N, C});
   Tensor of = out.view({N, C});
-  // Router (f32) and the routing decisions on the host.
-  Tensor logits = placement.empty({N, E});
-  linear_forward(hf, store[router_].value, Tensor(), logits);
-  a.logits = placement.to_host(logits);
-  a.plan = plan_routing(a.logits.data<float>(), N, E, T, moe);
-  const std::int64_t R = a.plan.rows();
-  a.slot = placement.from_host(host_tensor(a.plan.slot, {N, k}, DType::i32));
-  a.weight = placement.from_host(host_tensor(a.plan.weight, {N, k}, DType::f32));
-  a.source = placement.from_host(host_tensor(a.plan.source, {R}, DType::i32));
+  // Router (f32) and the routing decisions, where the model computes.
+  a.logits = placement.empty({N, E});
+  linear_forward(hf, store[router_].value, Tensor(), a.logits);
+  a.route = moe_route_args(moe, T, placement);
+  const int ep = split_.ep_size();
+  // This rank's counts, then (compact rows, ep > 1) the peers' for it: read in one transfer.
+  const Tensor counts_pair = placement.empty({a.route.padded || ep == 1 ? E : 2 * E}, DType::i64);
+  RoutedTokens& r = a.routing;
+  r.expert = placement.empty({N, k}, DType::i32);
+  r.weight = placement.empty({N, k});
+  r.slot = placement.empty({N, k}, DType::i32);
+  r.source = placement.empty({routed_rows(a.route, N, E)}, DType::i32);
+  r.counts = counts_pair.slice(0, 0, E);
+  r.totals = a.stats;
+  route_tokens(a.route, a.logits, r);
+  plan_rows(a, placement, counts_pair);
+  const std::int64_t R = a.rows();
   Tensor rows = placement.empty({R, C});
-  if (R > 0) gather_rows(hf, a.source, rows);
+  if (R > 0) gather_rows(hf, r.source.slice(0, 0, R), rows, kRoutedIndices);
   // This rank's experts on the rows routed to them (from every rank of the group).
-  exchange_plan(a, placement);
   a.x_rows = dispatch(rows, a);
   const std::int64_t n = a.exchange.local_rows();
   const std::vector<std::int64_t>& offsets = a.exchange.local_offsets;
@@ -174,7 +233,7 @@ void MoeLayer::forward(const ParameterStore& store, const Tensor& h, Tensor& out
   }
   a.y_rows = undispatch(y_local, a);
   if (R > 0) {
-    combine_rows_forward(a.y_rows, a.slot, a.weight, of);
+    combine_rows_forward(a.y_rows, r.slot, r.weight, of, kRoutedIndices);
   } else {
     zero(of);
   }
@@ -201,12 +260,13 @@ void MoeLayer::backward(ParameterStore& store, const Tensor& h, MoeActivations& 
   const ops::Placement placement = ops::placement_of(h, "moe input");
   const MoeSpec& moe = config_.moe;
   const std::int64_t B = h.size(0), T = h.size(1), N = B * T, C = config_.n_embd, E = moe.num_experts;
-  const std::int64_t k = moe.top_k, Fe = config_.expert_ffn(), R = a.plan.rows();
+  const std::int64_t k = moe.top_k, Fe = config_.expert_ffn(), R = a.rows();
+  const RoutedTokens& r = a.routing;
   const Tensor hf = h.view({N, C}), go = grad_out.view({N, C});
   Tensor gh = grad_h.view({N, C}), none;
   // Combine: the rows' gradients and the combine weights' gradients.
   Tensor d_rows = placement.empty({R, C}), d_weight = placement.zeros({N, k});
-  if (R > 0) combine_rows_backward(a.y_rows, a.slot, a.weight, go, d_rows, d_weight);
+  if (R > 0) combine_rows_backward(a.y_rows, r.slot, r.weight, go, d_rows, d_weight, kRoutedIndices);
   // Experts (on the rows this rank computed).
   const Tensor d_local = dispatch(d_rows, a);
   const std::int64_t n = a.exchange.local_rows();
@@ -233,17 +293,15 @@ void MoeLayer::backward(ParameterStore& store, const Tensor& h, MoeActivations& 
   const Tensor dx_rows = undispatch(dx_local, a);
   // dL/dh: each token's rows summed (the gather's backward) ...
   if (R > 0) {
-    combine_rows_forward(dx_rows, a.slot, Tensor(), gh);
+    combine_rows_forward(dx_rows, r.slot, Tensor(), gh, kRoutedIndices);
   } else {
     zero(gh);
   }
-  // ... plus the router's: the combine weights' and the auxiliary losses' gradients, on the host.
-  const Tensor d_weight_host = placement.to_host(d_weight);
-  Tensor d_logits_host = Tensor::empty({N, E});
-  routing_backward(a.plan, a.logits.data<float>(), d_weight_host.data<float>(),
-                   static_cast<double>(moe.aux_loss_coef) * static_cast<double>(T) * loss_scale,
-                   static_cast<double>(moe.z_loss_coef) * loss_scale, moe, d_logits_host.data<float>());
-  const Tensor d_logits = placement.from_host(d_logits_host);
+  // ... plus the router's: the combine weights' and the auxiliary losses' gradients.
+  Tensor d_logits = placement.empty({N, E});
+  route_tokens_backward(a.route, a.logits, r.expert, d_weight,
+                        static_cast<double>(moe.aux_loss_coef) * static_cast<double>(T) * loss_scale,
+                        static_cast<double>(moe.z_loss_coef) * loss_scale, d_logits);
   linear_backward(hf, store[router_].value, d_logits, gh, true, store[router_].grad, none);
   // ... plus the shared experts'.
   if (shared_fc_ != npos) {

@@ -66,12 +66,18 @@ void Backend::linear_forward(const LinearArgs&, const Tensor&, const Tensor&, co
   unsupported("linear_forward");
 }
 
-void Backend::gather_rows(const Tensor&, const Tensor&, Tensor&) { unsupported("gather_rows"); }
-void Backend::combine_rows_forward(const Tensor&, const Tensor&, const Tensor&, Tensor&) {
+void Backend::gather_rows(const Tensor&, const Tensor&, Tensor&, const RowIndexArgs&) { unsupported("gather_rows"); }
+void Backend::combine_rows_forward(const Tensor&, const Tensor&, const Tensor&, Tensor&, const RowIndexArgs&) {
   unsupported("combine_rows_forward");
 }
-void Backend::combine_rows_backward(const Tensor&, const Tensor&, const Tensor&, const Tensor&, Tensor&, Tensor&) {
+void Backend::combine_rows_backward(const Tensor&, const Tensor&, const Tensor&, const Tensor&, Tensor&, Tensor&,
+                                    const RowIndexArgs&) {
   unsupported("combine_rows_backward");
+}
+void Backend::route_tokens(const RouteArgs&, const Tensor&, RoutedTokens&) { unsupported("route_tokens"); }
+void Backend::route_tokens_backward(const RouteArgs&, const Tensor&, const Tensor&, const Tensor&, double, double,
+                                    Tensor&) {
+  unsupported("route_tokens_backward");
 }
 void Backend::grouped_matmul_forward(const GroupedMatmulArgs&, const Tensor&, const Tensor&, const Tensor&,
                                      const std::vector<std::int64_t>&, Tensor&) {

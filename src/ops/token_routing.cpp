@@ -37,7 +37,7 @@ std::int64_t check_slot_and_weight(const char* op, const Tensor& slot, const Ten
 
 }  // namespace
 
-void gather_rows(const Tensor& x, const Tensor& source, Tensor& out) {
+void gather_rows(const Tensor& x, const Tensor& source, Tensor& out, const RowIndexArgs& args) {
   const char* op = "gather_rows";
   check_f32_matrix(op, "x", x);
   check_f32_matrix(op, "out", out);
@@ -46,10 +46,11 @@ void gather_rows(const Tensor& x, const Tensor& source, Tensor& out) {
   const std::initializer_list<ops::NamedTensor> tensors = {{"x", &x}, {"source", &source}, {"out", &out}};
   Device device = ops::check_same_device(op, tensors);
   if (device.is_cpu()) return cpu::gather_rows(x, source, out);
-  ops::backend_of(op, tensors).gather_rows(x, source, out);
+  ops::backend_of(op, tensors).gather_rows(x, source, out, args);
 }
 
-void combine_rows_forward(const Tensor& rows, const Tensor& slot, const Tensor& weight, Tensor& out) {
+void combine_rows_forward(const Tensor& rows, const Tensor& slot, const Tensor& weight, Tensor& out,
+                          const RowIndexArgs& args) {
   const char* op = "combine_rows_forward";
   check_f32_matrix(op, "rows", rows);
   check_slot_and_weight(op, slot, weight);
@@ -59,11 +60,11 @@ void combine_rows_forward(const Tensor& rows, const Tensor& slot, const Tensor& 
       {"rows", &rows}, {"slot", &slot}, {"weight", &weight}, {"out", &out}};
   Device device = ops::check_same_device(op, tensors);
   if (device.is_cpu()) return cpu::combine_rows_forward(rows, slot, weight, out);
-  ops::backend_of(op, tensors).combine_rows_forward(rows, slot, weight, out);
+  ops::backend_of(op, tensors).combine_rows_forward(rows, slot, weight, out, args);
 }
 
 void combine_rows_backward(const Tensor& rows, const Tensor& slot, const Tensor& weight, const Tensor& grad_out,
-                           Tensor& grad_rows, Tensor& grad_weight) {
+                           Tensor& grad_rows, Tensor& grad_weight, const RowIndexArgs& args) {
   const char* op = "combine_rows_backward";
   check_f32_matrix(op, "grad_rows", grad_rows);
   check_slot_and_weight(op, slot, weight);
@@ -84,7 +85,7 @@ void combine_rows_backward(const Tensor& rows, const Tensor& slot, const Tensor&
                                                            {"grad_rows", &grad_rows}, {"grad_weight", &grad_weight}};
   Device device = ops::check_same_device(op, tensors);
   if (device.is_cpu()) return cpu::combine_rows_backward(rows, slot, weight, grad_out, grad_rows, grad_weight);
-  ops::backend_of(op, tensors).combine_rows_backward(rows, slot, weight, grad_out, grad_rows, grad_weight);
+  ops::backend_of(op, tensors).combine_rows_backward(rows, slot, weight, grad_out, grad_rows, grad_weight, args);
 }
 
 }  // namespace myriad

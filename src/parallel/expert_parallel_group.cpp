@@ -5,7 +5,10 @@
 
 namespace myriad::parallel {
 
-void ExpertParallelGroup::exchange_counts(const Tensor& in, Tensor& out) const { ep_.all_to_all(in, out); }
+// Both stream-ordered: on a device group the host does not wait (the layer reads what it needs).
+void ExpertParallelGroup::exchange_counts(const Tensor& in, Tensor& out) const {
+  ep_.all_to_all_async(in, out)->wait_on_stream();
+}
 
 void ExpertParallelGroup::exchange_rows(const Tensor& in, const std::vector<std::int64_t>& send_rows, Tensor& out,
                                         const std::vector<std::int64_t>& recv_rows) const {
@@ -15,7 +18,7 @@ void ExpertParallelGroup::exchange_rows(const Tensor& in, const std::vector<std:
   std::vector<std::int64_t> send(send_rows.size()), recv(recv_rows.size());
   for (std::size_t p = 0; p < send.size(); ++p) send[p] = send_rows[p] * C;
   for (std::size_t p = 0; p < recv.size(); ++p) recv[p] = recv_rows[p] * C;
-  ep_.all_to_all_v(in.view({in.numel()}), send, out.view({out.numel()}), recv);
+  ep_.all_to_all_v_async(in.view({in.numel()}), send, out.view({out.numel()}), recv)->wait_on_stream();
 }
 
 }  // namespace myriad::parallel

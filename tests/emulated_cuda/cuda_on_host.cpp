@@ -46,6 +46,7 @@
 #include "myriad/ops/matmul.h"
 #include "myriad/ops/softmax.h"
 #include "myriad/ops/token_routing.h"
+#include "myriad/ops/moe_routing.h"
 #include "myriad/ops/vocab_shard_loss.h"
 
 namespace myriad::emulated {
@@ -872,6 +873,38 @@ void combine_rows_backward_f32(const float* rows, const std::int32_t* slot, cons
   Tensor gr = W(grad_rows, {R, C}), gw = W(grad_weight, {tokens, k});
   combine_rows_backward(W(rows, {R, C}), routing_indices(slot, tokens * k, R, bad).view({tokens, k}),
                         W(weight, {tokens, k}), W(go, {tokens, C}), gr, gw);
+}
+// MoE routing: the CPU op on the launcher's arguments (no scratch needed).
+std::int64_t route_tokens_scratch_bytes(const RouteShape&) { return 8; }
+static RouteArgs route_args(const RouteShape& s) {
+  return RouteArgs{.top_k = s.top_k,
+                   .seq_len = s.seq_len,
+                   .capacity = s.capacity,
+                   .sigmoid = s.sigmoid,
+                   .normalize_top_k = s.normalize_top_k,
+                   .padded = s.padded};
+}
+void route_tokens_f32(const RouteShape& s, const float* logits, std::int32_t* expert, float* weight, std::int32_t* slot,
+                      std::int32_t* source, std::int64_t source_rows, std::int64_t* counts, double* totals, void*,
+                      std::int64_t, cudaStream_t launch_stream) {
+  emulated::check_launch_device(launch_stream);
+  const std::int64_t N = s.tokens, E = s.experts, k = s.top_k;
+  RoutedTokens out{.expert = W(expert, {N, k}, DType::i32),
+                   .weight = W(weight, {N, k}),
+                   .slot = W(slot, {N, k}, DType::i32),
+                   .source = W(source, {source_rows}, DType::i32),
+                   .counts = W(counts, {E}, DType::i64),
+                   .totals = totals != nullptr ? W(totals, {E + 3}, DType::f64) : Tensor()};
+  route_tokens(route_args(s), W(logits, {N, E}), out);
+}
+void route_tokens_backward_f32(const RouteShape& s, const float* logits, const std::int32_t* expert,
+                               const float* grad_weight, double aux_scale, double z_scale, float* grad_logits, void*,
+                               std::int64_t, cudaStream_t launch_stream) {
+  emulated::check_launch_device(launch_stream);
+  const std::int64_t N = s.tokens, E = s.experts, k = s.top_k;
+  Tensor g = W(grad_logits, {N, E});
+  route_tokens_backward(route_args(s), W(logits, {N, E}), W(expert, {N, k}, DType::i32), W(grad_weight, {N, k}),
+                        aux_scale, z_scale, g);
 }
 void add_group_bias_f32(float* x, const float* bias, const std::int64_t* offsets, std::int64_t groups, std::int64_t,
                         std::int64_t cols, cudaStream_t launch_stream) {

@@ -2,7 +2,9 @@
 // combine forward / backward with and without weights, K = 1..8, unused slots, padding rows) and
 // the grouped matmul (empty groups, bias, grad_x written or accumulated, grad_weight / grad_bias
 // accumulated, bf16 and f16 operands) — through the ops' dispatch points; bad routing indices
-// reported as the CPU op reports them. Runs on a GPU and on the emulated CUDA layer.
+// reported as the CPU op reports them; the routing decisions (route_tokens and its backward: both
+// row layouts, capacity and dropless, softmax and sigmoid scores). Runs on a GPU and on the
+// emulated CUDA layer.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -13,6 +15,7 @@
 
 #include "cuda_backend_fixture.h"
 #include "myriad/ops/grouped_matmul.h"
+#include "myriad/ops/moe_routing.h"
 #include "myriad/ops/token_routing.h"
 
 namespace myriad {
@@ -102,6 +105,69 @@ TEST_F(CudaBackendTest, BadRoutingIndicesAreNamedAsOnTheCpu) {
         combine_rows_backward(Tensor(), on_device(slot), Tensor(), on_device(random({3, 16}, 3)), d_grad_rows, skipped);
       },
       {"combine_rows_backward", "row index -4", "[1, 1]"});
+}
+
+// Every output of route_tokens on both backends: integers equal, floats within a few float64
+// ulps of exp / log (then rounded to f32), totals added onto a non-zero start.
+TEST_F(CudaBackendTest, RouteTokensAndItsBackwardMatchTheCpu) {
+  struct Case {
+    std::int64_t tokens, experts, k, seq_len, capacity;
+    bool padded, sigmoid, normalize;
+  };
+  for (const Case& c : {Case{24, 4, 2, 6, 2, true, false, true}, Case{24, 4, 2, 6, 2, false, false, true},
+                        Case{64, 8, 2, 16, -1, false, false, true}, Case{40, 16, 4, 8, 3, true, true, false},
+                        Case{30, 6, 1, 10, 0, true, false, true}, Case{300, 64, 8, 100, 20, true, true, true},
+                        Case{0, 4, 2, 4, 1, true, false, true}}) {
+    SCOPED_TRACE(::testing::Message() << "N " << c.tokens << " E " << c.experts << " k " << c.k << " T " << c.seq_len
+                                      << " capacity " << c.capacity << (c.padded ? " padded" : " compact")
+                                      << (c.sigmoid ? " sigmoid" : " softmax"));
+    const RouteArgs args{.top_k = c.k,
+                         .seq_len = c.seq_len,
+                         .capacity = c.capacity,
+                         .sigmoid = c.sigmoid,
+                         .normalize_top_k = c.normalize,
+                         .padded = c.padded};
+    const std::int64_t N = c.tokens, E = c.experts, k = c.k, R = routed_rows(args, N, E);
+    Tensor logits = random({N, E}, 30 + E);
+    for (std::int64_t i = 0; i < logits.numel(); ++i) logits.data<float>()[i] *= 3.0f;
+    const Tensor start = random({E + 3}, 31);
+    Tensor start_f64 = Tensor::empty({E + 3}, DType::f64);
+    for (std::int64_t i = 0; i < E + 3; ++i) start_f64.data<double>()[i] = start.data<float>()[i];
+    auto outputs = [&](auto make) {
+      return RoutedTokens{.expert = make(Shape{N, k}, DType::i32),
+                          .weight = make(Shape{N, k}, DType::f32),
+                          .slot = make(Shape{N, k}, DType::i32),
+                          .source = make(Shape{R}, DType::i32),
+                          .counts = make(Shape{E}, DType::i64),
+                          .totals = make(Shape{E + 3}, DType::f64)};
+    };
+    RoutedTokens host = outputs([](const Shape& shape, DType type) { return Tensor::empty(shape, type); });
+    RoutedTokens device = outputs([&](const Shape& shape, DType type) { return backend_->empty(shape, type); });
+    std::memcpy(host.totals.raw_data(), start_f64.raw_data(), start_f64.nbytes());
+    device.totals = on_device(start_f64);
+    route_tokens(args, logits, host);
+    route_tokens(args, on_device(logits), device);
+    auto same_bytes = [&](const Tensor& d, const Tensor& h, const char* what) {
+      const Tensor got = backend_->copy_to_host(d);
+      EXPECT_EQ(std::memcmp(got.raw_data(), h.raw_data(), h.nbytes()), 0) << what;
+    };
+    same_bytes(device.expert, host.expert, "expert");
+    same_bytes(device.slot, host.slot, "slot");
+    same_bytes(device.source, host.source, "source");
+    same_bytes(device.counts, host.counts, "counts");
+    expect_close(device.weight, host.weight, 1e-6, "weight");
+    const Tensor totals = backend_->copy_to_host(device.totals);
+    for (std::int64_t i = 0; i < E + 3; ++i) {
+      EXPECT_NEAR(totals.data<double>()[i], host.totals.data<double>()[i],
+                  1e-9 * (1.0 + std::abs(host.totals.data<double>()[i])))
+          << "totals[" << i << "]";
+    }
+    const Tensor grad_weight = random({N, k}, 32);
+    Tensor grad_logits = Tensor::empty({N, E}), d_grad_logits = backend_->empty({N, E});
+    route_tokens_backward(args, logits, host.expert, grad_weight, 0.7, 0.3, grad_logits);
+    route_tokens_backward(args, on_device(logits), device.expert, on_device(grad_weight), 0.7, 0.3, d_grad_logits);
+    expect_close(d_grad_logits, grad_logits, 1e-6, "grad_logits");
+  }
 }
 
 TEST_F(CudaBackendTest, GroupedMatmulMatchesTheCpu) {

@@ -2,7 +2,8 @@
 //
 // Floating types: f32 (compute and master weights), bf16 and f16 (storage / mixed precision,
 // converted on the CPU by core/half.h). Integer types: i32 and i64 (token ids, indices),
-// u16 (compact token shards), i8 (quantised export).
+// u16 (compact token shards), i8 (quantised export). f64: float64 sums kept where the model
+// computes (the MoE routing totals), not an operand of the compute ops.
 #pragma once
 
 #include <cstddef>
@@ -12,7 +13,7 @@
 
 namespace myriad {
 
-enum class DType : std::uint8_t { f32, bf16, f16, i32, i64, u16, i8 };
+enum class DType : std::uint8_t { f32, bf16, f16, i32, i64, u16, i8, f64 };
 
 std::size_t dtype_size(DType dtype);
 std::string_view dtype_name(DType dtype);  // "f32", "bf16", ...
@@ -41,6 +42,10 @@ struct DTypeOf<std::uint16_t> {
 template <>
 struct DTypeOf<std::int8_t> {
   static constexpr DType value = DType::i8;
+};
+template <>
+struct DTypeOf<double> {
+  static constexpr DType value = DType::f64;
 };
 
 }  // namespace myriad

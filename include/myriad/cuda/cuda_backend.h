@@ -107,10 +107,14 @@ class CudaBackend final : public ops::Backend {
   void int8_linear_forward(const Int8Args& args, const Tensor& x, const Tensor& q, const Tensor& scales,
                            const Tensor& bias, Tensor& y) override;
   // Mixture of experts (cuda_backend_moe.cpp): token routing kernels, cuBLAS grouped GEMMs.
-  void gather_rows(const Tensor& x, const Tensor& source, Tensor& out) override;
-  void combine_rows_forward(const Tensor& rows, const Tensor& slot, const Tensor& weight, Tensor& out) override;
+  void gather_rows(const Tensor& x, const Tensor& source, Tensor& out, const RowIndexArgs& args) override;
+  void combine_rows_forward(const Tensor& rows, const Tensor& slot, const Tensor& weight, Tensor& out,
+                            const RowIndexArgs& args) override;
   void combine_rows_backward(const Tensor& rows, const Tensor& slot, const Tensor& weight, const Tensor& grad_out,
-                             Tensor& grad_rows, Tensor& grad_weight) override;
+                             Tensor& grad_rows, Tensor& grad_weight, const RowIndexArgs& args) override;
+  void route_tokens(const RouteArgs& args, const Tensor& logits, RoutedTokens& out) override;
+  void route_tokens_backward(const RouteArgs& args, const Tensor& logits, const Tensor& expert,
+                             const Tensor& grad_weight, double aux_scale, double z_scale, Tensor& grad_logits) override;
   void grouped_matmul_forward(const GroupedMatmulArgs& args, const Tensor& x, const Tensor& weight, const Tensor& bias,
                               const std::vector<std::int64_t>& offsets, Tensor& out) override;
   void grouped_matmul_backward(const GroupedMatmulArgs& args, const Tensor& x, const Tensor& weight,

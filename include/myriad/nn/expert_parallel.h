@@ -3,7 +3,7 @@
 // rows with all-to-all. Like TensorParallel, the model never names a communicator: the serial
 // implementation (a group of one) never communicates, and the parallel one lives in the
 // distributed layer (parallel/expert_parallel_group.h).
-//   exchange_counts(in, out)   host i64, equal chunks: chunk p of out <- chunk `rank` of in on rank p
+//   exchange_counts(in, out)   i64, equal chunks: chunk p of out <- chunk `rank` of in on rank p
 //   exchange_rows(in, send_rows, out, recv_rows)
 //                              rows of in (back to back: send_rows[p] rows for rank p) go to their
 //                              rank; out receives recv_rows[p] rows from each rank p, back to back;

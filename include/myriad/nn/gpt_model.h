@@ -112,6 +112,9 @@ class GptModel final : public PipelineStage {
 
   // MoE telemetry: per local MoE block, the routing of every training forward since the reset.
   const std::vector<MoeLayerStats>& moe_stats() const { return moe_stats_; }
+  // Every local MoE block's totals (MoeLayerStats::totals, rows in moe_stats() order) read to the
+  // host in one transfer: (blocks, E + 3) f64; undefined before the first recorded forward.
+  Tensor moe_totals_on_host() const;
   void reset_moe_stats();
   // Block-sparse attention: what this rank's forwards kept since the last reset (every local block).
   const BlockSelectionStats& attention_stats() const { return attention_stats_; }
@@ -194,6 +197,7 @@ class GptModel final : public PipelineStage {
   std::vector<std::pair<int, int>> block_units_;  // per local block: its unit, its experts' unit (-1)
   bool recording_stats_ = true;
   std::vector<MoeLayerStats> moe_stats_;  // per local MoE block
+  Tensor moe_totals_;                     // (moe_stats_, E + 3) f64 where the model computes
   std::vector<int> moe_stat_of_block_;    // per local block: index into moe_stats_ or -1
   BlockSelectionStats attention_stats_;
   UnitHooks* hooks_ = nullptr;

@@ -1,15 +1,22 @@
 // MoeLayer — the mixture-of-experts MLP of one block: router, top-k dispatch with per-sequence
-// capacity (nn/moe_routing.h), the rank's experts as grouped GEMMs, weighted combine, and
+// capacity (ops/moe_routing.h), the rank's experts as grouped GEMMs, weighted combine, and
 // optional shared experts that every token uses.
 //
 //   logits = h Wr^T (N, E)            router, f32 (also under mixed precision)
-//   plan   = routing(logits)          on the host: the only values that leave the device
+//   route  = route_tokens(logits)     where the model computes (no copy to the host)
 //   rows   = h[source]                (R, C) the kept assignments in expert order (gather_rows)
 //   [ep > 1: rows of other ranks' experts sent to them, this rank's received (exchange_rows)]
 //   y_rows = expert MLP of each row   grouped_matmul: GELU: proj(gelu(fc x)); SwiGLU:
 //                                     down(silu(gate x) * up x); experts have no biases
 //   [ep > 1: results sent back]
 //   out    = sum_j weight[t, j] y_rows[slot[t, j]]  (+ the shared experts' MLP of h)
+// Row layout (the one rule, moe_row_layout): on a device with a capacity, padded — each expert a
+// block of B min(capacity, T) rows, unused rows zero — so every size the host needs (the grouped
+// GEMMs' offsets, the all-to-all's counts) is known without reading the device: no host wait in
+// the layer. On the host, and dropless anywhere, compact — exactly the kept rows; the host then
+// reads the per-expert counts: free on the host, and on a device the one read a dropless layer
+// makes per forward (with ep > 1 its counts and the peers' in one transfer). Both layouts give
+// every token the same rows' values; only the GEMMs' sizes (and so their rounding) differ.
 // Parameters "blocks.<l>.moe.router.weight" (E, C), "…moe.shared.{fc|gate,up}.weight"
 // (S Fe, C) and "…moe.shared.{proj|down}.weight" (C, S Fe) when shared_experts S > 0, then the
 // experts "…moe.experts.{fc|gate,up}.weight" (E, Fe, C) and "…moe.experts.{proj|down}.weight"
@@ -23,16 +30,18 @@
 // per-sequence capacity is unchanged); the block sums the ranks' outputs with its usual
 // row-parallel reduction, and the parameters' gradients are summed over tp once per step
 // (parallel::DataParallel). A batch that does not split (evaluation's last one) runs whole on every
-// rank.
+// rank. Expert parallelism with the padded layout assumes every rank of the ep group routes the
+// same number of tokens (the same micro-batch shape), as the trainer's batches are.
 #pragma once
 
 #include <memory>
 #include <vector>
 
 #include "myriad/nn/model_split.h"
-#include "myriad/nn/moe_routing.h"
 #include "myriad/nn/parameter_store.h"
 #include "myriad/nn/transformer_config.h"
+#include "myriad/ops/moe_routing.h"
+#include "myriad/ops/placement.h"
 
 namespace myriad::nn {
 
@@ -46,27 +55,35 @@ struct ExpertExchange {
 };
 
 struct MoeActivations {
-  RoutingPlan plan;
-  Tensor logits;        // (N, E) router logits (host copy: routing_backward reads them)
-  Tensor slot, weight;  // (N, k) placed
-  Tensor source;        // (R) placed
+  Tensor stats;                       // set by the model before forward: the layer's totals
+                                      // (MoeLayerStats::totals) the routing adds to, or undefined
+  RouteArgs route;                    // how the tokens were routed (layout included)
+  Tensor logits;                      // (N, E) router logits (the routing's backward reads them)
+  RoutedTokens routing;               // expert, weight, slot (N, k); source (R); counts (E)
+  std::vector<std::int64_t> offsets;  // (E + 1) rows of each expert in `source` order
   ExpertExchange exchange;
   Tensor x_rows;                            // (R_local, C) rows this rank's experts compute
   Tensor fc, up, act;                       // (R_local, Fe)
   Tensor y_rows;                            // (R, C) expert outputs in this rank's expert order
   Tensor shared_fc, shared_up, shared_act;  // (N, S Fe)
-  void release();                           // frees what forward allocated (after backward)
+  std::int64_t rows() const { return offsets.empty() ? 0 : offsets.back(); }
+  void release();  // frees what forward allocated (after backward)
 };
 
-// Per MoE layer, summed over the micro-batches since reset (telemetry).
+// Per MoE layer, summed over the micro-batches recorded since reset (telemetry): `totals` where
+// the model computes (ops/moe_routing.h: assignments per expert, dropped, the load-balance and
+// z-loss sums), read once when the metrics are collected; the shape-given counts on the host.
 struct MoeLayerStats {
   int layer = 0;
-  std::vector<std::int64_t> routed;  // (E) assignments per expert before dropping
-  std::int64_t assignments = 0, dropped = 0;
-  double aux_loss_sum = 0.0, z_loss_sum = 0.0;
-  std::int64_t sequences = 0, tokens = 0;
-  void add(const RoutingPlan& plan);
+  Tensor totals;  // (E + 3) f64: a row of the model's totals, set on the first recorded forward
+  std::int64_t assignments = 0, sequences = 0, tokens = 0;
+  void count(std::int64_t routed_tokens, std::int64_t seq_len, std::int64_t top_k);
+  // `totals` read to the host (one transfer; empty before the first recorded micro-batch).
+  std::vector<double> host_totals() const;
 };
+
+// The row layout of a layer computing at `placement` (see above).
+RouteArgs moe_route_args(const MoeSpec& spec, std::int64_t seq_len, const ops::Placement& placement);
 
 class MoeLayer {
  public:
@@ -82,7 +99,8 @@ class MoeLayer {
   std::size_t first_expert_parameter() const { return experts_fc_; }
 
  private:
-  void exchange_plan(MoeActivations& a, const ops::Placement& placement) const;
+  // The rows of each expert (a.offsets) and how they reach this rank's experts (a.exchange).
+  void plan_rows(MoeActivations& a, const ops::Placement& placement, const Tensor& counts_pair) const;
   Tensor dispatch(const Tensor& rows, const MoeActivations& a) const;     // rows in plan order -> local
   Tensor undispatch(const Tensor& local, const MoeActivations& a) const;  // local -> plan order
 

@@ -30,7 +30,7 @@ struct MoeSpec {
   std::int64_t expert_ffn = 0;  // hidden width of one expert; 0 = ffn_hidden
   RouterScore score = RouterScore::softmax;
   bool normalize_top_k = true;  // combine weights = chosen scores / their sum
-  float aux_loss_coef = 0.01f;  // load-balancing loss (per sequence; nn/moe_routing.h)
+  float aux_loss_coef = 0.01f;  // load-balancing loss (per sequence; ops/moe_routing.h)
   float z_loss_coef = 0.001f;   // router z-loss
   // Capacity per expert per sequence: expert_capacity tokens, else ceil(capacity_factor * T * top_k
   // / num_experts), else (both 0) dropless.

@@ -29,6 +29,7 @@
 #include "myriad/ops/int8_linear.h"
 #include "myriad/ops/linear.h"
 #include "myriad/ops/matmul.h"
+#include "myriad/ops/moe_routing.h"
 #include "myriad/ops/norms.h"
 #include "myriad/ops/op_checks.h"
 #include "myriad/ops/rope.h"
@@ -110,10 +111,16 @@ class Backend : public ExecutionContext {
   virtual void int8_linear_forward(const Int8Args& args, const Tensor& x, const Tensor& q, const Tensor& scales,
                                    const Tensor& bias, Tensor& y);
   // Mixture of experts: token routing (ops/token_routing.h) and the experts' grouped GEMMs.
-  virtual void gather_rows(const Tensor& x, const Tensor& source, Tensor& out);
-  virtual void combine_rows_forward(const Tensor& rows, const Tensor& slot, const Tensor& weight, Tensor& out);
+  virtual void gather_rows(const Tensor& x, const Tensor& source, Tensor& out, const RowIndexArgs& args);
+  virtual void combine_rows_forward(const Tensor& rows, const Tensor& slot, const Tensor& weight, Tensor& out,
+                                    const RowIndexArgs& args);
   virtual void combine_rows_backward(const Tensor& rows, const Tensor& slot, const Tensor& weight,
-                                     const Tensor& grad_out, Tensor& grad_rows, Tensor& grad_weight);
+                                     const Tensor& grad_out, Tensor& grad_rows, Tensor& grad_weight,
+                                     const RowIndexArgs& args);
+  // The router's decisions and their gradient (ops/moe_routing.h).
+  virtual void route_tokens(const RouteArgs& args, const Tensor& logits, RoutedTokens& out);
+  virtual void route_tokens_backward(const RouteArgs& args, const Tensor& logits, const Tensor& expert,
+                                     const Tensor& grad_weight, double aux_scale, double z_scale, Tensor& grad_logits);
   virtual void grouped_matmul_forward(const GroupedMatmulArgs& args, const Tensor& x, const Tensor& weight,
                                       const Tensor& bias, const std::vector<std::int64_t>& offsets, Tensor& out);
   virtual void grouped_matmul_backward(const GroupedMatmulArgs& args, const Tensor& x, const Tensor& weight,

@@ -19,6 +19,8 @@
 // trusts the caller. Indices outside their range throw naming the op, the index and its position
 // (checked before anything is written on the CPU; a device backend flags them in its kernels and
 // reports them after a wait for its stream, as embedding does, its outputs then unspecified).
+// Indices from route_tokens (args.indices_checked): in range and each row named once by
+// construction, so a device backend neither flags nor reads back (no host wait inside a step).
 // All tensors contiguous, float tensors f32; every output is written (`=`), these ops have no
 // parameters. In combine_rows_backward `rows` is read only for grad_weight and may be undefined
 // when grad_weight is. Sums over j run in increasing j: the results are bit-for-bit deterministic.
@@ -28,10 +30,15 @@
 
 namespace myriad {
 
-void gather_rows(const Tensor& x, const Tensor& source, Tensor& out);
-void combine_rows_forward(const Tensor& rows, const Tensor& slot, const Tensor& weight, Tensor& out);
+struct RowIndexArgs {
+  bool indices_checked = false;  // source / slot come from route_tokens on this device (see above)
+};
+
+void gather_rows(const Tensor& x, const Tensor& source, Tensor& out, const RowIndexArgs& args = {});
+void combine_rows_forward(const Tensor& rows, const Tensor& slot, const Tensor& weight, Tensor& out,
+                          const RowIndexArgs& args = {});
 void combine_rows_backward(const Tensor& rows, const Tensor& slot, const Tensor& weight, const Tensor& grad_out,
-                           Tensor& grad_rows, Tensor& grad_weight);
+                           Tensor& grad_rows, Tensor& grad_weight, const RowIndexArgs& args = {});
 
 namespace cpu {
 void gather_rows(const Tensor& x, const Tensor& source, Tensor& out);

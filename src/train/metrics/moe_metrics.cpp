@@ -1,6 +1,6 @@
 // collect_moe_metrics: the model's per-layer routing counts summed over dp, tp and pp in one i64
 // all-reduce each, the loss sums in one float64 rank-order reduction each (layers a rank does not
-// hold contribute zeros).
+// hold contribute zeros). The layers' totals are read from where the model computes in one transfer.
 #include "myriad/train/metrics/moe_metrics.h"
 
 #include <algorithm>
@@ -23,16 +23,21 @@ std::vector<MoeLayerMetrics> collect_moe_metrics(const nn::GptModel& model, dist
   const std::int64_t E = c.moe.num_experts, per_layer = E + 4;
   Tensor counts = Tensor::zeros({static_cast<std::int64_t>(layers.size()) * per_layer}, DType::i64);
   std::vector<double> losses(2 * layers.size(), 0.0);  // aux, z per layer
-  for (const nn::MoeLayerStats& s : model.moe_stats()) {
+  const Tensor totals = model.moe_totals_on_host();    // every local layer's, one read
+  for (std::size_t local = 0; local < model.moe_stats().size(); ++local) {
+    const nn::MoeLayerStats& s = model.moe_stats()[local];
     const auto i = static_cast<std::size_t>(std::find(layers.begin(), layers.end(), s.layer) - layers.begin());
     std::int64_t* row = counts.data<std::int64_t>() + static_cast<std::int64_t>(i) * per_layer;
-    for (std::int64_t e = 0; e < E && e < static_cast<std::int64_t>(s.routed.size()); ++e) row[e] = s.routed[e];
+    if (totals.defined()) {
+      const double* t = totals.data<double>() + static_cast<std::int64_t>(local) * (E + 3);
+      for (std::int64_t e = 0; e < E; ++e) row[e] = static_cast<std::int64_t>(t[e]);
+      row[E + 1] = static_cast<std::int64_t>(t[E]);
+      losses[2 * i] = t[E + 1];
+      losses[2 * i + 1] = t[E + 2];
+    }
     row[E] = s.assignments;
-    row[E + 1] = s.dropped;
     row[E + 2] = s.sequences;
     row[E + 3] = s.tokens;
-    losses[2 * i] = s.aux_loss_sum;
-    losses[2 * i + 1] = s.z_loss_sum;
   }
   for (distributed::Communicator* group : {&dp, &tp, &pp}) {
     group->all_reduce(counts);

@@ -1,0 +1,181 @@
+// CPU MoE routing (ops/moe_routing.h): one serial pass per step of the definition, in float64,
+// in token order — the reference the device kernels are tested against. The chosen experts of
+// the backward's `expert` are checked against [0, E) (they index the scores).
+#include <algorithm>
+#include <cmath>
+#include <limits>
+#include <numeric>
+#include <vector>
+
+#include "myriad/core/error.h"
+#include "myriad/ops/moe_routing.h"
+
+namespace myriad::cpu {
+
+namespace {
+
+// One token's scores s (E) and the log-sum-exp of its logits; returns the lse.
+double token_scores(const float* logits, std::int64_t E, bool sigmoid, double* s) {
+  double max = -std::numeric_limits<double>::infinity();
+  for (std::int64_t e = 0; e < E; ++e) max = std::max(max, static_cast<double>(logits[e]));
+  double sum = 0.0;
+  for (std::int64_t e = 0; e < E; ++e) sum += std::exp(static_cast<double>(logits[e]) - max);
+  const double lse = max + std::log(sum);
+  for (std::int64_t e = 0; e < E; ++e) {
+    const double l = logits[e];
+    s[e] = sigmoid ? 1.0 / (1.0 + std::exp(-l)) : std::exp(l - lse);
+  }
+  return lse;
+}
+
+// The order of the choice: a non-finite score is the lowest, equal scores go to the lower index.
+double choice_key(double s) { return std::isnan(s) ? -std::numeric_limits<double>::infinity() : s; }
+
+// p (the load-balance distribution) of expert e from the scores: softmax as is, sigmoid / sum.
+double balance_prob(const double* s, double score_sum, std::int64_t e, bool sigmoid) {
+  return sigmoid ? s[e] / score_sum : s[e];
+}
+
+// Assignments per (sequence, expert) before dropping: (B, E).
+std::vector<std::int64_t> routed_per_sequence(const std::int32_t* expert, std::int64_t N, std::int64_t E,
+                                              std::int64_t k, std::int64_t T) {
+  std::vector<std::int64_t> routed(static_cast<std::size_t>(N / T * E), 0);
+  for (std::int64_t a = 0; a < N * k; ++a) ++routed[static_cast<std::size_t>(a / k / T * E + expert[a])];
+  return routed;
+}
+
+}  // namespace
+
+void route_tokens(const RouteArgs& args, const Tensor& logits_in, RoutedTokens& out) {
+  const std::int64_t N = logits_in.size(0), E = logits_in.size(1), k = args.top_k, T = args.seq_len, B = N / T;
+  const float* logits = logits_in.data<float>();
+  auto* expert = out.expert.data<std::int32_t>();
+  auto* weight = out.weight.data<float>();
+  auto* slot = out.slot.data<std::int32_t>();
+  auto* source = out.source.data<std::int32_t>();
+  auto* counts = out.counts.data<std::int64_t>();
+  // Scores, choice and weights per token; the z-loss and the load-balance P per sequence.
+  std::vector<double> s(static_cast<std::size_t>(E)), P(static_cast<std::size_t>(B * E), 0.0);
+  std::vector<int> order(static_cast<std::size_t>(E));
+  double z_sum = 0.0;
+  for (std::int64_t t = 0; t < N; ++t) {
+    const double lse = token_scores(logits + t * E, E, args.sigmoid, s.data());
+    z_sum += lse * lse;
+    std::iota(order.begin(), order.end(), 0);
+    std::partial_sort(order.begin(), order.begin() + k, order.end(), [&s](int a, int b) {
+      const double ka = choice_key(s[a]), kb = choice_key(s[b]);
+      return ka > kb || (ka == kb && a < b);
+    });
+    double chosen = 0.0, score_sum = 0.0;
+    for (std::int64_t j = 0; j < k; ++j) chosen += s[order[j]];
+    for (std::int64_t e = 0; e < E; ++e) score_sum += s[e];
+    for (std::int64_t j = 0; j < k; ++j) {
+      expert[t * k + j] = order[j];
+      weight[t * k + j] = static_cast<float>(args.normalize_top_k ? s[order[j]] / chosen : s[order[j]]);
+    }
+    double* P_b = P.data() + t / T * E;
+    for (std::int64_t e = 0; e < E; ++e)
+      P_b[e] += balance_prob(s.data(), score_sum, e, args.sigmoid) / static_cast<double>(T);
+  }
+  // Capacity per sequence, granted in token (then choice) order: rank = the assignment's place
+  // among its sequence's assignments to the same expert.
+  std::vector<std::int64_t> rank(static_cast<std::size_t>(N * k)), taken(static_cast<std::size_t>(E));
+  std::fill(counts, counts + E, 0);
+  for (std::int64_t b = 0; b < B; ++b) {
+    std::fill(taken.begin(), taken.end(), 0);
+    for (std::int64_t a = b * T * k; a < (b + 1) * T * k; ++a) {
+      const std::int64_t r = taken[static_cast<std::size_t>(expert[a])]++;
+      rank[static_cast<std::size_t>(a)] = r;
+      if (args.capacity < 0 || r < args.capacity) ++counts[expert[a]];
+    }
+  }
+  // Rows: each expert's from its start, in token order.
+  const std::int64_t R = out.source.numel(), M = expert_block_rows(args, N);
+  std::fill(source, source + R, -1);
+  std::vector<std::int64_t> cursor(static_cast<std::size_t>(E));
+  for (std::int64_t e = 0, start = 0; e < E; start += counts[e], ++e)
+    cursor[static_cast<std::size_t>(e)] = args.padded ? e * M : start;
+  std::int64_t dropped = 0;
+  for (std::int64_t a = 0; a < N * k; ++a) {
+    if (args.capacity >= 0 && rank[static_cast<std::size_t>(a)] >= args.capacity) {
+      slot[a] = -1;
+      ++dropped;
+      continue;
+    }
+    const std::int64_t row = cursor[static_cast<std::size_t>(expert[a])]++;
+    slot[a] = static_cast<std::int32_t>(row);
+    source[row] = static_cast<std::int32_t>(a / k);
+  }
+  if (!out.totals.defined()) return;
+  // Totals: assignments per expert, drops, the load-balance loss per sequence, the z-loss.
+  const std::vector<std::int64_t> routed = routed_per_sequence(expert, N, E, k, T);
+  double* totals = out.totals.data<double>();
+  double aux_sum = 0.0;
+  for (std::int64_t b = 0; b < B; ++b) {
+    double aux = 0.0;
+    for (std::int64_t e = 0; e < E; ++e) {
+      const double f = static_cast<double>(routed[static_cast<std::size_t>(b * E + e)]) / static_cast<double>(T * k);
+      aux += f * P[static_cast<std::size_t>(b * E + e)];
+      totals[e] += static_cast<double>(routed[static_cast<std::size_t>(b * E + e)]);
+    }
+    aux_sum += static_cast<double>(E) * aux;
+  }
+  totals[E] += static_cast<double>(dropped);
+  totals[E + 1] += aux_sum;
+  totals[E + 2] += z_sum;
+}
+
+void route_tokens_backward(const RouteArgs& args, const Tensor& logits_in, const Tensor& expert_in,
+                           const Tensor& grad_weight_in, double aux_scale, double z_scale, Tensor& grad_logits) {
+  const std::int64_t N = logits_in.size(0), E = logits_in.size(1), k = args.top_k, T = args.seq_len;
+  const float* logits = logits_in.data<float>();
+  const auto* expert = expert_in.data<std::int32_t>();
+  const float* grad_weight = grad_weight_in.data<float>();
+  float* d_logits = grad_logits.data<float>();
+  for (std::int64_t a = 0; a < N * k; ++a) {
+    MYRIAD_CHECK(expert[a] >= 0 && expert[a] < E, "route_tokens_backward: expert " << expert[a] << " at position ["
+                                                                                   << a / k << ", " << a % k
+                                                                                   << "] is outside [0, " << E << ")");
+  }
+  const std::vector<std::int64_t> routed = routed_per_sequence(expert, N, E, k, T);
+  std::vector<double> s(static_cast<std::size_t>(E)), ds(static_cast<std::size_t>(E));
+  for (std::int64_t t = 0; t < N; ++t) {
+    const double lse = token_scores(logits + t * E, E, args.sigmoid, s.data());
+    const std::int64_t* routed_b = routed.data() + t / T * E;
+    const std::int32_t* chosen = expert + t * k;
+    const float* g = grad_weight + t * k;
+    double Z = 0.0, score_sum = 0.0;
+    for (std::int64_t j = 0; j < k; ++j) Z += s[chosen[j]];
+    for (std::int64_t e = 0; e < E; ++e) score_sum += s[e];
+    // Load balance: d aux_s / d p_e = E f_e / T, through p's normalisation for sigmoid scores.
+    double dp_dot_p = 0.0;
+    for (std::int64_t e = 0; e < E; ++e) {
+      const double dp = aux_scale * static_cast<double>(E) * static_cast<double>(routed_b[e]) /
+                        static_cast<double>(T * k) / static_cast<double>(T);
+      ds[static_cast<std::size_t>(e)] = dp;
+      dp_dot_p += dp * balance_prob(s.data(), score_sum, e, args.sigmoid);
+    }
+    if (args.sigmoid) {
+      for (std::int64_t e = 0; e < E; ++e)
+        ds[static_cast<std::size_t>(e)] = (ds[static_cast<std::size_t>(e)] - dp_dot_p) / score_sum;
+    }
+    // Combine weights: w_j = s_j (/ Z).
+    double gw = 0.0;
+    for (std::int64_t j = 0; j < k; ++j) gw += static_cast<double>(g[j]) * (s[chosen[j]] / Z);
+    for (std::int64_t j = 0; j < k; ++j) {
+      ds[static_cast<std::size_t>(chosen[j])] += args.normalize_top_k ? (static_cast<double>(g[j]) - gw) / Z : g[j];
+    }
+    // Scores -> logits, then the z-loss: d z_t / d logit = 2 lse softmax(logits).
+    float* dl = d_logits + t * E;
+    double dot = 0.0;
+    for (std::int64_t e = 0; e < E; ++e) dot += ds[static_cast<std::size_t>(e)] * s[static_cast<std::size_t>(e)];
+    for (std::int64_t e = 0; e < E; ++e) {
+      const double se = s[static_cast<std::size_t>(e)], dse = ds[static_cast<std::size_t>(e)];
+      double d = args.sigmoid ? dse * se * (1.0 - se) : se * (dse - dot);
+      if (z_scale != 0.0) d += z_scale * 2.0 * lse * std::exp(static_cast<double>(logits[t * E + e]) - lse);
+      dl[e] = static_cast<float>(d);
+    }
+  }
+}
+
+}  // namespace myriad::cpu
