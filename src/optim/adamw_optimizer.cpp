@@ -39,19 +39,22 @@ bool AdamWOptimizer::decays(nn::ParamKind kind) const {
   return std::find(config_.no_decay.begin(), config_.no_decay.end(), kind) == config_.no_decay.end();
 }
 
-double AdamWOptimizer::grad_sum_squares() const { return sum_squares_of(std::nullopt); }
+double AdamWOptimizer::grad_sum_squares() const { return sum_squares_of(false).first; }
 
-double AdamWOptimizer::grad_sum_squares(bool expert_segments) const { return sum_squares_of(expert_segments); }
+std::pair<double, double> AdamWOptimizer::grad_sum_squares_by_kind() const { return sum_squares_of(true); }
 
-// Over the counted segments, in order: all of them, or those whose expert flag is `expert`.
-double AdamWOptimizer::sum_squares_of(std::optional<bool> expert) const {
+std::pair<double, double> AdamWOptimizer::sum_squares_of(bool split_experts) const {
   std::vector<Tensor> grads;
+  std::vector<bool> expert;
   for (const OptimizerSegment& s : segments_) {
-    if (s.counted && (!expert || s.expert == *expert)) grads.push_back(s.grad);
+    if (!s.counted) continue;
+    grads.push_back(s.grad);
+    expert.push_back(split_experts && s.expert);
   }
-  double sum_squares = 0.0;
-  for (const double part : grad_norms_squared(grads)) sum_squares += part;  // in segment order
-  return sum_squares;
+  std::pair<double, double> sums{0.0, 0.0};
+  const std::vector<double> parts = grad_norms_squared(grads);  // one read of every norm
+  for (std::size_t i = 0; i < parts.size(); ++i) (expert[i] ? sums.second : sums.first) += parts[i];  // segment order
+  return sums;
 }
 
 OptimizerStepStats clipping(const AdamWConfig& config, double global_sum_squares, float unscale) {

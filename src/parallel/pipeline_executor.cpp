@@ -1,4 +1,5 @@
-// PipelineExecutor: walks the schedule's actions with slot bookkeeping and timed receives.
+// PipelineExecutor: walks the schedule's actions with slot bookkeeping and timed, stream-ordered
+// receives.
 #include "myriad/parallel/pipeline_executor.h"
 
 #include <algorithm>
@@ -43,8 +44,22 @@ int PipelineExecutor::slots_in_flight() const {
 }
 
 void PipelineExecutor::wait_sends_of(int slot) {
-  for (distributed::WorkHandle& send : sends_[slot]) send->wait();
+  for (distributed::WorkHandle& send : sends_[slot]) send->wait_on_stream();  // before the slot is reused
   sends_[slot].clear();
+}
+
+void PipelineExecutor::receive(const Tensor& buffer, int peer, int tag) {
+  const auto start = std::chrono::steady_clock::now();
+  distributed::WorkHandle work = pp_.recv_async(buffer, peer, tag);
+  work->wait_on_stream();
+  host_bubble_seconds_ += std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  receives_.push_back(std::move(work));
+}
+
+double PipelineExecutor::bubble_seconds() const {
+  double total = host_bubble_seconds_;
+  for (const distributed::WorkHandle& work : receives_) total += work->stream_stall_seconds();
+  return total;
 }
 
 int PipelineExecutor::take_slot(int micro_batch) {
@@ -67,6 +82,8 @@ PipelineStepResult PipelineExecutor::run(const std::vector<Tensor>& ids, const s
                "pipeline: " << ids.size() << " micro-batches given, the schedule has " << micro_batches_);
   PipelineStepResult result;
   model_.clear_losses();  // this step's losses only (a research backward leaves its own unread)
+  host_bubble_seconds_ = 0.0;
+  receives_.clear();
   slot_of_.assign(micro_batches_, -1);
   std::fill(slot_busy_.begin(), slot_busy_.end(), false);
   int in_use = 0;
@@ -85,10 +102,8 @@ PipelineStepResult PipelineExecutor::run(const std::vector<Tensor>& ids, const s
       case parallel::PipelineAction::recv_activation:
       case parallel::PipelineAction::recv_gradient: {
         const bool activation = a.type == parallel::PipelineAction::recv_activation;
-        const auto start = std::chrono::steady_clock::now();
-        pp_.recv(activation ? model_.chunk_input(a.chunk, slot) : model_.chunk_grad(a.chunk, slot), a.peer,
-                 activation ? kActivationTag : kGradientTag);
-        result.bubble_seconds += std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+        receive(activation ? model_.chunk_input(a.chunk, slot) : model_.chunk_grad(a.chunk, slot), a.peer,
+                activation ? kActivationTag : kGradientTag);
         break;
       }
       case parallel::PipelineAction::send_activation:
@@ -124,11 +139,11 @@ nn::LossSum PipelineExecutor::forward_only(const Tensor& ids, const Tensor& targ
   for (int g = 0; g < stages; ++g) {
     if (g % p != rank) continue;
     const int chunk = g / p;
-    if (g > 0) pp_.recv(model_.chunk_input(chunk, 0), (g - 1) % p, kActivationTag);
+    if (g > 0) pp_.recv_async(model_.chunk_input(chunk, 0), (g - 1) % p, kActivationTag)->wait_on_stream();
     loss.tokens += model_.forward_chunk(chunk, 0, ids, targets);
     if (g + 1 < stages) sends.push_back(pp_.send_async(model_.chunk_output(chunk, 0), (g + 1) % p, kActivationTag));
   }
-  for (distributed::WorkHandle& send : sends) send->wait();
+  for (distributed::WorkHandle& send : sends) send->wait_on_stream();
   loss.sum = model_.take_loss_sum();
   return loss;
 }

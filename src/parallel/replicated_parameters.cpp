@@ -29,7 +29,8 @@ double ReplicatedParameters::gradient_sum_squares() const {
   // Dense gradients are complete here; expert ones cover this rank's experts only: summed over ep.
   distributed::Communicator* ep = options_.expert_parallel;
   if (ep == nullptr || ep->size() == 1) return optimizer_->grad_sum_squares();
-  return optimizer_->grad_sum_squares(false) + distributed::sum_over_ranks(*ep, optimizer_->grad_sum_squares(true));
+  const auto [dense, expert] = optimizer_->grad_sum_squares_by_kind();
+  return dense + distributed::sum_over_ranks(*ep, expert);
 }
 
 }  // namespace myriad::parallel

@@ -184,7 +184,7 @@ StepMetrics Trainer::step() {
   state_.data_parallel->zero_grads();
   state_.model->reset_moe_stats();
   state_.model->reset_attention_stats();
-  const parallel::PipelineStepResult run = pipeline_->run(batch.ids, batch.targets, loss_scale, recompute_);
+  (void)pipeline_->run(batch.ids, batch.targets, loss_scale, recompute_);
   if (compute_delay_ > 0) std::this_thread::sleep_for(std::chrono::duration<double>(compute_delay_));
   finish_backward_pass(true);
   StepMetrics metrics;
@@ -204,7 +204,7 @@ StepMetrics Trainer::step() {
   metrics.moe = collect_moe_metrics(*state_.model, state_.dp(), state_.tp(), state_.pp());
   metrics.attention = collect_attention_metrics(*state_.model, state_.data_group(), state_.tp(), state_.pp());
   metrics.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-  metrics_->finish(metrics, batch.wait_seconds, run.bubble_seconds, memory_report());
+  metrics_->finish(metrics, batch.wait_seconds, pipeline_->bubble_seconds(), memory_report());
   check_finite_progress(metrics, scale);
   return metrics;
 }

@@ -50,8 +50,10 @@ TEST(DType, SizesNamesAndParse) {
   EXPECT_EQ(dtype_size(DType::bf16), 2u);
   EXPECT_EQ(dtype_size(DType::i64), 8u);
   EXPECT_EQ(parse_dtype("f16"), DType::f16);
+  EXPECT_EQ(dtype_size(DType::f64), 8u);
+  EXPECT_EQ(parse_dtype(dtype_name(DType::f64)), DType::f64);
   try {
-    parse_dtype("f64");
+    parse_dtype("f8");
     FAIL();
   } catch (const Error& e) {
     EXPECT_NE(std::string(e.what()).find("allowed: f32, bf16"), std::string::npos);

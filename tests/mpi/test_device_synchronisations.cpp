@@ -8,6 +8,7 @@
 // Only in myriad_emulated_mpi_tests.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cstdint>
 #include <iostream>
 #include <ostream>
@@ -29,6 +30,7 @@ struct SyncCase {
   int cp = 1;
   int ep = 0;  // > 0: an MoE model (4 experts, top 2) with this expert-parallel degree
   bool dropless = false;
+  int pp = 1;
 };
 void PrintTo(const SyncCase& c, std::ostream* out) { *out << c.name; }
 
@@ -38,13 +40,14 @@ TEST_P(DeviceStepSynchronisations, NoWaitInsideForwardAndBackward) {
   World world;
   distributed::Communicator& comm = *world.comm;
   const SyncCase c = GetParam();
-  if (comm.size() % (c.tp * c.cp) != 0) GTEST_SKIP() << "tp x cp does not divide the world";
-  const int dp = comm.size() / (c.tp * c.cp);
+  if (comm.size() % (c.tp * c.cp * c.pp) != 0) GTEST_SKIP() << "tp x cp x pp does not divide the world";
+  const int dp = comm.size() / (c.tp * c.cp * c.pp);
   const fs::path dir = shared_dir(comm, std::string("device_sync_") + c.name);
   RunConfig config = config_for(comm.rank(), dir, "gpt2", dp, c.zero_stage, 2);
   config.parallel.tp = c.tp;
   config.parallel.sequence_parallel = c.sequence_parallel;
   config.parallel.cp = c.cp;
+  config.parallel.pp = c.pp;
   if (c.sequence_parallel) config.training.micro_batch = 3;
   config.model.n_embd = 128;
   config.model.n_head = 2;
@@ -61,7 +64,9 @@ TEST_P(DeviceStepSynchronisations, NoWaitInsideForwardAndBackward) {
     config.parallel.ep = c.ep;
   }
   prepare_shared_data(comm, config);
-  distributed::ProcessGroups groups(distributed::GridShape{.tp = c.tp, .cp = c.cp, .dp = dp}, world.runtime.world());
+  distributed::ProcessGroups groups(
+      distributed::GridShape{.tp = c.tp, .cp = c.cp, .ep = std::max(c.ep, 1), .dp = dp, .pp = c.pp},
+      world.runtime.world());
   Engine engine(config, make_rank_logger(comm.rank(), "warn"), &groups);
   (void)engine.step();  // buffers, plans and the pinned upload ring settle
   std::uint64_t at_update = 0;
@@ -86,7 +91,8 @@ INSTANTIATE_TEST_SUITE_P(Layouts, DeviceStepSynchronisations,
                                            SyncCase{"tp2_sp", 2, 0, true}, SyncCase{"cp2", 1, 0, false, 2},
                                            SyncCase{"moe_dp_capacity", 1, 0, false, 1, 1},
                                            SyncCase{"moe_ep2_capacity", 1, 0, false, 1, 2},
-                                           SyncCase{"moe_ep2_dropless", 1, 0, false, 1, 2, true}),
+                                           SyncCase{"moe_ep2_dropless", 1, 0, false, 1, 2, true},
+                                           SyncCase{"pp2", 1, 0, false, 1, 0, false, 2}),
                          [](const ::testing::TestParamInfo<SyncCase>& info) { return std::string(info.param.name); });
 
 }  // namespace

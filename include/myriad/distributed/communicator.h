@@ -57,7 +57,8 @@ struct CommOpStats {
   std::int64_t bytes_sent = 0;      // handed to the transport by this rank
   std::int64_t bytes_received = 0;  // received from the transport by this rank
   double seconds = 0.0;             // issue -> completion, summed over calls
-  double wait_seconds = 0.0;        // time callers were blocked in wait() (exposed)
+  double wait_seconds = 0.0;        // exposed: time callers were blocked in wait(), or (stream-ordered
+                                    // device works) the compute stream's stall waiting for them
   CommOpStats& operator+=(const CommOpStats& other);
 };
 
@@ -78,6 +79,11 @@ class CommWork {
   // the host: a device communicator makes the stream wait for the operation's completion event and
   // checks it for errors at its complete_streamed(); a host communicator's work just waits.
   virtual void wait_on_stream() { wait(); }
+  // For a work ordered on the compute stream (wait_on_stream) of a device communicator: how long
+  // that stream sat waiting for it (0 when it arrived later than the work completed), known once
+  // the stream has passed the wait (0 before, and for host works, whose waits block the host:
+  // their callers time them).
+  virtual double stream_stall_seconds() const { return 0.0; }
 };
 using WorkHandle = std::shared_ptr<CommWork>;
 

@@ -17,9 +17,13 @@
 // the host with the same checks (the trainer calls it once per step, after the update's reads).
 // A peer that never joins such an operation stalls the stream: the step's next host read waits
 // for it, and the ranks blocked in the step's host collectives report it (collective_watchdog.h).
+// Exposed time (CommOpStats::wait_seconds): the host's time blocked in wait(); for a stream-ordered
+// work, the compute stream's stall instead — from an event recorded where the stream starts
+// waiting to the work's completion event (0 when the work was done first), counted once both
+// have fired (at the wait, or at a later stats() call), never by waiting for them.
 //
-// Work handles hold their operation's tensors until they are destroyed, so device memory passed
-// as a temporary cannot be reused by compute while NCCL may still read or write it.
+// Work handles hold their operation's tensors until the operation is complete, so device memory
+// passed as a temporary cannot be reused by compute while NCCL may still read or write it.
 //
 // Semantics are the interface's, including its chunk rule (chunk_range): unequal chunks — which
 // ncclReduceScatter / ncclAllGather cannot express — run as a group of ncclReduce / ncclBroadcast

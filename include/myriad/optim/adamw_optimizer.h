@@ -10,7 +10,7 @@
 // a non-finite norm skips the update and is reported. The caller zeroes gradients afterwards.
 #pragma once
 
-#include <optional>
+#include <utility>
 #include <vector>
 
 #include "myriad/nn/parameter_store.h"
@@ -51,8 +51,10 @@ class AdamWOptimizer {
   AdamWOptimizer(nn::ParameterStore& store, const AdamWConfig& config);
   AdamWOptimizer(std::vector<OptimizerSegment> segments, const AdamWConfig& config);
 
-  double grad_sum_squares() const;                      // over this optimizer's segments, float64, fixed order
-  double grad_sum_squares(bool expert_segments) const;  // over the expert segments, or the others
+  double grad_sum_squares() const;  // over this optimizer's segments, float64, fixed order
+  // {the non-expert segments', the expert segments'}: each as grad_sum_squares(bool) would give,
+  // read in one transfer where the gradients live on a device.
+  std::pair<double, double> grad_sum_squares_by_kind() const;
   OptimizerStepStats step(float lr) { return step(lr, grad_sum_squares()); }
   // `unscale` multiplies every gradient first (1 / loss scale under fp16 loss scaling); the norm
   // reported and clipped is that of the unscaled gradients.
@@ -68,7 +70,8 @@ class AdamWOptimizer {
   std::int64_t state_elements() const { return m_.numel(); }
 
  private:
-  double sum_squares_of(std::optional<bool> expert) const;
+  // Over the counted segments in order: {all, or the non-expert ones; the expert ones}.
+  std::pair<double, double> sum_squares_of(bool split_experts) const;
   std::vector<OptimizerSegment> segments_;
   AdamWConfig config_;
   Tensor m_, v_;

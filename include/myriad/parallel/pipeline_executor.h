@@ -5,8 +5,10 @@
 // micro-batch in turn, no exchanges), so every layout runs the same loop.
 //
 // Sends are asynchronous (the buffer stays untouched until the send completes: a micro-batch's
-// buffers are reused only after its sends have finished); receives block, and the time blocked in
-// them is the rank's pipeline bubble (waiting for a neighbour, transfer included). Activations go
+// buffers are reused only after its sends have finished); what reads a received tensor waits for
+// the receive (CommWork::wait_on_stream: the host blocks on a host communicator; on a device one
+// the compute stream waits and the host runs on), and that wait is the rank's pipeline bubble
+// (waiting for a neighbour, transfer included): bubble_seconds(). Activations go
 // with tag 0, gradients with tag 1; each (peer, tag) channel is FIFO and the schedule checker
 // proves that every rank receives in the order its peer sends. Each micro-batch in flight on this
 // rank holds one set of model buffers (a slot): slots are taken at a micro-batch's first action
@@ -28,7 +30,6 @@ struct PipelineStepResult {
   // The micro-batches' losses stay with the model until the caller reads them
   // (nn::PipelineStage::take_loss_sum: once per step, after the backward pass).
   std::int64_t loss_tokens = 0;  // valid targets of the micro-batches whose loss this rank computed
-  double bubble_seconds = 0.0;   // blocked in receives
   int slots_in_use_peak = 0;     // micro-batches in flight at once on this rank
 };
 
@@ -45,6 +46,10 @@ class PipelineExecutor {
   // Forward only (evaluation): the micro-batch passes every global stage in turn; the loss is
   // returned on the rank of the last stage (zero elsewhere).
   nn::LossSum forward_only(const Tensor& ids, const Tensor& targets);
+  // The last run()'s bubble: the host's time blocked in its receives plus, on a device, the
+  // compute stream's stalls on them — final once the stream has passed the step's receives (the
+  // step's later reads guarantee it).
+  double bubble_seconds() const;
 
   const std::vector<parallel::PipelineAction>& actions() const { return actions_; }
   // Micro-batches this rank's schedule keeps in flight at once: the activation slots run()
@@ -62,6 +67,8 @@ class PipelineExecutor {
  private:
   int take_slot(int micro_batch);
   void wait_sends_of(int slot);
+  // Receives into `buffer`; what runs next reads it after the receive (the bubble is timed here).
+  void receive(const Tensor& buffer, int peer, int tag);
 
   nn::PipelineStage& model_;
   distributed::Communicator& pp_;
@@ -73,7 +80,9 @@ class PipelineExecutor {
   std::vector<std::vector<distributed::WorkHandle>> sends_;  // per slot: sends still reading its buffers
   std::function<void(bool)> observer_;
   std::function<void(bool)> backward_observer_;
-  std::vector<char> final_backward_;  // per action: its chunk's last backward of the step
+  std::vector<char> final_backward_;               // per action: its chunk's last backward of the step
+  double host_bubble_seconds_ = 0.0;               // the last run's host time blocked in receives
+  std::vector<distributed::WorkHandle> receives_;  // the last run's (their stream stalls)
 };
 
 }  // namespace myriad::parallel

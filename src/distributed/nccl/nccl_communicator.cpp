@@ -6,6 +6,7 @@
 
 #include <nccl.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdlib>
 #include <cstring>
@@ -93,7 +94,8 @@ struct NcclCommunicator::Impl {
     std::shared_ptr<NcclWork> work;
   };
   std::vector<PendingP2p> pending;
-  std::vector<std::shared_ptr<NcclWork>> streamed;  // ordered by wait_on_stream, not yet waited for
+  std::vector<std::shared_ptr<NcclWork>> streamed;   // ordered by wait_on_stream, not yet waited for
+  std::vector<std::shared_ptr<NcclWork>> unsettled;  // complete; their stream stall not yet measurable
 
   mutable std::mutex mutex;  // stats, pending, failure
   distributed::CommStats stats;
@@ -117,10 +119,24 @@ struct NcclWork final : public distributed::CommWork, public std::enable_shared_
   std::shared_ptr<Completion> completion;  // null while a point-to-point group is pending
   std::vector<Tensor> tensors;
   bool counted = false;
+  // Stream-ordered works: an event on the compute stream where it starts waiting for this one.
+  cudaEvent_t reached = nullptr;
+  mutable double stall = -1.0;  // the compute stream's wait, seconds; -1 until measured
+  bool stall_counted = false;   // added to the statistics' wait_seconds
 
+  NcclWork() = default;
+  NcclWork(const NcclWork&) = delete;
+  NcclWork& operator=(const NcclWork&) = delete;
+  ~NcclWork() override {
+    if (reached != nullptr) (void)cudaEventDestroy(reached);
+  }
   void wait() override;
   bool completed() const override;
   void wait_on_stream() override;
+  double stream_stall_seconds() const override { return measure_stall() ? stall : 0.0; }
+  // Measures the stall once both events have fired (the stream reached its wait and the work
+  // completed; nothing waits for them); returns whether it is known.
+  bool measure_stall() const;
 };
 
 namespace {
@@ -232,11 +248,37 @@ void NcclWork::wait() {
   }
   float milliseconds = 0.0f;
   const bool timed = cudaEventElapsedTime(&milliseconds, completion->start, completion->done) == cudaSuccess;
+  const bool stall_known = reached != nullptr && measure_stall();
   std::lock_guard<std::mutex> lock(impl->mutex);
   auto& entry = impl->stats[op];
-  entry.wait_seconds += std::chrono::duration<double>(Clock::now() - begin).count();
+  if (reached == nullptr) {
+    entry.wait_seconds += std::chrono::duration<double>(Clock::now() - begin).count();
+  } else if (!stall_counted) {  // exposed = the stream's stall, not this host wait (complete_streamed's)
+    if (stall_known) {
+      entry.wait_seconds += stall;
+      stall_counted = true;
+    } else if (std::find(impl->unsettled.begin(), impl->unsettled.end(), shared_from_this()) == impl->unsettled.end()) {
+      impl->unsettled.push_back(shared_from_this());
+    }
+  }
   if (!counted && timed) entry.seconds += milliseconds / 1000.0;
   counted = true;
+  tensors.clear();  // complete: NCCL reads or writes them no more
+}
+
+bool NcclWork::measure_stall() const {
+  if (stall >= 0.0) return true;
+  if (reached == nullptr || !completion) return false;
+  DeviceGuard guard(completion->device);
+  if (cudaEventQuery(reached) != cudaSuccess || cudaEventQuery(completion->done) != cudaSuccess) {
+    (void)cudaGetLastError();
+    return false;
+  }
+  float milliseconds = 0.0f;
+  const bool timed = cudaEventElapsedTime(&milliseconds, reached, completion->done) == cudaSuccess;
+  if (!timed) (void)cudaGetLastError();
+  stall = timed ? std::max(0.0, static_cast<double>(milliseconds) / 1000.0) : 0.0;
+  return true;
 }
 
 void NcclWork::wait_on_stream() {
@@ -244,6 +286,8 @@ void NcclWork::wait_on_stream() {
   if (!completion) flush_point_to_point(*impl, owner.context(), owner.stream());
   {
     DeviceGuard guard(owner.context().device());
+    if (reached == nullptr) MYRIAD_CUDA_CHECK(cudaEventCreate(&reached));
+    MYRIAD_CUDA_CHECK(cudaEventRecord(reached, owner.context().stream()));
     MYRIAD_CUDA_CHECK(cudaStreamWaitEvent(owner.context().stream(), completion->done, 0));
   }
   std::size_t outstanding = 0;
@@ -590,7 +634,21 @@ std::unique_ptr<distributed::Communicator> NcclCommunicator::split(int color, in
 }
 
 distributed::CommStats NcclCommunicator::stats() const {
+  // Stream stalls that became measurable since (the stream has passed their waits) count now.
+  std::vector<std::shared_ptr<NcclWork>> unsettled, still;
+  {
+    std::lock_guard<std::mutex> lock(impl_->mutex);
+    unsettled.swap(impl_->unsettled);
+  }
+  std::vector<std::shared_ptr<NcclWork>> settled;
+  for (const std::shared_ptr<NcclWork>& work : unsettled) (work->measure_stall() ? settled : still).push_back(work);
   std::lock_guard<std::mutex> lock(impl_->mutex);
+  for (const std::shared_ptr<NcclWork>& work : settled) {
+    if (work->stall_counted) continue;
+    impl_->stats[work->op].wait_seconds += work->stall;
+    work->stall_counted = true;
+  }
+  impl_->unsettled.insert(impl_->unsettled.end(), still.begin(), still.end());
   return impl_->stats;
 }
 
