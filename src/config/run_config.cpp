@@ -103,10 +103,10 @@ void validate_device(const RunConfig& c) {
   if (c.training.device != ComputeDevice::cuda) return;
   const char* why = "training.device cuda";
   const ParallelConfig& p = c.parallel;
-  MYRIAD_CHECK(p.dp_reduce == DpReduce::automatic || p.dp_reduce == DpReduce::ring,
-               why << " reduces gradients with NCCL, which picks its own algorithm (ring or tree, node-aware; set "
-                      "NCCL_ALGO to force one): parallel.dp_reduce "
-                   << choice_name(p.dp_reduce) << " applies to host (MPI) groups; use auto or ring");
+  MYRIAD_CHECK(p.dp_reduce != DpReduce::tree,
+               why << " reduces gradients with NCCL, which picks ring or tree itself (node-aware; set NCCL_ALGO=Tree "
+                      "to force its tree): parallel.dp_reduce tree applies to host (MPI) groups; use auto, ring or "
+                      "hierarchical");
   MYRIAD_CHECK(!p.dp_reduce_exact, why << " reduces gradients with NCCL's f32 sums: parallel.dp_reduce_exact applies "
                                           "to host (MPI) groups; set it to false");
 }

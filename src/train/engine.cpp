@@ -31,7 +31,10 @@ Engine::Engine(const RunConfig& config, std::shared_ptr<spdlog::logger> log, dis
   data_ = std::make_unique<StepData>(state_.config, *state_.log, world, state_.groups->group(distributed::Axis::dp));
   if (state_.config.training.device == ComputeDevice::cuda) {
     // The one model, placed on the rank's GPU; its groups carry device tensors over NCCL.
-    state_.device = make_device_runtime(*state_.groups, state_.config.parallel.collective_timeout);
+    state_.device = make_device_runtime(
+        *state_.groups,
+        DeviceRuntimeOptions{.collective_timeout = state_.config.parallel.collective_timeout,
+                             .hierarchical_data_parallel = state_.config.parallel.dp_reduce == DpReduce::hierarchical});
     state_.log->info("device: {}", state_.device->describe());
   }
   compose_rank(state_, state_.device ? state_.device->placement() : ops::Placement{}, nullptr);

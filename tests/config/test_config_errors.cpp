@@ -386,12 +386,16 @@ TEST(ConfigValidate, CrossKeyChecks) {
   on_cuda(context_on_cuda);
   context_on_cuda.parallel.cp = 2;
   EXPECT_NO_THROW(context_on_cuda.validate(2));
+  RunConfig hierarchical_on_cuda;  // NCCL sub-communicators: intra-node, then inter-node
+  on_cuda(hierarchical_on_cuda);
+  hierarchical_on_cuda.parallel.dp_reduce = DpReduce::hierarchical;
+  EXPECT_NO_THROW(hierarchical_on_cuda.validate(4));
   expect_invalid(
       [&](RunConfig& c) {
         on_cuda(c);
-        c.parallel.dp_reduce = DpReduce::hierarchical;
+        c.parallel.dp_reduce = DpReduce::tree;
       },
-      {"training.device cuda reduces gradients with NCCL", "parallel.dp_reduce hierarchical", "NCCL_ALGO"});
+      {"training.device cuda reduces gradients with NCCL", "parallel.dp_reduce tree", "NCCL_ALGO"});
   expect_invalid(
       [&](RunConfig& c) {
         on_cuda(c);

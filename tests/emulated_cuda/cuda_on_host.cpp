@@ -56,6 +56,7 @@ namespace {
 struct StreamQueue {
   std::uint64_t issued = 0, delivered = 0;
   std::deque<std::function<void()>> pending;
+  std::deque<std::pair<const char*, std::size_t>> targets;  // per pending delivery: the bytes it writes
 };
 struct Streams {
   std::mutex mutex;
@@ -90,6 +91,7 @@ void deliver_up_to(cudaStream_t stream, std::uint64_t position) {
       if (q.delivered >= position || q.pending.empty()) return;
       next = std::move(q.pending.front());
       q.pending.pop_front();
+      q.targets.pop_front();
       ++q.delivered;
     }
     next();
@@ -147,11 +149,26 @@ bool query_ready(EmulatedEvent& event) {
   return true;
 }
 
-void defer_on_stream(cudaStream_t stream, std::function<void()> deliver) {
+void defer_on_stream(cudaStream_t stream, std::function<void()> deliver, const void* output, std::size_t bytes) {
   std::lock_guard<std::mutex> lock(streams().mutex);
   StreamQueue& q = streams().queues[stream];
   q.pending.push_back(std::move(deliver));
+  q.targets.emplace_back(static_cast<const char*>(output), bytes);
   ++q.issued;
+}
+
+void deliver_writes_to(cudaStream_t stream, const void* input, std::size_t bytes) {
+  const auto* begin = static_cast<const char*>(input);
+  std::uint64_t position = 0;
+  {
+    std::lock_guard<std::mutex> lock(streams().mutex);
+    const StreamQueue& q = streams().queues[stream];
+    for (std::size_t i = 0; i < q.targets.size(); ++i) {
+      const auto [at, size] = q.targets[i];
+      if (at < begin + bytes && begin < at + size) position = q.delivered + i + 1;
+    }
+  }
+  if (position > 0) deliver_up_to(stream, position);
 }
 
 // The current device (per thread, as the CUDA runtime keeps it) and the device each stream was

@@ -21,8 +21,14 @@
 
 namespace myriad::emulated {
 
-// Runs `deliver` once the program synchronises with `stream` past this point (see above).
-void defer_on_stream(cudaStream_t stream, std::function<void()> deliver);
+// Runs `deliver`, which writes [output, output + bytes), once the program synchronises with
+// `stream` past this point (see above).
+void defer_on_stream(cudaStream_t stream, std::function<void()> deliver, const void* output, std::size_t bytes);
+// Before a launch on `stream` reads [input, input + bytes): runs the stream's deferred deliveries
+// up to the last one that writes into that range, since on a GPU the stream's earlier work
+// completes first (a stream's order; not a host wait). Other deliveries stay deferred, so their
+// works do not look complete any earlier.
+void deliver_writes_to(cudaStream_t stream, const void* input, std::size_t bytes);
 // A wait loop's poll between two queries of the event it waits for (see above).
 void note_wait_poll();
 // How many times the program has waited for a whole stream (cudaStreamSynchronize) so far.

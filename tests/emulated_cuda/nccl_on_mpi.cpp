@@ -81,9 +81,13 @@ Bytes private_buffer(std::size_t bytes, const void* initial = nullptr) {
 
 // The result in `result` reaches `output` when the program synchronises with `stream`.
 void deliver_later(cudaStream_t stream, void* output, Bytes result) {
-  myriad::emulated::defer_on_stream(stream, [output, result = std::move(result)] {
-    if (!result->empty()) std::memcpy(output, result->data(), result->size());
-  });
+  const std::size_t bytes = result->size();
+  myriad::emulated::defer_on_stream(
+      stream,
+      [output, result = std::move(result)] {
+        if (!result->empty()) std::memcpy(output, result->data(), result->size());
+      },
+      output, bytes);
 }
 
 int comm_rank(ncclComm_t comm) {
@@ -98,6 +102,15 @@ int comm_size(ncclComm_t comm) {
   return size;
 }
 
+}  // namespace
+
+namespace {
+// A launch reads its inputs after the stream's earlier work (a stream's order): earlier deferred
+// results that land in [input, + bytes) are delivered first — except inside a group whose
+// receives are still in flight (they arrive at ncclGroupEnd; a group's members are independent).
+void follow_stream_order(cudaStream_t stream, const void* input, std::size_t bytes) {
+  if (group_state().requests.empty()) myriad::emulated::deliver_writes_to(stream, input, bytes);
+}
 }  // namespace
 
 extern "C" {
@@ -160,6 +173,7 @@ ncclResult_t ncclGroupEnd() {
 
 ncclResult_t ncclAllReduce(const void* send, void* recv, size_t count, ncclDataType_t type, ncclRedOp_t op,
                            ncclComm_t comm, cudaStream_t stream) {
+  follow_stream_order(stream, send, count * type_bytes(type));
   if (mpi_type(type) == MPI_DATATYPE_NULL) return ncclInvalidArgument;
   Bytes result = private_buffer(count * type_bytes(type), send);
   const int status =
@@ -170,6 +184,7 @@ ncclResult_t ncclAllReduce(const void* send, void* recv, size_t count, ncclDataT
 
 ncclResult_t ncclReduceScatter(const void* send, void* recv, size_t count, ncclDataType_t type, ncclRedOp_t op,
                                ncclComm_t comm, cudaStream_t stream) {
+  follow_stream_order(stream, send, count * type_bytes(type) * static_cast<std::size_t>(comm_size(comm)));
   if (mpi_type(type) == MPI_DATATYPE_NULL) return ncclInvalidArgument;
   Bytes result = private_buffer(count * type_bytes(type));
   const int status =
@@ -180,6 +195,7 @@ ncclResult_t ncclReduceScatter(const void* send, void* recv, size_t count, ncclD
 
 ncclResult_t ncclAllGather(const void* send, void* recv, size_t count, ncclDataType_t type, ncclComm_t comm,
                            cudaStream_t stream) {
+  follow_stream_order(stream, send, count * type_bytes(type));
   // In place (NCCL's rule) send is this rank's chunk of recv: read now, like any input.
   Bytes chunk = private_buffer(count * type_bytes(type), send);
   Bytes result = private_buffer(count * type_bytes(type) * static_cast<std::size_t>(comm_size(comm)));
@@ -191,6 +207,7 @@ ncclResult_t ncclAllGather(const void* send, void* recv, size_t count, ncclDataT
 
 ncclResult_t ncclBroadcast(const void* send, void* recv, size_t count, ncclDataType_t type, int root, ncclComm_t comm,
                            cudaStream_t stream) {
+  follow_stream_order(stream, send, send != nullptr ? count * type_bytes(type) : 0);
   const bool is_root = comm_rank(comm) == root;
   Bytes result = private_buffer(count * type_bytes(type), is_root ? send : nullptr);
   const int status = MPI_Bcast(result->data(), static_cast<int>(count), mpi_type(type), root, comm->comm);
@@ -200,6 +217,7 @@ ncclResult_t ncclBroadcast(const void* send, void* recv, size_t count, ncclDataT
 
 ncclResult_t ncclReduce(const void* send, void* recv, size_t count, ncclDataType_t type, ncclRedOp_t op, int root,
                         ncclComm_t comm, cudaStream_t stream) {
+  follow_stream_order(stream, send, count * type_bytes(type));
   if (mpi_type(type) == MPI_DATATYPE_NULL) return ncclInvalidArgument;
   const bool is_root = comm_rank(comm) == root;
   Bytes result = private_buffer(count * type_bytes(type), send);
@@ -225,7 +243,9 @@ ncclResult_t point_to_point(int status, const MPI_Request& request) {  // read a
 
 }  // namespace
 
-ncclResult_t ncclSend(const void* send, size_t count, ncclDataType_t type, int peer, ncclComm_t comm, cudaStream_t) {
+ncclResult_t ncclSend(const void* send, size_t count, ncclDataType_t type, int peer, ncclComm_t comm,
+                      cudaStream_t stream) {
+  follow_stream_order(stream, send, count * type_bytes(type));
   MPI_Request request;
   return point_to_point(MPI_Isend(send, static_cast<int>(count), mpi_type(type), peer, 0, comm->comm, &request),
                         request);

@@ -51,6 +51,7 @@ struct Layout {
   int cp = 1;
   bool local_sgd = false, outer_overlap = false;  // training.sync local: 2 inner steps per outer step
   bool block_sparse = false;                      // fixed block-sparse attention, blocks of 64 (sequences of 256)
+  bool hierarchical = false;                      // parallel.dp_reduce hierarchical over 2 simulated nodes
 };
 
 // The CPU and device engines of one layout (gradient accumulation 2, the tiny model with head dim
@@ -82,6 +83,10 @@ struct EnginePair {
                              layout.zero_stage, 2);
     c.parallel.tp = layout.tp;
     c.parallel.cp = layout.cp;
+    if (layout.hierarchical) {
+      c.parallel.dp_reduce = DpReduce::hierarchical;
+      c.parallel.ranks_per_node = comm.size() / 2;
+    }
     if (layout.block_sparse) {  // blocks of 64 (the flash kernels' layout tile): 4 per sequence
       c.model.context_length = 256;
       c.training.seq_len = 256;
@@ -163,6 +168,33 @@ TEST_P(DeviceDataParallel, MatchesTheCpuDataParallelEngine) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Zero, DeviceDataParallel, ::testing::Values(0, 1, 2, 3),
+                         [](const ::testing::TestParamInfo<int>& info) {
+                           return "Stage" + std::to_string(info.param);
+                         });
+
+// parallel.dp_reduce hierarchical on the device (np4: 2 simulated nodes x 2 ranks): the NCCL
+// dp group's all-reduce runs intra-node reduce-scatter, inter-node all-reduce, intra-node
+// all-gather on its sub-communicators, and follows the CPU engine's hierarchical reduction; ZeRO
+// 1's reduce-scatter and all-gather stay flat over NCCL.
+class DeviceDataParallelHierarchical : public ::testing::TestWithParam<int> {};  // the ZeRO stage
+
+TEST_P(DeviceDataParallelHierarchical, MatchesTheCpuEngine) {
+  World world;
+  distributed::Communicator& comm = *world.comm;
+  if (!every_rank_has_a_gpu(comm)) GTEST_SKIP() << "needs one GPU per rank";
+  if (comm.size() != 4) GTEST_SKIP() << "two nodes of two ranks: np4";
+  const fs::path dir = shared_dir(comm, "device_dp_hierarchical" + std::to_string(GetParam()));
+  EnginePair engines(world, dir, Layout{.zero_stage = GetParam(), .hierarchical = true});
+  for (int step = 0; step < 4; ++step) {
+    const StepMetrics want = engines.cpu.step(), got = engines.gpu.step();
+    EXPECT_NEAR(got.loss, want.loss, 1e-4 * want.loss) << "step " << step;
+    EXPECT_NEAR(got.grad_norm, want.grad_norm, 1e-4 * want.grad_norm) << "step " << step;
+    EXPECT_GT(got.comm_bytes, 0) << "step " << step;
+  }
+  EXPECT_NEAR(engines.gpu.evaluate(), engines.cpu.evaluate(), 1e-4 * engines.cpu.evaluate());
+}
+
+INSTANTIATE_TEST_SUITE_P(Zero, DeviceDataParallelHierarchical, ::testing::Values(0, 1),
                          [](const ::testing::TestParamInfo<int>& info) {
                            return "Stage" + std::to_string(info.param);
                          });

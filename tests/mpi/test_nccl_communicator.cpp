@@ -92,6 +92,38 @@ TEST_F(NcclAcrossRanks, CollectivesMatchMpi) {
   }
 }
 
+// NcclOptions::hierarchy (2 nodes of size / 2 ranks): the all-reduce as intra-node reduce-scatter,
+// inter-node all-reduce, intra-node all-gather (plus a flat all-reduce of the elements past the
+// last whole chunk) equals MPI's, sum and max, for sizes below, at and past a multiple of the node.
+TEST_F(NcclAcrossRanks, HierarchicalAllReduceMatchesMpi) {
+  const int rank = nccl_->rank(), size = nccl_->size();
+  if (size < 4 || size % 2 != 0) GTEST_SKIP() << "two nodes of at least two ranks";
+  const distributed::NodeGrouping nodes{.nodes = 2, .per_node = size / 2};
+  distributed::NcclCommunicator hierarchical(*host_, *context_, distributed::NcclOptions{.hierarchy = nodes});
+  EXPECT_EQ(hierarchical.hierarchy().nodes, 2);
+  EXPECT_EQ(hierarchical.hierarchy().per_node, size / 2);
+  EXPECT_EQ(nccl_->hierarchy().nodes, 1);  // the default: flat
+  for (DType dtype : {DType::f32, DType::i64}) {
+    const double tolerance = dtype == DType::f32 ? 1e-5 * size : 0.0;
+    for (std::int64_t n : {std::int64_t{1}, std::int64_t{size / 2}, std::int64_t{1000} * size + 3}) {
+      for (distributed::ReduceOp op : {distributed::ReduceOp::sum, distributed::ReduceOp::max}) {
+        SCOPED_TRACE(::testing::Message()
+                     << dtype_name(dtype) << " n " << n << (op == distributed::ReduceOp::sum ? " sum" : " max"));
+        Tensor input = Tensor::empty({n}, dtype);
+        fill_input(input, 23 + n, rank);
+        Tensor expected = input.clone();
+        reference_->all_reduce(expected, op);
+        Tensor device = cuda::to_device(*context_, input);
+        hierarchical.all_reduce(device, op);
+        expect_close(cuda::to_host(*context_, device), expected, tolerance, "hierarchical all_reduce");
+      }
+    }
+  }
+  EXPECT_THROW(distributed::NcclCommunicator(*host_, *context_,
+                                             distributed::NcclOptions{.hierarchy = {.nodes = 3, .per_node = 3}}),
+               Error);
+}
+
 TEST_F(NcclAcrossRanks, TaggedSendRecvCrossInBothDirections) {
   const int rank = nccl_->rank(), size = nccl_->size();
   const int next = (rank + 1) % size, previous = (rank + size - 1) % size;

@@ -43,6 +43,16 @@
 // `timeout_seconds` (0: no limit) aborts the NCCL communicators (ncclCommAbort) and throws
 // myriad::Error naming the op, group and rank; the communicator refuses later operations.
 //
+// Hierarchical all-reduce (NcclOptions::hierarchy, N nodes x L members, member d = local index
+// d % L on node d / L as node_layout.h groups them): two more NCCL communicators split from this
+// one at set-up — intra (the node's L members) and inter (the N members of one local index). Of n
+// elements, the first L m (m = n / L) go intra reduce-scatter (in place: local index i keeps
+// chunk i of m), inter all-reduce of that chunk, intra all-gather (in place); the n - L m left
+// over go one flat all-reduce. All on this communicator's stream in order, so nothing waits
+// between the three, and the cross-node traffic is the flat ring's divided by L. Sums associate
+// as (within the node, then across nodes), so f32 results equal the flat ones up to rounding.
+// reduce_scatter and all_gather (ZeRO) stay flat: NCCL's own ring or tree, topology-aware.
+//
 // Statistics: calls, seconds between the stream events (issue -> completion on the GPU), seconds
 // the host was blocked in wait(); NCCL does not report bytes moved, so bytes are the ring
 // algorithm's per-rank traffic ((n-1)/n of the buffer per reduce-scatter or all-gather phase).
@@ -57,12 +67,16 @@
 
 #include "myriad/cuda/device_context.h"
 #include "myriad/distributed/communicator.h"
+#include "myriad/distributed/node_layout.h"
 
 namespace myriad::distributed {
 
 struct NcclOptions {
   int p2p_tags = 2;              // send/recv tags usable (the pipeline uses 0 and 1)
   double timeout_seconds = 0.0;  // a wait() longer than this aborts; 0 = wait forever
+  // nodes x per_node > 1 each: all_reduce as intra-node reduce-scatter, inter-node all-reduce,
+  // intra-node all-gather (parallel.dp_reduce hierarchical; see above). Else flat.
+  NodeGrouping hierarchy{};
 };
 
 class NcclCommunicator final : public distributed::Communicator {
@@ -102,12 +116,16 @@ class NcclCommunicator final : public distributed::Communicator {
   cuda::DeviceContext& context() const { return context_; }
   double timeout_seconds() const { return options_.timeout_seconds; }
 
+  // The node grouping its all-reduce runs hierarchically over; {1, size} when flat.
+  NodeGrouping hierarchy() const;
+
   struct Impl;  // NCCL handles and in-flight bookkeeping (nccl_communicator.cpp)
 
  private:
   // A communicator made by split(): owns its host communicator.
   NcclCommunicator(std::unique_ptr<distributed::Communicator> owned_host, cuda::DeviceContext& context,
                    NcclOptions options, std::unique_ptr<Impl> impl);
+  distributed::WorkHandle hierarchical_all_reduce(Tensor tensor, distributed::ReduceOp op);
 
   std::unique_ptr<distributed::Communicator> owned_host_;
   distributed::Communicator* host_;

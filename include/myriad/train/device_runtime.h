@@ -48,7 +48,14 @@ class DeviceRuntime {
   }
 };
 
-// `collective_timeout`: parallel.collective_timeout (seconds; 0 = wait forever) for NCCL waits.
-std::unique_ptr<DeviceRuntime> make_device_runtime(distributed::ProcessGroups& groups, double collective_timeout);
+struct DeviceRuntimeOptions {
+  double collective_timeout = 0.0;  // parallel.collective_timeout (seconds; 0 = wait forever) for NCCL waits
+  // parallel.dp_reduce hierarchical: the dp (and expert-data) groups' all-reduces over NCCL as
+  // intra-node, inter-node, intra-node collectives (NcclOptions::hierarchy), grouped as the host
+  // groups are; else NCCL's own algorithm (node-aware by itself).
+  bool hierarchical_data_parallel = false;
+};
+std::unique_ptr<DeviceRuntime> make_device_runtime(distributed::ProcessGroups& groups,
+                                                   const DeviceRuntimeOptions& options);
 
 }  // namespace myriad::train

@@ -82,7 +82,8 @@ struct NcclWork;
 struct NcclCommunicator::Impl {
   NcclCommunicator* owner = nullptr;
   ncclComm_t comm = nullptr;
-  std::vector<ncclComm_t> tag_comms;  // tag_comms[0] == comm; the others owned here too
+  std::vector<ncclComm_t> tag_comms;            // tag_comms[0] == comm; the others owned here too
+  ncclComm_t intra = nullptr, inter = nullptr;  // hierarchical all-reduce only (owned)
   cudaEvent_t compute_ready = nullptr;
 
   struct PendingP2p {
@@ -105,8 +106,11 @@ struct NcclCommunicator::Impl {
     for (ncclComm_t c : tag_comms) {
       if (c != nullptr) (void)ncclCommAbort(c);
     }
+    for (ncclComm_t c : {intra, inter}) {
+      if (c != nullptr) (void)ncclCommAbort(c);
+    }
     tag_comms.clear();
-    comm = nullptr;
+    comm = intra = inter = nullptr;
   }
 };
 
@@ -325,6 +329,16 @@ void split_tag_communicators(NcclCommunicator::Impl& impl, int tags, int rank) {
   }
 }
 
+// The intra-node and inter-node communicators of a hierarchical all-reduce (none when flat).
+void split_hierarchy(NcclCommunicator::Impl& impl, const NodeGrouping& h, int rank, int size) {
+  if (h.nodes <= 1 || h.per_node <= 1) return;
+  MYRIAD_CHECK(h.nodes * h.per_node == size, "hierarchy of " << h.nodes << " nodes x " << h.per_node
+                                                             << " members is not the group's " << size << " ranks");
+  const int local = rank % h.per_node, node = rank / h.per_node;
+  MYRIAD_NCCL_CHECK(ncclCommSplit(impl.comm, node, local, &impl.intra, nullptr));
+  MYRIAD_NCCL_CHECK(ncclCommSplit(impl.comm, local, node, &impl.inter, nullptr));
+}
+
 }  // namespace
 
 NcclCommunicator::NcclCommunicator(distributed::Communicator& host, DeviceContext& context, NcclOptions options)
@@ -351,6 +365,7 @@ NcclCommunicator::NcclCommunicator(distributed::Communicator& host, DeviceContex
   try {
     MYRIAD_NCCL_CHECK(ncclCommInitRank(&impl_->comm, size_, id, rank_));
     split_tag_communicators(*impl_, options_.p2p_tags, rank_);
+    split_hierarchy(*impl_, options_.hierarchy, rank_, size_);
   } catch (const Error& e) {
     impl_->abort_all();
     MYRIAD_THROW("NcclCommunicator for group '" << name_ << "' (rank " << rank_ << " of " << size_
@@ -397,6 +412,9 @@ NcclCommunicator::~NcclCommunicator() {
     for (ncclComm_t c : impl_->tag_comms) {
       if (c != nullptr) (void)ncclCommDestroy(c);
     }
+    for (ncclComm_t c : {impl_->intra, impl_->inter}) {
+      if (c != nullptr) (void)ncclCommDestroy(c);
+    }
   }
   (void)cudaEventDestroy(impl_->compute_ready);
   (void)cudaStreamDestroy(stream_);
@@ -423,6 +441,7 @@ distributed::WorkHandle NcclCommunicator::all_reduce_async(Tensor tensor, distri
   distributed::check_all_reduce_args(*this, tensor, DeviceType::cuda);
   check_usable(*impl_, CommOp::all_reduce);
   flush_point_to_point(*impl_, context_, stream_);
+  if (impl_->intra != nullptr) return hierarchical_all_reduce(std::move(tensor), op);
   const std::int64_t traffic = 2 * ring_phase_bytes(static_cast<std::int64_t>(tensor.nbytes()), size_);
   count_bytes(*impl_, CommOp::all_reduce, traffic, traffic);
   return make_work(*impl_, CommOp::all_reduce,
@@ -433,6 +452,40 @@ distributed::WorkHandle NcclCommunicator::all_reduce_async(Tensor tensor, distri
                                 reduction_type(tensor.dtype()), reduction_op(op), impl_->comm, stream_));
                           }),
                    {tensor});
+}
+
+NodeGrouping NcclCommunicator::hierarchy() const {
+  return impl_->intra != nullptr ? options_.hierarchy : NodeGrouping{.nodes = 1, .per_node = size_};
+}
+
+distributed::WorkHandle NcclCommunicator::hierarchical_all_reduce(Tensor tensor, distributed::ReduceOp op) {
+  const NodeGrouping& h = options_.hierarchy;
+  const std::int64_t n = tensor.numel(), L = h.per_node, m = n / L, body = m * L;
+  const auto element = static_cast<std::int64_t>(dtype_size(tensor.dtype()));
+  const std::int64_t traffic = 2 * ring_phase_bytes(body * element, h.per_node) +
+                               2 * ring_phase_bytes(m * element, h.nodes) +
+                               2 * ring_phase_bytes((n - body) * element, size_);
+  count_bytes(*impl_, CommOp::all_reduce, traffic, traffic);
+  return make_work(
+      *impl_, CommOp::all_reduce,
+      launch(*impl_, context_, stream_, CommOp::all_reduce,
+             [&] {
+               char* base = static_cast<char*>(tensor.raw_data());
+               char* mine = base + (rank_ % h.per_node) * m * element;
+               const ncclDataType_t type = reduction_type(tensor.dtype());
+               const auto count = static_cast<std::size_t>(m);
+               if (m > 0) {
+                 MYRIAD_NCCL_CHECK(ncclReduceScatter(base, mine, count, type, reduction_op(op), impl_->intra, stream_));
+                 MYRIAD_NCCL_CHECK(ncclAllReduce(mine, mine, count, type, reduction_op(op), impl_->inter, stream_));
+                 MYRIAD_NCCL_CHECK(ncclAllGather(mine, base, count, type, impl_->intra, stream_));
+               }
+               if (n > body) {
+                 char* rest = base + body * element;
+                 MYRIAD_NCCL_CHECK(ncclAllReduce(rest, rest, static_cast<std::size_t>(n - body), type, reduction_op(op),
+                                                 impl_->comm, stream_));
+               }
+             }),
+      {tensor});
 }
 
 distributed::WorkHandle NcclCommunicator::reduce_scatter_async(Tensor input, Tensor output, distributed::ReduceOp op) {
@@ -630,7 +683,9 @@ std::unique_ptr<distributed::Communicator> NcclCommunicator::split(int color, in
     MYRIAD_THROW(comm_context("split", *this) << " into '" << name << "': " << e.what());
   }
   return std::unique_ptr<distributed::Communicator>(
-      new NcclCommunicator(std::move(host_part), context_, options_, std::move(impl)));
+      new NcclCommunicator(std::move(host_part), context_,
+                           NcclOptions{.p2p_tags = options_.p2p_tags, .timeout_seconds = options_.timeout_seconds},
+                           std::move(impl)));  // flat: a split group has its own placement
 }
 
 distributed::CommStats NcclCommunicator::stats() const {

@@ -5,7 +5,7 @@
 
 namespace myriad::train {
 
-std::unique_ptr<DeviceRuntime> make_device_runtime(distributed::ProcessGroups&, double) {
+std::unique_ptr<DeviceRuntime> make_device_runtime(distributed::ProcessGroups&, const DeviceRuntimeOptions&) {
   MYRIAD_THROW(
       "training.device cuda: this build of myriad has no CUDA backend (nvcc was not found at configure "
       "time, or MYRIAD_ENABLE_CUDA=OFF); install the CUDA toolkit and rebuild, or use training.device cpu");

@@ -9,6 +9,7 @@
 #include "myriad/cuda/cuda_backend.h"
 #include "myriad/cuda/device_context.h"
 #include "myriad/cuda/device_guard.h"
+#include "myriad/distributed/hierarchical_communicator.h"
 #include "myriad/distributed/loopback_communicator.h"
 #include "myriad/train/device_runtime.h"
 #if MYRIAD_HAVE_NCCL
@@ -23,15 +24,20 @@ namespace {
 // gradient exchange tag 2.
 constexpr int kPipelineTags = 3;
 
+// `hierarchical`: the host group's node grouping, when it has one, shapes the NCCL all-reduce.
 std::unique_ptr<distributed::Communicator> device_group(distributed::Communicator& host, cuda::DeviceContext& context,
-                                                        double timeout) {
+                                                        double timeout, bool hierarchical = false) {
   if (host.size() == 1) return std::make_unique<distributed::LoopbackCommunicator>(host.name());
 #if MYRIAD_HAVE_NCCL
-  return std::make_unique<distributed::NcclCommunicator>(
-      host, context, distributed::NcclOptions{.p2p_tags = kPipelineTags, .timeout_seconds = timeout});
+  distributed::NcclOptions options{.p2p_tags = kPipelineTags, .timeout_seconds = timeout};
+  if (const auto* nodes = dynamic_cast<const distributed::HierarchicalCommunicator*>(&host); nodes && hierarchical) {
+    options.hierarchy = nodes->grouping();
+  }
+  return std::make_unique<distributed::NcclCommunicator>(host, context, options);
 #else
   (void)context;
   (void)timeout;
+  (void)hierarchical;
   MYRIAD_THROW("training.device cuda with a " << host.name() << " group of " << host.size()
                                               << " ranks: this build has no NCCL");
 #endif
@@ -39,12 +45,16 @@ std::unique_ptr<distributed::Communicator> device_group(distributed::Communicato
 
 class CudaRuntime final : public DeviceRuntime {
  public:
-  CudaRuntime(int device, distributed::ProcessGroups& groups, double timeout) : context_(device), backend_(context_) {
+  CudaRuntime(int device, distributed::ProcessGroups& groups, const DeviceRuntimeOptions& options)
+      : context_(device), backend_(context_) {
+    const double timeout = options.collective_timeout;
     for (std::size_t a = 0; a < distributed::kAxes.size(); ++a) {
-      groups_[a] = device_group(groups.group(distributed::kAxes[a]), context_, timeout);
+      const bool dp = distributed::kAxes[a] == distributed::Axis::dp;
+      groups_[a] = device_group(groups.group(distributed::kAxes[a]), context_, timeout,
+                                dp && options.hierarchical_data_parallel);
     }
     if (groups.grid().size(distributed::Axis::ep) > 1)
-      expert_data_ = device_group(groups.expert_data(), context_, timeout);
+      expert_data_ = device_group(groups.expert_data(), context_, timeout, options.hierarchical_data_parallel);
     if (groups.grid().size(distributed::Axis::cp) > 1)
       data_context_ = device_group(groups.data_context(), context_, timeout);
   }
@@ -84,7 +94,8 @@ class CudaRuntime final : public DeviceRuntime {
 
 }  // namespace
 
-std::unique_ptr<DeviceRuntime> make_device_runtime(distributed::ProcessGroups& groups, double collective_timeout) {
+std::unique_ptr<DeviceRuntime> make_device_runtime(distributed::ProcessGroups& groups,
+                                                   const DeviceRuntimeOptions& options) {
   int device = 0;
   try {
     device = select_local_device(local_rank_from_environment(), cuda::cuda_device_count_or_zero());
@@ -94,7 +105,7 @@ std::unique_ptr<DeviceRuntime> make_device_runtime(distributed::ProcessGroups& g
   // The process's GPU from now on: every launch and context lands there (not on device 0), guarded
   // or not (the emulated layer checks each launch against the current device).
   cuda::select_device(device);
-  return std::make_unique<CudaRuntime>(device, groups, collective_timeout);
+  return std::make_unique<CudaRuntime>(device, groups, options);
 }
 
 }  // namespace myriad::train
