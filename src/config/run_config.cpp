@@ -111,8 +111,9 @@ void validate_device(const RunConfig& c) {
                                           "to host (MPI) groups; set it to false");
 }
 
-// training.optimizer onebit_adam / training.gradient_compression replace the exact gradient
-// all-reduce of full buffers on the host.
+// training.optimizer onebit_adam / training.gradient_compression / training.sync local replace the
+// exact gradient all-reduce by an exchange of full, replicated buffers (host or device alike); each
+// refusal says why the mathematics does not carry over.
 void validate_gradient_exchange(const RunConfig& c) {
   const TrainingConfig& t = c.training;
   if (t.optimizer == OptimizerKind::adamw && t.gradient_compression == GradientCompression::none &&
@@ -126,17 +127,32 @@ void validate_gradient_exchange(const RunConfig& c) {
   MYRIAD_CHECK(t.sync != SyncMode::local || c.parallel.cp == 1,
                what << " keeps each dp replica's gradients to itself, but context parallelism (parallel.cp "
                     << c.parallel.cp << ") splits one replica's sequences over ranks whose gradients must be summed");
-  MYRIAD_CHECK(c.parallel.zero_stage == 0, what << " exchanges whole gradient (or momentum) buffers; it needs "
-                                                   "parallel.zero_stage 0, got "
-                                                << c.parallel.zero_stage);
+  const bool onebit = t.optimizer == OptimizerKind::onebit_adam;
+  const char* state = t.sync == SyncMode::local ? "parameters" : onebit ? "momentum" : "gradients";
+  MYRIAD_CHECK(c.parallel.zero_stage == 0,
+               what << " needs parallel.zero_stage 0, got " << c.parallel.zero_stage
+                    << ": it exchanges every rank's whole " << state << " buffer and "
+                    << (t.sync == SyncMode::local
+                            ? "each replica steps its own full parameters and AdamW moments between outer steps"
+                        : onebit ? "forms each rank's local momentum beta1 m + (1 - beta1) P g_r over every element"
+                                 : "returns the decoded sum of every element to every rank, with an error-feedback "
+                                   "buffer per element")
+                    << ", while ZeRO-1+ gives each rank only its shard of the optimizer state (ZeRO-2/3 also of "
+                       "the gradients) and updates that shard alone; a sharded form (a compressed reduce-scatter "
+                       "with per-shard error feedback) is not implemented");
   MYRIAD_CHECK(c.parallel.ep == 1, what << " is not combined with expert parallelism (parallel.ep " << c.parallel.ep
-                                        << "): expert gradients reduce over their own group");
-  MYRIAD_CHECK(t.device == ComputeDevice::cpu || t.sync == SyncMode::local,
-               what << " compresses gradients on host buffers (training.device cpu): its quantisation and "
-                       "error-feedback kernels are not on the GPU yet; on GPUs NCCL reduces exact gradients "
-                       "(training.sync local runs on cuda)");
-  MYRIAD_CHECK(t.precision != Precision::fp16, what << " with training.precision fp16: the loss scale's overflow "
-                                                       "check needs exact gradients; use bf16 or fp32");
+                                        << "): it sums one flat buffer over one group (dp), but expert gradients "
+                                           "are summed over the expert-data group (dp / ep ranks that hold the same "
+                                           "experts) and the other gradients over dp, so the buffer has no single "
+                                           "group to be exchanged over");
+  MYRIAD_CHECK(t.precision != Precision::fp16 || t.sync != SyncMode::local,
+               what << " with training.precision fp16: the loss scale's overflow check needs the gradients of "
+                       "every step; use bf16 or fp32");
+  MYRIAD_CHECK(t.precision != Precision::fp16,
+               what << " with training.precision fp16: the dynamic loss scale skips a step whose gradients "
+                       "overflowed, but an inf in a compressed block turns its scale (and with it every decoded "
+                       "value and error-feedback entry of the block) into inf or NaN, and the error feedback carries "
+                       "that into every later step, which skipping cannot undo; use bf16 or fp32");
 }
 
 void validate_tokenizer(const DataConfig& data, const ModelConfig& model) {

@@ -44,9 +44,11 @@ const std::vector<Field<TrainingConfig>>& TrainingConfig::fields() {
       make_field("freeze_step", &T::freeze_step,
                  "onebit_adam: exact AdamW steps before the compressed phase; 0 = max(warmup_steps, steps / 5)",
                  {.check = at_least(0)}),
-      make_field("gradient_compression", &T::gradient_compression,
-                 "adamw over dp: none (exact all-reduce), int8 (per-block scale, ~1/4 of the bytes) or topk (the "
-                 "largest topk_ratio of each chunk), with error feedback on both sides of the exchange"),
+      make_field(
+          "gradient_compression", &T::gradient_compression,
+          "adamw over dp: none (exact all-reduce), int8 (per-block scale, ~1/4 of the bytes) or topk (the "
+          "largest topk_ratio of each chunk), with error feedback on both sides of the exchange; on cpu or cuda, "
+          "zero_stage 0 and ep 1"),
       make_field("topk_ratio", &T::topk_ratio, "gradient_compression topk: fraction of the elements sent; auto = 0.01",
                  {.check = in_range(0, 1, false, true)}),
       make_field("sync", &T::sync,
@@ -66,7 +68,8 @@ const std::vector<Field<TrainingConfig>>& TrainingConfig::fields() {
       make_field("device", &T::device,
                  "where the model computes: cpu, or cuda (the local rank's GPU, one per rank: data parallelism over "
                  "NCCL with any zero_stage, tensor, sequence and pipeline parallelism, dense and MoE models "
-                 "(expert parallelism included), head dim 64 or 128, fp32, bf16 or fp16)"),
+                 "(expert parallelism included), gradient compression, 1-bit Adam and local SGD, head dim 64 or 128, "
+                 "fp32, bf16 or fp16)"),
       make_field("precision", &T::precision, "compute precision; master weights and optimizer states stay fp32"),
       make_field("initial_loss_scale", &T::initial_loss_scale, "fp16: the dynamic loss scale to start from",
                  {.check = greater_than(0)}),

@@ -15,6 +15,16 @@ void Backend::attention_backward(const AttentionArgs&, const Tensor&, const Tens
                                  const Tensor&, const Tensor&, Tensor&, Tensor&, Tensor&) {
   unsupported("attention_backward");
 }
+void Backend::compress_encode(const CompressionSpec&, const Tensor&, Tensor&, Tensor&) {
+  unsupported("compress_encode");
+}
+void Backend::compress_decode(const CompressionSpec&, const Tensor&, Tensor&, bool) { unsupported("compress_decode"); }
+void Backend::onebit_adam_momentum(const OneBitAdamMomentumArgs&, Tensor&, const Tensor&) {
+  unsupported("onebit_adam_momentum");
+}
+void Backend::onebit_adam_update(const OneBitAdamUpdateArgs&, Tensor&, Tensor&, const Tensor&) {
+  unsupported("onebit_adam_update");
+}
 void Backend::attention_merge(Tensor&, Tensor&, const Tensor&, const Tensor&) { unsupported("attention_merge"); }
 void Backend::int8_linear_forward(const Int8Args&, const Tensor&, const Tensor&, const Tensor&, const Tensor&,
                                   Tensor&) {

@@ -5,7 +5,7 @@
 namespace myriad::parallel {
 
 CompressedGradients::CompressedGradients(ParameterUnits& units, const distributed::CompressionSpec& spec)
-    : units_(units), spec_(spec), sum_(units.dp(), units.store().flat_grads().numel(), spec) {}
+    : units_(units), spec_(spec), sum_(units.dp(), units.store().flat_grads().numel(), spec, units.placement()) {}
 
 void CompressedGradients::finish_step() {
   Tensor grads = units_.store().flat_grads();

@@ -9,17 +9,16 @@
 namespace myriad::parallel {
 
 namespace {
-// The non-exact exchanges work on the full, replicated gradient buffer of one dp group: on the
-// host (compression, 1-bit Adam), or wherever the parameters live (local SGD: device ops).
-ParameterUnits& replicated(ParameterUnits& units, const char* exchange, bool device_too) {
+// The non-exact exchanges work on the full, replicated gradient (or momentum, or parameter) buffer
+// of one dp group, wherever the parameters live (host, or a device through the ops). ZeRO >= 1
+// shards that state over the group, and with ep > 1 the expert gradients belong to another group.
+ParameterUnits& replicated(ParameterUnits& units, const char* exchange) {
   const distributed::Communicator* ep = units.options().expert_parallel;
   const int ep_size = ep == nullptr ? 1 : ep->size();
-  const bool placed = device_too || units.placement().on_host();
-  MYRIAD_CHECK(units.stage() == 0 && placed && ep_size == 1,
-               "the " << exchange << " gradient exchange needs zero_stage 0, " << (device_too ? "" : "host parameters ")
-                      << "and ep 1; this run has "
-                      << "zero_stage " << units.stage() << ", parameters on "
-                      << (units.placement().on_host() ? "the host" : "a device") << ", ep " << ep_size);
+  MYRIAD_CHECK(units.stage() == 0 && ep_size == 1, "the " << exchange
+                                                          << " gradient exchange needs zero_stage 0 and ep 1; this run "
+                                                             "has zero_stage "
+                                                          << units.stage() << ", ep " << ep_size);
   return units;
 }
 }  // namespace
@@ -31,11 +30,11 @@ std::unique_ptr<GradientExchange> make_gradient_exchange(const GradientExchangeO
       return std::make_unique<ExactReduction>(units);
     case ExchangeKind::compressed:
       return std::make_unique<CompressedGradients>(
-          replicated(units, distributed::compression_name(options.compression.kind), false), options.compression);
+          replicated(units, distributed::compression_name(options.compression.kind)), options.compression);
     case ExchangeKind::onebit_adam:
-      return std::make_unique<OneBitAdamExchange>(replicated(units, "onebit_adam", false), options.freeze_step);
+      return std::make_unique<OneBitAdamExchange>(replicated(units, "onebit_adam"), options.freeze_step);
     case ExchangeKind::local:
-      return std::make_unique<LocalSgdExchange>(replicated(units, "local SGD", true), options.local);
+      return std::make_unique<LocalSgdExchange>(replicated(units, "local SGD"), options.local);
   }
   MYRIAD_THROW("gradient exchange kind " << static_cast<int>(options.kind) << " is not known");
 }

@@ -18,7 +18,7 @@ OneBitAdamExchange::OneBitAdamExchange(ParameterUnits& units, std::int64_t freez
     : units_(units),
       freeze_step_(checked_freeze_step(freeze_step)),
       momentum_sum_(units.dp(), units.optimizer().m().numel(),
-                    distributed::CompressionSpec{distributed::Compression::sign}) {}
+                    distributed::CompressionSpec{distributed::Compression::sign}, units.placement()) {}
 
 optim::OptimizerStepStats OneBitAdamExchange::optimizer_step(float lr, float unscale) {
   if (reduces_exactly()) return units_.exact_step(lr, unscale);

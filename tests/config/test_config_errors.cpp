@@ -447,24 +447,47 @@ TEST(ConfigValidate, CrossKeyChecks) {
         onebit(c);
         c.parallel.zero_stage = 1;
       },
-      {"training.optimizer onebit_adam exchanges whole gradient (or momentum) buffers", "zero_stage 0, got 1"});
+      {"training.optimizer onebit_adam needs parallel.zero_stage 0, got 1",
+       "local momentum beta1 m + (1 - beta1) P g_r over every element", "ZeRO-1+ gives each rank only its shard"});
+  expect_invalid(
+      [](RunConfig& c) {
+        c.training.gradient_compression = GradientCompression::int8;
+        c.parallel.zero_stage = 2;
+      },
+      {"training.gradient_compression int8 needs parallel.zero_stage 0, got 2",
+       "returns the decoded sum of every element to every rank"});
+  expect_invalid(
+      [](RunConfig& c) {
+        c.training.gradient_compression = GradientCompression::int8;
+        c.model.architecture = Architecture::moe;
+        c.model.num_experts = 4;
+        c.parallel.ep = 2;
+      },
+      {"training.gradient_compression int8 is not combined with expert parallelism (parallel.ep 2)",
+       "expert gradients are summed over the expert-data group"},
+      2);
   expect_invalid(
       [&](RunConfig& c) {
         c.training.gradient_compression = GradientCompression::topk;
         c.training.precision = Precision::fp16;
       },
-      {"training.gradient_compression topk with training.precision fp16"});
-  expect_invalid(
-      [&](RunConfig& c) {
-        onebit(c);
-        on_cuda(c);
-      },
-      {"training.optimizer onebit_adam compresses gradients on host buffers (training.device cpu)",
-       "training.sync local runs on cuda"});
+      {"training.gradient_compression topk with training.precision fp16",
+       "the error feedback carries that into every later step"});
+  // Every exchange runs on cuda: the codes as device ops, the exchanges over NCCL.
   RunConfig local_on_cuda;  // local SGD's outer step runs as device ops over NCCL
   on_cuda(local_on_cuda);
   local_on_cuda.training.sync = SyncMode::local;
   EXPECT_NO_THROW(local_on_cuda.validate(2));
+  RunConfig onebit_on_cuda;
+  onebit(onebit_on_cuda);
+  on_cuda(onebit_on_cuda);
+  EXPECT_NO_THROW(onebit_on_cuda.validate(2));
+  for (GradientCompression kind : {GradientCompression::int8, GradientCompression::topk}) {
+    RunConfig compressed_on_cuda;
+    on_cuda(compressed_on_cuda);
+    compressed_on_cuda.training.gradient_compression = kind;
+    EXPECT_NO_THROW(compressed_on_cuda.validate(2)) << choice_name(kind);
+  }
   expect_invalid([](RunConfig& c) { c.model.n_head = 5; },
                  {"model.n_embd (768) must be divisible by model.n_head (5)"});
   expect_invalid([](RunConfig& c) { c.model.n_kv_head = 5; }, {"model.n_kv_head (5) must divide model.n_head (12)"});

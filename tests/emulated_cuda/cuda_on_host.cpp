@@ -43,6 +43,8 @@
 #include "myriad/ops/cross_entropy.h"
 #include "myriad/ops/embedding.h"
 #include "myriad/ops/adamw.h"
+#include "myriad/ops/compression.h"
+#include "myriad/ops/onebit_adam_update.h"
 #include "myriad/ops/matmul.h"
 #include "myriad/ops/softmax.h"
 #include "myriad/ops/token_routing.h"
@@ -798,6 +800,74 @@ void adamw_update_f32(float* p, const float* g, float* m, float* v, std::int64_t
                          .step = s.step,
                          .grad_scale = s.grad_scale},
                tp, W(g, {n}), tm, tv);
+}
+// Compression codes and 1-bit Adam's update: the CPU ops on the launchers' pointers.
+static void encode_on_host(const CompressionSpec& spec, const float* x, float* error, std::uint8_t* code,
+                           std::int64_t n) {
+  Tensor e = W(error, {n}), c = W(code, {encoded_bytes(spec, n)}, DType::i8);
+  compress_encode(spec, W(x, {n}), e, c);
+}
+static void decode_on_host(const CompressionSpec& spec, const std::uint8_t* code, float* out, std::int64_t n,
+                           bool accumulate) {
+  Tensor o = W(out, {n});
+  compress_decode(spec, W(code, {encoded_bytes(spec, n)}, DType::i8), o, accumulate);
+}
+// A ratio whose topk_count(ratio, n) is k (the launchers take k; the op takes the ratio).
+static CompressionSpec topk_spec(std::int64_t n, std::int64_t k) {
+  CompressionSpec spec{Compression::topk, static_cast<double>(k) / static_cast<double>(n)};
+  if (topk_count(spec.topk_ratio, n) != k) spec.topk_ratio = std::nextafter(spec.topk_ratio, 0.0);
+  if (topk_count(spec.topk_ratio, n) != k) {
+    std::fprintf(stderr, "emulated topk: no ratio gives k %lld of n %lld\n", static_cast<long long>(k),
+                 static_cast<long long>(n));
+    std::abort();
+  }
+  return spec;
+}
+void sign_encode_f32(const float* x, float* error, std::uint8_t* code, std::int64_t n, cudaStream_t launch_stream) {
+  emulated::check_launch_device(launch_stream);
+  encode_on_host(CompressionSpec{Compression::sign}, x, error, code, n);
+}
+void int8_encode_f32(const float* x, float* error, std::uint8_t* code, std::int64_t n, cudaStream_t launch_stream) {
+  emulated::check_launch_device(launch_stream);
+  encode_on_host(CompressionSpec{Compression::int8}, x, error, code, n);
+}
+void topk_encode_f32(const float* x, float* error, std::uint8_t* code, std::int64_t n, std::int64_t k,
+                     cudaStream_t launch_stream) {
+  emulated::check_launch_device(launch_stream);
+  if (n > 0) encode_on_host(topk_spec(n, k), x, error, code, n);
+}
+void sign_decode_f32(const std::uint8_t* code, float* out, std::int64_t n, bool accumulate,
+                     cudaStream_t launch_stream) {
+  emulated::check_launch_device(launch_stream);
+  decode_on_host(CompressionSpec{Compression::sign}, code, out, n, accumulate);
+}
+void int8_decode_f32(const std::uint8_t* code, float* out, std::int64_t n, bool accumulate,
+                     cudaStream_t launch_stream) {
+  emulated::check_launch_device(launch_stream);
+  decode_on_host(CompressionSpec{Compression::int8}, code, out, n, accumulate);
+}
+void topk_decode_f32(const std::uint8_t* code, float* out, std::int64_t n, std::int64_t k, bool accumulate,
+                     cudaStream_t launch_stream) {
+  emulated::check_launch_device(launch_stream);
+  if (n > 0) decode_on_host(topk_spec(n, k), code, out, n, accumulate);
+}
+void onebit_adam_momentum_f32(float* m, const float* g, std::int64_t n, float beta1, float gain,
+                              cudaStream_t launch_stream) {
+  emulated::check_launch_device(launch_stream);
+  Tensor tm = W(m, {n});
+  onebit_adam_momentum(OneBitAdamMomentumArgs{.beta1 = beta1, .gain = gain}, tm, W(g, {n}));
+}
+void onebit_adam_update_f32(float* p, float* m, const float* v, std::int64_t n, const OneBitAdamStep& s,
+                            cudaStream_t launch_stream) {
+  emulated::check_launch_device(launch_stream);
+  Tensor tp = W(p, {n}), tm = W(m, {n});
+  onebit_adam_update(OneBitAdamUpdateArgs{.lr = s.lr,
+                                          .decay = s.decay,
+                                          .bias1 = s.bias1,
+                                          .bias2 = s.bias2,
+                                          .eps = s.eps,
+                                          .inverse_replicas = s.inverse_replicas},
+                     tp, tm, W(v, {n}));
 }
 std::int64_t grad_norm_scratch_doubles(std::int64_t) { return 1; }
 void grad_norm_squared_f32(const float* g, std::int64_t n, double*, std::int64_t, double* out,

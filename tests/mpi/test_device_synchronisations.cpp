@@ -5,7 +5,8 @@
 // (the gradient norm the update needs, the loss, the MoE totals). An MoE layer routes on the
 // device; with a capacity its rows are padded to sizes the host knows, so it waits for nothing;
 // dropless it reads one count vector per layer and micro-batch (ops/moe_routing.h, moe_layer.h).
-// Only in myriad_emulated_mpi_tests.
+// The compressed exchanges (int8, top-k after the backward; 1-bit Adam's momentum sum in the
+// update) add no wait. Only in myriad_emulated_mpi_tests.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -31,6 +32,8 @@ struct SyncCase {
   int ep = 0;  // > 0: an MoE model (4 experts, top 2) with this expert-parallel degree
   bool dropless = false;
   int pp = 1;
+  GradientCompression compression = GradientCompression::none;
+  bool onebit_adam = false;  // freeze_step 1: the counted (second) step is compressed
 };
 void PrintTo(const SyncCase& c, std::ostream* out) { *out << c.name; }
 
@@ -63,6 +66,11 @@ TEST_P(DeviceStepSynchronisations, NoWaitInsideForwardAndBackward) {
     config.model.expert_ffn_hidden = 96;
     config.parallel.ep = c.ep;
   }
+  config.training.gradient_compression = c.compression;
+  if (c.onebit_adam) {
+    config.training.optimizer = OptimizerKind::onebit_adam;
+    config.training.freeze_step = 1;
+  }
   prepare_shared_data(comm, config);
   distributed::ProcessGroups groups(
       distributed::GridShape{.tp = c.tp, .cp = c.cp, .ep = std::max(c.ep, 1), .dp = dp, .pp = c.pp},
@@ -92,7 +100,10 @@ INSTANTIATE_TEST_SUITE_P(Layouts, DeviceStepSynchronisations,
                                            SyncCase{"moe_dp_capacity", 1, 0, false, 1, 1},
                                            SyncCase{"moe_ep2_capacity", 1, 0, false, 1, 2},
                                            SyncCase{"moe_ep2_dropless", 1, 0, false, 1, 2, true},
-                                           SyncCase{"pp2", 1, 0, false, 1, 0, false, 2}),
+                                           SyncCase{"pp2", 1, 0, false, 1, 0, false, 2},
+                                           SyncCase{.name = "dp_int8", .compression = GradientCompression::int8},
+                                           SyncCase{.name = "dp_topk", .compression = GradientCompression::topk},
+                                           SyncCase{.name = "dp_onebit_adam", .onebit_adam = true}),
                          [](const ::testing::TestParamInfo<SyncCase>& info) { return std::string(info.param.name); });
 
 }  // namespace

@@ -26,8 +26,9 @@
 // by the conversion kernels; bf16 <-> f16 through f32) or an f32 view of either kind of heads.
 // Token routing and grouped matmul take the contiguous tensors their dispatch points require;
 // grouped matmul runs one cuBLAS grouped GEMM per product and widens bf16 / f16 operands to f32
-// first (cuda_backend_moe.cpp says why). Other layouts are refused naming the tensor. A bad token
-// id, target or routing index is reported like the CPU op's error, which costs a wait for the
+// first (cuda_backend_moe.cpp says why). Compression codes and the 1-bit Adam update take the contiguous
+// tensors their dispatch points require; a top-k code is selected on the device. Other layouts are refused naming the
+// tensor. A bad token id, target or routing index is reported like the CPU op's error, which costs a wait for the
 // stream (the kernels flag it on the device).
 #pragma once
 
@@ -98,6 +99,11 @@ class CudaBackend final : public ops::Backend {
   void adamw_update(const AdamWArgs& args, Tensor& param, const Tensor& grad, Tensor& m, Tensor& v) override;
   double grad_norm_squared(const Tensor& grad) override;
   std::vector<double> grad_norms_squared(const std::vector<Tensor>& grads) override;  // one read back
+  // Gradient compression and 1-bit Adam's update (cuda_backend_compression.cpp).
+  void compress_encode(const CompressionSpec& spec, const Tensor& x, Tensor& error, Tensor& code) override;
+  void compress_decode(const CompressionSpec& spec, const Tensor& code, Tensor& out, bool accumulate) override;
+  void onebit_adam_momentum(const OneBitAdamMomentumArgs& args, Tensor& m, const Tensor& grad) override;
+  void onebit_adam_update(const OneBitAdamUpdateArgs& args, Tensor& param, Tensor& m, const Tensor& v) override;
   void add_forward(const AddArgs& args, const Tensor& a, const Tensor& b, Tensor& out) override;
   void add_backward(const AddArgs& args, const Tensor& grad_out, Tensor& grad_a, Tensor& grad_b) override;
   void copy(const Tensor& src, Tensor& dst) override;

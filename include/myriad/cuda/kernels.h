@@ -250,6 +250,36 @@ std::int64_t grad_norm_scratch_doubles(std::int64_t n);
 void grad_norm_squared_f32(const float* grad, std::int64_t n, double* scratch, std::int64_t scratch_doubles,
                            double* out, cudaStream_t stream);
 
+// ---- Compression codes with error feedback (kernels/optim/compression.cu) -------------------
+// The codes of ops/compression.h over one segment of n values: x (n) read, error (n) updated in
+// place (y = x + error; error = y - decoded), code written (the op's byte layout; any alignment);
+// decode writes out (n) `=` or, with accumulate, `+=`. The arithmetic is the CPU op's operation
+// for operation (no fused multiply-adds; the sign scale summed in float64 in index order), so the
+// bytes equal the CPU's. Top-k (k = topk_count(ratio, n) >= 1) selects on the device — a radix
+// select over |y|'s bits with ties to the lower index, one thread block per segment — and reads
+// nothing back. x, error, code and out must be disjoint; no scratch.
+void sign_encode_f32(const float* x, float* error, std::uint8_t* code, std::int64_t n, cudaStream_t stream);
+void int8_encode_f32(const float* x, float* error, std::uint8_t* code, std::int64_t n, cudaStream_t stream);
+void topk_encode_f32(const float* x, float* error, std::uint8_t* code, std::int64_t n, std::int64_t k,
+                     cudaStream_t stream);
+void sign_decode_f32(const std::uint8_t* code, float* out, std::int64_t n, bool accumulate, cudaStream_t stream);
+void int8_decode_f32(const std::uint8_t* code, float* out, std::int64_t n, bool accumulate, cudaStream_t stream);
+void topk_decode_f32(const std::uint8_t* code, float* out, std::int64_t n, std::int64_t k, bool accumulate,
+                     cudaStream_t stream);
+
+// ---- 1-bit Adam's update with the frozen variance (kernels/optim/onebit_adam.cu) -------------
+// ops/onebit_adam_update.h elementwise over n: m = m * inverse_replicas; p -= decay * p;
+// p -= lr * (m / bias1) / (sqrt(v / bias2) + eps), each operation rounded (no fused
+// multiply-adds: the CPU's bits). param, m, v disjoint.
+struct OneBitAdamStep {
+  float lr = 0.0f, decay = 0.0f, bias1 = 1.0f, bias2 = 1.0f, eps = 1e-8f, inverse_replicas = 1.0f;
+};
+void onebit_adam_update_f32(float* param, float* m, const float* v, std::int64_t n, const OneBitAdamStep& step,
+                            cudaStream_t stream);
+// m = beta1 * m + gain * grad over n (each product rounded, then the sum); m and grad disjoint.
+void onebit_adam_momentum_f32(float* m, const float* grad, std::int64_t n, float beta1, float gain,
+                              cudaStream_t stream);
+
 // ---- Vocabulary-shard loss pieces, f32 over n rows (kernels/loss/vocab_shard.cu) -------------
 // The contract of ops/vocab_shard_loss.h: partials writes packed (2n) from state (n, i32),
 // local_lse, local_loss and maxima (n); combine writes lse and losses (n) from state, maxima and

@@ -22,6 +22,7 @@
 #include "myriad/ops/adamw.h"
 #include "myriad/ops/attention.h"
 #include "myriad/ops/bias_add.h"
+#include "myriad/ops/compression.h"
 #include "myriad/ops/cross_entropy.h"
 #include "myriad/ops/elementwise.h"
 #include "myriad/ops/embedding.h"
@@ -31,6 +32,7 @@
 #include "myriad/ops/matmul.h"
 #include "myriad/ops/moe_routing.h"
 #include "myriad/ops/norms.h"
+#include "myriad/ops/onebit_adam_update.h"
 #include "myriad/ops/op_checks.h"
 #include "myriad/ops/rope.h"
 #include "myriad/ops/softmax.h"
@@ -98,6 +100,11 @@ class Backend : public ExecutionContext {
   virtual void vocab_shard_combine(const Tensor& state, const Tensor& maxima, const Tensor& packed, Tensor& lse,
                                    Tensor& losses);
   virtual void adamw_update(const AdamWArgs& args, Tensor& param, const Tensor& grad, Tensor& m, Tensor& v);
+  // Gradient compression (ops/compression.h) and 1-bit Adam's update (ops/onebit_adam_update.h).
+  virtual void compress_encode(const CompressionSpec& spec, const Tensor& x, Tensor& error, Tensor& code);
+  virtual void compress_decode(const CompressionSpec& spec, const Tensor& code, Tensor& out, bool accumulate);
+  virtual void onebit_adam_momentum(const OneBitAdamMomentumArgs& args, Tensor& m, const Tensor& grad);
+  virtual void onebit_adam_update(const OneBitAdamUpdateArgs& args, Tensor& param, Tensor& m, const Tensor& v);
   virtual void add_forward(const AddArgs& args, const Tensor& a, const Tensor& b, Tensor& out);
   virtual void add_backward(const AddArgs& args, const Tensor& grad_out, Tensor& grad_a, Tensor& grad_b);
   virtual void copy(const Tensor& src, Tensor& dst);

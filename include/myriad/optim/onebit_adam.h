@@ -11,8 +11,9 @@
 //   m      = (1 / P) * sum_momentum(m_r)      the caller's compressed sum over the replicas
 //   p     -= lr * weight_decay * p            (decoupled, as AdamW; skipped for no_decay kinds)
 //   p     -= lr * (m / (1 - beta1^t)) / (sqrt(v / (1 - beta2^freeze_step)) + eps)
-// With an exact sum_momentum this is Adam with v frozen at freeze_step (tested that way). Host
-// tensors only.
+// With an exact sum_momentum this is Adam with v frozen at freeze_step (tested that way). Written
+// over the ops (ops/onebit_adam_update.h: the momentum and the update), so it runs
+// where the optimizer's state lives: the host or a device backend, with the same roundings.
 #pragma once
 
 #include <cstdint>

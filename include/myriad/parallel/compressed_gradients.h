@@ -3,7 +3,8 @@
 // buffer once through distributed::CompressedSum (int8 with a scale per 256 elements, or the
 // largest topk_ratio of each chunk as (index, value) pairs), each rank's and each chunk owner's
 // compression error carried into the next step. Every rank decodes the same bytes, so the
-// replicas stay bitwise identical; the optimizer then steps as with exact gradients.
+// replicas stay bitwise identical; the optimizer then steps as with exact gradients. Where the
+// parameters live: on a device the codes are kernels and the exchanges NCCL's, with no host wait.
 #pragma once
 
 #include "myriad/distributed/compressed_sum.h"
@@ -13,7 +14,7 @@ namespace myriad::parallel {
 
 class CompressedGradients final : public GradientExchange {
  public:
-  // `units`: ReplicatedParameters on the host (make_gradient_exchange checks).
+  // `units`: ReplicatedParameters (make_gradient_exchange checks), on the host or a device.
   CompressedGradients(ParameterUnits& units, const distributed::CompressionSpec& spec);
 
   const char* name() const override { return distributed::compression_name(spec_.kind); }

@@ -15,7 +15,7 @@ namespace myriad::parallel {
 
 class OneBitAdamExchange final : public GradientExchange {
  public:
-  // `units`: ReplicatedParameters on the host (make_gradient_exchange checks).
+  // `units`: ReplicatedParameters (make_gradient_exchange checks), on the host or a device.
   OneBitAdamExchange(ParameterUnits& units, std::int64_t freeze_step);
 
   const char* name() const override { return "onebit_adam"; }
