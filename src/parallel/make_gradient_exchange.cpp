@@ -15,10 +15,10 @@ namespace {
 ParameterUnits& replicated(ParameterUnits& units, const char* exchange) {
   const distributed::Communicator* ep = units.options().expert_parallel;
   const int ep_size = ep == nullptr ? 1 : ep->size();
-  MYRIAD_CHECK(units.stage() == 0 && ep_size == 1, "the " << exchange
-                                                          << " gradient exchange needs zero_stage 0 and ep 1; this run "
-                                                             "has zero_stage "
-                                                          << units.stage() << ", ep " << ep_size);
+  MYRIAD_CHECK(units.stage() == 0 && ep_size == 1,
+               "the " << exchange << " gradient exchange needs zero_stage 0 and ep 1 (it exchanges the whole, "
+                      << "replicated buffer of one dp group: ZeRO shards that state, and expert gradients sum over "
+                      << "another group); this run has zero_stage " << units.stage() << ", ep " << ep_size);
   return units;
 }
 }  // namespace

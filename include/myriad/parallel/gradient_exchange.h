@@ -11,8 +11,9 @@
 //                        every local_steps steps (parallel/local_sgd.h)
 // Every exchange keeps the replicas bitwise identical except local SGD between its outer steps
 // (every rank decodes the same bytes). The error-feedback buffers are not checkpointed: a resumed
-// run starts them at zero. The non-exact exchanges need ReplicatedParameters (zero_stage 0), host
-// parameters and ep 1; make_gradient_exchange refuses anything else, naming what is missing.
+// run starts them at zero. The non-exact exchanges need ReplicatedParameters (zero_stage 0) and
+// ep 1, on the host or a device alike; make_gradient_exchange refuses anything else, naming what
+// the run has.
 #pragma once
 
 #include <memory>
