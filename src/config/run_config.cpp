@@ -140,11 +140,17 @@ void validate_gradient_exchange(const RunConfig& c) {
                     << ", while ZeRO-1+ gives each rank only its shard of the optimizer state (ZeRO-2/3 also of "
                        "the gradients) and updates that shard alone; a sharded form (a compressed reduce-scatter "
                        "with per-shard error feedback) is not implemented");
-  MYRIAD_CHECK(c.parallel.ep == 1, what << " is not combined with expert parallelism (parallel.ep " << c.parallel.ep
-                                        << "): it sums one flat buffer over one group (dp), but expert gradients "
-                                           "are summed over the expert-data group (dp / ep ranks that hold the same "
-                                           "experts) and the other gradients over dp, so the buffer has no single "
-                                           "group to be exchanged over");
+  // Gradient compression with ep > 1 compresses the dense gradients over dp and sums the expert
+  // buckets exactly over the expert-data group (parallel/compressed_gradients.h).
+  MYRIAD_CHECK(c.parallel.ep == 1 || (!onebit && t.sync != SyncMode::local),
+               what << " is not combined with expert parallelism (parallel.ep " << c.parallel.ep << "): it "
+                    << (onebit ? "sums each rank's whole momentum buffer over dp, but the momenta of expert "
+                                 "parameters belong to the expert-data group (the dp / ep ranks holding the same "
+                                 "experts), so the buffer would need two compressed sums over two groups (not "
+                                 "implemented; training.gradient_compression int8 / topk do run with ep)"
+                               : "averages each replica's whole parameter buffer over dp, but expert parameters "
+                                 "differ between the ranks of an ep group and are shared only by the expert-data "
+                                 "group"));
   MYRIAD_CHECK(t.precision != Precision::fp16 || t.sync != SyncMode::local,
                what << " with training.precision fp16: the loss scale's overflow check needs the gradients of "
                        "every step; use bf16 or fp32");

@@ -456,16 +456,23 @@ TEST(ConfigValidate, CrossKeyChecks) {
       },
       {"training.gradient_compression int8 needs parallel.zero_stage 0, got 2",
        "returns the decoded sum of every element to every rank"});
+  auto experts = [](RunConfig& c) {
+    c.model.architecture = Architecture::moe;
+    c.model.num_experts = 4;
+    c.parallel.ep = 2;
+  };
   expect_invalid(
-      [](RunConfig& c) {
-        c.training.gradient_compression = GradientCompression::int8;
-        c.model.architecture = Architecture::moe;
-        c.model.num_experts = 4;
-        c.parallel.ep = 2;
+      [&](RunConfig& c) {
+        onebit(c);
+        experts(c);
       },
-      {"training.gradient_compression int8 is not combined with expert parallelism (parallel.ep 2)",
-       "expert gradients are summed over the expert-data group"},
+      {"training.optimizer onebit_adam is not combined with expert parallelism (parallel.ep 2)",
+       "the momenta of expert parameters belong to the expert-data group"},
       2);
+  RunConfig compressed_experts;  // dense gradients compressed over dp, expert buckets exact
+  experts(compressed_experts);
+  compressed_experts.training.gradient_compression = GradientCompression::topk;
+  EXPECT_NO_THROW(compressed_experts.validate(2));
   expect_invalid(
       [&](RunConfig& c) {
         c.training.gradient_compression = GradientCompression::topk;

@@ -502,9 +502,10 @@ INSTANTIATE_TEST_SUITE_P(Outer, DeviceLocalSgd, ::testing::Values(false, true),
 // host exchange's results and error buffers bit for bit (sign, int8 and top-k, three calls so that
 // the errors feed back) and sends the same bytes. The engines: training.gradient_compression int8
 // / topk (3 steps) and training.optimizer onebit_adam (freeze_step 3, then 2 compressed steps) on
-// training.device cuda follow the CPU engine's curve and gradient norms (1e-4 relative: the dense
-// math differs in the last bits already before any compression, and a code is a step function of
-// its input), send the same bytes, and their checkpoints resume in the CPU engine bit for bit.
+// training.device cuda — and int8 for a mixture of experts at ep 2 (np4: inside dp 4, so the expert
+// buckets are summed over an expert-data group of 2) — follow the CPU engine's curve and gradient norms (1e-4 relative:
+// the dense math differs in the last bits already before any compression, and a code is a step function of its input),
+// send the same bytes, and their checkpoints resume in the CPU engine bit for bit.
 TEST(DeviceCompressedSum, EqualsTheHostExchangeBitForBit) {
   World world;
   distributed::Communicator& comm = *world.comm;
@@ -541,6 +542,7 @@ struct CompressionCase {
   const char* name;
   GradientCompression compression;
   bool onebit_adam;
+  int ep = 1;  // > 1: the MoE model (4 experts); dense gradients compressed, expert buckets exact
 };
 void PrintTo(const CompressionCase& c, std::ostream* out) { *out << c.name; }
 class DeviceGradientCompression : public ::testing::TestWithParam<CompressionCase> {};
@@ -550,7 +552,8 @@ TEST_P(DeviceGradientCompression, MatchesTheCpuEngineAndResumesThere) {
   distributed::Communicator& comm = *world.comm;
   if (!every_rank_has_a_gpu(comm)) GTEST_SKIP() << "needs one GPU per rank";
   const CompressionCase c = GetParam();
-  const Layout layout{.compression = c.compression, .onebit_adam = c.onebit_adam};
+  const Layout layout{
+      .ep = c.ep, .experts = c.ep > 1 ? 4 : 0, .compression = c.compression, .onebit_adam = c.onebit_adam};
   const fs::path dir = shared_dir(comm, std::string("device_compression_") + c.name);
   EnginePair engines(world, dir, layout);
   for (int step = 0; step < (c.onebit_adam ? 5 : 3); ++step) {
@@ -558,6 +561,16 @@ TEST_P(DeviceGradientCompression, MatchesTheCpuEngineAndResumesThere) {
     EXPECT_NEAR(got.loss, want.loss, 1e-4 * want.loss) << "step " << step;
     EXPECT_NEAR(got.grad_norm, want.grad_norm, 1e-4 * want.grad_norm) << "step " << step;
     EXPECT_EQ(got.comm_bytes, want.comm_bytes) << "step " << step;
+  }
+  if (c.ep > 1) {  // replicas: every rank's dense parameters, and the experts of an expert-data group, identical
+    for (Engine* engine : {&engines.cpu, &engines.gpu}) {
+      const std::vector<std::uint64_t> hashes =
+          myriad::testing::hashes_on_all_ranks(host_copy(engine->model().parameters().flat_values()));
+      for (int r = 0; r < comm.size(); ++r) {
+        EXPECT_EQ(hashes[static_cast<std::size_t>(r)], hashes[static_cast<std::size_t>(r % c.ep)])
+            << "rank " << r << " drifted from rank " << r % c.ep << " (same experts)";
+      }
+    }
   }
   const std::string path = engines.gpu.save();
   distributed::ProcessGroups groups(EnginePair::grid(world, layout), world.runtime.world());
@@ -573,7 +586,8 @@ TEST_P(DeviceGradientCompression, MatchesTheCpuEngineAndResumesThere) {
 INSTANTIATE_TEST_SUITE_P(Exchanges, DeviceGradientCompression,
                          ::testing::Values(CompressionCase{"int8", GradientCompression::int8, false},
                                            CompressionCase{"topk", GradientCompression::topk, false},
-                                           CompressionCase{"onebit_adam", GradientCompression::none, true}),
+                                           CompressionCase{"onebit_adam", GradientCompression::none, true},
+                                           CompressionCase{"int8_ep2", GradientCompression::int8, false, 2}),
                          [](const ::testing::TestParamInfo<CompressionCase>& info) {
                            return std::string(info.param.name);
                          });

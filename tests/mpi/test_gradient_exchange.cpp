@@ -71,7 +71,7 @@ struct TrainedRun {
   std::vector<std::int64_t> bytes;
 };
 
-TrainedRun train(World& world, const fs::path& dir, const std::vector<std::string>& overrides, int steps) {
+TrainedRun train(World& world, const fs::path& dir, const std::vector<std::string>& overrides, int steps, int ep = 1) {
   distributed::Communicator& comm = *world.comm;
   RunConfig config = config_for(comm.rank(), dir, "gpt2", comm.size(), 0, 1);
   config.training.steps = steps;
@@ -79,7 +79,7 @@ TrainedRun train(World& world, const fs::path& dir, const std::vector<std::strin
   config.parallel.bucket_mb = 0;
   for (const std::string& o : overrides) config.apply_override(o);
   prepare_shared_data(comm, config);
-  distributed::ProcessGroups groups(distributed::GridShape{.dp = comm.size()}, world.runtime.world());
+  distributed::ProcessGroups groups(distributed::GridShape{.ep = ep, .dp = comm.size()}, world.runtime.world());
   Engine engine(config, make_rank_logger(comm.rank(), "warn"), &groups);
   TrainedRun run;
   for (int s = 0; s < steps; ++s) {
@@ -152,6 +152,29 @@ TEST(GradientExchange, ErrorFeedbackCompressionStaysWithinTheBandOfTheExactRun) 
 // Local SGD's outer step with one inner step, outer_lr 1 and momentum 0 is parameter averaging:
 // the reference is every replica's parameters after one inner step (a run whose outer step
 // never comes), gathered with raw MPI and averaged in float64.
+// A mixture of experts at ep 2: the dense gradients are compressed over dp and the expert
+// buckets summed exactly over the expert-data group; int8 tracks the exact run of the layout.
+TEST(GradientExchange, Int8WithExpertParallelismTracksTheExactRun) {
+  World world;
+  if (world.comm->size() % 2 != 0) GTEST_SKIP() << "ep 2 needs an even world";
+  const fs::path dir = shared_dir(*world.comm, "compress_ep");
+  const int steps = 40;
+  std::vector<std::string> overrides = {"model.architecture=moe", "model.num_experts=4", "model.top_k=2",
+                                        "parallel.ep=2"};
+  const TrainedRun exact = train(world, dir, overrides, steps, 2);
+  overrides.push_back("training.gradient_compression=int8");
+  const TrainedRun compressed = train(world, dir, overrides, steps, 2);
+  const double exact_final = mean_of_last(exact.loss, 10), final_loss = mean_of_last(compressed.loss, 10);
+  if (world.comm->rank() == 0) {
+    std::cout << "int8 at ep 2: loss over the last 10 of " << steps << " steps " << final_loss << " vs exact "
+              << exact_final << "; bytes/step " << compressed.bytes.back() << " vs " << exact.bytes.back() << std::endl;
+  }
+  EXPECT_LT(exact_final, exact.loss.front() - 1.0) << "the runs must learn for the comparison to mean something";
+  EXPECT_LT(std::fabs(final_loss - exact_final), 0.02 * exact_final);
+  EXPECT_NE(final_loss, exact_final) << "the compressed run must differ from the exact one";
+  EXPECT_LT(compressed.bytes.back() * 2, exact.bytes.back());
+}
+
 TEST(LocalSgd, OneInnerStepWithPlainAveragingAveragesTheReplicasParameters) {
   World world;
   distributed::Communicator& comm = *world.comm;

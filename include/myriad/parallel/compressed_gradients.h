@@ -1,11 +1,20 @@
 // CompressedGradients — error-feedback gradient compression (training.gradient_compression:
-// int8 | topk): the bucket reductions are off, and finish_step exchanges the whole gradient
-// buffer once through distributed::CompressedSum (int8 with a scale per 256 elements, or the
-// largest topk_ratio of each chunk as (index, value) pairs), each rank's and each chunk owner's
+// int8 | topk): the bucket reductions are off, and finish_step exchanges the gradients once
+// through distributed::CompressedSum (int8 with a scale per 256 elements, or the largest
+// topk_ratio of each chunk as (index, value) pairs), each rank's and each chunk owner's
 // compression error carried into the next step. Every rank decodes the same bytes, so the
 // replicas stay bitwise identical; the optimizer then steps as with exact gradients. Where the
 // parameters live: on a device the codes are kernels and the exchanges NCCL's, with no host wait.
+//
+// ep 1: the whole flat gradient buffer is one compressed sum over dp. ep > 1 (a mixture of experts
+// with expert parallelism): the dense gradients — the ranges of the dense buckets, gathered into
+// one buffer in bucket order — are one compressed sum over dp, and each expert bucket is summed
+// exactly over the expert-data group (the ranks holding the same experts), as ExactReduction does:
+// the two kinds of gradient sum over different groups, and the experts are the smaller part.
 #pragma once
+
+#include <memory>
+#include <vector>
 
 #include "myriad/distributed/compressed_sum.h"
 #include "myriad/parallel/gradient_exchange.h"
@@ -23,9 +32,16 @@ class CompressedGradients final : public GradientExchange {
   optim::OptimizerStepStats optimizer_step(float lr, float unscale) override { return units_.exact_step(lr, unscale); }
 
  private:
+  struct Range {
+    std::int64_t begin = 0, end = 0;  // flat element range
+  };
+
   ParameterUnits& units_;
   distributed::CompressionSpec spec_;
-  distributed::CompressedSum sum_;
+  distributed::Communicator* expert_data_ = nullptr;  // ep > 1: the expert buckets' group
+  std::vector<Range> dense_, experts_;                // ep > 1: bucket ranges of each kind
+  Tensor dense_grads_;                                // ep > 1: the dense ranges back to back
+  std::unique_ptr<distributed::CompressedSum> sum_;
 };
 
 }  // namespace myriad::parallel

@@ -4,16 +4,16 @@
 //                        over the dp communicator whose algorithm — ring, tree or hierarchical —
 //                        parallel.dp_reduce settled when the groups were built (process_groups.h)
 //   CompressedGradients  the bucket reductions replaced by one error-feedback exchange of the
-//                        whole gradient buffer per step as int8 or top-k codes
+//                        whole (ep > 1: dense) gradient buffer per step as int8 or top-k codes
 //   OneBitAdamExchange   exact for freeze_step optimizer steps, then no gradient reduction: the
 //                        momenta are summed as signs inside the optimizer step (optim/onebit_adam.h)
 //   LocalSgdExchange     no gradient reduction: each replica steps on its own, the outer step
 //                        every local_steps steps (parallel/local_sgd.h)
 // Every exchange keeps the replicas bitwise identical except local SGD between its outer steps
 // (every rank decodes the same bytes). The error-feedback buffers are not checkpointed: a resumed
-// run starts them at zero. The non-exact exchanges need ReplicatedParameters (zero_stage 0) and
-// ep 1, on the host or a device alike; make_gradient_exchange refuses anything else, naming what
-// the run has.
+// run starts them at zero. The non-exact exchanges need ReplicatedParameters (zero_stage 0), 1-bit
+// Adam and local SGD also ep 1 (compression handles ep > 1: compressed_gradients.h), on the host or
+// a device alike; make_gradient_exchange refuses anything else, naming what the run has.
 #pragma once
 
 #include <memory>
