@@ -35,7 +35,8 @@ const std::vector<Field<ParallelConfig>>& ParallelConfig::fields() {
                  "backward); 0 = one reduction after the whole backward (ZeRO 0/1; stages 2/3 reduce per layer)",
                  {.check = at_least(0)}),
       make_field("dp_reduce", &P::dp_reduce,
-                 "algorithm of the data-parallel gradient reductions (host groups): ring, tree (binomial reduce + "
+                 "algorithm of the data-parallel gradient reductions (host groups; on cuda NCCL's own unless "
+                 "`hierarchical`, and `tree` is refused: docs/parallelism.md): ring, tree (binomial reduce + "
                  "broadcast: latency-bound sizes), hierarchical (intra-node reduce-scatter, inter-node all-reduce, "
                  "intra-node all-gather), or auto = hierarchical when the group spans nodes with several members on "
                  "each, ring otherwise (docs/parallelism.md)"),
