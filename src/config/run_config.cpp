@@ -56,10 +56,6 @@ void validate_sequence(const RunConfig& c) {
                  "parallel.cp " << c.parallel.cp << " cuts training.seq_len " << seq_len << " into chunks of " << chunk
                                 << " positions, which must be a multiple of model.attention.block_size ("
                                 << c.model.attention_block_size << ")");
-    MYRIAD_CHECK(!c.model.is_moe(), "parallel.cp " << c.parallel.cp
-                                                   << " with model.architecture moe: an expert's capacity and the "
-                                                      "load-balancing loss are per whole sequence, which cp splits; "
-                                                      "train MoE models at cp 1");
   }
   if (c.parallel.sequence_parallel && c.parallel.tp > 1) {
     MYRIAD_CHECK(seq_len % c.parallel.tp == 0, "training.seq_len (" << seq_len << ") must be divisible by parallel.tp ("

@@ -176,17 +176,23 @@ RouteShape route_shape(const RouteArgs& args, const Tensor& logits) {
                     .padded = args.padded,
                     .expert_block = args.padded ? expert_block_rows(args, N) : 0,
                     .sigmoid = args.sigmoid,
-                    .normalize_top_k = args.normalize_top_k};
+                    .normalize_top_k = args.normalize_top_k,
+                    .context_ranks = args.context_ranks,
+                    .context_rank = args.context_rank};
+}
+
+const std::int64_t* context_counts(const Tensor& context) {
+  return context.defined() ? context.data<std::int64_t>() : nullptr;
 }
 
 }  // namespace
 
-void CudaBackend::route_tokens(const RouteArgs& args, const Tensor& logits, RoutedTokens& out) {
+void CudaBackend::route_tokens(const RouteArgs& args, const Tensor& logits, RoutedTokens& out, const Tensor& context) {
   const RouteShape shape = route_shape(args, logits);
   const std::int64_t scratch_bytes = route_tokens_scratch_bytes(shape);
   Tensor scratch = empty({scratch_bytes}, DType::i8);  // stream-ordered: reused in order after return
   DeviceGuard guard(context_.device());
-  route_tokens_f32(shape, floats(logits), out.expert.data<std::int32_t>(), floats(out.weight),
+  route_tokens_f32(shape, floats(logits), context_counts(context), out.expert.data<std::int32_t>(), floats(out.weight),
                    out.slot.data<std::int32_t>(), out.source.data<std::int32_t>(), out.source.numel(),
                    out.counts.data<std::int64_t>(), out.totals.defined() ? out.totals.data<double>() : nullptr,
                    scratch.raw_data(), scratch_bytes, context_.stream());
@@ -194,13 +200,23 @@ void CudaBackend::route_tokens(const RouteArgs& args, const Tensor& logits, Rout
 
 void CudaBackend::route_tokens_backward(const RouteArgs& args, const Tensor& logits, const Tensor& expert,
                                         const Tensor& grad_weight, double aux_scale, double z_scale,
-                                        Tensor& grad_logits) {
+                                        Tensor& grad_logits, const Tensor& context) {
   const RouteShape shape = route_shape(args, logits);
   const std::int64_t scratch_bytes = route_tokens_scratch_bytes(shape);
   Tensor scratch = empty({scratch_bytes}, DType::i8);
   DeviceGuard guard(context_.device());
-  route_tokens_backward_f32(shape, floats(logits), expert.data<std::int32_t>(), floats(grad_weight), aux_scale, z_scale,
-                            floats(grad_logits), scratch.raw_data(), scratch_bytes, context_.stream());
+  route_tokens_backward_f32(shape, floats(logits), context_counts(context), expert.data<std::int32_t>(),
+                            floats(grad_weight), aux_scale, z_scale, floats(grad_logits), scratch.raw_data(),
+                            scratch_bytes, context_.stream());
+}
+
+void CudaBackend::count_route_choices(const RouteArgs& args, const Tensor& logits, Tensor& counts) {
+  const RouteShape shape = route_shape(args, logits);
+  const std::int64_t scratch_bytes = count_route_choices_scratch_bytes(shape);
+  Tensor scratch = empty({scratch_bytes}, DType::i8);
+  DeviceGuard guard(context_.device());
+  count_route_choices_f32(shape, floats(logits), counts.data<std::int64_t>(), scratch.raw_data(), scratch_bytes,
+                          context_.stream());
 }
 
 // ---- grouped matmul -----------------------------------------------------------------------------

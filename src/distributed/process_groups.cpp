@@ -61,11 +61,12 @@ ProcessGroups::ProcessGroups(const GridShape& shape, std::unique_ptr<Communicato
                                          << " of " << grid_.size(axis));
   }
   if (shape.ep > 1) {
-    const int members = shape.dp / shape.ep;
+    const int members = shape.dp / shape.ep * shape.cp;  // RankGrid::expert_data_group's order
     if (members == 1) {
       expert_data_ = std::make_unique<LoopbackCommunicator>("edp");
     } else {
-      expert_data_ = world_->split(grid_.expert_data_group_id(rank), coord[Axis::dp] / shape.ep, "edp");
+      expert_data_ = world_->split(grid_.expert_data_group_id(rank),
+                                   coord[Axis::dp] / shape.ep * shape.cp + coord[Axis::cp], "edp");
     }
   }
   if (shape.cp > 1) {
@@ -97,7 +98,10 @@ ProcessGroups ProcessGroups::for_dry_run(const GridShape& shape, int rank) {
     return std::make_unique<DryRunCommunicator>(name, index, size);
   };
   for (Axis axis : kAxes) groups.groups_[static_cast<int>(axis)] = make(axis_name(axis), coord[axis], grid.size(axis));
-  if (shape.ep > 1) groups.expert_data_ = make("edp", coord[Axis::dp] / shape.ep, shape.dp / shape.ep);
+  if (shape.ep > 1) {
+    groups.expert_data_ =
+        make("edp", coord[Axis::dp] / shape.ep * shape.cp + coord[Axis::cp], shape.dp / shape.ep * shape.cp);
+  }
   if (shape.cp > 1) {
     groups.data_context_ = make("dcp", coord[Axis::cp] + shape.cp * coord[Axis::dp], shape.cp * shape.dp);
   }

@@ -139,19 +139,21 @@ int RankGrid::group_id(Axis axis, int rank) const {
 std::vector<int> RankGrid::expert_data_group(int rank) const {
   const GridCoord c = coords(rank);
   std::vector<int> members;
-  members.reserve(static_cast<std::size_t>(shape_.dp / shape_.ep));
-  for (int i = 0; i < shape_.dp / shape_.ep; ++i)
-    members.push_back(rank_of(with(c, Axis::dp, i * shape_.ep + c[Axis::ep])));
+  members.reserve(static_cast<std::size_t>(shape_.dp / shape_.ep * shape_.cp));
+  for (int i = 0; i < shape_.dp / shape_.ep; ++i) {
+    GridCoord m = with(c, Axis::dp, i * shape_.ep + c[Axis::ep]);
+    for (int x = 0; x < shape_.cp; ++x) {
+      m[Axis::cp] = x;
+      members.push_back(rank_of(m));
+    }
+  }
   return members;
 }
 
 int RankGrid::expert_data_group_id(int rank) const {
-  // Its members share tp, cp, pp and dp % ep.
+  // Its members share tp, pp and dp % ep.
   const GridCoord c = coords(rank);
-  return mixed_radix({{c[Axis::tp], shape_.tp},
-                      {c[Axis::cp], shape_.cp},
-                      {c[Axis::dp] % shape_.ep, shape_.ep},
-                      {c[Axis::pp], shape_.pp}});
+  return mixed_radix({{c[Axis::tp], shape_.tp}, {c[Axis::dp] % shape_.ep, shape_.ep}, {c[Axis::pp], shape_.pp}});
 }
 
 std::vector<int> RankGrid::data_context_group(int rank) const {

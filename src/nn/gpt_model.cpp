@@ -354,7 +354,7 @@ std::int64_t GptModel::forward_chunk(int chunk, int slot_index, const Tensor& id
     if (moe_stat_of_block_[i] >= 0) {
       if (recording_stats_) {
         const MoeActivations& moe = *s.blocks[i].moe;
-        moe_stats_[moe_stat_of_block_[i]].count(moe.logits.size(0), moe.route.seq_len, moe.route.top_k);
+        moe_stats_[moe_stat_of_block_[i]].count(moe.logits.size(0), moe.route);
       }
       // Full recompute keeps only the block's input: the expert activations are rebuilt (and the
       // tokens routed again, identically) by recompute() before the block's backward.

@@ -34,14 +34,17 @@ std::vector<std::int64_t> prefix_offsets(const std::int64_t* counts, std::int64_
 
 }  // namespace
 
-RouteArgs moe_route_args(const MoeSpec& spec, std::int64_t seq_len, const ops::Placement& placement) {
-  const std::int64_t capacity = spec.capacity(seq_len);
+RouteArgs moe_route_args(const MoeSpec& spec, std::int64_t seq_len, const ops::Placement& placement,
+                         const ContextParallel& cp) {
+  const std::int64_t capacity = spec.capacity(seq_len * cp.size());  // per whole sequence
   return RouteArgs{.top_k = spec.top_k,
                    .seq_len = seq_len,
                    .capacity = capacity,
                    .sigmoid = spec.score == RouterScore::sigmoid,
                    .normalize_top_k = spec.normalize_top_k,
-                   .padded = capacity >= 0 && !placement.on_host()};
+                   .padded = capacity >= 0 && !placement.on_host(),
+                   .context_ranks = cp.size(),
+                   .context_rank = cp.rank()};
 }
 
 void MoeActivations::release() { *this = MoeActivations{}; }
@@ -52,9 +55,9 @@ std::vector<double> MoeLayerStats::host_totals() const {
   return std::vector<double>(host.data<double>(), host.data<double>() + host.numel());
 }
 
-void MoeLayerStats::count(std::int64_t routed_tokens, std::int64_t seq_len, std::int64_t top_k) {
-  assignments += routed_tokens * top_k;
-  sequences += routed_tokens / seq_len;
+void MoeLayerStats::count(std::int64_t routed_tokens, const RouteArgs& route) {
+  assignments += routed_tokens * route.top_k;
+  if (route.context_rank == 0) sequences += routed_tokens / route.seq_len;  // once per cp group
   tokens += routed_tokens;
 }
 
@@ -163,6 +166,17 @@ void MoeLayer::plan_rows(MoeActivations& a, const ops::Placement& placement, con
   x.ungroup = placement.from_host(host_tensor(ungroup, {n}, DType::i32));
 }
 
+Tensor MoeLayer::choice_context(const MoeActivations& a) const {
+  const ContextParallel& cp = split_.context_parallel();
+  if (cp.size() == 1) return Tensor();
+  const ops::Placement placement = ops::placement_of(a.logits, "moe router logits");
+  const std::int64_t B = a.logits.size(0) / a.route.seq_len, E = config_.moe.num_experts;
+  Tensor mine = placement.empty({B, 2, E}, DType::i64), every = placement.empty({cp.size() * B, 2, E}, DType::i64);
+  count_route_choices(a.route, a.logits, mine);
+  cp.all_gather(mine, every);
+  return every.view({cp.size(), B, 2, E});
+}
+
 Tensor MoeLayer::dispatch(const Tensor& rows, const MoeActivations& a) const {
   if (split_.ep_size() == 1) return rows;
   const ExpertExchange& x = a.exchange;
@@ -195,7 +209,8 @@ void MoeLayer::forward(const ParameterStore& store, const Tensor& h, Tensor& out
   // Router (f32) and the routing decisions, where the model computes.
   a.logits = placement.empty({N, E});
   linear_forward(hf, store[router_].value, Tensor(), a.logits);
-  a.route = moe_route_args(moe, T, placement);
+  a.route = moe_route_args(moe, T, placement, split_.context_parallel());
+  a.context = choice_context(a);
   const int ep = split_.ep_size();
   // This rank's counts, then (compact rows, ep > 1) the peers' for it: read in one transfer.
   const Tensor counts_pair = placement.empty({a.route.padded || ep == 1 ? E : 2 * E}, DType::i64);
@@ -206,7 +221,7 @@ void MoeLayer::forward(const ParameterStore& store, const Tensor& h, Tensor& out
   r.source = placement.empty({routed_rows(a.route, N, E)}, DType::i32);
   r.counts = counts_pair.slice(0, 0, E);
   r.totals = a.stats;
-  route_tokens(a.route, a.logits, r);
+  route_tokens(a.route, a.logits, r, a.context);
   plan_rows(a, placement, counts_pair);
   const std::int64_t R = a.rows();
   Tensor rows = placement.empty({R, C});
@@ -299,9 +314,10 @@ void MoeLayer::backward(ParameterStore& store, const Tensor& h, MoeActivations& 
   }
   // ... plus the router's: the combine weights' and the auxiliary losses' gradients.
   Tensor d_logits = placement.empty({N, E});
+  const auto whole_length = static_cast<double>(T * a.route.context_ranks);
   route_tokens_backward(a.route, a.logits, r.expert, d_weight,
-                        static_cast<double>(moe.aux_loss_coef) * static_cast<double>(T) * loss_scale,
-                        static_cast<double>(moe.z_loss_coef) * loss_scale, d_logits);
+                        static_cast<double>(moe.aux_loss_coef) * whole_length * loss_scale,
+                        static_cast<double>(moe.z_loss_coef) * loss_scale, d_logits, a.context);
   linear_backward(hf, store[router_].value, d_logits, gh, true, store[router_].grad, none);
   // ... plus the shared experts'.
   if (shared_fc_ != npos) {

@@ -84,11 +84,14 @@ void Backend::combine_rows_backward(const Tensor&, const Tensor&, const Tensor&,
                                     const RowIndexArgs&) {
   unsupported("combine_rows_backward");
 }
-void Backend::route_tokens(const RouteArgs&, const Tensor&, RoutedTokens&) { unsupported("route_tokens"); }
+void Backend::route_tokens(const RouteArgs&, const Tensor&, RoutedTokens&, const Tensor&) {
+  unsupported("route_tokens");
+}
 void Backend::route_tokens_backward(const RouteArgs&, const Tensor&, const Tensor&, const Tensor&, double, double,
-                                    Tensor&) {
+                                    Tensor&, const Tensor&) {
   unsupported("route_tokens_backward");
 }
+void Backend::count_route_choices(const RouteArgs&, const Tensor&, Tensor&) { unsupported("count_route_choices"); }
 void Backend::grouped_matmul_forward(const GroupedMatmulArgs&, const Tensor&, const Tensor&, const Tensor&,
                                      const std::vector<std::int64_t>&, Tensor&) {
   unsupported("grouped_matmul_forward");

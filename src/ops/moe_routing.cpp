@@ -27,7 +27,23 @@ std::pair<std::int64_t, std::int64_t> check_logits(const char* op, const RouteAr
   MYRIAD_CHECK(args.capacity >= -1, op << ": capacity " << args.capacity << " must be >= 0, or -1 for dropless");
   MYRIAD_CHECK(!args.padded || args.capacity >= 0,
                op << ": the padded row layout needs a capacity (dropless rows have no fixed size)");
+  MYRIAD_CHECK(args.context_ranks >= 1 && args.context_rank >= 0 && args.context_rank < args.context_ranks,
+               op << ": context rank " << args.context_rank << " of " << args.context_ranks);
+  MYRIAD_CHECK(args.context_ranks == 1 || args.seq_len % 2 == 0,
+               op << ": under context parallelism a local sequence is two chunks; T = " << args.seq_len << " is odd");
   return {N, E};
+}
+
+// The all-gathered choice counts: (cp, B, 2, E) i64 under context parallelism, else undefined.
+void check_context(const char* op, const RouteArgs& args, std::int64_t N, std::int64_t E, const Tensor& context) {
+  if (args.context_ranks == 1) {
+    MYRIAD_CHECK(!context.defined(), op << ": a context " << context.describe() << " without context parallelism");
+    return;
+  }
+  ops::check_defined(op, "context", context);
+  ops::check_dtype(op, "context", context, DType::i64);
+  ops::check_shape(op, "context", context, {args.context_ranks, N / args.seq_len, 2, E});
+  ops::check_contiguous(op, "context", context);
 }
 
 void check_i32(const char* op, const char* name, const Tensor& t, const Shape& shape) {
@@ -48,9 +64,10 @@ std::int64_t routed_rows(const RouteArgs& args, std::int64_t tokens, std::int64_
   return args.padded ? experts * expert_block_rows(args, tokens) : tokens * args.top_k;
 }
 
-void route_tokens(const RouteArgs& args, const Tensor& logits, RoutedTokens& out) {
+void route_tokens(const RouteArgs& args, const Tensor& logits, RoutedTokens& out, const Tensor& context) {
   const char* op = "route_tokens";
   const auto [N, E] = check_logits(op, args, logits);
+  check_context(op, args, N, E, context);
   const std::int64_t k = args.top_k;
   check_i32(op, "expert", out.expert, {N, k});
   ops::check_f32_contiguous(op, "weight", out.weight, {N, k});
@@ -71,25 +88,42 @@ void route_tokens(const RouteArgs& args, const Tensor& logits, RoutedTokens& out
                                                     {"slot", &out.slot},
                                                     {"source", &out.source},
                                                     {"counts", &out.counts},
-                                                    {"totals", &out.totals}});
-  if (device.is_cpu()) return cpu::route_tokens(args, logits, out);
-  ops::backend_of(op, {{"logits", &logits}, {"expert", &out.expert}}).route_tokens(args, logits, out);
+                                                    {"totals", &out.totals},
+                                                    {"context", &context}});
+  if (device.is_cpu()) return cpu::route_tokens(args, logits, out, context);
+  ops::backend_of(op, {{"logits", &logits}, {"expert", &out.expert}}).route_tokens(args, logits, out, context);
 }
 
 void route_tokens_backward(const RouteArgs& args, const Tensor& logits, const Tensor& expert, const Tensor& grad_weight,
-                           double aux_scale, double z_scale, Tensor& grad_logits) {
+                           double aux_scale, double z_scale, Tensor& grad_logits, const Tensor& context) {
   const char* op = "route_tokens_backward";
   const auto [N, E] = check_logits(op, args, logits);
+  check_context(op, args, N, E, context);
   const std::int64_t k = args.top_k;
   check_i32(op, "expert", expert, {N, k});
   ops::check_f32_contiguous(op, "grad_weight", grad_weight, {N, k});
   ops::check_f32_contiguous(op, "grad_logits", grad_logits, {N, E});
-  const Device device = ops::check_same_device(
-      op, {{"logits", &logits}, {"expert", &expert}, {"grad_weight", &grad_weight}, {"grad_logits", &grad_logits}});
+  const Device device = ops::check_same_device(op, {{"logits", &logits},
+                                                    {"expert", &expert},
+                                                    {"grad_weight", &grad_weight},
+                                                    {"grad_logits", &grad_logits},
+                                                    {"context", &context}});
   if (device.is_cpu())
-    return cpu::route_tokens_backward(args, logits, expert, grad_weight, aux_scale, z_scale, grad_logits);
+    return cpu::route_tokens_backward(args, logits, expert, grad_weight, aux_scale, z_scale, grad_logits, context);
   ops::backend_of(op, {{"logits", &logits}, {"grad_logits", &grad_logits}})
-      .route_tokens_backward(args, logits, expert, grad_weight, aux_scale, z_scale, grad_logits);
+      .route_tokens_backward(args, logits, expert, grad_weight, aux_scale, z_scale, grad_logits, context);
+}
+
+void count_route_choices(const RouteArgs& args, const Tensor& logits, Tensor& counts) {
+  const char* op = "count_route_choices";
+  const auto [N, E] = check_logits(op, args, logits);
+  ops::check_defined(op, "counts", counts);
+  ops::check_dtype(op, "counts", counts, DType::i64);
+  ops::check_shape(op, "counts", counts, {N / args.seq_len, args.chunks(), E});
+  ops::check_contiguous(op, "counts", counts);
+  const Device device = ops::check_same_device(op, {{"logits", &logits}, {"counts", &counts}});
+  if (device.is_cpu()) return cpu::count_route_choices(args, logits, counts);
+  ops::backend_of(op, {{"logits", &logits}, {"counts", &counts}}).count_route_choices(args, logits, counts);
 }
 
 }  // namespace myriad

@@ -1,4 +1,5 @@
-// ContextParallelGroup: ring shifts and all-gathers over the cp communicator.
+// ContextParallelGroup: ring shifts and all-gathers over the cp communicator, both stream-ordered on
+// a device group (the host never waits on NCCL inside a step).
 #include "myriad/parallel/context_parallel_group.h"
 
 namespace myriad::parallel {
@@ -31,6 +32,10 @@ std::unique_ptr<nn::RingTransfer> ContextParallelGroup::ring_shift(const Tensor&
   return std::make_unique<RingWork>(std::move(out), std::move(in));
 }
 
-void ContextParallelGroup::all_gather(const Tensor& in, Tensor& out) const { cp_.all_gather_async(in, out)->wait(); }
+// Stream-ordered on a device group (the block selection's means stay on the device: no host wait);
+// a host communicator's wait_on_stream is its wait.
+void ContextParallelGroup::all_gather(const Tensor& in, Tensor& out) const {
+  cp_.all_gather_async(in, out)->wait_on_stream();
+}
 
 }  // namespace myriad::parallel

@@ -226,7 +226,7 @@ StepMetrics ResearchStep::optimizer_step(std::optional<double> lr) {
   metrics.grad_norm = stats.grad_norm;
   metrics.skipped = stats.skipped;
   metrics.loss_scale = scale;
-  metrics.moe = collect_moe_metrics(*state_.model, state_.dp(), state_.tp(), state_.pp());
+  metrics.moe = collect_moe_metrics(*state_.model, state_.data_group(), state_.tp(), state_.pp());
   metrics.attention = collect_attention_metrics(*state_.model, state_.data_group(), state_.tp(), state_.pp());
   reduced_ = false;
   loss_sum_ = 0.0;

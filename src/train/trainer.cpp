@@ -201,7 +201,7 @@ StepMetrics Trainer::step() {
   metrics.loss_scale = scale;
   metrics.tokens_by_source = data_.tokens_by_source(
       state_.step - 1, static_cast<std::int64_t>(t.gradient_accumulation) * state_.dp().size() * t.micro_batch);
-  metrics.moe = collect_moe_metrics(*state_.model, state_.dp(), state_.tp(), state_.pp());
+  metrics.moe = collect_moe_metrics(*state_.model, state_.data_group(), state_.tp(), state_.pp());
   metrics.attention = collect_attention_metrics(*state_.model, state_.data_group(), state_.tp(), state_.pp());
   metrics.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   metrics_->finish(metrics, batch.wait_seconds, pipeline_->bubble_seconds(), memory_report());

@@ -605,13 +605,6 @@ TEST(ConfigValidate, CrossKeyChecks) {
       {"parallel.cp 2 cuts training.seq_len 1000 into chunks of 250", "model.attention.block_size (64)"}, 2);
   expect_invalid(
       [](RunConfig& c) {
-        c.parallel.cp = 2;
-        c.model.architecture = Architecture::moe;
-        c.model.num_experts = 4;
-      },
-      {"parallel.cp 2 with model.architecture moe", "cp 1"}, 2);
-  expect_invalid(
-      [](RunConfig& c) {
         c.parallel.tp = 4;
         c.parallel.sequence_parallel = true;
         c.training.seq_len = 1022;

@@ -81,6 +81,28 @@ TEST(RankGrid, ExpertParallelGroupsLiveInsideDataParallelism) {
   EXPECT_EQ(data_ids.size(), 8u);  // 16 / 2
 }
 
+// Under context parallelism every cp rank of a replica routes chunks of the same sequences to the
+// same experts: the expert-data group spans cp too (dp 4 / ep 2 replicas x cp 2 = 4 ranks).
+TEST(RankGrid, ExpertDataGroupsSpanContextParallelRanks) {
+  RankGrid grid(GridShape{.cp = 2, .ep = 2, .dp = 4}, 8);
+  std::set<int> ids;
+  for (int r = 0; r < 8; ++r) {
+    const GridCoord c = grid.coords(r);
+    std::vector<int> expected;
+    for (int m = 0; m < 8; ++m) {
+      const GridCoord o = grid.coords(m);
+      if (o[Axis::dp] % 2 == c[Axis::dp] % 2) expected.push_back(m);
+    }
+    std::vector<int> members = grid.expert_data_group(r);
+    EXPECT_EQ(std::set<int>(members.begin(), members.end()), std::set<int>(expected.begin(), expected.end()))
+        << grid.describe(r);
+    EXPECT_EQ(members.size(), 4u);
+    for (int m : members) EXPECT_EQ(grid.expert_data_group_id(m), grid.expert_data_group_id(r));
+    ids.insert(grid.expert_data_group_id(r));
+  }
+  EXPECT_EQ(ids.size(), 2u);
+}
+
 TEST(RankGrid, LayoutMismatchNamesEveryFactor) {
   try {
     RankGrid(GridShape{.tp = 2, .dp = 3, .pp = 2}, 8);

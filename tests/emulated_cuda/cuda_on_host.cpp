@@ -963,17 +963,31 @@ void combine_rows_backward_f32(const float* rows, const std::int32_t* slot, cons
 }
 // MoE routing: the CPU op on the launcher's arguments (no scratch needed).
 std::int64_t route_tokens_scratch_bytes(const RouteShape&) { return 8; }
+std::int64_t count_route_choices_scratch_bytes(const RouteShape&) { return 8; }
 static RouteArgs route_args(const RouteShape& s) {
   return RouteArgs{.top_k = s.top_k,
                    .seq_len = s.seq_len,
                    .capacity = s.capacity,
                    .sigmoid = s.sigmoid,
                    .normalize_top_k = s.normalize_top_k,
-                   .padded = s.padded};
+                   .padded = s.padded,
+                   .context_ranks = s.context_ranks,
+                   .context_rank = s.context_rank};
 }
-void route_tokens_f32(const RouteShape& s, const float* logits, std::int32_t* expert, float* weight, std::int32_t* slot,
-                      std::int32_t* source, std::int64_t source_rows, std::int64_t* counts, double* totals, void*,
-                      std::int64_t, cudaStream_t launch_stream) {
+static Tensor route_context(const RouteShape& s, const std::int64_t* context) {
+  if (context == nullptr) return Tensor();
+  return W(const_cast<std::int64_t*>(context), {s.context_ranks, s.tokens / s.seq_len, 2, s.experts}, DType::i64);
+}
+void count_route_choices_f32(const RouteShape& s, const float* logits, std::int64_t* counts, void*, std::int64_t,
+                             cudaStream_t launch_stream) {
+  emulated::check_launch_device(launch_stream);
+  const RouteArgs args = route_args(s);
+  Tensor out = W(counts, {s.tokens / s.seq_len, args.chunks(), s.experts}, DType::i64);
+  count_route_choices(args, W(logits, {s.tokens, s.experts}), out);
+}
+void route_tokens_f32(const RouteShape& s, const float* logits, const std::int64_t* context, std::int32_t* expert,
+                      float* weight, std::int32_t* slot, std::int32_t* source, std::int64_t source_rows,
+                      std::int64_t* counts, double* totals, void*, std::int64_t, cudaStream_t launch_stream) {
   emulated::check_launch_device(launch_stream);
   const std::int64_t N = s.tokens, E = s.experts, k = s.top_k;
   RoutedTokens out{.expert = W(expert, {N, k}, DType::i32),
@@ -982,16 +996,16 @@ void route_tokens_f32(const RouteShape& s, const float* logits, std::int32_t* ex
                    .source = W(source, {source_rows}, DType::i32),
                    .counts = W(counts, {E}, DType::i64),
                    .totals = totals != nullptr ? W(totals, {E + 3}, DType::f64) : Tensor()};
-  route_tokens(route_args(s), W(logits, {N, E}), out);
+  route_tokens(route_args(s), W(logits, {N, E}), out, route_context(s, context));
 }
-void route_tokens_backward_f32(const RouteShape& s, const float* logits, const std::int32_t* expert,
-                               const float* grad_weight, double aux_scale, double z_scale, float* grad_logits, void*,
-                               std::int64_t, cudaStream_t launch_stream) {
+void route_tokens_backward_f32(const RouteShape& s, const float* logits, const std::int64_t* context,
+                               const std::int32_t* expert, const float* grad_weight, double aux_scale, double z_scale,
+                               float* grad_logits, void*, std::int64_t, cudaStream_t launch_stream) {
   emulated::check_launch_device(launch_stream);
   const std::int64_t N = s.tokens, E = s.experts, k = s.top_k;
   Tensor g = W(grad_logits, {N, E});
   route_tokens_backward(route_args(s), W(logits, {N, E}), W(expert, {N, k}, DType::i32), W(grad_weight, {N, k}),
-                        aux_scale, z_scale, g);
+                        aux_scale, z_scale, g, route_context(s, context));
 }
 void add_group_bias_f32(float* x, const float* bias, const std::int64_t* offsets, std::int64_t groups, std::int64_t,
                         std::int64_t cols, cudaStream_t launch_stream) {

@@ -3,8 +3,8 @@
 // the grouped matmul (empty groups, bias, grad_x written or accumulated, grad_weight / grad_bias
 // accumulated, bf16 and f16 operands) — through the ops' dispatch points; bad routing indices
 // reported as the CPU op reports them; the routing decisions (route_tokens and its backward: both
-// row layouts, capacity and dropless, softmax and sigmoid scores). Runs on a GPU and on the
-// emulated CUDA layer.
+// row layouts, capacity and dropless, softmax and sigmoid scores, context parallel ranks with
+// their choice counts). Runs on a GPU and on the emulated CUDA layer.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -113,23 +113,47 @@ TEST_F(CudaBackendTest, RouteTokensAndItsBackwardMatchTheCpu) {
   struct Case {
     std::int64_t tokens, experts, k, seq_len, capacity;
     bool padded, sigmoid, normalize;
+    std::int64_t context_ranks = 1, context_rank = 0;
   };
-  for (const Case& c : {Case{24, 4, 2, 6, 2, true, false, true}, Case{24, 4, 2, 6, 2, false, false, true},
-                        Case{64, 8, 2, 16, -1, false, false, true}, Case{40, 16, 4, 8, 3, true, true, false},
-                        Case{30, 6, 1, 10, 0, true, false, true}, Case{300, 64, 8, 100, 20, true, true, true},
-                        Case{0, 4, 2, 4, 1, true, false, true}}) {
+  for (const Case& c :
+       {Case{24, 4, 2, 6, 2, true, false, true}, Case{24, 4, 2, 6, 2, false, false, true},
+        Case{64, 8, 2, 16, -1, false, false, true}, Case{40, 16, 4, 8, 3, true, true, false},
+        Case{30, 6, 1, 10, 0, true, false, true}, Case{300, 64, 8, 100, 20, true, true, true},
+        Case{0, 4, 2, 4, 1, true, false, true}, Case{24, 4, 2, 6, 5, true, false, true, 2, 1},
+        Case{48, 8, 2, 8, 6, false, true, true, 4, 2}, Case{32, 6, 2, 8, -1, false, false, true, 2, 0}}) {
     SCOPED_TRACE(::testing::Message() << "N " << c.tokens << " E " << c.experts << " k " << c.k << " T " << c.seq_len
                                       << " capacity " << c.capacity << (c.padded ? " padded" : " compact")
-                                      << (c.sigmoid ? " sigmoid" : " softmax"));
+                                      << (c.sigmoid ? " sigmoid" : " softmax") << " cp rank " << c.context_rank
+                                      << " of " << c.context_ranks);
     const RouteArgs args{.top_k = c.k,
                          .seq_len = c.seq_len,
                          .capacity = c.capacity,
                          .sigmoid = c.sigmoid,
                          .normalize_top_k = c.normalize,
-                         .padded = c.padded};
+                         .padded = c.padded,
+                         .context_ranks = c.context_ranks,
+                         .context_rank = c.context_rank};
     const std::int64_t N = c.tokens, E = c.experts, k = c.k, R = routed_rows(args, N, E);
     Tensor logits = random({N, E}, 30 + E);
     for (std::int64_t i = 0; i < logits.numel(); ++i) logits.data<float>()[i] *= 3.0f;
+    // Context parallel: this rank's choice counts on both backends, the other ranks' made up.
+    Tensor context, d_context;
+    if (c.context_ranks > 1) {
+      const std::int64_t B = N / c.seq_len, per_rank = B * 2 * E;
+      Tensor mine = Tensor::empty({B, 2, E}, DType::i64), d_mine = backend_->empty({B, 2, E}, DType::i64);
+      count_route_choices(args, logits, mine);
+      count_route_choices(args, on_device(logits), d_mine);
+      const Tensor got = backend_->copy_to_host(d_mine);
+      EXPECT_EQ(std::memcmp(got.raw_data(), mine.raw_data(), mine.nbytes()), 0) << "count_route_choices";
+      context = Tensor::empty({c.context_ranks, B, 2, E}, DType::i64);
+      std::mt19937 made_up(7);
+      for (std::int64_t i = 0; i < context.numel(); ++i) {
+        context.data<std::int64_t>()[i] = i / per_rank == c.context_rank
+                                              ? mine.data<std::int64_t>()[i % per_rank]
+                                              : static_cast<std::int64_t>(made_up() % (c.seq_len / 2 + 1));
+      }
+      d_context = on_device(context);
+    }
     const Tensor start = random({E + 3}, 31);
     Tensor start_f64 = Tensor::empty({E + 3}, DType::f64);
     for (std::int64_t i = 0; i < E + 3; ++i) start_f64.data<double>()[i] = start.data<float>()[i];
@@ -145,8 +169,8 @@ TEST_F(CudaBackendTest, RouteTokensAndItsBackwardMatchTheCpu) {
     RoutedTokens device = outputs([&](const Shape& shape, DType type) { return backend_->empty(shape, type); });
     std::memcpy(host.totals.raw_data(), start_f64.raw_data(), start_f64.nbytes());
     device.totals = on_device(start_f64);
-    route_tokens(args, logits, host);
-    route_tokens(args, on_device(logits), device);
+    route_tokens(args, logits, host, context);
+    route_tokens(args, on_device(logits), device, d_context);
     auto same_bytes = [&](const Tensor& d, const Tensor& h, const char* what) {
       const Tensor got = backend_->copy_to_host(d);
       EXPECT_EQ(std::memcmp(got.raw_data(), h.raw_data(), h.nbytes()), 0) << what;
@@ -164,8 +188,9 @@ TEST_F(CudaBackendTest, RouteTokensAndItsBackwardMatchTheCpu) {
     }
     const Tensor grad_weight = random({N, k}, 32);
     Tensor grad_logits = Tensor::empty({N, E}), d_grad_logits = backend_->empty({N, E});
-    route_tokens_backward(args, logits, host.expert, grad_weight, 0.7, 0.3, grad_logits);
-    route_tokens_backward(args, on_device(logits), device.expert, on_device(grad_weight), 0.7, 0.3, d_grad_logits);
+    route_tokens_backward(args, logits, host.expert, grad_weight, 0.7, 0.3, grad_logits, context);
+    route_tokens_backward(args, on_device(logits), device.expert, on_device(grad_weight), 0.7, 0.3, d_grad_logits,
+                          d_context);
     expect_close(d_grad_logits, grad_logits, 1e-6, "grad_logits");
   }
 }

@@ -442,15 +442,17 @@ INSTANTIATE_TEST_SUITE_P(Experts, DeviceExpertParallel,
                                            EpCase{"llama_tp2_ep2_zero1", "llama", 2, 1, 2}),
                          [](const ::testing::TestParamInfo<EpCase>& info) { return std::string(info.param.name); });
 
-// Context parallelism on the device (np2: cp 2, GPT-2 and LLaMA-style with grouped K/V heads;
-// np4: cp 2 x dp 2 with ZeRO 1 and cp 2 x tp 2): ring attention's K/V and gradient rings over
-// NCCL, gradients summed over the dp x cp group; the same curve as the CPU engine of the layout
-// and a checkpoint the CPU engine resumes with bit-identical shards.
+// Context parallelism on the device (np2: cp 2, GPT-2 and LLaMA-style with grouped K/V heads,
+// MoE; np4: cp 2 x dp 2 with ZeRO 1, MoE there with ep 2, and cp 2 x tp 2): ring attention's K/V and gradient rings
+// over NCCL, gradients summed over the dp x cp group; the same curve as the CPU engine of the layout and a checkpoint
+// the CPU engine resumes with bit-identical shards.
 struct CpCase {
   const char* name;
   const char* architecture;
   int tp = 1, zero_stage_with_dp = 0;
   bool block_sparse = false;
+  int experts = 0;     // > 0: MoE (routing from every cp rank's choice counts)
+  int ep_with_dp = 1;  // the ep degree when the world leaves a dp degree
 };
 void PrintTo(const CpCase& c, std::ostream* out) { *out << c.name; }
 class DeviceContextParallel : public ::testing::TestWithParam<CpCase> {};
@@ -465,6 +467,8 @@ TEST_P(DeviceContextParallel, MatchesTheCpuEngineAndResumesThere) {
   const Layout layout{.tp = c.tp,
                       .zero_stage = with_dp ? c.zero_stage_with_dp : 0,
                       .architecture = c.architecture,
+                      .ep = with_dp ? c.ep_with_dp : 1,
+                      .experts = c.experts,
                       .cp = 2,
                       .block_sparse = c.block_sparse};
   const fs::path dir = shared_dir(comm, std::string("device_cp_") + c.name);
@@ -474,7 +478,8 @@ TEST_P(DeviceContextParallel, MatchesTheCpuEngineAndResumesThere) {
 INSTANTIATE_TEST_SUITE_P(Rings, DeviceContextParallel,
                          ::testing::Values(CpCase{"gpt2_cp2", "gpt2", 1, 1}, CpCase{"llama_cp2", "llama"},
                                            CpCase{"gpt2_cp2_tp2", "gpt2", 2},
-                                           CpCase{"llama_cp2_block_sparse", "llama", 1, 0, true}),
+                                           CpCase{"llama_cp2_block_sparse", "llama", 1, 0, true},
+                                           CpCase{"gpt2_moe_cp2", "gpt2", 1, 1, false, 4, 2}),
                          [](const ::testing::TestParamInfo<CpCase>& info) { return std::string(info.param.name); });
 
 // Local SGD (training.sync local) on the device (np2: dp 2, the outer step every 2 inner steps,

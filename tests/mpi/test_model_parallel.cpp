@@ -15,12 +15,13 @@
 // 2 with ZeRO-3 (LLaMA); 8 ranks: dp 4 (ep 2) x pp 2 with ZeRO-1. The checkpoint saved at ep > 1 resumes in one
 // process. Context parallelism (ring attention): 2 ranks: cp 2 (GPT-2, learned positions; LLaMA with GQA; LLaMA with
 // fixed block-sparse attention); 4 ranks: cp 4 (also with the per-head block selection), cp 2 x tp 2 with the
-// selection, cp 2 x tp 2 with sequence parallel, cp 2 x pp 2, dp 2 x cp 2 with ZeRO-3 and full recompute; 8 ranks: cp 2
-// x tp 2 x pp 2. The vocabulary (321, padded to 384) is not divisible by tp: the real vocabulary ends inside the last
-// tp rank's rows. Tolerance as in test_data_parallel.cpp (1e-4 absolute on the loss): the runs differ only in float32
-// summation order (tp partial products summed by all-reduce, gradients of replicated parameters, pipeline stage
-// boundaries are exact copies); the measured gaps are printed. The comparison can fail: test_data_parallel.cpp checks
-// that another seed moves the curve by > 1e-2.
+// selection, cp 2 x tp 2 with sequence parallel, cp 2 x pp 2, dp 2 x cp 2 with ZeRO-3 and full recompute; MoE at cp 2
+// (2 ranks: with capacity, dropless LLaMA with full recompute; 4 ranks: dp 2 x cp 2 with ep 2 and ZeRO-1, cp 2 x tp 2);
+// 8 ranks: cp 2 x tp 2 x pp 2. The vocabulary (321, padded to 384) is not divisible by tp: the real vocabulary ends
+// inside the last tp rank's rows. Tolerance as in test_data_parallel.cpp (1e-4 absolute on the loss): the runs differ
+// only in float32 summation order (tp partial products summed by all-reduce, gradients of replicated parameters,
+// pipeline stage boundaries are exact copies); the measured gaps are printed. The comparison can fail:
+// test_data_parallel.cpp checks that another seed moves the curve by > 1e-2.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -59,6 +60,7 @@ struct Layout {
   std::string recompute = "none";
   std::vector<std::string> pp_layers = {};  // explicit layers per stage; empty = even
   int experts = 0;                          // > 0: architecture moe with blocks of `architecture`
+  bool dropless = false;                    // moe: no capacity (else 12 per expert per sequence)
   bool block_sparse = false;                // fixed block-sparse attention (blocks of 4: window 1, 1 sink)
   double sparse_ratio = 0.0;                // > 0: with the per-head selection on top (at most 8 blocks)
 };
@@ -99,9 +101,10 @@ RunConfig layout_config(int rank, const fs::path& dir, const Layout& l, bool ser
     c.model.architecture = Architecture::moe;
     c.model.num_experts = l.experts;
     c.model.top_k = 2;
-    c.model.expert_capacity = 12;  // of 16 assignments per expert per sequence on average: drops
+    c.model.expert_capacity = l.dropless ? 0 : 12;  // of 16 assignments per expert per sequence on average: drops
     c.model.shared_experts = 1;
     c.model.expert_ffn_hidden = 48;
+    c.model.dropless = l.dropless;
   }
   if (l.block_sparse) {
     c.apply_override("model.attention.kind=block_sparse");
@@ -317,6 +320,22 @@ std::vector<Layout> layouts() {
                  .kv_heads = 2,
                  .recompute = "full"});
   all.push_back({.name = "cp2_tp2_pp2", .grid = {.tp = 2, .cp = 2, .pp = 2}});
+  // Mixture of experts under cp: capacity in whole-sequence token order and the load-balancing
+  // loss over whole sequences, from every cp rank's choice counts (ops/moe_routing.h).
+  all.push_back({.name = "cp2_moe", .grid = {.cp = 2}, .experts = 4});
+  all.push_back({.name = "cp2_moe_llama_dropless",
+                 .architecture = "llama",
+                 .grid = {.cp = 2},
+                 .kv_heads = 2,
+                 .recompute = "full",
+                 .experts = 4,
+                 .dropless = true});
+  all.push_back({.name = "dp2_cp2_ep2_zero1_moe",
+                 .grid = {.cp = 2, .ep = 2, .dp = 2},
+                 .zero_stage = 1,
+                 .accumulation = 2,
+                 .experts = 4});
+  all.push_back({.name = "cp2_tp2_moe", .grid = {.tp = 2, .cp = 2}, .experts = 4});
   return all;
 }
 

@@ -1,7 +1,9 @@
 // MoE routing ops (ops/moe_routing.h) on the CPU: deterministic top-k with ties, the per-sequence
 // capacity policy (exactly the named assignments dropped and counted), rows in expert order in
 // both layouts, the load-balancing and z losses against a float64 recomputation written here, and
-// route_tokens_backward against central differences of the objective it differentiates.
+// route_tokens_backward against central differences of the objective it differentiates; under
+// context parallelism, every cp rank's routing of its two chunks (from the all-gathered choice
+// counts) equals the whole sequences' routing of those tokens, totals summed over the ranks.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -335,6 +337,108 @@ TEST(MoeRouting, TotalsAreAddedToAndLeftAloneWhenUndefined) {
   out.totals = Tensor();
   route_tokens(args, l, out);  // nothing to add to: fine
   EXPECT_EQ(out.counts.data<std::int64_t>()[0], N);
+}
+
+// Context parallelism: B sequences of Tg tokens routed whole, and routed by cp simulated ranks
+// each holding chunks r and 2 cp - 1 - r of every sequence (count_route_choices, the counts
+// gathered, route_tokens with them). Per token the same experts, weights, drops and gradient
+// (bit for bit: the same float64 arithmetic on the same integers); each rank's rows name its
+// kept assignments; totals summed over the ranks equal the whole's.
+TEST(MoeRouting, ContextParallelRanksRouteAsTheWholeSequences) {
+  std::uint64_t seed = testing::fresh_seed();
+  MYRIAD_SEED_TRACE(seed);
+  const std::int64_t B = 2, Tg = 16, E = 5, k = 2, N = B * Tg;
+  int case_index = 0;
+  for (std::int64_t cp : {2, 4}) {
+    for (std::int64_t capacity : {-1, 4, 0}) {
+      for (bool sigmoid : {false, true}) {
+        for (bool padded : {false, true}) {
+          if (padded && capacity < 0) continue;
+          SCOPED_TRACE(::testing::Message() << "cp " << cp << " capacity " << capacity << (sigmoid ? " sigmoid" : "")
+                                            << (padded ? " padded" : ""));
+          const RouteArgs whole_args{
+              .top_k = k, .seq_len = Tg, .capacity = capacity, .sigmoid = sigmoid, .padded = padded};
+          Tensor logits = testing::random_tensor({N, E}, seed, 40 + case_index, -2.0f, 2.0f);
+          const Tensor grad_weight = testing::random_tensor({N, k}, seed, 60 + case_index);
+          ++case_index;
+          auto outputs = [&](const RouteArgs& args, std::int64_t n) {
+            return RoutedTokens{.expert = Tensor::empty({n, k}, DType::i32),
+                                .weight = Tensor::empty({n, k}),
+                                .slot = Tensor::empty({n, k}, DType::i32),
+                                .source = Tensor::empty({routed_rows(args, n, E)}, DType::i32),
+                                .counts = Tensor::empty({E}, DType::i64),
+                                .totals = Tensor::zeros({E + 3}, DType::f64)};
+          };
+          RoutedTokens whole = outputs(whole_args, N);
+          route_tokens(whole_args, logits, whole);
+          Tensor whole_grad = Tensor::empty({N, E});
+          route_tokens_backward(whole_args, logits, whole.expert, grad_weight, 0.7, 0.3, whole_grad);
+          // The global token of local token (b, row) on rank r.
+          const std::int64_t T = Tg / cp, c = T / 2;
+          auto global = [&](std::int64_t r, std::int64_t local) {
+            const std::int64_t b = local / T, row = local % T, half = row / c;
+            return b * Tg + (half == 0 ? r : 2 * cp - 1 - r) * c + row % c;
+          };
+          std::vector<RouteArgs> args(cp);
+          std::vector<Tensor> local_logits(cp), local_grad_weight(cp);
+          Tensor context = Tensor::empty({cp, B, 2, E}, DType::i64);
+          for (std::int64_t r = 0; r < cp; ++r) {
+            args[r] = RouteArgs{.top_k = k,
+                                .seq_len = T,
+                                .capacity = capacity,
+                                .sigmoid = sigmoid,
+                                .padded = padded,
+                                .context_ranks = cp,
+                                .context_rank = r};
+            local_logits[r] = Tensor::empty({B * T, E});
+            local_grad_weight[r] = Tensor::empty({B * T, k});
+            for (std::int64_t t = 0; t < B * T; ++t) {
+              local_logits[r].slice(0, t, t + 1).copy_from(logits.slice(0, global(r, t), global(r, t) + 1));
+              local_grad_weight[r].slice(0, t, t + 1).copy_from(grad_weight.slice(0, global(r, t), global(r, t) + 1));
+            }
+            Tensor mine = context.slice(0, r, r + 1).view({B, 2, E});
+            count_route_choices(args[r], local_logits[r], mine);
+          }
+          std::vector<double> summed(static_cast<std::size_t>(E + 3), 0.0);
+          for (std::int64_t r = 0; r < cp; ++r) {
+            RoutedTokens part = outputs(args[r], B * T);
+            route_tokens(args[r], local_logits[r], part, context);
+            Tensor grad = Tensor::empty({B * T, E});
+            route_tokens_backward(args[r], local_logits[r], part.expert, local_grad_weight[r], 0.7, 0.3, grad, context);
+            for (std::int64_t t = 0; t < B * T; ++t) {
+              const std::int64_t g = global(r, t);
+              for (std::int64_t j = 0; j < k; ++j) {
+                EXPECT_EQ(part.expert.data<std::int32_t>()[t * k + j], whole.expert.data<std::int32_t>()[g * k + j]);
+                EXPECT_EQ(part.weight.data<float>()[t * k + j], whole.weight.data<float>()[g * k + j]);
+                const std::int32_t slot = part.slot.data<std::int32_t>()[t * k + j];
+                EXPECT_EQ(slot < 0, whole.slot.data<std::int32_t>()[g * k + j] < 0) << "rank " << r << " token " << t;
+                if (slot >= 0) EXPECT_EQ(part.source.data<std::int32_t>()[slot], t);
+              }
+              for (std::int64_t e = 0; e < E; ++e)
+                EXPECT_EQ(grad.data<float>()[t * E + e], whole_grad.data<float>()[g * E + e]) << "rank " << r;
+            }
+            for (std::int64_t i = 0; i < E + 3; ++i) summed[i] += part.totals.data<double>()[i];
+          }
+          for (std::int64_t i = 0; i < E + 3; ++i)
+            EXPECT_NEAR(summed[i], whole.totals.data<double>()[i], 1e-12 * (1.0 + std::abs(summed[i]))) << i;
+          // A context whose own row is not these logits' choices is refused by name.
+          RoutedTokens part = outputs(args[0], B * T);
+          context.data<std::int64_t>()[0] += 1;
+          EXPECT_THROW(
+              {
+                try {
+                  route_tokens(args[0], local_logits[0], part, context);
+                } catch (const Error& e) {
+                  EXPECT_NE(std::string(e.what()).find("count_route_choices"), std::string::npos) << e.what();
+                  throw;
+                }
+              },
+              Error);
+          EXPECT_THROW(route_tokens(args[0], local_logits[0], part), Error);  // cp without the counts
+        }
+      }
+    }
+  }
 }
 
 }  // namespace

@@ -118,9 +118,11 @@ class CudaBackend final : public ops::Backend {
                             const RowIndexArgs& args) override;
   void combine_rows_backward(const Tensor& rows, const Tensor& slot, const Tensor& weight, const Tensor& grad_out,
                              Tensor& grad_rows, Tensor& grad_weight, const RowIndexArgs& args) override;
-  void route_tokens(const RouteArgs& args, const Tensor& logits, RoutedTokens& out) override;
+  void route_tokens(const RouteArgs& args, const Tensor& logits, RoutedTokens& out, const Tensor& context) override;
   void route_tokens_backward(const RouteArgs& args, const Tensor& logits, const Tensor& expert,
-                             const Tensor& grad_weight, double aux_scale, double z_scale, Tensor& grad_logits) override;
+                             const Tensor& grad_weight, double aux_scale, double z_scale, Tensor& grad_logits,
+                             const Tensor& context) override;
+  void count_route_choices(const RouteArgs& args, const Tensor& logits, Tensor& counts) override;
   void grouped_matmul_forward(const GroupedMatmulArgs& args, const Tensor& x, const Tensor& weight, const Tensor& bias,
                               const std::vector<std::int64_t>& offsets, Tensor& out) override;
   void grouped_matmul_backward(const GroupedMatmulArgs& args, const Tensor& x, const Tensor& weight,

@@ -126,6 +126,8 @@ void combine_rows_backward_f32(const float* rows, const std::int32_t* slot, cons
 // (padded only); source has source_rows entries. totals may be null (not computed) and is added to.
 // Scratch: at least route_tokens_scratch_bytes(shape) bytes of device memory, 8-byte aligned.
 // Sums over tokens use a fixed-order block reduction; nothing depends on the GPU or on timing.
+// Context parallelism (context_ranks > 1): `context` is the (cp, B, 2, E) all-gathered choice
+// counts (count_route_choices_f32 writes a rank's (B, 2, E)); null otherwise.
 constexpr std::int64_t kMaxRouteTopK = 16;
 struct RouteShape {
   std::int64_t tokens = 0, experts = 0, top_k = 1, seq_len = 1;
@@ -133,14 +135,20 @@ struct RouteShape {
   bool padded = false;            // the row layout (ops/moe_routing.h)
   std::int64_t expert_block = 0;  // padded: rows per expert
   bool sigmoid = false, normalize_top_k = true;
+  std::int64_t context_ranks = 1, context_rank = 0;
 };
 std::int64_t route_tokens_scratch_bytes(const RouteShape& shape);
-void route_tokens_f32(const RouteShape& shape, const float* logits, std::int32_t* expert, float* weight,
-                      std::int32_t* slot, std::int32_t* source, std::int64_t source_rows, std::int64_t* counts,
-                      double* totals, void* scratch, std::int64_t scratch_bytes, cudaStream_t stream);
-void route_tokens_backward_f32(const RouteShape& shape, const float* logits, const std::int32_t* expert,
-                               const float* grad_weight, double aux_scale, double z_scale, float* grad_logits,
-                               void* scratch, std::int64_t scratch_bytes, cudaStream_t stream);
+void route_tokens_f32(const RouteShape& shape, const float* logits, const std::int64_t* context, std::int32_t* expert,
+                      float* weight, std::int32_t* slot, std::int32_t* source, std::int64_t source_rows,
+                      std::int64_t* counts, double* totals, void* scratch, std::int64_t scratch_bytes,
+                      cudaStream_t stream);
+void route_tokens_backward_f32(const RouteShape& shape, const float* logits, const std::int64_t* context,
+                               const std::int32_t* expert, const float* grad_weight, double aux_scale, double z_scale,
+                               float* grad_logits, void* scratch, std::int64_t scratch_bytes, cudaStream_t stream);
+// counts (B, chunks, E): chunks = 2 under context parallelism, else 1.
+std::int64_t count_route_choices_scratch_bytes(const RouteShape& shape);
+void count_route_choices_f32(const RouteShape& shape, const float* logits, std::int64_t* counts, void* scratch,
+                             std::int64_t scratch_bytes, cudaStream_t stream);
 
 // ---- Per-group bias of a grouped linear layer, f32 (kernels/moe/group_bias.cu) ----------------
 // Groups of consecutive rows [offsets[g], offsets[g + 1]) of x (rows, cols); offsets: groups + 1

@@ -52,8 +52,10 @@ class RankGrid {
   // Which group of `axis` the rank belongs to: equal for all members, distinct across groups,
   // in [0, world / size(axis)) — usable as an MPI_Comm_split colour.
   int group_id(Axis axis, int rank) const;
-  // The ranks holding the same experts as `rank` (same tp, cp, pp and dp % ep), by dp / ep; and
-  // an id equal for its members, distinct across such groups (an MPI_Comm_split colour).
+  // The ranks holding the same experts as `rank` (same tp, pp and dp % ep; every cp rank, which
+  // routes other chunks of the same sequences to the same experts), by dp / ep, then cp; and an
+  // id equal for its members, distinct across such groups (an MPI_Comm_split colour). Expert
+  // gradients sum over it, as the dense ones over data_context_group.
   std::vector<int> expert_data_group(int rank) const;
   int expert_data_group_id(int rank) const;
   // The ranks that hold the same parameters as `rank` and train on different tokens (same tp and

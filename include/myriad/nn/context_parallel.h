@@ -12,6 +12,8 @@
 //                                `recv` (same shape) from the previous one; neither tensor may be
 //                                touched until the returned transfer's wait()
 //   all_gather(in, out)          every rank's `in`, back to back along dim 0 of out, in rank order
+//                                (stream-ordered on a device group: out is ready for the work
+//                                queued after it, the host does not wait)
 // Tensors live where the model computes (host or device). Collective: ranks call in one order.
 #pragma once
 

@@ -24,6 +24,11 @@
 // expert indices [r E/ep, (r + 1) E/ep)), so checkpoints keep experts by global index.
 // Activations live in MoeActivations (sizes depend on the routing: allocated by forward, freed by
 // backward). Gradient contract: parameter grads accumulate; grad_h is written.
+// Context parallelism: the layer routes its rank's two chunks of every sequence as the whole
+// sequence would be routed (capacity in whole-sequence token order, the load-balance loss over the
+// whole sequence): count_route_choices, an all-gather of the counts over cp (choice_context), then
+// route_tokens with them (ops/moe_routing.h). Expert gradients then sum over the expert-data group,
+// which spans cp.
 // Tensor parallelism splits only the dense parts of the model: every rank of a tp group holds the
 // same MoE layer (replicated parameters, primary on tp rank 0, Parameter::tp_partial) and the
 // block hands each rank its share of the micro-batch's sequences (B / tp whole sequences: the
@@ -59,6 +64,7 @@ struct MoeActivations {
                                       // (MoeLayerStats::totals) the routing adds to, or undefined
   RouteArgs route;                    // how the tokens were routed (layout included)
   Tensor logits;                      // (N, E) router logits (the routing's backward reads them)
+  Tensor context;                     // cp > 1: every cp rank's choice counts (ops/moe_routing.h)
   RoutedTokens routing;               // expert, weight, slot (N, k); source (R); counts (E)
   std::vector<std::int64_t> offsets;  // (E + 1) rows of each expert in `source` order
   ExpertExchange exchange;
@@ -77,13 +83,16 @@ struct MoeLayerStats {
   int layer = 0;
   Tensor totals;  // (E + 3) f64: a row of the model's totals, set on the first recorded forward
   std::int64_t assignments = 0, sequences = 0, tokens = 0;
-  void count(std::int64_t routed_tokens, std::int64_t seq_len, std::int64_t top_k);
+  // A forward's routing; a sequence split over cp ranks counts once (on cp rank 0).
+  void count(std::int64_t routed_tokens, const RouteArgs& route);
   // `totals` read to the host (one transfer; empty before the first recorded micro-batch).
   std::vector<double> host_totals() const;
 };
 
-// The row layout of a layer computing at `placement` (see above).
-RouteArgs moe_route_args(const MoeSpec& spec, std::int64_t seq_len, const ops::Placement& placement);
+// The routing of a layer computing at `placement` with local sequences of `seq_len` tokens: the
+// row layout (see above), the capacity of the whole sequence (cp seq_len tokens) and the cp place.
+RouteArgs moe_route_args(const MoeSpec& spec, std::int64_t seq_len, const ops::Placement& placement,
+                         const ContextParallel& cp);
 
 class MoeLayer {
  public:
@@ -101,6 +110,8 @@ class MoeLayer {
  private:
   // The rows of each expert (a.offsets) and how they reach this rank's experts (a.exchange).
   void plan_rows(MoeActivations& a, const ops::Placement& placement, const Tensor& counts_pair) const;
+  // cp > 1: the choice counts of every cp rank (count_route_choices, all-gathered on the stream).
+  Tensor choice_context(const MoeActivations& a) const;
   Tensor dispatch(const Tensor& rows, const MoeActivations& a) const;     // rows in plan order -> local
   Tensor undispatch(const Tensor& local, const MoeActivations& a) const;  // local -> plan order
 

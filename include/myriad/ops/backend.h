@@ -125,9 +125,11 @@ class Backend : public ExecutionContext {
                                      const Tensor& grad_out, Tensor& grad_rows, Tensor& grad_weight,
                                      const RowIndexArgs& args);
   // The router's decisions and their gradient (ops/moe_routing.h).
-  virtual void route_tokens(const RouteArgs& args, const Tensor& logits, RoutedTokens& out);
+  virtual void route_tokens(const RouteArgs& args, const Tensor& logits, RoutedTokens& out, const Tensor& context);
   virtual void route_tokens_backward(const RouteArgs& args, const Tensor& logits, const Tensor& expert,
-                                     const Tensor& grad_weight, double aux_scale, double z_scale, Tensor& grad_logits);
+                                     const Tensor& grad_weight, double aux_scale, double z_scale, Tensor& grad_logits,
+                                     const Tensor& context);
+  virtual void count_route_choices(const RouteArgs& args, const Tensor& logits, Tensor& counts);
   virtual void grouped_matmul_forward(const GroupedMatmulArgs& args, const Tensor& x, const Tensor& weight,
                                       const Tensor& bias, const std::vector<std::int64_t>& offsets, Tensor& out);
   virtual void grouped_matmul_backward(const GroupedMatmulArgs& args, const Tensor& x, const Tensor& weight,

@@ -39,6 +39,17 @@
 // with respect to the logits, the choice and the drops held fixed (`expert` from the forward).
 // The arithmetic runs in float64 on every backend (the model passes coef * T * loss_scale and
 // coef * loss_scale as the scales); backends agree to float64 rounding of exp/log.
+// Context parallelism (args.context_ranks = cp > 1, nn/context_parallel.h): each of the B local
+// sequences of T = args.seq_len tokens is two chunks of c = T / 2 tokens — global chunks
+// context_rank and 2 cp - 1 - context_rank — of a sequence of Tg = cp T tokens, and routing is
+// defined on the whole sequence as above (capacity in global token order, f and P over Tg
+// tokens). The ranks first count their top-k choices per chunk (count_route_choices: (B, 2, E)
+// i64, before dropping), all-gather them over cp into `context` (cp, B, 2, E), and pass that to
+// route_tokens and its backward: an assignment's place in its expert's capacity order then starts
+// from the choices of the sequence's earlier chunks (held by any rank), and f comes from every
+// chunk's choices. Each rank computes its own tokens' outputs; its totals hold its own tokens'
+// assignments, drops and z-loss, and its share E sum_e f_e (sum of its tokens' p_e) / Tg of the
+// load-balance loss, so totals summed over the cp ranks equal those of the whole sequences.
 #pragma once
 
 #include <cstdint>
@@ -54,6 +65,9 @@ struct RouteArgs {
   bool sigmoid = false;         // scores: sigmoid per expert instead of softmax over experts
   bool normalize_top_k = true;  // combine weights = chosen scores / their sum
   bool padded = false;          // row layout (above); needs capacity >= 0
+  // Context parallelism (above): the cp group's size and this rank's place in it.
+  std::int64_t context_ranks = 1, context_rank = 0;
+  std::int64_t chunks() const { return context_ranks > 1 ? 2 : 1; }  // per local sequence
 };
 
 struct RoutedTokens {
@@ -65,14 +79,18 @@ std::int64_t expert_block_rows(const RouteArgs& args, std::int64_t tokens);
 // R: the length of `source` for N tokens and E experts in the args' layout.
 std::int64_t routed_rows(const RouteArgs& args, std::int64_t tokens, std::int64_t experts);
 
-void route_tokens(const RouteArgs& args, const Tensor& logits, RoutedTokens& out);
+// `context` (cp, B, 2, E) i64: required when args.context_ranks > 1, undefined otherwise.
+void route_tokens(const RouteArgs& args, const Tensor& logits, RoutedTokens& out, const Tensor& context = Tensor());
 void route_tokens_backward(const RouteArgs& args, const Tensor& logits, const Tensor& expert, const Tensor& grad_weight,
-                           double aux_scale, double z_scale, Tensor& grad_logits);
+                           double aux_scale, double z_scale, Tensor& grad_logits, const Tensor& context = Tensor());
+// counts (B, args.chunks(), E) i64 written: each local chunk's top-k choices per expert.
+void count_route_choices(const RouteArgs& args, const Tensor& logits, Tensor& counts);
 
 namespace cpu {
-void route_tokens(const RouteArgs& args, const Tensor& logits, RoutedTokens& out);
+void route_tokens(const RouteArgs& args, const Tensor& logits, RoutedTokens& out, const Tensor& context);
 void route_tokens_backward(const RouteArgs& args, const Tensor& logits, const Tensor& expert, const Tensor& grad_weight,
-                           double aux_scale, double z_scale, Tensor& grad_logits);
+                           double aux_scale, double z_scale, Tensor& grad_logits, const Tensor& context);
+void count_route_choices(const RouteArgs& args, const Tensor& logits, Tensor& counts);
 }  // namespace cpu
 
 }  // namespace myriad

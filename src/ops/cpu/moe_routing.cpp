@@ -1,6 +1,9 @@
 // CPU MoE routing (ops/moe_routing.h): one serial pass per step of the definition, in float64,
 // in token order — the reference the device kernels are tested against. The chosen experts of
-// the backward's `expert` are checked against [0, E) (they index the scores).
+// the backward's `expert` are checked against [0, E) (they index the scores). Under context
+// parallelism the whole-sequence quantities (the choices before each local chunk, the sequence's
+// choices per expert) come from the all-gathered counts, whose own row must equal this rank's
+// choices (checked: a context from other logits is an error, not a silent misrouting).
 #include <algorithm>
 #include <cmath>
 #include <limits>
@@ -36,17 +39,72 @@ double balance_prob(const double* s, double score_sum, std::int64_t e, bool sigm
   return sigmoid ? s[e] / score_sum : s[e];
 }
 
-// Assignments per (sequence, expert) before dropping: (B, E).
-std::vector<std::int64_t> routed_per_sequence(const std::int32_t* expert, std::int64_t N, std::int64_t E,
-                                              std::int64_t k, std::int64_t T) {
-  std::vector<std::int64_t> routed(static_cast<std::size_t>(N / T * E), 0);
-  for (std::int64_t a = 0; a < N * k; ++a) ++routed[static_cast<std::size_t>(a / k / T * E + expert[a])];
-  return routed;
+// The top_k experts of one token by score into order[0, k) (order: E entries).
+void choose(const double* s, std::int64_t k, std::vector<int>& order) {
+  std::iota(order.begin(), order.end(), 0);
+  std::partial_sort(order.begin(), order.begin() + k, order.end(), [s](int a, int b) {
+    const double ka = choice_key(s[a]), kb = choice_key(s[b]);
+    return ka > kb || (ka == kb && a < b);
+  });
+}
+
+// Choices per (sequence, local chunk, expert) before dropping: (B, chunks, E).
+std::vector<std::int64_t> choices_per_chunk(const RouteArgs& args, const std::int32_t* expert, std::int64_t N,
+                                            std::int64_t E) {
+  const std::int64_t k = args.top_k, chunk_len = args.seq_len / args.chunks();
+  std::vector<std::int64_t> counts(static_cast<std::size_t>(N / chunk_len * E), 0);
+  for (std::int64_t a = 0; a < N * k; ++a) ++counts[static_cast<std::size_t>(a / k / chunk_len * E + expert[a])];
+  return counts;
+}
+
+// What routing needs of the whole sequences: per (b, local chunk, e) the choices in the sequence's
+// earlier tokens outside the chunk, per (b, e) the sequence's choices, and its length Tg.
+struct WholeSequences {
+  std::int64_t length = 0;
+  std::vector<std::int64_t> before, choices;
+};
+
+WholeSequences whole_sequences(const RouteArgs& args, const std::int32_t* expert, std::int64_t N, std::int64_t E,
+                               const Tensor& context) {
+  const std::int64_t B = N / args.seq_len, H = args.chunks();
+  const std::vector<std::int64_t> mine = choices_per_chunk(args, expert, N, E);
+  WholeSequences w{.length = args.seq_len * args.context_ranks,
+                   .before = std::vector<std::int64_t>(static_cast<std::size_t>(B * H * E), 0),
+                   .choices = std::vector<std::int64_t>(static_cast<std::size_t>(B * E), 0)};
+  if (args.context_ranks == 1) {
+    for (std::size_t i = 0; i < mine.size(); ++i) w.choices[i] = mine[i];
+    return w;
+  }
+  const std::int64_t cp = args.context_ranks, me = args.context_rank;
+  const std::int64_t* gathered = context.data<std::int64_t>();  // (cp, B, 2, E)
+  auto global_chunk = [cp](std::int64_t rank, std::int64_t half) { return half == 0 ? rank : 2 * cp - 1 - rank; };
+  for (std::int64_t i = 0; i < B * 2 * E; ++i) {
+    MYRIAD_CHECK(gathered[me * B * 2 * E + i] == mine[static_cast<std::size_t>(i)],
+                 "route_tokens: the context's row for context rank "
+                     << me << " holds " << gathered[me * B * 2 * E + i] << " choices of expert " << i % E
+                     << " in sequence " << i / (2 * E) << ", chunk " << i / E % 2 << ", but these logits make "
+                     << mine[static_cast<std::size_t>(i)] << " (count_route_choices of other logits?)");
+  }
+  for (std::int64_t r = 0; r < cp; ++r) {
+    for (std::int64_t b = 0; b < B; ++b) {
+      for (std::int64_t half = 0; half < 2; ++half) {
+        const std::int64_t* n = gathered + ((r * B + b) * 2 + half) * E;
+        for (std::int64_t e = 0; e < E; ++e) {
+          w.choices[static_cast<std::size_t>(b * E + e)] += n[e];
+          for (std::int64_t h = 0; h < 2; ++h) {
+            if (global_chunk(r, half) < global_chunk(me, h))
+              w.before[static_cast<std::size_t>((b * 2 + h) * E + e)] += n[e];
+          }
+        }
+      }
+    }
+  }
+  return w;
 }
 
 }  // namespace
 
-void route_tokens(const RouteArgs& args, const Tensor& logits_in, RoutedTokens& out) {
+void route_tokens(const RouteArgs& args, const Tensor& logits_in, RoutedTokens& out, const Tensor& context) {
   const std::int64_t N = logits_in.size(0), E = logits_in.size(1), k = args.top_k, T = args.seq_len, B = N / T;
   const float* logits = logits_in.data<float>();
   auto* expert = out.expert.data<std::int32_t>();
@@ -54,18 +112,16 @@ void route_tokens(const RouteArgs& args, const Tensor& logits_in, RoutedTokens& 
   auto* slot = out.slot.data<std::int32_t>();
   auto* source = out.source.data<std::int32_t>();
   auto* counts = out.counts.data<std::int64_t>();
-  // Scores, choice and weights per token; the z-loss and the load-balance P per sequence.
+  // Scores, choice and weights per token; the z-loss and this rank's part of each sequence's
+  // load-balance P (over the whole sequence's Tg tokens).
+  const double Tg = static_cast<double>(T * args.context_ranks);
   std::vector<double> s(static_cast<std::size_t>(E)), P(static_cast<std::size_t>(B * E), 0.0);
   std::vector<int> order(static_cast<std::size_t>(E));
   double z_sum = 0.0;
   for (std::int64_t t = 0; t < N; ++t) {
     const double lse = token_scores(logits + t * E, E, args.sigmoid, s.data());
     z_sum += lse * lse;
-    std::iota(order.begin(), order.end(), 0);
-    std::partial_sort(order.begin(), order.begin() + k, order.end(), [&s](int a, int b) {
-      const double ka = choice_key(s[a]), kb = choice_key(s[b]);
-      return ka > kb || (ka == kb && a < b);
-    });
+    choose(s.data(), k, order);
     double chosen = 0.0, score_sum = 0.0;
     for (std::int64_t j = 0; j < k; ++j) chosen += s[order[j]];
     for (std::int64_t e = 0; e < E; ++e) score_sum += s[e];
@@ -74,16 +130,17 @@ void route_tokens(const RouteArgs& args, const Tensor& logits_in, RoutedTokens& 
       weight[t * k + j] = static_cast<float>(args.normalize_top_k ? s[order[j]] / chosen : s[order[j]]);
     }
     double* P_b = P.data() + t / T * E;
-    for (std::int64_t e = 0; e < E; ++e)
-      P_b[e] += balance_prob(s.data(), score_sum, e, args.sigmoid) / static_cast<double>(T);
+    for (std::int64_t e = 0; e < E; ++e) P_b[e] += balance_prob(s.data(), score_sum, e, args.sigmoid) / Tg;
   }
+  const WholeSequences whole = whole_sequences(args, expert, N, E, context);
   // Capacity per sequence, granted in token (then choice) order: rank = the assignment's place
-  // among its sequence's assignments to the same expert.
+  // among its sequence's assignments to the same expert, counting the earlier chunks' first.
+  const std::int64_t H = args.chunks(), chunk_len = T / H;
   std::vector<std::int64_t> rank(static_cast<std::size_t>(N * k)), taken(static_cast<std::size_t>(E));
   std::fill(counts, counts + E, 0);
-  for (std::int64_t b = 0; b < B; ++b) {
-    std::fill(taken.begin(), taken.end(), 0);
-    for (std::int64_t a = b * T * k; a < (b + 1) * T * k; ++a) {
+  for (std::int64_t chunk = 0; chunk < B * H; ++chunk) {
+    std::copy_n(whole.before.begin() + chunk * E, E, taken.begin());
+    for (std::int64_t a = chunk * chunk_len * k; a < (chunk + 1) * chunk_len * k; ++a) {
       const std::int64_t r = taken[static_cast<std::size_t>(expert[a])]++;
       rank[static_cast<std::size_t>(a)] = r;
       if (args.capacity < 0 || r < args.capacity) ++counts[expert[a]];
@@ -107,16 +164,19 @@ void route_tokens(const RouteArgs& args, const Tensor& logits_in, RoutedTokens& 
     source[row] = static_cast<std::int32_t>(a / k);
   }
   if (!out.totals.defined()) return;
-  // Totals: assignments per expert, drops, the load-balance loss per sequence, the z-loss.
-  const std::vector<std::int64_t> routed = routed_per_sequence(expert, N, E, k, T);
+  // Totals: this rank's assignments per expert, drops, its share of the load-balance loss per
+  // sequence (f from the whole sequence), the z-loss.
+  const std::vector<std::int64_t> mine = choices_per_chunk(args, expert, N, E);
   double* totals = out.totals.data<double>();
   double aux_sum = 0.0;
   for (std::int64_t b = 0; b < B; ++b) {
     double aux = 0.0;
     for (std::int64_t e = 0; e < E; ++e) {
-      const double f = static_cast<double>(routed[static_cast<std::size_t>(b * E + e)]) / static_cast<double>(T * k);
+      const double f =
+          static_cast<double>(whole.choices[static_cast<std::size_t>(b * E + e)]) / (Tg * static_cast<double>(k));
       aux += f * P[static_cast<std::size_t>(b * E + e)];
-      totals[e] += static_cast<double>(routed[static_cast<std::size_t>(b * E + e)]);
+      for (std::int64_t h = 0; h < H; ++h)
+        totals[e] += static_cast<double>(mine[static_cast<std::size_t>((b * H + h) * E + e)]);
     }
     aux_sum += static_cast<double>(E) * aux;
   }
@@ -126,7 +186,8 @@ void route_tokens(const RouteArgs& args, const Tensor& logits_in, RoutedTokens& 
 }
 
 void route_tokens_backward(const RouteArgs& args, const Tensor& logits_in, const Tensor& expert_in,
-                           const Tensor& grad_weight_in, double aux_scale, double z_scale, Tensor& grad_logits) {
+                           const Tensor& grad_weight_in, double aux_scale, double z_scale, Tensor& grad_logits,
+                           const Tensor& context) {
   const std::int64_t N = logits_in.size(0), E = logits_in.size(1), k = args.top_k, T = args.seq_len;
   const float* logits = logits_in.data<float>();
   const auto* expert = expert_in.data<std::int32_t>();
@@ -137,21 +198,22 @@ void route_tokens_backward(const RouteArgs& args, const Tensor& logits_in, const
                                                                                    << a / k << ", " << a % k
                                                                                    << "] is outside [0, " << E << ")");
   }
-  const std::vector<std::int64_t> routed = routed_per_sequence(expert, N, E, k, T);
+  const WholeSequences whole = whole_sequences(args, expert, N, E, context);
+  const double Tg = static_cast<double>(whole.length);
   std::vector<double> s(static_cast<std::size_t>(E)), ds(static_cast<std::size_t>(E));
   for (std::int64_t t = 0; t < N; ++t) {
     const double lse = token_scores(logits + t * E, E, args.sigmoid, s.data());
-    const std::int64_t* routed_b = routed.data() + t / T * E;
+    const std::int64_t* choices_b = whole.choices.data() + t / T * E;
     const std::int32_t* chosen = expert + t * k;
     const float* g = grad_weight + t * k;
     double Z = 0.0, score_sum = 0.0;
     for (std::int64_t j = 0; j < k; ++j) Z += s[chosen[j]];
     for (std::int64_t e = 0; e < E; ++e) score_sum += s[e];
-    // Load balance: d aux_s / d p_e = E f_e / T, through p's normalisation for sigmoid scores.
+    // Load balance: d aux_s / d p_e = E f_e / Tg, through p's normalisation for sigmoid scores.
     double dp_dot_p = 0.0;
     for (std::int64_t e = 0; e < E; ++e) {
-      const double dp = aux_scale * static_cast<double>(E) * static_cast<double>(routed_b[e]) /
-                        static_cast<double>(T * k) / static_cast<double>(T);
+      const double dp =
+          aux_scale * static_cast<double>(E) * static_cast<double>(choices_b[e]) / (Tg * static_cast<double>(k)) / Tg;
       ds[static_cast<std::size_t>(e)] = dp;
       dp_dot_p += dp * balance_prob(s.data(), score_sum, e, args.sigmoid);
     }
@@ -175,6 +237,21 @@ void route_tokens_backward(const RouteArgs& args, const Tensor& logits_in, const
       if (z_scale != 0.0) d += z_scale * 2.0 * lse * std::exp(static_cast<double>(logits[t * E + e]) - lse);
       dl[e] = static_cast<float>(d);
     }
+  }
+}
+
+void count_route_choices(const RouteArgs& args, const Tensor& logits_in, Tensor& counts) {
+  const std::int64_t N = logits_in.size(0), E = logits_in.size(1), k = args.top_k;
+  const std::int64_t chunk_len = args.seq_len / args.chunks();
+  const float* logits = logits_in.data<float>();
+  auto* out = counts.data<std::int64_t>();
+  std::fill(out, out + counts.numel(), 0);
+  std::vector<double> s(static_cast<std::size_t>(E));
+  std::vector<int> order(static_cast<std::size_t>(E));
+  for (std::int64_t t = 0; t < N; ++t) {
+    token_scores(logits + t * E, E, args.sigmoid, s.data());
+    choose(s.data(), k, order);
+    for (std::int64_t j = 0; j < k; ++j) ++out[t / chunk_len * E + order[j]];
   }
 }
 

@@ -1,4 +1,4 @@
-// collect_moe_metrics: the model's per-layer routing counts summed over dp, tp and pp in one i64
+// collect_moe_metrics: the model's per-layer routing counts summed over dp x cp, tp and pp in one i64
 // all-reduce each, the loss sums in one float64 rank-order reduction each (layers a rank does not
 // hold contribute zeros). The layers' totals are read from where the model computes in one transfer.
 #include "myriad/train/metrics/moe_metrics.h"
@@ -9,7 +9,7 @@
 
 namespace myriad::train {
 
-std::vector<MoeLayerMetrics> collect_moe_metrics(const nn::GptModel& model, distributed::Communicator& dp,
+std::vector<MoeLayerMetrics> collect_moe_metrics(const nn::GptModel& model, distributed::Communicator& data,
                                                  distributed::Communicator& tp, distributed::Communicator& pp) {
   const nn::TransformerConfig& c = model.config();
   if (!c.moe.enabled()) return {};
@@ -39,7 +39,7 @@ std::vector<MoeLayerMetrics> collect_moe_metrics(const nn::GptModel& model, dist
     row[E + 2] = s.sequences;
     row[E + 3] = s.tokens;
   }
-  for (distributed::Communicator* group : {&dp, &tp, &pp}) {
+  for (distributed::Communicator* group : {&data, &tp, &pp}) {
     group->all_reduce(counts);
     losses = distributed::sum_over_ranks(*group, losses);
   }
