@@ -77,7 +77,9 @@ static void write_back(CudaBackend& backend, const HeadsOperand& operand) {
 }
 
 // A block-sparse layout's CSR arrays in device scratch for one call (the kernels read them there;
-// BlockLayout holds them in host vectors), and the shape the kernels take. A layout's block_size
+// BlockLayout holds them in host vectors), or a selection's fixed-capacity layout read in place
+// (its rows are CSR rows r capacity apart, padded with blocks past the sequence, which the kernels
+// skip), and the shape the kernels take. A layout's block_size
 // must be a multiple of the CUDA-core kernels' query tile (kFlashAttentionLayoutTile) so that a
 // tile of query rows lies in one layout block; anything else is refused here, naming the op.
 struct FlashProblem {
@@ -99,6 +101,19 @@ static FlashProblem flash_problem(CudaBackend& backend, const char* op, const At
                                 .q_offset = args.q_offset,
                                 .k_offset = args.k_offset,
                                 .accumulate = args.accumulate};
+  if (args.selected != nullptr) {  // a selection's layout, already on the device: read in place
+    const SelectedBlocks& s = *args.selected;
+    MYRIAD_CHECK(s.block_size % kFlashAttentionLayoutTile == 0,
+                 op << " on " << q.device().str() << ": the CUDA attention kernels need a layout block_size that is "
+                    << "a multiple of " << kFlashAttentionLayoutTile << " (their query tile), got " << s.block_size
+                    << "; use such a block size or training.device cpu");
+    p.shape.layout = FlashAttentionLayout{.row_begin = s.row_begin.data<std::int64_t>(),
+                                          .key_blocks = s.key_blocks.data<std::int32_t>(),
+                                          .block_size = s.block_size,
+                                          .query_blocks = s.query_blocks,
+                                          .sets = s.sets};
+    return p;
+  }
   if (args.layout == nullptr) return p;
   const BlockLayout& layout = *args.layout;
   MYRIAD_CHECK(layout.block_size % kFlashAttentionLayoutTile == 0,

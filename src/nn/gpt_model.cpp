@@ -136,6 +136,17 @@ void GptModel::reset_moe_stats() {
   for (MoeLayerStats& stats : moe_stats_) stats.assignments = stats.sequences = stats.tokens = 0;
 }
 
+BlockSelectionStats GptModel::attention_stats() const {
+  BlockSelectionStats stats = attention_stats_;
+  if (selection_totals_.defined()) stats.add(selection_stats(placement_.to_host(selection_totals_)));
+  return stats;
+}
+
+void GptModel::reset_attention_stats() {
+  attention_stats_ = BlockSelectionStats{};
+  if (selection_totals_.defined()) zero(selection_totals_);  // where the model computes: nothing waits
+}
+
 Tensor GptModel::moe_totals_on_host() const {
   return moe_totals_.defined() ? placement_.to_host(moe_totals_) : Tensor();
 }
@@ -347,7 +358,12 @@ std::int64_t GptModel::forward_chunk(int chunk, int slot_index, const Tensor& id
       moe_stats_[row].totals = moe_totals_.slice(0, row, row + 1).view({config_.moe.num_experts + 3});
       s.blocks[i].moe->stats = moe_stats_[row].totals;
     }
+    if (recording_stats_ && !placement_.on_host() && config_.attention.selects()) {  // the selection adds its stats
+      if (!selection_totals_.defined()) selection_totals_ = placement_.zeros({5}, DType::f64);
+      s.blocks[i].selection_totals = selection_totals_;
+    }
     blocks_[i].forward(store_, s.residual[r], s.residual[r + 1], s.blocks[i], b.scratch);
+    s.blocks[i].selection_totals = Tensor();  // a recompute's forward adds nothing
     round_to_format(s.residual[r + 1], activation_precision_);
     release_block(i, Pass::forward);
     if (recording_stats_) attention_stats_.add(s.blocks[i].selection);

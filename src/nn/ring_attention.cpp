@@ -20,9 +20,12 @@ Tensor half_rows(const Tensor& x, int half, int64_t c) { return x.slice(2, half 
 // Chunk `half` of rank `owner`'s two.
 int64_t chunk_of(int owner, int half, int size) { return half == 0 ? owner : 2 * size - 1 - owner; }
 
-// Whether any query of chunk qi may see a key of chunk ki (causal mask, layout rows).
+// Whether any query of chunk qi may see a key of chunk ki (causal mask, layout rows). A selected
+// layout stays on its device (no host read inside a step): its pairs run, and the kernels skip
+// the key blocks it does not list (a row that sees none merges as lse = -inf).
 bool pair_visible(const AttentionArgs& args, int64_t qi, int64_t ki, int64_t c) {
   if (args.causal && ki > qi) return false;
+  if (args.selected != nullptr) return true;
   const BlockLayout* layout = args.layout;
   if (layout == nullptr) return true;
   const int64_t bs = layout->block_size;

@@ -231,29 +231,26 @@ void TransformerBlock::row_parallel_output(const Tensor& in, const Parameter& we
   add_into(out, residual);
 }
 
-// The (B, H, T, D) host view of (B, T, H, D) heads: the heads themselves on the host, a copy else.
-static Tensor host_heads(const Tensor& bthd_heads) {
-  if (bthd_heads.device().is_cpu()) return bhtd(bthd_heads);
-  const ops::Placement p = ops::placement_of(bthd_heads, "heads");
-  Tensor dense = p.empty(bthd_heads.shape());
-  copy(bthd_heads, dense);
-  return bhtd(p.to_host(dense));
-}
-
 // Dense attention's arguments, or block-sparse ones with this forward's layout (kept in `a` for
-// backward; the selection reads q and k: model.attention, nn/block_selection.h).
+// backward; the selection reads q and k: model.attention, nn/block_selection.h). On a device the
+// selection runs where q and k are (ops/block_selection.h): its fixed-capacity layout stays there
+// and its stats go to a.selection_totals, so nothing waits on the host; on the host it is the
+// compressed BlockLayout.
 AttentionArgs TransformerBlock::attention_args(const Tensor& q, const Tensor& k, BlockActivations& a) const {
   AttentionArgs args;
   a.selection = BlockSelectionStats{};
-  if (!config_.attention.block_sparse()) {
-    a.layout.reset();
+  a.layout.reset();
+  a.selected.reset();
+  if (!config_.attention.block_sparse()) return args;
+  const float scale = attention_scale(args, config_.head_dim());
+  if (config_.attention.selects() && !q.device().is_cpu()) {
+    a.selected = std::make_shared<const SelectedBlocks>(
+        selected_blocks(config_.attention, bhtd(q), bhtd(k), scale, split_.context_parallel(), a.selection_totals));
+    args.selected = a.selected.get();
     return args;
   }
-  const float scale = attention_scale(args, config_.head_dim());
-  const bool reads = config_.attention.selects();
-  const Tensor q_heads = reads ? host_heads(q) : bhtd(q), k_heads = reads ? host_heads(k) : bhtd(k);
   a.layout = std::make_shared<const BlockLayout>(
-      attention_layout(config_.attention, q_heads, k_heads, scale, split_.context_parallel(), &a.selection));
+      attention_layout(config_.attention, bhtd(q), bhtd(k), scale, split_.context_parallel(), &a.selection));
   args.layout = a.layout.get();
   return args;
 }
@@ -416,7 +413,8 @@ void TransformerBlock::backward(ParameterStore& store, const Tensor& x, const Bl
   Tensor dq_h = bhtd(dq), dk_h = bhtd(dk), dv_h = bhtd(dv);
   AttentionArgs args;
   args.layout = a.layout.get();
-  MYRIAD_CHECK(!config_.attention.block_sparse() || args.layout != nullptr,
+  args.selected = a.selected.get();
+  MYRIAD_CHECK(!config_.attention.block_sparse() || args.layout != nullptr || args.selected != nullptr,
                "attention: layer " << layer_ << " backward without its forward's block layout");
   ring_attention_backward(split_.context_parallel(), args, bhtd(q), bhtd(k), bhtd(v), att_heads, a.lse, d_att_heads,
                           dq_h, dk_h, dv_h);

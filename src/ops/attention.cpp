@@ -65,6 +65,23 @@ Shape check_qkv(const char* op, const AttentionArgs& args, const Tensor& q, cons
   MYRIAD_CHECK(args.q_offset >= 0 && args.k_offset >= 0,
                op << ": offsets must be >= 0, got q_offset=" << args.q_offset << " k_offset=" << args.k_offset);
   if (args.layout != nullptr) check_layout(op, *args.layout, args, B * Hq, T, k.size(2));
+  if (args.selected != nullptr) {
+    const SelectedBlocks& s = *args.selected;
+    MYRIAD_CHECK(args.layout == nullptr, op << ": both a layout and a selected layout are given");
+    const std::int64_t bs = s.block_size, covered = s.query_blocks * bs, rows = s.sets * s.query_blocks;
+    MYRIAD_CHECK(s.sets == B * Hq && bs >= 1 && s.capacity >= 1,
+                 op << ": the selected layout has " << s.sets << " sets of block_size " << bs << ", capacity "
+                    << s.capacity << ", expected B * Hq = " << B * Hq << " sets");
+    MYRIAD_CHECK(args.q_offset % bs == 0 && args.k_offset % bs == 0 && args.q_offset + T <= covered &&
+                     args.k_offset + k.size(2) <= covered,
+                 op << ": q_offset " << args.q_offset << " / k_offset " << args.k_offset
+                    << " are not on the selected layout's grid of " << s.query_blocks << " blocks of " << bs);
+    ops::check_shape(op, "selected.key_blocks", s.key_blocks, {rows, s.capacity});
+    ops::check_shape(op, "selected.row_begin", s.row_begin, {rows + 1});
+    ops::check_shape(op, "selected.counts", s.counts, {rows});
+    MYRIAD_CHECK(s.key_blocks.device() == q.device() && s.row_begin.device() == q.device(),
+                 op << ": the selected layout is on " << s.key_blocks.device().str() << ", q on " << q.device().str());
+  }
   return Shape{B, Hq, T};
 }
 
@@ -78,6 +95,16 @@ void check_attention_like(const char* op, const char* name, const Tensor& t, con
   ops::check_dtype(op, name, t, DType::f32);
   ops::check_shape(op, name, t, like.shape());
   check_head_layout(op, name, t);
+}
+
+// The CPU op's args: a selected layout as its compressed copy in `layout`.
+AttentionArgs host_args(const AttentionArgs& args, BlockLayout& layout) {
+  if (args.selected == nullptr) return args;
+  layout = compact_layout(*args.selected);
+  AttentionArgs host = args;
+  host.selected = nullptr;
+  host.layout = &layout;
+  return host;
 }
 
 }  // namespace
@@ -95,7 +122,10 @@ void attention_forward(const AttentionArgs& args, const Tensor& q, const Tensor&
   check_lse(op, "lse", lse, lse_shape);
   const std::initializer_list<ops::NamedTensor> tensors = {
       {"q", &q}, {"k", &k}, {"v", &v}, {"out", &out}, {"lse", &lse}};
-  if (ops::check_same_device(op, tensors).is_cpu()) return cpu::attention_forward(args, q, k, v, out, lse);
+  if (ops::check_same_device(op, tensors).is_cpu()) {
+    BlockLayout layout;
+    return cpu::attention_forward(host_args(args, layout), q, k, v, out, lse);
+  }
   ops::backend_of(op, tensors).attention_forward(args, q, k, v, out, lse);
 }
 
@@ -114,7 +144,8 @@ void attention_backward(const AttentionArgs& args, const Tensor& q, const Tensor
       {"out", &out},       {"lse", &lse},       {"grad_out", &grad_out},
       {"grad_q", &grad_q}, {"grad_k", &grad_k}, {"grad_v", &grad_v}};
   if (ops::check_same_device(op, tensors).is_cpu()) {
-    return cpu::attention_backward(args, q, k, v, out, lse, grad_out, grad_q, grad_k, grad_v);
+    BlockLayout layout;
+    return cpu::attention_backward(host_args(args, layout), q, k, v, out, lse, grad_out, grad_q, grad_k, grad_v);
   }
   ops::backend_of(op, tensors).attention_backward(args, q, k, v, out, lse, grad_out, grad_q, grad_k, grad_v);
 }

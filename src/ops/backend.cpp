@@ -84,6 +84,10 @@ void Backend::combine_rows_backward(const Tensor&, const Tensor&, const Tensor&,
                                     const RowIndexArgs&) {
   unsupported("combine_rows_backward");
 }
+void Backend::block_means(const Tensor&, std::int64_t, Tensor&) { unsupported("block_means"); }
+void Backend::select_blocks(const BlockSelectArgs&, const Tensor&, const Tensor&, SelectedBlocks&, Tensor&) {
+  unsupported("select_blocks");
+}
 void Backend::route_tokens(const RouteArgs&, const Tensor&, RoutedTokens&, const Tensor&) {
   unsupported("route_tokens");
 }

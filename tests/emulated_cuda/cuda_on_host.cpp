@@ -611,8 +611,16 @@ static AttentionArgs flash_args(const char* op, const FlashAttentionShape& s, st
   layout.block_size = s.layout.block_size;
   layout.query_blocks = s.layout.query_blocks;
   layout.sets = s.layout.sets;
-  layout.row_begin.assign(s.layout.row_begin, s.layout.row_begin + s.layout.sets * s.layout.query_blocks + 1);
-  layout.key_blocks.assign(s.layout.key_blocks, s.layout.key_blocks + layout.row_begin.back());
+  // Entries past the sequence (>= query_blocks: a selection's padding, which the kernels skip)
+  // are dropped, leaving the compressed rows the CPU op reads.
+  const std::int64_t rows = s.layout.sets * s.layout.query_blocks;
+  layout.row_begin.assign(1, 0);
+  for (std::int64_t r = 0; r < rows; ++r) {
+    for (std::int64_t e = s.layout.row_begin[r]; e < s.layout.row_begin[r + 1]; ++e) {
+      if (s.layout.key_blocks[e] < s.layout.query_blocks) layout.key_blocks.push_back(s.layout.key_blocks[e]);
+    }
+    layout.row_begin.push_back(layout.kept_blocks());
+  }
   args.layout = &layout;
   return args;
 }
@@ -960,6 +968,50 @@ void combine_rows_backward_f32(const float* rows, const std::int32_t* slot, cons
   Tensor gr = W(grad_rows, {R, C}), gw = W(grad_weight, {tokens, k});
   combine_rows_backward(W(rows, {R, C}), routing_indices(slot, tokens * k, R, bad).view({tokens, k}),
                         W(weight, {tokens, k}), W(go, {tokens, C}), gr, gw);
+}
+// Block selection: the CPU ops on the launchers' arguments.
+void block_means_f32(const float* x, float* out, std::int64_t B, std::int64_t H, std::int64_t T, std::int64_t D,
+                     std::int64_t stride_b, std::int64_t stride_h, std::int64_t stride_t, std::int64_t block_size,
+                     cudaStream_t launch_stream) {
+  emulated::check_launch_device(launch_stream);
+  const std::int64_t nb = blocks_covering(T, block_size);
+  const std::int64_t span =
+      B == 0 || H == 0 || T == 0 ? 0 : (B - 1) * stride_b + (H - 1) * stride_h + (T - 1) * stride_t + D;
+  const Tensor in = Tensor::from_storage(
+      Storage::wrap(const_cast<float*>(x), static_cast<std::size_t>(span) * sizeof(float), Device::cpu(), [](void*) {}),
+      {B, H, T, D}, {stride_b, stride_h, stride_t, 1}, 0, DType::f32);
+  Tensor o = W(out, {B, H, nb, D});
+  block_means(in, block_size, o);
+}
+void select_blocks_f32(const BlockSelectShape& s, const float* qbar, const float* kbar, std::int32_t* key_blocks,
+                       std::int64_t* row_begin, std::int32_t* counts, double* mass, double* totals,
+                       cudaStream_t launch_stream) {
+  emulated::check_launch_device(launch_stream);
+  const BlockSelectArgs args{
+      .fixed = {.local_blocks = s.local_blocks, .global_blocks = s.global_blocks, .stride_blocks = s.stride_blocks},
+      .block_size = s.block_size,
+      .sparse_ratio = s.sparse_ratio,
+      .threshold = s.threshold,
+      .max_blocks = s.max_blocks,
+      .scale = s.scale,
+      .seq_len = s.seq_len,
+      .chunk_blocks = s.chunk_blocks,
+      .chunk0 = s.chunk0,
+      .chunk1 = s.chunk1};
+  const std::int64_t nb = s.query_blocks, rows = s.batch * s.q_heads * nb;
+  MYRIAD_CHECK(s.capacity == selection_capacity(args, nb),
+               "select_blocks_f32: capacity " << s.capacity << ", the args give " << selection_capacity(args, nb));
+  SelectedBlocks out{.block_size = s.block_size,
+                     .query_blocks = nb,
+                     .sets = s.batch * s.q_heads,
+                     .capacity = s.capacity,
+                     .key_blocks = W(key_blocks, {rows, s.capacity}, DType::i32),
+                     .row_begin = W(row_begin, {rows + 1}, DType::i64),
+                     .counts = W(counts, {rows}, DType::i32),
+                     .mass = W(mass, {rows}, DType::f64)};
+  Tensor t = totals != nullptr ? W(totals, {5}, DType::f64) : Tensor();
+  select_blocks(args, W(qbar, {s.batch, s.q_heads, nb, s.head_dim}), W(kbar, {s.batch, s.kv_heads, nb, s.head_dim}),
+                out, t);
 }
 // MoE routing: the CPU op on the launcher's arguments (no scratch needed).
 std::int64_t route_tokens_scratch_bytes(const RouteShape&) { return 8; }

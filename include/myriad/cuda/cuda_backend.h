@@ -19,8 +19,9 @@
 // rows — the view (B, T, W) -> (B, T, H, D) -> (B, H, T, D) the model makes of its fused qkv and
 // attention output (strides [T*W, D, W, 1]), packed for the flash kernels (head dim 64 or 128) and
 // unpacked after; k and v may have another row count and global offset than q, and a
-// block-sparse layout (host BlockLayout) is uploaded to device scratch on each call (its
-// block_size a multiple of 32, the kernels' query tile); attention_merge takes out / part_out of
+// block-sparse layout is a host BlockLayout (a fixed pattern: uploaded to device scratch on each
+// call) or a selection's SelectedBlocks already on the device (read in place, no upload), its
+// block_size a multiple of 32, the kernels' query tile; attention_merge takes out / part_out of
 // either kind and contiguous lse. RoPE takes (B, T, H, D) tensors that are contiguous or such rows of heads
 // (strides [T*W, W, D, 1]). copy() reads a contiguous source of any float type (f32 <-> bf16 / f16
 // by the conversion kernels; bf16 <-> f16 through f32) or an f32 view of either kind of heads.
@@ -119,6 +120,10 @@ class CudaBackend final : public ops::Backend {
   void combine_rows_backward(const Tensor& rows, const Tensor& slot, const Tensor& weight, const Tensor& grad_out,
                              Tensor& grad_rows, Tensor& grad_weight, const RowIndexArgs& args) override;
   void route_tokens(const RouteArgs& args, const Tensor& logits, RoutedTokens& out, const Tensor& context) override;
+  // Block selection (cuda_backend_block_selection.cpp): the layout stays on the device.
+  void block_means(const Tensor& x, std::int64_t block_size, Tensor& out) override;
+  void select_blocks(const BlockSelectArgs& args, const Tensor& qbar, const Tensor& kbar, SelectedBlocks& out,
+                     Tensor& totals) override;
   void route_tokens_backward(const RouteArgs& args, const Tensor& logits, const Tensor& expert,
                              const Tensor& grad_weight, double aux_scale, double z_scale, Tensor& grad_logits,
                              const Tensor& context) override;

@@ -162,6 +162,33 @@ void add_group_bias_f32(float* x, const float* bias, const std::int64_t* offsets
 void group_column_sums_accumulate_f32(const float* x, float* out, const std::int64_t* offsets, std::int64_t groups,
                                       std::int64_t rows, std::int64_t cols, cudaStream_t stream);
 
+// ---- Block selection of block-sparse attention (kernels/attention/block_selection.cu) ---------
+// The contract of ops/block_selection.h on device memory.
+//   block_means_f32    out (B, H, nb, D) contiguous = the float64 means, in row order, of the
+//                      rows of each block of x (B, H, T, D) with strides (sb, sh, st, 1)
+//   select_blocks_f32  the fixed-capacity layout (key_blocks (R, capacity) padded with
+//                      query_blocks, row_begin (R + 1) = r capacity, counts (R), mass (R)) from
+//                      qbar (B, Hq, nb, D) and kbar (B, Hkv, nb, D) contiguous; totals (5 f64)
+//                      added to when not null (one thread, rows in order: no atomics)
+// One block per layout row: f32 scores in d order, float64 weights, the kept blocks by repeated
+// block-wide arg-max (equal weights to the lower block, NaN lowest). Scores need nb * 9 bytes of
+// shared memory per block (block_select_smem_bytes; up to the device's opt-in limit).
+struct BlockSelectShape {
+  std::int64_t batch = 0, q_heads = 0, kv_heads = 0, query_blocks = 0, head_dim = 0, capacity = 1;
+  std::int64_t block_size = 64, seq_len = 0;
+  std::int64_t local_blocks = 0, global_blocks = 0, stride_blocks = 0;  // the fixed pattern
+  double sparse_ratio = 0.0, threshold = 0.0;
+  std::int64_t max_blocks = 0;
+  float scale = 1.0f;
+  std::int64_t chunk_blocks = 0, chunk0 = 0, chunk1 = 0;  // rows wanted (chunk_blocks 0: all)
+};
+void block_means_f32(const float* x, float* out, std::int64_t B, std::int64_t H, std::int64_t T, std::int64_t D,
+                     std::int64_t stride_b, std::int64_t stride_h, std::int64_t stride_t, std::int64_t block_size,
+                     cudaStream_t stream);
+void select_blocks_f32(const BlockSelectShape& shape, const float* qbar, const float* kbar, std::int32_t* key_blocks,
+                       std::int64_t* row_begin, std::int32_t* counts, double* mass, double* totals,
+                       cudaStream_t stream);
+
 // ---- Flash attention, causal or not, GQA, head dim 64 / 128 (kernels/attention/flash_attention.cu)
 // q, out, grad_out, grad_q: (batch, q_heads, q_seq, head_dim) contiguous; k, v, grad_k, grad_v:
 // (batch, kv_heads, k_seq, head_dim); lse: (batch, q_heads, q_seq) f32, written by the forward and

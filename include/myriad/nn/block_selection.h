@@ -27,6 +27,7 @@
 #include "myriad/nn/context_parallel.h"
 #include "myriad/nn/transformer_config.h"
 #include "myriad/ops/block_layout.h"
+#include "myriad/ops/block_selection.h"
 
 namespace myriad::nn {
 
@@ -41,6 +42,11 @@ struct BlockSelectionStats {
   void add(const BlockSelectionStats& other);
 };
 
+// The select_blocks op's arguments for `spec` (every row wanted) over a sequence of seq_len.
+BlockSelectArgs select_args(const AttentionSpec& spec, float scale, std::int64_t seq_len);
+// The stats of select_blocks' totals (5 host f64: ops/block_selection.h); zeros when undefined.
+BlockSelectionStats selection_stats(const Tensor& totals);
+
 // The layout for q (B, Hq, T, D) and k (B, Hkv, T, D) (host f32, any strides with unit-stride D;
 // read only when the spec selects), with `scale` the attention's. Adds to *stats when given.
 BlockLayout attention_layout(const AttentionSpec& spec, const Tensor& q, const Tensor& k, float scale,
@@ -53,5 +59,13 @@ BlockLayout attention_layout(const AttentionSpec& spec, const Tensor& q, const T
 // group of one is the overload above.
 BlockLayout attention_layout(const AttentionSpec& spec, const Tensor& q, const Tensor& k, float scale,
                              const ContextParallel& cp, BlockSelectionStats* stats);
+
+// The selection where q and k are (host or device, f32 (B, H, T_local, D) views with unit-stride
+// D; spec.selects()): the fixed-capacity layout of ops/block_selection.h, with the rows of this
+// rank's query blocks filled, adding its stats to `totals` (5 f64 on q's device) when defined.
+// Nothing is read back to the host: under cp the block means are all-gathered on their device
+// (stream-ordered on a device communicator). attention_layout is its compressed host view.
+SelectedBlocks selected_blocks(const AttentionSpec& spec, const Tensor& q, const Tensor& k, float scale,
+                               const ContextParallel& cp, Tensor& totals);
 
 }  // namespace myriad::nn

@@ -116,9 +116,11 @@ class GptModel final : public PipelineStage {
   // host in one transfer: (blocks, E + 3) f64; undefined before the first recorded forward.
   Tensor moe_totals_on_host() const;
   void reset_moe_stats();
-  // Block-sparse attention: what this rank's forwards kept since the last reset (every local block).
-  const BlockSelectionStats& attention_stats() const { return attention_stats_; }
-  void reset_attention_stats() { attention_stats_ = BlockSelectionStats{}; }
+  // Block-sparse attention: what this rank's forwards kept since the last reset (every local block):
+  // the host selections' counts plus a device selection's totals, read to the host in one transfer
+  // (so call it with the step's metrics, not inside a step).
+  BlockSelectionStats attention_stats() const;
+  void reset_attention_stats();
   // Whether forwards add to the MoE and attention telemetry (on by default). A forward whose batch
   // runs again before the update (the research API's forward(), then backward()'s pass) turns it
   // off, so that each token is counted once.
@@ -200,6 +202,7 @@ class GptModel final : public PipelineStage {
   Tensor moe_totals_;                     // (moe_stats_, E + 3) f64 where the model computes
   std::vector<int> moe_stat_of_block_;    // per local block: index into moe_stats_ or -1
   BlockSelectionStats attention_stats_;
+  Tensor selection_totals_;  // (5) f64 where the model computes: a device selection's stats
   UnitHooks* hooks_ = nullptr;
   DType activation_precision_ = DType::f32;
 };

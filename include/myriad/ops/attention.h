@@ -7,7 +7,7 @@
 // is plain multi-head attention, Hkv = 1 multi-query), j runs over the visible keys, and scale =
 // 1 / sqrt(D) unless args.scale is set. Query row i sits at global position args.q_offset + i and
 // key row j at args.k_offset + j; key j is visible to query i when (causal) its position is not
-// after the query's, and (with args.layout) its block is listed for the query's block and head
+// after the query's, and (with args.layout or args.selected) its block is listed for the query's block and head
 // (ops/block_layout.h: block-sparse attention). A query row that sees no key gets out = 0 and
 // lse = -inf, so partial results over disjoint key sets merge exactly (attention_merge: ring
 // attention over context-parallel ranks).
@@ -34,6 +34,7 @@
 
 #include "myriad/core/tensor.h"
 #include "myriad/ops/block_layout.h"
+#include "myriad/ops/block_selection.h"
 
 namespace myriad {
 
@@ -47,6 +48,10 @@ struct AttentionArgs {
   std::int64_t k_offset = 0;            // global position of k's row 0
   const BlockLayout* layout = nullptr;  // block-sparse: only the listed key blocks; null = all
   bool accumulate = false;              // backward adds into grad_q / grad_k / grad_v
+  // Block-sparse with a selection's fixed-capacity layout (ops/block_selection.h) on the tensors'
+  // device instead of `layout` (at most one of the two): the CUDA kernels read it in place; the
+  // CPU reads its compressed copy.
+  const SelectedBlocks* selected = nullptr;
 };
 
 // out, lse <- the attention over the union of two disjoint key sets, from out, lse (one set) and

@@ -22,6 +22,7 @@
 #include "myriad/ops/adamw.h"
 #include "myriad/ops/attention.h"
 #include "myriad/ops/bias_add.h"
+#include "myriad/ops/block_selection.h"
 #include "myriad/ops/compression.h"
 #include "myriad/ops/cross_entropy.h"
 #include "myriad/ops/elementwise.h"
@@ -130,6 +131,10 @@ class Backend : public ExecutionContext {
                                      const Tensor& grad_weight, double aux_scale, double z_scale, Tensor& grad_logits,
                                      const Tensor& context);
   virtual void count_route_choices(const RouteArgs& args, const Tensor& logits, Tensor& counts);
+  // Block-sparse attention's selection (ops/block_selection.h).
+  virtual void block_means(const Tensor& x, std::int64_t block_size, Tensor& out);
+  virtual void select_blocks(const BlockSelectArgs& args, const Tensor& qbar, const Tensor& kbar, SelectedBlocks& out,
+                             Tensor& totals);
   virtual void grouped_matmul_forward(const GroupedMatmulArgs& args, const Tensor& x, const Tensor& weight,
                                       const Tensor& bias, const std::vector<std::int64_t>& offsets, Tensor& out);
   virtual void grouped_matmul_backward(const GroupedMatmulArgs& args, const Tensor& x, const Tensor& weight,
