@@ -55,6 +55,7 @@ struct Layout {
   int cp = 1;
   bool local_sgd = false, outer_overlap = false;  // training.sync local: 2 inner steps per outer step
   bool block_sparse = false;                      // fixed block-sparse attention, blocks of 64 (sequences of 256)
+  double sparse_ratio = 0.0;                      // > 0 (block_sparse): the per-head selection on top
   bool hierarchical = false;                      // parallel.dp_reduce hierarchical over 2 simulated nodes
   GradientCompression compression = GradientCompression::none;  // int8 / topk (ratio 0.05)
   bool onebit_adam = false;                                     // freeze_step 3: steps 4 and 5 compressed
@@ -100,6 +101,7 @@ struct EnginePair {
       c.apply_override("model.attention.block_size=64");
       c.apply_override("model.attention.local_blocks=1");
       c.apply_override("model.attention.global_blocks=1");
+      c.model.sparse_ratio = layout.sparse_ratio;
     }
     if (layout.local_sgd) {
       c.training.sync = SyncMode::local;
@@ -442,17 +444,19 @@ INSTANTIATE_TEST_SUITE_P(Experts, DeviceExpertParallel,
                                            EpCase{"llama_tp2_ep2_zero1", "llama", 2, 1, 2}),
                          [](const ::testing::TestParamInfo<EpCase>& info) { return std::string(info.param.name); });
 
-// Context parallelism on the device (np2: cp 2, GPT-2 and LLaMA-style with grouped K/V heads,
-// MoE; np4: cp 2 x dp 2 with ZeRO 1, MoE there with ep 2, and cp 2 x tp 2): ring attention's K/V and gradient rings
-// over NCCL, gradients summed over the dp x cp group; the same curve as the CPU engine of the layout and a checkpoint
-// the CPU engine resumes with bit-identical shards.
+// Context parallelism on the device (np2: cp 2, GPT-2 and LLaMA-style with grouped K/V heads;
+// fixed block-sparse and with the per-head selection on the device; MoE; np4: cp 2 x dp 2 with
+// ZeRO 1, MoE there with ep 2, and cp 2 x tp 2): ring attention's K/V and gradient rings over
+// NCCL, gradients summed over the dp x cp group; the same curve as the CPU engine of the layout
+// and a checkpoint the CPU engine resumes with bit-identical shards.
 struct CpCase {
   const char* name;
   const char* architecture;
   int tp = 1, zero_stage_with_dp = 0;
   bool block_sparse = false;
-  int experts = 0;     // > 0: MoE (routing from every cp rank's choice counts)
-  int ep_with_dp = 1;  // the ep degree when the world leaves a dp degree
+  double sparse_ratio = 0.0;  // > 0: the per-head selection, on the device
+  int experts = 0;            // > 0: MoE (routing from every cp rank's choice counts)
+  int ep_with_dp = 1;         // the ep degree when the world leaves a dp degree
 };
 void PrintTo(const CpCase& c, std::ostream* out) { *out << c.name; }
 class DeviceContextParallel : public ::testing::TestWithParam<CpCase> {};
@@ -470,7 +474,8 @@ TEST_P(DeviceContextParallel, MatchesTheCpuEngineAndResumesThere) {
                       .ep = with_dp ? c.ep_with_dp : 1,
                       .experts = c.experts,
                       .cp = 2,
-                      .block_sparse = c.block_sparse};
+                      .block_sparse = c.block_sparse,
+                      .sparse_ratio = c.sparse_ratio};
   const fs::path dir = shared_dir(comm, std::string("device_cp_") + c.name);
   expect_matches_the_cpu_engine_and_resumes_there(world, dir, layout);
 }
@@ -479,7 +484,8 @@ INSTANTIATE_TEST_SUITE_P(Rings, DeviceContextParallel,
                          ::testing::Values(CpCase{"gpt2_cp2", "gpt2", 1, 1}, CpCase{"llama_cp2", "llama"},
                                            CpCase{"gpt2_cp2_tp2", "gpt2", 2},
                                            CpCase{"llama_cp2_block_sparse", "llama", 1, 0, true},
-                                           CpCase{"gpt2_moe_cp2", "gpt2", 1, 1, false, 4, 2}),
+                                           CpCase{"llama_cp2_block_selection", "llama", 1, 0, true, 0.5},
+                                           CpCase{"gpt2_moe_cp2", "gpt2", 1, 1, false, 0.0, 4, 2}),
                          [](const ::testing::TestParamInfo<CpCase>& info) { return std::string(info.param.name); });
 
 // Local SGD (training.sync local) on the device (np2: dp 2, the outer step every 2 inner steps,
