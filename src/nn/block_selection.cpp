@@ -1,4 +1,7 @@
-// Block-sparse layouts: the fixed pattern, or the per-head selection (nn/block_selection.h).
+// Block-sparse layouts: the fixed pattern, or the per-head selection (nn/block_selection.h) over
+// the ops of ops/block_selection.h, where q and k are: the device keeps its fixed-capacity layout
+// (selected_blocks), the host takes its compressed copy (attention_layout). Under cp the block
+// means are all-gathered on their device (stream-ordered on a device group).
 #include "myriad/nn/block_selection.h"
 
 #include <functional>

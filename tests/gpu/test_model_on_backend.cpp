@@ -4,7 +4,8 @@
 // recompute mode, both families (GPT-2: LayerNorm, GELU, learned positions, tied head; LLaMA:
 // RMSNorm, SwiGLU, RoPE, grouped-query attention), evaluation-only forwards and logits. Runs on a
 // GPU (label gpu) and, in every CI run, on the emulated CUDA layer. KV-cache decoding on the
-// backend equals the host's.
+// backend equals the host's; block-sparse attention selecting per head selects on the device as
+// the host does (the same blocks and stats).
 #include <gtest/gtest.h>
 
 #include "cuda_backend_fixture.h"
@@ -49,7 +50,8 @@ class ModelOnBackendTest : public CudaBackendTest {
   // `precision` bf16: both models compute as training.precision bf16 does (residual stream rounded,
   // every GEMM on bf16 operands); a GPU sums the GEMMs in another order, which a bf16 rounding can
   // turn into one bf16 step (2^-8) of a value, hence the looser bounds.
-  void expect_same_step(const nn::TransformerConfig& config, Recompute mode, DType precision = DType::f32) {
+  void expect_same_step(const nn::TransformerConfig& config, Recompute mode, DType precision = DType::f32,
+                        std::int64_t T = 32) {
     SCOPED_TRACE(::testing::Message() << "recompute " << static_cast<int>(mode));
     const bool low = precision != DType::f32;
     const double loss_tolerance = low ? 2e-3 : 1e-5, grad_tolerance = low ? 5e-2 : 1e-4;
@@ -63,13 +65,19 @@ class ModelOnBackendTest : public CudaBackendTest {
     EXPECT_EQ(testing::to_f64(backend_->copy_to_host(device.parameters().flat_values())),
               testing::to_f64(host.parameters().flat_values()))
         << "the device model starts from the host model's values";
-    const Batch batch = make_batch(2, 32, config.vocab_size);
+    const Batch batch = make_batch(2, T, config.vocab_size);
     for (int micro = 0; micro < 2; ++micro) {  // two micro-batches: gradients accumulate
       const nn::LossSum h = host.forward_backward(batch.ids, batch.targets, 1.0f / 57.0f, mode);
       const nn::LossSum d = device.forward_backward(batch.ids, batch.targets, 1.0f / 57.0f, mode);
       EXPECT_EQ(d.tokens, h.tokens);
       EXPECT_NEAR(d.sum, h.sum, loss_tolerance * std::abs(h.sum)) << "micro-batch " << micro;
     }
+    const nn::BlockSelectionStats kept_h = host.attention_stats(), kept_d = device.attention_stats();
+    EXPECT_EQ(kept_d.query_blocks, kept_h.query_blocks);
+    EXPECT_EQ(kept_d.kept_blocks, kept_h.kept_blocks);
+    EXPECT_EQ(kept_d.causal_blocks, kept_h.causal_blocks);
+    EXPECT_EQ(kept_d.selecting_rows, kept_h.selecting_rows);
+    EXPECT_NEAR(kept_d.estimated_mass, kept_h.estimated_mass, 1e-6 * (1.0 + kept_h.estimated_mass));
     const double gap =
         relative_gap(backend_->copy_to_host(device.parameters().flat_grads()), host.parameters().flat_grads(), *this);
     EXPECT_LE(gap, grad_tolerance) << "largest gradient difference relative to the largest gradient";
@@ -91,6 +99,18 @@ TEST_F(ModelOnBackendTest, Gpt2FamilyEqualsTheHostModelInEveryRecomputeMode) {
 TEST_F(ModelOnBackendTest, Bf16ComputeEqualsTheHostModel) {
   expect_same_step(nn::TransformerConfig::gpt2(200, 2, 2, 128, 64), Recompute::none, DType::bf16);
   expect_same_step(nn::TransformerConfig::llama(200, 2, 2, 1, 128, 64), Recompute::selective, DType::bf16);
+}
+
+// Block-sparse attention selecting its blocks per head: the device model selects on the device
+// (its layout read in place by the flash kernels, its stats added there) as the host selects.
+TEST_F(ModelOnBackendTest, SelectingBlockSparseEqualsTheHostModel) {
+  nn::TransformerConfig config = nn::TransformerConfig::llama(200, 2, 2, 1, 128, 128);
+  config.attention.kind = nn::AttentionKind::block_sparse;
+  config.attention.block_size = 32;
+  config.attention.fixed = FixedBlockPattern{.local_blocks = 0, .global_blocks = 1};
+  config.attention.sparse_ratio = 0.6;
+  config.attention.max_blocks = 1;
+  for (Recompute mode : {Recompute::none, Recompute::full}) expect_same_step(config, mode, DType::f32, 128);
 }
 
 TEST_F(ModelOnBackendTest, LlamaFamilyEqualsTheHostModel) {

@@ -15,6 +15,7 @@
 //              is below sparse_ratio, fewer than max_blocks were added (0: no cap) and
 //              w >= threshold * max w (threshold is relative to the heaviest block: an absolute
 //              weight would drop every block of a long sequence, where weights are ~1 / blocks).
+// Equal weights go to the lower block; a NaN weight is the lowest and never kept.
 // Block 0 reads only itself. The selection is not differentiated: gradients flow through the kept
 // blocks, never through the choice. Results depend only on q and k (not on threads or layout).
 // Cost: O(T^2 / block_size^2 * D) for the scores (matmuls in chunks of query blocks, memory

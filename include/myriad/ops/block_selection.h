@@ -22,6 +22,9 @@
 //                            (qb >= 1), [4] the sum of their mass, taken in row order from 0
 // Rows wanted: all (chunk_blocks 0), or under context parallelism those in chunks chunk0 / chunk1
 // of chunk_blocks blocks (the others are empty: count 0, all padding). R = B Hq nb.
+// Memory: 4 R cap bytes of key blocks: with max_blocks 0 (no cap) cap = nb, so the layout grows as
+// B Hq nb^2; set a cap for long sequences. The CUDA kernel holds a row's nb weights in shared
+// memory (9 nb bytes: nb up to ~25,000 on an H100).
 // The CPU op is the reference (and gives the layouts nn::attention_layout has always given: the
 // same f32 matmul scores in chunks of 256 query blocks); the CUDA kernel takes the same steps in
 // the same order, so layouts agree except where rounding of exp / dot products breaks a tie.
