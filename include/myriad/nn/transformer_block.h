@@ -35,23 +35,26 @@
 namespace myriad::nn {
 
 struct BlockActivations {
-  Tensor ln1_mean, ln1_rstd;                       // (B, T)        layernorm: mean unused for rmsnorm
-  Tensor h1;                                       // (B, T, C)     norm1 output
-  Tensor qkv;                                      // (B, T, QKV)
-  Tensor q_rot, k_rot;                             // (B, T, Hq, D), (B, T, Hkv, D): RoPE only
-  Tensor att;                                      // (B, T, C)     attention output, heads concatenated
-  Tensor lse;                                      // (B, Hq, T)
-  Tensor x_mid;                                    // (B, T, C)     residual after attention
-  Tensor ln2_mean, ln2_rstd;                       // (B, T)
-  Tensor h2;                                       // (B, T, C)     norm2 output
-  Tensor fc;                                       // (B, T, F)     GELU input, or SwiGLU gate
-  Tensor up;                                       // (B, T, F)     SwiGLU only
-  Tensor act;                                      // (B, T, F)     MLP activation
-  std::shared_ptr<MoeActivations> moe;             // MoE blocks: the expert MLP's (sizes set by the routing)
-  std::shared_ptr<const BlockLayout> layout;       // block-sparse attention: the forward's layout
-  std::shared_ptr<const SelectedBlocks> selected;  // ... or a device selection's (stays on the device)
-  BlockSelectionStats selection;                   // ... and what a host layout kept (the last forward's)
-  Tensor selection_totals;                         // set by the model: a device selection adds its stats here
+  Tensor ln1_mean, ln1_rstd;                  // (B, T)        layernorm: mean unused for rmsnorm
+  Tensor h1;                                  // (B, T, C)     norm1 output
+  Tensor qkv;                                 // (B, T, QKV)
+  Tensor q_rot, k_rot;                        // (B, T, Hq, D), (B, T, Hkv, D): RoPE only
+  Tensor att;                                 // (B, T, C)     attention output, heads concatenated
+  Tensor lse;                                 // (B, Hq, T)
+  Tensor x_mid;                               // (B, T, C)     residual after attention
+  Tensor ln2_mean, ln2_rstd;                  // (B, T)
+  Tensor h2;                                  // (B, T, C)     norm2 output
+  Tensor fc;                                  // (B, T, F)     GELU input, or SwiGLU gate
+  Tensor up;                                  // (B, T, F)     SwiGLU only
+  Tensor act;                                 // (B, T, F)     MLP activation
+  std::shared_ptr<MoeActivations> moe;        // MoE blocks: the expert MLP's (sizes set by the routing)
+  std::shared_ptr<const BlockLayout> layout;  // block-sparse attention: the forward's host layout
+  BlockSelectionStats selection;              // ... and what it kept (the last forward's)
+
+  // Or, selecting on a device: the forward's layout (ops/block_selection.h, stays on the device)
+  // and the model's totals the selection adds its stats to (set around a recorded forward).
+  std::shared_ptr<const SelectedBlocks> selected;
+  Tensor selection_totals;
 };
 
 // Scratch shared by every block during backward (and full recompute).

@@ -7,8 +7,8 @@
 // is plain multi-head attention, Hkv = 1 multi-query), j runs over the visible keys, and scale =
 // 1 / sqrt(D) unless args.scale is set. Query row i sits at global position args.q_offset + i and
 // key row j at args.k_offset + j; key j is visible to query i when (causal) its position is not
-// after the query's, and (with args.layout or args.selected) its block is listed for the query's block and head
-// (ops/block_layout.h: block-sparse attention). A query row that sees no key gets out = 0 and
+// after the query's, and (with args.layout or args.selected) its block is listed for the query's
+// block and head (ops/block_layout.h, ops/block_selection.h: block-sparse attention). A query row that sees no key gets out = 0 and
 // lse = -inf, so partial results over disjoint key sets merge exactly (attention_merge: ring
 // attention over context-parallel ranks).
 //
