@@ -1,5 +1,6 @@
 // collect_attention_metrics: the model's block-selection counts summed over dp, tp and pp in one
-// i64 all-reduce each, the estimated mass in one float64 rank-order reduction each.
+// i64 all-reduce each, the estimated mass in one float64 rank-order reduction each. A device
+// selection's totals are read here, once per step (GptModel::attention_stats).
 #include "myriad/train/metrics/attention_metrics.h"
 
 #include "myriad/distributed/scalar_reduce.h"
@@ -10,7 +11,7 @@ AttentionMetrics collect_attention_metrics(const nn::GptModel& model, distribute
                                            distributed::Communicator& tp, distributed::Communicator& pp) {
   AttentionMetrics out;
   if (!model.config().attention.block_sparse()) return out;
-  const nn::BlockSelectionStats& s = model.attention_stats();
+  const nn::BlockSelectionStats s = model.attention_stats();  // one device read at most
   Tensor counts = Tensor::zeros({4}, DType::i64);
   std::int64_t* c = counts.data<std::int64_t>();
   c[0] = s.query_blocks;
