@@ -125,28 +125,25 @@ void validate_gradient_exchange(const RunConfig& c) {
                     << c.parallel.cp << ") splits one replica's sequences over ranks whose gradients must be summed");
   const bool onebit = t.optimizer == OptimizerKind::onebit_adam;
   const char* state = t.sync == SyncMode::local ? "parameters" : onebit ? "momentum" : "gradients";
+  const char* reason =
+      t.sync == SyncMode::local
+          ? "each replica steps its own full parameters and AdamW moments between outer steps, which sharding them "
+            "over the replicas would make one model again"
+      : onebit ? "forms each rank's local momentum beta1 m + (1 - beta1) P g_r over every element, so every rank "
+                 "needs the whole averaged momentum, which a rank holding only its shard of m does not have"
+               : "returns the decoded sum of every element to every rank, with an error-feedback buffer per element; "
+                 "a sharded form (a compressed reduce-scatter with the error kept on the sender) is not implemented";
   MYRIAD_CHECK(c.parallel.zero_stage == 0,
                what << " needs parallel.zero_stage 0, got " << c.parallel.zero_stage
-                    << ": it exchanges every rank's whole " << state << " buffer and "
-                    << (t.sync == SyncMode::local
-                            ? "each replica steps its own full parameters and AdamW moments between outer steps"
-                        : onebit ? "forms each rank's local momentum beta1 m + (1 - beta1) P g_r over every element"
-                                 : "returns the decoded sum of every element to every rank, with an error-feedback "
-                                   "buffer per element")
-                    << ", while ZeRO-1+ gives each rank only its shard of the optimizer state (ZeRO-2/3 also of "
-                       "the gradients) and updates that shard alone; a sharded form (a compressed reduce-scatter "
-                       "with per-shard error feedback) is not implemented");
-  // Gradient compression with ep > 1 compresses the dense gradients over dp and sums the expert
-  // buckets exactly over the expert-data group (parallel/compressed_gradients.h).
-  MYRIAD_CHECK(c.parallel.ep == 1 || (!onebit && t.sync != SyncMode::local),
-               what << " is not combined with expert parallelism (parallel.ep " << c.parallel.ep << "): it "
-                    << (onebit ? "sums each rank's whole momentum buffer over dp, but the momenta of expert "
-                                 "parameters belong to the expert-data group (the dp / ep ranks holding the same "
-                                 "experts), so the buffer would need two compressed sums over two groups (not "
-                                 "implemented; training.gradient_compression int8 / topk do run with ep)"
-                               : "averages each replica's whole parameter buffer over dp, but expert parameters "
-                                 "differ between the ranks of an ep group and are shared only by the expert-data "
-                                 "group"));
+                    << ": ZeRO-1+ gives each rank only its shard of the optimizer state (ZeRO-2/3 also of the "
+                       "gradients) and updates that shard alone, but it exchanges every rank's whole "
+                    << state << " buffer and " << reason);
+  // Every exchange runs with ep > 1, each element over the group holding its copies: gradient
+  // compression compresses the dense gradients over dp and sums the expert buckets exactly over the
+  // expert-data group (parallel/compressed_gradients.h); 1-bit Adam sums the dense and the expert
+  // momenta as two compressed sums over the two groups (parallel/onebit_adam_exchange.h); local SGD
+  // averages the dense parameters over dp and the experts over the expert-data group
+  // (parallel/local_sgd_exchange.h).
   MYRIAD_CHECK(t.precision != Precision::fp16 || t.sync != SyncMode::local,
                what << " with training.precision fp16: the loss scale's overflow check needs the gradients of "
                        "every step; use bf16 or fp32");

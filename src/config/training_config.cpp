@@ -40,6 +40,7 @@ const std::vector<Field<TrainingConfig>>& TrainingConfig::fields() {
       make_field("optimizer", &T::optimizer,
                  "adamw, or onebit_adam: AdamW for freeze_step steps, then the variance frozen and the momentum "
                  "exchanged as signs with a scale per 64 elements and error feedback (1/21 of the bytes; "
+                 "zero_stage 0; with ep > 1 the expert momenta summed over the expert-data group; "
                  "docs/parallelism.md)"),
       make_field("freeze_step", &T::freeze_step,
                  "onebit_adam: exact AdamW steps before the compressed phase; 0 = max(warmup_steps, steps / 5)",
@@ -54,7 +55,8 @@ const std::vector<Field<TrainingConfig>>& TrainingConfig::fields() {
       make_field("sync", &T::sync,
                  "every_step (gradients all-reduced each step), or local: local SGD / DiLoCo — each dp replica "
                  "takes local_steps AdamW steps on its own data, then the replicas average their parameter "
-                 "changes and take an outer Nesterov step (docs/parallelism.md)"),
+                 "changes and take an outer Nesterov step (zero_stage 0; with ep > 1 the experts averaged over the "
+                 "expert-data group; docs/parallelism.md)"),
       make_field("local_steps", &T::local_steps, "sync local: inner steps between outer steps; 0 = 16",
                  {.check = at_least(0)}),
       make_field("outer_lr", &T::outer_lr,

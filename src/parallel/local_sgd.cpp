@@ -19,8 +19,11 @@ void axpby(float alpha, const Tensor& a, float beta, const Tensor& b, Tensor& ou
 
 }  // namespace
 
-LocalSgd::LocalSgd(distributed::Communicator& replicas, Tensor values, const LocalSgdOptions& options)
-    : replicas_(replicas), values_(std::move(values)), options_(options) {
+LocalSgd::LocalSgd(ReplicaCopies copies, ReplicaCopies moment_copies, Tensor values, const LocalSgdOptions& options)
+    : copies_(std::move(copies)),
+      moment_copies_(std::move(moment_copies)),
+      values_(std::move(values)),
+      options_(options) {
   MYRIAD_CHECK(values_.dtype() == DType::f32 && values_.is_contiguous(),
                "local SGD keeps contiguous f32 parameters, got " << values_.describe());
   MYRIAD_CHECK(options.local_steps >= 1, "training.local_steps " << options.local_steps << " must be >= 1");
@@ -34,26 +37,25 @@ LocalSgd::LocalSgd(distributed::Communicator& replicas, Tensor values, const Loc
 }
 
 LocalSgd::~LocalSgd() {
-  if (!pending_) return;
   try {
-    pending_->wait();
+    for (distributed::WorkHandle& w : pending_) w->wait();
   } catch (...) {  // destructor: the failing rank reports the error
   }
 }
 
 void LocalSgd::reset_anchor() {
-  if (pending_) pending_->wait();
-  pending_.reset();
+  for (distributed::WorkHandle& w : pending_) w->wait();
+  pending_.clear();
   copy(values_, anchor_);
 }
 
-void LocalSgd::average(Tensor& t) {
-  replicas_.all_reduce_on_stream(t);
-  axpby(1.0f / static_cast<float>(replicas_.size()), t, 0.0f, Tensor(), t);
+void LocalSgd::average(const ReplicaCopies& copies, Tensor& t) {
+  for (distributed::WorkHandle& w : copies.start_sum(t)) w->wait_on_stream();
+  copies.divide_by_copies(t);
 }
 
 void LocalSgd::after_inner_step(std::int64_t steps_taken) {
-  if (pending_) finish_outer();  // overlap: the previous sync's outer step, one inner step late
+  if (!pending_.empty()) finish_outer();  // overlap: the previous sync's outer step, one inner step late
   if (steps_taken % options_.local_steps != 0) return;
   start_outer();
   if (!options_.overlap) finish_outer();
@@ -62,15 +64,15 @@ void LocalSgd::after_inner_step(std::int64_t steps_taken) {
 void LocalSgd::start_outer() {
   axpby(1.0f, anchor_, -1.0f, values_, delta_);  // this replica's pseudo-gradient
   if (options_.overlap) copy(values_, at_sync_);
-  pending_ = replicas_.all_reduce_async(delta_);
+  pending_ = copies_.start_sum(delta_);
 }
 
 void LocalSgd::finish_outer() {
-  pending_->wait_on_stream();
-  pending_.reset();
+  for (distributed::WorkHandle& w : pending_) w->wait_on_stream();
+  pending_.clear();
   const float mu = options_.outer_momentum, lr = options_.outer_lr;
   Tensor& mean_delta = delta_;
-  axpby(1.0f / static_cast<float>(replicas_.size()), delta_, 0.0f, Tensor(), mean_delta);
+  copies_.divide_by_copies(mean_delta);
   axpby(mu, momentum_, 1.0f, mean_delta, momentum_);  // b = mu b + mean delta
   Tensor& step = delta_;                              // mean delta + mu b, in place
   axpby(1.0f, mean_delta, mu, momentum_, step);
@@ -87,10 +89,10 @@ void LocalSgd::finish_outer() {
 }
 
 void LocalSgd::consolidate(Tensor& m, Tensor& v) {
-  if (pending_) finish_outer();
-  average(values_);
-  average(m);
-  average(v);
+  if (!pending_.empty()) finish_outer();
+  average(copies_, values_);
+  average(moment_copies_, m);
+  average(moment_copies_, v);
   copy(values_, anchor_);
 }
 

@@ -7,15 +7,24 @@
 
 #include "flat_copy.h"
 #include "myriad/distributed/scalar_reduce.h"
+#include "myriad/ops/elementwise.h"
 
 namespace myriad::parallel {
 
 LocalSgdExchange::LocalSgdExchange(ParameterUnits& units, const LocalSgdOptions& options)
-    : units_(units), local_sgd_(units.dp(), units.store().flat_values(), options) {}
+    : units_(units),
+      local_sgd_(replica_copies(units), moment_copies(units), units.store().flat_values(), options),
+      expert_share_(units.options().expert_parallel == nullptr ? 1 : units.options().expert_parallel->size()) {}
 
 optim::OptimizerStepStats LocalSgdExchange::optimizer_step(float lr, float unscale) {
-  // Each replica's own gradients; every replica skips when one norm is not finite.
   optim::AdamWOptimizer& adam = units_.optimizer();
+  if (expert_share_ > 1) {  // the experts' gradients: the mean over the ep group's tokens (see the header)
+    for (optim::OptimizerSegment& s : adam.segments()) {
+      if (s.expert)
+        add_forward(AddArgs{.alpha = 1.0f / static_cast<float>(expert_share_), .beta = 0.0f}, s.grad, Tensor(), s.grad);
+    }
+  }
+  // Each replica's own gradients; every replica skips when one norm is not finite.
   double sum_squares = units_.sum_over_model_parallel(adam.grad_sum_squares());
   if (distributed::sum_over_ranks(units_.dp(), std::isfinite(sum_squares) ? 0.0 : 1.0) > 0.0) {
     sum_squares = std::numeric_limits<double>::quiet_NaN();

@@ -508,15 +508,28 @@ INSTANTIATE_TEST_SUITE_P(Outer, DeviceLocalSgd, ::testing::Values(false, true),
                            return std::string(info.param ? "overlapped" : "synchronous");
                          });
 
+// Local SGD with a mixture of experts (np2: ep 2 over dp 2, expert-data groups of one rank; np4:
+// ep 2 inside dp 4, expert-data groups of two): the dense parameters averaged over dp and the
+// experts over the expert-data group, one NCCL all-reduce per bucket; the CPU engine's curve, and a
+// checkpoint (the consolidated replicas) that the CPU engine resumes bit for bit.
+TEST(DeviceLocalSgdExperts, MatchesTheCpuEngineAndResumesThere) {
+  World world;
+  distributed::Communicator& comm = *world.comm;
+  if (!every_rank_has_a_gpu(comm)) GTEST_SKIP() << "needs one GPU per rank";
+  if (comm.size() % 2 != 0) GTEST_SKIP() << "ep 2 needs an even world";
+  const Layout layout{.architecture = "gpt2", .ep = 2, .experts = 4, .local_sgd = true};
+  expect_matches_the_cpu_engine_and_resumes_there(world, shared_dir(comm, "device_local_sgd_ep2"), layout);
+}
+
 // Error-feedback compression on the device (np2: dp 2). The exchange: distributed::CompressedSum
 // over an NCCL group on device buffers — codes as device ops, all_to_all_v over NCCL — gives the
 // host exchange's results and error buffers bit for bit (sign, int8 and top-k, three calls so that
 // the errors feed back) and sends the same bytes. The engines: training.gradient_compression int8
 // / topk (3 steps) and training.optimizer onebit_adam (freeze_step 3, then 2 compressed steps) on
-// training.device cuda — and int8 for a mixture of experts at ep 2 (np4: inside dp 4, so the expert
-// buckets are summed over an expert-data group of 2) — follow the CPU engine's curve and gradient norms (1e-4 relative:
-// the dense math differs in the last bits already before any compression, and a code is a step function of its input),
-// send the same bytes, and their checkpoints resume in the CPU engine bit for bit.
+// training.device cuda — and int8 and 1-bit Adam for a mixture of experts at ep 2 (np4: inside dp 4, so
+// the expert buckets, or momenta, are summed over an expert-data group of 2) — follow the CPU engine's curve and
+// gradient norms (1e-4 relative: the dense math differs in the last bits already before any compression, and a code is
+// a step function of its input), send the same bytes, and their checkpoints resume in the CPU engine bit for bit.
 TEST(DeviceCompressedSum, EqualsTheHostExchangeBitForBit) {
   World world;
   distributed::Communicator& comm = *world.comm;
@@ -598,7 +611,8 @@ INSTANTIATE_TEST_SUITE_P(Exchanges, DeviceGradientCompression,
                          ::testing::Values(CompressionCase{"int8", GradientCompression::int8, false},
                                            CompressionCase{"topk", GradientCompression::topk, false},
                                            CompressionCase{"onebit_adam", GradientCompression::none, true},
-                                           CompressionCase{"int8_ep2", GradientCompression::int8, false, 2}),
+                                           CompressionCase{"int8_ep2", GradientCompression::int8, false, 2},
+                                           CompressionCase{"onebit_adam_ep2", GradientCompression::none, true, 2}),
                          [](const ::testing::TestParamInfo<CompressionCase>& info) {
                            return std::string(info.param.name);
                          });

@@ -37,6 +37,7 @@ struct SyncCase {
   GradientCompression compression = GradientCompression::none;
   bool onebit_adam = false;  // freeze_step 1: the counted (second) step is compressed
   bool selection = false;    // block-sparse attention selecting per head (blocks of 64, T 256)
+  bool local_sgd = false;    // training.sync local, local_steps 1: the counted step has an outer step
 };
 void PrintTo(const SyncCase& c, std::ostream* out) { *out << c.name; }
 
@@ -81,6 +82,10 @@ TEST_P(DeviceStepSynchronisations, NoWaitInsideForwardAndBackward) {
     config.training.optimizer = OptimizerKind::onebit_adam;
     config.training.freeze_step = 1;
   }
+  if (c.local_sgd) {
+    config.training.sync = SyncMode::local;
+    config.training.local_steps = 1;
+  }
   prepare_shared_data(comm, config);
   distributed::ProcessGroups groups(
       distributed::GridShape{.tp = c.tp, .cp = c.cp, .ep = std::max(c.ep, 1), .dp = dp, .pp = c.pp},
@@ -116,7 +121,9 @@ INSTANTIATE_TEST_SUITE_P(Layouts, DeviceStepSynchronisations,
                                            SyncCase{.name = "dp_topk", .compression = GradientCompression::topk},
                                            SyncCase{.name = "dp_onebit_adam", .onebit_adam = true},
                                            SyncCase{.name = "dp_selection", .selection = true},
-                                           SyncCase{.name = "cp2_selection", .cp = 2, .selection = true}),
+                                           SyncCase{.name = "cp2_selection", .cp = 2, .selection = true},
+                                           SyncCase{.name = "moe_ep2_onebit_adam", .ep = 2, .onebit_adam = true},
+                                           SyncCase{.name = "moe_ep2_local_sgd", .ep = 2, .local_sgd = true}),
                          [](const ::testing::TestParamInfo<SyncCase>& info) { return std::string(info.param.name); });
 
 }  // namespace

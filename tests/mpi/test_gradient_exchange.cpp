@@ -175,6 +175,34 @@ TEST(GradientExchange, Int8WithExpertParallelismTracksTheExactRun) {
   EXPECT_LT(compressed.bytes.back() * 2, exact.bytes.back());
 }
 
+// 1-bit Adam at ep 2: exact AdamW through freeze_step, then the dense momenta compressed over dp
+// and the expert momenta over the expert-data group (two compressed sums, onebit_adam_exchange.h);
+// it tracks the exact run of the layout with a fraction of its bytes (the replicas' identity is
+// checked on the device: DeviceGradientCompression.onebit_adam_ep2).
+TEST(GradientExchange, OneBitAdamWithExpertParallelismTracksTheExactRun) {
+  World world;
+  distributed::Communicator& comm = *world.comm;
+  if (comm.size() % 2 != 0) GTEST_SKIP() << "ep 2 needs an even world";
+  const fs::path dir = shared_dir(comm, "onebit_ep");
+  const int steps = 40, freeze = 15;
+  std::vector<std::string> overrides = {"model.architecture=moe", "model.num_experts=4", "model.top_k=2",
+                                        "parallel.ep=2", "training.lr=1e-3"};
+  const TrainedRun exact = train(world, dir, overrides, steps, 2);
+  overrides.push_back("training.optimizer=onebit_adam");
+  overrides.push_back("training.freeze_step=" + std::to_string(freeze));
+  const TrainedRun onebit = train(world, dir, overrides, steps, 2);
+  for (int s = 0; s <= freeze; ++s) EXPECT_EQ(onebit.loss[s], exact.loss[s]) << "step " << s + 1;
+  const double exact_final = mean_of_last(exact.loss, 10), onebit_final = mean_of_last(onebit.loss, 10);
+  if (comm.rank() == 0) {
+    std::cout << "1-bit Adam at ep 2: loss over the last 10 of " << steps << " steps " << onebit_final << " vs exact "
+              << exact_final << "; bytes/step " << onebit.bytes.back() << " vs " << exact.bytes.back() << std::endl;
+  }
+  EXPECT_LT(exact_final, exact.loss.front() - 1.0) << "the runs must learn for the comparison to mean something";
+  EXPECT_LT(std::fabs(onebit_final - exact_final), 0.10 * exact_final);
+  EXPECT_NE(onebit_final, exact_final) << "the compressed phase must differ from the exact one";
+  EXPECT_LT(onebit.bytes.back() * 2, exact.bytes.back());
+}
+
 TEST(LocalSgd, OneInnerStepWithPlainAveragingAveragesTheReplicasParameters) {
   World world;
   distributed::Communicator& comm = *world.comm;
@@ -248,6 +276,36 @@ TEST(LocalSgd, OneInnerStepWithALinearInnerUpdateEqualsSynchronousTraining) {
     if (world.comm->rank() == 0) std::cout << "with AdamW's eps: max |sync - local| = " << adam_gap << std::endl;
     EXPECT_GT(adam_gap, 1e-3) << "with AdamW's own eps the runs must differ (the comparison can fail)";
   }
+}
+
+// The same at ep 2 (a mixture of experts, 4 experts, top 2): the dense parameters are averaged
+// over dp and the experts over the expert-data group, and each expert steps on the mean gradient of
+// the ep group's tokens (local_sgd_exchange.h) — synchronous training of the layout again, up to
+// f32 rounding; averaging the experts over dp instead, or skipping the 1/ep, would not be.
+TEST(LocalSgd, WithExpertParallelismAndALinearInnerUpdateEqualsSynchronousTraining) {
+  World world;
+  if (world.comm->size() % 2 != 0) GTEST_SKIP() << "ep 2 needs an even world";
+  const fs::path dir = shared_dir(*world.comm, "local_linear_ep");
+  const int steps = 15;
+  const std::vector<std::string> moe_momentum_sgd = {
+      "model.architecture=moe", "model.num_experts=4",   "model.top_k=2",           "parallel.ep=2",
+      "training.lr=1e7",        "training.adam_eps=1e8", "training.weight_decay=0", "training.grad_clip=0"};
+  std::vector<std::string> local = moe_momentum_sgd;
+  for (const char* o :
+       {"training.sync=local", "training.local_steps=1", "training.outer_lr=1", "training.outer_momentum=0"}) {
+    local.emplace_back(o);
+  }
+  const TrainedRun sync = train(world, dir, moe_momentum_sgd, steps, 2);
+  const TrainedRun averaged = train(world, dir, local, steps, 2);
+  double gap = 0.0;
+  for (int s = 0; s < steps; ++s) gap = std::max(gap, std::fabs(sync.loss[s] - averaged.loss[s]));
+  const double learned = sync.loss.front() - sync.loss.back();
+  if (world.comm->rank() == 0) {
+    std::cout << "local SGD H=1 at ep 2 with a linear inner update: max |sync - local| = " << gap << " over " << steps
+              << " steps (loss fell by " << learned << ")" << std::endl;
+  }
+  EXPECT_GT(learned, 0.1) << "the runs must train for the comparison to mean something";
+  EXPECT_LT(gap, 1e-4);
 }
 
 // With one inner step and plain averaging, local SGD averages AdamW *updates* where synchronous

@@ -11,9 +11,10 @@
 //                        every local_steps steps (parallel/local_sgd.h)
 // Every exchange keeps the replicas bitwise identical except local SGD between its outer steps
 // (every rank decodes the same bytes). The error-feedback buffers are not checkpointed: a resumed
-// run starts them at zero. The non-exact exchanges need ReplicatedParameters (zero_stage 0), 1-bit
-// Adam and local SGD also ep 1 (compression handles ep > 1: compressed_gradients.h), on the host or
-// a device alike; make_gradient_exchange refuses anything else, naming what the run has.
+// run starts them at zero. The non-exact exchanges need ReplicatedParameters (zero_stage 0), on
+// the host or a device alike, with any ep (the expert elements over the expert-data group:
+// compressed_gradients.h, onebit_adam_exchange.h, local_sgd_exchange.h); make_gradient_exchange
+// refuses anything else, naming what the run has.
 #pragma once
 
 #include <memory>

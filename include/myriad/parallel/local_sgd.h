@@ -4,6 +4,9 @@
 // Each replica takes `local_steps` (H) inner optimizer steps on its own gradients, with its own
 // AdamW moments; then the outer step, over the replicas' pseudo-gradients Δ_r = anchor - θ_r:
 //   Δ = mean_r Δ_r                       (one all-reduce of the flat parameters every H steps)
+// where r runs over the copies of each element (replica_copies.h): at ep 1 the dp replicas; at
+// ep > 1 the dense elements' over dp and the expert elements' over the expert-data group (one
+// all-reduce per bucket), since the ranks of an ep group hold different experts.
 //   b = μ b + Δ                          (outer Nesterov momentum, identical on every replica)
 //   θ = anchor - outer_lr (Δ + μ b);  anchor = θ
 // With outer_lr 1 and μ 0 this is plain parameter averaging. overlap (one-step-delayed, the
@@ -18,9 +21,11 @@
 #pragma once
 
 #include <cstdint>
+#include <vector>
 
 #include "myriad/core/tensor.h"
 #include "myriad/distributed/communicator.h"
+#include "myriad/parallel/replica_copies.h"
 
 namespace myriad::parallel {
 
@@ -33,8 +38,10 @@ struct LocalSgdOptions {
 
 class LocalSgd {
  public:
-  // `values`: the replica's flat parameters (f32, host or device), modified in place by the outer step.
-  LocalSgd(distributed::Communicator& replicas, Tensor values, const LocalSgdOptions& options);
+  // `values`: the replica's flat parameters (f32, host or device), modified in place by the outer
+  // step; `copies`: the groups over which its elements are averaged; `moment_copies`: the same
+  // over the AdamW moments that consolidate() averages (laid out as the optimizer packs them).
+  LocalSgd(ReplicaCopies copies, ReplicaCopies moment_copies, Tensor values, const LocalSgdOptions& options);
   ~LocalSgd();
 
   // After the replica's inner step number `steps_taken` (every replica at the same count): the
@@ -51,12 +58,13 @@ class LocalSgd {
  private:
   void start_outer();
   void finish_outer();
-  void average(Tensor& t);  // t <- mean over the replicas (all-reduce, then / P)
+  // t <- mean over each element's copies (all-reduce, then / P)
+  static void average(const ReplicaCopies& copies, Tensor& t);
 
-  distributed::Communicator& replicas_;
+  ReplicaCopies copies_, moment_copies_;
   Tensor values_, anchor_, momentum_, delta_, at_sync_;
   LocalSgdOptions options_;
-  distributed::WorkHandle pending_;
+  std::vector<distributed::WorkHandle> pending_;  // the pseudo-gradient sums in flight
   std::int64_t outer_steps_ = 0;
 };
 
