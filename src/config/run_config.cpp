@@ -108,8 +108,8 @@ void validate_device(const RunConfig& c) {
 }
 
 // training.optimizer onebit_adam / training.gradient_compression / training.sync local replace the
-// exact gradient all-reduce by an exchange of full, replicated buffers (host or device alike); each
-// refusal says why the mathematics does not carry over.
+// exact gradient all-reduce (host or device alike); each refusal says why the mathematics does not
+// carry over.
 void validate_gradient_exchange(const RunConfig& c) {
   const TrainingConfig& t = c.training;
   if (t.optimizer == OptimizerKind::adamw && t.gradient_compression == GradientCompression::none &&
@@ -124,16 +124,16 @@ void validate_gradient_exchange(const RunConfig& c) {
                what << " keeps each dp replica's gradients to itself, but context parallelism (parallel.cp "
                     << c.parallel.cp << ") splits one replica's sequences over ranks whose gradients must be summed");
   const bool onebit = t.optimizer == OptimizerKind::onebit_adam;
-  const char* state = t.sync == SyncMode::local ? "parameters" : onebit ? "momentum" : "gradients";
-  const char* reason =
-      t.sync == SyncMode::local
-          ? "each replica steps its own full parameters and AdamW moments between outer steps, which sharding them "
-            "over the replicas would make one model again"
-      : onebit ? "forms each rank's local momentum beta1 m + (1 - beta1) P g_r over every element, so every rank "
-                 "needs the whole averaged momentum, which a rank holding only its shard of m does not have"
-               : "returns the decoded sum of every element to every rank, with an error-feedback buffer per element; "
-                 "a sharded form (a compressed reduce-scatter with the error kept on the sender) is not implemented";
-  MYRIAD_CHECK(c.parallel.zero_stage == 0,
+  const char* state = t.sync == SyncMode::local ? "parameters" : "momentum";
+  const char* reason = t.sync == SyncMode::local
+                           ? "each replica steps its own full parameters and AdamW moments between outer steps, "
+                             "which sharding them over the replicas would make one model again"
+                           : "forms each rank's local momentum beta1 m + (1 - beta1) P g_r over every element, so "
+                             "every rank needs the whole averaged momentum, which a rank holding only its shard of m "
+                             "does not have";
+  // Gradient compression runs at every stage: at ZeRO 1-3 as compressed reduce-scatters with the
+  // error kept on the sender (parallel/compressed_gradients.h).
+  MYRIAD_CHECK(c.parallel.zero_stage == 0 || (!onebit && t.sync != SyncMode::local),
                what << " needs parallel.zero_stage 0, got " << c.parallel.zero_stage
                     << ": ZeRO-1+ gives each rank only its shard of the optimizer state (ZeRO-2/3 also of the "
                        "gradients) and updates that shard alone, but it exchanges every rank's whole "

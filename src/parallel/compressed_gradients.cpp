@@ -7,7 +7,11 @@
 namespace myriad::parallel {
 
 CompressedGradients::CompressedGradients(ParameterUnits& units, const distributed::CompressionSpec& spec)
-    : units_(units), spec_(spec) {
+    : units_(units), spec_(spec), sharded_(units.stage() >= 1) {
+  if (sharded_) {
+    units.compress_dense_reduce_scatters(spec);
+    return;
+  }
   const distributed::Communicator* ep = units.options().expert_parallel;
   const std::int64_t total = units.store().flat_grads().numel();
   if (ep == nullptr || ep->size() == 1) {
@@ -26,6 +30,7 @@ CompressedGradients::CompressedGradients(ParameterUnits& units, const distribute
 }
 
 void CompressedGradients::finish_step() {
+  if (sharded_) return;  // the bucket reductions were the (compressed) exchange
   Tensor grads = units_.store().flat_grads();
   if (expert_data_ == nullptr) return sum_->sum(grads);
   std::int64_t at = 0;

@@ -12,17 +12,17 @@ DataParallel::DataParallel(nn::GptModel& model, distributed::Communicator& dp, c
 DataParallel::~DataParallel() = default;
 
 void DataParallel::begin_micro_batch(bool last_of_step) {
-  units_->begin_micro_batch((units_->reduces_every_micro_batch() || last_of_step) && exchange_->reduces_exactly());
+  units_->begin_micro_batch((units_->reduces_every_micro_batch() || last_of_step) && exchange_->reduces_in_buckets());
 }
 
 void DataParallel::begin_pipelined_backward(bool final_for_chunk) {
-  units_->begin_pipelined_backward(final_for_chunk && exchange_->reduces_exactly());
+  units_->begin_pipelined_backward(final_for_chunk && exchange_->reduces_in_buckets());
 }
 
 void DataParallel::finish_step() {
   if (!units_->pipelined()) {
     units_->finish_backward();
-  } else if (exchange_->reduces_exactly()) {
+  } else if (exchange_->reduces_in_buckets()) {
     units_->reduce_gradients();
   }
   exchange_->finish_step();

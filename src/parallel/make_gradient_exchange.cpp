@@ -9,10 +9,10 @@
 namespace myriad::parallel {
 
 namespace {
-// The non-exact exchanges work on the full, replicated gradient (or momentum, or parameter) buffer
-// of one dp group, wherever the parameters live (host, or a device through the ops). ZeRO >= 1
-// shards that state over the group. With ep > 1 the expert elements belong to another group, the
-// expert-data group: every exchange handles that (replica_copies.h).
+// 1-bit Adam and local SGD work on the full, replicated momentum or parameter buffer of one dp
+// group, wherever the parameters live (host, or a device through the ops); ZeRO >= 1 shards that
+// state over the group (gradient compression has a sharded form: compressed_gradients.h). With ep > 1 the expert
+// elements belong to another group, the expert-data group: every exchange handles that (replica_copies.h).
 ParameterUnits& replicated(ParameterUnits& units, const char* exchange) {
   MYRIAD_CHECK(units.stage() == 0, "the " << exchange
                                           << " gradient exchange needs zero_stage 0 (it exchanges the whole, "
@@ -29,8 +29,7 @@ std::unique_ptr<GradientExchange> make_gradient_exchange(const GradientExchangeO
     case ExchangeKind::exact:
       return std::make_unique<ExactReduction>(units);
     case ExchangeKind::compressed:
-      return std::make_unique<CompressedGradients>(
-          replicated(units, distributed::compression_name(options.compression.kind)), options.compression);
+      return std::make_unique<CompressedGradients>(units, options.compression);  // any ZeRO stage
     case ExchangeKind::onebit_adam:
       return std::make_unique<OneBitAdamExchange>(replicated(units, "onebit_adam"), options.freeze_step);
     case ExchangeKind::local:

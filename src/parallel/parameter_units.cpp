@@ -43,7 +43,7 @@ ParameterUnits::~ParameterUnits() {
   if (attached_) model_.set_hooks(nullptr);
   for (Pending& p : pending_) {
     try {
-      p.work->wait();
+      if (p.work) p.work->wait();
     } catch (...) {  // destructor: the error was or will be reported by the failing rank
     }
   }
@@ -59,6 +59,27 @@ Tensor ParameterUnits::owned_grads(const ZeroSegment& s) const {
 
 distributed::Communicator& ParameterUnits::comm_of(const ZeroBucket& bucket) const {
   return bucket.expert ? expert_dp_ : dp_;
+}
+
+void ParameterUnits::compress_dense_reduce_scatters(const CompressionSpec& spec) {
+  MYRIAD_CHECK(stage() >= 1, "compressed reduce-scatters need a sharded ZeRO stage (1-3), this is stage " << stage());
+  compressed_.clear();
+  compressed_.resize(layout_.buckets().size());
+  for (std::size_t i = 0; i < layout_.buckets().size(); ++i) {
+    const ZeroBucket& b = layout_.buckets()[i];
+    if (!b.expert) {
+      compressed_[i] = std::make_unique<distributed::CompressedReduceScatter>(dp_, b.size(), spec, placement_);
+    }
+  }
+}
+
+void ParameterUnits::start_reduce_scatter(Pending& p, const Tensor& in, Tensor out) {
+  const ZeroBucket& b = layout_.buckets()[static_cast<std::size_t>(p.bucket)];
+  if (!compressed_.empty() && compressed_[static_cast<std::size_t>(p.bucket)]) {
+    compressed_[static_cast<std::size_t>(p.bucket)]->reduce_scatter(in, out);  // ordered on the stream
+    return;                                                                    // p.work stays empty: done
+  }
+  p.work = comm_of(b).reduce_scatter_async(in, out);
 }
 
 void ParameterUnits::track(std::int64_t delta_bytes) {
@@ -90,7 +111,7 @@ void ParameterUnits::launch(int bucket) {
 }
 
 void ParameterUnits::retire(Pending& p) {
-  p.work->wait_on_stream();  // what reads the result runs on the stream (a GPU's host runs on)
+  if (p.work) p.work->wait_on_stream();  // what reads the result runs on the stream (a GPU's host runs on)
   if (!p.reduced.defined()) return;
   const ZeroBucket& b = layout_.buckets()[static_cast<std::size_t>(p.bucket)];
   Tensor shard = flat_view(shard_grads_, b.shard_offset, b.shard_offset + b.owned.size());
@@ -101,7 +122,8 @@ void ParameterUnits::retire(Pending& p) {
 }
 
 void ParameterUnits::retire_completed(std::size_t keep_in_flight) {
-  while (!pending_.empty() && (pending_.size() > keep_in_flight || pending_.front().work->completed())) {
+  while (!pending_.empty() &&
+         (pending_.size() > keep_in_flight || !pending_.front().work || pending_.front().work->completed())) {
     retire(pending_.front());
     pending_.pop_front();
   }

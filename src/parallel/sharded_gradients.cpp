@@ -48,7 +48,7 @@ void ShardedGradients::launch_bucket(int bucket) {
   store_.unbind(unit.begin, unit.end, false, true);
   p.reduced = placement_.empty({b.owned.size()});
   track(static_cast<std::int64_t>(p.reduced.nbytes()));
-  p.work = comm_of(b).reduce_scatter_async(p.unit_grads, p.reduced);
+  start_reduce_scatter(p, p.unit_grads, p.reduced);
   pending_.push_back(std::move(p));
   retire_completed(kMaxInFlight);
 }

@@ -17,8 +17,8 @@ void ShardedOptimizerState::launch_bucket(int bucket) {
   const ZeroBucket& b = layout_.buckets()[static_cast<std::size_t>(bucket)];
   Pending p;
   p.bucket = bucket;
-  p.work = comm_of(b).reduce_scatter_async(flat_view(store_.flat_grads(), b.begin, b.end),
-                                           flat_view(shard_grads_, b.shard_offset, b.shard_offset + b.owned.size()));
+  start_reduce_scatter(p, flat_view(store_.flat_grads(), b.begin, b.end),
+                       flat_view(shard_grads_, b.shard_offset, b.shard_offset + b.owned.size()));
   pending_.push_back(std::move(p));
 }
 

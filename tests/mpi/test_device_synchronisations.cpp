@@ -108,23 +108,24 @@ TEST_P(DeviceStepSynchronisations, NoWaitInsideForwardAndBackward) {
   EXPECT_LE(end - at_update, c.ep > 0 || c.selection ? 3u : 2u) << "host waits in the update and the metrics";
 }
 
-INSTANTIATE_TEST_SUITE_P(Layouts, DeviceStepSynchronisations,
-                         ::testing::Values(SyncCase{"dp_zero0"}, SyncCase{"dp_zero1", 1, 1}, SyncCase{"dp_zero2", 1, 2},
-                                           SyncCase{"dp_zero3", 1, 3}, SyncCase{"tp2", 2},
-                                           SyncCase{"tp2_sp", 2, 0, true}, SyncCase{"cp2", 1, 0, false, 2},
-                                           SyncCase{"moe_dp_capacity", 1, 0, false, 1, 1},
-                                           SyncCase{"moe_ep2_capacity", 1, 0, false, 1, 2},
-                                           SyncCase{"moe_ep2_dropless", 1, 0, false, 1, 2, true},
-                                           SyncCase{"moe_cp2_capacity", 1, 0, false, 2, 1},
-                                           SyncCase{"pp2", 1, 0, false, 1, 0, false, 2},
-                                           SyncCase{.name = "dp_int8", .compression = GradientCompression::int8},
-                                           SyncCase{.name = "dp_topk", .compression = GradientCompression::topk},
-                                           SyncCase{.name = "dp_onebit_adam", .onebit_adam = true},
-                                           SyncCase{.name = "dp_selection", .selection = true},
-                                           SyncCase{.name = "cp2_selection", .cp = 2, .selection = true},
-                                           SyncCase{.name = "moe_ep2_onebit_adam", .ep = 2, .onebit_adam = true},
-                                           SyncCase{.name = "moe_ep2_local_sgd", .ep = 2, .local_sgd = true}),
-                         [](const ::testing::TestParamInfo<SyncCase>& info) { return std::string(info.param.name); });
+INSTANTIATE_TEST_SUITE_P(
+    Layouts, DeviceStepSynchronisations,
+    ::testing::Values(SyncCase{"dp_zero0"}, SyncCase{"dp_zero1", 1, 1}, SyncCase{"dp_zero2", 1, 2},
+                      SyncCase{"dp_zero3", 1, 3}, SyncCase{"tp2", 2}, SyncCase{"tp2_sp", 2, 0, true},
+                      SyncCase{"cp2", 1, 0, false, 2}, SyncCase{"moe_dp_capacity", 1, 0, false, 1, 1},
+                      SyncCase{"moe_ep2_capacity", 1, 0, false, 1, 2},
+                      SyncCase{"moe_ep2_dropless", 1, 0, false, 1, 2, true},
+                      SyncCase{"moe_cp2_capacity", 1, 0, false, 2, 1}, SyncCase{"pp2", 1, 0, false, 1, 0, false, 2},
+                      SyncCase{.name = "dp_int8", .compression = GradientCompression::int8},
+                      SyncCase{.name = "dp_topk", .compression = GradientCompression::topk},
+                      SyncCase{.name = "dp_onebit_adam", .onebit_adam = true},
+                      SyncCase{.name = "dp_selection", .selection = true},
+                      SyncCase{.name = "cp2_selection", .cp = 2, .selection = true},
+                      SyncCase{.name = "dp_int8_zero1", .zero_stage = 1, .compression = GradientCompression::int8},
+                      SyncCase{.name = "dp_topk_zero3", .zero_stage = 3, .compression = GradientCompression::topk},
+                      SyncCase{.name = "moe_ep2_onebit_adam", .ep = 2, .onebit_adam = true},
+                      SyncCase{.name = "moe_ep2_local_sgd", .ep = 2, .local_sgd = true}),
+    [](const ::testing::TestParamInfo<SyncCase>& info) { return std::string(info.param.name); });
 
 }  // namespace
 }  // namespace myriad::train

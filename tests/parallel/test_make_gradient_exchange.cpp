@@ -1,6 +1,6 @@
 // make_gradient_exchange (no MPI, a group of one): each exchange kind gets its implementation,
-// 1-bit Adam reduces exactly through freeze_step, and the non-exact exchanges are refused off
-// ZeRO 0 or with freeze_step 0, naming what is missing.
+// 1-bit Adam reduces exactly through freeze_step, 1-bit Adam and local SGD are refused off ZeRO 0
+// (compression runs at every stage) or with freeze_step 0, naming what is missing.
 #include <gtest/gtest.h>
 
 #include <string>
@@ -72,7 +72,10 @@ TEST(MakeGradientExchange, NonExactExchangesNeedZeroStageZeroAndAFreezeStep) {
     std::unique_ptr<ParameterUnits> units = make_parameter_units(model, dp, options, optim::AdamWConfig{});
     EXPECT_NE(dynamic_cast<ExactReduction*>(make_gradient_exchange(of_kind(ExchangeKind::exact), *units).get()),
               nullptr);
-    for (ExchangeKind kind : {ExchangeKind::compressed, ExchangeKind::onebit_adam, ExchangeKind::local}) {
+    EXPECT_NE(
+        dynamic_cast<CompressedGradients*>(make_gradient_exchange(of_kind(ExchangeKind::compressed), *units).get()),
+        nullptr);  // compressed reduce-scatters
+    for (ExchangeKind kind : {ExchangeKind::onebit_adam, ExchangeKind::local}) {
       myriad::testing::expect_error_naming([&] { make_gradient_exchange(of_kind(kind), *units); },
                                            {"needs zero_stage 0", "this run has zero_stage " + std::to_string(stage)});
     }

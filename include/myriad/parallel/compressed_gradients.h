@@ -11,6 +11,17 @@
 // one buffer in bucket order — are one compressed sum over dp, and each expert bucket is summed
 // exactly over the expert-data group (the ranks holding the same experts), as ExactReduction does:
 // the two kinds of gradient sum over different groups, and the experts are the smaller part.
+//
+// ZeRO 1-3 (sharded optimizer state; 2/3 also sharded gradients): no exchange at finish_step —
+// the parameter units' bucket reductions run, each dense bucket's reduce-scatter replaced by a
+// distributed::CompressedReduceScatter over dp: each rank encodes the chunk of the bucket that
+// each shard owner holds, keeping the error of what it sent per element on the sender, and each
+// owner sums the decoded chunks of its shard; no second compressed phase, since a rank needs only
+// its shard (the optimizer updates it, and the all-gathers of updated values stay exact). Expert
+// buckets reduce-scatter exactly over the expert-data group. The error buffers cover every
+// element of the dense buckets (4 bytes per element on every rank, whatever the stage): the
+// error is the sender's, and each rank sends to every element — so at ZeRO-2/3 they cost as much
+// as the full gradient buffer those stages avoid. Not checkpointed (zero at a resume), as at ZeRO 0.
 #pragma once
 
 #include <memory>
@@ -23,11 +34,12 @@ namespace myriad::parallel {
 
 class CompressedGradients final : public GradientExchange {
  public:
-  // `units`: ReplicatedParameters (make_gradient_exchange checks), on the host or a device.
+  // `units`: any ZeRO stage, on the host or a device.
   CompressedGradients(ParameterUnits& units, const distributed::CompressionSpec& spec);
 
   const char* name() const override { return distributed::compression_name(spec_.kind); }
   bool reduces_exactly() const override { return false; }
+  bool reduces_in_buckets() const override { return sharded_; }  // ZeRO 1-3: compressed reduce-scatters
   void finish_step() override;
   optim::OptimizerStepStats optimizer_step(float lr, float unscale) override { return units_.exact_step(lr, unscale); }
 
@@ -38,6 +50,7 @@ class CompressedGradients final : public GradientExchange {
 
   ParameterUnits& units_;
   distributed::CompressionSpec spec_;
+  bool sharded_ = false;                              // ZeRO 1-3: the units' reduce-scatters are compressed instead
   distributed::Communicator* expert_data_ = nullptr;  // ep > 1: the expert buckets' group
   std::vector<Range> dense_, experts_;                // ep > 1: bucket ranges of each kind
   Tensor dense_grads_;                                // ep > 1: the dense ranges back to back

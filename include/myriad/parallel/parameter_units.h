@@ -26,6 +26,7 @@
 #include <vector>
 
 #include "myriad/distributed/communicator.h"
+#include "myriad/distributed/compressed_reduce_scatter.h"
 #include "myriad/nn/gpt_model.h"
 #include "myriad/optim/adamw_optimizer.h"
 #include "myriad/parallel/bucket_schedule.h"
@@ -77,6 +78,11 @@ class ParameterUnits : public nn::UnitHooks {
   virtual void gather_all() {}
   virtual void release_all() {}
 
+  // Gradient compression at ZeRO 1-3 (parallel/compressed_gradients.h): every dense bucket's
+  // reduce-scatter becomes a CompressedReduceScatter over dp with its own sender error buffer
+  // (the bucket's size); expert buckets stay exact. Sharded stages only.
+  void compress_dense_reduce_scatters(const CompressionSpec& spec);
+
   ShardedMemory memory() const;
   virtual ShardedMemory resident() const;
 
@@ -99,7 +105,7 @@ class ParameterUnits : public nn::UnitHooks {
     bool sharded = false;
   };
   struct Pending {
-    distributed::WorkHandle work;
+    distributed::WorkHandle work;  // empty: the reduction is complete (ordered on the stream)
     int bucket = 0;
     Tensor unit_grads;  // a unit's gradient buffer being reduce-scattered (stages 2/3)
     Tensor reduced;     // this rank's reduced chunk, added into the gradient shard when done
@@ -124,6 +130,9 @@ class ParameterUnits : public nn::UnitHooks {
   virtual void load_values(const Tensor& host_values);
 
   void launch(int bucket);  // marks it launched, then launch_bucket
+  // in (the bucket's gradients) reduce-scattered into out (this rank's chunk): the exact
+  // collective of comm_of(bucket) (p.work), or the compressed one when set.
+  void start_reduce_scatter(Pending& p, const Tensor& in, Tensor out);
   void retire_completed(std::size_t keep_in_flight);
   distributed::Communicator& comm_of(const ZeroBucket& bucket) const;  // dp, or the expert-data group
   void gather_from_shard(const Tensor& shard, Tensor& full);           // shard layout -> full flat layout
@@ -148,6 +157,7 @@ class ParameterUnits : public nn::UnitHooks {
 
   BucketSchedule schedule_;
   Tensor moment_shard_;  // scratch for moments_to_full when sharded
+  std::vector<std::unique_ptr<distributed::CompressedReduceScatter>> compressed_;  // per bucket; dense only
   bool attached_ = false;
   std::int64_t buffer_bytes_ = 0, buffer_peak_ = 0;
 };
