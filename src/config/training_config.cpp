@@ -49,7 +49,8 @@ const std::vector<Field<TrainingConfig>>& TrainingConfig::fields() {
           "gradient_compression", &T::gradient_compression,
           "adamw over dp: none (exact all-reduce), int8 (per-block scale, ~1/4 of the bytes) or topk (the "
           "largest topk_ratio of each chunk), with error feedback on both sides of the exchange; on cpu or cuda, "
-          "zero_stage 0 (with ep > 1: the dense gradients compressed, the experts' summed exactly)"),
+          "any zero_stage (1-3: each dense bucket's reduce-scatter compressed, the error kept on the sender); with "
+          "ep > 1 the dense gradients compressed, the experts' summed exactly"),
       make_field("topk_ratio", &T::topk_ratio, "gradient_compression topk: fraction of the elements sent; auto = 0.01",
                  {.check = in_range(0, 1, false, true)}),
       make_field("sync", &T::sync,
