@@ -72,7 +72,10 @@ TEST(DryRunGroups, EveryRankHoldsItsGridCoordinatesAndNothingCommunicates) {
       EXPECT_EQ(groups.group(axis).rank(), coord[axis]) << grid.describe(rank) << " " << distributed::axis_name(axis);
       EXPECT_EQ(groups.group(axis).size(), grid.size(axis));
     }
-    EXPECT_EQ(groups.expert_data().size(), 2);  // dp / ep ranks hold the same experts
+    // dp / ep replicas x cp ranks hold the same experts, in RankGrid::expert_data_group's order.
+    EXPECT_EQ(groups.expert_data().size(), 4);
+    const std::vector<int> experts = grid.expert_data_group(rank);
+    EXPECT_EQ(experts.at(static_cast<std::size_t>(groups.expert_data().rank())), rank);
     EXPECT_EQ(groups.data_context().size(), 8);
     const std::vector<int> members = grid.data_context_group(rank);
     EXPECT_EQ(members.at(static_cast<std::size_t>(groups.data_context().rank())), rank);
