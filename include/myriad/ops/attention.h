@@ -8,9 +8,9 @@
 // 1 / sqrt(D) unless args.scale is set. Query row i sits at global position args.q_offset + i and
 // key row j at args.k_offset + j; key j is visible to query i when (causal) its position is not
 // after the query's, and (with args.layout or args.selected) its block is listed for the query's
-// block and head (ops/block_layout.h, ops/block_selection.h: block-sparse attention). A query row that sees no key gets out = 0 and
-// lse = -inf, so partial results over disjoint key sets merge exactly (attention_merge: ring
-// attention over context-parallel ranks).
+// block and head (ops/block_layout.h, ops/block_selection.h: block-sparse attention). A query row that sees no key gets
+// out = 0 and lse = -inf, so partial results over disjoint key sets merge exactly (attention_merge: ring attention over
+// context-parallel ranks).
 //
 // Shapes: q, out (B, Hq, Tq, D); k, v (B, Hkv, Tk, D); lse (B, Hq, Tq), contiguous. Hq % Hkv == 0.
 // With a layout, the offsets are multiples of its block_size and both row ranges lie inside its
