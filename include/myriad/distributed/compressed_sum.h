@@ -4,7 +4,8 @@
 // With P ranks, the buffer of n elements is split by the chunk rule (chunk_range(n, P, p)); rank
 // p is the "server" of chunk p. One sum(x):
 //   worker  y = x + e_w; each chunk p of y is encoded, e_w = y - decode(encode(y)) (what the
-//           code lost is added to the next call's input); chunk p goes to rank p (all_to_all_v).
+//           code lost is added to the next call's input); chunk p goes to rank p (all_to_all_v)
+//           — the CompressedReduceScatter of x (compressed_reduce_scatter.h).
 //   server  z = sum over ranks of the decoded chunks (in rank order) + e_s; encode(z),
 //           e_s = z - decode(...); the encoded chunk goes to every rank (all_to_all_v), which
 //           decodes it into x.
@@ -34,6 +35,7 @@
 
 #include "myriad/core/tensor.h"
 #include "myriad/distributed/communicator.h"
+#include "myriad/distributed/compressed_reduce_scatter.h"
 #include "myriad/ops/compression.h"
 #include "myriad/ops/placement.h"
 
@@ -55,20 +57,20 @@ class CompressedSum {
   std::int64_t bytes_sent_per_call() const;
   const CompressionSpec& spec() const { return spec_; }
   // Worker error (n floats) and server error (this rank's chunk), where the placement puts them.
-  Tensor& worker_error() { return worker_error_; }
+  Tensor& worker_error() { return workers_.error(); }
   Tensor& server_error() { return server_error_; }
 
  private:
   Communicator& group_;
   std::int64_t n_;
   CompressionSpec spec_;
-  ops::Placement placement_;
+  CompressedReduceScatter workers_;        // the worker phase: x + e_w to the servers, summed there
+  std::int64_t own_bytes_;                 // encoded bytes of this rank's chunk
   std::vector<std::int64_t> chunk_bytes_;  // encoded bytes of each rank's chunk
-  Tensor worker_error_, server_error_;
+  Tensor server_error_;
   Tensor server_sum_;  // f32, this rank's chunk: the decoded contributions summed
-  // i8 code buffers: worker -> servers (every chunk), at this server (its chunk from every rank),
-  // server -> workers (its chunk, once per rank), at this worker (every chunk).
-  Tensor to_servers_, at_server_, from_server_, at_worker_;
+  // i8 code buffers: server -> workers (its chunk, once per rank), at this worker (every chunk).
+  Tensor from_server_, at_worker_;
 };
 
 }  // namespace myriad::distributed

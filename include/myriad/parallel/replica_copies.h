@@ -5,7 +5,7 @@
 // ep 1: every element has one copy per dp rank; the whole buffer is one range over dp.
 // ep > 1 (a mixture of experts with expert parallelism): the dense elements — the ranges of the
 // dense buckets — have one copy per dp rank, while an expert bucket's elements are held only by
-// the expert-data group (the dp / ep ranks holding the same experts); the ranks of one ep group
+// the expert-data group (the ranks holding the same experts: RankGrid::expert_data_group); the ranks of one ep group
 // hold different experts, so an expert element averaged over dp would mix different parameters.
 // Invariant: the ranges of the two kinds are disjoint, in bucket (flat) order, and cover every
 // element that is not padding (padding stays 0 in every buffer).

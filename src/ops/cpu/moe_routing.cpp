@@ -57,22 +57,24 @@ std::vector<std::int64_t> choices_per_chunk(const RouteArgs& args, const std::in
   return counts;
 }
 
-// What routing needs of the whole sequences: per (b, local chunk, e) the choices in the sequence's
-// earlier tokens outside the chunk, per (b, e) the sequence's choices, and its length Tg.
+// What routing needs of the whole sequences: per (b, local chunk, e) this rank's choices (`local`)
+// and the choices in the sequence's earlier tokens outside the chunk, per (b, e) the sequence's
+// choices, and its length Tg.
 struct WholeSequences {
   std::int64_t length = 0;
-  std::vector<std::int64_t> before, choices;
+  std::vector<std::int64_t> local, before, choices;
 };
 
 WholeSequences whole_sequences(const RouteArgs& args, const std::int32_t* expert, std::int64_t N, std::int64_t E,
                                const Tensor& context) {
   const std::int64_t B = N / args.seq_len, H = args.chunks();
-  const std::vector<std::int64_t> mine = choices_per_chunk(args, expert, N, E);
   WholeSequences w{.length = args.seq_len * args.context_ranks,
+                   .local = choices_per_chunk(args, expert, N, E),
                    .before = std::vector<std::int64_t>(static_cast<std::size_t>(B * H * E), 0),
                    .choices = std::vector<std::int64_t>(static_cast<std::size_t>(B * E), 0)};
+  const std::vector<std::int64_t>& mine = w.local;
   if (args.context_ranks == 1) {
-    for (std::size_t i = 0; i < mine.size(); ++i) w.choices[i] = mine[i];
+    w.choices = mine;  // one chunk per sequence
     return w;
   }
   const std::int64_t cp = args.context_ranks, me = args.context_rank;
@@ -166,7 +168,7 @@ void route_tokens(const RouteArgs& args, const Tensor& logits_in, RoutedTokens& 
   if (!out.totals.defined()) return;
   // Totals: this rank's assignments per expert, drops, its share of the load-balance loss per
   // sequence (f from the whole sequence), the z-loss.
-  const std::vector<std::int64_t> mine = choices_per_chunk(args, expert, N, E);
+  const std::vector<std::int64_t>& mine = whole.local;
   double* totals = out.totals.data<double>();
   double aux_sum = 0.0;
   for (std::int64_t b = 0; b < B; ++b) {
