@@ -34,10 +34,10 @@ install(TARGETS ${MYRIAD_EXPORTED_LIBRARIES} myriad_openblas myriad_spdlog
 install(DIRECTORY ${PROJECT_SOURCE_DIR}/include/myriad DESTINATION ${CMAKE_INSTALL_INCLUDEDIR} COMPONENT development)
 install(EXPORT myriadTargets NAMESPACE myriad:: DESTINATION ${MYRIAD_CMAKE_PACKAGE_DIR} COMPONENT development)
 if(NOT MYRIAD_GPU_ONLY)
-  install(TARGETS myriad-data myriad_tokenize RUNTIME DESTINATION ${CMAKE_INSTALL_BINDIR} COMPONENT development)
+  install(TARGETS myriad-data myriad-serve myriad_tokenize RUNTIME DESTINATION ${CMAKE_INSTALL_BINDIR} COMPONENT development)
   # A wheel's scripts folder (scikit-build-core sets it; install rules only, so the build is the same).
   if(SKBUILD_SCRIPTS_DIR)
-    install(TARGETS myriad-data RUNTIME DESTINATION ${SKBUILD_SCRIPTS_DIR} COMPONENT python)
+    install(TARGETS myriad-data myriad-serve RUNTIME DESTINATION ${SKBUILD_SCRIPTS_DIR} COMPONENT python)
   endif()
 endif()
 

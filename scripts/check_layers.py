@@ -23,6 +23,7 @@ ALLOWED = {
     "config": {"core"},
     "data": {"core"},
     "train": {"parallel", "distributed", "optim", "nn", "cuda", "ops", "core", "config", "data"},
+    "serve": {"train", "parallel", "distributed", "optim", "nn", "cuda", "ops", "core", "config", "data"},
 }
 INCLUDE = re.compile(r'^\s*#\s*include\s+"myriad/([a-z_]+)/')
 

@@ -18,6 +18,7 @@ DEBIAN_PACKAGES=(
   libspdlog-dev libfmt-dev libyaml-cpp-dev
   libgtest-dev
   nlohmann-json3-dev libicu-dev libzstd-dev
+  libcpp-httplib-dev  # myriad serve's HTTP front (src/serve)
   python3 python3-dev python3-pip python3-venv
   clang-format  # the format gate of the test command (tests/python/test_formatting.py)
   clang libclang-rt-14-dev  # the fuzz step (scripts/fuzz.sh): clang-14 and its libFuzzer runtime (libclang_rt.fuzzer)

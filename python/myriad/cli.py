@@ -10,14 +10,16 @@
     myriad sbatch --config C --nodes N ...             a Slurm batch script that requeues on preemption
     myriad cluster-sim [--policies ...]                a shared cluster's scheduling policies compared
     myriad audit <verify|show> LOG ...                 check and read an audit log (docs/security.md)
+    myriad serve --checkpoint DIR | --hf DIR [...]     an OpenAI-compatible completions server (docs/serving.md)
 
 `myriad <command> ARGS` runs the command's module's main(ARGS): `myriad train --config X` is
 `myriad-train --config X` is `python -m myriad.train --config X` is `python3 python/train.py
 --config X` (the source tree's script, kept for `mpirun ... python train.py` launch lines).
-`myriad data ARGS` runs the C++ program myriad-data with ARGS and returns its exit code; it is
-looked for, in order: $MYRIAD_DATA_PROGRAM (a path, when set), next to the interpreter (the
-environment's scripts folder, where `pip install .` puts it), on PATH, then at
-build/tools/myriad-data of the source tree.
+`myriad data ARGS` runs the C++ program myriad-data with ARGS and returns its exit code; `myriad serve`
+(myriad/serve.py) runs the C++ program myriad-serve. Each program is looked for, in order: its
+environment variable ($MYRIAD_DATA_PROGRAM, $MYRIAD_SERVE_PROGRAM: a path, when set), next to the
+interpreter (the environment's scripts folder, where `pip install .` puts it), on PATH, then at
+build/tools/<program> of the source tree.
 
 The older commands myriad-train, myriad-run, myriad-plot, myriad-convert and myriad-data remain
 as aliases for one release; `myriad <command>` is the entry point.
@@ -39,13 +41,17 @@ COMMANDS = {
     "sbatch": ("myriad.operations.sbatch", "a Slurm batch script for a planned config"),
     "cluster-sim": ("myriad.operations.cluster_sim", "scheduling policies of a shared cluster, simulated"),
     "audit": ("myriad.audit_command", "verify an audit log's hash chain; show its records (docs/security.md)"),
+    "serve": ("myriad.serve", "an OpenAI-compatible completions server over a checkpoint (docs/serving.md)"),
 }
 
 DATA_PROGRAM = "myriad-data"
 DATA_PROGRAM_ENV = "MYRIAD_DATA_PROGRAM"  # a path to the program: looked at first (tests, unusual installs)
-# The source tree's build of myriad-data (python/myriad/cli.py -> <repo>/build/tools/myriad-data).
-SOURCE_TREE_DATA_PROGRAM = os.path.join(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))),
-                                        "build", "tools", DATA_PROGRAM)
+SERVE_PROGRAM = "myriad-serve"
+SERVE_PROGRAM_ENV = "MYRIAD_SERVE_PROGRAM"
+# The source tree's builds of the C++ programs (python/myriad/cli.py -> <repo>/build/tools/<program>).
+SOURCE_TREE_TOOLS = os.path.join(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))),
+                                 "build", "tools")
+SOURCE_TREE_DATA_PROGRAM = os.path.join(SOURCE_TREE_TOOLS, DATA_PROGRAM)
 
 
 def usage():
@@ -61,29 +67,35 @@ def _executable(path):
 
 
 def find_data_program(environ=None, executable=None, scripts_dir=None, source_tree_program=None):
-    """(path of myriad-data or None, the places looked at in order, as text). The order:
-    $MYRIAD_DATA_PROGRAM when set (nothing else is tried then), the folder of the interpreter and the
-    environment's scripts folder, PATH, the source tree's build/tools/myriad-data."""
+    """(path of myriad-data or None, the places looked at in order, as text): find_program's order."""
+    return find_program(DATA_PROGRAM, DATA_PROGRAM_ENV, environ, executable, scripts_dir,
+                        SOURCE_TREE_DATA_PROGRAM if source_tree_program is None else source_tree_program)
+
+
+def find_program(name, env_var, environ=None, executable=None, scripts_dir=None, source_tree_program=None):
+    """(path of the C++ program `name` or None, the places looked at in order, as text). The order:
+    $`env_var` when set (nothing else is tried then), the folder of the interpreter and the
+    environment's scripts folder, PATH, the source tree's build/tools/`name`."""
     environ = os.environ if environ is None else environ
     executable = sys.executable if executable is None else executable
     scripts_dir = sysconfig.get_path("scripts") if scripts_dir is None else scripts_dir
-    source_tree_program = SOURCE_TREE_DATA_PROGRAM if source_tree_program is None else source_tree_program
+    source_tree_program = os.path.join(SOURCE_TREE_TOOLS, name) if source_tree_program is None else source_tree_program
     looked = []
-    explicit = environ.get(DATA_PROGRAM_ENV)
+    explicit = environ.get(env_var)
     if explicit:
-        looked.append(f"${DATA_PROGRAM_ENV}={explicit}")
+        looked.append(f"${env_var}={explicit}")
         return (explicit if _executable(explicit) else None), looked
     folders = []
     for folder in (os.path.dirname(executable) if executable else "", scripts_dir or ""):
         if folder and os.path.abspath(folder) not in folders:
             folders.append(os.path.abspath(folder))
     for folder in folders:
-        path = os.path.join(folder, DATA_PROGRAM)
+        path = os.path.join(folder, name)
         looked.append(path)
         if _executable(path):
             return path, looked
     looked.append(f"PATH ({environ.get('PATH', '')})")
-    on_path = shutil.which(DATA_PROGRAM, path=environ.get("PATH", os.defpath))
+    on_path = shutil.which(name, path=environ.get("PATH", os.defpath))
     if on_path:
         return on_path, looked
     looked.append(source_tree_program)

@@ -1,89 +1,109 @@
-// TransformerBlock::decode — the forward of one new position against the KV cache (generation),
-// over the ops on the model's placement (host or a backend). Same math as forward() restricted to
-// the last row: norms, projections and MLP on (1, 1, ·) tensors; attention of the single query
-// over cached rows [0, position] as two batched GEMMs per kv-head group around a row softmax.
-#include <cmath>
-
+// TransformerBlock::decode — the forward of a batch of new positions from many sequences against
+// the paged KV cache (serving and generation), over the ops on the model's placement (host or a
+// backend). Same math as forward(): the norms, projections and MLP run on all rows at once
+// (1, N, ·); each sequence's rows append their k, v to its cache blocks, then attend causally over
+// its cached positions [0, start + n) — gathered from the blocks into one contiguous (L, Hkv, D)
+// buffer — with the attention op at query offset `start`. An MoE block routes the N rows as N
+// sequences of one token (capacity per sequence never binds, so no row depends on the others).
 #include "myriad/nn/linear.h"
 #include "myriad/nn/transformer_block.h"
 #include "myriad/ops/activations.h"
 #include "myriad/ops/elementwise.h"
-#include "myriad/ops/matmul.h"
-#include "myriad/ops/norms.h"
 #include "myriad/ops/placement.h"
 #include "myriad/ops/rope.h"
-#include "myriad/ops/softmax.h"
 
 namespace myriad::nn {
 
-void TransformerBlock::decode(const ParameterStore& store, const Tensor& x, std::int64_t position, KvCache& cache,
-                              Tensor& y) const {
+namespace {
+
+// Calls fn(first position, count, cache row) for each run of consecutive positions in
+// [begin, end) that lies in one block of `table`.
+template <typename Fn>
+void for_block_runs(const std::vector<std::int32_t>& table, std::int64_t block_size, std::int64_t begin,
+                    std::int64_t end, Fn&& fn) {
+  for (std::int64_t p = begin; p < end;) {
+    const std::int64_t index = p / block_size, offset = p % block_size;
+    const std::int64_t count = std::min(block_size - offset, end - p);
+    fn(p, count, static_cast<std::int64_t>(table[index]) * block_size + offset);
+    p += count;
+  }
+}
+
+}  // namespace
+
+void TransformerBlock::decode(const ParameterStore& store, const Tensor& x, const std::vector<DecodeSequence>& seqs,
+                              PagedKvCache& cache, Tensor& y) const {
   const std::int64_t C = config_.n_embd, F = config_.ffn_hidden, Hq = config_.n_head, Hkv = config_.n_kv_head;
-  const std::int64_t D = config_.head_dim(), group = Hq / Hkv, W = config_.qkv_width(), L = position + 1;
+  const std::int64_t D = config_.head_dim(), W = config_.qkv_width(), N = x.size(1);
   MYRIAD_CHECK(split_.tp_size() == 1, "decode: layer " << layer_ << " is split over tp " << split_.tp_size()
-                                                       << "; generation runs on a serial copy of the model");
-  MYRIAD_CHECK(position < cache.capacity(), "decode: position " << position << " beyond the KV cache capacity "
-                                                                << cache.capacity() << " (context_length)");
+                                                       << "; generation runs on a whole copy of the model");
   const ops::Placement p = ops::placement_of(x, "x");
   auto value = [&](std::size_t index) { return index == npos ? Tensor() : store[index].value; };
-  Tensor mean = p.empty({1}), rstd = p.empty({1});
-  Tensor h = p.empty({1, 1, C}), qkv = p.empty({1, 1, W});
+  Tensor mean = p.empty({1, N}), rstd = p.empty({1, N});
+  Tensor h = p.empty({1, N, C}), qkv = p.empty({1, N, W});
   norm_forward(store, norm1_w_, norm1_b_, x, h, mean, rstd);
   linear_forward(h, store[qkv_w_], value(qkv_b_), qkv, operands_);
-  // q, k, v: the heads of the qkv row (strides [W, W, D, 1]), gathered contiguous.
+  // q, k, v: the heads of each qkv row (strides [N W, W, D, 1]), gathered contiguous (1, N, H, D).
   auto heads = [&](std::int64_t first, std::int64_t count) {
     const Tensor view =
-        Tensor::from_storage(qkv.storage(), {1, 1, count, D}, {W, W, D, 1}, qkv.offset() + first * D, DType::f32);
-    Tensor out = p.empty({1, 1, count, D});
+        Tensor::from_storage(qkv.storage(), {1, N, count, D}, {N * W, W, D, 1}, qkv.offset() + first * D, DType::f32);
+    Tensor out = p.empty({1, N, count, D});
     copy(view, out);
     return out;
   };
   Tensor q = heads(0, Hq), k = heads(Hq, Hkv), v = heads(Hq + Hkv, Hkv);
-  if (config_.positions == PositionKind::rope) {
-    RopeArgs rope{.theta = config_.rope_theta, .position_offset = position};
-    rope_forward(rope, q, q);
-    rope_forward(rope, k, k);
+  Tensor att = p.empty({1, N, C});
+  const Tensor& k_cache = cache.k[layer_];
+  const Tensor& v_cache = cache.v[layer_];
+  std::int64_t row = 0;
+  for (const DecodeSequence& seq : seqs) {
+    const auto n = static_cast<std::int64_t>(seq.tokens.size());
+    const std::int64_t L = seq.start + n;
+    Tensor q_seq = q.slice(1, row, row + n), k_seq = k.slice(1, row, row + n), v_seq = v.slice(1, row, row + n);
+    if (config_.positions == PositionKind::rope) {
+      const RopeArgs rope{.theta = config_.rope_theta, .position_offset = seq.start};
+      rope_forward(rope, q_seq, q_seq);
+      rope_forward(rope, k_seq, k_seq);
+    }
+    // Append the new positions' k, v to the sequence's blocks.
+    for_block_runs(*seq.blocks, cache.block_size, seq.start, L,
+                   [&](std::int64_t pos, std::int64_t count, std::int64_t at) {
+                     Tensor k_rows = k_cache.slice(0, at, at + count), v_rows = v_cache.slice(0, at, at + count);
+                     copy(k_seq.view({n, Hkv, D}).slice(0, pos - seq.start, pos - seq.start + count), k_rows);
+                     copy(v_seq.view({n, Hkv, D}).slice(0, pos - seq.start, pos - seq.start + count), v_rows);
+                   });
+    // Every cached position of the sequence, contiguous.
+    Tensor keys = p.empty({L, Hkv, D}), values = p.empty({L, Hkv, D});
+    for_block_runs(*seq.blocks, cache.block_size, 0, L, [&](std::int64_t pos, std::int64_t count, std::int64_t at) {
+      Tensor k_dst = keys.slice(0, pos, pos + count), v_dst = values.slice(0, pos, pos + count);
+      copy(k_cache.slice(0, at, at + count), k_dst);
+      copy(v_cache.slice(0, at, at + count), v_dst);
+    });
+    Tensor out = att.slice(1, row, row + n).view({1, n, Hq, D}).permute({0, 2, 1, 3});
+    Tensor lse = p.empty({1, Hq, n});
+    const AttentionArgs args{.causal = true, .q_offset = seq.start, .k_offset = 0};
+    attention_forward(args, q_seq.permute({0, 2, 1, 3}), keys.view({1, L, Hkv, D}).permute({0, 2, 1, 3}),
+                      values.view({1, L, Hkv, D}).permute({0, 2, 1, 3}), out, lse);
+    row += n;
   }
-  Tensor k_row = cache.k[layer_].slice(0, position, position + 1);
-  Tensor v_row = cache.v[layer_].slice(0, position, position + 1);
-  copy(k.view({1, Hkv, D}), k_row);
-  copy(v.view({1, Hkv, D}), v_row);
-  // Per kv head g: scores (group, L) = (q_g / sqrt(D)) K_g^T, softmax, out_g = P V_g, where K_g,
-  // V_g are the cached rows [0, L) of head g, gathered (Hkv, L, D) from the (capacity, Hkv, D)
-  // cache (its heads-of-rows view, strides [L Hkv D, D, Hkv D, 1]).
-  auto gathered = [&](const Tensor& rows) {
-    const Tensor view =
-        Tensor::from_storage(rows.storage(), {1, Hkv, L, D}, {L * Hkv * D, D, Hkv * D, 1}, rows.offset(), DType::f32);
-    Tensor out = p.empty({1, Hkv, L, D});
-    copy(view, out);
-    return out.view({Hkv, L, D});
-  };
-  Tensor scaled = p.empty({Hkv, group, D});
-  add_forward(AddArgs{.alpha = 1.0f / std::sqrt(static_cast<float>(D))}, q.view({Hkv, group, D}), Tensor(), scaled);
-  const Tensor keys = gathered(cache.k[layer_]), values = gathered(cache.v[layer_]);
-  Tensor scores = p.empty({Hkv, group, L});
-  matmul_forward(MatmulArgs{.transpose_b = true}, scaled, keys, scores);
-  softmax_forward(SoftmaxArgs{}, scores, scores);
-  Tensor att = p.empty({1, 1, C});
-  Tensor att_heads = att.view({Hkv, group, D});
-  matmul_forward(MatmulArgs{}, scores, values, att_heads);
-  Tensor x_mid = p.empty({1, 1, C});
+  Tensor x_mid = p.empty({1, N, C});
   linear_forward(att, store[proj_w_], value(proj_b_), x_mid, operands_);
   add_into(x_mid, x);
-  Tensor h2 = p.empty({1, 1, C});
+  Tensor h2 = p.empty({1, N, C});
   norm_forward(store, norm2_w_, norm2_b_, x_mid, h2, mean, rstd);
-  if (moe_) {  // the token routed alone (a sequence of one: capacity never binds)
+  if (moe_) {
     MoeActivations scratch;
-    moe_->forward(store, h2, y, scratch);
+    Tensor y_rows = y.view({N, 1, C});
+    moe_->forward(store, h2.view({N, 1, C}), y_rows, scratch);
     add_into(y, x_mid);
     return;
   }
-  Tensor fc = p.empty({1, 1, F}), act = p.empty({1, 1, F});
+  Tensor fc = p.empty({1, N, F}), act = p.empty({1, N, F});
   linear_forward(h2, store[fc_w_], value(fc_b_), fc, operands_);
   if (config_.mlp == MlpKind::gelu) {
     gelu_forward(GeluArgs{}, fc, act);
   } else {
-    Tensor up = p.empty({1, 1, F});
+    Tensor up = p.empty({1, N, F});
     linear_forward(h2, store[up_w_], Tensor(), up, operands_);
     swiglu_forward(SwigluArgs{}, fc, up, act);
   }

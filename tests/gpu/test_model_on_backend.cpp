@@ -170,21 +170,28 @@ TEST(ModelOnSecondGpu, EveryLaunchLandsOnTheTensorsDevice) {
   EXPECT_EQ(current, 0) << "the backend changed the caller's current device";
 }
 
-// KV-cache decoding on the backend: the same logits as the host model's decode, position by
-// position, for both families (the LLaMA one with RoPE offsets and grouped kv heads).
-TEST_F(ModelOnBackendTest, KvCacheDecodingOnTheBackendEqualsTheHost) {
+// Paged KV-cache decoding on the backend: the same logits as the host model's decode, a prompt
+// step then position by position, for both families (the LLaMA one with RoPE offsets and
+// grouped kv heads), two sequences batched.
+TEST_F(ModelOnBackendTest, PagedDecodingOnTheBackendEqualsTheHost) {
   for (const nn::TransformerConfig& config :
        {nn::TransformerConfig::gpt2(200, 2, 2, 128, 64), nn::TransformerConfig::llama(200, 2, 4, 2, 256, 64)}) {
     nn::GptModel host(config), device(config, {}, true, ops::Placement{backend_.get()});
     host.initialize(11);
     device.initialize(11);
-    nn::KvCache host_cache = host.make_kv_cache(), device_cache = device.make_kv_cache();
+    nn::PagedKvCache host_cache = host.make_paged_kv_cache(4, 8), device_cache = device.make_paged_kv_cache(4, 8);
     EXPECT_EQ(device_cache.k[0].device(), Device::cuda(0));
-    for (std::int64_t position = 0; position < 9; ++position) {
-      const auto token = static_cast<std::int32_t>((position * 31 + 7) % config.vocab_size);
-      const Tensor want = host.decode(token, position, host_cache), got = device.decode(token, position, device_cache);
+    const std::vector<std::int32_t> first = {0, 2, 4, 6}, second = {7, 5, 3, 1};
+    std::vector<nn::DecodeSequence> step = {{.tokens = {5, 9, 13}, .start = 0, .blocks = &first},
+                                            {.tokens = {21}, .start = 0, .blocks = &second}};
+    for (int round = 0; round < 9; ++round) {
+      const Tensor want = host.decode(step, host_cache), got = device.decode(step, device_cache);
       EXPECT_TRUE(got.device().is_cpu());
-      EXPECT_LE(relative_gap(got, want, *this), 1e-5) << "position " << position;
+      EXPECT_LE(relative_gap(got, want, *this), 1e-5) << "round " << round;
+      for (nn::DecodeSequence& seq : step) {
+        seq.start += static_cast<std::int64_t>(seq.tokens.size());
+        seq.tokens = {static_cast<std::int32_t>((seq.start * 31 + 7) % config.vocab_size)};
+      }
     }
   }
 }

@@ -136,8 +136,11 @@ TEST(GptModel, BlockSparseGenerationRerunsTheForward) {
     EXPECT_EQ(token, std::max_element(last, last + 13) - last);
     ids.push_back(token);
   }
-  KvCache cache = model.make_kv_cache();
-  testing::expect_error_naming([&] { model.decode(1, 0, cache); }, {"decode", "block-sparse"});
+  PagedKvCache cache = model.make_paged_kv_cache(4, 2);
+  const std::vector<std::int32_t> table = {0};
+  testing::expect_error_naming(
+      [&] { model.decode({DecodeSequence{.tokens = {1}, .start = 0, .blocks = &table}}, cache); },
+      {"decode", "block-sparse"});
 }
 
 std::vector<double> gradients_with(const TransformerConfig& config, Recompute mode, std::uint64_t seed) {
@@ -230,22 +233,78 @@ TransformerConfig tiny_moe() {
   return c;
 }
 
-// The KV-cache decode path must give the logits of the full forward at every position.
-TEST(GptModelDecode, KvCacheLogitsMatchFullForward) {
+// The paged decode must give each sequence the logits of its full forward at every position, with
+// the sequences batched in one step, their prompts in chunks, and their blocks scattered.
+TEST(GptModelDecode, PagedBatchedDecodeMatchesFullForward) {
   std::uint64_t seed = testing::fresh_seed();
   MYRIAD_SEED_TRACE(seed);
   for (const TransformerConfig& config : {tiny_gpt2(), tiny_llama(), tiny_moe()}) {
     GptModel model(config);
     model.initialize(seed);
-    Tensor ids = testing::random_ids({1, 8}, 13, seed, 4);
-    Tensor full = model.forward_logits(ids);  // (1, 8, V)
-    KvCache cache = model.make_kv_cache();
-    for (std::int64_t t = 0; t < 8; ++t) {
-      Tensor step = model.decode(ids.data<std::int32_t>()[t], t, cache);
-      testing::expect_close(step, testing::to_f64(full.select(0, 0).select(0, t)), 1e-5, 1e-4,
-                            "decode logits at position " + std::to_string(t));
+    constexpr std::int64_t kSeqs = 3, kT = 8;
+    Tensor ids = testing::random_ids({kSeqs, kT}, 13, seed, 4);
+    Tensor full = model.forward_logits(ids);  // (3, 8, V)
+    // Blocks of 3 positions, handed out interleaved: sequence s owns blocks s, s + 3, s + 6.
+    PagedKvCache cache = model.make_paged_kv_cache(3, 9);
+    std::vector<std::vector<std::int32_t>> tables(kSeqs);
+    for (std::int32_t b = 0; b < 9; ++b) tables[b % kSeqs].push_back(b);
+    // Prompts of 1, 3 and 5 tokens in one step, then one token per sequence per step.
+    std::vector<std::int64_t> done = {0, 0, 0};
+    const std::vector<std::int64_t> prompt = {1, 3, 5};
+    auto token = [&](std::int64_t s, std::int64_t t) { return ids.data<std::int32_t>()[s * kT + t]; };
+    for (int round = 0; done[0] < kT; ++round) {
+      std::vector<DecodeSequence> step;
+      std::vector<std::int64_t> which;
+      for (std::int64_t s = 0; s < kSeqs; ++s) {
+        const std::int64_t n = round == 0 ? prompt[s] : 1;
+        if (done[s] + n > kT) continue;
+        DecodeSequence seq{.start = done[s], .blocks = &tables[s]};
+        for (std::int64_t t = done[s]; t < done[s] + n; ++t) seq.tokens.push_back(token(s, t));
+        step.push_back(seq);
+        done[s] += n;
+        which.push_back(s);
+      }
+      const Tensor logits = model.decode(step, cache);  // (sequences in the step, V)
+      ASSERT_EQ(logits.size(0), static_cast<std::int64_t>(step.size()));
+      for (std::size_t i = 0; i < step.size(); ++i) {
+        const std::int64_t s = which[i], t = done[s] - 1;
+        testing::expect_close(logits.select(0, static_cast<std::int64_t>(i)),
+                              testing::to_f64(full.select(0, s).select(0, t)), 1e-5, 1e-4,
+                              "sequence " + std::to_string(s) + " position " + std::to_string(t));
+      }
     }
   }
+}
+
+TEST(GptModelDecode, RefusesPositionsBeyondTheBlockTable) {
+  GptModel model(tiny_gpt2());
+  model.initialize(1);
+  PagedKvCache cache = model.make_paged_kv_cache(2, 4);
+  const std::vector<std::int32_t> table = {3};
+  testing::expect_error_naming(
+      [&] {
+        model.decode({DecodeSequence{.tokens = {1, 2, 3}, .start = 0, .blocks = &table}}, cache);
+      },
+      {"decode", "KV blocks"});
+  testing::expect_error_naming(
+      [&] { model.decode({DecodeSequence{.tokens = {1}, .start = 8, .blocks = &table}}, cache); },
+      {"decode", "context"});
+}
+
+TEST(KvBlockPool, HandsOutEachBlockOnceAndTakesItBack) {
+  KvBlockPool pool(4);
+  std::vector<std::int32_t> a, b;
+  pool.allocate(3, a);
+  EXPECT_EQ(a, (std::vector<std::int32_t>{0, 1, 2}));
+  EXPECT_EQ(pool.free_blocks(), 1);
+  testing::expect_error_naming([&] { pool.allocate(2, b); }, {"2 blocks asked for", "1 free"});
+  pool.release(a);
+  EXPECT_TRUE(a.empty());
+  pool.allocate(2, b);
+  EXPECT_EQ(b, (std::vector<std::int32_t>{0, 1}));
+  std::vector<std::int32_t> twice = {0};
+  pool.release(b);
+  testing::expect_error_naming([&] { pool.release(twice); }, {"block 0", "not in use"});
 }
 
 }  // namespace

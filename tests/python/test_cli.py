@@ -16,7 +16,8 @@ import pytest
 from myriad import cli, run
 from package_under_test import DRIVER, PYTHONPATH
 
-SUBCOMMANDS = ["train", "run", "data", "convert", "plot", "plan", "goodput", "sbatch", "cluster-sim", "audit"]
+SUBCOMMANDS = ["train", "run", "data", "convert", "plot", "plan", "goodput", "sbatch", "cluster-sim", "audit",
+               "serve"]
 
 
 def myriad(args, tmp_path, **env):
@@ -96,9 +97,9 @@ def test_myriad_train_is_the_training_driver(tmp_path):
 
 
 def test_an_unknown_subcommand_fails_naming_the_valid_ones(tmp_path):
-    result = myriad(["serve"], tmp_path)
+    result = myriad(["deploy"], tmp_path)
     assert result.returncode != 0
-    assert "unknown command 'serve'" in result.stderr
+    assert "unknown command 'deploy'" in result.stderr
     for name in SUBCOMMANDS:
         assert name in result.stderr
 

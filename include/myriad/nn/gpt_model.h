@@ -44,8 +44,7 @@ class GptModel final : public PipelineStage {
 
   // `allocate` false registers the parameters only (a layout: names, shapes, offsets).
   // `placement`: where parameters and buffers live — the host, or a device backend's memory (the
-  // same model code runs on either; a device placement needs the whole model on one rank, tp 1,
-  // f32 activations, and no KV-cache decoding yet).
+  // same model code runs on either; a device placement needs the whole model on one rank, tp 1).
   explicit GptModel(const TransformerConfig& config, const ModelSplit& split = {}, bool allocate = true,
                     ops::Placement placement = {});
 
@@ -100,9 +99,13 @@ class GptModel final : public PipelineStage {
   void clear_losses() override { losses_.clear(); }
   void backward_chunk(int chunk, int slot, const Tensor& ids, const Tensor& targets, float loss_scale) override;
 
-  // Logits (V) of the next token after `token` at `position`, using and extending the cache.
-  Tensor decode(std::int32_t token, std::int64_t position, KvCache& cache) const;
-  KvCache make_kv_cache() const;
+  // A batched decoding step (gpt_model_decode.cpp): runs every sequence's new tokens through the
+  // blocks against `cache` (extending it) and returns the logits (S, V) of each sequence's last
+  // new token, on the host (sampling runs there). Whole models only (tp 1, every layer), dense
+  // attention (a block-sparse model's selection needs the whole prefix: nn::generate re-runs it).
+  Tensor decode(const std::vector<DecodeSequence>& seqs, PagedKvCache& cache) const;
+  // A cache of `num_blocks` blocks of `block_size` positions on the model's placement.
+  PagedKvCache make_paged_kv_cache(std::int64_t block_size, std::int64_t num_blocks) const;
 
   // Model FLOPs per trained token at sequence length T (forward + backward) of the WHOLE model,
   // whatever this rank holds: 6 per matmul weight (forward 2, backward 4), the tied LM head counted

@@ -24,10 +24,10 @@
 #include <optional>
 #include <vector>
 
-#include "myriad/nn/kv_cache.h"
 #include "myriad/nn/model_split.h"
 #include "myriad/nn/block_selection.h"
 #include "myriad/nn/moe_layer.h"
+#include "myriad/nn/paged_kv_cache.h"
 #include "myriad/nn/parameter_store.h"
 #include "myriad/nn/transformer_config.h"
 #include "myriad/ops/attention.h"
@@ -123,9 +123,11 @@ class TransformerBlock {
   // `loss_scale`: the LM loss's gradient seed, which also scales an MoE block's auxiliary losses.
   void backward(ParameterStore& store, const Tensor& x, const BlockActivations& acts, BlockScratch& scratch,
                 Tensor& grad, float loss_scale) const;
-  // One decoding position: x (1, 1, C) at `position`; appends this position's k, v to
-  // cache.k/v[layer] (row `position`) and writes the block output to y (1, 1, C).
-  void decode(const ParameterStore& store, const Tensor& x, std::int64_t position, KvCache& cache, Tensor& y) const;
+  // A batched decoding step (transformer_block_decode.cpp): x, y (1, N, C) hold the new rows of
+  // `seqs` one sequence after another; appends their k, v to the sequences' blocks of `cache` and
+  // writes the block output to y.
+  void decode(const ParameterStore& store, const Tensor& x, const std::vector<DecodeSequence>& seqs,
+              PagedKvCache& cache, Tensor& y) const;
 
  private:
   TransformerConfig config_;

@@ -1,0 +1,231 @@
+// CompletionServer: routes and request handling (serve/completion_server.h).
+#include "myriad/serve/completion_server.h"
+
+#include <httplib.h>
+
+#include <atomic>
+
+#include "myriad/core/error.h"
+#include "myriad/serve/completion_api.h"
+
+namespace myriad::serve {
+
+using Clock = std::chrono::steady_clock;
+
+namespace {
+
+constexpr auto kPoll = std::chrono::milliseconds(500);
+constexpr auto kSynchronousWait = std::chrono::seconds(1);
+
+void send_error(httplib::Response& res, int status, const std::string& message, const std::string& type,
+                const std::string& param = {}) {
+  res.status = status;
+  res.set_content(render_error(message, type, param), "application/json");
+}
+
+std::string request_id(std::uint64_t n) {
+  return "cmpl-" + std::to_string(std::chrono::system_clock::now().time_since_epoch().count()) + "-" +
+         std::to_string(n);
+}
+
+}  // namespace
+
+CompletionServer::CompletionServer(BatchScheduler& scheduler, const data::BpeTokenizer* tokenizer,
+                                   ServeMetrics& metrics, ServerOptions options)
+    : scheduler_(scheduler),
+      tokenizer_(tokenizer),
+      metrics_(metrics),
+      options_(std::move(options)),
+      http_(std::make_unique<httplib::Server>()),
+      started_(std::chrono::system_clock::now()) {
+  const int threads = options_.http_threads;
+  MYRIAD_CHECK(threads >= 1, "--http-threads: " << threads << " must be >= 1");
+  http_->new_task_queue = [threads] { return new httplib::ThreadPool(static_cast<std::size_t>(threads)); };
+  http_->set_payload_max_length(options_.max_body_bytes);
+  http_->set_keep_alive_timeout(5);
+  http_->set_tcp_nodelay(true);
+  routes();
+}
+
+CompletionServer::~CompletionServer() = default;
+
+int CompletionServer::bind() {
+  if (options_.port == 0) {
+    const int port = http_->bind_to_any_port(options_.host);
+    MYRIAD_CHECK(port > 0, "--host/--port: cannot listen on " << options_.host << " (any port)");
+    options_.port = port;
+  } else {
+    MYRIAD_CHECK(http_->bind_to_port(options_.host, options_.port),
+                 "--host/--port: cannot listen on " << options_.host << ":" << options_.port
+                                                    << " (in use, or not an address of this machine)");
+  }
+  return options_.port;
+}
+
+void CompletionServer::listen() { http_->listen_after_bind(); }
+
+void CompletionServer::stop() { http_->stop(); }
+
+void CompletionServer::routes() {
+  httplib::Server& http = *http_;
+  http.Get("/health", [](const httplib::Request&, httplib::Response& res) {
+    res.set_content("{\"status\":\"ok\"}", "application/json");
+  });
+  http.Get("/ready", [this](const httplib::Request&, httplib::Response& res) {
+    const bool ready = !scheduler_.draining() && scheduler_.queued() < scheduler_.options().queue_limit;
+    res.status = ready ? 200 : 503;
+    res.set_content(ready ? "{\"status\":\"ready\"}"
+                          : (scheduler_.draining() ? "{\"status\":\"draining\"}" : "{\"status\":\"queue full\"}"),
+                    "application/json");
+  });
+  http.Get("/v1/models", [this](const httplib::Request&, httplib::Response& res) {
+    const auto created = std::chrono::duration_cast<std::chrono::seconds>(started_.time_since_epoch()).count();
+    res.set_content("{\"object\":\"list\",\"data\":[{\"id\":\"" + options_.model_name +
+                        "\",\"object\":\"model\",\"created\":" + std::to_string(created) +
+                        ",\"owned_by\":\"myriad\"}]}",
+                    "application/json");
+  });
+  http.Get("/metrics", [this](const httplib::Request&, httplib::Response& res) {
+    ServeGauges g;
+    g.queue_depth = scheduler_.queued();
+    g.running = scheduler_.running();
+    g.kv_blocks_free = scheduler_.free_blocks();
+    g.kv_blocks_total = scheduler_.options().num_blocks;
+    g.ready = !scheduler_.draining() && g.queue_depth < scheduler_.options().queue_limit;
+    res.set_content(metrics_.render(g), "text/plain; version=0.0.4");
+  });
+  http.Post("/v1/completions", [this](const httplib::Request& req, httplib::Response& res) {
+    ParsedCompletion parsed;
+    try {
+      parsed = parse_completion(req.body, tokenizer_);
+    } catch (const Error& e) {
+      metrics_.request_finished("400");
+      return send_error(res, 400, e.message(), "invalid_request_error", error_field(e.message()));
+    }
+    if (!parsed.model.empty() && parsed.model != options_.model_name) {
+      metrics_.request_finished("404");
+      return send_error(res, 404,
+                        "model: '" + excerpt(parsed.model, 100) + "' is not served here; this server serves '" +
+                            options_.model_name + "'",
+                        "invalid_request_error", "model");
+    }
+    auto stream = std::make_shared<RequestStream>();
+    const bool with_logprobs = parsed.request.logprobs >= 0;
+    BatchScheduler::Admission admission;
+    try {
+      admission = scheduler_.submit(std::move(parsed.request), stream);
+    } catch (const Error& e) {
+      metrics_.request_finished("400");
+      return send_error(res, 400, e.message(), "invalid_request_error", error_field(e.message()));
+    }
+    if (admission != BatchScheduler::Admission::accepted) {
+      const bool full = admission == BatchScheduler::Admission::queue_full;
+      metrics_.request_finished(full ? "429" : "503");
+      res.set_header("Retry-After", "1");
+      return send_error(res, full ? 429 : 503,
+                        full ? "the request queue is full; retry later" : "the server is draining; retry elsewhere",
+                        full ? "rate_limit_error" : "service_unavailable");
+    }
+    const CompletionIdentity who{
+        request_id(requests_++),
+        std::chrono::duration_cast<std::chrono::seconds>(std::chrono::system_clock::now().time_since_epoch()).count(),
+        options_.model_name};
+    const data::BpeTokenizer* tokenizer = tokenizer_;
+    ServeMetrics* metrics = &metrics_;
+    if (parsed.stream) {
+      res.set_header("Cache-Control", "no-cache");
+      res.set_chunked_content_provider(
+          "text/event-stream",
+          [stream, who, with_logprobs, tokenizer, metrics](std::size_t, httplib::DataSink& sink) {
+            std::vector<TokenEvent> events;
+            const bool done = stream->wait_for(kPoll, events);
+            std::string out;
+            if (!events.empty() || done) {
+              const FinishReason reason = done ? stream->reason() : FinishReason::none;
+              if (reason == FinishReason::error) {
+                out = "data: " + render_error(stream->error(), "server_error", "") + "\n\n";
+              } else {
+                out = render_chunk(who, events, reason, with_logprobs, tokenizer);
+              }
+            } else {
+              out = ": keep-alive\n\n";  // an SSE comment: notices a departed client
+            }
+            if (!sink.write(out.data(), out.size())) {
+              stream->cancel();
+              return false;
+            }
+            if (done) {
+              const std::string last = "data: [DONE]\n\n";
+              sink.write(last.data(), last.size());
+              sink.done();
+              metrics->request_finished(stream->reason() == FinishReason::error ? "500" : "200");
+            }
+            return true;
+          },
+          [stream](bool success) {
+            if (!success) stream->cancel();
+          });
+      return;
+    }
+    // Non-streamed: wait with the status still open, then keep the connection probed.
+    std::vector<TokenEvent> events;
+    const Clock::time_point until = Clock::now() + kSynchronousWait;
+    bool done = false;
+    while (!done && Clock::now() < until) done = stream->wait_for(kPoll / 5, events);
+    if (done) {
+      if (stream->reason() == FinishReason::error) {
+        metrics_.request_finished("500");
+        return send_error(res, 500, stream->error(), "server_error");
+      }
+      metrics_.request_finished("200");
+      res.set_content(
+          render_completion(who, events, stream->reason(), stream->prompt_tokens(), with_logprobs, tokenizer_),
+          "application/json");
+      return;
+    }
+    auto gathered = std::make_shared<std::vector<TokenEvent>>(std::move(events));
+    res.set_chunked_content_provider(
+        "application/json",
+        [stream, gathered, who, with_logprobs, tokenizer, metrics](std::size_t, httplib::DataSink& sink) {
+          const bool finished = stream->wait_for(kPoll, *gathered);
+          if (!finished) {
+            if (!sink.write(" ", 1)) {  // whitespace before a JSON value is still valid JSON
+              stream->cancel();
+              return false;
+            }
+            return true;
+          }
+          const FinishReason reason = stream->reason();
+          const std::string body =
+              reason == FinishReason::error
+                  ? render_error(stream->error(), "server_error", "")
+                  : render_completion(who, *gathered, reason, stream->prompt_tokens(), with_logprobs, tokenizer);
+          sink.write(body.data(), body.size());
+          sink.done();
+          metrics->request_finished(reason == FinishReason::error ? "500" : "200");
+          return true;
+        },
+        [stream](bool success) {
+          if (!success) stream->cancel();
+        });
+  });
+  http.set_exception_handler([this](const httplib::Request&, httplib::Response& res, std::exception_ptr ep) {
+    std::string what = "unknown error";
+    try {
+      std::rethrow_exception(ep);
+    } catch (const std::exception& e) {
+      what = e.what();
+    } catch (...) {
+    }
+    metrics_.request_finished("500");
+    send_error(res, 500, what, "server_error");
+  });
+  http.set_error_handler([](const httplib::Request& req, httplib::Response& res) {
+    if (!res.body.empty()) return;
+    const std::string message = res.status == 404 ? "no route " + req.method + " " + excerpt(req.path, 100)
+                                                  : "HTTP " + std::to_string(res.status);
+    res.set_content(render_error(message, "invalid_request_error", ""), "application/json");
+  });
+}
+
+}  // namespace myriad::serve

@@ -1,0 +1,142 @@
+// myriad-serve: serve a trained model over HTTP with the OpenAI completions API (docs/serving.md).
+//
+//   myriad-serve --checkpoint DIR [--device cpu|cuda] [--tokenizer SPEC] [--host 127.0.0.1]
+//                [--port 8000] [--model-name NAME] [--block-size 16] [--kv-blocks N]
+//                [--max-batch-tokens 512] [--max-sequences 64] [--queue-limit 256]
+//                [--http-threads 128] [--drain-seconds 30]
+//
+// One scheduler thread runs the model (continuous batching, serve/batch_scheduler.h); the HTTP
+// threads answer requests (serve/completion_server.h). SIGTERM or SIGINT drains: the server stops
+// admitting (503, /ready 503), finishes what is queued and running within --drain-seconds,
+// cancels what is left, and exits 0; a second signal stops at once. Bad flags, an unreadable
+// checkpoint or a port in use exit 2 with the reason before anything is served.
+#include <pthread.h>
+#include <signal.h>
+
+#include <atomic>
+#include <chrono>
+#include <cstdio>
+#include <iostream>
+#include <map>
+#include <string>
+#include <thread>
+
+#include "cli_numbers.h"
+#include "myriad/core/error.h"
+#include "myriad/serve/batch_scheduler.h"
+#include "myriad/serve/completion_server.h"
+#include "myriad/serve/served_model.h"
+
+namespace {
+
+using namespace myriad;
+
+struct Flags {
+  std::map<std::string, std::string> values;
+  std::string get(const std::string& name, const std::string& fallback) const {
+    const auto it = values.find(name);
+    return it == values.end() ? fallback : it->second;
+  }
+};
+
+Flags parse_flags(int argc, char** argv) {
+  static const char* const kKnown[] = {
+      "--checkpoint",   "--device",    "--tokenizer",        "--host",          "--port",        "--model-name",
+      "--block-size",   "--kv-blocks", "--max-batch-tokens", "--max-sequences", "--queue-limit", "--http-threads",
+      "--drain-seconds"};
+  Flags flags;
+  for (int i = 1; i < argc; ++i) {
+    std::string arg = argv[i];
+    std::string value;
+    if (const auto eq = arg.find('='); eq != std::string::npos) {
+      value = arg.substr(eq + 1);
+      arg = arg.substr(0, eq);
+    } else {
+      MYRIAD_CHECK(i + 1 < argc, arg << " needs a value");
+      value = argv[++i];
+    }
+    bool known = false;
+    for (const char* k : kKnown) known = known || arg == k;
+    MYRIAD_CHECK(known, "unknown flag '" << arg << "' (myriad-serve --checkpoint DIR [--port N] ...; "
+                                         << "docs/serving.md lists them)");
+    flags.values[arg] = value;
+  }
+  MYRIAD_CHECK(flags.values.count("--checkpoint") == 1, "--checkpoint DIR is required");
+  return flags;
+}
+
+int run_server(const Flags& flags, const sigset_t& signals) {
+  serve::ServedModel served = serve::load_served_checkpoint(flags.get("--checkpoint", ""), flags.get("--device", "cpu"),
+                                                            flags.get("--tokenizer", ""));
+  serve::SchedulerOptions options;
+  options.block_size = tools::parse_int("--block-size", flags.get("--block-size", "16"));
+  options.num_blocks = tools::parse_int("--kv-blocks", flags.get("--kv-blocks", "0"));
+  options.max_batch_tokens = tools::parse_int("--max-batch-tokens", flags.get("--max-batch-tokens", "512"));
+  options.max_sequences = tools::parse_int("--max-sequences", flags.get("--max-sequences", "64"));
+  options.queue_limit = tools::parse_int("--queue-limit", flags.get("--queue-limit", "256"));
+  serve::ServeMetrics metrics;
+  serve::BatchScheduler scheduler(*served.model, served.tokenizer.get(), options, &metrics);
+  serve::ServerOptions server_options;
+  server_options.host = flags.get("--host", "127.0.0.1");
+  server_options.port = static_cast<int>(tools::parse_int("--port", flags.get("--port", "8000")));
+  server_options.http_threads =
+      static_cast<int>(tools::parse_int("--http-threads", flags.get("--http-threads", "128")));
+  server_options.model_name = flags.get("--model-name", served.name);
+  const double drain_seconds = tools::parse_double("--drain-seconds", flags.get("--drain-seconds", "30"));
+  serve::CompletionServer server(scheduler, served.tokenizer.get(), metrics, server_options);
+  const int port = server.bind();
+  std::thread engine([&] { scheduler.run(); });
+  std::thread http([&] { server.listen(); });
+  std::cout << "myriad-serve: listening on http://" << server_options.host << ":" << port << " — model '"
+            << server_options.model_name << "' from " << served.source << " on " << flags.get("--device", "cpu") << ", "
+            << scheduler.options().num_blocks << " KV blocks of " << scheduler.options().block_size << " positions"
+            << (served.tokenizer ? "" : ", no tokenizer (token-id prompts only)") << std::endl;
+  int signal_number = 0;
+  sigwait(&signals, &signal_number);
+  std::cout << "myriad-serve: signal " << signal_number << ": draining (" << scheduler.queued() << " queued, "
+            << scheduler.running() << " running; deadline " << drain_seconds << " s)" << std::endl;
+  scheduler.drain();
+  // A second signal ends the drain at once.
+  std::atomic<bool> hurry{false};
+  std::thread second([&] {
+    int again = 0;
+    sigwait(&signals, &again);
+    hurry = true;
+  });
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::duration<double>(drain_seconds);
+  while (!scheduler.idle() && !hurry && std::chrono::steady_clock::now() < deadline)
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  const std::int64_t left = scheduler.queued() + scheduler.running();
+  scheduler.stop();
+  engine.join();
+  // Let the HTTP threads write the last events of what finished, then close.
+  std::this_thread::sleep_for(std::chrono::milliseconds(600));
+  server.stop();
+  http.join();
+  pthread_kill(second.native_handle(), SIGTERM);
+  second.join();
+  std::cout << "myriad-serve: stopped (" << left << " requests cancelled at the deadline)" << std::endl;
+  return 0;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  // SIGTERM / SIGINT are taken by sigwait in main; every thread inherits the mask. SIGPIPE: a
+  // client that went away is a failed write, not the end of the server.
+  sigset_t signals;
+  sigemptyset(&signals);
+  sigaddset(&signals, SIGTERM);
+  sigaddset(&signals, SIGINT);
+  pthread_sigmask(SIG_BLOCK, &signals, nullptr);
+  signal(SIGPIPE, SIG_IGN);
+  try {
+    return run_server(parse_flags(argc, argv), signals);
+  } catch (const myriad::Error& e) {
+    std::cerr << "myriad-serve: " << e.message() << std::endl;
+    return 2;
+  } catch (const std::exception& e) {
+    std::cerr << "myriad-serve: " << e.what() << std::endl;
+    return 2;
+  }
+}
