@@ -55,7 +55,7 @@
 #include "myriad/core/error.h"
 #include "myriad/core/tensor.h"
 #include "myriad/distributed/communicator.h"
-#include "myriad/distributed/exact_sum.h"
+#include "myriad/ops/exact_sum.h"
 #include "myriad/distributed/hierarchical_communicator.h"
 #include "myriad/distributed/mpi_runtime.h"
 #include "myriad/distributed/ring_communicator.h"
@@ -490,7 +490,7 @@ std::int64_t cross_node_bytes(const std::string& algorithm, std::int64_t count, 
   const std::size_t exact = algorithm.find("+exact");
   if (exact != std::string::npos) {
     const std::string base = algorithm.substr(0, exact);
-    return cross_node_bytes(base, myriad::distributed::exact_sum_blocks(count), n, r, per_node, 4) +
+    return cross_node_bytes(base, myriad::exact_sum_blocks(count), n, r, per_node, 4) +
            cross_node_bytes(base, count, n, r, per_node, 8);
   }
   auto node = [&](int rank) { return rank / per_node; };

@@ -8,7 +8,7 @@
 #include "mpi_work.h"
 #include "myriad/core/error.h"
 #include "myriad/distributed/comm_checks.h"
-#include "myriad/distributed/exact_sum.h"
+#include "myriad/ops/exact_sum.h"
 
 namespace myriad::distributed {
 

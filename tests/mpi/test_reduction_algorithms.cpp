@@ -13,7 +13,7 @@
 #include <sstream>
 
 #include "mpi_test_support.h"
-#include "myriad/distributed/exact_sum.h"
+#include "myriad/ops/exact_sum.h"
 #include "myriad/distributed/hierarchical_communicator.h"
 #include "myriad/distributed/ring_communicator.h"
 #include "myriad/distributed/tree_communicator.h"

@@ -14,7 +14,7 @@
 // example the bytes that crossed nodes).
 // Exact sums (exact_sums = true, parallel.dp_reduce_exact): every f32 sum all-reduce and
 // reduce-scatter runs as a max all-reduce of block exponents and an int64 sum of the fixed-point
-// values (exact_sum.h) through the subclass's own algorithm, so its bits are the same for every
+// values (ops/exact_sum.h) through the subclass's own algorithm, so its bits are the same for every
 // algorithm and node grouping; other dtypes and max are exact already and run as usual.
 // Host tensors only (the sub-communicators are MPI's); a device group is never wrapped.
 #pragma once

@@ -15,7 +15,7 @@
 //                   same as under the flat ring.
 // Every rank ends an all_reduce with identical bits (each chunk reduced once, then copied);
 // the sum is association (i, then j) instead of the flat ring's, so f32 results equal the flat
-// ones up to rounding (integers exactly) — bit for bit with exact sums (exact_sum.h).
+// ones up to rounding (integers exactly) — bit for bit with exact sums (ops/exact_sum.h).
 #pragma once
 
 #include <memory>

@@ -12,7 +12,7 @@
 // run the algorithm ReductionOptions::dp_reduce settles to for them (node_layout.h): ring (the
 // transport's own), tree (TreeCommunicator) or hierarchical (HierarchicalCommunicator over the
 // nodes node_of_each_rank finds) — host (MPI) groups only; the choice is in reduction(). With
-// ReductionOptions::exact their f32 sums are exact (exact_sum.h: the same bits for every
+// ReductionOptions::exact their f32 sums are exact (ops/exact_sum.h: the same bits for every
 // algorithm and node grouping; the ring then runs as a RingCommunicator).
 // Destroy it before the MpiRuntime (its MPI communicators must be freed before MPI_Finalize).
 #pragma once

@@ -12,9 +12,9 @@
 #include <random>
 #include <vector>
 
-#include "myriad/distributed/exact_sum.h"
+#include "myriad/ops/exact_sum.h"
 
-namespace myriad::distributed {
+namespace myriad {
 namespace {
 
 using Values = std::vector<float>;
@@ -153,4 +153,4 @@ TEST(ExactSum, ZeroBlocksSumToZeroAndTinyValuesSurvive) {
 }
 
 }  // namespace
-}  // namespace myriad::distributed
+}  // namespace myriad

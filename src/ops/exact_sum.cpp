@@ -6,7 +6,7 @@
 // frexp exponent of a normal number (|x| < 2^(b - 126)), and -125 for every subnormal (an upper
 // bound); and the bits of magnitudes order like the magnitudes, so a block's largest exponent is
 // that of its largest magnitude's bits.
-#include "myriad/distributed/exact_sum.h"
+#include "myriad/ops/exact_sum.h"
 
 #include <algorithm>
 #include <bit>
@@ -14,7 +14,7 @@
 #include <cstring>
 #include <limits>
 
-namespace myriad::distributed {
+namespace myriad {
 
 namespace {
 std::int32_t biased_exponent(std::uint32_t bits) { return static_cast<std::int32_t>((bits >> 23) & 0xffu); }
@@ -93,4 +93,4 @@ void from_exact_fixed(const std::int64_t* q, std::int64_t first, std::int64_t n,
   }
 }
 
-}  // namespace myriad::distributed
+}  // namespace myriad

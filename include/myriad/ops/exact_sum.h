@@ -14,11 +14,14 @@
 // Special values: a block holding a NaN or an infinity on any rank reduces to NaN in all its
 // elements on every rank (a non-finite gradient stays non-finite, and the step is skipped as it
 // would be); an all-zero block gives +0.
+// Here: the host encoding (the reference; ComposedCommunicator's exact sums over MPI). The CUDA
+// kernels of kernels/comm/exact_sum.cu (cuda/kernels.h) give the same bits for the same inputs;
+// NcclCommunicator runs them around its int64 sums (NcclOptions::exact_sums).
 #pragma once
 
 #include <cstdint>
 
-namespace myriad::distributed {
+namespace myriad {
 
 inline constexpr std::int64_t kExactSumBlock = 256;
 inline constexpr std::int32_t kExactSumZeroBlock = -1024;      // exponent of a block of zeros
@@ -35,4 +38,4 @@ void to_exact_fixed(const float* x, std::int64_t n, const std::int32_t* exponent
 void from_exact_fixed(const std::int64_t* q, std::int64_t first, std::int64_t n, const std::int32_t* exponents,
                       int headroom, float* out);
 
-}  // namespace myriad::distributed
+}  // namespace myriad
