@@ -26,8 +26,10 @@
 #include <execinfo.h>
 #include <unistd.h>
 #include <map>
+#include <memory>
 #include <mutex>
 #include <type_traits>
+#include <vector>
 #include "emulated_streams.h"
 #include "myriad/ops/int8_linear.h"
 #include "myriad/core/tensor.h"
@@ -44,6 +46,7 @@
 #include "myriad/ops/embedding.h"
 #include "myriad/ops/adamw.h"
 #include "myriad/ops/compression.h"
+#include "myriad/ops/exact_sum.h"
 #include "myriad/ops/onebit_adam_update.h"
 #include "myriad/ops/matmul.h"
 #include "myriad/ops/softmax.h"
@@ -858,6 +861,40 @@ void topk_decode_f32(const std::uint8_t* code, float* out, std::int64_t n, std::
                      cudaStream_t launch_stream) {
   emulated::check_launch_device(launch_stream);
   if (n > 0) decode_on_host(topk_spec(n, k), code, out, n, accumulate);
+}
+// Exact sums: the host encoding (ops/exact_sum.h) on the launchers' pointers. NcclCommunicator
+// launches them on its own stream between collectives whose results the emulated NCCL delivers
+// late, so each launcher first delivers the stream's pending writes into what it reads or
+// writes (the stream's order), and the decode's output is delivered like a collective's result.
+void exact_sum_exponents_f32(const float* x, std::int64_t n, std::int32_t* exponents, cudaStream_t launch_stream) {
+  emulated::check_launch_device(launch_stream);
+  const std::int64_t blocks = exact_sum_blocks(n);
+  emulated::deliver_writes_to(launch_stream, x, static_cast<std::size_t>(n) * sizeof(float));
+  emulated::deliver_writes_to(launch_stream, exponents, static_cast<std::size_t>(blocks) * sizeof(std::int32_t));
+  myriad::exact_sum_exponents(x, n, exponents);
+}
+void to_exact_fixed_f32(const float* x, std::int64_t n, const std::int32_t* exponents, int headroom, std::int64_t* q,
+                        cudaStream_t launch_stream) {
+  emulated::check_launch_device(launch_stream);
+  emulated::deliver_writes_to(launch_stream, x, static_cast<std::size_t>(n) * sizeof(float));
+  emulated::deliver_writes_to(launch_stream, exponents,
+                              static_cast<std::size_t>(exact_sum_blocks(n)) * sizeof(std::int32_t));
+  emulated::deliver_writes_to(launch_stream, q, static_cast<std::size_t>(n) * sizeof(std::int64_t));
+  myriad::to_exact_fixed(x, n, exponents, headroom, q);
+}
+void from_exact_fixed_f32(const std::int64_t* q, std::int64_t first, std::int64_t n, const std::int32_t* exponents,
+                          int headroom, float* out, cudaStream_t launch_stream) {
+  emulated::check_launch_device(launch_stream);
+  if (n == 0) return;
+  const std::int64_t blocks = exact_sum_blocks(first + n);
+  emulated::deliver_writes_to(launch_stream, q, static_cast<std::size_t>(n) * sizeof(std::int64_t));
+  emulated::deliver_writes_to(launch_stream, exponents, static_cast<std::size_t>(blocks) * sizeof(std::int32_t));
+  emulated::deliver_writes_to(launch_stream, out, static_cast<std::size_t>(n) * sizeof(float));
+  auto result = std::make_shared<std::vector<float>>(static_cast<std::size_t>(n));
+  myriad::from_exact_fixed(q, first, n, exponents, headroom, result->data());
+  emulated::defer_on_stream(
+      launch_stream, [out, result] { std::memcpy(out, result->data(), result->size() * sizeof(float)); }, out,
+      static_cast<std::size_t>(n) * sizeof(float));
 }
 void onebit_adam_momentum_f32(float* m, const float* g, std::int64_t n, float beta1, float gain,
                               cudaStream_t launch_stream) {

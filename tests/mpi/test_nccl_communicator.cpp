@@ -3,16 +3,21 @@
 // runs over NCCL on device tensors and over MpiCommunicator on host copies of the same inputs;
 // the results must agree — exactly for i64, within f32 rounding of a different summation order
 // for f32 — including unequal chunks, tagged point-to-point crossing in both directions (the
-// pipeline's pattern) and all_to_all_v.
+// pipeline's pattern) and all_to_all_v — and with exact sums the host's exact f32 sums bit for bit.
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstring>
+#include <limits>
+#include <memory>
+#include <vector>
 
 #include "mpi_test_support.h"
 #include "myriad/core/local_device.h"
 #include "myriad/cuda/device_context.h"
 #include "myriad/cuda/device_tensor.h"
 #include "myriad/distributed/nccl_communicator.h"
+#include "myriad/distributed/ring_communicator.h"
 
 namespace myriad {
 namespace {
@@ -122,6 +127,64 @@ TEST_F(NcclAcrossRanks, HierarchicalAllReduceMatchesMpi) {
   EXPECT_THROW(distributed::NcclCommunicator(*host_, *context_,
                                              distributed::NcclOptions{.hierarchy = {.nodes = 3, .per_node = 3}}),
                Error);
+}
+
+// NcclOptions::exact_sums (parallel.dp_reduce_exact on the device): f32 all-reduces and
+// reduce-scatters of device tensors — the exponents, terms and values computed by the device
+// kernels, the integers summed by NCCL, flat and (np4) hierarchical — are the host's exact sums
+// (a RingCommunicator with exact sums over MPI) bit for bit: values over many binades, a block
+// of zeros, a NaN on one rank and an infinity on another, equal and unequal chunks. Max and
+// integer sums run as before.
+bool same_bits(const Tensor& a, const Tensor& b) {
+  return a.nbytes() == b.nbytes() && std::memcmp(a.raw_data(), b.raw_data(), a.nbytes()) == 0;
+}
+
+TEST_F(NcclAcrossRanks, ExactSumsEqualTheHostExactSumsBitForBit) {
+  const int rank = nccl_->rank(), size = nccl_->size();
+  distributed::RingCommunicator reference(make_world("exact_reference"), true);
+  std::vector<std::unique_ptr<distributed::NcclCommunicator>> exact;
+  exact.push_back(
+      std::make_unique<distributed::NcclCommunicator>(*host_, *context_, distributed::NcclOptions{.exact_sums = true}));
+  if (size >= 4 && size % 2 == 0) {
+    exact.push_back(std::make_unique<distributed::NcclCommunicator>(
+        *host_, *context_,
+        distributed::NcclOptions{.hierarchy = {.nodes = 2, .per_node = size / 2}, .exact_sums = true}));
+  }
+  for (const auto& nccl : exact) {
+    for (std::int64_t n :
+         {std::int64_t{1}, std::int64_t{300}, std::int64_t{256} * size * 5, std::int64_t{256} * size * 5 + 3}) {
+      SCOPED_TRACE(::testing::Message() << "hierarchy " << nccl->hierarchy().nodes << " x "
+                                        << nccl->hierarchy().per_node << ", n " << n);
+      Tensor input = Tensor::empty({n});
+      fill_input(input, 31 + n, rank);
+      float* x = input.data<float>();
+      for (std::int64_t i = 0; i < n; ++i) x[i] = std::ldexp(x[i], static_cast<int>((i / 200 * 13 + rank) % 90) - 60);
+      if (n > 1024) {
+        for (std::int64_t i = 256; i < 512; ++i) x[i] = 0.0f;
+        if (rank == 0) x[600] = std::numeric_limits<float>::quiet_NaN();
+        if (rank == size - 1) x[900] = std::numeric_limits<float>::infinity();
+      }
+      Tensor expected = input.clone();
+      reference.all_reduce(expected);
+      Tensor device = cuda::to_device(*context_, input);
+      nccl->all_reduce(device);
+      EXPECT_TRUE(same_bits(cuda::to_host(*context_, device), expected)) << "all_reduce";
+
+      const std::int64_t chunk = distributed::chunk_range(n, size, rank).size();
+      Tensor scattered_expected = Tensor::empty({chunk});
+      reference.reduce_scatter(input, scattered_expected);
+      Tensor scattered = cuda::device_empty(*context_, {chunk});
+      nccl->reduce_scatter(cuda::to_device(*context_, input), scattered);
+      EXPECT_TRUE(same_bits(cuda::to_host(*context_, scattered), scattered_expected)) << "reduce_scatter";
+
+      if (n > 1024) continue;  // max with a NaN: MPI's and NCCL's rules differ, which is not the point here
+      Tensor maxima = input.clone();
+      reference_->all_reduce(maxima, distributed::ReduceOp::max);
+      Tensor device_maxima = cuda::to_device(*context_, input);
+      nccl->all_reduce(device_maxima, distributed::ReduceOp::max);
+      EXPECT_TRUE(same_bits(cuda::to_host(*context_, device_maxima), maxima)) << "max";
+    }
+  }
 }
 
 TEST_F(NcclAcrossRanks, TaggedSendRecvCrossInBothDirections) {

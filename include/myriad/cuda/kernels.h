@@ -302,6 +302,19 @@ void int8_decode_f32(const std::uint8_t* code, float* out, std::int64_t n, bool 
 void topk_decode_f32(const std::uint8_t* code, float* out, std::int64_t n, std::int64_t k, bool accumulate,
                      cudaStream_t stream);
 
+// ---- Exact sums: the block fixed-point encoding (kernels/comm/exact_sum.cu) -------------------
+// The host functions of ops/exact_sum.h on device memory, with the host's bits:
+//   exact_sum_exponents_f32  exponents (exact_sum_blocks(n)) = this rank's block exponents of x (n)
+//   to_exact_fixed_f32       q (n) = the int64 terms of x (n) under the group's exponents
+//   from_exact_fixed_f32     out (n) = the f32 values of the summed q (n), element first + i of the
+//                            buffer the exponents describe (a reduce-scatter's chunk)
+// headroom in [0, 31] (exact_sum_headroom of the group's size). Outputs must not overlap inputs.
+void exact_sum_exponents_f32(const float* x, std::int64_t n, std::int32_t* exponents, cudaStream_t stream);
+void to_exact_fixed_f32(const float* x, std::int64_t n, const std::int32_t* exponents, int headroom, std::int64_t* q,
+                        cudaStream_t stream);
+void from_exact_fixed_f32(const std::int64_t* q, std::int64_t first, std::int64_t n, const std::int32_t* exponents,
+                          int headroom, float* out, cudaStream_t stream);
+
 // ---- 1-bit Adam's update with the frozen variance (kernels/optim/onebit_adam.cu) -------------
 // ops/onebit_adam_update.h elementwise over n: m = m * inverse_replicas; p -= decay * p;
 // p -= lr * (m / bias1) / (sqrt(v / bias2) + eps), each operation rounded (no fused

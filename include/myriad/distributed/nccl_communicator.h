@@ -53,6 +53,18 @@
 // as (within the node, then across nodes), so f32 results equal the flat ones up to rounding.
 // reduce_scatter and all_gather (ZeRO) stay flat: NCCL's own ring or tree, topology-aware.
 //
+// Exact sums (NcclOptions::exact_sums, parallel.dp_reduce_exact): every all_reduce and
+// reduce_scatter that sums f32 device tensors runs the host's block fixed-point encoding
+// (ops/exact_sum.h) on this communicator's stream — block exponents (kernel), their int32 max
+// all-reduce, the int64 terms (kernel), their int64 all-reduce (hierarchical when the options
+// say so) or reduce-scatter, the f32 values of the sums (kernel) — as one work: stream-ordered,
+// nothing read back by the host, the result the same bits as the host's exact sums (ComposedCommunicator) of the
+// same inputs over any group algorithm. Its two scratch buffers (int32 per 256 elements, int64
+// per element) come from the context's caching allocator and are held by the work until it is
+// complete. Bytes: the ring traffic of the exponents plus the int64 terms. Other dtypes, max and
+// host tensors run as usual (the host group sums exactly itself when it was built so). A split
+// communicator sums as NCCL does, like a split of the host's exact group.
+//
 // Statistics: calls, seconds between the stream events (issue -> completion on the GPU), seconds
 // the host was blocked in wait(); NCCL does not report bytes moved, so bytes are the ring
 // algorithm's per-rank traffic ((n-1)/n of the buffer per reduce-scatter or all-gather phase).
@@ -77,6 +89,8 @@ struct NcclOptions {
   // nodes x per_node > 1 each: all_reduce as intra-node reduce-scatter, inter-node all-reduce,
   // intra-node all-gather (parallel.dp_reduce hierarchical; see above). Else flat.
   NodeGrouping hierarchy{};
+  // f32 sums of device tensors (all_reduce, reduce_scatter) exact, as above.
+  bool exact_sums = false;
 };
 
 class NcclCommunicator final : public distributed::Communicator {
@@ -125,7 +139,15 @@ class NcclCommunicator final : public distributed::Communicator {
   // A communicator made by split(): owns its host communicator.
   NcclCommunicator(std::unique_ptr<distributed::Communicator> owned_host, cuda::DeviceContext& context,
                    NcclOptions options, std::unique_ptr<Impl> impl);
-  distributed::WorkHandle hierarchical_all_reduce(Tensor tensor, distributed::ReduceOp op);
+  bool sums_exactly(const Tensor& tensor, distributed::ReduceOp op) const;
+  distributed::WorkHandle exact_all_reduce(Tensor tensor);
+  distributed::WorkHandle exact_reduce_scatter(Tensor input, Tensor output);
+  // Inside a launch: an all-reduce of `count` elements at `data` in place, flat or hierarchical;
+  // a reduce-scatter of `count` elements into this rank's chunk_range (unequal chunks as reduces).
+  void queue_all_reduce(void* data, std::int64_t count, DType dtype, distributed::ReduceOp op);
+  void queue_reduce_scatter(const void* input, void* output, std::int64_t count, DType dtype, distributed::ReduceOp op);
+  // Per-rank bytes of an all-reduce of `count` elements of `element` bytes (flat or hierarchical).
+  std::int64_t all_reduce_traffic(std::int64_t count, std::int64_t element) const;
 
   std::unique_ptr<distributed::Communicator> owned_host_;
   distributed::Communicator* host_;

@@ -1,7 +1,8 @@
 // NcclCommunicator: the Communicator interface over NCCL on a stream of its own (see
 // nccl_communicator.h). Invariants: every queued NCCL call is preceded by a wait on the compute
 // stream's work so far; a work handle's completion is one event on the NCCL stream; pending
-// send/recv are launched together as one NCCL group before any other operation is queued.
+// send/recv are launched together as one NCCL group before any other operation is queued; an
+// exact sum's kernels and collectives (exact_sum_steps.h) are one work between those two events.
 #include "myriad/distributed/nccl_communicator.h"
 
 #include <nccl.h>
@@ -13,10 +14,13 @@
 #include <functional>
 #include <thread>
 
+#include "exact_sum_steps.h"
 #include "myriad/core/error.h"
 #include "myriad/cuda/check.h"
 #include "myriad/cuda/device_guard.h"
+#include "myriad/cuda/device_tensor.h"
 #include "myriad/distributed/comm_checks.h"
+#include "myriad/ops/exact_sum.h"
 
 namespace myriad::distributed {
 
@@ -441,16 +445,13 @@ distributed::WorkHandle NcclCommunicator::all_reduce_async(Tensor tensor, distri
   distributed::check_all_reduce_args(*this, tensor, DeviceType::cuda);
   check_usable(*impl_, CommOp::all_reduce);
   flush_point_to_point(*impl_, context_, stream_);
-  if (impl_->intra != nullptr) return hierarchical_all_reduce(std::move(tensor), op);
-  const std::int64_t traffic = 2 * ring_phase_bytes(static_cast<std::int64_t>(tensor.nbytes()), size_);
+  if (sums_exactly(tensor, op)) return exact_all_reduce(std::move(tensor));
+  const auto element = static_cast<std::int64_t>(dtype_size(tensor.dtype()));
+  const std::int64_t traffic = all_reduce_traffic(tensor.numel(), element);
   count_bytes(*impl_, CommOp::all_reduce, traffic, traffic);
   return make_work(*impl_, CommOp::all_reduce,
                    launch(*impl_, context_, stream_, CommOp::all_reduce,
-                          [&] {
-                            MYRIAD_NCCL_CHECK(ncclAllReduce(
-                                tensor.raw_data(), tensor.raw_data(), static_cast<std::size_t>(tensor.numel()),
-                                reduction_type(tensor.dtype()), reduction_op(op), impl_->comm, stream_));
-                          }),
+                          [&] { queue_all_reduce(tensor.raw_data(), tensor.numel(), tensor.dtype(), op); }),
                    {tensor});
 }
 
@@ -458,34 +459,59 @@ NodeGrouping NcclCommunicator::hierarchy() const {
   return impl_->intra != nullptr ? options_.hierarchy : NodeGrouping{.nodes = 1, .per_node = size_};
 }
 
-distributed::WorkHandle NcclCommunicator::hierarchical_all_reduce(Tensor tensor, distributed::ReduceOp op) {
+std::int64_t NcclCommunicator::all_reduce_traffic(std::int64_t n, std::int64_t element) const {
+  if (impl_->intra == nullptr) return 2 * ring_phase_bytes(n * element, size_);
   const NodeGrouping& h = options_.hierarchy;
-  const std::int64_t n = tensor.numel(), L = h.per_node, m = n / L, body = m * L;
-  const auto element = static_cast<std::int64_t>(dtype_size(tensor.dtype()));
-  const std::int64_t traffic = 2 * ring_phase_bytes(body * element, h.per_node) +
-                               2 * ring_phase_bytes(m * element, h.nodes) +
-                               2 * ring_phase_bytes((n - body) * element, size_);
-  count_bytes(*impl_, CommOp::all_reduce, traffic, traffic);
-  return make_work(
-      *impl_, CommOp::all_reduce,
-      launch(*impl_, context_, stream_, CommOp::all_reduce,
-             [&] {
-               char* base = static_cast<char*>(tensor.raw_data());
-               char* mine = base + (rank_ % h.per_node) * m * element;
-               const ncclDataType_t type = reduction_type(tensor.dtype());
-               const auto count = static_cast<std::size_t>(m);
-               if (m > 0) {
-                 MYRIAD_NCCL_CHECK(ncclReduceScatter(base, mine, count, type, reduction_op(op), impl_->intra, stream_));
-                 MYRIAD_NCCL_CHECK(ncclAllReduce(mine, mine, count, type, reduction_op(op), impl_->inter, stream_));
-                 MYRIAD_NCCL_CHECK(ncclAllGather(mine, base, count, type, impl_->intra, stream_));
-               }
-               if (n > body) {
-                 char* rest = base + body * element;
-                 MYRIAD_NCCL_CHECK(ncclAllReduce(rest, rest, static_cast<std::size_t>(n - body), type, reduction_op(op),
-                                                 impl_->comm, stream_));
-               }
-             }),
-      {tensor});
+  const std::int64_t m = n / h.per_node, body = m * h.per_node;
+  return 2 * ring_phase_bytes(body * element, h.per_node) + 2 * ring_phase_bytes(m * element, h.nodes) +
+         2 * ring_phase_bytes((n - body) * element, size_);
+}
+
+void NcclCommunicator::queue_all_reduce(void* data, std::int64_t n, DType dtype, distributed::ReduceOp op) {
+  const ncclDataType_t type = reduction_type(dtype);
+  if (impl_->intra == nullptr) {
+    MYRIAD_NCCL_CHECK(
+        ncclAllReduce(data, data, static_cast<std::size_t>(n), type, reduction_op(op), impl_->comm, stream_));
+    return;
+  }
+  // Hierarchical: the first L m elements intra reduce-scatter, inter all-reduce of the chunk,
+  // intra all-gather; the rest one flat all-reduce (nccl_communicator.h).
+  const NodeGrouping& h = options_.hierarchy;
+  const auto element = static_cast<std::int64_t>(dtype_size(dtype));
+  const std::int64_t L = h.per_node, m = n / L, body = m * L;
+  char* base = static_cast<char*>(data);
+  char* mine = base + (rank_ % h.per_node) * m * element;
+  const auto count = static_cast<std::size_t>(m);
+  if (m > 0) {
+    MYRIAD_NCCL_CHECK(ncclReduceScatter(base, mine, count, type, reduction_op(op), impl_->intra, stream_));
+    MYRIAD_NCCL_CHECK(ncclAllReduce(mine, mine, count, type, reduction_op(op), impl_->inter, stream_));
+    MYRIAD_NCCL_CHECK(ncclAllGather(mine, base, count, type, impl_->intra, stream_));
+  }
+  if (n > body) {
+    char* rest = base + body * element;
+    MYRIAD_NCCL_CHECK(
+        ncclAllReduce(rest, rest, static_cast<std::size_t>(n - body), type, reduction_op(op), impl_->comm, stream_));
+  }
+}
+
+void NcclCommunicator::queue_reduce_scatter(const void* input, void* output, std::int64_t n, DType dtype,
+                                            distributed::ReduceOp op) {
+  const ncclDataType_t type = reduction_type(dtype);
+  if (n % size_ == 0) {
+    MYRIAD_NCCL_CHECK(ncclReduceScatter(input, output, static_cast<std::size_t>(n / size_), type, reduction_op(op),
+                                        impl_->comm, stream_));
+    return;
+  }
+  // Unequal chunks: chunk r is reduced onto rank r (recvbuff is used at the root only).
+  const auto element = static_cast<std::int64_t>(dtype_size(dtype));
+  MYRIAD_NCCL_CHECK(ncclGroupStart());
+  for (int r = 0; r < size_; ++r) {
+    const distributed::ChunkRange chunk = distributed::chunk_range(n, size_, r);
+    MYRIAD_NCCL_CHECK(ncclReduce(static_cast<const char*>(input) + chunk.begin * element, output,
+                                 static_cast<std::size_t>(chunk.size()), type, reduction_op(op), r, impl_->comm,
+                                 stream_));
+  }
+  MYRIAD_NCCL_CHECK(ncclGroupEnd());
 }
 
 distributed::WorkHandle NcclCommunicator::reduce_scatter_async(Tensor input, Tensor output, distributed::ReduceOp op) {
@@ -495,31 +521,63 @@ distributed::WorkHandle NcclCommunicator::reduce_scatter_async(Tensor input, Ten
   distributed::check_reduce_scatter_args(*this, input, output, DeviceType::cuda);
   check_usable(*impl_, CommOp::reduce_scatter);
   flush_point_to_point(*impl_, context_, stream_);
+  if (sums_exactly(input, op)) return exact_reduce_scatter(std::move(input), std::move(output));
   const std::int64_t traffic = ring_phase_bytes(static_cast<std::int64_t>(input.nbytes()), size_);
   count_bytes(*impl_, CommOp::reduce_scatter, traffic, traffic);
+  return make_work(
+      *impl_, CommOp::reduce_scatter,
+      launch(*impl_, context_, stream_, CommOp::reduce_scatter,
+             [&] { queue_reduce_scatter(input.raw_data(), output.raw_data(), input.numel(), input.dtype(), op); }),
+      {input, output});
+}
+
+bool NcclCommunicator::sums_exactly(const Tensor& tensor, distributed::ReduceOp op) const {
+  return options_.exact_sums && op == distributed::ReduceOp::sum && tensor.dtype() == DType::f32 && tensor.numel() > 0;
+}
+
+distributed::WorkHandle NcclCommunicator::exact_all_reduce(Tensor tensor) {
+  const std::int64_t n = tensor.numel();
+  Tensor exponents = cuda::device_empty(context_, {exact_sum_blocks(n)}, DType::i32);
+  Tensor fixed = cuda::device_empty(context_, {n}, DType::i64);
+  const std::int64_t traffic = all_reduce_traffic(exponents.numel(), 4) + all_reduce_traffic(n, 8);
+  count_bytes(*impl_, CommOp::all_reduce, traffic, traffic);
+  const ExactSumBuffers buffers{.exponents = exponents.data<std::int32_t>(), .fixed = fixed.data<std::int64_t>()};
+  return make_work(*impl_, CommOp::all_reduce,
+                   launch(*impl_, context_, stream_, CommOp::all_reduce,
+                          [&] {
+                            queue_exact_all_reduce(
+                                tensor.data<float>(), n, exact_sum_headroom(size_), buffers, stream_,
+                                [this](void* data, std::int64_t count, DType dtype, distributed::ReduceOp op) {
+                                  queue_all_reduce(data, count, dtype, op);
+                                });
+                          }),
+                   {tensor, exponents, fixed});
+}
+
+distributed::WorkHandle NcclCommunicator::exact_reduce_scatter(Tensor input, Tensor output) {
   const std::int64_t n = input.numel();
-  const bool equal_chunks = n % size_ == 0;
+  const distributed::ChunkRange mine = distributed::chunk_range(n, size_, rank_);
+  Tensor exponents = cuda::device_empty(context_, {exact_sum_blocks(n)}, DType::i32);
+  Tensor fixed = cuda::device_empty(context_, {n + std::max<std::int64_t>(mine.size(), 1)}, DType::i64);
+  const std::int64_t traffic = all_reduce_traffic(exponents.numel(), 4) + ring_phase_bytes(n * 8, size_);
+  count_bytes(*impl_, CommOp::reduce_scatter, traffic, traffic);
+  const ExactSumBuffers buffers{.exponents = exponents.data<std::int32_t>(),
+                                .fixed = fixed.data<std::int64_t>(),
+                                .chunk = fixed.data<std::int64_t>() + n};
   return make_work(*impl_, CommOp::reduce_scatter,
                    launch(*impl_, context_, stream_, CommOp::reduce_scatter,
                           [&] {
-                            const ncclDataType_t type = reduction_type(input.dtype());
-                            if (equal_chunks) {
-                              MYRIAD_NCCL_CHECK(ncclReduceScatter(input.raw_data(), output.raw_data(),
-                                                                  static_cast<std::size_t>(n / size_), type,
-                                                                  reduction_op(op), impl_->comm, stream_));
-                              return;
-                            }
-                            // Unequal chunks: chunk r is reduced onto rank r (recvbuff is used at the root only).
-                            MYRIAD_NCCL_CHECK(ncclGroupStart());
-                            for (int r = 0; r < size_; ++r) {
-                              const distributed::ChunkRange chunk = distributed::chunk_range(n, size_, r);
-                              MYRIAD_NCCL_CHECK(ncclReduce(bytes_at(input, chunk.begin), output.raw_data(),
-                                                           static_cast<std::size_t>(chunk.size()), type,
-                                                           reduction_op(op), r, impl_->comm, stream_));
-                            }
-                            MYRIAD_NCCL_CHECK(ncclGroupEnd());
+                            queue_exact_reduce_scatter(
+                                input.data<float>(), n, output.data<float>(), mine, exact_sum_headroom(size_), buffers,
+                                stream_,
+                                [this](void* data, std::int64_t count, DType dtype, distributed::ReduceOp op) {
+                                  queue_all_reduce(data, count, dtype, op);
+                                },
+                                [this](const void* from, void* into, std::int64_t count) {
+                                  queue_reduce_scatter(from, into, count, DType::i64, distributed::ReduceOp::sum);
+                                });
                           }),
-                   {input, output});
+                   {input, output, exponents, fixed});
 }
 
 distributed::WorkHandle NcclCommunicator::all_gather_async(Tensor input, Tensor output) {
