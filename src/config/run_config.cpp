@@ -103,11 +103,9 @@ void validate_device(const RunConfig& c) {
                why << " reduces gradients with NCCL, which picks ring or tree itself (node-aware; set NCCL_ALGO=Tree "
                       "to force its tree): parallel.dp_reduce tree applies to host (MPI) groups; use auto, ring or "
                       "hierarchical");
-  MYRIAD_CHECK(!p.dp_reduce_exact,
-               why << " reduces gradients with NCCL's f32 sums: parallel.dp_reduce_exact (the block fixed-point "
-                      "encoding whose integer sums are exact in any order) runs on host (MPI) groups only; over "
-                      "NCCL it would need device encode/decode kernels around an int64 sum, not written yet: set "
-                      "it to false");
+  // parallel.dp_reduce_exact runs on the device too: the block fixed-point encoding as kernels
+  // around NCCL's int64 sums (NcclOptions::exact_sums), the host's bits at every ZeRO stage, flat
+  // or hierarchical.
 }
 
 // training.optimizer onebit_adam / training.gradient_compression / training.sync local replace the

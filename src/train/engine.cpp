@@ -34,7 +34,8 @@ Engine::Engine(const RunConfig& config, std::shared_ptr<spdlog::logger> log, dis
     state_.device = make_device_runtime(
         *state_.groups,
         DeviceRuntimeOptions{.collective_timeout = state_.config.parallel.collective_timeout,
-                             .hierarchical_data_parallel = state_.config.parallel.dp_reduce == DpReduce::hierarchical});
+                             .hierarchical_data_parallel = state_.config.parallel.dp_reduce == DpReduce::hierarchical,
+                             .exact_sums = state_.config.parallel.dp_reduce_exact});
     state_.log->info("device: {}", state_.device->describe());
   }
   compose_rank(state_, state_.device ? state_.device->placement() : ops::Placement{}, nullptr);

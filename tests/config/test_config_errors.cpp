@@ -396,12 +396,23 @@ TEST(ConfigValidate, CrossKeyChecks) {
         c.parallel.dp_reduce = DpReduce::tree;
       },
       {"training.device cuda reduces gradients with NCCL", "parallel.dp_reduce tree", "NCCL_ALGO"});
-  expect_invalid(
+  RunConfig exact_on_cuda;  // the block fixed-point encoding as device kernels around NCCL's int64 sums
+  on_cuda(exact_on_cuda);
+  exact_on_cuda.parallel.dp_reduce_exact = true;
+  for (int stage : {0, 1, 2, 3}) {
+    exact_on_cuda.parallel.zero_stage = stage;
+    EXPECT_NO_THROW(exact_on_cuda.validate(2)) << "ZeRO " << stage;
+  }
+  exact_on_cuda.parallel.zero_stage = 0;
+  exact_on_cuda.parallel.dp_reduce = DpReduce::hierarchical;
+  EXPECT_NO_THROW(exact_on_cuda.validate(4));
+  expect_invalid(  // the tree stays a host algorithm, exact sums or not
       [&](RunConfig& c) {
         on_cuda(c);
         c.parallel.dp_reduce_exact = true;
+        c.parallel.dp_reduce = DpReduce::tree;
       },
-      {"training.device cuda reduces gradients with NCCL's f32 sums", "parallel.dp_reduce_exact"});
+      {"training.device cuda reduces gradients with NCCL", "parallel.dp_reduce tree"});
   expect_invalid([](RunConfig& c) { c.parallel.ranks_per_node = -1; }, {"parallel.ranks_per_node"});
   expect_invalid(
       [](RunConfig& c) {

@@ -54,6 +54,9 @@ struct DeviceRuntimeOptions {
   // intra-node, inter-node, intra-node collectives (NcclOptions::hierarchy), grouped as the host
   // groups are; else NCCL's own algorithm (node-aware by itself).
   bool hierarchical_data_parallel = false;
+  // parallel.dp_reduce_exact: the f32 sums of the dp, expert-data and data-context groups in the
+  // host's block fixed point (NcclOptions::exact_sums), the same bits as the host's exact sums.
+  bool exact_sums = false;
 };
 std::unique_ptr<DeviceRuntime> make_device_runtime(distributed::ProcessGroups& groups,
                                                    const DeviceRuntimeOptions& options);

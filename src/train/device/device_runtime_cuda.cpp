@@ -25,11 +25,12 @@ namespace {
 constexpr int kPipelineTags = 3;
 
 // `hierarchical`: the host group's node grouping, when it has one, shapes the NCCL all-reduce.
+// `exact`: a gradient group under parallel.dp_reduce_exact: its f32 sums exact (NcclOptions::exact_sums).
 std::unique_ptr<distributed::Communicator> device_group(distributed::Communicator& host, cuda::DeviceContext& context,
-                                                        double timeout, bool hierarchical = false) {
+                                                        double timeout, bool hierarchical = false, bool exact = false) {
   if (host.size() == 1) return std::make_unique<distributed::LoopbackCommunicator>(host.name());
 #if MYRIAD_HAVE_NCCL
-  distributed::NcclOptions options{.p2p_tags = kPipelineTags, .timeout_seconds = timeout};
+  distributed::NcclOptions options{.p2p_tags = kPipelineTags, .timeout_seconds = timeout, .exact_sums = exact};
   if (const auto* nodes = dynamic_cast<const distributed::HierarchicalCommunicator*>(&host); nodes && hierarchical) {
     options.hierarchy = nodes->grouping();
   }
@@ -38,6 +39,7 @@ std::unique_ptr<distributed::Communicator> device_group(distributed::Communicato
   (void)context;
   (void)timeout;
   (void)hierarchical;
+  (void)exact;
   MYRIAD_THROW("training.device cuda with a " << host.name() << " group of " << host.size()
                                               << " ranks: this build has no NCCL");
 #endif
@@ -48,15 +50,18 @@ class CudaRuntime final : public DeviceRuntime {
   CudaRuntime(int device, distributed::ProcessGroups& groups, const DeviceRuntimeOptions& options)
       : context_(device), backend_(context_) {
     const double timeout = options.collective_timeout;
+    // The gradient groups (dp, expert-data, data-context) sum exactly under exact_sums, as the
+    // host's ProcessGroups wraps the same three.
+    const bool exact = options.exact_sums;
     for (std::size_t a = 0; a < distributed::kAxes.size(); ++a) {
       const bool dp = distributed::kAxes[a] == distributed::Axis::dp;
       groups_[a] = device_group(groups.group(distributed::kAxes[a]), context_, timeout,
-                                dp && options.hierarchical_data_parallel);
+                                dp && options.hierarchical_data_parallel, dp && exact);
     }
     if (groups.grid().size(distributed::Axis::ep) > 1)
-      expert_data_ = device_group(groups.expert_data(), context_, timeout, options.hierarchical_data_parallel);
+      expert_data_ = device_group(groups.expert_data(), context_, timeout, options.hierarchical_data_parallel, exact);
     if (groups.grid().size(distributed::Axis::cp) > 1)
-      data_context_ = device_group(groups.data_context(), context_, timeout);
+      data_context_ = device_group(groups.data_context(), context_, timeout, false, exact);
   }
 
   ops::Placement placement() override { return ops::Placement{&backend_}; }
