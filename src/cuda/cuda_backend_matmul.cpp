@@ -207,4 +207,12 @@ void CudaBackend::int8_linear_forward(const Int8Args& args, const Tensor& x, con
                           context_.stream());
 }
 
+// The INT8 token embedding: only the looked-up rows are dequantised.
+void CudaBackend::int8_embedding_forward(const Int8Args& args, const Tensor& ids, const Tensor& q, const Tensor& scales,
+                                         Tensor& out) {
+  DeviceGuard guard(context_.device());
+  int8_embedding_forward_f32(ids.data<std::int32_t>(), q.data<std::int8_t>(), scales.data<float>(), out.data<float>(),
+                             ids.numel(), q.size(1), args.group_size, context_.stream());
+}
+
 }  // namespace myriad::cuda

@@ -30,6 +30,9 @@ void Backend::int8_linear_forward(const Int8Args&, const Tensor&, const Tensor&,
                                   Tensor&) {
   unsupported("int8_linear_forward");
 }
+void Backend::int8_embedding_forward(const Int8Args&, const Tensor&, const Tensor&, const Tensor&, Tensor&) {
+  unsupported("int8_embedding_forward");
+}
 void Backend::rope_forward(const RopeArgs&, const Tensor&, Tensor&) { unsupported("rope_forward"); }
 void Backend::rope_backward(const RopeArgs&, const Tensor&, Tensor&) { unsupported("rope_backward"); }
 void Backend::embedding_forward(const EmbeddingArgs&, const Tensor&, const Tensor&, Tensor&) {

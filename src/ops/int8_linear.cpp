@@ -78,4 +78,22 @@ void int8_linear_forward(const Int8Args& args, const Tensor& x, const Tensor& q,
   ops::backend_of(op, tensors).int8_linear_forward(args, x, q, scales, bias, y);
 }
 
+void int8_embedding_forward(const Int8Args& args, const Tensor& ids, const Tensor& q, const Tensor& scales,
+                            Tensor& out) {
+  const char* op = "int8_embedding_forward";
+  check_quantized(op, args, q, scales);
+  ops::check_dtype(op, "ids", ids, DType::i32);
+  ops::check_dtype(op, "out", out, DType::f32);
+  Shape out_shape = ids.shape();
+  out_shape.push_back(q.size(1));
+  ops::check_shape(op, "out", out, out_shape);
+  ops::check_contiguous(op, "ids", ids);
+  ops::check_contiguous(op, "out", out);
+  const std::initializer_list<ops::NamedTensor> tensors = {
+      {"ids", &ids}, {"q", &q}, {"scales", &scales}, {"out", &out}};
+  Device device = ops::check_same_device(op, tensors);
+  if (device.is_cpu()) return cpu::int8_embedding_forward(args, ids, q, scales, out);
+  ops::backend_of(op, tensors).int8_embedding_forward(args, ids, q, scales, out);
+}
+
 }  // namespace myriad

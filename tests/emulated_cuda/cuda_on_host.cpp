@@ -485,6 +485,15 @@ void int8_linear_forward_f32(const float* x, const std::int8_t* q, const float* 
   cpu::int8_linear_forward(Int8Args{.group_size = group_size}, W(x, {rows, k}), W(q, {n, k}, DType::i8),
                            W(scales, {n, int8_groups(k, group_size)}), bias != nullptr ? W(bias, {n}) : Tensor(), out);
 }
+void int8_embedding_forward_f32(const std::int32_t* ids, const std::int8_t* q, const float* scales, float* out,
+                                std::int64_t n, std::int64_t c, std::int64_t group_size, cudaStream_t launch_stream) {
+  emulated::check_launch_device(launch_stream);
+  std::int64_t rows = 0;  // the table's rows: one past the largest id (the kernel reads no others)
+  for (std::int64_t i = 0; i < n; ++i) rows = std::max<std::int64_t>(rows, ids[i] + 1);
+  Tensor o = W(out, {n, c});
+  cpu::int8_embedding_forward(Int8Args{.group_size = group_size}, W(ids, {n}, DType::i32), W(q, {rows, c}, DType::i8),
+                              W(scales, {rows, int8_groups(c, group_size)}), o);
+}
 void gelu_forward_f32(const float* x, float* out, std::int64_t n, cudaStream_t launch_stream) {
   emulated::check_launch_device(launch_stream);
   Tensor o = W(out, {n});

@@ -2,7 +2,9 @@
 // than the others, all-zero groups) follows the definition element by element and stays within
 // half a scale of the weight; dequantisation is q * scale; the linear layer equals float64 on the
 // dequantised weight (more rows than one dequantisation block, with and without bias, a batched
-// x); argument errors name the op and the tensor.
+// x); the embedding lookup equals float64 q * scale of each looked-up row (repeated ids, per row
+// and per group) and refuses an id outside the table naming it; argument errors name the op and
+// the tensor.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -94,6 +96,42 @@ TEST(Int8Linear, MatchesFloat64OnTheDequantisedWeight) {
       expect_close(y, expected, 1e-5, 1e-5, "y");
     }
   }
+}
+
+TEST(Int8Embedding, MatchesFloat64RowsOfTheDequantisedTable) {
+  const std::uint64_t seed = fresh_seed();
+  MYRIAD_SEED_TRACE(seed);
+  const std::int64_t V = 37, C = 70, B = 3, T = 11;
+  const Tensor table = random_tensor({V, C}, seed, 0, -3.0f, 3.0f);
+  Tensor ids = random_ids({B, T}, static_cast<std::int32_t>(V), seed, 1);
+  ids.data<std::int32_t>()[1] = ids.data<std::int32_t>()[0];  // a repeated id
+  ids.data<std::int32_t>()[2] = static_cast<std::int32_t>(V - 1);
+  for (std::int64_t group : {0, 16, 32, 70}) {
+    SCOPED_TRACE("group_size " + std::to_string(group));
+    const Quantized qz = quantize(table, group);
+    const std::int64_t G = int8_groups(C, group);
+    std::vector<double> expected;
+    for (std::int64_t i = 0; i < B * T; ++i) {
+      const std::int64_t row = ids.data<std::int32_t>()[i];
+      for (std::int64_t c = 0; c < C; ++c) {
+        // q * scale is exact in float64 (8 + 24 significant bits); the op's f32 product is that
+        // value correctly rounded to f32.
+        const double product = static_cast<double>(qz.q.data<std::int8_t>()[row * C + c]) *
+                               static_cast<double>(qz.scales.data<float>()[row * G + (group == 0 ? 0 : c / group)]);
+        expected.push_back(static_cast<float>(product));
+      }
+    }
+    Tensor out = Tensor::empty({B, T, C});
+    int8_embedding_forward(Int8Args{.group_size = group}, ids, qz.q, qz.scales, out);
+    expect_close(out, expected, 0.0, 0.0, "out");
+  }
+  const Quantized qz = quantize(table, 0);
+  Tensor bad = Tensor::zeros({2}, DType::i32), out = Tensor::zeros({2, C}), wide = Tensor::zeros({2, C + 1});
+  bad.data<std::int32_t>()[1] = static_cast<std::int32_t>(V);
+  expect_error_naming([&] { int8_embedding_forward(Int8Args{}, bad, qz.q, qz.scales, out); },
+                      {"int8_embedding_forward", "ids[1] = 37"});
+  expect_error_naming([&] { int8_embedding_forward(Int8Args{}, bad, qz.q, qz.scales, wide); },
+                      {"int8_embedding_forward", "'out'"});
 }
 
 TEST(Int8Linear, ArgumentErrorsNameOpAndTensor) {

@@ -113,6 +113,8 @@ class CudaBackend final : public ops::Backend {
                       Tensor& y) override;
   void int8_linear_forward(const Int8Args& args, const Tensor& x, const Tensor& q, const Tensor& scales,
                            const Tensor& bias, Tensor& y) override;
+  void int8_embedding_forward(const Int8Args& args, const Tensor& ids, const Tensor& q, const Tensor& scales,
+                              Tensor& out) override;
   // Mixture of experts (cuda_backend_moe.cpp): token routing kernels, cuBLAS grouped GEMMs.
   void gather_rows(const Tensor& x, const Tensor& source, Tensor& out, const RowIndexArgs& args) override;
   void combine_rows_forward(const Tensor& rows, const Tensor& slot, const Tensor& weight, Tensor& out,

@@ -404,5 +404,10 @@ void convert_f16_to_f32(const __half* x, float* out, std::int64_t n, cudaStream_
 void int8_linear_forward_f32(const float* x, const std::int8_t* q, const float* scales, const float* bias, float* y,
                              std::int64_t rows, std::int64_t n, std::int64_t k, std::int64_t group_size,
                              cudaStream_t stream);
+// INT8 embedding lookup (kernels/quantized/int8_embedding.cu): out (n, c)[i, :] = q[ids[i], :] *
+// the row's scales, q (V, c) int8, scales (V, groups) as above; ids in [0, V), checked by the
+// caller on the host. out is written (`=`).
+void int8_embedding_forward_f32(const std::int32_t* ids, const std::int8_t* q, const float* scales, float* out,
+                                std::int64_t n, std::int64_t c, std::int64_t group_size, cudaStream_t stream);
 
 }  // namespace myriad::cuda

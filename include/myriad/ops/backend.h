@@ -118,6 +118,8 @@ class Backend : public ExecutionContext {
   // Weight-only INT8 linear (ops/int8_linear.h).
   virtual void int8_linear_forward(const Int8Args& args, const Tensor& x, const Tensor& q, const Tensor& scales,
                                    const Tensor& bias, Tensor& y);
+  virtual void int8_embedding_forward(const Int8Args& args, const Tensor& ids, const Tensor& q, const Tensor& scales,
+                                      Tensor& out);
   // Mixture of experts: token routing (ops/token_routing.h) and the experts' grouped GEMMs.
   virtual void gather_rows(const Tensor& x, const Tensor& source, Tensor& out, const RowIndexArgs& args);
   virtual void combine_rows_forward(const Tensor& rows, const Tensor& slot, const Tensor& weight, Tensor& out,

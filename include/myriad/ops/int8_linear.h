@@ -12,7 +12,12 @@
 // result as linear_forward on the dequantised weight, up to the summation order of the GEMM.
 // The CPU dequantises blocks of rows into a small f32 buffer and multiplies them with BLAS (the
 // full f32 weight never exists); a GPU backend reads the int8 weight directly.
-// Layouts: every tensor contiguous; x, y, scales, bias f32; q int8.
+// Embedding (an INT8 token embedding: the table quantised per row like a weight):
+//   out (..., C)[n, :] = dequant(q, scales)[ids[n], :], ids (...) i32 in [0, V), q (V, C) int8,
+//   scales (V, G); only the looked-up rows are dequantised. The CPU op checks the ids (an id out of
+//   range throws naming it); a device backend trusts them (checked on the host before placing, as
+//   the f32 embedding's EmbeddingArgs::ids_checked).
+// Layouts: every tensor contiguous; x, y, scales, bias, out f32; q int8; ids i32.
 #pragma once
 
 #include <cstdint>
@@ -32,12 +37,16 @@ void quantize_int8(const Int8Args& args, const Tensor& weight, Tensor& q, Tensor
 void dequantize_int8(const Int8Args& args, const Tensor& q, const Tensor& scales, Tensor& weight);
 void int8_linear_forward(const Int8Args& args, const Tensor& x, const Tensor& q, const Tensor& scales,
                          const Tensor& bias, Tensor& y);
+void int8_embedding_forward(const Int8Args& args, const Tensor& ids, const Tensor& q, const Tensor& scales,
+                            Tensor& out);
 
 namespace cpu {
 void quantize_int8(const Int8Args& args, const Tensor& weight, Tensor& q, Tensor& scales);
 void dequantize_int8(const Int8Args& args, const Tensor& q, const Tensor& scales, Tensor& weight);
 void int8_linear_forward(const Int8Args& args, const Tensor& x, const Tensor& q, const Tensor& scales,
                          const Tensor& bias, Tensor& y);
+void int8_embedding_forward(const Int8Args& args, const Tensor& ids, const Tensor& q, const Tensor& scales,
+                            Tensor& out);
 }  // namespace cpu
 
 }  // namespace myriad
