@@ -234,17 +234,17 @@ void MoeLayer::forward(const ParameterStore& store, const Tensor& h, Tensor& out
   a.act = placement.empty({n, Fe});
   Tensor y_local = placement.empty({n, C});
   if (n > 0) {
+    // grouped_linear_forward: the grouped matmul, or the experts' INT8 weights (inference).
     const Tensor x = gemm_operand(a.x_rows, operands_);
-    grouped_matmul_forward({}, x, gemm_operand(store[experts_fc_].value, operands_), Tensor(), offsets, a.fc);
+    grouped_linear_forward(x, store[experts_fc_], offsets, a.fc, operands_);
     if (config_.mlp == MlpKind::gelu) {
       gelu_forward(GeluArgs{}, a.fc, a.act);
     } else {
       a.up = placement.empty({n, Fe});
-      grouped_matmul_forward({}, x, gemm_operand(store[experts_up_].value, operands_), Tensor(), offsets, a.up);
+      grouped_linear_forward(x, store[experts_up_], offsets, a.up, operands_);
       swiglu_forward(SwigluArgs{}, a.fc, a.up, a.act);
     }
-    grouped_matmul_forward({}, gemm_operand(a.act, operands_), gemm_operand(store[experts_out_].value, operands_),
-                           Tensor(), offsets, y_local);
+    grouped_linear_forward(gemm_operand(a.act, operands_), store[experts_out_], offsets, y_local, operands_);
   }
   a.y_rows = undispatch(y_local, a);
   if (R > 0) {
@@ -256,16 +256,16 @@ void MoeLayer::forward(const ParameterStore& store, const Tensor& h, Tensor& out
     const std::int64_t width = store[shared_fc_].shape[0];
     a.shared_fc = placement.empty({N, width});
     a.shared_act = placement.empty({N, width});
-    linear_forward(hf, store[shared_fc_].value, Tensor(), a.shared_fc, operands_);
+    linear_forward(hf, store[shared_fc_], Tensor(), a.shared_fc, operands_);
     if (config_.mlp == MlpKind::gelu) {
       gelu_forward(GeluArgs{}, a.shared_fc, a.shared_act);
     } else {
       a.shared_up = placement.empty({N, width});
-      linear_forward(hf, store[shared_up_].value, Tensor(), a.shared_up, operands_);
+      linear_forward(hf, store[shared_up_], Tensor(), a.shared_up, operands_);
       swiglu_forward(SwigluArgs{}, a.shared_fc, a.shared_up, a.shared_act);
     }
     Tensor shared_out = placement.empty({N, C});
-    linear_forward(a.shared_act, store[shared_out_].value, Tensor(), shared_out, operands_);
+    linear_forward(a.shared_act, store[shared_out_], Tensor(), shared_out, operands_);
     add_into(of, shared_out);
   }
 }

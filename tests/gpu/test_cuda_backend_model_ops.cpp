@@ -1,8 +1,9 @@
 // The CUDA backend against the CPU backend for the rest of what the model calls: attention (flash
 // kernels; contiguous heads and the heads of packed qkv rows, causal or not, grouped-query),
-// RoPE on rows of heads, embedding, cross-entropy with ignored rows, bias, AdamW and the gradient
-// norm — through the ops' dispatch points, written and accumulated outputs alike; bad ids and
-// targets reported as the CPU op reports them; ops no backend provides still refused by name.
+// RoPE on rows of heads, embedding (f32 and INT8 rows), INT8 experts, cross-entropy with ignored
+// rows, bias, AdamW and the gradient norm — through the ops' dispatch points, written and
+// accumulated outputs alike; bad ids and targets reported as the CPU op reports them; ops no
+// backend provides still refused by name.
 #include <gtest/gtest.h>
 
 #include <array>
@@ -11,6 +12,7 @@
 #include <climits>
 
 #include "cuda_backend_fixture.h"
+#include "myriad/nn/linear.h"
 #include "myriad/ops/adamw.h"
 #include "myriad/ops/attention.h"
 #include "myriad/ops/bias_add.h"
@@ -55,6 +57,42 @@ TEST_F(CudaBackendTest, Int8LinearMatchesTheCpuPerChannelAndPerGroup) {
         expect_close(d_y, y, kModelOpsTolerance, "y");
       }
     }
+  }
+}
+
+TEST_F(CudaBackendTest, Int8EmbeddingAndInt8ExpertsMatchTheCpu) {
+  // The INT8 token embedding's rows (per channel and per group), and an MoE layer's INT8 experts
+  // (nn::grouped_linear_forward: one int8 linear per non-empty expert, on views of the weight).
+  const std::int64_t V = 50, C = 70, N = 29;
+  Tensor ids = Tensor::empty({N}, DType::i32);
+  for (std::int64_t i = 0; i < N; ++i) ids.data<std::int32_t>()[i] = static_cast<std::int32_t>((i * 17 + 3) % V);
+  for (std::int64_t group : {0, 32}) {
+    SCOPED_TRACE(::testing::Message() << "group " << group);
+    const Int8Args args{.group_size = group};
+    const Tensor table = random({V, C}, 1);
+    Tensor q = Tensor::empty({V, C}, DType::i8), scales = Tensor::empty({V, int8_groups(C, group)});
+    quantize_int8(args, table, q, scales);
+    Tensor out = Tensor::empty({N, C}), d_out = backend_->empty({N, C});
+    int8_embedding_forward(args, ids, q, scales, out);
+    int8_embedding_forward(args, on_device(ids), on_device(q), on_device(scales), d_out);
+    expect_close(d_out, out, 0.0, "embedding rows");
+
+    const std::int64_t G = 3, M = 33, K = 40;
+    const std::vector<std::int64_t> offsets{0, 9, 9, 21};
+    nn::Parameter host, device;
+    host.name = device.name = "experts";
+    host.int8_values = Tensor::empty({G, M, K}, DType::i8);
+    host.int8_scales = Tensor::empty({G, M, int8_groups(K, group)});
+    host.int8_group = device.int8_group = group;
+    Tensor q2 = host.int8_values.view({G * M, K}), s2 = host.int8_scales.view({G * M, int8_groups(K, group)});
+    quantize_int8(args, random({G * M, K}, 2), q2, s2);
+    device.int8_values = on_device(host.int8_values);
+    device.int8_scales = on_device(host.int8_scales);
+    const Tensor x = random({offsets.back(), K}, 3);
+    Tensor y = Tensor::empty({offsets.back(), M}), d_y = backend_->empty({offsets.back(), M});
+    nn::grouped_linear_forward(x, host, offsets, y);
+    nn::grouped_linear_forward(on_device(x), device, offsets, d_y);
+    expect_close(d_y, y, kModelOpsTolerance, "expert rows");
   }
 }
 

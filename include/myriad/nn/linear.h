@@ -10,6 +10,9 @@
 // GPU); outputs, bias and gradients stay f32. The numbers are the same on every backend.
 #pragma once
 
+#include <cstdint>
+#include <vector>
+
 #include "myriad/core/tensor.h"
 #include "myriad/nn/parameter_store.h"
 
@@ -19,6 +22,13 @@ void linear_forward(const Tensor& x, const Tensor& weight, const Tensor& bias, T
 // The same with a parameter as weight: its INT8 form when attached (f32 operands only), else its value.
 void linear_forward(const Tensor& x, const Parameter& weight, const Tensor& bias, Tensor& y,
                     DType operands = DType::f32);
+// One linear layer per group of consecutive rows (an MoE layer's experts; ops/grouped_matmul.h):
+// rows [offsets[g], offsets[g + 1]) of out (R, M) = the same rows of x (R, K) @ W[g]^T, W the
+// parameter (G, M, K) — its INT8 form when attached (grouped_linear.cpp: one int8 linear per
+// non-empty group, f32 operands only), else its value in `operands` (the grouped matmul op);
+// x is already in `operands` (gemm_operand), as the layer reuses it for several weights.
+void grouped_linear_forward(const Tensor& x, const Parameter& weight, const std::vector<std::int64_t>& offsets,
+                            Tensor& out, DType operands = DType::f32);
 void linear_backward(const Tensor& x, const Tensor& weight, const Tensor& grad_y, Tensor& grad_x, bool accumulate_dx,
                      Tensor& grad_weight, Tensor& grad_bias, DType operands = DType::f32);
 

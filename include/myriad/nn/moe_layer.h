@@ -22,6 +22,8 @@
 // experts "…moe.experts.{fc|gate,up}.weight" (E, Fe, C) and "…moe.experts.{proj|down}.weight"
 // (E, C, Fe), registered last in the block and held as this rank's expert shard (dim 0: global
 // expert indices [r E/ep, (r + 1) E/ep)), so checkpoints keep experts by global index.
+// Weight-only INT8 serving (GptModel::attach_int8): the experts' and shared experts' weights
+// compute from int8 (nn::grouped_linear_forward, nn::linear_forward); the router stays f32.
 // Activations live in MoeActivations (sizes depend on the routing: allocated by forward, freed by
 // backward). Gradient contract: parameter grads accumulate; grad_h is written.
 // Context parallelism: the layer routes its rank's two chunks of every sequence as the whole
