@@ -345,18 +345,22 @@ void bind_train(py::module_& m) {
           [](train::Engine& e) {
             py::dict d;
             for (nn::Parameter& p : e.model().parameters().all()) {
-              MYRIAD_CHECK(p.value.defined(), "Engine.parameters(): parameter '"
-                                                  << p.name << "' is sharded (ZeRO stage 3) and not resident on "
-                                                  << "this rank; save a checkpoint for the full tensors");
+              MYRIAD_CHECK(p.value.defined() || p.int8_values.defined(),
+                           "Engine.parameters(): parameter '" << p.name << "' is sharded (ZeRO stage 3) and not "
+                                                              << "resident on this rank; save a checkpoint for the "
+                                                              << "full tensors");
+              if (!p.value.defined()) continue;  // INT8 serving: held as int8 only (the export has it)
               d[py::str(p.name)] = ops::placement_of(p.value, "parameter").to_host(p.value);
             }
             return d;
           },
           "name -> Tensor view of each parameter (Tensor.numpy() gives a NumPy view; with training.device "
-          "cuda a host copy)")
+          "cuda a host copy); an engine serving INT8 (load_int8) leaves out the weights it holds as int8 only")
       .def(
           "gradients",
           [](train::Engine& e) {
+            MYRIAD_CHECK(!e.serves_int8(), "Engine.gradients(): this engine serves an INT8 export (load_int8) and "
+                                               << "holds no gradients");
             py::dict d;
             for (nn::Parameter& p : e.model().parameters().all()) {
               MYRIAD_CHECK(p.grad.defined(), "Engine.gradients(): the gradient of '"

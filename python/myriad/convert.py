@@ -15,7 +15,8 @@ the folder's tokenizer — GPT-2 files, or a byte-level BPE tokenizer.json conve
 checkpoint; any other tokenizer, or none, is refused unless --tokenizer names one — and --data as
 corpus) beside the checkpoint. --format int8 writes the
 weight-only INT8 file Engine.load_int8 serves (myriad/int8.py), prints its size against fp32 and
-bf16 and, with --evaluate, the validation loss of both. Errors name the file and tensor.
+bf16 (the percentage smaller than bf16), what stayed f32 and why and, with --evaluate, the
+validation loss of both. Errors name the file and tensor.
 """
 import argparse
 import sys
@@ -57,10 +58,7 @@ def main(argv=None):
         if args.command == "export" and args.format == "int8":
             report = int8.export_int8(args.checkpoint_dir, args.output, args.group_size)
             target = args.output
-            print(f"{report['path']}: {report['int8_bytes']} bytes ({len(report['quantized'])} linear weights in "
-                  f"int8, group size {args.group_size or 'per channel'}); fp32 {report['fp32_bytes']} bytes "
-                  f"({report['int8_bytes'] / report['fp32_bytes']:.1%}), bf16 {report['bf16_bytes']} bytes "
-                  f"({report['int8_bytes'] / report['bf16_bytes']:.1%})")
+            print(int8.describe_report(report))
             if args.evaluate:
                 import tempfile
                 with tempfile.TemporaryDirectory() as work:

@@ -4,6 +4,7 @@
 #include <algorithm>
 
 #include "myriad/nn/gpt_model.h"
+#include "myriad/nn/int8_embedding.h"
 #include "myriad/nn/linear.h"
 #include "myriad/ops/cross_entropy.h"
 #include "myriad/ops/embedding.h"
@@ -37,7 +38,11 @@ void GptModel::embed(const Tensor& ids, Tensor& out) {
   const TensorParallel& tp = split_.tensor_parallel();
   Tensor full = tp.full_of(out, b.scratch.d_h);
   Tensor lookup = full.view({N, C});
-  tp.embedding_lookup(ids.view({N}), store_[wte_].value, lookup);
+  if (store_[wte_].int8_values.defined()) {  // weight-only INT8 serving (whole model): the int8 rows
+    int8_embedding_lookup(ids.view({N}), store_[wte_], lookup);
+  } else {
+    tp.embedding_lookup(ids.view({N}), store_[wte_].value, lookup);
+  }
   tp.reduce_to_rows(full, out);
   if (wpe_ != npos) {
     embedding_forward(EmbeddingArgs{.ids_checked = true}, b.row_positions, store_[wpe_].value, b.pos_emb);  // 0..T-1

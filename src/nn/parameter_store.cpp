@@ -1,6 +1,7 @@
 // ParameterStore: registration, flat layout, Philox initialisation by name and index.
 #include "myriad/nn/parameter_store.h"
 
+#include <algorithm>
 #include <cstring>
 
 #include "myriad/core/philox.h"
@@ -149,6 +150,43 @@ void ParameterStore::drop_flat_values() {
 void ParameterStore::drop_flat_grads() {
   grads_ = Tensor();
   for (Parameter& p : params_) p.grad = Tensor();
+}
+
+void ParameterStore::compact_values(const std::vector<bool>& keep) {
+  MYRIAD_CHECK(allocated() && values_.defined(),
+               "ParameterStore::release_int8_values: the flat values are not resident (sharded or released)");
+  std::int64_t total = 0;
+  for (std::size_t i = 0; i < params_.size(); ++i) {
+    if (keep[i]) total += (shape_numel(params_[i].shape) + 15) / 16 * 16;
+  }
+  Tensor compact = placement_.empty({std::max<std::int64_t>(total, 1)});
+  std::int64_t at = 0;
+  for (std::size_t i = 0; i < params_.size(); ++i) {
+    Parameter& p = params_[i];
+    p.grad = Tensor();
+    if (!keep[i]) {
+      p.value = Tensor();
+      continue;
+    }
+    Tensor view = Tensor::from_storage(compact.storage(), p.shape, contiguous_strides(p.shape), at, DType::f32);
+    copy(p.value, view);
+    p.value = view;
+    at += (shape_numel(p.shape) + 15) / 16 * 16;
+  }
+  values_ = Tensor();
+  grads_ = Tensor();
+  compact_values_ = compact;
+}
+
+std::int64_t ParameterStore::value_bytes() const {
+  std::int64_t bytes = 0;
+  for (const Tensor* t : {&values_, &compact_values_}) {
+    if (t->defined()) bytes += static_cast<std::int64_t>(t->nbytes());
+  }
+  for (const Parameter& p : params_) {
+    if (p.int8_values.defined()) bytes += static_cast<std::int64_t>(p.int8_values.nbytes() + p.int8_scales.nbytes());
+  }
+  return bytes;
 }
 
 const Parameter& ParameterStore::find(const std::string& name) const {

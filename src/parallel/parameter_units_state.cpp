@@ -110,7 +110,7 @@ ShardedMemory ParameterUnits::memory() const {
 ShardedMemory ParameterUnits::resident() const {
   auto bytes = [](const Tensor& t) { return t.defined() ? static_cast<std::int64_t>(t.nbytes()) : 0; };
   ShardedMemory m;
-  m.parameter_bytes = bytes(store_.flat_values());
+  m.parameter_bytes = store_.value_bytes();  // the flat values, or (INT8 serving) the compact ones and int8
   m.gradient_bytes = bytes(store_.flat_grads()) + bytes(shard_grads_);
   m.optimizer_bytes = bytes(optimizer_->m()) + bytes(optimizer_->v());
   m.buffer_peak_bytes = buffer_peak_;

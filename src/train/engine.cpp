@@ -99,11 +99,17 @@ void Engine::log_model() {
 
 // ---- Checkpoints (Checkpointer) and inference (InferenceSession).
 
-std::string Engine::save(bool background) { return checkpointer_->save(background); }
+std::string Engine::save(bool background) {
+  inference_->refuse_training("Engine.save");
+  return checkpointer_->save(background);
+}
 
 std::string Engine::wait_for_save() { return checkpointer_->wait_for_save(); }
 
-void Engine::load(const std::string& checkpoint_dir) { checkpointer_->load(checkpoint_dir); }
+void Engine::load(const std::string& checkpoint_dir) {
+  inference_->refuse_training("Engine.load");
+  checkpointer_->load(checkpoint_dir);
+}
 
 std::string Engine::generate(const std::string& prompt, std::int64_t max_new_tokens, float temperature,
                              std::int64_t top_k, std::uint64_t seed) {
@@ -145,7 +151,15 @@ void Engine::log_layout() {
                    state_.serial_layout->serial_numel());
 }
 
-MemoryReport Engine::memory_report() const { return trainer_->memory_report(); }
+MemoryReport Engine::memory_report() const {
+  MemoryReport r = trainer_->memory_report();
+  if (serves_int8()) {  // what load_int8 left: the int8 weights, the f32 rest; no gradients or moments
+    r.parameter_bytes = state_.model->parameters().value_bytes();
+    r.gradient_bytes = 0;
+    r.optimizer_bytes = 0;
+  }
+  return r;
+}
 
 StepMetrics Engine::step() {
   inference_->refuse_training("Engine.step");

@@ -1,10 +1,13 @@
 // InferenceSession::load_int8 — serving a weight-only INT8 export (python/myriad/int8.py writes it): every
 // tensor of the file is matched to the model before anything changes, then the int8 weights
-// attach to the model's linear layers and the rest become parameter values.
+// attach to the model (linear layers, MoE experts, the token embedding) and the rest become
+// parameter values. Afterwards the model holds the int8 weights and no f32 copy of them
+// (GptModel::release_f32_copies), no gradients and no optimizer moments: inference only.
 //
 // File: safetensors with metadata quantization = "int8-weight-only" and group_size; for a
-// quantised parameter P, tensor P (I8, P's shape) and P.scales (F32, (rows, groups)); every other
-// parameter as F32 under its own name. Nothing else may be in the file.
+// quantised parameter P, tensor P (I8, P's shape: 2-D, or 3-D (E, out, in) for MoE experts) and
+// P.scales (F32, P's shape with the last dimension replaced by its groups); every other parameter
+// as F32 under its own name. Nothing else may be in the file.
 #include <map>
 #include <set>
 
@@ -20,12 +23,13 @@ namespace myriad::train {
 void InferenceSession::load_int8(const std::string& path) {
   const RunConfig& config = state_.config;
   nn::GptModel& model = *state_.model;
+  MYRIAD_CHECK(!serves_int8_, "load_int8: " << path << ": this engine serves an INT8 export already (its f32 "
+                                            << "weights are gone); load another export in a new engine");
   MYRIAD_CHECK(!state_.model_parallel() && config.parallel.cp == 1 && state_.data_parallel->zero_stage() < 3,
                "load_int8: " << path << " needs the whole model on every rank (parallel.tp, pp, ep and cp 1, "
                              << "parallel.zero_stage below 3)");
   MYRIAD_CHECK(state_.compute_format == DType::f32,
                "load_int8: training.precision must be fp32 (INT8 weights compute with f32 activations)");
-  MYRIAD_CHECK(!config.model.is_moe(), "load_int8: mixture-of-experts models are not supported");
   SafetensorsFile file;
   std::int64_t group_size = 0;
   std::map<std::string, const Tensor*> by_name;
@@ -52,7 +56,11 @@ void InferenceSession::load_int8(const std::string& path) {
         const auto scales = by_name.find(p.name + ".scales");
         MYRIAD_CHECK(scales != by_name.end(),
                      "load_int8: " << path << " holds int8 '" << p.name << "' without '" << p.name << ".scales'");
-        const Shape expected{p.shape[0], int8_groups(p.shape[1], group_size)};
+        MYRIAD_CHECK(p.shape.size() == 2 || p.shape.size() == 3,
+                     "load_int8: " << path << " holds '" << p.name << "' as int8, but the parameter is "
+                                   << shape_string(p.shape) << " (int8 weights are matrices, or one per expert)");
+        Shape expected = p.shape;
+        expected.back() = int8_groups(p.shape.back(), group_size);
         MYRIAD_CHECK(scales->second->dtype() == DType::f32 && scales->second->shape() == expected,
                      "load_int8: '" << p.name << ".scales' in " << path << " is " << scales->second->describe()
                                     << ", expected f32 " << shape_string(expected) << " (group_size " << group_size
@@ -73,6 +81,10 @@ void InferenceSession::load_int8(const std::string& path) {
       copy(model.parameters().placement().from_host(t), p.value);
     }
   }
+  // Inference only from here: the f32 copies of the int8 weights, the gradients and the
+  // optimizer's moments go (refuse_training guards the calls that would need them).
+  state_.data_parallel->optimizer().release_state();
+  model.release_f32_copies();
   serves_int8_ = true;
   state_.log->info("load_int8: {} (group size {}): inference only", path,
                    group_size == 0 ? "per row" : std::to_string(group_size));

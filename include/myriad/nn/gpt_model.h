@@ -54,11 +54,14 @@ class GptModel final : public PipelineStage {
   ParameterStore& parameters() { return store_; }
   const ParameterStore& parameters() const { return store_; }
   void initialize(std::uint64_t seed) { store_.initialize(seed); }
-  // Weight-only INT8 inference (gpt_model_int8.cpp): the 2-D parameter `name` (a linear layer's
-  // weight) computes from `q` (its shape, int8) and `scales` (ops/int8_linear.h) in every forward;
-  // its f32 value becomes the dequantised weight (what a tied embedding looks up). Host tensors;
-  // placed where the model lives. Whole models only (tp 1): the layers read whole weights.
+  // Weight-only INT8 inference (gpt_model_int8.cpp): parameter `name` — a linear layer's 2-D
+  // weight, an MoE expert weight (E, out, in) or the token embedding — computes from `q` (its
+  // shape, int8) and `scales` (ops/int8_linear.h; per expert for 3-D) in every forward. Host
+  // tensors; placed where the model lives. Whole models only (tp 1): the layers read whole
+  // weights. release_f32_copies() then frees the f32 values of the attached parameters (the
+  // embedding keeps a dequantised copy for decode) and every gradient: inference only afterwards.
   void attach_int8(const std::string& name, const Tensor& q, const Tensor& scales, std::int64_t group_size);
+  void release_f32_copies();
   bool has_int8() const;
 
   // Units of the flat layout (unit_hooks.h): embeddings (first stage), one per local block (an MoE

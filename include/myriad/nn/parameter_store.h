@@ -49,8 +49,10 @@ struct Parameter {
   std::int64_t offset = 0;  // element offset in the flat buffers
   Tensor value;             // view into flat_values()
   Tensor grad;              // view into flat_grads()
-  // Weight-only INT8 (inference, GptModel::attach_int8): when defined, the forward linear layers
-  // read this int8 weight with its scales (ops/int8_linear.h) instead of `value`.
+  // Weight-only INT8 (inference, GptModel::attach_int8): when defined, the forward reads this int8
+  // weight (the parameter's shape) with its scales (ops/int8_linear.h: the shape with the last
+  // dimension replaced by its groups; a 3-D expert weight has one matrix of scales per expert)
+  // instead of `value`, which release_int8_values() then frees.
   Tensor int8_values, int8_scales;
   std::int64_t int8_group = 0;
 };
@@ -93,9 +95,28 @@ class ParameterStore {
   void drop_flat_grads();
   std::int64_t numel() const { return total_; }
 
+  // Weight-only INT8 serving (inference only): frees the f32 value of every parameter that has
+  // int8 values attached and `keep_f32(p)` false. The other values move into one new compact
+  // buffer (their views point into it); the flat value and gradient buffers are freed, so
+  // flat_values() / flat_grads() are undefined afterwards (as under ZeRO-3, any flat-layout use is
+  // an error) and no parameter has a gradient. Whatever else holds views of the old buffers
+  // (an optimizer's segments) must let go of them for the memory to return.
+  template <typename KeepF32>
+  void release_int8_values(KeepF32&& keep_f32) {
+    std::vector<bool> keep;
+    for (const Parameter& p : params_) keep.push_back(!p.int8_values.defined() || keep_f32(p));
+    compact_values(keep);
+  }
+  // Bytes of parameter values resident: the flat (or compact) f32 buffer and the int8 weights
+  // with their scales.
+  std::int64_t value_bytes() const;
+
  private:
+  void compact_values(const std::vector<bool>& keep);  // release_int8_values' work
+
   std::vector<Parameter> params_;
   Tensor values_;
+  Tensor compact_values_;  // after release_int8_values: the f32 values kept, back to back
   Tensor grads_;
   ops::Placement placement_;
   std::int64_t total_ = 0;

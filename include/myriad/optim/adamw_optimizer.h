@@ -67,7 +67,14 @@ class AdamWOptimizer {
   bool decays(nn::ParamKind kind) const;
   const AdamWConfig& config() const { return config_; }
   std::vector<OptimizerSegment>& segments() { return segments_; }
-  std::int64_t state_elements() const { return m_.numel(); }
+  std::int64_t state_elements() const { return m_.defined() ? m_.numel() : 0; }
+  // Frees the moments and drops the segments (their views of the parameters): an engine that only
+  // serves (weight-only INT8) never steps again.
+  void release_state() {
+    segments_.clear();
+    m_ = Tensor();
+    v_ = Tensor();
+  }
 
  private:
   // Over the counted segments in order: {all, or the non-expert ones; the expert ones}.

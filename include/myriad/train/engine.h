@@ -87,11 +87,12 @@ class Engine {
   nn::Generation generate_ids(const std::vector<std::int32_t>& prompt, const nn::GenerateArgs& args);
 
   // Serves a weight-only INT8 export (InferenceSession; `myriad-convert export --format int8`):
-  // its int8 linear weights attach to the model (GptModel::attach_int8) and its other tensors
-  // become the parameter values; evaluate(), evaluate_on(), forward_logits() and generate() then
-  // compute from them, and every training call is refused. Whole-model layouts only (tp, pp, cp,
-  // ep 1; ZeRO < 3), training.precision fp32. Collective; a bad file fails on every rank before
-  // anything changes.
+  // its int8 weights (linear layers, MoE experts, the token embedding) attach to the model
+  // (GptModel::attach_int8) and its other tensors become the parameter values; the f32 copies
+  // of the int8 weights, the gradients and the optimizer moments are freed. evaluate(),
+  // evaluate_on(), forward_logits() and generate() then compute from them, and every training
+  // call, save and load are refused. Whole-model layouts only (tp, pp, cp, ep 1; ZeRO < 3),
+  // training.precision fp32. Collective; a bad file fails on every rank before anything changes.
   void load_int8(const std::string& path);
   bool serves_int8() const;
 

@@ -6,7 +6,8 @@
 // parameter for the call), else a host copy assembled from every rank's part (tp / pp / ep) or
 // the rank's own whole parameters without the ring (cp), in the run's compute format. After
 // load_int8 the session serves the INT8 export and training must be refused (serves_int8()).
-// It reads the shared RankState and writes only parameter values (load_int8).
+// It reads the shared RankState and writes only parameter values (load_int8, which also frees
+// what only training reads: inference_session_int8.cpp).
 #pragma once
 
 #include <cstdint>
