@@ -6,6 +6,7 @@
 #include <algorithm>
 
 #include "myriad/nn/gpt_model.h"
+#include "myriad/nn/int8_embedding.h"
 #include "myriad/nn/linear.h"
 #include "myriad/ops/embedding.h"
 #include "myriad/ops/norms.h"
@@ -61,7 +62,12 @@ Tensor GptModel::decode(const std::vector<DecodeSequence>& seqs, PagedKvCache& c
     last_rows.data<std::int32_t>()[s] = static_cast<std::int32_t>(row - 1);
   }
   Tensor x = p.empty({1, N, C}), y = p.empty({1, N, C});
-  embedding_forward(EmbeddingArgs{.ids_checked = true}, p.from_host(ids), store_[wte_].value, x);
+  if (store_[wte_].int8_values.defined()) {  // weight-only INT8 serving: the int8 rows
+    Tensor rows = x.view({N, C});
+    int8_embedding_lookup(ids.view({N}), store_[wte_], rows);
+  } else {
+    embedding_forward(EmbeddingArgs{.ids_checked = true}, p.from_host(ids), store_[wte_].value, x);
+  }
   if (wpe_ != static_cast<std::size_t>(-1)) {
     Tensor pe = p.empty({1, N, C});
     embedding_forward(EmbeddingArgs{.ids_checked = true}, p.from_host(positions), store_[wpe_].value, pe);

@@ -1,9 +1,8 @@
 // GptModel's weight-only INT8 inference: int8 weights attached to parameters and read by the
 // forward (nn::linear_forward / grouped_linear_forward with a Parameter, the token embedding's
 // lookup in embed()); training code never sees them. Invariant after release_f32_copies(): an
-// int8-attached parameter holds no f32 value, except the token embedding, which keeps a
-// dequantised copy for GptModel::decode (gpt_model_decode.cpp looks its rows up in
-// store_[wte_].value; once it reads the int8 rows as embed() does, that copy can go too).
+// int8-attached parameter holds no f32 value (embed() and GptModel::decode look the token
+// embedding's int8 rows up: nn::int8_embedding_lookup).
 #include "myriad/nn/gpt_model.h"
 #include "myriad/ops/elementwise.h"
 #include "myriad/ops/int8_linear.h"
@@ -28,18 +27,13 @@ void GptModel::attach_int8(const std::string& name, const Tensor& q, const Tenso
                "INT8 weight '" << name << "': scales " << scales.describe() << ", expected f32 "
                                << shape_string(expected) << " (group_size " << group_size << ")");
   const ops::Placement& placement = store_.placement();
-  if (index == wte_) {  // the f32 copy decode reads (see the file comment)
-    Tensor weight = Tensor::empty(p.shape);
-    dequantize_int8(Int8Args{.group_size = group_size}, q, scales, weight);
-    copy(placement.from_host(weight), p.value);
-  }
   p.int8_values = placement.from_host(q);
   p.int8_scales = placement.from_host(scales);
   p.int8_group = group_size;
 }
 
 void GptModel::release_f32_copies() {
-  store_.release_int8_values([&](const Parameter& p) { return &p == &store_[wte_]; });
+  store_.release_int8_values([](const Parameter&) { return false; });
 }
 
 bool GptModel::has_int8() const {

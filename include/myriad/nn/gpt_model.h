@@ -58,8 +58,8 @@ class GptModel final : public PipelineStage {
   // weight, an MoE expert weight (E, out, in) or the token embedding — computes from `q` (its
   // shape, int8) and `scales` (ops/int8_linear.h; per expert for 3-D) in every forward. Host
   // tensors; placed where the model lives. Whole models only (tp 1): the layers read whole
-  // weights. release_f32_copies() then frees the f32 values of the attached parameters (the
-  // embedding keeps a dequantised copy for decode) and every gradient: inference only afterwards.
+  // weights. release_f32_copies() then frees the f32 values of the attached parameters and every
+  // gradient: inference only afterwards.
   void attach_int8(const std::string& name, const Tensor& q, const Tensor& scales, std::int64_t group_size);
   void release_f32_copies();
   bool has_int8() const;
