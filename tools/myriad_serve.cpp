@@ -1,11 +1,12 @@
 // myriad-serve: serve a trained model over HTTP with the OpenAI completions API (docs/serving.md).
 //
-//   myriad-serve --checkpoint DIR [--device cpu|cuda] [--tokenizer SPEC] [--host 127.0.0.1]
+//   myriad-serve --checkpoint DIR | --int8 FILE [--device cpu|cuda] [--tokenizer SPEC] [--host 127.0.0.1]
 //                [--port 8000] [--model-name NAME] [--block-size 16] [--kv-blocks N]
 //                [--max-batch-tokens 512] [--max-sequences 64] [--queue-limit 256]
 //                [--http-threads 128] [--drain-seconds 30]
 //
-// One scheduler thread runs the model (continuous batching, serve/batch_scheduler.h); the HTTP
+// --int8 serves a weight-only INT8 export (`myriad convert export --format int8`) with its weights
+// kept in INT8. One scheduler thread runs the model (continuous batching, serve/batch_scheduler.h); the HTTP
 // threads answer requests (serve/completion_server.h). SIGTERM or SIGINT drains: the server stops
 // admitting (503, /ready 503), finishes what is queued and running within --drain-seconds,
 // cancels what is left, and exits 0; a second signal stops at once. Bad flags, an unreadable
@@ -41,9 +42,9 @@ struct Flags {
 
 Flags parse_flags(int argc, char** argv) {
   static const char* const kKnown[] = {
-      "--checkpoint",   "--device",    "--tokenizer",        "--host",          "--port",        "--model-name",
-      "--block-size",   "--kv-blocks", "--max-batch-tokens", "--max-sequences", "--queue-limit", "--http-threads",
-      "--drain-seconds"};
+      "--checkpoint",    "--device",    "--tokenizer",        "--host",          "--port",        "--model-name",
+      "--block-size",    "--kv-blocks", "--max-batch-tokens", "--max-sequences", "--queue-limit", "--http-threads",
+      "--drain-seconds", "--int8"};
   Flags flags;
   for (int i = 1; i < argc; ++i) {
     std::string arg = argv[i];
@@ -61,13 +62,16 @@ Flags parse_flags(int argc, char** argv) {
                                          << "docs/serving.md lists them)");
     flags.values[arg] = value;
   }
-  MYRIAD_CHECK(flags.values.count("--checkpoint") == 1, "--checkpoint DIR is required");
+  MYRIAD_CHECK(flags.values.count("--checkpoint") + flags.values.count("--int8") == 1,
+               "give one model: --checkpoint DIR or --int8 FILE");
   return flags;
 }
 
 int run_server(const Flags& flags, const sigset_t& signals) {
-  serve::ServedModel served = serve::load_served_checkpoint(flags.get("--checkpoint", ""), flags.get("--device", "cpu"),
-                                                            flags.get("--tokenizer", ""));
+  const std::string device = flags.get("--device", "cpu"), tokenizer = flags.get("--tokenizer", "");
+  serve::ServedModel served = flags.values.count("--int8") != 0
+                                  ? serve::load_served_int8(flags.get("--int8", ""), device, tokenizer)
+                                  : serve::load_served_checkpoint(flags.get("--checkpoint", ""), device, tokenizer);
   serve::SchedulerOptions options;
   options.block_size = tools::parse_int("--block-size", flags.get("--block-size", "16"));
   options.num_blocks = tools::parse_int("--kv-blocks", flags.get("--kv-blocks", "0"));

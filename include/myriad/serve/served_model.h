@@ -9,7 +9,8 @@
 // checkpoint records (tokenizer.bpe), else `tokenizer_spec` (gpt2:<dir> | bpe:<file>), else the
 // run config's data.tokenizer when it names saved files (gpt2: / bpe:), else none (token-id
 // prompts only). device "cuda" places the model on the first GPU (a build without CUDA
-// or a machine without a GPU is refused naming --device). Damage is an error naming the file.
+// or a machine without a GPU is refused naming --device). The served model holds no gradients.
+// Damage is an error naming the file.
 #pragma once
 
 #include <memory>
@@ -46,5 +47,9 @@ struct ServedModel {
 
 ServedModel load_served_checkpoint(const std::string& dir, const std::string& device,
                                    const std::string& tokenizer_spec);
+// A weight-only INT8 export (train/int8_weights.h): the model of the config in its metadata keeps
+// its int8 weights in INT8 (no f32 copy: resident memory shrinks); the tokenizer from
+// `tokenizer_spec`, else the config's saved one (gpt2: / bpe:), else none.
+ServedModel load_served_int8(const std::string& path, const std::string& device, const std::string& tokenizer_spec);
 
 }  // namespace myriad::serve

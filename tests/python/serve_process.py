@@ -1,0 +1,86 @@
+"""A myriad-serve process for the serving tests: started on a free loopback port, waited for until
+it listens, stopped (SIGTERM drain) at the end. The program is found as `myriad serve` finds it
+(myriad/cli.py find_program: $MYRIAD_SERVE_PROGRAM, the environment's scripts, PATH, the tree's
+build/tools)."""
+import json
+import os
+import signal
+import socket
+import subprocess
+import time
+import urllib.error
+import urllib.request
+
+from myriad.cli import SERVE_PROGRAM, SERVE_PROGRAM_ENV, find_program
+
+
+def serve_program():
+    return find_program(SERVE_PROGRAM, SERVE_PROGRAM_ENV)[0]
+
+
+def free_port():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+class Server:
+    def __init__(self, *args, timeout=60):
+        self.port = free_port()
+        self.url = f"http://127.0.0.1:{self.port}"
+        self.process = subprocess.Popen([serve_program(), "--port", str(self.port), *args],
+                                        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        deadline = time.time() + timeout
+        while time.time() < deadline:
+            if self.process.poll() is not None:
+                raise RuntimeError(f"myriad-serve exited {self.process.returncode}: {self.process.stderr.read()}")
+            try:
+                if self.get("/health")[0] == 200:
+                    return
+            except OSError:
+                time.sleep(0.05)
+        self.stop()
+        raise RuntimeError("myriad-serve did not answer /health in time")
+
+    def request(self, method, path, body=None, timeout=60):
+        data = None if body is None else (body if isinstance(body, bytes) else json.dumps(body).encode())
+        req = urllib.request.Request(self.url + path, data=data, method=method,
+                                     headers={"Content-Type": "application/json"})
+        try:
+            with urllib.request.urlopen(req, timeout=timeout) as r:
+                return r.status, r.read().decode(), dict(r.headers)
+        except urllib.error.HTTPError as e:
+            return e.code, e.read().decode(), dict(e.headers)
+
+    def get(self, path):
+        return self.request("GET", path)
+
+    def post(self, body, timeout=60):
+        return self.request("POST", "/v1/completions", body, timeout)
+
+    def stop(self, timeout=30):
+        """SIGTERM (drain), then the exit code and the output."""
+        if self.process.poll() is None:
+            self.process.send_signal(signal.SIGTERM)
+        try:
+            out, err = self.process.communicate(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            self.process.kill()
+            out, err = self.process.communicate()
+        return self.process.returncode, out, err
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        if self.process.poll() is None:
+            self.process.kill()
+            self.process.communicate()
+
+
+def skip_reason():
+    if serve_program() is None:
+        return "myriad-serve is not built (build/tools/myriad-serve) or installed"
+    if os.environ.get("MYRIAD_SKIP_SERVE"):
+        return "MYRIAD_SKIP_SERVE is set"
+    return None
