@@ -2,7 +2,7 @@
 # Installs what myriad needs to build and test, and only what is missing.
 # Idempotent: a second run installs nothing. Used by both README commands and .ci/run.
 # Debian packages: compiler, CMake, OpenMPI, OpenBLAS (OpenMP flavour), spdlog, yaml-cpp,
-# GoogleTest, nlohmann-json, ICU, zstd, clang-format, clang with libFuzzer (libclang-rt-14-dev holds
+# GoogleTest, nlohmann-json, ICU, zstd, cpp-httplib, nginx and wrk (serving), clang-format, clang with libFuzzer (libclang-rt-14-dev holds
 # libclang_rt.fuzzer on Debian 12), and the default corpus (fortunes). Python packages (for the
 # bindings and tests): numpy, pytest, pybind11, regex (reference pre-tokenizer in tokenizer tests),
 # matplotlib (myriad-plot), PyYAML (myriad plan / sbatch), scikit-build-core (`pip install .`),
@@ -19,6 +19,7 @@ DEBIAN_PACKAGES=(
   libgtest-dev
   nlohmann-json3-dev libicu-dev libzstd-dev
   libcpp-httplib-dev  # myriad serve's HTTP front (src/serve)
+  nginx-light wrk  # the serving tests' load balancer in front of replicas and bench_serve's load generator
   python3 python3-dev python3-pip python3-venv
   clang-format  # the format gate of the test command (tests/python/test_formatting.py)
   clang libclang-rt-14-dev  # the fuzz step (scripts/fuzz.sh): clang-14 and its libFuzzer runtime (libclang_rt.fuzzer)
