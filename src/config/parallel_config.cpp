@@ -47,7 +47,8 @@ const std::vector<Field<ParallelConfig>>& ParallelConfig::fields() {
       make_field("dp_reduce_exact", &P::dp_reduce_exact,
                  "make the f32 gradient sums of the data-parallel reductions exact (block-exponent int64 fixed "
                  "point, about twice the bytes): the same bits for every dp_reduce algorithm and node grouping, at "
-                 "least as accurate as any f32 summation order (host groups; docs/parallelism.md)"),
+                 "least as accurate as any f32 summation order (host groups and `training.device: cuda`, the "
+                 "encoding as device kernels around NCCL's int64 sums; docs/parallelism.md)"),
       make_field("collective_timeout", &P::collective_timeout,
                  "seconds a collective may run before the watchdog names the ranks that never arrived and aborts the "
                  "job (training.device cuda: also each NCCL wait, which aborts its communicator naming op, group and "
