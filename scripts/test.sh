@@ -2,7 +2,8 @@
 # The README's test command: installs what is missing, builds once, runs every test.
 #   1. setup.sh (Debian and Python packages), a venv in build/venv (it sees the system's packages)
 #      with torch + transformers for the Hugging Face interchange tests and openai for the serving
-#      tests (the OpenAI client against myriad serve), installed in the
+#      tests (the OpenAI client against myriad serve) and kubernetes-validate (deploy/kubernetes/
+#      against the API schemas, offline), installed in the
 #      background while the C++ builds;
 #   2. build.sh: the one Release build of the project (libraries, CUDA backend when nvcc is
 #      there, tools, benchmarks, the Python extension, every test binary);
@@ -45,9 +46,9 @@ if [ ! -x "$VENV/bin/python" ]; then
   python3 -m venv --system-site-packages "$VENV"
 fi
 HF_PID=""
-if ! "$VENV/bin/python" -c "import torch, transformers, openai" 2>/dev/null; then
+if ! "$VENV/bin/python" -c "import torch, transformers, openai, kubernetes_validate" 2>/dev/null; then
   echo "[test] installing torch, transformers and openai into $VENV in the background (log: $BUILD_DIR/hf-install.log)"
-  "$VENV/bin/python" -m pip install -q torch transformers openai >"$BUILD_DIR/hf-install.log" 2>&1 &
+  "$VENV/bin/python" -m pip install -q torch transformers openai kubernetes-validate >"$BUILD_DIR/hf-install.log" 2>&1 &
   HF_PID=$!
 fi
 finished "setup"

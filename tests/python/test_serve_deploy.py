@@ -117,3 +117,25 @@ def test_nginx_keeps_answering_when_a_replica_dies(tmp_path):
             if r.process.poll() is None:
                 code, _, err = r.stop()
                 assert code == 0, err
+
+
+def test_the_kubernetes_manifests_validate_against_the_schemas():
+    """deploy/kubernetes/*.yaml against the Kubernetes API schemas (kubernetes-validate bundles them:
+    offline), strictly (no unknown fields); a broken copy is refused, so the check can fail."""
+    kubernetes_validate = pytest.importorskip("kubernetes_validate")
+    yaml = pytest.importorskip("yaml")
+    folder = os.path.join(REPO, "deploy", "kubernetes")
+    kinds = {}
+    for name in sorted(os.listdir(folder)):
+        with open(os.path.join(folder, name)) as f:
+            for document in yaml.safe_load_all(f):
+                kubernetes_validate.validate(document, kubernetes_validate.latest_version(), strict=True)
+                kinds[document["kind"]] = document
+    assert set(kinds) == {"Deployment", "Service", "HorizontalPodAutoscaler"}
+    assert kinds["Deployment"]["spec"]["replicas"] == 8
+    probes = kinds["Deployment"]["spec"]["template"]["spec"]["containers"][0]
+    assert probes["readinessProbe"]["httpGet"]["path"] == "/ready"
+    assert probes["livenessProbe"]["httpGet"]["path"] == "/health"
+    broken = dict(kinds["Deployment"], spec=dict(kinds["Deployment"]["spec"], replicas="eight"))
+    with pytest.raises(kubernetes_validate.ValidationError):
+        kubernetes_validate.validate(broken, kubernetes_validate.latest_version(), strict=True)
