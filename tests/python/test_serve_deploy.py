@@ -64,12 +64,13 @@ def test_nginx_keeps_answering_when_a_replica_dies(tmp_path):
     corpus = write_corpus(tmp_path / "corpus.txt", lines=500)
     config = myriad.Config.from_string(TINY_YAML.format(corpus=corpus, run=tmp_path / "run"))
     checkpoint = myriad.Engine(config).save()
-    replicas = [Server("--checkpoint", checkpoint, "--model-name", "tiny") for _ in range(2)]
-    front = free_port()
-    conf = nginx_conf(tmp_path, front, [r.port for r in replicas])
-    nginx = subprocess.Popen([NGINX, "-p", str(tmp_path), "-c", str(conf), "-g",
-                              f"daemon off; pid {tmp_path}/nginx.pid;"], stderr=subprocess.PIPE, text=True)
+    replicas, nginx = [], None
     try:
+        replicas = [Server("--checkpoint", checkpoint, "--model-name", "tiny") for _ in range(2)]
+        front = free_port()
+        conf = nginx_conf(tmp_path, front, [r.port for r in replicas])
+        nginx = subprocess.Popen([NGINX, "-p", str(tmp_path), "-c", str(conf), "-g",
+                                  f"daemon off; pid {tmp_path}/nginx.pid;"], stderr=subprocess.PIPE, text=True)
         deadline = time.time() + 20
         while post(front, {"prompt": [1], "max_tokens": 1})[0] != 200:
             assert nginx.poll() is None, nginx.stderr.read()
@@ -108,15 +109,14 @@ def test_nginx_keeps_answering_when_a_replica_dies(tmp_path):
             errors = f.read()
         assert f"127.0.0.1:{replicas[0].port}" in errors, errors
     finally:
-        nginx.send_signal(signal.SIGQUIT)
-        try:
-            nginx.wait(10)
-        except subprocess.TimeoutExpired:
-            nginx.kill()
-        for r in replicas:
-            if r.process.poll() is None:
-                code, _, err = r.stop()
-                assert code == 0, err
+        if nginx is not None:
+            nginx.send_signal(signal.SIGQUIT)
+            try:
+                nginx.wait(10)
+            except subprocess.TimeoutExpired:
+                nginx.kill()
+        codes = [r.stop() for r in replicas if r.process.poll() is None]
+    assert all(code == 0 for code, _, _ in codes), codes
 
 
 def test_the_kubernetes_manifests_validate_against_the_schemas():
