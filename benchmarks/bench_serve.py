@@ -1,0 +1,265 @@
+"""bench_serve: load on `myriad serve` — throughput, latency, time to first token, tokens/s and batch
+size, with continuous batching against the same model served one request at a time (the ratio is the
+batching gain), and against Hugging Face `transformers` generating with the exported model when
+torch and transformers are installed (docs/performance.md, "Serving").
+
+    PYTHONPATH=python python3 benchmarks/bench_serve.py [--checkpoint DIR] [--duration 30] [--quick]
+
+Without --checkpoint it serves a step-0 checkpoint of configs/gpt2_tiny.yaml's model (speed does
+not depend on the trained values). Each request: 16 prompt token ids, 16 new tokens, greedy.
+Two loads per server:
+- closed loop: Debian's `wrk` (POST script), 2 threads, 32 connections, --duration seconds: the
+  highest throughput and its latency percentiles;
+- open loop: this script sends requests on a fixed schedule (rate R, R x duration requests, each
+  timed from its scheduled start, so queueing counts) at rising rates up to --max-rate (1000), and
+  reports the highest rate whose P99 latency stays within 200 ms with at least 95 % of the
+  requests answered at that rate.
+The client runs on the same machine as the server (its 2 cores are shared): the figures are for
+this machine, stated with it.
+"""
+import argparse
+import json
+import os
+import platform
+import re
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+import urllib.request
+
+PROMPT_TOKENS, NEW_TOKENS = 16, 16
+REPO = os.path.abspath(os.path.join(os.path.dirname(__file__), ".."))
+
+
+def free_port():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def body(i, stream=False):
+    prompt = [(7 * i + 13 * k) % 500 + 1 for k in range(PROMPT_TOKENS)]
+    return json.dumps({"prompt": prompt, "max_tokens": NEW_TOKENS, "temperature": 0, "stream": stream}).encode()
+
+
+def post(port, data, timeout=60):
+    req = urllib.request.Request(f"http://127.0.0.1:{port}/v1/completions", data=data,
+                                 headers={"Content-Type": "application/json"})
+    with urllib.request.urlopen(req, timeout=timeout) as r:
+        return r.status, r.read()
+
+
+def metrics(port):
+    text = urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=10).read().decode()
+    values = {}
+    for line in text.splitlines():
+        if line and not line.startswith("#") and "{" not in line:
+            name, value = line.split()
+            values[name] = float(value)
+    return values
+
+
+class Server:
+    def __init__(self, program, checkpoint, *flags):
+        self.port = free_port()
+        self.process = subprocess.Popen([program, "--checkpoint", checkpoint, "--port", str(self.port),
+                                         "--queue-limit", "100000", *flags],
+                                        stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+        for _ in range(600):
+            try:
+                urllib.request.urlopen(f"http://127.0.0.1:{self.port}/health", timeout=2).read()
+                return
+            except OSError:
+                if self.process.poll() is not None:
+                    raise RuntimeError(self.process.stderr.read()) from None
+                time.sleep(0.1)
+        raise RuntimeError("myriad-serve did not start")
+
+    def stop(self):
+        self.process.send_signal(signal.SIGTERM)
+        self.process.communicate(timeout=60)
+
+
+def run_wrk(port, duration, tmp):
+    script = os.path.join(tmp, "post.lua")
+    with open(script, "w") as f:
+        f.write('wrk.method = "POST"\nwrk.headers["Content-Type"] = "application/json"\n'
+                f"wrk.body = '{body(1).decode()}'\n")
+    out = subprocess.run(["wrk", "-t2", "-c32", f"-d{int(duration)}s", "--latency", "-s", script,
+                          f"http://127.0.0.1:{port}/v1/completions"], capture_output=True, text=True, check=True).stdout
+
+    def ms(text):
+        value, unit = re.match(r"([\d.]+)(us|ms|s)", text).groups()
+        return float(value) * {"us": 1e-3, "ms": 1.0, "s": 1e3}[unit]
+
+    pct = {p: ms(v) for p, v in re.findall(r"^\s+(50|90|99)%\s+(\S+)", out, re.M)}
+    rps = float(re.search(r"Requests/sec:\s+([\d.]+)", out).group(1))
+    errors = re.search(r"Non-2xx or 3xx responses: (\d+)", out)
+    return {"qps": rps, "p50": pct.get("50"), "p90": pct.get("90"), "p99": pct.get("99"),
+            "errors": int(errors.group(1)) if errors else 0}
+
+
+def open_loop(port, rate, duration):
+    """Requests at fixed times i / rate; latency from the scheduled time. Returns (answered share,
+    p50, p90, p99 in ms, achieved rate)."""
+    count = max(1, int(rate * duration))
+    start = time.perf_counter() + 0.2
+    latencies, failures = [], [0]
+    lock = threading.Lock()
+    next_index = [0]
+
+    def worker():
+        while True:
+            with lock:
+                i = next_index[0]
+                next_index[0] += 1
+            if i >= count:
+                return
+            due = start + i / rate
+            delay = due - time.perf_counter()
+            if delay > 0:
+                time.sleep(delay)
+            try:
+                post(port, body(i), timeout=30)
+                with lock:
+                    latencies.append(time.perf_counter() - due)
+            except OSError:
+                with lock:
+                    failures[0] += 1
+
+    threads = [threading.Thread(target=worker, daemon=True) for _ in range(min(count, 256))]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    elapsed = time.perf_counter() - start
+    latencies.sort()
+
+    def pct(p):
+        return 1e3 * latencies[min(len(latencies) - 1, int(p * len(latencies)))] if latencies else float("inf")
+
+    return len(latencies) / count, pct(0.5), pct(0.9), pct(0.99), len(latencies) / elapsed
+
+
+def measure(program, checkpoint, flags, args, tmp):
+    server = Server(program, checkpoint, *flags)
+    try:
+        for i in range(8):
+            post(server.port, body(i))
+        before = metrics(server.port)
+        closed = run_wrk(server.port, args.duration, tmp)
+        after = metrics(server.port)
+        generated = after["myriad_generated_tokens_total"] - before["myriad_generated_tokens_total"]
+        steps = after["myriad_batch_sequences_count"] - before["myriad_batch_sequences_count"]
+        closed["tokens_per_s"] = generated / int(args.duration)
+        sequences = after["myriad_batch_sequences_sum"] - before["myriad_batch_sequences_sum"]
+        closed["mean_batch"] = sequences / max(steps, 1)
+        closed["ttft_ms"] = 1e3 * ((after["myriad_time_to_first_token_seconds_sum"]
+                                    - before["myriad_time_to_first_token_seconds_sum"])
+                                   / max(after["myriad_time_to_first_token_seconds_count"]
+                                         - before["myriad_time_to_first_token_seconds_count"], 1))
+        best = None
+        rate = args.start_rate
+        while rate <= args.max_rate:
+            share, p50, p90, p99, achieved = open_loop(server.port, rate, args.open_duration)
+            print(f"    open loop {rate:>6.0f}/s: answered {100 * share:5.1f} %, achieved {achieved:7.1f}/s, "
+                  f"P50 {p50:7.1f} ms, P90 {p90:7.1f} ms, P99 {p99:7.1f} ms", flush=True)
+            if share < 0.95 or p99 > 200.0:
+                break
+            best = (rate, p50, p90, p99)
+            rate *= 2
+        closed["open_loop"] = best
+        return closed
+    finally:
+        server.stop()
+
+
+def transformers_rate(checkpoint, tmp, n):
+    try:
+        import torch
+        import transformers
+    except ImportError as e:
+        return f"skipped: {e.name} is not installed"
+    hf = os.path.join(tmp, "hf")
+    subprocess.run([sys.executable, "-m", "myriad.convert", "export", "--format", "hf", checkpoint, hf], check=True,
+                   capture_output=True)
+    model = transformers.AutoModelForCausalLM.from_pretrained(hf).eval()
+    start = time.perf_counter()
+    with torch.no_grad():
+        for i in range(n):
+            ids = torch.tensor([json.loads(body(i))["prompt"]])
+            model.generate(ids, max_new_tokens=NEW_TOKENS, min_new_tokens=NEW_TOKENS, do_sample=False)
+    elapsed = time.perf_counter() - start
+    return n / elapsed
+
+
+def tiny_checkpoint(tmp):
+    import myriad
+
+    corpus = os.path.join(tmp, "corpus.txt")
+    with open(corpus, "w") as f:
+        f.write("\n".join(f"line {i} of a small corpus for the serving benchmark" for i in range(2000)))
+    config = myriad.Config.from_file(os.path.join(REPO, "configs", "gpt2_tiny.yaml"))
+    for key in (f"data.path={corpus}", f"logging.dir={tmp}/run", f"checkpoint.dir={tmp}/run/checkpoints",
+                "logging.level=warn", "parallel.dp=0", "training.gradient_accumulation=0"):
+        config.set(key)
+    return myriad.Engine(config).save()
+
+
+def main(argv=None):
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--checkpoint")
+    parser.add_argument("--duration", type=float, default=30.0, help="seconds of closed-loop load per server")
+    parser.add_argument("--open-duration", type=float, default=10.0, help="seconds per open-loop rate")
+    parser.add_argument("--start-rate", type=float, default=25.0)
+    parser.add_argument("--max-rate", type=float, default=1000.0)
+    parser.add_argument("--quick", action="store_true", help="seconds, not minutes (the test's mode)")
+    args = parser.parse_args(argv)
+    if args.quick:
+        args.duration, args.open_duration, args.max_rate = 2.0, 1.0, 50.0
+    from myriad.cli import SERVE_PROGRAM, SERVE_PROGRAM_ENV, find_program
+
+    program = find_program(SERVE_PROGRAM, SERVE_PROGRAM_ENV)[0]
+    if program is None or shutil.which("wrk") is None:
+        print("bench_serve: needs myriad-serve (build/tools) and wrk (scripts/setup.sh installs it)")
+        return 2
+    cpu = next((line.split(":", 1)[1].strip() for line in open("/proc/cpuinfo") if line.startswith("model name")),
+               platform.processor())
+    with tempfile.TemporaryDirectory() as tmp:
+        checkpoint = args.checkpoint or tiny_checkpoint(tmp)
+        print(f"bench_serve: {checkpoint}; {os.cpu_count()} x {cpu}; {PROMPT_TOKENS} prompt + {NEW_TOKENS} new "
+              f"tokens, greedy; command: {' '.join([os.path.basename(sys.argv[0]), *sys.argv[1:]])}", flush=True)
+        rows = {}
+        for name, flags in (("continuous batching", []), ("one request at a time", ["--max-sequences", "1"])):
+            print(f"  {name}:", flush=True)
+            rows[name] = measure(program, checkpoint, flags, args, tmp)
+        try:
+            hf = transformers_rate(checkpoint, tmp, 4 if args.quick else 20)
+        except Exception as e:  # noqa: BLE001 (the comparison's failure is reported, the table stands)
+            hf = f"failed: {type(e).__name__}: {e}"
+    print()
+    print("| server | closed-loop QPS (wrk, 32 conns) | P50 / P90 / P99 ms | tokens/s | mean batch (seqs) "
+          "| mean TTFT ms | open loop: highest rate with P99 <= 200 ms (P99) |")
+    print("|---|---|---|---|---|---|---|")
+    for name, r in rows.items():
+        best = r["open_loop"]
+        open_text = f"{best[0]:.0f}/s ({best[3]:.0f} ms)" if best else "none of the rates tried"
+        print(f"| {name} | {r['qps']:.1f} | {r['p50']:.1f} / {r['p90']:.1f} / {r['p99']:.1f} | "
+              f"{r['tokens_per_s']:.0f} | {r['mean_batch']:.2f} | {r['ttft_ms']:.1f} | {open_text} |")
+    gain = rows["continuous batching"]["qps"] / max(rows["one request at a time"]["qps"], 1e-9)
+    print(f"\nbatching gain (closed-loop QPS): {gain:.2f}x")
+    if isinstance(hf, float):
+        print(f"transformers generate, batch 1, same requests: {hf:.1f} requests/s; myriad serve continuous "
+              f"batching / transformers: {rows['continuous batching']['qps'] / hf:.2f}x")
+    else:
+        print(f"transformers: {hf}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

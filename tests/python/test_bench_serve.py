@@ -1,0 +1,24 @@
+"""benchmarks/bench_serve.py --quick keeps working: both servers measured (closed loop with wrk, the
+open-loop rates), the table and the batching gain printed (the numbers themselves are the
+benchmark's, docs/performance.md)."""
+import os
+import shutil
+import subprocess
+import sys
+
+import pytest
+
+from package_under_test import PYTHONPATH, REPO
+from serve_process import skip_reason
+
+
+@pytest.mark.skipif(skip_reason() is not None or shutil.which("wrk") is None,
+                    reason=str(skip_reason() or "wrk is not installed (scripts/setup.sh installs it)"))
+def test_bench_serve_quick_prints_its_table():
+    env = dict(os.environ, PYTHONPATH=PYTHONPATH)
+    out = subprocess.run([sys.executable, os.path.join(REPO, "benchmarks", "bench_serve.py"), "--quick"], env=env,
+                         capture_output=True, text=True, timeout=300)
+    assert out.returncode == 0, out.stderr
+    assert "| continuous batching |" in out.stdout and "| one request at a time |" in out.stdout, out.stdout
+    assert "batching gain (closed-loop QPS):" in out.stdout
+    assert "transformers" in out.stdout
