@@ -13,10 +13,12 @@
 // checkpoint or a port in use exit 2 with the reason before anything is served.
 #include <pthread.h>
 #include <signal.h>
+#include <unistd.h>
 
 #include <atomic>
 #include <chrono>
 #include <cstdio>
+#include <cstdlib>
 #include <iostream>
 #include <map>
 #include <string>
@@ -126,6 +128,14 @@ int run_server(const Flags& flags, const sigset_t& signals) {
 }  // namespace
 
 int main(int argc, char** argv) {
+  // OpenMP threads that spin between the model's many small parallel regions take the cores the
+  // HTTP threads and co-located clients need: latencies of seconds at 25 requests/s on 2 cores
+  // (bench_serve). The wait policy is read when the OpenMP runtime loads, so it is set by
+  // starting this program again with it (once; an explicit OMP_WAIT_POLICY is kept).
+  if (std::getenv("OMP_WAIT_POLICY") == nullptr) {
+    setenv("OMP_WAIT_POLICY", "PASSIVE", 1);
+    execv("/proc/self/exe", argv);  // returns only on failure: then run as we are
+  }
   // SIGTERM / SIGINT are taken by sigwait in main; every thread inherits the mask. SIGPIPE: a
   // client that went away is a failed write, not the end of the server.
   sigset_t signals;
