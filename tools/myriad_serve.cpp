@@ -3,7 +3,7 @@
 //   myriad-serve --checkpoint DIR | --int8 FILE [--device cpu|cuda] [--tokenizer SPEC] [--host 127.0.0.1]
 //                [--port 8000] [--model-name NAME] [--block-size 16] [--kv-blocks N]
 //                [--max-batch-tokens 512] [--max-sequences 64] [--queue-limit 256]
-//                [--http-threads 128] [--drain-seconds 30]
+//                [--http-threads 128] [--drain-seconds 30] [--threads N]
 //
 // --int8 serves a weight-only INT8 export (`myriad convert export --format int8`) with its weights
 // kept in INT8. One scheduler thread runs the model (continuous batching, serve/batch_scheduler.h); the HTTP
@@ -11,6 +11,7 @@
 // admitting (503, /ready 503), finishes what is queued and running within --drain-seconds,
 // cancels what is left, and exits 0; a second signal stops at once. Bad flags, an unreadable
 // checkpoint or a port in use exit 2 with the reason before anything is served.
+#include <omp.h>
 #include <pthread.h>
 #include <signal.h>
 #include <unistd.h>
@@ -46,7 +47,7 @@ Flags parse_flags(int argc, char** argv) {
   static const char* const kKnown[] = {
       "--checkpoint",    "--device",    "--tokenizer",        "--host",          "--port",        "--model-name",
       "--block-size",    "--kv-blocks", "--max-batch-tokens", "--max-sequences", "--queue-limit", "--http-threads",
-      "--drain-seconds", "--int8"};
+      "--drain-seconds", "--int8",      "--threads"};
   Flags flags;
   for (int i = 1; i < argc; ++i) {
     std::string arg = argv[i];
@@ -74,6 +75,8 @@ int run_server(const Flags& flags, const sigset_t& signals) {
   serve::ServedModel served = flags.values.count("--int8") != 0
                                   ? serve::load_served_int8(flags.get("--int8", ""), device, tokenizer)
                                   : serve::load_served_checkpoint(flags.get("--checkpoint", ""), device, tokenizer);
+  if (const std::int64_t threads = tools::parse_int("--threads", flags.get("--threads", "0")); threads > 0)
+    omp_set_num_threads(static_cast<int>(threads));  // the model's OpenMP threads (0: OpenMP's default)
   serve::SchedulerOptions options;
   options.block_size = tools::parse_int("--block-size", flags.get("--block-size", "16"));
   options.num_blocks = tools::parse_int("--kv-blocks", flags.get("--kv-blocks", "0"));

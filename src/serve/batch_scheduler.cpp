@@ -76,6 +76,9 @@ BatchScheduler::Admission BatchScheduler::submit(CompletionRequest request, std:
   }
   MYRIAD_CHECK(request.stop.empty() || tokenizer_ != nullptr,
                "stop: stop strings need a tokenizer; this server has none (pass token ids as stop tokens)");
+  // Ids the tokenizer does not have (a model vocabulary padded above it) are never drawn.
+  if (tokenizer_ != nullptr && request.sampling.vocab_limit == 0)
+    request.sampling.vocab_limit = tokenizer_->vocab_size();
   auto seq = std::make_unique<Sequence>();
   seq->request = std::move(request);
   seq->stream = std::move(stream);

@@ -33,7 +33,7 @@ double number(const json& v, const char* field) {
 std::string dump(const json& j) { return j.dump(-1, ' ', false, json::error_handler_t::replace); }
 
 std::string token_string(std::int32_t id, const data::BpeTokenizer* tokenizer) {
-  if (tokenizer == nullptr) return "<" + std::to_string(id) + ">";
+  if (tokenizer == nullptr || id >= tokenizer->vocab_size()) return "<" + std::to_string(id) + ">";
   return tokenizer->decode({id});
 }
 

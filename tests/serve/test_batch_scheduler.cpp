@@ -170,6 +170,26 @@ TEST(BatchScheduler, RefusesBeyondTheQueueAndWhileDraining) {
   EXPECT_TRUE(scheduler.idle());
 }
 
+// A model vocabulary padded above its tokenizer's: the padding ids are never drawn (decoding them
+// would fail), whatever the sampling.
+TEST(BatchScheduler, NeverDrawsIdsTheTokenizerLacks) {
+  const data::BpeTokenizer tok = data::BpeTokenizer::train("the cat sat on the mat. the dog sat on the log.", 262);
+  ASSERT_LT(tok.vocab_size(), 290);
+  nn::GptModel model(nn::TransformerConfig::gpt2(320, 2, 2, 16, 64));
+  model.initialize(9);
+  BatchScheduler scheduler(model, &tok, SchedulerOptions{.block_size = 8});
+  std::vector<std::shared_ptr<RequestStream>> streams;
+  for (int i = 0; i < 4; ++i) {
+    streams.push_back(std::make_shared<RequestStream>());
+    scheduler.submit(request({1, 2, 3}, 40, 2.0f, static_cast<std::uint64_t>(i)), streams.back());
+  }
+  for (const auto& ids : run_to_completion(scheduler, streams)) {
+    EXPECT_FALSE(ids.empty());
+    for (std::int32_t id : ids) EXPECT_LT(id, tok.vocab_size());
+  }
+  for (const auto& stream : streams) EXPECT_NE(stream->reason(), FinishReason::error) << stream->error();
+}
+
 TEST(BatchScheduler, RefusesBadRequestsNamingTheField) {
   nn::GptModel model(nn::TransformerConfig::gpt2(29, 2, 2, 16, 32));
   model.initialize(3);

@@ -53,8 +53,9 @@ class BatchScheduler {
   ~BatchScheduler();
 
   enum class Admission { accepted, queue_full, draining };
-  // Validates against the model (prompt length + max_tokens within the context, ids in the
-  // vocabulary: throws naming the field) and queues the request; its stream reports the tokens.
+  // Validates against the model (prompt within the context, ids in the vocabulary: throws naming
+  // the field) and queues the request; its stream reports the tokens. With a tokenizer, ids above
+  // its vocabulary (a padded model vocabulary) are never drawn.
   Admission submit(CompletionRequest request, std::shared_ptr<RequestStream> stream);
 
   // One iteration: drops cancelled requests, builds and runs a batch, draws tokens. Returns
