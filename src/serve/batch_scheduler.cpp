@@ -147,7 +147,7 @@ void BatchScheduler::preempt(Sequence& victim) {
   if (metrics_ != nullptr) metrics_->preempted();
 }
 
-void BatchScheduler::draw(Sequence& seq, const float* logits) {
+bool BatchScheduler::draw(Sequence& seq, const float* logits) {
   const nn::TransformerConfig& config = model_.config();
   const std::int64_t V = config.vocab_size, position = static_cast<std::int64_t>(seq.tokens.size());
   const nn::GenerateArgs& args = seq.request.sampling;
@@ -171,6 +171,7 @@ void BatchScheduler::draw(Sequence& seq, const float* logits) {
   seq.drew_first = true;
   seq.last_token = now;
   seq.stream->push(std::move(event));
+  return stop_token;
 }
 
 bool BatchScheduler::step() {
@@ -251,11 +252,8 @@ bool BatchScheduler::step() {
       Sequence& seq = *batch[i];
       seq.cached += counts[i];
       if (seq.pending() > 0) continue;  // a prompt chunk: more of it next step
-      draw(seq, logits.data<float>() + static_cast<std::int64_t>(i) * V);
+      const bool stop_token = draw(seq, logits.data<float>() + static_cast<std::int64_t>(i) * V);
       const nn::GenerateArgs& args = seq.request.sampling;
-      const std::int32_t token = seq.tokens.back();
-      const bool stop_token =
-          std::find(args.stop_tokens.begin(), args.stop_tokens.end(), token) != args.stop_tokens.end();
       if (stop_token || seq.text.stopped()) {
         finish(seq, FinishReason::stop);
         done.push_back(&seq);

@@ -78,6 +78,25 @@ class Server:
             self.process.communicate()
 
 
+TINY_YAML = """\
+model: {{architecture: llama, vocab_size: 300, n_layer: 2, n_head: 2, n_kv_head: 1, n_embd: 32, context_length: 64}}
+training: {{micro_batch: 2, seq_len: 64, steps: 1, warmup: 0, eval_every: 0}}
+data: {{path: {corpus}, tokenizer: "train:300"}}
+checkpoint: {{dir: {run}/checkpoints}}
+logging: {{measure_peak: false, dir: {run}/logs, level: warn}}
+"""
+
+
+def tiny_checkpoint(folder):
+    """A step-0 checkpoint of a tiny LLaMA-style model (with its trained tokenizer) under `folder`."""
+    import myriad
+    from tiny_corpus import write_corpus
+
+    corpus = write_corpus(folder / "corpus.txt", lines=500)
+    config = myriad.Config.from_string(TINY_YAML.format(corpus=corpus, run=folder / "run"))
+    return myriad.Engine(config).save()
+
+
 def skip_reason():
     if serve_program() is None:
         return "myriad-serve is not built (build/tools/myriad-serve) or installed"

@@ -15,23 +15,13 @@ from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 
-import myriad
 from package_under_test import REPO
-from serve_process import Server, free_port, skip_reason
-from tiny_corpus import write_corpus
+from serve_process import Server, free_port, skip_reason, tiny_checkpoint
 
 NGINX = shutil.which("nginx") or ("/usr/sbin/nginx" if os.path.exists("/usr/sbin/nginx") else None)
 NO_NGINX = "nginx is not installed (scripts/setup.sh installs nginx-light)"
 pytestmark = [pytest.mark.skipif(skip_reason() is not None, reason=str(skip_reason())),
               pytest.mark.skipif(NGINX is None, reason=NO_NGINX)]
-
-TINY_YAML = """\
-model: {{architecture: llama, vocab_size: 300, n_layer: 2, n_head: 2, n_kv_head: 1, n_embd: 32, context_length: 64}}
-training: {{micro_batch: 2, seq_len: 64, steps: 1, warmup: 0, eval_every: 0}}
-data: {{path: {corpus}, tokenizer: "train:300"}}
-checkpoint: {{dir: {run}/checkpoints}}
-logging: {{measure_peak: false, dir: {run}/logs, level: warn}}
-"""
 
 
 def nginx_conf(tmp, front, replicas):
@@ -61,9 +51,7 @@ def post(port, body, timeout=60):
 
 
 def test_nginx_keeps_answering_when_a_replica_dies(tmp_path):
-    corpus = write_corpus(tmp_path / "corpus.txt", lines=500)
-    config = myriad.Config.from_string(TINY_YAML.format(corpus=corpus, run=tmp_path / "run"))
-    checkpoint = myriad.Engine(config).save()
+    checkpoint = tiny_checkpoint(tmp_path)
     replicas, nginx = [], None
     try:
         replicas = [Server("--checkpoint", checkpoint, "--model-name", "tiny") for _ in range(2)]

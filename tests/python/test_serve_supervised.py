@@ -10,20 +10,10 @@ import urllib.request
 
 import pytest
 
-import myriad
 from package_under_test import PYTHONPATH, REPO
-from serve_process import free_port, serve_program, skip_reason
-from tiny_corpus import write_corpus
+from serve_process import free_port, serve_program, skip_reason, tiny_checkpoint
 
 pytestmark = pytest.mark.skipif(skip_reason() is not None, reason=str(skip_reason()))
-
-TINY_YAML = """\
-model: {{architecture: llama, vocab_size: 300, n_layer: 2, n_head: 2, n_kv_head: 1, n_embd: 32, context_length: 64}}
-training: {{micro_batch: 2, seq_len: 64, steps: 1, warmup: 0, eval_every: 0}}
-data: {{path: {corpus}, tokenizer: "train:300"}}
-checkpoint: {{dir: {run}/checkpoints}}
-logging: {{measure_peak: false, dir: {run}/logs, level: warn}}
-"""
 
 
 def children(pid):
@@ -43,9 +33,7 @@ def wait_listening(process, deadline):
 
 
 def test_supervisor_restarts_a_crashed_server_and_stops_after_a_drain(tmp_path):
-    corpus = write_corpus(tmp_path / "corpus.txt", lines=500)
-    config = myriad.Config.from_string(TINY_YAML.format(corpus=corpus, run=tmp_path / "run"))
-    checkpoint = myriad.Engine(config).save()
+    checkpoint = tiny_checkpoint(tmp_path)
     port = free_port()
     env = dict(os.environ, PYTHONPATH=PYTHONPATH, OMP_NUM_THREADS="1")
     command = [sys.executable, "-m", "myriad.run", "--max-restarts", "2", "--backoff", "0", "--",

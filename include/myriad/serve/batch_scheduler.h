@@ -81,7 +81,8 @@ class BatchScheduler {
   void drop_cancelled();
   void preempt(Sequence& victim);
   void finish(Sequence& seq, FinishReason reason, const std::string& error = {});
-  void draw(Sequence& seq, const float* logits);
+  // Draws the sequence's next token and reports it; true when it is a stop token.
+  bool draw(Sequence& seq, const float* logits);
 
   const nn::GptModel& model_;
   const data::BpeTokenizer* tokenizer_;
