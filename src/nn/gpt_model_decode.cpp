@@ -3,6 +3,10 @@
 // cache, on the model's placement; the logits of each sequence's last new token come back to the
 // host for sampling. Rows of different sequences meet only in the linear layers' GEMMs, so a
 // sequence's logits do not depend on what else is in the batch beyond the GEMM's rounding.
+// Under tensor parallelism (without sequence parallelism) every rank of the group calls it with the
+// same sequences and block tables: its cache holds its own key/value heads, the embedding and the
+// row-parallel layers are summed over the group, and the head's vocabulary shards are gathered, so
+// every rank returns the whole logits.
 #include <algorithm>
 
 #include "myriad/nn/gpt_model.h"
@@ -14,7 +18,8 @@
 namespace myriad::nn {
 
 PagedKvCache GptModel::make_paged_kv_cache(std::int64_t block_size, std::int64_t num_blocks) const {
-  return PagedKvCache(config_.n_layer, config_.n_kv_head, config_.head_dim(), block_size, num_blocks, placement_);
+  const LocalWidths mine = local_widths(config_, split_);  // this rank's key/value heads
+  return PagedKvCache(config_.n_layer, mine.kv_heads, mine.head_dim, block_size, num_blocks, placement_);
 }
 
 Tensor GptModel::decode(const std::vector<DecodeSequence>& seqs, PagedKvCache& cache) const {
@@ -22,8 +27,9 @@ Tensor GptModel::decode(const std::vector<DecodeSequence>& seqs, PagedKvCache& c
   MYRIAD_CHECK(!config_.attention.block_sparse(),
                "decode: the KV cache attends densely, but this model's attention is block-sparse; "
                "nn::generate re-runs the forward over the prefix instead");
-  MYRIAD_CHECK(split_.tp_size() == 1,
-               "decode: the model is split over tp " << split_.tp_size() << "; generate on a whole copy");
+  MYRIAD_CHECK(!split_.sharded_sequence(),
+               "decode: sequence parallelism shards token rows over tp; decode runs "
+               "with tp regions built without it (parallel.sequence_parallel false)");
   MYRIAD_CHECK(!seqs.empty(), "decode: no sequences");
   MYRIAD_CHECK(static_cast<std::int64_t>(cache.k.size()) == config_.n_layer,
                "decode: the KV cache has " << cache.k.size() << " layers, the model " << config_.n_layer);
@@ -61,12 +67,14 @@ Tensor GptModel::decode(const std::vector<DecodeSequence>& seqs, PagedKvCache& c
     }
     last_rows.data<std::int32_t>()[s] = static_cast<std::int32_t>(row - 1);
   }
+  const TensorParallel& tp = split_.tensor_parallel();
   Tensor x = p.empty({1, N, C}), y = p.empty({1, N, C});
-  if (store_[wte_].int8_values.defined()) {  // weight-only INT8 serving: the int8 rows
-    Tensor rows = x.view({N, C});
+  Tensor rows = x.view({N, C});
+  if (store_[wte_].int8_values.defined()) {  // weight-only INT8 serving (whole model): the int8 rows
     int8_embedding_lookup(ids.view({N}), store_[wte_], rows);
-  } else {
-    embedding_forward(EmbeddingArgs{.ids_checked = true}, p.from_host(ids), store_[wte_].value, x);
+  } else {  // each rank's vocabulary rows, summed over the group
+    tp.embedding_lookup(ids.view({N}), store_[wte_].value, rows);
+    tp.reduce_to_rows(x, x);
   }
   if (wpe_ != static_cast<std::size_t>(-1)) {
     Tensor pe = p.empty({1, N, C});
@@ -89,15 +97,17 @@ Tensor GptModel::decode(const std::vector<DecodeSequence>& seqs, PagedKvCache& c
   } else {
     rmsnorm_forward(RmsnormArgs{.eps = config_.norm_eps}, last2, store_[norm_w_].value, h, rstd);
   }
+  // This rank's padded vocabulary columns (the whole padded head when whole, INT8 or not), every
+  // rank's side by side, then the real columns.
   const Parameter& head = store_[head_];
-  if (head.int8_values.defined()) {  // INT8: the whole padded head, then its real columns
-    Tensor padded = p.empty({S, head.shape[0]});
-    linear_forward(h, head, Tensor(), padded, activation_precision_);
-    return p.to_host(padded).slice(1, 0, config_.vocab_size).contiguous();
+  Tensor shard = p.empty({S, head.shape[0]});
+  linear_forward(h, head, Tensor(), shard, activation_precision_);
+  Tensor padded = shard;
+  if (tp.size() > 1) {
+    padded = p.empty({S, config_.padded_vocab_size()});
+    tp.gather_vocabulary(shard, padded);
   }
-  Tensor logits = p.empty({S, config_.vocab_size});
-  linear_forward(h, head_weight(false), Tensor(), logits, activation_precision_);
-  return p.to_host(logits);
+  return p.to_host(padded).slice(1, 0, config_.vocab_size).contiguous();
 }
 
 }  // namespace myriad::nn

@@ -9,6 +9,7 @@
 #include "myriad/nn/host_tokens.h"
 #include "myriad/nn/linear.h"
 #include "myriad/ops/cross_entropy.h"
+#include "myriad/ops/elementwise.h"
 #include "myriad/ops/embedding.h"
 #include "myriad/ops/placement.h"
 
@@ -75,6 +76,7 @@ class SerialTensorParallel final : public TensorParallel {
                                               args.ignore_index, logits);
     myriad::cross_entropy_backward(checked(args), logits, placed, lse, grad_losses, grad_logits);
   }
+  void gather_vocabulary(const Tensor& shard, Tensor& logits) const override { copy(shard, logits); }
 };
 
 }  // namespace

@@ -5,6 +5,9 @@
 // its cached positions [0, start + n) — gathered from the blocks into one contiguous (L, Hkv, D)
 // buffer — with the attention op at query offset `start`. An MoE block routes the N rows as N
 // sequences of one token (capacity per sequence never binds, so no row depends on the others).
+// Under tensor parallelism a rank holds its heads and MLP columns (and caches its key/value heads);
+// the projection and the MLP's output are row-parallel (summed over the group), and the MoE layer
+// runs on the rank's block of rows, summed likewise (moe_sequences, as in forward).
 #include "myriad/nn/linear.h"
 #include "myriad/nn/transformer_block.h"
 #include "myriad/ops/activations.h"
@@ -33,10 +36,8 @@ void for_block_runs(const std::vector<std::int32_t>& table, std::int64_t block_s
 
 void TransformerBlock::decode(const ParameterStore& store, const Tensor& x, const std::vector<DecodeSequence>& seqs,
                               PagedKvCache& cache, Tensor& y) const {
-  const std::int64_t C = config_.n_embd, F = config_.ffn_hidden, Hq = config_.n_head, Hkv = config_.n_kv_head;
-  const std::int64_t D = config_.head_dim(), W = config_.qkv_width(), N = x.size(1);
-  MYRIAD_CHECK(split_.tp_size() == 1, "decode: layer " << layer_ << " is split over tp " << split_.tp_size()
-                                                       << "; generation runs on a whole copy of the model");
+  const std::int64_t C = config_.n_embd, F = widths_.ffn, Hq = widths_.heads, Hkv = widths_.kv_heads;
+  const std::int64_t D = widths_.head_dim, W = widths_.qkv(), N = x.size(1);
   const ops::Placement p = ops::placement_of(x, "x");
   auto value = [&](std::size_t index) { return index == npos ? Tensor() : store[index].value; };
   Tensor mean = p.empty({1, N}), rstd = p.empty({1, N});
@@ -52,7 +53,7 @@ void TransformerBlock::decode(const ParameterStore& store, const Tensor& x, cons
     return out;
   };
   Tensor q = heads(0, Hq), k = heads(Hq, Hkv), v = heads(Hq + Hkv, Hkv);
-  Tensor att = p.empty({1, N, C});
+  Tensor att = p.empty({1, N, Hq * D});
   const Tensor& k_cache = cache.k[layer_];
   const Tensor& v_cache = cache.v[layer_];
   std::int64_t row = 0;
@@ -86,16 +87,21 @@ void TransformerBlock::decode(const ParameterStore& store, const Tensor& x, cons
                       values.view({1, L, Hkv, D}).permute({0, 2, 1, 3}), out, lse);
     row += n;
   }
-  Tensor x_mid = p.empty({1, N, C});
-  linear_forward(att, store[proj_w_], value(proj_b_), x_mid, operands_);
-  add_into(x_mid, x);
+  Tensor x_mid = p.empty({1, N, C}), partial = p.empty({1, N, C});
+  row_parallel_output(att, store[proj_w_], value(proj_b_), x, partial, x_mid);
   Tensor h2 = p.empty({1, N, C});
   norm_forward(store, norm2_w_, norm2_b_, x_mid, h2, mean, rstd);
   if (moe_) {
+    const TensorParallel& tp = split_.tensor_parallel();
+    const IndexRange mine = moe_sequences(N);
+    Tensor routed = partial.view({N, 1, C});
+    if (mine.size() < N) zero(routed);
+    Tensor out = routed.slice(0, mine.begin, mine.end);
     MoeActivations scratch;
-    Tensor y_rows = y.view({N, 1, C});
-    moe_->forward(store, h2.view({N, 1, C}), y_rows, scratch);
-    add_into(y, x_mid);
+    moe_->forward(store, h2.view({N, 1, C}).slice(0, mine.begin, mine.end), out, scratch);
+    if (mine.size() == N && tp.rank() != 0) zero(routed);  // ran whole on every rank: rank 0's is summed
+    tp.reduce_to_rows(partial, partial);
+    add(x_mid, partial, y);
     return;
   }
   Tensor fc = p.empty({1, N, F}), act = p.empty({1, N, F});
@@ -107,8 +113,7 @@ void TransformerBlock::decode(const ParameterStore& store, const Tensor& x, cons
     linear_forward(h2, store[up_w_], Tensor(), up, operands_);
     swiglu_forward(SwigluArgs{}, fc, up, act);
   }
-  linear_forward(act, store[out_w_], value(out_b_), y, operands_);
-  add_into(y, x_mid);
+  row_parallel_output(act, store[out_w_], value(out_b_), x_mid, partial, y);
 }
 
 }  // namespace myriad::nn

@@ -1,6 +1,9 @@
 // TensorParallelRegions: the region ops and vocabulary-parallel layers over the tp communicator.
 #include "myriad/parallel/tensor_parallel_regions.h"
 
+#include "myriad/nn/parameter_store.h"
+#include "myriad/ops/elementwise.h"
+#include "myriad/ops/placement.h"
 #include "myriad/parallel/tensor_parallel_region.h"
 
 namespace myriad::parallel {
@@ -44,6 +47,26 @@ void TensorParallelRegions::cross_entropy_backward(const Tensor& logits, const T
                                                    const CrossEntropyArgs& args, const Tensor& lse,
                                                    const Tensor& grad_losses, Tensor& grad_logits) const {
   vocab_parallel_cross_entropy_backward(shard_, logits, targets, args.ignore_index, lse, grad_losses, grad_logits);
+}
+
+void TensorParallelRegions::gather_vocabulary(const Tensor& shard, Tensor& logits) const {
+  const int n = tp_.size();
+  const std::int64_t rows = logits.size(0), padded = logits.size(1), widest = (padded + n - 1) / n;
+  const auto columns = [&](int r) { return nn::IndexRange{padded * r / n, padded * (r + 1) / n}; };
+  MYRIAD_CHECK(shard.dim() == 2 && shard.size(0) == rows && shard.size(1) == columns(tp_.rank()).size(),
+               "gather_vocabulary: tp rank " << tp_.rank() << "'s logits are " << shape_string(shard.shape())
+                                             << ", not (" << rows << ", " << columns(tp_.rank()).size() << ")");
+  const ops::Placement p = ops::placement_of(logits, "logits");
+  Tensor mine = p.empty({rows, widest}), all = p.empty({n, rows, widest});
+  zero(mine);
+  Tensor mine_columns = mine.slice(1, 0, shard.size(1));
+  copy(shard, mine_columns);
+  tp_.all_gather_on_stream(mine, all);
+  for (int r = 0; r < n; ++r) {
+    const nn::IndexRange c = columns(r);
+    Tensor to = logits.slice(1, c.begin, c.end);
+    copy(all.slice(0, r, r + 1).view({rows, widest}).slice(1, 0, c.size()), to);
+  }
 }
 
 }  // namespace myriad::parallel

@@ -104,8 +104,10 @@ class GptModel final : public PipelineStage {
 
   // A batched decoding step (gpt_model_decode.cpp): runs every sequence's new tokens through the
   // blocks against `cache` (extending it) and returns the logits (S, V) of each sequence's last
-  // new token, on the host (sampling runs there). Whole models only (tp 1, every layer), dense
-  // attention (a block-sparse model's selection needs the whole prefix: nn::generate re-runs it).
+  // new token, on the host (sampling runs there). Every layer on this rank (no pipeline split),
+  // dense attention (a block-sparse model's selection needs the whole prefix: nn::generate re-runs
+  // it); under tp (without sequence parallelism) every rank of the group calls it with the same
+  // sequences, its cache holding its own key/value heads, and every rank gets the whole logits.
   Tensor decode(const std::vector<DecodeSequence>& seqs, PagedKvCache& cache) const;
   // A cache of `num_blocks` blocks of `block_size` positions on the model's placement.
   PagedKvCache make_paged_kv_cache(std::int64_t block_size, std::int64_t num_blocks) const;

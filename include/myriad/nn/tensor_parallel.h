@@ -53,6 +53,9 @@ class TensorParallel {
   // grad_losses.
   virtual void cross_entropy_backward(const Tensor& logits, const Tensor& targets, const CrossEntropyArgs& args,
                                       const Tensor& lse, const Tensor& grad_losses, Tensor& grad_logits) const = 0;
+  // logits (N, padded vocabulary) on every rank = each rank's `shard` (N, its padded columns)
+  // side by side: the whole distribution for sampling (serving's decode; training never gathers).
+  virtual void gather_vocabulary(const Tensor& shard, Tensor& logits) const = 0;
 
   // Layer-level helpers built from the region ops (no communication of their own).
   // The buffer this rank's rows of a full activation live in: `full` itself, or `rows_scratch`.
