@@ -25,6 +25,21 @@ std::pair<double, double> log_normaliser(const float* l, std::int64_t V) {
 std::int32_t sample_token(const float* l, std::int64_t vocab, const GenerateArgs& args, std::uint64_t draw_index) {
   const std::int64_t V = args.vocab_limit > 0 ? std::min<std::int64_t>(args.vocab_limit, vocab) : vocab;
   if (args.temperature <= 0.0f) return static_cast<std::int32_t>(std::max_element(l, l + V) - l);
+  if ((args.top_k <= 0 || args.top_k >= V) && args.top_p >= 1.0f) {  // every id: no order needed
+    const double top = *std::max_element(l, l + V);
+    std::vector<double> weights(V);
+    double total = 0.0;
+    for (std::int64_t i = 0; i < V; ++i)
+      total += weights[i] = std::exp((static_cast<double>(l[i]) - top) / args.temperature);
+    double u = static_cast<double>(philox_uniform(args.seed, 0, draw_index)) * total;
+    for (std::int64_t i = 0; i < V; ++i) {
+      if ((u -= weights[i]) < 0.0) return static_cast<std::int32_t>(i);
+    }
+    for (std::int64_t i = V - 1; i > 0; --i) {  // rounding left u past the end: the last id with weight
+      if (weights[i] > 0.0) return static_cast<std::int32_t>(i);
+    }
+    return 0;
+  }
   std::vector<std::int32_t> order(V);
   std::iota(order.begin(), order.end(), 0);
   std::int64_t k = args.top_k > 0 ? std::min<std::int64_t>(args.top_k, V) : V;

@@ -5,7 +5,9 @@
 // sample_token: temperature 0 is greedy (argmax; the lowest id among equal maxima). Otherwise the
 // candidates are the top_k largest logits (0 = all ids below vocab_limit), sorted descending (ties
 // by id); weights exp((l - l_max) / temperature); with top_p < 1 only the shortest prefix of the
-// candidates whose weights reach top_p of their total stays. The draw is the candidate where
+// candidates whose weights reach top_p of their total stays. When every id is a candidate (top_k 0
+// or >= the vocabulary, top_p 1) they stay in id order: the same distribution without a sort of
+// the vocabulary (the sort was most of a serving step's sampling time). The draw is the candidate where
 // u * total falls in the cumulative weights, u = Philox(seed, stream 0, index draw_index): the
 // caller passes the position the token will occupy, so the same seed gives the same text.
 #pragma once
