@@ -7,10 +7,17 @@
 //
 // --int8 serves a weight-only INT8 export (`myriad convert export --format int8`) with its weights
 // kept in INT8. One scheduler thread runs the model (continuous batching, serve/batch_scheduler.h); the HTTP
-// threads answer requests (serve/completion_server.h). SIGTERM or SIGINT drains: the server stops
+// threads answer requests (serve/completion_server.h). SIGTERM, SIGINT or SIGUSR1 drains: the server stops
 // admitting (503, /ready 503), finishes what is queued and running within --drain-seconds,
 // cancels what is left, and exits 0; a second signal stops at once. Bad flags, an unreadable
 // checkpoint or a port in use exit 2 with the reason before anything is served.
+//
+// Under mpirun (N ranks) the model is split over the ranks as tensor parallelism (tp = N): rank 0
+// serves HTTP and schedules; the other ranks decode each batch alongside it on their shards
+// (serve/decode_group.h) and exit 0 when rank 0 stops. Signals are rank 0's (the others ignore
+// them and follow its drain); an error on any rank before serving ends the whole job. OpenMPI's
+// mpirun forwards SIGUSR1 to the ranks and leaves the job running, so `kill -USR1 <mpirun>` drains;
+// SIGTERM to mpirun ends the job (its ranks are killed after OpenMPI's short kill timeout).
 #include <omp.h>
 #include <pthread.h>
 #include <signal.h>
@@ -27,6 +34,7 @@
 
 #include "cli_numbers.h"
 #include "myriad/core/error.h"
+#include "myriad/distributed/mpi_runtime.h"
 #include "myriad/serve/batch_scheduler.h"
 #include "myriad/serve/completion_server.h"
 #include "myriad/serve/served_model.h"
@@ -70,13 +78,28 @@ Flags parse_flags(int argc, char** argv) {
   return flags;
 }
 
-int run_server(const Flags& flags, const sigset_t& signals) {
+// `world`: the ranks of an mpirun launch (null: this process alone).
+int run_server(const Flags& flags, const sigset_t& signals, std::unique_ptr<distributed::Communicator> world) {
   const std::string device = flags.get("--device", "cpu"), tokenizer = flags.get("--tokenizer", "");
-  serve::ServedModel served = flags.values.count("--int8") != 0
-                                  ? serve::load_served_int8(flags.get("--int8", ""), device, tokenizer)
-                                  : serve::load_served_checkpoint(flags.get("--checkpoint", ""), device, tokenizer);
+  MYRIAD_CHECK(flags.values.count("--int8") == 0 || world == nullptr,
+               "--int8 serves a whole model in one process; under mpirun serve --checkpoint (split over the ranks)");
+  serve::ServedModel served =
+      flags.values.count("--int8") != 0
+          ? serve::load_served_int8(flags.get("--int8", ""), device, tokenizer)
+          : serve::load_served_checkpoint(flags.get("--checkpoint", ""), device, tokenizer, std::move(world));
   if (const std::int64_t threads = tools::parse_int("--threads", flags.get("--threads", "0")); threads > 0)
     omp_set_num_threads(static_cast<int>(threads));  // the model's OpenMP threads (0: OpenMP's default)
+  std::unique_ptr<serve::DecodeGroup> group;
+  if (distributed::Communicator* control = served.tp_control()) {
+    group = std::make_unique<serve::DecodeGroup>(*control);
+    if (!group->leader()) {
+      std::cout << "myriad-serve: rank " << control->rank() << " of " << control->size()
+                << ": decoding its tensor-parallel shard alongside rank 0" << std::endl;
+      const std::int64_t steps = group->follow(*served.model);
+      std::cout << "myriad-serve: rank " << control->rank() << ": stopped after " << steps << " steps" << std::endl;
+      return 0;
+    }
+  }
   serve::SchedulerOptions options;
   options.block_size = tools::parse_int("--block-size", flags.get("--block-size", "16"));
   options.num_blocks = tools::parse_int("--kv-blocks", flags.get("--kv-blocks", "0"));
@@ -84,7 +107,7 @@ int run_server(const Flags& flags, const sigset_t& signals) {
   options.max_sequences = tools::parse_int("--max-sequences", flags.get("--max-sequences", "64"));
   options.queue_limit = tools::parse_int("--queue-limit", flags.get("--queue-limit", "256"));
   serve::ServeMetrics metrics;
-  serve::BatchScheduler scheduler(*served.model, served.tokenizer.get(), options, &metrics);
+  serve::BatchScheduler scheduler(*served.model, served.tokenizer.get(), options, &metrics, group.get());
   serve::ServerOptions server_options;
   server_options.host = flags.get("--host", "127.0.0.1");
   server_options.port = static_cast<int>(tools::parse_int("--port", flags.get("--port", "8000")));
@@ -99,7 +122,8 @@ int run_server(const Flags& flags, const sigset_t& signals) {
   std::cout << "myriad-serve: listening on http://" << server_options.host << ":" << port << " — model '"
             << server_options.model_name << "' from " << served.source << " on " << flags.get("--device", "cpu") << ", "
             << scheduler.options().num_blocks << " KV blocks of " << scheduler.options().block_size << " positions"
-            << (served.tokenizer ? "" : ", no tokenizer (token-id prompts only)") << std::endl;
+            << (served.tokenizer ? "" : ", no tokenizer (token-id prompts only)")
+            << (group ? ", split over " + std::to_string(group->size()) + " ranks (tp)" : std::string()) << std::endl;
   int signal_number = 0;
   sigwait(&signals, &signal_number);
   std::cout << "myriad-serve: signal " << signal_number << ": draining (" << scheduler.queued() << " queued, "
@@ -139,21 +163,35 @@ int main(int argc, char** argv) {
     setenv("OMP_WAIT_POLICY", "PASSIVE", 1);
     execv("/proc/self/exe", argv);  // returns only on failure: then run as we are
   }
-  // SIGTERM / SIGINT are taken by sigwait in main; every thread inherits the mask. SIGPIPE: a
+  // SIGTERM / SIGINT / SIGUSR1 are taken by sigwait in main; every thread inherits the mask. SIGPIPE: a
   // client that went away is a failed write, not the end of the server.
   sigset_t signals;
   sigemptyset(&signals);
   sigaddset(&signals, SIGTERM);
   sigaddset(&signals, SIGINT);
+  sigaddset(&signals, SIGUSR1);
   pthread_sigmask(SIG_BLOCK, &signals, nullptr);
   signal(SIGPIPE, SIG_IGN);
+  // Under mpirun: MPI first (the ranks serve together); `abort_channel` ends every rank when one
+  // fails (the others may be waiting for it in a collective).
+  std::unique_ptr<distributed::MpiRuntime> mpi;
+  std::unique_ptr<distributed::Communicator> world, abort_channel;
+  std::string failure;
   try {
-    return run_server(parse_flags(argc, argv), signals);
+    if (distributed::MpiRuntime::launched_by_mpi()) {
+      mpi = std::make_unique<distributed::MpiRuntime>(&argc, &argv);
+      if (mpi->world_size() > 1) {
+        world = mpi->world();
+        abort_channel = mpi->world();
+      }
+    }
+    return run_server(parse_flags(argc, argv), signals, std::move(world));
   } catch (const myriad::Error& e) {
-    std::cerr << "myriad-serve: " << e.message() << std::endl;
-    return 2;
+    failure = e.message();
   } catch (const std::exception& e) {
-    std::cerr << "myriad-serve: " << e.what() << std::endl;
-    return 2;
+    failure = e.what();
   }
+  std::cerr << "myriad-serve: " << failure << std::endl;
+  if (abort_channel) abort_channel->abort(2, "myriad-serve: " + failure);
+  return 2;
 }

@@ -35,11 +35,12 @@ struct BatchScheduler::Sequence {
 };
 
 BatchScheduler::BatchScheduler(const nn::GptModel& model, const data::BpeTokenizer* tokenizer, SchedulerOptions options,
-                               ServeMetrics* metrics)
+                               ServeMetrics* metrics, DecodeGroup* group)
     : model_(model),
       tokenizer_(tokenizer),
       options_(options),
       metrics_(metrics),
+      group_(group),
       cache_(model.make_paged_kv_cache(
           options.block_size, options.num_blocks > 0
                                   ? options.num_blocks
@@ -59,6 +60,7 @@ BatchScheduler::BatchScheduler(const nn::GptModel& model, const data::BpeTokeniz
                "token, which the paged KV cache does not keep (serve a dense model)");
   options_.num_blocks = cache_.num_blocks;
   free_blocks_ = pool_.free_blocks();
+  if (group_ != nullptr) group_->announce_cache(cache_.block_size, cache_.num_blocks);
 }
 
 BatchScheduler::~BatchScheduler() = default;
@@ -246,6 +248,7 @@ bool BatchScheduler::step() {
   if (metrics_ != nullptr) metrics_->step(options_.max_batch_tokens - budget, static_cast<std::int64_t>(batch.size()));
   std::vector<Sequence*> done;
   try {
+    if (group_ != nullptr) group_->announce(step);  // the followers decode it alongside
     const Tensor logits = model_.decode(step, cache_);
     const std::int64_t V = model_.config().vocab_size;
     for (std::size_t i = 0; i < batch.size(); ++i) {
@@ -290,6 +293,7 @@ void BatchScheduler::run() {
   for (auto& seq : running_seqs_) finish(*seq, FinishReason::cancelled, "the server stopped");
   waiting_.clear();
   running_seqs_.clear();
+  if (group_ != nullptr) group_->announce_stop();
 }
 
 void BatchScheduler::stop() {

@@ -11,6 +11,7 @@
 #include "myriad/train/config_wiring.h"
 #include "myriad/train/device_runtime.h"
 #include "myriad/train/int8_weights.h"
+#include "myriad/train/model_parallelism.h"
 
 namespace fs = std::filesystem;
 
@@ -18,7 +19,8 @@ namespace myriad::serve {
 
 ServedModel::ServedModel() = default;
 ServedModel::~ServedModel() {
-  model.reset();  // before the device it lives on
+  model.reset();  // before the device it lives on and the regions it points at
+  parallelism.reset();
   device.reset();
 }
 ServedModel::ServedModel(ServedModel&&) noexcept = default;
@@ -39,17 +41,43 @@ std::string checkpoint_to_load(const std::string& dir) {
 
 namespace {
 
-// The model of `served.config` on `device` (cuda: a world of one's GPU) with no gradients.
-void place_model(ServedModel& served, const std::string& device) {
+// The model of `served.config` on `device` (cuda: this rank's GPU) with no gradients, split over
+// `world`'s ranks as tensor parallelism when there are several.
+void place_model(ServedModel& served, const std::string& device, std::unique_ptr<distributed::Communicator> world) {
   MYRIAD_CHECK(device == "cpu" || device == "cuda", "--device: '" << device << "' is not cpu or cuda");
   const nn::TransformerConfig config = train::transformer_config(served.config.model, served.config.model.vocab_size);
+  const int tp = world ? world->size() : 1;
+  if (tp > 1) {
+    served.groups = std::make_unique<distributed::ProcessGroups>(distributed::GridShape{.tp = tp}, std::move(world));
+  } else if (device == "cuda") {
+    served.groups = std::make_unique<distributed::ProcessGroups>(distributed::ProcessGroups::single());
+  }
   ops::Placement placement;
   if (device == "cuda") {
-    served.groups = std::make_unique<distributed::ProcessGroups>(distributed::ProcessGroups::single());
     served.device = train::make_device_runtime(*served.groups, train::DeviceRuntimeOptions{});
     placement = served.device->placement();
   }
-  served.model = std::make_unique<nn::GptModel>(config, nn::ModelSplit{}, true, placement);
+  nn::ModelSplit split;
+  if (tp > 1) {  // the layout of serving: tp over every rank, nothing else, no sequence parallelism
+    RunConfig layout = served.config;
+    layout.parallel = ParallelConfig{};
+    layout.parallel.tp = tp;
+    using distributed::Axis;
+    auto carrier = [&](Axis axis) -> distributed::Communicator& {
+      return served.device ? served.device->group(axis) : served.groups->group(axis);
+    };
+    try {
+      served.parallelism = std::make_unique<train::ModelParallelism>(train::make_model_parallelism(
+          layout, config, carrier(Axis::tp), carrier(Axis::ep), carrier(Axis::cp), /*pp_stage=*/0));
+      split = served.parallelism->split;
+      served.model = std::make_unique<nn::GptModel>(config, split, true, placement);
+    } catch (const Error& e) {
+      throw Error("tensor-parallel serving over " + std::to_string(tp) + " ranks: " + e.message(), e.file().c_str(),
+                  e.line());
+    }
+  } else {
+    served.model = std::make_unique<nn::GptModel>(config, split, true, placement);
+  }
   served.model->parameters().drop_flat_grads();  // inference only
 }
 
@@ -73,8 +101,14 @@ void load_tokenizer(ServedModel& served, const std::string& recorded, const std:
 
 }  // namespace
 
-ServedModel load_served_checkpoint(const std::string& dir, const std::string& device,
-                                   const std::string& tokenizer_spec) {
+int ServedModel::tp() const { return model ? model->split().tp_size() : 1; }
+
+distributed::Communicator* ServedModel::tp_control() const {
+  return tp() > 1 ? &groups->group(distributed::Axis::tp) : nullptr;
+}
+
+ServedModel load_served_checkpoint(const std::string& dir, const std::string& device, const std::string& tokenizer_spec,
+                                   std::unique_ptr<distributed::Communicator> world) {
   ServedModel served;
   served.source = checkpoint_to_load(dir);
   const std::string yaml = train::read_checkpoint_config(served.source);
@@ -82,14 +116,21 @@ ServedModel load_served_checkpoint(const std::string& dir, const std::string& de
   served.name = fs::path(served.source).parent_path().parent_path().filename().string();
   if (served.name.empty() || served.name == "." || served.name == "..")
     served.name = fs::path(served.source).filename().string();
-  // The trained values, read on the host.
-  nn::GptModel host(train::transformer_config(served.config.model, served.config.model.vocab_size));
+  place_model(served, device, std::move(world));
+  // The trained values of this rank's parameters, read on the host (into the model itself there).
+  std::unique_ptr<nn::GptModel> staging;
+  nn::GptModel* target = served.model.get();
+  if (!served.model->placement().on_host()) {
+    staging = std::make_unique<nn::GptModel>(served.model->config(), served.model->split());
+    target = staging.get();
+  }
   train::CheckpointReader reader(served.source, "");
-  train::read_parameter_state(reader, host.parameters(), host.parameters().flat_values(), nullptr, nullptr);
+  train::read_parameter_state(reader, target->parameters(), target->parameters().flat_values(), nullptr, nullptr);
   const DType format = train::compute_format(served.config.training.precision);
-  if (format != DType::f32) round_to_format(host.parameters().flat_values(), format);
-  place_model(served, device);
-  copy(served.model->placement().from_host(host.parameters().flat_values()), served.model->parameters().flat_values());
+  if (format != DType::f32) round_to_format(target->parameters().flat_values(), format);
+  if (staging)
+    copy(served.model->placement().from_host(staging->parameters().flat_values()),
+         served.model->parameters().flat_values());
   if (format != DType::f32) served.model->set_activation_precision(format);
   load_tokenizer(served, reader.tokenizer_file(), tokenizer_spec);
   return served;
@@ -100,7 +141,7 @@ ServedModel load_served_int8(const std::string& path, const std::string& device,
   served.source = path;
   served.config = RunConfig::from_yaml_string(train::int8_config_yaml(path), path + " config");
   served.name = fs::path(path).stem().string();
-  place_model(served, device);
+  place_model(served, device, nullptr);
   const train::Int8Weights weights = train::read_int8_weights(path, served.model->parameters());
   train::attach_int8_weights(weights, *served.model);
   load_tokenizer(served, "", tokenizer_spec);

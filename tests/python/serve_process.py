@@ -4,6 +4,7 @@ it listens, stopped (SIGTERM drain) at the end. The program is found as `myriad 
 build/tools)."""
 import json
 import os
+import shutil
 import signal
 import socket
 import subprocess
@@ -24,11 +25,23 @@ def free_port():
         return s.getsockname()[1]
 
 
+MPIRUN = shutil.which("mpirun")
+
+
+def mpirun_launcher(ranks):
+    """mpirun's words before the program for `ranks` ranks on this machine (root, 2 cores)."""
+    root = ["--allow-run-as-root"] if os.geteuid() == 0 else []
+    return [MPIRUN, "-np", str(ranks), *root, "--oversubscribe", "--mca", "mpi_yield_when_idle", "1",
+            "-x", "OMP_NUM_THREADS=1"]
+
+
 class Server:
-    def __init__(self, *args, timeout=60):
+    """`launcher`: words before the program (mpirun's, for a server split over ranks)."""
+
+    def __init__(self, *args, timeout=60, launcher=()):
         self.port = free_port()
         self.url = f"http://127.0.0.1:{self.port}"
-        self.process = subprocess.Popen([serve_program(), "--port", str(self.port), *args],
+        self.process = subprocess.Popen([*launcher, serve_program(), "--port", str(self.port), *args],
                                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
         deadline = time.time() + timeout
         while time.time() < deadline:
@@ -79,7 +92,8 @@ class Server:
 
 
 TINY_YAML = """\
-model: {{architecture: llama, vocab_size: 300, n_layer: 2, n_head: 2, n_kv_head: 1, n_embd: 32, context_length: 64}}
+model: {{architecture: llama, vocab_size: 300, n_layer: 2, n_head: {heads}, n_kv_head: {kv_heads}, n_embd: 32, \
+context_length: 64}}
 training: {{micro_batch: 2, seq_len: 64, steps: 1, warmup: 0, eval_every: 0}}
 data: {{path: {corpus}, tokenizer: "train:300"}}
 checkpoint: {{dir: {run}/checkpoints}}
@@ -87,13 +101,14 @@ logging: {{measure_peak: false, dir: {run}/logs, level: warn}}
 """
 
 
-def tiny_checkpoint(folder):
+def tiny_checkpoint(folder, heads=2, kv_heads=1):
     """A step-0 checkpoint of a tiny LLaMA-style model (with its trained tokenizer) under `folder`."""
     import myriad
     from tiny_corpus import write_corpus
 
     corpus = write_corpus(folder / "corpus.txt", lines=500)
-    config = myriad.Config.from_string(TINY_YAML.format(corpus=corpus, run=folder / "run"))
+    config = myriad.Config.from_string(TINY_YAML.format(corpus=corpus, run=folder / "run", heads=heads,
+                                                        kv_heads=kv_heads))
     return myriad.Engine(config).save()
 
 

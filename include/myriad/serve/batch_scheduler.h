@@ -16,6 +16,9 @@
 //
 // Threads: submit(), drain(), stop() and the counters may be called from any thread; step() and
 // run() from the one scheduler thread, which alone touches the model and the cache.
+// Tensor-parallel serving: with a DecodeGroup (its leader), the scheduler announces the cache's
+// shape when it is made, each batch before its decode, and the end when run() returns, so the
+// group's followers decode alongside (serve/decode_group.h).
 #pragma once
 
 #include <atomic>
@@ -30,6 +33,7 @@
 #include "myriad/data/bpe_tokenizer.h"
 #include "myriad/nn/gpt_model.h"
 #include "myriad/nn/paged_kv_cache.h"
+#include "myriad/serve/decode_group.h"
 #include "myriad/serve/incremental_text.h"
 #include "myriad/serve/request_stream.h"
 #include "myriad/serve/serve_metrics.h"
@@ -46,10 +50,10 @@ struct SchedulerOptions {
 
 class BatchScheduler {
  public:
-  // `model` whole (tp 1) and dense; `tokenizer` may be null (token ids only: no stop strings,
-  // no text). Not owned; both outlive the scheduler.
+  // `model` dense with every layer (split over `group`'s ranks under tp); `tokenizer` may be null
+  // (token ids only: no stop strings, no text). Not owned; all outlive the scheduler.
   BatchScheduler(const nn::GptModel& model, const data::BpeTokenizer* tokenizer, SchedulerOptions options,
-                 ServeMetrics* metrics = nullptr);
+                 ServeMetrics* metrics = nullptr, DecodeGroup* group = nullptr);
   ~BatchScheduler();
 
   enum class Admission { accepted, queue_full, draining };
@@ -88,6 +92,7 @@ class BatchScheduler {
   const data::BpeTokenizer* tokenizer_;
   SchedulerOptions options_;
   ServeMetrics* metrics_;
+  DecodeGroup* group_;
   nn::PagedKvCache cache_;
   nn::KvBlockPool pool_;
   std::uint64_t next_id_ = 0;
