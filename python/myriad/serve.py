@@ -7,7 +7,8 @@ The server is the C++ program myriad-serve (found as `myriad data` finds myriad-
 --checkpoint every argument goes to it unchanged and this process becomes it (exec), so signals —
 SIGTERM drains — reach the server itself. With --hf the folder is first imported into a step-0
 checkpoint (myriad/hf.py, with its tokenizer) under --work-dir (default: HF_DIR/.myriad-serve,
-reused when it is already there), then served the same way.
+reused when it is already there), then served the same way. Under mpirun with several ranks
+(tensor-parallel serving) the import must already be there: the ranks would race to write it.
 """
 import os
 import sys
@@ -24,6 +25,14 @@ def _value(argv, flag):
     return None, argv
 
 
+def _launched_ranks():
+    """The number of ranks an MPI launcher started (1 without one)."""
+    for variable in ("OMPI_COMM_WORLD_SIZE", "PMI_SIZE", "PMIX_SIZE"):
+        if os.environ.get(variable, "").isdigit():
+            return int(os.environ[variable])
+    return 1
+
+
 def _import_hf(hf_dir, work_dir):
     """The checkpoint to serve for a Hugging Face folder: imported once into work_dir."""
     from . import hf
@@ -34,6 +43,10 @@ def _import_hf(hf_dir, work_dir):
             checkpoint = f.read().strip()
         if os.path.exists(os.path.join(checkpoint, "manifest.json")):
             return checkpoint
+    if _launched_ranks() > 1:
+        raise ValueError(f"not imported yet under {work_dir}, and {_launched_ranks()} ranks would race to import it: "
+                         f"run `myriad serve --hf {hf_dir}` once without mpirun (it imports, then serves; stop it), "
+                         "then start the ranks")
     os.makedirs(work_dir, exist_ok=True)
     checkpoint, _ = hf.import_hf(hf_dir, os.path.join(work_dir, "checkpoints"),
                                  config_out=os.path.join(work_dir, "imported.yaml"))

@@ -113,3 +113,12 @@ def test_heads_that_do_not_split_over_the_ranks_are_refused(checkpoint):
                             capture_output=True, text=True, timeout=120)
     assert result.returncode != 0
     assert "tensor-parallel serving over 3 ranks" in result.stderr and "split evenly" in result.stderr, result.stderr
+
+
+def test_hf_import_is_not_raced_by_several_ranks(tmp_path, monkeypatch, capsys):
+    from myriad import serve
+
+    monkeypatch.setenv("OMPI_COMM_WORLD_SIZE", "2")
+    assert serve.main(["--hf", str(tmp_path)]) == 2
+    assert "2 ranks would race to import it" in capsys.readouterr().err
+    assert not (tmp_path / ".myriad-serve").exists()
