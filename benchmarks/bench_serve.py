@@ -179,23 +179,43 @@ def measure(program, checkpoint, flags, args, tmp):
         server.stop()
 
 
-def transformers_rate(checkpoint, tmp, n):
+def transformers_rates(checkpoint, tmp, n):
+    """Requests/s of Hugging Face `generate` on the exported model, batch 1 and batch 32 (the same
+    16-token prompts, so a static batch needs no padding), in a fresh interpreter (no myriad loaded:
+    torch's own libraries, all cores to it); or the reason it did not run."""
+    hf = os.path.join(tmp, "hf")
+    subprocess.run([sys.executable, "-m", "myriad.convert", "export", "--format", "hf", checkpoint, hf], check=True,
+                   capture_output=True)
+    result = subprocess.run([sys.executable, __file__, "--hf-generate", hf, "--requests", str(n)],
+                            capture_output=True, text=True)
+    if result.returncode != 0:
+        return f"failed: {result.stderr.strip()[-300:]}"
+    return json.loads(result.stdout.strip().splitlines()[-1])
+
+
+def hf_generate(hf, n):
+    """--hf-generate: prints {"batch 1": requests/s, "batch 32": requests/s, "torch": version}."""
     try:
         import torch
         import transformers
     except ImportError as e:
-        return f"skipped: {e.name} is not installed"
-    hf = os.path.join(tmp, "hf")
-    subprocess.run([sys.executable, "-m", "myriad.convert", "export", "--format", "hf", checkpoint, hf], check=True,
-                   capture_output=True)
+        print(json.dumps(f"skipped: {e.name} is not installed"))
+        return 0
     model = transformers.AutoModelForCausalLM.from_pretrained(hf).eval()
-    start = time.perf_counter()
+    prompts = [json.loads(body(i))["prompt"] for i in range(n)]
+    rates = {"torch": torch.__version__, "transformers": transformers.__version__,
+             "threads": torch.get_num_threads()}
     with torch.no_grad():
-        for i in range(n):
-            ids = torch.tensor([json.loads(body(i))["prompt"]])
-            model.generate(ids, max_new_tokens=NEW_TOKENS, min_new_tokens=NEW_TOKENS, do_sample=False)
-    elapsed = time.perf_counter() - start
-    return n / elapsed
+        model.generate(torch.tensor(prompts[:1]), max_new_tokens=2, do_sample=False)  # warm-up
+        for batch in (1, 32):
+            start = time.perf_counter()
+            for first in range(0, n, batch):
+                ids = torch.tensor(prompts[first:first + batch])
+                model.generate(ids, attention_mask=torch.ones_like(ids), max_new_tokens=NEW_TOKENS,
+                               min_new_tokens=NEW_TOKENS, do_sample=False, pad_token_id=0)
+            rates[f"batch {batch}"] = n / (time.perf_counter() - start)
+    print(json.dumps(rates))
+    return 0
 
 
 def tiny_checkpoint(tmp):
@@ -219,7 +239,11 @@ def main(argv=None):
     parser.add_argument("--start-rate", type=float, default=25.0)
     parser.add_argument("--max-rate", type=float, default=1000.0)
     parser.add_argument("--quick", action="store_true", help="seconds, not minutes (the test's mode)")
+    parser.add_argument("--hf-generate", metavar="HF_DIR", help=argparse.SUPPRESS)  # the comparison's own process
+    parser.add_argument("--requests", type=int, default=64, help="requests the transformers comparison generates")
     args = parser.parse_args(argv)
+    if args.hf_generate:
+        return hf_generate(args.hf_generate, args.requests)
     if args.quick:
         args.duration, args.open_duration, args.max_rate = 2.0, 1.0, 50.0
     from myriad.cli import SERVE_PROGRAM, SERVE_PROGRAM_ENV, find_program
@@ -239,7 +263,7 @@ def main(argv=None):
             print(f"  {name}:", flush=True)
             rows[name] = measure(program, checkpoint, flags, args, tmp)
         try:
-            hf = transformers_rate(checkpoint, tmp, 4 if args.quick else 20)
+            hf = transformers_rates(checkpoint, tmp, 32 if args.quick else args.requests)
         except Exception as e:  # noqa: BLE001 (the comparison's failure is reported, the table stands)
             hf = f"failed: {type(e).__name__}: {e}"
     print()
@@ -253,9 +277,14 @@ def main(argv=None):
               f"{r['tokens_per_s']:.0f} | {r['mean_batch']:.2f} | {r['ttft_ms']:.1f} | {open_text} |")
     gain = rows["continuous batching"]["qps"] / max(rows["one request at a time"]["qps"], 1e-9)
     print(f"\nbatching gain (closed-loop QPS): {gain:.2f}x")
-    if isinstance(hf, float):
-        print(f"transformers generate, batch 1, same requests: {hf:.1f} requests/s; myriad serve continuous "
-              f"batching / transformers: {rows['continuous batching']['qps'] / hf:.2f}x")
+    if isinstance(hf, dict):
+        ours = rows["continuous batching"]["qps"]
+        print(f"transformers {hf['transformers']} (torch {hf['torch']}, {hf['threads']} threads) generate on the "
+              f"exported model, the same requests:")
+        for batch in (1, 32):
+            rate = hf[f"batch {batch}"]
+            print(f"  batch {batch:>2}: {rate:.1f} requests/s; myriad serve continuous batching / this: "
+                  f"{ours / rate:.2f}x")
     else:
         print(f"transformers: {hf}")
     return 0

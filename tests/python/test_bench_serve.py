@@ -1,5 +1,5 @@
 """benchmarks/bench_serve.py --quick keeps working: both servers measured (closed loop with wrk, the
-open-loop rates), the table and the batching gain printed (the numbers themselves are the
+open-loop rates), the table, the batching gain and the transformers comparison printed (the numbers themselves are the
 benchmark's, docs/performance.md)."""
 import os
 import shutil
@@ -22,3 +22,5 @@ def test_bench_serve_quick_prints_its_table():
     assert "| continuous batching |" in out.stdout and "| one request at a time |" in out.stdout, out.stdout
     assert "batching gain (closed-loop QPS):" in out.stdout
     assert "transformers" in out.stdout
+    if os.environ.get("MYRIAD_REQUIRE_HF"):  # torch and transformers are installed: the comparison ran
+        assert "batch 32:" in out.stdout and "myriad serve continuous batching / this:" in out.stdout, out.stdout
