@@ -3,7 +3,7 @@
 //   myriad-serve --checkpoint DIR | --int8 FILE [--device cpu|cuda] [--tokenizer SPEC] [--host 127.0.0.1]
 //                [--port 8000] [--model-name NAME] [--block-size 16] [--kv-blocks N]
 //                [--max-batch-tokens 512] [--max-sequences 64] [--queue-limit 256]
-//                [--http-threads 128] [--drain-seconds 30] [--threads N]
+//                [--http-threads 128] [--drain-seconds 30] [--threads N] [--auth KEYS.json]
 //
 // --int8 serves a weight-only INT8 export (`myriad convert export --format int8`) with its weights
 // kept in INT8. One scheduler thread runs the model (continuous batching, serve/batch_scheduler.h); the HTTP
@@ -35,6 +35,7 @@
 #include "cli_numbers.h"
 #include "myriad/core/error.h"
 #include "myriad/distributed/mpi_runtime.h"
+#include "myriad/serve/access_policy.h"
 #include "myriad/serve/batch_scheduler.h"
 #include "myriad/serve/completion_server.h"
 #include "myriad/serve/served_model.h"
@@ -55,7 +56,7 @@ Flags parse_flags(int argc, char** argv) {
   static const char* const kKnown[] = {
       "--checkpoint",    "--device",    "--tokenizer",        "--host",          "--port",        "--model-name",
       "--block-size",    "--kv-blocks", "--max-batch-tokens", "--max-sequences", "--queue-limit", "--http-threads",
-      "--drain-seconds", "--int8",      "--threads"};
+      "--drain-seconds", "--int8",      "--threads",          "--auth"};
   Flags flags;
   for (int i = 1; i < argc; ++i) {
     std::string arg = argv[i];
@@ -115,6 +116,11 @@ int run_server(const Flags& flags, const sigset_t& signals, std::unique_ptr<dist
       static_cast<int>(tools::parse_int("--http-threads", flags.get("--http-threads", "128")));
   server_options.model_name = flags.get("--model-name", served.name);
   const double drain_seconds = tools::parse_double("--drain-seconds", flags.get("--drain-seconds", "30"));
+  std::unique_ptr<serve::AccessPolicy> access;  // --auth: API keys and roles (docs/security.md)
+  if (flags.values.count("--auth") != 0) access = std::make_unique<serve::AccessPolicy>(flags.get("--auth", ""));
+  server_options.access = access.get();
+  // POST /admin/drain: the same drain as a signal (sigwait below takes it).
+  server_options.drain = [] { kill(getpid(), SIGUSR1); };
   serve::CompletionServer server(scheduler, served.tokenizer.get(), metrics, server_options);
   const int port = server.bind();
   std::thread engine([&] { scheduler.run(); });
@@ -123,7 +129,10 @@ int run_server(const Flags& flags, const sigset_t& signals, std::unique_ptr<dist
             << server_options.model_name << "' from " << served.source << " on " << flags.get("--device", "cpu") << ", "
             << scheduler.options().num_blocks << " KV blocks of " << scheduler.options().block_size << " positions"
             << (served.tokenizer ? "" : ", no tokenizer (token-id prompts only)")
-            << (group ? ", split over " + std::to_string(group->size()) + " ranks (tp)" : std::string()) << std::endl;
+            << (group ? ", split over " + std::to_string(group->size()) + " ranks (tp)" : std::string())
+            << (access ? ", API keys from " + access->path() + " (" + std::to_string(access->keys().size()) + ")"
+                       : ", no --auth: every endpoint is open")
+            << std::endl;
   int signal_number = 0;
   sigwait(&signals, &signal_number);
   std::cout << "myriad-serve: signal " << signal_number << ": draining (" << scheduler.queued() << " queued, "

@@ -2,6 +2,7 @@
 
     myriad serve --checkpoint DIR [myriad-serve flags]     a checkpoint (or a run's checkpoint folder)
     myriad serve --hf HF_DIR [myriad-serve flags]          a Hugging Face GPT-2 / LLaMA folder
+    myriad serve keys add|list|revoke FILE ...             the API keys of --auth FILE (serve_keys.py)
 
 The server is the C++ program myriad-serve (found as `myriad data` finds myriad-data: cli.py). With
 --checkpoint every argument goes to it unchanged and this process becomes it (exec), so signals —
@@ -57,6 +58,10 @@ def _import_hf(hf_dir, work_dir):
 
 def main(argv=None):
     argv = list(sys.argv[1:] if argv is None else argv)
+    if argv and argv[0] == "keys":
+        from . import serve_keys
+
+        return serve_keys.main(argv[1:])
     if argv and argv[0] in ("-h", "--help"):
         print(__doc__)
         argv = ["--help"]

@@ -3,7 +3,9 @@
 
 #include <httplib.h>
 
+#include <algorithm>
 #include <atomic>
+#include <cmath>
 
 #include "myriad/core/error.h"
 #include "myriad/serve/completion_api.h"
@@ -68,6 +70,22 @@ void CompletionServer::stop() { http_->stop(); }
 
 void CompletionServer::routes() {
   httplib::Server& http = *http_;
+  if (options_.access != nullptr) {  // every request passes the access policy first
+    http.set_pre_routing_handler([this](const httplib::Request& req, httplib::Response& res) {
+      const AccessDecision d = options_.access->decide(req.method, req.path, req.get_header_value("Authorization"));
+      if (d.status == 200) return httplib::Server::HandlerResponse::Unhandled;
+      metrics_.access_refused(d.status);
+      if (d.status == 401) res.set_header("WWW-Authenticate", "Bearer realm=\"myriad-serve\"");
+      if (d.status == 429)
+        res.set_header("Retry-After", std::to_string(std::max(1, static_cast<int>(std::ceil(d.retry_after)))));
+      send_error(res, d.status, d.message,
+                 d.status == 401   ? "authentication_error"
+                 : d.status == 403 ? "permission_error"
+                                   : "rate_limit_error");
+      return httplib::Server::HandlerResponse::Handled;
+    });
+  }
+  admin_routes();
   http.Get("/health", [](const httplib::Request&, httplib::Response& res) {
     res.set_content("{\"status\":\"ok\"}", "application/json");
   });
@@ -210,11 +228,11 @@ void CompletionServer::routes() {
         });
   });
   http.set_exception_handler([this](const httplib::Request&, httplib::Response& res, std::exception_ptr ep) {
-    std::string what = "unknown error";
+    std::string what = "internal error";  // never a source location or anything else of the server's
     try {
       std::rethrow_exception(ep);
-    } catch (const std::exception& e) {
-      what = e.what();
+    } catch (const Error& e) {
+      what = e.message();
     } catch (...) {
     }
     metrics_.request_finished("500");
@@ -226,6 +244,47 @@ void CompletionServer::routes() {
                                                   : "HTTP " + std::to_string(res.status);
     res.set_content(render_error(message, "invalid_request_error", ""), "application/json");
   });
+}
+
+void CompletionServer::admin_routes() {
+  httplib::Server& http = *http_;
+  auto guarded = [this](auto handler) {
+    return [this, handler](const httplib::Request& req, httplib::Response& res) {
+      if (options_.access == nullptr) {
+        send_error(res, 403, "the /admin endpoints need an access policy (myriad-serve --auth FILE)",
+                   "permission_error");
+        return;
+      }
+      handler(req, res);
+    };
+  };
+  http.Post("/admin/drain", guarded([this](const httplib::Request&, httplib::Response& res) {
+              if (!options_.drain) {
+                send_error(res, 501, "this server has no drain", "server_error");
+                return;
+              }
+              options_.drain();
+              res.status = 202;
+              res.set_content("{\"status\":\"draining\"}", "application/json");
+            }));
+  http.Get("/admin/keys", guarded([this](const httplib::Request&, httplib::Response& res) {
+             std::string body = "{\"object\":\"list\",\"data\":[";
+             bool first = true;
+             for (const ApiKeyInfo& key : options_.access->keys()) {
+               body += std::string(first ? "" : ",") + "{\"id\":\"" + key.id + "\",\"roles\":[";
+               for (std::size_t i = 0; i < key.roles.size(); ++i)
+                 body += std::string(i ? "," : "") + "\"" + key.roles[i] + "\"";
+               body += "],\"rate_limit_per_second\":" + std::to_string(key.per_second) + "}";
+               first = false;
+             }
+             res.set_content(body + "]}", "application/json");
+           }));
+  http.Post("/admin/keys/reload", guarded([this](const httplib::Request&, httplib::Response& res) {
+              options_.access->reload();  // throws naming the file: the exception handler's 500
+              res.set_content(
+                  "{\"status\":\"reloaded\",\"keys\":" + std::to_string(options_.access->keys().size()) + "}",
+                  "application/json");
+            }));
 }
 
 }  // namespace myriad::serve

@@ -55,6 +55,11 @@ void ServeMetrics::request_finished(const std::string& status) {
   ++requests_[status];
 }
 
+void ServeMetrics::access_refused(int status) {
+  std::lock_guard lock(mutex_);
+  ++refused_[status];
+}
+
 void ServeMetrics::tokens(std::int64_t prompt, std::int64_t generated) {
   std::lock_guard lock(mutex_);
   prompt_tokens_ += prompt;
@@ -99,6 +104,11 @@ std::string ServeMetrics::render(const ServeGauges& g) const {
   header(out, "myriad_requests_total", "counter", "Completion requests answered, by HTTP status.");
   for (const auto& [status, n] : requests_)
     out += "myriad_requests_total{status=\"" + status + "\"} " + std::to_string(n) + "\n";
+  header(out, "myriad_access_refused_total", "counter",
+         "Requests refused by the access policy (--auth): 401 no or a bad key, 403 a role without the "
+         "permission, 429 a key's rate limit or the verification budget.");
+  for (const auto& [status, n] : refused_)
+    out += "myriad_access_refused_total{status=\"" + std::to_string(status) + "\"} " + std::to_string(n) + "\n";
   header(out, "myriad_prompt_tokens_total", "counter", "Prompt tokens admitted.");
   out += "myriad_prompt_tokens_total " + std::to_string(prompt_tokens_) + "\n";
   header(out, "myriad_generated_tokens_total", "counter", "Tokens generated.");

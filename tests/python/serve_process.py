@@ -36,9 +36,10 @@ def mpirun_launcher(ranks):
 
 
 class Server:
-    """`launcher`: words before the program (mpirun's, for a server split over ranks)."""
+    """`launcher`: words before the program (mpirun's, for a server split over ranks); `listening`:
+    the /health statuses that mean it is up (401 too when /health needs a key)."""
 
-    def __init__(self, *args, timeout=60, launcher=()):
+    def __init__(self, *args, timeout=60, launcher=(), listening=(200,)):
         self.port = free_port()
         self.url = f"http://127.0.0.1:{self.port}"
         self.process = subprocess.Popen([*launcher, serve_program(), "--port", str(self.port), *args],
@@ -48,17 +49,20 @@ class Server:
             if self.process.poll() is not None:
                 raise RuntimeError(f"myriad-serve exited {self.process.returncode}: {self.process.stderr.read()}")
             try:
-                if self.get("/health")[0] == 200:
+                if self.get("/health")[0] in listening:
                     return
             except OSError:
                 time.sleep(0.05)
         self.stop()
         raise RuntimeError("myriad-serve did not answer /health in time")
 
-    def request(self, method, path, body=None, timeout=60):
+    def request(self, method, path, body=None, timeout=60, key=None):
+        """`key`: an API key sent as Authorization: Bearer (myriad-serve --auth)."""
         data = None if body is None else (body if isinstance(body, bytes) else json.dumps(body).encode())
-        req = urllib.request.Request(self.url + path, data=data, method=method,
-                                     headers={"Content-Type": "application/json"})
+        headers = {"Content-Type": "application/json"}
+        if key is not None:
+            headers["Authorization"] = f"Bearer {key}"
+        req = urllib.request.Request(self.url + path, data=data, method=method, headers=headers)
         try:
             with urllib.request.urlopen(req, timeout=timeout) as r:
                 return r.status, r.read().decode(), dict(r.headers)

@@ -9,6 +9,11 @@
 //   GET  /ready           200 when the model is loaded, not draining and the queue is below its
 //                         limit, else 503 (load balancers and Kubernetes take it out of rotation).
 //   GET  /metrics         serve_metrics.h's text.
+//   POST /admin/drain     starts the drain (ServerOptions::drain), 202; GET /admin/keys the key ids,
+//                         roles and rate limits; POST /admin/keys/reload re-reads the key file.
+//                         Only with an access policy (403 without one: nobody may drain an open server).
+// With ServerOptions::access every request first passes the policy (serve/access_policy.h): 401
+// with WWW-Authenticate, 403, or 429 with Retry-After, as OpenAI-style error bodies.
 // A streaming client that goes away is noticed at the next write (events, or a keep-alive comment
 // every 0.5 s) and its request cancelled, freeing its KV blocks; a non-streamed request waits up
 // to 1 s for its answer with the status still open, then streams its JSON body chunked with
@@ -19,9 +24,11 @@
 #include <atomic>
 #include <chrono>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 
+#include "myriad/serve/access_policy.h"
 #include "myriad/serve/batch_scheduler.h"
 #include "myriad/serve/serve_metrics.h"
 
@@ -37,6 +44,8 @@ struct ServerOptions {
   int http_threads = 128;  // connections served at once (a streaming request holds one)
   std::string model_name;  // the model id the API reports
   std::size_t max_body_bytes = 1 << 20;
+  AccessPolicy* access = nullptr;  // not owned; null = every endpoint open, /admin refused
+  std::function<void()> drain;     // what POST /admin/drain starts (the program's drain)
 };
 
 class CompletionServer {
@@ -52,6 +61,7 @@ class CompletionServer {
 
  private:
   void routes();
+  void admin_routes();
   BatchScheduler& scheduler_;
   const data::BpeTokenizer* tokenizer_;
   ServeMetrics& metrics_;

@@ -46,6 +46,7 @@ class ServeMetrics {
   void inter_token_latency(double seconds);
   void request_latency(double seconds);
   void preempted();
+  void access_refused(int status);  // 401, 403 or 429 from the access policy
   std::string render(const ServeGauges& gauges) const;
   // Mean sequences per step since start (benchmarks).
   double mean_batch_sequences() const;
@@ -53,6 +54,7 @@ class ServeMetrics {
  private:
   mutable std::mutex mutex_;
   std::map<std::string, std::int64_t> requests_;  // by status
+  std::map<int, std::int64_t> refused_;           // access refusals by status
   std::int64_t prompt_tokens_ = 0, generated_tokens_ = 0, steps_ = 0, preemptions_ = 0;
   Histogram batch_tokens_, batch_sequences_, ttft_, itl_, latency_;
 };
