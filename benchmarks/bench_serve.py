@@ -3,15 +3,16 @@ size, with continuous batching against the same model served one request at a ti
 batching gain), and against Hugging Face `transformers` generating with the exported model when
 torch and transformers are installed (docs/performance.md, "Serving").
 
-    PYTHONPATH=python python3 benchmarks/bench_serve.py [--checkpoint DIR] [--duration 30] [--quick]
+    PYTHONPATH=python python3 benchmarks/bench_serve.py [--checkpoint DIR] [--duration 30] [--auth] [--quick]
 
 Without --checkpoint it serves a step-0 checkpoint of configs/gpt2_tiny.yaml's model (speed does
 not depend on the trained values). Each request: 16 prompt token ids, 16 new tokens, greedy.
 Two loads per server:
 - closed loop: Debian's `wrk` (POST script), 2 threads, 32 connections, --duration seconds: the
   highest throughput and its latency percentiles;
-- open loop: this script sends requests on a fixed schedule (rate R, R x duration requests, each
-  timed from its scheduled start, so queueing counts) at rising rates up to --max-rate (1000), and
+- open loop: this script sends requests on a fixed schedule (rate R, R x --open-duration (30 s)
+  requests, each timed from its scheduled start, so queueing counts) at rising rates up to
+  --max-rate (1000), and
   reports the highest rate whose P99 latency stays within 200 ms with at least 95 % of the
   requests answered at that rate.
 The client runs on the same machine as the server (its 2 cores are shared): the figures are for
@@ -47,15 +48,19 @@ def body(i, stream=False):
     return json.dumps({"prompt": prompt, "max_tokens": NEW_TOKENS, "temperature": 0, "stream": stream}).encode()
 
 
-def post(port, data, timeout=60):
-    req = urllib.request.Request(f"http://127.0.0.1:{port}/v1/completions", data=data,
-                                 headers={"Content-Type": "application/json"})
+def headers(key):
+    return {"Content-Type": "application/json", **({"Authorization": f"Bearer {key}"} if key else {})}
+
+
+def post(port, data, timeout=60, key=None):
+    req = urllib.request.Request(f"http://127.0.0.1:{port}/v1/completions", data=data, headers=headers(key))
     with urllib.request.urlopen(req, timeout=timeout) as r:
         return r.status, r.read()
 
 
-def metrics(port):
-    text = urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=10).read().decode()
+def metrics(port, key=None):
+    req = urllib.request.Request(f"http://127.0.0.1:{port}/metrics", headers=headers(key))
+    text = urllib.request.urlopen(req, timeout=10).read().decode()
     values = {}
     for line in text.splitlines():
         if line and not line.startswith("#") and "{" not in line:
@@ -85,11 +90,13 @@ class Server:
         self.process.communicate(timeout=60)
 
 
-def run_wrk(port, duration, tmp):
+def run_wrk(port, duration, tmp, key=None):
     script = os.path.join(tmp, "post.lua")
     with open(script, "w") as f:
         f.write('wrk.method = "POST"\nwrk.headers["Content-Type"] = "application/json"\n'
                 f"wrk.body = '{body(1).decode()}'\n")
+        if key:
+            f.write(f'wrk.headers["Authorization"] = "Bearer {key}"\n')
     out = subprocess.run(["wrk", "-t2", "-c32", f"-d{int(duration)}s", "--latency", "-s", script,
                           f"http://127.0.0.1:{port}/v1/completions"], capture_output=True, text=True, check=True).stdout
 
@@ -104,7 +111,7 @@ def run_wrk(port, duration, tmp):
             "errors": int(errors.group(1)) if errors else 0}
 
 
-def open_loop(port, rate, duration):
+def open_loop(port, rate, duration, key=None):
     """Requests at fixed times i / rate; latency from the scheduled time. Returns (answered share,
     p50, p90, p99 in ms, achieved rate)."""
     count = max(1, int(rate * duration))
@@ -125,7 +132,7 @@ def open_loop(port, rate, duration):
             if delay > 0:
                 time.sleep(delay)
             try:
-                post(port, body(i), timeout=30)
+                post(port, body(i), timeout=30, key=key)
                 with lock:
                     latencies.append(time.perf_counter() - due)
             except OSError:
@@ -146,14 +153,16 @@ def open_loop(port, rate, duration):
     return len(latencies) / count, pct(0.5), pct(0.9), pct(0.99), len(latencies) / elapsed
 
 
-def measure(program, checkpoint, flags, args, tmp):
+def measure(program, checkpoint, flags, args, tmp, key=None):
     server = Server(program, checkpoint, *flags)
     try:
         for i in range(8):
-            post(server.port, body(i))
-        before = metrics(server.port)
-        closed = run_wrk(server.port, args.duration, tmp)
-        after = metrics(server.port)
+            post(server.port, body(i), key=key)
+        before = metrics(server.port, key)
+        closed = run_wrk(server.port, args.duration, tmp, key)
+        if closed["errors"]:
+            raise RuntimeError(f"{closed['errors']} requests were not answered 2xx")
+        after = metrics(server.port, key)
         generated = after["myriad_generated_tokens_total"] - before["myriad_generated_tokens_total"]
         steps = after["myriad_batch_sequences_count"] - before["myriad_batch_sequences_count"]
         closed["tokens_per_s"] = generated / int(args.duration)
@@ -166,7 +175,7 @@ def measure(program, checkpoint, flags, args, tmp):
         best = None
         rate = args.start_rate
         while rate <= args.max_rate:
-            share, p50, p90, p99, achieved = open_loop(server.port, rate, args.open_duration)
+            share, p50, p90, p99, achieved = open_loop(server.port, rate, args.open_duration, key)
             print(f"    open loop {rate:>6.0f}/s: answered {100 * share:5.1f} %, achieved {achieved:7.1f}/s, "
                   f"P50 {p50:7.1f} ms, P90 {p90:7.1f} ms, P99 {p99:7.1f} ms", flush=True)
             if share < 0.95 or p99 > 200.0:
@@ -235,7 +244,9 @@ def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--checkpoint")
     parser.add_argument("--duration", type=float, default=30.0, help="seconds of closed-loop load per server")
-    parser.add_argument("--open-duration", type=float, default=10.0, help="seconds per open-loop rate")
+    parser.add_argument("--open-duration", type=float, default=30.0, help="seconds per open-loop rate")
+    parser.add_argument("--auth", action="store_true",
+                        help="also serve with --auth and one API key (user, viewer): the cost of authentication")
     parser.add_argument("--start-rate", type=float, default=25.0)
     parser.add_argument("--max-rate", type=float, default=1000.0)
     parser.add_argument("--quick", action="store_true", help="seconds, not minutes (the test's mode)")
@@ -259,9 +270,16 @@ def main(argv=None):
         print(f"bench_serve: {checkpoint}; {os.cpu_count()} x {cpu}; {PROMPT_TOKENS} prompt + {NEW_TOKENS} new "
               f"tokens, greedy; command: {' '.join([os.path.basename(sys.argv[0]), *sys.argv[1:]])}", flush=True)
         rows = {}
-        for name, flags in (("continuous batching", []), ("one request at a time", ["--max-sequences", "1"])):
+        servers = [("continuous batching", [], None), ("one request at a time", ["--max-sequences", "1"], None)]
+        if args.auth:
+            from myriad import serve_keys
+
+            keys = os.path.join(tmp, "keys.json")
+            token = serve_keys.add(keys, "bench", ["user", "viewer"])
+            servers.append(("continuous batching, --auth (one API key)", ["--auth", keys], token))
+        for name, flags, key in servers:
             print(f"  {name}:", flush=True)
-            rows[name] = measure(program, checkpoint, flags, args, tmp)
+            rows[name] = measure(program, checkpoint, flags, args, tmp, key)
         try:
             hf = transformers_rates(checkpoint, tmp, 32 if args.quick else args.requests)
         except Exception as e:  # noqa: BLE001 (the comparison's failure is reported, the table stands)
@@ -277,6 +295,10 @@ def main(argv=None):
               f"{r['tokens_per_s']:.0f} | {r['mean_batch']:.2f} | {r['ttft_ms']:.1f} | {open_text} |")
     gain = rows["continuous batching"]["qps"] / max(rows["one request at a time"]["qps"], 1e-9)
     print(f"\nbatching gain (closed-loop QPS): {gain:.2f}x")
+    if args.auth:
+        authed = rows["continuous batching, --auth (one API key)"]["qps"]
+        ratio = authed / rows["continuous batching"]["qps"]
+        print(f"authentication: closed-loop QPS {ratio:.3f}x of the open server's")
     if isinstance(hf, dict):
         ours = rows["continuous batching"]["qps"]
         print(f"transformers {hf['transformers']} (torch {hf['torch']}, {hf['threads']} threads) generate on the "

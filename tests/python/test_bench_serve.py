@@ -16,11 +16,14 @@ from serve_process import skip_reason
                     reason=str(skip_reason() or "wrk is not installed (scripts/setup.sh installs it)"))
 def test_bench_serve_quick_prints_its_table():
     env = dict(os.environ, PYTHONPATH=PYTHONPATH)
-    out = subprocess.run([sys.executable, os.path.join(REPO, "benchmarks", "bench_serve.py"), "--quick"], env=env,
+    out = subprocess.run([sys.executable, os.path.join(REPO, "benchmarks", "bench_serve.py"), "--quick", "--auth"],
+                         env=env,
                          capture_output=True, text=True, timeout=300)
     assert out.returncode == 0, out.stderr
     assert "| continuous batching |" in out.stdout and "| one request at a time |" in out.stdout, out.stdout
     assert "batching gain (closed-loop QPS):" in out.stdout
+    assert "| continuous batching, --auth (one API key) |" in out.stdout
+    assert "authentication: closed-loop QPS" in out.stdout
     assert "transformers" in out.stdout
     if os.environ.get("MYRIAD_REQUIRE_HF"):  # torch and transformers are installed: the comparison ran
         assert "batch 32:" in out.stdout and "myriad serve continuous batching / this:" in out.stdout, out.stdout
