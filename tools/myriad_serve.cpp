@@ -27,8 +27,10 @@
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
+#include <filesystem>
 #include <iostream>
 #include <map>
+#include <nlohmann/json.hpp>
 #include <string>
 #include <thread>
 
@@ -36,6 +38,7 @@
 #include "myriad/core/error.h"
 #include "myriad/distributed/mpi_runtime.h"
 #include "myriad/serve/access_policy.h"
+#include "myriad/serve/audit_log.h"
 #include "myriad/serve/batch_scheduler.h"
 #include "myriad/serve/completion_server.h"
 #include "myriad/serve/served_model.h"
@@ -79,6 +82,30 @@ Flags parse_flags(int argc, char** argv) {
   return flags;
 }
 
+// The audit log when $MYRIAD_AUDIT_KEY_FILE names a key: $MYRIAD_AUDIT_LOG, else the log of the run
+// the model comes from (audit.jsonl next to its checkpoints folder or one above, whichever
+// exists), else ./audit.jsonl. Null (said once) without a key.
+std::unique_ptr<serve::AuditLog> open_audit_log(const std::string& source) {
+  const std::string key = serve::AuditLog::key_from_environment();
+  if (key.empty()) {
+    std::cerr << "info: no audit key (MYRIAD_AUDIT_KEY_FILE unset): the audit log is not written" << std::endl;
+    return nullptr;
+  }
+  std::string path = "audit.jsonl";
+  if (const char* named = std::getenv("MYRIAD_AUDIT_LOG"); named != nullptr && *named != '\0') {
+    path = named;
+  } else {
+    const std::filesystem::path here = std::filesystem::absolute(source);
+    for (const std::filesystem::path& folder : {here.parent_path(), here.parent_path().parent_path()}) {
+      if (std::filesystem::exists(folder / "audit.jsonl")) {
+        path = (folder / "audit.jsonl").string();
+        break;
+      }
+    }
+  }
+  return std::make_unique<serve::AuditLog>(path, key);
+}
+
 // `world`: the ranks of an mpirun launch (null: this process alone).
 int run_server(const Flags& flags, const sigset_t& signals, std::unique_ptr<distributed::Communicator> world) {
   const std::string device = flags.get("--device", "cpu"), tokenizer = flags.get("--tokenizer", "");
@@ -116,9 +143,22 @@ int run_server(const Flags& flags, const sigset_t& signals, std::unique_ptr<dist
       static_cast<int>(tools::parse_int("--http-threads", flags.get("--http-threads", "128")));
   server_options.model_name = flags.get("--model-name", served.name);
   const double drain_seconds = tools::parse_double("--drain-seconds", flags.get("--drain-seconds", "30"));
+  std::unique_ptr<serve::AuditLog> audit = open_audit_log(served.source);  // docs/security.md
   std::unique_ptr<serve::AccessPolicy> access;  // --auth: API keys and roles (docs/security.md)
   if (flags.values.count("--auth") != 0) access = std::make_unique<serve::AccessPolicy>(flags.get("--auth", ""));
   server_options.access = access.get();
+  server_options.audit = audit.get();
+  const bool from_int8 = flags.values.count("--int8") != 0;
+  if (audit) {
+    nlohmann::json details = {
+        {"name", server_options.model_name}, {"device", device}, {"tp", served.tp()}, {"auth", access != nullptr}};
+    if (from_int8) {
+      details["source_sha256"] = serve::file_sha256(served.source);
+    } else {
+      details["manifest_sha256"] = serve::file_sha256(served.source + "/manifest.json");
+    }
+    audit->append("model.loaded", served.source, "ok", details);
+  }
   // POST /admin/drain: the same drain as a signal (sigwait below takes it).
   server_options.drain = [] { kill(getpid(), SIGUSR1); };
   serve::CompletionServer server(scheduler, served.tokenizer.get(), metrics, server_options);
@@ -137,6 +177,7 @@ int run_server(const Flags& flags, const sigset_t& signals, std::unique_ptr<dist
   sigwait(&signals, &signal_number);
   std::cout << "myriad-serve: signal " << signal_number << ": draining (" << scheduler.queued() << " queued, "
             << scheduler.running() << " running; deadline " << drain_seconds << " s)" << std::endl;
+  if (audit) audit->append("server.drain_started", served.source, "ok", {{"signal", signal_number}});
   scheduler.drain();
   // A second signal ends the drain at once.
   std::atomic<bool> hurry{false};
@@ -158,6 +199,7 @@ int run_server(const Flags& flags, const sigset_t& signals, std::unique_ptr<dist
   pthread_kill(second.native_handle(), SIGTERM);
   second.join();
   std::cout << "myriad-serve: stopped (" << left << " requests cancelled at the deadline)" << std::endl;
+  if (audit) audit->append("model.unloaded", served.source, "ok", {{"cancelled", left}});
   return 0;
 }
 

@@ -18,7 +18,7 @@ namespace myriad::serve {
 
 namespace {
 
-constexpr const char* kFormat = "myriad-serve-keys-v1";
+constexpr const char* kKeysFormat = "myriad-serve-keys-v1";
 constexpr const char* kTokenPrefix = "myr_";
 constexpr std::size_t kMaxRemembered = 4096;
 
@@ -166,7 +166,7 @@ void AccessPolicy::read_table(const nlohmann::json& doc, const std::string& wher
         field == "format" || field == "public" || field == "keys" || field == "max_verifications_per_second",
         where << ": unknown field '" << excerpt(field, 60) << "' (format, public, keys, max_verifications_per_second)");
   }
-  MYRIAD_CHECK(doc.value("format", "") == kFormat, where << ": format is not " << kFormat);
+  MYRIAD_CHECK(doc.value("format", "") == kKeysFormat, where << ": format is not " << kKeysFormat);
   if (doc.contains("public")) {
     MYRIAD_CHECK(doc["public"].is_array(), where << ": public is not a list of paths");
     table->public_paths.clear();
@@ -243,6 +243,14 @@ std::vector<ApiKeyInfo> AccessPolicy::keys() const {
   std::vector<ApiKeyInfo> out;
   for (const auto& [id, key] : table()->keys) out.push_back(key->info);
   return out;
+}
+
+std::string AccessPolicy::verified_key_id(const std::string& authorization) const {
+  if (authorization.rfind("Bearer ", 0) != 0) return {};
+  const std::string remembered = hmac_sha256(cache_key_, authorization.substr(7));
+  std::lock_guard lock(mutex_);
+  const auto seen = verified_.find(remembered);
+  return seen == verified_.end() ? std::string() : seen->second;
 }
 
 bool AccessPolicy::take(Bucket& bucket, double per_second, double burst, double& wait) {

@@ -6,6 +6,8 @@
 #include <algorithm>
 #include <atomic>
 #include <cmath>
+#include <nlohmann/json.hpp>
+#include <utility>
 
 #include "myriad/core/error.h"
 #include "myriad/serve/completion_api.h"
@@ -75,6 +77,7 @@ void CompletionServer::routes() {
       const AccessDecision d = options_.access->decide(req.method, req.path, req.get_header_value("Authorization"));
       if (d.status == 200) return httplib::Server::HandlerResponse::Unhandled;
       metrics_.access_refused(d.status);
+      if (d.status != 429) audit_refusal(req, d);
       if (d.status == 401) res.set_header("WWW-Authenticate", "Bearer realm=\"myriad-serve\"");
       if (d.status == 429)
         res.set_header("Retry-After", std::to_string(std::max(1, static_cast<int>(std::ceil(d.retry_after)))));
@@ -258,16 +261,18 @@ void CompletionServer::admin_routes() {
       handler(req, res);
     };
   };
-  http.Post("/admin/drain", guarded([this](const httplib::Request&, httplib::Response& res) {
+  http.Post("/admin/drain", guarded([this](const httplib::Request& req, httplib::Response& res) {
               if (!options_.drain) {
                 send_error(res, 501, "this server has no drain", "server_error");
                 return;
               }
+              audit_call(req, "admin.drain", "ok");
               options_.drain();
               res.status = 202;
               res.set_content("{\"status\":\"draining\"}", "application/json");
             }));
-  http.Get("/admin/keys", guarded([this](const httplib::Request&, httplib::Response& res) {
+  http.Get("/admin/keys", guarded([this](const httplib::Request& req, httplib::Response& res) {
+             audit_call(req, "admin.keys_listed", "ok");
              std::string body = "{\"object\":\"list\",\"data\":[";
              bool first = true;
              for (const ApiKeyInfo& key : options_.access->keys()) {
@@ -279,12 +284,50 @@ void CompletionServer::admin_routes() {
              }
              res.set_content(body + "]}", "application/json");
            }));
-  http.Post("/admin/keys/reload", guarded([this](const httplib::Request&, httplib::Response& res) {
-              options_.access->reload();  // throws naming the file: the exception handler's 500
+  http.Post("/admin/keys/reload", guarded([this](const httplib::Request& req, httplib::Response& res) {
+              try {
+                options_.access->reload();
+              } catch (const Error& e) {
+                audit_call(req, "admin.keys_reloaded", "error", e.message());
+                throw;  // the exception handler's 500, naming the file
+              }
+              audit_call(req, "admin.keys_reloaded", "ok");
               res.set_content(
                   "{\"status\":\"reloaded\",\"keys\":" + std::to_string(options_.access->keys().size()) + "}",
                   "application/json");
             }));
+}
+
+void CompletionServer::audit_call(const httplib::Request& req, const std::string& action, const std::string& result,
+                                  const std::string& detail) {
+  if (options_.audit == nullptr) return;
+  nlohmann::json details = {{"method", req.method}, {"path", req.path}, {"remote_addr", req.remote_addr}};
+  if (!detail.empty()) details["error"] = detail;
+  const std::string key_id =
+      options_.access ? options_.access->verified_key_id(req.get_header_value("Authorization")) : "";
+  options_.audit->append(action, options_.model_name, result, details, key_id);
+}
+
+void CompletionServer::audit_refusal(const httplib::Request& req, const AccessDecision& decision) {
+  if (options_.audit == nullptr) return;
+  std::int64_t suppressed = 0;
+  {
+    std::lock_guard lock(audit_mutex_);
+    const auto now = std::chrono::steady_clock::now();
+    refusal_budget_ =
+        std::min(20.0, refusal_budget_ + 10.0 * std::chrono::duration<double>(now - refusal_refill_).count());
+    refusal_refill_ = now;
+    if (refusal_budget_ < 1.0) {
+      ++suppressed_;
+      return;
+    }
+    refusal_budget_ -= 1.0;
+    suppressed = std::exchange(suppressed_, 0);
+  }
+  nlohmann::json details = {{"status", decision.status},      {"method", req.method},
+                            {"path", excerpt(req.path, 200)}, {"remote_addr", req.remote_addr},
+                            {"reason", decision.message},     {"suppressed", suppressed}};
+  options_.audit->append("access.denied", options_.model_name, "denied", details, decision.key_id);
 }
 
 }  // namespace myriad::serve

@@ -137,3 +137,52 @@ def test_admin_endpoints_are_closed_without_auth_and_bad_files_stop_the_start(ch
     result = subprocess.run([serve_program(), "--checkpoint", checkpoint, "--auth", str(bad), "--port", "0"],
                             capture_output=True, text=True, timeout=60)
     assert result.returncode == 2 and "role 'root'" in result.stderr and str(bad) in result.stderr, result.stderr
+
+
+def test_the_server_continues_the_audit_log_that_myriad_audit_verifies(checkpoint, tmp_path, monkeypatch):
+    from myriad import audit
+
+    key_file = tmp_path / "audit.key"
+    key_file.write_bytes(os.urandom(32))
+    key_file.chmod(0o600)
+    log = tmp_path / "audit.jsonl"
+    monkeypatch.setenv("MYRIAD_AUDIT_KEY_FILE", str(key_file))
+    monkeypatch.setenv("MYRIAD_AUDIT_LOG", str(log))
+    key = audit.load_key(str(key_file))
+    with audit.AuditLog(str(log), key) as python_writer:  # a log started by Python (training), floats and all
+        python_writer.append("training.started", "runs/x", details={"val_loss": 4.4286, "note": "é\u0001"})
+    path, tokens = keyring(tmp_path)
+    with Server("--checkpoint", checkpoint, "--auth", path) as server:
+        assert server.request("POST", "/v1/completions", COMPLETION)[0] == 401
+        assert server.request("POST", "/v1/completions", COMPLETION, key=tokens["viewer"])[0] == 403
+        assert server.request("GET", "/admin/keys", key=tokens["admin"])[0] == 200
+        assert server.request("POST", "/admin/keys/reload", {}, key=tokens["admin"])[0] == 200
+        assert server.request("POST", "/admin/drain", {}, key=tokens["operator"])[0] == 202
+        _, err = server.process.communicate(timeout=60)
+        assert server.process.returncode == 0, err
+    result = audit.verify(str(log), key)
+    assert result.ok, result.problem
+    records = [json.loads(line) for line in log.read_text().splitlines()]
+    actions = [r["action"] for r in records]
+    assert actions == ["audit.log_created", "training.started", "model.loaded", "access.denied", "access.denied",
+                       "admin.keys_listed", "admin.keys_reloaded", "admin.drain", "server.drain_started",
+                       "model.unloaded"], actions
+    by_action = {r["action"]: r for r in records}
+    assert by_action["model.loaded"]["details"]["manifest_sha256"] == audit.file_digest(
+        os.path.join(checkpoint, "manifest.json"))
+    denied = [r for r in records if r["action"] == "access.denied"]
+    assert [d["details"]["status"] for d in denied] == [401, 403]
+    assert denied[1]["actor"]["api_key_id"] == "viewer-1" and denied[0]["actor"]["api_key_id"] is None
+    assert by_action["admin.keys_listed"]["actor"]["api_key_id"] == "admin-1"
+    assert by_action["admin.drain"]["actor"]["api_key_id"] == "operator-1"
+    text = log.read_text()
+    assert not any(t in text for t in tokens.values()) and not any(h in text for h in hashes(path))
+    # A record changed by a byte: the server refuses to continue the log, naming the record.
+    lines = log.read_text().splitlines(keepends=True)
+    lines[3] = lines[3].replace('"access.denied"', '"access.denieD"')
+    log.write_text("".join(lines))
+    from serve_process import serve_program
+    refused = subprocess.run([serve_program(), "--checkpoint", checkpoint, "--port", "0"], capture_output=True,
+                             text=True, timeout=60)
+    assert refused.returncode == 2 and "refusing to append to audit log" in refused.stderr, refused.stderr
+    assert "record 4" in refused.stderr, refused.stderr

@@ -74,6 +74,9 @@ class AccessPolicy {
   AccessDecision decide(const std::string& method, const std::string& path, const std::string& authorization);
   void reload();
   std::vector<ApiKeyInfo> keys() const;
+  // The id of the key in `authorization` when it was verified before (decide() let it through), else
+  // "" — no hash, no rate limit: for records of who called (the audit log).
+  std::string verified_key_id(const std::string& authorization) const;
   const std::string& path() const { return path_; }
 
  private:

@@ -26,15 +26,18 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <mutex>
 #include <string>
 
 #include "myriad/serve/access_policy.h"
+#include "myriad/serve/audit_log.h"
 #include "myriad/serve/batch_scheduler.h"
 #include "myriad/serve/serve_metrics.h"
 
 namespace httplib {
 class Server;
-}
+struct Request;
+}  // namespace httplib
 
 namespace myriad::serve {
 
@@ -46,6 +49,10 @@ struct ServerOptions {
   std::size_t max_body_bytes = 1 << 20;
   AccessPolicy* access = nullptr;  // not owned; null = every endpoint open, /admin refused
   std::function<void()> drain;     // what POST /admin/drain starts (the program's drain)
+  // Not owned; null = no records. The server appends access.denied (401/403; at most 10 a second,
+  // the rest counted in the next one's details.suppressed), admin.drain, admin.keys_listed and
+  // admin.keys_reloaded, each with the caller's key id.
+  AuditLog* audit = nullptr;
 };
 
 class CompletionServer {
@@ -62,6 +69,10 @@ class CompletionServer {
  private:
   void routes();
   void admin_routes();
+  // An audit record of an admin call (no-op without a log); `result` ok or error.
+  void audit_call(const httplib::Request& req, const std::string& action, const std::string& result,
+                  const std::string& detail = {});
+  void audit_refusal(const httplib::Request& req, const AccessDecision& decision);
   BatchScheduler& scheduler_;
   const data::BpeTokenizer* tokenizer_;
   ServeMetrics& metrics_;
@@ -69,6 +80,10 @@ class CompletionServer {
   std::unique_ptr<httplib::Server> http_;
   std::chrono::system_clock::time_point started_;
   std::atomic<std::uint64_t> requests_{0};  // completion ids
+  std::mutex audit_mutex_;                  // the refusal records' budget
+  double refusal_budget_ = 20;
+  std::chrono::steady_clock::time_point refusal_refill_ = std::chrono::steady_clock::now();
+  std::int64_t suppressed_ = 0;
 };
 
 }  // namespace myriad::serve
