@@ -19,7 +19,7 @@ DEBIAN_PACKAGES=(
   libgtest-dev
   nlohmann-json3-dev libicu-dev libzstd-dev
   libcpp-httplib-dev  # myriad serve's HTTP front (src/serve)
-  libssl-dev  # OpenSSL 3: myriad serve's API-key hashes (scrypt) and HMACs
+  libssl-dev  # OpenSSL 3: encryption at rest (AES-256-GCM), API-key hashes (scrypt), the audit log's HMACs
   nginx-light wrk  # the serving tests' load balancer in front of replicas and bench_serve's load generator
   python3 python3-dev python3-pip python3-venv
   clang-format  # the format gate of the test command (tests/python/test_formatting.py)

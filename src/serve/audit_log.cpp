@@ -87,7 +87,7 @@ std::string utc_now() {
   gmtime_r(&seconds, &utc);
   char text[40];
   std::strftime(text, sizeof text, "%Y-%m-%dT%H:%M:%S", &utc);
-  char out[48];
+  char out[80];
   std::snprintf(out, sizeof out, "%s.%06lldZ", text, static_cast<long long>(micros));
   return out;
 }

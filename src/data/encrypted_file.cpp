@@ -1,0 +1,380 @@
+// Encrypted files: the header, the chunks' AES-256-GCM, the key ring (data/encrypted_file.h).
+#include "myriad/data/encrypted_file.h"
+
+#include <openssl/evp.h>
+#include <openssl/rand.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <array>
+#include <cctype>
+#include <cerrno>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+
+#include "myriad/core/error.h"
+
+namespace myriad::data {
+
+namespace {
+
+constexpr char kMagic[8] = {'M', 'Y', 'R', 'I', 'A', 'D', 'E', '1'};
+constexpr std::size_t kHeaderBytes = 160, kTagBytes = 16, kKeyBytes = 32, kNonceBytes = 8, kIvBytes = 12;
+constexpr std::size_t kIdBytes = 64;
+
+struct Header {
+  std::uint32_t version = 1, chunk = 0;
+  std::string kek_id;
+  std::array<unsigned char, kNonceBytes> nonce{};
+  std::array<unsigned char, kKeyBytes> wrapped{};
+  std::array<unsigned char, kIvBytes> wrap_iv{};
+  std::array<unsigned char, kTagBytes> wrap_tag{};
+};
+
+void put32(unsigned char* at, std::uint32_t v) {
+  for (int i = 0; i < 4; ++i) at[i] = static_cast<unsigned char>(v >> (8 * i));
+}
+std::uint32_t get32(const unsigned char* at) {
+  std::uint32_t v = 0;
+  for (int i = 0; i < 4; ++i) v |= static_cast<std::uint32_t>(at[i]) << (8 * i);
+  return v;
+}
+
+std::array<unsigned char, kHeaderBytes> encode(const Header& h) {
+  std::array<unsigned char, kHeaderBytes> out{};
+  unsigned char* p = out.data();
+  put32(p, h.version);
+  put32(p + 4, h.chunk);
+  p[8] = static_cast<unsigned char>(h.kek_id.size());
+  std::memcpy(p + 9, h.kek_id.data(), h.kek_id.size());
+  p += 9 + kIdBytes;
+  p = std::copy(h.nonce.begin(), h.nonce.end(), p);
+  p = std::copy(h.wrapped.begin(), h.wrapped.end(), p);
+  p = std::copy(h.wrap_iv.begin(), h.wrap_iv.end(), p);
+  std::copy(h.wrap_tag.begin(), h.wrap_tag.end(), p);  // the rest stays zero (reserved)
+  return out;
+}
+
+Header decode(const unsigned char* p, const std::string& path) {
+  Header h;
+  h.version = get32(p);
+  h.chunk = get32(p + 4);
+  MYRIAD_CHECK(h.version == 1,
+               path << ": encrypted-file version " << h.version << " is not 1 (a newer myriad wrote it)");
+  MYRIAD_CHECK(h.chunk >= 16 && h.chunk <= (1u << 30), path << ": a corrupt header (chunk size " << h.chunk << ")");
+  const std::size_t id_length = p[8];
+  MYRIAD_CHECK(id_length >= 1 && id_length <= kIdBytes, path << ": a corrupt header (key id length)");
+  h.kek_id.assign(reinterpret_cast<const char*>(p + 9), id_length);
+  const unsigned char* q = p + 9 + kIdBytes;
+  std::memcpy(h.nonce.data(), q, kNonceBytes);
+  std::memcpy(h.wrapped.data(), q += kNonceBytes, kKeyBytes);
+  std::memcpy(h.wrap_iv.data(), q += kKeyBytes, kIvBytes);
+  std::memcpy(h.wrap_tag.data(), q += kIvBytes, kTagBytes);
+  return h;
+}
+
+// AES-256-GCM of n bytes: encrypt (tag written) or decrypt (tag checked; false when it fails).
+bool gcm(bool encrypt, const unsigned char* key, const unsigned char* iv, const std::string& aad,
+         const unsigned char* in, std::size_t n, unsigned char* out, unsigned char* tag) {
+  EVP_CIPHER_CTX* ctx = EVP_CIPHER_CTX_new();
+  int length = 0;
+  bool ok = ctx != nullptr && EVP_CipherInit_ex(ctx, EVP_aes_256_gcm(), nullptr, nullptr, nullptr, encrypt) == 1 &&
+            EVP_CIPHER_CTX_ctrl(ctx, EVP_CTRL_GCM_SET_IVLEN, static_cast<int>(kIvBytes), nullptr) == 1 &&
+            EVP_CipherInit_ex(ctx, nullptr, nullptr, key, iv, encrypt) == 1 &&
+            EVP_CipherUpdate(ctx, nullptr, &length, reinterpret_cast<const unsigned char*>(aad.data()),
+                             static_cast<int>(aad.size())) == 1;
+  ok = ok && (n == 0 || EVP_CipherUpdate(ctx, out, &length, in, static_cast<int>(n)) == 1);
+  if (ok && !encrypt) ok = EVP_CIPHER_CTX_ctrl(ctx, EVP_CTRL_GCM_SET_TAG, static_cast<int>(kTagBytes), tag) == 1;
+  unsigned char final_block[16];
+  ok = ok && EVP_CipherFinal_ex(ctx, final_block, &length) == 1;
+  if (ok && encrypt) ok = EVP_CIPHER_CTX_ctrl(ctx, EVP_CTRL_GCM_GET_TAG, static_cast<int>(kTagBytes), tag) == 1;
+  EVP_CIPHER_CTX_free(ctx);
+  return ok;
+}
+
+std::string wrap_aad(const std::string& kek_id) { return "myriad-wrap-v1" + kek_id; }
+
+std::string chunk_aad(const std::string& nonce, std::uint64_t index, bool last) {
+  std::string aad = "myriad-chunk-v1" + nonce;
+  for (int i = 0; i < 8; ++i) aad.push_back(static_cast<char>(index >> (8 * i)));
+  aad.push_back(last ? 1 : 0);
+  return aad;
+}
+
+std::array<unsigned char, kIvBytes> chunk_iv(const std::string& nonce, std::uint32_t index) {
+  std::array<unsigned char, kIvBytes> iv{};
+  std::memcpy(iv.data(), nonce.data(), kNonceBytes);
+  for (int i = 0; i < 4; ++i)
+    iv[kNonceBytes + static_cast<std::size_t>(i)] = static_cast<unsigned char>(index >> (24 - 8 * i));
+  return iv;
+}
+
+std::string random_bytes(std::size_t n) {
+  std::string out(n, '\0');
+  MYRIAD_CHECK(RAND_bytes(reinterpret_cast<unsigned char*>(out.data()), static_cast<int>(n)) == 1,
+               "encryption: OpenSSL could not draw random bytes");
+  return out;
+}
+
+bool valid_id(const std::string& id) {
+  return !id.empty() && id.size() <= kIdBytes && std::all_of(id.begin(), id.end(), [](char c) {
+    return std::isalnum(static_cast<unsigned char>(c)) != 0 || c == '-' || c == '_' || c == '.';
+  });
+}
+
+// The data key of `h`, unwrapped with the KEK it names.
+std::string unwrap(const Header& h, const KeyRing& keys, const std::string& path) {
+  MYRIAD_CHECK(keys.has(h.kek_id), path << ": encrypted under key '" << h.kek_id << "', which the key ring"
+                                        << (keys.source().empty() ? "" : " " + keys.source())
+                                        << " does not hold (a missing or rotated-out key)");
+  std::string data_key(kKeyBytes, '\0');
+  Header copy = h;
+  const bool ok = gcm(false, reinterpret_cast<const unsigned char*>(keys.key(h.kek_id).data()), h.wrap_iv.data(),
+                      wrap_aad(h.kek_id), h.wrapped.data(), kKeyBytes,
+                      reinterpret_cast<unsigned char*>(data_key.data()), copy.wrap_tag.data());
+  MYRIAD_CHECK(ok, path << ": its data key does not unwrap with key '" << h.kek_id
+                        << "' (a wrong key under that id, or a modified header)");
+  return data_key;
+}
+
+Header wrap(const std::string& data_key, const std::string& nonce, std::uint32_t chunk, const KeyRing& keys) {
+  MYRIAD_CHECK(!keys.empty(), "encryption: the key ring holds no key");
+  Header h;
+  h.chunk = chunk;
+  h.kek_id = keys.current_id();
+  std::memcpy(h.nonce.data(), nonce.data(), kNonceBytes);
+  const std::string iv = random_bytes(kIvBytes);
+  std::memcpy(h.wrap_iv.data(), iv.data(), kIvBytes);
+  MYRIAD_CHECK(
+      gcm(true, reinterpret_cast<const unsigned char*>(keys.key(h.kek_id).data()), h.wrap_iv.data(), wrap_aad(h.kek_id),
+          reinterpret_cast<const unsigned char*>(data_key.data()), kKeyBytes, h.wrapped.data(), h.wrap_tag.data()),
+      "encryption: OpenSSL could not wrap a data key");
+  return h;
+}
+
+// Header and its file: reads and decodes the first bytes of `path` (opened as `file`).
+Header read_header(std::FILE* file, const std::string& path) {
+  unsigned char bytes[sizeof kMagic + kHeaderBytes];
+  MYRIAD_CHECK(
+      std::fread(bytes, 1, sizeof bytes, file) == sizeof bytes && std::memcmp(bytes, kMagic, sizeof kMagic) == 0,
+      path << ": not an encrypted myriad file (no MYRIADE1 header)");
+  return decode(bytes + sizeof kMagic, path);
+}
+
+}  // namespace
+
+KeyRing KeyRing::load(const std::string& path) {
+  std::ifstream in(path);
+  MYRIAD_CHECK(in, "key file '" << path << "' cannot be read");
+  KeyRing ring;
+  ring.source_ = path;
+  std::string line, current;
+  for (int n = 1; std::getline(in, line); ++n) {
+    if (const auto hash = line.find('#'); hash != std::string::npos) line.resize(hash);
+    std::istringstream words(line);
+    std::string kind, id, hex, extra;
+    if (!(words >> kind)) continue;
+    const std::string at = "key file '" + path + "' line " + std::to_string(n);
+    if (kind == "current") {
+      MYRIAD_CHECK(words >> id && !(words >> extra), at << ": 'current <id>'");
+      current = id;
+      continue;
+    }
+    MYRIAD_CHECK(kind == "key" && words >> id >> hex && !(words >> extra),
+                 at << ": 'key <id> <64 hex digits>' or 'current <id>'");
+    MYRIAD_CHECK(valid_id(id), at << ": id must be 1-64 letters, digits, '-', '_' or '.'");
+    MYRIAD_CHECK(hex.size() == 2 * kKeyBytes &&
+                     std::all_of(hex.begin(), hex.end(),
+                                 [](char c) { return std::isxdigit(static_cast<unsigned char>(c)) != 0; }),
+                 at << ": key '" << id << "' is not 64 hex digits (32 bytes)");
+    MYRIAD_CHECK(!ring.has(id), at << ": key '" << id << "' listed twice");
+    std::string bytes;
+    for (std::size_t i = 0; i < hex.size(); i += 2)
+      bytes.push_back(static_cast<char>(std::stoi(hex.substr(i, 2), nullptr, 16)));
+    ring.keys_[id] = bytes;
+  }
+  MYRIAD_CHECK(!ring.keys_.empty(), "key file '" << path << "' holds no key");
+  if (current.empty() && ring.keys_.size() == 1) current = ring.keys_.begin()->first;
+  MYRIAD_CHECK(!current.empty(), "key file '" << path << "' holds several keys and no 'current <id>' line");
+  MYRIAD_CHECK(ring.has(current), "key file '" << path << "': current key '" << current << "' is not listed");
+  ring.current_ = current;
+  return ring;
+}
+
+void KeyRing::add(const std::string& id, const std::string& key_bytes, bool make_current) {
+  MYRIAD_CHECK(valid_id(id), "key ring: id '" << id << "' must be 1-64 letters, digits, '-', '_' or '.'");
+  MYRIAD_CHECK(key_bytes.size() == kKeyBytes, "key ring: key '" << id << "' must be 32 bytes");
+  keys_[id] = key_bytes;
+  if (make_current || current_.empty()) current_ = id;
+}
+
+const std::string& KeyRing::key(const std::string& id) const {
+  const auto it = keys_.find(id);
+  MYRIAD_CHECK(it != keys_.end(), "key ring" << (source_.empty() ? "" : " " + source_) << ": no key '" << id << "'");
+  return it->second;
+}
+
+bool is_encrypted_file(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  char magic[sizeof kMagic];
+  return in.read(magic, sizeof magic) && std::memcmp(magic, kMagic, sizeof kMagic) == 0;
+}
+
+EncryptedWriter::EncryptedWriter(const std::string& path, const KeyRing& keys, std::size_t chunk_bytes)
+    : path_(path), data_key_(random_bytes(kKeyBytes)), nonce_(random_bytes(kNonceBytes)), chunk_bytes_(chunk_bytes) {
+  MYRIAD_CHECK(chunk_bytes >= 16 && chunk_bytes <= (1u << 30),
+               "encryption: chunk size " << chunk_bytes << " out of range");
+  const Header header = wrap(data_key_, nonce_, static_cast<std::uint32_t>(chunk_bytes), keys);
+  file_ = std::fopen(path.c_str(), "wb");
+  MYRIAD_CHECK(file_ != nullptr, path << ": cannot be created (" << std::strerror(errno) << ")");
+  const auto encoded = encode(header);
+  MYRIAD_CHECK(std::fwrite(kMagic, 1, sizeof kMagic, file_) == sizeof kMagic &&
+                   std::fwrite(encoded.data(), 1, encoded.size(), file_) == encoded.size(),
+               path << ": cannot be written");
+  pending_.reserve(chunk_bytes);
+}
+
+EncryptedWriter::~EncryptedWriter() {
+  if (file_ != nullptr) std::fclose(file_);
+}
+
+void EncryptedWriter::seal(bool last) {
+  std::vector<unsigned char> out(pending_.size() + kTagBytes);
+  const auto iv = chunk_iv(nonce_, index_);
+  MYRIAD_CHECK(
+      gcm(true, reinterpret_cast<const unsigned char*>(data_key_.data()), iv.data(), chunk_aad(nonce_, index_, last),
+          pending_.data(), pending_.size(), out.data(), out.data() + pending_.size()),
+      path_ << ": OpenSSL could not encrypt chunk " << index_);
+  MYRIAD_CHECK(std::fwrite(out.data(), 1, out.size(), file_) == out.size(), path_ << ": cannot be written");
+  MYRIAD_CHECK(index_ < 0xffffffffu, path_ << ": too many chunks");
+  ++index_;
+  pending_.clear();
+}
+
+void EncryptedWriter::write(const void* data, std::size_t n) {
+  MYRIAD_CHECK(file_ != nullptr, path_ << ": written after finish()");
+  const auto* p = static_cast<const unsigned char*>(data);
+  while (n > 0) {
+    const std::size_t take = std::min(n, chunk_bytes_ - pending_.size());
+    pending_.insert(pending_.end(), p, p + take);
+    p += take;
+    n -= take;
+    if (pending_.size() == chunk_bytes_) seal(false);
+  }
+}
+
+void EncryptedWriter::finish() {
+  MYRIAD_CHECK(file_ != nullptr, path_ << ": finish() called twice");
+  seal(true);
+  const bool ok = std::fflush(file_) == 0 && fsync(fileno(file_)) == 0;
+  std::fclose(file_);
+  file_ = nullptr;
+  MYRIAD_CHECK(ok, path_ << ": cannot be written (" << std::strerror(errno) << ")");
+}
+
+EncryptedReader::EncryptedReader(const std::string& path, const KeyRing& keys) : path_(path) {
+  file_ = std::fopen(path.c_str(), "rb");
+  MYRIAD_CHECK(file_ != nullptr, path << ": cannot be read (" << std::strerror(errno) << ")");
+  file_size_ = std::filesystem::file_size(path);
+  const Header header = read_header(file_, path);
+  chunk_bytes_ = header.chunk;
+  kek_id_ = header.kek_id;
+  nonce_.assign(reinterpret_cast<const char*>(header.nonce.data()), kNonceBytes);
+  data_key_ = unwrap(header, keys, path);
+  offset_ = sizeof kMagic + kHeaderBytes;
+}
+
+EncryptedReader::~EncryptedReader() {
+  if (file_ != nullptr) std::fclose(file_);
+}
+
+bool EncryptedReader::open_chunk() {
+  if (done_) return false;
+  const std::uint64_t remaining = file_size_ - offset_;
+  MYRIAD_CHECK(remaining >= kTagBytes, path_ << ": truncated at byte " << file_size_ << " (chunk " << index_
+                                             << " at byte " << offset_
+                                             << " is missing or cut; the final chunk never came)");
+  const bool last = remaining - kTagBytes < chunk_bytes_;
+  const std::size_t n = last ? static_cast<std::size_t>(remaining - kTagBytes) : chunk_bytes_;
+  std::vector<unsigned char> sealed(n + kTagBytes);
+  MYRIAD_CHECK(std::fread(sealed.data(), 1, sealed.size(), file_) == sealed.size(), path_ << ": cannot be read");
+  plain_.resize(n);
+  const auto iv = chunk_iv(nonce_, index_);
+  MYRIAD_CHECK(gcm(false, reinterpret_cast<const unsigned char*>(data_key_.data()), iv.data(),
+                   chunk_aad(nonce_, index_, last), sealed.data(), n, plain_.data(), sealed.data() + n),
+               path_ << ": chunk " << index_ << " at byte " << offset_
+                     << " fails authentication (modified, reordered, from another file, or the file was cut)");
+  offset_ += sealed.size();
+  ++index_;
+  at_ = 0;
+  done_ = last;
+  return true;
+}
+
+std::size_t EncryptedReader::read(void* out, std::size_t n) {
+  auto* p = static_cast<unsigned char*>(out);
+  std::size_t given = 0;
+  while (given < n) {
+    if (at_ == plain_.size() && !open_chunk()) break;
+    const std::size_t take = std::min(n - given, plain_.size() - at_);
+    std::memcpy(p + given, plain_.data() + at_, take);
+    at_ += take;
+    given += take;
+  }
+  return given;
+}
+
+std::string read_encrypted_file(const std::string& path, const KeyRing& keys) {
+  EncryptedReader reader(path, keys);
+  std::string out, block(1 << 20, '\0');
+  while (const std::size_t n = reader.read(block.data(), block.size())) out.append(block.data(), n);
+  return out;
+}
+
+void write_encrypted_file(const std::string& path, const std::string& data, const KeyRing& keys) {
+  const std::string temporary = path + ".partial";
+  {
+    EncryptedWriter writer(temporary, keys);
+    writer.write(data.data(), data.size());
+    writer.finish();
+  }
+  std::filesystem::rename(temporary, path);
+}
+
+std::string rewrap(const std::string& path, const KeyRing& keys) {
+  std::FILE* file = std::fopen(path.c_str(), "rb");
+  MYRIAD_CHECK(file != nullptr, path << ": cannot be read (" << std::strerror(errno) << ")");
+  const Header old = read_header(file, path);
+  Header fresh;
+  try {
+    fresh = wrap(unwrap(old, keys, path), std::string(reinterpret_cast<const char*>(old.nonce.data()), kNonceBytes),
+                 old.chunk, keys);
+  } catch (...) {
+    std::fclose(file);
+    throw;
+  }
+  const std::string temporary = path + ".rewrap";
+  std::FILE* out = std::fopen(temporary.c_str(), "wb");
+  bool ok = out != nullptr;
+  const auto encoded = encode(fresh);
+  ok = ok && std::fwrite(kMagic, 1, sizeof kMagic, out) == sizeof kMagic &&
+       std::fwrite(encoded.data(), 1, encoded.size(), out) == encoded.size();
+  std::vector<char> block(1 << 20);
+  while (ok) {  // the ciphertext as it is
+    const std::size_t n = std::fread(block.data(), 1, block.size(), file);
+    if (n == 0) break;
+    ok = std::fwrite(block.data(), 1, n, out) == n;
+  }
+  std::fclose(file);
+  if (out != nullptr) {
+    ok = std::fflush(out) == 0 && fsync(fileno(out)) == 0 && ok;
+    std::fclose(out);
+  }
+  MYRIAD_CHECK(ok, temporary << ": cannot be written while rewrapping " << path);
+  std::filesystem::rename(temporary, path);
+  return old.kek_id;
+}
+
+}  // namespace myriad::data
