@@ -319,6 +319,7 @@ std::size_t EncryptedReader::read(void* out, std::size_t n) {
   while (given < n) {
     if (at_ == plain_.size() && !open_chunk()) break;
     const std::size_t take = std::min(n - given, plain_.size() - at_);
+    if (take == 0) continue;  // an empty final chunk
     std::memcpy(p + given, plain_.data() + at_, take);
     at_ += take;
     given += take;

@@ -16,6 +16,7 @@
 #include "myriad/data/bpe_tokenizer.h"
 #include "myriad/data/byte_unicode.h"
 #include "myriad/data/compressed_shard.h"
+#include "myriad/data/encrypted_file.h"
 #include "myriad/data/shard_writer.h"
 #include "myriad/data/token_shard.h"
 #include "myriad/train/checkpoint/safetensors.h"
@@ -56,6 +57,22 @@ void safetensors_seeds(const fs::path& dir) {
   myriad::train::write_safetensors((dir / "safetensors/f32.safetensors").string(), {{{"wte", a}}, {{"format", "pt"}}});
   myriad::train::write_safetensors((dir / "safetensors/two.safetensors").string(),
                                    {{{"wte", a}, {"blocks.0.w", b}}, {}});
+}
+
+// Encrypted files under fuzz_encrypted_file's fixed key (chunks of 16 bytes: several per file),
+// and a key file.
+void encrypted_seeds(const fs::path& dir) {
+  fs::create_directories(dir / "encrypted_file");
+  myriad::data::KeyRing keys;
+  keys.add("fuzz", std::string(32, 'k'), true);
+  for (const std::size_t n : {std::size_t{0}, std::size_t{5}, std::size_t{40}}) {
+    myriad::data::EncryptedWriter writer((dir / ("encrypted_file/" + std::to_string(n))).string(), keys, 16);
+    const std::string data(n, 'x');
+    writer.write(data.data(), data.size());
+    writer.finish();
+  }
+  write_text(dir / "encrypted_file/keys",
+             "key a " + std::string(64, '1') + "\nkey b " + std::string(64, '2') + "\ncurrent b\n");
 }
 
 void bpe_seeds(const fs::path& dir) {
@@ -122,6 +139,7 @@ int main(int argc, char** argv) {
   const fs::path dir = argv[1];
   shard_seeds(dir);
   safetensors_seeds(dir);
+  encrypted_seeds(dir);
   bpe_seeds(dir);
   manifest_seeds(dir);
   return 0;

@@ -116,6 +116,31 @@ def tiny_checkpoint(folder, heads=2, kv_heads=1):
     return myriad.Engine(config).save()
 
 
+TRAINED_YAML = """\
+model: {{architecture: gpt2, vocab_size: 320, n_layer: 2, n_head: 2, n_embd: 64, context_length: 64}}
+training: {{micro_batch: 4, gradient_accumulation: 1, seq_len: 64, steps: 30, lr: 3.0e-3, warmup: 0, eval_every: 0}}
+data: {{path: {corpus}, tokenizer: "train:320"}}
+checkpoint: {{dir: {run}/checkpoints}}
+logging: {{measure_peak: false, dir: {run}/logs, level: warn}}
+"""
+
+PROMPTS = ["the cat", "a dog sees", "my friend likes the", "the old man", "a small bird watches a quiet",
+           "our neighbour paints", "the teacher finds some", "the"]
+
+
+def trained_gpt2(folder, steps=30):
+    """A tiny GPT-2-style model trained `steps` steps on the test corpus (sharp enough that greedy
+    tokens do not hang on float rounding): (its Engine, its checkpoint)."""
+    import myriad
+    from tiny_corpus import write_corpus
+
+    corpus = write_corpus(folder / "corpus.txt")
+    engine = myriad.Engine(myriad.Config.from_string(TRAINED_YAML.format(corpus=corpus, run=folder / "run")))
+    for _ in range(steps):
+        engine.step()
+    return engine, engine.save()
+
+
 def skip_reason():
     if serve_program() is None:
         return "myriad-serve is not built (build/tools/myriad-serve) or installed"

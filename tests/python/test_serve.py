@@ -14,34 +14,15 @@ from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 
-import myriad
 from myriad import int8
-from serve_process import Server, skip_reason
-from tiny_corpus import write_corpus
+from serve_process import PROMPTS, Server, skip_reason, trained_gpt2
 
 pytestmark = pytest.mark.skipif(skip_reason() is not None, reason=str(skip_reason()))
-
-TINY_YAML = """\
-model: {{architecture: gpt2, vocab_size: 320, n_layer: 2, n_head: 2, n_embd: 64, context_length: 64}}
-training: {{micro_batch: 4, gradient_accumulation: 1, seq_len: 64, steps: 30, lr: 3.0e-3, warmup: 0, eval_every: 0}}
-data: {{path: {corpus}, tokenizer: "train:320"}}
-checkpoint: {{dir: {run}/checkpoints}}
-logging: {{measure_peak: false, dir: {run}/logs, level: warn}}
-"""
-
-PROMPTS = ["the cat", "a dog sees", "my friend likes the", "the old man", "a small bird watches a quiet",
-           "our neighbour paints", "the teacher finds some", "the"]
-
 
 @pytest.fixture(scope="module")
 def trained(tmp_path_factory):
     root = tmp_path_factory.mktemp("serve")
-    corpus = write_corpus(root / "corpus.txt")
-    config = myriad.Config.from_string(TINY_YAML.format(corpus=corpus, run=root / "run"))
-    engine = myriad.Engine(config)
-    for _ in range(30):
-        engine.step()
-    checkpoint = engine.save()
+    engine, checkpoint = trained_gpt2(root)
     return engine, checkpoint, root
 
 

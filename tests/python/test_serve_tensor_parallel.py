@@ -13,33 +13,14 @@ from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 
-import myriad
-from serve_process import MPIRUN, Server, mpirun_launcher, serve_program, skip_reason
-from tiny_corpus import write_corpus
+from serve_process import PROMPTS, MPIRUN, Server, mpirun_launcher, serve_program, skip_reason, trained_gpt2
 
 pytestmark = [pytest.mark.skipif(skip_reason() is not None, reason=str(skip_reason())),
               pytest.mark.skipif(MPIRUN is None, reason="mpirun not found")]
 
-TINY_YAML = """\
-model: {{architecture: gpt2, vocab_size: 320, n_layer: 2, n_head: 2, n_embd: 64, context_length: 64}}
-training: {{micro_batch: 4, gradient_accumulation: 1, seq_len: 64, steps: 20, lr: 3.0e-3, warmup: 0, eval_every: 0}}
-data: {{path: {corpus}, tokenizer: "train:320"}}
-checkpoint: {{dir: {run}/checkpoints}}
-logging: {{measure_peak: false, dir: {run}/logs, level: warn}}
-"""
-
-PROMPTS = ["the cat", "a dog sees", "my friend likes the", "the old man", "a small bird watches a quiet",
-           "our neighbour paints", "the teacher finds some", "the"]
-
-
 @pytest.fixture(scope="module")
 def checkpoint(tmp_path_factory):
-    root = tmp_path_factory.mktemp("serve_tp")
-    corpus = write_corpus(root / "corpus.txt")
-    engine = myriad.Engine(myriad.Config.from_string(TINY_YAML.format(corpus=corpus, run=root / "run")))
-    for _ in range(20):
-        engine.step()
-    return engine.save()
+    return trained_gpt2(tmp_path_factory.mktemp("serve_tp"))[1]
 
 
 def tokens(server, prompt, **sampling):
