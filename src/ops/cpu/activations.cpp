@@ -3,13 +3,14 @@
 // outputs are written, which makes in-place calls (an output aliasing an input) safe.
 // The tanh GELU is computed as x * sigmoid(2u), u = sqrt(2/pi) (x + 0.044715 x^3) — the same
 // function as 0.5 x (1 + tanh u), without the cancellation of 1 + tanh u for negative x — and
-// every sigmoid through vector_exp, so the loops vectorise (the scalar libm tanh and exp were a
-// quarter of a serving step's time: docs/performance.md, "Serving").
+// every sigmoid through fast_exp (the attention kernels' branch-free exp), so the loops vectorise
+// (the scalar libm tanh and exp were a quarter of a serving step's time: docs/performance.md,
+// "Serving").
 #include <cmath>
 
 #include "myriad/ops/activations.h"
 #include "parallel_threshold.h"
-#include "vector_exp.h"
+#include "fast_exp.h"
 
 namespace myriad::cpu {
 
@@ -18,8 +19,8 @@ namespace {
 constexpr float kGeluScale = 0.7978845608028654f;  // sqrt(2 / pi)
 constexpr float kGeluCubic = 0.044715f;
 
-// 1 / (1 + e^-v): vector_exp never overflows to inf, so no NaN from inf / inf.
-inline float sigmoid(float v) { return 1.0f / (1.0f + vector_exp(-v)); }
+// 1 / (1 + e^-v): fast_exp clamps instead of overflowing to inf, so no NaN from inf / inf.
+inline float sigmoid(float v) { return 1.0f / (1.0f + fast_exp(-v)); }
 // d gelu / d x's pieces: s = sigmoid(2u) and 2u'(x).
 inline float gelu_inner_twice(float v) { return 2.0f * kGeluScale * (v + kGeluCubic * v * v * v); }
 
