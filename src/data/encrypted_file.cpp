@@ -3,6 +3,8 @@
 
 #include <openssl/evp.h>
 #include <openssl/rand.h>
+#include <fcntl.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -154,6 +156,17 @@ Header wrap(const std::string& data_key, const std::string& nonce, std::uint32_t
   return h;
 }
 
+// `path` created (or truncated) for writing with mode 0600: an encrypted artefact is its owner's
+// alone whatever the umask. Null when it cannot be.
+std::FILE* create_private(const std::string& path) {
+  const int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+  if (fd < 0) return nullptr;
+  ::fchmod(fd, 0600);  // an existing file keeps its mode through O_TRUNC
+  std::FILE* file = ::fdopen(fd, "wb");
+  if (file == nullptr) ::close(fd);
+  return file;
+}
+
 // Header and its file: reads and decodes the first bytes of `path` (opened as `file`).
 Header read_header(std::FILE* file, const std::string& path) {
   unsigned char bytes[sizeof kMagic + kHeaderBytes];
@@ -227,7 +240,7 @@ EncryptedWriter::EncryptedWriter(const std::string& path, const KeyRing& keys, s
   MYRIAD_CHECK(chunk_bytes >= 16 && chunk_bytes <= (1u << 30),
                "encryption: chunk size " << chunk_bytes << " out of range");
   const Header header = wrap(data_key_, nonce_, static_cast<std::uint32_t>(chunk_bytes), keys);
-  file_ = std::fopen(path.c_str(), "wb");
+  file_ = create_private(path);
   MYRIAD_CHECK(file_ != nullptr, path << ": cannot be created (" << std::strerror(errno) << ")");
   const auto encoded = encode(header);
   MYRIAD_CHECK(std::fwrite(kMagic, 1, sizeof kMagic, file_) == sizeof kMagic &&
@@ -357,7 +370,7 @@ std::string rewrap(const std::string& path, const KeyRing& keys) {
     throw;
   }
   const std::string temporary = path + ".rewrap";
-  std::FILE* out = std::fopen(temporary.c_str(), "wb");
+  std::FILE* out = create_private(temporary);
   bool ok = out != nullptr;
   const auto encoded = encode(fresh);
   ok = ok && std::fwrite(kMagic, 1, sizeof kMagic, out) == sizeof kMagic &&

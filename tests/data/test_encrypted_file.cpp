@@ -2,7 +2,8 @@
 // no plaintext in the file; every kind of damage — a flipped byte in any chunk or its tag, a
 // header naming another key, chunks swapped, a chunk from another file, a file cut at or inside a
 // chunk — an Error naming the file and the byte; a wrong or missing key named; rewrap under a new
-// key copies the ciphertext unchanged and leaves the file readable with the new key only.
+// key copies the ciphertext unchanged and leaves the file readable with the new key only; files
+// are mode 0600.
 #include "myriad/data/encrypted_file.h"
 
 #include <gtest/gtest.h>
@@ -81,6 +82,7 @@ TEST_F(EncryptedFileTest, RoundTripsAnySizeWithoutPlaintextOnDisk) {
     const std::string data = random_string(n, seed + n);
     const fs::path path = write("f" + std::to_string(n), data, keys);
     EXPECT_TRUE(is_encrypted_file(path.string()));
+    EXPECT_EQ(fs::status(path).permissions() & fs::perms::all, fs::perms::owner_read | fs::perms::owner_write);
     EXPECT_EQ(read_encrypted_file(path.string(), keys), data) << n << " bytes";
     // Chunks of kChunk + 16, then the final one (< kChunk bytes, possibly none) + 16.
     EXPECT_EQ(fs::file_size(path), kFirstChunk + n + 16 * (n / kChunk + 1)) << n;
@@ -158,6 +160,7 @@ TEST_F(EncryptedFileTest, RewrapChangesOnlyTheHeader) {
   EXPECT_EQ(after.substr(kFirstChunk), before.substr(kFirstChunk)) << "the ciphertext was rewritten";
   EXPECT_NE(after.substr(0, kFirstChunk), before.substr(0, kFirstChunk));
   EXPECT_EQ(EncryptedReader(path.string(), keys).kek_id(), "2026-12");
+  EXPECT_EQ(fs::status(path).permissions() & fs::perms::all, fs::perms::owner_read | fs::perms::owner_write);
   EXPECT_EQ(read_encrypted_file(path.string(), keys), data);
   KeyRing only_new;
   only_new.add("2026-12", keys.key("2026-12"), true);
