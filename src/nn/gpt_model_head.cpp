@@ -23,12 +23,6 @@ CrossEntropyArgs GptModel::loss_args() const {
   return CrossEntropyArgs{.ignore_index = kIgnoreIndex, .classes = head_columns()};
 }
 
-Tensor GptModel::head_weight(bool grad) const {
-  const Parameter& p = store_[head_];
-  const Tensor& t = grad ? p.grad : p.value;
-  return t.slice(0, 0, head_columns());  // this rank's real vocabulary rows
-}
-
 void GptModel::embed(const Tensor& ids, Tensor& out) {
   Buffers& b = buffers_;
   const std::int64_t N = b.B * b.T, C = config_.n_embd;

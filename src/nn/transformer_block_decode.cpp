@@ -87,13 +87,15 @@ void TransformerBlock::decode(const ParameterStore& store, const Tensor& x, cons
                       values.view({1, L, Hkv, D}).permute({0, 2, 1, 3}), out, lse);
     row += n;
   }
-  Tensor x_mid = p.empty({1, N, C}), partial = p.empty({1, N, C});
-  row_parallel_output(att, store[proj_w_], value(proj_b_), x, partial, x_mid);
+  // Without sequence parallelism the row-parallel outputs reduce in place: no partial buffer.
+  Tensor x_mid = p.empty({1, N, C}), no_partial;
+  row_parallel_output(att, store[proj_w_], value(proj_b_), x, no_partial, x_mid);
   Tensor h2 = p.empty({1, N, C});
   norm_forward(store, norm2_w_, norm2_b_, x_mid, h2, mean, rstd);
   if (moe_) {
     const TensorParallel& tp = split_.tensor_parallel();
     const IndexRange mine = moe_sequences(N);
+    Tensor partial = p.empty({1, N, C});
     Tensor routed = partial.view({N, 1, C});
     if (mine.size() < N) zero(routed);
     Tensor out = routed.slice(0, mine.begin, mine.end);
@@ -113,7 +115,7 @@ void TransformerBlock::decode(const ParameterStore& store, const Tensor& x, cons
     linear_forward(h2, store[up_w_], Tensor(), up, operands_);
     swiglu_forward(SwigluArgs{}, fc, up, act);
   }
-  row_parallel_output(act, store[out_w_], value(out_b_), x_mid, partial, y);
+  row_parallel_output(act, store[out_w_], value(out_b_), x_mid, no_partial, y);
 }
 
 }  // namespace myriad::nn

@@ -1,7 +1,6 @@
 // TensorParallelRegions: the region ops and vocabulary-parallel layers over the tp communicator.
 #include "myriad/parallel/tensor_parallel_regions.h"
 
-#include "myriad/nn/parameter_store.h"
 #include "myriad/ops/elementwise.h"
 #include "myriad/ops/placement.h"
 #include "myriad/parallel/tensor_parallel_region.h"
@@ -50,23 +49,16 @@ void TensorParallelRegions::cross_entropy_backward(const Tensor& logits, const T
 }
 
 void TensorParallelRegions::gather_vocabulary(const Tensor& shard, Tensor& logits) const {
+  // The shard plan splits the padded vocabulary evenly: every rank holds `columns` of them.
   const int n = tp_.size();
-  const std::int64_t rows = logits.size(0), padded = logits.size(1), widest = (padded + n - 1) / n;
-  const auto columns = [&](int r) { return nn::IndexRange{padded * r / n, padded * (r + 1) / n}; };
-  MYRIAD_CHECK(shard.dim() == 2 && shard.size(0) == rows && shard.size(1) == columns(tp_.rank()).size(),
+  const std::int64_t rows = logits.size(0), columns = logits.size(1) / n;
+  MYRIAD_CHECK(shard.dim() == 2 && shard.size(0) == rows && shard.size(1) == columns && columns * n == logits.size(1),
                "gather_vocabulary: tp rank " << tp_.rank() << "'s logits are " << shape_string(shard.shape())
-                                             << ", not (" << rows << ", " << columns(tp_.rank()).size() << ")");
-  const ops::Placement p = ops::placement_of(logits, "logits");
-  Tensor mine = p.empty({rows, widest}), all = p.empty({n, rows, widest});
-  zero(mine);
-  Tensor mine_columns = mine.slice(1, 0, shard.size(1));
-  copy(shard, mine_columns);
-  tp_.all_gather_on_stream(mine, all);
-  for (int r = 0; r < n; ++r) {
-    const nn::IndexRange c = columns(r);
-    Tensor to = logits.slice(1, c.begin, c.end);
-    copy(all.slice(0, r, r + 1).view({rows, widest}).slice(1, 0, c.size()), to);
-  }
+                                             << ", not (" << rows << ", " << columns << ")");
+  Tensor all = ops::placement_of(logits, "logits").empty({n, rows, columns});
+  tp_.all_gather_on_stream(shard, all);
+  Tensor side_by_side = logits.view({rows, n, columns});
+  copy(all.permute({1, 0, 2}), side_by_side);
 }
 
 }  // namespace myriad::parallel

@@ -3,7 +3,6 @@
 
 #include <openssl/crypto.h>
 #include <openssl/evp.h>
-#include <openssl/hmac.h>
 #include <openssl/rand.h>
 
 #include <algorithm>
@@ -12,6 +11,7 @@
 #include <nlohmann/json.hpp>
 #include <sstream>
 
+#include "digests.h"
 #include "myriad/core/error.h"
 
 namespace myriad::serve {
@@ -37,30 +37,6 @@ bool valid_id(const std::string& id) {
   return !id.empty() && id.size() <= 64 && std::all_of(id.begin(), id.end(), [](char c) {
     return std::isalnum(static_cast<unsigned char>(c)) != 0 || c == '-' || c == '.';
   });
-}
-
-std::string bytes_of_hex(const std::string& hex, const std::string& where) {
-  MYRIAD_CHECK(hex.size() % 2 == 0, where << " is not hex");
-  std::string out;
-  for (std::size_t i = 0; i < hex.size(); i += 2) {
-    int value = 0;
-    for (int k = 0; k < 2; ++k) {
-      const char c = hex[i + static_cast<std::size_t>(k)];
-      const int digit = c >= '0' && c <= '9' ? c - '0' : c >= 'a' && c <= 'f' ? c - 'a' + 10 : -1;
-      MYRIAD_CHECK(digit >= 0, where << " is not lowercase hex");
-      value = value * 16 + digit;
-    }
-    out.push_back(static_cast<char>(value));
-  }
-  return out;
-}
-
-std::string hmac_sha256(const std::string& key, const std::string& data) {
-  unsigned char out[EVP_MAX_MD_SIZE];
-  unsigned int length = 0;
-  HMAC(EVP_sha256(), key.data(), static_cast<int>(key.size()), reinterpret_cast<const unsigned char*>(data.data()),
-       data.size(), out, &length);
-  return std::string(reinterpret_cast<const char*>(out), length);
 }
 
 }  // namespace
@@ -226,8 +202,8 @@ void AccessPolicy::read_table(const nlohmann::json& doc, const std::string& wher
     MYRIAD_CHECK(key->n >= 1024 && key->n <= (1ull << 20) && (key->n & (key->n - 1)) == 0 && key->r >= 1 &&
                      key->r <= 32 && key->p >= 1 && key->p <= 16,
                  at << ": scrypt n must be a power of two in [1024, 2^20], r in [1, 32], p in [1, 16]");
-    key->salt = bytes_of_hex(s.value("salt", ""), at + ": scrypt.salt");
-    key->hash = bytes_of_hex(s.value("hash", ""), at + ": scrypt.hash");
+    key->salt = from_hex(s.value("salt", ""), at + ": scrypt.salt");
+    key->hash = from_hex(s.value("hash", ""), at + ": scrypt.hash");
     MYRIAD_CHECK(key->salt.size() >= 16 && key->hash.size() == 32,
                  at << ": scrypt.salt must hold >= 16 bytes and scrypt.hash 32");
     table->keys[id] = std::move(key);
@@ -247,7 +223,7 @@ std::vector<ApiKeyInfo> AccessPolicy::keys() const {
 
 std::string AccessPolicy::verified_key_id(const std::string& authorization) const {
   if (authorization.rfind("Bearer ", 0) != 0) return {};
-  const std::string remembered = hmac_sha256(cache_key_, authorization.substr(7));
+  const std::string remembered = hmac_sha256_hex(cache_key_, authorization.substr(7));
   std::lock_guard lock(mutex_);
   const auto seen = verified_.find(remembered);
   return seen == verified_.end() ? std::string() : seen->second;
@@ -282,7 +258,7 @@ std::shared_ptr<const AccessPolicy::Key> AccessPolicy::authenticate(const std::s
     decision.message = "invalid API key";
     return nullptr;
   }
-  const std::string remembered = hmac_sha256(cache_key_, token);
+  const std::string remembered = hmac_sha256_hex(cache_key_, token);
   {
     std::lock_guard lock(mutex_);
     const auto seen = verified_.find(remembered);

@@ -4,7 +4,6 @@
 #include <fcntl.h>
 #include <openssl/crypto.h>
 #include <openssl/evp.h>
-#include <openssl/hmac.h>
 #include <openssl/rand.h>
 #include <pwd.h>
 #include <sys/file.h>
@@ -22,6 +21,7 @@
 #include <nlohmann/json.hpp>
 #include <vector>
 
+#include "digests.h"
 #include "myriad/core/error.h"
 
 namespace myriad::serve {
@@ -31,31 +31,6 @@ namespace {
 constexpr int kAuditFormat = 1;
 constexpr std::size_t kMinKeyBytes = 32;
 constexpr const char* kHeaderAction = "audit.log_created";
-
-std::string hex(const unsigned char* bytes, std::size_t n) {
-  static const char* digits = "0123456789abcdef";
-  std::string out;
-  for (std::size_t i = 0; i < n; ++i) {
-    out.push_back(digits[bytes[i] >> 4]);
-    out.push_back(digits[bytes[i] & 15]);
-  }
-  return out;
-}
-
-std::string sha256_hex(const std::string& data) {
-  unsigned char out[EVP_MAX_MD_SIZE];
-  unsigned int n = 0;
-  EVP_Digest(data.data(), data.size(), out, &n, EVP_sha256(), nullptr);
-  return hex(out, n);
-}
-
-std::string hmac_hex(const std::string& key, const std::string& data) {
-  unsigned char out[EVP_MAX_MD_SIZE];
-  unsigned int n = 0;
-  HMAC(EVP_sha256(), key.data(), static_cast<int>(key.size()), reinterpret_cast<const unsigned char*>(data.data()),
-       data.size(), out, &n);
-  return hex(out, n);
-}
 
 // The canonical bytes audit.py's canonical() gives for the same values (sorted keys, no spaces,
 // UTF-8 unescaped, control characters as \u00xx).
@@ -77,6 +52,14 @@ std::string without_mac(const std::string& line) {
   const std::size_t value = at + opening.size();
   if (line.size() < value + 64 + 9 || line.compare(value + 64, 9, "\",\"prev\":") != 0) return {};
   return line.substr(0, at) + line.substr(value + 65);
+}
+
+// Whether a stored line's "mac" is the HMAC of its bytes without it (what audit.py's mac_ok checks).
+bool line_mac_ok(const std::string& line, const nlohmann::json& parsed, const std::string& key) {
+  const std::string body = without_mac(line);
+  if (body.empty() || !parsed.contains("mac") || !parsed["mac"].is_string()) return false;
+  const std::string mac = parsed["mac"].get<std::string>(), expected = hmac_sha256_hex(key, body);
+  return mac.size() == expected.size() && CRYPTO_memcmp(mac.data(), expected.data(), mac.size()) == 0;
 }
 
 std::string utc_now() {
@@ -147,11 +130,7 @@ std::string first_problem(const std::string& data, const std::string& key) {
         !parsed.contains("prev") || !parsed["prev"].is_string() || !parsed.contains("mac") ||
         !parsed["mac"].is_string())
       return record + "not a JSON record with the audit fields";
-    const std::string body = without_mac(line), mac = parsed["mac"].get<std::string>();
-    const std::string expected_mac = body.empty() ? std::string() : hmac_hex(key, body);
-    if (expected_mac.empty() ||
-        CRYPTO_memcmp(expected_mac.data(), mac.data(), std::min(mac.size(), expected_mac.size())) != 0 ||
-        mac.size() != expected_mac.size())
+    if (!line_mac_ok(line, parsed, key))
       return record + (n == 1 ? "MAC mismatch (wrong key or modified first record)" : "MAC mismatch (modified)");
     if (parsed["seq"].get<std::int64_t>() != expected_seq)
       return record + "seq " + std::to_string(parsed["seq"].get<std::int64_t>()) + " where seq " +
@@ -204,7 +183,7 @@ AuditLog::AuditLog(std::string path, std::string key) : path_(std::move(path)), 
     if (data.empty()) {
       unsigned char id[16];
       RAND_bytes(id, sizeof id);
-      const std::string log_id = hex(id, sizeof id);
+      const std::string log_id = to_hex(id, sizeof id);
       write({{"seq", 1},
              {"prev", genesis(log_id)},
              {"action", kHeaderAction},
@@ -250,7 +229,7 @@ std::string AuditLog::last_line() const {
 void AuditLog::write(nlohmann::json record, const std::string& api_key_id) {
   record["time"] = utc_now();
   record["actor"] = actor(api_key_id);
-  record["mac"] = hmac_hex(key_, canonical(record));
+  record["mac"] = hmac_sha256_hex(key_, canonical(record));
   const std::string line = canonical(record) + "\n";
   MYRIAD_CHECK(::write(fd_, line.data(), line.size()) == static_cast<ssize_t>(line.size()) && fsync(fd_) == 0,
                "audit log '" << path_ << "' cannot be written: " << std::strerror(errno));
@@ -263,9 +242,8 @@ void AuditLog::append(const std::string& action, const std::string& target, cons
   const std::string last = last_line();
   MYRIAD_CHECK(!last.empty(), "refusing to append to audit log '" << path_ << "': it is empty (no header record)");
   const nlohmann::json parsed = nlohmann::json::parse(last, nullptr, false);
-  const std::string body = without_mac(last);
   MYRIAD_CHECK(!parsed.is_discarded() && parsed.contains("seq") && parsed["seq"].is_number_integer() &&
-                   parsed.contains("mac") && !body.empty() && parsed["mac"] == hmac_hex(key_, body),
+                   line_mac_ok(last, parsed, key_),
                "refusing to append to audit log '" << path_
                                                    << "': its last record does not verify (modified, truncated or "
                                                       "another key)");
@@ -292,7 +270,7 @@ std::string file_sha256(const std::string& path) {
   unsigned int n = 0;
   EVP_DigestFinal_ex(context, out, &n);
   EVP_MD_CTX_free(context);
-  return hex(out, n);
+  return to_hex(out, n);
 }
 
 }  // namespace myriad::serve

@@ -13,6 +13,7 @@
 #include <map>
 #include <nlohmann/json.hpp>
 
+#include "../../src/serve/digests.h"  // to_hex, as the key files hold them
 #include "myriad/core/error.h"
 
 namespace myriad::serve {
@@ -21,16 +22,6 @@ namespace {
 namespace fs = std::filesystem;
 using nlohmann::json;
 
-std::string hex(const unsigned char* bytes, std::size_t n) {
-  static const char* digits = "0123456789abcdef";
-  std::string out;
-  for (std::size_t i = 0; i < n; ++i) {
-    out.push_back(digits[bytes[i] >> 4]);
-    out.push_back(digits[bytes[i] & 15]);
-  }
-  return out;
-}
-
 // A key entry for `token` (scrypt n 1024: quick in tests; the tool uses 16384).
 json entry(const std::string& id, const std::string& token, std::vector<std::string> roles) {
   const unsigned char salt[16] = {1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16};
@@ -38,7 +29,7 @@ json entry(const std::string& id, const std::string& token, std::vector<std::str
   EXPECT_EQ(EVP_PBE_scrypt(token.data(), token.size(), salt, sizeof salt, 1024, 8, 1, 0, hash, sizeof hash), 1);
   return {{"id", id},
           {"roles", roles},
-          {"scrypt", {{"n", 1024}, {"r", 8}, {"p", 1}, {"salt", hex(salt, 16)}, {"hash", hex(hash, 32)}}}};
+          {"scrypt", {{"n", 1024}, {"r", 8}, {"p", 1}, {"salt", to_hex(salt, 16)}, {"hash", to_hex(hash, 32)}}}};
 }
 
 std::string token(const std::string& id) {

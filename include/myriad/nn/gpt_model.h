@@ -173,10 +173,9 @@ class GptModel final : public PipelineStage {
   std::int64_t head_forward(Slot& slot, const Tensor& targets);  // valid targets; the losses go to losses_
   Tensor head_input(Slot& slot);  // (N, C): hf, or (sequence parallel) all-gathered into hf_gathered
   void head_backward(Slot& slot, const Tensor& targets, float loss_scale, Tensor& grad);
-  std::int64_t head_columns() const;    // this rank's real vocabulary columns of the logits (may be 0)
-  std::int64_t logits_width() const;    // the logits' columns: this rank's padded vocabulary (0 without real ones)
-  CrossEntropyArgs loss_args() const;   // the loss over the real columns of the padded logits
-  Tensor head_weight(bool grad) const;  // the head's real vocabulary rows (decoding)
+  std::int64_t head_columns() const;   // this rank's real vocabulary columns of the logits (may be 0)
+  std::int64_t logits_width() const;   // the logits' columns: this rank's padded vocabulary (0 without real ones)
+  CrossEntropyArgs loss_args() const;  // the loss over the real columns of the padded logits
   void acquire(int unit, Pass pass) {
     if (hooks_ && unit >= 0) hooks_->acquire(unit, pass);
   }

@@ -39,7 +39,7 @@ class TensorParallelRegions final : public nn::TensorParallel {
                              Tensor& lse) const override;
   void cross_entropy_backward(const Tensor& logits, const Tensor& targets, const CrossEntropyArgs& args,
                               const Tensor& lse, const Tensor& grad_losses, Tensor& grad_logits) const override;
-  // An all-gather of every rank's columns (each padded to the widest shard), placed side by side.
+  // An all-gather of every rank's columns (the shard plan's even split), placed side by side.
   void gather_vocabulary(const Tensor& shard, Tensor& logits) const override;
 
  private:
