@@ -90,7 +90,7 @@ int main(int argc, char** argv) {
   for (int r = 0; r <= repeats; ++r) {
     auto start = std::chrono::steady_clock::now();
     dp.snapshot_owned(sync_state);
-    train::save_checkpoint(dir.string(), header(2 * r + 1), pieces(model.parameters(), sync_state), 1);
+    train::save_checkpoint(dir.string(), header(2 * r + 1), pieces(model.parameters(), sync_state), 1, {});
     sync_s.push_back(seconds_since(start));
 
     writer.wait();  // the engine waits for the previous write before reusing the snapshot
@@ -98,7 +98,7 @@ int main(int argc, char** argv) {
     dp.snapshot_owned(async_state);
     writer.submit(train::checkpoint_path(dir.string(), 2 * r + 2),
                   [&, step = 2 * r + 2, snapshot = pieces(model.parameters(), async_state)] {
-                    train::save_checkpoint(dir.string(), header(step), snapshot, 1);
+                    train::save_checkpoint(dir.string(), header(step), snapshot, 1, {});
                   });
     stall_s.push_back(seconds_since(start));
     writer.wait();

@@ -379,11 +379,18 @@ void bind_train(py::module_& m) {
 
   py::class_<data::BpeTokenizer>(m, "BpeTokenizer", "Byte-level BPE (GPT-2 compatible)")
       .def_static("load_gpt2", &data::BpeTokenizer::load_gpt2, py::arg("encoder_json"), py::arg("vocab_bpe"))
-      .def_static("load", &data::BpeTokenizer::load, py::arg("path"))
+      .def_static(
+          "load",
+          [](const std::string& path, const std::string& key_file) {
+            return data::BpeTokenizer::load(path, data::AtRest::from_key_file(key_file));
+          },
+          py::arg("path"), py::arg("key_file") = "",
+          "a saved tokenizer (clear, or encrypted: key_file, default $MYRIAD_KEY_FILE)")
       .def_static(
           "train", [](const std::string& text, std::int32_t vocab) { return data::BpeTokenizer::train(text, vocab); },
           py::arg("text"), py::arg("vocab_size"))
-      .def("save", &data::BpeTokenizer::save)
+      .def(
+          "save", [](const data::BpeTokenizer& t, const std::string& path) { t.save(path); }, py::arg("path"))
       .def(
           "encode",
           [](const data::BpeTokenizer& t, const std::string& text, const py::object& allowed_special) {
@@ -489,31 +496,60 @@ void bind_train(py::module_& m) {
       py::arg("n_layer"), py::arg("pp"), py::arg("virtual_stages") = 1,
       py::arg("pp_layers") = std::vector<std::string>{},
       "layers per global pipeline stage (ParallelConfig::stage_layers): parallel.pp_layers, else an even split");
-  m.def("export_safetensors", &train::export_safetensors, py::arg("checkpoint_dir"), py::arg("output"),
-        py::call_guard<py::gil_scoped_release>(),
-        "checkpoint -> one safetensors file of full parameters (+ the config beside it); returns the config path");
-  m.def("import_safetensors", &train::import_safetensors, py::arg("input"), py::arg("config"),
-        py::arg("checkpoint_root"), py::call_guard<py::gil_scoped_release>(),
-        "safetensors + run config -> a step-0 checkpoint under checkpoint_root; returns its path");
+  // key_file "": $MYRIAD_KEY_FILE's keys when it is set (files written encrypted), else clear.
+  m.def(
+      "export_safetensors",
+      [](const std::string& checkpoint_dir, const std::string& output, const std::string& key_file) {
+        return train::export_safetensors(checkpoint_dir, output, data::AtRest::from_key_file(key_file));
+      },
+      py::arg("checkpoint_dir"), py::arg("output"), py::arg("key_file") = "", py::call_guard<py::gil_scoped_release>(),
+      "checkpoint -> one safetensors file of full parameters (+ the config beside it); returns the config path. "
+      "key_file (default $MYRIAD_KEY_FILE): read an encrypted checkpoint, write the export encrypted");
+  m.def(
+      "import_safetensors",
+      [](const std::string& input, const std::string& config, const std::string& root, const std::string& key_file) {
+        return train::import_safetensors(input, config, root, data::AtRest::from_key_file(key_file));
+      },
+      py::arg("input"), py::arg("config"), py::arg("checkpoint_root"), py::arg("key_file") = "",
+      py::call_guard<py::gil_scoped_release>(),
+      "safetensors + run config -> a step-0 checkpoint under checkpoint_root; returns its path. key_file (default "
+      "$MYRIAD_KEY_FILE): read an encrypted file, write the checkpoint encrypted");
+  m.def(
+      "rewrap_file",
+      [](const std::string& path, const std::string& key_file) {
+        return data::rewrap(path, data::KeyRing::load(key_file));
+      },
+      py::arg("path"), py::arg("key_file"), py::call_guard<py::gil_scoped_release>(),
+      "an encrypted file's data key rewrapped under key_file's current key (unwrapped with the key its header "
+      "names, which key_file must hold); the ciphertext is copied unchanged. Returns the key id it had");
+  m.def(
+      "encrypted_file_key_id",
+      [](const std::string& path) -> py::object {
+        if (!data::is_encrypted_file(path)) return py::none();
+        return py::str(data::encrypted_file_key_id(path));
+      },
+      py::arg("path"), "the key id an encrypted myriad file names; None for a file in clear");
 
   m.def(
       "read_safetensors",
-      [](const std::string& path) {
+      [](const std::string& path, const std::string& key_file) {
         train::SafetensorsFile file;
         {
           py::gil_scoped_release release;
-          file = train::read_safetensors(path);
+          file = train::read_safetensors(path, data::AtRest::from_key_file(key_file));
         }
         py::dict tensors;
         for (const auto& [name, tensor] : file.tensors) tensors[py::str(name)] = py::cast(tensor).attr("numpy")();
         return py::make_tuple(tensors, file.metadata);
       },
-      py::arg("path"),
-      "a .safetensors file -> ({name: array} in file order, {metadata}); F16 / BF16 widen to float32, I8 stays int8; "
-      "every offset and size is checked, errors name the file and tensor");
+      py::arg("path"), py::arg("key_file") = "",
+      "a .safetensors file (clear, or encrypted: key_file, default $MYRIAD_KEY_FILE) -> ({name: array} in file "
+      "order, {metadata}); F16 / BF16 widen to float32, I8 stays int8; every offset and size is checked, errors "
+      "name the file and tensor");
   m.def(
       "write_safetensors",
-      [](const std::string& path, const py::dict& tensors, const std::map<std::string, std::string>& metadata) {
+      [](const std::string& path, const py::dict& tensors, const std::map<std::string, std::string>& metadata,
+         const std::string& key_file) {
         train::SafetensorsFile file;
         file.metadata = metadata;
         for (const auto& [name, value] : tensors) {
@@ -533,11 +569,12 @@ void bind_train(py::module_& m) {
           file.tensors.emplace_back(key, t);
         }
         py::gil_scoped_release release;
-        train::write_safetensors(path, file);
+        train::write_safetensors(path, file, data::AtRest::from_key_file(key_file));
       },
       py::arg("path"), py::arg("tensors"), py::arg("metadata") = std::map<std::string, std::string>{},
+      py::arg("key_file") = "",
       "{name: array} (int8 arrays as I8, everything else as float32, in dict order) + {metadata} -> a .safetensors "
-      "file");
+      "file, encrypted when key_file (default $MYRIAD_KEY_FILE) gives keys");
 
   m.def("fresh_run_conflict", &train::fresh_run_conflict, py::arg("checkpoint_dir"),
         "'' when a run from step 0 may write checkpoints into checkpoint_dir, else why not (another run's "

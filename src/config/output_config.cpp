@@ -1,4 +1,4 @@
-// Key tables of the checkpoint, logging and sample sections.
+// Key tables of the checkpoint, logging, sample and security sections.
 #include "myriad/config/output_config.h"
 
 namespace myriad {
@@ -65,5 +65,19 @@ const std::vector<Field<SampleConfig>>& SampleConfig::fields() {
 }
 
 void SampleConfig::validate() const { validate_fields(*this); }
+
+const std::vector<Field<SecurityConfig>>& SecurityConfig::fields() {
+  using S = SecurityConfig;
+  static const std::vector<Field<S>> table = {
+      make_field("key_file", &S::key_file,
+                 "key file (lines 'key <id> <64 hex digits>' and 'current <id>'; docs/security.md): checkpoints — "
+                 "data files, tokenizer, manifest — are written AES-256-GCM encrypted under its current key and "
+                 "read with any key it holds; a missing or wrong key stops the run before training. \"\" = the "
+                 "file $MYRIAD_KEY_FILE names; neither = written in clear"),
+  };
+  return table;
+}
+
+void SecurityConfig::validate() const { validate_fields(*this); }
 
 }  // namespace myriad

@@ -187,6 +187,7 @@ void RunConfig::validate(int world_size) const {
   checkpoint.validate();
   logging.validate();
   sample.validate();
+  security.validate();
   validate_tensor_parallel(model, parallel);
   validate_pipeline_and_experts(model, parallel);
   MYRIAD_CHECK(!model.is_moe() || training.micro_batch % parallel.tp == 0,

@@ -11,6 +11,7 @@
 #include <nlohmann/json.hpp>
 
 #include "myriad/core/error.h"
+#include "myriad/data/at_rest.h"
 #include "myriad/data/bpe_tokenizer.h"
 #include "myriad/data/byte_unicode.h"
 
@@ -233,7 +234,7 @@ BpeTokenizer BpeTokenizer::load_gpt2(const std::string& encoder_json_path, const
   return BpeTokenizer(std::move(tokens), std::move(merges), eot, origin);
 }
 
-void BpeTokenizer::save(const std::string& path) const {
+std::string BpeTokenizer::to_text() const {
   static constexpr char kHex[] = "0123456789abcdef";
   std::string out;
   out += std::string(kMagic) + " " + std::to_string(kFormatVersion) + "\n";
@@ -248,15 +249,17 @@ void BpeTokenizer::save(const std::string& path) const {
     out.push_back('\n');
   }
   for (const Merge& m : merges_) out += std::to_string(m.left) + " " + std::to_string(m.right) + "\n";
-  std::ofstream file(path, std::ios::binary | std::ios::trunc);
-  MYRIAD_CHECK(file.is_open(), path << ": cannot open file for writing");
-  file.write(out.data(), static_cast<std::streamsize>(out.size()));
-  file.close();
-  MYRIAD_CHECK(!file.fail(), path << ": write error");
+  return out;
 }
 
-BpeTokenizer BpeTokenizer::load(const std::string& path) {
-  const std::string text = read_file(path);
+void BpeTokenizer::save(const std::string& path, const AtRest& at_rest) const { at_rest.write_all(path, to_text()); }
+
+BpeTokenizer BpeTokenizer::load(const std::string& path, const AtRest& at_rest) {
+  MYRIAD_CHECK(std::filesystem::is_regular_file(path), path << ": cannot open file for reading");
+  return from_text(at_rest.read_all(path), path);
+}
+
+BpeTokenizer BpeTokenizer::from_text(const std::string& text, const std::string& path) {
   const std::vector<std::string_view> lines = split_lines(text);
   const auto line_of = [&](std::size_t index) -> std::string_view {
     MYRIAD_CHECK(index < lines.size(), path << ":" << index + 1 << ": file ends early (truncated?)");
@@ -332,12 +335,12 @@ std::pair<std::string, std::string> gpt2_tokenizer_files(const std::string& dir)
   return {(folder / "vocab.json").string(), (folder / "merges.txt").string()};
 }
 
-BpeTokenizer load_tokenizer(std::string_view kind, const std::string& argument) {
+BpeTokenizer load_tokenizer(std::string_view kind, const std::string& argument, const AtRest& at_rest) {
   if (kind == "gpt2") {
     const auto [vocabulary, merges] = gpt2_tokenizer_files(argument);
     return BpeTokenizer::load_gpt2(vocabulary, merges);
   }
-  if (kind == "bpe") return BpeTokenizer::load(argument);
+  if (kind == "bpe") return BpeTokenizer::load(argument, at_rest);
   MYRIAD_THROW("tokenizer kind '" << kind << "' names no saved tokenizer; allowed: gpt2:<dir>, bpe:<file>");
 }
 

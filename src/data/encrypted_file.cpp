@@ -235,6 +235,19 @@ bool is_encrypted_file(const std::string& path) {
   return in.read(magic, sizeof magic) && std::memcmp(magic, kMagic, sizeof kMagic) == 0;
 }
 
+std::string encrypted_file_key_id(const std::string& path) {
+  std::FILE* file = std::fopen(path.c_str(), "rb");
+  MYRIAD_CHECK(file != nullptr, path << ": cannot be read (" << std::strerror(errno) << ")");
+  try {
+    const Header header = read_header(file, path);
+    std::fclose(file);
+    return header.kek_id;
+  } catch (...) {
+    std::fclose(file);
+    throw;
+  }
+}
+
 EncryptedWriter::EncryptedWriter(const std::string& path, const KeyRing& keys, std::size_t chunk_bytes)
     : path_(path), data_key_(random_bytes(kKeyBytes)), nonce_(random_bytes(kNonceBytes)), chunk_bytes_(chunk_bytes) {
   MYRIAD_CHECK(chunk_bytes >= 16 && chunk_bytes <= (1u << 30),
@@ -338,6 +351,30 @@ std::size_t EncryptedReader::read(void* out, std::size_t n) {
     given += take;
   }
   return given;
+}
+
+std::uint64_t EncryptedReader::plain_size() const {
+  const std::uint64_t body = file_size_ - (sizeof kMagic + kHeaderBytes), sealed = chunk_bytes_ + kTagBytes;
+  const std::uint64_t rest = body % sealed;  // the final chunk: fewer than C bytes and its tag
+  MYRIAD_CHECK(rest >= kTagBytes,
+               path_ << ": truncated at byte " << file_size_ << " (the final chunk is missing or cut)");
+  return body / sealed * chunk_bytes_ + (rest - kTagBytes);
+}
+
+void EncryptedReader::seek(std::uint64_t offset) {
+  const std::uint64_t size = plain_size();
+  MYRIAD_CHECK(offset <= size, path_ << ": seek to plaintext byte " << offset << " past its end (" << size << ")");
+  const std::uint64_t chunk = offset / chunk_bytes_;
+  if (index_ != chunk + 1 || plain_.empty()) {  // else the chunk in hand holds it
+    offset_ = sizeof kMagic + kHeaderBytes + chunk * (chunk_bytes_ + kTagBytes);
+    MYRIAD_CHECK(std::fseek(file_, static_cast<long>(offset_), SEEK_SET) == 0, path_ << ": cannot seek");
+    index_ = static_cast<std::uint32_t>(chunk);
+    done_ = false;
+    plain_.clear();
+    at_ = 0;
+    open_chunk();  // the chunk holding `offset` (an empty final chunk when offset == size at a boundary)
+  }
+  at_ = static_cast<std::size_t>(offset - chunk * chunk_bytes_);
 }
 
 std::string read_encrypted_file(const std::string& path, const KeyRing& keys) {

@@ -83,7 +83,8 @@ void place_model(ServedModel& served, const std::string& device, std::unique_ptr
 
 // The tokenizer the ids mean: `recorded` (a checkpoint's tokenizer.bpe), else the flag, else the
 // run config's saved one.
-void load_tokenizer(ServedModel& served, const std::string& recorded, const std::string& tokenizer_spec) {
+void load_tokenizer(ServedModel& served, const std::string& recorded, const std::string& tokenizer_spec,
+                    const data::AtRest& at_rest) {
   std::string spec = tokenizer_spec;
   if (!recorded.empty()) {
     spec = "bpe:" + recorded;
@@ -93,7 +94,7 @@ void load_tokenizer(ServedModel& served, const std::string& recorded, const std:
   }
   if (spec.empty()) return;
   const TokenizerSpec parsed = parse_tokenizer_spec(spec);
-  served.tokenizer = std::make_unique<data::BpeTokenizer>(data::load_tokenizer(parsed.kind, parsed.argument));
+  served.tokenizer = std::make_unique<data::BpeTokenizer>(data::load_tokenizer(parsed.kind, parsed.argument, at_rest));
   MYRIAD_CHECK(served.tokenizer->vocab_size() <= served.config.model.vocab_size,
                "--tokenizer: its " << served.tokenizer->vocab_size() << " tokens exceed the model's vocabulary of "
                                    << served.config.model.vocab_size);
@@ -111,7 +112,8 @@ ServedModel load_served_checkpoint(const std::string& dir, const std::string& de
                                    std::unique_ptr<distributed::Communicator> world) {
   ServedModel served;
   served.source = checkpoint_to_load(dir);
-  const std::string yaml = train::read_checkpoint_config(served.source);
+  const data::AtRest at_rest = data::AtRest::from_key_file("");  // $MYRIAD_KEY_FILE for encrypted checkpoints
+  const std::string yaml = train::read_checkpoint_config(served.source, at_rest);
   served.config = RunConfig::from_yaml_string(yaml, served.source + "/manifest.json config");
   served.name = fs::path(served.source).parent_path().parent_path().filename().string();
   if (served.name.empty() || served.name == "." || served.name == "..")
@@ -124,7 +126,7 @@ ServedModel load_served_checkpoint(const std::string& dir, const std::string& de
     staging = std::make_unique<nn::GptModel>(served.model->config(), served.model->split());
     target = staging.get();
   }
-  train::CheckpointReader reader(served.source, "");
+  train::CheckpointReader reader(served.source, "", at_rest);
   train::read_parameter_state(reader, target->parameters(), target->parameters().flat_values(), nullptr, nullptr);
   const DType format = train::compute_format(served.config.training.precision);
   if (format != DType::f32) round_to_format(target->parameters().flat_values(), format);
@@ -132,19 +134,20 @@ ServedModel load_served_checkpoint(const std::string& dir, const std::string& de
     copy(served.model->placement().from_host(staging->parameters().flat_values()),
          served.model->parameters().flat_values());
   if (format != DType::f32) served.model->set_activation_precision(format);
-  load_tokenizer(served, reader.tokenizer_file(), tokenizer_spec);
+  load_tokenizer(served, reader.tokenizer_file(), tokenizer_spec, at_rest);
   return served;
 }
 
 ServedModel load_served_int8(const std::string& path, const std::string& device, const std::string& tokenizer_spec) {
   ServedModel served;
   served.source = path;
-  served.config = RunConfig::from_yaml_string(train::int8_config_yaml(path), path + " config");
+  const data::AtRest at_rest = data::AtRest::from_key_file("");  // $MYRIAD_KEY_FILE for an encrypted export
+  served.config = RunConfig::from_yaml_string(train::int8_config_yaml(path, at_rest), path + " config");
   served.name = fs::path(path).stem().string();
   place_model(served, device, nullptr);
-  const train::Int8Weights weights = train::read_int8_weights(path, served.model->parameters());
+  const train::Int8Weights weights = train::read_int8_weights(path, served.model->parameters(), at_rest);
   train::attach_int8_weights(weights, *served.model);
-  load_tokenizer(served, "", tokenizer_spec);
+  load_tokenizer(served, "", tokenizer_spec, at_rest);
   return served;
 }
 

@@ -3,11 +3,14 @@
 #include "myriad/train/engine.h"
 
 #include <cmath>
+#include <filesystem>
 
 #include "myriad/core/logging.h"
 #include "myriad/distributed/collective_watchdog.h"
 #include "myriad/distributed/mpi_communicator.h"
+#include "myriad/distributed/scalar_reduce.h"
 #include "myriad/parallel/pipeline_schedule.h"
+#include "myriad/train/checkpoint/checkpoint_tokenizer.h"
 #include "myriad/train/checkpoint/checkpointer.h"
 #include "myriad/train/data/step_data.h"
 #include "myriad/train/inference_session.h"
@@ -28,6 +31,19 @@ Engine::Engine(const RunConfig& config, std::shared_ptr<spdlog::logger> log, dis
   state_.config.validate(state_.groups->grid().world_size());
   file_only_logger(*state_.log)->info("resolved config:\n{}", state_.config.to_yaml());
   distributed::Communicator& world = state_.groups->world();
+  // The keys first: a missing or wrong key stops the run before any data or training.
+  distributed::run_on_every_rank(world, "security.key_file", [&] {
+    state_.at_rest = data::AtRest::from_key_file(state_.config.security.key_file);
+    const std::string resume = resume_checkpoint_dir(state_.config);
+    if (!resume.empty()) {
+      try {
+        state_.at_rest.check_key((std::filesystem::path(resume) / "manifest.json").string());
+      } catch (const Error& e) {
+        MYRIAD_THROW("checkpoint.resume: " << e.message());
+      }
+    }
+  });
+  if (state_.at_rest.encrypts()) state_.log->info("checkpoints at rest: {}", state_.at_rest.describe());
   data_ = std::make_unique<StepData>(state_.config, *state_.log, world, state_.groups->group(distributed::Axis::dp));
   if (state_.config.training.device == ComputeDevice::cuda) {
     // The one model, placed on the rank's GPU; its groups carry device tensors over NCCL.

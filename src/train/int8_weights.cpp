@@ -12,8 +12,8 @@ namespace myriad::train {
 
 namespace {
 
-SafetensorsFile read_export(const std::string& path) {
-  SafetensorsFile file = read_safetensors(path);
+SafetensorsFile read_export(const std::string& path, const data::AtRest& at_rest) {
+  SafetensorsFile file = read_safetensors(path, at_rest);
   const auto kind = file.metadata.find("quantization");
   MYRIAD_CHECK(kind != file.metadata.end() && kind->second == "int8-weight-only",
                "load_int8: " << path << " is not a weight-only INT8 export (metadata quantization is '"
@@ -23,8 +23,8 @@ SafetensorsFile read_export(const std::string& path) {
 
 }  // namespace
 
-std::string int8_config_yaml(const std::string& path) {
-  const SafetensorsFile file = read_export(path);
+std::string int8_config_yaml(const std::string& path, const data::AtRest& at_rest) {
+  const SafetensorsFile file = read_export(path, at_rest);
   const auto config = file.metadata.find("config");
   MYRIAD_CHECK(config != file.metadata.end() && !config->second.empty(),
                "load_int8: " << path << " records no run config in its metadata (export it again with "
@@ -32,8 +32,8 @@ std::string int8_config_yaml(const std::string& path) {
   return config->second;
 }
 
-Int8Weights read_int8_weights(const std::string& path, const nn::ParameterStore& store) {
-  SafetensorsFile file = read_export(path);
+Int8Weights read_int8_weights(const std::string& path, const nn::ParameterStore& store, const data::AtRest& at_rest) {
+  SafetensorsFile file = read_export(path, at_rest);
   Int8Weights out;
   out.path = path;
   out.metadata = file.metadata;

@@ -150,6 +150,8 @@ sample:
   temperature: 1.2
   top_k: 0
   prompt: "Once upon a time: #1"
+security:
+  key_file: /etc/myriad/keys
 )";
 
 TEST(ConfigDefaults, MatchTheDocumentedValues) {
@@ -307,6 +309,7 @@ TEST(ConfigYaml, FullFileSetsEveryKey) {
   EXPECT_EQ(c.sample.temperature, 1.2);
   EXPECT_EQ(c.sample.top_k, 0);
   EXPECT_EQ(c.sample.prompt, "Once upon a time: #1");
+  EXPECT_EQ(c.security.key_file, "/etc/myriad/keys");
   EXPECT_EQ(c.training.device, ComputeDevice::cuda);
   EXPECT_EQ(c.parallel.dp_reduce, DpReduce::tree);
   EXPECT_EQ(c.parallel.ranks_per_node, 4);

@@ -25,7 +25,7 @@ def test_every_key_of_to_dict_round_trips_through_getitem(cfg):
     values = cfg.to_dict()
     flat = [f"{section}.{key}" for section, keys in values.items() for key in keys]
     assert flat == cfg.keys() == list(cfg)
-    assert list(values) == ["model", "parallel", "training", "data", "checkpoint", "logging", "sample"]
+    assert list(values) == ["model", "parallel", "training", "data", "checkpoint", "logging", "sample", "security"]
     text = cfg.to_yaml()
     for section, keys in values.items():
         for key, value in keys.items():

@@ -1,4 +1,4 @@
-// What a run writes: the `checkpoint:`, `logging:` and `sample:` sections.
+// What a run writes and how: the `checkpoint:`, `logging:`, `sample:` and `security:` sections.
 //
 // Paths default relative to logging.dir (checkpoint.dir "" = <logging.dir>/checkpoints, filled in
 // by RunConfig::resolved()).
@@ -59,6 +59,19 @@ struct SampleConfig {
   void validate() const;  // per-key checks
   static const std::vector<Field<SampleConfig>>& fields();
   bool operator==(const SampleConfig&) const = default;
+};
+
+struct SecurityConfig {
+  static constexpr std::string_view kSection = "security";
+  static constexpr std::string_view kSectionMeaning = "encryption at rest of what the run writes";
+
+  // Key file (data/at_rest.h): checkpoints (data, tokenizer, manifest) are written encrypted
+  // under its current key; "" = the file $MYRIAD_KEY_FILE names, or clear when it is unset.
+  std::string key_file;
+
+  void validate() const;  // per-key checks
+  static const std::vector<Field<SecurityConfig>>& fields();
+  bool operator==(const SecurityConfig&) const = default;
 };
 
 }  // namespace myriad

@@ -1,6 +1,6 @@
 // RunConfig — a whole run's configuration, parsed once at the edge from YAML.
 //
-// Sections: model, parallel, training, data, checkpoint, logging, sample (each a struct with a
+// Sections: model, parallel, training, data, checkpoint, logging, sample, security (each a struct with a
 // field registry, see field.h). Parsing rejects unknown sections and keys, wrong types, bad choices
 // and out-of-range values with a myriad::Error naming "file:line", the full key path and what is
 // allowed. Checks that involve several keys or the world size are in validate(), which the driver
@@ -27,6 +27,7 @@ struct RunConfig {
   CheckpointConfig checkpoint;  // checkpoint directory, frequency, resume
   LoggingConfig logging;        // run directory and log level
   SampleConfig sample;          // text generation after training
+  SecurityConfig security;      // encryption at rest
 
   // Parses a YAML file / text. Missing sections and keys keep their defaults. Refused: an empty
   // text (no section: almost always a wrong file, which would train the default model), more
@@ -65,7 +66,7 @@ struct RunConfig {
   bool operator==(const RunConfig&) const = default;
 };
 
-// Calls fn(section) for each section of `config`, in file order (model first, sample last).
+// Calls fn(section) for each section of `config`, in file order (model first, security last).
 // Section structs expose kSection, kSectionMeaning and fields().
 template <typename Config, typename Fn>
 void for_each_section(Config& config, Fn&& fn) {
@@ -76,6 +77,7 @@ void for_each_section(Config& config, Fn&& fn) {
   fn(config.checkpoint);
   fn(config.logging);
   fn(config.sample);
+  fn(config.security);
 }
 
 // The section of type S in `config` (e.g. section_of<TrainingConfig>(c) is c.training).

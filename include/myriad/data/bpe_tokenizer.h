@@ -56,13 +56,19 @@
 #include <string_view>
 #include <vector>
 
+#include "myriad/data/at_rest.h"
+
 namespace myriad::data {
 
 class BpeTokenizer {
  public:
   static BpeTokenizer load_gpt2(const std::string& encoder_json_path, const std::string& vocab_bpe_path);
-  static BpeTokenizer load(const std::string& path);
-  void save(const std::string& path) const;
+  // load/save: the file through `at_rest` (clear, or encrypted under its keys: data/at_rest.h).
+  static BpeTokenizer load(const std::string& path, const AtRest& at_rest = {});
+  void save(const std::string& path, const AtRest& at_rest = {}) const;
+  // The saved format as text; `source` names it in errors.
+  static BpeTokenizer from_text(const std::string& text, const std::string& source);
+  std::string to_text() const;
   static BpeTokenizer train(std::string_view text, std::int32_t vocab_size);
 
   std::vector<std::int32_t> encode(std::string_view text) const;
@@ -123,7 +129,7 @@ class BpeTokenizer {
 // A saved tokenizer named by a spec's kind and argument: "gpt2" + a directory holding
 // encoder.json and vocab.bpe, or "bpe" + a file written by save(). Other kinds throw naming them
 // ("train" needs a corpus: call BpeTokenizer::train).
-BpeTokenizer load_tokenizer(std::string_view kind, const std::string& argument);
+BpeTokenizer load_tokenizer(std::string_view kind, const std::string& argument, const AtRest& at_rest = {});
 
 // The two files of a GPT-2 tokenizer folder: encoder.json + vocab.bpe (OpenAI's names) or, where
 // encoder.json is absent, vocab.json + merges.txt (Hugging Face's names for the same formats).

@@ -50,6 +50,8 @@ class KeyRing {
 
 // Whether `path` starts with the encrypted-file magic (false for a missing or short file).
 bool is_encrypted_file(const std::string& path);
+// The id of the key-encryption key an encrypted file's header names (throws when it is not one).
+std::string encrypted_file_key_id(const std::string& path);
 
 // Writes `path` encrypted under `keys`' current KEK. write() may be called any number of times;
 // finish() writes the final chunk and closes the file (the destructor of an unfinished writer
@@ -84,6 +86,12 @@ class EncryptedReader {
 
   // Up to n bytes (fewer only at the end); 0 at the end of the file.
   std::size_t read(void* out, std::size_t n);
+  // The plaintext's size, from the file's size (throws naming the file when no chunk layout gives
+  // it: a file cut at a chunk boundary or inside a tag).
+  std::uint64_t plain_size() const;
+  // The next read() starts at plaintext byte `offset` (<= plain_size()): random access by chunk,
+  // each chunk still authenticated (with its index and whether it is the last) before use.
+  void seek(std::uint64_t offset);
   const std::string& kek_id() const { return kek_id_; }
 
  private:

@@ -16,6 +16,7 @@
 #include <string>
 
 #include "myriad/core/tensor.h"
+#include "myriad/data/at_rest.h"
 #include "myriad/nn/gpt_model.h"
 
 namespace myriad::train {
@@ -27,9 +28,10 @@ struct Int8Weights {
   std::map<std::string, Tensor> tensors;  // host tensors by name
 };
 
-Int8Weights read_int8_weights(const std::string& path, const nn::ParameterStore& store);
+Int8Weights read_int8_weights(const std::string& path, const nn::ParameterStore& store,
+                              const data::AtRest& at_rest = {});
 void attach_int8_weights(const Int8Weights& weights, nn::GptModel& model);
 // The run config recorded in an export's metadata (YAML); throws naming the file when absent.
-std::string int8_config_yaml(const std::string& path);
+std::string int8_config_yaml(const std::string& path, const data::AtRest& at_rest = {});
 
 }  // namespace myriad::train

@@ -16,6 +16,7 @@
 #include <spdlog/logger.h>
 
 #include "myriad/config/run_config.h"
+#include "myriad/data/at_rest.h"
 #include "myriad/distributed/process_groups.h"
 #include "myriad/nn/gpt_model.h"
 #include "myriad/parallel/data_parallel.h"
@@ -26,7 +27,8 @@
 namespace myriad::train {
 
 struct RankState {
-  RunConfig config;  // resolved and validated for the world
+  RunConfig config;      // resolved and validated for the world
+  data::AtRest at_rest;  // how checkpoints are stored: security.key_file's keys, or clear
   std::shared_ptr<spdlog::logger> log;
   distributed::ProcessGroups* groups = nullptr;           // not owned; outlives the state
   std::unique_ptr<DeviceRuntime> device;                  // training.device cuda; before everything placed on it

@@ -9,7 +9,6 @@
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
-#include <iterator>
 #include <nlohmann/json.hpp>
 
 #include "myriad/core/progress_bar.h"
@@ -180,11 +179,10 @@ std::string begin_checkpoint(const std::string& dir, std::int64_t step) {
 }
 
 std::string write_checkpoint_file(const std::string& tmp_dir, const std::string& file_name,
-                                  const std::vector<CheckpointPiece>& pieces) {
+                                  const std::vector<CheckpointPiece>& pieces, const data::AtRest& at_rest) {
   const fs::path path = fs::path(tmp_dir) / file_name;
   json entries = json::array();
-  std::ofstream out(path, std::ios::binary | std::ios::trunc);
-  MYRIAD_CHECK(out, "checkpoint: cannot write " << path.string());
+  const std::unique_ptr<data::StoredFileWriter> out = at_rest.create(path.string());
   std::int64_t total = 0;
   for (const CheckpointPiece& p : pieces) total += static_cast<std::int64_t>(p.data.nbytes());
   ProgressBar bar("saving " + path.string(), total, true);
@@ -195,7 +193,7 @@ std::string write_checkpoint_file(const std::string& tmp_dir, const std::string&
                                           << p.data.describe());
     const Tensor bytes = p.data.contiguous();
     const std::size_t size = bytes.nbytes();
-    out.write(static_cast<const char*>(bytes.raw_data()), static_cast<std::streamsize>(size));
+    out->write(bytes.raw_data(), size);
     entries.push_back({{"tensor", p.tensor},
                        {"shape", p.global_shape},
                        {"file", file_name},
@@ -206,15 +204,13 @@ std::string write_checkpoint_file(const std::string& tmp_dir, const std::string&
     offset += size;
     bar.update(static_cast<std::int64_t>(offset));
   }
+  out->finish();  // fsynced
   bar.finish();
-  out.close();
-  MYRIAD_CHECK(out, "checkpoint: write to " << path.string() << " failed (disk full?)");
-  fsync_path(path);
   return json{{"file", file_name}, {"bytes", offset}, {"pieces", entries}}.dump();
 }
 
 std::string finish_checkpoint(const std::string& dir, const std::string& tmp_dir, const CheckpointHeader& header,
-                              const std::vector<std::string>& file_entries, int keep) {
+                              const std::vector<std::string>& file_entries, int keep, const data::AtRest& at_rest) {
   const std::string name = step_name(header.step);
   const fs::path tmp = tmp_dir, final_dir = fs::path(dir) / name;
   json manifest;
@@ -234,8 +230,7 @@ std::string finish_checkpoint(const std::string& dir, const std::string& tmp_dir
     const fs::path tokenizer = tmp / kCheckpointTokenizerFile;
     MYRIAD_CHECK(fs::is_regular_file(tokenizer),
                  "checkpoint: " << tokenizer.string() << " is missing; the tokenizer is written before the manifest");
-    std::ifstream in(tokenizer, std::ios::binary);
-    const std::string bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+    const std::string bytes = at_rest.read_all(tokenizer.string());
     manifest["tokenizer"] = {{"file", kCheckpointTokenizerFile},
                              {"vocab_size", header.tokenizer_vocab_size},
                              {"fingerprint", header.tokenizer_fingerprint},
@@ -260,7 +255,7 @@ std::string finish_checkpoint(const std::string& dir, const std::string& tmp_dir
   }
   manifest["files"] = files;
   manifest["tensors"] = tensors;
-  write_file(tmp / "manifest.json", manifest.dump(1));
+  at_rest.write_all((tmp / "manifest.json").string(), manifest.dump(1));
   fsync_path(tmp);
   // A checkpoint of this step saved before is replaced; a folder of that name myriad did not write
   // is the user's and stays (the save fails, naming it, and its temporary folder is left).
@@ -278,18 +273,18 @@ std::string finish_checkpoint(const std::string& dir, const std::string& tmp_dir
 }
 
 std::string save_checkpoint(const std::string& dir, const CheckpointHeader& header,
-                            const std::vector<CheckpointPiece>& pieces, int keep) {
+                            const std::vector<CheckpointPiece>& pieces, int keep, const data::AtRest& at_rest) {
   const std::string tmp = begin_checkpoint(dir, header.step);
-  const std::string entries = write_checkpoint_file(tmp, "rank_0.bin", pieces);
-  return finish_checkpoint(dir, tmp, header, {entries}, keep);
+  const std::string entries = write_checkpoint_file(tmp, "rank_0.bin", pieces, at_rest);
+  return finish_checkpoint(dir, tmp, header, {entries}, keep, at_rest);
 }
 
-std::string read_checkpoint_config(const std::string& checkpoint_dir) {
+std::string read_checkpoint_config(const std::string& checkpoint_dir, const data::AtRest& at_rest) {
   const fs::path manifest_path = fs::path(checkpoint_dir) / "manifest.json";
   MYRIAD_CHECK(fs::exists(manifest_path), "checkpoint: " << manifest_path.string() << " not found");
+  const std::string text = at_rest.read_all(manifest_path.string());
   try {
-    std::ifstream in(manifest_path);
-    return json::parse(in).at("config").get<std::string>();
+    return json::parse(text).at("config").get<std::string>();
   } catch (const json::exception& e) {
     MYRIAD_THROW("checkpoint: " << manifest_path.string() << " has no readable config: " << e.what());
   }

@@ -51,13 +51,16 @@ struct CheckpointReader::Entry {
   std::vector<Piece> pieces;
 };
 
-CheckpointReader::CheckpointReader(const std::string& checkpoint_dir, const std::string& model_yaml)
-    : dir_(checkpoint_dir), manifest_path_((fs::path(checkpoint_dir) / "manifest.json").string()) {
+CheckpointReader::CheckpointReader(const std::string& checkpoint_dir, const std::string& model_yaml,
+                                   data::AtRest at_rest)
+    : dir_(checkpoint_dir),
+      manifest_path_((fs::path(checkpoint_dir) / "manifest.json").string()),
+      at_rest_(std::move(at_rest)) {
   MYRIAD_CHECK(fs::exists(manifest_path_), "checkpoint: " << manifest_path_ << " not found");
   json manifest;
+  const std::string manifest_text = at_rest_.read_all(manifest_path_);
   try {
-    std::ifstream in(manifest_path_);
-    manifest = json::parse(in);
+    manifest = json::parse(manifest_text);
   } catch (const json::exception& e) {
     MYRIAD_THROW("checkpoint: " << manifest_path_ << " is not valid JSON: " << e.what());
   }
@@ -102,7 +105,7 @@ CheckpointReader::CheckpointReader(const std::string& checkpoint_dir, const std:
       const fs::path path = fs::path(dir_) / kCheckpointTokenizerFile;
       MYRIAD_CHECK(fs::is_regular_file(path),
                    "checkpoint: tokenizer file " << path.string() << " listed in " << manifest_path_ << " is missing");
-      const std::uint64_t size = fs::file_size(path);
+      const std::uint64_t size = at_rest_.open(path.string())->size();
       MYRIAD_CHECK(size == tokenizer_bytes_, "checkpoint: tokenizer file "
                                                  << path.string() << " has " << size << " bytes, the manifest records "
                                                  << tokenizer_bytes_ << " (truncated or replaced)");
@@ -114,7 +117,7 @@ CheckpointReader::CheckpointReader(const std::string& checkpoint_dir, const std:
       listed_files.insert(name);
       MYRIAD_CHECK(fs::is_regular_file(path),
                    "checkpoint: data file " << path.string() << " listed in " << manifest_path_ << " is missing");
-      const std::uint64_t expected = f.at("bytes"), size = fs::file_size(path);
+      const std::uint64_t expected = f.at("bytes"), size = file(name).size();
       MYRIAD_CHECK(size == expected, "checkpoint: data file " << path.string() << " has " << size
                                                               << " bytes, the manifest records " << expected
                                                               << " (truncated or replaced)");
@@ -168,21 +171,34 @@ std::string CheckpointReader::tokenizer_file() const {
   return header_.tokenizer_fingerprint.empty() ? "" : (fs::path(dir_) / kCheckpointTokenizerFile).string();
 }
 
+std::unique_ptr<data::BpeTokenizer> CheckpointReader::tokenizer() const {
+  if (header_.tokenizer_fingerprint.empty()) return nullptr;
+  const std::string path = tokenizer_file();
+  const std::string text = at_rest_.read_all(path);
+  MYRIAD_CHECK(text.size() == tokenizer_bytes_ && data::crc32(text.data(), text.size()) == tokenizer_crc32_,
+               "checkpoint: the tokenizer " << path << " fails its size or checksum (file corrupt)");
+  return std::make_unique<data::BpeTokenizer>(data::BpeTokenizer::from_text(text, path));
+}
+
+data::StoredFileReader& CheckpointReader::file(const std::string& name) {
+  std::unique_ptr<data::StoredFileReader>& reader = files_[name];
+  if (!reader) reader = at_rest_.open((fs::path(dir_) / name).string());
+  return *reader;
+}
+
 void CheckpointReader::verify() const {
   std::vector<char> buffer;
+  std::map<std::string, std::unique_ptr<data::StoredFileReader>> open;
   auto check = [&](const fs::path& path, std::uint64_t offset, std::uint64_t bytes, std::uint32_t crc,
                    const std::string& what) {
-    std::error_code error;
-    const std::uint64_t size = fs::file_size(path, error);
-    MYRIAD_CHECK(!error, "checkpoint: " << path.string() << " (" << what << ") cannot be read: " << error.message());
+    std::unique_ptr<data::StoredFileReader>& reader = open[path.string()];
+    if (!reader) reader = at_rest_.open(path.string());
+    const std::uint64_t size = reader->size();
     MYRIAD_CHECK(offset + bytes <= size, "checkpoint: " << what << " at bytes [" << offset << ", " << offset + bytes
                                                         << ") of " << path.string() << " (size " << size
                                                         << ") is out of bounds; the file is truncated or corrupt");
     buffer.resize(bytes);
-    std::ifstream in(path, std::ios::binary);
-    in.seekg(static_cast<std::streamoff>(offset));
-    in.read(buffer.data(), static_cast<std::streamsize>(bytes));
-    MYRIAD_CHECK(in, "checkpoint: reading " << what << " from " << path.string() << " failed");
+    if (bytes > 0) reader->read_at(offset, buffer.data(), bytes);
     MYRIAD_CHECK(data::crc32(buffer.data(), bytes) == crc,
                  "checkpoint: " << what << " in " << path.string() << " fails its checksum (file corrupt)");
   };
@@ -196,9 +212,10 @@ void CheckpointReader::verify() const {
   }
 }
 
-std::string checkpoint_damage(const std::string& checkpoint_dir) {
+std::string checkpoint_damage(const std::string& checkpoint_dir, const data::AtRest& at_rest) {
+  at_rest.check_key((fs::path(checkpoint_dir) / "manifest.json").string());  // a key problem is not damage
   try {
-    CheckpointReader(checkpoint_dir, "").verify();
+    CheckpointReader(checkpoint_dir, "", at_rest).verify();
     return "";
   } catch (const Error& e) {
     return e.message();
@@ -208,10 +225,8 @@ std::string checkpoint_damage(const std::string& checkpoint_dir) {
 const Tensor& CheckpointReader::load_piece(const std::string& tensor, Piece& piece) {
   if (piece.data.defined()) return piece.data;
   const fs::path path = fs::path(dir_) / piece.file;
-  std::error_code error;
-  const std::uint64_t size = fs::file_size(path, error);
-  MYRIAD_CHECK(!error, "checkpoint: data file " << path.string() << " of tensor '" << tensor
-                                                << "' cannot be read: " << error.message());
+  data::StoredFileReader& reader = file(piece.file);
+  const std::uint64_t size = reader.size();
   MYRIAD_CHECK(piece.offset + piece.bytes <= size,
                "checkpoint: tensor '" << tensor << "' at bytes [" << piece.offset << ", " << piece.offset + piece.bytes
                                       << ") of " << path.string() << " (size " << size
@@ -219,10 +234,7 @@ const Tensor& CheckpointReader::load_piece(const std::string& tensor, Piece& pie
   Shape extents;
   for (const nn::IndexRange& r : piece.box) extents.push_back(r.size());
   Tensor data = Tensor::empty(extents);
-  std::ifstream in(path, std::ios::binary);
-  in.seekg(static_cast<std::streamoff>(piece.offset));
-  in.read(static_cast<char*>(data.raw_data()), static_cast<std::streamsize>(piece.bytes));
-  MYRIAD_CHECK(in, "checkpoint: reading tensor '" << tensor << "' from " << path.string() << " failed");
+  if (piece.bytes > 0) reader.read_at(piece.offset, data.raw_data(), piece.bytes);
   MYRIAD_CHECK(data::crc32(data.raw_data(), piece.bytes) == piece.crc32,
                "checkpoint: tensor '" << tensor << "' in " << path.string() << " fails its checksum (file corrupt)");
   piece.data = data;

@@ -48,8 +48,8 @@ std::string tokenizer_fingerprint(const data::BpeTokenizer& tokenizer) {
 }
 
 void write_checkpoint_tokenizer(const std::string& tmp_dir, const data::BpeTokenizer& tokenizer,
-                                CheckpointHeader& header) {
-  tokenizer.save((fs::path(tmp_dir) / kCheckpointTokenizerFile).string());
+                                const data::AtRest& at_rest, CheckpointHeader& header) {
+  tokenizer.save((fs::path(tmp_dir) / kCheckpointTokenizerFile).string(), at_rest);
   header.tokenizer_fingerprint = tokenizer_fingerprint(tokenizer);
   header.tokenizer_vocab_size = tokenizer.vocab_size();
 }

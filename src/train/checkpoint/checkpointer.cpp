@@ -98,11 +98,11 @@ std::string Checkpointer::save(bool background) {
   distributed::run_on_rank0(world, "checkpoint directory", [&] {
     const std::string tmp = begin_checkpoint(dir, state_.step);
     // The tokenizer goes in first: the manifest, written last, records it.
-    if (tokenizer_ != nullptr) write_checkpoint_tokenizer(tmp, *tokenizer_, header);
+    if (tokenizer_ != nullptr) write_checkpoint_tokenizer(tmp, *tokenizer_, state_.at_rest, header);
   });
   std::string path = checkpoint_path(dir, state_.step);  // not const: moved out by the return
   auto job = [this, dir, keep, header, pieces, writer] {
-    write_checkpoint_collectively(*comm_, dir, header, writer ? pieces.get() : nullptr, keep);
+    write_checkpoint_collectively(*comm_, dir, header, writer ? pieces.get() : nullptr, keep, state_.at_rest);
   };
   if (background) {
     writer_.submit(path, job);
@@ -141,7 +141,8 @@ void Checkpointer::load(const std::string& checkpoint_dir) {
     // is passed over, named, and left in place); every rank then takes its step.
     std::int64_t chosen = 0;  // step + 1; 0 = none
     distributed::run_on_rank0(world, "resume auto", [&] {
-      const ResumePoint point = find_resume_point(config.checkpoint.dir, checkpoint_damage);
+      const ResumePoint point = find_resume_point(
+          config.checkpoint.dir, [&](const std::string& dir) { return checkpoint_damage(dir, state_.at_rest); });
       if (!point.note.empty()) state_.log->warn("resume auto: {}", point.note);
       chosen = point.path.empty() ? 0 : point.step + 1;
     });
@@ -162,7 +163,7 @@ void Checkpointer::load(const std::string& checkpoint_dir) {
   CheckpointHeader header;
   bool tokenizer_unchecked = false;
   distributed::run_on_every_rank(world, "checkpoint load", [&] {
-    CheckpointReader reader(path, model_section_yaml(config));
+    CheckpointReader reader(path, model_section_yaml(config), state_.at_rest);
     // Its embeddings mean the token ids of its tokenizer: another one is refused before anything changes.
     const std::string mismatch = tokenizer_mismatch(path, reader.header(), tokenizer_, config.data.tokenizer);
     MYRIAD_CHECK(mismatch.empty(), mismatch);

@@ -9,14 +9,14 @@ namespace myriad::train {
 
 std::string write_checkpoint_collectively(distributed::Communicator& comm, const std::string& dir,
                                           const CheckpointHeader& header, const std::vector<CheckpointPiece>* pieces,
-                                          int keep) {
+                                          int keep, const data::AtRest& at_rest) {
   std::string final_path = checkpoint_path(dir, header.step);  // not const: moved out by the return
   const std::string tmp =
       (std::filesystem::path(dir) / (".tmp-" + std::filesystem::path(final_path).filename().string())).string();
   std::string entries;
   distributed::run_on_every_rank(comm, "checkpoint data file write", [&] {
     if (pieces != nullptr)
-      entries = write_checkpoint_file(tmp, "rank_" + std::to_string(comm.rank()) + ".bin", *pieces);
+      entries = write_checkpoint_file(tmp, "rank_" + std::to_string(comm.rank()) + ".bin", *pieces, at_rest);
   });
   const std::vector<std::string> all = distributed::gather_strings_to_rank0(comm, entries);
   distributed::run_on_rank0(comm, "checkpoint manifest", [&] {
@@ -24,7 +24,7 @@ std::string write_checkpoint_collectively(distributed::Communicator& comm, const
     for (const std::string& e : all) {
       if (!e.empty()) files.push_back(e);
     }
-    finish_checkpoint(dir, tmp, header, files, keep);
+    finish_checkpoint(dir, tmp, header, files, keep, at_rest);
   });
   return final_path;
 }

@@ -39,11 +39,12 @@ RunConfig portable_config(RunConfig config, const std::string& output) {
 
 }  // namespace
 
-std::string export_safetensors(const std::string& checkpoint_dir, const std::string& output) {
-  const std::string config_yaml = read_checkpoint_config(checkpoint_dir);
+std::string export_safetensors(const std::string& checkpoint_dir, const std::string& output,
+                               const data::AtRest& at_rest) {
+  const std::string config_yaml = read_checkpoint_config(checkpoint_dir, at_rest);
   const RunConfig config = RunConfig::from_yaml_string(config_yaml, checkpoint_dir + "/manifest.json config");
   nn::GptModel model = model_of(config);
-  CheckpointReader reader(checkpoint_dir, "");
+  CheckpointReader reader(checkpoint_dir, "", at_rest);
   read_parameter_state(reader, model.parameters(), model.parameters().flat_values(), nullptr, nullptr);
   SafetensorsFile file;
   for (nn::Parameter& p : model.parameters().all()) file.tensors.emplace_back(p.name, p.value);
@@ -52,7 +53,7 @@ std::string export_safetensors(const std::string& checkpoint_dir, const std::str
   file.metadata["step"] = std::to_string(reader.header().step);
   file.metadata["config"] = config_yaml;
   fs::path config_path = fs::path(output).replace_extension(".yaml");
-  write_safetensors(output, file);
+  write_safetensors(output, file, at_rest);
   std::ofstream yaml(config_path);
   yaml << portable_config(config, output).to_yaml();
   yaml.close();
@@ -61,10 +62,10 @@ std::string export_safetensors(const std::string& checkpoint_dir, const std::str
 }
 
 std::string import_safetensors(const std::string& input, const std::string& config_yaml_path,
-                               const std::string& checkpoint_root) {
+                               const std::string& checkpoint_root, const data::AtRest& at_rest) {
   const RunConfig config = RunConfig::from_yaml_file(config_yaml_path).resolved();
   nn::GptModel model = model_of(config);
-  SafetensorsFile file = read_safetensors(input);
+  SafetensorsFile file = read_safetensors(input, at_rest);
   std::set<std::string> seen;
   Tensor& flat = model.parameters().flat_values();
   flat.fill(0.0);
@@ -98,7 +99,7 @@ std::string import_safetensors(const std::string& input, const std::string& conf
   header.model_yaml = model_section_yaml(config);
   header.layout = "imported from " + input;
   header.seed = config.training.seed;
-  return save_checkpoint(checkpoint_root, header, pieces, 1);
+  return save_checkpoint(checkpoint_root, header, pieces, 1, at_rest);
 }
 
 }  // namespace myriad::train

@@ -4,7 +4,6 @@
 #include <algorithm>
 #include <cstring>
 #include <filesystem>
-#include <fstream>
 #include <nlohmann/json.hpp>
 
 #include "myriad/core/error.h"
@@ -13,7 +12,7 @@ namespace myriad::train {
 
 using json = nlohmann::json;
 
-void write_safetensors(const std::string& path, const SafetensorsFile& file) {
+void write_safetensors(const std::string& path, const SafetensorsFile& file, const data::AtRest& at_rest) {
   json header = json::object();
   std::uint64_t offset = 0;
   for (const auto& [name, tensor] : file.tensors) {
@@ -31,31 +30,27 @@ void write_safetensors(const std::string& path, const SafetensorsFile& file) {
   text.append((8 - text.size() % 8) % 8, ' ');  // align the data to 8 bytes, as the reference writer does
   const std::string tmp = path + ".tmp";
   {
-    std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
-    MYRIAD_CHECK(out, "safetensors: cannot write " << tmp);
+    const std::unique_ptr<data::StoredFileWriter> out = at_rest.create(tmp);
     const std::uint64_t n = text.size();
-    out.write(reinterpret_cast<const char*>(&n), sizeof n);
-    out.write(text.data(), static_cast<std::streamsize>(text.size()));
-    for (const auto& [name, tensor] : file.tensors) {
-      out.write(static_cast<const char*>(tensor.raw_data()), static_cast<std::streamsize>(tensor.nbytes()));
-    }
-    out.close();
-    MYRIAD_CHECK(out, "safetensors: write to " << tmp << " failed (disk full?)");
+    out->write(&n, sizeof n);
+    out->write(text.data(), text.size());
+    for (const auto& [name, tensor] : file.tensors) out->write(tensor.raw_data(), tensor.nbytes());
+    out->finish();
   }
   std::filesystem::rename(tmp, path);
 }
 
-SafetensorsFile read_safetensors(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  MYRIAD_CHECK(in, "safetensors: cannot open " << path);
-  const std::uint64_t file_size = std::filesystem::file_size(path);
+SafetensorsFile read_safetensors(const std::string& path, const data::AtRest& at_rest) {
+  MYRIAD_CHECK(std::filesystem::is_regular_file(path), "safetensors: cannot open " << path);
+  const std::unique_ptr<data::StoredFileReader> in = at_rest.open(path);
+  const std::uint64_t file_size = in->size();
   std::uint64_t n = 0;
-  in.read(reinterpret_cast<char*>(&n), sizeof n);
-  MYRIAD_CHECK(in && n <= file_size - std::min<std::uint64_t>(file_size, 8),
+  if (file_size >= sizeof n) in->read_at(0, &n, sizeof n);
+  MYRIAD_CHECK(file_size >= sizeof n && n <= file_size - 8,
                "safetensors: " << path << " is truncated or not a safetensors file (header length " << n
                                << ", file size " << file_size << ")");
   std::string text(n, '\0');
-  in.read(text.data(), static_cast<std::streamsize>(n));
+  if (n > 0) in->read_at(8, text.data(), n);
   json header;
   try {
     header = json::parse(text);
@@ -111,9 +106,7 @@ SafetensorsFile read_safetensors(const std::string& path) {
                          : dtype == "I8"  ? DType::i8
                                           : DType::bf16;
     Tensor raw = Tensor::empty(shape, stored);
-    in.seekg(static_cast<std::streamoff>(8 + n + begin));
-    in.read(static_cast<char*>(raw.raw_data()), static_cast<std::streamsize>(bytes));
-    MYRIAD_CHECK(in, "safetensors: reading tensor '" << name << "' from " << path << " failed");
+    if (bytes > 0) in->read_at(8 + n + begin, raw.raw_data(), bytes);
     file.tensors.emplace_back(name, stored == DType::f32 || stored == DType::i8 ? raw : raw.to(DType::f32));
   }
   return file;

@@ -190,8 +190,10 @@ PreparedData prepare_data(const RunConfig& config, spdlog::logger& log, CacheUse
       config.data.tokenizer.empty() ? "train:" + std::to_string(config.model.vocab_size) : config.data.tokenizer;
   const TokenizerSpec spec = parse_tokenizer_spec(spec_text);
   const bool trained = spec.kind == "train";
-  auto load = [](std::string_view kind, const std::string& argument) {
-    return std::make_shared<data::BpeTokenizer>(data::load_tokenizer(kind, argument));
+  // A checkpoint's tokenizer is encrypted when its run had security.key_file.
+  const data::AtRest at_rest = data::AtRest::from_key_file(config.security.key_file);
+  auto load = [&at_rest](std::string_view kind, const std::string& argument) {
+    return std::make_shared<data::BpeTokenizer>(data::load_tokenizer(kind, argument, at_rest));
   };
 
   if (has_shards(corpus.path, "train")) {

@@ -26,7 +26,9 @@ void submit(AsyncCheckpointWriter& writer, const std::string& dir, std::int64_t 
   CheckpointHeader header;
   header.step = step;
   header.config_yaml = "config";
-  writer.submit(checkpoint_path(dir, step), [=] { save_checkpoint(dir, header, {whole("a", a), whole("b", b)}, 2); });
+  writer.submit(checkpoint_path(dir, step), [=] {
+    save_checkpoint(dir, header, {whole("a", a), whole("b", b)}, 2, {});
+  });
 }
 
 TEST(AsyncCheckpoint, BackgroundWriteLoadsBackTheSnapshot) {

@@ -123,7 +123,7 @@ TEST(CheckpointFolder, CleanUpAndRetentionNeverDeleteAUsersOwnFolders) {
   CheckpointHeader header;
   header.step = 2;
   try {
-    finish_checkpoint(dir.string(), tmp, header, {}, 3);
+    finish_checkpoint(dir.string(), tmp, header, {}, 3, {});
     ADD_FAILURE() << "a save replaced the user's step_00000002";
   } catch (const Error& e) {
     EXPECT_NE(std::string(e.what()).find("step_00000002 exists and was not written by myriad"), std::string::npos)

@@ -36,9 +36,9 @@ std::string save_integrity_checkpoint(const fs::path& dir, std::int64_t step, co
   header.config_yaml = "config";
   Tensor w = Tensor::full({64}, 0.5);
   const std::string tmp = begin_checkpoint(dir.string(), step);
-  if (tokenizer != nullptr) write_checkpoint_tokenizer(tmp, *tokenizer, header);
-  const std::string entries = write_checkpoint_file(tmp, "rank_0.bin", {{"w", w.shape(), {{0, 64}}, w}});
-  return finish_checkpoint(dir.string(), tmp, header, {entries}, 10);
+  if (tokenizer != nullptr) write_checkpoint_tokenizer(tmp, *tokenizer, {}, header);
+  const std::string entries = write_checkpoint_file(tmp, "rank_0.bin", {{"w", w.shape(), {{0, 64}}, w}}, {});
+  return finish_checkpoint(dir.string(), tmp, header, {entries}, 10, {});
 }
 
 void flip_checkpoint_byte(const fs::path& file, std::uint64_t offset) {
@@ -109,11 +109,11 @@ TEST(CheckpointIntegrity, ResumeAutoPassesOverADamagedNewestCheckpointNamingIt) 
   const fs::path dir = integrity_dir("fallback");
   const std::string older = save_integrity_checkpoint(dir, 2, nullptr);
   const std::string newest = save_integrity_checkpoint(dir, 4, nullptr);
-  ResumePoint point = find_resume_point(dir.string(), checkpoint_damage);
+  ResumePoint point = find_resume_point(dir.string(), [](const std::string& d) { return checkpoint_damage(d); });
   EXPECT_EQ(point.path, newest);
   EXPECT_EQ(point.note, "");
   flip_checkpoint_byte(fs::path(newest) / "rank_0.bin", 8);
-  point = find_resume_point(dir.string(), checkpoint_damage);
+  point = find_resume_point(dir.string(), [](const std::string& d) { return checkpoint_damage(d); });
   EXPECT_EQ(point.path, older);
   EXPECT_EQ(point.step, 2);
   ASSERT_EQ(point.damaged.size(), 1u);
@@ -126,7 +126,7 @@ TEST(CheckpointIntegrity, ResumeAutoPassesOverADamagedNewestCheckpointNamingIt) 
   // None intact: one error listing each with its damage.
   flip_checkpoint_byte(fs::path(older) / "rank_0.bin", 8);
   try {
-    find_resume_point(dir.string(), checkpoint_damage);
+    find_resume_point(dir.string(), [](const std::string& d) { return checkpoint_damage(d); });
     FAIL() << "expected an error when no checkpoint is intact";
   } catch (const Error& e) {
     const std::string why = e.message();

@@ -27,6 +27,10 @@
 // manifest, fsync, rename to step_…, `latest` replaced atomically (write + rename), all but the
 // newest `keep` removed. A crash at any point leaves the previous checkpoint and `latest` intact.
 // save_checkpoint does all three in one process.
+//
+// At rest (data/at_rest.h): with a key ring every data file, the tokenizer and the manifest are
+// encrypted (AES-256-GCM, the manifest's sizes and checksums are of the plaintext); the marker and
+// `latest` (no model content) stay clear. Reading takes clear and encrypted checkpoints alike.
 #pragma once
 
 #include <cstdint>
@@ -34,6 +38,7 @@
 #include <vector>
 
 #include "myriad/core/tensor.h"
+#include "myriad/data/at_rest.h"
 #include "myriad/nn/parameter_store.h"
 
 namespace myriad::train {
@@ -91,17 +96,17 @@ std::string checkpoint_path(const std::string& dir, std::int64_t step);
 std::string begin_checkpoint(const std::string& dir, std::int64_t step);
 // Writes `pieces` to <tmp_dir>/<file_name> (fsynced); returns their manifest entries (JSON text).
 std::string write_checkpoint_file(const std::string& tmp_dir, const std::string& file_name,
-                                  const std::vector<CheckpointPiece>& pieces);
+                                  const std::vector<CheckpointPiece>& pieces, const data::AtRest& at_rest);
 // Rank 0, after every file is written: `file_entries` = what write_checkpoint_file returned on
 // each writing rank. Returns the final directory.
 std::string finish_checkpoint(const std::string& dir, const std::string& tmp_dir, const CheckpointHeader& header,
-                              const std::vector<std::string>& file_entries, int keep);
+                              const std::vector<std::string>& file_entries, int keep, const data::AtRest& at_rest);
 // One process: begin, one file "rank_0.bin", finish.
 std::string save_checkpoint(const std::string& dir, const CheckpointHeader& header,
-                            const std::vector<CheckpointPiece>& pieces, int keep);
+                            const std::vector<CheckpointPiece>& pieces, int keep, const data::AtRest& at_rest);
 
 // The resolved config (YAML) recorded in a checkpoint's manifest.
-std::string read_checkpoint_config(const std::string& checkpoint_dir);
+std::string read_checkpoint_config(const std::string& checkpoint_dir, const data::AtRest& at_rest = {});
 // The checkpoint `--resume auto` takes under `dir` ("" when none): find_resume_point().path.
 std::string latest_checkpoint(const std::string& dir);
 

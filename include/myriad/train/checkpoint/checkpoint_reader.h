@@ -17,14 +17,16 @@
 #include <string>
 #include <vector>
 
+#include "myriad/data/bpe_tokenizer.h"
 #include "myriad/train/checkpoint/checkpoint.h"
 
 namespace myriad::train {
 
 class CheckpointReader {
  public:
-  // `model_yaml` empty = do not compare the model section.
-  CheckpointReader(const std::string& checkpoint_dir, const std::string& model_yaml);
+  // `model_yaml` empty = do not compare the model section. Encrypted files are read with
+  // `at_rest`'s keys (an encrypted checkpoint without them: an Error naming the key).
+  CheckpointReader(const std::string& checkpoint_dir, const std::string& model_yaml, data::AtRest at_rest = {});
   ~CheckpointReader();
   CheckpointReader(const CheckpointReader&) = delete;
   CheckpointReader& operator=(const CheckpointReader&) = delete;
@@ -32,6 +34,9 @@ class CheckpointReader {
   const CheckpointHeader& header() const { return header_; }
   // <dir>/tokenizer.bpe when the manifest records a tokenizer, else "".
   std::string tokenizer_file() const;
+  // The tokenizer the manifest records (checked against its size and checksum); null when none.
+  std::unique_ptr<data::BpeTokenizer> tokenizer() const;
+  const data::AtRest& at_rest() const { return at_rest_; }
   // Reads every piece of every tensor and the tokenizer file, checking bounds and CRC-32; throws
   // naming the file (and tensor) of the first damage.
   void verify() const;
@@ -46,8 +51,11 @@ class CheckpointReader {
   struct Piece;
   struct Entry;
   const Tensor& load_piece(const std::string& tensor, Piece& piece);
+  data::StoredFileReader& file(const std::string& name);  // opened once, kept
 
   std::string dir_, manifest_path_;
+  data::AtRest at_rest_;
+  std::map<std::string, std::unique_ptr<data::StoredFileReader>> files_;
   CheckpointHeader header_;
   std::uint64_t tokenizer_bytes_ = 0;
   std::uint32_t tokenizer_crc32_ = 0;
@@ -56,7 +64,8 @@ class CheckpointReader {
 
 // "" when the checkpoint at `checkpoint_dir` opens and verify() passes, else what is wrong (the
 // error's message, naming the file).
-std::string checkpoint_damage(const std::string& checkpoint_dir);
+// A checkpoint encrypted under a key `at_rest` cannot unwrap is not damage: that throws.
+std::string checkpoint_damage(const std::string& checkpoint_dir, const data::AtRest& at_rest = {});
 
 // Reads the parameters (and, when m and v are defined, AdamW's moments) of `store`'s layout
 // from `reader` into the flat buffers (the store's flat layout; every parameter, primary or not).

@@ -28,7 +28,7 @@ std::string tokenizer_fingerprint(const data::BpeTokenizer& tokenizer);
 // Writes `tokenizer` as <tmp_dir>/tokenizer.bpe and records it in `header` (fingerprint,
 // vocabulary size) for finish_checkpoint.
 void write_checkpoint_tokenizer(const std::string& tmp_dir, const data::BpeTokenizer& tokenizer,
-                                CheckpointHeader& header);
+                                const data::AtRest& at_rest, CheckpointHeader& header);
 
 // "" when a run whose tokenizer is `run_tokenizer` (null: the run has none, e.g. token shards
 // given directly) may load the checkpoint at `checkpoint_dir` whose header is `header`; else the

@@ -19,6 +19,6 @@ namespace myriad::train {
 
 std::string write_checkpoint_collectively(distributed::Communicator& comm, const std::string& dir,
                                           const CheckpointHeader& header, const std::vector<CheckpointPiece>* pieces,
-                                          int keep);
+                                          int keep, const data::AtRest& at_rest);
 
 }  // namespace myriad::train

@@ -15,12 +15,17 @@
 
 #include <string>
 
+#include "myriad/data/at_rest.h"
+
 namespace myriad::train {
 
+// Files are read and written through `at_rest` (data/at_rest.h): with keys, the export and the
+// imported checkpoint are encrypted (the config written beside an export holds no weights).
 // Returns the path of the config written beside the output.
-std::string export_safetensors(const std::string& checkpoint_dir, const std::string& output);
+std::string export_safetensors(const std::string& checkpoint_dir, const std::string& output,
+                               const data::AtRest& at_rest = {});
 // Returns the checkpoint directory written.
 std::string import_safetensors(const std::string& input, const std::string& config_yaml_path,
-                               const std::string& checkpoint_root);
+                               const std::string& checkpoint_root, const data::AtRest& at_rest = {});
 
 }  // namespace myriad::train

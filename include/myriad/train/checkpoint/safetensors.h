@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "myriad/core/tensor.h"
+#include "myriad/data/at_rest.h"
 
 namespace myriad::train {
 
@@ -22,7 +23,9 @@ struct SafetensorsFile {
   std::map<std::string, std::string> metadata;
 };
 
-void write_safetensors(const std::string& path, const SafetensorsFile& file);
-SafetensorsFile read_safetensors(const std::string& path);
+// Written through `at_rest` (encrypted under its keys when it has them; the file appears whole,
+// by rename); read clear or encrypted alike (data/at_rest.h).
+void write_safetensors(const std::string& path, const SafetensorsFile& file, const data::AtRest& at_rest = {});
+SafetensorsFile read_safetensors(const std::string& path, const data::AtRest& at_rest = {});
 
 }  // namespace myriad::train
