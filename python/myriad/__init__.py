@@ -22,12 +22,12 @@ finally:
 from ._myriad import __version__ as __version__  # noqa: E402 - set from CMakeLists.txt's project(VERSION)
 from ._myriad import data  # noqa: E402 - myriad-data's tokenize, dedup, mix, inspect
 from ._myriad import (BpeTokenizer, Config, Error,  # noqa: E402 - after the RTLD_GLOBAL load
-                      MpiRuntime, ProcessGroups, Tensor, dry_run, empty,
+                      MpiRuntime, ProcessGroups, Tensor, dry_run, empty, encrypted_file_key_id,
                       export_safetensors, fresh_run_conflict, from_numpy, full, import_safetensors, ops, philox4x32,
                       randn, read_safetensors, tokenize_corpus, write_safetensors, zeros)
 from .engine import Engine, GradientSlice  # noqa: E402 - the C++ engine with Python step and gradient hooks
 
 __all__ = ["BpeTokenizer", "Config", "Engine", "Error", "GradientSlice", "MpiRuntime", "ProcessGroups", "Tensor",
-           "data", "dry_run", "empty", "export_safetensors", "fresh_run_conflict", "from_numpy", "full",
+           "data", "dry_run", "empty", "encrypted_file_key_id", "export_safetensors", "fresh_run_conflict", "from_numpy", "full",
            "import_safetensors", "ops", "philox4x32", "randn", "read_safetensors", "tokenize_corpus",
            "write_safetensors", "zeros"]

@@ -10,6 +10,7 @@
     myriad sbatch --config C --nodes N ...             a Slurm batch script that requeues on preemption
     myriad cluster-sim [--policies ...]                a shared cluster's scheduling policies compared
     myriad audit <verify|show> LOG ...                 check and read an audit log (docs/security.md)
+    myriad keys <new|list|rotate> ...                  the key file of encryption at rest (docs/security.md)
     myriad serve --checkpoint DIR | --hf DIR [...]     an OpenAI-compatible completions server (docs/serving.md)
 
 `myriad <command> ARGS` runs the command's module's main(ARGS): `myriad train --config X` is
@@ -41,6 +42,7 @@ COMMANDS = {
     "sbatch": ("myriad.operations.sbatch", "a Slurm batch script for a planned config"),
     "cluster-sim": ("myriad.operations.cluster_sim", "scheduling policies of a shared cluster, simulated"),
     "audit": ("myriad.audit_command", "verify an audit log's hash chain; show its records (docs/security.md)"),
+    "keys": ("myriad.keys_command", "the key file of encryption at rest: new key, list, rotate (docs/security.md)"),
     "serve": ("myriad.serve", "an OpenAI-compatible completions server over a checkpoint (docs/serving.md)"),
 }
 

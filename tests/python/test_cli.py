@@ -16,7 +16,7 @@ import pytest
 from myriad import cli, run
 from package_under_test import DRIVER, PYTHONPATH
 
-SUBCOMMANDS = ["train", "run", "data", "convert", "plot", "plan", "goodput", "sbatch", "cluster-sim", "audit",
+SUBCOMMANDS = ["train", "run", "data", "convert", "plot", "plan", "goodput", "sbatch", "cluster-sim", "audit", "keys",
                "serve"]
 
 

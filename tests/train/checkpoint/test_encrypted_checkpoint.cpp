@@ -1,0 +1,106 @@
+// Encrypted checkpoints (checkpoint.h "At rest"): with a key ring every file but the marker is
+// encrypted and holds no 16-byte window of the weights; a box read across pieces (what resharding
+// does) equals the source; verify() and the tokenizer read through the keys; without keys the
+// reader names the key and the settings; a wrong key is not "damage" (resume auto would pass over
+// it) but an error; a flipped ciphertext byte is damage naming the file.
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <filesystem>
+#include <fstream>
+#include <random>
+
+#include "../../support/reference.h"
+#include "myriad/core/error.h"
+#include "myriad/train/checkpoint/checkpoint.h"
+#include "myriad/train/checkpoint/checkpoint_reader.h"
+#include "myriad/train/checkpoint/checkpoint_tokenizer.h"
+
+namespace fs = std::filesystem;
+
+namespace myriad::train {
+namespace {
+
+data::KeyRing key_ring(const std::string& id, std::uint64_t seed) {
+  std::mt19937_64 draw(seed);
+  std::string key(32, '\0');
+  for (char& c : key) c = static_cast<char>(draw());
+  data::KeyRing ring;
+  ring.add(id, key, true);
+  return ring;
+}
+
+std::string file_bytes(const fs::path& path) {
+  std::ifstream in(path, std::ios::binary);
+  return {std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
+}
+
+TEST(EncryptedCheckpoint, HoldsNoWeightInClearAndReadsAnyBoxWithTheKey) {
+  const std::uint64_t seed = testing::fresh_seed();
+  MYRIAD_SEED_TRACE(seed);
+  const fs::path dir = fs::temp_directory_path() / ("myriad_enc_ckpt_" + std::to_string(seed));
+  fs::remove_all(dir);
+  const data::AtRest at_rest(key_ring("train-1", seed));
+  // 64 x 6000 f32 (1.5 MiB: several encryption chunks), written as two row pieces.
+  const Tensor w = testing::random_tensor({64, 6000}, seed, 1);
+  std::vector<CheckpointPiece> pieces = {{"w", w.shape(), {{0, 40}, {0, 6000}}, w.slice(0, 0, 40)},
+                                         {"w", w.shape(), {{40, 64}, {0, 6000}}, w.slice(0, 40, 64)}};
+  CheckpointHeader header;
+  header.step = 3;
+  header.config_yaml = "config";
+  const data::BpeTokenizer tokenizer =
+      data::BpeTokenizer::train("the cat sees the ball. a dog chases the cat. the cat sleeps.\n", 270);
+  const std::string tmp = begin_checkpoint(dir.string(), header.step);
+  write_checkpoint_tokenizer(tmp, tokenizer, at_rest, header);
+  const std::string entries = write_checkpoint_file(tmp, "rank_0.bin", pieces, at_rest);
+  const std::string path = finish_checkpoint(dir.string(), tmp, header, {entries}, 2, at_rest);
+
+  const std::string weights(static_cast<const char*>(w.raw_data()), w.nbytes());
+  for (const auto& entry : fs::directory_iterator(path)) {
+    if (entry.path().filename() == kCheckpointMarker) continue;
+    const std::string stored = file_bytes(entry.path());
+    EXPECT_TRUE(data::is_encrypted_file(entry.path().string())) << entry.path();
+    for (std::size_t at = 0; at + 16 <= weights.size(); at += 4096 + 12)
+      ASSERT_EQ(stored.find(weights.substr(at, 16)), std::string::npos) << entry.path() << " holds weights at " << at;
+  }
+
+  CheckpointReader reader(path, "", at_rest);
+  reader.verify();
+  EXPECT_EQ(reader.header().step, 3);
+  EXPECT_EQ(tokenizer_fingerprint(*reader.tokenizer()), tokenizer_fingerprint(tokenizer));
+  const std::vector<nn::IndexRange> box = {{17, 58}, {123, 5001}};  // across both pieces
+  Tensor part = Tensor::zeros({41, 4878});
+  reader.read("w", w.shape(), box, part);
+  const Tensor expected = w.slice(0, 17, 58).slice(1, 123, 5001).contiguous();
+  ASSERT_EQ(0, std::memcmp(part.raw_data(), expected.raw_data(), part.nbytes()));
+  EXPECT_EQ(checkpoint_damage(path, at_rest), "");
+
+  // No key: the reader names the key and the settings; a wrong key throws instead of being damage.
+  try {
+    CheckpointReader without(path, "");
+    ADD_FAILURE() << "read an encrypted checkpoint without its key";
+  } catch (const Error& e) {
+    EXPECT_NE(e.message().find("key 'train-1'"), std::string::npos) << e.message();
+    EXPECT_NE(e.message().find("security.key_file"), std::string::npos) << e.message();
+  }
+  const data::AtRest wrong(key_ring("train-1", seed + 1));
+  EXPECT_THROW(checkpoint_damage(path, wrong), Error);
+
+  // A flipped byte of the data file's ciphertext is damage, naming the file.
+  const fs::path data_file = fs::path(path) / "rank_0.bin";
+  {
+    std::fstream f(data_file, std::ios::in | std::ios::out | std::ios::binary);
+    const std::streamoff at = 8 + 160 + (1 << 20) + 16 + 5;  // inside the second chunk
+    char c = 0;
+    f.seekg(at);
+    f.get(c);
+    f.seekp(at);
+    f.put(static_cast<char>(c ^ 0x5a));
+  }
+  const std::string damage = checkpoint_damage(path, at_rest);
+  EXPECT_NE(damage.find(data_file.string()), std::string::npos) << damage;
+  fs::remove_all(dir);
+}
+
+}  // namespace
+}  // namespace myriad::train
