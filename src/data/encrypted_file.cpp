@@ -25,6 +25,8 @@ namespace {
 constexpr char kMagic[8] = {'M', 'Y', 'R', 'I', 'A', 'D', 'E', '1'};
 constexpr std::size_t kHeaderBytes = 160, kTagBytes = 16, kKeyBytes = 32, kNonceBytes = 8, kIvBytes = 12;
 constexpr std::size_t kIdBytes = 64;
+// Whole chunks handled together: sealed or opened in parallel (OpenMP), one write or read each.
+constexpr std::size_t kBatchChunks = 16;
 
 struct Header {
   std::uint32_t version = 1, chunk = 0;
@@ -260,40 +262,78 @@ EncryptedWriter::EncryptedWriter(const std::string& path, const KeyRing& keys, s
                    std::fwrite(encoded.data(), 1, encoded.size(), file_) == encoded.size(),
                path << ": cannot be written");
   pending_.reserve(chunk_bytes);
+  sealed_.reserve(chunk_bytes + kTagBytes);
 }
 
 EncryptedWriter::~EncryptedWriter() {
   if (file_ != nullptr) std::fclose(file_);
 }
 
-void EncryptedWriter::seal(bool last) {
-  std::vector<unsigned char> out(pending_.size() + kTagBytes);
+void EncryptedWriter::seal(const unsigned char* data, std::size_t n, bool last) {
+  std::vector<unsigned char>& out = sealed_;
+  out.resize(n + kTagBytes);
   const auto iv = chunk_iv(nonce_, index_);
-  MYRIAD_CHECK(
-      gcm(true, reinterpret_cast<const unsigned char*>(data_key_.data()), iv.data(), chunk_aad(nonce_, index_, last),
-          pending_.data(), pending_.size(), out.data(), out.data() + pending_.size()),
-      path_ << ": OpenSSL could not encrypt chunk " << index_);
+  MYRIAD_CHECK(gcm(true, reinterpret_cast<const unsigned char*>(data_key_.data()), iv.data(),
+                   chunk_aad(nonce_, index_, last), data, n, out.data(), out.data() + n),
+               path_ << ": OpenSSL could not encrypt chunk " << index_);
   MYRIAD_CHECK(std::fwrite(out.data(), 1, out.size(), file_) == out.size(), path_ << ": cannot be written");
   MYRIAD_CHECK(index_ < 0xffffffffu, path_ << ": too many chunks");
   ++index_;
-  pending_.clear();
+}
+
+void EncryptedWriter::seal_batch(const unsigned char* data, std::size_t k) {
+  const std::size_t sealed = chunk_bytes_ + kTagBytes;
+  sealed_.resize(k * sealed);
+  MYRIAD_CHECK(index_ + k < 0xffffffffull, path_ << ": too many chunks");
+  const unsigned char* key = reinterpret_cast<const unsigned char*>(data_key_.data());
+  int failed = 0;
+#pragma omp parallel for schedule(static) reduction(+ : failed)
+  for (std::size_t i = 0; i < k; ++i) {
+    const std::uint32_t index = index_ + static_cast<std::uint32_t>(i);
+    const auto iv = chunk_iv(nonce_, index);
+    unsigned char* out = sealed_.data() + i * sealed;
+    failed += gcm(true, key, iv.data(), chunk_aad(nonce_, index, false), data + i * chunk_bytes_, chunk_bytes_, out,
+                  out + chunk_bytes_)
+                  ? 0
+                  : 1;
+  }
+  MYRIAD_CHECK(failed == 0, path_ << ": OpenSSL could not encrypt chunks " << index_ << "-" << index_ + k - 1);
+  MYRIAD_CHECK(std::fwrite(sealed_.data(), 1, sealed_.size(), file_) == sealed_.size(), path_ << ": cannot be written");
+  index_ += static_cast<std::uint32_t>(k);
 }
 
 void EncryptedWriter::write(const void* data, std::size_t n) {
   MYRIAD_CHECK(file_ != nullptr, path_ << ": written after finish()");
   const auto* p = static_cast<const unsigned char*>(data);
   while (n > 0) {
+    if (pending_.empty() && n >= 2 * chunk_bytes_) {  // whole chunks (never the last): a parallel batch
+      const std::size_t k = std::min(n / chunk_bytes_, kBatchChunks);
+      seal_batch(p, k);
+      p += k * chunk_bytes_;
+      n -= k * chunk_bytes_;
+      continue;
+    }
+    if (pending_.empty() && n >= chunk_bytes_) {  // a whole chunk: sealed from the caller's bytes (never the last)
+      seal(p, chunk_bytes_, false);
+      p += chunk_bytes_;
+      n -= chunk_bytes_;
+      continue;
+    }
     const std::size_t take = std::min(n, chunk_bytes_ - pending_.size());
     pending_.insert(pending_.end(), p, p + take);
     p += take;
     n -= take;
-    if (pending_.size() == chunk_bytes_) seal(false);
+    if (pending_.size() == chunk_bytes_) {
+      seal(pending_.data(), pending_.size(), false);
+      pending_.clear();
+    }
   }
 }
 
 void EncryptedWriter::finish() {
   MYRIAD_CHECK(file_ != nullptr, path_ << ": finish() called twice");
-  seal(true);
+  seal(pending_.data(), pending_.size(), true);
+  pending_.clear();
   const bool ok = std::fflush(file_) == 0 && fsync(fileno(file_)) == 0;
   std::fclose(file_);
   file_ = nullptr;
@@ -316,36 +356,90 @@ EncryptedReader::~EncryptedReader() {
   if (file_ != nullptr) std::fclose(file_);
 }
 
-bool EncryptedReader::open_chunk() {
-  if (done_) return false;
+std::int64_t EncryptedReader::open_chunk(unsigned char* into) {
+  if (done_) return -1;
   const std::uint64_t remaining = file_size_ - offset_;
   MYRIAD_CHECK(remaining >= kTagBytes, path_ << ": truncated at byte " << file_size_ << " (chunk " << index_
                                              << " at byte " << offset_
                                              << " is missing or cut; the final chunk never came)");
   const bool last = remaining - kTagBytes < chunk_bytes_;
   const std::size_t n = last ? static_cast<std::size_t>(remaining - kTagBytes) : chunk_bytes_;
-  std::vector<unsigned char> sealed(n + kTagBytes);
+  std::vector<unsigned char>& sealed = sealed_;
+  sealed.resize(n + kTagBytes);
   MYRIAD_CHECK(std::fread(sealed.data(), 1, sealed.size(), file_) == sealed.size(), path_ << ": cannot be read");
-  plain_.resize(n);
+  unsigned char* plain = into;
+  if (plain == nullptr) {
+    plain_.resize(n);
+    plain = plain_.data();
+  } else {
+    plain_.clear();
+  }
   const auto iv = chunk_iv(nonce_, index_);
   MYRIAD_CHECK(gcm(false, reinterpret_cast<const unsigned char*>(data_key_.data()), iv.data(),
-                   chunk_aad(nonce_, index_, last), sealed.data(), n, plain_.data(), sealed.data() + n),
+                   chunk_aad(nonce_, index_, last), sealed.data(), n, plain, sealed.data() + n),
                path_ << ": chunk " << index_ << " at byte " << offset_
                      << " fails authentication (modified, reordered, from another file, or the file was cut)");
   offset_ += sealed.size();
   ++index_;
   at_ = 0;
   done_ = last;
-  return true;
+  return static_cast<std::int64_t>(n);
+}
+
+void EncryptedReader::open_batch(unsigned char* into, std::size_t k) {
+  const std::size_t sealed = chunk_bytes_ + kTagBytes;
+  // Full-size chunks followed by more bytes than a tag: none of them is the final chunk.
+  MYRIAD_CHECK(file_size_ - offset_ > k * sealed, path_ << ": truncated at byte " << file_size_ << " (after chunk "
+                                                        << index_ + k - 1 << "; the final chunk never came)");
+  sealed_.resize(k * sealed);
+  MYRIAD_CHECK(std::fread(sealed_.data(), 1, sealed_.size(), file_) == sealed_.size(), path_ << ": cannot be read");
+  const unsigned char* key = reinterpret_cast<const unsigned char*>(data_key_.data());
+  std::size_t first_bad = k;
+#pragma omp parallel for schedule(static) reduction(min : first_bad)
+  for (std::size_t i = 0; i < k; ++i) {
+    const std::uint32_t index = index_ + static_cast<std::uint32_t>(i);
+    const auto iv = chunk_iv(nonce_, index);
+    unsigned char* in = sealed_.data() + i * sealed;
+    if (!gcm(false, key, iv.data(), chunk_aad(nonce_, index, false), in, chunk_bytes_, into + i * chunk_bytes_,
+             in + chunk_bytes_))
+      first_bad = std::min(first_bad, i);
+  }
+  MYRIAD_CHECK(first_bad == k, path_ << ": chunk " << index_ + first_bad << " at byte " << offset_ + first_bad * sealed
+                                     << " fails authentication (modified, reordered, from another file, or the "
+                                        "file was cut)");
+  offset_ += k * sealed;
+  index_ += static_cast<std::uint32_t>(k);
+  plain_.clear();
+  at_ = 0;
 }
 
 std::size_t EncryptedReader::read(void* out, std::size_t n) {
   auto* p = static_cast<unsigned char*>(out);
   std::size_t given = 0;
   while (given < n) {
-    if (at_ == plain_.size() && !open_chunk()) break;
+    if (at_ == plain_.size()) {
+      const std::size_t whole =
+          std::min<std::size_t>({(n - given) / chunk_bytes_, kBatchChunks,
+                                 static_cast<std::size_t>((file_size_ - offset_) / (chunk_bytes_ + kTagBytes))});
+      if (!done_ && whole >= 2) {  // whole chunks wanted, none of them the last: a parallel batch, in place
+        open_batch(p + given, whole);
+        given += whole * chunk_bytes_;
+        continue;
+      }
+      if (n - given >= chunk_bytes_) {  // a whole chunk wanted: decrypted in place
+        const std::int64_t got = open_chunk(p + given);
+        if (got < 0) break;
+        given += static_cast<std::size_t>(got);
+        if (done_) break;
+        continue;
+      }
+      if (open_chunk() < 0) break;
+    }
     const std::size_t take = std::min(n - given, plain_.size() - at_);
-    if (take == 0) continue;  // an empty final chunk
+    if (take == 0) {  // an empty final chunk
+      if (done_) break;
+      continue;
+    }
     std::memcpy(p + given, plain_.data() + at_, take);
     at_ += take;
     given += take;

@@ -67,11 +67,12 @@ class EncryptedWriter {
   void finish();
 
  private:
-  void seal(bool last);
+  void seal(const unsigned char* data, std::size_t n, bool last);
+  void seal_batch(const unsigned char* data, std::size_t k);  // k whole chunks, in parallel
 
   std::string path_, data_key_, nonce_;
   std::size_t chunk_bytes_;
-  std::vector<unsigned char> pending_;
+  std::vector<unsigned char> pending_, sealed_;  // sealed_: the chunk's ciphertext + tag, reused
   std::uint32_t index_ = 0;
   std::FILE* file_ = nullptr;
 };
@@ -95,11 +96,14 @@ class EncryptedReader {
   const std::string& kek_id() const { return kek_id_; }
 
  private:
-  bool open_chunk();
+  // Decrypts the next chunk into plain_, or straight into `into` (room for a whole chunk; then
+  // plain_ is left empty); returns its size, or -1 past the final chunk.
+  std::int64_t open_chunk(unsigned char* into = nullptr);
+  void open_batch(unsigned char* into, std::size_t k);  // k whole non-final chunks into `into`, in parallel
 
   std::string path_, data_key_, nonce_, kek_id_;
   std::size_t chunk_bytes_ = 0;
-  std::vector<unsigned char> plain_;
+  std::vector<unsigned char> plain_, sealed_;  // sealed_: the chunk read, reused
   std::size_t at_ = 0;
   std::uint32_t index_ = 0;
   std::uint64_t offset_ = 0;  // of the next chunk in the file

@@ -1,7 +1,9 @@
 // CheckpointReader: manifest checks, bounds-checked and checksummed piece reads, box assembly.
 #include "myriad/train/checkpoint/checkpoint_reader.h"
 
+#include <algorithm>
 #include <filesystem>
+#include <tuple>
 #include <fstream>
 #include <set>
 #include <nlohmann/json.hpp>
@@ -202,10 +204,16 @@ void CheckpointReader::verify() const {
     MYRIAD_CHECK(data::crc32(buffer.data(), bytes) == crc,
                  "checkpoint: " << what << " in " << path.string() << " fails its checksum (file corrupt)");
   };
+  // In file order: each file is read front to back once (an encrypted one decrypts each chunk once).
+  std::vector<std::pair<const std::string*, const Piece*>> order;
   for (const auto& [name, entry] : tensors_) {
-    for (const Piece& piece : entry->pieces) {
-      check(fs::path(dir_) / piece.file, piece.offset, piece.bytes, piece.crc32, "tensor '" + name + "'");
-    }
+    for (const Piece& piece : entry->pieces) order.emplace_back(&name, &piece);
+  }
+  std::sort(order.begin(), order.end(), [](const auto& a, const auto& b) {
+    return std::tie(a.second->file, a.second->offset) < std::tie(b.second->file, b.second->offset);
+  });
+  for (const auto& [name, piece] : order) {
+    check(fs::path(dir_) / piece->file, piece->offset, piece->bytes, piece->crc32, "tensor '" + *name + "'");
   }
   if (!header_.tokenizer_fingerprint.empty()) {
     check(tokenizer_file(), 0, tokenizer_bytes_, tokenizer_crc32_, "the tokenizer");
