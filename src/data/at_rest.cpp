@@ -48,6 +48,7 @@ class ClearReader final : public StoredFileReader {
     }
   }
   bool encrypted() const override { return false; }
+  std::string file_id() const override { return ""; }
 
  private:
   std::string path_;
@@ -64,6 +65,7 @@ class DecryptingReader final : public StoredFileReader {
                  path_ << ": plaintext bytes [" << offset << ", " << offset + n << ") are past its end");
   }
   bool encrypted() const override { return true; }
+  std::string file_id() const override { return reader_.file_id(); }
 
  private:
   std::string path_;
@@ -92,6 +94,7 @@ class ClearWriter final : public StoredFileWriter {
     file_ = nullptr;
     MYRIAD_CHECK(ok && closed, path_ << ": cannot be written (" << std::strerror(errno) << "; disk full?)");
   }
+  std::string file_id() const override { return ""; }
 
  private:
   std::string path_;
@@ -103,6 +106,7 @@ class EncryptingWriter final : public StoredFileWriter {
   EncryptingWriter(const std::string& path, const KeyRing& keys) : writer_(path, keys) {}
   void write(const void* data, std::size_t n) override { writer_.write(data, n); }
   void finish() override { writer_.finish(); }
+  std::string file_id() const override { return writer_.file_id(); }
 
  private:
   EncryptedWriter writer_;

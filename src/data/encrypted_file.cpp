@@ -115,6 +115,22 @@ std::array<unsigned char, kIvBytes> chunk_iv(const std::string& nonce, std::uint
   return iv;
 }
 
+std::string hex_of(const std::string& bytes) {
+  static constexpr char kHex[] = "0123456789abcdef";
+  std::string out;
+  for (unsigned char c : bytes) {
+    out.push_back(kHex[c >> 4]);
+    out.push_back(kHex[c & 15]);
+  }
+  return out;
+}
+
+// At least n bytes of `buffer` (grown, never shrunk: no zero-filling on every chunk).
+unsigned char* room(std::vector<unsigned char>& buffer, std::size_t n) {
+  if (buffer.size() < n) buffer.resize(n);
+  return buffer.data();
+}
+
 std::string random_bytes(std::size_t n) {
   std::string out(n, '\0');
   MYRIAD_CHECK(RAND_bytes(reinterpret_cast<unsigned char*>(out.data()), static_cast<int>(n)) == 1,
@@ -262,7 +278,6 @@ EncryptedWriter::EncryptedWriter(const std::string& path, const KeyRing& keys, s
                    std::fwrite(encoded.data(), 1, encoded.size(), file_) == encoded.size(),
                path << ": cannot be written");
   pending_.reserve(chunk_bytes);
-  sealed_.reserve(chunk_bytes + kTagBytes);
 }
 
 EncryptedWriter::~EncryptedWriter() {
@@ -270,35 +285,57 @@ EncryptedWriter::~EncryptedWriter() {
 }
 
 void EncryptedWriter::seal(const unsigned char* data, std::size_t n, bool last) {
-  std::vector<unsigned char>& out = sealed_;
-  out.resize(n + kTagBytes);
+  flush_batch();
+  unsigned char* out = room(sealed_, n + kTagBytes);
   const auto iv = chunk_iv(nonce_, index_);
   MYRIAD_CHECK(gcm(true, reinterpret_cast<const unsigned char*>(data_key_.data()), iv.data(),
-                   chunk_aad(nonce_, index_, last), data, n, out.data(), out.data() + n),
+                   chunk_aad(nonce_, index_, last), data, n, out, out + n),
                path_ << ": OpenSSL could not encrypt chunk " << index_);
-  MYRIAD_CHECK(std::fwrite(out.data(), 1, out.size(), file_) == out.size(), path_ << ": cannot be written");
+  MYRIAD_CHECK(std::fwrite(out, 1, n + kTagBytes, file_) == n + kTagBytes, path_ << ": cannot be written");
   MYRIAD_CHECK(index_ < 0xffffffffu, path_ << ": too many chunks");
   ++index_;
 }
 
+void EncryptedWriter::flush_batch() {
+  if (!unwritten_) return;
+  const std::size_t n = batch_bytes_;
+  unwritten_ = false;
+  MYRIAD_CHECK(std::fwrite(batches_[ready_].data(), 1, n, file_) == n, path_ << ": cannot be written");
+}
+
 void EncryptedWriter::seal_batch(const unsigned char* data, std::size_t k) {
+  // Double-buffered: while the OpenMP team seals this batch, one of its threads writes the
+  // previous one (written in order: each batch goes out before the next is handed over).
   const std::size_t sealed = chunk_bytes_ + kTagBytes;
-  sealed_.resize(k * sealed);
+  const int current = ready_ == 0 && unwritten_ ? 1 : 0;
+  unsigned char* batch = room(batches_[current], k * sealed);
   MYRIAD_CHECK(index_ + k < 0xffffffffull, path_ << ": too many chunks");
   const unsigned char* key = reinterpret_cast<const unsigned char*>(data_key_.data());
+  const unsigned char* previous = unwritten_ ? batches_[ready_].data() : nullptr;
+  const std::size_t previous_bytes = batch_bytes_;
   int failed = 0;
-#pragma omp parallel for schedule(static) reduction(+ : failed)
-  for (std::size_t i = 0; i < k; ++i) {
-    const std::uint32_t index = index_ + static_cast<std::uint32_t>(i);
-    const auto iv = chunk_iv(nonce_, index);
-    unsigned char* out = sealed_.data() + i * sealed;
-    failed += gcm(true, key, iv.data(), chunk_aad(nonce_, index, false), data + i * chunk_bytes_, chunk_bytes_, out,
-                  out + chunk_bytes_)
-                  ? 0
-                  : 1;
+  bool written = true;
+#pragma omp parallel reduction(+ : failed)
+  {
+#pragma omp single nowait
+    if (previous != nullptr) written = std::fwrite(previous, 1, previous_bytes, file_) == previous_bytes;
+#pragma omp for schedule(dynamic, 1)
+    for (std::size_t i = 0; i < k; ++i) {
+      const std::uint32_t index = index_ + static_cast<std::uint32_t>(i);
+      const auto iv = chunk_iv(nonce_, index);
+      unsigned char* out = batch + i * sealed;
+      failed += gcm(true, key, iv.data(), chunk_aad(nonce_, index, false), data + i * chunk_bytes_, chunk_bytes_, out,
+                    out + chunk_bytes_)
+                    ? 0
+                    : 1;
+    }
   }
+  unwritten_ = false;
+  MYRIAD_CHECK(written, path_ << ": cannot be written");
   MYRIAD_CHECK(failed == 0, path_ << ": OpenSSL could not encrypt chunks " << index_ << "-" << index_ + k - 1);
-  MYRIAD_CHECK(std::fwrite(sealed_.data(), 1, sealed_.size(), file_) == sealed_.size(), path_ << ": cannot be written");
+  ready_ = current;
+  unwritten_ = true;
+  batch_bytes_ = k * sealed;
   index_ += static_cast<std::uint32_t>(k);
 }
 
@@ -306,17 +343,11 @@ void EncryptedWriter::write(const void* data, std::size_t n) {
   MYRIAD_CHECK(file_ != nullptr, path_ << ": written after finish()");
   const auto* p = static_cast<const unsigned char*>(data);
   while (n > 0) {
-    if (pending_.empty() && n >= 2 * chunk_bytes_) {  // whole chunks (never the last): a parallel batch
+    if (pending_.empty() && n >= chunk_bytes_) {  // whole chunks (never the last), from the caller's bytes
       const std::size_t k = std::min(n / chunk_bytes_, kBatchChunks);
       seal_batch(p, k);
       p += k * chunk_bytes_;
       n -= k * chunk_bytes_;
-      continue;
-    }
-    if (pending_.empty() && n >= chunk_bytes_) {  // a whole chunk: sealed from the caller's bytes (never the last)
-      seal(p, chunk_bytes_, false);
-      p += chunk_bytes_;
-      n -= chunk_bytes_;
       continue;
     }
     const std::size_t take = std::min(n, chunk_bytes_ - pending_.size());
@@ -324,7 +355,7 @@ void EncryptedWriter::write(const void* data, std::size_t n) {
     p += take;
     n -= take;
     if (pending_.size() == chunk_bytes_) {
-      seal(pending_.data(), pending_.size(), false);
+      seal_batch(pending_.data(), 1);
       pending_.clear();
     }
   }
@@ -364,9 +395,8 @@ std::int64_t EncryptedReader::open_chunk(unsigned char* into) {
                                              << " is missing or cut; the final chunk never came)");
   const bool last = remaining - kTagBytes < chunk_bytes_;
   const std::size_t n = last ? static_cast<std::size_t>(remaining - kTagBytes) : chunk_bytes_;
-  std::vector<unsigned char>& sealed = sealed_;
-  sealed.resize(n + kTagBytes);
-  MYRIAD_CHECK(std::fread(sealed.data(), 1, sealed.size(), file_) == sealed.size(), path_ << ": cannot be read");
+  unsigned char* sealed = room(sealed_, n + kTagBytes);
+  MYRIAD_CHECK(std::fread(sealed, 1, n + kTagBytes, file_) == n + kTagBytes, path_ << ": cannot be read");
   unsigned char* plain = into;
   if (plain == nullptr) {
     plain_.resize(n);
@@ -376,10 +406,10 @@ std::int64_t EncryptedReader::open_chunk(unsigned char* into) {
   }
   const auto iv = chunk_iv(nonce_, index_);
   MYRIAD_CHECK(gcm(false, reinterpret_cast<const unsigned char*>(data_key_.data()), iv.data(),
-                   chunk_aad(nonce_, index_, last), sealed.data(), n, plain, sealed.data() + n),
+                   chunk_aad(nonce_, index_, last), sealed, n, plain, sealed + n),
                path_ << ": chunk " << index_ << " at byte " << offset_
                      << " fails authentication (modified, reordered, from another file, or the file was cut)");
-  offset_ += sealed.size();
+  offset_ += n + kTagBytes;
   ++index_;
   at_ = 0;
   done_ = last;
@@ -391,15 +421,15 @@ void EncryptedReader::open_batch(unsigned char* into, std::size_t k) {
   // Full-size chunks followed by more bytes than a tag: none of them is the final chunk.
   MYRIAD_CHECK(file_size_ - offset_ > k * sealed, path_ << ": truncated at byte " << file_size_ << " (after chunk "
                                                         << index_ + k - 1 << "; the final chunk never came)");
-  sealed_.resize(k * sealed);
-  MYRIAD_CHECK(std::fread(sealed_.data(), 1, sealed_.size(), file_) == sealed_.size(), path_ << ": cannot be read");
+  unsigned char* batch = room(sealed_, k * sealed);
+  MYRIAD_CHECK(std::fread(batch, 1, k * sealed, file_) == k * sealed, path_ << ": cannot be read");
   const unsigned char* key = reinterpret_cast<const unsigned char*>(data_key_.data());
   std::size_t first_bad = k;
 #pragma omp parallel for schedule(static) reduction(min : first_bad)
   for (std::size_t i = 0; i < k; ++i) {
     const std::uint32_t index = index_ + static_cast<std::uint32_t>(i);
     const auto iv = chunk_iv(nonce_, index);
-    unsigned char* in = sealed_.data() + i * sealed;
+    unsigned char* in = batch + i * sealed;
     if (!gcm(false, key, iv.data(), chunk_aad(nonce_, index, false), in, chunk_bytes_, into + i * chunk_bytes_,
              in + chunk_bytes_))
       first_bad = std::min(first_bad, i);
@@ -446,6 +476,9 @@ std::size_t EncryptedReader::read(void* out, std::size_t n) {
   }
   return given;
 }
+
+std::string EncryptedWriter::file_id() const { return hex_of(nonce_); }
+std::string EncryptedReader::file_id() const { return hex_of(nonce_); }
 
 std::uint64_t EncryptedReader::plain_size() const {
   const std::uint64_t body = file_size_ - (sizeof kMagic + kHeaderBytes), sealed = chunk_bytes_ + kTagBytes;

@@ -28,6 +28,8 @@ class StoredFileReader {
   // Exactly n bytes from `offset`; throws naming the file when they are not there.
   virtual void read_at(std::uint64_t offset, void* out, std::size_t n) = 0;
   virtual bool encrypted() const = 0;
+  // An encrypted file's identity (EncryptedReader::file_id); "" in clear.
+  virtual std::string file_id() const = 0;
 };
 
 // Sequential writing of a stored file; finish() flushes, fsyncs and closes it (a file never
@@ -37,6 +39,7 @@ class StoredFileWriter {
   virtual ~StoredFileWriter() = default;
   virtual void write(const void* data, std::size_t n) = 0;
   virtual void finish() = 0;
+  virtual std::string file_id() const = 0;  // as StoredFileReader::file_id
 };
 
 class AtRest {

@@ -65,14 +65,22 @@ class EncryptedWriter {
 
   void write(const void* data, std::size_t n);
   void finish();
+  // The file's random nonce in hex: names this encryption of it (a manifest that records it
+  // binds the file, so that another file encrypted under the same key cannot stand in for it).
+  std::string file_id() const;
 
  private:
   void seal(const unsigned char* data, std::size_t n, bool last);
   void seal_batch(const unsigned char* data, std::size_t k);  // k whole chunks, in parallel
+  void flush_batch();                                         // writes the sealed batch not yet written
 
   std::string path_, data_key_, nonce_;
   std::size_t chunk_bytes_;
   std::vector<unsigned char> pending_, sealed_;  // sealed_: the chunk's ciphertext + tag, reused
+  std::vector<unsigned char> batches_[2];        // sealed batches: one written while the other fills
+  int ready_ = 0;                                // batches_[ready_] holds the batch not yet written ...
+  int unwritten_ = false;                        // ... when this is >= 0
+  std::size_t batch_bytes_ = 0;
   std::uint32_t index_ = 0;
   std::FILE* file_ = nullptr;
 };
@@ -94,6 +102,7 @@ class EncryptedReader {
   // each chunk still authenticated (with its index and whether it is the last) before use.
   void seek(std::uint64_t offset);
   const std::string& kek_id() const { return kek_id_; }
+  std::string file_id() const;  // as EncryptedWriter::file_id
 
  private:
   // Decrypts the next chunk into plain_, or straight into `into` (room for a whole chunk; then

@@ -206,7 +206,9 @@ std::string write_checkpoint_file(const std::string& tmp_dir, const std::string&
   }
   out->finish();  // fsynced
   bar.finish();
-  return json{{"file", file_name}, {"bytes", offset}, {"pieces", entries}}.dump();
+  json file = {{"file", file_name}, {"bytes", offset}, {"pieces", entries}};
+  if (const std::string id = out->file_id(); !id.empty()) file["file_id"] = id;
+  return file.dump();
 }
 
 std::string finish_checkpoint(const std::string& dir, const std::string& tmp_dir, const CheckpointHeader& header,
@@ -230,17 +232,21 @@ std::string finish_checkpoint(const std::string& dir, const std::string& tmp_dir
     const fs::path tokenizer = tmp / kCheckpointTokenizerFile;
     MYRIAD_CHECK(fs::is_regular_file(tokenizer),
                  "checkpoint: " << tokenizer.string() << " is missing; the tokenizer is written before the manifest");
-    const std::string bytes = at_rest.read_all(tokenizer.string());
+    const std::unique_ptr<data::StoredFileReader> reader = at_rest.open(tokenizer.string());
+    std::string bytes(reader->size(), '\0');
+    if (!bytes.empty()) reader->read_at(0, bytes.data(), bytes.size());
     manifest["tokenizer"] = {{"file", kCheckpointTokenizerFile},
                              {"vocab_size", header.tokenizer_vocab_size},
                              {"fingerprint", header.tokenizer_fingerprint},
                              {"bytes", bytes.size()},
                              {"crc32", data::crc32(bytes.data(), bytes.size())}};
+    if (!reader->file_id().empty()) manifest["tokenizer"]["file_id"] = reader->file_id();
   }
   json files = json::array(), tensors = json::object();
   for (const std::string& text : file_entries) {
     const json entry = json::parse(text);
     files.push_back({{"name", entry.at("file")}, {"bytes", entry.at("bytes")}});
+    if (entry.contains("file_id")) files.back()["file_id"] = entry.at("file_id");
     for (const json& piece : entry.at("pieces")) {
       json& t = tensors[piece.at("tensor").get<std::string>()];
       if (t.is_null()) t = {{"shape", piece.at("shape")}, {"dtype", "f32"}, {"pieces", json::array()}};

@@ -38,6 +38,16 @@ fs::path checkpoint_data_file(const std::string& dir, const std::string& name, c
   return path;
 }
 
+// An encrypted file recorded by the manifest under `file_id` must be that file (not another one
+// encrypted under the same key, not a clear one).
+void bind_file(const data::StoredFileReader& reader, const std::string& file_id, const std::string& path,
+               const std::string& manifest) {
+  MYRIAD_CHECK(reader.encrypted() && reader.file_id() == file_id,
+               "checkpoint: " << path << " is not the file " << manifest << " records ("
+                              << (reader.encrypted() ? "another encrypted file" : "a file in clear")
+                              << " stands in its place): replaced or copied from another checkpoint");
+}
+
 }  // namespace
 
 struct CheckpointReader::Piece {
@@ -108,6 +118,10 @@ CheckpointReader::CheckpointReader(const std::string& checkpoint_dir, const std:
       MYRIAD_CHECK(fs::is_regular_file(path),
                    "checkpoint: tokenizer file " << path.string() << " listed in " << manifest_path_ << " is missing");
       const std::uint64_t size = at_rest_.open(path.string())->size();
+      if (t.contains("file_id")) {
+        bind_file(*at_rest_.open(path.string()), t.at("file_id").get<std::string>(), path.string(), manifest_path_);
+        tokenizer_authenticated_ = true;
+      }
       MYRIAD_CHECK(size == tokenizer_bytes_, "checkpoint: tokenizer file "
                                                  << path.string() << " has " << size << " bytes, the manifest records "
                                                  << tokenizer_bytes_ << " (truncated or replaced)");
@@ -120,6 +134,10 @@ CheckpointReader::CheckpointReader(const std::string& checkpoint_dir, const std:
       MYRIAD_CHECK(fs::is_regular_file(path),
                    "checkpoint: data file " << path.string() << " listed in " << manifest_path_ << " is missing");
       const std::uint64_t expected = f.at("bytes"), size = file(name).size();
+      if (f.contains("file_id")) {
+        bind_file(file(name), f.at("file_id").get<std::string>(), path.string(), manifest_path_);
+        authenticated_.insert(name);
+      }
       MYRIAD_CHECK(size == expected, "checkpoint: data file " << path.string() << " has " << size
                                                               << " bytes, the manifest records " << expected
                                                               << " (truncated or replaced)");
@@ -192,7 +210,7 @@ void CheckpointReader::verify() const {
   std::vector<char> buffer;
   std::map<std::string, std::unique_ptr<data::StoredFileReader>> open;
   auto check = [&](const fs::path& path, std::uint64_t offset, std::uint64_t bytes, std::uint32_t crc,
-                   const std::string& what) {
+                   const std::string& what, bool authenticated) {
     std::unique_ptr<data::StoredFileReader>& reader = open[path.string()];
     if (!reader) reader = at_rest_.open(path.string());
     const std::uint64_t size = reader->size();
@@ -200,7 +218,8 @@ void CheckpointReader::verify() const {
                                                         << ") of " << path.string() << " (size " << size
                                                         << ") is out of bounds; the file is truncated or corrupt");
     buffer.resize(bytes);
-    if (bytes > 0) reader->read_at(offset, buffer.data(), bytes);
+    if (bytes > 0) reader->read_at(offset, buffer.data(), bytes);  // an encrypted file's tags are checked here
+    if (authenticated) return;
     MYRIAD_CHECK(data::crc32(buffer.data(), bytes) == crc,
                  "checkpoint: " << what << " in " << path.string() << " fails its checksum (file corrupt)");
   };
@@ -213,10 +232,11 @@ void CheckpointReader::verify() const {
     return std::tie(a.second->file, a.second->offset) < std::tie(b.second->file, b.second->offset);
   });
   for (const auto& [name, piece] : order) {
-    check(fs::path(dir_) / piece->file, piece->offset, piece->bytes, piece->crc32, "tensor '" + *name + "'");
+    check(fs::path(dir_) / piece->file, piece->offset, piece->bytes, piece->crc32, "tensor '" + *name + "'",
+          authenticated_.count(piece->file) == 1);
   }
   if (!header_.tokenizer_fingerprint.empty()) {
-    check(tokenizer_file(), 0, tokenizer_bytes_, tokenizer_crc32_, "the tokenizer");
+    check(tokenizer_file(), 0, tokenizer_bytes_, tokenizer_crc32_, "the tokenizer", tokenizer_authenticated_);
   }
 }
 
@@ -243,7 +263,7 @@ const Tensor& CheckpointReader::load_piece(const std::string& tensor, Piece& pie
   for (const nn::IndexRange& r : piece.box) extents.push_back(r.size());
   Tensor data = Tensor::empty(extents);
   if (piece.bytes > 0) reader.read_at(piece.offset, data.raw_data(), piece.bytes);
-  MYRIAD_CHECK(data::crc32(data.raw_data(), piece.bytes) == piece.crc32,
+  MYRIAD_CHECK(authenticated_.count(piece.file) == 1 || data::crc32(data.raw_data(), piece.bytes) == piece.crc32,
                "checkpoint: tensor '" << tensor << "' in " << path.string() << " fails its checksum (file corrupt)");
   piece.data = data;
   return piece.data;

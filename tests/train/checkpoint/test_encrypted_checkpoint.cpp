@@ -2,7 +2,9 @@
 // encrypted and holds no 16-byte window of the weights; a box read across pieces (what resharding
 // does) equals the source; verify() and the tokenizer read through the keys; without keys the
 // reader names the key and the settings; a wrong key is not "damage" (resume auto would pass over
-// it) but an error; a flipped ciphertext byte is damage naming the file.
+// it) but an error; a flipped ciphertext byte is damage naming the file; a data file copied from
+// another checkpoint encrypted under the same key (valid on its own) is refused: the manifest
+// binds each file by its id.
 #include <gtest/gtest.h>
 #include <unistd.h>
 
@@ -86,8 +88,21 @@ TEST(EncryptedCheckpoint, HoldsNoWeightInClearAndReadsAnyBoxWithTheKey) {
   const data::AtRest wrong(key_ring("train-1", seed + 1));
   EXPECT_THROW(checkpoint_damage(path, wrong), Error);
 
-  // A flipped byte of the data file's ciphertext is damage, naming the file.
+  // Another checkpoint's data file, of the same size and under the same key, cannot stand in.
   const fs::path data_file = fs::path(path) / "rank_0.bin";
+  const fs::path other_dir = dir / "other";
+  CheckpointHeader without_tokenizer = header;
+  without_tokenizer.tokenizer_fingerprint.clear();
+  const std::string other = save_checkpoint(other_dir.string(), without_tokenizer, pieces, 2, at_rest);
+  fs::rename(data_file, dir / "kept.bin");
+  fs::copy_file(fs::path(other) / "rank_0.bin", data_file);
+  const std::string swapped = checkpoint_damage(path, at_rest);
+  EXPECT_NE(swapped.find("is not the file"), std::string::npos) << swapped;
+  fs::remove(data_file);
+  fs::rename(dir / "kept.bin", data_file);
+  EXPECT_EQ(checkpoint_damage(path, at_rest), "");
+
+  // A flipped byte of the data file's ciphertext is damage, naming the file.
   {
     std::fstream f(data_file, std::ios::in | std::ios::out | std::ios::binary);
     const std::streamoff at = 8 + 160 + (1 << 20) + 16 + 5;  // inside the second chunk

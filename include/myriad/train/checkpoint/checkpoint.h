@@ -30,7 +30,10 @@
 //
 // At rest (data/at_rest.h): with a key ring every data file, the tokenizer and the manifest are
 // encrypted (AES-256-GCM, the manifest's sizes and checksums are of the plaintext); the marker and
-// `latest` (no model content) stay clear. Reading takes clear and encrypted checkpoints alike.
+// `latest` (no model content) stay clear. Reading takes clear and encrypted checkpoints alike. The
+// manifest records each encrypted file's "file_id" (its random nonce): a reader refuses a file
+// that is not the one recorded, and for such a bound file the chunks' GCM tags authenticate every
+// byte, so the CRC-32s (still written) are not recomputed on read.
 #pragma once
 
 #include <cstdint>

@@ -13,6 +13,7 @@
 #pragma once
 
 #include <map>
+#include <set>
 #include <memory>
 #include <string>
 #include <vector>
@@ -56,6 +57,8 @@ class CheckpointReader {
   std::string dir_, manifest_path_;
   data::AtRest at_rest_;
   std::map<std::string, std::unique_ptr<data::StoredFileReader>> files_;
+  std::set<std::string> authenticated_;  // encrypted files bound by the manifest's file_id: no CRC needed
+  bool tokenizer_authenticated_ = false;
   CheckpointHeader header_;
   std::uint64_t tokenizer_bytes_ = 0;
   std::uint32_t tokenizer_crc32_ = 0;
