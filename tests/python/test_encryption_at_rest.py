@@ -1,23 +1,37 @@
-"""Encryption at rest end to end (docs/security.md, "Encryption at rest"): a real training run with
-security.key_file writes every checkpoint file encrypted — a search of every file it wrote for a
-trained weight's bytes finds nothing, while the same search finds them in a run without the key
-(so the search can fail); the run resumes with the key, and stops before training, naming the key
-and the setting, without it or with a wrong one; exports are encrypted and read back with the key;
-`myriad keys rotate` rewraps a checkpoint's files under a new key (ciphertext unchanged) and the
-run resumes with the new key alone."""
+"""Encryption at rest end to end (docs/security.md, "Encryption at rest"). One clear and one
+encrypted run of the same config (python/train.py; security.key_file) — trained to step 4, resumed
+to 6 — then:
+- every checkpoint file of the encrypted run is encrypted (mode 0600) and a search of every file
+  it wrote for trained weights' bytes finds nothing, while the same search finds them in the clear
+  run (so the search can fail);
+- the encrypted resume equals the clear resume bit for bit (exported weights of step 6);
+- resuming without the key, or with a wrong key, stops before training naming the key and the
+  setting; an encrypted export reads back with the key;
+- resharding: the encrypted checkpoint resumes under mpirun with tensor parallelism (tp 2) to
+  the same loss as the clear one;
+- `myriad serve` serves the encrypted checkpoint with $MYRIAD_KEY_FILE (the clear run's greedy
+  tokens) and refuses to start without it, naming the key;
+- `myriad keys rotate` rewraps a checkpoint's files under a new key (ciphertext unchanged) and the
+  run resumes with the new key alone."""
 import os
+import re
+import shutil
 import subprocess
 import sys
 
 import numpy as np
+import pytest
 
 import myriad
 from myriad import keys_command
+from serve_process import Server, mpirun_launcher
 from tiny_corpus import write_corpus
 from package_under_test import DRIVER, PYTHONPATH
 
 REPO = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
 MAGIC = b"MYRIADE1"
+MARKER = ".myriad-checkpoint"
+LOSS = re.compile(r"^Iteration: (\d+)/\d+ \| Loss: ([0-9.]+) ", re.M)
 
 CONFIG = """\
 model: {{architecture: gpt2, vocab_size: 320, n_layer: 1, n_head: 2, n_embd: 32, context_length: 32}}
@@ -30,32 +44,36 @@ sample: {{tokens: 0}}
 """
 
 
-def driver(config, *args, env=None):
+def driver(config, *args, env=None, launcher=()):
     environ = dict(os.environ, PYTHONPATH=PYTHONPATH, OMP_NUM_THREADS="1")
     environ.pop("MYRIAD_KEY_FILE", None)
     environ.update(env or {})
-    return subprocess.run([sys.executable, DRIVER, "--config", str(config), *args], cwd=REPO, env=environ,
+    words = [*launcher, "-x", "PYTHONPATH"] if launcher else []
+    return subprocess.run([*words, sys.executable, DRIVER, "--config", str(config), *args], cwd=REPO, env=environ,
                           capture_output=True, text=True, timeout=300)
 
 
-def setup_run(tmp_path, name):
-    corpus = tmp_path / "corpus.txt"
+def setup_run(root, name):
+    corpus = root / "corpus.txt"
     if not corpus.exists():
         write_corpus(corpus)
-    config = tmp_path / f"{name}.yaml"
-    config.write_text(CONFIG.format(corpus=corpus, run=tmp_path / name))
-    return config, tmp_path / name
+    config = root / f"{name}.yaml"
+    config.write_text(CONFIG.format(corpus=corpus, run=root / name))
+    return config, root / name
 
 
-def trained_weight_windows(checkpoint, key_file, out):
-    """16-byte windows of trained float32 weights (the exported token embedding and first layer)."""
-    myriad.export_safetensors(str(checkpoint), str(out), key_file=str(key_file) if key_file else "")
-    tensors, _ = myriad.read_safetensors(str(out), key_file=str(key_file) if key_file else "")
+def exported(checkpoint, out, key_file=None):
+    key = str(key_file) if key_file else ""
+    myriad.export_safetensors(str(checkpoint), str(out), key_file=key)
+    return myriad.read_safetensors(str(out), key_file=key)[0]
+
+
+def weight_windows(tensors):
+    """16-byte windows of trained float32 weights."""
     windows = []
     for name in sorted(tensors)[:4]:
         flat = np.ascontiguousarray(tensors[name], dtype=np.float32).ravel()
-        for start in (0, flat.size // 2):
-            windows.append(flat[start:start + 4].tobytes())
+        windows += [flat[start:start + 4].tobytes() for start in (0, flat.size // 2)]
     return windows
 
 
@@ -63,62 +81,107 @@ def files_holding(root, windows):
     hits = []
     for folder, _, names in os.walk(root):
         for name in names:
-            path = os.path.join(folder, name)
-            with open(path, "rb") as f:
+            with open(os.path.join(folder, name), "rb") as f:
                 data = f.read()
             if any(w in data for w in windows):
-                hits.append(path)
+                hits.append(os.path.join(folder, name))
     return hits
 
 
-def test_an_encrypted_run_writes_no_weight_in_clear_and_resumes_only_with_its_key(tmp_path):
-    key_file = tmp_path / "keys"
+@pytest.fixture(scope="module")
+def runs(tmp_path_factory):
+    """The clear and the encrypted run, each trained to 4 and resumed to 6."""
+    root = tmp_path_factory.mktemp("at_rest")
+    key_file = root / "keys"
     keys_command.new_key(str(key_file), "k1")
-    assert os.stat(key_file).st_mode & 0o777 == 0o600
-    config, run = setup_run(tmp_path, "secret")
-    first = driver(config, "--set", f"security.key_file={key_file}")
-    assert first.returncode == 0, first.stdout + first.stderr
-    checkpoints = run / "checkpoints"
-    final = checkpoints / "step_00000004"
-    for folder in (checkpoints / "step_00000002", final):
+    done = {"root": root, "key_file": key_file}
+    for name, extra, env in (("clear", (), {}), ("secret", ("--set", f"security.key_file={key_file}"), {})):
+        config, run = setup_run(root, name)
+        first = driver(config, *extra, env=env)
+        assert first.returncode == 0, first.stdout + first.stderr
+        resumed = driver(config, "--resume", "auto", "--set", "training.steps=6", *extra, env=env)
+        assert resumed.returncode == 0, resumed.stdout + resumed.stderr
+        assert "Iteration: 5/6" in resumed.stdout and "Iteration: 1/6" not in resumed.stdout, resumed.stdout
+        done[name] = (config, run, resumed.stdout)
+    return done
+
+
+def test_no_weight_lands_in_clear_and_the_resume_equals_the_clear_one_bit_for_bit(runs):
+    root, key_file = runs["root"], runs["key_file"]
+    _, secret_run, secret_out = runs["secret"]
+    _, clear_run, clear_out = runs["clear"]
+    for step in (2, 4, 6):
+        folder = secret_run / "checkpoints" / f"step_{step:08d}"
         for name in os.listdir(folder):
-            data = (folder / name).read_bytes()
-            if name == ".myriad-checkpoint":
+            if name == MARKER:
                 continue
-            assert data.startswith(MAGIC), f"{folder / name} is not encrypted"
-            assert os.stat(folder / name).st_mode & 0o077 == 0, f"{folder / name} readable by others"
-    windows = trained_weight_windows(final, key_file, tmp_path / "secret-export.safetensors")
-    assert (tmp_path / "secret-export.safetensors").read_bytes().startswith(MAGIC)
-    assert files_holding(run, windows) == []
-    assert files_holding(tmp_path / "secret-export.safetensors", windows) == []
+            assert (folder / name).read_bytes().startswith(MAGIC), f"{folder / name} is not encrypted"
+            assert os.stat(folder / name).st_mode & 0o077 == 0, f"{folder / name} is readable by others"
+    secret = exported(secret_run / "checkpoints" / "step_00000006", root / "export-secret.safetensors", key_file)
+    clear = exported(clear_run / "checkpoints" / "step_00000006", root / "export-clear.safetensors")
+    assert (root / "export-secret.safetensors").read_bytes().startswith(MAGIC)
+    assert sorted(secret) == sorted(clear)
+    for name in clear:
+        assert np.array_equal(secret[name], clear[name]), name
+    assert LOSS.findall(secret_out) == LOSS.findall(clear_out)
+    windows = weight_windows(clear)
+    assert any(p.endswith("rank_0.bin") for p in files_holding(clear_run, windows))  # the search finds clear weights
+    assert files_holding(secret_run, windows) == []
+    assert files_holding(root / "export-secret.safetensors", windows) == []
 
-    # The same search finds the weights of a run in clear: it can fail.
-    clear_config, clear_run = setup_run(tmp_path, "clear")
-    clear = driver(clear_config)
-    assert clear.returncode == 0, clear.stderr
-    clear_windows = trained_weight_windows(clear_run / "checkpoints" / "step_00000004", None,
-                                           tmp_path / "clear-export.safetensors")
-    assert any(p.endswith("rank_0.bin") for p in files_holding(clear_run, clear_windows))
 
-    # Resume: with the key it goes on; without it, or with a wrong key, it stops before training.
-    more = ("--resume", "auto", "--set", "training.steps=6")
-    resumed = driver(config, *more, env={"MYRIAD_KEY_FILE": str(key_file)})
-    assert resumed.returncode == 0, resumed.stdout + resumed.stderr
-    assert "Iteration: 5/6" in resumed.stdout and "Iteration: 1/6" not in resumed.stdout, resumed.stdout
-    assert (checkpoints / "step_00000006" / "manifest.json").read_bytes().startswith(MAGIC)
-    missing = driver(config, *more, "--set", "training.steps=8")
+def test_without_the_key_or_with_a_wrong_one_nothing_trains(runs):
+    config, run, _ = runs["secret"]
+    more = ("--resume", "auto", "--set", "training.steps=8")
+    missing = driver(config, *more)
     output = missing.stdout + missing.stderr
     assert missing.returncode != 0
     assert "encrypted under key 'k1'" in output and "security.key_file" in output and "MYRIAD_KEY_FILE" in output, \
         output
     assert "Iteration" not in missing.stdout
-    wrong = tmp_path / "wrong-keys"
+    wrong = runs["root"] / "wrong-keys"
     wrong.write_text("key k1 " + "ab" * 32 + "\n")
-    refused = driver(config, *more, "--set", "training.steps=8", "--set", f"security.key_file={wrong}")
+    refused = driver(config, *more, "--set", f"security.key_file={wrong}")
     output = refused.stdout + refused.stderr
     assert refused.returncode != 0 and "does not unwrap with key 'k1'" in output, output
     assert "Iteration" not in refused.stdout
-    assert not (checkpoints / "step_00000008").exists()
+    assert not (run / "checkpoints" / "step_00000008").exists()
+
+
+@pytest.mark.skipif(shutil.which("mpirun") is None, reason="mpirun not found")
+def test_an_encrypted_checkpoint_reshards_under_tensor_parallelism(runs, tmp_path):
+    key_file = runs["key_file"]
+    losses = {}
+    for name in ("clear", "secret"):
+        config, run, _ = runs[name]
+        copy = tmp_path / name
+        shutil.copytree(run / "checkpoints", copy / "checkpoints")
+        extra = ["--set", f"security.key_file={key_file}"] if name == "secret" else []
+        result = driver(config, "--resume", "auto", "--set", "training.steps=7", "--set", "parallel.tp=2",
+                        "--set", f"logging.dir={copy}", *extra, launcher=mpirun_launcher(2))
+        assert result.returncode == 0, result.stdout + result.stderr
+        losses[name] = LOSS.findall(result.stdout)
+        assert [step for step, _ in losses[name]] == ["7"], result.stdout
+    assert losses["secret"] == losses["clear"]
+    assert (tmp_path / "secret" / "checkpoints" / "step_00000007" / "rank_1.bin").read_bytes().startswith(MAGIC)
+
+
+def test_the_server_reads_an_encrypted_checkpoint_with_the_key_only(runs, monkeypatch):
+    key_file = runs["key_file"]
+    body = {"model": "m", "prompt": "the cat", "max_tokens": 8, "temperature": 0}
+    with Server("--checkpoint", str(runs["clear"][1] / "checkpoints"), "--model-name", "m") as s:
+        status, clear_text, _ = s.post(body)
+        assert status == 200, clear_text
+        s.stop()
+    with pytest.raises(RuntimeError, match=r"encrypted under key 'k1'.*MYRIAD_KEY_FILE"):
+        Server("--checkpoint", str(runs["secret"][1] / "checkpoints"), "--model-name", "m")
+    monkeypatch.setenv("MYRIAD_KEY_FILE", str(key_file))
+    with Server("--checkpoint", str(runs["secret"][1] / "checkpoints"), "--model-name", "m") as s:
+        status, secret_text, _ = s.post(body)
+        assert status == 200, secret_text
+        s.stop()
+    import json
+    assert json.loads(secret_text)["choices"][0]["text"] == json.loads(clear_text)["choices"][0]["text"]
 
 
 def test_keys_rotate_rewraps_a_checkpoint_without_touching_its_ciphertext(tmp_path):
