@@ -28,6 +28,6 @@ from ._myriad import (BpeTokenizer, Config, Error,  # noqa: E402 - after the RTL
 from .engine import Engine, GradientSlice  # noqa: E402 - the C++ engine with Python step and gradient hooks
 
 __all__ = ["BpeTokenizer", "Config", "Engine", "Error", "GradientSlice", "MpiRuntime", "ProcessGroups", "Tensor",
-           "data", "dry_run", "empty", "encrypted_file_key_id", "export_safetensors", "fresh_run_conflict", "from_numpy", "full",
-           "import_safetensors", "ops", "philox4x32", "randn", "read_safetensors", "tokenize_corpus",
-           "write_safetensors", "zeros"]
+           "data", "dry_run", "empty", "encrypted_file_key_id", "export_safetensors", "fresh_run_conflict",
+           "from_numpy", "full", "import_safetensors", "ops", "philox4x32", "randn", "read_safetensors",
+           "tokenize_corpus", "write_safetensors", "zeros"]
