@@ -366,6 +366,8 @@ def run(args, rank, world, runtime):
         log_dir = config["logging.dir"]
         config.validate(world)
         resolved_yaml = config.resolved().to_yaml()
+        # Everything the run writes from here on is its owner's alone unless security.umask says otherwise.
+        os.umask(int(config["security.umask"], 8))
         if not config["checkpoint.resume"]:
             # A fresh run must not mix its checkpoints, metrics and config.yaml with another run's.
             conflict = myriad.fresh_run_conflict(config.resolved()["checkpoint.dir"]) or log_folder_conflict(log_dir)

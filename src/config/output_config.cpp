@@ -74,10 +74,25 @@ const std::vector<Field<SecurityConfig>>& SecurityConfig::fields() {
                  "data files, tokenizer, manifest — are written AES-256-GCM encrypted under its current key and "
                  "read with any key it holds; a missing or wrong key stops the run before training. \"\" = the "
                  "file $MYRIAD_KEY_FILE names; neither = written in clear"),
+      make_field("umask", &S::umask,
+                 "the process umask (octal) the training driver sets before writing anything: 077 = every "
+                 "artefact (run folder, logs, metrics, data cache, checkpoints) readable by the run's owner only "
+                 "(files 0600, folders 0700); 027 = also its group; 022 = by everyone"),
   };
   return table;
 }
 
-void SecurityConfig::validate() const { validate_fields(*this); }
+void SecurityConfig::validate() const {
+  validate_fields(*this);
+  MYRIAD_CHECK(!umask.empty() && umask.size() <= 4 && umask.find_first_not_of("01234567") == std::string::npos &&
+                   umask_bits() <= 0777,
+               "security.umask: '" << umask << "' is not an octal umask of at most 0777 (e.g. 077, 027, 022)");
+}
+
+unsigned SecurityConfig::umask_bits() const {
+  unsigned bits = 0;
+  for (char c : umask) bits = bits * 8 + static_cast<unsigned>(c - '0');
+  return bits;
+}
 
 }  // namespace myriad

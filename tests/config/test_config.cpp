@@ -152,6 +152,7 @@ sample:
   prompt: "Once upon a time: #1"
 security:
   key_file: /etc/myriad/keys
+  umask: "027"
 )";
 
 TEST(ConfigDefaults, MatchTheDocumentedValues) {
@@ -310,6 +311,8 @@ TEST(ConfigYaml, FullFileSetsEveryKey) {
   EXPECT_EQ(c.sample.top_k, 0);
   EXPECT_EQ(c.sample.prompt, "Once upon a time: #1");
   EXPECT_EQ(c.security.key_file, "/etc/myriad/keys");
+  EXPECT_EQ(c.security.umask, "027");
+  EXPECT_EQ(c.security.umask_bits(), 027u);
   EXPECT_EQ(c.training.device, ComputeDevice::cuda);
   EXPECT_EQ(c.parallel.dp_reduce, DpReduce::tree);
   EXPECT_EQ(c.parallel.ranks_per_node, 4);
@@ -577,6 +580,22 @@ TEST(ConfigRegistry, KeysAreUniqueDocumentedAndDefaultsPassTheirChecks) {
       EXPECT_EQ(field_value_problem(field, field.get(section)), "") << field.name;
     }
   });
+}
+
+TEST(ConfigSecurity, AnUmaskMustBeOctalAndNamesTheKey) {
+  RunConfig config;
+  for (const char* bad : {"", "8", "abc", "0x77", "7777", "-22"}) {
+    config.security.umask = bad;
+    try {
+      config.security.validate();
+      ADD_FAILURE() << "accepted umask '" << bad << "'";
+    } catch (const Error& e) {
+      EXPECT_NE(e.message().find("security.umask"), std::string::npos) << e.message();
+    }
+  }
+  config.security.umask = "0022";
+  EXPECT_NO_THROW(config.security.validate());
+  EXPECT_EQ(config.security.umask_bits(), 022u);
 }
 
 TEST(ConfigDocs, ReferenceInDocsMatchesTheRegistries) {

@@ -211,3 +211,30 @@ def test_keys_rotate_rewraps_a_checkpoint_without_touching_its_ciphertext(tmp_pa
     resumed = driver(config, "--resume", "auto", "--set", "training.steps=4", "--set", f"security.key_file={key_file}")
     assert resumed.returncode == 0, resumed.stdout + resumed.stderr
     assert "Iteration: 3/4" in resumed.stdout
+
+
+def modes_under(root):
+    """{path: permission bits} of every file and folder under root (root included)."""
+    found = {str(root): os.stat(root).st_mode & 0o777}
+    for folder, dirs, names in os.walk(root):
+        for name in dirs + names:
+            path = os.path.join(folder, name)
+            found[path] = os.stat(path).st_mode & 0o777
+    return found
+
+
+def test_a_run_writes_its_artefacts_for_its_owner_only_unless_configured(runs, tmp_path):
+    _, run, _ = runs["clear"]  # trained with the default security.umask 077
+    modes = modes_under(run)
+    assert any(p.endswith("rank_0.bin") for p in modes) and any(p.endswith("metrics.jsonl") for p in modes)
+    shared = {p: oct(m) for p, m in modes.items() if m & 0o077}
+    assert shared == {}, f"readable by group or others: {shared}"
+    assert modes[str(run)] == 0o700
+    config, _ = setup_run(tmp_path, "shared")
+    result = driver(config, "--set", "training.steps=2", "--set", "security.umask=022")
+    assert result.returncode == 0, result.stderr
+    modes = modes_under(tmp_path / "shared")
+    assert modes[str(tmp_path / "shared" / "metrics.jsonl")] == 0o644
+    assert modes[str(tmp_path / "shared")] == 0o755
+    bad = driver(config, "--set", "security.umask=999")
+    assert bad.returncode == 2 and "security.umask" in bad.stderr, bad.stderr

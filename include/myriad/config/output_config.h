@@ -63,13 +63,18 @@ struct SampleConfig {
 
 struct SecurityConfig {
   static constexpr std::string_view kSection = "security";
-  static constexpr std::string_view kSectionMeaning = "encryption at rest of what the run writes";
+  static constexpr std::string_view kSectionMeaning = "encryption at rest and file permissions of what the run writes";
 
   // Key file (data/at_rest.h): checkpoints (data, tokenizer, manifest) are written encrypted
   // under its current key; "" = the file $MYRIAD_KEY_FILE names, or clear when it is unset.
   std::string key_file;
+  // The process umask the training driver sets before it writes anything (octal): "077" = files
+  // 0600 and folders 0700, the run's owner only; "022" = readable by all.
+  std::string umask = "077";
 
   void validate() const;  // per-key checks
+  // umask as a number (validate() first).
+  unsigned umask_bits() const;
   static const std::vector<Field<SecurityConfig>>& fields();
   bool operator==(const SecurityConfig&) const = default;
 };
