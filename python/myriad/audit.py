@@ -374,6 +374,30 @@ class AuditTrail:
     def __init__(self, log=None):
         self.log = log
         self._pending = []  # checkpoints saved in the background whose manifest is not written yet
+        self._folder, self._keep, self._known = None, None, set()  # the checkpoint folder watched for pruning
+
+    def watch_checkpoints(self, folder, keep):
+        """Records checkpoint.pruned for each complete checkpoint of `folder` that disappears (retention
+        keeps the newest `keep`; it runs in C++ at the end of each save, seen here after the save's record)."""
+        self._folder, self._keep = folder, keep
+        self._known = self._checkpoints()
+
+    def _checkpoints(self):
+        if self._folder is None or not os.path.isdir(self._folder):
+            return set()
+        return {name for name in os.listdir(self._folder)
+                if name.startswith("step_") and os.path.isfile(os.path.join(self._folder, name, "manifest.json"))}
+
+    def _note_pruned(self):
+        if self._folder is None:
+            return
+        now = self._checkpoints()
+        for name in sorted(self._known - now):
+            step = name[len("step_"):]
+            self.log.append("checkpoint.pruned", os.path.join(self._folder, name), "ok",
+                            {"step": int(step) if step.isdigit() else None, "keep": self._keep,
+                             "reason": "gone after a save (retention keeps the newest checkpoint.keep)"})
+        self._known = now
 
     @property
     def enabled(self):
@@ -403,6 +427,7 @@ class AuditTrail:
             else:
                 waiting.append((path, step))
         self._pending = waiting
+        self._note_pruned()
 
     def training_finished(self, path, step, val_loss=None):
         """checkpoint.saved (the final checkpoint) and training.finished."""
@@ -469,6 +494,7 @@ def start_training(config, rank, world, log_dir, resolved_yaml, step):
     trail_ = trail(os.path.join(log_dir, LOG_NAME), enabled=rank == 0)
     if not trail_.enabled:
         return trail_
+    trail_.watch_checkpoints(config.resolved()["checkpoint.dir"], config["checkpoint.keep"])
     settled = config.for_world(world)
     layout = " x ".join(f"{axis} {settled[f'parallel.{axis}']}" for axis in ("dp", "tp", "pp", "cp", "ep"))
     details = {"config_sha256": hashlib.sha256(resolved_yaml.encode("utf-8")).hexdigest(),
@@ -488,15 +514,22 @@ def start_training(config, rank, world, log_dir, resolved_yaml, step):
     return trail_
 
 
+def log_near(path):
+    """The audit log of the run an artefact belongs to: PATH/audit.jsonl, PATH/../audit.jsonl or
+    PATH/../../audit.jsonl, whichever exists first; else ./audit.jsonl."""
+    path = os.path.abspath(path)
+    for folder in (path, os.path.dirname(path), os.path.dirname(os.path.dirname(path))):
+        if os.path.isfile(os.path.join(folder, LOG_NAME)):
+            return os.path.join(folder, LOG_NAME)
+    return LOG_NAME
+
+
 def conversion_log(args):
     """Where `myriad convert` records: $MYRIAD_AUDIT_LOG, else the audit log of the run an exported
     checkpoint belongs to (CHECKPOINT/../audit.jsonl or CHECKPOINT/../../audit.jsonl, whichever exists),
     else ./audit.jsonl."""
     if args.command == "export":
-        checkpoint = os.path.abspath(args.checkpoint_dir)
-        for folder in (os.path.dirname(checkpoint), os.path.dirname(os.path.dirname(checkpoint))):
-            if os.path.isfile(os.path.join(folder, LOG_NAME)):
-                return os.path.join(folder, LOG_NAME)
+        return log_near(os.path.dirname(os.path.abspath(args.checkpoint_dir)))
     return LOG_NAME
 
 

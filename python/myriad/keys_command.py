@@ -100,23 +100,44 @@ def encrypted_files(paths):
 
 
 def rotate(paths, key_file, dry_run=False, out=sys.stdout):
+    """Rewraps; records keys.rotated (audit log near the first path, or $MYRIAD_AUDIT_LOG) with the
+    key ids, never the keys."""
     import myriad._myriad as native
+    from myriad import audit
     _, current = entries(read_lines(key_file))
     files = encrypted_files(paths)
+    trail = audit.trail(audit.log_near(paths[0]), enabled=not dry_run)
     rewrapped = already = clear = 0
-    for path, key_id in files:
-        if key_id is None:
-            clear += 1
-        elif key_id == current:
-            already += 1
-        else:
-            if not dry_run:
-                native.rewrap_file(path, key_file)
-            print(f"{'would rewrap' if dry_run else 'rewrapped'} {path}: {key_id} -> {current}", file=out)
-            rewrapped += 1
+    previous = set()
+    try:
+        for path, key_id in files:
+            if key_id is None:
+                clear += 1
+            elif key_id == current:
+                already += 1
+            else:
+                if not dry_run:
+                    native.rewrap_file(path, key_file)
+                print(f"{'would rewrap' if dry_run else 'rewrapped'} {path}: {key_id} -> {current}", file=out)
+                rewrapped += 1
+                previous.add(key_id)
+    except Exception as e:
+        trail.record("keys.rotated", " ".join(paths), "error",
+                     {"to_key_id": current, "rewrapped": rewrapped, "error": str(e).splitlines()[0]})
+        trail.close()
+        raise
+    trail.record("keys.rotated", " ".join(paths), "ok",
+                 {"to_key_id": current, "from_key_ids": sorted(previous), "rewrapped": rewrapped,
+                  "already": already, "clear": clear})
+    trail.close()
     print(f"keys rotate: {rewrapped} file(s) {'to rewrap' if dry_run else 'rewrapped'} under {current!r}, "
           f"{already} already under it, {clear} in clear (left as they are)", file=out)
     return rewrapped
+
+
+def audit_error():
+    from myriad.audit import AuditError
+    return AuditError
 
 
 def main(argv=None):
@@ -148,7 +169,7 @@ def main(argv=None):
             if not key_file:
                 raise ValueError(f"no key file: give --key-file FILE or set ${KEY_FILE_ENV}")
             rotate(args.paths, key_file, args.dry_run)
-    except (ValueError, OSError, RuntimeError) as e:
+    except (ValueError, OSError, RuntimeError, audit_error()) as e:
         print(f"error: {e}", file=sys.stderr)
         return 2
     return 0

@@ -70,13 +70,14 @@ def tiny(tmp_path_factory):
 
 @pytest.fixture(scope="module")
 def audited_run(tiny):
-    """A run with an audit key: 6 steps with a checkpoint at 3 and 6, resumed to 8 steps, its last
-    checkpoint exported; (log path, key path, root)."""
+    """A run with an audit key: 6 steps with a checkpoint at 3 and 6, resumed to 8 steps keeping 2 (step 3
+    pruned), its last checkpoint exported; (log path, key path, root)."""
     root, config = tiny
     key = write_key(root / "audit.key")
     first = driver(config, *RUN_FLAGS, key=key)
     assert first.returncode == 0, first.stderr
-    resumed = driver(config, *RUN_FLAGS, "--set", "training.steps=8", "--resume", "auto", key=key)
+    resumed = driver(config, *RUN_FLAGS, "--set", "training.steps=8", "--set", "checkpoint.keep=2", "--resume", "auto",
+                     key=key)
     assert resumed.returncode == 0, resumed.stderr
     exported = myriad("convert", "export", root / "run" / "checkpoints" / "step_00000008", root / "model.safetensors",
                       key=key)
@@ -86,7 +87,7 @@ def audited_run(tiny):
 
 EXPECTED_ACTIONS = ["audit.log_created", "training.started", "checkpoint.saved", "checkpoint.saved",
                     "training.finished", "checkpoint.loaded", "training.resumed", "checkpoint.saved",
-                    "training.finished", "model.exported"]
+                    "checkpoint.pruned", "training.finished", "model.exported"]
 
 
 def test_a_real_run_leaves_a_log_that_verifies_with_its_operations_in_order(audited_run):
@@ -103,11 +104,15 @@ def test_a_real_run_leaves_a_log_that_verifies_with_its_operations_in_order(audi
     assert len(started["details"]["config_sha256"]) == 64
     assert started["details"]["layout"] == "dp 1 x tp 1 x pp 1 x cp 1 x ep 1, zero 0"
     assert started["actor"]["pid"] > 0 and started["actor"]["api_key_id"] is None
-    assert saved3["details"]["step"] == 3
-    manifest = root / "run" / "checkpoints" / "step_00000003" / "manifest.json"
-    assert saved3["details"]["manifest_sha256"] == audit.file_digest(manifest)
+    assert saved3["details"]["step"] == 3 and len(saved3["details"]["manifest_sha256"]) == 64
+    saved6 = records[3]
+    manifest = root / "run" / "checkpoints" / "step_00000006" / "manifest.json"
+    assert saved6["details"]["manifest_sha256"] == audit.file_digest(manifest)
     assert records[5]["details"]["step"] == 6 and records[6]["details"]["checkpoint"].endswith("step_00000006")
-    exported = records[9]["details"]
+    pruned = records[8]
+    assert pruned["target"].endswith("step_00000003") and pruned["details"]["step"] == 3
+    assert pruned["details"]["keep"] == 2 and not (root / "run" / "checkpoints" / "step_00000003").exists()
+    exported = records[10]["details"]
     assert exported["source_sha256"] == audit.folder_digest(root / "run" / "checkpoints" / "step_00000008")
     assert exported["target_sha256"] == audit.file_digest(root / "model.safetensors")
     assert exported["config_sha256"] == audit.file_digest(root / "model.yaml")
@@ -140,7 +145,7 @@ def forged_after(lines, index):
 TAMPERING = {
     "a_middle_record_deleted": (lambda lines: lines[:3] + lines[4:], 4, "deleted"),
     "a_field_edited": (lambda lines: edit(lines, 2, "target", "/elsewhere"), 3, "modified"),
-    "a_result_edited_on_the_last_record": (lambda lines: edit(lines, len(lines) - 1, "result", "error"), 10,
+    "a_result_edited_on_the_last_record": (lambda lines: edit(lines, len(lines) - 1, "result", "error"), 11,
                                            "modified"),
     "a_forged_record_inserted": (lambda lines: forged_after(lines, 2), 4, "inserted"),
     "a_genuine_record_repeated": (lambda lines: lines[:5] + [lines[3]] + lines[5:], 6, "inserted"),

@@ -13,6 +13,7 @@ to 6 — then:
   tokens) and refuses to start without it, naming the key;
 - `myriad keys rotate` rewraps a checkpoint's files under a new key (ciphertext unchanged) and the
   run resumes with the new key alone."""
+import json
 import os
 import re
 import shutil
@@ -23,7 +24,7 @@ import numpy as np
 import pytest
 
 import myriad
-from myriad import keys_command
+from myriad import audit, keys_command
 from serve_process import Server, mpirun_launcher
 from tiny_corpus import write_corpus
 from package_under_test import DRIVER, PYTHONPATH
@@ -180,24 +181,32 @@ def test_the_server_reads_an_encrypted_checkpoint_with_the_key_only(runs, monkey
         status, secret_text, _ = s.post(body)
         assert status == 200, secret_text
         s.stop()
-    import json
     assert json.loads(secret_text)["choices"][0]["text"] == json.loads(clear_text)["choices"][0]["text"]
 
 
 def test_keys_rotate_rewraps_a_checkpoint_without_touching_its_ciphertext(tmp_path):
-    key_file = tmp_path / "keys"
+    key_file, audit_key = tmp_path / "keys", tmp_path / "audit.key"
     keys_command.new_key(str(key_file), "old")
+    audit_key.write_bytes(os.urandom(32))
+    audited = {"MYRIAD_AUDIT_KEY_FILE": str(audit_key)}
     config, run = setup_run(tmp_path, "rotating")
-    first = driver(config, "--set", "training.steps=2", env={"MYRIAD_KEY_FILE": str(key_file)})
+    first = driver(config, "--set", "training.steps=2", env={"MYRIAD_KEY_FILE": str(key_file), **audited})
     assert first.returncode == 0, first.stdout + first.stderr
     checkpoint = run / "checkpoints" / "step_00000002"
     before = {name: (checkpoint / name).read_bytes() for name in os.listdir(checkpoint)}
     assert keys_command.new_key(str(key_file), "new") == "new"
     rotated = subprocess.run([sys.executable, "-m", "myriad.cli", "keys", "rotate", str(run / "checkpoints"),
-                              "--key-file", str(key_file)], env=dict(os.environ, PYTHONPATH=PYTHONPATH),
+                              "--key-file", str(key_file)], env=dict(os.environ, PYTHONPATH=PYTHONPATH, **audited),
                              capture_output=True, text=True, timeout=120)
     assert rotated.returncode == 0, rotated.stderr
     assert "rewrapped under 'new'" in rotated.stdout, rotated.stdout
+    # The run's audit log ends with the rotation (key ids only) and still verifies.
+    log = run / "audit.jsonl"
+    last = json.loads(log.read_text().splitlines()[-1])
+    assert last["action"] == "keys.rotated" and last["details"]["to_key_id"] == "new"
+    assert last["details"]["from_key_ids"] == ["old"] and last["details"]["rewrapped"] == len(before) - 1
+    assert audit.verify(log, audit.load_key(audit_key)).ok
+    assert key_file.read_text().split("key new ")[1][:64] not in log.read_text()
     header = 8 + 160
     for name, old in before.items():
         now = (checkpoint / name).read_bytes()
