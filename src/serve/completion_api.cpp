@@ -202,4 +202,9 @@ std::string render_error(const std::string& message, const std::string& type, co
   return dump(j);
 }
 
+std::string internal_error_message(const std::string& id, const std::string& detail, std::FILE* log) {
+  if (log != nullptr) std::fprintf(log, "myriad-serve: request %s failed: %s\n", id.c_str(), detail.c_str());
+  return "the server failed this request (" + id + "); the details are in the server's log";
+}
+
 }  // namespace myriad::serve

@@ -164,7 +164,9 @@ void CompletionServer::routes() {
             if (!events.empty() || done) {
               const FinishReason reason = done ? stream->reason() : FinishReason::none;
               if (reason == FinishReason::error) {
-                out = "data: " + render_error(stream->error(), "server_error", "") + "\n\n";
+                out = "data: " +
+                      render_error(internal_error_message(who.id, stream->error(), stderr), "server_error", "") +
+                      "\n\n";
               } else {
                 out = render_chunk(who, events, reason, with_logprobs, tokenizer);
               }
@@ -196,7 +198,7 @@ void CompletionServer::routes() {
     if (done) {
       if (stream->reason() == FinishReason::error) {
         metrics_.request_finished("500");
-        return send_error(res, 500, stream->error(), "server_error");
+        return send_error(res, 500, internal_error_message(who.id, stream->error(), stderr), "server_error");
       }
       metrics_.request_finished("200");
       res.set_content(
@@ -219,7 +221,7 @@ void CompletionServer::routes() {
           const FinishReason reason = stream->reason();
           const std::string body =
               reason == FinishReason::error
-                  ? render_error(stream->error(), "server_error", "")
+                  ? render_error(internal_error_message(who.id, stream->error(), stderr), "server_error", "")
                   : render_completion(who, *gathered, reason, stream->prompt_tokens(), with_logprobs, tokenizer);
           sink.write(body.data(), body.size());
           sink.done();
@@ -231,15 +233,15 @@ void CompletionServer::routes() {
         });
   });
   http.set_exception_handler([this](const httplib::Request&, httplib::Response& res, std::exception_ptr ep) {
-    std::string what = "internal error";  // never a source location or anything else of the server's
+    std::string what = "an unknown exception";
     try {
       std::rethrow_exception(ep);
-    } catch (const Error& e) {
-      what = e.message();
+    } catch (const std::exception& e) {
+      what = e.what();
     } catch (...) {
     }
     metrics_.request_finished("500");
-    send_error(res, 500, what, "server_error");
+    send_error(res, 500, internal_error_message(request_id(requests_++), what, stderr), "server_error");
   });
   http.set_error_handler([](const httplib::Request& req, httplib::Response& res) {
     if (!res.body.empty()) return;

@@ -113,5 +113,21 @@ TEST(CompletionApi, RendersTheResponseAndChunks) {
   EXPECT_EQ(e["error"]["param"], "max_tokens");
 }
 
+TEST(CompletionApi, AServerErrorTellsTheClientItsIdAndLogsTheDetailOnly) {
+  std::FILE* log = std::tmpfile();
+  ASSERT_NE(log, nullptr);
+  const std::string detail = "[rank 1] /srv/models/secret/step_00000042/rank_1.bin: chunk 7 fails authentication";
+  const std::string message = internal_error_message("cmpl-42", detail, log);
+  EXPECT_NE(message.find("cmpl-42"), std::string::npos);
+  EXPECT_EQ(message.find("/srv"), std::string::npos) << message;
+  EXPECT_EQ(message.find("rank"), std::string::npos) << message;
+  std::rewind(log);
+  char line[512] = {};
+  ASSERT_NE(std::fgets(line, sizeof line, log), nullptr);
+  EXPECT_NE(std::string(line).find("cmpl-42"), std::string::npos);
+  EXPECT_NE(std::string(line).find(detail), std::string::npos);
+  std::fclose(log);
+}
+
 }  // namespace
 }  // namespace myriad::serve

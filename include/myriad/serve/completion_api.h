@@ -17,6 +17,7 @@
 #pragma once
 
 #include <cstdint>
+#include <cstdio>
 #include <string>
 #include <vector>
 
@@ -51,5 +52,8 @@ std::string render_chunk(const CompletionIdentity& who, const std::vector<TokenE
                          bool with_logprobs, const data::BpeTokenizer* tokenizer);
 // {"error": {"message", "type", "param", "code"}}.
 std::string render_error(const std::string& message, const std::string& type, const std::string& param);
+// The message of a 500 for request `id`: that it failed and the id to quote, nothing of `detail`
+// (an engine message may name files, shapes or ranks); `detail` goes to `log` (the server's stderr).
+std::string internal_error_message(const std::string& id, const std::string& detail, std::FILE* log);
 
 }  // namespace myriad::serve
