@@ -523,6 +523,14 @@ void bind_train(py::module_& m) {
       "an encrypted file's data key rewrapped under key_file's current key (unwrapped with the key its header "
       "names, which key_file must hold); the ciphertext is copied unchanged. Returns the key id it had");
   m.def(
+      "decrypt_file",
+      [](const std::string& path, const std::string& out, const std::string& key_file) {
+        return data::decrypt_file(path, out, data::KeyRing::load(key_file));
+      },
+      py::arg("path"), py::arg("out"), py::arg("key_file"), py::call_guard<py::gil_scoped_release>(),
+      "the plaintext of an encrypted file written to out (authenticated chunk by chunk; temporary + rename); "
+      "returns its size");
+  m.def(
       "encrypted_file_key_id",
       [](const std::string& path) -> py::object {
         if (!data::is_encrypted_file(path)) return py::none();

@@ -6,6 +6,9 @@
     myriad keys rotate PATH... [--key-file FILE] [--dry-run]
                                             rewrap every encrypted file under PATH (files or folders, recursively)
                                             under FILE's current key
+    myriad keys decrypt FILE OUT [--key-file FILE]
+                                            write an encrypted artefact's plaintext to OUT: an explicit release in
+                                            clear (e.g. an exported model.safetensors for another system)
 
 A key file holds lines `key <id> <64 hex digits>` and one `current <id>`. New artefacts are
 encrypted under the current key; any key in the file still reads what it encrypted. Rotation
@@ -140,6 +143,26 @@ def audit_error():
     return AuditError
 
 
+def decrypt(path, out, key_file):
+    """OUT <- the plaintext of PATH; recorded as keys.decrypted (the audit log near PATH, or $MYRIAD_AUDIT_LOG)."""
+    import myriad._myriad as native
+    from myriad import audit
+    key_id = native.encrypted_file_key_id(path)
+    if key_id is None:
+        raise ValueError(f"{path}: not an encrypted myriad file (nothing to decrypt)")
+    trail = audit.trail(audit.log_near(os.path.dirname(os.path.abspath(path))))
+    try:
+        size = native.decrypt_file(path, out, key_file)
+    except Exception as e:
+        trail.record("keys.decrypted", path, "error", {"key_id": key_id, "out": out, "error": str(e).splitlines()[0]})
+        trail.close()
+        raise
+    trail.record("keys.decrypted", path, "ok", {"key_id": key_id, "out": out, "bytes": size,
+                                                 "out_sha256": audit.file_digest(out)})
+    trail.close()
+    return size
+
+
 def main(argv=None):
     parser = argparse.ArgumentParser(prog="myriad keys", description=__doc__.split("\n\n")[0],
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -153,6 +176,10 @@ def main(argv=None):
     rot.add_argument("paths", nargs="+", metavar="PATH")
     rot.add_argument("--key-file", help=f"the key file (default ${KEY_FILE_ENV})")
     rot.add_argument("--dry-run", action="store_true", help="list what would be rewrapped; change nothing")
+    dec = sub.add_parser("decrypt", help="write an encrypted artefact's plaintext (an explicit release in clear)")
+    dec.add_argument("file")
+    dec.add_argument("out")
+    dec.add_argument("--key-file", help=f"the key file (default ${KEY_FILE_ENV})")
     args = parser.parse_args(argv)
     try:
         if args.action == "new":
@@ -168,7 +195,11 @@ def main(argv=None):
             key_file = args.key_file or os.environ.get(KEY_FILE_ENV)
             if not key_file:
                 raise ValueError(f"no key file: give --key-file FILE or set ${KEY_FILE_ENV}")
-            rotate(args.paths, key_file, args.dry_run)
+            if args.action == "rotate":
+                rotate(args.paths, key_file, args.dry_run)
+            else:
+                size = decrypt(args.file, args.out, key_file)
+                print(f"{args.out}: {size} bytes in clear, decrypted from {args.file}")
     except (ValueError, OSError, RuntimeError, audit_error()) as e:
         print(f"error: {e}", file=sys.stderr)
         return 2

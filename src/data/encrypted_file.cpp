@@ -521,6 +521,29 @@ void write_encrypted_file(const std::string& path, const std::string& data, cons
   std::filesystem::rename(temporary, path);
 }
 
+std::uint64_t decrypt_file(const std::string& path, const std::string& out, const KeyRing& keys) {
+  EncryptedReader reader(path, keys);
+  const std::string temporary = out + ".partial";
+  std::FILE* file = std::fopen(temporary.c_str(), "wb");
+  MYRIAD_CHECK(file != nullptr, temporary << ": cannot be created (" << std::strerror(errno) << ")");
+  std::uint64_t total = 0;
+  try {
+    std::vector<unsigned char> block(16u << 20);
+    while (const std::size_t n = reader.read(block.data(), block.size())) {
+      MYRIAD_CHECK(std::fwrite(block.data(), 1, n, file) == n, temporary << ": cannot be written");
+      total += n;
+    }
+    MYRIAD_CHECK(std::fflush(file) == 0 && fsync(fileno(file)) == 0, temporary << ": cannot be written");
+  } catch (...) {
+    std::fclose(file);
+    std::filesystem::remove(temporary);
+    throw;
+  }
+  std::fclose(file);
+  std::filesystem::rename(temporary, out);
+  return total;
+}
+
 std::string rewrap(const std::string& path, const KeyRing& keys) {
   std::FILE* file = std::fopen(path.c_str(), "rb");
   MYRIAD_CHECK(file != nullptr, path << ": cannot be read (" << std::strerror(errno) << ")");

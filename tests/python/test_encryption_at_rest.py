@@ -6,7 +6,7 @@ to 6 — then:
   run (so the search can fail);
 - the encrypted resume equals the clear resume bit for bit (exported weights of step 6);
 - resuming without the key, or with a wrong key, stops before training naming the key and the
-  setting; an encrypted export reads back with the key;
+  setting; an encrypted export reads back with the key, and `myriad keys decrypt` releases it in clear;
 - resharding: the encrypted checkpoint resumes under mpirun with tensor parallelism (tp 2) to
   the same loss as the clear one;
 - `myriad serve` serves the encrypted checkpoint with $MYRIAD_KEY_FILE (the clear run's greedy
@@ -125,6 +125,14 @@ def test_no_weight_lands_in_clear_and_the_resume_equals_the_clear_one_bit_for_bi
     for name in clear:
         assert np.array_equal(secret[name], clear[name]), name
     assert LOSS.findall(secret_out) == LOSS.findall(clear_out)
+    # An explicit release in clear: `myriad keys decrypt` gives the same tensors, readable without a key.
+    released = subprocess.run([sys.executable, "-m", "myriad.cli", "keys", "decrypt",
+                               str(root / "export-secret.safetensors"), str(root / "released.safetensors"),
+                               "--key-file", str(key_file)],
+                              env=dict(os.environ, PYTHONPATH=PYTHONPATH), capture_output=True, text=True, timeout=120)
+    assert released.returncode == 0, released.stderr
+    plain = myriad.read_safetensors(str(root / "released.safetensors"))[0]
+    assert all(np.array_equal(plain[name], clear[name]) for name in clear)
     windows = weight_windows(clear)
     assert any(p.endswith("rank_0.bin") for p in files_holding(clear_run, windows))  # the search finds clear weights
     assert files_holding(secret_run, windows) == []

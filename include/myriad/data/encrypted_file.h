@@ -129,5 +129,9 @@ void write_encrypted_file(const std::string& path, const std::string& data, cons
 // names, which `keys` must hold); the ciphertext is copied unchanged. Atomic (temporary + rename).
 // Returns the KEK id it was wrapped under before.
 std::string rewrap(const std::string& path, const KeyRing& keys);
+// Writes the plaintext of the encrypted file `path` to `out` (a temporary name, then renamed; the
+// process umask decides its mode), streamed in blocks: an explicit release in clear (an HF folder
+// for another system). Every chunk is authenticated first; returns the plaintext's size.
+std::uint64_t decrypt_file(const std::string& path, const std::string& out, const KeyRing& keys);
 
 }  // namespace myriad::data
