@@ -20,13 +20,6 @@ namespace {
 
 namespace fs = std::filesystem;
 
-std::string draw_bytes(std::size_t n, std::uint64_t seed) {
-  std::mt19937_64 draw(seed);
-  std::string out(n, '\0');
-  for (char& c : out) c = static_cast<char>(draw());
-  return out;
-}
-
 std::string message_of(const std::function<void()>& action) {
   try {
     action();
@@ -46,7 +39,7 @@ class AtRestTest : public ::testing::Test {
     const std::string path = (dir_ / ("keys-" + id)).string();
     std::ofstream out(path);
     out << "key " << id << " ";
-    const std::string key = draw_bytes(32, seed);
+    const std::string key = testing::random_bytes(32, seed);
     for (unsigned char c : key) out << "0123456789abcdef"[c >> 4] << "0123456789abcdef"[c & 15];
     out << "\n";
     return path;
@@ -61,7 +54,7 @@ TEST_F(AtRestTest, RandomAccessReadsEqualThePlaintextClearOrEncrypted) {
   std::mt19937_64 draw(seed);
   // Sizes around the writer's 1 MiB chunk: an empty final chunk (exactly 2 MiB), a short one.
   for (const std::size_t n : {std::size_t{0}, std::size_t{5}, std::size_t{2} << 20, (std::size_t{2} << 20) + 4099}) {
-    const std::string data = draw_bytes(n, seed + n);
+    const std::string data = testing::random_bytes(n, seed + n);
     for (const AtRest* at_rest : {&encrypted, static_cast<const AtRest*>(nullptr)}) {
       const AtRest clear;
       const AtRest& use = at_rest != nullptr ? *at_rest : clear;

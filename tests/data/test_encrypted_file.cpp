@@ -20,16 +20,9 @@ namespace {
 
 namespace fs = std::filesystem;
 
-std::string random_string(std::size_t n, std::uint64_t seed) {
-  std::mt19937_64 draw(seed);
-  std::string out(n, '\0');
-  for (char& c : out) c = static_cast<char>(draw());
-  return out;
-}
-
 KeyRing ring(const std::string& id, std::uint64_t seed) {
   KeyRing keys;
-  keys.add(id, random_string(32, seed), true);
+  keys.add(id, testing::random_bytes(32, seed), true);
   return keys;
 }
 
@@ -79,7 +72,7 @@ TEST_F(EncryptedFileTest, RoundTripsAnySizeWithoutPlaintextOnDisk) {
   const KeyRing keys = ring("k1", seed);
   for (const std::size_t n : {std::size_t{0}, std::size_t{1}, kChunk - 1, kChunk, kChunk + 1, 3 * kChunk,
                               3 * kChunk + 17, std::size_t{1000}}) {
-    const std::string data = random_string(n, seed + n);
+    const std::string data = testing::random_bytes(n, seed + n);
     const fs::path path = write("f" + std::to_string(n), data, keys);
     EXPECT_TRUE(is_encrypted_file(path.string()));
     EXPECT_EQ(fs::status(path).permissions() & fs::perms::all, fs::perms::owner_read | fs::perms::owner_write);
@@ -99,7 +92,7 @@ TEST_F(EncryptedFileTest, DamageIsAnErrorNamingTheFileAndTheByte) {
   const std::uint64_t seed = testing::fresh_seed();
   MYRIAD_SEED_TRACE(seed);
   const KeyRing keys = ring("k1", seed);
-  const std::string data = random_string(3 * kChunk + 10, seed);
+  const std::string data = testing::random_bytes(3 * kChunk + 10, seed);
   const fs::path path = write("good", data, keys), other = write("other", data, keys);
   const std::string good = bytes_of(path);
   const fs::path bad = dir_ / "bad";
@@ -142,7 +135,7 @@ TEST_F(EncryptedFileTest, DamageIsAnErrorNamingTheFileAndTheByte) {
 
 TEST_F(EncryptedFileTest, WrongOrMissingKeysAreNamed) {
   const std::uint64_t seed = testing::fresh_seed();
-  const fs::path path = write("f", random_string(100, seed), ring("k1", seed));
+  const fs::path path = write("f", testing::random_bytes(100, seed), ring("k1", seed));
   EXPECT_NE(read_error(path, ring("k2", seed)).find("key 'k1', which the key ring"), std::string::npos);
   const std::string wrong = read_error(path, ring("k1", seed + 1));
   EXPECT_NE(wrong.find("does not unwrap with key 'k1'"), std::string::npos) << wrong;
@@ -151,10 +144,10 @@ TEST_F(EncryptedFileTest, WrongOrMissingKeysAreNamed) {
 TEST_F(EncryptedFileTest, RewrapChangesOnlyTheHeader) {
   const std::uint64_t seed = testing::fresh_seed();
   KeyRing keys = ring("2026-11", seed);
-  const std::string data = random_string(5 * kChunk + 3, seed);
+  const std::string data = testing::random_bytes(5 * kChunk + 3, seed);
   const fs::path path = write("f", data, keys);
   const std::string before = bytes_of(path);
-  keys.add("2026-12", random_string(32, seed + 7), true);
+  keys.add("2026-12", testing::random_bytes(32, seed + 7), true);
   EXPECT_EQ(rewrap(path.string(), keys), "2026-11");
   const std::string after = bytes_of(path);
   EXPECT_EQ(after.substr(kFirstChunk), before.substr(kFirstChunk)) << "the ciphertext was rewritten";

@@ -16,6 +16,13 @@ std::uint64_t fresh_seed() {
   return (static_cast<std::uint64_t>(device()) << 32) ^ device();
 }
 
+std::string random_bytes(std::size_t n, std::uint64_t seed) {
+  std::mt19937_64 draw(seed);
+  std::string out(n, '\0');
+  for (char& c : out) c = static_cast<char>(draw());
+  return out;
+}
+
 Tensor random_tensor(const Shape& shape, std::uint64_t seed, std::uint64_t stream, float low, float high, DType dtype) {
   Tensor t = Tensor::empty(shape, dtype);
   fill_uniform(t, low, high, seed, stream);

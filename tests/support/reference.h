@@ -24,6 +24,8 @@ Tensor random_tensor(const Shape& shape, std::uint64_t seed, std::uint64_t strea
                      DType dtype = DType::f32);
 // Random int32 ids in [0, high).
 Tensor random_ids(const Shape& shape, std::int32_t high, std::uint64_t seed, std::uint64_t stream);
+// n random bytes drawn from `seed` (keys, file contents).
+std::string random_bytes(std::size_t n, std::uint64_t seed);
 
 std::vector<double> to_f64(const Tensor& t);  // logical row-major order, any strides/dtype
 Tensor from_f64(const std::vector<double>& values, const Shape& shape, DType dtype = DType::f32);

@@ -24,11 +24,8 @@ namespace myriad::train {
 namespace {
 
 data::KeyRing key_ring(const std::string& id, std::uint64_t seed) {
-  std::mt19937_64 draw(seed);
-  std::string key(32, '\0');
-  for (char& c : key) c = static_cast<char>(draw());
   data::KeyRing ring;
-  ring.add(id, key, true);
+  ring.add(id, testing::random_bytes(32, seed), true);
   return ring;
 }
 
