@@ -34,6 +34,7 @@
 
 #include "cli_numbers.h"
 #include "myriad/core/error.h"
+#include "myriad/data/audit_log.h"
 #include "myriad/data/compressed_shard.h"
 #include "myriad/data/dedup.h"
 #include "myriad/data/mixture_plan.h"
@@ -44,6 +45,20 @@
 #include "myriad/train/data/communicator_workers.h"
 
 namespace {
+
+// fn(), recording `action` on `target` with result "error" (the message's first line) when it throws.
+template <typename Fn>
+auto audited(myriad::data::AuditLog* audit, const std::string& action, const std::string& target, Fn&& fn) {
+  try {
+    return fn();
+  } catch (const std::exception& e) {
+    if (audit != nullptr) {
+      const std::string what = e.what();
+      audit->append(action, target, "error", {{"error", what.substr(0, what.find('\n'))}});
+    }
+    throw;
+  }
+}
 
 namespace fs = std::filesystem;
 using namespace myriad;
@@ -158,9 +173,21 @@ int tokenize(const std::vector<std::string>& args, distributed::Communicator& wo
   if (bar) {
     options.progress = progress_bar("tokenize", start);
   }
+  // Rank 0 records the output (docs/security.md); a key or log it cannot use stops the job first.
+  std::unique_ptr<data::AuditLog> audit = world.rank() == 0 ? data::open_audit_log_near(options.output_dir) : nullptr;
   train::CommunicatorWorkers workers(world);
-  const data::ShardCorpusSummary summary = data::shard_corpus(options, encoding, workers);
+  const data::ShardCorpusSummary summary = audited(audit.get(), "data.tokenized", options.output_dir,
+                                                   [&] { return data::shard_corpus(options, encoding, workers); });
   if (bar) std::fprintf(stderr, "\n");
+  if (audit) {
+    audit->append("data.tokenized", options.output_dir, "ok",
+                  {{"manifest_sha256", data::file_sha256(summary.manifest_path)},
+                   {"inputs", static_cast<std::int64_t>(options.inputs.size())},
+                   {"tokenizer", tokenizer},
+                   {"train_tokens", summary.train_tokens},
+                   {"val_tokens", summary.val_tokens},
+                   {"shards", static_cast<std::int64_t>(summary.train_shards.size() + summary.val_shards.size())}});
+  }
   if (world.rank() == 0) {
     const data::InputReport& r = summary.report;
     const double s = seconds();
@@ -216,9 +243,21 @@ int dedup(const std::vector<std::string>& args, distributed::Communicator& world
   if (bar) {
     options.progress = progress_bar("dedup", start);
   }
+  const std::string target = options.output_dir.empty() ? options.inputs.front() : options.output_dir;
+  std::unique_ptr<data::AuditLog> audit = world.rank() == 0 ? data::open_audit_log_near(target) : nullptr;
   train::CommunicatorWorkers workers(world);
-  const data::DedupSummary summary = data::dedup_corpus(options, workers);
+  const data::DedupSummary summary =
+      audited(audit.get(), "data.deduplicated", target, [&] { return data::dedup_corpus(options, workers); });
   if (bar) std::fprintf(stderr, "\n");
+  if (audit) {
+    nlohmann::json details = {{"documents_in", summary.documents_in},
+                              {"documents_out", summary.documents_out},
+                              {"exact_duplicates", summary.exact_duplicates},
+                              {"near_duplicates", summary.near_duplicates},
+                              {"output", options.output_dir.empty() ? nullptr : nlohmann::json(options.output_dir)}};
+    if (!summary.report_path.empty()) details["report_sha256"] = data::file_sha256(summary.report_path);
+    audit->append("data.deduplicated", target, "ok", details);
+  }
   if (world.rank() == 0) {
     const double s = seconds();
     std::cout << "dedup: " << summary.documents_in << " documents in, " << summary.documents_out << " out ("

@@ -38,7 +38,7 @@
 #include "myriad/core/error.h"
 #include "myriad/distributed/mpi_runtime.h"
 #include "myriad/serve/access_policy.h"
-#include "myriad/serve/audit_log.h"
+#include "myriad/data/audit_log.h"
 #include "myriad/serve/batch_scheduler.h"
 #include "myriad/serve/completion_server.h"
 #include "myriad/serve/served_model.h"
@@ -82,30 +82,6 @@ Flags parse_flags(int argc, char** argv) {
   return flags;
 }
 
-// The audit log when $MYRIAD_AUDIT_KEY_FILE names a key: $MYRIAD_AUDIT_LOG, else the log of the run
-// the model comes from (audit.jsonl next to its checkpoints folder or one above, whichever
-// exists), else ./audit.jsonl. Null (said once) without a key.
-std::unique_ptr<serve::AuditLog> open_audit_log(const std::string& source) {
-  const std::string key = serve::AuditLog::key_from_environment();
-  if (key.empty()) {
-    std::cerr << "info: no audit key (MYRIAD_AUDIT_KEY_FILE unset): the audit log is not written" << std::endl;
-    return nullptr;
-  }
-  std::string path = "audit.jsonl";
-  if (const char* named = std::getenv("MYRIAD_AUDIT_LOG"); named != nullptr && *named != '\0') {
-    path = named;
-  } else {
-    const std::filesystem::path here = std::filesystem::absolute(source);
-    for (const std::filesystem::path& folder : {here.parent_path(), here.parent_path().parent_path()}) {
-      if (std::filesystem::exists(folder / "audit.jsonl")) {
-        path = (folder / "audit.jsonl").string();
-        break;
-      }
-    }
-  }
-  return std::make_unique<serve::AuditLog>(path, key);
-}
-
 // `world`: the ranks of an mpirun launch (null: this process alone).
 int run_server(const Flags& flags, const sigset_t& signals, std::unique_ptr<distributed::Communicator> world) {
   const std::string device = flags.get("--device", "cpu"), tokenizer = flags.get("--tokenizer", "");
@@ -143,7 +119,7 @@ int run_server(const Flags& flags, const sigset_t& signals, std::unique_ptr<dist
       static_cast<int>(tools::parse_int("--http-threads", flags.get("--http-threads", "128")));
   server_options.model_name = flags.get("--model-name", served.name);
   const double drain_seconds = tools::parse_double("--drain-seconds", flags.get("--drain-seconds", "30"));
-  std::unique_ptr<serve::AuditLog> audit = open_audit_log(served.source);  // docs/security.md
+  std::unique_ptr<data::AuditLog> audit = data::open_audit_log_near(served.source);  // docs/security.md
   std::unique_ptr<serve::AccessPolicy> access;  // --auth: API keys and roles (docs/security.md)
   if (flags.values.count("--auth") != 0) access = std::make_unique<serve::AccessPolicy>(flags.get("--auth", ""));
   server_options.access = access.get();
@@ -153,9 +129,9 @@ int run_server(const Flags& flags, const sigset_t& signals, std::unique_ptr<dist
     nlohmann::json details = {
         {"name", server_options.model_name}, {"device", device}, {"tp", served.tp()}, {"auth", access != nullptr}};
     if (from_int8) {
-      details["source_sha256"] = serve::file_sha256(served.source);
+      details["source_sha256"] = data::file_sha256(served.source);
     } else {
-      details["manifest_sha256"] = serve::file_sha256(served.source + "/manifest.json");
+      details["manifest_sha256"] = data::file_sha256(served.source + "/manifest.json");
     }
     audit->append("model.loaded", served.source, "ok", details);
   }

@@ -17,6 +17,7 @@
 #include <sstream>
 
 #include "myriad/core/error.h"
+#include "myriad/data/digests.h"
 
 namespace myriad::data {
 
@@ -113,16 +114,6 @@ std::array<unsigned char, kIvBytes> chunk_iv(const std::string& nonce, std::uint
   for (int i = 0; i < 4; ++i)
     iv[kNonceBytes + static_cast<std::size_t>(i)] = static_cast<unsigned char>(index >> (24 - 8 * i));
   return iv;
-}
-
-std::string hex_of(const std::string& bytes) {
-  static constexpr char kHex[] = "0123456789abcdef";
-  std::string out;
-  for (unsigned char c : bytes) {
-    out.push_back(kHex[c >> 4]);
-    out.push_back(kHex[c & 15]);
-  }
-  return out;
 }
 
 // At least n bytes of `buffer` (grown, never shrunk: no zero-filling on every chunk).
@@ -477,8 +468,12 @@ std::size_t EncryptedReader::read(void* out, std::size_t n) {
   return given;
 }
 
-std::string EncryptedWriter::file_id() const { return hex_of(nonce_); }
-std::string EncryptedReader::file_id() const { return hex_of(nonce_); }
+std::string EncryptedWriter::file_id() const {
+  return to_hex(reinterpret_cast<const unsigned char*>(nonce_.data()), nonce_.size());
+}
+std::string EncryptedReader::file_id() const {
+  return to_hex(reinterpret_cast<const unsigned char*>(nonce_.data()), nonce_.size());
+}
 
 std::uint64_t EncryptedReader::plain_size() const {
   const std::uint64_t body = file_size_ - (sizeof kMagic + kHeaderBytes), sealed = chunk_bytes_ + kTagBytes;

@@ -11,7 +11,7 @@
 #include <nlohmann/json.hpp>
 #include <sstream>
 
-#include "digests.h"
+#include "myriad/data/digests.h"
 #include "myriad/core/error.h"
 
 namespace myriad::serve {
@@ -202,8 +202,8 @@ void AccessPolicy::read_table(const nlohmann::json& doc, const std::string& wher
     MYRIAD_CHECK(key->n >= 1024 && key->n <= (1ull << 20) && (key->n & (key->n - 1)) == 0 && key->r >= 1 &&
                      key->r <= 32 && key->p >= 1 && key->p <= 16,
                  at << ": scrypt n must be a power of two in [1024, 2^20], r in [1, 32], p in [1, 16]");
-    key->salt = from_hex(s.value("salt", ""), at + ": scrypt.salt");
-    key->hash = from_hex(s.value("hash", ""), at + ": scrypt.hash");
+    key->salt = data::from_hex(s.value("salt", ""), at + ": scrypt.salt");
+    key->hash = data::from_hex(s.value("hash", ""), at + ": scrypt.hash");
     MYRIAD_CHECK(key->salt.size() >= 16 && key->hash.size() == 32,
                  at << ": scrypt.salt must hold >= 16 bytes and scrypt.hash 32");
     table->keys[id] = std::move(key);
@@ -223,7 +223,7 @@ std::vector<ApiKeyInfo> AccessPolicy::keys() const {
 
 std::string AccessPolicy::verified_key_id(const std::string& authorization) const {
   if (authorization.rfind("Bearer ", 0) != 0) return {};
-  const std::string remembered = hmac_sha256_hex(cache_key_, authorization.substr(7));
+  const std::string remembered = data::hmac_sha256_hex(cache_key_, authorization.substr(7));
   std::lock_guard lock(mutex_);
   const auto seen = verified_.find(remembered);
   return seen == verified_.end() ? std::string() : seen->second;
@@ -258,7 +258,7 @@ std::shared_ptr<const AccessPolicy::Key> AccessPolicy::authenticate(const std::s
     decision.message = "invalid API key";
     return nullptr;
   }
-  const std::string remembered = hmac_sha256_hex(cache_key_, token);
+  const std::string remembered = data::hmac_sha256_hex(cache_key_, token);
   {
     std::lock_guard lock(mutex_);
     const auto seen = verified_.find(remembered);

@@ -178,3 +178,35 @@ def test_training_refuses_a_shard_folder_with_a_gap(tmp_path):
         "t.yaml")
     with pytest.raises(myriad.Error, match="disagree with their manifest.json"):
         myriad.Engine(config)
+
+
+def test_tokenize_and_dedup_are_audited_with_their_output_digests(tmp_path):
+    """With an audit key, myriad-data (rank 0) records data.tokenized (the manifest's SHA-256) and
+    data.deduplicated (the report's) into ./audit.jsonl, a log `myriad audit verify` accepts."""
+    if not CLI.exists():
+        pytest.skip(f"{CLI} not built")
+    from myriad import audit
+    key = tmp_path / "audit.key"
+    key.write_bytes(os.urandom(32))
+    key.chmod(0o600)
+    env = dict(os.environ, MYRIAD_AUDIT_KEY_FILE=str(key))
+    env.pop("MYRIAD_AUDIT_LOG", None)
+    corpus = tmp_path / "corpus.txt"
+    corpus.write_text("the cat sees the ball.\n\nthe cat sees the ball.\n\na dog runs by the river.\n" * 20)
+    subprocess.run([str(CLI), "tokenize", "--input", str(corpus), "--output", str(tmp_path / "shards"),
+                    "--tokenizer", "bytes", "--val-fraction", "0.1"], check=True, capture_output=True, cwd=tmp_path,
+                   env=env)
+    documents = tmp_path / "documents.jsonl"
+    documents.write_text("".join(json.dumps({"text": t}) + "\n" for t in ["the river runs past the mill all day"] * 2
+                                 + ["a dog chases the cat around the quiet garden"]))
+    subprocess.run([str(CLI), "dedup", "--input", str(documents), "--output", str(tmp_path / "deduped")], check=True,
+                   capture_output=True, cwd=tmp_path, env=env)
+    log = tmp_path / "audit.jsonl"
+    assert audit.verify(log, audit.load_key(key)).ok
+    records = [json.loads(line) for line in log.read_text().splitlines()]
+    assert [r["action"] for r in records] == ["audit.log_created", "data.tokenized", "data.deduplicated"]
+    tokenized, deduplicated = records[1], records[2]
+    assert tokenized["details"]["manifest_sha256"] == audit.file_digest(tmp_path / "shards" / "manifest.json")
+    assert tokenized["details"]["train_tokens"] > 0 and tokenized["target"] == str(tmp_path / "shards")
+    assert deduplicated["details"]["report_sha256"] == audit.file_digest(tmp_path / "deduped" / "dedup_report.json")
+    assert deduplicated["details"]["documents_in"] > deduplicated["details"]["documents_out"]

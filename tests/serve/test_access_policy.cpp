@@ -13,7 +13,7 @@
 #include <map>
 #include <nlohmann/json.hpp>
 
-#include "../../src/serve/digests.h"  // to_hex, as the key files hold them
+#include "myriad/data/digests.h"  // to_hex, as the key files hold them
 #include "myriad/core/error.h"
 
 namespace myriad::serve {
@@ -29,7 +29,8 @@ json entry(const std::string& id, const std::string& token, std::vector<std::str
   EXPECT_EQ(EVP_PBE_scrypt(token.data(), token.size(), salt, sizeof salt, 1024, 8, 1, 0, hash, sizeof hash), 1);
   return {{"id", id},
           {"roles", roles},
-          {"scrypt", {{"n", 1024}, {"r", 8}, {"p", 1}, {"salt", to_hex(salt, 16)}, {"hash", to_hex(hash, 32)}}}};
+          {"scrypt",
+           {{"n", 1024}, {"r", 8}, {"p", 1}, {"salt", data::to_hex(salt, 16)}, {"hash", data::to_hex(hash, 32)}}}};
 }
 
 std::string token(const std::string& id) {

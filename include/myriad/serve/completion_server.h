@@ -30,7 +30,7 @@
 #include <string>
 
 #include "myriad/serve/access_policy.h"
-#include "myriad/serve/audit_log.h"
+#include "myriad/data/audit_log.h"
 #include "myriad/serve/batch_scheduler.h"
 #include "myriad/serve/serve_metrics.h"
 
@@ -52,7 +52,7 @@ struct ServerOptions {
   // Not owned; null = no records. The server appends access.denied (401/403; at most 10 a second,
   // the rest counted in the next one's details.suppressed), admin.drain, admin.keys_listed and
   // admin.keys_reloaded, each with the caller's key id.
-  AuditLog* audit = nullptr;
+  data::AuditLog* audit = nullptr;
 };
 
 class CompletionServer {

@@ -1,4 +1,4 @@
-// AuditLog — the server's writer of the audit log whose format python/myriad/audit.py defines
+// AuditLog — the C++ writer (myriad-serve, myriad-data) of the audit log whose format python/myriad/audit.py defines
 // (docs/security.md, "Record format"): one canonical-JSON record per line (sorted keys, no spaces,
 // UTF-8), hash-chained (prev = SHA-256 of the previous line's bytes; the header's prev binds the
 // log id) and sealed with an HMAC-SHA256 under the audit key of the record's bytes without its
@@ -20,7 +20,7 @@
 
 #include <nlohmann/json_fwd.hpp>
 
-namespace myriad::serve {
+namespace myriad::data {
 
 class AuditLog {
  public:
@@ -50,8 +50,14 @@ class AuditLog {
   std::mutex mutex_;
 };
 
+// The log a C++ tool records into when $MYRIAD_AUDIT_KEY_FILE names a key: $MYRIAD_AUDIT_LOG, else
+// the audit.jsonl of the run an artefact belongs to (in the artefact's folder or the one above,
+// whichever exists), else ./audit.jsonl. Null without a key (said once on stderr). Throws when the
+// key or the log cannot be used (the caller stops before its operation).
+std::unique_ptr<AuditLog> open_audit_log_near(const std::string& artefact);
+
 // SHA-256 (hex) of a file's bytes, streamed (the digest `myriad audit` uses for a file; for a
 // checkpoint folder, of its manifest.json). Throws naming the file.
 std::string file_sha256(const std::string& path);
 
-}  // namespace myriad::serve
+}  // namespace myriad::data

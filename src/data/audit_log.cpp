@@ -1,5 +1,5 @@
 // AuditLog: the format of python/myriad/audit.py written from C++ (serve/audit_log.h).
-#include "myriad/serve/audit_log.h"
+#include "myriad/data/audit_log.h"
 
 #include <fcntl.h>
 #include <openssl/crypto.h>
@@ -16,15 +16,16 @@
 #include <cstdlib>
 #include <cstring>
 #include <ctime>
+#include <filesystem>
 #include <fstream>
 #include <iostream>
 #include <nlohmann/json.hpp>
 #include <vector>
 
-#include "digests.h"
+#include "myriad/data/digests.h"
 #include "myriad/core/error.h"
 
-namespace myriad::serve {
+namespace myriad::data {
 
 namespace {
 
@@ -273,4 +274,25 @@ std::string file_sha256(const std::string& path) {
   return to_hex(out, n);
 }
 
-}  // namespace myriad::serve
+std::unique_ptr<AuditLog> open_audit_log_near(const std::string& artefact) {
+  const std::string key = AuditLog::key_from_environment();
+  if (key.empty()) {
+    std::cerr << "info: no audit key (MYRIAD_AUDIT_KEY_FILE unset): the audit log is not written" << std::endl;
+    return nullptr;
+  }
+  std::string path = "audit.jsonl";
+  if (const char* named = std::getenv("MYRIAD_AUDIT_LOG"); named != nullptr && *named != '\0') {
+    path = named;
+  } else {
+    const std::filesystem::path here = std::filesystem::absolute(artefact);
+    for (const std::filesystem::path& folder : {here.parent_path(), here.parent_path().parent_path()}) {
+      if (std::filesystem::exists(folder / "audit.jsonl")) {
+        path = (folder / "audit.jsonl").string();
+        break;
+      }
+    }
+  }
+  return std::make_unique<AuditLog>(path, key);
+}
+
+}  // namespace myriad::data

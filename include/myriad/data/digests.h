@@ -1,6 +1,6 @@
-// SHA-256 and HMAC-SHA256 as lowercase hex (OpenSSL), and hex <-> bytes: what the access policy
-// (its key file, the remembered keys) and the audit log (its chain and MACs) compute. Internal to
-// src/serve.
+// SHA-256 and HMAC-SHA256 as lowercase hex (OpenSSL), and hex <-> bytes: what the audit log (its
+// chain and MACs), encrypted files (their ids) and the server's access policy (its key file, the
+// remembered keys) compute.
 #pragma once
 
 #include <openssl/evp.h>
@@ -10,7 +10,7 @@
 
 #include "myriad/core/error.h"
 
-namespace myriad::serve {
+namespace myriad::data {
 
 inline std::string to_hex(const unsigned char* bytes, std::size_t n) {
   static constexpr char kDigits[] = "0123456789abcdef";
@@ -51,4 +51,4 @@ inline std::string hmac_sha256_hex(const std::string& key, const std::string& da
   return to_hex(out, n);
 }
 
-}  // namespace myriad::serve
+}  // namespace myriad::data
