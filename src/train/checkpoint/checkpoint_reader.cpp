@@ -117,9 +117,10 @@ CheckpointReader::CheckpointReader(const std::string& checkpoint_dir, const std:
       const fs::path path = fs::path(dir_) / kCheckpointTokenizerFile;
       MYRIAD_CHECK(fs::is_regular_file(path),
                    "checkpoint: tokenizer file " << path.string() << " listed in " << manifest_path_ << " is missing");
-      const std::uint64_t size = at_rest_.open(path.string())->size();
+      const std::unique_ptr<data::StoredFileReader> reader = at_rest_.open(path.string());
+      const std::uint64_t size = reader->size();
       if (t.contains("file_id")) {
-        bind_file(*at_rest_.open(path.string()), t.at("file_id").get<std::string>(), path.string(), manifest_path_);
+        bind_file(*reader, t.at("file_id").get<std::string>(), path.string(), manifest_path_);
         tokenizer_authenticated_ = true;
       }
       MYRIAD_CHECK(size == tokenizer_bytes_, "checkpoint: tokenizer file "
@@ -133,9 +134,11 @@ CheckpointReader::CheckpointReader(const std::string& checkpoint_dir, const std:
       listed_files.insert(name);
       MYRIAD_CHECK(fs::is_regular_file(path),
                    "checkpoint: data file " << path.string() << " listed in " << manifest_path_ << " is missing");
-      const std::uint64_t expected = f.at("bytes"), size = file(name).size();
+      // Opened for the check only: a checkpoint of many ranks' files is not held open all at once.
+      const std::unique_ptr<data::StoredFileReader> reader = at_rest_.open(path.string());
+      const std::uint64_t expected = f.at("bytes"), size = reader->size();
       if (f.contains("file_id")) {
-        bind_file(file(name), f.at("file_id").get<std::string>(), path.string(), manifest_path_);
+        bind_file(*reader, f.at("file_id").get<std::string>(), path.string(), manifest_path_);
         authenticated_.insert(name);
       }
       MYRIAD_CHECK(size == expected, "checkpoint: data file " << path.string() << " has " << size
@@ -201,6 +204,10 @@ std::unique_ptr<data::BpeTokenizer> CheckpointReader::tokenizer() const {
 }
 
 data::StoredFileReader& CheckpointReader::file(const std::string& name) {
+  // A few files stay open (an encrypted one holds up to 17 MiB of buffers): resharding from a
+  // layout of many ranks reads from many files, each opened again when it comes back.
+  constexpr std::size_t kOpenFiles = 4;
+  if (files_.count(name) == 0 && files_.size() >= kOpenFiles) files_.erase(files_.begin());
   std::unique_ptr<data::StoredFileReader>& reader = files_[name];
   if (!reader) reader = at_rest_.open((fs::path(dir_) / name).string());
   return *reader;
@@ -208,11 +215,14 @@ data::StoredFileReader& CheckpointReader::file(const std::string& name) {
 
 void CheckpointReader::verify() const {
   std::vector<char> buffer;
-  std::map<std::string, std::unique_ptr<data::StoredFileReader>> open;
+  std::string open_path;  // in file order: one file open at a time
+  std::unique_ptr<data::StoredFileReader> reader;
   auto check = [&](const fs::path& path, std::uint64_t offset, std::uint64_t bytes, std::uint32_t crc,
                    const std::string& what, bool authenticated) {
-    std::unique_ptr<data::StoredFileReader>& reader = open[path.string()];
-    if (!reader) reader = at_rest_.open(path.string());
+    if (!reader || open_path != path.string()) {
+      reader = at_rest_.open(path.string());
+      open_path = path.string();
+    }
     const std::uint64_t size = reader->size();
     MYRIAD_CHECK(offset + bytes <= size, "checkpoint: " << what << " at bytes [" << offset << ", " << offset + bytes
                                                         << ") of " << path.string() << " (size " << size

@@ -114,5 +114,38 @@ TEST(EncryptedCheckpoint, HoldsNoWeightInClearAndReadsAnyBoxWithTheKey) {
   fs::remove_all(dir);
 }
 
+TEST(EncryptedCheckpoint, ReadsAcrossMoreFilesThanItKeepsOpen) {
+  // Six ranks' files (the reader keeps four open): reads that go back and forth reopen them.
+  const std::uint64_t seed = testing::fresh_seed();
+  MYRIAD_SEED_TRACE(seed);
+  const fs::path dir = fs::temp_directory_path() / ("myriad_enc_files_" + std::to_string(seed));
+  fs::remove_all(dir);
+  const data::AtRest at_rest(key_ring("k", seed));
+  const Tensor w = testing::random_tensor({60, 700}, seed, 2);
+  CheckpointHeader header;
+  header.step = 1;
+  header.config_yaml = "config";
+  const std::string tmp = begin_checkpoint(dir.string(), header.step);
+  std::vector<std::string> entries;
+  for (int rank = 0; rank < 6; ++rank) {
+    const std::int64_t first = rank * 10;
+    entries.push_back(write_checkpoint_file(
+        tmp, "rank_" + std::to_string(rank) + ".bin",
+        {{"w", w.shape(), {{first, first + 10}, {0, 700}}, w.slice(0, first, first + 10)}}, at_rest));
+  }
+  const std::string path = finish_checkpoint(dir.string(), tmp, header, entries, 1, at_rest);
+  CheckpointReader reader(path, "", at_rest);
+  for (const std::int64_t row : {55, 3, 47, 12, 38, 21, 59, 0}) {  // rows of every file, out of order
+    Tensor part = Tensor::zeros({1, 700});
+    reader.read("w", w.shape(), {{row, row + 1}, {0, 700}}, part);
+    ASSERT_EQ(0, std::memcmp(part.raw_data(), w.slice(0, row, row + 1).contiguous().raw_data(), part.nbytes()))
+        << "row " << row;
+  }
+  Tensor whole = Tensor::zeros({60, 700});
+  reader.read_whole("w", whole);
+  EXPECT_EQ(0, std::memcmp(whole.raw_data(), w.contiguous().raw_data(), whole.nbytes()));
+  fs::remove_all(dir);
+}
+
 }  // namespace
 }  // namespace myriad::train
