@@ -1,6 +1,8 @@
 // AsyncCheckpointWriter: one background save at a time, errors carried to the caller.
 #include "myriad/train/checkpoint/async_checkpoint.h"
 
+#include <omp.h>
+
 #include <cstdio>
 
 namespace myriad::train {
@@ -17,6 +19,9 @@ void AsyncCheckpointWriter::submit(std::string path, std::function<void()> job) 
   wait();
   path_ = std::move(path);
   thread_ = std::thread([this, job = std::move(job)]() {
+    // One core for the background write (encryption's OpenMP batches included): training's own
+    // threads keep the others. The setting belongs to this thread only.
+    omp_set_num_threads(1);
     try {
       job();
     } catch (...) {

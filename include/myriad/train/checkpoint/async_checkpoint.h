@@ -5,7 +5,8 @@
 // directory, fsync, rename, `latest`, retention), so it appears only when complete. At most one
 // write is in flight: submit() first waits for the previous one. A failure in the thread is
 // rethrown by the next submit() or wait(), so it is never lost; the destructor waits too (and
-// reports a failure on stderr, as destructors cannot throw).
+// reports a failure on stderr, as destructors cannot throw). The thread's OpenMP parallel regions
+// (an encrypted write's sealing) run on one thread: training keeps its cores.
 #pragma once
 
 #include <exception>
