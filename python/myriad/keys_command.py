@@ -24,6 +24,9 @@ import secrets
 import sys
 import tempfile
 
+import myriad._myriad as native
+from myriad import audit
+
 ID = re.compile(r"^[A-Za-z0-9._-]{1,64}$")
 KEY_FILE_ENV = "MYRIAD_KEY_FILE"
 
@@ -87,7 +90,6 @@ def new_key(path, key_id=None):
 
 def encrypted_files(paths):
     """Every file under `paths` (files or folders), sorted; (path, key id or None for clear)."""
-    import myriad._myriad as native
     found = []
     for root in paths:
         if os.path.isfile(root):
@@ -105,8 +107,6 @@ def encrypted_files(paths):
 def rotate(paths, key_file, dry_run=False, out=sys.stdout):
     """Rewraps; records keys.rotated (audit log near the first path, or $MYRIAD_AUDIT_LOG) with the
     key ids, never the keys."""
-    import myriad._myriad as native
-    from myriad import audit
     _, current = entries(read_lines(key_file))
     files = encrypted_files(paths)
     trail = audit.trail(audit.log_near(paths[0]), enabled=not dry_run)
@@ -138,15 +138,8 @@ def rotate(paths, key_file, dry_run=False, out=sys.stdout):
     return rewrapped
 
 
-def audit_error():
-    from myriad.audit import AuditError
-    return AuditError
-
-
 def decrypt(path, out, key_file):
     """OUT <- the plaintext of PATH; recorded as keys.decrypted (the audit log near PATH, or $MYRIAD_AUDIT_LOG)."""
-    import myriad._myriad as native
-    from myriad import audit
     key_id = native.encrypted_file_key_id(path)
     if key_id is None:
         raise ValueError(f"{path}: not an encrypted myriad file (nothing to decrypt)")
@@ -200,7 +193,7 @@ def main(argv=None):
             else:
                 size = decrypt(args.file, args.out, key_file)
                 print(f"{args.out}: {size} bytes in clear, decrypted from {args.file}")
-    except (ValueError, OSError, RuntimeError, audit_error()) as e:
+    except (ValueError, OSError, RuntimeError, audit.AuditError) as e:
         print(f"error: {e}", file=sys.stderr)
         return 2
     return 0

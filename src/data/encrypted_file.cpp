@@ -17,6 +17,7 @@
 #include <sstream>
 
 #include "myriad/core/error.h"
+#include "binary_io.h"
 #include "myriad/data/digests.h"
 
 namespace myriad::data {
@@ -518,24 +519,15 @@ void write_encrypted_file(const std::string& path, const std::string& data, cons
 
 std::uint64_t decrypt_file(const std::string& path, const std::string& out, const KeyRing& keys) {
   EncryptedReader reader(path, keys);
-  const std::string temporary = out + ".partial";
-  std::FILE* file = std::fopen(temporary.c_str(), "wb");
-  MYRIAD_CHECK(file != nullptr, temporary << ": cannot be created (" << std::strerror(errno) << ")");
+  detail::TempFile staged(out + ".tmp");  // removed unless committed
   std::uint64_t total = 0;
-  try {
-    std::vector<unsigned char> block(16u << 20);
-    while (const std::size_t n = reader.read(block.data(), block.size())) {
-      MYRIAD_CHECK(std::fwrite(block.data(), 1, n, file) == n, temporary << ": cannot be written");
-      total += n;
-    }
-    MYRIAD_CHECK(std::fflush(file) == 0 && fsync(fileno(file)) == 0, temporary << ": cannot be written");
-  } catch (...) {
-    std::fclose(file);
-    std::filesystem::remove(temporary);
-    throw;
+  std::vector<unsigned char> block(16u << 20);
+  while (const std::size_t n = reader.read(block.data(), block.size())) {
+    staged.write_at(block.data(), n, static_cast<off_t>(total));
+    total += n;
   }
-  std::fclose(file);
-  std::filesystem::rename(temporary, out);
+  staged.sync_and_close();
+  staged.commit_as(out);
   return total;
 }
 

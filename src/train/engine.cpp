@@ -44,7 +44,8 @@ Engine::Engine(const RunConfig& config, std::shared_ptr<spdlog::logger> log, dis
     }
   });
   if (state_.at_rest.encrypts()) state_.log->info("checkpoints at rest: {}", state_.at_rest.describe());
-  data_ = std::make_unique<StepData>(state_.config, *state_.log, world, state_.groups->group(distributed::Axis::dp));
+  data_ = std::make_unique<StepData>(state_.config, *state_.log, world, state_.groups->group(distributed::Axis::dp),
+                                     state_.at_rest);
   if (state_.config.training.device == ComputeDevice::cuda) {
     // The one model, placed on the rank's GPU; its groups carry device tensors over NCCL.
     state_.device = make_device_runtime(

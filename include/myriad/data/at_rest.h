@@ -52,7 +52,6 @@ class AtRest {
   static AtRest from_key_file(const std::string& configured);
 
   bool encrypts() const { return !keys_.empty(); }
-  const KeyRing& keys() const { return keys_; }
   // "clear" or "AES-256-GCM under key '<id>' of <file>".
   std::string describe() const;
 

@@ -79,7 +79,7 @@ class EncryptedWriter {
   std::vector<unsigned char> pending_, sealed_;  // sealed_: the chunk's ciphertext + tag, reused
   std::vector<unsigned char> batches_[2];        // sealed batches: one written while the other fills
   int ready_ = 0;                                // batches_[ready_] holds the batch not yet written ...
-  int unwritten_ = false;                        // ... when this is >= 0
+  bool unwritten_ = false;                       // ... when this is set
   std::size_t batch_bytes_ = 0;
   std::uint32_t index_ = 0;
   std::FILE* file_ = nullptr;

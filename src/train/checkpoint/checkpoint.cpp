@@ -8,7 +8,6 @@
 #include <algorithm>
 #include <cstdio>
 #include <filesystem>
-#include <fstream>
 #include <nlohmann/json.hpp>
 
 #include "myriad/core/progress_bar.h"
@@ -34,15 +33,6 @@ void fsync_path(const fs::path& path) {
     ::fsync(fd);
     ::close(fd);
   }
-}
-
-void write_file(const fs::path& path, const std::string& bytes) {
-  std::ofstream out(path, std::ios::binary | std::ios::trunc);
-  MYRIAD_CHECK(out, "checkpoint: cannot write " << path.string());
-  out.write(bytes.data(), static_cast<std::streamsize>(bytes.size()));
-  out.close();
-  MYRIAD_CHECK(out, "checkpoint: write to " << path.string() << " failed (disk full?)");
-  fsync_path(path);
 }
 
 json box_json(const std::vector<nn::IndexRange>& box) {
@@ -174,7 +164,9 @@ std::string begin_checkpoint(const std::string& dir, std::int64_t step) {
                                                 << kCheckpointMarker
                                                 << "): move it out of checkpoint.dir; nothing was deleted");
   fs::create_directories(tmp);
-  write_file(tmp / kCheckpointMarker, "written by myriad: a checkpoint folder (safe to delete with it)\n");
+  data::AtRest().write_all(
+      (tmp / kCheckpointMarker).string(),
+      "written by myriad: a checkpoint folder (safe to delete with it)\n");  // no model content: clear
   return tmp.string();
 }
 
@@ -272,7 +264,7 @@ std::string finish_checkpoint(const std::string& dir, const std::string& tmp_dir
   fs::remove_all(final_dir);
   fs::rename(tmp, final_dir);
   fsync_path(dir);
-  write_file(fs::path(dir) / ".latest.tmp", name + "\n");
+  data::AtRest().write_all((fs::path(dir) / ".latest.tmp").string(), name + "\n");
   fs::rename(fs::path(dir) / ".latest.tmp", fs::path(dir) / "latest");
   apply_retention(dir, keep);
   return final_dir.string();

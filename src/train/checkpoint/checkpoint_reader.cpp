@@ -194,15 +194,6 @@ std::string CheckpointReader::tokenizer_file() const {
   return header_.tokenizer_fingerprint.empty() ? "" : (fs::path(dir_) / kCheckpointTokenizerFile).string();
 }
 
-std::unique_ptr<data::BpeTokenizer> CheckpointReader::tokenizer() const {
-  if (header_.tokenizer_fingerprint.empty()) return nullptr;
-  const std::string path = tokenizer_file();
-  const std::string text = at_rest_.read_all(path);
-  MYRIAD_CHECK(text.size() == tokenizer_bytes_ && data::crc32(text.data(), text.size()) == tokenizer_crc32_,
-               "checkpoint: the tokenizer " << path << " fails its size or checksum (file corrupt)");
-  return std::make_unique<data::BpeTokenizer>(data::BpeTokenizer::from_text(text, path));
-}
-
 data::StoredFileReader& CheckpointReader::file(const std::string& name) {
   // A few files stay open (an encrypted one holds up to 17 MiB of buffers): resharding from a
   // layout of many ranks reads from many files, each opened again when it comes back.

@@ -150,7 +150,7 @@ void check_against_manifest(const std::string& shard_dir, spdlog::logger& log) {
 
 }  // namespace
 
-PreparedData prepare_data(const RunConfig& config, spdlog::logger& log, CacheUse use) {
+PreparedData prepare_data(const RunConfig& config, spdlog::logger& log, CacheUse use, const data::AtRest& at_rest) {
   if (!config.data.sources.empty()) {
     const std::string cache =
         config.data.cache_dir.empty() ? (fs::path(config.logging.dir) / "data").string() : config.data.cache_dir;
@@ -170,7 +170,7 @@ PreparedData prepare_data(const RunConfig& config, spdlog::logger& log, CacheUse
       one.data.sources.clear();
       one.data.path = list[k].path;
       one.data.cache_dir = (fs::path(cache) / ("source_" + std::to_string(k))).string();
-      PreparedData part = prepare_data(one, log, use);
+      PreparedData part = prepare_data(one, log, use, at_rest);
       MYRIAD_CHECK(k == 0 || part.vocab_size == mixture.vocab_size,
                    "data.sources: '" << list[k].path << "' has a vocabulary of " << part.vocab_size << " tokens, '"
                                      << list[0].path << "' one of " << mixture.vocab_size
@@ -190,8 +190,6 @@ PreparedData prepare_data(const RunConfig& config, spdlog::logger& log, CacheUse
       config.data.tokenizer.empty() ? "train:" + std::to_string(config.model.vocab_size) : config.data.tokenizer;
   const TokenizerSpec spec = parse_tokenizer_spec(spec_text);
   const bool trained = spec.kind == "train";
-  // A checkpoint's tokenizer is encrypted when its run had security.key_file.
-  const data::AtRest at_rest = data::AtRest::from_key_file(config.security.key_file);
   auto load = [&at_rest](std::string_view kind, const std::string& argument) {
     return std::make_shared<data::BpeTokenizer>(data::load_tokenizer(kind, argument, at_rest));
   };

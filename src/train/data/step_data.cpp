@@ -7,11 +7,12 @@
 namespace myriad::train {
 
 StepData::StepData(const RunConfig& config, spdlog::logger& log, distributed::Communicator& world,
-                   distributed::Communicator& dp)
+                   distributed::Communicator& dp, const data::AtRest& at_rest)
     : config_(config), dp_(dp) {
   // Rank 0 tokenizes (or validates the cache); the others then find the cache complete.
-  distributed::run_on_rank0(world, "data preparation", [&] { prepared_ = prepare_data(config_, log); });
-  if (world.rank() != 0) prepared_ = prepare_data(config_, log, CacheUse::prepared_by_rank0);
+  distributed::run_on_rank0(world, "data preparation",
+                            [&] { prepared_ = prepare_data(config_, log, CacheUse::check_and_build, at_rest); });
+  if (world.rank() != 0) prepared_ = prepare_data(config_, log, CacheUse::prepared_by_rank0, at_rest);
   MYRIAD_CHECK(config_.model.vocab_size >= prepared_.vocab_size,
                "model.vocab_size " << config_.model.vocab_size << " is smaller than the vocabulary of the data ("
                                    << prepared_.vocab_size << " in " << prepared_.shard_dir << ")");

@@ -18,7 +18,6 @@
 #include <string>
 #include <vector>
 
-#include "myriad/data/bpe_tokenizer.h"
 #include "myriad/train/checkpoint/checkpoint.h"
 
 namespace myriad::train {
@@ -35,9 +34,6 @@ class CheckpointReader {
   const CheckpointHeader& header() const { return header_; }
   // <dir>/tokenizer.bpe when the manifest records a tokenizer, else "".
   std::string tokenizer_file() const;
-  // The tokenizer the manifest records (checked against its size and checksum); null when none.
-  std::unique_ptr<data::BpeTokenizer> tokenizer() const;
-  const data::AtRest& at_rest() const { return at_rest_; }
   // Reads every piece of every tensor and the tokenizer file, checking bounds and CRC-32; throws
   // naming the file (and tensor) of the first damage.
   void verify() const;

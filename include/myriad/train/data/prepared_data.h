@@ -54,6 +54,8 @@ struct PreparedData {
 // the complete cache rank 0 left without reading the corpus again.
 enum class CacheUse { check_and_build, prepared_by_rank0 };
 
-PreparedData prepare_data(const RunConfig& config, spdlog::logger& log, CacheUse use = CacheUse::check_and_build);
+// `at_rest`: the run's keys (a resumed checkpoint's tokenizer may be encrypted).
+PreparedData prepare_data(const RunConfig& config, spdlog::logger& log, CacheUse use = CacheUse::check_and_build,
+                          const data::AtRest& at_rest = {});
 
 }  // namespace myriad::train

@@ -29,9 +29,10 @@ namespace myriad::train {
 class StepData {
  public:
   // Collective over `world` (data preparation on rank 0 first; its failure fails every rank).
-  // `dp`: the replicas the global batch is dealt over; it outlives this.
+  // `dp`: the replicas the global batch is dealt over; it outlives this. `at_rest`: the run's keys
+  // (a resumed checkpoint's tokenizer may be encrypted).
   StepData(const RunConfig& config, spdlog::logger& log, distributed::Communicator& world,
-           distributed::Communicator& dp);
+           distributed::Communicator& dp, const data::AtRest& at_rest);
 
   // The step's micro-batches (this rank's rows; under cp its two chunks of each sequence) and the
   // seconds spent waiting for them.
