@@ -68,12 +68,15 @@ constexpr const char* kUsage =
     "                            [--ext .EXT]... [--text-field NAME (text)] [--separator LINE]\n"
     "                            [--val-fraction F (0)] [--val-split documents|tail] [--shard-tokens N (1e8)]\n"
     "                            [--compress] [--block-tokens N (131072)] [--level L (19)]\n"
-    "                            [--max-document-mb M (64)] [--batch-mb B (32)]\n"
+    "                            [--max-document-mb M (64)] [--batch-mb B (32)] [--encrypt] [--key-file FILE]\n"
     "       myriad-data dedup --input PATH... [--output DIR] [--ext .EXT]... [--text-field NAME] [--separator LINE]\n"
     "                         [--num-perm N (512)] [--bands B (20)] [--rows R (6)] [--ngram N (5)] [--char-ngrams]\n"
     "                         [--threshold J (0.8)] [--seed S (1)] [--examples K (5)] [--max-document-mb M (64)]\n"
     "       myriad-data mix --source DIR[@WEIGHT]... --steps N --batch B --seq-len T [--seed S (1337)]\n"
-    "       myriad-data inspect PATH [--verify [--plain]]\n";
+    "                       [--key-file FILE]\n"
+    "       myriad-data inspect PATH [--verify [--plain]] [--key-file FILE]\n"
+    "Encrypted shards (tokenize --encrypt) are written and read with the keys of --key-file, else of the\n"
+    "file $MYRIAD_KEY_FILE names (docs/security.md).\n";
 
 using myriad::tools::parse_double;
 using myriad::tools::parse_int;
@@ -134,7 +137,8 @@ std::function<void(std::int64_t, std::int64_t)> progress_bar(const char* stage,
 int tokenize(const std::vector<std::string>& args, distributed::Communicator& world) {
   data::ShardCorpusOptions options;
   std::string tokenizer;
-  bool compress = false;
+  bool compress = false, encrypt = false;
+  std::string key_file;
   data::ShardCompression compression;
   for (std::size_t i = 0; i < args.size(); ++i) {
     if (corpus_flag(args, i, options.inputs, options.extensions, options.source, options.output_dir)) continue;
@@ -158,6 +162,10 @@ int tokenize(const std::vector<std::string>& args, distributed::Communicator& wo
       compress = true;
     } else if (flag == "--batch-mb") {
       options.batch_bytes = static_cast<std::int64_t>(parse_double(flag, value()) * 1e6);
+    } else if (flag == "--encrypt") {
+      encrypt = true;
+    } else if (flag == "--key-file") {
+      key_file = value();
     } else {
       MYRIAD_THROW("tokenize: unknown argument '" << flag << "'\n" << kUsage);
     }
@@ -166,6 +174,11 @@ int tokenize(const std::vector<std::string>& args, distributed::Communicator& wo
                "tokenize needs --input, --output and --tokenizer\n"
                    << kUsage);
   if (compress) options.compression = compression;
+  if (encrypt) {
+    options.at_rest = data::AtRest::from_key_file(key_file, "--key-file");
+    MYRIAD_CHECK(options.at_rest.encrypts(), "tokenize --encrypt needs a key: --key-file FILE or $"
+                                                 << data::kKeyFileVariable << " (myriad keys new FILE makes one)");
+  }
   const data::TextEncoding encoding = data::load_text_encoding(tokenizer);
   const bool bar = world.rank() == 0 && ::isatty(STDERR_FILENO);
   const auto start = std::chrono::steady_clock::now();
@@ -283,6 +296,7 @@ int mix(const std::vector<std::string>& args) {
   std::vector<double> weights;
   std::int64_t steps = 0, batch = 0, seq_len = 0;
   std::uint64_t seed = 1337;
+  std::string key_file;
   for (std::size_t i = 0; i < args.size(); ++i) {
     const std::string& flag = args[i];
     auto value = [&]() -> const std::string& { return flag_value(args, i); };
@@ -302,6 +316,8 @@ int mix(const std::vector<std::string>& args) {
       seq_len = parse_int(flag, value());
     } else if (flag == "--seed") {
       seed = static_cast<std::uint64_t>(parse_int(flag, value()));
+    } else if (flag == "--key-file") {
+      key_file = value();
     } else {
       MYRIAD_THROW("mix: unknown argument '" << flag << "'\n" << kUsage);
     }
@@ -309,7 +325,8 @@ int mix(const std::vector<std::string>& args) {
   MYRIAD_CHECK(!paths.empty() && steps > 0 && batch > 0 && seq_len > 0,
                "mix needs --source, --steps, --batch (sequences per step) and --seq-len\n"
                    << kUsage);
-  const data::MixturePlan plan = data::plan_mixture(paths, weights, steps, batch, seq_len, seed);
+  const data::MixturePlan plan = data::plan_mixture(paths, weights, steps, batch, seq_len, seed,
+                                                    data::AtRest::from_key_file(key_file, "--key-file"));
   std::cout << "mix: " << steps << " steps x " << batch << " sequences x " << seq_len << " tokens = " << plan.run_tokens
             << " tokens (vocab " << plan.vocab_size << "; "
             << (plan.exact ? "every sample's source drawn as training will" : "expected from the weights") << ")\n\n"
@@ -326,11 +343,17 @@ int inspect(const std::vector<std::string>& args) {
   MYRIAD_CHECK(!args.empty(), "inspect needs a PATH\n" << kUsage);
   const std::string& path = args[0];
   bool verify = false, plain = false;
+  std::string key_file;
   for (std::size_t i = 1; i < args.size(); ++i) {
+    if (args[i] == "--key-file") {
+      key_file = flag_value(args, i);
+      continue;
+    }
     MYRIAD_CHECK(args[i] == "--verify" || args[i] == "--plain", "inspect: unknown argument '" << args[i] << "'\n"
                                                                                               << kUsage);
     (args[i] == "--verify" ? verify : plain) = true;
   }
+  const data::AtRest at_rest = data::AtRest::from_key_file(key_file, "--key-file");
   if (verify && fs::is_directory(path)) {
     // The folder against its manifest first: a missing, extra, short or corrupt shard fails here.
     const data::ShardFolderCheck check = data::check_shard_folder(path, true);
@@ -354,11 +377,12 @@ int inspect(const std::vector<std::string>& args) {
   std::int64_t tokens = 0, bytes = 0;
   std::cout << "| shard | format | tokens | bytes | bytes/token |\n|---|---|---|---|---|\n";
   for (const std::string& file : files) {
-    const std::unique_ptr<data::TokenReader> reader = data::open_token_reader(file, verify);
+    const std::unique_ptr<data::TokenReader> reader = data::open_token_reader(file, verify, at_rest);
     tokens += reader->size();
     bytes += reader->file_bytes();
-    std::cout << "| " << fs::path(file).filename().string() << " | " << reader->format() << " | " << reader->size()
-              << " | " << reader->file_bytes() << " | "
+    std::cout << "| " << fs::path(file).filename().string() << " | " << reader->format()
+              << (reader->encrypted() ? ", encrypted" : "") << " | " << reader->size() << " | " << reader->file_bytes()
+              << " | "
               << (reader->size() > 0 ? static_cast<double>(reader->file_bytes()) / static_cast<double>(reader->size())
                                      : 0.0)
               << " |\n";

@@ -192,17 +192,21 @@ void bind_data(py::module_& m) {
 
   m.def(
       "inspect",
-      [](const std::string& path, bool verify) {
-        const std::unique_ptr<data::TokenReader> reader = data::open_token_reader(path, verify);
+      [](const std::string& path, bool verify, const std::string& key_file) {
+        // An encrypted shard is read with the keys of key_file, else of $MYRIAD_KEY_FILE.
+        const std::unique_ptr<data::TokenReader> reader =
+            data::open_token_reader(path, verify, data::AtRest::from_key_file(key_file, "key_file"));
         py::dict d;
         d["path"] = reader->path();
         d["format"] = reader->format();
         d["tokens"] = reader->size();
         d["bytes"] = reader->file_bytes();
         d["vocab_size"] = reader->vocab_size();
+        d["encrypted"] = reader->encrypted();
         return d;
       },
-      py::arg("path"), py::arg("verify") = false, "one token shard (plain or block-compressed): format and sizes");
+      py::arg("path"), py::arg("verify") = false, py::arg("key_file") = "",
+      "one token shard (plain or block-compressed, in clear or encrypted): format and sizes");
 }
 
 }  // namespace myriad::python

@@ -74,6 +74,12 @@ const std::vector<Field<SecurityConfig>>& SecurityConfig::fields() {
                  "data files, tokenizer, manifest — are written AES-256-GCM encrypted under its current key and "
                  "read with any key it holds; a missing or wrong key stops the run before training. \"\" = the "
                  "file $MYRIAD_KEY_FILE names; neither = written in clear"),
+      make_field("encrypt_token_shards", &S::encrypt_token_shards,
+                 "true: the run's token cache (data.cache_dir or <run>/data: shards, tokenizer, the temporary "
+                 "token files of tokenizing) is written encrypted under the key file's current key, so no token "
+                 "id lands on disk in clear (a cache built in clear is rebuilt); needs a key (security.key_file "
+                 "or $MYRIAD_KEY_FILE), else the run stops before training. Encrypted shards from myriad-data "
+                 "tokenize --encrypt are read with the key whatever this says"),
       make_field("umask", &S::umask,
                  "the process umask (octal) the training driver sets before writing anything: 077 = every "
                  "artefact (run folder, logs, metrics, data cache, checkpoints) readable by the run's owner only "

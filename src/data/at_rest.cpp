@@ -74,7 +74,7 @@ class DecryptingReader final : public StoredFileReader {
 
 class ClearWriter final : public StoredFileWriter {
  public:
-  explicit ClearWriter(const std::string& path) : path_(path), file_(std::fopen(path.c_str(), "wb")) {
+  ClearWriter(const std::string& path, bool sync) : path_(path), file_(std::fopen(path.c_str(), "wb")), sync_(sync) {
     MYRIAD_CHECK(file_ != nullptr, path << ": cannot be created (" << std::strerror(errno) << ")");
   }
   ~ClearWriter() override {
@@ -89,7 +89,7 @@ class ClearWriter final : public StoredFileWriter {
   }
   void finish() override {
     MYRIAD_CHECK(file_ != nullptr, path_ << ": finished twice");
-    const bool ok = std::fflush(file_) == 0 && ::fsync(::fileno(file_)) == 0;
+    const bool ok = std::fflush(file_) == 0 && (!sync_ || ::fsync(::fileno(file_)) == 0);
     const bool closed = std::fclose(file_) == 0;
     file_ = nullptr;
     MYRIAD_CHECK(ok && closed, path_ << ": cannot be written (" << std::strerror(errno) << "; disk full?)");
@@ -99,11 +99,13 @@ class ClearWriter final : public StoredFileWriter {
  private:
   std::string path_;
   std::FILE* file_;
+  bool sync_;
 };
 
 class EncryptingWriter final : public StoredFileWriter {
  public:
-  EncryptingWriter(const std::string& path, const KeyRing& keys) : writer_(path, keys) {}
+  EncryptingWriter(const std::string& path, const KeyRing& keys, std::size_t chunk_bytes, bool sync)
+      : writer_(path, keys, chunk_bytes, sync) {}
   void write(const void* data, std::size_t n) override { writer_.write(data, n); }
   void finish() override { writer_.finish(); }
   std::string file_id() const override { return writer_.file_id(); }
@@ -114,12 +116,12 @@ class EncryptingWriter final : public StoredFileWriter {
 
 }  // namespace
 
-AtRest AtRest::from_key_file(const std::string& configured) {
+AtRest AtRest::from_key_file(const std::string& configured, const std::string& setting) {
   if (!configured.empty()) {
     try {
       return AtRest(KeyRing::load(configured));
     } catch (const Error& e) {
-      MYRIAD_THROW("security.key_file: " << e.message());
+      MYRIAD_THROW(setting << ": " << e.message());
     }
   }
   const char* named = std::getenv(kKeyFileVariable);
@@ -136,9 +138,9 @@ std::string AtRest::describe() const {
   return "AES-256-GCM under key '" + keys_.current_id() + "'" + (keys_.source().empty() ? "" : " of " + keys_.source());
 }
 
-std::unique_ptr<StoredFileWriter> AtRest::create(const std::string& path) const {
-  if (encrypts()) return std::make_unique<EncryptingWriter>(path, keys_);
-  return std::make_unique<ClearWriter>(path);
+std::unique_ptr<StoredFileWriter> AtRest::create(const std::string& path, std::size_t chunk_bytes, bool sync) const {
+  if (encrypts()) return std::make_unique<EncryptingWriter>(path, keys_, chunk_bytes, sync);
+  return std::make_unique<ClearWriter>(path, sync);
 }
 
 std::unique_ptr<StoredFileReader> AtRest::open(const std::string& path) const {

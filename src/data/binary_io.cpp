@@ -49,6 +49,22 @@ void TempFile::commit_as(const std::string& final_path) {
   committed_ = true;
 }
 
+StagedStoredFile::StagedStoredFile(std::string path, const AtRest& at_rest, std::size_t chunk_bytes)
+    : path_(std::move(path)), staged_(path_ + ".tmp"), out_(at_rest.create(staged_, chunk_bytes)) {}
+
+StagedStoredFile::~StagedStoredFile() {
+  out_.reset();  // closes an unfinished file before it is removed
+  if (!committed_) ::unlink(staged_.c_str());
+}
+
+void StagedStoredFile::commit() {
+  out_->finish();
+  MYRIAD_CHECK(::rename(staged_.c_str(), path_.c_str()) == 0,
+               "cannot rename '" << staged_ << "' to '" << path_ << "': " << std::strerror(errno));
+  committed_ = true;
+  sync_directory_of(path_);
+}
+
 void sync_directory_of(const std::string& path) {
   const std::filesystem::path parent = std::filesystem::path(path).parent_path();
   const std::string directory = parent.empty() ? std::string(".") : parent.string();

@@ -4,13 +4,18 @@
 // TempFile owns "<path>.tmp" and removes it unless committed: write, sync_and_close, commit_as
 // (rename over the final path), then sync_directory_of makes the rename durable — so the final
 // path is either absent (or its old content) or the complete new file, never a partial one.
+// StagedStoredFile does the same for a file written sequentially through an AtRest (in clear or
+// encrypted).
 #pragma once
 
 #include <sys/types.h>
 
 #include <cstddef>
 #include <cstdint>
+#include <memory>
 #include <string>
+
+#include "myriad/data/at_rest.h"
 
 namespace myriad::data::detail {
 
@@ -45,6 +50,24 @@ class TempFile {
  private:
   std::string path_;
   int fd_ = -1;
+  bool committed_ = false;
+};
+
+// "<path>.tmp" written through `at_rest` (encrypted in chunks of `chunk_bytes` when it encrypts),
+// removed unless commit() — finish, rename over `path`, fsync the directory — succeeds.
+class StagedStoredFile {
+ public:
+  StagedStoredFile(std::string path, const AtRest& at_rest, std::size_t chunk_bytes);
+  StagedStoredFile(const StagedStoredFile&) = delete;
+  StagedStoredFile& operator=(const StagedStoredFile&) = delete;
+  ~StagedStoredFile();
+
+  void write(const void* data, std::size_t n) { out_->write(data, n); }
+  void commit();
+
+ private:
+  std::string path_, staged_;
+  std::unique_ptr<StoredFileWriter> out_;
   bool committed_ = false;
 };
 

@@ -3,18 +3,17 @@
 // compressed_shard.h for the format.
 #include "myriad/data/compressed_shard.h"
 
-#include <sys/mman.h>
 #include <zstd.h>
 
 #include <cerrno>
 #include <cstring>
-#include <fstream>
 #include <limits>
 #include <memory>
 #include <sstream>
 
 #include "binary_io.h"
 #include "id_range_check.h"
+#include "shard_bytes.h"
 #include "myriad/core/error.h"
 #include "zstd_handles.h"
 
@@ -47,7 +46,8 @@ std::vector<unsigned char> block_bytes(std::span<const std::int32_t> ids, ShardD
 }  // namespace
 
 void write_compressed_token_shard(const std::string& path, std::span<const std::int32_t> tokens,
-                                  std::uint32_t vocab_size, const ShardCompression& compression) {
+                                  std::uint32_t vocab_size, const ShardCompression& compression,
+                                  const AtRest& at_rest) {
   const std::string where = "compressed token shard '" + path + "'";
   MYRIAD_CHECK(vocab_size > 0 && vocab_size <= 0x7FFFFFFFu,
                where << ": vocab_size " << vocab_size << " must lie in [1, 2^31)");
@@ -89,7 +89,8 @@ void write_compressed_token_shard(const std::string& path, std::span<const std::
   }
   MYRIAD_CHECK(failure.empty(), where << ": zstd compression failed: " << failure);
 
-  detail::TempFile file(path + ".tmp");
+  // Index and header first (every frame's size is known), then one sequential write: header,
+  // blocks, index — so an encrypted shard is sealed as it streams.
   std::vector<unsigned char> index(static_cast<std::size_t>(blocks) * kIndexEntryBytes);
   std::uint64_t offset = kShardHeaderBytes;
   for (std::int64_t b = 0; b < blocks; ++b) {
@@ -98,10 +99,8 @@ void write_compressed_token_shard(const std::string& path, std::span<const std::
     store_u64(entry, offset);
     store_u32(entry + 8, static_cast<std::uint32_t>(frame.size()));
     store_u32(entry + 12, crcs[static_cast<std::size_t>(b)]);
-    file.write_at(frame.data(), frame.size(), static_cast<off_t>(offset));
     offset += frame.size();
   }
-  file.write_at(index.data(), index.size(), static_cast<off_t>(offset));
   unsigned char header[kShardHeaderBytes] = {};
   std::memcpy(header, kCompressedShardMagic, sizeof(kCompressedShardMagic));
   store_u32(header + 8, kCompressedShardVersion);
@@ -113,29 +112,32 @@ void write_compressed_token_shard(const std::string& path, std::span<const std::
   store_u64(header + 40, offset);
   store_u32(header + 48, crc32(index.data(), index.size()));
   store_u32(header + 52, static_cast<std::uint32_t>(compression.level));
-  file.write_at(header, sizeof(header), 0);
-  file.sync_and_close();
-  file.commit_as(path);
-  detail::sync_directory_of(path);
+  detail::StagedStoredFile file(path, at_rest, kShardChunkBytes);
+  file.write(header, sizeof(header));
+  for (const std::vector<unsigned char>& frame : frames) file.write(frame.data(), frame.size());
+  file.write(index.data(), index.size());
+  file.commit();
 }
 
-bool is_compressed_token_shard(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  char magic[sizeof(kCompressedShardMagic)] = {};
-  return in.read(magic, sizeof(magic)) && std::memcmp(magic, kCompressedShardMagic, sizeof(magic)) == 0;
+bool is_compressed_token_shard(const std::string& path, const AtRest& at_rest) {
+  return detail::shard_magic(path, at_rest) == std::string(kCompressedShardMagic, sizeof(kCompressedShardMagic));
 }
 
-std::unique_ptr<CompressedTokenShard> CompressedTokenShard::open(const std::string& path, bool verify) {
+std::unique_ptr<CompressedTokenShard> CompressedTokenShard::open(const std::string& path, bool verify,
+                                                                 const AtRest& at_rest) {
+  const std::string where = "compressed token shard '" + path + "'";
+  return from_bytes(path, detail::ShardBytes::open(path, where, kShardHeaderBytes, at_rest), verify);
+}
+
+std::unique_ptr<CompressedTokenShard> CompressedTokenShard::from_bytes(const std::string& path,
+                                                                       detail::ShardBytes stored, bool verify) {
   std::unique_ptr<CompressedTokenShard> shard(new CompressedTokenShard());
   shard->path_ = path;
   const std::string where = "compressed token shard '" + path + "'";
-  const detail::Mapping mapped = detail::map_read_only(path, where, kShardHeaderBytes);
-  void* mapping = mapped.address;
-  const auto file_bytes = static_cast<std::uint64_t>(mapped.bytes);
-  shard->mapping_ = mapping;
-  shard->mapping_bytes_ = file_bytes;
-
-  const auto* bytes = static_cast<const unsigned char*>(mapping);
+  shard->bytes_ = std::make_unique<detail::ShardBytes>(std::move(stored));
+  const std::uint64_t file_bytes = shard->bytes_->size();
+  std::vector<unsigned char> header_scratch, index_scratch;
+  const unsigned char* bytes = shard->bytes_->at(0, kShardHeaderBytes, header_scratch);
   MYRIAD_CHECK(std::memcmp(bytes, kCompressedShardMagic, sizeof(kCompressedShardMagic)) == 0,
                where << ": wrong magic (not a block-compressed myriad token shard): expected \"MYRTOKZ\\0\"");
   const std::uint32_t version = load_u32(bytes + 8);
@@ -164,7 +166,8 @@ std::unique_ptr<CompressedTokenShard> CompressedTokenShard::open(const std::stri
                    (file_bytes - index_offset) == blocks * kIndexEntryBytes,
                where << ": the block index (" << blocks << " entries at byte " << index_offset << ") does not end the "
                      << file_bytes << "-byte file (truncated or trailing bytes)");
-  const unsigned char* index = bytes + index_offset;
+  const unsigned char* index =
+      shard->bytes_->at(index_offset, static_cast<std::size_t>(blocks * kIndexEntryBytes), index_scratch);
   const std::uint32_t index_crc = crc32(index, blocks * kIndexEntryBytes);
   MYRIAD_CHECK(index_crc == load_u32(bytes + 48), where << ": block index checksum mismatch (corrupted index)");
   shard->level_ = static_cast<int>(load_u32(bytes + 52));
@@ -189,9 +192,10 @@ std::unique_ptr<CompressedTokenShard> CompressedTokenShard::open(const std::stri
   return shard;
 }
 
-CompressedTokenShard::~CompressedTokenShard() {
-  if (mapping_ != nullptr) ::munmap(mapping_, mapping_bytes_);
-}
+CompressedTokenShard::~CompressedTokenShard() = default;
+
+std::int64_t CompressedTokenShard::file_bytes() const { return static_cast<std::int64_t>(bytes_->size()); }
+bool CompressedTokenShard::encrypted() const { return bytes_->encrypted(); }
 
 std::string CompressedTokenShard::format() const {
   std::ostringstream text;
@@ -209,7 +213,8 @@ void CompressedTokenShard::decompress(std::int64_t index, std::vector<std::int32
   const std::int64_t n = tokens_in(index);
   const std::size_t raw_bytes = static_cast<std::size_t>(n) * shard_dtype_size(dtype_);
   std::vector<unsigned char> raw(raw_bytes);
-  const auto* frame = static_cast<const unsigned char*>(mapping_) + block.offset;
+  std::vector<unsigned char> sealed;
+  const unsigned char* frame = bytes_->at(block.offset, block.bytes, sealed);
   const std::size_t got = ZSTD_decompress(raw.data(), raw.size(), frame, block.bytes);
   const std::string where = "compressed token shard '" + path_ + "', block " + std::to_string(index);
   MYRIAD_CHECK(!ZSTD_isError(got),
@@ -269,9 +274,13 @@ std::int64_t CompressedTokenShard::blocks_decompressed() const {
   return decompressed_;
 }
 
-std::unique_ptr<TokenReader> open_token_reader(const std::string& path, bool verify) {
-  if (is_compressed_token_shard(path)) return CompressedTokenShard::open(path, verify);
-  return std::make_unique<TokenShard>(TokenShard::open(path, verify));
+std::unique_ptr<TokenReader> open_token_reader(const std::string& path, bool verify, const AtRest& at_rest) {
+  detail::ShardBytes bytes = detail::ShardBytes::open(path, "token shard '" + path + "'", kShardHeaderBytes, at_rest);
+  std::vector<unsigned char> scratch;
+  if (std::memcmp(bytes.at(0, sizeof(kCompressedShardMagic), scratch), kCompressedShardMagic,
+                  sizeof(kCompressedShardMagic)) == 0)
+    return CompressedTokenShard::from_bytes(path, std::move(bytes), verify);
+  return std::make_unique<TokenShard>(TokenShard::from_bytes(path, std::move(bytes), verify));
 }
 
 }  // namespace myriad::data

@@ -258,8 +258,12 @@ std::string encrypted_file_key_id(const std::string& path) {
   }
 }
 
-EncryptedWriter::EncryptedWriter(const std::string& path, const KeyRing& keys, std::size_t chunk_bytes)
-    : path_(path), data_key_(random_bytes(kKeyBytes)), nonce_(random_bytes(kNonceBytes)), chunk_bytes_(chunk_bytes) {
+EncryptedWriter::EncryptedWriter(const std::string& path, const KeyRing& keys, std::size_t chunk_bytes, bool sync)
+    : path_(path),
+      data_key_(random_bytes(kKeyBytes)),
+      nonce_(random_bytes(kNonceBytes)),
+      chunk_bytes_(chunk_bytes),
+      sync_(sync) {
   MYRIAD_CHECK(chunk_bytes >= 16 && chunk_bytes <= (1u << 30),
                "encryption: chunk size " << chunk_bytes << " out of range");
   const Header header = wrap(data_key_, nonce_, static_cast<std::uint32_t>(chunk_bytes), keys);
@@ -357,7 +361,7 @@ void EncryptedWriter::finish() {
   MYRIAD_CHECK(file_ != nullptr, path_ << ": finish() called twice");
   seal(pending_.data(), pending_.size(), true);
   pending_.clear();
-  const bool ok = std::fflush(file_) == 0 && fsync(fileno(file_)) == 0;
+  const bool ok = std::fflush(file_) == 0 && (!sync_ || fsync(fileno(file_)) == 0);
   std::fclose(file_);
   file_ = nullptr;
   MYRIAD_CHECK(ok, path_ << ": cannot be written (" << std::strerror(errno) << ")");

@@ -11,7 +11,8 @@
 namespace myriad::data {
 
 MixturePlan plan_mixture(const std::vector<std::string>& paths, const std::vector<double>& weights, std::int64_t steps,
-                         std::int64_t samples_per_step, std::int64_t seq_len, std::uint64_t seed) {
+                         std::int64_t samples_per_step, std::int64_t seq_len, std::uint64_t seed,
+                         const AtRest& at_rest) {
   MYRIAD_CHECK(!paths.empty() && paths.size() == weights.size(),
                "a mixture needs at least one source and one weight per source");
   MYRIAD_CHECK(steps >= 0 && samples_per_step > 0 && seq_len > 0, "steps (" << steps << "), samples per step ("
@@ -22,7 +23,7 @@ MixturePlan plan_mixture(const std::vector<std::string>& paths, const std::vecto
   std::vector<const ShardSet*> pointers;
   for (std::size_t k = 0; k < paths.size(); ++k) {
     try {
-      streams.push_back(std::make_unique<ShardSet>(ShardSet::open_split(paths[k], "train")));
+      streams.push_back(std::make_unique<ShardSet>(ShardSet::open_split(paths[k], "train", true, at_rest)));
     } catch (const Error& e) {
       MYRIAD_THROW("source " << k << " ('" << paths[k] << "'): " << e.message());
     }

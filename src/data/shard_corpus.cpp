@@ -2,9 +2,6 @@
 // from the temporary token files, manifest (see shard_corpus.h).
 #include "myriad/data/shard_corpus.h"
 
-#include <fcntl.h>
-#include <unistd.h>
-
 #include <algorithm>
 #include <cerrno>
 #include <cstring>
@@ -28,47 +25,46 @@ namespace {
 namespace fs = std::filesystem;
 using json = nlohmann::json;
 
-// Appends to a file of raw native int32 / int64 values.
+// Appends to a temporary file of raw native int32 / int64 values (encrypted when the corpus's
+// shards are: token ids never land on disk in clear then).
 class ValueFile {
  public:
-  explicit ValueFile(const std::string& path) : path_(path), out_(path, std::ios::binary | std::ios::trunc) {
-    MYRIAD_CHECK(out_.good(), "cannot create temporary file '" << path << "'");
-  }
+  ValueFile(const std::string& path, const AtRest& at_rest) : out_(at_rest.create(path, AtRest::kChunkBytes, false)) {}
   template <typename T>
   void append(const T* values, std::size_t count) {
-    out_.write(reinterpret_cast<const char*>(values), static_cast<std::streamsize>(count * sizeof(T)));
-    MYRIAD_CHECK(out_.good(), "cannot write temporary file '" << path_ << "'");
+    out_->write(values, count * sizeof(T));
   }
-  void close() {
-    out_.close();
-    MYRIAD_CHECK(!out_.fail(), "cannot close temporary file '" << path_ << "'");
+  void close() { out_->finish(); }
+
+ private:
+  std::unique_ptr<StoredFileWriter> out_;
+};
+
+// Reads a temporary value file front to back.
+class ValueReader {
+ public:
+  ValueReader(const std::string& path, const AtRest& at_rest) : in_(at_rest.open(path)), size_(in_->size()) {}
+  // Whether `count` more values were there (false at the end; a partial value is an error).
+  template <typename T>
+  bool read(T* values, std::size_t count) {
+    const std::uint64_t bytes = count * sizeof(T);
+    if (at_ + bytes > size_) return false;
+    in_->read_at(at_, values, bytes);
+    at_ += bytes;
+    return true;
   }
 
  private:
-  std::string path_;
-  std::ofstream out_;
+  std::unique_ptr<StoredFileReader> in_;
+  std::uint64_t size_, at_ = 0;
 };
 
 // Reads `count` int32 values at value index `first` of the file.
-void read_range(const std::string& path, std::int64_t first, std::int64_t count, std::int32_t* out) {
-  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-  MYRIAD_CHECK(fd >= 0, "cannot open temporary file '" << path << "': " << std::strerror(errno));
-  auto* bytes = reinterpret_cast<char*>(out);
-  std::size_t left = static_cast<std::size_t>(count) * sizeof(std::int32_t);
-  auto offset = static_cast<off_t>(first * static_cast<std::int64_t>(sizeof(std::int32_t)));
-  while (left > 0) {
-    const ssize_t n = ::pread(fd, bytes, left, offset);
-    if (n < 0 && errno == EINTR) continue;
-    if (n <= 0) {
-      const int error = errno;
-      ::close(fd);
-      MYRIAD_THROW("cannot read temporary file '" << path << "': " << (n < 0 ? std::strerror(error) : "short file"));
-    }
-    bytes += n;
-    left -= static_cast<std::size_t>(n);
-    offset += n;
-  }
-  ::close(fd);
+void read_range(const std::string& path, std::int64_t first, std::int64_t count, std::int32_t* out,
+                const AtRest& at_rest) {
+  if (count > 0)
+    at_rest.open(path)->read_at(static_cast<std::uint64_t>(first) * sizeof(std::int32_t), out,
+                                static_cast<std::size_t>(count) * sizeof(std::int32_t));
 }
 
 // One temporary token file's contribution to a split stream.
@@ -90,7 +86,7 @@ ShardInfo write_shard(const ShardCorpusOptions& options, const std::string& spli
     const std::int64_t local = at - piece_start[p];
     const std::int64_t take = std::min(end - at, piece.count - local);
     if (take > 0) {
-      read_range(piece.path, piece.first + local, take, tokens.data() + (at - begin));
+      read_range(piece.path, piece.first + local, take, tokens.data() + (at - begin), options.at_rest);
       at += take;
     }
     ++p;
@@ -99,9 +95,9 @@ ShardInfo write_shard(const ShardCorpusOptions& options, const std::string& spli
   info.path = shard_path(options.output_dir, split, index);
   info.tokens = end - begin;
   if (options.compression) {
-    write_compressed_token_shard(info.path, tokens, vocab_size, *options.compression);
+    write_compressed_token_shard(info.path, tokens, vocab_size, *options.compression, options.at_rest);
   } else {
-    write_token_shard(info.path, tokens, vocab_size);
+    write_token_shard(info.path, tokens, vocab_size, options.at_rest);
   }
   std::ifstream in(info.path, std::ios::binary);
   std::vector<char> buffer(1 << 20);
@@ -158,7 +154,7 @@ ShardCorpusSummary shard_corpus(const ShardCorpusOptions& options, const TextEnc
   json my_sources = json::array();
   for (std::size_t f : mine) {
     InputReport report;
-    ValueFile ids(temp_file(f, "ids")), docs(temp_file(f, "docs"));
+    ValueFile ids(temp_file(f, "ids"), options.at_rest), docs(temp_file(f, "docs"), options.at_rest);
     std::int64_t documents = 0, tokens = 0;
     detail::for_each_document_batch(
         files[f], options.source, report, options.batch_bytes,
@@ -224,15 +220,14 @@ ShardCorpusSummary shard_corpus(const ShardCorpusOptions& options, const TextEnc
     std::vector<std::int64_t> split_counts;  // per own file: f, train docs, train tokens, val docs, val tokens
     for (std::size_t f : mine) {
       // Streamed document by document: memory is one document's tokens.
-      std::ifstream lengths(temp_file(f, "docs"), std::ios::binary), all(temp_file(f, "ids"), std::ios::binary);
-      MYRIAD_CHECK(lengths.good() && all.good(), "cannot open the temporary files of '" << files[f] << "'");
-      ValueFile to_train(temp_file(f, "train")), to_val(temp_file(f, "val"));
+      ValueReader lengths(temp_file(f, "docs"), options.at_rest), all(temp_file(f, "ids"), options.at_rest);
+      ValueFile to_train(temp_file(f, "train"), options.at_rest), to_val(temp_file(f, "val"), options.at_rest);
       std::int64_t train_docs = 0, train_tokens = 0, val_docs = 0, val_tokens = 0, length = 0;
       std::vector<std::int32_t> document;
-      for (std::int64_t d = 0; lengths.read(reinterpret_cast<char*>(&length), sizeof(length)); ++d) {
+      for (std::int64_t d = 0; lengths.read(&length, 1); ++d) {
         document.resize(static_cast<std::size_t>(length));
-        all.read(reinterpret_cast<char*>(document.data()), static_cast<std::streamsize>(length * 4));
-        MYRIAD_CHECK(all.good(), "temporary token file of '" << files[f] << "' is shorter than its document list");
+        MYRIAD_CHECK(all.read(document.data(), document.size()),
+                     "temporary token file of '" << files[f] << "' is shorter than its document list");
         const bool held = is_val_document(first_document[f] + d, options.val_fraction);
         (held ? to_val : to_train).append(document.data(), document.size());
         (held ? val_docs : train_docs) += 1;

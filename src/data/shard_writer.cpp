@@ -1,10 +1,6 @@
-// Atomic token shard writer (write .tmp, fsync, rename, fsync directory) and the numbered
-// shard sequence writer.
+// Atomic token shard writer (write .tmp — in clear or encrypted —, fsync, rename, fsync directory)
+// and the numbered shard sequence writer.
 #include "myriad/data/shard_writer.h"
-
-#include <fcntl.h>
-#include <sys/stat.h>
-#include <unistd.h>
 
 #include <algorithm>
 #include <cerrno>
@@ -19,10 +15,8 @@
 
 namespace myriad::data {
 
-using detail::sync_directory_of;
-using detail::TempFile;
-
-void write_token_shard(const std::string& path, std::span<const std::int32_t> tokens, std::uint32_t vocab_size) {
+void write_token_shard(const std::string& path, std::span<const std::int32_t> tokens, std::uint32_t vocab_size,
+                       const AtRest& at_rest) {
   MYRIAD_CHECK(vocab_size > 0 && vocab_size <= 0x7FFFFFFFu,
                "write_token_shard '" << path << "': vocab_size " << vocab_size << " must lie in [1, 2^31)");
   const auto count = static_cast<std::int64_t>(tokens.size());
@@ -36,33 +30,32 @@ void write_token_shard(const std::string& path, std::span<const std::int32_t> to
   header.vocab_size = vocab_size;
   header.token_count = static_cast<std::uint64_t>(count);
 
-  TempFile file(path + ".tmp");
-  // Payload first (converted in bounded chunks, CRC as it goes), then the header at offset 0.
+  // The payload's CRC first (the header precedes it), then header and payload in one sequential
+  // write, so an encrypted shard is sealed as it streams; u16 ids are narrowed in bounded chunks.
   const std::size_t token_bytes = shard_dtype_size(header.dtype);
   constexpr std::int64_t kChunk = 1 << 20;
   std::vector<std::uint16_t> narrow;
-  off_t offset = static_cast<off_t>(kShardHeaderBytes);
-  std::uint32_t crc = 0;
-  for (std::int64_t begin = 0; begin < count; begin += kChunk) {
-    const std::int64_t n = std::min(kChunk, count - begin);
-    const void* chunk = tokens.data() + begin;
-    if (header.dtype == ShardDType::u16) {
-      narrow.resize(static_cast<std::size_t>(n));
-      for (std::int64_t i = 0; i < n; ++i) narrow[i] = static_cast<std::uint16_t>(tokens[begin + i]);
-      chunk = narrow.data();
+  auto for_each_chunk = [&](auto&& use) {
+    for (std::int64_t begin = 0; begin < count; begin += kChunk) {
+      const std::int64_t n = std::min(kChunk, count - begin);
+      const void* chunk = tokens.data() + begin;
+      if (header.dtype == ShardDType::u16) {
+        narrow.resize(static_cast<std::size_t>(n));
+        for (std::int64_t i = 0; i < n; ++i) narrow[i] = static_cast<std::uint16_t>(tokens[begin + i]);
+        chunk = narrow.data();
+      }
+      use(chunk, static_cast<std::size_t>(n) * token_bytes);
     }
-    const std::size_t bytes = static_cast<std::size_t>(n) * token_bytes;
-    crc = crc32(chunk, bytes, crc);
-    file.write_at(chunk, bytes, offset);
-    offset += static_cast<off_t>(bytes);
-  }
+  };
+  std::uint32_t crc = 0;
+  for_each_chunk([&](const void* chunk, std::size_t bytes) { crc = crc32(chunk, bytes, crc); });
   header.checksum = crc;
   unsigned char header_bytes[kShardHeaderBytes];
   encode_shard_header(header, header_bytes);
-  file.write_at(header_bytes, kShardHeaderBytes, 0);
-  file.sync_and_close();
-  file.commit_as(path);
-  sync_directory_of(path);
+  detail::StagedStoredFile file(path, at_rest, kShardChunkBytes);
+  file.write(header_bytes, kShardHeaderBytes);
+  for_each_chunk([&](const void* chunk, std::size_t bytes) { file.write(chunk, bytes); });
+  file.commit();
 }
 
 std::string shard_path(const std::string& directory, const std::string& prefix, std::int64_t index) {
@@ -72,12 +65,14 @@ std::string shard_path(const std::string& directory, const std::string& prefix, 
 }
 
 ShardSequenceWriter::ShardSequenceWriter(std::string directory, std::string prefix, std::uint32_t vocab_size,
-                                         std::int64_t max_tokens, std::optional<ShardCompression> compression)
+                                         std::int64_t max_tokens, std::optional<ShardCompression> compression,
+                                         AtRest at_rest)
     : directory_(std::move(directory)),
       prefix_(std::move(prefix)),
       vocab_size_(vocab_size),
       max_tokens_(max_tokens),
-      compression_(compression) {
+      compression_(compression),
+      at_rest_(std::move(at_rest)) {
   MYRIAD_CHECK(max_tokens_ > 0, "ShardSequenceWriter '" << directory_ << "/" << prefix_
                                                         << "': max_tokens must be positive, got " << max_tokens_);
 }
@@ -99,9 +94,9 @@ void ShardSequenceWriter::finish() {
 void ShardSequenceWriter::flush() {
   std::string path = shard_path(directory_, prefix_, static_cast<std::int64_t>(paths_.size()));
   if (compression_) {
-    write_compressed_token_shard(path, buffer_, vocab_size_, *compression_);
+    write_compressed_token_shard(path, buffer_, vocab_size_, *compression_, at_rest_);
   } else {
-    write_token_shard(path, buffer_, vocab_size_);
+    write_token_shard(path, buffer_, vocab_size_, at_rest_);
   }
   paths_.push_back(path);
   written_ += static_cast<std::int64_t>(buffer_.size());

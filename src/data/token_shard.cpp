@@ -2,8 +2,6 @@
 // concatenated ShardSet. Every failure names the file and what is wrong.
 #include "myriad/data/token_shard.h"
 
-#include <sys/mman.h>
-
 #include <algorithm>
 #include <array>
 #include <bit>
@@ -16,6 +14,7 @@
 
 #include "binary_io.h"
 #include "id_range_check.h"
+#include "shard_bytes.h"
 #include "myriad/core/error.h"
 
 static_assert(std::endian::native == std::endian::little,
@@ -80,36 +79,36 @@ std::uint32_t crc32(const void* data, std::size_t size, std::uint32_t crc) {
 
 // ---- TokenShard ----
 
-TokenShard TokenShard::open(const std::string& path, bool verify) {
+TokenShard TokenShard::open(const std::string& path, bool verify, const AtRest& at_rest) {
+  const std::string where = "token shard '" + path + "'";
+  return from_bytes(path, detail::ShardBytes::open(path, where, kShardHeaderBytes, at_rest), verify);
+}
+
+TokenShard TokenShard::from_bytes(const std::string& path, detail::ShardBytes bytes, bool verify) {
   TokenShard shard;
   shard.path_ = path;
+  shard.bytes_ = std::make_unique<detail::ShardBytes>(std::move(bytes));
   const std::string where = "token shard '" + path + "'";
-
-  const detail::Mapping mapped = detail::map_read_only(path, where, kShardHeaderBytes);
-  void* mapping = mapped.address;
-  const auto file_bytes = static_cast<std::uint64_t>(mapped.bytes);
-  shard.mapping_ = mapping;
-  shard.mapping_bytes_ = file_bytes;
-
-  // From here on `shard` owns the mapping and unmaps it if a check throws.
-  const auto* bytes = static_cast<const unsigned char*>(mapping);
-  MYRIAD_CHECK(std::memcmp(bytes, kShardMagic, sizeof(kShardMagic)) == 0,
+  const std::uint64_t file_bytes = shard.bytes_->size();
+  std::vector<unsigned char> scratch;
+  const unsigned char* header_bytes = shard.bytes_->at(0, kShardHeaderBytes, scratch);
+  MYRIAD_CHECK(std::memcmp(header_bytes, kShardMagic, sizeof(kShardMagic)) == 0,
                where << ": wrong magic (not a myriad token shard): expected \"MYRTOK\\0\\0\"");
   ShardHeader& header = shard.header_;
-  header.version = load_u32(bytes + 8);
+  header.version = load_u32(header_bytes + 8);
   MYRIAD_CHECK(header.version <= kShardFormatVersion, where << ": format version " << header.version
                                                             << " is newer than this reader supports (version "
                                                             << kShardFormatVersion << "); upgrade myriad");
   MYRIAD_CHECK(header.version >= 1, where << ": invalid format version " << header.version);
-  std::uint32_t dtype = load_u32(bytes + 12);
+  std::uint32_t dtype = load_u32(header_bytes + 12);
   MYRIAD_CHECK(dtype <= 1, where << ": unknown dtype code " << dtype << " (0 = u16, 1 = i32)");
   header.dtype = static_cast<ShardDType>(dtype);
-  header.vocab_size = load_u32(bytes + 16);
+  header.vocab_size = load_u32(header_bytes + 16);
   MYRIAD_CHECK(header.vocab_size > 0, where << ": vocab_size is 0");
   MYRIAD_CHECK(header.vocab_size <= static_cast<std::uint32_t>(std::numeric_limits<std::int32_t>::max()),
                where << ": vocab_size " << header.vocab_size << " does not fit int32 ids");
-  header.checksum = load_u32(bytes + 20);
-  header.token_count = load_u64(bytes + 24);
+  header.checksum = load_u32(header_bytes + 20);
+  header.token_count = load_u64(header_bytes + 24);
 
   const std::uint64_t payload_bytes = file_bytes - kShardHeaderBytes;
   const std::uint64_t token_bytes = shard_dtype_size(header.dtype);
@@ -118,57 +117,45 @@ TokenShard TokenShard::open(const std::string& path, bool verify) {
                      << (header.token_count > payload_bytes / token_bytes ? "truncated" : "trailing bytes")
                      << "): the header says " << header.token_count << " tokens of " << token_bytes
                      << " bytes, but the file holds " << payload_bytes << " payload bytes");
-  shard.payload_ = bytes + kShardHeaderBytes;
 
   if (verify) {
-    std::uint32_t actual = crc32(shard.payload_, payload_bytes);
+    // Piece by piece, so an encrypted shard is checked in bounded memory.
+    constexpr std::uint64_t kPieceTokens = 1 << 21;
+    std::uint32_t actual = 0;
+    std::int64_t bad = -1;
+    for (std::uint64_t first = 0; first < header.token_count; first += kPieceTokens) {
+      const std::uint64_t n = std::min(kPieceTokens, header.token_count - first);
+      const unsigned char* piece =
+          shard.bytes_->at(kShardHeaderBytes + first * token_bytes, static_cast<std::size_t>(n * token_bytes), scratch);
+      actual = crc32(piece, static_cast<std::size_t>(n * token_bytes), actual);
+      const std::int64_t local = header.dtype == ShardDType::u16
+                                     ? detail::first_id_out_of_range(reinterpret_cast<const std::uint16_t*>(piece),
+                                                                     static_cast<std::int64_t>(n), header.vocab_size)
+                                     : detail::first_id_out_of_range(reinterpret_cast<const std::int32_t*>(piece),
+                                                                     static_cast<std::int64_t>(n), header.vocab_size);
+      if (local >= 0 && bad < 0) bad = static_cast<std::int64_t>(first) + local;
+    }
     MYRIAD_CHECK(actual == header.checksum, where << ": checksum mismatch (corrupted payload): header CRC-32 0x"
                                                   << std::hex << header.checksum << ", payload CRC-32 0x" << actual);
-    const auto count = static_cast<std::int64_t>(header.token_count);
-    std::int64_t bad = header.dtype == ShardDType::u16
-                           ? detail::first_id_out_of_range(reinterpret_cast<const std::uint16_t*>(shard.payload_),
-                                                           count, header.vocab_size)
-                           : detail::first_id_out_of_range(reinterpret_cast<const std::int32_t*>(shard.payload_), count,
-                                                           header.vocab_size);
     MYRIAD_CHECK(bad < 0, where << ": token id " << shard.token(bad) << " at position " << bad
                                 << " is out of range for vocab_size " << header.vocab_size);
   }
   return shard;
 }
 
-TokenShard::TokenShard(TokenShard&& other) noexcept
-    : path_(std::move(other.path_)),
-      header_(other.header_),
-      mapping_(std::exchange(other.mapping_, nullptr)),
-      mapping_bytes_(std::exchange(other.mapping_bytes_, 0)),
-      payload_(std::exchange(other.payload_, nullptr)) {}
+TokenShard::TokenShard(TokenShard&& other) noexcept = default;
+TokenShard& TokenShard::operator=(TokenShard&& other) noexcept = default;
+TokenShard::~TokenShard() = default;
 
-TokenShard& TokenShard::operator=(TokenShard&& other) noexcept {
-  if (this != &other) {
-    unmap();
-    path_ = std::move(other.path_);
-    header_ = other.header_;
-    mapping_ = std::exchange(other.mapping_, nullptr);
-    mapping_bytes_ = std::exchange(other.mapping_bytes_, 0);
-    payload_ = std::exchange(other.payload_, nullptr);
-  }
-  return *this;
-}
-
-TokenShard::~TokenShard() { unmap(); }
-
-void TokenShard::unmap() noexcept {
-  if (mapping_ != nullptr) ::munmap(mapping_, mapping_bytes_);
-  mapping_ = nullptr;
-  mapping_bytes_ = 0;
-  payload_ = nullptr;
-}
+std::int64_t TokenShard::file_bytes() const { return static_cast<std::int64_t>(bytes_->size()); }
+bool TokenShard::encrypted() const { return bytes_->encrypted(); }
 
 std::int32_t TokenShard::token(std::int64_t index) const {
+  std::int32_t id = 0;
   MYRIAD_CHECK(index >= 0 && index < size(),
                "token shard '" << path_ << "': index " << index << " out of range [0, " << size() << ")");
-  if (header_.dtype == ShardDType::u16) return reinterpret_cast<const std::uint16_t*>(payload_)[index];
-  return reinterpret_cast<const std::int32_t*>(payload_)[index];
+  read(index, 1, &id);
+  return id;
 }
 
 void TokenShard::read(std::int64_t begin, std::int64_t count, std::int32_t* out) const {
@@ -176,19 +163,23 @@ void TokenShard::read(std::int64_t begin, std::int64_t count, std::int32_t* out)
       begin >= 0 && count >= 0 && begin <= size() - count,
       "token shard '" << path_ << "': read of " << count << " tokens at " << begin << " outside [0, " << size() << ")");
   if (count == 0) return;  // `out` may be null then (an empty vector's data()), and memcpy's pointers must not be
+  const std::size_t token_bytes = shard_dtype_size(header_.dtype);
+  std::vector<unsigned char> scratch;
+  const unsigned char* src = bytes_->at(kShardHeaderBytes + static_cast<std::uint64_t>(begin) * token_bytes,
+                                        static_cast<std::size_t>(count) * token_bytes, scratch);
   if (header_.dtype == ShardDType::u16) {
-    const auto* src = reinterpret_cast<const std::uint16_t*>(payload_) + begin;
-    for (std::int64_t i = 0; i < count; ++i) out[i] = src[i];
+    const auto* narrow = reinterpret_cast<const std::uint16_t*>(src);
+    for (std::int64_t i = 0; i < count; ++i) out[i] = narrow[i];
   } else {
-    std::memcpy(out, reinterpret_cast<const std::int32_t*>(payload_) + begin,
-                static_cast<std::size_t>(count) * sizeof(std::int32_t));
+    std::memcpy(out, src, static_cast<std::size_t>(count) * sizeof(std::int32_t));
   }
 }
 
 // ---- ShardSet ----
 
-ShardSet ShardSet::open_split(const std::string& directory, const std::string& split, bool verify) {
-  return ShardSet(split_paths(directory, split), verify);
+ShardSet ShardSet::open_split(const std::string& directory, const std::string& split, bool verify,
+                              const AtRest& at_rest) {
+  return ShardSet(split_paths(directory, split), verify, at_rest);
 }
 
 std::vector<std::string> ShardSet::split_paths(const std::string& directory, const std::string& split) {
@@ -212,10 +203,10 @@ std::vector<std::string> ShardSet::split_paths(const std::string& directory, con
   return paths;
 }
 
-ShardSet::ShardSet(const std::vector<std::string>& paths, bool verify) {
+ShardSet::ShardSet(const std::vector<std::string>& paths, bool verify, const AtRest& at_rest) {
   MYRIAD_CHECK(!paths.empty(), "ShardSet needs at least one shard path");
   for (const std::string& path : paths) {
-    std::unique_ptr<TokenReader> shard = open_token_reader(path, verify);
+    std::unique_ptr<TokenReader> shard = open_token_reader(path, verify, at_rest);
     if (!shards_.empty()) {
       MYRIAD_CHECK(shard->vocab_size() == shards_.front()->vocab_size(),
                    "token shards disagree on vocab_size: '" << shards_.front()->path() << "' has "

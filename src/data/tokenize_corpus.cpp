@@ -55,15 +55,15 @@ void check_no_existing_shards(const std::string& directory) {
 // max_tokens each) into val shards, then rewrites the train shard holding the cut and removes
 // those after it. Returns the remaining train shard paths.
 std::vector<std::string> move_tail_to_val(const std::vector<std::string>& train_paths, std::int64_t max_tokens,
-                                          std::int64_t val_tokens, ShardSequenceWriter& val) {
+                                          std::int64_t val_tokens, ShardSequenceWriter& val, const AtRest& at_rest) {
   if (val_tokens == 0) return train_paths;
   std::int64_t total = 0;
-  for (const std::string& path : train_paths) total += TokenShard::open(path, false).size();
+  for (const std::string& path : train_paths) total += TokenShard::open(path, false, at_rest).size();
   const std::int64_t cut = total - val_tokens;
   std::vector<std::int32_t> buffer;
   constexpr std::int64_t kCopyChunk = 1 << 20;
   for (std::size_t k = static_cast<std::size_t>(cut / max_tokens); k < train_paths.size(); ++k) {
-    TokenShard shard = TokenShard::open(train_paths[k], false);
+    TokenShard shard = TokenShard::open(train_paths[k], false, at_rest);
     const std::int64_t start = static_cast<std::int64_t>(k) * max_tokens;
     for (std::int64_t from = std::max<std::int64_t>(cut - start, 0); from < shard.size(); from += kCopyChunk) {
       const std::int64_t n = std::min(kCopyChunk, shard.size() - from);
@@ -78,11 +78,11 @@ std::vector<std::string> move_tail_to_val(const std::vector<std::string>& train_
     buffer.resize(static_cast<std::size_t>(cut - start));
     std::uint32_t vocab_size;
     {
-      TokenShard shard = TokenShard::open(train_paths[keep - 1], false);
+      TokenShard shard = TokenShard::open(train_paths[keep - 1], false, at_rest);
       shard.read(0, cut - start, buffer.data());
       vocab_size = shard.vocab_size();
     }
-    write_token_shard(train_paths[keep - 1], buffer, vocab_size);
+    write_token_shard(train_paths[keep - 1], buffer, vocab_size, at_rest);
   }
   for (std::size_t k = keep; k < train_paths.size(); ++k) {
     std::error_code error;
@@ -199,8 +199,9 @@ TokenizeSummary tokenize_corpus(const TokenizeOptions& options, const TextEncode
   check_no_existing_shards(options.output_dir);
 
   const bool tail = options.val_split == ValSplit::tail;
-  ShardSequenceWriter train(options.output_dir, "train", vocab_size, options.shard_tokens);
-  ShardSequenceWriter val(options.output_dir, "val", vocab_size, options.shard_tokens);
+  ShardSequenceWriter train(options.output_dir, "train", vocab_size, options.shard_tokens, std::nullopt,
+                            options.at_rest);
+  ShardSequenceWriter val(options.output_dir, "val", vocab_size, options.shard_tokens, std::nullopt, options.at_rest);
 
   std::deque<std::string> texts;  // deque: elements never move, so document views stay valid
   std::vector<PendingDocument> batch;
@@ -264,7 +265,8 @@ TokenizeSummary tokenize_corpus(const TokenizeOptions& options, const TextEncode
   if (tail) {
     const auto val_tokens =
         static_cast<std::int64_t>(std::floor(static_cast<double>(summary.train_tokens) * options.val_fraction));
-    summary.train_shards = move_tail_to_val(summary.train_shards, options.shard_tokens, val_tokens, val);
+    summary.train_shards =
+        move_tail_to_val(summary.train_shards, options.shard_tokens, val_tokens, val, options.at_rest);
     summary.train_tokens -= val_tokens;
     summary.val_tokens = val_tokens;
   }

@@ -34,6 +34,10 @@ Engine::Engine(const RunConfig& config, std::shared_ptr<spdlog::logger> log, dis
   // The keys first: a missing or wrong key stops the run before any data or training.
   distributed::run_on_every_rank(world, "security.key_file", [&] {
     state_.at_rest = data::AtRest::from_key_file(state_.config.security.key_file);
+    MYRIAD_CHECK(!state_.config.security.encrypt_token_shards || state_.at_rest.encrypts(),
+                 "security.encrypt_token_shards is true but no key is set: name a key file with security.key_file "
+                 "or $"
+                     << data::kKeyFileVariable << " (myriad keys new FILE makes one)");
     const std::string resume = resume_checkpoint_dir(state_.config);
     if (!resume.empty()) {
       try {

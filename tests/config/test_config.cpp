@@ -153,6 +153,7 @@ sample:
 security:
   key_file: /etc/myriad/keys
   umask: "027"
+  encrypt_token_shards: true
 )";
 
 TEST(ConfigDefaults, MatchTheDocumentedValues) {
@@ -312,6 +313,7 @@ TEST(ConfigYaml, FullFileSetsEveryKey) {
   EXPECT_EQ(c.sample.prompt, "Once upon a time: #1");
   EXPECT_EQ(c.security.key_file, "/etc/myriad/keys");
   EXPECT_EQ(c.security.umask, "027");
+  EXPECT_TRUE(c.security.encrypt_token_shards);
   EXPECT_EQ(c.security.umask_bits(), 027u);
   EXPECT_EQ(c.training.device, ComputeDevice::cuda);
   EXPECT_EQ(c.parallel.dp_reduce, DpReduce::tree);

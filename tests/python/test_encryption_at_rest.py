@@ -12,7 +12,11 @@ to 6 — then:
 - `myriad serve` serves the encrypted checkpoint with $MYRIAD_KEY_FILE (the clear run's greedy
   tokens) and refuses to start without it, naming the key;
 - `myriad keys rotate` rewraps a checkpoint's files under a new key (ciphertext unchanged) and the
-  run resumes with the new key alone."""
+  run resumes with the new key alone;
+- token shards: with security.encrypt_token_shards the run's token cache (shards, tokenizer) is
+  rebuilt encrypted, holds none of the clear cache's token bytes and trains to the clear run's
+  losses; without a key the setting stops the run; `myriad-data tokenize --encrypt` writes
+  encrypted shards that `inspect` and a training run read with the key only."""
 import json
 import os
 import re
@@ -100,6 +104,7 @@ def runs(tmp_path_factory):
         config, run = setup_run(root, name)
         first = driver(config, *extra, env=env)
         assert first.returncode == 0, first.stdout + first.stderr
+        done[name + "_first"] = first.stdout
         resumed = driver(config, "--resume", "auto", "--set", "training.steps=6", *extra, env=env)
         assert resumed.returncode == 0, resumed.stdout + resumed.stderr
         assert "Iteration: 5/6" in resumed.stdout and "Iteration: 1/6" not in resumed.stdout, resumed.stdout
@@ -255,3 +260,52 @@ def test_a_run_writes_its_artefacts_for_its_owner_only_unless_configured(runs, t
     assert modes[str(tmp_path / "shared")] == 0o755
     bad = driver(config, "--set", "security.umask=999")
     assert bad.returncode == 2 and "security.umask" in bad.stderr, bad.stderr
+
+
+def test_token_shards_encrypted_train_to_the_clear_losses_and_need_the_key(runs, tmp_path):
+    key_file = runs["key_file"]
+    _, clear_run, _ = runs["clear"]
+    config, _ = setup_run(tmp_path, "sealed")
+    cache = tmp_path / "cache"
+    keyed = ("--set", f"security.key_file={key_file}", "--set", f"data.cache_dir={cache}")
+    refused = driver(config, "--set", "security.encrypt_token_shards=true")
+    assert refused.returncode != 0 and "security.encrypt_token_shards" in refused.stderr + refused.stdout
+    assert "Iteration" not in refused.stdout
+    # A cache built in clear, then the same run asking for encrypted shards: rebuilt encrypted.
+    built_clear = driver(config, *keyed, "--set", "training.steps=1", "--set", f"logging.dir={tmp_path / 'first'}")
+    assert built_clear.returncode == 0, built_clear.stdout + built_clear.stderr
+    assert not (cache / "train_000000.bin").read_bytes().startswith(MAGIC)
+    sealed = driver(config, *keyed, "--set", "security.encrypt_token_shards=true")
+    assert sealed.returncode == 0, sealed.stdout + sealed.stderr
+    assert "rebuilding the token cache" in sealed.stdout + sealed.stderr
+    cached = sorted(p for p in os.listdir(cache) if p.endswith(".bin") or p == "tokenizer.bpe")
+    assert any(p.startswith("val_") for p in cached) and "tokenizer.bpe" in cached
+    for name in cached:
+        assert (cache / name).read_bytes().startswith(MAGIC), f"{name} is not encrypted"
+    assert LOSS.findall(sealed.stdout) == LOSS.findall(runs["clear_first"])
+    # 48 bytes of the clear cache's token ids: in its shard, and in no file of the encrypted cache.
+    clear_tokens = (clear_run / "data" / "train_000000.bin").read_bytes()
+    windows = [clear_tokens[at:at + 48] for at in (64, len(clear_tokens) // 2)]
+    assert files_holding(clear_run / "data", windows)
+    assert files_holding(cache, windows) == []
+
+    # myriad-data tokenize --encrypt: shards readable with the key only, trained on as data.path.
+    cli = os.path.join(os.environ.get("BUILD_DIR", os.path.join(REPO, "build")), "tools", "myriad-data")
+    tokenizer = clear_run / "data" / "tokenizer.bpe"
+    shards = tmp_path / "shards"
+    made = subprocess.run([cli, "tokenize", "--input", str(tmp_path / "corpus.txt"), "--output", str(shards),
+                           "--tokenizer", f"bpe:{tokenizer}", "--val-fraction", "0.1", "--val-split", "tail",
+                           "--encrypt", "--key-file", str(key_file)], capture_output=True, text=True, timeout=120)
+    assert made.returncode == 0, made.stdout + made.stderr
+    assert all((shards / p).read_bytes().startswith(MAGIC) for p in os.listdir(shards) if p.endswith(".bin"))
+    shown = subprocess.run([cli, "inspect", str(shards), "--verify", "--key-file", str(key_file)],
+                           capture_output=True, text=True, timeout=120)
+    assert shown.returncode == 0 and ", encrypted |" in shown.stdout, shown.stdout + shown.stderr
+    locked = subprocess.run([cli, "inspect", str(shards)], capture_output=True, text=True, timeout=120,
+                            env={k: v for k, v in os.environ.items() if k != "MYRIAD_KEY_FILE"})
+    assert locked.returncode != 0 and "encrypted under key 'k1'" in locked.stderr, locked.stderr
+    trained = driver(config, "--set", f"data.path={shards}", "--set", f"data.tokenizer=bpe:{tokenizer}",
+                     "--set", "training.steps=2", "--set", f"logging.dir={tmp_path / 'from_shards'}",
+                     env={"MYRIAD_KEY_FILE": str(key_file)})
+    assert trained.returncode == 0, trained.stdout + trained.stderr
+    assert "Iteration: 2/2" in trained.stdout

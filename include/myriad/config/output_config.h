@@ -71,6 +71,9 @@ struct SecurityConfig {
   // The process umask the training driver sets before it writes anything (octal): "077" = files
   // 0600 and folders 0700, the run's owner only; "022" = readable by all.
   std::string umask = "077";
+  // The run's token cache (shards, temporary token files, trained tokenizer) written encrypted
+  // under the key file's current key; needs a key (the Engine refuses the run without one).
+  bool encrypt_token_shards = false;
 
   void validate() const;  // per-key checks
   // umask as a number (validate() first).

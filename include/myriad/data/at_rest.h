@@ -44,18 +44,23 @@ class StoredFileWriter {
 
 class AtRest {
  public:
+  static constexpr std::size_t kChunkBytes = std::size_t{1} << 20;  // the default encrypted chunk
+
   AtRest() = default;  // clear
   explicit AtRest(KeyRing keys) : keys_(std::move(keys)) {}
   // The key file `configured` (the security.key_file setting) when not empty, else the one
   // $MYRIAD_KEY_FILE names, else clear. Throws naming the file and the setting when it is
-  // unreadable or malformed.
-  static AtRest from_key_file(const std::string& configured);
+  // unreadable or malformed. `setting` names where `configured` came from in errors.
+  static AtRest from_key_file(const std::string& configured, const std::string& setting = "security.key_file");
 
   bool encrypts() const { return !keys_.empty(); }
   // "clear" or "AES-256-GCM under key '<id>' of <file>".
   std::string describe() const;
 
-  std::unique_ptr<StoredFileWriter> create(const std::string& path) const;
+  // Encrypted files are sealed in chunks of `chunk_bytes` (smaller chunks make random reads cheaper).
+  // sync: finish() fsyncs the file (false for temporary files, which need no durability).
+  std::unique_ptr<StoredFileWriter> create(const std::string& path, std::size_t chunk_bytes = kChunkBytes,
+                                           bool sync = true) const;
   std::unique_ptr<StoredFileReader> open(const std::string& path) const;
   std::string read_all(const std::string& path) const;
   // Creates `path` holding `bytes`, fsync'ed (not atomic: callers write into temporary folders

@@ -33,11 +33,13 @@
 
 #include <cstdint>
 #include <list>
+#include <memory>
 #include <mutex>
 #include <span>
 #include <string>
 #include <vector>
 
+#include "myriad/data/at_rest.h"
 #include "myriad/data/token_reader.h"
 #include "myriad/data/token_shard.h"
 
@@ -54,19 +56,28 @@ struct ShardCompression {
   int level = 19;                      // zstd level, 1..22
 };
 
-// Writes the shard atomically (like write_token_shard); blocks are compressed in parallel.
-// Ids are validated first (each in [0, vocab_size)).
-void write_compressed_token_shard(const std::string& path, std::span<const std::int32_t> tokens,
-                                  std::uint32_t vocab_size, const ShardCompression& compression);
+// Encrypted shards are sealed in chunks of this size: a random window of a few thousand tokens
+// authenticates and decrypts one or two chunks (the default 1 MiB chunk would cost 16x more).
+inline constexpr std::size_t kShardChunkBytes = std::size_t{64} << 10;
 
-// Whether the file starts with kCompressedShardMagic (false when it cannot be read).
-bool is_compressed_token_shard(const std::string& path);
+// Writes the shard atomically (like write_token_shard), encrypted when `at_rest` encrypts; blocks
+// are compressed in parallel. Ids are validated first (each in [0, vocab_size)).
+void write_compressed_token_shard(const std::string& path, std::span<const std::int32_t> tokens,
+                                  std::uint32_t vocab_size, const ShardCompression& compression,
+                                  const AtRest& at_rest = {});
+
+// Whether the file starts with kCompressedShardMagic — inside the encryption, for an encrypted file
+// read with `at_rest` (false when it cannot be read).
+bool is_compressed_token_shard(const std::string& path, const AtRest& at_rest = {});
 
 class CompressedTokenShard final : public TokenReader {
  public:
   static constexpr std::size_t kCachedBlocks = 8;
 
-  static std::unique_ptr<CompressedTokenShard> open(const std::string& path, bool verify = true);
+  static std::unique_ptr<CompressedTokenShard> open(const std::string& path, bool verify = true,
+                                                    const AtRest& at_rest = {});
+  static std::unique_ptr<CompressedTokenShard> from_bytes(const std::string& path, detail::ShardBytes bytes,
+                                                          bool verify);
   ~CompressedTokenShard() override;
   CompressedTokenShard(const CompressedTokenShard&) = delete;
   CompressedTokenShard& operator=(const CompressedTokenShard&) = delete;
@@ -76,7 +87,8 @@ class CompressedTokenShard final : public TokenReader {
   std::uint32_t vocab_size() const override { return vocab_size_; }
   void read(std::int64_t begin, std::int64_t count, std::int32_t* out) const override;
   std::string format() const override;
-  std::int64_t file_bytes() const override { return static_cast<std::int64_t>(mapping_bytes_); }
+  std::int64_t file_bytes() const override;
+  bool encrypted() const override;
 
   std::int64_t block_tokens() const { return block_tokens_; }
   std::int64_t block_count() const { return static_cast<std::int64_t>(blocks_.size()); }
@@ -98,8 +110,7 @@ class CompressedTokenShard final : public TokenReader {
   const std::vector<std::int32_t>& cached(std::int64_t index) const;  // under mutex_
 
   std::string path_;
-  void* mapping_ = nullptr;
-  std::size_t mapping_bytes_ = 0;
+  std::unique_ptr<detail::ShardBytes> bytes_;  // the whole file: mapped, or decrypted on demand
   ShardDType dtype_ = ShardDType::u16;
   std::uint32_t vocab_size_ = 0;
   std::int64_t block_tokens_ = 0, token_count_ = 0;

@@ -58,7 +58,8 @@ std::string encrypted_file_key_id(const std::string& path);
 // closes it without the final chunk: a reader then reports it truncated).
 class EncryptedWriter {
  public:
-  EncryptedWriter(const std::string& path, const KeyRing& keys, std::size_t chunk_bytes = 1 << 20);
+  // sync: finish() fsyncs the file (temporary files skip it).
+  EncryptedWriter(const std::string& path, const KeyRing& keys, std::size_t chunk_bytes = 1 << 20, bool sync = true);
   ~EncryptedWriter();
   EncryptedWriter(const EncryptedWriter&) = delete;
   EncryptedWriter& operator=(const EncryptedWriter&) = delete;
@@ -83,6 +84,7 @@ class EncryptedWriter {
   std::size_t batch_bytes_ = 0;
   std::uint32_t index_ = 0;
   std::FILE* file_ = nullptr;
+  bool sync_ = true;
 };
 
 // Reads an encrypted file sequentially, authenticating each chunk before handing out its bytes.

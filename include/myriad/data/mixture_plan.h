@@ -9,6 +9,8 @@
 #include <string>
 #include <vector>
 
+#include "myriad/data/at_rest.h"
+
 namespace myriad::data {
 
 struct MixtureSourcePlan {
@@ -31,6 +33,7 @@ struct MixturePlan {
 inline constexpr std::int64_t kExactSamples = 50'000'000;
 
 MixturePlan plan_mixture(const std::vector<std::string>& paths, const std::vector<double>& weights, std::int64_t steps,
-                         std::int64_t samples_per_step, std::int64_t seq_len, std::uint64_t seed);
+                         std::int64_t samples_per_step, std::int64_t seq_len, std::uint64_t seed,
+                         const AtRest& at_rest = {});
 
 }  // namespace myriad::data

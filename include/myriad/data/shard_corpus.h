@@ -45,6 +45,7 @@ struct ShardCorpusOptions {
   ValSplit val_split = ValSplit::documents;
   std::int64_t shard_tokens = 100'000'000;
   std::optional<ShardCompression> compression;  // block-compressed shards
+  AtRest at_rest;                               // shards and temporary token files encrypted when it holds keys
   std::int64_t batch_bytes = 32 << 20;
   // (text bytes this worker has read, of its files' total bytes), after each batch; may be empty.
   std::function<void(std::int64_t, std::int64_t)> progress;

@@ -9,7 +9,7 @@
 // ShardSequenceWriter cuts a token stream into numbered shards "<dir>/<prefix>_000000.bin", ...
 // of at most max_tokens tokens each (every shard but the last is full), plain or, given a
 // ShardCompression, block-compressed (compressed_shard.h; same names: readers tell them apart by
-// their magic).
+// their magic), in clear or encrypted (data/at_rest.h) as the given AtRest says.
 #pragma once
 
 #include <cstdint>
@@ -22,12 +22,14 @@
 
 namespace myriad::data {
 
-void write_token_shard(const std::string& path, std::span<const std::int32_t> tokens, std::uint32_t vocab_size);
+// With an encrypting `at_rest`, the shard is written encrypted (chunks of kShardChunkBytes).
+void write_token_shard(const std::string& path, std::span<const std::int32_t> tokens, std::uint32_t vocab_size,
+                       const AtRest& at_rest = {});
 
 class ShardSequenceWriter {
  public:
   ShardSequenceWriter(std::string directory, std::string prefix, std::uint32_t vocab_size, std::int64_t max_tokens,
-                      std::optional<ShardCompression> compression = std::nullopt);
+                      std::optional<ShardCompression> compression = std::nullopt, AtRest at_rest = {});
 
   // Buffers tokens, writing every shard that fills up.
   void append(std::span<const std::int32_t> tokens);
@@ -45,6 +47,7 @@ class ShardSequenceWriter {
   std::uint32_t vocab_size_;
   std::int64_t max_tokens_;
   std::optional<ShardCompression> compression_;
+  AtRest at_rest_;  // encrypts the shards when it holds keys
   std::vector<std::int32_t> buffer_;
   std::vector<std::string> paths_;
   std::int64_t written_ = 0;

@@ -36,9 +36,14 @@
 #include <memory>
 #include <vector>
 
+#include "myriad/data/at_rest.h"
 #include "myriad/data/token_reader.h"
 
 namespace myriad::data {
+
+namespace detail {
+class ShardBytes;
+}
 
 inline constexpr char kShardMagic[8] = {'M', 'Y', 'R', 'T', 'O', 'K', '\0', '\0'};
 inline constexpr std::uint32_t kShardFormatVersion = 1;
@@ -69,7 +74,10 @@ std::uint32_t crc32(const void* data, std::size_t size, std::uint32_t crc = 0);
 // A read-only memory map of one shard. Move-only; the mapping lives as long as the object.
 class TokenShard final : public TokenReader {
  public:
-  static TokenShard open(const std::string& path, bool verify = true);
+  // An encrypted shard file (data/at_rest.h) is read through `at_rest`'s keys, chunk by chunk.
+  static TokenShard open(const std::string& path, bool verify = true, const AtRest& at_rest = {});
+  // The shard in `bytes` (already opened; open_token_reader).
+  static TokenShard from_bytes(const std::string& path, detail::ShardBytes bytes, bool verify);
 
   TokenShard(TokenShard&& other) noexcept;
   TokenShard& operator=(TokenShard&& other) noexcept;
@@ -87,17 +95,15 @@ class TokenShard final : public TokenReader {
   // Copies tokens [begin, begin + count) into out as int32 (bounds-checked).
   void read(std::int64_t begin, std::int64_t count, std::int32_t* out) const override;
   std::string format() const override { return header_.dtype == ShardDType::u16 ? "u16" : "i32"; }
-  std::int64_t file_bytes() const override { return static_cast<std::int64_t>(mapping_bytes_); }
+  std::int64_t file_bytes() const override;
+  bool encrypted() const override;
 
  private:
   TokenShard() = default;
-  void unmap() noexcept;
 
   std::string path_;
   ShardHeader header_;
-  void* mapping_ = nullptr;  // whole file, PROT_READ
-  std::size_t mapping_bytes_ = 0;
-  const unsigned char* payload_ = nullptr;
+  std::unique_ptr<detail::ShardBytes> bytes_;  // the whole file: mapped, or decrypted on demand
 };
 
 // The shards of one split, opened in a fixed order and presented as one token stream. Each
@@ -107,11 +113,12 @@ class ShardSet {
  public:
   // `directory`/<split>_*.bin sorted by file name (writers zero-pad the index, so this is the
   // order they were written in). No matching file is an error naming the directory and pattern.
-  static ShardSet open_split(const std::string& directory, const std::string& split, bool verify = true);
+  static ShardSet open_split(const std::string& directory, const std::string& split, bool verify = true,
+                             const AtRest& at_rest = {});
   // The paths open_split opens, in its order (throws the same error when there are none).
   static std::vector<std::string> split_paths(const std::string& directory, const std::string& split);
   // The given shards in the given order (at least one).
-  explicit ShardSet(const std::vector<std::string>& paths, bool verify = true);
+  explicit ShardSet(const std::vector<std::string>& paths, bool verify = true, const AtRest& at_rest = {});
 
   std::int64_t size() const { return total_; }  // tokens in the concatenated stream
   std::uint32_t vocab_size() const;

@@ -30,6 +30,8 @@
 #include <string_view>
 #include <vector>
 
+#include "myriad/data/at_rest.h"
+
 namespace myriad::data {
 
 using TextEncoder = std::function<std::vector<std::int32_t>(std::string_view)>;  // must be thread-safe
@@ -45,6 +47,7 @@ struct TokenizeOptions {
   ValSplit val_split = ValSplit::documents;
   std::int64_t shard_tokens = 100'000'000;  // most tokens per shard, > 0
   std::int64_t batch_bytes = 64 << 20;      // text encoded per parallel batch
+  AtRest at_rest;                           // shards written encrypted when it holds keys
   // Called after each encoded batch with (files read so far, total files); may be empty.
   std::function<void(std::int64_t, std::int64_t)> progress;
 };

@@ -93,8 +93,10 @@ data::ValSplit val_split_for(const RunConfig& config, const Corpus& corpus, std:
 // Tokenizes `files` of the corpus into `cache` with `tok`; throws saying what happened when the
 // corpus yields no training or no validation tokens.
 void tokenize_into(const Corpus& corpus, const std::vector<std::string>& files, const RunConfig& config,
-                   const data::BpeTokenizer& tok, const std::string& cache, spdlog::logger& log) {
+                   const data::BpeTokenizer& tok, const std::string& cache, const data::AtRest& cache_at_rest,
+                   spdlog::logger& log) {
   data::TokenizeOptions options;
+  options.at_rest = cache_at_rest;
   options.inputs = {corpus.path};
   options.output_dir = cache;
   options.separator = corpus.separator;
@@ -125,8 +127,8 @@ void tokenize_into(const Corpus& corpus, const std::vector<std::string>& files, 
   }
 }
 
-PreparedData with_vocab_size(PreparedData prepared) {
-  prepared.vocab_size = data::ShardSet::open_split(prepared.shard_dir, "train", false).vocab_size();
+PreparedData with_vocab_size(PreparedData prepared, const data::AtRest& at_rest) {
+  prepared.vocab_size = data::ShardSet::open_split(prepared.shard_dir, "train", false, at_rest).vocab_size();
   return prepared;
 }
 
@@ -190,6 +192,8 @@ PreparedData prepare_data(const RunConfig& config, spdlog::logger& log, CacheUse
       config.data.tokenizer.empty() ? "train:" + std::to_string(config.model.vocab_size) : config.data.tokenizer;
   const TokenizerSpec spec = parse_tokenizer_spec(spec_text);
   const bool trained = spec.kind == "train";
+  // How the run's own token cache is written: encrypted under the run's keys when asked for.
+  const data::AtRest cache_at_rest = config.security.encrypt_token_shards ? at_rest : data::AtRest();
   auto load = [&at_rest](std::string_view kind, const std::string& argument) {
     return std::make_shared<data::BpeTokenizer>(data::load_tokenizer(kind, argument, at_rest));
   };
@@ -215,7 +219,7 @@ PreparedData prepare_data(const RunConfig& config, spdlog::logger& log, CacheUse
     if (use == CacheUse::prepared_by_rank0 && complete) {  // rank 0 has just checked the key
       prepared.tokenizer = trained ? load("bpe", tokenizer_file.string()) : load(spec.kind, spec.argument);
       prepared.shard_dir = cache;
-      return with_vocab_size(prepared);
+      return with_vocab_size(prepared, at_rest);
     }
     // A resuming run with a trained tokenizer keeps the tokenizer its checkpoint was trained with
     // (its ids are what the checkpoint's embeddings mean): a changed corpus is tokenized with it,
@@ -255,13 +259,15 @@ PreparedData prepare_data(const RunConfig& config, spdlog::logger& log, CacheUse
     source << "path=" << fs::absolute(corpus.path).string() << "\ntokenizer=" << spec_text
            << "\nval_fraction=" << config.data.val_fraction << "\nval_split=" << config.data.val_split
            << "\nseparator=" << corpus.separator << "\n"
+           << (config.security.encrypt_token_shards ? "encrypted=true (security.encrypt_token_shards)\n" : "")
            << data::corpus_fingerprint(files);
     std::string key = source.str();
     const std::string before = fs::exists(source_file) ? read_text(source_file) : "";
     bool reuse = complete && before == key;
     if (kept) {
       // The cache built for this key holds the kept tokenizer's tokens only when its tokenizer is that one.
-      if (reuse && tokenizer_fingerprint(data::BpeTokenizer::load(tokenizer_file.string())) != kept_fingerprint)
+      if (reuse &&
+          tokenizer_fingerprint(data::BpeTokenizer::load(tokenizer_file.string(), at_rest)) != kept_fingerprint)
         reuse = false;
       if (!reuse) {
         key += "kept_tokenizer=" + kept_fingerprint + "\n";
@@ -287,22 +293,22 @@ PreparedData prepare_data(const RunConfig& config, spdlog::logger& log, CacheUse
             "(data.tokenizer {})",
             corpus.path, kept_what, kept_from, kept->vocab_size(), kept_fingerprint, spec_text);
         prepared.tokenizer = kept;
-        if (kept_from != tokenizer_file.string()) prepared.tokenizer->save(tokenizer_file.string());
+        if (kept_from != tokenizer_file.string()) prepared.tokenizer->save(tokenizer_file.string(), cache_at_rest);
       } else if (trained) {
         const std::int32_t vocab = static_cast<std::int32_t>(std::stol(spec.argument));
         log.info("data: training a byte-level BPE of {} tokens on {}", vocab, corpus.path);
         std::string text = training_text(files, corpus.separator, 8u << 20);
         prepared.tokenizer = std::make_shared<data::BpeTokenizer>(data::BpeTokenizer::train(text, vocab));
-        prepared.tokenizer->save(tokenizer_file.string());
+        prepared.tokenizer->save(tokenizer_file.string(), cache_at_rest);
       } else {
         prepared.tokenizer = load(spec.kind, spec.argument);
       }
-      tokenize_into(corpus, files, config, *prepared.tokenizer, cache, log);
+      tokenize_into(corpus, files, config, *prepared.tokenizer, cache, cache_at_rest, log);
       std::ofstream(source_file) << key;
     }
     prepared.shard_dir = cache;
   }
-  return with_vocab_size(prepared);
+  return with_vocab_size(prepared, at_rest);
 }
 
 }  // namespace myriad::train

@@ -18,8 +18,10 @@ StepData::StepData(const RunConfig& config, spdlog::logger& log, distributed::Co
                                    << prepared_.vocab_size << " in " << prepared_.shard_dir << ")");
   const std::int64_t T = config_.training.seq_len;
   if (prepared_.sources.empty()) {
-    train_shards_ = std::make_unique<data::ShardSet>(data::ShardSet::open_split(prepared_.shard_dir, "train"));
-    val_shards_ = std::make_unique<data::ShardSet>(data::ShardSet::open_split(prepared_.shard_dir, "val"));
+    train_shards_ =
+        std::make_unique<data::ShardSet>(data::ShardSet::open_split(prepared_.shard_dir, "train", true, at_rest));
+    val_shards_ =
+        std::make_unique<data::ShardSet>(data::ShardSet::open_split(prepared_.shard_dir, "val", true, at_rest));
     train_sampler_ = std::make_unique<data::TrainSampler>(*train_shards_, T, config_.training.seed);
   } else {
     // data.sources: one stream per source, mixed per sample; validation reads every source's val split.
@@ -27,12 +29,13 @@ StepData::StepData(const RunConfig& config, spdlog::logger& log, distributed::Co
     std::vector<double> weights;
     std::vector<std::string> val_paths;
     for (const PreparedSource& source : prepared_.sources) {
-      source_shards_.push_back(std::make_unique<data::ShardSet>(data::ShardSet::open_split(source.shard_dir, "train")));
+      source_shards_.push_back(
+          std::make_unique<data::ShardSet>(data::ShardSet::open_split(source.shard_dir, "train", true, at_rest)));
       streams.push_back(source_shards_.back().get());
       weights.push_back(source.weight);
       for (const std::string& path : data::ShardSet::split_paths(source.shard_dir, "val")) val_paths.push_back(path);
     }
-    val_shards_ = std::make_unique<data::ShardSet>(val_paths);
+    val_shards_ = std::make_unique<data::ShardSet>(val_paths, true, at_rest);
     mixture_sampler_ = std::make_unique<data::MixtureSampler>(streams, weights, T, config_.training.seed);
   }
   // A corpus too small for one sequence: say which split and what to change, before the samplers do.
