@@ -5,7 +5,8 @@
 //      of plain shard bytes per second; whole-stream zstd (one frame, no random access) as the
 //      reference the blocks are measured against.
 //   2. The training loader: TrainSampler batches (8 windows of 1024 + 1 tokens at random starts)
-//      per second from plain and compressed shards (level 3: the level changes the size, hardly the
+//      per second from plain and compressed shards, in clear and encrypted (AES-256-GCM, 64 KiB
+//      chunks, a key made for the run; level 3: the level changes the size, hardly the
 //      decode speed), with the blocks decompressed per batch. The stream is the text's tokens 32
 //      times in one shard, so the shard's 8-block cache holds a small part of it, as with real
 //      100M-token shards.
@@ -29,6 +30,7 @@
 #include <iostream>
 #include <iterator>
 #include <optional>
+#include <random>
 
 #include "harness.h"
 #include "myriad/data/bpe_tokenizer.h"
@@ -215,16 +217,27 @@ int main(int argc, char** argv) {
     const std::int64_t batches = quick ? 50 : 400;
     const std::int64_t T = 1024, B = 8;
     double plain_rate = 0.0;
-    for (std::int64_t block : {std::int64_t{0}, std::int64_t{16384}, std::int64_t{131072}}) {
-      const std::string split_dir = (dir / ("loader_" + std::to_string(block))).string();
+    // Encrypted rows read through a key ring made for this run (AES-256-GCM, 64 KiB chunks).
+    data::KeyRing ring;
+    std::random_device entropy;
+    std::string key(32, '\0');
+    for (char& c : key) c = static_cast<char>(entropy());
+    ring.add("bench", key, true);
+    const data::AtRest sealed(ring);
+    const std::pair<std::int64_t, bool> loaders[] = {
+        {0, false}, {16384, false}, {131072, false}, {0, true}, {131072, true}};
+    for (const auto& [block, encrypted] : loaders) {
+      const data::AtRest at_rest = encrypted ? sealed : data::AtRest();
+      const std::string split_dir =
+          (dir / ("loader_" + std::to_string(block) + (encrypted ? "_encrypted" : ""))).string();
       std::filesystem::create_directories(split_dir);
       std::optional<data::ShardCompression> compression;
       if (block > 0) compression = data::ShardCompression{block, 3};
-      data::ShardSequenceWriter writer(split_dir, "train", vocab, static_cast<std::int64_t>(stream.size()),
-                                       compression);
+      data::ShardSequenceWriter writer(split_dir, "train", vocab, static_cast<std::int64_t>(stream.size()), compression,
+                                       at_rest);
       writer.append(stream);
       writer.finish();
-      const data::ShardSet shards = data::ShardSet::open_split(split_dir, "train");
+      const data::ShardSet shards = data::ShardSet::open_split(split_dir, "train", true, at_rest);
       data::TrainSampler sampler(shards, T, 1234);
       Tensor inputs = Tensor::empty({B, T}, DType::i32), targets = inputs.clone();
       std::int64_t step = 0;
@@ -238,11 +251,12 @@ int main(int argc, char** argv) {
           decompressed += z->blocks_decompressed();
       }
       const double rate = static_cast<double>(batches) / timing.median_s;
-      if (block == 0) plain_rate = rate;
-      loader.add_row({block == 0 ? "plain u16" : "zstd blocks of " + std::to_string(block), fmt(rate, 0),
-                      fmt(rate * B * T / 1e6, 1),
-                      block == 0 ? "-" : fmt(static_cast<double>(decompressed) / static_cast<double>(step), 2),
-                      fmt(rate / plain_rate, 3) + "x"});
+      if (block == 0 && !encrypted) plain_rate = rate;
+      loader.add_row(
+          {(block == 0 ? "plain u16" : "zstd blocks of " + std::to_string(block)) + (encrypted ? ", encrypted" : ""),
+           fmt(rate, 0), fmt(rate * B * T / 1e6, 1),
+           block == 0 ? "-" : fmt(static_cast<double>(decompressed) / static_cast<double>(step), 2),
+           fmt(rate / plain_rate, 3) + "x"});
     }
     loader.print();
     std::filesystem::remove_all(dir);

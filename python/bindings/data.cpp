@@ -80,9 +80,14 @@ void bind_data(py::module_& m) {
       [](const std::vector<std::string>& inputs, const std::string& output, const std::string& tokenizer,
          double val_fraction, const std::string& val_split, std::int64_t shard_tokens, bool compress,
          std::int64_t block_tokens, int level, const std::string& text_field, const std::string& separator,
-         const std::vector<std::string>& extensions, std::int64_t max_document_bytes,
-         distributed::ProcessGroups* groups) {
+         const std::vector<std::string>& extensions, std::int64_t max_document_bytes, bool encrypt,
+         const std::string& key_file, distributed::ProcessGroups* groups) {
         data::ShardCorpusOptions options;
+        if (encrypt) {
+          options.at_rest = data::AtRest::from_key_file(key_file, "key_file");
+          MYRIAD_CHECK(options.at_rest.encrypts(), "tokenize(encrypt=True) needs a key: key_file or $"
+                                                       << data::kKeyFileVariable << " (myriad keys new FILE)");
+        }
         options.inputs = inputs;
         options.output_dir = output;
         options.val_fraction = val_fraction;
@@ -109,9 +114,11 @@ void bind_data(py::module_& m) {
       py::arg("val_split") = "documents", py::arg("shard_tokens") = 100'000'000, py::arg("compress") = false,
       py::arg("block_tokens") = 131072, py::arg("level") = 19, py::arg("text_field") = "text",
       py::arg("separator") = "", py::arg("extensions") = std::vector<std::string>{},
-      py::arg("max_document_bytes") = std::int64_t{64} << 20, py::arg("groups") = nullptr,
+      py::arg("max_document_bytes") = std::int64_t{64} << 20, py::arg("encrypt") = false, py::arg("key_file") = "",
+      py::arg("groups") = nullptr,
       "myriad-data tokenize: corpus files -> train/val token shards and manifest.json, the same bytes for any "
-      "number of ranks and threads (docs/data.md)");
+      "number of ranks and threads (docs/data.md); encrypt=True writes them encrypted under key_file's (else "
+      "$MYRIAD_KEY_FILE's) current key");
 
   m.def(
       "dedup",
@@ -155,7 +162,8 @@ void bind_data(py::module_& m) {
   m.def(
       "mix",
       [](const std::vector<std::pair<std::string, double>>& sources, std::int64_t steps, std::int64_t batch,
-         std::int64_t seq_len, std::uint64_t seed) {
+         std::int64_t seq_len, std::uint64_t seed, const std::string& key_file) {
+        const data::AtRest at_rest = data::AtRest::from_key_file(key_file, "key_file");
         std::vector<std::string> paths;
         std::vector<double> weights;
         for (const auto& [path, weight] : sources) {
@@ -165,7 +173,7 @@ void bind_data(py::module_& m) {
         data::MixturePlan plan;
         {
           py::gil_scoped_release release;
-          plan = data::plan_mixture(paths, weights, steps, batch, seq_len, seed);
+          plan = data::plan_mixture(paths, weights, steps, batch, seq_len, seed, at_rest);
         }
         py::list list;
         for (const data::MixtureSourcePlan& s : plan.sources) {
@@ -187,6 +195,7 @@ void bind_data(py::module_& m) {
         return d;
       },
       py::arg("sources"), py::arg("steps"), py::arg("batch"), py::arg("seq_len"), py::arg("seed") = 1337,
+      py::arg("key_file") = "",
       "myriad-data mix: a data.sources mixture of shard folders checked, with the tokens a run of `steps` x "
       "`batch` sequences of `seq_len` draws from each source");
 

@@ -3,7 +3,6 @@
 
 #include <sys/mman.h>
 
-#include <mutex>
 #include <utility>
 
 #include "binary_io.h"
@@ -12,9 +11,13 @@
 
 namespace myriad::data::detail {
 
+// An encrypted shard is opened anew for each read — no descriptor stays open, so a set of
+// thousands of encrypted shards needs no raised file limit, and threads read without a lock —
+// and must still be the file that was opened (its id, the header's random nonce).
 struct ShardBytes::Stored {
-  std::unique_ptr<StoredFileReader> reader;
-  std::mutex mutex;
+  std::string path;
+  AtRest at_rest;
+  std::string file_id;
 };
 
 ShardBytes ShardBytes::open(const std::string& path, const std::string& where, std::size_t header_bytes,
@@ -26,10 +29,11 @@ ShardBytes ShardBytes::open(const std::string& path, const std::string& where, s
     bytes.size_ = mapped.bytes;
     return bytes;
   }
-  bytes.stored_ = std::make_unique<Stored>();
+  bytes.stored_ = std::make_unique<Stored>(Stored{path, at_rest, ""});
   try {
-    bytes.stored_->reader = at_rest.open(path);
-    bytes.size_ = bytes.stored_->reader->size();
+    const std::unique_ptr<StoredFileReader> reader = at_rest.open(path);
+    bytes.size_ = reader->size();
+    bytes.stored_->file_id = reader->file_id();
   } catch (const Error& e) {
     MYRIAD_THROW("cannot open " << where << ": " << e.message());
   }
@@ -61,8 +65,10 @@ const unsigned char* ShardBytes::at(std::uint64_t offset, std::size_t n, std::ve
   if (mapping_ != nullptr) return static_cast<const unsigned char*>(mapping_) + offset;
   scratch.resize(n);
   if (n > 0) {
-    std::lock_guard<std::mutex> lock(stored_->mutex);
-    stored_->reader->read_at(offset, scratch.data(), n);
+    const std::unique_ptr<StoredFileReader> reader = stored_->at_rest.open(stored_->path);
+    MYRIAD_CHECK(reader->file_id() == stored_->file_id,
+                 stored_->path << ": the encrypted shard was replaced by another file since it was opened");
+    reader->read_at(offset, scratch.data(), n);
   }
   return scratch.data();
 }

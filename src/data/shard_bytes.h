@@ -5,7 +5,8 @@
 //
 // Invariants: size() is the shard's own byte count (the plaintext's, for an encrypted file); at()
 // returns exactly n bytes from offset or throws naming the file; any number of threads may call
-// at() at once (an encrypted file's reader is used under a mutex, every chunk authenticated).
+// at() at once. An encrypted file is opened for each at() (no descriptor stays open: a set of
+// thousands of shards needs no raised file limit) and every chunk read is authenticated.
 #pragma once
 
 #include <cstddef>

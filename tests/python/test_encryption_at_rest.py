@@ -298,6 +298,13 @@ def test_token_shards_encrypted_train_to_the_clear_losses_and_need_the_key(runs,
                            "--encrypt", "--key-file", str(key_file)], capture_output=True, text=True, timeout=120)
     assert made.returncode == 0, made.stdout + made.stderr
     assert all((shards / p).read_bytes().startswith(MAGIC) for p in os.listdir(shards) if p.endswith(".bin"))
+    info = myriad.data.inspect(str(shards / "train_000000.bin"), verify=True, key_file=str(key_file))
+    assert info["encrypted"] and info["tokens"] > 0
+    py_made = myriad.data.tokenize([str(tmp_path / "corpus.txt")], str(tmp_path / "py_shards"), f"bpe:{tokenizer}",
+                                   val_fraction=0.1, val_split="tail", encrypt=True, key_file=str(key_file))
+    py_first = py_made["train_shards"][0]["path"]
+    assert open(py_first, "rb").read().startswith(MAGIC)
+    assert myriad.data.inspect(py_first, key_file=str(key_file))["tokens"] == info["tokens"]
     shown = subprocess.run([cli, "inspect", str(shards), "--verify", "--key-file", str(key_file)],
                            capture_output=True, text=True, timeout=120)
     assert shown.returncode == 0 and ", encrypted |" in shown.stdout, shown.stdout + shown.stderr
