@@ -5,11 +5,13 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstdlib>
 #include <cstring>
 
 #include "myriad/core/error.h"
+#include "writeback.h"
 
 namespace myriad::data {
 
@@ -84,8 +86,15 @@ class ClearWriter final : public StoredFileWriter {
   ClearWriter& operator=(const ClearWriter&) = delete;
 
   void write(const void* data, std::size_t n) override {
-    MYRIAD_CHECK(file_ != nullptr && std::fwrite(data, 1, n, file_) == n,
-                 path_ << ": cannot be written (" << std::strerror(errno) << "; disk full?)");
+    const auto* bytes = static_cast<const char*>(data);
+    while (n > 0) {  // in steps, so write-back starts while the rest is copied
+      const std::size_t step = std::min<std::size_t>(n, detail::kWritebackStepBytes);
+      MYRIAD_CHECK(file_ != nullptr && std::fwrite(bytes, 1, step, file_) == step,
+                   path_ << ": cannot be written (" << std::strerror(errno) << "; disk full?)");
+      detail::pace_writeback(file_, step, written_, writeback_from_);
+      bytes += step;
+      n -= step;
+    }
   }
   void finish() override {
     MYRIAD_CHECK(file_ != nullptr, path_ << ": finished twice");
@@ -100,6 +109,7 @@ class ClearWriter final : public StoredFileWriter {
   std::string path_;
   std::FILE* file_;
   bool sync_;
+  std::uint64_t written_ = 0, writeback_from_ = 0;  // detail::pace_writeback
 };
 
 class EncryptingWriter final : public StoredFileWriter {

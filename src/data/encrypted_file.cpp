@@ -17,6 +17,7 @@
 #include <sstream>
 
 #include "myriad/core/error.h"
+#include "writeback.h"
 #include "binary_io.h"
 #include "myriad/data/digests.h"
 
@@ -273,6 +274,7 @@ EncryptedWriter::EncryptedWriter(const std::string& path, const KeyRing& keys, s
   MYRIAD_CHECK(std::fwrite(kMagic, 1, sizeof kMagic, file_) == sizeof kMagic &&
                    std::fwrite(encoded.data(), 1, encoded.size(), file_) == encoded.size(),
                path << ": cannot be written");
+  detail::pace_writeback(file_, sizeof kMagic + encoded.size(), written_, writeback_from_);
   pending_.reserve(chunk_bytes);
 }
 
@@ -288,6 +290,7 @@ void EncryptedWriter::seal(const unsigned char* data, std::size_t n, bool last) 
                    chunk_aad(nonce_, index_, last), data, n, out, out + n),
                path_ << ": OpenSSL could not encrypt chunk " << index_);
   MYRIAD_CHECK(std::fwrite(out, 1, n + kTagBytes, file_) == n + kTagBytes, path_ << ": cannot be written");
+  detail::pace_writeback(file_, n + kTagBytes, written_, writeback_from_);
   MYRIAD_CHECK(index_ < 0xffffffffu, path_ << ": too many chunks");
   ++index_;
 }
@@ -297,6 +300,7 @@ void EncryptedWriter::flush_batch() {
   const std::size_t n = batch_bytes_;
   unwritten_ = false;
   MYRIAD_CHECK(std::fwrite(batches_[ready_].data(), 1, n, file_) == n, path_ << ": cannot be written");
+  detail::pace_writeback(file_, n, written_, writeback_from_);
 }
 
 void EncryptedWriter::seal_batch(const unsigned char* data, std::size_t k) {
@@ -314,7 +318,10 @@ void EncryptedWriter::seal_batch(const unsigned char* data, std::size_t k) {
 #pragma omp parallel reduction(+ : failed)
   {
 #pragma omp single nowait
-    if (previous != nullptr) written = std::fwrite(previous, 1, previous_bytes, file_) == previous_bytes;
+    if (previous != nullptr) {
+      written = std::fwrite(previous, 1, previous_bytes, file_) == previous_bytes;
+      detail::pace_writeback(file_, previous_bytes, written_, writeback_from_);
+    }
 #pragma omp for schedule(dynamic, 1)
     for (std::size_t i = 0; i < k; ++i) {
       const std::uint32_t index = index_ + static_cast<std::uint32_t>(i);

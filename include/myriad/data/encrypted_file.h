@@ -85,6 +85,7 @@ class EncryptedWriter {
   std::uint32_t index_ = 0;
   std::FILE* file_ = nullptr;
   bool sync_ = true;
+  std::uint64_t written_ = 0, writeback_from_ = 0;  // write-back started as the file grows
 };
 
 // Reads an encrypted file sequentially, authenticating each chunk before handing out its bytes.

@@ -158,7 +158,12 @@ CheckpointReader::CheckpointReader(const std::string& checkpoint_dir, const std:
           piece.box.push_back({r.at(0).get<std::int64_t>(), r.at(1).get<std::int64_t>()});
         piece.offset = p.at("offset");
         piece.bytes = p.at("bytes");
-        piece.crc32 = p.at("crc32");
+        // A piece of an encrypted (bound) file has no CRC-32: its GCM tags authenticate it.
+        MYRIAD_CHECK(p.contains("crc32") || authenticated_.count(piece.file) == 1,
+                     "checkpoint: a piece of tensor '" << name << "' in " << manifest_path_
+                                                       << " records no crc32, and its file '" << piece.file
+                                                       << "' is not an encrypted file the manifest binds");
+        if (p.contains("crc32")) piece.crc32 = p.at("crc32");
         MYRIAD_CHECK(piece.box.size() == entry->shape.size(), "checkpoint: a piece of tensor '"
                                                                   << name << "' in " << manifest_path_
                                                                   << " does not have one range per dimension");

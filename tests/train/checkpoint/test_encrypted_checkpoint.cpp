@@ -4,12 +4,14 @@
 // reader names the key and the settings; a wrong key is not "damage" (resume auto would pass over
 // it) but an error; a flipped ciphertext byte is damage naming the file; a data file copied from
 // another checkpoint encrypted under the same key (valid on its own) is refused: the manifest
-// binds each file by its id.
+// binds each file by its id; encrypted pieces carry no CRC-32 (the tags authenticate them), and a
+// clear piece without one is refused.
 #include <gtest/gtest.h>
 #include <unistd.h>
 
 #include <filesystem>
 #include <fstream>
+#include <nlohmann/json.hpp>
 #include <random>
 
 #include "../../support/reference.h"
@@ -74,6 +76,9 @@ TEST(EncryptedCheckpoint, HoldsNoWeightInClearAndReadsAnyBoxWithTheKey) {
   const Tensor expected = w.slice(0, 17, 58).slice(1, 123, 5001).contiguous();
   ASSERT_EQ(0, std::memcmp(part.raw_data(), expected.raw_data(), part.nbytes()));
   EXPECT_EQ(checkpoint_damage(path, at_rest), "");
+  // Its pieces carry no CRC-32 (the tags authenticate them; no pass over the data computes one).
+  const nlohmann::json manifest = nlohmann::json::parse(at_rest.read_all((fs::path(path) / "manifest.json").string()));
+  for (const nlohmann::json& piece : manifest.at("tensors").at("w").at("pieces")) EXPECT_FALSE(piece.contains("crc32"));
 
   // No key: the reader names the key and the settings; a wrong key throws instead of being damage.
   try {
@@ -112,6 +117,32 @@ TEST(EncryptedCheckpoint, HoldsNoWeightInClearAndReadsAnyBoxWithTheKey) {
   }
   const std::string damage = checkpoint_damage(path, at_rest);
   EXPECT_NE(damage.find(data_file.string()), std::string::npos) << damage;
+  fs::remove_all(dir);
+}
+
+// A clear file's pieces keep their CRC-32; a clear piece without one is refused by name (only a
+// file the manifest binds as encrypted may go without).
+TEST(EncryptedCheckpoint, AClearPieceWithoutItsChecksumIsRefused) {
+  const std::uint64_t seed = testing::fresh_seed();
+  const fs::path dir = fs::temp_directory_path() / ("myriad_clear_crc_" + std::to_string(seed));
+  fs::remove_all(dir);
+  const Tensor w = testing::random_tensor({8, 100}, seed, 1);
+  CheckpointHeader header;
+  header.step = 1;
+  header.config_yaml = "config";
+  const std::string path = save_checkpoint(dir.string(), header, {{"w", w.shape(), {{0, 8}, {0, 100}}, w}}, 2, {});
+  const fs::path manifest_path = fs::path(path) / "manifest.json";
+  nlohmann::json manifest = nlohmann::json::parse(file_bytes(manifest_path));
+  ASSERT_TRUE(manifest.at("tensors").at("w").at("pieces").at(0).contains("crc32"));
+  manifest["tensors"]["w"]["pieces"][0].erase("crc32");
+  std::ofstream(manifest_path) << manifest.dump();
+  try {
+    CheckpointReader reader(path, "");
+    ADD_FAILURE() << "read a clear piece without its checksum";
+  } catch (const Error& e) {
+    EXPECT_NE(e.message().find("records no crc32"), std::string::npos) << e.message();
+    EXPECT_NE(e.message().find("'w'"), std::string::npos) << e.message();
+  }
   fs::remove_all(dir);
 }
 
