@@ -356,7 +356,7 @@ int inspect(const std::vector<std::string>& args) {
   const data::AtRest at_rest = data::AtRest::from_key_file(key_file, "--key-file");
   if (verify && fs::is_directory(path)) {
     // The folder against its manifest first: a missing, extra, short or corrupt shard fails here.
-    const data::ShardFolderCheck check = data::check_shard_folder(path, true);
+    const data::ShardFolderCheck check = data::check_shard_folder(path, true, at_rest);
     MYRIAD_CHECK(check.has_manifest || plain,
                  "inspect --verify: '" << path << "' has no manifest.json, so a missing shard cannot be told "
                                        << "(an interrupted tokenize leaves such a folder); pass --plain to verify "

@@ -15,6 +15,7 @@
 #include "file_assignment.h"
 #include "report_json.h"
 #include "myriad/core/error.h"
+#include "myriad/data/shard_manifest.h"
 #include "myriad/data/shard_writer.h"
 #include "myriad/data/token_shard.h"
 
@@ -99,14 +100,11 @@ ShardInfo write_shard(const ShardCorpusOptions& options, const std::string& spli
   } else {
     write_token_shard(info.path, tokens, vocab_size, options.at_rest);
   }
-  std::ifstream in(info.path, std::ios::binary);
-  std::vector<char> buffer(1 << 20);
-  std::uint32_t crc = 0;
-  while (in.read(buffer.data(), static_cast<std::streamsize>(buffer.size())) || in.gcount() > 0) {
-    crc = crc32(buffer.data(), static_cast<std::size_t>(in.gcount()), crc);
-    info.bytes += in.gcount();
-  }
-  info.crc32 = crc;
+  // The manifest describes the shard's own bytes (decrypted, for an encrypted one): a key rotation
+  // rewraps the file without changing what is recorded.
+  const std::unique_ptr<StoredFileReader> written = options.at_rest.open(info.path);
+  info.bytes = static_cast<std::int64_t>(written->size());
+  info.crc32 = stored_file_crc(*written);
   return info;
 }
 

@@ -1,6 +1,7 @@
 // check_shard_folder: a shard folder against its manifest.json (shard_manifest.h).
 #include "myriad/data/shard_manifest.h"
 
+#include <algorithm>
 #include <filesystem>
 #include <fstream>
 #include <iterator>
@@ -15,19 +16,19 @@ namespace {
 
 namespace fs = std::filesystem;
 
-// The whole file's CRC-32, read in 1 MiB chunks.
-std::uint32_t shard_file_crc(const fs::path& path) {
-  std::ifstream in(path, std::ios::binary);
+}  // namespace
+
+std::uint32_t stored_file_crc(StoredFileReader& reader) {
   std::vector<char> buffer(std::size_t{1} << 20);
   std::uint32_t crc = 0;
-  while (in) {
-    in.read(buffer.data(), static_cast<std::streamsize>(buffer.size()));
-    crc = crc32(buffer.data(), static_cast<std::size_t>(in.gcount()), crc);
+  const std::uint64_t size = reader.size();
+  for (std::uint64_t at = 0; at < size; at += buffer.size()) {
+    const auto n = static_cast<std::size_t>(std::min<std::uint64_t>(buffer.size(), size - at));
+    reader.read_at(at, buffer.data(), n);
+    crc = crc32(buffer.data(), n, crc);
   }
   return crc;
 }
-
-}  // namespace
 
 std::string ShardFolderCheck::describe() const {
   std::string text;
@@ -35,7 +36,7 @@ std::string ShardFolderCheck::describe() const {
   return text;
 }
 
-ShardFolderCheck check_shard_folder(const std::string& directory, bool check_crc) {
+ShardFolderCheck check_shard_folder(const std::string& directory, bool check_crc, const AtRest& at_rest) {
   ShardFolderCheck check;
   const fs::path manifest_path = fs::path(directory) / "manifest.json";
   std::error_code error;
@@ -57,12 +58,14 @@ ShardFolderCheck check_shard_folder(const std::string& directory, bool check_crc
           check.problems.push_back(name + ": listed in manifest.json, missing from the folder");
           continue;
         }
-        const auto bytes = static_cast<std::uint64_t>(fs::file_size(path, error));
+        // The shard's own bytes: an encrypted one's decrypted (a missing key throws, naming it).
+        const std::unique_ptr<StoredFileReader> reader = at_rest.open(path.string());
+        const std::uint64_t bytes = reader->size();
         const std::uint64_t recorded = shard.at("bytes").get<std::uint64_t>();
         if (bytes != recorded) {
           check.problems.push_back(name + ": " + std::to_string(bytes) + " bytes, manifest.json records " +
                                    std::to_string(recorded) + " (truncated or replaced)");
-        } else if (check_crc && shard_file_crc(path) != shard.at("crc32").get<std::uint32_t>()) {
+        } else if (check_crc && stored_file_crc(*reader) != shard.at("crc32").get<std::uint32_t>()) {
           check.problems.push_back(name + ": its CRC-32 differs from manifest.json's (the file is corrupt)");
         }
       }

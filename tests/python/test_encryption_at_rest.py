@@ -316,3 +316,15 @@ def test_token_shards_encrypted_train_to_the_clear_losses_and_need_the_key(runs,
                      env={"MYRIAD_KEY_FILE": str(key_file)})
     assert trained.returncode == 0, trained.stdout + trained.stderr
     assert "Iteration: 2/2" in trained.stdout
+    # Rotation rewraps the shards too: readable with the new key alone.
+    rotated_keys = tmp_path / "rotated-keys"
+    shutil.copy(key_file, rotated_keys)
+    keys_command.new_key(str(rotated_keys), "k2")
+    keys_command.rotate([str(shards)], str(rotated_keys), out=open(os.devnull, "w"))
+    only_new = tmp_path / "only-new"
+    only_new.write_text("".join(line + "\n" for line in rotated_keys.read_text().splitlines()
+                                if not line.startswith("key k1")))
+    after = subprocess.run([cli, "inspect", str(shards), "--verify", "--key-file", str(only_new)],
+                           capture_output=True, text=True, timeout=120)
+    assert after.returncode == 0, after.stdout + after.stderr
+    assert myriad.encrypted_file_key_id(str(shards / "train_000000.bin")) == "k2"

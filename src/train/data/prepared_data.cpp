@@ -135,8 +135,8 @@ PreparedData with_vocab_size(PreparedData prepared, const data::AtRest& at_rest)
 // A shard folder given as data.path against its manifest.json (names, count, sizes): a shard
 // missing, truncated or left over from another tokenize is refused before training reads a gapped
 // corpus. (The run's own token cache is keyed by its source.txt instead.)
-void check_against_manifest(const std::string& shard_dir, spdlog::logger& log) {
-  const data::ShardFolderCheck check = data::check_shard_folder(shard_dir, false);
+void check_against_manifest(const std::string& shard_dir, spdlog::logger& log, const data::AtRest& at_rest) {
+  const data::ShardFolderCheck check = data::check_shard_folder(shard_dir, false, at_rest);
   if (!check.has_manifest) {
     log.warn(
         "data: {} has no manifest.json, so its shards cannot be checked for gaps (myriad-data tokenize "
@@ -201,7 +201,7 @@ PreparedData prepare_data(const RunConfig& config, spdlog::logger& log, CacheUse
   if (has_shards(corpus.path, "train")) {
     // Shards given directly: the tokenizer (for generation) is the spec's, or one saved beside them.
     prepared.shard_dir = corpus.path;
-    check_against_manifest(prepared.shard_dir, log);
+    check_against_manifest(prepared.shard_dir, log, at_rest);
     const fs::path beside = fs::path(corpus.path) / "tokenizer.bpe";
     if (!trained)
       prepared.tokenizer = load(spec.kind, spec.argument);
