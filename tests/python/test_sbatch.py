@@ -1,6 +1,7 @@
 """myriad.operations.sbatch: the batch script's directives and launch line, its bash syntax, the world-size
 check naming parallel.*, and the requeue logic run for real in bash with fake srun/scontrol on PATH
-(preempted -> requeued, finished -> not, failed -> not, TERM -> left to Slurm, no progress -> not)."""
+(stopped by USR1 -> requeued, preempted by Slurm -> requeued, finished -> not, failed -> not, TERM without a
+preemption -> not, no progress -> not). The same script under a live Slurm: tests/python/test_slurm_live.py."""
 import os
 import shutil
 import signal
@@ -136,7 +137,7 @@ def test_bad_requests_name_the_field(plan, tmp_path):
     (2, "", -1, -1, "failed"),
 ])
 def test_requeue_decision_table(code, stop, start, end, expected):
-    script = sbatch.REQUEUE_DECISION_BASH + f'requeue_decision {code} "{stop}" {start} {end} 600\n'
+    script = sbatch.REQUEUE_DECISION_BASH + f'requeue_decision {code} "{stop}" {start} {end} 600 0\n'
     result = subprocess.run(["bash", "-c", script], capture_output=True, text=True, check=True)
     assert result.stdout.strip() == expected
 
@@ -155,6 +156,34 @@ case "$FAKE_MODE" in
     while :; do sleep 0.02; done ;;
 esac
 """
+@pytest.mark.parametrize("code,stop,start,end,expected", [
+    (0, "", 100, 300, "preempted"),  # the ranks got SIGTERM from Slurm, checkpointed and exited 0
+    (0, "", 300, 300, "preempted"),  # preempted before a new checkpoint: Slurm would requeue it too
+    (143, "TERM", 100, 100, "preempted"),
+    (0, "", 300, 600, "finished"),  # finished inside the grace time: done
+])
+def test_a_preempted_run_is_requeued_unless_finished(code, stop, start, end, expected):
+    script = sbatch.REQUEUE_DECISION_BASH + f'requeue_decision {code} "{stop}" {start} {end} 600 1\n'
+    result = subprocess.run(["bash", "-c", script], capture_output=True, text=True, check=True)
+    assert result.stdout.strip() == expected
+
+
+@pytest.mark.parametrize("preempt,start,expected", [
+    ("None", "2026-12-05T10:00:00", "0"),
+    ("2026-12-05T10:00:05", "2026-12-05T10:00:00", "1"),
+    ("2026-12-05T09:00:00", "2026-12-05T10:00:00", "0"),  # an earlier run's preemption (requeued since)
+])
+def test_job_preempted_reads_scontrol(tmp_path, preempt, start, expected):
+    fake = tmp_path / "scontrol"
+    fake.write_text(f'#!/bin/bash\necho "JobId=7 JobState=RUNNING"\necho "   StartTime={start} EndTime=x"\n'
+                    f'echo "   PreemptEligibleTime=x PreemptTime={preempt}"\n')
+    fake.chmod(0o755)
+    env = dict(os.environ, PATH=f"{tmp_path}:{os.environ['PATH']}", SLURM_JOB_ID="7")
+    result = subprocess.run(["bash", "-c", sbatch.JOB_PREEMPTED_BASH + "job_preempted\n"], env=env,
+                            capture_output=True, text=True, check=True)
+    assert result.stdout.strip() == expected
+
+
 FAKE_SCONTROL = '#!/bin/bash\necho "scontrol $*" >> "$FAKE_LOG"\n'
 
 
@@ -216,20 +245,20 @@ def test_signal_at_the_last_step_does_not_requeue(plan, tmp_path):
 def test_failed_job_is_not_requeued_and_keeps_its_exit_code(plan, tmp_path):
     code, log, out = run_job(plan, tmp_path, "fail")
     assert code == 3, out
-    assert not any(line.startswith("scontrol") for line in log)
+    assert not any(line.startswith("scontrol requeue") for line in log)
 
 
 def test_term_is_forwarded_but_requeue_is_left_to_slurm(plan, tmp_path):
     code, log, out = run_job(plan, tmp_path, "stop_at_300", send=signal.SIGTERM)
     assert code == 0, out
-    assert "srun got USR1" in log and not any(line.startswith("scontrol") for line in log)
+    assert "srun got USR1" in log and not any(line.startswith("scontrol requeue") for line in log)
     assert ": stopped" in out
 
 
 def test_stop_without_progress_is_not_requeued(plan, tmp_path):
     code, log, out = run_job(plan, tmp_path, "stop_at_300", send=signal.SIGUSR1, existing_step=300)
     assert code == 1, out
-    assert not any(line.startswith("scontrol") for line in log)
+    assert not any(line.startswith("scontrol requeue") for line in log)
     assert "without a checkpoint newer than step 300" in out
 
 

@@ -22,7 +22,7 @@ allocation and survives preemption (docs/planning_scheduling.md, "Slurm batch sc
   job has `--requeue` and PreemptMode=REQUEUE; a scancel stays cancelled). The decision is the
   bash function REQUEUE_DECISION_BASH, tested on its own and inside the script.
 - **Checked before writing.** The config with the --set overrides passes the engine's own
-  validation at nodes x gpus_per_node ranks (every key; the layout must fill the world: parallel.dp
+  validation at nodes x ranks-per-node ranks (every key; the layout must fill the world: parallel.dp
   0 (auto) is the rest of the world over tp * pp * cp, and parallel.ep must divide dp). Errors are
   ValueErrors with the engine's message, naming the key.
 
@@ -43,8 +43,12 @@ SIGNALS = ("USR1", "TERM")
 # received (USR1, TERM or ""), the checkpoint step before and after the launch (-1 = none) and
 # training.steps. Prints one word:
 #   finished     exit 0 and the newest checkpoint is at training.steps: done, never requeued
-#   stopped      a TERM reached the batch shell (preemption, scancel, the time limit): Slurm decides
-#                (it requeues a preempted --requeue job under PreemptMode=REQUEUE); not requeued here
+#   preempted    Slurm selected the job for preemption (PREEMPTED = 1: its PreemptTime is set, at or
+#                after this run's start): the ranks got SIGTERM and checkpointed; requeued now with
+#                scontrol requeue (a job that ends on its own inside GraceTime is marked COMPLETED
+#                by Slurm and would never be requeued)
+#   stopped      a TERM reached the batch shell without a preemption (scancel, the time limit): not
+#                requeued
 #   failed       a non-zero exit without TERM: the job fails with that code (myriad.run, when used,
 #                has already restarted it); not requeued
 #   unexpected   exit 0, not finished, no signal seen by the shell (a signal sent to the job steps
@@ -52,14 +56,30 @@ SIGNALS = ("USR1", "TERM")
 #   no_progress  stopped by USR1 without a newer checkpoint: requeueing would loop; exit 1
 #   requeue      stopped by USR1 with a newer checkpoint, not finished: scontrol requeue
 REQUEUE_DECISION_BASH = """\
-requeue_decision() {  # EXIT_CODE STOP_SIGNAL START_STEP END_STEP TRAINING_STEPS
-  local code=$1 stop=$2 start=$3 end=$4 steps=$5
+requeue_decision() {  # EXIT_CODE STOP_SIGNAL START_STEP END_STEP TRAINING_STEPS PREEMPTED
+  local code=$1 stop=$2 start=$3 end=$4 steps=$5 preempted=${6:-0}
   if [ "$code" -eq 0 ] && [ "$end" -ge "$steps" ]; then echo finished; return; fi
+  if [ "$preempted" = 1 ]; then echo preempted; return; fi
   if [ "$stop" = TERM ]; then echo stopped; return; fi
   if [ "$code" -ne 0 ]; then echo failed; return; fi
   if [ "$stop" != USR1 ]; then echo unexpected; return; fi
   if [ "$end" -le "$start" ]; then echo no_progress; return; fi
   echo requeue
+}
+"""
+
+# 1 when Slurm has selected this run of the job for preemption: `scontrol show job` gives a
+# PreemptTime at or after the run's StartTime (a requeued job keeps its old PreemptTime).
+JOB_PREEMPTED_BASH = """\
+job_preempted() {
+  local info preempt start
+  info=$(scontrol show job "${SLURM_JOB_ID:-none}" 2> /dev/null) || { echo 0; return; }
+  preempt=$(printf '%s\\n' "$info" | grep -o 'PreemptTime=[^ ]*' | head -1)
+  start=$(printf '%s\\n' "$info" | grep -o 'StartTime=[^ ]*' | head -1)
+  preempt=${preempt#PreemptTime=}
+  start=${start#StartTime=}
+  case "$preempt" in None | Unknown | "") echo 0; return ;; esac
+  if [[ "$preempt" < "$start" ]]; then echo 0; else echo 1; fi
 }
 """
 
@@ -108,12 +128,14 @@ while :; do
   [ "$interrupted" = 1 ] || break
 done
 end_step=$(newest_checkpoint_step)
-decision=$(requeue_decision "$code" "$stop_signal" "$start_step" "$end_step" "$TRAINING_STEPS")
+preempted=0
+if [ "$code" -ne 0 ] || [ "$end_step" -lt "$TRAINING_STEPS" ]; then preempted=$(job_preempted); fi
+decision=$(requeue_decision "$code" "$stop_signal" "$start_step" "$end_step" "$TRAINING_STEPS" "$preempted")
 echo "[myriad-sbatch] launcher exit code $code, stop signal ${stop_signal:-none}, checkpoint step" \\
   "$start_step -> $end_step of $TRAINING_STEPS: $decision"
 case "$decision" in
   finished) exit 0 ;;
-  requeue)
+  requeue | preempted)
     if scontrol requeue "$SLURM_JOB_ID"; then exit 0; fi
     echo "[myriad-sbatch] scontrol requeue $SLURM_JOB_ID failed; resubmit this script (it resumes)" >&2
     exit 1 ;;
@@ -137,6 +159,9 @@ esac
 class SbatchRequest:
     """What the batch script launches and asks of Slurm.
 
+    gpus_per_node: GPUs per node, one rank each; 0 = a CPU run (no GPU request), whose ranks per
+    node are `tasks_per_node` (required then; with GPUs it must be left out or equal them).
+
     config: the run's YAML (the planner's, ready to run), passed to the driver as given (relative
     paths are relative to the job's working directory: `workdir`, else the submit directory).
     switches / switches_wait: topology hint `#SBATCH --switches=N[@wait]` — at most N leaf switches
@@ -153,6 +178,7 @@ class SbatchRequest:
     config: str
     nodes: int
     gpus_per_node: int
+    tasks_per_node: Optional[int] = None
     job_name: str = "myriad"
     time_limit: str = "24:00:00"
     partition: Optional[str] = None
@@ -203,14 +229,14 @@ def parse_time_limit(text):
     return a * 60  # M
 
 
-def run_facts(config_path, overrides, nodes, gpus_per_node):
-    """RunFacts of the config file with the --set overrides, launched on nodes x gpus_per_node ranks:
+def run_facts(config_path, overrides, nodes, ranks_per_node):
+    """RunFacts of the config file with the --set overrides, launched on nodes x ranks_per_node ranks:
     the engine's own parser and checks (every key, the layout against the world), so a job that the
     engine would refuse at start-up is refused here, before it waits in the queue; ValueError with
     the engine's message (naming the key) otherwise."""
     from .. import _myriad
 
-    world = nodes * gpus_per_node
+    world = nodes * ranks_per_node
     try:
         config = _myriad.Config.from_file(config_path)
         for item in overrides:
@@ -218,7 +244,7 @@ def run_facts(config_path, overrides, nodes, gpus_per_node):
         config.validate(world)
     except _myriad.Error as e:
         reason = str(e).split("] ", 1)[-1]
-        raise ValueError(f"{config_path} on nodes x gpus_per_node = {nodes} x {gpus_per_node} = {world} ranks: "
+        raise ValueError(f"{config_path} on nodes x ranks per node = {nodes} x {ranks_per_node} = {world} ranks: "
                          f"{reason}") from None
     resolved = config.resolved()
     tp, pp, cp, ep = (resolved[f"parallel.{k}"] for k in ("tp", "pp", "cp", "ep"))
@@ -226,11 +252,24 @@ def run_facts(config_path, overrides, nodes, gpus_per_node):
     return RunFacts(tp, pp, cp, dp, ep, resolved["training.steps"], resolved["checkpoint.dir"])
 
 
+def ranks_per_node(r):
+    """Ranks per node: one per GPU, or tasks_per_node for a CPU run."""
+    return r.tasks_per_node if r.gpus_per_node == 0 else r.gpus_per_node
+
+
 def _check_request(r):
-    for name in ("nodes", "gpus_per_node"):
+    for name, least in (("nodes", 1), ("gpus_per_node", 0)):
         value = getattr(r, name)
-        if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-            raise ValueError(f"{name} must be an integer >= 1, got {value!r}")
+        if isinstance(value, bool) or not isinstance(value, int) or value < least:
+            raise ValueError(f"{name} must be an integer >= {least}, got {value!r}")
+    tasks = r.tasks_per_node
+    if tasks is not None and (isinstance(tasks, bool) or not isinstance(tasks, int) or tasks < 1):
+        raise ValueError(f"tasks_per_node must be an integer >= 1, got {tasks!r}")
+    if r.gpus_per_node == 0 and tasks is None:
+        raise ValueError("gpus_per_node 0 is a CPU run: give its ranks per node with tasks_per_node")
+    if r.gpus_per_node > 0 and tasks is not None and tasks != r.gpus_per_node:
+        raise ValueError(f"tasks_per_node {tasks} differs from gpus_per_node {r.gpus_per_node}: a GPU run has one "
+                         "rank per GPU (leave tasks_per_node out)")
     if r.launcher not in LAUNCHERS:
         raise ValueError(f"launcher must be one of {', '.join(LAUNCHERS)}, got '{r.launcher}'")
     for name in ("job_name", "partition", "account", "qos", "output_dir", "workdir", "switches_wait"):
@@ -258,8 +297,9 @@ def _check_request(r):
 
 def sbatch_directives(r):
     """The #SBATCH lines of a request, in order."""
-    lines = [f"--job-name={r.job_name}", f"--nodes={r.nodes}", f"--ntasks-per-node={r.gpus_per_node}",
-             f"--gpus-per-node={r.gpus_per_node}"]
+    lines = [f"--job-name={r.job_name}", f"--nodes={r.nodes}", f"--ntasks-per-node={ranks_per_node(r)}"]
+    if r.gpus_per_node > 0:
+        lines.append(f"--gpus-per-node={r.gpus_per_node}")
     if r.cpus_per_task is not None:
         lines.append(f"--cpus-per-task={r.cpus_per_task}")
     if r.exclusive:
@@ -282,13 +322,14 @@ def launch_command(r, world):
     driver = [r.python, "-m", "myriad.train", "--config", r.config, "--resume", "auto"]
     for override in r.overrides:
         driver += ["--set", override]
+    ranks = ranks_per_node(r)
     if r.launcher == "srun":
-        launch = ["srun", "--mpi=pmix", "--distribution=block", "--gpu-bind=none", "--kill-on-bad-exit=1",
-                  f"--ntasks-per-node={r.gpus_per_node}"]
+        launch = ["srun", "--mpi=pmix", "--distribution=block"] + (["--gpu-bind=none"] if r.gpus_per_node else [])
+        launch += ["--kill-on-bad-exit=1", f"--ntasks-per-node={ranks}"]
         if r.cpus_per_task is not None:  # srun does not inherit sbatch's --cpus-per-task (Slurm >= 22.05)
             launch.append(f"--cpus-per-task={r.cpus_per_task}")
     else:
-        launch = ["mpirun", "-np", str(world), "--map-by", f"ppr:{r.gpus_per_node}:node", "--rank-by", "slot",
+        launch = ["mpirun", "-np", str(world), "--map-by", f"ppr:{ranks}:node", "--rank-by", "slot",
                   "--bind-to", "none"]
         for name in ["OMP_NUM_THREADS", "PYTHONPATH"] + sorted(r.environment):
             launch += ["-x", name]
@@ -300,10 +341,11 @@ def launch_command(r, world):
 
 
 def _layout_notes(facts, r):
-    notes = [f"# layout: world {r.nodes * r.gpus_per_node} = tp {facts.tp} x cp {facts.cp} x dp {facts.dp} "
-             f"x pp {facts.pp} (ep {facts.ep} inside dp); ranks {r.gpus_per_node} per node, consecutive"]
-    if facts.tp > r.gpus_per_node or r.gpus_per_node % facts.tp:
-        notes.append(f"# note: tp {facts.tp} does not divide the {r.gpus_per_node} GPUs of a node, so some "
+    ranks = ranks_per_node(r)
+    notes = [f"# layout: world {r.nodes * ranks} = tp {facts.tp} x cp {facts.cp} x dp {facts.dp} "
+             f"x pp {facts.pp} (ep {facts.ep} inside dp); ranks {ranks} per node, consecutive"]
+    if facts.tp > ranks or ranks % facts.tp:
+        notes.append(f"# note: tp {facts.tp} does not divide the {ranks} ranks of a node, so some "
                      "tensor-parallel groups span nodes (every layer's all-reduce crosses the network)")
     return notes
 
@@ -313,8 +355,8 @@ def render_sbatch(request):
     config key when the request or the layout is wrong."""
     r = request
     _check_request(r)
-    world = r.nodes * r.gpus_per_node
-    facts = run_facts(r.config, r.overrides, r.nodes, r.gpus_per_node)
+    world = r.nodes * ranks_per_node(r)
+    facts = run_facts(r.config, r.overrides, r.nodes, ranks_per_node(r))
     threads = r.cpus_per_task or 1
     q = shlex.quote
     lines = ["#!/bin/bash",
@@ -338,7 +380,8 @@ def render_sbatch(request):
     launch[driver_at + 1] = '"$CONFIG"'
     words = [w if w == '"$CONFIG"' else q(w) for w in launch]
     lines += ["LAUNCH=(" + " ".join(words) + ")", ""]
-    text = "\n".join(lines) + "\n" + NEWEST_STEP_BASH + "\n" + REQUEUE_DECISION_BASH + "\n" + LAUNCH_AND_DECIDE_BASH
+    text = ("\n".join(lines) + "\n" + NEWEST_STEP_BASH + "\n" + JOB_PREEMPTED_BASH + "\n" + REQUEUE_DECISION_BASH + "\n"
+            + LAUNCH_AND_DECIDE_BASH)
     return text
 
 
@@ -349,7 +392,9 @@ def build_parser():
                                             "(docs/planning_scheduling.md)")
     p.add_argument("--config", required=True, help="the run's YAML (the planner's plan)")
     p.add_argument("--nodes", type=int, required=True)
-    p.add_argument("--gpus-per-node", type=int, required=True, help="GPUs per node = ranks per node")
+    p.add_argument("--gpus-per-node", type=int, required=True,
+                   help="GPUs per node = ranks per node; 0 = a CPU run (give --tasks-per-node)")
+    p.add_argument("--tasks-per-node", type=int, help="ranks per node of a CPU run (--gpus-per-node 0)")
     p.add_argument("--job-name", default="myriad")
     p.add_argument("--time", dest="time_limit", default="24:00:00", help="time limit (Slurm format)")
     p.add_argument("--partition")
