@@ -172,6 +172,9 @@ class SbatchRequest:
     cpus_per_task: CPU cores per rank (OMP_NUM_THREADS); None = Slurm's default (1), threads 1.
     restarts: > 0 wraps the launcher in `python -m myriad.run --max-restarts N` (in-allocation
     restarts of failures from the newest checkpoint).
+    sweep: "KEY=V1,V2,..." makes the script a job array (`--array=0-N`): task i runs with KEY=Vi in
+    a run folder of its own, <logging.dir>/sweep_<i> (logs, metrics, data cache and checkpoints;
+    each task requeues and resumes on its own).
     setup: shell lines run before the launch (module load, source venv/bin/activate, ...).
     environment: variables exported to every rank (also passed with -x under mpirun).
     """
@@ -196,6 +199,7 @@ class SbatchRequest:
     restarts: int = 0
     restart_backoff_s: float = 30.0
     python: str = "python3"
+    sweep: Optional[str] = None
     setup: Sequence[str] = ()
     environment: Dict[str, str] = dataclasses.field(default_factory=dict)
 
@@ -210,6 +214,7 @@ class RunFacts:
     ep: int
     steps: int
     checkpoint_dir: str
+    logging_dir: str
 
 
 def parse_time_limit(text):
@@ -249,7 +254,17 @@ def run_facts(config_path, overrides, nodes, ranks_per_node):
     resolved = config.resolved()
     tp, pp, cp, ep = (resolved[f"parallel.{k}"] for k in ("tp", "pp", "cp", "ep"))
     dp = resolved["parallel.dp"]  # validate() settled auto (0) to the world's share
-    return RunFacts(tp, pp, cp, dp, ep, resolved["training.steps"], resolved["checkpoint.dir"])
+    return RunFacts(tp, pp, cp, dp, ep, resolved["training.steps"], resolved["checkpoint.dir"], resolved["logging.dir"])
+
+
+def parse_sweep(text):
+    """(key, [values]) of a sweep "KEY=V1,V2,..." (at least two values); ValueError otherwise."""
+    key, sep, values = str(text).partition("=")
+    items = [v.strip() for v in values.split(",")]
+    if not sep or not key.strip() or len(items) < 2 or any(not v or re.search(r"\s", v) for v in items):
+        raise ValueError(f"sweep: '{text}' is not KEY=V1,V2,... (a config key and at least two values without "
+                         "spaces)")
+    return key.strip(), items
 
 
 def ranks_per_node(r):
@@ -312,7 +327,11 @@ def sbatch_directives(r):
         lines.append(f"--switches={r.switches}" + (f"@{r.switches_wait}" if r.switches_wait else ""))
     if r.workdir:
         lines.append(f"--chdir={r.workdir}")
-    lines += [f"--output={r.output_dir.rstrip('/') or '/'}/%x-%j.out", "--open-mode=append", "--requeue",
+    log_name = "%x-%j.out"
+    if r.sweep:
+        lines.append(f"--array=0-{len(parse_sweep(r.sweep)[1]) - 1}")
+        log_name = "%x-%A_%a.out"  # one log per task: array id, task index
+    lines += [f"--output={r.output_dir.rstrip('/') or '/'}/{log_name}", "--open-mode=append", "--requeue",
               f"--signal=B:USR1@{r.signal_lead_s}"]
     return ["#SBATCH " + line for line in lines]
 
@@ -357,6 +376,9 @@ def render_sbatch(request):
     _check_request(r)
     world = r.nodes * ranks_per_node(r)
     facts = run_facts(r.config, r.overrides, r.nodes, ranks_per_node(r))
+    sweep_key, sweep_values = parse_sweep(r.sweep) if r.sweep else (None, [])
+    for value in sweep_values:  # every task's config passes the engine's checks too
+        run_facts(r.config, [*r.overrides, f"{sweep_key}={value}"], r.nodes, ranks_per_node(r))
     threads = r.cpus_per_task or 1
     q = shlex.quote
     lines = ["#!/bin/bash",
@@ -367,9 +389,15 @@ def render_sbatch(request):
     lines += sbatch_directives(r)
     lines += _layout_notes(facts, r)
     lines += ["set -uo pipefail", "",
-              f"CONFIG={q(r.config)}",
-              f"CHECKPOINT_DIR={q(facts.checkpoint_dir)}  # checkpoint.dir: the driver's checkpoints",
-              f"TRAINING_STEPS={facts.steps}  # training.steps: finished once the newest checkpoint is there",
+              f"CONFIG={q(r.config)}"]
+    if r.sweep:
+        lines += [f"SWEEP_VALUES=({' '.join(q(v) for v in sweep_values)})  # {sweep_key}, one per array task",
+                  "TASK=${SLURM_ARRAY_TASK_ID:-0}",
+                  f"RUN_DIR={q(facts.logging_dir.rstrip('/'))}/sweep_$TASK  # this task's logging.dir",
+                  'CHECKPOINT_DIR="$RUN_DIR/checkpoints"  # checkpoint.dir: the driver\'s checkpoints']
+    else:
+        lines.append(f"CHECKPOINT_DIR={q(facts.checkpoint_dir)}  # checkpoint.dir: the driver's checkpoints")
+    lines += [f"TRAINING_STEPS={facts.steps}  # training.steps: finished once the newest checkpoint is there",
               f"export OMP_NUM_THREADS={threads}"]
     if r.launcher == "mpirun":
         lines.append('export PYTHONPATH="${PYTHONPATH:-}"')
@@ -378,7 +406,14 @@ def render_sbatch(request):
     launch = launch_command(r, world)
     driver_at = launch.index("--config")
     launch[driver_at + 1] = '"$CONFIG"'
-    words = [w if w == '"$CONFIG"' else q(w) for w in launch]
+    shell_words = {'"$CONFIG"'}
+    if r.sweep:
+        task_sets = [f'"{sweep_key}=${{SWEEP_VALUES[$TASK]}}"', '"logging.dir=$RUN_DIR"',
+                     '"checkpoint.dir=$CHECKPOINT_DIR"']
+        shell_words.update(task_sets)
+        for word in task_sets:
+            launch += ["--set", word]
+    words = [w if w in shell_words else q(w) for w in launch]
     lines += ["LAUNCH=(" + " ".join(words) + ")", ""]
     text = ("\n".join(lines) + "\n" + NEWEST_STEP_BASH + "\n" + JOB_PREEMPTED_BASH + "\n" + REQUEUE_DECISION_BASH + "\n"
             + LAUNCH_AND_DECIDE_BASH)
@@ -414,6 +449,8 @@ def build_parser():
     p.add_argument("--no-exclusive", dest="exclusive", action="store_false")
     p.add_argument("--restarts", type=int, default=0, help="in-allocation restarts of failures (myriad.run)")
     p.add_argument("--python", default="python3", help="the interpreter that has myriad (default python3)")
+    p.add_argument("--sweep", metavar="KEY=V1,V2,...",
+                   help="a job array: task i runs with KEY=Vi in <logging.dir>/sweep_<i>")
     p.add_argument("--setup", action="append", default=[], metavar="LINE",
                    help="shell line run before the launch, e.g. 'source venv/bin/activate' (repeatable)")
     p.add_argument("--env", action="append", default=[], metavar="NAME=VALUE",
