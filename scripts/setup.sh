@@ -2,7 +2,8 @@
 # Installs what myriad needs to build and test, and only what is missing.
 # Idempotent: a second run installs nothing. Used by both README commands and .ci/run.
 # Debian packages: compiler, CMake, OpenMPI, OpenBLAS (OpenMP flavour), spdlog, yaml-cpp,
-# GoogleTest, nlohmann-json, ICU, zstd, cpp-httplib, nginx and wrk (serving), clang-format, clang with libFuzzer (libclang-rt-14-dev holds
+# GoogleTest, nlohmann-json, ICU, zstd, cpp-httplib, nginx and wrk (serving), Slurm and munge (the
+# live cluster tests), clang-format, clang with libFuzzer (libclang-rt-14-dev holds
 # libclang_rt.fuzzer on Debian 12), and the default corpus (fortunes). Python packages (for the
 # bindings and tests): numpy, pytest, pybind11, regex (reference pre-tokenizer in tokenizer tests),
 # matplotlib (myriad-plot), PyYAML (myriad plan / sbatch), scikit-build-core (`pip install .`),
@@ -21,6 +22,7 @@ DEBIAN_PACKAGES=(
   libcpp-httplib-dev  # myriad serve's HTTP front (src/serve)
   libssl-dev  # OpenSSL 3: encryption at rest (AES-256-GCM), API-key hashes (scrypt), the audit log's HMACs
   nginx-light wrk  # the serving tests' load balancer in front of replicas and bench_serve's load generator
+  slurm-wlm munge  # the live Slurm of the cluster tests (scripts/slurm_local.sh, tests/python/test_slurm_live.py)
   python3 python3-dev python3-pip python3-venv
   clang-format  # the format gate of the test command (tests/python/test_formatting.py)
   clang libclang-rt-14-dev  # the fuzz step (scripts/fuzz.sh): clang-14 and its libFuzzer runtime (libclang_rt.fuzzer)

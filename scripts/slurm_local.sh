@@ -42,17 +42,17 @@ start() {
   cpus=$(nproc)
   memory=$(awk '/MemTotal/ { printf "%d", $2 / 1024 * 0.9 }' /proc/meminfo)
 
-  # munge: a key of this cluster's own, a socket in DIR (so a system munged is left alone).
+  # munge: a key of this cluster's own and a socket in DIR (a system munged is left alone). It runs
+  # as root (--force): every client here is root, and DIR may lie below folders only root can
+  # enter (pytest's temporary folders are 0700).
   if [ ! -s "$dir/munge/munge.key" ]; then
     dd if=/dev/urandom of="$dir/munge/munge.key" bs=1024 count=1 status=none
   fi
-  chown -R munge:munge "$dir/munge" "$dir/run" 2> /dev/null || true
   chmod 0700 "$dir/munge"
-  chmod 0755 "$dir/run" "$dir"  # the socket's folders must be searchable by every client
   chmod 0400 "$dir/munge/munge.key"
   local socket="$dir/run/munge.socket"
   if ! pgrep -f "munged.*$socket" > /dev/null; then
-    runuser -u munge -- munged --key-file="$dir/munge/munge.key" --socket="$socket" \
+    munged --force --key-file="$dir/munge/munge.key" --socket="$socket" \
       --pid-file="$dir/munge/munged.pid" --log-file="$dir/munge/munged.log" \
       --seed-file="$dir/munge/munged.seed" || cannot_run "munged did not start (see $dir/munge/munged.log)"
   fi
