@@ -19,6 +19,11 @@ the code), and 126/127 (the command cannot be run or is not found). Everything e
 rank, a lost node, the watchdog's abort).
 Because the data order and the sampling are functions of (seed, step, index), a restarted run
 trains on exactly the batches the failed one would have: no step's data is skipped or repeated.
+
+Elastic restarts (--hostfile FILE, an mpirun command): before every attempt the hostfile is read
+again, and the job restarts on the hosts it lists (spares replacing lost ones), with parallel.dp
+recomputed for the new world and the global batch kept (myriad/elastic.py); the supervisor logs
+what changed.
 """
 import argparse
 import collections
@@ -37,6 +42,9 @@ def parse_args(argv):
     parser.add_argument("--backoff", type=float, default=10.0,
                         help="seconds before the first restart, doubled after each (default 10)")
     parser.add_argument("--log", default=None, help="also append the supervisor's lines to this file")
+    parser.add_argument("--hostfile", default=None,
+                        help="elastic: the hosts to run on ('HOST slots=N [spare]' lines), read before every "
+                             "attempt; the mpirun command is relaunched on them with dp recomputed")
     parser.add_argument("command", nargs=argparse.REMAINDER, help="-- then the job's command line")
     args = parser.parse_args(argv)
     if args.command and args.command[0] == "--":
@@ -157,6 +165,65 @@ def run_attempt(command, attempt, preempted, tail_lines=20):
     return code, list(tail), (aborts[0] if aborts else None), list(report.lines)
 
 
+class ElasticWorld:
+    """The hostfile-driven world of an elastic job: plans each attempt's hosts and layout."""
+
+    def __init__(self, hostfile, command):
+        from . import _myriad, elastic
+
+        self.hostfile, self.command, self.elastic, self.native = hostfile, command, elastic, _myriad
+        found = elastic.driver_config(command)
+        if found is None:
+            raise ValueError("--hostfile needs the training driver's --config in the command")
+        self.config_path, self.overrides = found
+        hosts = elastic.read_hostfile(hostfile)
+        first_world = None
+        for i, word in enumerate(command[:-1]):
+            if word in elastic.NP_FLAGS:
+                first_world = int(command[i + 1])
+        if first_world is None:
+            first_world = sum(h.slots for h in hosts if not h.spare)
+        resolved = self._resolved(first_world, [])
+        if isinstance(resolved, str):
+            raise ValueError(f"the first attempt's layout on {first_world} ranks: {resolved}")
+        mp = resolved["parallel.tp"] * resolved["parallel.pp"] * resolved["parallel.cp"]
+        self.first_world = first_world
+        self.facts = elastic.LayoutFacts(
+            mp, resolved["training.micro_batch"],
+            resolved["training.micro_batch"] * resolved["training.gradient_accumulation"] * resolved["parallel.dp"])
+        self.plan = None
+        self.folder = os.path.dirname(os.path.abspath(hostfile))
+
+    def _resolved(self, world, extra):
+        try:
+            config = self.native.Config.from_file(self.config_path)
+            for item in [*self.overrides, *extra]:
+                config.set(item)
+            config.validate(world)
+            return config.resolved()
+        except self.native.Error as e:
+            return str(e).split("] ", 1)[-1]
+
+    def next_command(self, base):
+        """The command for the next attempt (base: the original, or it with --resume auto), and the
+        line saying what changed; ValueError when no layout fits the hosts."""
+        elastic = self.elastic
+        hosts = elastic.read_hostfile(self.hostfile)
+
+        def accept(dp, micro, accum):
+            got = self._resolved(dp * self.facts.model_parallel,
+                                 [f"parallel.dp={dp}", f"training.micro_batch={micro}",
+                                  f"training.gradient_accumulation={accum}"])
+            return got if isinstance(got, str) else None
+
+        plan = elastic.plan_world(hosts, self.facts, self.first_world, accept)
+        change = elastic.describe_change(self.plan, plan)
+        self.plan = plan
+        path = os.path.join(self.folder, f".{os.path.basename(self.hostfile)}.mpirun")
+        elastic.write_mpirun_hostfile(plan, path)
+        return elastic.relaunch(base, plan, path), change
+
+
 def main(argv=None):
     args = parse_args(sys.argv[1:] if argv is None else argv)
 
@@ -168,6 +235,15 @@ def main(argv=None):
                 f.write(line + "\n")
 
     command = args.command
+    world = None
+    if args.hostfile:
+        try:
+            world = ElasticWorld(args.hostfile, args.command)
+            command, change = world.next_command(args.command)
+        except (ValueError, OSError) as e:
+            say(f"elastic: {e}")
+            return 2
+        say(f"elastic: {change}")
     preempted = []
     for attempt in range(args.max_restarts + 1):
         say(f"attempt {attempt + 1}/{args.max_restarts + 1}: {' '.join(command)}")
@@ -192,6 +268,13 @@ def main(argv=None):
         say(f"restarting from the newest checkpoint in {delay:.1f} s")
         time.sleep(delay)
         command = with_resume(args.command)
+        if world is not None:
+            try:
+                command, change = world.next_command(command)
+            except (ValueError, OSError) as e:
+                say(f"elastic: not restarting: {e}")
+                return code if code > 0 else 128 - code
+            say(f"elastic: {change}")
     return 1
 
 
