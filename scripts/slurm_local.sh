@@ -8,10 +8,11 @@
 #   scripts/slurm_local.sh env DIR     print `export SLURM_CONF=...` for a shell
 #
 # The cluster: one node (this host and its CPUs; no GPUs: job scripts for it use CPU ranks,
-# `myriad sbatch --gpus-per-node 0 --tasks-per-node N`) in two partitions over it: `low` (PriorityTier 1, preempted with PreemptMode=REQUEUE after GraceTime $GRACE_S seconds
-# of SIGTERM) and `high` (PriorityTier 2, preempts `low`). Needs root (slurmd runs jobs as their
-# users) and Debian's slurm-wlm and munge (scripts/setup.sh installs them); says why and exits 3
-# when it cannot run here. Ports: $MYRIAD_SLURM_PORT (slurmctld, default 6817) and the next one.
+# `myriad sbatch --gpus-per-node 0 --tasks-per-node N`) in three partitions over it: `low`
+# (PriorityTier 1) and `mid` (2), preempted with PreemptMode=REQUEUE after GraceTime $GRACE_S
+# seconds of SIGTERM by any higher tier, and `high` (3, never preempted). Needs root (slurmd
+# runs jobs as their users) and Debian's slurm-wlm and munge (scripts/setup.sh installs them);
+# says why and exits 3 when it cannot run here. Ports: $MYRIAD_SLURM_PORT (slurmctld, default 6817) and the next one.
 set -euo pipefail
 
 command=${1:-}
@@ -58,7 +59,7 @@ start() {
   fi
 
   cat > "$dir/slurm.conf" << EOF
-# Written by scripts/slurm_local.sh: one node on loopback, two partitions, preemption by partition.
+# Written by scripts/slurm_local.sh: one node on loopback, three partitions, preemption by partition.
 ClusterName=myriadlocal
 SlurmctldHost=$host(127.0.0.1)
 SlurmctldPort=$port
@@ -95,7 +96,8 @@ InactiveLimit=0
 Waittime=0
 NodeName=$host NodeAddr=127.0.0.1 CPUs=$cpus RealMemory=$memory State=UNKNOWN
 PartitionName=low Nodes=$host Default=YES PriorityTier=1 PreemptMode=REQUEUE GraceTime=$GRACE_S MaxTime=INFINITE State=UP
-PartitionName=high Nodes=$host PriorityTier=2 PreemptMode=OFF MaxTime=INFINITE State=UP
+PartitionName=mid Nodes=$host PriorityTier=2 PreemptMode=REQUEUE GraceTime=$GRACE_S MaxTime=INFINITE State=UP
+PartitionName=high Nodes=$host PriorityTier=3 PreemptMode=OFF MaxTime=INFINITE State=UP
 EOF
   export SLURM_CONF="$dir/slurm.conf"
   if ! pgrep -f "slurmctld -f $dir/slurm.conf" > /dev/null; then
@@ -107,7 +109,7 @@ EOF
   # The node is up once sinfo reports it idle (or mixed/allocated when jobs were restored).
   for _ in $(seq 1 60); do
     if sinfo -h -N -o '%T' 2> /dev/null | grep -Eq '^(idle|mixed|allocated)'; then
-      echo "slurm_local: up in $dir (SLURM_CONF=$dir/slurm.conf; node $host, $cpus CPUs, partitions low, high)"
+      echo "slurm_local: up in $dir (SLURM_CONF=$dir/slurm.conf; node $host, $cpus CPUs, partitions low, mid, high)"
       return 0
     fi
     sleep 0.5

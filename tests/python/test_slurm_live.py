@@ -198,3 +198,34 @@ def test_a_job_array_sweeps_two_learning_rates_in_their_own_folders(slurm, tmp_p
         assert "of 200: finished" in log, log
         finals.append(LAST.findall(log)[-1])
     assert finals[0][0] == finals[1][0] == "200" and finals[0][1] != finals[1][1]
+
+
+TRACE = """\
+id,arrival,nodes,duration,priority
+j1,0,2,10,best_effort
+j2,3,1,5,research
+j3,5,1,4,prod
+j4,12,1,3,research
+"""
+
+
+def test_the_simulator_schedules_a_trace_as_slurm_does(slurm, tmp_path):
+    """The same sleep-job trace on Slurm and in the simulator (myriad.operations.slurm_trace): the same
+    start order and preemptions; Slurm's makespan later by its scheduling latency only."""
+    from myriad.operations import cluster_sim, slurm_trace
+
+    (tmp_path / "trace.csv").write_text(TRACE)
+    jobs = cluster_sim.load_trace(str(tmp_path / "trace.csv"))
+    cpus = int(subprocess.run(["sinfo", "-h", "-o", "%c"], env=slurm, capture_output=True, text=True,
+                              timeout=30).stdout.split()[0])
+    if cpus != 2:
+        pytest.skip(f"the trace is written for a 2-CPU node, this one has {cpus}")
+    simulated = slurm_trace.simulate(jobs, cpus)
+    measured = slurm_trace.replay(jobs, env=slurm)
+    text, summary = slurm_trace.compare(jobs, simulated, measured)
+    assert summary["states"] == ["COMPLETED"], text
+    assert summary["start_order_slurm"] == summary["start_order_sim"] == ["j1", "j2", "j3", "j4"], text
+    assert [simulated[j]["preemptions"] for j in ("j1", "j2", "j3", "j4")] == [2, 0, 0, 0], text
+    assert [measured[j]["restarts"] for j in ("j1", "j2", "j3", "j4")] == [2, 0, 0, 0], text
+    assert summary["makespan_sim"] == 25.0
+    assert 25.0 <= summary["makespan_slurm"] <= 25.0 + 8.0, text
