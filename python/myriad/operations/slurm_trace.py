@@ -129,7 +129,8 @@ def compare(jobs, simulated, measured):
 
 
 def main(argv=None):
-    parser = argparse.ArgumentParser(prog="python -m myriad.operations.slurm_trace", description=__doc__.split("\n\n")[0])
+    parser = argparse.ArgumentParser(prog="python -m myriad.operations.slurm_trace",
+                                     description=__doc__.split("\n\n")[0])
     parser.add_argument("--trace", required=True, help="a cluster_sim trace (CSV or JSON); nodes = CPUs here")
     parser.add_argument("--cpus", type=int, default=None, help="CPUs of the Slurm node (default: sinfo's)")
     args = parser.parse_args(argv)
