@@ -10,7 +10,7 @@ head job's reservation, with the durations as run-time estimates) and may preemp
 head of the queue takes the nodes of running preemptible jobs of a strictly lower class, cheapest
 first), and places jobs on nodes (best_fit: the fullest single rack that holds the job, else the
 fewest racks inside the fullest pod that holds it; first_fit: the lowest free node ids; random).
-Docs: docs/planning_scheduling.md, "Cluster scheduling simulator".
+Docs: docs/planning.md, "Cluster scheduling simulator".
 
 Preemption cost (the goodput model's terms, docs/planning.md: lost work + restart and load; a
 preemption is announced, so there is no detection time):
@@ -720,7 +720,7 @@ def _json_ready(result):
 def build_parser():
     p = argparse.ArgumentParser(prog="python -m myriad.operations.cluster_sim",
                                 description="Compare cluster scheduling policies on a job trace "
-                                            "(docs/planning_scheduling.md)")
+                                            "(docs/planning.md)")
     p.add_argument("--policies", default="fifo,priority,priority+backfill,priority+backfill+preempt",
                    help="comma list of fifo|priority[+backfill][+preempt]")
     p.add_argument("--placement", default="best_fit", help=f"comma list of {', '.join(PLACEMENTS)}")
