@@ -39,6 +39,10 @@ def test_search_results_are_ranked_and_fit_on_every_rank_role():
         assert c.memory_bytes <= result.usable_bytes
         assert c.step.total_s > 0 and 0 < c.step.mfu < 1
     assert result.refused  # context parallelism on training.device cuda is refused by the engine: counted
+    text = planner.format_table(result)
+    for reason, _ in sorted(result.refused.items(), key=lambda kv: -kv[1])[:8]:
+        # the engine's whole message (numbers folded to N), as the table prints it: never cut mid-word
+        assert reason.rstrip()[-1] in ".)'\"" and f": {reason}" in text, reason
 
 
 def test_the_configs_own_layout_with_a_dry_run_that_equals_the_planner(capsys):
@@ -65,6 +69,18 @@ def test_bad_requests_name_the_option(capsys):
     capsys.readouterr()
     assert cli.main(["frobnicate"]) == 2
     assert "unknown command 'frobnicate'" in capsys.readouterr().err
+
+
+def test_a_world_with_no_layout_says_why_and_bad_node_sizes_are_refused(capsys):
+    assert cli.main(["plan", "--config", GPT3, "--gpus", "7"]) == 1
+    text = capsys.readouterr().out
+    assert "no layout of this model fits the world size (the reasons below)" in text
+    assert "dp = 7 GPUs / (tp x pp x cp) does not divide the global batch of 1536 sequences" in text, text
+    for bad in ("-8", "0"):
+        assert cli.main(["plan", "--config", GPT3, "--gpus", "1024", "--gpus-per-node", bad]) == 2
+        assert f"--gpus-per-node must be >= 1, got {bad}" in capsys.readouterr().err
+    with pytest.raises(ValueError, match="gpus_per_node must be an integer >= 1"):
+        planner.plan(GPT3, 1024, gpus_per_node=-8)
 
 
 def test_the_myriad_command_dispatches_to_every_planning_tool(tmp_path, capsys):

@@ -476,6 +476,8 @@ def hardware_from(gpu: str = "h100", gpus_per_node: int = 0, intra: str = "", in
     datasheet-derived ones. cpu_host needs a profile with peak_flops_per_s, compute.matmul_flops_per_s
     and compute.memory_bytes_per_s (and links.intra for more than one rank); its `cores` and `threads`
     set the time-sharing of a node's cores (Hardware.rank_share)."""
+    if isinstance(gpus_per_node, bool) or not isinstance(gpus_per_node, int) or gpus_per_node < 0:
+        raise ValueError(f"gpus_per_node must be an integer >= 1 (0 = the default), got {gpus_per_node!r}")
     gpu = gpu.lower()
     prof = load_profile(profile) if profile is not None else None
     header = {k: prof[k] for k in ("path", "machine", "date", "command", "precision") if k in prof} if prof else {}

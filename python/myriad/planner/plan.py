@@ -85,8 +85,7 @@ def _engine_refusal(config_text: str, overrides: tuple, gpus: int):
             config.set(item)
         config.validate(gpus)
     except _myriad.Error as e:
-        text = re.sub(r"\d+", "N", str(e).split("] ", 1)[-1])  # one reason for every size it applies to
-        return text[:100]
+        return re.sub(r"\d+", "N", str(e).split("] ", 1)[-1])  # one reason for every size it applies to
     return None
 
 
@@ -106,9 +105,16 @@ def layout_yaml(config_text: str, candidate: Candidate, gpus: int) -> str:
     return head + "\n" + config.to_yaml()
 
 
-def enumerate_layouts(inp: PlanInput, gpus: int, gpus_per_node: int, space: dict | None = None):
-    """Every layout of `gpus` ranks for the model and global batch of `inp` (engine checks come later)."""
+def enumerate_layouts(inp: PlanInput, gpus: int, gpus_per_node: int, space: dict | None = None,
+                      skipped: dict | None = None):
+    """Every layout of `gpus` ranks for the model and global batch of `inp` (engine checks come later).
+    `skipped` (when given) counts the combinations left out before any check, by reason."""
     space = space or {}
+    skipped = {} if skipped is None else skipped
+
+    def skip(reason):
+        skipped[reason] = skipped.get(reason, 0) + 1
+
     model, batch = inp.model, inp.batch
     global_batch = batch.global_batch
     tps = space.get("tp") or [t for t in _divisors(gpus_per_node) if gpus % t == 0]
@@ -120,6 +126,8 @@ def enumerate_layouts(inp: PlanInput, gpus: int, gpus_per_node: int, space: dict
                     continue
                 dp = rest
                 if global_batch % dp:
+                    skip(f"dp = {gpus} GPUs / (tp x pp x cp) does not divide the global batch of {global_batch} "
+                         "sequences (training.micro_batch x gradient_accumulation x dp)")
                     continue
                 eps = space.get("ep") or ([e for e in _divisors(dp) if model.num_experts % e == 0]
                                           if model.is_moe else [1])
@@ -163,7 +171,8 @@ def plan(config, gpus: int, gpu: str = "h100", gpus_per_node: int = 8, intra: st
     result = PlanResult(inp=base, gpus=gpus, hardware=hw, capacity_bytes=capacity,
                         usable_bytes=int(capacity * (1 - headroom)), config_text=base.config_yaml)
     fitting, sized = [], []
-    for lay in enumerate_layouts(base, gpus, hw.gpus_per_node, space):
+    skipped = {}
+    for lay in enumerate_layouts(base, gpus, hw.gpus_per_node, space, skipped):
         result.examined += 1
         overrides_of = layout_overrides(lay, base.batch.global_batch)
         refusal = _engine_refusal(base.config_yaml, overrides_of, gpus)
@@ -180,11 +189,18 @@ def plan(config, gpus: int, gpu: str = "h100", gpus_per_node: int = 8, intra: st
         try:
             cand.step = step_time(inp, hw)
         except ValueError as e:  # a rule the step-time model knows and the config check did not
-            result.refused[str(e)[:80]] = result.refused.get(str(e)[:80], 0) + 1
+            reason = re.sub(r"\d+", "N", str(e))  # one reason for every size it applies to
+            result.refused[reason] = result.refused.get(reason, 0) + 1
             continue
         cand.fits = True
         cand.binding = cand.step.binding
         fitting.append(cand)
+    if result.examined == 0:
+        for reason, count in skipped.items():
+            result.refused[reason] = result.refused.get(reason, 0) + count
+        if not skipped:
+            result.refused[f"no tp divides both the {hw.gpus_per_node} GPUs per node and the {gpus} GPUs, with pp "
+                           f"a divisor of the {base.model.n_layer} layers"] = 1
     fitting.sort(key=lambda c: (-c.step.tokens_per_s, c.memory_bytes))
     for cand in fitting:  # every rank role of the layouts reported (the search sized two)
         if len(result.best) == top:
@@ -214,7 +230,7 @@ def format_table(result: PlanResult) -> str:
              f"{sum(result.refused.values())} refused by the engine's checks"]
     rows = result.best or result.closest
     if not rows:
-        lines.append("no layout of this model fits the world size (see the refusals below)")
+        lines.append("no layout of this model fits the world size (the reasons below)")
     else:
         if not result.best:
             lines.append("NOTHING FITS: the smallest footprints are")
@@ -234,7 +250,7 @@ def format_table(result: PlanResult) -> str:
         lines.append("note: step times assume the exact ring all-reduce of dp every step; not timed: " +
                      "; ".join(unmodelled))
     if result.refused:
-        lines.append("refused by the engine's checks (count: reason):")
+        lines.append("left out or refused by the engine's checks (count: reason):")
         for reason, count in sorted(result.refused.items(), key=lambda kv: -kv[1])[:8]:
             lines.append(f"  {count:>6}: {reason}")
     return "\n".join(lines)
@@ -299,7 +315,8 @@ def main(argv=None):
     parser.add_argument("--config", required=True, help="run config (YAML): the model, batch, precision")
     parser.add_argument("--gpus", type=int, required=True, help="GPUs (ranks) in the job")
     parser.add_argument("--gpu", default="h100", help="h100 | h200 | a100 | b200 | cpu_host (needs --profile)")
-    parser.add_argument("--gpus-per-node", type=int, default=8)
+    parser.add_argument("--gpus-per-node", type=int, default=None,
+                        help="GPUs (ranks) per node (default: 8 for GPUs, the profile's ranks per node for cpu_host)")
     parser.add_argument("--intra", default="", help="nvlink3 | nvlink4 | nvlink5 (default: the GPU's)")
     parser.add_argument("--inter", default="ib400", help="ib400 | ib800 | roce200 | none")
     parser.add_argument("--profile", help="machine profile JSON written by the benchmarks (calibration)")
@@ -311,6 +328,14 @@ def main(argv=None):
     parser.add_argument("--dry-run", action="store_true",
                         help="build every rank role of the best layout on the meta device and compare")
     args = parser.parse_args(argv)
+    if args.gpus_per_node is not None and args.gpus_per_node < 1:
+        print(f"error: --gpus-per-node must be >= 1, got {args.gpus_per_node} (leave it out for the default: 8 GPUs, "
+              "or the profile's ranks per node for cpu_host)", file=sys.stderr)
+        return 2
+    if args.gpus < 1:
+        print(f"error: --gpus must be >= 1, got {args.gpus}", file=sys.stderr)
+        return 2
+    args.gpus_per_node = args.gpus_per_node or 0
     from .. import _myriad
     try:
         if args.no_search:
