@@ -173,13 +173,12 @@ def zero_shard(params: ParameterLayout, bucket_elements: int, parts: int, index:
     return ZeroShard(shard_elements=shard, optimizer_elements=owned, buckets=len(buckets))
 
 
-def slots_in_flight(layout, stage: int) -> int:
-    """Micro-batches the rank's schedule keeps in flight (PipelineExecutor::slots_in_flight)."""
-    m = layout.gradient_accumulation
-    if layout.pp == 1:
-        return 1  # forward then backward of each micro-batch
+@functools.lru_cache(maxsize=4096)
+def _stage_slots(schedule: str, pp: int, micro_batches: int, virtual_stages: int, stage: int) -> int:
+    """slots_in_flight's value: a pure function of the schedule, memoised (a layout search asks for
+    the same few schedules thousands of times; building one costs milliseconds)."""
     from .. import _myriad  # the engine's own schedule builder
-    actions = _myriad.pipeline_schedule(layout.schedule, layout.pp, m, layout.virtual_stages)[stage]
+    actions = _myriad.pipeline_schedule(schedule, pp, micro_batches, virtual_stages)[stage]
     seen, in_use, peak = set(), 0, 0
     for kind, micro_batch, chunk, _peer in actions:
         if micro_batch not in seen:
@@ -189,6 +188,13 @@ def slots_in_flight(layout, stage: int) -> int:
         if kind == "backward" and chunk == 0:
             in_use -= 1
     return peak
+
+
+def slots_in_flight(layout, stage: int) -> int:
+    """Micro-batches the rank's schedule keeps in flight (PipelineExecutor::slots_in_flight)."""
+    if layout.pp == 1:
+        return 1  # forward then backward of each micro-batch
+    return _stage_slots(layout.schedule, layout.pp, layout.gradient_accumulation, layout.virtual_stages, stage)
 
 
 def activation_bytes(model, layout, coord: GridCoord, chunks: list, seq_len: int, slots: int) -> int:

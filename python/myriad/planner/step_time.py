@@ -30,10 +30,12 @@ formulas, assumptions and overlap rules are in docs/planning.md; in short:
 
 Invariants: total_s = compute_s + sum(exposed_comm_s) + bubble_s + optimizer_s exactly; every
 input is checked with the engine's rules (a layout the engine refuses raises ValueError naming the
-rule); no global state (EngineTraits are frozen values passed in).
+rule); no global state (EngineTraits are frozen values passed in; the schedule simulator's idle
+share is memoised, a pure function of its arguments).
 """
 from __future__ import annotations
 
+import functools
 import math
 from dataclasses import dataclass, field
 
@@ -86,6 +88,14 @@ class StepTime:
 
 
 # ---- collectives (alpha-beta) ------------------------------------------------------------------
+
+
+@functools.lru_cache(maxsize=1024)
+def _idle_fraction(schedule: str, pp: int, micro_batches: int, virtual_stages: int) -> float:
+    """The idle share of the engine's schedule run by its simulator: a pure function, memoised (a
+    layout search asks for the same few schedules many times)."""
+    from .. import _myriad
+    return _myriad.simulate_pipeline(schedule, pp, micro_batches, virtual_stages)["idle_fraction"]
 
 def ring_all_reduce_s(nbytes: float, n: int, alpha: float, beta: float) -> float:
     """Ring all-reduce of an nbytes buffer over n ranks: 2(n-1)/n * bytes * beta + 2(n-1) * alpha."""
@@ -734,8 +744,7 @@ def step_time(inp, hw: Hardware, engine: EngineTraits = MYRIAD, mean_keys: float
         # The engine's schedule run by its simulator (equal stages, free transfers): idle share of the
         # makespan; each rank is busy m * t_mb, so the bubble is idle / (1 - idle) of that. For its time
         # model this is (p-1) t_mb / v exactly (pipeline_schedule.h's closed forms).
-        from .. import _myriad
-        idle = _myriad.simulate_pipeline(lay.schedule, p, mbs, v)["idle_fraction"]
+        idle = _idle_fraction(lay.schedule, p, mbs, v)
         bubble = idle / (1.0 - idle) * mbs * t_mb
     # Data-parallel traffic, the update and what follows the schedule, per rank; the slowest tail wins.
     tails = []
