@@ -3,6 +3,7 @@ accepts; the config's own layout is evaluated with a dry run that equals the pla
 big for the cluster says so with the smallest footprints; bad requests are refused naming the
 option; the `myriad` command dispatches to every planning tool."""
 import os
+import re
 
 import pytest
 import yaml
@@ -81,6 +82,22 @@ def test_a_world_with_no_layout_says_why_and_bad_node_sizes_are_refused(capsys):
         assert f"--gpus-per-node must be >= 1, got {bad}" in capsys.readouterr().err
     with pytest.raises(ValueError, match="gpus_per_node must be an integer >= 1"):
         planner.plan(GPT3, 1024, gpus_per_node=-8)
+
+
+def test_explain_costs_one_layout_and_breaks_its_step_down(capsys):
+    layout = "tp4 pp16 dp16 mb1x96 z1 sp rc-selective"
+    code = cli.main(["plan", "--config", GPT3, "--gpus", "1024", "--explain", layout])
+    text = capsys.readouterr().out
+    assert code == 0, text
+    line = next(x for x in text.splitlines() if x.startswith(f"{layout}: step "))
+    total, compute, exposed, bubble, optimizer = (float(v) for v in re.search(
+        r"step (\S+) s = compute (\S+) s \+ exposed communication (\S+) s .* \+ bubble (\S+) s \+ optimizer (\S+) s",
+        line).groups())
+    assert total == pytest.approx(compute + exposed + bubble + optimizer, rel=1e-2)  # 3 significant digits each
+    assert "compute by op class: matmul" in text and "recompute's share" in text
+    assert "communication per axis, issued / exposed: tp " in text
+    assert cli.main(["plan", "--config", GPT3, "--gpus", "1024", "--explain", "tp4 pq16"]) == 2
+    assert "'pq16' is not a layout word" in capsys.readouterr().err
 
 
 def test_the_myriad_command_dispatches_to_every_planning_tool(tmp_path, capsys):

@@ -76,6 +76,51 @@ def layout_overrides(lay: Layout, global_batch: int) -> tuple:
             f"training.global_batch_size={global_batch}", f"training.recompute={lay.recompute}")
 
 
+LAYOUT_TOKEN = re.compile(r"(tp|pp|v|dp|cp|ep|z)(\d+)|mb(\d+)x(\d+)|(sp)|rc-(none|selective|full)")
+
+
+def parse_layout(text: str, global_batch: int) -> tuple:
+    """The config keys of a layout written as the table prints it ("tp4 pp16 v2 dp8 cp2 ep4 mb1x96
+    z1 sp rc-selective"; left out: v1, cp1, ep1, no sp, rc none); ValueError naming a bad word."""
+    values = {"tp": 1, "pp": 1, "v": 1, "dp": 1, "cp": 1, "ep": 1, "z": 0, "mb": None, "sp": False, "rc": "none"}
+    for word in text.split():
+        match = LAYOUT_TOKEN.fullmatch(word)
+        if not match:
+            raise ValueError(f"--explain: '{word}' is not a layout word (tpN ppN vN dpN cpN epN mbAxB zN sp rc-MODE)")
+        if match.group(1):
+            values[match.group(1)] = int(match.group(2))
+        elif match.group(3):
+            values["mb"] = (int(match.group(3)), int(match.group(4)))
+        elif match.group(5):
+            values["sp"] = True
+        else:
+            values["rc"] = match.group(6)
+    if values["mb"] is None:
+        raise ValueError("--explain: the layout needs its micro-batches, mbAxB (micro-batch A, B per step)")
+    lay = Layout(tp=values["tp"], pp=values["pp"], dp=values["dp"], cp=values["cp"], ep=values["ep"],
+                 virtual_stages=values["v"], schedule="interleaved" if values["v"] > 1 else "1f1b",
+                 zero_stage=values["z"], sequence_parallel=values["sp"], recompute=values["rc"],
+                 micro_batch=values["mb"][0], gradient_accumulation=values["mb"][1])
+    return layout_overrides(lay, global_batch)
+
+
+def format_breakdown(candidate: Candidate, recompute_s: float | None = None) -> str:
+    """Where a layout's step goes: compute by op class (and recompute's share), communication per
+    axis issued and exposed, bubble, optimizer."""
+    st = candidate.step
+    exposed = ", ".join(f"{axis} {s:.3g}" for axis, s in st.exposed_comm_s.items() if s > 0) or "none"
+    lines = [f"{candidate.layout.describe()}: step {st.total_s:.3g} s = compute {st.compute_s:.3g} s + exposed "
+             f"communication {st.exposed_comm_total_s:.3g} s ({exposed}) + bubble {st.bubble_s:.3g} s + optimizer "
+             f"{st.optimizer_s:.3g} s; binding: {st.binding}",
+             "  compute by op class: " + ", ".join(f"{k} {v:.3g} s" for k, v in st.compute_by_class_s.items())
+             + (f"; recompute's share {recompute_s:.3g} s" if recompute_s is not None else ""),
+             "  communication per axis, issued / exposed: "
+             + (", ".join(f"{axis} {st.comm_s[axis]:.3g} / {st.exposed_comm_s.get(axis, 0.0):.3g} s"
+                          for axis in st.comm_s if st.comm_s[axis] > 0) or "none")]
+    lines += [f"  note: {note}" for note in st.notes]
+    return "\n".join(lines)
+
+
 def _engine_refusal(config_text: str, overrides: tuple, gpus: int):
     """None when the engine's config validation accepts the layout, else its first line."""
     from .. import _myriad
@@ -305,6 +350,16 @@ def candidate_config_text(config, candidate: Candidate, gpus: int) -> str:
     return layout_yaml(base.config_yaml, candidate, gpus)
 
 
+def _recompute_share(args, cand: Candidate) -> float | None:
+    """Seconds of the step's compute that recompute adds: the layout costed again without it."""
+    if cand.layout.recompute == "none":
+        return None
+    plain = dataclasses.replace(read_config(args.config, args.gpus, tuple(args.set)),
+                                layout=dataclasses.replace(cand.layout, recompute="none"))
+    hw = hardware_from(args.gpu, args.gpus_per_node, args.intra, args.inter, args.profile)
+    return cand.step.compute_s - step_time(plain, hw).compute_s
+
+
 def main(argv=None):
     """myriad plan: the command line (docs/planning.md)."""
     import argparse
@@ -327,6 +382,10 @@ def main(argv=None):
     parser.add_argument("--yaml", help="write the best layout's config here (ready for myriad-train)")
     parser.add_argument("--dry-run", action="store_true",
                         help="build every rank role of the best layout on the meta device and compare")
+    parser.add_argument("--explain", nargs="?", const="", metavar="LAYOUT",
+                        help="where the step goes (compute by class, recompute, communication per axis issued and "
+                             "exposed, bubble) for the layouts shown; with LAYOUT as the table writes it "
+                             "('tp4 pp16 dp16 mb1x96 z1 sp'), cost that one layout")
     args = parser.parse_args(argv)
     if args.gpus_per_node is not None and args.gpus_per_node < 1:
         print(f"error: --gpus-per-node must be >= 1, got {args.gpus_per_node} (leave it out for the default: 8 GPUs, "
@@ -338,6 +397,10 @@ def main(argv=None):
     args.gpus_per_node = args.gpus_per_node or 0
     from .. import _myriad
     try:
+        if args.explain:
+            base = read_config(args.config, 0, tuple(args.set))
+            args.set = [*args.set, *parse_layout(args.explain, base.batch.global_batch)]
+            args.no_search = True
         if args.no_search:
             result = evaluate(args.config, args.gpus, args.gpu, args.gpus_per_node, args.intra, args.inter,
                               args.profile, args.headroom, tuple(args.set))
@@ -348,6 +411,10 @@ def main(argv=None):
         print(f"error: {str(e).split('] ', 1)[-1]}", file=sys.stderr)
         return 2
     print(format_table(result))
+    if args.explain is not None:
+        print("\nbreakdown:")
+        for cand in [c for c in (result.best or result.closest) if c.step is not None]:
+            print(format_breakdown(cand, _recompute_share(args, cand)))
     chosen = (result.best or result.closest or [None])[0]
     if chosen is None:
         return 1
