@@ -100,6 +100,26 @@ def test_explain_costs_one_layout_and_breaks_its_step_down(capsys):
     assert "'pq16' is not a layout word" in capsys.readouterr().err
 
 
+def test_layouts_left_out_before_the_engines_check_are_ones_it_refuses():
+    from myriad.planner.layout import Layout, read_config
+
+    base = read_config(MOE, 0)
+    batch = base.batch.global_batch  # 4096 sequences
+    common = dict(cp=1, ep=16, zero_stage=1, recompute="none")
+    moe_tp = Layout(tp=2, pp=1, dp=512, virtual_stages=1, schedule="1f1b", sequence_parallel=True, micro_batch=1,
+                    gradient_accumulation=batch // 512, **common)  # micro-batch 1 over tp 2
+    interleaved = Layout(tp=1, pp=16, dp=64, virtual_stages=2, schedule="interleaved", sequence_parallel=False,
+                         micro_batch=16, gradient_accumulation=4, **common)  # 4 micro-batches, pp 16
+    for layout, rule in ((moe_tp, planner.PRUNED_MOE_MICRO_BATCH), (interleaved, planner.PRUNED_INTERLEAVED)):
+        refusal = planner._engine_refusal(base.config_yaml, planner.layout_overrides(layout, batch), 1024)
+        assert refusal is not None, rule  # the engine refuses what the search leaves out
+        skipped = {}
+        space = {"tp": [layout.tp], "pp": [layout.pp], "cp": [1], "ep": [16], "virtual_stages": [layout.virtual_stages],
+                 "micro_batch": [layout.micro_batch], "zero_stage": [1], "recompute": ["none"]}
+        assert list(planner.enumerate_layouts(base, 1024, 8, space, skipped)) == []
+        assert skipped == {rule: 1}
+
+
 def test_the_myriad_command_dispatches_to_every_planning_tool(tmp_path, capsys):
     assert cli.main(["--help"]) == 0
     listing = capsys.readouterr().out

@@ -54,6 +54,7 @@ class PlanResult:
     best: list = field(default_factory=list)  # fitting candidates, fastest first
     closest: list = field(default_factory=list)  # when nothing fits: the smallest footprints
     examined: int = 0
+    engine_checked: int = 0  # of them, validated by the engine one by one (the rest left out by its rules first)
     refused: dict = field(default_factory=dict)  # engine refusal reason -> count
     too_big: int = 0
     config_text: str = ""  # the config the search started from (YAML)
@@ -150,6 +151,12 @@ def layout_yaml(config_text: str, candidate: Candidate, gpus: int) -> str:
     return head + "\n" + config.to_yaml()
 
 
+PRUNED_MOE_MICRO_BATCH = ("training.micro_batch must be a multiple of parallel.tp for a mixture of experts "
+                          "(left out before the engine's check)")
+PRUNED_INTERLEAVED = ("the interleaved schedule needs the micro-batches per step (training.gradient_accumulation) "
+                      "divisible by parallel.pp (left out before the engine's check)")
+
+
 def enumerate_layouts(inp: PlanInput, gpus: int, gpus_per_node: int, space: dict | None = None,
                       skipped: dict | None = None):
     """Every layout of `gpus` ranks for the model and global batch of `inp` (engine checks come later).
@@ -157,8 +164,8 @@ def enumerate_layouts(inp: PlanInput, gpus: int, gpus_per_node: int, space: dict
     space = space or {}
     skipped = {} if skipped is None else skipped
 
-    def skip(reason):
-        skipped[reason] = skipped.get(reason, 0) + 1
+    def skip(reason, layouts=1):
+        skipped[reason] = skipped.get(reason, 0) + layouts
 
     model, batch = inp.model, inp.batch
     global_batch = batch.global_batch
@@ -187,9 +194,18 @@ def enumerate_layouts(inp: PlanInput, gpus: int, gpus_per_node: int, space: dict
                             ga = global_batch // (dp * mb)
                             if ga < 1:
                                 continue
+                            # Two of the engine's rules, applied before its check (which costs a config
+                            # parse per layout): tested to be refusals of the engine's own validation.
                             zeros = space.get("zero_stage") or ([0, 1] if pp > 1 else [0, 1, 2, 3])
+                            recomputes = space.get("recompute") or ["none", "selective", "full"]
+                            if model.is_moe and mb % tp:
+                                skip(PRUNED_MOE_MICRO_BATCH, len(zeros) * len(recomputes))
+                                continue
+                            if v > 1 and ga % pp:
+                                skip(PRUNED_INTERLEAVED, len(zeros) * len(recomputes))
+                                continue
                             for zero in zeros:
-                                for recompute in space.get("recompute") or ["none", "selective", "full"]:
+                                for recompute in recomputes:
                                     yield Layout(tp=tp, pp=pp, dp=dp, cp=cp, ep=ep, virtual_stages=v, schedule=schedule,
                                                  zero_stage=zero, sequence_parallel=tp > 1, recompute=recompute,
                                                  micro_batch=mb, gradient_accumulation=ga,
@@ -240,6 +256,11 @@ def plan(config, gpus: int, gpu: str = "h100", gpus_per_node: int = 8, intra: st
         cand.fits = True
         cand.binding = cand.step.binding
         fitting.append(cand)
+    result.engine_checked = result.examined
+    for reason in (PRUNED_MOE_MICRO_BATCH, PRUNED_INTERLEAVED):  # engine refusals, counted as such
+        if reason in skipped:
+            result.refused[reason] = skipped.pop(reason)
+            result.examined += result.refused[reason]
     if result.examined == 0:
         for reason, count in skipped.items():
             result.refused[reason] = result.refused.get(reason, 0) + count
@@ -272,7 +293,9 @@ def format_table(result: PlanResult) -> str:
              f"{hw.inter.name if hw.inter else 'none'}); usable memory per rank {result.usable_bytes / GB:.1f} GB "
              f"of {result.capacity_bytes / GB:.1f} GB",
              f"searched {result.examined} layouts: {len(result.best)} shown, {result.too_big} too big, "
-             f"{sum(result.refused.values())} refused by the engine's checks"]
+             f"{sum(result.refused.values())} refused by the engine's checks"
+             + (f" ({result.examined - result.engine_checked} of them by its rules before the check)"
+                if result.engine_checked and result.examined > result.engine_checked else "")]
     rows = result.best or result.closest
     if not rows:
         lines.append("no layout of this model fits the world size (the reasons below)")
