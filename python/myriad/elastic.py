@@ -125,9 +125,9 @@ HOSTFILE_FLAGS = ("--hostfile", "-hostfile", "--machinefile", "-machinefile")
 NP_FLAGS = ("-np", "--np", "-n", "-c")
 
 
-def relaunch(command, plan, hostfile, overrides_at=None):
+def relaunch(command, plan, hostfile):
     """The mpirun command with -np and --hostfile for `plan` and the plan's --set overrides added
-    to the driver (the command's end, or index `overrides_at`); ValueError when it is not mpirun."""
+    to the driver (the command's end); ValueError when it is not mpirun."""
     if not command or os.path.basename(command[0]) not in ("mpirun", "mpiexec", "orterun"):
         raise ValueError(f"--hostfile needs an mpirun command to relaunch, got '{command[0] if command else ''}'")
     out: List[str] = [command[0]]

@@ -171,7 +171,7 @@ class ElasticWorld:
     def __init__(self, hostfile, command):
         from . import _myriad, elastic
 
-        self.hostfile, self.command, self.elastic, self.native = hostfile, command, elastic, _myriad
+        self.hostfile, self.elastic, self.native = hostfile, elastic, _myriad
         found = elastic.driver_config(command)
         if found is None:
             raise ValueError("--hostfile needs the training driver's --config in the command")

@@ -41,23 +41,39 @@ class ValueFile {
   std::unique_ptr<StoredFileWriter> out_;
 };
 
-// Reads a temporary value file front to back.
+// Reads a temporary value file front to back, 1 MiB at a time (documents are read one by one:
+// a read per document would be a system call, or a chunk opening, per document).
 class ValueReader {
  public:
   ValueReader(const std::string& path, const AtRest& at_rest) : in_(at_rest.open(path)), size_(in_->size()) {}
-  // Whether `count` more values were there (false at the end; a partial value is an error).
+  // Whether `count` more values were there (false when the file ends first).
   template <typename T>
   bool read(T* values, std::size_t count) {
-    const std::uint64_t bytes = count * sizeof(T);
+    std::uint64_t bytes = count * sizeof(T);
     if (at_ + bytes > size_) return false;
-    in_->read_at(at_, values, bytes);
-    at_ += bytes;
+    auto* out = reinterpret_cast<char*>(values);
+    while (bytes > 0) {
+      if (at_ == buffer_end_) refill();
+      const auto take = static_cast<std::size_t>(std::min<std::uint64_t>(bytes, buffer_end_ - at_));
+      std::memcpy(out, buffer_.data() + (at_ - buffer_start_), take);
+      out += take;
+      at_ += take;
+      bytes -= take;
+    }
     return true;
   }
 
  private:
+  void refill() {
+    buffer_start_ = at_;
+    buffer_.resize(static_cast<std::size_t>(std::min<std::uint64_t>(std::uint64_t{1} << 20, size_ - at_)));
+    in_->read_at(at_, buffer_.data(), buffer_.size());
+    buffer_end_ = at_ + buffer_.size();
+  }
+
   std::unique_ptr<StoredFileReader> in_;
-  std::uint64_t size_, at_ = 0;
+  std::uint64_t size_, at_ = 0, buffer_start_ = 0, buffer_end_ = 0;
+  std::vector<char> buffer_;
 };
 
 // Reads `count` int32 values at value index `first` of the file.

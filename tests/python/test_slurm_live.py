@@ -18,7 +18,7 @@ import time
 
 import pytest
 
-from myriad.operations import sbatch
+from myriad.operations import sbatch, slurm_trace
 from package_under_test import PYTHONPATH
 from tiny_corpus import write_corpus
 
@@ -77,9 +77,7 @@ def slurm(tmp_path_factory):
 
 def scontrol_job(env, job):
     """scontrol show job's fields of `job` as a dict (one job: the array task's own id)."""
-    out = subprocess.run(["scontrol", "show", "job", "-o", str(job)], env=env, capture_output=True, text=True,
-                         timeout=30).stdout
-    return dict(re.findall(r"(\w+)=(\S*)", out.splitlines()[0])) if out.strip() else {}
+    return slurm_trace.job_fields(str(job), env)
 
 
 def wait_for(what, predicate, timeout=120, poll=0.25):
@@ -212,7 +210,7 @@ j4,12,1,3,research
 def test_the_simulator_schedules_a_trace_as_slurm_does(slurm, tmp_path):
     """The same sleep-job trace on Slurm and in the simulator (myriad.operations.slurm_trace): the same
     start order and preemptions; Slurm's makespan later by its scheduling latency only."""
-    from myriad.operations import cluster_sim, slurm_trace
+    from myriad.operations import cluster_sim
 
     (tmp_path / "trace.csv").write_text(TRACE)
     jobs = cluster_sim.load_trace(str(tmp_path / "trace.csv"))
