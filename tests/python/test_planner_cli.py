@@ -100,6 +100,22 @@ def test_explain_costs_one_layout_and_breaks_its_step_down(capsys):
     assert "'pq16' is not a layout word" in capsys.readouterr().err
 
 
+def test_a_published_systems_traits_cost_the_same_layout_differently(capsys):
+    layout = "tp8 pp16 dp8 mb1x192 z1 rc-full"
+    steps = {}
+    for engine in ("myriad", "megatron-lm", "megatron-core"):
+        assert cli.main(["plan", "--config", GPT3, "--gpus", "1024", "--gpu", "a100", "--inter", "ib200",
+                         "--engine", engine, "--explain", layout]) == 0
+        text = capsys.readouterr().out
+        steps[engine] = float(re.search(rf"{layout}: step (\S+) s", text).group(1))
+    # myriad's f32 activations and f32 CUDA-core attention are slower than either Megatron's 16-bit path;
+    # flash attention with overlapped communication is faster than materialised scores reduced after the backward.
+    assert steps["myriad"] > steps["megatron-lm"] > steps["megatron-core"]
+    with pytest.raises(SystemExit) as stopped:
+        cli.main(["plan", "--config", GPT3, "--gpus", "1024", "--engine", "deepspeed"])
+    assert stopped.value.code == 2 and "invalid choice: 'deepspeed'" in capsys.readouterr().err
+
+
 def test_layouts_left_out_before_the_engines_check_are_ones_it_refuses():
     from myriad.planner.layout import Layout, read_config
 

@@ -23,6 +23,11 @@ from package_under_test import REPO
 CONFIGS = {"gpt2_124m": [], "llama_tiny": [], "moe_tiny": ["parallel.ep=1"]}
 
 
+def flat(gpu, **kwargs):
+    """A GPU without the shape-dependent GEMM model: every GEMM at the best-shape rate (flat arithmetic)."""
+    return dataclasses.replace(hardware_from(gpu, **kwargs), gemm_model=None)
+
+
 def config_path(name):
     return f"{REPO}/configs/{name}.yaml"
 
@@ -228,7 +233,7 @@ def test_the_step_is_the_sum_of_its_parts():
 def test_recompute_adds_what_myriad_recomputes():
     # full: one more forward of the blocks (2 N weights FLOPs per layer); selective: norms and the MLP
     # activation only (TransformerBlock::recompute), no GEMM.
-    model, hw = llama_tiny(), hardware_from("h100")
+    model, hw = llama_tiny(), flat("h100")
     batch = Batch(seq_len=256, global_batch=8, precision="bf16")
     runs = {mode: step_time(plan(model, batch, micro_batch=4, gradient_accumulation=2, recompute=mode), hw)
             for mode in ("none", "selective", "full")}
@@ -326,8 +331,8 @@ def test_a_measured_matmul_rate_scales_compute_time_proportionally(tmp_path):
     hw = hardware_from("h100", profile=write(tmp_path, profile()))
     assert hw.matmul.calibrated and not hw.attention.calibrated and hw.intra.calibrated
     assert hw.peak_flops("bf16") == hwmod.DEVICES["h100"].bf16_flops  # MFU stays over the datasheet peak
-    # Without a profile: the datasheet peak times the assumed matmul efficiency, in the same proportion.
-    datasheet = step_time(inp, hardware_from("h100"))
+    # Without a profile and with flat rates: the datasheet peak times the best-shape efficiency.
+    datasheet = step_time(inp, flat("h100"))
     assert datasheet.compute_by_class_s["matmul"] * hardware_from("h100").matmul_flops_per_s("bf16") == pytest.approx(
         slow.compute_by_class_s["matmul"] * 2.0e11, rel=1e-12)
 

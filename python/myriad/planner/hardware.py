@@ -78,6 +78,8 @@ import math
 import os
 from dataclasses import dataclass, field
 
+from .gemm import GEMM_MODELS, GemmModel
+
 SCHEMA = "myriad.machine_profile/1"
 MIB = 1 << 20
 
@@ -198,6 +200,12 @@ LINKS = {
     "ib400": _link("ib400", 50e9, _IB_FRACTION, _ALPHA_NET,
                    "one 400 Gb/s NDR NIC per GPU = 50 GB/s per direction; achievable 48 GB/s "
                    "(NVIDIA/nccl-tests #267); " + _NCCL_LAT),
+    "ib200": _link("ib200", 25e9, 24.0 / 25.0, _ALPHA_NET,
+                   "one 200 Gb/s HDR InfiniBand NIC per GPU (DGX A100: 8 per node) = 25 GB/s per direction; "
+                   "achievable 24 GB/s (NVIDIA/nccl #412); " + _NCCL_LAT),
+    "opa4x100": _link("opa4x100", 4 * 12.5e9 / 8, _IB_FRACTION, _ALPHA_NET,
+                      "4 x 100 Gb/s Omni-Path links per 8-GPU node (BLOOM's Jean Zay nodes, bigscience tr11 README) "
+                      "= 6.25 GB/s per GPU per direction; fraction 0.96 ASSUMED (InfiniBand's); " + _NCCL_LAT),
     "ib800": _link("ib800", 100e9, _IB_FRACTION, _ALPHA_NET,
                    "one 800 Gb/s XDR NIC per GPU = 100 GB/s per direction; fraction 0.96 ASSUMED equal to "
                    "NDR's; " + _NCCL_LAT),
@@ -254,6 +262,7 @@ class Hardware:
     cores: int = 0  # cpu_host: cores of a node (0: a device per rank, no time-sharing)
     threads_per_rank: int = 1  # cpu_host: threads the profile's rates ran on
     profile: dict = field(default_factory=dict)  # the merged profile's header (machine, date, command, path)
+    gemm_model: GemmModel | None = None  # shape-dependent kernel times (gemm.py); None: flat rates
 
     def peak_flops(self, fmt: str) -> float:
         """The dense peak used for MFU and as the base of assumed efficiencies."""
@@ -522,7 +531,7 @@ def hardware_from(gpu: str = "h100", gpus_per_node: int = 0, intra: str = "", in
             raise ValueError(f"unknown link class '{name}' (one of {', '.join(LINKS)})")
     hw = Hardware(name=gpu, device=DEVICES[gpu], gpus_per_node=gpus_per_node or 8, intra=LINKS[intra],
                   inter=None if inter in ("", "none") else LINKS[inter], matmul=_MATMUL[gpu], attention=_ATTENTION,
-                  memory=_MEMORY, profile=header)
+                  memory=_MEMORY, profile=header, gemm_model=GEMM_MODELS.get(gpu))
     if prof is None:
         return hw
     compute, links = prof["compute"], prof["links"]

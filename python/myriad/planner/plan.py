@@ -25,7 +25,7 @@ from dataclasses import dataclass, field
 from . import memory
 from .hardware import hardware_from
 from .layout import Layout, PlanInput, read_config
-from .step_time import step_time
+from .step_time import ENGINES, MYRIAD, EngineTraits, step_time
 
 GB = 1e9
 
@@ -220,7 +220,7 @@ def _search_memory(inp: PlanInput) -> memory.RankMemory:
 
 def plan(config, gpus: int, gpu: str = "h100", gpus_per_node: int = 8, intra: str = "", inter: str = "ib400",
          profile=None, headroom: float = 0.10, top: int = 5, space: dict | None = None, overrides=(),
-         hardware=None) -> PlanResult:
+         hardware=None, engine: EngineTraits = MYRIAD) -> PlanResult:
     """Search the layouts of `config` on `gpus` GPUs; see the module docstring."""
     if gpus < 1:
         raise ValueError(f"gpus {gpus} must be >= 1")
@@ -248,7 +248,7 @@ def plan(config, gpus: int, gpu: str = "h100", gpus_per_node: int = 8, intra: st
             sized.append(cand)
             continue
         try:
-            cand.step = step_time(inp, hw)
+            cand.step = step_time(inp, hw, engine)
         except ValueError as e:  # a rule the step-time model knows and the config check did not
             reason = re.sub(r"\d+", "N", str(e))  # one reason for every size it applies to
             result.refused[reason] = result.refused.get(reason, 0) + 1
@@ -325,7 +325,8 @@ def format_table(result: PlanResult) -> str:
 
 
 def evaluate(config, gpus: int, gpu: str = "h100", gpus_per_node: int = 8, intra: str = "", inter: str = "ib400",
-             profile=None, headroom: float = 0.10, overrides=(), hardware=None) -> PlanResult:
+             profile=None, headroom: float = 0.10, overrides=(), hardware=None,
+             engine: EngineTraits = MYRIAD) -> PlanResult:
     """The config's own layout only ("will it fit, how fast?"): every rank role's memory and the step time."""
     inp = read_config(config, gpus, overrides)
     hw = hardware or hardware_from(gpu, gpus_per_node, intra, inter, profile)
@@ -335,7 +336,7 @@ def evaluate(config, gpus: int, gpu: str = "h100", gpus_per_node: int = 8, intra
     cand = Candidate(layout=inp.layout, overrides=layout_overrides(inp.layout, inp.batch.global_batch),
                      peak=memory.peak_rank_memory(inp))
     cand.fits = cand.memory_bytes <= result.usable_bytes
-    cand.step = step_time(inp, hw)
+    cand.step = step_time(inp, hw, engine)
     if cand.fits:
         cand.binding = cand.step.binding
         result.best = [cand]
@@ -380,7 +381,7 @@ def _recompute_share(args, cand: Candidate) -> float | None:
     plain = dataclasses.replace(read_config(args.config, args.gpus, tuple(args.set)),
                                 layout=dataclasses.replace(cand.layout, recompute="none"))
     hw = hardware_from(args.gpu, args.gpus_per_node, args.intra, args.inter, args.profile)
-    return cand.step.compute_s - step_time(plain, hw).compute_s
+    return cand.step.compute_s - step_time(plain, hw, ENGINES[args.engine]).compute_s
 
 
 def main(argv=None):
@@ -396,8 +397,11 @@ def main(argv=None):
     parser.add_argument("--gpus-per-node", type=int, default=None,
                         help="GPUs (ranks) per node (default: 8 for GPUs, the profile's ranks per node for cpu_host)")
     parser.add_argument("--intra", default="", help="nvlink3 | nvlink4 | nvlink5 (default: the GPU's)")
-    parser.add_argument("--inter", default="ib400", help="ib400 | ib800 | roce200 | none")
+    parser.add_argument("--inter", default="ib400", help="ib200 | ib400 | ib800 | roce200 | opa4x100 | none")
     parser.add_argument("--profile", help="machine profile JSON written by the benchmarks (calibration)")
+    parser.add_argument("--engine", default="myriad", choices=list(ENGINES),
+                        help="whose kernels and overlap the step time assumes: myriad (what myriad-train runs), or a "
+                             "published system's traits to compare with its measured runs (docs/planning.md)")
     parser.add_argument("--headroom", type=float, default=0.10, help="share of device memory kept free")
     parser.add_argument("--top", type=int, default=5, help="layouts to show")
     parser.add_argument("--no-search", action="store_true", help="evaluate the config's own layout only")
@@ -426,10 +430,10 @@ def main(argv=None):
             args.no_search = True
         if args.no_search:
             result = evaluate(args.config, args.gpus, args.gpu, args.gpus_per_node, args.intra, args.inter,
-                              args.profile, args.headroom, tuple(args.set))
+                              args.profile, args.headroom, tuple(args.set), engine=ENGINES[args.engine])
         else:
             result = plan(args.config, args.gpus, args.gpu, args.gpus_per_node, args.intra, args.inter, args.profile,
-                          args.headroom, args.top, overrides=tuple(args.set))
+                          args.headroom, args.top, overrides=tuple(args.set), engine=ENGINES[args.engine])
     except (ValueError, _myriad.Error) as e:
         print(f"error: {str(e).split('] ', 1)[-1]}", file=sys.stderr)
         return 2

@@ -39,6 +39,7 @@ import functools
 import math
 from dataclasses import dataclass, field
 
+from .gemm import flash_seconds, gemm_seconds
 from .hardware import Hardware, Link
 from .layout import stage_layers
 
@@ -46,19 +47,50 @@ AXES = ("tp", "cp", "ep", "pp", "dp")
 OP_CLASSES = ("matmul", "attention", "memory")
 
 
+ATTENTION_KINDS = ("flash_fp32", "flash", "materialized")
+
+
 @dataclass(frozen=True)
 class EngineTraits:
     """Properties of the engine that change the time but not the model (defaults: myriad today)."""
+    name: str = "myriad"
     activation_bytes: int = 4  # residual stream / activations / messages: f32 tensors holding rounded values
-    attention_format: str = "fp32"  # fp32: CUDA-core flash kernels (cuda_backend_model_ops.cpp); compute: tensor cores
+    # flash_fp32: fused kernels on CUDA cores in f32 (myriad: cuda_backend_model_ops.cpp); flash: fused
+    # kernels on tensor cores (FlashAttention-2, cuDNN); materialized: scores in HBM (Megatron-LM's
+    # batched GEMMs + fused scale-mask-softmax).
+    attention: str = "flash_fp32"
     gemm_operand_copies: bool = True  # 16-bit runs convert each GEMM's operands per call (a memory pass each)
     attention_backward_factor: float = 2.5  # flash backward: 5 GEMM-like products vs the forward's 2
+    dropout: bool = False  # attention-probability and hidden dropout (masks written forward, read backward)
+    dp_overlap: bool = True  # gradient buckets reduced during the backward (False: all after it)
+    tp_overlap: bool = False  # tp all-gathers / reduce-scatters overlapped with the block's GEMMs
+    # Bytes per weight per micro-batch moved to accumulate its gradient outside the GEMM (0: the weight-
+    # gradient GEMM accumulates in place).
+    grad_accumulation_bytes: float = 0.0
+
+    def __post_init__(self):
+        if self.attention not in ATTENTION_KINDS:
+            raise ValueError(f"EngineTraits.attention '{self.attention}' is not one of {', '.join(ATTENTION_KINDS)}")
 
 
 MYRIAD = EngineTraits()
-# Not myriad today: an engine that keeps activations and messages in 16 bits, runs attention on
-# tensor cores and feeds GEMMs without copies (Megatron-LM-like); for comparisons with published MFUs.
-SIXTEEN_BIT_ENGINE = EngineTraits(activation_bytes=2, attention_format="compute", gemm_operand_copies=False)
+# Published systems, for comparisons with their measured runs (docs/planning.md, "Validation"):
+# Megatron-LM / Megatron-DeepSpeed of the A100 era (2021-2022): 16-bit activations and messages,
+# attention scores materialised (batched GEMMs + fused scale-mask-softmax), dropout 0.1, gradient
+# all-reduce after the backward (its local DDP), fused bias-GELU, weight gradients written in 16 bits
+# by the GEMM and added into the fp32 main_grad buffer every micro-batch (write 2, read 2, read and
+# write 4 + 4 = 12 bytes per weight; Megatron-Core fuses it into the GEMM: gradient_accumulation_fusion).
+MEGATRON_LM = EngineTraits(name="megatron-lm", activation_bytes=2, attention="materialized",
+                           gemm_operand_copies=False, dropout=True, dp_overlap=False, grad_accumulation_bytes=12.0)
+# Megatron-Core with Transformer Engine (2023-): flash attention (cuDNN / FlashAttention-2), gradient
+# reduce-scatter overlapped with the backward, tp communication overlapped with the GEMMs
+# (--tp-comm-overlap), no dropout in the recipes.
+MEGATRON_CORE = EngineTraits(name="megatron-core", activation_bytes=2, attention="flash",
+                             gemm_operand_copies=False, dropout=False, dp_overlap=True, tp_overlap=True)
+# The Megatron-like traits under their earlier name (16-bit activations, tensor-core attention
+# GEMMs, no operand copies).
+SIXTEEN_BIT_ENGINE = MEGATRON_LM
+ENGINES = {e.name: e for e in (MYRIAD, MEGATRON_LM, MEGATRON_CORE)}
 
 
 @dataclass(frozen=True)
@@ -299,7 +331,9 @@ class _Unit:
     elements: float  # dense or expert parameter elements this rank holds
     expert: bool
     tp_partial: float = 0.0  # elements every tp rank holds whole (MoE router, shared and routed experts)
-    fwd_s: float = 0.0  # time of the pass through it, per micro-batch (its block's, for both units of a block)
+    # Compute seconds of the pass through it per micro-batch (its block's, for both units of a block):
+    # what dp traffic overlaps (communication on the path does not hide other communication).
+    fwd_s: float = 0.0
     bwd_s: float = 0.0
 
 
@@ -310,6 +344,11 @@ class _Cost:
         self.compute = dict.fromkeys(OP_CLASSES, 0.0)
         self.issued = dict.fromkeys(AXES, 0.0)
         self.exposed = dict.fromkeys(AXES, 0.0)
+
+    @property
+    def compute_seconds(self) -> float:
+        """Compute alone: what communication issued beside it can hide behind."""
+        return sum(self.compute.values())
 
     def comm(self, axis, seconds, exposed=None):
         self.issued[axis] += seconds
@@ -342,8 +381,14 @@ class _Model:
         precision = self.batch.precision.lower()
         self.sixteen = precision in ("bf16", "fp16")
         self.matmul_rate = hw.matmul_flops_per_s(precision, lay.tp)
-        attention_fmt = "fp32" if engine.attention_format == "fp32" else precision
+        attention_fmt = "fp32" if engine.attention == "flash_fp32" else precision
         self.attention_rate = hw.attention_flops_per_s(attention_fmt)
+        # Shape-dependent kernel times (gemm.py) where the device has a GEMM model and no profile
+        # measured the rate; 16-bit runs only (fp32 GEMMs keep the flat rate).
+        self.shapes = hw.gemm_model if (self.sixteen and not hw.matmul.calibrated) else None
+        self.peak = hw.peak_flops(precision)
+        self.hbm = hw.device.hbm_bytes_per_s if hw.device is not None else 0.0
+        self.launch = self.shapes.launch_s if self.shapes else 0.0
         self.memory_rate = hw.memory_bytes_per_s()
         # Time-shared cores (cpu_host with more threads than cores): each rank keeps this share of its rates.
         self.share = hw.rank_share(min(lay.tp * lay.pp * lay.cp * lay.dp, hw.gpus_per_node))
@@ -360,8 +405,21 @@ class _Model:
         self.copy = 6.0 if (self.sixteen and engine.gemm_operand_copies) else 0.0  # read f32 + write 16-bit
 
     # -- compute helpers ---------------------------------------------------------------------
-    def _gemm(self, cost, flops):
-        cost.compute["matmul"] += flops / self.matmul_rate
+    def _gemm_s(self, m, n, k, batch=1.0):
+        """One GEMM (or `batch` of them): from its shape on a modelled GPU, else FLOPs / the flat rate."""
+        if self.shapes is None:
+            return 2.0 * m * n * k * batch / self.matmul_rate
+        return gemm_seconds(self.shapes, m, n, k, self.peak * self.share, self.hbm * self.share, batch)
+
+    def _gemms(self, cost, shapes, backward=False, klass="matmul"):
+        """Forward GEMMs [(m, n, k, batch)] or, backward, their data (m x k x n) and weight (k x n x m) gradients."""
+        for m, n, k, b in shapes:
+            cost.compute[klass] += (self._gemm_s(m, k, n, b) + self._gemm_s(k, n, m, b)) if backward \
+                else self._gemm_s(m, n, k, b)
+
+    def _launches(self, cost, kernels):
+        """Memory-bound kernel launches (each costs the launch gap on a modelled GPU)."""
+        cost.compute["memory"] += kernels * self.launch
 
     def _bytes(self, cost, nbytes):
         cost.compute["memory"] += nbytes / self.memory_rate
@@ -388,32 +446,76 @@ class _Model:
         replicated = m.num_experts * C + m.shared_experts * m.mlp_matrices * C * m.expert_ffn  # router, shared
         return dense + replicated, (m.num_experts / lay.ep) * m.mlp_matrices * C * m.expert_ffn, replicated
 
+    def block_gemms(self, layer):
+        """The forward GEMMs of block `layer` on this rank: [(m, n, k, batch)] (m = rows, k = reduced)."""
+        m, lay = self.m, self.lay
+        C, tp, N = m.n_embd, lay.tp, self.N
+        out = [(N, m.qkv_width / tp, C, 1), (N, C, C / tp, 1)]  # qkv (column-parallel), proj (row-parallel)
+        if not m.is_moe_layer(layer):
+            return out + [(N, (m.mlp_matrices - 1) * m.ffn_hidden / tp, C, 1), (N, C, m.ffn_hidden / tp, 1)]
+        tokens = N / tp if tp > 1 else N  # the rank's B / tp sequences (moe_sequences)
+        rows = tokens * m.top_k * lay.ep / m.num_experts  # per local expert, routing assumed uniform
+        out += [(tokens, m.num_experts, C, 1),  # router
+                (rows, (m.mlp_matrices - 1) * m.expert_ffn, C, m.num_experts / lay.ep),
+                (rows, C, m.expert_ffn, m.num_experts / lay.ep)]
+        if m.shared_experts:
+            out += [(tokens, (m.mlp_matrices - 1) * m.expert_ffn, C, m.shared_experts),
+                    (tokens, C, m.expert_ffn, m.shared_experts)]
+        return out
+
+    def attention_pass(self):
+        """(forward cost, backward cost) of one block's attention core (scores, softmax, values) for
+        one micro-batch, as the engine's attention kind runs it."""
+        m, lay, kind = self.m, self.lay, self.engine.attention
+        fwd, bwd = _Cost(), _Cost()
+        heads, D = m.n_head / lay.tp, m.head_dim
+        queries, keys_seen = self.T / lay.cp, self.T
+        flops = 4.0 * self.N * (m.n_embd / lay.tp) * self.keys  # scores and values: 2 * 2 * C per visible key
+        if kind == "materialized":  # batched GEMMs over the full T x T scores, then passes over them in HBM
+            batch = self.B * heads
+            self._gemms(fwd, [(queries, keys_seen, D, batch), (queries, D, keys_seen, batch)], klass="attention")
+            # backward: dV = P^T dO, dP = dO V^T, dQ = dS K, dK = dS^T Q
+            for shape in ((keys_seen, D, queries), (queries, keys_seen, D), (queries, D, keys_seen),
+                          (keys_seen, D, queries)):
+                bwd.compute["attention"] += self._gemm_s(*shape, batch)
+            scores = batch * queries * keys_seen
+            mask = 5.0 if self.engine.dropout else 0.0  # dropout: read + write 16-bit, write a 1-byte mask
+            # forward: scale-mask-softmax reads and writes the scores; backward: the softmax gradient
+            # reads y and dy and writes dx; dropout's backward reads the mask and the gradient, writes it.
+            fwd.compute["attention"] += scores * (4.0 + mask) / self.memory_rate + (2 if mask else 1) * self.launch
+            bwd.compute["attention"] += scores * (6.0 + mask) / self.memory_rate + (2 if mask else 1) * self.launch
+        elif kind == "flash" and self.shapes is not None and not self.hw.attention.calibrated:
+            args = (self.B, heads, queries, D, self.keys, self.peak * self.share)
+            fwd.compute["attention"] += flash_seconds(self.shapes, *args)
+            bwd.compute["attention"] += flash_seconds(self.shapes, *args, backward=True)
+        else:
+            fwd.compute["attention"] += flops / self.attention_rate
+            bwd.compute["attention"] += self.engine.attention_backward_factor * flops / self.attention_rate
+        return fwd, bwd
+
     def layer_pass(self, layer):
         """(forward cost, backward cost incl. recompute) of block `layer` for one micro-batch."""
         m, lay, a = self.m, self.lay, self.a
         C, tp, N, rows = float(m.n_embd), lay.tp, self.N, self.rows
         fwd, bwd = _Cost(), _Cost()
-        # Matmul FLOPs of the forward on this rank.
-        attn_w = (C * m.qkv_width + C * C) / tp
-        flops = 2.0 * N * attn_w
+        gemms = self.block_gemms(layer)
+        self._gemms(fwd, gemms)
+        att_f, att_b = self.attention_pass()
+        fwd.add(att_f)
         moe = m.is_moe_layer(layer)
-        if moe:
-            tokens = N / tp if tp > 1 else N  # the rank's B / tp sequences (moe_sequences)
-            routed = m.top_k + m.shared_experts
-            flops += 2.0 * tokens * (m.num_experts * C + routed * m.mlp_matrices * C * m.expert_ffn)
-        else:
-            flops += 2.0 * N * m.mlp_matrices * C * m.ffn_hidden / tp
-        self._gemm(fwd, flops)
-        att = 4.0 * N * (C / tp) * self.keys  # scores and values: 2 * 2 * C per visible key
-        self._attention(fwd, att)
-        # Memory-bound forward bytes (elementwise ops read and write f32 activations).
+        tokens = N / tp if (moe and tp > 1) else N
+        # Memory-bound forward bytes (elementwise ops read and write activations of `a` bytes).
         norm_bytes = 2 * 2 * C * a * rows  # two norms: read C, write C per row
         act_bytes = 0.0
         mem = norm_bytes + 2 * 3 * C * a * rows  # + two residual adds: read 2C, write C
+        kernels = 5  # two norms, two residual adds, the MLP activation
+        if self.engine.dropout:  # hidden dropout before each residual add: a 1-byte mask written
+            mem += 2 * C * rows
         if moe:
             k_rows = tokens * m.top_k
             act_bytes = (2 if not m.swiglu else 3) * m.expert_ffn * a * (k_rows + tokens * m.shared_experts)
             mem += 8 * C * a * k_rows  # gather, regroup, ungroup, combine: read + write k*C
+            kernels += 4
             # GEMM inputs converted: the experts' (gate and up, or fc) and down inputs, the router's.
             mem += self.copy * (k_rows * (C * (m.mlp_matrices - 1) + m.expert_ffn) + tokens * C)
         else:
@@ -421,40 +523,63 @@ class _Model:
             mem += self.copy * N * (C * (m.mlp_matrices - 1) + m.ffn_hidden / tp)  # fc (gate, up), out inputs
         if not m.learned_positions:  # RoPE: read and write q and k
             mem += 2 * (m.n_head + m.n_kv_head) * m.head_dim / tp * a * N
+            kernels += 1
         mem += self.copy * N * (C + C / tp)  # qkv and proj inputs
         dense_w, expert_w, _ = self.block_weights(layer)
         mem += self.copy * (dense_w + expert_w)  # the weights' 16-bit copies, once per pass
         self._bytes(fwd, mem)
         self._activation(fwd, act_bytes)  # the MLP activation (GELU / SwiGLU): its own rate where measured
+        self._launches(fwd, kernels)
         # Communication on the forward's path.
-        fwd_comm = self.block_comm_forward(moe, tokens if moe else N)
+        fwd_comm = self._overlap_tp(self.block_comm_forward(moe, tokens if moe else N, att_f.compute_seconds),
+                                    fwd.compute["matmul"])
         fwd_comm_cost = _Cost()
         for axis, issued, exposed in fwd_comm:
             fwd_comm_cost.comm(axis, issued, exposed)
         fwd.add(fwd_comm_cost)
-        # Backward: GEMMs twice the forward, flash backward engine.attention_backward_factor x, memory 2x.
-        self._gemm(bwd, 2.0 * flops)
-        self._attention(bwd, self.engine.attention_backward_factor * att)
+        # Backward: each GEMM's data and weight gradients, the attention core's backward, memory 2x.
+        self._gemms(bwd, gemms, backward=True)
+        bwd.add(att_b)
         self._bytes(bwd, 2.0 * mem)
         self._activation(bwd, 2.0 * act_bytes)
-        for axis, issued, exposed in self.block_comm_backward(moe, tokens if moe else N, att):
+        self._launches(bwd, 2 * kernels)
+        # Weight gradients accumulated outside the GEMM (a pass per parameter per micro-batch).
+        self._bytes(bwd, self.engine.grad_accumulation_bytes * (dense_w + expert_w))
+        bwd_comm = self.block_comm_backward(moe, tokens if moe else N, att_b.compute_seconds)
+        for axis, issued, exposed in self._overlap_tp(bwd_comm, bwd.compute["matmul"]):
             bwd.comm(axis, issued, exposed)
         # Recompute inside backward.
         if lay.recompute == "full":
-            self._gemm(bwd, flops)
-            self._attention(bwd, att)
+            self._gemms(bwd, gemms)
+            bwd.add(att_f)
             self._bytes(bwd, mem)
             self._activation(bwd, act_bytes)
+            self._launches(bwd, kernels)
             bwd.add(fwd_comm_cost)
         elif lay.recompute == "selective" or self.sp:  # norms again (and the MLP activation when selective)
             self._bytes(bwd, norm_bytes)
             self._activation(bwd, act_bytes if lay.recompute == "selective" and not moe else 0.0)
         return fwd, bwd
 
+    def _overlap_tp(self, comm, gemm_s):
+        """With tensor-parallel communication overlapped with the block's GEMMs (EngineTraits.tp_overlap:
+        chunked all-gather / reduce-scatter beside the GEMMs that consume or produce them), the block's
+        tp seconds beyond its GEMM seconds stay exposed, and the hidden part slows the GEMMs by the
+        overlap slowdown; each tp entry keeps its share."""
+        if not (self.engine.tp_overlap and self.lay.tp > 1):
+            return comm
+        total = sum(s for axis, s, _ in comm if axis == "tp")
+        if total <= 0:
+            return comm
+        exposed = max(0.0, total - gemm_s)
+        slowdown = self.shapes.overlap_slowdown if self.shapes is not None else 0.0
+        exposed += slowdown * (total - exposed)
+        return [(axis, s, s * exposed / total if axis == "tp" else e) for axis, s, e in comm]
+
     def _tp_full_bytes(self):
         return self.N * self.m.n_embd * self.a  # one (B, T/cp, C) activation
 
-    def block_comm_forward(self, moe, moe_tokens):
+    def block_comm_forward(self, moe, moe_tokens, att_s):
         """[(axis, issued s, exposed s)] of one block's forward."""
         out, lay, net = [], self.lay, self.net
         if lay.tp > 1:
@@ -466,10 +591,10 @@ class _Model:
         if moe and lay.ep > 1:
             out += self._moe_exchange(moe_tokens)
         if lay.cp > 1:
-            out += self._ring_attention(backward=False)
+            out += self._ring_attention(att_s, backward=False)
         return [(axis, s, s if e is None else e) for axis, s, e in out]
 
-    def block_comm_backward(self, moe, moe_tokens, att_flops):
+    def block_comm_backward(self, moe, moe_tokens, att_s):
         out, lay, net = [], self.lay, self.net
         if lay.tp > 1:
             S = self._tp_full_bytes()
@@ -486,7 +611,7 @@ class _Model:
         if moe and lay.ep > 1:
             out += self._moe_exchange(moe_tokens)
         if lay.cp > 1:
-            out += self._ring_attention(backward=True, att_flops=att_flops)
+            out += self._ring_attention(att_s, backward=True)
         return [(axis, s, s if e is None else e) for axis, s, e in out]
 
     def _moe_exchange(self, tokens):
@@ -500,17 +625,15 @@ class _Model:
         move = self.net.all_to_all("ep", rows_bytes)
         return [("ep", counts, None), ("ep", move, None), ("ep", move, None)]
 
-    def _ring_attention(self, backward, att_flops=0.0):
-        """K/V round the cp ring; each transfer overlaps the step's attention (ring_attention.cpp)."""
+    def _ring_attention(self, att_s, backward):
+        """K/V round the cp ring; each transfer overlaps one ring step's attention, att_s / cp of the
+        pass's attention seconds (ring_attention.cpp)."""
         m, lay, cp = self.m, self.lay, self.lay.cp
         kv_bytes = 2.0 * self.N * (m.n_kv_head // lay.tp) * m.head_dim * self.a  # packed K and V, both chunks
         t = self.net.p2p("cp", kv_bytes)
-        C = float(m.n_embd)
-        fwd_att = 4.0 * self.N * (C / lay.tp) * self.keys / self.attention_rate
+        step = att_s / cp
         if not backward:
-            step = fwd_att / cp
             return [("cp", (cp - 1) * t, (cp - 1) * max(0.0, t - step))]
-        step = self.engine.attention_backward_factor * fwd_att / cp
         # K/V go round again while the K/V gradients travel a second ring one step behind; the last
         # gradient transfer is waited for after the last step.
         exposed = (cp - 1) * max(0.0, 2 * t - step) + t
@@ -533,9 +656,10 @@ class _Model:
         m, lay, net = self.m, self.lay, self.net
         fwd, bwd = _Cost(), _Cost()
         C, V = float(m.n_embd), m.padded_vocab / lay.tp
-        flops = 2.0 * self.N * V * C
-        self._gemm(fwd, flops)
-        self._gemm(bwd, 2.0 * flops)
+        self._gemms(fwd, [(self.N, V, C, 1)])
+        self._gemms(bwd, [(self.N, V, C, 1)], backward=True)
+        self._launches(fwd, 3)  # final norm, loss
+        self._launches(bwd, 3)
         norm = 2 * C * self.a * self.rows
         logits = 4.0 * V * self.N  # f32 logits
         self._bytes(fwd, norm + 2 * logits + self.copy * (self.N * C + V * C))
@@ -558,13 +682,13 @@ class _Model:
         if first:
             f, b = self.embedding_pass()
             elements = m.padded_vocab * C / lay.tp + (m.context_length * C if m.learned_positions else 0.0)
-            units.append(_Unit("embeddings", elements, False, 0.0, f.seconds, b.seconds))
+            units.append(_Unit("embeddings", elements, False, 0.0, f.compute_seconds, b.compute_seconds))
             fwd.add(f)
             bwd.add(b)
         for layer in chunk_layers:
             f, b = self.layer_pass(layer)
             dense, expert, replicated = self.block_weights(layer)
-            units.append(_Unit(f"blocks.{layer}", dense, False, replicated, f.seconds, b.seconds))
+            units.append(_Unit(f"blocks.{layer}", dense, False, replicated, f.compute_seconds, b.compute_seconds))
             if expert > 0:  # timed with its block (its gradients are final when the block's are)
                 units.append(_Unit(f"blocks.{layer}.experts", expert, True, expert, 0.0, 0.0))
             fwd.add(f)
@@ -574,7 +698,7 @@ class _Model:
             elements = C * (2 if m.layernorm else 1)
             if not m.tie_embeddings or not first:  # untied head, or the last stage's copy of the tied embedding
                 elements += m.padded_vocab * C / lay.tp
-            units.append(_Unit("head", elements, False, 0.0, f.seconds, b.seconds))
+            units.append(_Unit("head", elements, False, 0.0, f.compute_seconds, b.compute_seconds))
             fwd.add(f)
             bwd.add(b)
         if lay.pp > 1:  # activations in, gradients out (and back): on the path of every micro-batch
@@ -624,6 +748,9 @@ def _dp_tail(model: _Model, units):
     lay, net, m = model.lay, model.net, model.m
     stage, mbs = lay.zero_stage, lay.gradient_accumulation
     f32 = 4.0
+    # While a collective overlaps compute, its kernels hold SMs (NCCL: one per channel) and compute slows:
+    # the hidden seconds cost this share again (gemm.GemmModel.overlap_slowdown; 0 without a GPU model).
+    slowdown = model.shapes.overlap_slowdown if model.shapes is not None else 0.0
 
     def group(expert):
         return "edp" if expert and m.is_moe else "dcp"
@@ -646,11 +773,13 @@ def _dp_tail(model: _Model, units):
             op = net.all_reduce if stage == 0 else net.reduce_scatter
             times.append(op(group(is_expert), elements * f32))
             deferred = tie_exchange and any(u.name in ("embeddings", "head") for u in units[first:last + 1])
-            starts.append(end + tied if deferred or lay.bucket_mb == 0 else ready[first])
+            after = deferred or lay.bucket_mb == 0 or not model.engine.dp_overlap
+            starts.append(end + tied if after else ready[first])
         order = sorted(range(len(times)), key=lambda i: starts[i])
         finish = _fifo_finish([starts[i] for i in order], [times[i] for i in order])
         issued = sum(times)
         exposed_tail = max(0.0, finish - end - tied)
+        exposed_tail += slowdown * max(0.0, issued - exposed_tail)  # compute slowed while buckets overlap it
         if stage == 1:
             gather_after = sum(net.all_gather(group(is_expert), elements * f32)
                                for _, _, elements, is_expert in buckets)
@@ -661,6 +790,7 @@ def _dp_tail(model: _Model, units):
         order = sorted(range(len(units)), key=lambda i: ready[i])
         finish = _fifo_finish([ready[i] for i in order], [times[i] for i in order])
         per_mb = max(0.0, finish - end)
+        per_mb += slowdown * max(0.0, sum(times) - per_mb)
         gather_after = sum(net.all_gather(group(u.expert), u.elements * f32) for u in units)
         issued = mbs * sum(times) + gather_after
     else:  # ZeRO-3: every unit gathered in forward and again in backward (next unit prefetched), reduce-scattered
@@ -668,6 +798,7 @@ def _dp_tail(model: _Model, units):
         gathers = [net.all_gather(group(u.expert), u.elements * gather_bytes) for u in units]
         scatters = [net.reduce_scatter(group(u.expert), u.elements * f32) for u in units]
         per_mb = _zero3_exposed(units, gathers, scatters)
+        per_mb += slowdown * max(0.0, 2 * sum(gathers) + sum(scatters) - per_mb)
         issued = mbs * (2 * sum(gathers) + sum(scatters))
     if m.is_moe and lay.tp > 1:  # MoE parameters are tp-replicated: each rank's share summed over tp once a step
         partial_dense = sum(u.tp_partial for u in units if not u.expert)

@@ -1,0 +1,134 @@
+"""The planner's shape-dependent kernel times (python/myriad/planner/gemm.py) and what they change in
+the step-time model: tile and wave quantisation against hand counts, the HBM floor of thin GEMMs,
+thin tensor-parallel shards running below the whole GEMM's rate, materialised attention computing
+the full T x T scores, dp traffic hiding behind compute only (not behind communication on the path),
+an engine that reduces gradients after the backward exposing all of it, and the published-runs
+table's arithmetic. Docs: docs/planning.md ("Kernel times from shapes", "Validation")."""
+import dataclasses
+import math
+
+import pytest
+
+from myriad.planner import validation
+from myriad.planner.gemm import GEMM_MODELS, flash_seconds, gemm_seconds
+from myriad.planner.hardware import hardware_from
+from myriad.planner.layout import Batch, Layout, ModelShape, PlanInput
+from myriad.planner.step_time import ENGINES, MEGATRON_LM, MYRIAD, EngineTraits, step_time
+
+A100 = GEMM_MODELS["a100"]
+PEAK, HBM = 312e12, 2.039e12
+
+
+def rate(m, n, k, batch=1):
+    return 2.0 * m * n * k * batch / gemm_seconds(A100, m, n, k, PEAK, HBM, batch)
+
+
+def test_a_large_square_gemm_runs_near_the_measured_best_shape_rate():
+    assert 0.9 * A100.best * PEAK < rate(8192, 8192, 8192) <= A100.best * PEAK
+
+
+def test_one_tile_more_than_a_wave_costs_a_second_wave():
+    # 12 x 9 = 108 tiles of 128 x 128 fill one wave of the A100's SMs; one more column of outputs needs 120
+    # tiles, a second wave.
+    g = dataclasses.replace(A100, tiles=((128, 128),))
+    assert g.sms == 12 * 9
+    one = gemm_seconds(g, 12 * 128, 9 * 128, 8192, PEAK, HBM)
+    two = gemm_seconds(g, 12 * 128, 9 * 128 + 1, 8192, PEAK, HBM)
+    wave = 2.0 * 128 * 128 * (8192 + g.k_fill) / (PEAK * g.best / g.sms * g.tile_efficiency(128, 128, PEAK * g.best, 2))
+    assert one == pytest.approx(wave + g.launch_s, rel=1e-12)
+    assert two == pytest.approx(2 * wave + g.launch_s, rel=1e-12)
+
+
+def test_a_thin_gemm_is_bound_by_hbm():
+    m, n, k = 65536, 4096, 8  # 8 reduction steps: its operands and result dominate
+    floor = (m * k + k * n + m * n) * 2 / (HBM * A100.hbm_fraction)
+    assert gemm_seconds(A100, m, n, k, PEAK, HBM) == pytest.approx(floor + A100.launch_s, rel=1e-12)
+
+
+def test_thin_tensor_parallel_shards_run_below_the_whole_gemms_rate():
+    # GPT-3 175B's qkv GEMM (2048 tokens x 3h x h) whole and as one of 8 column shards, and a 1.7B-size one.
+    whole = rate(2048, 3 * 12288, 12288)
+    shard = rate(2048, 3 * 12288 // 8, 12288)
+    small = rate(2048, 3 * 2304 // 8, 2304)
+    assert small < shard < whole
+    assert small < 0.8 * whole
+
+
+def test_flash_attention_takes_longer_backward_and_scales_with_visible_keys():
+    fwd = flash_seconds(A100, 8, 32, 2048, 128, 1024.0, PEAK)
+    bwd = flash_seconds(A100, 8, 32, 2048, 128, 1024.0, PEAK, backward=True)
+    assert bwd > 2.5 * fwd * 0.99
+    longer = flash_seconds(A100, 8, 32, 2048, 128, 2048.0, PEAK)
+    assert 1.8 * fwd < longer < 2.0 * fwd
+
+
+def gpt(layers=24, hidden=2048, heads=16, seq=2048, vocab=51200):
+    return ModelShape(family="gpt2", vocab_size=vocab, n_layer=layers, n_head=heads, n_kv_head=heads, n_embd=hidden,
+                      context_length=seq, ffn_hidden=4 * hidden, tie_embeddings=True, bias=True,
+                      padded_vocab=math.ceil(vocab / 1024) * 1024, head_dim=hidden // heads)
+
+
+def inp(model, **layout):
+    lay = Layout(**layout)
+    global_batch = lay.micro_batch * lay.gradient_accumulation * lay.dp
+    return PlanInput(model=model, layout=lay, batch=Batch(seq_len=model.context_length, global_batch=global_batch,
+                                                          precision="bf16", device="cuda"))
+
+
+def test_materialized_attention_computes_every_score_and_flash_only_the_visible_ones():
+    hw = hardware_from("a100", 8, "nvlink3", "ib200")
+    run = inp(gpt(), micro_batch=4)
+    materialized = step_time(run, hw, MEGATRON_LM)
+    flash = step_time(run, hw, dataclasses.replace(MEGATRON_LM, attention="flash", dropout=False))
+    assert materialized.compute_by_class_s["attention"] > 1.5 * flash.compute_by_class_s["attention"]
+    assert materialized.compute_by_class_s["matmul"] == flash.compute_by_class_s["matmul"]
+
+
+def test_an_unknown_attention_kind_is_refused():
+    with pytest.raises(ValueError, match="materialized"):
+        EngineTraits(attention="paged")
+
+
+def test_dp_traffic_hides_behind_compute_only():
+    # ZeRO-3 over 64 nodes on a slow network: more dp traffic than compute; whatever is hidden must fit
+    # in the compute (tp all-reduces on the path hide nothing).
+    hw = hardware_from("a100", 8, "nvlink3", "roce200")
+    st = step_time(inp(gpt(layers=16, hidden=4096, heads=32), tp=8, dp=64, zero_stage=3, micro_batch=1,
+                       gradient_accumulation=2), hw, MYRIAD)
+    assert st.comm_s["dp"] > st.compute_s
+    assert st.comm_s["dp"] - st.exposed_comm_s["dp"] <= st.compute_s * (1 + 1e-9)
+
+
+def test_an_engine_that_reduces_after_the_backward_exposes_all_of_it():
+    hw = hardware_from("a100", 8, "nvlink3", "ib200")
+    run = inp(gpt(), tp=2, dp=16, zero_stage=0, micro_batch=2, gradient_accumulation=4)
+    after = step_time(run, hw, MEGATRON_LM)
+    overlapped = step_time(run, hw, dataclasses.replace(MEGATRON_LM, dp_overlap=True))
+    assert after.exposed_comm_s["dp"] == pytest.approx(after.comm_s["dp"], rel=1e-12)
+    assert overlapped.exposed_comm_s["dp"] < after.exposed_comm_s["dp"]
+
+
+def test_published_rows_convert_their_figures_with_their_convention():
+    run = {"name": "hand", "source": "-", "quote": "-", "gpu": "a100", "gpus": 64, "engine": "megatron-lm",
+           "model": {"layers": 24, "hidden": 2048, "heads": 16, "vocab": 51200, "seq_len": 2048},
+           "layout": {"tp": 2, "pp": 2, "micro_batch": 2, "global_batch": 512, "recompute": "full"},
+           "measured": {"kind": "tflops_per_gpu", "value": 100.0, "convention": "megatron"}}
+    run_inp = validation.plan_input(run)
+    assert run_inp.layout.dp == 16 and run_inp.layout.gradient_accumulation == 16
+    B, s, L, h, V = 512, 2048, 24, 2048, 51200
+    flops = 96 * B * s * L * h * h * (1 + s / (6 * h) + V / (16 * L * h))
+    assert validation.measured_step_s(run, run_inp) == pytest.approx(flops / (64 * 100e12), rel=1e-12)
+    mfu = dict(run, measured={"kind": "mfu", "value": 0.5, "convention": "megatron"})
+    assert validation.measured_step_s(mfu, run_inp) == pytest.approx(flops / (64 * 0.5 * 312e12), rel=1e-12)
+    rows = validation.validate([run])
+    hw = hardware_from("a100", 8, "", "ib200")
+    assert rows[0].predicted_s == step_time(run_inp, hw, ENGINES["megatron-lm"]).total_s
+    assert "median |error|" in validation.table(rows)
+
+
+def test_every_published_row_is_costed():
+    rows = validation.validate()
+    assert len(rows) >= 8
+    for row in rows:
+        assert row.run["source"] and row.run["quote"], row.name
+        assert row.measured_s > 0 and row.predicted_s > 0, row.name
