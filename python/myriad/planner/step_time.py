@@ -13,11 +13,16 @@ formulas, assumptions and overlap rules are in docs/planning.md; in short:
   re-runs only norms and the MLP activation, no GEMM -- TransformerBlock::recompute).
 - Per rank: matmul FLOPs / tp (MoE layers: tokens / tp), layers of the rank's pipeline stages
   (ParallelConfig::stage_layers: pp_layers, else an even split), tokens / cp.
-- Rates: matmul FLOPs / hw.matmul rate (a tp split's own rate where the profile measured one),
-  attention FLOPs / hw.attention rate (myriad runs attention on f32 CUDA-core flash kernels:
-  EngineTraits.attention_format), memory-bound bytes / HBM rate; the
+- Rates: on a GPU in a 16-bit run without a profile, each GEMM's time from its shape and attention
+  by its kind (gemm.py: tile and wave quantisation, flash kernels, materialised scores); otherwise
+  matmul FLOPs / hw.matmul rate (a tp split's own rate where the profile measured one), attention
+  FLOPs / hw.attention rate (myriad runs attention on f32 CUDA-core flash kernels:
+  EngineTraits.attention); memory-bound bytes / HBM rate; the
   MLP activation's bytes and the optimizer's bytes at their own measured rates where a profile has
   them (compute.activation_bytes_per_s, compute.optimizer_bytes_per_s), else the memory rate.
+- Overlap: dp traffic (and tp traffic with EngineTraits.tp_overlap) hides behind compute only, never
+  behind communication on the path, and the hidden seconds slow that compute by the GPU's overlap
+  slowdown; an engine without dp_overlap reduces after the backward.
 - Communication: alpha-beta rings per group and link class, the group's placement from the rank
   order (RankGrid: tp fastest, then cp, dp (ep inside dp), pp); myriad's exact pattern per axis;
   the intra-node link measured for the group's size while the layout's ranks share the node, where
