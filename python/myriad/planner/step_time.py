@@ -72,6 +72,9 @@ class EngineTraits:
     # Bytes per weight per micro-batch moved to accumulate its gradient outside the GEMM (0: the weight-
     # gradient GEMM accumulates in place).
     grad_accumulation_bytes: float = 0.0
+    param_gather_bytes: int = 4  # bytes per element of ZeRO 1/2's all-gather of the updated values
+    param_gather_overlap: bool = False  # that all-gather hidden behind the next step's first forward
+    pp_overlap: bool = False  # pipeline sends / receives beside the next micro-batch's compute
 
     def __post_init__(self):
         if self.attention not in ATTENTION_KINDS:
@@ -84,14 +87,18 @@ MYRIAD = EngineTraits()
 # attention scores materialised (batched GEMMs + fused scale-mask-softmax), dropout 0.1, gradient
 # all-reduce after the backward (its local DDP), fused bias-GELU, weight gradients written in 16 bits
 # by the GEMM and added into the fp32 main_grad buffer every micro-batch (write 2, read 2, read and
-# write 4 + 4 = 12 bytes per weight; Megatron-Core fuses it into the GEMM: gradient_accumulation_fusion).
+# write 4 + 4 = 12 bytes per weight; Megatron-Core fuses it into the GEMM: gradient_accumulation_fusion);
+# a ZeRO-1 optimizer (DeepSpeed's BF16 optimizer, Megatron's distributed optimizer) gathers 16-bit values.
 MEGATRON_LM = EngineTraits(name="megatron-lm", activation_bytes=2, attention="materialized",
-                           gemm_operand_copies=False, dropout=True, dp_overlap=False, grad_accumulation_bytes=12.0)
+                           gemm_operand_copies=False, dropout=True, dp_overlap=False, grad_accumulation_bytes=12.0,
+                           param_gather_bytes=2)
 # Megatron-Core with Transformer Engine (2023-): flash attention (cuDNN / FlashAttention-2), gradient
-# reduce-scatter overlapped with the backward, tp communication overlapped with the GEMMs
-# (--tp-comm-overlap), no dropout in the recipes.
+# reduce-scatter overlapped with the backward (--overlap-grad-reduce), the distributed optimizer's
+# 16-bit parameter all-gather beside the next forward (--overlap-param-gather), tp communication
+# beside the GEMMs (--tp-comm-overlap), pipeline sends and receives beside compute, no dropout.
 MEGATRON_CORE = EngineTraits(name="megatron-core", activation_bytes=2, attention="flash",
-                             gemm_operand_copies=False, dropout=False, dp_overlap=True, tp_overlap=True)
+                             gemm_operand_copies=False, dropout=False, dp_overlap=True, tp_overlap=True,
+                             param_gather_bytes=2, param_gather_overlap=True, pp_overlap=True)
 # The Megatron-like traits under their earlier name (16-bit activations, tensor-core attention
 # GEMMs, no operand copies).
 SIXTEEN_BIT_ENGINE = MEGATRON_LM
@@ -566,6 +573,13 @@ class _Model:
             self._activation(bwd, act_bytes if lay.recompute == "selective" and not moe else 0.0)
         return fwd, bwd
 
+    def _overlapped(self, comm_s, compute_s):
+        """Exposed seconds of a transfer run beside `compute_s` of compute: what exceeds it, plus the
+        overlap slowdown of the hidden part."""
+        exposed = max(0.0, comm_s - compute_s)
+        slowdown = self.shapes.overlap_slowdown if self.shapes is not None else 0.0
+        return exposed + slowdown * (comm_s - exposed)
+
     def _overlap_tp(self, comm, gemm_s):
         """With tensor-parallel communication overlapped with the block's GEMMs (EngineTraits.tp_overlap:
         chunked all-gather / reduce-scatter beside the GEMMs that consume or produce them), the block's
@@ -576,9 +590,7 @@ class _Model:
         total = sum(s for axis, s, _ in comm if axis == "tp")
         if total <= 0:
             return comm
-        exposed = max(0.0, total - gemm_s)
-        slowdown = self.shapes.overlap_slowdown if self.shapes is not None else 0.0
-        exposed += slowdown * (total - exposed)
+        exposed = self._overlapped(total, gemm_s)
         return [(axis, s, s * exposed / total if axis == "tp" else e) for axis, s, e in comm]
 
     def _tp_full_bytes(self):
@@ -708,8 +720,8 @@ class _Model:
             bwd.add(b)
         if lay.pp > 1:  # activations in, gradients out (and back): on the path of every micro-batch
             p2p = self.net.p2p("pp", self.rows * C * self.a)
-            fwd.comm("pp", p2p)
-            bwd.comm("pp", p2p)
+            fwd.comm("pp", p2p, self._overlapped(p2p, fwd.compute_seconds) if self.engine.pp_overlap else None)
+            bwd.comm("pp", p2p, self._overlapped(p2p, bwd.compute_seconds) if self.engine.pp_overlap else None)
         return units, fwd, bwd
 
 
@@ -748,7 +760,7 @@ def _backward_ready(units, start=0.0):
 
 def _dp_tail(model: _Model, units):
     """(issued dp seconds per step, exposed dp seconds after the schedule, exposed dp seconds per
-    micro-batch, ZeRO all-gather of values after the update, optimizer seconds, exposed pp seconds of
+    micro-batch, exposed seconds of the ZeRO all-gather of values after the update, optimizer seconds, exposed pp seconds of
     the tied-embedding exchange, exposed tp seconds of MoE partial gradients) for one pipeline rank."""
     lay, net, m = model.lay, model.net, model.m
     stage, mbs = lay.zero_stage, lay.gradient_accumulation
@@ -756,6 +768,7 @@ def _dp_tail(model: _Model, units):
     # While a collective overlaps compute, its kernels hold SMs (NCCL: one per channel) and compute slows:
     # the hidden seconds cost this share again (gemm.GemmModel.overlap_slowdown; 0 without a GPU model).
     slowdown = model.shapes.overlap_slowdown if model.shapes is not None else 0.0
+    gather_bytes = model.engine.param_gather_bytes  # ZeRO 1/2: the updated values all-gathered after the step
 
     def group(expert):
         return "edp" if expert and m.is_moe else "dcp"
@@ -786,7 +799,7 @@ def _dp_tail(model: _Model, units):
         exposed_tail = max(0.0, finish - end - tied)
         exposed_tail += slowdown * max(0.0, issued - exposed_tail)  # compute slowed while buckets overlap it
         if stage == 1:
-            gather_after = sum(net.all_gather(group(is_expert), elements * f32)
+            gather_after = sum(net.all_gather(group(is_expert), elements * gather_bytes)
                                for _, _, elements, is_expert in buckets)
             issued += gather_after
     elif stage == 2:  # one unit per bucket, reduce-scattered in every micro-batch's backward
@@ -796,7 +809,7 @@ def _dp_tail(model: _Model, units):
         finish = _fifo_finish([ready[i] for i in order], [times[i] for i in order])
         per_mb = max(0.0, finish - end)
         per_mb += slowdown * max(0.0, sum(times) - per_mb)
-        gather_after = sum(net.all_gather(group(u.expert), u.elements * f32) for u in units)
+        gather_after = sum(net.all_gather(group(u.expert), u.elements * gather_bytes) for u in units)
         issued = mbs * sum(times) + gather_after
     else:  # ZeRO-3: every unit gathered in forward and again in backward (next unit prefetched), reduce-scattered
         gather_bytes = 2.0 if model.sixteen else f32
@@ -817,6 +830,8 @@ def _dp_tail(model: _Model, units):
     if model.sixteen:
         opt_bytes += (owned if stage == 3 else held) * 6.0
     optimizer = opt_bytes / model.optimizer_rate
+    if model.engine.param_gather_overlap:  # gathered beside the next step's first forward, unit by unit
+        gather_after = model._overlapped(gather_after, sum(u.fwd_s for u in units))
     return issued, exposed_tail, per_mb, gather_after, optimizer, tied, moe_tp
 
 
