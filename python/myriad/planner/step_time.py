@@ -760,8 +760,9 @@ def _backward_ready(units, start=0.0):
 
 def _dp_tail(model: _Model, units):
     """(issued dp seconds per step, exposed dp seconds after the schedule, exposed dp seconds per
-    micro-batch, exposed seconds of the ZeRO all-gather of values after the update, optimizer seconds, exposed pp seconds of
-    the tied-embedding exchange, exposed tp seconds of MoE partial gradients) for one pipeline rank."""
+    micro-batch, exposed seconds of the ZeRO all-gather of values after the update, optimizer seconds,
+    exposed pp seconds of the tied-embedding exchange, exposed tp seconds of MoE partial gradients) for
+    one pipeline rank."""
     lay, net, m = model.lay, model.net, model.m
     stage, mbs = lay.zero_stage, lay.gradient_accumulation
     f32 = 4.0
