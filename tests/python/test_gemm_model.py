@@ -132,3 +132,16 @@ def test_every_published_row_is_costed():
     for row in rows:
         assert row.run["source"] and row.run["quote"], row.name
         assert row.measured_s > 0 and row.predicted_s > 0, row.name
+
+
+def test_transfers_on_the_same_link_share_it():
+    # cp 2 x dp 4 with 8k tokens: with 2 GPUs per node the cp ring stays on NVLink while dp crosses
+    # nodes; with 1 per node both use the node's NIC, and the ring's hidden transfers take the time the
+    # dp buckets would have hidden behind.
+    run = inp(gpt(layers=8, hidden=2048, heads=16, seq=8192), cp=2, dp=4, zero_stage=1, micro_batch=1)
+    apart = step_time(run, hardware_from("h100", 2, "nvlink4", "ib400"), ENGINES["megatron-core"])
+    shared = step_time(run, hardware_from("h100", 1, "nvlink4", "ib400"), ENGINES["megatron-core"])
+    hidden_cp = shared.comm_s["cp"] - shared.exposed_comm_s["cp"]
+    assert hidden_cp > 0
+    grew = shared.exposed_comm_s["dp"] - apart.exposed_comm_s["dp"]
+    assert grew > (shared.comm_s["dp"] - apart.comm_s["dp"]) + 0.5 * hidden_cp

@@ -690,6 +690,19 @@ class _Model:
             fwd.comm("tp", net.all_reduce("tp", 4 * self.N) + net.all_reduce("tp", 8 * self.N))
         return fwd, bwd
 
+    def _room(self, cost):
+        """Seconds of a pass that dp traffic can hide behind: its compute, less the time other hidden
+        transfers hold the same link (concurrent transfers share its bandwidth)."""
+        room = cost.compute_seconds
+        if self.net.size("dcp") <= 1:
+            return room
+        dp_link = self.net.neighbour_link("dcp")
+        for axis, group in (("cp", "cp"), ("pp", "pp"), ("tp", "tp")):
+            hidden = cost.issued[axis] - cost.exposed[axis]
+            if hidden > 0 and self.net.size(group) > 1 and self.net.neighbour_link(group) is dp_link:
+                room -= hidden
+        return max(0.0, room)
+
     def units(self, chunk_layers, first, last):
         """The rank's parameter units of one chunk with their forward/backward times per micro-batch,
         in flat (forward) order, and the chunk's (forward, backward) cost."""
@@ -699,13 +712,13 @@ class _Model:
         if first:
             f, b = self.embedding_pass()
             elements = m.padded_vocab * C / lay.tp + (m.context_length * C if m.learned_positions else 0.0)
-            units.append(_Unit("embeddings", elements, False, 0.0, f.compute_seconds, b.compute_seconds))
+            units.append(_Unit("embeddings", elements, False, 0.0, self._room(f), self._room(b)))
             fwd.add(f)
             bwd.add(b)
         for layer in chunk_layers:
             f, b = self.layer_pass(layer)
             dense, expert, replicated = self.block_weights(layer)
-            units.append(_Unit(f"blocks.{layer}", dense, False, replicated, f.compute_seconds, b.compute_seconds))
+            units.append(_Unit(f"blocks.{layer}", dense, False, replicated, self._room(f), self._room(b)))
             if expert > 0:  # timed with its block (its gradients are final when the block's are)
                 units.append(_Unit(f"blocks.{layer}.experts", expert, True, expert, 0.0, 0.0))
             fwd.add(f)
@@ -715,7 +728,7 @@ class _Model:
             elements = C * (2 if m.layernorm else 1)
             if not m.tie_embeddings or not first:  # untied head, or the last stage's copy of the tied embedding
                 elements += m.padded_vocab * C / lay.tp
-            units.append(_Unit("head", elements, False, 0.0, f.compute_seconds, b.compute_seconds))
+            units.append(_Unit("head", elements, False, 0.0, self._room(f), self._room(b)))
             fwd.add(f)
             bwd.add(b)
         if lay.pp > 1:  # activations in, gradients out (and back): on the path of every micro-batch
