@@ -309,6 +309,9 @@ class Hardware:
     def calibration(self) -> dict:
         """Which numbers are calibrated (measured by the profile) and which assumed, with sources."""
         out = {}
+        if self.gemm_model is not None and not self.matmul.calibrated:
+            out["kernels"] = ("16-bit GEMM and flash-attention times from their shapes (gemm.py): "
+                              + self.gemm_model.source)
         for key in ("matmul", "attention", "memory", "activation", "optimizer"):
             rate = getattr(self, key)
             if rate is None:
