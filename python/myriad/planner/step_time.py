@@ -72,6 +72,10 @@ class EngineTraits:
     # Bytes per weight per micro-batch moved to accumulate its gradient outside the GEMM (0: the weight-
     # gradient GEMM accumulates in place).
     grad_accumulation_bytes: float = 0.0
+    # What recompute: selective re-runs: myriad's norms and MLP activation (no GEMM), or Megatron's
+    # attention core (Korthikanti et al. 2022: Q K^T, softmax, dropout, attention over V).
+    selective_recompute: str = "norms_activation"
+    pp_scatter_gather: bool = False  # pp messages split over the tp ranks and all-gathered after (no SP)
     param_gather_bytes: int = 4  # bytes per element of ZeRO 1/2's all-gather of the updated values
     param_gather_overlap: bool = False  # that all-gather hidden behind the next step's first forward
     pp_overlap: bool = False  # pipeline sends / receives beside the next micro-batch's compute
@@ -79,6 +83,9 @@ class EngineTraits:
     def __post_init__(self):
         if self.attention not in ATTENTION_KINDS:
             raise ValueError(f"EngineTraits.attention '{self.attention}' is not one of {', '.join(ATTENTION_KINDS)}")
+        if self.selective_recompute not in ("norms_activation", "attention_core"):
+            raise ValueError(f"EngineTraits.selective_recompute '{self.selective_recompute}' is not norms_activation "
+                             "or attention_core")
 
 
 MYRIAD = EngineTraits()
@@ -91,14 +98,15 @@ MYRIAD = EngineTraits()
 # a ZeRO-1 optimizer (DeepSpeed's BF16 optimizer, Megatron's distributed optimizer) gathers 16-bit values.
 MEGATRON_LM = EngineTraits(name="megatron-lm", activation_bytes=2, attention="materialized",
                            gemm_operand_copies=False, dropout=True, dp_overlap=False, grad_accumulation_bytes=12.0,
-                           param_gather_bytes=2)
+                           param_gather_bytes=2, selective_recompute="attention_core", pp_scatter_gather=True)
 # Megatron-Core with Transformer Engine (2023-): flash attention (cuDNN / FlashAttention-2), gradient
 # reduce-scatter overlapped with the backward (--overlap-grad-reduce), the distributed optimizer's
 # 16-bit parameter all-gather beside the next forward (--overlap-param-gather), tp communication
 # beside the GEMMs (--tp-comm-overlap), pipeline sends and receives beside compute, no dropout.
 MEGATRON_CORE = EngineTraits(name="megatron-core", activation_bytes=2, attention="flash",
                              gemm_operand_copies=False, dropout=False, dp_overlap=True, tp_overlap=True,
-                             param_gather_bytes=2, param_gather_overlap=True, pp_overlap=True)
+                             param_gather_bytes=2, param_gather_overlap=True, pp_overlap=True,
+                             selective_recompute="attention_core", pp_scatter_gather=True)
 # The Megatron-like traits under their earlier name (16-bit activations, tensor-core attention
 # GEMMs, no operand copies).
 SIXTEEN_BIT_ENGINE = MEGATRON_LM
@@ -568,6 +576,9 @@ class _Model:
             self._activation(bwd, act_bytes)
             self._launches(bwd, kernels)
             bwd.add(fwd_comm_cost)
+        elif self.engine.selective_recompute == "attention_core":
+            if lay.recompute == "selective":  # Megatron's: the attention core (scores, softmax, values) again
+                bwd.add(att_f)
         elif lay.recompute == "selective" or self.sp:  # norms again (and the MLP activation when selective)
             self._bytes(bwd, norm_bytes)
             self._activation(bwd, act_bytes if lay.recompute == "selective" and not moe else 0.0)
@@ -732,7 +743,13 @@ class _Model:
             fwd.add(f)
             bwd.add(b)
         if lay.pp > 1:  # activations in, gradients out (and back): on the path of every micro-batch
-            p2p = self.net.p2p("pp", self.rows * C * self.a)
+            nbytes = self.rows * C * self.a
+            gather = 0.0
+            if self.engine.pp_scatter_gather and lay.tp > 1 and not self.sp:
+                # Megatron: each tp rank sends its 1/tp slice, the receiver all-gathers it over NVLink.
+                nbytes /= lay.tp
+                gather = self.net.all_gather("tp", self.rows * C * self.a)
+            p2p = self.net.p2p("pp", nbytes) + gather
             fwd.comm("pp", p2p, self._overlapped(p2p, fwd.compute_seconds) if self.engine.pp_overlap else None)
             bwd.comm("pp", p2p, self._overlapped(p2p, bwd.compute_seconds) if self.engine.pp_overlap else None)
         return units, fwd, bwd
