@@ -20,8 +20,14 @@
 // sizes — 0 = one all-reduce after the whole backward (no overlap) against buckets reduced
 // while backward runs — by step time and the communication time the step waited for (exposed):
 //   mpirun -np 2 --oversubscribe --mca mpi_yield_when_idle 1 -x OMP_NUM_THREADS=1 bench_train_step
+//
+// --reference torch [--python PATH] adds PyTorch eager's step at the same shapes (train_step_torch.py,
+// default and fused AdamW) in rounds alternated with myriad's, and the ratios (exit 3 without torch).
 #include <cblas.h>
 #include <unistd.h>
+
+#include <cstdio>
+#include <sstream>
 
 #include <algorithm>
 #include <chrono>
@@ -143,6 +149,76 @@ CaseResult run_case(const StepCase& c, Recompute mode) {
   r.params = model.parameters().numel();
   r.activations = model.activation_memory(c.B, c.T, mode);
   return r;
+}
+
+// PyTorch eager's step at a case's shape (train_step_torch.py run by `python`): median ms over
+// `steps` timed steps, or the reason it could not run.
+struct TorchStep {
+  double median_ms = 0;
+  std::string version, error;
+};
+
+TorchStep torch_step(const std::string& python, const StepCase& c, const char* adamw, int steps) {
+  std::ostringstream command;
+  command << "'" << python << "' '" << MYRIAD_TORCH_STEP_SCRIPT << "' --vocab " << c.model.vocab_size << " --layers "
+          << c.model.n_layer << " --heads " << c.model.n_head << " --embd " << c.model.n_embd << " --block "
+          << c.model.context_length << " --batch " << c.B << " --seq " << c.T << " --steps " << steps << " --adamw "
+          << adamw << " 2>&1";
+  TorchStep out;
+  FILE* pipe = popen(command.str().c_str(), "r");
+  if (pipe == nullptr) {
+    out.error = "popen failed";
+    return out;
+  }
+  std::string text;
+  char buffer[4096];
+  while (std::fgets(buffer, sizeof buffer, pipe) != nullptr) text += buffer;
+  const int status = pclose(pipe);
+  const std::size_t key = text.rfind("\"median_ms\": ");
+  if (status != 0 || key == std::string::npos) {
+    out.error = "`" + command.str() + "` exited " + std::to_string(status) + ": " + text.substr(0, 300);
+    return out;
+  }
+  out.median_ms = std::strtod(text.c_str() + key + 13, nullptr);
+  if (const std::size_t v = text.rfind("\"torch\": \""); v != std::string::npos) {
+    out.version = text.substr(v + 10, text.find('"', v + 10) - (v + 10));
+  }
+  return out;
+}
+
+// --reference torch: for each case, `rounds` rounds of myriad's step then PyTorch's with its
+// default and its fused AdamW (alternated, so drifts of the machine's speed hit all three alike);
+// medians over the rounds and the ratios.
+int reference_table(const std::vector<StepCase>& cases, Recompute mode, const std::string& python, bool quick) {
+  const int rounds = 3, torch_steps = quick ? 2 : 3;
+  Table table({"config", "B", "T", "myriad ms/step", "torch default AdamW ms", "torch fused AdamW ms",
+               "torch default / myriad", "torch fused / myriad", "rounds"});
+  std::string version;
+  for (const StepCase& c : cases) {
+    std::vector<double> mine, plain, fused;
+    for (int round = 0; round < rounds; ++round) {
+      mine.push_back(run_case(c, mode).timing.median_s * 1e3);
+      for (const char* kind : {"default", "fused"}) {
+        const TorchStep t = torch_step(python, c, kind, torch_steps);
+        if (!t.error.empty()) {
+          std::cout << "- reference torch unavailable: " << t.error << "\n";
+          return 3;
+        }
+        version = t.version;
+        (std::strcmp(kind, "fused") == 0 ? fused : plain).push_back(t.median_ms);
+      }
+    }
+    const double m = median(mine), p = median(plain), f = median(fused);
+    table.add_row({c.name, std::to_string(c.B), std::to_string(c.T), fmt(m, 1), fmt(p, 1), fmt(f, 1),
+                   fmt(p / m, 2) + "x", fmt(f / m, 2) + "x", std::to_string(rounds)});
+  }
+  std::cout << "\n## Against PyTorch eager (torch " << version << ", " << MYRIAD_TORCH_STEP_SCRIPT << ")\n\n";
+  table.print();
+  std::cout << "\n- each round: myriad's step (median of >= 3 after a warm-up), then PyTorch's with its default "
+               "AdamW, then with fused AdamW (median of "
+            << torch_steps << " after a warm-up), in a fresh process each; the table shows the medians over " << rounds
+            << " rounds; PyTorch uses torch.get_num_threads() threads (OMP_NUM_THREADS)\n";
+  return 0;
 }
 
 }  // namespace
@@ -365,6 +441,10 @@ int main(int argc, char** argv) {
   }
   std::cout << " (bar < 2%: " << (logging_s < 0.02 * results[0].timing.median_s ? "met" : "MISSED") << ")\n";
 
+  if (options.reference == "torch") {
+    const int code = reference_table(cases, mode, options.python, quick);
+    if (code != 0) return code;
+  }
   if (!quick && !custom) {
     const CaseResult& r = results[1];  // GPT-2 124M, B=4, T=64
     const double gflops = r.flops_per_step / r.timing.median_s / 1e9;

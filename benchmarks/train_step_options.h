@@ -7,6 +7,8 @@
 //   --layers N --heads N --embd N --batch N --seq N
 //                              the shape; each overrides the config file (or the default GPT-2
 //                              124M shape at B=4, T=64 when no file is given)
+//   --reference torch          PyTorch eager's step at the same shapes, alternated (train_step_torch.py)
+//   --python PATH              its interpreter (default python3)
 //   --help
 // Values may also be written --option=value. Any shape option or --config replaces the default
 // cases with one case of that shape. Unknown options, missing values and values that are not
@@ -27,6 +29,8 @@ struct TrainStepOptions {
   Recompute recompute = Recompute::none;
   std::string config_path;  // "" = none
   std::optional<int> layers, heads, embd, batch, seq;
+  std::string reference;           // "" or "torch"
+  std::string python = "python3";  // runs benchmarks/train_step_torch.py for --reference torch
 
   // Whether one case of a chosen shape replaces the default cases.
   bool custom_shape() const;

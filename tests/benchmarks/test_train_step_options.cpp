@@ -1,6 +1,6 @@
 // bench_train_step's options (benchmarks/train_step_options.cpp): every option parsed in both
-// spellings, unknown / valueless / malformed options refused naming the option, and the shape a
-// config file plus overrides resolve to (context grown to --seq, inconsistent heads refused).
+// spellings (--reference torch and its --python included), unknown / valueless / malformed options refused naming the
+// option, and the shape a config file plus overrides resolve to (context grown to --seq, inconsistent heads refused).
 #include <gtest/gtest.h>
 #include <unistd.h>
 
@@ -62,6 +62,19 @@ TEST(TrainStepOptions, BadOptionsAreRefusedNamingTheOption) {
   }
   EXPECT_NE(error_of({"--recompute", "some"}).find("option --recompute"), std::string::npos);
   EXPECT_EQ(error_of({"--batch", "7"}), "");
+}
+
+TEST(TrainStepOptions, ReferenceTorchAndItsInterpreter) {
+  const TrainStepOptions plain = parse({});
+  EXPECT_EQ(plain.reference, "");
+  EXPECT_EQ(plain.python, "python3");
+  const TrainStepOptions o = parse({"--reference", "torch", "--python=/opt/venv/bin/python"});
+  EXPECT_EQ(o.reference, "torch");
+  EXPECT_EQ(o.python, "/opt/venv/bin/python");
+  EXPECT_FALSE(o.custom_shape());
+  EXPECT_NE(error_of({"--reference", "jax"}).find("option --reference: expected 'torch', got 'jax'"),
+            std::string::npos);
+  EXPECT_NE(error_of({"--python="}).find("option --python"), std::string::npos);
 }
 
 TEST(TrainStepOptions, DefaultShapeIsGpt2SmallAtTheBarBatch) {
