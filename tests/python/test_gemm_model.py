@@ -145,3 +145,13 @@ def test_transfers_on_the_same_link_share_it():
     assert hidden_cp > 0
     grew = shared.exposed_comm_s["dp"] - apart.exposed_comm_s["dp"]
     assert grew > (shared.comm_s["dp"] - apart.comm_s["dp"]) + 0.5 * hidden_cp
+
+
+def test_a_pcie_server_all_reduces_tp_slower_than_nvlink():
+    run = inp(gpt(), tp=8, micro_batch=4)
+    nvlink = step_time(run, hardware_from("a100", 8, "nvlink3", "ib200"), ENGINES["megatron-lm"])
+    pcie = step_time(run, hardware_from("a100", 8, "pcie4", "ib200"), ENGINES["megatron-lm"])
+    assert hardware_from("a100", 8, "pcie4").intra.bytes_per_s == pytest.approx(25e9)
+    # the same bytes at 25 instead of 240 GB/s (and 5.7 instead of 3.4 us a step)
+    assert pcie.exposed_comm_s["tp"] > 8 * nvlink.exposed_comm_s["tp"]
+    assert pcie.compute_s == nvlink.compute_s

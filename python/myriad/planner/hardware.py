@@ -177,7 +177,9 @@ def _link(name, line_bytes_per_s, fraction, alpha_s, source):
 # per step over the network. Its 8.4 us base latency per collective is not modelled.
 _ALPHA_NVLINK = 3.4e-6
 _ALPHA_NET = 9.6e-6
+_ALPHA_PCI = 5.7e-6  # the same table's PCI row
 _NCCL_LAT = "alpha: NCCL tuning.cc ring/Simple hwLat (NVLink 3.4 us, network 9.6 us per step)"
+_NCCL_LAT_PCI = "alpha: NCCL tuning.cc ring/Simple hwLat, PCI row (5.7 us per step)"
 # NVLink: NCCL reaches ~370 GB/s of the 450 GB/s NVLink4 line rate (~20 % protocol overhead;
 # NCCL maintainer, NVIDIA/nccl-tests issue #212); on A800 (NVLink3 at 200 GB/s per direction)
 # 160 GB/s (NVIDIA/nccl issue #412). NVLink5 is assumed to keep NVLink4's fraction.
@@ -200,6 +202,14 @@ LINKS = {
     "ib400": _link("ib400", 50e9, _IB_FRACTION, _ALPHA_NET,
                    "one 400 Gb/s NDR NIC per GPU = 50 GB/s per direction; achievable 48 GB/s "
                    "(NVIDIA/nccl-tests #267); " + _NCCL_LAT),
+    # PCIe servers (no NVLink): GPU-to-GPU traffic crosses the PCIe switches and CPU root complexes.
+    "pcie4": _link("pcie4", 31.5e9, 25.0 / 31.5, _ALPHA_PCI,
+                   "PCIe 4.0 x16 = 16 GT/s x 16 lanes x 128/130 = 31.5 GB/s per direction; achievable 25 GB/s: "
+                   "A100 PCIe Gen4 x16 measured peak in the BaM paper (ZaidQureshi/bam issue #54); " + _NCCL_LAT_PCI),
+    "pcie5": _link("pcie5", 63.0e9, 28.0 / 63.0, _ALPHA_PCI,
+                   "PCIe 5.0 x16 = 63 GB/s per direction; achievable 28 GB/s: all-reduce bus bandwidth of 8 GPUs "
+                   "on PCIe Gen5 (8x RTX 5090, 1-8 GB messages; 35 GB/s with 4), NVIDIA/nccl issue #1639, where "
+                   "the maintainer notes the CPU and memory bound it; " + _NCCL_LAT_PCI),
     "ib200": _link("ib200", 25e9, 24.0 / 25.0, _ALPHA_NET,
                    "one 200 Gb/s HDR InfiniBand NIC per GPU (DGX A100: 8 per node) = 25 GB/s per direction; "
                    "achievable 24 GB/s (NVIDIA/nccl #412); " + _NCCL_LAT),

@@ -396,7 +396,8 @@ def main(argv=None):
     parser.add_argument("--gpu", default="h100", help="h100 | h200 | a100 | b200 | cpu_host (needs --profile)")
     parser.add_argument("--gpus-per-node", type=int, default=None,
                         help="GPUs (ranks) per node (default: 8 for GPUs, the profile's ranks per node for cpu_host)")
-    parser.add_argument("--intra", default="", help="nvlink3 | nvlink4 | nvlink5 (default: the GPU's)")
+    parser.add_argument("--intra", default="",
+                        help="nvlink3 | nvlink4 | nvlink5 | pcie4 | pcie5 (default: the GPU's NVLink)")
     parser.add_argument("--inter", default="ib400", help="ib200 | ib400 | ib800 | roce200 | opa4x100 | none")
     parser.add_argument("--profile", help="machine profile JSON written by the benchmarks (calibration)")
     parser.add_argument("--engine", default="myriad", choices=list(ENGINES),
