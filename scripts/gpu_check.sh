@@ -163,6 +163,12 @@ if [[ "$gpu_count" -gt 0 && "${BENCHMARKS:-1}" != 0 ]]; then
   [[ -s "$LOGS/sdpa.txt" ]] && sdpa_args=(--sdpa "$LOGS/sdpa.txt")
   step bench_attention_gpu "$BUILD/benchmarks/bench_attention_gpu" "${sdpa_args[@]}" \
     --profile "$LOGS/machine_profile.json" || true
+  # The planner's GEMM shape model against the cuBLAS rates bench_gemm_gpu just wrote (docs/planning.md,
+  # "Kernel times from shapes"): the H100/H200 constants the model still assumes, checked here.
+  gpu_kind=h100
+  nvidia-smi --query-gpu=name --format=csv,noheader 2>/dev/null | grep -q H200 && gpu_kind=h200
+  step planner_gemm_check env PYTHONPATH="$ROOT/python" python3 -m myriad.planner.validation \
+    --gemm-profile "$LOGS/machine_profile.json" --gpu "$gpu_kind" || true
   # The PyTorch GPT-2 124M step (B 16, T 1024, bf16): the baseline of the training-step bar.
   step gpt2_step_reference python3 "$ROOT/benchmarks/gpu/gpt2_step_reference.py" "$LOGS/gpt2_reference.txt" || true
   reference_args=()
@@ -172,8 +178,8 @@ if [[ "$gpu_count" -gt 0 && "${BENCHMARKS:-1}" != 0 ]]; then
   step bench_gpu_metrics "$BUILD/benchmarks/bench_gpu_metrics" || true
   # A 131,072-token document on the GPU: block-sparse vs dense causal, evaluation and training.
   step bench_long_context_gpu "$BUILD/benchmarks/bench_long_context_gpu" --tokens 131072 --passes 2 || true
-  for table in bench_gemm_gpu bench_attention_gpu gpt2_step_reference bench_gpt2_step_gpu bench_gpu_metrics \
-    bench_long_context_gpu; do
+  for table in bench_gemm_gpu planner_gemm_check bench_attention_gpu gpt2_step_reference bench_gpt2_step_gpu \
+    bench_gpu_metrics bench_long_context_gpu; do
     [[ -f "$LOGS/$table.log" ]] && tee -a "$SUMMARY" <"$LOGS/$table.log"
   done
   [[ -f "$LOGS/machine_profile.json" ]] && tee -a "$SUMMARY" <"$LOGS/machine_profile.json"

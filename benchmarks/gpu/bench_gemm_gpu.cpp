@@ -7,6 +7,8 @@
 // precision bf16 and compute.matmul_flops_per_s = myriad's path over the five GPT-2 shapes
 // together (FLOPs summed over times summed; forward GEMMs only: the backward's are the same sizes
 // transposed, not timed here).
+// A second table times cuBLAS alone on the shapes the planner's GEMM model is checked on (tensor-
+// parallel shards, a small width, k 128, thin M), written as compute.gemm_sizes.
 // Usage: bench_gemm_gpu [--profile FILE]
 #include <cublas_v2.h>
 #include <cuda_runtime_api.h>
@@ -110,6 +112,33 @@ int main(int argc, char** argv) {
     std::printf("| %ld | %ld | %ld | %.1f | %.1f | %.1f%% |\n", s.m, s.n, s.k, flops / best_ours / 1e12,
                 flops / best_direct / 1e12, 100.0 * best_direct / best_ours);
   }
+  // The shapes the planner's GEMM model is checked on (python -m myriad.planner.validation --gemm-profile):
+  // tensor-parallel shards of GPT-3 175B at one sequence of 2048 tokens (tp 8 and 4: qkv, proj, fc,
+  // out), a 2304-wide model's GEMMs, an attention-like k 128 and a thin-M one; cuBLAS directly.
+  nlohmann::json gemm_sizes = nlohmann::json::array();
+  std::printf("\n| M | N | K | cuBLAS TFLOP/s (planner check) |\n|---|---|---|---|\n");
+  for (const Shape& s :
+       {Shape{2048, 4608, 12288}, Shape{2048, 12288, 1536}, Shape{2048, 6144, 12288}, Shape{2048, 12288, 6144},
+        Shape{2048, 9216, 12288}, Shape{2048, 12288, 3072}, Shape{2048, 6912, 2304}, Shape{2048, 2304, 2304},
+        Shape{2048, 2048, 128}, Shape{256, 4096, 4096}, Shape{4096, 4096, 4096}}) {
+    cuda::DeviceBuffer x(static_cast<std::size_t>(s.m * s.k) * 2, 0), w(static_cast<std::size_t>(s.n * s.k) * 2, 0),
+        y(static_cast<std::size_t>(s.m * s.n) * 2, 0);
+    MYRIAD_CUDA_CHECK(cudaMemsetAsync(x.data(), 0x3c, x.bytes(), context.stream()));
+    MYRIAD_CUDA_CHECK(cudaMemsetAsync(w.data(), 0x3c, w.bytes(), context.stream()));
+    const float alpha = 1.0f, beta = 0.0f;
+    auto direct = [&] {
+      MYRIAD_CUBLAS_CHECK(cublasGemmEx(cublas, CUBLAS_OP_T, CUBLAS_OP_N, static_cast<int>(s.n), static_cast<int>(s.m),
+                                       static_cast<int>(s.k), &alpha, w.data(), CUDA_R_16BF, static_cast<int>(s.k),
+                                       x.data(), CUDA_R_16BF, static_cast<int>(s.k), &beta, y.data(), CUDA_R_16BF,
+                                       static_cast<int>(s.n), CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT));
+    };
+    for (int i = 0; i < kWarmup; ++i) direct();
+    double best = 1e30;
+    for (int r = 0; r < kRounds; ++r) best = std::min(best, time_calls(context.stream(), direct));
+    const double rate = 2.0 * static_cast<double>(s.m) * s.n * s.k / best;
+    gemm_sizes.push_back({{"m", s.m}, {"n", s.n}, {"k", s.k}, {"flops_per_s", rate}, {"library", "cublasGemmEx bf16"}});
+    std::printf("| %ld | %ld | %ld | %.1f |\n", s.m, s.n, s.k, rate / 1e12);
+  }
   (void)cublasDestroy(cublas);
   if (!profile.empty()) {
     const double rate = model_flops / model_seconds;
@@ -120,7 +149,8 @@ int main(int argc, char** argv) {
          {"compute.matmul_shapes",
           "myriad cuda::linear_gemm forward, bf16 in/out, f32 accumulate, GPT-2 124M at "
           "M 16384: N K = 2304 768, 768 768, 3072 768, 768 3072, 50304 768; FLOPs summed "
-          "over best-round times summed"}},
+          "over best-round times summed"},
+         {"compute.gemm_sizes", gemm_sizes}},
         std::string(prop.name) + " (sm_" + std::to_string(prop.major) + std::to_string(prop.minor) + ")",
         bench::joined_command_line(argc, argv));
     std::printf("\nprofile: %s (compute.matmul_flops_per_s %.1f TFLOP/s, bf16, merged)\n", profile.c_str(),

@@ -155,3 +155,21 @@ def test_a_pcie_server_all_reduces_tp_slower_than_nvlink():
     # the same bytes at 25 instead of 240 GB/s (and 5.7 instead of 3.4 us a step)
     assert pcie.exposed_comm_s["tp"] > 8 * nvlink.exposed_comm_s["tp"]
     assert pcie.compute_s == nvlink.compute_s
+
+
+def test_the_gemm_model_is_checked_against_a_profiles_measured_shapes(tmp_path, capsys):
+    import json
+    profile = tmp_path / "profile.json"
+    profile.write_text(json.dumps({
+        "schema": "myriad.machine_profile/1", "machine": "test", "date": "2026-12-05T00:00:00Z",
+        "command": "bench_gemm_gpu --profile", "compute": {"matmul_flops_per_s": 6e14, "gemm_sizes": [
+            {"m": 2048, "n": 4608, "k": 12288, "flops_per_s": 6.0e14},
+            {"m": 2048, "n": 2048, "k": 128, "flops_per_s": 2.0e14}]}}))
+    rows = validation.gemm_rows(str(profile), "h200")
+    model = 2.0 * 2048 * 4608 * 12288 / gemm_seconds(GEMM_MODELS["h200"], 2048, 4608, 12288, 989.5e12, 4.8e12)
+    assert rows[0] == (2048, 4608, 12288, 6.0e14, pytest.approx(model, rel=1e-12))
+    assert validation.main(["--gemm-profile", str(profile), "--gpu", "h200"]) == 0
+    assert "median |error|" in capsys.readouterr().out
+    with pytest.raises(ValueError, match="no compute.gemm_sizes"):
+        validation.gemm_rows({"schema": "myriad.machine_profile/1", "machine": "m", "date": "d", "command": "c",
+                              "compute": {"matmul_flops_per_s": 1.0}}, "h100")

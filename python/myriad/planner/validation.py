@@ -8,7 +8,10 @@ it was counted in, and the source with a quote. `validate()` turns each measured
 per step with that convention, costs the same layout with `step_time` on the datasheet hardware
 (hardware_from: no profile) and the row's engine traits, and reports predicted / measured - 1.
 
-    python -m myriad.planner.validation [--markdown]     # the table and its median |error|
+    python -m myriad.planner.validation                  # the table and its median |error|
+    python -m myriad.planner.validation --gemm-profile machine_profile.json --gpu h200
+        # the GEMM shape model against a profile's measured per-shape rates (compute.gemm_sizes,
+        # written by bench_gemm_gpu --profile: cuBLAS on tensor-parallel shards and small widths)
 
 FLOP conventions (per optimizer step, B sequences of s tokens, l layers, width h, vocabulary V):
 - `megatron`: 24 c B s l h^2 (1 + s / (6 h) + V / (16 l h)), c = 4 with full recompute, else 3 —
@@ -160,12 +163,49 @@ def table(rows) -> str:
     return "\n".join(lines)
 
 
+def gemm_rows(profile, gpu: str) -> list:
+    """[(m, n, k, measured FLOP/s, model FLOP/s)] for a profile's compute.gemm_sizes on `gpu`'s GEMM
+    model (hardware_from(gpu): the datasheet peak and HBM, no profile rates)."""
+    from .gemm import gemm_seconds
+    from .hardware import load_profile
+
+    prof = load_profile(profile)
+    hw = hardware_from(gpu)
+    if hw.gemm_model is None:
+        raise ValueError(f"gpu '{gpu}' has no GEMM shape model (a100, h100, h200)")
+    sizes = prof["compute"].get("gemm_sizes", [])
+    if not sizes:
+        raise ValueError(f"machine profile {prof['path']}: no compute.gemm_sizes "
+                         "(bench_gemm_gpu --profile writes them)")
+    peak, hbm = hw.peak_flops("bf16"), hw.device.hbm_bytes_per_s
+    out = []
+    for entry in sizes:
+        m, n, k = (int(entry[key]) for key in ("m", "n", "k"))
+        model = 2.0 * m * n * k / gemm_seconds(hw.gemm_model, m, n, k, peak, hbm)
+        out.append((m, n, k, float(entry["flops_per_s"]), model))
+    return out
+
+
+def gemm_table(rows) -> str:
+    lines = ["| m | n | k | measured TFLOP/s | model TFLOP/s | model / measured - 1 |", "|---|---|---|---|---|---|"]
+    lines += [f"| {m} | {n} | {k} | {meas / 1e12:.1f} | {model / 1e12:.1f} | {model / meas - 1:+.1%} |"
+              for m, n, k, meas, model in rows]
+    lines.append(f"\nmedian |error| {statistics.median(abs(model / meas - 1) for *_, meas, model in rows):.1%} "
+                 f"over {len(rows)} shapes")
+    return "\n".join(lines)
+
+
 def main(argv=None):
     import argparse
     parser = argparse.ArgumentParser(prog="python -m myriad.planner.validation",
                                      description="the step-time model against published measured runs")
     parser.add_argument("--data", default=DATA, help="published runs (JSON)")
+    parser.add_argument("--gemm-profile", help="instead: the GEMM model against this profile's compute.gemm_sizes")
+    parser.add_argument("--gpu", default="h100", help="the GEMM model to check (a100 | h100 | h200)")
     args = parser.parse_args(argv)
+    if args.gemm_profile:
+        print(gemm_table(gemm_rows(args.gemm_profile, args.gpu)))
+        return 0
     print(table(validate(load(args.data))))
     return 0
 
