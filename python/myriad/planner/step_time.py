@@ -218,11 +218,17 @@ class Network:
         size = self.size(group)
         if size <= 1:
             return 0.0
-        nodes, _, intra, inter = self._links(group)
+        nodes, per_node, intra, inter = self._links(group)
         steps = 2 * (size - 1) if reduce_twice else size - 1
         inter_steps = (2 * (nodes - 1) if reduce_twice else nodes - 1) if nodes > 1 else 0
         factor = (2.0 if reduce_twice else 1.0) * (size - 1) / size
-        beta = inter.beta_s_per_byte if nodes > 1 else intra.beta_s_per_byte
+        beta = intra.beta_s_per_byte
+        if nodes > 1:
+            # NCCL runs one ring (channel) per NIC: each of the group's members on a node is the node's exit
+            # for 1/per_node of the channels, so it sends factor * S / per_node over its own NIC and the
+            # rest over the intra-node link, both at once (nccl-tests #119: 8 A100 per node with 4 HDR
+            # NICs reach 96 GB/s bus bandwidth = 4 x 24 GB/s).
+            beta = max(inter.beta_s_per_byte / per_node, intra.beta_s_per_byte * (1.0 - 1.0 / per_node))
         alpha = (steps - inter_steps) * intra.alpha_s + (inter_steps * inter.alpha_s if inter_steps else 0.0)
         # NCCL's split of a ring's steps into intra- and inter-node ones (tuning.cc); one link class:
         # exactly ring_all_reduce_s / ring_all_gather_s.
