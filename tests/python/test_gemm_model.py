@@ -174,3 +174,13 @@ def test_the_gemm_model_is_checked_against_a_profiles_measured_shapes(tmp_path, 
     with pytest.raises(ValueError, match="no compute.gemm_sizes"):
         validation.gemm_rows({"schema": "myriad.machine_profile/1", "machine": "m", "date": "d", "command": "c",
                               "compute": {"matmul_flops_per_s": 1.0}}, "h100")
+
+
+def test_the_docs_show_the_validation_table_the_model_gives_today():
+    # docs/planning.md's "Validation against published runs" table is this command's output: a change to
+    # the model that moves a row must update the docs (python -m myriad.planner.validation).
+    from package_under_test import REPO
+    with open(f"{REPO}/docs/planning.md", encoding="utf-8") as f:
+        docs = f.read()
+    text = validation.table(validation.validate())
+    assert text in docs, "docs/planning.md's validation table differs from `python -m myriad.planner.validation`"
