@@ -2,8 +2,9 @@
 the step-time model: tile and wave quantisation against hand counts, the HBM floor of thin GEMMs,
 thin tensor-parallel shards running below the whole GEMM's rate, materialised attention computing
 the full T x T scores, dp traffic hiding behind compute only (not behind communication on the path),
-an engine that reduces gradients after the backward exposing all of it, and the published-runs
-table's arithmetic. Docs: docs/planning.md ("Kernel times from shapes", "Validation")."""
+an engine that reduces gradients after the backward exposing all of it, transfers sharing a link,
+PCIe, the published-runs table's arithmetic, the GEMM check against a profile, and the docs showing
+today's validation table. Docs: docs/planning.md ("Kernel times from shapes", "Validation")."""
 import dataclasses
 import math
 
