@@ -18,8 +18,10 @@
 // compute.memory_bytes_per_s / activation_bytes_per_s / optimizer_bytes_per_s = the norms + adds,
 // the GELU and AdamW in the planner's byte count (compute.stream: the STREAM figures,
 // informative); threads = the OpenMP threads every rate ran on.
+// --libraries instead times the CPU GEMM libraries the machine has (OpenBLAS, and oneDNN / BLIS when
+// installed: gemm_libraries.h) on the model's forward shapes at M = tokens / 8 and tokens.
 // Usage: OMP_NUM_THREADS=2 bench_gemm [--quick] [--tokens M] [--embd C] [--vocab V] [--profile FILE]
-//        [--stream-mib N]
+//        [--stream-mib N] [--libraries]
 #include <cblas.h>
 #include <omp.h>
 
@@ -27,6 +29,7 @@
 #include <cstring>
 #include <iostream>
 
+#include "gemm_libraries.h"
 #include "harness.h"
 #include "machine_profile.h"
 #include "model_op_rates.h"
@@ -64,6 +67,7 @@ int main(int argc, char** argv) {
   std::int64_t tokens = 2048, embd = 768, vocab = 50304;
   std::string profile;
   double stream_mib = 64;
+  bool libraries = false;
   for (int i = 1; i < argc; ++i) {
     if (std::strcmp(argv[i], "--quick") == 0)
       quick = true;
@@ -77,11 +81,28 @@ int main(int argc, char** argv) {
       profile = argv[++i];
     else if (std::strcmp(argv[i], "--stream-mib") == 0 && i + 1 < argc)
       stream_mib = std::atof(argv[++i]);
+    else if (std::strcmp(argv[i], "--libraries") == 0)
+      libraries = true;
     else {
       std::cerr << "usage: bench_gemm [--quick] [--tokens M] [--embd C] [--vocab V] [--profile FILE] "
-                   "[--stream-mib N]\n";
+                   "[--stream-mib N] [--libraries]\n";
       return 2;
     }
+  }
+  if (libraries) {  // the machine's GEMM libraries side by side, then nothing else
+    print_header("bench_gemm --libraries: OpenBLAS vs oneDNN vs BLIS sgemm (fp32, row-major)", argc, argv);
+    std::vector<GemmShape> shapes;
+    for (std::int64_t m : {tokens / 8, tokens}) {
+      for (auto [n, k] : {std::pair{3 * embd, embd}, {embd, embd}, {4 * embd, embd}, {embd, 4 * embd}, {vocab, embd}}) {
+        shapes.push_back({m, n, k});
+      }
+    }
+    shapes.push_back({1024, 1024, 1024});
+    const std::vector<std::string> found = print_gemm_libraries(shapes, quick ? 3 : 7);
+    std::cout << "\n- libraries found: " << found.size() << " (oneDNN: libdnnl.so.2/3, BLIS: libblis.so.4, by dlopen);"
+              << " each cell the best of " << (quick ? 3 : 7)
+              << " rounds alternated between the libraries; M = tokens / 8 and tokens; the engine uses OpenBLAS\n";
+    return 0;
   }
   print_header("bench_gemm: myriad matmul vs direct OpenBLAS sgemm (fp32)", argc, argv);
   const train::RegisterPeak measured = train::measure_fma_peak_flops(train::widest_vector_isa(), 0.5);

@@ -1,0 +1,103 @@
+// bench_gemm --libraries: see gemm_libraries.h. Each library's C API is declared here by its
+// documented signature (oneDNN dnnl_sgemm: row-major, 'N'/'T'; BLIS bli_sgemm: typed API with row
+// and column strides) and looked up with dlsym, so the build needs neither library.
+#include "gemm_libraries.h"
+
+#include <cblas.h>
+#include <dlfcn.h>
+
+#include <algorithm>
+#include <chrono>
+#include <functional>
+#include <iostream>
+
+#include "harness.h"
+
+namespace myriad::bench {
+
+namespace {
+
+using DnnlSgemm = int (*)(char, char, std::int64_t, std::int64_t, std::int64_t, float, const float*, std::int64_t,
+                          const float*, std::int64_t, float, float*, std::int64_t);
+// bli_sgemm(transa, transb, m, n, k, alpha, a, rs_a, cs_a, b, rs_b, cs_b, beta, c, rs_c, cs_c); trans_t 0 = none.
+using BlisSgemm = void (*)(int, int, std::int64_t, std::int64_t, std::int64_t, const float*, const float*, std::int64_t,
+                           std::int64_t, const float*, std::int64_t, std::int64_t, const float*, float*, std::int64_t,
+                           std::int64_t);
+
+struct Library {
+  std::string name;
+  std::function<void(const GemmShape&, const float*, const float*, float*)> sgemm;  // C = A B, row-major
+};
+
+void* open_first(const std::vector<const char*>& names) {
+  for (const char* name : names) {
+    if (void* handle = dlopen(name, RTLD_NOW | RTLD_LOCAL)) return handle;
+  }
+  return nullptr;
+}
+
+std::vector<Library> libraries() {
+  std::vector<Library> out;
+  out.push_back({"OpenBLAS", [](const GemmShape& s, const float* a, const float* b, float* c) {
+                   cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, static_cast<blasint>(s.m),
+                               static_cast<blasint>(s.n), static_cast<blasint>(s.k), 1.0f, a, static_cast<blasint>(s.k),
+                               b, static_cast<blasint>(s.n), 0.0f, c, static_cast<blasint>(s.n));
+                 }});
+  if (void* dnnl = open_first({"libdnnl.so.3", "libdnnl.so.2"})) {
+    if (auto fn = reinterpret_cast<DnnlSgemm>(dlsym(dnnl, "dnnl_sgemm"))) {
+      out.push_back({"oneDNN", [fn](const GemmShape& s, const float* a, const float* b, float* c) {
+                       fn('N', 'N', s.m, s.n, s.k, 1.0f, a, s.k, b, s.n, 0.0f, c, s.n);
+                     }});
+    }
+  }
+  if (void* blis = open_first({"libblis.so.4", "libblis-openmp.so.4"})) {
+    if (auto fn = reinterpret_cast<BlisSgemm>(dlsym(blis, "bli_sgemm"))) {
+      out.push_back({"BLIS", [fn](const GemmShape& s, const float* a, const float* b, float* c) {
+                       const float one = 1.0f, zero = 0.0f;
+                       fn(0, 0, s.m, s.n, s.k, &one, a, s.k, 1, b, s.n, 1, &zero, c, s.n, 1);
+                     }});
+    }
+  }
+  return out;
+}
+
+double seconds_of(const std::function<void()>& fn) {
+  const auto start = std::chrono::steady_clock::now();
+  fn();
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+}
+
+}  // namespace
+
+std::vector<std::string> print_gemm_libraries(const std::vector<GemmShape>& shapes, int rounds) {
+  const std::vector<Library> libs = libraries();
+  std::vector<std::string> header{"M", "N", "K"}, names;
+  for (const Library& lib : libs) {
+    header.push_back(lib.name + " GFLOP/s");
+    names.push_back(lib.name);
+  }
+  header.push_back("fastest");
+  Table table(header);
+  for (const GemmShape& s : shapes) {
+    std::vector<float> a(static_cast<std::size_t>(s.m * s.k)), b(static_cast<std::size_t>(s.k * s.n)),
+        c(static_cast<std::size_t>(s.m * s.n));
+    for (std::size_t i = 0; i < a.size(); ++i) a[i] = static_cast<float>(i % 7) * 0.125f - 0.375f;
+    for (std::size_t i = 0; i < b.size(); ++i) b[i] = static_cast<float>(i % 5) * 0.25f - 0.5f;
+    std::vector<double> best(libs.size(), 1e30);
+    for (const Library& lib : libs) lib.sgemm(s, a.data(), b.data(), c.data());  // warm-up
+    for (int r = 0; r < rounds; ++r) {
+      for (std::size_t l = 0; l < libs.size(); ++l) {
+        best[l] = std::min(best[l], seconds_of([&] { libs[l].sgemm(s, a.data(), b.data(), c.data()); }));
+      }
+    }
+    std::vector<std::string> row{std::to_string(s.m), std::to_string(s.n), std::to_string(s.k)};
+    const double flops = 2.0 * static_cast<double>(s.m) * s.n * s.k;
+    for (double t : best) row.push_back(fmt(flops / t / 1e9, 1));
+    row.push_back(libs[std::min_element(best.begin(), best.end()) - best.begin()].name);
+    table.add_row(row);
+  }
+  table.print();
+  return names;
+}
+
+}  // namespace myriad::bench
