@@ -88,7 +88,7 @@ def gemm_seconds(g: GemmModel, m: float, n: float, k: float, peak: float, hbm_by
 
 
 def flash_efficiency(g: GemmModel, head_dim: int) -> float:
-    """Flash forward efficiency for a head width: the measured entry nearest below (or the smallest)."""
+    """Flash forward+backward efficiency for a head width: the measured entry nearest below (or the smallest)."""
     known = sorted(g.flash_best)
     eff = known[0][1]
     for d, e in known:
@@ -106,13 +106,11 @@ def flash_seconds(g: GemmModel, sequences: float, heads: float, seq_len: int, he
     waves = math.ceil(q_tiles / g.sms)
     rate = peak * flash_efficiency(g, head_dim) / g.sms  # per SM
     # A tile's work: its 128 queries against its visible keys (the causal mean), scores and values (4 D per key),
-    # plus one k-block of fill; waves of equal tiles (the causal tiles' unequal lengths average out when
-    # tiles > SMs).
+    # plus the fill; waves of equal tiles (the causal tiles' unequal lengths average out when tiles > SMs).
     per_tile = 4.0 * 128 * head_dim * (keys_per_query + g.flash_fill) / rate
     if backward:
         per_tile *= 2.5  # 5 products to the forward's 2
-    mean_waves = max(waves, q_tiles / g.sms)
-    return mean_waves * per_tile + g.launch_s
+    return waves * per_tile + g.launch_s
 
 
 # Tiles: NVIDIA's "Matrix Multiplication Background" guide, section "Typical Tile Dimensions in
