@@ -47,6 +47,33 @@ double time_calls(cudaStream_t stream, Fn&& fn) {
   return ms / 1e3 / kCalls;
 }
 
+struct Shape {
+  long m, n, k;
+};
+
+// The bf16 operands of y = x W^T at one shape (x (m, k), W (n, k), y (m, n)), filled with 0x3c bytes.
+struct Operands {
+  cuda::DeviceBuffer x, w, y;
+};
+
+Operands operands(const cuda::DeviceContext& context, const Shape& s) {
+  Operands o{cuda::DeviceBuffer(static_cast<std::size_t>(s.m * s.k) * 2, 0),
+             cuda::DeviceBuffer(static_cast<std::size_t>(s.n * s.k) * 2, 0),
+             cuda::DeviceBuffer(static_cast<std::size_t>(s.m * s.n) * 2, 0)};
+  MYRIAD_CUDA_CHECK(cudaMemsetAsync(o.x.data(), 0x3c, o.x.bytes(), context.stream()));
+  MYRIAD_CUDA_CHECK(cudaMemsetAsync(o.w.data(), 0x3c, o.w.bytes(), context.stream()));
+  return o;
+}
+
+// The same product through cublasGemmEx directly (column-major: y^T = W x^T), f32 accumulation.
+void cublas_gemm(cublasHandle_t cublas, const Shape& s, const Operands& o) {
+  const float alpha = 1.0f, beta = 0.0f;
+  MYRIAD_CUBLAS_CHECK(cublasGemmEx(cublas, CUBLAS_OP_T, CUBLAS_OP_N, static_cast<int>(s.n), static_cast<int>(s.m),
+                                   static_cast<int>(s.k), &alpha, o.w.data(), CUDA_R_16BF, static_cast<int>(s.k),
+                                   o.x.data(), CUDA_R_16BF, static_cast<int>(s.k), &beta, o.y.data(), CUDA_R_16BF,
+                                   static_cast<int>(s.n), CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT));
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -75,26 +102,14 @@ int main(int argc, char** argv) {
       "rounds of %d calls\n\n",
       prop.name, prop.major, prop.minor, kRounds, kCalls);
   std::printf("| M | N | K | myriad TFLOP/s | cuBLAS TFLOP/s | ratio |\n|---|---|---|---|---|---|\n");
-  struct Shape {
-    long m, n, k;
-  };
   // GPT-2 124M at B 16 x T 1024: qkv, attention proj, MLP fc, MLP proj, LM head; plus a square.
   double model_flops = 0, model_seconds = 0;  // the five model shapes, myriad's path
   for (const Shape& s : {Shape{16384, 2304, 768}, Shape{16384, 768, 768}, Shape{16384, 3072, 768},
                          Shape{16384, 768, 3072}, Shape{16384, 50304, 768}, Shape{8192, 8192, 8192}}) {
-    cuda::DeviceBuffer x(static_cast<std::size_t>(s.m * s.k) * 2, 0), w(static_cast<std::size_t>(s.n * s.k) * 2, 0),
-        y(static_cast<std::size_t>(s.m * s.n) * 2, 0);
-    MYRIAD_CUDA_CHECK(cudaMemsetAsync(x.data(), 0x3c, x.bytes(), context.stream()));
-    MYRIAD_CUDA_CHECK(cudaMemsetAsync(w.data(), 0x3c, w.bytes(), context.stream()));
+    const Operands o = operands(context, s);
     const cuda::LinearGemm gemm{s.m, s.n, s.k, CUDA_R_16BF};
-    auto ours = [&] { cuda::linear_gemm(context, gemm, x.data(), w.data(), nullptr, y.data()); };
-    const float alpha = 1.0f, beta = 0.0f;
-    auto direct = [&] {
-      MYRIAD_CUBLAS_CHECK(cublasGemmEx(cublas, CUBLAS_OP_T, CUBLAS_OP_N, static_cast<int>(s.n), static_cast<int>(s.m),
-                                       static_cast<int>(s.k), &alpha, w.data(), CUDA_R_16BF, static_cast<int>(s.k),
-                                       x.data(), CUDA_R_16BF, static_cast<int>(s.k), &beta, y.data(), CUDA_R_16BF,
-                                       static_cast<int>(s.n), CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT));
-    };
+    auto ours = [&] { cuda::linear_gemm(context, gemm, o.x.data(), o.w.data(), nullptr, o.y.data()); };
+    auto direct = [&] { cublas_gemm(cublas, s, o); };
     for (int i = 0; i < kWarmup; ++i) {
       ours();
       direct();
@@ -121,17 +136,8 @@ int main(int argc, char** argv) {
        {Shape{2048, 4608, 12288}, Shape{2048, 12288, 1536}, Shape{2048, 6144, 12288}, Shape{2048, 12288, 6144},
         Shape{2048, 9216, 12288}, Shape{2048, 12288, 3072}, Shape{2048, 6912, 2304}, Shape{2048, 2304, 2304},
         Shape{2048, 2048, 128}, Shape{256, 4096, 4096}, Shape{4096, 4096, 4096}}) {
-    cuda::DeviceBuffer x(static_cast<std::size_t>(s.m * s.k) * 2, 0), w(static_cast<std::size_t>(s.n * s.k) * 2, 0),
-        y(static_cast<std::size_t>(s.m * s.n) * 2, 0);
-    MYRIAD_CUDA_CHECK(cudaMemsetAsync(x.data(), 0x3c, x.bytes(), context.stream()));
-    MYRIAD_CUDA_CHECK(cudaMemsetAsync(w.data(), 0x3c, w.bytes(), context.stream()));
-    const float alpha = 1.0f, beta = 0.0f;
-    auto direct = [&] {
-      MYRIAD_CUBLAS_CHECK(cublasGemmEx(cublas, CUBLAS_OP_T, CUBLAS_OP_N, static_cast<int>(s.n), static_cast<int>(s.m),
-                                       static_cast<int>(s.k), &alpha, w.data(), CUDA_R_16BF, static_cast<int>(s.k),
-                                       x.data(), CUDA_R_16BF, static_cast<int>(s.k), &beta, y.data(), CUDA_R_16BF,
-                                       static_cast<int>(s.n), CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT));
-    };
+    const Operands o = operands(context, s);
+    auto direct = [&] { cublas_gemm(cublas, s, o); };
     for (int i = 0; i < kWarmup; ++i) direct();
     double best = 1e30;
     for (int r = 0; r < kRounds; ++r) best = std::min(best, time_calls(context.stream(), direct));

@@ -590,12 +590,17 @@ class _Model:
             self._activation(bwd, act_bytes if lay.recompute == "selective" and not moe else 0.0)
         return fwd, bwd
 
+    def _slowed(self, comm_s, exposed_s):
+        """Exposed seconds of `comm_s` of communication of which `exposed_s` is not hidden, plus what the
+        hidden part costs the compute beside it: while a collective overlaps compute its kernels hold SMs
+        (NCCL: one per channel) and compute slows by gemm.GemmModel.overlap_slowdown (0 without a GPU model)."""
+        slowdown = self.shapes.overlap_slowdown if self.shapes is not None else 0.0
+        return exposed_s + slowdown * max(0.0, comm_s - exposed_s)
+
     def _overlapped(self, comm_s, compute_s):
         """Exposed seconds of a transfer run beside `compute_s` of compute: what exceeds it, plus the
         overlap slowdown of the hidden part."""
-        exposed = max(0.0, comm_s - compute_s)
-        slowdown = self.shapes.overlap_slowdown if self.shapes is not None else 0.0
-        return exposed + slowdown * (comm_s - exposed)
+        return self._slowed(comm_s, max(0.0, comm_s - compute_s))
 
     def _overlap_tp(self, comm, gemm_s):
         """With tensor-parallel communication overlapped with the block's GEMMs (EngineTraits.tp_overlap:
@@ -802,9 +807,6 @@ def _dp_tail(model: _Model, units):
     lay, net, m = model.lay, model.net, model.m
     stage, mbs = lay.zero_stage, lay.gradient_accumulation
     f32 = 4.0
-    # While a collective overlaps compute, its kernels hold SMs (NCCL: one per channel) and compute slows:
-    # the hidden seconds cost this share again (gemm.GemmModel.overlap_slowdown; 0 without a GPU model).
-    slowdown = model.shapes.overlap_slowdown if model.shapes is not None else 0.0
     gather_bytes = model.engine.param_gather_bytes  # ZeRO 1/2: the updated values all-gathered after the step
 
     def group(expert):
@@ -834,7 +836,7 @@ def _dp_tail(model: _Model, units):
         finish = _fifo_finish([starts[i] for i in order], [times[i] for i in order])
         issued = sum(times)
         exposed_tail = max(0.0, finish - end - tied)
-        exposed_tail += slowdown * max(0.0, issued - exposed_tail)  # compute slowed while buckets overlap it
+        exposed_tail = model._slowed(issued, exposed_tail)  # compute slowed while buckets overlap it
         if stage == 1:
             gather_after = sum(net.all_gather(group(is_expert), elements * gather_bytes)
                                for _, _, elements, is_expert in buckets)
@@ -845,7 +847,7 @@ def _dp_tail(model: _Model, units):
         order = sorted(range(len(units)), key=lambda i: ready[i])
         finish = _fifo_finish([ready[i] for i in order], [times[i] for i in order])
         per_mb = max(0.0, finish - end)
-        per_mb += slowdown * max(0.0, sum(times) - per_mb)
+        per_mb = model._slowed(sum(times), per_mb)
         gather_after = sum(net.all_gather(group(u.expert), u.elements * gather_bytes) for u in units)
         issued = mbs * sum(times) + gather_after
     else:  # ZeRO-3: every unit gathered in forward and again in backward (next unit prefetched), reduce-scattered
@@ -853,7 +855,7 @@ def _dp_tail(model: _Model, units):
         gathers = [net.all_gather(group(u.expert), u.elements * gather_bytes) for u in units]
         scatters = [net.reduce_scatter(group(u.expert), u.elements * f32) for u in units]
         per_mb = _zero3_exposed(units, gathers, scatters)
-        per_mb += slowdown * max(0.0, 2 * sum(gathers) + sum(scatters) - per_mb)
+        per_mb = model._slowed(2 * sum(gathers) + sum(scatters), per_mb)
         issued = mbs * (2 * sum(gathers) + sum(scatters))
     if m.is_moe and lay.tp > 1:  # MoE parameters are tp-replicated: each rank's share summed over tp once a step
         partial_dense = sum(u.tp_partial for u in units if not u.expert)
