@@ -178,7 +178,7 @@ AuditLog::AuditLog(std::string path, std::string key) : path_(std::move(path)), 
     MYRIAD_CHECK(false, "audit log '" << path_ << "' cannot be opened: " << reason);
   }
   std::string refused;
-  {
+  try {  // a constructor that throws runs no destructor: the files are closed here
     FileLock lock(fd_);
     const std::string data = read_all(read_fd_);
     if (data.empty()) {
@@ -195,6 +195,10 @@ AuditLog::AuditLog(std::string path, std::string key) : path_(std::move(path)), 
     } else {
       refused = first_problem(data, key_);
     }
+  } catch (...) {
+    close(fd_);
+    close(read_fd_);
+    throw;
   }
   if (!refused.empty()) {
     close(fd_);

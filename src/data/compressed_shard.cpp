@@ -51,8 +51,8 @@ void write_compressed_token_shard(const std::string& path, std::span<const std::
   const std::string where = "compressed token shard '" + path + "'";
   MYRIAD_CHECK(vocab_size > 0 && vocab_size <= 0x7FFFFFFFu,
                where << ": vocab_size " << vocab_size << " must lie in [1, 2^31)");
-  MYRIAD_CHECK(compression.block_tokens > 0 && compression.block_tokens < (std::int64_t{1} << 31),
-               where << ": block_tokens " << compression.block_tokens << " must lie in [1, 2^31)");
+  MYRIAD_CHECK(compression.block_tokens > 0 && compression.block_tokens <= kMaxBlockTokens,
+               where << ": block_tokens " << compression.block_tokens << " must lie in [1, " << kMaxBlockTokens << "]");
   MYRIAD_CHECK(compression.level >= 1 && compression.level <= ZSTD_maxCLevel(),
                where << ": zstd level " << compression.level << " must lie in [1, " << ZSTD_maxCLevel() << "]");
   const auto count = static_cast<std::int64_t>(tokens.size());
@@ -152,7 +152,8 @@ std::unique_ptr<CompressedTokenShard> CompressedTokenShard::from_bytes(const std
   MYRIAD_CHECK(shard->vocab_size_ > 0 && shard->vocab_size_ <= 0x7FFFFFFFu,
                where << ": vocab_size " << shard->vocab_size_ << " must lie in [1, 2^31)");
   shard->block_tokens_ = load_u32(bytes + 20);
-  MYRIAD_CHECK(shard->block_tokens_ > 0, where << ": block_tokens is 0");
+  MYRIAD_CHECK(shard->block_tokens_ > 0 && shard->block_tokens_ <= kMaxBlockTokens,
+               where << ": block_tokens " << shard->block_tokens_ << " must lie in [1, " << kMaxBlockTokens << "]");
   const std::uint64_t tokens = load_u64(bytes + 24), blocks = load_u64(bytes + 32), index_offset = load_u64(bytes + 40);
   MYRIAD_CHECK(tokens <= static_cast<std::uint64_t>(std::numeric_limits<std::int64_t>::max() / 2),
                where << ": token count " << tokens << " is implausible");
@@ -212,11 +213,17 @@ void CompressedTokenShard::decompress(std::int64_t index, std::vector<std::int32
   const Block& block = blocks_[static_cast<std::size_t>(index)];
   const std::int64_t n = tokens_in(index);
   const std::size_t raw_bytes = static_cast<std::size_t>(n) * shard_dtype_size(dtype_);
-  std::vector<unsigned char> raw(raw_bytes);
   std::vector<unsigned char> sealed;
   const unsigned char* frame = bytes_->at(block.offset, block.bytes, sealed);
-  const std::size_t got = ZSTD_decompress(raw.data(), raw.size(), frame, block.bytes);
   const std::string where = "compressed token shard '" + path_ + "', block " + std::to_string(index);
+  // The frame header declares its decompressed size: a mismatch is found before allocating.
+  const unsigned long long declared = ZSTD_getFrameContentSize(frame, block.bytes);
+  MYRIAD_CHECK(declared == raw_bytes,
+               where << " (byte " << block.offset << "): the zstd frame declares "
+                     << (declared >= ZSTD_CONTENTSIZE_ERROR ? std::string("no valid size") : std::to_string(declared))
+                     << ", expected " << raw_bytes << " bytes");
+  std::vector<unsigned char> raw(raw_bytes);
+  const std::size_t got = ZSTD_decompress(raw.data(), raw.size(), frame, block.bytes);
   MYRIAD_CHECK(!ZSTD_isError(got),
                where << " (byte " << block.offset << "): corrupt zstd frame: " << ZSTD_getErrorName(got));
   MYRIAD_CHECK(got == raw_bytes, where << ": decompresses to " << got << " bytes, expected " << raw_bytes);

@@ -270,12 +270,17 @@ EncryptedWriter::EncryptedWriter(const std::string& path, const KeyRing& keys, s
   const Header header = wrap(data_key_, nonce_, static_cast<std::uint32_t>(chunk_bytes), keys);
   file_ = create_private(path);
   MYRIAD_CHECK(file_ != nullptr, path << ": cannot be created (" << std::strerror(errno) << ")");
-  const auto encoded = encode(header);
-  MYRIAD_CHECK(std::fwrite(kMagic, 1, sizeof kMagic, file_) == sizeof kMagic &&
-                   std::fwrite(encoded.data(), 1, encoded.size(), file_) == encoded.size(),
-               path << ": cannot be written");
-  detail::pace_writeback(file_, sizeof kMagic + encoded.size(), written_, writeback_from_);
-  pending_.reserve(chunk_bytes);
+  try {  // a constructor that throws runs no destructor: the file is closed here
+    const auto encoded = encode(header);
+    MYRIAD_CHECK(std::fwrite(kMagic, 1, sizeof kMagic, file_) == sizeof kMagic &&
+                     std::fwrite(encoded.data(), 1, encoded.size(), file_) == encoded.size(),
+                 path << ": cannot be written");
+    detail::pace_writeback(file_, sizeof kMagic + encoded.size(), written_, writeback_from_);
+    pending_.reserve(chunk_bytes);
+  } catch (...) {
+    std::fclose(file_);
+    throw;
+  }
 }
 
 EncryptedWriter::~EncryptedWriter() {
@@ -377,13 +382,18 @@ void EncryptedWriter::finish() {
 EncryptedReader::EncryptedReader(const std::string& path, const KeyRing& keys) : path_(path) {
   file_ = std::fopen(path.c_str(), "rb");
   MYRIAD_CHECK(file_ != nullptr, path << ": cannot be read (" << std::strerror(errno) << ")");
-  file_size_ = std::filesystem::file_size(path);
-  const Header header = read_header(file_, path);
-  chunk_bytes_ = header.chunk;
-  kek_id_ = header.kek_id;
-  nonce_.assign(reinterpret_cast<const char*>(header.nonce.data()), kNonceBytes);
-  data_key_ = unwrap(header, keys, path);
-  offset_ = sizeof kMagic + kHeaderBytes;
+  try {  // a constructor that throws runs no destructor: the file is closed here
+    file_size_ = std::filesystem::file_size(path);
+    const Header header = read_header(file_, path);
+    chunk_bytes_ = header.chunk;
+    kek_id_ = header.kek_id;
+    nonce_.assign(reinterpret_cast<const char*>(header.nonce.data()), kNonceBytes);
+    data_key_ = unwrap(header, keys, path);
+    offset_ = sizeof kMagic + kHeaderBytes;
+  } catch (...) {
+    std::fclose(file_);
+    throw;
+  }
 }
 
 EncryptedReader::~EncryptedReader() {

@@ -172,6 +172,19 @@ TEST(CompressedShard, CorruptionIsAnErrorNamingTheFileAndBlock) {
   const unsigned char junk = 0xEE;
   patch_bytes(path, good.size() - 3, &junk, 1);
   expect_error_naming([&] { CompressedTokenShard::open(path); }, {path, "block index checksum mismatch"});
+  // A header may not make the reader allocate more than one bounded block: block_tokens above
+  // kMaxBlockTokens is refused at open, and a frame whose declared size differs from the block's
+  // is refused before its buffer is allocated.
+  write_bytes(path, good);
+  const std::uint32_t huge = static_cast<std::uint32_t>(kMaxBlockTokens + 1);
+  patch_bytes(path, 20, &huge, 4);
+  expect_error_naming([&] { CompressedTokenShard::open(path); }, {path, "block_tokens 16777217"});
+  write_compressed_token_shard(path, std::vector<std::int32_t>(1000, 7), 50257, {.block_tokens = 1000, .level = 3});
+  const std::uint32_t block_tokens = 2000;
+  const std::uint64_t tokens = 2000;
+  patch_bytes(path, 20, &block_tokens, 4);
+  patch_bytes(path, 24, &tokens, 8);
+  expect_error_naming([&] { CompressedTokenShard::open(path); }, {path, "block 0", "declares 2000, expected 4000"});
   write_bytes(path, good.substr(0, 30));
   expect_error_naming([&] { open_token_reader(path); }, {path, "short header"});
   expect_error_naming(

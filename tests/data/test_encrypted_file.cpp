@@ -141,6 +141,26 @@ TEST_F(EncryptedFileTest, WrongOrMissingKeysAreNamed) {
   EXPECT_NE(wrong.find("does not unwrap with key 'k1'"), std::string::npos) << wrong;
 }
 
+// A reader that refuses its file closes it: a service opening many refused files keeps its
+// descriptors (the fuzzer once exhausted them this way).
+TEST_F(EncryptedFileTest, RefusedOpensCloseTheirFiles) {
+  const std::uint64_t seed = testing::fresh_seed();
+  const fs::path path = write("f", testing::random_bytes(100, seed), ring("k1", seed));
+  const fs::path damaged = dir_ / "damaged";
+  std::string bytes = bytes_of(path);
+  bytes[12] = static_cast<char>(bytes[12] ^ 0x40);
+  put(damaged, bytes);
+  const auto open_descriptors = [] {
+    return std::distance(fs::directory_iterator("/proc/self/fd"), fs::directory_iterator{});
+  };
+  const auto before = open_descriptors();
+  for (int i = 0; i < 50; ++i) {
+    EXPECT_NE(read_error(path, ring("k2", seed)), "");
+    EXPECT_NE(read_error(damaged, ring("k1", seed)), "");
+  }
+  EXPECT_EQ(open_descriptors(), before);
+}
+
 TEST_F(EncryptedFileTest, RewrapChangesOnlyTheHeader) {
   const std::uint64_t seed = testing::fresh_seed();
   KeyRing keys = ring("2026-11", seed);

@@ -7,7 +7,8 @@
 //        8    4 format version (u32) = 1
 //       12    4 dtype of the ids (u32): 0 = u16, 1 = i32 (u16 whenever vocab_size <= 65536)
 //       16    4 vocab_size (u32 > 0): every id lies in [0, vocab_size)
-//       20    4 block_tokens (u32 > 0): tokens per block, every block but the last full
+//       20    4 block_tokens (u32 in [1, kMaxBlockTokens]): tokens per block, every block but the
+//               last full
 //       24    8 token count (u64)
 //       32    8 block count (u64) = ceil(token count / block_tokens)
 //       40    8 index offset (u64): where the block index starts, right after the last block
@@ -47,12 +48,15 @@ namespace myriad::data {
 
 inline constexpr char kCompressedShardMagic[8] = {'M', 'Y', 'R', 'T', 'O', 'K', 'Z', '\0'};
 inline constexpr std::uint32_t kCompressedShardVersion = 1;
+// The most tokens one block may hold (64 MiB of i32 ids decompressed): a reader allocates one
+// block at a time, so a header cannot make it allocate more than this.
+inline constexpr std::int64_t kMaxBlockTokens = std::int64_t{1} << 24;
 
 // Defaults: 128 Ki tokens per block at level 19 keep GPT-2 tokens of English text at <= 1/3 of
 // the text's bytes (3.03x on tinyshakespeare; one frame over the whole stream reaches 3.15x,
 // 64 Ki-token blocks 2.97x) while a random window decompresses at most 256 KiB (bench_data).
 struct ShardCompression {
-  std::int64_t block_tokens = 131072;  // > 0 and < 2^31
+  std::int64_t block_tokens = 131072;  // in [1, kMaxBlockTokens]
   int level = 19;                      // zstd level, 1..22
 };
 
