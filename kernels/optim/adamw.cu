@@ -5,7 +5,9 @@
 //   g = grad * grad_scale;  p -= lr * weight_decay * p;  m = b1 m + (1 - b1) g;
 //   v = b2 v + (1 - b2) g^2;  p -= (lr / (1 - b1^t)) * m / (sqrt(v) / sqrt(1 - b2^t) + eps)
 // Grid-stride loop; IEEE sqrt and division (nvcc's defaults), so results differ from the CPU's
-// only by fused multiply-adds (a few ulps).
+// only by fused multiply-adds (a few ulps). Compute copies (16-bit training) are written by the
+// same pass: the updated value rounded to nearest even (__float2bfloat16_rn / __float2half_rn, as
+// the CPU op's conversions) into the 16-bit copy, and that number widened into the f32 copy.
 // grad_norm_squared: blocks of kNormBlock elements are each summed in float64 (threads stride
 // the block, then a shared-memory tree in a fixed order) into scratch; one more block adds the
 // partials in the same fixed tree. The order depends on n only: bit-identical run to run.
@@ -14,6 +16,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
+#include <type_traits>
 #include <utility>
 
 #include "common/block_reduce.cuh"
@@ -32,7 +35,15 @@ struct AdamWScalars {
   float step_size, inv_sqrt_bias2, lr_wd, b1, b2, one_minus_b1, one_minus_b2, eps, scale;
 };
 
-__global__ void adamw_kernel(float* param, const float* grad, float* m, float* v, std::int64_t n, AdamWScalars s) {
+__device__ inline __nv_bfloat16 to_narrow(float x, __nv_bfloat16*) { return __float2bfloat16_rn(x); }
+__device__ inline __half to_narrow(float x, __half*) { return __float2half_rn(x); }
+__device__ inline float widen(__nv_bfloat16 h) { return __bfloat162float(h); }
+__device__ inline float widen(__half h) { return __half2float(h); }
+
+// H: the copies' 16-bit type (void: no copies). rounded / narrow may each be null.
+template <typename H>
+__global__ void adamw_kernel(float* param, const float* grad, float* m, float* v, std::int64_t n, AdamWScalars s,
+                             float* rounded, H* narrow) {
   const std::int64_t stride = static_cast<std::int64_t>(gridDim.x) * blockDim.x;
   for (std::int64_t i = static_cast<std::int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < n; i += stride) {
     const float g = grad[i] * s.scale;
@@ -42,7 +53,13 @@ __global__ void adamw_kernel(float* param, const float* grad, float* m, float* v
     const float vi = s.b2 * v[i] + s.one_minus_b2 * (g * g);
     m[i] = mi;
     v[i] = vi;
-    param[i] = decayed - s.step_size * mi / (sqrtf(vi) * s.inv_sqrt_bias2 + s.eps);
+    const float updated = decayed - s.step_size * mi / (sqrtf(vi) * s.inv_sqrt_bias2 + s.eps);
+    param[i] = updated;
+    if constexpr (!std::is_void_v<H>) {
+      const H h = to_narrow(updated, narrow);
+      if (narrow != nullptr) narrow[i] = h;
+      if (rounded != nullptr) rounded[i] = widen(h);
+    }
   }
 }
 
@@ -70,7 +87,7 @@ __global__ void norm_total(const double* partials, std::int64_t count, double* o
 }  // namespace
 
 void adamw_update_f32(float* param, const float* grad, float* m, float* v, std::int64_t n, const AdamWStep& step,
-                      cudaStream_t stream) {
+                      cudaStream_t stream, const AdamWCopyPointers& copies) {
   const char* op = "adamw_update_f32";
   detail::check_count(op, "n", n);
   MYRIAD_CHECK(step.step >= 1, op << ": step must be >= 1 (1-based, for the bias correction), got " << step.step);
@@ -87,6 +104,14 @@ void adamw_update_f32(float* param, const float* grad, float* m, float* v, std::
   detail::check_disjoint(op, "param", param, bytes, "m", m, bytes);
   detail::check_disjoint(op, "param", param, bytes, "v", v, bytes);
   detail::check_disjoint(op, "m", m, bytes, "v", v, bytes);
+  if (copies.rounded != nullptr) {
+    detail::check_pointer(op, "copies.rounded", copies.rounded, alignof(float));
+    detail::check_disjoint(op, "copies.rounded", copies.rounded, bytes, "param", param, bytes);
+  }
+  if (copies.narrow != nullptr) {
+    detail::check_pointer(op, "copies.narrow", copies.narrow, 2);
+    detail::check_disjoint(op, "copies.narrow", copies.narrow, bytes / 2, "param", param, bytes);
+  }
   const double t = static_cast<double>(step.step);
   const double bias1 = 1.0 - std::pow(static_cast<double>(step.beta1), t);
   const double bias2 = 1.0 - std::pow(static_cast<double>(step.beta2), t);
@@ -101,7 +126,16 @@ void adamw_update_f32(float* param, const float* grad, float* m, float* v, std::
   s.eps = step.eps;
   s.scale = step.grad_scale;
   const std::int64_t blocks = std::min<std::int64_t>(detail::grid_blocks(op, n, kThreads), kMaxAdamBlocks);
-  adamw_kernel<<<static_cast<unsigned>(blocks), kThreads, 0, stream>>>(param, grad, m, v, n, s);
+  const auto grid = static_cast<unsigned>(blocks);
+  if (copies.rounded == nullptr && copies.narrow == nullptr) {
+    adamw_kernel<void><<<grid, kThreads, 0, stream>>>(param, grad, m, v, n, s, nullptr, nullptr);
+  } else if (copies.f16) {
+    adamw_kernel<__half>
+        <<<grid, kThreads, 0, stream>>>(param, grad, m, v, n, s, copies.rounded, static_cast<__half*>(copies.narrow));
+  } else {
+    adamw_kernel<__nv_bfloat16><<<grid, kThreads, 0, stream>>>(param, grad, m, v, n, s, copies.rounded,
+                                                               static_cast<__nv_bfloat16*>(copies.narrow));
+  }
   MYRIAD_CUDA_CHECK(cudaGetLastError());
 }
 

@@ -368,7 +368,8 @@ void CudaBackend::bias_add_backward(const BiasAddArgs&, const Tensor& grad_out, 
     column_sums_accumulate_f32(floats(grad_out), floats(grad_bias), rows, width, context_.stream());
 }
 
-void CudaBackend::adamw_update(const AdamWArgs& args, Tensor& param, const Tensor& grad, Tensor& m, Tensor& v) {
+void CudaBackend::adamw_update(const AdamWArgs& args, Tensor& param, const Tensor& grad, Tensor& m, Tensor& v,
+                               const AdamWCopies& copies) {
   const AdamWStep step{.lr = args.lr,
                        .beta1 = args.beta1,
                        .beta2 = args.beta2,
@@ -377,7 +378,10 @@ void CudaBackend::adamw_update(const AdamWArgs& args, Tensor& param, const Tenso
                        .grad_scale = args.grad_scale,
                        .step = args.step};
   DeviceGuard guard(context_.device());
-  adamw_update_f32(floats(param), floats(grad), floats(m), floats(v), param.numel(), step, context_.stream());
+  const AdamWCopyPointers out{.rounded = copies.rounded.defined() ? floats(copies.rounded) : nullptr,
+                              .narrow = copies.narrow.defined() ? copies.narrow.raw_data() : nullptr,
+                              .f16 = copies.format == DType::f16};
+  adamw_update_f32(floats(param), floats(grad), floats(m), floats(v), param.numel(), step, context_.stream(), out);
 }
 
 double CudaBackend::grad_norm_squared(const Tensor& grad) { return grad_norms_squared({grad}).at(0); }

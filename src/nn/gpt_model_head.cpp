@@ -109,8 +109,8 @@ void GptModel::head_backward(Slot& s, const Tensor& targets_in, float loss_scale
   Tensor d_hf = b.d_hf.view({N, C});
   const Tensor input = head_input(s);
   if (head_columns() > 0) {  // the padding rows' gradient gets 0: their logits' gradient is 0
-    linear_backward(input, store_[head_].value, s.logits, d_hf, false, store_[head_].grad, no_bias,
-                    activation_precision_);
+    linear_backward(input, weight_operand(store_[head_], activation_precision_), s.logits, d_hf, false,
+                    store_[head_].grad, no_bias, activation_precision_);
   } else {
     zero(d_hf);  // no real vocabulary here: this rank adds nothing to the input's gradient
   }

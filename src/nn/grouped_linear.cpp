@@ -12,7 +12,7 @@ namespace myriad::nn {
 void grouped_linear_forward(const Tensor& x, const Parameter& weight, const std::vector<std::int64_t>& offsets,
                             Tensor& out, DType operands) {
   if (!weight.int8_values.defined()) {
-    grouped_matmul_forward({}, x, gemm_operand(weight.value, operands), Tensor(), offsets, out);
+    grouped_matmul_forward({}, x, weight_operand(weight, operands), Tensor(), offsets, out);
     return;
   }
   const Tensor& q = weight.int8_values;       // (G, M, K)

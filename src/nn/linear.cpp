@@ -11,10 +11,15 @@
 namespace myriad::nn {
 
 Tensor gemm_operand(const Tensor& t, DType format) {
-  if (format == DType::f32) return t;
+  if (format == DType::f32 || t.dtype() == format) return t;
   Tensor out = ops::placement_of(t, "operand").empty(t.shape(), format);
   copy(t, out);
   return out;
+}
+
+Tensor weight_operand(const Parameter& p, DType format) {
+  if (format != DType::f32 && p.operand.defined() && p.operand.dtype() == format) return p.operand;
+  return gemm_operand(p.value, format);
 }
 
 void linear_forward(const Tensor& x, const Tensor& weight, const Tensor& bias, Tensor& y, DType operands) {
@@ -27,7 +32,7 @@ void linear_forward(const Tensor& x, const Tensor& weight, const Tensor& bias, T
 }
 
 void linear_forward(const Tensor& x, const Parameter& weight, const Tensor& bias, Tensor& y, DType operands) {
-  if (!weight.int8_values.defined()) return linear_forward(x, weight.value, bias, y, operands);
+  if (!weight.int8_values.defined()) return linear_forward(x, weight_operand(weight, operands), bias, y, operands);
   MYRIAD_CHECK(operands == DType::f32, "linear '" << weight.name << "': an INT8 weight computes with f32 activations, "
                                                   << "not " << dtype_name(operands) << " GEMM operands");
   int8_linear_forward(Int8Args{.group_size = weight.int8_group}, x, weight.int8_values, weight.int8_scales, bias, y);

@@ -289,20 +289,20 @@ void MoeLayer::backward(ParameterStore& store, const Tensor& h, MoeActivations& 
   Tensor dx_local = placement.empty({n, C});
   if (n > 0) {
     Tensor d_act = placement.empty({n, Fe}), d_fc = placement.empty({n, Fe});
-    grouped_matmul_backward({}, gemm_operand(a.act, operands_), gemm_operand(store[experts_out_].value, operands_),
-                            offsets, d_local, d_act, store[experts_out_].grad, none);
+    grouped_matmul_backward({}, gemm_operand(a.act, operands_), weight_operand(store[experts_out_], operands_), offsets,
+                            d_local, d_act, store[experts_out_].grad, none);
     const Tensor x = gemm_operand(a.x_rows, operands_);
     if (config_.mlp == MlpKind::gelu) {
       gelu_backward(GeluArgs{}, a.fc, d_act, d_fc);
-      grouped_matmul_backward({}, x, gemm_operand(store[experts_fc_].value, operands_), offsets, d_fc, dx_local,
+      grouped_matmul_backward({}, x, weight_operand(store[experts_fc_], operands_), offsets, d_fc, dx_local,
                               store[experts_fc_].grad, none);
     } else {
       Tensor d_up = placement.empty({n, Fe});
       swiglu_backward(SwigluArgs{}, a.fc, a.up, d_act, d_fc, d_up);
-      grouped_matmul_backward({}, x, gemm_operand(store[experts_fc_].value, operands_), offsets, d_fc, dx_local,
+      grouped_matmul_backward({}, x, weight_operand(store[experts_fc_], operands_), offsets, d_fc, dx_local,
                               store[experts_fc_].grad, none);
-      grouped_matmul_backward({.accumulate_grad_x = true}, x, gemm_operand(store[experts_up_].value, operands_),
-                              offsets, d_up, dx_local, store[experts_up_].grad, none);
+      grouped_matmul_backward({.accumulate_grad_x = true}, x, weight_operand(store[experts_up_], operands_), offsets,
+                              d_up, dx_local, store[experts_up_].grad, none);
     }
   }
   const Tensor dx_rows = undispatch(dx_local, a);
@@ -323,15 +323,19 @@ void MoeLayer::backward(ParameterStore& store, const Tensor& h, MoeActivations& 
   if (shared_fc_ != npos) {
     const std::int64_t width = store[shared_fc_].shape[0];
     Tensor d_act = placement.empty({N, width}), d_fc = placement.empty({N, width});
-    linear_backward(a.shared_act, store[shared_out_].value, go, d_act, false, store[shared_out_].grad, none, operands_);
+    linear_backward(a.shared_act, weight_operand(store[shared_out_], operands_), go, d_act, false,
+                    store[shared_out_].grad, none, operands_);
     if (config_.mlp == MlpKind::gelu) {
       gelu_backward(GeluArgs{}, a.shared_fc, d_act, d_fc);
-      linear_backward(hf, store[shared_fc_].value, d_fc, gh, true, store[shared_fc_].grad, none, operands_);
+      linear_backward(hf, weight_operand(store[shared_fc_], operands_), d_fc, gh, true, store[shared_fc_].grad, none,
+                      operands_);
     } else {
       Tensor d_up = placement.empty({N, width});
       swiglu_backward(SwigluArgs{}, a.shared_fc, a.shared_up, d_act, d_fc, d_up);
-      linear_backward(hf, store[shared_fc_].value, d_fc, gh, true, store[shared_fc_].grad, none, operands_);
-      linear_backward(hf, store[shared_up_].value, d_up, gh, true, store[shared_up_].grad, none, operands_);
+      linear_backward(hf, weight_operand(store[shared_fc_], operands_), d_fc, gh, true, store[shared_fc_].grad, none,
+                      operands_);
+      linear_backward(hf, weight_operand(store[shared_up_], operands_), d_up, gh, true, store[shared_up_].grad, none,
+                      operands_);
     }
   }
   a.release();

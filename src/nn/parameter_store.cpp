@@ -134,6 +134,16 @@ void ParameterStore::rebind(std::int64_t begin, std::int64_t end, const Tensor& 
   }
 }
 
+void ParameterStore::bind_operands(const Tensor& operands) {
+  MYRIAD_CHECK(!operands.defined() || operands.numel() == total_,
+               "ParameterStore::bind_operands: " << operands.numel() << " operands for " << total_ << " elements");
+  for (Parameter& p : params_) {
+    p.operand = operands.defined() ? Tensor::from_storage(operands.storage(), p.shape, contiguous_strides(p.shape),
+                                                          operands.offset() + p.offset, operands.dtype())
+                                   : Tensor();
+  }
+}
+
 void ParameterStore::unbind(std::int64_t begin, std::int64_t end, bool values, bool grads) {
   for (Parameter& p : params_) {
     if (p.offset < begin || p.offset >= end) continue;

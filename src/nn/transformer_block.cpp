@@ -226,7 +226,7 @@ void TransformerBlock::row_parallel_output(const Tensor& in, const Parameter& we
   if (weight.int8_values.defined()) {  // INT8 inference: whole layers only (GptModel::attach_int8)
     linear_forward(in, weight, bias, out, operands_);
   } else {
-    split_.tensor_parallel().row_parallel_linear(in, weight.value, bias, partial, out, operands_);
+    split_.tensor_parallel().row_parallel_linear(in, weight_operand(weight, operands_), bias, partial, out, operands_);
   }
   add_into(out, residual);
 }
@@ -381,15 +381,18 @@ void TransformerBlock::backward(ParameterStore& store, const Tensor& x, const Bl
     moe_backward(store, a, s, grad, loss_scale);
   } else {
     Tensor out_b = optional(store, out_b_, true), fc_b = optional(store, fc_b_, true), none;
-    linear_backward(a.act, store[out_w_].value, gathered_grad(grad, s), s.d_act, false, store[out_w_].grad, out_b,
-                    operands_);
+    linear_backward(a.act, weight_operand(store[out_w_], operands_), gathered_grad(grad, s), s.d_act, false,
+                    store[out_w_].grad, out_b, operands_);
     if (config_.mlp == MlpKind::gelu) {
       gelu_backward(GeluArgs{}, a.fc, s.d_act, s.d_fc);
-      linear_backward(a.h2, store[fc_w_].value, s.d_fc, s.d_h, false, store[fc_w_].grad, fc_b, operands_);
+      linear_backward(a.h2, weight_operand(store[fc_w_], operands_), s.d_fc, s.d_h, false, store[fc_w_].grad, fc_b,
+                      operands_);
     } else {
       swiglu_backward(SwigluArgs{}, a.fc, a.up, s.d_act, s.d_fc, s.d_up);
-      linear_backward(a.h2, store[fc_w_].value, s.d_fc, s.d_h, false, store[fc_w_].grad, fc_b, operands_);
-      linear_backward(a.h2, store[up_w_].value, s.d_up, s.d_h, true, store[up_w_].grad, none, operands_);
+      linear_backward(a.h2, weight_operand(store[fc_w_], operands_), s.d_fc, s.d_h, false, store[fc_w_].grad, fc_b,
+                      operands_);
+      linear_backward(a.h2, weight_operand(store[up_w_], operands_), s.d_up, s.d_h, true, store[up_w_].grad, none,
+                      operands_);
     }
   }
   Tensor n2w = norm_grad_target(norm2_w_, s, 2), n2b = norm_grad_target(norm2_b_, s, 3);
@@ -399,8 +402,8 @@ void TransformerBlock::backward(ParameterStore& store, const Tensor& x, const Bl
   add_into(grad, s.d_tmp);  // grad = dL/dx_mid
   // Attention.
   Tensor proj_b = optional(store, proj_b_, true);
-  linear_backward(a.att, store[proj_w_].value, gathered_grad(grad, s), s.d_att, false, store[proj_w_].grad, proj_b,
-                  operands_);
+  linear_backward(a.att, weight_operand(store[proj_w_], operands_), gathered_grad(grad, s), s.d_att, false,
+                  store[proj_w_].grad, proj_b, operands_);
   Tensor q = head_view(a.qkv, 0, Hq, D), k = head_view(a.qkv, Hq * D, Hkv, D);
   Tensor v = head_view(a.qkv, (Hq + Hkv) * D, Hkv, D);
   if (config_.positions == PositionKind::rope) {
@@ -423,7 +426,8 @@ void TransformerBlock::backward(ParameterStore& store, const Tensor& x, const Bl
     rope_at_positions(true, dk, dk);
   }
   Tensor qkv_b = optional(store, qkv_b_, true);
-  linear_backward(a.h1, store[qkv_w_].value, s.d_qkv, s.d_h, false, store[qkv_w_].grad, qkv_b, operands_);
+  linear_backward(a.h1, weight_operand(store[qkv_w_], operands_), s.d_qkv, s.d_h, false, store[qkv_w_].grad, qkv_b,
+                  operands_);
   Tensor n1w = norm_grad_target(norm1_w_, s, 0), n1b = norm_grad_target(norm1_b_, s, 1);
   norm_backward(store, norm1_w_, x, a.ln1_mean, a.ln1_rstd, reduced_input_grad(s), s.d_tmp, n1w, n1b);
   add_into(grad, s.d_tmp);  // grad = dL/dx

@@ -32,7 +32,8 @@ void check_state(const char* op, const char* name, const Tensor& t, const Tensor
 
 }  // namespace
 
-void adamw_update(const AdamWArgs& args, Tensor& param, const Tensor& grad, Tensor& m, Tensor& v) {
+void adamw_update(const AdamWArgs& args, Tensor& param, const Tensor& grad, Tensor& m, Tensor& v,
+                  const AdamWCopies& copies) {
   const char* op = "adamw_update";
   check_hyper_parameters(op, args);
   ops::check_dtype(op, "param", param, DType::f32);
@@ -40,9 +41,23 @@ void adamw_update(const AdamWArgs& args, Tensor& param, const Tensor& grad, Tens
   check_state(op, "grad", grad, param);
   check_state(op, "m", m, param);
   check_state(op, "v", v, param);
-  Device device = ops::check_same_device(op, {{"param", &param}, {"grad", &grad}, {"m", &m}, {"v", &v}});
-  if (device.is_cpu()) return cpu::adamw_update(args, param, grad, m, v);
-  ops::backend_of(op, {{"param", &param}, {"grad", &grad}, {"m", &m}, {"v", &v}}).adamw_update(args, param, grad, m, v);
+  if (copies.any()) {
+    MYRIAD_CHECK(copies.format == DType::bf16 || copies.format == DType::f16,
+                 op << ": the compute copies' format must be bf16 or f16, got " << dtype_name(copies.format));
+    if (copies.rounded.defined()) check_state(op, "copies.rounded", copies.rounded, param);
+    if (copies.narrow.defined()) {
+      ops::check_dtype(op, "copies.narrow", copies.narrow, copies.format);
+      ops::check_shape(op, "copies.narrow", copies.narrow, param.shape());
+      ops::check_contiguous(op, "copies.narrow", copies.narrow);
+    }
+  }
+  // Undefined copies are skipped by both lookups.
+  const auto tensors = {
+      ops::NamedTensor{"param", &param}, {"grad", &grad}, {"m", &m}, {"v", &v}, {"copies.rounded", &copies.rounded},
+      {"copies.narrow", &copies.narrow}};
+  Device device = ops::check_same_device(op, tensors);
+  if (device.is_cpu()) return cpu::adamw_update(args, param, grad, m, v, copies);
+  ops::backend_of(op, tensors).adamw_update(args, param, grad, m, v, copies);
 }
 
 double grad_norm_squared(const Tensor& grad) {

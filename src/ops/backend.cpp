@@ -64,7 +64,9 @@ void Backend::vocab_shard_partials(const Tensor&, const Tensor&, const Tensor&, 
 void Backend::vocab_shard_combine(const Tensor&, const Tensor&, const Tensor&, Tensor&, Tensor&) {
   unsupported("vocab_shard_combine");
 }
-void Backend::adamw_update(const AdamWArgs&, Tensor&, const Tensor&, Tensor&, Tensor&) { unsupported("adamw_update"); }
+void Backend::adamw_update(const AdamWArgs&, Tensor&, const Tensor&, Tensor&, Tensor&, const AdamWCopies&) {
+  unsupported("adamw_update");
+}
 double Backend::grad_norm_squared(const Tensor&) { unsupported("grad_norm_squared"); }
 std::vector<double> Backend::grad_norms_squared(const std::vector<Tensor>& grads) {
   std::vector<double> sums;

@@ -35,6 +35,16 @@ AdamWOptimizer::AdamWOptimizer(std::vector<OptimizerSegment> segments, const Ada
   v_ = placement.zeros({total});
 }
 
+void AdamWOptimizer::set_compute_copies(DType format, std::vector<Tensor> rounded, std::vector<Tensor> narrow) {
+  MYRIAD_CHECK(rounded.size() == segments_.size() && narrow.size() == segments_.size(),
+               "AdamWOptimizer: " << rounded.size() << " rounded and " << narrow.size() << " 16-bit compute copies for "
+                                  << segments_.size() << " segments");
+  copies_.clear();
+  for (std::size_t i = 0; i < segments_.size(); ++i) {
+    copies_.push_back(AdamWCopies{.format = format, .rounded = std::move(rounded[i]), .narrow = std::move(narrow[i])});
+  }
+}
+
 bool AdamWOptimizer::decays(nn::ParamKind kind) const {
   return std::find(config_.no_decay.begin(), config_.no_decay.end(), kind) == config_.no_decay.end();
 }
@@ -83,10 +93,12 @@ OptimizerStepStats AdamWOptimizer::step(float lr, double global_sum_squares, flo
     const Shape& shape = s.value.shape();
     Tensor m = Tensor::from_storage(m_.storage(), shape, contiguous_strides(shape), offset, DType::f32);
     Tensor v = Tensor::from_storage(v_.storage(), shape, contiguous_strides(shape), offset, DType::f32);
-    adamw_update(args, s.value, s.grad, m, v);
+    adamw_update(args, s.value, s.grad, m, v, copies_.empty() ? AdamWCopies{} : copies_[&s - segments_.data()]);
     offset += s.value.numel();
   }
-  return stats;
+  OptimizerStepStats written = stats;
+  written.compute_copies_written = !copies_.empty();
+  return written;
 }
 
 }  // namespace myriad::optim

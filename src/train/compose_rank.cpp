@@ -16,10 +16,16 @@ void setup_precision(RankState& state) {
   // ZeRO-3: DataParallel rounds each unit it gathers (DataParallelOptions::compute_format).
   if (state.config.parallel.zero_stage == 3) return;
   // The store's flat values stay the fp32 master weights (optimizer, ZeRO, checkpoints); the
-  // parameters the model reads point at a copy rounded to the compute format after every update.
+  // parameters the model reads point at a copy rounded to the compute format, and the GEMMs read
+  // the same values as 16-bit numbers (Parameter::operand). The update writes both in its own
+  // pass where it writes every value (ZeRO 0, not local SGD); otherwise they are refreshed after it.
   nn::ParameterStore& store = state.model->parameters();
   state.compute_values = store.placement().zeros({store.numel()});
+  state.compute_operands = store.placement().empty({store.numel()}, state.compute_format);
   store.rebind(0, store.numel(), state.compute_values, Tensor());
+  store.bind_operands(state.compute_operands);
+  state.copies_written_by_update =
+      state.data_parallel->write_compute_copies(state.compute_format, state.compute_values, state.compute_operands);
   state.refresh_compute_weights();
 }
 

@@ -58,7 +58,8 @@ DryRunReport Engine::dry_run(const RunConfig& config, int world_size, int rank) 
     r.optimizer_elements = engine.state_.data_parallel->optimizer().state_elements();
     const parallel::ShardedMemory held = engine.state_.data_parallel->resident();
     r.master_weight_bytes = held.parameter_bytes;
-    r.compute_weight_bytes = bytes_of(engine.state_.compute_values) + held.compute_copy_bytes;
+    r.compute_weight_bytes =
+        bytes_of(engine.state_.compute_values) + bytes_of(engine.state_.compute_operands) + held.compute_copy_bytes;
     r.gradient_bytes = held.gradient_bytes;
     r.optimizer_bytes = held.optimizer_bytes;
     const auto& labels = meta.usage_by_label();

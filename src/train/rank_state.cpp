@@ -9,6 +9,7 @@ void RankState::refresh_compute_weights() {
   if (!compute_values.defined()) return;
   copy(model->parameters().flat_values(), compute_values);
   round_to_format(compute_values, compute_format);
+  copy(compute_values, compute_operands);  // exact: the values are 16-bit numbers already
 }
 
 }  // namespace myriad::train

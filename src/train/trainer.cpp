@@ -140,7 +140,7 @@ optim::OptimizerStepStats Trainer::apply_update(float lr, double loss_scale) {
   } else if (stats.skipped) {
     state_.log->warn("step {}: non-finite gradient norm, update skipped", state_.step + 1);
   }
-  if (!stats.skipped) state_.refresh_compute_weights();
+  if (!stats.skipped && !stats.compute_copies_written) state_.refresh_compute_weights();
   ++state_.step;
   return stats;
 }

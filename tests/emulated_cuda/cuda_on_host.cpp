@@ -809,9 +809,13 @@ void cross_entropy_backward_shard_f32(const float* logits, const std::int32_t* t
   }
 }
 void adamw_update_f32(float* p, const float* g, float* m, float* v, std::int64_t n, const AdamWStep& s,
-                      cudaStream_t launch_stream) {
+                      cudaStream_t launch_stream, const AdamWCopyPointers& copies) {
   emulated::check_launch_device(launch_stream);
   Tensor tp = W(p, {n}), tm = W(m, {n}), tv = W(v, {n});
+  const DType format = copies.f16 ? DType::f16 : DType::bf16;
+  const AdamWCopies host_copies{.format = format,
+                                .rounded = copies.rounded != nullptr ? W(copies.rounded, {n}) : Tensor(),
+                                .narrow = copies.narrow != nullptr ? W(copies.narrow, {n}, format) : Tensor()};
   adamw_update(AdamWArgs{.lr = s.lr,
                          .beta1 = s.beta1,
                          .beta2 = s.beta2,
@@ -819,7 +823,7 @@ void adamw_update_f32(float* p, const float* g, float* m, float* v, std::int64_t
                          .weight_decay = s.weight_decay,
                          .step = s.step,
                          .grad_scale = s.grad_scale},
-               tp, W(g, {n}), tm, tv);
+               tp, W(g, {n}), tm, tv, host_copies);
 }
 // Compression codes and 1-bit Adam's update: the CPU ops on the launchers' pointers.
 static void encode_on_host(const CompressionSpec& spec, const float* x, float* error, std::uint8_t* code,

@@ -4,6 +4,7 @@
 // rows, bias, AdamW and the gradient norm — through the ops' dispatch points, written and
 // accumulated outputs alike; bad ids and targets reported as the CPU op reports them; ops no
 // backend provides still refused by name.
+#include <cstring>
 #include <gtest/gtest.h>
 
 #include <array>
@@ -271,6 +272,27 @@ TEST_F(CudaBackendTest, AdamWUpdateAndGradientNorm) {
   expect_close(d_m, m, 1e-6, "m");
   expect_close(d_v, v, 1e-6, "v");
   EXPECT_NEAR(grad_norm_squared(on_device(g)), grad_norm_squared(g), 1e-9 * grad_norm_squared(g));
+}
+
+// The compute copies written by the update's kernel are the device's updated param rounded: the
+// f32 copy equals round_to_format of it and the 16-bit copy its conversion, bit for bit (the
+// device and CPU params themselves differ by fused multiply-adds only).
+TEST_F(CudaBackendTest, AdamWComputeCopiesAreTheUpdatedParamRounded) {
+  const AdamWArgs args{.lr = 1e-2f, .weight_decay = 0.1f, .step = 2, .grad_scale = 0.5f};
+  for (const DType format : {DType::bf16, DType::f16}) {
+    Tensor p = random({1000}, 64), g = random({1000}, 65);
+    Tensor d_p = on_device(p), d_m = on_device(Tensor::zeros({1000})), d_v = on_device(Tensor::zeros({1000}));
+    AdamWCopies copies{.format = format, .rounded = backend_->empty({1000}), .narrow = backend_->empty({1000}, format)};
+    adamw_update(args, d_p, on_device(g), d_m, d_v, copies);
+    Tensor rounded = backend_->empty({1000});
+    copy(d_p, rounded);
+    round_to_format(rounded, format);
+    expect_close(copies.rounded, backend_->copy_to_host(rounded), 0.0, "rounded copy");
+    Tensor narrow = backend_->empty({1000}, format);
+    copy(d_p, narrow);
+    const Tensor got = backend_->copy_to_host(copies.narrow), want = backend_->copy_to_host(narrow);
+    EXPECT_EQ(std::memcmp(got.raw_data(), want.raw_data(), want.nbytes()), 0) << dtype_name(format);
+  }
 }
 
 // Rows longer than a block (700 > 256 threads), large logits, masked (-inf) entries, in place.

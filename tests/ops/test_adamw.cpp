@@ -6,11 +6,13 @@
 #include <omp.h>
 
 #include <cmath>
+#include <cstring>
 #include <initializer_list>
 #include <ostream>
 #include <string>
 
 #include "myriad/ops/adamw.h"
+#include "myriad/ops/elementwise.h"
 #include "reference.h"
 #include "test_helpers.h"
 
@@ -80,6 +82,52 @@ INSTANTIATE_TEST_SUITE_P(Shapes, AdamWReference,
                          ::testing::Values(AdamWCase{{7}, 1e-2f, 0.1f, 1.0f}, AdamWCase{{3, 5, 7}, 3e-3f, 0.0f, 0.25f},
                                            AdamWCase{{40009}, 1e-2f, 0.1f, 0.5f}, AdamWCase{{1}, 1e-1f, 0.5f, 1.0f},
                                            AdamWCase{{0, 3}, 1e-2f, 0.1f, 1.0f}));
+
+// The compute copies written in the update's pass are the updated param rounded to the format:
+// the f32 copy equals round_to_format of it, the 16-bit copy its conversion, bit for bit; the
+// update itself is the one without copies. Across the vector tail, and f16's saturation.
+TEST(AdamW, ComputeCopiesAreTheUpdatedParamRoundedBitForBit) {
+  const std::uint64_t seed = testing::fresh_seed();
+  MYRIAD_SEED_TRACE(seed);
+  for (const DType format : {DType::bf16, DType::f16}) {
+    for (const std::int64_t n : {std::int64_t{1}, std::int64_t{37}, std::int64_t{40009}}) {
+      SCOPED_TRACE(std::string(dtype_name(format)) + " n " + std::to_string(n));
+      Tensor param = testing::random_tensor({n}, seed, 1, -3.0f, 3.0f);
+      param.data<float>()[0] = 70000.0f;  // beyond f16: the copies hold inf, as round_to_format does
+      const Tensor grad = testing::random_tensor({n}, seed, 2);
+      Tensor m = Tensor::zeros({n}), v = Tensor::zeros({n});
+      Tensor plain = param.clone(), plain_m = m.clone(), plain_v = v.clone();
+      const AdamWArgs args{.lr = 1e-2f, .weight_decay = 0.1f, .step = 2, .grad_scale = 0.5f};
+      AdamWCopies copies{.format = format, .rounded = Tensor::full({n}, -1.0), .narrow = Tensor::empty({n}, format)};
+      adamw_update(args, param, grad, m, v, copies);
+      adamw_update(args, plain, grad, plain_m, plain_v);
+      EXPECT_EQ(std::memcmp(param.raw_data(), plain.raw_data(), param.nbytes()), 0) << "the update changed";
+      EXPECT_EQ(std::memcmp(m.raw_data(), plain_m.raw_data(), m.nbytes()), 0);
+      Tensor rounded = param.clone();
+      round_to_format(rounded, format);
+      EXPECT_EQ(std::memcmp(copies.rounded.raw_data(), rounded.raw_data(), rounded.nbytes()), 0);
+      Tensor narrow = Tensor::empty({n}, format);
+      copy(param, narrow);
+      EXPECT_EQ(std::memcmp(copies.narrow.raw_data(), narrow.raw_data(), narrow.nbytes()), 0);
+      // Either copy alone.
+      AdamWCopies only_narrow{.format = format, .narrow = Tensor::empty({n}, format)};
+      adamw_update(args, plain, grad, plain_m, plain_v, only_narrow);
+      Tensor again = Tensor::empty({n}, format);
+      copy(plain, again);
+      EXPECT_EQ(std::memcmp(only_narrow.narrow.raw_data(), again.raw_data(), again.nbytes()), 0);
+    }
+  }
+  Tensor p = Tensor::zeros({4}), g = Tensor::zeros({4}), m = Tensor::zeros({4}), v = Tensor::zeros({4});
+  const AdamWArgs args{.lr = 1e-3f, .step = 1};
+  expect_error_naming([&] { adamw_update(args, p, g, m, v, {.format = DType::f32, .rounded = Tensor::zeros({4})}); },
+                      {"adamw_update", "bf16 or f16", "f32"});
+  expect_error_naming(
+      [&] { adamw_update(args, p, g, m, v, {.format = DType::bf16, .narrow = Tensor::empty({4}, DType::f16)}); },
+      {"adamw_update", "copies.narrow", "f16"});
+  expect_error_naming(
+      [&] { adamw_update(args, p, g, m, v, {.format = DType::bf16, .narrow = Tensor::empty({5}, DType::bf16)}); },
+      {"adamw_update", "copies.narrow", "[5]"});
+}
 
 TEST(AdamW, FirstStepMovesEachParameterByAboutLr) {
   // Bias correction makes m_hat = g and v_hat = g^2 at step 1: the step is lr * sign(g)

@@ -163,6 +163,43 @@ TEST(Precision, Fp16OverflowSkipsTheStepAndHalvesTheScale) {
 // ZeRO-3 keeps only the f32 shard; each unit it gathers is rounded to the compute format
 // (DataParallelOptions::compute_format), so bf16 at ZeRO 3 trains like bf16 at ZeRO 1 (whose
 // compute copy is rounded after every update): the same losses and gradient norms.
+// The weights the model computes with under bf16: at ZeRO 0 the update writes them in its own
+// pass (the rounded f32 copy and the 16-bit GEMM operands); at ZeRO 1 a refresh follows the
+// update. Either way, after every step each parameter's copies are its master value rounded, bit
+// for bit, and the two runs' losses agree (a copy one update behind would not).
+TEST(Precision, Bf16ComputeCopiesFollowTheMasterWeightsAtEveryStep) {
+  const fs::path dir = fresh_dir("bf16_copies");
+  RunConfig config = tiny_config(dir, write_corpus(dir));
+  config.training.precision = Precision::bf16;
+  config.parallel.zero_stage = 0;
+  Engine fused(config, quiet_logger());
+  config.parallel.zero_stage = 1;
+  Engine refreshed(config, quiet_logger());
+  EXPECT_TRUE(fused.optimizer().writes_compute_copies());
+  EXPECT_FALSE(refreshed.optimizer().writes_compute_copies());
+  for (int step = 0; step < 5; ++step) {
+    const StepMetrics a = fused.step(), b = refreshed.step();
+    EXPECT_NEAR(a.loss, b.loss, 1e-6 * b.loss) << "step " << step;
+    for (Engine* engine : {&fused, &refreshed}) {
+      nn::ParameterStore& store = engine->model().parameters();
+      for (const nn::Parameter& p : store.all()) {
+        ASSERT_TRUE(p.operand.defined()) << p.name;
+        ASSERT_EQ(p.operand.dtype(), DType::bf16) << p.name;
+        Tensor master = Tensor::from_storage(store.flat_values().storage(), p.shape, contiguous_strides(p.shape),
+                                             store.flat_values().offset() + p.offset, DType::f32)
+                            .clone();
+        Tensor narrow = Tensor::empty(p.shape, DType::bf16);
+        narrow.copy_from(master);
+        ASSERT_EQ(std::memcmp(p.operand.raw_data(), narrow.raw_data(), narrow.nbytes()), 0)
+            << p.name << " at step " << step << " (zero_stage " << engine->config().parallel.zero_stage << ")";
+        round_to_precision(master, DType::bf16);
+        ASSERT_EQ(std::memcmp(p.value.raw_data(), master.raw_data(), master.nbytes()), 0) << p.name;
+      }
+    }
+  }
+  fs::remove_all(dir);
+}
+
 TEST(Precision, Bf16AtZero3MatchesBf16AtZero1) {
   const fs::path dir = fresh_dir("bf16_zero3");
   RunConfig config = tiny_config(dir, write_corpus(dir));

@@ -97,7 +97,8 @@ class CudaBackend final : public ops::Backend {
                            Tensor& losses) override;
   void bias_add_forward(const BiasAddArgs& args, const Tensor& x, const Tensor& bias, Tensor& out) override;
   void bias_add_backward(const BiasAddArgs& args, const Tensor& grad_out, Tensor& grad_x, Tensor& grad_bias) override;
-  void adamw_update(const AdamWArgs& args, Tensor& param, const Tensor& grad, Tensor& m, Tensor& v) override;
+  void adamw_update(const AdamWArgs& args, Tensor& param, const Tensor& grad, Tensor& m, Tensor& v,
+                    const AdamWCopies& copies) override;
   double grad_norm_squared(const Tensor& grad) override;
   std::vector<double> grad_norms_squared(const std::vector<Tensor>& grads) override;  // one read back
   // Gradient compression and 1-bit Adam's update (cuda_backend_compression.cpp).

@@ -276,8 +276,15 @@ struct AdamWStep {
   float lr = 0.0f, beta1 = 0.9f, beta2 = 0.95f, eps = 1e-8f, weight_decay = 0.0f, grad_scale = 1.0f;
   std::int64_t step = 0;  // 1-based count including this update (bias correction)
 };
+// Compute copies written in the same pass (ops/adamw.h): rounded (n floats) = the updated param
+// rounded to bf16 (f16 when `f16`), narrow (n bf16 / f16) = the same values; null = not written.
+struct AdamWCopyPointers {
+  float* rounded = nullptr;
+  void* narrow = nullptr;
+  bool f16 = false;
+};
 void adamw_update_f32(float* param, const float* grad, float* m, float* v, std::int64_t n, const AdamWStep& step,
-                      cudaStream_t stream);
+                      cudaStream_t stream, const AdamWCopyPointers& copies = {});
 
 // *out (device double) = sum of grad[i]^2 in float64, in an order fixed by n (bit-identical run
 // to run). scratch: at least grad_norm_scratch_doubles(n) doubles of device memory.

@@ -7,7 +7,8 @@
 // GEMM operands (`operands`: f32, or bf16 / f16 for mixed precision): with a 16-bit format the
 // GEMM inputs — x and W forward; grad_y, x and W backward — are rounded to it (copies made where
 // the tensors live) and the products summed in f32 (the matmul op's 16-bit path: tensor cores on a
-// GPU); outputs, bias and gradients stay f32. The numbers are the same on every backend.
+// GPU); outputs, bias and gradients stay f32. The numbers are the same on every backend. A
+// weight already in the format (a parameter's 16-bit operand: weight_operand) is used as it is.
 #pragma once
 
 #include <cstdint>
@@ -32,9 +33,12 @@ void grouped_linear_forward(const Tensor& x, const Parameter& weight, const std:
 void linear_backward(const Tensor& x, const Tensor& weight, const Tensor& grad_y, Tensor& grad_x, bool accumulate_dx,
                      Tensor& grad_weight, Tensor& grad_bias, DType operands = DType::f32);
 
-// `t` as GEMM operands of `format`: t itself for f32, else a copy rounded to the 16-bit format,
-// made where t lives.
+// `t` as GEMM operands of `format`: t itself for f32 (or when it is in `format` already), else a
+// copy rounded to the 16-bit format, made where t lives.
 Tensor gemm_operand(const Tensor& t, DType format);
+// A parameter as a GEMM weight operand of `format`: its value for f32, its kept 16-bit copy
+// (Parameter::operand) when it has one in `format`, else gemm_operand of its value.
+Tensor weight_operand(const Parameter& p, DType format);
 // dst += src (same shape, contiguous f32).
 void add_into(Tensor& dst, const Tensor& src);
 // out[..., j] += bias[j] (out contiguous f32 (..., M), bias (M)).

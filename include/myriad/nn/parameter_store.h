@@ -49,6 +49,9 @@ struct Parameter {
   std::int64_t offset = 0;  // element offset in the flat buffers
   Tensor value;             // view into flat_values()
   Tensor grad;              // view into flat_grads()
+  // 16-bit training: the value as the GEMMs' 16-bit operand (bind_operands), kept equal to
+  // `value` by its owner (the optimizer's update or a refresh); undefined: converted per use.
+  Tensor operand;
   // Weight-only INT8 (inference, GptModel::attach_int8): when defined, the forward reads this int8
   // weight (the parameter's shape) with its scales (ops/int8_linear.h: the shape with the last
   // dimension replaced by its groups; a 3-D expert weight has one matrix of scales per expert)
@@ -91,6 +94,9 @@ class ParameterStore {
   // drop_flat_values() / drop_flat_grads() free the full buffers (views into them go undefined).
   void rebind(std::int64_t begin, std::int64_t end, const Tensor& values, const Tensor& grads);
   void unbind(std::int64_t begin, std::int64_t end, bool values, bool grads);
+  // Every parameter's `operand` <- a view of `operands` (bf16 / f16, numel() elements, the flat
+  // layout); an undefined tensor unbinds them.
+  void bind_operands(const Tensor& operands);
   void drop_flat_values();
   void drop_flat_grads();
   std::int64_t numel() const { return total_; }

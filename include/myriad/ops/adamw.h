@@ -11,6 +11,13 @@
 // read only; grad_scale folds in global-norm clipping (min(1, max_norm / norm)) and loss-scale
 // unscaling (1 / scale) without a separate pass over the gradients. m and v start at zero.
 //
+// Compute copies (16-bit training): the same pass may also write the weights the model computes
+// with, so no separate cast pass follows the update: `copies.rounded` (f32, param's shape) = the
+// updated param rounded to `copies.format` (bf16 or f16, round to nearest even, f16 saturating to
+// infinities: round_to_format's values), and `copies.narrow` (dtype `copies.format`) = the same
+// values as 16-bit numbers. Either may be undefined (not written); both contiguous, on param's
+// device, disjoint from the other tensors.
+//
 // grad_norm_squared(grad) returns sum(grad^2) in float64 for global-norm clipping. It sums
 // fixed-size blocks (independent of the thread count) and adds the block sums in order, so the
 // value is bit-for-bit reproducible; callers add the per-tensor values (and all-reduce them
@@ -34,7 +41,15 @@ struct AdamWArgs {
   float grad_scale = 1.0f;    // grads are multiplied by this first (clipping, loss-scale unscaling)
 };
 
-void adamw_update(const AdamWArgs& args, Tensor& param, const Tensor& grad, Tensor& m, Tensor& v);
+struct AdamWCopies {
+  DType format = DType::f32;  // bf16 or f16 whenever a copy is defined
+  Tensor rounded;             // f32, the param's shape: the update rounded to format
+  Tensor narrow;              // `format`, the param's shape: the same values in 16 bits
+  bool any() const { return rounded.defined() || narrow.defined(); }
+};
+
+void adamw_update(const AdamWArgs& args, Tensor& param, const Tensor& grad, Tensor& m, Tensor& v,
+                  const AdamWCopies& copies = {});
 // sum of grad[i]^2 in float64 (grad f32, any shape), deterministic.
 double grad_norm_squared(const Tensor& grad);
 // grad_norm_squared of each tensor (all on one device), each bit for bit the single call's; a
@@ -42,7 +57,8 @@ double grad_norm_squared(const Tensor& grad);
 std::vector<double> grad_norms_squared(const std::vector<Tensor>& grads);
 
 namespace cpu {
-void adamw_update(const AdamWArgs& args, Tensor& param, const Tensor& grad, Tensor& m, Tensor& v);
+void adamw_update(const AdamWArgs& args, Tensor& param, const Tensor& grad, Tensor& m, Tensor& v,
+                  const AdamWCopies& copies = {});
 double grad_norm_squared(const Tensor& grad);
 }  // namespace cpu
 

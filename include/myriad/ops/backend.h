@@ -100,7 +100,8 @@ class Backend : public ExecutionContext {
                                     const Tensor& maxima, Tensor& packed);
   virtual void vocab_shard_combine(const Tensor& state, const Tensor& maxima, const Tensor& packed, Tensor& lse,
                                    Tensor& losses);
-  virtual void adamw_update(const AdamWArgs& args, Tensor& param, const Tensor& grad, Tensor& m, Tensor& v);
+  virtual void adamw_update(const AdamWArgs& args, Tensor& param, const Tensor& grad, Tensor& m, Tensor& v,
+                            const AdamWCopies& copies);
   // Gradient compression (ops/compression.h) and 1-bit Adam's update (ops/onebit_adam_update.h).
   virtual void compress_encode(const CompressionSpec& spec, const Tensor& x, Tensor& error, Tensor& code);
   virtual void compress_decode(const CompressionSpec& spec, const Tensor& code, Tensor& out, bool accumulate);

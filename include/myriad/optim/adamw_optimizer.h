@@ -8,12 +8,16 @@
 // grad_sum_squares() over the ranks that share the model; step(lr) uses this rank's own);
 // clip scale = min(1, grad_clip / norm) (grad_clip 0 = off) folded into the update's grad_scale;
 // a non-finite norm skips the update and is reported. The caller zeroes gradients afterwards.
+// Compute copies (16-bit training, ops/adamw.h): once set_compute_copies gave every segment its
+// views of the weights the model computes with, each update writes them in its own pass (no cast
+// pass after the step) and says so (OptimizerStepStats::compute_copies_written).
 #pragma once
 
 #include <utility>
 #include <vector>
 
 #include "myriad/nn/parameter_store.h"
+#include "myriad/ops/adamw.h"
 
 namespace myriad::optim {
 
@@ -27,9 +31,10 @@ struct AdamWConfig {
 };
 
 struct OptimizerStepStats {
-  double grad_norm = 0.0;   // before clipping
-  float clip_scale = 1.0f;  // applied to the gradients in the update
-  bool skipped = false;     // non-finite gradient norm: parameters untouched
+  double grad_norm = 0.0;               // before clipping
+  float clip_scale = 1.0f;              // applied to the gradients in the update
+  bool skipped = false;                 // non-finite gradient norm: parameters untouched
+  bool compute_copies_written = false;  // the update also wrote every segment's compute copies
 };
 
 struct OptimizerSegment {
@@ -59,6 +64,10 @@ class AdamWOptimizer {
   // `unscale` multiplies every gradient first (1 / loss scale under fp16 loss scaling); the norm
   // reported and clipped is that of the unscaled gradients.
   OptimizerStepStats step(float lr, double global_sum_squares, float unscale = 1.0f);
+  // The compute copies of each segment, in segment order (see the file comment): f32 rounded
+  // values and `format` (bf16 / f16) values of each segment's shape.
+  void set_compute_copies(DType format, std::vector<Tensor> rounded, std::vector<Tensor> narrow);
+  bool writes_compute_copies() const { return !copies_.empty(); }
   std::int64_t steps_taken() const { return steps_; }
   void set_steps_taken(std::int64_t steps) { steps_ = steps; }
   Tensor& m() { return m_; }
@@ -72,6 +81,7 @@ class AdamWOptimizer {
   // serves (weight-only INT8) never steps again.
   void release_state() {
     segments_.clear();
+    copies_.clear();
     m_ = Tensor();
     v_ = Tensor();
   }
@@ -80,6 +90,7 @@ class AdamWOptimizer {
   // Over the counted segments in order: {all, or the non-expert ones; the expert ones}.
   std::pair<double, double> sum_squares_of(bool split_experts) const;
   std::vector<OptimizerSegment> segments_;
+  std::vector<AdamWCopies> copies_;  // per segment when set (set_compute_copies); empty: none
   AdamWConfig config_;
   Tensor m_, v_;
   std::int64_t steps_ = 0;

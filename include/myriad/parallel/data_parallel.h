@@ -73,6 +73,11 @@ class DataParallel final {
   void gather_all() { units_->gather_all(); }
   void release_all() { units_->release_all(); }
 
+  // Compute copies written by the optimizer's update (ParameterUnits::write_compute_copies), except
+  // under local SGD (its averaging writes the values after the update): whether they were set.
+  bool write_compute_copies(DType format, const Tensor& rounded, const Tensor& narrow) {
+    return exchange_->local_sgd() == nullptr && units_->write_compute_copies(format, rounded, narrow);
+  }
   int zero_stage() const { return units_->stage(); }
   // Local SGD: the delayed outer step, then parameters and moments averaged over the replicas;
   // nothing otherwise (the replicas are identical already). Collective over dp.

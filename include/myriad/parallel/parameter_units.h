@@ -74,6 +74,11 @@ class ParameterUnits : public nn::UnitHooks {
   void snapshot_full(FullState& out);
   void snapshot_owned(OwnedState& out);
   void load_full(const Tensor& values, const Tensor& m, const Tensor& v);
+  // Compute copies (16-bit training): the flat f32 `rounded` and `format` `narrow` buffers of the
+  // store's layout become the optimizer's copies of each segment (AdamWOptimizer::
+  // set_compute_copies), written by every update. Only where the update writes every value of the
+  // rank (stage 0); false (nothing set) otherwise: the caller refreshes them after each update.
+  bool write_compute_copies(DType format, const Tensor& rounded, const Tensor& narrow);
   // Sharded values (stage 3): every unit gathered and kept bound / undone. Nothing otherwise.
   virtual void gather_all() {}
   virtual void release_all() {}

@@ -24,7 +24,7 @@ struct DryRunReport {
   std::int64_t shard_elements = 0;        // its ZeRO shard (= parameter_elements at ZeRO 0)
   std::int64_t optimizer_elements = 0;    // elements whose AdamW moments it keeps
   std::int64_t master_weight_bytes = 0;   // f32 weights: the flat buffer, or the ZeRO-3 shard
-  std::int64_t compute_weight_bytes = 0;  // bf16/fp16 runs: the rounded copy the model reads
+  std::int64_t compute_weight_bytes = 0;  // bf16/fp16 runs: the rounded copy the model reads and its 16-bit twin
   std::int64_t gradient_bytes = 0;        // f32: the flat buffer (ZeRO 0/1) and/or the shard (ZeRO >= 1)
   std::int64_t optimizer_bytes = 0;       // AdamW m and v, f32
   std::int64_t activation_bytes = 0;      // micro-batch slots and shared buffers (GptModel::prepare)

@@ -40,6 +40,8 @@ struct RankState {
   std::unique_ptr<SerialLayout> serial_layout;            // tp * pp > 1: this rank's part <-> the serial model
   DType compute_format = DType::f32;                      // training.precision
   Tensor compute_values;                                  // bf16/fp16: the weights the model reads
+  Tensor compute_operands;                                // the same in 16 bits: the GEMMs' weight operands
+  bool copies_written_by_update = false;                  // the optimizer's update writes both (ZeRO 0)
   std::unique_ptr<DynamicLossScaler> loss_scaler;         // fp16
   std::int64_t step = 0;                                  // optimizer steps taken (a checkpoint's step)
 
@@ -58,8 +60,8 @@ struct RankState {
   distributed::Communicator& tp() { return group(distributed::Axis::tp); }
   distributed::Communicator& pp() { return group(distributed::Axis::pp); }
   bool model_parallel() const { return config.parallel.tp * config.parallel.pp * config.parallel.ep > 1; }
-  // The compute copy <- the master weights rounded to the compute format (after every update and
-  // load); nothing without a compute copy (fp32, ZeRO-3).
+  // The compute copies <- the master weights rounded to the compute format (after every load, and
+  // after every update that did not write them itself); nothing without them (fp32, ZeRO-3).
   void refresh_compute_weights();
 };
 

@@ -303,7 +303,8 @@ def rank_memory(inp: PlanInput, rank: int) -> RankMemory:
     grads = F32 * {0: psi, 1: psi + shard.shard_elements}.get(stage, shard.shard_elements)
     compute = 0
     if batch.precision != "fp32":
-        compute = 2 * shard.shard_elements if stage == 3 else F32 * psi
+        # ZeRO-3: the 16-bit shard; else the rounded f32 copy the model reads and its 16-bit twin (the GEMMs')
+        compute = 2 * shard.shard_elements if stage == 3 else (F32 + 2) * psi
     slots = slots_in_flight(layout, coord.pp)
     acts = activation_bytes(model, layout, coord, params.chunks, batch.seq_len, slots)
     return RankMemory(rank=rank, coord=coord, parameter_elements=psi, shard_elements=shard.shard_elements,

@@ -4,10 +4,12 @@
 // which equals lr * m_hat / (sqrt(v_hat) + eps). grad_norm_squared sums fixed blocks of
 // kNormBlock elements in float64 (8 independent lanes per block, combined in a fixed order),
 // then the block sums in block order: the value does not depend on the thread count.
+// Compute copies (ops/adamw.h) are written by the same loop, per element, from the updated value.
 #include <algorithm>
 #include <cmath>
 #include <vector>
 
+#include "myriad/core/half.h"
 #include "myriad/ops/adamw.h"
 #include "parallel_threshold.h"
 
@@ -30,10 +32,28 @@ double block_sum_of_squares(const float* x, std::int64_t count) {
   return sum;
 }
 
-}  // namespace
+// The 16-bit number nearest p, and its value.
+template <DType Format>
+std::uint16_t narrow_of(float p) {
+  if constexpr (Format == DType::bf16) {
+    return float_to_bf16(p);
+  } else {
+    return float_to_f16(p);
+  }
+}
+template <DType Format>
+float widen(std::uint16_t h) {
+  if constexpr (Format == DType::bf16) {
+    return bf16_to_float(h);
+  } else {
+    return f16_to_float(h);
+  }
+}
 
-void adamw_update(const AdamWArgs& args, Tensor& param, const Tensor& grad, Tensor& m, Tensor& v) {
-  const std::int64_t n = param.numel();
+// The update's per-element math; `store` receives each updated value (the param, and any copies).
+template <typename Store>
+void update_each(const AdamWArgs& args, std::int64_t n, const float* g_in, float* p, float* m1, float* m2,
+                 Store store) {
   const double t = static_cast<double>(args.step);
   const double bias1 = 1.0 - std::pow(static_cast<double>(args.beta1), t);
   const double bias2 = 1.0 - std::pow(static_cast<double>(args.beta2), t);
@@ -42,10 +62,6 @@ void adamw_update(const AdamWArgs& args, Tensor& param, const Tensor& grad, Tens
   const float lr_wd = static_cast<float>(static_cast<double>(args.lr) * static_cast<double>(args.weight_decay));
   const float b1 = args.beta1, b2 = args.beta2, one_minus_b1 = 1.0f - b1, one_minus_b2 = 1.0f - b2;
   const float eps = args.eps, scale = args.grad_scale;
-  float* p = param.data<float>();
-  const float* g_in = grad.data<float>();
-  float* m1 = m.data<float>();
-  float* m2 = v.data<float>();
 #pragma omp parallel for simd schedule(static) if (n >= kParallelMinElements)
   for (std::int64_t i = 0; i < n; ++i) {
     const float g = g_in[i] * scale;
@@ -54,7 +70,38 @@ void adamw_update(const AdamWArgs& args, Tensor& param, const Tensor& grad, Tens
     const float vi = b2 * m2[i] + one_minus_b2 * (g * g);
     m1[i] = mi;
     m2[i] = vi;
-    p[i] = decayed - step_size * mi / (std::sqrt(vi) * inv_sqrt_bias2 + eps);
+    store(i, decayed - step_size * mi / (std::sqrt(vi) * inv_sqrt_bias2 + eps));
+  }
+}
+
+template <DType Format>
+void update_with_copies(const AdamWArgs& args, std::int64_t n, const float* g, float* p, float* m, float* v,
+                        const AdamWCopies& copies) {
+  float* rounded = copies.rounded.defined() ? copies.rounded.data<float>() : nullptr;
+  auto* narrow = copies.narrow.defined() ? static_cast<std::uint16_t*>(copies.narrow.raw_data()) : nullptr;
+  update_each(args, n, g, p, m, v, [=](std::int64_t i, float value) {
+    p[i] = value;
+    const std::uint16_t h = narrow_of<Format>(value);
+    if (narrow != nullptr) narrow[i] = h;
+    if (rounded != nullptr) rounded[i] = widen<Format>(h);
+  });
+}
+
+}  // namespace
+
+void adamw_update(const AdamWArgs& args, Tensor& param, const Tensor& grad, Tensor& m, Tensor& v,
+                  const AdamWCopies& copies) {
+  const std::int64_t n = param.numel();
+  float* p = param.data<float>();
+  const float* g = grad.data<float>();
+  float* m1 = m.data<float>();
+  float* m2 = v.data<float>();
+  if (!copies.any()) {
+    update_each(args, n, g, p, m1, m2, [p](std::int64_t i, float value) { p[i] = value; });
+  } else if (copies.format == DType::bf16) {
+    update_with_copies<DType::bf16>(args, n, g, p, m1, m2, copies);
+  } else {
+    update_with_copies<DType::f16>(args, n, g, p, m1, m2, copies);
   }
 }
 
