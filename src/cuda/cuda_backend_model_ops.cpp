@@ -2,6 +2,7 @@
 // cross-entropy, bias and AdamW over the kernels' launchers (see cuda_backend.h for the layouts
 // each accepts).
 #include <algorithm>
+#include <type_traits>
 #include <climits>
 #include <cstring>
 #include <optional>
@@ -136,6 +137,43 @@ static FlashProblem flash_problem(CudaBackend& backend, const char* op, const At
   return p;
 }
 
+// ---- 16-bit products (AttentionArgs::operands): the tensor-core kernels on 16-bit copies --------
+
+// A `format` copy of a packed (contiguous) f32 operand.
+static Tensor narrow_copy(CudaBackend& backend, const Tensor& packed, DType format) {
+  Tensor narrow = backend.empty(packed.shape(), format);
+  backend.copy(packed, narrow);
+  return narrow;
+}
+
+template <typename H>
+static H* halves(const Tensor& t) {
+  return static_cast<H*>(t.raw_data());
+}
+
+// The tensor-core kernels of the 16-bit type H over 16-bit copies.
+template <typename H>
+static void tc_forward(const Tensor& q, const Tensor& k, const Tensor& v, Tensor& out, float* lse,
+                       const FlashAttentionShape& shape, cudaStream_t stream) {
+  if constexpr (std::is_same_v<H, __nv_bfloat16>) {
+    flash_attention_forward_tc_bf16(halves<H>(q), halves<H>(k), halves<H>(v), halves<H>(out), lse, shape, stream);
+  } else {
+    flash_attention_forward_tc_f16(halves<H>(q), halves<H>(k), halves<H>(v), halves<H>(out), lse, shape, stream);
+  }
+}
+template <typename H>
+static void tc_backward(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& out, const float* lse,
+                        const Tensor& grad_out, Tensor& dq, Tensor& dk, Tensor& dv, float* delta,
+                        std::int64_t delta_floats, const FlashAttentionShape& shape, cudaStream_t stream) {
+  if constexpr (std::is_same_v<H, __nv_bfloat16>) {
+    flash_attention_backward_tc_bf16(halves<H>(q), halves<H>(k), halves<H>(v), halves<H>(out), lse, halves<H>(grad_out),
+                                     halves<H>(dq), halves<H>(dk), halves<H>(dv), delta, delta_floats, shape, stream);
+  } else {
+    flash_attention_backward_tc_f16(halves<H>(q), halves<H>(k), halves<H>(v), halves<H>(out), lse, halves<H>(grad_out),
+                                    halves<H>(dq), halves<H>(dk), halves<H>(dv), delta, delta_floats, shape, stream);
+  }
+}
+
 void CudaBackend::attention_forward(const AttentionArgs& args, const Tensor& q, const Tensor& k, const Tensor& v,
                                     Tensor& out, Tensor& lse) {
   const char* op = "attention_forward";
@@ -143,8 +181,19 @@ void CudaBackend::attention_forward(const AttentionArgs& args, const Tensor& q, 
   const HeadsOperand pq = heads_operand(*this, op, "q", q, true), pk = heads_operand(*this, op, "k", k, true);
   const HeadsOperand pv = heads_operand(*this, op, "v", v, true), po = heads_operand(*this, op, "out", out, false);
   DeviceGuard guard(context_.device());
-  flash_attention_forward_f32(pq.data(), pk.data(), pv.data(), po.data(), floats(lse), problem.shape,
-                              context_.stream());
+  if (args.operands != DType::f32) {
+    const DType f = args.operands;
+    const Tensor q16 = narrow_copy(*this, pq.packed, f), k16 = narrow_copy(*this, pk.packed, f);
+    const Tensor v16 = narrow_copy(*this, pv.packed, f);
+    Tensor o16 = empty(out.shape(), f);
+    (f == DType::bf16 ? tc_forward<__nv_bfloat16> : tc_forward<__half>)(q16, k16, v16, o16, floats(lse), problem.shape,
+                                                                        context_.stream());
+    Tensor widened = po.packed;
+    copy(o16, widened);
+  } else {
+    flash_attention_forward_f32(pq.data(), pk.data(), pv.data(), po.data(), floats(lse), problem.shape,
+                                context_.stream());
+  }
   write_back(*this, po);
 }
 
@@ -167,8 +216,23 @@ void CudaBackend::attention_backward(const AttentionArgs& args, const Tensor& q,
   const std::int64_t delta_floats = q.size(0) * q.size(1) * q.size(2);
   Tensor delta = empty({std::max<std::int64_t>(delta_floats, 1)});
   DeviceGuard guard(context_.device());
-  flash_attention_backward_f32(pq.data(), pk.data(), pv.data(), po.data(), floats(lse), pg.data(), pdq.data(),
-                               pdk.data(), pdv.data(), floats(delta), delta_floats, problem.shape, context_.stream());
+  if (args.operands != DType::f32) {  // never accumulates (ops/attention.cpp): the packed grads are written
+    const DType f = args.operands;
+    const Tensor q16 = narrow_copy(*this, pq.packed, f), k16 = narrow_copy(*this, pk.packed, f);
+    const Tensor v16 = narrow_copy(*this, pv.packed, f), o16 = narrow_copy(*this, po.packed, f);
+    const Tensor g16 = narrow_copy(*this, pg.packed, f);
+    Tensor dq16 = empty(q.shape(), f), dk16 = empty(k.shape(), f), dv16 = empty(v.shape(), f);
+    (f == DType::bf16 ? tc_backward<__nv_bfloat16> : tc_backward<__half>)(q16, k16, v16, o16, floats(lse), g16, dq16,
+                                                                          dk16, dv16, floats(delta), delta_floats,
+                                                                          problem.shape, context_.stream());
+    for (auto [narrow, written] : {std::pair{&dq16, &pdq}, {&dk16, &pdk}, {&dv16, &pdv}}) {
+      Tensor widened = written->packed;
+      copy(*narrow, widened);
+    }
+  } else {
+    flash_attention_backward_f32(pq.data(), pk.data(), pv.data(), po.data(), floats(lse), pg.data(), pdq.data(),
+                                 pdk.data(), pdv.data(), floats(delta), delta_floats, problem.shape, context_.stream());
+  }
   for (const HeadsOperand* written : {&pdq, &pdk, &pdv}) write_back(*this, *written);
 }
 

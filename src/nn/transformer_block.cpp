@@ -241,7 +241,10 @@ AttentionArgs TransformerBlock::attention_args(const Tensor& q, const Tensor& k,
   a.selection = BlockSelectionStats{};
   a.layout.reset();
   a.selected.reset();
-  if (!config_.attention.block_sparse()) return args;
+  if (!config_.attention.block_sparse()) {
+    args.operands = attention_operands();
+    return args;
+  }
   const float scale = attention_scale(args, config_.head_dim());
   if (config_.attention.selects() && !q.device().is_cpu()) {
     a.selected = std::make_shared<const SelectedBlocks>(
@@ -253,6 +256,16 @@ AttentionArgs TransformerBlock::attention_args(const Tensor& q, const Tensor& k,
       attention_layout(config_.attention, bhtd(q), bhtd(k), scale, split_.context_parallel(), &a.selection));
   args.layout = a.layout.get();
   return args;
+}
+
+// The rule for 16-bit attention products (ops/attention.h), the same on every backend: dense
+// attention (block-sparse stays f32: the tensor-core kernels' layout tile differs) without
+// context parallelism (ring attention adds partial gradients: f32), head dim 64 or 128 (the
+// tensor-core kernels'), under a 16-bit GEMM operand format.
+DType TransformerBlock::attention_operands() const {
+  const std::int64_t D = config_.head_dim();
+  const bool dense = !config_.attention.block_sparse() && split_.context_parallel().size() == 1;
+  return dense && (D == 64 || D == 128) ? operands_ : DType::f32;
 }
 
 // RoPE (or its backward) at the rows' global positions: one call, or one per chunk under context
@@ -417,6 +430,7 @@ void TransformerBlock::backward(ParameterStore& store, const Tensor& x, const Bl
   AttentionArgs args;
   args.layout = a.layout.get();
   args.selected = a.selected.get();
+  if (!config_.attention.block_sparse()) args.operands = attention_operands();
   MYRIAD_CHECK(!config_.attention.block_sparse() || args.layout != nullptr || args.selected != nullptr,
                "attention: layer " << layer_ << " backward without its forward's block layout");
   ring_attention_backward(split_.context_parallel(), args, bhtd(q), bhtd(k), bhtd(v), att_heads, a.lse, d_att_heads,

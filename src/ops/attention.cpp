@@ -4,6 +4,8 @@
 #include <cmath>
 
 #include "myriad/ops/backend.h"
+#include "myriad/core/precision.h"
+#include "myriad/ops/elementwise.h"
 #include "myriad/ops/op_checks.h"
 
 namespace myriad {
@@ -62,6 +64,11 @@ Shape check_qkv(const char* op, const AttentionArgs& args, const Tensor& q, cons
                op << ": block sizes must be positive (or 0: automatic), got block_q=" << args.block_q
                   << " block_k=" << args.block_k);
   MYRIAD_CHECK(std::isfinite(args.scale), op << ": scale must be finite, got " << args.scale);
+  MYRIAD_CHECK(args.operands == DType::f32 || args.operands == DType::bf16 || args.operands == DType::f16,
+               op << ": operands must be f32, bf16 or f16, got " << dtype_name(args.operands));
+  MYRIAD_CHECK(args.operands == DType::f32 || !args.accumulate,
+               op << ": 16-bit products (operands " << dtype_name(args.operands)
+                  << ") write their gradients; accumulate needs f32 operands");
   MYRIAD_CHECK(args.q_offset >= 0 && args.k_offset >= 0,
                op << ": offsets must be >= 0, got q_offset=" << args.q_offset << " k_offset=" << args.k_offset);
   if (args.layout != nullptr) check_layout(op, *args.layout, args, B * Hq, T, k.size(2));
@@ -97,6 +104,19 @@ void check_attention_like(const char* op, const char* name, const Tensor& t, con
   check_head_layout(op, name, t);
 }
 
+// 16-bit products on the CPU (see ops/attention.h): a contiguous copy of t rounded to `format`.
+Tensor rounded(const Tensor& t, DType format) {
+  Tensor copy = t.clone();
+  round_to_precision(copy, format);
+  return copy;
+}
+
+// `result` (a contiguous f32 scratch) rounded to `format`, into `into` (any view the op accepts).
+void round_into(Tensor& result, DType format, Tensor& into) {
+  round_to_precision(result, format);
+  cpu::copy(result, into);  // the CPU writes any view
+}
+
 // The CPU op's args: a selected layout as its compressed copy in `layout`.
 AttentionArgs host_args(const AttentionArgs& args, BlockLayout& layout) {
   if (args.selected == nullptr) return args;
@@ -124,7 +144,12 @@ void attention_forward(const AttentionArgs& args, const Tensor& q, const Tensor&
       {"q", &q}, {"k", &k}, {"v", &v}, {"out", &out}, {"lse", &lse}};
   if (ops::check_same_device(op, tensors).is_cpu()) {
     BlockLayout layout;
-    return cpu::attention_forward(host_args(args, layout), q, k, v, out, lse);
+    const AttentionArgs host = host_args(args, layout);
+    if (args.operands == DType::f32) return cpu::attention_forward(host, q, k, v, out, lse);
+    const DType f = args.operands;
+    Tensor result = Tensor::empty(out.shape());
+    cpu::attention_forward(host, rounded(q, f), rounded(k, f), rounded(v, f), result, lse);
+    return round_into(result, f, out);
   }
   ops::backend_of(op, tensors).attention_forward(args, q, k, v, out, lse);
 }
@@ -145,7 +170,20 @@ void attention_backward(const AttentionArgs& args, const Tensor& q, const Tensor
       {"grad_q", &grad_q}, {"grad_k", &grad_k}, {"grad_v", &grad_v}};
   if (ops::check_same_device(op, tensors).is_cpu()) {
     BlockLayout layout;
-    return cpu::attention_backward(host_args(args, layout), q, k, v, out, lse, grad_out, grad_q, grad_k, grad_v);
+    const AttentionArgs host = host_args(args, layout);
+    if (args.operands == DType::f32) {
+      return cpu::attention_backward(host, q, k, v, out, lse, grad_out, grad_q, grad_k, grad_v);
+    }
+    const DType f = args.operands;
+    Tensor dq = grad_q.defined() ? Tensor::empty(q.shape()) : Tensor();
+    Tensor dk = grad_k.defined() ? Tensor::empty(k.shape()) : Tensor();
+    Tensor dv = grad_v.defined() ? Tensor::empty(v.shape()) : Tensor();
+    cpu::attention_backward(host, rounded(q, f), rounded(k, f), rounded(v, f), rounded(out, f), lse,
+                            rounded(grad_out, f), dq, dk, dv);
+    if (grad_q.defined()) round_into(dq, f, grad_q);
+    if (grad_k.defined()) round_into(dk, f, grad_k);
+    if (grad_v.defined()) round_into(dv, f, grad_v);
+    return;
   }
   ops::backend_of(op, tensors).attention_backward(args, q, k, v, out, lse, grad_out, grad_q, grad_k, grad_v);
 }

@@ -127,30 +127,37 @@ TEST_F(CudaBackendTest, AttentionOnContiguousHeadsCausalOrNotWithGroupedQueries)
 
 // The model's layout: q, k, v are heads of the fused qkv rows, the output heads of the (B, T, Hq*D)
 // attention rows, the gradients heads of the (B, T, W) qkv gradient rows.
+// With f32 products (the CUDA-core kernels) and 16-bit ones (AttentionArgs::operands: the
+// tensor-core kernels on 16-bit copies; on a GPU they also round P and dS, hence 2e-2).
 TEST_F(CudaBackendTest, AttentionOnTheHeadsOfPackedQkvRows) {
-  const std::int64_t B = 2, Hq = 2, Hkv = 1, T = 19, D = 64, W = (Hq + 2 * Hkv) * D;
-  const Tensor qkv = random({B, T, W}, 10), g_rows = random({B, T, Hq * D}, 11);
-  const Tensor d_qkv_in = on_device(qkv), d_g_rows = on_device(g_rows);
-  const auto views = [&](const Tensor& packed) {
-    return std::array<Tensor, 3>{bhtd(rows_of_heads(packed, 0, Hq, D)), bhtd(rows_of_heads(packed, Hq * D, Hkv, D)),
-                                 bhtd(rows_of_heads(packed, (Hq + Hkv) * D, Hkv, D))};
-  };
-  const auto heads = [&](const Tensor& rows) { return bhtd(rows.view({B, T, Hq, D})); };
-  Tensor att = Tensor::empty({B, T, Hq * D}), lse = Tensor::empty({B, Hq, T});
-  Tensor d_att = backend_->empty({B, T, Hq * D}), d_lse = backend_->empty({B, Hq, T});
-  auto [q, k, v] = views(qkv);
-  auto [dq_in, dk_in, dv_in] = views(d_qkv_in);
-  Tensor att_heads = heads(att), d_att_heads = heads(d_att);
-  attention_forward(AttentionArgs{}, q, k, v, att_heads, lse);
-  attention_forward(AttentionArgs{}, dq_in, dk_in, dv_in, d_att_heads, d_lse);
-  expect_close(d_att, att, kModelOpsTolerance, "attention rows");
-  Tensor grad_qkv = Tensor::zeros({B, T, W}), d_grad_qkv = backend_->empty({B, T, W});
-  backend_->zero(d_grad_qkv);
-  auto [gq, gk, gv] = views(grad_qkv);
-  auto [d_gq, d_gk, d_gv] = views(d_grad_qkv);
-  attention_backward(AttentionArgs{}, q, k, v, att_heads, lse, heads(g_rows), gq, gk, gv);
-  attention_backward(AttentionArgs{}, dq_in, dk_in, dv_in, d_att_heads, d_lse, heads(d_g_rows), d_gq, d_gk, d_gv);
-  expect_close(d_grad_qkv, grad_qkv, kModelOpsTolerance, "qkv gradient rows");
+  for (const DType operands : {DType::f32, DType::bf16, DType::f16}) {
+    SCOPED_TRACE(dtype_name(operands));
+    const AttentionArgs args{.operands = operands};
+    const double tolerance = operands == DType::f32 ? kModelOpsTolerance : 2e-2;
+    const std::int64_t B = 2, Hq = 2, Hkv = 1, T = 19, D = 64, W = (Hq + 2 * Hkv) * D;
+    const Tensor qkv = random({B, T, W}, 10), g_rows = random({B, T, Hq * D}, 11);
+    const Tensor d_qkv_in = on_device(qkv), d_g_rows = on_device(g_rows);
+    const auto views = [&](const Tensor& packed) {
+      return std::array<Tensor, 3>{bhtd(rows_of_heads(packed, 0, Hq, D)), bhtd(rows_of_heads(packed, Hq * D, Hkv, D)),
+                                   bhtd(rows_of_heads(packed, (Hq + Hkv) * D, Hkv, D))};
+    };
+    const auto heads = [&](const Tensor& rows) { return bhtd(rows.view({B, T, Hq, D})); };
+    Tensor att = Tensor::empty({B, T, Hq * D}), lse = Tensor::empty({B, Hq, T});
+    Tensor d_att = backend_->empty({B, T, Hq * D}), d_lse = backend_->empty({B, Hq, T});
+    auto [q, k, v] = views(qkv);
+    auto [dq_in, dk_in, dv_in] = views(d_qkv_in);
+    Tensor att_heads = heads(att), d_att_heads = heads(d_att);
+    attention_forward(args, q, k, v, att_heads, lse);
+    attention_forward(args, dq_in, dk_in, dv_in, d_att_heads, d_lse);
+    expect_close(d_att, att, tolerance, "attention rows");
+    Tensor grad_qkv = Tensor::zeros({B, T, W}), d_grad_qkv = backend_->empty({B, T, W});
+    backend_->zero(d_grad_qkv);
+    auto [gq, gk, gv] = views(grad_qkv);
+    auto [d_gq, d_gk, d_gv] = views(d_grad_qkv);
+    attention_backward(args, q, k, v, att_heads, lse, heads(g_rows), gq, gk, gv);
+    attention_backward(args, dq_in, dk_in, dv_in, d_att_heads, d_lse, heads(d_g_rows), d_gq, d_gk, d_gv);
+    expect_close(d_grad_qkv, grad_qkv, tolerance, "qkv gradient rows");
+  }
 }
 
 TEST_F(CudaBackendTest, RopeOnRowsOfHeadsAndInPlace) {

@@ -12,6 +12,7 @@
 #include <string>
 
 #include "../../src/ops/cpu/fast_exp.h"  // the attention kernels' exp, checked directly below
+#include "myriad/core/precision.h"
 #include "myriad/ops/attention.h"
 #include "reference.h"
 #include "test_helpers.h"
@@ -282,6 +283,60 @@ TEST(FastExp, RelativeErrorAndLimits) {
   EXPECT_EQ(cpu::fast_exp(-100.0f), 0.0f);
   EXPECT_TRUE(std::isfinite(cpu::fast_exp(1000.0f)));
   EXPECT_TRUE(std::isnan(cpu::fast_exp(std::numeric_limits<float>::quiet_NaN())));
+}
+
+// 16-bit products (AttentionArgs::operands): the float64 reference over the inputs rounded to the
+// format, and every result a value of the format within about one of its ulps of it (the f32
+// result rounds to a neighbour; the backward also reads the rounded out). GQA, permuted views.
+TEST(Attention, SixteenBitProductsMatchFloat64OnRoundedInputs) {
+  const std::uint64_t seed = testing::fresh_seed();
+  MYRIAD_SEED_TRACE(seed);
+  const AttnDims d{2, 4, 2, 19, 8, true};
+  for (const DType format : {DType::bf16, DType::f16}) {
+    SCOPED_TRACE(dtype_name(format));
+    const auto rounded = [&](const Tensor& t) {
+      Tensor copy = t.clone();
+      round_to_precision(copy, format);
+      return to_f64(copy);
+    };
+    const auto representable = [&](const Tensor& t) {
+      Tensor copy = t.clone(), again = t.clone();
+      round_to_precision(again, format);
+      return std::memcmp(copy.raw_data(), again.raw_data(), copy.nbytes()) == 0;
+    };
+    Tensor q = make_heads(d.B, d.Hq, d.T, d.D, true, seed, 20), k = make_heads(d.B, d.Hkv, d.T, d.D, true, seed, 21);
+    Tensor v = make_heads(d.B, d.Hkv, d.T, d.D, true, seed, 22);
+    const AttentionArgs args{.operands = format};
+    Tensor out = empty_heads(d.B, d.Hq, d.T, d.D, true), lse = Tensor::empty({d.B, d.Hq, d.T});
+    attention_forward(args, q, k, v, out, lse);
+    const double scale = 1.0 / std::sqrt(static_cast<double>(d.D));
+    std::vector<double> expected_out, expected_lse, dq, dk, dv;
+    const std::vector<double> qr = rounded(q), kr = rounded(k), vr = rounded(v);
+    reference_forward(d, scale, qr, kr, vr, expected_out, &expected_lse);
+    const double ulp = format == DType::bf16 ? 1.0 / 128 : 1.0 / 1024;  // relative spacing at the top of a binade
+    testing::expect_close(out, expected_out, ulp, 1e-6, "out");
+    testing::expect_close(lse, expected_lse, 2e-6, 2e-6, "lse (f32)");
+    EXPECT_TRUE(representable(out.contiguous()));
+    Tensor r = make_heads(d.B, d.Hq, d.T, d.D, true, seed, 23);
+    Tensor grad_q = empty_heads(d.B, d.Hq, d.T, d.D, true), grad_k = empty_heads(d.B, d.Hkv, d.T, d.D, true);
+    Tensor grad_v = empty_heads(d.B, d.Hkv, d.T, d.D, true);
+    attention_backward(args, q, k, v, out, lse, r, grad_q, grad_k, grad_v);
+    reference_backward(d, scale, qr, kr, vr, rounded(r), dq, dk, dv);
+    // The rounded out moves each row's sum(dO * O) by ~ulp; the gradients are sums of O(T) terms.
+    testing::expect_close(grad_q, dq, 4 * ulp, 4 * ulp, "grad_q");
+    testing::expect_close(grad_k, dk, 4 * ulp, 4 * ulp, "grad_k");
+    testing::expect_close(grad_v, dv, 2 * ulp, 2 * ulp, "grad_v");
+    for (const Tensor* g : {&grad_q, &grad_k, &grad_v}) EXPECT_TRUE(representable(g->contiguous()));
+  }
+  Tensor q = Tensor::zeros({1, 2, 8, 4}), out = Tensor::zeros({1, 2, 8, 4}), lse = Tensor::zeros({1, 2, 8});
+  Tensor grad = Tensor::zeros({1, 2, 8, 4}), none;
+  testing::expect_error_naming(
+      [&] {
+        attention_backward({.accumulate = true, .operands = DType::bf16}, q, q, q, out, lse, grad, grad, none, none);
+      },
+      {"attention_backward", "accumulate", "bf16"});
+  testing::expect_error_naming([&] { attention_forward({.operands = DType::i32}, q, q, q, out, lse); },
+                               {"attention_forward", "operands", "i32"});
 }
 
 TEST(Attention, BadArgumentsNameTheOpAndShapes) {

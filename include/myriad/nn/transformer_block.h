@@ -153,6 +153,7 @@ class TransformerBlock {
   Tensor gathered_grad(const Tensor& grad, BlockScratch& s) const;
   Tensor reduced_input_grad(BlockScratch& s) const;
   IndexRange moe_sequences(std::int64_t B) const;
+  DType attention_operands() const;  // 16-bit attention products or f32 (transformer_block.cpp)
   AttentionArgs attention_args(const Tensor& q, const Tensor& k, BlockActivations& a) const;
   void rope_at_positions(bool backward, const Tensor& x, Tensor& out) const;
   void moe_forward(const ParameterStore& store, BlockActivations& a, BlockScratch& s, Tensor& y) const;

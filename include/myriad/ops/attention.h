@@ -30,6 +30,13 @@
 // grad_v (`=`), or adds into them with args.accumulate (ring attention: one call per key chunk,
 // with the out and lse of the merged forward). Any of them may be an undefined Tensor to skip it.
 // Results do not depend on the number of threads.
+//
+// 16-bit products (args.operands bf16 / f16, the model's choice under training.precision for
+// dense attention): q, k, v (backward: also out and grad_out) are rounded to the format first and
+// the results (out; grad_q, grad_k, grad_v) are rounded to it too — the values 16-bit tensors
+// would hold — with the softmax and every sum in f32 and lse f32. A device runs it on tensor
+// cores on 16-bit copies (which also round the probabilities before P V and dS before its
+// products, as FlashAttention does); the CPU on the rounded values. Not with accumulate.
 #pragma once
 
 #include "myriad/core/tensor.h"
@@ -52,6 +59,7 @@ struct AttentionArgs {
   // device instead of `layout` (at most one of the two): the CUDA kernels read it in place; the
   // CPU reads its compressed copy.
   const SelectedBlocks* selected = nullptr;
+  DType operands = DType::f32;  // f32, or bf16 / f16: 16-bit products (see the file comment)
 };
 
 // out, lse <- the attention over the union of two disjoint key sets, from out, lse (one set) and
