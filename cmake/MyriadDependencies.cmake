@@ -130,6 +130,22 @@ if(MYRIAD_ENABLE_CUDA)
       if(NCCL_INCLUDE_DIR AND NCCL_LIBRARY)
         set(MYRIAD_HAVE_NCCL ON)
       endif()
+      # cuDNN (the toolkit's, or MYRIAD_CUDNN_ROOT / $CUDNN_HOME, e.g. the nvidia-cudnn wheel's
+      # folder) and the header-only cuDNN frontend (MYRIAD_CUDNN_FRONTEND_ROOT / $CUDNN_FRONTEND_HOME;
+      # scripts/setup.sh puts the pinned release's headers in /usr/local/lib/myriad-deps;
+      # scripts/pack_gpu_deps.sh carries them as .gpu-deps/cudnn-frontend): the fused attention of
+      # src/cuda/cudnn (cuda/cudnn_attention.h). Optional: without them the backend runs its own kernels.
+      set(MYRIAD_CUDNN_ROOT "$ENV{CUDNN_HOME}" CACHE PATH "cuDNN install folder when not in the CUDA toolkit")
+      set(MYRIAD_CUDNN_FRONTEND_ROOT "$ENV{CUDNN_FRONTEND_HOME}" CACHE PATH "cuDNN frontend folder (include/)")
+      find_path(CUDNN_INCLUDE_DIR cudnn.h HINTS ${MYRIAD_CUDNN_ROOT}/include ${CUDAToolkit_INCLUDE_DIRS})
+      find_library(CUDNN_LIBRARY NAMES cudnn libcudnn.so.9 HINTS ${MYRIAD_CUDNN_ROOT}/lib ${MYRIAD_CUDNN_ROOT}/lib64
+                   ${CUDAToolkit_LIBRARY_DIR} ${CUDAToolkit_LIBRARY_ROOT}/lib64)
+      find_path(CUDNN_FRONTEND_INCLUDE_DIR cudnn_frontend.h HINTS ${MYRIAD_CUDNN_FRONTEND_ROOT}/include
+                ${PROJECT_SOURCE_DIR}/.gpu-deps/cudnn-frontend/include /usr/local/lib/myriad-deps/cudnn-frontend/include)
+      set(MYRIAD_HAVE_CUDNN OFF)
+      if(CUDNN_INCLUDE_DIR AND CUDNN_LIBRARY AND CUDNN_FRONTEND_INCLUDE_DIR)
+        set(MYRIAD_HAVE_CUDNN ON)
+      endif()
     endif()
   endif()
 endif()

@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <type_traits>
 #include <climits>
+#include <cstdlib>
 #include <cstring>
 #include <optional>
 
@@ -174,6 +175,47 @@ static void tc_backward(const Tensor& q, const Tensor& k, const Tensor& v, const
   }
 }
 
+CudnnAttention* CudaBackend::cudnn_attention() {
+  if (!cudnn_tried_) {
+    cudnn_tried_ = true;
+    const char* setting = std::getenv("MYRIAD_CUDNN_ATTENTION");
+    if (setting != nullptr && std::string(setting) == "off") {
+      cudnn_why_not_ = "MYRIAD_CUDNN_ATTENTION=off";
+    } else {
+      DeviceGuard guard(context_.device());
+      cudnn_ = make_cudnn_attention(context_.stream(), cudnn_why_not_);
+    }
+  }
+  return cudnn_.get();
+}
+
+// The problem as cuDNN's fused attention takes it, when the rule of cuda_backend.h holds.
+static std::optional<CudnnAttentionShape> cudnn_shape(const AttentionArgs& args, const FlashAttentionShape& s) {
+  const bool dense = args.layout == nullptr && args.selected == nullptr && s.q_offset == 0 && s.k_offset == 0 &&
+                     s.key_rows() == s.q_seq && !args.accumulate;
+  if (!dense || (s.head_dim != 64 && s.head_dim != 128) || args.operands == DType::f32) return std::nullopt;
+  return CudnnAttentionShape{.batch = s.batch,
+                             .q_heads = s.q_heads,
+                             .kv_heads = s.kv_heads,
+                             .seq = s.q_seq,
+                             .head_dim = s.head_dim,
+                             .scale = attention_scale(args, s.head_dim),
+                             .causal = s.causal,
+                             .f16 = args.operands == DType::f16};
+}
+
+// cuDNN's graph of `shape` prepared, with its workspace; false when cuDNN is not used for it.
+static bool cudnn_ready(CudaBackend& backend, const std::optional<CudnnAttentionShape>& shape, bool backward,
+                        Tensor& workspace) {
+  CudnnAttention* cudnn = shape ? backend.cudnn_attention() : nullptr;
+  if (cudnn == nullptr) return false;
+  std::int64_t bytes = 0;
+  std::string why_not;
+  if (!cudnn_attention_prepare(*cudnn, *shape, backward, bytes, why_not)) return false;
+  workspace = backend.empty({std::max<std::int64_t>(1, (bytes + 3) / 4)});
+  return true;
+}
+
 void CudaBackend::attention_forward(const AttentionArgs& args, const Tensor& q, const Tensor& k, const Tensor& v,
                                     Tensor& out, Tensor& lse) {
   const char* op = "attention_forward";
@@ -185,9 +227,15 @@ void CudaBackend::attention_forward(const AttentionArgs& args, const Tensor& q, 
     const DType f = args.operands;
     const Tensor q16 = narrow_copy(*this, pq.packed, f), k16 = narrow_copy(*this, pk.packed, f);
     const Tensor v16 = narrow_copy(*this, pv.packed, f);
-    Tensor o16 = empty(out.shape(), f);
-    (f == DType::bf16 ? tc_forward<__nv_bfloat16> : tc_forward<__half>)(q16, k16, v16, o16, floats(lse), problem.shape,
-                                                                        context_.stream());
+    Tensor o16 = empty(out.shape(), f), workspace;
+    const std::optional<CudnnAttentionShape> shape = cudnn_shape(args, problem.shape);
+    if (cudnn_ready(*this, shape, false, workspace)) {
+      cudnn_attention_forward(*cudnn_, *shape, q16.raw_data(), k16.raw_data(), v16.raw_data(), o16.raw_data(),
+                              floats(lse), workspace.raw_data());
+    } else {
+      (f == DType::bf16 ? tc_forward<__nv_bfloat16> : tc_forward<__half>)(q16, k16, v16, o16, floats(lse),
+                                                                          problem.shape, context_.stream());
+    }
     Tensor widened = po.packed;
     copy(o16, widened);
   } else {
@@ -221,10 +269,17 @@ void CudaBackend::attention_backward(const AttentionArgs& args, const Tensor& q,
     const Tensor q16 = narrow_copy(*this, pq.packed, f), k16 = narrow_copy(*this, pk.packed, f);
     const Tensor v16 = narrow_copy(*this, pv.packed, f), o16 = narrow_copy(*this, po.packed, f);
     const Tensor g16 = narrow_copy(*this, pg.packed, f);
-    Tensor dq16 = empty(q.shape(), f), dk16 = empty(k.shape(), f), dv16 = empty(v.shape(), f);
-    (f == DType::bf16 ? tc_backward<__nv_bfloat16> : tc_backward<__half>)(q16, k16, v16, o16, floats(lse), g16, dq16,
-                                                                          dk16, dv16, floats(delta), delta_floats,
-                                                                          problem.shape, context_.stream());
+    Tensor dq16 = empty(q.shape(), f), dk16 = empty(k.shape(), f), dv16 = empty(v.shape(), f), workspace;
+    const std::optional<CudnnAttentionShape> shape = cudnn_shape(args, problem.shape);
+    if (cudnn_ready(*this, shape, true, workspace)) {
+      cudnn_attention_backward(*cudnn_, *shape, q16.raw_data(), k16.raw_data(), v16.raw_data(), o16.raw_data(),
+                               floats(lse), g16.raw_data(), dq16.raw_data(), dk16.raw_data(), dv16.raw_data(),
+                               workspace.raw_data());
+    } else {
+      (f == DType::bf16 ? tc_backward<__nv_bfloat16> : tc_backward<__half>)(q16, k16, v16, o16, floats(lse), g16, dq16,
+                                                                            dk16, dv16, floats(delta), delta_floats,
+                                                                            problem.shape, context_.stream());
+    }
     for (auto [narrow, written] : {std::pair{&dq16, &pdq}, {&dk16, &pdk}, {&dv16, &pdv}}) {
       Tensor widened = written->packed;
       copy(*narrow, widened);

@@ -33,6 +33,7 @@
 #include "emulated_streams.h"
 #include "myriad/ops/int8_linear.h"
 #include "myriad/core/tensor.h"
+#include "myriad/cuda/cudnn_attention.h"
 #include "myriad/cuda/device_buffer.h"
 #include "myriad/cuda/device_context.h"
 #include "myriad/cuda/device_guard.h"
@@ -69,6 +70,7 @@ struct Streams {
   std::uint64_t wait_polls = 0;    // emulated ncclCommGetAsyncError calls: a wait loop's polls
   std::uint64_t stream_waits = 0;  // cudaStreamSynchronize calls
   std::uint64_t host_waits = 0;    // every way the host waits for device work (host_synchronizations)
+  std::uint64_t cudnn_calls = 0;   // emulated cuDNN attention launches (cudnn_attention_calls)
 };
 Streams& streams() {
   static Streams all;  // the emulated driver's state
@@ -223,6 +225,16 @@ std::uint64_t stream_synchronizations() {
 std::uint64_t host_synchronizations() {
   std::lock_guard<std::mutex> lock(streams().mutex);
   return streams().host_waits;
+}
+
+std::uint64_t cudnn_attention_calls() {
+  std::lock_guard<std::mutex> lock(streams().mutex);
+  return streams().cudnn_calls;
+}
+
+static void count_cudnn_call() {
+  std::lock_guard<std::mutex> lock(streams().mutex);
+  ++streams().cudnn_calls;
 }
 
 }  // namespace myriad::emulated
@@ -740,6 +752,55 @@ void flash_attention_backward_tc_f16(const __half* q, const __half* k, const __h
   emulated::check_launch_device(launch_stream);
   attention_backward_half("flash_attention_backward_tc_f16", kFlashAttentionTcLayoutTile, q, k, v, out, lse, go, gq, gk,
                           gv, s);
+}
+// cuDNN's fused attention (cuda/cudnn_attention.h) as the CPU op on the widened 16-bit inputs,
+// like the flash launchers: the backend's dispatch to it and its buffers are the real code.
+class CudnnAttention {};
+std::shared_ptr<CudnnAttention> make_cudnn_attention(cudaStream_t, std::string&) {
+  return std::make_shared<CudnnAttention>();
+}
+bool cudnn_attention_prepare(CudnnAttention&, const CudnnAttentionShape&, bool, std::int64_t& workspace_bytes,
+                             std::string&) {
+  workspace_bytes = 4096;  // some workspace, so that its allocation is exercised
+  return true;
+}
+static FlashAttentionShape flash_shape_of(const CudnnAttentionShape& s) {
+  return FlashAttentionShape{.batch = s.batch,
+                             .q_heads = s.q_heads,
+                             .kv_heads = s.kv_heads,
+                             .q_seq = s.seq,
+                             .head_dim = s.head_dim,
+                             .scale = s.scale,
+                             .causal = s.causal};
+}
+void cudnn_attention_forward(CudnnAttention&, const CudnnAttentionShape& s, const void* q, const void* k, const void* v,
+                             void* out, float* lse, void*) {
+  emulated::count_cudnn_call();
+  const FlashAttentionShape f = flash_shape_of(s);
+  if (s.f16) {
+    attention_forward_half("cudnn_attention_forward", 1, static_cast<const __half*>(q), static_cast<const __half*>(k),
+                           static_cast<const __half*>(v), static_cast<__half*>(out), lse, f);
+  } else {
+    using B = __nv_bfloat16;
+    attention_forward_half("cudnn_attention_forward", 1, static_cast<const B*>(q), static_cast<const B*>(k),
+                           static_cast<const B*>(v), static_cast<B*>(out), lse, f);
+  }
+}
+void cudnn_attention_backward(CudnnAttention&, const CudnnAttentionShape& s, const void* q, const void* k,
+                              const void* v, const void* out, const float* lse, const void* go, void* gq, void* gk,
+                              void* gv, void*) {
+  emulated::count_cudnn_call();
+  const FlashAttentionShape f = flash_shape_of(s);
+  const auto run = [&]<typename H>(H*) {
+    attention_backward_half("cudnn_attention_backward", 1, static_cast<const H*>(q), static_cast<const H*>(k),
+                            static_cast<const H*>(v), static_cast<const H*>(out), lse, static_cast<const H*>(go),
+                            static_cast<H*>(gq), static_cast<H*>(gk), static_cast<H*>(gv), f);
+  };
+  if (s.f16) {
+    run(static_cast<__half*>(nullptr));
+  } else {
+    run(static_cast<__nv_bfloat16*>(nullptr));
+  }
 }
 template <typename H>
 static void widen_into(const H* x, float* out, std::int64_t n) {

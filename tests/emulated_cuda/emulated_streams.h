@@ -39,5 +39,7 @@ std::uint64_t stream_synchronizations();
 // queries that found it not ready (NcclWork::wait: counted at its poll). With MYRIAD_EMULATED_SYNC_TRACE set, each
 // prints a stack trace to stderr (symbolize with addr2line), for finding where a step waits.
 std::uint64_t host_synchronizations();
+// How many cuDNN fused-attention launches (forward or backward, cuda/cudnn_attention.h) have run.
+std::uint64_t cudnn_attention_calls();
 
 }  // namespace myriad::emulated

@@ -5,6 +5,8 @@
 // accumulated outputs alike; bad ids and targets reported as the CPU op reports them; ops no
 // backend provides still refused by name.
 #include <cstring>
+#include <cstdlib>
+#include <iostream>
 #include <gtest/gtest.h>
 
 #include <array>
@@ -13,6 +15,9 @@
 #include <climits>
 
 #include "cuda_backend_fixture.h"
+#if MYRIAD_EMULATED_CUDA
+#include "emulated_streams.h"
+#endif
 #include "myriad/nn/linear.h"
 #include "myriad/ops/adamw.h"
 #include "myriad/ops/attention.h"
@@ -158,6 +163,64 @@ TEST_F(CudaBackendTest, AttentionOnTheHeadsOfPackedQkvRows) {
     attention_backward(args, dq_in, dk_in, dv_in, d_att_heads, d_lse, heads(d_g_rows), d_gq, d_gk, d_gv);
     expect_close(d_grad_qkv, grad_qkv, tolerance, "qkv gradient rows");
   }
+}
+
+// 16-bit attention products: cuDNN's fused attention for dense self-attention where this build
+// and GPU have it; the tensor-core kernels elsewhere (offsets) and with MYRIAD_CUDNN_ATTENTION=off.
+// Every path matches the CPU op with the same operands (on a GPU to bf16 / f16 precision: the
+// kernels also round P and dS). The emulated layer counts the cuDNN launches.
+TEST_F(CudaBackendTest, SixteenBitAttentionRunsCudnnWhereItAppliesElseTheTensorCoreKernels) {
+  const std::int64_t B = 2, Hq = 4, Hkv = 2, T = 24, D = 64;
+  const Tensor q = random({B, Hq, T, D}, 80), k = random({B, Hkv, T, D}, 81), v = random({B, Hkv, T, D}, 82);
+  const Tensor g = random({B, Hq, T, D}, 83);
+  const auto close = [](cuda::CudaBackend& backend, const Tensor& device, const Tensor& want, const char* what) {
+    const Tensor got = backend.copy_to_host(device);
+    double worst = 0.0;
+    for (std::int64_t i = 0; i < want.numel(); ++i) {
+      worst = std::max(worst, std::abs(double{got.data<float>()[i]} - double{want.data<float>()[i]}));
+    }
+    EXPECT_LE(worst, 2e-2) << what;
+  };
+  const auto run = [&](cuda::CudaBackend& backend, const AttentionArgs& args) {
+    Tensor out = Tensor::empty(q.shape()), lse = Tensor::empty({B, Hq, T});
+    Tensor gq = Tensor::empty(q.shape()), gk = Tensor::empty(k.shape()), gv = Tensor::empty(v.shape());
+    attention_forward(args, q, k, v, out, lse);
+    attention_backward(args, q, k, v, out, lse, g, gq, gk, gv);
+    const Tensor dq_in = backend.copy_from_host(q), dk_in = backend.copy_from_host(k),
+                 dv_in = backend.copy_from_host(v);
+    Tensor d_out = backend.empty(q.shape()), d_lse = backend.empty({B, Hq, T});
+    Tensor d_gq = backend.empty(q.shape()), d_gk = backend.empty(k.shape()), d_gv = backend.empty(v.shape());
+    attention_forward(args, dq_in, dk_in, dv_in, d_out, d_lse);
+    attention_backward(args, dq_in, dk_in, dv_in, d_out, d_lse, backend.copy_from_host(g), d_gq, d_gk, d_gv);
+    close(backend, d_out, out, "out");
+    close(backend, d_lse, lse, "lse");
+    close(backend, d_gq, gq, "grad_q");
+    close(backend, d_gk, gk, "grad_k");
+    close(backend, d_gv, gv, "grad_v");
+  };
+#if MYRIAD_EMULATED_CUDA
+  const auto cudnn_calls = [] { return emulated::cudnn_attention_calls(); };
+#else
+  const auto cudnn_calls = [] { return std::uint64_t{0}; };
+#endif
+  const std::uint64_t before = cudnn_calls();
+  run(*backend_, AttentionArgs{.operands = DType::bf16});
+  if (backend_->cudnn_attention() == nullptr) {
+    std::cout << "cuDNN attention not used here: " << backend_->cudnn_attention_unavailable() << std::endl;
+  }
+#if MYRIAD_EMULATED_CUDA
+  EXPECT_NE(backend_->cudnn_attention(), nullptr);
+  EXPECT_EQ(cudnn_calls(), before + 2) << "the dense problem's forward and backward";
+#endif
+  run(*backend_, AttentionArgs{.q_offset = 32, .k_offset = 32, .operands = DType::f16});
+  EXPECT_EQ(cudnn_calls(), before + 2) << "offsets: the tensor-core kernels";
+  setenv("MYRIAD_CUDNN_ATTENTION", "off", 1);
+  cuda::CudaBackend without(*context_);
+  run(without, AttentionArgs{.operands = DType::bf16});
+  unsetenv("MYRIAD_CUDNN_ATTENTION");
+  EXPECT_EQ(without.cudnn_attention(), nullptr);
+  EXPECT_EQ(without.cudnn_attention_unavailable(), "MYRIAD_CUDNN_ATTENTION=off");
+  EXPECT_EQ(cudnn_calls(), before + 2);
 }
 
 TEST_F(CudaBackendTest, RopeOnRowsOfHeadsAndInPlace) {

@@ -193,10 +193,11 @@ TEST(DeviceTraining, Fp16MatchesTheCpuEngineAtAFittingScale) {
 }
 
 // training.precision bf16 with grouped-query heads of 64: every GEMM on 16-bit operands and the
-// attention's products on the tensor-core kernels (16-bit copies of q, k, v, out and gradients),
-// the same rule as the CPU engine's (ops/attention.h). On a GPU the kernels also round the
-// probabilities, so the curves agree to bf16 precision; emulated they are the CPU's math.
-TEST(DeviceTraining, Bf16WithTensorCoreAttentionMatchesTheCpuEngine) {
+// attention's products in 16 bits (cuDNN's fused attention where the build has it, else the
+// tensor-core kernels, on 16-bit copies of q, k, v, out and gradients), the same rule as the CPU
+// engine's (ops/attention.h). On a GPU the kernels also round the probabilities, so the curves
+// agree to bf16 precision; emulated they are the CPU's math.
+TEST(DeviceTraining, Bf16WithSixteenBitAttentionMatchesTheCpuEngine) {
   if (!gpu_visible()) GTEST_SKIP() << "no CUDA device";
   const fs::path dir = fresh_dir("device_training_bf16");
   const std::string corpus = write_corpus(dir);

@@ -22,20 +22,26 @@
 // block-sparse layout is a host BlockLayout (a fixed pattern: uploaded to device scratch on each
 // call) or a selection's SelectedBlocks already on the device (read in place, no upload), its
 // block_size a multiple of 32, the kernels' query tile; attention_merge takes out / part_out of
-// either kind and contiguous lse. RoPE takes (B, T, H, D) tensors that are contiguous or such rows of heads
-// (strides [T*W, W, D, 1]). copy() reads a contiguous source of any float type (f32 <-> bf16 / f16
-// by the conversion kernels; bf16 <-> f16 through f32) or an f32 view of either kind of heads.
-// Token routing and grouped matmul take the contiguous tensors their dispatch points require;
-// grouped matmul runs one cuBLAS grouped GEMM per product and widens bf16 / f16 operands to f32
-// first (cuda_backend_moe.cpp says why). Compression codes and the 1-bit Adam update take the contiguous
-// tensors their dispatch points require; a top-k code is selected on the device. Other layouts are refused naming the
-// tensor. A bad token id, target or routing index is reported like the CPU op's error, which costs a wait for the
-// stream (the kernels flag it on the device).
+// either kind and contiguous lse. 16-bit attention products (AttentionArgs::operands) run on
+// 16-bit copies: cuDNN's fused attention (cuda/cudnn_attention.h) for dense self-attention (no
+// layout, no offsets, as many keys as queries, head dim 64 / 128) when this build and GPU have it
+// and MYRIAD_CUDNN_ATTENTION is not "off", else the tensor-core (WMMA) kernels; the reason cuDNN
+// is not used is cudnn_attention_unavailable(). RoPE takes (B, T, H, D) tensors that are contiguous or such rows of
+// heads (strides [T*W, W, D, 1]). copy() reads a contiguous source of any float type (f32 <-> bf16 / f16 by the
+// conversion kernels; bf16 <-> f16 through f32) or an f32 view of either kind of heads. Token routing and grouped
+// matmul take the contiguous tensors their dispatch points require; grouped matmul runs one cuBLAS grouped GEMM per
+// product and widens bf16 / f16 operands to f32 first (cuda_backend_moe.cpp says why). Compression codes and the 1-bit
+// Adam update take the contiguous tensors their dispatch points require; a top-k code is selected on the device. Other
+// layouts are refused naming the tensor. A bad token id, target or routing index is reported like the CPU op's error,
+// which costs a wait for the stream (the kernels flag it on the device).
 #pragma once
 
 #include <map>
+#include <memory>
+#include <string>
 #include <tuple>
 
+#include "myriad/cuda/cudnn_attention.h"
 #include "myriad/cuda/device_context.h"
 #include "myriad/cuda/pinned_uploads.h"
 #include "myriad/ops/backend.h"
@@ -137,6 +143,11 @@ class CudaBackend final : public ops::Backend {
                                const std::vector<std::int64_t>& offsets, const Tensor& grad_out, Tensor& grad_x,
                                Tensor& grad_weight, Tensor& grad_bias) override;
 
+  // cuDNN's fused attention of this device (made on first use), or null: then
+  // cudnn_attention_unavailable() says why (see the file comment).
+  CudnnAttention* cudnn_attention();
+  const std::string& cudnn_attention_unavailable() const { return cudnn_why_not_; }
+
  private:
   // A device long long set to LLONG_MAX, for the kernels that report the first bad index.
   Tensor bad_index_flag();
@@ -151,8 +162,11 @@ class CudaBackend final : public ops::Backend {
   std::map<std::tuple<std::int64_t, std::int64_t, double, std::int64_t>, Tensor> rope_tables_;
 
   DeviceContext& context_;
-  Tensor unread_flag_;     // unread_index_flag()'s storage, made on first use
-  PinnedUploads uploads_;  // copy_from_host's small uploads: queued, not waited for
+  Tensor unread_flag_;                     // unread_index_flag()'s storage, made on first use
+  PinnedUploads uploads_;                  // copy_from_host's small uploads: queued, not waited for
+  std::shared_ptr<CudnnAttention> cudnn_;  // cudnn_attention(): made once (cudnn_tried_)
+  std::string cudnn_why_not_;
+  bool cudnn_tried_ = false;
 };
 
 }  // namespace myriad::cuda
