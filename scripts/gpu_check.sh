@@ -117,6 +117,8 @@ if [[ -f "$archive" ]]; then
   configure_args+=("-DMYRIAD_GTEST_SOURCE_DIR=$deps/src/googletest")
   # libopenblas loads the carried libgfortran/libquadmath: the loader must see that folder.
   export LD_LIBRARY_PATH="$deps/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+  # cuDNN's fused attention: the carried frontend headers (cuDNN itself: below).
+  [[ -d "$deps/cudnn-frontend/include" ]] && configure_args+=("-DMYRIAD_CUDNN_FRONTEND_ROOT=$deps/cudnn-frontend")
 else
   log "no packed dependencies at $archive (scripts/pack_gpu_deps.sh makes them); using the system's"
 fi
@@ -124,6 +126,16 @@ fi
 # NCCL: the toolkit's, else the one PyTorch's nvidia-nccl wheel brings (NcclCommunicator tests).
 nccl_wheel="$(python3 -c 'import nvidia.nccl, os; print(list(nvidia.nccl.__path__)[0])' 2>/dev/null || true)"
 [[ -n "$nccl_wheel" && -f "$nccl_wheel/include/nccl.h" ]] && configure_args+=("-DMYRIAD_NCCL_ROOT=$nccl_wheel")
+# cuDNN: the toolkit's, else the one PyTorch's nvidia-cudnn wheel brings (headers, libcudnn.so.9),
+# which the loader must then find at run time.
+if [[ ! -f "${CUDA_HOME:-/usr/local/cuda}/include/cudnn.h" ]]; then
+  cudnn_wheel="$(python3 -c 'import nvidia.cudnn; print(list(nvidia.cudnn.__path__)[0])' 2>/dev/null || true)"
+  if [[ -n "$cudnn_wheel" && -f "$cudnn_wheel/include/cudnn.h" ]]; then
+    configure_args+=("-DMYRIAD_CUDNN_ROOT=$cudnn_wheel")
+    export LD_LIBRARY_PATH="$cudnn_wheel/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+    log "cuDNN from PyTorch's nvidia-cudnn: $cudnn_wheel"
+  fi
+fi
 read -r -a extra_args <<<"${MYRIAD_CMAKE_ARGS:-}"
 [[ ${#extra_args[@]} -gt 0 ]] && configure_args+=("${extra_args[@]}")
 

@@ -3,8 +3,10 @@
 # lacks, from this machine's installed Debian packages, into one archive for the device tool's
 # `carry`: spdlog and fmt headers (used header-only there), nlohmann-json's headers and CMake
 # config (the GPU benchmarks' --profile), OpenBLAS's OpenMP build with the
-# Fortran runtime it loads, and GoogleTest's source tree (built there by that machine's own
-# compiler, so no C++ ABI has to match). Nothing here is committed: the output folder is ignored.
+# Fortran runtime it loads, GoogleTest's source tree (built there by that machine's own
+# compiler, so no C++ ABI has to match) and the cuDNN frontend's headers (scripts/setup.sh put them
+# in /usr/local/lib/myriad-deps; the GPU machine's cuDNN itself comes with its PyTorch). Nothing
+# here is committed: the output folder is ignored.
 #
 # Usage: scripts/pack_gpu_deps.sh [output-dir]      (default: .gpu-deps in the repository)
 # Output: <output-dir>/myriad-gpu-deps.tar.xz, unpacked by scripts/gpu_check.sh into a prefix:
@@ -45,6 +47,10 @@ for library in libgfortran.so.5 libquadmath.so.0; do
   cp -L "$ARCH_LIB/$library" "$prefix/lib/$library"
 done
 cp -a /usr/src/googletest "$prefix/src/googletest"
+if [[ -f /usr/local/lib/myriad-deps/cudnn-frontend/include/cudnn_frontend.h ]]; then
+  mkdir -p "$prefix/cudnn-frontend"
+  cp -a /usr/local/lib/myriad-deps/cudnn-frontend/include "$prefix/cudnn-frontend/"
+fi
 {
   echo "packed $(date -u +%FT%TZ) on $(. /etc/os-release && echo "$PRETTY_NAME")"
   dpkg-query -W -f='${Package} ${Version}\n' libspdlog-dev libfmt-dev nlohmann-json3-dev libopenblas0-openmp \

@@ -7,7 +7,9 @@
 # libclang_rt.fuzzer on Debian 12), and the default corpus (fortunes). Python packages (for the
 # bindings and tests): numpy, pytest, pybind11, regex (reference pre-tokenizer in tokenizer tests),
 # matplotlib (myriad-plot), PyYAML (myriad plan / sbatch), scikit-build-core (`pip install .`),
-# ruff (the test command's Python lint gate).
+# ruff (the test command's Python lint gate). Where the CUDA toolkit has cuDNN (cudnn.h), the
+# cuDNN frontend's C++ headers (header-only; PyPI's nvidia-cudnn-frontend wheel, pinned, headers
+# only) into /usr/local/lib/myriad-deps/cudnn-frontend: the fused attention of src/cuda/cudnn.
 set -euo pipefail
 
 log() { echo "[setup] $*"; }
@@ -69,5 +71,30 @@ if [ ${#py_missing[@]} -gt 0 ]; then
   fi
 else
   log "Python packages: all present"
+fi
+
+# The cuDNN frontend's headers, only where the CUDA toolkit has cuDNN (CMake's optional cuDNN
+# attention: cmake/MyriadDependencies.cmake). The wheel also holds Python code and pulls other
+# packages: it is downloaded without dependencies and only its include/ folder kept.
+CUDNN_FRONTEND_VERSION=1.32.0
+FRONTEND_DIR=/usr/local/lib/myriad-deps/cudnn-frontend
+CUDA_INCLUDE="${CUDA_HOME:-/usr/local/cuda}/include"
+if [ -f "$CUDA_INCLUDE/cudnn.h" ] && [ ! -f "$FRONTEND_DIR/VERSION-$CUDNN_FRONTEND_VERSION" ]; then
+  log "installing the cuDNN frontend $CUDNN_FRONTEND_VERSION headers into $FRONTEND_DIR"
+  wheel_dir="$(mktemp -d)"
+  "$PYTHON" -m pip download -q --no-deps --only-binary=:all: -d "$wheel_dir" \
+    "nvidia-cudnn-frontend==$CUDNN_FRONTEND_VERSION"
+  $SUDO rm -rf "$FRONTEND_DIR"
+  $SUDO mkdir -p "$FRONTEND_DIR"
+  $SUDO "$PYTHON" - "$wheel_dir"/nvidia_cudnn_frontend-*.whl "$FRONTEND_DIR" <<'PY'
+import sys, zipfile
+wheel, target = sys.argv[1], sys.argv[2]
+with zipfile.ZipFile(wheel) as archive:
+    archive.extractall(target, [name for name in archive.namelist() if name.startswith("include/")])
+PY
+  $SUDO touch "$FRONTEND_DIR/VERSION-$CUDNN_FRONTEND_VERSION"
+  rm -rf "$wheel_dir"
+elif [ -f "$CUDA_INCLUDE/cudnn.h" ]; then
+  log "cuDNN frontend $CUDNN_FRONTEND_VERSION headers: present"
 fi
 log "done"

@@ -1,11 +1,13 @@
 // bench_attention_gpu: myriad's flash attention kernels (bf16 tensors, f32 softmax) in TFLOP/s,
 // forward and forward + backward, for the CUDA-core kernels (flash_attention_*_bf16) and the
-// tensor-core ones (flash_attention_*_tc_bf16, WMMA), at T = 1k, 2k, 4k (--long: up to 16k), head
+// tensor-core ones (flash_attention_*_tc_bf16, WMMA) and cuDNN's fused attention as the engine's
+// 16-bit attention calls it (cuda/cudnn_attention.h; "-" with the reason where this build or GPU
+// has none), at T = 1k, 2k, 4k (--long: up to 16k), head
 // dim 64 and 128, causal and not (batch * heads chosen so every shape does about the same work).
 // FLOPs counted as FlashAttention's benchmarks do: forward 4 B H T^2 D (halved when causal),
 // backward 2.5x the forward. With `--sdpa FILE` it reads PyTorch SDPA timings for the same shapes
-// (written by benchmarks/gpu/sdpa_reference.py on the same GPU) and prints the tensor-core ratios
-// — the bar is >= 80 % of SDPA for forward + backward at T >= 2048, D 128. Time = best of
+// (written by benchmarks/gpu/sdpa_reference.py on the same GPU) and prints the tensor-core and cuDNN
+// ratios — the bar is >= 95 % of SDPA for forward + backward at T >= 2048, D 128. Time = best of
 // 2 rounds of 3 calls (CUDA events). Exits 0 without a GPU.
 // --profile FILE merges compute.attention_flops_per_s into a machine profile (profile_file.h):
 // the kernels the engine runs (flash_attention_*_f32, CUDA cores, f32 tensors:
@@ -16,6 +18,8 @@
 #include <cuda_runtime_api.h>
 
 #include <algorithm>
+#include <cmath>
+#include <memory>
 #include <cstdio>
 #include <cstring>
 #include <fstream>
@@ -27,6 +31,7 @@
 #include "myriad/cuda/check.h"
 #include "myriad/cuda/device_buffer.h"
 #include "myriad/cuda/device_context.h"
+#include "myriad/cuda/cudnn_attention.h"
 #include "myriad/cuda/kernels.h"
 #include "profile_file.h"
 
@@ -97,6 +102,13 @@ struct AttentionBuffers {
   cuda::DeviceBuffer q, k, v, out, go, gq, gk, gv, lse, delta;
 };
 
+// printf of one number into a string.
+std::string fmt_value(double value, const char* format) {
+  char text[32];
+  std::snprintf(text, sizeof text, format, value);
+  return text;
+}
+
 // FLOP/s of the engine's f32 flash attention, forward + backward (3.5x the forward's FLOPs), at
 // batch x 16 heads x t x d, causal.
 double engine_attention_flops_per_s(cuda::DeviceContext& context, long batch, long t, long d) {
@@ -142,10 +154,14 @@ int main(int argc, char** argv) {
   MYRIAD_CUDA_CHECK(cudaGetDeviceProperties(&prop, 0));
   std::printf("# bench_attention_gpu\n\n- device: %s; bf16 q, k, v, out; batch x heads x T = 16k x 16 rows of work\n\n",
               prop.name);
+  // cuDNN's fused attention as the engine's 16-bit attention runs it (cuda/cudnn_attention.h).
+  std::string cudnn_why_not;
+  const std::shared_ptr<cuda::CudnnAttention> cudnn = cuda::make_cudnn_attention(context.stream(), cudnn_why_not);
+  if (cudnn == nullptr) std::printf("- cuDNN attention: not available (%s)\n\n", cudnn_why_not.c_str());
   std::printf(
-      "| T | D | causal | fwd | fwd+bwd | tensor-core fwd | tensor-core fwd+bwd | SDPA fwd | SDPA fwd+bwd "
-      "| tensor-core fwd vs SDPA | tensor-core fwd+bwd vs SDPA |\n"
-      "|---|---|---|---|---|---|---|---|---|---|---|\n");
+      "| T | D | causal | fwd | fwd+bwd | tensor-core fwd | tensor-core fwd+bwd | cuDNN fwd | cuDNN fwd+bwd | SDPA fwd "
+      "| SDPA fwd+bwd | tensor-core fwd+bwd vs SDPA | cuDNN fwd vs SDPA | cuDNN fwd+bwd vs SDPA |\n"
+      "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|\n");
   for (long t : {1024L, 2048L, 4096L, 8192L, 16384L}) {
     if (t > 4096 && !long_sequences) break;
     for (long d : {64L, 128L}) {
@@ -178,17 +194,46 @@ int main(int argc, char** argv) {
         const double tc_both_s = best_seconds(context.stream(), tc_both);
         const double fwd_tflops = fwd_flops / fwd_s / 1e12, tc_tflops = fwd_flops / tc_s / 1e12;
         const double both_tflops = 3.5 * fwd_flops / both_s / 1e12, tc_both_tflops = 3.5 * fwd_flops / tc_both_s / 1e12;
-        auto found = sdpa.find({t, d, causal});
-        if (found == sdpa.end()) {
-          std::printf("| %ld | %ld | %s | %.1f | %.1f | %.1f | %.1f | - | - | - | - |\n", t, d, causal ? "yes" : "no",
-                      fwd_tflops, both_tflops, tc_tflops, tc_both_tflops);
-        } else {
-          const double sdpa_fwd = fwd_flops / found->second.first / 1e12;
-          const double sdpa_both = 3.5 * fwd_flops / found->second.second / 1e12;
-          std::printf("| %ld | %ld | %s | %.1f | %.1f | %.1f | %.1f | %.1f | %.1f | %.0f%% | %.0f%% |\n", t, d,
-                      causal ? "yes" : "no", fwd_tflops, both_tflops, tc_tflops, tc_both_tflops, sdpa_fwd, sdpa_both,
-                      100.0 * tc_tflops / sdpa_fwd, 100.0 * tc_both_tflops / sdpa_both);
+        double cudnn_tflops = 0.0, cudnn_both_tflops = 0.0;  // 0: not run
+        const cuda::CudnnAttentionShape cudnn_shape{.batch = batch,
+                                                    .q_heads = heads,
+                                                    .kv_heads = heads,
+                                                    .seq = t,
+                                                    .head_dim = d,
+                                                    .scale = static_cast<float>(1.0 / std::sqrt(double(d))),
+                                                    .causal = causal == 1};
+        std::int64_t forward_bytes = 0, backward_bytes = 0;
+        std::string why_not;
+        if (cudnn != nullptr && cuda::cudnn_attention_prepare(*cudnn, cudnn_shape, false, forward_bytes, why_not) &&
+            cuda::cudnn_attention_prepare(*cudnn, cudnn_shape, true, backward_bytes, why_not)) {
+          cuda::DeviceBuffer workspace(
+              static_cast<std::size_t>(std::max<std::int64_t>({forward_bytes, backward_bytes, 16})), 0);
+          auto cudnn_forward = [&] {
+            cuda::cudnn_attention_forward(*cudnn, cudnn_shape, bf(q), bf(k), bf(v), bf(out), lse.as<float>(),
+                                          workspace.data());
+          };
+          auto cudnn_both = [&] {
+            cudnn_forward();
+            cuda::cudnn_attention_backward(*cudnn, cudnn_shape, bf(q), bf(k), bf(v), bf(out), lse.as<float>(), bf(go),
+                                           bf(gq), bf(gk), bf(gv), workspace.data());
+          };
+          cudnn_tflops = fwd_flops / best_seconds(context.stream(), cudnn_forward) / 1e12;
+          cudnn_both_tflops = 3.5 * fwd_flops / best_seconds(context.stream(), cudnn_both) / 1e12;
+        } else if (cudnn != nullptr) {
+          std::printf("<!-- cuDNN: %s -->\n", why_not.c_str());
         }
+        const auto cell = [](double value) { return value > 0.0 ? fmt_value(value, "%.1f") : std::string("-"); };
+        const auto share = [](double value, double base) {
+          return value > 0.0 && base > 0.0 ? fmt_value(100.0 * value / base, "%.0f") + "%" : std::string("-");
+        };
+        auto found = sdpa.find({t, d, causal});
+        const double sdpa_fwd = found == sdpa.end() ? 0.0 : fwd_flops / found->second.first / 1e12;
+        const double sdpa_both = found == sdpa.end() ? 0.0 : 3.5 * fwd_flops / found->second.second / 1e12;
+        std::printf("| %ld | %ld | %s | %.1f | %.1f | %.1f | %.1f | %s | %s | %s | %s | %s | %s | %s |\n", t, d,
+                    causal ? "yes" : "no", fwd_tflops, both_tflops, tc_tflops, tc_both_tflops,
+                    cell(cudnn_tflops).c_str(), cell(cudnn_both_tflops).c_str(), cell(sdpa_fwd).c_str(),
+                    cell(sdpa_both).c_str(), share(tc_both_tflops, sdpa_both).c_str(),
+                    share(cudnn_tflops, sdpa_fwd).c_str(), share(cudnn_both_tflops, sdpa_both).c_str());
         std::fflush(stdout);
       }
     }
