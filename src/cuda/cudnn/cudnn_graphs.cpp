@@ -65,10 +65,8 @@ void output(const std::shared_ptr<fe::graph::Tensor_attributes>& t, const fe::gr
   t->set_output(true).set_uid(like.get_uid()).set_dim(like.get_dim()).set_stride(like.get_stride());
 }
 
-Built build(cudnnHandle_t handle, const CudnnAttentionShape& s, bool backward) {
-  Built built;
-  built.shape = s;
-  built.backward = backward;
+// The graph of (shape, direction): tensors, the SDPA node and its outputs, not yet built.
+std::shared_ptr<fe::graph::Graph> define(const CudnnAttentionShape& s, bool backward) {
   auto graph = std::make_shared<fe::graph::Graph>();
   graph->set_io_data_type(s.f16 ? fe::DataType_t::HALF : fe::DataType_t::BFLOAT16)
       .set_intermediate_data_type(fe::DataType_t::FLOAT)
@@ -94,6 +92,14 @@ Built build(cudnnHandle_t handle, const CudnnAttentionShape& s, bool backward) {
     output(dk, heads_tensor("dk", kDK, s, s.kv_heads));
     output(dv, heads_tensor("dv", kDV, s, s.kv_heads));
   }
+  return graph;
+}
+
+Built build(cudnnHandle_t handle, const CudnnAttentionShape& s, bool backward) {
+  Built built;
+  built.shape = s;
+  built.backward = backward;
+  auto graph = define(s, backward);
   auto status = graph->build(handle, {fe::HeurMode_t::A});
   if (status.is_good()) status = graph->get_workspace_size(built.workspace);
   if (!status.is_good()) {
