@@ -183,14 +183,18 @@ if [[ "$gpu_count" -gt 0 && "${BENCHMARKS:-1}" != 0 ]]; then
     --gemm-profile "$LOGS/machine_profile.json" --gpu "$gpu_kind" || true
   # The PyTorch GPT-2 124M step (B 16, T 1024, bf16): the baseline of the training-step bar.
   step gpt2_step_reference python3 "$ROOT/benchmarks/gpu/gpt2_step_reference.py" "$LOGS/gpt2_reference.txt" || true
+  step gpt2_step_compiled timeout 180 python3 "$ROOT/benchmarks/gpu/gpt2_step_reference.py" --compile \
+    "$LOGS/gpt2_compiled.txt" || true
   reference_args=()
   [[ -s "$LOGS/gpt2_reference.txt" ]] && reference_args=(--reference "$LOGS/gpt2_reference.txt")
+  [[ -s "$LOGS/gpt2_compiled.txt" ]] && reference_args+=(--compiled "$LOGS/gpt2_compiled.txt")
   step bench_gpt2_step_gpu "$BUILD/benchmarks/bench_gpt2_step_gpu" "${reference_args[@]}" || true
   # The monitoring line's GPU fields from the driver (NVML), idle and under HBM and PCIe traffic.
   step bench_gpu_metrics "$BUILD/benchmarks/bench_gpu_metrics" || true
   # A 131,072-token document on the GPU: block-sparse vs dense causal, evaluation and training.
   step bench_long_context_gpu "$BUILD/benchmarks/bench_long_context_gpu" --tokens 131072 --passes 2 || true
-  for table in bench_gemm_gpu planner_gemm_check bench_attention_gpu gpt2_step_reference bench_gpt2_step_gpu \
+  for table in bench_gemm_gpu planner_gemm_check bench_attention_gpu gpt2_step_reference gpt2_step_compiled \
+    bench_gpt2_step_gpu \
     bench_gpu_metrics bench_long_context_gpu; do
     [[ -f "$LOGS/$table.log" ]] && tee -a "$SUMMARY" <"$LOGS/$table.log"
   done
