@@ -179,16 +179,16 @@ void CudaBackend::matmul_backward(const MatmulArgs& args, const Tensor& a, const
   }
 }
 
-// One GEMM with the bias (and GELU) fused as cuBLASLt epilogues; GELU without a bias (no such
-// epilogue) runs the activation kernel after the plain GEMM.
+// One GEMM with the bias (and GELU) fused as cuBLASLt epilogues (f32 or 16-bit x and weight, f32
+// y and bias); GELU without a bias (no such epilogue) runs the activation kernel after the GEMM.
 void CudaBackend::linear_forward(const LinearArgs& args, const Tensor& x, const Tensor& weight, const Tensor& bias,
                                  Tensor& y) {
   const std::int64_t n = weight.size(0), k = weight.size(1), m = x.numel() / std::max<std::int64_t>(k, 1);
   const GemmEpilogue epilogue = !bias.defined() ? GemmEpilogue::none
                                 : args.gelu     ? GemmEpilogue::bias_gelu
                                                 : GemmEpilogue::bias;
-  linear_gemm(context_, LinearGemm{.m = m, .n = n, .k = k, .epilogue = epilogue}, x.raw_data(), weight.raw_data(),
-              bias.defined() ? bias.raw_data() : nullptr, y.raw_data());
+  linear_gemm(context_, LinearGemm{.m = m, .n = n, .k = k, .type = operand_type(x), .epilogue = epilogue}, x.raw_data(),
+              weight.raw_data(), bias.defined() ? bias.raw_data() : nullptr, y.raw_data());
   if (args.gelu && !bias.defined()) gelu_forward(GeluArgs{}, y, y);
 }
 

@@ -212,6 +212,7 @@ void linear_gemm(const DeviceContext& context, const LinearGemm& s, const void* 
               .k = s.k,
               .transpose_b = true,
               .type = s.type,
+              .output_type = CUDA_R_32F,  // y is f32 whatever the operands
               .epilogue = s.epilogue,
               .accumulate = s.accumulate},
          x, weight, bias, y);

@@ -27,8 +27,8 @@ void linear_forward(const Tensor& x, const Tensor& weight, const Tensor& bias, T
     myriad::linear_forward(LinearArgs{}, x, weight, bias, y);  // the bias fused into the GEMM on a device
     return;
   }
-  matmul_forward(MatmulArgs{.transpose_b = true}, gemm_operand(x, operands), gemm_operand(weight, operands), y);
-  if (bias.defined()) add_row_bias(y, bias);
+  // One GEMM with the bias as its epilogue on a device (the CPU adds it after, as add_row_bias).
+  myriad::linear_forward(LinearArgs{}, gemm_operand(x, operands), gemm_operand(weight, operands), bias, y);
 }
 
 void linear_forward(const Tensor& x, const Parameter& weight, const Tensor& bias, Tensor& y, DType operands) {

@@ -484,6 +484,7 @@ void linear_gemm(const DeviceContext& context, const LinearGemm& l, const void* 
             .k = l.k,
             .transpose_b = true,
             .type = l.type,
+            .output_type = CUDA_R_32F,
             .epilogue = l.epilogue,
             .accumulate = l.accumulate},
        x, weight, bias, y);

@@ -122,18 +122,22 @@ TEST_F(CudaBackendTest, MatmulWithSixteenBitOperands) {
 }
 
 // The fused linear (bias / bias+GELU epilogues, or GELU after a plain GEMM) against the CPU's
-// matmul + bias + GELU.
+// matmul + bias + GELU, with f32 operands and with bf16 / f16 ones (f32 y and bias).
 TEST_F(CudaBackendTest, LinearWithFusedBiasAndGelu) {
-  const Tensor x = random({3, 7, 64}, 90), w = random({48, 64}, 91), b = random({48}, 92);
-  for (bool with_bias : {false, true}) {
-    for (bool with_gelu : {false, true}) {
-      SCOPED_TRACE(std::string(with_bias ? "bias" : "no bias") + (with_gelu ? " gelu" : ""));
-      Tensor y = Tensor::empty({3, 7, 48}), d_y = backend_->empty({3, 7, 48});
-      linear_forward(LinearArgs{.gelu = with_gelu}, x, w, with_bias ? b : Tensor(), y);
-      linear_forward(LinearArgs{.gelu = with_gelu}, on_device(x), on_device(w), with_bias ? on_device(b) : Tensor(),
-                     d_y);
-      // The GELU epilogue's fast tanh (see test_gemm.cpp) on top of the GEMM tolerance.
-      expect_close(d_y, y, kGemmTolerance + (with_gelu ? 5e-4 : 0.0), "y");
+  const Tensor x32 = random({3, 7, 64}, 90), w32 = random({48, 64}, 91), b = random({48}, 92);
+  for (DType operands : {DType::f32, DType::bf16, DType::f16}) {
+    const Tensor x = x32.to(operands), w = w32.to(operands);
+    for (bool with_bias : {false, true}) {
+      for (bool with_gelu : {false, true}) {
+        SCOPED_TRACE(std::string(dtype_name(operands)) + (with_bias ? " bias" : " no bias") +
+                     (with_gelu ? " gelu" : ""));
+        Tensor y = Tensor::empty({3, 7, 48}), d_y = backend_->empty({3, 7, 48});
+        linear_forward(LinearArgs{.gelu = with_gelu}, x, w, with_bias ? b : Tensor(), y);
+        linear_forward(LinearArgs{.gelu = with_gelu}, on_device(x), on_device(w), with_bias ? on_device(b) : Tensor(),
+                       d_y);
+        // The GELU epilogue's fast tanh (see test_gemm.cpp) on top of the GEMM tolerance.
+        expect_close(d_y, y, kGemmTolerance + (with_gelu ? 5e-4 : 0.0), "y");
+      }
     }
   }
 }

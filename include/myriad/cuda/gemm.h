@@ -36,9 +36,10 @@ namespace myriad::cuda {
 
 enum class GemmEpilogue { none, bias, bias_gelu };
 
+// y (m, n) f32 = x (m, k) W^T (W (n, k)), the operands of `type`, with the epilogue's f32 bias.
 struct LinearGemm {
   std::int64_t m = 0, n = 0, k = 0;
-  cudaDataType_t type = CUDA_R_32F;  // CUDA_R_32F, CUDA_R_16BF or CUDA_R_16F
+  cudaDataType_t type = CUDA_R_32F;  // of x and W: CUDA_R_32F, CUDA_R_16BF or CUDA_R_16F; y is f32
   GemmEpilogue epilogue = GemmEpilogue::none;
   bool accumulate = false;
 };
