@@ -64,7 +64,14 @@ class EngineTraits:
     # kernels on tensor cores (FlashAttention-2, cuDNN); materialized: scores in HBM (Megatron-LM's
     # batched GEMMs + fused scale-mask-softmax).
     attention: str = "flash_fp32"
-    gemm_operand_copies: bool = True  # 16-bit runs convert each GEMM's operands per call (a memory pass each)
+    # myriad (2026-12-06): 16-bit runs take 16-bit attention products (cuDNN's fused attention: the `flash`
+    # kind) for dense attention without cp at head dim 64 / 128 (TransformerBlock::attention_operands);
+    # everything else stays `attention`.
+    sixteen_bit_dense_attention: bool = True
+    gemm_operand_copies: bool = True  # 16-bit runs convert each GEMM's activation operands per call (a pass each)
+    # The weights' 16-bit copies are kept (written by the update: myriad at ZeRO 0-2) rather than
+    # converted once per pass; at ZeRO 3 each gathered unit is converted per use either way.
+    kept_weight_copies: bool = True
     attention_backward_factor: float = 2.5  # flash backward: 5 GEMM-like products vs the forward's 2
     dropout: bool = False  # attention-probability and hidden dropout (masks written forward, read backward)
     dp_overlap: bool = True  # gradient buckets reduced during the backward (False: all after it)
@@ -97,7 +104,8 @@ MYRIAD = EngineTraits()
 # write 4 + 4 = 12 bytes per weight; Megatron-Core fuses it into the GEMM: gradient_accumulation_fusion);
 # a ZeRO-1 optimizer (DeepSpeed's BF16 optimizer, Megatron's distributed optimizer) gathers 16-bit values.
 MEGATRON_LM = EngineTraits(name="megatron-lm", activation_bytes=2, attention="materialized",
-                           gemm_operand_copies=False, dropout=True, dp_overlap=False, grad_accumulation_bytes=12.0,
+                           sixteen_bit_dense_attention=False, gemm_operand_copies=False, dropout=True, dp_overlap=False,
+                           grad_accumulation_bytes=12.0,
                            param_gather_bytes=2, selective_recompute="attention_core", pp_scatter_gather=True)
 # Megatron-Core with Transformer Engine (2023-): flash attention (cuDNN / FlashAttention-2), gradient
 # reduce-scatter overlapped with the backward (--overlap-grad-reduce), the distributed optimizer's
@@ -407,7 +415,10 @@ class _Model:
         precision = self.batch.precision.lower()
         self.sixteen = precision in ("bf16", "fp16")
         self.matmul_rate = hw.matmul_flops_per_s(precision, lay.tp)
-        attention_fmt = "fp32" if engine.attention == "flash_fp32" else precision
+        dense = mean_keys is None and lay.cp == 1 and self.m.head_dim in (64, 128)
+        self.attention_kind = "flash" if (engine.sixteen_bit_dense_attention and self.sixteen and dense) \
+            else engine.attention
+        attention_fmt = "fp32" if self.attention_kind == "flash_fp32" else precision
         self.attention_rate = hw.attention_flops_per_s(attention_fmt)
         # Shape-dependent kernel times (gemm.py) where the device has a GEMM model and no profile
         # measured the rate; 16-bit runs only (fp32 GEMMs keep the flat rate).
@@ -429,6 +440,8 @@ class _Model:
                 raise ValueError(f"hardware '{hw.name}' has no {name} rate (> 0) for precision {precision}")
         self.a = engine.activation_bytes  # bytes per activation element in memory and on the wire
         self.copy = 6.0 if (self.sixteen and engine.gemm_operand_copies) else 0.0  # read f32 + write 16-bit
+        # The weights' copies per pass: none where they are kept (written by the update, ZeRO 0-2).
+        self.weight_copy = 0.0 if (engine.kept_weight_copies and lay.zero_stage < 3) else self.copy
 
     # -- compute helpers ---------------------------------------------------------------------
     def _gemm_s(self, m, n, k, batch=1.0):
@@ -492,7 +505,7 @@ class _Model:
     def attention_pass(self):
         """(forward cost, backward cost) of one block's attention core (scores, softmax, values) for
         one micro-batch, as the engine's attention kind runs it."""
-        m, lay, kind = self.m, self.lay, self.engine.attention
+        m, lay, kind = self.m, self.lay, self.attention_kind
         fwd, bwd = _Cost(), _Cost()
         heads, D = m.n_head / lay.tp, m.head_dim
         queries, keys_seen = self.T / lay.cp, self.T
@@ -552,7 +565,7 @@ class _Model:
             kernels += 1
         mem += self.copy * N * (C + C / tp)  # qkv and proj inputs
         dense_w, expert_w, _ = self.block_weights(layer)
-        mem += self.copy * (dense_w + expert_w)  # the weights' 16-bit copies, once per pass
+        mem += self.weight_copy * (dense_w + expert_w)  # the weights' 16-bit copies, once per pass
         self._bytes(fwd, mem)
         self._activation(fwd, act_bytes)  # the MLP activation (GELU / SwiGLU): its own rate where measured
         self._launches(fwd, kernels)
@@ -701,8 +714,8 @@ class _Model:
         self._launches(bwd, 3)
         norm = 2 * C * self.a * self.rows
         logits = 4.0 * V * self.N  # f32 logits
-        self._bytes(fwd, norm + 2 * logits + self.copy * (self.N * C + V * C))
-        self._bytes(bwd, 2 * norm + 2 * logits + self.copy * (self.N * V + self.N * C + V * C))
+        self._bytes(fwd, norm + 2 * logits + self.copy * self.N * C + self.weight_copy * V * C)
+        self._bytes(bwd, 2 * norm + 2 * logits + self.copy * (self.N * V + self.N * C) + self.weight_copy * V * C)
         if lay.tp > 1:
             S = self._tp_full_bytes()
             if self.sp:
