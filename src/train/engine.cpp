@@ -60,6 +60,10 @@ Engine::Engine(const RunConfig& config, std::shared_ptr<spdlog::logger> log, dis
     state_.log->info("device: {}", state_.device->describe());
   }
   compose_rank(state_, state_.device ? state_.device->placement() : ops::Placement{}, nullptr);
+  if (state_.device && state_.compute_format != DType::f32) {
+    state_.log->info("attention's 16-bit products (dense, no cp, head dim 64 / 128): {}",
+                     state_.device->sixteen_bit_attention());
+  }
   trainer_ = std::make_unique<Trainer>(state_, *data_);
   research_ = std::make_unique<ResearchStep>(state_, *trainer_, *data_);
   // Collective: its snapshot and communicator. It saves the tokenizer into every checkpoint.

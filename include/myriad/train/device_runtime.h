@@ -37,6 +37,10 @@ class DeviceRuntime {
   virtual GpuIdentity identity() const = 0;
   // The GPU's PCI bus id ("0000:3B:00.0"; empty when the runtime cannot say): how NVML finds it.
   virtual std::string pci_bus_id() const = 0;
+  // Which kernels run attention's 16-bit products (AttentionArgs::operands) on this device:
+  // "cuDNN fused attention (cuDNN 9.19.0)" or the tensor-core kernels with the reason cuDNN is not
+  // used — for the start-up log.
+  virtual std::string sixteen_bit_attention() = 0;
   // Device memory held besides the tensors the Engine accounts for (the cuBLASLt workspace).
   virtual std::int64_t workspace_bytes() const = 0;
   // Every group's stream-ordered operations (Communicator::complete_streamed), waited for on the
