@@ -3,13 +3,16 @@
 # reduced build (-DMYRIAD_GPU_ONLY=ON: the layers up to optim, the CUDA backend, GPU tests and benchmarks;
 # no MPI, yaml-cpp, ICU or Python needed), build it, run `ctest -L gpu --output-on-failure`, fail
 # if a visible GPU still made tests skip, then run the GPU benchmarks (GEMM vs cuBLAS; flash
-# attention vs PyTorch SDPA when PyTorch is there; PyTorch's GPT-2 124M training step, the
-# baseline of the step bar; NVML's metrics; a 131,072-token document, block-sparse vs dense causal)
+# attention — CUDA-core, WMMA and cuDNN's fused attention — vs PyTorch SDPA when PyTorch is there;
+# PyTorch's GPT-2 124M training step, eager and torch.compile, the baselines of the step bar; NVML's
+# metrics; a 131,072-token document, block-sparse vs dense causal). cuDNN: the toolkit's, else
+# PyTorch's nvidia-cudnn wheel; its frontend headers travel in the packed dependencies
 # and print their tables last. The GEMM and attention benchmarks also
 # write the planner's machine profile, $LOGS/machine_profile.json (docs/planning.md).
 #
 # Dependencies the GPU machine lacks travel as one archive made here by scripts/pack_gpu_deps.sh
-# (.gpu-deps/myriad-gpu-deps.tar.xz, ~6 MB: spdlog/fmt/nlohmann-json headers, OpenBLAS, GoogleTest source);
+# (.gpu-deps/myriad-gpu-deps.tar.xz, ~8 MB: spdlog/fmt/nlohmann-json headers, OpenBLAS, GoogleTest source,
+# the cuDNN frontend's headers);
 # this script unpacks it into <build-dir>-deps when present (beside the build folder: CMake refuses
 # exported include paths inside it). A window's call:
 #   run(command="scripts/gpu_check.sh", carry=[".gpu-deps"])    (OUT is set there: logs come back)
