@@ -11,7 +11,7 @@
 # write the planner's machine profile, $LOGS/machine_profile.json (docs/planning.md).
 #
 # Dependencies the GPU machine lacks travel as one archive made here by scripts/pack_gpu_deps.sh
-# (.gpu-deps/myriad-gpu-deps.tar.xz, ~8 MB: spdlog/fmt/nlohmann-json headers, OpenBLAS, GoogleTest source,
+# (.gpu-deps/myriad-gpu-deps.tar.xz, ~6 MB: spdlog/fmt/nlohmann-json headers, OpenBLAS, GoogleTest source,
 # the cuDNN frontend's headers);
 # this script unpacks it into <build-dir>-deps when present (beside the build folder: CMake refuses
 # exported include paths inside it). A window's call:
