@@ -22,11 +22,12 @@ inline float bits_float(std::uint32_t bits) {
   return value;
 }
 
+// Branch-free (a select), so that loops over it vectorise.
 inline std::uint16_t float_to_bf16(float value) {
-  std::uint32_t bits = float_bits(value);
-  if ((bits & 0x7fffffffu) > 0x7f800000u) return static_cast<std::uint16_t>((bits >> 16) | 0x0040u);
-  std::uint32_t rounding = 0x7fffu + ((bits >> 16) & 1u);
-  return static_cast<std::uint16_t>((bits + rounding) >> 16);
+  const std::uint32_t bits = float_bits(value);
+  const std::uint32_t rounded = (bits + 0x7fffu + ((bits >> 16) & 1u)) >> 16;
+  const std::uint32_t quiet_nan = (bits >> 16) | 0x0040u;
+  return static_cast<std::uint16_t>((bits & 0x7fffffffu) > 0x7f800000u ? quiet_nan : rounded);
 }
 
 inline float bf16_to_float(std::uint16_t value) { return bits_float(static_cast<std::uint32_t>(value) << 16); }
