@@ -78,7 +78,7 @@ OptimizerStepStats clipping(const AdamWConfig& config, double global_sum_squares
 }
 
 OptimizerStepStats AdamWOptimizer::step(float lr, double global_sum_squares, float unscale) {
-  const OptimizerStepStats stats = clipping(config_, global_sum_squares, unscale);
+  OptimizerStepStats stats = clipping(config_, global_sum_squares, unscale);
   if (stats.skipped) return stats;
   ++steps_;
   std::int64_t offset = 0;
@@ -96,9 +96,8 @@ OptimizerStepStats AdamWOptimizer::step(float lr, double global_sum_squares, flo
     adamw_update(args, s.value, s.grad, m, v, copies_.empty() ? AdamWCopies{} : copies_[&s - segments_.data()]);
     offset += s.value.numel();
   }
-  OptimizerStepStats written = stats;
-  written.compute_copies_written = !copies_.empty();
-  return written;
+  stats.compute_copies_written = writes_compute_copies();
+  return stats;
 }
 
 }  // namespace myriad::optim

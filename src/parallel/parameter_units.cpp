@@ -39,8 +39,8 @@ void ParameterUnits::attach(const optim::AdamWConfig& adam) {
   attached_ = true;
 }
 
-bool ParameterUnits::write_compute_copies(DType format, const Tensor& rounded, const Tensor& narrow) {
-  if (stage() != 0) return false;  // the update writes this rank's shard; gathers write the rest
+void ParameterUnits::write_compute_copies(DType format, const Tensor& rounded, const Tensor& narrow) {
+  if (stage() != 0) return;  // the update writes this rank's shard; gathers write the rest
   std::vector<Tensor> rounded_views, narrow_views;
   for (const ZeroSegment& s : segments_) {
     rounded_views.push_back(flat_view(rounded, s.begin, s.end));
@@ -48,7 +48,6 @@ bool ParameterUnits::write_compute_copies(DType format, const Tensor& rounded, c
         Tensor::from_storage(narrow.storage(), {s.end - s.begin}, {1}, narrow.offset() + s.begin, format));
   }
   optimizer_->set_compute_copies(format, std::move(rounded_views), std::move(narrow_views));
-  return true;
 }
 
 ParameterUnits::~ParameterUnits() {

@@ -24,8 +24,7 @@ void setup_precision(RankState& state) {
   state.compute_operands = store.placement().empty({store.numel()}, state.compute_format);
   store.rebind(0, store.numel(), state.compute_values, Tensor());
   store.bind_operands(state.compute_operands);
-  state.copies_written_by_update =
-      state.data_parallel->write_compute_copies(state.compute_format, state.compute_values, state.compute_operands);
+  state.data_parallel->write_compute_copies(state.compute_format, state.compute_values, state.compute_operands);
   state.refresh_compute_weights();
 }
 

@@ -74,9 +74,9 @@ class DataParallel final {
   void release_all() { units_->release_all(); }
 
   // Compute copies written by the optimizer's update (ParameterUnits::write_compute_copies), except
-  // under local SGD (its averaging writes the values after the update): whether they were set.
-  bool write_compute_copies(DType format, const Tensor& rounded, const Tensor& narrow) {
-    return exchange_->local_sgd() == nullptr && units_->write_compute_copies(format, rounded, narrow);
+  // under local SGD (its averaging writes the values after the update).
+  void write_compute_copies(DType format, const Tensor& rounded, const Tensor& narrow) {
+    if (exchange_->local_sgd() == nullptr) units_->write_compute_copies(format, rounded, narrow);
   }
   int zero_stage() const { return units_->stage(); }
   // Local SGD: the delayed outer step, then parameters and moments averaged over the replicas;

@@ -77,8 +77,9 @@ class ParameterUnits : public nn::UnitHooks {
   // Compute copies (16-bit training): the flat f32 `rounded` and `format` `narrow` buffers of the
   // store's layout become the optimizer's copies of each segment (AdamWOptimizer::
   // set_compute_copies), written by every update. Only where the update writes every value of the
-  // rank (stage 0); false (nothing set) otherwise: the caller refreshes them after each update.
-  bool write_compute_copies(DType format, const Tensor& rounded, const Tensor& narrow);
+  // rank (stage 0); nothing otherwise, and the caller refreshes them after each update
+  // (OptimizerStepStats::compute_copies_written says which happened).
+  void write_compute_copies(DType format, const Tensor& rounded, const Tensor& narrow);
   // Sharded values (stage 3): every unit gathered and kept bound / undone. Nothing otherwise.
   virtual void gather_all() {}
   virtual void release_all() {}

@@ -41,7 +41,6 @@ struct RankState {
   DType compute_format = DType::f32;                      // training.precision
   Tensor compute_values;                                  // bf16/fp16: the weights the model reads
   Tensor compute_operands;                                // the same in 16 bits: the GEMMs' weight operands
-  bool copies_written_by_update = false;                  // the optimizer's update writes both (ZeRO 0)
   std::unique_ptr<DynamicLossScaler> loss_scaler;         // fp16
   std::int64_t step = 0;                                  // optimizer steps taken (a checkpoint's step)
 

@@ -79,15 +79,6 @@ void update_with_copies(const AdamWArgs& args, std::int64_t n, const float* g, f
                         const AdamWCopies& copies) {
   float* rounded = copies.rounded.defined() ? copies.rounded.data<float>() : nullptr;
   auto* narrow = copies.narrow.defined() ? static_cast<std::uint16_t*>(copies.narrow.raw_data()) : nullptr;
-  if (rounded != nullptr && narrow != nullptr) {  // the engine's case: no per-element test, so it vectorises
-    update_each(args, n, g, p, m, v, [=](std::int64_t i, float value) {
-      p[i] = value;
-      const std::uint16_t h = narrow_of<Format>(value);
-      narrow[i] = h;
-      rounded[i] = widen<Format>(h);
-    });
-    return;
-  }
   update_each(args, n, g, p, m, v, [=](std::int64_t i, float value) {
     p[i] = value;
     const std::uint16_t h = narrow_of<Format>(value);
