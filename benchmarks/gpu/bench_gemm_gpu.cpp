@@ -8,7 +8,8 @@
 // together (FLOPs summed over times summed; forward GEMMs only: the backward's are the same sizes
 // transposed, not timed here).
 // A second table times cuBLAS alone on the shapes the planner's GEMM model is checked on (tensor-
-// parallel shards, a small width, k 128, thin M), written as compute.gemm_sizes.
+// parallel shards, a small width, k 128, thin M), written as compute.gemm_sizes. A third (sm_89+)
+// times myriad's FP8 GEMM (cuda::gemm, E4M3 x E4M3, f32 out) against cuBLAS bf16 on the model's shapes.
 // Usage: bench_gemm_gpu [--profile FILE]
 #include <cublas_v2.h>
 #include <cuda_runtime_api.h>
@@ -144,6 +145,44 @@ int main(int argc, char** argv) {
     const double rate = 2.0 * static_cast<double>(s.m) * s.n * s.k / best;
     gemm_sizes.push_back({{"m", s.m}, {"n", s.n}, {"k", s.k}, {"flops_per_s", rate}, {"library", "cublasGemmEx bf16"}});
     std::printf("| %ld | %ld | %ld | %.1f |\n", s.m, s.n, s.k, rate / 1e12);
+  }
+  // FP8 (sm_89+): myriad's cuBLASLt FP8 GEMM (cuda::gemm, E4M3 x E4M3 in the "TN" layout, f32
+  // out, as training.precision fp8's forward runs it) against cuBLAS bf16 on the same shapes
+  // (cublasGemmEx takes no FP8: bf16 is the baseline an FP8 GEMM has to beat).
+  if (prop.major * 10 + prop.minor >= 89) {
+    std::printf("\n| M | N | K | myriad FP8 TFLOP/s | cuBLAS bf16 TFLOP/s | FP8 / bf16 |\n|---|---|---|---|---|---|\n");
+    for (const Shape& s : {Shape{16384, 2304, 768}, Shape{16384, 768, 768}, Shape{16384, 3072, 768},
+                           Shape{16384, 768, 3072}, Shape{8192, 8192, 8192}}) {
+      const Operands o = operands(context, s);
+      cuda::DeviceBuffer x8(static_cast<std::size_t>(s.m * s.k), 0), w8(static_cast<std::size_t>(s.n * s.k), 0);
+      cuda::DeviceBuffer y32(static_cast<std::size_t>(s.m * s.n) * 4, 0);
+      MYRIAD_CUDA_CHECK(cudaMemsetAsync(x8.data(), 0x38, x8.bytes(), context.stream()));  // E4M3 1.0
+      MYRIAD_CUDA_CHECK(cudaMemsetAsync(w8.data(), 0x38, w8.bytes(), context.stream()));
+      const cuda::Gemm fp8{.m = s.m,
+                           .n = s.n,
+                           .k = s.k,
+                           .transpose_b = true,
+                           .type = CUDA_R_8F_E4M3,
+                           .b_type = CUDA_R_8F_E4M3,
+                           .alpha = 1.0f / 64.0f,
+                           .output_type = CUDA_R_32F};
+      auto ours = [&] { cuda::gemm(context, fp8, x8.data(), w8.data(), nullptr, y32.data()); };
+      auto direct = [&] { cublas_gemm(cublas, s, o); };
+      for (int i = 0; i < kWarmup; ++i) {
+        ours();
+        direct();
+      }
+      double best_ours = 1e30, best_direct = 1e30;
+      for (int r = 0; r < kRounds; ++r) {
+        best_ours = std::min(best_ours, time_calls(context.stream(), ours));
+        best_direct = std::min(best_direct, time_calls(context.stream(), direct));
+      }
+      const double flops = 2.0 * static_cast<double>(s.m) * s.n * s.k;
+      std::printf("| %ld | %ld | %ld | %.1f | %.1f | %.2fx |\n", s.m, s.n, s.k, flops / best_ours / 1e12,
+                  flops / best_direct / 1e12, best_direct / best_ours);
+    }
+  } else {
+    std::printf("\nFP8: skipped (sm_%d%d; FP8 tensor cores need sm_89+)\n", prop.major, prop.minor);
   }
   (void)cublasDestroy(cublas);
   if (!profile.empty()) {

@@ -5,10 +5,11 @@
 // f32 masters; rows: f32 compute, and bf16 compute as training.precision bf16 runs it (weights and
 // the residual stream rounded to bf16, every linear layer's GEMM on the kept bf16 weight copies
 // that AdamW writes in its pass, attention's products in bf16: cuDNN's fused attention where the
-// build has it, else the tensor-core kernels). FLOPs per token from
-// nn::GptModel::flops_per_token (6 x matrix parameters + 6 L T C); MFU over the bf16 dense
-// datasheet peak of the GPU (core/gpu_peak.h: 989.4 TFLOP/s on H100/H200 SXM; --peak-tflops
-// overrides), for both rows, as the bar defines it.
+// build has it, else the tensor-core kernels), and fp8 as training.precision fp8 runs it (bf16 with
+// the blocks' linear layers on cuBLASLt FP8 GEMMs under delayed scaling; "skipped" with the reason
+// below sm_89). FLOPs per token from nn::GptModel::flops_per_token (6 x matrix parameters + 6 L T
+// C); MFU over the bf16 dense datasheet peak of the GPU (core/gpu_peak.h: 989.4 TFLOP/s on
+// H100/H200 SXM; --peak-tflops overrides), for every row, as the bar defines it.
 // With `--reference FILE` (written by benchmarks/gpu/gpt2_step_reference.py: "tokens/s mfu
 // seconds") it prints the ratio to PyTorch eager — the bar is >= 1.0x (goal 1.3x) and MFU >= 45 %;
 // `--compiled FILE` (the same script with --compile) adds the ratio to torch.compile.
@@ -122,9 +123,20 @@ int main(int argc, char** argv) {
   std::printf(
       "| compute | step (ms) | tokens/s | MFU | loss | activations (GiB) | vs PyTorch eager | vs torch.compile |\n");
   std::printf("|---|---|---|---|---|---|---|---|\n");
-  for (const DType format : {DType::f32, DType::bf16}) {
+  struct Mode {
+    const char* name;
+    DType format;
+    bool fp8;
+  };
+  for (const Mode& mode_row :
+       {Mode{"f32", DType::f32, false}, Mode{"bf16", DType::bf16, false}, Mode{"fp8", DType::bf16, true}}) {
+    const DType format = mode_row.format;
     cuda::DeviceContext context(0);
     cuda::CudaBackend backend(context);
+    if (mode_row.fp8 && !backend.fp8_unavailable().empty()) {
+      std::printf("| fp8 | skipped: %s | | | | | | |\n", backend.fp8_unavailable().c_str());
+      continue;
+    }
     const ops::Placement placement{&backend};
     nn::GptModel model(config, {}, true, placement);
     model.initialize(1234);  // the same values as the host model (drawn by name and index)
@@ -149,14 +161,18 @@ int main(int argc, char** argv) {
       optimizer.set_compute_copies(format, rounded, narrow);
       model.set_activation_precision(format);
     }
+    // fp8: as training.precision fp8 — the blocks' linear layers on FP8 GEMMs, delayed scales
+    // advanced after every step (one GPU: no reduction over ranks).
+    if (mode_row.fp8) model.enable_fp8(nn::Fp8Recipe{});
     double mean_loss = 0.0;
     auto step = [&] {
       model.parameters().zero_grads();
       const nn::LossSum loss = model.forward_backward(ids, targets, loss_scale, Recompute::none);
       (void)optimizer.step(6e-4f, optimizer.grad_sum_squares());
+      if (nn::Fp8Scaling* fp8 = model.fp8_scaling()) fp8->end_step([](Tensor&) {});
       mean_loss = loss.sum / static_cast<double>(loss.tokens);
     };
-    const char* mode = format == DType::f32 ? "f32" : "bf16";
+    const char* mode = mode_row.name;
     for (int i = 0; i < 2; ++i) step();
     context.synchronize();
     const auto start = std::chrono::steady_clock::now();

@@ -73,7 +73,17 @@ const std::vector<Field<TrainingConfig>>& TrainingConfig::fields() {
                  "NCCL with any zero_stage, tensor, sequence and pipeline parallelism, dense and MoE models "
                  "(expert parallelism included), gradient compression, 1-bit Adam and local SGD, head dim 64 or 128, "
                  "fp32, bf16 or fp16)"),
-      make_field("precision", &T::precision, "compute precision; master weights and optimizer states stay fp32"),
+      make_field("precision", &T::precision,
+                 "compute precision; master weights and optimizer states stay fp32. fp8: the transformer blocks' "
+                 "dense linear layers on FP8 GEMMs (E4M3 inputs and weights, E5M2 gradients, per-tensor delayed "
+                 "scaling), everything else as bf16; cuda needs compute capability 8.9+ (the CPU computes the same "
+                 "numbers, for checking)"),
+      make_field("fp8_amax_history", &T::fp8_amax_history,
+                 "fp8: steps of per-tensor amax history whose largest value sets each scale",
+                 {.check = in_range(1, 1024, true, true)}),
+      make_field("fp8_margin", &T::fp8_margin,
+                 "fp8: powers of two of headroom a scale leaves below the format's largest value",
+                 {.check = in_range(0, 16, true, true)}),
       make_field("initial_loss_scale", &T::initial_loss_scale, "fp16: the dynamic loss scale to start from",
                  {.check = greater_than(0)}),
       make_field("loss_scale_window", &T::loss_scale_window,
@@ -107,6 +117,11 @@ void TrainingConfig::validate() const {
                "training.gradient_compression " << choice_name(gradient_compression)
                                                 << " compresses AdamW's gradients; training.optimizer onebit_adam "
                                                    "already compresses its momentum: set gradient_compression none");
+  MYRIAD_CHECK(precision == Precision::fp8 ||
+                   (fp8_amax_history == TrainingConfig{}.fp8_amax_history && fp8_margin == TrainingConfig{}.fp8_margin),
+               "training.fp8_amax_history and training.fp8_margin apply to training.precision fp8; training.precision "
+               "is "
+                   << choice_name(precision));
   const bool local = sync == SyncMode::local;
   MYRIAD_CHECK(local || (local_steps == 0 && !outer_lr && !outer_momentum && !outer_overlap),
                "training.local_steps, outer_lr, outer_momentum and outer_overlap apply to training.sync local; "

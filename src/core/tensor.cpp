@@ -7,6 +7,7 @@
 #include <numeric>
 #include <sstream>
 
+#include "myriad/core/fp8.h"
 #include "myriad/core/half.h"
 
 namespace myriad {
@@ -216,6 +217,9 @@ double load_element(const void* base, std::int64_t index, DType dtype) {
       return static_cast<const std::int8_t*>(base)[index];
     case DType::f64:
       return static_cast<const double*>(base)[index];
+    case DType::f8e4m3:
+    case DType::f8e5m2:
+      return fp8_to_float(static_cast<const std::uint8_t*>(base)[index], fp8_format(dtype));
   }
   return 0.0;
 }
@@ -245,6 +249,10 @@ void store_element(void* base, std::int64_t index, DType dtype, double value) {
       return;
     case DType::f64:
       static_cast<double*>(base)[index] = value;
+      return;
+    case DType::f8e4m3:
+    case DType::f8e5m2:
+      static_cast<std::uint8_t*>(base)[index] = float_to_fp8(static_cast<float>(value), fp8_format(dtype));
       return;
   }
 }

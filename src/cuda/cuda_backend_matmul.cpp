@@ -8,6 +8,7 @@
 // and a shared 2-D b sums its gradient over the batch (the first product overwrites unless the
 // op accumulates, the rest add).
 #include "myriad/cuda/cuda_backend.h"
+#include "myriad/cuda/check.h"
 #include "myriad/cuda/device_guard.h"
 #include "myriad/cuda/gemm.h"
 #include "myriad/cuda/kernels.h"
@@ -205,6 +206,47 @@ void CudaBackend::int8_linear_forward(const Int8Args& args, const Tensor& x, con
   int8_linear_forward_f32(x.data<float>(), q.data<std::int8_t>(), scales.data<float>(),
                           bias.defined() ? bias.data<float>() : nullptr, y.data<float>(), rows, n, k, args.group_size,
                           context_.stream());
+}
+
+std::string CudaBackend::fp8_unavailable() const {
+  int major = 0, minor = 0;
+  MYRIAD_CUDA_CHECK(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, context_.device()));
+  MYRIAD_CUDA_CHECK(cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, context_.device()));
+  if (major * 10 + minor >= 89) return "";
+  return "cuda:" + std::to_string(context_.device()) + " is compute capability " + std::to_string(major) + "." +
+         std::to_string(minor) + "; FP8 tensor cores need 8.9 (Ada) or 9.0 (Hopper) and newer";
+}
+
+void CudaBackend::fp8_quantize(const Fp8QuantizeArgs& args, const Tensor& x, Tensor& out, Tensor& out_t, Tensor& amax) {
+  DeviceGuard guard(context_.device());
+  const std::int64_t cols = x.size(-1), rows = cols == 0 ? 0 : x.numel() / cols;
+  fp8_quantize_f32(x.data<float>(), static_cast<std::uint8_t*>(out.raw_data()),
+                   out_t.defined() ? static_cast<std::uint8_t*>(out_t.raw_data()) : nullptr,
+                   amax.defined() ? amax.data<float>() : nullptr, rows, cols, args.scale, out.dtype() == DType::f8e5m2,
+                   context_.stream());
+}
+
+// out (M, N) = alpha a (M, K) b (N, K)^T: cuBLASLt's FP8 GEMM in its "TN" layout (gemm.h).
+void CudaBackend::fp8_gemm(const Fp8GemmArgs& args, const Tensor& a, const Tensor& b, Tensor& out) {
+  const std::string why_not = fp8_unavailable();
+  MYRIAD_CHECK(why_not.empty(), "fp8_gemm: " << why_not);
+  const std::int64_t m = a.size(0), n = b.size(0), k = a.size(1);
+  if (k == 0) {
+    if (!args.accumulate) fill(out, 0.0f);
+    return;
+  }
+  auto fp8_type = [](const Tensor& t) { return t.dtype() == DType::f8e5m2 ? CUDA_R_8F_E5M2 : CUDA_R_8F_E4M3; };
+  gemm(context_,
+       Gemm{.m = m,
+            .n = n,
+            .k = k,
+            .transpose_b = true,
+            .type = fp8_type(a),
+            .b_type = fp8_type(b),
+            .alpha = args.alpha,
+            .output_type = CUDA_R_32F,
+            .accumulate = args.accumulate},
+       a.raw_data(), b.raw_data(), nullptr, out.raw_data());
 }
 
 // The INT8 token embedding: only the looked-up rows are dequantised.

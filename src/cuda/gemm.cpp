@@ -40,8 +40,11 @@ std::size_t element_bytes(cudaDataType_t type) {
     case CUDA_R_16BF:
     case CUDA_R_16F:
       return 2;
+    case CUDA_R_8F_E4M3:
+    case CUDA_R_8F_E5M2:
+      return 1;
     default:
-      MYRIAD_THROW("gemm: element type " << static_cast<int>(type) << " is not f32, bf16 or f16");
+      MYRIAD_THROW("gemm: element type " << static_cast<int>(type) << " is not f32, bf16, f16 or FP8");
   }
 }
 
@@ -53,7 +56,9 @@ std::uint32_t alignment_of(const void* pointer) {
   return alignment;
 }
 
-// Everything a plan depends on.
+bool is_fp8(cudaDataType_t type) { return type == CUDA_R_8F_E4M3 || type == CUDA_R_8F_E5M2; }
+
+// Everything a plan depends on (B's type folded in with A's: type * 64 + b_type).
 using PlanKey = std::tuple<std::int64_t, std::int64_t, std::int64_t, bool, bool, int, int, int, bool, std::uint32_t,
                            std::uint32_t, std::uint32_t>;
 
@@ -104,10 +109,11 @@ std::unique_ptr<GemmPlan> make_plan(const DeviceContext& context, const Gemm& s,
   const auto u = [](std::int64_t v) { return static_cast<std::uint64_t>(v); };
   // cuBLAS A = our B: stored (N, K) row-major when transposed -> column-major (K, N), ld K;
   // else (K, N) row-major -> column-major (N, K), ld N. cuBLAS B = our A likewise; C^T (N, M), ld N.
+  const cudaDataType_t b_type = s.b_type.value_or(s.type);
   if (s.transpose_b) {
-    MYRIAD_CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&plan->first.handle, s.type, u(s.k), u(s.n), s.k));
+    MYRIAD_CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&plan->first.handle, b_type, u(s.k), u(s.n), s.k));
   } else {
-    MYRIAD_CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&plan->first.handle, s.type, u(s.n), u(s.k), s.n));
+    MYRIAD_CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&plan->first.handle, b_type, u(s.n), u(s.k), s.n));
   }
   if (s.transpose_a) {
     MYRIAD_CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&plan->second.handle, s.type, u(s.m), u(s.k), s.m));
@@ -153,11 +159,23 @@ void gemm(const DeviceContext& context, const Gemm& s, const void* a, const void
   MYRIAD_CHECK(s.m >= 0 && s.n >= 0 && s.k >= 0,
                "gemm: sizes must be >= 0, got M " << s.m << ", N " << s.n << ", K " << s.k);
   (void)element_bytes(s.type);  // validates the type
+  const cudaDataType_t b_type = s.b_type.value_or(s.type);
+  (void)element_bytes(b_type);
   const cudaDataType_t output_type = s.output_type.value_or(s.type);
   (void)element_bytes(output_type);
   MYRIAD_CHECK(output_type == s.type || output_type == CUDA_R_32F,
                "gemm: the output type must be the inputs' type or f32");
   MYRIAD_CHECK(!s.tf32 || s.type == CUDA_R_32F, "gemm: tf32 applies to f32 inputs only");
+  if (is_fp8(s.type) || is_fp8(b_type)) {
+    MYRIAD_CHECK(is_fp8(s.type) && is_fp8(b_type) && !(s.type == CUDA_R_8F_E5M2 && b_type == CUDA_R_8F_E5M2),
+                 "gemm: FP8 takes two FP8 operands, not both E5M2");
+    MYRIAD_CHECK(output_type == CUDA_R_32F && s.epilogue == GemmEpilogue::none,
+                 "gemm: FP8 products are written as f32, without an epilogue");
+    MYRIAD_CHECK(s.transpose_b && !s.transpose_a,
+                 "gemm: FP8 operands must both be reduced along their rows (transpose_b, not transpose_a)");
+  } else {
+    MYRIAD_CHECK(b_type == s.type, "gemm: A and B differ in type (only FP8 operands may)");
+  }
   if (s.m == 0 || s.n == 0) return;
   MYRIAD_CHECK(a != nullptr && b != nullptr && c != nullptr, "gemm: A, B and C must not be null");
   const bool wants_bias = s.epilogue != GemmEpilogue::none;
@@ -170,7 +188,7 @@ void gemm(const DeviceContext& context, const Gemm& s, const void* a, const void
   // an epilogue keeps the 16 bytes it is tested at (tests/gpu/test_gemm.cpp).
   const std::size_t input_bytes = element_bytes(s.type), output_bytes = element_bytes(output_type);
   for (auto [name, ptr, bytes] : {std::tuple<const char*, const void*, std::size_t>{"A", a, input_bytes},
-                                  {"B", b, input_bytes},
+                                  {"B", b, element_bytes(b_type)},
                                   {"C", c, output_bytes},
                                   {"bias", bias, std::size_t{16}}}) {
     MYRIAD_CHECK(ptr == nullptr || reinterpret_cast<std::uintptr_t>(ptr) % bytes == 0,
@@ -182,7 +200,7 @@ void gemm(const DeviceContext& context, const Gemm& s, const void* a, const void
                     s.k,
                     s.transpose_a,
                     s.transpose_b,
-                    static_cast<int>(s.type),
+                    static_cast<int>(s.type) * 64 + static_cast<int>(b_type),
                     static_cast<int>(output_type),
                     static_cast<int>(s.epilogue),
                     s.tf32,
@@ -197,7 +215,7 @@ void gemm(const DeviceContext& context, const Gemm& s, const void* a, const void
     MYRIAD_CUBLAS_CHECK(
         cublasLtMatmulDescSetAttribute(plan->op.handle, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &bias, sizeof bias));
   }
-  const float alpha = 1.0f, beta = s.accumulate ? 1.0f : 0.0f;
+  const float alpha = s.alpha, beta = s.accumulate ? 1.0f : 0.0f;
   MYRIAD_CUBLAS_CHECK(cublasLtMatmul(context.cublaslt(), plan->op.handle, &alpha, b, plan->first.handle, a,
                                      plan->second.handle, &beta, c, plan->out.handle, c, plan->out.handle, &plan->algo,
                                      context.workspace(), context.workspace_bytes(), context.stream()));

@@ -80,6 +80,12 @@ void GptModel::set_activation_precision(DType format) {
   for (TransformerBlock& block : blocks_) block.set_gemm_operands(format);
 }
 
+void GptModel::enable_fp8(const Fp8Recipe& recipe) {
+  fp8_ = std::make_unique<Fp8Scaling>(recipe, static_cast<std::int64_t>(config_.n_layer) * kFp8LinearsPerBlock,
+                                      placement_);
+  for (TransformerBlock& block : blocks_) block.set_fp8_scaling(fp8_.get());
+}
+
 void GptModel::build_units() {
   // Parameters were registered embeddings, blocks (an MoE block's experts last), final norm/head:
   // each unit is the span from its first parameter's offset to the next unit's first offset (the

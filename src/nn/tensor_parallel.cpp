@@ -15,14 +15,14 @@
 
 namespace myriad::nn {
 
-void TensorParallel::row_parallel_linear(const Tensor& in, const Tensor& weight, const Tensor& bias, Tensor& partial,
-                                         Tensor& out, DType operands) const {
+void TensorParallel::row_parallel_linear(const LinearInto& linear, const Tensor& bias, Tensor& partial,
+                                         Tensor& out) const {
   if (size() == 1) {
-    linear_forward(in, weight, bias, out, operands);
+    linear(bias, out);
     return;
   }
   Tensor full = full_of(out, partial);
-  linear_forward(in, weight, Tensor(), full, operands);
+  linear(Tensor(), full);
   reduce_to_rows(full, out);
   if (bias.defined()) add_row_bias(out, bias);
 }

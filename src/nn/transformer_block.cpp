@@ -6,6 +6,7 @@
 #include <cmath>
 #include <cstring>
 
+#include "myriad/nn/fp8_linear.h"
 #include "myriad/nn/linear.h"
 #include "myriad/ops/activations.h"
 #include "myriad/ops/attention.h"
@@ -221,14 +222,43 @@ void TransformerBlock::norm_and_gather(const ParameterStore& store, std::size_t 
 }
 
 // out = residual + the row-parallel linear of `in` (`partial`: (B, T, C) scratch).
-void TransformerBlock::row_parallel_output(const Tensor& in, const Parameter& weight, const Tensor& bias,
-                                           const Tensor& residual, Tensor& partial, Tensor& out) const {
+void TransformerBlock::row_parallel_output(std::optional<BlockLinear> which, const Tensor& in, const Parameter& weight,
+                                           const Tensor& bias, const Tensor& residual, Tensor& partial,
+                                           Tensor& out) const {
   if (weight.int8_values.defined()) {  // INT8 inference: whole layers only (GptModel::attach_int8)
     linear_forward(in, weight, bias, out, operands_);
   } else {
-    split_.tensor_parallel().row_parallel_linear(in, weight_operand(weight, operands_), bias, partial, out, operands_);
+    split_.tensor_parallel().row_parallel_linear(
+        [&](const Tensor& b, Tensor& o) { dense_linear_forward(which, in, weight, b, o); }, bias, partial, out);
   }
   add_into(out, residual);
+}
+
+// A dense linear layer of the block: FP8 GEMMs under training.precision fp8 (training's forward:
+// `which` given), else the GEMM operand format (its kept 16-bit weight copy).
+void TransformerBlock::dense_linear_forward(std::optional<BlockLinear> which, const Tensor& in, const Parameter& weight,
+                                            const Tensor& bias, Tensor& out) const {
+  if (fp8_ != nullptr && which && !weight.int8_values.defined()) {
+    fp8_linear_forward(in, weight.value, bias, out, *fp8_, fp8_slot(*which));
+    return;
+  }
+  linear_forward(in, weight, bias, out, operands_);
+}
+
+void TransformerBlock::dense_linear_backward(BlockLinear which, const Tensor& in, Parameter& weight,
+                                             const Tensor& grad_out, Tensor& grad_in, bool accumulate,
+                                             Tensor& grad_bias) const {
+  if (fp8_ != nullptr) {
+    fp8_linear_backward(in, weight.value, grad_out, grad_in, accumulate, weight.grad, grad_bias, *fp8_,
+                        fp8_slot(which));
+    return;
+  }
+  linear_backward(in, weight_operand(weight, operands_), grad_out, grad_in, accumulate, weight.grad, grad_bias,
+                  operands_);
+}
+
+std::int64_t TransformerBlock::fp8_slot(BlockLinear which) const {
+  return static_cast<std::int64_t>(layer_) * kFp8LinearsPerBlock + static_cast<int>(which);
 }
 
 // Dense attention's arguments, or block-sparse ones with this forward's layout (kept in `a` for
@@ -291,7 +321,7 @@ void TransformerBlock::forward(const ParameterStore& store, const Tensor& x, Ten
   const std::int64_t Hq = widths_.heads, Hkv = widths_.kv_heads, D = widths_.head_dim;
   const std::int64_t B = a.h1.size(0), T = a.h1.size(1);
   norm_and_gather(store, norm1_w_, norm1_b_, x, s.h_rows, a.h1, a.ln1_mean, a.ln1_rstd);
-  linear_forward(a.h1, store[qkv_w_], optional(store, qkv_b_, false), a.qkv, operands_);
+  dense_linear_forward(BlockLinear::qkv, a.h1, store[qkv_w_], optional(store, qkv_b_, false), a.qkv);
   Tensor q = head_view(a.qkv, 0, Hq, D), k = head_view(a.qkv, Hq * D, Hkv, D);
   Tensor v = head_view(a.qkv, (Hq + Hkv) * D, Hkv, D);
   if (config_.positions == PositionKind::rope) {
@@ -303,16 +333,16 @@ void TransformerBlock::forward(const ParameterStore& store, const Tensor& x, Ten
   Tensor att_heads = bhtd(a.att.view({B, T, Hq, D}));
   const AttentionArgs args = attention_args(q, k, a);
   ring_attention_forward(split_.context_parallel(), args, bhtd(q), bhtd(k), bhtd(v), att_heads, a.lse);
-  row_parallel_output(a.att, store[proj_w_], optional(store, proj_b_, false), x, s.d_h, a.x_mid);
+  row_parallel_output(BlockLinear::proj, a.att, store[proj_w_], optional(store, proj_b_, false), x, s.d_h, a.x_mid);
   norm_and_gather(store, norm2_w_, norm2_b_, a.x_mid, s.h_rows, a.h2, a.ln2_mean, a.ln2_rstd);
   if (moe_) {
     moe_forward(store, a, s, y);
     return;
   }
-  linear_forward(a.h2, store[fc_w_], optional(store, fc_b_, false), a.fc, operands_);
-  if (config_.mlp == MlpKind::swiglu) linear_forward(a.h2, store[up_w_], Tensor(), a.up, operands_);
+  dense_linear_forward(BlockLinear::fc, a.h2, store[fc_w_], optional(store, fc_b_, false), a.fc);
+  if (config_.mlp == MlpKind::swiglu) dense_linear_forward(BlockLinear::up, a.h2, store[up_w_], Tensor(), a.up);
   mlp_activation(a, a.act);
-  row_parallel_output(a.act, store[out_w_], optional(store, out_b_, false), a.x_mid, s.d_h, y);
+  row_parallel_output(BlockLinear::out, a.act, store[out_w_], optional(store, out_b_, false), a.x_mid, s.d_h, y);
 }
 
 void TransformerBlock::recompute(const ParameterStore& store, const Tensor& x, BlockActivations& a,
@@ -394,18 +424,14 @@ void TransformerBlock::backward(ParameterStore& store, const Tensor& x, const Bl
     moe_backward(store, a, s, grad, loss_scale);
   } else {
     Tensor out_b = optional(store, out_b_, true), fc_b = optional(store, fc_b_, true), none;
-    linear_backward(a.act, weight_operand(store[out_w_], operands_), gathered_grad(grad, s), s.d_act, false,
-                    store[out_w_].grad, out_b, operands_);
+    dense_linear_backward(BlockLinear::out, a.act, store[out_w_], gathered_grad(grad, s), s.d_act, false, out_b);
     if (config_.mlp == MlpKind::gelu) {
       gelu_backward(GeluArgs{}, a.fc, s.d_act, s.d_fc);
-      linear_backward(a.h2, weight_operand(store[fc_w_], operands_), s.d_fc, s.d_h, false, store[fc_w_].grad, fc_b,
-                      operands_);
+      dense_linear_backward(BlockLinear::fc, a.h2, store[fc_w_], s.d_fc, s.d_h, false, fc_b);
     } else {
       swiglu_backward(SwigluArgs{}, a.fc, a.up, s.d_act, s.d_fc, s.d_up);
-      linear_backward(a.h2, weight_operand(store[fc_w_], operands_), s.d_fc, s.d_h, false, store[fc_w_].grad, fc_b,
-                      operands_);
-      linear_backward(a.h2, weight_operand(store[up_w_], operands_), s.d_up, s.d_h, true, store[up_w_].grad, none,
-                      operands_);
+      dense_linear_backward(BlockLinear::fc, a.h2, store[fc_w_], s.d_fc, s.d_h, false, fc_b);
+      dense_linear_backward(BlockLinear::up, a.h2, store[up_w_], s.d_up, s.d_h, true, none);
     }
   }
   Tensor n2w = norm_grad_target(norm2_w_, s, 2), n2b = norm_grad_target(norm2_b_, s, 3);
@@ -415,8 +441,7 @@ void TransformerBlock::backward(ParameterStore& store, const Tensor& x, const Bl
   add_into(grad, s.d_tmp);  // grad = dL/dx_mid
   // Attention.
   Tensor proj_b = optional(store, proj_b_, true);
-  linear_backward(a.att, weight_operand(store[proj_w_], operands_), gathered_grad(grad, s), s.d_att, false,
-                  store[proj_w_].grad, proj_b, operands_);
+  dense_linear_backward(BlockLinear::proj, a.att, store[proj_w_], gathered_grad(grad, s), s.d_att, false, proj_b);
   Tensor q = head_view(a.qkv, 0, Hq, D), k = head_view(a.qkv, Hq * D, Hkv, D);
   Tensor v = head_view(a.qkv, (Hq + Hkv) * D, Hkv, D);
   if (config_.positions == PositionKind::rope) {
@@ -440,8 +465,7 @@ void TransformerBlock::backward(ParameterStore& store, const Tensor& x, const Bl
     rope_at_positions(true, dk, dk);
   }
   Tensor qkv_b = optional(store, qkv_b_, true);
-  linear_backward(a.h1, weight_operand(store[qkv_w_], operands_), s.d_qkv, s.d_h, false, store[qkv_w_].grad, qkv_b,
-                  operands_);
+  dense_linear_backward(BlockLinear::qkv, a.h1, store[qkv_w_], s.d_qkv, s.d_h, false, qkv_b);
   Tensor n1w = norm_grad_target(norm1_w_, s, 0), n1b = norm_grad_target(norm1_b_, s, 1);
   norm_backward(store, norm1_w_, x, a.ln1_mean, a.ln1_rstd, reduced_input_grad(s), s.d_tmp, n1w, n1b);
   add_into(grad, s.d_tmp);  // grad = dL/dx

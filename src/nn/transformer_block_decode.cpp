@@ -89,7 +89,7 @@ void TransformerBlock::decode(const ParameterStore& store, const Tensor& x, cons
   }
   // Without sequence parallelism the row-parallel outputs reduce in place: no partial buffer.
   Tensor x_mid = p.empty({1, N, C}), no_partial;
-  row_parallel_output(att, store[proj_w_], value(proj_b_), x, no_partial, x_mid);
+  row_parallel_output(std::nullopt, att, store[proj_w_], value(proj_b_), x, no_partial, x_mid);
   Tensor h2 = p.empty({1, N, C});
   norm_forward(store, norm2_w_, norm2_b_, x_mid, h2, mean, rstd);
   if (moe_) {
@@ -115,7 +115,7 @@ void TransformerBlock::decode(const ParameterStore& store, const Tensor& x, cons
     linear_forward(h2, store[up_w_], Tensor(), up, operands_);
     swiglu_forward(SwigluArgs{}, fc, up, act);
   }
-  row_parallel_output(act, store[out_w_], value(out_b_), x_mid, no_partial, y);
+  row_parallel_output(std::nullopt, act, store[out_w_], value(out_b_), x_mid, no_partial, y);
 }
 
 }  // namespace myriad::nn

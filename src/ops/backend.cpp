@@ -26,6 +26,10 @@ void Backend::onebit_adam_update(const OneBitAdamUpdateArgs&, Tensor&, Tensor&, 
   unsupported("onebit_adam_update");
 }
 void Backend::attention_merge(Tensor&, Tensor&, const Tensor&, const Tensor&) { unsupported("attention_merge"); }
+void Backend::fp8_quantize(const Fp8QuantizeArgs&, const Tensor&, Tensor&, Tensor&, Tensor&) {
+  unsupported("fp8_quantize");
+}
+void Backend::fp8_gemm(const Fp8GemmArgs&, const Tensor&, const Tensor&, Tensor&) { unsupported("fp8_gemm"); }
 void Backend::int8_linear_forward(const Int8Args&, const Tensor&, const Tensor&, const Tensor&, const Tensor&,
                                   Tensor&) {
   unsupported("int8_linear_forward");

@@ -77,6 +77,10 @@ void compose_rank(RankState& state, ops::Placement placement, ops::MetaBackend* 
   label("precision");
   setup_precision(state);
   if (state.config.training.precision == Precision::fp16) setup_loss_scaler(state);
+  if (state.config.training.precision == Precision::fp8) {
+    state.model->enable_fp8(nn::Fp8Recipe{.amax_history = state.config.training.fp8_amax_history,
+                                          .margin = static_cast<int>(state.config.training.fp8_margin)});
+  }
   label("other");
 }
 

@@ -152,6 +152,7 @@ parallel::DataParallelOptions data_parallel_options(const RunConfig& c) {
 DType compute_format(Precision precision) {
   switch (precision) {
     case Precision::bf16:
+    case Precision::fp8:  // everything but the blocks' FP8 linear layers
       return DType::bf16;
     case Precision::fp16:
       return DType::f16;

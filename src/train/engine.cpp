@@ -58,6 +58,11 @@ Engine::Engine(const RunConfig& config, std::shared_ptr<spdlog::logger> log, dis
                              .hierarchical_data_parallel = state_.config.parallel.dp_reduce == DpReduce::hierarchical,
                              .exact_sums = state_.config.parallel.dp_reduce_exact});
     state_.log->info("device: {}", state_.device->describe());
+    if (state_.config.training.precision == Precision::fp8) {
+      const std::string why_not = state_.device->fp8_unavailable();
+      MYRIAD_CHECK(why_not.empty(),
+                   "training.precision fp8 with training.device cuda: " << why_not << " (use bf16 on this GPU)");
+    }
   }
   compose_rank(state_, state_.device ? state_.device->placement() : ops::Placement{}, nullptr);
   if (state_.device && state_.compute_format != DType::f32) {

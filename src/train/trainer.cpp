@@ -141,6 +141,11 @@ optim::OptimizerStepStats Trainer::apply_update(float lr, double loss_scale) {
     state_.log->warn("step {}: non-finite gradient norm, update skipped", state_.step + 1);
   }
   if (!stats.skipped && !stats.compute_copies_written) state_.refresh_compute_weights();
+  if (nn::Fp8Scaling* fp8 = state_.model->fp8_scaling()) {
+    // The step's amaxes, max-reduced over every rank (each holds zeros for the layers it lacks).
+    fp8->end_step(
+        [this](Tensor& amax) { state_.groups->world().all_reduce_async(amax, distributed::ReduceOp::max)->wait(); });
+  }
   ++state_.step;
   return stats;
 }

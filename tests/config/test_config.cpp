@@ -110,10 +110,12 @@ training:
   outer_momentum: 0.8
   outer_overlap: true
   device: cuda
-  precision: bf16
+  precision: fp8
   initial_loss_scale: 1024
   loss_scale_window: 50
   min_loss_scale: 2
+  fp8_amax_history: 32
+  fp8_margin: 1
   recompute: selective
   seed: 42
   eval_every: 250
@@ -281,10 +283,12 @@ TEST(ConfigYaml, FullFileSetsEveryKey) {
   EXPECT_EQ(c.training.beta2, 0.99);
   EXPECT_EQ(c.training.adam_eps, 1e-6);
   EXPECT_EQ(c.training.grad_clip, 0.5);
-  EXPECT_EQ(c.training.precision, Precision::bf16);
+  EXPECT_EQ(c.training.precision, Precision::fp8);
   EXPECT_EQ(c.training.initial_loss_scale, 1024.0);
   EXPECT_EQ(c.training.loss_scale_window, 50);
   EXPECT_EQ(c.training.min_loss_scale, 2.0);
+  EXPECT_EQ(c.training.fp8_amax_history, 32);
+  EXPECT_EQ(c.training.fp8_margin, 1);
   EXPECT_EQ(c.training.recompute, Recompute::selective);
   EXPECT_EQ(c.training.seed, 42u);
   EXPECT_EQ(c.training.eval_every, 250);

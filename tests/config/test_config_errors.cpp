@@ -425,6 +425,9 @@ TEST(ConfigValidate, CrossKeyChecks) {
   auto onebit = [](RunConfig& c) { c.training.optimizer = OptimizerKind::onebit_adam; };
   expect_invalid([](RunConfig& c) { c.training.freeze_step = 10; },
                  {"training.freeze_step is set but training.optimizer is adamw"});
+  expect_invalid([](RunConfig& c) { c.training.fp8_margin = 2; },
+                 {"training.fp8_amax_history and training.fp8_margin apply to training.precision fp8", "fp32"});
+  expect_invalid([](RunConfig& c) { c.training.fp8_amax_history = 0; }, {"training.fp8_amax_history"});
   expect_invalid([](RunConfig& c) { c.training.local_steps = 8; },
                  {"training.local_steps, outer_lr, outer_momentum and outer_overlap apply to training.sync local"});
   expect_invalid(

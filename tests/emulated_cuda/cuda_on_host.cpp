@@ -22,6 +22,7 @@
 #include <cmath>
 #include <climits>
 #include <cstdint>
+#include <atomic>
 #include <deque>
 #include <execinfo.h>
 #include <unistd.h>
@@ -31,6 +32,7 @@
 #include <type_traits>
 #include <vector>
 #include "emulated_streams.h"
+#include "myriad/ops/fp8.h"
 #include "myriad/ops/int8_linear.h"
 #include "myriad/core/tensor.h"
 #include "myriad/cuda/cudnn_attention.h"
@@ -183,6 +185,7 @@ void deliver_writes_to(cudaStream_t stream, const void* input, std::size_t bytes
 // here every emulated launcher checks it, so a missing DeviceGuard / cudaSetDevice fails the
 // emulated tests of any rank whose GPU is not device 0.
 thread_local int current_device = 0;
+std::atomic<int> compute_capability{90};  // what cudaDeviceGetAttribute reports (set_compute_capability)
 struct StreamDevices {
   std::mutex mutex;
   std::map<cudaStream_t, int> device_of;
@@ -226,6 +229,8 @@ std::uint64_t host_synchronizations() {
   std::lock_guard<std::mutex> lock(streams().mutex);
   return streams().host_waits;
 }
+
+void set_compute_capability(int capability) { compute_capability = capability; }
 
 std::uint64_t cudnn_attention_calls() {
   std::lock_guard<std::mutex> lock(streams().mutex);
@@ -271,6 +276,16 @@ cudaError_t cudaGetDevice(int* d) {
 cudaError_t cudaSetDevice(int d) {
   if (d < 0 || d >= 8) return cudaErrorInvalidDevice;
   myriad::emulated::current_device = d;
+  return cudaSuccess;
+}
+cudaError_t cudaDeviceGetAttribute(int* value, cudaDeviceAttr attribute, int device) {
+  if (device < 0 || device >= 8) return cudaErrorInvalidDevice;
+  if (attribute == cudaDevAttrComputeCapabilityMajor)
+    *value = myriad::emulated::compute_capability / 10;
+  else if (attribute == cudaDevAttrComputeCapabilityMinor)
+    *value = myriad::emulated::compute_capability % 10;
+  else
+    return cudaErrorInvalidValue;
   return cudaSuccess;
 }
 cudaError_t cudaGetDeviceCount(int* c) {
@@ -450,12 +465,22 @@ static Tensor W(const void* p, const Shape& s, DType t = DType::f32) {
                               contiguous_strides(s), 0, t);
 }
 
-// An operand as f32: itself, or its bf16 / f16 values widened (exactly) into a new tensor.
+// An operand as f32: itself, or its bf16 / f16 / FP8 values widened (exactly) into a new tensor.
 static Tensor operand(const void* p, const Shape& s, cudaDataType_t type) {
-  MYRIAD_CHECK(type == CUDA_R_32F || type == CUDA_R_16BF || type == CUDA_R_16F,
-               "emulated gemm: f32, bf16 or f16 inputs only");
-  if (type == CUDA_R_32F) return W(p, s);
-  return W(p, s, type == CUDA_R_16F ? DType::f16 : DType::bf16).to(DType::f32);
+  switch (type) {
+    case CUDA_R_32F:
+      return W(p, s);
+    case CUDA_R_16BF:
+      return W(p, s, DType::bf16).to(DType::f32);
+    case CUDA_R_16F:
+      return W(p, s, DType::f16).to(DType::f32);
+    case CUDA_R_8F_E4M3:
+      return W(p, s, DType::f8e4m3).to(DType::f32);
+    case CUDA_R_8F_E5M2:
+      return W(p, s, DType::f8e5m2).to(DType::f32);
+    default:
+      MYRIAD_THROW("emulated gemm: f32, bf16, f16 or FP8 inputs only");
+  }
 }
 
 void gemm(const DeviceContext& context, const Gemm& g, const void* a, const void* b, const void* bias, void* c) {
@@ -464,10 +489,12 @@ void gemm(const DeviceContext& context, const Gemm& g, const void* a, const void
   MYRIAD_CHECK(!g.accumulate || g.epilogue == GemmEpilogue::none, "emu gemm");
   MYRIAD_CHECK(g.output_type.value_or(g.type) == CUDA_R_32F, "emulated gemm: f32 outputs only");
   Tensor A = operand(a, g.transpose_a ? Shape{g.k, g.m} : Shape{g.m, g.k}, g.type);
-  Tensor B = operand(b, g.transpose_b ? Shape{g.n, g.k} : Shape{g.k, g.n}, g.type);
+  Tensor B = operand(b, g.transpose_b ? Shape{g.n, g.k} : Shape{g.k, g.n}, g.b_type.value_or(g.type));
   Tensor Cm = W(c, {g.m, g.n});
-  matmul_forward(MatmulArgs{.transpose_a = g.transpose_a, .transpose_b = g.transpose_b, .accumulate = g.accumulate}, A,
-                 B, Cm);
+  matmul_forward(
+      MatmulArgs{
+          .transpose_a = g.transpose_a, .transpose_b = g.transpose_b, .alpha = g.alpha, .accumulate = g.accumulate},
+      A, B, Cm);
   if (g.epilogue != GemmEpilogue::none) {
     float* cp = static_cast<float*>(c);
     const float* bp = static_cast<const float*>(bias);
@@ -488,6 +515,14 @@ void linear_gemm(const DeviceContext& context, const LinearGemm& l, const void* 
             .epilogue = l.epilogue,
             .accumulate = l.accumulate},
        x, weight, bias, y);
+}
+
+void fp8_quantize_f32(const float* x, std::uint8_t* out, std::uint8_t* out_t, float* amax, std::int64_t rows,
+                      std::int64_t cols, float scale, bool e5m2, cudaStream_t launch_stream) {
+  emulated::check_launch_device(launch_stream);
+  const DType format = e5m2 ? DType::f8e5m2 : DType::f8e4m3;
+  Tensor o = W(out, {rows, cols}, format), ot = W(out_t, {cols, rows}, format), a = W(amax, {1});
+  cpu::fp8_quantize(Fp8QuantizeArgs{.scale = scale}, W(x, {rows, cols}), o, ot, a);
 }
 
 void int8_linear_forward_f32(const float* x, const std::int8_t* q, const float* scales, const float* bias, float* y,

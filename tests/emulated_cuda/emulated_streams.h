@@ -41,5 +41,8 @@ std::uint64_t stream_synchronizations();
 std::uint64_t host_synchronizations();
 // How many cuDNN fused-attention launches (forward or backward, cuda/cudnn_attention.h) have run.
 std::uint64_t cudnn_attention_calls();
+// The compute capability every emulated device reports (major * 10 + minor; 90, a Hopper, unless
+// a test sets another: FP8 refuses below 89).
+void set_compute_capability(int capability);
 
 }  // namespace myriad::emulated

@@ -11,13 +11,16 @@
 #include <algorithm>
 #include <cmath>
 #include <functional>
+#include <tuple>
 
 #include "cuda_backend_fixture.h"
 #include "myriad/cuda/device_tensor.h"
 #include "myriad/core/half.h"
 #include "myriad/ops/activations.h"
 #include "myriad/ops/elementwise.h"
+#include "myriad/ops/fp8.h"
 #include "myriad/ops/linear.h"
+#include "myriad/ops/fp8.h"
 #include "myriad/ops/matmul.h"
 #include "myriad/ops/norms.h"
 #include "reference.h"
@@ -117,6 +120,46 @@ TEST_F(CudaBackendTest, MatmulWithSixteenBitOperands) {
       matmul_backward(args, on_device(a), on_device(b), on_device(g), d_ga, d_gb);
       expect_close(d_ga, ga, kGemmTolerance, "grad_a");
       expect_close(d_gb, gb, kGemmTolerance, "grad_b (+=, summed over the batch)");
+    }
+  }
+}
+
+// FP8: the quantisation kernel gives the CPU op's codes bit for bit (both round to nearest even
+// and saturate), its transpose and its amax; cuBLASLt's FP8 GEMM (every allowed format pair,
+// written and accumulated) equals the CPU GEMM of the same codes up to summation order. The
+// sizes are multiples of 16, as cuBLASLt's FP8 kernels require.
+TEST_F(CudaBackendTest, Fp8QuantizeAndGemmMatchTheCpuOps) {
+  if (const std::string why = backend_->fp8_unavailable(); !why.empty()) GTEST_SKIP() << why;
+  const std::int64_t M = 48, N = 32, K = 64;
+  auto quantized = [&](const Tensor& x, DType format, float scale, Tensor& device_codes) {
+    Tensor codes = Tensor::empty(x.shape(), format), codes_t = Tensor::empty({x.size(1), x.size(0)}, format);
+    Tensor amax = Tensor::full({1}, 0.5), d_amax = on_device(amax);
+    Tensor d_codes = backend_->empty(x.shape(), format), d_codes_t = backend_->empty(codes_t.shape(), format);
+    fp8_quantize(Fp8QuantizeArgs{.scale = scale}, x, codes, codes_t, amax);
+    fp8_quantize(Fp8QuantizeArgs{.scale = scale}, on_device(x), d_codes, d_codes_t, d_amax);
+    const Tensor got = backend_->copy_to_host(d_codes), got_t = backend_->copy_to_host(d_codes_t);
+    EXPECT_EQ(std::memcmp(got.raw_data(), codes.raw_data(), codes.nbytes()), 0) << dtype_name(format) << " codes";
+    EXPECT_EQ(std::memcmp(got_t.raw_data(), codes_t.raw_data(), codes.nbytes()), 0) << "transposed codes";
+    EXPECT_EQ(backend_->copy_to_host(d_amax).data<float>()[0], amax.data<float>()[0]) << "amax";
+    device_codes = d_codes;
+    return codes;
+  };
+  Tensor x = random({M, K}, 90);
+  x.data<float>()[3] = 1e4f;  // saturates
+  Tensor d_a, d_b, d_g;
+  const Tensor a = quantized(x, DType::f8e4m3, 200.0f, d_a);
+  const Tensor b = quantized(random({N, K}, 91), DType::f8e4m3, 300.0f, d_b);
+  const Tensor g = quantized(random({M, K}, 92), DType::f8e5m2, 1024.0f, d_g);
+  const std::tuple<const Tensor*, const Tensor*, const Tensor*, const Tensor*> pairs[] = {
+      {&a, &b, &d_a, &d_b}, {&g, &b, &d_g, &d_b}, {&b, &g, &d_b, &d_g}};
+  for (const auto& [ha, hb, da, db] : pairs) {
+    SCOPED_TRACE(std::string(dtype_name(ha->dtype())) + " x " + std::string(dtype_name(hb->dtype())));
+    for (bool accumulate : {false, true}) {
+      const Fp8GemmArgs args{.alpha = 1.0f / 4096.0f, .accumulate = accumulate};
+      Tensor out = random({ha->size(0), hb->size(0)}, 93), d_out = on_device(out);
+      fp8_gemm(args, *ha, *hb, out);
+      fp8_gemm(args, *da, *db, d_out);
+      expect_close(d_out, out, kGemmTolerance, accumulate ? "out (+=)" : "out");
     }
   }
 }

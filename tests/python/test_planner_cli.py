@@ -164,3 +164,11 @@ def test_dp_exchanges_the_step_time_does_not_model_are_named(capsys):
     text = capsys.readouterr().out
     assert code in (0, 1)
     assert "not timed: training.gradient_compression int8" in text
+
+
+def test_fp8_is_refused_with_the_reason_and_the_bf16_alternative(capsys):
+    code = cli.main(["plan", "--config", GPT3, "--gpus", "1024", "--set", "training.precision=fp8"])
+    err = capsys.readouterr().err
+    assert code == 2
+    assert "training.precision fp8 is not costed by the planner" in err
+    assert "training.precision=bf16" in err

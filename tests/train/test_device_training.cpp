@@ -19,6 +19,9 @@
 #if MYRIAD_TESTS_HAVE_CUDA
 #include "myriad/cuda/device_context.h"
 #endif
+#if MYRIAD_EMULATED_CUDA
+#include "emulated_streams.h"
+#endif
 
 namespace myriad::train {
 namespace {
@@ -216,6 +219,51 @@ TEST(DeviceTraining, Bf16WithSixteenBitAttentionMatchesTheCpuEngine) {
     EXPECT_NEAR(got.grad_norm, want.grad_norm, 5e-2 * want.grad_norm) << "step " << step;
   }
 }
+
+// training.precision fp8 on the device (the quantisation kernel, cuBLASLt's FP8 GEMMs, the amax
+// reduction through device tensors) against the CPU engine's fp8, on a LLaMA block (SwiGLU: all
+// five FP8 linear layers).
+TEST(DeviceTraining, Fp8MatchesTheCpuEngine) {
+  if (!gpu_visible()) GTEST_SKIP() << "no CUDA device";
+  const fs::path dir = fresh_dir("device_training_fp8");
+  const std::string corpus = write_corpus(dir);
+  auto fp8 = [&](ComputeDevice device) {
+    RunConfig c = device_config(dir, corpus, device);
+    c.model.architecture = Architecture::llama;
+    c.training.precision = Precision::fp8;
+    return c;
+  };
+  Engine cpu(fp8(ComputeDevice::cpu), quiet_logger());
+  Engine gpu(fp8(ComputeDevice::cuda), quiet_logger());
+  for (int step = 0; step < 4; ++step) {
+    const StepMetrics want = cpu.step(), got = gpu.step();
+    EXPECT_NEAR(got.loss, want.loss, 1e-2 * want.loss) << "step " << step;
+    EXPECT_NEAR(got.grad_norm, want.grad_norm, 5e-2 * want.grad_norm) << "step " << step;
+  }
+  const Tensor want = cpu.model().fp8_scaling()->state(), got = gpu.model().fp8_scaling()->state();
+  const std::int64_t slots = cpu.model().fp8_scaling()->linears() * nn::kFp8Roles;
+  int equal = 0;
+  for (std::int64_t s = 0; s < slots; ++s) equal += want.data<float>()[s] == got.data<float>()[s] ? 1 : 0;
+  EXPECT_GE(equal, slots - 2) << "the delayed scales (powers of two) agree but for amaxes at a power's edge";
+}
+
+#if MYRIAD_EMULATED_CUDA
+TEST(DeviceTraining, Fp8IsRefusedBelowComputeCapability89) {
+  const fs::path dir = fresh_dir("device_training_fp8_sm86");
+  RunConfig c = device_config(dir, write_corpus(dir), ComputeDevice::cuda);
+  c.training.precision = Precision::fp8;
+  emulated::set_compute_capability(86);
+  try {
+    Engine engine(c, quiet_logger());
+    ADD_FAILURE() << "fp8 accepted on an sm_86 device";
+  } catch (const Error& e) {
+    const std::string what = e.what();
+    EXPECT_NE(what.find("training.precision fp8"), std::string::npos) << what;
+    EXPECT_NE(what.find("8.6"), std::string::npos) << what;
+  }
+  emulated::set_compute_capability(90);
+}
+#endif
 
 TEST(DeviceTraining, WithoutAGpuTheErrorNamesTheKey) {
   if (gpu_visible()) GTEST_SKIP() << "a CUDA device is visible";

@@ -20,7 +20,7 @@ enum class Architecture { gpt2, llama, moe };                 // model family: s
 enum class BlockFamily { llama, gpt2 };                       // the dense family an MoE model's blocks follow
 enum class RouterScoring { softmax, sigmoid };                // MoE router scores
 enum class AttentionLayout { dense, block_sparse };           // model.attention.kind
-enum class Precision { fp32, bf16, fp16 };                    // compute precision (master weights stay fp32)
+enum class Precision { fp32, bf16, fp16, fp8 };               // compute precision (master weights stay fp32)
 enum class ComputeDevice { cpu, cuda };                       // where the model computes (training.device)
 enum class OptimizerKind { adamw, onebit_adam };              // training.optimizer
 enum class GradientCompression { none, int8, topk };          // training.gradient_compression (AdamW)
@@ -45,7 +45,7 @@ struct ChoiceTraits<AttentionLayout> {
 };
 template <>
 struct ChoiceTraits<Precision> {
-  static constexpr std::array<std::string_view, 3> names{"fp32", "bf16", "fp16"};
+  static constexpr std::array<std::string_view, 4> names{"fp32", "bf16", "fp16", "fp8"};
 };
 template <>
 struct ChoiceTraits<ComputeDevice> {

@@ -47,7 +47,9 @@ struct TrainingConfig {
   std::optional<double> outer_momentum;                                  // local: outer Nesterov momentum; unset = 0.9
   bool outer_overlap = false;                 // local: overlap the outer all-reduce with the next inner step
   ComputeDevice device = ComputeDevice::cpu;  // cpu | cuda (a GPU per rank, data parallel, dense models)
-  Precision precision = Precision::fp32;      // compute precision: fp32 | bf16 | fp16 (fp16 uses loss scaling)
+  Precision precision = Precision::fp32;      // compute precision: fp32 | bf16 | fp16 (loss scaling) | fp8
+  std::int64_t fp8_amax_history = 16;         // fp8: steps of amax history a delayed scale covers
+  std::int64_t fp8_margin = 0;                // fp8: powers of two of headroom below the format's largest value
   double initial_loss_scale = 65536.0;        // fp16: the dynamic loss scale to start from
   std::int64_t loss_scale_window = 1000;      // fp16: finite steps in a row before the scale doubles
   double min_loss_scale = 1.0;                // fp16: the scale never halves below this

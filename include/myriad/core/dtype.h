@@ -3,7 +3,8 @@
 // Floating types: f32 (compute and master weights), bf16 and f16 (storage / mixed precision,
 // converted on the CPU by core/half.h). Integer types: i32 and i64 (token ids, indices),
 // u16 (compact token shards), i8 (quantised export). f64: float64 sums kept where the model
-// computes (the MoE routing totals), not an operand of the compute ops.
+// computes (the MoE routing totals), not an operand of the compute ops. f8e4m3 and f8e5m2: the
+// FP8 GEMM operands of training.precision fp8 (core/fp8.h), made by the fp8_quantize op.
 #pragma once
 
 #include <cstddef>
@@ -13,7 +14,7 @@
 
 namespace myriad {
 
-enum class DType : std::uint8_t { f32, bf16, f16, i32, i64, u16, i8, f64 };
+enum class DType : std::uint8_t { f32, bf16, f16, i32, i64, u16, i8, f64, f8e4m3, f8e5m2 };
 
 std::size_t dtype_size(DType dtype);
 std::string_view dtype_name(DType dtype);  // "f32", "bf16", ...

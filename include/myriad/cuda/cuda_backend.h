@@ -120,6 +120,11 @@ class CudaBackend final : public ops::Backend {
                       Tensor& y) override;
   void int8_linear_forward(const Int8Args& args, const Tensor& x, const Tensor& q, const Tensor& scales,
                            const Tensor& bias, Tensor& y) override;
+  // FP8 (cuda_backend_matmul.cpp): the quantisation kernel and cuBLASLt's FP8 GEMM, sm_89+ only.
+  void fp8_quantize(const Fp8QuantizeArgs& args, const Tensor& x, Tensor& out, Tensor& out_t, Tensor& amax) override;
+  void fp8_gemm(const Fp8GemmArgs& args, const Tensor& a, const Tensor& b, Tensor& out) override;
+  // Why this GPU cannot run FP8 GEMMs ("" when it can: compute capability 8.9 or newer).
+  std::string fp8_unavailable() const;
   void int8_embedding_forward(const Int8Args& args, const Tensor& ids, const Tensor& q, const Tensor& scales,
                               Tensor& out) override;
   // Mixture of experts (cuda_backend_moe.cpp): token routing kernels, cuBLAS grouped GEMMs.

@@ -85,6 +85,11 @@ class GptModel final : public PipelineStage {
   // are the caller's.
   void set_activation_precision(DType format);
   DType activation_precision() const { return activation_precision_; }
+  // training.precision fp8: the blocks' dense linear layers on FP8 GEMMs with delayed scaling
+  // (nn/fp8_scaling.h; one scaling state for every layer of the model, this rank's or not, so that
+  // all ranks' states reduce slot by slot). Null before enable_fp8.
+  void enable_fp8(const Fp8Recipe& recipe);
+  Fp8Scaling* fp8_scaling() const { return fp8_.get(); }
 
   // Pipeline pieces (see the file comment).
   int num_chunks() const override { return static_cast<int>(chunk_blocks_.size()); }
@@ -212,6 +217,7 @@ class GptModel final : public PipelineStage {
   Tensor selection_totals_;  // (5) f64 where the model computes: a device selection's stats
   UnitHooks* hooks_ = nullptr;
   DType activation_precision_ = DType::f32;
+  std::unique_ptr<Fp8Scaling> fp8_;
 };
 
 }  // namespace myriad::nn

@@ -21,6 +21,8 @@
 // Every method is collective over the group where it communicates; ranks call them in one order.
 #pragma once
 
+#include <functional>
+
 #include <cstdint>
 
 #include "myriad/core/tensor.h"
@@ -65,9 +67,10 @@ class TensorParallel {
   // Row-parallel linear: out (rows) = the group's sum of in @ weight^T, + bias (replicated).
   // `partial`: (B, T, C) scratch for the unreduced product when rows are sharded. In a group of
   // one the bias rides in the GEMM (no reduction comes between).
-  // `operands`: the GEMM's operand format (nn/linear.h).
-  void row_parallel_linear(const Tensor& in, const Tensor& weight, const Tensor& bias, Tensor& partial, Tensor& out,
-                           DType operands = DType::f32) const;
+  // `linear(bias, out)`: the layer's local product into `out` (+ the bias given: defined only
+  // when it may ride in the GEMM) — a 16-bit or FP8 linear of the caller's choice.
+  using LinearInto = std::function<void(const Tensor& bias, Tensor& out)>;
+  void row_parallel_linear(const LinearInto& linear, const Tensor& bias, Tensor& partial, Tensor& out) const;
 };
 
 // The identity of a group of one (the serial model); stateless.

@@ -26,6 +26,7 @@
 
 #include "myriad/nn/model_split.h"
 #include "myriad/nn/block_selection.h"
+#include "myriad/nn/fp8_scaling.h"
 #include "myriad/nn/moe_layer.h"
 #include "myriad/nn/paged_kv_cache.h"
 #include "myriad/nn/parameter_store.h"
@@ -99,6 +100,10 @@ BlockScratch make_block_scratch(const ops::Placement& placement, const Transform
 // Shape of the residual stream of a (B, T) micro-batch: (B, T, C), or (1, B T / tp, C) sequence parallel.
 Shape residual_shape(const TransformerConfig& config, const ModelSplit& split, std::int64_t B, std::int64_t T);
 
+// A block's dense linear layers, in the order of their FP8 scaling slots.
+enum class BlockLinear : int { qkv = 0, proj = 1, fc = 2, up = 3, out = 4 };
+inline constexpr int kFp8LinearsPerBlock = 5;
+
 class TransformerBlock {
  public:
   // Parameter names are "blocks.<layer>.…" whatever the split.
@@ -113,6 +118,10 @@ class TransformerBlock {
     operands_ = format;
     if (moe_) moe_->set_gemm_operands(format);
   }
+  // training.precision fp8: the block's dense linear layers run FP8 GEMMs under `scaling`'s
+  // delayed scales (nn/fp8_linear.h; slots kFp8LinearsPerBlock * layer + BlockLinear); null: the
+  // GEMM operand format above. An MoE block's experts and router keep the operand format.
+  void set_fp8_scaling(Fp8Scaling* scaling) { fp8_ = scaling; }
   void forward(const ParameterStore& store, const Tensor& x, Tensor& y, BlockActivations& acts,
                BlockScratch& scratch) const;
   // Rebuilds the activations that `mode` did not keep (none: nothing, or under sequence parallelism
@@ -135,6 +144,7 @@ class TransformerBlock {
   int layer_;
   LocalWidths widths_;  // this rank's heads and MLP columns
   DType operands_ = DType::f32;
+  Fp8Scaling* fp8_ = nullptr;  // not owned (the model's)
   // Indices into the ParameterStore; npos when absent (no bias, no RoPE-specific params, ...).
   static constexpr std::size_t npos = static_cast<std::size_t>(-1);
   std::size_t norm1_w_ = npos, norm1_b_ = npos, qkv_w_ = npos, qkv_b_ = npos, proj_w_ = npos, proj_b_ = npos;
@@ -148,8 +158,14 @@ class TransformerBlock {
   void mlp_activation(const BlockActivations& acts, Tensor& act) const;
   void norm_and_gather(const ParameterStore& store, std::size_t w, std::size_t b, const Tensor& x, Tensor& rows,
                        Tensor& full, Tensor& mean, Tensor& rstd) const;
-  void row_parallel_output(const Tensor& in, const Parameter& weight, const Tensor& bias, const Tensor& residual,
-                           Tensor& partial, Tensor& out) const;
+  // `which`: the layer's FP8 slot; nullopt (decoding) computes in the operand format.
+  void row_parallel_output(std::optional<BlockLinear> which, const Tensor& in, const Parameter& weight,
+                           const Tensor& bias, const Tensor& residual, Tensor& partial, Tensor& out) const;
+  void dense_linear_forward(std::optional<BlockLinear> which, const Tensor& in, const Parameter& weight,
+                            const Tensor& bias, Tensor& out) const;
+  void dense_linear_backward(BlockLinear which, const Tensor& in, Parameter& weight, const Tensor& grad_out,
+                             Tensor& grad_in, bool accumulate, Tensor& grad_bias) const;
+  std::int64_t fp8_slot(BlockLinear which) const;
   Tensor gathered_grad(const Tensor& grad, BlockScratch& s) const;
   Tensor reduced_input_grad(BlockScratch& s) const;
   IndexRange moe_sequences(std::int64_t B) const;

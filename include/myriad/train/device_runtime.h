@@ -41,6 +41,8 @@ class DeviceRuntime {
   // "cuDNN fused attention (cuDNN 9.19.0)" or the tensor-core kernels with the reason cuDNN is not
   // used — for the start-up log.
   virtual std::string sixteen_bit_attention() = 0;
+  // Why training.precision fp8 cannot run here ("" when it can: compute capability 8.9+).
+  virtual std::string fp8_unavailable() const = 0;
   // Device memory held besides the tensors the Engine accounts for (the cuBLASLt workspace).
   virtual std::int64_t workspace_bytes() const = 0;
   // Every group's stream-ordered operations (Communicator::complete_streamed), waited for on the

@@ -74,6 +74,11 @@ std::string Checkpointer::save(bool background) {
       }
     }
   }
+  if (const nn::Fp8Scaling* fp8 = state_.model->fp8_scaling(); fp8 != nullptr && world.rank() == 0) {
+    // The same on every rank (reduced at every step's end): world rank 0's copy is the one written.
+    Tensor fp8_state = fp8->state();
+    pieces->push_back({kFp8ScalingTensor, fp8_state.shape(), {{0, fp8_state.numel()}}, fp8_state});
+  }
   CheckpointHeader header;
   header.step = state_.step;
   header.config_yaml = config.to_yaml();
@@ -162,6 +167,8 @@ void Checkpointer::load(const std::string& checkpoint_dir) {
   bool has_outer_momentum = false;
   CheckpointHeader header;
   bool tokenizer_unchecked = false;
+  nn::Fp8Scaling* fp8 = state_.model->fp8_scaling();
+  Tensor fp8_state;
   distributed::run_on_every_rank(world, "checkpoint load", [&] {
     CheckpointReader reader(path, model_section_yaml(config), state_.at_rest);
     // Its embeddings mean the token ids of its tokenizer: another one is refused before anything changes.
@@ -173,8 +180,20 @@ void Checkpointer::load(const std::string& checkpoint_dir) {
     has_outer_momentum = local_sgd && reader.has(kOuterMomentumPrefix + first.name);
     if (has_outer_momentum)
       read_prefixed_state(reader, state_.model->parameters(), kOuterMomentumPrefix, outer_momentum);
+    if (fp8 != nullptr && reader.has(kFp8ScalingTensor)) {
+      fp8_state = fp8->state();  // the shape the recipe expects; read_whole checks it
+      reader.read_whole(kFp8ScalingTensor, fp8_state);
+    }
     header = reader.header();
   });
+  if (fp8 != nullptr && fp8_state.defined()) {
+    fp8->load_state(fp8_state);
+  } else if (fp8 != nullptr) {
+    state_.log->info(
+        "checkpoint: {} holds no FP8 scaling state (saved by a run without training.precision fp8): "
+        "the scales start over, just in time",
+        path);
+  }
   state_.data_parallel->load_full(staged.values, staged.m, staged.v);
   if (local_sgd) {
     if (has_outer_momentum) {

@@ -88,6 +88,7 @@ class CudaRuntime final : public DeviceRuntime {
     return id.data();
   }
   std::int64_t workspace_bytes() const override { return static_cast<std::int64_t>(context_.workspace_bytes()); }
+  std::string fp8_unavailable() const override { return backend_.fp8_unavailable(); }
   std::string sixteen_bit_attention() override {
     if (backend_.cudnn_attention() != nullptr) return "cuDNN fused attention";
     return "the tensor-core (WMMA) kernels; no cuDNN attention: " + backend_.cudnn_attention_unavailable();

@@ -53,6 +53,8 @@ inline constexpr int kCheckpointFormatVersion = 2;
 inline constexpr const char* kAdamMPrefix = "adamw.m/";
 inline constexpr const char* kAdamVPrefix = "adamw.v/";
 inline constexpr const char* kOuterMomentumPrefix = "local_sgd.outer_momentum/";  // training.sync local
+// training.precision fp8: the delayed scales and amax histories (nn/fp8_scaling.h), one f32 vector.
+inline constexpr const char* kFp8ScalingTensor = "fp8.scaling";
 
 struct CheckpointPiece {
   std::string tensor;

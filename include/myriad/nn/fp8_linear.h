@@ -1,0 +1,28 @@
+// A linear layer on FP8 GEMMs (training.precision fp8): y = x W^T + b as nn/linear.h, with the
+// three products of forward and backward taking FP8 operands under the layer's delayed scales
+// (nn/fp8_scaling.h: x and W in E4M3, the output gradient in E5M2; products summed in f32):
+//
+//   forward  y  = (xq Wq^T) / (s_x s_w) + b
+//   backward dx = (dyq Wq)  / (s_dy s_w)        dW += (dyq^T xq) / (s_dy s_x)       db += sum dy
+//
+// Each GEMM reads both operands reduced along their last dim (ops/fp8.h), so the backward
+// quantises W and x transposed as well (the forward's x is not kept in FP8: the backward
+// re-quantises the saved f32 x with the step's same scale, bit for bit the forward's values).
+// x (..., K) and dy (..., M) contiguous f32; W (M, K) f32; y, dx f32; dx written (`=`) unless
+// accumulate_dx, dW and db accumulate (`+=`); dx and db may be undefined to skip them.
+#pragma once
+
+#include <cstdint>
+
+#include "myriad/core/tensor.h"
+#include "myriad/nn/fp8_scaling.h"
+
+namespace myriad::nn {
+
+void fp8_linear_forward(const Tensor& x, const Tensor& weight, const Tensor& bias, Tensor& y, Fp8Scaling& scaling,
+                        std::int64_t linear);
+void fp8_linear_backward(const Tensor& x, const Tensor& weight, const Tensor& grad_y, Tensor& grad_x,
+                         bool accumulate_dx, Tensor& grad_weight, Tensor& grad_bias, Fp8Scaling& scaling,
+                         std::int64_t linear);
+
+}  // namespace myriad::nn
