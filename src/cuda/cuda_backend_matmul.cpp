@@ -193,6 +193,60 @@ void CudaBackend::linear_forward(const LinearArgs& args, const Tensor& x, const 
   if (args.gelu && !bias.defined()) gelu_forward(GeluArgs{}, y, y);
 }
 
+// y = gelu(x W^T + b) with the GELU's input kept: one GEMM with cuBLASLt's GELU_AUX(_BIAS)
+// epilogue (y its output, pre_activation its aux), or — where cuBLASLt has no such algorithm (N not
+// a multiple of 8, a type it lacks) — the GEMM with the bias epilogue and the GELU kernel.
+void CudaBackend::linear_gelu_forward(const Tensor& x, const Tensor& weight, const Tensor& bias, Tensor& pre_activation,
+                                      Tensor& y) {
+  DeviceGuard guard(context_.device());
+  const std::int64_t n = weight.size(0), k = weight.size(1), m = x.numel() / std::max<std::int64_t>(k, 1);
+  const Gemm shape{.m = m,
+                   .n = n,
+                   .k = k,
+                   .transpose_b = true,
+                   .type = operand_type(x),
+                   .output_type = CUDA_R_32F,
+                   .epilogue = bias.defined() ? GemmEpilogue::bias_gelu_aux : GemmEpilogue::gelu_aux};
+  if (k > 0 && n % 8 == 0 && gemm_available(context_, shape, x.raw_data(), weight.raw_data(), y.raw_data())) {
+    gemm(context_, shape, x.raw_data(), weight.raw_data(), bias.defined() ? bias.raw_data() : nullptr, y.raw_data(),
+         pre_activation.raw_data());
+    return;
+  }
+  linear_forward(LinearArgs{}, x, weight, bias, pre_activation);
+  gelu_forward(GeluArgs{}, pre_activation, y);
+}
+
+// grad_pre = (grad_y W) * gelu'(pre_activation): one GEMM with cuBLASLt's DGELU(_BGRAD) epilogue
+// (the bias gradient written into a scratch vector, then added: the op accumulates it), or the
+// GEMM, the GELU backward kernel and the column sums where cuBLASLt has no such algorithm.
+void CudaBackend::linear_dgelu_backward(const Tensor& grad_y, const Tensor& weight, const Tensor& pre_activation,
+                                        Tensor& grad_pre, Tensor& grad_bias) {
+  DeviceGuard guard(context_.device());
+  const std::int64_t n = weight.size(0), f = weight.size(1), m = grad_y.numel() / std::max<std::int64_t>(n, 1);
+  const Gemm shape{.m = m,
+                   .n = f,
+                   .k = n,
+                   .type = operand_type(grad_y),
+                   .output_type = CUDA_R_32F,
+                   .epilogue = grad_bias.defined() ? GemmEpilogue::dgelu_bgrad : GemmEpilogue::dgelu};
+  if (n > 0 && f % 8 == 0 &&
+      gemm_available(context_, shape, grad_y.raw_data(), weight.raw_data(), grad_pre.raw_data())) {
+    Tensor bias_grad = grad_bias.defined() ? empty({f}) : Tensor();  // stream-ordered scratch
+    gemm(context_, shape, grad_y.raw_data(), weight.raw_data(), bias_grad.defined() ? bias_grad.raw_data() : nullptr,
+         grad_pre.raw_data(), const_cast<void*>(pre_activation.raw_data()));
+    if (bias_grad.defined()) add_forward(AddArgs{}, grad_bias, bias_grad, grad_bias);
+    return;
+  }
+  const Tensor w2 = weight.view({n, f});
+  Tensor g2 = grad_pre.view({m, f});
+  matmul_forward(MatmulArgs{}, grad_y.view({m, n}), w2, g2);
+  gelu_backward(GeluArgs{}, pre_activation, grad_pre, grad_pre);
+  if (grad_bias.defined()) {
+    Tensor no_grad_x;
+    bias_add_backward(BiasAddArgs{}, grad_pre, no_grad_x, grad_bias);
+  }
+}
+
 // Weight-only INT8: the tiled kernel reads int8 weights and dequantises them in shared memory.
 void CudaBackend::int8_linear_forward(const Int8Args& args, const Tensor& x, const Tensor& q, const Tensor& scales,
                                       const Tensor& bias, Tensor& y) {

@@ -58,6 +58,36 @@ std::uint32_t alignment_of(const void* pointer) {
 
 bool is_fp8(cudaDataType_t type) { return type == CUDA_R_8F_E4M3 || type == CUDA_R_8F_E5M2; }
 
+bool uses_bias(GemmEpilogue e) {
+  return e == GemmEpilogue::bias || e == GemmEpilogue::bias_gelu || e == GemmEpilogue::bias_gelu_aux ||
+         e == GemmEpilogue::dgelu_bgrad;
+}
+
+bool uses_aux(GemmEpilogue e) {
+  return e == GemmEpilogue::gelu_aux || e == GemmEpilogue::bias_gelu_aux || e == GemmEpilogue::dgelu ||
+         e == GemmEpilogue::dgelu_bgrad;
+}
+
+cublasLtEpilogue_t lt_epilogue(GemmEpilogue e) {
+  switch (e) {
+    case GemmEpilogue::none:
+      return CUBLASLT_EPILOGUE_DEFAULT;
+    case GemmEpilogue::bias:
+      return CUBLASLT_EPILOGUE_BIAS;
+    case GemmEpilogue::bias_gelu:
+      return CUBLASLT_EPILOGUE_GELU_BIAS;
+    case GemmEpilogue::gelu_aux:
+      return CUBLASLT_EPILOGUE_GELU_AUX;
+    case GemmEpilogue::bias_gelu_aux:
+      return CUBLASLT_EPILOGUE_GELU_AUX_BIAS;
+    case GemmEpilogue::dgelu:
+      return CUBLASLT_EPILOGUE_DGELU;
+    case GemmEpilogue::dgelu_bgrad:
+      return CUBLASLT_EPILOGUE_DGELU_BGRAD;
+  }
+  MYRIAD_THROW("gemm: invalid epilogue " << static_cast<int>(e));
+}
+
 // Everything a plan depends on (B's type folded in with A's: type * 64 + b_type).
 using PlanKey = std::tuple<std::int64_t, std::int64_t, std::int64_t, bool, bool, int, int, int, bool, std::uint32_t,
                            std::uint32_t, std::uint32_t>;
@@ -68,6 +98,7 @@ struct GemmPlan {
   LtHandle<cublasLtMatmulDesc_t, cublasLtMatmulDescDestroy> op;
   LtHandle<cublasLtMatrixLayout_t, cublasLtMatrixLayoutDestroy> first, second, out;
   cublasLtMatmulAlgo_t algo{};
+  bool found = false;  // cuBLASLt had an algorithm (else gemm() throws naming the shape)
 };
 
 class GemmPlans {
@@ -98,13 +129,20 @@ std::unique_ptr<GemmPlan> make_plan(const DeviceContext& context, const Gemm& s,
   MYRIAD_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(plan->op.handle, CUBLASLT_MATMUL_DESC_TRANSA, &op_b, sizeof op_b));
   MYRIAD_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(plan->op.handle, CUBLASLT_MATMUL_DESC_TRANSB, &op_a, sizeof op_a));
   if (s.epilogue != GemmEpilogue::none) {
-    const cublasLtEpilogue_t epilogue =
-        s.epilogue == GemmEpilogue::bias_gelu ? CUBLASLT_EPILOGUE_GELU_BIAS : CUBLASLT_EPILOGUE_BIAS;
+    const cublasLtEpilogue_t epilogue = lt_epilogue(s.epilogue);
     MYRIAD_CUBLAS_CHECK(
         cublasLtMatmulDescSetAttribute(plan->op.handle, CUBLASLT_MATMUL_DESC_EPILOGUE, &epilogue, sizeof epilogue));
-    const cudaDataType_t bias_type = output_type;
-    MYRIAD_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(plan->op.handle, CUBLASLT_MATMUL_DESC_BIAS_DATA_TYPE, &bias_type,
-                                                       sizeof bias_type));
+    if (uses_bias(s.epilogue)) {
+      const cudaDataType_t bias_type = output_type;
+      MYRIAD_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(plan->op.handle, CUBLASLT_MATMUL_DESC_BIAS_DATA_TYPE,
+                                                         &bias_type, sizeof bias_type));
+    }
+    if (uses_aux(s.epilogue)) {
+      // The aux matrix is laid out like C^T (column-major N x M): leading dimension N.
+      const std::int64_t aux_ld = s.n;
+      MYRIAD_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(plan->op.handle, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_LD, &aux_ld,
+                                                         sizeof aux_ld));
+    }
   }
   const auto u = [](std::int64_t v) { return static_cast<std::uint64_t>(v); };
   // cuBLAS A = our B: stored (N, K) row-major when transposed -> column-major (K, N), ld K;
@@ -147,15 +185,17 @@ std::unique_ptr<GemmPlan> make_plan(const DeviceContext& context, const Gemm& s,
     found = 0;
   else
     MYRIAD_CUBLAS_CHECK(status);
-  MYRIAD_CHECK(found > 0, "gemm: cuBLASLt has no algorithm for M " << s.m << ", N " << s.n << ", K " << s.k
-                                                                   << " of this type, transposition and epilogue");
+  plan->found = found > 0;
   plan->algo = heuristic.algo;
   return plan;
 }
 
 }  // namespace
 
-void gemm(const DeviceContext& context, const Gemm& s, const void* a, const void* b, const void* bias, void* c) {
+namespace {
+
+// Checks `s` and the pointers (null ones are skipped).
+void check_gemm(const Gemm& s, const void* a, const void* b, const void* c) {
   MYRIAD_CHECK(s.m >= 0 && s.n >= 0 && s.k >= 0,
                "gemm: sizes must be >= 0, got M " << s.m << ", N " << s.n << ", K " << s.k);
   (void)element_bytes(s.type);  // validates the type
@@ -176,24 +216,25 @@ void gemm(const DeviceContext& context, const Gemm& s, const void* a, const void
   } else {
     MYRIAD_CHECK(b_type == s.type, "gemm: A and B differ in type (only FP8 operands may)");
   }
-  if (s.m == 0 || s.n == 0) return;
-  MYRIAD_CHECK(a != nullptr && b != nullptr && c != nullptr, "gemm: A, B and C must not be null");
-  const bool wants_bias = s.epilogue != GemmEpilogue::none;
-  MYRIAD_CHECK(wants_bias == (bias != nullptr),
-               "gemm: the " << (wants_bias ? "bias epilogue needs a bias" : "bias is given without a bias epilogue"));
-  MYRIAD_CHECK(!s.accumulate || !wants_bias, "gemm: accumulate (beta = 1) takes no epilogue");
+  MYRIAD_CHECK(!s.accumulate || s.epilogue == GemmEpilogue::none, "gemm: accumulate (beta = 1) takes no epilogue");
+  MYRIAD_CHECK(!uses_aux(s.epilogue) || (output_type == CUDA_R_32F && s.n % 8 == 0),
+               "gemm: a GELU aux epilogue needs f32 C and N a multiple of 8, got N " << s.n);
   // Operands need only their element's alignment: the plan tells cuBLASLt each pointer's real
   // alignment (make_plan), and its heuristic picks a kernel that allows it (views at odd offsets,
-  // such as a KV cache row or a batched slice, take slower paths but are exact). The bias vector of
-  // an epilogue keeps the 16 bytes it is tested at (tests/gpu/test_gemm.cpp).
+  // such as a KV cache row or a batched slice, take slower paths but are exact).
   const std::size_t input_bytes = element_bytes(s.type), output_bytes = element_bytes(output_type);
   for (auto [name, ptr, bytes] : {std::tuple<const char*, const void*, std::size_t>{"A", a, input_bytes},
                                   {"B", b, element_bytes(b_type)},
-                                  {"C", c, output_bytes},
-                                  {"bias", bias, std::size_t{16}}}) {
+                                  {"C", c, output_bytes}}) {
     MYRIAD_CHECK(ptr == nullptr || reinterpret_cast<std::uintptr_t>(ptr) % bytes == 0,
                  "gemm: " << name << " = " << ptr << " is not " << bytes << "-byte aligned");
   }
+}
+
+// The plan of a checked, non-empty `s` at these pointers' alignments, made once per key.
+GemmPlan& plan_of(const DeviceContext& context, const Gemm& s, const void* a, const void* b, const void* c) {
+  const cudaDataType_t b_type = s.b_type.value_or(s.type);
+  const cudaDataType_t output_type = s.output_type.value_or(s.type);
   DeviceGuard guard(context.device());
   const PlanKey key{s.m,
                     s.n,
@@ -208,16 +249,50 @@ void gemm(const DeviceContext& context, const Gemm& s, const void* a, const void
                     alignment_of(b),
                     alignment_of(c)};
   std::unique_ptr<GemmPlan>& plan = context.gemm_plans().plans[key];
-  if (!plan) {
-    plan = make_plan(context, s, output_type, std::get<9>(key), std::get<10>(key), std::get<11>(key));
+  if (!plan) plan = make_plan(context, s, output_type, std::get<9>(key), std::get<10>(key), std::get<11>(key));
+  return *plan;
+}
+
+}  // namespace
+
+bool gemm_available(const DeviceContext& context, const Gemm& s, const void* a, const void* b, const void* c) {
+  check_gemm(s, a, b, c);
+  if (s.m == 0 || s.n == 0) return true;
+  return plan_of(context, s, a, b, c).found;
+}
+
+void gemm(const DeviceContext& context, const Gemm& s, const void* a, const void* b, const void* bias, void* c,
+          void* aux) {
+  check_gemm(s, a, b, c);
+  if (s.m == 0 || s.n == 0) return;
+  MYRIAD_CHECK(a != nullptr && b != nullptr && c != nullptr, "gemm: A, B and C must not be null");
+  const bool wants_bias = uses_bias(s.epilogue);
+  MYRIAD_CHECK(wants_bias == (bias != nullptr),
+               "gemm: the " << (wants_bias ? "epilogue needs a bias vector" : "bias is given without a bias epilogue"));
+  MYRIAD_CHECK(uses_aux(s.epilogue) == (aux != nullptr),
+               "gemm: the " << (aux == nullptr ? "GELU aux epilogue needs an aux matrix"
+                                               : "aux matrix is given without an aux epilogue"));
+  // The bias vector of an epilogue keeps the 16 bytes it is tested at (tests/gpu/test_gemm.cpp);
+  // the aux matrix likewise.
+  for (auto [name, ptr] : {std::pair<const char*, const void*>{"bias", bias}, {"aux", aux}}) {
+    MYRIAD_CHECK(ptr == nullptr || reinterpret_cast<std::uintptr_t>(ptr) % 16 == 0,
+                 "gemm: " << name << " = " << ptr << " is not 16-byte aligned");
   }
+  GemmPlan& plan = plan_of(context, s, a, b, c);
+  MYRIAD_CHECK(plan.found, "gemm: cuBLASLt has no algorithm for M " << s.m << ", N " << s.n << ", K " << s.k
+                                                                    << " of this type, transposition and epilogue");
+  DeviceGuard guard(context.device());
   if (wants_bias) {
     MYRIAD_CUBLAS_CHECK(
-        cublasLtMatmulDescSetAttribute(plan->op.handle, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &bias, sizeof bias));
+        cublasLtMatmulDescSetAttribute(plan.op.handle, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &bias, sizeof bias));
+  }
+  if (aux != nullptr) {
+    MYRIAD_CUBLAS_CHECK(
+        cublasLtMatmulDescSetAttribute(plan.op.handle, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_POINTER, &aux, sizeof aux));
   }
   const float alpha = s.alpha, beta = s.accumulate ? 1.0f : 0.0f;
-  MYRIAD_CUBLAS_CHECK(cublasLtMatmul(context.cublaslt(), plan->op.handle, &alpha, b, plan->first.handle, a,
-                                     plan->second.handle, &beta, c, plan->out.handle, c, plan->out.handle, &plan->algo,
+  MYRIAD_CUBLAS_CHECK(cublasLtMatmul(context.cublaslt(), plan.op.handle, &alpha, b, plan.first.handle, a,
+                                     plan.second.handle, &beta, c, plan.out.handle, c, plan.out.handle, &plan.algo,
                                      context.workspace(), context.workspace_bytes(), context.stream()));
 }
 

@@ -38,6 +38,17 @@ void linear_forward(const Tensor& x, const Parameter& weight, const Tensor& bias
   int8_linear_forward(Int8Args{.group_size = weight.int8_group}, x, weight.int8_values, weight.int8_scales, bias, y);
 }
 
+void linear_gelu_forward(const Tensor& x, const Parameter& weight, const Tensor& bias, Tensor& pre_activation,
+                         Tensor& y, DType operands) {
+  myriad::linear_gelu_forward(gemm_operand(x, operands), weight_operand(weight, operands), bias, pre_activation, y);
+}
+
+void linear_dgelu_backward(const Tensor& grad_y, const Parameter& weight, const Tensor& pre_activation,
+                           Tensor& grad_pre, Tensor& grad_bias, DType operands) {
+  myriad::linear_dgelu_backward(gemm_operand(grad_y, operands), weight_operand(weight, operands), pre_activation,
+                                grad_pre, grad_bias);
+}
+
 void linear_backward(const Tensor& x, const Tensor& weight, const Tensor& grad_y, Tensor& grad_x, bool accumulate_dx,
                      Tensor& grad_weight, Tensor& grad_bias, DType operands) {
   MatmulArgs args{.transpose_b = true, .accumulate_grad_a = accumulate_dx, .accumulate_grad_b = true};

@@ -257,6 +257,12 @@ void TransformerBlock::dense_linear_backward(BlockLinear which, const Tensor& in
                   operands_);
 }
 
+// A GELU MLP's input layer runs with its activation as one op (linear_gelu_forward and, backward,
+// linear_dgelu_backward: cuBLASLt's GELU epilogues on a device) unless its GEMMs are FP8 or INT8.
+bool TransformerBlock::fuses_gelu(const Parameter& fc_weight) const {
+  return config_.mlp == MlpKind::gelu && fp8_ == nullptr && !fc_weight.int8_values.defined();
+}
+
 std::int64_t TransformerBlock::fp8_slot(BlockLinear which) const {
   return static_cast<std::int64_t>(layer_) * kFp8LinearsPerBlock + static_cast<int>(which);
 }
@@ -339,9 +345,13 @@ void TransformerBlock::forward(const ParameterStore& store, const Tensor& x, Ten
     moe_forward(store, a, s, y);
     return;
   }
-  dense_linear_forward(BlockLinear::fc, a.h2, store[fc_w_], optional(store, fc_b_, false), a.fc);
-  if (config_.mlp == MlpKind::swiglu) dense_linear_forward(BlockLinear::up, a.h2, store[up_w_], Tensor(), a.up);
-  mlp_activation(a, a.act);
+  if (fuses_gelu(store[fc_w_])) {
+    linear_gelu_forward(a.h2, store[fc_w_], optional(store, fc_b_, false), a.fc, a.act, operands_);
+  } else {
+    dense_linear_forward(BlockLinear::fc, a.h2, store[fc_w_], optional(store, fc_b_, false), a.fc);
+    if (config_.mlp == MlpKind::swiglu) dense_linear_forward(BlockLinear::up, a.h2, store[up_w_], Tensor(), a.up);
+    mlp_activation(a, a.act);
+  }
   row_parallel_output(BlockLinear::out, a.act, store[out_w_], optional(store, out_b_, false), a.x_mid, s.d_h, y);
 }
 
@@ -424,11 +434,21 @@ void TransformerBlock::backward(ParameterStore& store, const Tensor& x, const Bl
     moe_backward(store, a, s, grad, loss_scale);
   } else {
     Tensor out_b = optional(store, out_b_, true), fc_b = optional(store, fc_b_, true), none;
-    dense_linear_backward(BlockLinear::out, a.act, store[out_w_], gathered_grad(grad, s), s.d_act, false, out_b);
-    if (config_.mlp == MlpKind::gelu) {
+    const Tensor d_out = gathered_grad(grad, s);
+    if (fuses_gelu(store[fc_w_])) {
+      // The output layer's weight and bias gradients; its input gradient runs through the GELU in
+      // one op that also gives the input layer's bias gradient.
+      Tensor no_grad_act;
+      linear_backward(a.act, weight_operand(store[out_w_], operands_), d_out, no_grad_act, false, store[out_w_].grad,
+                      out_b, operands_);
+      linear_dgelu_backward(d_out, store[out_w_], a.fc, s.d_fc, fc_b, operands_);
+      dense_linear_backward(BlockLinear::fc, a.h2, store[fc_w_], s.d_fc, s.d_h, false, none);
+    } else if (config_.mlp == MlpKind::gelu) {
+      dense_linear_backward(BlockLinear::out, a.act, store[out_w_], d_out, s.d_act, false, out_b);
       gelu_backward(GeluArgs{}, a.fc, s.d_act, s.d_fc);
       dense_linear_backward(BlockLinear::fc, a.h2, store[fc_w_], s.d_fc, s.d_h, false, fc_b);
     } else {
+      dense_linear_backward(BlockLinear::out, a.act, store[out_w_], d_out, s.d_act, false, out_b);
       swiglu_backward(SwigluArgs{}, a.fc, a.up, s.d_act, s.d_fc, s.d_up);
       dense_linear_backward(BlockLinear::fc, a.h2, store[fc_w_], s.d_fc, s.d_h, false, fc_b);
       dense_linear_backward(BlockLinear::up, a.h2, store[up_w_], s.d_up, s.d_h, true, none);

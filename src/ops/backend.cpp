@@ -26,6 +26,12 @@ void Backend::onebit_adam_update(const OneBitAdamUpdateArgs&, Tensor&, Tensor&, 
   unsupported("onebit_adam_update");
 }
 void Backend::attention_merge(Tensor&, Tensor&, const Tensor&, const Tensor&) { unsupported("attention_merge"); }
+void Backend::linear_gelu_forward(const Tensor&, const Tensor&, const Tensor&, Tensor&, Tensor&) {
+  unsupported("linear_gelu_forward");
+}
+void Backend::linear_dgelu_backward(const Tensor&, const Tensor&, const Tensor&, Tensor&, Tensor&) {
+  unsupported("linear_dgelu_backward");
+}
 void Backend::fp8_quantize(const Fp8QuantizeArgs&, const Tensor&, Tensor&, Tensor&, Tensor&) {
   unsupported("fp8_quantize");
 }

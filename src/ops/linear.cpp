@@ -8,6 +8,68 @@
 
 namespace myriad {
 
+namespace {
+
+// x (..., K) and weight (N, K): f32, or 16-bit operands of one format; out (..., N) f32. Returns N.
+std::int64_t check_operands(const char* op, const char* x_name, const Tensor& x, const Tensor& weight, bool x_by_out,
+                            const char* out_name, const Tensor& out) {
+  MYRIAD_CHECK(x.dtype() == DType::f32 || x.dtype() == DType::bf16 || x.dtype() == DType::f16,
+               op << ": " << x_name << " " << x.describe() << " must be f32, bf16 or f16");
+  ops::check_dtype(op, "weight", weight, x.dtype());
+  ops::check_dtype(op, out_name, out, DType::f32);
+  ops::check_rank(op, "weight", weight, 2);
+  // x W^T reduces x's last dim with the weight's in-features; x W (x_by_out) with its out-features.
+  const std::int64_t reduced = x_by_out ? weight.size(0) : weight.size(1),
+                     kept = x_by_out ? weight.size(1) : weight.size(0);
+  MYRIAD_CHECK(x.dim() >= 1 && x.size(-1) == reduced, op << ": " << x_name << " " << x.describe() << " must end in "
+                                                         << reduced << " (weight " << weight.describe() << ")");
+  Shape out_shape = x.shape();
+  out_shape.back() = kept;
+  ops::check_shape(op, out_name, out, out_shape);
+  ops::check_contiguous(op, x_name, x);
+  ops::check_contiguous(op, "weight", weight);
+  ops::check_contiguous(op, out_name, out);
+  return kept;
+}
+
+void check_bias(const char* op, const char* name, const Tensor& bias, std::int64_t n) {
+  if (!bias.defined()) return;
+  ops::check_f32_contiguous(op, name, bias, {n});
+}
+
+}  // namespace
+
+void linear_gelu_forward(const Tensor& x, const Tensor& weight, const Tensor& bias, Tensor& pre_activation, Tensor& y) {
+  const char* op = "linear_gelu_forward";
+  const std::int64_t n = check_operands(op, "x", x, weight, false, "y", y);
+  ops::check_f32_contiguous(op, "pre_activation", pre_activation, y.shape());
+  check_bias(op, "bias", bias, n);
+  const std::initializer_list<ops::NamedTensor> tensors = {
+      {"x", &x}, {"weight", &weight}, {"bias", &bias}, {"pre_activation", &pre_activation}, {"y", &y}};
+  if (ops::check_same_device(op, tensors).is_cpu()) {
+    return cpu::linear_gelu_forward(ops::as_f32_operand(x), ops::as_f32_operand(weight), bias, pre_activation, y);
+  }
+  ops::backend_of(op, tensors).linear_gelu_forward(x, weight, bias, pre_activation, y);
+}
+
+void linear_dgelu_backward(const Tensor& grad_y, const Tensor& weight, const Tensor& pre_activation, Tensor& grad_pre,
+                           Tensor& grad_bias) {
+  const char* op = "linear_dgelu_backward";
+  const std::int64_t f = check_operands(op, "grad_y", grad_y, weight, true, "grad_pre", grad_pre);
+  ops::check_f32_contiguous(op, "pre_activation", pre_activation, grad_pre.shape());
+  check_bias(op, "grad_bias", grad_bias, f);
+  const std::initializer_list<ops::NamedTensor> tensors = {{"grad_y", &grad_y},
+                                                           {"weight", &weight},
+                                                           {"pre_activation", &pre_activation},
+                                                           {"grad_pre", &grad_pre},
+                                                           {"grad_bias", &grad_bias}};
+  if (ops::check_same_device(op, tensors).is_cpu()) {
+    return cpu::linear_dgelu_backward(ops::as_f32_operand(grad_y), ops::as_f32_operand(weight), pre_activation,
+                                      grad_pre, grad_bias);
+  }
+  ops::backend_of(op, tensors).linear_dgelu_backward(grad_y, weight, pre_activation, grad_pre, grad_bias);
+}
+
 void linear_forward(const LinearArgs& args, const Tensor& x, const Tensor& weight, const Tensor& bias, Tensor& y) {
   const char* op = "linear_forward";
   // x and weight: f32, or 16-bit operands of one format (the products summed in f32); y, bias f32.

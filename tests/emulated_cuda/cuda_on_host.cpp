@@ -44,6 +44,8 @@
 #include "myriad/cuda/kernels.h"
 #include "myriad/ops/norms.h"
 #include "myriad/ops/activations.h"
+#include "myriad/ops/bias_add.h"
+#include "myriad/ops/elementwise.h"
 #include "myriad/ops/attention.h"
 #include "myriad/ops/cross_entropy.h"
 #include "myriad/ops/embedding.h"
@@ -483,7 +485,11 @@ static Tensor operand(const void* p, const Shape& s, cudaDataType_t type) {
   }
 }
 
-void gemm(const DeviceContext& context, const Gemm& g, const void* a, const void* b, const void* bias, void* c) {
+// cuBLASLt has an algorithm for every shape the emulation is asked for.
+bool gemm_available(const DeviceContext&, const Gemm&, const void*, const void*, const void*) { return true; }
+
+void gemm(const DeviceContext& context, const Gemm& g, const void* a, const void* b, const void* bias, void* c,
+          void* aux) {
   DeviceGuard guard(context.device());  // as the real gemm(): it runs on its context's device
   emulated::check_launch_device(context.stream());
   MYRIAD_CHECK(!g.accumulate || g.epilogue == GemmEpilogue::none, "emu gemm");
@@ -495,12 +501,33 @@ void gemm(const DeviceContext& context, const Gemm& g, const void* a, const void
       MatmulArgs{
           .transpose_a = g.transpose_a, .transpose_b = g.transpose_b, .alpha = g.alpha, .accumulate = g.accumulate},
       A, B, Cm);
-  if (g.epilogue != GemmEpilogue::none) {
-    float* cp = static_cast<float*>(c);
-    const float* bp = static_cast<const float*>(bias);
-    for (std::int64_t i = 0; i < g.m; ++i)
-      for (std::int64_t j = 0; j < g.n; ++j) cp[i * g.n + j] += bp[j];
-    if (g.epilogue == GemmEpilogue::bias_gelu) gelu_forward(GeluArgs{}, Cm, Cm);
+  const Tensor bias_vector = W(bias, {g.n});
+  switch (g.epilogue) {
+    case GemmEpilogue::none:
+      return;
+    case GemmEpilogue::bias:
+    case GemmEpilogue::bias_gelu:
+      bias_add_forward(BiasAddArgs{}, Cm, bias_vector, Cm);
+      if (g.epilogue == GemmEpilogue::bias_gelu) gelu_forward(GeluArgs{}, Cm, Cm);
+      return;
+    case GemmEpilogue::gelu_aux:
+    case GemmEpilogue::bias_gelu_aux: {  // aux = AB (+ bias), C = gelu(aux)
+      Tensor pre = W(aux, {g.m, g.n});
+      if (g.epilogue == GemmEpilogue::bias_gelu_aux) bias_add_forward(BiasAddArgs{}, Cm, bias_vector, Cm);
+      copy(Cm, pre);
+      gelu_forward(GeluArgs{}, pre, Cm);
+      return;
+    }
+    case GemmEpilogue::dgelu:
+    case GemmEpilogue::dgelu_bgrad: {  // C = AB * gelu'(aux); bias <- column sums of C (written)
+      gelu_backward(GeluArgs{}, W(aux, {g.m, g.n}), Cm, Cm);
+      if (g.epilogue == GemmEpilogue::dgelu_bgrad) {
+        Tensor sums = W(bias, {g.n}), no_grad_x;
+        zero(sums);
+        bias_add_backward(BiasAddArgs{}, Cm, no_grad_x, sums);
+      }
+      return;
+    }
   }
 }
 void linear_gemm(const DeviceContext& context, const LinearGemm& l, const void* x, const void* weight, const void* bias,

@@ -124,6 +124,34 @@ TEST_F(CudaBackendTest, MatmulWithSixteenBitOperands) {
   }
 }
 
+// The GELU MLP's fused pair (cuBLASLt's GELU_AUX(_BIAS) and DGELU(_BGRAD) epilogues where F is a
+// multiple of 8, the unfused kernels at F 12) against the CPU ops, f32 and bf16 operands.
+TEST_F(CudaBackendTest, LinearGeluPairMatchesTheCpuOps) {
+  const std::int64_t R = 40, K = 32, N = 24;
+  for (std::int64_t F : {64, 12}) {
+    for (DType type : {DType::f32, DType::bf16}) {
+      for (bool with_bias : {true, false}) {
+        SCOPED_TRACE("F " + std::to_string(F) + " " + std::string(dtype_name(type)) + (with_bias ? " bias" : ""));
+        const Tensor x = random({R, K}, 100).to(type), w = random({F, K}, 101).to(type);
+        const Tensor b = with_bias ? random({F}, 102) : Tensor();
+        Tensor pre = Tensor::empty({R, F}), y = Tensor::empty({R, F});
+        Tensor d_pre = backend_->empty({R, F}), d_y = backend_->empty({R, F});
+        linear_gelu_forward(x, w, b, pre, y);
+        linear_gelu_forward(on_device(x), on_device(w), on_device(b), d_pre, d_y);
+        expect_close(d_pre, pre, kGemmTolerance, "pre_activation");
+        expect_close(d_y, y, 1e-4, "y (the epilogue's GELU)");
+        const Tensor g = random({R, N}, 103).to(type), w2 = random({N, F}, 104).to(type);
+        Tensor grad_pre = Tensor::empty({R, F}), grad_bias = with_bias ? random({F}, 105) : Tensor();
+        Tensor d_grad_pre = backend_->empty({R, F}), d_grad_bias = on_device(grad_bias);
+        linear_dgelu_backward(g, w2, pre, grad_pre, grad_bias);
+        linear_dgelu_backward(on_device(g), on_device(w2), on_device(pre), d_grad_pre, d_grad_bias);
+        expect_close(d_grad_pre, grad_pre, 1e-4, "grad_pre");
+        if (with_bias) expect_close(d_grad_bias, grad_bias, 1e-4, "grad_bias (+=)");
+      }
+    }
+  }
+}
+
 // FP8: the quantisation kernel gives the CPU op's codes bit for bit (both round to nearest even
 // and saturate), its transpose and its amax; cuBLASLt's FP8 GEMM (every allowed format pair,
 // written and accumulated) equals the CPU GEMM of the same codes up to summation order. The

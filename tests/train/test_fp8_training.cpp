@@ -1,8 +1,9 @@
 // training.precision fp8 on the CPU path (the numbers a Hopper computes, for checking): the
 // transformer blocks' linear layers on FP8 GEMMs with delayed scaling while everything else is
-// bf16. Its loss curve stays within 2 % of bf16's; after each step every scale is a power of two
-// the recipe gives for the step's amaxes; a resumed run continues bit for bit (the scaling state
-// is in the checkpoint); a checkpoint without it (a bf16 run's) starts the scales over.
+// bf16. Its loss curve (60 steps: the tiny model learning from 5.8 to 3.8) stays within 2 % of
+// bf16's; after each step every scale is the power of two the recipe gives for the step's amaxes;
+// a resumed run continues bit for bit (the scaling state is in the checkpoint); a checkpoint
+// without it (a bf16 run's, or one of another amax history length) starts the scales over.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -28,7 +29,7 @@ TEST(Fp8Training, LossCurveStaysWithinTwoPercentOfBf16) {
   Engine bf16_engine(config, quiet_logger());
   config.training.precision = Precision::fp8;
   Engine fp8_engine(config, quiet_logger());
-  const int steps = 200;
+  const int steps = 60;
   const std::vector<double> bf16 = step_losses(bf16_engine, steps), fp8 = step_losses(fp8_engine, steps);
   double worst = 0.0, differs = 0.0;
   for (int s = 0; s < steps; ++s) {
@@ -100,6 +101,14 @@ TEST(Fp8Training, ABf16CheckpointStartsTheScalesOver) {
   const double loss = fp8_engine.step().loss;
   EXPECT_TRUE(std::isfinite(loss));
   EXPECT_LT(std::abs(loss - bf16_engine.step().loss) / loss, 0.02) << "fp8 continues the bf16 run";
+  // An fp8 checkpoint resumed with another amax history length: the weights load, the scales
+  // start over (the state's shape is the recipe's).
+  const std::string fp8_path = fp8_engine.save();
+  config.training.fp8_amax_history = 4;
+  Engine longer(config, quiet_logger());
+  longer.load(fp8_path);
+  EXPECT_TRUE(std::isfinite(longer.step().loss));
+  EXPECT_EQ(longer.model().fp8_scaling()->state().numel(), longer.model().fp8_scaling()->linears() * 3 * (1 + 4));
   fs::remove_all(dir);
 }
 

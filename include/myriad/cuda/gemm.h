@@ -37,7 +37,14 @@
 
 namespace myriad::cuda {
 
-enum class GemmEpilogue { none, bias, bias_gelu };
+// Epilogues (the bias vector's length is N, C's columns; `aux` is an (M, N) row-major f32 matrix
+// beside C, passed to gemm()):
+//   bias, bias_gelu     C = AB + bias, or gelu(AB + bias)
+//   gelu_aux(_bias)     C = gelu(AB (+ bias)) and aux = AB (+ bias), the GELU's input (written)
+//   dgelu(_bgrad)       C = AB * gelu'(aux) (aux read), and with _bgrad the bias vector is
+//                       *written* with C's column sums (a GELU MLP's input-side bias gradient)
+// GELU is GPT-2's tanh approximation. The aux epilogues need f32 C and N a multiple of 8.
+enum class GemmEpilogue { none, bias, bias_gelu, gelu_aux, bias_gelu_aux, dgelu, dgelu_bgrad };
 
 // y (m, n) f32 = x (m, k) W^T (W (n, k)), the operands of `type`, with the epilogue's f32 bias.
 struct LinearGemm {
@@ -64,6 +71,10 @@ struct Gemm {
   bool tf32 = false;        // f32 only: TF32 tensor-core products
 };
 
-void gemm(const DeviceContext& context, const Gemm& shape, const void* a, const void* b, const void* bias, void* c);
+void gemm(const DeviceContext& context, const Gemm& shape, const void* a, const void* b, const void* bias, void* c,
+          void* aux = nullptr);
+// Whether cuBLASLt has an algorithm for `shape` at these pointers' alignments (the plan is made and
+// kept either way): a caller with an unfused fallback asks before choosing an epilogue.
+bool gemm_available(const DeviceContext& context, const Gemm& shape, const void* a, const void* b, const void* c);
 
 }  // namespace myriad::cuda

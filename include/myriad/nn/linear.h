@@ -33,6 +33,16 @@ void grouped_linear_forward(const Tensor& x, const Parameter& weight, const std:
 void linear_backward(const Tensor& x, const Tensor& weight, const Tensor& grad_y, Tensor& grad_x, bool accumulate_dx,
                      Tensor& grad_weight, Tensor& grad_bias, DType operands = DType::f32);
 
+// A GELU MLP's input layer with its activation (ops/linear.h: one GEMM with a GELU epilogue on a
+// device): pre_activation = x W^T + b (kept for the backward), y = gelu(pre_activation); and the
+// backward through the next layer y = a W2^T into the GELU's input: grad_pre = (grad_y W2) *
+// gelu'(pre_activation), grad_bias += its column sums (the input layer's bias; may be undefined).
+// The GEMM operands as in linear_forward / linear_backward (weight: a parameter's kept copy).
+void linear_gelu_forward(const Tensor& x, const Parameter& weight, const Tensor& bias, Tensor& pre_activation,
+                         Tensor& y, DType operands = DType::f32);
+void linear_dgelu_backward(const Tensor& grad_y, const Parameter& weight, const Tensor& pre_activation,
+                           Tensor& grad_pre, Tensor& grad_bias, DType operands = DType::f32);
+
 // `t` as GEMM operands of `format`: t itself for f32 (or when it is in `format` already), else a
 // copy rounded to the 16-bit format, made where t lives.
 Tensor gemm_operand(const Tensor& t, DType format);

@@ -166,6 +166,7 @@ class TransformerBlock {
   void dense_linear_backward(BlockLinear which, const Tensor& in, Parameter& weight, const Tensor& grad_out,
                              Tensor& grad_in, bool accumulate, Tensor& grad_bias) const;
   std::int64_t fp8_slot(BlockLinear which) const;
+  bool fuses_gelu(const Parameter& fc_weight) const;
   Tensor gathered_grad(const Tensor& grad, BlockScratch& s) const;
   Tensor reduced_input_grad(BlockScratch& s) const;
   IndexRange moe_sequences(std::int64_t B) const;

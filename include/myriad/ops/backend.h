@@ -114,6 +114,10 @@ class Backend : public ExecutionContext {
   virtual void fill(const Tensor& t, float value);
   virtual void linear_forward(const LinearArgs& args, const Tensor& x, const Tensor& weight, const Tensor& bias,
                               Tensor& y);
+  virtual void linear_gelu_forward(const Tensor& x, const Tensor& weight, const Tensor& bias, Tensor& pre_activation,
+                                   Tensor& y);
+  virtual void linear_dgelu_backward(const Tensor& grad_y, const Tensor& weight, const Tensor& pre_activation,
+                                     Tensor& grad_pre, Tensor& grad_bias);
   virtual double grad_norm_squared(const Tensor& grad);
   // One per tensor (ops/adamw.h); the default calls grad_norm_squared for each.
   virtual std::vector<double> grad_norms_squared(const std::vector<Tensor>& grads);

@@ -8,6 +8,18 @@
 // There is no separate backward: the gradient of y = x W^T + b is matmul_backward plus
 // bias_add_backward (and gelu_backward on the saved pre-activation, which a caller that needs it
 // computes with gelu = false and gelu_forward). The CPU runs matmul, bias_add and gelu.
+//
+// A GELU MLP's training pair, each one op so that a backend fuses its epilogue:
+// linear_gelu_forward: pre_activation = x W^T + b (the GELU's input, kept for the backward) and
+//   y = gelu(pre_activation), both written (`=`); types as linear_forward, pre_activation f32
+//   (cuBLASLt's GELU_AUX_BIAS epilogue: y is the GEMM's output, pre_activation its aux output).
+// linear_dgelu_backward: for an MLP whose GELU output `a` feeds the linear layer y = a W^T:
+//   grad_pre = (grad_y W) * gelu'(pre_activation) (written), grad_bias += column sums of grad_pre
+//   (the bias of the layer before the GELU; undefined to skip). grad_y (..., N) and weight (N, F)
+//   f32 or 16-bit operands of one format, pre_activation and grad_pre (..., F) f32 (cuBLASLt's
+//   DGELU_BGRAD epilogue: the bias gradient written to a scratch vector, then added).
+// The CPU runs matmul, bias_add and gelu (forward and backward) as above, bit for bit the
+// unfused sequence.
 #pragma once
 
 #include "myriad/core/tensor.h"
@@ -19,9 +31,15 @@ struct LinearArgs {
 };
 
 void linear_forward(const LinearArgs& args, const Tensor& x, const Tensor& weight, const Tensor& bias, Tensor& y);
+void linear_gelu_forward(const Tensor& x, const Tensor& weight, const Tensor& bias, Tensor& pre_activation, Tensor& y);
+void linear_dgelu_backward(const Tensor& grad_y, const Tensor& weight, const Tensor& pre_activation, Tensor& grad_pre,
+                           Tensor& grad_bias);
 
 namespace cpu {
 void linear_forward(const LinearArgs& args, const Tensor& x, const Tensor& weight, const Tensor& bias, Tensor& y);
+void linear_gelu_forward(const Tensor& x, const Tensor& weight, const Tensor& bias, Tensor& pre_activation, Tensor& y);
+void linear_dgelu_backward(const Tensor& grad_y, const Tensor& weight, const Tensor& pre_activation, Tensor& grad_pre,
+                           Tensor& grad_bias);
 }  // namespace cpu
 
 }  // namespace myriad

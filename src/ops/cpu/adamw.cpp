@@ -4,7 +4,8 @@
 // which equals lr * m_hat / (sqrt(v_hat) + eps). grad_norm_squared sums fixed blocks of
 // kNormBlock elements in float64 (8 independent lanes per block, combined in a fixed order),
 // then the block sums in block order: the value does not depend on the thread count.
-// Compute copies (ops/adamw.h) are written by the same loop, per element, from the updated value.
+// Compute copies (ops/adamw.h) are written by the same loop, per element, from the updated value
+// (bf16: vectorised; f16's conversion is an out-of-line call per element).
 #include <algorithm>
 #include <cmath>
 #include <vector>
@@ -50,10 +51,12 @@ float widen(std::uint16_t h) {
   }
 }
 
-// The update's per-element math; `store` receives each updated value (the param, and any copies).
-template <typename Store>
-void update_each(const AdamWArgs& args, std::int64_t n, const float* g_in, float* p, float* m1, float* m2,
-                 Store store) {
+// The update's per-element math, writing each updated value to the param and to the copies the
+// template flags name (compile-time, so the loop has no branch and no call: it vectorises with
+// contiguous stores — through a store callback the compiler scattered them).
+template <DType Format, bool kRounded, bool kNarrow>
+void update_loop(const AdamWArgs& args, std::int64_t n, const float* g_in, float* p, float* m1, float* m2,
+                 float* rounded, std::uint16_t* narrow) {
   const double t = static_cast<double>(args.step);
   const double bias1 = 1.0 - std::pow(static_cast<double>(args.beta1), t);
   const double bias2 = 1.0 - std::pow(static_cast<double>(args.beta2), t);
@@ -70,7 +73,13 @@ void update_each(const AdamWArgs& args, std::int64_t n, const float* g_in, float
     const float vi = b2 * m2[i] + one_minus_b2 * (g * g);
     m1[i] = mi;
     m2[i] = vi;
-    store(i, decayed - step_size * mi / (std::sqrt(vi) * inv_sqrt_bias2 + eps));
+    const float value = decayed - step_size * mi / (std::sqrt(vi) * inv_sqrt_bias2 + eps);
+    p[i] = value;
+    if constexpr (kRounded || kNarrow) {
+      const std::uint16_t h = narrow_of<Format>(value);
+      if constexpr (kNarrow) narrow[i] = h;
+      if constexpr (kRounded) rounded[i] = widen<Format>(h);
+    }
   }
 }
 
@@ -79,12 +88,13 @@ void update_with_copies(const AdamWArgs& args, std::int64_t n, const float* g, f
                         const AdamWCopies& copies) {
   float* rounded = copies.rounded.defined() ? copies.rounded.data<float>() : nullptr;
   auto* narrow = copies.narrow.defined() ? static_cast<std::uint16_t*>(copies.narrow.raw_data()) : nullptr;
-  update_each(args, n, g, p, m, v, [=](std::int64_t i, float value) {
-    p[i] = value;
-    const std::uint16_t h = narrow_of<Format>(value);
-    if (narrow != nullptr) narrow[i] = h;
-    if (rounded != nullptr) rounded[i] = widen<Format>(h);
-  });
+  if (rounded != nullptr && narrow != nullptr) {
+    update_loop<Format, true, true>(args, n, g, p, m, v, rounded, narrow);
+  } else if (rounded != nullptr) {
+    update_loop<Format, true, false>(args, n, g, p, m, v, rounded, narrow);
+  } else {
+    update_loop<Format, false, true>(args, n, g, p, m, v, rounded, narrow);
+  }
 }
 
 }  // namespace
@@ -97,7 +107,7 @@ void adamw_update(const AdamWArgs& args, Tensor& param, const Tensor& grad, Tens
   float* m1 = m.data<float>();
   float* m2 = v.data<float>();
   if (!copies.any()) {
-    update_each(args, n, g, p, m1, m2, [p](std::int64_t i, float value) { p[i] = value; });
+    update_loop<DType::f32, false, false>(args, n, g, p, m1, m2, nullptr, nullptr);
   } else if (copies.format == DType::bf16) {
     update_with_copies<DType::bf16>(args, n, g, p, m1, m2, copies);
   } else {

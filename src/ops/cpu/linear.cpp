@@ -1,4 +1,5 @@
-// CPU linear: matmul (x W^T), then bias_add and GELU in place — the reference of the fused op.
+// CPU linear: matmul (x W^T), then bias_add and GELU in place — the reference of the fused ops
+// (and of the GELU MLP's fused pair: the unfused sequence, bit for bit).
 #include "myriad/ops/activations.h"
 #include "myriad/ops/bias_add.h"
 #include "myriad/ops/linear.h"
@@ -10,6 +11,22 @@ void linear_forward(const LinearArgs& args, const Tensor& x, const Tensor& weigh
   cpu::matmul_forward(MatmulArgs{.transpose_b = true}, x, weight, y);
   if (bias.defined()) cpu::bias_add_forward(BiasAddArgs{}, y, bias, y);
   if (args.gelu) cpu::gelu_forward(GeluArgs{}, y, y);
+}
+
+void linear_gelu_forward(const Tensor& x, const Tensor& weight, const Tensor& bias, Tensor& pre_activation, Tensor& y) {
+  cpu::linear_forward(LinearArgs{}, x, weight, bias, pre_activation);
+  cpu::gelu_forward(GeluArgs{}, pre_activation, y);
+}
+
+void linear_dgelu_backward(const Tensor& grad_y, const Tensor& weight, const Tensor& pre_activation, Tensor& grad_pre,
+                           Tensor& grad_bias) {
+  // grad_y W: the same sgemm as matmul_backward's input gradient of a W^T.
+  cpu::matmul_forward(MatmulArgs{}, grad_y, weight, grad_pre);
+  cpu::gelu_backward(GeluArgs{}, pre_activation, grad_pre, grad_pre);
+  if (grad_bias.defined()) {
+    Tensor no_grad_x;
+    cpu::bias_add_backward(BiasAddArgs{}, grad_pre, no_grad_x, grad_bias);
+  }
 }
 
 }  // namespace myriad::cpu

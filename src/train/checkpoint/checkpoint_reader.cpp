@@ -195,6 +195,12 @@ CheckpointReader::~CheckpointReader() = default;
 
 bool CheckpointReader::has(const std::string& tensor) const { return tensors_.count(tensor) == 1; }
 
+const Shape& CheckpointReader::global_shape(const std::string& tensor) const {
+  const auto found = tensors_.find(tensor);
+  MYRIAD_CHECK(found != tensors_.end(), "checkpoint " << dir_ << ": no tensor '" << tensor << "'");
+  return found->second->shape;
+}
+
 std::string CheckpointReader::tokenizer_file() const {
   return header_.tokenizer_fingerprint.empty() ? "" : (fs::path(dir_) / kCheckpointTokenizerFile).string();
 }

@@ -181,8 +181,12 @@ void Checkpointer::load(const std::string& checkpoint_dir) {
     if (has_outer_momentum)
       read_prefixed_state(reader, state_.model->parameters(), kOuterMomentumPrefix, outer_momentum);
     if (fp8 != nullptr && reader.has(kFp8ScalingTensor)) {
-      fp8_state = fp8->state();  // the shape the recipe expects; read_whole checks it
-      reader.read_whole(kFp8ScalingTensor, fp8_state);
+      fp8_state = fp8->state();  // the shape this run's recipe and model expect
+      if (reader.global_shape(kFp8ScalingTensor) == fp8_state.shape()) {
+        reader.read_whole(kFp8ScalingTensor, fp8_state);
+      } else {
+        fp8_state = Tensor();  // another training.fp8_amax_history: started over below
+      }
     }
     header = reader.header();
   });
@@ -190,8 +194,8 @@ void Checkpointer::load(const std::string& checkpoint_dir) {
     fp8->load_state(fp8_state);
   } else if (fp8 != nullptr) {
     state_.log->info(
-        "checkpoint: {} holds no FP8 scaling state (saved by a run without training.precision fp8): "
-        "the scales start over, just in time",
+        "checkpoint: {} holds no FP8 scaling state of this run's shape (saved without training.precision fp8, or "
+        "with another training.fp8_amax_history): the scales start over, just in time",
         path);
   }
   state_.data_parallel->load_full(staged.values, staged.m, staged.v);

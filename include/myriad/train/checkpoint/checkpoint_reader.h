@@ -38,6 +38,8 @@ class CheckpointReader {
   // naming the file (and tensor) of the first damage.
   void verify() const;
   bool has(const std::string& tensor) const;
+  // The global shape the manifest records for `tensor` (which must exist: has()).
+  const Shape& global_shape(const std::string& tensor) const;
   // dest (f32, any strides) <- the box of `tensor`, whose global shape must be `global_shape`.
   void read(const std::string& tensor, const Shape& global_shape, const std::vector<nn::IndexRange>& box,
             const Tensor& dest);
