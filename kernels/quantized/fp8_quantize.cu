@@ -2,17 +2,17 @@
 // saturating round-to-nearest-even conversion (__NV_SATFINITE — the CPU reference's core/fp8.h
 // rounding, so codes are bit-identical), optionally the transposed copy, and the running amax.
 //
-// One thread per element in a grid-stride loop over row-major x. The amax is a max over
-// non-negative floats done on their bit patterns (an unsigned compare orders them as floats, and
-// NaN's pattern sorts above infinity, so a NaN anywhere leaves NaN): a block reduction, then one
-// atomicMax per block. The transposed writes are strided (a simple kernel: the quantisation
-// runs once per operand and GEMM, and its bytes are a quarter of the f32 input's).
+// Tiles of 32 x 32 elements, one per block of 32 x 8 threads (each thread 4 rows of one column):
+// the tile is read and its codes written row-major with coalesced accesses, the codes staged in
+// shared memory and written transposed, again coalesced (a direct strided store would cost one
+// memory transaction per byte). The amax is a max over non-negative floats done on their bit
+// patterns (an unsigned compare orders them as floats, and NaN's pattern sorts above infinity, so
+// a NaN anywhere leaves NaN): a block reduction, then one atomicMax per block.
 #include <cuda_fp8.h>
 #include <cuda_runtime.h>
 
 #include <cstdint>
 
-#include "common/block_reduce.cuh"
 #include "common/launch_checks.h"
 #include "myriad/cuda/check.h"
 #include "myriad/cuda/kernels.h"
@@ -20,8 +20,9 @@
 namespace myriad::cuda {
 namespace {
 
-constexpr int kThreads = 256;
-constexpr std::int64_t kMaxBlocks = 4096;
+constexpr int kTile = 32;
+constexpr int kRowsPerPass = 8;  // blockDim.y
+constexpr int kThreads = kTile * kRowsPerPass;
 
 struct MaxBits {
   __device__ unsigned operator()(unsigned a, unsigned b) const { return a > b ? a : b; }
@@ -31,20 +32,39 @@ __global__ void fp8_quantize_kernel(const float* __restrict__ x, std::uint8_t* _
                                     std::uint8_t* __restrict__ out_t, unsigned* __restrict__ amax_bits,
                                     std::int64_t rows, std::int64_t cols, float scale,
                                     __nv_fp8_interpretation_t format) {
+  __shared__ std::uint8_t codes[kTile][kTile + 4];
   __shared__ unsigned shared[kThreads];
-  const std::int64_t total = rows * cols;
+  const std::int64_t row0 = static_cast<std::int64_t>(blockIdx.y) * kTile;
+  const std::int64_t col0 = static_cast<std::int64_t>(blockIdx.x) * kTile;
+  const int tx = threadIdx.x, ty = threadIdx.y;
   unsigned largest = 0;
-  for (std::int64_t e = static_cast<std::int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; e < total;
-       e += static_cast<std::int64_t>(gridDim.x) * blockDim.x) {
-    const float value = x[e];
-    largest = MaxBits{}(largest, __float_as_uint(fabsf(value)));
-    const std::uint8_t code = __nv_cvt_float_to_fp8(value * scale, __NV_SATFINITE, format);
-    out[e] = code;
-    if (out_t != nullptr) out_t[(e % cols) * rows + e / cols] = code;
+  for (int r = ty; r < kTile; r += kRowsPerPass) {
+    const std::int64_t row = row0 + r, col = col0 + tx;
+    if (row < rows && col < cols) {
+      const float value = x[row * cols + col];
+      largest = MaxBits{}(largest, __float_as_uint(fabsf(value)));
+      const std::uint8_t code = __nv_cvt_float_to_fp8(value * scale, __NV_SATFINITE, format);
+      out[row * cols + col] = code;
+      codes[r][tx] = code;
+    }
+  }
+  if (out_t != nullptr) {
+    __syncthreads();
+    // Transposed: thread (tx, ty) writes column col0 + c's codes for rows row0 + tx.
+    for (int c = ty; c < kTile; c += kRowsPerPass) {
+      const std::int64_t col = col0 + c, row = row0 + tx;
+      if (row < rows && col < cols) out_t[col * rows + row] = codes[tx][c];
+    }
   }
   if (amax_bits == nullptr) return;  // uniform across the block: no thread reaches the reduction
-  const unsigned block_largest = detail::block_reduce<kThreads>(largest, shared, MaxBits{});
-  if (threadIdx.x == 0) atomicMax(amax_bits, block_largest);
+  const int thread = ty * kTile + tx;
+  shared[thread] = largest;
+  __syncthreads();
+  for (int half = kThreads / 2; half > 0; half /= 2) {
+    if (thread < half) shared[thread] = MaxBits{}(shared[thread], shared[thread + half]);
+    __syncthreads();
+  }
+  if (thread == 0) atomicMax(amax_bits, shared[0]);
 }
 
 }  // namespace
@@ -58,10 +78,12 @@ void fp8_quantize_f32(const float* x, std::uint8_t* out, std::uint8_t* out_t, fl
   detail::check_pointer(op, "x", x, alignof(float));
   detail::check_pointer(op, "out", out, 1);
   if (amax != nullptr) detail::check_pointer(op, "amax", amax, alignof(float));
-  const unsigned blocks =
-      static_cast<unsigned>(std::min<std::int64_t>(detail::ceil_div(rows * cols, kThreads), kMaxBlocks));
-  fp8_quantize_kernel<<<blocks, kThreads, 0, stream>>>(x, out, out_t, reinterpret_cast<unsigned*>(amax), rows, cols,
-                                                       scale, e5m2 ? __NV_E5M2 : __NV_E4M3);
+  const std::int64_t tiles_x = detail::ceil_div(cols, kTile), tiles_y = detail::ceil_div(rows, kTile);
+  MYRIAD_CHECK(tiles_y <= 65535, op << ": " << rows << " rows exceed the grid's " << 65535 * kTile);
+  const dim3 grid(static_cast<unsigned>(tiles_x), static_cast<unsigned>(tiles_y));
+  const dim3 block(kTile, kRowsPerPass);
+  fp8_quantize_kernel<<<grid, block, 0, stream>>>(x, out, out_t, reinterpret_cast<unsigned*>(amax), rows, cols, scale,
+                                                  e5m2 ? __NV_E5M2 : __NV_E4M3);
   MYRIAD_CUDA_CHECK(cudaGetLastError());
 }
 

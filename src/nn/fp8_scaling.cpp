@@ -52,13 +52,19 @@ float Fp8Scaling::scale(std::int64_t linear, Fp8Role role, const Tensor& t) {
   return scales_[s];
 }
 
-void Fp8Scaling::end_step(const std::function<void(Tensor&)>& reduce_max) {
+std::vector<Fp8Saturation> Fp8Scaling::end_step(const std::function<void(Tensor&)>& reduce_max) {
   Tensor host = placement_.to_host(amax_);
   if (host.storage() == amax_.storage()) host = host.clone();  // on the host: not the live buffer
   reduce_max(host);
   const float* amax = host.data<float>();
   const auto H = static_cast<std::size_t>(recipe_.amax_history);
+  std::vector<Fp8Saturation> saturated;
   for (std::size_t s = 0; s < scales_.size(); ++s) {
+    const auto role = static_cast<Fp8Role>(s % kFp8Roles);
+    const float range = fp8_format(format_of(role)).max_finite / scales_[s];
+    if (known_[s] != 0 && std::isfinite(amax[s]) && amax[s] > range) {
+      saturated.push_back({static_cast<std::int64_t>(s) / kFp8Roles, role, amax[s], range});
+    }
     float* history = history_.data() + s * H;
     if (std::isfinite(amax[s]) && amax[s] > 0.0f) {
       std::rotate(history, history + 1, history + H);
@@ -66,11 +72,14 @@ void Fp8Scaling::end_step(const std::function<void(Tensor&)>& reduce_max) {
     }
     const float largest = *std::max_element(history, history + H);
     if (largest > 0.0f) {
-      scales_[s] = fp8_scale_for(largest, fp8_format(format_of(static_cast<Fp8Role>(s % kFp8Roles))), recipe_.margin);
+      scales_[s] = fp8_scale_for(largest, fp8_format(format_of(role)), recipe_.margin);
       known_[s] = 1;
     }
   }
   zero(amax_);
+  std::sort(saturated.begin(), saturated.end(),
+            [](const Fp8Saturation& a, const Fp8Saturation& b) { return a.amax / a.range > b.amax / b.range; });
+  return saturated;
 }
 
 Tensor Fp8Scaling::state() const {

@@ -257,6 +257,24 @@ void TransformerBlock::dense_linear_backward(BlockLinear which, const Tensor& in
                   operands_);
 }
 
+std::string fp8_tensor_name(const TransformerConfig& config, std::int64_t linear, Fp8Role role) {
+  const bool gelu = config.mlp == MlpKind::gelu;
+  const char* weights[kFp8LinearsPerBlock] = {"attn.qkv.weight", "attn.proj.weight",
+                                              gelu ? "mlp.fc.weight" : "mlp.gate.weight", "mlp.up.weight",
+                                              gelu ? "mlp.proj.weight" : "mlp.down.weight"};
+  const std::string weight = "blocks." + std::to_string(linear / kFp8LinearsPerBlock) + "." +
+                             weights[static_cast<std::size_t>(linear % kFp8LinearsPerBlock)];
+  switch (role) {
+    case Fp8Role::input:
+      return "the input of " + weight;
+    case Fp8Role::weight:
+      return weight;
+    case Fp8Role::grad:
+      break;
+  }
+  return "the output gradient of " + weight;
+}
+
 // A GELU MLP's input layer runs with its activation as one op (linear_gelu_forward and, backward,
 // linear_dgelu_backward: cuBLASLt's GELU epilogues on a device) unless its GEMMs are FP8 or INT8.
 bool TransformerBlock::fuses_gelu(const Parameter& fc_weight) const {

@@ -224,6 +224,7 @@ StepMetrics ResearchStep::optimizer_step(std::optional<double> lr) {
   metrics.step = state_.step;
   metrics.loss = loss_tokens_ > 0 ? loss_sum_ / static_cast<double>(loss_tokens_) : 0.0;
   metrics.grad_norm = stats.grad_norm;
+  metrics.fp8_saturated = trainer_.fp8_saturated();
   metrics.skipped = stats.skipped;
   metrics.loss_scale = scale;
   metrics.moe = collect_moe_metrics(*state_.model, state_.data_group(), state_.tp(), state_.pp());

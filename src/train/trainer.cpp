@@ -141,13 +141,26 @@ optim::OptimizerStepStats Trainer::apply_update(float lr, double loss_scale) {
     state_.log->warn("step {}: non-finite gradient norm, update skipped", state_.step + 1);
   }
   if (!stats.skipped && !stats.compute_copies_written) state_.refresh_compute_weights();
-  if (nn::Fp8Scaling* fp8 = state_.model->fp8_scaling()) {
-    // The step's amaxes, max-reduced over every rank (each holds zeros for the layers it lacks).
-    fp8->end_step(
-        [this](Tensor& amax) { state_.groups->world().all_reduce_async(amax, distributed::ReduceOp::max)->wait(); });
-  }
+  if (nn::Fp8Scaling* fp8 = state_.model->fp8_scaling()) end_fp8_step(*fp8);
   ++state_.step;
   return stats;
+}
+
+// The step's amaxes, max-reduced over every rank (each holds zeros for the layers it lacks), then
+// the delayed scales advance; tensors whose values were clipped this step are counted for the
+// metrics and the worst is named in the log.
+void Trainer::end_fp8_step(nn::Fp8Scaling& fp8) {
+  const std::vector<nn::Fp8Saturation> saturated = fp8.end_step(
+      [this](Tensor& amax) { state_.groups->world().all_reduce_async(amax, distributed::ReduceOp::max)->wait(); });
+  fp8_saturated_ = static_cast<int>(saturated.size());
+  if (saturated.empty()) return;
+  const nn::Fp8Saturation& worst = saturated.front();
+  state_.log->warn(
+      "step {}: fp8: {} tensor(s) exceeded their delayed scale's range and were clipped; worst: {} (amax {:g} > "
+      "range {:g}); the scales follow within training.fp8_amax_history steps; if this recurs, raise "
+      "training.fp8_margin",
+      state_.step + 1, saturated.size(), nn::fp8_tensor_name(state_.model->config(), worst.linear, worst.role),
+      worst.amax, worst.range);
 }
 
 void Trainer::check_finite_progress(const StepMetrics& metrics, double loss_scale) {
@@ -203,6 +216,7 @@ StepMetrics Trainer::step() {
   metrics.loss = loss_sum / static_cast<double>(valid);
   metrics.grad_norm = stats.grad_norm;
   metrics.skipped = stats.skipped;
+  metrics.fp8_saturated = fp8_saturated_;
   metrics.loss_scale = scale;
   metrics.tokens_by_source = data_.tokens_by_source(
       state_.step - 1, static_cast<std::int64_t>(t.gradient_accumulation) * state_.dp().size() * t.micro_batch);

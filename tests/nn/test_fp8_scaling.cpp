@@ -10,6 +10,7 @@
 
 #include "myriad/core/philox.h"
 #include "myriad/nn/fp8_scaling.h"
+#include "myriad/nn/transformer_block.h"
 #include "reference.h"
 #include "test_helpers.h"
 
@@ -84,6 +85,37 @@ TEST(Fp8Scaling, AnUnseenSlotIsScaledJustInTimeFromItsTensor) {
   EXPECT_EQ(scaling.scale(0, Fp8Role::grad, g), std::ldexp(1.0f, 25));
   EXPECT_EQ(scaling.scale(0, Fp8Role::weight, Tensor::zeros({4})), 1.0f) << "an all-zero tensor keeps scale 1";
   EXPECT_EQ(scaling.amax_slot(1, Fp8Role::input).data<float>()[0], 0.0f) << "measuring records nothing";
+}
+
+// A step whose amax outgrew the delayed scale's range is reported (worst first), as the values
+// that saturated; a step within range reports nothing.
+TEST(Fp8Scaling, ReportsTheTensorsWhoseAmaxOutgrewTheirRange) {
+  Fp8Scaling scaling(Fp8Recipe{.amax_history = 2}, 3, {});
+  for (std::int64_t l = 0; l < 3; ++l) scaling.amax_slot(l, Fp8Role::input).data<float>()[0] = 1.0f;
+  scaling.amax_slot(2, Fp8Role::grad).data<float>()[0] = 1e-3f;
+  EXPECT_TRUE(scaling.end_step([](Tensor&) {}).empty()) << "no scale was set yet: nothing to exceed";
+  // Scales now: input 2^8 (range 1.75), grad 2^25 (range 1.7e-3).
+  scaling.amax_slot(0, Fp8Role::input).data<float>()[0] = 1.5f;  // within range
+  scaling.amax_slot(1, Fp8Role::input).data<float>()[0] = 3.0f;  // 1.7x the range
+  scaling.amax_slot(2, Fp8Role::grad).data<float>()[0] = 0.1f;   // 58x
+  const std::vector<Fp8Saturation> report = scaling.end_step([](Tensor&) {});
+  ASSERT_EQ(report.size(), 2u);
+  EXPECT_EQ(report[0].linear, 2);
+  EXPECT_EQ(report[0].role, Fp8Role::grad);
+  EXPECT_EQ(report[0].amax, 0.1f);
+  EXPECT_EQ(report[0].range, 57344.0f / std::ldexp(1.0f, 25));
+  EXPECT_EQ(report[1].linear, 1);
+  EXPECT_EQ(report[1].range, 448.0f / 256.0f);
+  EXPECT_TRUE(scaling.end_step([](Tensor&) {}).empty()) << "the next step's scales cover the history";
+}
+
+TEST(Fp8Scaling, SlotsAreNamedByTheirLayersWeight) {
+  TransformerConfig gpt2 = TransformerConfig::gpt2(320, 4, 2, 32, 32);
+  EXPECT_EQ(fp8_tensor_name(gpt2, 2 * kFp8LinearsPerBlock + 2, Fp8Role::input), "the input of blocks.2.mlp.fc.weight");
+  EXPECT_EQ(fp8_tensor_name(gpt2, 4, Fp8Role::grad), "the output gradient of blocks.0.mlp.proj.weight");
+  gpt2.mlp = MlpKind::swiglu;
+  EXPECT_EQ(fp8_tensor_name(gpt2, 3 * kFp8LinearsPerBlock, Fp8Role::weight), "blocks.3.attn.qkv.weight");
+  EXPECT_EQ(fp8_tensor_name(gpt2, 9, Fp8Role::weight), "blocks.1.mlp.down.weight");
 }
 
 TEST(Fp8Scaling, StateRoundTripsAndRefusesAnotherHistoryLength) {

@@ -51,7 +51,10 @@ TEST(Fp8Training, EveryScaleIsThePowerOfTwoOfItsHistory) {
   config.training.fp8_amax_history = 2;
   config.training.fp8_margin = 1;
   Engine engine(config, quiet_logger());
-  step_losses(engine, 3);
+  step_losses(engine, 2);
+  const StepMetrics metrics = engine.step();
+  EXPECT_GE(metrics.fp8_saturated, 0) << "fp8 steps count the tensors their scales clipped";
+  EXPECT_NE(step_metrics_json(metrics).find("\"fp8_saturated\""), std::string::npos);
   const nn::Fp8Scaling* scaling = engine.model().fp8_scaling();
   ASSERT_NE(scaling, nullptr);
   const Tensor state = scaling->state();
@@ -93,7 +96,10 @@ TEST(Fp8Training, ABf16CheckpointStartsTheScalesOver) {
   RunConfig config = tiny_config(dir, write_corpus(dir));
   config.training.precision = Precision::bf16;
   Engine bf16_engine(config, quiet_logger());
-  step_losses(bf16_engine, 2);
+  step_losses(bf16_engine, 1);
+  const StepMetrics bf16_metrics = bf16_engine.step();
+  EXPECT_EQ(bf16_metrics.fp8_saturated, -1);
+  EXPECT_EQ(step_metrics_json(bf16_metrics).find("fp8_saturated"), std::string::npos) << "only fp8 runs report it";
   const std::string path = bf16_engine.save();
   config.training.precision = Precision::fp8;
   Engine fp8_engine(config, quiet_logger());

@@ -121,8 +121,8 @@ class CudaBackend final : public ops::Backend {
   // The GELU MLP's pair (ops/linear.h): cuBLASLt's GELU_AUX(_BIAS) and DGELU(_BGRAD) epilogues.
   void linear_gelu_forward(const Tensor& x, const Tensor& weight, const Tensor& bias, Tensor& pre_activation,
                            Tensor& y) override;
-  void linear_dgelu_backward(const Tensor& grad_y, const Tensor& weight, const Tensor& pre_activation,
-                             Tensor& grad_pre, Tensor& grad_bias) override;
+  void linear_dgelu_backward(const Tensor& grad_y, const Tensor& weight, const Tensor& pre_activation, Tensor& grad_pre,
+                             Tensor& grad_bias) override;
   void int8_linear_forward(const Int8Args& args, const Tensor& x, const Tensor& q, const Tensor& scales,
                            const Tensor& bias, Tensor& y) override;
   // FP8 (cuda_backend_matmul.cpp): the quantisation kernel and cuBLASLt's FP8 GEMM, sm_89+ only.

@@ -38,6 +38,15 @@ inline constexpr int kFp8Roles = 3;
 // The recipe's scale for a history maximum `amax` (finite, > 0).
 float fp8_scale_for(float amax, const Fp8Format& format, int margin);
 
+// What a step's end found: the tensors whose amax exceeded their step's range (amax x scale >
+// the format's largest value: their largest values were clipped to it), worst first.
+struct Fp8Saturation {
+  std::int64_t linear = 0;
+  Fp8Role role = Fp8Role::input;
+  float amax = 0.0f;   // the step's amax, over every rank
+  float range = 0.0f;  // the largest magnitude the step's scale represented: max_finite / scale
+};
+
 class Fp8Scaling {
  public:
   Fp8Scaling(const Fp8Recipe& recipe, std::int64_t linears, const ops::Placement& placement);
@@ -54,8 +63,9 @@ class Fp8Scaling {
   // All slots' amaxes of this step: (linears * 3) f32 on the placement, slot = linear * 3 + role.
   const Tensor& step_amax() const { return amax_; }
   // The step's end: `reduce_max` turns the host copy of step_amax() into its max over every rank
-  // (in place); then histories and scales advance and the step's amaxes are zeroed.
-  void end_step(const std::function<void(Tensor&)>& reduce_max);
+  // (in place); then histories and scales advance and the step's amaxes are zeroed. Returns the
+  // tensors that saturated this step (worst amax / range first; empty in a healthy step).
+  std::vector<Fp8Saturation> end_step(const std::function<void(Tensor&)>& reduce_max);
 
   // The scales (slots) and histories (slots x amax_history, newest last; 0 = none): a host f32
   // tensor of slots * (1 + amax_history) values, and its inverse.

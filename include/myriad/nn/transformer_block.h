@@ -22,6 +22,7 @@
 
 #include <memory>
 #include <optional>
+#include <string>
 #include <vector>
 
 #include "myriad/nn/model_split.h"
@@ -103,6 +104,9 @@ Shape residual_shape(const TransformerConfig& config, const ModelSplit& split, s
 // A block's dense linear layers, in the order of their FP8 scaling slots.
 enum class BlockLinear : int { qkv = 0, proj = 1, fc = 2, up = 3, out = 4 };
 inline constexpr int kFp8LinearsPerBlock = 5;
+// What FP8 slot (`linear`, `role`) of a model of `config` quantises, for messages: "the input of
+// blocks.3.mlp.fc.weight", "blocks.3.attn.qkv.weight", "the output gradient of ...".
+std::string fp8_tensor_name(const TransformerConfig& config, std::int64_t linear, Fp8Role role);
 
 class TransformerBlock {
  public:

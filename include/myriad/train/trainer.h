@@ -17,6 +17,7 @@
 #include <map>
 #include <memory>
 
+#include "myriad/nn/fp8_scaling.h"
 #include "myriad/optim/lr_schedule.h"
 #include "myriad/parallel/pipeline_executor.h"
 #include "myriad/train/data/step_data.h"
@@ -49,9 +50,11 @@ class Trainer {
   // After a backward pass through the schedule: sync = the tied embedding's halves summed and the
   // gradients reduced over dp (finish_step), else only the reductions in flight retired.
   void finish_backward_pass(bool sync);
-  // The before-update hook, clipping and the update at lr, the loss scaler, the compute copy; the
-  // step counter + 1.
+  // The before-update hook, clipping and the update at lr, the loss scaler, the compute copy, the
+  // FP8 scales; the step counter + 1.
   optim::OptimizerStepStats apply_update(float lr, double loss_scale);
+  // training.precision fp8: the tensors clipped at the last update's step (-1: not fp8).
+  int fp8_saturated() const { return fp8_saturated_; }
   // training.max_nonfinite_steps: throws when too many steps in a row were not finite.
   void check_finite_progress(const StepMetrics& metrics, double loss_scale);
 
@@ -66,6 +69,7 @@ class Trainer {
 
  private:
   void sync_tied_embedding();
+  void end_fp8_step(nn::Fp8Scaling& fp8);
 
   RankState& state_;
   StepData& data_;
@@ -80,6 +84,7 @@ class Trainer {
   std::function<void()> before_update_;
   Tensor peer_embedding_grad_;  // pp > 1, tied: the other end's embedding gradient
   int nonfinite_steps_in_a_row_ = 0;
+  int fp8_saturated_ = -1;  // training.precision fp8: tensors clipped at the last update's step (-1: not fp8)
   double compute_delay_ = 0.0;
 };
 

@@ -14,6 +14,7 @@ std::string step_metrics_json(const StepMetrics& m) {
   j["grad_norm"] = m.grad_norm;
   j["skipped"] = m.skipped;
   j["loss_scale"] = m.loss_scale;
+  if (m.fp8_saturated >= 0) j["fp8_saturated"] = m.fp8_saturated;
   j["tokens"] = m.tokens;
   j["samples"] = m.samples;
   if (!m.tokens_by_source.empty()) j["tokens_by_source"] = m.tokens_by_source;

@@ -71,6 +71,7 @@ struct StepMetrics {
   double grad_norm = 0.0;                      // before clipping
   bool skipped = false;                        // non-finite gradients: update skipped
   double loss_scale = 1.0;                     // the loss scale of this step (fp16; 1 otherwise)
+  int fp8_saturated = -1;                      // fp8: tensors clipped by their delayed scale (-1: not fp8)
   std::int64_t tokens = 0;                     // tokens of the global batch (all dp ranks)
   std::int64_t samples = 0;                    // sequences of the global batch
   std::vector<std::int64_t> tokens_by_source;  // data.sources: target tokens of the global batch per source
