@@ -256,7 +256,7 @@ def main(argv=None):
     if args.hf_generate:
         return hf_generate(args.hf_generate, args.requests)
     if args.quick:
-        args.duration, args.open_duration, args.max_rate = 2.0, 1.0, 50.0
+        args.duration, args.open_duration, args.max_rate = 1.0, 0.5, 50.0
     from myriad.cli import SERVE_PROGRAM, SERVE_PROGRAM_ENV, find_program
 
     program = find_program(SERVE_PROGRAM, SERVE_PROGRAM_ENV)[0]

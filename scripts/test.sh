@@ -36,6 +36,7 @@ step_start=$SECONDS
 # finished NAME: records the wall time since the previous step ended.
 finished() {
   TIMES+=("$(printf '%-28s %5d s' "$1" $((SECONDS - step_start)))")
+  echo "[test] $1: $((SECONDS - step_start)) s"
   step_start=$SECONDS
 }
 
