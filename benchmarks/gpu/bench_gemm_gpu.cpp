@@ -18,6 +18,7 @@
 #include <cstdio>
 #include <cstring>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "myriad/cuda/check.h"
@@ -51,6 +52,21 @@ double time_calls(cudaStream_t stream, Fn&& fn) {
 struct Shape {
   long m, n, k;
 };
+
+// Both paths warmed up, then timed in alternation for kRounds rounds: each one's best round.
+template <typename Ours, typename Direct>
+std::pair<double, double> best_alternating(cudaStream_t stream, Ours&& ours, Direct&& direct) {
+  for (int i = 0; i < kWarmup; ++i) {
+    ours();
+    direct();
+  }
+  double best_ours = 1e30, best_direct = 1e30;
+  for (int r = 0; r < kRounds; ++r) {
+    best_ours = std::min(best_ours, time_calls(stream, ours));
+    best_direct = std::min(best_direct, time_calls(stream, direct));
+  }
+  return {best_ours, best_direct};
+}
 
 // The bf16 operands of y = x W^T at one shape (x (m, k), W (n, k), y (m, n)), filled with 0x3c bytes.
 struct Operands {
@@ -111,15 +127,7 @@ int main(int argc, char** argv) {
     const cuda::LinearGemm gemm{s.m, s.n, s.k, CUDA_R_16BF};
     auto ours = [&] { cuda::linear_gemm(context, gemm, o.x.data(), o.w.data(), nullptr, o.y.data()); };
     auto direct = [&] { cublas_gemm(cublas, s, o); };
-    for (int i = 0; i < kWarmup; ++i) {
-      ours();
-      direct();
-    }
-    double best_ours = 1e30, best_direct = 1e30;
-    for (int r = 0; r < kRounds; ++r) {
-      best_ours = std::min(best_ours, time_calls(context.stream(), ours));
-      best_direct = std::min(best_direct, time_calls(context.stream(), direct));
-    }
+    const auto [best_ours, best_direct] = best_alternating(context.stream(), ours, direct);
     const double flops = 2.0 * static_cast<double>(s.m) * s.n * s.k;
     if (s.m != s.n) {  // not the square
       model_flops += flops;
@@ -168,15 +176,7 @@ int main(int argc, char** argv) {
                            .output_type = CUDA_R_32F};
       auto ours = [&] { cuda::gemm(context, fp8, x8.data(), w8.data(), nullptr, y32.data()); };
       auto direct = [&] { cublas_gemm(cublas, s, o); };
-      for (int i = 0; i < kWarmup; ++i) {
-        ours();
-        direct();
-      }
-      double best_ours = 1e30, best_direct = 1e30;
-      for (int r = 0; r < kRounds; ++r) {
-        best_ours = std::min(best_ours, time_calls(context.stream(), ours));
-        best_direct = std::min(best_direct, time_calls(context.stream(), direct));
-      }
+      const auto [best_ours, best_direct] = best_alternating(context.stream(), ours, direct);
       const double flops = 2.0 * static_cast<double>(s.m) * s.n * s.k;
       std::printf("| %ld | %ld | %ld | %.1f | %.1f | %.2fx |\n", s.m, s.n, s.k, flops / best_ours / 1e12,
                   flops / best_direct / 1e12, best_direct / best_ours);

@@ -15,6 +15,11 @@
 
 namespace myriad::nn {
 
+void TensorParallel::gather_rows_overlapped(const Tensor& rows, Tensor& full, const RowsConsumer& consume) const {
+  gather_rows(rows, full);
+  consume(0, full.numel() / full.size(-1));
+}
+
 void TensorParallel::row_parallel_linear(const LinearInto& linear, const Tensor& bias, Tensor& partial,
                                          Tensor& out) const {
   if (size() == 1) {

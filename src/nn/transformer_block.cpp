@@ -221,6 +221,23 @@ void TransformerBlock::norm_and_gather(const ParameterStore& store, std::size_t 
   tp.gather_rows(rows, full);
 }
 
+// full <- norm(x) gathered, as norm_and_gather, with `consume` run on each block of full's rows as
+// soon as it is in place (TensorParallel::gather_rows_overlapped): the column-parallel GEMMs that
+// read full overlap the gather.
+void TransformerBlock::norm_gather_and(const ParameterStore& store, std::size_t w, std::size_t b, const Tensor& x,
+                                       Tensor& rows_scratch, Tensor& full, Tensor& mean, Tensor& rstd,
+                                       const TensorParallel::RowsConsumer& consume) const {
+  const TensorParallel& tp = split_.tensor_parallel();
+  Tensor rows = tp.rows_of(full, rows_scratch);
+  norm_forward(store, w, b, x, rows, mean, rstd);
+  tp.gather_rows_overlapped(rows, full, consume);
+}
+
+// Rows [begin, end) of a (..., C) activation, as (end - begin, C).
+static Tensor row_block(const Tensor& t, std::int64_t begin, std::int64_t end) {
+  return t.view({t.numel() / t.size(-1), t.size(-1)}).slice(0, begin, end);
+}
+
 // out = residual + the row-parallel linear of `in` (`partial`: (B, T, C) scratch).
 void TransformerBlock::row_parallel_output(std::optional<BlockLinear> which, const Tensor& in, const Parameter& weight,
                                            const Tensor& bias, const Tensor& residual, Tensor& partial,
@@ -344,8 +361,12 @@ void TransformerBlock::forward(const ParameterStore& store, const Tensor& x, Ten
                                BlockScratch& s) const {
   const std::int64_t Hq = widths_.heads, Hkv = widths_.kv_heads, D = widths_.head_dim;
   const std::int64_t B = a.h1.size(0), T = a.h1.size(1);
-  norm_and_gather(store, norm1_w_, norm1_b_, x, s.h_rows, a.h1, a.ln1_mean, a.ln1_rstd);
-  dense_linear_forward(BlockLinear::qkv, a.h1, store[qkv_w_], optional(store, qkv_b_, false), a.qkv);
+  const Tensor qkv_b = optional(store, qkv_b_, false);
+  norm_gather_and(store, norm1_w_, norm1_b_, x, s.h_rows, a.h1, a.ln1_mean, a.ln1_rstd,
+                  [&](std::int64_t begin, std::int64_t end) {
+                    Tensor out = row_block(a.qkv, begin, end);
+                    dense_linear_forward(BlockLinear::qkv, row_block(a.h1, begin, end), store[qkv_w_], qkv_b, out);
+                  });
   Tensor q = head_view(a.qkv, 0, Hq, D), k = head_view(a.qkv, Hq * D, Hkv, D);
   Tensor v = head_view(a.qkv, (Hq + Hkv) * D, Hkv, D);
   if (config_.positions == PositionKind::rope) {
@@ -358,18 +379,30 @@ void TransformerBlock::forward(const ParameterStore& store, const Tensor& x, Ten
   const AttentionArgs args = attention_args(q, k, a);
   ring_attention_forward(split_.context_parallel(), args, bhtd(q), bhtd(k), bhtd(v), att_heads, a.lse);
   row_parallel_output(BlockLinear::proj, a.att, store[proj_w_], optional(store, proj_b_, false), x, s.d_h, a.x_mid);
-  norm_and_gather(store, norm2_w_, norm2_b_, a.x_mid, s.h_rows, a.h2, a.ln2_mean, a.ln2_rstd);
   if (moe_) {
+    norm_and_gather(store, norm2_w_, norm2_b_, a.x_mid, s.h_rows, a.h2, a.ln2_mean, a.ln2_rstd);
     moe_forward(store, a, s, y);
     return;
   }
-  if (fuses_gelu(store[fc_w_])) {
-    linear_gelu_forward(a.h2, store[fc_w_], optional(store, fc_b_, false), a.fc, a.act, operands_);
-  } else {
-    dense_linear_forward(BlockLinear::fc, a.h2, store[fc_w_], optional(store, fc_b_, false), a.fc);
-    if (config_.mlp == MlpKind::swiglu) dense_linear_forward(BlockLinear::up, a.h2, store[up_w_], Tensor(), a.up);
-    mlp_activation(a, a.act);
-  }
+  const bool fused = fuses_gelu(store[fc_w_]);
+  const Tensor fc_b = optional(store, fc_b_, false);
+  // The MLP's input layer(s) on each block of gathered rows (with the GELU when fused).
+  norm_gather_and(store, norm2_w_, norm2_b_, a.x_mid, s.h_rows, a.h2, a.ln2_mean, a.ln2_rstd,
+                  [&](std::int64_t begin, std::int64_t end) {
+                    const Tensor in = row_block(a.h2, begin, end);
+                    Tensor fc = row_block(a.fc, begin, end);
+                    if (fused) {
+                      Tensor act = row_block(a.act, begin, end);
+                      linear_gelu_forward(in, store[fc_w_], fc_b, fc, act, operands_);
+                      return;
+                    }
+                    dense_linear_forward(BlockLinear::fc, in, store[fc_w_], fc_b, fc);
+                    if (config_.mlp == MlpKind::swiglu) {
+                      Tensor up = row_block(a.up, begin, end);
+                      dense_linear_forward(BlockLinear::up, in, store[up_w_], Tensor(), up);
+                    }
+                  });
+  if (!fused) mlp_activation(a, a.act);
   row_parallel_output(BlockLinear::out, a.act, store[out_w_], optional(store, out_b_, false), a.x_mid, s.d_h, y);
 }
 

@@ -7,6 +7,10 @@
 
 namespace myriad::parallel {
 
+namespace {
+constexpr int kRingTag = 0;  // gather_rows_overlapped's blocks (p2p tag 0 of the tp group)
+}  // namespace
+
 TensorParallelRegions::TensorParallelRegions(distributed::Communicator& tp, bool sequence_parallel,
                                              const nn::TransformerConfig& model)
     : tp_(tp),
@@ -15,6 +19,35 @@ TensorParallelRegions::TensorParallelRegions(distributed::Communicator& tp, bool
 
 void TensorParallelRegions::gather_rows(const Tensor& rows, Tensor& full) const {
   if (shards_rows_) gather_from_sequence_region_forward(tp_, rows, full);  // else rows is full
+}
+
+void TensorParallelRegions::gather_rows_overlapped(const Tensor& rows, Tensor& full,
+                                                   const RowsConsumer& consume) const {
+  if (!shards_rows_) {
+    consume(0, full.numel() / full.size(-1));  // rows is full
+    return;
+  }
+  const int p = tp_.size(), r = tp_.rank();
+  const std::int64_t C = full.size(-1), n = rows.numel() / C;
+  MYRIAD_CHECK(n * p * C == full.numel(), "gather_rows_overlapped: tp rank " << r << " holds " << rows.describe()
+                                                                             << ", which " << p << " ranks do not make "
+                                                                             << full.describe());
+  Tensor flat = full.view({n * p, C});
+  auto block = [&](int owner) { return flat.slice(0, owner * n, (owner + 1) * n); };
+  Tensor own = block(r);
+  copy(rows.view({n, C}), own);
+  int held = r;  // the block passed on next: this rank's first, then the one received last
+  for (int step = 1; step < p; ++step) {
+    const int incoming = (r - step + p) % p;
+    Tensor outgoing = block(held), arriving = block(incoming);
+    distributed::WorkHandle send = tp_.send_async(outgoing, (r + 1) % p, kRingTag);
+    distributed::WorkHandle recv = tp_.recv_async(arriving, (r - 1 + p) % p, kRingTag);
+    consume(held * n, (held + 1) * n);  // overlaps the transfer
+    recv->wait_on_stream();
+    send->wait_on_stream();
+    held = incoming;
+  }
+  consume(held * n, (held + 1) * n);
 }
 
 void TensorParallelRegions::reduce_to_rows(Tensor& full, Tensor& rows) const {

@@ -1,7 +1,8 @@
 // Tensor-parallel building blocks under mpiexec (tp = world size), each against the serial op on
 // the full tensors (regenerated identically on every rank from one seed): vocabulary-parallel
 // cross-entropy and embedding with a vocabulary not divisible by tp (padding columns get no
-// probability and no gradient), the last-dimension gather/slice, and a column-parallel then
+// probability and no gradient), the last-dimension gather/slice, the sequence-parallel gather
+// overlapped with its consumer (a ring of send / recv), and a column-parallel then
 // row-parallel MLP whose outputs and every gradient equal the serial MLP's.
 #include <gtest/gtest.h>
 
@@ -11,6 +12,7 @@
 #include "mpi_test_support.h"
 #include "myriad/core/philox.h"
 #include "myriad/parallel/tensor_parallel_region.h"
+#include "myriad/parallel/tensor_parallel_regions.h"
 #include "myriad/parallel/vocab_parallel.h"
 #include "myriad/nn/linear.h"
 #include "myriad/ops/activations.h"
@@ -98,6 +100,32 @@ TEST(TensorParallel, GatherAndSliceLastDimAreInverse) {
   Tensor gathered = Tensor::empty({5, 3 * parts});
   parallel::gather_last_dim(*tp, mine, gathered);
   expect_close(gathered, full, 0.0 + 1e-12, "gather(slice(x))");
+}
+
+// The sequence-parallel gather overlapped with its consumer: full equals the plain all-gather bit
+// for bit, and the consumer sees every rank's block of rows exactly once — this rank's first, then
+// the ring order r - 1, r - 2, ... — each already in place when it is called.
+TEST(TensorParallel, OverlappedGatherConsumesEveryBlockOnceInRingOrder) {
+  auto tp = myriad::testing::make_world("tp");
+  const int parts = tp->size(), rank = tp->rank();
+  const nn::TransformerConfig model = nn::TransformerConfig::gpt2(64, 1, 2, 8, 16);
+  parallel::TensorParallelRegions regions(*tp, true, model);
+  const std::int64_t n = 3, C = 8;
+  const Tensor all = random({parts * n, C}, 9);
+  const Tensor mine = all.slice(0, rank * n, (rank + 1) * n).contiguous().view({1, n, C});
+  Tensor full = Tensor::full({parts, n, C}, -7.0);
+  std::vector<std::int64_t> order;
+  regions.gather_rows_overlapped(mine, full, [&](std::int64_t begin, std::int64_t end) {
+    ASSERT_EQ(end - begin, n);
+    ASSERT_EQ(begin % n, 0);
+    order.push_back(begin / n);
+    expect_close(full.view({parts * n, C}).slice(0, begin, end), all.slice(0, begin, end), 1e-12,
+                 "a block handed to the consumer");
+  });
+  expect_close(full.view({parts * n, C}), all, 1e-12, "the gathered rows");
+  ASSERT_EQ(static_cast<int>(order.size()), parts);
+  for (int step = 0; step < parts; ++step)
+    EXPECT_EQ(order[static_cast<std::size_t>(step)], (rank - step + parts) % parts);
 }
 
 TEST(TensorParallel, ColumnThenRowParallelMlpEqualsSerial) {

@@ -39,6 +39,12 @@ class TensorParallel {
   virtual bool shards_rows() const = 0;
 
   virtual void gather_rows(const Tensor& rows, Tensor& full) const = 0;
+  // gather_rows overlapped with the layer that reads the gathered rows: full <- every rank's rows,
+  // and consume(begin, end) called for blocks of full's rows (full viewed as (N, C); the blocks
+  // cover all N rows once), each as soon as its rows are in place — so a column-parallel GEMM on
+  // one block runs while the next is in transfer. The default gathers, then consumes all rows.
+  using RowsConsumer = std::function<void(std::int64_t begin, std::int64_t end)>;
+  virtual void gather_rows_overlapped(const Tensor& rows, Tensor& full, const RowsConsumer& consume) const;
   virtual void reduce_to_rows(Tensor& full, Tensor& rows) const = 0;
   virtual void sum_replicated_grads(Tensor& grads) const = 0;
 

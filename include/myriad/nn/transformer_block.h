@@ -162,6 +162,8 @@ class TransformerBlock {
   void mlp_activation(const BlockActivations& acts, Tensor& act) const;
   void norm_and_gather(const ParameterStore& store, std::size_t w, std::size_t b, const Tensor& x, Tensor& rows,
                        Tensor& full, Tensor& mean, Tensor& rstd) const;
+  void norm_gather_and(const ParameterStore& store, std::size_t w, std::size_t b, const Tensor& x, Tensor& rows,
+                       Tensor& full, Tensor& mean, Tensor& rstd, const TensorParallel::RowsConsumer& consume) const;
   // `which`: the layer's FP8 slot; nullopt (decoding) computes in the operand format.
   void row_parallel_output(std::optional<BlockLinear> which, const Tensor& in, const Parameter& weight,
                            const Tensor& bias, const Tensor& residual, Tensor& partial, Tensor& out) const;

@@ -29,6 +29,11 @@ class TensorParallelRegions final : public nn::TensorParallel {
   bool shards_rows() const override { return shards_rows_; }
 
   void gather_rows(const Tensor& rows, Tensor& full) const override;
+  // Sequence parallelism: a ring of send / recv instead of one all-gather — at step j each rank
+  // passes on the block it got last (its own first) and receives the next one from its left
+  // neighbour, while `consume` runs on the block it already holds (the same bytes per link as a
+  // ring all-gather; with tp t, t - 1 transfers overlap t - 1 of the t GEMM blocks).
+  void gather_rows_overlapped(const Tensor& rows, Tensor& full, const RowsConsumer& consume) const override;
   void reduce_to_rows(Tensor& full, Tensor& rows) const override;
   void sum_replicated_grads(Tensor& grads) const override;
 
