@@ -51,16 +51,18 @@ void fp8_linear_forward(const Tensor& x, const Tensor& weight, const Tensor& bia
 void fp8_linear_backward(const Tensor& x, const Tensor& weight, const Tensor& grad_y, Tensor& grad_x,
                          bool accumulate_dx, Tensor& grad_weight, Tensor& grad_bias, Fp8Scaling& scaling,
                          std::int64_t linear) {
-  const Quantized dyq = quantize(grad_y, scaling, linear, Fp8Role::grad, grad_x.defined(), true);
+  const Quantized dyq = quantize(grad_y, scaling, linear, Fp8Role::grad, grad_x.defined(), grad_weight.defined());
   if (grad_x.defined()) {
     const Quantized wq = quantize(weight, scaling, linear, Fp8Role::weight, false, true);
     Tensor dx = rows_of(grad_x);
     fp8_gemm(Fp8GemmArgs{.alpha = 1.0f / (dyq.scale * wq.scale), .accumulate = accumulate_dx}, dyq.values,
              wq.transposed, dx);
   }
-  const Quantized xq = quantize(x, scaling, linear, Fp8Role::input, false, true);
-  fp8_gemm(Fp8GemmArgs{.alpha = 1.0f / (dyq.scale * xq.scale), .accumulate = true}, dyq.transposed, xq.transposed,
-           grad_weight);
+  if (grad_weight.defined()) {
+    const Quantized xq = quantize(x, scaling, linear, Fp8Role::input, false, true);
+    fp8_gemm(Fp8GemmArgs{.alpha = 1.0f / (dyq.scale * xq.scale), .accumulate = true}, dyq.transposed, xq.transposed,
+             grad_weight);
+  }
   if (grad_bias.defined()) {
     Tensor no_grad_x;
     bias_add_backward(BiasAddArgs{}, grad_y, no_grad_x, grad_bias);

@@ -27,6 +27,7 @@ Fp8Scaling::Fp8Scaling(const Fp8Recipe& recipe, std::int64_t linears, const ops:
   scales_.assign(slots, 1.0f);
   history_.assign(slots * static_cast<std::size_t>(recipe.amax_history), 0.0f);
   known_.assign(slots, 0);
+  just_in_time_.assign(slots, 0);
 }
 
 std::size_t Fp8Scaling::slot(std::int64_t linear, Fp8Role role) const {
@@ -49,6 +50,7 @@ float Fp8Scaling::scale(std::int64_t linear, Fp8Role role, const Tensor& t) {
   const float amax = *placement_.to_host(measured).data<float>();
   if (std::isfinite(amax) && amax > 0.0f) scales_[s] = fp8_scale_for(amax, fp8_format(format_of(role)), recipe_.margin);
   known_[s] = 1;
+  just_in_time_[s] = 1;
   return scales_[s];
 }
 
@@ -62,7 +64,9 @@ std::vector<Fp8Saturation> Fp8Scaling::end_step(const std::function<void(Tensor&
   for (std::size_t s = 0; s < scales_.size(); ++s) {
     const auto role = static_cast<Fp8Role>(s % kFp8Roles);
     const float range = fp8_format(format_of(role)).max_finite / scales_[s];
-    if (known_[s] != 0 && std::isfinite(amax[s]) && amax[s] > range) {
+    // A just-in-time scale is each rank's own (its first tensor's): the world's amax says nothing
+    // about what this rank clipped, so only delayed scales are judged.
+    if (known_[s] != 0 && just_in_time_[s] == 0 && std::isfinite(amax[s]) && amax[s] > range) {
       saturated.push_back({static_cast<std::int64_t>(s) / kFp8Roles, role, amax[s], range});
     }
     float* history = history_.data() + s * H;
@@ -77,6 +81,7 @@ std::vector<Fp8Saturation> Fp8Scaling::end_step(const std::function<void(Tensor&
     }
   }
   zero(amax_);
+  std::fill(just_in_time_.begin(), just_in_time_.end(), 0);
   std::sort(saturated.begin(), saturated.end(),
             [](const Fp8Saturation& a, const Fp8Saturation& b) { return a.amax / a.range > b.amax / b.range; });
   return saturated;

@@ -11,6 +11,7 @@
 #include "myriad/ops/activations.h"
 #include "myriad/ops/attention.h"
 #include "myriad/nn/ring_attention.h"
+#include "myriad/ops/matmul.h"
 #include "myriad/ops/norms.h"
 #include "myriad/ops/placement.h"
 #include "myriad/ops/rope.h"
@@ -426,6 +427,33 @@ Tensor TransformerBlock::gathered_grad(const Tensor& grad, BlockScratch& s) cons
   return full;
 }
 
+// The same, with `input_grad(dy, begin, end)` — the row-parallel layer's input-gradient GEMM on
+// rows [begin, end), dy those rows of the full gradient — run on each block as it arrives
+// (TensorParallel::gather_rows_overlapped). Returns the full gradient for the weight's.
+Tensor TransformerBlock::gathered_grad_overlapped(
+    const Tensor& grad, BlockScratch& s,
+    const std::function<void(const Tensor& dy, std::int64_t begin, std::int64_t end)>& input_grad) const {
+  const TensorParallel& tp = split_.tensor_parallel();
+  Tensor full = tp.full_of(grad, s.d_full);
+  tp.gather_rows_overlapped(
+      grad, full, [&](std::int64_t begin, std::int64_t end) { input_grad(row_block(full, begin, end), begin, end); });
+  return full;
+}
+
+// A dense layer's input gradient alone (written), on a block of rows (`in`: the layer's input
+// rows, which only FP8's signature takes).
+void TransformerBlock::dense_input_grad(BlockLinear which, const Tensor& in, Parameter& weight, const Tensor& grad_out,
+                                        Tensor& grad_in) const {
+  if (fp8_ != nullptr) {
+    Tensor no_weight_grad, no_bias_grad;
+    fp8_linear_backward(in, weight.value, grad_out, grad_in, false, no_weight_grad, no_bias_grad, *fp8_,
+                        fp8_slot(which));
+    return;
+  }
+  // grad_out W: the input gradient's GEMM alone (the input is not needed, nor converted).
+  matmul_forward(MatmulArgs{}, gemm_operand(grad_out, operands_), weight_operand(weight, operands_), grad_in);
+}
+
 // Under tp the MoE layer runs on this rank's B / tp sequences of the gathered input (moe_layer.h);
 // a batch that does not split runs whole on every rank (forward only: training batches split).
 IndexRange TransformerBlock::moe_sequences(std::int64_t B) const {
@@ -485,21 +513,27 @@ void TransformerBlock::backward(ParameterStore& store, const Tensor& x, const Bl
     moe_backward(store, a, s, grad, loss_scale);
   } else {
     Tensor out_b = optional(store, out_b_, true), fc_b = optional(store, fc_b_, true), none;
-    const Tensor d_out = gathered_grad(grad, s);
-    if (fuses_gelu(store[fc_w_])) {
-      // The output layer's weight and bias gradients; its input gradient runs through the GELU in
-      // one op that also gives the input layer's bias gradient.
-      Tensor no_grad_act;
-      linear_backward(a.act, weight_operand(store[out_w_], operands_), d_out, no_grad_act, false, store[out_w_].grad,
-                      out_b, operands_);
-      linear_dgelu_backward(d_out, store[out_w_], a.fc, s.d_fc, fc_b, operands_);
+    const bool fused = fuses_gelu(store[fc_w_]);
+    // The output layer's input gradient block by block as its output gradient is gathered —
+    // through the GELU in one op that also gives the input layer's bias gradient when fused —
+    // then its weight and bias gradients over all rows.
+    const Tensor d_out = gathered_grad_overlapped(grad, s, [&](const Tensor& dy, std::int64_t begin, std::int64_t end) {
+      if (fused) {
+        Tensor d_fc = row_block(s.d_fc, begin, end);
+        linear_dgelu_backward(dy, store[out_w_], row_block(a.fc, begin, end), d_fc, fc_b, operands_);
+      } else {
+        Tensor d_act = row_block(s.d_act, begin, end);
+        dense_input_grad(BlockLinear::out, row_block(a.act, begin, end), store[out_w_], dy, d_act);
+      }
+    });
+    Tensor no_grad_act;
+    dense_linear_backward(BlockLinear::out, a.act, store[out_w_], d_out, no_grad_act, false, out_b);
+    if (fused) {
       dense_linear_backward(BlockLinear::fc, a.h2, store[fc_w_], s.d_fc, s.d_h, false, none);
     } else if (config_.mlp == MlpKind::gelu) {
-      dense_linear_backward(BlockLinear::out, a.act, store[out_w_], d_out, s.d_act, false, out_b);
       gelu_backward(GeluArgs{}, a.fc, s.d_act, s.d_fc);
       dense_linear_backward(BlockLinear::fc, a.h2, store[fc_w_], s.d_fc, s.d_h, false, fc_b);
     } else {
-      dense_linear_backward(BlockLinear::out, a.act, store[out_w_], d_out, s.d_act, false, out_b);
       swiglu_backward(SwigluArgs{}, a.fc, a.up, s.d_act, s.d_fc, s.d_up);
       dense_linear_backward(BlockLinear::fc, a.h2, store[fc_w_], s.d_fc, s.d_h, false, fc_b);
       dense_linear_backward(BlockLinear::up, a.h2, store[up_w_], s.d_up, s.d_h, true, none);
@@ -512,7 +546,12 @@ void TransformerBlock::backward(ParameterStore& store, const Tensor& x, const Bl
   add_into(grad, s.d_tmp);  // grad = dL/dx_mid
   // Attention.
   Tensor proj_b = optional(store, proj_b_, true);
-  dense_linear_backward(BlockLinear::proj, a.att, store[proj_w_], gathered_grad(grad, s), s.d_att, false, proj_b);
+  const Tensor d_proj = gathered_grad_overlapped(grad, s, [&](const Tensor& dy, std::int64_t begin, std::int64_t end) {
+    Tensor d_att = row_block(s.d_att, begin, end);
+    dense_input_grad(BlockLinear::proj, row_block(a.att, begin, end), store[proj_w_], dy, d_att);
+  });
+  Tensor no_grad_att;
+  dense_linear_backward(BlockLinear::proj, a.att, store[proj_w_], d_proj, no_grad_att, false, proj_b);
   Tensor q = head_view(a.qkv, 0, Hq, D), k = head_view(a.qkv, Hq * D, Hkv, D);
   Tensor v = head_view(a.qkv, (Hq + Hkv) * D, Hkv, D);
   if (config_.positions == PositionKind::rope) {

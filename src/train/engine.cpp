@@ -69,6 +69,13 @@ Engine::Engine(const RunConfig& config, std::shared_ptr<spdlog::logger> log, dis
     state_.log->info("attention's 16-bit products (dense, no cp, head dim 64 / 128): {}",
                      state_.device->sixteen_bit_attention());
   }
+  if (state_.config.training.precision == Precision::fp8) {
+    state_.log->info(
+        "precision fp8: the {} blocks' dense linear layers on FP8 GEMMs (inputs and weights E4M3, output gradients "
+        "E5M2), per-tensor delayed scaling over training.fp8_amax_history {} steps with training.fp8_margin {}; the "
+        "rest (attention, norms, head, MoE experts) in bf16",
+        state_.config.model.n_layer, state_.config.training.fp8_amax_history, state_.config.training.fp8_margin);
+  }
   trainer_ = std::make_unique<Trainer>(state_, *data_);
   research_ = std::make_unique<ResearchStep>(state_, *trainer_, *data_);
   // Collective: its snapshot and communicator. It saves the tokenizer into every checkpoint.

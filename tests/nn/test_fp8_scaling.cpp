@@ -88,12 +88,15 @@ TEST(Fp8Scaling, AnUnseenSlotIsScaledJustInTimeFromItsTensor) {
 }
 
 // A step whose amax outgrew the delayed scale's range is reported (worst first), as the values
-// that saturated; a step within range reports nothing.
+// that saturated; a step within range, or a just-in-time scale, reports nothing.
 TEST(Fp8Scaling, ReportsTheTensorsWhoseAmaxOutgrewTheirRange) {
   Fp8Scaling scaling(Fp8Recipe{.amax_history = 2}, 3, {});
+  // Slot (0, input) scaled just in time from this rank's tensor (amax 0.5: range 0.875); the
+  // world's amax of 1.0 came from another rank's tensor, which its own scale covered: not judged.
+  EXPECT_EQ(scaling.scale(0, Fp8Role::input, Tensor::full({2}, 0.5)), 512.0f);
   for (std::int64_t l = 0; l < 3; ++l) scaling.amax_slot(l, Fp8Role::input).data<float>()[0] = 1.0f;
   scaling.amax_slot(2, Fp8Role::grad).data<float>()[0] = 1e-3f;
-  EXPECT_TRUE(scaling.end_step([](Tensor&) {}).empty()) << "no scale was set yet: nothing to exceed";
+  EXPECT_TRUE(scaling.end_step([](Tensor&) {}).empty()) << "no delayed scale yet: nothing to exceed";
   // Scales now: input 2^8 (range 1.75), grad 2^25 (range 1.7e-3).
   scaling.amax_slot(0, Fp8Role::input).data<float>()[0] = 1.5f;  // within range
   scaling.amax_slot(1, Fp8Role::input).data<float>()[0] = 3.0f;  // 1.7x the range

@@ -9,7 +9,7 @@
 // quantises W and x transposed as well (the forward's x is not kept in FP8: the backward
 // re-quantises the saved f32 x with the step's same scale, bit for bit the forward's values).
 // x (..., K) and dy (..., M) contiguous f32; W (M, K) f32; y, dx f32; dx written (`=`) unless
-// accumulate_dx, dW and db accumulate (`+=`); dx and db may be undefined to skip them.
+// accumulate_dx, dW and db accumulate (`+=`); dx, dW and db may be undefined to skip them.
 #pragma once
 
 #include <cstdint>

@@ -64,7 +64,8 @@ class Fp8Scaling {
   const Tensor& step_amax() const { return amax_; }
   // The step's end: `reduce_max` turns the host copy of step_amax() into its max over every rank
   // (in place); then histories and scales advance and the step's amaxes are zeroed. Returns the
-  // tensors that saturated this step (worst amax / range first; empty in a healthy step).
+  // tensors that saturated this step under a delayed scale (worst amax / range first; empty in a
+  // healthy step; a just-in-time scale, each rank's own, is not judged).
   std::vector<Fp8Saturation> end_step(const std::function<void(Tensor&)>& reduce_max);
 
   // The scales (slots) and histories (slots x amax_history, newest last; 0 = none): a host f32
@@ -78,10 +79,11 @@ class Fp8Scaling {
   Fp8Recipe recipe_;
   std::int64_t linears_;
   ops::Placement placement_;
-  Tensor amax_;                      // (slots) f32 on the placement
-  std::vector<float> scales_;        // per slot
-  std::vector<float> history_;       // slots x amax_history, newest last
-  std::vector<std::uint8_t> known_;  // per slot: a scale is set (delayed, or just in time this step)
+  Tensor amax_;                             // (slots) f32 on the placement
+  std::vector<float> scales_;               // per slot
+  std::vector<float> history_;              // slots x amax_history, newest last
+  std::vector<std::uint8_t> known_;         // per slot: a scale is set (delayed, or just in time this step)
+  std::vector<std::uint8_t> just_in_time_;  // per slot: its scale was measured this step (not judged)
 };
 
 }  // namespace myriad::nn

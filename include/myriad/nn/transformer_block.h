@@ -20,6 +20,7 @@
 // h1 and h2 are the all-gathered full (B, T, C) norm outputs that the column-parallel layers read.
 #pragma once
 
+#include <functional>
 #include <memory>
 #include <optional>
 #include <string>
@@ -174,6 +175,11 @@ class TransformerBlock {
   std::int64_t fp8_slot(BlockLinear which) const;
   bool fuses_gelu(const Parameter& fc_weight) const;
   Tensor gathered_grad(const Tensor& grad, BlockScratch& s) const;
+  Tensor gathered_grad_overlapped(
+      const Tensor& grad, BlockScratch& s,
+      const std::function<void(const Tensor& dy, std::int64_t begin, std::int64_t end)>& input_grad) const;
+  void dense_input_grad(BlockLinear which, const Tensor& in, Parameter& weight, const Tensor& grad_out,
+                        Tensor& grad_in) const;
   Tensor reduced_input_grad(BlockScratch& s) const;
   IndexRange moe_sequences(std::int64_t B) const;
   DType attention_operands() const;  // 16-bit attention products or f32 (transformer_block.cpp)
