@@ -262,13 +262,16 @@ void CudaBackend::int8_linear_forward(const Int8Args& args, const Tensor& x, con
                           context_.stream());
 }
 
-std::string CudaBackend::fp8_unavailable() const {
+const std::string& CudaBackend::fp8_unavailable() const {
+  if (fp8_why_not_) return *fp8_why_not_;
   int major = 0, minor = 0;
   MYRIAD_CUDA_CHECK(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, context_.device()));
   MYRIAD_CUDA_CHECK(cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, context_.device()));
-  if (major * 10 + minor >= 89) return "";
-  return "cuda:" + std::to_string(context_.device()) + " is compute capability " + std::to_string(major) + "." +
-         std::to_string(minor) + "; FP8 tensor cores need 8.9 (Ada) or 9.0 (Hopper) and newer";
+  fp8_why_not_ = major * 10 + minor >= 89
+                     ? std::string()
+                     : "cuda:" + std::to_string(context_.device()) + " is compute capability " + std::to_string(major) +
+                           "." + std::to_string(minor) + "; FP8 tensor cores need 8.9 (Ada) or 9.0 (Hopper) and newer";
+  return *fp8_why_not_;
 }
 
 void CudaBackend::fp8_quantize(const Fp8QuantizeArgs& args, const Tensor& x, Tensor& out, Tensor& out_t, Tensor& amax) {
@@ -282,8 +285,7 @@ void CudaBackend::fp8_quantize(const Fp8QuantizeArgs& args, const Tensor& x, Ten
 
 // out (M, N) = alpha a (M, K) b (N, K)^T: cuBLASLt's FP8 GEMM in its "TN" layout (gemm.h).
 void CudaBackend::fp8_gemm(const Fp8GemmArgs& args, const Tensor& a, const Tensor& b, Tensor& out) {
-  const std::string why_not = fp8_unavailable();
-  MYRIAD_CHECK(why_not.empty(), "fp8_gemm: " << why_not);
+  MYRIAD_CHECK(fp8_unavailable().empty(), "fp8_gemm: " << fp8_unavailable());
   const std::int64_t m = a.size(0), n = b.size(0), k = a.size(1);
   if (k == 0) {
     if (!args.accumulate) fill(out, 0.0f);

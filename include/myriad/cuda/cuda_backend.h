@@ -38,6 +38,7 @@
 
 #include <map>
 #include <memory>
+#include <optional>
 #include <string>
 #include <tuple>
 
@@ -128,8 +129,9 @@ class CudaBackend final : public ops::Backend {
   // FP8 (cuda_backend_matmul.cpp): the quantisation kernel and cuBLASLt's FP8 GEMM, sm_89+ only.
   void fp8_quantize(const Fp8QuantizeArgs& args, const Tensor& x, Tensor& out, Tensor& out_t, Tensor& amax) override;
   void fp8_gemm(const Fp8GemmArgs& args, const Tensor& a, const Tensor& b, Tensor& out) override;
-  // Why this GPU cannot run FP8 GEMMs ("" when it can: compute capability 8.9 or newer).
-  std::string fp8_unavailable() const;
+  // Why this GPU cannot run FP8 GEMMs ("" when it can: compute capability 8.9 or newer); asked
+  // of the device once, then kept (every FP8 GEMM checks it).
+  const std::string& fp8_unavailable() const;
   void int8_embedding_forward(const Int8Args& args, const Tensor& ids, const Tensor& q, const Tensor& scales,
                               Tensor& out) override;
   // Mixture of experts (cuda_backend_moe.cpp): token routing kernels, cuBLAS grouped GEMMs.
@@ -177,6 +179,7 @@ class CudaBackend final : public ops::Backend {
   std::shared_ptr<CudnnAttention> cudnn_;  // cudnn_attention(): made once (cudnn_tried_)
   std::string cudnn_why_not_;
   bool cudnn_tried_ = false;
+  mutable std::optional<std::string> fp8_why_not_;  // fp8_unavailable(): the device's answer, once
 };
 
 }  // namespace myriad::cuda
