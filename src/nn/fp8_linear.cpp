@@ -1,6 +1,7 @@
 // nn::fp8_linear_forward / backward: quantise, FP8 GEMM, bias (nn/fp8_linear.h).
 #include "myriad/nn/fp8_linear.h"
 
+#include "myriad/core/error.h"
 #include "myriad/nn/linear.h"
 #include "myriad/ops/bias_add.h"
 #include "myriad/ops/fp8.h"
@@ -37,27 +38,46 @@ Quantized quantize(const Tensor& t, Fp8Scaling& scaling, std::int64_t linear, Fp
   return q;
 }
 
+// dx (=, or +=) = (dyq Wq) / (s_dy s_w): dyq's values and W's transposed codes.
+void input_grad_gemm(const Quantized& dyq, const Fp8Weight& weight, Tensor& grad_x, bool accumulate_dx) {
+  MYRIAD_CHECK(weight.transposed, "fp8 linear: the input gradient needs the weight's transposed codes");
+  Tensor dx = rows_of(grad_x);
+  fp8_gemm(Fp8GemmArgs{.alpha = 1.0f / (dyq.scale * weight.scale), .accumulate = accumulate_dx}, dyq.values,
+           weight.codes, dx);
+}
+
 }  // namespace
+
+Fp8Weight fp8_quantize_weight(const Tensor& weight, bool transposed, Fp8Scaling& scaling, std::int64_t linear) {
+  Quantized q = quantize(weight, scaling, linear, Fp8Role::weight, !transposed, transposed);
+  return Fp8Weight{.codes = transposed ? q.transposed : q.values, .scale = q.scale, .transposed = transposed};
+}
+
+void fp8_linear_forward(const Tensor& x, const Fp8Weight& weight, const Tensor& bias, Tensor& y, Fp8Scaling& scaling,
+                        std::int64_t linear) {
+  MYRIAD_CHECK(!weight.transposed, "fp8 linear: the forward needs the weight's row-major codes");
+  const Quantized xq = quantize(x, scaling, linear, Fp8Role::input, true, false);
+  Tensor out = rows_of(y);
+  fp8_gemm(Fp8GemmArgs{.alpha = 1.0f / (xq.scale * weight.scale)}, xq.values, weight.codes, out);
+  if (bias.defined()) add_row_bias(out, bias);
+}
 
 void fp8_linear_forward(const Tensor& x, const Tensor& weight, const Tensor& bias, Tensor& y, Fp8Scaling& scaling,
                         std::int64_t linear) {
-  const Quantized xq = quantize(x, scaling, linear, Fp8Role::input, true, false);
-  const Quantized wq = quantize(weight, scaling, linear, Fp8Role::weight, true, false);
-  Tensor out = rows_of(y);
-  fp8_gemm(Fp8GemmArgs{.alpha = 1.0f / (xq.scale * wq.scale)}, xq.values, wq.values, out);
-  if (bias.defined()) add_row_bias(out, bias);
+  fp8_linear_forward(x, fp8_quantize_weight(weight, false, scaling, linear), bias, y, scaling, linear);
+}
+
+void fp8_linear_input_grad(const Tensor& grad_y, const Fp8Weight& weight, Tensor& grad_x, bool accumulate_dx,
+                           Fp8Scaling& scaling, std::int64_t linear) {
+  const Quantized dyq = quantize(grad_y, scaling, linear, Fp8Role::grad, true, false);
+  input_grad_gemm(dyq, weight, grad_x, accumulate_dx);
 }
 
 void fp8_linear_backward(const Tensor& x, const Tensor& weight, const Tensor& grad_y, Tensor& grad_x,
                          bool accumulate_dx, Tensor& grad_weight, Tensor& grad_bias, Fp8Scaling& scaling,
                          std::int64_t linear) {
   const Quantized dyq = quantize(grad_y, scaling, linear, Fp8Role::grad, grad_x.defined(), grad_weight.defined());
-  if (grad_x.defined()) {
-    const Quantized wq = quantize(weight, scaling, linear, Fp8Role::weight, false, true);
-    Tensor dx = rows_of(grad_x);
-    fp8_gemm(Fp8GemmArgs{.alpha = 1.0f / (dyq.scale * wq.scale), .accumulate = accumulate_dx}, dyq.values,
-             wq.transposed, dx);
-  }
+  if (grad_x.defined()) input_grad_gemm(dyq, fp8_quantize_weight(weight, true, scaling, linear), grad_x, accumulate_dx);
   if (grad_weight.defined()) {
     const Quantized xq = quantize(x, scaling, linear, Fp8Role::input, false, true);
     fp8_gemm(Fp8GemmArgs{.alpha = 1.0f / (dyq.scale * xq.scale), .accumulate = true}, dyq.transposed, xq.transposed,

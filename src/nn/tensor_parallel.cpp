@@ -20,15 +20,24 @@ void TensorParallel::gather_rows_overlapped(const Tensor& rows, Tensor& full, co
   consume(0, full.numel() / full.size(-1));
 }
 
+void TensorParallel::reduce_to_rows_overlapped(Tensor& full, Tensor& rows, const RowsProducer& produce) const {
+  const std::int64_t C = full.size(-1), N = full.numel() / C;
+  Tensor all = full.view({N, C});
+  produce(0, N, all);
+  reduce_to_rows(full, rows);
+}
+
 void TensorParallel::row_parallel_linear(const LinearInto& linear, const Tensor& bias, Tensor& partial,
                                          Tensor& out) const {
+  const std::int64_t C = out.size(-1);
   if (size() == 1) {
-    linear(bias, out);
+    Tensor all = out.view({out.numel() / C, C});
+    linear(bias, 0, all.size(0), all);
     return;
   }
   Tensor full = full_of(out, partial);
-  linear(Tensor(), full);
-  reduce_to_rows(full, out);
+  reduce_to_rows_overlapped(
+      full, out, [&](std::int64_t begin, std::int64_t end, Tensor& block) { linear(Tensor(), begin, end, block); });
   if (bias.defined()) add_row_bias(out, bias);
 }
 

@@ -246,8 +246,16 @@ void TransformerBlock::row_parallel_output(std::optional<BlockLinear> which, con
   if (weight.int8_values.defined()) {  // INT8 inference: whole layers only (GptModel::attach_int8)
     linear_forward(in, weight, bias, out, operands_);
   } else {
+    Fp8WeightOnce codes;
+    // The step's first input sets a just-in-time scale: all of it, as in a group of one, not the
+    // first block the ring asks for.
+    if (fp8_ != nullptr && which)
+      (void)fp8_->scale(fp8_slot(*which), Fp8Role::input, row_block(in, 0, in.numel() / in.size(-1)));
     split_.tensor_parallel().row_parallel_linear(
-        [&](const Tensor& b, Tensor& o) { dense_linear_forward(which, in, weight, b, o); }, bias, partial, out);
+        [&](const Tensor& b, std::int64_t begin, std::int64_t end, Tensor& o) {
+          dense_linear_forward(which, row_block(in, begin, end), weight, b, o, &codes);
+        },
+        bias, partial, out);
   }
   add_into(out, residual);
 }
@@ -255,9 +263,15 @@ void TransformerBlock::row_parallel_output(std::optional<BlockLinear> which, con
 // A dense linear layer of the block: FP8 GEMMs under training.precision fp8 (training's forward:
 // `which` given), else the GEMM operand format (its kept 16-bit weight copy).
 void TransformerBlock::dense_linear_forward(std::optional<BlockLinear> which, const Tensor& in, const Parameter& weight,
-                                            const Tensor& bias, Tensor& out) const {
+                                            const Tensor& bias, Tensor& out, Fp8WeightOnce* once) const {
   if (fp8_ != nullptr && which && !weight.int8_values.defined()) {
-    fp8_linear_forward(in, weight.value, bias, out, *fp8_, fp8_slot(*which));
+    const std::int64_t slot = fp8_slot(*which);
+    if (once == nullptr) {
+      fp8_linear_forward(in, weight.value, bias, out, *fp8_, slot);
+      return;
+    }
+    if (!*once) *once = fp8_quantize_weight(weight.value, false, *fp8_, slot);
+    fp8_linear_forward(in, **once, bias, out, *fp8_, slot);
     return;
   }
   linear_forward(in, weight, bias, out, operands_);
@@ -363,11 +377,12 @@ void TransformerBlock::forward(const ParameterStore& store, const Tensor& x, Ten
   const std::int64_t Hq = widths_.heads, Hkv = widths_.kv_heads, D = widths_.head_dim;
   const std::int64_t B = a.h1.size(0), T = a.h1.size(1);
   const Tensor qkv_b = optional(store, qkv_b_, false);
-  norm_gather_and(store, norm1_w_, norm1_b_, x, s.h_rows, a.h1, a.ln1_mean, a.ln1_rstd,
-                  [&](std::int64_t begin, std::int64_t end) {
-                    Tensor out = row_block(a.qkv, begin, end);
-                    dense_linear_forward(BlockLinear::qkv, row_block(a.h1, begin, end), store[qkv_w_], qkv_b, out);
-                  });
+  Fp8WeightOnce qkv_codes;
+  norm_gather_and(
+      store, norm1_w_, norm1_b_, x, s.h_rows, a.h1, a.ln1_mean, a.ln1_rstd, [&](std::int64_t begin, std::int64_t end) {
+        Tensor out = row_block(a.qkv, begin, end);
+        dense_linear_forward(BlockLinear::qkv, row_block(a.h1, begin, end), store[qkv_w_], qkv_b, out, &qkv_codes);
+      });
   Tensor q = head_view(a.qkv, 0, Hq, D), k = head_view(a.qkv, Hq * D, Hkv, D);
   Tensor v = head_view(a.qkv, (Hq + Hkv) * D, Hkv, D);
   if (config_.positions == PositionKind::rope) {
@@ -388,6 +403,7 @@ void TransformerBlock::forward(const ParameterStore& store, const Tensor& x, Ten
   const bool fused = fuses_gelu(store[fc_w_]);
   const Tensor fc_b = optional(store, fc_b_, false);
   // The MLP's input layer(s) on each block of gathered rows (with the GELU when fused).
+  Fp8WeightOnce fc_codes, up_codes;
   norm_gather_and(store, norm2_w_, norm2_b_, a.x_mid, s.h_rows, a.h2, a.ln2_mean, a.ln2_rstd,
                   [&](std::int64_t begin, std::int64_t end) {
                     const Tensor in = row_block(a.h2, begin, end);
@@ -397,10 +413,10 @@ void TransformerBlock::forward(const ParameterStore& store, const Tensor& x, Ten
                       linear_gelu_forward(in, store[fc_w_], fc_b, fc, act, operands_);
                       return;
                     }
-                    dense_linear_forward(BlockLinear::fc, in, store[fc_w_], fc_b, fc);
+                    dense_linear_forward(BlockLinear::fc, in, store[fc_w_], fc_b, fc, &fc_codes);
                     if (config_.mlp == MlpKind::swiglu) {
                       Tensor up = row_block(a.up, begin, end);
-                      dense_linear_forward(BlockLinear::up, in, store[up_w_], Tensor(), up);
+                      dense_linear_forward(BlockLinear::up, in, store[up_w_], Tensor(), up, &up_codes);
                     }
                   });
   if (!fused) mlp_activation(a, a.act);
@@ -440,18 +456,50 @@ Tensor TransformerBlock::gathered_grad_overlapped(
   return full;
 }
 
-// A dense layer's input gradient alone (written), on a block of rows (`in`: the layer's input
-// rows, which only FP8's signature takes).
-void TransformerBlock::dense_input_grad(BlockLinear which, const Tensor& in, Parameter& weight, const Tensor& grad_out,
-                                        Tensor& grad_in) const {
+// A dense layer's input gradient alone (written, or accumulated), on a block of rows; under FP8
+// the weight's transposed codes are quantised at the layer's first block (`once`).
+void TransformerBlock::dense_input_grad(BlockLinear which, Parameter& weight, const Tensor& grad_out, Tensor& grad_in,
+                                        bool accumulate, Fp8WeightOnce& once) const {
   if (fp8_ != nullptr) {
-    Tensor no_weight_grad, no_bias_grad;
-    fp8_linear_backward(in, weight.value, grad_out, grad_in, false, no_weight_grad, no_bias_grad, *fp8_,
-                        fp8_slot(which));
+    const std::int64_t slot = fp8_slot(which);
+    if (!once) once = fp8_quantize_weight(weight.value, true, *fp8_, slot);
+    fp8_linear_input_grad(grad_out, *once, grad_in, accumulate, *fp8_, slot);
     return;
   }
   // grad_out W: the input gradient's GEMM alone (the input is not needed, nor converted).
-  matmul_forward(MatmulArgs{}, gemm_operand(grad_out, operands_), weight_operand(weight, operands_), grad_in);
+  matmul_forward(MatmulArgs{.accumulate = accumulate}, gemm_operand(grad_out, operands_),
+                 weight_operand(weight, operands_), grad_in);
+}
+
+// dL/d(the layers' common input), summed over the group into this rank's rows: the input gradients
+// of the column-parallel `layers` (written by the first, accumulated by the rest), and their weight
+// and bias gradients over all rows. Under sequence parallelism the input gradient is produced block
+// by block into a ring reduce-scatter, each block's transfer in flight while the next is produced
+// (TensorParallel::reduce_to_rows_overlapped); else one backward per layer, then the reduction.
+Tensor TransformerBlock::column_parallel_backward(ParameterStore& store, const Tensor& in,
+                                                  std::vector<ColumnLinear> layers, BlockScratch& s) const {
+  const TensorParallel& tp = split_.tensor_parallel();
+  if (!tp.shards_rows()) {
+    bool accumulate = false;
+    for (ColumnLinear& layer : layers) {
+      dense_linear_backward(layer.which, in, store[layer.weight], layer.grad_out, s.d_h, accumulate, layer.grad_bias);
+      accumulate = true;
+    }
+    return reduced_input_grad(s);
+  }
+  for (ColumnLinear& layer : layers) {
+    Tensor no_grad_in;
+    dense_linear_backward(layer.which, in, store[layer.weight], layer.grad_out, no_grad_in, false, layer.grad_bias);
+  }
+  std::vector<Fp8WeightOnce> codes(layers.size());
+  Tensor rows = tp.rows_of(s.d_h, s.d_hs);
+  tp.reduce_to_rows_overlapped(s.d_h, rows, [&](std::int64_t begin, std::int64_t end, Tensor& out) {
+    for (std::size_t i = 0; i < layers.size(); ++i) {
+      dense_input_grad(layers[i].which, store[layers[i].weight], row_block(layers[i].grad_out, begin, end), out, i > 0,
+                       codes[i]);
+    }
+  });
+  return rows;
 }
 
 // Under tp the MoE layer runs on this rank's B / tp sequences of the gathered input (moe_layer.h);
@@ -508,12 +556,16 @@ void TransformerBlock::backward(ParameterStore& store, const Tensor& x, const Bl
   const std::int64_t B = a.h1.size(0), T = a.h1.size(1);
   const std::int64_t Hq = widths_.heads, Hkv = widths_.kv_heads, D = widths_.head_dim;
   zero(s.norm_grads);
-  // MLP: s.d_h <- dL/d h2 (this rank's partial sum under tp).
+  // MLP: d_h2 <- dL/d h2, this rank's rows (the partial sums of the dense MLP, or of the MoE layer on
+  // this rank's sequences, reduced over the tp group).
+  Tensor d_h2;
   if (moe_) {
     moe_backward(store, a, s, grad, loss_scale);
+    d_h2 = reduced_input_grad(s);
   } else {
     Tensor out_b = optional(store, out_b_, true), fc_b = optional(store, fc_b_, true), none;
     const bool fused = fuses_gelu(store[fc_w_]);
+    Fp8WeightOnce out_codes;
     // The output layer's input gradient block by block as its output gradient is gathered —
     // through the GELU in one op that also gives the input layer's bias gradient when fused —
     // then its weight and bias gradients over all rows.
@@ -523,32 +575,33 @@ void TransformerBlock::backward(ParameterStore& store, const Tensor& x, const Bl
         linear_dgelu_backward(dy, store[out_w_], row_block(a.fc, begin, end), d_fc, fc_b, operands_);
       } else {
         Tensor d_act = row_block(s.d_act, begin, end);
-        dense_input_grad(BlockLinear::out, row_block(a.act, begin, end), store[out_w_], dy, d_act);
+        dense_input_grad(BlockLinear::out, store[out_w_], dy, d_act, false, out_codes);
       }
     });
     Tensor no_grad_act;
     dense_linear_backward(BlockLinear::out, a.act, store[out_w_], d_out, no_grad_act, false, out_b);
+    std::vector<ColumnLinear> inputs;
     if (fused) {
-      dense_linear_backward(BlockLinear::fc, a.h2, store[fc_w_], s.d_fc, s.d_h, false, none);
+      inputs.push_back({BlockLinear::fc, fc_w_, s.d_fc, none});
     } else if (config_.mlp == MlpKind::gelu) {
       gelu_backward(GeluArgs{}, a.fc, s.d_act, s.d_fc);
-      dense_linear_backward(BlockLinear::fc, a.h2, store[fc_w_], s.d_fc, s.d_h, false, fc_b);
+      inputs.push_back({BlockLinear::fc, fc_w_, s.d_fc, fc_b});
     } else {
       swiglu_backward(SwigluArgs{}, a.fc, a.up, s.d_act, s.d_fc, s.d_up);
-      dense_linear_backward(BlockLinear::fc, a.h2, store[fc_w_], s.d_fc, s.d_h, false, fc_b);
-      dense_linear_backward(BlockLinear::up, a.h2, store[up_w_], s.d_up, s.d_h, true, none);
+      inputs.push_back({BlockLinear::fc, fc_w_, s.d_fc, fc_b});
+      inputs.push_back({BlockLinear::up, up_w_, s.d_up, none});
     }
+    d_h2 = column_parallel_backward(store, a.h2, std::move(inputs), s);
   }
   Tensor n2w = norm_grad_target(norm2_w_, s, 2), n2b = norm_grad_target(norm2_b_, s, 3);
-  // A partial sum over the tp group (the dense MLP, or the MoE layer on this rank's sequences).
-  const Tensor d_h2 = reduced_input_grad(s);
   norm_backward(store, norm2_w_, a.x_mid, a.ln2_mean, a.ln2_rstd, d_h2, s.d_tmp, n2w, n2b);
   add_into(grad, s.d_tmp);  // grad = dL/dx_mid
   // Attention.
   Tensor proj_b = optional(store, proj_b_, true);
+  Fp8WeightOnce proj_codes;
   const Tensor d_proj = gathered_grad_overlapped(grad, s, [&](const Tensor& dy, std::int64_t begin, std::int64_t end) {
     Tensor d_att = row_block(s.d_att, begin, end);
-    dense_input_grad(BlockLinear::proj, row_block(a.att, begin, end), store[proj_w_], dy, d_att);
+    dense_input_grad(BlockLinear::proj, store[proj_w_], dy, d_att, false, proj_codes);
   });
   Tensor no_grad_att;
   dense_linear_backward(BlockLinear::proj, a.att, store[proj_w_], d_proj, no_grad_att, false, proj_b);
@@ -575,9 +628,9 @@ void TransformerBlock::backward(ParameterStore& store, const Tensor& x, const Bl
     rope_at_positions(true, dk, dk);
   }
   Tensor qkv_b = optional(store, qkv_b_, true);
-  dense_linear_backward(BlockLinear::qkv, a.h1, store[qkv_w_], s.d_qkv, s.d_h, false, qkv_b);
+  const Tensor d_h1 = column_parallel_backward(store, a.h1, {{BlockLinear::qkv, qkv_w_, s.d_qkv, qkv_b}}, s);
   Tensor n1w = norm_grad_target(norm1_w_, s, 0), n1b = norm_grad_target(norm1_b_, s, 1);
-  norm_backward(store, norm1_w_, x, a.ln1_mean, a.ln1_rstd, reduced_input_grad(s), s.d_tmp, n1w, n1b);
+  norm_backward(store, norm1_w_, x, a.ln1_mean, a.ln1_rstd, d_h1, s.d_tmp, n1w, n1b);
   add_into(grad, s.d_tmp);  // grad = dL/dx
   // The norms' gradients: from this rank's rows, summed over every rank's (sequence parallel).
   split_.tensor_parallel().sum_replicated_grads(s.norm_grads);

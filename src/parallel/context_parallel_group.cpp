@@ -29,6 +29,7 @@ std::unique_ptr<nn::RingTransfer> ContextParallelGroup::ring_shift(const Tensor&
                                       << " must be contiguous and of one shape");
   distributed::WorkHandle out = cp_.send_async(send, (r + 1) % n, tag);
   distributed::WorkHandle in = cp_.recv_async(recv, (r - 1 + n) % n, tag);
+  cp_.start_point_to_point();  // in flight while the caller computes on the blocks it holds
   return std::make_unique<RingWork>(std::move(out), std::move(in));
 }
 

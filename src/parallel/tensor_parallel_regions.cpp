@@ -1,6 +1,7 @@
 // TensorParallelRegions: the region ops and vocabulary-parallel layers over the tp communicator.
 #include "myriad/parallel/tensor_parallel_regions.h"
 
+#include "myriad/nn/linear.h"
 #include "myriad/ops/elementwise.h"
 #include "myriad/ops/placement.h"
 #include "myriad/parallel/tensor_parallel_region.h"
@@ -8,7 +9,7 @@
 namespace myriad::parallel {
 
 namespace {
-constexpr int kRingTag = 0;  // gather_rows_overlapped's blocks (p2p tag 0 of the tp group)
+constexpr int kRingTag = 0;  // the overlapped rings' blocks (p2p tag 0 of the tp group)
 }  // namespace
 
 TensorParallelRegions::TensorParallelRegions(distributed::Communicator& tp, bool sequence_parallel,
@@ -42,12 +43,47 @@ void TensorParallelRegions::gather_rows_overlapped(const Tensor& rows, Tensor& f
     Tensor outgoing = block(held), arriving = block(incoming);
     distributed::WorkHandle send = tp_.send_async(outgoing, (r + 1) % p, kRingTag);
     distributed::WorkHandle recv = tp_.recv_async(arriving, (r - 1 + p) % p, kRingTag);
+    tp_.start_point_to_point();
     consume(held * n, (held + 1) * n);  // overlaps the transfer
     recv->wait_on_stream();
     send->wait_on_stream();
     held = incoming;
   }
   consume(held * n, (held + 1) * n);
+}
+
+void TensorParallelRegions::reduce_to_rows_overlapped(Tensor& full, Tensor& rows, const RowsProducer& produce) const {
+  if (!shards_rows_) {
+    TensorParallel::reduce_to_rows_overlapped(full, rows, produce);  // all rows, then an all-reduce
+    return;
+  }
+  const int p = tp_.size(), r = tp_.rank();
+  const std::int64_t C = full.size(-1), n = rows.numel() / C;
+  MYRIAD_CHECK(n * p * C == full.numel(), "reduce_to_rows_overlapped: tp rank "
+                                              << r << " holds " << rows.describe() << ", which " << p
+                                              << " ranks do not make " << full.describe());
+  // full's first blocks are the ring's buffers: the incoming sum, and two running sums (sent
+  // alternately; with p = 2 only the first is sent).
+  Tensor flat = full.view({n * p, C});
+  auto scratch = [&](int i) { return flat.slice(0, i * n, (i + 1) * n); };
+  Tensor incoming = scratch(0), own = rows.view({n, C});
+  distributed::WorkHandle send, recv;
+  for (int step = 0; step < p; ++step) {
+    // Block b's sum starts on rank b + 1 and ends on b: at this step, block r - 1 - step.
+    const int block = ((r - 1 - step) % p + p) % p;
+    const bool last = step == p - 1;
+    Tensor sum = last ? own : scratch(1 + step % 2);
+    produce(block * n, (block + 1) * n, sum);  // overlaps the transfer started last step
+    if (recv) {
+      recv->wait_on_stream();
+      send->wait_on_stream();
+      nn::add_into(sum, incoming);
+    }
+    if (last) break;
+    send = tp_.send_async(sum, (r + 1) % p, kRingTag);
+    recv = tp_.recv_async(incoming, (r - 1 + p) % p, kRingTag);
+    tp_.start_point_to_point();
+  }
 }
 
 void TensorParallelRegions::reduce_to_rows(Tensor& full, Tensor& rows) const {

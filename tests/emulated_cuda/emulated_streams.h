@@ -41,6 +41,9 @@ std::uint64_t stream_synchronizations();
 std::uint64_t host_synchronizations();
 // How many cuDNN fused-attention launches (forward or backward, cuda/cudnn_attention.h) have run.
 std::uint64_t cudnn_attention_calls();
+// How many NCCL groups carrying send / recv have been launched (outermost ncclGroupEnd) so far;
+// defined by nccl_on_mpi.cpp, so only in the binaries that emulate NCCL.
+std::uint64_t point_to_point_groups_launched();
 // The compute capability every emulated device reports (major * 10 + minor; 90, a Hopper, unless
 // a test sets another: FP8 refuses below 89).
 void set_compute_capability(int capability);

@@ -16,6 +16,8 @@
 #include <mpi.h>
 #include <nccl.h>
 
+#include <atomic>
+#include <cstdint>
 #include <cstring>
 #include <memory>
 #include <vector>
@@ -111,7 +113,16 @@ namespace {
 void follow_stream_order(cudaStream_t stream, const void* input, std::size_t bytes) {
   if (group_state().requests.empty()) myriad::emulated::deliver_writes_to(stream, input, bytes);
 }
+// Outermost groups that carried send / recv (myriad::emulated::point_to_point_groups_launched).
+std::atomic<std::uint64_t>& point_to_point_groups() {
+  static std::atomic<std::uint64_t> launched{0};  // the emulated library's state
+  return launched;
+}
 }  // namespace
+
+namespace myriad::emulated {
+std::uint64_t point_to_point_groups_launched() { return point_to_point_groups().load(); }
+}  // namespace myriad::emulated
 
 extern "C" {
 
@@ -166,6 +177,7 @@ ncclResult_t ncclGroupStart() {
 ncclResult_t ncclGroupEnd() {
   GroupState& g = group_state();
   if (--g.depth > 0 || g.requests.empty()) return ncclSuccess;
+  point_to_point_groups().fetch_add(1);
   const int status = MPI_Waitall(static_cast<int>(g.requests.size()), g.requests.data(), MPI_STATUSES_IGNORE);
   g.requests.clear();
   return checked(status);

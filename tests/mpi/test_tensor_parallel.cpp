@@ -2,12 +2,13 @@
 // the full tensors (regenerated identically on every rank from one seed): vocabulary-parallel
 // cross-entropy and embedding with a vocabulary not divisible by tp (padding columns get no
 // probability and no gradient), the last-dimension gather/slice, the sequence-parallel gather
-// overlapped with its consumer (a ring of send / recv), and a column-parallel then
-// row-parallel MLP whose outputs and every gradient equal the serial MLP's.
+// overlapped with its consumer and the reduce-scatter fed by its producer (rings of send / recv),
+// and a column-parallel then row-parallel MLP whose outputs and every gradient equal the serial MLP's.
 #include <gtest/gtest.h>
 
 #include <algorithm>
 #include <cmath>
+#include <vector>
 
 #include "mpi_test_support.h"
 #include "myriad/core/philox.h"
@@ -17,6 +18,7 @@
 #include "myriad/nn/linear.h"
 #include "myriad/ops/activations.h"
 #include "myriad/ops/cross_entropy.h"
+#include "myriad/ops/elementwise.h"
 #include "myriad/ops/embedding.h"
 
 namespace myriad::distributed {
@@ -126,6 +128,42 @@ TEST(TensorParallel, OverlappedGatherConsumesEveryBlockOnceInRingOrder) {
   ASSERT_EQ(static_cast<int>(order.size()), parts);
   for (int step = 0; step < parts; ++step)
     EXPECT_EQ(order[static_cast<std::size_t>(step)], (rank - step + parts) % parts);
+}
+
+// The sequence-parallel reduce-scatter fed by its producer (a ring): each rank's rows equal the
+// float64 sum over ranks of every rank's partial product of them, and the producer is asked for
+// every block exactly once, in ring order r - 1, r - 2, ..., ending with the rank's own block,
+// writing (`=`) into what it is handed — pre-filled with garbage here.
+TEST(TensorParallel, OverlappedReduceScatterProducesEveryBlockOnceInRingOrder) {
+  auto tp = myriad::testing::make_world("tp");
+  const int parts = tp->size(), rank = tp->rank();
+  const nn::TransformerConfig model = nn::TransformerConfig::gpt2(64, 1, 2, 8, 16);
+  parallel::TensorParallelRegions regions(*tp, true, model);
+  const std::int64_t n = 3, C = 8;
+  auto partial_of = [&](int r) { return random({parts * n, C}, 20 + static_cast<std::uint64_t>(r)); };
+  const Tensor mine = partial_of(rank);
+  Tensor full = Tensor::full({parts, n, C}, 1e30), rows = Tensor::full({1, n, C}, -3.0);
+  std::vector<std::int64_t> order;
+  regions.reduce_to_rows_overlapped(full, rows, [&](std::int64_t begin, std::int64_t end, Tensor& out) {
+    ASSERT_EQ(end - begin, n);
+    ASSERT_EQ(begin % n, 0);
+    ASSERT_EQ(out.shape(), (Shape{n, C}));
+    order.push_back(begin / n);
+    fill_uniform(out, 1e20f, 2e20f, 77, 1);  // garbage the producer must overwrite
+    copy(mine.slice(0, begin, end), out);
+  });
+  std::vector<double> sums(static_cast<std::size_t>(n * C), 0.0);
+  for (int r = 0; r < parts; ++r) {
+    const Tensor theirs = partial_of(r).slice(0, rank * n, (rank + 1) * n).contiguous();
+    for (std::int64_t i = 0; i < n * C; ++i) sums[static_cast<std::size_t>(i)] += theirs.data<float>()[i];
+  }
+  Tensor expected = Tensor::empty({n, C});
+  for (std::int64_t i = 0; i < n * C; ++i)
+    expected.data<float>()[i] = static_cast<float>(sums[static_cast<std::size_t>(i)]);
+  expect_close(rows.view({n, C}), expected, 1e-6, "the reduced rows");
+  ASSERT_EQ(static_cast<int>(order.size()), parts);
+  for (int step = 0; step < parts; ++step)
+    EXPECT_EQ(order[static_cast<std::size_t>(step)], ((rank - 1 - step) % parts + parts) % parts);
 }
 
 TEST(TensorParallel, ColumnThenRowParallelMlpEqualsSerial) {

@@ -101,6 +101,11 @@ class Communicator {
   virtual WorkHandle broadcast_async(Tensor tensor, int root) = 0;
   virtual WorkHandle send_async(Tensor tensor, int peer, int tag = 0) = 0;
   virtual WorkHandle recv_async(Tensor tensor, int peer, int tag = 0) = 0;
+  // Starts the run of send/recv issued since the last operation now, as one group: a caller that
+  // overlaps an exchange with compute issued next calls it after the exchange's send / recv (a
+  // device communicator otherwise launches the group when it is waited on, after that compute —
+  // and orders it after that compute). A no-op where send / recv start when issued.
+  virtual void start_point_to_point() {}
   virtual WorkHandle all_to_all_async(Tensor input, Tensor output) = 0;
   virtual WorkHandle all_to_all_v_async(Tensor input, std::vector<std::int64_t> send_counts, Tensor output,
                                         std::vector<std::int64_t> recv_counts) = 0;

@@ -58,6 +58,7 @@ class ComposedCommunicator : public Communicator {
   WorkHandle recv_async(Tensor tensor, int peer, int tag = 0) override {
     return flat_->recv_async(std::move(tensor), peer, tag);
   }
+  void start_point_to_point() override { flat_->start_point_to_point(); }
   WorkHandle all_to_all_async(Tensor input, Tensor output) override {
     return flat_->all_to_all_async(std::move(input), std::move(output));
   }

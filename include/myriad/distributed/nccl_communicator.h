@@ -28,7 +28,8 @@
 // Semantics are the interface's, including its chunk rule (chunk_range): unequal chunks — which
 // ncclReduceScatter / ncclAllGather cannot express — run as a group of ncclReduce / ncclBroadcast
 // calls, one per chunk. send/recv issued back to back form one NCCL group (launched when another
-// kind of operation is issued, or when one of them is waited on), as the interface promises.
+// kind of operation is issued, when one of them is waited on, or at start_point_to_point), as the
+// interface promises.
 // NCCL matches point-to-point messages per (communicator, peer) in issue order and has no tags,
 // so each tag in [0, p2p_tags) gets a communicator of its own (split at set-up).
 //
@@ -113,6 +114,9 @@ class NcclCommunicator final : public distributed::Communicator {
   distributed::WorkHandle broadcast_async(Tensor tensor, int root) override;
   distributed::WorkHandle send_async(Tensor tensor, int peer, int tag = 0) override;
   distributed::WorkHandle recv_async(Tensor tensor, int peer, int tag = 0) override;
+  // Launches the pending send/recv now as one NCCL group, ordered after the compute stream's work
+  // issued so far.
+  void start_point_to_point() override;
   distributed::WorkHandle all_to_all_async(Tensor input, Tensor output) override;
   distributed::WorkHandle all_to_all_v_async(Tensor input, std::vector<std::int64_t> send_counts, Tensor output,
                                              std::vector<std::int64_t> recv_counts) override;

@@ -21,6 +21,23 @@ namespace myriad::nn {
 
 void fp8_linear_forward(const Tensor& x, const Tensor& weight, const Tensor& bias, Tensor& y, Fp8Scaling& scaling,
                         std::int64_t linear);
+
+// A weight quantised once for the GEMMs of one layer's blocks of rows (a sequence-parallel ring
+// runs the layer block by block): its E4M3 codes — row-major for the forward, transposed for the
+// input gradient — and the step's scale. Bit for bit what each block's own quantisation gives.
+struct Fp8Weight {
+  Tensor codes;
+  float scale = 1.0f;
+  bool transposed = false;
+};
+Fp8Weight fp8_quantize_weight(const Tensor& weight, bool transposed, Fp8Scaling& scaling, std::int64_t linear);
+// fp8_linear_forward with the weight quantised already (not transposed).
+void fp8_linear_forward(const Tensor& x, const Fp8Weight& weight, const Tensor& bias, Tensor& y, Fp8Scaling& scaling,
+                        std::int64_t linear);
+// The input gradient alone, dx (=, or += when accumulate_dx) = (dyq Wq) / (s_dy s_w), with the
+// weight quantised already (transposed).
+void fp8_linear_input_grad(const Tensor& grad_y, const Fp8Weight& weight, Tensor& grad_x, bool accumulate_dx,
+                           Fp8Scaling& scaling, std::int64_t linear);
 void fp8_linear_backward(const Tensor& x, const Tensor& weight, const Tensor& grad_y, Tensor& grad_x,
                          bool accumulate_dx, Tensor& grad_weight, Tensor& grad_bias, Fp8Scaling& scaling,
                          std::int64_t linear);

@@ -46,6 +46,14 @@ class TensorParallel {
   using RowsConsumer = std::function<void(std::int64_t begin, std::int64_t end)>;
   virtual void gather_rows_overlapped(const Tensor& rows, Tensor& full, const RowsConsumer& consume) const;
   virtual void reduce_to_rows(Tensor& full, Tensor& rows) const = 0;
+  // reduce_to_rows of a partial product made block by block, overlapped with its reduction:
+  // produce(begin, end, out) writes (`=`) this rank's partial sum of full's rows [begin, end) —
+  // full viewed as (N, C) — into out ((end - begin, C)); every row is produced once. rows <- the
+  // group's sum of this rank's rows (all of them without sequence parallelism). `full` is (N, C)
+  // scratch; what it holds afterwards is unspecified. The default produces all rows into full,
+  // then reduces.
+  using RowsProducer = std::function<void(std::int64_t begin, std::int64_t end, Tensor& out)>;
+  virtual void reduce_to_rows_overlapped(Tensor& full, Tensor& rows, const RowsProducer& produce) const;
   virtual void sum_replicated_grads(Tensor& grads) const = 0;
 
   // out (N, C) = table rows of ids (N) this rank holds, zeros for other ranks' rows (unreduced).
@@ -73,9 +81,11 @@ class TensorParallel {
   // Row-parallel linear: out (rows) = the group's sum of in @ weight^T, + bias (replicated).
   // `partial`: (B, T, C) scratch for the unreduced product when rows are sharded. In a group of
   // one the bias rides in the GEMM (no reduction comes between).
-  // `linear(bias, out)`: the layer's local product into `out` (+ the bias given: defined only
-  // when it may ride in the GEMM) — a 16-bit or FP8 linear of the caller's choice.
-  using LinearInto = std::function<void(const Tensor& bias, Tensor& out)>;
+  // `linear(bias, begin, end, out)`: the layer's local product of input rows [begin, end) into
+  // `out` ((end - begin, C), + the bias given: defined only when it may ride in the GEMM) — a
+  // 16-bit or FP8 linear of the caller's choice; called per block of rows
+  // (reduce_to_rows_overlapped) under sequence parallelism.
+  using LinearInto = std::function<void(const Tensor& bias, std::int64_t begin, std::int64_t end, Tensor& out)>;
   void row_parallel_linear(const LinearInto& linear, const Tensor& bias, Tensor& partial, Tensor& out) const;
 };
 

@@ -28,6 +28,7 @@
 
 #include "myriad/nn/model_split.h"
 #include "myriad/nn/block_selection.h"
+#include "myriad/nn/fp8_linear.h"
 #include "myriad/nn/fp8_scaling.h"
 #include "myriad/nn/moe_layer.h"
 #include "myriad/nn/paged_kv_cache.h"
@@ -168,8 +169,11 @@ class TransformerBlock {
   // `which`: the layer's FP8 slot; nullopt (decoding) computes in the operand format.
   void row_parallel_output(std::optional<BlockLinear> which, const Tensor& in, const Parameter& weight,
                            const Tensor& bias, const Tensor& residual, Tensor& partial, Tensor& out) const;
+  // A layer run block by block (the sequence-parallel rings) quantises its FP8 weight at the first
+  // block and reuses it: `once` holds it for the layer's pass (null: quantise per call).
+  using Fp8WeightOnce = std::optional<Fp8Weight>;
   void dense_linear_forward(std::optional<BlockLinear> which, const Tensor& in, const Parameter& weight,
-                            const Tensor& bias, Tensor& out) const;
+                            const Tensor& bias, Tensor& out, Fp8WeightOnce* once = nullptr) const;
   void dense_linear_backward(BlockLinear which, const Tensor& in, Parameter& weight, const Tensor& grad_out,
                              Tensor& grad_in, bool accumulate, Tensor& grad_bias) const;
   std::int64_t fp8_slot(BlockLinear which) const;
@@ -178,9 +182,18 @@ class TransformerBlock {
   Tensor gathered_grad_overlapped(
       const Tensor& grad, BlockScratch& s,
       const std::function<void(const Tensor& dy, std::int64_t begin, std::int64_t end)>& input_grad) const;
-  void dense_input_grad(BlockLinear which, const Tensor& in, Parameter& weight, const Tensor& grad_out,
-                        Tensor& grad_in) const;
+  void dense_input_grad(BlockLinear which, Parameter& weight, const Tensor& grad_out, Tensor& grad_in, bool accumulate,
+                        Fp8WeightOnce& once) const;
   Tensor reduced_input_grad(BlockScratch& s) const;
+  // A column-parallel layer (or the MLP's pair) read by the backward of its input's gather.
+  struct ColumnLinear {
+    BlockLinear which;
+    std::size_t weight;
+    Tensor grad_out;   // the layer's output gradient
+    Tensor grad_bias;  // undefined: none
+  };
+  Tensor column_parallel_backward(ParameterStore& store, const Tensor& in, std::vector<ColumnLinear> layers,
+                                  BlockScratch& s) const;
   IndexRange moe_sequences(std::int64_t B) const;
   DType attention_operands() const;  // 16-bit attention products or f32 (transformer_block.cpp)
   AttentionArgs attention_args(const Tensor& q, const Tensor& k, BlockActivations& a) const;

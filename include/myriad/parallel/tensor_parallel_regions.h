@@ -35,6 +35,11 @@ class TensorParallelRegions final : public nn::TensorParallel {
   // ring all-gather; with tp t, t - 1 transfers overlap t - 1 of the t GEMM blocks).
   void gather_rows_overlapped(const Tensor& rows, Tensor& full, const RowsConsumer& consume) const override;
   void reduce_to_rows(Tensor& full, Tensor& rows) const override;
+  // Sequence parallelism: a ring reduce-scatter whose partial sums are produced as they are sent
+  // — block b's sum starts on rank b + 1, and each rank adds its own partial of the block it
+  // receives and passes it on, producing the next block's partial while the transfer runs (the
+  // bytes per link of a ring reduce-scatter; t - 1 of the t GEMM blocks overlapped).
+  void reduce_to_rows_overlapped(Tensor& full, Tensor& rows, const RowsProducer& produce) const override;
   void sum_replicated_grads(Tensor& grads) const override;
 
   void embedding_lookup(const Tensor& ids, const Tensor& table, Tensor& out) const override;

@@ -657,6 +657,8 @@ distributed::WorkHandle NcclCommunicator::recv_async(Tensor tensor, int peer, in
   return queue_point_to_point(*impl_, false, tensor, peer, tag);
 }
 
+void NcclCommunicator::start_point_to_point() { flush_point_to_point(*impl_, context_, stream_); }
+
 distributed::WorkHandle NcclCommunicator::all_to_all_async(Tensor input, Tensor output) {
   if (input.defined() && input.device().is_cpu()) return host_->all_to_all_async(std::move(input), std::move(output));
   distributed::check_all_to_all_args(*this, input, output, DeviceType::cuda);
