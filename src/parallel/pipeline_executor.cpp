@@ -113,10 +113,12 @@ PipelineStepResult PipelineExecutor::run(const std::vector<Tensor>& ids, const s
         sends_[slot].push_back(pp_.send_async(model_.chunk_grad(a.chunk, slot), a.peer, kGradientTag));
         break;
       case parallel::PipelineAction::forward: {
+        pp_.start_point_to_point();  // sends issued just before run beside this compute
         result.loss_tokens += model_.forward_chunk(a.chunk, slot, ids[mb], targets[mb]);
         break;
       }
       case parallel::PipelineAction::backward:
+        pp_.start_point_to_point();
         if (backward_observer_) backward_observer_(final_backward_[index] != 0);
         model_.backward_chunk(a.chunk, slot, ids[mb], targets[mb], loss_scale);
         if (a.chunk == 0) {  // the micro-batch's last action here, but for its gradient send
@@ -141,7 +143,10 @@ nn::LossSum PipelineExecutor::forward_only(const Tensor& ids, const Tensor& targ
     const int chunk = g / p;
     if (g > 0) pp_.recv_async(model_.chunk_input(chunk, 0), (g - 1) % p, kActivationTag)->wait_on_stream();
     loss.tokens += model_.forward_chunk(chunk, 0, ids, targets);
-    if (g + 1 < stages) sends.push_back(pp_.send_async(model_.chunk_output(chunk, 0), (g + 1) % p, kActivationTag));
+    if (g + 1 < stages) {
+      sends.push_back(pp_.send_async(model_.chunk_output(chunk, 0), (g + 1) % p, kActivationTag));
+      pp_.start_point_to_point();
+    }
   }
   for (distributed::WorkHandle& send : sends) send->wait_on_stream();
   loss.sum = model_.take_loss_sum();

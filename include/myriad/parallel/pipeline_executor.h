@@ -14,7 +14,11 @@
 // rank holds one set of model buffers (a slot): slots are taken at a micro-batch's first action
 // here and given back after its last backward, so their number is the peak of micro-batches in
 // flight (GPipe: m; 1F1B: about p - rank). No collective runs on the pp communicator during a
-// schedule (it would queue behind the sends).
+// schedule (it would queue behind the sends). Sends and receives issued back to back form one
+// group (a neighbour exchange cannot deadlock); the sends still pending when compute comes next
+// are started before it (Communicator::start_point_to_point) — a device communicator would
+// otherwise hold them until the rank's next receive, starving the next stage meanwhile (stage 0's
+// warm-up forwards, the last backwards of the cool-down).
 #pragma once
 
 #include <functional>
