@@ -15,7 +15,7 @@ import myriad
 from myriad.planner import hardware as hwmod
 from myriad.planner.hardware import MIB, hardware_from, load_profile
 from myriad.planner.layout import Batch, Layout, PlanInput, read_config
-from myriad.planner.step_time import (AXES, Network, all_to_all_s, flops_per_token, group_placement, p2p_s,
+from myriad.planner.step_time import (AXES, ENGINES, Network, all_to_all_s, flops_per_token, group_placement, p2p_s,
                                       ring_all_gather_s, ring_all_reduce_s, stage_layers, step_time)
 from tiny_corpus import write_corpus
 from package_under_test import REPO
@@ -140,6 +140,32 @@ def test_tp_traffic_equals_myriads_allreduces():
     per_mb = 12 * 4 * ar(N * C * 4) + ar(N * C * 4) + ar(4 * N) + ar(8 * N)
     assert st.comm_s["tp"] == pytest.approx(2 * per_mb, rel=1e-12)
     assert st.exposed_comm_s["tp"] == pytest.approx(2 * per_mb, rel=1e-12)  # on the critical path
+
+
+def test_sequence_parallel_rings_hide_each_step_behind_a_gemm_block():
+    # GPT-2 124M, tp 2 with sequence parallelism, no recompute, flat H100 (GEMM time = FLOPs / rate, no
+    # overlap slowdown): myriad's rings (EngineTraits.tp_rings) issue what the plain gathers and
+    # reduce-scatters issue (t = 2: one step of S / 2), and each of a block's 8 rings per micro-batch
+    # (forward: qkv, fc gathers, proj, out reduce-scatters; backward: out, proj gathers, qkv, fc
+    # reduce-scatters) hides min(step, GEMM / 2) of it, the GEMM being the one beside the ring.
+    model = read_config(config_path("gpt2_124m")).model
+    batch = Batch(seq_len=256, global_batch=8, precision="bf16")
+    hw = flat("h100")
+    inp = plan(model, batch, tp=2, sequence_parallel=True, micro_batch=4, gradient_accumulation=2)
+    rings = step_time(inp, hw)
+    plain = step_time(inp, hw, dataclasses.replace(ENGINES["myriad"], tp_rings=False))
+    assert rings.compute_by_class_s["matmul"] == pytest.approx(plain.compute_by_class_s["matmul"], rel=1e-12)
+    assert rings.comm_s["tp"] == pytest.approx(plain.comm_s["tp"], rel=1e-12)
+    assert plain.exposed_comm_s["tp"] == pytest.approx(plain.comm_s["tp"], rel=1e-12)
+    link = hwmod.LINKS["nvlink4"]
+    N, C = 4 * 256, 768
+    step = p2p_s(N * C * 4 / 2, link.alpha_s, link.beta_s_per_byte)
+    rate = hw.matmul_flops_per_s("bf16", 2) * hw.rank_share(2)
+    gemm = lambda n, k: 2.0 * N * n * k / rate  # noqa: E731
+    per_block = [gemm(3 * C / 2, C), gemm(C, C / 2), gemm(4 * C / 2, C), gemm(C, 4 * C / 2)]  # qkv, proj, fc, out
+    hidden = 12 * 2 * 2 * sum(min(step, g / 2) for g in per_block)  # layers x micro-batches x passes
+    assert 0 < hidden < plain.comm_s["tp"]
+    assert rings.exposed_comm_s["tp"] == pytest.approx(plain.exposed_comm_s["tp"] - hidden, rel=1e-9)
 
 
 def test_moe_exchange_moves_top_k_rows_per_token_both_ways():

@@ -76,6 +76,11 @@ class EngineTraits:
     dropout: bool = False  # attention-probability and hidden dropout (masks written forward, read backward)
     dp_overlap: bool = True  # gradient buckets reduced during the backward (False: all after it)
     tp_overlap: bool = False  # tp all-gathers / reduce-scatters overlapped with the block's GEMMs
+    # Sequence parallelism's gathers / reduce-scatters around the dense layers as rings of t transfers,
+    # each beside one of the t row blocks of the GEMM that reads or produces them (myriad since
+    # 2026-12-06: TensorParallel::gather_rows_overlapped / reduce_to_rows_overlapped); the GEMMs run on
+    # N / t rows t times. MoE layers' and the recomputed norms' collectives stay plain.
+    tp_rings: bool = True
     # Bytes per weight per micro-batch moved to accumulate its gradient outside the GEMM (0: the weight-
     # gradient GEMM accumulates in place).
     grad_accumulation_bytes: float = 0.0
@@ -103,7 +108,7 @@ MYRIAD = EngineTraits()
 # by the GEMM and added into the fp32 main_grad buffer every micro-batch (write 2, read 2, read and
 # write 4 + 4 = 12 bytes per weight; Megatron-Core fuses it into the GEMM: gradient_accumulation_fusion);
 # a ZeRO-1 optimizer (DeepSpeed's BF16 optimizer, Megatron's distributed optimizer) gathers 16-bit values.
-MEGATRON_LM = EngineTraits(name="megatron-lm", activation_bytes=2, attention="materialized",
+MEGATRON_LM = EngineTraits(name="megatron-lm", activation_bytes=2, attention="materialized", tp_rings=False,
                            sixteen_bit_dense_attention=False, gemm_operand_copies=False, dropout=True, dp_overlap=False,
                            grad_accumulation_bytes=12.0,
                            param_gather_bytes=2, selective_recompute="attention_core", pp_scatter_gather=True)
@@ -111,7 +116,7 @@ MEGATRON_LM = EngineTraits(name="megatron-lm", activation_bytes=2, attention="ma
 # reduce-scatter overlapped with the backward (--overlap-grad-reduce), the distributed optimizer's
 # 16-bit parameter all-gather beside the next forward (--overlap-param-gather), tp communication
 # beside the GEMMs (--tp-comm-overlap), pipeline sends and receives beside compute, no dropout.
-MEGATRON_CORE = EngineTraits(name="megatron-core", activation_bytes=2, attention="flash",
+MEGATRON_CORE = EngineTraits(name="megatron-core", activation_bytes=2, attention="flash", tp_rings=False,
                              gemm_operand_copies=False, dropout=False, dp_overlap=True, tp_overlap=True,
                              param_gather_bytes=2, param_gather_overlap=True, pp_overlap=True,
                              selective_recompute="attention_core", pp_scatter_gather=True)
@@ -538,10 +543,17 @@ class _Model:
         C, tp, N, rows = float(m.n_embd), lay.tp, self.N, self.rows
         fwd, bwd = _Cost(), _Cost()
         gemms = self.block_gemms(layer)
-        self._gemms(fwd, gemms)
+        moe = m.is_moe_layer(layer)
+        # Seconds of each GEMM forward, its data gradient and its weight gradient; those of sequence
+        # parallelism's rings (tp_ring_gemms) forward and data gradient on t blocks of N / t rows.
+        ringed = self.tp_ring_gemms(moe)
+        blocks = [tp if i in ringed else 1 for i in range(len(gemms))]
+        fwd_s = [t * self._gemm_s(mm / t, n, k, b) for t, (mm, n, k, b) in zip(blocks, gemms)]
+        dgrad_s = [t * self._gemm_s(mm / t, k, n, b) for t, (mm, n, k, b) in zip(blocks, gemms)]
+        wgrad_s = [self._gemm_s(k, n, mm, b) for mm, n, k, b in gemms]
+        fwd.compute["matmul"] += sum(fwd_s)
         att_f, att_b = self.attention_pass()
         fwd.add(att_f)
-        moe = m.is_moe_layer(layer)
         tokens = N / tp if (moe and tp > 1) else N
         # Memory-bound forward bytes (elementwise ops read and write activations of `a` bytes).
         norm_bytes = 2 * 2 * C * a * rows  # two norms: read C, write C per row
@@ -570,26 +582,34 @@ class _Model:
         self._activation(fwd, act_bytes)  # the MLP activation (GELU / SwiGLU): its own rate where measured
         self._launches(fwd, kernels)
         # Communication on the forward's path.
-        fwd_comm = self._overlap_tp(self.block_comm_forward(moe, tokens if moe else N, att_f.compute_seconds),
+        # The rings' GEMMs: what the gathers feed (qkv, fc) and the reduce-scatters take (proj, out).
+        fwd_rings = ([fwd_s[0], fwd_s[2] if 2 in ringed else None], [fwd_s[1], fwd_s[3] if 3 in ringed else None])
+        fwd_comm = self._overlap_tp(self.block_comm_forward(moe, tokens if moe else N, att_f.compute_seconds,
+                                                            fwd_rings if ringed else None),
                                     fwd.compute["matmul"])
         fwd_comm_cost = _Cost()
         for axis, issued, exposed in fwd_comm:
             fwd_comm_cost.comm(axis, issued, exposed)
         fwd.add(fwd_comm_cost)
         # Backward: each GEMM's data and weight gradients, the attention core's backward, memory 2x.
-        self._gemms(bwd, gemms, backward=True)
+        bwd.compute["matmul"] += sum(dgrad_s) + sum(wgrad_s)
         bwd.add(att_b)
         self._bytes(bwd, 2.0 * mem)
         self._activation(bwd, 2.0 * act_bytes)
         self._launches(bwd, 2 * kernels)
         # Weight gradients accumulated outside the GEMM (a pass per parameter per micro-batch).
         self._bytes(bwd, self.engine.grad_accumulation_bytes * (dense_w + expert_w))
-        bwd_comm = self.block_comm_backward(moe, tokens if moe else N, att_b.compute_seconds)
+        # Backward rings: the output gradients gathered for out's and proj's data gradients, the data
+        # gradients of qkv and fc reduce-scattered.
+        bwd_rings = ([dgrad_s[3] if 3 in ringed else None, dgrad_s[1]],
+                     [dgrad_s[0], dgrad_s[2] if 2 in ringed else None])
+        bwd_comm = self.block_comm_backward(moe, tokens if moe else N, att_b.compute_seconds,
+                                            bwd_rings if ringed else None)
         for axis, issued, exposed in self._overlap_tp(bwd_comm, bwd.compute["matmul"]):
             bwd.comm(axis, issued, exposed)
         # Recompute inside backward.
         if lay.recompute == "full":
-            self._gemms(bwd, gemms)
+            bwd.compute["matmul"] += sum(fwd_s)
             bwd.add(att_f)
             self._bytes(bwd, mem)
             self._activation(bwd, act_bytes)
@@ -631,13 +651,37 @@ class _Model:
     def _tp_full_bytes(self):
         return self.N * self.m.n_embd * self.a  # one (B, T/cp, C) activation
 
-    def block_comm_forward(self, moe, moe_tokens, att_s):
-        """[(axis, issued s, exposed s)] of one block's forward."""
+    def tp_ring_gemms(self, moe):
+        """Indices into block_gemms of the GEMMs run block by block in sequence parallelism's rings
+        (EngineTraits.tp_rings): qkv and proj, and a dense MLP's fc and out."""
+        if not (self.engine.tp_rings and self.sp):
+            return set()
+        return {0, 1} if moe else {0, 1, 2, 3}
+
+    def _tp_ring(self, S, gemm_s):
+        """('tp', issued, exposed) of one sequence-parallel ring over an (N, C) activation of S bytes:
+        t - 1 transfers of S / t, each beside one of the t row blocks of the GEMM that reads or produces
+        the rows (gemm_s: the t blocks' seconds); a transfer longer than its block shows the excess."""
+        t = self.lay.tp
+        step = self.net.p2p("tp", S / t)
+        issued = (t - 1) * step
+        return ("tp", issued, self._slowed(issued, (t - 1) * max(0.0, step - gemm_s / t)))
+
+    def _tp_sp_collectives(self, S, rings):
+        """A pass's two gathers and two reduce-scatters under sequence parallelism: rings where
+        `rings` ([gather GEMM s, ...], [reduce-scatter GEMM s, ...]) names the GEMM, else plain."""
+        gathers, scatters = rings if rings is not None else ([None, None], [None, None])
+        out = [self._tp_ring(S, g) if g is not None else ("tp", self.net.all_gather("tp", S), None) for g in gathers]
+        return out + [self._tp_ring(S, g) if g is not None else ("tp", self.net.reduce_scatter("tp", S), None)
+                      for g in scatters]
+
+    def block_comm_forward(self, moe, moe_tokens, att_s, rings=None):
+        """[(axis, issued s, exposed s)] of one block's forward (`rings`: _tp_sp_collectives')."""
         out, lay, net = [], self.lay, self.net
         if lay.tp > 1:
             S = self._tp_full_bytes()
             if self.sp:  # all-gather before each column-parallel input, reduce-scatter after each row-parallel output
-                out += [("tp", net.all_gather("tp", S), None)] * 2 + [("tp", net.reduce_scatter("tp", S), None)] * 2
+                out += self._tp_sp_collectives(S, rings)
             else:
                 out += [("tp", net.all_reduce("tp", S), None)] * 2
         if moe and lay.ep > 1:
@@ -646,14 +690,14 @@ class _Model:
             out += self._ring_attention(att_s, backward=False)
         return [(axis, s, s if e is None else e) for axis, s, e in out]
 
-    def block_comm_backward(self, moe, moe_tokens, att_s):
+    def block_comm_backward(self, moe, moe_tokens, att_s, rings=None):
         out, lay, net = [], self.lay, self.net
         if lay.tp > 1:
             S = self._tp_full_bytes()
             if self.sp:
                 # gathered output gradients, reduce-scattered input gradients, and (unless full recompute
                 # re-ran the forward) the norm outputs gathered again; the norm weights' partial gradients.
-                out += [("tp", net.all_gather("tp", S), None)] * 2 + [("tp", net.reduce_scatter("tp", S), None)] * 2
+                out += self._tp_sp_collectives(S, rings)
                 if lay.recompute != "full":
                     out += [("tp", net.all_gather("tp", S), None)] * 2
                 norm_floats = 2 * self.m.n_embd * (2 if self.m.layernorm else 1)
