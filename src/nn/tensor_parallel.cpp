@@ -20,6 +20,12 @@ void TensorParallel::gather_rows_overlapped(const Tensor& rows, Tensor& full, co
   consume(0, full.numel() / full.size(-1));
 }
 
+Tensor TensorParallel::own_rows_of(const Tensor& full) const {
+  if (!shards_rows()) return full;
+  const std::int64_t C = full.size(-1), n = full.numel() / C / size();
+  return full.view({n * size(), C}).slice(0, rank() * n, (rank() + 1) * n).view({1, n, C});
+}
+
 void TensorParallel::reduce_to_rows_overlapped(Tensor& full, Tensor& rows, const RowsProducer& produce) const {
   const std::int64_t C = full.size(-1), N = full.numel() / C;
   Tensor all = full.view({N, C});

@@ -247,10 +247,7 @@ void TransformerBlock::row_parallel_output(std::optional<BlockLinear> which, con
     linear_forward(in, weight, bias, out, operands_);
   } else {
     Fp8WeightOnce codes;
-    // The step's first input sets a just-in-time scale: all of it, as in a group of one, not the
-    // first block the ring asks for.
-    if (fp8_ != nullptr && which)
-      (void)fp8_->scale(fp8_slot(*which), Fp8Role::input, row_block(in, 0, in.numel() / in.size(-1)));
+    if (which) fp8_first_scale(*which, Fp8Role::input, in);
     split_.tensor_parallel().row_parallel_linear(
         [&](const Tensor& b, std::int64_t begin, std::int64_t end, Tensor& o) {
           dense_linear_forward(which, row_block(in, begin, end), weight, b, o, &codes);
@@ -377,6 +374,7 @@ void TransformerBlock::forward(const ParameterStore& store, const Tensor& x, Ten
   const std::int64_t Hq = widths_.heads, Hkv = widths_.kv_heads, D = widths_.head_dim;
   const std::int64_t B = a.h1.size(0), T = a.h1.size(1);
   const Tensor qkv_b = optional(store, qkv_b_, false);
+  a.norm_rows_only = false;  // h1 and h2 gathered whole below
   Fp8WeightOnce qkv_codes;
   norm_gather_and(
       store, norm1_w_, norm1_b_, x, s.h_rows, a.h1, a.ln1_mean, a.ln1_rstd, [&](std::int64_t begin, std::int64_t end) {
@@ -430,9 +428,33 @@ void TransformerBlock::recompute(const ParameterStore& store, const Tensor& x, B
     forward(store, x, scratch.y_discard, a, scratch);
     return;
   }
-  norm_and_gather(store, norm1_w_, norm1_b_, x, scratch.h_rows, a.h1, a.ln1_mean, a.ln1_rstd);
-  norm_and_gather(store, norm2_w_, norm2_b_, a.x_mid, scratch.h_rows, a.h2, a.ln2_mean, a.ln2_rstd);
+  if (split_.sharded_sequence()) {  // the rows only: backward gathers them beside its GEMMs
+    norm_rows(store, norm1_w_, norm1_b_, x, a.h1, a.ln1_mean, a.ln1_rstd);
+    if (moe_) {  // the MoE layer's backward reads its input whole
+      norm_and_gather(store, norm2_w_, norm2_b_, a.x_mid, scratch.h_rows, a.h2, a.ln2_mean, a.ln2_rstd);
+    } else {
+      norm_rows(store, norm2_w_, norm2_b_, a.x_mid, a.h2, a.ln2_mean, a.ln2_rstd);
+    }
+    a.norm_rows_only = true;
+  } else {
+    norm_and_gather(store, norm1_w_, norm1_b_, x, scratch.h_rows, a.h1, a.ln1_mean, a.ln1_rstd);
+    norm_and_gather(store, norm2_w_, norm2_b_, a.x_mid, scratch.h_rows, a.h2, a.ln2_mean, a.ln2_rstd);
+  }
   if (mode == Recompute::selective && !moe_) mlp_activation(a, a.act);
+}
+
+// full's own rows (TensorParallel::own_rows_of) <- norm(x), x this rank's rows; the rest of full is
+// left to a later gather.
+void TransformerBlock::norm_rows(const ParameterStore& store, std::size_t w, std::size_t b, const Tensor& x,
+                                 Tensor& full, Tensor& mean, Tensor& rstd) const {
+  Tensor own = split_.tensor_parallel().own_rows_of(full);
+  norm_forward(store, w, b, x, own, mean, rstd);
+}
+
+// Under FP8 the step's first quantisation of a tensor sets its just-in-time scale: from the whole
+// tensor, as in a group of one, where a ring would otherwise quantise a block of it first.
+void TransformerBlock::fp8_first_scale(BlockLinear which, Fp8Role role, const Tensor& whole) const {
+  if (fp8_ != nullptr) (void)fp8_->scale(fp8_slot(which), role, row_block(whole, 0, whole.numel() / whole.size(-1)));
 }
 
 // The full (B, T, C) gradient of a row-parallel output (the backward of its reduction).
@@ -476,9 +498,20 @@ void TransformerBlock::dense_input_grad(BlockLinear which, Parameter& weight, co
 // and bias gradients over all rows. Under sequence parallelism the input gradient is produced block
 // by block into a ring reduce-scatter, each block's transfer in flight while the next is produced
 // (TensorParallel::reduce_to_rows_overlapped); else one backward per layer, then the reduction.
-Tensor TransformerBlock::column_parallel_backward(ParameterStore& store, const Tensor& in,
+Tensor TransformerBlock::column_parallel_backward(ParameterStore& store, const Tensor& in, bool gather_in,
                                                   std::vector<ColumnLinear> layers, BlockScratch& s) const {
   const TensorParallel& tp = split_.tensor_parallel();
+  if (gather_in) {  // `in` holds this rank's rows: the weight gradients block by block as the rest arrive
+    for (ColumnLinear& layer : layers) fp8_first_scale(layer.which, Fp8Role::grad, layer.grad_out);
+    Tensor full = in;
+    tp.gather_rows_overlapped(tp.own_rows_of(full), full, [&](std::int64_t begin, std::int64_t end) {
+      for (ColumnLinear& layer : layers) {
+        Tensor no_grad_in;
+        dense_linear_backward(layer.which, row_block(full, begin, end), store[layer.weight],
+                              row_block(layer.grad_out, begin, end), no_grad_in, false, layer.grad_bias);
+      }
+    });
+  }
   if (!tp.shards_rows()) {
     bool accumulate = false;
     for (ColumnLinear& layer : layers) {
@@ -488,6 +521,7 @@ Tensor TransformerBlock::column_parallel_backward(ParameterStore& store, const T
     return reduced_input_grad(s);
   }
   for (ColumnLinear& layer : layers) {
+    if (gather_in) break;  // done beside the gather
     Tensor no_grad_in;
     dense_linear_backward(layer.which, in, store[layer.weight], layer.grad_out, no_grad_in, false, layer.grad_bias);
   }
@@ -591,7 +625,7 @@ void TransformerBlock::backward(ParameterStore& store, const Tensor& x, const Bl
       inputs.push_back({BlockLinear::fc, fc_w_, s.d_fc, fc_b});
       inputs.push_back({BlockLinear::up, up_w_, s.d_up, none});
     }
-    d_h2 = column_parallel_backward(store, a.h2, std::move(inputs), s);
+    d_h2 = column_parallel_backward(store, a.h2, a.norm_rows_only, std::move(inputs), s);
   }
   Tensor n2w = norm_grad_target(norm2_w_, s, 2), n2b = norm_grad_target(norm2_b_, s, 3);
   norm_backward(store, norm2_w_, a.x_mid, a.ln2_mean, a.ln2_rstd, d_h2, s.d_tmp, n2w, n2b);
@@ -628,7 +662,8 @@ void TransformerBlock::backward(ParameterStore& store, const Tensor& x, const Bl
     rope_at_positions(true, dk, dk);
   }
   Tensor qkv_b = optional(store, qkv_b_, true);
-  const Tensor d_h1 = column_parallel_backward(store, a.h1, {{BlockLinear::qkv, qkv_w_, s.d_qkv, qkv_b}}, s);
+  const Tensor d_h1 =
+      column_parallel_backward(store, a.h1, a.norm_rows_only, {{BlockLinear::qkv, qkv_w_, s.d_qkv, qkv_b}}, s);
   Tensor n1w = norm_grad_target(norm1_w_, s, 0), n1b = norm_grad_target(norm1_b_, s, 1);
   norm_backward(store, norm1_w_, x, a.ln1_mean, a.ln1_rstd, d_h1, s.d_tmp, n1w, n1b);
   add_into(grad, s.d_tmp);  // grad = dL/dx

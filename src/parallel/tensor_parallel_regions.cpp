@@ -36,7 +36,7 @@ void TensorParallelRegions::gather_rows_overlapped(const Tensor& rows, Tensor& f
   Tensor flat = full.view({n * p, C});
   auto block = [&](int owner) { return flat.slice(0, owner * n, (owner + 1) * n); };
   Tensor own = block(r);
-  copy(rows.view({n, C}), own);
+  if (rows.raw_data() != own.raw_data()) copy(rows.view({n, C}), own);  // else in place already
   int held = r;  // the block passed on next: this rank's first, then the one received last
   for (int step = 1; step < p; ++step) {
     const int incoming = (r - step + p) % p;

@@ -78,6 +78,9 @@ class TensorParallel {
   Tensor rows_of(const Tensor& full, const Tensor& rows_scratch) const { return shards_rows() ? rows_scratch : full; }
   // The buffer a full activation of `rows` lives in: `rows` itself, or `full_scratch`.
   Tensor full_of(const Tensor& rows, const Tensor& full_scratch) const { return shards_rows() ? full_scratch : rows; }
+  // This rank's rows inside a full activation (B, T, C), where gather_rows puts them: a (1, N/tp, C)
+  // view (full itself without sharded rows). A gather whose `rows` is this view copies nothing.
+  Tensor own_rows_of(const Tensor& full) const;
   // Row-parallel linear: out (rows) = the group's sum of in @ weight^T, + bias (replicated).
   // `partial`: (B, T, C) scratch for the unreduced product when rows are sharded. In a group of
   // one the bias rides in the GEMM (no reduction comes between).

@@ -59,6 +59,11 @@ struct BlockActivations {
   // and the model's totals the selection adds its stats to (set around a recorded forward).
   std::shared_ptr<const SelectedBlocks> selected;
   Tensor selection_totals;
+
+  // Sequence parallelism, after recompute(): h1 (and a dense MLP's h2) hold only this rank's rows
+  // (TensorParallel::own_rows_of); backward gathers the rest overlapped with the weight gradients'
+  // GEMMs. The forward gathers them whole (false).
+  bool norm_rows_only = false;
 };
 
 // Scratch shared by every block during backward (and full recompute).
@@ -192,8 +197,11 @@ class TransformerBlock {
     Tensor grad_out;   // the layer's output gradient
     Tensor grad_bias;  // undefined: none
   };
-  Tensor column_parallel_backward(ParameterStore& store, const Tensor& in, std::vector<ColumnLinear> layers,
-                                  BlockScratch& s) const;
+  Tensor column_parallel_backward(ParameterStore& store, const Tensor& in, bool gather_in,
+                                  std::vector<ColumnLinear> layers, BlockScratch& s) const;
+  void norm_rows(const ParameterStore& store, std::size_t w, std::size_t b, const Tensor& x, Tensor& full, Tensor& mean,
+                 Tensor& rstd) const;
+  void fp8_first_scale(BlockLinear which, Fp8Role role, const Tensor& whole) const;
   IndexRange moe_sequences(std::int64_t B) const;
   DType attention_operands() const;  // 16-bit attention products or f32 (transformer_block.cpp)
   AttentionArgs attention_args(const Tensor& q, const Tensor& k, BlockActivations& a) const;

@@ -550,7 +550,11 @@ class _Model:
         blocks = [tp if i in ringed else 1 for i in range(len(gemms))]
         fwd_s = [t * self._gemm_s(mm / t, n, k, b) for t, (mm, n, k, b) in zip(blocks, gemms)]
         dgrad_s = [t * self._gemm_s(mm / t, k, n, b) for t, (mm, n, k, b) in zip(blocks, gemms)]
-        wgrad_s = [self._gemm_s(k, n, mm, b) for mm, n, k, b in gemms]
+        # The weight gradients of qkv and fc run beside the re-gathers of their inputs (unless full
+        # recompute re-ran the forward): on t blocks of N / t reduced rows.
+        regathered = ringed & {0, 2} if lay.recompute != "full" else set()
+        wgrad_s = [(tp * self._gemm_s(k, n, mm / tp, b) if i in regathered else self._gemm_s(k, n, mm, b))
+                   for i, (mm, n, k, b) in enumerate(gemms)]
         fwd.compute["matmul"] += sum(fwd_s)
         att_f, att_b = self.attention_pass()
         fwd.add(att_f)
@@ -602,7 +606,8 @@ class _Model:
         # Backward rings: the output gradients gathered for out's and proj's data gradients, the data
         # gradients of qkv and fc reduce-scattered.
         bwd_rings = ([dgrad_s[3] if 3 in ringed else None, dgrad_s[1]],
-                     [dgrad_s[0], dgrad_s[2] if 2 in ringed else None])
+                     [dgrad_s[0], dgrad_s[2] if 2 in ringed else None],
+                     [wgrad_s[0] if 0 in regathered else None, wgrad_s[2] if 2 in regathered else None])
         bwd_comm = self.block_comm_backward(moe, tokens if moe else N, att_b.compute_seconds,
                                             bwd_rings if ringed else None)
         for axis, issued, exposed in self._overlap_tp(bwd_comm, bwd.compute["matmul"]):
@@ -669,8 +674,9 @@ class _Model:
 
     def _tp_sp_collectives(self, S, rings):
         """A pass's two gathers and two reduce-scatters under sequence parallelism: rings where
-        `rings` ([gather GEMM s, ...], [reduce-scatter GEMM s, ...]) names the GEMM, else plain."""
-        gathers, scatters = rings if rings is not None else ([None, None], [None, None])
+        `rings` ([gather GEMM s, ...], [reduce-scatter GEMM s, ...], backward: [re-gather GEMM s, ...])
+        names the GEMM, else plain."""
+        gathers, scatters = rings[:2] if rings is not None else ([None, None], [None, None])
         out = [self._tp_ring(S, g) if g is not None else ("tp", self.net.all_gather("tp", S), None) for g in gathers]
         return out + [self._tp_ring(S, g) if g is not None else ("tp", self.net.reduce_scatter("tp", S), None)
                       for g in scatters]
@@ -698,8 +704,10 @@ class _Model:
                 # gathered output gradients, reduce-scattered input gradients, and (unless full recompute
                 # re-ran the forward) the norm outputs gathered again; the norm weights' partial gradients.
                 out += self._tp_sp_collectives(S, rings)
-                if lay.recompute != "full":
-                    out += [("tp", net.all_gather("tp", S), None)] * 2
+                if lay.recompute != "full":  # rings beside qkv's and fc's weight gradients where given
+                    regathers = rings[2] if rings is not None else [None, None]
+                    out += [self._tp_ring(S, g) if g is not None else ("tp", net.all_gather("tp", S), None)
+                            for g in regathers]
                 norm_floats = 2 * self.m.n_embd * (2 if self.m.layernorm else 1)
                 out.append(("tp", net.all_reduce("tp", norm_floats * 4), None))
             else:  # the column-parallel inputs' gradients
