@@ -19,7 +19,8 @@
 // the GELU and AdamW in the planner's byte count (compute.stream: the STREAM figures,
 // informative); threads = the OpenMP threads every rate ran on.
 // --libraries instead times the CPU GEMM libraries the machine has (OpenBLAS, and oneDNN / BLIS when
-// installed: gemm_libraries.h) on the model's forward shapes at M = tokens / 8 and tokens.
+// installed: gemm_libraries.h) on each linear layer's forward, input-gradient and weight-gradient
+// GEMMs at tokens / 8 and tokens rows.
 // Usage: OMP_NUM_THREADS=2 bench_gemm [--quick] [--tokens M] [--embd C] [--vocab V] [--profile FILE]
 //        [--stream-mib N] [--libraries]
 #include <cblas.h>
@@ -30,6 +31,7 @@
 #include <iostream>
 
 #include "gemm_libraries.h"
+#include "myriad/ops/cpu_gemm.h"
 #include "harness.h"
 #include "machine_profile.h"
 #include "model_op_rates.h"
@@ -92,19 +94,27 @@ int main(int argc, char** argv) {
   if (libraries) {  // the machine's GEMM libraries side by side, then nothing else
     print_header("bench_gemm --libraries: OpenBLAS vs oneDNN vs BLIS sgemm (fp32, row-major)", argc, argv);
     std::vector<GemmShape> shapes;
+    // A linear layer of `in` -> `out` features on m token rows: forward y = x W^T (m x out x in, W
+    // stored (out, in)), input gradient dx = dy W (m x in x out), weight gradient dW = dy^T x (out x in
+    // x m).
     for (std::int64_t m : {tokens / 8, tokens}) {
-      for (auto [n, k] : {std::pair{3 * embd, embd}, {embd, embd}, {4 * embd, embd}, {embd, 4 * embd}, {vocab, embd}}) {
-        shapes.push_back({m, n, k});
+      for (auto [out, in] :
+           {std::pair{3 * embd, embd}, {embd, embd}, {4 * embd, embd}, {embd, 4 * embd}, {vocab, embd}}) {
+        shapes.push_back({m, out, in, false, true, "x W^T"});
+        shapes.push_back({m, in, out, false, false, "dy W"});
+        shapes.push_back({out, in, m, true, false, "dy^T x"});
       }
     }
     shapes.push_back({1024, 1024, 1024});
     const std::vector<std::string> found = print_gemm_libraries(shapes, quick ? 3 : 7);
     std::cout << "\n- libraries found: " << found.size() << " (oneDNN: libdnnl.so.2/3, BLIS: libblis.so.4, by dlopen);"
               << " each cell the best of " << (quick ? 3 : 7)
-              << " rounds alternated between the libraries; M = tokens / 8 and tokens; the engine uses OpenBLAS\n";
+              << " rounds alternated between the libraries; token rows = tokens / 8 and tokens; the CPU ops use "
+              << cpu::gemm_library_description(cpu::gemm_library()) << " (MYRIAD_CPU_GEMM)\n";
     return 0;
   }
   print_header("bench_gemm: myriad matmul vs direct OpenBLAS sgemm (fp32)", argc, argv);
+  std::cout << "- myriad's CPU GEMM: " << cpu::gemm_library_description(cpu::gemm_library()) << " (MYRIAD_CPU_GEMM)\n";
   const train::RegisterPeak measured = train::measure_fma_peak_flops(train::widest_vector_isa(), 0.5);
   const double peak = measured.flops_per_second / 1e9;
   const train::PeakFlops datasheet = train::find_peak_flops(false, 0.0);

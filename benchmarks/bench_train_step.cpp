@@ -1,5 +1,5 @@
 // bench_train_step: one whole training step of nn::GptModel (zero_grads + forward_backward +
-// AdamW step) against OpenBLAS sgemm measured in the same run, plus the step's memory.
+// AdamW step) against the CPU GEMM's sgemm (ops/cpu_gemm.h) measured in the same run, plus the step's memory.
 //
 // Configs: GPT-2 124M (V 50257, L 12, H 12, C 768, block 1024) at B=4 x T=64 and B=4 x T=256,
 // and the tiny model of configs/gpt2_tiny.yaml (V 1024, L 4, H 4, C 128, B=8 x T=128). No data
@@ -23,7 +23,6 @@
 //
 // --reference torch [--python PATH] adds PyTorch eager's step at the same shapes (train_step_torch.py,
 // default and fused AdamW) in rounds alternated with myriad's, and the ratios (exit 3 without torch).
-#include <cblas.h>
 #include <unistd.h>
 
 #include <cstdio>
@@ -38,6 +37,7 @@
 #include <optional>
 
 #include "harness.h"
+#include "myriad/ops/cpu_gemm.h"
 #include "train_step_options.h"
 #include "myriad/core/philox.h"
 #include "myriad/core/tensor.h"
@@ -79,7 +79,8 @@ Tensor random_ids(std::int64_t B, std::int64_t T, std::int64_t vocab, std::uint6
   return ids;
 }
 
-// 1024^3 sgemm through OpenBLAS directly; the buffers live only inside this call.
+// 1024^3 sgemm through the CPU GEMM the step runs on (ops/cpu_gemm.h); the buffers live only
+// inside this call.
 double sgemm_gflops() {
   const int n = 1024;
   Tensor a = Tensor::empty({n, n}), b = Tensor::empty({n, n}), c = Tensor::empty({n, n});
@@ -87,8 +88,7 @@ double sgemm_gflops() {
   fill_uniform(b, -1, 1, 7, 1);
   Timing t = time_it(
       [&] {
-        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, n, n, n, 1.0f, a.data<float>(), n, b.data<float>(), n,
-                    0.0f, c.data<float>(), n);
+        cpu::sgemm(false, false, n, n, n, 1.0f, a.data<float>(), n, b.data<float>(), n, 0.0f, c.data<float>(), n);
         do_not_optimize(c.data<float>());
       },
       2, 10, 1.0);
@@ -355,7 +355,7 @@ int main(int argc, char** argv) {
   const bool quick = options.quick;
   const bool custom = options.custom_shape();
   const Recompute mode = options.recompute;
-  print_header("bench_train_step: GPT training step (zero_grads + forward/backward + AdamW) vs OpenBLAS sgemm", argc,
+  print_header("bench_train_step: GPT training step (zero_grads + forward/backward + AdamW) vs the CPU GEMM", argc,
                argv);
 
   if (!custom) {
@@ -372,7 +372,8 @@ int main(int argc, char** argv) {
   }
 
   const double sgemm_before = sgemm_gflops();
-  std::cout << "- OpenBLAS sgemm 1024x1024x1024 before the steps: " << fmt(sgemm_before) << " GFLOP/s\n";
+  std::cout << "- sgemm 1024x1024x1024 (" << cpu::gemm_library_description(cpu::gemm_library())
+            << ") before the steps: " << fmt(sgemm_before) << " GFLOP/s\n";
   std::cout << "- recompute: " << choice_name(mode) << "\n\n" << std::flush;
 
   std::vector<CaseResult> results;
@@ -399,7 +400,7 @@ int main(int argc, char** argv) {
                    fmt(r.initial_loss, 3) + " -> " + fmt(r.final_loss, 3)});
   }
   speed.print();
-  std::cout << "\n- OpenBLAS sgemm 1024x1024x1024 after the steps: " << fmt(sgemm_after)
+  std::cout << "\n- sgemm 1024x1024x1024 after the steps: " << fmt(sgemm_after)
             << " GFLOP/s; 'model / sgemm' uses the mean " << fmt(sgemm) << " GFLOP/s, 'model / best sgemm' the higher "
             << fmt(sgemm_best) << " GFLOP/s\n"
             << "- phase columns: medians of each phase over the timed steps (fwd+bwd includes the LM head and loss)\n"

@@ -24,6 +24,10 @@ using BlisSgemm = void (*)(int, int, std::int64_t, std::int64_t, std::int64_t, c
                            std::int64_t, const float*, std::int64_t, std::int64_t, const float*, float*, std::int64_t,
                            std::int64_t);
 
+// Leading dimensions of the stored (row-major, unpadded) operands.
+std::int64_t lda(const GemmShape& s) { return s.trans_a ? s.m : s.k; }
+std::int64_t ldb(const GemmShape& s) { return s.trans_b ? s.k : s.n; }
+
 struct Library {
   std::string name;
   std::function<void(const GemmShape&, const float*, const float*, float*)> sgemm;  // C = A B, row-major
@@ -38,15 +42,17 @@ void* open_first(const std::vector<const char*>& names) {
 
 std::vector<Library> libraries() {
   std::vector<Library> out;
-  out.push_back({"OpenBLAS", [](const GemmShape& s, const float* a, const float* b, float* c) {
-                   cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, static_cast<blasint>(s.m),
-                               static_cast<blasint>(s.n), static_cast<blasint>(s.k), 1.0f, a, static_cast<blasint>(s.k),
-                               b, static_cast<blasint>(s.n), 0.0f, c, static_cast<blasint>(s.n));
-                 }});
+  out.push_back(
+      {"OpenBLAS", [](const GemmShape& s, const float* a, const float* b, float* c) {
+         cblas_sgemm(CblasRowMajor, s.trans_a ? CblasTrans : CblasNoTrans, s.trans_b ? CblasTrans : CblasNoTrans,
+                     static_cast<blasint>(s.m), static_cast<blasint>(s.n), static_cast<blasint>(s.k), 1.0f, a,
+                     static_cast<blasint>(lda(s)), b, static_cast<blasint>(ldb(s)), 0.0f, c, static_cast<blasint>(s.n));
+       }});
   if (void* dnnl = open_first({"libdnnl.so.3", "libdnnl.so.2"})) {
     if (auto fn = reinterpret_cast<DnnlSgemm>(dlsym(dnnl, "dnnl_sgemm"))) {
       out.push_back({"oneDNN", [fn](const GemmShape& s, const float* a, const float* b, float* c) {
-                       fn('N', 'N', s.m, s.n, s.k, 1.0f, a, s.k, b, s.n, 0.0f, c, s.n);
+                       fn(s.trans_a ? 'T' : 'N', s.trans_b ? 'T' : 'N', s.m, s.n, s.k, 1.0f, a, lda(s), b, ldb(s), 0.0f,
+                          c, s.n);
                      }});
     }
   }
@@ -54,7 +60,10 @@ std::vector<Library> libraries() {
     if (auto fn = reinterpret_cast<BlisSgemm>(dlsym(blis, "bli_sgemm"))) {
       out.push_back({"BLIS", [fn](const GemmShape& s, const float* a, const float* b, float* c) {
                        const float one = 1.0f, zero = 0.0f;
-                       fn(0, 0, s.m, s.n, s.k, &one, a, s.k, 1, b, s.n, 1, &zero, c, s.n, 1);
+                       // A transposed operand is the stored matrix with its row and column strides swapped.
+                       const std::int64_t rs_a = s.trans_a ? 1 : lda(s), cs_a = s.trans_a ? lda(s) : 1;
+                       const std::int64_t rs_b = s.trans_b ? 1 : ldb(s), cs_b = s.trans_b ? ldb(s) : 1;
+                       fn(0, 0, s.m, s.n, s.k, &one, a, rs_a, cs_a, b, rs_b, cs_b, &zero, c, s.n, 1);
                      }});
     }
   }
@@ -71,7 +80,7 @@ double seconds_of(const std::function<void()>& fn) {
 
 std::vector<std::string> print_gemm_libraries(const std::vector<GemmShape>& shapes, int rounds) {
   const std::vector<Library> libs = libraries();
-  std::vector<std::string> header{"M", "N", "K"}, names;
+  std::vector<std::string> header{"GEMM", "M", "N", "K"}, names;
   for (const Library& lib : libs) {
     header.push_back(lib.name + " GFLOP/s");
     names.push_back(lib.name);
@@ -90,7 +99,7 @@ std::vector<std::string> print_gemm_libraries(const std::vector<GemmShape>& shap
         best[l] = std::min(best[l], seconds_of([&] { libs[l].sgemm(s, a.data(), b.data(), c.data()); }));
       }
     }
-    std::vector<std::string> row{std::to_string(s.m), std::to_string(s.n), std::to_string(s.k)};
+    std::vector<std::string> row{s.pass, std::to_string(s.m), std::to_string(s.n), std::to_string(s.k)};
     const double flops = 2.0 * static_cast<double>(s.m) * s.n * s.k;
     for (double t : best) row.push_back(fmt(flops / t / 1e9, 1));
     row.push_back(libs[std::min_element(best.begin(), best.end()) - best.begin()].name);

@@ -15,6 +15,7 @@
 #include <sstream>
 #include <thread>
 
+#include "myriad/ops/cpu_gemm.h"
 #include "myriad/train/metrics/peak_flops.h"
 
 extern "C" char* openblas_get_config(void);
@@ -78,7 +79,8 @@ std::string describe_machine() {
   }
   std::ostringstream out;
   out << model << ", " << std::thread::hardware_concurrency() << " logical CPUs, OMP threads " << omp_get_max_threads()
-      << ", OpenBLAS " << openblas_get_config();
+      << ", OpenBLAS " << openblas_get_config()
+      << "; the CPU ops' GEMM: " << cpu::gemm_library_description(cpu::gemm_library()) << " (MYRIAD_CPU_GEMM)";
   return out.str();
 }
 

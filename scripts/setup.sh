@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Installs what myriad needs to build and test, and only what is missing.
 # Idempotent: a second run installs nothing. Used by both README commands and .ci/run.
-# Debian packages: compiler, CMake, OpenMPI, OpenBLAS (OpenMP flavour), spdlog, yaml-cpp,
+# Debian packages: compiler, CMake, OpenMPI, OpenBLAS (OpenMP flavour), oneDNN, spdlog, yaml-cpp,
 # GoogleTest, nlohmann-json, ICU, zstd, cpp-httplib, nginx and wrk (serving), Slurm and munge (the
 # live cluster tests), clang-format, clang with libFuzzer (libclang-rt-14-dev holds
 # libclang_rt.fuzzer on Debian 12), and the default corpus (fortunes). Python packages (for the
@@ -18,6 +18,7 @@ DEBIAN_PACKAGES=(
   build-essential cmake ninja-build pkg-config
   openmpi-bin libopenmpi-dev
   libopenblas-openmp-dev
+  libdnnl2  # oneDNN: its sgemm is the CPU GEMM where it loads (ops/cpu_gemm.h; dlopen, no build dependency)
   libspdlog-dev libfmt-dev libyaml-cpp-dev
   libgtest-dev
   nlohmann-json3-dev libicu-dev libzstd-dev

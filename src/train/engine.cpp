@@ -9,6 +9,7 @@
 #include "myriad/distributed/collective_watchdog.h"
 #include "myriad/distributed/mpi_communicator.h"
 #include "myriad/distributed/scalar_reduce.h"
+#include "myriad/ops/cpu_gemm.h"
 #include "myriad/parallel/pipeline_schedule.h"
 #include "myriad/train/checkpoint/checkpoint_tokenizer.h"
 #include "myriad/train/checkpoint/checkpointer.h"
@@ -19,6 +20,22 @@
 #include "myriad/train/trainer.h"
 
 namespace myriad::train {
+
+namespace {
+
+// Every rank's CPU GEMMs on one library (ops/cpu_gemm.h), so computations replicated over ranks
+// agree bit for bit: oneDNN only where every rank runs it, else OpenBLAS everywhere (said why).
+void agree_on_cpu_gemm(distributed::Communicator& world, spdlog::logger& log) {
+  const bool mine = cpu::gemm_library() == cpu::GemmLibrary::onednn;
+  const std::int64_t with_onednn = distributed::sum_over_ranks(world, std::int64_t{mine ? 1 : 0});
+  if (with_onednn > 0 && with_onednn < world.size()) {
+    cpu::set_gemm_library(cpu::GemmLibrary::openblas);
+    log.warn("CPU GEMMs: OpenBLAS on every rank — oneDNN runs on {} of {} ranks only (MYRIAD_CPU_GEMM, libdnnl2)",
+             with_onednn, world.size());
+  }
+}
+
+}  // namespace
 
 Engine::Engine(const RunConfig& config, std::shared_ptr<spdlog::logger> log, distributed::ProcessGroups* groups) {
   state_.log = std::move(log);
@@ -31,6 +48,7 @@ Engine::Engine(const RunConfig& config, std::shared_ptr<spdlog::logger> log, dis
   state_.config.validate(state_.groups->grid().world_size());
   file_only_logger(*state_.log)->info("resolved config:\n{}", state_.config.to_yaml());
   distributed::Communicator& world = state_.groups->world();
+  agree_on_cpu_gemm(world, *state_.log);
   // The keys first: a missing or wrong key stops the run before any data or training.
   distributed::run_on_every_rank(world, "security.key_file", [&] {
     state_.at_rest = data::AtRest::from_key_file(state_.config.security.key_file);
@@ -64,6 +82,7 @@ Engine::Engine(const RunConfig& config, std::shared_ptr<spdlog::logger> log, dis
                    "training.precision fp8 with training.device cuda: " << why_not << " (use bf16 on this GPU)");
     }
   }
+  if (!state_.device) state_.log->info("CPU GEMMs: {}", cpu::gemm_library_description(cpu::gemm_library()));
   compose_rank(state_, state_.device ? state_.device->placement() : ops::Placement{}, nullptr);
   if (state_.device && state_.compute_format != DType::f32) {
     state_.log->info("attention's 16-bit products (dense, no cp, head dim 64 / 128): {}",

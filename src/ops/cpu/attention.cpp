@@ -1,4 +1,5 @@
-// CPU attention: blocked online-softmax forward and flash-style backward on OpenBLAS sgemm.
+// CPU attention: blocked online-softmax forward and flash-style backward on the CPU GEMM
+// (ops/cpu_gemm.h).
 //
 // A query block reads its visible keys as runs of consecutive rows (key_runs: every key up to the
 // block's last position when dense and causal; the listed blocks of a block-sparse layout, adjacent
@@ -14,11 +15,11 @@
 //
 // Invariants: no T x T buffer (scratch is block_q x block_k per thread plus one delta row per q
 // head of a group); each output element is produced by one task in a fixed order, so results do
-// not depend on the number of threads; OpenBLAS (OpenMP build) runs single-threaded inside our
-// parallel region; row sums use fixed 16-lane partial sums so they vectorise deterministically.
+// not depend on the number of threads; the CPU GEMM (OpenBLAS or oneDNN, both on OpenMP) runs
+// single-threaded inside our parallel region; row sums use fixed 16-lane partial sums so they vectorise
+// deterministically.
 #include "myriad/ops/attention.h"
 
-#include <cblas.h>
 #include <omp.h>
 
 #include <algorithm>
@@ -28,6 +29,7 @@
 #include <vector>
 
 #include "fast_exp.h"
+#include "myriad/ops/cpu_gemm.h"
 
 namespace myriad::cpu {
 
@@ -40,14 +42,14 @@ constexpr int kLanes = 16;
 struct Heads {
   float* base = nullptr;
   int64_t stride_b = 0, stride_h = 0;
-  blasint ld = 1;
+  int64_t ld = 1;
 
   Heads() = default;
   explicit Heads(const Tensor& t)
       : base(t.data<float>()),
         stride_b(t.stride(0)),
         stride_h(t.stride(1)),
-        ld(static_cast<blasint>(t.size(2) <= 1 ? std::max<int64_t>(t.size(3), 1) : t.stride(2))) {}
+        ld(t.size(2) <= 1 ? std::max<int64_t>(t.size(3), 1) : t.stride(2)) {}
   float* head(int64_t b, int64_t h) const { return base + b * stride_b + h * stride_h; }
 };
 
@@ -68,7 +70,7 @@ Problem make_problem(const AttentionArgs& args, const Tensor& q, const Tensor& k
   p.Tk = k.size(2);
   p.D = q.size(3);
   p.group = p.Hq / p.Hkv;
-  // Automatic blocks: 256 amortises OpenBLAS's packing better, 128 wastes less of the diagonal on
+  // Automatic blocks: 256 amortises the GEMM's packing better, 128 wastes less of the diagonal on
   // short sequences (bench_attention, 2 threads: the crossover is near T = 2048).
   const int64_t automatic = std::max(p.Tq, p.Tk) >= 2048 ? 256 : 128;
   p.block_q = std::min<int64_t>(args.block_q > 0 ? args.block_q : automatic, std::max<int64_t>(p.Tq, 1));
@@ -113,12 +115,6 @@ void key_runs(const Problem& p, int64_t set, int64_t i0, int64_t bq, std::vector
       runs.push_back({begin, end});
     }
   }
-}
-
-void sgemm(CBLAS_TRANSPOSE ta, CBLAS_TRANSPOSE tb, int64_t m, int64_t n, int64_t k, float alpha, const float* a,
-           blasint lda, const float* b, blasint ldb, float beta, float* c, blasint ldc) {
-  cblas_sgemm(CblasRowMajor, ta, tb, static_cast<blasint>(m), static_cast<blasint>(n), static_cast<blasint>(k), alpha,
-              a, lda, b, ldb, beta, c, ldc);
 }
 
 // Keys of a piece [j0, j0 + bk) of a run that query row i may see: a prefix of length in [0, bk].
@@ -171,7 +167,7 @@ float dot(const float* a, const float* b, int64_t n) {
   return sum;
 }
 
-void zero_rows(float* x, blasint ld, int64_t rows, int64_t cols) {
+void zero_rows(float* x, int64_t ld, int64_t rows, int64_t cols) {
   for (int64_t r = 0; r < rows; ++r) std::fill(x + r * ld, x + r * ld + cols, 0.0f);
 }
 
@@ -185,8 +181,8 @@ struct ForwardScratch {
 };
 
 // Rows [i0, i0 + bq) of one head against the key runs in s.runs: o and lse for those rows.
-void forward_query_block(const Problem& p, const float* q, blasint ldq, const float* k, blasint ldk, const float* v,
-                         blasint ldv, float* o, blasint ldo, float* lse, int64_t i0, int64_t bq, ForwardScratch& s) {
+void forward_query_block(const Problem& p, const float* q, int64_t ldq, const float* k, int64_t ldk, const float* v,
+                         int64_t ldv, float* o, int64_t ldo, float* lse, int64_t i0, int64_t bq, ForwardScratch& s) {
   const int64_t D = p.D;
   constexpr float kNone = -std::numeric_limits<float>::infinity();
   float* scores = s.scores.data();
@@ -199,8 +195,7 @@ void forward_query_block(const Problem& p, const float* q, blasint ldq, const fl
   for (const KeyRun& run : s.runs) {
     for (int64_t j0 = run.begin; j0 < run.end; j0 += p.block_k) {
       const int64_t bk = std::min(p.block_k, run.end - j0);
-      sgemm(CblasNoTrans, CblasTrans, bq, bk, D, p.scale, q + i0 * ldq, ldq, k + j0 * ldk, ldk, 0.0f, scores,
-            static_cast<blasint>(bk));
+      sgemm(false, true, bq, bk, D, p.scale, q + i0 * ldq, ldq, k + j0 * ldk, ldk, 0.0f, scores, bk);
       for (int64_t r = 0; r < bq; ++r) {
         float* row = scores + r * bk;
         const int64_t n = visible_keys(p, i0 + r, j0, bk);
@@ -217,8 +212,7 @@ void forward_query_block(const Problem& p, const float* q, blasint ldq, const fl
         l[r] += sum;
         m[r] = m_new;
       }
-      sgemm(CblasNoTrans, CblasNoTrans, bq, D, bk, 1.0f, scores, static_cast<blasint>(bk), v + j0 * ldv, ldv, 1.0f, acc,
-            static_cast<blasint>(D));
+      sgemm(false, false, bq, D, bk, 1.0f, scores, bk, v + j0 * ldv, ldv, 1.0f, acc, D);
     }
   }
   for (int64_t r = 0; r < bq; ++r) {
@@ -281,9 +275,8 @@ void backward_kv_head(const Problem& p, const BackwardTensors& t, int64_t b, int
       for (const KeyRun& run : s.runs) {
         for (int64_t j0 = run.begin; j0 < run.end; j0 += p.block_k) {
           const int64_t bk = std::min(p.block_k, run.end - j0);
-          const blasint ldp = static_cast<blasint>(bk);
-          sgemm(CblasNoTrans, CblasTrans, bq, bk, D, p.scale, q + i0 * t.q.ld, t.q.ld, k + j0 * t.k.ld, t.k.ld, 0.0f,
-                probs, ldp);
+          const int64_t ldp = static_cast<int64_t>(bk);
+          sgemm(false, true, bq, bk, D, p.scale, q + i0 * t.q.ld, t.q.ld, k + j0 * t.k.ld, t.k.ld, 0.0f, probs, ldp);
           for (int64_t r = 0; r < bq; ++r) {
             float* row = probs + r * bk;
             const bool saw_keys = std::isfinite(lse[i0 + r]);  // -inf: the row saw no key at all
@@ -292,12 +285,12 @@ void backward_kv_head(const Problem& p, const BackwardTensors& t, int64_t b, int
             std::fill(row + n, row + bk, 0.0f);
           }
           if (gv != nullptr) {
-            sgemm(CblasTrans, CblasNoTrans, bk, D, bq, 1.0f, probs, ldp, dout + i0 * t.grad_out.ld, t.grad_out.ld, 1.0f,
+            sgemm(true, false, bk, D, bq, 1.0f, probs, ldp, dout + i0 * t.grad_out.ld, t.grad_out.ld, 1.0f,
                   gv + j0 * t.grad_v.ld, t.grad_v.ld);
           }
           if (!want_ds) continue;
-          sgemm(CblasNoTrans, CblasTrans, bq, bk, D, 1.0f, dout + i0 * t.grad_out.ld, t.grad_out.ld, v + j0 * t.v.ld,
-                t.v.ld, 0.0f, dprobs, ldp);
+          sgemm(false, true, bq, bk, D, 1.0f, dout + i0 * t.grad_out.ld, t.grad_out.ld, v + j0 * t.v.ld, t.v.ld, 0.0f,
+                dprobs, ldp);
           for (int64_t r = 0; r < bq; ++r) {
             const float* prow = probs + r * bk;
             float* drow = dprobs + r * bk;
@@ -305,12 +298,12 @@ void backward_kv_head(const Problem& p, const BackwardTensors& t, int64_t b, int
             for (int64_t c = 0; c < bk; ++c) drow[c] = prow[c] * (drow[c] - d_i);
           }
           if (gq != nullptr) {
-            sgemm(CblasNoTrans, CblasNoTrans, bq, D, bk, p.scale, dprobs, ldp, k + j0 * t.k.ld, t.k.ld, 1.0f,
-                  gq + i0 * t.grad_q.ld, t.grad_q.ld);
+            sgemm(false, false, bq, D, bk, p.scale, dprobs, ldp, k + j0 * t.k.ld, t.k.ld, 1.0f, gq + i0 * t.grad_q.ld,
+                  t.grad_q.ld);
           }
           if (gk != nullptr) {
-            sgemm(CblasTrans, CblasNoTrans, bk, D, bq, p.scale, dprobs, ldp, q + i0 * t.q.ld, t.q.ld, 1.0f,
-                  gk + j0 * t.grad_k.ld, t.grad_k.ld);
+            sgemm(true, false, bk, D, bq, p.scale, dprobs, ldp, q + i0 * t.q.ld, t.q.ld, 1.0f, gk + j0 * t.grad_k.ld,
+                  t.grad_k.ld);
           }
         }
       }

@@ -1,6 +1,5 @@
 // CPU FP8 reference: quantisation through core/fp8.h and the GEMM on operands widened to f32
 // (every FP8 value and every product of two is exact in f32; the sums are sgemm's).
-#include <cblas.h>
 
 #include <algorithm>
 #include <array>
@@ -9,6 +8,7 @@
 
 #include "myriad/core/fp8.h"
 #include "myriad/ops/fp8.h"
+#include "myriad/ops/cpu_gemm.h"
 
 namespace myriad::cpu {
 
@@ -68,9 +68,7 @@ void fp8_gemm(const Fp8GemmArgs& args, const Tensor& a, const Tensor& b, Tensor&
     if (!args.accumulate) std::fill(o, o + M * N, 0.0f);
     return;
   }
-  cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, static_cast<blasint>(M), static_cast<blasint>(N),
-              static_cast<blasint>(K), args.alpha, wa.data(), static_cast<blasint>(K), wb.data(),
-              static_cast<blasint>(K), args.accumulate ? 1.0f : 0.0f, o, static_cast<blasint>(N));
+  sgemm(false, true, M, N, K, args.alpha, wa.data(), K, wb.data(), K, args.accumulate ? 1.0f : 0.0f, o, N);
 }
 
 }  // namespace myriad::cpu

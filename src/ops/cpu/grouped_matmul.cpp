@@ -6,13 +6,13 @@
 // with few large ones each sgemm uses the threads itself. Either way every output element is
 // computed by one sgemm (OpenBLAS splits M and N, never K) and the bias gradient sums rows in
 // increasing order, so the results do not depend on the thread count.
-#include <cblas.h>
 #include <omp.h>
 
 #include <cstring>
 #include <vector>
 
 #include "myriad/ops/grouped_matmul.h"
+#include "myriad/ops/cpu_gemm.h"
 
 namespace myriad::cpu {
 
@@ -25,8 +25,6 @@ bool parallel_groups(const std::vector<std::int64_t>& offsets, std::int64_t m, s
   const std::int64_t average_rows = groups > 0 ? offsets.back() / groups : 0;
   return groups >= 2 * omp_get_max_threads() || (groups >= 2 && average_rows * m * k < (1 << 21));
 }
-
-blasint as_blas(std::int64_t v) { return static_cast<blasint>(v); }
 
 }  // namespace
 
@@ -45,8 +43,7 @@ void grouped_matmul_forward(const GroupedMatmulArgs&, const Tensor& x, const Ten
     if (k == 0) {
       std::memset(o, 0, static_cast<std::size_t>(n * m) * sizeof(float));
     } else {  // out_g (n, M) = x_g (n, K) @ W_g^T, W_g stored (M, K)
-      cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, as_blas(n), as_blas(m), as_blas(k), 1.0f, xp + r0 * k,
-                  as_blas(k), wp + g * m * k, as_blas(k), 0.0f, o, as_blas(m));
+      sgemm(false, true, n, m, k, 1.0f, xp + r0 * k, k, wp + g * m * k, k, 0.0f, o, m);
     }
     if (bp == nullptr) continue;
     const float* b = bp + g * m;
@@ -75,13 +72,11 @@ void grouped_matmul_backward(const GroupedMatmulArgs& args, const Tensor& x, con
       if (m == 0) {
         if (!args.accumulate_grad_x) std::memset(gx + r0 * k, 0, static_cast<std::size_t>(n * k) * sizeof(float));
       } else {  // grad_x_g (n, K) = grad_out_g (n, M) @ W_g (M, K)
-        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, as_blas(n), as_blas(k), as_blas(m), 1.0f, go_g,
-                    as_blas(m), wp + g * m * k, as_blas(k), beta_x, gx + r0 * k, as_blas(k));
+        sgemm(false, false, n, k, m, 1.0f, go_g, m, wp + g * m * k, k, beta_x, gx + r0 * k, k);
       }
     }
     if (gw != nullptr && m > 0 && k > 0) {  // grad_W_g (M, K) += grad_out_g^T (M, n) @ x_g (n, K)
-      cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, as_blas(m), as_blas(k), as_blas(n), 1.0f, go_g, as_blas(m),
-                  xp + r0 * k, as_blas(k), 1.0f, gw + g * m * k, as_blas(k));
+      sgemm(true, false, m, k, n, 1.0f, go_g, m, xp + r0 * k, k, 1.0f, gw + g * m * k, k);
     }
     if (gb != nullptr && m > 0) {  // column sums over the group's rows, rows in increasing order
       std::vector<float> sums(go_g, go_g + m);

@@ -1,7 +1,6 @@
 // CPU weight-only INT8: quantisation, dequantisation, and the linear layer as BLAS GEMMs over
 // blocks of dequantised weight rows (a kRows x K f32 buffer per block; the whole f32 weight never
 // exists). Rows of a block are dequantised in parallel.
-#include <cblas.h>
 
 #include <algorithm>
 #include <cmath>
@@ -9,6 +8,7 @@
 
 #include "myriad/ops/bias_add.h"
 #include "myriad/ops/int8_linear.h"
+#include "myriad/ops/cpu_gemm.h"
 
 namespace myriad::cpu {
 
@@ -70,9 +70,7 @@ void int8_linear_forward(const Int8Args& args, const Tensor& x, const Tensor& q,
     dequantize_rows(q.data<std::int8_t>(), scales.data<float>(), K, args.group_size, groups, first, count,
                     block.data());
     // y[:, first:first+count] = x (rows x K) @ block^T (K x count); y's leading dimension is N.
-    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, static_cast<blasint>(rows), static_cast<blasint>(count),
-                static_cast<blasint>(K), 1.0f, x.data<float>(), static_cast<blasint>(K), block.data(),
-                static_cast<blasint>(K), 0.0f, out + first, static_cast<blasint>(N));
+    sgemm(false, true, rows, count, K, 1.0f, x.data<float>(), K, block.data(), K, 0.0f, out + first, N);
   }
   if (bias.defined()) cpu::bias_add_forward(BiasAddArgs{}, y, bias, y);
 }

@@ -1,16 +1,16 @@
-// CPU matmul on OpenBLAS sgemm.
+// CPU matmul on the CPU GEMM (ops/cpu_gemm.h: OpenBLAS or oneDNN).
 //
-// Every operand is described to cblas (row-major) as pointer + leading dimension + transpose
+// Every operand is described to the row-major sgemm as pointer + leading dimension + transpose
 // flag, read directly from the tensor's strides when one of its last two dims has unit stride;
 // otherwise it is copied to a contiguous buffer first. Batches whose rows collapse into one
 // strided run (a (B, T, C) activation against a 2-D weight) are folded into a single GEMM;
 // other batches loop, in parallel over batch entries when there are enough of them (OpenBLAS's
 // OpenMP build runs single-threaded inside a parallel region, so threads are not nested).
-#include <cblas.h>
 #include <omp.h>
 
 #include <optional>
 
+#include "myriad/ops/cpu_gemm.h"
 #include "myriad/ops/matmul.h"
 
 namespace myriad::cpu {
@@ -19,8 +19,8 @@ namespace {
 
 struct BlasOperand {
   const float* ptr;
-  CBLAS_TRANSPOSE trans;
-  blasint ld;
+  bool trans;
+  std::int64_t ld;
 };
 
 // The 2-D matrix (rows, cols) at ptr with strides (row_stride, col_stride), used transposed or
@@ -29,11 +29,11 @@ std::optional<BlasOperand> blas_operand(const float* ptr, std::int64_t rows, std
                                         std::int64_t col_stride, bool transposed) {
   if ((cols == 1 || col_stride == 1) && (rows == 1 || row_stride >= cols)) {
     std::int64_t ld = rows == 1 ? std::max<std::int64_t>(cols, 1) : row_stride;
-    return BlasOperand{ptr, transposed ? CblasTrans : CblasNoTrans, static_cast<blasint>(ld)};
+    return BlasOperand{ptr, transposed, ld};
   }
   if ((rows == 1 || row_stride == 1) && (cols == 1 || col_stride >= rows)) {
     std::int64_t ld = cols == 1 ? std::max<std::int64_t>(rows, 1) : col_stride;
-    return BlasOperand{ptr, transposed ? CblasNoTrans : CblasTrans, static_cast<blasint>(ld)};
+    return BlasOperand{ptr, !transposed, ld};
   }
   return std::nullopt;
 }
@@ -71,10 +71,9 @@ Tensor unit_strided(const Tensor& t) {
   return ok ? t : t.contiguous();
 }
 
-void sgemm(const BlasOperand& x, const BlasOperand& y, float* z, blasint ldz, std::int64_t m, std::int64_t n,
-           std::int64_t k, float alpha, float beta) {
-  cblas_sgemm(CblasRowMajor, x.trans, y.trans, static_cast<blasint>(m), static_cast<blasint>(n),
-              static_cast<blasint>(k), alpha, x.ptr, x.ld, y.ptr, y.ld, beta, z, ldz);
+void gemm(const BlasOperand& x, const BlasOperand& y, float* z, std::int64_t ldz, std::int64_t m, std::int64_t n,
+          std::int64_t k, float alpha, float beta) {
+  sgemm(x.trans, y.trans, m, n, k, alpha, x.ptr, x.ld, y.ptr, y.ld, beta, z, ldz);
 }
 
 std::int64_t op_rows(const Tensor& t, bool trans) { return trans ? t.size(-1) : t.size(-2); }
@@ -92,7 +91,7 @@ void gemm_general(const Tensor& x_in, bool tx, const Tensor& y_in, bool ty, Tens
                                  << shape_string(z.strides()));
   Tensor x = unit_strided(x_in), y = unit_strided(y_in);
   const std::int64_t m = op_rows(x, tx), k = op_cols(x, tx), n = op_cols(y, ty);
-  const blasint ldz = static_cast<blasint>(z.size(-2) == 1 ? std::max<std::int64_t>(n, 1) : z.stride(-2));
+  const std::int64_t ldz = z.size(-2) == 1 ? std::max<std::int64_t>(n, 1) : z.stride(-2);
   float* z_ptr = z.data<float>();
 
   // Fold case 1: batched x (not transposed) against a 2-D y into a batched z -> one GEMM.
@@ -102,7 +101,7 @@ void gemm_general(const Tensor& x_in, bool tx, const Tensor& y_in, bool ty, Tens
       std::int64_t rows = x.numel() / std::max<std::int64_t>(k, 1);
       auto xo = blas_operand(x.data<float>(), rows, k, *xs, 1, false);
       auto yo = operand_at(y, 0, ty);
-      if (xo) return sgemm(*xo, yo, z_ptr, static_cast<blasint>(rows == 1 ? n : *zs), rows, n, k, alpha, beta);
+      if (xo) return gemm(*xo, yo, z_ptr, rows == 1 ? n : *zs, rows, n, k, alpha, beta);
     }
   }
   // Fold case 2: 2-D z = sum over batch of op(x_b) @ op(y_b) with x transposed and y not, both
@@ -113,7 +112,7 @@ void gemm_general(const Tensor& x_in, bool tx, const Tensor& y_in, bool ty, Tens
       std::int64_t rows = x.numel() / std::max<std::int64_t>(m, 1);
       auto xo = blas_operand(x.data<float>(), rows, m, *xs, 1, true);
       auto yo = blas_operand(y.data<float>(), rows, n, *ys, 1, false);
-      if (xo && yo) return sgemm(*xo, *yo, z_ptr, ldz, m, n, rows, alpha, beta);
+      if (xo && yo) return gemm(*xo, *yo, z_ptr, ldz, m, n, rows, alpha, beta);
     }
   }
   // Everything else loops over the batch.
@@ -123,14 +122,14 @@ void gemm_general(const Tensor& x_in, bool tx, const Tensor& y_in, bool ty, Tens
   const std::int64_t count = static_cast<std::int64_t>(xo.size());
   if (z.dim() == 2) {
     for (std::int64_t i = 0; i < count; ++i) {
-      sgemm(operand_at(x, xo[i], tx), operand_at(y, yo[i], ty), z_ptr, ldz, m, n, k, alpha, i == 0 ? beta : 1.0f);
+      gemm(operand_at(x, xo[i], tx), operand_at(y, yo[i], ty), z_ptr, ldz, m, n, k, alpha, i == 0 ? beta : 1.0f);
     }
     return;
   }
   const bool parallel_batches = count >= 2 * omp_get_max_threads() || (count >= 2 && m * n * k < (1 << 21));
 #pragma omp parallel for schedule(static) if (parallel_batches)
   for (std::int64_t i = 0; i < count; ++i) {
-    sgemm(operand_at(x, xo[i], tx), operand_at(y, yo[i], ty), z_ptr + zo[i], ldz, m, n, k, alpha, beta);
+    gemm(operand_at(x, xo[i], tx), operand_at(y, yo[i], ty), z_ptr + zo[i], ldz, m, n, k, alpha, beta);
   }
 }
 

@@ -1,0 +1,41 @@
+// The CPU ops' single-precision GEMM — row-major c = alpha op(a) op(b) + beta c, cblas's contract
+// — and the library it runs on. OpenBLAS is linked; oneDNN's dnnl_sgemm is loaded with dlopen
+// (RTLD_LOCAL, Debian's libdnnl2; the build needs neither its headers nor its library) where it
+// is installed: on the model's GEMMs, forward and backward, it ran faster than OpenBLAS at every
+// shape measured (docs/performance.md, "The CPU GEMM").
+//
+// Which library a process uses: MYRIAD_CPU_GEMM = auto (the default: oneDNN when it loads, else
+// OpenBLAS) | openblas | onednn (an error when it does not load), read at first use. The Engine
+// then makes every rank use the same one (set_gemm_library), so computations replicated over ranks
+// agree bit for bit, and logs it. The choice belongs to the process, like a BLAS library's own
+// thread settings: one per process, not per engine. Both libraries split a GEMM over threads
+// without changing its sums for a fixed thread count; results differ between the two libraries in
+// the last bits.
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+namespace myriad::cpu {
+
+enum class GemmLibrary { openblas, onednn };
+
+// The library this process's CPU GEMMs run on.
+GemmLibrary gemm_library();
+// The library MYRIAD_CPU_GEMM's value `choice` names ("" = auto); throws naming the variable for
+// another value, or for onednn when oneDNN did not load.
+GemmLibrary gemm_library_for(const std::string& choice);
+// Makes every later CPU GEMM of the process run on `library` (onednn must be available).
+void set_gemm_library(GemmLibrary library);
+// Whether oneDNN's sgemm loaded.
+bool onednn_available();
+// "OpenBLAS 0.3.21 (Cooperlake kernel)", "oneDNN 2.6.3 (libdnnl.so.2)".
+std::string gemm_library_description(GemmLibrary library);
+const char* gemm_library_name(GemmLibrary library);  // "openblas" | "onednn"
+
+// c (m x n, leading dimension ldc) = alpha op(a) op(b) + beta c, row-major; op(a) is m x k, op(b)
+// k x n; lda / ldb the leading dimensions of a and b as stored.
+void sgemm(bool trans_a, bool trans_b, std::int64_t m, std::int64_t n, std::int64_t k, float alpha, const float* a,
+           std::int64_t lda, const float* b, std::int64_t ldb, float beta, float* c, std::int64_t ldc);
+
+}  // namespace myriad::cpu

@@ -1,0 +1,111 @@
+// cpu::sgemm and its library (ops/cpu_gemm.h). oneDNN's C API is declared here by its documented
+// signatures (dnnl_sgemm: row-major, 'N' / 'T'; dnnl_version) and looked up with dlsym.
+#include "myriad/ops/cpu_gemm.h"
+
+#include <cblas.h>
+#include <dlfcn.h>
+
+#include <atomic>
+#include <cstdlib>
+#include <cstring>
+
+#include "myriad/core/error.h"
+
+namespace myriad::cpu {
+
+namespace {
+
+using DnnlSgemm = int (*)(char, char, std::int64_t, std::int64_t, std::int64_t, float, const float*, std::int64_t,
+                          const float*, std::int64_t, float, float*, std::int64_t);
+struct DnnlVersion {  // dnnl_version_t
+  int major, minor, patch;
+  const char* hash;
+  unsigned cpu_runtime, gpu_runtime;
+};
+using DnnlVersionFn = const DnnlVersion* (*)();
+
+struct OneDnn {
+  DnnlSgemm sgemm = nullptr;
+  std::string soname, version;
+};
+
+OneDnn load_onednn() {
+  OneDnn lib;
+  for (const char* soname : {"libdnnl.so.3", "libdnnl.so.2"}) {
+    void* handle = dlopen(soname, RTLD_NOW | RTLD_LOCAL);
+    if (handle == nullptr) continue;
+    lib.sgemm = reinterpret_cast<DnnlSgemm>(dlsym(handle, "dnnl_sgemm"));
+    if (lib.sgemm == nullptr) continue;
+    lib.soname = soname;
+    if (auto version = reinterpret_cast<DnnlVersionFn>(dlsym(handle, "dnnl_version"))) {
+      const DnnlVersion* v = version();
+      lib.version = std::to_string(v->major) + "." + std::to_string(v->minor) + "." + std::to_string(v->patch);
+    }
+    return lib;  // the handle stays open for the process
+  }
+  return lib;
+}
+
+const OneDnn& onednn() {
+  static const OneDnn lib = load_onednn();  // the process's loaded library, loaded once
+  return lib;
+}
+
+GemmLibrary initial_library() {
+  const char* env = std::getenv("MYRIAD_CPU_GEMM");
+  return gemm_library_for(env == nullptr ? "" : env);
+}
+
+std::atomic<GemmLibrary>& selected() {
+  static std::atomic<GemmLibrary> library{initial_library()};  // the process's choice (see the header)
+  return library;
+}
+
+}  // namespace
+
+bool onednn_available() { return onednn().sgemm != nullptr; }
+
+GemmLibrary gemm_library_for(const std::string& choice) {
+  if (choice == "auto" || choice.empty()) return onednn_available() ? GemmLibrary::onednn : GemmLibrary::openblas;
+  if (choice == "openblas") return GemmLibrary::openblas;
+  MYRIAD_CHECK(choice == "onednn", "MYRIAD_CPU_GEMM is '" << choice << "': use auto, openblas or onednn");
+  MYRIAD_CHECK(onednn_available(),
+               "MYRIAD_CPU_GEMM=onednn: oneDNN's dnnl_sgemm did not load (libdnnl.so.2 or "
+               ".so.3: Debian's libdnnl2, which scripts/setup.sh installs)");
+  return GemmLibrary::onednn;
+}
+
+GemmLibrary gemm_library() { return selected().load(); }
+
+void set_gemm_library(GemmLibrary library) {
+  MYRIAD_CHECK(library == GemmLibrary::openblas || onednn_available(),
+               "CPU GEMM: oneDNN was chosen but its dnnl_sgemm did not load on this rank");
+  selected().store(library);
+}
+
+const char* gemm_library_name(GemmLibrary library) { return library == GemmLibrary::onednn ? "onednn" : "openblas"; }
+
+std::string gemm_library_description(GemmLibrary library) {
+  if (library == GemmLibrary::onednn) {
+    const OneDnn& lib = onednn();
+    return "oneDNN " + (lib.version.empty() ? std::string("(version unknown)") : lib.version) + " (" + lib.soname + ")";
+  }
+  std::string config = openblas_get_config();
+  return "OpenBLAS (" + config + "; " + openblas_get_corename() + " kernel)";
+}
+
+void sgemm(bool trans_a, bool trans_b, std::int64_t m, std::int64_t n, std::int64_t k, float alpha, const float* a,
+           std::int64_t lda, const float* b, std::int64_t ldb, float beta, float* c, std::int64_t ldc) {
+  if (m == 0 || n == 0) return;
+  if (k > 0 && gemm_library() == GemmLibrary::onednn) {
+    const int status =
+        onednn().sgemm(trans_a ? 'T' : 'N', trans_b ? 'T' : 'N', m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
+    MYRIAD_CHECK(status == 0, "oneDNN dnnl_sgemm(" << m << " x " << n << " x " << k << ") failed: status " << status);
+    return;
+  }
+  cblas_sgemm(CblasRowMajor, trans_a ? CblasTrans : CblasNoTrans, trans_b ? CblasTrans : CblasNoTrans,
+              static_cast<blasint>(m), static_cast<blasint>(n), static_cast<blasint>(k), alpha, a,
+              static_cast<blasint>(lda), b, static_cast<blasint>(ldb), beta, c, static_cast<blasint>(ldc));
+}
+
+}  // namespace myriad::cpu
