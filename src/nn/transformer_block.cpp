@@ -495,9 +495,10 @@ void TransformerBlock::dense_input_grad(BlockLinear which, Parameter& weight, co
 
 // dL/d(the layers' common input), summed over the group into this rank's rows: the input gradients
 // of the column-parallel `layers` (written by the first, accumulated by the rest), and their weight
-// and bias gradients over all rows. Under sequence parallelism the input gradient is produced block
-// by block into a ring reduce-scatter, each block's transfer in flight while the next is produced
-// (TensorParallel::reduce_to_rows_overlapped); else one backward per layer, then the reduction.
+// and bias gradients over all rows. In a group the input gradient is produced block by block into
+// its reduction, each block's in flight while the next is produced (TensorParallel::
+// reduce_to_rows_overlapped: a ring reduce-scatter under sequence parallelism, else block
+// all-reduces); alone, one backward per layer.
 Tensor TransformerBlock::column_parallel_backward(ParameterStore& store, const Tensor& in, bool gather_in,
                                                   std::vector<ColumnLinear> layers, BlockScratch& s) const {
   const TensorParallel& tp = split_.tensor_parallel();
@@ -512,13 +513,13 @@ Tensor TransformerBlock::column_parallel_backward(ParameterStore& store, const T
       }
     });
   }
-  if (!tp.shards_rows()) {
+  if (tp.size() == 1) {  // nothing to reduce: each layer's gradients in one backward
     bool accumulate = false;
     for (ColumnLinear& layer : layers) {
       dense_linear_backward(layer.which, in, store[layer.weight], layer.grad_out, s.d_h, accumulate, layer.grad_bias);
       accumulate = true;
     }
-    return reduced_input_grad(s);
+    return s.d_h;
   }
   for (ColumnLinear& layer : layers) {
     if (gather_in) break;  // done beside the gather

@@ -1,6 +1,8 @@
 // TensorParallelRegions: the region ops and vocabulary-parallel layers over the tp communicator.
 #include "myriad/parallel/tensor_parallel_regions.h"
 
+#include <vector>
+
 #include "myriad/nn/linear.h"
 #include "myriad/ops/elementwise.h"
 #include "myriad/ops/placement.h"
@@ -10,6 +12,9 @@ namespace myriad::parallel {
 
 namespace {
 constexpr int kRingTag = 0;  // the overlapped rings' blocks (p2p tag 0 of the tp group)
+// Without sequence parallelism a reduction's rows go in this many blocks: more would add each
+// all-reduce's latency again and thin the GEMM (the planner's model, docs/planning.md rule 4c).
+constexpr int kAllReduceBlocks = 2;
 }  // namespace
 
 TensorParallelRegions::TensorParallelRegions(distributed::Communicator& tp, bool sequence_parallel,
@@ -53,8 +58,18 @@ void TensorParallelRegions::gather_rows_overlapped(const Tensor& rows, Tensor& f
 }
 
 void TensorParallelRegions::reduce_to_rows_overlapped(Tensor& full, Tensor& rows, const RowsProducer& produce) const {
-  if (!shards_rows_) {
-    TensorParallel::reduce_to_rows_overlapped(full, rows, produce);  // all rows, then an all-reduce
+  if (!shards_rows_) {  // rows is full: the first block's all-reduce in flight while the second is produced
+    const std::int64_t C = full.size(-1), N = full.numel() / C;
+    Tensor flat = full.view({N, C});
+    std::vector<distributed::WorkHandle> sums;
+    for (int b = 0; b < kAllReduceBlocks; ++b) {
+      const distributed::ChunkRange range = distributed::chunk_range(N, kAllReduceBlocks, b);
+      if (range.size() == 0) continue;
+      Tensor block = flat.slice(0, range.begin, range.end);
+      produce(range.begin, range.end, block);
+      sums.push_back(tp_.all_reduce_async(block));
+    }
+    for (distributed::WorkHandle& sum : sums) sum->wait_on_stream();
     return;
   }
   const int p = tp_.size(), r = tp_.rank();

@@ -8,6 +8,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <utility>
 #include <vector>
 
 #include "mpi_test_support.h"
@@ -164,6 +165,35 @@ TEST(TensorParallel, OverlappedReduceScatterProducesEveryBlockOnceInRingOrder) {
   ASSERT_EQ(static_cast<int>(order.size()), parts);
   for (int step = 0; step < parts; ++step)
     EXPECT_EQ(order[static_cast<std::size_t>(step)], ((rank - 1 - step) % parts + parts) % parts);
+}
+
+// Without sequence parallelism the reduction is all-reduces of two row blocks, the first's in
+// flight while the second is produced: every rank's rows equal the float64 sum of all ranks' partial
+// products, produced once per block in row order.
+TEST(TensorParallel, OverlappedAllReduceProducesTwoBlocksInOrder) {
+  auto tp = myriad::testing::make_world("tp");
+  const int parts = tp->size();
+  const nn::TransformerConfig model = nn::TransformerConfig::gpt2(64, 1, 2, 8, 16);
+  parallel::TensorParallelRegions regions(*tp, false, model);
+  const std::int64_t N = 7, C = 8;
+  auto partial_of = [&](int r) { return random({N, C}, 40 + static_cast<std::uint64_t>(r)); };
+  const Tensor mine = partial_of(tp->rank());
+  Tensor full = Tensor::full({1, N, C}, 1e30);
+  std::vector<std::pair<std::int64_t, std::int64_t>> blocks;
+  regions.reduce_to_rows_overlapped(full, full, [&](std::int64_t begin, std::int64_t end, Tensor& out) {
+    blocks.emplace_back(begin, end);
+    copy(mine.slice(0, begin, end), out);
+  });
+  ASSERT_EQ(blocks, (std::vector<std::pair<std::int64_t, std::int64_t>>{{0, 3}, {3, 7}}));
+  std::vector<double> sums(static_cast<std::size_t>(N * C), 0.0);
+  for (int r = 0; r < parts; ++r) {
+    const Tensor theirs = partial_of(r);
+    for (std::int64_t i = 0; i < N * C; ++i) sums[static_cast<std::size_t>(i)] += theirs.data<float>()[i];
+  }
+  Tensor expected = Tensor::empty({N, C});
+  for (std::int64_t i = 0; i < N * C; ++i)
+    expected.data<float>()[i] = static_cast<float>(sums[static_cast<std::size_t>(i)]);
+  expect_close(full.view({N, C}), expected, 1e-6, "the all-reduced rows");
 }
 
 TEST(TensorParallel, ColumnThenRowParallelMlpEqualsSerial) {

@@ -127,13 +127,14 @@ def llama_tiny():
 
 
 def test_tp_traffic_equals_myriads_allreduces():
-    # GPT-2 124M, tp 2, no sequence parallelism, no recompute: per block per micro-batch 2 all-reduces of
-    # (B, T, C) f32 forward and 2 backward; the vocab-parallel embedding's forward all-reduce; the loss's
-    # two all-reduces of N and 2N floats.
+    # GPT-2 124M, tp 2, no sequence parallelism, no recompute, the all-reduces whole (tp_rings off): per
+    # block per micro-batch 2 all-reduces of (B, T, C) f32 forward and 2 backward; the vocab-parallel
+    # embedding's forward all-reduce; the loss's two all-reduces of N and 2N floats.
     model = read_config(config_path("gpt2_124m")).model
     batch = Batch(seq_len=256, global_batch=8, precision="bf16")
     hw = hardware_from("h100")
-    st = step_time(plan(model, batch, tp=2, micro_batch=4, gradient_accumulation=2), hw)
+    st = step_time(plan(model, batch, tp=2, micro_batch=4, gradient_accumulation=2), hw,
+                   dataclasses.replace(ENGINES["myriad"], tp_rings=False))
     link = hwmod.LINKS["nvlink4"]
     N, C = 4 * 256, 768
     ar = lambda nbytes: ring_all_reduce_s(nbytes, 2, link.alpha_s, link.beta_s_per_byte)  # noqa: E731
@@ -169,6 +170,32 @@ def test_sequence_parallel_rings_hide_each_step_behind_a_gemm_block():
     hidden = 12 * 2 * (2 * per_pass + regathers)  # layers x micro-batches
     assert 0 < hidden < plain.comm_s["tp"]
     assert rings.exposed_comm_s["tp"] == pytest.approx(plain.exposed_comm_s["tp"] - hidden, rel=1e-9)
+
+
+def test_all_reduces_in_blocks_hide_behind_the_next_block():
+    # The same without sequence parallelism: myriad's all-reduces after proj and out (forward) and of
+    # qkv's and fc's input gradients (backward) run in 2 row blocks, the first in flight while the GEMM
+    # produces the second: issued 2 all-reduces of S / 2 each, exposed min(ar, GEMM / 2) less than that
+    # for the first block, the second whole.
+    model = read_config(config_path("gpt2_124m")).model
+    batch = Batch(seq_len=256, global_batch=8, precision="bf16")
+    hw = flat("h100")
+    inp = plan(model, batch, tp=2, micro_batch=4, gradient_accumulation=2)
+    blocks = step_time(inp, hw)
+    plain = step_time(inp, hw, dataclasses.replace(ENGINES["myriad"], tp_rings=False))
+    assert blocks.compute_by_class_s["matmul"] == pytest.approx(plain.compute_by_class_s["matmul"], rel=1e-12)
+    link = hwmod.LINKS["nvlink4"]
+    N, C = 4 * 256, 768
+    ar = lambda nbytes: ring_all_reduce_s(nbytes, 2, link.alpha_s, link.beta_s_per_byte)  # noqa: E731
+    per_pass = 2 * (2 * ar(N * C * 4 / 2) - ar(N * C * 4))  # two reductions, each 2 blocks instead of 1
+    assert blocks.comm_s["tp"] == pytest.approx(plain.comm_s["tp"] + 12 * 2 * 2 * per_pass, rel=1e-12)
+    rate = hw.matmul_flops_per_s("bf16", 2) * hw.rank_share(2)
+    gemm = lambda n, k: 2.0 * N * n * k / rate  # noqa: E731
+    proj, out, qkv, fc = gemm(C, C / 2), gemm(C, 4 * C / 2), gemm(3 * C / 2, C), gemm(4 * C / 2, C)
+    block = ar(N * C * 4 / 2)
+    exposed = sum(max(0.0, block - g / 2) + block for g in (proj, out, qkv, fc))  # per block per micro-batch
+    expected = plain.exposed_comm_s["tp"] - 12 * 2 * 4 * ar(N * C * 4) + 12 * 2 * exposed
+    assert blocks.exposed_comm_s["tp"] == pytest.approx(expected, rel=1e-9)
 
 
 def test_moe_exchange_moves_top_k_rows_per_token_both_ways():

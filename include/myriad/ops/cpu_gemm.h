@@ -5,7 +5,8 @@
 // shape measured (docs/performance.md, "The CPU GEMM").
 //
 // Which library a process uses: MYRIAD_CPU_GEMM = auto (the default: oneDNN when it loads, else
-// OpenBLAS) | openblas | onednn (an error when it does not load), read at first use. The Engine
+// OpenBLAS) | openblas (oneDNN is not even loaded) | onednn (an error when it does not load), read
+// at first use. The Engine
 // then makes every rank use the same one (set_gemm_library), so computations replicated over ranks
 // agree bit for bit, and logs it. The choice belongs to the process, like a BLAS library's own
 // thread settings: one per process, not per engine. Both libraries split a GEMM over threads

@@ -38,7 +38,8 @@ class TensorParallelRegions final : public nn::TensorParallel {
   // Sequence parallelism: a ring reduce-scatter whose partial sums are produced as they are sent
   // — block b's sum starts on rank b + 1, and each rank adds its own partial of the block it
   // receives and passes it on, producing the next block's partial while the transfer runs (the
-  // bytes per link of a ring reduce-scatter; t - 1 of the t GEMM blocks overlapped).
+  // bytes per link of a ring reduce-scatter; t - 1 of the t GEMM blocks overlapped). Without it:
+  // the rows in two blocks (chunk_range), the first all-reduced while the second is produced.
   void reduce_to_rows_overlapped(Tensor& full, Tensor& rows, const RowsProducer& produce) const override;
   void sum_replicated_grads(Tensor& grads) const override;
 

@@ -76,10 +76,10 @@ class EngineTraits:
     dropout: bool = False  # attention-probability and hidden dropout (masks written forward, read backward)
     dp_overlap: bool = True  # gradient buckets reduced during the backward (False: all after it)
     tp_overlap: bool = False  # tp all-gathers / reduce-scatters overlapped with the block's GEMMs
-    # Sequence parallelism's gathers / reduce-scatters around the dense layers as rings of t transfers,
-    # each beside one of the t row blocks of the GEMM that reads or produces them (myriad since
-    # 2026-12-06: TensorParallel::gather_rows_overlapped / reduce_to_rows_overlapped); the GEMMs run on
-    # N / t rows t times. MoE layers' and the recomputed norms' collectives stay plain.
+    # tp collectives around the dense layers beside row blocks of their GEMMs (myriad since 2026-12-06:
+    # TensorParallel::gather_rows_overlapped / reduce_to_rows_overlapped): with sequence parallelism
+    # rings of t transfers, each beside one of the GEMM's t row blocks; without, the all-reduces in 2
+    # blocks, the first in flight while the second is produced. MoE layers' collectives stay plain.
     tp_rings: bool = True
     # Bytes per weight per micro-batch moved to accumulate its gradient outside the GEMM (0: the weight-
     # gradient GEMM accumulates in place).
@@ -544,17 +544,23 @@ class _Model:
         fwd, bwd = _Cost(), _Cost()
         gemms = self.block_gemms(layer)
         moe = m.is_moe_layer(layer)
-        # Seconds of each GEMM forward, its data gradient and its weight gradient; those of sequence
-        # parallelism's rings (tp_ring_gemms) forward and data gradient on t blocks of N / t rows.
-        ringed = self.tp_ring_gemms(moe)
-        blocks = [tp if i in ringed else 1 for i in range(len(gemms))]
-        fwd_s = [t * self._gemm_s(mm / t, n, k, b) for t, (mm, n, k, b) in zip(blocks, gemms)]
-        dgrad_s = [t * self._gemm_s(mm / t, k, n, b) for t, (mm, n, k, b) in zip(blocks, gemms)]
-        # The weight gradients of qkv and fc run beside the re-gathers of their inputs (unless full
-        # recompute re-ran the forward): on t blocks of N / t reduced rows.
-        regathered = ringed & {0, 2} if lay.recompute != "full" else set()
+        # Seconds of each GEMM forward, its data gradient and its weight gradient; those beside myriad's
+        # tp collectives (tp_blocked_gemms) on t blocks of N / t rows.
+        fwd_blocked, dgrad_blocked = self.tp_blocked_gemms(moe)
+        nb = self.tp_blocks()
+        fwd_s = [(nb * self._gemm_s(mm / nb, n, k, b) if i in fwd_blocked else self._gemm_s(mm, n, k, b))
+                 for i, (mm, n, k, b) in enumerate(gemms)]
+        dgrad_s = [(nb * self._gemm_s(mm / nb, k, n, b) if i in dgrad_blocked else self._gemm_s(mm, k, n, b))
+                   for i, (mm, n, k, b) in enumerate(gemms)]
+        # With sequence parallelism the weight gradients of qkv and fc run beside the re-gathers of their
+        # inputs (unless full recompute re-ran the forward): on t blocks of N / t reduced rows.
+        regathered = fwd_blocked & {0, 2} if (self.sp and lay.recompute != "full") else set()
         wgrad_s = [(tp * self._gemm_s(k, n, mm / tp, b) if i in regathered else self._gemm_s(k, n, mm, b))
                    for i, (mm, n, k, b) in enumerate(gemms)]
+
+        def beside(seconds, i, blocked):  # the GEMM a collective runs beside, or None (plain)
+            return seconds[i] if i in blocked else None
+
         fwd.compute["matmul"] += sum(fwd_s)
         att_f, att_b = self.attention_pass()
         fwd.add(att_f)
@@ -586,11 +592,12 @@ class _Model:
         self._activation(fwd, act_bytes)  # the MLP activation (GELU / SwiGLU): its own rate where measured
         self._launches(fwd, kernels)
         # Communication on the forward's path.
-        # The rings' GEMMs: what the gathers feed (qkv, fc) and the reduce-scatters take (proj, out).
-        fwd_rings = ([fwd_s[0], fwd_s[2] if 2 in ringed else None], [fwd_s[1], fwd_s[3] if 3 in ringed else None])
-        fwd_comm = self._overlap_tp(self.block_comm_forward(moe, tokens if moe else N, att_f.compute_seconds,
-                                                            fwd_rings if ringed else None),
-                                    fwd.compute["matmul"])
+        # The GEMMs beside the collectives: what the gathers feed (qkv, fc) and the reductions take (proj,
+        # out).
+        fwd_rings = ([beside(fwd_s, 0, fwd_blocked), beside(fwd_s, 2, fwd_blocked)],
+                     [beside(fwd_s, 1, fwd_blocked), beside(fwd_s, 3, fwd_blocked)])
+        fwd_comm = self._overlap_tp(
+            self.block_comm_forward(moe, tokens if moe else N, att_f.compute_seconds, fwd_rings), fwd.compute["matmul"])
         fwd_comm_cost = _Cost()
         for axis, issued, exposed in fwd_comm:
             fwd_comm_cost.comm(axis, issued, exposed)
@@ -603,13 +610,12 @@ class _Model:
         self._launches(bwd, 2 * kernels)
         # Weight gradients accumulated outside the GEMM (a pass per parameter per micro-batch).
         self._bytes(bwd, self.engine.grad_accumulation_bytes * (dense_w + expert_w))
-        # Backward rings: the output gradients gathered for out's and proj's data gradients, the data
-        # gradients of qkv and fc reduce-scattered.
-        bwd_rings = ([dgrad_s[3] if 3 in ringed else None, dgrad_s[1]],
-                     [dgrad_s[0], dgrad_s[2] if 2 in ringed else None],
-                     [wgrad_s[0] if 0 in regathered else None, wgrad_s[2] if 2 in regathered else None])
-        bwd_comm = self.block_comm_backward(moe, tokens if moe else N, att_b.compute_seconds,
-                                            bwd_rings if ringed else None)
+        # Backward: the output gradients gathered for out's and proj's data gradients, the data gradients
+        # of qkv and fc reduced, the norm outputs re-gathered for qkv's and fc's weight gradients.
+        bwd_rings = ([beside(dgrad_s, 3, dgrad_blocked), beside(dgrad_s, 1, dgrad_blocked)],
+                     [beside(dgrad_s, 0, dgrad_blocked), beside(dgrad_s, 2, dgrad_blocked)],
+                     [beside(wgrad_s, 0, regathered), beside(wgrad_s, 2, regathered)])
+        bwd_comm = self.block_comm_backward(moe, tokens if moe else N, att_b.compute_seconds, bwd_rings)
         for axis, issued, exposed in self._overlap_tp(bwd_comm, bwd.compute["matmul"]):
             bwd.comm(axis, issued, exposed)
         # Recompute inside backward.
@@ -656,12 +662,37 @@ class _Model:
     def _tp_full_bytes(self):
         return self.N * self.m.n_embd * self.a  # one (B, T/cp, C) activation
 
-    def tp_ring_gemms(self, moe):
-        """Indices into block_gemms of the GEMMs run block by block in sequence parallelism's rings
-        (EngineTraits.tp_rings): qkv and proj, and a dense MLP's fc and out."""
-        if not (self.engine.tp_rings and self.sp):
-            return set()
-        return {0, 1} if moe else {0, 1, 2, 3}
+    def tp_blocked_gemms(self, moe):
+        """(forward, data-gradient) indices into block_gemms of the GEMMs myriad runs on t row blocks
+        beside its tp collectives (EngineTraits.tp_rings): with sequence parallelism every dense GEMM both
+        ways (the rings feed or take them); without, the row-parallel layers' forwards (proj, out) and the
+        column-parallel layers' data gradients (qkv, fc), beside their blocks' all-reduces (tp_blocks). A MoE layer's
+        MLP GEMMs stay whole."""
+        if not (self.engine.tp_rings and self.lay.tp > 1):
+            return set(), set()
+        dense = {0, 1} if moe else {0, 1, 2, 3}
+        if self.sp:
+            return dense, dense
+        return dense & {1, 3}, dense & {0, 2}
+
+    def tp_blocks(self):
+        """Row blocks of the GEMMs beside the tp collectives: t in sequence parallelism's rings, 2 beside
+        the all-reduces without it (TensorParallelRegions::reduce_to_rows_overlapped)."""
+        return self.lay.tp if self.sp else 2
+
+    def _tp_block_all_reduce(self, S, gemm_s):
+        """('tp', issued, exposed) of an all-reduce of S bytes in 2 row blocks, the first in flight while
+        the GEMM produces the second (gemm_s: both blocks' seconds), the second exposed whole."""
+        nb = self.tp_blocks()
+        block = self.net.all_reduce("tp", S / nb)
+        issued = nb * block
+        return ("tp", issued, self._slowed(issued, (nb - 1) * max(0.0, block - gemm_s / nb) + block))
+
+    def _tp_all_reduces(self, S, gemms):
+        """A pass's two all-reduces without sequence parallelism: in blocks beside the GEMM where `gemms`
+        names it, else plain."""
+        return [self._tp_block_all_reduce(S, g) if g is not None else ("tp", self.net.all_reduce("tp", S), None)
+                for g in gemms]
 
     def _tp_ring(self, S, gemm_s):
         """('tp', issued, exposed) of one sequence-parallel ring over an (N, C) activation of S bytes:
@@ -682,14 +713,15 @@ class _Model:
                       for g in scatters]
 
     def block_comm_forward(self, moe, moe_tokens, att_s, rings=None):
-        """[(axis, issued s, exposed s)] of one block's forward (`rings`: _tp_sp_collectives')."""
-        out, lay, net = [], self.lay, self.net
+        """[(axis, issued s, exposed s)] of one block's forward (`rings`: the GEMMs beside the gathers and
+        the reductions, as _tp_sp_collectives takes them)."""
+        out, lay = [], self.lay
         if lay.tp > 1:
             S = self._tp_full_bytes()
             if self.sp:  # all-gather before each column-parallel input, reduce-scatter after each row-parallel output
                 out += self._tp_sp_collectives(S, rings)
-            else:
-                out += [("tp", net.all_reduce("tp", S), None)] * 2
+            else:  # all-reduce after each row-parallel output
+                out += self._tp_all_reduces(S, rings[1] if rings is not None else [None, None])
         if moe and lay.ep > 1:
             out += self._moe_exchange(moe_tokens)
         if lay.cp > 1:
@@ -711,7 +743,7 @@ class _Model:
                 norm_floats = 2 * self.m.n_embd * (2 if self.m.layernorm else 1)
                 out.append(("tp", net.all_reduce("tp", norm_floats * 4), None))
             else:  # the column-parallel inputs' gradients
-                out += [("tp", net.all_reduce("tp", S), None)] * 2
+                out += self._tp_all_reduces(S, rings[1] if rings is not None else [None, None])
         if moe and lay.ep > 1:
             out += self._moe_exchange(moe_tokens)
         if lay.cp > 1:

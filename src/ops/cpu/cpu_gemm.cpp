@@ -31,6 +31,8 @@ struct OneDnn {
 
 OneDnn load_onednn() {
   OneDnn lib;
+  const char* env = std::getenv("MYRIAD_CPU_GEMM");
+  if (env != nullptr && std::strcmp(env, "openblas") == 0) return lib;  // not even loaded
   for (const char* soname : {"libdnnl.so.3", "libdnnl.so.2"}) {
     void* handle = dlopen(soname, RTLD_NOW | RTLD_LOCAL);
     if (handle == nullptr) continue;
