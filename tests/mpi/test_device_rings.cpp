@@ -1,9 +1,9 @@
-// The overlapped rings of sequence and context parallelism on a device group, with the CUDA layer
-// and NCCL emulated (myriad_emulated_mpi_tests only: it counts the NCCL groups launched). A device
-// communicator holds send / recv back until they are waited on, and launches them ordered after the
-// compute stream's work issued by then — so a ring must start each transfer before it issues the
-// GEMM block the transfer is to overlap, or the transfer runs after that GEMM. Checked by counting
-// the groups launched when each block is handed out; the results equal the host rings' bit for bit.
+// The overlapped rings of sequence and context parallelism, and the pipeline's sends, on a device
+// group, with the CUDA layer and NCCL emulated (myriad_emulated_mpi_tests only: it counts the NCCL groups launched). A
+// device communicator holds send / recv back until they are waited on, and launches them ordered after the compute
+// stream's work issued by then — so a ring must start each transfer before it issues the GEMM block the transfer is to
+// overlap, or the transfer runs after that GEMM. Checked by counting the groups launched when each block is handed out;
+// the results equal the host rings' bit for bit.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -20,6 +20,7 @@
 #include "myriad/distributed/nccl_communicator.h"
 #include "myriad/ops/elementwise.h"
 #include "myriad/parallel/context_parallel_group.h"
+#include "myriad/parallel/pipeline_executor.h"
 #include "myriad/parallel/tensor_parallel_regions.h"
 
 namespace myriad {
@@ -118,6 +119,50 @@ TEST_F(DeviceTensorParallelRings, ContextParallelShiftIsUnderWayWhenItReturns) {
   shift->wait();
   nccl_->complete_streamed();
   EXPECT_TRUE(same_bits(backend_->copy_to_host(arriving), theirs));
+}
+
+// A pipeline stage of one chunk whose buffers are device tensors and whose forward records how many
+// point-to-point groups had been launched when it was called (its compute does nothing).
+class LaunchRecordingStage final : public nn::PipelineStage {
+ public:
+  explicit LaunchRecordingStage(cuda::CudaBackend& backend) : backend_(backend) {}
+  int num_chunks() const override { return 1; }
+  void prepare(std::int64_t, std::int64_t, Recompute, int slots) override {
+    while (static_cast<int>(buffers_.size()) < slots) buffers_.push_back(backend_.copy_from_host(Tensor::zeros({64})));
+  }
+  Recompute buffer_mode() const override { return Recompute::none; }
+  Tensor chunk_input(int, int slot) override { return buffers_.at(static_cast<std::size_t>(slot)); }
+  Tensor chunk_output(int, int slot) override { return buffers_.at(static_cast<std::size_t>(slot)); }
+  Tensor chunk_grad(int, int slot) override { return buffers_.at(static_cast<std::size_t>(slot)); }
+  std::int64_t forward_chunk(int, int, const Tensor&, const Tensor&) override {
+    launched_at_forward.push_back(emulated::point_to_point_groups_launched());
+    return 0;
+  }
+  double take_loss_sum() override { return 0.0; }
+  void clear_losses() override {}
+  void backward_chunk(int, int, const Tensor&, const Tensor&, float) override {}
+
+  std::vector<std::uint64_t> launched_at_forward;
+
+ private:
+  cuda::CudaBackend& backend_;
+  std::vector<Tensor> buffers_;
+};
+
+// Stage 0's warm-up forwards of 1F1B (p = 2) follow its activation sends with no receive between:
+// each send is launched before the next forward runs, not held until the stage's first receive.
+TEST_F(DeviceTensorParallelRings, PipelineSendsAreLaunchedBeforeTheNextForward) {
+  if (host_->size() != 2) GTEST_SKIP() << "two pipeline stages: np2";
+  LaunchRecordingStage stage(*backend_);
+  parallel::PipelineExecutor executor(stage, *nccl_, PipelineSchedule::one_f_one_b, 4, 1);
+  const std::vector<Tensor> ids(4, Tensor::zeros({1, 8}, DType::i32)), targets = ids;
+  const std::uint64_t before = emulated::point_to_point_groups_launched();
+  executor.run(ids, targets, 1.0f, Recompute::none);
+  nccl_->complete_streamed();
+  ASSERT_EQ(stage.launched_at_forward.size(), 4u);
+  if (host_->rank() == 0) {  // forward k (k >= 1) comes after k sends, each launched by then
+    EXPECT_GE(stage.launched_at_forward[1] - before, 1u);
+  }
 }
 
 }  // namespace
