@@ -493,6 +493,25 @@ void TransformerBlock::dense_input_grad(BlockLinear which, Parameter& weight, co
                  weight_operand(weight, operands_), grad_in);
 }
 
+// A row-parallel layer's backward from its rows' output gradient `grad`: grad_in (written) and its
+// weight and bias gradients. Under sequence parallelism the input gradient runs block by block as
+// the output gradient is gathered, then the weight's over all rows; else one backward (the output
+// gradient converted or quantised once for both GEMMs).
+void TransformerBlock::row_parallel_backward(BlockLinear which, const Tensor& in, Parameter& weight, const Tensor& grad,
+                                             Tensor& grad_in, Tensor& grad_bias, BlockScratch& s) const {
+  if (!split_.tensor_parallel().shards_rows()) {
+    dense_linear_backward(which, in, weight, grad, grad_in, false, grad_bias);
+    return;
+  }
+  Fp8WeightOnce codes;
+  const Tensor full = gathered_grad_overlapped(grad, s, [&](const Tensor& dy, std::int64_t begin, std::int64_t end) {
+    Tensor block = row_block(grad_in, begin, end);
+    dense_input_grad(which, weight, dy, block, false, codes);
+  });
+  Tensor no_grad_in;
+  dense_linear_backward(which, in, weight, full, no_grad_in, false, grad_bias);
+}
+
 // dL/d(the layers' common input), summed over the group into this rank's rows: the input gradients
 // of the column-parallel `layers` (written by the first, accumulated by the rest), and their weight
 // and bias gradients over all rows. In a group the input gradient is produced block by block into
@@ -521,10 +540,11 @@ Tensor TransformerBlock::column_parallel_backward(ParameterStore& store, const T
     }
     return s.d_h;
   }
-  for (ColumnLinear& layer : layers) {
-    if (gather_in) break;  // done beside the gather
-    Tensor no_grad_in;
-    dense_linear_backward(layer.which, in, store[layer.weight], layer.grad_out, no_grad_in, false, layer.grad_bias);
+  if (!gather_in) {  // else done beside the gather
+    for (ColumnLinear& layer : layers) {
+      Tensor no_grad_in;
+      dense_linear_backward(layer.which, in, store[layer.weight], layer.grad_out, no_grad_in, false, layer.grad_bias);
+    }
   }
   std::vector<Fp8WeightOnce> codes(layers.size());
   Tensor rows = tp.rows_of(s.d_h, s.d_hs);
@@ -600,21 +620,20 @@ void TransformerBlock::backward(ParameterStore& store, const Tensor& x, const Bl
   } else {
     Tensor out_b = optional(store, out_b_, true), fc_b = optional(store, fc_b_, true), none;
     const bool fused = fuses_gelu(store[fc_w_]);
-    Fp8WeightOnce out_codes;
-    // The output layer's input gradient block by block as its output gradient is gathered —
-    // through the GELU in one op that also gives the input layer's bias gradient when fused —
-    // then its weight and bias gradients over all rows.
-    const Tensor d_out = gathered_grad_overlapped(grad, s, [&](const Tensor& dy, std::int64_t begin, std::int64_t end) {
-      if (fused) {
-        Tensor d_fc = row_block(s.d_fc, begin, end);
-        linear_dgelu_backward(dy, store[out_w_], row_block(a.fc, begin, end), d_fc, fc_b, operands_);
-      } else {
-        Tensor d_act = row_block(s.d_act, begin, end);
-        dense_input_grad(BlockLinear::out, store[out_w_], dy, d_act, false, out_codes);
-      }
-    });
-    Tensor no_grad_act;
-    dense_linear_backward(BlockLinear::out, a.act, store[out_w_], d_out, no_grad_act, false, out_b);
+    if (fused) {
+      // The output layer's input gradient through the GELU in one op that also gives the input
+      // layer's bias gradient, block by block as its output gradient is gathered; then its weight
+      // and bias gradients over all rows.
+      const Tensor d_out =
+          gathered_grad_overlapped(grad, s, [&](const Tensor& dy, std::int64_t begin, std::int64_t end) {
+            Tensor d_fc = row_block(s.d_fc, begin, end);
+            linear_dgelu_backward(dy, store[out_w_], row_block(a.fc, begin, end), d_fc, fc_b, operands_);
+          });
+      Tensor no_grad_act;
+      dense_linear_backward(BlockLinear::out, a.act, store[out_w_], d_out, no_grad_act, false, out_b);
+    } else {
+      row_parallel_backward(BlockLinear::out, a.act, store[out_w_], grad, s.d_act, out_b, s);
+    }
     std::vector<ColumnLinear> inputs;
     if (fused) {
       inputs.push_back({BlockLinear::fc, fc_w_, s.d_fc, none});
@@ -633,13 +652,7 @@ void TransformerBlock::backward(ParameterStore& store, const Tensor& x, const Bl
   add_into(grad, s.d_tmp);  // grad = dL/dx_mid
   // Attention.
   Tensor proj_b = optional(store, proj_b_, true);
-  Fp8WeightOnce proj_codes;
-  const Tensor d_proj = gathered_grad_overlapped(grad, s, [&](const Tensor& dy, std::int64_t begin, std::int64_t end) {
-    Tensor d_att = row_block(s.d_att, begin, end);
-    dense_input_grad(BlockLinear::proj, store[proj_w_], dy, d_att, false, proj_codes);
-  });
-  Tensor no_grad_att;
-  dense_linear_backward(BlockLinear::proj, a.att, store[proj_w_], d_proj, no_grad_att, false, proj_b);
+  row_parallel_backward(BlockLinear::proj, a.att, store[proj_w_], grad, s.d_att, proj_b, s);
   Tensor q = head_view(a.qkv, 0, Hq, D), k = head_view(a.qkv, Hq * D, Hkv, D);
   Tensor v = head_view(a.qkv, (Hq + Hkv) * D, Hkv, D);
   if (config_.positions == PositionKind::rope) {

@@ -197,6 +197,8 @@ class TransformerBlock {
     Tensor grad_out;   // the layer's output gradient
     Tensor grad_bias;  // undefined: none
   };
+  void row_parallel_backward(BlockLinear which, const Tensor& in, Parameter& weight, const Tensor& grad,
+                             Tensor& grad_in, Tensor& grad_bias, BlockScratch& s) const;
   Tensor column_parallel_backward(ParameterStore& store, const Tensor& in, bool gather_in,
                                   std::vector<ColumnLinear> layers, BlockScratch& s) const;
   void norm_rows(const ParameterStore& store, std::size_t w, std::size_t b, const Tensor& x, Tensor& full, Tensor& mean,
