@@ -73,6 +73,10 @@ const std::vector<Field<TrainingConfig>>& TrainingConfig::fields() {
                  "NCCL with any zero_stage, tensor, sequence and pipeline parallelism, dense and MoE models "
                  "(expert parallelism included), gradient compression, 1-bit Adam and local SGD, head dim 64 or 128, "
                  "fp32, bf16 or fp16)"),
+      make_field("cuda_graphs", &T::cuda_graphs,
+                 "cuda: record a micro-batch's forward and backward as a CUDA graph once and replay it for the "
+                 "micro-batches after (fewer kernel launches from the host); where a layout or setting rules it out "
+                 "the run says why at start-up and runs without"),
       make_field("precision", &T::precision,
                  "compute precision; master weights and optimizer states stay fp32. fp8: the transformer blocks' "
                  "dense linear layers on FP8 GEMMs (E4M3 inputs and weights, E5M2 gradients, per-tensor delayed "
@@ -107,6 +111,9 @@ const std::vector<Field<TrainingConfig>>& TrainingConfig::fields() {
 
 void TrainingConfig::validate() const {
   validate_fields(*this);
+  MYRIAD_CHECK(!cuda_graphs || device == ComputeDevice::cuda,
+               "training.cuda_graphs records GPU work as CUDA graphs; training.device is "
+                   << choice_name(device) << ": set training.device cuda or drop training.cuda_graphs");
   MYRIAD_CHECK(freeze_step == 0 || optimizer == OptimizerKind::onebit_adam,
                "training.freeze_step is set but training.optimizer is " << choice_name(optimizer)
                                                                         << ": it only applies to onebit_adam");

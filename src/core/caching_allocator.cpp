@@ -14,6 +14,7 @@ struct CachingAllocator::Block {
   std::uintptr_t address = 0;
   std::size_t size = 0;
   StreamId stream = 0;
+  PoolId pool = 0;  // the pool the block's segment belongs to
   bool small = false;
   bool in_use = false;
   Block* prev = nullptr;  // neighbours inside the same segment (nullptr at its ends)
@@ -48,14 +49,16 @@ std::size_t CachingAllocator::rounded_size(std::size_t bytes) {
   return std::max<std::size_t>(1, (bytes + unit - 1) / unit) * unit;
 }
 
-CachingAllocator::Pool& CachingAllocator::pool(StreamId stream, bool small) { return pools_[{stream, small}]; }
+CachingAllocator::Pool& CachingAllocator::pool(PoolId owner, StreamId stream, bool small) {
+  return pools_[{owner, stream, small}];
+}
 
 void CachingAllocator::insert_free(Block* block) {
-  pool(block->stream, block->small).free_blocks.insert({block->size, block->address});
+  pool(block->pool, block->stream, block->small).free_blocks.insert({block->size, block->address});
 }
 
 void CachingAllocator::erase_free(Block* block) {
-  pool(block->stream, block->small).free_blocks.erase({block->size, block->address});
+  pool(block->pool, block->stream, block->small).free_blocks.erase({block->size, block->address});
 }
 
 CachingAllocator::Block* CachingAllocator::take_cached(Pool& p, std::size_t size) {
@@ -86,6 +89,7 @@ CachingAllocator::Block* CachingAllocator::new_segment(std::size_t size, StreamI
   block->address = reinterpret_cast<std::uintptr_t>(memory);
   block->size = bytes;
   block->stream = stream;
+  block->pool = current_pool_;
   block->small = small;
   Block* raw_block = block.get();
   blocks_[block->address] = std::move(block);
@@ -103,6 +107,7 @@ void CachingAllocator::split(Block* block, std::size_t size, Pool& p) {
   tail->address = block->address + size;
   tail->size = rest;
   tail->stream = block->stream;
+  tail->pool = block->pool;
   tail->small = block->small;
   tail->prev = block;
   tail->next = block->next;
@@ -118,10 +123,10 @@ void* CachingAllocator::allocate(std::size_t bytes, StreamId stream) {
   if (bytes == 0) return nullptr;
   const bool small = bytes <= kSmallRequest;
   const std::size_t size = rounded_size(bytes);
-  Pool& p = pool(stream, small);
+  Pool& p = pool(current_pool_, stream, small);
   Block* block = take_cached(p, size);
   if (block == nullptr) block = new_segment(size, stream, small);
-  split(block, size, pool(stream, small));
+  split(block, size, pool(current_pool_, stream, small));
   block->in_use = true;
   stats_.in_use += block->size;
   stats_.peak_in_use = std::max(stats_.peak_in_use, stats_.in_use);
@@ -141,7 +146,13 @@ void CachingAllocator::free(void* ptr) {
   // Cache it, coalesced with free neighbours of the same segment.
   insert_free(block);
   if (block->next != nullptr && !block->next->in_use) absorb_next(block);
-  if (block->prev != nullptr && !block->prev->in_use) absorb_next(block->prev);
+  if (block->prev != nullptr && !block->prev->in_use) {
+    block = block->prev;
+    absorb_next(block);
+  }
+  if (block->pool != 0 && retired_pools_.count(block->pool) != 0 && block->prev == nullptr && block->next == nullptr) {
+    release_segment(block);
+  }
 }
 
 // `left` and its next neighbour are both free and cached: `left` takes over the neighbour's bytes.
@@ -156,19 +167,45 @@ void CachingAllocator::absorb_next(Block* left) {
   insert_free(left);
 }
 
+void CachingAllocator::release_segment(Block* block) {
+  erase_free(block);
+  // NOLINTNEXTLINE(performance-no-int-to-ptr): blocks keep addresses as integers to split them
+  raw_.release(reinterpret_cast<void*>(block->address), block->size);
+  stats_.reserved -= block->size;
+  --stats_.segments;
+  blocks_.erase(block->address);
+}
+
 void CachingAllocator::release_cached() {
   std::vector<Block*> whole;
   for (auto& [address, block] : blocks_) {
-    if (block->prev == nullptr && block->next == nullptr && !block->in_use) whole.push_back(block.get());
+    if (block->pool == 0 && block->prev == nullptr && block->next == nullptr && !block->in_use) {
+      whole.push_back(block.get());
+    }
   }
-  for (Block* block : whole) {
-    erase_free(block);
-    // NOLINTNEXTLINE(performance-no-int-to-ptr): blocks keep addresses as integers to split them
-    raw_.release(reinterpret_cast<void*>(block->address), block->size);
-    stats_.reserved -= block->size;
-    --stats_.segments;
-    blocks_.erase(block->address);
+  for (Block* block : whole) release_segment(block);
+}
+
+PoolId CachingAllocator::create_private_pool() { return next_pool_++; }
+
+void CachingAllocator::set_allocation_pool(PoolId id) {
+  MYRIAD_CHECK(id == 0 || (id < next_pool_ && retired_pools_.count(id) == 0),
+               "CachingAllocator: pool " << id << " on " << raw_.describe() << " is not a live private pool");
+  current_pool_ = id;
+}
+
+void CachingAllocator::release_private_pool(PoolId id) {
+  MYRIAD_CHECK(id != 0 && id < next_pool_ && retired_pools_.count(id) == 0,
+               "CachingAllocator: pool " << id << " on " << raw_.describe() << " is not a live private pool");
+  if (current_pool_ == id) current_pool_ = 0;
+  retired_pools_.insert(id);
+  std::vector<Block*> whole;
+  for (auto& [address, block] : blocks_) {
+    if (block->pool == id && block->prev == nullptr && block->next == nullptr && !block->in_use) {
+      whole.push_back(block.get());
+    }
   }
+  for (Block* block : whole) release_segment(block);
 }
 
 CachingAllocatorStats CachingAllocator::stats() const {

@@ -1,4 +1,7 @@
-// DeviceRawAllocator: cudaMalloc that reports out-of-memory as nullptr; cudaFree.
+// DeviceRawAllocator: cudaMalloc that reports out-of-memory as nullptr; cudaFree. A cudaMalloc
+// while the thread records a CUDA graph (a private pool growing during capture) runs in relaxed
+// capture mode: the allocation is not part of the graph and outlives it in the pool, which is what
+// the graph needs (cudaThreadExchangeStreamCaptureMode's documented push-pop use).
 #include "myriad/cuda/device_allocator.h"
 
 #include "myriad/cuda/check.h"
@@ -9,7 +12,10 @@ namespace myriad::cuda {
 void* DeviceRawAllocator::allocate(std::size_t bytes) {
   DeviceGuard guard(device_);
   void* ptr = nullptr;
+  cudaStreamCaptureMode mode = cudaStreamCaptureModeRelaxed;
+  MYRIAD_CUDA_CHECK(cudaThreadExchangeStreamCaptureMode(&mode));
   const cudaError_t status = cudaMalloc(&ptr, bytes);
+  (void)cudaThreadExchangeStreamCaptureMode(&mode);  // the thread's mode before
   if (status == cudaErrorMemoryAllocation) {
     (void)cudaGetLastError();
     return nullptr;

@@ -196,6 +196,7 @@ void GptModel::prepare(std::int64_t B, std::int64_t T, Recompute mode, int slots
   Buffers& b = buffers_;
   if (b.B != B || b.T != T || b.mode != mode || b.slots.empty()) {
     b = Buffers{};
+    ++buffers_generation_;
     b.B = B;
     b.T = T;
     b.mode = mode;

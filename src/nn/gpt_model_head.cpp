@@ -70,6 +70,13 @@ Tensor GptModel::head_input(Slot& s) {
   return full.view({N, C});
 }
 
+void GptModel::write_loss_scale(float loss_scale) { fill(buffers_.grad_losses, loss_scale); }
+
+void GptModel::record_losses(int slot) {
+  const std::int64_t N = buffers_.B * buffers_.T;
+  losses_.record(buffers_.slots.at(slot).losses.view({N}));
+}
+
 std::int64_t GptModel::head_forward(Slot& s, const Tensor& targets_in) {
   Buffers& b = buffers_;
   const std::int64_t N = b.B * b.T;
@@ -88,6 +95,10 @@ std::int64_t GptModel::head_forward(Slot& s, const Tensor& targets_in) {
   release(head_unit_, Pass::forward);
   if (head_ == wte_) release(embedding_unit_, Pass::forward);
   if (!targets_in.defined()) return 0;
+  if (inputs_staged_) {  // the targets are in place; record_losses() records after the work ran
+    split_.tensor_parallel().cross_entropy_forward(s.logits, targets_in.view({N}), loss_args(), s.losses, s.lse);
+    return 0;
+  }
   // The targets on the host (to count them) and where the loss runs; the losses (ignored rows 0)
   // stay where they are computed until the step reads their sum (losses_).
   const Tensor host_targets = placement_.to_host(targets_in).view({N});
@@ -101,7 +112,7 @@ void GptModel::head_backward(Slot& s, const Tensor& targets_in, float loss_scale
   const std::int64_t N = b.B * b.T, C = config_.n_embd;
   acquire(head_unit_, Pass::backward);
   if (head_ == wte_) acquire(embedding_unit_, Pass::backward);
-  fill(b.grad_losses, loss_scale);
+  if (!inputs_staged_) write_loss_scale(loss_scale);
   // dlogits overwrite the logits buffer (the op reads each element first).
   const TensorParallel& tp = split_.tensor_parallel();
   tp.cross_entropy_backward(s.logits, targets_in.view({N}), loss_args(), s.lse, b.grad_losses, s.logits);

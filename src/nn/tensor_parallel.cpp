@@ -51,8 +51,11 @@ namespace {
 
 // Host ids / targets placed where `like` lives. On a device they are checked on the host first
 // (checked_host_tokens), so the device op reads no flag back (no wait); the CPU op checks its own.
+// Tokens already on like's device (a model's staged inputs: GptModel::set_inputs_staged) were
+// checked by whoever placed them and are used as they are.
 Tensor checked_placed_like(const char* op, const char* what, const Tensor& tokens, std::int64_t limit,
                            std::optional<std::int32_t> ignore, const Tensor& like) {
+  if (!tokens.device().is_cpu() && tokens.device() == like.device()) return tokens;
   const ops::Placement placement = ops::placement_of(like, "tensor");
   if (placement.on_host()) return ops::placement_of(tokens, what).to_host(tokens);
   return placement.from_host(checked_host_tokens(op, what, tokens, limit, ignore));

@@ -87,6 +87,8 @@ PipelineStepResult PipelineExecutor::run(const std::vector<Tensor>& ids, const s
   slot_of_.assign(micro_batches_, -1);
   std::fill(slot_busy_.begin(), slot_busy_.end(), false);
   int in_use = 0;
+  const bool single_stage = pp_.size() == 1 && virtual_stages_ == 1;
+  int ran_whole = -1;  // the micro-batch whose backward the whole-micro-batch runner already ran
   for (std::size_t index = 0; index < actions_.size(); ++index) {
     const parallel::PipelineAction& a = actions_[index];
     const int mb = a.micro_batch;
@@ -114,10 +116,27 @@ PipelineStepResult PipelineExecutor::run(const std::vector<Tensor>& ids, const s
         break;
       case parallel::PipelineAction::forward: {
         pp_.start_point_to_point();  // sends issued just before run beside this compute
+        if (whole_micro_batch_ && single_stage) {
+          MYRIAD_CHECK(
+              index + 1 < actions_.size() && actions_[index + 1].type == parallel::PipelineAction::backward &&
+                  actions_[index + 1].micro_batch == mb,
+              "pipeline: a single stage's forward of micro-batch " << mb << " is not followed by its backward");
+          if (backward_observer_) backward_observer_(final_backward_[index + 1] != 0);
+          if (const std::optional<std::int64_t> valid = whole_micro_batch_(slot, ids[mb], targets[mb], loss_scale)) {
+            result.loss_tokens += *valid;
+            ran_whole = mb;
+            break;
+          }
+        }
         result.loss_tokens += model_.forward_chunk(a.chunk, slot, ids[mb], targets[mb]);
         break;
       }
       case parallel::PipelineAction::backward:
+        if (ran_whole == mb) {  // the runner ran it with the forward
+          slot_busy_[slot] = false;
+          --in_use;
+          break;
+        }
         pp_.start_point_to_point();
         if (backward_observer_) backward_observer_(final_backward_[index] != 0);
         model_.backward_chunk(a.chunk, slot, ids[mb], targets[mb], loss_scale);

@@ -263,6 +263,8 @@ const PeakFlops& Engine::peak_flops() const { return trainer_->metrics().peak();
 
 std::string Engine::metrics_path() const { return trainer_->metrics().metrics_path(); }
 
+const MicroBatchGraph* Engine::micro_batch_graph() const { return trainer_->micro_batch_graph(); }
+
 void Engine::set_compute_delay_for_testing(double seconds) { trainer_->set_compute_delay_for_testing(seconds); }
 
 }  // namespace myriad::train

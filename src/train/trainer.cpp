@@ -41,6 +41,21 @@ Trainer::Trainer(RankState& state, StepData& data)
   const std::int64_t local_T = t.seq_len / state_.config.parallel.cp;  // context parallelism: two chunks
   activations_ = state_.model->activation_memory(t.micro_batch, local_T, recompute_);
   pipeline_ = make_step_executor(state_, t.gradient_accumulation, &held_back_);
+  if (t.cuda_graphs) {
+    const std::string why_not = MicroBatchGraph::unavailable_reason(state_.config);
+    if (why_not.empty()) {
+      graph_ = std::make_unique<MicroBatchGraph>(state_);
+      pipeline_->set_whole_micro_batch_runner(
+          [graph = graph_.get()](int slot, const Tensor& ids, const Tensor& targets, float loss_scale) {
+            return graph->run(slot, ids, targets, loss_scale);
+          });
+      state_.log->info(
+          "training.cuda_graphs: on: each micro-batch's forward and backward is recorded once and "
+          "replayed");
+    } else {
+      state_.log->warn("training.cuda_graphs: off: {}", why_not);
+    }
+  }
   const LoggingConfig& logging = state_.config.logging;
   const PeakFlops peak = state_.device
                              ? gpu_peak_flops(state_.device->identity(), state_.compute_format, logging.peak_tflops)

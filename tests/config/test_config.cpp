@@ -110,6 +110,7 @@ training:
   outer_momentum: 0.8
   outer_overlap: true
   device: cuda
+  cuda_graphs: true
   precision: fp8
   initial_loss_scale: 1024
   loss_scale_window: 50
@@ -320,6 +321,7 @@ TEST(ConfigYaml, FullFileSetsEveryKey) {
   EXPECT_TRUE(c.security.encrypt_token_shards);
   EXPECT_EQ(c.security.umask_bits(), 027u);
   EXPECT_EQ(c.training.device, ComputeDevice::cuda);
+  EXPECT_TRUE(c.training.cuda_graphs);
   EXPECT_EQ(c.parallel.dp_reduce, DpReduce::tree);
   EXPECT_EQ(c.parallel.ranks_per_node, 4);
   EXPECT_TRUE(c.parallel.dp_reduce_exact);
@@ -337,6 +339,7 @@ TEST(ConfigYaml, FullFileSetsEveryKey) {
   // validate() refuses; with one of them the 16-rank layout validates.
   RunConfig on_cpu = c;
   on_cpu.training.device = ComputeDevice::cpu;
+  on_cpu.training.cuda_graphs = false;            // records GPU work: refused on the CPU
   on_cpu.model.architecture = Architecture::moe;  // the MoE keys act only there
   on_cpu.model.capacity_factor.reset();
   on_cpu.model.dropless = false;

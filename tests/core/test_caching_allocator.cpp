@@ -139,5 +139,55 @@ TEST(CachingAllocator, OutOfMemoryReleasesCachedSegmentsThenNamesTheNumbers) {
   EXPECT_EQ(cache.stats().peak_reserved, 6 * MiB);
 }
 
+// A captured CUDA graph keeps using the addresses its capture was handed, freed or not: a private
+// pool's blocks are reused inside that pool only, never by the shared pools, and survive the
+// out-of-memory release; once retired, the pool's segments go back as they become free.
+TEST(CachingAllocator, PrivatePoolBlocksStayInThePool) {
+  HostRaw raw(64 * MiB);
+  CachingAllocator cache(raw);
+  const PoolId graph = cache.create_private_pool();
+  EXPECT_NE(graph, 0u);
+  cache.set_allocation_pool(graph);
+  void* captured_small = cache.allocate(1000);
+  void* captured_large = cache.allocate(3 * MiB);
+  void* kept = cache.allocate(1000);  // outlives the capture (a lazily made tensor)
+  cache.free(captured_small);
+  cache.free(captured_large);
+  cache.set_allocation_pool(0);
+  EXPECT_EQ(cache.allocation_pool(), 0u);
+  void* shared_small = cache.allocate(1000);
+  void* shared_large = cache.allocate(3 * MiB);
+  EXPECT_NE(address(shared_small), address(captured_small));  // a new 2 MiB segment, not the graph's
+  EXPECT_NE(address(shared_large), address(captured_large));
+  EXPECT_EQ(raw.calls, 4);
+  cache.free(shared_small);
+  cache.free(shared_large);
+  cache.release_cached();  // the shared segments only
+  EXPECT_EQ(raw.calls, 4);
+  EXPECT_EQ(cache.stats().reserved, 2 * MiB + 4 * MiB);  // the private pool's small and large segments
+  cache.set_allocation_pool(graph);                      // the pool hands its own blocks back, best fit
+  void* again = cache.allocate(3 * MiB);
+  EXPECT_EQ(address(again), address(captured_large));
+  cache.set_allocation_pool(0);
+  cache.free(again);  // back to the graph's pool, though the shared pools are current
+  void* other = cache.allocate(3 * MiB);
+  EXPECT_NE(address(other), address(captured_large));
+  cache.free(other);
+  cache.release_cached();
+  EXPECT_EQ(raw.calls, 5);
+  cache.set_allocation_pool(graph);
+  again = cache.allocate(3 * MiB);
+  cache.set_allocation_pool(0);
+  cache.release_private_pool(graph);  // the large segment is in use; the small one holds `kept`
+  EXPECT_EQ(cache.stats().reserved, 2 * MiB + 4 * MiB);
+  EXPECT_THROW(cache.set_allocation_pool(graph), Error);
+  EXPECT_THROW(cache.release_private_pool(graph), Error);
+  cache.free(kept);  // its segment is whole again: released
+  EXPECT_EQ(cache.stats().reserved, 4 * MiB);
+  cache.free(again);
+  EXPECT_EQ(cache.stats().reserved, 0u);
+  EXPECT_EQ(raw.used(), 0u);
+}
+
 }  // namespace
 }  // namespace myriad

@@ -217,6 +217,46 @@ void check_launch_device(cudaStream_t stream) {
                                                                           "DeviceGuard or cudaSetDevice)");
 }
 
+// Stream capture (CUDA graphs), per thread as cudaStreamCaptureModeThreadLocal keeps it: while
+// a thread records a stream, work launched on that stream is appended to the graph instead of run
+// (kernels, cuBLAS calls, async copies and memsets, each as a closure over the arguments it was
+// launched with — a graph's baked-in kernel parameters), and a call capture forbids (a host wait,
+// a blocking copy, an event query) fails and invalidates the recording, as on a GPU. A launch
+// replays the closures in order. Work on other streams runs at once, as it would on a GPU.
+struct EmulatedGraph {
+  std::vector<std::function<void()>> work;
+};
+struct Recording {
+  cudaStream_t stream = nullptr;
+  std::unique_ptr<EmulatedGraph> graph;
+  const char* invalidated_by = nullptr;
+  cudaStreamCaptureMode mode = cudaStreamCaptureModeThreadLocal;
+};
+thread_local Recording recording;
+thread_local cudaStreamCaptureMode thread_capture_mode = cudaStreamCaptureModeGlobal;
+std::atomic<std::uint64_t> graphs_launched{0}, graph_work_replayed{0}, capture_refusals{0};
+
+void launch(cudaStream_t stream, std::function<void()> work) {
+  check_launch_device(stream);
+  if (recording.graph && stream == recording.stream) {
+    recording.graph->work.push_back(std::move(work));
+    return;
+  }
+  work();
+}
+// True (and the recording invalidated) when the calling thread records a stream and `call` is
+// one capture forbids.
+bool capture_forbids(const char* call) {
+  if (!recording.graph || thread_capture_mode == cudaStreamCaptureModeRelaxed) return false;
+  if (recording.invalidated_by == nullptr) recording.invalidated_by = call;
+  ++capture_refusals;
+  return true;
+}
+bool recording_now() { return recording.graph != nullptr; }
+std::uint64_t cuda_graphs_launched() { return graphs_launched; }
+std::uint64_t cuda_graph_work_replayed() { return graph_work_replayed; }
+std::uint64_t calls_refused_while_capturing() { return capture_refusals; }
+
 // A cuBLAS handle: the stream its work goes to (the context's), so launches can be checked.
 struct EmulatedCublas {
   cudaStream_t stream = nullptr;
@@ -251,15 +291,78 @@ using myriad::emulated::EmulatedEvent;
 extern "C" {
 // Copies may be issued to a stream of another device than the current one (the CUDA programming
 // guide allows it, unlike kernel launches): not checked.
-cudaError_t cudaMemcpyAsync(void* d, const void* s, size_t n, cudaMemcpyKind, cudaStream_t) {
+cudaError_t cudaMemcpyAsync(void* d, const void* s, size_t n, cudaMemcpyKind, cudaStream_t stream) {
+  if (myriad::emulated::recording_now() && stream == myriad::emulated::recording.stream) {
+    myriad::emulated::recording.graph->work.push_back([=] { std::memcpy(d, s, n); });
+    return cudaSuccess;
+  }
   std::memcpy(d, s, n);
   return cudaSuccess;
 }
-cudaError_t cudaMemsetAsync(void* d, int v, size_t n, cudaStream_t) {
+cudaError_t cudaMemsetAsync(void* d, int v, size_t n, cudaStream_t stream) {
+  if (myriad::emulated::recording_now() && stream == myriad::emulated::recording.stream) {
+    myriad::emulated::recording.graph->work.push_back([=] { std::memset(d, v, n); });
+    return cudaSuccess;
+  }
   std::memset(d, v, n);
   return cudaSuccess;
 }
+cudaError_t cudaStreamBeginCapture(cudaStream_t stream, cudaStreamCaptureMode mode) {
+  using myriad::emulated::recording;
+  if (recording.graph) return cudaErrorIllegalState;  // one recording per thread here
+  recording.stream = stream;
+  recording.graph = std::make_unique<myriad::emulated::EmulatedGraph>();
+  recording.invalidated_by = nullptr;
+  recording.mode = mode;
+  return cudaSuccess;
+}
+cudaError_t cudaStreamEndCapture(cudaStream_t stream, cudaGraph_t* graph) {
+  using myriad::emulated::recording;
+  *graph = nullptr;
+  if (!recording.graph || recording.stream != stream) return cudaErrorIllegalState;
+  std::unique_ptr<myriad::emulated::EmulatedGraph> taken = std::move(recording.graph);
+  recording.stream = nullptr;
+  if (recording.invalidated_by != nullptr) return cudaErrorStreamCaptureInvalidated;
+  *graph = reinterpret_cast<cudaGraph_t>(taken.release());
+  return cudaSuccess;
+}
+cudaError_t cudaStreamIsCapturing(cudaStream_t stream, cudaStreamCaptureStatus* status) {
+  using myriad::emulated::recording;
+  *status = !recording.graph || recording.stream != stream ? cudaStreamCaptureStatusNone
+            : recording.invalidated_by != nullptr          ? cudaStreamCaptureStatusInvalidated
+                                                           : cudaStreamCaptureStatusActive;
+  return cudaSuccess;
+}
+cudaError_t cudaThreadExchangeStreamCaptureMode(cudaStreamCaptureMode* mode) {
+  std::swap(*mode, myriad::emulated::thread_capture_mode);
+  return cudaSuccess;
+}
+// An instantiated graph is the recorded graph itself (a shared closure list).
+cudaError_t cudaGraphInstantiate(cudaGraphExec_t* exec, cudaGraph_t graph, unsigned long long) {
+  *exec = reinterpret_cast<cudaGraphExec_t>(graph);
+  return cudaSuccess;
+}
+cudaError_t cudaGraphGetNodes(cudaGraph_t graph, cudaGraphNode_t* nodes, size_t* count) {
+  if (nodes != nullptr) return cudaErrorNotSupported;
+  *count = reinterpret_cast<myriad::emulated::EmulatedGraph*>(graph)->work.size();
+  return cudaSuccess;
+}
+cudaError_t cudaGraphLaunch(cudaGraphExec_t exec, cudaStream_t stream) {
+  if (myriad::emulated::capture_forbids("cudaGraphLaunch while recording")) return cudaErrorStreamCaptureUnsupported;
+  myriad::emulated::check_launch_device(stream);
+  const auto& graph = *reinterpret_cast<const myriad::emulated::EmulatedGraph*>(exec);
+  for (const std::function<void()>& work : graph.work) work();
+  ++myriad::emulated::graphs_launched;
+  myriad::emulated::graph_work_replayed += graph.work.size();
+  return cudaSuccess;
+}
+cudaError_t cudaGraphExecDestroy(cudaGraphExec_t) { return cudaSuccess; }  // the graph owns the closures
+cudaError_t cudaGraphDestroy(cudaGraph_t graph) {
+  delete reinterpret_cast<myriad::emulated::EmulatedGraph*>(graph);
+  return cudaSuccess;
+}
 cudaError_t cudaStreamSynchronize(cudaStream_t s) {
+  if (myriad::emulated::capture_forbids("cudaStreamSynchronize")) return cudaErrorStreamCaptureUnsupported;
   {
     std::lock_guard<std::mutex> lock(myriad::emulated::streams().mutex);
     ++myriad::emulated::streams().stream_waits;
@@ -300,12 +403,14 @@ cudaError_t cudaStreamDestroy(cudaStream_t s) {
   return cudaSuccess;
 }
 cudaError_t cudaDeviceSynchronize(void) {
+  if (myriad::emulated::capture_forbids("cudaDeviceSynchronize")) return cudaErrorStreamCaptureUnsupported;
   myriad::emulated::note_host_wait("cudaDeviceSynchronize");
   myriad::emulated::deliver_all();
   return cudaSuccess;
 }
 // Page-locked host memory is plain host memory here.
 cudaError_t cudaMallocHost(void** p, size_t n) {
+  if (myriad::emulated::capture_forbids("cudaMallocHost")) return cudaErrorStreamCaptureUnsupported;
   *p = std::malloc(n);
   return *p != nullptr || n == 0 ? cudaSuccess : cudaErrorMemoryAllocation;
 }
@@ -314,6 +419,7 @@ cudaError_t cudaFreeHost(void* p) {
   return cudaSuccess;
 }
 cudaError_t cudaMemcpy(void* d, const void* s, size_t n, cudaMemcpyKind kind) {
+  if (myriad::emulated::capture_forbids("cudaMemcpy")) return cudaErrorStreamCaptureUnsupported;
   if (kind == cudaMemcpyDeviceToHost) myriad::emulated::note_host_wait("cudaMemcpy device to host");
   std::memcpy(d, s, n);
   return cudaSuccess;
@@ -348,9 +454,11 @@ static cudaError_t deliver_event(cudaEvent_t e) {
   return cudaSuccess;
 }
 cudaError_t cudaEventQuery(cudaEvent_t e) {
+  if (myriad::emulated::capture_forbids("cudaEventQuery")) return cudaErrorStreamCaptureUnsupported;
   return myriad::emulated::query_ready(*reinterpret_cast<EmulatedEvent*>(e)) ? cudaSuccess : cudaErrorNotReady;
 }
 cudaError_t cudaEventSynchronize(cudaEvent_t e) {
+  if (myriad::emulated::capture_forbids("cudaEventSynchronize")) return cudaErrorStreamCaptureUnsupported;
   myriad::emulated::note_host_wait("cudaEventSynchronize");
   return deliver_event(e);
 }
@@ -370,34 +478,47 @@ cublasStatus_t cublasGemmGroupedBatchedEx(cublasHandle_t handle, const cublasOpe
                                           const void* beta_array, void* const Carray[], cudaDataType_t Ctype,
                                           const int ldc_array[], int group_count, const int group_size[],
                                           cublasComputeType_t computeType) {
-  myriad::emulated::check_launch_device(reinterpret_cast<myriad::emulated::EmulatedCublas*>(handle)->stream);
   if (Atype != CUDA_R_32F || Btype != CUDA_R_32F || Ctype != CUDA_R_32F || computeType != CUBLAS_COMPUTE_32F) {
     return CUBLAS_STATUS_NOT_SUPPORTED;
   }
-  const auto* alphas = static_cast<const float*>(alpha_array);
-  const auto* betas = static_cast<const float*>(beta_array);
-  int problem = 0;
   for (int i = 0; i < group_count; ++i) {
     const bool ta = transa_array[i] != CUBLAS_OP_N, tb = transb_array[i] != CUBLAS_OP_N;
-    const std::int64_t m = m_array[i], n = n_array[i], k = k_array[i];
-    const std::int64_t lda = lda_array[i], ldb = ldb_array[i], ldc = ldc_array[i];
-    if (m < 0 || n < 0 || k < 0 || lda < (ta ? k : m) || ldb < (tb ? n : k) || ldc < m)
+    if (m_array[i] < 0 || n_array[i] < 0 || k_array[i] < 0 || lda_array[i] < (ta ? k_array[i] : m_array[i]) ||
+        ldb_array[i] < (tb ? n_array[i] : k_array[i]) || ldc_array[i] < m_array[i])
       return CUBLAS_STATUS_INVALID_VALUE;
-    for (int q = 0; q < group_size[i]; ++q, ++problem) {
-      const auto* a = static_cast<const float*>(Aarray[problem]);
-      const auto* b = static_cast<const float*>(Barray[problem]);
-      auto* c = static_cast<float*>(Carray[problem]);
-      for (std::int64_t col = 0; col < n; ++col)
-        for (std::int64_t row = 0; row < m; ++row) {
-          float sum = 0.0f;
-          for (std::int64_t p = 0; p < k; ++p) {
-            sum += (ta ? a[p + row * lda] : a[row + p * lda]) * (tb ? b[col + p * ldb] : b[p + col * ldb]);
-          }
-          float& out = c[row + col * ldc];
-          out = betas[i] == 0.0f ? alphas[i] * sum : alphas[i] * sum + betas[i] * out;
-        }
-    }
   }
+  // The host arrays are read when the call is made (a graph keeps them as parameters), the pointer
+  // arrays and matrices when the work runs.
+  const auto* alpha_values = static_cast<const float*>(alpha_array);
+  const auto* beta_values = static_cast<const float*>(beta_array);
+  std::vector<int> groups(group_size, group_size + group_count);
+  std::vector<float> alphas(alpha_values, alpha_values + group_count), betas(beta_values, beta_values + group_count);
+  std::vector<int> ms(m_array, m_array + group_count), ns(n_array, n_array + group_count),
+      ks(k_array, k_array + group_count), ldas(lda_array, lda_array + group_count),
+      ldbs(ldb_array, ldb_array + group_count), ldcs(ldc_array, ldc_array + group_count);
+  std::vector<cublasOperation_t> tas(transa_array, transa_array + group_count),
+      tbs(transb_array, transb_array + group_count);
+  myriad::emulated::launch(reinterpret_cast<myriad::emulated::EmulatedCublas*>(handle)->stream, [=] {
+    int problem = 0;
+    for (int i = 0; i < group_count; ++i) {
+      const bool ta = tas[i] != CUBLAS_OP_N, tb = tbs[i] != CUBLAS_OP_N;
+      const std::int64_t m = ms[i], n = ns[i], k = ks[i], lda = ldas[i], ldb = ldbs[i], ldc = ldcs[i];
+      for (int q = 0; q < groups[i]; ++q, ++problem) {
+        const auto* a = static_cast<const float*>(Aarray[problem]);
+        const auto* b = static_cast<const float*>(Barray[problem]);
+        auto* c = static_cast<float*>(Carray[problem]);
+        for (std::int64_t col = 0; col < n; ++col)
+          for (std::int64_t row = 0; row < m; ++row) {
+            float sum = 0.0f;
+            for (std::int64_t p = 0; p < k; ++p) {
+              sum += (ta ? a[p + row * lda] : a[row + p * lda]) * (tb ? b[col + p * ldb] : b[p + col * ldb]);
+            }
+            float& out = c[row + col * ldc];
+            out = betas[i] == 0.0f ? alphas[i] * sum : alphas[i] * sum + betas[i] * out;
+          }
+      }
+    }
+  });
   return CUBLAS_STATUS_SUCCESS;
 }
 }
@@ -491,44 +612,45 @@ bool gemm_available(const DeviceContext&, const Gemm&, const void*, const void*,
 void gemm(const DeviceContext& context, const Gemm& g, const void* a, const void* b, const void* bias, void* c,
           void* aux) {
   DeviceGuard guard(context.device());  // as the real gemm(): it runs on its context's device
-  emulated::check_launch_device(context.stream());
-  MYRIAD_CHECK(!g.accumulate || g.epilogue == GemmEpilogue::none, "emu gemm");
-  MYRIAD_CHECK(g.output_type.value_or(g.type) == CUDA_R_32F, "emulated gemm: f32 outputs only");
-  Tensor A = operand(a, g.transpose_a ? Shape{g.k, g.m} : Shape{g.m, g.k}, g.type);
-  Tensor B = operand(b, g.transpose_b ? Shape{g.n, g.k} : Shape{g.k, g.n}, g.b_type.value_or(g.type));
-  Tensor Cm = W(c, {g.m, g.n});
-  matmul_forward(
-      MatmulArgs{
-          .transpose_a = g.transpose_a, .transpose_b = g.transpose_b, .alpha = g.alpha, .accumulate = g.accumulate},
-      A, B, Cm);
-  const Tensor bias_vector = W(bias, {g.n});
-  switch (g.epilogue) {
-    case GemmEpilogue::none:
-      return;
-    case GemmEpilogue::bias:
-    case GemmEpilogue::bias_gelu:
-      bias_add_forward(BiasAddArgs{}, Cm, bias_vector, Cm);
-      if (g.epilogue == GemmEpilogue::bias_gelu) gelu_forward(GeluArgs{}, Cm, Cm);
-      return;
-    case GemmEpilogue::gelu_aux:
-    case GemmEpilogue::bias_gelu_aux: {  // aux = AB (+ bias), C = gelu(aux)
-      Tensor pre = W(aux, {g.m, g.n});
-      if (g.epilogue == GemmEpilogue::bias_gelu_aux) bias_add_forward(BiasAddArgs{}, Cm, bias_vector, Cm);
-      copy(Cm, pre);
-      gelu_forward(GeluArgs{}, pre, Cm);
-      return;
-    }
-    case GemmEpilogue::dgelu:
-    case GemmEpilogue::dgelu_bgrad: {  // C = AB * gelu'(aux); bias <- column sums of C (written)
-      gelu_backward(GeluArgs{}, W(aux, {g.m, g.n}), Cm, Cm);
-      if (g.epilogue == GemmEpilogue::dgelu_bgrad) {
-        Tensor sums = W(bias, {g.n}), no_grad_x;
-        zero(sums);
-        bias_add_backward(BiasAddArgs{}, Cm, no_grad_x, sums);
+  emulated::launch(context.stream(), [=]() mutable {
+    MYRIAD_CHECK(!g.accumulate || g.epilogue == GemmEpilogue::none, "emu gemm");
+    MYRIAD_CHECK(g.output_type.value_or(g.type) == CUDA_R_32F, "emulated gemm: f32 outputs only");
+    Tensor A = operand(a, g.transpose_a ? Shape{g.k, g.m} : Shape{g.m, g.k}, g.type);
+    Tensor B = operand(b, g.transpose_b ? Shape{g.n, g.k} : Shape{g.k, g.n}, g.b_type.value_or(g.type));
+    Tensor Cm = W(c, {g.m, g.n});
+    matmul_forward(
+        MatmulArgs{
+            .transpose_a = g.transpose_a, .transpose_b = g.transpose_b, .alpha = g.alpha, .accumulate = g.accumulate},
+        A, B, Cm);
+    const Tensor bias_vector = W(bias, {g.n});
+    switch (g.epilogue) {
+      case GemmEpilogue::none:
+        return;
+      case GemmEpilogue::bias:
+      case GemmEpilogue::bias_gelu:
+        bias_add_forward(BiasAddArgs{}, Cm, bias_vector, Cm);
+        if (g.epilogue == GemmEpilogue::bias_gelu) gelu_forward(GeluArgs{}, Cm, Cm);
+        return;
+      case GemmEpilogue::gelu_aux:
+      case GemmEpilogue::bias_gelu_aux: {  // aux = AB (+ bias), C = gelu(aux)
+        Tensor pre = W(aux, {g.m, g.n});
+        if (g.epilogue == GemmEpilogue::bias_gelu_aux) bias_add_forward(BiasAddArgs{}, Cm, bias_vector, Cm);
+        copy(Cm, pre);
+        gelu_forward(GeluArgs{}, pre, Cm);
+        return;
       }
-      return;
+      case GemmEpilogue::dgelu:
+      case GemmEpilogue::dgelu_bgrad: {  // C = AB * gelu'(aux); bias <- column sums of C (written)
+        gelu_backward(GeluArgs{}, W(aux, {g.m, g.n}), Cm, Cm);
+        if (g.epilogue == GemmEpilogue::dgelu_bgrad) {
+          Tensor sums = W(bias, {g.n}), no_grad_x;
+          zero(sums);
+          bias_add_backward(BiasAddArgs{}, Cm, no_grad_x, sums);
+        }
+        return;
+      }
     }
-  }
+  });
 }
 void linear_gemm(const DeviceContext& context, const LinearGemm& l, const void* x, const void* weight, const void* bias,
                  void* y) {  // as the real one: y = x W^T through gemm()
@@ -546,122 +668,137 @@ void linear_gemm(const DeviceContext& context, const LinearGemm& l, const void* 
 
 void fp8_quantize_f32(const float* x, std::uint8_t* out, std::uint8_t* out_t, float* amax, std::int64_t rows,
                       std::int64_t cols, float scale, bool e5m2, cudaStream_t launch_stream) {
-  emulated::check_launch_device(launch_stream);
-  const DType format = e5m2 ? DType::f8e5m2 : DType::f8e4m3;
-  Tensor o = W(out, {rows, cols}, format), ot = W(out_t, {cols, rows}, format), a = W(amax, {1});
-  cpu::fp8_quantize(Fp8QuantizeArgs{.scale = scale}, W(x, {rows, cols}), o, ot, a);
+  emulated::launch(launch_stream, [=]() mutable {
+    const DType format = e5m2 ? DType::f8e5m2 : DType::f8e4m3;
+    Tensor o = W(out, {rows, cols}, format), ot = W(out_t, {cols, rows}, format), a = W(amax, {1});
+    cpu::fp8_quantize(Fp8QuantizeArgs{.scale = scale}, W(x, {rows, cols}), o, ot, a);
+  });
 }
 
 void int8_linear_forward_f32(const float* x, const std::int8_t* q, const float* scales, const float* bias, float* y,
                              std::int64_t rows, std::int64_t n, std::int64_t k, std::int64_t group_size,
                              cudaStream_t launch_stream) {
-  emulated::check_launch_device(launch_stream);
-  Tensor out = W(y, {rows, n});
-  cpu::int8_linear_forward(Int8Args{.group_size = group_size}, W(x, {rows, k}), W(q, {n, k}, DType::i8),
-                           W(scales, {n, int8_groups(k, group_size)}), bias != nullptr ? W(bias, {n}) : Tensor(), out);
+  emulated::launch(launch_stream, [=]() mutable {
+    Tensor out = W(y, {rows, n});
+    cpu::int8_linear_forward(Int8Args{.group_size = group_size}, W(x, {rows, k}), W(q, {n, k}, DType::i8),
+                             W(scales, {n, int8_groups(k, group_size)}), bias != nullptr ? W(bias, {n}) : Tensor(),
+                             out);
+  });
 }
 void int8_embedding_forward_f32(const std::int32_t* ids, const std::int8_t* q, const float* scales, float* out,
                                 std::int64_t n, std::int64_t c, std::int64_t group_size, cudaStream_t launch_stream) {
-  emulated::check_launch_device(launch_stream);
-  std::int64_t rows = 0;  // the table's rows: one past the largest id (the kernel reads no others)
-  for (std::int64_t i = 0; i < n; ++i) rows = std::max<std::int64_t>(rows, ids[i] + 1);
-  Tensor o = W(out, {n, c});
-  cpu::int8_embedding_forward(Int8Args{.group_size = group_size}, W(ids, {n}, DType::i32), W(q, {rows, c}, DType::i8),
-                              W(scales, {rows, int8_groups(c, group_size)}), o);
+  emulated::launch(launch_stream, [=]() mutable {
+    std::int64_t rows = 0;  // the table's rows: one past the largest id (the kernel reads no others)
+    for (std::int64_t i = 0; i < n; ++i) rows = std::max<std::int64_t>(rows, ids[i] + 1);
+    Tensor o = W(out, {n, c});
+    cpu::int8_embedding_forward(Int8Args{.group_size = group_size}, W(ids, {n}, DType::i32), W(q, {rows, c}, DType::i8),
+                                W(scales, {rows, int8_groups(c, group_size)}), o);
+  });
 }
 void gelu_forward_f32(const float* x, float* out, std::int64_t n, cudaStream_t launch_stream) {
-  emulated::check_launch_device(launch_stream);
-  Tensor o = W(out, {n});
-  gelu_forward(GeluArgs{}, W(x, {n}), o);
+  emulated::launch(launch_stream, [=]() mutable {
+    Tensor o = W(out, {n});
+    gelu_forward(GeluArgs{}, W(x, {n}), o);
+  });
 }
 void gelu_backward_f32(const float* x, const float* go, float* gx, std::int64_t n, cudaStream_t launch_stream) {
-  emulated::check_launch_device(launch_stream);
-  Tensor tmp = Tensor::empty({n});
-  gelu_backward(GeluArgs{}, W(x, {n}), W(go, {n}), tmp);
-  std::memcpy(gx, tmp.raw_data(), n * 4);
+  emulated::launch(launch_stream, [=]() mutable {
+    Tensor tmp = Tensor::empty({n});
+    gelu_backward(GeluArgs{}, W(x, {n}), W(go, {n}), tmp);
+    std::memcpy(gx, tmp.raw_data(), n * 4);
+  });
 }
 void layernorm_forward_f32(const float* x, const float* w, const float* b, float* out, float* mean, float* rstd,
                            std::int64_t N, std::int64_t C, float eps, cudaStream_t launch_stream) {
-  emulated::check_launch_device(launch_stream);
-  Tensor o = W(out, {N, C}), m = W(mean, {N}), r = W(rstd, {N});
-  layernorm_forward(LayernormArgs{.eps = eps}, W(x, {N, C}), W(w, {C}), W(b, {C}), o, m, r);
+  emulated::launch(launch_stream, [=]() mutable {
+    Tensor o = W(out, {N, C}), m = W(mean, {N}), r = W(rstd, {N});
+    layernorm_forward(LayernormArgs{.eps = eps}, W(x, {N, C}), W(w, {C}), W(b, {C}), o, m, r);
+  });
 }
 std::int64_t layernorm_backward_scratch_floats(std::int64_t, std::int64_t) { return 0; }
 void layernorm_backward_f32(const float* go, const float* x, const float* w, const float* mean, const float* rstd,
                             float* gx, float* gw, float* gb, float*, std::int64_t, std::int64_t N, std::int64_t C,
                             cudaStream_t launch_stream) {
-  emulated::check_launch_device(launch_stream);
-  Tensor tx = W(gx, {N, C}), tw = W(gw, {C}), tb = W(gb, {C});
-  layernorm_backward(LayernormArgs{}, W(x, {N, C}), W(w, {C}), W(mean, {N}), W(rstd, {N}), W(go, {N, C}), tx, tw, tb);
+  emulated::launch(launch_stream, [=]() mutable {
+    Tensor tx = W(gx, {N, C}), tw = W(gw, {C}), tb = W(gb, {C});
+    layernorm_backward(LayernormArgs{}, W(x, {N, C}), W(w, {C}), W(mean, {N}), W(rstd, {N}), W(go, {N, C}), tx, tw, tb);
+  });
 }
 void rmsnorm_forward_f32(const float* x, const float* w, float* out, float* rstd, std::int64_t N, std::int64_t C,
                          float eps, cudaStream_t launch_stream) {
-  emulated::check_launch_device(launch_stream);
-  Tensor o = W(out, {N, C}), r = W(rstd, {N});
-  rmsnorm_forward(RmsnormArgs{.eps = eps}, W(x, {N, C}), W(w, {C}), o, r);
+  emulated::launch(launch_stream, [=]() mutable {
+    Tensor o = W(out, {N, C}), r = W(rstd, {N});
+    rmsnorm_forward(RmsnormArgs{.eps = eps}, W(x, {N, C}), W(w, {C}), o, r);
+  });
 }
 void rmsnorm_backward_f32(const float* go, const float* x, const float* w, const float* rstd, float* gx, float* gw,
                           float*, std::int64_t, std::int64_t N, std::int64_t C, cudaStream_t launch_stream) {
-  emulated::check_launch_device(launch_stream);
-  Tensor tx = W(gx, {N, C}), tw = W(gw, {C});
-  rmsnorm_backward(RmsnormArgs{}, W(x, {N, C}), W(w, {C}), W(rstd, {N}), W(go, {N, C}), tx, tw);
+  emulated::launch(launch_stream, [=]() mutable {
+    Tensor tx = W(gx, {N, C}), tw = W(gw, {C});
+    rmsnorm_backward(RmsnormArgs{}, W(x, {N, C}), W(w, {C}), W(rstd, {N}), W(go, {N, C}), tx, tw);
+  });
 }
 void swiglu_forward_f32(const float* gate, const float* up, float* out, std::int64_t n, cudaStream_t launch_stream) {
-  emulated::check_launch_device(launch_stream);
-  Tensor tmp = Tensor::empty({n});
-  swiglu_forward(SwigluArgs{}, W(gate, {n}), W(up, {n}), tmp);
-  std::memcpy(out, tmp.raw_data(), static_cast<std::size_t>(n) * 4);
+  emulated::launch(launch_stream, [=]() mutable {
+    Tensor tmp = Tensor::empty({n});
+    swiglu_forward(SwigluArgs{}, W(gate, {n}), W(up, {n}), tmp);
+    std::memcpy(out, tmp.raw_data(), static_cast<std::size_t>(n) * 4);
+  });
 }
 void swiglu_backward_f32(const float* gate, const float* up, const float* go, float* gg, float* gu, std::int64_t n,
                          cudaStream_t launch_stream) {
-  emulated::check_launch_device(launch_stream);
-  Tensor tg = Tensor::empty({n}), tu = Tensor::empty({n});
-  swiglu_backward(SwigluArgs{}, W(gate, {n}), W(up, {n}), W(go, {n}), tg, tu);
-  if (gg != nullptr) std::memcpy(gg, tg.raw_data(), static_cast<std::size_t>(n) * 4);
-  if (gu != nullptr) std::memcpy(gu, tu.raw_data(), static_cast<std::size_t>(n) * 4);
+  emulated::launch(launch_stream, [=]() mutable {
+    Tensor tg = Tensor::empty({n}), tu = Tensor::empty({n});
+    swiglu_backward(SwigluArgs{}, W(gate, {n}), W(up, {n}), W(go, {n}), tg, tu);
+    if (gg != nullptr) std::memcpy(gg, tg.raw_data(), static_cast<std::size_t>(n) * 4);
+    if (gu != nullptr) std::memcpy(gu, tu.raw_data(), static_cast<std::size_t>(n) * 4);
+  });
 }
 // The tables and rotation of the kernels' contract (kernels.h): float64 angles, pairs (i, i + D/2).
 void rope_table_f32(float* cos_table, float* sin_table, std::int64_t seq, std::int64_t D, double theta,
                     std::int64_t offset, cudaStream_t launch_stream) {
-  emulated::check_launch_device(launch_stream);
-  const std::int64_t half = D / 2;
-  for (std::int64_t t = 0; t < seq; ++t) {
-    for (std::int64_t i = 0; i < half; ++i) {
-      const double angle =
-          static_cast<double>(offset + t) * std::pow(theta, -2.0 * static_cast<double>(i) / static_cast<double>(D));
-      cos_table[t * half + i] = static_cast<float>(std::cos(angle));
-      sin_table[t * half + i] = static_cast<float>(std::sin(angle));
+  emulated::launch(launch_stream, [=]() mutable {
+    const std::int64_t half = D / 2;
+    for (std::int64_t t = 0; t < seq; ++t) {
+      for (std::int64_t i = 0; i < half; ++i) {
+        const double angle =
+            static_cast<double>(offset + t) * std::pow(theta, -2.0 * static_cast<double>(i) / static_cast<double>(D));
+        cos_table[t * half + i] = static_cast<float>(std::cos(angle));
+        sin_table[t * half + i] = static_cast<float>(std::sin(angle));
+      }
     }
-  }
+  });
 }
 void rope_f32(const float* x, float* out, const float* cos_table, const float* sin_table, std::int64_t batch,
               std::int64_t seq, std::int64_t heads, std::int64_t D, bool backward, cudaStream_t launch_stream) {
-  emulated::check_launch_device(launch_stream);
-  const std::int64_t half = D / 2;
-  for (std::int64_t b = 0; b < batch; ++b)
-    for (std::int64_t t = 0; t < seq; ++t)
-      for (std::int64_t h = 0; h < heads; ++h) {
-        const float* xr = x + ((b * seq + t) * heads + h) * D;
-        float* yr = out + ((b * seq + t) * heads + h) * D;
-        for (std::int64_t i = 0; i < half; ++i) {
-          const float c = cos_table[t * half + i], s = backward ? -sin_table[t * half + i] : sin_table[t * half + i];
-          const float x1 = xr[i], x2 = xr[i + half];
-          yr[i] = x1 * c - x2 * s;
-          yr[i + half] = x2 * c + x1 * s;
+  emulated::launch(launch_stream, [=]() mutable {
+    const std::int64_t half = D / 2;
+    for (std::int64_t b = 0; b < batch; ++b)
+      for (std::int64_t t = 0; t < seq; ++t)
+        for (std::int64_t h = 0; h < heads; ++h) {
+          const float* xr = x + ((b * seq + t) * heads + h) * D;
+          float* yr = out + ((b * seq + t) * heads + h) * D;
+          for (std::int64_t i = 0; i < half; ++i) {
+            const float c = cos_table[t * half + i], s = backward ? -sin_table[t * half + i] : sin_table[t * half + i];
+            const float x1 = xr[i], x2 = xr[i + half];
+            yr[i] = x1 * c - x2 * s;
+            yr[i + half] = x2 * c + x1 * s;
+          }
         }
-      }
+  });
 }
 void embedding_forward_f32(const std::int32_t* ids, const float* table, float* out, long long* bad, std::int64_t n,
                            std::int64_t V, std::int64_t C, cudaStream_t launch_stream) {
-  emulated::check_launch_device(launch_stream);
-  for (std::int64_t i = 0; i < n; ++i) {
-    if (ids[i] < 0 || ids[i] >= V) {
-      if (i < *bad) *bad = i;
-      std::memset(out + i * C, 0, C * 4);
-      continue;
+  emulated::launch(launch_stream, [=]() mutable {
+    for (std::int64_t i = 0; i < n; ++i) {
+      if (ids[i] < 0 || ids[i] >= V) {
+        if (i < *bad) *bad = i;
+        std::memset(out + i * C, 0, C * 4);
+        continue;
+      }
+      std::memcpy(out + i * C, table + ids[i] * C, C * 4);
     }
-    std::memcpy(out + i * C, table + ids[i] * C, C * 4);
-  }
+  });
 }
 // The real kernel sorts the ids in scratch (size from CUB); here 8 bytes a token plus 64 stand
 // for it, and the launcher requires (and overwrites) that much, so a backend that passes no or
@@ -670,19 +807,20 @@ std::int64_t embedding_backward_scratch_bytes(std::int64_t n, std::int64_t) { re
 void embedding_backward_f32(const std::int32_t* ids, const float* go, float* gt, long long* bad, void* scratch,
                             std::int64_t scratch_bytes, std::int64_t n, std::int64_t V, std::int64_t C,
                             cudaStream_t launch_stream) {
-  emulated::check_launch_device(launch_stream);
-  const std::int64_t needed = embedding_backward_scratch_bytes(n, V);
-  MYRIAD_CHECK(needed == 0 || (scratch != nullptr && scratch_bytes >= needed),
-               "embedding_backward_f32: scratch " << scratch << " holds " << scratch_bytes << " bytes, needs " << needed
-                                                  << " (embedding_backward_scratch_bytes)");
-  if (needed > 0) std::memset(scratch, 0xff, static_cast<std::size_t>(needed));
-  for (std::int64_t i = 0; i < n; ++i) {
-    if (ids[i] < 0 || ids[i] >= V) {
-      if (i < *bad) *bad = i;
-      continue;
+  emulated::launch(launch_stream, [=]() mutable {
+    const std::int64_t needed = embedding_backward_scratch_bytes(n, V);
+    MYRIAD_CHECK(needed == 0 || (scratch != nullptr && scratch_bytes >= needed),
+                 "embedding_backward_f32: scratch " << scratch << " holds " << scratch_bytes << " bytes, needs "
+                                                    << needed << " (embedding_backward_scratch_bytes)");
+    if (needed > 0) std::memset(scratch, 0xff, static_cast<std::size_t>(needed));
+    for (std::int64_t i = 0; i < n; ++i) {
+      if (ids[i] < 0 || ids[i] >= V) {
+        if (i < *bad) *bad = i;
+        continue;
+      }
+      for (std::int64_t c = 0; c < C; ++c) gt[ids[i] * C + c] += go[i * C + c];
     }
-    for (std::int64_t c = 0; c < C; ++c) gt[ids[i] * C + c] += go[i * C + c];
-  }
+  });
 }
 // The CPU op's arguments for a flash launcher's shape: offsets, accumulate and, with a layout, a
 // host BlockLayout copied from its arrays ("device" memory is host memory here). The launchers'
@@ -716,28 +854,31 @@ static Shape kv_shape(const FlashAttentionShape& s) { return {s.batch, s.kv_head
 static Shape lse_shape(const FlashAttentionShape& s) { return {s.batch, s.q_heads, s.q_seq}; }
 void flash_attention_forward_f32(const float* q, const float* k, const float* v, float* out, float* lse,
                                  const FlashAttentionShape& s, cudaStream_t launch_stream) {
-  emulated::check_launch_device(launch_stream);
-  BlockLayout layout;
-  const AttentionArgs args = flash_args("flash_attention_forward_f32", s, kFlashAttentionLayoutTile, layout);
-  Shape sq = q_shape(s), sk = kv_shape(s);
-  Tensor o = W(out, sq), l = W(lse, lse_shape(s));
-  attention_forward(args, W(q, sq), W(k, sk), W(v, sk), o, l);
+  emulated::launch(launch_stream, [=]() mutable {
+    BlockLayout layout;
+    const AttentionArgs args = flash_args("flash_attention_forward_f32", s, kFlashAttentionLayoutTile, layout);
+    Shape sq = q_shape(s), sk = kv_shape(s);
+    Tensor o = W(out, sq), l = W(lse, lse_shape(s));
+    attention_forward(args, W(q, sq), W(k, sk), W(v, sk), o, l);
+  });
 }
 void flash_attention_backward_f32(const float* q, const float* k, const float* v, const float* out, const float* lse,
                                   const float* go, float* gq, float* gk, float* gv, float*, std::int64_t,
                                   const FlashAttentionShape& s, cudaStream_t launch_stream) {
-  emulated::check_launch_device(launch_stream);
-  BlockLayout layout;
-  const AttentionArgs args = flash_args("flash_attention_backward_f32", s, kFlashAttentionLayoutTile, layout);
-  Shape sq = q_shape(s), sk = kv_shape(s);
-  Tensor a = W(gq, sq), b = W(gk, sk), c = W(gv, sk);
-  attention_backward(args, W(q, sq), W(k, sk), W(v, sk), W(out, sq), W(lse, lse_shape(s)), W(go, sq), a, b, c);
+  emulated::launch(launch_stream, [=]() mutable {
+    BlockLayout layout;
+    const AttentionArgs args = flash_args("flash_attention_backward_f32", s, kFlashAttentionLayoutTile, layout);
+    Shape sq = q_shape(s), sk = kv_shape(s);
+    Tensor a = W(gq, sq), b = W(gk, sk), c = W(gv, sk);
+    attention_backward(args, W(q, sq), W(k, sk), W(v, sk), W(out, sq), W(lse, lse_shape(s)), W(go, sq), a, b, c);
+  });
 }
 void attention_merge_f32(float* out, float* lse, const float* part_out, const float* part_lse, std::int64_t rows,
                          std::int64_t head_dim, cudaStream_t launch_stream) {
-  emulated::check_launch_device(launch_stream);
-  Tensor o = W(out, {1, 1, rows, head_dim}), l = W(lse, {1, 1, rows});
-  attention_merge(o, l, W(part_out, {1, 1, rows, head_dim}), W(part_lse, {1, 1, rows}));
+  emulated::launch(launch_stream, [=]() mutable {
+    Tensor o = W(out, {1, 1, rows, head_dim}), l = W(lse, {1, 1, rows});
+    attention_merge(o, l, W(part_out, {1, 1, rows, head_dim}), W(part_lse, {1, 1, rows}));
+  });
 }
 // 16-bit attention: the CPU op on the widened bf16 / f16 inputs, outputs rounded to the same type
 // (with accumulate, the gradients are widened first, summed in f32 and rounded once).
@@ -779,48 +920,59 @@ static void attention_backward_half(const char* op, std::int64_t tile, const H* 
 void flash_attention_forward_bf16(const __nv_bfloat16* q, const __nv_bfloat16* k, const __nv_bfloat16* v,
                                   __nv_bfloat16* out, float* lse, const FlashAttentionShape& s,
                                   cudaStream_t launch_stream) {
-  emulated::check_launch_device(launch_stream);
-  attention_forward_half("flash_attention_forward_bf16", kFlashAttentionLayoutTile, q, k, v, out, lse, s);
+  emulated::launch(launch_stream, [=]() mutable {
+    attention_forward_half("flash_attention_forward_bf16", kFlashAttentionLayoutTile, q, k, v, out, lse, s);
+  });
 }
 void flash_attention_forward_tc_bf16(const __nv_bfloat16* q, const __nv_bfloat16* k, const __nv_bfloat16* v,
                                      __nv_bfloat16* out, float* lse, const FlashAttentionShape& s,
                                      cudaStream_t launch_stream) {
-  emulated::check_launch_device(launch_stream);
-  attention_forward_half("flash_attention_forward_tc_bf16", kFlashAttentionTcLayoutTile, q, k, v, out, lse, s);
+  emulated::launch(launch_stream, [=]() mutable {
+    attention_forward_half("flash_attention_forward_tc_bf16", kFlashAttentionTcLayoutTile, q, k, v, out, lse, s);
+  });
 }
 void flash_attention_forward_tc_f16(const __half* q, const __half* k, const __half* v, __half* out, float* lse,
                                     const FlashAttentionShape& s, cudaStream_t launch_stream) {
-  emulated::check_launch_device(launch_stream);
-  attention_forward_half("flash_attention_forward_tc_f16", kFlashAttentionTcLayoutTile, q, k, v, out, lse, s);
+  emulated::launch(launch_stream, [=]() mutable {
+    attention_forward_half("flash_attention_forward_tc_f16", kFlashAttentionTcLayoutTile, q, k, v, out, lse, s);
+  });
 }
 void flash_attention_backward_bf16(const __nv_bfloat16* q, const __nv_bfloat16* k, const __nv_bfloat16* v,
                                    const __nv_bfloat16* out, const float* lse, const __nv_bfloat16* go,
                                    __nv_bfloat16* gq, __nv_bfloat16* gk, __nv_bfloat16* gv, float*, std::int64_t,
                                    const FlashAttentionShape& s, cudaStream_t launch_stream) {
-  emulated::check_launch_device(launch_stream);
-  attention_backward_half("flash_attention_backward_bf16", kFlashAttentionLayoutTile, q, k, v, out, lse, go, gq, gk, gv,
-                          s);
+  emulated::launch(launch_stream, [=]() mutable {
+    attention_backward_half("flash_attention_backward_bf16", kFlashAttentionLayoutTile, q, k, v, out, lse, go, gq, gk,
+                            gv, s);
+  });
 }
 void flash_attention_backward_tc_bf16(const __nv_bfloat16* q, const __nv_bfloat16* k, const __nv_bfloat16* v,
                                       const __nv_bfloat16* out, const float* lse, const __nv_bfloat16* go,
                                       __nv_bfloat16* gq, __nv_bfloat16* gk, __nv_bfloat16* gv, float*, std::int64_t,
                                       const FlashAttentionShape& s, cudaStream_t launch_stream) {
-  emulated::check_launch_device(launch_stream);
-  attention_backward_half("flash_attention_backward_tc_bf16", kFlashAttentionTcLayoutTile, q, k, v, out, lse, go, gq,
-                          gk, gv, s);
+  emulated::launch(launch_stream, [=]() mutable {
+    attention_backward_half("flash_attention_backward_tc_bf16", kFlashAttentionTcLayoutTile, q, k, v, out, lse, go, gq,
+                            gk, gv, s);
+  });
 }
 void flash_attention_backward_tc_f16(const __half* q, const __half* k, const __half* v, const __half* out,
                                      const float* lse, const __half* go, __half* gq, __half* gk, __half* gv, float*,
                                      std::int64_t, const FlashAttentionShape& s, cudaStream_t launch_stream) {
-  emulated::check_launch_device(launch_stream);
-  attention_backward_half("flash_attention_backward_tc_f16", kFlashAttentionTcLayoutTile, q, k, v, out, lse, go, gq, gk,
-                          gv, s);
+  emulated::launch(launch_stream, [=]() mutable {
+    attention_backward_half("flash_attention_backward_tc_f16", kFlashAttentionTcLayoutTile, q, k, v, out, lse, go, gq,
+                            gk, gv, s);
+  });
 }
 // cuDNN's fused attention (cuda/cudnn_attention.h) as the CPU op on the widened 16-bit inputs,
 // like the flash launchers: the backend's dispatch to it and its buffers are the real code.
-class CudnnAttention {};
-std::shared_ptr<CudnnAttention> make_cudnn_attention(cudaStream_t, std::string&) {
-  return std::make_shared<CudnnAttention>();
+class CudnnAttention {
+ public:
+  cudaStream_t stream = nullptr;
+};
+std::shared_ptr<CudnnAttention> make_cudnn_attention(cudaStream_t stream, std::string&) {
+  auto attention = std::make_shared<CudnnAttention>();
+  attention->stream = stream;
+  return attention;
 }
 bool cudnn_attention_prepare(CudnnAttention&, const CudnnAttentionShape&, bool, std::int64_t& workspace_bytes,
                              std::string&) {
@@ -836,34 +988,38 @@ static FlashAttentionShape flash_shape_of(const CudnnAttentionShape& s) {
                              .scale = s.scale,
                              .causal = s.causal};
 }
-void cudnn_attention_forward(CudnnAttention&, const CudnnAttentionShape& s, const void* q, const void* k, const void* v,
-                             void* out, float* lse, void*) {
+void cudnn_attention_forward(CudnnAttention& attention, const CudnnAttentionShape& s, const void* q, const void* k,
+                             const void* v, void* out, float* lse, void*) {
   emulated::count_cudnn_call();
-  const FlashAttentionShape f = flash_shape_of(s);
-  if (s.f16) {
-    attention_forward_half("cudnn_attention_forward", 1, static_cast<const __half*>(q), static_cast<const __half*>(k),
-                           static_cast<const __half*>(v), static_cast<__half*>(out), lse, f);
-  } else {
-    using B = __nv_bfloat16;
-    attention_forward_half("cudnn_attention_forward", 1, static_cast<const B*>(q), static_cast<const B*>(k),
-                           static_cast<const B*>(v), static_cast<B*>(out), lse, f);
-  }
+  emulated::launch(attention.stream, [=] {
+    const FlashAttentionShape f = flash_shape_of(s);
+    if (s.f16) {
+      attention_forward_half("cudnn_attention_forward", 1, static_cast<const __half*>(q), static_cast<const __half*>(k),
+                             static_cast<const __half*>(v), static_cast<__half*>(out), lse, f);
+    } else {
+      using B = __nv_bfloat16;
+      attention_forward_half("cudnn_attention_forward", 1, static_cast<const B*>(q), static_cast<const B*>(k),
+                             static_cast<const B*>(v), static_cast<B*>(out), lse, f);
+    }
+  });
 }
-void cudnn_attention_backward(CudnnAttention&, const CudnnAttentionShape& s, const void* q, const void* k,
+void cudnn_attention_backward(CudnnAttention& attention, const CudnnAttentionShape& s, const void* q, const void* k,
                               const void* v, const void* out, const float* lse, const void* go, void* gq, void* gk,
                               void* gv, void*) {
   emulated::count_cudnn_call();
-  const FlashAttentionShape f = flash_shape_of(s);
-  const auto run = [&]<typename H>(H*) {
-    attention_backward_half("cudnn_attention_backward", 1, static_cast<const H*>(q), static_cast<const H*>(k),
-                            static_cast<const H*>(v), static_cast<const H*>(out), lse, static_cast<const H*>(go),
-                            static_cast<H*>(gq), static_cast<H*>(gk), static_cast<H*>(gv), f);
-  };
-  if (s.f16) {
-    run(static_cast<__half*>(nullptr));
-  } else {
-    run(static_cast<__nv_bfloat16*>(nullptr));
-  }
+  emulated::launch(attention.stream, [=] {
+    const FlashAttentionShape f = flash_shape_of(s);
+    const auto run = [&]<typename H>(H*) {
+      attention_backward_half("cudnn_attention_backward", 1, static_cast<const H*>(q), static_cast<const H*>(k),
+                              static_cast<const H*>(v), static_cast<const H*>(out), lse, static_cast<const H*>(go),
+                              static_cast<H*>(gq), static_cast<H*>(gk), static_cast<H*>(gv), f);
+    };
+    if (s.f16) {
+      run(static_cast<__half*>(nullptr));
+    } else {
+      run(static_cast<__nv_bfloat16*>(nullptr));
+    }
+  });
 }
 template <typename H>
 static void widen_into(const H* x, float* out, std::int64_t n) {
@@ -871,83 +1027,89 @@ static void widen_into(const H* x, float* out, std::int64_t n) {
   std::memcpy(out, wide.raw_data(), static_cast<std::size_t>(n) * 4);
 }
 void convert_bf16_to_f32(const __nv_bfloat16* x, float* out, std::int64_t n, cudaStream_t launch_stream) {
-  emulated::check_launch_device(launch_stream);
-  widen_into(x, out, n);
+  emulated::launch(launch_stream, [=]() mutable { widen_into(x, out, n); });
 }
 void convert_f16_to_f32(const __half* x, float* out, std::int64_t n, cudaStream_t launch_stream) {
-  emulated::check_launch_device(launch_stream);
-  widen_into(x, out, n);
+  emulated::launch(launch_stream, [=]() mutable { widen_into(x, out, n); });
 }
 void cross_entropy_forward_f32(const float* logits, const std::int32_t* t, float* losses, float* lse, long long* bad,
                                std::int64_t N, std::int64_t V, std::int64_t L, std::int32_t ig,
                                cudaStream_t launch_stream) {
-  emulated::check_launch_device(launch_stream);
-  for (std::int64_t i = 0; i < N; ++i)
-    if (t[i] != ig && (t[i] < 0 || t[i] >= V) && i < *bad) *bad = i;
-  Tensor l = W(losses, {N}), s = W(lse, {N});
-  cross_entropy_forward(CrossEntropyArgs{.ignore_index = ig, .classes = V}, W(logits, {N, L}), W(t, {N}, DType::i32), l,
-                        s);
+  emulated::launch(launch_stream, [=]() mutable {
+    for (std::int64_t i = 0; i < N; ++i)
+      if (t[i] != ig && (t[i] < 0 || t[i] >= V) && i < *bad) *bad = i;
+    Tensor l = W(losses, {N}), s = W(lse, {N});
+    cross_entropy_forward(CrossEntropyArgs{.ignore_index = ig, .classes = V}, W(logits, {N, L}), W(t, {N}, DType::i32),
+                          l, s);
+  });
 }
 void vocab_shard_partials_f32(const std::int32_t* state, const float* local_lse, const float* local_loss,
                               const float* maxima, float* packed, std::int64_t n, cudaStream_t launch_stream) {
-  emulated::check_launch_device(launch_stream);
-  Tensor out = W(packed, {2 * n});
-  vocab_shard_partials(W(state, {n}, DType::i32), W(local_lse, {n}), W(local_loss, {n}), W(maxima, {n}), out);
+  emulated::launch(launch_stream, [=]() mutable {
+    Tensor out = W(packed, {2 * n});
+    vocab_shard_partials(W(state, {n}, DType::i32), W(local_lse, {n}), W(local_loss, {n}), W(maxima, {n}), out);
+  });
 }
 void vocab_shard_combine_f32(const std::int32_t* state, const float* maxima, const float* packed, float* lse,
                              float* losses, std::int64_t n, cudaStream_t launch_stream) {
-  emulated::check_launch_device(launch_stream);
-  Tensor out_lse = W(lse, {n}), out_losses = W(losses, {n});
-  vocab_shard_combine(W(state, {n}, DType::i32), W(maxima, {n}), W(packed, {2 * n}), out_lse, out_losses);
+  emulated::launch(launch_stream, [=]() mutable {
+    Tensor out_lse = W(lse, {n}), out_losses = W(losses, {n});
+    vocab_shard_combine(W(state, {n}, DType::i32), W(maxima, {n}), W(packed, {2 * n}), out_lse, out_losses);
+  });
 }
 void softmax_forward_f32(const float* x, float* out, std::int64_t rows, std::int64_t cols, cudaStream_t launch_stream) {
-  emulated::check_launch_device(launch_stream);
-  Tensor o = W(out, {rows, cols});
-  softmax_forward(SoftmaxArgs{}, W(x, {rows, cols}), o);
+  emulated::launch(launch_stream, [=]() mutable {
+    Tensor o = W(out, {rows, cols});
+    softmax_forward(SoftmaxArgs{}, W(x, {rows, cols}), o);
+  });
 }
 void softmax_backward_f32(const float* out, const float* go, float* gx, std::int64_t rows, std::int64_t cols,
                           cudaStream_t launch_stream) {
-  emulated::check_launch_device(launch_stream);
-  Tensor g = W(gx, {rows, cols});
-  softmax_backward(SoftmaxArgs{}, W(out, {rows, cols}), W(go, {rows, cols}), g);
+  emulated::launch(launch_stream, [=]() mutable {
+    Tensor g = W(gx, {rows, cols});
+    softmax_backward(SoftmaxArgs{}, W(out, {rows, cols}), W(go, {rows, cols}), g);
+  });
 }
 void cross_entropy_backward_f32(const float* logits, const std::int32_t* t, const float* lse, const float* gl,
                                 float* glog, std::int64_t N, std::int64_t V, std::int64_t L, std::int32_t ig,
                                 cudaStream_t launch_stream) {
-  emulated::check_launch_device(launch_stream);
-  Tensor tmp = Tensor::empty({N, L});
-  cross_entropy_backward(CrossEntropyArgs{.ignore_index = ig, .classes = V}, W(logits, {N, L}), W(t, {N}, DType::i32),
-                         W(lse, {N}), W(gl, {N}), tmp);
-  std::memcpy(glog, tmp.raw_data(), N * L * 4);
+  emulated::launch(launch_stream, [=]() mutable {
+    Tensor tmp = Tensor::empty({N, L});
+    cross_entropy_backward(CrossEntropyArgs{.ignore_index = ig, .classes = V}, W(logits, {N, L}), W(t, {N}, DType::i32),
+                           W(lse, {N}), W(gl, {N}), tmp);
+    std::memcpy(glog, tmp.raw_data(), N * L * 4);
+  });
 }
 void cross_entropy_backward_shard_f32(const float* logits, const std::int32_t* t, const float* lse, const float* gl,
                                       float* glog, std::int64_t N, std::int64_t V, std::int64_t L, std::int64_t start,
                                       std::int32_t ig, cudaStream_t launch_stream) {
-  emulated::check_launch_device(launch_stream);
-  for (std::int64_t i = 0; i < N; ++i) {  // the contract of kernels.h, as a loop
-    const float scale = t[i] == ig ? 0.0f : gl[i];
-    for (std::int64_t v = 0; v < L; ++v) {
-      const float p = v < V ? std::exp(logits[i * L + v] - lse[i]) : 0.0f;
-      glog[i * L + v] = (p - (start + v == t[i] && v < V ? 1.0f : 0.0f)) * scale;
+  emulated::launch(launch_stream, [=]() mutable {
+    for (std::int64_t i = 0; i < N; ++i) {  // the contract of kernels.h, as a loop
+      const float scale = t[i] == ig ? 0.0f : gl[i];
+      for (std::int64_t v = 0; v < L; ++v) {
+        const float p = v < V ? std::exp(logits[i * L + v] - lse[i]) : 0.0f;
+        glog[i * L + v] = (p - (start + v == t[i] && v < V ? 1.0f : 0.0f)) * scale;
+      }
     }
-  }
+  });
 }
 void adamw_update_f32(float* p, const float* g, float* m, float* v, std::int64_t n, const AdamWStep& s,
                       cudaStream_t launch_stream, const AdamWCopyPointers& copies) {
-  emulated::check_launch_device(launch_stream);
-  Tensor tp = W(p, {n}), tm = W(m, {n}), tv = W(v, {n});
-  const DType format = copies.f16 ? DType::f16 : DType::bf16;
-  const AdamWCopies host_copies{.format = format,
-                                .rounded = copies.rounded != nullptr ? W(copies.rounded, {n}) : Tensor(),
-                                .narrow = copies.narrow != nullptr ? W(copies.narrow, {n}, format) : Tensor()};
-  adamw_update(AdamWArgs{.lr = s.lr,
-                         .beta1 = s.beta1,
-                         .beta2 = s.beta2,
-                         .eps = s.eps,
-                         .weight_decay = s.weight_decay,
-                         .step = s.step,
-                         .grad_scale = s.grad_scale},
-               tp, W(g, {n}), tm, tv, host_copies);
+  emulated::launch(launch_stream, [=]() mutable {
+    Tensor tp = W(p, {n}), tm = W(m, {n}), tv = W(v, {n});
+    const DType format = copies.f16 ? DType::f16 : DType::bf16;
+    const AdamWCopies host_copies{.format = format,
+                                  .rounded = copies.rounded != nullptr ? W(copies.rounded, {n}) : Tensor(),
+                                  .narrow = copies.narrow != nullptr ? W(copies.narrow, {n}, format) : Tensor()};
+    adamw_update(AdamWArgs{.lr = s.lr,
+                           .beta1 = s.beta1,
+                           .beta2 = s.beta2,
+                           .eps = s.eps,
+                           .weight_decay = s.weight_decay,
+                           .step = s.step,
+                           .grad_scale = s.grad_scale},
+                 tp, W(g, {n}), tm, tv, host_copies);
+  });
 }
 // Compression codes and 1-bit Adam's update: the CPU ops on the launchers' pointers.
 static void encode_on_host(const CompressionSpec& spec, const float* x, float* error, std::uint8_t* code,
@@ -972,143 +1134,154 @@ static CompressionSpec topk_spec(std::int64_t n, std::int64_t k) {
   return spec;
 }
 void sign_encode_f32(const float* x, float* error, std::uint8_t* code, std::int64_t n, cudaStream_t launch_stream) {
-  emulated::check_launch_device(launch_stream);
-  encode_on_host(CompressionSpec{Compression::sign}, x, error, code, n);
+  emulated::launch(launch_stream,
+                   [=]() mutable { encode_on_host(CompressionSpec{Compression::sign}, x, error, code, n); });
 }
 void int8_encode_f32(const float* x, float* error, std::uint8_t* code, std::int64_t n, cudaStream_t launch_stream) {
-  emulated::check_launch_device(launch_stream);
-  encode_on_host(CompressionSpec{Compression::int8}, x, error, code, n);
+  emulated::launch(launch_stream,
+                   [=]() mutable { encode_on_host(CompressionSpec{Compression::int8}, x, error, code, n); });
 }
 void topk_encode_f32(const float* x, float* error, std::uint8_t* code, std::int64_t n, std::int64_t k,
                      cudaStream_t launch_stream) {
-  emulated::check_launch_device(launch_stream);
-  if (n > 0) encode_on_host(topk_spec(n, k), x, error, code, n);
+  emulated::launch(launch_stream, [=]() mutable {
+    if (n > 0) encode_on_host(topk_spec(n, k), x, error, code, n);
+  });
 }
 void sign_decode_f32(const std::uint8_t* code, float* out, std::int64_t n, bool accumulate,
                      cudaStream_t launch_stream) {
-  emulated::check_launch_device(launch_stream);
-  decode_on_host(CompressionSpec{Compression::sign}, code, out, n, accumulate);
+  emulated::launch(launch_stream,
+                   [=]() mutable { decode_on_host(CompressionSpec{Compression::sign}, code, out, n, accumulate); });
 }
 void int8_decode_f32(const std::uint8_t* code, float* out, std::int64_t n, bool accumulate,
                      cudaStream_t launch_stream) {
-  emulated::check_launch_device(launch_stream);
-  decode_on_host(CompressionSpec{Compression::int8}, code, out, n, accumulate);
+  emulated::launch(launch_stream,
+                   [=]() mutable { decode_on_host(CompressionSpec{Compression::int8}, code, out, n, accumulate); });
 }
 void topk_decode_f32(const std::uint8_t* code, float* out, std::int64_t n, std::int64_t k, bool accumulate,
                      cudaStream_t launch_stream) {
-  emulated::check_launch_device(launch_stream);
-  if (n > 0) decode_on_host(topk_spec(n, k), code, out, n, accumulate);
+  emulated::launch(launch_stream, [=]() mutable {
+    if (n > 0) decode_on_host(topk_spec(n, k), code, out, n, accumulate);
+  });
 }
 // Exact sums: the host encoding (ops/exact_sum.h) on the launchers' pointers. NcclCommunicator
 // launches them on its own stream between collectives whose results the emulated NCCL delivers
 // late, so each launcher first delivers the stream's pending writes into what it reads or
 // writes (the stream's order), and the decode's output is delivered like a collective's result.
 void exact_sum_exponents_f32(const float* x, std::int64_t n, std::int32_t* exponents, cudaStream_t launch_stream) {
-  emulated::check_launch_device(launch_stream);
-  const std::int64_t blocks = exact_sum_blocks(n);
-  emulated::deliver_writes_to(launch_stream, x, static_cast<std::size_t>(n) * sizeof(float));
-  emulated::deliver_writes_to(launch_stream, exponents, static_cast<std::size_t>(blocks) * sizeof(std::int32_t));
-  myriad::exact_sum_exponents(x, n, exponents);
+  emulated::launch(launch_stream, [=]() mutable {
+    const std::int64_t blocks = exact_sum_blocks(n);
+    emulated::deliver_writes_to(launch_stream, x, static_cast<std::size_t>(n) * sizeof(float));
+    emulated::deliver_writes_to(launch_stream, exponents, static_cast<std::size_t>(blocks) * sizeof(std::int32_t));
+    myriad::exact_sum_exponents(x, n, exponents);
+  });
 }
 void to_exact_fixed_f32(const float* x, std::int64_t n, const std::int32_t* exponents, int headroom, std::int64_t* q,
                         cudaStream_t launch_stream) {
-  emulated::check_launch_device(launch_stream);
-  emulated::deliver_writes_to(launch_stream, x, static_cast<std::size_t>(n) * sizeof(float));
-  emulated::deliver_writes_to(launch_stream, exponents,
-                              static_cast<std::size_t>(exact_sum_blocks(n)) * sizeof(std::int32_t));
-  emulated::deliver_writes_to(launch_stream, q, static_cast<std::size_t>(n) * sizeof(std::int64_t));
-  myriad::to_exact_fixed(x, n, exponents, headroom, q);
+  emulated::launch(launch_stream, [=]() mutable {
+    emulated::deliver_writes_to(launch_stream, x, static_cast<std::size_t>(n) * sizeof(float));
+    emulated::deliver_writes_to(launch_stream, exponents,
+                                static_cast<std::size_t>(exact_sum_blocks(n)) * sizeof(std::int32_t));
+    emulated::deliver_writes_to(launch_stream, q, static_cast<std::size_t>(n) * sizeof(std::int64_t));
+    myriad::to_exact_fixed(x, n, exponents, headroom, q);
+  });
 }
 void from_exact_fixed_f32(const std::int64_t* q, std::int64_t first, std::int64_t n, const std::int32_t* exponents,
                           int headroom, float* out, cudaStream_t launch_stream) {
-  emulated::check_launch_device(launch_stream);
-  if (n == 0) return;
-  const std::int64_t blocks = exact_sum_blocks(first + n);
-  emulated::deliver_writes_to(launch_stream, q, static_cast<std::size_t>(n) * sizeof(std::int64_t));
-  emulated::deliver_writes_to(launch_stream, exponents, static_cast<std::size_t>(blocks) * sizeof(std::int32_t));
-  emulated::deliver_writes_to(launch_stream, out, static_cast<std::size_t>(n) * sizeof(float));
-  auto result = std::make_shared<std::vector<float>>(static_cast<std::size_t>(n));
-  myriad::from_exact_fixed(q, first, n, exponents, headroom, result->data());
-  emulated::defer_on_stream(
-      launch_stream, [out, result] { std::memcpy(out, result->data(), result->size() * sizeof(float)); }, out,
-      static_cast<std::size_t>(n) * sizeof(float));
+  emulated::launch(launch_stream, [=]() mutable {
+    if (n == 0) return;
+    const std::int64_t blocks = exact_sum_blocks(first + n);
+    emulated::deliver_writes_to(launch_stream, q, static_cast<std::size_t>(n) * sizeof(std::int64_t));
+    emulated::deliver_writes_to(launch_stream, exponents, static_cast<std::size_t>(blocks) * sizeof(std::int32_t));
+    emulated::deliver_writes_to(launch_stream, out, static_cast<std::size_t>(n) * sizeof(float));
+    auto result = std::make_shared<std::vector<float>>(static_cast<std::size_t>(n));
+    myriad::from_exact_fixed(q, first, n, exponents, headroom, result->data());
+    emulated::defer_on_stream(
+        launch_stream, [out, result] { std::memcpy(out, result->data(), result->size() * sizeof(float)); }, out,
+        static_cast<std::size_t>(n) * sizeof(float));
+  });
 }
 void onebit_adam_momentum_f32(float* m, const float* g, std::int64_t n, float beta1, float gain,
                               cudaStream_t launch_stream) {
-  emulated::check_launch_device(launch_stream);
-  Tensor tm = W(m, {n});
-  onebit_adam_momentum(OneBitAdamMomentumArgs{.beta1 = beta1, .gain = gain}, tm, W(g, {n}));
+  emulated::launch(launch_stream, [=]() mutable {
+    Tensor tm = W(m, {n});
+    onebit_adam_momentum(OneBitAdamMomentumArgs{.beta1 = beta1, .gain = gain}, tm, W(g, {n}));
+  });
 }
 void onebit_adam_update_f32(float* p, float* m, const float* v, std::int64_t n, const OneBitAdamStep& s,
                             cudaStream_t launch_stream) {
-  emulated::check_launch_device(launch_stream);
-  Tensor tp = W(p, {n}), tm = W(m, {n});
-  onebit_adam_update(OneBitAdamUpdateArgs{.lr = s.lr,
-                                          .decay = s.decay,
-                                          .bias1 = s.bias1,
-                                          .bias2 = s.bias2,
-                                          .eps = s.eps,
-                                          .inverse_replicas = s.inverse_replicas},
-                     tp, tm, W(v, {n}));
+  emulated::launch(launch_stream, [=]() mutable {
+    Tensor tp = W(p, {n}), tm = W(m, {n});
+    onebit_adam_update(OneBitAdamUpdateArgs{.lr = s.lr,
+                                            .decay = s.decay,
+                                            .bias1 = s.bias1,
+                                            .bias2 = s.bias2,
+                                            .eps = s.eps,
+                                            .inverse_replicas = s.inverse_replicas},
+                       tp, tm, W(v, {n}));
+  });
 }
 std::int64_t grad_norm_scratch_doubles(std::int64_t) { return 1; }
 void grad_norm_squared_f32(const float* g, std::int64_t n, double*, std::int64_t, double* out,
                            cudaStream_t launch_stream) {
-  emulated::check_launch_device(launch_stream);
-  *out = grad_norm_squared(W(g, {n}));
+  emulated::launch(launch_stream, [=]() mutable { *out = grad_norm_squared(W(g, {n})); });
 }
 void convert_f32_to_bf16(const float* x, __nv_bfloat16* out, std::int64_t n, cudaStream_t launch_stream) {
-  emulated::check_launch_device(launch_stream);
-  narrow(W(x, {n}), out);
+  emulated::launch(launch_stream, [=]() mutable { narrow(W(x, {n}), out); });
 }
 void convert_f32_to_f16(const float* x, __half* out, std::int64_t n, cudaStream_t launch_stream) {
-  emulated::check_launch_device(launch_stream);
-  narrow(W(x, {n}), out);
+  emulated::launch(launch_stream, [=]() mutable { narrow(W(x, {n}), out); });
 }
 void add_f32(const float* a, const float* b, float* out, std::int64_t n, cudaStream_t launch_stream) {
-  emulated::check_launch_device(launch_stream);
-  for (std::int64_t i = 0; i < n; ++i) out[i] = a[i] + b[i];
+  emulated::launch(launch_stream, [=]() mutable {
+    for (std::int64_t i = 0; i < n; ++i) out[i] = a[i] + b[i];
+  });
 }
 void fill_f32(float* out, float value, std::int64_t n, cudaStream_t launch_stream) {
-  emulated::check_launch_device(launch_stream);
-  for (std::int64_t i = 0; i < n; ++i) out[i] = value;
+  emulated::launch(launch_stream, [=]() mutable {
+    for (std::int64_t i = 0; i < n; ++i) out[i] = value;
+  });
 }
 void axpby_f32(float alpha, const float* a, float beta, const float* b, float* out, std::int64_t n, bool accumulate,
                cudaStream_t launch_stream) {
-  emulated::check_launch_device(launch_stream);
-  for (std::int64_t i = 0; i < n; ++i) {
-    const float value = b == nullptr ? alpha * a[i] : alpha * a[i] + beta * b[i];
-    out[i] = accumulate ? out[i] + value : value;
-  }
+  emulated::launch(launch_stream, [=]() mutable {
+    for (std::int64_t i = 0; i < n; ++i) {
+      const float value = b == nullptr ? alpha * a[i] : alpha * a[i] + beta * b[i];
+      out[i] = accumulate ? out[i] + value : value;
+    }
+  });
 }
 void add_broadcast_rows_f32(float* x, const float* row, std::int64_t rows, std::int64_t w, cudaStream_t launch_stream) {
-  emulated::check_launch_device(launch_stream);
-  for (std::int64_t i = 0; i < rows * w; ++i) x[i] += row[i % w];
+  emulated::launch(launch_stream, [=]() mutable {
+    for (std::int64_t i = 0; i < rows * w; ++i) x[i] += row[i % w];
+  });
 }
 void column_sums_accumulate_f32(const float* x, float* out, std::int64_t rows, std::int64_t cols,
                                 cudaStream_t launch_stream) {
-  emulated::check_launch_device(launch_stream);
-  for (std::int64_t c = 0; c < cols; ++c) {
-    float s = 0;
-    for (std::int64_t r = 0; r < rows; ++r) s += x[r * cols + c];
-    out[c] += s;
-  }
+  emulated::launch(launch_stream, [=]() mutable {
+    for (std::int64_t c = 0; c < cols; ++c) {
+      float s = 0;
+      for (std::int64_t r = 0; r < rows; ++r) s += x[r * cols + c];
+      out[c] += s;
+    }
+  });
 }
 void split_heads_f32(const float* src, std::int64_t st, float* dst, std::int64_t B, std::int64_t T, std::int64_t H,
                      std::int64_t D, cudaStream_t launch_stream) {
-  emulated::check_launch_device(launch_stream);
-  for (std::int64_t b = 0; b < B; ++b)
-    for (std::int64_t h = 0; h < H; ++h)
-      for (std::int64_t t = 0; t < T; ++t)
-        for (std::int64_t d = 0; d < D; ++d) dst[((b * H + h) * T + t) * D + d] = src[(b * T + t) * st + h * D + d];
+  emulated::launch(launch_stream, [=]() mutable {
+    for (std::int64_t b = 0; b < B; ++b)
+      for (std::int64_t h = 0; h < H; ++h)
+        for (std::int64_t t = 0; t < T; ++t)
+          for (std::int64_t d = 0; d < D; ++d) dst[((b * H + h) * T + t) * D + d] = src[(b * T + t) * st + h * D + d];
+  });
 }
 void merge_heads_f32(const float* src, float* dst, std::int64_t st, std::int64_t B, std::int64_t T, std::int64_t H,
                      std::int64_t D, cudaStream_t launch_stream) {
-  emulated::check_launch_device(launch_stream);
-  for (std::int64_t b = 0; b < B; ++b)
-    for (std::int64_t h = 0; h < H; ++h)
-      for (std::int64_t t = 0; t < T; ++t)
-        for (std::int64_t d = 0; d < D; ++d) dst[(b * T + t) * st + h * D + d] = src[((b * H + h) * T + t) * D + d];
+  emulated::launch(launch_stream, [=]() mutable {
+    for (std::int64_t b = 0; b < B; ++b)
+      for (std::int64_t h = 0; h < H; ++h)
+        for (std::int64_t t = 0; t < T; ++t)
+          for (std::int64_t d = 0; d < D; ++d) dst[(b * T + t) * st + h * D + d] = src[((b * H + h) * T + t) * D + d];
+  });
 }
 // Token routing: the CPU ops on the launcher's contract — an index out of range lowers *bad to
 // its flat position and counts as -1 (the CPU op would throw instead, so it gets the cleaned map).
@@ -1123,69 +1296,75 @@ static Tensor routing_indices(const std::int32_t* p, std::int64_t n, std::int64_
 }
 void gather_rows_f32(const float* x, const std::int32_t* source, float* out, long long* bad, std::int64_t rows,
                      std::int64_t tokens, std::int64_t C, cudaStream_t launch_stream) {
-  emulated::check_launch_device(launch_stream);
-  Tensor o = W(out, {rows, C});
-  gather_rows(W(x, {tokens, C}), routing_indices(source, rows, tokens, bad), o);
+  emulated::launch(launch_stream, [=]() mutable {
+    Tensor o = W(out, {rows, C});
+    gather_rows(W(x, {tokens, C}), routing_indices(source, rows, tokens, bad), o);
+  });
 }
 void combine_rows_forward_f32(const float* rows, const std::int32_t* slot, const float* weight, float* out,
                               long long* bad, std::int64_t tokens, std::int64_t k, std::int64_t R, std::int64_t C,
                               cudaStream_t launch_stream) {
-  emulated::check_launch_device(launch_stream);
-  Tensor o = W(out, {tokens, C});
-  combine_rows_forward(W(rows, {R, C}), routing_indices(slot, tokens * k, R, bad).view({tokens, k}),
-                       W(weight, {tokens, k}), o);
+  emulated::launch(launch_stream, [=]() mutable {
+    Tensor o = W(out, {tokens, C});
+    combine_rows_forward(W(rows, {R, C}), routing_indices(slot, tokens * k, R, bad).view({tokens, k}),
+                         W(weight, {tokens, k}), o);
+  });
 }
 void combine_rows_backward_f32(const float* rows, const std::int32_t* slot, const float* weight, const float* go,
                                float* grad_rows, float* grad_weight, long long* bad, std::int64_t tokens,
                                std::int64_t k, std::int64_t R, std::int64_t C, cudaStream_t launch_stream) {
-  emulated::check_launch_device(launch_stream);
-  Tensor gr = W(grad_rows, {R, C}), gw = W(grad_weight, {tokens, k});
-  combine_rows_backward(W(rows, {R, C}), routing_indices(slot, tokens * k, R, bad).view({tokens, k}),
-                        W(weight, {tokens, k}), W(go, {tokens, C}), gr, gw);
+  emulated::launch(launch_stream, [=]() mutable {
+    Tensor gr = W(grad_rows, {R, C}), gw = W(grad_weight, {tokens, k});
+    combine_rows_backward(W(rows, {R, C}), routing_indices(slot, tokens * k, R, bad).view({tokens, k}),
+                          W(weight, {tokens, k}), W(go, {tokens, C}), gr, gw);
+  });
 }
 // Block selection: the CPU ops on the launchers' arguments.
 void block_means_f32(const float* x, float* out, std::int64_t B, std::int64_t H, std::int64_t T, std::int64_t D,
                      std::int64_t stride_b, std::int64_t stride_h, std::int64_t stride_t, std::int64_t block_size,
                      cudaStream_t launch_stream) {
-  emulated::check_launch_device(launch_stream);
-  const std::int64_t nb = blocks_covering(T, block_size);
-  const std::int64_t span =
-      B == 0 || H == 0 || T == 0 ? 0 : (B - 1) * stride_b + (H - 1) * stride_h + (T - 1) * stride_t + D;
-  const Tensor in = Tensor::from_storage(
-      Storage::wrap(const_cast<float*>(x), static_cast<std::size_t>(span) * sizeof(float), Device::cpu(), [](void*) {}),
-      {B, H, T, D}, {stride_b, stride_h, stride_t, 1}, 0, DType::f32);
-  Tensor o = W(out, {B, H, nb, D});
-  block_means(in, block_size, o);
+  emulated::launch(launch_stream, [=]() mutable {
+    const std::int64_t nb = blocks_covering(T, block_size);
+    const std::int64_t span =
+        B == 0 || H == 0 || T == 0 ? 0 : (B - 1) * stride_b + (H - 1) * stride_h + (T - 1) * stride_t + D;
+    const Tensor in =
+        Tensor::from_storage(Storage::wrap(const_cast<float*>(x), static_cast<std::size_t>(span) * sizeof(float),
+                                           Device::cpu(), [](void*) {}),
+                             {B, H, T, D}, {stride_b, stride_h, stride_t, 1}, 0, DType::f32);
+    Tensor o = W(out, {B, H, nb, D});
+    block_means(in, block_size, o);
+  });
 }
 void select_blocks_f32(const BlockSelectShape& s, const float* qbar, const float* kbar, std::int32_t* key_blocks,
                        std::int64_t* row_begin, std::int32_t* counts, double* mass, double* totals,
                        cudaStream_t launch_stream) {
-  emulated::check_launch_device(launch_stream);
-  const BlockSelectArgs args{
-      .fixed = {.local_blocks = s.local_blocks, .global_blocks = s.global_blocks, .stride_blocks = s.stride_blocks},
-      .block_size = s.block_size,
-      .sparse_ratio = s.sparse_ratio,
-      .threshold = s.threshold,
-      .max_blocks = s.max_blocks,
-      .scale = s.scale,
-      .seq_len = s.seq_len,
-      .chunk_blocks = s.chunk_blocks,
-      .chunk0 = s.chunk0,
-      .chunk1 = s.chunk1};
-  const std::int64_t nb = s.query_blocks, rows = s.batch * s.q_heads * nb;
-  MYRIAD_CHECK(s.capacity == selection_capacity(args, nb),
-               "select_blocks_f32: capacity " << s.capacity << ", the args give " << selection_capacity(args, nb));
-  SelectedBlocks out{.block_size = s.block_size,
-                     .query_blocks = nb,
-                     .sets = s.batch * s.q_heads,
-                     .capacity = s.capacity,
-                     .key_blocks = W(key_blocks, {rows, s.capacity}, DType::i32),
-                     .row_begin = W(row_begin, {rows + 1}, DType::i64),
-                     .counts = W(counts, {rows}, DType::i32),
-                     .mass = W(mass, {rows}, DType::f64)};
-  Tensor t = totals != nullptr ? W(totals, {5}, DType::f64) : Tensor();
-  select_blocks(args, W(qbar, {s.batch, s.q_heads, nb, s.head_dim}), W(kbar, {s.batch, s.kv_heads, nb, s.head_dim}),
-                out, t);
+  emulated::launch(launch_stream, [=]() mutable {
+    const BlockSelectArgs args{
+        .fixed = {.local_blocks = s.local_blocks, .global_blocks = s.global_blocks, .stride_blocks = s.stride_blocks},
+        .block_size = s.block_size,
+        .sparse_ratio = s.sparse_ratio,
+        .threshold = s.threshold,
+        .max_blocks = s.max_blocks,
+        .scale = s.scale,
+        .seq_len = s.seq_len,
+        .chunk_blocks = s.chunk_blocks,
+        .chunk0 = s.chunk0,
+        .chunk1 = s.chunk1};
+    const std::int64_t nb = s.query_blocks, rows = s.batch * s.q_heads * nb;
+    MYRIAD_CHECK(s.capacity == selection_capacity(args, nb),
+                 "select_blocks_f32: capacity " << s.capacity << ", the args give " << selection_capacity(args, nb));
+    SelectedBlocks out{.block_size = s.block_size,
+                       .query_blocks = nb,
+                       .sets = s.batch * s.q_heads,
+                       .capacity = s.capacity,
+                       .key_blocks = W(key_blocks, {rows, s.capacity}, DType::i32),
+                       .row_begin = W(row_begin, {rows + 1}, DType::i64),
+                       .counts = W(counts, {rows}, DType::i32),
+                       .mass = W(mass, {rows}, DType::f64)};
+    Tensor t = totals != nullptr ? W(totals, {5}, DType::f64) : Tensor();
+    select_blocks(args, W(qbar, {s.batch, s.q_heads, nb, s.head_dim}), W(kbar, {s.batch, s.kv_heads, nb, s.head_dim}),
+                  out, t);
+  });
 }
 // MoE routing: the CPU op on the launcher's arguments (no scratch needed).
 std::int64_t route_tokens_scratch_bytes(const RouteShape&) { return 8; }
@@ -1206,50 +1385,55 @@ static Tensor route_context(const RouteShape& s, const std::int64_t* context) {
 }
 void count_route_choices_f32(const RouteShape& s, const float* logits, std::int64_t* counts, void*, std::int64_t,
                              cudaStream_t launch_stream) {
-  emulated::check_launch_device(launch_stream);
-  const RouteArgs args = route_args(s);
-  Tensor out = W(counts, {s.tokens / s.seq_len, args.chunks(), s.experts}, DType::i64);
-  count_route_choices(args, W(logits, {s.tokens, s.experts}), out);
+  emulated::launch(launch_stream, [=]() mutable {
+    const RouteArgs args = route_args(s);
+    Tensor out = W(counts, {s.tokens / s.seq_len, args.chunks(), s.experts}, DType::i64);
+    count_route_choices(args, W(logits, {s.tokens, s.experts}), out);
+  });
 }
 void route_tokens_f32(const RouteShape& s, const float* logits, const std::int64_t* context, std::int32_t* expert,
                       float* weight, std::int32_t* slot, std::int32_t* source, std::int64_t source_rows,
                       std::int64_t* counts, double* totals, void*, std::int64_t, cudaStream_t launch_stream) {
-  emulated::check_launch_device(launch_stream);
-  const std::int64_t N = s.tokens, E = s.experts, k = s.top_k;
-  RoutedTokens out{.expert = W(expert, {N, k}, DType::i32),
-                   .weight = W(weight, {N, k}),
-                   .slot = W(slot, {N, k}, DType::i32),
-                   .source = W(source, {source_rows}, DType::i32),
-                   .counts = W(counts, {E}, DType::i64),
-                   .totals = totals != nullptr ? W(totals, {E + 3}, DType::f64) : Tensor()};
-  route_tokens(route_args(s), W(logits, {N, E}), out, route_context(s, context));
+  emulated::launch(launch_stream, [=]() mutable {
+    const std::int64_t N = s.tokens, E = s.experts, k = s.top_k;
+    RoutedTokens out{.expert = W(expert, {N, k}, DType::i32),
+                     .weight = W(weight, {N, k}),
+                     .slot = W(slot, {N, k}, DType::i32),
+                     .source = W(source, {source_rows}, DType::i32),
+                     .counts = W(counts, {E}, DType::i64),
+                     .totals = totals != nullptr ? W(totals, {E + 3}, DType::f64) : Tensor()};
+    route_tokens(route_args(s), W(logits, {N, E}), out, route_context(s, context));
+  });
 }
 void route_tokens_backward_f32(const RouteShape& s, const float* logits, const std::int64_t* context,
                                const std::int32_t* expert, const float* grad_weight, double aux_scale, double z_scale,
                                float* grad_logits, void*, std::int64_t, cudaStream_t launch_stream) {
-  emulated::check_launch_device(launch_stream);
-  const std::int64_t N = s.tokens, E = s.experts, k = s.top_k;
-  Tensor g = W(grad_logits, {N, E});
-  route_tokens_backward(route_args(s), W(logits, {N, E}), W(expert, {N, k}, DType::i32), W(grad_weight, {N, k}),
-                        aux_scale, z_scale, g, route_context(s, context));
+  emulated::launch(launch_stream, [=]() mutable {
+    const std::int64_t N = s.tokens, E = s.experts, k = s.top_k;
+    Tensor g = W(grad_logits, {N, E});
+    route_tokens_backward(route_args(s), W(logits, {N, E}), W(expert, {N, k}, DType::i32), W(grad_weight, {N, k}),
+                          aux_scale, z_scale, g, route_context(s, context));
+  });
 }
 void add_group_bias_f32(float* x, const float* bias, const std::int64_t* offsets, std::int64_t groups, std::int64_t,
                         std::int64_t cols, cudaStream_t launch_stream) {
-  emulated::check_launch_device(launch_stream);
-  for (std::int64_t g = 0; g < groups; ++g)
-    for (std::int64_t r = offsets[g]; r < offsets[g + 1]; ++r)
-      for (std::int64_t c = 0; c < cols; ++c) x[r * cols + c] += bias[g * cols + c];
+  emulated::launch(launch_stream, [=]() mutable {
+    for (std::int64_t g = 0; g < groups; ++g)
+      for (std::int64_t r = offsets[g]; r < offsets[g + 1]; ++r)
+        for (std::int64_t c = 0; c < cols; ++c) x[r * cols + c] += bias[g * cols + c];
+  });
 }
 void group_column_sums_accumulate_f32(const float* x, float* out, const std::int64_t* offsets, std::int64_t groups,
                                       std::int64_t, std::int64_t cols, cudaStream_t launch_stream) {
-  emulated::check_launch_device(launch_stream);
-  for (std::int64_t g = 0; g < groups; ++g) {
-    if (offsets[g] == offsets[g + 1]) continue;  // an empty group's row is not touched
-    for (std::int64_t c = 0; c < cols; ++c) {
-      float s = 0;
-      for (std::int64_t r = offsets[g]; r < offsets[g + 1]; ++r) s += x[r * cols + c];
-      out[g * cols + c] += s;
+  emulated::launch(launch_stream, [=]() mutable {
+    for (std::int64_t g = 0; g < groups; ++g) {
+      if (offsets[g] == offsets[g + 1]) continue;  // an empty group's row is not touched
+      for (std::int64_t c = 0; c < cols; ++c) {
+        float s = 0;
+        for (std::int64_t r = offsets[g]; r < offsets[g + 1]; ++r) s += x[r * cols + c];
+        out[g * cols + c] += s;
+      }
     }
-  }
+  });
 }
 }  // namespace myriad::cuda

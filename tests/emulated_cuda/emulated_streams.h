@@ -47,5 +47,11 @@ std::uint64_t point_to_point_groups_launched();
 // The compute capability every emulated device reports (major * 10 + minor; 90, a Hopper, unless
 // a test sets another: FP8 refuses below 89).
 void set_compute_capability(int capability);
+// Stream capture (CUDA graphs, cuda_on_host.cpp): graphs launched so far, the recorded launches
+// (kernels, GEMMs, copies, memsets) their launches replayed, and the calls refused because the
+// calling thread was recording (each invalidates its recording).
+std::uint64_t cuda_graphs_launched();
+std::uint64_t cuda_graph_work_replayed();
+std::uint64_t calls_refused_while_capturing();
 
 }  // namespace myriad::emulated

@@ -15,6 +15,13 @@
 //   - When the raw allocator fails, every cached segment that is entirely free is released and
 //     the allocation retried; if it still fails, the error names the request, the bytes in use,
 //     reserved and cached, and the largest cached block.
+// Private pools (for CUDA graphs): while a private pool is the allocation pool, every allocation
+// comes from that pool's own cached blocks or new segments, and a block of it returns to that
+// pool when freed, whichever pool is current then — so the addresses a captured graph baked in are
+// never handed to anyone else while the graph lives, even once their tensors are freed. The
+// shared pools' out-of-memory release never touches a private pool's segments.
+// release_private_pool() returns the pool's free segments and retires it: blocks of it still in
+// use go back to the raw allocator as their segments become wholly free.
 // stats(): bytes in use (allocated, rounded), reserved (held from the raw allocator), their
 // peaks, cached = reserved - in use, fragmentation = 1 - largest cached block / cached bytes,
 // and counts of raw allocations, cache hits and splits. Not thread-safe: one allocator per
@@ -27,6 +34,7 @@
 #include <memory>
 #include <set>
 #include <string>
+#include <tuple>
 #include <unordered_map>
 
 namespace myriad {
@@ -41,6 +49,7 @@ class RawAllocator {
 };
 
 using StreamId = std::uintptr_t;  // cudaStream_t as an integer; 0 = the default stream
+using PoolId = std::uint64_t;     // 0 = the shared pools; others from create_private_pool()
 
 struct CachingAllocatorStats {
   std::size_t in_use = 0, reserved = 0, cached = 0;
@@ -65,8 +74,13 @@ class CachingAllocator {
   // A block of at least `bytes` (0 gives nullptr) for work on `stream`.
   void* allocate(std::size_t bytes, StreamId stream = 0);
   void free(void* ptr);  // throws for a pointer this allocator did not hand out
-  // Returns every segment with no block in use to the raw allocator.
+  // Returns every segment of the shared pools with no block in use to the raw allocator.
   void release_cached();
+  // Private pools (see above). set_allocation_pool(0) returns to the shared pools.
+  PoolId create_private_pool();
+  void set_allocation_pool(PoolId pool);
+  PoolId allocation_pool() const { return current_pool_; }
+  void release_private_pool(PoolId pool);
   CachingAllocatorStats stats() const;
   static std::size_t rounded_size(std::size_t bytes);
 
@@ -77,16 +91,20 @@ class CachingAllocator {
     std::set<FreeKey> free_blocks;
   };
 
-  Pool& pool(StreamId stream, bool small);
+  Pool& pool(PoolId owner, StreamId stream, bool small);
   Block* take_cached(Pool& pool, std::size_t size);
   void split(Block* block, std::size_t size, Pool& pool);
   Block* new_segment(std::size_t size, StreamId stream, bool small);
+  void release_segment(Block* block);  // a whole free segment, back to the raw allocator
   void insert_free(Block* block);
   void erase_free(Block* block);
   void absorb_next(Block* left);
 
   RawAllocator& raw_;
-  std::map<std::pair<StreamId, bool>, Pool> pools_;
+  std::map<std::tuple<PoolId, StreamId, bool>, Pool> pools_;
+  PoolId current_pool_ = 0;
+  PoolId next_pool_ = 1;
+  std::set<PoolId> retired_pools_;
   std::unordered_map<std::uintptr_t, std::unique_ptr<Block>> blocks_;  // every block, by address
   CachingAllocatorStats stats_;
 };

@@ -106,6 +106,18 @@ class GptModel final : public PipelineStage {
   double take_loss_sum() override { return losses_.take(); }
   void clear_losses() override { losses_.clear(); }
   void backward_chunk(int chunk, int slot, const Tensor& ids, const Tensor& targets, float loss_scale) override;
+  // Staged inputs (a CUDA graph of a micro-batch, train/micro_batch_graph.h): while on,
+  // forward_chunk / backward_chunk take ids and targets already on the model's device (checked
+  // against the vocabulary by whoever placed them there), the backward reads the loss gradient
+  // write_loss_scale() put in place instead of writing it, and the head records no losses
+  // (record_losses does, after the work ran; forward_chunk then returns 0 valid targets): no value
+  // that changes between micro-batches is passed to a kernel as an argument.
+  void set_inputs_staged(bool staged) { inputs_staged_ = staged; }
+  void write_loss_scale(float loss_scale);  // the last stage's loss gradient (prepared buffers)
+  void record_losses(int slot);             // the slot's per-token losses, into the ledger
+  // Changes whenever prepare() replaces the buffers (new B, T or recompute mode): a recorded graph
+  // that baked their addresses in is stale then.
+  std::uint64_t buffers_generation() const { return buffers_generation_; }
 
   // A batched decoding step (gpt_model_decode.cpp): runs every sequence's new tokens through the
   // blocks against `cache` (extending it) and returns the logits (S, V) of each sequence's last
@@ -210,6 +222,8 @@ class GptModel final : public PipelineStage {
   std::vector<ParamUnit> units_;
   std::vector<std::pair<int, int>> block_units_;  // per local block: its unit, its experts' unit (-1)
   bool recording_stats_ = true;
+  bool inputs_staged_ = false;
+  std::uint64_t buffers_generation_ = 0;
   std::vector<MoeLayerStats> moe_stats_;  // per local MoE block
   Tensor moe_totals_;                     // (moe_stats_, E + 3) f64 where the model computes
   std::vector<int> moe_stat_of_block_;    // per local block: index into moe_stats_ or -1

@@ -29,6 +29,8 @@ class BucketSchedule {
   void begin_micro_batch(bool reduce);
   // Pipelined: before a chunk's backward; `reduce` = whether it is the chunk's last and reduces.
   void begin_pipelined_backward(bool reduce);
+  // Whether the backward now announced reduces buckets (what unit_final reports on).
+  bool reducing() const { return reduce_; }
   // A unit's gradients are final: the bucket whose reduction starts now, or -1 for none.
   int unit_final(int unit);
   void launched(int bucket) { launched_[static_cast<std::size_t>(bucket)] = 1; }

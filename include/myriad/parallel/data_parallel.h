@@ -47,6 +47,8 @@ class DataParallel final {
   void begin_micro_batch(bool last_of_step);  // before each forward_backward of the step
   // Pipelined: before each backward of a chunk, whether it is that chunk's last in the step.
   void begin_pipelined_backward(bool final_for_chunk);
+  // Whether the micro-batch (chunk backward) announced last starts reductions in its backward.
+  bool reduces_in_backward() const { return units_->reducing(); }
   void finish_backward() { units_->finish_backward(); }    // after the last one: waits for the reductions
   void reduce_gradients() { units_->reduce_gradients(); }  // pipelined: every bucket not launched yet, then waits
   // After the step's last backward: reduce_gradients() (pipelined) or finish_backward(), the

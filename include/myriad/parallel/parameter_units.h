@@ -56,6 +56,7 @@ class ParameterUnits : public nn::UnitHooks {
   void reduce_gradients();         // pipelined: every bucket not launched yet, then waits for all
   void sum_tp_partial_grads();     // gradients of tp_partial parameters summed over tp
   bool pipelined() const { return schedule_.pipelined(); }
+  bool reducing() const { return schedule_.reducing(); }  // the announced backward starts reductions
   int buckets_overlapped() const { return schedule_.overlapped(); }
 
   // The squared global gradient norm over the dp (and expert) groups, each element counted once;

@@ -22,6 +22,7 @@
 #pragma once
 
 #include <functional>
+#include <optional>
 #include <vector>
 
 #include "myriad/distributed/communicator.h"
@@ -67,6 +68,13 @@ class PipelineExecutor {
   void set_backward_observer(std::function<void(bool final_for_chunk)> observer) {
     backward_observer_ = std::move(observer);
   }
+  // A single stage's schedule (pp 1, one chunk) runs each micro-batch's forward and backward back to
+  // back; `runner` may run both at once (training.cuda_graphs: train::MicroBatchGraph), returning
+  // the valid targets it counted, or nullopt for the executor to run them as usual. The backward
+  // observer is called before the runner (nothing between the two passes could read its answer).
+  using WholeMicroBatch =
+      std::function<std::optional<std::int64_t>(int slot, const Tensor& ids, const Tensor& targets, float loss_scale)>;
+  void set_whole_micro_batch_runner(WholeMicroBatch runner) { whole_micro_batch_ = std::move(runner); }
 
  private:
   int take_slot(int micro_batch);
@@ -74,6 +82,7 @@ class PipelineExecutor {
   // Receives into `buffer`; what runs next reads it after the receive (the bubble is timed here).
   void receive(const Tensor& buffer, int peer, int tag);
 
+  WholeMicroBatch whole_micro_batch_;
   nn::PipelineStage& model_;
   distributed::Communicator& pp_;
   int micro_batches_;

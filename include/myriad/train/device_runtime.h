@@ -11,7 +11,9 @@
 // ranks needs NCCL that the build lacks.
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 
@@ -20,6 +22,22 @@
 #include "myriad/ops/placement.h"
 
 namespace myriad::train {
+
+// A CUDA graph of work issued on the rank's compute stream, with a private memory pool of its own
+// (CachingAllocator's private pools): what the recorded work allocates keeps its address for as
+// long as the recorder lives, however often the graph is replayed. One recording per recorder.
+class GraphRecorder {
+ public:
+  virtual ~GraphRecorder() = default;
+  // Runs `work` now, its allocations served from the pool (a warm-up: the recording that follows
+  // issues the same allocations and finds them cached, so nothing is allocated while recording).
+  virtual void run_in_pool(const std::function<void()>& work) = 0;
+  // Records the device work `work` issues (nothing runs); throws myriad::Error when recording
+  // fails (a call capture forbids, such as a host wait), discarding it.
+  virtual void record(const std::function<void()>& work) = 0;
+  virtual void replay() = 0;                 // queues the recorded work on the compute stream
+  virtual std::size_t launches() const = 0;  // kernels, copies and memsets recorded
+};
 
 class DeviceRuntime {
  public:
@@ -45,6 +63,8 @@ class DeviceRuntime {
   virtual std::string fp8_unavailable() const = 0;
   // Device memory held besides the tensors the Engine accounts for (the cuBLASLt workspace).
   virtual std::int64_t workspace_bytes() const = 0;
+  // A recorder of CUDA graphs on this rank's compute stream (training.cuda_graphs).
+  virtual std::unique_ptr<GraphRecorder> graph_recorder() = 0;
   // Every group's stream-ordered operations (Communicator::complete_streamed), waited for on the
   // host: once per step, after the update has read its results.
   void complete_streamed() {

@@ -62,6 +62,7 @@ class InferenceSession;
 class ResearchStep;
 class StepData;
 class Trainer;
+class MicroBatchGraph;
 
 class Engine {
  public:
@@ -150,6 +151,8 @@ class Engine {
   double flops_per_token() const;  // GptModel::flops_per_token at training.seq_len
   const PeakFlops& peak_flops() const;
   std::string metrics_path() const;
+  // training.cuda_graphs: the step's micro-batch graph (nullptr when graphs are off for this run).
+  const MicroBatchGraph* micro_batch_graph() const;
   // Testing aid: sleep this long inside every step's compute phase (a simulated slow rank).
   void set_compute_delay_for_testing(double seconds);
 

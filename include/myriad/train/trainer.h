@@ -24,6 +24,7 @@
 #include "myriad/train/metrics/memory_report.h"
 #include "myriad/train/metrics/step_metrics.h"
 #include "myriad/train/metrics/step_metrics_collector.h"
+#include "myriad/train/micro_batch_graph.h"
 #include "myriad/train/rank_state.h"
 
 namespace myriad::train {
@@ -65,6 +66,8 @@ class Trainer {
   MemoryReport memory_report() const;
   double flops_per_token() const { return flops_per_token_; }
   const StepMetricsCollector& metrics() const { return *metrics_; }
+  // training.cuda_graphs: the micro-batch graph of the step executor (nullptr when off).
+  const MicroBatchGraph* micro_batch_graph() const { return graph_.get(); }
   void set_compute_delay_for_testing(double seconds) { compute_delay_ = seconds; }
 
  private:
@@ -81,6 +84,7 @@ class Trainer {
   std::unique_ptr<parallel::PipelineExecutor> pipeline_;                        // the step's: this rank's schedule
   std::map<int, std::unique_ptr<parallel::PipelineExecutor>> other_executors_;  // other micro-batch counts
   std::unique_ptr<StepMetricsCollector> metrics_;  // comm, throughput, memory, stragglers, metrics files
+  std::unique_ptr<MicroBatchGraph> graph_;         // training.cuda_graphs, where the layout allows
   std::function<void()> before_update_;
   Tensor peer_embedding_grad_;  // pp > 1, tied: the other end's embedding gradient
   int nonfinite_steps_in_a_row_ = 0;

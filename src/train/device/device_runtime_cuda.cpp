@@ -12,6 +12,7 @@
 #include "myriad/distributed/hierarchical_communicator.h"
 #include "myriad/distributed/loopback_communicator.h"
 #include "myriad/train/device_runtime.h"
+#include "cuda_graph_recorder.h"
 #if MYRIAD_HAVE_NCCL
 #include "myriad/distributed/nccl_communicator.h"
 #endif
@@ -65,6 +66,7 @@ class CudaRuntime final : public DeviceRuntime {
   }
 
   ops::Placement placement() override { return ops::Placement{&backend_}; }
+  std::unique_ptr<GraphRecorder> graph_recorder() override { return make_cuda_graph_recorder(context_); }
   distributed::Communicator& group(distributed::Axis axis) override { return *groups_[static_cast<std::size_t>(axis)]; }
   distributed::Communicator& expert_data() override {
     return expert_data_ ? *expert_data_ : group(distributed::Axis::dp);

@@ -1,0 +1,136 @@
+// MicroBatchGraph: eligibility, the first / warm-up / record / replay sequence and the staging of a
+// micro-batch's changing inputs (micro_batch_graph.h).
+#include "myriad/train/micro_batch_graph.h"
+
+#include <sstream>
+
+#include "myriad/nn/host_tokens.h"
+#include "myriad/ops/cross_entropy.h"
+#include "myriad/ops/elementwise.h"
+
+namespace myriad::train {
+
+std::string MicroBatchGraph::unavailable_reason(const RunConfig& config) {
+  const ParallelConfig& p = config.parallel;
+  std::ostringstream why;
+  if (config.training.device != ComputeDevice::cuda) {
+    why << "training.device is " << choice_name(config.training.device);
+  } else if (p.tp > 1) {
+    why << "tensor parallelism (parallel.tp " << p.tp << ") runs collectives inside the forward and backward";
+  } else if (p.pp > 1) {
+    why << "pipeline parallelism (parallel.pp " << p.pp << ") exchanges activations inside the step";
+  } else if (p.cp > 1) {
+    why << "context parallelism (parallel.cp " << p.cp << ") passes keys and values around a ring inside attention";
+  } else if (config.model.is_moe()) {
+    why << "a mixture of experts (model.num_experts " << config.model.num_experts
+        << ") counts its routing statistics on the host per micro-batch";
+  } else if (config.model.sparse_ratio > 0.0) {
+    why << "block-sparse attention's selection (model.sparse_ratio) adds its statistics per micro-batch";
+  } else if (p.zero_stage >= 2) {
+    why << "parallel.zero_stage " << p.zero_stage << " reduces gradients"
+        << (p.zero_stage == 3 ? " and gathers parameters" : "") << " inside every micro-batch";
+  } else if (config.training.precision == Precision::fp8) {
+    why << "training.precision fp8 passes its delayed scales to the GEMMs as arguments that change every step";
+  } else if (p.dp > 1 && config.training.gradient_accumulation == 1) {
+    why << "with parallel.dp " << p.dp
+        << " and training.gradient_accumulation 1 every micro-batch's backward reduces gradients over NCCL, "
+           "which is not recorded; raise gradient_accumulation to replay the micro-batches before the last";
+  }
+  return why.str();
+}
+
+MicroBatchGraph::MicroBatchGraph(RankState& state) : state_(state) {
+  MYRIAD_CHECK(state_.device, "MicroBatchGraph: training.device cuda has no device runtime");
+}
+
+MicroBatchGraph::~MicroBatchGraph() = default;
+
+std::size_t MicroBatchGraph::launches_recorded() const { return recorder_ ? recorder_->launches() : 0; }
+
+void MicroBatchGraph::restart() {
+  recorder_.reset();
+  ids_ = Tensor();
+  targets_ = Tensor();
+  phase_ = Phase::first;
+}
+
+void MicroBatchGraph::stage(const Tensor& ids, const Tensor& targets, float loss_scale) {
+  const std::int64_t vocab = state_.model->config().vocab_size;
+  const ops::Placement placement = state_.device->placement();
+  if (!ids_.defined() || ids_.shape() != ids.shape()) {
+    ids_ = placement.empty(ids.shape(), DType::i32);
+    targets_ = placement.empty(targets.shape(), DType::i32);
+  }
+  copy(placement.from_host(nn::checked_host_tokens("model", "token id", ids, vocab)), ids_);
+  copy(placement.from_host(nn::checked_host_tokens("model", "target", targets, vocab, nn::GptModel::kIgnoreIndex)),
+       targets_);
+  state_.model->write_loss_scale(loss_scale);
+}
+
+void MicroBatchGraph::pass(int slot) {
+  nn::GptModel& model = *state_.model;
+  model.set_inputs_staged(true);
+  try {
+    model.forward_chunk(0, slot, ids_, targets_);
+    model.backward_chunk(0, slot, ids_, targets_, 0.0f);  // the loss gradient is staged
+  } catch (...) {
+    model.set_inputs_staged(false);
+    throw;
+  }
+  model.set_inputs_staged(false);
+}
+
+std::optional<std::int64_t> MicroBatchGraph::run(int slot, const Tensor& ids, const Tensor& targets, float loss_scale) {
+  if (phase_ == Phase::off || slot != 0) return std::nullopt;
+  // Collectives started in the backward are not recorded: such a micro-batch runs as usual.
+  const bool reduces = state_.data_parallel->reduces_in_backward() &&
+                       (state_.data_group().size() > 1 || state_.config.parallel.zero_stage >= 1);
+  if (reduces) return std::nullopt;
+  if (phase_ != Phase::first && generation_ != state_.model->buffers_generation()) {
+    state_.log->info(
+        "training.cuda_graphs: the model's buffers changed (batch shape or recompute mode): recording "
+        "again");
+    restart();
+  }
+  if (phase_ == Phase::first) {  // as usual: lazy set-up happens outside the graph and its pool
+    generation_ = state_.model->buffers_generation();
+    phase_ = Phase::warm_up;
+    return std::nullopt;
+  }
+  const std::int64_t valid = count_valid_targets(targets, nn::GptModel::kIgnoreIndex);
+  stage(ids, targets, loss_scale);
+  switch (phase_) {
+    case Phase::warm_up:
+      if (!recorder_) recorder_ = state_.device->graph_recorder();
+      recorder_->run_in_pool([&] { pass(slot); });
+      phase_ = Phase::record;
+      break;
+    case Phase::record:
+      try {
+        recorder_->record([&] { pass(slot); });
+      } catch (const Error& e) {
+        state_.log->warn("training.cuda_graphs: recording the micro-batch failed, running without graphs from here: {}",
+                         e.what());
+        recorder_.reset();
+        phase_ = Phase::off;
+        return std::nullopt;  // nothing of the pass ran: the caller runs it as usual
+      }
+      state_.log->info(
+          "training.cuda_graphs: recorded the forward and backward of a micro-batch ({} launches); "
+          "replaying it from here",
+          recorder_->launches());
+      phase_ = Phase::replay;
+      [[fallthrough]];
+    case Phase::replay:
+      recorder_->replay();
+      ++replays_;
+      break;
+    case Phase::first:
+    case Phase::off:
+      break;
+  }
+  state_.model->record_losses(slot);
+  return valid;
+}
+
+}  // namespace myriad::train

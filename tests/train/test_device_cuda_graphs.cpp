@@ -1,0 +1,180 @@
+// training.cuda_graphs (train/micro_batch_graph.h): a run that records each micro-batch's forward
+// and backward as a CUDA graph and replays it follows the run without graphs bit for bit — the
+// same kernels on the same buffers — through the first (eager) micro-batch, the warm-up in the
+// graph's pool, the recording and the replays; with the loss scale and the valid-token count
+// changing between steps (staged, not baked in); after the model's buffers were replaced (the
+// graph recorded again); and where the layout rules graphs out, the run says why and trains
+// without. In myriad_tests it needs a GPU (skips otherwise); myriad_emulated_device_tests runs it
+// with the CUDA layer emulated (a recording there holds the launchers' closures and a replay runs
+// them; a host wait while recording fails the recording, as on a GPU).
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <string>
+
+#include "engine_fixtures.h"
+#include "myriad/core/error.h"
+#include "myriad/train/engine.h"
+#include "myriad/train/micro_batch_graph.h"
+#if MYRIAD_TESTS_HAVE_CUDA
+#include "myriad/cuda/device_context.h"
+#endif
+#if MYRIAD_EMULATED_CUDA
+#include "emulated_streams.h"
+#endif
+
+namespace myriad::train {
+namespace {
+
+using namespace fixtures;
+
+bool cuda_device_visible() {
+#if MYRIAD_TESTS_HAVE_CUDA
+  return cuda::cuda_device_count_or_zero() > 0;
+#else
+  return false;
+#endif
+}
+
+RunConfig graph_config(const fs::path& dir, const std::string& corpus, bool graphs) {
+  RunConfig c = tiny_config(dir, corpus);
+  c.model.n_embd = 128;
+  c.model.n_head = 2;
+  c.training.steps = 8;
+  c.training.gradient_accumulation = 3;
+  c.training.device = ComputeDevice::cuda;
+  c.training.cuda_graphs = graphs;
+  c.checkpoint.dir = (dir / (graphs ? "checkpoints_graphs" : "checkpoints_eager")).string();
+  return c;
+}
+
+// Equal, or both NaN (an fp16 overflow's gradient norm).
+bool same_value(double a, double b) { return a == b || (std::isnan(a) && std::isnan(b)); }
+
+// Steps of both engines; returns how many the graphs engine skipped.
+int expect_same_steps(Engine& eager, Engine& graphs, int steps, const std::string& what) {
+  int skipped = 0;
+  for (int step = 0; step < steps; ++step) {
+    const StepMetrics want = eager.step(), got = graphs.step();
+    skipped += got.skipped ? 1 : 0;
+    EXPECT_PRED2(same_value, got.loss, want.loss) << what << " step " << step;
+    EXPECT_PRED2(same_value, got.grad_norm, want.grad_norm) << what << " step " << step;
+    EXPECT_EQ(got.skipped, want.skipped) << what << " step " << step;
+    EXPECT_EQ(got.loss_scale, want.loss_scale) << what << " step " << step;
+  }
+  return skipped;
+}
+
+TEST(DeviceCudaGraphs, ReplayedMicroBatchesEqualTheEagerRunBitForBit) {
+  if (!cuda_device_visible()) GTEST_SKIP() << "no CUDA device";
+  const fs::path dir = fresh_dir("device_cuda_graphs");
+  const std::string corpus = write_corpus(dir);
+  Engine eager(graph_config(dir, corpus, false), quiet_logger());
+  Engine graphs(graph_config(dir, corpus, true), quiet_logger());
+  ASSERT_EQ(eager.micro_batch_graph(), nullptr);
+  const MicroBatchGraph* graph = graphs.micro_batch_graph();
+  ASSERT_NE(graph, nullptr);
+#if MYRIAD_EMULATED_CUDA
+  const std::uint64_t launched_before = emulated::cuda_graphs_launched();
+  const std::uint64_t refused_before = emulated::calls_refused_while_capturing();
+#endif
+  // Step 1: micro-batch 0 eager, 1 the warm-up in the pool, 2 recorded and launched; then 3 a step.
+  expect_same_steps(eager, graphs, 3, "graphs");
+  EXPECT_EQ(graph->replays(), 1 + 3 + 3);
+  EXPECT_GT(graph->launches_recorded(), 20u) << "a whole forward and backward is recorded";
+#if MYRIAD_EMULATED_CUDA
+  EXPECT_EQ(emulated::cuda_graphs_launched() - launched_before, 7u);
+  EXPECT_EQ(emulated::calls_refused_while_capturing(), refused_before) << "a host wait while recording";
+#endif
+  // An evaluation between steps reads the same buffers; the curves stay together.
+  EXPECT_EQ(graphs.evaluate(), eager.evaluate());
+  expect_same_steps(eager, graphs, 1, "after an evaluation");
+  // Buffers for another batch shape replace the recorded ones: the graph is recorded again.
+  const std::int64_t T = graphs.model().buffers_T();
+  graphs.model().prepare(1, T, Recompute::none, 1);
+  eager.model().prepare(1, T, Recompute::none, 1);
+  const std::int64_t replays = graph->replays();
+  expect_same_steps(eager, graphs, 2, "after the buffers changed");
+  EXPECT_EQ(graph->replays() - replays, 1 + 3);  // eager, warm-up, record + launch; then a step of replays
+  EXPECT_FALSE(graph->off());
+}
+
+// fp16: the dynamic loss scale halves on overflow and so changes between steps; the graph reads it
+// from the staged loss gradient, so the skipped steps and the curve are the eager run's.
+TEST(DeviceCudaGraphs, TheChangingLossScaleIsStagedNotRecorded) {
+  if (!cuda_device_visible()) GTEST_SKIP() << "no CUDA device";
+  const fs::path dir = fresh_dir("device_cuda_graphs_fp16");
+  const std::string corpus = write_corpus(dir);
+  auto fp16 = [&](bool graphs) {
+    RunConfig c = graph_config(dir, corpus, graphs);
+    c.training.precision = Precision::fp16;
+    c.training.initial_loss_scale = std::ldexp(1.0, 24);  // overflows first, then settles
+    c.training.loss_scale_window = 1000;
+    return c;
+  };
+  Engine eager(fp16(false), quiet_logger());
+  Engine graphs(fp16(true), quiet_logger());
+  ASSERT_NE(graphs.micro_batch_graph(), nullptr);
+  const int skipped = expect_same_steps(eager, graphs, 8, "fp16");
+  EXPECT_GT(skipped, 0) << "no overflow: the scale never changed";
+  EXPECT_LT(skipped, 8) << "the scale never settled";
+  EXPECT_GT(graphs.micro_batch_graph()->replays(), 15);
+}
+
+// Data parallelism over one rank (a loopback group) with recompute: still recorded. The reasons
+// graphs are ruled out name the setting.
+TEST(DeviceCudaGraphs, LayoutsThatRuleGraphsOutAreNamed) {
+  RunConfig c;
+  c.training.device = ComputeDevice::cuda;
+  EXPECT_EQ(MicroBatchGraph::unavailable_reason(c), "");
+  auto reason = [&](auto change) {
+    RunConfig changed = c;
+    change(changed);
+    return MicroBatchGraph::unavailable_reason(changed);
+  };
+  EXPECT_NE(reason([](RunConfig& r) { r.parallel.tp = 2; }).find("parallel.tp 2"), std::string::npos);
+  EXPECT_NE(reason([](RunConfig& r) { r.parallel.pp = 2; }).find("parallel.pp 2"), std::string::npos);
+  EXPECT_NE(reason([](RunConfig& r) { r.parallel.cp = 2; }).find("parallel.cp 2"), std::string::npos);
+  EXPECT_NE(reason([](RunConfig& r) { r.parallel.zero_stage = 3; }).find("gathers parameters"), std::string::npos);
+  EXPECT_NE(reason([](RunConfig& r) { r.training.precision = Precision::fp8; }).find("fp8"), std::string::npos);
+  EXPECT_NE(reason([](RunConfig& r) {
+              r.parallel.dp = 2;
+              r.training.gradient_accumulation = 1;
+            }).find("gradient_accumulation"),
+            std::string::npos);
+  EXPECT_EQ(reason([](RunConfig& r) {
+              r.parallel.dp = 2;
+              r.training.gradient_accumulation = 4;
+            }),
+            "");
+  EXPECT_NE(reason([](RunConfig& r) {
+              r.model.architecture = Architecture::moe;
+              r.model.num_experts = 4;
+            }).find("model.num_experts 4"),
+            std::string::npos);
+}
+
+TEST(DeviceCudaGraphs, RuledOutLayoutsTrainWithoutGraphs) {
+  if (!cuda_device_visible()) GTEST_SKIP() << "no CUDA device";
+  const fs::path dir = fresh_dir("device_cuda_graphs_moe");
+  RunConfig c = graph_config(dir, write_corpus(dir), true);
+  c.model.architecture = Architecture::moe;
+  c.model.num_experts = 2;
+  Engine engine(c, quiet_logger());
+  EXPECT_EQ(engine.micro_batch_graph(), nullptr);
+  EXPECT_TRUE(std::isfinite(engine.step().loss));
+}
+
+TEST(DeviceCudaGraphs, OnTheCpuTheKeyIsRefused) {
+  RunConfig c;
+  c.training.cuda_graphs = true;
+  try {
+    c.training.validate();
+    ADD_FAILURE() << "training.cuda_graphs accepted with training.device cpu";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("training.cuda_graphs"), std::string::npos) << e.what();
+  }
+}
+
+}  // namespace
+}  // namespace myriad::train
