@@ -7,13 +7,15 @@
 // that AdamW writes in its pass, attention's products in bf16: cuDNN's fused attention where the
 // build has it, else the tensor-core kernels), and fp8 as training.precision fp8 runs it (bf16 with
 // the blocks' linear layers on cuBLASLt FP8 GEMMs under delayed scaling; "skipped" with the reason
-// below sm_89). FLOPs per token from nn::GptModel::flops_per_token (6 x matrix parameters + 6 L T
-// C); MFU over the bf16 dense datasheet peak of the GPU (core/gpu_peak.h: 989.4 TFLOP/s on
-// H100/H200 SXM; --peak-tflops overrides), for every row, as the bar defines it.
-// With `--reference FILE` (written by benchmarks/gpu/gpt2_step_reference.py: "tokens/s mfu
-// seconds") it prints the ratio to PyTorch eager — the bar is >= 1.0x (goal 1.3x) and MFU >= 45 %;
+// below sm_89), and "bf16 + CUDA graph": bf16 with the forward and backward recorded once as a CUDA
+// graph and replayed every step, as training.cuda_graphs runs a micro-batch (train/micro_batch_graph.h;
+// the optimizer step stays outside the graph). FLOPs per token from nn::GptModel::flops_per_token (6 x matrix
+// parameters + 6 L T C); MFU over the bf16 dense datasheet peak of the GPU (core/gpu_peak.h: 989.4 TFLOP/s on H100/H200
+// SXM; --peak-tflops overrides), for every row, as the bar defines it. With `--reference FILE` (written by
+// benchmarks/gpu/gpt2_step_reference.py: "tokens/s mfu seconds") it prints the ratio to PyTorch eager — the bar is
+// >= 1.0x (goal 1.3x) and MFU >= 45 %;
 // `--compiled FILE` (the same script with --compile) adds the ratio to torch.compile.
-// Time: mean of --steps steps after 2 warm-up steps (host wall clock; each step synchronises
+// Time: mean of --steps steps after 3 warm-up steps (host wall clock; each step synchronises
 // once to read the loss). Exits 0 with a note when no GPU is visible.
 // Usage: bench_gpt2_step_gpu [--batch 16] [--seq 1024] [--steps 10] [--layers 12]
 //        [--reference gpt2_reference.txt] [--compiled gpt2_compiled.txt] [--peak-tflops T]
@@ -30,6 +32,7 @@
 #include "myriad/core/philox.h"
 #include "myriad/cuda/cuda_backend.h"
 #include "myriad/cuda/device_context.h"
+#include "myriad/cuda/stream_graph.h"
 #include "myriad/nn/gpt_model.h"
 #include "myriad/ops/elementwise.h"
 #include "myriad/optim/adamw_optimizer.h"
@@ -127,9 +130,10 @@ int main(int argc, char** argv) {
     const char* name;
     DType format;
     bool fp8;
+    bool graphs = false;  // training.cuda_graphs: forward + backward replayed as one CUDA graph
   };
-  for (const Mode& mode_row :
-       {Mode{"f32", DType::f32, false}, Mode{"bf16", DType::bf16, false}, Mode{"fp8", DType::bf16, true}}) {
+  for (const Mode& mode_row : {Mode{"f32", DType::f32, false}, Mode{"bf16", DType::bf16, false},
+                               Mode{"bf16 + CUDA graph", DType::bf16, false, true}, Mode{"fp8", DType::bf16, true}}) {
     const DType format = mode_row.format;
     cuda::DeviceContext context(0);
     cuda::CudaBackend backend(context);
@@ -165,15 +169,39 @@ int main(int argc, char** argv) {
     // advanced after every step (one GPU: no reduction over ranks).
     if (mode_row.fp8) model.enable_fp8(nn::Fp8Recipe{});
     double mean_loss = 0.0;
+    // With graphs, as train::MicroBatchGraph does: the inputs staged in fixed device tensors and the
+    // loss gradient written before the pass; the first pass as usual, the second in the graph's
+    // pool, the third recorded, then replays; the losses recorded after each pass.
+    cuda::PooledStreamGraph graph(context);
+    const Tensor staged_ids = placement.from_host(ids), staged_targets = placement.from_host(targets);
+    int passes = 0;
+    auto staged_pass = [&] {
+      model.set_inputs_staged(true);
+      model.forward_chunk(0, 0, staged_ids, staged_targets);
+      model.backward_chunk(0, 0, staged_ids, staged_targets, 0.0f);
+      model.set_inputs_staged(false);
+    };
+    auto forward_backward = [&]() -> nn::LossSum {
+      if (!mode_row.graphs || passes++ == 0) return model.forward_backward(ids, targets, loss_scale, Recompute::none);
+      model.write_loss_scale(loss_scale);
+      if (passes == 2) {
+        graph.run_in_pool(staged_pass);
+      } else {
+        if (!graph.recorded()) graph.record(staged_pass);
+        graph.replay();
+      }
+      model.record_losses(0);
+      return nn::LossSum{model.take_loss_sum(), o.batch * o.seq};
+    };
     auto step = [&] {
       model.parameters().zero_grads();
-      const nn::LossSum loss = model.forward_backward(ids, targets, loss_scale, Recompute::none);
+      const nn::LossSum loss = forward_backward();
       (void)optimizer.step(6e-4f, optimizer.grad_sum_squares());
       if (nn::Fp8Scaling* fp8 = model.fp8_scaling()) fp8->end_step([](Tensor&) {});
       mean_loss = loss.sum / static_cast<double>(loss.tokens);
     };
     const char* mode = mode_row.name;
-    for (int i = 0; i < 2; ++i) step();
+    for (int i = 0; i < 3; ++i) step();  // with graphs: as usual, in the pool, recorded
     context.synchronize();
     const auto start = std::chrono::steady_clock::now();
     for (int i = 0; i < o.steps; ++i) step();

@@ -14,7 +14,10 @@
 #include <cuda_runtime_api.h>
 
 #include <cstddef>
+#include <functional>
 #include <memory>
+
+#include "myriad/core/caching_allocator.h"
 
 namespace myriad::cuda {
 
@@ -49,6 +52,35 @@ class StreamCapture {
  private:
   cudaStream_t stream_;
   bool recording_ = true;
+};
+
+class DeviceContext;
+
+// A StreamGraph of the work issued on a DeviceContext's stream with a private pool of the context's
+// caching allocator: while the work runs in the pool (run_in_pool) or is recorded (record), its
+// allocations come from the pool, so the blocks the graph uses keep their addresses for as long as
+// this object lives, whoever allocates between replays. The usual sequence: run the work once as
+// usual (lazy set-up outside the pool), once in the pool (the pool then holds every block the
+// recording asks for: nothing is allocated while recording), record it, replay it. One recording
+// per object; the pool is released when it goes (after the graph).
+class PooledStreamGraph {
+ public:
+  explicit PooledStreamGraph(DeviceContext& context);
+  ~PooledStreamGraph();
+  PooledStreamGraph(const PooledStreamGraph&) = delete;
+  PooledStreamGraph& operator=(const PooledStreamGraph&) = delete;
+
+  void run_in_pool(const std::function<void()>& work);
+  // Throws myriad::Error (the recording discarded) when the work makes a call capture forbids.
+  void record(const std::function<void()>& work);
+  void replay() const;  // queues the recorded work on the context's stream
+  bool recorded() const { return graph_ != nullptr; }
+  std::size_t launches() const { return graph_ ? graph_->nodes() : 0; }
+
+ private:
+  DeviceContext& context_;
+  PoolId pool_;
+  std::unique_ptr<StreamGraph> graph_;
 };
 
 // Whether `stream` is being recorded now (false on any error).

@@ -1,10 +1,6 @@
-// CudaGraphRecorder: run_in_pool / record switch the context's allocator to the recorder's private
-// pool for the duration of the work (and back, also when the work throws); the pool is released
-// after the graph, when the recorder goes.
+// CudaGraphRecorder: train::GraphRecorder over cuda::PooledStreamGraph.
 #include "cuda_graph_recorder.h"
 
-#include "myriad/core/error.h"
-#include "myriad/cuda/device_guard.h"
 #include "myriad/cuda/stream_graph.h"
 
 namespace myriad::train {
@@ -13,54 +9,14 @@ namespace {
 
 class CudaGraphRecorder final : public GraphRecorder {
  public:
-  explicit CudaGraphRecorder(cuda::DeviceContext& context)
-      : context_(context), pool_(context.allocator().create_private_pool()) {}
-  ~CudaGraphRecorder() override {
-    graph_.reset();
-    context_.allocator().release_private_pool(pool_);
-  }
-
-  void run_in_pool(const std::function<void()>& work) override {
-    InPool in(context_.allocator(), pool_);
-    work();
-  }
-
-  void record(const std::function<void()>& work) override {
-    MYRIAD_CHECK(!graph_, "GraphRecorder: one recording per recorder");
-    cuda::DeviceGuard guard(context_.device());
-    InPool in(context_.allocator(), pool_);
-    cuda::StreamCapture capture(context_.stream());
-    work();
-    graph_ = capture.finish();
-  }
-
-  void replay() override {
-    MYRIAD_CHECK(graph_, "GraphRecorder: nothing recorded to replay");
-    cuda::DeviceGuard guard(context_.device());
-    graph_->launch(context_.stream());
-  }
-
-  std::size_t launches() const override { return graph_ ? graph_->nodes() : 0; }
+  explicit CudaGraphRecorder(cuda::DeviceContext& context) : graph_(context) {}
+  void run_in_pool(const std::function<void()>& work) override { graph_.run_in_pool(work); }
+  void record(const std::function<void()>& work) override { graph_.record(work); }
+  void replay() override { graph_.replay(); }
+  std::size_t launches() const override { return graph_.launches(); }
 
  private:
-  // The allocator serves `pool` while this lives.
-  class InPool {
-   public:
-    InPool(CachingAllocator& allocator, PoolId pool) : allocator_(allocator), before_(allocator.allocation_pool()) {
-      allocator_.set_allocation_pool(pool);
-    }
-    ~InPool() { allocator_.set_allocation_pool(before_); }
-    InPool(const InPool&) = delete;
-    InPool& operator=(const InPool&) = delete;
-
-   private:
-    CachingAllocator& allocator_;
-    PoolId before_;
-  };
-
-  cuda::DeviceContext& context_;
-  PoolId pool_;
-  std::unique_ptr<cuda::StreamGraph> graph_;
+  cuda::PooledStreamGraph graph_;
 };
 
 }  // namespace

@@ -1,6 +1,5 @@
-// The CUDA implementation of train::GraphRecorder (device_runtime.h): a cuda::StreamGraph
-// recorded on a DeviceContext's stream, its allocations from a private pool of the context's
-// caching allocator. Private to train/device.
+// The CUDA implementation of train::GraphRecorder (device_runtime.h): a cuda::PooledStreamGraph on
+// a DeviceContext's stream. Private to train/device.
 #pragma once
 
 #include <memory>
