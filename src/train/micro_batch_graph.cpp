@@ -23,7 +23,8 @@ std::string MicroBatchGraph::unavailable_reason(const RunConfig& config) {
     why << "context parallelism (parallel.cp " << p.cp << ") passes keys and values around a ring inside attention";
   } else if (config.model.is_moe()) {
     why << "a mixture of experts (model.num_experts " << config.model.num_experts
-        << ") counts its routing statistics on the host per micro-batch";
+        << ") passes the step's loss scale to its router's loss gradients as a kernel argument and counts its "
+           "routing on the host per micro-batch";
   } else if (config.model.sparse_ratio > 0.0) {
     why << "block-sparse attention's selection (model.sparse_ratio) adds its statistics per micro-batch";
   } else if (p.zero_stage >= 2) {
@@ -31,10 +32,11 @@ std::string MicroBatchGraph::unavailable_reason(const RunConfig& config) {
         << (p.zero_stage == 3 ? " and gathers parameters" : "") << " inside every micro-batch";
   } else if (config.training.precision == Precision::fp8) {
     why << "training.precision fp8 passes its delayed scales to the GEMMs as arguments that change every step";
-  } else if (p.dp > 1 && config.training.gradient_accumulation == 1) {
-    why << "with parallel.dp " << p.dp
-        << " and training.gradient_accumulation 1 every micro-batch's backward reduces gradients over NCCL, "
-           "which is not recorded; raise gradient_accumulation to replay the micro-batches before the last";
+  } else if ((p.dp > 1 || p.zero_stage == 1) && config.training.gradient_accumulation == 1) {
+    why << "every micro-batch is its step's last (training.gradient_accumulation 1), whose backward reduces the "
+           "gradients ("
+        << (p.dp > 1 ? "over NCCL, parallel.dp " + std::to_string(p.dp) : std::string("parallel.zero_stage 1"))
+        << "), which is not recorded; raise gradient_accumulation to replay the micro-batches before the last";
   }
   return why.str();
 }
