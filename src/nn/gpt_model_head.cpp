@@ -127,7 +127,8 @@ void GptModel::head_backward(Slot& s, const Tensor& targets_in, float loss_scale
   }
   Tensor d_rows = tp.rows_of(b.d_hf, b.scratch.d_hs);  // the vocabulary shards' contributions, summed
   tp.reduce_to_rows(b.d_hf, d_rows);
-  // The final norm's gradients: from this rank's rows, summed over the group's (sequence parallel).
+  // The final norm's gradients: from this rank's rows under sequence parallelism (tp_token_share:
+  // summed over tp once per step, before the update).
   zero(b.norm_grads);
   Tensor w_grad = b.norm_grads.slice(0, 0, C), b_grad = b.norm_grads.slice(0, C, 2 * C);
   const Tensor& last = s.residual.back();
@@ -138,7 +139,6 @@ void GptModel::head_backward(Slot& s, const Tensor& targets_in, float loss_scale
     rmsnorm_backward(RmsnormArgs{.eps = config_.norm_eps}, last, store_[norm_w_].value, s.hf_rstd, d_rows, grad,
                      w_grad);
   }
-  tp.sum_replicated_grads(b.norm_grads);
   add_into(store_[norm_w_].grad, w_grad);
   if (norm_b_ != npos) add_into(store_[norm_b_].grad, b_grad);
   release(head_unit_, Pass::backward);

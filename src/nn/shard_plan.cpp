@@ -130,13 +130,16 @@ std::size_t parallelize(const ParameterSpec& spec, const ShardPlan& plan, const 
   return index;
 }
 
-const ShardPlan& transformer_shard_plan() {
-  static const ShardPlan plan({
+namespace {
+
+// The transformer's table; `norms`: the rule of the norm weights and biases.
+std::vector<ShardPlan::Entry> transformer_entries(ShardRule norms) {
+  return {
       {"wte", ShardRule::vocabulary_parallel},
       {"lm_head.weight", ShardRule::vocabulary_parallel},
       {"wpe", ShardRule::replicated},
-      {"norm_f.*", ShardRule::replicated},
-      {"blocks.*.norm*", ShardRule::replicated},
+      {"norm_f.*", norms},
+      {"blocks.*.norm*", norms},
       {"blocks.*.attn.qkv.*", ShardRule::column_parallel},
       {"blocks.*.attn.proj.weight", ShardRule::row_parallel},
       {"blocks.*.attn.proj.bias", ShardRule::replicated},
@@ -148,8 +151,15 @@ const ShardPlan& transformer_shard_plan() {
       {"blocks.*.mlp.proj.bias", ShardRule::replicated},
       {"blocks.*.moe.experts.*", ShardRule::expert_local},
       {"blocks.*.moe.*", ShardRule::tp_token_share},
-  });
-  return plan;
+  };
+}
+
+}  // namespace
+
+const ShardPlan& transformer_shard_plan(bool sequence_parallel) {
+  static const ShardPlan plan(transformer_entries(ShardRule::replicated));
+  static const ShardPlan sequence_parallel_plan(transformer_entries(ShardRule::tp_token_share));
+  return sequence_parallel ? sequence_parallel_plan : plan;
 }
 
 }  // namespace myriad::nn

@@ -77,7 +77,6 @@ class SerialTensorParallel final : public TensorParallel {
   bool shards_rows() const override { return false; }
   void gather_rows(const Tensor&, Tensor&) const override {}
   void reduce_to_rows(Tensor&, Tensor&) const override {}
-  void sum_replicated_grads(Tensor&) const override {}
   void embedding_lookup(const Tensor& ids, const Tensor& table, Tensor& out) const override {
     const Tensor placed = checked_placed_like("embedding_forward", "id", ids, table.size(0), std::nullopt, table);
     embedding_forward(EmbeddingArgs{.ids_checked = true}, placed, table, out);

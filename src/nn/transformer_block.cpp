@@ -681,8 +681,8 @@ void TransformerBlock::backward(ParameterStore& store, const Tensor& x, const Bl
   Tensor n1w = norm_grad_target(norm1_w_, s, 0), n1b = norm_grad_target(norm1_b_, s, 1);
   norm_backward(store, norm1_w_, x, a.ln1_mean, a.ln1_rstd, d_h1, s.d_tmp, n1w, n1b);
   add_into(grad, s.d_tmp);  // grad = dL/dx
-  // The norms' gradients: from this rank's rows, summed over every rank's (sequence parallel).
-  split_.tensor_parallel().sum_replicated_grads(s.norm_grads);
+  // The norms' gradients: from this rank's rows under sequence parallelism, where the shard plan
+  // makes them tp_token_share (summed over tp once per step, before the update).
   const std::int64_t C = config_.n_embd;
   const std::size_t norms[4] = {norm1_w_, norm1_b_, norm2_w_, norm2_b_};
   for (int slot = 0; slot < 4; ++slot) {

@@ -109,10 +109,6 @@ void TensorParallelRegions::reduce_to_rows(Tensor& full, Tensor& rows) const {
   }
 }
 
-void TensorParallelRegions::sum_replicated_grads(Tensor& grads) const {
-  if (shards_rows_) tp_.all_reduce_on_stream(grads);  // partial sums over each rank's rows
-}
-
 void TensorParallelRegions::embedding_lookup(const Tensor& ids, const Tensor& table, Tensor& out) const {
   vocab_parallel_embedding_lookup(shard_, ids, table, out);
 }

@@ -37,7 +37,7 @@ struct ModelSplit {
   const TensorParallel* tp = nullptr;    // not owned; nullptr = a group of one (serial_tensor_parallel)
   const ExpertParallel* ep = nullptr;    // not owned; nullptr = a group of one (serial_expert_parallel)
   const ContextParallel* cp = nullptr;   // not owned; nullptr = a group of one (serial_context_parallel)
-  const ShardPlan* plan = nullptr;       // not owned; nullptr = transformer_shard_plan()
+  const ShardPlan* plan = nullptr;       // not owned; nullptr = transformer_shard_plan(sharded_sequence())
   std::vector<std::vector<int>> chunks;  // empty = one chunk with every layer
   bool first_stage = true;
   bool last_stage = true;
@@ -51,7 +51,7 @@ struct ModelSplit {
   int ep_rank() const { return expert_parallel().rank(); }
   const ContextParallel& context_parallel() const { return cp ? *cp : serial_context_parallel(); }
   int cp_size() const { return context_parallel().size(); }
-  const ShardPlan& shard_plan() const { return plan ? *plan : transformer_shard_plan(); }
+  const ShardPlan& shard_plan() const { return plan ? *plan : transformer_shard_plan(sharded_sequence()); }
   ShardCoordinate shard_coordinate() const { return {tp_rank(), tp_size(), ep_rank(), ep_size()}; }
 };
 

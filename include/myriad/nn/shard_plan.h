@@ -82,7 +82,10 @@ class ShardPlan {
 };
 
 // The plan of the GPT/LLaMA/MoE model family (GptModel, TransformerBlock, MoeLayer).
-const ShardPlan& transformer_shard_plan();
+// The transformer's plan. With sequence parallelism (`sequence_parallel`) each tp rank normalises
+// its own rows, so the norms' weights and biases are tp_token_share: their partial gradients are
+// summed over tp once per step with the other tp-partial gradients, not per layer and micro-batch.
+const ShardPlan& transformer_shard_plan(bool sequence_parallel = false);
 
 // Registers this rank's part of `spec` in `store`; returns its index.
 std::size_t parallelize(const ParameterSpec& spec, const ShardPlan& plan, const ShardCoordinate& at,

@@ -13,8 +13,6 @@
 //   reduce_to_rows(full, rows)  row-parallel output: identity (a group of one), all-reduce in
 //                               place (rows is full) or reduce-scatter; the backward of a
 //                               column-parallel input (the sum of each rank's partial gradient)
-//   sum_replicated_grads(g)     gradients of replicated parameters computed from this rank's rows
-//                               only (sequence parallelism): summed over the group; else nothing
 // Vocabulary parallelism: the embedding and head rows are split over the group (this rank holds
 // rows [vocab_start, vocab_start + padded/tp)); the lookup and loss ops below take the rank's
 // share and global token ids / targets (host tensors or on the table's device).
@@ -54,7 +52,6 @@ class TensorParallel {
   // then reduces.
   using RowsProducer = std::function<void(std::int64_t begin, std::int64_t end, Tensor& out)>;
   virtual void reduce_to_rows_overlapped(Tensor& full, Tensor& rows, const RowsProducer& produce) const;
-  virtual void sum_replicated_grads(Tensor& grads) const = 0;
 
   // out (N, C) = table rows of ids (N) this rank holds, zeros for other ranks' rows (unreduced).
   virtual void embedding_lookup(const Tensor& ids, const Tensor& table, Tensor& out) const = 0;

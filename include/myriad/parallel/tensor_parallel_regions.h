@@ -41,7 +41,6 @@ class TensorParallelRegions final : public nn::TensorParallel {
   // bytes per link of a ring reduce-scatter; t - 1 of the t GEMM blocks overlapped). Without it:
   // the rows in two blocks (chunk_range), the first all-reduced while the second is produced.
   void reduce_to_rows_overlapped(Tensor& full, Tensor& rows, const RowsProducer& produce) const override;
-  void sum_replicated_grads(Tensor& grads) const override;
 
   void embedding_lookup(const Tensor& ids, const Tensor& table, Tensor& out) const override;
   void embedding_backward(const Tensor& ids, const Tensor& grad_out, Tensor& grad_table) const override;

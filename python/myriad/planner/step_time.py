@@ -369,7 +369,7 @@ class _Unit:
     name: str
     elements: float  # dense or expert parameter elements this rank holds
     expert: bool
-    tp_partial: float = 0.0  # elements every tp rank holds whole (MoE router, shared and routed experts)
+    tp_partial: float = 0.0  # elements whose gradients are tp-partial (MoE layers; norms under sequence parallelism)
     # Compute seconds of the pass through it per micro-batch (its block's, for both units of a block):
     # what dp traffic overlaps (communication on the path does not hide other communication).
     fwd_s: float = 0.0
@@ -734,14 +734,13 @@ class _Model:
             S = self._tp_full_bytes()
             if self.sp:
                 # gathered output gradients, reduce-scattered input gradients, and (unless full recompute
-                # re-ran the forward) the norm outputs gathered again; the norm weights' partial gradients.
+                # re-ran the forward) the norm outputs gathered again. (The norm weights' partial gradients
+                # are summed over tp once per step: _dp_tail.)
                 out += self._tp_sp_collectives(S, rings)
                 if lay.recompute != "full":  # rings beside qkv's and fc's weight gradients where given
                     regathers = rings[2] if rings is not None else [None, None]
                     out += [self._tp_ring(S, g) if g is not None else ("tp", net.all_gather("tp", S), None)
                             for g in regathers]
-                norm_floats = 2 * self.m.n_embd * (2 if self.m.layernorm else 1)
-                out.append(("tp", net.all_reduce("tp", norm_floats * 4), None))
             else:  # the column-parallel inputs' gradients
                 out += self._tp_all_reduces(S, rings[1] if rings is not None else [None, None])
         if moe and lay.ep > 1:
@@ -834,9 +833,15 @@ class _Model:
             units.append(_Unit("embeddings", elements, False, 0.0, self._room(f), self._room(b)))
             fwd.add(f)
             bwd.add(b)
+        # Sequence parallelism: each tp rank normalises its own rows, so the norms' gradients are partial
+        # and summed over tp once per step with the MoE layers' (the shard plan's tp_token_share).
+        norm_elements = C * (2 if m.layernorm else 1)
+        sp_partial = self.sp and lay.tp > 1
         for layer in chunk_layers:
             f, b = self.layer_pass(layer)
             dense, expert, replicated = self.block_weights(layer)
+            if sp_partial:
+                replicated += 2 * norm_elements
             units.append(_Unit(f"blocks.{layer}", dense, False, replicated, self._room(f), self._room(b)))
             if expert > 0:  # timed with its block (its gradients are final when the block's are)
                 units.append(_Unit(f"blocks.{layer}.experts", expert, True, expert, 0.0, 0.0))
@@ -847,7 +852,8 @@ class _Model:
             elements = C * (2 if m.layernorm else 1)
             if not m.tie_embeddings or not first:  # untied head, or the last stage's copy of the tied embedding
                 elements += m.padded_vocab * C / lay.tp
-            units.append(_Unit("head", elements, False, 0.0, self._room(f), self._room(b)))
+            units.append(_Unit("head", elements, False, norm_elements if sp_partial else 0.0, self._room(f),
+                               self._room(b)))
             fwd.add(f)
             bwd.add(b)
         if lay.pp > 1:  # activations in, gradients out (and back): on the path of every micro-batch
@@ -954,9 +960,11 @@ def _dp_tail(model: _Model, units):
         per_mb = _zero3_exposed(units, gathers, scatters)
         per_mb = model._slowed(2 * sum(gathers) + sum(scatters), per_mb)
         issued = mbs * (2 * sum(gathers) + sum(scatters))
-    if m.is_moe and lay.tp > 1:  # MoE parameters are tp-replicated: each rank's share summed over tp once a step
-        partial_dense = sum(u.tp_partial for u in units if not u.expert)
-        partial_expert = sum(u.tp_partial for u in units if u.expert)
+    partial_dense = sum(u.tp_partial for u in units if not u.expert)
+    partial_expert = sum(u.tp_partial for u in units if u.expert)
+    if lay.tp > 1 and partial_dense + partial_expert > 0:
+        # tp-partial gradients (MoE layers; the norms under sequence parallelism): each rank's share
+        # summed over tp once a step
         if stage >= 1:
             partial_dense, partial_expert = partial_dense / n_dense, partial_expert / n_expert
         moe_tp = net.all_reduce("tp", (partial_dense + partial_expert) * f32)
