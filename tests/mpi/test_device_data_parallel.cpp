@@ -29,6 +29,7 @@
 #include "myriad/distributed/nccl_communicator.h"
 #include "myriad/train/config_wiring.h"
 #include "myriad/train/engine.h"
+#include "myriad/train/micro_batch_graph.h"
 
 namespace myriad::train {
 namespace {
@@ -196,6 +197,43 @@ TEST_P(DeviceDataParallel, MatchesTheCpuDataParallelEngine) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Zero, DeviceDataParallel, ::testing::Values(0, 1, 2, 3),
+                         [](const ::testing::TestParamInfo<int>& info) {
+                           return "Stage" + std::to_string(info.param);
+                         });
+
+// training.cuda_graphs under data parallelism (dp 2, gradient accumulation 2, ZeRO 0 and 1): the
+// first micro-batch of each step is replayed from a CUDA graph, the last (its backward reduces the
+// gradients over NCCL) runs as usual; the run equals the device run without graphs bit for bit.
+class DeviceDataParallelCudaGraphs : public ::testing::TestWithParam<int> {};  // the ZeRO stage
+
+TEST_P(DeviceDataParallelCudaGraphs, ReplayTheMicroBatchesBeforeTheLastBitForBit) {
+  World world;
+  distributed::Communicator& comm = *world.comm;
+  if (!every_rank_has_a_gpu(comm)) GTEST_SKIP() << "needs one GPU per rank";
+  const fs::path dir = shared_dir(comm, "device_dp_graphs_zero" + std::to_string(GetParam()));
+  const Layout layout{.zero_stage = GetParam()};
+  (void)EnginePair::make_config(world, dir, layout, ComputeDevice::cpu);  // prepares the shared data
+  RunConfig eager_config = EnginePair::make_config(world, dir, layout, ComputeDevice::cuda);
+  RunConfig graphs_config = eager_config;
+  graphs_config.training.cuda_graphs = true;
+  graphs_config.checkpoint.dir = (dir / "checkpoints_graphs").string();
+  distributed::ProcessGroups eager_groups(EnginePair::grid(world, layout), world.runtime.world());
+  distributed::ProcessGroups graphs_groups(EnginePair::grid(world, layout), world.runtime.world());
+  Engine eager(eager_config, make_rank_logger(comm.rank(), "warn"), &eager_groups);
+  Engine graphs(graphs_config, make_rank_logger(comm.rank(), "warn"), &graphs_groups);
+  ASSERT_NE(graphs.micro_batch_graph(), nullptr);
+  for (int step = 0; step < 4; ++step) {
+    const StepMetrics want = eager.step(), got = graphs.step();
+    EXPECT_EQ(got.loss, want.loss) << "step " << step;
+    EXPECT_EQ(got.grad_norm, want.grad_norm) << "step " << step;
+    EXPECT_EQ(got.comm_bytes, want.comm_bytes) << "step " << step;
+  }
+  // Step 1: micro-batch 0 as usual (the first), step 2: the warm-up, steps 3 and 4: recorded and replayed.
+  EXPECT_EQ(graphs.micro_batch_graph()->replays(), 2);
+  EXPECT_TRUE(same_bytes(graphs.model().parameters().flat_values(), eager.model().parameters().flat_values()));
+}
+
+INSTANTIATE_TEST_SUITE_P(Zero, DeviceDataParallelCudaGraphs, ::testing::Values(0, 1),
                          [](const ::testing::TestParamInfo<int>& info) {
                            return "Stage" + std::to_string(info.param);
                          });
