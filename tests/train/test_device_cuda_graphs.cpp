@@ -12,13 +12,10 @@
 #include <cmath>
 #include <string>
 
-#include "engine_fixtures.h"
+#include "device_fixtures.h"
 #include "myriad/core/error.h"
 #include "myriad/train/engine.h"
 #include "myriad/train/micro_batch_graph.h"
-#if MYRIAD_TESTS_HAVE_CUDA
-#include "myriad/cuda/device_context.h"
-#endif
 #if MYRIAD_EMULATED_CUDA
 #include "emulated_streams.h"
 #endif
@@ -28,21 +25,9 @@ namespace {
 
 using namespace fixtures;
 
-bool cuda_device_visible() {
-#if MYRIAD_TESTS_HAVE_CUDA
-  return cuda::cuda_device_count_or_zero() > 0;
-#else
-  return false;
-#endif
-}
-
 RunConfig graph_config(const fs::path& dir, const std::string& corpus, bool graphs) {
-  RunConfig c = tiny_config(dir, corpus);
-  c.model.n_embd = 128;
-  c.model.n_head = 2;
-  c.training.steps = 8;
+  RunConfig c = tiny_device_config(dir, corpus, ComputeDevice::cuda);
   c.training.gradient_accumulation = 3;
-  c.training.device = ComputeDevice::cuda;
   c.training.cuda_graphs = graphs;
   c.checkpoint.dir = (dir / (graphs ? "checkpoints_graphs" : "checkpoints_eager")).string();
   return c;
@@ -66,7 +51,7 @@ int expect_same_steps(Engine& eager, Engine& graphs, int steps, const std::strin
 }
 
 TEST(DeviceCudaGraphs, ReplayedMicroBatchesEqualTheEagerRunBitForBit) {
-  if (!cuda_device_visible()) GTEST_SKIP() << "no CUDA device";
+  if (!gpu_visible()) GTEST_SKIP() << "no CUDA device";
   const fs::path dir = fresh_dir("device_cuda_graphs");
   const std::string corpus = write_corpus(dir);
   Engine eager(graph_config(dir, corpus, false), quiet_logger());
@@ -105,7 +90,7 @@ TEST(DeviceCudaGraphs, ReplayedMicroBatchesEqualTheEagerRunBitForBit) {
 // run without graphs; and a checkpoint saved and loaded in the middle leaves the recorded graph
 // valid (the state is loaded into the buffers it baked in).
 TEST(DeviceCudaGraphs, EveryDensePathReplaysEqualToTheEagerRun) {
-  if (!cuda_device_visible()) GTEST_SKIP() << "no CUDA device";
+  if (!gpu_visible()) GTEST_SKIP() << "no CUDA device";
   struct Variant {
     const char* name;
     void (*apply)(RunConfig&);
@@ -144,7 +129,7 @@ TEST(DeviceCudaGraphs, EveryDensePathReplaysEqualToTheEagerRun) {
 // fp16: the dynamic loss scale halves on overflow and so changes between steps; the graph reads it
 // from the staged loss gradient, so the skipped steps and the curve are the eager run's.
 TEST(DeviceCudaGraphs, TheChangingLossScaleIsStagedNotRecorded) {
-  if (!cuda_device_visible()) GTEST_SKIP() << "no CUDA device";
+  if (!gpu_visible()) GTEST_SKIP() << "no CUDA device";
   const fs::path dir = fresh_dir("device_cuda_graphs_fp16");
   const std::string corpus = write_corpus(dir);
   auto fp16 = [&](bool graphs) {
@@ -202,7 +187,7 @@ TEST(DeviceCudaGraphs, LayoutsThatRuleGraphsOutAreNamed) {
 }
 
 TEST(DeviceCudaGraphs, RuledOutLayoutsTrainWithoutGraphs) {
-  if (!cuda_device_visible()) GTEST_SKIP() << "no CUDA device";
+  if (!gpu_visible()) GTEST_SKIP() << "no CUDA device";
   const fs::path dir = fresh_dir("device_cuda_graphs_moe");
   RunConfig c = graph_config(dir, write_corpus(dir), true);
   c.model.architecture = Architecture::moe;

@@ -10,28 +10,17 @@
 
 #include <string>
 
-#include "engine_fixtures.h"
+#include "device_fixtures.h"
 #include "myriad/ops/int8_linear.h"
 #include "myriad/ops/placement.h"
 #include "myriad/train/checkpoint/safetensors.h"
 #include "myriad/train/engine.h"
-#if MYRIAD_TESTS_HAVE_CUDA
-#include "myriad/cuda/device_context.h"
-#endif
 
 namespace myriad::train {
 namespace {
 namespace int8_serving {  // its own names: unity builds join this file with other device tests
 
 using namespace fixtures;
-
-bool gpu_visible() {
-#if MYRIAD_TESTS_HAVE_CUDA
-  return cuda::cuda_device_count_or_zero() > 0;
-#else
-  return false;
-#endif
-}
 
 RunConfig serving_config(const fs::path& dir, const std::string& corpus, bool moe, ComputeDevice device) {
   RunConfig c = tiny_config(dir, corpus);

@@ -12,13 +12,10 @@
 #include <iostream>
 #include <vector>
 
-#include "engine_fixtures.h"
+#include "device_fixtures.h"
 #include "myriad/ops/placement.h"
 #include "myriad/core/error.h"
 #include "myriad/train/engine.h"
-#if MYRIAD_TESTS_HAVE_CUDA
-#include "myriad/cuda/device_context.h"
-#endif
 #if MYRIAD_EMULATED_CUDA
 #include "emulated_streams.h"
 #endif
@@ -28,21 +25,9 @@ namespace {
 
 using namespace fixtures;
 
-bool gpu_visible() {
-#if MYRIAD_TESTS_HAVE_CUDA
-  return cuda::cuda_device_count_or_zero() > 0;
-#else
-  return false;
-#endif
-}
-
-// The tiny fixture model with a head dimension the flash kernels take (C 128, 2 heads of 64).
+// The tiny device fixture with a checkpoint folder per device.
 RunConfig device_config(const fs::path& dir, const std::string& corpus, ComputeDevice device) {
-  RunConfig c = tiny_config(dir, corpus);
-  c.model.n_embd = 128;
-  c.model.n_head = 2;
-  c.training.steps = 8;
-  c.training.device = device;
+  RunConfig c = tiny_device_config(dir, corpus, device);
   c.checkpoint.dir = (dir / (device == ComputeDevice::cuda ? "checkpoints_cuda" : "checkpoints_cpu")).string();
   return c;
 }
