@@ -160,7 +160,12 @@ bool query_ready(EmulatedEvent& event) {
   return true;
 }
 
+bool records(cudaStream_t stream);  // below: whether the calling thread records `stream`
+
 void defer_on_stream(cudaStream_t stream, std::function<void()> deliver, const void* output, std::size_t bytes) {
+  MYRIAD_CHECK(!records(stream),
+               "emulated NCCL: a collective on a stream being recorded into a CUDA graph (the "
+               "emulation runs MPI at the call, so it cannot be replayed)");
   std::lock_guard<std::mutex> lock(streams().mutex);
   StreamQueue& q = streams().queues[stream];
   q.pending.push_back(std::move(deliver));
@@ -253,6 +258,7 @@ bool capture_forbids(const char* call) {
   return true;
 }
 bool recording_now() { return recording.graph != nullptr; }
+bool records(cudaStream_t stream) { return recording.graph != nullptr && recording.stream == stream; }
 std::uint64_t cuda_graphs_launched() { return graphs_launched; }
 std::uint64_t cuda_graph_work_replayed() { return graph_work_replayed; }
 std::uint64_t calls_refused_while_capturing() { return capture_refusals; }
