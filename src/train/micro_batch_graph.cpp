@@ -32,11 +32,10 @@ std::string MicroBatchGraph::unavailable_reason(const RunConfig& config) {
         << (p.zero_stage == 3 ? " and gathers parameters" : "") << " inside every micro-batch";
   } else if (config.training.precision == Precision::fp8) {
     why << "training.precision fp8 passes its delayed scales to the GEMMs as arguments that change every step";
-  } else if ((p.dp > 1 || p.zero_stage == 1) && config.training.gradient_accumulation == 1) {
+  } else if (p.dp > 1 && config.training.gradient_accumulation == 1) {
     why << "every micro-batch is its step's last (training.gradient_accumulation 1), whose backward reduces the "
-           "gradients ("
-        << (p.dp > 1 ? "over NCCL, parallel.dp " + std::to_string(p.dp) : std::string("parallel.zero_stage 1"))
-        << "), which is not recorded; raise gradient_accumulation to replay the micro-batches before the last";
+           "gradients over NCCL (parallel.dp "
+        << p.dp << "), which is not recorded; raise gradient_accumulation to replay the micro-batches before the last";
   }
   return why.str();
 }
@@ -84,9 +83,10 @@ void MicroBatchGraph::pass(int slot) {
 
 std::optional<std::int64_t> MicroBatchGraph::run(int slot, const Tensor& ids, const Tensor& targets, float loss_scale) {
   if (phase_ == Phase::off || slot != 0) return std::nullopt;
-  // Collectives started in the backward are not recorded: such a micro-batch runs as usual.
-  const bool reduces = state_.data_parallel->reduces_in_backward() &&
-                       (state_.data_group().size() > 1 || state_.config.parallel.zero_stage >= 1);
+  // Collectives started in the backward are not recorded: such a micro-batch runs as usual. Over a
+  // data group of one the reduction is the loopback's (nothing, or ZeRO 1's copy into the shard,
+  // ordered on the stream): recorded with the rest.
+  const bool reduces = state_.data_parallel->reduces_in_backward() && state_.data_group().size() > 1;
   if (reduces) return std::nullopt;
   if (phase_ != Phase::first && generation_ != state_.model->buffers_generation()) {
     state_.log->info(

@@ -13,8 +13,8 @@
 // micro-batch's per-token losses into the model's ledger (GptModel::record_losses). Nothing in the
 // recorded pass depends on a host value that changes between micro-batches.
 //
-// A micro-batch whose backward starts data-parallel reductions (the step's last under dp > 1, or any
-// step's last under ZeRO 1) runs as usual: collectives are not recorded. When the model's buffers are
+// A micro-batch whose backward starts data-parallel reductions over several ranks (the step's last
+// under dp > 1) runs as usual: collectives are not recorded. When the model's buffers are
 // replaced (an evaluation at another batch size, a new recompute mode) the graph is dropped and the
 // sequence starts again. A recording that fails (a call capture forbids, such as a host wait) turns
 // graphs off for the run with a warning that names the call; that micro-batch then runs as usual.
