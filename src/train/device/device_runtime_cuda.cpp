@@ -9,10 +9,10 @@
 #include "myriad/cuda/cuda_backend.h"
 #include "myriad/cuda/device_context.h"
 #include "myriad/cuda/device_guard.h"
+#include "myriad/cuda/stream_graph.h"
 #include "myriad/distributed/hierarchical_communicator.h"
 #include "myriad/distributed/loopback_communicator.h"
 #include "myriad/train/device_runtime.h"
-#include "cuda_graph_recorder.h"
 #if MYRIAD_HAVE_NCCL
 #include "myriad/distributed/nccl_communicator.h"
 #endif
@@ -46,6 +46,19 @@ std::unique_ptr<distributed::Communicator> device_group(distributed::Communicato
 #endif
 }
 
+// train::GraphRecorder over cuda::PooledStreamGraph on the rank's context.
+class CudaGraphRecorder final : public GraphRecorder {
+ public:
+  explicit CudaGraphRecorder(cuda::DeviceContext& context) : graph_(context) {}
+  void run_in_pool(const std::function<void()>& work) override { graph_.run_in_pool(work); }
+  void record(const std::function<void()>& work) override { graph_.record(work); }
+  void replay() override { graph_.replay(); }
+  std::size_t launches() const override { return graph_.launches(); }
+
+ private:
+  cuda::PooledStreamGraph graph_;
+};
+
 class CudaRuntime final : public DeviceRuntime {
  public:
   CudaRuntime(int device, distributed::ProcessGroups& groups, const DeviceRuntimeOptions& options)
@@ -66,7 +79,7 @@ class CudaRuntime final : public DeviceRuntime {
   }
 
   ops::Placement placement() override { return ops::Placement{&backend_}; }
-  std::unique_ptr<GraphRecorder> graph_recorder() override { return make_cuda_graph_recorder(context_); }
+  std::unique_ptr<GraphRecorder> graph_recorder() override { return std::make_unique<CudaGraphRecorder>(context_); }
   distributed::Communicator& group(distributed::Axis axis) override { return *groups_[static_cast<std::size_t>(axis)]; }
   distributed::Communicator& expert_data() override {
     return expert_data_ ? *expert_data_ : group(distributed::Axis::dp);
