@@ -101,7 +101,7 @@ built_before="$(built_outputs)"
 echo "[test] pip install . compiled or linked $(($(built_outputs) - built_before)) outputs (0 when the settings match build.sh's)"
 finished "pip install ."
 # MYRIAD_REQUIRE_HF: the Hugging Face interchange tests fail instead of skipping.
-MYRIAD_TEST_INSTALLED=1 MYRIAD_REQUIRE_HF=1 PYTHONPATH="" "$VENV/bin/python" -m pytest -q tests/python
+MYRIAD_TEST_INSTALLED=1 MYRIAD_REQUIRE_HF=1 PYTHONPATH="" "$VENV/bin/python" -m pytest -q --durations=12 tests/python
 finished "pytest"
 
 echo "[test] lint: ruff check over the repository's Python files"
