@@ -1,4 +1,5 @@
-// GELU, GPT-2 tanh approximation, forward and backward on the GPU (f32 and bf16 storage).
+// GELU, GPT-2 tanh approximation, forward and backward on the GPU (f32 and bf16 storage; the
+// forward also from f32 into bf16 / f16, rounded once).
 //
 //   u = sqrt(2/pi) (x + 0.044715 x^3),  gelu(x) = 0.5 x (1 + tanh(u))
 //   gelu'(x) = 0.5 (1 + tanh(u)) + 0.5 x sech^2(u) sqrt(2/pi) (1 + 3 * 0.044715 x^2)
@@ -14,6 +15,7 @@
 #include <cuda_runtime.h>
 
 #include <cstdint>
+#include <type_traits>
 
 #include "common/launch_checks.h"
 #include "common/packet.cuh"
@@ -43,18 +45,19 @@ __device__ __forceinline__ float gelu_derivative(float x) {
   return 0.5f * (1.0f + tanhf(u)) + 0.5f * x * sech2 * kSqrt2OverPi * (1.0f + 3.0f * kGeluCubic * x2);
 }
 
-template <typename T, int kPack>
-__global__ void gelu_forward_elementwise(const T* x, T* out, std::int64_t n) {
+// In: the input's storage type; Out: the output's (In, or a 16-bit format for an f32 input).
+template <typename In, typename Out, int kPack>
+__global__ void gelu_forward_elementwise(const In* x, Out* out, std::int64_t n) {
   const std::int64_t first = (static_cast<std::int64_t>(blockIdx.x) * blockDim.x + threadIdx.x) * kPack;
   if (first >= n) return;
   if (first + kPack <= n) {
-    const auto in = detail::load_packet<T, kPack>(x + first);
-    detail::Packet<T, kPack> result;
+    const auto in = detail::load_packet<In, kPack>(x + first);
+    detail::Packet<Out, kPack> result;
 #pragma unroll
-    for (int k = 0; k < kPack; ++k) result.v[k] = from_f32<T>(gelu_value(to_f32(in.v[k])));
-    detail::store_packet<T, kPack>(out + first, result);
+    for (int k = 0; k < kPack; ++k) result.v[k] = from_f32<Out>(gelu_value(to_f32(in.v[k])));
+    detail::store_packet<Out, kPack>(out + first, result);
   } else {
-    for (std::int64_t i = first; i < n; ++i) out[i] = from_f32<T>(gelu_value(to_f32(x[i])));
+    for (std::int64_t i = first; i < n; ++i) out[i] = from_f32<Out>(gelu_value(to_f32(x[i])));
   }
 }
 
@@ -78,20 +81,28 @@ __global__ void gelu_backward_elementwise(const T* x, const T* grad_out, T* grad
 template <typename T>
 constexpr int kPackOf = 16 / static_cast<int>(sizeof(T));
 
-template <typename T>
-void launch_gelu_forward(const char* op, const T* x, T* out, std::int64_t n, cudaStream_t stream) {
+// Packets of kPackOf<In> elements (16 bytes of input); a narrower output's packets are smaller
+// (8 bytes of bf16 for 4 f32) and aligned to their own size.
+template <typename In, typename Out>
+void launch_gelu_forward(const char* op, const In* x, Out* out, std::int64_t n, cudaStream_t stream) {
   detail::check_count(op, "n", n);
   if (n == 0) return;
-  detail::check_pointer(op, "x", x, alignof(T));
-  detail::check_pointer(op, "out", out, alignof(T));
-  const bool packed = detail::is_aligned(x, 16) && detail::is_aligned(out, 16);
-  const int pack = packed ? kPackOf<T> : 1;
+  detail::check_pointer(op, "x", x, alignof(In));
+  detail::check_pointer(op, "out", out, alignof(Out));
+  constexpr int kPack = kPackOf<In>;
+  const bool packed = detail::is_aligned(x, 16) && detail::is_aligned(out, sizeof(Out) * kPack);
+  const int pack = packed ? kPack : 1;
   const unsigned blocks = detail::grid_blocks(op, detail::ceil_div(n, pack), kThreadsPerBlock);
-  detail::check_same_or_disjoint(op, "out", out, "x", x, static_cast<std::size_t>(n) * sizeof(T));
-  if (packed) {
-    gelu_forward_elementwise<T, kPackOf<T>><<<blocks, kThreadsPerBlock, 0, stream>>>(x, out, n);
+  if constexpr (std::is_same_v<In, Out>) {
+    detail::check_same_or_disjoint(op, "out", out, "x", x, static_cast<std::size_t>(n) * sizeof(In));
   } else {
-    gelu_forward_elementwise<T, 1><<<blocks, kThreadsPerBlock, 0, stream>>>(x, out, n);
+    detail::check_disjoint(op, "out", out, static_cast<std::size_t>(n) * sizeof(Out), "x", x,
+                           static_cast<std::size_t>(n) * sizeof(In));
+  }
+  if (packed) {
+    gelu_forward_elementwise<In, Out, kPack><<<blocks, kThreadsPerBlock, 0, stream>>>(x, out, n);
+  } else {
+    gelu_forward_elementwise<In, Out, 1><<<blocks, kThreadsPerBlock, 0, stream>>>(x, out, n);
   }
   MYRIAD_CUDA_CHECK(cudaGetLastError());
 }
@@ -126,6 +137,14 @@ void gelu_forward_f32(const float* x, float* out, std::int64_t n, cudaStream_t s
 
 void gelu_forward_bf16(const __nv_bfloat16* x, __nv_bfloat16* out, std::int64_t n, cudaStream_t stream) {
   launch_gelu_forward("gelu_forward_bf16", x, out, n, stream);
+}
+
+void gelu_forward_f32(const float* x, __nv_bfloat16* out, std::int64_t n, cudaStream_t stream) {
+  launch_gelu_forward("gelu_forward_f32 (bf16 out)", x, out, n, stream);
+}
+
+void gelu_forward_f32(const float* x, __half* out, std::int64_t n, cudaStream_t stream) {
+  launch_gelu_forward("gelu_forward_f32 (f16 out)", x, out, n, stream);
 }
 
 void gelu_backward_f32(const float* x, const float* grad_out, float* grad_x, std::int64_t n, cudaStream_t stream) {

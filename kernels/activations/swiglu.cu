@@ -1,4 +1,5 @@
-// SwiGLU, f32, elementwise over n values (the op of ops/activations.h):
+// SwiGLU, f32, elementwise over n values (the op of ops/activations.h; the forward's output f32,
+// or bf16 / f16 rounded once):
 //   out = silu(g) * u,  silu(g) = g / (1 + exp(-g))
 //   backward: grad_g = grad_out * u * s * (1 + g (1 - s)) with s = sigmoid(g);  grad_u = grad_out * silu(g)
 // Grid-stride loop; an output may be the buffer of an input of the same position (in place);
@@ -7,9 +8,11 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <type_traits>
 #include <utility>
 
 #include "common/launch_checks.h"
+#include "common/packet.cuh"
 #include "myriad/cuda/check.h"
 #include "myriad/cuda/kernels.h"
 
@@ -18,12 +21,34 @@ namespace {
 
 constexpr int kThreads = 256;
 
-__global__ void swiglu_forward_kernel(const float* gate, const float* up, float* out, std::int64_t n) {
+// Out: float, or __nv_bfloat16 / __half (the f32 value rounded once at the store).
+template <typename Out>
+__global__ void swiglu_forward_kernel(const float* gate, const float* up, Out* out, std::int64_t n) {
   const std::int64_t stride = static_cast<std::int64_t>(gridDim.x) * blockDim.x;
   for (std::int64_t i = static_cast<std::int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < n; i += stride) {
     const float g = gate[i];
-    out[i] = g / (1.0f + expf(-g)) * up[i];
+    out[i] = detail::from_f32<Out>(g / (1.0f + expf(-g)) * up[i]);
   }
+}
+
+template <typename Out>
+void launch_swiglu_forward(const char* op, const float* gate, const float* up, Out* out, std::int64_t n,
+                           cudaStream_t stream) {
+  detail::check_count(op, "n", n);
+  if (n == 0) return;
+  if constexpr (std::is_same_v<Out, float>) {
+    detail::check_elementwise<float>(op, {{"gate", gate}, {"up", up}}, "out", out, n);
+  } else {
+    detail::check_pointer(op, "gate", gate, alignof(float));
+    detail::check_pointer(op, "up", up, alignof(float));
+    detail::check_pointer(op, "out", out, alignof(Out));
+    const std::size_t in_bytes = static_cast<std::size_t>(n) * sizeof(float);
+    const std::size_t out_bytes = static_cast<std::size_t>(n) * sizeof(Out);
+    detail::check_disjoint(op, "out", out, out_bytes, "gate", gate, in_bytes);
+    detail::check_disjoint(op, "out", out, out_bytes, "up", up, in_bytes);
+  }
+  swiglu_forward_kernel<Out><<<detail::grid_stride_blocks(op, n, kThreads), kThreads, 0, stream>>>(gate, up, out, n);
+  MYRIAD_CUDA_CHECK(cudaGetLastError());
 }
 
 __global__ void swiglu_backward_kernel(const float* gate, const float* up, const float* grad_out, float* grad_gate,
@@ -42,12 +67,15 @@ unsigned blocks_for(const char* op, std::int64_t n) { return detail::grid_stride
 }  // namespace
 
 void swiglu_forward_f32(const float* gate, const float* up, float* out, std::int64_t n, cudaStream_t stream) {
-  const char* op = "swiglu_forward_f32";
-  detail::check_count(op, "n", n);
-  if (n == 0) return;
-  detail::check_elementwise<float>(op, {{"gate", gate}, {"up", up}}, "out", out, n);
-  swiglu_forward_kernel<<<blocks_for(op, n), kThreads, 0, stream>>>(gate, up, out, n);
-  MYRIAD_CUDA_CHECK(cudaGetLastError());
+  launch_swiglu_forward("swiglu_forward_f32", gate, up, out, n, stream);
+}
+
+void swiglu_forward_f32(const float* gate, const float* up, __nv_bfloat16* out, std::int64_t n, cudaStream_t stream) {
+  launch_swiglu_forward("swiglu_forward_f32 (bf16 out)", gate, up, out, n, stream);
+}
+
+void swiglu_forward_f32(const float* gate, const float* up, __half* out, std::int64_t n, cudaStream_t stream) {
+  launch_swiglu_forward("swiglu_forward_f32 (f16 out)", gate, up, out, n, stream);
 }
 
 void swiglu_backward_f32(const float* gate, const float* up, const float* grad_out, float* grad_gate, float* grad_up,

@@ -1,4 +1,5 @@
-// LayerNorm and RMSNorm over the last dim of a row-major (N, C) f32 matrix, forward and backward.
+// LayerNorm and RMSNorm over the last dim of a row-major (N, C) f32 matrix, forward and backward
+// (the forward's output f32, or bf16 / f16 rounded once from the f32 value).
 // RMSNorm is the uncentred case of the same kernels (template flag kCentered = false): mean = 0,
 // no bias, and the mean_c(g) term of grad_x drops out:
 //   rms forward:  rstd = 1 / sqrt(sum_c x^2 / C + eps);  out = x * rstd * weight
@@ -24,6 +25,7 @@
 #include <limits>
 
 #include "common/launch_checks.h"
+#include "common/packet.cuh"
 #include "common/warp_reduce.cuh"
 #include "myriad/cuda/check.h"
 #include "myriad/cuda/kernels.h"
@@ -46,8 +48,9 @@ __device__ __forceinline__ std::int64_t warp_row() {
   return static_cast<std::int64_t>(blockIdx.x) * kRowsPerBlock + threadIdx.x / kWarpSize;
 }
 
-template <bool kCentered>
-__global__ void norm_forward_warp_per_row(const float* x, const float* weight, const float* bias, float* out,
+// Out: float, or __nv_bfloat16 / __half (the f32 value rounded once at the store).
+template <bool kCentered, typename Out>
+__global__ void norm_forward_warp_per_row(const float* x, const float* weight, const float* bias, Out* out,
                                           float* mean_out, float* rstd_out, std::int64_t rows, int channels,
                                           float eps) {
   const std::int64_t row = warp_row();
@@ -66,10 +69,10 @@ __global__ void norm_forward_warp_per_row(const float* x, const float* weight, c
     squares += d * d;
   }
   const float rstd = 1.0f / sqrtf(warp_sum(squares) / static_cast<float>(channels) + eps);
-  float* outr = out + row * channels;
+  Out* outr = out + row * channels;
   for (int c = lane; c < channels; c += kWarpSize) {
     const float normed = (xr[c] - mean) * rstd;
-    outr[c] = normed * weight[c] + (bias != nullptr ? bias[c] : 0.0f);
+    outr[c] = detail::from_f32<Out>(normed * weight[c] + (bias != nullptr ? bias[c] : 0.0f));
   }
   if (lane == 0) {
     if (mean_out != nullptr) mean_out[row] = mean;
@@ -177,26 +180,26 @@ std::int64_t rows_per_group(std::int64_t rows) {
 
 namespace {
 
-template <bool kCentered>
-void launch_norm_forward(const char* op, const float* x, const float* weight, const float* bias, float* out,
-                         float* mean, float* rstd, std::int64_t rows, std::int64_t channels, float eps,
-                         cudaStream_t stream) {
+template <bool kCentered, typename Out>
+void launch_norm_forward(const char* op, const float* x, const float* weight, const float* bias, Out* out, float* mean,
+                         float* rstd, std::int64_t rows, std::int64_t channels, float eps, cudaStream_t stream) {
   const std::int64_t elements = checked_elements(op, rows, channels);
   MYRIAD_CHECK(eps >= 0.0f, op << ": eps must be >= 0, got " << eps);
   if (rows == 0) return;
   detail::check_pointer(op, "x", x, alignof(float));
   detail::check_pointer(op, "weight", weight, alignof(float));
   detail::check_optional_pointer(op, "bias", bias, alignof(float));
-  detail::check_pointer(op, "out", out, alignof(float));
+  detail::check_pointer(op, "out", out, alignof(Out));
   detail::check_optional_pointer(op, "mean", mean, alignof(float));
   detail::check_optional_pointer(op, "rstd", rstd, alignof(float));
   const std::size_t matrix_bytes = static_cast<std::size_t>(elements) * sizeof(float);
+  const std::size_t out_bytes = static_cast<std::size_t>(elements) * sizeof(Out);
   const std::size_t vector_bytes = static_cast<std::size_t>(channels) * sizeof(float);
-  detail::check_disjoint(op, "out", out, matrix_bytes, "x", x, matrix_bytes);
-  detail::check_disjoint(op, "out", out, matrix_bytes, "weight", weight, vector_bytes);
-  detail::check_disjoint(op, "out", out, matrix_bytes, "bias", bias, vector_bytes);
+  detail::check_disjoint(op, "out", out, out_bytes, "x", x, matrix_bytes);
+  detail::check_disjoint(op, "out", out, out_bytes, "weight", weight, vector_bytes);
+  detail::check_disjoint(op, "out", out, out_bytes, "bias", bias, vector_bytes);
   const unsigned blocks = detail::grid_blocks(op, rows, kRowsPerBlock);
-  norm_forward_warp_per_row<kCentered>
+  norm_forward_warp_per_row<kCentered, Out>
       <<<blocks, kRowThreads, 0, stream>>>(x, weight, bias, out, mean, rstd, rows, static_cast<int>(channels), eps);
   MYRIAD_CUDA_CHECK(cudaGetLastError());
 }
@@ -212,6 +215,30 @@ void rmsnorm_forward_f32(const float* x, const float* weight, float* out, float*
                          std::int64_t channels, float eps, cudaStream_t stream) {
   launch_norm_forward<false>("rmsnorm_forward_f32", x, weight, nullptr, out, nullptr, rstd, rows, channels, eps,
                              stream);
+}
+
+void layernorm_forward_f32(const float* x, const float* weight, const float* bias, __nv_bfloat16* out, float* mean,
+                           float* rstd, std::int64_t rows, std::int64_t channels, float eps, cudaStream_t stream) {
+  launch_norm_forward<true>("layernorm_forward_f32 (bf16 out)", x, weight, bias, out, mean, rstd, rows, channels, eps,
+                            stream);
+}
+
+void layernorm_forward_f32(const float* x, const float* weight, const float* bias, __half* out, float* mean,
+                           float* rstd, std::int64_t rows, std::int64_t channels, float eps, cudaStream_t stream) {
+  launch_norm_forward<true>("layernorm_forward_f32 (f16 out)", x, weight, bias, out, mean, rstd, rows, channels, eps,
+                            stream);
+}
+
+void rmsnorm_forward_f32(const float* x, const float* weight, __nv_bfloat16* out, float* rstd, std::int64_t rows,
+                         std::int64_t channels, float eps, cudaStream_t stream) {
+  launch_norm_forward<false>("rmsnorm_forward_f32 (bf16 out)", x, weight, nullptr, out, nullptr, rstd, rows, channels,
+                             eps, stream);
+}
+
+void rmsnorm_forward_f32(const float* x, const float* weight, __half* out, float* rstd, std::int64_t rows,
+                         std::int64_t channels, float eps, cudaStream_t stream) {
+  launch_norm_forward<false>("rmsnorm_forward_f32 (f16 out)", x, weight, nullptr, out, nullptr, rstd, rows, channels,
+                             eps, stream);
 }
 
 std::int64_t layernorm_backward_scratch_floats(std::int64_t rows, std::int64_t channels) {

@@ -1,6 +1,7 @@
 // CudaBackend: the row-wise and elementwise ops (norms, GELU, SwiGLU) over the kernels' launchers.
-// Their dispatch points have checked that every tensor is contiguous f32 of the right shape, so
-// the launchers get the tensors' pointers as they are; optional outputs pass null.
+// Their dispatch points have checked that every tensor is contiguous f32 of the right shape (a
+// forward's output f32 or bf16 / f16), so the launchers get the tensors' pointers as they are;
+// optional outputs pass null.
 #include "myriad/cuda/cuda_backend.h"
 #include "myriad/cuda/device_guard.h"
 #include "myriad/cuda/kernels.h"
@@ -12,8 +13,10 @@ void CudaBackend::layernorm_forward(const LayernormArgs& args, const Tensor& x, 
                                     const Tensor& bias, Tensor& out, Tensor& mean, Tensor& rstd) {
   DeviceGuard guard(context_.device());
   const std::int64_t channels = x.size(-1), rows = x.numel() / channels;
-  layernorm_forward_f32(floats(x), floats(weight), floats(bias), floats(out), floats(mean), floats(rstd), rows,
-                        channels, args.eps, context_.stream());
+  with_output_pointer("layernorm_forward", out, [&](auto* out_data) {
+    layernorm_forward_f32(floats(x), floats(weight), floats(bias), out_data, floats(mean), floats(rstd), rows, channels,
+                          args.eps, context_.stream());
+  });
 }
 
 void CudaBackend::layernorm_backward(const LayernormArgs&, const Tensor& x, const Tensor& weight, const Tensor& mean,
@@ -32,8 +35,9 @@ void CudaBackend::rmsnorm_forward(const RmsnormArgs& args, const Tensor& x, cons
                                   Tensor& rstd) {
   DeviceGuard guard(context_.device());
   const std::int64_t channels = x.size(-1), rows = x.numel() / channels;
-  rmsnorm_forward_f32(floats(x), floats(weight), floats(out), floats(rstd), rows, channels, args.eps,
-                      context_.stream());
+  with_output_pointer("rmsnorm_forward", out, [&](auto* out_data) {
+    rmsnorm_forward_f32(floats(x), floats(weight), out_data, floats(rstd), rows, channels, args.eps, context_.stream());
+  });
 }
 
 void CudaBackend::rmsnorm_backward(const RmsnormArgs&, const Tensor& x, const Tensor& weight, const Tensor& rstd,
@@ -48,7 +52,8 @@ void CudaBackend::rmsnorm_backward(const RmsnormArgs&, const Tensor& x, const Te
 
 void CudaBackend::gelu_forward(const GeluArgs&, const Tensor& x, Tensor& out) {
   DeviceGuard guard(context_.device());
-  gelu_forward_f32(floats(x), floats(out), x.numel(), context_.stream());
+  with_output_pointer("gelu_forward", out,
+                      [&](auto* out_data) { gelu_forward_f32(floats(x), out_data, x.numel(), context_.stream()); });
 }
 
 void CudaBackend::gelu_backward(const GeluArgs&, const Tensor& x, const Tensor& grad_out, Tensor& grad_x) {
@@ -58,7 +63,9 @@ void CudaBackend::gelu_backward(const GeluArgs&, const Tensor& x, const Tensor& 
 
 void CudaBackend::swiglu_forward(const SwigluArgs&, const Tensor& gate, const Tensor& up, Tensor& out) {
   DeviceGuard guard(context_.device());
-  swiglu_forward_f32(floats(gate), floats(up), floats(out), gate.numel(), context_.stream());
+  with_output_pointer("swiglu_forward", out, [&](auto* out_data) {
+    swiglu_forward_f32(floats(gate), floats(up), out_data, gate.numel(), context_.stream());
+  });
 }
 
 void CudaBackend::swiglu_backward(const SwigluArgs&, const Tensor& gate, const Tensor& up, const Tensor& grad_out,

@@ -195,7 +195,8 @@ void CudaBackend::linear_forward(const LinearArgs& args, const Tensor& x, const 
 
 // y = gelu(x W^T + b) with the GELU's input kept: one GEMM with cuBLASLt's GELU_AUX(_BIAS)
 // epilogue (y its output, pre_activation its aux), or — where cuBLASLt has no such algorithm (N not
-// a multiple of 8, a type it lacks) — the GEMM with the bias epilogue and the GELU kernel.
+// a multiple of 8, a type it lacks), and for a 16-bit y (kept as the next GEMM's operand) — the GEMM
+// with the bias epilogue and the GELU kernel (which writes y's format).
 void CudaBackend::linear_gelu_forward(const Tensor& x, const Tensor& weight, const Tensor& bias, Tensor& pre_activation,
                                       Tensor& y) {
   DeviceGuard guard(context_.device());
@@ -207,7 +208,9 @@ void CudaBackend::linear_gelu_forward(const Tensor& x, const Tensor& weight, con
                    .type = operand_type(x),
                    .output_type = CUDA_R_32F,
                    .epilogue = bias.defined() ? GemmEpilogue::bias_gelu_aux : GemmEpilogue::gelu_aux};
-  if (k > 0 && n % 8 == 0 && gemm_available(context_, shape, x.raw_data(), weight.raw_data(), y.raw_data())) {
+  const bool y_is_f32 = y.dtype() == DType::f32;  // a 16-bit y: the GEMM with the bias epilogue, then the GELU
+  if (y_is_f32 && k > 0 && n % 8 == 0 &&
+      gemm_available(context_, shape, x.raw_data(), weight.raw_data(), y.raw_data())) {
     gemm(context_, shape, x.raw_data(), weight.raw_data(), bias.defined() ? bias.raw_data() : nullptr, y.raw_data(),
          pre_activation.raw_data());
     return;

@@ -1,11 +1,34 @@
-// The float pointer a kernel launch takes for an optional f32 tensor (internal to the CUDA
-// backend): its device data, or nullptr when the tensor is undefined (no bias, no residual).
+// The pointers kernel launches take (internal to the CUDA backend): `floats` for an optional f32
+// tensor — its device data, or nullptr when the tensor is undefined (no bias, no residual);
+// `with_output_pointer` for an output that is f32 or a 16-bit GEMM operand format — the launch
+// called with float*, __nv_bfloat16* or __half* (the launchers' overloads), another dtype refused.
 #pragma once
 
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+
+#include "myriad/core/error.h"
 #include "myriad/core/tensor.h"
 
 namespace myriad::cuda {
 
 inline float* floats(const Tensor& t) { return t.defined() ? t.data<float>() : nullptr; }
+
+template <typename Launch>
+void with_output_pointer(const char* op, const Tensor& out, Launch&& launch) {
+  switch (out.dtype()) {
+    case DType::f32:
+      launch(out.data<float>());
+      return;
+    case DType::bf16:
+      launch(static_cast<__nv_bfloat16*>(out.raw_data()));
+      return;
+    case DType::f16:
+      launch(static_cast<__half*>(out.raw_data()));
+      return;
+    default:
+      MYRIAD_THROW(op << ": output " << out.describe() << " must be f32, bf16 or f16");
+  }
+}
 
 }  // namespace myriad::cuda

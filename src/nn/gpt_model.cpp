@@ -78,12 +78,23 @@ GptModel::GptModel(const TransformerConfig& config, const ModelSplit& split, boo
 void GptModel::set_activation_precision(DType format) {
   activation_precision_ = format;
   for (TransformerBlock& block : blocks_) block.set_gemm_operands(format);
+  release_buffers();  // the kept GEMM inputs' format changes with it
 }
 
 void GptModel::enable_fp8(const Fp8Recipe& recipe) {
   fp8_ = std::make_unique<Fp8Scaling>(recipe, static_cast<std::int64_t>(config_.n_layer) * kFp8LinearsPerBlock,
                                       placement_);
   for (TransformerBlock& block : blocks_) block.set_fp8_scaling(fp8_.get());
+  release_buffers();
+}
+
+// FP8 GEMMs quantise their inputs from f32 (nn/fp8_linear.h): the GEMM inputs stay f32 there.
+DType GptModel::kept_gemm_input_format() const { return fp8_ ? DType::f32 : activation_precision_; }
+
+void GptModel::release_buffers() {
+  if (buffers_.slots.empty()) return;
+  buffers_ = Buffers{};
+  ++buffers_generation_;
 }
 
 void GptModel::build_units() {
@@ -169,13 +180,13 @@ GptModel::Slot GptModel::make_slot() const {
   const Shape rows = residual_shape(config_, split_, B, T);
   Slot s;
   for (std::size_t i = 0; i < blocks_.size() + chunk_blocks_.size(); ++i) s.residual.push_back(placement_.empty(rows));
-  std::vector<ActivationSlot> slots = block_activation_slots(config_, split_, B, T);
+  std::vector<ActivationSlot> slots = block_activation_slots(config_, split_, B, T, kept_gemm_input_format());
   for (const TransformerBlock& block : blocks_) {
     BlockActivations acts;
     const bool moe = block.moe() != nullptr;
     for (const ActivationSlot& slot : slots) {
       if (moe && slot.dense_mlp) continue;
-      acts.*(slot.member) = slot.kept(b.mode) ? placement_.empty(slot.shape) : b.shared.*(slot.member);
+      acts.*(slot.member) = slot.kept(b.mode) ? placement_.empty(slot.shape, slot.dtype) : b.shared.*(slot.member);
     }
     if (moe) acts.moe = std::make_shared<MoeActivations>();
     s.blocks.push_back(std::move(acts));
@@ -207,8 +218,10 @@ void GptModel::prepare(std::int64_t B, std::int64_t T, Recompute mode, int slots
     b.scratch = make_block_scratch(placement_, config_, split_, B, T);
     const bool any_dense = std::any_of(blocks_.begin(), blocks_.end(),
                                        [](const TransformerBlock& block) { return block.moe() == nullptr; });
-    for (const ActivationSlot& slot : block_activation_slots(config_, split_, B, T)) {
-      if (!slot.kept(mode) && (any_dense || !slot.dense_mlp)) b.shared.*(slot.member) = placement_.empty(slot.shape);
+    for (const ActivationSlot& slot : block_activation_slots(config_, split_, B, T, kept_gemm_input_format())) {
+      if (!slot.kept(mode) && (any_dense || !slot.dense_mlp)) {
+        b.shared.*(slot.member) = placement_.empty(slot.shape, slot.dtype);
+      }
     }
     Tensor positions = Tensor::empty({B, T}, DType::i32);
     const ContextParallel& cp = split_.context_parallel();  // global positions of the local rows
@@ -242,12 +255,15 @@ ActivationMemory GptModel::activation_memory(std::int64_t B, std::int64_t T, Rec
   const std::int64_t C = config_.n_embd, N = B * T, F = widths.ffn;
   const Shape rows = residual_shape(config_, split_, B, T);
   const std::int64_t row_count = rows[0] * rows[1];
-  std::vector<ActivationSlot> slots = block_activation_slots(config_, split_, B, T);
+  std::vector<ActivationSlot> slots = block_activation_slots(config_, split_, B, T, kept_gemm_input_format());
   std::int64_t own_per_block = 0, shared = 0;
   const bool any_dense =
       std::any_of(blocks_.begin(), blocks_.end(), [](const TransformerBlock& block) { return block.moe() == nullptr; });
+  auto slot_bytes = [](const ActivationSlot& slot) {
+    return shape_numel(slot.shape) * static_cast<std::int64_t>(dtype_size(slot.dtype));
+  };
   for (const ActivationSlot& slot : slots) {
-    std::int64_t bytes = shape_numel(slot.shape) * 4;
+    std::int64_t bytes = slot_bytes(slot);
     if (slot.kept(mode)) {
       own_per_block += bytes;
     } else if (any_dense || !slot.dense_mlp) {
@@ -269,7 +285,7 @@ ActivationMemory GptModel::activation_memory(std::int64_t B, std::int64_t T, Rec
     if (!block.moe()) continue;
     any_moe = true;
     for (const ActivationSlot& slot : slots) {
-      if (slot.dense_mlp && slot.kept(mode)) m.saved_bytes -= shape_numel(slot.shape) * 4;
+      if (slot.dense_mlp && slot.kept(mode)) m.saved_bytes -= slot_bytes(slot);
     }
     if (mode != Recompute::full) m.saved_bytes += moe_bytes;
   }

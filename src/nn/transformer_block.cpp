@@ -76,7 +76,7 @@ Shape residual_shape(const TransformerConfig& c, const ModelSplit& split, std::i
 }
 
 std::vector<ActivationSlot> block_activation_slots(const TransformerConfig& c, const ModelSplit& split, std::int64_t B,
-                                                   std::int64_t T) {
+                                                   std::int64_t T, DType gemm_inputs) {
   const LocalWidths w = local_widths(c, split);
   const std::int64_t C = c.n_embd, F = w.ffn, D = w.head_dim, Hq = w.heads;
   const Shape rows = residual_shape(c, split, B, T);
@@ -100,6 +100,15 @@ std::vector<ActivationSlot> block_activation_slots(const TransformerConfig& c, c
     slots.push_back({&BlockActivations::k_rot, {B, T, w.kv_heads, D}, true});
   }
   if (c.mlp == MlpKind::swiglu) slots.push_back({&BlockActivations::up, {B, T, F}, true, true, true});
+  if (!split.sharded_sequence()) {
+    bool any_moe = false;
+    for (int layer = 0; layer < c.n_layer; ++layer) any_moe = any_moe || c.moe.is_moe_layer(layer);
+    for (ActivationSlot& slot : slots) {
+      const bool read_by_gemms_only = slot.member == &BlockActivations::h1 || slot.member == &BlockActivations::act ||
+                                      (slot.member == &BlockActivations::h2 && !any_moe);
+      if (read_by_gemms_only) slot.dtype = gemm_inputs;
+    }
+  }
   return slots;
 }
 

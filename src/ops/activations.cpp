@@ -3,6 +3,7 @@
 
 #include "myriad/ops/backend.h"
 #include "myriad/ops/op_checks.h"
+#include "f32_output.h"
 
 namespace myriad {
 
@@ -20,9 +21,11 @@ void check_elementwise(const char* op, const char* name, const Tensor& t, const 
 void gelu_forward(const GeluArgs& args, const Tensor& x, Tensor& out) {
   const char* op = "gelu_forward";
   check_elementwise(op, "x", x);
-  check_elementwise(op, "out", out, &x);
+  ops::check_f32_or_16bit_output(op, "out", out, x.shape());
   Device device = ops::check_same_device(op, {{"x", &x}, {"out", &out}});
-  if (device.is_cpu()) return cpu::gelu_forward(args, x, out);
+  if (device.is_cpu()) {
+    return ops::compute_into_output(out, [&](Tensor& result) { cpu::gelu_forward(args, x, result); });
+  }
   ops::backend_of(op, {{"x", &x}, {"out", &out}}).gelu_forward(args, x, out);
 }
 
@@ -41,9 +44,11 @@ void swiglu_forward(const SwigluArgs& args, const Tensor& gate, const Tensor& up
   const char* op = "swiglu_forward";
   check_elementwise(op, "gate", gate);
   check_elementwise(op, "up", up, &gate);
-  check_elementwise(op, "out", out, &gate);
+  ops::check_f32_or_16bit_output(op, "out", out, gate.shape());
   Device device = ops::check_same_device(op, {{"gate", &gate}, {"up", &up}, {"out", &out}});
-  if (device.is_cpu()) return cpu::swiglu_forward(args, gate, up, out);
+  if (device.is_cpu()) {
+    return ops::compute_into_output(out, [&](Tensor& result) { cpu::swiglu_forward(args, gate, up, result); });
+  }
   ops::backend_of(op, {{"gate", &gate}, {"up", &up}, {"out", &out}}).swiglu_forward(args, gate, up, out);
 }
 

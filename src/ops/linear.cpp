@@ -4,6 +4,7 @@
 
 #include "myriad/ops/backend.h"
 #include "f32_operand.h"
+#include "f32_output.h"
 #include "myriad/ops/op_checks.h"
 
 namespace myriad {
@@ -41,13 +42,15 @@ void check_bias(const char* op, const char* name, const Tensor& bias, std::int64
 
 void linear_gelu_forward(const Tensor& x, const Tensor& weight, const Tensor& bias, Tensor& pre_activation, Tensor& y) {
   const char* op = "linear_gelu_forward";
-  const std::int64_t n = check_operands(op, "x", x, weight, false, "y", y);
-  ops::check_f32_contiguous(op, "pre_activation", pre_activation, y.shape());
+  const std::int64_t n = check_operands(op, "x", x, weight, false, "pre_activation", pre_activation);
+  ops::check_f32_or_16bit_output(op, "y", y, pre_activation.shape());
   check_bias(op, "bias", bias, n);
   const std::initializer_list<ops::NamedTensor> tensors = {
       {"x", &x}, {"weight", &weight}, {"bias", &bias}, {"pre_activation", &pre_activation}, {"y", &y}};
   if (ops::check_same_device(op, tensors).is_cpu()) {
-    return cpu::linear_gelu_forward(ops::as_f32_operand(x), ops::as_f32_operand(weight), bias, pre_activation, y);
+    return ops::compute_into_output(y, [&](Tensor& result) {
+      cpu::linear_gelu_forward(ops::as_f32_operand(x), ops::as_f32_operand(weight), bias, pre_activation, result);
+    });
   }
   ops::backend_of(op, tensors).linear_gelu_forward(x, weight, bias, pre_activation, y);
 }

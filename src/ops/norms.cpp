@@ -3,6 +3,7 @@
 
 #include "myriad/ops/backend.h"
 #include "myriad/ops/op_checks.h"
+#include "f32_output.h"
 
 namespace myriad {
 
@@ -35,14 +36,17 @@ void layernorm_forward(const LayernormArgs& args, const Tensor& x, const Tensor&
   std::int64_t channels = ops::check_f32_rows(op, "x", x);
   check_channel(op, "weight", weight, channels);
   if (bias.defined()) check_channel(op, "bias", bias, channels);
-  ops::check_f32_contiguous(op, "out", out, x.shape());
+  ops::check_f32_or_16bit_output(op, "out", out, x.shape());
   if (mean.defined()) check_row_stat(op, "mean", mean, x);
   if (rstd.defined()) check_row_stat(op, "rstd", rstd, x);
   MYRIAD_CHECK(args.eps >= 0.0f, op << ": eps must be >= 0, got " << args.eps);
   const std::initializer_list<ops::NamedTensor> tensors = {{"x", &x},     {"weight", &weight}, {"bias", &bias},
                                                            {"out", &out}, {"mean", &mean},     {"rstd", &rstd}};
   Device device = ops::check_same_device(op, tensors);
-  if (device.is_cpu()) return cpu::layernorm_forward(args, x, weight, bias, out, mean, rstd);
+  if (device.is_cpu()) {
+    return ops::compute_into_output(
+        out, [&](Tensor& result) { cpu::layernorm_forward(args, x, weight, bias, result, mean, rstd); });
+  }
   ops::backend_of(op, tensors).layernorm_forward(args, x, weight, bias, out, mean, rstd);
 }
 
@@ -78,13 +82,15 @@ void rmsnorm_forward(const RmsnormArgs& args, const Tensor& x, const Tensor& wei
   const char* op = "rmsnorm_forward";
   std::int64_t channels = ops::check_f32_rows(op, "x", x);
   check_channel(op, "weight", weight, channels);
-  ops::check_f32_contiguous(op, "out", out, x.shape());
+  ops::check_f32_or_16bit_output(op, "out", out, x.shape());
   if (rstd.defined()) check_row_stat(op, "rstd", rstd, x);
   MYRIAD_CHECK(args.eps >= 0.0f, op << ": eps must be >= 0, got " << args.eps);
   const std::initializer_list<ops::NamedTensor> tensors = {
       {"x", &x}, {"weight", &weight}, {"out", &out}, {"rstd", &rstd}};
   Device device = ops::check_same_device(op, tensors);
-  if (device.is_cpu()) return cpu::rmsnorm_forward(args, x, weight, out, rstd);
+  if (device.is_cpu()) {
+    return ops::compute_into_output(out, [&](Tensor& result) { cpu::rmsnorm_forward(args, x, weight, result, rstd); });
+  }
   ops::backend_of(op, tensors).rmsnorm_forward(args, x, weight, out, rstd);
 }
 

@@ -37,6 +37,13 @@ void check_f32_contiguous(const char* op, const char* name, const Tensor& t, con
   check_contiguous(op, name, t);
 }
 
+void check_f32_or_16bit_output(const char* op, const char* name, const Tensor& t, const Shape& shape) {
+  MYRIAD_CHECK(t.dtype() == DType::f32 || t.dtype() == DType::bf16 || t.dtype() == DType::f16,
+               op << ": '" << name << "' " << t.describe() << " must be f32, bf16 or f16");
+  check_shape(op, name, t, shape);
+  check_contiguous(op, name, t);
+}
+
 std::int64_t check_f32_rows(const char* op, const char* name, const Tensor& t) {
   check_dtype(op, name, t, DType::f32);
   MYRIAD_CHECK(t.dim() >= 1 && t.size(-1) >= 1, op << ": '" << name << "' has shape " << shape_string(t.shape())

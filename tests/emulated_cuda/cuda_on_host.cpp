@@ -1231,6 +1231,67 @@ void grad_norm_squared_f32(const float* g, std::int64_t n, double*, std::int64_t
                            cudaStream_t launch_stream) {
   emulated::launch(launch_stream, [=]() mutable { *out = grad_norm_squared(W(g, {n})); });
 }
+// The forward kernels' 16-bit outputs: the ops' own (f32 math, rounded once; ops/f32_output.h).
+template <typename H>
+static void layernorm_forward_into(const float* x, const float* w, const float* b, H* out, float* mean, float* rstd,
+                                   std::int64_t N, std::int64_t C, float eps, cudaStream_t launch_stream) {
+  emulated::launch(launch_stream, [=]() mutable {
+    Tensor o = W(out, {N, C}, kHalf<H>), m = W(mean, {N}), r = W(rstd, {N});
+    layernorm_forward(LayernormArgs{.eps = eps}, W(x, {N, C}), W(w, {C}), W(b, {C}), o, m, r);
+  });
+}
+void layernorm_forward_f32(const float* x, const float* w, const float* b, __nv_bfloat16* out, float* mean, float* rstd,
+                           std::int64_t N, std::int64_t C, float eps, cudaStream_t launch_stream) {
+  layernorm_forward_into(x, w, b, out, mean, rstd, N, C, eps, launch_stream);
+}
+void layernorm_forward_f32(const float* x, const float* w, const float* b, __half* out, float* mean, float* rstd,
+                           std::int64_t N, std::int64_t C, float eps, cudaStream_t launch_stream) {
+  layernorm_forward_into(x, w, b, out, mean, rstd, N, C, eps, launch_stream);
+}
+template <typename H>
+static void rmsnorm_forward_into(const float* x, const float* w, H* out, float* rstd, std::int64_t N, std::int64_t C,
+                                 float eps, cudaStream_t launch_stream) {
+  emulated::launch(launch_stream, [=]() mutable {
+    Tensor o = W(out, {N, C}, kHalf<H>), r = W(rstd, {N});
+    rmsnorm_forward(RmsnormArgs{.eps = eps}, W(x, {N, C}), W(w, {C}), o, r);
+  });
+}
+void rmsnorm_forward_f32(const float* x, const float* w, __nv_bfloat16* out, float* rstd, std::int64_t N,
+                         std::int64_t C, float eps, cudaStream_t launch_stream) {
+  rmsnorm_forward_into(x, w, out, rstd, N, C, eps, launch_stream);
+}
+void rmsnorm_forward_f32(const float* x, const float* w, __half* out, float* rstd, std::int64_t N, std::int64_t C,
+                         float eps, cudaStream_t launch_stream) {
+  rmsnorm_forward_into(x, w, out, rstd, N, C, eps, launch_stream);
+}
+template <typename H>
+static void gelu_forward_into(const float* x, H* out, std::int64_t n, cudaStream_t launch_stream) {
+  emulated::launch(launch_stream, [=]() mutable {
+    Tensor o = W(out, {n}, kHalf<H>);
+    gelu_forward(GeluArgs{}, W(x, {n}), o);
+  });
+}
+void gelu_forward_f32(const float* x, __nv_bfloat16* out, std::int64_t n, cudaStream_t launch_stream) {
+  gelu_forward_into(x, out, n, launch_stream);
+}
+void gelu_forward_f32(const float* x, __half* out, std::int64_t n, cudaStream_t launch_stream) {
+  gelu_forward_into(x, out, n, launch_stream);
+}
+template <typename H>
+static void swiglu_forward_into(const float* gate, const float* up, H* out, std::int64_t n,
+                                cudaStream_t launch_stream) {
+  emulated::launch(launch_stream, [=]() mutable {
+    Tensor o = W(out, {n}, kHalf<H>);
+    swiglu_forward(SwigluArgs{}, W(gate, {n}), W(up, {n}), o);
+  });
+}
+void swiglu_forward_f32(const float* gate, const float* up, __nv_bfloat16* out, std::int64_t n,
+                        cudaStream_t launch_stream) {
+  swiglu_forward_into(gate, up, out, n, launch_stream);
+}
+void swiglu_forward_f32(const float* gate, const float* up, __half* out, std::int64_t n, cudaStream_t launch_stream) {
+  swiglu_forward_into(gate, up, out, n, launch_stream);
+}
 void convert_f32_to_bf16(const float* x, __nv_bfloat16* out, std::int64_t n, cudaStream_t launch_stream) {
   emulated::launch(launch_stream, [=]() mutable { narrow(W(x, {n}), out); });
 }

@@ -174,7 +174,7 @@ TEST(GeluKernelValidation, BadArgumentsThrowNamingLauncherAndArgument) {
       [&] { cuda::gelu_forward_bf16(h, as_bf16(reinterpret_cast<std::uint16_t*>(0x40000)), 8, nullptr); },
       {"gelu_forward_bf16", "x", "2-byte aligned"});
   // Empty input: nothing to check or enqueue, even with null pointers.
-  EXPECT_NO_THROW(cuda::gelu_forward_f32(nullptr, nullptr, 0, nullptr));
+  EXPECT_NO_THROW(cuda::gelu_forward_f32(nullptr, static_cast<float*>(nullptr), 0, nullptr));
   EXPECT_NO_THROW(cuda::gelu_backward_bf16(nullptr, nullptr, nullptr, 0, nullptr));
 }
 

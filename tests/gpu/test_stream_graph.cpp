@@ -12,6 +12,7 @@
 #include "myriad/ops/activations.h"
 #include "myriad/ops/elementwise.h"
 #include "myriad/ops/matmul.h"
+#include "myriad/ops/placement.h"
 
 namespace myriad::testing {
 namespace {

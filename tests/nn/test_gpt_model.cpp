@@ -143,8 +143,10 @@ TEST(GptModel, BlockSparseGenerationRerunsTheForward) {
       {"decode", "block-sparse"});
 }
 
-std::vector<double> gradients_with(const TransformerConfig& config, Recompute mode, std::uint64_t seed) {
+std::vector<double> gradients_with(const TransformerConfig& config, Recompute mode, std::uint64_t seed,
+                                   DType precision = DType::f32) {
   GptModel model(config);
+  model.set_activation_precision(precision);
   model.initialize(seed);
   Batch batch = random_batch(3, 7, static_cast<std::int32_t>(config.vocab_size), seed, 7);
   model.parameters().zero_grads();
@@ -160,12 +162,61 @@ TEST(GptModel, RecomputeModesGiveIdenticalGradients) {
     EXPECT_EQ(gradients_with(config, Recompute::selective, seed), none);
     EXPECT_EQ(gradients_with(config, Recompute::full, seed), none);
   }
+  // Under mixed precision the recomputed norm outputs and MLP activation are 16-bit as the kept ones.
+  for (const TransformerConfig& config : {tiny_gpt2(), tiny_llama()}) {
+    std::vector<double> none = gradients_with(config, Recompute::none, seed, DType::bf16);
+    EXPECT_EQ(gradients_with(config, Recompute::selective, seed, DType::bf16), none);
+    EXPECT_EQ(gradients_with(config, Recompute::full, seed, DType::bf16), none);
+  }
   GptModel model(tiny_gpt2());
   ActivationMemory none = model.activation_memory(4, 8, Recompute::none);
   ActivationMemory selective = model.activation_memory(4, 8, Recompute::selective);
   ActivationMemory full = model.activation_memory(4, 8, Recompute::full);
   EXPECT_GT(none.saved_bytes, selective.saved_bytes);
   EXPECT_GT(selective.saved_bytes, full.saved_bytes);
+}
+
+// Mixed precision keeps the GEMM inputs only GEMMs read (norm outputs, the MLP activation) in the
+// operand format: 2 bytes instead of 4 for (2 C + F) values per token and block; a model with MoE
+// layers keeps h2 (the router's input) in f32; FP8 keeps them all f32 (it quantises from f32).
+TEST(GptModel, MixedPrecisionKeepsTheGemmInputsIn16Bits) {
+  const std::int64_t B = 4, T = 8, N = B * T;
+  const TransformerConfig dense = tiny_gpt2();
+  const std::int64_t C = dense.n_embd, F = dense.ffn_hidden, L = dense.n_layer;
+  GptModel f32_model(dense), bf16_model(dense);
+  bf16_model.set_activation_precision(DType::bf16);
+  const ActivationMemory wide = f32_model.activation_memory(B, T, Recompute::none);
+  const ActivationMemory narrow = bf16_model.activation_memory(B, T, Recompute::none);
+  EXPECT_EQ(wide.saved_bytes - narrow.saved_bytes, L * N * (2 * C + F) * 2);
+  EXPECT_EQ(wide.scratch_bytes, narrow.scratch_bytes);
+  // Selective recompute rebuilds h1, h2 and act in one shared set: the scratch shrinks instead.
+  const ActivationMemory wide_sel = f32_model.activation_memory(B, T, Recompute::selective);
+  const ActivationMemory narrow_sel = bf16_model.activation_memory(B, T, Recompute::selective);
+  EXPECT_EQ(wide_sel.saved_bytes, narrow_sel.saved_bytes);
+  EXPECT_EQ(wide_sel.scratch_bytes - narrow_sel.scratch_bytes, N * (2 * C + F) * 2);
+
+  TransformerConfig moe = tiny_gpt2();
+  moe.moe.num_experts = 2;
+  moe.moe.top_k = 1;
+  moe.moe.every = 2;  // block 1 is an MoE block, block 0 dense
+  GptModel moe_f32(moe), moe_bf16(moe);
+  moe_bf16.set_activation_precision(DType::bf16);
+  const std::int64_t moe_saving = moe_f32.activation_memory(B, T, Recompute::none).saved_bytes -
+                                  moe_bf16.activation_memory(B, T, Recompute::none).saved_bytes;
+  EXPECT_EQ(moe_saving, L * N * C * 2 + N * F * 2) << "h1 of both blocks, act of the dense one; h2 stays f32";
+
+  // The model's buffers follow: a forward and backward on them, and the tensors' own dtypes.
+  std::uint64_t seed = testing::fresh_seed();
+  MYRIAD_SEED_TRACE(seed);
+  bf16_model.initialize(seed);
+  Batch batch = random_batch(B, T, static_cast<std::int32_t>(dense.vocab_size), seed, 3);
+  bf16_model.parameters().zero_grads();
+  bf16_model.forward_backward(batch.ids, batch.targets, 0.05f, Recompute::none);
+  for (double g : testing::to_f64(bf16_model.parameters().flat_grads())) ASSERT_TRUE(std::isfinite(g));
+  const std::vector<ActivationSlot> slots = block_activation_slots(dense, ModelSplit{}, B, T, DType::bf16);
+  int sixteen = 0;
+  for (const ActivationSlot& slot : slots) sixteen += slot.dtype == DType::bf16 ? 1 : 0;
+  EXPECT_EQ(sixteen, 3) << "h1, h2 and act";
 }
 
 TEST(GptModel, AccumulationOverUnevenMicroBatchesEqualsOneBatch) {

@@ -99,6 +99,8 @@ training: {micro_batch: 2, gradient_accumulation: 4, seq_len: 32}
     ("gpt2", 4, 4, ["parallel.zero_stage=2", "training.recompute=selective", "training.precision=fp16"]),
     ("llama", 4, 4, ["parallel.zero_stage=3", "training.recompute=full", "training.precision=bf16"]),
     ("gpt2", 4, 4, ["parallel.pp=2", "parallel.virtual_stages=2", "parallel.pp_schedule=interleaved"]),
+    ("gpt2", 4, 4, ["parallel.tp=2", "training.precision=bf16", "training.recompute=none"]),  # 16-bit h1, h2, act
+    ("llama", 4, 4, ["parallel.pp=2", "training.precision=fp16", "training.recompute=selective"]),
     ("llama", 4, 6, ["parallel.pp=3", "parallel.pp_schedule=gpipe", "parallel.pp_layers=[2,1,1]"]),
     ("llama", 2, 8, ["parallel.cp=2", "parallel.tp=2", "parallel.zero_stage=1"]),
 ])
@@ -108,7 +110,8 @@ def test_every_rank_of_small_layouts_equals_the_dry_run(tmp_path, arch, kv, worl
     assert_planner_equals_dry_run(str(path), world, overrides, ranks=range(world))
 
 
-def test_every_rank_of_a_small_expert_parallel_layout_equals_the_dry_run(tmp_path):
+@pytest.mark.parametrize("precision", ["fp32", "bf16"])  # bf16: h2 stays f32 (the router reads it)
+def test_every_rank_of_a_small_expert_parallel_layout_equals_the_dry_run(tmp_path, precision):
     path = tmp_path / "moe.yaml"
     path.write_text("""
 model: {architecture: moe, vocab_size: 300, n_layer: 4, n_head: 4, n_embd: 64, context_length: 32,
@@ -116,7 +119,9 @@ model: {architecture: moe, vocab_size: 300, n_layer: 4, n_head: 4, n_embd: 64, c
 training: {micro_batch: 2, gradient_accumulation: 2, seq_len: 32}
 """)
     assert_planner_equals_dry_run(str(path), 8, ["parallel.ep=2", "parallel.dp=4", "parallel.tp=2",
-                                                 "parallel.zero_stage=1", "parallel.bucket_mb=0.02"], ranks=range(8))
+                                                 "parallel.zero_stage=1", "parallel.bucket_mb=0.02",
+                                                 f"training.precision={precision}", "training.recompute=none"],
+                                   ranks=range(8))
 
 
 def test_bad_rank_is_refused():

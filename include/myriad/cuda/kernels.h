@@ -28,6 +28,9 @@ namespace myriad::cuda {
 // that are all 16-byte aligned are processed in 16-byte packets, others element by element.
 void gelu_forward_f32(const float* x, float* out, std::int64_t n, cudaStream_t stream);  // (n) -> (n)
 void gelu_forward_bf16(const __nv_bfloat16* x, __nv_bfloat16* out, std::int64_t n, cudaStream_t stream);
+// f32 in, the GELU rounded once into bf16 / f16 (nearest even): a GEMM operand kept in mixed precision.
+void gelu_forward_f32(const float* x, __nv_bfloat16* out, std::int64_t n, cudaStream_t stream);
+void gelu_forward_f32(const float* x, __half* out, std::int64_t n, cudaStream_t stream);
 void gelu_backward_f32(const float* x, const float* grad_out, float* grad_x, std::int64_t n, cudaStream_t stream);
 void gelu_backward_bf16(const __nv_bfloat16* x, const __nv_bfloat16* grad_out, __nv_bfloat16* grad_x, std::int64_t n,
                         cudaStream_t stream);
@@ -39,6 +42,11 @@ void gelu_backward_bf16(const __nv_bfloat16* x, const __nv_bfloat16* grad_out, _
 // bias, mean and rstd may be null (no bias; nothing saved). out must not overlap x.
 void layernorm_forward_f32(const float* x, const float* weight, const float* bias, float* out, float* mean, float* rstd,
                            std::int64_t rows, std::int64_t channels, float eps, cudaStream_t stream);
+// The same with out in bf16 / f16: the f32 value rounded once (nearest even); statistics f32.
+void layernorm_forward_f32(const float* x, const float* weight, const float* bias, __nv_bfloat16* out, float* mean,
+                           float* rstd, std::int64_t rows, std::int64_t channels, float eps, cudaStream_t stream);
+void layernorm_forward_f32(const float* x, const float* weight, const float* bias, __half* out, float* mean,
+                           float* rstd, std::int64_t rows, std::int64_t channels, float eps, cudaStream_t stream);
 
 // Backward with xhat = (x - mean) * rstd and g = grad_out * weight:
 //   grad_x      = rstd * (g - mean_c(g) - xhat * mean_c(g * xhat))   written (`=`)
@@ -58,6 +66,10 @@ void layernorm_backward_f32(const float* grad_out, const float* x, const float* 
 // x, out: (N, C); weight: (C); rstd: (N) saved for backward (may be null). out must not overlap x.
 void rmsnorm_forward_f32(const float* x, const float* weight, float* out, float* rstd, std::int64_t rows,
                          std::int64_t channels, float eps, cudaStream_t stream);
+void rmsnorm_forward_f32(const float* x, const float* weight, __nv_bfloat16* out, float* rstd, std::int64_t rows,
+                         std::int64_t channels, float eps, cudaStream_t stream);
+void rmsnorm_forward_f32(const float* x, const float* weight, __half* out, float* rstd, std::int64_t rows,
+                         std::int64_t channels, float eps, cudaStream_t stream);
 // xhat = x * rstd, g = grad_out * weight:
 //   grad_x = rstd * (g - xhat * mean_c(g * xhat)) written; grad_weight += sum_n grad_out * xhat.
 // grad_x or grad_weight may be null; scratch as for layernorm (layernorm_backward_scratch_floats).
@@ -69,6 +81,9 @@ void rmsnorm_backward_f32(const float* grad_out, const float* x, const float* we
 //   out = silu(gate) * up elementwise over n; backward writes grad_gate, grad_up (`=`, either may
 // be null). Outputs may be the buffer of an input (in place); other overlaps are rejected.
 void swiglu_forward_f32(const float* gate, const float* up, float* out, std::int64_t n, cudaStream_t stream);
+// out in bf16 / f16 (rounded once, nearest even; then out may not overlap gate or up).
+void swiglu_forward_f32(const float* gate, const float* up, __nv_bfloat16* out, std::int64_t n, cudaStream_t stream);
+void swiglu_forward_f32(const float* gate, const float* up, __half* out, std::int64_t n, cudaStream_t stream);
 void swiglu_backward_f32(const float* gate, const float* up, const float* grad_out, float* grad_gate, float* grad_up,
                          std::int64_t n, cudaStream_t stream);
 

@@ -82,7 +82,8 @@ class GptModel final : public PipelineStage {
   // backward) is rounded to `format` (bf16 / f16: the values a low-precision run passes on; f16
   // overflow becomes inf, which the loss scaler catches), and every linear layer's GEMM takes its
   // operands in `format` (nn/linear.h: 16-bit tensor-core GEMMs on a GPU); f32 = none. Weights
-  // are the caller's.
+  // are the caller's. The blocks' GEMM inputs (norm outputs, MLP activation) are then kept in
+  // `format` (block_activation_slots), so the model's buffers are made again at the next prepare.
   void set_activation_precision(DType format);
   DType activation_precision() const { return activation_precision_; }
   // training.precision fp8: the blocks' dense linear layers on FP8 GEMMs with delayed scaling
@@ -184,6 +185,8 @@ class GptModel final : public PipelineStage {
   };
 
   Slot make_slot() const;
+  DType kept_gemm_input_format() const;  // block_activation_slots' gemm_inputs
+  void release_buffers();                // the next prepare() makes them again
   void check_inputs(const Tensor& ids, const Tensor& targets) const;
   void embed(const Tensor& ids, Tensor& out);
   void embed_backward(const Tensor& ids, const Tensor& grad);

@@ -40,17 +40,17 @@ namespace myriad::nn {
 
 struct BlockActivations {
   Tensor ln1_mean, ln1_rstd;                  // (B, T)        layernorm: mean unused for rmsnorm
-  Tensor h1;                                  // (B, T, C)     norm1 output
+  Tensor h1;                                  // (B, T, C)     norm1 output (f32 or 16-bit: ActivationSlot)
   Tensor qkv;                                 // (B, T, QKV)
   Tensor q_rot, k_rot;                        // (B, T, Hq, D), (B, T, Hkv, D): RoPE only
   Tensor att;                                 // (B, T, C)     attention output, heads concatenated
   Tensor lse;                                 // (B, Hq, T)
   Tensor x_mid;                               // (B, T, C)     residual after attention
   Tensor ln2_mean, ln2_rstd;                  // (B, T)
-  Tensor h2;                                  // (B, T, C)     norm2 output
+  Tensor h2;                                  // (B, T, C)     norm2 output (f32 or 16-bit)
   Tensor fc;                                  // (B, T, F)     GELU input, or SwiGLU gate
   Tensor up;                                  // (B, T, F)     SwiGLU only
-  Tensor act;                                 // (B, T, F)     MLP activation
+  Tensor act;                                 // (B, T, F)     MLP activation (f32 or 16-bit)
   std::shared_ptr<MoeActivations> moe;        // MoE blocks: the expert MLP's (sizes set by the routing)
   std::shared_ptr<const BlockLayout> layout;  // block-sparse attention: the forward's host layout
   BlockSelectionStats selection;              // ... and what it kept (the last forward's)
@@ -85,7 +85,8 @@ struct ActivationSlot {
   Shape shape;
   bool kept_by_selective;
   bool kept_by_none = true;
-  bool dense_mlp = false;  // the dense MLP's (fc, up, act): an MoE block has none
+  bool dense_mlp = false;    // the dense MLP's (fc, up, act): an MoE block has none
+  DType dtype = DType::f32;  // f32, or the GEMM operand format for the inputs only GEMMs read
   bool kept(Recompute mode) const {
     return mode == Recompute::none ? kept_by_none : mode == Recompute::selective && kept_by_selective;
   }
@@ -101,8 +102,12 @@ LocalWidths local_widths(const TransformerConfig& config, const ModelSplit& spli
 ParameterSpec qkv_weight_spec(const TransformerConfig& config, const std::string& prefix);
 ParameterSpec mlp_in_weight_spec(const TransformerConfig& config, const std::string& prefix);
 
+// `gemm_inputs`: the format the norm outputs h1, h2 and the MLP activation act are kept in — the
+// GEMM operand format under mixed precision (nn/linear.h), as only GEMMs (forward and weight
+// gradient) read them; f32 otherwise. The slots stay f32 where something else reads them: under
+// sequence parallelism (the gathers), and h2 in a model with MoE layers (the router).
 std::vector<ActivationSlot> block_activation_slots(const TransformerConfig& config, const ModelSplit& split,
-                                                   std::int64_t B, std::int64_t T);
+                                                   std::int64_t B, std::int64_t T, DType gemm_inputs = DType::f32);
 BlockScratch make_block_scratch(const ops::Placement& placement, const TransformerConfig& config,
                                 const ModelSplit& split, std::int64_t B, std::int64_t T);
 // Shape of the residual stream of a (B, T) micro-batch: (B, T, C), or (1, B T / tp, C) sequence parallel.

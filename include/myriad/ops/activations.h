@@ -6,7 +6,9 @@
 // Shapes: any shape (typically (B, T, 4C) for GELU and (B, T, F) for the gate / up halves of
 // SwiGLU); every tensor has the same shape, is contiguous and f32 (on the CPU). The op is
 // applied element by element, so an output may alias an input of the same call (in-place),
-// e.g. gelu_forward(args, x, x) or gelu_backward(args, x, g, g).
+// e.g. gelu_forward(args, x, x) or gelu_backward(args, x, g, g). A forward's output may instead be
+// bf16 / f16 (a GEMM operand kept in mixed precision): the f32 result rounded once, to nearest
+// even; it then aliases no input.
 //
 // Gradient contract: these ops have no parameters; activation grads are written (`=`), never
 // accumulated. In swiglu_backward either gradient may be an undefined Tensor to skip it.

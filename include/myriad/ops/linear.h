@@ -13,6 +13,9 @@
 // linear_gelu_forward: pre_activation = x W^T + b (the GELU's input, kept for the backward) and
 //   y = gelu(pre_activation), both written (`=`); types as linear_forward, pre_activation f32
 //   (cuBLASLt's GELU_AUX_BIAS epilogue: y is the GEMM's output, pre_activation its aux output).
+//   y may instead be bf16 / f16 (a GEMM operand kept for the next layer and its backward): the
+//   f32 GELU rounded once, to nearest even — on a device the GEMM with the bias epilogue and the
+//   GELU kernel writing 16 bits.
 // linear_dgelu_backward: for an MLP whose GELU output `a` feeds the linear layer y = a W^T:
 //   grad_pre = (grad_y W) * gelu'(pre_activation) (written), grad_bias += column sums of grad_pre
 //   (the bias of the layer before the GELU; undefined to skip). grad_y (..., N) and weight (N, F)

@@ -13,7 +13,9 @@
 // (`grad_weight +=`, `grad_bias +=`) so micro-batches can add into one buffer. Every gradient
 // is optional: an undefined Tensor skips it. The parameter-gradient reduction over N uses a
 // fixed chunking of the rows that depends only on N, so results are bit-identical whatever
-// the number of threads. In forward, mean / rstd may be undefined when backward will not run.
+// the number of threads. In forward, mean / rstd may be undefined when backward will not run, and
+// `out` may be bf16 / f16 (a GEMM operand kept in mixed precision): the f32 result rounded once, to
+// nearest even (math and statistics stay f32).
 #pragma once
 
 #include "myriad/core/tensor.h"

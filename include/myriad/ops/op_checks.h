@@ -21,6 +21,9 @@ void check_shape(const char* op, const char* name, const Tensor& t, const Shape&
 void check_contiguous(const char* op, const char* name, const Tensor& t);
 // A contiguous f32 tensor of exactly `shape` (an output, a gradient, a parameter).
 void check_f32_contiguous(const char* op, const char* name, const Tensor& t, const Shape& shape);
+// A forward op's output that may be kept in a GEMM operand format: contiguous, exactly `shape`,
+// f32 or bf16 / f16 (the op computes in f32 and rounds each value once, to nearest even).
+void check_f32_or_16bit_output(const char* op, const char* name, const Tensor& t, const Shape& shape);
 // Rows of channels: a contiguous f32 tensor of at least one dim with C = t.size(-1) >= 1; returns C.
 std::int64_t check_f32_rows(const char* op, const char* name, const Tensor& t);
 // All defined tensors in `tensors` live on one device; returns it.

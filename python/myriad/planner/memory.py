@@ -197,8 +197,11 @@ def slots_in_flight(layout, stage: int) -> int:
     return _stage_slots(layout.schedule, layout.pp, layout.gradient_accumulation, layout.virtual_stages, stage)
 
 
-def activation_bytes(model, layout, coord: GridCoord, chunks: list, seq_len: int, slots: int) -> int:
-    """The buffers GptModel::prepare(B, T / cp, recompute, slots) allocates (f32 and i32, 4 bytes)."""
+def activation_bytes(model, layout, coord: GridCoord, chunks: list, seq_len: int, slots: int,
+                     precision: str = "fp32") -> int:
+    """The buffers GptModel::prepare(B, T / cp, recompute, slots) allocates: f32 and i32 (4 bytes), and
+    under bf16 / fp16 the GEMM inputs the blocks keep in the 16-bit format (block_activation_slots:
+    h1, act, and h2 without MoE layers; f32 under sequence parallelism)."""
     tp, r = layout.tp, coord.tp
     B, T = layout.micro_batch, seq_len // layout.cp
     N, C, D = B * T, model.n_embd, model.head_dim
@@ -211,15 +214,18 @@ def activation_bytes(model, layout, coord: GridCoord, chunks: list, seq_len: int
     first, last = coord.pp == 0, coord.pp == layout.pp - 1
     layers = [layer for chunk in chunks for layer in chunk]
     mode = layout.recompute
-    # (elements, kept under none, kept under selective, dense MLP) of every block activation
+    # Bytes per element of the kept GEMM inputs (in units of F32 = 4 bytes: 0.5 for 16-bit).
+    gemm_input = 0.5 if precision in ("bf16", "fp16") and not sp else 1.0
+    any_moe = any(model.is_moe_layer(layer) for layer in range(model.n_layer))
+    # (elements in f32 units, kept under none, kept under selective, dense MLP) of every block activation
     slots_of_block = [
         (rows, True, True, False), (rows, True, True, False),  # norm 1 mean, rstd
-        (N * C, not sp, False, False),  # h1
+        (N * C * gemm_input, not sp, False, False),  # h1
         (N * qkv, True, True, False), (N * Hq * D, True, True, False), (B * Hq * T, True, True, False),  # qkv, att, lse
         (rows * C, True, True, False),  # x_mid
         (rows, True, True, False), (rows, True, True, False),  # norm 2 mean, rstd
-        (N * C, not sp, False, False),  # h2
-        (N * F, True, True, True), (N * F, True, False, True),  # fc, act
+        (N * C * (1.0 if any_moe else gemm_input), not sp, False, False),  # h2 (the router reads it in f32)
+        (N * F, True, True, True), (N * F * gemm_input, True, False, True),  # fc, act
     ]
     if not model.learned_positions:  # RoPE
         slots_of_block += [(N * Hq * D, True, True, False), (N * Hkv * D, True, True, False)]
@@ -254,7 +260,7 @@ def activation_bytes(model, layout, coord: GridCoord, chunks: list, seq_len: int
         vocab_start = model.padded_vocab * r // tp
         logits = model.padded_vocab // tp if model.vocab_size - vocab_start > 0 else 0
         per_slot += rows * C + 2 * rows + N * logits + 2 * N  # hf, its mean / rstd, logits, losses, lse
-    return F32 * (once + slots * per_slot)
+    return round(F32 * (once + slots * per_slot))  # halves of 4 bytes: exact
 
 
 @dataclass(frozen=True)
@@ -306,7 +312,7 @@ def rank_memory(inp: PlanInput, rank: int) -> RankMemory:
         # ZeRO-3: the 16-bit shard; else the rounded f32 copy the model reads and its 16-bit twin (the GEMMs')
         compute = 2 * shard.shard_elements if stage == 3 else (F32 + 2) * psi
     slots = slots_in_flight(layout, coord.pp)
-    acts = activation_bytes(model, layout, coord, params.chunks, batch.seq_len, slots)
+    acts = activation_bytes(model, layout, coord, params.chunks, batch.seq_len, slots, batch.precision)
     return RankMemory(rank=rank, coord=coord, parameter_elements=psi, shard_elements=shard.shard_elements,
                       optimizer_elements=shard.optimizer_elements, master_weight_bytes=master,
                       compute_weight_bytes=compute, gradient_bytes=grads, optimizer_bytes=8 * shard.optimizer_elements,

@@ -69,6 +69,11 @@ class EngineTraits:
     # everything else stays `attention`.
     sixteen_bit_dense_attention: bool = True
     gemm_operand_copies: bool = True  # 16-bit runs convert each GEMM's activation operands per call (a pass each)
+    # ... except the inputs the blocks keep in the 16-bit format (myriad since 2026-12-06:
+    # block_activation_slots): the norm outputs (qkv's, fc's / gate's and up's input; the MLP's h2 only
+    # in a model without MoE layers) and the MLP activation (out's input), written 16-bit by the norm and
+    # activation kernels; not under sequence parallelism (the gathers stay f32).
+    kept_gemm_inputs: bool = True
     # The weights' 16-bit copies are kept (written by the update: myriad at ZeRO 0-2) rather than
     # converted once per pass; at ZeRO 3 each gathered unit is converted per use either way.
     kept_weight_copies: bool = True
@@ -416,6 +421,7 @@ class _Model:
         self.N = self.B * self.T // lay.cp  # the rank's tokens per micro-batch
         self.sp = lay.sequence_parallel and lay.tp > 1
         self.rows = self.N // lay.tp if self.sp else self.N  # residual-stream rows held between tp regions
+        self.any_moe = any(self.m.is_moe_layer(layer) for layer in range(self.m.n_layer))  # h2 stays f32 (router)
         self.keys = keys_per_query(self.T) if mean_keys is None else mean_keys
         precision = self.batch.precision.lower()
         self.sixteen = precision in ("bf16", "fp16")
@@ -565,8 +571,14 @@ class _Model:
         att_f, att_b = self.attention_pass()
         fwd.add(att_f)
         tokens = N / tp if (moe and tp > 1) else N
-        # Memory-bound forward bytes (elementwise ops read and write activations of `a` bytes).
-        norm_bytes = 2 * 2 * C * a * rows  # two norms: read C, write C per row
+        # Memory-bound forward bytes (elementwise ops read and write activations of `a` bytes; the kept
+        # GEMM inputs are written in 2 and not converted again).
+        kept = self.sixteen and self.engine.kept_gemm_inputs and not self.sp
+        h1_bytes, act_out = (2.0, 2.0) if kept else (a, a)
+        h2_bytes = 2.0 if (kept and not self.any_moe) else a
+        h1_copy = 0.0 if kept else self.copy
+        h2_copy = 0.0 if (kept and not self.any_moe) else self.copy
+        norm_bytes = (2 * C * a + C * h1_bytes + C * h2_bytes) * rows  # two norms: read C, write C per row
         act_bytes = 0.0
         mem = norm_bytes + 2 * 3 * C * a * rows  # + two residual adds: read 2C, write C
         kernels = 5  # two norms, two residual adds, the MLP activation
@@ -580,12 +592,12 @@ class _Model:
             # GEMM inputs converted: the experts' (gate and up, or fc) and down inputs, the router's.
             mem += self.copy * (k_rows * (C * (m.mlp_matrices - 1) + m.expert_ffn) + tokens * C)
         else:
-            act_bytes = (2 if not m.swiglu else 3) * (m.ffn_hidden / tp) * a * N
-            mem += self.copy * N * (C * (m.mlp_matrices - 1) + m.ffn_hidden / tp)  # fc (gate, up), out inputs
+            act_bytes = ((1 if not m.swiglu else 2) * a + act_out) * (m.ffn_hidden / tp) * N
+            mem += N * (h2_copy * C * (m.mlp_matrices - 1) + (0.0 if kept else self.copy) * m.ffn_hidden / tp)
         if not m.learned_positions:  # RoPE: read and write q and k
             mem += 2 * (m.n_head + m.n_kv_head) * m.head_dim / tp * a * N
             kernels += 1
-        mem += self.copy * N * (C + C / tp)  # qkv and proj inputs
+        mem += N * (h1_copy * C + self.copy * C / tp)  # qkv and proj inputs
         dense_w, expert_w, _ = self.block_weights(layer)
         mem += self.weight_copy * (dense_w + expert_w)  # the weights' 16-bit copies, once per pass
         self._bytes(fwd, mem)

@@ -1,0 +1,85 @@
+// The CUDA backend's 16-bit forward outputs (mixed precision's kept GEMM inputs: LayerNorm,
+// RMSNorm, GELU, SwiGLU and the fused linear + GELU writing bf16 / f16) against the CPU ops' on the
+// same inputs. The device computes in f32 and rounds once, as the CPU op does, so the two differ
+// at most where the f32 values (a few ulp apart: tanhf, expf) fall on either side of a rounding
+// boundary — one unit in the last place of the format. On the emulated CUDA layer the launchers
+// run the CPU ops: equal bit for bit there. Skipped without a GPU in myriad_gpu_tests.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <vector>
+
+#include "cuda_backend_fixture.h"
+#include "myriad/ops/activations.h"
+#include "myriad/ops/linear.h"
+#include "myriad/ops/norms.h"
+#include "reference.h"
+
+namespace myriad {
+namespace {
+
+using testing::CudaBackendTest;
+
+class CudaSixteenBitOutputs : public CudaBackendTest, public ::testing::WithParamInterface<DType> {
+ protected:
+  // One unit in the last place at magnitude 1 (2^-7 bf16, 2^-10 f16), over |reference| + 1.
+  double ulp() const { return GetParam() == DType::bf16 ? std::ldexp(1.0, -7) : std::ldexp(1.0, -10); }
+  void expect_same_format_result(const Tensor& device, const Tensor& cpu, const char* what) {
+    ASSERT_EQ(device.dtype(), GetParam()) << what;
+    const std::vector<double> got = testing::to_f64(backend_->copy_to_host(device)), want = testing::to_f64(cpu);
+    ASSERT_EQ(got.size(), want.size()) << what;
+    double worst = 0.0, scale = 0.0;
+    for (std::size_t i = 0; i < want.size(); ++i) {
+      ASSERT_TRUE(std::isfinite(got[i])) << what << "[" << i << "] = " << got[i];
+      worst = std::max(worst, std::abs(got[i] - want[i]));
+      scale = std::max(scale, std::abs(want[i]));
+    }
+    EXPECT_LE(worst, ulp() * (1.0 + scale)) << what << ": max |device - cpu| " << worst;
+  }
+};
+
+TEST_P(CudaSixteenBitOutputs, NormsAndActivationsEqualTheCpuOps) {
+  const DType format = GetParam();
+  const std::int64_t N = 19, C = 136;
+  const Tensor x = random({N, C}, 1), w = random({C}, 2), b = random({C}, 3), up = random({N, C}, 4);
+  Tensor none;
+  Tensor out = Tensor::empty({N, C}, format), mean = Tensor::empty({N}), rstd = Tensor::empty({N});
+  layernorm_forward(LayernormArgs{}, x, w, b, out, mean, rstd);
+  Tensor d_out = backend_->empty({N, C}, format), d_mean = backend_->empty({N}), d_rstd = backend_->empty({N});
+  layernorm_forward(LayernormArgs{}, on_device(x), on_device(w), on_device(b), d_out, d_mean, d_rstd);
+  expect_same_format_result(d_out, out, "layernorm out");
+  expect_close(d_rstd, rstd, 1e-5, "layernorm rstd");
+
+  rmsnorm_forward(RmsnormArgs{}, x, w, out, rstd);
+  rmsnorm_forward(RmsnormArgs{}, on_device(x), on_device(w), d_out, d_rstd);
+  expect_same_format_result(d_out, out, "rmsnorm out");
+
+  gelu_forward(GeluArgs{}, x, out);
+  gelu_forward(GeluArgs{}, on_device(x), d_out);
+  expect_same_format_result(d_out, out, "gelu out");
+
+  swiglu_forward(SwigluArgs{}, x, up, out);
+  swiglu_forward(SwigluArgs{}, on_device(x), on_device(up), d_out);
+  expect_same_format_result(d_out, out, "swiglu out");
+}
+
+TEST_P(CudaSixteenBitOutputs, FusedLinearGeluWritesTheFormatAndKeepsItsInput) {
+  const DType format = GetParam();
+  const std::int64_t N = 24, K = 64, F = 96;
+  const Tensor x = random({N, K}, 5).to(format), w = random({F, K}, 6).to(format), b = random({F}, 7);
+  Tensor pre = Tensor::empty({N, F}), y = Tensor::empty({N, F}, format);
+  linear_gelu_forward(x, w, b, pre, y);
+  Tensor d_pre = backend_->empty({N, F}), d_y = backend_->empty({N, F}, format);
+  linear_gelu_forward(on_device(x), on_device(w), on_device(b), d_pre, d_y);
+  expect_close(d_pre, pre, 2e-5, "pre_activation (f32)");
+  expect_same_format_result(d_y, y, "y");
+}
+
+INSTANTIATE_TEST_SUITE_P(Formats, CudaSixteenBitOutputs, ::testing::Values(DType::bf16, DType::f16),
+                         [](const ::testing::TestParamInfo<DType>& info) {
+                           return std::string(dtype_name(info.param));
+                         });
+
+}  // namespace
+}  // namespace myriad

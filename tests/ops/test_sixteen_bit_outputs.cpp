@@ -1,0 +1,129 @@
+// The forward ops whose output mixed precision keeps as a 16-bit GEMM operand (LayerNorm, RMSNorm,
+// GELU, SwiGLU, the fused linear + GELU): a bf16 / f16 output holds, bit for bit, the f32 op's
+// output rounded to nearest even, the saved statistics are the f32 call's, each value is within
+// half a unit in the last place of the 16-bit format of a float64 reference, and a wrong output
+// dtype or shape is refused naming the op and the argument.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstring>
+
+#include "myriad/ops/activations.h"
+#include "myriad/ops/linear.h"
+#include "myriad/ops/norms.h"
+#include "reference.h"
+#include "test_helpers.h"
+
+namespace myriad {
+namespace {
+
+using testing::expect_error_naming;
+using testing::to_f64;
+
+// The same bytes: a 16-bit output against the f32 output rounded by core/half.h.
+void expect_rounded_from(const Tensor& sixteen, const Tensor& wide, const char* what) {
+  const Tensor rounded = wide.to(sixteen.dtype());
+  ASSERT_EQ(sixteen.nbytes(), rounded.nbytes()) << what;
+  EXPECT_EQ(std::memcmp(sixteen.raw_data(), rounded.raw_data(), rounded.nbytes()), 0)
+      << what << " (" << dtype_name(sixteen.dtype()) << "): not the f32 values rounded to nearest even";
+}
+
+// Relative error bound of one rounding to the format (half an ulp: 2^-8 bf16, 2^-11 f16) plus
+// the f32 op's own few-ulp error, with a small absolute floor near zero.
+double rounding_tolerance(DType format) { return format == DType::bf16 ? std::ldexp(1.0, -8) : std::ldexp(1.0, -11); }
+
+class SixteenBitOutputs : public ::testing::TestWithParam<DType> {};
+
+TEST_P(SixteenBitOutputs, NormsRoundTheF32ValuesOnce) {
+  const DType format = GetParam();
+  std::uint64_t seed = testing::fresh_seed();
+  MYRIAD_SEED_TRACE(seed);
+  const std::int64_t N = 37, C = 96;
+  Tensor x = testing::random_tensor({N, C}, seed, 0, -3.0f, 3.0f), w = testing::random_tensor({C}, seed, 1);
+  Tensor b = testing::random_tensor({C}, seed, 2);
+  Tensor wide = Tensor::empty({N, C}), mean = Tensor::empty({N}), rstd = Tensor::empty({N});
+  layernorm_forward(LayernormArgs{}, x, w, b, wide, mean, rstd);
+  Tensor out = Tensor::empty({N, C}, format), mean16 = Tensor::empty({N}), rstd16 = Tensor::empty({N});
+  layernorm_forward(LayernormArgs{}, x, w, b, out, mean16, rstd16);
+  expect_rounded_from(out, wide, "layernorm out");
+  EXPECT_EQ(to_f64(mean16), to_f64(mean));
+  EXPECT_EQ(to_f64(rstd16), to_f64(rstd));
+  // float64: (x - mean) / sqrt(var + eps) * w + b.
+  std::vector<double> xv = to_f64(x), wv = to_f64(w), bv = to_f64(b), expected(N * C);
+  for (std::int64_t n = 0; n < N; ++n) {
+    double m = 0, v = 0;
+    for (std::int64_t c = 0; c < C; ++c) m += xv[n * C + c] / C;
+    for (std::int64_t c = 0; c < C; ++c) v += (xv[n * C + c] - m) * (xv[n * C + c] - m) / C;
+    for (std::int64_t c = 0; c < C; ++c)
+      expected[n * C + c] = (xv[n * C + c] - m) / std::sqrt(v + 1e-5) * wv[c] + bv[c];
+  }
+  testing::expect_close(out, expected, 1e-6, rounding_tolerance(format), "layernorm 16-bit out vs float64");
+
+  Tensor rms_wide = Tensor::empty({N, C}), rms_out = Tensor::empty({N, C}, format), rms_rstd = Tensor::empty({N});
+  rmsnorm_forward(RmsnormArgs{}, x, w, rms_wide, rms_rstd);
+  rmsnorm_forward(RmsnormArgs{}, x, w, rms_out, rstd16);
+  expect_rounded_from(rms_out, rms_wide, "rmsnorm out");
+  EXPECT_EQ(to_f64(rstd16), to_f64(rms_rstd));
+}
+
+TEST_P(SixteenBitOutputs, ActivationsRoundTheF32ValuesOnce) {
+  const DType format = GetParam();
+  std::uint64_t seed = testing::fresh_seed();
+  MYRIAD_SEED_TRACE(seed);
+  const Shape shape = {3, 5, 67};  // not a multiple of any vector width
+  Tensor x = testing::random_tensor(shape, seed, 0, -4.0f, 4.0f), up = testing::random_tensor(shape, seed, 1);
+  Tensor wide = Tensor::empty(shape), out = Tensor::empty(shape, format);
+  gelu_forward(GeluArgs{}, x, wide);
+  gelu_forward(GeluArgs{}, x, out);
+  expect_rounded_from(out, wide, "gelu out");
+  std::vector<double> xv = to_f64(x), uv = to_f64(up), gelu(xv.size()), swiglu(xv.size());
+  for (std::size_t i = 0; i < xv.size(); ++i) {
+    const double v = xv[i];
+    gelu[i] = 0.5 * v * (1.0 + std::tanh(std::sqrt(2.0 / M_PI) * (v + 0.044715 * v * v * v)));
+    swiglu[i] = v / (1.0 + std::exp(-v)) * uv[i];
+  }
+  testing::expect_close(out, gelu, 1e-6, rounding_tolerance(format), "gelu 16-bit out vs float64");
+
+  swiglu_forward(SwigluArgs{}, x, up, wide);
+  swiglu_forward(SwigluArgs{}, x, up, out);
+  expect_rounded_from(out, wide, "swiglu out");
+  testing::expect_close(out, swiglu, 1e-6, rounding_tolerance(format), "swiglu 16-bit out vs float64");
+}
+
+TEST_P(SixteenBitOutputs, FusedLinearGeluKeepsItsInputF32) {
+  const DType format = GetParam();
+  std::uint64_t seed = testing::fresh_seed();
+  MYRIAD_SEED_TRACE(seed);
+  const std::int64_t N = 9, K = 24, F = 40;
+  Tensor x = testing::random_tensor({N, K}, seed, 0).to(format), w = testing::random_tensor({F, K}, seed, 1).to(format);
+  Tensor b = testing::random_tensor({F}, seed, 2);
+  Tensor pre = Tensor::empty({N, F}), y = Tensor::empty({N, F}), pre16 = Tensor::empty({N, F});
+  Tensor y16 = Tensor::empty({N, F}, format);
+  linear_gelu_forward(x, w, b, pre, y);
+  linear_gelu_forward(x, w, b, pre16, y16);
+  EXPECT_EQ(to_f64(pre16), to_f64(pre)) << "the GELU's input stays the f32 GEMM output";
+  expect_rounded_from(y16, y, "linear_gelu_forward y");
+}
+
+TEST_P(SixteenBitOutputs, WrongOutputsAreRefusedByName) {
+  const DType format = GetParam();
+  Tensor x = Tensor::zeros({4, 8}), w = Tensor::full({8}, 1.0), none;
+  Tensor ints = Tensor::zeros({4, 8}, DType::i32), short_out = Tensor::zeros({4, 7}, format);
+  expect_error_naming([&] { layernorm_forward(LayernormArgs{}, x, w, none, ints, none, none); },
+                      {"layernorm_forward", "'out'", "i32", "f32, bf16 or f16"});
+  expect_error_naming([&] { rmsnorm_forward(RmsnormArgs{}, x, w, short_out, none); },
+                      {"rmsnorm_forward", "out", "[4, 7]", "[4, 8]"});
+  expect_error_naming([&] { gelu_forward(GeluArgs{}, x, ints); }, {"gelu_forward", "'out'", "i32"});
+  expect_error_naming([&] { swiglu_forward(SwigluArgs{}, x, x, short_out); }, {"swiglu_forward", "out", "[4, 7]"});
+  Tensor sixteen_in = Tensor::zeros({4, 8}, format);  // the inputs stay f32
+  Tensor out = Tensor::zeros({4, 8}, format);
+  expect_error_naming([&] { gelu_forward(GeluArgs{}, sixteen_in, out); }, {"gelu_forward", "x", "f32"});
+}
+
+INSTANTIATE_TEST_SUITE_P(Formats, SixteenBitOutputs, ::testing::Values(DType::bf16, DType::f16),
+                         [](const ::testing::TestParamInfo<DType>& info) {
+                           return std::string(dtype_name(info.param));
+                         });
+
+}  // namespace
+}  // namespace myriad
