@@ -11,7 +11,7 @@
 # hang (> 10 s for one input), leak or sanitizer finding, naming the input it saved under
 # <dir>/artifacts/<target>/. Without clang or libFuzzer it prints why and exits 0 (skipped).
 # Environment: MYRIAD_FUZZ_DIR, MYRIAD_FUZZ_PARALLEL, MYRIAD_JOBS (compile jobs), MYRIAD_FUZZ_CXX
-# (the clang++ to use).
+# (the clang++ to use), MYRIAD_FUZZ_BUILD_ONLY (1: build the targets, fuzz nothing).
 set -euo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 SECONDS_PER_TARGET="${1:-10}"
@@ -46,6 +46,10 @@ cmake -S "$ROOT" -B "$FUZZ_DIR" -G Ninja -DMYRIAD_BUILD_FUZZERS=ON -DCMAKE_BUILD
   -DCMAKE_CXX_COMPILER="$CXX_FUZZ" -DCMAKE_C_COMPILER="$CC_FUZZ" >"$FUZZ_DIR/configure.log" 2>&1 ||
   { cat "$FUZZ_DIR/configure.log" >&2; exit 1; }
 cmake --build "$FUZZ_DIR" -j "$JOBS"
+if [ "${MYRIAD_FUZZ_BUILD_ONLY:-0}" = "1" ]; then
+  echo "[fuzz] built (MYRIAD_FUZZ_BUILD_ONLY)"
+  exit 0
+fi
 read -r -a TARGETS <<<"$(tr ';' ' ' <"$FUZZ_DIR/fuzz_targets.txt")"
 
 # Seeds: the project's writers (fuzz_seeds) and the shipped configs.

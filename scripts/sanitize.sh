@@ -12,7 +12,8 @@
 # (docs/testing.md, "Time budget"); `MYRIAD_SANITIZE_ALL=1` sanitizes every CPU and two-rank
 # suite as before (about 17 minutes more on 2 cores).
 # Environment: SANITIZE_BUILD_DIR (default build-sanitize), MYRIAD_CMAKE_ARGS, MYRIAD_JOBS,
-# MYRIAD_SANITIZE_ALL.
+# MYRIAD_SANITIZE_ALL, MYRIAD_SANITIZE_BUILD_ONLY (1: build, run nothing; test.sh builds this way
+# while pytest runs).
 set -euo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 BUILD="${SANITIZE_BUILD_DIR:-$ROOT/build-sanitize}"
@@ -31,6 +32,10 @@ export MYRIAD_CPU_GEMM=openblas
 targets=(myriad_layer_tests)
 [ "${MYRIAD_SANITIZE_ALL:-0}" = "1" ] && targets+=(myriad_tests myriad_mpi_tests myriad_bench_option_tests)
 cmake --build "$BUILD" -j "$JOBS" --target "${targets[@]}"
+if [ "${MYRIAD_SANITIZE_BUILD_ONLY:-0}" = "1" ]; then
+  echo "[sanitize] built (MYRIAD_SANITIZE_BUILD_ONLY): ${targets[*]}"
+  exit 0
+fi
 echo "[sanitize] ctest -L cpu (the built suites: ${targets[*]}) under ASan + UBSan"
 # --no-tests=error: a selection that finds nothing fails instead of passing quietly.
 ASAN_OPTIONS="detect_leaks=1:abort_on_error=1" ctest --test-dir "$BUILD" -L cpu -j "$JOBS" --output-on-failure \

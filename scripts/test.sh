@@ -15,8 +15,8 @@
 #   6. lint gates: `ruff check` over the repository's .py files (pyproject.toml's [tool.ruff]; it
 #      skips what .gitignore names) and clang-format --dry-run --Werror over every tracked C++/CUDA
 #      file (tests/python/test_formatting.py);
-#   7. sanitize.sh: the unit tests of the layers below train under ASan + UBSan (their own build;
-#      skip with MYRIAD_SANITIZE_STEP=0);
+#   7. sanitize.sh: the unit tests of the layers below train under ASan + UBSan (their own build,
+#      compiled beside step 5's pytest with step 8's; skip with MYRIAD_SANITIZE_STEP=0);
 #   8. fuzz.sh: the libFuzzer targets of the input readers (tests/fuzz; their own small clang
 #      build in build-fuzz/), MYRIAD_FUZZ_SECONDS (default 8) each, two at a time, after the kept
 #      regression inputs; skipped with a printed reason without clang/libFuzzer, or with
@@ -100,6 +100,23 @@ built_before="$(built_outputs)"
 "$VENV/bin/python" -m pip install -q --no-build-isolation "${pip_settings[@]}" .
 echo "[test] pip install . compiled or linked $(($(built_outputs) - built_before)) outputs (0 when the settings match build.sh's)"
 finished "pip install ."
+# The sanitizer and fuzzing builds (steps 7 and 8) compile while pytest runs, at the lowest
+# priority but one (nice 15: the CPU pytest leaves, which is about one of the two CI cores — 45 %
+# busy, measured 2026-12-06); they took 180 s + 55 s of the test command's wall time after it. In a
+# session of their own (setsid), so that a failing step stops the whole build.
+PREBUILD_PID=""
+stop_prebuild() { [ -z "$PREBUILD_PID" ] || kill -- "-$PREBUILD_PID" 2>/dev/null || true; }
+trap stop_prebuild EXIT
+if [ "${MYRIAD_SANITIZE_STEP:-1}" != "0" ] || [ "${MYRIAD_FUZZ_STEP:-1}" != "0" ]; then
+  echo "[test] building the sanitizer and fuzzing trees beside pytest (log: $BUILD_DIR/prebuild.log)"
+  MYRIAD_SANITIZE_STEP="${MYRIAD_SANITIZE_STEP:-1}" MYRIAD_FUZZ_STEP="${MYRIAD_FUZZ_STEP:-1}" \
+    MYRIAD_SANITIZE_BUILD_ONLY=1 MYRIAD_FUZZ_BUILD_ONLY=1 MYRIAD_JOBS="$JOBS" \
+    setsid nice -n 15 bash -c '
+      set -e
+      if [ "$MYRIAD_SANITIZE_STEP" != "0" ]; then "$0/scripts/sanitize.sh"; fi
+      if [ "$MYRIAD_FUZZ_STEP" != "0" ]; then "$0/scripts/fuzz.sh"; fi' "$ROOT" >"$BUILD_DIR/prebuild.log" 2>&1 &
+  PREBUILD_PID=$!
+fi
 # MYRIAD_REQUIRE_HF: the Hugging Face interchange tests fail instead of skipping.
 MYRIAD_TEST_INSTALLED=1 MYRIAD_REQUIRE_HF=1 PYTHONPATH="" "$VENV/bin/python" -m pytest -q --durations=12 tests/python
 finished "pytest"
@@ -108,6 +125,16 @@ echo "[test] lint: ruff check over the repository's Python files"
 "$VENV/bin/python" -m ruff check --quiet "$ROOT"
 finished "ruff"
 
+if [ -n "$PREBUILD_PID" ]; then
+  if ! wait "$PREBUILD_PID"; then
+    PREBUILD_PID=""
+    cat "$BUILD_DIR/prebuild.log" >&2
+    echo "[test] the sanitizer or fuzzing build failed (log above)" >&2
+    exit 1
+  fi
+  PREBUILD_PID=""
+  finished "sanitizer/fuzz builds (waited)"
+fi
 if [ "${MYRIAD_SANITIZE_STEP:-1}" != "0" ]; then
   echo "[test] sanitizers: the layers' unit tests under ASan + UBSan (scripts/sanitize.sh)"
   "$ROOT/scripts/sanitize.sh"
