@@ -176,8 +176,9 @@ TEST(GptModel, RecomputeModesGiveIdenticalGradients) {
   EXPECT_GT(selective.saved_bytes, full.saved_bytes);
 }
 
-// Mixed precision keeps the GEMM inputs only GEMMs read (norm outputs, the MLP activation) in the
-// operand format: 2 bytes instead of 4 for (2 C + F) values per token and block; a model with MoE
+// Mixed precision keeps the GEMM inputs only GEMMs read (norm outputs, the MLP activation, the
+// head's input) in the operand format: 2 bytes instead of 4 for (2 C + F) values per token and
+// block and C for the head; a model with MoE
 // layers keeps h2 (the router's input) in f32; FP8 keeps them all f32 (it quantises from f32).
 TEST(GptModel, MixedPrecisionKeepsTheGemmInputsIn16Bits) {
   const std::int64_t B = 4, T = 8, N = B * T;
@@ -187,12 +188,12 @@ TEST(GptModel, MixedPrecisionKeepsTheGemmInputsIn16Bits) {
   bf16_model.set_activation_precision(DType::bf16);
   const ActivationMemory wide = f32_model.activation_memory(B, T, Recompute::none);
   const ActivationMemory narrow = bf16_model.activation_memory(B, T, Recompute::none);
-  EXPECT_EQ(wide.saved_bytes - narrow.saved_bytes, L * N * (2 * C + F) * 2);
+  EXPECT_EQ(wide.saved_bytes - narrow.saved_bytes, L * N * (2 * C + F) * 2 + N * C * 2) << "and the head's input";
   EXPECT_EQ(wide.scratch_bytes, narrow.scratch_bytes);
   // Selective recompute rebuilds h1, h2 and act in one shared set: the scratch shrinks instead.
   const ActivationMemory wide_sel = f32_model.activation_memory(B, T, Recompute::selective);
   const ActivationMemory narrow_sel = bf16_model.activation_memory(B, T, Recompute::selective);
-  EXPECT_EQ(wide_sel.saved_bytes, narrow_sel.saved_bytes);
+  EXPECT_EQ(wide_sel.saved_bytes - narrow_sel.saved_bytes, N * C * 2) << "the head's input alone";
   EXPECT_EQ(wide_sel.scratch_bytes - narrow_sel.scratch_bytes, N * (2 * C + F) * 2);
 
   TransformerConfig moe = tiny_gpt2();
@@ -203,7 +204,8 @@ TEST(GptModel, MixedPrecisionKeepsTheGemmInputsIn16Bits) {
   moe_bf16.set_activation_precision(DType::bf16);
   const std::int64_t moe_saving = moe_f32.activation_memory(B, T, Recompute::none).saved_bytes -
                                   moe_bf16.activation_memory(B, T, Recompute::none).saved_bytes;
-  EXPECT_EQ(moe_saving, L * N * C * 2 + N * F * 2) << "h1 of both blocks, act of the dense one; h2 stays f32";
+  EXPECT_EQ(moe_saving, L * N * C * 2 + N * F * 2 + N * C * 2)
+      << "h1 of both blocks, act of the dense one, the head's input; h2 stays f32";
 
   // The model's buffers follow: a forward and backward on them, and the tensors' own dtypes.
   std::uint64_t seed = testing::fresh_seed();

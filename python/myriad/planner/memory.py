@@ -200,8 +200,8 @@ def slots_in_flight(layout, stage: int) -> int:
 def activation_bytes(model, layout, coord: GridCoord, chunks: list, seq_len: int, slots: int,
                      precision: str = "fp32") -> int:
     """The buffers GptModel::prepare(B, T / cp, recompute, slots) allocates: f32 and i32 (4 bytes), and
-    under bf16 / fp16 the GEMM inputs the blocks keep in the 16-bit format (block_activation_slots:
-    h1, act, and h2 without MoE layers; f32 under sequence parallelism)."""
+    under bf16 / fp16 the GEMM inputs the model keeps in the 16-bit format (block_activation_slots:
+    h1, act, and h2 without MoE layers; the head's input hf; f32 under sequence parallelism)."""
     tp, r = layout.tp, coord.tp
     B, T = layout.micro_batch, seq_len // layout.cp
     N, C, D = B * T, model.n_embd, model.head_dim
@@ -259,7 +259,7 @@ def activation_bytes(model, layout, coord: GridCoord, chunks: list, seq_len: int
     if last:
         vocab_start = model.padded_vocab * r // tp
         logits = model.padded_vocab // tp if model.vocab_size - vocab_start > 0 else 0
-        per_slot += rows * C + 2 * rows + N * logits + 2 * N  # hf, its mean / rstd, logits, losses, lse
+        per_slot += rows * C * gemm_input + 2 * rows + N * logits + 2 * N  # hf, its mean / rstd, logits, losses, lse
     return round(F32 * (once + slots * per_slot))  # halves of 4 bytes: exact
 
 
