@@ -6,6 +6,7 @@
 //   column_sums_accumulate_f32   out[c] += sum_r x[r, c], rows summed in a fixed order
 //   split_heads_f32              (B, T, H, D) rows with a row stride -> (B, H, T, D) contiguous
 //   merge_heads_f32              (B, H, T, D) contiguous -> (B, T, H, D) rows with a row stride
+//   split_heads_16, merge_heads_16  the same for 16-bit values (bf16 / f16 bits)
 //   convert_f32_to_{bf16,f16}    out = x rounded to nearest even; convert_{bf16,f16}_to_f32 widen (exact)
 // Grid-stride loops, one thread per output element; no atomics (deterministic).
 #include <cuda_bf16.h>
@@ -100,7 +101,9 @@ __global__ void column_sums_kernel(const float* x, float* out, std::int64_t rows
   }
 }
 
-__global__ void split_heads_kernel(const float* src, std::int64_t src_row_stride, float* dst, std::int64_t B,
+// Element: float, or std::uint16_t for 16-bit values (bf16 / f16 bits: a layout copy moves them).
+template <typename Element>
+__global__ void split_heads_kernel(const Element* src, std::int64_t src_row_stride, Element* dst, std::int64_t B,
                                    std::int64_t T, std::int64_t H, std::int64_t D) {
   const std::int64_t n = B * H * T * D, stride = static_cast<std::int64_t>(gridDim.x) * blockDim.x;
   for (std::int64_t i = static_cast<std::int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < n; i += stride) {
@@ -109,7 +112,8 @@ __global__ void split_heads_kernel(const float* src, std::int64_t src_row_stride
   }
 }
 
-__global__ void merge_heads_kernel(const float* src, float* dst, std::int64_t dst_row_stride, std::int64_t B,
+template <typename Element>
+__global__ void merge_heads_kernel(const Element* src, Element* dst, std::int64_t dst_row_stride, std::int64_t B,
                                    std::int64_t T, std::int64_t H, std::int64_t D) {
   const std::int64_t n = B * T * H * D, stride = static_cast<std::int64_t>(gridDim.x) * blockDim.x;
   for (std::int64_t i = static_cast<std::int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < n; i += stride) {
@@ -193,22 +197,25 @@ namespace {
 
 // The shared launcher of split_heads_f32 (merge = false) and merge_heads_f32 (merge = true): the
 // strided side is src for a split and dst for a merge.
-void launch_heads(const char* op, const float* src, float* dst, std::int64_t row_stride, std::int64_t batch,
+template <typename Element>
+void launch_heads(const char* op, const Element* src, Element* dst, std::int64_t row_stride, std::int64_t batch,
                   std::int64_t seq, std::int64_t heads, std::int64_t head_dim, bool merge, cudaStream_t stream) {
   check_heads(op, batch, seq, heads, head_dim, row_stride);
   const std::int64_t n = batch * seq * heads * head_dim;
   if (n == 0) return;
-  detail::check_pointer(op, "src", src, alignof(float));
-  detail::check_pointer(op, "dst", dst, alignof(float));
+  detail::check_pointer(op, "src", src, alignof(Element));
+  detail::check_pointer(op, "dst", dst, alignof(Element));
   // The strided side spans from its first row's start to its last row's end: the rows of a fused
   // (B, T, 3C) buffer leave gaps, so a head slice at offset part * C ends before the buffer does.
-  const auto strided = static_cast<std::size_t>((batch * seq - 1) * row_stride + heads * head_dim) * sizeof(float);
-  const auto packed = static_cast<std::size_t>(n) * sizeof(float);
+  const auto strided = static_cast<std::size_t>((batch * seq - 1) * row_stride + heads * head_dim) * sizeof(Element);
+  const auto packed = static_cast<std::size_t>(n) * sizeof(Element);
   detail::check_disjoint(op, "dst", dst, merge ? strided : packed, "src", src, merge ? packed : strided);
   if (merge) {
-    merge_heads_kernel<<<blocks_for(op, n), kThreads, 0, stream>>>(src, dst, row_stride, batch, seq, heads, head_dim);
+    merge_heads_kernel<Element>
+        <<<blocks_for(op, n), kThreads, 0, stream>>>(src, dst, row_stride, batch, seq, heads, head_dim);
   } else {
-    split_heads_kernel<<<blocks_for(op, n), kThreads, 0, stream>>>(src, row_stride, dst, batch, seq, heads, head_dim);
+    split_heads_kernel<Element>
+        <<<blocks_for(op, n), kThreads, 0, stream>>>(src, row_stride, dst, batch, seq, heads, head_dim);
   }
   MYRIAD_CUDA_CHECK(cudaGetLastError());
 }
@@ -223,6 +230,16 @@ void split_heads_f32(const float* src, std::int64_t src_row_stride, float* dst, 
 void merge_heads_f32(const float* src, float* dst, std::int64_t dst_row_stride, std::int64_t batch, std::int64_t seq,
                      std::int64_t heads, std::int64_t head_dim, cudaStream_t stream) {
   launch_heads("merge_heads_f32", src, dst, dst_row_stride, batch, seq, heads, head_dim, true, stream);
+}
+
+void split_heads_16(const std::uint16_t* src, std::int64_t src_row_stride, std::uint16_t* dst, std::int64_t batch,
+                    std::int64_t seq, std::int64_t heads, std::int64_t head_dim, cudaStream_t stream) {
+  launch_heads("split_heads_16", src, dst, src_row_stride, batch, seq, heads, head_dim, false, stream);
+}
+
+void merge_heads_16(const std::uint16_t* src, std::uint16_t* dst, std::int64_t dst_row_stride, std::int64_t batch,
+                    std::int64_t seq, std::int64_t heads, std::int64_t head_dim, cudaStream_t stream) {
+  launch_heads("merge_heads_16", src, dst, dst_row_stride, batch, seq, heads, head_dim, true, stream);
 }
 
 namespace {

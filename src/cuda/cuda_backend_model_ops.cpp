@@ -221,13 +221,16 @@ void CudaBackend::attention_forward(const AttentionArgs& args, const Tensor& q, 
   const char* op = "attention_forward";
   const FlashProblem problem = flash_problem(*this, op, args, q, k);
   const HeadsOperand pq = heads_operand(*this, op, "q", q, true), pk = heads_operand(*this, op, "k", k, true);
-  const HeadsOperand pv = heads_operand(*this, op, "v", v, true), po = heads_operand(*this, op, "out", out, false);
+  const HeadsOperand pv = heads_operand(*this, op, "v", v, true);
+  // A 16-bit out (the model keeps it for the next GEMM) is written from the kernels' 16-bit result.
+  const bool sixteen_bit_out = out.dtype() != DType::f32;
+  const HeadsOperand po = sixteen_bit_out ? HeadsOperand{} : heads_operand(*this, op, "out", out, false);
   DeviceGuard guard(context_.device());
   if (args.operands != DType::f32) {
     const DType f = args.operands;
     const Tensor q16 = narrow_copy(*this, pq.packed, f), k16 = narrow_copy(*this, pk.packed, f);
     const Tensor v16 = narrow_copy(*this, pv.packed, f);
-    Tensor o16 = empty(out.shape(), f), workspace;
+    Tensor o16 = sixteen_bit_out && out.is_contiguous() ? out : empty(out.shape(), f), workspace;
     const std::optional<CudnnAttentionShape> shape = cudnn_shape(args, problem.shape);
     if (cudnn_ready(*this, shape, false, workspace)) {
       cudnn_attention_forward(*cudnn_, *shape, q16.raw_data(), k16.raw_data(), v16.raw_data(), o16.raw_data(),
@@ -235,6 +238,10 @@ void CudaBackend::attention_forward(const AttentionArgs& args, const Tensor& q, 
     } else {
       (f == DType::bf16 ? tc_forward<__nv_bfloat16> : tc_forward<__half>)(q16, k16, v16, o16, floats(lse),
                                                                           problem.shape, context_.stream());
+    }
+    if (sixteen_bit_out) {
+      if (o16.raw_data() != out.raw_data()) copy(o16, out);  // the heads placed into the rows, 16-bit
+      return;
     }
     Tensor widened = po.packed;
     copy(o16, widened);
@@ -251,7 +258,9 @@ void CudaBackend::attention_backward(const AttentionArgs& args, const Tensor& q,
   const char* op = "attention_backward";
   const FlashProblem problem = flash_problem(*this, op, args, q, k);
   const HeadsOperand pq = heads_operand(*this, op, "q", q, true), pk = heads_operand(*this, op, "k", k, true);
-  const HeadsOperand pv = heads_operand(*this, op, "v", v, true), po = heads_operand(*this, op, "out", out, true);
+  const bool sixteen_bit_out = out.dtype() != DType::f32;  // kept 16-bit by the model: read in its format
+  const HeadsOperand pv = heads_operand(*this, op, "v", v, true);
+  const HeadsOperand po = sixteen_bit_out ? HeadsOperand{} : heads_operand(*this, op, "out", out, true);
   const HeadsOperand pg = heads_operand(*this, op, "grad_out", grad_out, true);
   // The kernel writes (or adds into) all three gradients: a skipped one goes to scratch. With
   // accumulate, a packed copy of a strided gradient starts from its current values.
@@ -267,7 +276,9 @@ void CudaBackend::attention_backward(const AttentionArgs& args, const Tensor& q,
   if (args.operands != DType::f32) {  // never accumulates (ops/attention.cpp): the packed grads are written
     const DType f = args.operands;
     const Tensor q16 = narrow_copy(*this, pq.packed, f), k16 = narrow_copy(*this, pk.packed, f);
-    const Tensor v16 = narrow_copy(*this, pv.packed, f), o16 = narrow_copy(*this, po.packed, f);
+    const Tensor v16 = narrow_copy(*this, pv.packed, f);
+    Tensor o16 = sixteen_bit_out && out.is_contiguous() ? out : empty(out.shape(), f);
+    if (o16.raw_data() != out.raw_data()) copy(sixteen_bit_out ? out : po.packed, o16);
     const Tensor g16 = narrow_copy(*this, pg.packed, f);
     Tensor dq16 = empty(q.shape(), f), dk16 = empty(k.shape(), f), dv16 = empty(v.shape(), f), workspace;
     const std::optional<CudnnAttentionShape> shape = cudnn_shape(args, problem.shape);

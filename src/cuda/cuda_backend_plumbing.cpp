@@ -41,12 +41,29 @@ void CudaBackend::copy(const Tensor& src, Tensor& dst) {
   DeviceGuard guard(context_.device());
   cudaStream_t stream = context_.stream();
   const std::int64_t n = src.numel();
-  if (!dst.is_contiguous()) {  // into a strided view: the heads views of rows (f32)
+  if (!dst.is_contiguous()) {  // into a strided view: the heads views of rows (f32; 16-bit from its own format)
     const std::optional<HeadsGather> g = heads_gather(dst);
-    MYRIAD_CHECK(g && src.dtype() == DType::f32 && dst.shape() == src.shape(),
+    const bool sixteen = dst.dtype() != DType::f32 && src.dtype() == dst.dtype();
+    MYRIAD_CHECK(g && (src.dtype() == DType::f32 || sixteen) && dst.shape() == src.shape(),
                  op << " on " << device().str() << ": cannot write the strided " << dst.describe() << " with strides "
                     << shape_string(dst.strides())
-                    << " (a device copy writes contiguous tensors and the heads views of packed rows, from f32)");
+                    << " (a device copy writes contiguous tensors and the heads views of packed rows, from f32 or "
+                       "from the view's own 16-bit format)");
+    if (sixteen) {
+      if (!src.is_contiguous()) {
+        Tensor packed = empty(src.shape(), src.dtype());
+        copy(src, packed);
+        return copy(packed, dst);
+      }
+      return merge_heads_view(static_cast<const std::uint16_t*>(src.raw_data()),
+                              static_cast<std::uint16_t*>(dst.raw_data()), g->row_stride, g->batch_stride, g->batches,
+                              g->T, g->H, g->D, stream);
+    }
+    if (dst.dtype() != DType::f32) {  // f32 into a 16-bit view: rounded first, then placed
+      Tensor narrow = empty(src.shape(), dst.dtype());
+      copy(src, narrow);
+      return copy(narrow, dst);
+    }
     if (src.is_contiguous()) {
       return merge_heads_view(src.data<float>(), dst.data<float>(), g->row_stride, g->batch_stride, g->batches, g->T,
                               g->H, g->D, stream);
@@ -77,9 +94,19 @@ void CudaBackend::copy(const Tensor& src, Tensor& dst) {
     copy(src, widened);
     return copy(widened, dst);
   }
-  MYRIAD_CHECK(src.dtype() == DType::f32 && dst.dtype() == DType::f32,
-               op << " on " << device().str() << ": a strided source " << src.describe()
-                  << " is read as f32 only (convert after gathering)");
+  if (src.dtype() != DType::f32) {  // a 16-bit heads view: gathered in its format, converted after
+    const std::optional<HeadsGather> g = heads_gather(src);
+    MYRIAD_CHECK(g.has_value(), op << " on " << device().str() << ": cannot read the strided " << src.describe()
+                                   << " with strides " << shape_string(src.strides())
+                                   << " (a 16-bit source is read as a heads view of packed rows)");
+    Tensor packed = dst.dtype() == src.dtype() ? dst : empty(src.shape(), src.dtype());
+    split_heads_view(static_cast<const std::uint16_t*>(src.raw_data()), g->row_stride, g->batch_stride,
+                     static_cast<std::uint16_t*>(packed.raw_data()), g->batches, g->T, g->H, g->D, stream);
+    if (packed.raw_data() != dst.raw_data()) copy(packed, dst);
+    return;
+  }
+  MYRIAD_CHECK(dst.dtype() == DType::f32, op << " on " << device().str() << ": a strided f32 source " << src.describe()
+                                             << " is copied into f32 only (convert after gathering)");
   if (const std::optional<HeadsGather> g = heads_gather(src)) {  // (B, H, T, D) heads of rows, or rows of heads
     return split_heads_view(src.data<float>(), g->row_stride, g->batch_stride, dst.data<float>(), g->batches, g->T,
                             g->H, g->D, stream);

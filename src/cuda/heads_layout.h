@@ -1,7 +1,7 @@
 // The heads views of packed rows that the model hands to attention, RoPE and copies (internal to
 // the CUDA backend): a (B, T, W) tensor of rows seen as (B, T, H, D) "rows of heads" (strides
 // [T*W, W, D, 1]) or, permuted, as (B, H, T, D) "heads of rows" (strides [T*W, D, W, 1]). The
-// layout kernels (split_heads_f32 / merge_heads_f32) move between such views and contiguous
+// layout kernels (split_heads_f32 / merge_heads_f32, and _16 for bf16 / f16) move between such views and contiguous
 // (B, H, T, D) tensors given the row stride W. A view of some of the rows (a chunk of the
 // sequence: ring attention's halves, RoPE per chunk) keeps the whole sequence's batch stride:
 // split_heads_view / merge_heads_view then launch once per batch element.
@@ -28,21 +28,41 @@ inline std::optional<std::int64_t> heads_row_stride(const Tensor& t, bool heads_
   return row_stride;
 }
 
-// split_heads_f32 from rows whose batch elements start batch_stride apart (see above).
-inline void split_heads_view(const float* src, std::int64_t row_stride, std::int64_t batch_stride, float* dst,
-                             std::int64_t B, std::int64_t T, std::int64_t H, std::int64_t D, cudaStream_t stream) {
-  if (B <= 1 || batch_stride == T * row_stride) return split_heads_f32(src, row_stride, dst, B, T, H, D, stream);
+// The layout kernels by element: float (split_heads_f32 / merge_heads_f32) or 16-bit values.
+inline void split_heads(const float* src, std::int64_t row_stride, float* dst, std::int64_t B, std::int64_t T,
+                        std::int64_t H, std::int64_t D, cudaStream_t stream) {
+  split_heads_f32(src, row_stride, dst, B, T, H, D, stream);
+}
+inline void split_heads(const std::uint16_t* src, std::int64_t row_stride, std::uint16_t* dst, std::int64_t B,
+                        std::int64_t T, std::int64_t H, std::int64_t D, cudaStream_t stream) {
+  split_heads_16(src, row_stride, dst, B, T, H, D, stream);
+}
+inline void merge_heads(const float* src, float* dst, std::int64_t row_stride, std::int64_t B, std::int64_t T,
+                        std::int64_t H, std::int64_t D, cudaStream_t stream) {
+  merge_heads_f32(src, dst, row_stride, B, T, H, D, stream);
+}
+inline void merge_heads(const std::uint16_t* src, std::uint16_t* dst, std::int64_t row_stride, std::int64_t B,
+                        std::int64_t T, std::int64_t H, std::int64_t D, cudaStream_t stream) {
+  merge_heads_16(src, dst, row_stride, B, T, H, D, stream);
+}
+
+// split_heads from rows whose batch elements start batch_stride apart (see above).
+template <typename Element>
+void split_heads_view(const Element* src, std::int64_t row_stride, std::int64_t batch_stride, Element* dst,
+                      std::int64_t B, std::int64_t T, std::int64_t H, std::int64_t D, cudaStream_t stream) {
+  if (B <= 1 || batch_stride == T * row_stride) return split_heads(src, row_stride, dst, B, T, H, D, stream);
   for (std::int64_t b = 0; b < B; ++b) {
-    split_heads_f32(src + b * batch_stride, row_stride, dst + b * H * T * D, 1, T, H, D, stream);
+    split_heads(src + b * batch_stride, row_stride, dst + b * H * T * D, 1, T, H, D, stream);
   }
 }
 
-// merge_heads_f32 into rows whose batch elements start batch_stride apart (see above).
-inline void merge_heads_view(const float* src, float* dst, std::int64_t row_stride, std::int64_t batch_stride,
-                             std::int64_t B, std::int64_t T, std::int64_t H, std::int64_t D, cudaStream_t stream) {
-  if (B <= 1 || batch_stride == T * row_stride) return merge_heads_f32(src, dst, row_stride, B, T, H, D, stream);
+// merge_heads into rows whose batch elements start batch_stride apart (see above).
+template <typename Element>
+void merge_heads_view(const Element* src, Element* dst, std::int64_t row_stride, std::int64_t batch_stride,
+                      std::int64_t B, std::int64_t T, std::int64_t H, std::int64_t D, cudaStream_t stream) {
+  if (B <= 1 || batch_stride == T * row_stride) return merge_heads(src, dst, row_stride, B, T, H, D, stream);
   for (std::int64_t b = 0; b < B; ++b) {
-    merge_heads_f32(src + b * H * T * D, dst + b * batch_stride, row_stride, 1, T, H, D, stream);
+    merge_heads(src + b * H * T * D, dst + b * batch_stride, row_stride, 1, T, H, D, stream);
   }
 }
 
@@ -54,8 +74,10 @@ inline void merge_heads_view(const float* src, float* dst, std::int64_t row_stri
 struct HeadsGather {
   std::int64_t row_stride = 0, batch_stride = 0, batches = 0, T = 0, H = 0, D = 0;
 };
+// f32, bf16 and f16 views (the layout kernels move f32 or 16-bit values).
 inline std::optional<HeadsGather> heads_gather(const Tensor& t) {
-  if (t.dim() != 4 || t.dtype() != DType::f32) return std::nullopt;
+  const bool layout_dtype = t.dtype() == DType::f32 || t.dtype() == DType::bf16 || t.dtype() == DType::f16;
+  if (t.dim() != 4 || !layout_dtype) return std::nullopt;
   const std::int64_t B = t.size(0), H = t.size(1), T = t.size(2), D = t.size(3);
   if (const std::optional<std::int64_t> w = heads_row_stride(t, true)) return HeadsGather{*w, t.stride(0), B, T, H, D};
   const bool chunk_of_heads = t.stride(3) == 1 && (T == 1 || t.stride(2) == D) && t.stride(1) >= T * D &&

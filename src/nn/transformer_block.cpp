@@ -100,6 +100,11 @@ std::vector<ActivationSlot> block_activation_slots(const TransformerConfig& c, c
     slots.push_back({&BlockActivations::k_rot, {B, T, w.kv_heads, D}, true});
   }
   if (c.mlp == MlpKind::swiglu) slots.push_back({&BlockActivations::up, {B, T, F}, true, true, true});
+  if (gemm_inputs != DType::f32 && sixteen_bit_attention(c, split)) {  // its values are 16-bit already
+    for (ActivationSlot& slot : slots) {
+      if (slot.member == &BlockActivations::att) slot.dtype = gemm_inputs;
+    }
+  }
   if (!split.sharded_sequence()) {
     bool any_moe = false;
     for (int layer = 0; layer < c.n_layer; ++layer) any_moe = any_moe || c.moe.is_moe_layer(layer);
@@ -354,10 +359,14 @@ AttentionArgs TransformerBlock::attention_args(const Tensor& q, const Tensor& k,
 // attention (block-sparse stays f32: the tensor-core kernels' layout tile differs) without
 // context parallelism (ring attention adds partial gradients: f32), head dim 64 or 128 (the
 // tensor-core kernels'), under a 16-bit GEMM operand format.
+bool sixteen_bit_attention(const TransformerConfig& config, const ModelSplit& split) {
+  const std::int64_t D = config.head_dim();
+  const bool dense = !config.attention.block_sparse() && split.context_parallel().size() == 1;
+  return dense && (D == 64 || D == 128);
+}
+
 DType TransformerBlock::attention_operands() const {
-  const std::int64_t D = config_.head_dim();
-  const bool dense = !config_.attention.block_sparse() && split_.context_parallel().size() == 1;
-  return dense && (D == 64 || D == 128) ? operands_ : DType::f32;
+  return sixteen_bit_attention(config_, split_) ? operands_ : DType::f32;
 }
 
 // RoPE (or its backward) at the rows' global positions: one call, or one per chunk under context

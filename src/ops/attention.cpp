@@ -104,6 +104,16 @@ void check_attention_like(const char* op, const char* name, const Tensor& t, con
   check_head_layout(op, name, t);
 }
 
+// `out`: f32, or — with 16-bit products, whose out holds values of the format — that format (the
+// model keeps it so for the next GEMM; ops/attention.h).
+void check_output(const char* op, const Tensor& out, const Tensor& q, const AttentionArgs& args) {
+  const std::string also = args.operands == DType::f32 ? "" : std::string(" or ") + std::string(dtype_name(args.operands));
+  MYRIAD_CHECK(out.dtype() == DType::f32 || out.dtype() == args.operands,
+               op << ": 'out' " << out.describe() << " must be f32" << also << " (the operands' format)");
+  ops::check_shape(op, "out", out, q.shape());
+  check_head_layout(op, "out", out);
+}
+
 // 16-bit products on the CPU (see ops/attention.h): a contiguous copy of t rounded to `format`.
 Tensor rounded(const Tensor& t, DType format) {
   Tensor copy = t.clone();
@@ -138,7 +148,7 @@ void attention_forward(const AttentionArgs& args, const Tensor& q, const Tensor&
                        Tensor& lse) {
   const char* op = "attention_forward";
   Shape lse_shape = check_qkv(op, args, q, k, v);
-  check_attention_like(op, "out", out, q);
+  check_output(op, out, q, args);
   check_lse(op, "lse", lse, lse_shape);
   const std::initializer_list<ops::NamedTensor> tensors = {
       {"q", &q}, {"k", &k}, {"v", &v}, {"out", &out}, {"lse", &lse}};
@@ -158,7 +168,7 @@ void attention_backward(const AttentionArgs& args, const Tensor& q, const Tensor
                         const Tensor& lse, const Tensor& grad_out, Tensor& grad_q, Tensor& grad_k, Tensor& grad_v) {
   const char* op = "attention_backward";
   Shape lse_shape = check_qkv(op, args, q, k, v);
-  check_attention_like(op, "out", out, q);
+  check_output(op, out, q, args);
   check_lse(op, "lse", lse, lse_shape);
   check_attention_like(op, "grad_out", grad_out, q);
   if (grad_q.defined()) check_attention_like(op, "grad_q", grad_q, q);
@@ -178,7 +188,7 @@ void attention_backward(const AttentionArgs& args, const Tensor& q, const Tensor
     Tensor dq = grad_q.defined() ? Tensor::empty(q.shape()) : Tensor();
     Tensor dk = grad_k.defined() ? Tensor::empty(k.shape()) : Tensor();
     Tensor dv = grad_v.defined() ? Tensor::empty(v.shape()) : Tensor();
-    cpu::attention_backward(host, rounded(q, f), rounded(k, f), rounded(v, f), rounded(out, f), lse,
+    cpu::attention_backward(host, rounded(q, f), rounded(k, f), rounded(v, f), rounded(out.to(DType::f32), f), lse,
                             rounded(grad_out, f), dq, dk, dv);
     if (grad_q.defined()) round_into(dq, f, grad_q);
     if (grad_k.defined()) round_into(dk, f, grad_k);

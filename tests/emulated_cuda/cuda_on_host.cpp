@@ -1332,8 +1332,10 @@ void column_sums_accumulate_f32(const float* x, float* out, std::int64_t rows, s
     }
   });
 }
-void split_heads_f32(const float* src, std::int64_t st, float* dst, std::int64_t B, std::int64_t T, std::int64_t H,
-                     std::int64_t D, cudaStream_t launch_stream) {
+// The layout kernels over f32 or 16-bit elements (the 16-bit ones move bits).
+template <typename Element>
+static void split_heads_on_host(const Element* src, std::int64_t st, Element* dst, std::int64_t B, std::int64_t T,
+                                std::int64_t H, std::int64_t D, cudaStream_t launch_stream) {
   emulated::launch(launch_stream, [=]() mutable {
     for (std::int64_t b = 0; b < B; ++b)
       for (std::int64_t h = 0; h < H; ++h)
@@ -1341,14 +1343,31 @@ void split_heads_f32(const float* src, std::int64_t st, float* dst, std::int64_t
           for (std::int64_t d = 0; d < D; ++d) dst[((b * H + h) * T + t) * D + d] = src[(b * T + t) * st + h * D + d];
   });
 }
-void merge_heads_f32(const float* src, float* dst, std::int64_t st, std::int64_t B, std::int64_t T, std::int64_t H,
-                     std::int64_t D, cudaStream_t launch_stream) {
+template <typename Element>
+static void merge_heads_on_host(const Element* src, Element* dst, std::int64_t st, std::int64_t B, std::int64_t T,
+                                std::int64_t H, std::int64_t D, cudaStream_t launch_stream) {
   emulated::launch(launch_stream, [=]() mutable {
     for (std::int64_t b = 0; b < B; ++b)
       for (std::int64_t h = 0; h < H; ++h)
         for (std::int64_t t = 0; t < T; ++t)
           for (std::int64_t d = 0; d < D; ++d) dst[(b * T + t) * st + h * D + d] = src[((b * H + h) * T + t) * D + d];
   });
+}
+void split_heads_f32(const float* src, std::int64_t st, float* dst, std::int64_t B, std::int64_t T, std::int64_t H,
+                     std::int64_t D, cudaStream_t launch_stream) {
+  split_heads_on_host(src, st, dst, B, T, H, D, launch_stream);
+}
+void merge_heads_f32(const float* src, float* dst, std::int64_t st, std::int64_t B, std::int64_t T, std::int64_t H,
+                     std::int64_t D, cudaStream_t launch_stream) {
+  merge_heads_on_host(src, dst, st, B, T, H, D, launch_stream);
+}
+void split_heads_16(const std::uint16_t* src, std::int64_t st, std::uint16_t* dst, std::int64_t B, std::int64_t T,
+                    std::int64_t H, std::int64_t D, cudaStream_t launch_stream) {
+  split_heads_on_host(src, st, dst, B, T, H, D, launch_stream);
+}
+void merge_heads_16(const std::uint16_t* src, std::uint16_t* dst, std::int64_t st, std::int64_t B, std::int64_t T,
+                    std::int64_t H, std::int64_t D, cudaStream_t launch_stream) {
+  merge_heads_on_host(src, dst, st, B, T, H, D, launch_stream);
 }
 // Token routing: the CPU ops on the launcher's contract — an index out of range lowers *bad to
 // its flat position and counts as -1 (the CPU op would throw instead, so it gets the cleaned map).

@@ -1,6 +1,7 @@
 // The CUDA backend's 16-bit forward outputs (mixed precision's kept GEMM inputs: LayerNorm,
-// RMSNorm, GELU, SwiGLU and the fused linear + GELU writing bf16 / f16) against the CPU ops' on the
-// same inputs. The device computes in f32 and rounds once, as the CPU op does, so the two differ
+// RMSNorm, GELU, SwiGLU and the fused linear + GELU writing bf16 / f16; attention with 16-bit
+// products writing a 16-bit heads view of rows, and its backward reading it) against the CPU ops'
+// on the same inputs. The device computes in f32 and rounds once, as the CPU op does, so the two differ
 // at most where the f32 values (a few ulp apart: tanhf, expf) fall on either side of a rounding
 // boundary — one unit in the last place of the format. On the emulated CUDA layer the launchers
 // run the CPU ops: equal bit for bit there. Skipped without a GPU in myriad_gpu_tests.
@@ -12,6 +13,7 @@
 
 #include "cuda_backend_fixture.h"
 #include "myriad/ops/activations.h"
+#include "myriad/ops/attention.h"
 #include "myriad/ops/linear.h"
 #include "myriad/ops/norms.h"
 #include "reference.h"
@@ -74,6 +76,32 @@ TEST_P(CudaSixteenBitOutputs, FusedLinearGeluWritesTheFormatAndKeepsItsInput) {
   linear_gelu_forward(on_device(x), on_device(w), on_device(b), d_pre, d_y);
   expect_close(d_pre, pre, 2e-5, "pre_activation (f32)");
   expect_same_format_result(d_y, y, "y");
+}
+
+TEST_P(CudaSixteenBitOutputs, AttentionWritesAndReadsAHeadsViewInTheFormat) {
+  const DType format = GetParam();
+  const std::int64_t B = 2, H = 2, T = 40, D = 64;
+  const Tensor q = random({B, H, T, D}, 8), k = random({B, H, T, D}, 9), v = random({B, H, T, D}, 10);
+  const Tensor dy = random({B, H, T, D}, 11);
+  AttentionArgs args;
+  args.operands = format;
+  Tensor rows = Tensor::empty({B, T, H * D}, format), lse = Tensor::empty({B, H, T});
+  Tensor out = rows.view({B, T, H, D}).permute({0, 2, 1, 3});
+  attention_forward(args, q, k, v, out, lse);
+  Tensor d_rows = backend_->empty({B, T, H * D}, format), d_lse = backend_->empty({B, H, T});
+  Tensor d_out = d_rows.view({B, T, H, D}).permute({0, 2, 1, 3});
+  const Tensor dq_ = on_device(q), dk_ = on_device(k), dv_ = on_device(v);
+  attention_forward(args, dq_, dk_, dv_, d_out, d_lse);
+  expect_same_format_result(d_rows, rows, "attention out (rows)");
+  expect_close(d_lse, lse, 1e-4, "attention lse");
+  Tensor gq = Tensor::empty(q.shape()), gk = Tensor::empty(k.shape()), gv = Tensor::empty(v.shape());
+  attention_backward(args, q, k, v, out, lse, dy, gq, gk, gv);
+  Tensor d_gq = backend_->empty(q.shape()), d_gk = backend_->empty(k.shape()), d_gv = backend_->empty(v.shape());
+  attention_backward(args, dq_, dk_, dv_, d_out, d_lse, on_device(dy), d_gq, d_gk, d_gv);
+  // The gradients hold values of the format (ops/attention.h): one ulp apart at most.
+  expect_close(d_gq, gq, ulp(), "grad_q");
+  expect_close(d_gk, gk, ulp(), "grad_k");
+  expect_close(d_gv, gv, ulp(), "grad_v");
 }
 
 INSTANTIATE_TEST_SUITE_P(Formats, CudaSixteenBitOutputs, ::testing::Values(DType::bf16, DType::f16),

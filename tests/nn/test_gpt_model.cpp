@@ -218,7 +218,25 @@ TEST(GptModel, MixedPrecisionKeepsTheGemmInputsIn16Bits) {
   const std::vector<ActivationSlot> slots = block_activation_slots(dense, ModelSplit{}, B, T, DType::bf16);
   int sixteen = 0;
   for (const ActivationSlot& slot : slots) sixteen += slot.dtype == DType::bf16 ? 1 : 0;
-  EXPECT_EQ(sixteen, 3) << "h1, h2 and act";
+  EXPECT_EQ(sixteen, 3) << "h1, h2 and act (head dim 4: the attention keeps f32 products)";
+
+  // At head dim 64 the attention takes 16-bit products: its output (proj's input) is kept 16-bit
+  // too, and the recompute modes still give identical gradients.
+  const TransformerConfig wide_heads = TransformerConfig::gpt2(13, 2, 1, 64, 8);
+  int sixteen_wide = 0;
+  for (const ActivationSlot& slot : block_activation_slots(wide_heads, ModelSplit{}, B, T, DType::bf16)) {
+    sixteen_wide += slot.dtype == DType::bf16 ? 1 : 0;
+  }
+  EXPECT_EQ(sixteen_wide, 4) << "h1, h2, act and att";
+  GptModel wide_f32(wide_heads), wide_bf16(wide_heads);
+  wide_bf16.set_activation_precision(DType::bf16);
+  const std::int64_t Cw = wide_heads.n_embd, Fw = wide_heads.ffn_hidden;
+  EXPECT_EQ(wide_f32.activation_memory(B, T, Recompute::none).saved_bytes -
+                wide_bf16.activation_memory(B, T, Recompute::none).saved_bytes,
+            wide_heads.n_layer * N * (3 * Cw + Fw) * 2 + N * Cw * 2);
+  std::vector<double> none = gradients_with(wide_heads, Recompute::none, seed, DType::bf16);
+  EXPECT_EQ(gradients_with(wide_heads, Recompute::selective, seed, DType::bf16), none);
+  EXPECT_EQ(gradients_with(wide_heads, Recompute::full, seed, DType::bf16), none);
 }
 
 TEST(GptModel, AccumulationOverUnevenMicroBatchesEqualsOneBatch) {

@@ -1,14 +1,16 @@
 // The forward ops whose output mixed precision keeps as a 16-bit GEMM operand (LayerNorm, RMSNorm,
-// GELU, SwiGLU, the fused linear + GELU): a bf16 / f16 output holds, bit for bit, the f32 op's
-// output rounded to nearest even, the saved statistics are the f32 call's, each value is within
-// half a unit in the last place of the 16-bit format of a float64 reference, and a wrong output
-// dtype or shape is refused naming the op and the argument.
+// GELU, SwiGLU, the fused linear + GELU; attention with 16-bit products, whose out is a strided
+// heads view of rows): a bf16 / f16 output holds, bit for bit, the f32 op's output rounded to
+// nearest even (attention's backward reads it to the same gradients), the saved statistics are the f32 call's, each
+// value is within half a unit in the last place of the 16-bit format of a float64 reference, and a wrong output dtype
+// or shape is refused naming the op and the argument.
 #include <gtest/gtest.h>
 
 #include <cmath>
 #include <cstring>
 
 #include "myriad/ops/activations.h"
+#include "myriad/ops/attention.h"
 #include "myriad/ops/linear.h"
 #include "myriad/ops/norms.h"
 #include "reference.h"
@@ -118,6 +120,39 @@ TEST_P(SixteenBitOutputs, WrongOutputsAreRefusedByName) {
   Tensor sixteen_in = Tensor::zeros({4, 8}, format);  // the inputs stay f32
   Tensor out = Tensor::zeros({4, 8}, format);
   expect_error_naming([&] { gelu_forward(GeluArgs{}, sixteen_in, out); }, {"gelu_forward", "x", "f32"});
+}
+
+// Attention with 16-bit products writes values of the format: its out may be a tensor of the format
+// (here the heads view of (B, T, H D) rows, as the model holds it), equal to the f32 out, and the
+// backward reading it gives the f32 out's gradients bit for bit.
+TEST_P(SixteenBitOutputs, AttentionOutputInTheOperandsFormat) {
+  const DType format = GetParam();
+  std::uint64_t seed = testing::fresh_seed();
+  MYRIAD_SEED_TRACE(seed);
+  const std::int64_t B = 2, H = 2, T = 9, D = 64;
+  const Tensor q = testing::random_tensor({B, H, T, D}, seed, 0), k = testing::random_tensor({B, H, T, D}, seed, 1);
+  const Tensor v = testing::random_tensor({B, H, T, D}, seed, 2), dy = testing::random_tensor({B, H, T, D}, seed, 3);
+  AttentionArgs args;
+  args.operands = format;
+  Tensor wide = Tensor::empty({B, H, T, D}), lse = Tensor::empty({B, H, T}), lse16 = Tensor::empty({B, H, T});
+  attention_forward(args, q, k, v, wide, lse);
+  Tensor rows = Tensor::empty({B, T, H * D}, format);
+  Tensor out = rows.view({B, T, H, D}).permute({0, 2, 1, 3});  // heads of rows, strided
+  attention_forward(args, q, k, v, out, lse16);
+  expect_rounded_from(out.contiguous(), wide, "attention out");
+  EXPECT_EQ(to_f64(wide.to(format)), to_f64(wide)) << "the f32 out already holds values of the format";
+  EXPECT_EQ(to_f64(lse16), to_f64(lse));
+  Tensor gq = Tensor::empty(q.shape()), gk = Tensor::empty(k.shape()), gv = Tensor::empty(v.shape());
+  Tensor gq16 = Tensor::empty(q.shape()), gk16 = Tensor::empty(k.shape()), gv16 = Tensor::empty(v.shape());
+  attention_backward(args, q, k, v, wide, lse, dy, gq, gk, gv);
+  attention_backward(args, q, k, v, out, lse16, dy, gq16, gk16, gv16);
+  EXPECT_EQ(to_f64(gq16), to_f64(gq));
+  EXPECT_EQ(to_f64(gk16), to_f64(gk));
+  EXPECT_EQ(to_f64(gv16), to_f64(gv));
+  AttentionArgs wide_products;  // f32 products write f32 only
+  Tensor narrow = Tensor::empty({B, H, T, D}, format);
+  expect_error_naming([&] { attention_forward(wide_products, q, k, v, narrow, lse); },
+                      {"attention_forward", "'out'", dtype_name(format).data(), "must be f32"});
 }
 
 INSTANTIATE_TEST_SUITE_P(Formats, SixteenBitOutputs, ::testing::Values(DType::bf16, DType::f16),

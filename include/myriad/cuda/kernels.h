@@ -410,6 +410,11 @@ void split_heads_f32(const float* src, std::int64_t src_row_stride, float* dst, 
                      std::int64_t heads, std::int64_t head_dim, cudaStream_t stream);
 void merge_heads_f32(const float* src, float* dst, std::int64_t dst_row_stride, std::int64_t batch, std::int64_t seq,
                      std::int64_t heads, std::int64_t head_dim, cudaStream_t stream);
+// The same two for 16-bit values (bf16 or f16: the bits are moved, not converted).
+void split_heads_16(const std::uint16_t* src, std::int64_t src_row_stride, std::uint16_t* dst, std::int64_t batch,
+                    std::int64_t seq, std::int64_t heads, std::int64_t head_dim, cudaStream_t stream);
+void merge_heads_16(const std::uint16_t* src, std::uint16_t* dst, std::int64_t dst_row_stride, std::int64_t batch,
+                    std::int64_t seq, std::int64_t heads, std::int64_t head_dim, cudaStream_t stream);
 // out = x rounded to bf16 (nearest even, as core/half.h) over n values; x and out disjoint.
 void convert_f32_to_bf16(const float* x, __nv_bfloat16* out, std::int64_t n, cudaStream_t stream);
 // out = x widened to f32 (exact) over n values; x and out disjoint.

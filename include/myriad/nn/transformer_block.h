@@ -43,7 +43,7 @@ struct BlockActivations {
   Tensor h1;                                  // (B, T, C)     norm1 output (f32 or 16-bit: ActivationSlot)
   Tensor qkv;                                 // (B, T, QKV)
   Tensor q_rot, k_rot;                        // (B, T, Hq, D), (B, T, Hkv, D): RoPE only
-  Tensor att;                                 // (B, T, C)     attention output, heads concatenated
+  Tensor att;                                 // (B, T, C)     attention output, heads concatenated (f32 or 16-bit)
   Tensor lse;                                 // (B, Hq, T)
   Tensor x_mid;                               // (B, T, C)     residual after attention
   Tensor ln2_mean, ln2_rstd;                  // (B, T)
@@ -104,10 +104,15 @@ ParameterSpec mlp_in_weight_spec(const TransformerConfig& config, const std::str
 
 // `gemm_inputs`: the format the norm outputs h1, h2 and the MLP activation act are kept in — the
 // GEMM operand format under mixed precision (nn/linear.h), as only GEMMs (forward and weight
-// gradient) read them; f32 otherwise. The slots stay f32 where something else reads them: under
-// sequence parallelism (the gathers), and h2 in a model with MoE layers (the router).
+// gradient) read them; f32 otherwise. The attention output att too where sixteen_bit_attention. The slots stay f32
+// where something else reads them: under sequence parallelism (the gathers), and h2 in a model with MoE layers (the
+// router).
 std::vector<ActivationSlot> block_activation_slots(const TransformerConfig& config, const ModelSplit& split,
                                                    std::int64_t B, std::int64_t T, DType gemm_inputs = DType::f32);
+// Whether the block's attention takes 16-bit products under mixed precision (ops/attention.h):
+// dense attention without context parallelism at head dim 64 or 128. Its output then holds values
+// of the format, and block_activation_slots keeps it (the proj layer's input) in the format too.
+bool sixteen_bit_attention(const TransformerConfig& config, const ModelSplit& split);
 BlockScratch make_block_scratch(const ops::Placement& placement, const TransformerConfig& config,
                                 const ModelSplit& split, std::int64_t B, std::int64_t T);
 // Shape of the residual stream of a (B, T) micro-batch: (B, T, C), or (1, B T / tp, C) sequence parallel.

@@ -36,7 +36,8 @@
 // the results (out; grad_q, grad_k, grad_v) are rounded to it too — the values 16-bit tensors
 // would hold — with the softmax and every sum in f32 and lse f32. A device runs it on tensor
 // cores on 16-bit copies (which also round the probabilities before P V and dS before its
-// products, as FlashAttention does); the CPU on the rounded values. Not with accumulate.
+// products, as FlashAttention does); the CPU on the rounded values. Not with accumulate. `out`
+// may then be a tensor of the format itself (the same values; forward writes it, backward reads it).
 #pragma once
 
 #include "myriad/core/tensor.h"

@@ -42,6 +42,7 @@ class ModelShape:
     expert_capacity: int = 0
     capacity_factor: float = 1.25
     dropless: bool = False
+    block_sparse: bool = False  # model.attention.kind block_sparse (dense attention otherwise)
 
     @property
     def qkv_width(self) -> int:
@@ -165,7 +166,8 @@ def model_shape(config) -> ModelShape:
         tie_embeddings=m["tie_embeddings"], bias=m["bias"], padded_vocab=m["padded_vocab_size"],
         head_dim=m["head_dim"], num_experts=m["num_experts"], top_k=m["moe_top_k"], moe_every=m["moe_every"],
         expert_ffn=m["expert_ffn"] if m["num_experts"] else 0, shared_experts=m["shared_experts"],
-        expert_capacity=m["expert_capacity"], capacity_factor=m["moe_capacity_factor"], dropless=m["dropless"])
+        expert_capacity=m["expert_capacity"], capacity_factor=m["moe_capacity_factor"], dropless=m["dropless"],
+        block_sparse=config.resolved().to_dict()["model"]["attention.kind"] == "block_sparse")
 
 
 def layout_of(parallel: dict, training: dict) -> Layout:

@@ -217,11 +217,15 @@ def activation_bytes(model, layout, coord: GridCoord, chunks: list, seq_len: int
     # Bytes per element of the kept GEMM inputs (in units of F32 = 4 bytes: 0.5 for 16-bit).
     gemm_input = 0.5 if precision in ("bf16", "fp16") and not sp else 1.0
     any_moe = any(model.is_moe_layer(layer) for layer in range(model.n_layer))
+    sixteen_attention = (precision in ("bf16", "fp16") and not model.block_sparse and layout.cp == 1
+                         and model.head_dim in (64, 128))
+    att_bytes = 0.5 if sixteen_attention else 1.0
     # (elements in f32 units, kept under none, kept under selective, dense MLP) of every block activation
     slots_of_block = [
         (rows, True, True, False), (rows, True, True, False),  # norm 1 mean, rstd
         (N * C * gemm_input, not sp, False, False),  # h1
-        (N * qkv, True, True, False), (N * Hq * D, True, True, False), (B * Hq * T, True, True, False),  # qkv, att, lse
+        # qkv; att (16-bit where the attention takes 16-bit products: sixteen_bit_attention); lse
+        (N * qkv, True, True, False), (N * Hq * D * att_bytes, True, True, False), (B * Hq * T, True, True, False),
         (rows * C, True, True, False),  # x_mid
         (rows, True, True, False), (rows, True, True, False),  # norm 2 mean, rstd
         (N * C * (1.0 if any_moe else gemm_input), not sp, False, False),  # h2 (the router reads it in f32)

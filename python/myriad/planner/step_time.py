@@ -72,7 +72,8 @@ class EngineTraits:
     # ... except the inputs the blocks keep in the 16-bit format (myriad since 2026-12-06:
     # block_activation_slots): the norm outputs (qkv's, fc's / gate's and up's input; the MLP's h2 only
     # in a model without MoE layers) and the MLP activation (out's input), written 16-bit by the norm and
-    # activation kernels; not under sequence parallelism (the gathers stay f32).
+    # activation kernels; not under sequence parallelism (the gathers stay f32); and the attention
+    # output (proj's input) where the attention takes 16-bit products.
     kept_gemm_inputs: bool = True
     # The weights' 16-bit copies are kept (written by the update: myriad at ZeRO 0-2) rather than
     # converted once per pass; at ZeRO 3 each gathered unit is converted per use either way.
@@ -597,7 +598,10 @@ class _Model:
         if not m.learned_positions:  # RoPE: read and write q and k
             mem += 2 * (m.n_head + m.n_kv_head) * m.head_dim / tp * a * N
             kernels += 1
-        mem += N * (h1_copy * C + self.copy * C / tp)  # qkv and proj inputs
+        # The attention output (proj's input) is kept 16-bit where the attention takes 16-bit products.
+        att_copy = 0.0 if (self.sixteen and self.engine.kept_gemm_inputs and self.attention_kind == "flash") \
+            else self.copy
+        mem += N * (h1_copy * C + att_copy * C / tp)  # qkv and proj inputs
         dense_w, expert_w, _ = self.block_weights(layer)
         mem += self.weight_copy * (dense_w + expert_w)  # the weights' 16-bit copies, once per pass
         self._bytes(fwd, mem)
