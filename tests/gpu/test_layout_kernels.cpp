@@ -85,6 +85,31 @@ TEST(LayoutKernels, SplitAndMergeHeadsArePermutationsOfFusedRows) {
   EXPECT_EQ(merged.download(), qkv);  // every slice written back: the inverse permutation
 }
 
+// The 16-bit layout kernels move bits: any pattern (NaN payloads included) arrives unchanged.
+TEST(LayoutKernels, SixteenBitSplitAndMergeHeadsMoveEveryBitPattern) {
+  MYRIAD_REQUIRE_GPU();
+  const std::uint64_t seed = testing::fresh_seed();
+  MYRIAD_SEED_TRACE(seed);
+  cuda::DeviceContext context(0);
+  const std::int64_t B = 2, T = 7, H = 3, D = 64, C = H * D, stride = 2 * C + 8;  // rows with a gap
+  std::vector<std::uint16_t> rows(B * T * stride);
+  const auto noise = random_floats(rows.size(), 0, 65535, seed, 7);
+  for (std::size_t i = 0; i < rows.size(); ++i) rows[i] = static_cast<std::uint16_t>(noise[i]);
+  DeviceArray<std::uint16_t> drows(context, rows), heads(context, B * H * T * D), merged(context, rows);
+  cuda::split_heads_16(drows.get() + C, stride, heads.get(), B, T, H, D, context.stream());
+  const auto got = heads.download();
+  for (std::int64_t b = 0; b < B; ++b)
+    for (std::int64_t h = 0; h < H; ++h)
+      for (std::int64_t t = 0; t < T; ++t)
+        for (std::int64_t d = 0; d < D; ++d)
+          ASSERT_EQ(got[((b * H + h) * T + t) * D + d], rows[(b * T + t) * stride + C + h * D + d]);
+  cuda::merge_heads_16(heads.get(), merged.get(), stride, B, T, H, D, context.stream());  // into part 0
+  const auto back = merged.download();
+  for (std::int64_t r = 0; r < B * T; ++r)
+    for (std::int64_t c = 0; c < stride; ++c)
+      ASSERT_EQ(back[r * stride + c], c < C ? rows[r * stride + C + c] : rows[r * stride + c]) << r << ", " << c;
+}
+
 TEST(LayoutKernels, Bf16ConversionsRoundToNearestEvenAndWidenExactly) {
   MYRIAD_REQUIRE_GPU();
   const std::uint64_t seed = testing::fresh_seed();
