@@ -147,6 +147,17 @@ static Tensor narrow_copy(CudaBackend& backend, const Tensor& packed, DType form
   return narrow;
 }
 
+// An attention input as the 16-bit kernels read it: contiguous (B, H, T, D) in `format` — a
+// tensor already in the format itself or its packed copy (its heads gathered, no conversion),
+// else the f32 operand's packed copy narrowed.
+static Tensor sixteen_bit_operand(CudaBackend& backend, const Tensor& t, const HeadsOperand& operand, DType format) {
+  if (t.dtype() == DType::f32) return narrow_copy(backend, operand.packed, format);
+  if (t.is_contiguous()) return t;
+  Tensor packed = backend.empty(t.shape(), format);
+  backend.copy(t, packed);
+  return packed;
+}
+
 template <typename H>
 static H* halves(const Tensor& t) {
   return static_cast<H*>(t.raw_data());
@@ -220,16 +231,18 @@ void CudaBackend::attention_forward(const AttentionArgs& args, const Tensor& q, 
                                     Tensor& out, Tensor& lse) {
   const char* op = "attention_forward";
   const FlashProblem problem = flash_problem(*this, op, args, q, k);
-  const HeadsOperand pq = heads_operand(*this, op, "q", q, true), pk = heads_operand(*this, op, "k", k, true);
-  const HeadsOperand pv = heads_operand(*this, op, "v", v, true);
+  // A 16-bit input (the rotated q, k the model keeps) is read in its format (sixteen_bit_operand).
+  const HeadsOperand pq = (q.dtype() == DType::f32 ? heads_operand(*this, op, "q", q, true) : HeadsOperand{});
+  const HeadsOperand pk = (k.dtype() == DType::f32 ? heads_operand(*this, op, "k", k, true) : HeadsOperand{});
+  const HeadsOperand pv = (v.dtype() == DType::f32 ? heads_operand(*this, op, "v", v, true) : HeadsOperand{});
   // A 16-bit out (the model keeps it for the next GEMM) is written from the kernels' 16-bit result.
   const bool sixteen_bit_out = out.dtype() != DType::f32;
   const HeadsOperand po = sixteen_bit_out ? HeadsOperand{} : heads_operand(*this, op, "out", out, false);
   DeviceGuard guard(context_.device());
   if (args.operands != DType::f32) {
     const DType f = args.operands;
-    const Tensor q16 = narrow_copy(*this, pq.packed, f), k16 = narrow_copy(*this, pk.packed, f);
-    const Tensor v16 = narrow_copy(*this, pv.packed, f);
+    const Tensor q16 = sixteen_bit_operand(*this, q, pq, f), k16 = sixteen_bit_operand(*this, k, pk, f);
+    const Tensor v16 = sixteen_bit_operand(*this, v, pv, f);
     Tensor o16 = sixteen_bit_out && out.is_contiguous() ? out : empty(out.shape(), f), workspace;
     const std::optional<CudnnAttentionShape> shape = cudnn_shape(args, problem.shape);
     if (cudnn_ready(*this, shape, false, workspace)) {
@@ -257,9 +270,10 @@ void CudaBackend::attention_backward(const AttentionArgs& args, const Tensor& q,
                                      Tensor& grad_k, Tensor& grad_v) {
   const char* op = "attention_backward";
   const FlashProblem problem = flash_problem(*this, op, args, q, k);
-  const HeadsOperand pq = heads_operand(*this, op, "q", q, true), pk = heads_operand(*this, op, "k", k, true);
+  const HeadsOperand pq = (q.dtype() == DType::f32 ? heads_operand(*this, op, "q", q, true) : HeadsOperand{});
+  const HeadsOperand pk = (k.dtype() == DType::f32 ? heads_operand(*this, op, "k", k, true) : HeadsOperand{});
   const bool sixteen_bit_out = out.dtype() != DType::f32;  // kept 16-bit by the model: read in its format
-  const HeadsOperand pv = heads_operand(*this, op, "v", v, true);
+  const HeadsOperand pv = (v.dtype() == DType::f32 ? heads_operand(*this, op, "v", v, true) : HeadsOperand{});
   const HeadsOperand po = sixteen_bit_out ? HeadsOperand{} : heads_operand(*this, op, "out", out, true);
   const HeadsOperand pg = heads_operand(*this, op, "grad_out", grad_out, true);
   // The kernel writes (or adds into) all three gradients: a skipped one goes to scratch. With
@@ -275,8 +289,8 @@ void CudaBackend::attention_backward(const AttentionArgs& args, const Tensor& q,
   DeviceGuard guard(context_.device());
   if (args.operands != DType::f32) {  // never accumulates (ops/attention.cpp): the packed grads are written
     const DType f = args.operands;
-    const Tensor q16 = narrow_copy(*this, pq.packed, f), k16 = narrow_copy(*this, pk.packed, f);
-    const Tensor v16 = narrow_copy(*this, pv.packed, f);
+    const Tensor q16 = sixteen_bit_operand(*this, q, pq, f), k16 = sixteen_bit_operand(*this, k, pk, f);
+    const Tensor v16 = sixteen_bit_operand(*this, v, pv, f);
     Tensor o16 = sixteen_bit_out && out.is_contiguous() ? out : empty(out.shape(), f);
     if (o16.raw_data() != out.raw_data()) copy(sixteen_bit_out ? out : po.packed, o16);
     const Tensor g16 = narrow_copy(*this, pg.packed, f);
@@ -339,6 +353,12 @@ void CudaBackend::rope_apply(const char* op, const RopeArgs& args, const Tensor&
     return rows;
   };
   const Tensor in = contiguous_copy(x, backward ? "grad_out" : "x");
+  if (out.dtype() != DType::f32) {  // a 16-bit out: the f32 rotation rounded into it (copy converts, places)
+    Tensor rotated = empty({B, T, H, D});
+    rope_apply(op, args, in, rotated, backward);
+    copy(rotated, out);
+    return;
+  }
   const bool direct = out.is_contiguous();
   Tensor target = direct ? out : empty({B, T, H, D});
   if (!direct)

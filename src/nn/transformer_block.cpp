@@ -100,9 +100,13 @@ std::vector<ActivationSlot> block_activation_slots(const TransformerConfig& c, c
     slots.push_back({&BlockActivations::k_rot, {B, T, w.kv_heads, D}, true});
   }
   if (c.mlp == MlpKind::swiglu) slots.push_back({&BlockActivations::up, {B, T, F}, true, true, true});
-  if (gemm_inputs != DType::f32 && sixteen_bit_attention(c, split)) {  // its values are 16-bit already
+  if (gemm_inputs != DType::f32 && sixteen_bit_attention(c, split)) {
+    // The attention rounds the rotated q, k to the format and writes values of it: only it reads
+    // q_rot and k_rot, only the proj GEMM and its backward read att.
     for (ActivationSlot& slot : slots) {
-      if (slot.member == &BlockActivations::att) slot.dtype = gemm_inputs;
+      const bool attention_operand = slot.member == &BlockActivations::att || slot.member == &BlockActivations::q_rot ||
+                                     slot.member == &BlockActivations::k_rot;
+      if (attention_operand) slot.dtype = gemm_inputs;
     }
   }
   if (!split.sharded_sequence()) {

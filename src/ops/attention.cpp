@@ -41,10 +41,15 @@ void check_layout(const char* op, const BlockLayout& layout, const AttentionArgs
 }
 
 // Checks q, k, v (and the shapes derived from them) and returns the expected lse shape.
+// q, k, v: f32, or — with 16-bit products, which round them to the format — that format (the
+// model's rotated q, k are kept so).
 Shape check_qkv(const char* op, const AttentionArgs& args, const Tensor& q, const Tensor& k, const Tensor& v) {
-  ops::check_dtype(op, "q", q, DType::f32);
-  ops::check_dtype(op, "k", k, DType::f32);
-  ops::check_dtype(op, "v", v, DType::f32);
+  for (const auto& [name, t] : {ops::NamedTensor{"q", &q}, ops::NamedTensor{"k", &k}, ops::NamedTensor{"v", &v}}) {
+    MYRIAD_CHECK(t->dtype() == DType::f32 || t->dtype() == args.operands,
+                 op << ": '" << name << "' " << t->describe() << " must be f32"
+                    << (args.operands == DType::f32 ? std::string() : " or " + std::string(dtype_name(args.operands)))
+                    << " (the operands' format)");
+  }
   ops::check_rank(op, "q", q, 4);
   ops::check_rank(op, "k", k, 4);
   ops::check_rank(op, "v", v, 4);
@@ -107,7 +112,8 @@ void check_attention_like(const char* op, const char* name, const Tensor& t, con
 // `out`: f32, or — with 16-bit products, whose out holds values of the format — that format (the
 // model keeps it so for the next GEMM; ops/attention.h).
 void check_output(const char* op, const Tensor& out, const Tensor& q, const AttentionArgs& args) {
-  const std::string also = args.operands == DType::f32 ? "" : std::string(" or ") + std::string(dtype_name(args.operands));
+  const std::string also =
+      args.operands == DType::f32 ? "" : std::string(" or ") + std::string(dtype_name(args.operands));
   MYRIAD_CHECK(out.dtype() == DType::f32 || out.dtype() == args.operands,
                op << ": 'out' " << out.describe() << " must be f32" << also << " (the operands' format)");
   ops::check_shape(op, "out", out, q.shape());
@@ -116,7 +122,7 @@ void check_output(const char* op, const Tensor& out, const Tensor& q, const Atte
 
 // 16-bit products on the CPU (see ops/attention.h): a contiguous copy of t rounded to `format`.
 Tensor rounded(const Tensor& t, DType format) {
-  Tensor copy = t.clone();
+  Tensor copy = t.dtype() == DType::f32 ? t.clone() : t.to(DType::f32);  // a tensor of the format: exact
   round_to_precision(copy, format);
   return copy;
 }
@@ -188,7 +194,7 @@ void attention_backward(const AttentionArgs& args, const Tensor& q, const Tensor
     Tensor dq = grad_q.defined() ? Tensor::empty(q.shape()) : Tensor();
     Tensor dk = grad_k.defined() ? Tensor::empty(k.shape()) : Tensor();
     Tensor dv = grad_v.defined() ? Tensor::empty(v.shape()) : Tensor();
-    cpu::attention_backward(host, rounded(q, f), rounded(k, f), rounded(v, f), rounded(out.to(DType::f32), f), lse,
+    cpu::attention_backward(host, rounded(q, f), rounded(k, f), rounded(v, f), rounded(out, f), lse,
                             rounded(grad_out, f), dq, dk, dv);
     if (grad_q.defined()) round_into(dq, f, grad_q);
     if (grad_k.defined()) round_into(dk, f, grad_k);

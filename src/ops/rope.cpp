@@ -5,19 +5,26 @@
 
 #include "myriad/ops/backend.h"
 #include "myriad/ops/op_checks.h"
+#include "f32_output.h"
 
 namespace myriad {
 
 namespace {
 
+// `sixteen_bit_out`: the forward's out may be bf16 / f16 (mixed precision's kept attention input).
 void check_rope(const char* op, const RopeArgs& args, const char* in_name, const Tensor& in, const char* out_name,
-                const Tensor& out) {
+                const Tensor& out, bool sixteen_bit_out = false) {
   ops::check_dtype(op, in_name, in, DType::f32);
   ops::check_rank(op, in_name, in, 4);
   const std::int64_t D = in.size(3);
   MYRIAD_CHECK(D % 2 == 0,
                op << ": head dim D must be even, '" << in_name << "' has shape " << shape_string(in.shape()));
-  ops::check_dtype(op, out_name, out, DType::f32);
+  if (sixteen_bit_out && out.dtype() != DType::f32) {
+    MYRIAD_CHECK(out.dtype() == DType::bf16 || out.dtype() == DType::f16,
+                 op << ": '" << out_name << "' " << out.describe() << " must be f32, bf16 or f16");
+  } else {
+    ops::check_dtype(op, out_name, out, DType::f32);
+  }
   ops::check_shape(op, out_name, out, in.shape());
   for (const auto& [name, t] : {ops::NamedTensor{in_name, &in}, ops::NamedTensor{out_name, &out}}) {
     MYRIAD_CHECK(D <= 1 || t->stride(3) == 1,
@@ -31,9 +38,11 @@ void check_rope(const char* op, const RopeArgs& args, const char* in_name, const
 
 void rope_forward(const RopeArgs& args, const Tensor& x, Tensor& out) {
   const char* op = "rope_forward";
-  check_rope(op, args, "x", x, "out", out);
+  check_rope(op, args, "x", x, "out", out, true);
   Device device = ops::check_same_device(op, {{"x", &x}, {"out", &out}});
-  if (device.is_cpu()) return cpu::rope_forward(args, x, out);
+  if (device.is_cpu()) {
+    return ops::compute_into_output(out, [&](Tensor& result) { cpu::rope_forward(args, x, result); });
+  }
   ops::backend_of(op, {{"x", &x}, {"out", &out}}).rope_forward(args, x, out);
 }
 

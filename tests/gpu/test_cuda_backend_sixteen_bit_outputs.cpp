@@ -16,6 +16,7 @@
 #include "myriad/ops/attention.h"
 #include "myriad/ops/linear.h"
 #include "myriad/ops/norms.h"
+#include "myriad/ops/rope.h"
 #include "reference.h"
 
 namespace myriad {
@@ -102,6 +103,35 @@ TEST_P(CudaSixteenBitOutputs, AttentionWritesAndReadsAHeadsViewInTheFormat) {
   expect_close(d_gq, gq, ulp(), "grad_q");
   expect_close(d_gk, gk, ulp(), "grad_k");
   expect_close(d_gv, gv, ulp(), "grad_v");
+}
+
+TEST_P(CudaSixteenBitOutputs, RopeWritesTheFormatAndAttentionReadsIt) {
+  const DType format = GetParam();
+  const std::int64_t B = 2, T = 24, H = 2, D = 64;
+  const Tensor x = random({B, T, H, D}, 12);
+  Tensor rotated = Tensor::empty({B, T, H, D}, format), d_rotated = backend_->empty({B, T, H, D}, format);
+  rope_forward(RopeArgs{}, x, rotated);
+  rope_forward(RopeArgs{}, on_device(x), d_rotated);
+  expect_same_format_result(d_rotated, rotated, "rope out");
+  // The rotated keys in the format, the values f32 (as the model hands them).
+  const Tensor q = random({B, T, H, D}, 13), v = random({B, T, H, D}, 14), dy = random({B, H, T, D}, 15);
+  AttentionArgs args;
+  args.operands = format;
+  Tensor out = Tensor::empty({B, H, T, D}), lse = Tensor::empty({B, H, T});
+  attention_forward(args, q.permute({0, 2, 1, 3}), rotated.permute({0, 2, 1, 3}), v.permute({0, 2, 1, 3}), out, lse);
+  const Tensor dq_ = on_device(q), dv_ = on_device(v);
+  Tensor d_out = backend_->empty({B, H, T, D}), d_lse = backend_->empty({B, H, T});
+  attention_forward(args, dq_.permute({0, 2, 1, 3}), d_rotated.permute({0, 2, 1, 3}), dv_.permute({0, 2, 1, 3}), d_out,
+                    d_lse);
+  expect_close(d_out, out, 2 * ulp(), "attention out from 16-bit keys");
+  Tensor gq = Tensor::empty({B, H, T, D}), gk = Tensor::empty({B, H, T, D}), gv = Tensor::empty({B, H, T, D});
+  attention_backward(args, q.permute({0, 2, 1, 3}), rotated.permute({0, 2, 1, 3}), v.permute({0, 2, 1, 3}), out, lse,
+                     dy, gq, gk, gv);
+  Tensor d_gq = backend_->empty({B, H, T, D}), d_gk = backend_->empty({B, H, T, D});
+  Tensor d_gv = backend_->empty({B, H, T, D});
+  attention_backward(args, dq_.permute({0, 2, 1, 3}), d_rotated.permute({0, 2, 1, 3}), dv_.permute({0, 2, 1, 3}), d_out,
+                     d_lse, on_device(dy), d_gq, d_gk, d_gv);
+  expect_close(d_gk, gk, 2 * ulp(), "grad_k from 16-bit keys");
 }
 
 INSTANTIATE_TEST_SUITE_P(Formats, CudaSixteenBitOutputs, ::testing::Values(DType::bf16, DType::f16),

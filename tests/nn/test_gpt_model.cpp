@@ -237,6 +237,16 @@ TEST(GptModel, MixedPrecisionKeepsTheGemmInputsIn16Bits) {
   std::vector<double> none = gradients_with(wide_heads, Recompute::none, seed, DType::bf16);
   EXPECT_EQ(gradients_with(wide_heads, Recompute::selective, seed, DType::bf16), none);
   EXPECT_EQ(gradients_with(wide_heads, Recompute::full, seed, DType::bf16), none);
+  // LLaMA at head dim 64: the rotated q, k too (RoPE writes them in the format for the attention).
+  const TransformerConfig llama_wide = TransformerConfig::llama(13, 2, 1, 1, 64, 8);
+  int sixteen_llama = 0;
+  for (const ActivationSlot& slot : block_activation_slots(llama_wide, ModelSplit{}, B, T, DType::bf16)) {
+    sixteen_llama += slot.dtype == DType::bf16 ? 1 : 0;
+  }
+  EXPECT_EQ(sixteen_llama, 6) << "h1, h2, act, att, q_rot and k_rot";
+  std::vector<double> llama_none = gradients_with(llama_wide, Recompute::none, seed, DType::bf16);
+  EXPECT_EQ(gradients_with(llama_wide, Recompute::selective, seed, DType::bf16), llama_none);
+  EXPECT_EQ(gradients_with(llama_wide, Recompute::full, seed, DType::bf16), llama_none);
 }
 
 TEST(GptModel, AccumulationOverUnevenMicroBatchesEqualsOneBatch) {

@@ -13,6 +13,7 @@
 #include "myriad/ops/attention.h"
 #include "myriad/ops/linear.h"
 #include "myriad/ops/norms.h"
+#include "myriad/ops/rope.h"
 #include "reference.h"
 #include "test_helpers.h"
 
@@ -153,6 +154,39 @@ TEST_P(SixteenBitOutputs, AttentionOutputInTheOperandsFormat) {
   Tensor narrow = Tensor::empty({B, H, T, D}, format);
   expect_error_naming([&] { attention_forward(wide_products, q, k, v, narrow, lse); },
                       {"attention_forward", "'out'", dtype_name(format).data(), "must be f32"});
+}
+
+// RoPE's forward into the format (the rotated q, k kept for 16-bit attention), and the attention
+// reading q, k in the format: the same results as from their f32 values, which it rounds itself.
+TEST_P(SixteenBitOutputs, RotatedQueriesAndKeysInTheOperandsFormat) {
+  const DType format = GetParam();
+  std::uint64_t seed = testing::fresh_seed();
+  MYRIAD_SEED_TRACE(seed);
+  const std::int64_t B = 2, T = 7, H = 2, D = 64;
+  const Tensor x = testing::random_tensor({B, T, H, D}, seed, 0);
+  Tensor wide = Tensor::empty({B, T, H, D}), narrow = Tensor::empty({B, T, H, D}, format);
+  rope_forward(RopeArgs{}, x, wide);
+  rope_forward(RopeArgs{}, x, narrow);
+  expect_rounded_from(narrow, wide, "rope out");
+  expect_error_naming([&] { rope_backward(RopeArgs{}, x, narrow); }, {"rope_backward", "grad_x", "f32"});
+
+  const Tensor q32 = testing::random_tensor({B, T, H, D}, seed, 1), k32 = testing::random_tensor({B, T, H, D}, seed, 2);
+  const Tensor v = testing::random_tensor({B, T, H, D}, seed, 3).permute({0, 2, 1, 3});
+  const Tensor q16 = q32.to(format), k16 = k32.to(format);
+  AttentionArgs args;
+  args.operands = format;
+  Tensor out = Tensor::empty({B, H, T, D}), out16 = Tensor::empty({B, H, T, D}), lse = Tensor::empty({B, H, T});
+  Tensor lse16 = Tensor::empty({B, H, T});
+  attention_forward(args, q32.permute({0, 2, 1, 3}), k32.permute({0, 2, 1, 3}), v, out, lse);
+  attention_forward(args, q16.permute({0, 2, 1, 3}), k16.permute({0, 2, 1, 3}), v, out16, lse16);
+  EXPECT_EQ(to_f64(out16), to_f64(out));
+  EXPECT_EQ(to_f64(lse16), to_f64(lse));
+  AttentionArgs wide_products;
+  expect_error_naming(
+      [&] {
+        attention_forward(wide_products, q16.permute({0, 2, 1, 3}), k32.permute({0, 2, 1, 3}), v, out, lse);
+      },
+      {"attention_forward", "'q'", "must be f32"});
 }
 
 INSTANTIATE_TEST_SUITE_P(Formats, SixteenBitOutputs, ::testing::Values(DType::bf16, DType::f16),

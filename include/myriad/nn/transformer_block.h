@@ -42,7 +42,7 @@ struct BlockActivations {
   Tensor ln1_mean, ln1_rstd;                  // (B, T)        layernorm: mean unused for rmsnorm
   Tensor h1;                                  // (B, T, C)     norm1 output (f32 or 16-bit: ActivationSlot)
   Tensor qkv;                                 // (B, T, QKV)
-  Tensor q_rot, k_rot;                        // (B, T, Hq, D), (B, T, Hkv, D): RoPE only
+  Tensor q_rot, k_rot;                        // (B, T, Hq, D), (B, T, Hkv, D): RoPE only (f32 or 16-bit)
   Tensor att;                                 // (B, T, C)     attention output, heads concatenated (f32 or 16-bit)
   Tensor lse;                                 // (B, Hq, T)
   Tensor x_mid;                               // (B, T, C)     residual after attention
@@ -111,7 +111,8 @@ std::vector<ActivationSlot> block_activation_slots(const TransformerConfig& conf
                                                    std::int64_t B, std::int64_t T, DType gemm_inputs = DType::f32);
 // Whether the block's attention takes 16-bit products under mixed precision (ops/attention.h):
 // dense attention without context parallelism at head dim 64 or 128. Its output then holds values
-// of the format, and block_activation_slots keeps it (the proj layer's input) in the format too.
+// of the format, and block_activation_slots keeps it (the proj layer's input) in the format too, as
+// the rotated q, k (RoPE writes them in the format; only the attention reads them).
 bool sixteen_bit_attention(const TransformerConfig& config, const ModelSplit& split);
 BlockScratch make_block_scratch(const ops::Placement& placement, const TransformerConfig& config,
                                 const ModelSplit& split, std::int64_t B, std::int64_t T);

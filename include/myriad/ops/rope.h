@@ -8,7 +8,9 @@
 // large positions keep their accuracy.
 //
 // Shapes: x, out, grad_out, grad_x (B, T, H, D); any strides with unit stride in D. out may be x
-// itself (in place), and grad_x may be grad_out; partial overlaps are not allowed.
+// itself (in place), and grad_x may be grad_out; partial overlaps are not allowed. The forward's
+// out may be bf16 / f16 (mixed precision keeps the rotated q, k for 16-bit attention products): the
+// f32 rotation rounded once, to nearest even.
 //
 // Gradient contract: x is an activation, so rope_backward writes grad_x (`=`): the rotation by
 // -angle (the transpose of the forward rotation).

@@ -232,7 +232,7 @@ def activation_bytes(model, layout, coord: GridCoord, chunks: list, seq_len: int
         (N * F, True, True, True), (N * F * gemm_input, True, False, True),  # fc, act
     ]
     if not model.learned_positions:  # RoPE
-        slots_of_block += [(N * Hq * D, True, True, False), (N * Hkv * D, True, True, False)]
+        slots_of_block += [(N * Hq * D * att_bytes, True, True, False), (N * Hkv * D * att_bytes, True, True, False)]
     if model.swiglu:
         slots_of_block.append((N * F, True, True, True))
 

@@ -595,12 +595,12 @@ class _Model:
         else:
             act_bytes = ((1 if not m.swiglu else 2) * a + act_out) * (m.ffn_hidden / tp) * N
             mem += N * (h2_copy * C * (m.mlp_matrices - 1) + (0.0 if kept else self.copy) * m.ffn_hidden / tp)
-        if not m.learned_positions:  # RoPE: read and write q and k
-            mem += 2 * (m.n_head + m.n_kv_head) * m.head_dim / tp * a * N
+        kept_attention = self.sixteen and self.engine.kept_gemm_inputs and self.attention_kind == "flash"
+        if not m.learned_positions:  # RoPE: read and write q and k (written 16-bit where kept for the attention)
+            mem += (a + (2.0 if kept_attention else a)) * (m.n_head + m.n_kv_head) * m.head_dim / tp * N
             kernels += 1
         # The attention output (proj's input) is kept 16-bit where the attention takes 16-bit products.
-        att_copy = 0.0 if (self.sixteen and self.engine.kept_gemm_inputs and self.attention_kind == "flash") \
-            else self.copy
+        att_copy = 0.0 if kept_attention else self.copy
         mem += N * (h1_copy * C + att_copy * C / tp)  # qkv and proj inputs
         dense_w, expert_w, _ = self.block_weights(layer)
         mem += self.weight_copy * (dense_w + expert_w)  # the weights' 16-bit copies, once per pass
