@@ -147,6 +147,12 @@ static Tensor narrow_copy(CudaBackend& backend, const Tensor& packed, DType form
   return narrow;
 }
 
+// An attention input's packed f32 copy (heads_operand, read), or nothing for an input already in
+// a 16-bit format (sixteen_bit_operand reads it in place).
+static HeadsOperand f32_input(CudaBackend& backend, const char* op, const char* name, const Tensor& t) {
+  return t.dtype() == DType::f32 ? heads_operand(backend, op, name, t, true) : HeadsOperand{};
+}
+
 // An attention input as the 16-bit kernels read it: contiguous (B, H, T, D) in `format` — a
 // tensor already in the format itself or its packed copy (its heads gathered, no conversion),
 // else the f32 operand's packed copy narrowed.
@@ -232,9 +238,9 @@ void CudaBackend::attention_forward(const AttentionArgs& args, const Tensor& q, 
   const char* op = "attention_forward";
   const FlashProblem problem = flash_problem(*this, op, args, q, k);
   // A 16-bit input (the rotated q, k the model keeps) is read in its format (sixteen_bit_operand).
-  const HeadsOperand pq = (q.dtype() == DType::f32 ? heads_operand(*this, op, "q", q, true) : HeadsOperand{});
-  const HeadsOperand pk = (k.dtype() == DType::f32 ? heads_operand(*this, op, "k", k, true) : HeadsOperand{});
-  const HeadsOperand pv = (v.dtype() == DType::f32 ? heads_operand(*this, op, "v", v, true) : HeadsOperand{});
+  const HeadsOperand pq = f32_input(*this, op, "q", q);
+  const HeadsOperand pk = f32_input(*this, op, "k", k);
+  const HeadsOperand pv = f32_input(*this, op, "v", v);
   // A 16-bit out (the model keeps it for the next GEMM) is written from the kernels' 16-bit result.
   const bool sixteen_bit_out = out.dtype() != DType::f32;
   const HeadsOperand po = sixteen_bit_out ? HeadsOperand{} : heads_operand(*this, op, "out", out, false);
@@ -270,10 +276,10 @@ void CudaBackend::attention_backward(const AttentionArgs& args, const Tensor& q,
                                      Tensor& grad_k, Tensor& grad_v) {
   const char* op = "attention_backward";
   const FlashProblem problem = flash_problem(*this, op, args, q, k);
-  const HeadsOperand pq = (q.dtype() == DType::f32 ? heads_operand(*this, op, "q", q, true) : HeadsOperand{});
-  const HeadsOperand pk = (k.dtype() == DType::f32 ? heads_operand(*this, op, "k", k, true) : HeadsOperand{});
+  const HeadsOperand pq = f32_input(*this, op, "q", q);
+  const HeadsOperand pk = f32_input(*this, op, "k", k);
   const bool sixteen_bit_out = out.dtype() != DType::f32;  // kept 16-bit by the model: read in its format
-  const HeadsOperand pv = (v.dtype() == DType::f32 ? heads_operand(*this, op, "v", v, true) : HeadsOperand{});
+  const HeadsOperand pv = f32_input(*this, op, "v", v);
   const HeadsOperand po = sixteen_bit_out ? HeadsOperand{} : heads_operand(*this, op, "out", out, true);
   const HeadsOperand pg = heads_operand(*this, op, "grad_out", grad_out, true);
   // The kernel writes (or adds into) all three gradients: a skipped one goes to scratch. With

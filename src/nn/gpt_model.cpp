@@ -91,6 +91,10 @@ void GptModel::enable_fp8(const Fp8Recipe& recipe) {
 // FP8 GEMMs quantise their inputs from f32 (nn/fp8_linear.h): the GEMM inputs stay f32 there.
 DType GptModel::kept_gemm_input_format() const { return fp8_ ? DType::f32 : activation_precision_; }
 
+// The head GEMM's input hf: only GEMMs read it, kept as the blocks' GEMM inputs are (f32 under
+// sequence parallelism, whose gather carries f32 rows).
+DType GptModel::head_input_format() const { return split_.sharded_sequence() ? DType::f32 : kept_gemm_input_format(); }
+
 void GptModel::release_buffers() {
   if (buffers_.slots.empty()) return;
   buffers_ = Buffers{};
@@ -193,9 +197,7 @@ GptModel::Slot GptModel::make_slot() const {
   }
   for (std::size_t c = 0; c < chunk_blocks_.size(); ++c) s.grad.push_back(placement_.empty(rows));
   if (split_.last_stage) {
-    // The head GEMM's input, only GEMMs read it: kept as the blocks' GEMM inputs are (f32 under
-    // sequence parallelism, whose gather carries f32 rows).
-    s.hf = placement_.empty(rows, split_.sharded_sequence() ? DType::f32 : kept_gemm_input_format());
+    s.hf = placement_.empty(rows, head_input_format());
     s.hf_mean = placement_.empty({rows[0] * rows[1]});
     s.hf_rstd = placement_.empty({rows[0] * rows[1]});
     s.logits = placement_.empty({N, logits_width()});
@@ -292,8 +294,7 @@ ActivationMemory GptModel::activation_memory(std::int64_t B, std::int64_t T, Rec
     if (mode != Recompute::full) m.saved_bytes += moe_bytes;
   }
   if (split_.last_stage) {
-    const std::int64_t hf_bytes =
-        static_cast<std::int64_t>(dtype_size(split_.sharded_sequence() ? DType::f32 : kept_gemm_input_format()));
+    const auto hf_bytes = static_cast<std::int64_t>(dtype_size(head_input_format()));
     m.saved_bytes += 2 * row_count * 4 /*final norm stats*/ + row_count * C * hf_bytes /*hf*/;
   }
   std::int64_t scratch_elements = 2 * N * C /*d_h, d_att upper bound*/ + 2 * row_count * C + N * widths.qkv() +

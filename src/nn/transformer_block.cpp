@@ -100,23 +100,19 @@ std::vector<ActivationSlot> block_activation_slots(const TransformerConfig& c, c
     slots.push_back({&BlockActivations::k_rot, {B, T, w.kv_heads, D}, true});
   }
   if (c.mlp == MlpKind::swiglu) slots.push_back({&BlockActivations::up, {B, T, F}, true, true, true});
-  if (gemm_inputs != DType::f32 && sixteen_bit_attention(c, split)) {
-    // The attention rounds the rotated q, k to the format and writes values of it: only it reads
-    // q_rot and k_rot, only the proj GEMM and its backward read att.
-    for (ActivationSlot& slot : slots) {
-      const bool attention_operand = slot.member == &BlockActivations::att || slot.member == &BlockActivations::q_rot ||
-                                     slot.member == &BlockActivations::k_rot;
-      if (attention_operand) slot.dtype = gemm_inputs;
-    }
-  }
-  if (!split.sharded_sequence()) {
-    bool any_moe = false;
-    for (int layer = 0; layer < c.n_layer; ++layer) any_moe = any_moe || c.moe.is_moe_layer(layer);
-    for (ActivationSlot& slot : slots) {
-      const bool read_by_gemms_only = slot.member == &BlockActivations::h1 || slot.member == &BlockActivations::act ||
-                                      (slot.member == &BlockActivations::h2 && !any_moe);
-      if (read_by_gemms_only) slot.dtype = gemm_inputs;
-    }
+  // The attention rounds the rotated q, k to the format and writes values of it (only it reads
+  // q_rot, k_rot; only the proj GEMM and its backward read att); h1, h2 and act only GEMMs read,
+  // but the sequence-parallel gathers carry f32 rows and an MoE layer's router reads h2.
+  const bool attention_in_format = sixteen_bit_attention(c, split), gathered = split.sharded_sequence();
+  bool any_moe = false;
+  for (int layer = 0; layer < c.n_layer; ++layer) any_moe = any_moe || c.moe.is_moe_layer(layer);
+  for (ActivationSlot& slot : slots) {
+    const auto m = slot.member;
+    const bool attention_operand =
+        m == &BlockActivations::att || m == &BlockActivations::q_rot || m == &BlockActivations::k_rot;
+    const bool gemm_operand =
+        m == &BlockActivations::h1 || m == &BlockActivations::act || (m == &BlockActivations::h2 && !any_moe);
+    if ((attention_operand && attention_in_format) || (gemm_operand && !gathered)) slot.dtype = gemm_inputs;
   }
   return slots;
 }

@@ -40,16 +40,19 @@ void check_layout(const char* op, const BlockLayout& layout, const AttentionArgs
                   << " positions)");
 }
 
+// q, k, v and out: f32, or — with 16-bit products, which round q, k, v to the format and write
+// out's values in it — that format (the model keeps its rotated q, k and the output so).
+void check_f32_or_operands(const char* op, const char* name, const Tensor& t, const AttentionArgs& args) {
+  const std::string also = args.operands == DType::f32 ? "" : " or " + std::string(dtype_name(args.operands));
+  MYRIAD_CHECK(t.dtype() == DType::f32 || t.dtype() == args.operands,
+               op << ": '" << name << "' " << t.describe() << " must be f32" << also << " (the operands' format)");
+}
+
 // Checks q, k, v (and the shapes derived from them) and returns the expected lse shape.
-// q, k, v: f32, or — with 16-bit products, which round them to the format — that format (the
-// model's rotated q, k are kept so).
 Shape check_qkv(const char* op, const AttentionArgs& args, const Tensor& q, const Tensor& k, const Tensor& v) {
-  for (const auto& [name, t] : {ops::NamedTensor{"q", &q}, ops::NamedTensor{"k", &k}, ops::NamedTensor{"v", &v}}) {
-    MYRIAD_CHECK(t->dtype() == DType::f32 || t->dtype() == args.operands,
-                 op << ": '" << name << "' " << t->describe() << " must be f32"
-                    << (args.operands == DType::f32 ? std::string() : " or " + std::string(dtype_name(args.operands)))
-                    << " (the operands' format)");
-  }
+  check_f32_or_operands(op, "q", q, args);
+  check_f32_or_operands(op, "k", k, args);
+  check_f32_or_operands(op, "v", v, args);
   ops::check_rank(op, "q", q, 4);
   ops::check_rank(op, "k", k, 4);
   ops::check_rank(op, "v", v, 4);
@@ -109,13 +112,8 @@ void check_attention_like(const char* op, const char* name, const Tensor& t, con
   check_head_layout(op, name, t);
 }
 
-// `out`: f32, or — with 16-bit products, whose out holds values of the format — that format (the
-// model keeps it so for the next GEMM; ops/attention.h).
 void check_output(const char* op, const Tensor& out, const Tensor& q, const AttentionArgs& args) {
-  const std::string also =
-      args.operands == DType::f32 ? "" : std::string(" or ") + std::string(dtype_name(args.operands));
-  MYRIAD_CHECK(out.dtype() == DType::f32 || out.dtype() == args.operands,
-               op << ": 'out' " << out.describe() << " must be f32" << also << " (the operands' format)");
+  check_f32_or_operands(op, "out", out, args);
   ops::check_shape(op, "out", out, q.shape());
   check_head_layout(op, "out", out);
 }

@@ -186,6 +186,7 @@ class GptModel final : public PipelineStage {
 
   Slot make_slot() const;
   DType kept_gemm_input_format() const;  // block_activation_slots' gemm_inputs
+  DType head_input_format() const;       // the final norm's output hf
   void release_buffers();                // the next prepare() makes them again
   void check_inputs(const Tensor& ids, const Tensor& targets) const;
   void embed(const Tensor& ids, Tensor& out);

@@ -102,11 +102,10 @@ LocalWidths local_widths(const TransformerConfig& config, const ModelSplit& spli
 ParameterSpec qkv_weight_spec(const TransformerConfig& config, const std::string& prefix);
 ParameterSpec mlp_in_weight_spec(const TransformerConfig& config, const std::string& prefix);
 
-// `gemm_inputs`: the format the norm outputs h1, h2 and the MLP activation act are kept in — the
-// GEMM operand format under mixed precision (nn/linear.h), as only GEMMs (forward and weight
-// gradient) read them; f32 otherwise. The attention output att too where sixteen_bit_attention. The slots stay f32
-// where something else reads them: under sequence parallelism (the gathers), and h2 in a model with MoE layers (the
-// router).
+// `gemm_inputs`: the format the activations only GEMMs read are kept in — h1, h2, act, and where
+// sixteen_bit_attention the attention's output and rotated q, k — the GEMM operand format under
+// mixed precision (nn/linear.h), f32 otherwise. h1, h2 and act stay f32 under sequence
+// parallelism (the gathers), and h2 in a model with MoE layers (the router).
 std::vector<ActivationSlot> block_activation_slots(const TransformerConfig& config, const ModelSplit& split,
                                                    std::int64_t B, std::int64_t T, DType gemm_inputs = DType::f32);
 // Whether the block's attention takes 16-bit products under mixed precision (ops/attention.h):

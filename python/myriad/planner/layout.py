@@ -167,7 +167,7 @@ def model_shape(config) -> ModelShape:
         head_dim=m["head_dim"], num_experts=m["num_experts"], top_k=m["moe_top_k"], moe_every=m["moe_every"],
         expert_ffn=m["expert_ffn"] if m["num_experts"] else 0, shared_experts=m["shared_experts"],
         expert_capacity=m["expert_capacity"], capacity_factor=m["moe_capacity_factor"], dropless=m["dropless"],
-        block_sparse=config.resolved().to_dict()["model"]["attention.kind"] == "block_sparse")
+        block_sparse=m["attention.kind"] == "block_sparse")
 
 
 def layout_of(parallel: dict, training: dict) -> Layout:

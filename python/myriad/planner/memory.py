@@ -201,7 +201,8 @@ def activation_bytes(model, layout, coord: GridCoord, chunks: list, seq_len: int
                      precision: str = "fp32") -> int:
     """The buffers GptModel::prepare(B, T / cp, recompute, slots) allocates: f32 and i32 (4 bytes), and
     under bf16 / fp16 the GEMM inputs the model keeps in the 16-bit format (block_activation_slots:
-    h1, act, and h2 without MoE layers; the head's input hf; f32 under sequence parallelism)."""
+    h1, act, and h2 without MoE layers, and the head's input hf, f32 under sequence parallelism; the
+    attention's output and rotated q, k where the attention takes 16-bit products)."""
     tp, r = layout.tp, coord.tp
     B, T = layout.micro_batch, seq_len // layout.cp
     N, C, D = B * T, model.n_embd, model.head_dim
