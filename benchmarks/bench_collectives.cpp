@@ -32,18 +32,19 @@
 //
 // For every op and every size (the total buffer size in bytes, f32 elements, as in nccl-tests)
 // it first checks the result against values known in closed form (aborting the job on a
-// mismatch), then times `iters` back-to-back blocking calls after a barrier and reports the
-// largest mean time over the ranks, algbw = size / time and busbw = algbw x nccl-tests' factor
-// (all_reduce 2(n-1)/n; all_gather, reduce_scatter, all_to_all (n-1)/n; broadcast, send_recv 1).
-// It also reports the bytes rank 0 handed to the transport per call (from the communicator's
-// statistics) next to the analytic volume of the algorithm; "bytes ok" means every rank matched.
-// The number of iterations falls for big sizes so that a full sweep stays short.
+// mismatch), then times `iters` back-to-back blocking calls after a barrier, three such blocks, and
+// reports the fastest block's largest mean time over the ranks, algbw = size / time and busbw = algbw x nccl-tests'
+// factor (all_reduce 2(n-1)/n; all_gather, reduce_scatter, all_to_all (n-1)/n; broadcast, send_recv 1). It also reports
+// the bytes rank 0 handed to the transport per call (from the communicator's statistics) next to the analytic volume of
+// the algorithm; "bytes ok" means every rank matched. The number of iterations falls for big sizes so that a full sweep
+// stays short.
 #include <algorithm>
 #include <chrono>
 #include <cstdint>
 #include <cstdio>
 #include <functional>
 #include <iostream>
+#include <limits>
 #include <memory>
 #include <sstream>
 #include <string>
@@ -405,13 +406,18 @@ std::vector<std::pair<double, double>> run_op(const std::string& op, const Args&
           std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now() - start).count();
       return max_over_ranks(control, ns);
     };
-    // Back to back: one timed block. After compute: the median over kStepRounds rounds of (loop with
-    // the op - loop without), each pair timed next to each other (this host's speed drifts).
-    constexpr int kStepRounds = 9;
+    // Back to back: the fastest of kBlockRounds timed blocks (a rank descheduled by another process
+    // stretches one block, not the link). After compute: the median over kStepRounds rounds of (loop
+    // with the op - loop without), each pair timed next to each other (this host's speed drifts); a
+    // median <= 0 means the op added nothing measurable: reported as hidden, left out of the fit.
+    constexpr int kBlockRounds = 3, kStepRounds = 9;
     std::int64_t slowest_ns = 0;
     if (work.empty()) {
-      comm.reset_stats();
-      slowest_ns = timed(true);
+      slowest_ns = std::numeric_limits<std::int64_t>::max();
+      for (int round = 0; round < kBlockRounds; ++round) {
+        comm.reset_stats();
+        slowest_ns = std::min(slowest_ns, timed(true));
+      }
     } else {
       std::vector<std::int64_t> added;
       for (int round = 0; round < kStepRounds; ++round) {
@@ -420,7 +426,7 @@ std::vector<std::pair<double, double>> run_op(const std::string& op, const Args&
         added.push_back(timed(true) - without);
       }
       std::nth_element(added.begin(), added.begin() + kStepRounds / 2, added.end());
-      slowest_ns = std::max<std::int64_t>(1, added[kStepRounds / 2]);
+      slowest_ns = added[kStepRounds / 2];
     }
     const myriad::distributed::CommStats stats = comm.stats();
     const std::int64_t sent = stats[stat_op].bytes_sent / iters;
@@ -429,12 +435,14 @@ std::vector<std::pair<double, double>> run_op(const std::string& op, const Args&
     if (reporter) {
       const double seconds = static_cast<double>(slowest_ns) * 1e-9 / iters;
       const double total = static_cast<double>(c.count) * 4.0;
-      points.emplace_back(total, seconds);
+      const bool hidden = slowest_ns <= 0;
+      if (!hidden) points.emplace_back(total, seconds);
       const double algbw = total / seconds * 1e-9;
       table.add_row({std::to_string(c.count * 4), std::to_string(c.count), "f32", std::to_string(iters),
-                     myriad::bench::fmt(seconds * 1e6, 1), myriad::bench::fmt(algbw, 3),
-                     myriad::bench::fmt(algbw * c.bus_factor, 3), std::to_string(sent), std::to_string(c.analytic_sent),
-                     all_bytes_ok ? "ok" : "MISMATCH", "ok"});
+                     hidden ? "hidden" : myriad::bench::fmt(seconds * 1e6, 1),
+                     hidden ? "-" : myriad::bench::fmt(algbw, 3),
+                     hidden ? "-" : myriad::bench::fmt(algbw * c.bus_factor, 3), std::to_string(sent),
+                     std::to_string(c.analytic_sent), all_bytes_ok ? "ok" : "MISMATCH", "ok"});
     }
   }
   if (reporter) {

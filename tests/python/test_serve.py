@@ -156,6 +156,19 @@ def test_an_int8_export_is_served(trained, tmp_path):
         assert code == 0, err
 
 
+def _admission_counts(metrics):
+    """(requests answered, queued, running) from the server's /metrics text."""
+    answered = queued = running = 0
+    for line in metrics.splitlines():
+        if line.startswith("myriad_requests_total{"):
+            answered += int(float(line.split()[-1]))
+        elif line.startswith("myriad_queue_depth "):
+            queued = int(float(line.split()[-1]))
+        elif line.startswith("myriad_running_sequences "):
+            running = int(float(line.split()[-1]))
+    return answered, queued, running
+
+
 def test_sigterm_drains_in_flight_requests_and_exits_zero(trained):
     _, checkpoint, _ = trained
     with Server("--checkpoint", checkpoint, "--drain-seconds", "30", "--max-sequences", "1") as s:
@@ -168,13 +181,15 @@ def test_sigterm_drains_in_flight_requests_and_exits_zero(trained):
         threads = [threading.Thread(target=ask, args=(i,)) for i in range(6)]
         for t in threads:
             t.start()
+        # Signal only once the server holds all six (answered, running or queued) with some still queued:
+        # a request still on its way when SIGTERM lands is rightly refused, and that is not what this tests.
         deadline = time.time() + 20
         while time.time() < deadline:
-            metrics = s.get("/metrics")[1]
-            if "myriad_running_sequences 1" in metrics and "myriad_queue_depth 0" not in metrics:
+            answered, queued, running = _admission_counts(s.get("/metrics")[1])
+            if answered + queued + running == 6 and queued >= 1:
                 break
             time.sleep(0.01)
-        in_flight = 6 - len(results)
+        in_flight = queued + running
         s.process.send_signal(signal.SIGTERM)
         time.sleep(0.05)
         refused = s.post({"prompt": "x", "max_tokens": 1})
