@@ -166,13 +166,20 @@ int main(int argc, char** argv) {
       cuda::DeviceBuffer y32(static_cast<std::size_t>(s.m * s.n) * 4, 0);
       MYRIAD_CUDA_CHECK(cudaMemsetAsync(x8.data(), 0x38, x8.bytes(), context.stream()));  // E4M3 1.0
       MYRIAD_CUDA_CHECK(cudaMemsetAsync(w8.data(), 0x38, w8.bytes(), context.stream()));
+      // The operands' dequantisation factors on the device, read by the GEMM, as the engine passes them.
+      const float host_dequant[2] = {1.0f / 8.0f, 1.0f / 8.0f};
+      cuda::DeviceBuffer dequant(sizeof host_dequant, 0);
+      MYRIAD_CUDA_CHECK(
+          cudaMemcpyAsync(dequant.data(), host_dequant, sizeof host_dequant, cudaMemcpyHostToDevice, context.stream()));
+      const auto* factors = static_cast<const float*>(dequant.data());
       const cuda::Gemm fp8{.m = s.m,
                            .n = s.n,
                            .k = s.k,
                            .transpose_b = true,
                            .type = CUDA_R_8F_E4M3,
                            .b_type = CUDA_R_8F_E4M3,
-                           .alpha = 1.0f / 64.0f,
+                           .a_scale = factors,
+                           .b_scale = factors + 1,
                            .output_type = CUDA_R_32F};
       auto ours = [&] { cuda::gemm(context, fp8, x8.data(), w8.data(), nullptr, y32.data()); };
       auto direct = [&] { cublas_gemm(cublas, s, o); };

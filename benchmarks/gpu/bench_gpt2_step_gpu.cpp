@@ -9,7 +9,8 @@
 // the blocks' linear layers on cuBLASLt FP8 GEMMs under delayed scaling; "skipped" with the reason
 // below sm_89), and "bf16 + CUDA graph": bf16 with the forward and backward recorded once as a CUDA
 // graph and replayed every step, as training.cuda_graphs runs a micro-batch (train/micro_batch_graph.h;
-// the optimizer step stays outside the graph). FLOPs per token from nn::GptModel::flops_per_token (6 x matrix
+// the optimizer step stays outside the graph), and "fp8 + CUDA graph" likewise (the delayed scales
+// read from the device by the replayed kernels). FLOPs per token from nn::GptModel::flops_per_token (6 x matrix
 // parameters + 6 L T C); MFU over the bf16 dense datasheet peak of the GPU (core/gpu_peak.h: 989.4 TFLOP/s on H100/H200
 // SXM; --peak-tflops overrides), for every row, as the bar defines it. With `--reference FILE` (written by
 // benchmarks/gpu/gpt2_step_reference.py: "tokens/s mfu seconds") it prints the ratio to PyTorch eager — the bar is
@@ -133,12 +134,13 @@ int main(int argc, char** argv) {
     bool graphs = false;  // training.cuda_graphs: forward + backward replayed as one CUDA graph
   };
   for (const Mode& mode_row : {Mode{"f32", DType::f32, false}, Mode{"bf16", DType::bf16, false},
-                               Mode{"bf16 + CUDA graph", DType::bf16, false, true}, Mode{"fp8", DType::bf16, true}}) {
+                               Mode{"bf16 + CUDA graph", DType::bf16, false, true}, Mode{"fp8", DType::bf16, true},
+                               Mode{"fp8 + CUDA graph", DType::bf16, true, true}}) {
     const DType format = mode_row.format;
     cuda::DeviceContext context(0);
     cuda::CudaBackend backend(context);
     if (mode_row.fp8 && !backend.fp8_unavailable().empty()) {
-      std::printf("| fp8 | skipped: %s | | | | | | |\n", backend.fp8_unavailable().c_str());
+      std::printf("| %s | skipped: %s | | | | | | |\n", mode_row.name, backend.fp8_unavailable().c_str());
       continue;
     }
     const ops::Placement placement{&backend};

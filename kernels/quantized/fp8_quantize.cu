@@ -1,6 +1,7 @@
 // FP8 quantisation on the GPU (ops/fp8.h fp8_quantize): out = fp8(x * scale) with CUDA's
 // saturating round-to-nearest-even conversion (__NV_SATFINITE — the CPU reference's core/fp8.h
 // rounding, so codes are bit-identical), optionally the transposed copy, and the running amax.
+// The scale is read from device memory by every thread (one cached load), not passed by value.
 //
 // Tiles of 32 x 32 elements, one per block of 32 x 8 threads (each thread 4 rows of one column):
 // the tile is read and its codes written row-major with coalesced accesses, the codes staged in
@@ -30,8 +31,9 @@ struct MaxBits {
 
 __global__ void fp8_quantize_kernel(const float* __restrict__ x, std::uint8_t* __restrict__ out,
                                     std::uint8_t* __restrict__ out_t, unsigned* __restrict__ amax_bits,
-                                    std::int64_t rows, std::int64_t cols, float scale,
+                                    std::int64_t rows, std::int64_t cols, const float* __restrict__ scale_pointer,
                                     __nv_fp8_interpretation_t format) {
+  const float scale = *scale_pointer;
   __shared__ std::uint8_t codes[kTile][kTile + 4];
   __shared__ unsigned shared[kThreads];
   const std::int64_t row0 = static_cast<std::int64_t>(blockIdx.y) * kTile;
@@ -70,13 +72,14 @@ __global__ void fp8_quantize_kernel(const float* __restrict__ x, std::uint8_t* _
 }  // namespace
 
 void fp8_quantize_f32(const float* x, std::uint8_t* out, std::uint8_t* out_t, float* amax, std::int64_t rows,
-                      std::int64_t cols, float scale, bool e5m2, cudaStream_t stream) {
+                      std::int64_t cols, const float* scale, bool e5m2, cudaStream_t stream) {
   const char* op = "fp8_quantize_f32";
   detail::check_count(op, "rows", rows);
   detail::check_count(op, "cols", cols);
   if (rows == 0 || cols == 0) return;
   detail::check_pointer(op, "x", x, alignof(float));
   detail::check_pointer(op, "out", out, 1);
+  detail::check_pointer(op, "scale", scale, alignof(float));
   if (amax != nullptr) detail::check_pointer(op, "amax", amax, alignof(float));
   const std::int64_t tiles_x = detail::ceil_div(cols, kTile), tiles_y = detail::ceil_div(rows, kTile);
   MYRIAD_CHECK(tiles_y <= 65535, op << ": " << rows << " rows exceed the grid's " << 65535 * kTile);

@@ -277,17 +277,19 @@ const std::string& CudaBackend::fp8_unavailable() const {
   return *fp8_why_not_;
 }
 
-void CudaBackend::fp8_quantize(const Fp8QuantizeArgs& args, const Tensor& x, Tensor& out, Tensor& out_t, Tensor& amax) {
+void CudaBackend::fp8_quantize(const Tensor& x, const Tensor& scale, Tensor& out, Tensor& out_t, Tensor& amax) {
   DeviceGuard guard(context_.device());
   const std::int64_t cols = x.size(-1), rows = cols == 0 ? 0 : x.numel() / cols;
   fp8_quantize_f32(x.data<float>(), static_cast<std::uint8_t*>(out.raw_data()),
                    out_t.defined() ? static_cast<std::uint8_t*>(out_t.raw_data()) : nullptr,
-                   amax.defined() ? amax.data<float>() : nullptr, rows, cols, args.scale, out.dtype() == DType::f8e5m2,
-                   context_.stream());
+                   amax.defined() ? amax.data<float>() : nullptr, rows, cols, scale.data<float>(),
+                   out.dtype() == DType::f8e5m2, context_.stream());
 }
 
-// out (M, N) = alpha a (M, K) b (N, K)^T: cuBLASLt's FP8 GEMM in its "TN" layout (gemm.h).
-void CudaBackend::fp8_gemm(const Fp8GemmArgs& args, const Tensor& a, const Tensor& b, Tensor& out) {
+// out (M, N) = (a_dequant a) (M, K) (b_dequant b) (N, K)^T: cuBLASLt's FP8 GEMM in its "TN"
+// layout, the dequantisation factors read from the device when it runs (gemm.h).
+void CudaBackend::fp8_gemm(const Fp8GemmArgs& args, const Tensor& a, const Tensor& a_dequant, const Tensor& b,
+                           const Tensor& b_dequant, Tensor& out) {
   MYRIAD_CHECK(fp8_unavailable().empty(), "fp8_gemm: " << fp8_unavailable());
   const std::int64_t m = a.size(0), n = b.size(0), k = a.size(1);
   if (k == 0) {
@@ -302,7 +304,8 @@ void CudaBackend::fp8_gemm(const Fp8GemmArgs& args, const Tensor& a, const Tenso
             .transpose_b = true,
             .type = fp8_type(a),
             .b_type = fp8_type(b),
-            .alpha = args.alpha,
+            .a_scale = a_dequant.data<float>(),
+            .b_scale = b_dequant.data<float>(),
             .output_type = CUDA_R_32F,
             .accumulate = args.accumulate},
        a.raw_data(), b.raw_data(), nullptr, out.raw_data());

@@ -4,9 +4,9 @@
 // A plan is made once per distinct shape — sizes, transpositions, types, epilogue, TF32 and the
 // alignment class (16..256 bytes) of A, B and C — and reused: a GPT-2 step runs ~150 GEMMs of
 // a dozen shapes, so after the first step no descriptor is created and no heuristic is queried.
-// The bias pointer is the only per-call descriptor attribute. The heuristic is told each
-// pointer's real alignment: cuBLASLt otherwise assumes 256 bytes and may choose a kernel that
-// the offsets of a flat parameter buffer (64-byte steps) do not allow.
+// The bias, aux and (FP8) operand scale pointers are the only per-call descriptor attributes. The heuristic is told
+// each pointer's real alignment: cuBLASLt otherwise assumes 256 bytes and may choose a kernel that the offsets of a
+// flat parameter buffer (64-byte steps) do not allow.
 #include "myriad/cuda/gemm.h"
 
 #include <cublasLt.h>
@@ -215,6 +215,7 @@ void check_gemm(const Gemm& s, const void* a, const void* b, const void* c) {
                  "gemm: FP8 operands must both be reduced along their rows (transpose_b, not transpose_a)");
   } else {
     MYRIAD_CHECK(b_type == s.type, "gemm: A and B differ in type (only FP8 operands may)");
+    MYRIAD_CHECK(s.a_scale == nullptr && s.b_scale == nullptr, "gemm: operand scales apply to FP8 operands only");
   }
   MYRIAD_CHECK(!s.accumulate || s.epilogue == GemmEpilogue::none, "gemm: accumulate (beta = 1) takes no epilogue");
   MYRIAD_CHECK(!uses_aux(s.epilogue) || (output_type == CUDA_R_32F && s.n % 8 == 0),
@@ -289,6 +290,13 @@ void gemm(const DeviceContext& context, const Gemm& s, const void* a, const void
   if (aux != nullptr) {
     MYRIAD_CUBLAS_CHECK(
         cublasLtMatmulDescSetAttribute(plan.op.handle, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_POINTER, &aux, sizeof aux));
+  }
+  if (is_fp8(s.type)) {  // set on every call (null included): the plan is shared by every call of its shape
+    // cuBLAS's A is our B and its B our A (make_plan).
+    MYRIAD_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(plan.op.handle, CUBLASLT_MATMUL_DESC_A_SCALE_POINTER, &s.b_scale,
+                                                       sizeof s.b_scale));
+    MYRIAD_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(plan.op.handle, CUBLASLT_MATMUL_DESC_B_SCALE_POINTER, &s.a_scale,
+                                                       sizeof s.a_scale));
   }
   const float alpha = s.alpha, beta = s.accumulate ? 1.0f : 0.0f;
   MYRIAD_CUBLAS_CHECK(cublasLtMatmul(context.cublaslt(), plan.op.handle, &alpha, b, plan.first.handle, a,

@@ -16,7 +16,7 @@ Tensor rows_of(const Tensor& t) { return t.view({t.numel() / t.size(-1), t.size(
 
 struct Quantized {
   Tensor values, transposed;
-  float scale = 1.0f;
+  Tensor dequant;  // 1 / the scale, one f32 on the placement (Fp8Scaling::dequant_slot)
 };
 
 // `t` (rows of its last dim) in the role's format under this step's scale: its values and/or
@@ -27,13 +27,14 @@ Quantized quantize(const Tensor& t, Fp8Scaling& scaling, std::int64_t linear, Fp
   const Tensor rows = rows_of(t);
   const DType format = Fp8Scaling::format_of(role);
   Quantized q;
-  q.scale = scaling.scale(linear, role, rows);
+  scaling.scale(linear, role, rows);  // just in time on the slot's first tensor
+  q.dequant = scaling.dequant_slot(linear, role);
   // fp8_quantize always writes the row-major values; a caller that needs only the transpose
   // still gets them (a scratch the size of the transpose).
   q.values = placement.empty(rows.shape(), format);
   if (transposed) q.transposed = placement.empty({rows.size(1), rows.size(0)}, format);
   Tensor amax = scaling.amax_slot(linear, role);
-  fp8_quantize(Fp8QuantizeArgs{.scale = q.scale}, rows, q.values, q.transposed, amax);
+  fp8_quantize(rows, scaling.scale_slot(linear, role), q.values, q.transposed, amax);
   if (!values) q.values = Tensor();
   return q;
 }
@@ -42,15 +43,14 @@ Quantized quantize(const Tensor& t, Fp8Scaling& scaling, std::int64_t linear, Fp
 void input_grad_gemm(const Quantized& dyq, const Fp8Weight& weight, Tensor& grad_x, bool accumulate_dx) {
   MYRIAD_CHECK(weight.transposed, "fp8 linear: the input gradient needs the weight's transposed codes");
   Tensor dx = rows_of(grad_x);
-  fp8_gemm(Fp8GemmArgs{.alpha = 1.0f / (dyq.scale * weight.scale), .accumulate = accumulate_dx}, dyq.values,
-           weight.codes, dx);
+  fp8_gemm(Fp8GemmArgs{.accumulate = accumulate_dx}, dyq.values, dyq.dequant, weight.codes, weight.dequant, dx);
 }
 
 }  // namespace
 
 Fp8Weight fp8_quantize_weight(const Tensor& weight, bool transposed, Fp8Scaling& scaling, std::int64_t linear) {
   Quantized q = quantize(weight, scaling, linear, Fp8Role::weight, !transposed, transposed);
-  return Fp8Weight{.codes = transposed ? q.transposed : q.values, .scale = q.scale, .transposed = transposed};
+  return Fp8Weight{.codes = transposed ? q.transposed : q.values, .dequant = q.dequant, .transposed = transposed};
 }
 
 void fp8_linear_forward(const Tensor& x, const Fp8Weight& weight, const Tensor& bias, Tensor& y, Fp8Scaling& scaling,
@@ -58,7 +58,7 @@ void fp8_linear_forward(const Tensor& x, const Fp8Weight& weight, const Tensor& 
   MYRIAD_CHECK(!weight.transposed, "fp8 linear: the forward needs the weight's row-major codes");
   const Quantized xq = quantize(x, scaling, linear, Fp8Role::input, true, false);
   Tensor out = rows_of(y);
-  fp8_gemm(Fp8GemmArgs{.alpha = 1.0f / (xq.scale * weight.scale)}, xq.values, weight.codes, out);
+  fp8_gemm(Fp8GemmArgs{}, xq.values, xq.dequant, weight.codes, weight.dequant, out);
   if (bias.defined()) add_row_bias(out, bias);
 }
 
@@ -80,8 +80,7 @@ void fp8_linear_backward(const Tensor& x, const Tensor& weight, const Tensor& gr
   if (grad_x.defined()) input_grad_gemm(dyq, fp8_quantize_weight(weight, true, scaling, linear), grad_x, accumulate_dx);
   if (grad_weight.defined()) {
     const Quantized xq = quantize(x, scaling, linear, Fp8Role::input, false, true);
-    fp8_gemm(Fp8GemmArgs{.alpha = 1.0f / (dyq.scale * xq.scale), .accumulate = true}, dyq.transposed, xq.transposed,
-             grad_weight);
+    fp8_gemm(Fp8GemmArgs{.accumulate = true}, dyq.transposed, dyq.dequant, xq.transposed, xq.dequant, grad_weight);
   }
   if (grad_bias.defined()) {
     Tensor no_grad_x;

@@ -24,10 +24,33 @@ Fp8Scaling::Fp8Scaling(const Fp8Recipe& recipe, std::int64_t linears, const ops:
   MYRIAD_CHECK(linears >= 0, "Fp8Scaling: " << linears << " linear layers");
   const auto slots = static_cast<std::size_t>(linears * kFp8Roles);
   amax_ = placement_.zeros({static_cast<std::int64_t>(slots)});
+  device_scales_ = placement_.empty({2, static_cast<std::int64_t>(slots)});
   scales_.assign(slots, 1.0f);
   history_.assign(slots * static_cast<std::size_t>(recipe.amax_history), 0.0f);
   known_.assign(slots, 0);
   just_in_time_.assign(slots, 0);
+  upload_scales();
+}
+
+void Fp8Scaling::upload_scales() {
+  const auto slots = static_cast<std::int64_t>(scales_.size());
+  Tensor host = Tensor::empty({2, slots});
+  float* h = host.data<float>();
+  for (std::int64_t s = 0; s < slots; ++s) {
+    h[s] = scales_[static_cast<std::size_t>(s)];
+    h[slots + s] = 1.0f / scales_[static_cast<std::size_t>(s)];  // exact: a power of two
+  }
+  copy(placement_.from_host(host), device_scales_);
+}
+
+Tensor Fp8Scaling::scale_slot(std::int64_t linear, Fp8Role role) const {
+  const auto s = static_cast<std::int64_t>(slot(linear, role));
+  return device_scales_.select(0, 0).slice(0, s, s + 1);
+}
+
+Tensor Fp8Scaling::dequant_slot(std::int64_t linear, Fp8Role role) const {
+  const auto s = static_cast<std::int64_t>(slot(linear, role));
+  return device_scales_.select(0, 1).slice(0, s, s + 1);
 }
 
 std::size_t Fp8Scaling::slot(std::int64_t linear, Fp8Role role) const {
@@ -46,11 +69,12 @@ float Fp8Scaling::scale(std::int64_t linear, Fp8Role role, const Tensor& t) {
   // Just in time: the tensor's own amax (quantised once into a scratch copy to measure it).
   Tensor measured = placement_.zeros({1}), none;
   Tensor scratch = placement_.empty(t.shape(), format_of(role));
-  fp8_quantize(Fp8QuantizeArgs{}, t, scratch, none, measured);
+  fp8_quantize(t, placement_.from_host(Tensor::full({1}, 1.0)), scratch, none, measured);
   const float amax = *placement_.to_host(measured).data<float>();
   if (std::isfinite(amax) && amax > 0.0f) scales_[s] = fp8_scale_for(amax, fp8_format(format_of(role)), recipe_.margin);
   known_[s] = 1;
   just_in_time_[s] = 1;
+  upload_scales();
   return scales_[s];
 }
 
@@ -81,6 +105,7 @@ std::vector<Fp8Saturation> Fp8Scaling::end_step(const std::function<void(Tensor&
     }
   }
   zero(amax_);
+  upload_scales();
   std::fill(just_in_time_.begin(), just_in_time_.end(), 0);
   std::sort(saturated.begin(), saturated.end(),
             [](const Fp8Saturation& a, const Fp8Saturation& b) { return a.amax / a.range > b.amax / b.range; });
@@ -113,6 +138,7 @@ void Fp8Scaling::load_state(const Tensor& state) {
                     : 0;
   }
   zero(amax_);
+  upload_scales();
 }
 
 }  // namespace myriad::nn

@@ -32,10 +32,10 @@ void Backend::linear_gelu_forward(const Tensor&, const Tensor&, const Tensor&, T
 void Backend::linear_dgelu_backward(const Tensor&, const Tensor&, const Tensor&, Tensor&, Tensor&) {
   unsupported("linear_dgelu_backward");
 }
-void Backend::fp8_quantize(const Fp8QuantizeArgs&, const Tensor&, Tensor&, Tensor&, Tensor&) {
-  unsupported("fp8_quantize");
+void Backend::fp8_quantize(const Tensor&, const Tensor&, Tensor&, Tensor&, Tensor&) { unsupported("fp8_quantize"); }
+void Backend::fp8_gemm(const Fp8GemmArgs&, const Tensor&, const Tensor&, const Tensor&, const Tensor&, Tensor&) {
+  unsupported("fp8_gemm");
 }
-void Backend::fp8_gemm(const Fp8GemmArgs&, const Tensor&, const Tensor&, Tensor&) { unsupported("fp8_gemm"); }
 void Backend::int8_linear_forward(const Int8Args&, const Tensor&, const Tensor&, const Tensor&, const Tensor&,
                                   Tensor&) {
   unsupported("int8_linear_forward");

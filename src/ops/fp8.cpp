@@ -20,7 +20,7 @@ void check_fp8(const char* op, const char* name, const Tensor& t) {
 
 }  // namespace
 
-void fp8_quantize(const Fp8QuantizeArgs& args, const Tensor& x, Tensor& out, Tensor& out_t, Tensor& amax) {
+void fp8_quantize(const Tensor& x, const Tensor& scale, Tensor& out, Tensor& out_t, Tensor& amax) {
   const char* op = "fp8_quantize";
   const std::int64_t channels = ops::check_f32_rows(op, "x", x);
   const std::int64_t rows = x.numel() / channels;
@@ -33,15 +33,16 @@ void fp8_quantize(const Fp8QuantizeArgs& args, const Tensor& x, Tensor& out, Ten
                                                   << dtype_name(out.dtype()) << " (one format)");
   }
   if (amax.defined()) ops::check_f32_contiguous(op, "amax", amax, {1});
-  MYRIAD_CHECK(std::isfinite(args.scale) && args.scale > 0.0f,
-               op << ": scale must be a positive finite number, got " << args.scale);
-  const Device device = ops::check_same_device(op, {{"x", &x}, {"out", &out}, {"out_t", &out_t}, {"amax", &amax}});
-  if (device.is_cpu()) return cpu::fp8_quantize(args, x, out, out_t, amax);
-  ops::backend_of(op, {{"x", &x}, {"out", &out}, {"out_t", &out_t}, {"amax", &amax}})
-      .fp8_quantize(args, x, out, out_t, amax);
+  ops::check_f32_contiguous(op, "scale", scale, {1});
+  const Device device =
+      ops::check_same_device(op, {{"x", &x}, {"scale", &scale}, {"out", &out}, {"out_t", &out_t}, {"amax", &amax}});
+  if (device.is_cpu()) return cpu::fp8_quantize(x, scale, out, out_t, amax);
+  ops::backend_of(op, {{"x", &x}, {"scale", &scale}, {"out", &out}, {"out_t", &out_t}, {"amax", &amax}})
+      .fp8_quantize(x, scale, out, out_t, amax);
 }
 
-void fp8_gemm(const Fp8GemmArgs& args, const Tensor& a, const Tensor& b, Tensor& out) {
+void fp8_gemm(const Fp8GemmArgs& args, const Tensor& a, const Tensor& a_dequant, const Tensor& b,
+              const Tensor& b_dequant, Tensor& out) {
   const char* op = "fp8_gemm";
   check_fp8(op, "a", a);
   check_fp8(op, "b", b);
@@ -52,10 +53,13 @@ void fp8_gemm(const Fp8GemmArgs& args, const Tensor& a, const Tensor& b, Tensor&
   MYRIAD_CHECK(a.size(1) == b.size(1), op << ": a " << a.describe() << " and b " << b.describe()
                                           << " differ in K (both are reduced along their last dim)");
   ops::check_f32_contiguous(op, "out", out, {a.size(0), b.size(0)});
-  MYRIAD_CHECK(std::isfinite(args.alpha), op << ": alpha must be finite, got " << args.alpha);
-  const Device device = ops::check_same_device(op, {{"a", &a}, {"b", &b}, {"out", &out}});
-  if (device.is_cpu()) return cpu::fp8_gemm(args, a, b, out);
-  ops::backend_of(op, {{"a", &a}, {"b", &b}, {"out", &out}}).fp8_gemm(args, a, b, out);
+  ops::check_f32_contiguous(op, "a_dequant", a_dequant, {1});
+  ops::check_f32_contiguous(op, "b_dequant", b_dequant, {1});
+  const Device device = ops::check_same_device(
+      op, {{"a", &a}, {"a_dequant", &a_dequant}, {"b", &b}, {"b_dequant", &b_dequant}, {"out", &out}});
+  if (device.is_cpu()) return cpu::fp8_gemm(args, a, a_dequant, b, b_dequant, out);
+  ops::backend_of(op, {{"a", &a}, {"a_dequant", &a_dequant}, {"b", &b}, {"b_dequant", &b_dequant}, {"out", &out}})
+      .fp8_gemm(args, a, a_dequant, b, b_dequant, out);
 }
 
 }  // namespace myriad

@@ -30,8 +30,6 @@ std::string MicroBatchGraph::unavailable_reason(const RunConfig& config) {
   } else if (p.zero_stage >= 2) {
     why << "parallel.zero_stage " << p.zero_stage << " reduces gradients"
         << (p.zero_stage == 3 ? " and gathers parameters" : "") << " inside every micro-batch";
-  } else if (config.training.precision == Precision::fp8) {
-    why << "training.precision fp8 passes its delayed scales to the GEMMs as arguments that change every step";
   } else if (p.dp > 1 && config.training.gradient_accumulation == 1) {
     why << "every micro-batch is its step's last (training.gradient_accumulation 1), whose backward reduces the "
            "gradients over NCCL (parallel.dp "

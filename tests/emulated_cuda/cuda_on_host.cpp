@@ -624,9 +624,12 @@ void gemm(const DeviceContext& context, const Gemm& g, const void* a, const void
     Tensor A = operand(a, g.transpose_a ? Shape{g.k, g.m} : Shape{g.m, g.k}, g.type);
     Tensor B = operand(b, g.transpose_b ? Shape{g.n, g.k} : Shape{g.k, g.n}, g.b_type.value_or(g.type));
     Tensor Cm = W(c, {g.m, g.n});
+    // FP8 operand scales: read when the launch runs, as cuBLASLt reads its scale pointers.
+    const float alpha =
+        g.alpha * (g.a_scale != nullptr ? *g.a_scale : 1.0f) * (g.b_scale != nullptr ? *g.b_scale : 1.0f);
     matmul_forward(
         MatmulArgs{
-            .transpose_a = g.transpose_a, .transpose_b = g.transpose_b, .alpha = g.alpha, .accumulate = g.accumulate},
+            .transpose_a = g.transpose_a, .transpose_b = g.transpose_b, .alpha = alpha, .accumulate = g.accumulate},
         A, B, Cm);
     const Tensor bias_vector = W(bias, {g.n});
     switch (g.epilogue) {
@@ -673,11 +676,11 @@ void linear_gemm(const DeviceContext& context, const LinearGemm& l, const void* 
 }
 
 void fp8_quantize_f32(const float* x, std::uint8_t* out, std::uint8_t* out_t, float* amax, std::int64_t rows,
-                      std::int64_t cols, float scale, bool e5m2, cudaStream_t launch_stream) {
-  emulated::launch(launch_stream, [=]() mutable {
+                      std::int64_t cols, const float* scale, bool e5m2, cudaStream_t launch_stream) {
+  emulated::launch(launch_stream, [=]() mutable {  // the scale read when the launch runs, as the kernel does
     const DType format = e5m2 ? DType::f8e5m2 : DType::f8e4m3;
     Tensor o = W(out, {rows, cols}, format), ot = W(out_t, {cols, rows}, format), a = W(amax, {1});
-    cpu::fp8_quantize(Fp8QuantizeArgs{.scale = scale}, W(x, {rows, cols}), o, ot, a);
+    cpu::fp8_quantize(W(x, {rows, cols}), W(scale, {1}), o, ot, a);
   });
 }
 

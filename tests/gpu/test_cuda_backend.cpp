@@ -163,8 +163,9 @@ TEST_F(CudaBackendTest, Fp8QuantizeAndGemmMatchTheCpuOps) {
     Tensor codes = Tensor::empty(x.shape(), format), codes_t = Tensor::empty({x.size(1), x.size(0)}, format);
     Tensor amax = Tensor::full({1}, 0.5), d_amax = on_device(amax);
     Tensor d_codes = backend_->empty(x.shape(), format), d_codes_t = backend_->empty(codes_t.shape(), format);
-    fp8_quantize(Fp8QuantizeArgs{.scale = scale}, x, codes, codes_t, amax);
-    fp8_quantize(Fp8QuantizeArgs{.scale = scale}, on_device(x), d_codes, d_codes_t, d_amax);
+    const Tensor host_scale = Tensor::full({1}, scale);
+    fp8_quantize(x, host_scale, codes, codes_t, amax);
+    fp8_quantize(on_device(x), on_device(host_scale), d_codes, d_codes_t, d_amax);
     const Tensor got = backend_->copy_to_host(d_codes), got_t = backend_->copy_to_host(d_codes_t);
     EXPECT_EQ(std::memcmp(got.raw_data(), codes.raw_data(), codes.nbytes()), 0) << dtype_name(format) << " codes";
     EXPECT_EQ(std::memcmp(got_t.raw_data(), codes_t.raw_data(), codes.nbytes()), 0) << "transposed codes";
@@ -183,10 +184,11 @@ TEST_F(CudaBackendTest, Fp8QuantizeAndGemmMatchTheCpuOps) {
   for (const auto& [ha, hb, da, db] : pairs) {
     SCOPED_TRACE(std::string(dtype_name(ha->dtype())) + " x " + std::string(dtype_name(hb->dtype())));
     for (bool accumulate : {false, true}) {
-      const Fp8GemmArgs args{.alpha = 1.0f / 4096.0f, .accumulate = accumulate};
+      const Fp8GemmArgs args{.accumulate = accumulate};
+      const Tensor a_dequant = Tensor::full({1}, 1.0 / 64), b_dequant = Tensor::full({1}, 1.0 / 32);
       Tensor out = random({ha->size(0), hb->size(0)}, 93), d_out = on_device(out);
-      fp8_gemm(args, *ha, *hb, out);
-      fp8_gemm(args, *da, *db, d_out);
+      fp8_gemm(args, *ha, a_dequant, *hb, b_dequant, out);
+      fp8_gemm(args, *da, on_device(a_dequant), *db, on_device(b_dequant), d_out);
       expect_close(d_out, out, kGemmTolerance, accumulate ? "out (+=)" : "out");
     }
   }

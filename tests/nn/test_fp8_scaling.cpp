@@ -1,7 +1,8 @@
 // Fp8Scaling against a float64 reference of the delayed-scaling recipe: over a sequence of steps
 // with random amaxes (several ranks' maxima, zeros, non-finite steps), every scale equals
 // 2^(floor(log2(max_finite / max(history))) - margin) for its format; an unseen slot is scaled
-// just in time from its tensor; the state round-trips and refuses another history length.
+// just in time from its tensor; the state round-trips and refuses another history length; the
+// scales and their reciprocals the ops read (scale_slot, dequant_slot) follow every change.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -70,6 +71,9 @@ TEST(Fp8Scaling, FollowsTheDelayedRecipeOverSteps) {
         ASSERT_EQ(static_cast<double>(scaling.scale(linear, role, Tensor::zeros({1}))), reference_scales[s])
             << "step " << step << " slot " << s;
         ASSERT_EQ(scaling.amax_slot(linear, role).data<float>()[0], 0.0f) << "the step's amax is cleared";
+        // What the ops read: the scale and its reciprocal in the placement's buffers.
+        ASSERT_EQ(static_cast<double>(scaling.scale_slot(linear, role).data<float>()[0]), reference_scales[s]);
+        ASSERT_EQ(static_cast<double>(scaling.dequant_slot(linear, role).data<float>()[0]), 1.0 / reference_scales[s]);
       }
     }
   }
@@ -80,6 +84,8 @@ TEST(Fp8Scaling, AnUnseenSlotIsScaledJustInTimeFromItsTensor) {
   Tensor x = Tensor::full({3, 5}, 0.25);
   x.data<float>()[7] = -3.0f;  // amax 3: 448 / 3 = 149.3 -> 2^7
   EXPECT_EQ(scaling.scale(1, Fp8Role::input, x), 128.0f);
+  EXPECT_EQ(scaling.scale_slot(1, Fp8Role::input).data<float>()[0], 128.0f) << "the ops read it at once";
+  EXPECT_EQ(scaling.dequant_slot(1, Fp8Role::input).data<float>()[0], 1.0f / 128.0f);
   EXPECT_EQ(scaling.scale(1, Fp8Role::input, Tensor::full({1}, 1000.0)), 128.0f) << "kept for the step";
   Tensor g = Tensor::full({4}, 1e-3);  // 57344 / 1e-3 = 5.7e7 -> 2^25
   EXPECT_EQ(scaling.scale(0, Fp8Role::grad, g), std::ldexp(1.0f, 25));
@@ -135,6 +141,8 @@ TEST(Fp8Scaling, StateRoundTripsAndRefusesAnotherHistoryLength) {
     }
   }
   EXPECT_EQ(b.scale(0, Fp8Role::weight, Tensor::zeros({1})), 512.0f);  // 448 / 0.5 = 896 -> 2^9
+  EXPECT_EQ(b.scale_slot(0, Fp8Role::weight).data<float>()[0], 512.0f) << "loaded into the ops' buffers";
+  EXPECT_EQ(b.dequant_slot(1, Fp8Role::grad).data<float>()[0], 1.0f / a.scale(1, Fp8Role::grad, Tensor::zeros({1})));
   Fp8Scaling c(Fp8Recipe{.amax_history = 5}, 2, {});
   expect_error_naming([&] { c.load_state(a.state()); }, {"fp8_amax_history"});
   expect_error_naming([] { Fp8Scaling(Fp8Recipe{.amax_history = 0}, 1, {}); }, {"training.fp8_amax_history"});

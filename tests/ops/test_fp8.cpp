@@ -1,7 +1,8 @@
 // FP8 ops against references: fp8_quantize writes fp8(x * scale) element by element (the
 // rounding itself is checked against float64 in tests/core/test_fp8.cpp), its transposed copy, the
 // running amax and NaN's propagation; fp8_gemm equals a float64 GEMM of the decoded operands times
-// alpha, overwriting and accumulating, for each allowed format pair; arguments it refuses are named.
+// their dequantisation factors, overwriting and accumulating, for each allowed format pair; arguments it refuses are
+// named.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -16,9 +17,12 @@ namespace {
 
 using namespace testing;
 
+// A one-element f32 tensor: the ops' scale and dequantisation operands.
+Tensor scalar(float value) { return Tensor::full({1}, value); }
+
 Tensor quantized(const Tensor& x, DType format, float scale) {
   Tensor out = Tensor::empty(x.shape(), format), none;
-  fp8_quantize(Fp8QuantizeArgs{.scale = scale}, x, out, none, none);
+  fp8_quantize(x, scalar(scale), out, none, none);
   return out;
 }
 
@@ -34,7 +38,7 @@ TEST(Fp8Quantize, WritesTheScaledValuesTheirTransposeAndTheRunningAmax) {
     const float scale = 37.5f;
     Tensor out = Tensor::empty({N, C}, format), out_t = Tensor::empty({C, N}, format);
     Tensor amax = Tensor::full({1}, 2.0f);  // below max |x|: replaced
-    fp8_quantize(Fp8QuantizeArgs{.scale = scale}, x, out, out_t, amax);
+    fp8_quantize(x, scalar(scale), out, out_t, amax);
     const std::vector<double> xs = to_f64(x), q = to_f64(out), qt = to_f64(out_t);
     double largest = 0.0;
     for (std::int64_t r = 0; r < N; ++r) {
@@ -49,10 +53,10 @@ TEST(Fp8Quantize, WritesTheScaledValuesTheirTransposeAndTheRunningAmax) {
     EXPECT_EQ(q[5], f.max_finite);
     EXPECT_EQ(static_cast<double>(amax.data<float>()[0]), largest);
     Tensor big = Tensor::full({1}, 5e6f), none;  // above max |x|: kept
-    fp8_quantize(Fp8QuantizeArgs{.scale = scale}, x, out, none, big);
+    fp8_quantize(x, scalar(scale), out, none, big);
     EXPECT_EQ(big.data<float>()[0], 5e6f);
     x.data<float>()[7] = NAN;
-    fp8_quantize(Fp8QuantizeArgs{.scale = scale}, x, out, none, amax);
+    fp8_quantize(x, scalar(scale), out, none, amax);
     EXPECT_TRUE(std::isnan(amax.data<float>()[0]));
     EXPECT_TRUE(std::isnan(to_f64(out)[7]));
   }
@@ -80,9 +84,9 @@ TEST(Fp8Gemm, EqualsFloat64OnTheDecodedOperands) {
       }
     }
     Tensor out = Tensor::full({M, N}, 99.0f);
-    fp8_gemm(Fp8GemmArgs{.alpha = alpha}, a, b, out);
+    fp8_gemm(Fp8GemmArgs{}, a, scalar(1.0f / 64.0f), b, scalar(1.0f / 16.0f), out);
     expect_close(out, expected, 1e-5, 1e-5, "out");
-    fp8_gemm(Fp8GemmArgs{.alpha = alpha, .accumulate = true}, a, b, out);
+    fp8_gemm(Fp8GemmArgs{.accumulate = true}, a, scalar(1.0f / 64.0f), b, scalar(1.0f / 16.0f), out);
     expect_close(out, twice, 1e-5, 1e-5, "accumulated out");
   }
 }
@@ -91,14 +95,17 @@ TEST(Fp8Ops, RefusedArgumentsAreNamed) {
   const Tensor x = Tensor::zeros({4, 8});
   Tensor e4 = Tensor::empty({4, 8}, DType::f8e4m3), e5 = Tensor::empty({4, 8}, DType::f8e5m2), none;
   Tensor wrong_t = Tensor::empty({4, 8}, DType::f8e4m3), out = Tensor::zeros({4, 4});
-  expect_error_naming([&] { fp8_quantize(Fp8QuantizeArgs{.scale = 0.0f}, x, e4, none, none); },
-                      {"fp8_quantize", "scale"});
-  expect_error_naming([&] { fp8_quantize({}, x, e4, wrong_t, none); }, {"fp8_quantize", "out_t"});
+  const Tensor one = scalar(1.0f);
+  expect_error_naming([&] { fp8_quantize(x, scalar(0.0f), e4, none, none); }, {"fp8_quantize", "scale"});
+  expect_error_naming([&] { fp8_quantize(x, Tensor::full({2}, 1.0), e4, none, none); }, {"fp8_quantize", "scale"});
+  expect_error_naming([&] { fp8_quantize(x, one, e4, wrong_t, none); }, {"fp8_quantize", "out_t"});
   Tensor bf = Tensor::empty({4, 8}, DType::bf16);
-  expect_error_naming([&] { fp8_quantize({}, x, bf, none, none); }, {"fp8_quantize", "out", "f8e4m3"});
-  expect_error_naming([&] { fp8_gemm({}, e5, e5, out); }, {"fp8_gemm", "f8e5m2"});
+  expect_error_naming([&] { fp8_quantize(x, one, bf, none, none); }, {"fp8_quantize", "out", "f8e4m3"});
+  expect_error_naming([&] { fp8_gemm({}, e5, one, e5, one, out); }, {"fp8_gemm", "f8e5m2"});
   Tensor narrow = Tensor::empty({4, 7}, DType::f8e4m3);
-  expect_error_naming([&] { fp8_gemm({}, e4, narrow, out); }, {"fp8_gemm", "differ in K"});
+  expect_error_naming([&] { fp8_gemm({}, e4, one, narrow, one, out); }, {"fp8_gemm", "differ in K"});
+  expect_error_naming([&] { fp8_gemm({}, e4, none, e4, one, out); }, {"fp8_gemm", "a_dequant"});
+  expect_error_naming([&] { fp8_gemm({}, e4, one, e4, scalar(INFINITY), out); }, {"fp8_gemm", "b_dequant"});
 }
 
 }  // namespace

@@ -127,8 +127,9 @@ class CudaBackend final : public ops::Backend {
   void int8_linear_forward(const Int8Args& args, const Tensor& x, const Tensor& q, const Tensor& scales,
                            const Tensor& bias, Tensor& y) override;
   // FP8 (cuda_backend_matmul.cpp): the quantisation kernel and cuBLASLt's FP8 GEMM, sm_89+ only.
-  void fp8_quantize(const Fp8QuantizeArgs& args, const Tensor& x, Tensor& out, Tensor& out_t, Tensor& amax) override;
-  void fp8_gemm(const Fp8GemmArgs& args, const Tensor& a, const Tensor& b, Tensor& out) override;
+  void fp8_quantize(const Tensor& x, const Tensor& scale, Tensor& out, Tensor& out_t, Tensor& amax) override;
+  void fp8_gemm(const Fp8GemmArgs& args, const Tensor& a, const Tensor& a_dequant, const Tensor& b,
+                const Tensor& b_dequant, Tensor& out) override;
   // Why this GPU cannot run FP8 GEMMs ("" when it can: compute capability 8.9 or newer); asked
   // of the device once, then kept (every FP8 GEMM checks it).
   const std::string& fp8_unavailable() const;

@@ -23,7 +23,9 @@
 // algorithm are made once per such shape and kept in the context (DeviceContext::gemm_plans).
 // FP8 (sm_89+): A and B of CUDA_R_8F_E4M3 / CUDA_R_8F_E5M2 (b_type may differ from type; not both
 // E5M2), C f32, transpose_b set and transpose_a not (cuBLASLt's FP8 kernels take only the "TN"
-// layout: both operands reduced along their rows), `alpha` undoing the operands' scales.
+// layout: both operands reduced along their rows), `a_scale` / `b_scale` (device pointers, read
+// at run time, so a recorded CUDA graph sees each step's values) and `alpha` undoing the
+// operands' scales.
 // Shape and type errors throw myriad::Error naming the argument before any GPU work.
 #pragma once
 
@@ -62,7 +64,11 @@ struct Gemm {
   bool transpose_a = false, transpose_b = false;
   cudaDataType_t type = CUDA_R_32F;        // A and B type (A's when b_type is set)
   std::optional<cudaDataType_t> b_type{};  // B's type when it differs (FP8: E4M3 x E5M2); unset: `type`
-  float alpha = 1.0f;                      // C = alpha op(A) op(B) (+ C)
+  // FP8 only: one f32 on the device each (or null: 1), read when the GEMM runs — the factors
+  // that turn A's and B's codes back into values: C = alpha (a_scale A) (b_scale B).
+  const float* a_scale = nullptr;
+  const float* b_scale = nullptr;
+  float alpha = 1.0f;  // C = alpha op(A) op(B) (+ C)
   // C (and bias) type; CUDA_R_32F with 16-bit A/B keeps f32 outputs and f32 gradient sums.
   // Unset: `type`.
   std::optional<cudaDataType_t> output_type{};

@@ -435,8 +435,9 @@ void int8_linear_forward_f32(const float* x, const std::int8_t* q, const float* 
 // out (rows, cols) = fp8(x * scale), E4M3 or (e5m2) E5M2, rounded to nearest even and saturated
 // (NaN stays NaN); out_t (cols, rows) the same transposed, or null; amax (one f32 holding a
 // non-negative value or NaN) = max(amax, max |x|), or null. x row-major f32; outputs written (`=`).
+// `scale` is one f32 on the device, read by the kernel (a recorded graph replays with its value).
 void fp8_quantize_f32(const float* x, std::uint8_t* out, std::uint8_t* out_t, float* amax, std::int64_t rows,
-                      std::int64_t cols, float scale, bool e5m2, cudaStream_t stream);
+                      std::int64_t cols, const float* scale, bool e5m2, cudaStream_t stream);
 // INT8 embedding lookup (kernels/quantized/int8_embedding.cu): out (n, c)[i, :] = q[ids[i], :] *
 // the row's scales, q (V, c) int8, scales (V, groups) as above; ids in [0, V), checked by the
 // caller on the host. out is written (`=`).

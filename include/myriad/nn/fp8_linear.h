@@ -24,10 +24,11 @@ void fp8_linear_forward(const Tensor& x, const Tensor& weight, const Tensor& bia
 
 // A weight quantised once for the GEMMs of one layer's blocks of rows (a sequence-parallel ring
 // runs the layer block by block): its E4M3 codes — row-major for the forward, transposed for the
-// input gradient — and the step's scale. Bit for bit what each block's own quantisation gives.
+// input gradient — and the step's dequantisation factor (1 / its scale, one f32 on the placement,
+// read by the GEMM when it runs). Bit for bit what each block's own quantisation gives.
 struct Fp8Weight {
   Tensor codes;
-  float scale = 1.0f;
+  Tensor dequant;
   bool transposed = false;
 };
 Fp8Weight fp8_quantize_weight(const Tensor& weight, bool transposed, Fp8Scaling& scaling, std::int64_t linear);

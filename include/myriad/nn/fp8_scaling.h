@@ -16,6 +16,11 @@
 // inf step) are not recorded. The state is identical on every rank after end_step (the caller's
 // reduction covers them all), is saved with checkpoints (state() / load_state()) and is owned by
 // the model; its only mutation during a step is the just-in-time scale of an unseen slot.
+//
+// The scales live twice: on the host (the recipe's arithmetic, the checkpoint) and on the
+// placement, with their reciprocals (the GEMMs' dequantisation factors), in buffers allocated once
+// and rewritten in place whenever a scale changes. The ops read them there when they run, so a
+// micro-batch recorded as a CUDA graph (training.cuda_graphs) replays with every step's scales.
 #pragma once
 
 #include <cstdint>
@@ -58,6 +63,10 @@ class Fp8Scaling {
   // This step's scale of `linear`'s `role` for tensor `t`: the delayed scale, or just in time
   // from t's own amax when the slot has no history yet (then kept for the rest of the step).
   float scale(std::int64_t linear, Fp8Role role, const Tensor& t);
+  // The slot's scale and its reciprocal as 1-element f32 views on the placement (fp8_quantize's
+  // scale, fp8_gemm's dequantisation factor); current after scale() for the slot.
+  Tensor scale_slot(std::int64_t linear, Fp8Role role) const;
+  Tensor dequant_slot(std::int64_t linear, Fp8Role role) const;
   // The slot's amax of this step (a 1-element f32 view on the placement) for fp8_quantize.
   Tensor amax_slot(std::int64_t linear, Fp8Role role) const;
   // All slots' amaxes of this step: (linears * 3) f32 on the placement, slot = linear * 3 + role.
@@ -75,11 +84,14 @@ class Fp8Scaling {
 
  private:
   std::size_t slot(std::int64_t linear, Fp8Role role) const;
+  // Writes the host scales and their reciprocals into the placement's buffers (in place).
+  void upload_scales();
 
   Fp8Recipe recipe_;
   std::int64_t linears_;
   ops::Placement placement_;
   Tensor amax_;                             // (slots) f32 on the placement
+  Tensor device_scales_;                    // (2, slots) f32 on the placement: scales, then reciprocals
   std::vector<float> scales_;               // per slot
   std::vector<float> history_;              // slots x amax_history, newest last
   std::vector<std::uint8_t> known_;         // per slot: a scale is set (delayed, or just in time this step)

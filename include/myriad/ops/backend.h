@@ -122,8 +122,9 @@ class Backend : public ExecutionContext {
   // One per tensor (ops/adamw.h); the default calls grad_norm_squared for each.
   virtual std::vector<double> grad_norms_squared(const std::vector<Tensor>& grads);
   // FP8 quantisation and GEMM (ops/fp8.h).
-  virtual void fp8_quantize(const Fp8QuantizeArgs& args, const Tensor& x, Tensor& out, Tensor& out_t, Tensor& amax);
-  virtual void fp8_gemm(const Fp8GemmArgs& args, const Tensor& a, const Tensor& b, Tensor& out);
+  virtual void fp8_quantize(const Tensor& x, const Tensor& scale, Tensor& out, Tensor& out_t, Tensor& amax);
+  virtual void fp8_gemm(const Fp8GemmArgs& args, const Tensor& a, const Tensor& a_dequant, const Tensor& b,
+                        const Tensor& b_dequant, Tensor& out);
   // Weight-only INT8 linear (ops/int8_linear.h).
   virtual void int8_linear_forward(const Int8Args& args, const Tensor& x, const Tensor& q, const Tensor& scales,
                                    const Tensor& bias, Tensor& y);

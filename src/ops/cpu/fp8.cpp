@@ -6,6 +6,7 @@
 #include <cmath>
 #include <vector>
 
+#include "myriad/core/error.h"
 #include "myriad/core/fp8.h"
 #include "myriad/ops/fp8.h"
 #include "myriad/ops/cpu_gemm.h"
@@ -34,7 +35,10 @@ std::vector<float> widened(const Tensor& t) {
 
 }  // namespace
 
-void fp8_quantize(const Fp8QuantizeArgs& args, const Tensor& x, Tensor& out, Tensor& out_t, Tensor& amax) {
+void fp8_quantize(const Tensor& x, const Tensor& scale_tensor, Tensor& out, Tensor& out_t, Tensor& amax) {
+  const float scale = *scale_tensor.data<float>();
+  MYRIAD_CHECK(std::isfinite(scale) && scale > 0.0f,
+               "fp8_quantize: scale must be a positive finite number, got " << scale);
   const Fp8Format& format = fp8_format(out.dtype());
   const std::int64_t C = x.size(-1), N = x.numel() / C;
   const float* in = x.data<float>();
@@ -48,7 +52,7 @@ void fp8_quantize(const Fp8QuantizeArgs& args, const Tensor& x, Tensor& out, Ten
       const float value = in[r * C + c];
       saw_nan |= std::isnan(value) ? 1 : 0;
       largest = std::max(largest, std::fabs(value));  // a NaN value leaves it (saw_nan keeps it)
-      const std::uint8_t code = float_to_fp8(value * args.scale, format);
+      const std::uint8_t code = float_to_fp8(value * scale, format);
       codes[r * C + c] = code;
       if (codes_t != nullptr) codes_t[c * N + r] = code;
     }
@@ -59,7 +63,10 @@ void fp8_quantize(const Fp8QuantizeArgs& args, const Tensor& x, Tensor& out, Ten
   }
 }
 
-void fp8_gemm(const Fp8GemmArgs& args, const Tensor& a, const Tensor& b, Tensor& out) {
+void fp8_gemm(const Fp8GemmArgs& args, const Tensor& a, const Tensor& a_dequant, const Tensor& b,
+              const Tensor& b_dequant, Tensor& out) {
+  const float alpha = *a_dequant.data<float>() * *b_dequant.data<float>();
+  MYRIAD_CHECK(std::isfinite(alpha), "fp8_gemm: a_dequant x b_dequant must be finite, got " << alpha);
   const std::int64_t M = a.size(0), N = b.size(0), K = a.size(1);
   if (M == 0 || N == 0) return;
   const std::vector<float> wa = widened(a), wb = widened(b);
@@ -68,7 +75,7 @@ void fp8_gemm(const Fp8GemmArgs& args, const Tensor& a, const Tensor& b, Tensor&
     if (!args.accumulate) std::fill(o, o + M * N, 0.0f);
     return;
   }
-  sgemm(false, true, M, N, K, args.alpha, wa.data(), K, wb.data(), K, args.accumulate ? 1.0f : 0.0f, o, N);
+  sgemm(false, true, M, N, K, alpha, wa.data(), K, wb.data(), K, args.accumulate ? 1.0f : 0.0f, o, N);
 }
 
 }  // namespace myriad::cpu
