@@ -1,7 +1,7 @@
 """Preemption and recovery of python/train.py: SIGTERM makes a run checkpoint at the next step
-boundary and exit 0, and `--resume auto` continues from that step; a kill in the middle of a
-background checkpoint write leaves the previous checkpoint intact and the resumed run reaches
-the unfaulted final loss; under
+boundary and exit 0 (taken by one watcher thread: every other thread blocks it), and
+`--resume auto` continues from that step; a kill in the middle of a background checkpoint write
+leaves the previous checkpoint intact and the resumed run reaches the unfaulted final loss; under
 `python -m myriad.run`, a data-parallel job whose rank 1 is killed with SIGKILL mid-run is
 restarted from its newest checkpoint and ends with exactly the final loss of an unfaulted run
 (the data order is a function of the step, so no step's data is skipped or repeated)."""
@@ -43,17 +43,33 @@ def config(tmp_path):
     return path
 
 
+def threads_taking(pid, signum):
+    """How many of the process's threads have `signum` unblocked (/proc's SigBlk; a thread waiting
+    in sigwait shows it unblocked while it waits)."""
+    count = 0
+    for task in os.listdir(f"/proc/{pid}/task"):
+        with open(f"/proc/{pid}/task/{task}/status") as f:
+            blocked = int(re.search(r"^SigBlk:\s*([0-9a-f]+)", f.read(), re.M).group(1), 16)
+        count += not blocked >> (signum - 1) & 1
+    return count
+
+
 def test_sigterm_checkpoints_at_the_step_boundary_and_resume_continues(config, tmp_path):
     command = [sys.executable, DRIVER, "--config", str(config), "--set", "training.steps=100000",
                "--set", "checkpoint.every=0"]
-    process = subprocess.Popen(command, cwd=REPO, env=ENV, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                               text=True)
-    lines = []
+    # Two OpenMP threads: the step's parallel regions run on a worker thread besides the main one.
+    process = subprocess.Popen(command, cwd=REPO, env=dict(ENV, OMP_NUM_THREADS="2"), stdout=subprocess.PIPE,
+                               stderr=subprocess.STDOUT, text=True)
+    lines, takers, threads = [], None, 0
     for line in process.stdout:
         lines.append(line)
         if line.startswith("Iteration: 3/"):
+            # One thread (the driver's watcher) takes the stop signals; no working thread is interrupted.
+            takers = {sig: threads_taking(process.pid, sig) for sig in (signal.SIGTERM, signal.SIGUSR1)}
+            threads = len(os.listdir(f"/proc/{process.pid}/task"))
             process.send_signal(signal.SIGTERM)
     assert process.wait(timeout=120) == 0, "".join(lines)
+    assert threads >= 2 and takers == {signal.SIGTERM: 1, signal.SIGUSR1: 1}, (threads, takers)
     message = [line for line in lines if line.startswith("preempted by SIGTERM at step ")]
     assert len(message) == 1, "".join(lines)
     step = int(re.search(r"at step (\d+)", message[0]).group(1))
