@@ -18,7 +18,7 @@ DEBIAN_PACKAGES=(
   build-essential cmake ninja-build pkg-config
   openmpi-bin libopenmpi-dev
   libopenblas-openmp-dev
-  libdnnl2  # oneDNN: its sgemm is the CPU GEMM with MYRIAD_CPU_GEMM=onednn (ops/cpu_gemm.h; dlopen, no build dependency)
+  libdnnl2  # oneDNN: its sgemm is the CPU GEMM where it loads (ops/cpu_gemm.h; dlopen, no build dependency)
   libspdlog-dev libfmt-dev libyaml-cpp-dev
   libgtest-dev
   nlohmann-json3-dev libicu-dev libzstd-dev

@@ -24,7 +24,7 @@ namespace myriad::train {
 namespace {
 
 // Every rank's CPU GEMMs on one library (ops/cpu_gemm.h), so a run's ranks compute alike: oneDNN
-// (MYRIAD_CPU_GEMM=onednn) only where every rank runs it, else OpenBLAS everywhere (said why).
+// only where every rank runs it, else OpenBLAS everywhere (said why).
 void agree_on_cpu_gemm(distributed::Communicator& world, spdlog::logger& log) {
   const bool mine = cpu::gemm_library() == cpu::GemmLibrary::onednn;
   const std::int64_t with_onednn = distributed::sum_over_ranks(world, std::int64_t{mine ? 1 : 0});

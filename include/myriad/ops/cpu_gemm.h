@@ -1,13 +1,15 @@
 // The CPU ops' single-precision GEMM — row-major c = alpha op(a) op(b) + beta c, cblas's contract
-// — and the library it runs on. OpenBLAS is linked and the default; oneDNN's dnnl_sgemm (loaded with
-// dlopen, RTLD_LOCAL, from Debian's libdnnl2: the build needs neither its headers nor its library)
-// runs where MYRIAD_CPU_GEMM=onednn asks for it. On the model's GEMMs it ran faster than OpenBLAS at
-// most shapes measured (docs/performance.md, "The CPU GEMM"), but one CI run (2026-12-06) aborted
-// with glibc's "corrupted size vs. prev_size" inside dnnl_sgemm's free() in a two-rank training
-// run, not yet explained: it stays opt-in until that is understood.
+// — and the library it runs on. OpenBLAS is linked; oneDNN's dnnl_sgemm is loaded with dlopen
+// (RTLD_LOCAL, from Debian's libdnnl2: the build needs neither its headers nor its library) and is
+// the default where it loads: on the model's GEMMs it ran faster than OpenBLAS at most shapes
+// measured and on every training step measured (docs/performance.md, "The CPU GEMM"). It was
+// opt-in for a day after heap aborts inside its free() in two-rank runs; those followed a SIGTERM
+// delivered to a working thread and stopped once the training driver confined its stop signals to
+// one sigwait thread (python/myriad/train.py: 11 of 42 runs aborted before, 0 of 42 after).
 //
-// Which library a process uses: MYRIAD_CPU_GEMM = openblas (the default; oneDNN is not even loaded
-// when it says so) | onednn (an error when it does not load), read at first use. The Engine then
+// Which library a process uses: MYRIAD_CPU_GEMM = auto (the default: oneDNN when it loads, else
+// OpenBLAS) | openblas (oneDNN is not even loaded) | onednn (an error when it does not load), read
+// at first use. The Engine then
 // makes every rank use the same one (set_gemm_library) and logs it. The choice belongs to the
 // process, like a BLAS library's own thread settings: one per process, not per engine. Results
 // differ between the two libraries in the last bits.
@@ -22,8 +24,8 @@ enum class GemmLibrary { openblas, onednn };
 
 // The library this process's CPU GEMMs run on.
 GemmLibrary gemm_library();
-// The library MYRIAD_CPU_GEMM's value `choice` names ("" = openblas); throws naming the variable
-// for another value, or for onednn when oneDNN did not load.
+// The library MYRIAD_CPU_GEMM's value `choice` names ("" = auto); throws naming the variable for
+// another value, or for onednn when oneDNN did not load.
 GemmLibrary gemm_library_for(const std::string& choice);
 // Makes every later CPU GEMM of the process run on `library` (onednn must be available).
 void set_gemm_library(GemmLibrary library);

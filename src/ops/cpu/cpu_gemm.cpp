@@ -68,8 +68,9 @@ std::atomic<GemmLibrary>& selected() {
 bool onednn_available() { return onednn().sgemm != nullptr; }
 
 GemmLibrary gemm_library_for(const std::string& choice) {
-  if (choice == "openblas" || choice.empty()) return GemmLibrary::openblas;
-  MYRIAD_CHECK(choice == "onednn", "MYRIAD_CPU_GEMM is '" << choice << "': use openblas (the default) or onednn");
+  if (choice == "auto" || choice.empty()) return onednn_available() ? GemmLibrary::onednn : GemmLibrary::openblas;
+  if (choice == "openblas") return GemmLibrary::openblas;
+  MYRIAD_CHECK(choice == "onednn", "MYRIAD_CPU_GEMM is '" << choice << "': use auto (the default), openblas or onednn");
   MYRIAD_CHECK(onednn_available(),
                "MYRIAD_CPU_GEMM=onednn: oneDNN's dnnl_sgemm did not load (libdnnl.so.2 or "
                ".so.3: Debian's libdnnl2, which scripts/setup.sh installs)");
