@@ -25,8 +25,9 @@ std::string MicroBatchGraph::unavailable_reason(const RunConfig& config) {
     why << "a mixture of experts (model.num_experts " << config.model.num_experts
         << ") passes the step's loss scale to its router's loss gradients as a kernel argument and counts its "
            "routing on the host per micro-batch";
-  } else if (config.model.sparse_ratio > 0.0) {
-    why << "block-sparse attention's selection (model.sparse_ratio) adds its statistics per micro-batch";
+  } else if (config.model.attention_kind == AttentionLayout::block_sparse && config.model.sparse_ratio == 0.0) {
+    why << "a fixed block-sparse layout (model.attention kind block_sparse, sparse_ratio 0) is made on the host and "
+           "uploaded per micro-batch";
   } else if (p.zero_stage >= 2) {
     why << "parallel.zero_stage " << p.zero_stage << " reduces gradients"
         << (p.zero_stage == 3 ? " and gathers parameters" : "") << " inside every micro-batch";

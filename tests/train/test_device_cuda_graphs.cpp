@@ -129,6 +129,42 @@ TEST(DeviceCudaGraphs, EveryDensePathReplaysEqualToTheEagerRun) {
   }
 }
 
+// Block-sparse attention: the per-head selection runs on the device (its layout and its statistics
+// stay there), so a replay selects again from the replayed q and k and adds to the step's totals:
+// the curve and the attention metrics are the eager run's. A fixed block layout is made on the host
+// and uploaded per micro-batch: graphs are ruled out for it, with the reason.
+TEST(DeviceCudaGraphs, BlockSparseSelectionReplaysEqualToTheEagerRun) {
+  if (!gpu_visible()) GTEST_SKIP() << "no CUDA device";
+  const fs::path dir = fresh_dir("device_cuda_graphs_block_sparse");
+  const std::string corpus = write_corpus(dir);
+  auto sparse = [&](bool graphs, double ratio) {
+    RunConfig c = graph_config(dir, corpus, graphs);
+    c.model.attention_kind = AttentionLayout::block_sparse;
+    c.model.context_length = 128;  // four blocks of 32 (the CUDA kernels' query tile)
+    c.training.seq_len = 128;
+    c.model.attention_block_size = 32;
+    c.model.sparse_ratio = ratio;
+    c.model.max_blocks = 2;
+    return c;
+  };
+  Engine eager(sparse(false, 0.5), quiet_logger());
+  Engine graphs(sparse(true, 0.5), quiet_logger());
+  ASSERT_NE(graphs.micro_batch_graph(), nullptr);
+  for (int step = 0; step < 3; ++step) {
+    const StepMetrics want = eager.step(), got = graphs.step();
+    EXPECT_EQ(got.loss, want.loss) << "step " << step;
+    EXPECT_EQ(got.grad_norm, want.grad_norm) << "step " << step;
+    EXPECT_TRUE(got.attention.selects);
+    EXPECT_GT(got.attention.density, 0.0);
+    EXPECT_EQ(got.attention.density, want.attention.density) << "step " << step;
+    EXPECT_EQ(got.attention.kept_blocks_per_query_block, want.attention.kept_blocks_per_query_block);
+    EXPECT_EQ(got.attention.estimated_mass, want.attention.estimated_mass) << "step " << step;
+  }
+  EXPECT_EQ(graphs.micro_batch_graph()->replays(), 1 + 3 + 3);
+  EXPECT_FALSE(graphs.micro_batch_graph()->off());
+  EXPECT_NE(MicroBatchGraph::unavailable_reason(sparse(true, 0.0)).find("model.attention"), std::string::npos);
+}
+
 // fp16: the dynamic loss scale halves on overflow and so changes between steps; the graph reads it
 // from the staged loss gradient, so the skipped steps and the curve are the eager run's.
 TEST(DeviceCudaGraphs, TheChangingLossScaleIsStagedNotRecorded) {
