@@ -333,7 +333,7 @@ def block_stop_signals():
     thread — so every thread started later inherits the block and install_stop_signals' watcher is
     the one that takes them. Measured 2026-12-06 (docs/performance.md, "The CPU GEMM"): with the
     signals delivered to the working main thread, 11 of 42 two-rank runs with oneDNN's GEMM aborted
-    in glibc's heap checks right after a SIGTERM; with them confined to a waiting thread, 0 of 28."""
+    in glibc's heap checks right after a SIGTERM; with them confined to a waiting thread, 0 of 42."""
     signal.pthread_sigmask(signal.SIG_BLOCK, STOP_SIGNALS)
 
 

@@ -87,8 +87,7 @@ def test_concurrent_requests_get_what_each_gets_alone(trained, server):
         if body["temperature"] == 0:
             assert ids == greedy(engine, body["prompt"], 16)[:len(ids)], body
     metrics = server.get("/metrics")[1]
-    batch = {line.split()[0]: float(line.split()[1]) for line in metrics.splitlines()
-             if line.startswith("myriad_batch_sequences_")}
+    batch = _metric_sums(metrics)
     assert batch["myriad_batch_sequences_sum"] / batch["myriad_batch_sequences_count"] > 1.0, metrics
 
 
@@ -156,17 +155,15 @@ def test_an_int8_export_is_served(trained, tmp_path):
         assert code == 0, err
 
 
-def _admission_counts(metrics):
-    """(requests answered, queued, running) from the server's /metrics text."""
-    answered = queued = running = 0
+def _metric_sums(metrics):
+    """{metric name: its value summed over its labels} from the server's /metrics text."""
+    sums = {}
     for line in metrics.splitlines():
-        if line.startswith("myriad_requests_total{"):
-            answered += int(float(line.split()[-1]))
-        elif line.startswith("myriad_queue_depth "):
-            queued = int(float(line.split()[-1]))
-        elif line.startswith("myriad_running_sequences "):
-            running = int(float(line.split()[-1]))
-    return answered, queued, running
+        if line and not line.startswith("#"):
+            series, value = line.rsplit(" ", 1)
+            name = series.split("{")[0]
+            sums[name] = sums.get(name, 0.0) + float(value)
+    return sums
 
 
 def test_sigterm_drains_in_flight_requests_and_exits_zero(trained):
@@ -185,7 +182,9 @@ def test_sigterm_drains_in_flight_requests_and_exits_zero(trained):
         # rightly refused (503, draining); every one the server held at the signal must finish.
         deadline = time.time() + 20
         while time.time() < deadline:
-            answered, queued, running = _admission_counts(s.get("/metrics")[1])
+            m = _metric_sums(s.get("/metrics")[1])
+            answered, queued, running = (int(m.get(name, 0)) for name in (
+                "myriad_requests_total", "myriad_queue_depth", "myriad_running_sequences"))
             if queued >= 1 and running >= 1:
                 break
             time.sleep(0.01)
