@@ -3,7 +3,8 @@
 //   out = silu(g) * u,  silu(g) = g / (1 + exp(-g))
 //   backward: grad_g = grad_out * u * s * (1 + g (1 - s)) with s = sigmoid(g);  grad_u = grad_out * silu(g)
 // Grid-stride loop; an output may be the buffer of an input of the same position (in place);
-// grad_gate or grad_up may be null to skip it.
+// grad_gate or grad_up may be null to skip it. The forward's output and the backward's gradients
+// may be bf16 / f16 (rounded once at the store; then they overlap no input).
 #include <cuda_runtime.h>
 
 #include <algorithm>
@@ -51,14 +52,16 @@ void launch_swiglu_forward(const char* op, const float* gate, const float* up, O
   MYRIAD_CUDA_CHECK(cudaGetLastError());
 }
 
-__global__ void swiglu_backward_kernel(const float* gate, const float* up, const float* grad_out, float* grad_gate,
-                                       float* grad_up, std::int64_t n) {
+// Grad: float, or __nv_bfloat16 / __half (each gradient's f32 value rounded once at the store).
+template <typename Grad>
+__global__ void swiglu_backward_kernel(const float* gate, const float* up, const float* grad_out, Grad* grad_gate,
+                                       Grad* grad_up, std::int64_t n) {
   const std::int64_t stride = static_cast<std::int64_t>(gridDim.x) * blockDim.x;
   for (std::int64_t i = static_cast<std::int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < n; i += stride) {
     const float g = gate[i], u = up[i], go = grad_out[i];
     const float s = 1.0f / (1.0f + expf(-g));
-    if (grad_gate != nullptr) grad_gate[i] = go * u * s * (1.0f + g * (1.0f - s));
-    if (grad_up != nullptr) grad_up[i] = go * g * s;
+    if (grad_gate != nullptr) grad_gate[i] = detail::from_f32<Grad>(go * u * s * (1.0f + g * (1.0f - s)));
+    if (grad_up != nullptr) grad_up[i] = detail::from_f32<Grad>(go * g * s);
   }
 }
 
@@ -78,26 +81,51 @@ void swiglu_forward_f32(const float* gate, const float* up, __half* out, std::in
   launch_swiglu_forward("swiglu_forward_f32 (f16 out)", gate, up, out, n, stream);
 }
 
-void swiglu_backward_f32(const float* gate, const float* up, const float* grad_out, float* grad_gate, float* grad_up,
-                         std::int64_t n, cudaStream_t stream) {
-  const char* op = "swiglu_backward_f32";
+namespace {
+
+// A 16-bit gradient may not overlap an input (it is narrower); an f32 one may be an input's buffer.
+template <typename Grad>
+void launch_swiglu_backward(const char* op, const float* gate, const float* up, const float* grad_out, Grad* grad_gate,
+                            Grad* grad_up, std::int64_t n, cudaStream_t stream) {
   detail::check_count(op, "n", n);
   if (n == 0 || (grad_gate == nullptr && grad_up == nullptr)) return;
   detail::check_pointer(op, "gate", gate, alignof(float));
   detail::check_pointer(op, "up", up, alignof(float));
   detail::check_pointer(op, "grad_out", grad_out, alignof(float));
-  detail::check_optional_pointer(op, "grad_gate", grad_gate, alignof(float));
-  detail::check_optional_pointer(op, "grad_up", grad_up, alignof(float));
+  detail::check_optional_pointer(op, "grad_gate", grad_gate, alignof(Grad));
+  detail::check_optional_pointer(op, "grad_up", grad_up, alignof(Grad));
   const std::size_t bytes = static_cast<std::size_t>(n) * sizeof(float);
-  for (float* grad : {grad_gate, grad_up}) {
+  const std::size_t grad_bytes = static_cast<std::size_t>(n) * sizeof(Grad);
+  for (Grad* grad : {grad_gate, grad_up}) {
     if (grad == nullptr) continue;
-    detail::check_same_or_disjoint(op, "a gradient", grad, "gate", gate, bytes);
-    detail::check_same_or_disjoint(op, "a gradient", grad, "up", up, bytes);
-    detail::check_same_or_disjoint(op, "a gradient", grad, "grad_out", grad_out, bytes);
+    for (auto [name, input] : {std::pair{"gate", gate}, {"up", up}, {"grad_out", grad_out}}) {
+      if constexpr (std::is_same_v<Grad, float>) {
+        detail::check_same_or_disjoint(op, "a gradient", grad, name, input, bytes);
+      } else {
+        detail::check_disjoint(op, "a gradient", grad, grad_bytes, name, input, bytes);
+      }
+    }
   }
   MYRIAD_CHECK(grad_gate == nullptr || grad_gate != grad_up, op << ": grad_gate and grad_up are the same buffer");
-  swiglu_backward_kernel<<<blocks_for(op, n), kThreads, 0, stream>>>(gate, up, grad_out, grad_gate, grad_up, n);
+  swiglu_backward_kernel<Grad><<<blocks_for(op, n), kThreads, 0, stream>>>(gate, up, grad_out, grad_gate, grad_up, n);
   MYRIAD_CUDA_CHECK(cudaGetLastError());
+}
+
+}  // namespace
+
+void swiglu_backward_f32(const float* gate, const float* up, const float* grad_out, float* grad_gate, float* grad_up,
+                         std::int64_t n, cudaStream_t stream) {
+  launch_swiglu_backward("swiglu_backward_f32", gate, up, grad_out, grad_gate, grad_up, n, stream);
+}
+
+void swiglu_backward_f32(const float* gate, const float* up, const float* grad_out, __nv_bfloat16* grad_gate,
+                         __nv_bfloat16* grad_up, std::int64_t n, cudaStream_t stream) {
+  launch_swiglu_backward("swiglu_backward_f32 (bf16 gradients)", gate, up, grad_out, grad_gate, grad_up, n, stream);
+}
+
+void swiglu_backward_f32(const float* gate, const float* up, const float* grad_out, __half* grad_gate, __half* grad_up,
+                         std::int64_t n, cudaStream_t stream) {
+  launch_swiglu_backward("swiglu_backward_f32 (f16 gradients)", gate, up, grad_out, grad_gate, grad_up, n, stream);
 }
 
 }  // namespace myriad::cuda

@@ -3,7 +3,7 @@
 //   fill_f32                     out = value
 //   axpby_f32                    out = alpha a + beta b (b may be null: out = alpha a), or out += that
 //   add_broadcast_rows_f32       x[r, j] += row[j] for every row r of x (r < rows, j < width)
-//   column_sums_accumulate_f32   out[c] += sum_r x[r, c], rows summed in a fixed order
+//   column_sums_accumulate_f32   out[c] += sum_r x[r, c], rows summed in a fixed order (x f32 or 16-bit)
 //   split_heads_f32              (B, T, H, D) rows with a row stride -> (B, H, T, D) contiguous
 //   merge_heads_f32              (B, H, T, D) contiguous -> (B, T, H, D) rows with a row stride
 //   split_heads_16, merge_heads_16  the same for 16-bit values (bf16 / f16 bits)
@@ -18,6 +18,7 @@
 #include <utility>
 
 #include "common/launch_checks.h"
+#include "common/packet.cuh"
 #include "myriad/cuda/check.h"
 #include "myriad/cuda/kernels.h"
 
@@ -83,14 +84,16 @@ __global__ void add_broadcast_rows_kernel(float* x, const float* row, std::int64
 // in lane order, so the result depends on the sizes only.
 constexpr int kColumnsPerBlock = 32, kRowLanes = 8;
 
-__global__ void column_sums_kernel(const float* x, float* out, std::int64_t rows, std::int64_t cols) {
+// Element: float, or __nv_bfloat16 / __half (a 16-bit gradient widened exactly, summed in f32).
+template <typename Element>
+__global__ void column_sums_kernel(const Element* x, float* out, std::int64_t rows, std::int64_t cols) {
   __shared__ float partial[kRowLanes][kColumnsPerBlock];
   const int column_in_block = static_cast<int>(threadIdx.x) % kColumnsPerBlock;
   const int lane = static_cast<int>(threadIdx.x) / kColumnsPerBlock;
   const std::int64_t column = static_cast<std::int64_t>(blockIdx.x) * kColumnsPerBlock + column_in_block;
   float sum = 0.0f;
   if (column < cols) {
-    for (std::int64_t r = lane; r < rows; r += kRowLanes) sum += x[r * cols + column];
+    for (std::int64_t r = lane; r < rows; r += kRowLanes) sum += detail::to_f32(x[r * cols + column]);
   }
   partial[lane][column_in_block] = sum;
   __syncthreads();
@@ -179,18 +182,37 @@ void add_broadcast_rows_f32(float* x, const float* row, std::int64_t rows, std::
   MYRIAD_CUDA_CHECK(cudaGetLastError());
 }
 
-void column_sums_accumulate_f32(const float* x, float* out, std::int64_t rows, std::int64_t cols, cudaStream_t stream) {
-  const char* op = "column_sums_accumulate_f32";
+namespace {
+
+template <typename Element>
+void launch_column_sums(const char* op, const Element* x, float* out, std::int64_t rows, std::int64_t cols,
+                        cudaStream_t stream) {
   detail::check_count(op, "rows", rows);
   detail::check_count(op, "cols", cols);
   if (rows == 0 || cols == 0) return;
-  detail::check_pointer(op, "x", x, alignof(float));
+  detail::check_pointer(op, "x", x, alignof(Element));
   detail::check_pointer(op, "out", out, alignof(float));
   detail::check_disjoint(op, "out", out, static_cast<std::size_t>(cols) * sizeof(float), "x", x,
-                         static_cast<std::size_t>(rows * cols) * sizeof(float));
+                         static_cast<std::size_t>(rows * cols) * sizeof(Element));
   const unsigned blocks = detail::grid_blocks(op, cols, kColumnsPerBlock);
-  column_sums_kernel<<<blocks, kColumnsPerBlock * kRowLanes, 0, stream>>>(x, out, rows, cols);
+  column_sums_kernel<Element><<<blocks, kColumnsPerBlock * kRowLanes, 0, stream>>>(x, out, rows, cols);
   MYRIAD_CUDA_CHECK(cudaGetLastError());
+}
+
+}  // namespace
+
+void column_sums_accumulate_f32(const float* x, float* out, std::int64_t rows, std::int64_t cols, cudaStream_t stream) {
+  launch_column_sums("column_sums_accumulate_f32", x, out, rows, cols, stream);
+}
+
+void column_sums_accumulate_f32(const __nv_bfloat16* x, float* out, std::int64_t rows, std::int64_t cols,
+                                cudaStream_t stream) {
+  launch_column_sums("column_sums_accumulate_f32 (bf16 rows)", x, out, rows, cols, stream);
+}
+
+void column_sums_accumulate_f32(const __half* x, float* out, std::int64_t rows, std::int64_t cols,
+                                cudaStream_t stream) {
+  launch_column_sums("column_sums_accumulate_f32 (f16 rows)", x, out, rows, cols, stream);
 }
 
 namespace {

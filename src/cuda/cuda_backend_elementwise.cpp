@@ -2,6 +2,8 @@
 // Their dispatch points have checked that every tensor is contiguous f32 of the right shape (a
 // forward's output f32 or bf16 / f16), so the launchers get the tensors' pointers as they are;
 // optional outputs pass null.
+#include <type_traits>
+
 #include "myriad/cuda/cuda_backend.h"
 #include "myriad/cuda/device_guard.h"
 #include "myriad/cuda/kernels.h"
@@ -71,8 +73,15 @@ void CudaBackend::swiglu_forward(const SwigluArgs&, const Tensor& gate, const Te
 void CudaBackend::swiglu_backward(const SwigluArgs&, const Tensor& gate, const Tensor& up, const Tensor& grad_out,
                                   Tensor& grad_gate, Tensor& grad_up) {
   DeviceGuard guard(context_.device());
-  swiglu_backward_f32(floats(gate), floats(up), floats(grad_out), floats(grad_gate), floats(grad_up), gate.numel(),
-                      context_.stream());
+  // Both gradients of one dtype (the dispatch point checked it): f32, or a 16-bit format.
+  const Tensor& any = grad_gate.defined() ? grad_gate : grad_up;
+  if (!any.defined()) return;
+  with_output_pointer("swiglu_backward", any, [&](auto* data) {
+    using Grad = std::remove_pointer_t<decltype(data)>;
+    auto pointer = [](const Tensor& t) { return t.defined() ? static_cast<Grad*>(t.raw_data()) : nullptr; };
+    swiglu_backward_f32(floats(gate), floats(up), floats(grad_out), pointer(grad_gate), pointer(grad_up), gate.numel(),
+                        context_.stream());
+  });
 }
 
 }  // namespace myriad::cuda

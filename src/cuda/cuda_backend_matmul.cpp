@@ -48,7 +48,8 @@ Matrices matrices_of(const char* op, const char* name, const Tensor& t, std::int
 
 bool folds(const Tensor& t) { return t.is_contiguous(); }
 
-// The cuBLASLt type of the operands (f32, bf16 or f16); outputs are always f32.
+// The cuBLASLt type of the operands (f32, bf16 or f16), and of an output: f32, or the 16-bit
+// operands' type for an output the model keeps in it (ops/matmul.h; written, never accumulated).
 cudaDataType_t operand_type(const Tensor& t) {
   return t.dtype() == DType::bf16 ? CUDA_R_16BF : t.dtype() == DType::f16 ? CUDA_R_16F : CUDA_R_32F;
 }
@@ -82,7 +83,7 @@ void CudaBackend::matmul_forward(const MatmulArgs& args, const Tensor& a, const 
              .transpose_a = args.transpose_a,
              .transpose_b = args.transpose_b,
              .type = operand_type(a),
-             .output_type = CUDA_R_32F,
+             .output_type = operand_type(out),
              .accumulate = args.accumulate};
   if (batch > 1 && b.dim() == 2 && !args.transpose_a && folds(a) && folds(out)) {
     shape.m = batch * m;  // (batch * M, K) @ op(b): one GEMM
@@ -112,7 +113,7 @@ void CudaBackend::matmul_backward(const MatmulArgs& args, const Tensor& a, const
                           .k = n,
                           .transpose_b = !tb,
                           .type = type,
-                          .output_type = CUDA_R_32F,
+                          .output_type = operand_type(grad_a),
                           .accumulate = args.accumulate_grad_a},
                      mg, mb, mga, false);
     } else {  // grad_a (K, M) = B' (K, N) @ G^T
@@ -123,7 +124,7 @@ void CudaBackend::matmul_backward(const MatmulArgs& args, const Tensor& a, const
                           .transpose_a = tb,
                           .transpose_b = true,
                           .type = type,
-                          .output_type = CUDA_R_32F,
+                          .output_type = operand_type(grad_a),
                           .accumulate = args.accumulate_grad_a},
                      mb, mg, mga, false);
     }

@@ -7,6 +7,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <optional>
+#include <tuple>
 
 #include "myriad/cuda/check.h"
 #include "myriad/cuda/cuda_backend.h"
@@ -281,15 +282,18 @@ void CudaBackend::attention_backward(const AttentionArgs& args, const Tensor& q,
   const bool sixteen_bit_out = out.dtype() != DType::f32;  // kept 16-bit by the model: read in its format
   const HeadsOperand pv = f32_input(*this, op, "v", v);
   const HeadsOperand po = sixteen_bit_out ? HeadsOperand{} : heads_operand(*this, op, "out", out, true);
-  const HeadsOperand pg = heads_operand(*this, op, "grad_out", grad_out, true);
+  const HeadsOperand pg = f32_input(*this, op, "grad_out", grad_out);  // a 16-bit grad_out is read in place
   // The kernel writes (or adds into) all three gradients: a skipped one goes to scratch. With
-  // accumulate, a packed copy of a strided gradient starts from its current values.
+  // accumulate, a packed copy of a strided gradient starts from its current values. A gradient
+  // kept 16-bit by the model is written from the kernels' 16-bit result (no f32 copy).
   Tensor dq = grad_q.defined() ? grad_q : empty(q.shape()), dk = grad_k.defined() ? grad_k : empty(k.shape());
   Tensor dv = grad_v.defined() ? grad_v : empty(v.shape());
   const bool read = args.accumulate;
-  const HeadsOperand pdq = heads_operand(*this, op, "grad_q", dq, read);
-  const HeadsOperand pdk = heads_operand(*this, op, "grad_k", dk, read);
-  const HeadsOperand pdv = heads_operand(*this, op, "grad_v", dv, read);
+  auto f32_gradient = [&](const char* name, const Tensor& t) {
+    return t.dtype() == DType::f32 ? heads_operand(*this, op, name, t, read) : HeadsOperand{};
+  };
+  const HeadsOperand pdq = f32_gradient("grad_q", dq), pdk = f32_gradient("grad_k", dk);
+  const HeadsOperand pdv = f32_gradient("grad_v", dv);
   const std::int64_t delta_floats = q.size(0) * q.size(1) * q.size(2);
   Tensor delta = empty({std::max<std::int64_t>(delta_floats, 1)});
   DeviceGuard guard(context_.device());
@@ -299,7 +303,7 @@ void CudaBackend::attention_backward(const AttentionArgs& args, const Tensor& q,
     const Tensor v16 = sixteen_bit_operand(*this, v, pv, f);
     Tensor o16 = sixteen_bit_out && out.is_contiguous() ? out : empty(out.shape(), f);
     if (o16.raw_data() != out.raw_data()) copy(sixteen_bit_out ? out : po.packed, o16);
-    const Tensor g16 = narrow_copy(*this, pg.packed, f);
+    const Tensor g16 = sixteen_bit_operand(*this, grad_out, pg, f);
     Tensor dq16 = empty(q.shape(), f), dk16 = empty(k.shape(), f), dv16 = empty(v.shape(), f), workspace;
     const std::optional<CudnnAttentionShape> shape = cudnn_shape(args, problem.shape);
     if (cudnn_ready(*this, shape, true, workspace)) {
@@ -311,7 +315,11 @@ void CudaBackend::attention_backward(const AttentionArgs& args, const Tensor& q,
                                                                             dk16, dv16, floats(delta), delta_floats,
                                                                             problem.shape, context_.stream());
     }
-    for (auto [narrow, written] : {std::pair{&dq16, &pdq}, {&dk16, &pdk}, {&dv16, &pdv}}) {
+    for (auto [narrow, target, written] : {std::tuple{&dq16, &dq, &pdq}, {&dk16, &dk, &pdk}, {&dv16, &dv, &pdv}}) {
+      if (target->dtype() != DType::f32) {
+        copy(*narrow, *target);  // the heads placed into the rows, 16-bit
+        continue;
+      }
       Tensor widened = written->packed;
       copy(*narrow, widened);
     }
@@ -358,7 +366,17 @@ void CudaBackend::rope_apply(const char* op, const RopeArgs& args, const Tensor&
     copy(t, rows);
     return rows;
   };
-  const Tensor in = contiguous_copy(x, backward ? "grad_out" : "x");
+  // A 16-bit input (the backward's kept q, k gradients): its heads gathered in its format, widened,
+  // and placed back into rows (exact), then rotated in f32 as any input.
+  const auto widened_rows = [&](const Tensor& t) {
+    Tensor heads16 = empty({B, H, T, D}, t.dtype()), heads = empty({B, H, T, D}), rows = empty({B, T, H, D});
+    copy(t.permute({0, 2, 1, 3}), heads16);
+    copy(heads16, heads);
+    DeviceGuard guard(context_.device());
+    merge_heads_f32(heads.data<float>(), rows.data<float>(), H * D, B, T, H, D, context_.stream());
+    return rows;
+  };
+  const Tensor in = x.dtype() == DType::f32 ? contiguous_copy(x, backward ? "grad_out" : "x") : widened_rows(x);
   if (out.dtype() != DType::f32) {  // a 16-bit out: the f32 rotation rounded into it (copy converts, places)
     Tensor rotated = empty({B, T, H, D});
     rope_apply(op, args, in, rotated, backward);
@@ -520,8 +538,17 @@ void CudaBackend::bias_add_backward(const BiasAddArgs&, const Tensor& grad_out, 
     MYRIAD_CUDA_CHECK(cudaMemcpyAsync(grad_x.raw_data(), grad_out.raw_data(), grad_out.nbytes(),
                                       cudaMemcpyDeviceToDevice, context_.stream()));
   }
-  if (grad_bias.defined())
-    column_sums_accumulate_f32(floats(grad_out), floats(grad_bias), rows, width, context_.stream());
+  if (!grad_bias.defined()) return;
+  switch (grad_out.dtype()) {  // f32, or a 16-bit gradient (no grad_x then: the dispatch point checked it)
+    case DType::bf16:
+      return column_sums_accumulate_f32(static_cast<const __nv_bfloat16*>(grad_out.raw_data()), floats(grad_bias), rows,
+                                        width, context_.stream());
+    case DType::f16:
+      return column_sums_accumulate_f32(static_cast<const __half*>(grad_out.raw_data()), floats(grad_bias), rows, width,
+                                        context_.stream());
+    default:
+      return column_sums_accumulate_f32(floats(grad_out), floats(grad_bias), rows, width, context_.stream());
+  }
 }
 
 void CudaBackend::adamw_update(const AdamWArgs& args, Tensor& param, const Tensor& grad, Tensor& m, Tensor& v,

@@ -219,7 +219,7 @@ void GptModel::prepare(std::int64_t B, std::int64_t T, Recompute mode, int slots
     MYRIAD_CHECK(!split_.sharded_sequence() || N % split_.tp_size() == 0,
                  "sequence parallel: the micro-batch's " << N << " tokens (B " << B << " x T " << T
                                                          << ") must divide evenly over tp " << split_.tp_size());
-    b.scratch = make_block_scratch(placement_, config_, split_, B, T);
+    b.scratch = make_block_scratch(placement_, config_, split_, B, T, kept_gemm_input_format());
     const bool any_dense = std::any_of(blocks_.begin(), blocks_.end(),
                                        [](const TransformerBlock& block) { return block.moe() == nullptr; });
     for (const ActivationSlot& slot : block_activation_slots(config_, split_, B, T, kept_gemm_input_format())) {
@@ -297,10 +297,15 @@ ActivationMemory GptModel::activation_memory(std::int64_t B, std::int64_t T, Rec
     const auto hf_bytes = static_cast<std::int64_t>(dtype_size(head_input_format()));
     m.saved_bytes += 2 * row_count * 4 /*final norm stats*/ + row_count * C * hf_bytes /*hf*/;
   }
-  std::int64_t scratch_elements = 2 * N * C /*d_h, d_att upper bound*/ + 2 * row_count * C + N * widths.qkv() +
-                                  (config_.mlp == MlpKind::swiglu ? 3 : 2) * N * F;
-  if (split_.sharded_sequence()) scratch_elements += N * C + 2 * row_count * C + (split_.last_stage ? N * C : 0);
-  m.scratch_bytes = shared + scratch_elements * 4 + (any_moe && mode == Recompute::full ? moe_bytes : 0);
+  // The block scratch (make_block_scratch), the kept gradients in their formats.
+  const BlockGradientFormats grads = block_gradient_formats(config_, split_, kept_gemm_input_format());
+  const auto bytes_of = [](DType t) { return static_cast<std::int64_t>(dtype_size(t)); };
+  const std::int64_t d_att = N * widths.heads * widths.head_dim;
+  std::int64_t scratch = (N * C + 2 * row_count * C + N * F) * 4 /*d_h, d_tmp, y_discard, d_act*/ +
+                         (d_att + N * widths.qkv()) * bytes_of(grads.attention) +
+                         (config_.mlp == MlpKind::swiglu ? 2 : 1) * N * F * bytes_of(grads.mlp) + 4 * C * 4;
+  if (split_.sharded_sequence()) scratch += (N * C + 2 * row_count * C + (split_.last_stage ? N * C : 0)) * 4;
+  m.scratch_bytes = shared + scratch + (any_moe && mode == Recompute::full ? moe_bytes : 0);
   if (split_.last_stage) {
     const std::int64_t V = vocabulary_.size();  // logits over this rank's padded vocabulary
     m.scratch_bytes += (N * V + 3 * N + N * C) * 4;

@@ -22,11 +22,11 @@ namespace myriad::nn {
 namespace {
 
 // (B, T, heads, D) strided view of the column block [first_col, first_col + heads*D) of a
-// (B, T, W) tensor.
+// (B, T, W) tensor (of its dtype).
 Tensor head_view(const Tensor& packed, std::int64_t first_col, std::int64_t heads, std::int64_t head_dim) {
   const std::int64_t B = packed.size(0), T = packed.size(1), W = packed.size(2);
   return Tensor::from_storage(packed.storage(), {B, T, heads, head_dim}, {T * W, W, head_dim, 1},
-                              packed.offset() + first_col, DType::f32);
+                              packed.offset() + first_col, packed.dtype());
 }
 
 Tensor bhtd(const Tensor& bthd) { return bthd.permute({0, 2, 1, 3}); }
@@ -117,20 +117,29 @@ std::vector<ActivationSlot> block_activation_slots(const TransformerConfig& c, c
   return slots;
 }
 
+BlockGradientFormats block_gradient_formats(const TransformerConfig& c, const ModelSplit& split, DType gemm_inputs) {
+  BlockGradientFormats formats;
+  if (gemm_inputs == DType::f32) return formats;
+  if (sixteen_bit_attention(c, split)) formats.attention = gemm_inputs;
+  if (c.mlp == MlpKind::swiglu) formats.mlp = gemm_inputs;
+  return formats;
+}
+
 BlockScratch make_block_scratch(const ops::Placement& placement, const TransformerConfig& c, const ModelSplit& split,
-                                std::int64_t B, std::int64_t T) {
+                                std::int64_t B, std::int64_t T, DType gemm_inputs) {
   const LocalWidths w = local_widths(c, split);
   const std::int64_t C = c.n_embd, F = w.ffn;
   const Shape rows = residual_shape(c, split, B, T);
+  const BlockGradientFormats formats = block_gradient_formats(c, split, gemm_inputs);
   BlockScratch s;
   s.d_h = placement.empty({B, T, C});
-  s.d_att = placement.empty({B, T, w.heads * w.head_dim});
+  s.d_att = placement.empty({B, T, w.heads * w.head_dim}, formats.attention);
   s.d_tmp = placement.empty(rows);
   s.y_discard = placement.empty(rows);
-  s.d_qkv = placement.empty({B, T, w.qkv()});
-  s.d_fc = placement.empty({B, T, F});
+  s.d_qkv = placement.empty({B, T, w.qkv()}, formats.attention);
+  s.d_fc = placement.empty({B, T, F}, formats.mlp);
   s.d_act = placement.empty({B, T, F});
-  if (c.mlp == MlpKind::swiglu) s.d_up = placement.empty({B, T, F});
+  if (c.mlp == MlpKind::swiglu) s.d_up = placement.empty({B, T, F}, formats.mlp);
   s.norm_grads = placement.empty({4 * C});
   if (split.sharded_sequence()) {
     s.d_full = placement.empty({B, T, C});

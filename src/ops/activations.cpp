@@ -58,12 +58,23 @@ void swiglu_backward(const SwigluArgs& args, const Tensor& gate, const Tensor& u
   check_elementwise(op, "gate", gate);
   check_elementwise(op, "up", up, &gate);
   check_elementwise(op, "grad_out", grad_out, &gate);
-  if (grad_gate.defined()) check_elementwise(op, "grad_gate", grad_gate, &gate);
-  if (grad_up.defined()) check_elementwise(op, "grad_up", grad_up, &gate);
+  if (grad_gate.defined()) ops::check_f32_or_16bit_output(op, "grad_gate", grad_gate, gate.shape());
+  if (grad_up.defined()) ops::check_f32_or_16bit_output(op, "grad_up", grad_up, gate.shape());
+  MYRIAD_CHECK(
+      !grad_gate.defined() || !grad_up.defined() || grad_gate.dtype() == grad_up.dtype(),
+      op << ": grad_gate " << grad_gate.describe() << " and grad_up " << grad_up.describe() << " must be of one dtype");
   const std::initializer_list<ops::NamedTensor> tensors = {
       {"gate", &gate}, {"up", &up}, {"grad_out", &grad_out}, {"grad_gate", &grad_gate}, {"grad_up", &grad_up}};
   Device device = ops::check_same_device(op, tensors);
-  if (device.is_cpu()) return cpu::swiglu_backward(args, gate, up, grad_out, grad_gate, grad_up);
+  if (device.is_cpu()) {
+    // f32 results (scratch for a 16-bit gradient), then each rounded once into its output.
+    auto wide = [](const Tensor& t) { return t.defined() && t.dtype() != DType::f32 ? Tensor::empty(t.shape()) : t; };
+    Tensor gate_result = wide(grad_gate), up_result = wide(grad_up);
+    cpu::swiglu_backward(args, gate, up, grad_out, gate_result, up_result);
+    if (gate_result.defined() && gate_result.raw_data() != grad_gate.raw_data()) grad_gate.copy_from(gate_result);
+    if (up_result.defined() && up_result.raw_data() != grad_up.raw_data()) grad_up.copy_from(up_result);
+    return;
+  }
   ops::backend_of(op, tensors).swiglu_backward(args, gate, up, grad_out, grad_gate, grad_up);
 }
 

@@ -112,6 +112,15 @@ void check_attention_like(const char* op, const char* name, const Tensor& t, con
   check_head_layout(op, name, t);
 }
 
+// The backward's grad_out and gradients: f32, or of the 16-bit products' format (mixed precision
+// keeps the gradients only GEMMs read in it; the products round them to it anyway).
+void check_gradient_like(const char* op, const char* name, const Tensor& t, const Tensor& like,
+                         const AttentionArgs& args) {
+  check_f32_or_operands(op, name, t, args);
+  ops::check_shape(op, name, t, like.shape());
+  check_head_layout(op, name, t);
+}
+
 void check_output(const char* op, const Tensor& out, const Tensor& q, const AttentionArgs& args) {
   check_f32_or_operands(op, "out", out, args);
   ops::check_shape(op, "out", out, q.shape());
@@ -174,10 +183,10 @@ void attention_backward(const AttentionArgs& args, const Tensor& q, const Tensor
   Shape lse_shape = check_qkv(op, args, q, k, v);
   check_output(op, out, q, args);
   check_lse(op, "lse", lse, lse_shape);
-  check_attention_like(op, "grad_out", grad_out, q);
-  if (grad_q.defined()) check_attention_like(op, "grad_q", grad_q, q);
-  if (grad_k.defined()) check_attention_like(op, "grad_k", grad_k, k);
-  if (grad_v.defined()) check_attention_like(op, "grad_v", grad_v, v);
+  check_gradient_like(op, "grad_out", grad_out, q, args);
+  if (grad_q.defined()) check_gradient_like(op, "grad_q", grad_q, q, args);
+  if (grad_k.defined()) check_gradient_like(op, "grad_k", grad_k, k, args);
+  if (grad_v.defined()) check_gradient_like(op, "grad_v", grad_v, v, args);
   const std::initializer_list<ops::NamedTensor> tensors = {
       {"q", &q},           {"k", &k},           {"v", &v},
       {"out", &out},       {"lse", &lse},       {"grad_out", &grad_out},

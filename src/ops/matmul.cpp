@@ -4,6 +4,7 @@
 #include "myriad/ops/backend.h"
 #include "myriad/ops/op_checks.h"
 #include "f32_operand.h"
+#include "f32_output.h"
 
 namespace myriad {
 
@@ -43,6 +44,16 @@ MatmulDims check_matmul(const char* op, const MatmulArgs& args, const Tensor& a,
   return dims;
 }
 
+// An output of the product: f32, or — written, not accumulated — the 16-bit operands' format.
+void check_output_dtype(const char* op, const char* name, const Tensor& t, DType operands, bool accumulate) {
+  if (t.dtype() == DType::f32) return;
+  const bool sixteen_bit_operands = operands != DType::f32;
+  MYRIAD_CHECK(t.dtype() == operands && sixteen_bit_operands && !accumulate,
+               op << ": '" << name << "' " << t.describe() << " must be f32"
+                  << (sixteen_bit_operands && !accumulate ? " or " + std::string(dtype_name(operands)) : "")
+                  << (sixteen_bit_operands && accumulate ? " (it accumulates)" : ""));
+}
+
 Shape out_shape(const MatmulDims& dims) {
   Shape shape = dims.batch;
   shape.push_back(dims.m);
@@ -55,11 +66,16 @@ Shape out_shape(const MatmulDims& dims) {
 void matmul_forward(const MatmulArgs& args, const Tensor& a, const Tensor& b, Tensor& out) {
   const char* op = "matmul_forward";
   MatmulDims dims = check_matmul(op, args, a, b);
-  ops::check_dtype(op, "out", out, DType::f32);
+  ops::check_defined(op, "out", out);
+  check_output_dtype(op, "out", out, a.dtype(), args.accumulate);
   ops::check_shape(op, "out", out, out_shape(dims));
   const std::initializer_list<ops::NamedTensor> tensors = {{"a", &a}, {"b", &b}, {"out", &out}};
   Device device = ops::check_same_device(op, tensors);
-  if (device.is_cpu()) return cpu::matmul_forward(args, ops::as_f32_operand(a), ops::as_f32_operand(b), out);
+  if (device.is_cpu()) {
+    return ops::compute_into_output(out, [&](Tensor& result) {
+      cpu::matmul_forward(args, ops::as_f32_operand(a), ops::as_f32_operand(b), result);
+    });
+  }
   ops::backend_of(op, tensors).matmul_forward(args, a, b, out);
 }
 
@@ -70,7 +86,7 @@ void matmul_backward(const MatmulArgs& args, const Tensor& a, const Tensor& b, c
   ops::check_dtype(op, "grad_out", grad_out, a.dtype());  // the operands' type: every product is of one type
   ops::check_shape(op, "grad_out", grad_out, out_shape(dims));
   if (grad_a.defined()) {
-    ops::check_dtype(op, "grad_a", grad_a, DType::f32);
+    check_output_dtype(op, "grad_a", grad_a, a.dtype(), args.accumulate_grad_a);
     ops::check_shape(op, "grad_a", grad_a, a.shape());
   }
   if (grad_b.defined()) {
@@ -80,9 +96,19 @@ void matmul_backward(const MatmulArgs& args, const Tensor& a, const Tensor& b, c
   const std::initializer_list<ops::NamedTensor> tensors = {
       {"a", &a}, {"b", &b}, {"grad_out", &grad_out}, {"grad_a", &grad_a}, {"grad_b", &grad_b}};
   Device device = ops::check_same_device(op, tensors);
-  if (device.is_cpu())
-    return cpu::matmul_backward(args, ops::as_f32_operand(a), ops::as_f32_operand(b), ops::as_f32_operand(grad_out),
-                                grad_a, grad_b);
+  if (device.is_cpu()) {
+    const Tensor wide_a = ops::as_f32_operand(a), wide_b = ops::as_f32_operand(b);
+    const Tensor wide_g = ops::as_f32_operand(grad_out);
+    if (!grad_a.defined() || grad_a.dtype() == DType::f32) {
+      return cpu::matmul_backward(args, wide_a, wide_b, wide_g, grad_a, grad_b);
+    }
+    // A 16-bit grad_a: its f32 sums rounded once; grad_b (f32) from the same operands.
+    Tensor no_grad;
+    ops::compute_into_output(
+        grad_a, [&](Tensor& result) { cpu::matmul_backward(args, wide_a, wide_b, wide_g, result, no_grad); });
+    if (grad_b.defined()) cpu::matmul_backward(args, wide_a, wide_b, wide_g, no_grad, grad_b);
+    return;
+  }
   ops::backend_of(op, tensors).matmul_backward(args, a, b, grad_out, grad_a, grad_b);
 }
 

@@ -11,10 +11,16 @@ namespace myriad {
 
 namespace {
 
-// `sixteen_bit_out`: the forward's out may be bf16 / f16 (mixed precision's kept attention input).
+// `sixteen_bit_out`: the forward's out may be bf16 / f16 (mixed precision's kept attention input);
+// `sixteen_bit_in`: so may the backward's grad_out (mixed precision's kept gradients).
 void check_rope(const char* op, const RopeArgs& args, const char* in_name, const Tensor& in, const char* out_name,
-                const Tensor& out, bool sixteen_bit_out = false) {
-  ops::check_dtype(op, in_name, in, DType::f32);
+                const Tensor& out, bool sixteen_bit_out = false, bool sixteen_bit_in = false) {
+  if (sixteen_bit_in && in.dtype() != DType::f32) {
+    MYRIAD_CHECK(in.dtype() == DType::bf16 || in.dtype() == DType::f16,
+                 op << ": '" << in_name << "' " << in.describe() << " must be f32, bf16 or f16");
+  } else {
+    ops::check_dtype(op, in_name, in, DType::f32);
+  }
   ops::check_rank(op, in_name, in, 4);
   const std::int64_t D = in.size(3);
   MYRIAD_CHECK(D % 2 == 0,
@@ -48,9 +54,13 @@ void rope_forward(const RopeArgs& args, const Tensor& x, Tensor& out) {
 
 void rope_backward(const RopeArgs& args, const Tensor& grad_out, Tensor& grad_x) {
   const char* op = "rope_backward";
-  check_rope(op, args, "grad_out", grad_out, "grad_x", grad_x);
+  check_rope(op, args, "grad_out", grad_out, "grad_x", grad_x, true, true);
   Device device = ops::check_same_device(op, {{"grad_out", &grad_out}, {"grad_x", &grad_x}});
-  if (device.is_cpu()) return cpu::rope_backward(args, grad_out, grad_x);
+  if (device.is_cpu()) {
+    // A 16-bit grad_out widened exactly first (a copy: grad_x may be the same view).
+    const Tensor wide = grad_out.dtype() == DType::f32 ? grad_out : grad_out.to(DType::f32);
+    return ops::compute_into_output(grad_x, [&](Tensor& result) { cpu::rope_backward(args, wide, result); });
+  }
   ops::backend_of(op, {{"grad_out", &grad_out}, {"grad_x", &grad_x}}).rope_backward(args, grad_out, grad_x);
 }
 

@@ -620,10 +620,16 @@ void gemm(const DeviceContext& context, const Gemm& g, const void* a, const void
   DeviceGuard guard(context.device());  // as the real gemm(): it runs on its context's device
   emulated::launch(context.stream(), [=]() mutable {
     MYRIAD_CHECK(!g.accumulate || g.epilogue == GemmEpilogue::none, "emu gemm");
-    MYRIAD_CHECK(g.output_type.value_or(g.type) == CUDA_R_32F, "emulated gemm: f32 outputs only");
+    // f32 outputs, or a 16-bit one of the operands' type (no epilogue, not accumulated): the f32
+    // sums rounded once into it, as cuBLASLt's output conversion does.
+    const cudaDataType_t output = g.output_type.value_or(g.type);
+    const bool narrow_output = output == CUDA_R_16BF || output == CUDA_R_16F;
+    MYRIAD_CHECK(output == CUDA_R_32F || (narrow_output && output == g.type && g.epilogue == GemmEpilogue::none),
+                 "emulated gemm: f32 outputs, or 16-bit ones of the operands' type without an epilogue");
     Tensor A = operand(a, g.transpose_a ? Shape{g.k, g.m} : Shape{g.m, g.k}, g.type);
     Tensor B = operand(b, g.transpose_b ? Shape{g.n, g.k} : Shape{g.k, g.n}, g.b_type.value_or(g.type));
-    Tensor Cm = W(c, {g.m, g.n});
+    Tensor narrow_c = narrow_output ? W(c, {g.m, g.n}, output == CUDA_R_16BF ? DType::bf16 : DType::f16) : Tensor();
+    Tensor Cm = narrow_output ? Tensor::empty({g.m, g.n}) : W(c, {g.m, g.n});
     // FP8 operand scales: read when the launch runs, as cuBLASLt reads its scale pointers.
     const float alpha =
         g.alpha * (g.a_scale != nullptr ? *g.a_scale : 1.0f) * (g.b_scale != nullptr ? *g.b_scale : 1.0f);
@@ -631,6 +637,7 @@ void gemm(const DeviceContext& context, const Gemm& g, const void* a, const void
         MatmulArgs{
             .transpose_a = g.transpose_a, .transpose_b = g.transpose_b, .alpha = alpha, .accumulate = g.accumulate},
         A, B, Cm);
+    if (narrow_output) return narrow_c.copy_from(Cm);
     const Tensor bias_vector = W(bias, {g.n});
     switch (g.epilogue) {
       case GemmEpilogue::none:
@@ -1295,6 +1302,22 @@ void swiglu_forward_f32(const float* gate, const float* up, __nv_bfloat16* out, 
 void swiglu_forward_f32(const float* gate, const float* up, __half* out, std::int64_t n, cudaStream_t launch_stream) {
   swiglu_forward_into(gate, up, out, n, launch_stream);
 }
+template <typename H>
+static void swiglu_backward_into(const float* gate, const float* up, const float* go, H* gg, H* gu, std::int64_t n,
+                                 cudaStream_t launch_stream) {
+  emulated::launch(launch_stream, [=]() mutable {
+    Tensor tg = gg != nullptr ? W(gg, {n}, kHalf<H>) : Tensor(), tu = gu != nullptr ? W(gu, {n}, kHalf<H>) : Tensor();
+    swiglu_backward(SwigluArgs{}, W(gate, {n}), W(up, {n}), W(go, {n}), tg, tu);
+  });
+}
+void swiglu_backward_f32(const float* gate, const float* up, const float* go, __nv_bfloat16* gg, __nv_bfloat16* gu,
+                         std::int64_t n, cudaStream_t launch_stream) {
+  swiglu_backward_into(gate, up, go, gg, gu, n, launch_stream);
+}
+void swiglu_backward_f32(const float* gate, const float* up, const float* go, __half* gg, __half* gu, std::int64_t n,
+                         cudaStream_t launch_stream) {
+  swiglu_backward_into(gate, up, go, gg, gu, n, launch_stream);
+}
 void convert_f32_to_bf16(const float* x, __nv_bfloat16* out, std::int64_t n, cudaStream_t launch_stream) {
   emulated::launch(launch_stream, [=]() mutable { narrow(W(x, {n}), out); });
 }
@@ -1334,6 +1357,27 @@ void column_sums_accumulate_f32(const float* x, float* out, std::int64_t rows, s
       out[c] += s;
     }
   });
+}
+template <typename H>
+static void column_sums_of_halves(const H* x, float* out, std::int64_t rows, std::int64_t cols,
+                                  cudaStream_t launch_stream) {
+  emulated::launch(launch_stream, [=]() mutable {
+    const Tensor wide = W(x, {rows, cols}, kHalf<H>).to(DType::f32);  // exact
+    const float* v = wide.data<float>();
+    for (std::int64_t c = 0; c < cols; ++c) {
+      float s = 0;
+      for (std::int64_t r = 0; r < rows; ++r) s += v[r * cols + c];
+      out[c] += s;
+    }
+  });
+}
+void column_sums_accumulate_f32(const __nv_bfloat16* x, float* out, std::int64_t rows, std::int64_t cols,
+                                cudaStream_t launch_stream) {
+  column_sums_of_halves(x, out, rows, cols, launch_stream);
+}
+void column_sums_accumulate_f32(const __half* x, float* out, std::int64_t rows, std::int64_t cols,
+                                cudaStream_t launch_stream) {
+  column_sums_of_halves(x, out, rows, cols, launch_stream);
 }
 // The layout kernels over f32 or 16-bit elements (the 16-bit ones move bits).
 template <typename Element>

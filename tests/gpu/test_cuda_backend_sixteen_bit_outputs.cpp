@@ -1,7 +1,9 @@
 // The CUDA backend's 16-bit forward outputs (mixed precision's kept GEMM inputs: LayerNorm,
 // RMSNorm, GELU, SwiGLU and the fused linear + GELU writing bf16 / f16; attention with 16-bit
-// products writing a 16-bit heads view of rows, and its backward reading it) against the CPU ops'
-// on the same inputs. The device computes in f32 and rounds once, as the CPU op does, so the two differ
+// products writing a 16-bit heads view of rows, and its backward reading it; the backward's kept
+// 16-bit gradients: GEMM outputs, bias sums from them, SwiGLU's gradients, attention's gradients as
+// heads views of 16-bit rows and RoPE's backward in place on them) against the CPU ops' on the same
+// inputs. The device computes in f32 and rounds once, as the CPU op does, so the two differ
 // at most where the f32 values (a few ulp apart: tanhf, expf) fall on either side of a rounding
 // boundary — one unit in the last place of the format. On the emulated CUDA layer the launchers
 // run the CPU ops: equal bit for bit there. Skipped without a GPU in myriad_gpu_tests.
@@ -14,6 +16,8 @@
 #include "cuda_backend_fixture.h"
 #include "myriad/ops/activations.h"
 #include "myriad/ops/attention.h"
+#include "myriad/ops/bias_add.h"
+#include "myriad/ops/matmul.h"
 #include "myriad/ops/linear.h"
 #include "myriad/ops/norms.h"
 #include "myriad/ops/rope.h"
@@ -132,6 +136,71 @@ TEST_P(CudaSixteenBitOutputs, RopeWritesTheFormatAndAttentionReadsIt) {
   attention_backward(args, dq_.permute({0, 2, 1, 3}), d_rotated.permute({0, 2, 1, 3}), dv_.permute({0, 2, 1, 3}), d_out,
                      d_lse, on_device(dy), d_gq, d_gk, d_gv);
   expect_close(d_gk, gk, 2 * ulp(), "grad_k from 16-bit keys");
+}
+
+TEST_P(CudaSixteenBitOutputs, GemmGradientsAndBiasSumsInTheFormat) {
+  const DType format = GetParam();
+  const std::int64_t M = 24, K = 64, N = 48;
+  const Tensor g = random({M, N}, 20).to(format), w = random({N, K}, 21).to(format), a = random({M, K}, 22).to(format);
+  const MatmulArgs backward{.transpose_b = true, .accumulate_grad_b = true};
+  Tensor grad_a = Tensor::empty({M, K}, format), grad_w = Tensor::zeros({N, K});
+  matmul_backward(backward, a, w, g, grad_a, grad_w);
+  Tensor d_grad_a = backend_->empty({M, K}, format), d_grad_w = on_device(Tensor::zeros({N, K}));
+  matmul_backward(backward, on_device(a), on_device(w), on_device(g), d_grad_a, d_grad_w);
+  expect_same_format_result(d_grad_a, grad_a, "matmul_backward grad_a");
+  expect_close(d_grad_w, grad_w, 1e-4, "matmul_backward grad_b (f32)");
+  Tensor out = Tensor::empty({M, N}, format), d_out = backend_->empty({M, N}, format);
+  matmul_forward(MatmulArgs{.transpose_b = true}, a, w.view({N, K}), out);
+  matmul_forward(MatmulArgs{.transpose_b = true}, on_device(a), on_device(w), d_out);
+  expect_same_format_result(d_out, out, "matmul_forward out");
+  Tensor bias = Tensor::zeros({N}), d_bias = on_device(Tensor::zeros({N})), none, d_none;
+  bias_add_backward(BiasAddArgs{}, g, none, bias);
+  bias_add_backward(BiasAddArgs{}, on_device(g), d_none, d_bias);
+  expect_close(d_bias, bias, 1e-4, "bias sums of 16-bit rows");
+}
+
+TEST_P(CudaSixteenBitOutputs, SwigluAttentionAndRopeGradientsInTheFormat) {
+  const DType format = GetParam();
+  const std::int64_t n = 1031;
+  const Tensor gate = random({n}, 23), up = random({n}, 24), grad = random({n}, 25);
+  Tensor gg = Tensor::empty({n}, format), gu = Tensor::empty({n}, format);
+  swiglu_backward(SwigluArgs{}, gate, up, grad, gg, gu);
+  Tensor d_gg = backend_->empty({n}, format), d_gu = backend_->empty({n}, format);
+  swiglu_backward(SwigluArgs{}, on_device(gate), on_device(up), on_device(grad), d_gg, d_gu);
+  expect_same_format_result(d_gg, gg, "swiglu grad_gate");
+  expect_same_format_result(d_gu, gu, "swiglu grad_up");
+
+  // The model's layout: grad_out and the q, k, v gradients as heads views of 16-bit rows.
+  const std::int64_t B = 2, H = 2, T = 40, D = 64, W = H * D;
+  auto heads = [&](const Tensor& rows, std::int64_t first) {
+    const std::int64_t width = rows.size(2);
+    return Tensor::from_storage(rows.storage(), {B, H, T, D}, {T * width, D, width, 1}, rows.offset() + first,
+                                rows.dtype());
+  };
+  const Tensor q = random({B, H, T, D}, 26), k = random({B, H, T, D}, 27), v = random({B, H, T, D}, 28);
+  const Tensor dy_rows = random({B, T, W}, 29).to(format);
+  AttentionArgs args;
+  args.operands = format;
+  args.causal = true;
+  Tensor out = Tensor::empty({B, H, T, D}), lse = Tensor::empty({B, H, T});
+  attention_forward(args, q, k, v, out, lse);
+  Tensor grads = Tensor::empty({B, T, 3 * W}, format);
+  Tensor gq = heads(grads, 0), gk = heads(grads, W), gv = heads(grads, 2 * W);
+  attention_backward(args, q, k, v, out, lse, heads(dy_rows, 0), gq, gk, gv);
+  const Tensor d_out = on_device(out), d_lse = on_device(lse), d_dy_rows = on_device(dy_rows);
+  Tensor d_grads = backend_->empty({B, T, 3 * W}, format);
+  Tensor d_gq = heads(d_grads, 0), d_gk = heads(d_grads, W), d_gv = heads(d_grads, 2 * W);
+  attention_backward(args, on_device(q), on_device(k), on_device(v), d_out, d_lse, heads(d_dy_rows, 0), d_gq, d_gk,
+                     d_gv);
+  expect_same_format_result(d_grads, grads, "q, k, v gradients (16-bit rows)");
+  // RoPE's backward in place on the (B, T, H, D) rows-of-heads view of the q gradient.
+  auto q_rows = [&](const Tensor& rows) {
+    return Tensor::from_storage(rows.storage(), {B, T, H, D}, {T * 3 * W, 3 * W, D, 1}, rows.offset(), rows.dtype());
+  };
+  Tensor host_q = q_rows(grads), device_q = q_rows(d_grads);
+  rope_backward(RopeArgs{}, host_q, host_q);
+  rope_backward(RopeArgs{}, device_q, device_q);
+  expect_same_format_result(d_grads, grads, "q gradient after RoPE's backward");
 }
 
 INSTANTIATE_TEST_SUITE_P(Formats, CudaSixteenBitOutputs, ::testing::Values(DType::bf16, DType::f16),

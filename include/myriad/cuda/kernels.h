@@ -86,6 +86,11 @@ void swiglu_forward_f32(const float* gate, const float* up, __nv_bfloat16* out, 
 void swiglu_forward_f32(const float* gate, const float* up, __half* out, std::int64_t n, cudaStream_t stream);
 void swiglu_backward_f32(const float* gate, const float* up, const float* grad_out, float* grad_gate, float* grad_up,
                          std::int64_t n, cudaStream_t stream);
+// The gradients in bf16 / f16 (each rounded once, nearest even; then they overlap no input).
+void swiglu_backward_f32(const float* gate, const float* up, const float* grad_out, __nv_bfloat16* grad_gate,
+                         __nv_bfloat16* grad_up, std::int64_t n, cudaStream_t stream);
+void swiglu_backward_f32(const float* gate, const float* up, const float* grad_out, __half* grad_gate, __half* grad_up,
+                         std::int64_t n, cudaStream_t stream);
 
 // ---- RoPE, f32, rotate-half convention of ops/rope.h (kernels/position/rope.cu) --------------
 // rope_table_f32 fills cos/sin tables (seq, head_dim / 2) on the device from float64 angles
@@ -406,6 +411,10 @@ void axpby_f32(float alpha, const float* a, float beta, const float* b, float* o
                cudaStream_t stream);
 void add_broadcast_rows_f32(float* x, const float* row, std::int64_t rows, std::int64_t width, cudaStream_t stream);
 void column_sums_accumulate_f32(const float* x, float* out, std::int64_t rows, std::int64_t cols, cudaStream_t stream);
+// The same from bf16 / f16 rows (mixed precision's kept gradients), widened exactly, summed in f32.
+void column_sums_accumulate_f32(const __nv_bfloat16* x, float* out, std::int64_t rows, std::int64_t cols,
+                                cudaStream_t stream);
+void column_sums_accumulate_f32(const __half* x, float* out, std::int64_t rows, std::int64_t cols, cudaStream_t stream);
 void split_heads_f32(const float* src, std::int64_t src_row_stride, float* dst, std::int64_t batch, std::int64_t seq,
                      std::int64_t heads, std::int64_t head_dim, cudaStream_t stream);
 void merge_heads_f32(const float* src, float* dst, std::int64_t dst_row_stride, std::int64_t batch, std::int64_t seq,

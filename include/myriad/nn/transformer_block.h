@@ -113,8 +113,21 @@ std::vector<ActivationSlot> block_activation_slots(const TransformerConfig& conf
 // of the format, and block_activation_slots keeps it (the proj layer's input) in the format too, as
 // the rotated q, k (RoPE writes them in the format; only the attention reads them).
 bool sixteen_bit_attention(const TransformerConfig& config, const ModelSplit& split);
+// The formats of the backward's gradients that only GEMMs and a bias's column sums read, kept in
+// `gemm_inputs` (as block_activation_slots; f32 under FP8, whose GEMMs quantise from f32): the
+// attention's output and q, k, v gradients (d_att, d_qkv) where sixteen_bit_attention — its
+// products round them to the format anyway — and SwiGLU's gate and up gradients (d_fc, d_up). A
+// fused GELU MLP's d_fc stays f32: cuBLASLt's DGELU epilogue writes its output in the type of the
+// saved pre-activation (f32). A bias gradient is then the column sums of the 16-bit values.
+struct BlockGradientFormats {
+  DType attention = DType::f32;  // d_att, d_qkv
+  DType mlp = DType::f32;        // d_fc, d_up (SwiGLU)
+};
+BlockGradientFormats block_gradient_formats(const TransformerConfig& config, const ModelSplit& split,
+                                            DType gemm_inputs);
 BlockScratch make_block_scratch(const ops::Placement& placement, const TransformerConfig& config,
-                                const ModelSplit& split, std::int64_t B, std::int64_t T);
+                                const ModelSplit& split, std::int64_t B, std::int64_t T,
+                                DType gemm_inputs = DType::f32);
 // Shape of the residual stream of a (B, T) micro-batch: (B, T, C), or (1, B T / tp, C) sequence parallel.
 Shape residual_shape(const TransformerConfig& config, const ModelSplit& split, std::int64_t B, std::int64_t T);
 

@@ -8,7 +8,8 @@
 // applied element by element, so an output may alias an input of the same call (in-place),
 // e.g. gelu_forward(args, x, x) or gelu_backward(args, x, g, g). A forward's output may instead be
 // bf16 / f16 (a GEMM operand kept in mixed precision): the f32 result rounded once, to nearest
-// even; it then aliases no input.
+// even; it then aliases no input. So may swiglu_backward's gradients (both of one dtype: mixed
+// precision keeps them as the gate and up layers' GEMM operands).
 //
 // Gradient contract: these ops have no parameters; activation grads are written (`=`), never
 // accumulated. In swiglu_backward either gradient may be an undefined Tensor to skip it.

@@ -37,7 +37,8 @@
 // would hold — with the softmax and every sum in f32 and lse f32. A device runs it on tensor
 // cores on 16-bit copies (which also round the probabilities before P V and dS before its
 // products, as FlashAttention does); the CPU on the rounded values. Not with accumulate. `out`
-// may then be a tensor of the format itself (the same values; forward writes it, backward reads it).
+// may then be a tensor of the format itself (the same values; forward writes it, backward reads it),
+// and so may the backward's grad_out and gradients (mixed precision keeps them in the format).
 #pragma once
 
 #include "myriad/core/tensor.h"

@@ -7,7 +7,9 @@
 // Gradient contract: grad_x is written (`=`, a copy of grad_out; optional, and may alias
 // grad_out, in which case nothing is copied); grad_bias accumulates (`+=`) the column sums of
 // grad_out (optional). The column sums use a fixed chunking of the rows that depends only on
-// N, so they are bit-identical for any number of threads.
+// N, so they are bit-identical for any number of threads. grad_out may be bf16 / f16 when grad_x
+// is not asked for (mixed precision's gradients kept in a GEMM operand format): its values,
+// widened exactly, summed in f32.
 #pragma once
 
 #include "myriad/core/tensor.h"

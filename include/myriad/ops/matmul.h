@@ -11,7 +11,10 @@
 // Types: a and b both f32, or both bf16, or both f16 (16-bit operands: exact products summed in
 // f32, as tensor cores do; the CPU reference widens them and runs OpenBLAS sgemm); out and the
 // gradients are f32; matmul_backward's grad_out has the operands' type (every product of one
-// type; a caller with an f32 gradient rounds it first).
+// type; a caller with an f32 gradient rounds it first). With 16-bit operands the forward's out and
+// the backward's grad_a may instead be of their format when written, not accumulated (mixed
+// precision's gradients that only GEMMs read): the f32 sums rounded once, to nearest even — the
+// f32 output's values rounded, as a GEMM's 16-bit output type gives them.
 //
 // Gradient contract: matmul_backward writes grad_a and grad_b (`=`) unless the matching
 // accumulate flag is set, in which case it adds (`+=`); layers set the flag for parameters

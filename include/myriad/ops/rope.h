@@ -10,7 +10,9 @@
 // Shapes: x, out, grad_out, grad_x (B, T, H, D); any strides with unit stride in D. out may be x
 // itself (in place), and grad_x may be grad_out; partial overlaps are not allowed. The forward's
 // out may be bf16 / f16 (mixed precision keeps the rotated q, k for 16-bit attention products): the
-// f32 rotation rounded once, to nearest even.
+// f32 rotation rounded once, to nearest even; so may the backward's grad_out and grad_x (mixed
+// precision keeps the attention's q, k gradients in the format: widened exactly, rotated in f32,
+// rounded once).
 //
 // Gradient contract: x is an activation, so rope_backward writes grad_x (`=`): the rotation by
 // -angle (the transpose of the forward rotation).

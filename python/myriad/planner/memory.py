@@ -202,7 +202,8 @@ def activation_bytes(model, layout, coord: GridCoord, chunks: list, seq_len: int
     """The buffers GptModel::prepare(B, T / cp, recompute, slots) allocates: f32 and i32 (4 bytes), and
     under bf16 / fp16 the GEMM inputs the model keeps in the 16-bit format (block_activation_slots:
     h1, act, and h2 without MoE layers, and the head's input hf, f32 under sequence parallelism; the
-    attention's output and rotated q, k where the attention takes 16-bit products)."""
+    attention's output and rotated q, k where the attention takes 16-bit products), and the backward's
+    gradients it keeps in that format (block_gradient_formats)."""
     tp, r = layout.tp, coord.tp
     B, T = layout.micro_batch, seq_len // layout.cp
     N, C, D = B * T, model.n_embd, model.head_dim
@@ -242,9 +243,13 @@ def activation_bytes(model, layout, coord: GridCoord, chunks: list, seq_len: int
 
     any_dense = any(not model.is_moe_layer(layer) for layer in layers)
     # Once per model: block scratch, the recomputed activations' shared set, positions, head buffers.
-    once = N * C + N * Hq * D + 2 * rows * C + N * qkv + 2 * N * F + 4 * C  # d_h d_att d_tmp y_discard d_qkv d_fc/act
+    # d_h, d_tmp, y_discard, d_act, the norms' gradients; the kept gradients (block_gradient_formats):
+    # d_att, d_qkv in the format where the attention takes 16-bit products, SwiGLU's d_fc, d_up in it
+    # under bf16 / fp16 (a fused GELU's d_fc stays f32).
+    mlp_grad = 0.5 if model.swiglu and precision in ("bf16", "fp16") else 1.0
+    once = N * C + 2 * rows * C + N * F + 4 * C + (N * Hq * D + N * qkv) * att_bytes + N * F * mlp_grad
     if model.swiglu:
-        once += N * F  # d_up
+        once += N * F * mlp_grad  # d_up
     if sp:
         once += N * C + 2 * rows * C  # d_full, d_hs, h_rows
         if last:

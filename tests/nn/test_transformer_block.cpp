@@ -1,0 +1,96 @@
+// TransformerBlock's backward with the gradients mixed precision keeps in 16 bits
+// (block_gradient_formats: the attention's d_att, d_qkv at head dim 64 / 128, SwiGLU's d_fc, d_up):
+// one forward, then the same backward on an f32 scratch (the GEMMs round those gradients per call)
+// and on the kept-format scratch. Every weight's gradient and the input gradient are equal bit for
+// bit; a bias gradient, now the column sums of the 16-bit values, within their rounding.
+#include <gtest/gtest.h>
+
+#include <cmath>
+
+#include "myriad/nn/transformer_block.h"
+#include "reference.h"
+
+namespace myriad::nn {
+namespace {
+
+struct KeptGradientsRun {
+  std::vector<std::vector<double>> grads;  // per parameter
+  std::vector<double> input_grad;
+};
+
+KeptGradientsRun block_backward_on(const TransformerBlock& block, ParameterStore& store, const Tensor& x,
+                                   const BlockActivations& acts, BlockScratch scratch, const Tensor& grad_y) {
+  store.zero_grads();
+  Tensor grad = grad_y.clone();
+  block.backward(store, x, acts, scratch, grad, 1.0f);
+  KeptGradientsRun r;
+  for (const Parameter& p : store.all()) r.grads.push_back(testing::to_f64(p.grad));
+  r.input_grad = testing::to_f64(grad);
+  return r;
+}
+
+void expect_kept_gradients_change_only_biases(const TransformerConfig& config, const char* name) {
+  std::uint64_t seed = testing::fresh_seed();
+  MYRIAD_SEED_TRACE(seed);
+  const std::int64_t B = 2, T = 6;
+  const DType format = DType::bf16;
+  const ModelSplit split;
+  const BlockGradientFormats formats = block_gradient_formats(config, split, format);
+  ASSERT_EQ(formats.attention, format) << name << ": head dim " << config.head_dim();
+  ParameterStore store;
+  TransformerBlock block(config, split, 0, store);
+  store.allocate();
+  store.initialize(seed);
+  for (Parameter& p : store.all()) {  // biases away from their zero init, so their gradients matter
+    if (p.kind == ParamKind::bias) p.value.copy_from(testing::random_tensor(p.value.shape(), seed, 40));
+  }
+  block.set_gemm_operands(format);
+  BlockActivations acts;
+  for (const ActivationSlot& slot : block_activation_slots(config, split, B, T, format)) {
+    acts.*(slot.member) = Tensor::empty(slot.shape, slot.dtype);
+  }
+  const Tensor x = testing::random_tensor({B, T, config.n_embd}, seed, 1).to(format).to(DType::f32);
+  Tensor y = Tensor::empty({B, T, config.n_embd});
+  BlockScratch wide = make_block_scratch({}, config, split, B, T, DType::f32);
+  BlockScratch narrow = make_block_scratch({}, config, split, B, T, format);
+  ASSERT_EQ(narrow.d_qkv.dtype(), format);
+  ASSERT_EQ(narrow.d_att.dtype(), format);
+  ASSERT_EQ(wide.d_qkv.dtype(), DType::f32);
+  block.forward(store, x, y, acts, wide);
+  const Tensor grad_y = testing::random_tensor({B, T, config.n_embd}, seed, 2).to(format).to(DType::f32);
+  const KeptGradientsRun f32_scratch = block_backward_on(block, store, x, acts, wide, grad_y);
+  const KeptGradientsRun kept = block_backward_on(block, store, x, acts, narrow, grad_y);
+  EXPECT_EQ(kept.input_grad, f32_scratch.input_grad) << name << ": dL/dx";
+  int biases_checked = 0;
+  for (std::size_t i = 0; i < store.size(); ++i) {
+    const Parameter& p = store[i];
+    if (p.kind != ParamKind::bias) {
+      EXPECT_EQ(kept.grads[i], f32_scratch.grads[i]) << name << ": " << p.name;
+      continue;
+    }
+    // Column sums of N values each rounded once (half an ulp of bf16, 2^-8, relative).
+    const std::vector<double>& got = kept.grads[i];
+    const std::vector<double>& want = f32_scratch.grads[i];
+    for (std::size_t j = 0; j < want.size(); ++j) {
+      EXPECT_NEAR(got[j], want[j], 1e-6 + std::ldexp(1.0, -8) * static_cast<double>(B * T) * 0.5)
+          << name << ": " << p.name << "[" << j << "]";
+    }
+    ++biases_checked;
+  }
+  EXPECT_GT(biases_checked, 0) << name;
+}
+
+TEST(TransformerBlock, KeptSixteenBitGradientsGiveTheWeightGradientsOfF32Ones) {
+  TransformerConfig gpt2 = TransformerConfig::gpt2(64, 1, 2, 128, 8);  // head dim 64: 16-bit attention
+  expect_kept_gradients_change_only_biases(gpt2, "GPT-2 block");
+  TransformerConfig llama = TransformerConfig::llama(64, 1, 2, 1, 128, 8);  // RoPE, SwiGLU, grouped kv
+  llama.bias = true;
+  ASSERT_EQ(block_gradient_formats(llama, ModelSplit{}, DType::bf16).mlp, DType::bf16);
+  expect_kept_gradients_change_only_biases(llama, "LLaMA block with biases");
+  // Not kept: f32 operands, and a GELU MLP's d_fc (its fused DGELU epilogue writes f32).
+  EXPECT_EQ(block_gradient_formats(llama, ModelSplit{}, DType::f32).attention, DType::f32);
+  EXPECT_EQ(block_gradient_formats(gpt2, ModelSplit{}, DType::bf16).mlp, DType::f32);
+}
+
+}  // namespace
+}  // namespace myriad::nn
