@@ -352,7 +352,60 @@ void CudaBackend::rope_backward(const RopeArgs& args, const Tensor& grad_out, Te
   rope_apply("rope_backward", args, grad_out, grad_x, true);
 }
 
+// The rotation on rows of heads in place where they are (rope_rows: any row and batch stride; f32 or
+// 16-bit in, f32 or 16-bit out). False for views or type pairs it does not take (then rope_apply
+// copies through contiguous f32).
+template <typename In, typename Out>
+static void launch_rope_rows(const Tensor& x, Tensor& out, const Tensor& tables, const RopeRows& rows,
+                             cudaStream_t stream) {
+  const std::int64_t table_floats = rows.seq * (rows.head_dim / 2);
+  rope_rows(static_cast<const In*>(x.raw_data()), static_cast<Out*>(out.raw_data()), tables.data<float>(),
+            tables.data<float>() + table_floats, rows, stream);
+}
+
+bool CudaBackend::rope_in_place(const RopeArgs& args, const Tensor& x, Tensor& out, bool backward) {
+  const std::optional<std::int64_t> x_rows = heads_row_stride(x, false), out_rows = heads_row_stride(out, false);
+  if (!x_rows || !out_rows) return false;
+  const DType in = x.dtype(), to = out.dtype();
+  const bool supported = in == DType::f32 || in == to;  // f32 -> any; a 16-bit format -> itself
+  if (!supported) return false;
+  const RopeRows rows{.batch = x.size(0),
+                      .seq = x.size(1),
+                      .heads = x.size(2),
+                      .head_dim = x.size(3),
+                      .x_batch_stride = x.stride(0),
+                      .x_row_stride = *x_rows,
+                      .out_batch_stride = out.stride(0),
+                      .out_row_stride = *out_rows,
+                      .backward = backward};
+  const Tensor& tables = rope_tables(args, rows.seq, rows.head_dim);
+  DeviceGuard guard(context_.device());
+  cudaStream_t stream = context_.stream();
+  if (in == DType::f32) {
+    with_output_pointer("rope", out, [&](auto* data) {
+      launch_rope_rows<float, std::remove_pointer_t<decltype(data)>>(x, out, tables, rows, stream);
+    });
+  } else if (in == DType::bf16) {
+    launch_rope_rows<__nv_bfloat16, __nv_bfloat16>(x, out, tables, rows, stream);
+  } else {
+    launch_rope_rows<__half, __half>(x, out, tables, rows, stream);
+  }
+  return true;
+}
+
+const Tensor& CudaBackend::rope_tables(const RopeArgs& args, std::int64_t T, std::int64_t D) {
+  Tensor& tables = rope_tables_[{T, D, args.theta, args.position_offset}];
+  if (!tables.defined()) {
+    tables = empty({2, T, D / 2});
+    DeviceGuard guard(context_.device());
+    rope_table_f32(tables.data<float>(), tables.data<float>() + T * (D / 2), T, D, args.theta, args.position_offset,
+                   context_.stream());
+  }
+  return tables;
+}
+
 void CudaBackend::rope_apply(const char* op, const RopeArgs& args, const Tensor& x, Tensor& out, bool backward) {
+  if (rope_in_place(args, x, out, backward)) return;
   const std::int64_t B = x.size(0), T = x.size(1), H = x.size(2), D = x.size(3);
   // (B, T, H, D) rows of heads -> contiguous (copy() gathers them).
   const auto contiguous_copy = [&](const Tensor& t, const char* name) {
@@ -389,13 +442,7 @@ void CudaBackend::rope_apply(const char* op, const RopeArgs& args, const Tensor&
     MYRIAD_CHECK(heads_row_stride(out, false).has_value(),
                  op << " on " << out.device().str() << ": '" << (backward ? "grad_x" : "out") << "' " << out.describe()
                     << " must be contiguous or rows of heads (strides [T*W, W, D, 1])");
-  Tensor& tables = rope_tables_[{T, D, args.theta, args.position_offset}];
-  if (!tables.defined()) {
-    tables = empty({2, T, D / 2});
-    DeviceGuard guard(context_.device());
-    rope_table_f32(tables.data<float>(), tables.data<float>() + T * (D / 2), T, D, args.theta, args.position_offset,
-                   context_.stream());
-  }
+  const Tensor& tables = rope_tables(args, T, D);
   DeviceGuard guard(context_.device());
   rope_f32(in.data<float>(), target.data<float>(), tables.data<float>(), tables.data<float>() + T * (D / 2), B, T, H, D,
            backward, context_.stream());

@@ -1302,6 +1302,57 @@ void swiglu_forward_f32(const float* gate, const float* up, __nv_bfloat16* out, 
 void swiglu_forward_f32(const float* gate, const float* up, __half* out, std::int64_t n, cudaStream_t launch_stream) {
   swiglu_forward_into(gate, up, out, n, launch_stream);
 }
+// rope_rows on the host: the views widened exactly, the f32 rotation of rope_f32's contract, the
+// result rounded once into the output view (the kernel's f32 math and one rounding).
+template <typename In, typename Out>
+static void rope_rows_on_host(const In* x, Out* out, const float* cos_table, const float* sin_table, const RopeRows& r,
+                              cudaStream_t launch_stream) {
+  emulated::launch(launch_stream, [=]() mutable {
+    const auto dtype_of = [](auto* p) {
+      using T = std::remove_cv_t<std::remove_pointer_t<decltype(p)>>;
+      return std::is_same_v<T, float> ? DType::f32 : kHalf<T>;
+    };
+    const Shape shape = {r.batch, r.seq, r.heads, r.head_dim};
+    const auto view = [&](const void* p, DType t, std::int64_t batch_stride, std::int64_t row_stride) {
+      const std::int64_t extent = (r.batch - 1) * batch_stride + (r.seq - 1) * row_stride + r.heads * r.head_dim;
+      return Tensor::from_storage(Storage::wrap(const_cast<void*>(p), static_cast<std::size_t>(extent) * dtype_size(t),
+                                                Device::cpu(), [](void*) {}),
+                                  shape, {batch_stride, row_stride, r.head_dim, 1}, 0, t);
+    };
+    const Tensor in = view(x, dtype_of(x), r.x_batch_stride, r.x_row_stride).to(DType::f32);
+    Tensor rotated = Tensor::empty(shape);
+    float* y = rotated.data<float>();
+    const float* v = in.data<float>();
+    const std::int64_t half = r.head_dim / 2;
+    for (std::int64_t row = 0; row < r.batch * r.seq * r.heads; ++row) {
+      const std::int64_t t = (row / r.heads) % r.seq;
+      for (std::int64_t i = 0; i < half; ++i) {
+        const float c = cos_table[t * half + i], s = r.backward ? -sin_table[t * half + i] : sin_table[t * half + i];
+        const float a = v[row * r.head_dim + i], e = v[row * r.head_dim + i + half];
+        y[row * r.head_dim + i] = a * c - e * s;
+        y[row * r.head_dim + i + half] = e * c + a * s;
+      }
+    }
+    Tensor target = view(out, dtype_of(out), r.out_batch_stride, r.out_row_stride);
+    target.copy_from(rotated);
+  });
+}
+void rope_rows(const float* x, float* out, const float* c, const float* s, const RopeRows& r, cudaStream_t st) {
+  rope_rows_on_host(x, out, c, s, r, st);
+}
+void rope_rows(const float* x, __nv_bfloat16* out, const float* c, const float* s, const RopeRows& r, cudaStream_t st) {
+  rope_rows_on_host(x, out, c, s, r, st);
+}
+void rope_rows(const float* x, __half* out, const float* c, const float* s, const RopeRows& r, cudaStream_t st) {
+  rope_rows_on_host(x, out, c, s, r, st);
+}
+void rope_rows(const __nv_bfloat16* x, __nv_bfloat16* out, const float* c, const float* s, const RopeRows& r,
+               cudaStream_t st) {
+  rope_rows_on_host(x, out, c, s, r, st);
+}
+void rope_rows(const __half* x, __half* out, const float* c, const float* s, const RopeRows& r, cudaStream_t st) {
+  rope_rows_on_host(x, out, c, s, r, st);
+}
 template <typename H>
 static void swiglu_backward_into(const float* gate, const float* up, const float* go, H* gg, H* gu, std::int64_t n,
                                  cudaStream_t launch_stream) {

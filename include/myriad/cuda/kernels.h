@@ -97,6 +97,26 @@ void swiglu_backward_f32(const float* gate, const float* up, const float* grad_o
 // (position_offset + t) * theta^(-2i / head_dim) (it synchronises the stream). rope_f32 rotates
 // contiguous (batch, seq, heads, head_dim) x into out (may be x) by +angle, or by -angle when
 // `backward` (the gradient: grad_x from grad_out).
+// rope_rows: the same rotation on (batch, seq, heads, head_dim) rows of heads at any strides —
+// element (b, t, h, d) at b * batch_stride + t * row_stride + h * head_dim + d (in elements) — the
+// heads views of the model's packed q / k rows; x f32 or bf16 / f16, out f32 or a 16-bit format
+// (f32 math, out rounded once, nearest even). out may be x as the same view (in place), else the
+// two must not overlap.
+struct RopeRows {
+  std::int64_t batch = 0, seq = 0, heads = 0, head_dim = 0;
+  std::int64_t x_batch_stride = 0, x_row_stride = 0, out_batch_stride = 0, out_row_stride = 0;
+  bool backward = false;  // rotate by -angle (the gradient)
+};
+void rope_rows(const float* x, float* out, const float* cos_table, const float* sin_table, const RopeRows& rows,
+               cudaStream_t stream);
+void rope_rows(const float* x, __nv_bfloat16* out, const float* cos_table, const float* sin_table, const RopeRows& rows,
+               cudaStream_t stream);
+void rope_rows(const float* x, __half* out, const float* cos_table, const float* sin_table, const RopeRows& rows,
+               cudaStream_t stream);
+void rope_rows(const __nv_bfloat16* x, __nv_bfloat16* out, const float* cos_table, const float* sin_table,
+               const RopeRows& rows, cudaStream_t stream);
+void rope_rows(const __half* x, __half* out, const float* cos_table, const float* sin_table, const RopeRows& rows,
+               cudaStream_t stream);
 void rope_table_f32(float* cos_table, float* sin_table, std::int64_t seq, std::int64_t head_dim, double theta,
                     std::int64_t position_offset, cudaStream_t stream);
 void rope_f32(const float* x, float* out, const float* cos_table, const float* sin_table, std::int64_t batch,
