@@ -124,19 +124,28 @@ static FlashProblem flash_problem(CudaBackend& backend, const char* op, const At
                   << "multiple of " << kFlashAttentionLayoutTile << " (their query tile), got " << layout.block_size
                   << " (q " << shape_string(q.shape()) << ", k " << shape_string(k.shape())
                   << "); use such a block size or training.device cpu");
-  Tensor row_begin = Tensor::empty({static_cast<std::int64_t>(layout.row_begin.size())}, DType::i64);
-  std::copy(layout.row_begin.begin(), layout.row_begin.end(), row_begin.data<std::int64_t>());
-  // At least one entry, so that the device pointer is not null for a layout that keeps nothing.
-  Tensor key_blocks = Tensor::zeros({std::max<std::int64_t>(layout.kept_blocks(), 1)}, DType::i32);
-  std::copy(layout.key_blocks.begin(), layout.key_blocks.end(), key_blocks.data<std::int32_t>());
-  p.row_begin = backend.copy_from_host(row_begin);
-  p.key_blocks = backend.copy_from_host(key_blocks);
+  const CudaBackend::DeviceBlockLayout arrays = backend.device_block_layout(layout);
+  p.row_begin = arrays.row_begin;
+  p.key_blocks = arrays.key_blocks;
   p.shape.layout = FlashAttentionLayout{.row_begin = p.row_begin.data<std::int64_t>(),
                                         .key_blocks = p.key_blocks.data<std::int32_t>(),
                                         .block_size = layout.block_size,
                                         .query_blocks = layout.query_blocks,
                                         .sets = layout.sets};
   return p;
+}
+
+CudaBackend::DeviceBlockLayout CudaBackend::device_block_layout(const BlockLayout& layout) {
+  BlockLayoutKey key{layout.block_size, layout.query_blocks, layout.sets, layout.row_begin, layout.key_blocks};
+  if (const auto found = block_layouts_.find(key); found != block_layouts_.end()) return found->second;
+  Tensor row_begin = Tensor::empty({static_cast<std::int64_t>(layout.row_begin.size())}, DType::i64);
+  std::copy(layout.row_begin.begin(), layout.row_begin.end(), row_begin.data<std::int64_t>());
+  // At least one entry, so that the device pointer is not null for a layout that keeps nothing.
+  Tensor key_blocks = Tensor::zeros({std::max<std::int64_t>(layout.kept_blocks(), 1)}, DType::i32);
+  std::copy(layout.key_blocks.begin(), layout.key_blocks.end(), key_blocks.data<std::int32_t>());
+  DeviceBlockLayout arrays{copy_from_host(row_begin), copy_from_host(key_blocks)};
+  if (block_layouts_.size() < kCachedBlockLayouts) block_layouts_.emplace(std::move(key), arrays);
+  return arrays;
 }
 
 // ---- 16-bit products (AttentionArgs::operands): the tensor-core kernels on 16-bit copies --------

@@ -25,9 +25,6 @@ std::string MicroBatchGraph::unavailable_reason(const RunConfig& config) {
     why << "a mixture of experts (model.num_experts " << config.model.num_experts
         << ") passes the step's loss scale to its router's loss gradients as a kernel argument and counts its "
            "routing on the host per micro-batch";
-  } else if (config.model.attention_kind == AttentionLayout::block_sparse && config.model.sparse_ratio == 0.0) {
-    why << "a fixed block-sparse layout (model.attention kind block_sparse, sparse_ratio 0) is made on the host and "
-           "uploaded per micro-batch";
   } else if (p.zero_stage >= 2) {
     why << "parallel.zero_stage " << p.zero_stage << " reduces gradients"
         << (p.zero_stage == 3 ? " and gathers parameters" : "") << " inside every micro-batch";
@@ -52,6 +49,7 @@ void MicroBatchGraph::restart() {
   ids_ = Tensor();
   targets_ = Tensor();
   phase_ = Phase::first;
+  recorded_attention_ = nn::BlockSelectionStats{};
 }
 
 void MicroBatchGraph::stage(const Tensor& ids, const Tensor& targets, float loss_scale) {
@@ -106,7 +104,8 @@ std::optional<std::int64_t> MicroBatchGraph::run(int slot, const Tensor& ids, co
       recorder_->run_in_pool([&] { pass(slot); });
       phase_ = Phase::record;
       break;
-    case Phase::record:
+    case Phase::record: {
+      const nn::BlockSelectionStats before = state_.model->host_attention_stats();
       try {
         recorder_->record([&] { pass(slot); });
       } catch (const Error& e) {
@@ -116,15 +115,25 @@ std::optional<std::int64_t> MicroBatchGraph::run(int slot, const Tensor& ids, co
         phase_ = Phase::off;
         return std::nullopt;  // nothing of the pass ran: the caller runs it as usual
       }
+      const nn::BlockSelectionStats& after = state_.model->host_attention_stats();
+      recorded_attention_ = {.query_blocks = after.query_blocks - before.query_blocks,
+                             .kept_blocks = after.kept_blocks - before.kept_blocks,
+                             .causal_blocks = after.causal_blocks - before.causal_blocks,
+                             .selecting_rows = after.selecting_rows - before.selecting_rows,
+                             .estimated_mass = after.estimated_mass - before.estimated_mass};
       state_.log->info(
           "training.cuda_graphs: recorded the forward and backward of a micro-batch ({} launches); "
           "replaying it from here",
           recorder_->launches());
       phase_ = Phase::replay;
-      [[fallthrough]];
+      recorder_->replay();  // the recording's host code counted this micro-batch already
+      ++replays_;
+      break;
+    }
     case Phase::replay:
       recorder_->replay();
       ++replays_;
+      state_.model->add_host_attention_stats(recorded_attention_);
       break;
     case Phase::first:
     case Phase::off:

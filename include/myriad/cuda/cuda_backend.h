@@ -37,6 +37,8 @@
 #pragma once
 
 #include <map>
+#include <tuple>
+#include <vector>
 #include <memory>
 #include <optional>
 #include <string>
@@ -156,6 +158,16 @@ class CudaBackend final : public ops::Backend {
                                const std::vector<std::int64_t>& offsets, const Tensor& grad_out, Tensor& grad_x,
                                Tensor& grad_weight, Tensor& grad_bias) override;
 
+  // A host block layout's CSR arrays on the device (row_begin i64, key_blocks i32; key_blocks has
+  // at least one entry), uploaded on first use and kept per distinct layout (up to
+  // kCachedBlockLayouts; past that uploaded per call): a fixed block-sparse pattern is the same every
+  // micro-batch, so after the first nothing is uploaded, and a CUDA graph can record its attention.
+  struct DeviceBlockLayout {
+    Tensor row_begin, key_blocks;
+  };
+  static constexpr std::size_t kCachedBlockLayouts = 64;
+  DeviceBlockLayout device_block_layout(const BlockLayout& layout);
+
   // cuDNN's fused attention of this device (made on first use), or null: then
   // cudnn_attention_unavailable() says why (see the file comment).
   CudnnAttention* cudnn_attention();
@@ -176,6 +188,10 @@ class CudaBackend final : public ops::Backend {
   // The cos / sin tables of (args, T, D) on the device, made on first use.
   const Tensor& rope_tables(const RopeArgs& args, std::int64_t T, std::int64_t D);
 
+  // device_block_layout()'s copies, by the layout's contents.
+  using BlockLayoutKey =
+      std::tuple<std::int64_t, std::int64_t, std::int64_t, std::vector<std::int64_t>, std::vector<std::int32_t>>;
+  std::map<BlockLayoutKey, DeviceBlockLayout> block_layouts_;
   // cos / sin tables per (seq, head_dim, theta, position offset), made on first use.
   std::map<std::tuple<std::int64_t, std::int64_t, double, std::int64_t>, Tensor> rope_tables_;
 

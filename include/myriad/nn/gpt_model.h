@@ -147,6 +147,11 @@ class GptModel final : public PipelineStage {
   // (so call it with the step's metrics, not inside a step).
   BlockSelectionStats attention_stats() const;
   void reset_attention_stats();
+  // The host layouts' part of it alone (a fixed block-sparse pattern's counts, added by each
+  // forward's host code), and an addition to it: a CUDA graph's replay, whose host code does not
+  // run, adds what its recorded forward added (train/micro_batch_graph.h).
+  const BlockSelectionStats& host_attention_stats() const { return attention_stats_; }
+  void add_host_attention_stats(const BlockSelectionStats& stats) { attention_stats_.add(stats); }
   // Whether forwards add to the MoE and attention telemetry (on by default). A forward whose batch
   // runs again before the update (the research API's forward(), then backward()'s pass) turns it
   // off, so that each token is counted once.

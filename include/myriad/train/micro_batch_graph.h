@@ -11,7 +11,10 @@
 // (checked against the vocabulary on the host, then copied into two fixed device tensors) and the
 // loss gradient (the step's loss scale: GptModel::write_loss_scale) — and afterwards records the
 // micro-batch's per-token losses into the model's ledger (GptModel::record_losses). Nothing in the
-// recorded pass depends on a host value that changes between micro-batches.
+// recorded pass depends on a host value that changes between micro-batches. What the recorded
+// forward's host code added to the model's telemetry — a fixed block-sparse layout's counts, the
+// same for every micro-batch of the shape — each later replay adds again (its layout's device
+// arrays are uploaded once per distinct layout: CudaBackend::device_block_layout).
 //
 // A micro-batch whose backward starts data-parallel reductions over several ranks (the step's last
 // under dp > 1) runs as usual: collectives are not recorded. When the model's buffers are
@@ -63,6 +66,7 @@ class MicroBatchGraph {
   std::unique_ptr<GraphRecorder> recorder_;
   Tensor ids_, targets_;  // the staged inputs on the device: fixed addresses the graph reads
   std::int64_t replays_ = 0;
+  nn::BlockSelectionStats recorded_attention_;  // what the recorded forward's host code counted
 };
 
 }  // namespace myriad::train
