@@ -23,8 +23,8 @@ std::string MicroBatchGraph::unavailable_reason(const RunConfig& config) {
     why << "context parallelism (parallel.cp " << p.cp << ") passes keys and values around a ring inside attention";
   } else if (config.model.is_moe()) {
     why << "a mixture of experts (model.num_experts " << config.model.num_experts
-        << ") passes the step's loss scale to its router's loss gradients as a kernel argument and counts its "
-           "routing on the host per micro-batch";
+        << ") uploads its grouped GEMMs' pointer arrays from the host per call and passes the step's loss scale "
+           "to its router's loss gradients as a kernel argument";
   } else if (p.zero_stage >= 2) {
     why << "parallel.zero_stage " << p.zero_stage << " reduces gradients"
         << (p.zero_stage == 3 ? " and gathers parameters" : "") << " inside every micro-batch";
