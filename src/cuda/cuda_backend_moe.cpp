@@ -9,7 +9,9 @@
 //   dx_g^T  (K, n)  = W_g   dy_g^T     transa N, transb N, m K, n n, k M, lda K, ldb M, ldc K
 //   dW_g^T  (K, M) += x_g^T dy_g       transa N, transb T, m K, n M, k n, lda K, ldb M, ldc K
 // cuBLAS reads the A / B / C pointer arrays from device memory: they travel, with the offsets
-// the bias kernels read, in one upload per op (copy_from_host, which waits for the stream). All
+// the bias kernels read, in one upload per op (copy_from_host, which waits for the stream). Groups
+// of one size (capacity routing) instead run one cuBLASLt GEMM per group and the per-group bias
+// kernels, with nothing uploaded (a CUDA graph records them). All
 // GEMMs are f32 in, f32 out, CUBLAS_COMPUTE_32F (no TF32): cuBLAS's grouped GEMM has no
 // 16-bit-input / f32-output form, so bf16 / f16 operands are first widened to f32 on the device
 // (exact), which keeps the op's contract (exact products, f32 sums) at the f32 GEMM rate.
@@ -27,6 +29,7 @@
 #include "myriad/cuda/check.h"
 #include "myriad/cuda/cuda_backend.h"
 #include "myriad/cuda/device_guard.h"
+#include "myriad/cuda/gemm.h"
 #include "myriad/cuda/kernels.h"
 #include "kernel_pointers.h"
 
@@ -231,6 +234,34 @@ Tensor widened(CudaBackend& backend, const Tensor& t) {
   return wide;
 }
 
+// Groups of one size (capacity routing: offsets g * n): every pointer follows from the shapes, so
+// the products run as one f32 cuBLASLt GEMM per group and the bias and its gradient per group —
+// nothing is uploaded, and a CUDA graph can record them. Groups of different sizes (dropless
+// routing) take cuBLAS's grouped GEMM, whose pointer arrays are uploaded per call.
+bool groups_of_one_size(const std::vector<std::int64_t>& offsets) {
+  if (offsets.size() < 2) return false;
+  const std::int64_t n = offsets[1] - offsets[0];
+  for (std::size_t g = 1; g + 1 < offsets.size(); ++g) {
+    if (offsets[g + 1] - offsets[g] != n) return false;
+  }
+  return n > 0;
+}
+
+// C (rows x cols, row-major) (+)= op(A) op(B) in f32, one cuBLASLt GEMM.
+void f32_gemm(const DeviceContext& context, std::int64_t rows, std::int64_t cols, std::int64_t inner, bool ta, bool tb,
+              bool accumulate, const float* a, const float* b, float* c) {
+  gemm(context,
+       Gemm{.m = rows,
+            .n = cols,
+            .k = inner,
+            .transpose_a = ta,
+            .transpose_b = tb,
+            .type = CUDA_R_32F,
+            .output_type = CUDA_R_32F,
+            .accumulate = accumulate},
+       a, b, nullptr, c);
+}
+
 }  // namespace
 
 void CudaBackend::grouped_matmul_forward(const GroupedMatmulArgs&, const Tensor& x_in, const Tensor& weight_in,
@@ -239,6 +270,17 @@ void CudaBackend::grouped_matmul_forward(const GroupedMatmulArgs&, const Tensor&
   const std::int64_t groups = weight_in.size(0), M = weight_in.size(1), K = weight_in.size(2), R = x_in.size(0);
   if (R == 0 || M == 0) return;
   const Tensor x = widened(*this, x_in), weight = widened(*this, weight_in);
+  if (groups_of_one_size(offsets)) {
+    DeviceGuard guard(context_.device());
+    if (K == 0) zero(out);  // empty inner products
+    for (std::int64_t g = 0; g < groups; ++g) {
+      const std::int64_t r0 = offsets[g], n = offsets[g + 1] - r0;
+      float* rows = floats(out) + r0 * M;
+      if (K > 0) f32_gemm(context_, n, M, K, false, true, false, floats(x) + r0 * K, floats(weight) + g * M * K, rows);
+      if (bias.defined()) add_broadcast_rows_f32(rows, floats(bias) + g * M, n, M, context_.stream());
+    }
+    return;
+  }
   GroupedGemm product(CUBLAS_OP_T, CUBLAS_OP_N, false);
   if (K == 0) {
     zero(out);  // empty inner products
@@ -279,6 +321,22 @@ void CudaBackend::grouped_matmul_backward(const GroupedMatmulArgs& args, const T
     if (grad_weight.defined()) dw.add(op, K, M, n, K, M, K, floats(x) + r0 * K, dy, floats(grad_weight) + g * M * K);
   }
   if (grad_x.defined() && M == 0 && !args.accumulate_grad_x) zero(grad_x);  // empty inner products
+  if (groups_of_one_size(offsets)) {
+    DeviceGuard guard(context_.device());
+    for (std::int64_t g = 0; g < groups; ++g) {
+      const std::int64_t r0 = offsets[g], n = offsets[g + 1] - r0;
+      const float* dy = floats(grad_out) + r0 * M;
+      if (gemms && grad_x.defined()) {
+        f32_gemm(context_, n, K, M, false, false, args.accumulate_grad_x, dy, floats(weight) + g * M * K,
+                 floats(grad_x) + r0 * K);
+      }
+      if (gemms && grad_weight.defined()) {
+        f32_gemm(context_, M, K, n, true, false, true, dy, floats(x) + r0 * K, floats(grad_weight) + g * M * K);
+      }
+      if (grad_bias.defined()) column_sums_accumulate_f32(dy, floats(grad_bias) + g * M, n, M, context_.stream());
+    }
+    return;
+  }
   DeviceWords words;
   const std::size_t offsets_at = grad_bias.defined() ? words.append(offsets) : 0;
   dx.stage(words);

@@ -163,6 +163,24 @@ BlockSelectionStats GptModel::attention_stats() const {
   return stats;
 }
 
+GptModel::HostCounts GptModel::host_counts() const {
+  HostCounts counts{.attention = attention_stats_, .moe = {}};
+  for (const MoeLayerStats& layer : moe_stats_)
+    counts.moe.push_back({layer.assignments, layer.sequences, layer.tokens});
+  return counts;
+}
+
+void GptModel::add_host_counts(const HostCounts& counts) {
+  attention_stats_.add(counts.attention);
+  MYRIAD_CHECK(counts.moe.size() == moe_stats_.size(),
+               "add_host_counts: " << counts.moe.size() << " MoE rows for " << moe_stats_.size() << " MoE layers");
+  for (std::size_t i = 0; i < moe_stats_.size(); ++i) {
+    moe_stats_[i].assignments += counts.moe[i][0];
+    moe_stats_[i].sequences += counts.moe[i][1];
+    moe_stats_[i].tokens += counts.moe[i][2];
+  }
+}
+
 void GptModel::reset_attention_stats() {
   attention_stats_ = BlockSelectionStats{};
   if (selection_totals_.defined()) zero(selection_totals_);  // where the model computes: nothing waits

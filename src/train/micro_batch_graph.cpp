@@ -10,6 +10,26 @@
 
 namespace myriad::train {
 
+namespace {
+
+// What the host counted between two snapshots (the recorded forward's part).
+nn::GptModel::HostCounts counts_between(const nn::GptModel::HostCounts& before, const nn::GptModel::HostCounts& after) {
+  const nn::BlockSelectionStats& a = after.attention;
+  const nn::BlockSelectionStats& b = before.attention;
+  nn::GptModel::HostCounts d{.attention = {.query_blocks = a.query_blocks - b.query_blocks,
+                                           .kept_blocks = a.kept_blocks - b.kept_blocks,
+                                           .causal_blocks = a.causal_blocks - b.causal_blocks,
+                                           .selecting_rows = a.selecting_rows - b.selecting_rows,
+                                           .estimated_mass = a.estimated_mass - b.estimated_mass},
+                             .moe = after.moe};
+  for (std::size_t i = 0; i < d.moe.size() && i < before.moe.size(); ++i) {
+    for (std::size_t f = 0; f < d.moe[i].size(); ++f) d.moe[i][f] -= before.moe[i][f];
+  }
+  return d;
+}
+
+}  // namespace
+
 std::string MicroBatchGraph::unavailable_reason(const RunConfig& config) {
   const ParallelConfig& p = config.parallel;
   std::ostringstream why;
@@ -21,10 +41,14 @@ std::string MicroBatchGraph::unavailable_reason(const RunConfig& config) {
     why << "pipeline parallelism (parallel.pp " << p.pp << ") exchanges activations inside the step";
   } else if (p.cp > 1) {
     why << "context parallelism (parallel.cp " << p.cp << ") passes keys and values around a ring inside attention";
-  } else if (config.model.is_moe()) {
+  } else if (config.model.is_moe() && config.model.dropless) {
+    why << "dropless routing (model.dropless) sizes the experts' rows from counts read on the host per micro-batch";
+  } else if (config.model.is_moe() && p.ep > 1) {
+    why << "expert parallelism (parallel.ep " << p.ep << ") exchanges tokens between ranks inside the forward and "
+        << "backward";
+  } else if (config.model.is_moe() && config.training.precision == Precision::fp16) {
     why << "a mixture of experts (model.num_experts " << config.model.num_experts
-        << ") uploads its grouped GEMMs' pointer arrays from the host per call and passes the step's loss scale "
-           "to its router's loss gradients as a kernel argument";
+        << ") hands fp16's changing loss scale to its router's loss gradients as a kernel argument";
   } else if (p.zero_stage >= 2) {
     why << "parallel.zero_stage " << p.zero_stage << " reduces gradients"
         << (p.zero_stage == 3 ? " and gathers parameters" : "") << " inside every micro-batch";
@@ -49,7 +73,7 @@ void MicroBatchGraph::restart() {
   ids_ = Tensor();
   targets_ = Tensor();
   phase_ = Phase::first;
-  recorded_attention_ = nn::BlockSelectionStats{};
+  recorded_counts_ = nn::GptModel::HostCounts{};
 }
 
 void MicroBatchGraph::stage(const Tensor& ids, const Tensor& targets, float loss_scale) {
@@ -65,12 +89,14 @@ void MicroBatchGraph::stage(const Tensor& ids, const Tensor& targets, float loss
   state_.model->write_loss_scale(loss_scale);
 }
 
-void MicroBatchGraph::pass(int slot) {
+void MicroBatchGraph::pass(int slot, float loss_scale) {
   nn::GptModel& model = *state_.model;
   model.set_inputs_staged(true);
   try {
     model.forward_chunk(0, slot, ids_, targets_);
-    model.backward_chunk(0, slot, ids_, targets_, 0.0f);  // the loss gradient is staged
+    // The LM loss's gradient seed is staged (write_loss_scale); an MoE router's loss gradients take
+    // the scale as an argument, recorded as it is (constant: unavailable_reason keeps fp16 out).
+    model.backward_chunk(0, slot, ids_, targets_, loss_scale);
   } catch (...) {
     model.set_inputs_staged(false);
     throw;
@@ -101,13 +127,13 @@ std::optional<std::int64_t> MicroBatchGraph::run(int slot, const Tensor& ids, co
   switch (phase_) {
     case Phase::warm_up:
       if (!recorder_) recorder_ = state_.device->graph_recorder();
-      recorder_->run_in_pool([&] { pass(slot); });
+      recorder_->run_in_pool([&] { pass(slot, loss_scale); });
       phase_ = Phase::record;
       break;
     case Phase::record: {
-      const nn::BlockSelectionStats before = state_.model->host_attention_stats();
+      const nn::GptModel::HostCounts before = state_.model->host_counts();
       try {
-        recorder_->record([&] { pass(slot); });
+        recorder_->record([&] { pass(slot, loss_scale); });
       } catch (const Error& e) {
         state_.log->warn("training.cuda_graphs: recording the micro-batch failed, running without graphs from here: {}",
                          e.what());
@@ -115,12 +141,7 @@ std::optional<std::int64_t> MicroBatchGraph::run(int slot, const Tensor& ids, co
         phase_ = Phase::off;
         return std::nullopt;  // nothing of the pass ran: the caller runs it as usual
       }
-      const nn::BlockSelectionStats& after = state_.model->host_attention_stats();
-      recorded_attention_ = {.query_blocks = after.query_blocks - before.query_blocks,
-                             .kept_blocks = after.kept_blocks - before.kept_blocks,
-                             .causal_blocks = after.causal_blocks - before.causal_blocks,
-                             .selecting_rows = after.selecting_rows - before.selecting_rows,
-                             .estimated_mass = after.estimated_mass - before.estimated_mass};
+      recorded_counts_ = counts_between(before, state_.model->host_counts());
       state_.log->info(
           "training.cuda_graphs: recorded the forward and backward of a micro-batch ({} launches); "
           "replaying it from here",
@@ -133,7 +154,7 @@ std::optional<std::int64_t> MicroBatchGraph::run(int slot, const Tensor& ids, co
     case Phase::replay:
       recorder_->replay();
       ++replays_;
-      state_.model->add_host_attention_stats(recorded_attention_);
+      state_.model->add_host_counts(recorded_counts_);
       break;
     case Phase::first:
     case Phase::off:

@@ -195,43 +195,51 @@ TEST_F(CudaBackendTest, RouteTokensAndItsBackwardMatchTheCpu) {
   }
 }
 
+// Groups of different sizes (dropless routing: cuBLAS's grouped GEMM) and of one size (capacity
+// routing: one GEMM per group, nothing uploaded).
 TEST_F(CudaBackendTest, GroupedMatmulMatchesTheCpu) {
-  const std::vector<std::int64_t> offsets{0, 0, 70, 71, 71, 200, 263, 263};  // empty first, inside, last
-  const std::int64_t G = 7, R = 263, K = 72, M = 48;
-  for (DType type : {DType::f32, DType::bf16, DType::f16}) {
-    SCOPED_TRACE(dtype_name(type));
-    const Tensor x = type == DType::f32 ? random({R, K}, 10) : random({R, K}, 10).to(type);
-    const Tensor w = type == DType::f32 ? random({G, M, K}, 11) : random({G, M, K}, 11).to(type);
-    const Tensor bias = random({G, M}, 12), g = random({R, M}, 13);
-    const Tensor d_x = on_device(x), d_w = on_device(w);
-    for (bool with_bias : {true, false}) {
-      const Tensor b = with_bias ? bias : Tensor();
-      Tensor out = Tensor::empty({R, M}), d_out = backend_->empty({R, M});
-      grouped_matmul_forward(GroupedMatmulArgs{}, x, w, b, offsets, out);
-      grouped_matmul_forward(GroupedMatmulArgs{}, d_x, d_w, on_device(b), offsets, d_out);
-      expect_close(d_out, out, kMoeTolerance, with_bias ? "out with bias" : "out");
+  const std::int64_t G = 7, K = 72, M = 48;
+  for (const bool uneven : {true, false}) {
+    SCOPED_TRACE(uneven ? "groups of different sizes" : "groups of one size");
+    const std::vector<std::int64_t> offsets = uneven ? std::vector<std::int64_t>{0, 0, 70, 71, 71, 200, 263, 263}
+                                                     : std::vector<std::int64_t>{0, 37, 74, 111, 148, 185, 222, 259};
+    const std::int64_t R = offsets.back();
+    for (DType type : {DType::f32, DType::bf16, DType::f16}) {
+      SCOPED_TRACE(dtype_name(type));
+      const Tensor x = type == DType::f32 ? random({R, K}, 10) : random({R, K}, 10).to(type);
+      const Tensor w = type == DType::f32 ? random({G, M, K}, 11) : random({G, M, K}, 11).to(type);
+      const Tensor bias = random({G, M}, 12), g = random({R, M}, 13);
+      const Tensor d_x = on_device(x), d_w = on_device(w);
+      for (bool with_bias : {true, false}) {
+        const Tensor b = with_bias ? bias : Tensor();
+        Tensor out = Tensor::empty({R, M}), d_out = backend_->empty({R, M});
+        grouped_matmul_forward(GroupedMatmulArgs{}, x, w, b, offsets, out);
+        grouped_matmul_forward(GroupedMatmulArgs{}, d_x, d_w, on_device(b), offsets, d_out);
+        expect_close(d_out, out, kMoeTolerance, with_bias ? "out with bias" : "out");
+      }
+      // grad_x written then accumulated; grad_weight and grad_bias accumulate onto prior values.
+      for (bool accumulate : {false, true}) {
+        SCOPED_TRACE(accumulate ? "accumulate_grad_x" : "grad_x written");
+        const GroupedMatmulArgs args{.accumulate_grad_x = accumulate};
+        Tensor grad_x = random({R, K}, 14), grad_w = random({G, M, K}, 15), grad_b = random({G, M}, 16);
+        Tensor d_grad_x = on_device(grad_x), d_grad_w = on_device(grad_w), d_grad_b = on_device(grad_b);
+        grouped_matmul_backward(args, x, w, offsets, g, grad_x, grad_w, grad_b);
+        grouped_matmul_backward(args, d_x, d_w, offsets, on_device(g), d_grad_x, d_grad_w, d_grad_b);
+        expect_close(d_grad_x, grad_x, kMoeTolerance, "grad_x");
+        expect_close(d_grad_w, grad_w, kMoeTolerance, "grad_weight");
+        expect_close(d_grad_b, grad_b, kMoeTolerance, "grad_bias");
+        if (!uneven) continue;
+        // Group 0 is empty: its grad_weight and grad_bias are bit-for-bit what they were.
+        const Tensor prior_w = random({G, M, K}, 15), prior_b = random({G, M}, 16);
+        const Tensor got_w = backend_->copy_to_host(d_grad_w), got_b = backend_->copy_to_host(d_grad_b);
+        EXPECT_EQ(std::memcmp(got_w.raw_data(), prior_w.raw_data(), M * K * sizeof(float)), 0);
+        EXPECT_EQ(std::memcmp(got_b.raw_data(), prior_b.raw_data(), M * sizeof(float)), 0);
+      }
+      Tensor skipped, grad_w = Tensor::zeros({G, M, K}), d_grad_w = on_device(grad_w);
+      grouped_matmul_backward(GroupedMatmulArgs{}, x, w, offsets, g, skipped, grad_w, skipped);
+      grouped_matmul_backward(GroupedMatmulArgs{}, d_x, d_w, offsets, on_device(g), skipped, d_grad_w, skipped);
+      expect_close(d_grad_w, grad_w, kMoeTolerance, "grad_weight alone");
     }
-    // grad_x written then accumulated; grad_weight and grad_bias accumulate onto prior values.
-    for (bool accumulate : {false, true}) {
-      SCOPED_TRACE(accumulate ? "accumulate_grad_x" : "grad_x written");
-      const GroupedMatmulArgs args{.accumulate_grad_x = accumulate};
-      Tensor grad_x = random({R, K}, 14), grad_w = random({G, M, K}, 15), grad_b = random({G, M}, 16);
-      Tensor d_grad_x = on_device(grad_x), d_grad_w = on_device(grad_w), d_grad_b = on_device(grad_b);
-      grouped_matmul_backward(args, x, w, offsets, g, grad_x, grad_w, grad_b);
-      grouped_matmul_backward(args, d_x, d_w, offsets, on_device(g), d_grad_x, d_grad_w, d_grad_b);
-      expect_close(d_grad_x, grad_x, kMoeTolerance, "grad_x");
-      expect_close(d_grad_w, grad_w, kMoeTolerance, "grad_weight");
-      expect_close(d_grad_b, grad_b, kMoeTolerance, "grad_bias");
-      // Group 0 is empty: its grad_weight and grad_bias are bit-for-bit what they were.
-      const Tensor prior_w = random({G, M, K}, 15), prior_b = random({G, M}, 16);
-      const Tensor got_w = backend_->copy_to_host(d_grad_w), got_b = backend_->copy_to_host(d_grad_b);
-      EXPECT_EQ(std::memcmp(got_w.raw_data(), prior_w.raw_data(), M * K * sizeof(float)), 0);
-      EXPECT_EQ(std::memcmp(got_b.raw_data(), prior_b.raw_data(), M * sizeof(float)), 0);
-    }
-    Tensor skipped, grad_w = Tensor::zeros({G, M, K}), d_grad_w = on_device(grad_w);
-    grouped_matmul_backward(GroupedMatmulArgs{}, x, w, offsets, g, skipped, grad_w, skipped);
-    grouped_matmul_backward(GroupedMatmulArgs{}, d_x, d_w, offsets, on_device(g), skipped, d_grad_w, skipped);
-    expect_close(d_grad_w, grad_w, kMoeTolerance, "grad_weight alone");
   }
 }
 

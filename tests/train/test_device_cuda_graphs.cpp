@@ -223,11 +223,69 @@ TEST(DeviceCudaGraphs, LayoutsThatRuleGraphsOutAreNamed) {
               r.training.gradient_accumulation = 1;
             }),
             "");
-  EXPECT_NE(reason([](RunConfig& r) {
-              r.model.architecture = Architecture::moe;
-              r.model.num_experts = 4;
+  const auto moe = [](RunConfig& r) {
+    r.model.architecture = Architecture::moe;
+    r.model.num_experts = 4;
+  };
+  EXPECT_EQ(reason(moe), "");  // capacity routing: every size from the shapes
+  EXPECT_NE(reason([&](RunConfig& r) {
+              moe(r);
+              r.model.dropless = true;
+            }).find("model.dropless"),
+            std::string::npos);
+  EXPECT_NE(reason([&](RunConfig& r) {
+              moe(r);
+              r.parallel.dp = 2;
+              r.parallel.ep = 2;
+            }).find("parallel.ep 2"),
+            std::string::npos);
+  EXPECT_NE(reason([&](RunConfig& r) {
+              moe(r);
+              r.training.precision = Precision::fp16;
             }).find("model.num_experts 4"),
             std::string::npos);
+}
+
+// A mixture of experts with capacity routing: every expert's rows and pointers follow from the
+// shapes (one GEMM per expert, nothing uploaded or read back inside the pass), so the micro-batch is
+// recorded; each replay adds the routed tokens its recorded forward counted on the host, and the
+// router's loss gradients get the step's loss scale. Loss, gradient norm and the routing metrics
+// are the eager run's, under f32 and bf16.
+TEST(DeviceCudaGraphs, CapacityRoutedMoeReplaysEqualToTheEagerRun) {
+  if (!gpu_visible()) GTEST_SKIP() << "no CUDA device";
+  const fs::path dir = fresh_dir("device_cuda_graphs_moe_capacity");
+  const std::string corpus = write_corpus(dir);
+  for (const Precision precision : {Precision::fp32, Precision::bf16}) {
+    auto moe = [&](bool graphs) {
+      RunConfig c = graph_config(dir, corpus, graphs);
+      c.model.architecture = Architecture::moe;
+      c.model.num_experts = 4;
+      c.model.top_k = 2;
+      c.training.precision = precision;
+      return c;
+    };
+    const std::string name = precision == Precision::bf16 ? "bf16" : "fp32";
+    Engine eager(moe(false), quiet_logger());
+    Engine graphs(moe(true), quiet_logger());
+    ASSERT_NE(graphs.micro_batch_graph(), nullptr) << name;
+    for (int step = 0; step < 3; ++step) {
+      const StepMetrics want = eager.step(), got = graphs.step();
+      EXPECT_EQ(got.loss, want.loss) << name << ", step " << step;
+      EXPECT_EQ(got.grad_norm, want.grad_norm) << name << ", step " << step;
+      ASSERT_EQ(got.moe.size(), want.moe.size()) << name;
+      ASSERT_FALSE(got.moe.empty()) << name;
+      for (std::size_t i = 0; i < got.moe.size(); ++i) {
+        EXPECT_GT(got.moe[i].tokens_per_expert_mean, 0.0) << name << ", step " << step;
+        EXPECT_EQ(got.moe[i].tokens_per_expert_mean, want.moe[i].tokens_per_expert_mean) << name << ", step " << step;
+        EXPECT_EQ(got.moe[i].tokens_per_expert_max, want.moe[i].tokens_per_expert_max) << name << ", step " << step;
+        EXPECT_EQ(got.moe[i].dropped_share, want.moe[i].dropped_share) << name << ", step " << step;
+        EXPECT_EQ(got.moe[i].aux_loss, want.moe[i].aux_loss) << name << ", step " << step;
+        EXPECT_EQ(got.moe[i].z_loss, want.moe[i].z_loss) << name << ", step " << step;
+      }
+    }
+    EXPECT_EQ(graphs.micro_batch_graph()->replays(), 1 + 3 + 3) << name;
+    EXPECT_FALSE(graphs.micro_batch_graph()->off()) << name;
+  }
 }
 
 TEST(DeviceCudaGraphs, RuledOutLayoutsTrainWithoutGraphs) {
@@ -236,6 +294,7 @@ TEST(DeviceCudaGraphs, RuledOutLayoutsTrainWithoutGraphs) {
   RunConfig c = graph_config(dir, write_corpus(dir), true);
   c.model.architecture = Architecture::moe;
   c.model.num_experts = 2;
+  c.model.dropless = true;  // rows sized from counts read back per micro-batch
   Engine engine(c, quiet_logger());
   EXPECT_EQ(engine.micro_batch_graph(), nullptr);
   EXPECT_TRUE(std::isfinite(engine.step().loss));

@@ -18,6 +18,8 @@
 // Gradient contract: parameter gradients accumulate (`+=`) across calls until zero_grads().
 #pragma once
 
+#include <array>
+
 #include <memory>
 #include <vector>
 
@@ -147,11 +149,16 @@ class GptModel final : public PipelineStage {
   // (so call it with the step's metrics, not inside a step).
   BlockSelectionStats attention_stats() const;
   void reset_attention_stats();
-  // The host layouts' part of it alone (a fixed block-sparse pattern's counts, added by each
-  // forward's host code), and an addition to it: a CUDA graph's replay, whose host code does not
-  // run, adds what its recorded forward added (train/micro_batch_graph.h).
-  const BlockSelectionStats& host_attention_stats() const { return attention_stats_; }
-  void add_host_attention_stats(const BlockSelectionStats& stats) { attention_stats_.add(stats); }
+  // What forwards count on the host — a fixed block-sparse layout's blocks (the host part of
+  // attention_stats()), the MoE layers' routed assignments, sequences and tokens (MoeLayerStats) —
+  // and an addition to it: a CUDA graph's replay, whose host code does not run, adds what its
+  // recorded forward counted (train/micro_batch_graph.h).
+  struct HostCounts {
+    BlockSelectionStats attention;
+    std::vector<std::array<std::int64_t, 3>> moe;  // per moe_stats() row: assignments, sequences, tokens
+  };
+  HostCounts host_counts() const;
+  void add_host_counts(const HostCounts& counts);
   // Whether forwards add to the MoE and attention telemetry (on by default). A forward whose batch
   // runs again before the update (the research API's forward(), then backward()'s pass) turns it
   // off, so that each token is counted once.

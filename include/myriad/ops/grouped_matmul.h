@@ -11,7 +11,8 @@
 // bias, out, grad_out and every gradient f32; all contiguous.
 //
 // The GEMMs: a CPU sgemm per non-empty group; on CUDA one cuBLAS grouped GEMM per product (out,
-// grad_x, grad_weight) covering every non-empty group. Per-group bias and its gradient (column
+// grad_x, grad_weight) covering every non-empty group, or — groups of one size (capacity routing) —
+// one cuBLASLt GEMM per group, with nothing uploaded. Per-group bias and its gradient (column
 // sums of grad_out over the group's rows, in row order) are exact-order, deterministic sums.
 //
 // Gradient contract: grad_x is written (`=`) unless args.accumulate_grad_x; grad_weight and

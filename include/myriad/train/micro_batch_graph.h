@@ -11,10 +11,13 @@
 // (checked against the vocabulary on the host, then copied into two fixed device tensors) and the
 // loss gradient (the step's loss scale: GptModel::write_loss_scale) — and afterwards records the
 // micro-batch's per-token losses into the model's ledger (GptModel::record_losses). Nothing in the
-// recorded pass depends on a host value that changes between micro-batches. What the recorded
-// forward's host code added to the model's telemetry — a fixed block-sparse layout's counts, the
-// same for every micro-batch of the shape — each later replay adds again (its layout's device
-// arrays are uploaded once per distinct layout: CudaBackend::device_block_layout).
+// recorded pass depends on a host value that changes between micro-batches (the loss scale it
+// hands an MoE router's loss gradients is constant: fp16, whose scale changes, keeps MoE out). What
+// the recorded forward's host code added to the model's telemetry (GptModel::HostCounts: a fixed
+// block-sparse layout's blocks, an MoE layer's routed tokens — the same for every micro-batch of the
+// shape) each later replay adds again; a fixed layout's device arrays are uploaded once per distinct
+// layout (CudaBackend::device_block_layout), and capacity routing's experts run one GEMM per expert
+// from pointers the shapes fix (nothing uploaded).
 //
 // A micro-batch whose backward starts data-parallel reductions over several ranks (the step's last
 // under dp > 1) runs as usual: collectives are not recorded. When the model's buffers are
@@ -57,8 +60,8 @@ class MicroBatchGraph {
  private:
   enum class Phase { first, warm_up, record, replay, off };
   void stage(const Tensor& ids, const Tensor& targets, float loss_scale);
-  void pass(int slot);  // the model's forward + backward of the staged micro-batch
-  void restart();       // the buffers changed: drop the graph, start the sequence again
+  void pass(int slot, float loss_scale);  // the model's forward + backward of the staged micro-batch
+  void restart();                         // the buffers changed: drop the graph, start the sequence again
 
   RankState& state_;
   Phase phase_ = Phase::first;
@@ -66,7 +69,7 @@ class MicroBatchGraph {
   std::unique_ptr<GraphRecorder> recorder_;
   Tensor ids_, targets_;  // the staged inputs on the device: fixed addresses the graph reads
   std::int64_t replays_ = 0;
-  nn::BlockSelectionStats recorded_attention_;  // what the recorded forward's host code counted
+  nn::GptModel::HostCounts recorded_counts_;  // what the recorded forward's host code counted
 };
 
 }  // namespace myriad::train
