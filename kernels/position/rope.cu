@@ -1,12 +1,12 @@
-// Rotary position embedding, f32, "rotate half" (the op of ops/rope.h), on contiguous
-// (B, T, H, D) tensors: element i < D/2 of each head vector pairs with i + D/2 and the pair turns
+// Rotary position embedding, "rotate half" (the op of ops/rope.h), on (B, T, H, D) rows of heads:
+// element i < D/2 of each head vector pairs with i + D/2 and the pair turns
 // by angle(t, i) = (position_offset + t) * theta^(-2i / D) (backward: by -angle). The cos / sin
 // table (T, D/2) is computed on the host in float64 and rounded to float, as the CPU op does, and
 // passed in device memory (rope_table_f32 fills it), so large positions keep their accuracy and
 // the GPU matches the CPU bit for bit up to the rotation's two products. out may be x (in place).
-// rope_rows does the same on rows of heads at any row and batch stride (the heads views of the
+// One kernel: rope_rows takes rows of heads at any row and batch stride (the heads views of the
 // model's packed q / k rows), reading f32 or bf16 / f16 and writing f32 or a 16-bit format (f32
-// math, the output rounded once): no copy in or out of a contiguous buffer.
+// math, the output rounded once); rope_f32 is its contiguous f32 case.
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 #include <cuda_runtime.h>
@@ -27,21 +27,6 @@ namespace myriad::cuda {
 namespace {
 
 constexpr int kThreads = 256;
-
-// One thread per (b, t, h, i < D/2) pair.
-__global__ void rope_kernel(const float* x, float* out, const float* cos_table, const float* sin_table,
-                            std::int64_t pairs, std::int64_t seq, std::int64_t heads, std::int64_t half, float sign) {
-  const std::int64_t stride = static_cast<std::int64_t>(gridDim.x) * blockDim.x;
-  for (std::int64_t p = static_cast<std::int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; p < pairs; p += stride) {
-    const std::int64_t i = p % half, vector = p / half;  // vector = (b * T + t) * H + h
-    const std::int64_t t = (vector / heads) % seq;
-    const float c = cos_table[t * half + i], s = sign * sin_table[t * half + i];
-    const std::int64_t base = vector * 2 * half;
-    const float a = x[base + i], b = x[base + i + half];
-    out[base + i] = a * c - b * s;
-    out[base + i + half] = b * c + a * s;
-  }
-}
 
 // One thread per (b, t, h, i < D/2) pair of rows of heads at the given strides (elements).
 template <typename In, typename Out>
@@ -122,6 +107,14 @@ void rope_rows(const __half* x, __half* out, const float* cos_table, const float
                cudaStream_t stream) {
   launch_rope_rows("rope_rows (f16)", x, out, cos_table, sin_table, rows, stream);
 }
+void rope_rows(const __nv_bfloat16* x, float* out, const float* cos_table, const float* sin_table, const RopeRows& rows,
+               cudaStream_t stream) {
+  launch_rope_rows("rope_rows (bf16 in, f32 out)", x, out, cos_table, sin_table, rows, stream);
+}
+void rope_rows(const __half* x, float* out, const float* cos_table, const float* sin_table, const RopeRows& rows,
+               cudaStream_t stream) {
+  launch_rope_rows("rope_rows (f16 in, f32 out)", x, out, cos_table, sin_table, rows, stream);
+}
 
 void rope_table_f32(float* cos_table, float* sin_table, std::int64_t seq, std::int64_t head_dim, double theta,
                     std::int64_t position_offset, cudaStream_t stream) {
@@ -151,24 +144,18 @@ void rope_table_f32(float* cos_table, float* sin_table, std::int64_t seq, std::i
 
 void rope_f32(const float* x, float* out, const float* cos_table, const float* sin_table, std::int64_t batch,
               std::int64_t seq, std::int64_t heads, std::int64_t head_dim, bool backward, cudaStream_t stream) {
-  const char* op = backward ? "rope_backward_f32" : "rope_forward_f32";
-  for (auto [name, value] : {std::pair<const char*, std::int64_t>{"batch", batch}, {"seq", seq}, {"heads", heads}}) {
-    detail::check_count(op, name, value);
-  }
-  MYRIAD_CHECK(head_dim > 0 && head_dim % 2 == 0, op << ": head_dim must be even and > 0, got " << head_dim);
-  const std::int64_t half = head_dim / 2, pairs = batch * seq * heads * half;
-  if (pairs == 0) return;
-  for (auto [name, ptr] : {std::pair<const char*, const void*>{"x", x},
-                           {"out", out},
-                           {"cos_table", cos_table},
-                           {"sin_table", sin_table}}) {
-    detail::check_pointer(op, name, ptr, alignof(float));
-  }
-  detail::check_same_or_disjoint(op, "out", out, "x", x, static_cast<std::size_t>(pairs) * 2 * sizeof(float));
-  const auto blocks = detail::grid_stride_blocks(op, pairs, kThreads);
-  rope_kernel<<<blocks, kThreads, 0, stream>>>(x, out, cos_table, sin_table, pairs, seq, heads, half,
-                                               backward ? -1.0f : 1.0f);
-  MYRIAD_CUDA_CHECK(cudaGetLastError());
+  const std::int64_t row = heads * head_dim;  // contiguous rows of heads
+  launch_rope_rows(backward ? "rope_backward_f32" : "rope_forward_f32", x, out, cos_table, sin_table,
+                   RopeRows{.batch = batch,
+                            .seq = seq,
+                            .heads = heads,
+                            .head_dim = head_dim,
+                            .x_batch_stride = seq * row,
+                            .x_row_stride = row,
+                            .out_batch_stride = seq * row,
+                            .out_row_stride = row,
+                            .backward = backward},
+                   stream);
 }
 
 }  // namespace myriad::cuda

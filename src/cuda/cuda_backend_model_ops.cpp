@@ -361,47 +361,6 @@ void CudaBackend::rope_backward(const RopeArgs& args, const Tensor& grad_out, Te
   rope_apply("rope_backward", args, grad_out, grad_x, true);
 }
 
-// The rotation on rows of heads in place where they are (rope_rows: any row and batch stride; f32 or
-// 16-bit in, f32 or 16-bit out). False for views or type pairs it does not take (then rope_apply
-// copies through contiguous f32).
-template <typename In, typename Out>
-static void launch_rope_rows(const Tensor& x, Tensor& out, const Tensor& tables, const RopeRows& rows,
-                             cudaStream_t stream) {
-  const std::int64_t table_floats = rows.seq * (rows.head_dim / 2);
-  rope_rows(static_cast<const In*>(x.raw_data()), static_cast<Out*>(out.raw_data()), tables.data<float>(),
-            tables.data<float>() + table_floats, rows, stream);
-}
-
-bool CudaBackend::rope_in_place(const RopeArgs& args, const Tensor& x, Tensor& out, bool backward) {
-  const std::optional<std::int64_t> x_rows = heads_row_stride(x, false), out_rows = heads_row_stride(out, false);
-  if (!x_rows || !out_rows) return false;
-  const DType in = x.dtype(), to = out.dtype();
-  const bool supported = in == DType::f32 || in == to;  // f32 -> any; a 16-bit format -> itself
-  if (!supported) return false;
-  const RopeRows rows{.batch = x.size(0),
-                      .seq = x.size(1),
-                      .heads = x.size(2),
-                      .head_dim = x.size(3),
-                      .x_batch_stride = x.stride(0),
-                      .x_row_stride = *x_rows,
-                      .out_batch_stride = out.stride(0),
-                      .out_row_stride = *out_rows,
-                      .backward = backward};
-  const Tensor& tables = rope_tables(args, rows.seq, rows.head_dim);
-  DeviceGuard guard(context_.device());
-  cudaStream_t stream = context_.stream();
-  if (in == DType::f32) {
-    with_output_pointer("rope", out, [&](auto* data) {
-      launch_rope_rows<float, std::remove_pointer_t<decltype(data)>>(x, out, tables, rows, stream);
-    });
-  } else if (in == DType::bf16) {
-    launch_rope_rows<__nv_bfloat16, __nv_bfloat16>(x, out, tables, rows, stream);
-  } else {
-    launch_rope_rows<__half, __half>(x, out, tables, rows, stream);
-  }
-  return true;
-}
-
 const Tensor& CudaBackend::rope_tables(const RopeArgs& args, std::int64_t T, std::int64_t D) {
   Tensor& tables = rope_tables_[{T, D, args.theta, args.position_offset}];
   if (!tables.defined()) {
@@ -413,54 +372,47 @@ const Tensor& CudaBackend::rope_tables(const RopeArgs& args, std::int64_t T, std
   return tables;
 }
 
+// One rope_rows launch on x and out where they lie (contiguous, or rows of heads at any row and
+// batch stride; f32 or 16-bit in and out). Between two different 16-bit formats the rotation goes
+// into f32 rows first and is rounded once into out.
 void CudaBackend::rope_apply(const char* op, const RopeArgs& args, const Tensor& x, Tensor& out, bool backward) {
-  if (rope_in_place(args, x, out, backward)) return;
   const std::int64_t B = x.size(0), T = x.size(1), H = x.size(2), D = x.size(3);
-  // (B, T, H, D) rows of heads -> contiguous (copy() gathers them).
-  const auto contiguous_copy = [&](const Tensor& t, const char* name) {
-    if (t.is_contiguous()) return t;
-    const std::optional<std::int64_t> row_stride = heads_row_stride(t, false);
-    MYRIAD_CHECK(row_stride.has_value(), op << " on " << t.device().str() << ": '" << name << "' " << t.describe()
-                                            << " must be contiguous (B, T, H, D) or rows of heads (strides [T*W, W, "
-                                               "D, 1]), has strides "
-                                            << shape_string(t.strides()));
-    Tensor rows = empty({B, T, H, D});
-    copy(t, rows);
-    return rows;
+  const auto row_stride = [&](const Tensor& t, const char* name) {
+    const std::optional<std::int64_t> stride = heads_row_stride(t, false);
+    MYRIAD_CHECK(stride.has_value(), op << " on " << t.device().str() << ": '" << name << "' " << t.describe()
+                                        << " must be contiguous (B, T, H, D) or rows of heads (strides [T*W, W, D, "
+                                           "1]), has strides "
+                                        << shape_string(t.strides()));
+    return *stride;
   };
-  // A 16-bit input (the backward's kept q, k gradients): its heads gathered in its format, widened,
-  // and placed back into rows (exact), then rotated in f32 as any input.
-  const auto widened_rows = [&](const Tensor& t) {
-    Tensor heads16 = empty({B, H, T, D}, t.dtype()), heads = empty({B, H, T, D}), rows = empty({B, T, H, D});
-    copy(t.permute({0, 2, 1, 3}), heads16);
-    copy(heads16, heads);
-    DeviceGuard guard(context_.device());
-    merge_heads_f32(heads.data<float>(), rows.data<float>(), H * D, B, T, H, D, context_.stream());
-    return rows;
-  };
-  const Tensor in = x.dtype() == DType::f32 ? contiguous_copy(x, backward ? "grad_out" : "x") : widened_rows(x);
-  if (out.dtype() != DType::f32) {  // a 16-bit out: the f32 rotation rounded into it (copy converts, places)
+  const RopeRows rows{.batch = B,
+                      .seq = T,
+                      .heads = H,
+                      .head_dim = D,
+                      .x_batch_stride = x.stride(0),
+                      .x_row_stride = row_stride(x, backward ? "grad_out" : "x"),
+                      .out_batch_stride = out.stride(0),
+                      .out_row_stride = row_stride(out, backward ? "grad_x" : "out"),
+                      .backward = backward};
+  if (x.dtype() != DType::f32 && out.dtype() != DType::f32 && x.dtype() != out.dtype()) {
     Tensor rotated = empty({B, T, H, D});
-    rope_apply(op, args, in, rotated, backward);
+    rope_apply(op, args, x, rotated, backward);
     copy(rotated, out);
     return;
   }
-  const bool direct = out.is_contiguous();
-  Tensor target = direct ? out : empty({B, T, H, D});
-  if (!direct)
-    MYRIAD_CHECK(heads_row_stride(out, false).has_value(),
-                 op << " on " << out.device().str() << ": '" << (backward ? "grad_x" : "out") << "' " << out.describe()
-                    << " must be contiguous or rows of heads (strides [T*W, W, D, 1])");
   const Tensor& tables = rope_tables(args, T, D);
+  const float* cos_table = tables.data<float>();
+  const float* sin_table = cos_table + T * (D / 2);
   DeviceGuard guard(context_.device());
-  rope_f32(in.data<float>(), target.data<float>(), tables.data<float>(), tables.data<float>() + T * (D / 2), B, T, H, D,
-           backward, context_.stream());
-  if (!direct) {  // rows of H*D back into rows of the output's stride
-    Tensor heads = empty({B, H, T, D});
-    split_heads_f32(target.data<float>(), H * D, heads.data<float>(), B, T, H, D, context_.stream());
-    merge_heads_view(heads.data<float>(), out.data<float>(), *heads_row_stride(out, false), out.stride(0), B, T, H, D,
-                     context_.stream());
-  }
+  with_output_pointer(op, x, [&](auto* in) {
+    with_output_pointer(op, out, [&](auto* to) {
+      using In = std::remove_pointer_t<decltype(in)>;
+      using Out = std::remove_pointer_t<decltype(to)>;
+      if constexpr (std::is_same_v<In, float> || std::is_same_v<Out, float> || std::is_same_v<In, Out>) {
+        rope_rows(static_cast<const In*>(in), to, cos_table, sin_table, rows, context_.stream());
+      }
+    });
+  });
 }
 
 // ---- embedding, cross-entropy: the kernels flag bad ids on the device ------------------------

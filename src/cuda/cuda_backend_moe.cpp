@@ -29,7 +29,6 @@
 #include "myriad/cuda/check.h"
 #include "myriad/cuda/cuda_backend.h"
 #include "myriad/cuda/device_guard.h"
-#include "myriad/cuda/gemm.h"
 #include "myriad/cuda/kernels.h"
 #include "kernel_pointers.h"
 
@@ -234,9 +233,9 @@ Tensor widened(CudaBackend& backend, const Tensor& t) {
   return wide;
 }
 
-// Groups of one size (capacity routing: offsets g * n): every pointer follows from the shapes, so
-// the products run as one f32 cuBLASLt GEMM per group and the bias and its gradient per group —
-// nothing is uploaded, and a CUDA graph can record them. Groups of different sizes (dropless
+// Groups of one size (capacity routing: offsets g * n): the products are the batched matmul's over
+// (G, n, ·) views (one f32 cuBLASLt GEMM per group, pointers from the shapes) and the bias and its
+// gradient run per group — nothing is uploaded, and a CUDA graph can record them. Groups of different sizes (dropless
 // routing) take cuBLAS's grouped GEMM, whose pointer arrays are uploaded per call.
 bool groups_of_one_size(const std::vector<std::int64_t>& offsets) {
   if (offsets.size() < 2) return false;
@@ -245,21 +244,6 @@ bool groups_of_one_size(const std::vector<std::int64_t>& offsets) {
     if (offsets[g + 1] - offsets[g] != n) return false;
   }
   return n > 0;
-}
-
-// C (rows x cols, row-major) (+)= op(A) op(B) in f32, one cuBLASLt GEMM.
-void f32_gemm(const DeviceContext& context, std::int64_t rows, std::int64_t cols, std::int64_t inner, bool ta, bool tb,
-              bool accumulate, const float* a, const float* b, float* c) {
-  gemm(context,
-       Gemm{.m = rows,
-            .n = cols,
-            .k = inner,
-            .transpose_a = ta,
-            .transpose_b = tb,
-            .type = CUDA_R_32F,
-            .output_type = CUDA_R_32F,
-            .accumulate = accumulate},
-       a, b, nullptr, c);
 }
 
 }  // namespace
@@ -271,13 +255,17 @@ void CudaBackend::grouped_matmul_forward(const GroupedMatmulArgs&, const Tensor&
   if (R == 0 || M == 0) return;
   const Tensor x = widened(*this, x_in), weight = widened(*this, weight_in);
   if (groups_of_one_size(offsets)) {
+    const std::int64_t n = offsets[1];
+    if (K == 0) {
+      zero(out);  // empty inner products
+    } else {
+      Tensor rows = out.view({groups, n, M});
+      matmul_forward(MatmulArgs{.transpose_b = true}, x.view({groups, n, K}), weight, rows);
+    }
+    if (!bias.defined()) return;
     DeviceGuard guard(context_.device());
-    if (K == 0) zero(out);  // empty inner products
     for (std::int64_t g = 0; g < groups; ++g) {
-      const std::int64_t r0 = offsets[g], n = offsets[g + 1] - r0;
-      float* rows = floats(out) + r0 * M;
-      if (K > 0) f32_gemm(context_, n, M, K, false, true, false, floats(x) + r0 * K, floats(weight) + g * M * K, rows);
-      if (bias.defined()) add_broadcast_rows_f32(rows, floats(bias) + g * M, n, M, context_.stream());
+      add_broadcast_rows_f32(floats(out) + g * n * M, floats(bias) + g * M, n, M, context_.stream());
     }
     return;
   }
@@ -308,6 +296,23 @@ void CudaBackend::grouped_matmul_backward(const GroupedMatmulArgs& args, const T
   const char* op = "grouped_matmul_backward";
   const std::int64_t groups = weight_in.size(0), M = weight_in.size(1), K = weight_in.size(2), R = x_in.size(0);
   if (R == 0) return;  // no rows: nothing to write, every group empty
+  if (grad_x.defined() && M == 0 && !args.accumulate_grad_x) zero(grad_x);  // empty inner products
+  if (groups_of_one_size(offsets)) {
+    const std::int64_t n = offsets[1];
+    if (M > 0 && K > 0 && (grad_x.defined() || grad_weight.defined())) {
+      Tensor rows_grad_x = grad_x.defined() ? grad_x.view({groups, n, K}) : Tensor();
+      matmul_backward(
+          MatmulArgs{.transpose_b = true, .accumulate_grad_a = args.accumulate_grad_x, .accumulate_grad_b = true},
+          widened(*this, x_in).view({groups, n, K}), widened(*this, weight_in), grad_out.view({groups, n, M}),
+          rows_grad_x, grad_weight);
+    }
+    if (!grad_bias.defined()) return;
+    DeviceGuard guard(context_.device());
+    for (std::int64_t g = 0; g < groups; ++g) {
+      column_sums_accumulate_f32(floats(grad_out) + g * n * M, floats(grad_bias) + g * M, n, M, context_.stream());
+    }
+    return;
+  }
   const Tensor x = grad_weight.defined() ? widened(*this, x_in) : Tensor();
   const Tensor weight = grad_x.defined() ? widened(*this, weight_in) : Tensor();
   GroupedGemm dx(CUBLAS_OP_N, CUBLAS_OP_N, args.accumulate_grad_x);
@@ -319,23 +324,6 @@ void CudaBackend::grouped_matmul_backward(const GroupedMatmulArgs& args, const T
     const float* dy = floats(grad_out) + r0 * M;
     if (grad_x.defined()) dx.add(op, K, n, M, K, M, K, floats(weight) + g * M * K, dy, floats(grad_x) + r0 * K);
     if (grad_weight.defined()) dw.add(op, K, M, n, K, M, K, floats(x) + r0 * K, dy, floats(grad_weight) + g * M * K);
-  }
-  if (grad_x.defined() && M == 0 && !args.accumulate_grad_x) zero(grad_x);  // empty inner products
-  if (groups_of_one_size(offsets)) {
-    DeviceGuard guard(context_.device());
-    for (std::int64_t g = 0; g < groups; ++g) {
-      const std::int64_t r0 = offsets[g], n = offsets[g + 1] - r0;
-      const float* dy = floats(grad_out) + r0 * M;
-      if (gemms && grad_x.defined()) {
-        f32_gemm(context_, n, K, M, false, false, args.accumulate_grad_x, dy, floats(weight) + g * M * K,
-                 floats(grad_x) + r0 * K);
-      }
-      if (gemms && grad_weight.defined()) {
-        f32_gemm(context_, M, K, n, true, false, true, dy, floats(x) + r0 * K, floats(grad_weight) + g * M * K);
-      }
-      if (grad_bias.defined()) column_sums_accumulate_f32(dy, floats(grad_bias) + g * M, n, M, context_.stream());
-    }
-    return;
   }
   DeviceWords words;
   const std::size_t offsets_at = grad_bias.defined() ? words.append(offsets) : 0;

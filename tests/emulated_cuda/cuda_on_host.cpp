@@ -1353,6 +1353,12 @@ void rope_rows(const __nv_bfloat16* x, __nv_bfloat16* out, const float* c, const
 void rope_rows(const __half* x, __half* out, const float* c, const float* s, const RopeRows& r, cudaStream_t st) {
   rope_rows_on_host(x, out, c, s, r, st);
 }
+void rope_rows(const __nv_bfloat16* x, float* out, const float* c, const float* s, const RopeRows& r, cudaStream_t st) {
+  rope_rows_on_host(x, out, c, s, r, st);
+}
+void rope_rows(const __half* x, float* out, const float* c, const float* s, const RopeRows& r, cudaStream_t st) {
+  rope_rows_on_host(x, out, c, s, r, st);
+}
 template <typename H>
 static void swiglu_backward_into(const float* gate, const float* up, const float* go, H* gg, H* gu, std::int64_t n,
                                  cudaStream_t launch_stream) {

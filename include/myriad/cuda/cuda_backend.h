@@ -182,9 +182,6 @@ class CudaBackend final : public ops::Backend {
   // the host (EmbeddingArgs::ids_checked, CrossEntropyArgs::targets_checked, vocabulary shards).
   long long* unread_index_flag();
   void rope_apply(const char* op, const RopeArgs& args, const Tensor& x, Tensor& out, bool backward);
-  // RoPE by one kernel on x and out where they are (rows of heads at any strides; f32 or 16-bit in,
-  // f32 or 16-bit out, a 16-bit input only into its own format); false when it cannot.
-  bool rope_in_place(const RopeArgs& args, const Tensor& x, Tensor& out, bool backward);
   // The cos / sin tables of (args, T, D) on the device, made on first use.
   const Tensor& rope_tables(const RopeArgs& args, std::int64_t T, std::int64_t D);
 

@@ -117,6 +117,10 @@ void rope_rows(const __nv_bfloat16* x, __nv_bfloat16* out, const float* cos_tabl
                const RopeRows& rows, cudaStream_t stream);
 void rope_rows(const __half* x, __half* out, const float* cos_table, const float* sin_table, const RopeRows& rows,
                cudaStream_t stream);
+void rope_rows(const __nv_bfloat16* x, float* out, const float* cos_table, const float* sin_table, const RopeRows& rows,
+               cudaStream_t stream);
+void rope_rows(const __half* x, float* out, const float* cos_table, const float* sin_table, const RopeRows& rows,
+               cudaStream_t stream);
 void rope_table_f32(float* cos_table, float* sin_table, std::int64_t seq, std::int64_t head_dim, double theta,
                     std::int64_t position_offset, cudaStream_t stream);
 void rope_f32(const float* x, float* out, const float* cos_table, const float* sin_table, std::int64_t batch,
