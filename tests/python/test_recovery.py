@@ -45,11 +45,16 @@ def config(tmp_path):
 
 def threads_taking(pid, signum):
     """How many of the process's threads have `signum` unblocked (/proc's SigBlk; a thread waiting
-    in sigwait shows it unblocked while it waits)."""
+    in sigwait shows it unblocked while it waits). A thread that ends between the listing and the
+    read (a short-lived library thread) is not counted."""
     count = 0
     for task in os.listdir(f"/proc/{pid}/task"):
-        with open(f"/proc/{pid}/task/{task}/status") as f:
-            blocked = int(re.search(r"^SigBlk:\s*([0-9a-f]+)", f.read(), re.M).group(1), 16)
+        try:
+            with open(f"/proc/{pid}/task/{task}/status") as f:
+                status = f.read()
+        except FileNotFoundError:
+            continue
+        blocked = int(re.search(r"^SigBlk:\s*([0-9a-f]+)", status, re.M).group(1), 16)
         count += not blocked >> (signum - 1) & 1
     return count
 
