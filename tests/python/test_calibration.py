@@ -180,8 +180,8 @@ def test_bench_collectives_writes_the_link_of_concurrent_groups(tmp_path):
     path.write_text(json.dumps({k: v for k, v in SYNTHETIC.items() if k != "links"}))  # bench_gemm's part
     root = ["--allow-run-as-root"] if os.geteuid() == 0 else []
     base = [shutil.which("mpirun"), *root, "--oversubscribe", "--mca", "mpi_yield_when_idle", "1", "-x",
-            "OMP_NUM_THREADS=1", "-np", "4", BENCH_COLLECTIVES, "--op", "all_reduce", "--min-bytes", "1K",
-            "--max-bytes", "4M", "--factor", "16", "--iters", "4", "--warmup", "1", "--profile", str(path)]
+            "OMP_NUM_THREADS=1", "-np", "4", BENCH_COLLECTIVES, "--op", "all_reduce", "--min-bytes", "4K",
+            "--max-bytes", "16M", "--factor", "16", "--iters", "4", "--warmup", "1", "--profile", str(path)]
     for extra in (["--group-size", "2"], [], ["--group-size", "2", "--compute-gemms", "2"]):
         result = subprocess.run(base + extra, capture_output=True, text=True, timeout=120)
         assert result.returncode == 0, result.stderr
