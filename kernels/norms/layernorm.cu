@@ -1,5 +1,6 @@
-// LayerNorm and RMSNorm over the last dim of a row-major (N, C) f32 matrix, forward and backward
-// (the forward's output f32, or bf16 / f16 rounded once from the f32 value).
+// LayerNorm and RMSNorm over the last dim of a row-major (N, C) matrix, forward and backward: x
+// f32, or bf16 / f16 (mixed precision's residual stream, widened exactly where it is read); the
+// forward's output f32, or bf16 / f16 rounded once from the f32 value; math and statistics f32.
 // RMSNorm is the uncentred case of the same kernels (template flag kCentered = false): mean = 0,
 // no bias, and the mean_c(g) term of grad_x drops out:
 //   rms forward:  rstd = 1 / sqrt(sum_c x^2 / C + eps);  out = x * rstd * weight
@@ -48,30 +49,31 @@ __device__ __forceinline__ std::int64_t warp_row() {
   return static_cast<std::int64_t>(blockIdx.x) * kRowsPerBlock + threadIdx.x / kWarpSize;
 }
 
-// Out: float, or __nv_bfloat16 / __half (the f32 value rounded once at the store).
-template <bool kCentered, typename Out>
-__global__ void norm_forward_warp_per_row(const float* x, const float* weight, const float* bias, Out* out,
+// In, Out: float, or __nv_bfloat16 / __half (In widened at each read; Out the f32 value rounded
+// once at the store).
+template <bool kCentered, typename In, typename Out>
+__global__ void norm_forward_warp_per_row(const In* x, const float* weight, const float* bias, Out* out,
                                           float* mean_out, float* rstd_out, std::int64_t rows, int channels,
                                           float eps) {
   const std::int64_t row = warp_row();
   if (row >= rows) return;  // warp-uniform: the whole warp leaves together
   const int lane = threadIdx.x % kWarpSize;
-  const float* xr = x + row * channels;
+  const In* xr = x + row * channels;
   float mean = 0.0f;
   if constexpr (kCentered) {
     float sum = 0.0f;
-    for (int c = lane; c < channels; c += kWarpSize) sum += xr[c];
+    for (int c = lane; c < channels; c += kWarpSize) sum += detail::to_f32(xr[c]);
     mean = warp_sum(sum) / static_cast<float>(channels);
   }
   float squares = 0.0f;
   for (int c = lane; c < channels; c += kWarpSize) {
-    const float d = xr[c] - mean;
+    const float d = detail::to_f32(xr[c]) - mean;
     squares += d * d;
   }
   const float rstd = 1.0f / sqrtf(warp_sum(squares) / static_cast<float>(channels) + eps);
   Out* outr = out + row * channels;
   for (int c = lane; c < channels; c += kWarpSize) {
-    const float normed = (xr[c] - mean) * rstd;
+    const float normed = (detail::to_f32(xr[c]) - mean) * rstd;
     outr[c] = detail::from_f32<Out>(normed * weight[c] + (bias != nullptr ? bias[c] : 0.0f));
   }
   if (lane == 0) {
@@ -80,28 +82,28 @@ __global__ void norm_forward_warp_per_row(const float* x, const float* weight, c
   }
 }
 
-template <bool kCentered>
-__global__ void norm_backward_input_warp_per_row(const float* grad_out, const float* x, const float* weight,
+template <bool kCentered, typename In>
+__global__ void norm_backward_input_warp_per_row(const float* grad_out, const In* x, const float* weight,
                                                  const float* mean, const float* rstd, float* grad_x, std::int64_t rows,
                                                  int channels) {
   const std::int64_t row = warp_row();
   if (row >= rows) return;
   const int lane = threadIdx.x % kWarpSize;
   const float* gor = grad_out + row * channels;
-  const float* xr = x + row * channels;
+  const In* xr = x + row * channels;
   const float m = kCentered ? mean[row] : 0.0f, s = rstd[row];
   float sum_g = 0.0f, sum_g_xhat = 0.0f;
   for (int c = lane; c < channels; c += kWarpSize) {
     const float g = gor[c] * weight[c];
     sum_g += g;
-    sum_g_xhat += g * ((xr[c] - m) * s);
+    sum_g_xhat += g * ((detail::to_f32(xr[c]) - m) * s);
   }
   const float mean_g = kCentered ? warp_sum(sum_g) / static_cast<float>(channels) : 0.0f;
   const float mean_g_xhat = warp_sum(sum_g_xhat) / static_cast<float>(channels);
   float* gxr = grad_x + row * channels;
   for (int c = lane; c < channels; c += kWarpSize) {
     const float g = gor[c] * weight[c];
-    const float xhat = (xr[c] - m) * s;
+    const float xhat = (detail::to_f32(xr[c]) - m) * s;
     gxr[c] = s * (g - mean_g - xhat * mean_g_xhat);
   }
 }
@@ -109,7 +111,8 @@ __global__ void norm_backward_input_warp_per_row(const float* grad_out, const fl
 // Block (kTileColumns, kTileRowLanes) reduces columns [blockIdx.x * 32, +32) over the rows of
 // group blockIdx.y (mean null: RMSNorm). With one group it adds straight into the gradients, otherwise it writes
 // partials: partial[g * C + c] (weight) and partial[(groups + g) * C + c] (bias).
-__global__ void layernorm_backward_params_column_tiles(const float* grad_out, const float* x, const float* mean,
+template <typename In>
+__global__ void layernorm_backward_params_column_tiles(const float* grad_out, const In* x, const float* mean,
                                                        const float* rstd, float* grad_weight, float* grad_bias,
                                                        float* partial, std::int64_t rows, int channels,
                                                        std::int64_t rows_per_group, int groups) {
@@ -123,7 +126,7 @@ __global__ void layernorm_backward_params_column_tiles(const float* grad_out, co
   if (c < channels) {
     for (std::int64_t r = row_begin + threadIdx.y; r < row_end; r += kTileRowLanes) {
       const float go = grad_out[r * channels + c];
-      dw += go * ((x[r * channels + c] - (mean != nullptr ? mean[r] : 0.0f)) * rstd[r]);
+      dw += go * ((detail::to_f32(x[r * channels + c]) - (mean != nullptr ? mean[r] : 0.0f)) * rstd[r]);
       db += go;
     }
   }
@@ -180,26 +183,26 @@ std::int64_t rows_per_group(std::int64_t rows) {
 
 namespace {
 
-template <bool kCentered, typename Out>
-void launch_norm_forward(const char* op, const float* x, const float* weight, const float* bias, Out* out, float* mean,
+template <bool kCentered, typename In, typename Out>
+void launch_norm_forward(const char* op, const In* x, const float* weight, const float* bias, Out* out, float* mean,
                          float* rstd, std::int64_t rows, std::int64_t channels, float eps, cudaStream_t stream) {
   const std::int64_t elements = checked_elements(op, rows, channels);
   MYRIAD_CHECK(eps >= 0.0f, op << ": eps must be >= 0, got " << eps);
   if (rows == 0) return;
-  detail::check_pointer(op, "x", x, alignof(float));
+  detail::check_pointer(op, "x", x, alignof(In));
   detail::check_pointer(op, "weight", weight, alignof(float));
   detail::check_optional_pointer(op, "bias", bias, alignof(float));
   detail::check_pointer(op, "out", out, alignof(Out));
   detail::check_optional_pointer(op, "mean", mean, alignof(float));
   detail::check_optional_pointer(op, "rstd", rstd, alignof(float));
-  const std::size_t matrix_bytes = static_cast<std::size_t>(elements) * sizeof(float);
+  const std::size_t matrix_bytes = static_cast<std::size_t>(elements) * sizeof(In);
   const std::size_t out_bytes = static_cast<std::size_t>(elements) * sizeof(Out);
   const std::size_t vector_bytes = static_cast<std::size_t>(channels) * sizeof(float);
   detail::check_disjoint(op, "out", out, out_bytes, "x", x, matrix_bytes);
   detail::check_disjoint(op, "out", out, out_bytes, "weight", weight, vector_bytes);
   detail::check_disjoint(op, "out", out, out_bytes, "bias", bias, vector_bytes);
   const unsigned blocks = detail::grid_blocks(op, rows, kRowsPerBlock);
-  norm_forward_warp_per_row<kCentered, Out>
+  norm_forward_warp_per_row<kCentered, In, Out>
       <<<blocks, kRowThreads, 0, stream>>>(x, weight, bias, out, mean, rstd, rows, static_cast<int>(channels), eps);
   MYRIAD_CUDA_CHECK(cudaGetLastError());
 }
@@ -249,15 +252,15 @@ std::int64_t layernorm_backward_scratch_floats(std::int64_t rows, std::int64_t c
 
 namespace {
 
-template <bool kCentered>
-void launch_norm_backward(const char* op, const float* grad_out, const float* x, const float* weight, const float* mean,
+template <bool kCentered, typename In>
+void launch_norm_backward(const char* op, const float* grad_out, const In* x, const float* weight, const float* mean,
                           const float* rstd, float* grad_x, float* grad_weight, float* grad_bias, float* scratch,
                           std::int64_t scratch_floats, std::int64_t rows, std::int64_t channels, cudaStream_t stream) {
   const std::int64_t elements = checked_elements(op, rows, channels);
   const bool params = grad_weight != nullptr || grad_bias != nullptr;
   if (rows == 0 || (grad_x == nullptr && !params)) return;
   detail::check_pointer(op, "grad_out", grad_out, alignof(float));
-  detail::check_pointer(op, "x", x, alignof(float));
+  detail::check_pointer(op, "x", x, alignof(In));
   if (kCentered) detail::check_pointer(op, "mean", mean, alignof(float));
   detail::check_pointer(op, "rstd", rstd, alignof(float));
   detail::check_optional_pointer(op, "grad_x", grad_x, alignof(float));
@@ -268,7 +271,7 @@ void launch_norm_backward(const char* op, const float* grad_out, const float* x,
   if (grad_x != nullptr) {
     detail::check_pointer(op, "weight", weight, alignof(float));
     detail::check_disjoint(op, "grad_x", grad_x, matrix_bytes, "grad_out", grad_out, matrix_bytes);
-    detail::check_disjoint(op, "grad_x", grad_x, matrix_bytes, "x", x, matrix_bytes);
+    detail::check_disjoint(op, "grad_x", grad_x, matrix_bytes, "x", x, static_cast<std::size_t>(elements) * sizeof(In));
     detail::check_disjoint(op, "grad_x", grad_x, matrix_bytes, "weight", weight,
                            static_cast<std::size_t>(channels) * sizeof(float));
   }
@@ -283,14 +286,14 @@ void launch_norm_backward(const char* op, const float* grad_out, const float* x,
   }
 
   if (grad_x != nullptr) {
-    norm_backward_input_warp_per_row<kCentered><<<row_blocks, kRowThreads, 0, stream>>>(
+    norm_backward_input_warp_per_row<kCentered, In><<<row_blocks, kRowThreads, 0, stream>>>(
         grad_out, x, weight, mean, rstd, grad_x, rows, static_cast<int>(channels));
     MYRIAD_CUDA_CHECK(cudaGetLastError());
   }
   if (params) {
     const dim3 tiles(detail::grid_blocks(op, channels, kTileColumns), static_cast<unsigned>(groups));
     const dim3 tile_threads(kTileColumns, kTileRowLanes);
-    layernorm_backward_params_column_tiles<<<tiles, tile_threads, 0, stream>>>(
+    layernorm_backward_params_column_tiles<In><<<tiles, tile_threads, 0, stream>>>(
         grad_out, x, mean, rstd, grad_weight, grad_bias, scratch, rows, static_cast<int>(channels), group_rows, groups);
     MYRIAD_CUDA_CHECK(cudaGetLastError());
     if (groups > 1) {
@@ -317,5 +320,46 @@ void rmsnorm_backward_f32(const float* grad_out, const float* x, const float* we
   launch_norm_backward<false>("rmsnorm_backward_f32", grad_out, x, weight, nullptr, rstd, grad_x, grad_weight, nullptr,
                               scratch, scratch_floats, rows, channels, stream);
 }
+
+// x in a 16-bit format (mixed precision's residual stream): out f32 or of x's format; backward
+// with f32 gradients.
+#define MYRIAD_NORMS_FROM_16BIT(X, NAME)                                                                               \
+  void layernorm_forward_f32(const X* x, const float* weight, const float* bias, X* out, float* mean, float* rstd,     \
+                             std::int64_t rows, std::int64_t channels, float eps, cudaStream_t stream) {               \
+    launch_norm_forward<true>("layernorm_forward_f32 (" NAME " in and out)", x, weight, bias, out, mean, rstd, rows,   \
+                              channels, eps, stream);                                                                  \
+  }                                                                                                                    \
+  void layernorm_forward_f32(const X* x, const float* weight, const float* bias, float* out, float* mean, float* rstd, \
+                             std::int64_t rows, std::int64_t channels, float eps, cudaStream_t stream) {               \
+    launch_norm_forward<true>("layernorm_forward_f32 (" NAME " in)", x, weight, bias, out, mean, rstd, rows, channels, \
+                              eps, stream);                                                                            \
+  }                                                                                                                    \
+  void rmsnorm_forward_f32(const X* x, const float* weight, X* out, float* rstd, std::int64_t rows,                    \
+                           std::int64_t channels, float eps, cudaStream_t stream) {                                    \
+    launch_norm_forward<false>("rmsnorm_forward_f32 (" NAME " in and out)", x, weight, nullptr, out, nullptr, rstd,    \
+                               rows, channels, eps, stream);                                                           \
+  }                                                                                                                    \
+  void rmsnorm_forward_f32(const X* x, const float* weight, float* out, float* rstd, std::int64_t rows,                \
+                           std::int64_t channels, float eps, cudaStream_t stream) {                                    \
+    launch_norm_forward<false>("rmsnorm_forward_f32 (" NAME " in)", x, weight, nullptr, out, nullptr, rstd, rows,      \
+                               channels, eps, stream);                                                                 \
+  }                                                                                                                    \
+  void layernorm_backward_f32(const float* grad_out, const X* x, const float* weight, const float* mean,               \
+                              const float* rstd, float* grad_x, float* grad_weight, float* grad_bias, float* scratch,  \
+                              std::int64_t scratch_floats, std::int64_t rows, std::int64_t channels,                   \
+                              cudaStream_t stream) {                                                                   \
+    launch_norm_backward<true>("layernorm_backward_f32 (" NAME " x)", grad_out, x, weight, mean, rstd, grad_x,         \
+                               grad_weight, grad_bias, scratch, scratch_floats, rows, channels, stream);               \
+  }                                                                                                                    \
+  void rmsnorm_backward_f32(const float* grad_out, const X* x, const float* weight, const float* rstd, float* grad_x,  \
+                            float* grad_weight, float* scratch, std::int64_t scratch_floats, std::int64_t rows,        \
+                            std::int64_t channels, cudaStream_t stream) {                                              \
+    launch_norm_backward<false>("rmsnorm_backward_f32 (" NAME " x)", grad_out, x, weight, nullptr, rstd, grad_x,       \
+                                grad_weight, nullptr, scratch, scratch_floats, rows, channels, stream);                \
+  }
+
+MYRIAD_NORMS_FROM_16BIT(__nv_bfloat16, "bf16")
+MYRIAD_NORMS_FROM_16BIT(__half, "f16")
+#undef MYRIAD_NORMS_FROM_16BIT
 
 }  // namespace myriad::cuda

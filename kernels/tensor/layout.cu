@@ -1,7 +1,8 @@
 // Elementwise sums and head layouts for the device model (kernels.h, "Tensor plumbing"), f32:
 //   add_f32                      out = a + b
 //   fill_f32                     out = value
-//   axpby_f32                    out = alpha a + beta b (b may be null: out = alpha a), or out += that
+//   axpby_f32                    out = alpha a + beta b (b may be null: out = alpha a), or out += that;
+//                                b or out may be bf16 / f16 (widened / rounded once)
 //   add_broadcast_rows_f32       x[r, j] += row[j] for every row r of x (r < rows, j < width)
 //   column_sums_accumulate_f32   out[c] += sum_r x[r, c], rows summed in a fixed order (x f32 or 16-bit)
 //   split_heads_f32              (B, T, H, D) rows with a row stride -> (B, H, T, D) contiguous
@@ -15,6 +16,7 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <type_traits>
 #include <utility>
 
 #include "common/launch_checks.h"
@@ -36,12 +38,14 @@ __global__ void add_kernel(const float* a, const float* b, float* out, std::int6
   }
 }
 
-__global__ void axpby_kernel(float alpha, const float* a, float beta, const float* b, float* out, std::int64_t n,
+// B, Out: float, or bf16 / f16 (b widened; out rounded once at the store; `accumulate`: f32 out).
+template <typename B, typename Out>
+__global__ void axpby_kernel(float alpha, const float* a, float beta, const B* b, Out* out, std::int64_t n,
                              bool accumulate) {
   const std::int64_t stride = static_cast<std::int64_t>(gridDim.x) * blockDim.x;
   for (std::int64_t i = static_cast<std::int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < n; i += stride) {
-    const float value = b == nullptr ? alpha * a[i] : alpha * a[i] + beta * b[i];
-    out[i] = accumulate ? out[i] + value : value;
+    const float value = b == nullptr ? alpha * a[i] : alpha * a[i] + beta * detail::to_f32(b[i]);
+    out[i] = detail::from_f32<Out>(accumulate ? detail::to_f32(out[i]) + value : value);
   }
 }
 
@@ -167,6 +171,53 @@ void axpby_f32(float alpha, const float* a, float beta, const float* b, float* o
   }
   axpby_kernel<<<blocks_for(op, n), kThreads, 0, stream>>>(alpha, a, beta, b, out, n, accumulate);
   MYRIAD_CUDA_CHECK(cudaGetLastError());
+}
+
+namespace {
+
+// axpby with one 16-bit side: b (out f32, a or b itself, or disjoint) or out (disjoint from both;
+// no accumulate).
+template <typename B, typename Out>
+void launch_mixed_axpby(const char* op, float alpha, const float* a, float beta, const B* b, Out* out, std::int64_t n,
+                        bool accumulate, cudaStream_t stream) {
+  detail::check_count(op, "n", n);
+  if (n == 0) return;
+  detail::check_pointer(op, "a", a, alignof(float));
+  detail::check_optional_pointer(op, "b", b, alignof(B));
+  detail::check_pointer(op, "out", out, alignof(Out));
+  const auto bytes = [n](std::size_t size) { return static_cast<std::size_t>(n) * size; };
+  if constexpr (std::is_same_v<Out, float>) {
+    detail::check_same_or_disjoint(op, "out", out, "a", a, bytes(sizeof(float)));
+    detail::check_disjoint(op, "out", out, bytes(sizeof(float)), "b", b, bytes(sizeof(B)));
+  } else {
+    MYRIAD_CHECK(!accumulate, op << ": a 16-bit out is written, not accumulated");
+    detail::check_disjoint(op, "out", out, bytes(sizeof(Out)), "a", a, bytes(sizeof(float)));
+    detail::check_disjoint(op, "out", out, bytes(sizeof(Out)), "b", b, bytes(sizeof(B)));
+  }
+  axpby_kernel<<<blocks_for(op, n), kThreads, 0, stream>>>(alpha, a, beta, b, out, n, accumulate);
+  MYRIAD_CUDA_CHECK(cudaGetLastError());
+}
+
+}  // namespace
+
+void axpby_f32(float alpha, const float* a, float beta, const __nv_bfloat16* b, float* out, std::int64_t n,
+               bool accumulate, cudaStream_t stream) {
+  launch_mixed_axpby("axpby_f32 (bf16 b)", alpha, a, beta, b, out, n, accumulate, stream);
+}
+
+void axpby_f32(float alpha, const float* a, float beta, const __half* b, float* out, std::int64_t n, bool accumulate,
+               cudaStream_t stream) {
+  launch_mixed_axpby("axpby_f32 (f16 b)", alpha, a, beta, b, out, n, accumulate, stream);
+}
+
+void axpby_f32(float alpha, const float* a, float beta, const float* b, __nv_bfloat16* out, std::int64_t n,
+               bool accumulate, cudaStream_t stream) {
+  launch_mixed_axpby("axpby_f32 (bf16 out)", alpha, a, beta, b, out, n, accumulate, stream);
+}
+
+void axpby_f32(float alpha, const float* a, float beta, const float* b, __half* out, std::int64_t n, bool accumulate,
+               cudaStream_t stream) {
+  launch_mixed_axpby("axpby_f32 (f16 out)", alpha, a, beta, b, out, n, accumulate, stream);
 }
 
 void add_broadcast_rows_f32(float* x, const float* row, std::int64_t rows, std::int64_t width, cudaStream_t stream) {

@@ -1,7 +1,7 @@
 // CudaBackend: the row-wise and elementwise ops (norms, GELU, SwiGLU) over the kernels' launchers.
 // Their dispatch points have checked that every tensor is contiguous f32 of the right shape (a
-// forward's output f32 or bf16 / f16), so the launchers get the tensors' pointers as they are;
-// optional outputs pass null.
+// forward's output f32 or bf16 / f16, a norm's x too), so the launchers get the tensors' pointers
+// as they are; optional outputs pass null.
 #include <type_traits>
 
 #include "myriad/cuda/cuda_backend.h"
@@ -11,12 +11,29 @@
 
 namespace myriad::cuda {
 
+// The norms read x in f32 or a 16-bit format (mixed precision's residual stream) and write out in
+// f32 or x's format (the dispatch points refused two different 16-bit formats).
+template <typename Launch>
+static void with_norm_pointers(const char* op, const Tensor& x, const Tensor& out, Launch&& launch) {
+  with_input_pointer(op, x, [&](const auto* x_data) {
+    with_output_pointer(op, out, [&](auto* out_data) {
+      using X = std::remove_pointer_t<decltype(x_data)>;
+      using Out = std::remove_pointer_t<decltype(out_data)>;
+      if constexpr (kOne16BitFormat<X, Out>) {
+        launch(x_data, out_data);
+      } else {
+        MYRIAD_THROW(op << ": x " << x.describe() << " and out " << out.describe() << " are two 16-bit formats");
+      }
+    });
+  });
+}
+
 void CudaBackend::layernorm_forward(const LayernormArgs& args, const Tensor& x, const Tensor& weight,
                                     const Tensor& bias, Tensor& out, Tensor& mean, Tensor& rstd) {
   DeviceGuard guard(context_.device());
   const std::int64_t channels = x.size(-1), rows = x.numel() / channels;
-  with_output_pointer("layernorm_forward", out, [&](auto* out_data) {
-    layernorm_forward_f32(floats(x), floats(weight), floats(bias), out_data, floats(mean), floats(rstd), rows, channels,
+  with_norm_pointers("layernorm_forward", x, out, [&](const auto* x_data, auto* out_data) {
+    layernorm_forward_f32(x_data, floats(weight), floats(bias), out_data, floats(mean), floats(rstd), rows, channels,
                           args.eps, context_.stream());
   });
 }
@@ -28,17 +45,19 @@ void CudaBackend::layernorm_backward(const LayernormArgs&, const Tensor& x, cons
   const std::int64_t channels = x.size(-1), rows = x.numel() / channels;
   const std::int64_t scratch_floats = layernorm_backward_scratch_floats(rows, channels);
   Tensor scratch = scratch_floats > 0 ? empty({scratch_floats}) : Tensor();
-  layernorm_backward_f32(floats(grad_out), floats(x), floats(weight), floats(mean), floats(rstd), floats(grad_x),
-                         floats(grad_weight), floats(grad_bias), floats(scratch), scratch_floats, rows, channels,
-                         context_.stream());
+  with_input_pointer("layernorm_backward", x, [&](const auto* x_data) {
+    layernorm_backward_f32(floats(grad_out), x_data, floats(weight), floats(mean), floats(rstd), floats(grad_x),
+                           floats(grad_weight), floats(grad_bias), floats(scratch), scratch_floats, rows, channels,
+                           context_.stream());
+  });
 }
 
 void CudaBackend::rmsnorm_forward(const RmsnormArgs& args, const Tensor& x, const Tensor& weight, Tensor& out,
                                   Tensor& rstd) {
   DeviceGuard guard(context_.device());
   const std::int64_t channels = x.size(-1), rows = x.numel() / channels;
-  with_output_pointer("rmsnorm_forward", out, [&](auto* out_data) {
-    rmsnorm_forward_f32(floats(x), floats(weight), out_data, floats(rstd), rows, channels, args.eps, context_.stream());
+  with_norm_pointers("rmsnorm_forward", x, out, [&](const auto* x_data, auto* out_data) {
+    rmsnorm_forward_f32(x_data, floats(weight), out_data, floats(rstd), rows, channels, args.eps, context_.stream());
   });
 }
 
@@ -48,8 +67,10 @@ void CudaBackend::rmsnorm_backward(const RmsnormArgs&, const Tensor& x, const Te
   const std::int64_t channels = x.size(-1), rows = x.numel() / channels;
   const std::int64_t scratch_floats = layernorm_backward_scratch_floats(rows, channels);
   Tensor scratch = scratch_floats > 0 ? empty({scratch_floats}) : Tensor();
-  rmsnorm_backward_f32(floats(grad_out), floats(x), floats(weight), floats(rstd), floats(grad_x), floats(grad_weight),
-                       floats(scratch), scratch_floats, rows, channels, context_.stream());
+  with_input_pointer("rmsnorm_backward", x, [&](const auto* x_data) {
+    rmsnorm_backward_f32(floats(grad_out), x_data, floats(weight), floats(rstd), floats(grad_x), floats(grad_weight),
+                         floats(scratch), scratch_floats, rows, channels, context_.stream());
+  });
 }
 
 void CudaBackend::gelu_forward(const GeluArgs&, const Tensor& x, Tensor& out) {

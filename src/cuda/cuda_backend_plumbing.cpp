@@ -3,6 +3,7 @@
 // merge of heads for the strided views attention and RoPE use.
 #include <array>
 #include <optional>
+#include <type_traits>
 #include <utility>
 
 #include "myriad/cuda/check.h"
@@ -10,13 +11,27 @@
 #include "myriad/cuda/device_guard.h"
 #include "myriad/cuda/kernels.h"
 #include "heads_layout.h"
+#include "kernel_pointers.h"
 
 namespace myriad::cuda {
 
+// b and out f32, or one of them 16-bit (mixed precision's residual stream; the dispatch point
+// refused both 16-bit).
 void CudaBackend::add_forward(const AddArgs& args, const Tensor& a, const Tensor& b, Tensor& out) {
   DeviceGuard guard(context_.device());
-  axpby_f32(args.alpha, a.data<float>(), args.beta, b.defined() ? b.data<float>() : nullptr, out.data<float>(),
-            out.numel(), false, context_.stream());
+  const Tensor& typed_b = b.defined() ? b : a;  // no b: a null pointer of f32
+  with_input_pointer("add_forward", typed_b, [&](const auto* b_data) {
+    with_output_pointer("add_forward", out, [&](auto* out_data) {
+      using B = std::remove_cv_t<std::remove_pointer_t<decltype(b_data)>>;
+      using Out = std::remove_pointer_t<decltype(out_data)>;
+      if constexpr (std::is_same_v<B, float> || std::is_same_v<Out, float>) {
+        axpby_f32(args.alpha, a.data<float>(), args.beta, b.defined() ? b_data : nullptr, out_data, out.numel(), false,
+                  context_.stream());
+      } else {
+        MYRIAD_THROW("add_forward: b " << b.describe() << " and out " << out.describe() << " are both 16-bit");
+      }
+    });
+  });
 }
 
 void CudaBackend::fill(const Tensor& t, float value) {
@@ -31,8 +46,8 @@ void CudaBackend::add_backward(const AddArgs& args, const Tensor& grad_out, Tens
   const std::pair<Tensor*, float> a_part{&grad_a, args.alpha}, b_part{&grad_b, args.beta};
   for (auto [grad, factor] : b_in_place ? std::array{a_part, b_part} : std::array{b_part, a_part}) {
     if (!grad->defined()) continue;
-    axpby_f32(factor, grad_out.data<float>(), 0.0f, nullptr, grad->data<float>(), grad_out.numel(),
-              args.accumulate_grads, context_.stream());
+    axpby_f32(factor, grad_out.data<float>(), 0.0f, static_cast<const float*>(nullptr), grad->data<float>(),
+              grad_out.numel(), args.accumulate_grads, context_.stream());
   }
 }
 

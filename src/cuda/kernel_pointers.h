@@ -7,6 +7,8 @@
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 
+#include <type_traits>
+
 #include "myriad/core/error.h"
 #include "myriad/core/tensor.h"
 
@@ -30,5 +32,30 @@ void with_output_pointer(const char* op, const Tensor& out, Launch&& launch) {
       MYRIAD_THROW(op << ": output " << out.describe() << " must be f32, bf16 or f16");
   }
 }
+
+// The same for an input: launch called with const float*, const __nv_bfloat16* or const __half*.
+template <typename Launch>
+void with_input_pointer(const char* op, const Tensor& in, Launch&& launch) {
+  switch (in.dtype()) {
+    case DType::f32:
+      launch(static_cast<const float*>(in.data<float>()));
+      return;
+    case DType::bf16:
+      launch(static_cast<const __nv_bfloat16*>(in.raw_data()));
+      return;
+    case DType::f16:
+      launch(static_cast<const __half*>(in.raw_data()));
+      return;
+    default:
+      MYRIAD_THROW(op << ": input " << in.describe() << " must be f32, bf16 or f16");
+  }
+}
+
+// A launcher pair of pointers whose pointees are f32 and anything, or one 16-bit format twice
+// (bf16 with f16 has no launcher; the dispatch points refuse it).
+template <typename A, typename B>
+constexpr bool kOne16BitFormat =
+    std::is_same_v<std::remove_cv_t<A>, float> || std::is_same_v<std::remove_cv_t<B>, float> ||
+    std::is_same_v<std::remove_cv_t<A>, std::remove_cv_t<B>>;
 
 }  // namespace myriad::cuda

@@ -201,7 +201,9 @@ GptModel::Slot GptModel::make_slot() const {
   const std::int64_t B = b.B, T = b.T, N = B * T;
   const Shape rows = residual_shape(config_, split_, B, T);
   Slot s;
-  for (std::size_t i = 0; i < blocks_.size() + chunk_blocks_.size(); ++i) s.residual.push_back(placement_.empty(rows));
+  for (std::size_t i = 0; i < blocks_.size() + chunk_blocks_.size(); ++i) {
+    s.residual.push_back(placement_.empty(rows, activation_precision_));
+  }
   std::vector<ActivationSlot> slots = block_activation_slots(config_, split_, B, T, kept_gemm_input_format());
   for (const TransformerBlock& block : blocks_) {
     BlockActivations acts;
@@ -294,7 +296,8 @@ ActivationMemory GptModel::activation_memory(std::int64_t B, std::int64_t T, Rec
   }
   const auto local_blocks = static_cast<std::int64_t>(blocks_.size());
   const auto chunks = static_cast<std::int64_t>(chunk_blocks_.size());
-  m.saved_bytes = local_blocks * own_per_block + (local_blocks + chunks) * row_count * C * 4;
+  const auto residual_bytes = static_cast<std::int64_t>(dtype_size(activation_precision_));
+  m.saved_bytes = local_blocks * own_per_block + (local_blocks + chunks) * row_count * C * residual_bytes;
   // MoE blocks keep no dense MLP activations but their experts' (sized by the routing: at most
   // N top_k rows without an exchange; counted at that bound), the router logits and shared experts
   // — under full recompute only while the block's backward runs (scratch, one block at a time).
@@ -319,7 +322,7 @@ ActivationMemory GptModel::activation_memory(std::int64_t B, std::int64_t T, Rec
   const BlockGradientFormats grads = block_gradient_formats(config_, split_, kept_gemm_input_format());
   const auto bytes_of = [](DType t) { return static_cast<std::int64_t>(dtype_size(t)); };
   const std::int64_t d_att = N * widths.heads * widths.head_dim;
-  std::int64_t scratch = (N * C + 2 * row_count * C + N * F) * 4 /*d_h, d_tmp, y_discard, d_act*/ +
+  std::int64_t scratch = (N * C + 2 * row_count * C + N * F) * 4 /*d_h, d_tmp, y_wide, d_act*/ +
                          (d_att + N * widths.qkv()) * bytes_of(grads.attention) +
                          (config_.mlp == MlpKind::swiglu ? 2 : 1) * N * F * bytes_of(grads.mlp) + 4 * C * 4;
   if (split_.sharded_sequence()) scratch += (N * C + 2 * row_count * C + (split_.last_stage ? N * C : 0)) * 4;
@@ -396,8 +399,6 @@ std::int64_t GptModel::forward_chunk(int chunk, int slot_index, const Tensor& id
   const auto [first, last] = chunk_blocks_.at(chunk);
   if (chunk_is_first(chunk)) {
     embed(ids, s.residual[static_cast<std::size_t>(first) + static_cast<std::size_t>(chunk)]);
-    round_to_format(s.residual[static_cast<std::size_t>(first) + static_cast<std::size_t>(chunk)],
-                    activation_precision_);
   }
   for (int i = first; i < last; ++i) {
     const auto r = static_cast<std::size_t>(i) + static_cast<std::size_t>(chunk);
@@ -417,7 +418,6 @@ std::int64_t GptModel::forward_chunk(int chunk, int slot_index, const Tensor& id
     }
     blocks_[i].forward(store_, s.residual[r], s.residual[r + 1], s.blocks[i], b.scratch);
     s.blocks[i].selection_totals = Tensor();  // a recompute's forward adds nothing
-    round_to_format(s.residual[r + 1], activation_precision_);
     release_block(i, Pass::forward);
     if (recording_stats_) attention_stats_.add(s.blocks[i].selection);
     if (moe_stat_of_block_[i] >= 0) {

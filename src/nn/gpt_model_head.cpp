@@ -23,8 +23,10 @@ CrossEntropyArgs GptModel::loss_args() const {
   return CrossEntropyArgs{.ignore_index = kIgnoreIndex, .classes = head_columns()};
 }
 
-void GptModel::embed(const Tensor& ids, Tensor& out) {
+// out: the first residual; a 16-bit one gets the f32 sum (lookup + position) rounded once.
+void GptModel::embed(const Tensor& ids, Tensor& residual) {
   Buffers& b = buffers_;
+  Tensor out = residual.dtype() == DType::f32 ? residual : b.scratch.y_wide;
   const std::int64_t N = b.B * b.T, C = config_.n_embd;
   const bool head_shares = head_ == wte_;
   acquire(embedding_unit_, Pass::forward);
@@ -42,6 +44,7 @@ void GptModel::embed(const Tensor& ids, Tensor& out) {
     embedding_forward(EmbeddingArgs{.ids_checked = true}, b.row_positions, store_[wpe_].value, b.pos_emb);  // 0..T-1
     add_into(out, b.pos_emb);
   }
+  if (out.raw_data() != residual.raw_data()) copy(out, residual);
   if (!head_shares) release(embedding_unit_, Pass::forward);
 }
 

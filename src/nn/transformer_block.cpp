@@ -135,7 +135,7 @@ BlockScratch make_block_scratch(const ops::Placement& placement, const Transform
   s.d_h = placement.empty({B, T, C});
   s.d_att = placement.empty({B, T, w.heads * w.head_dim}, formats.attention);
   s.d_tmp = placement.empty(rows);
-  s.y_discard = placement.empty(rows);
+  s.y_wide = placement.empty(rows);
   s.d_qkv = placement.empty({B, T, w.qkv()}, formats.attention);
   s.d_fc = placement.empty({B, T, F}, formats.mlp);
   s.d_act = placement.empty({B, T, F});
@@ -262,12 +262,16 @@ static Tensor row_block(const Tensor& t, std::int64_t begin, std::int64_t end) {
   return t.view({t.numel() / t.size(-1), t.size(-1)}).slice(0, begin, end);
 }
 
-// out = residual + the row-parallel linear of `in` (`partial`: (B, T, C) scratch).
+// out = residual + the row-parallel linear of `in` (`partial`: (B, T, C) scratch). A 16-bit out:
+// the linear's f32 result in `wide`, the sum rounded once into out.
 void TransformerBlock::row_parallel_output(std::optional<BlockLinear> which, const Tensor& in, const Parameter& weight,
-                                           const Tensor& bias, const Tensor& residual, Tensor& partial,
-                                           Tensor& out) const {
+                                           const Tensor& bias, const Tensor& residual, Tensor& partial, Tensor& out,
+                                           Tensor* wide) const {
+  MYRIAD_CHECK(out.dtype() == DType::f32 || wide != nullptr,
+               "block " << layer_ << ": a 16-bit output " << out.describe() << " needs an f32 scratch for its sum");
+  Tensor& sum = out.dtype() == DType::f32 ? out : *wide;
   if (weight.int8_values.defined()) {  // INT8 inference: whole layers only (GptModel::attach_int8)
-    linear_forward(in, weight, bias, out, operands_);
+    linear_forward(in, weight, bias, sum, operands_);
   } else {
     Fp8WeightOnce codes;
     if (which) fp8_first_scale(*which, Fp8Role::input, in);
@@ -275,9 +279,9 @@ void TransformerBlock::row_parallel_output(std::optional<BlockLinear> which, con
         [&](const Tensor& b, std::int64_t begin, std::int64_t end, Tensor& o) {
           dense_linear_forward(which, row_block(in, begin, end), weight, b, o, &codes);
         },
-        bias, partial, out);
+        bias, partial, sum);
   }
-  add_into(out, residual);
+  add(sum, residual, out);
 }
 
 // A dense linear layer of the block: FP8 GEMMs under training.precision fp8 (training's forward:
@@ -445,14 +449,15 @@ void TransformerBlock::forward(const ParameterStore& store, const Tensor& x, Ten
                     }
                   });
   if (!fused) mlp_activation(a, a.act);
-  row_parallel_output(BlockLinear::out, a.act, store[out_w_], optional(store, out_b_, false), a.x_mid, s.d_h, y);
+  row_parallel_output(BlockLinear::out, a.act, store[out_w_], optional(store, out_b_, false), a.x_mid, s.d_h, y,
+                      &s.y_wide);
 }
 
 void TransformerBlock::recompute(const ParameterStore& store, const Tensor& x, BlockActivations& a,
                                  BlockScratch& scratch, Recompute mode) const {
   if (mode == Recompute::none && !split_.sharded_sequence()) return;
   if (mode == Recompute::full) {
-    forward(store, x, scratch.y_discard, a, scratch);
+    forward(store, x, scratch.y_wide, a, scratch);
     return;
   }
   if (split_.sharded_sequence()) {  // the rows only: backward gathers them beside its GEMMs

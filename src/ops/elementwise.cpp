@@ -5,6 +5,8 @@
 
 #include "myriad/ops/backend.h"
 #include "myriad/ops/op_checks.h"
+#include "f32_operand.h"
+#include "f32_output.h"
 
 namespace myriad {
 
@@ -23,11 +25,19 @@ bool is_float_type(DType t) { return t == DType::f32 || t == DType::bf16 || t ==
 void add_forward(const AddArgs& args, const Tensor& a, const Tensor& b, Tensor& out) {
   const char* op = "add_forward";
   check_operand(op, "a", a);
-  if (b.defined()) check_operand(op, "b", b, &a);
-  check_operand(op, "out", out, &a);
+  if (b.defined()) {
+    ops::check_f32_or_16bit_output(op, "b", b, a.shape());
+    MYRIAD_CHECK(b.dtype() == DType::f32 || out.dtype() == DType::f32,
+                 op << ": b " << b.describe() << " and out " << out.describe()
+                    << " are both 16-bit (one side of the sum in f32: a residual add reads or writes 16 bits)");
+  }
+  ops::check_f32_or_16bit_output(op, "out", out, a.shape());
   const std::initializer_list<ops::NamedTensor> tensors = {{"a", &a}, {"b", &b}, {"out", &out}};
   Device device = ops::check_same_device(op, tensors);
-  if (device.is_cpu()) return cpu::add_forward(args, a, b, out);
+  if (device.is_cpu()) {
+    return ops::compute_into_output(out,
+                                    [&](Tensor& result) { cpu::add_forward(args, a, ops::as_f32_operand(b), result); });
+  }
   ops::backend_of(op, tensors).add_forward(args, a, b, out);
 }
 

@@ -52,6 +52,22 @@ std::int64_t check_f32_rows(const char* op, const char* name, const Tensor& t) {
   return t.size(-1);
 }
 
+std::int64_t check_float_rows(const char* op, const char* name, const Tensor& t) {
+  MYRIAD_CHECK(t.dtype() == DType::f32 || t.dtype() == DType::bf16 || t.dtype() == DType::f16,
+               op << ": '" << name << "' " << t.describe() << " must be f32, bf16 or f16");
+  MYRIAD_CHECK(t.dim() >= 1 && t.size(-1) >= 1, op << ": '" << name << "' has shape " << shape_string(t.shape())
+                                                   << ", expected (N, C) or (..., C) with C >= 1");
+  check_contiguous(op, name, t);
+  return t.size(-1);
+}
+
+void check_one_16bit_format(const char* op, const char* in_name, const Tensor& in, const char* out_name,
+                            const Tensor& out) {
+  MYRIAD_CHECK(in.dtype() == DType::f32 || out.dtype() == DType::f32 || in.dtype() == out.dtype(),
+               op << ": '" << in_name << "' " << in.describe() << " and '" << out_name << "' " << out.describe()
+                  << " are two different 16-bit formats (one of them must be f32, or both the same format)");
+}
+
 Device check_same_device(const char* op, std::initializer_list<NamedTensor> tensors) {
   const char* first_name = nullptr;
   Device device;

@@ -1274,6 +1274,68 @@ void rmsnorm_forward_f32(const float* x, const float* w, __half* out, float* rst
                          float eps, cudaStream_t launch_stream) {
   rmsnorm_forward_into(x, w, out, rstd, N, C, eps, launch_stream);
 }
+// The norms from a 16-bit x (the residual stream under mixed precision): the ops read it widened.
+template <typename T>
+constexpr DType kStored = std::is_same_v<T, float> ? DType::f32 : kHalf<T>;
+template <typename X, typename O>
+static void layernorm_from_16bit(const X* x, const float* w, const float* b, O* out, float* mean, float* rstd,
+                                 std::int64_t N, std::int64_t C, float eps, cudaStream_t launch_stream) {
+  emulated::launch(launch_stream, [=]() mutable {
+    Tensor o = W(out, {N, C}, kStored<O>), m = W(mean, {N}), r = W(rstd, {N});
+    layernorm_forward(LayernormArgs{.eps = eps}, W(x, {N, C}, kHalf<X>), W(w, {C}), W(b, {C}), o, m, r);
+  });
+}
+template <typename X, typename O>
+static void rmsnorm_from_16bit(const X* x, const float* w, O* out, float* rstd, std::int64_t N, std::int64_t C,
+                               float eps, cudaStream_t launch_stream) {
+  emulated::launch(launch_stream, [=]() mutable {
+    Tensor o = W(out, {N, C}, kStored<O>), r = W(rstd, {N});
+    rmsnorm_forward(RmsnormArgs{.eps = eps}, W(x, {N, C}, kHalf<X>), W(w, {C}), o, r);
+  });
+}
+template <typename X>
+static void norm_backward_from_16bit(bool centered, const float* go, const X* x, const float* w, const float* mean,
+                                     const float* rstd, float* gx, float* gw, float* gb, std::int64_t N, std::int64_t C,
+                                     cudaStream_t launch_stream) {
+  emulated::launch(launch_stream, [=]() mutable {
+    Tensor tx = W(gx, {N, C}), tw = W(gw, {C}), tb = W(gb, {C});
+    const Tensor wide_x = W(x, {N, C}, kHalf<X>);
+    if (centered) {
+      layernorm_backward(LayernormArgs{}, wide_x, W(w, {C}), W(mean, {N}), W(rstd, {N}), W(go, {N, C}), tx, tw, tb);
+    } else {
+      rmsnorm_backward(RmsnormArgs{}, wide_x, W(w, {C}), W(rstd, {N}), W(go, {N, C}), tx, tw);
+    }
+  });
+}
+#define MYRIAD_EMULATED_NORMS_FROM(X)                                                                                  \
+  void layernorm_forward_f32(const X* x, const float* w, const float* b, X* out, float* mean, float* rstd,             \
+                             std::int64_t N, std::int64_t C, float eps, cudaStream_t launch_stream) {                  \
+    layernorm_from_16bit(x, w, b, out, mean, rstd, N, C, eps, launch_stream);                                          \
+  }                                                                                                                    \
+  void layernorm_forward_f32(const X* x, const float* w, const float* b, float* out, float* mean, float* rstd,         \
+                             std::int64_t N, std::int64_t C, float eps, cudaStream_t launch_stream) {                  \
+    layernorm_from_16bit(x, w, b, out, mean, rstd, N, C, eps, launch_stream);                                          \
+  }                                                                                                                    \
+  void rmsnorm_forward_f32(const X* x, const float* w, X* out, float* rstd, std::int64_t N, std::int64_t C, float eps, \
+                           cudaStream_t launch_stream) {                                                               \
+    rmsnorm_from_16bit(x, w, out, rstd, N, C, eps, launch_stream);                                                     \
+  }                                                                                                                    \
+  void rmsnorm_forward_f32(const X* x, const float* w, float* out, float* rstd, std::int64_t N, std::int64_t C,        \
+                           float eps, cudaStream_t launch_stream) {                                                    \
+    rmsnorm_from_16bit(x, w, out, rstd, N, C, eps, launch_stream);                                                     \
+  }                                                                                                                    \
+  void layernorm_backward_f32(const float* go, const X* x, const float* w, const float* mean, const float* rstd,       \
+                              float* gx, float* gw, float* gb, float*, std::int64_t, std::int64_t N, std::int64_t C,   \
+                              cudaStream_t launch_stream) {                                                            \
+    norm_backward_from_16bit(true, go, x, w, mean, rstd, gx, gw, gb, N, C, launch_stream);                             \
+  }                                                                                                                    \
+  void rmsnorm_backward_f32(const float* go, const X* x, const float* w, const float* rstd, float* gx, float* gw,      \
+                            float*, std::int64_t, std::int64_t N, std::int64_t C, cudaStream_t launch_stream) {        \
+    norm_backward_from_16bit(false, go, x, w, nullptr, rstd, gx, gw, nullptr, N, C, launch_stream);                    \
+  }
+MYRIAD_EMULATED_NORMS_FROM(__nv_bfloat16)
+MYRIAD_EMULATED_NORMS_FROM(__half)
+#undef MYRIAD_EMULATED_NORMS_FROM
 template <typename H>
 static void gelu_forward_into(const float* x, H* out, std::int64_t n, cudaStream_t launch_stream) {
   emulated::launch(launch_stream, [=]() mutable {
@@ -1399,6 +1461,38 @@ void axpby_f32(float alpha, const float* a, float beta, const float* b, float* o
       out[i] = accumulate ? out[i] + value : value;
     }
   });
+}
+// One 16-bit side: the elementwise op on the widened b, or its f32 result rounded into out.
+template <typename B, typename O>
+static void mixed_axpby(float alpha, const float* a, float beta, const B* b, O* out, std::int64_t n, bool accumulate,
+                        cudaStream_t launch_stream) {
+  emulated::launch(launch_stream, [=]() mutable {
+    MYRIAD_CHECK((std::is_same_v<O, float> || !accumulate), "axpby_f32: a 16-bit out is written, not accumulated");
+    Tensor o = W(out, {n}, kStored<O>);
+    if (accumulate) {
+      Tensor value = Tensor::empty({n});
+      add_forward(AddArgs{.alpha = alpha, .beta = beta}, W(a, {n}), W(b, {n}, kStored<B>), value);
+      add_forward(AddArgs{}, value, o, o);
+      return;
+    }
+    add_forward(AddArgs{.alpha = alpha, .beta = beta}, W(a, {n}), W(b, {n}, kStored<B>), o);
+  });
+}
+void axpby_f32(float alpha, const float* a, float beta, const __nv_bfloat16* b, float* out, std::int64_t n,
+               bool accumulate, cudaStream_t launch_stream) {
+  mixed_axpby(alpha, a, beta, b, out, n, accumulate, launch_stream);
+}
+void axpby_f32(float alpha, const float* a, float beta, const __half* b, float* out, std::int64_t n, bool accumulate,
+               cudaStream_t launch_stream) {
+  mixed_axpby(alpha, a, beta, b, out, n, accumulate, launch_stream);
+}
+void axpby_f32(float alpha, const float* a, float beta, const float* b, __nv_bfloat16* out, std::int64_t n,
+               bool accumulate, cudaStream_t launch_stream) {
+  mixed_axpby(alpha, a, beta, b, out, n, accumulate, launch_stream);
+}
+void axpby_f32(float alpha, const float* a, float beta, const float* b, __half* out, std::int64_t n, bool accumulate,
+               cudaStream_t launch_stream) {
+  mixed_axpby(alpha, a, beta, b, out, n, accumulate, launch_stream);
 }
 void add_broadcast_rows_f32(float* x, const float* row, std::int64_t rows, std::int64_t w, cudaStream_t launch_stream) {
   emulated::launch(launch_stream, [=]() mutable {

@@ -2,7 +2,8 @@
 // RMSNorm, GELU, SwiGLU and the fused linear + GELU writing bf16 / f16; attention with 16-bit
 // products writing a 16-bit heads view of rows, and its backward reading it; the backward's kept
 // 16-bit gradients: GEMM outputs, bias sums from them, SwiGLU's gradients, attention's gradients as
-// heads views of 16-bit rows and RoPE's backward in place on them) against the CPU ops' on the same
+// heads views of 16-bit rows and RoPE's backward in place on them; the norms and residual adds on a
+// 16-bit residual stream) against the CPU ops' on the same
 // inputs. The device computes in f32 and rounds once, as the CPU op does, so the two differ
 // at most where the f32 values (a few ulp apart: tanhf, expf) fall on either side of a rounding
 // boundary — one unit in the last place of the format. On the emulated CUDA layer the launchers
@@ -17,6 +18,7 @@
 #include "myriad/ops/activations.h"
 #include "myriad/ops/attention.h"
 #include "myriad/ops/bias_add.h"
+#include "myriad/ops/elementwise.h"
 #include "myriad/ops/matmul.h"
 #include "myriad/ops/linear.h"
 #include "myriad/ops/norms.h"
@@ -201,6 +203,61 @@ TEST_P(CudaSixteenBitOutputs, SwigluAttentionAndRopeGradientsInTheFormat) {
   rope_backward(RopeArgs{}, host_q, host_q);
   rope_backward(RopeArgs{}, device_q, device_q);
   expect_same_format_result(d_grads, grads, "q gradient after RoPE's backward");
+}
+
+// The residual stream in the format: the norms read it (forward into f32 or 16-bit, backward) and
+// the residual adds read it as b or write it as out — the device's f32 math on the same widened
+// values as the CPU op's, so equal up to summation order (and one ulp where a sum is rounded).
+TEST_P(CudaSixteenBitOutputs, NormsAndResidualAddsOnASixteenBitStream) {
+  const DType format = GetParam();
+  const std::int64_t N = 300, C = 136;  // > 256 rows: the norm gradients' two-pass reduction
+  const Tensor x = random({N, C}, 20).to(format), w = random({C}, 21), b = random({C}, 22), g = random({N, C}, 23);
+  const Tensor d_x = on_device(x), d_w = on_device(w), d_b = on_device(b), d_g = on_device(g);
+  for (DType out_format : {DType::f32, format}) {
+    Tensor out = Tensor::empty({N, C}, out_format), mean = Tensor::empty({N}), rstd = Tensor::empty({N});
+    Tensor d_out = backend_->empty({N, C}, out_format), d_mean = backend_->empty({N}), d_rstd = backend_->empty({N});
+    layernorm_forward(LayernormArgs{}, x, w, b, out, mean, rstd);
+    layernorm_forward(LayernormArgs{}, d_x, d_w, d_b, d_out, d_mean, d_rstd);
+    if (out_format == DType::f32) {
+      expect_close(d_out, out, 1e-5, "layernorm out (f32) from the stream");
+    } else {
+      expect_same_format_result(d_out, out, "layernorm out from the stream");
+    }
+    expect_close(d_rstd, rstd, 1e-5, "layernorm rstd from the stream");
+    rmsnorm_forward(RmsnormArgs{}, x, w, out, rstd);
+    rmsnorm_forward(RmsnormArgs{}, d_x, d_w, d_out, d_rstd);
+    if (out_format == DType::f32) {
+      expect_close(d_out, out, 1e-5, "rmsnorm out (f32) from the stream");
+    } else {
+      expect_same_format_result(d_out, out, "rmsnorm out from the stream");
+    }
+  }
+  Tensor mean = Tensor::empty({N}), rstd = Tensor::empty({N}), h = Tensor::empty({N, C});
+  layernorm_forward(LayernormArgs{}, x, w, b, h, mean, rstd);
+  Tensor gx = Tensor::empty({N, C}), gw = Tensor::zeros({C}), gb = Tensor::zeros({C});
+  layernorm_backward(LayernormArgs{}, x, w, mean, rstd, g, gx, gw, gb);
+  Tensor d_gx = backend_->empty({N, C}), d_gw = on_device(Tensor::zeros({C})), d_gb = on_device(Tensor::zeros({C}));
+  layernorm_backward(LayernormArgs{}, d_x, d_w, on_device(mean), on_device(rstd), d_g, d_gx, d_gw, d_gb);
+  expect_close(d_gx, gx, 1e-4, "layernorm grad_x from the stream");
+  expect_close(d_gw, gw, 1e-3, "layernorm grad_weight from the stream");
+  expect_close(d_gb, gb, 1e-3, "layernorm grad_bias");
+  rmsnorm_forward(RmsnormArgs{}, x, w, h, rstd);
+  zero(gw);
+  rmsnorm_backward(RmsnormArgs{}, x, w, rstd, g, gx, gw);
+  Tensor d_gw2 = on_device(Tensor::zeros({C}));
+  rmsnorm_backward(RmsnormArgs{}, d_x, d_w, on_device(rstd), d_g, d_gx, d_gw2);
+  expect_close(d_gx, gx, 1e-4, "rmsnorm grad_x from the stream");
+  expect_close(d_gw2, gw, 1e-3, "rmsnorm grad_weight from the stream");
+  // x_mid = proj + x (f32 out from the 16-bit stream), in place; y = x_mid + mlp rounded into it.
+  const Tensor a = random({N, C}, 24);
+  Tensor sum = Tensor::empty({N, C}), d_sum = on_device(a);
+  add_forward(AddArgs{}, a, x, sum);
+  add_forward(AddArgs{}, d_sum, d_x, d_sum);
+  expect_close(d_sum, sum, 0.0, "f32 sum from the stream");
+  Tensor y = Tensor::empty({N, C}, format), d_y = backend_->empty({N, C}, format);
+  add_forward(AddArgs{}, a, g, y);
+  add_forward(AddArgs{}, on_device(a), d_g, d_y);
+  expect_same_format_result(d_y, y, "the stream written by a residual add");
 }
 
 INSTANTIATE_TEST_SUITE_P(Formats, CudaSixteenBitOutputs, ::testing::Values(DType::bf16, DType::f16),

@@ -256,9 +256,10 @@ TEST(LayernormKernelValidation, BadArgumentsThrowNamingLauncherAndArgument) {
       {"layernorm_backward_f32", "grad_x", "overlaps"});
   EXPECT_EQ(cuda::layernorm_backward_scratch_floats(256, 8), 0);  // one group: no scratch
   // Nothing to compute: no checks of absent pointers, nothing enqueued.
-  EXPECT_NO_THROW(cuda::layernorm_forward_f32(nullptr, nullptr, nullptr, static_cast<float*>(nullptr), nullptr, nullptr,
-                                              0, 4, kEps, nullptr));
-  EXPECT_NO_THROW(cuda::layernorm_backward_f32(nullptr, nullptr, nullptr, nullptr, nullptr, nullptr, nullptr, nullptr,
+  const float* no_floats = nullptr;
+  EXPECT_NO_THROW(cuda::layernorm_forward_f32(no_floats, nullptr, nullptr, static_cast<float*>(nullptr), nullptr,
+                                              nullptr, 0, 4, kEps, nullptr));
+  EXPECT_NO_THROW(cuda::layernorm_backward_f32(nullptr, no_floats, nullptr, nullptr, nullptr, nullptr, nullptr, nullptr,
                                                nullptr, 0, 4, 8, nullptr));
 }
 

@@ -177,8 +177,8 @@ TEST(GptModel, RecomputeModesGiveIdenticalGradients) {
 }
 
 // Mixed precision keeps the GEMM inputs only GEMMs read (norm outputs, the MLP activation, the
-// head's input) in the operand format: 2 bytes instead of 4 for (2 C + F) values per token and
-// block and C for the head; a model with MoE
+// head's input) and the residual stream in the operand format: 2 bytes instead of 4 for (2 C + F)
+// values per token and block, C for the head and C per block boundary; a model with MoE
 // layers keeps h2 (the router's input) in f32; FP8 keeps them all f32 (it quantises from f32).
 TEST(GptModel, MixedPrecisionKeepsTheGemmInputsIn16Bits) {
   const std::int64_t B = 4, T = 8, N = B * T;
@@ -188,12 +188,14 @@ TEST(GptModel, MixedPrecisionKeepsTheGemmInputsIn16Bits) {
   bf16_model.set_activation_precision(DType::bf16);
   const ActivationMemory wide = f32_model.activation_memory(B, T, Recompute::none);
   const ActivationMemory narrow = bf16_model.activation_memory(B, T, Recompute::none);
-  EXPECT_EQ(wide.saved_bytes - narrow.saved_bytes, L * N * (2 * C + F) * 2 + N * C * 2) << "and the head's input";
+  const std::int64_t stream = (L + 1) * N * C * 2;  // the residual stream into and out of every block
+  EXPECT_EQ(wide.saved_bytes - narrow.saved_bytes, L * N * (2 * C + F) * 2 + N * C * 2 + stream)
+      << "and the head's input and the residual stream";
   EXPECT_EQ(wide.scratch_bytes, narrow.scratch_bytes);
   // Selective recompute rebuilds h1, h2 and act in one shared set: the scratch shrinks instead.
   const ActivationMemory wide_sel = f32_model.activation_memory(B, T, Recompute::selective);
   const ActivationMemory narrow_sel = bf16_model.activation_memory(B, T, Recompute::selective);
-  EXPECT_EQ(wide_sel.saved_bytes - narrow_sel.saved_bytes, N * C * 2) << "the head's input alone";
+  EXPECT_EQ(wide_sel.saved_bytes - narrow_sel.saved_bytes, N * C * 2 + stream) << "the head's input, the stream";
   EXPECT_EQ(wide_sel.scratch_bytes - narrow_sel.scratch_bytes, N * (2 * C + F) * 2);
 
   TransformerConfig moe = tiny_gpt2();
@@ -204,8 +206,8 @@ TEST(GptModel, MixedPrecisionKeepsTheGemmInputsIn16Bits) {
   moe_bf16.set_activation_precision(DType::bf16);
   const std::int64_t moe_saving = moe_f32.activation_memory(B, T, Recompute::none).saved_bytes -
                                   moe_bf16.activation_memory(B, T, Recompute::none).saved_bytes;
-  EXPECT_EQ(moe_saving, L * N * C * 2 + N * F * 2 + N * C * 2)
-      << "h1 of both blocks, act of the dense one, the head's input; h2 stays f32";
+  EXPECT_EQ(moe_saving, L * N * C * 2 + N * F * 2 + N * C * 2 + stream)
+      << "h1 of both blocks, act of the dense one, the head's input, the stream; h2 stays f32";
 
   // The model's buffers follow: a forward and backward on them, and the tensors' own dtypes.
   std::uint64_t seed = testing::fresh_seed();
@@ -233,7 +235,7 @@ TEST(GptModel, MixedPrecisionKeepsTheGemmInputsIn16Bits) {
   const std::int64_t Cw = wide_heads.n_embd, Fw = wide_heads.ffn_hidden;
   EXPECT_EQ(wide_f32.activation_memory(B, T, Recompute::none).saved_bytes -
                 wide_bf16.activation_memory(B, T, Recompute::none).saved_bytes,
-            wide_heads.n_layer * N * (3 * Cw + Fw) * 2 + N * Cw * 2);
+            wide_heads.n_layer * N * (3 * Cw + Fw) * 2 + N * Cw * 2 + (wide_heads.n_layer + 1) * N * Cw * 2);
   std::vector<double> none = gradients_with(wide_heads, Recompute::none, seed, DType::bf16);
   EXPECT_EQ(gradients_with(wide_heads, Recompute::selective, seed, DType::bf16), none);
   EXPECT_EQ(gradients_with(wide_heads, Recompute::full, seed, DType::bf16), none);

@@ -3,12 +3,15 @@
 // one forward, then the same backward on an f32 scratch (the GEMMs round those gradients per call)
 // and on the kept-format scratch. Every weight's gradient and the input gradient are equal bit for
 // bit; a bias gradient, now the column sums of the 16-bit values, within their rounding (equal where
-// the kept values are the f32 ones: a GPT-2 block).
+// the kept values are the f32 ones: a GPT-2 block). And the residual stream in 16 bits: a block
+// reading a bf16 / f16 x and writing a 16-bit y gives, bit for bit, the y of the f32 block rounded
+// once and the gradients of the f32 block on the same values.
 #include <gtest/gtest.h>
 
 #include <cmath>
 
 #include "myriad/nn/transformer_block.h"
+#include "myriad/ops/elementwise.h"
 #include "reference.h"
 
 namespace myriad::nn {
@@ -93,6 +96,65 @@ TEST(TransformerBlock, KeptSixteenBitGradientsGiveTheWeightGradientsOfF32Ones) {
   // Not kept: f32 operands, and a GELU MLP's d_fc (its fused DGELU epilogue writes f32).
   EXPECT_EQ(block_gradient_formats(llama, ModelSplit{}, DType::f32).attention, DType::f32);
   EXPECT_EQ(block_gradient_formats(gpt2, ModelSplit{}, DType::bf16).mlp, DType::f32);
+}
+
+// One block, forward and backward, on x of the residual format (f32 holding values of `format`, or
+// `format` itself); y is written in that format too (an f32 y then rounded to `format`).
+struct ResidualRun {
+  std::vector<double> y;
+  KeptGradientsRun backward;
+};
+
+ResidualRun run_on_residual(const TransformerConfig& config, DType format, DType residual, std::uint64_t seed) {
+  const std::int64_t B = 2, T = 6;
+  const ModelSplit split;
+  ParameterStore store;
+  TransformerBlock block(config, split, 0, store);
+  store.allocate();
+  store.initialize(seed);
+  for (Parameter& p : store.all()) {
+    if (p.kind == ParamKind::bias) p.value.copy_from(testing::random_tensor(p.value.shape(), seed, 40));
+  }
+  block.set_gemm_operands(format);
+  BlockActivations acts;
+  for (const ActivationSlot& slot : block_activation_slots(config, split, B, T, format)) {
+    if (slot.dense_mlp && block.moe() != nullptr) continue;
+    acts.*(slot.member) = Tensor::empty(slot.shape, slot.dtype);
+  }
+  if (block.moe() != nullptr) acts.moe = std::make_shared<MoeActivations>();
+  const Tensor x = testing::random_tensor({B, T, config.n_embd}, seed, 1).to(format).to(residual);
+  Tensor y = Tensor::empty({B, T, config.n_embd}, residual);
+  BlockScratch scratch = make_block_scratch({}, config, split, B, T, format);
+  block.forward(store, x, y, acts, scratch);
+  if (residual == DType::f32) round_to_format(y, format);
+  ResidualRun r;
+  r.y = testing::to_f64(y);
+  const Tensor grad_y = testing::random_tensor({B, T, config.n_embd}, seed, 2).to(format).to(DType::f32);
+  r.backward = block_backward_on(block, store, x, acts, scratch, grad_y);
+  return r;
+}
+
+TEST(TransformerBlock, ASixteenBitResidualStreamGivesTheNumbersOfTheRoundedF32One) {
+  std::uint64_t seed = testing::fresh_seed();
+  MYRIAD_SEED_TRACE(seed);
+  TransformerConfig llama = TransformerConfig::llama(64, 1, 2, 1, 128, 8);
+  llama.bias = true;
+  TransformerConfig moe = TransformerConfig::llama(16, 1, 2, 2, 16, 8);  // head dim 8: f32 attention
+  moe.moe.num_experts = 4;
+  moe.moe.top_k = 2;
+  moe.moe.expert_capacity = 3;
+  const std::pair<TransformerConfig, const char*> blocks[] = {
+      {TransformerConfig::gpt2(64, 1, 2, 128, 8), "GPT-2 block"}, {llama, "LLaMA block"}, {moe, "MoE block"}};
+  for (const auto& [config, name] : blocks) {
+    for (DType format : {DType::bf16, DType::f16}) {
+      const ResidualRun f32 = run_on_residual(config, format, DType::f32, seed);
+      const ResidualRun kept = run_on_residual(config, format, format, seed);
+      const std::string what = std::string(name) + " " + std::string(dtype_name(format));
+      EXPECT_EQ(kept.y, f32.y) << what << ": y";
+      EXPECT_EQ(kept.backward.input_grad, f32.backward.input_grad) << what << ": dL/dx";
+      EXPECT_EQ(kept.backward.grads, f32.backward.grads) << what << ": parameter gradients";
+    }
+  }
 }
 
 }  // namespace

@@ -52,7 +52,7 @@ def threads_taking(pid, signum):
         try:
             with open(f"/proc/{pid}/task/{task}/status") as f:
                 status = f.read()
-        except FileNotFoundError:
+        except (FileNotFoundError, ProcessLookupError):  # ENOENT at open, ESRCH at read
             continue
         blocked = int(re.search(r"^SigBlk:\s*([0-9a-f]+)", status, re.M).group(1), 16)
         count += not blocked >> (signum - 1) & 1

@@ -101,7 +101,7 @@ def test_the_openai_client_with_keys(checkpoint, tmp_path):
 
 
 def test_rate_limit_revocation_and_drain(checkpoint, tmp_path):
-    path, tokens = keyring(tmp_path, rate=1.0, burst=2)
+    path, tokens = keyring(tmp_path, rate=0.05, burst=2)  # the third request within 20 s is refused
     with Server("--checkpoint", checkpoint, "--auth", path) as server:
         statuses = [server.request("POST", "/v1/completions", COMPLETION, key=tokens["user"]) for _ in range(3)]
         assert [s for s, _, _ in statuses[:2]] == [200, 200]

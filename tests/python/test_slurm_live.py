@@ -228,5 +228,6 @@ def test_the_simulator_schedules_a_trace_as_slurm_does(slurm, tmp_path):
     assert [simulated[j]["preemptions"] for j in ("j1", "j2", "j3", "j4")] == [2, 0, 0, 0], text
     assert [measured[j]["restarts"] for j in ("j1", "j2", "j3", "j4")] == [2, 0, 0, 0], text
     assert summary["makespan_sim"] == 29.0
-    assert 29.0 <= summary["makespan_slurm"] <= 29.0 + 8.0, text
+    # Six scheduling events (4 starts, 2 restarts), each a second or two on Slurm, more under load.
+    assert 29.0 <= summary["makespan_slurm"] <= 29.0 + 12.0, text
     print(text)

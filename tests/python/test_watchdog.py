@@ -32,7 +32,7 @@ sample: {{tokens: 0}}
 """
 
 REPORT = re.compile(r"\[rank (\d+)\] watchdog: (\w+) #(\d+) on group '(\w+)' \(world ranks ([0-9, ]+)\) has not "
-                    r"completed after ([0-9.]+) s \(parallel.collective_timeout 2.0 s\); never arrived: (.*?); "
+                    r"completed after ([0-9.]+) s \(parallel.collective_timeout 5.0 s\); never arrived: (.*?); "
                     r"not responding: (.*?)\. Aborting the job\.")
 
 
@@ -46,17 +46,17 @@ def test_a_stalled_rank_is_named_and_the_job_aborts(tmp_path, ranks, layout, sta
     config.write_text(YAML.format(corpus=corpus, run=tmp_path / "run"))
     root = ["--allow-run-as-root"] if os.geteuid() == 0 else []
     env = dict(os.environ, PYTHONPATH=PYTHONPATH, OMP_NUM_THREADS="1",
-               MYRIAD_FAULT=f"stall:rank={stalled}:step=3:seconds=120")
+               MYRIAD_FAULT=f"stall:rank={stalled}:step=3:seconds=600")
     command = [MPIRUN, "-np", str(ranks), *root, "--oversubscribe", "--mca", "mpi_yield_when_idle", "1",
                "-x", "PYTHONPATH", "-x", "OMP_NUM_THREADS", "-x", "MYRIAD_FAULT",
                sys.executable, DRIVER, "--config", str(config), *layout.split(),
-               "--set", "parallel.collective_timeout=2"]
+               "--set", "parallel.collective_timeout=5"]  # past a loaded host's skew between healthy ranks
     start = time.time()
-    result = subprocess.run(command, cwd=REPO, env=env, capture_output=True, text=True, timeout=100)
+    result = subprocess.run(command, cwd=REPO, env=env, capture_output=True, text=True, timeout=400)
     elapsed = time.time() - start
     output = result.stdout + result.stderr
     assert result.returncode != 0, output
-    assert elapsed < 60, f"the job took {elapsed:.0f} s: the stall (120 s) was not cut short\n{output}"
+    assert elapsed < 300, f"the job took {elapsed:.0f} s: the stall (600 s) was not cut short\n{output}"
     assert f"[rank {stalled}] MYRIAD_FAULT: stalling" in output
     reports = REPORT.findall(output)
     assert reports, output
@@ -64,7 +64,7 @@ def test_a_stalled_rank_is_named_and_the_job_aborts(tmp_path, ranks, layout, sta
     assert int(reporter) != stalled
     assert name in group
     assert str(stalled) in [m.strip() for m in members.split(",")]
-    assert int(number) >= 1 and float(waited) >= 2.0
+    assert int(number) >= 1 and float(waited) >= 5.0
     assert never.startswith(f"rank {stalled} (last collective issued on '{name}': #"), never
     last = int(re.search(r"#(\d+)", never).group(1))
     assert last < int(number)  # it stopped before the collective the others are stuck in

@@ -77,6 +77,39 @@ void rmsnorm_backward_f32(const float* grad_out, const float* x, const float* we
                           float* grad_weight, float* scratch, std::int64_t scratch_floats, std::int64_t rows,
                           std::int64_t channels, cudaStream_t stream);
 
+// ---- Both norms from a 16-bit x (mixed precision's residual stream; kernels/norms/layernorm.cu) --
+// x bf16 / f16, widened exactly where it is read (the results are the f32 kernels' on the same
+// values); the forward's out f32 or of x's format (rounded once); the backward's gradients f32.
+void layernorm_forward_f32(const __nv_bfloat16* x, const float* weight, const float* bias, __nv_bfloat16* out,
+                           float* mean, float* rstd, std::int64_t rows, std::int64_t channels, float eps,
+                           cudaStream_t stream);
+void layernorm_forward_f32(const __nv_bfloat16* x, const float* weight, const float* bias, float* out, float* mean,
+                           float* rstd, std::int64_t rows, std::int64_t channels, float eps, cudaStream_t stream);
+void rmsnorm_forward_f32(const __nv_bfloat16* x, const float* weight, __nv_bfloat16* out, float* rstd,
+                         std::int64_t rows, std::int64_t channels, float eps, cudaStream_t stream);
+void rmsnorm_forward_f32(const __nv_bfloat16* x, const float* weight, float* out, float* rstd, std::int64_t rows,
+                         std::int64_t channels, float eps, cudaStream_t stream);
+void layernorm_backward_f32(const float* grad_out, const __nv_bfloat16* x, const float* weight, const float* mean,
+                            const float* rstd, float* grad_x, float* grad_weight, float* grad_bias, float* scratch,
+                            std::int64_t scratch_floats, std::int64_t rows, std::int64_t channels, cudaStream_t stream);
+void rmsnorm_backward_f32(const float* grad_out, const __nv_bfloat16* x, const float* weight, const float* rstd,
+                          float* grad_x, float* grad_weight, float* scratch, std::int64_t scratch_floats,
+                          std::int64_t rows, std::int64_t channels, cudaStream_t stream);
+void layernorm_forward_f32(const __half* x, const float* weight, const float* bias, __half* out, float* mean,
+                           float* rstd, std::int64_t rows, std::int64_t channels, float eps, cudaStream_t stream);
+void layernorm_forward_f32(const __half* x, const float* weight, const float* bias, float* out, float* mean,
+                           float* rstd, std::int64_t rows, std::int64_t channels, float eps, cudaStream_t stream);
+void rmsnorm_forward_f32(const __half* x, const float* weight, __half* out, float* rstd, std::int64_t rows,
+                         std::int64_t channels, float eps, cudaStream_t stream);
+void rmsnorm_forward_f32(const __half* x, const float* weight, float* out, float* rstd, std::int64_t rows,
+                         std::int64_t channels, float eps, cudaStream_t stream);
+void layernorm_backward_f32(const float* grad_out, const __half* x, const float* weight, const float* mean,
+                            const float* rstd, float* grad_x, float* grad_weight, float* grad_bias, float* scratch,
+                            std::int64_t scratch_floats, std::int64_t rows, std::int64_t channels, cudaStream_t stream);
+void rmsnorm_backward_f32(const float* grad_out, const __half* x, const float* weight, const float* rstd, float* grad_x,
+                          float* grad_weight, float* scratch, std::int64_t scratch_floats, std::int64_t rows,
+                          std::int64_t channels, cudaStream_t stream);
+
 // ---- SwiGLU, f32 (kernels/activations/swiglu.cu) ---------------------------------------------
 //   out = silu(gate) * up elementwise over n; backward writes grad_gate, grad_up (`=`, either may
 // be null). Outputs may be the buffer of an input (in place); other overlaps are rejected.
@@ -432,6 +465,16 @@ void fill_f32(float* out, float value, std::int64_t n, cudaStream_t stream);
 // out = alpha * a + beta * b over n (b null: out = alpha * a); with `accumulate`, out += that.
 // out may be a or b (in place, without accumulate: each element is read before it is written).
 void axpby_f32(float alpha, const float* a, float beta, const float* b, float* out, std::int64_t n, bool accumulate,
+               cudaStream_t stream);
+// The same with b or out in a 16-bit format (mixed precision's residual stream): b widened
+// exactly; a 16-bit out is the f32 value rounded once (nearest even; not with `accumulate`).
+void axpby_f32(float alpha, const float* a, float beta, const __nv_bfloat16* b, float* out, std::int64_t n,
+               bool accumulate, cudaStream_t stream);
+void axpby_f32(float alpha, const float* a, float beta, const __half* b, float* out, std::int64_t n, bool accumulate,
+               cudaStream_t stream);
+void axpby_f32(float alpha, const float* a, float beta, const float* b, __nv_bfloat16* out, std::int64_t n,
+               bool accumulate, cudaStream_t stream);
+void axpby_f32(float alpha, const float* a, float beta, const float* b, __half* out, std::int64_t n, bool accumulate,
                cudaStream_t stream);
 void add_broadcast_rows_f32(float* x, const float* row, std::int64_t rows, std::int64_t width, cudaStream_t stream);
 void column_sums_accumulate_f32(const float* x, float* out, std::int64_t rows, std::int64_t cols, cudaStream_t stream);

@@ -80,9 +80,10 @@ class GptModel final : public PipelineStage {
   // Logits (B, T, V) of a forward pass (no loss); serial models only, for tests.
   Tensor forward_logits(const Tensor& ids);
 
-  // Mixed precision: the residual stream between blocks (activations forward, their gradients
-  // backward) is rounded to `format` (bf16 / f16: the values a low-precision run passes on; f16
-  // overflow becomes inf, which the loss scaler catches), and every linear layer's GEMM takes its
+  // Mixed precision: the residual stream between blocks is kept in `format` (bf16 / f16: each
+  // block's output and the embedding's sum rounded once; the pipeline passes it on in 16 bits), its
+  // gradients backward are rounded to it (f32 tensors: the values a low-precision run passes on;
+  // f16 overflow becomes inf, which the loss scaler catches), and every linear layer's GEMM takes its
   // operands in `format` (nn/linear.h: 16-bit tensor-core GEMMs on a GPU); f32 = none. Weights
   // are the caller's. The blocks' GEMM inputs (norm outputs, MLP activation) are then kept in
   // `format` (block_activation_slots), so the model's buffers are made again at the next prepare.

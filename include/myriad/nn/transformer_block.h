@@ -5,8 +5,9 @@
 //                                                          SwiGLU: down(silu(gate(.)) * up(.));
 //                                                          MoE blocks: the MoeLayer, moe_layer.h)
 //
-// Shapes: x, y (B, T, C); qkv (B, T, (Hq + 2 Hkv) D) with q | k | v column blocks; attention
-// reads q, k, v as strided (B, H, T, D) views of qkv (or of the RoPE outputs), no copies.
+// Shapes: x, y (B, T, C), f32 or — the residual stream under mixed precision — bf16 / f16 (the
+// norms read x widened; y is the f32 sum rounded once; x_mid stays f32); qkv (B, T, (Hq + 2 Hkv) D) with q | k | v
+// column blocks; attention reads q, k, v as strided (B, H, T, D) views of qkv (or of the RoPE outputs), no copies.
 // BlockActivations holds what backward needs; which of its tensors are private to the block and
 // which are shared scratch (rebuilt by recompute()) is decided by the Recompute mode when the
 // model allocates them. Gradient contract: parameter grads accumulate (`+=`); backward turns
@@ -69,7 +70,9 @@ struct BlockActivations {
 // Scratch shared by every block during backward (and full recompute).
 struct BlockScratch {
   Tensor d_h, d_att;         // (B, T, C) (d_att: local heads)
-  Tensor d_tmp, y_discard;   // residual-stream shape
+  Tensor d_tmp;              // residual-stream shape
+  Tensor y_wide;             // residual-stream shape, f32: a block output's sum before it is rounded
+                             // into a 16-bit residual stream; a full recompute's discarded output
   Tensor d_full, d_hs;       // sequence parallel: gathered (B, T, C) grad, (1, N/tp, C) shard
   Tensor h_rows;             // sequence parallel: a norm's output rows before the all-gather
   Tensor norm_grads;         // the norms' gradients (4 C), summed over the group, then added
@@ -194,9 +197,12 @@ class TransformerBlock {
                        Tensor& full, Tensor& mean, Tensor& rstd) const;
   void norm_gather_and(const ParameterStore& store, std::size_t w, std::size_t b, const Tensor& x, Tensor& rows,
                        Tensor& full, Tensor& mean, Tensor& rstd, const TensorParallel::RowsConsumer& consume) const;
-  // `which`: the layer's FP8 slot; nullopt (decoding) computes in the operand format.
+  // `which`: the layer's FP8 slot; nullopt (decoding) computes in the operand format. A 16-bit
+  // `out` (the residual stream under mixed precision) gets the f32 sum, formed in `wide`, rounded
+  // once; `residual` may be 16-bit.
   void row_parallel_output(std::optional<BlockLinear> which, const Tensor& in, const Parameter& weight,
-                           const Tensor& bias, const Tensor& residual, Tensor& partial, Tensor& out) const;
+                           const Tensor& bias, const Tensor& residual, Tensor& partial, Tensor& out,
+                           Tensor* wide = nullptr) const;
   // A layer run block by block (the sequence-parallel rings) quantises its FP8 weight at the first
   // block and reuses it: `once` holds it for the layer's pass (null: quantise per call).
   using Fp8WeightOnce = std::optional<Fp8Weight>;

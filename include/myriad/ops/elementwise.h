@@ -11,8 +11,10 @@
 //                 f16, round to nearest even; f16 saturates to infinities; f32: unchanged) — the
 //                 values a 16-bit tensor would hold, for compute precision emulated in f32
 //
-// Shapes: a, b, out, grad_out, grad_a, grad_b of one shape, contiguous f32; out may be a or b
-// (in place), grad_a or grad_b may be grad_out itself or undefined (skipped). copy: src and dst of
+// Shapes: a, b, out, grad_out, grad_a, grad_b of one shape, contiguous f32 — but add_forward's b
+// and out may be bf16 / f16 (mixed precision's residual stream: b read widened, exactly; a 16-bit
+// out is the f32 sum rounded once, to nearest even; not both 16-bit); out may be a or b
+// (in place, of its dtype), grad_a or grad_b may be grad_out itself or undefined (skipped). copy: src and dst of
 // one shape; src any strides (the CPU reads any view; a device backend documents what it reads);
 // dst any strides on the CPU, contiguous on a device. zero, fill: t contiguous.
 #pragma once

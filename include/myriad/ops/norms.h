@@ -1,7 +1,7 @@
 // Norms over the last dimension: LayerNorm and RMSNorm (one row = one token's C channels).
 //
 // x may be given as (N, C) or with several leading dims, e.g. (B, T, C); all leading dims are
-// rows, N = numel / C. Every tensor must be contiguous f32 (on the CPU). mean and rstd are the
+// rows, N = numel / C. Every tensor must be contiguous f32 but x and out (below). mean and rstd are the
 // per-row statistics saved by forward for backward; they have shape (N) or the leading dims of
 // x, e.g. (B, T).
 //
@@ -15,7 +15,9 @@
 // fixed chunking of the rows that depends only on N, so results are bit-identical whatever
 // the number of threads. In forward, mean / rstd may be undefined when backward will not run, and
 // `out` may be bf16 / f16 (a GEMM operand kept in mixed precision): the f32 result rounded once, to
-// nearest even (math and statistics stay f32).
+// nearest even (math and statistics stay f32). x may be bf16 / f16 in forward and backward (mixed
+// precision's residual stream): read widened, exactly, so every result equals the op's on the f32
+// tensor of the same values; a 16-bit x and a 16-bit out share one format.
 #pragma once
 
 #include "myriad/core/tensor.h"

@@ -26,6 +26,12 @@ void check_f32_contiguous(const char* op, const char* name, const Tensor& t, con
 void check_f32_or_16bit_output(const char* op, const char* name, const Tensor& t, const Shape& shape);
 // Rows of channels: a contiguous f32 tensor of at least one dim with C = t.size(-1) >= 1; returns C.
 std::int64_t check_f32_rows(const char* op, const char* name, const Tensor& t);
+// The same rows in f32 or a 16-bit format (bf16 / f16: mixed precision's residual stream, read
+// widened exactly); returns C.
+std::int64_t check_float_rows(const char* op, const char* name, const Tensor& t);
+// A 16-bit input and a 16-bit output of one op share their format (bf16 with bf16, f16 with f16).
+void check_one_16bit_format(const char* op, const char* in_name, const Tensor& in, const char* out_name,
+                            const Tensor& out);
 // All defined tensors in `tensors` live on one device; returns it.
 Device check_same_device(const char* op, std::initializer_list<NamedTensor> tensors);
 [[noreturn]] void throw_unsupported_device(const char* op, const Device& device);

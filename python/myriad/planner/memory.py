@@ -199,8 +199,8 @@ def slots_in_flight(layout, stage: int) -> int:
 
 def activation_bytes(model, layout, coord: GridCoord, chunks: list, seq_len: int, slots: int,
                      precision: str = "fp32") -> int:
-    """The buffers GptModel::prepare(B, T / cp, recompute, slots) allocates: f32 and i32 (4 bytes), and
-    under bf16 / fp16 the GEMM inputs the model keeps in the 16-bit format (block_activation_slots:
+    """The buffers GptModel::prepare(B, T / cp, recompute, slots) allocates: f32 and i32 (4 bytes); under
+    bf16 / fp16 the residual stream and the GEMM inputs the model keeps in the 16-bit format (block_activation_slots:
     h1, act, and h2 without MoE layers, and the head's input hf, f32 under sequence parallelism; the
     attention's output and rotated q, k where the attention takes 16-bit products), and the backward's
     gradients it keeps in that format (block_gradient_formats)."""
@@ -243,7 +243,7 @@ def activation_bytes(model, layout, coord: GridCoord, chunks: list, seq_len: int
 
     any_dense = any(not model.is_moe_layer(layer) for layer in layers)
     # Once per model: block scratch, the recomputed activations' shared set, positions, head buffers.
-    # d_h, d_tmp, y_discard, d_act, the norms' gradients; the kept gradients (block_gradient_formats):
+    # d_h, d_tmp, y_wide, d_act, the norms' gradients; the kept gradients (block_gradient_formats):
     # d_att, d_qkv in the format where the attention takes 16-bit products, SwiGLU's d_fc, d_up in it
     # under bf16 / fp16 (a fused GELU's d_fc stays f32).
     mlp_grad = 0.5 if model.swiglu and precision in ("bf16", "fp16") else 1.0
@@ -260,8 +260,10 @@ def activation_bytes(model, layout, coord: GridCoord, chunks: list, seq_len: int
         once += 2 * C + N + N * C  # final norm gradients, grad_losses, d_hf
     if model.learned_positions and first:
         once += rows * C  # pos_emb
-    # Per micro-batch slot.
-    per_slot = (len(layers) + len(chunks)) * rows * C  # residual stream in and out of every block
+    # Per micro-batch slot: the residual stream in and out of every block, in the 16-bit format under
+    # bf16 / fp16 (GptModel::activation_precision; the planner refuses fp8, whose stream is bf16).
+    residual = 0.5 if precision in ("bf16", "fp16") else 1.0
+    per_slot = (len(layers) + len(chunks)) * rows * C * residual
     for layer in layers:
         moe = model.is_moe_layer(layer)
         per_slot += sum(n for n, none, sel, dense in slots_of_block if kept(none, sel) and not (moe and dense))
