@@ -173,10 +173,11 @@ fi
 if [[ "$gpu_count" -gt 0 && "${BENCHMARKS:-1}" != 0 ]]; then
   # Both merge their rates into the planner's machine profile (myriad plan --profile FILE).
   step bench_gemm_gpu "$BUILD/benchmarks/bench_gemm_gpu" --profile "$LOGS/machine_profile.json" || true
-  step sdpa_reference python3 "$ROOT/benchmarks/gpu/sdpa_reference.py" "$LOGS/sdpa.txt" || true
+  # T 1k-16k (--long; 8k and 16k add about 40 s: every shape does the same work per T, 16k tokens).
+  step sdpa_reference python3 "$ROOT/benchmarks/gpu/sdpa_reference.py" "$LOGS/sdpa.txt" --long || true
   sdpa_args=()
   [[ -s "$LOGS/sdpa.txt" ]] && sdpa_args=(--sdpa "$LOGS/sdpa.txt")
-  step bench_attention_gpu "$BUILD/benchmarks/bench_attention_gpu" "${sdpa_args[@]}" \
+  step bench_attention_gpu "$BUILD/benchmarks/bench_attention_gpu" --long "${sdpa_args[@]}" \
     --profile "$LOGS/machine_profile.json" || true
   # The planner's GEMM shape model against the cuBLAS rates bench_gemm_gpu just wrote (docs/planning.md,
   # "Kernel times from shapes"): the H100/H200 constants the model still assumes, checked here.
