@@ -215,7 +215,8 @@ GptModel::Slot GptModel::make_slot() const {
     if (moe) acts.moe = std::make_shared<MoeActivations>();
     s.blocks.push_back(std::move(acts));
   }
-  for (std::size_t c = 0; c < chunk_blocks_.size(); ++c) s.grad.push_back(placement_.empty(rows));
+  for (std::size_t c = 0; c < chunk_blocks_.size(); ++c)
+    s.grad.push_back(placement_.empty(rows, activation_precision_));
   if (split_.last_stage) {
     s.hf = placement_.empty(rows, head_input_format());
     s.hf_mean = placement_.empty({rows[0] * rows[1]});
@@ -264,6 +265,7 @@ void GptModel::prepare(std::int64_t B, std::int64_t T, Recompute mode, int slots
       if (split_.last_stage) b.hf_gathered = placement_.empty({B, T, C});
     }
     if (split_.last_stage) b.norm_grads = placement_.empty({2 * C});
+    if (activation_precision_ != DType::f32) b.grad_work = placement_.empty(rows);
     if (config_.positions == PositionKind::learned && split_.first_stage) b.pos_emb = placement_.empty(rows);
     if (split_.last_stage) {
       b.grad_losses = placement_.empty({N});
@@ -436,10 +438,15 @@ std::int64_t GptModel::forward_chunk(int chunk, int slot_index, const Tensor& id
 void GptModel::backward_chunk(int chunk, int slot_index, const Tensor& ids, const Tensor& targets, float loss_scale) {
   Buffers& b = buffers_;
   Slot& s = b.slots.at(slot_index);
-  Tensor& grad = s.grad.at(chunk);
+  // The chunk's gradient in f32 while its blocks run; under a 16-bit stream the slot's message
+  // buffer holds it between chunks (received widened, sent narrowed: values of the format, exact).
+  Tensor& message = s.grad.at(chunk);
+  Tensor grad = message.dtype() == DType::f32 ? message : b.grad_work;
   if (chunk_is_last(chunk)) {
     head_backward(s, targets, loss_scale, grad);
     round_to_format(grad, activation_precision_);
+  } else if (grad.raw_data() != message.raw_data()) {
+    copy(message, grad);
   }
   const auto [first, last] = chunk_blocks_.at(chunk);
   for (int i = last; i-- > first;) {
@@ -452,7 +459,11 @@ void GptModel::backward_chunk(int chunk, int slot_index, const Tensor& ids, cons
     grads_ready(block_units_[i].second);
     grads_ready(block_units_[i].first);
   }
-  if (chunk_is_first(chunk)) embed_backward(ids, grad);
+  if (chunk_is_first(chunk)) {
+    embed_backward(ids, grad);
+  } else if (grad.raw_data() != message.raw_data()) {
+    copy(grad, message);
+  }
 }
 
 LossSum GptModel::forward_loss(const Tensor& ids, const Tensor& targets) {

@@ -287,6 +287,12 @@ std::vector<Layout> layouts() {
                  .virtual_stages = 2,
                  .layers = 8});
   all.push_back({.name = "dp2_pp2_zero1", .grid = {.dp = 2, .pp = 2}, .zero_stage = 1});
+  // fp16: the residual stream and the pipeline's messages both ways in 16 bits, the loss scale moving.
+  all.push_back({.name = "pp2_interleaved_fp16",
+                 .grid = {.pp = 2},
+                 .schedule = PipelineSchedule::interleaved,
+                 .virtual_stages = 2,
+                 .precision = "fp16"});
   // FP8: every rank holds the same delayed scales after each step (amaxes max-reduced over the
   // world); only the first step's just-in-time scales are each rank's own (powers of two: they
   // round the same but for subnormal values).

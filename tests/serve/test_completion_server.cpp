@@ -132,7 +132,9 @@ TEST_F(CompletionServerTest, AFullQueueAnswers429WithRetryAfterAndReadyTurnsFals
     const auto res = post(R"({"prompt":[1],"max_tokens":2})");
     EXPECT_TRUE(res && res->status == 200);
   });
-  for (int i = 0; i < 200 && scheduler_->queued() == 0; ++i) std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  for (int i = 0; i < 3000 && scheduler_->queued() == 0; ++i) {  // up to 30 s on a loaded host
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
   ASSERT_EQ(scheduler_->queued(), 1);
   const auto refused = post(R"({"prompt":[1],"max_tokens":2})");
   ASSERT_TRUE(refused);

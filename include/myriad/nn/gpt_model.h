@@ -175,7 +175,8 @@ class GptModel final : public PipelineStage {
   struct Slot {
     std::vector<Tensor> residual;          // chunk c's blocks [b0, b1) read residual[b0 + c] .. write residual[b1 + c]
     std::vector<BlockActivations> blocks;  // per local block
-    std::vector<Tensor> grad;              // per chunk, residual shape
+    std::vector<Tensor> grad;              // per chunk, residual shape, in the stream's format: dL/d output
+                                           // received, dL/d input sent (16-bit: the pipeline's messages)
     Tensor hf, hf_mean, hf_rstd;           // final norm output (residual rows) and stats
     Tensor logits;                         // (N, V) or (N, V_local); holds dlogits after backward
     Tensor losses, lse;                    // (N)
@@ -195,6 +196,7 @@ class GptModel final : public PipelineStage {
     Tensor d_hf;           // (B, T, C) head input gradient
     Tensor norm_grads;     // the final norm's gradients (2 C), summed over the group, then added
     Tensor hf_gathered;    // sequence parallel: every rank's hf rows (B, T, C), gathered when used
+    Tensor grad_work;      // 16-bit stream: the f32 dL/d stream while a chunk's backward runs
   };
 
   Slot make_slot() const;

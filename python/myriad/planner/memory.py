@@ -218,6 +218,9 @@ def activation_bytes(model, layout, coord: GridCoord, chunks: list, seq_len: int
     mode = layout.recompute
     # Bytes per element of the kept GEMM inputs (in units of F32 = 4 bytes: 0.5 for 16-bit).
     gemm_input = 0.5 if precision in ("bf16", "fp16") and not sp else 1.0
+    # The residual stream and its chunk gradients (the pipeline's messages) in the 16-bit format under
+    # bf16 / fp16 (GptModel::activation_precision; the planner refuses fp8, whose stream is bf16).
+    residual = 0.5 if precision in ("bf16", "fp16") else 1.0
     any_moe = any(model.is_moe_layer(layer) for layer in range(model.n_layer))
     sixteen_attention = (precision in ("bf16", "fp16") and not model.block_sparse and layout.cp == 1
                          and model.head_dim in (64, 128))
@@ -256,18 +259,18 @@ def activation_bytes(model, layout, coord: GridCoord, chunks: list, seq_len: int
             once += N * C  # hf_gathered
     once += sum(n for n, none, sel, dense in slots_of_block if not kept(none, sel) and (any_dense or not dense))
     once += N  # positions (i32)
+    if residual < 1.0:
+        once += rows * C  # grad_work: the f32 gradient of the stream while a chunk's backward runs
     if last:
         once += 2 * C + N + N * C  # final norm gradients, grad_losses, d_hf
     if model.learned_positions and first:
         once += rows * C  # pos_emb
-    # Per micro-batch slot: the residual stream in and out of every block, in the 16-bit format under
-    # bf16 / fp16 (GptModel::activation_precision; the planner refuses fp8, whose stream is bf16).
-    residual = 0.5 if precision in ("bf16", "fp16") else 1.0
+    # Per micro-batch slot: the residual stream in and out of every block.
     per_slot = (len(layers) + len(chunks)) * rows * C * residual
     for layer in layers:
         moe = model.is_moe_layer(layer)
         per_slot += sum(n for n, none, sel, dense in slots_of_block if kept(none, sel) and not (moe and dense))
-    per_slot += len(chunks) * rows * C  # chunk gradients
+    per_slot += len(chunks) * rows * C * residual  # chunk gradients (the pipeline's messages)
     if last:
         vocab_start = model.padded_vocab * r // tp
         logits = model.padded_vocab // tp if model.vocab_size - vocab_start > 0 else 0

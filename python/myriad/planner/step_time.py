@@ -68,8 +68,8 @@ class EngineTraits:
     # kind) for dense attention without cp at head dim 64 / 128 (TransformerBlock::attention_operands);
     # everything else stays `attention`.
     sixteen_bit_dense_attention: bool = True
-    # myriad (2026-12-06): 16-bit runs keep the residual stream in the format, so the forward's pipeline
-    # messages take 2 bytes per element (their gradients stay `activation_bytes`).
+    # myriad (2026-12-06): 16-bit runs keep the residual stream in the format, so the pipeline's messages
+    # (activations and their gradients) take 2 bytes per element.
     sixteen_bit_residual_stream: bool = True
     gemm_operand_copies: bool = True  # 16-bit runs convert each GEMM's activation operands per call (a pass each)
     # ... except the inputs the blocks keep in the 16-bit format (myriad since 2026-12-06:
@@ -876,16 +876,16 @@ class _Model:
             fwd.add(f)
             bwd.add(b)
         if lay.pp > 1:  # activations in, gradients out (and back): on the path of every micro-batch
-            stream = 2 if self.sixteen and self.engine.sixteen_bit_residual_stream else self.a
-            for phase, element_bytes in ((fwd, stream), (bwd, self.a)):
-                nbytes = self.rows * C * element_bytes
-                gather = 0.0
-                if self.engine.pp_scatter_gather and lay.tp > 1 and not self.sp:
-                    # Megatron: each tp rank sends its 1/tp slice, the receiver all-gathers it over NVLink.
-                    nbytes /= lay.tp
-                    gather = self.net.all_gather("tp", self.rows * C * element_bytes)
-                p2p = self.net.p2p("pp", nbytes) + gather
-                phase.comm("pp", p2p, self._overlapped(p2p, phase.compute_seconds) if self.engine.pp_overlap else None)
+            element_bytes = 2 if self.sixteen and self.engine.sixteen_bit_residual_stream else self.a
+            nbytes = self.rows * C * element_bytes
+            gather = 0.0
+            if self.engine.pp_scatter_gather and lay.tp > 1 and not self.sp:
+                # Megatron: each tp rank sends its 1/tp slice, the receiver all-gathers it over NVLink.
+                nbytes /= lay.tp
+                gather = self.net.all_gather("tp", self.rows * C * element_bytes)
+            p2p = self.net.p2p("pp", nbytes) + gather
+            fwd.comm("pp", p2p, self._overlapped(p2p, fwd.compute_seconds) if self.engine.pp_overlap else None)
+            bwd.comm("pp", p2p, self._overlapped(p2p, bwd.compute_seconds) if self.engine.pp_overlap else None)
         return units, fwd, bwd
 
 
