@@ -101,15 +101,18 @@ std::vector<ActivationSlot> block_activation_slots(const TransformerConfig& c, c
   }
   if (c.mlp == MlpKind::swiglu) slots.push_back({&BlockActivations::up, {B, T, F}, true, true, true});
   // The attention rounds the rotated q, k to the format and writes values of it (only it reads
-  // q_rot, k_rot; only the proj GEMM and its backward read att); h1, h2 and act only GEMMs read,
-  // but the sequence-parallel gathers carry f32 rows and an MoE layer's router reads h2.
+  // q_rot, k_rot; only the proj GEMM and its backward read att); without RoPE it reads q, k, v from
+  // qkv and rounds them too, so qkv holds the same values in the format (with RoPE, the rotation
+  // reads q, k before any rounding: f32); h1, h2 and act only GEMMs read, but the
+  // sequence-parallel gathers carry f32 rows and an MoE layer's router reads h2.
   const bool attention_in_format = sixteen_bit_attention(c, split), gathered = split.sharded_sequence();
   bool any_moe = false;
   for (int layer = 0; layer < c.n_layer; ++layer) any_moe = any_moe || c.moe.is_moe_layer(layer);
   for (ActivationSlot& slot : slots) {
     const auto m = slot.member;
-    const bool attention_operand =
-        m == &BlockActivations::att || m == &BlockActivations::q_rot || m == &BlockActivations::k_rot;
+    const bool attention_operand = m == &BlockActivations::att || m == &BlockActivations::q_rot ||
+                                   m == &BlockActivations::k_rot ||
+                                   (m == &BlockActivations::qkv && c.positions == PositionKind::learned);
     const bool gemm_operand =
         m == &BlockActivations::h1 || m == &BlockActivations::act || (m == &BlockActivations::h2 && !any_moe);
     if ((attention_operand && attention_in_format) || (gemm_operand && !gathered)) slot.dtype = gemm_inputs;

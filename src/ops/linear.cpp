@@ -79,7 +79,8 @@ void linear_forward(const LinearArgs& args, const Tensor& x, const Tensor& weigh
   MYRIAD_CHECK(x.dtype() == DType::f32 || x.dtype() == DType::bf16 || x.dtype() == DType::f16,
                op << ": x " << x.describe() << " must be f32, bf16 or f16");
   ops::check_dtype(op, "weight", weight, x.dtype());
-  ops::check_dtype(op, "y", y, DType::f32);
+  MYRIAD_CHECK(y.dtype() == DType::f32 || y.dtype() == DType::bf16 || y.dtype() == DType::f16,
+               op << ": y " << y.describe() << " must be f32, bf16 or f16");
   ops::check_rank(op, "weight", weight, 2);
   MYRIAD_CHECK(x.dim() >= 1 && x.size(-1) == weight.size(1),
                op << ": x " << x.describe() << " must end in the weight's in-features " << weight.size(1));
@@ -96,7 +97,11 @@ void linear_forward(const LinearArgs& args, const Tensor& x, const Tensor& weigh
   if (bias.defined()) ops::check_contiguous(op, "bias", bias);
   const std::initializer_list<ops::NamedTensor> tensors = {{"x", &x}, {"weight", &weight}, {"bias", &bias}, {"y", &y}};
   Device device = ops::check_same_device(op, tensors);
-  if (device.is_cpu()) return cpu::linear_forward(args, ops::as_f32_operand(x), ops::as_f32_operand(weight), bias, y);
+  if (device.is_cpu()) {
+    return ops::compute_into_output(y, [&](Tensor& result) {
+      cpu::linear_forward(args, ops::as_f32_operand(x), ops::as_f32_operand(weight), bias, result);
+    });
+  }
   ops::backend_of(op, tensors).linear_forward(args, x, weight, bias, y);
 }
 

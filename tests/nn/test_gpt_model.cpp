@@ -229,13 +229,14 @@ TEST(GptModel, MixedPrecisionKeepsTheGemmInputsIn16Bits) {
   for (const ActivationSlot& slot : block_activation_slots(wide_heads, ModelSplit{}, B, T, DType::bf16)) {
     sixteen_wide += slot.dtype == DType::bf16 ? 1 : 0;
   }
-  EXPECT_EQ(sixteen_wide, 4) << "h1, h2, act and att";
+  EXPECT_EQ(sixteen_wide, 5) << "h1, h2, act, att and qkv (no RoPE: the attention rounds q, k, v anyway)";
   GptModel wide_f32(wide_heads), wide_bf16(wide_heads);
   wide_bf16.set_activation_precision(DType::bf16);
   const std::int64_t Cw = wide_heads.n_embd, Fw = wide_heads.ffn_hidden;
   EXPECT_EQ(wide_f32.activation_memory(B, T, Recompute::none).saved_bytes -
                 wide_bf16.activation_memory(B, T, Recompute::none).saved_bytes,
-            wide_heads.n_layer * N * (3 * Cw + Fw) * 2 + N * Cw * 2 + (wide_heads.n_layer + 1) * N * Cw * 2);
+            wide_heads.n_layer * N * (3 * Cw + Fw + wide_heads.qkv_width()) * 2 + N * Cw * 2 +
+                (wide_heads.n_layer + 1) * N * Cw * 2);
   std::vector<double> none = gradients_with(wide_heads, Recompute::none, seed, DType::bf16);
   EXPECT_EQ(gradients_with(wide_heads, Recompute::selective, seed, DType::bf16), none);
   EXPECT_EQ(gradients_with(wide_heads, Recompute::full, seed, DType::bf16), none);

@@ -5,7 +5,8 @@
 // bit; a bias gradient, now the column sums of the 16-bit values, within their rounding (equal where
 // the kept values are the f32 ones: a GPT-2 block). And the residual stream in 16 bits: a block
 // reading a bf16 / f16 x and writing a 16-bit y gives, bit for bit, the y of the f32 block rounded
-// once and the gradients of the f32 block on the same values.
+// once and the gradients of the f32 block on the same values; and a GPT-2 block's qkv kept in the
+// format (no RoPE reads it before the attention rounds it) gives those of an f32 qkv.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -105,7 +106,9 @@ struct ResidualRun {
   KeptGradientsRun backward;
 };
 
-ResidualRun run_on_residual(const TransformerConfig& config, DType format, DType residual, std::uint64_t seed) {
+// `f32_qkv`: the qkv activation in f32 whatever block_activation_slots keeps it in.
+ResidualRun run_on_residual(const TransformerConfig& config, DType format, DType residual, std::uint64_t seed,
+                            bool f32_qkv = false) {
   const std::int64_t B = 2, T = 6;
   const ModelSplit split;
   ParameterStore store;
@@ -122,6 +125,7 @@ ResidualRun run_on_residual(const TransformerConfig& config, DType format, DType
     acts.*(slot.member) = Tensor::empty(slot.shape, slot.dtype);
   }
   if (block.moe() != nullptr) acts.moe = std::make_shared<MoeActivations>();
+  if (f32_qkv) acts.qkv = Tensor::empty(acts.qkv.shape());
   const Tensor x = testing::random_tensor({B, T, config.n_embd}, seed, 1).to(format).to(residual);
   Tensor y = Tensor::empty({B, T, config.n_embd}, residual);
   BlockScratch scratch = make_block_scratch({}, config, split, B, T, format);
@@ -153,6 +157,12 @@ TEST(TransformerBlock, ASixteenBitResidualStreamGivesTheNumbersOfTheRoundedF32On
       EXPECT_EQ(kept.y, f32.y) << what << ": y";
       EXPECT_EQ(kept.backward.input_grad, f32.backward.input_grad) << what << ": dL/dx";
       EXPECT_EQ(kept.backward.grads, f32.backward.grads) << what << ": parameter gradients";
+      if (config.positions == PositionKind::learned) {  // qkv kept 16-bit: the values the attention rounds to
+        const ResidualRun wide_qkv = run_on_residual(config, format, format, seed, true);
+        EXPECT_EQ(kept.y, wide_qkv.y) << what << ": y with an f32 qkv";
+        EXPECT_EQ(kept.backward.input_grad, wide_qkv.backward.input_grad) << what << ": dL/dx with an f32 qkv";
+        EXPECT_EQ(kept.backward.grads, wide_qkv.backward.grads) << what << ": gradients with an f32 qkv";
+      }
     }
   }
 }

@@ -10,6 +10,7 @@ import random
 import signal
 import threading
 import time
+import urllib.error
 from concurrent.futures import ThreadPoolExecutor
 
 import pytest
@@ -169,18 +170,24 @@ def _metric_sums(metrics):
 def test_sigterm_drains_in_flight_requests_and_exits_zero(trained):
     _, checkpoint, _ = trained
     with Server("--checkpoint", checkpoint, "--drain-seconds", "30", "--max-sequences", "1") as s:
-        results = []
+        results, refused_at = [], []
+        signalled = []  # the time SIGTERM was sent
 
         def ask(i):
-            results.append(s.post({"prompt": PROMPTS[i % len(PROMPTS)], "max_tokens": 60, "temperature": 0.9,
-                                   "seed": i}, timeout=60))
+            try:
+                results.append(s.post({"prompt": PROMPTS[i % len(PROMPTS)], "max_tokens": 60, "temperature": 0.9,
+                                       "seed": i}, timeout=60))
+            except urllib.error.URLError as e:  # connecting after the drained server closed its socket
+                results.append((None, f"{e} at {time.time()}", {}))
+                refused_at.append(time.time())
 
         threads = [threading.Thread(target=ask, args=(i,)) for i in range(6)]
         for t in threads:
             t.start()
         # Signal once one request runs and another waits. A request still on its way then is
-        # rightly refused (503, draining); every one the server held at the signal must finish.
-        deadline = time.time() + 20
+        # rightly refused (503, draining; or, once the drained server has exited, its connection);
+        # every one the server held at the signal must finish.
+        deadline = time.time() + 60
         while time.time() < deadline:
             m = _metric_sums(s.get("/metrics")[1])
             answered, queued, running = (int(m.get(name, 0)) for name in (
@@ -189,6 +196,7 @@ def test_sigterm_drains_in_flight_requests_and_exits_zero(trained):
                 break
             time.sleep(0.01)
         in_flight, held = queued + running, answered + queued + running
+        signalled.append(time.time())
         s.process.send_signal(signal.SIGTERM)
         deadline = time.time() + 30  # the drain starts when the signal thread wakes (a loaded host: late)
         while s.get("/ready")[0] != 503 and time.time() < deadline:
@@ -205,5 +213,6 @@ def test_sigterm_drains_in_flight_requests_and_exits_zero(trained):
         assert in_flight >= 2, "the signal was meant to arrive with requests queued and running"
         finished = [r for r in results if r[0] == 200]
         assert len(results) == 6 and len(finished) >= held, (held, results)
-        assert all(r[0] == 503 and "draining" in r[1] for r in results if r[0] != 200), results
+        assert all(r[0] == 503 and "draining" in r[1] for r in results if r[0] not in (200, None)), results
+        assert all(t > signalled[0] for t in refused_at), (signalled, refused_at)  # never before the signal
         assert all(json.loads(r[1])["choices"][0]["finish_reason"] in ("length", "stop") for r in finished)

@@ -2,8 +2,10 @@
 // the bias and the activation into the GEMM (cuBLASLt's bias / bias+GELU epilogues).
 //
 //   x (..., K) contiguous, weight (N, K) contiguous (out features x in features, as GPT-2 and
-//   PyTorch store it), bias (N) or undefined, y (..., N) contiguous; y and bias f32, x and weight
-//   f32 or 16-bit operands of one format (bf16 / f16: the products summed in f32, as matmul's).
+//   PyTorch store it), bias (N) or undefined, y (..., N) contiguous; bias f32, x and weight f32 or
+//   16-bit operands of one format (bf16 / f16: the products summed in f32, as matmul's); y f32, or
+//   bf16 / f16 (an activation kept in the format: the f32 result, bias and GELU included, rounded
+//   once to nearest even).
 //
 // There is no separate backward: the gradient of y = x W^T + b is matmul_backward plus
 // bias_add_backward (and gelu_backward on the saved pre-activation, which a caller that needs it

@@ -229,8 +229,10 @@ def activation_bytes(model, layout, coord: GridCoord, chunks: list, seq_len: int
     slots_of_block = [
         (rows, True, True, False), (rows, True, True, False),  # norm 1 mean, rstd
         (N * C * gemm_input, not sp, False, False),  # h1
-        # qkv; att (16-bit where the attention takes 16-bit products: sixteen_bit_attention); lse
-        (N * qkv, True, True, False), (N * Hq * D * att_bytes, True, True, False), (B * Hq * T, True, True, False),
+        # qkv (16-bit with the attention's 16-bit products but for RoPE models, whose rotation reads it in f32);
+        # att (16-bit where the attention takes 16-bit products: sixteen_bit_attention); lse
+        (N * qkv * (att_bytes if model.learned_positions else 1.0), True, True, False),
+        (N * Hq * D * att_bytes, True, True, False), (B * Hq * T, True, True, False),
         (rows * C, True, True, False),  # x_mid
         (rows, True, True, False), (rows, True, True, False),  # norm 2 mean, rstd
         (N * C * (1.0 if any_moe else gemm_input), not sp, False, False),  # h2 (the router reads it in f32)
