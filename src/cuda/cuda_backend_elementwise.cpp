@@ -11,8 +11,9 @@
 
 namespace myriad::cuda {
 
-// The norms read x in f32 or a 16-bit format (mixed precision's residual stream) and write out in
-// f32 or x's format (the dispatch points refused two different 16-bit formats).
+// The norms (and SwiGLU) read x in f32 or a 16-bit format (mixed precision's residual stream, kept
+// pre-activations) and write out in f32 or x's format (the dispatch points refused two different
+// 16-bit formats).
 template <typename Launch>
 static void with_norm_pointers(const char* op, const Tensor& x, const Tensor& out, Launch&& launch) {
   with_input_pointer(op, x, [&](const auto* x_data) {
@@ -84,10 +85,18 @@ void CudaBackend::gelu_backward(const GeluArgs&, const Tensor& x, const Tensor& 
   gelu_backward_f32(floats(x), floats(grad_out), floats(grad_x), x.numel(), context_.stream());
 }
 
+// gate and up of one dtype (the dispatch point checked it): f32, or the 16-bit format of the output
+// and gradients.
 void CudaBackend::swiglu_forward(const SwigluArgs&, const Tensor& gate, const Tensor& up, Tensor& out) {
   DeviceGuard guard(context_.device());
-  with_output_pointer("swiglu_forward", out, [&](auto* out_data) {
-    swiglu_forward_f32(floats(gate), floats(up), out_data, gate.numel(), context_.stream());
+  with_norm_pointers("swiglu_forward", gate, out, [&](const auto* gate_data, auto* out_data) {
+    using In = std::remove_cv_t<std::remove_pointer_t<decltype(gate_data)>>;
+    using Out = std::remove_pointer_t<decltype(out_data)>;
+    if constexpr (std::is_same_v<In, float> || std::is_same_v<In, Out>) {
+      swiglu_forward_f32(gate_data, static_cast<const In*>(up.raw_data()), out_data, gate.numel(), context_.stream());
+    } else {
+      MYRIAD_THROW("swiglu_forward: 16-bit gate " << gate.describe() << " with out " << out.describe());
+    }
   });
 }
 
@@ -97,11 +106,16 @@ void CudaBackend::swiglu_backward(const SwigluArgs&, const Tensor& gate, const T
   // Both gradients of one dtype (the dispatch point checked it): f32, or a 16-bit format.
   const Tensor& any = grad_gate.defined() ? grad_gate : grad_up;
   if (!any.defined()) return;
-  with_output_pointer("swiglu_backward", any, [&](auto* data) {
+  with_norm_pointers("swiglu_backward", gate, any, [&](const auto* gate_data, auto* data) {
+    using In = std::remove_cv_t<std::remove_pointer_t<decltype(gate_data)>>;
     using Grad = std::remove_pointer_t<decltype(data)>;
     auto pointer = [](const Tensor& t) { return t.defined() ? static_cast<Grad*>(t.raw_data()) : nullptr; };
-    swiglu_backward_f32(floats(gate), floats(up), floats(grad_out), pointer(grad_gate), pointer(grad_up), gate.numel(),
-                        context_.stream());
+    if constexpr (std::is_same_v<In, float> || std::is_same_v<In, Grad>) {
+      swiglu_backward_f32(gate_data, static_cast<const In*>(up.raw_data()), floats(grad_out), pointer(grad_gate),
+                          pointer(grad_up), gate.numel(), context_.stream());
+    } else {
+      MYRIAD_THROW("swiglu_backward: 16-bit gate " << gate.describe() << " with gradients " << any.describe());
+    }
   });
 }
 

@@ -113,8 +113,12 @@ std::vector<ActivationSlot> block_activation_slots(const TransformerConfig& c, c
     const bool attention_operand = m == &BlockActivations::att || m == &BlockActivations::q_rot ||
                                    m == &BlockActivations::k_rot ||
                                    (m == &BlockActivations::qkv && c.positions == PositionKind::learned);
-    const bool gemm_operand =
-        m == &BlockActivations::h1 || m == &BlockActivations::act || (m == &BlockActivations::h2 && !any_moe);
+    // SwiGLU's gate and up pre-activations, kept with its output (the activation reads them widened,
+    // as PyTorch's autocast runs it on 16-bit tensors); a GELU's stays f32 for cuBLASLt's DGELU
+    // epilogue, which reads it in the type of the gradient it writes.
+    const bool swiglu_input = c.mlp == MlpKind::swiglu && (m == &BlockActivations::fc || m == &BlockActivations::up);
+    const bool gemm_operand = m == &BlockActivations::h1 || m == &BlockActivations::act || swiglu_input ||
+                              (m == &BlockActivations::h2 && !any_moe);
     if ((attention_operand && attention_in_format) || (gemm_operand && !gathered)) slot.dtype = gemm_inputs;
   }
   return slots;

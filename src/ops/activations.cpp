@@ -3,6 +3,7 @@
 
 #include "myriad/ops/backend.h"
 #include "myriad/ops/op_checks.h"
+#include "f32_operand.h"
 #include "f32_output.h"
 
 namespace myriad {
@@ -14,6 +15,20 @@ void check_elementwise(const char* op, const char* name, const Tensor& t, const 
   ops::check_dtype(op, name, t, DType::f32);
   if (like != nullptr) ops::check_shape(op, name, t, like->shape());
   ops::check_contiguous(op, name, t);
+}
+
+// SwiGLU's gate and up: contiguous, of one shape and dtype — f32, or a 16-bit format (mixed
+// precision's kept pre-activations) that the output and gradients share.
+void check_gate_and_up(const char* op, const Tensor& gate, const Tensor& up, const char* out_name, const Tensor& out) {
+  MYRIAD_CHECK(gate.dtype() == DType::f32 || gate.dtype() == DType::bf16 || gate.dtype() == DType::f16,
+               op << ": 'gate' " << gate.describe() << " must be f32, bf16 or f16");
+  ops::check_contiguous(op, "gate", gate);
+  ops::check_dtype(op, "up", up, gate.dtype());
+  ops::check_shape(op, "up", up, gate.shape());
+  ops::check_contiguous(op, "up", up);
+  MYRIAD_CHECK(gate.dtype() == DType::f32 || !out.defined() || out.dtype() == gate.dtype(),
+               op << ": 16-bit 'gate' " << gate.describe() << " needs '" << out_name << "' of its format, got "
+                  << out.describe());
 }
 
 }  // namespace
@@ -42,12 +57,13 @@ void gelu_backward(const GeluArgs& args, const Tensor& x, const Tensor& grad_out
 
 void swiglu_forward(const SwigluArgs& args, const Tensor& gate, const Tensor& up, Tensor& out) {
   const char* op = "swiglu_forward";
-  check_elementwise(op, "gate", gate);
-  check_elementwise(op, "up", up, &gate);
   ops::check_f32_or_16bit_output(op, "out", out, gate.shape());
+  check_gate_and_up(op, gate, up, "out", out);
   Device device = ops::check_same_device(op, {{"gate", &gate}, {"up", &up}, {"out", &out}});
   if (device.is_cpu()) {
-    return ops::compute_into_output(out, [&](Tensor& result) { cpu::swiglu_forward(args, gate, up, result); });
+    return ops::compute_into_output(out, [&](Tensor& result) {
+      cpu::swiglu_forward(args, ops::as_f32_operand(gate), ops::as_f32_operand(up), result);
+    });
   }
   ops::backend_of(op, {{"gate", &gate}, {"up", &up}, {"out", &out}}).swiglu_forward(args, gate, up, out);
 }
@@ -55,9 +71,9 @@ void swiglu_forward(const SwigluArgs& args, const Tensor& gate, const Tensor& up
 void swiglu_backward(const SwigluArgs& args, const Tensor& gate, const Tensor& up, const Tensor& grad_out,
                      Tensor& grad_gate, Tensor& grad_up) {
   const char* op = "swiglu_backward";
-  check_elementwise(op, "gate", gate);
-  check_elementwise(op, "up", up, &gate);
-  check_elementwise(op, "grad_out", grad_out, &gate);
+  check_elementwise(op, "grad_out", grad_out);
+  check_gate_and_up(op, gate, up, "grad_gate", grad_gate.defined() ? grad_gate : grad_up);
+  ops::check_shape(op, "grad_out", grad_out, gate.shape());
   if (grad_gate.defined()) ops::check_f32_or_16bit_output(op, "grad_gate", grad_gate, gate.shape());
   if (grad_up.defined()) ops::check_f32_or_16bit_output(op, "grad_up", grad_up, gate.shape());
   MYRIAD_CHECK(
@@ -70,7 +86,7 @@ void swiglu_backward(const SwigluArgs& args, const Tensor& gate, const Tensor& u
     // f32 results (scratch for a 16-bit gradient), then each rounded once into its output.
     auto wide = [](const Tensor& t) { return t.defined() && t.dtype() != DType::f32 ? Tensor::empty(t.shape()) : t; };
     Tensor gate_result = wide(grad_gate), up_result = wide(grad_up);
-    cpu::swiglu_backward(args, gate, up, grad_out, gate_result, up_result);
+    cpu::swiglu_backward(args, ops::as_f32_operand(gate), ops::as_f32_operand(up), grad_out, gate_result, up_result);
     if (gate_result.defined() && gate_result.raw_data() != grad_gate.raw_data()) grad_gate.copy_from(gate_result);
     if (up_result.defined() && up_result.raw_data() != grad_up.raw_data()) grad_up.copy_from(up_result);
     return;

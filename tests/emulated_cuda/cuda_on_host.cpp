@@ -1349,12 +1349,11 @@ void gelu_forward_f32(const float* x, __nv_bfloat16* out, std::int64_t n, cudaSt
 void gelu_forward_f32(const float* x, __half* out, std::int64_t n, cudaStream_t launch_stream) {
   gelu_forward_into(x, out, n, launch_stream);
 }
-template <typename H>
-static void swiglu_forward_into(const float* gate, const float* up, H* out, std::int64_t n,
-                                cudaStream_t launch_stream) {
+template <typename G, typename H>
+static void swiglu_forward_into(const G* gate, const G* up, H* out, std::int64_t n, cudaStream_t launch_stream) {
   emulated::launch(launch_stream, [=]() mutable {
     Tensor o = W(out, {n}, kHalf<H>);
-    swiglu_forward(SwigluArgs{}, W(gate, {n}), W(up, {n}), o);
+    swiglu_forward(SwigluArgs{}, W(gate, {n}, kStored<G>), W(up, {n}, kStored<G>), o);
   });
 }
 void swiglu_forward_f32(const float* gate, const float* up, __nv_bfloat16* out, std::int64_t n,
@@ -1362,6 +1361,13 @@ void swiglu_forward_f32(const float* gate, const float* up, __nv_bfloat16* out, 
   swiglu_forward_into(gate, up, out, n, launch_stream);
 }
 void swiglu_forward_f32(const float* gate, const float* up, __half* out, std::int64_t n, cudaStream_t launch_stream) {
+  swiglu_forward_into(gate, up, out, n, launch_stream);
+}
+void swiglu_forward_f32(const __nv_bfloat16* gate, const __nv_bfloat16* up, __nv_bfloat16* out, std::int64_t n,
+                        cudaStream_t launch_stream) {
+  swiglu_forward_into(gate, up, out, n, launch_stream);
+}
+void swiglu_forward_f32(const __half* gate, const __half* up, __half* out, std::int64_t n, cudaStream_t launch_stream) {
   swiglu_forward_into(gate, up, out, n, launch_stream);
 }
 // rope_rows on the host: the views widened exactly, the f32 rotation of rope_f32's contract, the
@@ -1421,12 +1427,12 @@ void rope_rows(const __nv_bfloat16* x, float* out, const float* c, const float* 
 void rope_rows(const __half* x, float* out, const float* c, const float* s, const RopeRows& r, cudaStream_t st) {
   rope_rows_on_host(x, out, c, s, r, st);
 }
-template <typename H>
-static void swiglu_backward_into(const float* gate, const float* up, const float* go, H* gg, H* gu, std::int64_t n,
+template <typename G, typename H>
+static void swiglu_backward_into(const G* gate, const G* up, const float* go, H* gg, H* gu, std::int64_t n,
                                  cudaStream_t launch_stream) {
   emulated::launch(launch_stream, [=]() mutable {
     Tensor tg = gg != nullptr ? W(gg, {n}, kHalf<H>) : Tensor(), tu = gu != nullptr ? W(gu, {n}, kHalf<H>) : Tensor();
-    swiglu_backward(SwigluArgs{}, W(gate, {n}), W(up, {n}), W(go, {n}), tg, tu);
+    swiglu_backward(SwigluArgs{}, W(gate, {n}, kStored<G>), W(up, {n}, kStored<G>), W(go, {n}), tg, tu);
   });
 }
 void swiglu_backward_f32(const float* gate, const float* up, const float* go, __nv_bfloat16* gg, __nv_bfloat16* gu,
@@ -1434,6 +1440,14 @@ void swiglu_backward_f32(const float* gate, const float* up, const float* go, __
   swiglu_backward_into(gate, up, go, gg, gu, n, launch_stream);
 }
 void swiglu_backward_f32(const float* gate, const float* up, const float* go, __half* gg, __half* gu, std::int64_t n,
+                         cudaStream_t launch_stream) {
+  swiglu_backward_into(gate, up, go, gg, gu, n, launch_stream);
+}
+void swiglu_backward_f32(const __nv_bfloat16* gate, const __nv_bfloat16* up, const float* go, __nv_bfloat16* gg,
+                         __nv_bfloat16* gu, std::int64_t n, cudaStream_t launch_stream) {
+  swiglu_backward_into(gate, up, go, gg, gu, n, launch_stream);
+}
+void swiglu_backward_f32(const __half* gate, const __half* up, const float* go, __half* gg, __half* gu, std::int64_t n,
                          cudaStream_t launch_stream) {
   swiglu_backward_into(gate, up, go, gg, gu, n, launch_stream);
 }

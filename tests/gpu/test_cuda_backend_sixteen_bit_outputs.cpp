@@ -260,6 +260,24 @@ TEST_P(CudaSixteenBitOutputs, NormsAndResidualAddsOnASixteenBitStream) {
   expect_same_format_result(d_y, y, "the stream written by a residual add");
 }
 
+// SwiGLU on 16-bit gate and up (mixed precision's kept pre-activations): out and gradients in the
+// format, against the CPU op on the same 16-bit inputs.
+TEST_P(CudaSixteenBitOutputs, SwigluOnSixteenBitGateAndUp) {
+  const DType format = GetParam();
+  const std::int64_t N = 19, F = 136;
+  const Tensor gate = random({N, F}, 30).to(format), up = random({N, F}, 31).to(format), g = random({N, F}, 32);
+  Tensor out = Tensor::empty({N, F}, format), d_out = backend_->empty({N, F}, format);
+  swiglu_forward(SwigluArgs{}, gate, up, out);
+  swiglu_forward(SwigluArgs{}, on_device(gate), on_device(up), d_out);
+  expect_same_format_result(d_out, out, "swiglu out from 16-bit inputs");
+  Tensor gg = Tensor::empty({N, F}, format), gu = Tensor::empty({N, F}, format);
+  Tensor d_gg = backend_->empty({N, F}, format), d_gu = backend_->empty({N, F}, format);
+  swiglu_backward(SwigluArgs{}, gate, up, g, gg, gu);
+  swiglu_backward(SwigluArgs{}, on_device(gate), on_device(up), on_device(g), d_gg, d_gu);
+  expect_same_format_result(d_gg, gg, "swiglu grad_gate from 16-bit inputs");
+  expect_same_format_result(d_gu, gu, "swiglu grad_up from 16-bit inputs");
+}
+
 INSTANTIATE_TEST_SUITE_P(Formats, CudaSixteenBitOutputs, ::testing::Values(DType::bf16, DType::f16),
                          [](const ::testing::TestParamInfo<DType>& info) {
                            return std::string(dtype_name(info.param));

@@ -56,6 +56,12 @@ void expect_kept_gradients_change_only_biases(const TransformerConfig& config, c
   for (const ActivationSlot& slot : block_activation_slots(config, split, B, T, format)) {
     acts.*(slot.member) = Tensor::empty(slot.shape, slot.dtype);
   }
+  // SwiGLU's gate and up in f32 here: a 16-bit gate takes 16-bit gradients only (ops/activations.h),
+  // and this compares the gradients' formats.
+  if (config.mlp == MlpKind::swiglu) {
+    acts.fc = Tensor::empty(acts.fc.shape());
+    acts.up = Tensor::empty(acts.up.shape());
+  }
   const Tensor x = testing::random_tensor({B, T, config.n_embd}, seed, 1).to(format).to(DType::f32);
   Tensor y = Tensor::empty({B, T, config.n_embd});
   BlockScratch wide = make_block_scratch({}, config, split, B, T, DType::f32);

@@ -93,6 +93,32 @@ TEST_P(SixteenBitOutputs, ActivationsRoundTheF32ValuesOnce) {
   testing::expect_close(out, swiglu, 1e-6, rounding_tolerance(format), "swiglu 16-bit out vs float64");
 }
 
+// SwiGLU's gate and up kept in the format: read widened exactly (the f32 op on the widened values,
+// rounded once), backward into gradients of the format; f32 gradients from them are refused.
+TEST_P(SixteenBitOutputs, SwigluReadsSixteenBitGateAndUp) {
+  const DType format = GetParam();
+  std::uint64_t seed = testing::fresh_seed();
+  MYRIAD_SEED_TRACE(seed);
+  const std::int64_t n = 777;
+  const Tensor gate = testing::random_tensor({n}, seed, 0).to(format),
+               up = testing::random_tensor({n}, seed, 1).to(format);
+  const Tensor wide_gate = gate.to(DType::f32), wide_up = up.to(DType::f32),
+               grad = testing::random_tensor({n}, seed, 2);
+  Tensor wide = Tensor::empty({n}), out = Tensor::empty({n}, format);
+  swiglu_forward(SwigluArgs{}, wide_gate, wide_up, wide);
+  swiglu_forward(SwigluArgs{}, gate, up, out);
+  expect_rounded_from(out, wide, "swiglu out from 16-bit gate and up");
+  Tensor gg = Tensor::empty({n}), gu = Tensor::empty({n}), gg16 = Tensor::empty({n}, format),
+         gu16 = Tensor::empty({n}, format);
+  swiglu_backward(SwigluArgs{}, wide_gate, wide_up, grad, gg, gu);
+  swiglu_backward(SwigluArgs{}, gate, up, grad, gg16, gu16);
+  expect_rounded_from(gg16, gg, "swiglu grad_gate from 16-bit gate and up");
+  expect_rounded_from(gu16, gu, "swiglu grad_up from 16-bit gate and up");
+  expect_error_naming([&] { swiglu_backward(SwigluArgs{}, gate, up, grad, gg, gu); },
+                      {"swiglu_backward", "16-bit 'gate'", "'grad_gate'"});
+  expect_error_naming([&] { swiglu_forward(SwigluArgs{}, gate, wide_up, out); }, {"swiglu_forward", "up", "dtype"});
+}
+
 TEST_P(SixteenBitOutputs, FusedLinearGeluKeepsItsInputF32) {
   const DType format = GetParam();
   std::uint64_t seed = testing::fresh_seed();

@@ -124,6 +124,15 @@ void swiglu_backward_f32(const float* gate, const float* up, const float* grad_o
                          __nv_bfloat16* grad_up, std::int64_t n, cudaStream_t stream);
 void swiglu_backward_f32(const float* gate, const float* up, const float* grad_out, __half* grad_gate, __half* grad_up,
                          std::int64_t n, cudaStream_t stream);
+// gate and up in bf16 / f16 (mixed precision's kept pre-activations, widened where read): out and
+// the gradients in that format.
+void swiglu_forward_f32(const __nv_bfloat16* gate, const __nv_bfloat16* up, __nv_bfloat16* out, std::int64_t n,
+                        cudaStream_t stream);
+void swiglu_forward_f32(const __half* gate, const __half* up, __half* out, std::int64_t n, cudaStream_t stream);
+void swiglu_backward_f32(const __nv_bfloat16* gate, const __nv_bfloat16* up, const float* grad_out,
+                         __nv_bfloat16* grad_gate, __nv_bfloat16* grad_up, std::int64_t n, cudaStream_t stream);
+void swiglu_backward_f32(const __half* gate, const __half* up, const float* grad_out, __half* grad_gate,
+                         __half* grad_up, std::int64_t n, cudaStream_t stream);
 
 // ---- RoPE, f32, rotate-half convention of ops/rope.h (kernels/position/rope.cu) --------------
 // rope_table_f32 fills cos/sin tables (seq, head_dim / 2) on the device from float64 angles

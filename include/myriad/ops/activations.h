@@ -9,7 +9,10 @@
 // e.g. gelu_forward(args, x, x) or gelu_backward(args, x, g, g). A forward's output may instead be
 // bf16 / f16 (a GEMM operand kept in mixed precision): the f32 result rounded once, to nearest
 // even; it then aliases no input. So may swiglu_backward's gradients (both of one dtype: mixed
-// precision keeps them as the gate and up layers' GEMM operands).
+// precision keeps them as the gate and up layers' GEMM operands). SwiGLU's gate and up may be
+// bf16 / f16 too (mixed precision keeps the pre-activations in the format: read widened, exactly);
+// its output and gradients are then of that format (a forward's output may be the gate's buffer;
+// f32 gradients from a 16-bit gate are refused).
 //
 // Gradient contract: these ops have no parameters; activation grads are written (`=`), never
 // accumulated. In swiglu_backward either gradient may be an undefined Tensor to skip it.

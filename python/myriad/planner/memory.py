@@ -236,12 +236,13 @@ def activation_bytes(model, layout, coord: GridCoord, chunks: list, seq_len: int
         (rows * C, True, True, False),  # x_mid
         (rows, True, True, False), (rows, True, True, False),  # norm 2 mean, rstd
         (N * C * (1.0 if any_moe else gemm_input), not sp, False, False),  # h2 (the router reads it in f32)
-        (N * F, True, True, True), (N * F * gemm_input, True, False, True),  # fc, act
+        # fc (SwiGLU's gate: kept in the format with act; a GELU's f32 for the DGELU epilogue), act
+        (N * F * (gemm_input if model.swiglu else 1.0), True, True, True), (N * F * gemm_input, True, False, True),
     ]
     if not model.learned_positions:  # RoPE
         slots_of_block += [(N * Hq * D * att_bytes, True, True, False), (N * Hkv * D * att_bytes, True, True, False)]
     if model.swiglu:
-        slots_of_block.append((N * F, True, True, True))
+        slots_of_block.append((N * F * gemm_input, True, True, True))  # up
 
     def kept(none: bool, selective: bool) -> bool:
         return none if mode == "none" else selective if mode == "selective" else False
