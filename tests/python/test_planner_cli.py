@@ -105,15 +105,23 @@ def test_explain_costs_one_layout_and_breaks_its_step_down(capsys):
 
 def test_a_published_systems_traits_cost_the_same_layout_differently(capsys):
     layout = "tp8 pp16 dp8 mb1x192 z1 rc-full"
-    steps = {}
+    steps, attention, tp_exposed, pp_issued = {}, {}, {}, {}
     for engine in ("myriad", "megatron-lm", "megatron-core"):
         assert cli.main(["plan", "--config", GPT3, "--gpus", "1024", "--gpu", "a100", "--inter", "ib200",
                          "--engine", engine, "--explain", layout]) == 0
         text = capsys.readouterr().out
         steps[engine] = float(re.search(rf"{layout}: step (\S+) s", text).group(1))
-    # myriad's f32 activations and f32 CUDA-core attention are slower than either Megatron's 16-bit path;
-    # flash attention with overlapped communication is faster than materialised scores reduced after the backward.
-    assert steps["myriad"] > steps["megatron-lm"] > steps["megatron-core"]
+        attention[engine] = float(re.search(r"attention (\S+) s", text).group(1))
+        tp_exposed[engine] = float(re.search(r"exposed communication \S+ s \(tp (\S+),", text).group(1))
+        pp_issued[engine] = float(re.search(r"pp (\S+) / \S+ s", text).group(1))
+    # Megatron-Core's flash attention with every exchange overlapped is the fastest; each trait shows where
+    # it acts: myriad's 16-bit runs take fused (flash) attention where Megatron-LM materialises the scores,
+    # its tp messages are f32 (Megatron's 16-bit), and each of its tp ranks sends the whole activation to the
+    # next stage (Megatron: a 1/tp slice each, all-gathered over NVLink).
+    assert steps["megatron-core"] < min(steps["myriad"], steps["megatron-lm"]) and len(set(steps.values())) == 3
+    assert attention["myriad"] < attention["megatron-lm"]
+    assert tp_exposed["myriad"] > tp_exposed["megatron-lm"]
+    assert pp_issued["myriad"] > pp_issued["megatron-lm"]
     with pytest.raises(SystemExit) as stopped:
         cli.main(["plan", "--config", GPT3, "--gpus", "1024", "--engine", "deepspeed"])
     assert stopped.value.code == 2 and "invalid choice: 'deepspeed'" in capsys.readouterr().err
