@@ -11,29 +11,11 @@
 
 namespace myriad::cuda {
 
-// The norms (and SwiGLU) read x in f32 or a 16-bit format (mixed precision's residual stream, kept
-// pre-activations) and write out in f32 or x's format (the dispatch points refused two different
-// 16-bit formats).
-template <typename Launch>
-static void with_norm_pointers(const char* op, const Tensor& x, const Tensor& out, Launch&& launch) {
-  with_input_pointer(op, x, [&](const auto* x_data) {
-    with_output_pointer(op, out, [&](auto* out_data) {
-      using X = std::remove_pointer_t<decltype(x_data)>;
-      using Out = std::remove_pointer_t<decltype(out_data)>;
-      if constexpr (kOne16BitFormat<X, Out>) {
-        launch(x_data, out_data);
-      } else {
-        MYRIAD_THROW(op << ": x " << x.describe() << " and out " << out.describe() << " are two 16-bit formats");
-      }
-    });
-  });
-}
-
 void CudaBackend::layernorm_forward(const LayernormArgs& args, const Tensor& x, const Tensor& weight,
                                     const Tensor& bias, Tensor& out, Tensor& mean, Tensor& rstd) {
   DeviceGuard guard(context_.device());
   const std::int64_t channels = x.size(-1), rows = x.numel() / channels;
-  with_norm_pointers("layernorm_forward", x, out, [&](const auto* x_data, auto* out_data) {
+  with_input_and_output_pointers("layernorm_forward", x, out, [&](const auto* x_data, auto* out_data) {
     layernorm_forward_f32(x_data, floats(weight), floats(bias), out_data, floats(mean), floats(rstd), rows, channels,
                           args.eps, context_.stream());
   });
@@ -57,7 +39,7 @@ void CudaBackend::rmsnorm_forward(const RmsnormArgs& args, const Tensor& x, cons
                                   Tensor& rstd) {
   DeviceGuard guard(context_.device());
   const std::int64_t channels = x.size(-1), rows = x.numel() / channels;
-  with_norm_pointers("rmsnorm_forward", x, out, [&](const auto* x_data, auto* out_data) {
+  with_input_and_output_pointers("rmsnorm_forward", x, out, [&](const auto* x_data, auto* out_data) {
     rmsnorm_forward_f32(x_data, floats(weight), out_data, floats(rstd), rows, channels, args.eps, context_.stream());
   });
 }
@@ -89,7 +71,7 @@ void CudaBackend::gelu_backward(const GeluArgs&, const Tensor& x, const Tensor& 
 // and gradients.
 void CudaBackend::swiglu_forward(const SwigluArgs&, const Tensor& gate, const Tensor& up, Tensor& out) {
   DeviceGuard guard(context_.device());
-  with_norm_pointers("swiglu_forward", gate, out, [&](const auto* gate_data, auto* out_data) {
+  with_input_and_output_pointers("swiglu_forward", gate, out, [&](const auto* gate_data, auto* out_data) {
     using In = std::remove_cv_t<std::remove_pointer_t<decltype(gate_data)>>;
     using Out = std::remove_pointer_t<decltype(out_data)>;
     if constexpr (std::is_same_v<In, float> || std::is_same_v<In, Out>) {
@@ -106,7 +88,7 @@ void CudaBackend::swiglu_backward(const SwigluArgs&, const Tensor& gate, const T
   // Both gradients of one dtype (the dispatch point checked it): f32, or a 16-bit format.
   const Tensor& any = grad_gate.defined() ? grad_gate : grad_up;
   if (!any.defined()) return;
-  with_norm_pointers("swiglu_backward", gate, any, [&](const auto* gate_data, auto* data) {
+  with_input_and_output_pointers("swiglu_backward", gate, any, [&](const auto* gate_data, auto* data) {
     using In = std::remove_cv_t<std::remove_pointer_t<decltype(gate_data)>>;
     using Grad = std::remove_pointer_t<decltype(data)>;
     auto pointer = [](const Tensor& t) { return t.defined() ? static_cast<Grad*>(t.raw_data()) : nullptr; };

@@ -183,10 +183,17 @@ void CudaBackend::matmul_backward(const MatmulArgs& args, const Tensor& a, const
 
 // One GEMM with the bias (and GELU) fused as cuBLASLt epilogues (f32 or 16-bit x and weight, f32
 // y and bias); GELU without a bias (no such epilogue) runs the activation kernel after the GEMM. A
-// 16-bit y: that into f32 scratch, then one conversion (the epilogues' bias type is D's; the bias
-// stays f32, so the sum is rounded once).
+// 16-bit y of the operands' format without bias or GELU: matmul_forward's GEMM writing it (one
+// rounding); else that into f32 scratch, then one conversion (the epilogues' bias type is D's; the
+// bias stays f32, so the sum is rounded once).
 void CudaBackend::linear_forward(const LinearArgs& args, const Tensor& x, const Tensor& weight, const Tensor& bias,
                                  Tensor& y) {
+  if (y.dtype() != DType::f32 && y.dtype() == x.dtype() && !bias.defined() && !args.gelu) {
+    const std::int64_t k = weight.size(1), m = x.numel() / std::max<std::int64_t>(k, 1);
+    Tensor rows = y.view({m, weight.size(0)});
+    matmul_forward(MatmulArgs{.transpose_b = true}, x.view({m, k}), weight, rows);
+    return;
+  }
   if (y.dtype() != DType::f32) {
     Tensor wide = empty(y.shape());  // stream-ordered scratch
     linear_forward(args, x, weight, bias, wide);

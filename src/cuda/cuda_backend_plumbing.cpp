@@ -20,17 +20,15 @@ namespace myriad::cuda {
 void CudaBackend::add_forward(const AddArgs& args, const Tensor& a, const Tensor& b, Tensor& out) {
   DeviceGuard guard(context_.device());
   const Tensor& typed_b = b.defined() ? b : a;  // no b: a null pointer of f32
-  with_input_pointer("add_forward", typed_b, [&](const auto* b_data) {
-    with_output_pointer("add_forward", out, [&](auto* out_data) {
-      using B = std::remove_cv_t<std::remove_pointer_t<decltype(b_data)>>;
-      using Out = std::remove_pointer_t<decltype(out_data)>;
-      if constexpr (std::is_same_v<B, float> || std::is_same_v<Out, float>) {
-        axpby_f32(args.alpha, a.data<float>(), args.beta, b.defined() ? b_data : nullptr, out_data, out.numel(), false,
-                  context_.stream());
-      } else {
-        MYRIAD_THROW("add_forward: b " << b.describe() << " and out " << out.describe() << " are both 16-bit");
-      }
-    });
+  with_input_and_output_pointers("add_forward", typed_b, out, [&](const auto* b_data, auto* out_data) {
+    using B = std::remove_cv_t<std::remove_pointer_t<decltype(b_data)>>;
+    using Out = std::remove_pointer_t<decltype(out_data)>;
+    if constexpr (std::is_same_v<B, float> || std::is_same_v<Out, float>) {
+      axpby_f32(args.alpha, a.data<float>(), args.beta, b.defined() ? b_data : nullptr, out_data, out.numel(), false,
+                context_.stream());
+    } else {
+      MYRIAD_THROW("add_forward: b " << b.describe() << " and out " << out.describe() << " are both 16-bit");
+    }
   });
 }
 

@@ -58,4 +58,23 @@ constexpr bool kOne16BitFormat =
     std::is_same_v<std::remove_cv_t<A>, float> || std::is_same_v<std::remove_cv_t<B>, float> ||
     std::is_same_v<std::remove_cv_t<A>, std::remove_cv_t<B>>;
 
+// An input and an output that are each f32 or 16-bit (mixed precision's residual stream, kept
+// pre-activations): launch(in pointer, out pointer) for the pairs of kOne16BitFormat; two different
+// 16-bit formats throw (the dispatch points refused them already). An op that takes fewer pairs
+// narrows them with `if constexpr` on the pointee types inside its launch.
+template <typename Launch>
+void with_input_and_output_pointers(const char* op, const Tensor& in, const Tensor& out, Launch&& launch) {
+  with_input_pointer(op, in, [&](const auto* in_data) {
+    with_output_pointer(op, out, [&](auto* out_data) {
+      using In = std::remove_pointer_t<decltype(in_data)>;
+      using Out = std::remove_pointer_t<decltype(out_data)>;
+      if constexpr (kOne16BitFormat<In, Out>) {
+        launch(in_data, out_data);
+      } else {
+        MYRIAD_THROW(op << ": " << in.describe() << " and " << out.describe() << " are two 16-bit formats");
+      }
+    });
+  });
+}
+
 }  // namespace myriad::cuda
