@@ -496,6 +496,13 @@ void CudaBackend::cross_entropy_backward(const CrossEntropyArgs& args, const Ten
 
 // ---- vocabulary-shard loss pieces (ops/vocab_shard_loss.h; the dispatch point checked the shapes) ----
 
+void CudaBackend::vocab_shard_tokens(const VocabShardMap& map, const Tensor& tokens, Tensor& out) {
+  DeviceGuard guard(context_.device());
+  vocab_shard_tokens_i32(tokens.data<std::int32_t>(), out.data<std::int32_t>(), tokens.numel(), map.vocab_start,
+                         map.rows, map.output == VocabShardMap::Output::state, map.elsewhere, map.ignore_index,
+                         context_.stream());
+}
+
 void CudaBackend::vocab_shard_partials(const Tensor& state, const Tensor& local_lse, const Tensor& local_loss,
                                        const Tensor& maxima, Tensor& packed) {
   DeviceGuard guard(context_.device());

@@ -68,6 +68,7 @@ void Backend::softmax_forward(const SoftmaxArgs&, const Tensor&, Tensor&) { unsu
 void Backend::softmax_backward(const SoftmaxArgs&, const Tensor&, const Tensor&, Tensor&) {
   unsupported("softmax_backward");
 }
+void Backend::vocab_shard_tokens(const VocabShardMap&, const Tensor&, Tensor&) { unsupported("vocab_shard_tokens"); }
 void Backend::vocab_shard_partials(const Tensor&, const Tensor&, const Tensor&, const Tensor&, Tensor&) {
   unsupported("vocab_shard_partials");
 }

@@ -2,6 +2,9 @@
 // the backend (ops/vocab_shard_loss.h).
 #include "myriad/ops/vocab_shard_loss.h"
 
+#include <cstdint>
+
+#include "myriad/core/error.h"
 #include "myriad/ops/backend.h"
 #include "myriad/ops/op_checks.h"
 
@@ -19,6 +22,24 @@ std::int64_t check_state(const char* op, const Tensor& state) {
 }
 
 }  // namespace
+
+void vocab_shard_tokens(const VocabShardMap& map, const Tensor& tokens, Tensor& out) {
+  const char* op = "vocab_shard_tokens";
+  ops::check_defined(op, "tokens", tokens);
+  ops::check_defined(op, "out", out);
+  ops::check_dtype(op, "tokens", tokens, DType::i32);
+  ops::check_dtype(op, "out", out, DType::i32);
+  ops::check_contiguous(op, "tokens", tokens);
+  ops::check_contiguous(op, "out", out);
+  MYRIAD_CHECK(out.shape() == tokens.shape(),
+               op << ": out " << out.describe() << " must have the shape of tokens " << tokens.describe());
+  MYRIAD_CHECK(map.vocab_start >= 0 && map.rows >= 0 && map.vocab_start + map.rows <= INT32_MAX,
+               op << ": the shard [" << map.vocab_start << ", " << map.vocab_start + map.rows
+                  << ") is not a range of i32 token ids");
+  const Device device = ops::check_same_device(op, {{"tokens", &tokens}, {"out", &out}});
+  if (device.is_cpu()) return cpu::vocab_shard_tokens(map, tokens, out);
+  ops::backend_of(op, {{"out", &out}}).vocab_shard_tokens(map, tokens, out);
+}
 
 void vocab_shard_partials(const Tensor& state, const Tensor& local_lse, const Tensor& local_loss, const Tensor& maxima,
                           Tensor& packed) {

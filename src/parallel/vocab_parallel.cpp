@@ -25,21 +25,28 @@ Tensor host_tokens(const char* op, const char* what, const VocabShard& shard, co
                                  allow_ignore ? std::optional<std::int32_t>(ignore_index) : std::nullopt);
 }
 
-// Global tokens -> this shard's rows: the row, or `elsewhere` when another shard holds the token
-// (ignore_index kept as it is), placed like `like`.
-Tensor local_tokens(const Tensor& host, const VocabShard& shard, std::int64_t rows, std::int32_t elsewhere,
-                    std::int32_t ignore_index, const Tensor& like) {
-  Tensor local = Tensor::empty(host.shape(), DType::i32);
-  const std::int32_t* t = host.data<std::int32_t>();
-  std::int32_t* out = local.data<std::int32_t>();
-  for (std::int64_t i = 0; i < host.numel(); ++i) {
-    const std::int64_t row = static_cast<std::int64_t>(t[i]) - shard.vocab_start;
-    out[i] = t[i] == ignore_index ? ignore_index : row >= 0 && row < rows ? static_cast<std::int32_t>(row) : elsewhere;
-  }
-  return ops::placement_of(like, "like").from_host(local);
+// Global tokens -> `map` of them (ops/vocab_shard_loss.h) where `like` is. Host tokens are checked
+// against the vocabulary and placed there first; tokens already on that device were checked by
+// whoever placed them (a recorded micro-batch's staged inputs: train::MicroBatchGraph) and are
+// mapped where they are, so nothing is read on the host.
+Tensor shard_tokens(const char* op, const char* what, const VocabShard& shard, const Tensor& tokens,
+                    const VocabShardMap& map, bool allow_ignore, const Tensor& like) {
+  const ops::Placement placement = ops::placement_of(like, "like");
+  const bool placed_there = !tokens.device().is_cpu() && tokens.device() == like.device();
+  const Tensor placed = placed_there
+                            ? tokens.contiguous()
+                            : placement.from_host(host_tokens(op, what, shard, tokens, map.ignore_index, allow_ignore));
+  Tensor out = placement.empty(placed.shape(), DType::i32);
+  vocab_shard_tokens(map, placed, out);
+  return out;
 }
 
 constexpr std::int32_t kNoIgnore = std::numeric_limits<std::int32_t>::min();
+
+// The embedding's map: a row of the table's `rows` (padding included), -1 for another shard's id.
+VocabShardMap rows_map(const VocabShard& shard, std::int64_t rows) {
+  return VocabShardMap{.vocab_start = shard.vocab_start, .rows = rows, .elsewhere = -1, .ignore_index = kNoIgnore};
+}
 
 }  // namespace
 
@@ -48,9 +55,8 @@ std::int64_t VocabShard::real_columns(std::int64_t rows) const {
 }
 
 void vocab_parallel_embedding_lookup(const VocabShard& shard, const Tensor& ids, const Tensor& table, Tensor& out) {
-  const char* op = "vocab_parallel_embedding_forward";
-  const Tensor host = host_tokens(op, "id", shard, ids, kNoIgnore, false);
-  const Tensor local = local_tokens(host, shard, table.size(0), -1, kNoIgnore, table);
+  const Tensor local =
+      shard_tokens("vocab_parallel_embedding_forward", "id", shard, ids, rows_map(shard, table.size(0)), false, table);
   embedding_forward(EmbeddingArgs{.vocab_shard = true, .ids_checked = true}, local, table, out);
 }
 
@@ -62,9 +68,8 @@ void vocab_parallel_embedding_forward(distributed::Communicator& tp, const Vocab
 
 void vocab_parallel_embedding_backward(const VocabShard& shard, const Tensor& ids, const Tensor& grad_out,
                                        Tensor& grad_table) {
-  const char* op = "vocab_parallel_embedding_backward";
-  const Tensor host = host_tokens(op, "id", shard, ids, kNoIgnore, false);
-  const Tensor local = local_tokens(host, shard, grad_table.size(0), -1, kNoIgnore, grad_table);
+  const Tensor local = shard_tokens("vocab_parallel_embedding_backward", "id", shard, ids,
+                                    rows_map(shard, grad_table.size(0)), false, grad_table);
   embedding_backward(EmbeddingArgs{.vocab_shard = true, .ids_checked = true}, local, grad_out, grad_table);
 }
 
@@ -73,24 +78,27 @@ void vocab_parallel_cross_entropy_forward(distributed::Communicator& tp, const V
                                           Tensor& lse) {
   const char* op = "vocab_parallel_cross_entropy_forward";
   const std::int64_t n = targets.numel();
-  const Tensor host = host_tokens(op, "target", shard, targets, ignore_index, true);
   const std::int64_t columns = logits.defined() && logits.numel() > 0 ? shard.real_columns(logits.size(1)) : 0;
   const ops::Placement placement = ops::placement_of(losses, "losses");
   // Per row: 1 = the target is in this shard's columns, 0 = in another's, -1 = ignored.
-  Tensor host_state = Tensor::empty({n}, DType::i32);
-  const std::int32_t* t = host.data<std::int32_t>();
-  for (std::int64_t i = 0; i < n; ++i) {
-    const std::int64_t column = static_cast<std::int64_t>(t[i]) - shard.vocab_start;
-    host_state.data<std::int32_t>()[i] = t[i] == ignore_index ? -1 : column >= 0 && column < columns ? 1 : 0;
-  }
-  const Tensor state = placement.from_host(host_state);
+  const Tensor state = shard_tokens(op, "target", shard, targets,
+                                    VocabShardMap{.output = VocabShardMap::Output::state,
+                                                  .vocab_start = shard.vocab_start,
+                                                  .rows = columns,
+                                                  .ignore_index = ignore_index},
+                                    true, losses)
+                           .view({n});
   // This shard's lse and loss over its columns (targets elsewhere as ignored: loss 0); a rank
   // without real columns contributes lse -inf.
   Tensor local_lse = placement.empty({n}), local_loss = placement.empty({n});
   if (columns > 0) {
     MYRIAD_CHECK(logits.dim() == 2 && logits.size(0) == n,
                  op << ": logits " << logits.describe() << " must be (" << n << ", columns)");
-    const Tensor local = local_tokens(host, shard, columns, ignore_index, ignore_index, logits);
+    const Tensor local = shard_tokens(
+        op, "target", shard, targets,
+        VocabShardMap{
+            .vocab_start = shard.vocab_start, .rows = columns, .elsewhere = ignore_index, .ignore_index = ignore_index},
+        true, logits);
     cross_entropy_forward(CrossEntropyArgs{.ignore_index = ignore_index, .classes = columns, .targets_checked = true},
                           logits, local, local_loss, local_lse);
   } else {
@@ -113,10 +121,13 @@ void vocab_parallel_cross_entropy_backward(const VocabShard& shard, const Tensor
   const std::int64_t columns = logits.defined() && logits.numel() > 0 ? shard.real_columns(logits.size(1)) : 0;
   if (columns == 0) return;  // no real vocabulary here
   const char* op = "vocab_parallel_cross_entropy_backward";
-  const Tensor host = host_tokens(op, "target", shard, targets, ignore_index, true);
   // Another shard's target: a negative value that is not ignore_index, the softmax part only.
-  const std::int32_t elsewhere = ignore_index == -1 ? -2 : -1;
-  const Tensor local = local_tokens(host, shard, columns, elsewhere, ignore_index, logits);
+  const Tensor local = shard_tokens(op, "target", shard, targets,
+                                    VocabShardMap{.vocab_start = shard.vocab_start,
+                                                  .rows = columns,
+                                                  .elsewhere = ignore_index == -1 ? -2 : -1,
+                                                  .ignore_index = ignore_index},
+                                    true, logits);
   cross_entropy_backward(CrossEntropyArgs{.ignore_index = ignore_index, .vocab_shard = true, .classes = columns},
                          logits, local, lse, grad_losses, grad_logits);
 }

@@ -2,6 +2,7 @@
 // micro-batch's changing inputs (micro_batch_graph.h).
 #include "myriad/train/micro_batch_graph.h"
 
+#include <algorithm>
 #include <sstream>
 
 #include "myriad/nn/host_tokens.h"
@@ -28,15 +29,35 @@ nn::GptModel::HostCounts counts_between(const nn::GptModel::HostCounts& before, 
   return d;
 }
 
+// The calls and bytes counted between two snapshots of a communicator's statistics.
+distributed::CommStats issued_between(const distributed::CommStats& before, const distributed::CommStats& after) {
+  distributed::CommStats d;
+  for (std::size_t op = 0; op < d.ops.size(); ++op) {
+    d.ops[op].calls = after.ops[op].calls - before.ops[op].calls;
+    d.ops[op].bytes_sent = after.ops[op].bytes_sent - before.ops[op].bytes_sent;
+    d.ops[op].bytes_received = after.ops[op].bytes_received - before.ops[op].bytes_received;
+  }
+  return d;
+}
+
 }  // namespace
+
+std::vector<distributed::Communicator*> MicroBatchGraph::device_groups() const {
+  std::vector<distributed::Communicator*> all;
+  auto add = [&](distributed::Communicator& c) {
+    if (std::find(all.begin(), all.end(), &c) == all.end()) all.push_back(&c);
+  };
+  for (const distributed::Axis axis : distributed::kAxes) add(state_.device->group(axis));
+  add(state_.device->expert_data());
+  add(state_.device->data_context());
+  return all;
+}
 
 std::string MicroBatchGraph::unavailable_reason(const RunConfig& config) {
   const ParallelConfig& p = config.parallel;
   std::ostringstream why;
   if (config.training.device != ComputeDevice::cuda) {
     why << "training.device is " << choice_name(config.training.device);
-  } else if (p.tp > 1) {
-    why << "tensor parallelism (parallel.tp " << p.tp << ") runs collectives inside the forward and backward";
   } else if (p.pp > 1) {
     why << "pipeline parallelism (parallel.pp " << p.pp << ") exchanges activations inside the step";
   } else if (p.cp > 1) {
@@ -74,6 +95,7 @@ void MicroBatchGraph::restart() {
   targets_ = Tensor();
   phase_ = Phase::first;
   recorded_counts_ = nn::GptModel::HostCounts{};
+  recorded_comms_.clear();
 }
 
 void MicroBatchGraph::stage(const Tensor& ids, const Tensor& targets, float loss_scale) {
@@ -132,6 +154,9 @@ std::optional<std::int64_t> MicroBatchGraph::run(int slot, const Tensor& ids, co
       break;
     case Phase::record: {
       const nn::GptModel::HostCounts before = state_.model->host_counts();
+      const std::vector<distributed::Communicator*> groups = device_groups();
+      std::vector<distributed::CommStats> issued;
+      for (distributed::Communicator* g : groups) issued.push_back(g->stats());
       try {
         recorder_->record([&] { pass(slot, loss_scale); });
       } catch (const Error& e) {
@@ -142,6 +167,10 @@ std::optional<std::int64_t> MicroBatchGraph::run(int slot, const Tensor& ids, co
         return std::nullopt;  // nothing of the pass ran: the caller runs it as usual
       }
       recorded_counts_ = counts_between(before, state_.model->host_counts());
+      recorded_comms_.clear();
+      for (std::size_t i = 0; i < groups.size(); ++i) {
+        recorded_comms_.emplace_back(groups[i], issued_between(issued[i], groups[i]->stats()));
+      }
       state_.log->info(
           "training.cuda_graphs: recorded the forward and backward of a micro-batch ({} launches); "
           "replaying it from here",
@@ -155,6 +184,7 @@ std::optional<std::int64_t> MicroBatchGraph::run(int slot, const Tensor& ids, co
       recorder_->replay();
       ++replays_;
       state_.model->add_host_counts(recorded_counts_);
+      for (auto& [group, recorded] : recorded_comms_) group->count_replayed(recorded);
       break;
     case Phase::first:
     case Phase::off:

@@ -51,7 +51,10 @@ Trainer::Trainer(RankState& state, StepData& data)
           });
       state_.log->info(
           "training.cuda_graphs: on: each micro-batch's forward and backward is recorded once and "
-          "replayed");
+          "replayed{}",
+          state_.config.parallel.tp > 1 ? " with the tp group's NCCL calls; the metrics count their bytes at each "
+                                          "replay but cannot time how much of them is exposed there"
+                                        : "");
     } else {
       state_.log->warn("training.cuda_graphs: off: {}", why_not);
     }

@@ -22,6 +22,7 @@
 #include <cmath>
 #include <climits>
 #include <cstdint>
+#include <algorithm>
 #include <atomic>
 #include <deque>
 #include <execinfo.h>
@@ -86,10 +87,14 @@ Streams& streams() {
 // answers "not ready" — as a GPU still running it would — unless a wait loop has polled since
 // the last such answer (NcclWork::wait checks the communicator's asynchronous error between
 // queries; a one-off completion check does not), which then delivers.
+// An event recorded on a stream being recorded into a graph is `captured`: it orders the graph's
+// work (a fork or a join, see Recording below) and `position` counts the work its stream had
+// appended; a GPU refuses to query, synchronise with or time it (cudaErrorCapturedEvent).
 struct EmulatedEvent {
   cudaStream_t stream = nullptr;
   std::uint64_t position = 0;
   std::uint64_t polled_at = UINT64_MAX;
+  bool captured = false;
 };
 
 // Runs `stream`'s deliveries up to `position` (outside the lock: a delivery only copies memory).
@@ -134,6 +139,16 @@ void note_host_wait(const char* what) {
   backtrace_symbols_fd(frames, depth, STDERR_FILENO);
 }
 
+// A call refused while recording: with MYRIAD_EMULATED_SYNC_TRACE set, where it was made.
+void note_capture_refusal(const char* call) {
+  static const bool trace = std::getenv("MYRIAD_EMULATED_SYNC_TRACE") != nullptr;
+  if (!trace) return;
+  void* frames[32];
+  const int depth = backtrace(frames, 32);
+  std::fprintf(stderr, "[emulated capture] %s refused while recording\n", call);
+  backtrace_symbols_fd(frames, depth, STDERR_FILENO);
+}
+
 // A wait loop polls only after its event answered "not ready": one poll is one host wait.
 void note_wait_poll() {
   {
@@ -160,7 +175,7 @@ bool query_ready(EmulatedEvent& event) {
   return true;
 }
 
-bool records(cudaStream_t stream);  // below: whether the calling thread records `stream`
+bool records(cudaStream_t stream);  // below: whether the calling thread records `stream` (or it joined)
 
 void defer_on_stream(cudaStream_t stream, std::function<void()> deliver, const void* output, std::size_t bytes) {
   MYRIAD_CHECK(!records(stream),
@@ -224,15 +239,25 @@ void check_launch_device(cudaStream_t stream) {
 
 // Stream capture (CUDA graphs), per thread as cudaStreamCaptureModeThreadLocal keeps it: while
 // a thread records a stream, work launched on that stream is appended to the graph instead of run
-// (kernels, cuBLAS calls, async copies and memsets, each as a closure over the arguments it was
-// launched with — a graph's baked-in kernel parameters), and a call capture forbids (a host wait,
-// a blocking copy, an event query) fails and invalidates the recording, as on a GPU. A launch
-// replays the closures in order. Work on other streams runs at once, as it would on a GPU.
+// (kernels, cuBLAS calls, async copies and memsets, NCCL calls, each as a closure over the
+// arguments it was launched with — a graph's baked-in kernel parameters), and a call capture
+// forbids (a host wait, a blocking copy, an event query) fails and invalidates the recording, as on
+// a GPU. A launch replays the closures in order. Another stream joins the recording, as on a GPU,
+// when it waits for an event recorded on a recorded stream (a fork: NcclCommunicator's stream
+// waiting for the compute stream); its work is then appended too, in issue order (one valid order
+// of the graph's nodes), and it must join back — the origin stream waits for an event recorded
+// on it after its last work — before the recording ends (else cudaErrorStreamCaptureUnjoined, as
+// on a GPU). Work on streams that did not join runs at once, as it would on a GPU.
 struct EmulatedGraph {
   std::vector<std::function<void()>> work;
 };
+struct JoinedStream {
+  std::uint64_t launches = 0;  // work appended from this stream
+  std::uint64_t rejoined = 0;  // of which the origin stream has waited for the first `rejoined`
+};
 struct Recording {
-  cudaStream_t stream = nullptr;
+  cudaStream_t stream = nullptr;  // the origin: cudaStreamBeginCapture's stream
+  std::map<cudaStream_t, JoinedStream> joined;
   std::unique_ptr<EmulatedGraph> graph;
   const char* invalidated_by = nullptr;
   cudaStreamCaptureMode mode = cudaStreamCaptureModeThreadLocal;
@@ -241,13 +266,19 @@ thread_local Recording recording;
 thread_local cudaStreamCaptureMode thread_capture_mode = cudaStreamCaptureModeGlobal;
 std::atomic<std::uint64_t> graphs_launched{0}, graph_work_replayed{0}, capture_refusals{0};
 
+bool records(cudaStream_t stream) {
+  return recording.graph != nullptr && (recording.stream == stream || recording.joined.count(stream) > 0);
+}
+// Appends `work` to the recording when `stream` is recorded (and returns true).
+bool append_if_recorded(cudaStream_t stream, std::function<void()>& work) {
+  if (!records(stream)) return false;
+  if (stream != recording.stream) ++recording.joined[stream].launches;
+  recording.graph->work.push_back(std::move(work));
+  return true;
+}
 void launch(cudaStream_t stream, std::function<void()> work) {
   check_launch_device(stream);
-  if (recording.graph && stream == recording.stream) {
-    recording.graph->work.push_back(std::move(work));
-    return;
-  }
-  work();
+  if (!append_if_recorded(stream, work)) work();
 }
 // True (and the recording invalidated) when the calling thread records a stream and `call` is
 // one capture forbids.
@@ -255,10 +286,14 @@ bool capture_forbids(const char* call) {
   if (!recording.graph || thread_capture_mode == cudaStreamCaptureModeRelaxed) return false;
   if (recording.invalidated_by == nullptr) recording.invalidated_by = call;
   ++capture_refusals;
+  note_capture_refusal(call);
   return true;
 }
 bool recording_now() { return recording.graph != nullptr; }
-bool records(cudaStream_t stream) { return recording.graph != nullptr && recording.stream == stream; }
+bool stream_is_recorded(cudaStream_t stream) { return records(stream); }
+void record_on_stream(cudaStream_t stream, std::function<void()> work) {
+  MYRIAD_CHECK(append_if_recorded(stream, work), "emulated CUDA: record_on_stream on a stream not being recorded");
+}
 std::uint64_t cuda_graphs_launched() { return graphs_launched; }
 std::uint64_t cuda_graph_work_replayed() { return graph_work_replayed; }
 std::uint64_t calls_refused_while_capturing() { return capture_refusals; }
@@ -298,25 +333,20 @@ extern "C" {
 // Copies may be issued to a stream of another device than the current one (the CUDA programming
 // guide allows it, unlike kernel launches): not checked.
 cudaError_t cudaMemcpyAsync(void* d, const void* s, size_t n, cudaMemcpyKind, cudaStream_t stream) {
-  if (myriad::emulated::recording_now() && stream == myriad::emulated::recording.stream) {
-    myriad::emulated::recording.graph->work.push_back([=] { std::memcpy(d, s, n); });
-    return cudaSuccess;
-  }
-  std::memcpy(d, s, n);
+  std::function<void()> work = [=] { std::memcpy(d, s, n); };
+  if (!myriad::emulated::append_if_recorded(stream, work)) work();
   return cudaSuccess;
 }
 cudaError_t cudaMemsetAsync(void* d, int v, size_t n, cudaStream_t stream) {
-  if (myriad::emulated::recording_now() && stream == myriad::emulated::recording.stream) {
-    myriad::emulated::recording.graph->work.push_back([=] { std::memset(d, v, n); });
-    return cudaSuccess;
-  }
-  std::memset(d, v, n);
+  std::function<void()> work = [=] { std::memset(d, v, n); };
+  if (!myriad::emulated::append_if_recorded(stream, work)) work();
   return cudaSuccess;
 }
 cudaError_t cudaStreamBeginCapture(cudaStream_t stream, cudaStreamCaptureMode mode) {
   using myriad::emulated::recording;
   if (recording.graph) return cudaErrorIllegalState;  // one recording per thread here
   recording.stream = stream;
+  recording.joined.clear();
   recording.graph = std::make_unique<myriad::emulated::EmulatedGraph>();
   recording.invalidated_by = nullptr;
   recording.mode = mode;
@@ -328,15 +358,19 @@ cudaError_t cudaStreamEndCapture(cudaStream_t stream, cudaGraph_t* graph) {
   if (!recording.graph || recording.stream != stream) return cudaErrorIllegalState;
   std::unique_ptr<myriad::emulated::EmulatedGraph> taken = std::move(recording.graph);
   recording.stream = nullptr;
+  bool unjoined = false;
+  for (const auto& [joined_stream, joined] : recording.joined) unjoined |= joined.rejoined != joined.launches;
+  recording.joined.clear();
   if (recording.invalidated_by != nullptr) return cudaErrorStreamCaptureInvalidated;
+  if (unjoined) return cudaErrorStreamCaptureUnjoined;  // a forked stream's work the origin never waited for
   *graph = reinterpret_cast<cudaGraph_t>(taken.release());
   return cudaSuccess;
 }
 cudaError_t cudaStreamIsCapturing(cudaStream_t stream, cudaStreamCaptureStatus* status) {
   using myriad::emulated::recording;
-  *status = !recording.graph || recording.stream != stream ? cudaStreamCaptureStatusNone
-            : recording.invalidated_by != nullptr          ? cudaStreamCaptureStatusInvalidated
-                                                           : cudaStreamCaptureStatusActive;
+  *status = !myriad::emulated::records(stream)    ? cudaStreamCaptureStatusNone
+            : recording.invalidated_by != nullptr ? cudaStreamCaptureStatusInvalidated
+                                                  : cudaStreamCaptureStatusActive;
   return cudaSuccess;
 }
 cudaError_t cudaThreadExchangeStreamCaptureMode(cudaStreamCaptureMode* mode) {
@@ -448,10 +482,18 @@ cudaError_t cudaEventDestroy(cudaEvent_t e) {
 }
 cudaError_t cudaEventRecord(cudaEvent_t e, cudaStream_t s) {
   auto* event = reinterpret_cast<EmulatedEvent*>(e);
+  using myriad::emulated::recording;
+  if (myriad::emulated::records(s)) {
+    event->stream = s;
+    event->position = s == recording.stream ? 0 : recording.joined[s].launches;
+    event->captured = true;
+    return cudaSuccess;
+  }
   std::lock_guard<std::mutex> lock(myriad::emulated::streams().mutex);
   event->stream = s;
   event->position = myriad::emulated::streams().queues[s].issued;
   event->polled_at = UINT64_MAX;
+  event->captured = false;
   return cudaSuccess;
 }
 static cudaError_t deliver_event(cudaEvent_t e) {
@@ -459,20 +501,37 @@ static cudaError_t deliver_event(cudaEvent_t e) {
   myriad::emulated::deliver_up_to(event->stream, event->position);
   return cudaSuccess;
 }
+static bool captured(cudaEvent_t e) { return reinterpret_cast<const EmulatedEvent*>(e)->captured; }
 cudaError_t cudaEventQuery(cudaEvent_t e) {
   if (myriad::emulated::capture_forbids("cudaEventQuery")) return cudaErrorStreamCaptureUnsupported;
+  if (captured(e)) return cudaErrorCapturedEvent;
   return myriad::emulated::query_ready(*reinterpret_cast<EmulatedEvent*>(e)) ? cudaSuccess : cudaErrorNotReady;
 }
 cudaError_t cudaEventSynchronize(cudaEvent_t e) {
   if (myriad::emulated::capture_forbids("cudaEventSynchronize")) return cudaErrorStreamCaptureUnsupported;
+  if (captured(e)) return cudaErrorCapturedEvent;
   myriad::emulated::note_host_wait("cudaEventSynchronize");
   return deliver_event(e);
 }
-cudaError_t cudaEventElapsedTime(float* ms, cudaEvent_t, cudaEvent_t) {
+cudaError_t cudaEventElapsedTime(float* ms, cudaEvent_t start, cudaEvent_t end) {
   *ms = 0.0f;
+  return captured(start) || captured(end) ? cudaErrorCapturedEvent : cudaSuccess;
+}
+// A wait for a captured event forks the waiting stream into the recording (or, by the origin
+// stream, joins the event's stream back up to the event); outside a recording it is refused.
+cudaError_t cudaStreamWaitEvent(cudaStream_t s, cudaEvent_t e, unsigned) {
+  using myriad::emulated::recording;
+  if (!captured(e)) return deliver_event(e);
+  const auto* event = reinterpret_cast<const EmulatedEvent*>(e);
+  if (!myriad::emulated::records(event->stream)) return cudaErrorCapturedEvent;  // its recording ended
+  if (!myriad::emulated::records(s)) {
+    recording.joined[s] = {};
+  } else if (s == recording.stream && event->stream != recording.stream) {
+    std::uint64_t& rejoined = recording.joined[event->stream].rejoined;
+    rejoined = std::max(rejoined, event->position);
+  }
   return cudaSuccess;
 }
-cudaError_t cudaStreamWaitEvent(cudaStream_t, cudaEvent_t e, unsigned) { return deliver_event(e); }
 // cuBLAS's grouped GEMM (column-major, cuBLAS's contract) as a loop, f32 only: for problem p of
 // group i, C_p = alpha_i op(A_p) op(B_p) + beta_i C_p (C not read when beta is 0); the pointer
 // arrays are "device" (here host) memory, the rest host arrays; pointer mode host.
@@ -1057,6 +1116,19 @@ void cross_entropy_forward_f32(const float* logits, const std::int32_t* t, float
     Tensor l = W(losses, {N}), s = W(lse, {N});
     cross_entropy_forward(CrossEntropyArgs{.ignore_index = ig, .classes = V}, W(logits, {N, L}), W(t, {N}, DType::i32),
                           l, s);
+  });
+}
+void vocab_shard_tokens_i32(const std::int32_t* tokens, std::int32_t* out, std::int64_t n, std::int64_t vocab_start,
+                            std::int64_t rows, bool state, std::int32_t elsewhere, std::int32_t ignore_index,
+                            cudaStream_t launch_stream) {
+  emulated::launch(launch_stream, [=]() mutable {
+    Tensor result = W(out, {n}, DType::i32);
+    const VocabShardMap map{.output = state ? VocabShardMap::Output::state : VocabShardMap::Output::rows,
+                            .vocab_start = vocab_start,
+                            .rows = rows,
+                            .elsewhere = elsewhere,
+                            .ignore_index = ignore_index};
+    vocab_shard_tokens(map, W(tokens, {n}, DType::i32), result);
   });
 }
 void vocab_shard_partials_f32(const std::int32_t* state, const float* local_lse, const float* local_loss,

@@ -29,6 +29,11 @@ void defer_on_stream(cudaStream_t stream, std::function<void()> deliver, const v
 // completes first (a stream's order; not a host wait). Other deliveries stay deferred, so their
 // works do not look complete any earlier.
 void deliver_writes_to(cudaStream_t stream, const void* input, std::size_t bytes);
+// Whether the calling thread records `stream` into a CUDA graph (the origin of a recording, or a
+// stream that joined it), and appending `work` to that recording: the emulated NCCL records its
+// calls there, each replay running them in order (cuda_on_host.cpp, "Stream capture").
+bool stream_is_recorded(cudaStream_t stream);
+void record_on_stream(cudaStream_t stream, std::function<void()> work);
 // A wait loop's poll between two queries of the event it waits for (see above).
 void note_wait_poll();
 // How many times the program has waited for a whole stream (cudaStreamSynchronize) so far.
@@ -37,7 +42,8 @@ std::uint64_t stream_synchronizations();
 // streams or the device (cudaStreamSynchronize, cudaDeviceSynchronize), an event
 // (cudaEventSynchronize), a synchronous device→host cudaMemcpy, and a wait loop over an event's
 // queries that found it not ready (NcclWork::wait: counted at its poll). With MYRIAD_EMULATED_SYNC_TRACE set, each
-// prints a stack trace to stderr (symbolize with addr2line), for finding where a step waits.
+// prints a stack trace to stderr (symbolize with addr2line), for finding where a step waits — and
+// so does each call refused while a stream is being recorded into a CUDA graph.
 std::uint64_t host_synchronizations();
 // How many cuDNN fused-attention launches (forward or backward, cuda/cudnn_attention.h) have run.
 std::uint64_t cudnn_attention_calls();

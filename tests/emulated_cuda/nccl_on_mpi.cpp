@@ -12,13 +12,15 @@
 // computed at the call into a private buffer and delivered into the output only when the program
 // synchronises with the stream past the call (emulated_streams.h), as a GPU would make them
 // visible — so reading an output before waiting for it fails the tests. Inputs are read at the
-// call. Reductions: f32, i32, i64.
+// call. Reductions: f32, i32, i64. On a stream being recorded into a CUDA graph (emulated_streams.h)
+// each call is recorded instead and runs at every replay of the graph, in the replay's order.
 #include <mpi.h>
 #include <nccl.h>
 
 #include <atomic>
 #include <cstdint>
 #include <cstring>
+#include <functional>
 #include <memory>
 #include <vector>
 
@@ -62,9 +64,13 @@ std::size_t type_bytes(ncclDataType_t type) {
 MPI_Op mpi_op(ncclRedOp_t op) { return op == ncclMax ? MPI_MAX : MPI_SUM; }
 
 // The calling thread's open group: its depth and the point-to-point requests to complete.
+// A group recorded into a CUDA graph keeps its replay's requests in `recorded` instead (posted by
+// its members' recorded work, completed by the recorded group end on `recorded_stream`).
 struct GroupState {
   int depth = 0;
   std::vector<MPI_Request> requests;
+  std::shared_ptr<std::vector<MPI_Request>> recorded;
+  cudaStream_t recorded_stream = nullptr;
 };
 GroupState& group_state() {
   thread_local GroupState state;  // NCCL's group state is per thread as well
@@ -118,6 +124,31 @@ std::atomic<std::uint64_t>& point_to_point_groups() {
   static std::atomic<std::uint64_t> launched{0};  // the emulated library's state
   return launched;
 }
+// A collective's MPI status and the result to write into its output (none: nothing to write).
+struct Outcome {
+  int status = MPI_SUCCESS;
+  Bytes result;
+};
+
+// Runs `run` now, its inputs read after the stream's earlier work and its result delivered when
+// the program synchronises with the stream — or, on a stream being recorded into a CUDA graph,
+// records it: each replay runs it and writes the result at once (a replay's work runs in order).
+ncclResult_t collective(cudaStream_t stream, const void* input, std::size_t input_bytes, void* output,
+                        std::function<Outcome()> run) {
+  if (myriad::emulated::stream_is_recorded(stream)) {
+    myriad::emulated::record_on_stream(stream, [output, run = std::move(run)] {
+      const Outcome done = run();
+      if (done.status != MPI_SUCCESS) MPI_Abort(MPI_COMM_WORLD, 1);  // a replayed NCCL call has no caller to tell
+      if (done.result && !done.result->empty()) std::memcpy(output, done.result->data(), done.result->size());
+    });
+    return ncclSuccess;
+  }
+  follow_stream_order(stream, input, input_bytes);
+  const Outcome done = run();
+  if (done.result) deliver_later(stream, output, done.result);
+  return checked(done.status);
+}
+
 }  // namespace
 
 namespace myriad::emulated {
@@ -176,7 +207,19 @@ ncclResult_t ncclGroupStart() {
 
 ncclResult_t ncclGroupEnd() {
   GroupState& g = group_state();
-  if (--g.depth > 0 || g.requests.empty()) return ncclSuccess;
+  if (--g.depth > 0) return ncclSuccess;
+  if (g.recorded) {  // the replay completes its members' requests here
+    myriad::emulated::record_on_stream(g.recorded_stream, [requests = std::move(g.recorded)] {
+      point_to_point_groups().fetch_add(1);
+      if (MPI_Waitall(static_cast<int>(requests->size()), requests->data(), MPI_STATUSES_IGNORE) != MPI_SUCCESS) {
+        MPI_Abort(MPI_COMM_WORLD, 1);
+      }
+      requests->clear();
+    });
+    g.recorded.reset();
+    g.recorded_stream = nullptr;
+  }
+  if (g.requests.empty()) return ncclSuccess;
   point_to_point_groups().fetch_add(1);
   const int status = MPI_Waitall(static_cast<int>(g.requests.size()), g.requests.data(), MPI_STATUSES_IGNORE);
   g.requests.clear();
@@ -185,58 +228,59 @@ ncclResult_t ncclGroupEnd() {
 
 ncclResult_t ncclAllReduce(const void* send, void* recv, size_t count, ncclDataType_t type, ncclRedOp_t op,
                            ncclComm_t comm, cudaStream_t stream) {
-  follow_stream_order(stream, send, count * type_bytes(type));
   if (mpi_type(type) == MPI_DATATYPE_NULL) return ncclInvalidArgument;
-  Bytes result = private_buffer(count * type_bytes(type), send);
-  const int status =
-      MPI_Allreduce(MPI_IN_PLACE, result->data(), static_cast<int>(count), mpi_type(type), mpi_op(op), comm->comm);
-  deliver_later(stream, recv, result);
-  return checked(status);
+  return collective(stream, send, count * type_bytes(type), recv, [=] {
+    Bytes result = private_buffer(count * type_bytes(type), send);
+    return Outcome{
+        MPI_Allreduce(MPI_IN_PLACE, result->data(), static_cast<int>(count), mpi_type(type), mpi_op(op), comm->comm),
+        result};
+  });
 }
 
 ncclResult_t ncclReduceScatter(const void* send, void* recv, size_t count, ncclDataType_t type, ncclRedOp_t op,
                                ncclComm_t comm, cudaStream_t stream) {
-  follow_stream_order(stream, send, count * type_bytes(type) * static_cast<std::size_t>(comm_size(comm)));
   if (mpi_type(type) == MPI_DATATYPE_NULL) return ncclInvalidArgument;
-  Bytes result = private_buffer(count * type_bytes(type));
-  const int status =
-      MPI_Reduce_scatter_block(send, result->data(), static_cast<int>(count), mpi_type(type), mpi_op(op), comm->comm);
-  deliver_later(stream, recv, result);
-  return checked(status);
+  const std::size_t input_bytes = count * type_bytes(type) * static_cast<std::size_t>(comm_size(comm));
+  return collective(stream, send, input_bytes, recv, [=] {
+    Bytes result = private_buffer(count * type_bytes(type));
+    return Outcome{
+        MPI_Reduce_scatter_block(send, result->data(), static_cast<int>(count), mpi_type(type), mpi_op(op), comm->comm),
+        result};
+  });
 }
 
 ncclResult_t ncclAllGather(const void* send, void* recv, size_t count, ncclDataType_t type, ncclComm_t comm,
                            cudaStream_t stream) {
-  follow_stream_order(stream, send, count * type_bytes(type));
-  // In place (NCCL's rule) send is this rank's chunk of recv: read now, like any input.
-  Bytes chunk = private_buffer(count * type_bytes(type), send);
-  Bytes result = private_buffer(count * type_bytes(type) * static_cast<std::size_t>(comm_size(comm)));
-  const int status = MPI_Allgather(chunk->data(), static_cast<int>(count), mpi_type(type), result->data(),
-                                   static_cast<int>(count), mpi_type(type), comm->comm);
-  deliver_later(stream, recv, result);
-  return checked(status);
+  const std::size_t ranks = static_cast<std::size_t>(comm_size(comm));
+  return collective(stream, send, count * type_bytes(type), recv, [=] {
+    // In place (NCCL's rule) send is this rank's chunk of recv: read first, like any input.
+    Bytes chunk = private_buffer(count * type_bytes(type), send);
+    Bytes result = private_buffer(count * type_bytes(type) * ranks);
+    return Outcome{MPI_Allgather(chunk->data(), static_cast<int>(count), mpi_type(type), result->data(),
+                                 static_cast<int>(count), mpi_type(type), comm->comm),
+                   result};
+  });
 }
 
 ncclResult_t ncclBroadcast(const void* send, void* recv, size_t count, ncclDataType_t type, int root, ncclComm_t comm,
                            cudaStream_t stream) {
-  follow_stream_order(stream, send, send != nullptr ? count * type_bytes(type) : 0);
   const bool is_root = comm_rank(comm) == root;
-  Bytes result = private_buffer(count * type_bytes(type), is_root ? send : nullptr);
-  const int status = MPI_Bcast(result->data(), static_cast<int>(count), mpi_type(type), root, comm->comm);
-  deliver_later(stream, recv, result);
-  return checked(status);
+  return collective(stream, send, send != nullptr ? count * type_bytes(type) : 0, recv, [=] {
+    Bytes result = private_buffer(count * type_bytes(type), is_root ? send : nullptr);
+    return Outcome{MPI_Bcast(result->data(), static_cast<int>(count), mpi_type(type), root, comm->comm), result};
+  });
 }
 
 ncclResult_t ncclReduce(const void* send, void* recv, size_t count, ncclDataType_t type, ncclRedOp_t op, int root,
                         ncclComm_t comm, cudaStream_t stream) {
-  follow_stream_order(stream, send, count * type_bytes(type));
   if (mpi_type(type) == MPI_DATATYPE_NULL) return ncclInvalidArgument;
   const bool is_root = comm_rank(comm) == root;
-  Bytes result = private_buffer(count * type_bytes(type), send);
-  const int status = MPI_Reduce(is_root ? MPI_IN_PLACE : result->data(), is_root ? result->data() : nullptr,
-                                static_cast<int>(count), mpi_type(type), mpi_op(op), root, comm->comm);
-  if (is_root) deliver_later(stream, recv, result);
-  return checked(status);
+  return collective(stream, send, count * type_bytes(type), recv, [=] {
+    Bytes result = private_buffer(count * type_bytes(type), send);
+    const int status = MPI_Reduce(is_root ? MPI_IN_PLACE : result->data(), is_root ? result->data() : nullptr,
+                                  static_cast<int>(count), mpi_type(type), mpi_op(op), root, comm->comm);
+    return Outcome{status, is_root ? result : Bytes()};  // the root's recv only
+  });
 }
 
 namespace {
@@ -255,8 +299,42 @@ ncclResult_t point_to_point(int status, const MPI_Request& request) {  // read a
 
 }  // namespace
 
+namespace {
+
+// A send or receive on a stream being recorded into a CUDA graph: `post` starts it at each replay,
+// inside the recorded group (completed at its end) or on its own (completed at once).
+ncclResult_t record_point_to_point(cudaStream_t stream, std::function<int(MPI_Request*)> post) {
+  GroupState& g = group_state();
+  if (g.depth == 0) {
+    myriad::emulated::record_on_stream(stream, [post = std::move(post)] {
+      MPI_Request request;
+      if (post(&request) != MPI_SUCCESS || MPI_Wait(&request, MPI_STATUS_IGNORE) != MPI_SUCCESS) {
+        MPI_Abort(MPI_COMM_WORLD, 1);
+      }
+    });
+    return ncclSuccess;
+  }
+  if (!g.recorded) {
+    g.recorded = std::make_shared<std::vector<MPI_Request>>();
+    g.recorded_stream = stream;
+  }
+  myriad::emulated::record_on_stream(stream, [post = std::move(post), requests = g.recorded] {
+    MPI_Request request;
+    if (post(&request) != MPI_SUCCESS) MPI_Abort(MPI_COMM_WORLD, 1);
+    requests->push_back(request);
+  });
+  return ncclSuccess;
+}
+
+}  // namespace
+
 ncclResult_t ncclSend(const void* send, size_t count, ncclDataType_t type, int peer, ncclComm_t comm,
                       cudaStream_t stream) {
+  if (myriad::emulated::stream_is_recorded(stream)) {
+    return record_point_to_point(stream, [=](MPI_Request* request) {
+      return MPI_Isend(send, static_cast<int>(count), mpi_type(type), peer, 0, comm->comm, request);
+    });
+  }
   follow_stream_order(stream, send, count * type_bytes(type));
   MPI_Request request;
   return point_to_point(MPI_Isend(send, static_cast<int>(count), mpi_type(type), peer, 0, comm->comm, &request),
@@ -264,6 +342,11 @@ ncclResult_t ncclSend(const void* send, size_t count, ncclDataType_t type, int p
 }
 
 ncclResult_t ncclRecv(void* recv, size_t count, ncclDataType_t type, int peer, ncclComm_t comm, cudaStream_t stream) {
+  if (myriad::emulated::stream_is_recorded(stream)) {  // a replay's receive lands in place (its work runs in order)
+    return record_point_to_point(stream, [=](MPI_Request* request) {
+      return MPI_Irecv(recv, static_cast<int>(count), mpi_type(type), peer, 0, comm->comm, request);
+    });
+  }
   // Received into a private buffer (complete by the time the stream is synchronised with: the
   // group ends inside the launch), delivered like a collective's result.
   Bytes result = private_buffer(count * type_bytes(type));

@@ -314,6 +314,28 @@ TEST_F(CudaBackendTest, VocabShardEmbeddingAndCrossEntropyBackwardMatchTheCpu) {
   expect_close(d_dl, dl, kModelOpsTolerance, "shard grad_logits");
 }
 
+TEST_F(CudaBackendTest, VocabShardTokenMapEqualsTheCpuExactly) {
+  const std::int64_t n = 1000, vocab = 50257;
+  Tensor tokens = Tensor::empty({n}, DType::i32);
+  for (std::int64_t i = 0; i < n; ++i) {
+    tokens.data<std::int32_t>()[i] = i % 11 == 0 ? -100 : static_cast<std::int32_t>((i * 7919) % vocab);
+  }
+  for (const bool state : {false, true}) {
+    const VocabShardMap map{.output = state ? VocabShardMap::Output::state : VocabShardMap::Output::rows,
+                            .vocab_start = 25128,
+                            .rows = 25129,
+                            .elsewhere = -1,
+                            .ignore_index = -100};
+    Tensor want = Tensor::empty({n}, DType::i32), d_out = backend_->empty({n}, DType::i32);
+    vocab_shard_tokens(map, tokens, want);
+    vocab_shard_tokens(map, on_device(tokens), d_out);
+    const Tensor got = backend_->copy_to_host(d_out);
+    for (std::int64_t i = 0; i < n; ++i) {
+      ASSERT_EQ(got.data<std::int32_t>()[i], want.data<std::int32_t>()[i]) << "state " << state << " token " << i;
+    }
+  }
+}
+
 TEST_F(CudaBackendTest, BiasAddWritesAndItsGradientAccumulates) {
   const Tensor x = random({6, 10}, 50), bias = random({10}, 51), g = random({6, 10}, 52);
   Tensor out = Tensor::empty({6, 10}), d_out = backend_->empty({6, 10});

@@ -201,24 +201,36 @@ INSTANTIATE_TEST_SUITE_P(Zero, DeviceDataParallel, ::testing::Values(0, 1, 2, 3)
                            return "Stage" + std::to_string(info.param);
                          });
 
-// training.cuda_graphs under data parallelism (dp 2, gradient accumulation 2, ZeRO 0 and 1): the
-// first micro-batch of each step is replayed from a CUDA graph, the last (its backward reduces the
-// gradients over NCCL) runs as usual; the run equals the device run without graphs bit for bit.
-class DeviceDataParallelCudaGraphs : public ::testing::TestWithParam<int> {};  // the ZeRO stage
+// training.cuda_graphs with collectives inside the pass or after it: under data parallelism (np2: dp
+// 2, gradient accumulation 2, ZeRO 0 and 1) the first micro-batch of each step is replayed from a
+// CUDA graph and the last (its backward reduces the gradients over NCCL) runs as usual; under tensor
+// parallelism (tp 2; with sequence parallelism, whose rings send and receive; LLaMA bf16) both
+// micro-batches are replayed with the tp group's NCCL calls recorded in the graph. Each run equals
+// the device run without graphs bit for bit — loss, gradient norm, the bytes each axis sent (a
+// replay counts its recorded calls again) and the parameters.
+struct GraphsCase {
+  const char* name;
+  Layout layout;
+  int replays_per_step;  // the micro-batches of a step that are replayed (gradient accumulation 2)
+};
+void PrintTo(const GraphsCase& c, std::ostream* os) { *os << c.name; }
+class DeviceCudaGraphsWithCollectives : public ::testing::TestWithParam<GraphsCase> {};
 
-TEST_P(DeviceDataParallelCudaGraphs, ReplayTheMicroBatchesBeforeTheLastBitForBit) {
+TEST_P(DeviceCudaGraphsWithCollectives, ReplayEqualsTheRunWithoutGraphsBitForBit) {
   World world;
   distributed::Communicator& comm = *world.comm;
   if (!every_rank_has_a_gpu(comm)) GTEST_SKIP() << "needs one GPU per rank";
-  const fs::path dir = shared_dir(comm, "device_dp_graphs_zero" + std::to_string(GetParam()));
-  const Layout layout{.zero_stage = GetParam()};
-  (void)EnginePair::make_config(world, dir, layout, ComputeDevice::cpu);  // prepares the shared data
-  RunConfig eager_config = EnginePair::make_config(world, dir, layout, ComputeDevice::cuda);
+  const GraphsCase c = GetParam();
+  if (comm.size() % (c.layout.tp * c.layout.pp) != 0) GTEST_SKIP() << "the world does not divide into the layout";
+  const fs::path dir = shared_dir(comm, std::string("device_graphs_") + c.name);
+  (void)EnginePair::make_config(world, dir, c.layout, ComputeDevice::cpu);  // prepares the shared data
+  RunConfig eager_config = EnginePair::make_config(world, dir, c.layout, ComputeDevice::cuda);
   RunConfig graphs_config = eager_config;
   graphs_config.training.cuda_graphs = true;
   graphs_config.checkpoint.dir = (dir / "checkpoints_graphs").string();
-  distributed::ProcessGroups eager_groups(EnginePair::grid(world, layout), world.runtime.world());
-  distributed::ProcessGroups graphs_groups(EnginePair::grid(world, layout), world.runtime.world());
+  ASSERT_EQ(MicroBatchGraph::unavailable_reason(graphs_config), "");
+  distributed::ProcessGroups eager_groups(EnginePair::grid(world, c.layout), world.runtime.world());
+  distributed::ProcessGroups graphs_groups(EnginePair::grid(world, c.layout), world.runtime.world());
   Engine eager(eager_config, make_rank_logger(comm.rank(), "warn"), &eager_groups);
   Engine graphs(graphs_config, make_rank_logger(comm.rank(), "warn"), &graphs_groups);
   ASSERT_NE(graphs.micro_batch_graph(), nullptr);
@@ -227,16 +239,24 @@ TEST_P(DeviceDataParallelCudaGraphs, ReplayTheMicroBatchesBeforeTheLastBitForBit
     EXPECT_EQ(got.loss, want.loss) << "step " << step;
     EXPECT_EQ(got.grad_norm, want.grad_norm) << "step " << step;
     EXPECT_EQ(got.comm_bytes, want.comm_bytes) << "step " << step;
+    EXPECT_EQ(got.comm_axis_bytes, want.comm_axis_bytes) << "step " << step;
   }
-  // Step 1: micro-batch 0 as usual (the first), step 2: the warm-up, steps 3 and 4: recorded and replayed.
-  EXPECT_EQ(graphs.micro_batch_graph()->replays(), 2);
+  ASSERT_FALSE(graphs.micro_batch_graph()->off());
+  // Step 1: micro-batch 0 as usual (the first), then the warm-up, the recording and replays.
+  const int replays = 4 * c.replays_per_step - 2;
+  EXPECT_EQ(graphs.micro_batch_graph()->replays(), replays);
   EXPECT_TRUE(same_bytes(graphs.model().parameters().flat_values(), eager.model().parameters().flat_values()));
+  EXPECT_EQ(graphs.evaluate(), eager.evaluate());
 }
 
-INSTANTIATE_TEST_SUITE_P(Zero, DeviceDataParallelCudaGraphs, ::testing::Values(0, 1),
-                         [](const ::testing::TestParamInfo<int>& info) {
-                           return "Stage" + std::to_string(info.param);
-                         });
+INSTANTIATE_TEST_SUITE_P(
+    Layouts, DeviceCudaGraphsWithCollectives,
+    ::testing::Values(GraphsCase{"dp_zero0", Layout{.zero_stage = 0}, 1},
+                      GraphsCase{"dp_zero1", Layout{.zero_stage = 1}, 1}, GraphsCase{"tp2", Layout{.tp = 2}, 2},
+                      GraphsCase{"tp2_sp", Layout{.tp = 2, .sequence_parallel = true}, 2},
+                      GraphsCase{"tp2_llama_bf16",
+                                 Layout{.tp = 2, .architecture = "llama", .precision = Precision::bf16}, 2}),
+    [](const ::testing::TestParamInfo<GraphsCase>& info) { return std::string(info.param.name); });
 
 // parallel.dp_reduce hierarchical on the device (np4: 2 simulated nodes x 2 ranks): the NCCL
 // dp group's all-reduce runs intra-node reduce-scatter, inter-node all-reduce, intra-node

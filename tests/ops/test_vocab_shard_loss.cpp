@@ -2,7 +2,9 @@
 // against a float64 cross-entropy over the whole vocabulary: random logits split by columns into
 // shards (one shard without real columns), each shard's local cross-entropy from the CPU op, the
 // pieces combined as the tensor-parallel group does (max, then sum over shards); ignored rows give
-// loss 0. Then the errors for a wrong state dtype and mismatched shapes.
+// loss 0. vocab_shard_tokens against the shard arithmetic written out per token (every shard of a
+// random split, both outputs, ignore indices and a shard without rows). Then the errors for a wrong
+// state dtype and mismatched shapes.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -80,6 +82,34 @@ TEST(VocabShardLoss, ShardsCombineToTheWholeVocabularyCrossEntropy) {
   }
 }
 
+TEST(VocabShardLoss, TokenMapGivesEachShardItsRowsAndStates) {
+  const std::uint64_t seed = testing::fresh_seed();
+  MYRIAD_SEED_TRACE(seed);
+  const std::int64_t vocab = 97;
+  const std::int32_t ignore = -100;
+  Tensor tokens = testing::random_ids({3, 41}, static_cast<std::int32_t>(vocab), seed, 0);
+  for (std::int64_t i = 0; i < tokens.numel(); i += 7) tokens.data<std::int32_t>()[i] = ignore;
+  for (const auto& [start, rows] :
+       std::vector<std::pair<std::int64_t, std::int64_t>>{{0, 33}, {33, 33}, {66, 31}, {97, 0}}) {
+    for (const bool state : {false, true}) {
+      SCOPED_TRACE(::testing::Message() << "shard [" << start << ", " << start + rows << ") state " << state);
+      const VocabShardMap map{.output = state ? VocabShardMap::Output::state : VocabShardMap::Output::rows,
+                              .vocab_start = start,
+                              .rows = rows,
+                              .elsewhere = -2,
+                              .ignore_index = ignore};
+      Tensor out = Tensor::full({3, 41}, 7.0, DType::i32);
+      vocab_shard_tokens(map, tokens, out);
+      for (std::int64_t i = 0; i < tokens.numel(); ++i) {
+        const std::int64_t t = tokens.data<std::int32_t>()[i];
+        const bool ignored = t == ignore, here = !ignored && t >= start && t < start + rows;
+        const std::int64_t want = state ? (ignored ? -1 : here ? 1 : 0) : (ignored ? ignore : here ? t - start : -2);
+        ASSERT_EQ(out.data<std::int32_t>()[i], want) << "token " << t << " at " << i;
+      }
+    }
+  }
+}
+
 TEST(VocabShardLoss, ErrorsNameTheTensor) {
   const std::int64_t n = 4;
   Tensor state = Tensor::zeros({n}, DType::i32), f = Tensor::zeros({n}), packed = Tensor::zeros({2 * n});
@@ -90,6 +120,12 @@ TEST(VocabShardLoss, ErrorsNameTheTensor) {
                       {"vocab_shard_combine", "packed"});
   Tensor long_out = Tensor::zeros({n + 1});
   expect_error_naming([&] { vocab_shard_combine(state, f, packed, long_out, out); }, {"vocab_shard_combine", "lse"});
+  Tensor ids = Tensor::zeros({n}, DType::i32), long_ids = Tensor::zeros({n + 1}, DType::i32);
+  expect_error_naming([&] { vocab_shard_tokens(VocabShardMap{.rows = 3}, f, ids); }, {"vocab_shard_tokens", "tokens"});
+  expect_error_naming([&] { vocab_shard_tokens(VocabShardMap{.rows = 3}, ids, long_ids); },
+                      {"vocab_shard_tokens", "out"});
+  expect_error_naming([&] { vocab_shard_tokens(VocabShardMap{.vocab_start = -1, .rows = 3}, ids, ids); },
+                      {"vocab_shard_tokens", "shard"});
 }
 
 }  // namespace

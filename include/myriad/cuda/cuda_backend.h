@@ -100,6 +100,7 @@ class CudaBackend final : public ops::Backend {
                               const Tensor& lse, const Tensor& grad_losses, Tensor& grad_logits) override;
   void softmax_forward(const SoftmaxArgs& args, const Tensor& x, Tensor& out) override;
   void softmax_backward(const SoftmaxArgs& args, const Tensor& out, const Tensor& grad_out, Tensor& grad_x) override;
+  void vocab_shard_tokens(const VocabShardMap& map, const Tensor& tokens, Tensor& out) override;
   void vocab_shard_partials(const Tensor& state, const Tensor& local_lse, const Tensor& local_loss,
                             const Tensor& maxima, Tensor& packed) override;
   void vocab_shard_combine(const Tensor& state, const Tensor& maxima, const Tensor& packed, Tensor& lse,

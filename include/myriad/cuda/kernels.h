@@ -427,6 +427,11 @@ void onebit_adam_momentum_f32(float* m, const float* grad, std::int64_t n, float
 // the all-reduced packed. Outputs must not overlap inputs.
 void vocab_shard_partials_f32(const std::int32_t* state, const float* local_lse, const float* local_loss,
                               const float* maxima, float* packed, std::int64_t n, cudaStream_t stream);
+// ops/vocab_shard_loss.h's token map over n tokens: the shard's rows (`elsewhere` for another
+// shard's token, ignore_index kept) or, with `state`, 1 / 0 / -1. out must not overlap tokens.
+void vocab_shard_tokens_i32(const std::int32_t* tokens, std::int32_t* out, std::int64_t n, std::int64_t vocab_start,
+                            std::int64_t rows, bool state, std::int32_t elsewhere, std::int32_t ignore_index,
+                            cudaStream_t stream);
 void vocab_shard_combine_f32(const std::int32_t* state, const float* maxima, const float* packed, float* lse,
                              float* losses, std::int64_t n, cudaStream_t stream);
 

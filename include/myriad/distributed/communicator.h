@@ -120,6 +120,11 @@ class Communicator {
 
   virtual CommStats stats() const = 0;
   virtual void reset_stats() = 0;
+  // Counts the operations a CUDA graph replays once more: `recorded` holds their calls and bytes as
+  // counted when the graph was recorded (train::MicroBatchGraph). A replay issues them without this
+  // object, so their times — and how much of them was exposed — are not measured. Only a device
+  // communicator's operations can be recorded; a host communicator has nothing to count.
+  virtual void count_replayed(const CommStats& recorded) { (void)recorded; }
 
   // Waits on the host (with the usual error and timeout checks) for the operations ordered with
   // CommWork::wait_on_stream() since the last call, and releases their tensors. Nothing to do for

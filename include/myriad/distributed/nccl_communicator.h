@@ -128,6 +128,7 @@ class NcclCommunicator final : public distributed::Communicator {
 
   distributed::CommStats stats() const override;
   void reset_stats() override;
+  void count_replayed(const distributed::CommStats& recorded) override;
   void complete_streamed() override;
 
   cudaStream_t stream() const { return stream_; }

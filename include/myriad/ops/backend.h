@@ -39,6 +39,7 @@
 #include "myriad/ops/rope.h"
 #include "myriad/ops/softmax.h"
 #include "myriad/ops/token_routing.h"
+#include "myriad/ops/vocab_shard_loss.h"
 
 namespace myriad::ops {
 
@@ -96,7 +97,8 @@ class Backend : public ExecutionContext {
   virtual void bias_add_backward(const BiasAddArgs& args, const Tensor& grad_out, Tensor& grad_x, Tensor& grad_bias);
   virtual void softmax_forward(const SoftmaxArgs& args, const Tensor& x, Tensor& out);
   virtual void softmax_backward(const SoftmaxArgs& args, const Tensor& out, const Tensor& grad_out, Tensor& grad_x);
-  // The vocabulary-parallel loss's per-token pieces (ops/vocab_shard_loss.h).
+  // The vocabulary-parallel loss's per-token pieces and token map (ops/vocab_shard_loss.h).
+  virtual void vocab_shard_tokens(const VocabShardMap& map, const Tensor& tokens, Tensor& out);
   virtual void vocab_shard_partials(const Tensor& state, const Tensor& local_lse, const Tensor& local_loss,
                                     const Tensor& maxima, Tensor& packed);
   virtual void vocab_shard_combine(const Tensor& state, const Tensor& maxima, const Tensor& packed, Tensor& lse,

@@ -19,8 +19,15 @@
 // layout (CudaBackend::device_block_layout), and capacity routing's experts run one GEMM per expert
 // from pointers the shapes fix (nothing uploaded).
 //
-// A micro-batch whose backward starts data-parallel reductions over several ranks (the step's last
-// under dp > 1) runs as usual: collectives are not recorded. When the model's buffers are
+// Tensor parallelism's collectives (all-reduces, and under sequence parallelism the all-gathers,
+// reduce-scatters and the overlapped rings' send / recv) are recorded with the pass: NCCL's stream
+// joins the recording where it waits for the compute stream and is joined back where the compute
+// stream waits for it (NcclCommunicator, stream-ordered works), so each replay issues them on every
+// rank in the recorded order; their calls and bytes are counted once more per replay
+// (Communicator::count_replayed), their exposed time is not measured inside a replay. A
+// micro-batch whose backward starts data-parallel reductions over several ranks (the step's last
+// under dp > 1) runs as usual: the bucketed reductions' host bookkeeping is not recorded. When the
+// model's buffers are
 // replaced (an evaluation at another batch size, a new recompute mode) the graph is dropped and the
 // sequence starts again. A recording that fails (a call capture forbids, such as a host wait) turns
 // graphs off for the run with a warning that names the call; that micro-batch then runs as usual.
@@ -33,6 +40,8 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <utility>
+#include <vector>
 
 #include "myriad/train/rank_state.h"
 
@@ -62,6 +71,7 @@ class MicroBatchGraph {
   void stage(const Tensor& ids, const Tensor& targets, float loss_scale);
   void pass(int slot, float loss_scale);  // the model's forward + backward of the staged micro-batch
   void restart();                         // the buffers changed: drop the graph, start the sequence again
+  std::vector<distributed::Communicator*> device_groups() const;  // each NCCL group of the rank once
 
   RankState& state_;
   Phase phase_ = Phase::first;
@@ -70,6 +80,8 @@ class MicroBatchGraph {
   Tensor ids_, targets_;  // the staged inputs on the device: fixed addresses the graph reads
   std::int64_t replays_ = 0;
   nn::GptModel::HostCounts recorded_counts_;  // what the recorded forward's host code counted
+  // Per device group: the calls and bytes the recorded pass issued (Communicator::count_replayed).
+  std::vector<std::pair<distributed::Communicator*, distributed::CommStats>> recorded_comms_;
 };
 
 }  // namespace myriad::train

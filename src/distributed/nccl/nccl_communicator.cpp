@@ -19,6 +19,7 @@
 #include "myriad/cuda/check.h"
 #include "myriad/cuda/device_guard.h"
 #include "myriad/cuda/device_tensor.h"
+#include "myriad/cuda/stream_graph.h"
 #include "myriad/distributed/comm_checks.h"
 #include "myriad/ops/exact_sum.h"
 
@@ -61,10 +62,14 @@ char* bytes_at(const Tensor& tensor, std::int64_t element) {
 std::int64_t ring_phase_bytes(std::int64_t bytes, int size) { return size > 1 ? bytes * (size - 1) / size : 0; }
 
 // The two events that bound one launch on the NCCL stream (shared by a group's work handles).
+// `recorded`: launched while the compute stream was being recorded into a CUDA graph — the NCCL
+// stream joined the recording, the calls are the graph's (run at each replay, not now), and the
+// events only order the graph's work: a GPU refuses to query, wait for or time them.
 struct Completion {
   cudaEvent_t start = nullptr;
   cudaEvent_t done = nullptr;
   int device = 0;
+  bool recorded = false;
   explicit Completion(int device_index) : device(device_index) {
     DeviceGuard guard(device);
     MYRIAD_CUDA_CHECK(cudaEventCreate(&start));
@@ -176,6 +181,7 @@ std::shared_ptr<Completion> launch(NcclCommunicator::Impl& impl, DeviceContext& 
   try {
     DeviceGuard guard(context.device());
     auto completion = std::make_shared<Completion>(context.device());
+    completion->recorded = cuda::is_capturing(context.stream());
     MYRIAD_CUDA_CHECK(cudaEventRecord(impl.compute_ready, context.stream()));
     MYRIAD_CUDA_CHECK(cudaStreamWaitEvent(stream, impl.compute_ready, 0));
     MYRIAD_CUDA_CHECK(cudaEventRecord(completion->start, stream));
@@ -222,10 +228,21 @@ void flush_point_to_point(NcclCommunicator::Impl& impl, DeviceContext& context, 
 
 // --- NcclWork ------------------------------------------------------------------------------
 
+namespace {
+// A host wait for a call recorded into a CUDA graph cannot be: the call runs at the replays.
+void refuse_host_wait_if_recorded(const NcclWork& work) {
+  MYRIAD_CHECK(!work.completion->recorded, comm_context(distributed::comm_op_name(work.op), *work.impl->owner)
+                                               << ": a host wait for an operation recorded into a CUDA graph (it "
+                                                  "runs when the graph is replayed; order later work with "
+                                                  "wait_on_stream)");
+}
+}  // namespace
+
 void NcclWork::wait() {
   NcclCommunicator& owner = *impl->owner;
   const auto begin = Clock::now();
   if (!completion) flush_point_to_point(*impl, owner.context(), owner.stream());
+  refuse_host_wait_if_recorded(*this);
   const double timeout = owner.timeout_seconds();
   while (true) {
     const cudaError_t state = cudaEventQuery(completion->done);
@@ -292,6 +309,12 @@ bool NcclWork::measure_stall() const {
 void NcclWork::wait_on_stream() {
   NcclCommunicator& owner = *impl->owner;
   if (!completion) flush_point_to_point(*impl, owner.context(), owner.stream());
+  if (completion->recorded) {  // joins the NCCL stream back into the recording; nothing to check on the host
+    DeviceGuard guard(owner.context().device());
+    MYRIAD_CUDA_CHECK(cudaStreamWaitEvent(owner.context().stream(), completion->done, 0));
+    tensors.clear();  // the graph's buffers live in its pool
+    return;
+  }
   {
     DeviceGuard guard(owner.context().device());
     if (reached == nullptr) MYRIAD_CUDA_CHECK(cudaEventCreate(&reached));
@@ -314,6 +337,7 @@ bool NcclWork::completed() const {
     NcclCommunicator& owner = *impl->owner;
     flush_point_to_point(*impl, owner.context(), owner.stream());
   }
+  refuse_host_wait_if_recorded(*this);
   return cudaEventQuery(completion->done) == cudaSuccess;
 }
 
@@ -770,6 +794,16 @@ distributed::CommStats NcclCommunicator::stats() const {
 void NcclCommunicator::reset_stats() {
   std::lock_guard<std::mutex> lock(impl_->mutex);
   impl_->stats = distributed::CommStats{};
+}
+
+void NcclCommunicator::count_replayed(const distributed::CommStats& recorded) {
+  std::lock_guard<std::mutex> lock(impl_->mutex);
+  for (std::size_t op = 0; op < recorded.ops.size(); ++op) {
+    distributed::CommOpStats& entry = impl_->stats.ops[op];
+    entry.calls += recorded.ops[op].calls;
+    entry.bytes_sent += recorded.ops[op].bytes_sent;
+    entry.bytes_received += recorded.ops[op].bytes_received;
+  }
 }
 
 }  // namespace myriad::distributed
