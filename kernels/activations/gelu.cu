@@ -61,20 +61,21 @@ __global__ void gelu_forward_elementwise(const In* x, Out* out, std::int64_t n) 
   }
 }
 
-template <typename T, int kPack>
-__global__ void gelu_backward_elementwise(const T* x, const T* grad_out, T* grad_x, std::int64_t n) {
+// X: x's and grad_x's type; G: grad_out's (f32 with a 16-bit x: a kept pre-activation's gradient).
+template <typename X, typename G, int kPack>
+__global__ void gelu_backward_elementwise(const X* x, const G* grad_out, X* grad_x, std::int64_t n) {
   const std::int64_t first = (static_cast<std::int64_t>(blockIdx.x) * blockDim.x + threadIdx.x) * kPack;
   if (first >= n) return;
   if (first + kPack <= n) {
-    const auto xs = detail::load_packet<T, kPack>(x + first);
-    const auto gs = detail::load_packet<T, kPack>(grad_out + first);
-    detail::Packet<T, kPack> result;
+    const auto xs = detail::load_packet<X, kPack>(x + first);
+    const auto gs = detail::load_packet<G, kPack>(grad_out + first);
+    detail::Packet<X, kPack> result;
 #pragma unroll
-    for (int k = 0; k < kPack; ++k) result.v[k] = from_f32<T>(gelu_derivative(to_f32(xs.v[k])) * to_f32(gs.v[k]));
-    detail::store_packet<T, kPack>(grad_x + first, result);
+    for (int k = 0; k < kPack; ++k) result.v[k] = from_f32<X>(gelu_derivative(to_f32(xs.v[k])) * to_f32(gs.v[k]));
+    detail::store_packet<X, kPack>(grad_x + first, result);
   } else {
     for (std::int64_t i = first; i < n; ++i)
-      grad_x[i] = from_f32<T>(gelu_derivative(to_f32(x[i])) * to_f32(grad_out[i]));
+      grad_x[i] = from_f32<X>(gelu_derivative(to_f32(x[i])) * to_f32(grad_out[i]));
   }
 }
 
@@ -107,24 +108,33 @@ void launch_gelu_forward(const char* op, const In* x, Out* out, std::int64_t n, 
   MYRIAD_CUDA_CHECK(cudaGetLastError());
 }
 
-template <typename T>
-void launch_gelu_backward(const char* op, const T* x, const T* grad_out, T* grad_x, std::int64_t n,
+// Packets of kPackOf<G> elements (16 bytes of grad_out); a narrower x's packets are smaller and
+// aligned to their own size.
+template <typename X, typename G>
+void launch_gelu_backward(const char* op, const X* x, const G* grad_out, X* grad_x, std::int64_t n,
                           cudaStream_t stream) {
   detail::check_count(op, "n", n);
   if (n == 0) return;
-  detail::check_pointer(op, "x", x, alignof(T));
-  detail::check_pointer(op, "grad_out", grad_out, alignof(T));
-  detail::check_pointer(op, "grad_x", grad_x, alignof(T));
-  const bool packed = detail::is_aligned(x, 16) && detail::is_aligned(grad_out, 16) && detail::is_aligned(grad_x, 16);
-  const int pack = packed ? kPackOf<T> : 1;
+  detail::check_pointer(op, "x", x, alignof(X));
+  detail::check_pointer(op, "grad_out", grad_out, alignof(G));
+  detail::check_pointer(op, "grad_x", grad_x, alignof(X));
+  constexpr int kPack = kPackOf<G>;
+  const bool packed = detail::is_aligned(x, sizeof(X) * kPack) && detail::is_aligned(grad_out, 16) &&
+                      detail::is_aligned(grad_x, sizeof(X) * kPack);
+  const int pack = packed ? kPack : 1;
   const unsigned blocks = detail::grid_blocks(op, detail::ceil_div(n, pack), kThreadsPerBlock);
-  const std::size_t bytes = static_cast<std::size_t>(n) * sizeof(T);
-  detail::check_same_or_disjoint(op, "grad_x", grad_x, "x", x, bytes);
-  detail::check_same_or_disjoint(op, "grad_x", grad_x, "grad_out", grad_out, bytes);
-  if (packed) {
-    gelu_backward_elementwise<T, kPackOf<T>><<<blocks, kThreadsPerBlock, 0, stream>>>(x, grad_out, grad_x, n);
+  const std::size_t x_bytes = static_cast<std::size_t>(n) * sizeof(X);
+  detail::check_same_or_disjoint(op, "grad_x", grad_x, "x", x, x_bytes);
+  if constexpr (std::is_same_v<X, G>) {
+    detail::check_same_or_disjoint(op, "grad_x", grad_x, "grad_out", grad_out, x_bytes);
   } else {
-    gelu_backward_elementwise<T, 1><<<blocks, kThreadsPerBlock, 0, stream>>>(x, grad_out, grad_x, n);
+    detail::check_disjoint(op, "grad_x", grad_x, x_bytes, "grad_out", grad_out,
+                           static_cast<std::size_t>(n) * sizeof(G));
+  }
+  if (packed) {
+    gelu_backward_elementwise<X, G, kPack><<<blocks, kThreadsPerBlock, 0, stream>>>(x, grad_out, grad_x, n);
+  } else {
+    gelu_backward_elementwise<X, G, 1><<<blocks, kThreadsPerBlock, 0, stream>>>(x, grad_out, grad_x, n);
   }
   MYRIAD_CUDA_CHECK(cudaGetLastError());
 }
@@ -147,6 +157,10 @@ void gelu_forward_f32(const float* x, __half* out, std::int64_t n, cudaStream_t 
   launch_gelu_forward("gelu_forward_f32 (f16 out)", x, out, n, stream);
 }
 
+void gelu_forward_f16(const __half* x, __half* out, std::int64_t n, cudaStream_t stream) {
+  launch_gelu_forward("gelu_forward_f16", x, out, n, stream);
+}
+
 void gelu_backward_f32(const float* x, const float* grad_out, float* grad_x, std::int64_t n, cudaStream_t stream) {
   launch_gelu_backward("gelu_backward_f32", x, grad_out, grad_x, n, stream);
 }
@@ -154,6 +168,15 @@ void gelu_backward_f32(const float* x, const float* grad_out, float* grad_x, std
 void gelu_backward_bf16(const __nv_bfloat16* x, const __nv_bfloat16* grad_out, __nv_bfloat16* grad_x, std::int64_t n,
                         cudaStream_t stream) {
   launch_gelu_backward("gelu_backward_bf16", x, grad_out, grad_x, n, stream);
+}
+
+void gelu_backward_f32(const __nv_bfloat16* x, const float* grad_out, __nv_bfloat16* grad_x, std::int64_t n,
+                       cudaStream_t stream) {
+  launch_gelu_backward("gelu_backward_f32 (bf16 x)", x, grad_out, grad_x, n, stream);
+}
+
+void gelu_backward_f32(const __half* x, const float* grad_out, __half* grad_x, std::int64_t n, cudaStream_t stream) {
+  launch_gelu_backward("gelu_backward_f32 (f16 x)", x, grad_out, grad_x, n, stream);
 }
 
 }  // namespace myriad::cuda

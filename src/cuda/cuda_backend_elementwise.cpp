@@ -58,13 +58,35 @@ void CudaBackend::rmsnorm_backward(const RmsnormArgs&, const Tensor& x, const Te
 
 void CudaBackend::gelu_forward(const GeluArgs&, const Tensor& x, Tensor& out) {
   DeviceGuard guard(context_.device());
-  with_output_pointer("gelu_forward", out,
-                      [&](auto* out_data) { gelu_forward_f32(floats(x), out_data, x.numel(), context_.stream()); });
+  // f32 x into f32 or 16-bit out; a 16-bit x (a kept pre-activation) into its own format.
+  with_input_and_output_pointers("gelu_forward", x, out, [&](const auto* x_data, auto* out_data) {
+    using X = std::remove_const_t<std::remove_pointer_t<decltype(x_data)>>;
+    using Out = std::remove_pointer_t<decltype(out_data)>;
+    if constexpr (std::is_same_v<X, float>) {
+      gelu_forward_f32(x_data, out_data, x.numel(), context_.stream());
+    } else if constexpr (std::is_same_v<X, Out> && std::is_same_v<X, __nv_bfloat16>) {
+      gelu_forward_bf16(x_data, out_data, x.numel(), context_.stream());
+    } else if constexpr (std::is_same_v<X, Out>) {
+      gelu_forward_f16(x_data, out_data, x.numel(), context_.stream());
+    } else {
+      MYRIAD_THROW("gelu_forward: a 16-bit x " << x.describe() << " needs out of its format, got " << out.describe());
+    }
+  });
 }
 
 void CudaBackend::gelu_backward(const GeluArgs&, const Tensor& x, const Tensor& grad_out, Tensor& grad_x) {
   DeviceGuard guard(context_.device());
-  gelu_backward_f32(floats(x), floats(grad_out), floats(grad_x), x.numel(), context_.stream());
+  // x and grad_x of one type: f32, or a kept 16-bit pre-activation and its gradient (the dispatch
+  // point checked it); grad_out f32.
+  with_input_and_output_pointers("gelu_backward", x, grad_x, [&](const auto* x_data, auto* grad_x_data) {
+    using X = std::remove_const_t<std::remove_pointer_t<decltype(x_data)>>;
+    using GradX = std::remove_pointer_t<decltype(grad_x_data)>;
+    if constexpr (std::is_same_v<X, GradX>) {
+      gelu_backward_f32(x_data, floats(grad_out), grad_x_data, x.numel(), context_.stream());
+    } else {
+      MYRIAD_THROW("gelu_backward: x " << x.describe() << " and grad_x " << grad_x.describe() << " differ in type");
+    }
+  });
 }
 
 // gate and up of one dtype (the dispatch point checked it): f32, or the 16-bit format of the output

@@ -231,13 +231,23 @@ void CudaBackend::linear_gelu_forward(const Tensor& x, const Tensor& weight, con
          pre_activation.raw_data());
     return;
   }
+  if (pre_activation.dtype() != DType::f32) {  // kept in y's format: rounded once, the GELU of the rounded value
+    Tensor wide = empty(pre_activation.shape());
+    linear_forward(LinearArgs{}, x, weight, bias, wide);
+    copy(wide, pre_activation);
+    gelu_forward(GeluArgs{}, pre_activation, y);
+    return;
+  }
   linear_forward(LinearArgs{}, x, weight, bias, pre_activation);
   gelu_forward(GeluArgs{}, pre_activation, y);
 }
 
 // grad_pre = (grad_y W) * gelu'(pre_activation): one GEMM with cuBLASLt's DGELU(_BGRAD) epilogue
 // (the bias gradient written into a scratch vector, then added: the op accumulates it), or the
-// GEMM, the GELU backward kernel and the column sums where cuBLASLt has no such algorithm.
+// GEMM, the GELU backward kernel and the column sums where cuBLASLt has no such algorithm — and
+// for a pre-activation kept in 16 bits (the GEMM into f32 scratch, the kernel reading the 16-bit
+// pre-activation and writing grad_pre in its format; whether cuBLASLt's DGELU with 16-bit aux and
+// output is faster is for a GPU to decide).
 void CudaBackend::linear_dgelu_backward(const Tensor& grad_y, const Tensor& weight, const Tensor& pre_activation,
                                         Tensor& grad_pre, Tensor& grad_bias) {
   DeviceGuard guard(context_.device());
@@ -248,7 +258,8 @@ void CudaBackend::linear_dgelu_backward(const Tensor& grad_y, const Tensor& weig
                    .type = operand_type(grad_y),
                    .output_type = CUDA_R_32F,
                    .epilogue = grad_bias.defined() ? GemmEpilogue::dgelu_bgrad : GemmEpilogue::dgelu};
-  if (n > 0 && f % 8 == 0 &&
+  const bool kept_in_format = pre_activation.dtype() != DType::f32;  // cuBLASLt's DGELU aux is f32 here
+  if (!kept_in_format && n > 0 && f % 8 == 0 &&
       gemm_available(context_, shape, grad_y.raw_data(), weight.raw_data(), grad_pre.raw_data())) {
     Tensor bias_grad = grad_bias.defined() ? empty({f}) : Tensor();  // stream-ordered scratch
     gemm(context_, shape, grad_y.raw_data(), weight.raw_data(), bias_grad.defined() ? bias_grad.raw_data() : nullptr,
@@ -257,9 +268,9 @@ void CudaBackend::linear_dgelu_backward(const Tensor& grad_y, const Tensor& weig
     return;
   }
   const Tensor w2 = weight.view({n, f});
-  Tensor g2 = grad_pre.view({m, f});
-  matmul_forward(MatmulArgs{}, grad_y.view({m, n}), w2, g2);
-  gelu_backward(GeluArgs{}, pre_activation, grad_pre, grad_pre);
+  Tensor product = kept_in_format ? empty({m, f}) : grad_pre.view({m, f});
+  matmul_forward(MatmulArgs{}, grad_y.view({m, n}), w2, product);
+  gelu_backward(GeluArgs{}, pre_activation, product.view(grad_pre.shape()), grad_pre);
   if (grad_bias.defined()) {
     Tensor no_grad_x;
     bias_add_backward(BiasAddArgs{}, grad_pre, no_grad_x, grad_bias);

@@ -113,11 +113,13 @@ std::vector<ActivationSlot> block_activation_slots(const TransformerConfig& c, c
     const bool attention_operand = m == &BlockActivations::att || m == &BlockActivations::q_rot ||
                                    m == &BlockActivations::k_rot ||
                                    (m == &BlockActivations::qkv && c.positions == PositionKind::learned);
-    // SwiGLU's gate and up pre-activations, kept with its output (the activation reads them widened,
-    // as PyTorch's autocast runs it on 16-bit tensors); a GELU's stays f32 for cuBLASLt's DGELU
-    // epilogue, which reads it in the type of the gradient it writes.
-    const bool swiglu_input = c.mlp == MlpKind::swiglu && (m == &BlockActivations::fc || m == &BlockActivations::up);
-    const bool gemm_operand = m == &BlockActivations::h1 || m == &BlockActivations::act || swiglu_input ||
+    // The MLP activation's inputs, kept with its output: SwiGLU's gate and up pre-activations (the
+    // activation reads them widened, as PyTorch's autocast runs it on 16-bit tensors) and a GELU's
+    // pre-activation (only the backward reads it: linear_dgelu_backward, widened; the forward's
+    // GELU is of the f32 value, as cuBLASLt's GELU_AUX epilogue writes both).
+    const bool activation_input =
+        m == &BlockActivations::fc || (c.mlp == MlpKind::swiglu && m == &BlockActivations::up);
+    const bool gemm_operand = m == &BlockActivations::h1 || m == &BlockActivations::act || activation_input ||
                               (m == &BlockActivations::h2 && !any_moe);
     if ((attention_operand && attention_in_format) || (gemm_operand && !gathered)) slot.dtype = gemm_inputs;
   }
@@ -128,7 +130,10 @@ BlockGradientFormats block_gradient_formats(const TransformerConfig& c, const Mo
   BlockGradientFormats formats;
   if (gemm_inputs == DType::f32) return formats;
   if (sixteen_bit_attention(c, split)) formats.attention = gemm_inputs;
-  if (c.mlp == MlpKind::swiglu) formats.mlp = gemm_inputs;
+  // The MLP activation's input gradient(s): SwiGLU's always (its backward writes them rounded), a
+  // GELU's where its pre-activation is kept in the format (not under sequence parallelism, whose
+  // gathered rows stay f32).
+  if (c.mlp == MlpKind::swiglu || !split.sharded_sequence()) formats.mlp = gemm_inputs;
   return formats;
 }
 

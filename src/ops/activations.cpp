@@ -35,22 +35,36 @@ void check_gate_and_up(const char* op, const Tensor& gate, const Tensor& up, con
 
 void gelu_forward(const GeluArgs& args, const Tensor& x, Tensor& out) {
   const char* op = "gelu_forward";
-  check_elementwise(op, "x", x);
+  // x: f32, or a 16-bit format (a kept pre-activation, read widened) that out then shares.
+  MYRIAD_CHECK(x.dtype() == DType::f32 || x.dtype() == DType::bf16 || x.dtype() == DType::f16,
+               op << ": 'x' " << x.describe() << " must be f32, bf16 or f16");
+  ops::check_contiguous(op, "x", x);
   ops::check_f32_or_16bit_output(op, "out", out, x.shape());
+  MYRIAD_CHECK(x.dtype() == DType::f32 || out.dtype() == x.dtype(),
+               op << ": 16-bit 'x' " << x.describe() << " needs 'out' of its format, got " << out.describe());
   Device device = ops::check_same_device(op, {{"x", &x}, {"out", &out}});
   if (device.is_cpu()) {
-    return ops::compute_into_output(out, [&](Tensor& result) { cpu::gelu_forward(args, x, result); });
+    return ops::compute_into_output(out,
+                                    [&](Tensor& result) { cpu::gelu_forward(args, ops::as_f32_operand(x), result); });
   }
   ops::backend_of(op, {{"x", &x}, {"out", &out}}).gelu_forward(args, x, out);
 }
 
 void gelu_backward(const GeluArgs& args, const Tensor& x, const Tensor& grad_out, Tensor& grad_x) {
   const char* op = "gelu_backward";
-  check_elementwise(op, "x", x);
+  // x: f32, or a 16-bit format (a kept pre-activation, read widened) that grad_x then shares.
+  MYRIAD_CHECK(x.dtype() == DType::f32 || x.dtype() == DType::bf16 || x.dtype() == DType::f16,
+               op << ": 'x' " << x.describe() << " must be f32, bf16 or f16");
+  ops::check_contiguous(op, "x", x);
   check_elementwise(op, "grad_out", grad_out, &x);
-  check_elementwise(op, "grad_x", grad_x, &x);
+  ops::check_dtype(op, "grad_x", grad_x, x.dtype());
+  ops::check_shape(op, "grad_x", grad_x, x.shape());
+  ops::check_contiguous(op, "grad_x", grad_x);
   Device device = ops::check_same_device(op, {{"x", &x}, {"grad_out", &grad_out}, {"grad_x", &grad_x}});
-  if (device.is_cpu()) return cpu::gelu_backward(args, x, grad_out, grad_x);
+  if (device.is_cpu()) {
+    return ops::compute_into_output(
+        grad_x, [&](Tensor& result) { cpu::gelu_backward(args, ops::as_f32_operand(x), grad_out, result); });
+  }
   ops::backend_of(op, {{"x", &x}, {"grad_out", &grad_out}, {"grad_x", &grad_x}})
       .gelu_backward(args, x, grad_out, grad_x);
 }

@@ -1421,6 +1421,33 @@ void gelu_forward_f32(const float* x, __nv_bfloat16* out, std::int64_t n, cudaSt
 void gelu_forward_f32(const float* x, __half* out, std::int64_t n, cudaStream_t launch_stream) {
   gelu_forward_into(x, out, n, launch_stream);
 }
+template <typename H>
+static void gelu_forward_sixteen_bit(const H* x, H* out, std::int64_t n, cudaStream_t launch_stream) {
+  emulated::launch(launch_stream, [=]() mutable {
+    Tensor o = W(out, {n}, kHalf<H>);
+    gelu_forward(GeluArgs{}, W(x, {n}, kHalf<H>), o);
+  });
+}
+void gelu_forward_bf16(const __nv_bfloat16* x, __nv_bfloat16* out, std::int64_t n, cudaStream_t launch_stream) {
+  gelu_forward_sixteen_bit(x, out, n, launch_stream);
+}
+void gelu_forward_f16(const __half* x, __half* out, std::int64_t n, cudaStream_t launch_stream) {
+  gelu_forward_sixteen_bit(x, out, n, launch_stream);
+}
+template <typename H>
+static void gelu_backward_sixteen_bit(const H* x, const float* go, H* gx, std::int64_t n, cudaStream_t launch_stream) {
+  emulated::launch(launch_stream, [=]() mutable {
+    Tensor o = W(gx, {n}, kHalf<H>);
+    gelu_backward(GeluArgs{}, W(x, {n}, kHalf<H>), W(go, {n}), o);
+  });
+}
+void gelu_backward_f32(const __nv_bfloat16* x, const float* go, __nv_bfloat16* gx, std::int64_t n,
+                       cudaStream_t launch_stream) {
+  gelu_backward_sixteen_bit(x, go, gx, n, launch_stream);
+}
+void gelu_backward_f32(const __half* x, const float* go, __half* gx, std::int64_t n, cudaStream_t launch_stream) {
+  gelu_backward_sixteen_bit(x, go, gx, n, launch_stream);
+}
 template <typename G, typename H>
 static void swiglu_forward_into(const G* gate, const G* up, H* out, std::int64_t n, cudaStream_t launch_stream) {
   emulated::launch(launch_stream, [=]() mutable {

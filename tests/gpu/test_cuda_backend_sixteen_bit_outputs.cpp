@@ -278,6 +278,37 @@ TEST_P(CudaSixteenBitOutputs, SwigluOnSixteenBitGateAndUp) {
   expect_same_format_result(d_gu, gu, "swiglu grad_up from 16-bit inputs");
 }
 
+// A GELU MLP's pre-activation kept in the format: the forward writes it and y (the GELU of the kept
+// value), GELU recomputed from it, and the backward reads it into a grad_pre of the format and the
+// f32 bias gradient — each against the CPU op (within one ulp: GEMM sums differ in order).
+TEST_P(CudaSixteenBitOutputs, GeluMlpWithAKeptSixteenBitPreActivation) {
+  const DType format = GetParam();
+  const std::int64_t N = 24, K = 64, F = 96, n = 32;
+  const Tensor x = random({N, K}, 40).to(format), w = random({F, K}, 41).to(format), b = random({F}, 42);
+  Tensor pre = Tensor::empty({N, F}, format), y = Tensor::empty({N, F}, format);
+  Tensor d_pre = backend_->empty({N, F}, format), d_y = backend_->empty({N, F}, format);
+  linear_gelu_forward(x, w, b, pre, y);
+  linear_gelu_forward(on_device(x), on_device(w), on_device(b), d_pre, d_y);
+  expect_same_format_result(d_pre, pre, "kept pre_activation");
+  expect_same_format_result(d_y, y, "y");
+  Tensor again = Tensor::empty({N, F}, format), d_again = backend_->empty({N, F}, format);
+  gelu_forward(GeluArgs{}, pre, again);
+  gelu_forward(GeluArgs{}, on_device(pre), d_again);
+  expect_same_format_result(d_again, again, "GELU recomputed from the kept pre-activation");
+  const Tensor grad_y = random({N, n}, 43).to(format), w_out = random({n, F}, 44).to(format);
+  Tensor grad_pre = Tensor::empty({N, F}, format), d_grad_pre = backend_->empty({N, F}, format);
+  Tensor grad_bias = random({F}, 45), d_grad_bias = on_device(grad_bias);
+  linear_dgelu_backward(grad_y, w_out, pre, grad_pre, grad_bias);
+  linear_dgelu_backward(on_device(grad_y), on_device(w_out), on_device(pre), d_grad_pre, d_grad_bias);
+  expect_same_format_result(d_grad_pre, grad_pre, "grad_pre");
+  expect_close(d_grad_bias, grad_bias, ulp(), "grad_bias (f32, the column sums of the kept grad_pre)");
+  const Tensor g = random({N, F}, 46);
+  Tensor gx = Tensor::empty({N, F}, format), d_gx = backend_->empty({N, F}, format);
+  gelu_backward(GeluArgs{}, pre, g, gx);
+  gelu_backward(GeluArgs{}, on_device(pre), on_device(g), d_gx);
+  expect_same_format_result(d_gx, gx, "gelu_backward on the kept pre-activation");
+}
+
 INSTANTIATE_TEST_SUITE_P(Formats, CudaSixteenBitOutputs, ::testing::Values(DType::bf16, DType::f16),
                          [](const ::testing::TestParamInfo<DType>& info) {
                            return std::string(dtype_name(info.param));

@@ -177,9 +177,10 @@ TEST(GptModel, RecomputeModesGiveIdenticalGradients) {
 }
 
 // Mixed precision keeps the GEMM inputs only GEMMs read (norm outputs, the MLP activation, the
-// head's input) and the residual stream in the operand format: 2 bytes instead of 4 for (2 C + F)
-// values per token and block, C for the head and C per block boundary; a model with MoE
-// layers keeps h2 (the router's input) in f32; FP8 keeps them all f32 (it quantises from f32).
+// head's input), the GELU's pre-activation and the residual stream in the operand format: 2 bytes
+// instead of 4 for (2 C + 2 F) values per token and block, C for the head and C per block boundary
+// (and the pre-activation's gradient, F per token, in the scratch); a model with MoE layers keeps
+// h2 (the router's input) in f32; FP8 keeps them all f32 (it quantises from f32).
 TEST(GptModel, MixedPrecisionKeepsTheGemmInputsIn16Bits) {
   const std::int64_t B = 4, T = 8, N = B * T;
   const TransformerConfig dense = tiny_gpt2();
@@ -189,14 +190,16 @@ TEST(GptModel, MixedPrecisionKeepsTheGemmInputsIn16Bits) {
   const ActivationMemory wide = f32_model.activation_memory(B, T, Recompute::none);
   const ActivationMemory narrow = bf16_model.activation_memory(B, T, Recompute::none);
   const std::int64_t stream = (L + 1) * N * C * 2;  // the residual stream into and out of every block
-  EXPECT_EQ(wide.saved_bytes - narrow.saved_bytes, L * N * (2 * C + F) * 2 + N * C * 2 + stream)
+  EXPECT_EQ(wide.saved_bytes - narrow.saved_bytes, L * N * (2 * C + 2 * F) * 2 + N * C * 2 + stream)
       << "and the head's input and the residual stream";
-  EXPECT_EQ(wide.scratch_bytes, narrow.scratch_bytes);
-  // Selective recompute rebuilds h1, h2 and act in one shared set: the scratch shrinks instead.
+  EXPECT_EQ(wide.scratch_bytes - narrow.scratch_bytes, N * F * 2) << "the GELU pre-activation's gradient";
+  // Selective recompute rebuilds h1, h2 and act in one shared set: the scratch shrinks instead (and
+  // by the pre-activation's gradient); the pre-activation stays saved.
   const ActivationMemory wide_sel = f32_model.activation_memory(B, T, Recompute::selective);
   const ActivationMemory narrow_sel = bf16_model.activation_memory(B, T, Recompute::selective);
-  EXPECT_EQ(wide_sel.saved_bytes - narrow_sel.saved_bytes, N * C * 2 + stream) << "the head's input, the stream";
-  EXPECT_EQ(wide_sel.scratch_bytes - narrow_sel.scratch_bytes, N * (2 * C + F) * 2);
+  EXPECT_EQ(wide_sel.saved_bytes - narrow_sel.saved_bytes, L * N * F * 2 + N * C * 2 + stream)
+      << "the GELU pre-activations, the head's input, the stream";
+  EXPECT_EQ(wide_sel.scratch_bytes - narrow_sel.scratch_bytes, N * (2 * C + 2 * F) * 2);
 
   TransformerConfig moe = tiny_gpt2();
   moe.moe.num_experts = 2;
@@ -206,8 +209,8 @@ TEST(GptModel, MixedPrecisionKeepsTheGemmInputsIn16Bits) {
   moe_bf16.set_activation_precision(DType::bf16);
   const std::int64_t moe_saving = moe_f32.activation_memory(B, T, Recompute::none).saved_bytes -
                                   moe_bf16.activation_memory(B, T, Recompute::none).saved_bytes;
-  EXPECT_EQ(moe_saving, L * N * C * 2 + N * F * 2 + N * C * 2 + stream)
-      << "h1 of both blocks, act of the dense one, the head's input, the stream; h2 stays f32";
+  EXPECT_EQ(moe_saving, L * N * C * 2 + N * F * 2 * 2 + N * C * 2 + stream)
+      << "h1 of both blocks, act and fc of the dense one, the head's input, the stream; h2 stays f32";
 
   // The model's buffers follow: a forward and backward on them, and the tensors' own dtypes.
   std::uint64_t seed = testing::fresh_seed();
@@ -220,7 +223,7 @@ TEST(GptModel, MixedPrecisionKeepsTheGemmInputsIn16Bits) {
   const std::vector<ActivationSlot> slots = block_activation_slots(dense, ModelSplit{}, B, T, DType::bf16);
   int sixteen = 0;
   for (const ActivationSlot& slot : slots) sixteen += slot.dtype == DType::bf16 ? 1 : 0;
-  EXPECT_EQ(sixteen, 3) << "h1, h2 and act (head dim 4: the attention keeps f32 products)";
+  EXPECT_EQ(sixteen, 4) << "h1, h2, fc and act (head dim 4: the attention keeps f32 products)";
 
   // At head dim 64 the attention takes 16-bit products: its output (proj's input) is kept 16-bit
   // too, and the recompute modes still give identical gradients.
@@ -229,13 +232,13 @@ TEST(GptModel, MixedPrecisionKeepsTheGemmInputsIn16Bits) {
   for (const ActivationSlot& slot : block_activation_slots(wide_heads, ModelSplit{}, B, T, DType::bf16)) {
     sixteen_wide += slot.dtype == DType::bf16 ? 1 : 0;
   }
-  EXPECT_EQ(sixteen_wide, 5) << "h1, h2, act, att and qkv (no RoPE: the attention rounds q, k, v anyway)";
+  EXPECT_EQ(sixteen_wide, 6) << "h1, h2, fc, act, att and qkv (no RoPE: the attention rounds q, k, v anyway)";
   GptModel wide_f32(wide_heads), wide_bf16(wide_heads);
   wide_bf16.set_activation_precision(DType::bf16);
   const std::int64_t Cw = wide_heads.n_embd, Fw = wide_heads.ffn_hidden;
   EXPECT_EQ(wide_f32.activation_memory(B, T, Recompute::none).saved_bytes -
                 wide_bf16.activation_memory(B, T, Recompute::none).saved_bytes,
-            wide_heads.n_layer * N * (3 * Cw + Fw + wide_heads.qkv_width()) * 2 + N * Cw * 2 +
+            wide_heads.n_layer * N * (3 * Cw + 2 * Fw + wide_heads.qkv_width()) * 2 + N * Cw * 2 +
                 (wide_heads.n_layer + 1) * N * Cw * 2);
   std::vector<double> none = gradients_with(wide_heads, Recompute::none, seed, DType::bf16);
   EXPECT_EQ(gradients_with(wide_heads, Recompute::selective, seed, DType::bf16), none);

@@ -35,7 +35,7 @@ KeptGradientsRun block_backward_on(const TransformerBlock& block, ParameterStore
 }
 
 // `biases_exact`: a GPT-2 block's kept gradients hold the values the f32 ones had (the attention
-// rounds its gradients; no RoPE follows; the fused GELU's d_fc stays f32), so its biases' too.
+// rounds its gradients; no RoPE follows; the GELU's d_fc is f32 in both runs here), so its biases' too.
 void expect_kept_gradients_change_only_biases(const TransformerConfig& config, const char* name, bool biases_exact) {
   std::uint64_t seed = testing::fresh_seed();
   MYRIAD_SEED_TRACE(seed);
@@ -57,15 +57,15 @@ void expect_kept_gradients_change_only_biases(const TransformerConfig& config, c
     acts.*(slot.member) = Tensor::empty(slot.shape, slot.dtype);
   }
   // SwiGLU's gate and up in f32 here: a 16-bit gate takes 16-bit gradients only (ops/activations.h),
-  // and this compares the gradients' formats.
-  if (config.mlp == MlpKind::swiglu) {
-    acts.fc = Tensor::empty(acts.fc.shape());
-    acts.up = Tensor::empty(acts.up.shape());
-  }
+  // and this compares the gradients' formats. A GELU's pre-activation and its gradient share a type
+  // (ops/linear.h): both f32 here, so the GELU MLP's part is the f32 one in both runs.
+  acts.fc = Tensor::empty(acts.fc.shape());
+  if (config.mlp == MlpKind::swiglu) acts.up = Tensor::empty(acts.up.shape());
   const Tensor x = testing::random_tensor({B, T, config.n_embd}, seed, 1).to(format).to(DType::f32);
   Tensor y = Tensor::empty({B, T, config.n_embd});
   BlockScratch wide = make_block_scratch({}, config, split, B, T, DType::f32);
   BlockScratch narrow = make_block_scratch({}, config, split, B, T, format);
+  if (config.mlp == MlpKind::gelu) narrow.d_fc = Tensor::empty(narrow.d_fc.shape());
   ASSERT_EQ(narrow.d_qkv.dtype(), format);
   ASSERT_EQ(narrow.d_att.dtype(), format);
   ASSERT_EQ(wide.d_qkv.dtype(), DType::f32);
@@ -100,9 +100,9 @@ TEST(TransformerBlock, KeptSixteenBitGradientsGiveTheWeightGradientsOfF32Ones) {
   llama.bias = true;
   ASSERT_EQ(block_gradient_formats(llama, ModelSplit{}, DType::bf16).mlp, DType::bf16);
   expect_kept_gradients_change_only_biases(llama, "LLaMA block with biases", false);
-  // Not kept: f32 operands, and a GELU MLP's d_fc (its fused DGELU epilogue writes f32).
+  // Not kept: f32 operands. A GELU MLP's d_fc is kept with its pre-activation (the test below).
   EXPECT_EQ(block_gradient_formats(llama, ModelSplit{}, DType::f32).attention, DType::f32);
-  EXPECT_EQ(block_gradient_formats(gpt2, ModelSplit{}, DType::bf16).mlp, DType::f32);
+  EXPECT_EQ(block_gradient_formats(gpt2, ModelSplit{}, DType::bf16).mlp, DType::bf16);
 }
 
 // One block, forward and backward, on x of the residual format (f32 holding values of `format`, or

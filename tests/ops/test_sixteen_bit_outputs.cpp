@@ -8,6 +8,7 @@
 
 #include <cmath>
 #include <cstring>
+#include <vector>
 
 #include "myriad/ops/activations.h"
 #include "myriad/ops/attention.h"
@@ -119,7 +120,7 @@ TEST_P(SixteenBitOutputs, SwigluReadsSixteenBitGateAndUp) {
   expect_error_naming([&] { swiglu_forward(SwigluArgs{}, gate, wide_up, out); }, {"swiglu_forward", "up", "dtype"});
 }
 
-TEST_P(SixteenBitOutputs, FusedLinearGeluKeepsItsInputF32) {
+TEST_P(SixteenBitOutputs, FusedLinearGeluWithAnF32PreActivation) {
   const DType format = GetParam();
   std::uint64_t seed = testing::fresh_seed();
   MYRIAD_SEED_TRACE(seed);
@@ -144,9 +145,78 @@ TEST_P(SixteenBitOutputs, WrongOutputsAreRefusedByName) {
                       {"rmsnorm_forward", "out", "[4, 7]", "[4, 8]"});
   expect_error_naming([&] { gelu_forward(GeluArgs{}, x, ints); }, {"gelu_forward", "'out'", "i32"});
   expect_error_naming([&] { swiglu_forward(SwigluArgs{}, x, x, short_out); }, {"swiglu_forward", "out", "[4, 7]"});
-  Tensor sixteen_in = Tensor::zeros({4, 8}, format);  // the inputs stay f32
-  Tensor out = Tensor::zeros({4, 8}, format);
-  expect_error_naming([&] { gelu_forward(GeluArgs{}, sixteen_in, out); }, {"gelu_forward", "x", "f32"});
+  Tensor sixteen_in = Tensor::zeros({4, 8}, format);  // a 16-bit GELU input gives its own format only
+  expect_error_naming([&] { gelu_forward(GeluArgs{}, sixteen_in, x); }, {"gelu_forward", "'out'", "its format"});
+  Tensor grad = Tensor::zeros({4, 8});
+  expect_error_naming([&] { gelu_backward(GeluArgs{}, sixteen_in, grad, grad); }, {"gelu_backward", "grad_x"});
+  Tensor w16 = Tensor::zeros({8, 8}, format), pre = Tensor::zeros({4, 8});
+  expect_error_naming([&] { linear_gelu_forward(sixteen_in, w16, Tensor(), sixteen_in, pre); },
+                      {"linear_gelu_forward", "pre_activation needs y of its format"});
+  expect_error_naming([&] { linear_dgelu_backward(sixteen_in, w16, sixteen_in, pre, none); },
+                      {"linear_dgelu_backward", "pre_activation"});
+}
+
+double gelu64(double v) { return 0.5 * v * (1.0 + std::tanh(std::sqrt(2.0 / M_PI) * (v + 0.044715 * v * v * v))); }
+double gelu_derivative64(double v) {
+  const double u = std::sqrt(2.0 / M_PI) * (v + 0.044715 * v * v * v), t = std::tanh(u);
+  return 0.5 * (1.0 + t) + 0.5 * v * (1.0 - t * t) * std::sqrt(2.0 / M_PI) * (1.0 + 3.0 * 0.044715 * v * v);
+}
+
+// Mixed precision keeps a GELU MLP's pre-activation in the format (as PyTorch's autocast keeps a
+// linear layer's output): the f32 GEMM + bias output rounded once, bit for bit, and y the GELU of
+// that rounded value rounded once — within half an ulp of a float64 GELU of the kept value.
+TEST_P(SixteenBitOutputs, FusedLinearGeluKeepsItsPreActivationInTheFormat) {
+  const DType format = GetParam();
+  std::uint64_t seed = testing::fresh_seed();
+  MYRIAD_SEED_TRACE(seed);
+  const std::int64_t N = 9, K = 24, F = 40;
+  Tensor x = testing::random_tensor({N, K}, seed, 0).to(format), w = testing::random_tensor({F, K}, seed, 1).to(format);
+  Tensor b = testing::random_tensor({F}, seed, 2);
+  Tensor pre = Tensor::empty({N, F}), y = Tensor::empty({N, F});
+  Tensor pre16 = Tensor::empty({N, F}, format), y16 = Tensor::empty({N, F}, format);
+  linear_gelu_forward(x, w, b, pre, y);
+  linear_gelu_forward(x, w, b, pre16, y16);
+  expect_rounded_from(pre16, pre, "linear_gelu_forward pre_activation");
+  Tensor y_of_kept = Tensor::empty({N, F});
+  gelu_forward(GeluArgs{}, pre16.to(DType::f32), y_of_kept);
+  expect_rounded_from(y16, y_of_kept, "linear_gelu_forward y (the GELU of the kept pre-activation)");
+  const std::vector<double> kept = to_f64(pre16), got = to_f64(y16);
+  for (std::size_t i = 0; i < kept.size(); ++i) {
+    const double want = gelu64(kept[i]);
+    EXPECT_LE(std::abs(got[i] - want), rounding_tolerance(format) * std::abs(want) * 1.01 + 1e-6) << "y[" << i << "]";
+  }
+  Tensor again = Tensor::empty({N, F}, format);  // recomputing the GELU from the kept value gives y again
+  gelu_forward(GeluArgs{}, pre16, again);
+  EXPECT_EQ(to_f64(again), got);
+}
+
+// The backward reads the kept pre-activation widened: grad_pre = (grad_y W) * gelu'(pre) rounded
+// once into the format (against float64), the bias gradient the column sums of those values.
+TEST_P(SixteenBitOutputs, LinearDgeluReadsAKeptPreActivation) {
+  const DType format = GetParam();
+  std::uint64_t seed = testing::fresh_seed();
+  MYRIAD_SEED_TRACE(seed);
+  const std::int64_t N = 11, n = 24, F = 40;
+  const Tensor grad_y = testing::random_tensor({N, n}, seed, 0).to(format);
+  const Tensor w = testing::random_tensor({n, F}, seed, 1).to(format);
+  const Tensor pre16 = testing::random_tensor({N, F}, seed, 2, -3.0f, 3.0f).to(format);
+  Tensor grad_pre = Tensor::empty({N, F}, format), grad_bias = testing::random_tensor({F}, seed, 3);
+  const std::vector<double> bias_before = to_f64(grad_bias);
+  linear_dgelu_backward(grad_y, w, pre16, grad_pre, grad_bias);
+  const std::vector<double> gy = to_f64(grad_y), wv = to_f64(w), p = to_f64(pre16), got = to_f64(grad_pre);
+  const std::vector<double> bias_got = to_f64(grad_bias);
+  for (std::int64_t f = 0; f < F; ++f) {
+    double column = 0.0;
+    for (std::int64_t r = 0; r < N; ++r) {
+      double product = 0.0;
+      for (std::int64_t j = 0; j < n; ++j) product += gy[r * n + j] * wv[j * F + f];
+      const double want = product * gelu_derivative64(p[r * F + f]);
+      EXPECT_LE(std::abs(got[r * F + f] - want), rounding_tolerance(format) * std::abs(want) * 1.01 + 1e-5)
+          << "grad_pre[" << r << ", " << f << "]";
+      column += got[r * F + f];
+    }
+    EXPECT_NEAR(bias_got[f] - bias_before[f], column, 1e-5 * (1.0 + std::abs(column))) << "grad_bias[" << f << "]";
+  }
 }
 
 // Attention with 16-bit products writes values of the format: its out may be a tensor of the format

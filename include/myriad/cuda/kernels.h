@@ -31,9 +31,15 @@ void gelu_forward_bf16(const __nv_bfloat16* x, __nv_bfloat16* out, std::int64_t 
 // f32 in, the GELU rounded once into bf16 / f16 (nearest even): a GEMM operand kept in mixed precision.
 void gelu_forward_f32(const float* x, __nv_bfloat16* out, std::int64_t n, cudaStream_t stream);
 void gelu_forward_f32(const float* x, __half* out, std::int64_t n, cudaStream_t stream);
+// f16 in and out, as gelu_forward_bf16 (a kept pre-activation: read widened, rounded once).
+void gelu_forward_f16(const __half* x, __half* out, std::int64_t n, cudaStream_t stream);
 void gelu_backward_f32(const float* x, const float* grad_out, float* grad_x, std::int64_t n, cudaStream_t stream);
 void gelu_backward_bf16(const __nv_bfloat16* x, const __nv_bfloat16* grad_out, __nv_bfloat16* grad_x, std::int64_t n,
                         cudaStream_t stream);
+// A kept 16-bit pre-activation: x read widened, f32 grad_out, grad_x rounded once into x's format.
+void gelu_backward_f32(const __nv_bfloat16* x, const float* grad_out, __nv_bfloat16* grad_x, std::int64_t n,
+                       cudaStream_t stream);
+void gelu_backward_f32(const __half* x, const float* grad_out, __half* grad_x, std::int64_t n, cudaStream_t stream);
 
 // ---- LayerNorm over the last dim, f32, one warp per row (kernels/norms/layernorm.cu) ----------
 //   mean = sum_c x / C,  var = sum_c (x - mean)^2 / C,  rstd = 1 / sqrt(var + eps)

@@ -119,9 +119,10 @@ bool sixteen_bit_attention(const TransformerConfig& config, const ModelSplit& sp
 // The formats of the backward's gradients that only GEMMs and a bias's column sums read, kept in
 // `gemm_inputs` (as block_activation_slots; f32 under FP8, whose GEMMs quantise from f32): the
 // attention's output and q, k, v gradients (d_att, d_qkv) where sixteen_bit_attention — its
-// products round them to the format anyway — and SwiGLU's gate and up gradients (d_fc, d_up). A
-// fused GELU MLP's d_fc stays f32: cuBLASLt's DGELU epilogue writes its output in the type of the
-// saved pre-activation (f32). A bias gradient is then the column sums of the 16-bit values.
+// products round them to the format anyway — SwiGLU's gate and up gradients (d_fc, d_up), and a
+// GELU MLP's d_fc where its pre-activation is kept in the format (linear_dgelu_backward writes the
+// gradient in the pre-activation's type; f32 under sequence parallelism). A bias gradient is then
+// the column sums of the 16-bit values.
 struct BlockGradientFormats {
   DType attention = DType::f32;  // d_att, d_qkv
   DType mlp = DType::f32;        // d_fc, d_up (SwiGLU)

@@ -12,7 +12,9 @@
 // precision keeps them as the gate and up layers' GEMM operands). SwiGLU's gate and up may be
 // bf16 / f16 too (mixed precision keeps the pre-activations in the format: read widened, exactly);
 // its output and gradients are then of that format (a forward's output may be the gate's buffer;
-// f32 gradients from a 16-bit gate are refused).
+// f32 gradients from a 16-bit gate are refused). Likewise GELU's x may be bf16 / f16 (a kept
+// pre-activation, read widened): the forward's out and the backward's grad_x are then of that
+// format (the f32 result rounded once); grad_out stays f32 and grad_x aliases nothing.
 //
 // Gradient contract: these ops have no parameters; activation grads are written (`=`), never
 // accumulated. In swiglu_backward either gradient may be an undefined Tensor to skip it.

@@ -17,12 +17,17 @@
 //   (cuBLASLt's GELU_AUX_BIAS epilogue: y is the GEMM's output, pre_activation its aux output).
 //   y may instead be bf16 / f16 (a GEMM operand kept for the next layer and its backward): the
 //   f32 GELU rounded once, to nearest even — on a device the GEMM with the bias epilogue and the
-//   GELU kernel writing 16 bits.
+//   GELU kernel writing 16 bits. With such a y, pre_activation may be of y's format too (mixed
+//   precision keeps it at half the bytes, as PyTorch's autocast keeps a linear layer's output):
+//   the f32 pre-activation rounded once, and y the GELU of that rounded value, so the GELU
+//   recomputed from the kept pre-activation gives y again.
 // linear_dgelu_backward: for an MLP whose GELU output `a` feeds the linear layer y = a W^T:
 //   grad_pre = (grad_y W) * gelu'(pre_activation) (written), grad_bias += column sums of grad_pre
 //   (the bias of the layer before the GELU; undefined to skip). grad_y (..., N) and weight (N, F)
 //   f32 or 16-bit operands of one format, pre_activation and grad_pre (..., F) f32 (cuBLASLt's
-//   DGELU_BGRAD epilogue: the bias gradient written to a scratch vector, then added).
+//   DGELU_BGRAD epilogue: the bias gradient written to a scratch vector, then added) — or both of
+//   one 16-bit format: pre_activation read widened, grad_pre the f32 value rounded once, the bias
+//   gradient the column sums of the rounded values.
 // The CPU runs matmul, bias_add and gelu (forward and backward) as above, bit for bit the
 // unfused sequence.
 #pragma once

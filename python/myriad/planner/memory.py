@@ -236,8 +236,8 @@ def activation_bytes(model, layout, coord: GridCoord, chunks: list, seq_len: int
         (rows * C, True, True, False),  # x_mid
         (rows, True, True, False), (rows, True, True, False),  # norm 2 mean, rstd
         (N * C * (1.0 if any_moe else gemm_input), not sp, False, False),  # h2 (the router reads it in f32)
-        # fc (SwiGLU's gate: kept in the format with act; a GELU's f32 for the DGELU epilogue), act
-        (N * F * (gemm_input if model.swiglu else 1.0), True, True, True), (N * F * gemm_input, True, False, True),
+        # fc (SwiGLU's gate or a GELU's pre-activation: kept in the format with act), act
+        (N * F * gemm_input, True, True, True), (N * F * gemm_input, True, False, True),
     ]
     if not model.learned_positions:  # RoPE
         slots_of_block += [(N * Hq * D * att_bytes, True, True, False), (N * Hkv * D * att_bytes, True, True, False)]
@@ -251,8 +251,8 @@ def activation_bytes(model, layout, coord: GridCoord, chunks: list, seq_len: int
     # Once per model: block scratch, the recomputed activations' shared set, positions, head buffers.
     # d_h, d_tmp, y_wide, d_act, the norms' gradients; the kept gradients (block_gradient_formats):
     # d_att, d_qkv in the format where the attention takes 16-bit products, SwiGLU's d_fc, d_up in it
-    # under bf16 / fp16 (a fused GELU's d_fc stays f32).
-    mlp_grad = 0.5 if model.swiglu and precision in ("bf16", "fp16") else 1.0
+    # under bf16 / fp16, a GELU's d_fc with its pre-activation (not under sequence parallelism).
+    mlp_grad = 0.5 if precision in ("bf16", "fp16") and (model.swiglu or not sp) else 1.0
     once = N * C + 2 * rows * C + N * F + 4 * C + (N * Hq * D + N * qkv) * att_bytes + N * F * mlp_grad
     if model.swiglu:
         once += N * F * mlp_grad  # d_up

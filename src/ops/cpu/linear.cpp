@@ -20,7 +20,22 @@ void linear_gelu_forward(const Tensor& x, const Tensor& weight, const Tensor& bi
 
 void linear_dgelu_backward(const Tensor& grad_y, const Tensor& weight, const Tensor& pre_activation, Tensor& grad_pre,
                            Tensor& grad_bias) {
-  // grad_y W: the same sgemm as matmul_backward's input gradient of a W^T.
+  // grad_y W: the same sgemm as matmul_backward's input gradient of a W^T. A 16-bit pre-activation
+  // is read widened and grad_pre written in its format (the f32 product rounded once); the bias
+  // gradient is the column sums of those rounded values.
+  if (pre_activation.dtype() != DType::f32) {
+    Tensor wide = Tensor::empty(grad_pre.shape());
+    cpu::matmul_forward(MatmulArgs{}, grad_y, weight, wide);
+    Tensor widened_pre = Tensor::empty(pre_activation.shape());
+    widened_pre.copy_from(pre_activation);
+    cpu::gelu_backward(GeluArgs{}, widened_pre, wide, wide);
+    grad_pre.copy_from(wide);
+    if (grad_bias.defined()) {
+      Tensor no_grad_x;
+      myriad::bias_add_backward(BiasAddArgs{}, grad_pre, no_grad_x, grad_bias);
+    }
+    return;
+  }
   cpu::matmul_forward(MatmulArgs{}, grad_y, weight, grad_pre);
   cpu::gelu_backward(GeluArgs{}, pre_activation, grad_pre, grad_pre);
   if (grad_bias.defined()) {
