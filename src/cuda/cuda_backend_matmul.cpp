@@ -244,10 +244,10 @@ void CudaBackend::linear_gelu_forward(const Tensor& x, const Tensor& weight, con
 
 // grad_pre = (grad_y W) * gelu'(pre_activation): one GEMM with cuBLASLt's DGELU(_BGRAD) epilogue
 // (the bias gradient written into a scratch vector, then added: the op accumulates it), or the
-// GEMM, the GELU backward kernel and the column sums where cuBLASLt has no such algorithm — and
-// for a pre-activation kept in 16 bits (the GEMM into f32 scratch, the kernel reading the 16-bit
-// pre-activation and writing grad_pre in its format; whether cuBLASLt's DGELU with 16-bit aux and
-// output is faster is for a GPU to decide).
+// GEMM, the GELU backward kernel and the column sums where cuBLASLt has no such algorithm. A
+// pre-activation kept in 16 bits is DGELU's aux with grad_pre as the GEMM's 16-bit output (the
+// bias gradient then from the column sums), or the GEMM into f32 scratch and the kernel reading
+// the kept pre-activation and writing grad_pre in its format.
 void CudaBackend::linear_dgelu_backward(const Tensor& grad_y, const Tensor& weight, const Tensor& pre_activation,
                                         Tensor& grad_pre, Tensor& grad_bias) {
   DeviceGuard guard(context_.device());
@@ -258,7 +258,27 @@ void CudaBackend::linear_dgelu_backward(const Tensor& grad_y, const Tensor& weig
                    .type = operand_type(grad_y),
                    .output_type = CUDA_R_32F,
                    .epilogue = grad_bias.defined() ? GemmEpilogue::dgelu_bgrad : GemmEpilogue::dgelu};
-  const bool kept_in_format = pre_activation.dtype() != DType::f32;  // cuBLASLt's DGELU aux is f32 here
+  const bool kept_in_format = pre_activation.dtype() != DType::f32;
+  if (kept_in_format && grad_y.dtype() == pre_activation.dtype() && n > 0 && f % 8 == 0) {
+    // DGELU with the kept pre-activation as a 16-bit aux and grad_pre as the 16-bit output (no
+    // BGRAD: its bias gradient would be rounded to the output type); the bias gradient from the
+    // column sums of the rounded values, as the CPU's.
+    const Gemm narrow{.m = m,
+                      .n = f,
+                      .k = n,
+                      .type = operand_type(grad_y),
+                      .output_type = operand_type(grad_y),
+                      .epilogue = GemmEpilogue::dgelu};
+    if (gemm_available(context_, narrow, grad_y.raw_data(), weight.raw_data(), grad_pre.raw_data())) {
+      gemm(context_, narrow, grad_y.raw_data(), weight.raw_data(), nullptr, grad_pre.raw_data(),
+           const_cast<void*>(pre_activation.raw_data()));
+      if (grad_bias.defined()) {
+        Tensor no_grad_x;
+        bias_add_backward(BiasAddArgs{}, grad_pre, no_grad_x, grad_bias);
+      }
+      return;
+    }
+  }
   if (!kept_in_format && n > 0 && f % 8 == 0 &&
       gemm_available(context_, shape, grad_y.raw_data(), weight.raw_data(), grad_pre.raw_data())) {
     Tensor bias_grad = grad_bias.defined() ? empty({f}) : Tensor();  // stream-ordered scratch

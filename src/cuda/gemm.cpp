@@ -218,8 +218,15 @@ void check_gemm(const Gemm& s, const void* a, const void* b, const void* c) {
     MYRIAD_CHECK(s.a_scale == nullptr && s.b_scale == nullptr, "gemm: operand scales apply to FP8 operands only");
   }
   MYRIAD_CHECK(!s.accumulate || s.epilogue == GemmEpilogue::none, "gemm: accumulate (beta = 1) takes no epilogue");
-  MYRIAD_CHECK(!uses_aux(s.epilogue) || (output_type == CUDA_R_32F && s.n % 8 == 0),
-               "gemm: a GELU aux epilogue needs f32 C and N a multiple of 8, got N " << s.n);
+  // The aux matrix is of C's type (cuBLASLt's default outside FP8): f32, or a 16-bit C of the
+  // operands' format for DGELU (a kept pre-activation and its gradient; the GELU_AUX forward would
+  // take the GELU of the unrounded value, so it runs f32 only).
+  const bool sixteen_bit_dgelu = s.epilogue == GemmEpilogue::dgelu && output_type == s.type &&
+                                 (output_type == CUDA_R_16BF || output_type == CUDA_R_16F);
+  MYRIAD_CHECK(!uses_aux(s.epilogue) || ((output_type == CUDA_R_32F || sixteen_bit_dgelu) && s.n % 8 == 0),
+               "gemm: a GELU aux epilogue needs f32 C (or, for DGELU, 16-bit C of the operands' type) and N a "
+               "multiple of 8, got N "
+                   << s.n);
   // Operands need only their element's alignment: the plan tells cuBLASLt each pointer's real
   // alignment (make_plan), and its heuristic picks a kernel that allows it (views at odd offsets,
   // such as a KV cache row or a batched slice, take slower paths but are exact).

@@ -73,10 +73,6 @@ std::string MicroBatchGraph::unavailable_reason(const RunConfig& config) {
   } else if (p.zero_stage >= 2) {
     why << "parallel.zero_stage " << p.zero_stage << " reduces gradients"
         << (p.zero_stage == 3 ? " and gathers parameters" : "") << " inside every micro-batch";
-  } else if (p.dp > 1 && config.training.gradient_accumulation == 1) {
-    why << "every micro-batch is its step's last (training.gradient_accumulation 1), whose backward reduces the "
-           "gradients over NCCL (parallel.dp "
-        << p.dp << "), which is not recorded; raise gradient_accumulation to replay the micro-batches before the last";
   }
   return why.str();
 }
@@ -119,6 +115,9 @@ void MicroBatchGraph::pass(int slot, float loss_scale) {
     // The LM loss's gradient seed is staged (write_loss_scale); an MoE router's loss gradients take
     // the scale as an argument, recorded as it is (constant: unavailable_reason keeps fp16 out).
     model.backward_chunk(0, slot, ids_, targets_, loss_scale);
+    // The bucketed reductions the backward started end inside the pass (their NCCL calls and the
+    // shard additions are then part of a recording); DataParallel::finish_step finds none left.
+    if (recorded_reduces_) state_.data_parallel->finish_backward();
   } catch (...) {
     model.set_inputs_staged(false);
     throw;
@@ -128,11 +127,12 @@ void MicroBatchGraph::pass(int slot, float loss_scale) {
 
 std::optional<std::int64_t> MicroBatchGraph::run(int slot, const Tensor& ids, const Tensor& targets, float loss_scale) {
   if (phase_ == Phase::off || slot != 0) return std::nullopt;
-  // Collectives started in the backward are not recorded: such a micro-batch runs as usual. Over a
-  // data group of one the reduction is the loopback's (nothing, or ZeRO 1's copy into the shard,
-  // ordered on the stream): recorded with the rest.
+  // A micro-batch whose backward reduces the gradients over the data group (the step's last) differs
+  // from one that does not: the graph records the kind it meets first (the reducing one when every
+  // micro-batch is a step's last, training.gradient_accumulation 1), and the other kind runs as
+  // usual. Over a data group of one the reduction is the loopback's (nothing, or ZeRO 1's copy into
+  // the shard, ordered on the stream): recorded with the rest.
   const bool reduces = state_.data_parallel->reduces_in_backward() && state_.data_group().size() > 1;
-  if (reduces) return std::nullopt;
   if (phase_ != Phase::first && generation_ != state_.model->buffers_generation()) {
     state_.log->info(
         "training.cuda_graphs: the model's buffers changed (batch shape or recompute mode): recording "
@@ -141,9 +141,11 @@ std::optional<std::int64_t> MicroBatchGraph::run(int slot, const Tensor& ids, co
   }
   if (phase_ == Phase::first) {  // as usual: lazy set-up happens outside the graph and its pool
     generation_ = state_.model->buffers_generation();
+    recorded_reduces_ = reduces;
     phase_ = Phase::warm_up;
     return std::nullopt;
   }
+  if (reduces != recorded_reduces_) return std::nullopt;
   const std::int64_t valid = count_valid_targets(targets, nn::GptModel::kIgnoreIndex);
   stage(ids, targets, loss_scale);
   switch (phase_) {

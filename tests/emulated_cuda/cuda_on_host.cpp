@@ -683,8 +683,11 @@ void gemm(const DeviceContext& context, const Gemm& g, const void* a, const void
     // sums rounded once into it, as cuBLASLt's output conversion does.
     const cudaDataType_t output = g.output_type.value_or(g.type);
     const bool narrow_output = output == CUDA_R_16BF || output == CUDA_R_16F;
-    MYRIAD_CHECK(output == CUDA_R_32F || (narrow_output && output == g.type && g.epilogue == GemmEpilogue::none),
-                 "emulated gemm: f32 outputs, or 16-bit ones of the operands' type without an epilogue");
+    const bool narrow_dgelu = narrow_output && output == g.type && g.epilogue == GemmEpilogue::dgelu;
+    MYRIAD_CHECK(
+        output == CUDA_R_32F || narrow_dgelu || (narrow_output && output == g.type && g.epilogue == GemmEpilogue::none),
+        "emulated gemm: f32 outputs, or 16-bit ones of the operands' type without an epilogue or "
+        "with DGELU");
     Tensor A = operand(a, g.transpose_a ? Shape{g.k, g.m} : Shape{g.m, g.k}, g.type);
     Tensor B = operand(b, g.transpose_b ? Shape{g.n, g.k} : Shape{g.k, g.n}, g.b_type.value_or(g.type));
     Tensor narrow_c = narrow_output ? W(c, {g.m, g.n}, output == CUDA_R_16BF ? DType::bf16 : DType::f16) : Tensor();
@@ -696,6 +699,9 @@ void gemm(const DeviceContext& context, const Gemm& g, const void* a, const void
         MatmulArgs{
             .transpose_a = g.transpose_a, .transpose_b = g.transpose_b, .alpha = alpha, .accumulate = g.accumulate},
         A, B, Cm);
+    if (narrow_dgelu) {  // C = AB * gelu'(aux), aux and C of the 16-bit type: rounded once
+      return gelu_backward(GeluArgs{}, W(aux, {g.m, g.n}, narrow_c.dtype()), Cm, narrow_c);
+    }
     if (narrow_output) return narrow_c.copy_from(Cm);
     const Tensor bias_vector = W(bias, {g.n});
     switch (g.epilogue) {

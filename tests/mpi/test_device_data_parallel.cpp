@@ -203,7 +203,8 @@ INSTANTIATE_TEST_SUITE_P(Zero, DeviceDataParallel, ::testing::Values(0, 1, 2, 3)
 
 // training.cuda_graphs with collectives inside the pass or after it: under data parallelism (np2: dp
 // 2, gradient accumulation 2, ZeRO 0 and 1) the first micro-batch of each step is replayed from a
-// CUDA graph and the last (its backward reduces the gradients over NCCL) runs as usual; under tensor
+// CUDA graph and the last (its backward reduces the gradients over NCCL) runs as usual; without
+// accumulation every micro-batch is replayed with its bucketed reductions recorded; under tensor
 // parallelism (tp 2; with sequence parallelism, whose rings send and receive; LLaMA bf16) both
 // micro-batches are replayed with the tp group's NCCL calls recorded in the graph. Each run equals
 // the device run without graphs bit for bit — loss, gradient norm, the bytes each axis sent (a
@@ -211,7 +212,8 @@ INSTANTIATE_TEST_SUITE_P(Zero, DeviceDataParallel, ::testing::Values(0, 1, 2, 3)
 struct GraphsCase {
   const char* name;
   Layout layout;
-  int replays_per_step;  // the micro-batches of a step that are replayed (gradient accumulation 2)
+  int replays_per_step;  // the micro-batches of a step that are replayed
+  int accumulation = 2;  // 1: every micro-batch reduces over dp, recorded with its reductions
 };
 void PrintTo(const GraphsCase& c, std::ostream* os) { *os << c.name; }
 class DeviceCudaGraphsWithCollectives : public ::testing::TestWithParam<GraphsCase> {};
@@ -225,6 +227,7 @@ TEST_P(DeviceCudaGraphsWithCollectives, ReplayEqualsTheRunWithoutGraphsBitForBit
   const fs::path dir = shared_dir(comm, std::string("device_graphs_") + c.name);
   (void)EnginePair::make_config(world, dir, c.layout, ComputeDevice::cpu);  // prepares the shared data
   RunConfig eager_config = EnginePair::make_config(world, dir, c.layout, ComputeDevice::cuda);
+  eager_config.training.gradient_accumulation = c.accumulation;
   RunConfig graphs_config = eager_config;
   graphs_config.training.cuda_graphs = true;
   graphs_config.checkpoint.dir = (dir / "checkpoints_graphs").string();
@@ -242,7 +245,8 @@ TEST_P(DeviceCudaGraphsWithCollectives, ReplayEqualsTheRunWithoutGraphsBitForBit
     EXPECT_EQ(got.comm_axis_bytes, want.comm_axis_bytes) << "step " << step;
   }
   ASSERT_FALSE(graphs.micro_batch_graph()->off());
-  // Step 1: micro-batch 0 as usual (the first), then the warm-up, the recording and replays.
+  // Step 1: the first micro-batch of the recorded kind as usual, then the warm-up, the recording and
+  // replays.
   const int replays = 4 * c.replays_per_step - 2;
   EXPECT_EQ(graphs.micro_batch_graph()->replays(), replays);
   EXPECT_TRUE(same_bytes(graphs.model().parameters().flat_values(), eager.model().parameters().flat_values()));
@@ -251,11 +255,12 @@ TEST_P(DeviceCudaGraphsWithCollectives, ReplayEqualsTheRunWithoutGraphsBitForBit
 
 INSTANTIATE_TEST_SUITE_P(
     Layouts, DeviceCudaGraphsWithCollectives,
-    ::testing::Values(GraphsCase{"dp_zero0", Layout{.zero_stage = 0}, 1},
-                      GraphsCase{"dp_zero1", Layout{.zero_stage = 1}, 1}, GraphsCase{"tp2", Layout{.tp = 2}, 2},
-                      GraphsCase{"tp2_sp", Layout{.tp = 2, .sequence_parallel = true}, 2},
-                      GraphsCase{"tp2_llama_bf16",
-                                 Layout{.tp = 2, .architecture = "llama", .precision = Precision::bf16}, 2}),
+    ::testing::Values(
+        GraphsCase{"dp_zero0", Layout{.zero_stage = 0}, 1}, GraphsCase{"dp_zero1", Layout{.zero_stage = 1}, 1},
+        GraphsCase{"dp_zero0_every_micro_batch_reduces", Layout{.zero_stage = 0}, 1, 1},
+        GraphsCase{"dp_zero1_every_micro_batch_reduces", Layout{.zero_stage = 1}, 1, 1},
+        GraphsCase{"tp2", Layout{.tp = 2}, 2}, GraphsCase{"tp2_sp", Layout{.tp = 2, .sequence_parallel = true}, 2},
+        GraphsCase{"tp2_llama_bf16", Layout{.tp = 2, .architecture = "llama", .precision = Precision::bf16}, 2}),
     [](const ::testing::TestParamInfo<GraphsCase>& info) { return std::string(info.param.name); });
 
 // parallel.dp_reduce hierarchical on the device (np4: 2 simulated nodes x 2 ranks): the NCCL

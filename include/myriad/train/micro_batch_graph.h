@@ -26,7 +26,10 @@
 // rank in the recorded order; their calls and bytes are counted once more per replay
 // (Communicator::count_replayed), their exposed time is not measured inside a replay. A
 // micro-batch whose backward starts data-parallel reductions over several ranks (the step's last
-// under dp > 1) runs as usual: the bucketed reductions' host bookkeeping is not recorded. When the
+// under dp > 1) differs from one that does not: the graph records the kind it meets first — under
+// training.gradient_accumulation 1 every micro-batch reduces, and its bucketed all-reduces or
+// reduce-scatters (started by the backward's hooks) and their retirement are recorded with the
+// pass — and runs the other kind as usual (with accumulation, the step's last). When the
 // model's buffers are
 // replaced (an evaluation at another batch size, a new recompute mode) the graph is dropped and the
 // sequence starts again. A recording that fails (a call capture forbids, such as a host wait) turns
@@ -75,7 +78,8 @@ class MicroBatchGraph {
 
   RankState& state_;
   Phase phase_ = Phase::first;
-  std::uint64_t generation_ = 0;  // the model's buffers the sequence ran on
+  std::uint64_t generation_ = 0;   // the model's buffers the sequence ran on
+  bool recorded_reduces_ = false;  // the kind of micro-batch recorded: one whose backward reduces over dp
   std::unique_ptr<GraphRecorder> recorder_;
   Tensor ids_, targets_;  // the staged inputs on the device: fixed addresses the graph reads
   std::int64_t replays_ = 0;
