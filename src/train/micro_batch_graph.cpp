@@ -70,9 +70,6 @@ std::string MicroBatchGraph::unavailable_reason(const RunConfig& config) {
   } else if (config.model.is_moe() && config.training.precision == Precision::fp16) {
     why << "a mixture of experts (model.num_experts " << config.model.num_experts
         << ") hands fp16's changing loss scale to its router's loss gradients as a kernel argument";
-  } else if (p.zero_stage >= 2) {
-    why << "parallel.zero_stage " << p.zero_stage << " reduces gradients"
-        << (p.zero_stage == 3 ? " and gathers parameters" : "") << " inside every micro-batch";
   }
   return why.str();
 }
