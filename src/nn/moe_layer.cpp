@@ -104,6 +104,12 @@ void MoeLayer::plan_rows(MoeActivations& a, const ops::Placement& placement, con
     x.recv_rows.assign(ep, El * M);
     x.local_offsets.assign(static_cast<std::size_t>(El + 1), 0);
     for (std::int64_t e = 0; e <= El; ++e) x.local_offsets[e] = e * ep * M;
+    PaddedPermutations& kept = padded_permutations_;
+    if (kept.block_rows == M && kept.regroup.defined() && kept.regroup.device() == placement.device()) {
+      x.regroup = kept.regroup;
+      x.ungroup = kept.ungroup;
+      return;
+    }
     // Received: by source rank, then local expert; local: by local expert, then source rank.
     std::vector<std::int32_t> regroup(static_cast<std::size_t>(El * ep * M)), ungroup(regroup.size());
     for (std::int64_t e = 0; e < El; ++e) {
@@ -118,6 +124,7 @@ void MoeLayer::plan_rows(MoeActivations& a, const ops::Placement& placement, con
     const std::int64_t n = x.local_rows();
     x.regroup = placement.from_host(host_tensor(regroup, {n}, DType::i32));
     x.ungroup = placement.from_host(host_tensor(ungroup, {n}, DType::i32));
+    kept = PaddedPermutations{.block_rows = M, .regroup = x.regroup, .ungroup = x.ungroup};
     return;
   }
   // Compact rows: the counts are read (with ep > 1 this rank's and its peers' in one transfer).

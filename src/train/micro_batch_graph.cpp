@@ -64,9 +64,6 @@ std::string MicroBatchGraph::unavailable_reason(const RunConfig& config) {
     why << "context parallelism (parallel.cp " << p.cp << ") passes keys and values around a ring inside attention";
   } else if (config.model.is_moe() && config.model.dropless) {
     why << "dropless routing (model.dropless) sizes the experts' rows from counts read on the host per micro-batch";
-  } else if (config.model.is_moe() && p.ep > 1) {
-    why << "expert parallelism (parallel.ep " << p.ep << ") exchanges tokens between ranks inside the forward and "
-        << "backward";
   } else if (config.model.is_moe() && config.training.precision == Precision::fp16) {
     why << "a mixture of experts (model.num_experts " << config.model.num_experts
         << ") hands fp16's changing loss scale to its router's loss gradients as a kernel argument";

@@ -273,6 +273,8 @@ INSTANTIATE_TEST_SUITE_P(
         GraphsCase{"dp_zero0_every_micro_batch_reduces", Layout{.zero_stage = 0}, 1, 1},
         GraphsCase{"dp_zero1_every_micro_batch_reduces", Layout{.zero_stage = 1}, 1, 1},
         GraphsCase{"dp_zero2", Layout{.zero_stage = 2}, 2}, GraphsCase{"dp_zero3", Layout{.zero_stage = 3}, 2},
+        GraphsCase{"ep2", Layout{.ep = 2, .experts = 4}, 1},
+        GraphsCase{"ep2_every_micro_batch_reduces", Layout{.ep = 2, .experts = 4}, 1, 1},
         GraphsCase{"tp2", Layout{.tp = 2}, 2}, GraphsCase{"tp2_sp", Layout{.tp = 2, .sequence_parallel = true}, 2},
         GraphsCase{"tp2_llama_bf16", Layout{.tp = 2, .architecture = "llama", .precision = Precision::bf16}, 2}),
     [](const ::testing::TestParamInfo<GraphsCase>& info) { return std::string(info.param.name); });

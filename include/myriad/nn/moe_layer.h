@@ -124,6 +124,14 @@ class MoeLayer {
   static constexpr std::size_t npos = static_cast<std::size_t>(-1);
   std::size_t router_ = npos, shared_fc_ = npos, shared_up_ = npos, shared_out_ = npos;
   std::size_t experts_fc_ = npos, experts_up_ = npos, experts_out_ = npos;
+  // Padded routing at ep > 1: the regroup / ungroup permutations depend on the rows per expert
+  // block only, so they are made once per block size and kept where the layer computes (a micro-batch
+  // recorded as a CUDA graph then uploads nothing). Read-only once made.
+  struct PaddedPermutations {
+    std::int64_t block_rows = -1;
+    Tensor regroup, ungroup;
+  };
+  mutable PaddedPermutations padded_permutations_;
 };
 
 }  // namespace myriad::nn
