@@ -60,8 +60,6 @@ std::string MicroBatchGraph::unavailable_reason(const RunConfig& config) {
     why << "training.device is " << choice_name(config.training.device);
   } else if (p.pp > 1) {
     why << "pipeline parallelism (parallel.pp " << p.pp << ") exchanges activations inside the step";
-  } else if (p.cp > 1) {
-    why << "context parallelism (parallel.cp " << p.cp << ") passes keys and values around a ring inside attention";
   } else if (config.model.is_moe() && config.model.dropless) {
     why << "dropless routing (model.dropless) sizes the experts' rows from counts read on the host per micro-batch";
   } else if (config.model.is_moe() && config.training.precision == Precision::fp16) {

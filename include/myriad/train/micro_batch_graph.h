@@ -29,8 +29,9 @@
 // under dp > 1) differs from one that does not: the graph records the kind it meets first — under
 // training.gradient_accumulation 1 every micro-batch reduces, and its bucketed all-reduces or
 // reduce-scatters (started by the backward's hooks) and their retirement are recorded with the
-// pass, as are ZeRO 2's per-micro-batch reduce-scatters, ZeRO 3's parameter gathers and capacity
-// routing's expert all-to-alls — and runs the other kind as usual (with accumulation, the step's last). When the
+// pass, as are ZeRO 2's per-micro-batch reduce-scatters, ZeRO 3's parameter gathers, capacity
+// routing's expert all-to-alls and context parallelism's ring — and runs the other kind as usual
+// (with accumulation, the step's last). When the
 // model's buffers are
 // replaced (an evaluation at another batch size, a new recompute mode) the graph is dropped and the
 // sequence starts again. A recording that fails (a call capture forbids, such as a host wait) turns
