@@ -98,6 +98,23 @@ TEST(Elementwise, CopyConvertsWithRoundToNearestEvenAndReadsViews) {
   for (double v : to_f64(z)) EXPECT_EQ(v, -2.5);
 }
 
+TEST(Elementwise, ZeroOfALargeSliceClearsEveryChunkAndNothingAround) {
+  // Over 4 MiB the memset is split in 1 MiB pieces over the threads: a slice whose size is no multiple
+  // of the piece, at an offset, must come out all zero with its neighbours untouched.
+  const std::int64_t rows = 2 * 1310723;  // two halves of 5 MiB + 12 bytes of f32 each
+  Tensor buffer = Tensor::empty({rows});
+  buffer.fill(1.5f);
+  Tensor second = buffer.slice(0, rows / 2 - 1, rows - 1);
+  zero(second);
+  const float* p = buffer.data<float>();
+  std::int64_t wrong = 0;
+  for (std::int64_t i = 0; i < rows; ++i) {
+    const bool inside = i >= rows / 2 - 1 && i < rows - 1;
+    wrong += p[i] != (inside ? 0.0f : 1.5f);
+  }
+  EXPECT_EQ(wrong, 0);
+}
+
 TEST(Elementwise, ArgumentErrorsNameOpAndTensor) {
   Tensor a = Tensor::zeros({2, 3}), wrong = Tensor::zeros({3, 2}), out = Tensor::zeros({2, 3});
   expect_error_naming([&] { add_forward(AddArgs{}, a, wrong, out); }, {"add_forward", "'b'", "[3, 2]"});
