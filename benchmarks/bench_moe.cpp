@@ -200,10 +200,10 @@ int main(int argc, char** argv) {
     for (int p = 0; p < static_cast<int>(acts.exchange.recv_rows.size()); ++p) {
       if (p != rank) remote += acts.exchange.recv_rows[static_cast<std::size_t>(p)];
     }
-    layer.backward(store, x, acts, go, grad_h, 1.0f);
+    layer.backward(store, x, acts, go, grad_h, {1.0f});
     auto moe_step = [&] {
       layer.forward(store, x, out, acts);
-      layer.backward(store, x, acts, go, grad_h, 1.0f);
+      layer.backward(store, x, acts, go, grad_h, {1.0f});
     };
     world->barrier();
     world->reset_stats();

@@ -263,8 +263,13 @@ __global__ void slots_kernel(RouteShape s, const std::int32_t* expert, std::int3
 }
 
 __global__ void backward_kernel(RouteShape s, const float* logits, const std::int32_t* expert, const float* grad_weight,
-                                double aux_scale, double z_scale, float* grad_logits, RouteScratch scratch) {
+                                double aux_scale, double z_scale, const float* scale, float* grad_logits,
+                                RouteScratch scratch) {
   const std::int64_t N = s.tokens, E = s.experts, k = s.top_k, T = s.seq_len;
+  if (scale != nullptr) {  // the step's loss scale, read when the kernel runs (a graph's replays follow it)
+    aux_scale *= static_cast<double>(*scale);
+    z_scale *= static_cast<double>(*scale);
+  }
   const double Tg = static_cast<double>(whole_length(s));
   const std::int64_t stride = static_cast<std::int64_t>(gridDim.x) * blockDim.x;
   for (std::int64_t t = static_cast<std::int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; t < N; t += stride) {
@@ -384,7 +389,8 @@ void route_tokens_f32(const RouteShape& shape, const float* logits, const std::i
 
 void route_tokens_backward_f32(const RouteShape& shape, const float* logits, const std::int64_t* context,
                                const std::int32_t* expert, const float* grad_weight, double aux_scale, double z_scale,
-                               float* grad_logits, void* scratch, std::int64_t scratch_bytes, cudaStream_t stream) {
+                               const float* scale, float* grad_logits, void* scratch, std::int64_t scratch_bytes,
+                               cudaStream_t stream) {
   const char* op = "route_tokens_backward_f32";
   check_shape(op, shape);
   check_context(op, shape, context);
@@ -394,6 +400,7 @@ void route_tokens_backward_f32(const RouteShape& shape, const float* logits, con
   detail::check_pointer(op, "expert", expert, alignof(std::int32_t));
   detail::check_pointer(op, "grad_weight", grad_weight, alignof(float));
   detail::check_pointer(op, "grad_logits", grad_logits, alignof(float));
+  if (scale != nullptr) detail::check_pointer(op, "scale", scale, alignof(float));
   detail::check_disjoint(op, "grad_logits", grad_logits, static_cast<std::size_t>(N * shape.experts) * sizeof(float),
                          "logits", logits, static_cast<std::size_t>(N * shape.experts) * sizeof(float));
   const RouteScratch parts = checked_scratch(op, shape, scratch, scratch_bytes);
@@ -401,7 +408,7 @@ void route_tokens_backward_f32(const RouteShape& shape, const float* logits, con
   sequence_kernel<<<B, kThreads, 0, stream>>>(shape, logits, context, expert, parts, false);
   MYRIAD_CUDA_CHECK(cudaGetLastError());
   backward_kernel<<<detail::grid_stride_blocks(op, N, kThreads), kThreads, 0, stream>>>(
-      shape, logits, expert, grad_weight, aux_scale, z_scale, grad_logits, parts);
+      shape, logits, expert, grad_weight, aux_scale, z_scale, scale, grad_logits, parts);
   MYRIAD_CUDA_CHECK(cudaGetLastError());
 }
 

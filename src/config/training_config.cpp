@@ -73,13 +73,14 @@ const std::vector<Field<TrainingConfig>>& TrainingConfig::fields() {
                  "NCCL with any zero_stage, tensor, sequence and pipeline parallelism, dense and MoE models "
                  "(expert parallelism included), gradient compression, 1-bit Adam and local SGD, head dim 64 or 128, "
                  "fp32, bf16 or fp16)"),
-      make_field("cuda_graphs", &T::cuda_graphs,
-                 "cuda: record a micro-batch's forward and backward as a CUDA graph once and replay it for the "
-                 "micro-batches after (fewer kernel launches from the host); tensor parallelism's NCCL calls and the "
-                 "data-parallel reductions and ZeRO 3 gathers of a recorded micro-batch are recorded with the pass "
-                 "(their exposed time inside a replay is not measured), as are context parallelism's ring and "
-                 "capacity-routed experts' all-to-alls; where a layout or setting rules it out (pp, dropless MoE, MoE "
-                 "under fp16) the run says why at start-up and runs without"),
+      make_field(
+          "cuda_graphs", &T::cuda_graphs,
+          "cuda: record a micro-batch's forward and backward as a CUDA graph once and replay it for the "
+          "micro-batches after (fewer kernel launches from the host); tensor parallelism's NCCL calls and the "
+          "data-parallel reductions and ZeRO 3 gathers of a recorded micro-batch are recorded with the pass "
+          "(their exposed time inside a replay is not measured), as are context parallelism's ring and "
+          "capacity-routed experts' all-to-alls; where a layout or setting rules it out (pp, dropless MoE) the run "
+          "says why at start-up and runs without"),
       make_field("precision", &T::precision,
                  "compute precision; master weights and optimizer states stay fp32. fp8: the transformer blocks' "
                  "dense linear layers on FP8 GEMMs (E4M3 inputs and weights, E5M2 gradients, per-tensor delayed "

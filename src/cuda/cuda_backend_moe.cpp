@@ -202,14 +202,14 @@ void CudaBackend::route_tokens(const RouteArgs& args, const Tensor& logits, Rout
 
 void CudaBackend::route_tokens_backward(const RouteArgs& args, const Tensor& logits, const Tensor& expert,
                                         const Tensor& grad_weight, double aux_scale, double z_scale,
-                                        Tensor& grad_logits, const Tensor& context) {
+                                        Tensor& grad_logits, const Tensor& context, const Tensor& scale) {
   const RouteShape shape = route_shape(args, logits);
   const std::int64_t scratch_bytes = route_tokens_scratch_bytes(shape);
   Tensor scratch = empty({scratch_bytes}, DType::i8);
   DeviceGuard guard(context_.device());
   route_tokens_backward_f32(shape, floats(logits), context_counts(context), expert.data<std::int32_t>(),
-                            floats(grad_weight), aux_scale, z_scale, floats(grad_logits), scratch.raw_data(),
-                            scratch_bytes, context_.stream());
+                            floats(grad_weight), aux_scale, z_scale, scale.defined() ? floats(scale) : nullptr,
+                            floats(grad_logits), scratch.raw_data(), scratch_bytes, context_.stream());
 }
 
 void CudaBackend::count_route_choices(const RouteArgs& args, const Tensor& logits, Tensor& counts) {

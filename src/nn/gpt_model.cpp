@@ -449,11 +449,13 @@ void GptModel::backward_chunk(int chunk, int slot_index, const Tensor& ids, cons
     copy(message, grad);
   }
   const auto [first, last] = chunk_blocks_.at(chunk);
+  // Staged inputs (a recorded micro-batch): the MoE routers read the seed write_loss_scale() staged.
+  const AuxLossScale aux_scale{loss_scale, inputs_staged_ ? b.grad_losses.slice(0, 0, 1) : Tensor()};
   for (int i = last; i-- > first;) {
     const auto r = static_cast<std::size_t>(i) + static_cast<std::size_t>(chunk);
     acquire_block(i, Pass::backward);
     blocks_[i].recompute(store_, s.residual[r], s.blocks[i], b.scratch, b.mode);
-    blocks_[i].backward(store_, s.residual[r], s.blocks[i], b.scratch, grad, loss_scale);
+    blocks_[i].backward(store_, s.residual[r], s.blocks[i], b.scratch, grad, aux_scale);
     round_to_format(grad, activation_precision_);
     release_block(i, Pass::backward);
     grads_ready(block_units_[i].second);

@@ -278,7 +278,7 @@ void MoeLayer::forward(const ParameterStore& store, const Tensor& h, Tensor& out
 }
 
 void MoeLayer::backward(ParameterStore& store, const Tensor& h, MoeActivations& a, const Tensor& grad_out,
-                        Tensor& grad_h, float loss_scale) const {
+                        Tensor& grad_h, const AuxLossScale& loss_scale) const {
   const ops::Placement placement = ops::placement_of(h, "moe input");
   const MoeSpec& moe = config_.moe;
   const std::int64_t B = h.size(0), T = h.size(1), N = B * T, C = config_.n_embd, E = moe.num_experts;
@@ -322,9 +322,11 @@ void MoeLayer::backward(ParameterStore& store, const Tensor& h, MoeActivations& 
   // ... plus the router's: the combine weights' and the auxiliary losses' gradients.
   Tensor d_logits = placement.empty({N, E});
   const auto whole_length = static_cast<double>(T * a.route.context_ranks);
+  // ((coef T) s) either way: with the staged seed the op multiplies by s when it runs.
+  const double seed = loss_scale.staged.defined() ? 1.0 : static_cast<double>(loss_scale.value);
   route_tokens_backward(a.route, a.logits, r.expert, d_weight,
-                        static_cast<double>(moe.aux_loss_coef) * whole_length * loss_scale,
-                        static_cast<double>(moe.z_loss_coef) * loss_scale, d_logits, a.context);
+                        static_cast<double>(moe.aux_loss_coef) * whole_length * seed,
+                        static_cast<double>(moe.z_loss_coef) * seed, d_logits, a.context, loss_scale.staged);
   linear_backward(hf, store[router_].value, d_logits, gh, true, store[router_].grad, none);
   // ... plus the shared experts'.
   if (shared_fc_ != npos) {

@@ -628,7 +628,7 @@ void TransformerBlock::moe_forward(const ParameterStore& store, BlockActivations
 // s.d_h <- this rank's partial dL/d h2: the MoE layer's input gradient for its sequences, zeros
 // elsewhere (summed over the group by the caller's reduced_input_grad).
 void TransformerBlock::moe_backward(ParameterStore& store, const BlockActivations& a, BlockScratch& s,
-                                    const Tensor& grad, float loss_scale) const {
+                                    const Tensor& grad, const AuxLossScale& loss_scale) const {
   const std::int64_t B = a.h2.size(0);
   const IndexRange mine = moe_sequences(B);
   MYRIAD_CHECK(mine.size() < B || split_.tp_size() == 1,
@@ -651,7 +651,7 @@ Tensor TransformerBlock::reduced_input_grad(BlockScratch& s) const {
 }
 
 void TransformerBlock::backward(ParameterStore& store, const Tensor& x, const BlockActivations& a, BlockScratch& s,
-                                Tensor& grad, float loss_scale) const {
+                                Tensor& grad, const AuxLossScale& loss_scale) const {
   const std::int64_t B = a.h1.size(0), T = a.h1.size(1);
   const std::int64_t Hq = widths_.heads, Hkv = widths_.kv_heads, D = widths_.head_dim;
   zero(s.norm_grads);

@@ -108,7 +108,7 @@ void Backend::route_tokens(const RouteArgs&, const Tensor&, RoutedTokens&, const
   unsupported("route_tokens");
 }
 void Backend::route_tokens_backward(const RouteArgs&, const Tensor&, const Tensor&, const Tensor&, double, double,
-                                    Tensor&, const Tensor&) {
+                                    Tensor&, const Tensor&, const Tensor&) {
   unsupported("route_tokens_backward");
 }
 void Backend::count_route_choices(const RouteArgs&, const Tensor&, Tensor&) { unsupported("count_route_choices"); }

@@ -95,7 +95,8 @@ void route_tokens(const RouteArgs& args, const Tensor& logits, RoutedTokens& out
 }
 
 void route_tokens_backward(const RouteArgs& args, const Tensor& logits, const Tensor& expert, const Tensor& grad_weight,
-                           double aux_scale, double z_scale, Tensor& grad_logits, const Tensor& context) {
+                           double aux_scale, double z_scale, Tensor& grad_logits, const Tensor& context,
+                           const Tensor& scale) {
   const char* op = "route_tokens_backward";
   const auto [N, E] = check_logits(op, args, logits);
   check_context(op, args, N, E, context);
@@ -103,15 +104,18 @@ void route_tokens_backward(const RouteArgs& args, const Tensor& logits, const Te
   check_i32(op, "expert", expert, {N, k});
   ops::check_f32_contiguous(op, "grad_weight", grad_weight, {N, k});
   ops::check_f32_contiguous(op, "grad_logits", grad_logits, {N, E});
+  if (scale.defined()) ops::check_f32_contiguous(op, "scale", scale, {1});
   const Device device = ops::check_same_device(op, {{"logits", &logits},
                                                     {"expert", &expert},
                                                     {"grad_weight", &grad_weight},
                                                     {"grad_logits", &grad_logits},
-                                                    {"context", &context}});
+                                                    {"context", &context},
+                                                    {"scale", &scale}});
   if (device.is_cpu())
-    return cpu::route_tokens_backward(args, logits, expert, grad_weight, aux_scale, z_scale, grad_logits, context);
+    return cpu::route_tokens_backward(args, logits, expert, grad_weight, aux_scale, z_scale, grad_logits, context,
+                                      scale);
   ops::backend_of(op, {{"logits", &logits}, {"grad_logits", &grad_logits}})
-      .route_tokens_backward(args, logits, expert, grad_weight, aux_scale, z_scale, grad_logits, context);
+      .route_tokens_backward(args, logits, expert, grad_weight, aux_scale, z_scale, grad_logits, context, scale);
 }
 
 void count_route_choices(const RouteArgs& args, const Tensor& logits, Tensor& counts) {

@@ -62,9 +62,6 @@ std::string MicroBatchGraph::unavailable_reason(const RunConfig& config) {
     why << "pipeline parallelism (parallel.pp " << p.pp << ") exchanges activations inside the step";
   } else if (config.model.is_moe() && config.model.dropless) {
     why << "dropless routing (model.dropless) sizes the experts' rows from counts read on the host per micro-batch";
-  } else if (config.model.is_moe() && config.training.precision == Precision::fp16) {
-    why << "a mixture of experts (model.num_experts " << config.model.num_experts
-        << ") hands fp16's changing loss scale to its router's loss gradients as a kernel argument";
   }
   return why.str();
 }
@@ -104,8 +101,8 @@ void MicroBatchGraph::pass(int slot, float loss_scale) {
   model.set_inputs_staged(true);
   try {
     model.forward_chunk(0, slot, ids_, targets_);
-    // The LM loss's gradient seed is staged (write_loss_scale); an MoE router's loss gradients take
-    // the scale as an argument, recorded as it is (constant: unavailable_reason keeps fp16 out).
+    // The LM loss's gradient seed is staged (write_loss_scale); an MoE router's loss gradients read
+    // it from there too (nn::AuxLossScale), so replays follow fp16's changing scale.
     model.backward_chunk(0, slot, ids_, targets_, loss_scale);
     // The bucketed reductions the backward started end inside the pass (their NCCL calls and the
     // shard additions are then part of a recording); DataParallel::finish_step finds none left.

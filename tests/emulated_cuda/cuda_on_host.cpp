@@ -1810,12 +1810,14 @@ void route_tokens_f32(const RouteShape& s, const float* logits, const std::int64
 }
 void route_tokens_backward_f32(const RouteShape& s, const float* logits, const std::int64_t* context,
                                const std::int32_t* expert, const float* grad_weight, double aux_scale, double z_scale,
-                               float* grad_logits, void*, std::int64_t, cudaStream_t launch_stream) {
+                               const float* scale, float* grad_logits, void*, std::int64_t,
+                               cudaStream_t launch_stream) {
   emulated::launch(launch_stream, [=]() mutable {
     const std::int64_t N = s.tokens, E = s.experts, k = s.top_k;
     Tensor g = W(grad_logits, {N, E});
     route_tokens_backward(route_args(s), W(logits, {N, E}), W(expert, {N, k}, DType::i32), W(grad_weight, {N, k}),
-                          aux_scale, z_scale, g, route_context(s, context));
+                          aux_scale, z_scale, g, route_context(s, context),
+                          scale != nullptr ? W(scale, {1}) : Tensor());
   });
 }
 void add_group_bias_f32(float* x, const float* bias, const std::int64_t* offsets, std::int64_t groups, std::int64_t,

@@ -192,6 +192,13 @@ TEST_F(CudaBackendTest, RouteTokensAndItsBackwardMatchTheCpu) {
     route_tokens_backward(args, on_device(logits), device.expert, on_device(grad_weight), 0.7, 0.3, d_grad_logits,
                           d_context);
     expect_close(d_grad_logits, grad_logits, 1e-6, "grad_logits");
+    // The scale staged on the device (a recorded graph's loss scale) multiplies both scales in the kernel.
+    Tensor staged = Tensor::empty({1});
+    staged.data<float>()[0] = 2.0f;
+    route_tokens_backward(args, logits, host.expert, grad_weight, 1.4, 0.6, grad_logits, context);
+    route_tokens_backward(args, on_device(logits), device.expert, on_device(grad_weight), 0.7, 0.3, d_grad_logits,
+                          d_context, on_device(staged));
+    expect_close(d_grad_logits, grad_logits, 1e-6, "grad_logits with a staged scale");
   }
 }
 

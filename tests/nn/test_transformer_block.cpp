@@ -27,7 +27,7 @@ KeptGradientsRun block_backward_on(const TransformerBlock& block, ParameterStore
                                    const BlockActivations& acts, BlockScratch scratch, const Tensor& grad_y) {
   store.zero_grads();
   Tensor grad = grad_y.clone();
-  block.backward(store, x, acts, scratch, grad, 1.0f);
+  block.backward(store, x, acts, scratch, grad, {1.0f});
   KeptGradientsRun r;
   for (const Parameter& p : store.all()) r.grads.push_back(testing::to_f64(p.grad));
   r.input_grad = testing::to_f64(grad);

@@ -255,6 +255,37 @@ TEST(MoeRouting, BackwardMatchesCentralDifferences) {
   }
 }
 
+// A staged scale (one f32 element, read when the op runs) multiplies both loss scales: the gradient
+// equals the one computed with the scales multiplied beforehand in float64, bit for bit; a scale
+// of another shape is refused by name.
+TEST(MoeRouting, AStagedScaleMultipliesBothLossScales) {
+  std::uint64_t seed = testing::fresh_seed();
+  MYRIAD_SEED_TRACE(seed);
+  const std::int64_t N = 8, E = 5, T = 4, k = 2;
+  const MoeSpec s = spec(E, k);
+  const std::vector<float> logits = random_logits(N * E, seed, 1);
+  const RoutingPlan plan = plan_routing(logits.data(), N, E, T, s);
+  Tensor l = Tensor::empty({N, E}), expert = Tensor::empty({N, k}, DType::i32);
+  std::copy(logits.begin(), logits.end(), l.data<float>());
+  std::copy(plan.expert.begin(), plan.expert.end(), expert.data<std::int32_t>());
+  const Tensor g = testing::random_tensor({N, k}, seed, 2);
+  const float staged = static_cast<float>(testing::to_f64(testing::random_tensor({1}, seed, 3, 0.5f, 3.0f))[0]);
+  Tensor scale = Tensor::empty({1});
+  scale.data<float>()[0] = staged;
+  const double aux = 0.7, z = 0.3;
+  Tensor want = Tensor::empty({N, E}), got = Tensor::empty({N, E});
+  route_tokens_backward(route_args(s, T), l, expert, g, aux * staged, z * staged, want);
+  route_tokens_backward(route_args(s, T), l, expert, g, aux, z, got, Tensor(), scale);
+  EXPECT_EQ(values<float>(got), values<float>(want));
+  Tensor unscaled = Tensor::empty({N, E});
+  route_tokens_backward(route_args(s, T), l, expert, g, aux, z, unscaled);
+  EXPECT_NE(values<float>(unscaled), values<float>(want)) << "the scale changed nothing";
+  Tensor two = Tensor::empty({2});
+  testing::expect_error_naming(
+      [&] { route_tokens_backward(route_args(s, T), l, expert, g, aux, z, got, Tensor(), two); },
+      {"route_tokens_backward", "'scale'"});
+}
+
 TEST(MoeRouting, NonFiniteLogitsRouteDeterministicallyAndPartialSequencesAreRefused) {
   // A NaN logit does not stop the op (a device could not say so without waiting): its token still
   // picks in-range experts, a NaN score counting as the lowest, and the non-finite values flow on

@@ -151,7 +151,7 @@ class CudaBackend final : public ops::Backend {
                      Tensor& totals) override;
   void route_tokens_backward(const RouteArgs& args, const Tensor& logits, const Tensor& expert,
                              const Tensor& grad_weight, double aux_scale, double z_scale, Tensor& grad_logits,
-                             const Tensor& context) override;
+                             const Tensor& context, const Tensor& scale) override;
   void count_route_choices(const RouteArgs& args, const Tensor& logits, Tensor& counts) override;
   void grouped_matmul_forward(const GroupedMatmulArgs& args, const Tensor& x, const Tensor& weight, const Tensor& bias,
                               const std::vector<std::int64_t>& offsets, Tensor& out) override;

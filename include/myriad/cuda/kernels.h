@@ -234,9 +234,11 @@ void route_tokens_f32(const RouteShape& shape, const float* logits, const std::i
                       float* weight, std::int32_t* slot, std::int32_t* source, std::int64_t source_rows,
                       std::int64_t* counts, double* totals, void* scratch, std::int64_t scratch_bytes,
                       cudaStream_t stream);
+// scale: null, or one float on the device that multiplies aux_scale and z_scale when the kernel runs.
 void route_tokens_backward_f32(const RouteShape& shape, const float* logits, const std::int64_t* context,
                                const std::int32_t* expert, const float* grad_weight, double aux_scale, double z_scale,
-                               float* grad_logits, void* scratch, std::int64_t scratch_bytes, cudaStream_t stream);
+                               const float* scale, float* grad_logits, void* scratch, std::int64_t scratch_bytes,
+                               cudaStream_t stream);
 // counts (B, chunks, E): chunks = 2 under context parallelism, else 1.
 std::int64_t count_route_choices_scratch_bytes(const RouteShape& shape);
 void count_route_choices_f32(const RouteShape& shape, const float* logits, std::int64_t* counts, void* scratch,

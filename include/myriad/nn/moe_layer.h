@@ -96,6 +96,14 @@ struct MoeLayerStats {
 RouteArgs moe_route_args(const MoeSpec& spec, std::int64_t seq_len, const ops::Placement& placement,
                          const ContextParallel& cp);
 
+// The scale of the auxiliary losses' gradients (the LM loss's gradient seed): `value`, or, when
+// `staged` is defined (one f32 element where the pass runs: the seed a recorded CUDA graph's
+// replays find staged), the value read there when the router's backward runs.
+struct AuxLossScale {
+  float value = 1.0f;
+  Tensor staged;
+};
+
 class MoeLayer {
  public:
   MoeLayer(const TransformerConfig& config, const ModelSplit& split, int layer, ParameterStore& store);
@@ -105,7 +113,7 @@ class MoeLayer {
   void forward(const ParameterStore& store, const Tensor& h, Tensor& out, MoeActivations& a) const;
   // grad_h written from grad_out; `loss_scale` scales the auxiliary losses like the LM loss.
   void backward(ParameterStore& store, const Tensor& h, MoeActivations& a, const Tensor& grad_out, Tensor& grad_h,
-                float loss_scale) const;
+                const AuxLossScale& loss_scale) const;
   // The store index of the first expert parameter (the experts are the block's last parameters).
   std::size_t first_expert_parameter() const { return experts_fc_; }
 

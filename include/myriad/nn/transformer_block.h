@@ -169,7 +169,7 @@ class TransformerBlock {
                  Recompute mode) const;
   // `loss_scale`: the LM loss's gradient seed, which also scales an MoE block's auxiliary losses.
   void backward(ParameterStore& store, const Tensor& x, const BlockActivations& acts, BlockScratch& scratch,
-                Tensor& grad, float loss_scale) const;
+                Tensor& grad, const AuxLossScale& loss_scale) const;
   // A batched decoding step (transformer_block_decode.cpp): x, y (1, N, C) hold the new rows of
   // `seqs` one sequence after another; appends their k, v to the sequences' blocks of `cache` and
   // writes the block output to y.
@@ -240,7 +240,7 @@ class TransformerBlock {
   void rope_at_positions(bool backward, const Tensor& x, Tensor& out) const;
   void moe_forward(const ParameterStore& store, BlockActivations& a, BlockScratch& s, Tensor& y) const;
   void moe_backward(ParameterStore& store, const BlockActivations& a, BlockScratch& s, const Tensor& grad,
-                    float loss_scale) const;
+                    const AuxLossScale& loss_scale) const;
   Tensor norm_grad_target(std::size_t index, BlockScratch& s, int slot) const;
 };
 

@@ -143,7 +143,7 @@ class Backend : public ExecutionContext {
   virtual void route_tokens(const RouteArgs& args, const Tensor& logits, RoutedTokens& out, const Tensor& context);
   virtual void route_tokens_backward(const RouteArgs& args, const Tensor& logits, const Tensor& expert,
                                      const Tensor& grad_weight, double aux_scale, double z_scale, Tensor& grad_logits,
-                                     const Tensor& context);
+                                     const Tensor& context, const Tensor& scale);
   virtual void count_route_choices(const RouteArgs& args, const Tensor& logits, Tensor& counts);
   // Block-sparse attention's selection (ops/block_selection.h).
   virtual void block_means(const Tensor& x, std::int64_t block_size, Tensor& out);

@@ -38,7 +38,9 @@
 //   sum_{t,j} grad_weight[t, j] weight[t, j] + aux_scale sum_s aux_s + z_scale sum_t z_t
 // with respect to the logits, the choice and the drops held fixed (`expert` from the forward).
 // The arithmetic runs in float64 on every backend (the model passes coef * T * loss_scale and
-// coef * loss_scale as the scales); backends agree to float64 rounding of exp/log.
+// coef * loss_scale as the scales); backends agree to float64 rounding of exp/log. `scale`, when
+// defined (one f32 element where the op runs), multiplies both scales when the op runs: a recorded
+// CUDA graph passes coef * T and coef with the step's staged loss scale, which its replays follow.
 // Context parallelism (args.context_ranks = cp > 1, nn/context_parallel.h): each of the B local
 // sequences of T = args.seq_len tokens is two chunks of c = T / 2 tokens — global chunks
 // context_rank and 2 cp - 1 - context_rank — of a sequence of Tg = cp T tokens, and routing is
@@ -82,14 +84,16 @@ std::int64_t routed_rows(const RouteArgs& args, std::int64_t tokens, std::int64_
 // `context` (cp, B, 2, E) i64: required when args.context_ranks > 1, undefined otherwise.
 void route_tokens(const RouteArgs& args, const Tensor& logits, RoutedTokens& out, const Tensor& context = Tensor());
 void route_tokens_backward(const RouteArgs& args, const Tensor& logits, const Tensor& expert, const Tensor& grad_weight,
-                           double aux_scale, double z_scale, Tensor& grad_logits, const Tensor& context = Tensor());
+                           double aux_scale, double z_scale, Tensor& grad_logits, const Tensor& context = Tensor(),
+                           const Tensor& scale = Tensor());
 // counts (B, args.chunks(), E) i64 written: each local chunk's top-k choices per expert.
 void count_route_choices(const RouteArgs& args, const Tensor& logits, Tensor& counts);
 
 namespace cpu {
 void route_tokens(const RouteArgs& args, const Tensor& logits, RoutedTokens& out, const Tensor& context);
 void route_tokens_backward(const RouteArgs& args, const Tensor& logits, const Tensor& expert, const Tensor& grad_weight,
-                           double aux_scale, double z_scale, Tensor& grad_logits, const Tensor& context);
+                           double aux_scale, double z_scale, Tensor& grad_logits, const Tensor& context,
+                           const Tensor& scale);
 void count_route_choices(const RouteArgs& args, const Tensor& logits, Tensor& counts);
 }  // namespace cpu
 
