@@ -56,12 +56,10 @@ void linear_gelu_forward(const Tensor& x, const Tensor& weight, const Tensor& bi
       {"x", &x}, {"weight", &weight}, {"bias", &bias}, {"pre_activation", &pre_activation}, {"y", &y}};
   if (ops::check_same_device(op, tensors).is_cpu()) {
     if (is_sixteen_bit(pre_activation.dtype())) {  // rounded once, then the GELU of the rounded value
-      Tensor pre = Tensor::empty(pre_activation.shape()), wide_y = Tensor::empty(y.shape());
+      Tensor pre = Tensor::empty(pre_activation.shape());
       cpu::linear_forward(LinearArgs{}, ops::as_f32_operand(x), ops::as_f32_operand(weight), bias, pre);
       pre_activation.copy_from(pre);
-      pre.copy_from(pre_activation);
-      cpu::gelu_forward(GeluArgs{}, pre, wide_y);
-      y.copy_from(wide_y);
+      gelu_forward(GeluArgs{}, pre_activation, y);
       return;
     }
     return ops::compute_into_output(y, [&](Tensor& result) {

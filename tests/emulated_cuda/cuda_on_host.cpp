@@ -123,6 +123,16 @@ void deliver_all() {
   for (cudaStream_t s : all) deliver_up_to(s, UINT64_MAX);
 }
 
+// With MYRIAD_EMULATED_SYNC_TRACE set: "[tag] call suffix" and the call stack that led here, on stderr.
+void trace_call(const char* tag, const char* call, const char* suffix = "") {
+  static const bool trace = std::getenv("MYRIAD_EMULATED_SYNC_TRACE") != nullptr;
+  if (!trace) return;
+  void* frames[32];
+  const int depth = backtrace(frames, 32);
+  std::fprintf(stderr, "[%s] %s%s\n", tag, call, suffix);
+  backtrace_symbols_fd(frames, depth, STDERR_FILENO);
+}
+
 }  // namespace
 
 // Counts one device→host synchronisation (emulated_streams.h); `what` names the call in a trace.
@@ -131,23 +141,11 @@ void note_host_wait(const char* what) {
     std::lock_guard<std::mutex> lock(streams().mutex);
     ++streams().host_waits;
   }
-  static const bool trace = std::getenv("MYRIAD_EMULATED_SYNC_TRACE") != nullptr;
-  if (!trace) return;
-  void* frames[32];
-  const int depth = backtrace(frames, 32);
-  std::fprintf(stderr, "[emulated sync] %s\n", what);
-  backtrace_symbols_fd(frames, depth, STDERR_FILENO);
+  trace_call("emulated sync", what);
 }
 
 // A call refused while recording: with MYRIAD_EMULATED_SYNC_TRACE set, where it was made.
-void note_capture_refusal(const char* call) {
-  static const bool trace = std::getenv("MYRIAD_EMULATED_SYNC_TRACE") != nullptr;
-  if (!trace) return;
-  void* frames[32];
-  const int depth = backtrace(frames, 32);
-  std::fprintf(stderr, "[emulated capture] %s refused while recording\n", call);
-  backtrace_symbols_fd(frames, depth, STDERR_FILENO);
-}
+void note_capture_refusal(const char* call) { trace_call("emulated capture", call, " refused while recording"); }
 
 // A wait loop polls only after its event answered "not ready": one poll is one host wait.
 void note_wait_poll() {

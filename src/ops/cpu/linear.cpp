@@ -26,10 +26,7 @@ void linear_dgelu_backward(const Tensor& grad_y, const Tensor& weight, const Ten
   if (pre_activation.dtype() != DType::f32) {
     Tensor wide = Tensor::empty(grad_pre.shape());
     cpu::matmul_forward(MatmulArgs{}, grad_y, weight, wide);
-    Tensor widened_pre = Tensor::empty(pre_activation.shape());
-    widened_pre.copy_from(pre_activation);
-    cpu::gelu_backward(GeluArgs{}, widened_pre, wide, wide);
-    grad_pre.copy_from(wide);
+    myriad::gelu_backward(GeluArgs{}, pre_activation, wide, grad_pre);  // reads widened, rounds once
     if (grad_bias.defined()) {
       Tensor no_grad_x;
       myriad::bias_add_backward(BiasAddArgs{}, grad_pre, no_grad_x, grad_bias);

@@ -191,8 +191,9 @@ void route_tokens_backward(const RouteArgs& args, const Tensor& logits_in, const
                            const Tensor& grad_weight_in, double aux_scale, double z_scale, Tensor& grad_logits,
                            const Tensor& context, const Tensor& scale) {
   if (scale.defined()) {  // read now: on an emulated device, when the recorded launch runs
-    aux_scale *= static_cast<double>(scale.data<float>()[0]);
-    z_scale *= static_cast<double>(scale.data<float>()[0]);
+    const auto s = static_cast<double>(scale.data<float>()[0]);
+    aux_scale *= s;
+    z_scale *= s;
   }
   const std::int64_t N = logits_in.size(0), E = logits_in.size(1), k = args.top_k, T = args.seq_len;
   const float* logits = logits_in.data<float>();
