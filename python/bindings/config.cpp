@@ -66,6 +66,10 @@ void bind_config(py::module_& m) {
   py::class_<RunConfig>(m, "Config", "Run configuration (see docs/config.md); keys as cfg['section.key']")
       .def_static("from_file", &RunConfig::from_yaml_file, py::arg("path"))
       .def_static("from_string", &RunConfig::from_yaml_string, py::arg("text"), py::arg("source_name") = "<string>")
+      .def(
+          "copy", [](const RunConfig& c) { return c; },
+          "an independent copy (what a search that tries many overrides on one parsed file starts from)")
+      .def("__copy__", [](const RunConfig& c) { return c; })
       .def("set", &RunConfig::apply_override, py::arg("key_equals_value"), "apply one 'section.key=value' override")
       .def(
           "validate",

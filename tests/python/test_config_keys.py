@@ -37,6 +37,18 @@ def test_every_key_of_to_dict_round_trips_through_getitem(cfg):
     assert cfg.to_yaml() == text
 
 
+def test_a_copy_is_independent_of_its_original(cfg):
+    import copy
+
+    before = cfg.to_yaml()
+    for duplicate in (cfg.copy(), copy.copy(cfg)):
+        assert duplicate.to_yaml() == before
+        duplicate.set("training.lr=0.5")
+        duplicate["parallel.pp_schedule"] = "1f1b"
+        assert duplicate["training.lr"] == 0.5 and duplicate["parallel.pp_schedule"] == "1f1b"
+    assert cfg.to_yaml() == before and cfg["training.lr"] == 1.0e-3
+
+
 def test_values_are_python_values_and_match_the_yaml(cfg):
     assert cfg["training.micro_batch"] == 2
     assert cfg["training.lr"] == 1e-3

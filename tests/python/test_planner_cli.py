@@ -137,8 +137,9 @@ def test_layouts_left_out_before_the_engines_check_are_ones_it_refuses():
                     gradient_accumulation=batch // 512, **common)  # micro-batch 1 over tp 2
     interleaved = Layout(tp=1, pp=16, dp=64, virtual_stages=2, schedule="interleaved", sequence_parallel=False,
                          micro_batch=16, gradient_accumulation=4, **common)  # 4 micro-batches, pp 16
+    parsed = myriad.Config.from_string(base.config_yaml)
     for layout, rule in ((moe_tp, planner.PRUNED_MOE_MICRO_BATCH), (interleaved, planner.PRUNED_INTERLEAVED)):
-        refusal = planner._engine_refusal(base.config_yaml, planner.layout_overrides(layout, batch), 1024)
+        refusal = planner._engine_refusal(parsed, planner.layout_overrides(layout, batch), 1024)
         assert refusal is not None, rule  # the engine refuses what the search leaves out
         skipped = {}
         space = {"tp": [layout.tp], "pp": [layout.pp], "cp": [1], "ep": [16], "virtual_stages": [layout.virtual_stages],

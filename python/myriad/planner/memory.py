@@ -105,6 +105,9 @@ class ParameterLayout:
     units: list = field(default_factory=list)  # (name, begin, end, expert)
     chunks: list = field(default_factory=list)  # the layers of each pipeline chunk the rank runs
     total: int = 0
+    # zero_shard's answers for this (read-only) layout, by its other arguments: a search sizes the same
+    # shard for every recompute mode and micro-batch of a layout.
+    zero_shards: dict = field(default_factory=dict, repr=False, compare=False)
 
     def real_elements(self) -> int:
         return sum(p.numel for p in self.params)
@@ -151,6 +154,14 @@ class ZeroShard:
 def zero_shard(params: ParameterLayout, bucket_elements: int, parts: int, index: int, expert_parts: int,
                expert_index: int) -> ZeroShard:
     """ZeroLayout: buckets closed in backward order, one kind each; the rank's chunk of each."""
+    key = (bucket_elements, parts, index, expert_parts, expert_index)
+    if key not in params.zero_shards:
+        params.zero_shards[key] = _zero_shard(params, *key)
+    return params.zero_shards[key]
+
+
+def _zero_shard(params: ParameterLayout, bucket_elements: int, parts: int, index: int, expert_parts: int,
+                expert_index: int) -> ZeroShard:
     units = params.units
     buckets = []
     last = len(units) - 1
@@ -270,9 +281,9 @@ def activation_bytes(model, layout, coord: GridCoord, chunks: list, seq_len: int
         once += rows * C  # pos_emb
     # Per micro-batch slot: the residual stream in and out of every block.
     per_slot = (len(layers) + len(chunks)) * rows * C * residual
-    for layer in layers:
-        moe = model.is_moe_layer(layer)
-        per_slot += sum(n for n, none, sel, dense in slots_of_block if kept(none, sel) and not (moe and dense))
+    moe_layers = sum(1 for layer in layers if model.is_moe_layer(layer))
+    for moe, count in ((False, len(layers) - moe_layers), (True, moe_layers)):  # halves of 4 bytes: exact sums
+        per_slot += count * sum(n for n, none, sel, dense in slots_of_block if kept(none, sel) and not (moe and dense))
     per_slot += len(chunks) * rows * C * residual  # chunk gradients (the pipeline's messages)
     if last:
         vocab_start = model.padded_vocab * r // tp

@@ -122,10 +122,11 @@ def format_breakdown(candidate: Candidate, recompute_s: float | None = None) -> 
     return "\n".join(lines)
 
 
-def _engine_refusal(config_text: str, overrides: tuple, gpus: int):
-    """None when the engine's config validation accepts the layout, else its first line."""
+def _engine_refusal(base_config, overrides: tuple, gpus: int):
+    """None when the engine's config validation accepts the layout (its overrides on a copy of the parsed
+    `base_config`), else its first line."""
     from .. import _myriad
-    config = _myriad.Config.from_string(config_text, "plan")
+    config = base_config.copy()
     try:
         for item in overrides:
             config.set(item)
@@ -233,10 +234,12 @@ def plan(config, gpus: int, gpu: str = "h100", gpus_per_node: int = 8, intra: st
                         usable_bytes=int(capacity * (1 - headroom)), config_text=base.config_yaml)
     fitting, sized = [], []
     skipped = {}
+    from .. import _myriad
+    base_config = _myriad.Config.from_string(base.config_yaml, "plan")  # parsed once, copied per layout
     for lay in enumerate_layouts(base, gpus, hw.gpus_per_node, space, skipped):
         result.examined += 1
         overrides_of = layout_overrides(lay, base.batch.global_batch)
-        refusal = _engine_refusal(base.config_yaml, overrides_of, gpus)
+        refusal = _engine_refusal(base_config, overrides_of, gpus)
         if refusal is not None:
             result.refused[refusal] = result.refused.get(refusal, 0) + 1
             continue

@@ -426,6 +426,8 @@ class _Model:
         self.sp = lay.sequence_parallel and lay.tp > 1
         self.rows = self.N // lay.tp if self.sp else self.N  # residual-stream rows held between tp regions
         self.any_moe = any(self.m.is_moe_layer(layer) for layer in range(self.m.n_layer))  # h2 stays f32 (router)
+        self._layer_passes = {}  # is_moe_layer -> (forward, backward) costs of one block (layer_pass)
+        self._block_rooms = {}  # is_moe_layer -> layer_pass's costs and their rooms (_block_unit_costs)
         self.keys = keys_per_query(self.T) if mean_keys is None else mean_keys
         precision = self.batch.precision.lower()
         self.sixteen = precision in ("bf16", "fp16")
@@ -548,7 +550,16 @@ class _Model:
         return fwd, bwd
 
     def layer_pass(self, layer):
-        """(forward cost, backward cost incl. recompute) of block `layer` for one micro-batch."""
+        """(forward cost, backward cost incl. recompute) of block `layer` for one micro-batch. A block's
+        costs depend on the layer only through its kind (dense or MoE): each kind is costed once per
+        layout and the same two (read-only) costs returned for every block of it."""
+        moe = self.m.is_moe_layer(layer)
+        cached = self._layer_passes.get(moe)
+        if cached is None:
+            cached = self._layer_passes[moe] = self._cost_layer_pass(layer)
+        return cached
+
+    def _cost_layer_pass(self, layer):
         m, lay, a = self.m, self.lay, self.a
         C, tp, N, rows = float(m.n_embd), lay.tp, self.N, self.rows
         fwd, bwd = _Cost(), _Cost()
@@ -840,6 +851,15 @@ class _Model:
                 room -= hidden
         return max(0.0, room)
 
+    def _block_unit_costs(self, layer):
+        """layer_pass(layer) and the room each of its passes leaves dp traffic (per block kind, once)."""
+        moe = self.m.is_moe_layer(layer)
+        cached = self._block_rooms.get(moe)
+        if cached is None:
+            f, b = self.layer_pass(layer)
+            cached = self._block_rooms[moe] = (f, b, self._room(f), self._room(b))
+        return cached
+
     def units(self, chunk_layers, first, last):
         """The rank's parameter units of one chunk with their forward/backward times per micro-batch,
         in flat (forward) order, and the chunk's (forward, backward) cost."""
@@ -857,11 +877,11 @@ class _Model:
         norm_elements = C * (2 if m.layernorm else 1)
         sp_partial = self.sp and lay.tp > 1
         for layer in chunk_layers:
-            f, b = self.layer_pass(layer)
+            f, b, room_f, room_b = self._block_unit_costs(layer)
             dense, expert, replicated = self.block_weights(layer)
             if sp_partial:
                 replicated += 2 * norm_elements
-            units.append(_Unit(f"blocks.{layer}", dense, False, replicated, self._room(f), self._room(b)))
+            units.append(_Unit(f"blocks.{layer}", dense, False, replicated, room_f, room_b))
             if expert > 0:  # timed with its block (its gradients are final when the block's are)
                 units.append(_Unit(f"blocks.{layer}.experts", expert, True, expert, 0.0, 0.0))
             fwd.add(f)
