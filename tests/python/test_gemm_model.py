@@ -136,6 +136,39 @@ def test_every_published_row_is_costed():
         assert row.measured_s > 0 and row.predicted_s > 0, row.name
 
 
+def test_megatron_core_runs_its_tp_gemms_in_transformer_engines_userbuffer_pieces():
+    # GPT-3 175B's block at tp 4 with sequence parallelism, one 2048-token micro-batch, on an H100. NeMo's
+    # userbuffers split (tp_overlap_configs/userbuffers.py): qkv / fc1 forward in a ring of t = 4 pieces,
+    # proj / fc2 forward pipelined in 4, proj / fc2 data gradients in rings of t, and qkv / fc1 data and
+    # weight gradients whole (bulk overlap). Hand sums of the shape model's GEMM times.
+    model = gpt(layers=8, hidden=12288, heads=96, seq=2048, vocab=50257)
+    hw = hardware_from("h100", 8, "nvlink4", "ib400")
+    engine = ENGINES["megatron-core"]
+    assert engine.tp_rings and engine.tp_bulk_column_backward and engine.tp_row_forward_splits == 4
+    mdl = step_time_module._Model(inp(model, tp=4, sequence_parallel=True, micro_batch=1), hw, engine, None)
+    gemms = mdl.block_gemms(0)  # qkv, proj, fc, out: (m, n, k, batch)
+    g = mdl._gemm_s
+
+    def split(pieces, m, n, k, b):
+        return pieces * g(m / pieces, n, k, b)
+
+    def data_gradient(m, n, k, b):  # dX = dY W: (m x k) from (m x n)(n x k)
+        return m, k, n, b
+
+    forward = sum(split(4, *gemm) for gemm in gemms)
+    data = (split(4, *data_gradient(*gemms[1])) + split(4, *data_gradient(*gemms[3]))
+            + g(*data_gradient(*gemms[0])) + g(*data_gradient(*gemms[2])))
+    weight = sum(g(k, n, m, b) for m, n, k, b in gemms)
+    fwd, bwd = mdl.layer_pass(0)
+    assert fwd.compute["matmul"] == pytest.approx(forward, rel=1e-12)
+    assert bwd.compute["matmul"] == pytest.approx(data + weight, rel=1e-12)
+    # The pieces cost more than the whole GEMMs (smaller tiles, fuller last waves): what the recipes pay.
+    assert forward > sum(g(*gemm) for gemm in gemms)
+    # Without sequence parallelism Transformer Engine's userbuffers do not run: every GEMM whole.
+    plain = step_time_module._Model(inp(model, tp=4, micro_batch=1), hw, engine, None)
+    assert plain.tp_blocked_gemms(False) == (set(), set())
+
+
 def test_transfers_on_the_same_link_share_it(monkeypatch):
     # cp 2 x dp 4 with 8k tokens, one GPU per node: the cp ring and the dp buckets both use the node's
     # NIC; the ring's hidden transfers take the time the buckets would have hidden behind.

@@ -90,6 +90,17 @@ class EngineTraits:
     # rings of t transfers, each beside one of the GEMM's t row blocks; without, the all-reduces in 2
     # blocks, the first in flight while the second is produced. MoE layers' collectives stay plain.
     tp_rings: bool = True
+    # Transformer Engine's userbuffers (Megatron-Core --tp-comm-overlap, NeMo ub_tp_comm_overlap; needs
+    # sequence parallelism), with its default split: the forward GEMMs on t row blocks beside ring
+    # exchanges / pipelined reduce-scatters and the row-parallel layers' data gradients beside ring
+    # exchanges (as tp_rings), while the column-parallel layers' data-gradient reduce-scatters and the
+    # weight gradients' re-gathers run in bulk beside the other backward GEMM, which stays whole
+    # (TE's ub_cfgs: qkv/fc1 fprop and proj/fc2 dgrad ring_exchange, proj/fc2 fprop pipeline, qkv/fc1
+    # dgrad and wgrad bulk).
+    tp_bulk_column_backward: bool = False
+    # Pieces of the row-parallel layers' forward GEMMs (proj, out) beside their reduce-scatters: 0 = t
+    # (myriad's rings); TE's pipelined reduce-scatter splits them in num_splits (4 by default).
+    tp_row_forward_splits: int = 0
     # Bytes per weight per micro-batch moved to accumulate its gradient outside the GEMM (0: the weight-
     # gradient GEMM accumulates in place).
     grad_accumulation_bytes: float = 0.0
@@ -124,8 +135,14 @@ MEGATRON_LM = EngineTraits(name="megatron-lm", activation_bytes=2, attention="ma
 # Megatron-Core with Transformer Engine (2023-): flash attention (cuDNN / FlashAttention-2), gradient
 # reduce-scatter overlapped with the backward (--overlap-grad-reduce), the distributed optimizer's
 # 16-bit parameter all-gather beside the next forward (--overlap-param-gather), tp communication
-# beside the GEMMs (--tp-comm-overlap), pipeline sends and receives beside compute, no dropout.
-MEGATRON_CORE = EngineTraits(name="megatron-core", activation_bytes=2, attention="flash", tp_rings=False,
+# beside the GEMMs (--tp-comm-overlap), pipeline sends and receives beside compute, no dropout. The tp
+# overlap is Transformer Engine's userbuffers with the split NeMo's H100 BF16 recipes configure
+# (nemo/collections/llm/recipes/tp_overlap_configs/userbuffers.py: GPT-3 175B tp 4, Llama 3 70B tp 4,
+# Llama 3.1 405B tp 8 — qkv / fc1 fprop and proj / fc2 dgrad ring_exchange, proj / fc2 fprop pipeline
+# num_splits 4 (GPT-3's fc2 fprop a ring of 4), qkv / fc1 dgrad and wgrad bulk): its GEMMs run in those
+# pieces, at the shape model's rate for the pieces.
+MEGATRON_CORE = EngineTraits(name="megatron-core", activation_bytes=2, attention="flash", tp_rings=True,
+                             tp_bulk_column_backward=True, tp_row_forward_splits=4,
                              gemm_operand_copies=False, dropout=False, dp_overlap=True, tp_overlap=True,
                              param_gather_bytes=2, param_gather_overlap=True, pp_overlap=True,
                              selective_recompute="attention_core", pp_scatter_gather=True)
@@ -569,13 +586,19 @@ class _Model:
         # tp collectives (tp_blocked_gemms) on t blocks of N / t rows.
         fwd_blocked, dgrad_blocked = self.tp_blocked_gemms(moe)
         nb = self.tp_blocks()
-        fwd_s = [(nb * self._gemm_s(mm / nb, n, k, b) if i in fwd_blocked else self._gemm_s(mm, n, k, b))
+        row_splits = self.engine.tp_row_forward_splits if self.sp and self.engine.tp_row_forward_splits else nb
+
+        def pieces(i):  # row blocks of forward GEMM i
+            return row_splits if i in (1, 3) else nb
+
+        fwd_s = [(pieces(i) * self._gemm_s(mm / pieces(i), n, k, b) if i in fwd_blocked else self._gemm_s(mm, n, k, b))
                  for i, (mm, n, k, b) in enumerate(gemms)]
         dgrad_s = [(nb * self._gemm_s(mm / nb, k, n, b) if i in dgrad_blocked else self._gemm_s(mm, k, n, b))
                    for i, (mm, n, k, b) in enumerate(gemms)]
         # With sequence parallelism the weight gradients of qkv and fc run beside the re-gathers of their
         # inputs (unless full recompute re-ran the forward): on t blocks of N / t reduced rows.
-        regathered = fwd_blocked & {0, 2} if (self.sp and lay.recompute != "full") else set()
+        regathered = (fwd_blocked & {0, 2} if (self.sp and lay.recompute != "full"
+                                               and not self.engine.tp_bulk_column_backward) else set())
         wgrad_s = [(tp * self._gemm_s(k, n, mm / tp, b) if i in regathered else self._gemm_s(k, n, mm, b))
                    for i, (mm, n, k, b) in enumerate(gemms)]
 
@@ -697,12 +720,16 @@ class _Model:
         beside its tp collectives (EngineTraits.tp_rings): with sequence parallelism every dense GEMM both
         ways (the rings feed or take them); without, the row-parallel layers' forwards (proj, out) and the
         column-parallel layers' data gradients (qkv, fc), beside their blocks' all-reduces (tp_blocks). A MoE layer's
-        MLP GEMMs stay whole."""
+        MLP GEMMs stay whole. Under EngineTraits.tp_bulk_column_backward (Transformer Engine's userbuffers)
+        the column-parallel layers' data gradients stay whole, and nothing is split without sequence
+        parallelism."""
         if not (self.engine.tp_rings and self.lay.tp > 1):
             return set(), set()
         dense = {0, 1} if moe else {0, 1, 2, 3}
         if self.sp:
-            return dense, dense
+            return dense, (dense & {1, 3} if self.engine.tp_bulk_column_backward else dense)
+        if self.engine.tp_bulk_column_backward:  # TE's userbuffers need sequence parallelism: plain GEMMs
+            return set(), set()
         return dense & {1, 3}, dense & {0, 2}
 
     def tp_blocks(self):
