@@ -169,6 +169,24 @@ def test_megatron_core_runs_its_tp_gemms_in_transformer_engines_userbuffer_piece
     assert plain.tp_blocked_gemms(False) == (set(), set())
 
 
+def test_a_published_block_states_its_parts_and_bad_parts_are_refused():
+    # Nemotron-4's block: LayerNorm, RoPE, a two-matrix MLP, no biases (a GPT row with two parts named).
+    row = {"family": "gpt2", "positions": "rope", "bias": False, "layers": 2, "hidden": 256, "heads": 4,
+           "vocab": 1000, "seq_len": 128}
+    shape = validation.model_shape(row, 1)
+    assert shape.layernorm and not shape.swiglu and not shape.learned_positions and not shape.bias
+    assert shape.mlp_matrices == 2
+    named = validation.model_shape({**row, "positions": "learned", "bias": True}, 1)  # GPT's parts, named
+    default = validation.model_shape({k: v for k, v in row.items() if k not in ("positions", "bias")}, 1)
+    hw = hardware_from("h100", 8, "nvlink4", "ib400")
+    times = [step_time(PlanInput(model=m, layout=Layout(micro_batch=1), batch=Batch(seq_len=128, global_batch=1,
+                                                                                    precision="bf16", device="cuda")),
+                       hw, MYRIAD).total_s for m in (named, default, shape)]
+    assert times[0] == times[1] != times[2]  # naming the family's parts changes nothing; RoPE does
+    with pytest.raises(ValueError, match="model.mlp 'geglu' is not one of two_matrix, swiglu"):
+        validation.model_shape({**row, "mlp": "geglu"}, 1)
+
+
 def test_transfers_on_the_same_link_share_it(monkeypatch):
     # cp 2 x dp 4 with 8k tokens, one GPU per node: the cp ring and the dp buckets both use the node's
     # NIC; the ring's hidden transfers take the time the buckets would have hidden behind.

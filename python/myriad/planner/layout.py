@@ -43,6 +43,12 @@ class ModelShape:
     capacity_factor: float = 1.25
     dropless: bool = False
     block_sparse: bool = False  # model.attention.kind block_sparse (dense attention otherwise)
+    # A published model's block where it is neither family's (the validation's rows, e.g. Nemotron-4:
+    # LayerNorm, RoPE and a two-matrix squared-ReLU MLP); "" = the family's. The engine builds only the
+    # two families, so only step_time reads these.
+    norm: str = ""  # layernorm | rmsnorm
+    mlp: str = ""  # two_matrix (GELU, squared ReLU: the same GEMMs and bytes) | swiglu
+    positions: str = ""  # learned | rope
 
     @property
     def qkv_width(self) -> int:
@@ -50,15 +56,15 @@ class ModelShape:
 
     @property
     def layernorm(self) -> bool:
-        return self.family == "gpt2"
+        return self.norm == "layernorm" if self.norm else self.family == "gpt2"
 
     @property
     def swiglu(self) -> bool:
-        return self.family == "llama"
+        return self.mlp == "swiglu" if self.mlp else self.family == "llama"
 
     @property
     def learned_positions(self) -> bool:
-        return self.family == "gpt2"
+        return self.positions == "learned" if self.positions else self.family == "gpt2"
 
     @property
     def mlp_matrices(self) -> int:

@@ -65,10 +65,18 @@ def load(path: str = DATA) -> list:
     return runs
 
 
+BLOCK_PARTS = {"norm": ("layernorm", "rmsnorm"), "mlp": ("two_matrix", "swiglu"), "positions": ("learned", "rope")}
+
+
 def model_shape(m: dict, tp: int) -> ModelShape:
     """ModelShape of a published model: GPT (LayerNorm, GELU, learned positions, biases) or LLaMA
-    (RMSNorm, SwiGLU, RoPE, no biases); the vocabulary padded as Megatron pads it (a multiple of 128 x tp)."""
+    (RMSNorm, SwiGLU, RoPE, no biases), or a family with its block parts named (`norm`, `mlp`,
+    `positions`, `bias`: e.g. Nemotron-4); the vocabulary padded as Megatron pads it (a multiple of
+    128 x tp)."""
     family = m.get("family", "gpt2")
+    for part, allowed in BLOCK_PARTS.items():
+        if m.get(part, allowed[0]) not in allowed:
+            raise ValueError(f"model.{part} '{m[part]}' is not one of {', '.join(allowed)}")
     h, heads = m["hidden"], m["heads"]
     kv = m.get("kv_heads", heads)
     ffn = m.get("ffn_hidden", 4 * h)
@@ -76,8 +84,9 @@ def model_shape(m: dict, tp: int) -> ModelShape:
     padded = math.ceil(m["vocab"] / multiple) * multiple
     return ModelShape(family=family, vocab_size=m["vocab"], n_layer=m["layers"], n_head=heads, n_kv_head=kv,
                       n_embd=h, context_length=m["seq_len"], ffn_hidden=ffn,
-                      tie_embeddings=m.get("tie_embeddings", family == "gpt2"), bias=family == "gpt2",
-                      padded_vocab=padded, head_dim=h // heads)
+                      tie_embeddings=m.get("tie_embeddings", family == "gpt2"), bias=m.get("bias", family == "gpt2"),
+                      padded_vocab=padded, head_dim=h // heads, norm=m.get("norm", ""), mlp=m.get("mlp", ""),
+                      positions=m.get("positions", ""))
 
 
 def plan_input(run: dict) -> PlanInput:
