@@ -453,6 +453,7 @@ void bind_train(py::module_& m) {
         d["activation_slots"] = r.activation_slots;
         d["total_bytes"] = r.total_bytes;
         d["peak_bytes"] = r.peak_bytes;
+        d["flops_per_token"] = r.flops_per_token;
         return d;
       },
       py::arg("config"), py::arg("world_size"), py::arg("rank") = 0,

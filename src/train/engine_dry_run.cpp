@@ -68,6 +68,7 @@ DryRunReport Engine::dry_run(const RunConfig& config, int world_size, int rank) 
         make_step_executor(engine.state_, engine.state_.config.training.gradient_accumulation)->slots_in_flight();
     r.total_bytes = meta.usage().live_bytes;
     r.peak_bytes = meta.usage().peak_bytes;
+    r.flops_per_token = engine.state_.model->flops_per_token(engine.state_.config.training.seq_len);
   }
   return r;
 }

@@ -31,6 +31,7 @@ struct DryRunReport {
   int activation_slots = 0;               // micro-batches in flight at once in the rank's schedule
   std::int64_t total_bytes = 0;           // live on the meta device after construction
   std::int64_t peak_bytes = 0;            // its peak during construction
+  double flops_per_token = 0;             // GptModel::flops_per_token(seq_len): what the run's MFU counts
 };
 
 }  // namespace myriad::train
