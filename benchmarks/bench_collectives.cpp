@@ -642,16 +642,23 @@ int main(int argc, char** argv) {
                 << "- sizes: total buffer bytes (f32), as in nccl-tests; time = max over ranks of the mean per call\n\n"
                 << std::flush;
     }
-    if (!args.algorithms.empty()) {
-      compare_algorithms(args, runtime, *control);
-    } else {
-      for (const std::string& op : args.ops) {
-        std::vector<std::pair<double, double>> points = run_op(op, args, *comm, *control);
-        if (op == "all_reduce" && !args.profile.empty() && runtime.world_rank() == 0)
-          write_profile(args, points, n, group, argc, argv);
+    // A failure on any rank (a fit the measured times do not allow, a profile that cannot be written)
+    // ends the whole job with the reason, rank named, instead of std::terminate's abort on that rank.
+    try {
+      if (!args.algorithms.empty()) {
+        compare_algorithms(args, runtime, *control);
+      } else {
+        for (const std::string& op : args.ops) {
+          std::vector<std::pair<double, double>> points = run_op(op, args, *comm, *control);
+          if (op == "all_reduce" && !args.profile.empty() && runtime.world_rank() == 0)
+            write_profile(args, points, n, group, argc, argv);
+        }
+        MYRIAD_CHECK(
+            args.profile.empty() || std::find(args.ops.begin(), args.ops.end(), "all_reduce") != args.ops.end(),
+            "--profile needs the all_reduce op (the link fit uses its times)");
       }
-      MYRIAD_CHECK(args.profile.empty() || std::find(args.ops.begin(), args.ops.end(), "all_reduce") != args.ops.end(),
-                   "--profile needs the all_reduce op (the link fit uses its times)");
+    } catch (const myriad::Error& e) {
+      control->abort(1, "bench_collectives: " + e.message());
     }
   }
   return 0;

@@ -175,6 +175,23 @@ BENCH_COLLECTIVES = os.path.join(REPO, "build", "benchmarks", "bench_collectives
 
 @pytest.mark.skipif(not os.path.exists(BENCH_COLLECTIVES) or shutil.which("mpirun") is None,
                     reason="build/benchmarks/bench_collectives or mpirun missing")
+def test_bench_collectives_ends_the_job_with_the_reason_when_the_link_cannot_be_fitted(tmp_path):
+    # One size: no alpha-beta fit. The rank that fits (0) ends the job with the reason, not std::terminate's
+    # abort, and the profile is left as it was.
+    path = tmp_path / "profile.json"
+    path.write_text(json.dumps({k: v for k, v in SYNTHETIC.items() if k != "links"}))
+    before = path.read_text()
+    root = ["--allow-run-as-root"] if os.geteuid() == 0 else []
+    result = subprocess.run([shutil.which("mpirun"), *root, "--oversubscribe", "-np", "2", BENCH_COLLECTIVES, "--op",
+                             "all_reduce", "--min-bytes", "4K", "--max-bytes", "4K", "--iters", "2", "--warmup", "1",
+                             "--profile", str(path)], capture_output=True, text=True, timeout=120)
+    assert result.returncode == 1, result.stderr
+    assert "[rank 0] fatal: bench_collectives: alpha-beta fit needs >= 2 ranks and >= 2 sizes" in result.stderr
+    assert "signal 6" not in result.stderr and path.read_text() == before
+
+
+@pytest.mark.skipif(not os.path.exists(BENCH_COLLECTIVES) or shutil.which("mpirun") is None,
+                    reason="build/benchmarks/bench_collectives or mpirun missing")
 def test_bench_collectives_writes_the_link_of_concurrent_groups(tmp_path):
     path = tmp_path / "profile.json"
     path.write_text(json.dumps({k: v for k, v in SYNTHETIC.items() if k != "links"}))  # bench_gemm's part
