@@ -17,7 +17,7 @@
 
 using namespace myriad;
 
-int main(int argc, char** argv) {
+static int run(int argc, char** argv) {
   std::int64_t n = 31'000'000;
   for (int i = 1; i < argc; ++i) {
     if (std::strcmp(argv[i], "--elements") == 0 && i + 1 < argc) {
@@ -73,4 +73,8 @@ int main(int argc, char** argv) {
                 copy_bytes / refresh.median_s / 1e9, refresh.median_s / alone.median_s);
   }
   return 0;
+}
+
+int main(int argc, char** argv) {
+  return myriad::bench::run_reporting_errors("bench_adamw", [&] { return run(argc, argv); });
 }

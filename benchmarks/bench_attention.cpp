@@ -254,7 +254,7 @@ void run_sparse(std::int64_t min_t, std::int64_t max_t, std::int64_t dense_max) 
 
 }  // namespace
 
-int main(int argc, char** argv) {
+static int run(int argc, char** argv) {
   // Fixed threshold: every buffer of 1 MiB or more is its own mapping, returned to the system when
   // freed, so each call's peak RSS counts its own allocations (glibc otherwise raises the
   // threshold after the first free and serves later buffers from already-resident heap).
@@ -298,6 +298,7 @@ int main(int argc, char** argv) {
       return 2;
     }
   }
+  if (!profile.empty()) myriad::bench::check_profile_writable(profile);  // before the measurements
   if (quick) max_t = std::min<std::int64_t>(max_t, 2048);
   if (sparse) {
     print_header("bench_attention --sparse: block-sparse vs dense causal attention (fp32)", argc, argv);
@@ -380,4 +381,8 @@ int main(int argc, char** argv) {
               << " GFLOP/s merged)\n";
   }
   return ok ? 0 : 1;
+}
+
+int main(int argc, char** argv) {
+  return myriad::bench::run_reporting_errors("bench_attention", [&] { return run(argc, argv); });
 }

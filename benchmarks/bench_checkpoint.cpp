@@ -105,7 +105,7 @@ data::AtRest random_key_at_rest() {
 
 }  // namespace
 
-int main(int argc, char** argv) {
+static int run(int argc, char** argv) {
   std::string dir_arg;
   int repeats = 3;
   for (int i = 1; i < argc; ++i) {
@@ -213,4 +213,8 @@ int main(int argc, char** argv) {
   }
   std::cout << "\n";
   return 0;
+}
+
+int main(int argc, char** argv) {
+  return myriad::bench::run_reporting_errors("bench_checkpoint", [&] { return run(argc, argv); });
 }

@@ -645,6 +645,7 @@ int main(int argc, char** argv) {
     // A failure on any rank (a fit the measured times do not allow, a profile that cannot be written)
     // ends the whole job with the reason, rank named, instead of std::terminate's abort on that rank.
     try {
+      if (!args.profile.empty() && runtime.world_rank() == 0) myriad::bench::check_profile_writable(args.profile);
       if (!args.algorithms.empty()) {
         compare_algorithms(args, runtime, *control);
       } else {

@@ -64,7 +64,7 @@ double max_relative_difference(const Tensor& x, const Tensor& y) {
 
 }  // namespace
 
-int main(int argc, char** argv) {
+static int run(int argc, char** argv) {
   bool quick = false;
   std::int64_t tokens = 2048, embd = 768, vocab = 50304;
   std::string profile;
@@ -91,6 +91,7 @@ int main(int argc, char** argv) {
       return 2;
     }
   }
+  if (!profile.empty()) myriad::bench::check_profile_writable(profile);  // before minutes of measuring
   if (libraries) {  // the machine's GEMM libraries side by side, then nothing else
     print_header("bench_gemm --libraries: OpenBLAS vs oneDNN vs BLIS sgemm (fp32, row-major)", argc, argv);
     std::vector<GemmShape> shapes;
@@ -242,4 +243,8 @@ int main(int argc, char** argv) {
     std::cout << "profile: " << profile << " (bench_gemm's keys merged)\n";
   }
   return all_ok ? 0 : 1;
+}
+
+int main(int argc, char** argv) {
+  return myriad::bench::run_reporting_errors("bench_gemm", [&] { return run(argc, argv); });
 }

@@ -58,7 +58,7 @@ std::vector<std::int32_t> encode_chunks(const data::BpeTokenizer& tok, const std
 
 }  // namespace
 
-int main(int argc, char** argv) {
+static int run(int argc, char** argv) {
   bool quick = false;
   std::string data_dir = default_data_dir();
   for (int i = 1; i < argc; ++i) {
@@ -136,4 +136,8 @@ int main(int argc, char** argv) {
     return 1;
   }
   return 0;
+}
+
+int main(int argc, char** argv) {
+  return myriad::bench::run_reporting_errors("bench_tokenizer", [&] { return run(argc, argv); });
 }

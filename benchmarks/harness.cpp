@@ -3,6 +3,8 @@
 
 #include "profile_file.h"
 
+#include "myriad/core/error.h"
+
 #include <omp.h>
 
 #include <algorithm>
@@ -149,5 +151,16 @@ std::string bytes_human(double bytes) {
 }
 
 void do_not_optimize(const void* p) { asm volatile("" : : "g"(p) : "memory"); }
+
+int run_reporting_errors(const char* program, const std::function<int()>& body) {
+  try {
+    return body();
+  } catch (const myriad::Error& e) {
+    std::cerr << program << ": " << e.message() << "\n";
+  } catch (const std::exception& e) {
+    std::cerr << program << ": " << e.what() << "\n";
+  }
+  return 1;
+}
 
 }  // namespace myriad::bench

@@ -40,8 +40,10 @@ std::string joined_command_line(int argc, char** argv) {
   return line;
 }
 
-void write_profile_parts(const std::string& path, const std::string& writer, const std::vector<ProfilePart>& parts,
-                         const std::string& machine, const std::string& command_line) {
+namespace {
+
+// The profile as it is on disk (an empty object when there is none yet).
+nlohmann::json read_existing(const std::string& path) {
   nlohmann::json data = nlohmann::json::object();
   if (std::filesystem::exists(path)) {
     std::ifstream in(path);
@@ -52,6 +54,27 @@ void write_profile_parts(const std::string& path, const std::string& writer, con
     }
     MYRIAD_CHECK(data.is_object(), "machine profile " << path << ": the top level is not an object; not overwritten");
   }
+  return data;
+}
+
+std::string temporary_name(const std::string& path) { return path + ".tmp." + std::to_string(::getpid()); }
+
+}  // namespace
+
+void check_profile_writable(const std::string& path) {
+  read_existing(path);
+  const std::string tmp = temporary_name(path);
+  {
+    std::ofstream probe(tmp);
+    MYRIAD_CHECK(probe.good(), "machine profile " << path << ": cannot write " << tmp
+                                                  << " (does the folder exist, and may this user write there?)");
+  }
+  std::filesystem::remove(tmp);
+}
+
+void write_profile_parts(const std::string& path, const std::string& writer, const std::vector<ProfilePart>& parts,
+                         const std::string& machine, const std::string& command_line) {
+  nlohmann::json data = read_existing(path);
   for (const ProfilePart& part : parts) set_dotted(data, part.first, part.second);
   data["schema"] = "myriad.machine_profile/1";
   data["machine"] = machine;
@@ -61,7 +84,7 @@ void write_profile_parts(const std::string& path, const std::string& writer, con
   for (const auto& [name, line] : data["commands"].items())
     command += (command.empty() ? "" : "; ") + line.get<std::string>();
   data["command"] = command;
-  const std::string tmp = path + ".tmp." + std::to_string(::getpid());
+  const std::string tmp = temporary_name(path);
   {
     std::ofstream out(tmp);
     out << data.dump(2) << "\n";

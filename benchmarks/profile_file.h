@@ -27,6 +27,10 @@ using ProfilePart = std::pair<std::string, nlohmann::json>;
 void write_profile_parts(const std::string& path, const std::string& writer, const std::vector<ProfilePart>& parts,
                          const std::string& machine, const std::string& command_line);
 
+// Before measuring: throws myriad::Error naming `path` when write_profile_parts would refuse it at the
+// end (an existing file that is not a JSON object, a folder that is missing or not writable).
+void check_profile_writable(const std::string& path);
+
 // argv joined by spaces (the command that measured a profile's keys).
 std::string joined_command_line(int argc, char** argv);
 

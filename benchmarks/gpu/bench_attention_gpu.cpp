@@ -34,6 +34,7 @@
 #include "myriad/cuda/cudnn_attention.h"
 #include "myriad/cuda/kernels.h"
 #include "profile_file.h"
+#include "myriad/core/error.h"
 
 using namespace myriad;
 
@@ -147,6 +148,14 @@ int main(int argc, char** argv) {
     } else {
       std::fprintf(stderr, "usage: bench_attention_gpu [--sdpa FILE] [--long] [--profile FILE]\n");
       return 2;
+    }
+  }
+  if (!profile.empty()) {  // before the measurements: a profile it could not write at the end
+    try {
+      myriad::bench::check_profile_writable(profile);
+    } catch (const myriad::Error& e) {
+      std::fprintf(stderr, "bench_attention_gpu: %s\n", e.message().c_str());
+      return 1;
     }
   }
   cuda::DeviceContext context(0);

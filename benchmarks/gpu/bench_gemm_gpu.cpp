@@ -26,6 +26,7 @@
 #include "myriad/cuda/device_context.h"
 #include "myriad/cuda/gemm.h"
 #include "profile_file.h"
+#include "myriad/core/error.h"
 
 using namespace myriad;
 
@@ -101,6 +102,14 @@ int main(int argc, char** argv) {
     } else {
       std::fprintf(stderr, "usage: bench_gemm_gpu [--profile FILE]\n");
       return 2;
+    }
+  }
+  if (!profile.empty()) {  // before the measurements: a profile it could not write at the end
+    try {
+      myriad::bench::check_profile_writable(profile);
+    } catch (const myriad::Error& e) {
+      std::fprintf(stderr, "bench_gemm_gpu: %s\n", e.message().c_str());
+      return 1;
     }
   }
   if (cuda::cuda_device_count_or_zero() == 0) {

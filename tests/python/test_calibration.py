@@ -8,6 +8,7 @@ import os
 import shutil
 import subprocess
 import sys
+import time
 
 import pytest
 from package_under_test import REPO
@@ -171,6 +172,21 @@ def test_a_wrong_shared_link_names_its_key(entry, message):
 
 
 BENCH_COLLECTIVES = os.path.join(REPO, "build", "benchmarks", "bench_collectives")
+
+
+@pytest.mark.skipif(not os.path.exists(BENCH_GEMM), reason="build/benchmarks/bench_gemm missing")
+def test_a_profile_the_benchmark_could_not_write_is_refused_before_it_measures(tmp_path):
+    missing = tmp_path / "no_such_folder" / "profile.json"
+    not_json = tmp_path / "profile.json"
+    not_json.write_text("[1, 2]")
+    for path, reason in ((missing, "cannot write"), (not_json, "the top level is not an object; not overwritten")):
+        start = time.monotonic()
+        result = subprocess.run([BENCH_GEMM, "--quick", "--profile", str(path)], capture_output=True, text=True,
+                                timeout=120, env=dict(os.environ, OMP_NUM_THREADS="1"))
+        assert result.returncode == 1, result.stderr
+        assert result.stderr.startswith(f"bench_gemm: machine profile {path}: ") and reason in result.stderr
+        assert "GFLOP/s" not in result.stdout and time.monotonic() - start < 10  # nothing was measured
+    assert not missing.parent.exists() and not_json.read_text() == "[1, 2]"
 
 
 @pytest.mark.skipif(not os.path.exists(BENCH_COLLECTIVES) or shutil.which("mpirun") is None,
