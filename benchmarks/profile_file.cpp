@@ -6,6 +6,7 @@
 #include <ctime>
 #include <filesystem>
 #include <fstream>
+#include <iostream>
 
 #include "myriad/core/error.h"
 
@@ -70,6 +71,16 @@ void check_profile_writable(const std::string& path) {
                                                   << " (does the folder exist, and may this user write there?)");
   }
   std::filesystem::remove(tmp);
+}
+
+bool profile_writable_or_report(const char* program, const std::string& path) {
+  try {
+    check_profile_writable(path);
+    return true;
+  } catch (const Error& e) {
+    std::cerr << program << ": " << e.message() << "\n";
+    return false;
+  }
 }
 
 void write_profile_parts(const std::string& path, const std::string& writer, const std::vector<ProfilePart>& parts,

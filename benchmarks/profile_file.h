@@ -30,6 +30,9 @@ void write_profile_parts(const std::string& path, const std::string& writer, con
 // Before measuring: throws myriad::Error naming `path` when write_profile_parts would refuse it at the
 // end (an existing file that is not a JSON object, a folder that is missing or not writable).
 void check_profile_writable(const std::string& path);
+// The same for a main without an error handler: prints "<program>: <reason>" on stderr and returns
+// false where check_profile_writable throws.
+bool profile_writable_or_report(const char* program, const std::string& path);
 
 // argv joined by spaces (the command that measured a profile's keys).
 std::string joined_command_line(int argc, char** argv);

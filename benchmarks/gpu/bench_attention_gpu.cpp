@@ -34,7 +34,6 @@
 #include "myriad/cuda/cudnn_attention.h"
 #include "myriad/cuda/kernels.h"
 #include "profile_file.h"
-#include "myriad/core/error.h"
 
 using namespace myriad;
 
@@ -150,14 +149,7 @@ int main(int argc, char** argv) {
       return 2;
     }
   }
-  if (!profile.empty()) {  // before the measurements: a profile it could not write at the end
-    try {
-      myriad::bench::check_profile_writable(profile);
-    } catch (const myriad::Error& e) {
-      std::fprintf(stderr, "bench_attention_gpu: %s\n", e.message().c_str());
-      return 1;
-    }
-  }
+  if (!profile.empty() && !myriad::bench::profile_writable_or_report("bench_attention_gpu", profile)) return 1;
   cuda::DeviceContext context(0);
   cudaDeviceProp prop{};
   MYRIAD_CUDA_CHECK(cudaGetDeviceProperties(&prop, 0));

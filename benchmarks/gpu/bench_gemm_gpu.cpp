@@ -26,7 +26,6 @@
 #include "myriad/cuda/device_context.h"
 #include "myriad/cuda/gemm.h"
 #include "profile_file.h"
-#include "myriad/core/error.h"
 
 using namespace myriad;
 
@@ -104,14 +103,7 @@ int main(int argc, char** argv) {
       return 2;
     }
   }
-  if (!profile.empty()) {  // before the measurements: a profile it could not write at the end
-    try {
-      myriad::bench::check_profile_writable(profile);
-    } catch (const myriad::Error& e) {
-      std::fprintf(stderr, "bench_gemm_gpu: %s\n", e.message().c_str());
-      return 1;
-    }
-  }
+  if (!profile.empty() && !myriad::bench::profile_writable_or_report("bench_gemm_gpu", profile)) return 1;
   if (cuda::cuda_device_count_or_zero() == 0) {
     std::printf("bench_gemm_gpu: no CUDA device\n");
     return 0;
