@@ -169,6 +169,19 @@ def test_megatron_core_runs_its_tp_gemms_in_transformer_engines_userbuffer_piece
     assert plain.tp_blocked_gemms(False) == (set(), set())
 
 
+def test_a_rows_engine_overrides_change_its_traits_and_unknown_ones_are_refused():
+    # The 405B recipe's ring aggregation: t / 2 GEMMs per ring (bigger pieces, less quantisation loss).
+    run = next(r for r in validation.load() if r.get("engine_overrides"))
+    assert run["engine_overrides"] == {"tp_ring_aggregate": 2}
+    assert validation.engine_traits(run).tp_ring_aggregate == 2
+    assert validation.engine_label(run) == "megatron-core, tp_ring_aggregate=2"
+    plain = {k: v for k, v in run.items() if k != "engine_overrides"}
+    aggregated, whole = validation.validate([run])[0], validation.validate([plain])[0]
+    assert aggregated.st.compute_s < whole.st.compute_s  # 4 pieces of 1/4 the rows beat 8 of 1/8
+    with pytest.raises(ValueError, match="engine_overrides.ring_size is not an EngineTraits field"):
+        validation.engine_traits({**run, "engine_overrides": {"ring_size": 2}})
+
+
 def test_a_published_block_states_its_parts_and_bad_parts_are_refused():
     # Nemotron-4's block: LayerNorm, RoPE, a two-matrix MLP, no biases (a GPT row with two parts named).
     row = {"family": "gpt2", "positions": "rope", "bias": False, "layers": 2, "hidden": 256, "heads": 4,

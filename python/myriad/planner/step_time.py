@@ -101,6 +101,9 @@ class EngineTraits:
     # Pieces of the row-parallel layers' forward GEMMs (proj, out) beside their reduce-scatters: 0 = t
     # (myriad's rings); TE's pipelined reduce-scatter splits them in num_splits (4 by default).
     tp_row_forward_splits: int = 0
+    # TE's ring exchange with aggregate=True (NeMo's Llama 3.1 405B config) runs each GEMM of the ring on
+    # two arrived chunks at once: t / 2 pieces instead of t (1: every chunk its own GEMM).
+    tp_ring_aggregate: int = 1
     # Bytes per weight per micro-batch moved to accumulate its gradient outside the GEMM (0: the weight-
     # gradient GEMM accumulates in place).
     grad_accumulation_bytes: float = 0.0
@@ -586,14 +589,16 @@ class _Model:
         # tp collectives (tp_blocked_gemms) on t blocks of N / t rows.
         fwd_blocked, dgrad_blocked = self.tp_blocked_gemms(moe)
         nb = self.tp_blocks()
-        row_splits = self.engine.tp_row_forward_splits if self.sp and self.engine.tp_row_forward_splits else nb
+        te = self.sp and self.engine.tp_bulk_column_backward  # Transformer Engine's userbuffer split
+        ring = max(1, nb // self.engine.tp_ring_aggregate) if te else nb  # GEMMs per ring exchange
+        row_splits = self.engine.tp_row_forward_splits if self.sp and self.engine.tp_row_forward_splits else ring
 
         def pieces(i):  # row blocks of forward GEMM i
-            return row_splits if i in (1, 3) else nb
+            return row_splits if i in (1, 3) else ring
 
         fwd_s = [(pieces(i) * self._gemm_s(mm / pieces(i), n, k, b) if i in fwd_blocked else self._gemm_s(mm, n, k, b))
                  for i, (mm, n, k, b) in enumerate(gemms)]
-        dgrad_s = [(nb * self._gemm_s(mm / nb, k, n, b) if i in dgrad_blocked else self._gemm_s(mm, k, n, b))
+        dgrad_s = [(ring * self._gemm_s(mm / ring, k, n, b) if i in dgrad_blocked else self._gemm_s(mm, k, n, b))
                    for i, (mm, n, k, b) in enumerate(gemms)]
         # With sequence parallelism the weight gradients of qkv and fc run beside the re-gathers of their
         # inputs (unless full recompute re-ran the forward): on t blocks of N / t reduced rows.

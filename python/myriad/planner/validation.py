@@ -25,6 +25,7 @@ row; the data file is read, never written.
 """
 from __future__ import annotations
 
+import dataclasses
 import json
 import math
 import os
@@ -33,7 +34,7 @@ from dataclasses import dataclass
 
 from .hardware import hardware_from
 from .layout import Batch, Layout, ModelShape, PlanInput
-from .step_time import ENGINES, flops_per_token, step_time
+from .step_time import ENGINES, EngineTraits, flops_per_token, step_time
 
 DATA = os.path.join(os.path.dirname(__file__), "published_runs.json")
 
@@ -142,13 +143,29 @@ def measured_step_s(run: dict, inp: PlanInput) -> float:
     raise ValueError(f"run {run['name']!r}: unknown measured kind '{kind}' (step_s, tokens_per_s, tflops_per_gpu, mfu)")
 
 
+def engine_traits(run: dict) -> EngineTraits:
+    """The run's engine traits: the published system's (step_time.ENGINES), with the row's
+    `engine_overrides` where its recipe sets a trait differently (e.g. TE's ring aggregation)."""
+    overrides = run.get("engine_overrides", {})
+    fields = {f.name for f in dataclasses.fields(EngineTraits)} - {"name"}
+    for key in overrides:
+        if key not in fields:
+            raise ValueError(f"run {run['name']!r}: engine_overrides.{key} is not an EngineTraits field")
+    return dataclasses.replace(ENGINES[run["engine"]], **overrides)
+
+
+def engine_label(run: dict) -> str:
+    overrides = run.get("engine_overrides", {})
+    return run["engine"] + "".join(f", {k}={v}" for k, v in overrides.items())
+
+
 def validate(runs=None) -> list:
     out = []
     for run in runs if runs is not None else load():
         inp = plan_input(run)
         hw = hardware_from(run["gpu"], run.get("gpus_per_node", 8), run.get("intra", ""), run.get("inter", "ib200"))
         try:
-            st = step_time(inp, hw, ENGINES[run["engine"]])
+            st = step_time(inp, hw, engine_traits(run))
         except ValueError as e:
             raise ValueError(f"run {run['name']!r}: {e}") from None
         out.append(Row(name=run["name"], measured_s=measured_step_s(run, inp), predicted_s=st.total_s, st=st, run=run))
@@ -166,8 +183,9 @@ def table(rows) -> str:
     for r in rows:
         st, run = r.st, r.run
         exposed = ", ".join(f"{a} {s:.2f}" for a, s in st.exposed_comm_s.items() if s > 0.005) or "0"
-        lines.append(f"| {r.name} | {run['gpus']} {run['gpu']} | {st.layout} | {run['engine']} | {r.measured_s:.3g} | "
-                     f"{r.predicted_s:.3g} | {r.error:+.1%} | {st.compute_s:.3g} / {exposed} / {st.bubble_s:.3g} |")
+        lines.append(f"| {r.name} | {run['gpus']} {run['gpu']} | {st.layout} | {engine_label(run)} | "
+                     f"{r.measured_s:.3g} | {r.predicted_s:.3g} | {r.error:+.1%} | "
+                     f"{st.compute_s:.3g} / {exposed} / {st.bubble_s:.3g} |")
     lines.append(f"\nmedian |error| {median_abs_error(rows):.1%} over {len(rows)} runs")
     return "\n".join(lines)
 
