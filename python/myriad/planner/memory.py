@@ -184,21 +184,34 @@ def _zero_shard(params: ParameterLayout, bucket_elements: int, parts: int, index
     return ZeroShard(shard_elements=shard, optimizer_elements=owned, buckets=len(buckets))
 
 
-@functools.lru_cache(maxsize=4096)
-def _stage_slots(schedule: str, pp: int, micro_batches: int, virtual_stages: int, stage: int) -> int:
-    """slots_in_flight's value: a pure function of the schedule, memoised (a layout search asks for
-    the same few schedules thousands of times; building one costs milliseconds)."""
+@functools.lru_cache(maxsize=1024)
+def _schedule_slots(schedule: str, pp: int, micro_batches: int, virtual_stages: int) -> tuple:
+    """slots_in_flight of every stage of a schedule: a pure function of it, memoised (a layout search
+    asks for the same few schedules thousands of times; the engine builds one — every stage's
+    actions — in milliseconds, so it is built once and counted for all its stages)."""
     from .. import _myriad  # the engine's own schedule builder
-    actions = _myriad.pipeline_schedule(schedule, pp, micro_batches, virtual_stages)[stage]
-    seen, in_use, peak = set(), 0, 0
-    for kind, micro_batch, chunk, _peer in actions:
-        if micro_batch not in seen:
-            seen.add(micro_batch)
-            in_use += 1
-            peak = max(peak, in_use)
-        if kind == "backward" and chunk == 0:
-            in_use -= 1
-    return peak
+    out = []
+    for actions in _myriad.pipeline_schedule(schedule, pp, micro_batches, virtual_stages):
+        seen, in_use, peak = set(), 0, 0
+        for kind, micro_batch, chunk, _peer in actions:
+            if micro_batch not in seen:
+                seen.add(micro_batch)
+                in_use += 1
+                peak = max(peak, in_use)
+            if kind == "backward" and chunk == 0:
+                in_use -= 1
+        out.append(peak)
+    return tuple(out)
+
+
+def _stage_slots(schedule: str, pp: int, micro_batches: int, virtual_stages: int, stage: int) -> int:
+    return _schedule_slots(schedule, pp, micro_batches, virtual_stages)[stage]
+
+
+@functools.lru_cache(maxsize=256)
+def _moe_layers(model) -> tuple:
+    """is_moe_layer of every layer of `model` (a frozen ModelShape), memoised."""
+    return tuple(model.is_moe_layer(layer) for layer in range(model.n_layer))
 
 
 def slots_in_flight(layout, stage: int) -> int:
@@ -232,7 +245,8 @@ def activation_bytes(model, layout, coord: GridCoord, chunks: list, seq_len: int
     # The residual stream and its chunk gradients (the pipeline's messages) in the 16-bit format under
     # bf16 / fp16 (GptModel::activation_precision; the planner refuses fp8, whose stream is bf16).
     residual = 0.5 if precision in ("bf16", "fp16") else 1.0
-    any_moe = any(model.is_moe_layer(layer) for layer in range(model.n_layer))
+    moe_pattern = _moe_layers(model)
+    any_moe = any(moe_pattern)
     sixteen_attention = (precision in ("bf16", "fp16") and not model.block_sparse and layout.cp == 1
                          and model.head_dim in (64, 128))
     att_bytes = 0.5 if sixteen_attention else 1.0
@@ -258,7 +272,7 @@ def activation_bytes(model, layout, coord: GridCoord, chunks: list, seq_len: int
     def kept(none: bool, selective: bool) -> bool:
         return none if mode == "none" else selective if mode == "selective" else False
 
-    any_dense = any(not model.is_moe_layer(layer) for layer in layers)
+    any_dense = any(not moe_pattern[layer] for layer in layers)
     # Once per model: block scratch, the recomputed activations' shared set, positions, head buffers.
     # d_h, d_tmp, y_wide, d_act, the norms' gradients; the kept gradients (block_gradient_formats):
     # d_att, d_qkv in the format where the attention takes 16-bit products, SwiGLU's d_fc, d_up in it
@@ -281,7 +295,7 @@ def activation_bytes(model, layout, coord: GridCoord, chunks: list, seq_len: int
         once += rows * C  # pos_emb
     # Per micro-batch slot: the residual stream in and out of every block.
     per_slot = (len(layers) + len(chunks)) * rows * C * residual
-    moe_layers = sum(1 for layer in layers if model.is_moe_layer(layer))
+    moe_layers = sum(1 for layer in layers if moe_pattern[layer])
     for moe, count in ((False, len(layers) - moe_layers), (True, moe_layers)):  # halves of 4 bytes: exact sums
         per_slot += count * sum(n for n, none, sel, dense in slots_of_block if kept(none, sel) and not (moe and dense))
     per_slot += len(chunks) * rows * C * residual  # chunk gradients (the pipeline's messages)
