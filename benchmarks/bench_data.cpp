@@ -137,7 +137,7 @@ int pipeline(const std::string& data_dir, myriad::distributed::MpiRuntime& runti
 
 }  // namespace
 
-static int run(int argc, char** argv) {
+int main(int argc, char** argv) {
   myriad::distributed::MpiRuntime runtime(&argc, &argv);
   bool quick = false, run_pipeline = false;
   std::string data_dir = default_data_dir();
@@ -265,8 +265,4 @@ static int run(int argc, char** argv) {
     return 1;
   }
   return 0;
-}
-
-int main(int argc, char** argv) {
-  return myriad::bench::run_reporting_errors("bench_data", [&] { return run(argc, argv); });
 }

@@ -336,7 +336,7 @@ int time_ring(const Args& a, distributed::Communicator& world) {
 
 }  // namespace
 
-static int run(int argc, char** argv) {
+int main(int argc, char** argv) {
   distributed::MpiRuntime runtime(&argc, &argv);
   std::unique_ptr<distributed::Communicator> world = runtime.world();
   const Args a = parse(argc, argv);
@@ -345,8 +345,4 @@ static int run(int argc, char** argv) {
   }
   if (a.ring_only) return time_ring(a, *world);
   return a.train ? train_on_document(a, *world) : evaluate_document(a, *world);
-}
-
-int main(int argc, char** argv) {
-  return myriad::bench::run_reporting_errors("bench_long_context", [&] { return run(argc, argv); });
 }

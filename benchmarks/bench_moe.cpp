@@ -97,7 +97,7 @@ void skew_router(nn::ParameterStore& store, const Tensor& direction, Routing rou
 
 }  // namespace
 
-static int run(int argc, char** argv) {
+int main(int argc, char** argv) {
   distributed::MpiRuntime runtime(&argc, &argv);
   std::unique_ptr<distributed::Communicator> world = runtime.world();
   const int ep = world->size(), rank = world->rank();
@@ -233,8 +233,4 @@ static int run(int argc, char** argv) {
     std::cout << "\nBars (balanced routing, top 2 of 8 experts): grouped / sgemm >= 80%; MoE / dense <= 1.5.\n";
   }
   return 0;
-}
-
-int main(int argc, char** argv) {
-  return myriad::bench::run_reporting_errors("bench_moe", [&] { return run(argc, argv); });
 }

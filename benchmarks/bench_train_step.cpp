@@ -327,7 +327,7 @@ int data_parallel_table(distributed::MpiRuntime& runtime, bool quick, int argc, 
   return 0;
 }
 
-static int run(int argc, char** argv) {
+int main(int argc, char** argv) {
   std::optional<distributed::MpiRuntime> runtime;
   if (distributed::MpiRuntime::launched_by_mpi()) runtime.emplace();
   if (runtime && runtime->world_size() > 1) {
@@ -464,8 +464,4 @@ static int run(int argc, char** argv) {
               << "\n";
   }
   return 0;
-}
-
-int main(int argc, char** argv) {
-  return myriad::bench::run_reporting_errors("bench_train_step", [&] { return run(argc, argv); });
 }

@@ -76,9 +76,11 @@ std::string fmt(double value, int decimals = 1);
 std::string percent(double ratio, int decimals = 1);  // 0.953 -> "95.3%"
 std::string bytes_human(double bytes);                // "12.3 MiB"
 
-// A benchmark's main: runs `body` and turns an error it throws (a file it cannot write, a config it
-// cannot read) into "<program>: <message>" on stderr and exit status 1, instead of std::terminate's
-// abort. Returns body's own status otherwise.
+// A single-process benchmark's main: runs `body` and turns an error it throws (a file it cannot
+// write, a config it cannot read) into "<program>: <message>" on stderr and exit status 1, instead of
+// std::terminate's abort. Returns body's own status otherwise. Not for a body that owns an
+// MpiRuntime: unwinding would run MPI_Finalize on one rank while the others wait in a collective
+// (those benchmarks end the job through Communicator::abort, or std::terminate's abort).
 int run_reporting_errors(const char* program, const std::function<int()>& body);
 
 // Keeps the compiler from discarding a computed value.

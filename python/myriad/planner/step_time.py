@@ -446,8 +446,7 @@ class _Model:
         self.sp = lay.sequence_parallel and lay.tp > 1
         self.rows = self.N // lay.tp if self.sp else self.N  # residual-stream rows held between tp regions
         self.any_moe = any(self.m.is_moe_layer(layer) for layer in range(self.m.n_layer))  # h2 stays f32 (router)
-        self._layer_passes = {}  # is_moe_layer -> (forward, backward) costs of one block (layer_pass)
-        self._block_rooms = {}  # is_moe_layer -> layer_pass's costs and their rooms (_block_unit_costs)
+        self._block_costs = {}  # is_moe_layer -> one block's costs and their rooms (_block_unit_costs)
         self.keys = keys_per_query(self.T) if mean_keys is None else mean_keys
         precision = self.batch.precision.lower()
         self.sixteen = precision in ("bf16", "fp16")
@@ -570,14 +569,9 @@ class _Model:
         return fwd, bwd
 
     def layer_pass(self, layer):
-        """(forward cost, backward cost incl. recompute) of block `layer` for one micro-batch. A block's
-        costs depend on the layer only through its kind (dense or MoE): each kind is costed once per
-        layout and the same two (read-only) costs returned for every block of it."""
-        moe = self.m.is_moe_layer(layer)
-        cached = self._layer_passes.get(moe)
-        if cached is None:
-            cached = self._layer_passes[moe] = self._cost_layer_pass(layer)
-        return cached
+        """(forward cost, backward cost incl. recompute) of block `layer` for one micro-batch (read-only:
+        shared by every block of its kind, see _block_unit_costs)."""
+        return self._block_unit_costs(layer)[:2]
 
     def _cost_layer_pass(self, layer):
         m, lay, a = self.m, self.lay, self.a
@@ -884,12 +878,14 @@ class _Model:
         return max(0.0, room)
 
     def _block_unit_costs(self, layer):
-        """layer_pass(layer) and the room each of its passes leaves dp traffic (per block kind, once)."""
+        """(forward cost, backward cost, the room each leaves dp traffic) of block `layer`. A block's
+        costs depend on the layer only through its kind (dense or MoE): each kind is costed once per
+        layout and the same (read-only) costs returned for every block of it."""
         moe = self.m.is_moe_layer(layer)
-        cached = self._block_rooms.get(moe)
+        cached = self._block_costs.get(moe)
         if cached is None:
-            f, b = self.layer_pass(layer)
-            cached = self._block_rooms[moe] = (f, b, self._room(f), self._room(b))
+            f, b = self._cost_layer_pass(layer)
+            cached = self._block_costs[moe] = (f, b, self._room(f), self._room(b))
         return cached
 
     def units(self, chunk_layers, first, last):
