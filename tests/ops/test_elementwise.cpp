@@ -3,6 +3,8 @@
 // round to nearest even and reading strided views; zero; argument errors naming op and tensor.
 #include <gtest/gtest.h>
 
+#include <unistd.h>
+
 #include <cmath>
 
 #include "myriad/core/half.h"
@@ -112,6 +114,24 @@ TEST(Elementwise, ZeroOfALargeSliceClearsEveryChunkAndNothingAround) {
     const bool inside = i >= rows / 2 - 1 && i < rows - 1;
     wrong += p[i] != (inside ? 0.0f : 1.5f);
   }
+  EXPECT_EQ(wrong, 0);
+}
+
+TEST(Elementwise, ZeroOfASliceLargerThanTheLastLevelCacheStreamsEveryByte) {
+  // Past the last-level cache's size zero() writes with non-temporal stores, 16 bytes at a time
+  // from the first 16-byte boundary: a slice starting 4 bytes past one and ending mid-vector must
+  // still come out all zero, with its neighbours untouched.
+  const long llc = sysconf(_SC_LEVEL3_CACHE_SIZE);
+  const std::int64_t threshold = llc > 0 ? llc : std::int64_t{32} << 20;
+  if (threshold > (std::int64_t{1} << 30)) GTEST_SKIP() << "a last-level cache of " << threshold << " bytes";
+  const std::int64_t inside = threshold / 4 + 3 * 262144 + 7;  // floats: past the threshold, odd length
+  Tensor buffer = Tensor::empty({inside + 10});
+  buffer.fill(1.5f);
+  Tensor middle = buffer.slice(0, 1, 1 + inside);
+  zero(middle);
+  const float* p = buffer.data<float>();
+  std::int64_t wrong = 0;
+  for (std::int64_t i = 0; i < inside + 10; ++i) wrong += p[i] != (i >= 1 && i < 1 + inside ? 0.0f : 1.5f);
   EXPECT_EQ(wrong, 0);
 }
 

@@ -29,6 +29,7 @@
 #include <vector>
 
 #include "fast_exp.h"
+#include "row_max.h"
 #include "myriad/ops/cpu_gemm.h"
 
 namespace myriad::cpu {
@@ -121,14 +122,6 @@ void key_runs(const Problem& p, int64_t set, int64_t i0, int64_t bq, std::vector
 int64_t visible_keys(const Problem& p, int64_t i, int64_t j0, int64_t bk) {
   if (!p.causal) return bk;
   return std::clamp<int64_t>(p.q_offset + i - (p.k_offset + j0) + 1, 0, bk);
-}
-
-// max is exact, so the order in which lanes combine cannot change the result.
-float row_max(const float* x, int64_t n) {
-  float m = -std::numeric_limits<float>::infinity();
-#pragma omp simd reduction(max : m)
-  for (int64_t c = 0; c < n; ++c) m = x[c] > m ? x[c] : m;
-  return m;
 }
 
 // x[c] = exp(x[c] - shift) for c < n; returns their sum (fixed lane order).
