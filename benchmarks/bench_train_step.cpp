@@ -68,6 +68,14 @@ struct CaseResult {
   nn::ActivationMemory activations;
   std::size_t rss_before_model = 0, rss_after_warmup = 0, peak_rss = 0;
   bool peak_valid = false;
+  std::vector<double> step_s, sgemm_after_step;  // each timed step, and the sgemm GFLOP/s probed right after it
+  // The median over the timed steps of (model GFLOP/s of the step) / (sgemm GFLOP/s probed after it).
+  double alternated_ratio() const {
+    std::vector<double> ratios;
+    for (std::size_t i = 0; i < step_s.size(); ++i)
+      ratios.push_back(flops_per_step / step_s[i] / 1e9 / sgemm_after_step[i]);
+    return median(ratios);
+  }
 };
 
 Tensor random_ids(std::int64_t B, std::int64_t T, std::int64_t vocab, std::uint64_t stream) {
@@ -79,21 +87,31 @@ Tensor random_ids(std::int64_t B, std::int64_t T, std::int64_t vocab, std::uint6
   return ids;
 }
 
-// 1024^3 sgemm through the CPU GEMM the step runs on (ops/cpu_gemm.h); the buffers live only
-// inside this call.
-double sgemm_gflops() {
-  const int n = 1024;
-  Tensor a = Tensor::empty({n, n}), b = Tensor::empty({n, n}), c = Tensor::empty({n, n});
-  fill_uniform(a, -1, 1, 7, 0);
-  fill_uniform(b, -1, 1, 7, 1);
-  Timing t = time_it(
-      [&] {
-        cpu::sgemm(false, false, n, n, n, 1.0f, a.data<float>(), n, b.data<float>(), n, 0.0f, c.data<float>(), n);
-        do_not_optimize(c.data<float>());
-      },
-      2, 10, 1.0);
-  return 2.0 * n * n * n / t.median_s / 1e9;
-}
+// 1024^3 sgemm through the CPU GEMM the step runs on (ops/cpu_gemm.h), on buffers of its own.
+class SgemmProbe {
+ public:
+  SgemmProbe() : a_(Tensor::empty({kN, kN})), b_(Tensor::empty({kN, kN})), c_(Tensor::empty({kN, kN})) {
+    fill_uniform(a_, -1, 1, 7, 0);
+    fill_uniform(b_, -1, 1, 7, 1);
+  }
+  // GFLOP/s: the median of `calls` sgemms (>= 1 s when min_total_s says so) after `warmup` calls.
+  double gflops(int warmup, int calls, double min_total_s) {
+    Timing t = time_it(
+        [&] {
+          cpu::sgemm(false, false, kN, kN, kN, 1.0f, a_.data<float>(), kN, b_.data<float>(), kN, 0.0f, c_.data<float>(),
+                     kN);
+          do_not_optimize(c_.data<float>());
+        },
+        warmup, calls, min_total_s);
+    return 2.0 * kN * kN * kN / t.median_s / 1e9;
+  }
+
+ private:
+  static constexpr int kN = 1024;
+  Tensor a_, b_, c_;
+};
+
+double sgemm_gflops() { return SgemmProbe().gflops(2, 10, 1.0); }
 
 // Builds the model and optimizer, runs one warm-up step (checked), then times >= 3 steps with
 // the peak RSS reset just before the first timed one.
@@ -138,7 +156,20 @@ CaseResult run_case(const StepCase& c, Recompute mode) {
                c.name << ": warm-up loss " << r.initial_loss << " is not near ln V = " << uniform);
   r.rss_after_warmup = current_rss_bytes();
   r.peak_valid = reset_peak_rss();
-  r.timing = time_it(step, 0, 3, 1.0, 50);
+  // Each timed step is followed by a short 1024^3 sgemm probe (one warm-up, 5 timed calls), so a
+  // drift of the machine's speed hits the step and the GEMM rate it is compared with alike.
+  SgemmProbe probe;
+  std::vector<double> step_s;
+  double total_s = 0;
+  while (step_s.size() < 3 || (total_s < 1.0 && step_s.size() < 50)) {
+    const auto start = std::chrono::steady_clock::now();
+    step();
+    step_s.push_back(std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
+    total_s += step_s.back();
+    r.sgemm_after_step.push_back(probe.gflops(1, 5, 0.0));
+  }
+  r.timing = Timing{median(step_s), *std::min_element(step_s.begin(), step_s.end()), static_cast<int>(step_s.size())};
+  r.step_s = step_s;
   r.peak_rss = peak_rss_bytes();
   r.final_loss = last_loss;
   r.zero_s = median(zero_s);
@@ -382,11 +413,14 @@ int main(int argc, char** argv) {
 
   const double sgemm_after = sgemm_gflops();
   const double sgemm = 0.5 * (sgemm_before + sgemm_after);
-  const double sgemm_best = std::max(sgemm_before, sgemm_after);
+  double sgemm_best = std::max(sgemm_before, sgemm_after);  // the best rate of every probe of the run
+  for (const CaseResult& r : results) {
+    for (double rate : r.sgemm_after_step) sgemm_best = std::max(sgemm_best, rate);
+  }
 
   Table speed({"config", "B", "T", "params", "GFLOP/step", "ms/step (median)", "ms/step (min)", "steps", "tokens/s",
-               "model GFLOP/s", "model / sgemm", "model / best sgemm", "zero_grads ms", "fwd+bwd ms", "AdamW ms",
-               "loss first -> last"});
+               "model GFLOP/s", "model / sgemm", "model / sgemm (alternated)", "model / best sgemm", "zero_grads ms",
+               "fwd+bwd ms", "AdamW ms", "AdamW GB/s", "loss first -> last"});
   for (std::size_t i = 0; i < cases.size(); ++i) {
     const StepCase& c = cases[i];
     const CaseResult& r = results[i];
@@ -395,15 +429,21 @@ int main(int argc, char** argv) {
     speed.add_row({c.name, std::to_string(c.B), std::to_string(c.T), fmt(r.params / 1e6, 2) + "M",
                    fmt(r.flops_per_step / 1e9, 1), fmt(r.timing.median_s * 1e3, 1), fmt(r.timing.min_s * 1e3, 1),
                    std::to_string(r.timing.repeats), fmt(tokens / r.timing.median_s, 0), fmt(gflops, 1),
-                   percent(gflops / sgemm), percent(gflops / sgemm_best), fmt(r.zero_s * 1e3, 1),
-                   fmt(r.forward_backward_s * 1e3, 1), fmt(r.optimizer_s * 1e3, 1),
+                   percent(gflops / sgemm), percent(r.alternated_ratio()), percent(gflops / sgemm_best),
+                   fmt(r.zero_s * 1e3, 1), fmt(r.forward_backward_s * 1e3, 1), fmt(r.optimizer_s * 1e3, 1),
+                   fmt(32.0 * static_cast<double>(r.params) / r.optimizer_s / 1e9, 1),
                    fmt(r.initial_loss, 3) + " -> " + fmt(r.final_loss, 3)});
   }
   speed.print();
   std::cout << "\n- sgemm 1024x1024x1024 after the steps: " << fmt(sgemm_after)
-            << " GFLOP/s; 'model / sgemm' uses the mean " << fmt(sgemm) << " GFLOP/s, 'model / best sgemm' the higher "
+            << " GFLOP/s; 'model / sgemm' uses the mean " << fmt(sgemm)
+            << " GFLOP/s of before and after; 'model / sgemm (alternated)' is the median over the timed steps of "
+               "each step's rate over a 1024^3 sgemm probe (median of 5 calls) run right after it; 'model / best "
+               "sgemm' uses the highest rate of every sgemm measured in the run, "
             << fmt(sgemm_best) << " GFLOP/s\n"
-            << "- phase columns: medians of each phase over the timed steps (fwd+bwd includes the LM head and loss)\n"
+            << "- phase columns: medians of each phase over the timed steps (fwd+bwd includes the LM head and loss); "
+               "AdamW GB/s: the 32 bytes per parameter the optimizer phase must move (the gradient read for the "
+               "norm; then parameter, gradient, m and v read and parameter, m and v written) over its time\n"
             << "- model FLOPs/step = B*T * (6 * matmul weights (+ V*C for the tied LM head) + 6*L*T*C) "
                "(GptModel::flops_per_token); time = median over >= 3 steps after 1 warm-up step\n\n";
 
