@@ -20,9 +20,10 @@
 // informative); threads = the OpenMP threads every rate ran on.
 // --libraries instead times the CPU GEMM libraries the machine has (OpenBLAS, and oneDNN / BLIS when
 // installed: gemm_libraries.h) on each linear layer's forward, input-gradient and weight-gradient
-// GEMMs at tokens / 8 and tokens rows.
+// GEMMs at tokens / 8 and tokens rows, then those of one training step (--layers blocks, 12 by
+// default, and the LM head) summed per library: the ceiling of bench_train_step's "model / sgemm".
 // Usage: OMP_NUM_THREADS=2 bench_gemm [--quick] [--tokens M] [--embd C] [--vocab V] [--profile FILE]
-//        [--stream-mib N] [--libraries]
+//        [--stream-mib N] [--libraries [--layers L]]
 #include <cblas.h>
 #include <omp.h>
 
@@ -66,7 +67,7 @@ double max_relative_difference(const Tensor& x, const Tensor& y) {
 
 static int run(int argc, char** argv) {
   bool quick = false;
-  std::int64_t tokens = 2048, embd = 768, vocab = 50304;
+  std::int64_t tokens = 2048, embd = 768, vocab = 50304, layers = 12;
   std::string profile;
   double stream_mib = 64;
   bool libraries = false;
@@ -79,6 +80,8 @@ static int run(int argc, char** argv) {
       embd = std::atoll(argv[++i]);
     else if (std::strcmp(argv[i], "--vocab") == 0 && i + 1 < argc)
       vocab = std::atoll(argv[++i]);
+    else if (std::strcmp(argv[i], "--layers") == 0 && i + 1 < argc)
+      layers = std::atoll(argv[++i]);
     else if (std::strcmp(argv[i], "--profile") == 0 && i + 1 < argc)
       profile = argv[++i];
     else if (std::strcmp(argv[i], "--stream-mib") == 0 && i + 1 < argc)
@@ -87,9 +90,14 @@ static int run(int argc, char** argv) {
       libraries = true;
     else {
       std::cerr << "usage: bench_gemm [--quick] [--tokens M] [--embd C] [--vocab V] [--profile FILE] "
-                   "[--stream-mib N] [--libraries]\n";
+                   "[--stream-mib N] [--libraries [--layers L]]\n";
       return 2;
     }
+  }
+  if (tokens < 8 || embd < 1 || vocab < 1 || layers < 1) {
+    std::cerr << "bench_gemm: --tokens must be >= 8 and --embd, --vocab, --layers >= 1 (got " << tokens << ", " << embd
+              << ", " << vocab << ", " << layers << ")\n";
+    return 2;
   }
   if (!profile.empty()) myriad::bench::check_profile_writable(profile);  // before minutes of measuring
   if (libraries) {  // the machine's GEMM libraries side by side, then nothing else
@@ -98,7 +106,8 @@ static int run(int argc, char** argv) {
     // A linear layer of `in` -> `out` features on m token rows: forward y = x W^T (m x out x in, W
     // stored (out, in)), input gradient dx = dy W (m x in x out), weight gradient dW = dy^T x (out x in
     // x m).
-    for (std::int64_t m : {tokens / 8, tokens}) {
+    const std::vector<std::int64_t> token_counts{tokens / 8, tokens};
+    for (std::int64_t m : token_counts) {
       for (auto [out, in] :
            {std::pair{3 * embd, embd}, {embd, embd}, {4 * embd, embd}, {embd, 4 * embd}, {vocab, embd}}) {
         shapes.push_back({m, out, in, false, true, "x W^T"});
@@ -107,11 +116,13 @@ static int run(int argc, char** argv) {
       }
     }
     shapes.push_back({1024, 1024, 1024});
-    const std::vector<std::string> found = print_gemm_libraries(shapes, quick ? 3 : 7);
-    std::cout << "\n- libraries found: " << found.size() << " (oneDNN: libdnnl.so.2/3, BLIS: libblis.so.4, by dlopen);"
+    const GemmLibraryTimes found = print_gemm_libraries(shapes, quick ? 3 : 7);
+    std::cout << "\n- libraries found: " << found.names.size()
+              << " (oneDNN: libdnnl.so.2/3, BLIS: libblis.so.4, by dlopen);"
               << " each cell the best of " << (quick ? 3 : 7)
               << " rounds alternated between the libraries; token rows = tokens / 8 and tokens; the CPU ops use "
               << cpu::gemm_library_description(cpu::gemm_library()) << " (MYRIAD_CPU_GEMM)\n";
+    print_step_gemm_ceiling(shapes, found, token_counts, layers);
     return 0;
   }
   print_header("bench_gemm: myriad matmul vs direct OpenBLAS sgemm (fp32)", argc, argv);

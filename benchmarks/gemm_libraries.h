@@ -18,7 +18,23 @@ struct GemmShape {
   std::string pass = "C = A B";  // which GEMM of a linear layer it is
 };
 
-// Prints the table (GFLOP/s per library per shape, the fastest named) and returns the libraries found.
-std::vector<std::string> print_gemm_libraries(const std::vector<GemmShape>& shapes, int rounds);
+// What print_gemm_libraries measured: the libraries found, and each shape's best time per library
+// (seconds[shape][library], in the order of `names`).
+struct GemmLibraryTimes {
+  std::vector<std::string> names;
+  std::vector<std::vector<double>> seconds;
+};
+
+// Prints the table (GFLOP/s per library per shape, the fastest named) and returns what it measured.
+GemmLibraryTimes print_gemm_libraries(const std::vector<GemmShape>& shapes, int rounds);
+
+// The training step's GEMMs alone, per library: for each token count, `layers` blocks' four linear
+// layers (qkv, attention projection, MLP in, MLP out) and the LM head, each with its forward,
+// input-gradient and weight-gradient GEMM, timed at the rates of `times` (shapes laid out as
+// bench_gemm --libraries lays them: for each token count, 5 layers x 3 GEMMs, then the 1024^3
+// square last). Prints the GEMM time of one step and its average rate against the 1024^3 sgemm:
+// the ceiling of a step's "model / sgemm" when every other op took no time.
+void print_step_gemm_ceiling(const std::vector<GemmShape>& shapes, const GemmLibraryTimes& times,
+                             const std::vector<std::int64_t>& token_counts, std::int64_t layers);
 
 }  // namespace myriad::bench
