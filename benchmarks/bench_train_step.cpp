@@ -37,6 +37,7 @@
 #include <optional>
 
 #include "harness.h"
+#include "machine_profile.h"
 #include "myriad/ops/cpu_gemm.h"
 #include "train_step_options.h"
 #include "myriad/core/philox.h"
@@ -112,6 +113,14 @@ class SgemmProbe {
 };
 
 double sgemm_gflops() { return SgemmProbe().gflops(2, 10, 1.0); }
+
+// The most a step's model GFLOP/s can be, as a fraction of `sgemm_gflops`: every model FLOP at that
+// rate, plus the two passes no GEMM hides, as measured — zero_grads and the optimizer step (norm and
+// AdamW), which run at the memory bandwidth (their GB/s against a triad's in the table's notes).
+double step_ceiling(const CaseResult& r, double sgemm_gflops) {
+  const double gemm_s = r.flops_per_step / (sgemm_gflops * 1e9);
+  return gemm_s / (gemm_s + r.zero_s + r.optimizer_s);
+}
 
 // Builds the model and optimizer, runs one warm-up step (checked), then times >= 3 steps with
 // the peak RSS reset just before the first timed one.
@@ -402,6 +411,8 @@ int main(int argc, char** argv) {
               << " T=" << cases[0].T << (shape_note.empty() ? "" : " (" + shape_note + ")") << "\n";
   }
 
+  // The memory bandwidth the optimizer's passes run at (arrays well past a last-level cache).
+  const StreamRates stream = measure_stream(256.0 * 1048576.0, 5);
   const double sgemm_before = sgemm_gflops();
   std::cout << "- sgemm 1024x1024x1024 (" << cpu::gemm_library_description(cpu::gemm_library())
             << ") before the steps: " << fmt(sgemm_before) << " GFLOP/s\n";
@@ -420,7 +431,7 @@ int main(int argc, char** argv) {
 
   Table speed({"config", "B", "T", "params", "GFLOP/step", "ms/step (median)", "ms/step (min)", "steps", "tokens/s",
                "model GFLOP/s", "model / sgemm", "model / sgemm (alternated)", "model / best sgemm", "zero_grads ms",
-               "fwd+bwd ms", "AdamW ms", "AdamW GB/s", "loss first -> last"});
+               "fwd+bwd ms", "AdamW ms", "AdamW GB/s", "ceiling / best sgemm", "loss first -> last"});
   for (std::size_t i = 0; i < cases.size(); ++i) {
     const StepCase& c = cases[i];
     const CaseResult& r = results[i];
@@ -432,7 +443,7 @@ int main(int argc, char** argv) {
                    percent(gflops / sgemm), percent(r.alternated_ratio()), percent(gflops / sgemm_best),
                    fmt(r.zero_s * 1e3, 1), fmt(r.forward_backward_s * 1e3, 1), fmt(r.optimizer_s * 1e3, 1),
                    fmt(32.0 * static_cast<double>(r.params) / r.optimizer_s / 1e9, 1),
-                   fmt(r.initial_loss, 3) + " -> " + fmt(r.final_loss, 3)});
+                   percent(step_ceiling(r, sgemm_best)), fmt(r.initial_loss, 3) + " -> " + fmt(r.final_loss, 3)});
   }
   speed.print();
   std::cout << "\n- sgemm 1024x1024x1024 after the steps: " << fmt(sgemm_after)
@@ -444,6 +455,13 @@ int main(int argc, char** argv) {
             << "- phase columns: medians of each phase over the timed steps (fwd+bwd includes the LM head and loss); "
                "AdamW GB/s: the 32 bytes per parameter the optimizer phase must move (the gradient read for the "
                "norm; then parameter, gradient, m and v read and parameter, m and v written) over its time\n"
+            << "- ceiling / best sgemm: the most 'model / best sgemm' can be with every model FLOP at the best sgemm "
+               "rate, zero_grads and AdamW as measured, every other op free. Those two run at the memory bandwidth: "
+               "a triad measured before the steps moved "
+            << fmt(stream.triad_bytes_per_s / 1e9, 1) << " GB/s as STREAM counts it (3 arrays), "
+            << fmt(stream.triad_bytes_per_s * 4.0 / 3.0 / 1e9, 1)
+            << " GB/s with the written array's read for ownership (256 MiB arrays); AdamW reads every array it "
+               "writes\n"
             << "- model FLOPs/step = B*T * (6 * matmul weights (+ V*C for the tied LM head) + 6*L*T*C) "
                "(GptModel::flops_per_token); time = median over >= 3 steps after 1 warm-up step\n\n";
 
