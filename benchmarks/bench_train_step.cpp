@@ -124,7 +124,7 @@ double step_ceiling(const CaseResult& r, double sgemm_gflops) {
 
 // Builds the model and optimizer, runs one warm-up step (checked), then times >= 3 steps with
 // the peak RSS reset just before the first timed one.
-CaseResult run_case(const StepCase& c, Recompute mode) {
+CaseResult run_case(const StepCase& c, Recompute mode, int min_steps) {
   CaseResult r;
   r.rss_before_model = current_rss_bytes();
   nn::GptModel model(c.model);
@@ -170,7 +170,8 @@ CaseResult run_case(const StepCase& c, Recompute mode) {
   SgemmProbe probe;
   std::vector<double> step_s;
   double total_s = 0;
-  while (step_s.size() < 3 || (total_s < 1.0 && step_s.size() < 50)) {
+  const std::size_t fewest = static_cast<std::size_t>(min_steps), most = std::max<std::size_t>(fewest, 50);
+  while (step_s.size() < fewest || (total_s < 1.0 && step_s.size() < most)) {
     const auto start = std::chrono::steady_clock::now();
     step();
     step_s.push_back(std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
@@ -229,7 +230,8 @@ TorchStep torch_step(const std::string& python, const StepCase& c, const char* a
 // --reference torch: for each case, `rounds` rounds of myriad's step then PyTorch's with its
 // default and its fused AdamW (alternated, so drifts of the machine's speed hit all three alike);
 // medians over the rounds and the ratios.
-int reference_table(const std::vector<StepCase>& cases, Recompute mode, const std::string& python, bool quick) {
+int reference_table(const std::vector<StepCase>& cases, Recompute mode, const std::string& python, bool quick,
+                    int min_steps) {
   const int rounds = 3, torch_steps = quick ? 2 : 3;
   Table table({"config", "B", "T", "myriad ms/step", "torch default AdamW ms", "torch fused AdamW ms",
                "torch default / myriad", "torch fused / myriad", "rounds"});
@@ -237,7 +239,7 @@ int reference_table(const std::vector<StepCase>& cases, Recompute mode, const st
   for (const StepCase& c : cases) {
     std::vector<double> mine, plain, fused;
     for (int round = 0; round < rounds; ++round) {
-      mine.push_back(run_case(c, mode).timing.median_s * 1e3);
+      mine.push_back(run_case(c, mode, min_steps).timing.median_s * 1e3);
       for (const char* kind : {"default", "fused"}) {
         const TorchStep t = torch_step(python, c, kind, torch_steps);
         if (!t.error.empty()) {
@@ -254,7 +256,8 @@ int reference_table(const std::vector<StepCase>& cases, Recompute mode, const st
   }
   std::cout << "\n## Against PyTorch eager (torch " << version << ", " << MYRIAD_TORCH_STEP_SCRIPT << ")\n\n";
   table.print();
-  std::cout << "\n- each round: myriad's step (median of >= 3 after a warm-up), then PyTorch's with its default "
+  std::cout << "\n- each round: myriad's step (median of >= " << min_steps
+            << " after a warm-up), then PyTorch's with its default "
                "AdamW, then with fused AdamW (median of "
             << torch_steps << " after a warm-up), in a fresh process each; the table shows the medians over " << rounds
             << " rounds; PyTorch uses torch.get_num_threads() threads (OMP_NUM_THREADS)\n";
@@ -420,7 +423,7 @@ int main(int argc, char** argv) {
 
   std::vector<CaseResult> results;
   results.reserve(cases.size());
-  for (const StepCase& c : cases) results.push_back(run_case(c, mode));
+  for (const StepCase& c : cases) results.push_back(run_case(c, mode, options.steps));
 
   const double sgemm_after = sgemm_gflops();
   const double sgemm = 0.5 * (sgemm_before + sgemm_after);
@@ -463,7 +466,8 @@ int main(int argc, char** argv) {
             << " GB/s with the written array's read for ownership (256 MiB arrays); AdamW reads every array it "
                "writes\n"
             << "- model FLOPs/step = B*T * (6 * matmul weights (+ V*C for the tied LM head) + 6*L*T*C) "
-               "(GptModel::flops_per_token); time = median over >= 3 steps after 1 warm-up step\n\n";
+               "(GptModel::flops_per_token); time = median over >= "
+            << options.steps << " steps (--steps) after 1 warm-up step\n\n";
 
   Table memory({"config", "B", "T", "params", "grads", "AdamW m+v", "activations saved", "scratch", "accounted",
                 "RSS before model", "peak RSS (steps)", "peak / accounted", "(peak - before) / accounted"});
@@ -501,7 +505,7 @@ int main(int argc, char** argv) {
   std::cout << " (bar < 2%: " << (logging_s < 0.02 * results[0].timing.median_s ? "met" : "MISSED") << ")\n";
 
   if (options.reference == "torch") {
-    const int code = reference_table(cases, mode, options.python, quick);
+    const int code = reference_table(cases, mode, options.python, quick, options.steps);
     if (code != 0) return code;
   }
   if (!quick && !custom) {

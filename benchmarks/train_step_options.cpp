@@ -31,7 +31,7 @@ bool TrainStepOptions::custom_shape() const { return !config_path.empty() || lay
 std::string train_step_usage() {
   return "usage: bench_train_step [--quick] [--recompute none|selective|full] [--config FILE.yaml]\n"
          "                        [--reference torch [--python PATH]]\n"
-         "                        [--layers N] [--heads N] [--embd N] [--batch N] [--seq N]\n"
+         "                        [--layers N] [--heads N] [--embd N] [--batch N] [--seq N] [--steps N]\n"
          "  (no shape option)  GPT-2 tiny (B=8, T=128) and GPT-2 124M at B=4 x T=64 and T=256; --quick: tiny only\n"
          "  --config FILE      time one step of the run config's model at training.micro_batch x seq_len\n"
          "  --layers N         transformer blocks (L)          overrides model.n_layer\n"
@@ -40,6 +40,8 @@ std::string train_step_usage() {
          "  --batch N          sequences per step (B)          overrides training.micro_batch\n"
          "  --seq N            tokens per sequence (T)         overrides training.seq_len (grows the context)\n"
          "  --recompute MODE   activation recompute: none (default), selective or full\n"
+         "  --steps N          time at least N steps (default 3; more while under 1 s, up to max(N, 50)): more\n"
+         "                     steps steady the medians and the alternated sgemm ratio on a noisy machine\n"
          "  --reference torch  also time PyTorch eager's step (default and fused AdamW) at each shape, in rounds\n"
          "                     alternated with myriad's (benchmarks/train_step_torch.py), and print the ratios\n"
          "  --python PATH      the interpreter that runs it (default: python3; it needs torch)\n"
@@ -84,6 +86,8 @@ TrainStepOptions parse_train_step_options(int argc, const char* const* argv) {
       o.batch = positive_int(name, value());
     } else if (name == "--seq") {
       o.seq = positive_int(name, value());
+    } else if (name == "--steps") {
+      o.steps = positive_int(name, value());
     } else if (name == "--reference") {
       o.reference = value();
       MYRIAD_CHECK(o.reference == "torch", "option --reference: expected 'torch', got '" << o.reference << "'");

@@ -7,6 +7,7 @@
 //   --layers N --heads N --embd N --batch N --seq N
 //                              the shape; each overrides the config file (or the default GPT-2
 //                              124M shape at B=4, T=64 when no file is given)
+//   --steps N                  time at least N steps (default 3; each followed by an sgemm probe)
 //   --reference torch          PyTorch eager's step at the same shapes, alternated (train_step_torch.py)
 //   --python PATH              its interpreter (default python3)
 //   --help
@@ -29,6 +30,7 @@ struct TrainStepOptions {
   Recompute recompute = Recompute::none;
   std::string config_path;  // "" = none
   std::optional<int> layers, heads, embd, batch, seq;
+  int steps = 3;                   // the fewest timed steps (more while under 1 s, up to 50)
   std::string reference;           // "" or "torch"
   std::string python = "python3";  // runs benchmarks/train_step_torch.py for --reference torch
 

@@ -62,6 +62,15 @@ TEST(TrainStepOptions, BadOptionsAreRefusedNamingTheOption) {
   }
   EXPECT_NE(error_of({"--recompute", "some"}).find("option --recompute"), std::string::npos);
   EXPECT_EQ(error_of({"--batch", "7"}), "");
+  EXPECT_NE(error_of({"--steps", "0"}).find("option --steps: expected a positive integer"), std::string::npos);
+}
+
+TEST(TrainStepOptions, StepsSetTheFewestTimedStepsWithoutChangingTheCases) {
+  EXPECT_EQ(parse({}).steps, 3);
+  const TrainStepOptions o = parse({"--steps=9"});
+  EXPECT_EQ(o.steps, 9);
+  EXPECT_FALSE(o.custom_shape());
+  EXPECT_EQ(parse({"--steps", "12", "--batch", "2"}).steps, 12);
 }
 
 TEST(TrainStepOptions, ReferenceTorchAndItsInterpreter) {
