@@ -206,6 +206,30 @@ TEST(CrossEntropy, LargeLogitsStayFiniteAndAccurate) {
   }
 }
 
+TEST(CrossEntropy, ANanLogitMakesItsRowsLossNanAndLeavesTheOthers) {
+  // The row max skips NaN (row_max.h); the NaN must still reach the loss through exp(NaN - max), at
+  // any position of the row (the first element, one inside a vector, the scalar tail) and for rows
+  // that are all NaN, while the other rows keep their float64 values.
+  const std::int64_t rows = 5, vocab = 37;
+  const CrossEntropyArgs args{};
+  Tensor logits = testing::random_tensor({rows, vocab}, 11, 0, -4.0f, 4.0f);
+  float* x = logits.data<float>();
+  x[0 * vocab + 0] = std::nanf("");
+  x[1 * vocab + 9] = std::nanf("");
+  x[2 * vocab + vocab - 1] = std::nanf("");
+  for (std::int64_t v = 0; v < vocab; ++v) x[3 * vocab + v] = std::nanf("");
+  Tensor targets = make_targets(rows, vocab, args.ignore_index, 0, 3);
+  Tensor losses = Tensor::empty({rows}), lse = Tensor::empty({rows});
+  cross_entropy_forward(args, logits, targets, losses, lse);
+  const std::vector<double> got = to_f64(losses), got_lse = to_f64(lse);
+  for (std::int64_t n = 0; n < 4; ++n) EXPECT_TRUE(std::isnan(got[n]) && std::isnan(got_lse[n])) << "row " << n;
+  const std::vector<double> all = to_f64(logits);
+  const std::vector<double> last(all.end() - vocab, all.end());
+  const std::vector<std::int32_t> t = ids_vector(targets);
+  const CrossEntropyExpected ref = reference_cross_entropy(last, {t.back()}, vocab, args.ignore_index);
+  EXPECT_NEAR(got.back(), ref.losses[0], 1e-5 * std::max(1.0, std::fabs(ref.losses[0])));
+}
+
 TEST(CrossEntropy, CountValidTargets) {
   Tensor targets = Tensor::zeros({2, 4}, DType::i32);
   targets.set({0, 1}, -100);
