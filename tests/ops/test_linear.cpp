@@ -1,11 +1,15 @@
 // linear_forward (x W^T + b, optional GELU) against float64, with and without bias and GELU, for
 // a batched x; the GELU MLP's fused pair (linear_gelu_forward, linear_dgelu_backward) against
-// float64 and finite differences; argument errors name the op and the tensor.
+// float64 and finite differences, and bit for bit against the ops one after another; argument
+// errors name the op and the tensor.
 #include <gtest/gtest.h>
 
 #include <cmath>
 
+#include "myriad/ops/activations.h"
+#include "myriad/ops/bias_add.h"
 #include "myriad/ops/linear.h"
+#include "myriad/ops/matmul.h"
 #include "reference.h"
 #include "test_helpers.h"
 
@@ -104,6 +108,38 @@ TEST(LinearGelu, DgeluBackwardIsTheGradientThroughTheNextLayerAndTheGelu) {
   Tensor wrong_bias = Tensor::zeros({F + 1});
   expect_error_naming([&] { linear_dgelu_backward(g, w2, pre, grad_pre, wrong_bias); },
                       {"linear_dgelu_backward", "grad_bias"});
+}
+
+// The CPU runs the pair as one pass after its GEMM (bias + GELU; GELU's gradient + the bias
+// gradient's row-chunked sums): the same bits as the ops one after another, on a shape large
+// enough for the threads and for several row chunks.
+TEST(LinearGelu, TheFusedPassesEqualTheOpsOneAfterAnother) {
+  const std::uint64_t seed = fresh_seed();
+  MYRIAD_SEED_TRACE(seed);
+  const std::int64_t R = 300, K = 24, F = 96, N = 40;
+  const Tensor x = random_tensor({R, K}, seed, 0), w = random_tensor({F, K}, seed, 1);
+  const Tensor b = random_tensor({F}, seed, 2), w2 = random_tensor({N, F}, seed, 3), g = random_tensor({R, N}, seed, 4);
+  for (bool with_bias : {true, false}) {
+    SCOPED_TRACE(with_bias ? "bias" : "no bias");
+    const Tensor bias = with_bias ? b : Tensor();
+    Tensor pre = Tensor::empty({R, F}), y = Tensor::empty({R, F});
+    linear_gelu_forward(x, w, bias, pre, y);
+    Tensor step_pre = Tensor::empty({R, F}), step_y = Tensor::empty({R, F});
+    linear_forward(LinearArgs{}, x, w, bias, step_pre);
+    gelu_forward(GeluArgs{}, step_pre, step_y);
+    EXPECT_EQ(to_f64(pre), to_f64(step_pre));
+    EXPECT_EQ(to_f64(y), to_f64(step_y));
+
+    Tensor grad_pre = Tensor::empty({R, F}), grad_bias = Tensor::full({F}, 0.25);
+    Tensor no_bias;
+    linear_dgelu_backward(g, w2, pre, grad_pre, with_bias ? grad_bias : no_bias);
+    Tensor step_grad = Tensor::empty({R, F}), step_bias = Tensor::full({F}, 0.25), no_grad_x;
+    matmul_forward(MatmulArgs{}, g, w2, step_grad);
+    gelu_backward(GeluArgs{}, pre, step_grad, step_grad);
+    if (with_bias) bias_add_backward(BiasAddArgs{}, step_grad, no_grad_x, step_bias);
+    EXPECT_EQ(to_f64(grad_pre), to_f64(step_grad));
+    EXPECT_EQ(to_f64(grad_bias), to_f64(step_bias));
+  }
 }
 
 TEST(Linear, ArgumentErrorsNameOpAndTensor) {

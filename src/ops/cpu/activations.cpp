@@ -1,30 +1,17 @@
 // CPU GELU / SwiGLU (float32, OpenMP over elements, static schedule: purely elementwise, so
 // the result never depends on the thread count). Each element's inputs are read before its
 // outputs are written, which makes in-place calls (an output aliasing an input) safe.
-// The tanh GELU is computed as x * sigmoid(2u), u = sqrt(2/pi) (x + 0.044715 x^3) — the same
-// function as 0.5 x (1 + tanh u), without the cancellation of 1 + tanh u for negative x — and
-// every sigmoid through fast_exp (the attention kernels' branch-free exp), so the loops vectorise
-// (the scalar libm tanh and exp were a quarter of a serving step's time: docs/performance.md,
-// "Serving").
+// The tanh GELU's per-element math is gelu_math.h's (x * sigmoid(2u), shared with the fused
+// linear + GELU passes), and every sigmoid (SwiGLU's too: fast_sigmoid) goes through fast_exp
+// (the attention kernels' branch-free exp), so the loops vectorise (the scalar libm tanh and exp
+// were a quarter of a serving step's time: docs/performance.md, "Serving").
 #include <cmath>
 
 #include "myriad/ops/activations.h"
 #include "parallel_threshold.h"
-#include "fast_exp.h"
+#include "gelu_math.h"
 
 namespace myriad::cpu {
-
-namespace {
-
-constexpr float kGeluScale = 0.7978845608028654f;  // sqrt(2 / pi)
-constexpr float kGeluCubic = 0.044715f;
-
-// 1 / (1 + e^-v): fast_exp clamps instead of overflowing to inf, so no NaN from inf / inf.
-inline float sigmoid(float v) { return 1.0f / (1.0f + fast_exp(-v)); }
-// d gelu / d x's pieces: s = sigmoid(2u) and 2u'(x).
-inline float gelu_inner_twice(float v) { return 2.0f * kGeluScale * (v + kGeluCubic * v * v * v); }
-
-}  // namespace
 
 void gelu_forward(const GeluArgs&, const Tensor& x, Tensor& out) {
   const std::int64_t count = x.numel();
@@ -32,8 +19,7 @@ void gelu_forward(const GeluArgs&, const Tensor& x, Tensor& out) {
   float* yp = out.data<float>();
 #pragma omp parallel for simd schedule(static) if (count >= kParallelMinElements)
   for (std::int64_t i = 0; i < count; ++i) {
-    const float v = xp[i];
-    yp[i] = v * sigmoid(gelu_inner_twice(v));
+    yp[i] = gelu_value(xp[i]);
   }
 }
 
@@ -44,10 +30,7 @@ void gelu_backward(const GeluArgs&, const Tensor& x, const Tensor& grad_out, Ten
   float* dxp = grad_x.data<float>();
 #pragma omp parallel for simd schedule(static) if (count >= kParallelMinElements)
   for (std::int64_t i = 0; i < count; ++i) {
-    const float v = xp[i];
-    const float s = sigmoid(gelu_inner_twice(v));
-    const float d_twice_inner = 2.0f * kGeluScale * (1.0f + 3.0f * kGeluCubic * v * v);
-    dxp[i] = (s + v * s * (1.0f - s) * d_twice_inner) * dyp[i];  // d/dx x s(2u)
+    dxp[i] = gelu_gradient(xp[i], dyp[i]);
   }
 }
 
@@ -59,7 +42,7 @@ void swiglu_forward(const SwigluArgs&, const Tensor& gate, const Tensor& up, Ten
 #pragma omp parallel for simd schedule(static) if (count >= kParallelMinElements)
   for (std::int64_t i = 0; i < count; ++i) {
     const float g = gp[i];
-    yp[i] = g * sigmoid(g) * up_p[i];
+    yp[i] = g * fast_sigmoid(g) * up_p[i];
   }
 }
 
@@ -74,7 +57,7 @@ void swiglu_backward(const SwigluArgs&, const Tensor& gate, const Tensor& up, co
 #pragma omp parallel for schedule(static) if (count >= kParallelMinElements)
   for (std::int64_t i = 0; i < count; ++i) {
     const float g = gp[i], u = up_p[i], dy = dyp[i];
-    const float s = sigmoid(g);
+    const float s = fast_sigmoid(g);
     // d silu / dg = s + g s (1 - s) = s (1 + g (1 - s))
     const float dgate = dy * u * s * (1.0f + g * (1.0f - s));
     const float dup_value = dy * g * s;
