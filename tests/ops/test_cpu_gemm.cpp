@@ -1,5 +1,6 @@
 // cpu::sgemm (ops/cpu_gemm.h) on each library this machine has, against a float64 reference on
-// fresh random inputs: the four transpositions, leading dimensions wider than the matrices, alpha,
+// fresh random inputs: the four transpositions, leading dimensions wider than the matrices, vocabulary-
+// sized m or n (oneDNN's per-thread slices), alpha,
 // beta 0 (c's old contents ignored, NaN included) and 1 (accumulate), empty shapes and K = 0; the
 // two libraries agree within f32 rounding; MYRIAD_CPU_GEMM's values (oneDNN where it loads by
 // default) and their errors.
@@ -71,9 +72,17 @@ std::vector<double> reference(const Problem& p, float alpha, const std::vector<f
 TEST(CpuGemm, EveryLibraryMatchesFloat64InEveryTransposition) {
   LibraryGuard guard;
   std::mt19937 rng(std::random_device{}());
-  const std::vector<Problem> problems = {{37, 53, 29, false, false, 0}, {37, 53, 29, true, false, 3},
-                                         {64, 48, 96, false, true, 5},  {17, 130, 70, true, true, 1},
-                                         {256, 96, 33, false, true, 0}, {1, 77, 200, true, false, 2}};
+  const std::vector<Problem> problems = {{37, 53, 29, false, false, 0},
+                                         {37, 53, 29, true, false, 3},
+                                         {64, 48, 96, false, true, 5},
+                                         {17, 130, 70, true, true, 1},
+                                         {256, 96, 33, false, true, 0},
+                                         {1, 77, 200, true, false, 2},
+                                         // m or n >= 32768: oneDNN's calls cut into per-thread slices
+                                         {40001, 3, 5, true, false, 2},
+                                         {40001, 4, 6, false, true, 1},
+                                         {3, 40001, 7, false, false, 3},
+                                         {5, 33003, 4, true, true, 0}};
   for (GemmLibrary library : libraries()) {
     set_gemm_library(library);
     for (const Problem& p : problems) {

@@ -36,7 +36,9 @@ std::string gemm_library_description(GemmLibrary library);
 const char* gemm_library_name(GemmLibrary library);  // "openblas" | "onednn"
 
 // c (m x n, leading dimension ldc) = alpha op(a) op(b) + beta c, row-major; op(a) is m x k, op(b)
-// k x n; lda / ldb the leading dimensions of a and b as stored.
+// k x n; lda / ldb the leading dimensions of a and b as stored. On oneDNN, outside a parallel
+// region, a GEMM whose m or n is at least 32768 (an LM head's) runs as one single-threaded call
+// per OpenMP thread on a slice of that dimension, faster than oneDNN's own threading there.
 void sgemm(bool trans_a, bool trans_b, std::int64_t m, std::int64_t n, std::int64_t k, float alpha, const float* a,
            std::int64_t lda, const float* b, std::int64_t ldb, float beta, float* c, std::int64_t ldc);
 
