@@ -102,20 +102,8 @@ static int run(int argc, char** argv) {
   if (!profile.empty()) myriad::bench::check_profile_writable(profile);  // before minutes of measuring
   if (libraries) {  // the machine's GEMM libraries side by side, then nothing else
     print_header("bench_gemm --libraries: OpenBLAS vs oneDNN vs BLIS sgemm (fp32, row-major)", argc, argv);
-    std::vector<GemmShape> shapes;
-    // A linear layer of `in` -> `out` features on m token rows: forward y = x W^T (m x out x in, W
-    // stored (out, in)), input gradient dx = dy W (m x in x out), weight gradient dW = dy^T x (out x in
-    // x m).
     const std::vector<std::int64_t> token_counts{tokens / 8, tokens};
-    for (std::int64_t m : token_counts) {
-      for (auto [out, in] :
-           {std::pair{3 * embd, embd}, {embd, embd}, {4 * embd, embd}, {embd, 4 * embd}, {vocab, embd}}) {
-        shapes.push_back({m, out, in, false, true, "x W^T"});
-        shapes.push_back({m, in, out, false, false, "dy W"});
-        shapes.push_back({out, in, m, true, false, "dy^T x"});
-      }
-    }
-    shapes.push_back({1024, 1024, 1024});
+    const std::vector<GemmShape> shapes = step_gemm_shapes(token_counts, embd, vocab);
     const GemmLibraryTimes found = print_gemm_libraries(shapes, quick ? 3 : 7);
     std::cout << "\n- libraries found: " << found.names.size()
               << " (oneDNN: libdnnl.so.2/3, BLIS: libblis.so.4, by dlopen);"

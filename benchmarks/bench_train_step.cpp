@@ -168,18 +168,17 @@ CaseResult run_case(const StepCase& c, Recompute mode, int min_steps) {
   // Each timed step is followed by a short 1024^3 sgemm probe (one warm-up, 5 timed calls), so a
   // drift of the machine's speed hits the step and the GEMM rate it is compared with alike.
   SgemmProbe probe;
-  std::vector<double> step_s;
   double total_s = 0;
   const std::size_t fewest = static_cast<std::size_t>(min_steps), most = std::max<std::size_t>(fewest, 50);
-  while (step_s.size() < fewest || (total_s < 1.0 && step_s.size() < most)) {
+  while (r.step_s.size() < fewest || (total_s < 1.0 && r.step_s.size() < most)) {
     const auto start = std::chrono::steady_clock::now();
     step();
-    step_s.push_back(std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
-    total_s += step_s.back();
+    r.step_s.push_back(std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
+    total_s += r.step_s.back();
     r.sgemm_after_step.push_back(probe.gflops(1, 5, 0.0));
   }
-  r.timing = Timing{median(step_s), *std::min_element(step_s.begin(), step_s.end()), static_cast<int>(step_s.size())};
-  r.step_s = step_s;
+  r.timing =
+      Timing{median(r.step_s), *std::min_element(r.step_s.begin(), r.step_s.end()), static_cast<int>(r.step_s.size())};
   r.peak_rss = peak_rss_bytes();
   r.final_loss = last_loss;
   r.zero_s = median(zero_s);

@@ -10,6 +10,7 @@
 #include <chrono>
 #include <functional>
 #include <iostream>
+#include <utility>
 
 #include "harness.h"
 #include "myriad/core/error.h"
@@ -112,9 +113,30 @@ GemmLibraryTimes print_gemm_libraries(const std::vector<GemmShape>& shapes, int 
   return {names, measured};
 }
 
+namespace {
+constexpr std::size_t kPerTokenCount = 15;  // step_gemm_shapes: 5 linear layers x 3 GEMMs; the LM head last
+}  // namespace
+
+std::vector<GemmShape> step_gemm_shapes(const std::vector<std::int64_t>& token_counts, std::int64_t embd,
+                                        std::int64_t vocab) {
+  std::vector<GemmShape> shapes;
+  // A linear layer of `in` -> `out` features on m token rows: forward y = x W^T (m x out x in, W
+  // stored (out, in)), input gradient dx = dy W (m x in x out), weight gradient dW = dy^T x (out x in
+  // x m).
+  for (std::int64_t m : token_counts) {
+    for (auto [out, in] :
+         {std::pair{3 * embd, embd}, {embd, embd}, {4 * embd, embd}, {embd, 4 * embd}, {vocab, embd}}) {
+      shapes.push_back({m, out, in, false, true, "x W^T"});
+      shapes.push_back({m, in, out, false, false, "dy W"});
+      shapes.push_back({out, in, m, true, false, "dy^T x"});
+    }
+  }
+  shapes.push_back({1024, 1024, 1024});
+  return shapes;
+}
+
 void print_step_gemm_ceiling(const std::vector<GemmShape>& shapes, const GemmLibraryTimes& times,
                              const std::vector<std::int64_t>& token_counts, std::int64_t layers) {
-  constexpr std::size_t kPerTokenCount = 15;  // 5 linear layers x 3 GEMMs; the last is the LM head
   MYRIAD_CHECK(shapes.size() == token_counts.size() * kPerTokenCount + 1 && times.seconds.size() == shapes.size(),
                "print_step_gemm_ceiling: " << shapes.size() << " shapes for " << token_counts.size()
                                            << " token counts (15 each, then the square)");

@@ -28,12 +28,16 @@ struct GemmLibraryTimes {
 // Prints the table (GFLOP/s per library per shape, the fastest named) and returns what it measured.
 GemmLibraryTimes print_gemm_libraries(const std::vector<GemmShape>& shapes, int rounds);
 
-// The training step's GEMMs alone, per library: for each token count, `layers` blocks' four linear
-// layers (qkv, attention projection, MLP in, MLP out) and the LM head, each with its forward,
-// input-gradient and weight-gradient GEMM, timed at the rates of `times` (shapes laid out as
-// bench_gemm --libraries lays them: for each token count, 5 layers x 3 GEMMs, then the 1024^3
-// square last). Prints the GEMM time of one step and its average rate against the 1024^3 sgemm:
-// the ceiling of a step's "model / sgemm" when every other op took no time.
+// The GEMMs of a GPT block's four linear layers (qkv, attention projection, MLP in, MLP out) and of
+// the LM head, each as its forward x W^T, input gradient dy W and weight gradient dy^T x, for each
+// token count in turn (15 shapes each, the head's three last); then the 1024^3 square.
+std::vector<GemmShape> step_gemm_shapes(const std::vector<std::int64_t>& token_counts, std::int64_t embd,
+                                        std::int64_t vocab);
+
+// The training step's GEMMs alone, per library: `layers` blocks and the LM head of
+// step_gemm_shapes(token_counts, ...), timed at the rates of `times`. Prints the GEMM time of one
+// step and its average rate against the 1024^3 sgemm: the ceiling of a step's "model / sgemm" when
+// every other op took no time.
 void print_step_gemm_ceiling(const std::vector<GemmShape>& shapes, const GemmLibraryTimes& times,
                              const std::vector<std::int64_t>& token_counts, std::int64_t layers);
 
