@@ -1,5 +1,6 @@
-// bench_attention: blocked causal attention (forward, forward + backward) against OpenBLAS sgemm
-// measured in the same run, with the peak extra memory of each call.
+// bench_attention: blocked causal attention (forward, forward + backward) against the sgemm of the
+// CPU ops' GEMM (ops/cpu_gemm.h: the GEMM the attention's own blocks run on) measured in the same
+// run, with the peak extra memory of each call.
 //
 // Sweeps T = 256 .. 8192 at B = 1, H = 12, D = 64 (GPT-2 small heads; --batch, --heads, --head-dim
 // set another shape, e.g. the planned model's), f32, causal. q, k, v are
@@ -20,7 +21,6 @@
 // Usage: OMP_NUM_THREADS=2 bench_attention [--quick] [--min-t T] [--max-t T] [--block-q N] [--block-k N]
 //        [--batch B] [--heads H] [--head-dim D] [--profile FILE]
 //        OMP_NUM_THREADS=2 bench_attention --sparse [--sparse-min T] [--sparse-max T] [--dense-max T]
-#include <cblas.h>
 #include <malloc.h>
 
 #include <cmath>
@@ -32,6 +32,7 @@
 #include "machine_profile.h"
 #include "myriad/core/philox.h"
 #include "myriad/ops/attention.h"
+#include "myriad/ops/cpu_gemm.h"
 
 using namespace myriad;
 using namespace myriad::bench;
@@ -159,16 +160,14 @@ bool check_correctness(const AttentionArgs& args, AttentionShape s) {
   return ok;
 }
 
-// GFLOP/s of a square n x n x n OpenBLAS sgemm (all OpenMP threads).
+// GFLOP/s of a square n x n x n sgemm on the CPU ops' GEMM (all OpenMP threads).
 double sgemm_gflops(std::int64_t n) {
   Tensor a = Tensor::empty({n, n}), b = Tensor::empty({n, n}), c = Tensor::empty({n, n});
   fill_uniform(a, -1, 1, 3, 0);
   fill_uniform(b, -1, 1, 3, 1);
-  const int ni = static_cast<int>(n);
   Timing t = time_it(
       [&] {
-        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, ni, ni, ni, 1.0f, a.data<float>(), ni, b.data<float>(),
-                    ni, 0.0f, c.data<float>(), ni);
+        cpu::sgemm(false, false, n, n, n, 1.0f, a.data<float>(), n, b.data<float>(), n, 0.0f, c.data<float>(), n);
       },
       2, 5, 0.5);
   return 2.0 * n * n * n / t.median_s / 1e9;
@@ -305,7 +304,9 @@ static int run(int argc, char** argv) {
     run_sparse(sparse_min, sparse_max, dense_max);
     return 0;
   }
-  print_header("bench_attention: blocked causal attention vs OpenBLAS sgemm (fp32)", argc, argv);
+  print_header("bench_attention: blocked causal attention vs the CPU GEMM's sgemm (fp32)", argc, argv);
+  std::cout << "- the CPU GEMM (the attention's blocks and the sgemm column): "
+            << cpu::gemm_library_description(cpu::gemm_library()) << "\n";
   auto block = [](int b) { return b > 0 ? std::to_string(b) : std::string("auto"); };
   if (shape.B < 1 || shape.H < 1 || shape.D < 1) {
     std::cerr << "bench_attention: --batch, --heads and --head-dim must be >= 1\n";
@@ -365,7 +366,7 @@ static int run(int argc, char** argv) {
   std::cout
       << "\nFLOPs (causal half of the scores): forward = 2 matmuls * 2*B*H*T^2*D * 1/2 = 2*B*H*T^2*D;\n"
          "backward = 2.5 * forward (5 matmuls); fwd+bwd = 3.5 * forward. Times are medians of >= 3 repeats.\n"
-         "sgemm = OpenBLAS 1024x1024x1024 on all threads, the better of two runs just before and after the row.\n"
+         "sgemm = the CPU GEMM's 1024x1024x1024 on all threads, the better of two runs just before and after the row.\n"
          "Peak extra = VmHWM after the call minus RSS before it (the call allocates its outputs: out + lse,\n"
          "or grad_q + grad_k + grad_v; buffers >= 1 MiB are mmapped), after /proc/self/clear_refs reset the peak.\n";
   if (!profile.empty() && !rows.empty()) {
