@@ -18,6 +18,7 @@
 #include <thread>
 
 #include "myriad/ops/cpu_gemm.h"
+#include "myriad/ops/cpu_isa.h"
 #include "myriad/train/metrics/peak_flops.h"
 
 extern "C" char* openblas_get_config(void);
@@ -94,6 +95,7 @@ void print_header(const std::string& title, int argc, char** argv) {
             << "- machine: " << describe_machine() << "\n"
             << "- BLAS kernel: " << describe_blas_kernel() << "; widest fp32 vector ISA: " << describe_peak_vector_isa()
             << "\n"
+            << "- the CPU ops' vector kernels: " << cpu::vector_kernels_description() << "\n"
             << "- command: `" << joined_command_line(argc, argv) << "`\n"
             << "- date: " << date << "\n\n";
 }

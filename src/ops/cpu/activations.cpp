@@ -7,13 +7,14 @@
 // were a quarter of a serving step's time: docs/performance.md, "Serving").
 #include <cmath>
 
+#include "cpu_clones.h"
 #include "myriad/ops/activations.h"
 #include "parallel_threshold.h"
 #include "gelu_math.h"
 
 namespace myriad::cpu {
 
-void gelu_forward(const GeluArgs&, const Tensor& x, Tensor& out) {
+MYRIAD_CPU_CLONES void gelu_forward(const GeluArgs&, const Tensor& x, Tensor& out) {
   const std::int64_t count = x.numel();
   const float* xp = x.data<float>();
   float* yp = out.data<float>();
@@ -23,7 +24,7 @@ void gelu_forward(const GeluArgs&, const Tensor& x, Tensor& out) {
   }
 }
 
-void gelu_backward(const GeluArgs&, const Tensor& x, const Tensor& grad_out, Tensor& grad_x) {
+MYRIAD_CPU_CLONES void gelu_backward(const GeluArgs&, const Tensor& x, const Tensor& grad_out, Tensor& grad_x) {
   const std::int64_t count = x.numel();
   const float* xp = x.data<float>();
   const float* dyp = grad_out.data<float>();
@@ -34,7 +35,7 @@ void gelu_backward(const GeluArgs&, const Tensor& x, const Tensor& grad_out, Ten
   }
 }
 
-void swiglu_forward(const SwigluArgs&, const Tensor& gate, const Tensor& up, Tensor& out) {
+MYRIAD_CPU_CLONES void swiglu_forward(const SwigluArgs&, const Tensor& gate, const Tensor& up, Tensor& out) {
   const std::int64_t count = gate.numel();
   const float* gp = gate.data<float>();
   const float* up_p = up.data<float>();
@@ -46,8 +47,8 @@ void swiglu_forward(const SwigluArgs&, const Tensor& gate, const Tensor& up, Ten
   }
 }
 
-void swiglu_backward(const SwigluArgs&, const Tensor& gate, const Tensor& up, const Tensor& grad_out, Tensor& grad_gate,
-                     Tensor& grad_up) {
+MYRIAD_CPU_CLONES void swiglu_backward(const SwigluArgs&, const Tensor& gate, const Tensor& up, const Tensor& grad_out,
+                                       Tensor& grad_gate, Tensor& grad_up) {
   const std::int64_t count = gate.numel();
   const float* gp = gate.data<float>();
   const float* up_p = up.data<float>();

@@ -10,6 +10,7 @@
 #include <cmath>
 #include <vector>
 
+#include "cpu_clones.h"
 #include "myriad/core/half.h"
 #include "myriad/ops/adamw.h"
 #include "parallel_threshold.h"
@@ -26,7 +27,7 @@ constexpr int kNormStreams = 4;  // parts of a block read side by side
 // what is left past the parts into part 0's lanes; the lanes are summed part by part, in order.
 // Several streams keep more cache-line fetches in flight than one: a 124M-parameter gradient read
 // in 30 ms as one stream per thread and in 22 ms as four (2-vCPU Xeon VM, 2026-12-07).
-double block_sum_of_squares(const float* x, std::int64_t count) {
+MYRIAD_CPU_CLONES double block_sum_of_squares(const float* x, std::int64_t count) {
   const std::int64_t part = count / kNormStreams / kNormLanes * kNormLanes;
   double lane[kNormStreams][kNormLanes] = {};
   for (std::int64_t i = 0; i < part; i += kNormLanes) {
@@ -68,8 +69,8 @@ float widen(std::uint16_t h) {
 // template flags name (compile-time, so the loop has no branch and no call: it vectorises with
 // contiguous stores — through a store callback the compiler scattered them).
 template <DType Format, bool kRounded, bool kNarrow>
-void update_loop(const AdamWArgs& args, std::int64_t n, const float* g_in, float* p, float* m1, float* m2,
-                 float* rounded, std::uint16_t* narrow) {
+MYRIAD_CPU_CLONES void update_loop(const AdamWArgs& args, std::int64_t n, const float* g_in, float* p, float* m1,
+                                   float* m2, float* rounded, std::uint16_t* narrow) {
   const double t = static_cast<double>(args.step);
   const double bias1 = 1.0 - std::pow(static_cast<double>(args.beta1), t);
   const double bias2 = 1.0 - std::pow(static_cast<double>(args.beta2), t);

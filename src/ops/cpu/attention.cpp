@@ -18,6 +18,7 @@
 // not depend on the number of threads; the CPU GEMM (OpenBLAS or oneDNN, both on OpenMP) runs
 // single-threaded inside our parallel region; row sums use fixed 16-lane partial sums so they vectorise
 // deterministically.
+#include "cpu_clones.h"
 #include "myriad/ops/attention.h"
 
 #include <omp.h>
@@ -125,7 +126,7 @@ int64_t visible_keys(const Problem& p, int64_t i, int64_t j0, int64_t bk) {
 }
 
 // x[c] = exp(x[c] - shift) for c < n; returns their sum (fixed lane order).
-float exp_shift_sum(float* x, int64_t n, float shift) {
+MYRIAD_CPU_CLONES float exp_shift_sum(float* x, int64_t n, float shift) {
   float lanes[kLanes] = {};
   int64_t c = 0;
   for (; c + kLanes <= n; c += kLanes) {
@@ -144,11 +145,11 @@ float exp_shift_sum(float* x, int64_t n, float shift) {
   return sum;
 }
 
-void exp_shift(float* x, int64_t n, float shift) {
+MYRIAD_CPU_CLONES void exp_shift(float* x, int64_t n, float shift) {
   for (int64_t c = 0; c < n; ++c) x[c] = fast_exp(x[c] - shift);
 }
 
-float dot(const float* a, const float* b, int64_t n) {
+MYRIAD_CPU_CLONES float dot(const float* a, const float* b, int64_t n) {
   float lanes[kLanes] = {};
   int64_t c = 0;
   for (; c + kLanes <= n; c += kLanes) {
@@ -174,8 +175,9 @@ struct ForwardScratch {
 };
 
 // Rows [i0, i0 + bq) of one head against the key runs in s.runs: o and lse for those rows.
-void forward_query_block(const Problem& p, const float* q, int64_t ldq, const float* k, int64_t ldk, const float* v,
-                         int64_t ldv, float* o, int64_t ldo, float* lse, int64_t i0, int64_t bq, ForwardScratch& s) {
+MYRIAD_CPU_CLONES void forward_query_block(const Problem& p, const float* q, int64_t ldq, const float* k, int64_t ldk,
+                                           const float* v, int64_t ldv, float* o, int64_t ldo, float* lse, int64_t i0,
+                                           int64_t bq, ForwardScratch& s) {
   const int64_t D = p.D;
   constexpr float kNone = -std::numeric_limits<float>::infinity();
   float* scores = s.scores.data();
@@ -234,7 +236,8 @@ struct BackwardTensors {
 
 // Everything that kv head g of batch entry b contributes to: grad_k / grad_v of (b, g) and
 // grad_q of the q heads g * group + [0, group). Query blocks in order, then their key runs.
-void backward_kv_head(const Problem& p, const BackwardTensors& t, int64_t b, int64_t g, BackwardScratch& s) {
+MYRIAD_CPU_CLONES void backward_kv_head(const Problem& p, const BackwardTensors& t, int64_t b, int64_t g,
+                                        BackwardScratch& s) {
   const int64_t D = p.D;
   const float* k = t.k.head(b, g);
   const float* v = t.v.head(b, g);

@@ -6,15 +6,25 @@
 #include <cstring>
 #include <vector>
 
+#include "cpu_clones.h"
 #include "myriad/ops/bias_add.h"
 #include "row_chunks.h"
 #include "parallel_threshold.h"
 
 namespace myriad::cpu {
 
-namespace {}  // namespace
+namespace {
 
-void bias_add_forward(const BiasAddArgs&, const Tensor& x, const Tensor& bias, Tensor& out) {
+// partial += one row of the gradient: the bias gradient's row sum, a function of its own (not the
+// lambda's body) so that a portable build's run-time dispatch covers it (cpu_clones.h).
+MYRIAD_CPU_CLONES void add_row_into(const float* dyr, std::int64_t channels, float* partial) {
+#pragma omp simd
+  for (std::int64_t c = 0; c < channels; ++c) partial[c] += dyr[c];
+}
+
+}  // namespace
+
+MYRIAD_CPU_CLONES void bias_add_forward(const BiasAddArgs&, const Tensor& x, const Tensor& bias, Tensor& out) {
   const std::int64_t channels = x.size(-1), rows = x.numel() / channels;
   const float* xp = x.data<float>();
   const float* b = bias.data<float>();
@@ -28,7 +38,8 @@ void bias_add_forward(const BiasAddArgs&, const Tensor& x, const Tensor& bias, T
   }
 }
 
-void bias_add_backward(const BiasAddArgs&, const Tensor& grad_out, Tensor& grad_x, Tensor& grad_bias) {
+MYRIAD_CPU_CLONES void bias_add_backward(const BiasAddArgs&, const Tensor& grad_out, Tensor& grad_x,
+                                         Tensor& grad_bias) {
   const std::int64_t channels = grad_out.size(-1), rows = grad_out.numel() / channels;
   const float* dyp = grad_out.data<float>();
   const bool parallel = rows * channels >= kParallelMinElements;
@@ -41,11 +52,7 @@ void bias_add_backward(const BiasAddArgs&, const Tensor& grad_out, Tensor& grad_
   }
   if (!grad_bias.defined() || rows == 0) return;
 
-  auto row = [&](std::int64_t n, float* partial) {
-    const float* dyr = dyp + n * channels;
-#pragma omp simd
-    for (std::int64_t c = 0; c < channels; ++c) partial[c] += dyr[c];
-  };
+  auto row = [&](std::int64_t n, float* partial) { add_row_into(dyp + n * channels, channels, partial); };
   const std::vector<float> partials = for_rows_chunked(rows, channels, parallel, row);
   add_chunk_sums(partials, channels, 0, channels, grad_bias.data<float>());
 }

@@ -10,6 +10,7 @@
 #include <algorithm>
 #include <cmath>
 
+#include "cpu_clones.h"
 #include "fast_exp.h"
 #include "row_max.h"
 #include "myriad/ops/cross_entropy.h"
@@ -36,8 +37,8 @@ void check_targets(const char* op, const std::int32_t* target, std::int64_t rows
 
 }  // namespace
 
-void cross_entropy_forward(const CrossEntropyArgs& args, const Tensor& logits_in, const Tensor& targets_in,
-                           Tensor& losses, Tensor& lse) {
+MYRIAD_CPU_CLONES void cross_entropy_forward(const CrossEntropyArgs& args, const Tensor& logits_in,
+                                             const Tensor& targets_in, Tensor& losses, Tensor& lse) {
   const Tensor logits = logits_in.contiguous(), targets = targets_in.contiguous();
   const std::int64_t rows = logits.size(0), width = logits.size(1);
   const std::int64_t vocab = args.classes > 0 ? args.classes : width;
@@ -65,8 +66,9 @@ void cross_entropy_forward(const CrossEntropyArgs& args, const Tensor& logits_in
   }
 }
 
-void cross_entropy_backward(const CrossEntropyArgs& args, const Tensor& logits_in, const Tensor& targets_in,
-                            const Tensor& lse_in, const Tensor& grad_losses_in, Tensor& grad_logits) {
+MYRIAD_CPU_CLONES void cross_entropy_backward(const CrossEntropyArgs& args, const Tensor& logits_in,
+                                              const Tensor& targets_in, const Tensor& lse_in,
+                                              const Tensor& grad_losses_in, Tensor& grad_logits) {
   const Tensor logits = logits_in.contiguous(), targets = targets_in.contiguous();
   const Tensor lse = lse_in.contiguous(), grad_losses = grad_losses_in.contiguous();
   const std::int64_t rows = logits.size(0), width = logits.size(1);

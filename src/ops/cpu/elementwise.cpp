@@ -13,11 +13,12 @@
 #include <emmintrin.h>
 #endif
 
+#include "cpu_clones.h"
 #include "myriad/ops/elementwise.h"
 
 namespace myriad::cpu {
 
-void add_forward(const AddArgs& args, const Tensor& a, const Tensor& b, Tensor& out) {
+MYRIAD_CPU_CLONES void add_forward(const AddArgs& args, const Tensor& a, const Tensor& b, Tensor& out) {
   const float* pa = a.data<float>();
   const float* pb = b.defined() ? b.data<float>() : nullptr;
   float* po = out.data<float>();
@@ -32,7 +33,7 @@ void add_forward(const AddArgs& args, const Tensor& a, const Tensor& b, Tensor& 
   for (std::int64_t i = 0; i < n; ++i) po[i] = alpha * pa[i] + beta * pb[i];
 }
 
-void add_backward(const AddArgs& args, const Tensor& grad_out, Tensor& grad_a, Tensor& grad_b) {
+MYRIAD_CPU_CLONES void add_backward(const AddArgs& args, const Tensor& grad_out, Tensor& grad_a, Tensor& grad_b) {
   const float* g = grad_out.data<float>();
   const std::int64_t n = grad_out.numel();
   // The gradient that is grad_out itself (in place) last, so that the other still reads grad_out.

@@ -8,6 +8,7 @@
 #include <cmath>
 #include <vector>
 
+#include "cpu_clones.h"
 #include "myriad/ops/norms.h"
 #include "row_chunks.h"
 #include "parallel_threshold.h"
@@ -21,8 +22,9 @@ namespace {
 // on GPT-2's 2048 x 768 rows). dx may alias dy (each element is read before its own write).
 // dx = r * (dnorm - mean(dnorm) - xhat * mean(dnorm * xhat)), dnorm = dy * w; the parameter
 // gradients' partials get dy * xhat (weight) and dy (bias) where given.
-void layernorm_backward_row(const float* xr, const float* dyr, const float* w, float m, float r, float inv_c,
-                            std::int64_t channels, float* dxr, float* partial_w, float* partial_b) {
+MYRIAD_CPU_CLONES void layernorm_backward_row(const float* xr, const float* dyr, const float* w, float m, float r,
+                                              float inv_c, std::int64_t channels, float* dxr, float* partial_w,
+                                              float* partial_b) {
   if (dxr != nullptr) {
     float dnorm_sum = 0.0f, dnorm_xhat_sum = 0.0f;
 #pragma omp simd reduction(+ : dnorm_sum, dnorm_xhat_sum)
@@ -49,8 +51,8 @@ void layernorm_backward_row(const float* xr, const float* dyr, const float* w, f
 
 // dx = r * (dnorm - xhat * mean(dnorm * xhat)), xhat = x * r, dnorm = dy * w; the weight
 // gradient's partial gets dy * xhat where given.
-void rmsnorm_backward_row(const float* xr, const float* dyr, const float* w, float r, float inv_c,
-                          std::int64_t channels, float* dxr, float* partial_w) {
+MYRIAD_CPU_CLONES void rmsnorm_backward_row(const float* xr, const float* dyr, const float* w, float r, float inv_c,
+                                            std::int64_t channels, float* dxr, float* partial_w) {
   if (dxr != nullptr) {
     float dnorm_xhat_sum = 0.0f;
 #pragma omp simd reduction(+ : dnorm_xhat_sum)
@@ -67,8 +69,8 @@ void rmsnorm_backward_row(const float* xr, const float* dyr, const float* w, flo
 
 }  // namespace
 
-void layernorm_forward(const LayernormArgs& args, const Tensor& x, const Tensor& weight, const Tensor& bias,
-                       Tensor& out, Tensor& mean, Tensor& rstd) {
+MYRIAD_CPU_CLONES void layernorm_forward(const LayernormArgs& args, const Tensor& x, const Tensor& weight,
+                                         const Tensor& bias, Tensor& out, Tensor& mean, Tensor& rstd) {
   const std::int64_t channels = x.size(-1), rows = x.numel() / channels;
   const float* xp = x.data<float>();
   const float* w = weight.data<float>();
@@ -99,9 +101,9 @@ void layernorm_forward(const LayernormArgs& args, const Tensor& x, const Tensor&
   }
 }
 
-void layernorm_backward(const LayernormArgs&, const Tensor& x, const Tensor& weight, const Tensor& mean,
-                        const Tensor& rstd, const Tensor& grad_out, Tensor& grad_x, Tensor& grad_weight,
-                        Tensor& grad_bias) {
+MYRIAD_CPU_CLONES void layernorm_backward(const LayernormArgs&, const Tensor& x, const Tensor& weight,
+                                          const Tensor& mean, const Tensor& rstd, const Tensor& grad_out,
+                                          Tensor& grad_x, Tensor& grad_weight, Tensor& grad_bias) {
   const std::int64_t channels = x.size(-1), rows = x.numel() / channels;
   const float* xp = x.data<float>();
   const float* w = weight.data<float>();
@@ -123,7 +125,8 @@ void layernorm_backward(const LayernormArgs&, const Tensor& x, const Tensor& wei
   if (want_b) add_chunk_sums(partials, width, channels, channels, grad_bias.data<float>());
 }
 
-void rmsnorm_forward(const RmsnormArgs& args, const Tensor& x, const Tensor& weight, Tensor& out, Tensor& rstd) {
+MYRIAD_CPU_CLONES void rmsnorm_forward(const RmsnormArgs& args, const Tensor& x, const Tensor& weight, Tensor& out,
+                                       Tensor& rstd) {
   const std::int64_t channels = x.size(-1), rows = x.numel() / channels;
   const float* xp = x.data<float>();
   const float* w = weight.data<float>();
@@ -143,8 +146,8 @@ void rmsnorm_forward(const RmsnormArgs& args, const Tensor& x, const Tensor& wei
   }
 }
 
-void rmsnorm_backward(const RmsnormArgs&, const Tensor& x, const Tensor& weight, const Tensor& rstd,
-                      const Tensor& grad_out, Tensor& grad_x, Tensor& grad_weight) {
+MYRIAD_CPU_CLONES void rmsnorm_backward(const RmsnormArgs&, const Tensor& x, const Tensor& weight, const Tensor& rstd,
+                                        const Tensor& grad_out, Tensor& grad_x, Tensor& grad_weight) {
   const std::int64_t channels = x.size(-1), rows = x.numel() / channels;
   const float* xp = x.data<float>();
   const float* w = weight.data<float>();

@@ -6,6 +6,7 @@
 #include <cmath>
 #include <limits>
 
+#include "cpu_clones.h"
 #include "myriad/ops/softmax.h"
 #include "parallel_threshold.h"
 
@@ -13,7 +14,7 @@ namespace myriad::cpu {
 
 namespace {}  // namespace
 
-void softmax_forward(const SoftmaxArgs&, const Tensor& x, Tensor& out) {
+MYRIAD_CPU_CLONES void softmax_forward(const SoftmaxArgs&, const Tensor& x, Tensor& out) {
   const std::int64_t length = x.size(-1), rows = x.numel() / length;
   const float* xp = x.data<float>();
   float* yp = out.data<float>();
@@ -35,7 +36,7 @@ void softmax_forward(const SoftmaxArgs&, const Tensor& x, Tensor& out) {
   }
 }
 
-void softmax_backward(const SoftmaxArgs&, const Tensor& out, const Tensor& grad_out, Tensor& grad_x) {
+MYRIAD_CPU_CLONES void softmax_backward(const SoftmaxArgs&, const Tensor& out, const Tensor& grad_out, Tensor& grad_x) {
   const std::int64_t length = out.size(-1), rows = out.numel() / length;
   const float* yp = out.data<float>();
   const float* dyp = grad_out.data<float>();

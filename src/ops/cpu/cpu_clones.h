@@ -1,0 +1,19 @@
+// MYRIAD_CPU_CLONES — run-time ISA dispatch for the CPU ops' vector kernels in a portable build.
+//
+// A build with MYRIAD_NATIVE=ON (the default) compiles everything for the build machine
+// (-march=native) and this macro is empty. A portable build (MYRIAD_NATIVE=OFF: one binary for
+// many machines, as a package or a container image ships it) would otherwise run these loops on
+// x86-64's baseline SSE2. There, each function marked MYRIAD_CPU_CLONES is compiled three times —
+// for x86-64-v4 (AVX-512), x86-64-v3 (AVX2 + FMA) and the baseline — and GCC's ifunc resolver
+// picks the widest the CPU supports when the library loads (target_clones; the OpenMP bodies
+// inside a marked function are cloned with it). The clones compute the same function; their bits
+// may differ in the last place where one contracts a multiply-add and another does not, as two
+// native builds on two machines may. Only GCC on x86-64 (Clang's target_clones differs); elsewhere
+// the macro is empty. Internal to src/ops/cpu.
+#pragma once
+
+#if defined(MYRIAD_CPU_ISA_CLONES) && defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__)
+#define MYRIAD_CPU_CLONES __attribute__((target_clones("arch=x86-64-v4", "arch=x86-64-v3", "default")))
+#else
+#define MYRIAD_CPU_CLONES
+#endif
