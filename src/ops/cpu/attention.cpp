@@ -18,7 +18,6 @@
 // not depend on the number of threads; the CPU GEMM (OpenBLAS or oneDNN, both on OpenMP) runs
 // single-threaded inside our parallel region; row sums use fixed 16-lane partial sums so they vectorise
 // deterministically.
-#include "cpu_clones.h"
 #include "myriad/ops/attention.h"
 
 #include <omp.h>
@@ -29,6 +28,7 @@
 #include <limits>
 #include <vector>
 
+#include "cpu_clones.h"
 #include "fast_exp.h"
 #include "row_max.h"
 #include "myriad/ops/cpu_gemm.h"
