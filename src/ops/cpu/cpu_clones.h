@@ -12,8 +12,11 @@
 // the macro is empty. Internal to src/ops/cpu.
 #pragma once
 
+// MYRIAD_CPU_CLONES_ACTIVE: 1 where the marked functions are cloned (cpu_isa.cpp names the clone).
 #if defined(MYRIAD_CPU_ISA_CLONES) && defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__)
+#define MYRIAD_CPU_CLONES_ACTIVE 1
 #define MYRIAD_CPU_CLONES __attribute__((target_clones("arch=x86-64-v4", "arch=x86-64-v3", "default")))
 #else
+#define MYRIAD_CPU_CLONES_ACTIVE 0
 #define MYRIAD_CPU_CLONES
 #endif

@@ -25,7 +25,7 @@ namespace {
 }  // namespace
 
 std::string vector_kernels_description() {
-#if defined(MYRIAD_CPU_ISA_CLONES) && defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__)
+#if MYRIAD_CPU_CLONES_ACTIVE
   __builtin_cpu_init();
   const char* chosen = __builtin_cpu_supports("x86-64-v4")   ? "x86-64-v4 (AVX-512)"
                        : __builtin_cpu_supports("x86-64-v3") ? "x86-64-v3 (AVX2 + FMA)"

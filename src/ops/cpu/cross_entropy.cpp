@@ -3,8 +3,8 @@
 // Forward per row: max (vectorised, read as four streams: streamed_row_max in row_max.h), then
 // sum of exp(x - max) with the vectorised fast_exp (~2e-7 relative), accumulated in float64 over
 // 16 fixed lanes (element v goes to lane v % 16, lanes summed in order: deterministic and
-// vectorisable), lse = max + log(sum) and
-// loss = (max - x[target]) + log(sum) (kept apart so a large max does not round the loss away).
+// vectorisable), lse = max + log(sum) and loss = (max - x[target]) + log(sum) (kept apart so a
+// large max does not round the loss away).
 // Backward writes fast_exp(x - lse) * g, then subtracts g at the target. With args.classes the
 // sums run over a row's first `classes` columns and the backward writes 0 to the rest.
 #include <algorithm>
