@@ -9,13 +9,21 @@
 // inside a marked function are cloned with it). The clones compute the same function; their bits
 // may differ in the last place where one contracts a multiply-add and another does not, as two
 // native builds on two machines may. Only GCC on x86-64 (Clang's target_clones differs); elsewhere
-// the macro is empty. Internal to src/ops/cpu.
+// the macro is empty. MYRIAD_CPU_ISA_CLONES holds the widest clone's x86-64 level (CMake's
+// MYRIAD_CPU_CLONE_WIDEST): 4 clones v4 / v3 / baseline, 3 leaves v4 out, 1 compiles the baseline
+// alone — so that scripts/check_cpu_clones.sh can run the narrower bodies on an AVX-512 machine.
+// Internal to src/ops/cpu.
 #pragma once
 
 // MYRIAD_CPU_CLONES_ACTIVE: 1 where the marked functions are cloned (cpu_isa.cpp names the clone).
-#if defined(MYRIAD_CPU_ISA_CLONES) && defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__)
+#if defined(MYRIAD_CPU_ISA_CLONES) && MYRIAD_CPU_ISA_CLONES >= 3 && defined(__x86_64__) && defined(__GNUC__) && \
+    !defined(__clang__)
 #define MYRIAD_CPU_CLONES_ACTIVE 1
+#if MYRIAD_CPU_ISA_CLONES >= 4
 #define MYRIAD_CPU_CLONES __attribute__((target_clones("arch=x86-64-v4", "arch=x86-64-v3", "default")))
+#else
+#define MYRIAD_CPU_CLONES __attribute__((target_clones("arch=x86-64-v3", "default")))
+#endif
 #else
 #define MYRIAD_CPU_CLONES_ACTIVE 0
 #define MYRIAD_CPU_CLONES

@@ -27,10 +27,17 @@ namespace {
 std::string vector_kernels_description() {
 #if MYRIAD_CPU_CLONES_ACTIVE
   __builtin_cpu_init();
-  const char* chosen = __builtin_cpu_supports("x86-64-v4")   ? "x86-64-v4 (AVX-512)"
-                       : __builtin_cpu_supports("x86-64-v3") ? "x86-64-v3 (AVX2 + FMA)"
-                                                             : "baseline x86-64 (SSE2)";
-  return std::string("run-time dispatch: the ") + chosen + " clones of v4 / v3 / baseline";
+#if MYRIAD_CPU_ISA_CLONES >= 4
+  if (__builtin_cpu_supports("x86-64-v4"))
+    return "run-time dispatch: the x86-64-v4 (AVX-512) clones of v4 / v3 / baseline";
+  constexpr const char* kClones = " clones of v4 / v3 / baseline";
+#else
+  constexpr const char* kClones = " clones of v3 / baseline (MYRIAD_CPU_CLONE_WIDEST=x86-64-v3)";
+#endif
+  const char* chosen = __builtin_cpu_supports("x86-64-v3") ? "x86-64-v3 (AVX2 + FMA)" : "baseline x86-64 (SSE2)";
+  return std::string("run-time dispatch: the ") + chosen + kClones;
+#elif defined(MYRIAD_CPU_ISA_CLONES) && MYRIAD_CPU_ISA_CLONES < 3
+  return std::string("portable build, the baseline alone (MYRIAD_CPU_CLONE_WIDEST=baseline): ") + compiled_isa();
 #elif defined(MYRIAD_CPU_ISA_CLONES)
   return std::string("portable build without run-time dispatch on this compiler: ") + compiled_isa();
 #else
