@@ -63,7 +63,7 @@ for level in ${CLONE_LEVELS:-x86-64-v4 x86-64-v3 baseline}; do
   fi
   echo "[clones] $level: the layers' unit tests"
   "$build/tests/myriad_layer_tests" --gtest_brief=1
-  summary+=("$level: $(grep -m1 'vector kernels' <<<"$bench" | sed 's/^- //'); layer tests passed")
+  summary+=("$level: $(grep -m1 "^- the CPU ops' vector kernels: " <<<"$bench" | sed "s/^- the CPU ops' vector kernels: //"); layer tests passed")
 done
 echo "[clones] summary"
 printf '  %s\n' "${summary[@]}"

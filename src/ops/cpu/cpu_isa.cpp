@@ -11,7 +11,9 @@ namespace {
 
 // The widest vector ISA this translation unit was compiled for.
 [[maybe_unused]] const char* compiled_isa() {
-#if defined(__AVX512F__)
+#if defined(__AVX512F__) && defined(MYRIAD_CPU_PREFER_512_BIT_VECTORS)
+  return "AVX-512, 512-bit vectors";
+#elif defined(__AVX512F__)
   return "AVX-512";
 #elif defined(__AVX2__)
   return "AVX2";
