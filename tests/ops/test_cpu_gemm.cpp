@@ -1,6 +1,6 @@
 // cpu::sgemm (ops/cpu_gemm.h) on each library this machine has, against a float64 reference on
 // fresh random inputs: the four transpositions, leading dimensions wider than the matrices, vocabulary-
-// sized m or n (oneDNN's per-thread slices), alpha,
+// sized m or n and few rows against a large b (oneDNN's per-thread slices), alpha,
 // beta 0 (c's old contents ignored, NaN included) and 1 (accumulate), empty shapes and K = 0; the
 // two libraries agree within f32 rounding; MYRIAD_CPU_GEMM's values (oneDNN where it loads by
 // default) and their errors.
@@ -82,7 +82,10 @@ TEST(CpuGemm, EveryLibraryMatchesFloat64InEveryTransposition) {
                                          {40001, 3, 5, true, false, 2},
                                          {40001, 4, 6, false, true, 1},
                                          {3, 40001, 7, false, false, 3},
-                                         {5, 33003, 4, true, true, 0}};
+                                         {5, 33003, 4, true, true, 0},
+                                         // few rows of a against a b of >= 2^20 elements: cut by columns
+                                         {33, 1030, 1024, false, false, 2},
+                                         {7, 2049, 520, false, true, 1}};
   for (GemmLibrary library : libraries()) {
     set_gemm_library(library);
     for (const Problem& p : problems) {
