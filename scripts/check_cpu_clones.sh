@@ -16,7 +16,7 @@ BUILD_ROOT="${CLONES_BUILD_ROOT:-$ROOT/build-clones}"
 JOBS="${MYRIAD_JOBS:-$(nproc)}"
 export OMP_NUM_THREADS="${OMP_NUM_THREADS:-2}"
 
-cpu_has() {  # cpu_has LEVEL: whether this CPU runs x86-64 LEVEL (the loader's own question)
+cpu_has() {  # cpu_has LEVEL FLAG: /proc/cpuinfo lists the level's key flag (the header check below confirms the loader's choice)
   case "$1" in
     baseline) return 0 ;;
     *) grep -q "$2" /proc/cpuinfo ;;
