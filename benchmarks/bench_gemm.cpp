@@ -20,8 +20,10 @@
 // informative); threads = the OpenMP threads every rate ran on.
 // --libraries instead times the CPU GEMM libraries the machine has (OpenBLAS, and oneDNN / BLIS when
 // installed: gemm_libraries.h) on each linear layer's forward, input-gradient and weight-gradient
-// GEMMs at tokens / 8 and tokens rows, then those of one training step (--layers blocks, 12 by
-// default, and the LM head) summed per library: the ceiling of bench_train_step's "model / sgemm".
+// GEMMs at tokens / 8 and tokens rows, beside cpu::sgemm (the CPU ops' entry point: the process's
+// library with its per-thread cuts) and its ratio to OpenBLAS, then those of one training step
+// (--layers blocks, 12 by default, and the LM head) summed per library: the ceiling of
+// bench_train_step's "model / sgemm".
 // Usage: OMP_NUM_THREADS=2 bench_gemm [--quick] [--tokens M] [--embd C] [--vocab V] [--profile FILE]
 //        [--stream-mib N] [--libraries [--layers L]]
 #include <cblas.h>
@@ -101,15 +103,18 @@ static int run(int argc, char** argv) {
   }
   if (!profile.empty()) myriad::bench::check_profile_writable(profile);  // before minutes of measuring
   if (libraries) {  // the machine's GEMM libraries side by side, then nothing else
-    print_header("bench_gemm --libraries: OpenBLAS vs oneDNN vs BLIS sgemm (fp32, row-major)", argc, argv);
+    print_header("bench_gemm --libraries: OpenBLAS vs oneDNN vs BLIS sgemm, and cpu::sgemm (fp32, row-major)", argc,
+                 argv);
     const std::vector<std::int64_t> token_counts{tokens / 8, tokens};
     const std::vector<GemmShape> shapes = step_gemm_shapes(token_counts, embd, vocab);
     const GemmLibraryTimes found = print_gemm_libraries(shapes, quick ? 3 : 7);
-    std::cout << "\n- libraries found: " << found.names.size()
+    std::cout << "\n- libraries found: " << found.names.size() - 1
               << " (oneDNN: libdnnl.so.2/3, BLIS: libblis.so.4, by dlopen);"
               << " each cell the best of " << (quick ? 3 : 7)
-              << " rounds alternated between the libraries; token rows = tokens / 8 and tokens; the CPU ops use "
-              << cpu::gemm_library_description(cpu::gemm_library()) << " (MYRIAD_CPU_GEMM)\n";
+              << " rounds alternated between the libraries; token rows = tokens / 8 and tokens; the CPU ops call "
+                 "cpu::sgemm, the last column: "
+              << cpu::gemm_library_description(cpu::gemm_library())
+              << " (MYRIAD_CPU_GEMM), few-row and vocabulary-sized GEMMs cut into one call per thread\n";
     print_step_gemm_ceiling(shapes, found, token_counts, layers);
     return 0;
   }

@@ -3,7 +3,9 @@
 // libdnnl2, libblis4-openmp), timed on the same row-major fp32 shapes in rounds alternated between
 // the libraries (so a VM's drifting speed hits them alike). Each shape as one of a linear layer's
 // three GEMMs: the forward x W^T, the input gradient dy W, the weight gradient dy^T x. The CPU ops
-// run oneDNN where it loads (ops/cpu_gemm.h; docs/performance.md, "The CPU GEMM").
+// run oneDNN where it loads (ops/cpu_gemm.h; docs/performance.md, "The CPU GEMM"), through
+// cpu::sgemm, which cuts some shapes into per-thread calls: it is timed too, as the last column,
+// and against OpenBLAS (the column "cpu::sgemm / OpenBLAS": issue 45's "never slower than OpenBLAS").
 #pragma once
 
 #include <cstdint>
@@ -18,8 +20,8 @@ struct GemmShape {
   std::string pass = "C = A B";  // which GEMM of a linear layer it is
 };
 
-// What print_gemm_libraries measured: the libraries found, and each shape's best time per library
-// (seconds[shape][library], in the order of `names`).
+// What print_gemm_libraries measured: the libraries found, then cpu::sgemm (always last), and each
+// shape's best time per entry (seconds[shape][entry], in the order of `names`).
 struct GemmLibraryTimes {
   std::vector<std::string> names;
   std::vector<std::vector<double>> seconds;

@@ -1,5 +1,6 @@
 """bench_gemm --libraries: the step's-GEMMs ceiling table sums the per-shape table it prints (layers x the four
-block layers' three GEMMs, plus the LM head's three, per library), and bad sizes are refused with exit 2. One
+block layers' three GEMMs, plus the LM head's three, per library), cpu::sgemm's column and its ratio to OpenBLAS
+agree with the rates printed, and bad sizes are refused with exit 2. One
 run at tiny sizes (a few seconds on 2 cores); skipped when build/benchmarks/bench_gemm is missing."""
 import os
 import subprocess
@@ -50,6 +51,13 @@ def test_the_step_gemm_ceiling_is_the_sum_of_the_shapes_it_printed():
             # The printed rates are rounded to 0.1 GFLOP/s: the sum of their times agrees to a few percent.
             assert float(row["GEMM ms/step"]) == pytest.approx(seconds * 1e3, rel=0.05, abs=0.051)
     assert int(shapes[12]["N"]) == vocab and int(shapes[0]["N"]) == 3 * embd
+    # cpu::sgemm (what the CPU ops call) is timed beside the libraries, never named the fastest library, and
+    # its ratio to OpenBLAS is the ratio of the two printed rates.
+    assert "cpu::sgemm" in libraries
+    for s in shapes:
+        assert s["fastest library"] != "cpu::sgemm" and s["fastest library"] in libraries
+        want = float(s["cpu::sgemm GFLOP/s"]) / float(s["OpenBLAS GFLOP/s"])
+        assert float(s["cpu::sgemm / OpenBLAS"].rstrip("x")) == pytest.approx(want, rel=0.02, abs=0.011)
 
 
 @pytest.mark.parametrize("flag,value", [("--layers", "0"), ("--tokens", "4"), ("--embd", "x")])
