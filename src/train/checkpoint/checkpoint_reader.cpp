@@ -8,6 +8,7 @@
 #include <set>
 #include <nlohmann/json.hpp>
 
+#include "json_whole_number.h"
 #include "myriad/data/token_shard.h"
 
 namespace fs = std::filesystem;
@@ -88,17 +89,22 @@ CheckpointReader::CheckpointReader(const std::string& checkpoint_dir, const std:
   MYRIAD_CHECK(version == kCheckpointFormatVersion,
                "checkpoint: " << manifest_path_ << " has format_version " << version << "; this build reads "
                               << kCheckpointFormatVersion << " (sharded checkpoints)");
+  // Each integer field, checked (json_whole_number.h), named with the manifest's path.
+  const auto field = [&](const std::string& key) { return "checkpoint: " + manifest_path_ + ": '" + key + "'"; };
   try {
-    header_.step = manifest.at("step");
+    header_.step = whole_number<std::int64_t>(manifest.at("step"), field("step"));
     header_.config_yaml = manifest.at("config");
     header_.model_yaml = manifest.at("model");
     header_.layout = manifest.value("layout", "");
-    header_.seed = manifest.at("rng").at("seed");
-    header_.samples_consumed = manifest.at("data_cursor").at("samples_consumed");
-    header_.optimizer_steps = manifest.at("optimizer").at("adamw_steps");
+    header_.seed = whole_number<std::uint64_t>(manifest.at("rng").at("seed"), field("rng.seed"));
+    header_.samples_consumed = whole_number<std::int64_t>(manifest.at("data_cursor").at("samples_consumed"),
+                                                          field("data_cursor.samples_consumed"));
+    header_.optimizer_steps =
+        whole_number<std::int64_t>(manifest.at("optimizer").at("adamw_steps"), field("optimizer.adamw_steps"));
     if (manifest.contains("loss_scaler")) {
       header_.loss_scale = manifest.at("loss_scaler").at("scale");
-      header_.loss_scale_finite_steps = manifest.at("loss_scaler").at("finite_steps");
+      header_.loss_scale_finite_steps =
+          whole_number<std::int64_t>(manifest.at("loss_scaler").at("finite_steps"), field("loss_scaler.finite_steps"));
     }
     MYRIAD_CHECK(header_.step >= 0 && header_.samples_consumed >= 0 && header_.optimizer_steps >= 0,
                  "checkpoint: " << manifest_path_
@@ -108,9 +114,9 @@ CheckpointReader::CheckpointReader(const std::string& checkpoint_dir, const std:
     if (manifest.contains("tokenizer")) {
       const json& t = manifest.at("tokenizer");
       header_.tokenizer_fingerprint = t.at("fingerprint");
-      header_.tokenizer_vocab_size = t.at("vocab_size");
-      tokenizer_bytes_ = t.at("bytes");
-      tokenizer_crc32_ = t.at("crc32");
+      header_.tokenizer_vocab_size = whole_number<std::int64_t>(t.at("vocab_size"), field("tokenizer.vocab_size"));
+      tokenizer_bytes_ = whole_number<std::uint64_t>(t.at("bytes"), field("tokenizer.bytes"));
+      tokenizer_crc32_ = whole_number<std::uint32_t>(t.at("crc32"), field("tokenizer.crc32"));
       MYRIAD_CHECK(t.at("file").get<std::string>() == kCheckpointTokenizerFile,
                    "checkpoint: " << manifest_path_ << " names the tokenizer file '" << t.at("file").get<std::string>()
                                   << "'; this build writes and reads '" << kCheckpointTokenizerFile << "'");
@@ -136,7 +142,8 @@ CheckpointReader::CheckpointReader(const std::string& checkpoint_dir, const std:
                    "checkpoint: data file " << path.string() << " listed in " << manifest_path_ << " is missing");
       // Opened for the check only: a checkpoint of many ranks' files is not held open all at once.
       const std::unique_ptr<data::StoredFileReader> reader = at_rest_.open(path.string());
-      const std::uint64_t expected = f.at("bytes"), size = reader->size();
+      const std::uint64_t expected = whole_number<std::uint64_t>(f.at("bytes"), field("files[" + name + "].bytes")),
+                          size = reader->size();
       if (f.contains("file_id")) {
         bind_file(*reader, f.at("file_id").get<std::string>(), path.string(), manifest_path_);
         authenticated_.insert(name);
@@ -147,23 +154,25 @@ CheckpointReader::CheckpointReader(const std::string& checkpoint_dir, const std:
     }
     for (const auto& [name, t] : manifest.at("tensors").items()) {
       auto entry = std::make_unique<Entry>();
-      entry->shape = t.at("shape").get<Shape>();
+      entry->shape = whole_numbers(t.at("shape"), field("tensors." + name + ".shape"));
       for (const json& p : t.at("pieces")) {
         Piece piece;
         piece.file = p.at("file");
         MYRIAD_CHECK(listed_files.count(piece.file) == 1,
                      "checkpoint: a piece of tensor '" << name << "' in " << manifest_path_ << " names the file '"
                                                        << piece.file << "', which the manifest's files do not list");
+        const std::string at = "tensors." + name + ".pieces";
         for (const json& r : p.at("box"))
-          piece.box.push_back({r.at(0).get<std::int64_t>(), r.at(1).get<std::int64_t>()});
-        piece.offset = p.at("offset");
-        piece.bytes = p.at("bytes");
+          piece.box.push_back({whole_number<std::int64_t>(r.at(0), field(at + ".box")),
+                               whole_number<std::int64_t>(r.at(1), field(at + ".box"))});
+        piece.offset = whole_number<std::uint64_t>(p.at("offset"), field(at + ".offset"));
+        piece.bytes = whole_number<std::uint64_t>(p.at("bytes"), field(at + ".bytes"));
         // A piece of an encrypted (bound) file has no CRC-32: its GCM tags authenticate it.
         MYRIAD_CHECK(p.contains("crc32") || authenticated_.count(piece.file) == 1,
                      "checkpoint: a piece of tensor '" << name << "' in " << manifest_path_
                                                        << " records no crc32, and its file '" << piece.file
                                                        << "' is not an encrypted file the manifest binds");
-        if (p.contains("crc32")) piece.crc32 = p.at("crc32");
+        if (p.contains("crc32")) piece.crc32 = whole_number<std::uint32_t>(p.at("crc32"), field(at + ".crc32"));
         MYRIAD_CHECK(piece.box.size() == entry->shape.size(), "checkpoint: a piece of tensor '"
                                                                   << name << "' in " << manifest_path_
                                                                   << " does not have one range per dimension");

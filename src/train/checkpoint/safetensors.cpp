@@ -6,6 +6,7 @@
 #include <filesystem>
 #include <nlohmann/json.hpp>
 
+#include "json_whole_number.h"
 #include "myriad/core/error.h"
 
 namespace myriad::train {
@@ -77,9 +78,10 @@ SafetensorsFile read_safetensors(const std::string& path, const data::AtRest& at
     }
     try {
       const std::string dtype = entry.at("dtype").get<std::string>();
-      const Shape shape = entry.at("shape").get<Shape>();
-      const auto begin = entry.at("data_offsets").at(0).get<std::uint64_t>();
-      const auto end = entry.at("data_offsets").at(1).get<std::uint64_t>();
+      const std::string what = "safetensors: " + path + ": tensor '" + name + "'";
+      const Shape shape = whole_numbers(entry.at("shape"), what + " shape");
+      const auto begin = whole_number<std::uint64_t>(entry.at("data_offsets").at(0), what + " data_offsets");
+      const auto end = whole_number<std::uint64_t>(entry.at("data_offsets").at(1), what + " data_offsets");
       entries.emplace_back(name, dtype, shape, begin, end);
     } catch (const json::exception& e) {
       MYRIAD_THROW("safetensors: " << path << ": tensor '" << name << "' has a malformed entry: " << e.what());
