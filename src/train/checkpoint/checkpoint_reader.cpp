@@ -5,6 +5,7 @@
 #include <filesystem>
 #include <tuple>
 #include <fstream>
+#include <limits>
 #include <set>
 #include <nlohmann/json.hpp>
 
@@ -182,6 +183,12 @@ CheckpointReader::CheckpointReader(const std::string& checkpoint_dir, const std:
           MYRIAD_CHECK(r.begin >= 0 && r.begin <= r.end && r.end <= entry->shape[d],
                        "checkpoint: a piece of tensor '" << name << "' in " << manifest_path_
                                                          << " lies outside its shape " << shape_string(entry->shape));
+          // The product stays below 2^61, so that it and its 4 bytes per element cannot overflow.
+          constexpr std::int64_t kMostElements = std::numeric_limits<std::int64_t>::max() / 4;
+          MYRIAD_CHECK(r.size() == 0 || elements <= kMostElements / r.size(),
+                       "checkpoint: a piece of tensor '" << name << "' in " << manifest_path_ << " spans more than "
+                                                         << kMostElements << " elements (shape "
+                                                         << shape_string(entry->shape) << ")");
           elements *= r.size();
         }
         MYRIAD_CHECK(piece.bytes == static_cast<std::uint64_t>(elements) * 4,
