@@ -23,6 +23,9 @@
 //
 // --reference torch [--python PATH] adds PyTorch eager's step at the same shapes (train_step_torch.py,
 // default and fused AdamW) in rounds alternated with myriad's, and the ratios (exit 3 without torch).
+// PyTorch's model is the case's architecture (torch_transformer.py); its parameter count must equal
+// myriad's (vocabulary unpadded) or no ratio is printed (exit 3); MoE and block-sparse models, which
+// it does not have, are refused before anything runs (exit 2).
 #include <unistd.h>
 
 #include <cstdio>
@@ -192,20 +195,53 @@ CaseResult run_case(const StepCase& c, Recompute mode, int min_steps) {
 }
 
 // PyTorch eager's step at a case's shape (train_step_torch.py run by `python`): median ms over
-// `steps` timed steps, or the reason it could not run.
+// `steps` timed steps and the reference model's parameter count, or the reason it could not run.
 struct TorchStep {
   double median_ms = 0;
+  std::int64_t params = 0;
   std::string version, error;
 };
 
-TorchStep torch_step(const std::string& python, const StepCase& c, const char* adamw, int steps) {
+// Why PyTorch's reference (torch_transformer.py: dense GPT-2 / LLaMA-style blocks) cannot stand for
+// this case's model, or "" when it can.
+std::string torch_reference_gap(const StepCase& c) {
+  if (c.model.moe.enabled()) {
+    return "its model has a mixture of experts (model.num_experts " + std::to_string(c.model.moe.num_experts) +
+           "), which the PyTorch reference does not model";
+  }
+  if (c.model.attention.block_sparse()) {
+    return "its attention is block-sparse (model.attention.kind block_sparse), which the PyTorch reference does not "
+           "model";
+  }
+  return "";
+}
+
+// The parameters of the case's model with the vocabulary unpadded, as the PyTorch reference has it:
+// myriad's embedding (and an untied LM head) carry padded_vocab_size() rows.
+std::int64_t unpadded_params(const StepCase& c, std::int64_t params) {
+  const std::int64_t padding = c.model.padded_vocab_size() - c.model.vocab_size;
+  return params - padding * c.model.n_embd * (c.model.tie_embeddings ? 1 : 2);
+}
+
+std::string torch_step_command(const std::string& python, const StepCase& c, const char* adamw, int steps) {
+  const nn::TransformerConfig& m = c.model;
   std::ostringstream command;
-  command << "'" << python << "' '" << MYRIAD_TORCH_STEP_SCRIPT << "' --vocab " << c.model.vocab_size << " --layers "
-          << c.model.n_layer << " --heads " << c.model.n_head << " --embd " << c.model.n_embd << " --block "
-          << c.model.context_length << " --batch " << c.B << " --seq " << c.T << " --steps " << steps << " --adamw "
-          << adamw << " 2>&1";
+  command << "'" << python << "' '" << MYRIAD_TORCH_STEP_SCRIPT << "' --vocab " << m.vocab_size << " --layers "
+          << m.n_layer << " --heads " << m.n_head << " --kv-heads " << m.n_kv_head << " --embd " << m.n_embd
+          << " --ffn " << m.ffn_hidden << " --block " << m.context_length << " --norm "
+          << (m.norm == nn::NormKind::rmsnorm ? "rmsnorm" : "layernorm") << " --mlp "
+          << (m.mlp == nn::MlpKind::swiglu ? "swiglu" : "gelu") << " --positions "
+          << (m.positions == nn::PositionKind::rope ? "rope" : "learned") << " --bias " << (m.bias ? 1 : 0) << " --tie "
+          << (m.tie_embeddings ? 1 : 0) << " --norm-eps " << m.norm_eps << " --rope-theta " << m.rope_theta
+          << " --init-std " << m.init_std << " --batch " << c.B << " --seq " << c.T << " --steps " << steps
+          << " --adamw " << adamw << " 2>&1";
+  return command.str();
+}
+
+TorchStep torch_step(const std::string& python, const StepCase& c, const char* adamw, int steps) {
+  const std::string command = torch_step_command(python, c, adamw, steps);
   TorchStep out;
-  FILE* pipe = popen(command.str().c_str(), "r");
+  FILE* pipe = popen(command.c_str(), "r");
   if (pipe == nullptr) {
     out.error = "popen failed";
     return out;
@@ -215,11 +251,13 @@ TorchStep torch_step(const std::string& python, const StepCase& c, const char* a
   while (std::fgets(buffer, sizeof buffer, pipe) != nullptr) text += buffer;
   const int status = pclose(pipe);
   const std::size_t key = text.rfind("\"median_ms\": ");
-  if (status != 0 || key == std::string::npos) {
-    out.error = "`" + command.str() + "` exited " + std::to_string(status) + ": " + text.substr(0, 300);
+  const std::size_t params = text.rfind("\"params\": ");
+  if (status != 0 || key == std::string::npos || params == std::string::npos) {
+    out.error = "`" + command + "` exited " + std::to_string(status) + ": " + text.substr(0, 300);
     return out;
   }
   out.median_ms = std::strtod(text.c_str() + key + 13, nullptr);
+  out.params = std::strtoll(text.c_str() + params + 10, nullptr, 10);
   if (const std::size_t v = text.rfind("\"torch\": \""); v != std::string::npos) {
     out.version = text.substr(v + 10, text.find('"', v + 10) - (v + 10));
   }
@@ -238,11 +276,21 @@ int reference_table(const std::vector<StepCase>& cases, Recompute mode, const st
   for (const StepCase& c : cases) {
     std::vector<double> mine, plain, fused;
     for (int round = 0; round < rounds; ++round) {
-      mine.push_back(run_case(c, mode, min_steps).timing.median_s * 1e3);
+      const CaseResult r = run_case(c, mode, min_steps);
+      mine.push_back(r.timing.median_s * 1e3);
       for (const char* kind : {"default", "fused"}) {
         const TorchStep t = torch_step(python, c, kind, torch_steps);
         if (!t.error.empty()) {
           std::cout << "- reference torch unavailable: " << t.error << "\n";
+          return 3;
+        }
+        // The same architecture by construction, checked: a reference with other parameters is
+        // another model, and its ratio would mean nothing.
+        if (t.params != unpadded_params(c, r.params)) {
+          std::cout << "- --reference torch: the PyTorch model of " << c.name << " has " << t.params
+                    << " parameters, myriad's " << unpadded_params(c, r.params)
+                    << " (vocabulary unpadded): not the same model, so no ratio (`"
+                    << torch_step_command(python, c, kind, torch_steps) << "`)\n";
           return 3;
         }
         version = t.version;
@@ -389,6 +437,9 @@ int main(int argc, char** argv) {
       TrainStepShape shape = resolve_train_step_shape(options);
       cases.push_back({shape.name, shape.model, shape.B, shape.T});
       shape_note = shape.note;
+      const std::string gap = torch_reference_gap(cases.back());
+      MYRIAD_CHECK(options.reference != "torch" || gap.empty(),
+                   "--reference torch: no reference for " << shape.name << ": " << gap);
     }
   } catch (const Error& e) {
     std::cerr << "bench_train_step: " << e.message() << "\n";

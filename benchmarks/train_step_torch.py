@@ -1,10 +1,12 @@
-"""train_step_torch: PyTorch eager's GPT-2 training step on the CPU, the reference bench_train_step
-compares myriad's step with (`bench_train_step --reference torch` runs this script between its own
-timed rounds, alternated, and prints the ratio).
+"""train_step_torch: PyTorch eager's training step of a GPT-2 or LLaMA-style model on the CPU, the reference
+bench_train_step compares myriad's step with (`bench_train_step --reference torch` runs this script between
+its own timed rounds, alternated, and prints the ratio).
 
-The model is benchmarks/gpu/gpt2_step_reference.py's GPT-2 (learned positions, pre-LayerNorm blocks,
-tanh GELU, causal attention through torch's scaled_dot_product_attention, the LM head tied to the
-token embedding, no dropout), here in float32 on the CPU; the step the same as bench_train_step's:
+The model is benchmarks/torch_transformer.py's transformer with the knobs of nn::TransformerConfig
+(--norm, --mlp, --positions, --kv-heads, --ffn, --bias, --tie, --norm-eps, --rope-theta,
+--init-std; the defaults are GPT-2's: LayerNorm, tanh GELU, learned positions, biases, the LM head
+tied to the token embedding), causal attention through torch's scaled_dot_product_attention, no
+dropout, in float32 on the CPU; the step the same as bench_train_step's:
 zero the gradients, forward + backward of the mean cross-entropy over random targets, clip the
 gradient norm to 1.0, one AdamW update (lr 6e-4, betas 0.9 / 0.95, eps 1e-8, weight decay 0.1 on
 the matrices: AdamWConfig's defaults).
@@ -14,7 +16,8 @@ the matrices: AdamWConfig's defaults).
         --batch 4 --seq 64 --steps 3 --adamw fused
 
 prints one JSON line: {"median_ms": ..., "min_ms": ..., "steps": N, "loss_first": ..., "loss_last": ...,
-"torch": version, "threads": torch.get_num_threads(), "adamw": ...}. Exit 3 when torch is not
+"torch": version, "threads": torch.get_num_threads(), "adamw": ..., "params": N} (params: the model's
+parameter count, which bench_train_step checks against myriad's). Exit 3 when torch is not
 installed (the caller then reports the reference as unavailable). Invariants: one warm-up step is
 not timed; the loss after it must be finite; nothing but the step is inside the timed region.
 """
@@ -28,8 +31,8 @@ import statistics
 import sys
 import time
 
-sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "gpu"))
-from gpt2_step_reference import build_model  # noqa: E402  (the GPU benchmark's GPT-2, one definition)
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from torch_transformer import TransformerSpec, build_transformer  # noqa: E402  (the benchmarks' one model)
 
 
 def main(argv=None):
@@ -37,6 +40,16 @@ def main(argv=None):
     for name, default in (("vocab", 50257), ("layers", 12), ("heads", 12), ("embd", 768), ("block", 1024),
                           ("batch", 4), ("seq", 64), ("steps", 3)):
         parser.add_argument(f"--{name}", type=int, default=default)
+    parser.add_argument("--kv-heads", type=int, default=0, help="key/value heads (0 = --heads)")
+    parser.add_argument("--ffn", type=int, default=0, help="MLP hidden width (0 = 4 x --embd)")
+    parser.add_argument("--norm", choices=("layernorm", "rmsnorm"), default="layernorm")
+    parser.add_argument("--mlp", choices=("gelu", "swiglu"), default="gelu")
+    parser.add_argument("--positions", choices=("learned", "rope"), default="learned")
+    parser.add_argument("--bias", type=int, choices=(0, 1), default=1)
+    parser.add_argument("--tie", type=int, choices=(0, 1), default=1)
+    parser.add_argument("--norm-eps", type=float, default=1e-5)
+    parser.add_argument("--rope-theta", type=float, default=10000.0)
+    parser.add_argument("--init-std", type=float, default=0.02)
     parser.add_argument("--adamw", choices=("fused", "default"), default="fused")
     args = parser.parse_args(argv)
     try:
@@ -45,7 +58,11 @@ def main(argv=None):
         print("train_step_torch: torch is not installed", file=sys.stderr)
         return 3
     torch.manual_seed(0)
-    model = build_model(torch, args.layers, args.heads, args.embd, args.vocab, args.block)
+    spec = TransformerSpec(vocab=args.vocab, layers=args.layers, heads=args.heads, channels=args.embd, block=args.block,
+                           kv_heads=args.kv_heads, ffn=args.ffn, norm=args.norm, mlp=args.mlp,
+                           positions=args.positions, bias=bool(args.bias), tie=bool(args.tie), norm_eps=args.norm_eps,
+                           rope_theta=args.rope_theta, init_std=args.init_std)
+    model = build_transformer(torch, spec)
     decay = [p for p in model.parameters() if p.dim() > 1]
     rest = [p for p in model.parameters() if p.dim() <= 1]
     optimizer = torch.optim.AdamW([{"params": decay, "weight_decay": 0.1}, {"params": rest, "weight_decay": 0.0}],
@@ -74,7 +91,8 @@ def main(argv=None):
         times.append(time.perf_counter() - start)
     print(json.dumps({"median_ms": statistics.median(times) * 1e3, "min_ms": min(times) * 1e3, "steps": len(times),
                       "loss_first": losses[0], "loss_last": losses[-1], "torch": torch.__version__,
-                      "threads": torch.get_num_threads(), "adamw": args.adamw}))
+                      "threads": torch.get_num_threads(), "adamw": args.adamw,
+                      "params": sum(p.numel() for p in model.parameters())}))
     return 0
 
 

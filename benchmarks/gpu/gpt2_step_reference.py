@@ -15,55 +15,18 @@ Usage: python3 benchmarks/gpu/gpt2_step_reference.py [out.txt] [--batch 16] [--s
        [--compile] [--layers 12] [--peak-tflops 989]
 """
 import argparse
-import math
+import os
+import sys
 import time
 
 
 def build_model(torch, layers, heads, channels, vocab, block):
-    nn = torch.nn
-    F = torch.nn.functional
+    """GPT-2 of benchmarks/torch_transformer.py (the one PyTorch transformer the benchmarks use)."""
+    sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    from torch_transformer import TransformerSpec, build_transformer
 
-    class Block(nn.Module):
-        def __init__(self):
-            super().__init__()
-            self.ln_1 = nn.LayerNorm(channels)
-            self.attn = nn.Linear(channels, 3 * channels)
-            self.attn_proj = nn.Linear(channels, channels)
-            self.ln_2 = nn.LayerNorm(channels)
-            self.fc = nn.Linear(channels, 4 * channels)
-            self.proj = nn.Linear(4 * channels, channels)
-
-        def forward(self, x):
-            b, t, c = x.shape
-            q, k, v = self.attn(self.ln_1(x)).split(c, dim=2)
-            q, k, v = (y.view(b, t, heads, c // heads).transpose(1, 2) for y in (q, k, v))
-            y = F.scaled_dot_product_attention(q, k, v, is_causal=True)
-            x = x + self.attn_proj(y.transpose(1, 2).contiguous().view(b, t, c))
-            return x + self.proj(F.gelu(self.fc(self.ln_2(x)), approximate="tanh"))
-
-    class Gpt2(nn.Module):
-        def __init__(self):
-            super().__init__()
-            self.wte = nn.Embedding(vocab, channels)
-            self.wpe = nn.Embedding(block, channels)
-            self.blocks = nn.ModuleList(Block() for _ in range(layers))
-            self.ln_f = nn.LayerNorm(channels)
-            for name, p in self.named_parameters():
-                if p.dim() == 2:
-                    std = 0.02 / math.sqrt(2 * layers) if name.endswith("proj.weight") else 0.02
-                    nn.init.normal_(p, 0.0, std)
-                elif name.endswith("bias"):
-                    nn.init.zeros_(p)
-
-        def forward(self, ids, targets):
-            t = ids.shape[1]
-            x = self.wte(ids) + self.wpe(torch.arange(t, device=ids.device))
-            for block in self.blocks:
-                x = block(x)
-            logits = F.linear(self.ln_f(x), self.wte.weight)  # tied head
-            return F.cross_entropy(logits.float().view(-1, logits.shape[-1]), targets.view(-1))
-
-    return Gpt2()
+    return build_transformer(torch, TransformerSpec(vocab=vocab, layers=layers, heads=heads, channels=channels,
+                                                    block=block))
 
 
 def main():
