@@ -264,12 +264,12 @@ TorchStep torch_step(const std::string& python, const StepCase& c, const char* a
   return out;
 }
 
-// --reference torch: for each case, `rounds` rounds of myriad's step then PyTorch's with its
+// --reference torch: for each case, `rounds` rounds (3; 1 with --quick) of myriad's step then PyTorch's with its
 // default and its fused AdamW (alternated, so drifts of the machine's speed hit all three alike);
 // medians over the rounds and the ratios.
 int reference_table(const std::vector<StepCase>& cases, Recompute mode, const std::string& python, bool quick,
                     int min_steps) {
-  const int rounds = 3, torch_steps = quick ? 2 : 3;
+  const int rounds = quick ? 1 : 3, torch_steps = quick ? 2 : 3;
   Table table({"config", "B", "T", "myriad ms/step", "torch default AdamW ms", "torch fused AdamW ms",
                "torch default / myriad", "torch fused / myriad", "rounds"});
   std::string version;

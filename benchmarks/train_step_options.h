@@ -1,7 +1,7 @@
 // TrainStepOptions — bench_train_step's command line, and the one model/batch shape it times when
 // a shape is asked for.
 //
-//   --quick                    the tiny case only (default cases)
+//   --quick                    the tiny case only (default cases); one --reference round
 //   --recompute none|selective|full
 //   --config FILE.yaml         a run config: model section and training.micro_batch / seq_len
 //   --layers N --heads N --embd N --batch N --seq N
