@@ -141,8 +141,9 @@ def export_hf(checkpoint_dir, out_dir):
                  f"attention (model.n_kv_head {m['n_kv_head']} != n_head {m['n_head']})")
         hf_tensors, hf_config = _gpt2_hf(tensors, m)
     else:
-        _require(not m["bias"], "export --format hf: LLaMA with model.bias true has norm biases, which "
-                 "transformers' LlamaRMSNorm cannot hold")
+        _require(not m["bias"], "export --format hf: LLaMA with model.bias true has biases on q/k/v, the attention "
+                 "output, the SwiGLU gate and the MLP output but none on the up matrix, which transformers' "
+                 "LlamaForCausalLM cannot hold (its mlp_bias gives gate, up and down one each)")
         hf_tensors, hf_config = _llama_hf(tensors, m)
     tokenizer_dir = _gpt2_tokenizer_dir(run_config)
     if tokenizer_dir is not None:

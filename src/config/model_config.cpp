@@ -29,8 +29,9 @@ const std::vector<Field<ModelConfig>>& ModelConfig::fields() {
       make_field("tie_embeddings", &M::tie_embeddings,
                  "LM head shares the token embedding; auto = true for gpt2, false for llama"),
       make_field("bias", &M::bias,
-                 "biases of the linear layers (gpt2's LayerNorms keep theirs either way); auto = true for gpt2, false "
-                 "for llama"),
+                 "biases of the linear layers: q/k/v, the attention's output, the MLP's first matrix (SwiGLU's gate; "
+                 "its up matrix has none) and the MLP's output. LayerNorms keep theirs either way, RMSNorms have none; "
+                 "auto = true for gpt2, false for llama"),
       make_field("init_std", &M::init_std, "std of the normal initialisation of weights", {.check = greater_than(0)}),
       make_field("moe_base", &M::moe_base,
                  "moe: the dense family the blocks follow (llama: RMSNorm, RoPE, SwiGLU experts; gpt2: LayerNorm, "

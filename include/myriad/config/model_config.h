@@ -36,7 +36,7 @@ struct ModelConfig {
   double norm_eps = 1e-5;                          // epsilon of LayerNorm / RMSNorm
   double rope_theta = 10000.0;                     // RoPE base (llama only)
   std::optional<bool> tie_embeddings;              // share wte with the LM head; unset = true for gpt2, false for llama
-  std::optional<bool> bias;  // biases in linear layers and norms; unset = true for gpt2, false for llama
+  std::optional<bool> bias;  // biases in the linear layers (not SwiGLU's up); unset = true for gpt2, false for llama
   double init_std = 0.02;    // std of the normal weight initialisation
   // Mixture of experts (architecture moe only).
   BlockFamily moe_base = BlockFamily::llama;  // norms, positions and MLP kind of the blocks
@@ -73,7 +73,8 @@ struct ModelConfig {
   int ffn_hidden_size() const;
   // Whether the LM head reuses the token embedding (tie_embeddings, or the family's default).
   bool ties_embeddings() const;
-  // Whether linear layers and norms carry biases (bias, or the family's default).
+  // Whether the linear layers carry biases (bias, or the family's default); LayerNorms always do,
+  // RMSNorms never, SwiGLU's up matrix never.
   bool uses_bias() const;
   // The dense family the blocks follow: architecture, or moe_base for moe.
   Architecture family() const;
