@@ -16,6 +16,8 @@
 // random key), alternated in each round so that drift hits both; medians; the ratio encrypted /
 // clear. The CPU's AES flags are printed (OpenSSL uses AES-NI/VAES).
 // Usage: OMP_NUM_THREADS=2 bench_checkpoint [--dir D] [--repeats N (default 3)]
+// The checkpoints go to a new folder myriad_bench_ckpt_<pid> inside D (default: the temporary
+// directory), removed at the end; nothing else in D is touched (D may be a run's own folder).
 #include <unistd.h>
 
 #include <chrono>
@@ -112,16 +114,26 @@ static int run(int argc, char** argv) {
     if (std::strcmp(argv[i], "--dir") == 0 && i + 1 < argc) {
       dir_arg = argv[++i];
     } else if (std::strcmp(argv[i], "--repeats") == 0 && i + 1 < argc) {
-      repeats = std::max(1, std::atoi(argv[++i]));
+      const std::string value = argv[++i];
+      repeats = std::atoi(value.c_str());
+      if (repeats < 1 || value.find_first_not_of("0123456789") != std::string::npos) {
+        std::cerr << "bench_checkpoint: --repeats must be a whole number >= 1, got '" << value << "'\n";
+        return 2;
+      }
     } else {
       std::cerr << "usage: bench_checkpoint [--dir D] [--repeats N]\n";
       return 2;
     }
   }
   print_header("bench_checkpoint: training stall of a checkpoint, synchronous vs asynchronous", argc, argv);
-  const std::filesystem::path dir =
-      dir_arg.empty() ? std::filesystem::temp_directory_path() / ("myriad_bench_ckpt_" + std::to_string(::getpid()))
-                      : std::filesystem::path(dir_arg);
+  // A folder of its own inside --dir: the saves prune old step folders and the end removes it all.
+  const std::filesystem::path parent =
+      dir_arg.empty() ? std::filesystem::temp_directory_path() : std::filesystem::path(dir_arg);
+  if (!std::filesystem::is_directory(parent)) {
+    std::cerr << "bench_checkpoint: --dir " << parent.string() << " is not a folder\n";
+    return 2;
+  }
+  const std::filesystem::path dir = parent / ("myriad_bench_ckpt_" + std::to_string(::getpid()));
   nn::GptModel model(nn::TransformerConfig::gpt2(50257, 12, 12, 768, 1024));
   model.initialize(1);
   distributed::LoopbackCommunicator world("dp");

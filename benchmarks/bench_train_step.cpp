@@ -308,6 +308,11 @@ int reference_table(const std::vector<StepCase>& cases, Recompute mode, const st
                "AdamW, then with fused AdamW (median of "
             << torch_steps << " after a warm-up), in a fresh process each; the table shows the medians over " << rounds
             << " rounds; PyTorch uses torch.get_num_threads() threads (OMP_NUM_THREADS)\n";
+  if (mode != Recompute::none) {
+    std::cout << "- myriad's step recomputes activations (--recompute "
+              << ChoiceTraits<Recompute>::names[static_cast<int>(mode)]
+              << "), PyTorch's keeps them all: the ratios include what recompute costs\n";
+  }
   return 0;
 }
 
@@ -421,7 +426,21 @@ int main(int argc, char** argv) {
   std::optional<distributed::MpiRuntime> runtime;
   if (distributed::MpiRuntime::launched_by_mpi()) runtime.emplace();
   if (runtime && runtime->world_size() > 1) {
-    const bool quick_dp = argc > 1 && std::strcmp(argv[1], "--quick") == 0;
+    // Data parallelism times its own fixed model: --quick is the one option it takes, and any
+    // other is refused rather than dropped (every rank sees the same argv, so all exit alike).
+    bool quick_dp = false;
+    for (int i = 1; i < argc; ++i) {
+      if (std::strcmp(argv[i], "--quick") == 0) {
+        quick_dp = true;
+        continue;
+      }
+      if (runtime->world_rank() == 0) {
+        std::cerr << "bench_train_step: under mpirun (" << runtime->world_size()
+                  << " ranks) it times data parallelism on its own model and takes only --quick; '" << argv[i]
+                  << "' applies to the single-process run (without mpirun)\n";
+      }
+      return 2;
+    }
     return data_parallel_table(*runtime, quick_dp, argc, argv);
   }
   TrainStepOptions options;
