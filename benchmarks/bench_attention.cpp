@@ -272,29 +272,29 @@ static int run(int argc, char** argv) {
     if (std::strcmp(argv[i], "--quick") == 0)
       quick = true;
     else if (std::strcmp(argv[i], "--min-t") == 0 && i + 1 < argc)
-      min_t = std::atoll(argv[++i]);
+      min_t = whole_option("--min-t", argv[++i]);
     else if (std::strcmp(argv[i], "--max-t") == 0 && i + 1 < argc)
-      max_t = std::atoll(argv[++i]);
+      max_t = whole_option("--max-t", argv[++i]);
     else if (std::strcmp(argv[i], "--sparse") == 0)
       sparse = true;
     else if (std::strcmp(argv[i], "--sparse-min") == 0 && i + 1 < argc)
-      sparse_min = std::atoll(argv[++i]);
+      sparse_min = whole_option("--sparse-min", argv[++i]);
     else if (std::strcmp(argv[i], "--sparse-max") == 0 && i + 1 < argc)
-      sparse_max = std::atoll(argv[++i]);
+      sparse_max = whole_option("--sparse-max", argv[++i]);
     else if (std::strcmp(argv[i], "--dense-max") == 0 && i + 1 < argc)
-      dense_max = std::atoll(argv[++i]);
+      dense_max = whole_option("--dense-max", argv[++i]);
     else if (std::strcmp(argv[i], "--block-q") == 0 && i + 1 < argc)
-      args.block_q = std::atoi(argv[++i]);
+      args.block_q = static_cast<int>(whole_option("--block-q", argv[++i]));
     else if (std::strcmp(argv[i], "--block-k") == 0 && i + 1 < argc)
-      args.block_k = std::atoi(argv[++i]);
+      args.block_k = static_cast<int>(whole_option("--block-k", argv[++i]));
     else if (std::strcmp(argv[i], "--profile") == 0 && i + 1 < argc)
       profile = argv[++i];
     else if (std::strcmp(argv[i], "--batch") == 0 && i + 1 < argc)
-      shape.B = std::atoll(argv[++i]);
+      shape.B = whole_option("--batch", argv[++i]);
     else if (std::strcmp(argv[i], "--heads") == 0 && i + 1 < argc)
-      shape.H = std::atoll(argv[++i]);
+      shape.H = whole_option("--heads", argv[++i]);
     else if (std::strcmp(argv[i], "--head-dim") == 0 && i + 1 < argc)
-      shape.D = std::atoll(argv[++i]);
+      shape.D = whole_option("--head-dim", argv[++i]);
     else {
       std::cerr << "usage: bench_attention [--quick] [--min-t T] [--max-t T] [--block-q N] [--block-k N] "
                    "[--batch B] [--heads H] [--head-dim D] [--profile FILE]\n"
@@ -302,8 +302,13 @@ static int run(int argc, char** argv) {
       return 2;
     }
   }
-  if (!profile.empty()) myriad::bench::check_profile_writable(profile);  // before the measurements
   if (quick) max_t = std::min<std::int64_t>(max_t, 2048);
+  MYRIAD_CHECK(!sparse || profile.empty(), "--profile: --sparse writes no profile (the dense table does)");
+  MYRIAD_CHECK(sparse || min_t <= max_t, "--min-t " << min_t << " is above --max-t " << max_t
+                                                    << (quick ? " (2048 with --quick)" : "") << ": no row to time");
+  MYRIAD_CHECK(!sparse || sparse_min <= sparse_max,
+               "--sparse-min " << sparse_min << " is above --sparse-max " << sparse_max << ": no row to time");
+  if (!profile.empty()) myriad::bench::check_profile_writable(profile);  // before the measurements
   if (sparse) {
     print_header("bench_attention --sparse: block-sparse vs dense causal attention (fp32)", argc, argv);
     run_sparse(sparse_min, sparse_max, dense_max);

@@ -44,16 +44,20 @@ namespace {
 struct Args {
   std::int64_t tokens = 524288;
   int passes = 3;
-  bool check = false, ring_only = false, train = false;
+  bool help = false, check = false, ring_only = false, train = false;
 };
+
+constexpr const char* kUsage = "usage: bench_long_context [--tokens N] [--passes P] [--check] [--train | --ring-only]";
 
 Args parse(int argc, char** argv) {
   Args a;
   for (int i = 1; i < argc; ++i) {
-    if (std::strcmp(argv[i], "--tokens") == 0 && i + 1 < argc) {
-      a.tokens = std::atoll(argv[++i]);
+    if (std::strcmp(argv[i], "--help") == 0) {
+      a.help = true;
+    } else if (std::strcmp(argv[i], "--tokens") == 0 && i + 1 < argc) {
+      a.tokens = whole_option("--tokens", argv[++i]);
     } else if (std::strcmp(argv[i], "--passes") == 0 && i + 1 < argc) {
-      a.passes = std::atoi(argv[++i]);
+      a.passes = static_cast<int>(whole_option("--passes", argv[++i]));
     } else if (std::strcmp(argv[i], "--check") == 0) {
       a.check = true;
     } else if (std::strcmp(argv[i], "--ring-only") == 0) {
@@ -61,10 +65,11 @@ Args parse(int argc, char** argv) {
     } else if (std::strcmp(argv[i], "--train") == 0) {
       a.train = true;
     } else {
-      MYRIAD_THROW("usage: bench_long_context [--tokens N] [--passes P] [--check] [--train | --ring-only]; got '"
-                   << argv[i] << "'");
+      MYRIAD_THROW("unknown option or missing value '" << argv[i] << "'; " << kUsage);
     }
   }
+  MYRIAD_CHECK(!(a.train && a.ring_only), "--train and --ring-only exclude each other; " << kUsage);
+  MYRIAD_CHECK(!(a.check && a.ring_only), "--check checks the passes that --ring-only does not run; " << kUsage);
   return a;
 }
 
@@ -339,7 +344,17 @@ int time_ring(const Args& a, distributed::Communicator& world) {
 int main(int argc, char** argv) {
   distributed::MpiRuntime runtime(&argc, &argv);
   std::unique_ptr<distributed::Communicator> world = runtime.world();
-  const Args a = parse(argc, argv);
+  Args a;
+  try {  // every rank sees the same argv: all refuse it alike, before any collective
+    a = parse(argc, argv);
+  } catch (const Error& e) {
+    if (world->rank() == 0) std::cerr << "bench_long_context: " << e.message() << "\n";
+    return 2;
+  }
+  if (a.help) {
+    if (world->rank() == 0) std::cout << kUsage << "\n";
+    return 0;
+  }
   if (world->rank() == 0) {
     print_header("bench_long_context: a long document over context-parallel ranks (ring attention)", argc, argv);
   }

@@ -39,7 +39,10 @@ using namespace myriad::bench;
 
 namespace {
 
+constexpr const char* kUsage = "usage: bench_moe [--quick] [--tokens N] [--embd C] [--experts E] [--top-k K]";
+
 struct Args {
+  bool help = false;
   bool quick = false;
   std::int64_t tokens = 4096, embd = 512;
   int experts = 8, top_k = 2;
@@ -50,9 +53,12 @@ Args parse(int argc, char** argv) {
   for (int i = 1; i < argc; ++i) {
     const auto value = [&] {
       MYRIAD_CHECK(i + 1 < argc, argv[i] << " needs a value");
-      return std::atoll(argv[++i]);
+      const std::string option = argv[i];
+      return whole_option(option, argv[++i]);
     };
-    if (std::strcmp(argv[i], "--quick") == 0)
+    if (std::strcmp(argv[i], "--help") == 0)
+      a.help = true;
+    else if (std::strcmp(argv[i], "--quick") == 0)
       a.quick = true;
     else if (std::strcmp(argv[i], "--tokens") == 0)
       a.tokens = value();
@@ -63,9 +69,11 @@ Args parse(int argc, char** argv) {
     else if (std::strcmp(argv[i], "--top-k") == 0)
       a.top_k = static_cast<int>(value());
     else
-      MYRIAD_THROW("usage: bench_moe [--quick] [--tokens N] [--embd C] [--experts E] [--top-k K]");
+      MYRIAD_THROW("unknown option '" << argv[i] << "'; " << kUsage);
   }
   if (a.quick) a.tokens = std::min<std::int64_t>(a.tokens, 1024);
+  MYRIAD_CHECK(a.top_k <= a.experts, "--top-k " << a.top_k << " exceeds --experts " << a.experts);
+  MYRIAD_CHECK(a.tokens % 512 == 0, "--tokens " << a.tokens << " must be a multiple of 512 (sequences of 512)");
   return a;
 }
 
@@ -101,13 +109,22 @@ int main(int argc, char** argv) {
   distributed::MpiRuntime runtime(&argc, &argv);
   std::unique_ptr<distributed::Communicator> world = runtime.world();
   const int ep = world->size(), rank = world->rank();
-  const Args a = parse(argc, argv);
+  Args a;
+  try {  // every rank sees the same argv: all refuse it alike, before any collective
+    a = parse(argc, argv);
+    MYRIAD_CHECK(a.experts % ep == 0, "--experts " << a.experts << " must divide over " << ep << " ranks");
+  } catch (const Error& e) {
+    if (rank == 0) std::cerr << "bench_moe: " << e.message() << "\n";
+    return 2;
+  }
+  if (a.help) {
+    if (rank == 0) std::cout << kUsage << "\n";
+    return 0;
+  }
   if (rank == 0) print_header("bench_moe: an MoE layer vs a dense MLP of the same active parameters", argc, argv);
   const nn::TransformerConfig config = moe_config(a);
   const std::int64_t N = a.tokens, C = a.embd, Fe = config.expert_ffn(), E = a.experts, k = a.top_k;
-  MYRIAD_CHECK(E % ep == 0, "--experts " << E << " must divide over " << ep << " ranks");
   const std::int64_t T = 512, B = N / T;
-  MYRIAD_CHECK(N % T == 0, "--tokens must be a multiple of " << T);
   if (rank == 0) {
     std::cout << "- per rank: " << N << " tokens (" << B << " x " << T << "), C " << C << ", " << E
               << " experts of width " << Fe << ", top " << k << ", ep " << ep << " (experts per rank " << E / ep

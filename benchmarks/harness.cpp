@@ -7,6 +7,7 @@
 
 #include <omp.h>
 
+#include <charconv>
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
@@ -153,6 +154,15 @@ std::string bytes_human(double bytes) {
 }
 
 void do_not_optimize(const void* p) { asm volatile("" : : "g"(p) : "memory"); }
+
+std::int64_t whole_option(const std::string& option, const std::string& text, std::int64_t least) {
+  std::int64_t value = 0;
+  const char* end = text.data() + text.size();
+  const auto [stop, error] = std::from_chars(text.data(), end, value);
+  MYRIAD_CHECK(error == std::errc() && stop == end && value >= least,
+               option << ": expected a whole number >= " << least << ", got '" << text << "'");
+  return value;
+}
 
 int run_reporting_errors(const char* program, const std::function<int()>& body) {
   try {
