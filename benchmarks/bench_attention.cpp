@@ -268,46 +268,51 @@ static int run(int argc, char** argv) {
   AttentionArgs args;
   AttentionShape shape;
   std::string profile;
-  for (int i = 1; i < argc; ++i) {
-    if (std::strcmp(argv[i], "--quick") == 0)
-      quick = true;
-    else if (std::strcmp(argv[i], "--min-t") == 0 && i + 1 < argc)
-      min_t = whole_option("--min-t", argv[++i]);
-    else if (std::strcmp(argv[i], "--max-t") == 0 && i + 1 < argc)
-      max_t = whole_option("--max-t", argv[++i]);
-    else if (std::strcmp(argv[i], "--sparse") == 0)
-      sparse = true;
-    else if (std::strcmp(argv[i], "--sparse-min") == 0 && i + 1 < argc)
-      sparse_min = whole_option("--sparse-min", argv[++i]);
-    else if (std::strcmp(argv[i], "--sparse-max") == 0 && i + 1 < argc)
-      sparse_max = whole_option("--sparse-max", argv[++i]);
-    else if (std::strcmp(argv[i], "--dense-max") == 0 && i + 1 < argc)
-      dense_max = whole_option("--dense-max", argv[++i]);
-    else if (std::strcmp(argv[i], "--block-q") == 0 && i + 1 < argc)
-      args.block_q = static_cast<int>(whole_option("--block-q", argv[++i]));
-    else if (std::strcmp(argv[i], "--block-k") == 0 && i + 1 < argc)
-      args.block_k = static_cast<int>(whole_option("--block-k", argv[++i]));
-    else if (std::strcmp(argv[i], "--profile") == 0 && i + 1 < argc)
-      profile = argv[++i];
-    else if (std::strcmp(argv[i], "--batch") == 0 && i + 1 < argc)
-      shape.B = whole_option("--batch", argv[++i]);
-    else if (std::strcmp(argv[i], "--heads") == 0 && i + 1 < argc)
-      shape.H = whole_option("--heads", argv[++i]);
-    else if (std::strcmp(argv[i], "--head-dim") == 0 && i + 1 < argc)
-      shape.D = whole_option("--head-dim", argv[++i]);
-    else {
-      std::cerr << "usage: bench_attention [--quick] [--min-t T] [--max-t T] [--block-q N] [--block-k N] "
-                   "[--batch B] [--heads H] [--head-dim D] [--profile FILE]\n"
-                   "       bench_attention --sparse [--sparse-min T] [--sparse-max T] [--dense-max T]\n";
-      return 2;
+  try {  // a bad command line exits 2 naming the option, before anything is measured
+    for (int i = 1; i < argc; ++i) {
+      if (std::strcmp(argv[i], "--quick") == 0)
+        quick = true;
+      else if (std::strcmp(argv[i], "--min-t") == 0 && i + 1 < argc)
+        min_t = whole_option("--min-t", argv[++i]);
+      else if (std::strcmp(argv[i], "--max-t") == 0 && i + 1 < argc)
+        max_t = whole_option("--max-t", argv[++i]);
+      else if (std::strcmp(argv[i], "--sparse") == 0)
+        sparse = true;
+      else if (std::strcmp(argv[i], "--sparse-min") == 0 && i + 1 < argc)
+        sparse_min = whole_option("--sparse-min", argv[++i]);
+      else if (std::strcmp(argv[i], "--sparse-max") == 0 && i + 1 < argc)
+        sparse_max = whole_option("--sparse-max", argv[++i]);
+      else if (std::strcmp(argv[i], "--dense-max") == 0 && i + 1 < argc)
+        dense_max = whole_option("--dense-max", argv[++i]);
+      else if (std::strcmp(argv[i], "--block-q") == 0 && i + 1 < argc)
+        args.block_q = static_cast<int>(whole_option("--block-q", argv[++i]));
+      else if (std::strcmp(argv[i], "--block-k") == 0 && i + 1 < argc)
+        args.block_k = static_cast<int>(whole_option("--block-k", argv[++i]));
+      else if (std::strcmp(argv[i], "--profile") == 0 && i + 1 < argc)
+        profile = argv[++i];
+      else if (std::strcmp(argv[i], "--batch") == 0 && i + 1 < argc)
+        shape.B = whole_option("--batch", argv[++i]);
+      else if (std::strcmp(argv[i], "--heads") == 0 && i + 1 < argc)
+        shape.H = whole_option("--heads", argv[++i]);
+      else if (std::strcmp(argv[i], "--head-dim") == 0 && i + 1 < argc)
+        shape.D = whole_option("--head-dim", argv[++i]);
+      else {
+        std::cerr << "usage: bench_attention [--quick] [--min-t T] [--max-t T] [--block-q N] [--block-k N] "
+                     "[--batch B] [--heads H] [--head-dim D] [--profile FILE]\n"
+                     "       bench_attention --sparse [--sparse-min T] [--sparse-max T] [--dense-max T]\n";
+        return 2;
+      }
     }
+    if (quick) max_t = std::min<std::int64_t>(max_t, 2048);
+    MYRIAD_CHECK(!sparse || profile.empty(), "--profile: --sparse writes no profile (the dense table does)");
+    MYRIAD_CHECK(sparse || min_t <= max_t, "--min-t " << min_t << " is above --max-t " << max_t
+                                                      << (quick ? " (2048 with --quick)" : "") << ": no row to time");
+    MYRIAD_CHECK(!sparse || sparse_min <= sparse_max,
+                 "--sparse-min " << sparse_min << " is above --sparse-max " << sparse_max << ": no row to time");
+  } catch (const Error& e) {
+    std::cerr << "bench_attention: " << e.message() << "\n";
+    return 2;
   }
-  if (quick) max_t = std::min<std::int64_t>(max_t, 2048);
-  MYRIAD_CHECK(!sparse || profile.empty(), "--profile: --sparse writes no profile (the dense table does)");
-  MYRIAD_CHECK(sparse || min_t <= max_t, "--min-t " << min_t << " is above --max-t " << max_t
-                                                    << (quick ? " (2048 with --quick)" : "") << ": no row to time");
-  MYRIAD_CHECK(!sparse || sparse_min <= sparse_max,
-               "--sparse-min " << sparse_min << " is above --sparse-max " << sparse_max << ": no row to time");
   if (!profile.empty()) myriad::bench::check_profile_writable(profile);  // before the measurements
   if (sparse) {
     print_header("bench_attention --sparse: block-sparse vs dense causal attention (fp32)", argc, argv);

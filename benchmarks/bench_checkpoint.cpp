@@ -114,10 +114,10 @@ static int run(int argc, char** argv) {
     if (std::strcmp(argv[i], "--dir") == 0 && i + 1 < argc) {
       dir_arg = argv[++i];
     } else if (std::strcmp(argv[i], "--repeats") == 0 && i + 1 < argc) {
-      const std::string value = argv[++i];
-      repeats = std::atoi(value.c_str());
-      if (repeats < 1 || value.find_first_not_of("0123456789") != std::string::npos) {
-        std::cerr << "bench_checkpoint: --repeats must be a whole number >= 1, got '" << value << "'\n";
+      try {
+        repeats = static_cast<int>(whole_option("--repeats", argv[++i]));
+      } catch (const Error& e) {
+        std::cerr << "bench_checkpoint: " << e.message() << "\n";
         return 2;
       }
     } else {

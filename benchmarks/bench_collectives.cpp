@@ -90,7 +90,12 @@ const std::vector<std::string> kAllOps = {"all_reduce", "all_gather", "reduce_sc
 
 std::int64_t parse_bytes(const std::string& text) {
   std::size_t end = 0;
-  double value = std::stod(text, &end);
+  double value = 0;
+  try {
+    value = std::stod(text, &end);
+  } catch (const std::exception&) {
+    MYRIAD_THROW("size '" << text << "': not a number (e.g. 4K, 32M, 1G)");
+  }
   const std::string suffix = text.substr(end);
   if (suffix == "K" || suffix == "k")
     value *= 1024.0;
@@ -101,6 +106,18 @@ std::int64_t parse_bytes(const std::string& text) {
   else
     MYRIAD_CHECK(suffix.empty(), "size '" << text << "': suffix must be K, M or G");
   return static_cast<std::int64_t>(value);
+}
+
+double number_option(const std::string& option, const std::string& text) {
+  std::size_t end = 0;
+  double value = 0;
+  try {
+    value = std::stod(text, &end);
+  } catch (const std::exception&) {
+    end = 0;
+  }
+  MYRIAD_CHECK(end == text.size() && end > 0, option << ": expected a number, got '" << text << "'");
+  return value;
 }
 
 Args parse_args(int argc, char** argv) {
@@ -115,23 +132,23 @@ Args parse_args(int argc, char** argv) {
     else if (key == "--max-bytes")
       args.max_bytes = parse_bytes(value);
     else if (key == "--factor")
-      args.factor = std::stod(value);
+      args.factor = number_option(key, value);
     else if (key == "--iters")
-      args.iters = std::stoi(value);
+      args.iters = static_cast<int>(myriad::bench::whole_option(key, value, 1));
     else if (key == "--warmup")
-      args.warmup = std::stoi(value);
+      args.warmup = static_cast<int>(myriad::bench::whole_option(key, value, 0));
     else if (key == "--op")
       ops = value;
     else if (key == "--transport")
       args.transport = value;
     else if (key == "--ranks-per-node")
-      args.ranks_per_node = std::stoi(value);
+      args.ranks_per_node = static_cast<int>(myriad::bench::whole_option(key, value, 1));
     else if (key == "--profile")
       args.profile = value;
     else if (key == "--group-size")
-      args.group_size = std::stoi(value);
+      args.group_size = static_cast<int>(myriad::bench::whole_option(key, value, 0));
     else if (key == "--compute-gemms")
-      args.compute_gemms = std::stoi(value);
+      args.compute_gemms = static_cast<int>(myriad::bench::whole_option(key, value, 0));
     else if (key == "--algorithms") {
       std::stringstream list(value);
       for (std::string a; std::getline(list, a, ',');) {
@@ -157,6 +174,8 @@ Args parse_args(int argc, char** argv) {
   // Only the MPI host transport exists so far; `--transport nccl` will select NcclCommunicator
   // (device buffers) once it is built — the sweep below does not depend on the transport.
   MYRIAD_CHECK(args.transport == "mpi", "--transport " << args.transport << ": only 'mpi' is available");
+  MYRIAD_CHECK(args.profile.empty() || args.algorithms.empty(),
+               "--profile: --algorithms compares all-reduce algorithms and writes no profile (the --op sweep does)");
   std::stringstream list(ops);
   for (std::string op; std::getline(list, op, ',');) {
     if (op == "all") {
@@ -169,6 +188,9 @@ Args parse_args(int argc, char** argv) {
                             " send_recv");
     args.ops.push_back(op);
   }
+  MYRIAD_CHECK(args.profile.empty() || !args.algorithms.empty() ||
+                   std::find(args.ops.begin(), args.ops.end(), "all_reduce") != args.ops.end(),
+               "--profile needs the all_reduce op (the link fit uses its times)");
   return args;
 }
 
@@ -654,9 +676,6 @@ int main(int argc, char** argv) {
           if (op == "all_reduce" && !args.profile.empty() && runtime.world_rank() == 0)
             write_profile(args, points, n, group, argc, argv);
         }
-        MYRIAD_CHECK(
-            args.profile.empty() || std::find(args.ops.begin(), args.ops.end(), "all_reduce") != args.ops.end(),
-            "--profile needs the all_reduce op (the link fit uses its times)");
       }
     } catch (const myriad::Error& e) {
       control->abort(1, "bench_collectives: " + e.message());

@@ -72,33 +72,38 @@ static int run(int argc, char** argv) {
   std::int64_t tokens = 2048, embd = 768, vocab = 50304, layers = 12;
   std::string profile;
   double stream_mib = 64;
-  bool libraries = false;
-  for (int i = 1; i < argc; ++i) {
-    if (std::strcmp(argv[i], "--quick") == 0)
-      quick = true;
-    else if (std::strcmp(argv[i], "--tokens") == 0 && i + 1 < argc)
-      tokens = std::atoll(argv[++i]);
-    else if (std::strcmp(argv[i], "--embd") == 0 && i + 1 < argc)
-      embd = std::atoll(argv[++i]);
-    else if (std::strcmp(argv[i], "--vocab") == 0 && i + 1 < argc)
-      vocab = std::atoll(argv[++i]);
-    else if (std::strcmp(argv[i], "--layers") == 0 && i + 1 < argc)
-      layers = std::atoll(argv[++i]);
-    else if (std::strcmp(argv[i], "--profile") == 0 && i + 1 < argc)
-      profile = argv[++i];
-    else if (std::strcmp(argv[i], "--stream-mib") == 0 && i + 1 < argc)
-      stream_mib = std::atof(argv[++i]);
-    else if (std::strcmp(argv[i], "--libraries") == 0)
-      libraries = true;
-    else {
-      std::cerr << "usage: bench_gemm [--quick] [--tokens M] [--embd C] [--vocab V] [--profile FILE] "
-                   "[--stream-mib N] [--libraries [--layers L]]\n";
-      return 2;
+  bool libraries = false, layers_given = false;
+  try {  // a bad command line exits 2 naming the option, before anything is measured
+    for (int i = 1; i < argc; ++i) {
+      if (std::strcmp(argv[i], "--quick") == 0)
+        quick = true;
+      else if (std::strcmp(argv[i], "--tokens") == 0 && i + 1 < argc)
+        tokens = whole_option("--tokens", argv[++i]);
+      else if (std::strcmp(argv[i], "--embd") == 0 && i + 1 < argc)
+        embd = whole_option("--embd", argv[++i]);
+      else if (std::strcmp(argv[i], "--vocab") == 0 && i + 1 < argc)
+        vocab = whole_option("--vocab", argv[++i]);
+      else if (std::strcmp(argv[i], "--profile") == 0 && i + 1 < argc)
+        profile = argv[++i];
+      else if (std::strcmp(argv[i], "--stream-mib") == 0 && i + 1 < argc)
+        stream_mib = static_cast<double>(whole_option("--stream-mib", argv[++i]));
+      else if (std::strcmp(argv[i], "--libraries") == 0)
+        libraries = true;
+      else if (std::strcmp(argv[i], "--layers") == 0 && i + 1 < argc)
+        layers_given = true, layers = whole_option("--layers", argv[++i]);
+      else {
+        std::cerr << "usage: bench_gemm [--quick] [--tokens M] [--embd C] [--vocab V] [--profile FILE] "
+                     "[--stream-mib N] [--libraries [--layers L]]\n";
+        return 2;
+      }
     }
-  }
-  if (tokens < 8 || embd < 1 || vocab < 1 || layers < 1) {
-    std::cerr << "bench_gemm: --tokens must be >= 8 and --embd, --vocab, --layers >= 1 (got " << tokens << ", " << embd
-              << ", " << vocab << ", " << layers << ")\n";
+    // --tokens rows come as B x T with B = 4 (and tokens / 8 for --libraries' few-row GEMMs).
+    MYRIAD_CHECK(tokens >= 8 && tokens % 8 == 0, "--tokens " << tokens << " must be a multiple of 8 (>= 8)");
+    MYRIAD_CHECK(!layers_given || libraries, "--layers sizes --libraries' step summary; without it nothing reads it");
+    MYRIAD_CHECK(profile.empty() || !libraries,
+                 "--profile: --libraries compares libraries and writes no profile (the default tables do)");
+  } catch (const Error& e) {
+    std::cerr << "bench_gemm: " << e.message() << "\n";
     return 2;
   }
   if (!profile.empty()) myriad::bench::check_profile_writable(profile);  // before minutes of measuring

@@ -60,8 +60,16 @@ def test_the_step_gemm_ceiling_is_the_sum_of_the_shapes_it_printed():
         assert float(s["cpu::sgemm / OpenBLAS"].rstrip("x")) == pytest.approx(want, rel=0.02, abs=0.011)
 
 
-@pytest.mark.parametrize("flag,value", [("--layers", "0"), ("--tokens", "4"), ("--embd", "x")])
+@pytest.mark.parametrize("flag,value", [("--layers", "0"), ("--tokens", "4"), ("--tokens", "100"), ("--embd", "x"),
+                                        ("--vocab", "1e3")])
 def test_bad_sizes_are_refused_naming_the_flags(flag, value):
     result = subprocess.run([BENCH_GEMM, "--libraries", flag, value], capture_output=True, text=True, timeout=30)
-    assert result.returncode == 2 and "--tokens must be >= 8" in result.stderr and "--layers" in result.stderr
+    assert result.returncode == 2 and f"{flag}" in result.stderr and value in result.stderr, result.stderr
     assert "GFLOP/s" not in result.stdout
+
+
+@pytest.mark.parametrize("args,says", [(["--layers", "3"], "--layers sizes --libraries"),
+                                       (["--libraries", "--profile", "p.json"], "writes no profile")])
+def test_options_that_would_not_act_are_refused(args, says):
+    result = subprocess.run([BENCH_GEMM, *args], capture_output=True, text=True, timeout=30)
+    assert result.returncode == 2 and says in result.stderr, result.stderr
