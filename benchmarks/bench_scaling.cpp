@@ -145,10 +145,36 @@ Measured measure(distributed::MpiRuntime& runtime, distributed::Communicator& wo
 
 int main(int argc, char** argv) {
   distributed::MpiRuntime runtime(&argc, &argv);
-  const bool quick = argc > 1 && std::string(argv[1]) == "--quick";
+  constexpr const char* kUsage =
+      "usage: mpirun -np N bench_scaling [--quick]   (N ranks: 1, 2, 4, 8 or more, a power of two)";
+  bool quick = false;
   int code = 0;
   {
     std::unique_ptr<distributed::Communicator> world = runtime.world();
+    // Every rank sees the same argv and world size: all refuse alike, before any collective.
+    for (int i = 1; i < argc; ++i) {
+      const std::string arg = argv[i];
+      if (arg == "--quick") {
+        quick = true;
+        continue;
+      }
+      if (world->rank() == 0) {
+        if (arg == "--help")
+          std::cout << kUsage << "\n";
+        else
+          std::cerr << "bench_scaling: unknown option '" << arg << "'; " << kUsage << "\n";
+      }
+      return arg == "--help" ? 0 : 2;
+    }
+    const std::vector<Layout> all = layouts(world->size());
+    if (all.empty()) {
+      if (world->rank() == 0) {
+        std::cerr << "bench_scaling: no dp x tp x pp layout of " << world->size() << " ranks fits the model (H "
+                  << kHeads << ", L " << kLayers << ", global batch " << kGlobalBatch << " of micro-batches of "
+                  << kMicroBatch << ", powers of two); " << kUsage << "\n";
+      }
+      return 2;
+    }
     try {
       std::int64_t pid = world->rank() == 0 ? ::getpid() : 0;
       pid = distributed::sum_over_ranks(*world, pid);
@@ -167,9 +193,13 @@ int main(int argc, char** argv) {
                   << "step, mean over ranks\n\n"
                   << std::flush;
       }
-      bench::Table table({"layout", "step ms", "tokens/s", "comm share", "bubble share", "vs dp only"});
+      // The baseline is pure dp where the batch allows it (up to 8 ranks); from 16 ranks dp alone
+      // would leave no micro-batch per rank, and the first layout (the most dp) is named instead.
+      const bool pure_dp = all.front().tp == 1 && all.front().pp == 1;
+      bench::Table table({"layout", "step ms", "tokens/s", "comm share", "bubble share",
+                          pure_dp ? std::string("vs dp only") : "vs " + all.front().describe()});
       std::optional<double> baseline;
-      for (const Layout& l : layouts(world->size())) {
+      for (const Layout& l : all) {
         Measured m = measure(runtime, *world, dir, l, quick ? 2 : 6);
         if (!baseline) baseline = m.tokens_per_s;
         table.add_row({l.describe(), bench::fmt(1e3 * m.step_s, 0), bench::fmt(m.tokens_per_s, 0),
