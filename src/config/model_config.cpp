@@ -125,9 +125,12 @@ void ModelConfig::validate() const {
   MYRIAD_CHECK(kv_heads() <= n_head && n_head % kv_heads() == 0, "model.n_kv_head ("
                                                                      << n_kv_head << ") must divide model.n_head ("
                                                                      << n_head << "); 0 means n_kv_head = n_head");
-  MYRIAD_CHECK(architecture != Architecture::llama || head_dim() % 2 == 0,
-               "model: llama applies RoPE to pairs of channels, so n_embd / n_head ("
+  MYRIAD_CHECK(family() != Architecture::llama || head_dim() % 2 == 0,
+               "model: llama blocks apply RoPE to pairs of channels, so n_embd / n_head ("
                    << n_embd << " / " << n_head << " = " << head_dim() << ") must be even");
+  MYRIAD_CHECK(family() == Architecture::llama || rope_theta == ModelConfig{}.rope_theta,
+               "model.rope_theta applies to RoPE, which llama blocks use; gpt2 blocks have learned positions: drop "
+               "the key or set model.architecture llama");
   validate_attention();
   if (is_moe()) {
     validate_moe();

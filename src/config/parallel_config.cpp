@@ -22,7 +22,7 @@ const std::vector<Field<ParallelConfig>>& ParallelConfig::fields() {
       make_field("zero_stage", &P::zero_stage, "ZeRO over dp: 0 off, 1 optimizer states, 2 + gradients, 3 + parameters",
                  {.check = in_range(0, 3, true, true)}),
       make_field("sequence_parallel", &P::sequence_parallel,
-                 "shard norm/dropout activations over tp along the sequence (no effect at tp 1)"),
+                 "shard the norms' activations over tp along the sequence (no effect at tp 1)"),
       make_field("virtual_stages", &P::virtual_stages,
                  "model chunks per pipeline rank; > 1 only with pp_schedule interleaved", {.check = at_least(1)}),
       make_field("pp_schedule", &P::pp_schedule, "pipeline schedule"),

@@ -43,7 +43,7 @@ const std::vector<Field<TrainingConfig>>& TrainingConfig::fields() {
                  "zero_stage 0; with ep > 1 the expert momenta summed over the expert-data group; "
                  "docs/parallelism.md)"),
       make_field("freeze_step", &T::freeze_step,
-                 "onebit_adam: exact AdamW steps before the compressed phase; 0 = max(warmup_steps, steps / 5)",
+                 "onebit_adam: exact AdamW steps before the compressed phase; 0 = max(warmup_steps, steps / 5, 1)",
                  {.check = at_least(0)}),
       make_field(
           "gradient_compression", &T::gradient_compression,
@@ -101,9 +101,12 @@ const std::vector<Field<TrainingConfig>>& TrainingConfig::fields() {
                  {.check = greater_than(0)}),
       make_field("recompute", &T::recompute,
                  "activation recompute in backward: none, selective (attention core) or full (whole block)"),
-      make_field("seed", &T::seed, "seed of initialisation, data order and dropout", {.check = at_least(0)}),
-      make_field("eval_every", &T::eval_every, "steps between validation-loss evaluations; 0 = never",
+      make_field("seed", &T::seed, "seed of initialisation and data order (the model has no dropout)",
                  {.check = at_least(0)}),
+      make_field(
+          "eval_every", &T::eval_every,
+          "steps between validation-loss evaluations; 0 = none during training (the final one at the end still runs)",
+          {.check = at_least(0)}),
       make_field("eval_batches", &T::eval_batches, "micro-batches per evaluation", {.check = at_least(1)}),
       make_field("max_nonfinite_steps", &T::max_nonfinite_steps,
                  "consecutive non-finite steps (loss or gradient norm nan/inf; an fp16 overflow counts only once the "
@@ -133,6 +136,17 @@ void TrainingConfig::validate() const {
                "training.fp8_amax_history and training.fp8_margin apply to training.precision fp8; training.precision "
                "is "
                    << choice_name(precision));
+  const TrainingConfig defaults;
+  MYRIAD_CHECK(precision == Precision::fp16 ||
+                   (initial_loss_scale == defaults.initial_loss_scale &&
+                    loss_scale_window == defaults.loss_scale_window && min_loss_scale == defaults.min_loss_scale),
+               "training.initial_loss_scale, loss_scale_window and min_loss_scale apply to training.precision fp16 "
+               "(the dynamic loss scale); training.precision is "
+                   << choice_name(precision));
+  MYRIAD_CHECK(
+      schedule != LrScheduleKind::constant || !min_lr,
+      "training.min_lr is the floor a decaying schedule reaches; training.schedule constant keeps training.lr: "
+      "drop min_lr or choose cosine or linear");
   const bool local = sync == SyncMode::local;
   MYRIAD_CHECK(local || (local_steps == 0 && !outer_lr && !outer_momentum && !outer_overlap),
                "training.local_steps, outer_lr, outer_momentum and outer_overlap apply to training.sync local; "

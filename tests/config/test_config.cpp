@@ -341,6 +341,7 @@ TEST(ConfigYaml, FullFileSetsEveryKey) {
   on_cpu.training.device = ComputeDevice::cpu;
   on_cpu.training.cuda_graphs = false;            // records GPU work: refused on the CPU
   on_cpu.model.architecture = Architecture::moe;  // the MoE keys act only there
+  on_cpu.model.moe_base = BlockFamily::llama;     // rope_theta acts only on llama blocks
   on_cpu.model.capacity_factor.reset();
   on_cpu.model.dropless = false;
   // MoE is refused under cp (its capacity and aux loss are per whole sequence): the layout
@@ -358,6 +359,10 @@ TEST(ConfigYaml, FullFileSetsEveryKey) {
   on_cpu.training.outer_momentum.reset();
   on_cpu.training.outer_overlap = false;
   on_cpu.data.path.clear();  // data.path and data.sources exclude each other: the file sets both
+  // The fp16 loss-scale keys apply to fp16 only; the file's precision is fp8.
+  on_cpu.training.initial_loss_scale = TrainingConfig{}.initial_loss_scale;
+  on_cpu.training.loss_scale_window = TrainingConfig{}.loss_scale_window;
+  on_cpu.training.min_loss_scale = TrainingConfig{}.min_loss_scale;
   EXPECT_NO_THROW(on_cpu.validate(8));
 
   // The file above really covers the registry: every key differs from its default.

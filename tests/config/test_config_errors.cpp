@@ -580,10 +580,30 @@ TEST(ConfigValidate, CrossKeyChecks) {
   }
   expect_invalid(
       [](RunConfig& c) {
+        c.training.precision = Precision::fp16;
         c.training.initial_loss_scale = 1;
         c.training.min_loss_scale = 4;
       },
       {"training.initial_loss_scale (1) must be >= training.min_loss_scale (4)"});
+  // Keys that would not act are refused, naming what they apply to.
+  expect_invalid([](RunConfig& c) { c.training.loss_scale_window = 10; },
+                 {"loss_scale_window and min_loss_scale apply to training.precision fp16", "precision is fp32"});
+  expect_invalid(
+      [](RunConfig& c) {
+        c.training.schedule = LrScheduleKind::constant;
+        c.training.min_lr = 1e-5;
+      },
+      {"training.min_lr is the floor", "training.schedule constant"});
+  expect_invalid([](RunConfig& c) { c.model.rope_theta = 500000.0; },
+                 {"model.rope_theta applies to RoPE", "gpt2 blocks have learned positions"});
+  expect_invalid(
+      [](RunConfig& c) {
+        c.model.architecture = Architecture::moe;  // llama blocks by default
+        c.model.num_experts = 4;
+        c.model.n_embd = 96;
+        c.model.n_head = 32;
+      },
+      {"llama blocks apply RoPE to pairs of channels", "= 3) must be even"});
   expect_invalid([](RunConfig& c) { c.parallel.virtual_stages = 2; },
                  {"parallel.virtual_stages (2) > 1 needs", "interleaved"});
   expect_invalid([](RunConfig& c) { c.parallel.pp_schedule = PipelineSchedule::interleaved; },
