@@ -60,6 +60,13 @@ void validate_sequence(const RunConfig& c) {
   if (c.parallel.sequence_parallel && c.parallel.tp > 1) {
     MYRIAD_CHECK(seq_len % c.parallel.tp == 0, "training.seq_len (" << seq_len << ") must be divisible by parallel.tp ("
                                                                     << c.parallel.tp << ") with sequence_parallel");
+    // The rows sequence parallelism splits over tp: a rank's micro-batch of its cp chunks.
+    const std::int64_t rows = static_cast<std::int64_t>(c.training.micro_batch) * seq_len / c.parallel.cp;
+    MYRIAD_CHECK(rows % c.parallel.tp == 0, "sequence_parallel splits a rank's "
+                                                << rows << " rows (training.micro_batch " << c.training.micro_batch
+                                                << " x seq_len " << seq_len << " / parallel.cp " << c.parallel.cp
+                                                << ") over parallel.tp " << c.parallel.tp
+                                                << ", which must divide them");
   }
 }
 
@@ -103,6 +110,14 @@ void validate_device(const RunConfig& c) {
                why << " reduces gradients with NCCL, which picks ring or tree itself (node-aware; set NCCL_ALGO=Tree "
                       "to force its tree): parallel.dp_reduce tree applies to host (MPI) groups; use auto, ring or "
                       "hierarchical");
+  const int head_dim = c.model.n_embd / c.model.n_head;
+  MYRIAD_CHECK(head_dim == 64 || head_dim == 128,
+               why << ": the CUDA attention kernels take head widths 64 and 128; model.n_embd / n_head = "
+                   << c.model.n_embd << " / " << c.model.n_head << " = " << head_dim);
+  MYRIAD_CHECK(c.model.attention_kind != AttentionLayout::block_sparse || c.model.attention_block_size % 32 == 0,
+               why << ": the CUDA attention kernels read block-sparse layouts in query tiles of 32 (64 on tensor "
+                      "cores); model.attention.block_size "
+                   << c.model.attention_block_size << " is not a multiple of 32");
   // parallel.dp_reduce_exact runs on the device too: the block fixed-point encoding as kernels
   // around NCCL's int64 sums (NcclOptions::exact_sums), the host's bits at every ZeRO stage, flat
   // or hierarchical.

@@ -390,6 +390,20 @@ TEST(ConfigValidate, CrossKeyChecks) {
   on_cuda(hierarchical_on_cuda);
   hierarchical_on_cuda.parallel.dp_reduce = DpReduce::hierarchical;
   EXPECT_NO_THROW(hierarchical_on_cuda.validate(4));
+  // Limits of the CUDA attention kernels, refused before a GPU is touched.
+  expect_invalid(
+      [&](RunConfig& c) {
+        on_cuda(c);
+        c.model.n_head = 24;  // 768 / 24 = 32
+      },
+      {"the CUDA attention kernels take head widths 64 and 128", "768 / 24 = 32"}, 1);
+  expect_invalid(
+      [&](RunConfig& c) {
+        on_cuda(c);
+        c.model.attention_kind = AttentionLayout::block_sparse;
+        c.model.attention_block_size = 48;
+      },
+      {"block_size 48 is not a multiple of 32"}, 1);
   expect_invalid(
       [&](RunConfig& c) {
         on_cuda(c);
@@ -653,6 +667,20 @@ TEST(ConfigValidate, CrossKeyChecks) {
         c.training.seq_len = 1022;
       },
       {"training.seq_len (1022) must be divisible by parallel.tp (4) with sequence_parallel"}, 4);
+  // With cp the rows split are a cp chunk's: 1 x 12 / 2 = 6 rows do not go over 4 tp ranks.
+  expect_invalid(
+      [](RunConfig& c) {
+        c.parallel.tp = 4;
+        c.parallel.cp = 2;
+        c.parallel.sequence_parallel = true;
+        c.model.n_head = 4;
+        c.model.n_embd = 256;
+        c.training.micro_batch = 1;
+        c.training.seq_len = 12;
+      },
+      {"sequence_parallel splits a rank's 6 rows (training.micro_batch 1 x seq_len 12 / parallel.cp 2) over "
+       "parallel.tp 4"},
+      8);
   expect_invalid([](RunConfig& c) { c.training.min_lr = 1e-3; },
                  {"training.min_lr (0.001) must be <= training.lr (0.0006)"});
   expect_invalid([](RunConfig& c) { c.training.warmup_steps = 2000; },
