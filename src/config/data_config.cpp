@@ -49,8 +49,10 @@ FieldCheck tokenizer_form() {
 const std::vector<Field<DataConfig>>& DataConfig::fields() {
   using D = DataConfig;
   static const std::vector<Field<D>> table = {
-      make_field("path", &D::path,
-                 "text file, folder of text files, or folder of token shards; \"\" = the default corpus (driver)"),
+      make_field(
+          "path", &D::path,
+          "text file, folder of text files, or folder of token shards (used as they are: val_fraction, val_split, "
+          "cache_dir and security.encrypt_token_shards are then refused); \"\" = the default corpus (driver)"),
       make_field("tokenizer", &D::tokenizer,
                  "GPT-2 files (gpt2:<dir>), a saved BPE (bpe:<file>) or train one (train:<vocab size>); "
                  "\"\" = train:<model.vocab_size>",

@@ -180,6 +180,20 @@ def test_training_refuses_a_shard_folder_with_a_gap(tmp_path):
         myriad.Engine(config)
 
 
+def test_keys_that_would_not_act_on_a_shard_folder_are_refused(tmp_path):
+    """Shards given as data.path are used as they are: a validation share, a split rule, a cache
+    folder or at-rest encryption of the run's own shards would not act, so each is refused by name."""
+    folder, _ = tokenized_folder(tmp_path)
+    config = myriad.Config.from_string(
+        "model: {n_layer: 1, n_head: 2, n_embd: 16, vocab_size: 300, context_length: 16}\n"
+        "training: {steps: 1, micro_batch: 1, seq_len: 16}\n"
+        f"data: {{path: {folder}, val_fraction: 0.1, cache_dir: {tmp_path / 'cache'}}}\n"
+        f"logging: {{dir: {tmp_path / 'run'}, measure_peak: false, level: warn}}\n", "t.yaml")
+    with pytest.raises(myriad.Error, match=r"holds token shards, used as they are .*: data.val_fraction, "
+                                           r"data.cache_dir would not act"):
+        myriad.Engine(config)
+
+
 def test_tokenize_and_dedup_are_audited_with_their_output_digests(tmp_path):
     """With an audit key, myriad-data (rank 0) records data.tokenized (the manifest's SHA-256) and
     data.deduplicated (the report's) into ./audit.jsonl, a log `myriad audit verify` accepts."""

@@ -200,6 +200,22 @@ PreparedData prepare_data(const RunConfig& config, spdlog::logger& log, CacheUse
 
   if (has_shards(corpus.path, "train")) {
     // Shards given directly: the tokenizer (for generation) is the spec's, or one saved beside them.
+    // The keys that shape the run's own cache would not act on them: refused, naming each.
+    const DataConfig defaults;
+    std::string idle;
+    auto add_idle = [&](bool set, const char* key) {
+      if (set) idle += (idle.empty() ? "" : ", ") + std::string(key);
+    };
+    add_idle(config.data.val_fraction != defaults.val_fraction, "data.val_fraction");
+    add_idle(config.data.val_split != defaults.val_split, "data.val_split");
+    // (The config may be resolved: its cache_dir then reads <logging.dir>/data, the default.)
+    add_idle(!config.data.cache_dir.empty() && fs::path(config.data.cache_dir) != fs::path(config.logging.dir) / "data",
+             "data.cache_dir");
+    add_idle(config.security.encrypt_token_shards, "security.encrypt_token_shards");
+    MYRIAD_CHECK(idle.empty(), "data.path " << corpus.path << " holds token shards, used as they are (their own "
+                                            << "train/val split, no cache, nothing re-encrypted): " << idle
+                                            << " would not act; drop them, or point data.path at the text and "
+                                               "let the run build its shards");
     prepared.shard_dir = corpus.path;
     check_against_manifest(prepared.shard_dir, log, at_rest);
     const fs::path beside = fs::path(corpus.path) / "tokenizer.bpe";
