@@ -243,20 +243,29 @@ def tiny_checkpoint(tmp):
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--checkpoint")
-    parser.add_argument("--duration", type=float, default=30.0, help="seconds of closed-loop load per server")
-    parser.add_argument("--open-duration", type=float, default=30.0, help="seconds per open-loop rate")
+    parser.add_argument("--duration", type=int, help="whole seconds of closed-loop load per server (default 30; "
+                        "--quick 1)")
+    parser.add_argument("--open-duration", type=float, help="seconds per open-loop rate (default 30; --quick 0.5)")
     parser.add_argument("--auth", action="store_true",
                         help="also serve with --auth and one API key (user, viewer): the cost of authentication")
     parser.add_argument("--start-rate", type=float, default=25.0)
-    parser.add_argument("--max-rate", type=float, default=1000.0)
+    parser.add_argument("--max-rate", type=float, help="the highest open-loop rate tried (default 1000; --quick 50)")
     parser.add_argument("--quick", action="store_true", help="seconds, not minutes (the test's mode)")
     parser.add_argument("--hf-generate", metavar="HF_DIR", help=argparse.SUPPRESS)  # the comparison's own process
-    parser.add_argument("--requests", type=int, default=64, help="requests the transformers comparison generates")
+    parser.add_argument("--requests", type=int, help="requests the transformers comparison generates (default 64; "
+                        "--quick 32)")
     args = parser.parse_args(argv)
     if args.hf_generate:
-        return hf_generate(args.hf_generate, args.requests)
-    if args.quick:
-        args.duration, args.open_duration, args.max_rate = 1.0, 0.5, 50.0
+        return hf_generate(args.hf_generate, args.requests or 64)
+    # --quick shortens what the command line left at its default, never what it gave.
+    for name, full, quick in (("duration", 30, 1), ("open_duration", 30.0, 0.5), ("max_rate", 1000.0, 50.0),
+                              ("requests", 64, 32)):
+        if getattr(args, name) is None:
+            setattr(args, name, quick if args.quick else full)
+    if args.duration < 1 or args.open_duration <= 0 or args.requests < 1:
+        parser.error("--duration must be >= 1 (wrk counts whole seconds), --open-duration > 0 and --requests >= 1")
+    if not 0 < args.start_rate <= args.max_rate:
+        parser.error(f"--start-rate must be > 0 and <= --max-rate ({args.max_rate:g}); got {args.start_rate:g}")
     from myriad.cli import SERVE_PROGRAM, SERVE_PROGRAM_ENV, find_program
 
     program = find_program(SERVE_PROGRAM, SERVE_PROGRAM_ENV)[0]
@@ -281,7 +290,7 @@ def main(argv=None):
             print(f"  {name}:", flush=True)
             rows[name] = measure(program, checkpoint, flags, args, tmp, key)
         try:
-            hf = transformers_rates(checkpoint, tmp, 32 if args.quick else args.requests)
+            hf = transformers_rates(checkpoint, tmp, args.requests)
         except Exception as e:  # noqa: BLE001 (the comparison's failure is reported, the table stands)
             hf = f"failed: {type(e).__name__}: {e}"
     print()
