@@ -25,7 +25,7 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 VARIANTS = [
     ("exact (ring)", ["parallel.dp_reduce=ring"]),
-    ("hierarchical (2 nodes x 2)", ["parallel.dp_reduce=hierarchical", "parallel.ranks_per_node=2"]),
+    ("hierarchical (NODES nodes x 2)", ["parallel.dp_reduce=hierarchical", "parallel.ranks_per_node=2"]),
     ("1-bit Adam", ["training.optimizer=onebit_adam"]),
     ("int8 + error feedback", ["training.gradient_compression=int8"]),
     ("local SGD (DiLoCo, H = 16)", ["training.sync=local"]),
@@ -74,7 +74,17 @@ def main():
     parser.add_argument("--np", type=int, default=4)
     parser.add_argument("--only", default="", help="comma-separated prefixes of variant names")
     args = parser.parse_args()
-    chosen = [v for v in VARIANTS if not args.only or any(v[0].startswith(p) for p in args.only.split(","))]
+    # The bytes column averages the last 96 steps, which must follow 1-bit Adam's freeze step
+    # (auto: max(warmup 30, steps / 5)): 126 steps at least.
+    if args.steps < 126:
+        parser.error(f"--steps {args.steps}: at least 126, so that the last 96 steps follow 1-bit Adam's freeze step")
+    if args.np < 2 or args.np % 2 != 0:
+        parser.error(f"--np {args.np}: an even number of ranks >= 2 (data parallelism; the hierarchical run puts 2 "
+                     "on each node)")
+    variants = [(name.replace("NODES", str(args.np // 2)), overrides) for name, overrides in VARIANTS]
+    chosen = [v for v in variants if not args.only or any(v[0].startswith(p) for p in args.only.split(","))]
+    if not chosen:
+        parser.error(f"--only {args.only!r} names no run; the runs: {', '.join(name for name, _ in variants)}")
     out_dir = tempfile.mkdtemp(prefix="myriad_exchange_")
     print(f"# gradient exchange report\n\n- command: {' '.join(sys.argv)}\n- machine: {platform.node()}, "
           f"{os.cpu_count()} CPUs, OPENBLAS_CORETYPE={os.environ.get('OPENBLAS_CORETYPE', '(unset)')}\n"
