@@ -153,13 +153,22 @@ int main(int argc, char** argv) {
       return 2;
     }
   }
+  if (!run_pipeline && runtime.world_size() > 1) {  // the same argv on every rank: all refuse alike
+    if (runtime.world_rank() == 0) {
+      std::cerr << "bench_data: under mpirun only --pipeline runs (the shard and loader tables time one process; "
+                   "run them without mpirun)\n";
+    }
+    return 2;
+  }
   if (runtime.world_rank() == 0) print_header("bench_data: block-compressed token shards and the loader", argc, argv);
   try {
     if (run_pipeline) return pipeline(data_dir, runtime, quick);
     const data::BpeTokenizer tok =
         data::BpeTokenizer::load_gpt2(data_dir + "/gpt2/encoder.json", data_dir + "/gpt2/vocab.bpe");
     std::ifstream in(data_dir + "/tinyshakespeare.txt", std::ios::binary);
+    MYRIAD_CHECK(in, "--data " << data_dir << ": no tinyshakespeare.txt there (the text the tables tokenize)");
     const std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+    MYRIAD_CHECK(!text.empty(), "--data " << data_dir << ": tinyshakespeare.txt is empty");
     const std::vector<std::int32_t> ids = tok.encode(text);
     const auto vocab = static_cast<std::uint32_t>(tok.vocab_size());
     const std::filesystem::path dir =
