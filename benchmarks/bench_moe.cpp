@@ -18,6 +18,7 @@
 // Usage: OMP_NUM_THREADS=1 mpirun -np EP bench_moe [--quick] [--tokens N] [--embd C] [--experts E]
 //        [--top-k K] (single process: ep 1)
 #include <algorithm>
+#include <chrono>
 #include <cmath>
 #include <cstring>
 #include <iostream>
@@ -224,9 +225,20 @@ int main(int argc, char** argv) {
     };
     world->barrier();
     world->reset_stats();
-    const PairedTiming t = time_paired(moe_step, dense_step, 3, a.quick ? 1.0 : 3.0);
+    // Every MoE step is an all-to-all, so every rank must run the same number of pairs: the count
+    // is set by the slowest rank's probe pair (also a warm-up), not by each rank's own clock.
+    auto seconds_of = [](const auto& fn) {
+      const auto start = std::chrono::steady_clock::now();
+      fn();
+      return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    };
+    const double probe = seconds_of(moe_step) + seconds_of(dense_step);
+    const std::vector<double> probes = distributed::gather_over_ranks(*world, probe);
+    const double slowest_probe = std::max(*std::max_element(probes.begin(), probes.end()), 1e-6);
+    const int pairs = std::clamp(static_cast<int>(std::ceil((a.quick ? 1.0 : 3.0) / slowest_probe)), 3, 1000);
+    const PairedTiming t = time_paired(moe_step, dense_step, pairs, 0.0, pairs);
     const distributed::CommStats stats = world->stats();
-    const double calls = static_cast<double>(t.pairs + 1);  // the warm-up call is counted too
+    const double calls = static_cast<double>(t.pairs + 2);  // the probe and the warm-up calls are counted too
     const double group_tokens = static_cast<double>(N) * ep;
     const double bytes =
         distributed::sum_over_ranks(*world, static_cast<double>(stats[distributed::CommOp::all_to_all].bytes_sent)) /
