@@ -32,7 +32,10 @@ const std::vector<Field<ModelConfig>>& ModelConfig::fields() {
                  "biases of the linear layers: q/k/v, the attention's output, the MLP's first matrix (SwiGLU's gate; "
                  "its up matrix has none) and the MLP's output. LayerNorms keep theirs either way, RMSNorms have none; "
                  "auto = true for gpt2, false for llama"),
-      make_field("init_std", &M::init_std, "std of the normal initialisation of weights", {.check = greater_than(0)}),
+      make_field("init_std", &M::init_std,
+                 "std of the normal initialisation of weights; the matrices that write into the residual stream "
+                 "(attention and MLP outputs) use init_std / sqrt(2 * n_layer), as GPT-2",
+                 {.check = greater_than(0)}),
       make_field("moe_base", &M::moe_base,
                  "moe: the dense family the blocks follow (llama: RMSNorm, RoPE, SwiGLU experts; gpt2: LayerNorm, "
                  "learned positions, GELU experts)"),
