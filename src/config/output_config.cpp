@@ -66,6 +66,25 @@ const std::vector<Field<SampleConfig>>& SampleConfig::fields() {
 
 void SampleConfig::validate() const { validate_fields(*this); }
 
+namespace {
+
+// An octal umask of at most four digits and 0777: checked at parse time, as the Rules say.
+bool is_octal_umask(const std::string& text) {
+  if (text.empty() || text.size() > 4 || text.find_first_not_of("01234567") != std::string::npos) return false;
+  unsigned bits = 0;
+  for (char c : text) bits = bits * 8 + static_cast<unsigned>(c - '0');
+  return bits <= 0777;
+}
+
+FieldCheck octal_umask() {
+  return {"an octal umask <= 0777 (e.g. 077, 027, 022)", [](const FieldValue& v) {
+            const auto* s = std::get_if<std::string>(&v);
+            return !s || is_octal_umask(*s);
+          }};
+}
+
+}  // namespace
+
 const std::vector<Field<SecurityConfig>>& SecurityConfig::fields() {
   using S = SecurityConfig;
   static const std::vector<Field<S>> table = {
@@ -83,15 +102,15 @@ const std::vector<Field<SecurityConfig>>& SecurityConfig::fields() {
       make_field("umask", &S::umask,
                  "the process umask (octal) the training driver sets before writing anything: 077 = every "
                  "artefact (run folder, logs, metrics, data cache, checkpoints) readable by the run's owner only "
-                 "(files 0600, folders 0700); 027 = also its group; 022 = by everyone"),
+                 "(files 0600, folders 0700); 027 = also its group; 022 = by everyone",
+                 {.check = octal_umask()}),
   };
   return table;
 }
 
 void SecurityConfig::validate() const {
   validate_fields(*this);
-  MYRIAD_CHECK(!umask.empty() && umask.size() <= 4 && umask.find_first_not_of("01234567") == std::string::npos &&
-                   umask_bits() <= 0777,
+  MYRIAD_CHECK(is_octal_umask(umask),
                "security.umask: '" << umask << "' is not an octal umask of at most 0777 (e.g. 077, 027, 022)");
 }
 

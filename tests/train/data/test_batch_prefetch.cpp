@@ -86,6 +86,8 @@ TEST(BatchPrefetch, CompressedShardsTrainLikePlainOnesBitForBit) {
   }
   ASSERT_GE(compressed, 2);
   RunConfig packed_config = fixtures::tiny_config(dir / "packed", shards.string());
+  // Shards are used with their own split: the fixture's val_fraction (for its text) is refused there.
+  packed_config.data.val_fraction = DataConfig{}.val_fraction;
   {
     Engine engine(packed_config, fixtures::quiet_logger());
     for (int s = 0; s < 12; ++s) packed_loss.push_back(engine.step().loss);
