@@ -52,6 +52,7 @@
 #include <vector>
 
 #include "harness.h"
+#include "myriad/core/cli_numbers.h"
 #include "machine_profile.h"
 #include "myriad/core/error.h"
 #include "myriad/core/tensor.h"
@@ -108,18 +109,6 @@ std::int64_t parse_bytes(const std::string& text) {
   return static_cast<std::int64_t>(value);
 }
 
-double number_option(const std::string& option, const std::string& text) {
-  std::size_t end = 0;
-  double value = 0;
-  try {
-    value = std::stod(text, &end);
-  } catch (const std::exception&) {
-    end = 0;
-  }
-  MYRIAD_CHECK(end == text.size() && end > 0, option << ": expected a number, got '" << text << "'");
-  return value;
-}
-
 Args parse_args(int argc, char** argv) {
   Args args;
   std::string ops = "all";
@@ -132,7 +121,7 @@ Args parse_args(int argc, char** argv) {
     else if (key == "--max-bytes")
       args.max_bytes = parse_bytes(value);
     else if (key == "--factor")
-      args.factor = number_option(key, value);
+      args.factor = myriad::tools::parse_double(key, value);
     else if (key == "--iters")
       args.iters = static_cast<int>(myriad::bench::whole_option(key, value, 1));
     else if (key == "--warmup")

@@ -3,11 +3,11 @@
 
 #include "profile_file.h"
 
+#include "myriad/core/cli_numbers.h"
 #include "myriad/core/error.h"
 
 #include <omp.h>
 
-#include <charconv>
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
@@ -156,11 +156,8 @@ std::string bytes_human(double bytes) {
 void do_not_optimize(const void* p) { asm volatile("" : : "g"(p) : "memory"); }
 
 std::int64_t whole_option(const std::string& option, const std::string& text, std::int64_t least) {
-  std::int64_t value = 0;
-  const char* end = text.data() + text.size();
-  const auto [stop, error] = std::from_chars(text.data(), end, value);
-  MYRIAD_CHECK(error == std::errc() && stop == end && value >= least,
-               option << ": expected a whole number >= " << least << ", got '" << text << "'");
+  const std::int64_t value = tools::parse_int(option, text);
+  MYRIAD_CHECK(value >= least, option << ": expected a whole number >= " << least << ", got '" << text << "'");
   return value;
 }
 

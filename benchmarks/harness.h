@@ -77,7 +77,7 @@ std::string percent(double ratio, int decimals = 1);  // 0.953 -> "95.3%"
 std::string bytes_human(double bytes);                // "12.3 MiB"
 
 // The value of a numeric command-line option: a whole number >= `least` written in full
-// ("1e3", "12abc", "" are refused); throws myriad::Error naming the option and the text.
+// ("1e3", "12abc", "" are refused: core/cli_numbers.h); throws myriad::Error naming the option.
 std::int64_t whole_option(const std::string& option, const std::string& text, std::int64_t least = 1);
 
 // A single-process benchmark's main: runs `body` and turns an error it throws (a file it cannot

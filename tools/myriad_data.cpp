@@ -32,7 +32,7 @@
 #include <string>
 #include <vector>
 
-#include "cli_numbers.h"
+#include "myriad/core/cli_numbers.h"
 #include "myriad/core/error.h"
 #include "myriad/data/audit_log.h"
 #include "myriad/data/compressed_shard.h"

@@ -34,7 +34,7 @@
 #include <string>
 #include <thread>
 
-#include "cli_numbers.h"
+#include "myriad/core/cli_numbers.h"
 #include "myriad/core/error.h"
 #include "myriad/distributed/mpi_runtime.h"
 #include "myriad/serve/access_policy.h"

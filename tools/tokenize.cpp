@@ -19,7 +19,7 @@
 #include <string>
 #include <vector>
 
-#include "cli_numbers.h"
+#include "myriad/core/cli_numbers.h"
 #include "myriad/core/error.h"
 #include "myriad/core/logging.h"
 #include "myriad/data/bpe_tokenizer.h"

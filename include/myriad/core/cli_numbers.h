@@ -1,5 +1,5 @@
-// Command-line numbers for the tools: the whole argument must parse, else an error naming the
-// flag and the text.
+// Command-line numbers for the tools and benchmarks: the whole argument must parse, else an
+// error naming the flag and the text.
 #pragma once
 
 #include <cstdint>
