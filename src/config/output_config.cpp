@@ -68,12 +68,17 @@ void SampleConfig::validate() const { validate_fields(*this); }
 
 namespace {
 
+// The value of a string of octal digits (checked by the caller).
+unsigned octal_value(const std::string& digits) {
+  unsigned bits = 0;
+  for (char c : digits) bits = bits * 8 + static_cast<unsigned>(c - '0');
+  return bits;
+}
+
 // An octal umask of at most four digits and 0777: checked at parse time, as the Rules say.
 bool is_octal_umask(const std::string& text) {
-  if (text.empty() || text.size() > 4 || text.find_first_not_of("01234567") != std::string::npos) return false;
-  unsigned bits = 0;
-  for (char c : text) bits = bits * 8 + static_cast<unsigned>(c - '0');
-  return bits <= 0777;
+  return !text.empty() && text.size() <= 4 && text.find_first_not_of("01234567") == std::string::npos &&
+         octal_value(text) <= 0777;
 }
 
 FieldCheck octal_umask() {
@@ -114,10 +119,6 @@ void SecurityConfig::validate() const {
                "security.umask: '" << umask << "' is not an octal umask of at most 0777 (e.g. 077, 027, 022)");
 }
 
-unsigned SecurityConfig::umask_bits() const {
-  unsigned bits = 0;
-  for (char c : umask) bits = bits * 8 + static_cast<unsigned>(c - '0');
-  return bits;
-}
+unsigned SecurityConfig::umask_bits() const { return octal_value(umask); }
 
 }  // namespace myriad
