@@ -309,8 +309,7 @@ int reference_table(const std::vector<StepCase>& cases, Recompute mode, const st
             << torch_steps << " after a warm-up), in a fresh process each; the table shows the medians over " << rounds
             << " rounds; PyTorch uses torch.get_num_threads() threads (OMP_NUM_THREADS)\n";
   if (mode != Recompute::none) {
-    std::cout << "- myriad's step recomputes activations (--recompute "
-              << ChoiceTraits<Recompute>::names[static_cast<int>(mode)]
+    std::cout << "- myriad's step recomputes activations (--recompute " << choice_name(mode)
               << "), PyTorch's keeps them all: the ratios include what recompute costs\n";
   }
   return 0;

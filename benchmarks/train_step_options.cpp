@@ -130,15 +130,15 @@ TrainStepShape resolve_train_step_shape(const TrainStepOptions& o) {
   }
   // What the file says that this benchmark does not apply: it times the float32 CPU step, with
   // --recompute (not training.recompute). Said in the note rather than dropped in silence.
-  auto choice = [](auto value) { return std::string(ChoiceTraits<decltype(value)>::names[static_cast<int>(value)]); };
   std::string unused;
   auto add_unused = [&](const std::string& what) { unused += (unused.empty() ? "" : ", ") + what; };
   if (config.training.precision != Precision::fp32)
-    add_unused("training.precision " + choice(config.training.precision));
-  if (config.training.device != ComputeDevice::cpu) add_unused("training.device " + choice(config.training.device));
+    add_unused("training.precision " + std::string(choice_name(config.training.precision)));
+  if (config.training.device != ComputeDevice::cpu)
+    add_unused("training.device " + std::string(choice_name(config.training.device)));
   if (config.training.recompute != o.recompute)
-    add_unused("training.recompute " + choice(config.training.recompute) + " (--recompute " + choice(o.recompute) +
-               ")");
+    add_unused("training.recompute " + std::string(choice_name(config.training.recompute)) + " (--recompute " +
+               std::string(choice_name(o.recompute)) + ")");
   if (!unused.empty()) {
     shape.note += (shape.note.empty() ? "" : "; ") + std::string("not applied: ") + unused +
                   " — bench_train_step times the float32 CPU step";
