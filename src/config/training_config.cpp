@@ -81,6 +81,12 @@ const std::vector<Field<TrainingConfig>>& TrainingConfig::fields() {
           "(their exposed time inside a replay is not measured), as are context parallelism's ring and "
           "capacity-routed experts' all-to-alls; where a layout or setting rules it out (pp, dropless MoE) the run "
           "says why at start-up and runs without"),
+      make_field("cpu_gemm", &T::cpu_gemm,
+                 "cpu: how each GEMM picks its route. fixed: the process's library (MYRIAD_CPU_GEMM: oneDNN where it "
+                 "loads, else OpenBLAS) with myriad's measured cuts. measured: after the first step every GEMM shape "
+                 "that step ran is timed on each route this machine has (OpenBLAS, oneDNN, oneDNN cut per thread) "
+                 "and runs on its fastest from then on; the ranks agree on one plan, checkpoints keep it and a resume "
+                 "reuses it (the routes differ in the last bits)"),
       make_field("precision", &T::precision,
                  "compute precision; master weights and optimizer states stay fp32. fp8: the transformer blocks' "
                  "dense linear layers on FP8 GEMMs (E4M3 inputs and weights, E5M2 gradients, per-tensor delayed "
@@ -121,6 +127,9 @@ void TrainingConfig::validate() const {
   MYRIAD_CHECK(!cuda_graphs || device == ComputeDevice::cuda,
                "training.cuda_graphs records GPU work as CUDA graphs; training.device is "
                    << choice_name(device) << ": set training.device cuda or drop training.cuda_graphs");
+  MYRIAD_CHECK(cpu_gemm == CpuGemmChoice::fixed || device == ComputeDevice::cpu,
+               "training.cpu_gemm measured times the CPU's GEMMs; training.device is "
+                   << choice_name(device) << ": drop training.cpu_gemm or train on the cpu");
   MYRIAD_CHECK(freeze_step == 0 || optimizer == OptimizerKind::onebit_adam,
                "training.freeze_step is set but training.optimizer is " << choice_name(optimizer)
                                                                         << ": it only applies to onebit_adam");

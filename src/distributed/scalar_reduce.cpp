@@ -143,4 +143,16 @@ std::vector<std::string> gather_strings_to_rank0(Communicator& comm, const std::
   return all;
 }
 
+std::string broadcast_string(Communicator& comm, const std::string& text, int root) {
+  Tensor length = Tensor::full({1}, 0.0, DType::i64);
+  length.data<std::int64_t>()[0] = static_cast<std::int64_t>(text.size());
+  comm.broadcast(length, root);
+  const std::int64_t n = length.data<std::int64_t>()[0];
+  if (n == 0) return {};
+  Tensor bytes = Tensor::zeros({n}, DType::i8);
+  if (comm.rank() == root) std::memcpy(bytes.raw_data(), text.data(), text.size());
+  comm.broadcast(bytes, root);
+  return std::string(static_cast<const char*>(bytes.raw_data()), static_cast<std::size_t>(n));
+}
+
 }  // namespace myriad::distributed

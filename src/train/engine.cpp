@@ -16,6 +16,8 @@
 #include "myriad/train/data/step_data.h"
 #include "myriad/train/inference_session.h"
 #include "myriad/train/compose_rank.h"
+#include "myriad/train/config_wiring.h"
+#include "myriad/train/cpu_gemm_tuning.h"
 #include "myriad/train/research_step.h"
 #include "myriad/train/trainer.h"
 
@@ -95,10 +97,11 @@ Engine::Engine(const RunConfig& config, std::shared_ptr<spdlog::logger> log, dis
         "rest (attention, norms, head, MoE experts) in bf16",
         state_.config.model.n_layer, state_.config.training.fp8_amax_history, state_.config.training.fp8_margin);
   }
-  trainer_ = std::make_unique<Trainer>(state_, *data_);
+  cpu_gemm_ = std::make_unique<CpuGemmTuning>(state_);
+  trainer_ = std::make_unique<Trainer>(state_, *data_, cpu_gemm_.get());
   research_ = std::make_unique<ResearchStep>(state_, *trainer_, *data_);
   // Collective: its snapshot and communicator. It saves the tokenizer into every checkpoint.
-  checkpointer_ = std::make_unique<Checkpointer>(state_, data_->tokenizer());
+  checkpointer_ = std::make_unique<Checkpointer>(state_, data_->tokenizer(), cpu_gemm_.get());
   inference_ = std::make_unique<InferenceSession>(state_, data_->tokenizer(), data_->vocab_size());
   if (state_.model_parallel()) log_layout();
   // Armed only now: data preparation on rank 0 may legitimately keep the others waiting longer.

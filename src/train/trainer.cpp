@@ -31,9 +31,10 @@ std::unique_ptr<parallel::PipelineExecutor> make_step_executor(RankState& state,
   return executor;
 }
 
-Trainer::Trainer(RankState& state, StepData& data)
+Trainer::Trainer(RankState& state, StepData& data, CpuGemmTuning* cpu_gemm)
     : state_(state),
       data_(data),
+      cpu_gemm_(cpu_gemm),
       schedule_(lr_schedule(state.config.training)),
       recompute_(state.config.training.recompute) {
   const TrainingConfig& t = state_.config.training;
@@ -220,6 +221,7 @@ StepMetrics Trainer::step() {
   state_.data_parallel->zero_grads();
   state_.model->reset_moe_stats();
   state_.model->reset_attention_stats();
+  if (cpu_gemm_ != nullptr) cpu_gemm_->begin_step();
   (void)pipeline_->run(batch.ids, batch.targets, loss_scale, recompute_);
   if (compute_delay_ > 0) std::this_thread::sleep_for(std::chrono::duration<double>(compute_delay_));
   finish_backward_pass(true);
@@ -243,6 +245,7 @@ StepMetrics Trainer::step() {
   metrics.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   metrics_->finish(metrics, batch.wait_seconds, pipeline_->bubble_seconds(), memory_report());
   check_finite_progress(metrics, scale);
+  if (cpu_gemm_ != nullptr) cpu_gemm_->end_step();  // after a recorded step: the plan, outside its time
   return metrics;
 }
 

@@ -21,6 +21,7 @@
 #include "myriad/distributed/mpi_runtime.h"
 #include "myriad/distributed/process_groups.h"
 #include "myriad/distributed/scalar_reduce.h"
+#include "myriad/ops/cpu_gemm.h"
 #include "myriad/train/config_wiring.h"
 #include "myriad/train/engine.h"
 #include "myriad/train/data/prepared_data.h"
@@ -255,6 +256,29 @@ TEST(DataParallel, Zero3Bf16GathersSixteenBitValues) {
   for (int s = 0; s < kSteps; ++s) {
     EXPECT_NEAR(static_cast<double>(zero3.comm_bytes[s]), expected, 0.01 * expected) << "step " << s + 1;
   }
+}
+
+// training.cpu_gemm measured under dp = N: every rank times its first step's GEMM shapes, and all
+// install one plan (rank 0's merge); the curve still equals serial's within the tolerance above.
+TEST(DataParallel, MeasuredCpuGemmPlanIsOnePlanOnEveryRank) {
+  World world;
+  distributed::Communicator& comm = *world.comm;
+  const int n = comm.size();
+  fs::path dir = shared_dir(comm, "cpu_gemm_measured");
+  RunConfig config = config_for(comm.rank(), dir, "gpt2", n, 1, kAccumulation);
+  prepare_shared_data(comm, config);
+  const Curve serial = serial_curve(comm, dir, "gpt2");
+  config.apply_override("training.cpu_gemm=measured");
+  distributed::ProcessGroups groups(dp_grid(n), world.runtime.world());
+  Engine engine(config, make_rank_logger(comm.rank(), "warn"), &groups);
+  EXPECT_EQ(cpu::gemm_plan(), nullptr) << "a plan before the first step";
+  const Curve curve = run(engine);
+  ASSERT_NE(cpu::gemm_plan(), nullptr);
+  const std::string text = cpu::gemm_plan()->to_text();
+  EXPECT_FALSE(text.empty());
+  const std::vector<std::string> texts = distributed::gather_strings_to_rank0(comm, text);
+  for (std::size_t r = 1; r < texts.size(); ++r) EXPECT_EQ(texts[r], texts[0]) << "rank " << r << "'s plan";
+  EXPECT_LT(max_abs_difference(serial.loss, curve.loss), kLossTolerance);
 }
 
 TEST(DataParallel, TheComparisonCanFail) {

@@ -1,6 +1,7 @@
 // What users do between runs, end to end on the engine: a second fresh run into a folder of
 // checkpoints, resuming after the newest checkpoint was deleted, runs whose loss turns non-finite,
-// a corpus edited between runs, and corpora too small to hold out validation.
+// a corpus edited between runs, corpora too small to hold out validation, and a measured CPU GEMM
+// plan across a resume.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -9,6 +10,7 @@
 
 #include "engine_fixtures.h"
 #include "myriad/core/error.h"
+#include "myriad/ops/cpu_gemm.h"
 #include "myriad/train/engine.h"
 
 namespace myriad::train {
@@ -56,6 +58,49 @@ TEST(EngineUserPaths, ASecondFreshRunIntoTheSameFolderIsRefusedAndResumeFindsAnO
   third.load("auto");
   EXPECT_EQ(third.step_count(), 1);
   EXPECT_EQ(third.step().step, 2);
+  fs::remove_all(dir);
+}
+
+// training.cpu_gemm measured: no plan before the first step, one after it; the checkpoint keeps it;
+// a resume installs that plan before its first step (it does not measure again) and continues the
+// curve bit for bit; a run on the fixed rule afterwards runs with no plan.
+TEST(EngineUserPaths, AMeasuredCpuGemmPlanIsKeptAcrossAResume) {
+  const fs::path dir = fresh_dir("cpu_gemm_measured");
+  RunConfig config = tiny_config(dir, write_corpus(dir));
+  config.apply_override("training.cpu_gemm=measured");
+  std::vector<double> straight;
+  std::string measured;
+  {
+    Engine first(config, quiet_logger());
+    EXPECT_EQ(cpu::gemm_plan(), nullptr);
+    first.step();
+    ASSERT_NE(cpu::gemm_plan(), nullptr);
+    measured = cpu::gemm_plan()->to_text();
+    EXPECT_FALSE(measured.empty());
+    first.step();
+    first.save();
+    for (int i = 0; i < 3; ++i) straight.push_back(first.step().loss);
+    EXPECT_EQ(cpu::gemm_plan()->to_text(), measured) << "the plan changed after it was measured";
+  }
+  EXPECT_EQ(cpu::gemm_plan(), nullptr) << "the engine left its plan installed";
+  const std::string manifest = read_all(fs::path(config.checkpoint.dir) / "step_00000002" / "manifest.json");
+  EXPECT_NE(manifest.find("\"cpu_gemm_plan\""), std::string::npos);
+  {
+    Engine resumed(config, quiet_logger());
+    resumed.load("auto");
+    ASSERT_NE(cpu::gemm_plan(), nullptr) << "the resume did not install the checkpoint's plan";
+    EXPECT_EQ(cpu::gemm_plan()->to_text(), measured);
+    std::vector<double> losses;
+    for (int i = 0; i < 3; ++i) losses.push_back(resumed.step().loss);
+    EXPECT_EQ(losses, straight);
+  }
+  RunConfig fixed = config;
+  fixed.apply_override("training.cpu_gemm=fixed");
+  fixed.logging.dir = (dir / "fixed").string();
+  fixed.checkpoint.dir = (dir / "fixed" / "checkpoints").string();
+  Engine other(fixed, quiet_logger());
+  other.step();
+  EXPECT_EQ(cpu::gemm_plan(), nullptr);
   fs::remove_all(dir);
 }
 

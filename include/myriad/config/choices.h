@@ -26,6 +26,7 @@ enum class OptimizerKind { adamw, onebit_adam };              // training.optimi
 enum class GradientCompression { none, int8, topk };          // training.gradient_compression (AdamW)
 enum class SyncMode { every_step, local };                    // training.sync
 enum class DpReduce { automatic, ring, tree, hierarchical };  // parallel.dp_reduce: the gradient reduction's algorithm
+enum class CpuGemmChoice { fixed, measured };                 // training.cpu_gemm: how each CPU GEMM's route is chosen
 
 template <>
 struct ChoiceTraits<Architecture> {
@@ -66,6 +67,10 @@ struct ChoiceTraits<SyncMode> {
 template <>
 struct ChoiceTraits<DpReduce> {
   static constexpr std::array<std::string_view, 4> names{"auto", "ring", "tree", "hierarchical"};
+};
+template <>
+struct ChoiceTraits<CpuGemmChoice> {
+  static constexpr std::array<std::string_view, 2> names{"fixed", "measured"};
 };
 
 }  // namespace myriad

@@ -48,6 +48,7 @@ struct TrainingConfig {
   bool outer_overlap = false;                 // local: overlap the outer all-reduce with the next inner step
   ComputeDevice device = ComputeDevice::cpu;  // cpu | cuda (a GPU per rank, data parallel, dense models)
   bool cuda_graphs = false;                   // cuda: replay each micro-batch's forward + backward as a CUDA graph
+  CpuGemmChoice cpu_gemm = CpuGemmChoice::fixed;  // cpu: fixed (the library's rule) | measured (per shape, timed)
   Precision precision = Precision::fp32;      // compute precision: fp32 | bf16 | fp16 (loss scaling) | fp8
   std::int64_t fp8_amax_history = 16;         // fp8: steps of amax history a delayed scale covers
   std::int64_t fp8_margin = 0;                // fp8: powers of two of headroom below the format's largest value

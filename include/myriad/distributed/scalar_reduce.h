@@ -30,5 +30,7 @@ void run_on_rank0(Communicator& comm, const std::string& what, const std::functi
 void run_on_every_rank(Communicator& comm, const std::string& what, const std::function<void()>& work);
 // Rank 0 receives every rank's string (in rank order; its own first); the others get {}.
 std::vector<std::string> gather_strings_to_rank0(Communicator& comm, const std::string& text);
+// `root`'s text on every rank (its length, then its bytes).
+std::string broadcast_string(Communicator& comm, const std::string& text, int root = 0);
 
 }  // namespace myriad::distributed

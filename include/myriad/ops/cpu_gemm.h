@@ -13,10 +13,19 @@
 // makes every rank use the same one (set_gemm_library) and logs it. The choice belongs to the
 // process, like a BLAS library's own thread settings: one per process, not per engine. Results
 // differ between the two libraries in the last bits.
+//
+// A measured plan (ops/cpu_gemm_plan.h, training.cpu_gemm measured) overrides that rule shape by
+// shape: a GEMM whose shape the installed plan lists runs on the plan's route. Like the library,
+// the plan belongs to the process; calls made inside an OpenMP parallel region (single-threaded
+// calls, such as the attention's blocks) never consult it and are never recorded.
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <string>
+#include <vector>
+
+#include "myriad/ops/cpu_gemm_plan.h"
 
 namespace myriad::cpu {
 
@@ -41,5 +50,32 @@ const char* gemm_library_name(GemmLibrary library);  // "openblas" | "onednn"
 // per OpenMP thread on a slice of that dimension, faster than oneDNN's own threading there.
 void sgemm(bool trans_a, bool trans_b, std::int64_t m, std::int64_t n, std::int64_t k, float alpha, const float* a,
            std::int64_t lda, const float* b, std::int64_t ldb, float beta, float* c, std::int64_t ldc);
+
+// The same product on one given route, whatever the plan or the rule would pick (what the plan's
+// timing runs); throws for a oneDNN route when oneDNN did not load.
+void sgemm_on_route(GemmRoute route, bool trans_a, bool trans_b, std::int64_t m, std::int64_t n, std::int64_t k,
+                    float alpha, const float* a, std::int64_t lda, const float* b, std::int64_t ldb, float beta,
+                    float* c, std::int64_t ldc);
+
+// Installs `plan` for every later CPU GEMM of the process (nullptr: none, the rule alone); throws,
+// installing nothing, when a route it names cannot run here (oneDNN not loaded).
+void set_gemm_plan(std::shared_ptr<const GemmPlan> plan);
+std::shared_ptr<const GemmPlan> gemm_plan();  // the installed plan, or nullptr
+
+// While alive, records the distinct shapes of the GEMMs that cpu::sgemm runs on the constructing
+// thread outside parallel regions (one recording per thread at a time: nesting throws).
+class GemmShapeRecording {
+ public:
+  GemmShapeRecording();
+  ~GemmShapeRecording();
+  GemmShapeRecording(const GemmShapeRecording&) = delete;
+  GemmShapeRecording& operator=(const GemmShapeRecording&) = delete;
+  // The shapes seen so far, sorted; K = 0 products (no GEMM runs) are left out.
+  std::vector<GemmShape> shapes() const;
+  void add(const GemmShape& shape);
+
+ private:
+  std::vector<GemmShape> seen_;
+};
 
 }  // namespace myriad::cpu

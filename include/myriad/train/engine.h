@@ -58,6 +58,7 @@ class BpeTokenizer;
 namespace myriad::train {
 
 class Checkpointer;
+class CpuGemmTuning;
 class InferenceSession;
 class ResearchStep;
 class StepData;
@@ -167,6 +168,7 @@ class Engine {
   // step. Every part below refers to it and is destroyed before it.
   RankState state_;
   std::unique_ptr<StepData> data_;                             // tokens: preparation, samplers, prefetch
+  std::unique_ptr<CpuGemmTuning> cpu_gemm_;                    // training.cpu_gemm: the run's GEMM plan
   std::unique_ptr<Trainer> trainer_;                           // step, evaluate, the update
   std::unique_ptr<ResearchStep> research_;                     // the step in parts (research API)
   std::unique_ptr<Checkpointer> checkpointer_;                 // save, load, the fresh-run check (not in a dry run)

@@ -20,6 +20,7 @@
 #include "myriad/nn/fp8_scaling.h"
 #include "myriad/optim/lr_schedule.h"
 #include "myriad/parallel/pipeline_executor.h"
+#include "myriad/train/cpu_gemm_tuning.h"
 #include "myriad/train/data/step_data.h"
 #include "myriad/train/metrics/memory_report.h"
 #include "myriad/train/metrics/step_metrics.h"
@@ -36,8 +37,8 @@ std::unique_ptr<parallel::PipelineExecutor> make_step_executor(RankState& state,
 
 class Trainer {
  public:
-  // `state` and `data` outlive the trainer.
-  Trainer(RankState& state, StepData& data);
+  // `state`, `data` and `cpu_gemm` (training.cpu_gemm's plan; null: none) outlive the trainer.
+  Trainer(RankState& state, StepData& data, CpuGemmTuning* cpu_gemm = nullptr);
 
   StepMetrics step();
   double evaluate();  // mean validation loss over training.eval_batches micro-batches
@@ -76,6 +77,7 @@ class Trainer {
 
   RankState& state_;
   StepData& data_;
+  CpuGemmTuning* cpu_gemm_;
   optim::LrSchedule schedule_;
   Recompute recompute_ = Recompute::none;
   double flops_per_token_ = 0.0;      // GptModel::flops_per_token at training.seq_len

@@ -12,6 +12,7 @@
 #include <atomic>
 #include <cstdlib>
 #include <cstring>
+#include <mutex>
 #include <vector>
 
 #include "myriad/core/error.h"
@@ -154,20 +155,106 @@ int onednn_sgemm_split(char ta, char tb, std::int64_t m, std::int64_t n, std::in
 
 }  // namespace
 
-void sgemm(bool trans_a, bool trans_b, std::int64_t m, std::int64_t n, std::int64_t k, float alpha, const float* a,
-           std::int64_t lda, const float* b, std::int64_t ldb, float beta, float* c, std::int64_t ldc) {
-  if (m == 0 || n == 0) return;
-  if (k > 0 && gemm_library() == GemmLibrary::onednn) {
-    const char ta = trans_a ? 'T' : 'N', tb = trans_b ? 'T' : 'N';
-    const bool split = worth_splitting(ta, m, n, k) && omp_get_max_threads() > 1 && !omp_in_parallel();
-    const int status = split ? onednn_sgemm_split(ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc)
-                             : onednn().sgemm(ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
-    MYRIAD_CHECK(status == 0, "oneDNN dnnl_sgemm(" << m << " x " << n << " x " << k << ") failed: status " << status);
-    return;
-  }
+namespace {
+
+void openblas_sgemm(bool trans_a, bool trans_b, std::int64_t m, std::int64_t n, std::int64_t k, float alpha,
+                    const float* a, std::int64_t lda, const float* b, std::int64_t ldb, float beta, float* c,
+                    std::int64_t ldc) {
   cblas_sgemm(CblasRowMajor, trans_a ? CblasTrans : CblasNoTrans, trans_b ? CblasTrans : CblasNoTrans,
               static_cast<blasint>(m), static_cast<blasint>(n), static_cast<blasint>(k), alpha, a,
               static_cast<blasint>(lda), b, static_cast<blasint>(ldb), beta, c, static_cast<blasint>(ldc));
 }
+
+// The process's plan (the header): the installed one read lock-free by every GEMM; every plan ever
+// installed is kept alive, so a GEMM that read the pointer just before a replacement stays valid.
+struct PlanSlot {
+  std::atomic<const GemmPlan*> current{nullptr};
+  std::mutex keep_mutex;
+  std::vector<std::shared_ptr<const GemmPlan>> kept;
+  std::shared_ptr<const GemmPlan> installed;
+};
+
+PlanSlot& plan_slot() {
+  static PlanSlot slot;
+  return slot;
+}
+
+thread_local GemmShapeRecording* active_recording = nullptr;  // the thread's recording, if any
+
+}  // namespace
+
+void sgemm_on_route(GemmRoute route, bool trans_a, bool trans_b, std::int64_t m, std::int64_t n, std::int64_t k,
+                    float alpha, const float* a, std::int64_t lda, const float* b, std::int64_t ldb, float beta,
+                    float* c, std::int64_t ldc) {
+  if (m == 0 || n == 0) return;
+  if (route == GemmRoute::openblas || k == 0) {  // K = 0: c = beta c, which OpenBLAS does
+    openblas_sgemm(trans_a, trans_b, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
+    return;
+  }
+  MYRIAD_CHECK(onednn_available(), "CPU GEMM route " << gemm_route_name(route) << ": oneDNN's dnnl_sgemm did not load");
+  const char ta = trans_a ? 'T' : 'N', tb = trans_b ? 'T' : 'N';
+  const bool cut = route == GemmRoute::onednn_cut && omp_get_max_threads() > 1 && !omp_in_parallel();
+  const int status = cut ? onednn_sgemm_split(ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc)
+                         : onednn().sgemm(ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
+  MYRIAD_CHECK(status == 0, "oneDNN dnnl_sgemm(" << m << " x " << n << " x " << k << ") failed: status " << status);
+}
+
+void sgemm(bool trans_a, bool trans_b, std::int64_t m, std::int64_t n, std::int64_t k, float alpha, const float* a,
+           std::int64_t lda, const float* b, std::int64_t ldb, float beta, float* c, std::int64_t ldc) {
+  if (m == 0 || n == 0) return;
+  const bool in_parallel = omp_in_parallel() != 0;
+  if (!in_parallel) {
+    const GemmShape shape{trans_a, trans_b, m, n, k};
+    if (active_recording != nullptr && k > 0) active_recording->add(shape);
+    if (const GemmPlan* plan = plan_slot().current.load(std::memory_order_acquire); plan != nullptr && k > 0) {
+      if (const std::optional<GemmRoute> route = plan->route(shape)) {
+        sgemm_on_route(*route, trans_a, trans_b, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
+        return;
+      }
+    }
+  }
+  if (k > 0 && gemm_library() == GemmLibrary::onednn) {
+    const bool split = worth_splitting(trans_a ? 'T' : 'N', m, n, k) && omp_get_max_threads() > 1 && !in_parallel;
+    sgemm_on_route(split ? GemmRoute::onednn_cut : GemmRoute::onednn, trans_a, trans_b, m, n, k, alpha, a, lda, b, ldb,
+                   beta, c, ldc);
+    return;
+  }
+  openblas_sgemm(trans_a, trans_b, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
+}
+
+void set_gemm_plan(std::shared_ptr<const GemmPlan> plan) {
+  if (plan != nullptr && !onednn_available()) {
+    for (const auto& [shape, route] : plan->routes()) {
+      MYRIAD_CHECK(route == GemmRoute::openblas, "CPU GEMM plan: " << describe(shape) << " runs on "
+                                                                   << gemm_route_name(route)
+                                                                   << ", but oneDNN's dnnl_sgemm did not load here");
+    }
+  }
+  PlanSlot& slot = plan_slot();
+  const std::lock_guard<std::mutex> lock(slot.keep_mutex);
+  if (plan != nullptr) slot.kept.push_back(plan);
+  slot.installed = plan;
+  slot.current.store(plan.get(), std::memory_order_release);
+}
+
+std::shared_ptr<const GemmPlan> gemm_plan() {
+  PlanSlot& slot = plan_slot();
+  const std::lock_guard<std::mutex> lock(slot.keep_mutex);
+  return slot.installed;
+}
+
+GemmShapeRecording::GemmShapeRecording() {
+  MYRIAD_CHECK(active_recording == nullptr, "GemmShapeRecording: this thread is already recording GEMM shapes");
+  active_recording = this;
+}
+
+GemmShapeRecording::~GemmShapeRecording() { active_recording = nullptr; }
+
+void GemmShapeRecording::add(const GemmShape& shape) {
+  const auto at = std::lower_bound(seen_.begin(), seen_.end(), shape);
+  if (at == seen_.end() || *at != shape) seen_.insert(at, shape);
+}
+
+std::vector<GemmShape> GemmShapeRecording::shapes() const { return seen_; }
 
 }  // namespace myriad::cpu

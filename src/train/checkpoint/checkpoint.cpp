@@ -223,6 +223,7 @@ std::string finish_checkpoint(const std::string& dir, const std::string& tmp_dir
   if (header.loss_scale > 0) {
     manifest["loss_scaler"] = {{"scale", header.loss_scale}, {"finite_steps", header.loss_scale_finite_steps}};
   }
+  if (!header.cpu_gemm_plan.empty()) manifest["cpu_gemm_plan"] = header.cpu_gemm_plan;
   if (!header.tokenizer_fingerprint.empty()) {
     // Written into the temporary directory before this manifest: recorded with its size and checksum.
     const fs::path tokenizer = tmp / kCheckpointTokenizerFile;

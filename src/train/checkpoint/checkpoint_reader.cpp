@@ -112,6 +112,11 @@ CheckpointReader::CheckpointReader(const std::string& checkpoint_dir, const std:
                                 << " records a negative step, data cursor or optimizer step count (step "
                                 << header_.step << ", samples_consumed " << header_.samples_consumed << ", adamw_steps "
                                 << header_.optimizer_steps << ")");
+    if (manifest.contains("cpu_gemm_plan")) {
+      MYRIAD_CHECK(manifest.at("cpu_gemm_plan").is_string(),
+                   "checkpoint: " << manifest_path_ << "'s cpu_gemm_plan is not a string");
+      header_.cpu_gemm_plan = manifest.at("cpu_gemm_plan").get<std::string>();
+    }
     if (manifest.contains("tokenizer")) {
       const json& t = manifest.at("tokenizer");
       header_.tokenizer_fingerprint = t.at("fingerprint");

@@ -15,8 +15,8 @@
 
 namespace myriad::train {
 
-Checkpointer::Checkpointer(RankState& state, const data::BpeTokenizer* tokenizer)
-    : state_(state), tokenizer_(tokenizer) {
+Checkpointer::Checkpointer(RankState& state, const data::BpeTokenizer* tokenizer, CpuGemmTuning* cpu_gemm)
+    : state_(state), tokenizer_(tokenizer), cpu_gemm_(cpu_gemm) {
   if (tokenizer_ != nullptr) {
     tokenizer_header_.tokenizer_fingerprint = tokenizer_fingerprint(*tokenizer_);
     tokenizer_header_.tokenizer_vocab_size = tokenizer_->vocab_size();
@@ -98,6 +98,7 @@ std::string Checkpointer::save(bool background) {
   }
   header.tokenizer_fingerprint = tokenizer_header_.tokenizer_fingerprint;
   header.tokenizer_vocab_size = tokenizer_header_.tokenizer_vocab_size;
+  if (cpu_gemm_ != nullptr) header.cpu_gemm_plan = cpu_gemm_->plan_text();
   const std::string dir = config.checkpoint.dir;
   const int keep = config.checkpoint.keep;
   distributed::run_on_rank0(world, "checkpoint directory", [&] {
@@ -218,6 +219,7 @@ void Checkpointer::load(const std::string& checkpoint_dir) {
   state_.data_parallel->optimizer().set_steps_taken(header.optimizer_steps >= 0 ? header.optimizer_steps : header.step);
   if (state_.loss_scaler && header.loss_scale > 0)
     state_.loss_scaler->restore(header.loss_scale, header.loss_scale_finite_steps);
+  if (cpu_gemm_ != nullptr) cpu_gemm_->restore(header.cpu_gemm_plan, path);
   resumed_ = true;
   state_.log->info("checkpoint: resumed from {} at step {}", path, state_.step);
 }

@@ -17,7 +17,8 @@
 // global shape, dtype and pieces (file, box, byte offset, size, CRC-32), and — when the run had a
 // tokenizer — the tokenizer its token ids mean: "tokenizer": {file "tokenizer.bpe" (myriad's BPE
 // format, in the checkpoint folder), vocab_size, fingerprint, bytes, CRC-32} (checkpoint_tokenizer.h;
-// checkpoints written before it have none and still load). No executable content: loading parses
+// checkpoints written before it have none and still load), and under training.cpu_gemm measured the
+// run's CPU GEMM plan ("cpu_gemm_plan": its text, train/cpu_gemm_tuning.h). No executable content: loading parses
 // JSON and reads bounds-checked byte ranges.
 //
 // Writing (any number of ranks): rank 0 calls begin_checkpoint (a fresh "<dir>/.tmp-step_…",
@@ -78,6 +79,8 @@ struct CheckpointHeader {
   // the checkpoint predates the field). When set, <tmp dir>/tokenizer.bpe must exist at finish.
   std::string tokenizer_fingerprint;
   std::int64_t tokenizer_vocab_size = 0;
+  // training.cpu_gemm measured: the run's CPU GEMM plan (ops/cpu_gemm_plan.h text); "" = none.
+  std::string cpu_gemm_plan;
 };
 
 // The tokenizer file inside a checkpoint folder.

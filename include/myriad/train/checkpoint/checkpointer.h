@@ -19,6 +19,7 @@
 #include "myriad/data/bpe_tokenizer.h"
 #include "myriad/train/checkpoint/async_checkpoint.h"
 #include "myriad/train/checkpoint/checkpoint.h"
+#include "myriad/train/cpu_gemm_tuning.h"
 #include "myriad/train/rank_state.h"
 
 namespace myriad::train {
@@ -27,8 +28,9 @@ class Checkpointer {
  public:
   // Takes the host snapshot once when background saves will reuse it (checkpoint.async with
   // checkpoint.every), and a communicator of its own for background writes. Collective.
-  // `tokenizer`: the run's (null when it has none); it outlives this.
-  Checkpointer(RankState& state, const data::BpeTokenizer* tokenizer);
+  // `tokenizer`: the run's (null when it has none); `cpu_gemm`: the run's GEMM plan, saved and
+  // restored with the state (null: none). Both outlive this.
+  Checkpointer(RankState& state, const data::BpeTokenizer* tokenizer, CpuGemmTuning* cpu_gemm = nullptr);
   ~Checkpointer();
   Checkpointer(const Checkpointer&) = delete;
   Checkpointer& operator=(const Checkpointer&) = delete;
@@ -53,6 +55,7 @@ class Checkpointer {
 
   RankState& state_;
   const data::BpeTokenizer* tokenizer_;              // the run's, saved into every checkpoint; may be null
+  CpuGemmTuning* cpu_gemm_;                          // the run's CPU GEMM plan; may be null
   CheckpointHeader tokenizer_header_;                // its fingerprint and vocabulary size (empty without one)
   std::unique_ptr<distributed::Communicator> comm_;  // used only by checkpoint writes
   parallel::OwnedState snapshot_;   // host snapshot of the part of the state this rank writes, reused by every save

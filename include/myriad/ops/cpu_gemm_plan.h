@@ -1,0 +1,67 @@
+// A measured plan for the CPU GEMMs: for each GEMM shape a run calls, the route that ran it fastest
+// on this machine, timed against the others (training.cpu_gemm measured).
+//
+// Routes: OpenBLAS; oneDNN's sgemm with its own threading; oneDNN cut into one single-threaded call
+// per OpenMP thread along the larger output dimension. Which wins depends on the machine, the
+// library versions and the shape (docs/performance.md, "The CPU GEMM"), so the plan is measured
+// rather than written down. A plan's text is one line per shape, "N T 256 768 3072 onednn_cut"
+// (op(a), op(b), m, n, k, route), sorted: the same plan always prints the same text, which the
+// ranks of a run agree on and a checkpoint keeps, so a run computes alike on every rank and after
+// a resume (the routes differ in the last bits of their sums).
+#pragma once
+
+#include <compare>
+#include <cstdint>
+#include <map>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace myriad::cpu {
+
+enum class GemmRoute { openblas, onednn, onednn_cut };
+const char* gemm_route_name(GemmRoute route);  // "openblas" | "onednn" | "onednn_cut"
+
+// One GEMM's shape as cpu::sgemm sees it (leading dimensions aside).
+struct GemmShape {
+  bool trans_a = false, trans_b = false;
+  std::int64_t m = 0, n = 0, k = 0;
+  auto operator<=>(const GemmShape&) const = default;
+  double flops() const { return 2.0 * static_cast<double>(m) * static_cast<double>(n) * static_cast<double>(k); }
+};
+std::string describe(const GemmShape& shape);  // "N T 256 x 768 x 3072"
+
+class GemmPlan {
+ public:
+  void set(const GemmShape& shape, GemmRoute route) { routes_[shape] = route; }
+  std::optional<GemmRoute> route(const GemmShape& shape) const;
+  const std::map<GemmShape, GemmRoute>& routes() const { return routes_; }
+  bool empty() const { return routes_.empty(); }
+
+  std::string to_text() const;
+  // Parses to_text()'s form; throws naming `source` and the line for anything else.
+  static GemmPlan from_text(const std::string& text, const std::string& source);
+
+ private:
+  std::map<GemmShape, GemmRoute> routes_;
+};
+
+// The routes this process can run now: OpenBLAS always; oneDNN's two when it is the process's
+// library (ops/cpu_gemm.h); the cut only with more than one OpenMP thread.
+std::vector<GemmRoute> available_gemm_routes();
+
+// What measuring one shape found: each route's best time (seconds), in available_gemm_routes()'s order.
+struct GemmShapeTiming {
+  GemmShape shape;
+  std::vector<std::pair<GemmRoute, double>> seconds;
+  GemmRoute fastest() const;
+};
+
+// Times every route of available_gemm_routes() on each shape — one untimed call each, then
+// `rounds` rounds alternating between the routes, the best call of each kept — on buffers of its
+// own filled with values in [-1, 1). Call it outside any OpenMP parallel region.
+std::vector<GemmShapeTiming> time_gemm_routes(const std::vector<GemmShape>& shapes, int rounds);
+// The plan that runs each timed shape on its fastest route.
+GemmPlan fastest_routes(const std::vector<GemmShapeTiming>& timings);
+
+}  // namespace myriad::cpu
