@@ -73,6 +73,11 @@ struct CaseResult {
   std::size_t rss_before_model = 0, rss_after_warmup = 0, peak_rss = 0;
   bool peak_valid = false;
   std::vector<double> step_s, sgemm_after_step;  // each timed step, and the sgemm GFLOP/s probed right after it
+  // --cpu-gemm measured: the plan's timing and the fixed rule's steps, alternated with step_s's.
+  std::vector<double> fixed_step_s;
+  std::size_t plan_shapes = 0;
+  double plan_measure_s = 0;
+  std::string plan_summary;
   // The median over the timed steps of (model GFLOP/s of the step) / (sgemm GFLOP/s probed after it).
   double alternated_ratio() const {
     std::vector<double> ratios;
@@ -127,7 +132,7 @@ double step_ceiling(const CaseResult& r, double sgemm_gflops) {
 
 // Builds the model and optimizer, runs one warm-up step (checked), then times >= 3 steps with
 // the peak RSS reset just before the first timed one.
-CaseResult run_case(const StepCase& c, Recompute mode, int min_steps) {
+CaseResult run_case(const StepCase& c, Recompute mode, int min_steps, CpuGemmChoice cpu_gemm) {
   CaseResult r;
   r.rss_before_model = current_rss_bytes();
   nn::GptModel model(c.model);
@@ -155,7 +160,23 @@ CaseResult run_case(const StepCase& c, Recompute mode, int min_steps) {
     forward_backward_s.push_back(seconds(t1, t2));
     optimizer_s.push_back(seconds(t2, t3));
   };
-  step();
+  std::shared_ptr<const cpu::GemmPlan> plan;  // --cpu-gemm measured: from the warm-up step's shapes
+  if (cpu_gemm == CpuGemmChoice::measured) {
+    std::vector<cpu::GemmShape> shapes;
+    {
+      cpu::GemmShapeRecording recording;
+      step();
+      shapes = recording.shapes();
+    }
+    const auto start = std::chrono::steady_clock::now();
+    const std::vector<cpu::GemmShapeTiming> timings = cpu::time_gemm_routes(shapes, 3);
+    r.plan_measure_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    r.plan_shapes = shapes.size();
+    r.plan_summary = cpu::describe(cpu::pass_times(timings));
+    plan = std::make_shared<const cpu::GemmPlan>(cpu::fastest_routes(timings));
+  } else {
+    step();
+  }
   r.initial_loss = last_loss;
   zero_s.clear();
   forward_backward_s.clear();
@@ -174,12 +195,23 @@ CaseResult run_case(const StepCase& c, Recompute mode, int min_steps) {
   double total_s = 0;
   const std::size_t fewest = static_cast<std::size_t>(min_steps), most = std::max<std::size_t>(fewest, 50);
   while (r.step_s.size() < fewest || (total_s < 1.0 && r.step_s.size() < most)) {
+    if (plan != nullptr) {  // a step on the fixed rule first (its phases not kept), then the plan's
+      cpu::set_gemm_plan(nullptr);
+      const auto fixed_start = std::chrono::steady_clock::now();
+      step();
+      r.fixed_step_s.push_back(std::chrono::duration<double>(std::chrono::steady_clock::now() - fixed_start).count());
+      zero_s.pop_back();
+      forward_backward_s.pop_back();
+      optimizer_s.pop_back();
+      cpu::set_gemm_plan(plan);
+    }
     const auto start = std::chrono::steady_clock::now();
     step();
     r.step_s.push_back(std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
     total_s += r.step_s.back();
     r.sgemm_after_step.push_back(probe.gflops(1, 5, 0.0));
   }
+  cpu::set_gemm_plan(nullptr);
   r.timing =
       Timing{median(r.step_s), *std::min_element(r.step_s.begin(), r.step_s.end()), static_cast<int>(r.step_s.size())};
   r.peak_rss = peak_rss_bytes();
@@ -268,7 +300,7 @@ TorchStep torch_step(const std::string& python, const StepCase& c, const char* a
 // default and its fused AdamW (alternated, so drifts of the machine's speed hit all three alike);
 // medians over the rounds and the ratios.
 int reference_table(const std::vector<StepCase>& cases, Recompute mode, const std::string& python, bool quick,
-                    int min_steps) {
+                    int min_steps, CpuGemmChoice cpu_gemm) {
   const int rounds = quick ? 1 : 3, torch_steps = quick ? 2 : 3;
   Table table({"config", "B", "T", "myriad ms/step", "torch default AdamW ms", "torch fused AdamW ms",
                "torch default / myriad", "torch fused / myriad", "rounds"});
@@ -276,7 +308,7 @@ int reference_table(const std::vector<StepCase>& cases, Recompute mode, const st
   for (const StepCase& c : cases) {
     std::vector<double> mine, plain, fused;
     for (int round = 0; round < rounds; ++round) {
-      const CaseResult r = run_case(c, mode, min_steps);
+      const CaseResult r = run_case(c, mode, min_steps, cpu_gemm);  // measured: the plan's steps
       mine.push_back(r.timing.median_s * 1e3);
       for (const char* kind : {"default", "fused"}) {
         const TorchStep t = torch_step(python, c, kind, torch_steps);
@@ -487,11 +519,18 @@ int main(int argc, char** argv) {
   const double sgemm_before = sgemm_gflops();
   std::cout << "- sgemm 1024x1024x1024 (" << cpu::gemm_library_description(cpu::gemm_library())
             << ") before the steps: " << fmt(sgemm_before) << " GFLOP/s\n";
-  std::cout << "- recompute: " << choice_name(mode) << "\n\n" << std::flush;
+  std::cout << "- recompute: " << choice_name(mode) << "\n";
+  std::cout << "- CPU GEMM routes: " << choice_name(options.cpu_gemm)
+            << (options.cpu_gemm == CpuGemmChoice::measured
+                    ? " (each case's warm-up GEMM shapes timed on every route, best of 3; the timed steps alternate "
+                      "between that plan and the fixed rule; the tables below show the plan's steps)"
+                    : " (the library's rule)")
+            << "\n\n"
+            << std::flush;
 
   std::vector<CaseResult> results;
   results.reserve(cases.size());
-  for (const StepCase& c : cases) results.push_back(run_case(c, mode, options.steps));
+  for (const StepCase& c : cases) results.push_back(run_case(c, mode, options.steps, options.cpu_gemm));
 
   const double sgemm_after = sgemm_gflops();
   const double sgemm = 0.5 * (sgemm_before + sgemm_after);
@@ -555,6 +594,20 @@ int main(int argc, char** argv) {
          valid ? fmt((static_cast<double>(r.peak_rss) - static_cast<double>(r.rss_before_model)) / accounted, 2) + "x"
                : "n/a"});
   }
+  if (options.cpu_gemm == CpuGemmChoice::measured) {
+    Table plans({"config", "B", "T", "shapes", "timing s", "plan ms/step", "fixed rule ms/step", "fixed / plan",
+                 "routes and one pass over the shapes"});
+    for (std::size_t i = 0; i < cases.size(); ++i) {
+      const CaseResult& r = results[i];
+      const double fixed = median(r.fixed_step_s);
+      plans.add_row({cases[i].name, std::to_string(cases[i].B), std::to_string(cases[i].T),
+                     std::to_string(r.plan_shapes), fmt(r.plan_measure_s, 1), fmt(r.timing.median_s * 1e3, 1),
+                     fmt(fixed * 1e3, 1), fmt(fixed / r.timing.median_s, 3) + "x", r.plan_summary});
+    }
+    std::cout << "## The measured CPU GEMM plan against the fixed rule (steps alternated, medians)\n\n";
+    plans.print();
+    std::cout << "\n";
+  }
   memory.print();
   std::cout << "\n- accounted = 4 x 4 bytes x params (values, grads, AdamW m, v) + activation_memory(B, T, "
             << choice_name(mode)
@@ -573,7 +626,7 @@ int main(int argc, char** argv) {
   std::cout << " (bar < 2%: " << (logging_s < 0.02 * results[0].timing.median_s ? "met" : "MISSED") << ")\n";
 
   if (options.reference == "torch") {
-    const int code = reference_table(cases, mode, options.python, quick, options.steps);
+    const int code = reference_table(cases, mode, options.python, quick, options.steps, options.cpu_gemm);
     if (code != 0) return code;
   }
   if (!quick && !custom) {

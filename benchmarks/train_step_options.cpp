@@ -30,7 +30,7 @@ bool TrainStepOptions::custom_shape() const { return !config_path.empty() || lay
 
 std::string train_step_usage() {
   return "usage: bench_train_step [--quick] [--recompute none|selective|full] [--config FILE.yaml]\n"
-         "                        [--reference torch [--python PATH]]\n"
+         "                        [--cpu-gemm fixed|measured] [--reference torch [--python PATH]]\n"
          "                        [--layers N] [--heads N] [--embd N] [--batch N] [--seq N] [--steps N]\n"
          "  (no shape option)  GPT-2 tiny (B=8, T=128) and GPT-2 124M at B=4 x T=64 and T=256; --quick: tiny only,\n"
          "                     and one --reference round (else 3)\n"
@@ -43,6 +43,9 @@ std::string train_step_usage() {
          "  --recompute MODE   activation recompute: none (default), selective or full\n"
          "  --steps N          time at least N steps (default 3; more while under 1 s, up to max(N, 50)): more\n"
          "                     steps steady the medians and the alternated sgemm ratio on a noisy machine\n"
+         "  --cpu-gemm MODE    fixed (default): the CPU GEMM's fixed rule; measured: the warm-up step's GEMM shapes\n"
+         "                     timed on every route and each run on its fastest (training.cpu_gemm measured), the\n"
+         "                     timed steps alternating between that plan and the fixed rule, both reported\n"
          "  --reference torch  also time PyTorch eager's step (default and fused AdamW) at each shape, in rounds\n"
          "                     alternated with myriad's (benchmarks/train_step_torch.py), and print the ratios;\n"
          "                     PyTorch's model is the case's own (GPT-2 or LLaMA-style, its parameter count\n"
@@ -91,6 +94,8 @@ TrainStepOptions parse_train_step_options(int argc, const char* const* argv) {
       o.seq = positive_int(name, value());
     } else if (name == "--steps") {
       o.steps = positive_int(name, value());
+    } else if (name == "--cpu-gemm") {
+      o.cpu_gemm = require_choice<CpuGemmChoice>(value(), "option --cpu-gemm:");
     } else if (name == "--reference") {
       o.reference = value();
       MYRIAD_CHECK(o.reference == "torch", "option --reference: expected 'torch', got '" << o.reference << "'");
@@ -136,6 +141,9 @@ TrainStepShape resolve_train_step_shape(const TrainStepOptions& o) {
     add_unused("training.precision " + std::string(choice_name(config.training.precision)));
   if (config.training.device != ComputeDevice::cpu)
     add_unused("training.device " + std::string(choice_name(config.training.device)));
+  if (config.training.cpu_gemm != o.cpu_gemm)
+    add_unused("training.cpu_gemm " + std::string(choice_name(config.training.cpu_gemm)) + " (--cpu-gemm " +
+               std::string(choice_name(o.cpu_gemm)) + ")");
   if (config.training.recompute != o.recompute)
     add_unused("training.recompute " + std::string(choice_name(config.training.recompute)) + " (--recompute " +
                std::string(choice_name(o.recompute)) + ")");

@@ -8,6 +8,9 @@
 //                              the shape; each overrides the config file (or the default GPT-2
 //                              124M shape at B=4, T=64 when no file is given)
 //   --steps N                  time at least N steps (default 3; each followed by an sgemm probe)
+//   --cpu-gemm fixed|measured  measured: the warm-up step's GEMM shapes timed on every route and
+//                              each run on its fastest (training.cpu_gemm measured); the timed steps
+//                              alternate between that plan and the fixed rule
 //   --reference torch          PyTorch eager's step at the same shapes, alternated (train_step_torch.py)
 //   --python PATH              its interpreter (default python3)
 //   --help
@@ -20,6 +23,7 @@
 #include <optional>
 #include <string>
 
+#include "myriad/config/choices.h"
 #include "myriad/nn/transformer_config.h"
 
 namespace myriad::bench {
@@ -30,7 +34,8 @@ struct TrainStepOptions {
   Recompute recompute = Recompute::none;
   std::string config_path;  // "" = none
   std::optional<int> layers, heads, embd, batch, seq;
-  int steps = 3;                   // the fewest timed steps (more while under 1 s, up to 50)
+  int steps = 3;  // the fewest timed steps (more while under 1 s, up to 50)
+  CpuGemmChoice cpu_gemm = CpuGemmChoice::fixed;
   std::string reference;           // "" or "torch"
   std::string python = "python3";  // runs benchmarks/train_step_torch.py for --reference torch
 

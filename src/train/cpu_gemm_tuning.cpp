@@ -2,7 +2,6 @@
 #include "myriad/train/cpu_gemm_tuning.h"
 
 #include <chrono>
-#include <map>
 
 #include "myriad/core/logging.h"
 #include "myriad/distributed/scalar_reduce.h"
@@ -29,28 +28,6 @@ std::string agree_on_plan(distributed::Communicator& world, const cpu::GemmPlan&
     merged_text = merged.to_text();
   }
   return distributed::broadcast_string(world, merged_text);
-}
-
-// One line for the log: how many shapes each route got, and one pass over this rank's shapes on
-// the plan against each route alone.
-std::string summarize(const std::vector<cpu::GemmShapeTiming>& timings) {
-  std::map<cpu::GemmRoute, std::pair<int, double>> by_route;  // chosen count, total seconds alone
-  double planned = 0;
-  for (const cpu::GemmShapeTiming& t : timings) {
-    const cpu::GemmRoute fastest = t.fastest();
-    for (const auto& [route, seconds] : t.seconds) {
-      by_route[route].second += seconds;
-      if (route == fastest) planned += seconds;
-    }
-    ++by_route[fastest].first;
-  }
-  std::string out = fmt::format("one pass over them {:.2f} ms on the plan", planned * 1e3);
-  std::string counts;
-  for (const auto& [route, count_seconds] : by_route) {
-    out += fmt::format(", {:.2f} ms on {} alone", count_seconds.second * 1e3, cpu::gemm_route_name(route));
-    counts += fmt::format("{}{} on {}", counts.empty() ? "" : ", ", count_seconds.first, cpu::gemm_route_name(route));
-  }
-  return counts + "; " + out;
 }
 
 }  // namespace
@@ -81,7 +58,7 @@ void CpuGemmTuning::end_step() {
   const std::string text = agree_on_plan(state_.groups->world(), cpu::fastest_routes(timings));
   install(std::make_shared<const cpu::GemmPlan>(cpu::GemmPlan::from_text(text, "the run's agreed GEMM plan")));
   state_.log->info("CPU GEMMs measured after step {} ({:.1f} s, best of {} calls per route): {} shapes here, {}",
-                   state_.step, seconds, kTimingRounds, shapes.size(), summarize(timings));
+                   state_.step, seconds, kTimingRounds, shapes.size(), cpu::describe(cpu::pass_times(timings)));
   auto file_log = file_only_logger(*state_.log);
   for (const cpu::GemmShapeTiming& t : timings) {
     std::string line = cpu::describe(t.shape) + ":";

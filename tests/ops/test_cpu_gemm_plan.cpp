@@ -101,10 +101,8 @@ TEST(CpuGemmPlan, MalformedLinesAreRefusedNamingTheSourceAndLine) {
 
 TEST(CpuGemmPlan, EveryRouteMatchesFloat64) {
   std::mt19937 rng(std::random_device{}());
-  const std::vector<GemmShape> shapes = {{false, false, 37, 53, 29},
-                                         {true, false, 64, 130, 70},
-                                         {false, true, 33, 1030, 96},
-                                         {true, true, 2049, 17, 40}};
+  const std::vector<GemmShape> shapes = {
+      {false, false, 37, 53, 29}, {true, false, 64, 130, 70}, {false, true, 33, 1030, 96}, {true, true, 2049, 17, 40}};
   for (GemmRoute route : available_gemm_routes()) {
     for (const GemmShape& shape : shapes) {
       const Operands o = operands(shape, rng);

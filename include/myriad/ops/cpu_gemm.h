@@ -51,6 +51,10 @@ const char* gemm_library_name(GemmLibrary library);  // "openblas" | "onednn"
 void sgemm(bool trans_a, bool trans_b, std::int64_t m, std::int64_t n, std::int64_t k, float alpha, const float* a,
            std::int64_t lda, const float* b, std::int64_t ldb, float beta, float* c, std::int64_t ldc);
 
+// The route the fixed rule gives `shape` outside a parallel region: the process's library, and on
+// oneDNN the cut where myriad measured it faster (worth_splitting in cpu_gemm.cpp).
+GemmRoute fixed_rule_route(const GemmShape& shape);
+
 // The same product on one given route, whatever the plan or the rule would pick (what the plan's
 // timing runs); throws for a oneDNN route when oneDNN did not load.
 void sgemm_on_route(GemmRoute route, bool trans_a, bool trans_b, std::int64_t m, std::int64_t n, std::int64_t k,

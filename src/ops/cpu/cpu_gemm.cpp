@@ -213,13 +213,17 @@ void sgemm(bool trans_a, bool trans_b, std::int64_t m, std::int64_t n, std::int6
       }
     }
   }
-  if (k > 0 && gemm_library() == GemmLibrary::onednn) {
-    const bool split = worth_splitting(trans_a ? 'T' : 'N', m, n, k) && omp_get_max_threads() > 1 && !in_parallel;
-    sgemm_on_route(split ? GemmRoute::onednn_cut : GemmRoute::onednn, trans_a, trans_b, m, n, k, alpha, a, lda, b, ldb,
-                   beta, c, ldc);
-    return;
-  }
-  openblas_sgemm(trans_a, trans_b, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
+  // Inside a parallel region each call is one thread's: the library's own, never cut.
+  const GemmRoute route = in_parallel
+                              ? (gemm_library() == GemmLibrary::onednn ? GemmRoute::onednn : GemmRoute::openblas)
+                              : fixed_rule_route({trans_a, trans_b, m, n, k});
+  sgemm_on_route(route, trans_a, trans_b, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
+}
+
+GemmRoute fixed_rule_route(const GemmShape& shape) {
+  if (gemm_library() != GemmLibrary::onednn) return GemmRoute::openblas;
+  const bool cut = worth_splitting(shape.trans_a ? 'T' : 'N', shape.m, shape.n, shape.k) && omp_get_max_threads() > 1;
+  return cut ? GemmRoute::onednn_cut : GemmRoute::onednn;
 }
 
 void set_gemm_plan(std::shared_ptr<const GemmPlan> plan) {

@@ -112,8 +112,8 @@ std::vector<GemmShapeTiming> time_gemm_routes(const std::vector<GemmShape>& shap
     for (float& x : a) x = values(rng);
     for (float& x : b) x = values(rng);
     auto run = [&](GemmRoute route) {
-      sgemm_on_route(route, shape.trans_a, shape.trans_b, shape.m, shape.n, shape.k, 1.0f, a.data(), lda, b.data(),
-                     ldb, 0.0f, c.data(), shape.n);
+      sgemm_on_route(route, shape.trans_a, shape.trans_b, shape.m, shape.n, shape.k, 1.0f, a.data(), lda, b.data(), ldb,
+                     0.0f, c.data(), shape.n);
     };
     GemmShapeTiming timing{shape, {}};
     for (GemmRoute route : routes) {
@@ -136,6 +136,46 @@ GemmPlan fastest_routes(const std::vector<GemmShapeTiming>& timings) {
   GemmPlan plan;
   for (const GemmShapeTiming& t : timings) plan.set(t.shape, t.fastest());
   return plan;
+}
+
+GemmPassTimes pass_times(const std::vector<GemmShapeTiming>& timings) {
+  GemmPassTimes pass;
+  for (GemmRoute route : available_gemm_routes()) {
+    pass.alone.emplace_back(route, 0.0);
+    pass.chosen.emplace_back(route, 0);
+  }
+  auto slot = [](auto& list, GemmRoute route) -> auto& {
+    for (auto& entry : list) {
+      if (entry.first == route) return entry.second;
+    }
+    MYRIAD_THROW("pass_times: route " << gemm_route_name(route) << " is not available in this process");
+  };
+  for (const GemmShapeTiming& t : timings) {
+    const GemmRoute fastest = t.fastest(), rule = fixed_rule_route(t.shape);
+    for (const auto& [route, seconds] : t.seconds) {
+      slot(pass.alone, route) += seconds;
+      if (route == fastest) pass.planned += seconds;
+      if (route == rule) pass.fixed_rule += seconds;
+    }
+    ++slot(pass.chosen, fastest);
+  }
+  return pass;
+}
+
+std::string describe(const GemmPassTimes& pass) {
+  std::ostringstream out;
+  out.setf(std::ios::fixed);
+  out.precision(2);
+  bool first = true;
+  for (const auto& [route, count] : pass.chosen) {
+    if (count == 0) continue;
+    out << (first ? "" : ", ") << count << " on " << gemm_route_name(route);
+    first = false;
+  }
+  out << "; one pass " << pass.planned * 1e3 << " ms on the plan, " << pass.fixed_rule * 1e3 << " ms on the fixed rule";
+  for (const auto& [route, seconds] : pass.alone)
+    out << ", " << seconds * 1e3 << " ms on " << gemm_route_name(route) << " alone";
+  return out.str();
 }
 
 }  // namespace myriad::cpu
