@@ -111,6 +111,7 @@ training:
   outer_overlap: true
   device: cuda
   cuda_graphs: true
+  cpu_gemm: measured
   precision: fp8
   initial_loss_scale: 1024
   loss_scale_window: 50
@@ -291,6 +292,7 @@ TEST(ConfigYaml, FullFileSetsEveryKey) {
   EXPECT_EQ(c.training.fp8_amax_history, 32);
   EXPECT_EQ(c.training.fp8_margin, 1);
   EXPECT_EQ(c.training.recompute, Recompute::selective);
+  EXPECT_EQ(c.training.cpu_gemm, CpuGemmChoice::measured);
   EXPECT_EQ(c.training.seed, 42u);
   EXPECT_EQ(c.training.eval_every, 250);
   EXPECT_EQ(c.training.eval_batches, 16);

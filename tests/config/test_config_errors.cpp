@@ -125,8 +125,8 @@ TEST(ConfigErrors, EveryChoiceKeyListsItsAllowedValues) {
     }
   });
   // architecture, moe_base, router_scores, attention.kind, pp_schedule, dp_reduce, schedule,
-  // optimizer, gradient_compression, sync, device, precision, recompute, val_split, level
-  EXPECT_EQ(choices, 15);
+  // optimizer, gradient_compression, sync, device, cpu_gemm, precision, recompute, val_split, level
+  EXPECT_EQ(choices, 16);
 }
 
 TEST(ConfigErrors, RepeatedKeysAndBothSpellingsOfAnAlias) {
@@ -600,6 +600,12 @@ TEST(ConfigValidate, CrossKeyChecks) {
       },
       {"training.initial_loss_scale (1) must be >= training.min_loss_scale (4)"});
   // Keys that would not act are refused, naming what they apply to.
+  expect_invalid(
+      [](RunConfig& c) {
+        c.training.device = ComputeDevice::cuda;
+        c.training.cpu_gemm = CpuGemmChoice::measured;
+      },
+      {"training.cpu_gemm measured times the CPU's GEMMs", "training.device is cuda"});
   expect_invalid([](RunConfig& c) { c.training.loss_scale_window = 10; },
                  {"loss_scale_window and min_loss_scale apply to training.precision fp16", "precision is fp32"});
   expect_invalid(
