@@ -141,10 +141,12 @@ TrainStepShape resolve_train_step_shape(const TrainStepOptions& o) {
     add_unused("training.precision " + std::string(choice_name(config.training.precision)));
   if (config.training.device != ComputeDevice::cpu)
     add_unused("training.device " + std::string(choice_name(config.training.device)));
-  if (config.training.cpu_gemm != o.cpu_gemm)
+  // A file's recompute / cpu_gemm that the command line's options differ from (no file: nothing to say).
+  const bool from_file = !o.config_path.empty();
+  if (from_file && config.training.cpu_gemm != o.cpu_gemm)
     add_unused("training.cpu_gemm " + std::string(choice_name(config.training.cpu_gemm)) + " (--cpu-gemm " +
                std::string(choice_name(o.cpu_gemm)) + ")");
-  if (config.training.recompute != o.recompute)
+  if (from_file && config.training.recompute != o.recompute)
     add_unused("training.recompute " + std::string(choice_name(config.training.recompute)) + " (--recompute " +
                std::string(choice_name(o.recompute)) + ")");
   if (!unused.empty()) {

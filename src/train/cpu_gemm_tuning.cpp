@@ -2,6 +2,7 @@
 #include "myriad/train/cpu_gemm_tuning.h"
 
 #include <chrono>
+#include <map>
 
 #include "myriad/core/logging.h"
 #include "myriad/distributed/scalar_reduce.h"
@@ -71,22 +72,24 @@ std::string CpuGemmTuning::plan_text() const { return plan_ ? plan_->to_text() :
 
 void CpuGemmTuning::restore(const std::string& text, const std::string& source) {
   if (state_.config.training.cpu_gemm != CpuGemmChoice::measured) return;
-  if (text.empty()) {
-    state_.log->info("CPU GEMMs: {} records no measured plan; this run measures one after its next step", source);
-    return;
-  }
-  auto plan = std::make_shared<const cpu::GemmPlan>(cpu::GemmPlan::from_text(text, source));
-  for (const auto& [shape, route] : plan->routes()) {
+  std::shared_ptr<const cpu::GemmPlan> plan;
+  if (!text.empty()) plan = std::make_shared<const cpu::GemmPlan>(cpu::GemmPlan::from_text(text, source));
+  for (const auto& [shape, route] : plan ? plan->routes() : std::map<cpu::GemmShape, cpu::GemmRoute>{}) {
     if (route != cpu::GemmRoute::openblas && cpu::gemm_library() != cpu::GemmLibrary::onednn) {
       state_.log->warn(
           "CPU GEMMs: {}'s plan runs {} on {}, which this run does not use (MYRIAD_CPU_GEMM, libdnnl2): measuring "
           "a new plan after the next step, so this run's last bits differ from the saved run's",
           source, cpu::describe(shape), cpu::gemm_route_name(route));
-      return;
+      plan = nullptr;
+      break;
     }
   }
-  install(std::move(plan));
-  state_.log->info("CPU GEMMs: the measured plan of {} ({} shapes)", source, plan_->routes().size());
+  install(plan);  // none: measured again after the next step
+  if (plan != nullptr) {
+    state_.log->info("CPU GEMMs: the measured plan of {} ({} shapes)", source, plan->routes().size());
+  } else if (text.empty()) {
+    state_.log->info("CPU GEMMs: {} records no measured plan; this run measures one after its next step", source);
+  }
 }
 
 }  // namespace myriad::train

@@ -86,6 +86,17 @@ TEST(TrainStepOptions, ReferenceTorchAndItsInterpreter) {
   EXPECT_NE(error_of({"--python="}).find("option --python"), std::string::npos);
 }
 
+TEST(TrainStepOptions, CpuGemmFixedOrMeasured) {
+  EXPECT_EQ(parse({}).cpu_gemm, CpuGemmChoice::fixed);
+  EXPECT_EQ(parse({"--cpu-gemm", "measured"}).cpu_gemm, CpuGemmChoice::measured);
+  EXPECT_EQ(parse({"--cpu-gemm=fixed"}).cpu_gemm, CpuGemmChoice::fixed);
+  EXPECT_FALSE(parse({"--cpu-gemm", "measured"}).custom_shape());
+  EXPECT_NE(error_of({"--cpu-gemm", "fastest"}).find("option --cpu-gemm"), std::string::npos);
+  // Without a config file there is no file's choice to report as not applied.
+  EXPECT_EQ(resolve_train_step_shape(parse({"--layers", "2", "--cpu-gemm", "measured", "--recompute", "full"})).note,
+            "");
+}
+
 TEST(TrainStepOptions, DefaultShapeIsGpt2SmallAtTheBarBatch) {
   const TrainStepShape s = resolve_train_step_shape(parse({"--layers", "2"}));
   EXPECT_EQ(s.model.n_layer, 2);

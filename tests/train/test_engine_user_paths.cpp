@@ -63,7 +63,8 @@ TEST(EngineUserPaths, ASecondFreshRunIntoTheSameFolderIsRefusedAndResumeFindsAnO
 
 // training.cpu_gemm measured: no plan before the first step, one after it; the checkpoint keeps it;
 // a resume installs that plan before its first step (it does not measure again) and continues the
-// curve bit for bit; a run on the fixed rule afterwards runs with no plan.
+// curve bit for bit; a run on the fixed rule afterwards runs with no plan, and a measured run
+// resuming that run's checkpoint measures after its first step.
 TEST(EngineUserPaths, AMeasuredCpuGemmPlanIsKeptAcrossAResume) {
   const fs::path dir = fresh_dir("cpu_gemm_measured");
   RunConfig config = tiny_config(dir, write_corpus(dir));
@@ -98,9 +99,20 @@ TEST(EngineUserPaths, AMeasuredCpuGemmPlanIsKeptAcrossAResume) {
   fixed.apply_override("training.cpu_gemm=fixed");
   fixed.logging.dir = (dir / "fixed").string();
   fixed.checkpoint.dir = (dir / "fixed" / "checkpoints").string();
-  Engine other(fixed, quiet_logger());
-  other.step();
+  {
+    Engine other(fixed, quiet_logger());
+    other.step();
+    EXPECT_EQ(cpu::gemm_plan(), nullptr);
+    other.save();
+  }
+  // A measured run resuming a fixed run's checkpoint (no plan in it) measures after its first step.
+  RunConfig switched = fixed;
+  switched.apply_override("training.cpu_gemm=measured");
+  Engine resumed_fixed(switched, quiet_logger());
+  resumed_fixed.load("auto");
   EXPECT_EQ(cpu::gemm_plan(), nullptr);
+  resumed_fixed.step();
+  EXPECT_NE(cpu::gemm_plan(), nullptr);
   fs::remove_all(dir);
 }
 

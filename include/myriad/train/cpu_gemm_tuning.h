@@ -8,6 +8,8 @@
 // from the step after on. A checkpoint records the plan's text; a resume installs it before its
 // first step, so a resumed run computes as the uninterrupted one did. A plan naming a route this
 // process cannot run (oneDNN missing) is not installed: the resumed run measures anew, and says so.
+// The installed plan belongs to the process (ops/cpu_gemm.h): of two engines alive in one process,
+// the one constructed last starts with none installed.
 #pragma once
 
 #include <memory>
@@ -32,7 +34,8 @@ class CpuGemmTuning {
   // The installed plan's text ("" = none), for a checkpoint's manifest.
   std::string plan_text() const;
   // A checkpoint's plan text (from `source`), installed when training.cpu_gemm is measured; ""
-  // (none recorded) leaves the run to measure after its next step. Every rank calls it alike.
+  // (none recorded) uninstalls any plan, so the run measures after its next step. Every rank calls
+  // it alike.
   void restore(const std::string& text, const std::string& source);
 
  private:
