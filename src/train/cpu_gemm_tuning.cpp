@@ -58,8 +58,13 @@ void CpuGemmTuning::end_step() {
   const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   const std::string text = agree_on_plan(state_.groups->world(), cpu::fastest_routes(timings));
   install(std::make_shared<const cpu::GemmPlan>(cpu::GemmPlan::from_text(text, "the run's agreed GEMM plan")));
-  state_.log->info("CPU GEMMs measured after step {} ({:.1f} s, best of {} calls per route): {} shapes here, {}",
-                   state_.step, seconds, kTimingRounds, shapes.size(), cpu::describe(cpu::pass_times(timings)));
+  const std::size_t too_large = shapes.size() - timings.size();
+  state_.log->info("CPU GEMMs measured after step {} ({:.1f} s, best of {} calls per route): {} shapes here{}, {}",
+                   state_.step, seconds, kTimingRounds, shapes.size(),
+                   too_large == 0 ? std::string()
+                                  : fmt::format(" ({} over {} GiB of operands left on the fixed rule)", too_large,
+                                                cpu::kGemmTimingMaxBytes >> 30),
+                   cpu::describe(cpu::pass_times(timings)));
   auto file_log = file_only_logger(*state_.log);
   for (const cpu::GemmShapeTiming& t : timings) {
     std::string line = cpu::describe(t.shape) + ":";

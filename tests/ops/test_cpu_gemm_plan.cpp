@@ -180,6 +180,10 @@ TEST(CpuGemmPlan, TimingCoversEveryRouteAndThePlanTakesTheFastest) {
       if (route == chosen) EXPECT_EQ(seconds, best) << describe(t.shape);
     }
   }
+  // Operands over the memory bound are not timed: 64 x 256 x 128 needs 4 * (8192 + 32768 + 16384) bytes.
+  const std::vector<GemmShapeTiming> bounded = time_gemm_routes(shapes, 1, 4 * (8192 + 32768 + 16384) - 1);
+  ASSERT_EQ(bounded.size(), 1u);
+  EXPECT_EQ(bounded[0].shape, shapes[1]);
 }
 
 }  // namespace

@@ -48,7 +48,6 @@ struct TrainingConfig {
   bool outer_overlap = false;                 // local: overlap the outer all-reduce with the next inner step
   ComputeDevice device = ComputeDevice::cpu;  // cpu | cuda (a GPU per rank, data parallel, dense models)
   bool cuda_graphs = false;                   // cuda: replay each micro-batch's forward + backward as a CUDA graph
-  CpuGemmChoice cpu_gemm = CpuGemmChoice::fixed;  // cpu: fixed (the library's rule) | measured (per shape, timed)
   Precision precision = Precision::fp32;      // compute precision: fp32 | bf16 | fp16 (loss scaling) | fp8
   std::int64_t fp8_amax_history = 16;         // fp8: steps of amax history a delayed scale covers
   std::int64_t fp8_margin = 0;                // fp8: powers of two of headroom below the format's largest value
@@ -60,6 +59,9 @@ struct TrainingConfig {
   std::int64_t eval_every = 100;              // steps between validation-loss evaluations; 0 = never
   int eval_batches = 8;                       // micro-batches per evaluation
   int max_nonfinite_steps = 10;               // consecutive non-finite steps before the run stops; 0 = never
+
+  // cpu: each GEMM's route — fixed (the library's rule) | measured (per shape, timed after step 1)
+  CpuGemmChoice cpu_gemm = CpuGemmChoice::fixed;
 
   // Per-key checks plus min_lr <= lr and warmup_steps <= steps (the batch is checked by RunConfig).
   void validate() const;

@@ -59,8 +59,12 @@ struct GemmShapeTiming {
 
 // Times every route of available_gemm_routes() on each shape — one untimed call each, then
 // `rounds` rounds alternating between the routes, the best call of each kept — on buffers of its
-// own filled with values in [-1, 1). Call it outside any OpenMP parallel region.
-std::vector<GemmShapeTiming> time_gemm_routes(const std::vector<GemmShape>& shapes, int rounds);
+// own filled with values in [-1, 1). A shape whose a, b and c together exceed `max_bytes` is left
+// out (not timed, so no plan lists it): the timing must not need more memory than the run has.
+// Call it outside any OpenMP parallel region.
+inline constexpr std::int64_t kGemmTimingMaxBytes = std::int64_t{1} << 31;  // 2 GiB
+std::vector<GemmShapeTiming> time_gemm_routes(const std::vector<GemmShape>& shapes, int rounds,
+                                              std::int64_t max_bytes = kGemmTimingMaxBytes);
 // The plan that runs each timed shape on its fastest route.
 GemmPlan fastest_routes(const std::vector<GemmShapeTiming>& timings);
 

@@ -95,7 +95,8 @@ GemmRoute GemmShapeTiming::fastest() const {
       ->first;
 }
 
-std::vector<GemmShapeTiming> time_gemm_routes(const std::vector<GemmShape>& shapes, int rounds) {
+std::vector<GemmShapeTiming> time_gemm_routes(const std::vector<GemmShape>& shapes, int rounds,
+                                              std::int64_t max_bytes) {
   MYRIAD_CHECK(rounds >= 1, "time_gemm_routes: rounds is " << rounds << ", at least 1");
   MYRIAD_CHECK(!omp_in_parallel(), "time_gemm_routes: called inside an OpenMP parallel region");
   const std::vector<GemmRoute> routes = available_gemm_routes();
@@ -104,6 +105,10 @@ std::vector<GemmShapeTiming> time_gemm_routes(const std::vector<GemmShape>& shap
   std::vector<GemmShapeTiming> out;
   std::vector<float> a, b, c;
   for (const GemmShape& shape : shapes) {
+    const double bytes = 4.0 * (static_cast<double>(shape.m) * static_cast<double>(shape.k) +
+                                static_cast<double>(shape.k) * static_cast<double>(shape.n) +
+                                static_cast<double>(shape.m) * static_cast<double>(shape.n));
+    if (bytes > static_cast<double>(max_bytes)) continue;
     // Stored as the calls store them: op(a) is m x k, so a is k x m when transposed (lda = m).
     const std::int64_t lda = shape.trans_a ? shape.m : shape.k, ldb = shape.trans_b ? shape.k : shape.n;
     a.resize(static_cast<std::size_t>(shape.m * shape.k));
