@@ -83,6 +83,11 @@ def main(argv=None):
     parser.add_argument("--duration", type=float, default=15.0)
     parser.add_argument("--connections", type=int, default=32)
     args = parser.parse_args(argv)
+    # wrk runs 2 threads (-t2), each with at least one connection, and counts whole seconds.
+    if args.connections < 2:
+        parser.error(f"--connections must be >= 2 (wrk -t2 needs a connection per thread); got {args.connections}")
+    if args.duration < 1:
+        parser.error(f"--duration must be >= 1 (wrk counts whole seconds); got {args.duration:g}")
     from myriad.cli import SERVE_PROGRAM, SERVE_PROGRAM_ENV, find_program
 
     program = find_program(SERVE_PROGRAM, SERVE_PROGRAM_ENV)[0]

@@ -27,3 +27,17 @@ def test_bench_serve_quick_prints_its_table():
     assert "transformers" in out.stdout
     if os.environ.get("MYRIAD_REQUIRE_HF"):  # torch and transformers are installed: the comparison ran
         assert "batch 32:" in out.stdout and "myriad serve continuous batching / this:" in out.stdout, out.stdout
+
+
+@pytest.mark.parametrize("script, args, message", [
+    ("bench_http_front.py", ["--connections", "1"], "--connections must be >= 2"),
+    ("bench_http_front.py", ["--duration", "0.5"], "--duration must be >= 1"),
+    ("bench_serve.py", ["--duration", "0"], "--duration must be >= 1"),
+    ("bench_serve.py", ["--start-rate", "-1"], "--start-rate must be > 0"),
+])
+def test_serving_benchmarks_refuse_values_they_cannot_run_before_starting_anything(script, args, message):
+    env = dict(os.environ, PYTHONPATH=PYTHONPATH)
+    out = subprocess.run([sys.executable, os.path.join(REPO, "benchmarks", script), *args], env=env,
+                         capture_output=True, text=True, timeout=60)
+    assert out.returncode == 2, out.stdout + out.stderr
+    assert message in out.stderr, out.stderr
