@@ -1,6 +1,7 @@
 """benchmarks/bench_serve.py --quick keeps working: both servers measured (closed loop with wrk, the
 open-loop rates), the table, the batching gain and the transformers comparison printed (the numbers themselves are the
-benchmark's, docs/performance.md)."""
+benchmark's, docs/performance.md); it and bench_http_front.py refuse values wrk or the sweep cannot run (exit 2)
+before starting a server."""
 import os
 import shutil
 import subprocess
