@@ -5,7 +5,8 @@
 // Layouts (the test skips unless the world has the size the layout needs):
 //   2 ranks: tp 2 (GPT-2; LLaMA with GQA), tp 2 + sequence parallel (GPT-2; LLaMA, selective
 //            recompute; LLaMA fp8), pp 2 GPipe, pp 2 1F1B (GPT-2 tied embeddings; LLaMA, full recompute)
-//   4 ranks: pp 4 interleaved with 2 virtual stages; dp 2 x pp 2 with ZeRO-1 (also fp8); tp 2 x pp 2;
+//   4 ranks: pp 4 interleaved with 2 virtual stages; dp 2 x pp 2 with ZeRO-1 (also fp8); tp 2 x pp 2
+//            (also with training.cpu_gemm measured: every rank installs one plan over the stages' shapes);
 //            dp 2 x tp 2 with ZeRO-3 (GPT-2, tied embeddings) and with sequence parallel + ZeRO-2 (LLaMA)
 //   8 ranks: dp 2 x tp 2 x pp 2; the same with sequence parallelism and ZeRO-1
 // Mixture of experts (4 experts, top 2, a capacity that drops tokens, one shared expert), whose
@@ -29,6 +30,8 @@
 #include <fstream>
 
 #include "myriad/core/logging.h"
+#include "myriad/distributed/scalar_reduce.h"
+#include "myriad/ops/cpu_gemm.h"
 #include "myriad/parallel/context_parallel_group.h"
 #include "myriad/distributed/process_groups.h"
 #include "myriad/parallel/tensor_parallel_regions.h"
@@ -65,6 +68,7 @@ struct Layout {
   bool block_sparse = false;                // fixed block-sparse attention (blocks of 4: window 1, 1 sink)
   double sparse_ratio = 0.0;                // > 0: with the per-head selection on top (at most 8 blocks)
   std::string precision = "fp32";           // training.precision (fp8: the delayed scales reduce over the world)
+  std::string cpu_gemm = "fixed";           // training.cpu_gemm (measured: one plan over stages of other shapes)
 };
 
 struct Curve {
@@ -99,6 +103,7 @@ RunConfig layout_config(int rank, const fs::path& dir, const Layout& l, bool ser
   c.training.steps = kSteps;
   c.apply_override("training.recompute=" + l.recompute);
   c.apply_override("training.precision=" + l.precision);
+  c.apply_override("training.cpu_gemm=" + l.cpu_gemm);
   if (l.experts > 0) {
     c.model.moe_base = l.architecture == "llama" ? BlockFamily::llama : BlockFamily::gpt2;
     c.model.architecture = Architecture::moe;
@@ -190,6 +195,12 @@ TEST_P(ModelParallel, ReproducesTheSerialLossCurveAndResumesSerially) {
     parallel.ep_bytes = first.ep_bytes + second.ep_bytes;
     parallel.cp_bytes = first.cp_bytes + second.cp_bytes;
     if (engine.model().fp8_scaling() != nullptr) parallel_fp8 = engine.model().fp8_scaling()->state();
+    if (layout.cpu_gemm == "measured") {  // the stages' shapes differ; every rank installs the one merged plan
+      const std::string plan = cpu::gemm_plan() ? cpu::gemm_plan()->to_text() : std::string();
+      EXPECT_FALSE(plan.empty()) << "no plan after the first step";
+      const std::vector<std::string> plans = distributed::gather_strings_to_rank0(comm, plan);
+      for (std::size_t r = 1; r < plans.size(); ++r) EXPECT_EQ(plans[r], plans[0]) << "rank " << r << "'s plan";
+    }
     if (layout.grid.pp > 1 && layout.grid.dp > 1 && engine.data_parallel().layout().buckets().size() > 1) {
       // The dp reduction overlaps the cool-down: buckets start before the schedule ends (all
       // but the tied embedding's, which waits for the end stages' sum).
@@ -287,6 +298,7 @@ std::vector<Layout> layouts() {
                  .virtual_stages = 2,
                  .layers = 8});
   all.push_back({.name = "dp2_pp2_zero1", .grid = {.dp = 2, .pp = 2}, .zero_stage = 1});
+  all.push_back({.name = "tp2_pp2_cpu_gemm_measured", .grid = {.tp = 2, .pp = 2}, .cpu_gemm = "measured"});
   // fp16: the residual stream and the pipeline's messages both ways in 16 bits, the loss scale moving.
   all.push_back({.name = "pp2_interleaved_fp16",
                  .grid = {.pp = 2},
