@@ -73,17 +73,9 @@ PairedTiming time_paired(const std::function<void()>& first, const std::function
 }
 
 std::string describe_machine() {
-  std::string model = "unknown CPU";
-  std::ifstream cpuinfo("/proc/cpuinfo");
-  for (std::string line; std::getline(cpuinfo, line);) {
-    if (line.rfind("model name", 0) == 0) {
-      model = line.substr(line.find(':') + 2);
-      break;
-    }
-  }
   std::ostringstream out;
-  out << model << ", " << std::thread::hardware_concurrency() << " logical CPUs, OMP threads " << omp_get_max_threads()
-      << ", OpenBLAS " << openblas_get_config()
+  out << cpu::cpu_model_name() << ", " << std::thread::hardware_concurrency() << " logical CPUs, OMP threads "
+      << omp_get_max_threads() << ", OpenBLAS " << openblas_get_config()
       << "; the CPU ops' GEMM: " << cpu::gemm_library_description(cpu::gemm_library()) << " (MYRIAD_CPU_GEMM)";
   return out.str();
 }

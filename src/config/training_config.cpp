@@ -85,8 +85,9 @@ const std::vector<Field<TrainingConfig>>& TrainingConfig::fields() {
                  "cpu: how each GEMM picks its route. fixed: the process's library (MYRIAD_CPU_GEMM: oneDNN where it "
                  "loads, else OpenBLAS) with myriad's measured cuts. measured: after the first step every GEMM shape "
                  "that step ran is timed on each route this machine has (OpenBLAS, oneDNN, oneDNN cut per thread) "
-                 "and runs on its fastest from then on; the ranks agree on one plan, checkpoints keep it and a resume "
-                 "reuses it (the routes differ in the last bits)"),
+                 "and runs on its fastest from then on, shapes the machine's route cache holds taken from it "
+                 "($MYRIAD_CPU_GEMM_CACHE, default ~/.cache/myriad; off disables it); the ranks agree on one plan, "
+                 "checkpoints keep it and a resume reuses it (the routes differ in the last bits)"),
       make_field("precision", &T::precision,
                  "compute precision; master weights and optimizer states stay fp32. fp8: the transformer blocks' "
                  "dense linear layers on FP8 GEMMs (E4M3 inputs and weights, E5M2 gradients, per-tensor delayed "

@@ -6,6 +6,7 @@
 
 #include "myriad/core/logging.h"
 #include "myriad/distributed/scalar_reduce.h"
+#include "myriad/train/cpu_gemm_cache.h"
 
 namespace myriad::train {
 
@@ -13,7 +14,7 @@ namespace {
 
 constexpr int kTimingRounds = 3;  // best of 3 alternated calls per route and shape
 
-// Rank 0 merges every rank's plan text — a shape's route from the lowest rank that timed it — and
+// Rank 0 merges every rank's plan text — a shape's route from the lowest rank that has it — and
 // every rank receives the merged text.
 std::string agree_on_plan(distributed::Communicator& world, const cpu::GemmPlan& mine) {
   const std::vector<std::string> texts = distributed::gather_strings_to_rank0(world, mine.to_text());
@@ -44,39 +45,98 @@ void CpuGemmTuning::install(std::shared_ptr<const cpu::GemmPlan> plan) {
   plan_ = std::move(plan);
 }
 
+bool CpuGemmTuning::measured() const { return state_.config.training.cpu_gemm == CpuGemmChoice::measured; }
+
 void CpuGemmTuning::begin_step() {
-  if (state_.config.training.cpu_gemm != CpuGemmChoice::measured || plan_ != nullptr) return;
-  recording_.emplace();
+  // The process's plan is the stepping engine's (another engine of the process may have changed it).
+  if (cpu::gemm_plan() != plan_) cpu::set_gemm_plan(plan_);
+  if (measured() && !covered_ && !recording_) recording_.emplace();
 }
+
+void CpuGemmTuning::abandon_step() { recording_.reset(); }
 
 void CpuGemmTuning::end_step() {
   if (!recording_) return;
   const std::vector<cpu::GemmShape> shapes = recording_->shapes();
   recording_.reset();
+  distributed::Communicator& world = state_.groups->world();
+  // Rank 0's machine cache gives the routes it knows to every rank.
+  const CpuGemmCache cache = CpuGemmCache::from_environment();
+  std::string cached_text, cache_problem;
+  if (world.rank() == 0) cached_text = cache.read(&cache_problem).to_text();
+  const cpu::GemmPlan cached =
+      cpu::GemmPlan::from_text(distributed::broadcast_string(world, cached_text), "rank 0's GEMM route cache");
+  // Each shape's route: the run's plan (restored from a checkpoint), else the cache, else timed.
+  cpu::GemmPlan mine;
+  std::vector<cpu::GemmShape> to_time;
+  std::size_t from_plan = 0, from_cache = 0;
+  for (const cpu::GemmShape& shape : shapes) {
+    if (const std::optional<cpu::GemmRoute> route = plan_ ? plan_->route(shape) : std::nullopt) {
+      mine.set(shape, *route);
+      ++from_plan;
+    } else if (const std::optional<cpu::GemmRoute> cached_route = cached.route(shape)) {
+      mine.set(shape, *cached_route);
+      ++from_cache;
+    } else {
+      to_time.push_back(shape);
+    }
+  }
+  const std::vector<cpu::GemmRoute> routes = cpu::available_gemm_routes();
+  std::vector<cpu::GemmShapeTiming> timings;
   const auto start = std::chrono::steady_clock::now();
-  const std::vector<cpu::GemmShapeTiming> timings = cpu::time_gemm_routes(shapes, kTimingRounds);
+  if (routes.size() == 1) {
+    for (const cpu::GemmShape& shape : to_time) mine.set(shape, routes[0]);  // nothing to choose between
+  } else {
+    // A rank that fails (memory for a vocabulary-sized GEMM's operands) fails every rank here.
+    distributed::run_on_every_rank(world, "timing the CPU GEMM routes",
+                                   [&] { timings = cpu::time_gemm_routes(to_time, kTimingRounds); });
+    for (const cpu::GemmShapeTiming& t : timings) mine.set(t.shape, t.fastest());
+  }
   const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-  const std::string text = agree_on_plan(state_.groups->world(), cpu::fastest_routes(timings));
-  install(std::make_shared<const cpu::GemmPlan>(cpu::GemmPlan::from_text(text, "the run's agreed GEMM plan")));
-  const std::size_t too_large = shapes.size() - timings.size();
-  state_.log->info("CPU GEMMs measured after step {} ({:.1f} s, best of {} calls per route): {} shapes here{}, {}",
-                   state_.step, seconds, kTimingRounds, shapes.size(),
-                   too_large == 0 ? std::string()
-                                  : fmt::format(" ({} over {} GiB of operands left on the fixed rule)", too_large,
-                                                cpu::kGemmTimingMaxBytes >> 30),
-                   cpu::describe(cpu::pass_times(timings)));
+  cpu::GemmPlan agreed = cpu::GemmPlan::from_text(agree_on_plan(world, mine), "the run's agreed GEMM plan");
+  if (plan_ != nullptr) {  // shapes of the restored plan that this layout does not run are kept
+    for (const auto& [shape, route] : plan_->routes()) {
+      if (!agreed.route(shape)) agreed.set(shape, route);
+    }
+  }
+  install(std::make_shared<const cpu::GemmPlan>(std::move(agreed)));
+  covered_ = true;
+  if (!cache_problem.empty()) state_.log->warn("CPU GEMMs: the route cache is not used: {}", cache_problem);
+  if (world.rank() == 0) {
+    if (const std::string problem = cache.add(*plan_); !problem.empty())
+      state_.log->warn("CPU GEMMs: the route cache was not written: {}", problem);
+  }
+  std::string line = fmt::format(
+      "CPU GEMMs after step {}: {} shapes here: {} from the run's plan, {} from the "
+      "machine's route cache ({}), ",
+      state_.step, shapes.size(), from_plan, from_cache,
+      cache.enabled() ? cache.path() : std::string("off: MYRIAD_CPU_GEMM_CACHE"));
+  if (routes.size() == 1) {
+    line += fmt::format("{} on the one route this process has ({})", to_time.size(), cpu::gemm_route_name(routes[0]));
+  } else if (to_time.empty()) {
+    line += "none timed";
+  } else {
+    const std::size_t too_large = to_time.size() - timings.size();
+    line += fmt::format("{} timed ({:.1f} s, best of {} calls per route{}): {}", timings.size(), seconds, kTimingRounds,
+                        too_large == 0 ? std::string()
+                                       : fmt::format("; {} over {} GiB of operands left on the fixed rule", too_large,
+                                                     cpu::kGemmTimingMaxBytes >> 30),
+                        cpu::describe(cpu::pass_times(timings)));
+  }
+  state_.log->info("{}", line);
   auto file_log = file_only_logger(*state_.log);
   for (const cpu::GemmShapeTiming& t : timings) {
-    std::string line = cpu::describe(t.shape) + ":";
-    for (const auto& [route, s] : t.seconds) line += fmt::format(" {} {:.3f} ms", cpu::gemm_route_name(route), s * 1e3);
-    file_log->info("CPU GEMM {} -> {}", line, cpu::gemm_route_name(*plan_->route(t.shape)));
+    std::string timed = cpu::describe(t.shape) + ":";
+    for (const auto& [route, s] : t.seconds)
+      timed += fmt::format(" {} {:.3f} ms", cpu::gemm_route_name(route), s * 1e3);
+    file_log->info("CPU GEMM {} -> {}", timed, cpu::gemm_route_name(*plan_->route(t.shape)));
   }
 }
 
 std::string CpuGemmTuning::plan_text() const { return plan_ ? plan_->to_text() : std::string(); }
 
 void CpuGemmTuning::restore(const std::string& text, const std::string& source) {
-  if (state_.config.training.cpu_gemm != CpuGemmChoice::measured) return;
+  if (!measured()) return;
   std::shared_ptr<const cpu::GemmPlan> plan;
   if (!text.empty()) plan = std::make_shared<const cpu::GemmPlan>(cpu::GemmPlan::from_text(text, source));
   for (const auto& [shape, route] : plan ? plan->routes() : std::map<cpu::GemmShape, cpu::GemmRoute>{}) {
@@ -89,7 +149,8 @@ void CpuGemmTuning::restore(const std::string& text, const std::string& source) 
       break;
     }
   }
-  install(plan);  // none: measured again after the next step
+  install(plan);
+  covered_ = false;  // the next step checks its shapes against it (another layout or batch has others)
   if (plan != nullptr) {
     state_.log->info("CPU GEMMs: the measured plan of {} ({} shapes)", source, plan->routes().size());
   } else if (text.empty()) {

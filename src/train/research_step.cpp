@@ -185,6 +185,9 @@ void ResearchStep::backward(double scale, bool sync) {
   const double loss_scale = state_.loss_scaler ? state_.loss_scaler->scale() : 1.0;
   const auto seed = static_cast<float>(loss_scale * scale / static_cast<double>(valid_));
   trainer_.hold_back_reduction(!sync);
+  CpuGemmTuning* cpu_gemm = trainer_.cpu_gemm();  // training.cpu_gemm: recorded as step() records
+  if (cpu_gemm != nullptr) cpu_gemm->begin_step();
+  const AbandonGemmRecordingOnThrow abandon{cpu_gemm};
   try {
     trainer_.executor_for(static_cast<int>(ids_.size())).run(ids_, targets_, seed, trainer_.recompute());
     trainer_.finish_backward_pass(sync);
@@ -218,6 +221,7 @@ StepMetrics ResearchStep::optimizer_step(std::optional<double> lr) {
   MYRIAD_CHECK(!lr || (std::isfinite(*lr) && *lr >= 0.0),
                "Engine.optimizer_step: lr " << *lr << " must be finite and >= 0");
   const double scale = state_.loss_scaler ? state_.loss_scaler->scale() : 1.0;
+  const AbandonGemmRecordingOnThrow abandon{trainer_.cpu_gemm()};
   StepMetrics metrics;
   metrics.lr = lr ? static_cast<float>(*lr) : trainer_.schedule().lr_at(state_.step);
   const optim::OptimizerStepStats stats = trainer_.apply_update(metrics.lr, scale);
@@ -233,6 +237,7 @@ StepMetrics ResearchStep::optimizer_step(std::optional<double> lr) {
   loss_sum_ = 0.0;
   loss_tokens_ = 0;
   trainer_.check_finite_progress(metrics, scale);
+  if (CpuGemmTuning* cpu_gemm = trainer_.cpu_gemm()) cpu_gemm->end_step();  // after a recorded step: the plan
   return metrics;
 }
 

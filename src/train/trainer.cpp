@@ -222,6 +222,7 @@ StepMetrics Trainer::step() {
   state_.model->reset_moe_stats();
   state_.model->reset_attention_stats();
   if (cpu_gemm_ != nullptr) cpu_gemm_->begin_step();
+  const AbandonGemmRecordingOnThrow abandon{cpu_gemm_};
   (void)pipeline_->run(batch.ids, batch.targets, loss_scale, recompute_);
   if (compute_delay_ > 0) std::this_thread::sleep_for(std::chrono::duration<double>(compute_delay_));
   finish_backward_pass(true);

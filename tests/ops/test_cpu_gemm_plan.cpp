@@ -1,7 +1,8 @@
 // The measured CPU GEMM plan (ops/cpu_gemm_plan.h, cpu_gemm.h): its text round-trips and refuses
 // malformed lines naming the source and line; every route this process has matches a float64
 // GEMM on fresh random inputs; an installed plan decides the route of the shapes it lists (bit for
-// bit that route's result) and nothing else; recording sees calls outside parallel regions only;
+// bit that route's result) and nothing else; recording sees calls outside parallel constructs only
+// (active or not), and a recording destroyed on another thread frees its thread's slot;
 // timing covers every route and the plan takes the fastest.
 #include <gtest/gtest.h>
 #include <omp.h>
@@ -9,7 +10,9 @@
 #include <cmath>
 #include <cstring>
 #include <random>
+#include <optional>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "myriad/core/error.h"
@@ -157,9 +160,22 @@ TEST(CpuGemmPlan, RecordingSeesCallsOutsideParallelRegionsOnly) {
     std::vector<float> own(64 * 64);
     sgemm(false, false, 5, 6, 7, 1.0f, a.data(), 7, b.data(), 6, 0.0f, own.data(), 6);
   }
+  const bool never = a[0] > 1.0f;  // an inactive parallel construct: still inside one
+#pragma omp parallel if (never)
+  call(6, 6, 6);
   call(2, 3, 4);
   const std::vector<GemmShape> expected = {{false, false, 2, 3, 4}, {false, false, 8, 16, 32}};
   EXPECT_EQ(recording.shapes(), expected);
+}
+
+TEST(CpuGemmPlan, ARecordingEndedOnAnotherThreadFreesItsThreadsSlot) {
+  std::optional<GemmShapeRecording> recording;
+  recording.emplace();
+  std::thread([&] { recording.reset(); }).join();
+  std::vector<float> a(16, 1.0f), c(16);
+  sgemm(false, false, 4, 4, 4, 1.0f, a.data(), 4, a.data(), 4, 0.0f, c.data(), 4);  // no recording to write to
+  EXPECT_EQ(c[0], 4.0f);
+  EXPECT_NO_THROW(GemmShapeRecording again);
 }
 
 TEST(CpuGemmPlan, TimingCoversEveryRouteAndThePlanTakesTheFastest) {

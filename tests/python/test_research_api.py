@@ -1,7 +1,7 @@
 """The research API of myriad.Engine (docs/python.md): forward / backward / optimizer_step over the
-caller's batches equal Engine.step() bit for bit (also with accumulation over calls and a
-changed schedule), forward's loss and logits agree with a float64 NumPy cross-entropy, step and
-gradient hooks see and change what they should, AdamW's moments are readable, generate returns
+caller's batches equal Engine.step() bit for bit (also with accumulation over calls, a changed
+schedule and training.cpu_gemm measured), forward's loss and logits agree with a float64 NumPy
+cross-entropy, step and gradient hooks see and change what they should, AdamW's moments are readable, generate returns
 ids with log-probabilities equal to the logits' log-softmax and honours stop tokens and
 truncation, and wrong calls are refused with the reason. Under mpirun (dp with ZeRO 2, tp, pp,
 cp, ep with a mixture of experts) each rank passes its replica's rows, the research loop again
@@ -72,6 +72,26 @@ def test_researcher_loop_equals_step_bit_for_bit(corpus, tmp_path):
     assert_bitwise_equal(parameters(reference), parameters(research))
     # And the parameters moved: the comparison can fail.
     assert not np.array_equal(parameters(research)["wte"], parameters(make_engine(corpus, tmp_path / "c"))["wte"])
+
+
+def test_researcher_loop_measures_its_cpu_gemm_plan_as_step_does(corpus, tmp_path, monkeypatch, capfd):
+    """training.cpu_gemm measured: the research loop records its first step's GEMM shapes and
+    installs a plan after it, as step() does; with one machine cache the two engines' plans are the
+    same, so the loops stay equal bit for bit while both engines live in one process."""
+    monkeypatch.setenv("MYRIAD_CPU_GEMM_CACHE", str(tmp_path / "gemm_cache"))
+    reference = make_engine(corpus, tmp_path / "a", "training.cpu_gemm=measured", "logging.level=info")
+    research = make_engine(corpus, tmp_path / "b", "training.cpu_gemm=measured", "logging.level=info")
+    for step in range(4):
+        expected = reference.step()
+        loss, got = research_step(research)
+        assert loss == expected["loss"] == got["loss"], step
+        assert got["grad_norm"] == expected["grad_norm"], step
+    assert_bitwise_equal(parameters(reference), parameters(research))
+    # step() timed the shapes; the research loop settled its plan from the cache step() wrote.
+    settled = [line for line in capfd.readouterr().err.splitlines() if "CPU GEMMs after step 1:" in line]
+    assert len(settled) == 2, settled
+    assert " timed (" in settled[0] and settled[1].endswith("none timed"), settled
+    assert len(list((tmp_path / "gemm_cache" / "cpu_gemm").glob("*.plan"))) == 1
 
 
 def test_moe_routing_telemetry_counts_each_token_once(corpus, tmp_path):

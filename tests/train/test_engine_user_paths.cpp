@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstdlib>
 #include <filesystem>
 #include <fstream>
 
@@ -67,6 +68,7 @@ TEST(EngineUserPaths, ASecondFreshRunIntoTheSameFolderIsRefusedAndResumeFindsAnO
 // resuming that run's checkpoint measures after its first step.
 TEST(EngineUserPaths, AMeasuredCpuGemmPlanIsKeptAcrossAResume) {
   const fs::path dir = fresh_dir("cpu_gemm_measured");
+  ::setenv("MYRIAD_CPU_GEMM_CACHE", "off", 1);  // every plan here is measured, none from the machine's cache
   RunConfig config = tiny_config(dir, write_corpus(dir));
   config.apply_override("training.cpu_gemm=measured");
   std::vector<double> straight;
@@ -94,6 +96,7 @@ TEST(EngineUserPaths, AMeasuredCpuGemmPlanIsKeptAcrossAResume) {
     std::vector<double> losses;
     for (int i = 0; i < 3; ++i) losses.push_back(resumed.step().loss);
     EXPECT_EQ(losses, straight);
+    EXPECT_EQ(cpu::gemm_plan()->to_text(), measured) << "the same layout's first resumed step added shapes";
   }
   RunConfig fixed = config;
   fixed.apply_override("training.cpu_gemm=fixed");

@@ -16,8 +16,9 @@
 //
 // A measured plan (ops/cpu_gemm_plan.h, training.cpu_gemm measured) overrides that rule shape by
 // shape: a GEMM whose shape the installed plan lists runs on the plan's route. Like the library,
-// the plan belongs to the process; calls made inside an OpenMP parallel region (single-threaded
-// calls, such as the attention's blocks) never consult it and are never recorded.
+// the plan belongs to the process; calls made inside an OpenMP parallel construct, active or not
+// (the attention's per-thread blocks, the MoE experts' grouped GEMMs), never consult it and are
+// never recorded.
 #pragma once
 
 #include <cstdint>
@@ -67,7 +68,8 @@ void set_gemm_plan(std::shared_ptr<const GemmPlan> plan);
 std::shared_ptr<const GemmPlan> gemm_plan();  // the installed plan, or nullptr
 
 // While alive, records the distinct shapes of the GEMMs that cpu::sgemm runs on the constructing
-// thread outside parallel regions (one recording per thread at a time: nesting throws).
+// thread outside parallel constructs (one recording per thread at a time: nesting throws). It may
+// be destroyed on another thread: it clears the constructing thread's slot.
 class GemmShapeRecording {
  public:
   GemmShapeRecording();
@@ -79,6 +81,7 @@ class GemmShapeRecording {
   void add(const GemmShape& shape);
 
  private:
+  GemmShapeRecording** slot_;  // the constructing thread's active recording
   std::vector<GemmShape> seen_;
 };
 

@@ -39,12 +39,20 @@ class GemmPlan {
   bool empty() const { return routes_.empty(); }
 
   std::string to_text() const;
-  // Parses to_text()'s form; throws naming `source` and the line for anything else.
+  // Parses to_text()'s form (lines starting with '#' are comments); throws naming `source` and the
+  // line for anything else.
   static GemmPlan from_text(const std::string& text, const std::string& source);
 
  private:
   std::map<GemmShape, GemmRoute> routes_;
 };
+
+// The CPU's model name (/proc/cpuinfo), or "unknown CPU".
+std::string cpu_model_name();
+// What a measured route depends on besides the shape: the CPU model, its logical CPUs, this
+// process's OpenMP threads, the libraries (with versions and OpenBLAS's kernel) and the routes
+// available — one line, the key of the machine's route cache (train/cpu_gemm_cache.h).
+std::string gemm_machine_key();
 
 // The routes this process can run now: OpenBLAS always; oneDNN's two when it is the process's
 // library (ops/cpu_gemm.h); the cut only with more than one OpenMP thread.

@@ -2,16 +2,25 @@
 // shapes its first step ran, agreed on by every rank and kept in its checkpoints.
 //
 // Sequence: the Engine starts every run with no plan installed (the fixed rule). With `measured`,
-// the first step a run takes without a plan records the GEMM shapes it runs (begin_step); after it
-// (end_step) every rank times its own shapes on each route it has, rank 0 merges the plans (for a
-// shape several ranks timed, the lowest rank's choice) and every rank installs the one merged plan
-// from the step after on. A checkpoint records the plan's text; a resume installs it before its
-// first step, so a resumed run computes as the uninterrupted one did. A plan naming a route this
-// process cannot run (oneDNN missing) is not installed: the resumed run measures anew, and says so.
-// The installed plan belongs to the process (ops/cpu_gemm.h): of two engines alive in one process,
-// the one constructed last starts with none installed.
+// the first step an engine takes (fresh or resumed) records the GEMM shapes it runs (begin_step);
+// after it (end_step) each shape takes its route from the run's plan (restored from a checkpoint),
+// else from rank 0's machine cache (cpu_gemm_cache.h), else every rank times it on each route it
+// has; rank 0 merges the ranks' plans (for a shape several ranks have, the lowest rank's route),
+// every rank installs the one merged plan from the step after on (a restored plan's other shapes
+// kept), and rank 0 adds it to the cache. A checkpoint records the plan's text; a resume installs
+// it before its first step, so a resumed run computes as the uninterrupted one did — on the same
+// layout and batch; under another, the shapes the plan lacks are timed after its first step. A plan
+// naming a route this process cannot run (oneDNN missing) is not installed: the resumed run
+// measures anew, and says so. The research API's steps (research_step.h) record from their
+// backward to their optimizer_step alike.
+//
+// The installed plan belongs to the process (ops/cpu_gemm.h): each engine's begin_step makes it
+// that engine's own (none for `fixed`), so two engines stepping in one process each run on theirs;
+// a GEMM outside a step (evaluate, generate) runs on whichever engine stepped last. A step that
+// throws abandons its recording (abandon_step).
 #pragma once
 
+#include <exception>
 #include <memory>
 #include <optional>
 #include <string>
@@ -28,8 +37,9 @@ class CpuGemmTuning {
   CpuGemmTuning(const CpuGemmTuning&) = delete;
   CpuGemmTuning& operator=(const CpuGemmTuning&) = delete;
 
-  void begin_step();  // measured, no plan yet: records the step's GEMM shapes
-  void end_step();    // after such a step: measures, agrees over the world, installs (collective)
+  void begin_step();    // this engine's plan in force; measured and not yet covered: records the step's shapes
+  void end_step();      // after a recorded step: routes for its shapes, agreed over the world (collective)
+  void abandon_step();  // a step that threw: its recording ends, nothing is measured
 
   // The installed plan's text ("" = none), for a checkpoint's manifest.
   std::string plan_text() const;
@@ -40,10 +50,22 @@ class CpuGemmTuning {
 
  private:
   void install(std::shared_ptr<const cpu::GemmPlan> plan);
+  bool measured() const;
 
   RankState& state_;
   std::shared_ptr<const cpu::GemmPlan> plan_;
+  bool covered_ = false;  // plan_ holds the routes of every shape a step of this engine ran
   std::optional<cpu::GemmShapeRecording> recording_;
+};
+
+// Ends `tuning`'s recording (abandon_step) when the scope is left by an exception: a step that
+// throws between begin_step and end_step.
+struct AbandonGemmRecordingOnThrow {
+  CpuGemmTuning* tuning;  // may be null
+  int exceptions = std::uncaught_exceptions();
+  ~AbandonGemmRecordingOnThrow() {
+    if (tuning != nullptr && std::uncaught_exceptions() > exceptions) tuning->abandon_step();
+  }
 };
 
 }  // namespace myriad::train

@@ -70,6 +70,7 @@ class Trainer {
   // training.cuda_graphs: the micro-batch graph of the step executor (nullptr when off).
   const MicroBatchGraph* micro_batch_graph() const { return graph_.get(); }
   void set_compute_delay_for_testing(double seconds) { compute_delay_ = seconds; }
+  CpuGemmTuning* cpu_gemm() { return cpu_gemm_; }  // training.cpu_gemm's plan (null: none)
 
  private:
   void sync_tied_embedding();

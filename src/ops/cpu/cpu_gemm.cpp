@@ -203,7 +203,10 @@ void sgemm(bool trans_a, bool trans_b, std::int64_t m, std::int64_t n, std::int6
            std::int64_t lda, const float* b, std::int64_t ldb, float beta, float* c, std::int64_t ldc) {
   if (m == 0 || n == 0) return;
   const bool in_parallel = omp_in_parallel() != 0;
-  if (!in_parallel) {
+  // The plan and the recording see only calls outside every parallel construct, active or not:
+  // the per-thread calls of the attention's blocks and the MoE experts' data-dependent row counts
+  // stay on the rule.
+  if (omp_get_level() == 0) {
     const GemmShape shape{trans_a, trans_b, m, n, k};
     if (active_recording != nullptr && k > 0) active_recording->add(shape);
     if (const GemmPlan* plan = plan_slot().current.load(std::memory_order_acquire); plan != nullptr && k > 0) {
@@ -247,12 +250,15 @@ std::shared_ptr<const GemmPlan> gemm_plan() {
   return slot.installed;
 }
 
-GemmShapeRecording::GemmShapeRecording() {
+GemmShapeRecording::GemmShapeRecording() : slot_(&active_recording) {
   MYRIAD_CHECK(active_recording == nullptr, "GemmShapeRecording: this thread is already recording GEMM shapes");
   active_recording = this;
 }
 
-GemmShapeRecording::~GemmShapeRecording() { active_recording = nullptr; }
+// The constructing thread's slot, whichever thread destroys the recording.
+GemmShapeRecording::~GemmShapeRecording() {
+  if (*slot_ == this) *slot_ = nullptr;
+}
 
 void GemmShapeRecording::add(const GemmShape& shape) {
   const auto at = std::lower_bound(seen_.begin(), seen_.end(), shape);

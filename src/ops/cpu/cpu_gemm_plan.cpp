@@ -5,9 +5,11 @@
 
 #include <algorithm>
 #include <chrono>
+#include <fstream>
 #include <limits>
 #include <random>
 #include <sstream>
+#include <thread>
 
 #include "myriad/core/error.h"
 #include "myriad/ops/cpu_gemm.h"
@@ -55,7 +57,7 @@ GemmPlan GemmPlan::from_text(const std::string& text, const std::string& source)
   int number = 0;
   while (std::getline(lines, line)) {
     ++number;
-    if (line.empty()) continue;
+    if (line.empty() || line[0] == '#') continue;
     std::istringstream fields(line);
     std::string ta, tb, route, extra;
     GemmShape shape;
@@ -77,6 +79,27 @@ GemmPlan GemmPlan::from_text(const std::string& text, const std::string& source)
     plan.set(shape, *parsed);
   }
   return plan;
+}
+
+std::string cpu_model_name() {
+  std::ifstream cpuinfo("/proc/cpuinfo");
+  for (std::string line; std::getline(cpuinfo, line);) {
+    if (line.rfind("model name", 0) == 0 && line.find(':') != std::string::npos) {
+      const std::size_t start = line.find_first_not_of(" \t", line.find(':') + 1);
+      return start == std::string::npos ? std::string("unknown CPU") : line.substr(start);
+    }
+  }
+  return "unknown CPU";
+}
+
+std::string gemm_machine_key() {
+  std::ostringstream key;
+  key << cpu_model_name() << "; " << std::thread::hardware_concurrency() << " logical CPUs; OpenMP threads "
+      << omp_get_max_threads() << "; " << gemm_library_description(GemmLibrary::openblas);
+  if (onednn_available()) key << "; " << gemm_library_description(GemmLibrary::onednn);
+  key << "; routes";
+  for (GemmRoute route : available_gemm_routes()) key << ' ' << gemm_route_name(route);
+  return key.str();
 }
 
 std::vector<GemmRoute> available_gemm_routes() {

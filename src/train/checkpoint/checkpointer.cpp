@@ -190,6 +190,8 @@ void Checkpointer::load(const std::string& checkpoint_dir) {
       }
     }
     header = reader.header();
+    // A damaged plan is refused here, naming the manifest, before any state changes.
+    (void)cpu::GemmPlan::from_text(header.cpu_gemm_plan, path + "/manifest.json's cpu_gemm_plan");
   });
   if (fp8 != nullptr && fp8_state.defined()) {
     fp8->load_state(fp8_state);
