@@ -17,10 +17,13 @@
 #include <string>
 #include <vector>
 
+#include "myriad/core/choice.h"
+
 namespace myriad::cpu {
 
 enum class GemmRoute { openblas, onednn, onednn_cut };
-const char* gemm_route_name(GemmRoute route);  // "openblas" | "onednn" | "onednn_cut"
+// "openblas" | "onednn" | "onednn_cut" (ChoiceTraits<GemmRoute> below).
+const char* gemm_route_name(GemmRoute route);
 
 // One GEMM's shape as cpu::sgemm sees it (leading dimensions aside).
 struct GemmShape {
@@ -89,3 +92,10 @@ GemmPassTimes pass_times(const std::vector<GemmShapeTiming>& timings);
 std::string describe(const GemmPassTimes& pass);
 
 }  // namespace myriad::cpu
+
+namespace myriad {
+template <>
+struct ChoiceTraits<cpu::GemmRoute> {
+  static constexpr std::array<std::string_view, 3> names{"openblas", "onednn", "onednn_cut"};
+};
+}  // namespace myriad

@@ -16,17 +16,7 @@
 
 namespace myriad::cpu {
 
-const char* gemm_route_name(GemmRoute route) {
-  switch (route) {
-    case GemmRoute::openblas:
-      return "openblas";
-    case GemmRoute::onednn:
-      return "onednn";
-    case GemmRoute::onednn_cut:
-      return "onednn_cut";
-  }
-  return "?";
-}
+const char* gemm_route_name(GemmRoute route) { return choice_name(route).data(); }  // literals: NUL-terminated
 
 std::string describe(const GemmShape& shape) {
   std::ostringstream out;
@@ -68,10 +58,7 @@ GemmPlan GemmPlan::from_text(const std::string& text, const std::string& source)
                         << "' is not 'N|T N|T m n k route' with positive m, n, k");
     shape.trans_a = ta == "T";
     shape.trans_b = tb == "T";
-    std::optional<GemmRoute> parsed;
-    for (GemmRoute r : {GemmRoute::openblas, GemmRoute::onednn, GemmRoute::onednn_cut}) {
-      if (route == gemm_route_name(r)) parsed = r;
-    }
+    const std::optional<GemmRoute> parsed = parse_choice<GemmRoute>(route);
     MYRIAD_CHECK(parsed.has_value(), source << ": CPU GEMM plan line " << number << " names the route '" << route
                                             << "': use openblas, onednn or onednn_cut");
     MYRIAD_CHECK(!plan.route(shape).has_value(),
