@@ -239,7 +239,9 @@ void set_gemm_plan(std::shared_ptr<const GemmPlan> plan) {
   }
   PlanSlot& slot = plan_slot();
   const std::lock_guard<std::mutex> lock(slot.keep_mutex);
-  if (plan != nullptr) slot.kept.push_back(plan);
+  if (plan != nullptr && std::find(slot.kept.begin(), slot.kept.end(), plan) == slot.kept.end()) {
+    slot.kept.push_back(plan);  // each plan once: engines that take turns reinstall theirs every step
+  }
   slot.installed = plan;
   slot.current.store(plan.get(), std::memory_order_release);
 }
