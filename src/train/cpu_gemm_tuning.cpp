@@ -2,7 +2,6 @@
 #include "myriad/train/cpu_gemm_tuning.h"
 
 #include <chrono>
-#include <map>
 
 #include "myriad/core/logging.h"
 #include "myriad/distributed/scalar_reduce.h"
@@ -30,6 +29,20 @@ std::string agree_on_plan(distributed::Communicator& world, const cpu::GemmPlan&
     merged_text = merged.to_text();
   }
   return distributed::broadcast_string(world, merged_text);
+}
+
+// The timing's part of the settling's log line: what was timed, and one pass over it per route.
+std::string timing_summary(const std::vector<cpu::GemmRoute>& routes, std::size_t untimed_shapes,
+                           const std::vector<cpu::GemmShapeTiming>& timings, double seconds) {
+  if (routes.size() == 1)
+    return fmt::format("{} on the one route this process has ({})", untimed_shapes, cpu::gemm_route_name(routes[0]));
+  if (untimed_shapes == 0) return "none timed";
+  const std::size_t too_large = untimed_shapes - timings.size();
+  const std::string left_out = too_large == 0 ? std::string()
+                                              : fmt::format("; {} over {} GiB of operands left on the fixed rule",
+                                                            too_large, cpu::kGemmTimingMaxBytes >> 30);
+  return fmt::format("{} timed ({:.1f} s, best of {} calls per route{}): {}", timings.size(), seconds, kTimingRounds,
+                     left_out, cpu::describe(cpu::pass_times(timings)));
 }
 
 }  // namespace
@@ -106,24 +119,12 @@ void CpuGemmTuning::end_step() {
     if (const std::string problem = cache.add(*plan_); !problem.empty())
       state_.log->warn("CPU GEMMs: the route cache was not written: {}", problem);
   }
-  std::string line = fmt::format(
-      "CPU GEMMs after step {}: {} shapes here: {} from the run's plan, {} from the "
-      "machine's route cache ({}), ",
+  state_.log->info(
+      "CPU GEMMs after step {}: {} shapes here: {} from the run's plan, {} from the machine's route cache "
+      "({}), {}",
       state_.step, shapes.size(), from_plan, from_cache,
-      cache.enabled() ? cache.path() : std::string("off: MYRIAD_CPU_GEMM_CACHE"));
-  if (routes.size() == 1) {
-    line += fmt::format("{} on the one route this process has ({})", to_time.size(), cpu::gemm_route_name(routes[0]));
-  } else if (to_time.empty()) {
-    line += "none timed";
-  } else {
-    const std::size_t too_large = to_time.size() - timings.size();
-    line += fmt::format("{} timed ({:.1f} s, best of {} calls per route{}): {}", timings.size(), seconds, kTimingRounds,
-                        too_large == 0 ? std::string()
-                                       : fmt::format("; {} over {} GiB of operands left on the fixed rule", too_large,
-                                                     cpu::kGemmTimingMaxBytes >> 30),
-                        cpu::describe(cpu::pass_times(timings)));
-  }
-  state_.log->info("{}", line);
+      cache.enabled() ? cache.path() : std::string("off: MYRIAD_CPU_GEMM_CACHE"),
+      timing_summary(routes, to_time.size(), timings, seconds));
   auto file_log = file_only_logger(*state_.log);
   for (const cpu::GemmShapeTiming& t : timings) {
     std::string timed = cpu::describe(t.shape) + ":";
@@ -135,11 +136,11 @@ void CpuGemmTuning::end_step() {
 
 std::string CpuGemmTuning::plan_text() const { return plan_ ? plan_->to_text() : std::string(); }
 
-void CpuGemmTuning::restore(const std::string& text, const std::string& source) {
+void CpuGemmTuning::restore(const cpu::GemmPlan& saved, const std::string& source) {
   if (!measured()) return;
   std::shared_ptr<const cpu::GemmPlan> plan;
-  if (!text.empty()) plan = std::make_shared<const cpu::GemmPlan>(cpu::GemmPlan::from_text(text, source));
-  for (const auto& [shape, route] : plan ? plan->routes() : std::map<cpu::GemmShape, cpu::GemmRoute>{}) {
+  if (!saved.empty()) plan = std::make_shared<const cpu::GemmPlan>(saved);
+  for (const auto& [shape, route] : saved.routes()) {
     if (route != cpu::GemmRoute::openblas && cpu::gemm_library() != cpu::GemmLibrary::onednn) {
       state_.log->warn(
           "CPU GEMMs: {}'s plan runs {} on {}, which this run does not use (MYRIAD_CPU_GEMM, libdnnl2): measuring "
@@ -153,7 +154,7 @@ void CpuGemmTuning::restore(const std::string& text, const std::string& source) 
   covered_ = false;  // the next step checks its shapes against it (another layout or batch has others)
   if (plan != nullptr) {
     state_.log->info("CPU GEMMs: the measured plan of {} ({} shapes)", source, plan->routes().size());
-  } else if (text.empty()) {
+  } else if (saved.empty()) {
     state_.log->info("CPU GEMMs: {} records no measured plan; this run measures one after its next step", source);
   }
 }

@@ -30,7 +30,6 @@ struct GemmShape {
   bool trans_a = false, trans_b = false;
   std::int64_t m = 0, n = 0, k = 0;
   auto operator<=>(const GemmShape&) const = default;
-  double flops() const { return 2.0 * static_cast<double>(m) * static_cast<double>(n) * static_cast<double>(k); }
 };
 std::string describe(const GemmShape& shape);  // "N T 256 x 768 x 3072"
 
@@ -83,8 +82,8 @@ GemmPlan fastest_routes(const std::vector<GemmShapeTiming>& timings);
 // plan), on the fixed rule's route (ops/cpu_gemm.h), and on each route alone.
 struct GemmPassTimes {
   double planned = 0, fixed_rule = 0;
-  std::vector<std::pair<GemmRoute, double>> alone;
-  std::vector<std::pair<GemmRoute, int>> chosen;  // how many shapes the plan gives each route
+  std::map<GemmRoute, double> alone;  // every timed route
+  std::map<GemmRoute, int> chosen;    // how many shapes the plan gives each route
 };
 GemmPassTimes pass_times(const std::vector<GemmShapeTiming>& timings);
 // "12 on onednn, 6 on onednn_cut; one pass 13.75 ms on the plan, 14.02 ms on the fixed rule,

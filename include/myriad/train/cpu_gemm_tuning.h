@@ -43,10 +43,10 @@ class CpuGemmTuning {
 
   // The installed plan's text ("" = none), for a checkpoint's manifest.
   std::string plan_text() const;
-  // A checkpoint's plan text (from `source`), installed when training.cpu_gemm is measured; ""
-  // (none recorded) uninstalls any plan, so the run measures after its next step. Every rank calls
-  // it alike.
-  void restore(const std::string& text, const std::string& source);
+  // A checkpoint's plan (read from `source`), installed when training.cpu_gemm is measured; an
+  // empty one (none recorded) uninstalls any plan, so the run measures after its next step. Every
+  // rank calls it alike.
+  void restore(const cpu::GemmPlan& saved, const std::string& source);
 
  private:
   void install(std::shared_ptr<const cpu::GemmPlan> plan);

@@ -155,24 +155,14 @@ GemmPlan fastest_routes(const std::vector<GemmShapeTiming>& timings) {
 
 GemmPassTimes pass_times(const std::vector<GemmShapeTiming>& timings) {
   GemmPassTimes pass;
-  for (GemmRoute route : available_gemm_routes()) {
-    pass.alone.emplace_back(route, 0.0);
-    pass.chosen.emplace_back(route, 0);
-  }
-  auto slot = [](auto& list, GemmRoute route) -> auto& {
-    for (auto& entry : list) {
-      if (entry.first == route) return entry.second;
-    }
-    MYRIAD_THROW("pass_times: route " << gemm_route_name(route) << " is not available in this process");
-  };
   for (const GemmShapeTiming& t : timings) {
     const GemmRoute fastest = t.fastest(), rule = fixed_rule_route(t.shape);
     for (const auto& [route, seconds] : t.seconds) {
-      slot(pass.alone, route) += seconds;
+      pass.alone[route] += seconds;
       if (route == fastest) pass.planned += seconds;
       if (route == rule) pass.fixed_rule += seconds;
     }
-    ++slot(pass.chosen, fastest);
+    ++pass.chosen[fastest];
   }
   return pass;
 }
@@ -183,7 +173,6 @@ std::string describe(const GemmPassTimes& pass) {
   out.precision(2);
   bool first = true;
   for (const auto& [route, count] : pass.chosen) {
-    if (count == 0) continue;
     out << (first ? "" : ", ") << count << " on " << gemm_route_name(route);
     first = false;
   }

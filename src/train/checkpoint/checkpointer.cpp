@@ -167,6 +167,7 @@ void Checkpointer::load(const std::string& checkpoint_dir) {
   Tensor outer_momentum = local_sgd ? Tensor::zeros({n}) : Tensor();
   bool has_outer_momentum = false;
   CheckpointHeader header;
+  cpu::GemmPlan saved_plan;  // training.cpu_gemm measured: the checkpoint's plan (empty: none)
   bool tokenizer_unchecked = false;
   nn::Fp8Scaling* fp8 = state_.model->fp8_scaling();
   Tensor fp8_state;
@@ -191,7 +192,7 @@ void Checkpointer::load(const std::string& checkpoint_dir) {
     }
     header = reader.header();
     // A damaged plan is refused here, naming the manifest, before any state changes.
-    (void)cpu::GemmPlan::from_text(header.cpu_gemm_plan, path + "/manifest.json's cpu_gemm_plan");
+    saved_plan = cpu::GemmPlan::from_text(header.cpu_gemm_plan, path + "/manifest.json's cpu_gemm_plan");
   });
   if (fp8 != nullptr && fp8_state.defined()) {
     fp8->load_state(fp8_state);
@@ -221,7 +222,7 @@ void Checkpointer::load(const std::string& checkpoint_dir) {
   state_.data_parallel->optimizer().set_steps_taken(header.optimizer_steps >= 0 ? header.optimizer_steps : header.step);
   if (state_.loss_scaler && header.loss_scale > 0)
     state_.loss_scaler->restore(header.loss_scale, header.loss_scale_finite_steps);
-  if (cpu_gemm_ != nullptr) cpu_gemm_->restore(header.cpu_gemm_plan, path);
+  if (cpu_gemm_ != nullptr) cpu_gemm_->restore(saved_plan, path);
   resumed_ = true;
   state_.log->info("checkpoint: resumed from {} at step {}", path, state_.step);
 }
