@@ -119,6 +119,37 @@ TEST(EngineUserPaths, AMeasuredCpuGemmPlanIsKeptAcrossAResume) {
   fs::remove_all(dir);
 }
 
+// A checkpoint whose manifest holds a damaged plan is refused on load, naming the manifest's key,
+// before anything of the run changes.
+TEST(EngineUserPaths, ADamagedCpuGemmPlanInAManifestIsRefusedBeforeAnythingLoads) {
+  const fs::path dir = fresh_dir("cpu_gemm_damaged");
+  ::setenv("MYRIAD_CPU_GEMM_CACHE", "off", 1);
+  RunConfig config = tiny_config(dir, write_corpus(dir));
+  config.apply_override("training.cpu_gemm=measured");
+  const fs::path checkpoint = fs::path(config.checkpoint.dir) / "step_00000001";
+  {
+    Engine first(config, quiet_logger());
+    first.step();
+    first.save();
+  }
+  const fs::path manifest = checkpoint / "manifest.json";
+  std::string text = read_all(manifest);
+  const std::string key = "\"cpu_gemm_plan\": \"";
+  const std::size_t at = text.find(key);
+  ASSERT_NE(at, std::string::npos) << text.substr(0, 400);
+  text.insert(at + key.size(), "X ");
+  std::ofstream(manifest, std::ios::trunc) << text;
+  RunConfig resumed_config = config;
+  resumed_config.logging.dir = (dir / "resumed").string();
+  Engine resumed(resumed_config, quiet_logger());
+  const std::string why = error_of([&] { resumed.load(checkpoint.string()); });
+  EXPECT_NE(why.find("manifest.json's cpu_gemm_plan"), std::string::npos) << why;
+  EXPECT_NE(why.find("line 1"), std::string::npos) << why;
+  EXPECT_EQ(resumed.step_count(), 0);
+  EXPECT_EQ(cpu::gemm_plan(), nullptr);
+  fs::remove_all(dir);
+}
+
 TEST(EngineUserPaths, NonFiniteStepsStopTheRunAfterTheConfiguredNumber) {
   const fs::path dir = fresh_dir("nonfinite");
   RunConfig config = tiny_config(dir, write_corpus(dir));
