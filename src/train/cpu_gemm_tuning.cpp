@@ -60,9 +60,13 @@ void CpuGemmTuning::install(std::shared_ptr<const cpu::GemmPlan> plan) {
 
 bool CpuGemmTuning::measured() const { return state_.config.training.cpu_gemm == CpuGemmChoice::measured; }
 
-void CpuGemmTuning::begin_step() {
+void CpuGemmTuning::activate() {
   // The process's plan is the stepping engine's (another engine of the process may have changed it).
   if (cpu::gemm_plan() != plan_) cpu::set_gemm_plan(plan_);
+}
+
+void CpuGemmTuning::begin_step() {
+  activate();
   if (measured() && !covered_ && !recording_) recording_.emplace();
 }
 
