@@ -172,14 +172,19 @@ void Engine::load(const std::string& checkpoint_dir) {
 
 std::string Engine::generate(const std::string& prompt, std::int64_t max_new_tokens, float temperature,
                              std::int64_t top_k, std::uint64_t seed) {
+  cpu_gemm_->activate();
   return inference_->generate(prompt, max_new_tokens, temperature, top_k, seed);
 }
 
 nn::Generation Engine::generate_ids(const std::vector<std::int32_t>& prompt, const nn::GenerateArgs& args) {
+  cpu_gemm_->activate();
   return inference_->generate_ids(prompt, args);
 }
 
-Tensor Engine::forward_logits(const Tensor& ids) { return inference_->forward_logits(ids); }
+Tensor Engine::forward_logits(const Tensor& ids) {
+  cpu_gemm_->activate();
+  return inference_->forward_logits(ids);
+}
 
 void Engine::load_int8(const std::string& path) { inference_->load_int8(path); }
 
@@ -227,14 +232,21 @@ StepMetrics Engine::step() {
   return trainer_->step();
 }
 
-double Engine::evaluate() { return trainer_->evaluate(); }
+double Engine::evaluate() {
+  cpu_gemm_->activate();
+  return trainer_->evaluate();
+}
 
 double Engine::forward(const Tensor& ids, const Tensor& targets) {
   checkpointer_->check_fresh_run_folder();
+  cpu_gemm_->activate();  // not recorded: backward() runs the same GEMMs again and records them
   return research_->forward(ids, targets);
 }
 
-double Engine::evaluate_on(const Tensor& ids, const Tensor& targets) { return research_->evaluate_on(ids, targets); }
+double Engine::evaluate_on(const Tensor& ids, const Tensor& targets) {
+  cpu_gemm_->activate();
+  return research_->evaluate_on(ids, targets);
+}
 
 void Engine::backward(double scale, bool sync) {
   inference_->refuse_training("Engine.backward");

@@ -97,9 +97,6 @@ double ResearchStep::forward(const Tensor& ids, const Tensor& targets) {
   valid = distributed::sum_over_ranks(state_.data_group(), valid);
   MYRIAD_CHECK(valid > 0, "Engine.forward: the global batch has no valid target tokens");
   double sum = 0.0;
-  // This engine's CPU GEMM plan, as its backward and step() run on (another engine may have stepped
-  // since); not recorded: backward() runs the same GEMMs again and records them.
-  if (CpuGemmTuning* cpu_gemm = trainer_.cpu_gemm()) cpu_gemm->activate();
   // backward() runs this batch again: the MoE and attention telemetry count it there, once.
   state_.model->set_recording_stats(false);
   try {

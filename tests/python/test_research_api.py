@@ -94,16 +94,20 @@ def test_researcher_loop_measures_its_cpu_gemm_plan_as_step_does(corpus, tmp_pat
     assert len(list((tmp_path / "gemm_cache" / "cpu_gemm").glob("*.plan"))) == 1
 
 
-def test_a_research_forward_runs_on_its_own_engines_cpu_gemm_plan(corpus, tmp_path, monkeypatch):
+def test_every_pass_of_an_engine_runs_on_its_own_cpu_gemm_plan(corpus, tmp_path, monkeypatch):
     """The CPU GEMM plan in force belongs to the process: after another engine installed one that
-    routes every shape elsewhere than the fixed rule, a research forward of an engine without a plan
-    must still compute on the rule (it ran on the other engine's plan: found on a machine whose
-    measured plan put some shapes on OpenBLAS)."""
+    routes every shape elsewhere than the fixed rule, an engine without a plan must still compute on
+    the rule in its research forward, logits and evaluations (they ran on the other engine's plan:
+    found on a machine whose measured plan put some shapes on OpenBLAS)."""
     cache = tmp_path / "gemm_cache"
     monkeypatch.setenv("MYRIAD_CPU_GEMM_CACHE", str(cache))
     plain = make_engine(corpus, tmp_path / "plain")
     tokens, targets = plain.train_batch()
-    before = plain.forward(tokens, targets)
+
+    def passes():
+        return plain.forward(tokens, targets), plain.forward(tokens), plain.evaluate(), plain.evaluate(tokens, targets)
+
+    before = passes()
     make_engine(corpus, tmp_path / "a", "training.cpu_gemm=measured").step()  # writes the machine cache
     [plan_file] = list((cache / "cpu_gemm").glob("*.plan"))
     key, *routes = plan_file.read_text().splitlines()
@@ -113,7 +117,9 @@ def test_a_research_forward_runs_on_its_own_engines_cpu_gemm_plan(corpus, tmp_pa
     plan_file.write_text("\n".join([key] + [line.rsplit(" ", 1)[0] + " openblas" for line in routes]) + "\n")
     other = make_engine(corpus, tmp_path / "b", "training.cpu_gemm=measured")  # alive: its plan stays installed
     other.step()  # installs the cached plan
-    assert plain.forward(tokens, targets) == before
+    after = passes()
+    assert after[0] == before[0] and np.array_equal(after[1], before[1])
+    assert after[2:] == before[2:]
 
 
 def test_moe_routing_telemetry_counts_each_token_once(corpus, tmp_path):

@@ -15,10 +15,9 @@
 // backward to their optimizer_step alike.
 //
 // The installed plan belongs to the process (ops/cpu_gemm.h): each engine's begin_step makes it
-// that engine's own (none for `fixed`; the research API's forward does the same through activate),
-// so two engines stepping in one process each run on theirs; a GEMM outside a step (evaluate,
-// generate) runs on whichever engine stepped last. A step that throws abandons its recording
-// (abandon_step).
+// that engine's own (none for `fixed`), and so does activate, which the Engine calls before every
+// other pass (the research API's forward, evaluate, generate): two engines in one process each
+// compute on their own plan. A step that throws abandons its recording (abandon_step).
 #pragma once
 
 #include <exception>
@@ -38,7 +37,7 @@ class CpuGemmTuning {
   CpuGemmTuning(const CpuGemmTuning&) = delete;
   CpuGemmTuning& operator=(const CpuGemmTuning&) = delete;
 
-  void activate();      // this engine's plan in force (a research forward: its shapes are its backward's)
+  void activate();      // this engine's plan in force, nothing recorded (a pass outside step and backward)
   void begin_step();    // activate(); measured and not yet covered: records the step's shapes
   void end_step();      // after a recorded step: routes for its shapes, agreed over the world (collective)
   void abandon_step();  // a step that threw: its recording ends, nothing is measured
