@@ -61,7 +61,7 @@ void CpuGemmTuning::install(std::shared_ptr<const cpu::GemmPlan> plan) {
 bool CpuGemmTuning::measured() const { return state_.config.training.cpu_gemm == CpuGemmChoice::measured; }
 
 void CpuGemmTuning::activate() {
-  // The process's plan is the stepping engine's (another engine of the process may have changed it).
+  // The process's plan is this engine's (another engine of the process may have changed it since).
   if (cpu::gemm_plan() != plan_) cpu::set_gemm_plan(plan_);
 }
 
