@@ -120,6 +120,7 @@ static int run(int argc, char** argv) {
                  "cpu::sgemm, the last column: "
               << cpu::gemm_library_description(cpu::gemm_library())
               << " (MYRIAD_CPU_GEMM), few-row and vocabulary-sized GEMMs cut into one call per thread\n";
+    if (const std::string blis = myriad::bench::describe_blis(); !blis.empty()) std::cout << "- " << blis << "\n";
     print_step_gemm_ceiling(shapes, found, token_counts, layers);
     return 0;
   }

@@ -44,6 +44,8 @@ void* open_first(const std::vector<const char*>& names) {
   return nullptr;
 }
 
+void* open_blis() { return open_first({"libblis.so.4", "libblis-openmp.so.4"}); }
+
 std::vector<Library> libraries() {
   std::vector<Library> out;
   out.push_back(
@@ -60,7 +62,7 @@ std::vector<Library> libraries() {
                      }});
     }
   }
-  if (void* blis = open_first({"libblis.so.4", "libblis-openmp.so.4"})) {
+  if (void* blis = open_blis()) {
     if (auto fn = reinterpret_cast<BlisSgemm>(dlsym(blis, "bli_sgemm"))) {
       out.push_back({"BLIS", [fn](const GemmShape& s, const float* a, const float* b, float* c) {
                        const float one = 1.0f, zero = 0.0f;
@@ -88,6 +90,26 @@ double seconds_of(const std::function<void()>& fn) {
 }
 
 }  // namespace
+
+std::string describe_blis() {
+  void* blis = open_blis();
+  if (blis == nullptr) return "";
+  // BLIS's documented query functions: arch_t bli_arch_query_id(), const char* bli_arch_string(arch_t),
+  // const char* bli_info_get_version_str(), dim_t bli_thread_get_num_threads() (-1: not set).
+  auto arch_id = reinterpret_cast<int (*)()>(dlsym(blis, "bli_arch_query_id"));
+  auto arch_name = reinterpret_cast<const char* (*)(int)>(dlsym(blis, "bli_arch_string"));
+  auto version = reinterpret_cast<const char* (*)()>(dlsym(blis, "bli_info_get_version_str"));
+  auto threads = reinterpret_cast<std::int64_t (*)()>(dlsym(blis, "bli_thread_get_num_threads"));
+  std::string out = "BLIS ";
+  out += version != nullptr ? version() : "(version unknown)";
+  if (arch_id != nullptr && arch_name != nullptr)
+    out += std::string(", its '") + arch_name(arch_id()) + "' configuration";
+  if (threads != nullptr) {
+    const std::int64_t n = threads();
+    out += n > 0 ? ", " + std::to_string(n) + " threads" : std::string(", threads not set (one)");
+  }
+  return out;
+}
 
 GemmLibraryTimes print_gemm_libraries(const std::vector<GemmShape>& shapes, int rounds) {
   const std::vector<Library> libs = libraries();

@@ -30,6 +30,11 @@ struct GemmLibraryTimes {
 // Prints the table (GFLOP/s per library per shape, the fastest named) and returns what it measured.
 GemmLibraryTimes print_gemm_libraries(const std::vector<GemmShape>& shapes, int rounds);
 
+// BLIS as loaded, for the table's notes: "BLIS 0.9.0, its 'generic' configuration for this CPU, 2
+// threads" (the sub-configuration BLIS picked at load: 'generic' means reference kernels, as on a CPU
+// family its build does not know); "" when BLIS did not load.
+std::string describe_blis();
+
 // The GEMMs of a GPT block's four linear layers (qkv, attention projection, MLP in, MLP out) and of
 // the LM head, each as its forward x W^T, input gradient dy W and weight gradient dy^T x, for each
 // token count in turn (15 shapes each, the head's three last); then the 1024^3 square.
